@@ -1,0 +1,59 @@
+"""onnxnn: PyTorch's nn.Module API on ONNX.
+
+Every tensor operation records an ONNX node; onnxruntime runs the recorded graph; backward passes
+are ONNX graphs generated from the forward graph.
+
+Example::
+
+    >>> import onnxnn
+    >>> x = onnxnn.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    >>> (x * x).sum().backward()
+    >>> x.grad
+    tensor([2., 4., 6.])
+"""
+from __future__ import annotations
+
+from . import runtime
+from .runtime import ops as _ops
+from .runtime.creation import (
+    arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace, normal, ones, ones_like,
+    rand, rand_like, randint, randint_like, randn, randn_like, randperm, scalar_tensor, tensor, zeros, zeros_like,
+)
+from .runtime.device import device
+from .runtime.dtypes import (
+    bfloat16, bool, double, dtype, float, float16, float32, float64, get_default_dtype, half, int, int8, int16,
+    int32, int64, long, promote_types, set_default_dtype, short, uint8,
+)
+from .runtime.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .runtime.printing import set_printoptions
+from .runtime.random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+from .runtime.tensor import Size, Tensor
+from .runtime.ops import (  # noqa: F401  (the math functions of the top level)
+    abs, add, all, allclose, amax, amin, any, argmax, argmin, bmm, broadcast_to, cat, ceil, chunk, clamp, clip,
+    clone, concat, cos, div, dot, eq, equal, erf, exp, expand_as, flatten, flip, floor, floor_divide, gather, ge,
+    gelu, gt, index_select, isclose, isfinite, isinf, isnan, le, leaky_relu, log, log_softmax, logical_and,
+    logical_not, logical_or, logical_xor, logsumexp, lt, matmul, max, maximum, mean, min, minimum, mm, mul,
+    narrow, ne, neg, norm, permute, pow, prod, reciprocal, relu, remainder, reshape, round, rsqrt, sigmoid, sign,
+    sin, softmax, split, sqrt, squeeze, stack, std, sub, sum, t, tanh, tile, transpose, trunc, unbind, unsqueeze,
+    var, where,
+)
+from . import autograd, cuda  # noqa: E402
+
+__version__ = "0.1.0"
+
+
+def numel(input: Tensor) -> builtins_int:
+    return input.numel()
+
+
+def is_tensor(obj) -> builtins_bool:
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(input: Tensor) -> builtins_bool:
+    return input.is_floating_point()
+
+
+import builtins as _builtins  # noqa: E402
+
+builtins_int, builtins_bool = _builtins.int, _builtins.bool

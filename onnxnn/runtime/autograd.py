@@ -1,0 +1,497 @@
+"""Reverse-mode autodiff as a graph transform over recorded ONNX nodes.
+
+Each op recorded on tensors that require grad gets a ``Function`` (its ``grad_fn``) that keeps
+the forward ``Node``, its output values and the edges to the functions of its inputs. Backward
+walks these in reverse topological order and asks the gradient rule of each node's op_type for
+the gradients of its inputs. Rules emit ordinary tensor ops, so the whole backward pass is
+recorded lazily as ONNX nodes and realized in one run through the session cache (and, with
+``create_graph=True``, is itself differentiable). The driver, not the rules, sums broadcast
+gradients back to input shapes, accumulates gradients of shared inputs and fills symbolic zeros.
+"""
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+
+from .grad_mode import STATE, no_grad, set_grad_enabled
+from .registry import gradient_rules
+
+__all__ = ["Function", "AccumulateGrad", "run_backward", "grad", "VersionCounter"]
+
+
+class VersionCounter:
+    """Counts in-place changes of a tensor, so backward can refuse stale saved values."""
+
+    __slots__ = ("value",)
+
+    def __init__(self):
+        self.value = 0
+
+
+class RemovableHandle:
+    """Removes a hook from the dict it was registered in (``handle.remove()``), like PyTorch's."""
+
+    _next_id = 0
+
+    def __init__(self, *hooks_dicts: dict):
+        self.hooks_dicts = [weakref.ref(d) if _weakrefable(d) else (lambda d=d: d) for d in hooks_dicts]
+        self.id = RemovableHandle._next_id
+        RemovableHandle._next_id += 1
+
+    def remove(self) -> None:
+        for reference in self.hooks_dicts:
+            hooks = reference()
+            if hooks is not None and self.id in hooks:
+                del hooks[self.id]
+
+    def __enter__(self) -> "RemovableHandle":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.remove()
+
+
+def _weakrefable(obj) -> bool:
+    try:
+        weakref.ref(obj)
+        return True
+    except TypeError:
+        return False
+
+
+class _HookDict(OrderedDict):
+    """An OrderedDict that weak references can point to (plain dicts cannot be weakly referenced)."""
+
+
+class Function:
+    """The backward node of one recorded op (what ``tensor.grad_fn`` returns)."""
+
+    __slots__ = ("node", "outputs", "next_functions", "_saved_versions", "_name", "_hooks",
+                 "_pre_hooks", "_tensor_hooks", "_retained", "__weakref__")
+
+    def __init__(self, node, outputs: tuple, next_functions: tuple, saved_versions: tuple, name: str):
+        self.node = node
+        self.outputs = outputs
+        self.next_functions = next_functions
+        self._saved_versions = saved_versions
+        self._name = name
+        self._hooks = None
+        self._pre_hooks = None
+        self._tensor_hooks = None
+        self._retained = None
+
+    def name(self) -> str:
+        return self._name
+
+    def __repr__(self) -> str:
+        return f"<{self._name} object at {hex(id(self))}>"
+
+    def register_hook(self, hook) -> RemovableHandle:
+        """Registers ``hook(grad_inputs, grad_outputs)`` run after this node's gradient; may return new grad_inputs."""
+        if self._hooks is None:
+            self._hooks = _HookDict()
+        handle = RemovableHandle(self._hooks)
+        self._hooks[handle.id] = hook
+        return handle
+
+    def register_prehook(self, hook) -> RemovableHandle:
+        """Registers ``hook(grad_outputs)`` run before this node's gradient; may return new grad_outputs."""
+        if self._pre_hooks is None:
+            self._pre_hooks = _HookDict()
+        handle = RemovableHandle(self._pre_hooks)
+        self._pre_hooks[handle.id] = hook
+        return handle
+
+    def _add_tensor_hook(self, output_nr: int, hook) -> RemovableHandle:
+        if self._tensor_hooks is None:
+            self._tensor_hooks = {}
+        hooks = self._tensor_hooks.setdefault(output_nr, _HookDict())
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        return handle
+
+
+class AccumulateGrad:
+    """The backward node of a leaf tensor: adds the incoming gradient to ``variable.grad``."""
+
+    __slots__ = ("variable", "__weakref__")
+    next_functions = ()
+
+    def __init__(self, variable):
+        self.variable = variable
+
+    def name(self) -> str:
+        return "torch::autograd::AccumulateGrad"
+
+    def __repr__(self) -> str:
+        return f"<AccumulateGrad object at {hex(id(self))}>"
+
+
+class GradContext:
+    """What a gradient rule sees of its forward node: attributes, inputs, outputs, shapes.
+
+    ``input(i)`` and ``output(i)`` are tensors; with ``create_graph`` they keep their autograd
+    history so the gradient is itself differentiable. Reading a value that was changed in place
+    after it was saved raises, as PyTorch's saved-variable check does.
+    """
+
+    __slots__ = ("function", "create_graph")
+
+    def __init__(self, function: Function, create_graph: bool):
+        self.function = function
+        self.create_graph = create_graph
+
+    @property
+    def attrs(self) -> dict:
+        return self.function.node.attrs
+
+    @property
+    def node(self):
+        return self.function.node
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self.function.node.inputs)
+
+    def input_shape(self, index: int) -> tuple:
+        return self.function.node.inputs[index].shape
+
+    def input_value(self, index: int):
+        """The raw input Value (for constant attributes-as-inputs such as axes)."""
+        return self.function.node.inputs[index]
+
+    def input(self, index: int):
+        from .tensor import Tensor
+        saved = self.function._saved_versions[index]
+        if saved is not None and saved[0].value != saved[1]:
+            value = self.function.node.inputs[index]
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an inplace "
+                f"operation: [{value.dtype.name} {list(value.shape)}] is at version {saved[0].value}; "
+                f"expected version {saved[1]} instead. (saved by {self.function.name()})")
+        value = self.function.node.inputs[index]
+        if not self.create_graph:
+            return Tensor._from_value(value)
+        edge = self.function.next_functions[index]
+        if edge is None or edge[0] is None:
+            return Tensor._from_value(value)
+        if isinstance(edge[0], AccumulateGrad):
+            return edge[0].variable
+        return Tensor._from_value(value, edge[0], edge[1])
+
+    def output(self, index: int = 0):
+        from .tensor import Tensor
+        value = self.function.outputs[index]
+        if not self.create_graph:
+            return Tensor._from_value(value)
+        return Tensor._from_value(value, self.function, index)
+
+
+_FREED_MESSAGE = (
+    "Trying to backward through the graph a second time (or directly access saved tensors after they "
+    "have already been freed). Saved intermediate values of the graph are freed when you call "
+    ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the "
+    "graph a second time or if you need to access saved tensors after calling backward.")
+
+
+def _edge_of(tensor):
+    """The (function, output_nr) edge that gradients for ``tensor`` flow into."""
+    if tensor._grad_fn is not None:
+        return tensor._grad_fn, tensor._output_nr
+    if tensor._requires_grad:
+        return tensor._grad_accumulator(), 0
+    return None
+
+
+def _sum_to_shape(gradient, shape: tuple):
+    """Sums a broadcast gradient back to ``shape`` (the driver's job, never a rule's)."""
+    if gradient.shape == shape:
+        return gradient
+    extra = len(gradient.shape) - len(shape)
+    axes = list(range(extra))
+    for axis, size in enumerate(shape):
+        if size == 1 and gradient.shape[axis + extra] != 1:
+            axes.append(axis + extra)
+    if axes:
+        gradient = gradient.sum(dim=axes, keepdim=True)
+    return gradient.reshape(shape)
+
+
+def _add(accumulated, gradient):
+    return gradient if accumulated is None else accumulated + gradient
+
+
+def _collect(roots: list) -> tuple[dict, list]:
+    """Dependency counts of every function reachable from ``roots`` (a list of functions)."""
+    dependencies: dict = {}
+    order: list = []
+    seen = set()
+    stack = list(roots)
+    while stack:
+        function = stack.pop()
+        if id(function) in seen:
+            continue
+        seen.add(id(function))
+        order.append(function)
+        for edge in function.next_functions:
+            if edge is None or edge[0] is None:
+                continue
+            dependencies[id(edge[0])] = dependencies.get(id(edge[0]), 0) + 1
+            stack.append(edge[0])
+    return dependencies, order
+
+
+def _needed(order: list, targets: set) -> set:
+    """Ids of functions from which some target edge is reachable (the path to prune to)."""
+    needed = set()
+    changed = True
+    while changed:
+        changed = False
+        for function in order:
+            if id(function) in needed:
+                continue
+            if id(function) in targets or any(
+                    edge is not None and edge[0] is not None and id(edge[0]) in needed
+                    for edge in function.next_functions):
+                needed.add(id(function))
+                changed = True
+    return needed
+
+
+def _apply_hooks(hooks, value):
+    for hook in list(hooks.values()):
+        result = hook(value)
+        if result is not None:
+            value = result
+    return value
+
+
+def _execute(roots: list, root_grads: list, *, retain_graph: bool, create_graph: bool,
+             capture: list | None = None, accumulate_only: set | None = None) -> list:
+    """The backward engine shared by ``Tensor.backward`` and ``autograd.grad``.
+
+    Args:
+        roots: (function, output_nr) edges the gradients start from.
+        root_grads: the gradient tensor for each root.
+        capture: edges whose incoming gradient is returned instead of accumulated (autograd.grad).
+        accumulate_only: ids of leaf accumulators to update (backward(inputs=...)); None means all.
+
+    Returns:
+        The captured gradients (None where nothing flowed), in the order of ``capture``.
+    """
+    from .tensor import Tensor
+    buffers: dict = {}
+    for (function, output_nr), gradient in zip(roots, root_grads):
+        slots = buffers.setdefault(id(function), {})
+        slots[output_nr] = _add(slots.get(output_nr), gradient)
+    root_functions = []
+    for function, _ in roots:
+        if all(function is not f for f in root_functions):
+            root_functions.append(function)
+    dependencies, order = _collect(root_functions)
+
+    targets = None
+    if capture is not None:
+        targets = {id(edge[0]) for edge in capture if edge is not None}
+    elif accumulate_only is not None:
+        targets = set(accumulate_only)
+    needed = _needed(order, targets) if targets is not None else None
+    captured: dict = {}
+    capture_keys = {(id(e[0]), e[1]) for e in capture if e is not None} if capture is not None else set()
+    realize_list = []
+
+    ready = [f for f in root_functions if dependencies.get(id(f), 0) == 0]
+    with set_grad_enabled(create_graph):
+        while ready:
+            function = ready.pop()
+            slots = buffers.pop(id(function), {})
+            for output_nr, gradient in slots.items():
+                if (id(function), output_nr) in capture_keys:
+                    captured[(id(function), output_nr)] = gradient
+            if isinstance(function, AccumulateGrad):
+                gradient = slots.get(0)
+                if gradient is not None and capture is None and (
+                        accumulate_only is None or id(function) in accumulate_only):
+                    _accumulate(function.variable, gradient, create_graph, realize_list)
+                continue
+            if needed is not None and id(function) not in needed:
+                input_grads = ()  # no target lies behind it; still release its dependents below
+            else:
+                input_grads = _run_function(function, slots, create_graph, realize_list)
+            for edge, gradient in zip(function.next_functions, input_grads):
+                if edge is None or edge[0] is None or gradient is None:
+                    continue
+                next_function, output_nr = edge
+                next_slots = buffers.setdefault(id(next_function), {})
+                next_slots[output_nr] = _add(next_slots.get(output_nr), gradient)
+            if not retain_graph:
+                function.node = None
+                function.outputs = None
+            for edge in function.next_functions:
+                if edge is None or edge[0] is None:
+                    continue
+                remaining = dependencies[id(edge[0])] - 1
+                dependencies[id(edge[0])] = remaining
+                if remaining == 0:
+                    ready.append(edge[0])
+    results = []
+    if capture is not None:
+        for edge in capture:
+            gradient = None if edge is None else captured.get((id(edge[0]), edge[1]))
+            if gradient is not None and not create_graph:
+                gradient = gradient.detach()
+            results.append(gradient)
+            if gradient is not None:
+                realize_list.append(gradient._value)
+    if not create_graph:
+        from .executor import realize
+        realize(realize_list)
+    return results
+
+
+def _run_function(function: Function, slots: dict, create_graph: bool, realize_list: list) -> tuple:
+    """Runs tensor hooks, node pre-hooks, the gradient rule and node hooks of one function."""
+    from .tensor import Tensor
+    if function.node is None:
+        raise RuntimeError(_FREED_MESSAGE)
+    outputs = function.outputs
+    grad_outputs = []
+    for output_nr, value in enumerate(outputs):
+        gradient = slots.get(output_nr)
+        if gradient is not None and function._tensor_hooks and output_nr in function._tensor_hooks:
+            gradient = _apply_hooks(function._tensor_hooks[output_nr], gradient)
+        if gradient is not None and function._retained and output_nr in function._retained:
+            tensor = function._retained[output_nr]()
+            if tensor is not None:
+                tensor.grad = gradient if create_graph else gradient.detach()
+                realize_list.append(tensor.grad._value)
+        if gradient is None:
+            gradient = Tensor._zeros(value.shape, value.dtype, value.device)
+        grad_outputs.append(gradient)
+    if function._pre_hooks:
+        for hook in list(function._pre_hooks.values()):
+            result = hook(tuple(grad_outputs))
+            if result is not None:
+                grad_outputs = list(result)
+    node = function.node
+    rule = gradient_rules.lookup(node.op_type, node.domain)
+    input_grads = rule(GradContext(function, create_graph), *grad_outputs)
+    if not isinstance(input_grads, tuple):
+        input_grads = tuple(input_grads) if isinstance(input_grads, list) else (input_grads,)
+    fitted = []
+    for value, gradient in zip(node.inputs, input_grads):
+        if gradient is None or value is None:
+            fitted.append(None)
+            continue
+        if gradient.dtype is not value.dtype:
+            gradient = gradient.to(value.dtype)
+        fitted.append(_sum_to_shape(gradient, value.shape))
+    fitted.extend([None] * (len(node.inputs) - len(fitted)))
+    if function._hooks:
+        for hook in list(function._hooks.values()):
+            result = hook(tuple(fitted), tuple(grad_outputs))
+            if result is not None:
+                fitted = list(result)
+    return fitted
+
+
+def _accumulate(variable, gradient, create_graph: bool, realize_list: list) -> None:
+    if variable._backward_hooks:
+        gradient = _apply_hooks(variable._backward_hooks, gradient)
+    if gradient.shape != variable.shape:
+        gradient = _sum_to_shape(gradient, variable.shape)
+    if variable.grad is None:
+        variable.grad = gradient if create_graph else gradient.detach()
+    elif create_graph:
+        variable.grad = variable.grad + gradient
+    else:
+        with no_grad():
+            variable.grad._rebind((variable.grad + gradient)._value)
+    realize_list.append(variable.grad._value)
+
+
+def _root_gradients(tensors: list, grad_tensors: list) -> list:
+    from .tensor import Tensor
+    result = []
+    for index, (tensor, gradient) in enumerate(zip(tensors, grad_tensors)):
+        if not tensor.requires_grad:
+            raise RuntimeError(f"element {index} of tensors does not require grad and does not have a grad_fn")
+        if gradient is None:
+            if tensor.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            gradient = Tensor._full(tensor.shape, 1.0, tensor.dtype, tensor.device)
+        elif not isinstance(gradient, Tensor):
+            from .creation import tensor as make_tensor
+            gradient = make_tensor(gradient, dtype=tensor.dtype)
+        if gradient.shape != tensor.shape:
+            raise RuntimeError(f"Mismatch in shape: grad_output[{index}] has a shape of {gradient.shape} "
+                               f"and output[{index}] has a shape of {tensor.shape}.")
+        result.append(gradient)
+    return result
+
+
+def run_backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
+    """Computes gradients of ``tensors`` and accumulates them into the ``.grad`` of graph leaves."""
+    from .tensor import Tensor
+    tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors)
+    if grad_tensors is None:
+        grad_tensors = [None] * len(tensors)
+    elif isinstance(grad_tensors, Tensor):
+        grad_tensors = [grad_tensors]
+    if retain_graph is None:
+        retain_graph = create_graph
+    root_grads = _root_gradients(tensors, list(grad_tensors))
+    roots = [_edge_of(t) for t in tensors]
+    accumulate_only = None
+    if inputs is not None:
+        inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+        if not inputs:
+            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+        accumulate_only = set()
+        for tensor in inputs:
+            if not tensor.is_leaf:
+                raise NotImplementedError("backward(inputs=...) with non-leaf tensors is not supported; "
+                                          "use autograd.grad for them")
+            accumulate_only.add(id(tensor._grad_accumulator()))
+    _execute(roots, root_grads, retain_graph=retain_graph, create_graph=create_graph,
+             accumulate_only=accumulate_only)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False,
+         allow_unused=None, materialize_grads: bool = False) -> tuple:
+    """Computes and returns the gradients of ``outputs`` with respect to ``inputs`` (without touching ``.grad``).
+
+    Example::
+
+        >>> x = onnxnn.tensor([1.0, 2.0], requires_grad=True)
+        >>> (g,) = onnxnn.autograd.grad((x * x).sum(), x)
+        >>> g
+        tensor([2., 4.])
+    """
+    from .tensor import Tensor
+    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    single = isinstance(inputs, Tensor)
+    inputs = [inputs] if single else list(inputs)
+    if grad_outputs is None:
+        grad_outputs = [None] * len(outputs)
+    elif isinstance(grad_outputs, Tensor):
+        grad_outputs = [grad_outputs]
+    if retain_graph is None:
+        retain_graph = create_graph
+    for index, tensor in enumerate(inputs):
+        if not tensor.requires_grad:
+            raise RuntimeError(f"One of the differentiated Tensors does not require grad")
+    root_grads = _root_gradients(outputs, list(grad_outputs))
+    roots = [_edge_of(t) for t in outputs]
+    capture = [_edge_of(t) for t in inputs]
+    results = _execute(roots, root_grads, retain_graph=retain_graph, create_graph=create_graph, capture=capture)
+    final = []
+    for tensor, gradient in zip(inputs, results):
+        if gradient is None:
+            if materialize_grads:
+                gradient = Tensor._zeros(tensor.shape, tensor.dtype, tensor.device)
+            elif not allow_unused:
+                raise RuntimeError("One of the differentiated Tensors appears to not have been used in the "
+                                   "graph. Set allow_unused=True if this is the desired behavior.")
+        final.append(gradient)
+    return tuple(final)

@@ -1,0 +1,239 @@
+"""Tensor constructors: tensor, as_tensor, from_numpy, zeros, ones, full, arange, randn, ... and *_like."""
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as np
+
+from . import dtypes
+from . import random as _random
+from .device import CPU, as_device, cuda_is_available
+from .graph import constant
+from .tensor import Tensor
+
+__all__ = ["tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange", "linspace",
+           "eye", "randn", "rand", "randint", "randperm", "normal", "zeros_like", "ones_like",
+           "empty_like", "full_like", "randn_like", "rand_like", "randint_like", "scalar_tensor"]
+
+
+def _device(device) -> "object":
+    if device is None:
+        return CPU
+    target = as_device(device)
+    if target.type == "cuda" and not cuda_is_available():
+        raise RuntimeError("CUDA is not available: onnxruntime's CUDA execution provider could not be "
+                           "loaded on this machine (no GPU, or onnxruntime-gpu/CUDA libraries missing)")
+    return target
+
+
+def _shape(size) -> tuple:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    shape = tuple(int(s) for s in size)
+    if any(s < 0 for s in shape):
+        raise RuntimeError(f"Trying to create tensor with negative dimension {min(shape)}: {list(shape)}")
+    return shape
+
+
+def _make(array: np.ndarray, dtype, device, requires_grad: bool) -> Tensor:
+    value_dtype = dtypes.as_dtype(array.dtype) if dtype is None else dtype
+    array = np.ascontiguousarray(array, dtype=value_dtype.numpy_dtype)
+    result = Tensor._from_value(constant(array, value_dtype, _device(device)))
+    if requires_grad:
+        result.requires_grad_(True)
+    return result
+
+
+def _infer_array(data) -> tuple[np.ndarray, object]:
+    """numpy form of Python data plus the dtype PyTorch would give it (floats are the default dtype)."""
+    if isinstance(data, Tensor):
+        return np.array(data._realized_data()), data.dtype
+    if isinstance(data, np.ndarray):
+        return data, dtypes.as_dtype(data.dtype)
+    if isinstance(data, (list, tuple)):
+        data = [_nested(item) for item in data]
+    array = np.array(data)
+    if array.dtype == object:
+        raise TypeError(f"could not convert data of type {type(data).__name__} to a tensor (ragged nested sequence?)")
+    if array.dtype.kind == "f":
+        return array, dtypes.get_default_dtype()
+    if array.dtype.kind in "iu":
+        return array, dtypes.int64
+    if array.dtype.kind == "b":
+        return array, dtypes.bool
+    return array, dtypes.as_dtype(array.dtype)
+
+
+def _nested(item):
+    if isinstance(item, Tensor):
+        return item._realized_data()
+    if isinstance(item, (list, tuple)):
+        return [_nested(inner) for inner in item]
+    return item
+
+
+def tensor(data, *, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
+    """Constructs a tensor by copying ``data`` (a number, nested sequence, numpy array or tensor).
+
+    Example::
+
+        >>> onnxnn.tensor([[1, 2], [3, 4]], dtype=onnxnn.float32)
+        tensor([[1., 2.],
+                [3., 4.]])
+    """
+    array, inferred = _infer_array(data)
+    target = inferred if dtype is None else dtypes.as_dtype(dtype)
+    return _make(np.array(array, dtype=target.numpy_dtype, copy=True), target, device, requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """Converts ``data`` to a tensor, sharing it when it already is one of the right dtype and device."""
+    if isinstance(data, Tensor):
+        return data.to(device=device, dtype=dtype)
+    if isinstance(data, np.ndarray) and dtype is None:
+        return from_numpy(data) if device is None else from_numpy(data).to(device)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor holding ``array`` (not copied when it is contiguous and of a supported dtype)."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(array).__name__})")
+    value_dtype = dtypes.as_dtype(array.dtype)
+    return Tensor._from_value(constant(np.ascontiguousarray(array), value_dtype, CPU))
+
+
+def scalar_tensor(value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return full((), value, dtype=dtype or dtypes.get_default_dtype(), device=device, requires_grad=requires_grad)
+
+
+def _float_dtype(dtype):
+    return dtypes.get_default_dtype() if dtype is None else dtypes.as_dtype(dtype)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    target = _float_dtype(dtype)
+    return _make(np.zeros(_shape(size), target.numpy_dtype), target, device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    target = _float_dtype(dtype)
+    return _make(np.ones(_shape(size), target.numpy_dtype), target, device, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad: bool = False, memory_format=None) -> Tensor:
+    # Values are immutable handles, so "uninitialized" memory is simply zeros.
+    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    if dtype is None:
+        dtype = dtypes.result_type([], [fill_value])
+    target = dtypes.as_dtype(dtype)
+    return _make(np.full(_shape((size,)), fill_value, target.numpy_dtype), target, device, requires_grad)
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Values from ``start`` to ``end`` (exclusive) by ``step``; integer arguments give int64."""
+    if end is None:
+        start, end = 0, start
+    numbers = [float(x) if isinstance(x, Tensor) and x.is_floating_point() else x for x in (start, end, step)]
+    numbers = [x.item() if isinstance(x, Tensor) else x for x in numbers]
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    target = dtypes.as_dtype(dtype) if dtype is not None else dtypes.result_type([], numbers)
+    count = builtins.max(0, math.ceil((numbers[1] - numbers[0]) / numbers[2]))
+    values = numbers[0] + np.arange(count, dtype=np.float64) * numbers[2]
+    if not target.is_floating_point:
+        values = np.arange(numbers[0], numbers[1], numbers[2])
+    return _make(values.astype(target.numpy_dtype), target, device, requires_grad)
+
+
+def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    target = _float_dtype(dtype)
+    return _make(np.linspace(start, end, steps, dtype=np.float64).astype(target.numpy_dtype), target, device,
+                 requires_grad)
+
+
+def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    target = _float_dtype(dtype)
+    return _make(np.eye(n, m, dtype=target.numpy_dtype), target, device, requires_grad)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Samples of the standard normal distribution, from onnxnn's seeded generator."""
+    target = _float_dtype(dtype)
+    return _make(_random.normal(_shape(size), target.numpy_dtype, generator=generator), target, device,
+                 requires_grad)
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Samples of the uniform distribution on [0, 1)."""
+    target = _float_dtype(dtype)
+    return _make(_random.uniform(_shape(size), target.numpy_dtype, generator=generator), target, device,
+                 requires_grad)
+
+
+def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
+            requires_grad: bool = False) -> Tensor:
+    """Random integers in [low, high); ``randint(high, size)`` starts at 0."""
+    if size is None:
+        low, high, size = 0, low, high
+    if size is None:
+        raise TypeError("randint() missing required argument 'size'")
+    target = dtypes.int64 if dtype is None else dtypes.as_dtype(dtype)
+    return _make(_random.integers(low, high, _shape((size,)), target.numpy_dtype, generator), target, device,
+                 requires_grad)
+
+
+def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    target = dtypes.int64 if dtype is None else dtypes.as_dtype(dtype)
+    return _make(_random.permutation(n, generator).astype(target.numpy_dtype), target, device, requires_grad)
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None) -> Tensor:
+    if isinstance(mean, Tensor) or isinstance(std, Tensor):
+        shape = (mean if isinstance(mean, Tensor) else std).shape
+        return randn(shape, generator=generator, dtype=dtype, device=device) * std + mean
+    target = _float_dtype(dtype)
+    return _make(_random.normal(_shape((size,)), target.numpy_dtype, mean, std, generator), target, device, False)
+
+
+def _like(input: Tensor, dtype, device):
+    return (input.dtype if dtype is None else dtypes.as_dtype(dtype)), (input.device if device is None else device)
+
+
+def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None) -> Tensor:
+    target, where = _like(input, dtype, device)
+    return zeros(input.shape, dtype=target, device=where, requires_grad=requires_grad)
+
+
+def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None) -> Tensor:
+    target, where = _like(input, dtype, device)
+    return ones(input.shape, dtype=target, device=where, requires_grad=requires_grad)
+
+
+def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None) -> Tensor:
+    return zeros_like(input, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def full_like(input: Tensor, fill_value, *, dtype=None, device=None, requires_grad: bool = False,
+              memory_format=None) -> Tensor:
+    target, where = _like(input, dtype, device)
+    return full(input.shape, fill_value, dtype=target, device=where, requires_grad=requires_grad)
+
+
+def randn_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None) -> Tensor:
+    target, where = _like(input, dtype, device)
+    return randn(input.shape, dtype=target, device=where, requires_grad=requires_grad)
+
+
+def rand_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None) -> Tensor:
+    target, where = _like(input, dtype, device)
+    return rand(input.shape, dtype=target, device=where, requires_grad=requires_grad)
+
+
+def randint_like(input: Tensor, low, high=None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    target, where = _like(input, dtype, device)
+    return randint(low, high, input.shape, dtype=target, device=where, requires_grad=requires_grad)

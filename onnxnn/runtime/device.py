@@ -1,0 +1,95 @@
+"""Devices: where a tensor's value lives and which onnxruntime execution provider computes it."""
+from __future__ import annotations
+
+import functools
+
+__all__ = ["device", "as_device", "cuda_is_available"]
+
+
+class device:
+    """A device such as ``device("cpu")`` or ``device("cuda", 0)`` (also ``device("cuda:0")``)."""
+
+    __slots__ = ("type", "index")
+
+    def __new__(cls, type_or_string, index: int | None = None):
+        if isinstance(type_or_string, device):
+            return type_or_string
+        text = str(type_or_string)
+        if ":" in text:
+            text, _, index_text = text.partition(":")
+            if index is not None or not index_text.isdigit():
+                raise RuntimeError(f"Invalid device string: '{type_or_string}'")
+            index = int(index_text)
+        if text not in ("cpu", "cuda"):
+            raise RuntimeError(f"Expected one of cpu, cuda device type at start of device string: {type_or_string}")
+        if text == "cuda" and index is None:
+            index = 0
+        key = (text, index)
+        cached = _DEVICES.get(key)
+        if cached is None:
+            cached = object.__new__(cls)
+            object.__setattr__(cached, "type", text)
+            object.__setattr__(cached, "index", index)
+            _DEVICES[key] = cached
+        return cached
+
+    def __setattr__(self, name, value):
+        raise AttributeError("device is immutable")
+
+    def __repr__(self) -> str:
+        if self.index is None:
+            return f"device(type='{self.type}')"
+        return f"device(type='{self.type}', index={self.index})"
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, str):
+            other = device(other)
+        return self is other
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.index))
+
+    def __reduce__(self):
+        return (device, (str(self),))
+
+
+_DEVICES: dict = {}
+CPU = device("cpu")
+
+
+def as_device(value) -> device:
+    """Converts a device, a string like "cuda:0", or an int (a CUDA index) to a device."""
+    if isinstance(value, device):
+        return value
+    if isinstance(value, int):
+        return device("cuda", value)
+    return device(value)
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_is_available() -> bool:
+    """True when onnxruntime's CUDA provider really loads, checked by creating a session with it.
+
+    Listing providers is not enough: onnxruntime-gpu lists CUDA even on machines without a GPU or
+    without the CUDA libraries, and then silently falls back to the CPU.
+    """
+    import onnxruntime
+    if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
+        return False
+    from onnx import TensorProto, helper
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])], "probe",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 4  # the failed CUDA load is the expected answer here, not a warning
+    try:
+        session = onnxruntime.InferenceSession(
+            model.SerializeToString(), options, providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    except Exception:
+        return False
+    return "CUDAExecutionProvider" in session.get_providers()

@@ -1,0 +1,284 @@
+"""Realization: run pending values through a cache of compiled onnxruntime sessions.
+
+``realize(values)`` gathers the pending subgraph behind ``values`` and builds its canonical
+structural key (op types, attributes, topology, input shapes and dtypes; never data). On a cache
+hit, the only work is the key and the session run. On a miss the subgraph becomes an ONNX
+``ModelProto`` and an ``InferenceSession``. Pending intermediates that something else still
+references (a live Tensor, a saved value for backward, another pending node) are returned by the
+same run, so nothing is computed twice.
+"""
+from __future__ import annotations
+
+import sys
+from collections import OrderedDict
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from .device import CPU
+
+__all__ = ["realize", "build_model", "cache_info", "clear_cache", "OPSET_VERSION", "IR_VERSION",
+           "set_cache_size"]
+
+# The opset and IR version of every graph onnxnn builds. onnx's default ir_version can be newer
+# than what the installed onnxruntime reads, so both are pinned to values onnxruntime >= 1.20 accepts.
+OPSET_VERSION = 21
+IR_VERSION = 10
+
+
+class _GraphPlan:
+    """The canonical form of one pending subgraph: nodes in topological order and their wiring."""
+
+    __slots__ = ("nodes", "inputs", "outputs", "key")
+
+    def __init__(self, nodes, inputs, outputs, key):
+        self.nodes = nodes        # list[Node], topological order
+        self.inputs = inputs      # list[Value]: realized values fed to the graph
+        self.outputs = outputs    # list[Value]: pending values the run computes
+        self.key = key
+
+
+def _find_externally_referenced(nodes: list, consumer_counts: dict, skip: set) -> list:
+    """Pending values used inside ``nodes`` that something outside the subgraph also references.
+
+    A value's reference count beyond its consumers inside the subgraph means a live Tensor, a
+    saved backward value or an unrelated pending node holds it: computing it now saves a rerun.
+    """
+    found = []
+    for node in nodes:
+        for value in node.inputs:
+            if value is None or value.data is not None:
+                continue
+            identity = id(value)
+            if identity in skip:
+                continue
+            skip.add(identity)
+            if sys.getrefcount(value) - _REFCOUNT_BASELINE > consumer_counts[identity]:
+                found.append(value)
+    return found
+
+
+def _calibrate_refcount_baseline() -> int:
+    """Finds how many references the scan above holds by itself on this Python version.
+
+    Interpreters differ (newer ones borrow references for loop variables), so instead of a
+    constant the scan is run on a probe whose value is referenced by its one consumer only.
+    """
+    global _REFCOUNT_BASELINE
+
+    class _Probe:
+        __slots__ = ("inputs",)
+
+    class _Pending:
+        __slots__ = ("data",)
+
+    probe, pending = _Probe(), _Pending()
+    pending.data = None
+    probe.inputs = (pending,)
+    identity = id(pending)
+    del pending
+    for baseline in range(8):
+        _REFCOUNT_BASELINE = baseline
+        if not _find_externally_referenced([probe], {identity: 1}, set()):
+            return baseline
+    raise RuntimeError("could not calibrate the reference-count baseline")
+
+
+_REFCOUNT_BASELINE = 2
+_calibrate_refcount_baseline()
+
+
+def _plan(targets: list) -> _GraphPlan:
+    """Walks the pending history of ``targets`` and builds its canonical plan and cache key."""
+    order: list = []
+    node_position: dict = {}
+    input_position: dict = {}
+    inputs: list = []
+    consumer_counts: dict = {}
+    stack = [(target.node, False) for target in reversed(targets)]
+    while stack:
+        node, expanded = stack.pop()
+        if id(node) in node_position:
+            continue
+        if expanded:
+            node_position[id(node)] = len(order)
+            order.append(node)
+            continue
+        stack.append((node, True))
+        for value in reversed(node.inputs):
+            if value is None or value.data is not None:
+                continue
+            identity = id(value)
+            consumer_counts[identity] = consumer_counts.get(identity, 0) + 1
+            if id(value.node) not in node_position:
+                stack.append((value.node, False))
+
+    target_ids = {id(t) for t in targets}
+    outputs = list(targets) + _find_externally_referenced(order, consumer_counts, set(target_ids))
+
+    node_keys = []
+    for node in order:
+        refs = []
+        for value in node.inputs:
+            if value is None:
+                refs.append(None)
+            elif value.data is None:
+                refs.append((node_position[id(value.node)], value.index))
+            elif value.static:
+                refs.append(("c", value.dtype.name, value.data.shape, value.data.tobytes()))
+            else:
+                position = input_position.get(id(value))
+                if position is None:
+                    position = input_position[id(value)] = len(inputs)
+                    inputs.append(value)
+                refs.append(("i", position))
+        node_keys.append((node.signature, tuple(refs)))
+    key = (
+        tuple(node_keys),
+        tuple((v.shape, v.dtype.name) for v in inputs),
+        tuple((node_position[id(v.node)], v.index) for v in outputs),
+        targets[0].device,
+    )
+    return _GraphPlan(order, inputs, outputs, key)
+
+
+def _onnx_attribute_value(value):
+    from .dtypes import dtype
+    if isinstance(value, dtype):
+        return value.onnx_type
+    if isinstance(value, np.ndarray):
+        return onnx.numpy_helper.from_array(value)
+    return value
+
+
+def build_model(plan: _GraphPlan, input_names=None, output_names=None) -> onnx.ModelProto:
+    """Builds the ONNX model of a plan: realized inputs become graph inputs, static values initializers."""
+    names: dict = {}
+    position_of = {id(node): index for index, node in enumerate(plan.nodes)}
+    graph_inputs, initializers, onnx_nodes = [], [], []
+    for position, value in enumerate(plan.inputs):
+        name = input_names[position] if input_names else f"input_{position}"
+        names[id(value)] = name
+        graph_inputs.append(helper.make_tensor_value_info(name, value.dtype.onnx_type, value.shape))
+    domains = {""}
+    for node_index, node in enumerate(plan.nodes):
+        input_names_of_node = []
+        for value in node.inputs:
+            if value is None:
+                input_names_of_node.append("")
+            elif value.data is None:
+                input_names_of_node.append(f"node_{position_of[id(value.node)]}_{value.index}")
+            elif id(value) in names:
+                input_names_of_node.append(names[id(value)])
+            else:
+                name = names[id(value)] = f"constant_{len(initializers)}"
+                initializers.append(onnx.numpy_helper.from_array(value.data, name))
+                input_names_of_node.append(name)
+        attributes = {k: _onnx_attribute_value(v) for k, v in node.attrs.items()}
+        outputs = [f"node_{node_index}_{i}" for i in range(node.num_outputs)]
+        onnx_nodes.append(helper.make_node(node.op_type, input_names_of_node, outputs,
+                                           name=f"{node.op_type}_{node_index}", domain=node.domain or None,
+                                           **attributes))
+        domains.add(node.domain)
+    graph_outputs = []
+    renames = []
+    for position, value in enumerate(plan.outputs):
+        inner = f"node_{position_of[id(value.node)]}_{value.index}"
+        name = output_names[position] if output_names else f"output_{position}"
+        renames.append(helper.make_node("Identity", [inner], [name]))
+        graph_outputs.append(helper.make_tensor_value_info(name, value.dtype.onnx_type, value.shape))
+    graph = helper.make_graph(onnx_nodes + renames, "onnxnn", graph_inputs, graph_outputs, initializers)
+    opsets = [helper.make_opsetid(domain, OPSET_VERSION if domain == "" else 1) for domain in sorted(domains)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=IR_VERSION, producer_name="onnxnn")
+
+
+class _CompiledSession:
+    __slots__ = ("session", "input_names", "output_names", "run")
+
+    def __init__(self, model: onnx.ModelProto, device):
+        import onnxruntime
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3
+        providers = ["CPUExecutionProvider"]
+        if device.type == "cuda":
+            providers = [("CUDAExecutionProvider", {"device_id": device.index or 0}), "CPUExecutionProvider"]
+        try:
+            self.session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=providers)
+        except Exception as error:
+            ops = sorted({n.op_type for n in model.graph.node})
+            raise RuntimeError(f"onnxruntime could not compile the recorded graph (ops {ops}): {error}") from None
+        self.input_names = [i.name for i in model.graph.input]
+        self.output_names = [o.name for o in model.graph.output]
+        # The private binding skips per-call argument checks that the plan already guarantees.
+        inner = getattr(self.session, "_sess", None)
+        self.run = inner.run if inner is not None and hasattr(inner, "run") else None
+
+
+class _SessionCache:
+    def __init__(self, capacity: int = 512):
+        self.capacity = capacity
+        self.sessions: OrderedDict = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, plan: _GraphPlan) -> _CompiledSession:
+        compiled = self.sessions.get(plan.key)
+        if compiled is not None:
+            self.hits += 1
+            self.sessions.move_to_end(plan.key)
+            return compiled
+        self.misses += 1
+        compiled = _CompiledSession(build_model(plan), plan.key[3])
+        self.sessions[plan.key] = compiled
+        if len(self.sessions) > self.capacity:
+            self.sessions.popitem(last=False)
+        return compiled
+
+
+_cache = _SessionCache()
+
+
+def cache_info() -> dict:
+    """Counters of the session cache: ``{"sessions", "hits", "misses", "capacity"}``."""
+    return {"sessions": len(_cache.sessions), "hits": _cache.hits, "misses": _cache.misses,
+            "capacity": _cache.capacity}
+
+
+def clear_cache() -> None:
+    """Drops every compiled session and resets the counters."""
+    _cache.sessions.clear()
+    _cache.hits = _cache.misses = 0
+
+
+def set_cache_size(capacity: int) -> None:
+    """Bounds the number of compiled sessions kept (least recently used are dropped first)."""
+    _cache.capacity = capacity
+    while len(_cache.sessions) > capacity:
+        _cache.sessions.popitem(last=False)
+
+
+def realize(values) -> None:
+    """Computes every pending value in ``values`` (and the pending values still referenced elsewhere)."""
+    targets = []
+    seen = set()
+    for value in values:
+        if value.data is None and id(value) not in seen:
+            seen.add(id(value))
+            targets.append(value)
+    if not targets:
+        return
+    plan = _plan(targets)
+    compiled = _cache.get(plan)
+    feeds = {name: value.data for name, value in zip(compiled.input_names, plan.inputs)}
+    try:
+        if compiled.run is not None:
+            results = compiled.run(compiled.output_names, feeds, None)
+        else:
+            results = compiled.session.run(compiled.output_names, feeds)
+    except Exception as error:
+        raise RuntimeError(f"onnxruntime failed to run the recorded graph: {error}") from None
+    for value, result in zip(plan.outputs, results):
+        value.data = result
+        value.node = None
+        value.depth = 0

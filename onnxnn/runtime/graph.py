@@ -1,0 +1,136 @@
+"""The recording graph: values and the ONNX nodes that produce them.
+
+Every Tensor op calls :func:`record`, which looks up the op's shape rule, creates one small
+``Node`` and its output ``Value``s, and returns at once: nothing runs until a value is needed.
+A ``Value`` is either realized (``data`` holds an array, ``node`` is None) or pending (``node``
+and ``index`` say which node output computes it). Realizing drops the link to the producer, so
+computed graphs are freed by reference counting.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .device import CPU, device
+from .dtypes import dtype
+from .registry import shape_rules
+
+__all__ = ["Value", "Node", "record", "constant", "static_constant", "MAX_PENDING_DEPTH"]
+
+# A value whose pending history is deeper than this is realized when recorded: a buffer updated
+# on every call (a running mean) must not grow one unbounded graph.
+MAX_PENDING_DEPTH = 200
+
+
+class Node:
+    """One recorded ONNX node. Kept tiny: it is created for every op of every call."""
+
+    __slots__ = ("op_type", "domain", "inputs", "attrs", "num_outputs", "_signature")
+
+    def __init__(self, op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int):
+        self.op_type = op_type
+        self.domain = domain
+        self.inputs = inputs
+        self.attrs = attrs
+        self.num_outputs = num_outputs
+        self._signature = None
+
+    @property
+    def signature(self) -> tuple:
+        """The node's part of a structural cache key: op, domain, attributes, output count."""
+        if self._signature is None:
+            self._signature = (self.domain, self.op_type, _freeze(self.attrs), self.num_outputs)
+        return self._signature
+
+    def __repr__(self) -> str:
+        return f"Node({self.domain + '.' if self.domain else ''}{self.op_type}, attrs={self.attrs})"
+
+
+def _freeze(value):
+    """A hashable form of an attribute value (lists become tuples, arrays their bytes)."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, dtype):
+        return value.name
+    return value
+
+
+class Value:
+    """A value in the recorded graph: pending (produced by ``node``) or realized (``data``).
+
+    ``static`` marks small constants that describe structure rather than data (axes, shapes,
+    slice bounds): they are embedded in compiled graphs and keyed by content, while ordinary
+    realized values are fed as inputs and keyed by shape and dtype only.
+    """
+
+    __slots__ = ("node", "index", "shape", "dtype", "device", "data", "depth", "static")
+
+    def __init__(self, node, index, shape, dtype, device, data=None, depth=0, static=False):
+        self.node = node
+        self.index = index
+        self.shape = shape
+        self.dtype = dtype
+        self.device = device
+        self.data = data
+        self.depth = depth
+        self.static = static
+
+    @property
+    def realized(self) -> bool:
+        return self.data is not None
+
+    def numpy(self) -> np.ndarray:
+        """The value as a numpy array, realizing it (and its pending history) if needed."""
+        if self.data is None:
+            from .executor import realize
+            realize((self,))
+        return self.data
+
+    def __repr__(self) -> str:
+        state = "realized" if self.data is not None else f"pending {self.node.op_type}:{self.index}"
+        return f"Value({state}, shape={self.shape}, dtype={self.dtype.name})"
+
+
+def constant(array: np.ndarray, value_dtype: dtype, on: device = CPU) -> Value:
+    """A realized value holding ``array`` (already of ``value_dtype``'s numpy dtype)."""
+    return Value(None, 0, array.shape, value_dtype, on, array)
+
+
+def static_constant(values, value_dtype: dtype, on: device = CPU) -> Value:
+    """A small structural constant (axes, shape, bounds) that compiled graphs embed by content."""
+    array = np.asarray(values, dtype=value_dtype.numpy_dtype)
+    return Value(None, 0, array.shape, value_dtype, on, array, 0, True)
+
+
+def record(op_type: str, inputs: tuple, attrs: dict | None = None, domain: str = "") -> tuple:
+    """Records one ONNX node over ``inputs`` and returns its output values, shapes already known.
+
+    Callers bound the pending depth (see ``MAX_PENDING_DEPTH``) once they have kept what they
+    need of the node; recording itself never runs anything.
+
+    Raises:
+        NotImplementedError: no shape rule is registered for the op.
+        RuntimeError: the inputs live on different devices, or the shape rule rejects them.
+    """
+    if attrs is None:
+        attrs = {}
+    rule = shape_rules.lookup(op_type, domain)
+    where = inputs[0].device if inputs else CPU
+    depth = 0
+    for value in inputs:
+        if value is None:
+            continue
+        if value.device is not where:
+            raise RuntimeError(
+                f"Expected all tensors to be on the same device, but found at least two devices, "
+                f"{where} and {value.device}! (when checking arguments for {op_type})")
+        if value.depth > depth:
+            depth = value.depth
+    metas = rule(inputs, attrs)
+    node = Node(op_type, domain, inputs, attrs, len(metas))
+    depth += 1
+    return tuple(Value(node, i, shape, out_dtype, where, None, depth)
+                 for i, (shape, out_dtype) in enumerate(metas))

@@ -1,0 +1,12 @@
+"""The op families. Importing this package registers every shape and gradient rule.
+
+The functions exported here are the tensor-level API (PyTorch names) that ``Tensor`` methods and
+``onnxnn``'s top level call.
+"""
+from __future__ import annotations
+
+from .elementwise import *  # noqa: F401,F403
+from .reduce import *  # noqa: F401,F403
+from .shape import *  # noqa: F401,F403
+from .linalg import *  # noqa: F401,F403
+from .indexing import *  # noqa: F401,F403

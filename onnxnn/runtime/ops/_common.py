@@ -1,0 +1,95 @@
+"""Helpers shared by the op families: broadcasting, promotion, constants, reduction axes."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..graph import Value, constant, static_constant
+
+__all__ = ["broadcast_shapes", "promote_operands", "as_tensor_operand", "axes_constant",
+           "int64_constant", "same_shape", "normalize_axes", "Tensor", "apply_op"]
+
+
+def broadcast_shapes(*shapes: tuple) -> tuple:
+    """numpy/PyTorch broadcasting of shapes; RuntimeError in PyTorch's words when they disagree."""
+    first = shapes[0]
+    if all(shape == first for shape in shapes):
+        return first
+    rank = max(len(shape) for shape in shapes)
+    result = [1] * rank
+    for shape in shapes:
+        offset = rank - len(shape)
+        for axis, size in enumerate(shape):
+            current = result[offset + axis]
+            if size == current or size == 1:
+                continue
+            if current == 1:
+                result[offset + axis] = size
+                continue
+            raise RuntimeError(
+                f"The size of tensor a ({current}) must match the size of tensor b ({size}) at "
+                f"non-singleton dimension {offset + axis}: shapes {[list(s) for s in shapes]} do not broadcast")
+    return tuple(result)
+
+
+def normalize_axes(axes, rank: int) -> list[int]:
+    """Wraps negative dims into [0, rank), with PyTorch's IndexError for out-of-range ones."""
+    bound = max(rank, 1)
+    result = []
+    for axis in axes:
+        if not -bound <= axis < bound:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-bound}, {bound - 1}], "
+                             f"but got {axis})")
+        result.append(axis % bound)
+    return result
+
+
+def int64_constant(values) -> Value:
+    """A structural int64 constant (axes, shapes, bounds), embedded in compiled graphs."""
+    return static_constant(values, dtypes.int64)
+
+
+axes_constant = int64_constant
+
+
+def same_shape(inputs, attrs):
+    """The shape rule of every elementwise unary op: the output is like the first input."""
+    first = inputs[0]
+    return [(first.shape, first.dtype)]
+
+
+def scalar_constant(value, value_dtype: dtypes.dtype, device) -> Value:
+    return constant(np.array(value, dtype=value_dtype.numpy_dtype), value_dtype, device)
+
+
+def promote_operands(operands: list):
+    """Converts a mix of tensors and Python scalars to tensors/constants of PyTorch's result dtype.
+
+    Returns:
+        (converted operands, result dtype). Scalars become constant values fed to the graph, so a
+        changing scalar (a learning rate) never changes the compiled graph.
+    """
+    tensors = [(op._value.dtype, len(op._value.shape)) for op in operands if isinstance(op, Tensor)]
+    scalars = [op for op in operands if not isinstance(op, Tensor)]
+    for scalar in scalars:
+        if not isinstance(scalar, (bool, int, float, np.number, np.bool_)):
+            raise TypeError(f"unsupported operand type {type(scalar).__name__!r} for a tensor operation")
+    result_dtype = dtypes.result_type(tensors, scalars)
+    device = next(op._value.device for op in operands if isinstance(op, Tensor))
+    converted = []
+    for op in operands:
+        if isinstance(op, Tensor):
+            converted.append(op if op._value.dtype is result_dtype else op.to(result_dtype))
+        else:
+            converted.append(scalar_constant(op, result_dtype, device))
+    return converted, result_dtype
+
+
+def as_tensor_operand(value, like: "Tensor"):
+    """``value`` as something an op takes: a Tensor stays, a scalar becomes a constant of ``like``'s dtype."""
+    if isinstance(value, Tensor):
+        return value
+    return scalar_constant(value, like._value.dtype, like._value.device)
+
+
+from ..tensor import Tensor, apply_op  # noqa: E402  (tensor.py imports the op families lazily)

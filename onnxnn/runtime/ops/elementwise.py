@@ -1,0 +1,538 @@
+"""Elementwise ops: shape rules, gradient rules and the tensor functions that emit them.
+
+Each ONNX op's entries sit together: its shape rule, its gradient rule (a one-liner where the
+math allows), then the PyTorch-named functions recording it. Broadcast gradients are summed back
+to input shapes by the autodiff driver, never here.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+
+from .. import dtypes
+from ..registry import gradient_rules, non_differentiable, shape_rules
+from ._common import Tensor, apply_op, as_tensor_operand, broadcast_shapes, promote_operands, same_shape
+
+# ---------------------------------------------------------------- shape rules
+
+
+@shape_rules.register("Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "PRelu")
+def _broadcast_shape(inputs, attrs):
+    return [(broadcast_shapes(*(v.shape for v in inputs)), inputs[0].dtype)]
+
+
+@shape_rules.register("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor")
+def _comparison_shape(inputs, attrs):
+    return [(broadcast_shapes(*(v.shape for v in inputs)), dtypes.bool)]
+
+
+shape_rules.register(
+    "Neg", "Abs", "Exp", "Log", "Sqrt", "Reciprocal", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Sign",
+    "Floor", "Ceil", "Round", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh",
+    "Atanh", "Erf", "Softplus", "Softsign", "Identity", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish",
+    "Gelu", "Mish", "ThresholdedRelu", "Not", "BitwiseNot")(same_shape)
+
+
+@shape_rules.register("IsNaN", "IsInf")
+def _predicate_shape(inputs, attrs):
+    return [(inputs[0].shape, dtypes.bool)]
+
+
+@shape_rules.register("Cast")
+def _cast_shape(inputs, attrs):
+    return [(inputs[0].shape, dtypes.as_dtype(attrs["to"]))]
+
+
+@shape_rules.register("Clip")
+def _clip_shape(inputs, attrs):
+    return [(inputs[0].shape, inputs[0].dtype)]
+
+
+@shape_rules.register("Where")
+def _where_shape(inputs, attrs):
+    return [(broadcast_shapes(*(v.shape for v in inputs)), inputs[1].dtype)]
+
+
+non_differentiable("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor",
+                   "Not", "IsNaN", "IsInf", "Sign", "Floor", "Ceil", "Round", "BitwiseNot")
+
+# ---------------------------------------------------------------- gradient rules
+
+
+@gradient_rules.register("Add")
+def _add_grad(ctx, g):
+    return g, g
+
+
+@gradient_rules.register("Sub")
+def _sub_grad(ctx, g):
+    return g, -g
+
+
+@gradient_rules.register("Mul")
+def _mul_grad(ctx, g):
+    return g * ctx.input(1), g * ctx.input(0)
+
+
+@gradient_rules.register("Div")
+def _div_grad(ctx, g):
+    a, b = ctx.input(0), ctx.input(1)
+    return g / b, -g * a / (b * b)
+
+
+@gradient_rules.register("Pow")
+def _pow_grad(ctx, g):
+    base, exponent = ctx.input(0), ctx.input(1)
+    exponent = exponent.to(base.dtype)
+    grad_base = g * exponent * base ** (exponent - 1)
+    # d/d exponent of base**exponent is out * log(base); define it as 0 where base == 0, as PyTorch does.
+    safe_log = where(base > 0, log(where(base > 0, base, 1.0)), 0.0)
+    return grad_base, g * ctx.output() * safe_log
+
+
+@gradient_rules.register("Neg")
+def _neg_grad(ctx, g):
+    return (-g,)
+
+
+@gradient_rules.register("Identity")
+def _identity_grad(ctx, g):
+    return (g,)
+
+
+@gradient_rules.register("Abs")
+def _abs_grad(ctx, g):
+    return (g * sign(ctx.input(0)),)
+
+
+@gradient_rules.register("Exp")
+def _exp_grad(ctx, g):
+    return (g * ctx.output(),)
+
+
+@gradient_rules.register("Log")
+def _log_grad(ctx, g):
+    return (g / ctx.input(0),)
+
+
+@gradient_rules.register("Sqrt")
+def _sqrt_grad(ctx, g):
+    return (g / (ctx.output() * 2),)
+
+
+@gradient_rules.register("Reciprocal")
+def _reciprocal_grad(ctx, g):
+    out = ctx.output()
+    return (-g * out * out,)
+
+
+@gradient_rules.register("Relu")
+def _relu_grad(ctx, g):
+    return (where(ctx.output() > 0, g, 0.0),)
+
+
+@gradient_rules.register("LeakyRelu")
+def _leaky_relu_grad(ctx, g):
+    return (where(ctx.input(0) > 0, g, g * ctx.attrs.get("alpha", 0.01)),)
+
+
+@gradient_rules.register("Elu")
+def _elu_grad(ctx, g):
+    x, alpha = ctx.input(0), ctx.attrs.get("alpha", 1.0)
+    return (where(x > 0, g, g * (ctx.output() + alpha)),)
+
+
+@gradient_rules.register("Sigmoid")
+def _sigmoid_grad(ctx, g):
+    out = ctx.output()
+    return (g * out * (1 - out),)
+
+
+@gradient_rules.register("Tanh")
+def _tanh_grad(ctx, g):
+    out = ctx.output()
+    return (g * (1 - out * out),)
+
+
+@gradient_rules.register("Softplus")
+def _softplus_grad(ctx, g):
+    return (g * sigmoid(ctx.input(0)),)
+
+
+@gradient_rules.register("Sin")
+def _sin_grad(ctx, g):
+    return (g * cos(ctx.input(0)),)
+
+
+@gradient_rules.register("Cos")
+def _cos_grad(ctx, g):
+    return (-g * sin(ctx.input(0)),)
+
+
+@gradient_rules.register("Erf")
+def _erf_grad(ctx, g):
+    x = ctx.input(0)
+    return (g * (2 / math.sqrt(math.pi)) * exp(-(x * x)),)
+
+
+@gradient_rules.register("Gelu")
+def _gelu_grad(ctx, g):
+    x = ctx.input(0)
+    if ctx.attrs.get("approximate", "none") == "tanh":
+        k = math.sqrt(2 / math.pi)
+        inner = tanh(k * (x + 0.044715 * x * x * x))
+        derivative = 0.5 * (1 + inner) + 0.5 * x * (1 - inner * inner) * k * (1 + 3 * 0.044715 * x * x)
+        return (g * derivative,)
+    cdf = 0.5 * (1 + erf(x * (1 / math.sqrt(2))))
+    pdf = exp(-0.5 * x * x) * (1 / math.sqrt(2 * math.pi))
+    return (g * (cdf + x * pdf),)
+
+
+@gradient_rules.register("Cast")
+def _cast_grad(ctx, g):
+    source = ctx.input_value(0).dtype
+    return (g.to(source) if source.is_floating_point else None,)
+
+
+@gradient_rules.register("Clip")
+def _clip_grad(ctx, g):
+    x = ctx.input(0)
+    inside = x == x  # all True, shaped like x
+    if ctx.num_inputs > 1 and ctx.input_value(1) is not None:
+        inside = inside & (x >= ctx.input(1))
+    if ctx.num_inputs > 2 and ctx.input_value(2) is not None:
+        inside = inside & (x <= ctx.input(2))
+    return (where(inside, g, 0.0), None, None)
+
+
+@gradient_rules.register("Where")
+def _where_grad(ctx, g):
+    condition = ctx.input(0)
+    return None, where(condition, g, 0.0), where(condition, 0.0, g)
+
+
+def _select_grad(ctx, g):
+    """Max/Min: the gradient goes to the inputs equal to the result, split evenly on ties (as PyTorch)."""
+    out = ctx.output()
+    masks = [(ctx.input(i) == out).to(g.dtype) for i in range(ctx.num_inputs)]
+    count = masks[0]
+    for mask in masks[1:]:
+        count = count + mask
+    return tuple(g * mask / count for mask in masks)
+
+
+gradient_rules.register("Max", "Min")(_select_grad)
+
+# ---------------------------------------------------------------- tensor functions
+
+
+def _binary(op_type: str, a, b, name: str):
+    (a, b), _ = promote_operands([a, b])
+    return apply_op(op_type, (a, b), None, name)
+
+
+def _unary(op_type: str, x: Tensor, name: str, attrs: dict | None = None) -> Tensor:
+    return apply_op(op_type, (x,), attrs, name)
+
+
+def _floating(x: Tensor) -> Tensor:
+    """Integer inputs of float-valued functions (exp, sqrt, ...) become the default float dtype."""
+    return x if x._value.dtype.is_floating_point else x.to(dtypes.get_default_dtype())
+
+
+def add(input, other, *, alpha=1) -> Tensor:
+    """``input + alpha * other`` with broadcasting and PyTorch's type promotion."""
+    if alpha != 1:
+        other = mul(other, alpha)
+    return _binary("Add", input, other, "AddBackward0")
+
+
+def sub(input, other, *, alpha=1) -> Tensor:
+    if alpha != 1:
+        other = mul(other, alpha)
+    return _binary("Sub", input, other, "SubBackward0")
+
+
+def mul(input, other) -> Tensor:
+    return _binary("Mul", input, other, "MulBackward0")
+
+
+def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
+    """True division (integers give floats), or ``rounding_mode`` "trunc" / "floor"."""
+    (a, b), result_dtype = promote_operands([input, other])
+    if rounding_mode is None:
+        if not result_dtype.is_floating_point:
+            (a, b), _ = promote_operands([_to_float(input), _to_float(other)])
+        return apply_op("Div", (a, b), None, "DivBackward0")
+    if rounding_mode not in ("trunc", "floor"):
+        raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                         f"'{rounding_mode}'")
+    if result_dtype.is_floating_point:
+        quotient = apply_op("Div", (a, b), None, "DivBackward0")
+    else:
+        quotient = div(_to_float(input, dtypes.float64), _to_float(other, dtypes.float64))
+    rounded = floor(quotient) if rounding_mode == "floor" else trunc(quotient)
+    return rounded.to(result_dtype)
+
+
+def _to_float(operand, float_dtype=None):
+    """A tensor cast to a float dtype (the default one unless given), or a number made a float."""
+    if isinstance(operand, Tensor):
+        if operand._value.dtype.is_floating_point:
+            return operand
+        return operand.to(float_dtype or dtypes.get_default_dtype())
+    return float(operand)
+
+
+def trunc(input: Tensor) -> Tensor:
+    if not input.dtype.is_floating_point:
+        return input
+    return where(input < 0, ceil(input), floor(input))
+
+
+true_divide = divide = div
+multiply = mul
+subtract = sub
+
+
+def floor_divide(input, other) -> Tensor:
+    return div(input, other, rounding_mode="floor")
+
+
+def remainder(input, other) -> Tensor:
+    """Python-style modulo (the result has the sign of the divisor)."""
+    (a, b), result_dtype = promote_operands([input, other])
+    if result_dtype.is_floating_point:
+        return sub(input, mul(floor_divide(input, other), other))
+    return apply_op("Mod", (a, b), {"fmod": 0})
+
+
+def pow(input, exponent) -> Tensor:
+    """``input ** exponent``; an integer tensor to a float power is a float tensor."""
+    if isinstance(input, Tensor) and not isinstance(exponent, Tensor):
+        if exponent == 1:
+            return input.clone() if input._requires_grad else input
+        if exponent == 2 and input._value.dtype.is_floating_point:
+            return apply_op("Mul", (input, input), None, "PowBackward0")
+    return _binary("Pow", input, exponent, "PowBackward0")
+
+
+def neg(input: Tensor) -> Tensor:
+    return _unary("Neg", input, "NegBackward0")
+
+
+negative = neg
+
+
+def abs(input: Tensor) -> Tensor:
+    return _unary("Abs", input, "AbsBackward0")
+
+
+def exp(input: Tensor) -> Tensor:
+    return _unary("Exp", _floating(input), "ExpBackward0")
+
+
+def log(input: Tensor) -> Tensor:
+    return _unary("Log", _floating(input), "LogBackward0")
+
+
+def sqrt(input: Tensor) -> Tensor:
+    return _unary("Sqrt", _floating(input), "SqrtBackward0")
+
+
+def rsqrt(input: Tensor) -> Tensor:
+    return _unary("Reciprocal", sqrt(input), "RsqrtBackward0")
+
+
+def reciprocal(input: Tensor) -> Tensor:
+    return _unary("Reciprocal", _floating(input), "ReciprocalBackward0")
+
+
+def sin(input: Tensor) -> Tensor:
+    return _unary("Sin", _floating(input), "SinBackward0")
+
+
+def cos(input: Tensor) -> Tensor:
+    return _unary("Cos", _floating(input), "CosBackward0")
+
+
+def erf(input: Tensor) -> Tensor:
+    return _unary("Erf", _floating(input), "ErfBackward0")
+
+
+def sign(input: Tensor) -> Tensor:
+    return _unary("Sign", input, "SignBackward0")
+
+
+def floor(input: Tensor) -> Tensor:
+    return _unary("Floor", input, "FloorBackward0") if input.dtype.is_floating_point else input
+
+
+def ceil(input: Tensor) -> Tensor:
+    return _unary("Ceil", input, "CeilBackward0") if input.dtype.is_floating_point else input
+
+
+def round(input: Tensor) -> Tensor:
+    return _unary("Round", input, "RoundBackward0") if input.dtype.is_floating_point else input
+
+
+def relu(input: Tensor) -> Tensor:
+    return _unary("Relu", input, "ReluBackward0")
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    return _unary("LeakyRelu", input, "LeakyReluBackward0", {"alpha": float(negative_slope)})
+
+
+def elu(input: Tensor, alpha: float = 1.0) -> Tensor:
+    return _unary("Elu", input, "EluBackward0", {"alpha": float(alpha)})
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    return _unary("Gelu", input, "GeluBackward0", {"approximate": approximate})
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    return _unary("Sigmoid", _floating(input), "SigmoidBackward0")
+
+
+def tanh(input: Tensor) -> Tensor:
+    return _unary("Tanh", _floating(input), "TanhBackward0")
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    if beta == 1.0:
+        result = _unary("Softplus", input, "SoftplusBackward0")
+    else:
+        result = _unary("Softplus", input * beta, "SoftplusBackward0") / beta
+    # Above the threshold softplus is the identity in PyTorch (avoids overflow of exp).
+    return where(input * beta > threshold, input, result)
+
+
+def clamp(input: Tensor, min=None, max=None) -> Tensor:
+    """Clamps to [min, max]; either bound may be None, a number or a tensor."""
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        result = input
+        if min is not None:
+            result = maximum(result, min)
+        if max is not None:
+            result = minimum(result, max)
+        return result
+    bounds = [bound for bound in (min, max) if bound is not None]
+    target = dtypes.result_type([(input.dtype, input.dim())], bounds)
+    if target is not input.dtype:
+        input = input.to(target)
+    low = None if min is None else as_tensor_operand(min, input)
+    high = None if max is None else as_tensor_operand(max, input)
+    return apply_op("Clip", (input, low, high), None, "ClampBackward1")
+
+
+clip = clamp
+
+
+def maximum(input, other) -> Tensor:
+    return _binary("Max", input, other, "MaximumBackward0")
+
+
+def minimum(input, other) -> Tensor:
+    return _binary("Min", input, other, "MinimumBackward0")
+
+
+def where(condition: Tensor, input, other) -> Tensor:
+    """Elementwise ``input if condition else other``, broadcasting all three."""
+    if not isinstance(condition, Tensor) or condition._value.dtype is not dtypes.bool:
+        if isinstance(condition, Tensor):
+            condition = condition.to(dtypes.bool)
+        else:
+            raise TypeError("where(): condition must be a bool tensor")
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        input = Tensor._full((), input, dtypes.result_type([], [input, other]), condition.device)
+    (a, b), _ = promote_operands([input, other])
+    return apply_op("Where", (condition, a, b), None, "WhereBackward0")
+
+
+def _comparison(op_type: str, a, b) -> Tensor:
+    (a, b), _ = promote_operands([a, b])
+    return apply_op(op_type, (a, b))
+
+
+def eq(input, other) -> Tensor:
+    return _comparison("Equal", input, other)
+
+
+def ne(input, other) -> Tensor:
+    return logical_not(eq(input, other))
+
+
+def lt(input, other) -> Tensor:
+    return _comparison("Less", input, other)
+
+
+def le(input, other) -> Tensor:
+    return _comparison("LessOrEqual", input, other)
+
+
+def gt(input, other) -> Tensor:
+    return _comparison("Greater", input, other)
+
+
+def ge(input, other) -> Tensor:
+    return _comparison("GreaterOrEqual", input, other)
+
+
+def _as_bool(x):
+    if isinstance(x, Tensor):
+        return x if x._value.dtype is dtypes.bool else x.to(dtypes.bool)
+    return x
+
+
+def logical_and(input, other) -> Tensor:
+    return apply_op("And", tuple(promote_operands([_as_bool(input), _as_bool(other)])[0]))
+
+
+def logical_or(input, other) -> Tensor:
+    return apply_op("Or", tuple(promote_operands([_as_bool(input), _as_bool(other)])[0]))
+
+
+def logical_xor(input, other) -> Tensor:
+    return apply_op("Xor", tuple(promote_operands([_as_bool(input), _as_bool(other)])[0]))
+
+
+def logical_not(input: Tensor) -> Tensor:
+    return apply_op("Not", (_as_bool(input),))
+
+
+def isnan(input: Tensor) -> Tensor:
+    return apply_op("IsNaN", (input,)) if input.dtype.is_floating_point else input != input
+
+
+def isinf(input: Tensor) -> Tensor:
+    return apply_op("IsInf", (input,)) if input.dtype.is_floating_point else input != input
+
+
+def isfinite(input: Tensor) -> Tensor:
+    return logical_not(logical_or(isnan(input), isinf(input))) if input.dtype.is_floating_point else input == input
+
+
+def clone(input: Tensor) -> Tensor:
+    return apply_op("Identity", (input,), None, "CloneBackward0")
+
+
+def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    close = le(abs(sub(input, other)), add(mul(abs(other) if isinstance(other, Tensor) else builtins.abs(other), rtol), atol))
+    if equal_nan:
+        close = logical_or(close, logical_and(isnan(input), isnan(other)))
+    return logical_or(close, eq(input, other))
+
+
+def allclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+    """True when every element satisfies ``|input - other| <= atol + rtol * |other|`` (computed, then read)."""
+    return bool(isclose(input, other, rtol, atol, equal_nan).all().item())
+
+
+def equal(input: Tensor, other: Tensor) -> bool:
+    """True when both tensors have the same shape and elements."""
+    return input.shape == other.shape and bool(eq(input, other).all().item())
+

@@ -1,0 +1,155 @@
+"""Matrix products and softmax-family ops: MatMul, Gemm, Softmax, LogSoftmax."""
+from __future__ import annotations
+
+from ..registry import gradient_rules, shape_rules
+from ._common import Tensor, apply_op, broadcast_shapes, normalize_axes, promote_operands
+
+
+@shape_rules.register("MatMul")
+def _matmul_shape(inputs, attrs):
+    a, b = inputs[0].shape, inputs[1].shape
+    if not a or not b:
+        raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
+                           f"{len(a)}D and {len(b)}D")
+    left = (1,) + a if len(a) == 1 else a
+    right = b + (1,) if len(b) == 1 else b
+    if left[-1] != right[-2]:
+        if len(a) == 2 and len(b) == 2:
+            raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a[0]}x{a[1]} and {b[0]}x{b[1]})")
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to match: matmul of shapes "
+                           f"{list(a)} and {list(b)} has inner dimensions {left[-1]} and {right[-2]}")
+    batch = broadcast_shapes(left[:-2], right[:-2])
+    shape = batch + (left[-2], right[-1])
+    if len(a) == 1:
+        shape = shape[:-2] + shape[-1:]
+    if len(b) == 1:
+        shape = shape[:-1]
+    return [(shape, inputs[0].dtype)]
+
+
+def _matrix_transpose(x: Tensor) -> Tensor:
+    perm = list(range(x.dim()))
+    perm[-1], perm[-2] = perm[-2], perm[-1]
+    return apply_op("Transpose", (x,), {"perm": perm})
+
+
+@gradient_rules.register("MatMul")
+def _matmul_grad(ctx, g):
+    a, b = ctx.input(0), ctx.input(1)
+    # Vectors are lifted to matrices so one formula serves every rank; the driver un-broadcasts batches.
+    a2 = a.unsqueeze(0) if a.dim() == 1 else a
+    b2 = b.unsqueeze(-1) if b.dim() == 1 else b
+    g2 = g
+    if b.dim() == 1:
+        g2 = g2.unsqueeze(-1)
+    if a.dim() == 1:
+        g2 = g2.unsqueeze(-2)
+    grad_a = matmul(g2, _matrix_transpose(b2))
+    grad_b = matmul(_matrix_transpose(a2), g2)
+    if a.dim() == 1:
+        grad_a = grad_a.reshape(grad_a.shape[:-2] + grad_a.shape[-1:])
+    if b.dim() == 1:
+        grad_b = grad_b.reshape(grad_b.shape[:-1])
+    return grad_a, grad_b
+
+
+@shape_rules.register("Gemm")
+def _gemm_shape(inputs, attrs):
+    a, b = inputs[0].shape, inputs[1].shape
+    rows = a[1] if attrs.get("transA", 0) else a[0]
+    inner_a = a[0] if attrs.get("transA", 0) else a[1]
+    inner_b = b[1] if attrs.get("transB", 0) else b[0]
+    cols = b[0] if attrs.get("transB", 0) else b[1]
+    if inner_a != inner_b:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{inner_a} and {inner_b}x{cols})")
+    return [((rows, cols), inputs[0].dtype)]
+
+
+@gradient_rules.register("Gemm")
+def _gemm_grad(ctx, g):
+    alpha, beta = ctx.attrs.get("alpha", 1.0), ctx.attrs.get("beta", 1.0)
+    trans_a, trans_b = ctx.attrs.get("transA", 0), ctx.attrs.get("transB", 0)
+    a, b = ctx.input(0), ctx.input(1)
+    a_matrix = a.t() if trans_a else a
+    b_matrix = b.t() if trans_b else b
+    grad_a_matrix = matmul(g, b_matrix.t())
+    grad_b_matrix = matmul(a_matrix.t(), g)
+    grad_a = grad_a_matrix.t() if trans_a else grad_a_matrix
+    grad_b = grad_b_matrix.t() if trans_b else grad_b_matrix
+    if alpha != 1.0:
+        grad_a, grad_b = grad_a * alpha, grad_b * alpha
+    grad_c = None
+    if ctx.num_inputs > 2 and ctx.input_value(2) is not None:
+        grad_c = g * beta if beta != 1.0 else g
+    return grad_a, grad_b, grad_c
+
+
+@shape_rules.register("Softmax", "LogSoftmax", "Hardmax")
+def _softmax_shape(inputs, attrs):
+    normalize_axes([attrs.get("axis", -1)], len(inputs[0].shape))
+    return [(inputs[0].shape, inputs[0].dtype)]
+
+
+@gradient_rules.register("Softmax")
+def _softmax_grad(ctx, g):
+    out = ctx.output()
+    axis = ctx.attrs.get("axis", -1)
+    return (out * (g - (g * out).sum(dim=axis, keepdim=True)),)
+
+
+@gradient_rules.register("LogSoftmax")
+def _log_softmax_grad(ctx, g):
+    axis = ctx.attrs.get("axis", -1)
+    return (g - ctx.output().exp() * g.sum(dim=axis, keepdim=True),)
+
+
+def matmul(input: Tensor, other: Tensor) -> Tensor:
+    """Matrix product with numpy's rules for 1-D operands and broadcast batch dims."""
+    (input, other), _ = promote_operands([input, other])
+    if input.dim() == 2 and other.dim() == 2:
+        return apply_op("MatMul", (input, other), None, "MmBackward0")
+    return apply_op("MatMul", (input, other), None, "MmBackward0" if input.dim() <= 2 and other.dim() <= 2
+                    else "BmmBackward0" if input.dim() == other.dim() == 3 else "MatmulBackward0")
+
+
+def mm(input: Tensor, mat2: Tensor) -> Tensor:
+    if input.dim() != 2 or mat2.dim() != 2:
+        raise RuntimeError(f"self must be a matrix")
+    return matmul(input, mat2)
+
+
+def bmm(input: Tensor, mat2: Tensor) -> Tensor:
+    if input.dim() != 3 or mat2.dim() != 3:
+        raise RuntimeError(f"batch1 must be a 3D tensor")
+    return matmul(input, mat2)
+
+
+def dot(input: Tensor, other: Tensor) -> Tensor:
+    if input.dim() != 1 or other.dim() != 1:
+        raise RuntimeError(f"1D tensors expected, but got {input.dim()}D and {other.dim()}D tensors")
+    return matmul(input, other)
+
+
+def _softmax_input(input: Tensor, dtype) -> Tensor:
+    if dtype is not None:
+        return input.to(dtype)
+    if not input.dtype.is_floating_point:
+        from .. import dtypes
+        return input.to(dtypes.get_default_dtype())
+    return input
+
+
+def softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
+    input = _softmax_input(input, dtype)
+    axis = normalize_axes([-1 if dim is None else dim], input.dim())[0] if input.dim() else 0
+    if input.dim() == 0:
+        return apply_op("Softmax", (input.reshape(1),), {"axis": 0}, "SoftmaxBackward0").reshape(())
+    return apply_op("Softmax", (input,), {"axis": axis}, "SoftmaxBackward0")
+
+
+def log_softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
+    input = _softmax_input(input, dtype)
+    if input.dim() == 0:
+        return apply_op("LogSoftmax", (input.reshape(1),), {"axis": 0}, "LogSoftmaxBackward0").reshape(())
+    axis = normalize_axes([-1 if dim is None else dim], input.dim())[0]
+    return apply_op("LogSoftmax", (input,), {"axis": axis}, "LogSoftmaxBackward0")

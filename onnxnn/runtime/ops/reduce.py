@@ -1,0 +1,250 @@
+"""Reductions: ReduceSum/Mean/Max/Min/Prod and ArgMax/ArgMin, with PyTorch's sum/mean/max/... on top.
+
+This module defines ``sum``, ``max``, ``min``, ``all`` and ``any``: Python's own are reached as ``builtins.*``.
+"""
+from __future__ import annotations
+
+import builtins
+from collections import namedtuple
+
+from .. import dtypes
+from ..registry import gradient_rules, non_differentiable, shape_rules
+from ._common import Tensor, apply_op, int64_constant, normalize_axes
+
+_REDUCE_OPS = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2",
+               "ReduceLogSumExp", "ReduceSumSquare", "ReduceL1", "ReduceLogSum")
+
+
+def _reduced_axes(inputs, attrs) -> list[int]:
+    rank = len(inputs[0].shape)
+    axes_value = inputs[1] if len(inputs) > 1 else None
+    if axes_value is None:
+        axes = attrs.get("axes")
+        if axes is None:
+            return [] if attrs.get("noop_with_empty_axes", 0) else list(range(rank))
+    else:
+        if axes_value.data is None:
+            axes_value.numpy()  # data-dependent axes: realize first (principle 2)
+        axes = axes_value.data.tolist()
+        if not axes and not attrs.get("noop_with_empty_axes", 0):
+            return list(range(rank))
+    return normalize_axes(axes, rank)
+
+
+def _kept_shape(shape: tuple, axes: list[int]) -> tuple:
+    return tuple(1 if axis in axes else size for axis, size in enumerate(shape))
+
+
+@shape_rules.register(*_REDUCE_OPS)
+def _reduce_shape(inputs, attrs):
+    shape = inputs[0].shape
+    axes = _reduced_axes(inputs, attrs)
+    if attrs.get("keepdims", 1):
+        return [(_kept_shape(shape, axes), inputs[0].dtype)]
+    return [(tuple(size for axis, size in enumerate(shape) if axis not in axes), inputs[0].dtype)]
+
+
+@shape_rules.register("ArgMax", "ArgMin")
+def _arg_reduce_shape(inputs, attrs):
+    shape = inputs[0].shape
+    axis = normalize_axes([attrs.get("axis", 0)], len(shape))[0]
+    if attrs.get("keepdims", 1):
+        return [(_kept_shape(shape, [axis]), dtypes.int64)]
+    return [(shape[:axis] + shape[axis + 1:], dtypes.int64)]
+
+
+non_differentiable("ArgMax", "ArgMin")
+
+
+def _gradient_with_kept_dims(ctx, g: Tensor) -> tuple[Tensor, list[int]]:
+    """The output gradient reshaped to keep the reduced dims (size 1), and those dims."""
+    axes = _reduced_axes(ctx.node.inputs, ctx.attrs)
+    return g.reshape(_kept_shape(ctx.input_shape(0), axes)), axes
+
+
+@gradient_rules.register("ReduceSum")
+def _reduce_sum_grad(ctx, g):
+    kept, _ = _gradient_with_kept_dims(ctx, g)
+    return kept.expand(ctx.input_shape(0)), None
+
+
+@gradient_rules.register("ReduceMean")
+def _reduce_mean_grad(ctx, g):
+    kept, axes = _gradient_with_kept_dims(ctx, g)
+    count = 1
+    for axis in axes:
+        count *= ctx.input_shape(0)[axis]
+    return (kept / builtins.max(count, 1)).expand(ctx.input_shape(0)), None
+
+
+@gradient_rules.register("ReduceMax", "ReduceMin")
+def _reduce_extremum_grad(ctx, g):
+    kept, axes = _gradient_with_kept_dims(ctx, g)
+    x = ctx.input(0)
+    out = ctx.output().reshape(kept.shape)
+    mask = (x == out).to(g.dtype)
+    # Ties share the gradient evenly, as PyTorch's amax/amin do.
+    return mask * kept / mask.sum(dim=axes, keepdim=True), None
+
+
+@gradient_rules.register("ReduceProd")
+def _reduce_prod_grad(ctx, g):
+    kept, _ = _gradient_with_kept_dims(ctx, g)
+    out = ctx.output().reshape(kept.shape)
+    return kept * out / ctx.input(0), None
+
+
+@gradient_rules.register("ReduceSumSquare")
+def _reduce_sum_square_grad(ctx, g):
+    kept, _ = _gradient_with_kept_dims(ctx, g)
+    return kept * ctx.input(0) * 2, None
+
+
+@gradient_rules.register("ReduceLogSumExp")
+def _reduce_log_sum_exp_grad(ctx, g):
+    kept, _ = _gradient_with_kept_dims(ctx, g)
+    out = ctx.output().reshape(kept.shape)
+    return kept * (ctx.input(0) - out).exp(), None
+
+
+@gradient_rules.register("ReduceL2")
+def _reduce_l2_grad(ctx, g):
+    kept, _ = _gradient_with_kept_dims(ctx, g)
+    out = ctx.output().reshape(kept.shape)
+    return kept * ctx.input(0) / out, None
+
+
+# ---------------------------------------------------------------- tensor functions
+
+def _dims(input: Tensor, dim) -> list[int] | None:
+    if dim is None:
+        return None
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    return normalize_axes(dims, input.dim())
+
+
+def _reduce(op_type: str, input: Tensor, dim, keepdim: bool, name: str) -> Tensor:
+    dims = _dims(input, dim)
+    if dims == [] or (dims is None and input.dim() == 0):
+        dims = None
+    axes = None if dims is None else int64_constant(dims)
+    return apply_op(op_type, (input, axes), {"keepdims": int(keepdim)}, name)
+
+
+def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """Sum over ``dim`` (all dims when None); bool and integer inputs sum to int64 as in PyTorch."""
+    if dtype is not None:
+        input = input.to(dtype)
+    elif not input.dtype.is_floating_point and input.dtype is not dtypes.int64:
+        input = input.to(dtypes.int64)
+    return _reduce("ReduceSum", input, dim, keepdim, "SumBackward0" if dim is None else "SumBackward1")
+
+
+def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    if dtype is not None:
+        input = input.to(dtype)
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating point "
+                           f"or complex dtype. Got: {input.dtype.name.capitalize()}")
+    return _reduce("ReduceMean", input, dim, keepdim, "MeanBackward0" if dim is None else "MeanBackward1")
+
+
+def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    if dtype is not None:
+        input = input.to(dtype)
+    return _reduce("ReduceProd", input, dim, keepdim, "ProdBackward0")
+
+
+def amax(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
+    return _reduce("ReduceMax", input, dim if dim != () else None, keepdim, "AmaxBackward0")
+
+
+def amin(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
+    return _reduce("ReduceMin", input, dim if dim != () else None, keepdim, "AminBackward0")
+
+
+MaxResult = namedtuple("max", ["values", "indices"])
+MinResult = namedtuple("min", ["values", "indices"])
+
+
+def _arg(op_type: str, input: Tensor, dim, keepdim: bool) -> Tensor:
+    if dim is None:
+        return apply_op(op_type, (input.reshape(-1),), {"axis": 0, "keepdims": 0})
+    axis = normalize_axes([dim], input.dim())[0]
+    if input.dim() == 0:
+        return apply_op(op_type, (input.reshape(1),), {"axis": 0, "keepdims": 0})
+    return apply_op(op_type, (input,), {"axis": axis, "keepdims": int(keepdim),
+                                        "select_last_index": 0})
+
+
+def argmax(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    return _arg("ArgMax", input, dim, keepdim)
+
+
+def argmin(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    return _arg("ArgMin", input, dim, keepdim)
+
+
+def max(input: Tensor, dim=None, keepdim: bool = False):
+    """Without ``dim``, the largest element; with ``dim``, a ``(values, indices)`` named tuple.
+
+    A Tensor as second argument means the elementwise maximum, as in PyTorch.
+    """
+    if isinstance(dim, Tensor):
+        from .elementwise import maximum
+        return maximum(input, dim)
+    if dim is None:
+        return _reduce("ReduceMax", input, None, False, "MaxBackward1")
+    return MaxResult(_reduce("ReduceMax", input, dim, keepdim, "MaxBackward0"), argmax(input, dim, keepdim))
+
+
+def min(input: Tensor, dim=None, keepdim: bool = False):
+    """Without ``dim``, the smallest element; with ``dim``, a ``(values, indices)`` named tuple."""
+    if isinstance(dim, Tensor):
+        from .elementwise import minimum
+        return minimum(input, dim)
+    if dim is None:
+        return _reduce("ReduceMin", input, None, False, "MinBackward1")
+    return MinResult(_reduce("ReduceMin", input, dim, keepdim, "MinBackward0"), argmin(input, dim, keepdim))
+
+
+def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
+    """Variance over ``dim`` with Bessel's correction by default (``correction=1``)."""
+    if correction is None:
+        correction = 0 if unbiased is False else 1
+    centered = input - mean(input, dim, keepdim=True)
+    dims = _dims(input, dim)
+    count = input.numel() if dims is None else 1
+    if dims is not None:
+        for axis in dims:
+            count *= input.shape[axis]
+    return sum(centered * centered, dim, keepdim) / builtins.max(count - correction, 0)
+
+
+def std(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
+    return var(input, dim, unbiased, keepdim, correction=correction).sqrt()
+
+
+def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
+    peak = amax(input, dim, keepdim=True).detach()
+    result = (input - peak).exp().sum(dim, keepdim=True).log() + peak
+    return result if keepdim else result.squeeze(_dims(input, dim))
+
+
+def all(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    return _reduce("ReduceMin", input.to(dtypes.int32), dim, keepdim, None).to(dtypes.bool)
+
+
+def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    return _reduce("ReduceMax", input.to(dtypes.int32), dim, keepdim, None).to(dtypes.bool)
+
+
+def norm(input: Tensor, p=2, dim=None, keepdim: bool = False) -> Tensor:
+    if p == 2 or p == "fro":
+        return (input * input).sum(dim, keepdim).sqrt()
+    if p == 1:
+        return input.abs().sum(dim, keepdim)
+    if p == float("inf"):
+        return input.abs().amax(dim if dim is not None else (), keepdim)
+    return (input.abs() ** p).sum(dim, keepdim) ** (1.0 / p)
+

@@ -1,0 +1,98 @@
+"""onnxnn's own random number generator: seeded by ``manual_seed``, values enter graphs as data.
+
+Random values are drawn here (numpy's PCG64) rather than by ONNX's RandomNormal ops, so a seed
+gives the same numbers on every executor and every device.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_seed",
+           "get_rng_state", "set_rng_state"]
+
+
+class Generator:
+    """A random number generator, as ``torch.Generator``: ``manual_seed``, ``seed``, state get/set."""
+
+    def __init__(self, device="cpu"):
+        self.device = device
+        self._seed = 67280421310721
+        self._numpy = np.random.Generator(np.random.PCG64(self._seed))
+
+    def manual_seed(self, seed: int) -> "Generator":
+        self._seed = int(seed)
+        self._numpy = np.random.Generator(np.random.PCG64(self._seed & (2 ** 128 - 1)))
+        return self
+
+    def seed(self) -> int:
+        new_seed = int(np.random.SeedSequence().entropy) & (2 ** 63 - 1)
+        self.manual_seed(new_seed)
+        return new_seed
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    def get_state(self) -> dict:
+        return self._numpy.bit_generator.state
+
+    def set_state(self, state: dict) -> "Generator":
+        self._numpy.bit_generator.state = state
+        return self
+
+    @property
+    def numpy(self) -> np.random.Generator:
+        return self._numpy
+
+
+default_generator = Generator()
+
+
+def _generator(generator: Generator | None) -> np.random.Generator:
+    return (generator or default_generator).numpy
+
+
+def manual_seed(seed: int) -> Generator:
+    """Seeds the default generator, so random tensors, initializers and dropout masks repeat."""
+    return default_generator.manual_seed(seed)
+
+
+def seed() -> int:
+    return default_generator.seed()
+
+
+def initial_seed() -> int:
+    return default_generator.initial_seed()
+
+
+def get_rng_state() -> dict:
+    return default_generator.get_state()
+
+
+def set_rng_state(state: dict) -> None:
+    default_generator.set_state(state)
+
+
+def normal(shape: tuple, numpy_dtype, mean=0.0, std=1.0, generator: Generator | None = None) -> np.ndarray:
+    values = _generator(generator).standard_normal(shape, dtype=np.float64 if numpy_dtype == np.float64 else np.float32)
+    if std != 1.0 or mean != 0.0:
+        values = values * std + mean
+    return np.ascontiguousarray(values, dtype=numpy_dtype)
+
+
+def uniform(shape: tuple, numpy_dtype, low=0.0, high=1.0, generator: Generator | None = None) -> np.ndarray:
+    values = _generator(generator).random(shape, dtype=np.float64 if numpy_dtype == np.float64 else np.float32)
+    if low != 0.0 or high != 1.0:
+        values = values * (high - low) + low
+    return np.ascontiguousarray(values, dtype=numpy_dtype)
+
+
+def integers(low: int, high: int, shape: tuple, numpy_dtype, generator: Generator | None = None) -> np.ndarray:
+    return _generator(generator).integers(low, high, shape, dtype=np.int64).astype(numpy_dtype)
+
+
+def permutation(n: int, generator: Generator | None = None) -> np.ndarray:
+    return _generator(generator).permutation(n).astype(np.int64)
+
+
+def bernoulli(shape: tuple, probability: float, generator: Generator | None = None) -> np.ndarray:
+    return _generator(generator).random(shape, dtype=np.float32) < probability

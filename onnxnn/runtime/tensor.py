@@ -1,0 +1,559 @@
+"""Tensor: a lazy handle to a value in the recorded ONNX graph, with PyTorch's autograd surface.
+
+Ops record nodes at once (see ``apply_op``); values are computed when needed: ``.numpy()``,
+``.item()``, ``print``, ``bool()``, ``backward()``. In-place methods rebind the handle to a new
+value and bump a version counter (DESIGN principle 5).
+"""
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from . import dtypes as _dtypes
+from .autograd import AccumulateGrad, Function, RemovableHandle, VersionCounter, _HookDict, run_backward
+from .device import CPU, as_device, cuda_is_available
+from .executor import realize
+from .grad_mode import STATE
+from .graph import MAX_PENDING_DEPTH, Value, constant, record
+from .printing import format_tensor
+from .registry import NON_DIFFERENTIABLE
+from .tensor_ops import TensorOps
+
+__all__ = ["Tensor", "Size", "apply_op"]
+
+
+class Size(tuple):
+    """The shape of a tensor: a tuple that prints as ``onnxnn.Size([2, 3])``."""
+
+    def __repr__(self) -> str:
+        return f"onnxnn.Size({list(self)})"
+
+    def numel(self) -> int:
+        result = 1
+        for size in self:
+            result *= size
+        return result
+
+
+def _torch_name(op_type: str) -> str:
+    return f"{op_type}Backward0"
+
+
+def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str | None = None,
+             domain: str = ""):
+    """Records ``op_type`` over tensors (or constant Values) and wraps the outputs as Tensors.
+
+    When gradients are enabled and an input requires grad, the outputs get a ``grad_fn`` that
+    keeps the node for backward. Returns one Tensor, or a tuple for multi-output ops.
+    """
+    values = []
+    requires_grad = False
+    for item in inputs:
+        if item is None or type(item) is Value:
+            values.append(item)
+        else:
+            values.append(item._value)
+            if item._requires_grad:
+                requires_grad = True
+    outputs = record(op_type, tuple(values), attrs, domain)
+    function = None
+    if requires_grad and STATE.enabled and (domain, op_type) not in NON_DIFFERENTIABLE:
+        edges = []
+        versions = []
+        for item in inputs:
+            if item is None or type(item) is Value or not item._requires_grad:
+                edges.append(None)
+                versions.append(None)
+                continue
+            edges.append((item._grad_fn, item._output_nr) if item._grad_fn is not None
+                         else (item._grad_accumulator(), 0))
+            counter = item._version_counter
+            if counter is None:
+                counter = item._version_counter = VersionCounter()
+            versions.append((counter, counter.value))
+        function = Function(outputs[0].node, outputs, tuple(edges), tuple(versions),
+                            name or _torch_name(op_type))
+    results = tuple(Tensor._from_value(value, function if value.dtype.category == 2 else None, index)
+                    for index, value in enumerate(outputs))
+    if outputs[0].depth > MAX_PENDING_DEPTH:
+        realize(outputs)
+    return results[0] if len(results) == 1 else results
+
+
+class Tensor(TensorOps):
+    """A multi-dimensional array whose operations are recorded as ONNX nodes and run lazily.
+
+    Create tensors with :func:`onnxnn.tensor`, :func:`onnxnn.zeros`, :func:`onnxnn.randn`, ...
+
+    Example::
+
+        >>> x = onnxnn.tensor([1.0, 2.0], requires_grad=True)
+        >>> y = (x * x).sum()
+        >>> y.backward()
+        >>> x.grad
+        tensor([2., 4.])
+    """
+
+    __slots__ = ("_value", "_grad_fn", "_output_nr", "_requires_grad", "grad", "_version_counter",
+                 "_accumulator", "_backward_hooks", "__dict__", "__weakref__")
+
+    # Makes numpy defer to Tensor's reflected operators (``np_array * tensor`` gives a Tensor).
+    __array_priority__ = 1000
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("create tensors with onnxnn.tensor(...), onnxnn.zeros(...), onnxnn.empty(...) and friends")
+
+    @classmethod
+    def _from_value(cls, value: Value, grad_fn: Function | None = None, output_nr: int = 0,
+                    requires_grad: bool = False) -> "Tensor":
+        tensor = object.__new__(cls)
+        tensor._value = value
+        tensor._grad_fn = grad_fn
+        tensor._output_nr = output_nr
+        tensor._requires_grad = requires_grad or grad_fn is not None
+        tensor.grad = None
+        tensor._version_counter = None
+        tensor._accumulator = None
+        tensor._backward_hooks = None
+        return tensor
+
+    @classmethod
+    def _from_array(cls, array: np.ndarray, dtype=None, device=CPU, requires_grad: bool = False) -> "Tensor":
+        value_dtype = dtype or _dtypes.as_dtype(array.dtype)
+        return cls._from_value(constant(array, value_dtype, device), requires_grad=requires_grad)
+
+    @classmethod
+    def _full(cls, shape: tuple, fill, dtype, device=CPU) -> "Tensor":
+        return cls._from_array(np.full(shape, fill, dtype.numpy_dtype), dtype, device)
+
+    @classmethod
+    def _zeros(cls, shape: tuple, dtype, device=CPU) -> "Tensor":
+        return cls._full(shape, 0, dtype, device)
+
+    # ----------------------------------------------------------------- metadata
+    @property
+    def shape(self) -> Size:
+        return Size(self._value.shape)
+
+    def size(self, dim: int | None = None):
+        """The shape as a ``Size``, or the size of dimension ``dim``."""
+        if dim is None:
+            return Size(self._value.shape)
+        return self._value.shape[self._normalize_dim(dim)]
+
+    @property
+    def dtype(self) -> _dtypes.dtype:
+        return self._value.dtype
+
+    @property
+    def device(self):
+        return self._value.device
+
+    @property
+    def is_cuda(self) -> bool:
+        return self._value.device.type == "cuda"
+
+    @property
+    def ndim(self) -> int:
+        return len(self._value.shape)
+
+    def dim(self) -> int:
+        return len(self._value.shape)
+
+    def numel(self) -> int:
+        result = 1
+        for size in self._value.shape:
+            result *= size
+        return result
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        return self._value.dtype.itemsize
+
+    def is_floating_point(self) -> bool:
+        return self._value.dtype.category == 2
+
+    def is_contiguous(self, memory_format=None) -> bool:
+        return True
+
+    def _normalize_dim(self, dim: int, rank: int | None = None) -> int:
+        rank = len(self._value.shape) if rank is None else rank
+        bound = max(rank, 1)
+        if not -bound <= dim < bound:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-bound}, {bound - 1}], "
+                             f"but got {dim})")
+        return dim % bound
+
+    # ----------------------------------------------------------------- autograd
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        """Sets whether autograd records operations on this (leaf) tensor; returns self."""
+        if self._grad_fn is not None:
+            if not requires_grad:
+                raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to "
+                                   "use a computed variable in a subgraph that doesn't require differentiation "
+                                   "use var_no_grad = var.detach().")
+            return self
+        if requires_grad and self._value.dtype.category != 2:
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        self._requires_grad = bool(requires_grad)
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._grad_fn is None
+
+    @property
+    def grad_fn(self) -> Function | None:
+        return self._grad_fn
+
+    @property
+    def output_nr(self) -> int:
+        return self._output_nr
+
+    @property
+    def _version(self) -> int:
+        return 0 if self._version_counter is None else self._version_counter.value
+
+    def _grad_accumulator(self) -> AccumulateGrad:
+        accumulator = self._accumulator() if self._accumulator is not None else None
+        if accumulator is None:
+            accumulator = AccumulateGrad(self)
+            self._accumulator = weakref.ref(accumulator)
+        return accumulator
+
+    def backward(self, gradient=None, retain_graph: bool | None = None, create_graph: bool = False,
+                 inputs=None) -> None:
+        """Computes the gradient of this tensor with respect to graph leaves, accumulating into ``.grad``.
+
+        Args:
+            gradient: the gradient of some scalar with respect to this tensor; required unless it
+                has one element.
+            retain_graph: keep the graph's saved values for another backward (default: create_graph).
+            create_graph: record the backward pass itself, for higher-order derivatives.
+            inputs: only accumulate into these leaves.
+        """
+        run_backward([self], [gradient], retain_graph, create_graph, inputs)
+
+    def register_hook(self, hook) -> RemovableHandle:
+        """Registers ``hook(grad) -> Tensor | None`` called with this tensor's gradient during backward."""
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._grad_fn is not None:
+            return self._grad_fn._add_tensor_hook(self._output_nr, hook)
+        if self._backward_hooks is None:
+            self._backward_hooks = _HookDict()
+        handle = RemovableHandle(self._backward_hooks)
+        self._backward_hooks[handle.id] = hook
+        return handle
+
+    def retain_grad(self) -> None:
+        """Makes backward fill ``.grad`` of this non-leaf tensor too."""
+        if not self._requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self._grad_fn is None:
+            return
+        function = self._grad_fn
+        if function._retained is None:
+            function._retained = {}
+        function._retained[self._output_nr] = weakref.ref(self)
+
+    @property
+    def retains_grad(self) -> bool:
+        function = self._grad_fn
+        return bool(function is not None and function._retained
+                    and function._retained.get(self._output_nr) is not None
+                    and function._retained[self._output_nr]() is self)
+
+    def detach(self) -> "Tensor":
+        """A new tensor with the same value and no autograd history."""
+        return Tensor._from_value(self._value)
+
+    def detach_(self) -> "Tensor":
+        self._grad_fn = None
+        self._requires_grad = False
+        return self
+
+    @property
+    def data(self) -> "Tensor":
+        return Tensor._from_value(self._value)
+
+    @data.setter
+    def data(self, other: "Tensor") -> None:
+        self._value = other._value
+
+    # ----------------------------------------------------------------- in place
+    def _alias(self) -> "Tensor":
+        """The input of an in-place op's math: same value and autograd edge, own version counter.
+
+        Raises for a leaf that requires grad while gradients are recorded, as PyTorch does.
+        """
+        if self._grad_fn is None:
+            if self._requires_grad and STATE.enabled:
+                raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+            return Tensor._from_value(self._value)
+        return Tensor._from_value(self._value, self._grad_fn, self._output_nr)
+
+    def _assign(self, result: "Tensor") -> "Tensor":
+        """Rebinds this tensor to ``result`` (the in-place write), keeping its dtype and shape."""
+        if self._grad_fn is None and self._requires_grad and STATE.enabled:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+        if result._value.dtype is not self._value.dtype:
+            result = result.to(self._value.dtype)
+        if result._value.shape != self._value.shape:
+            result = result._broadcast_for_assignment(self._value.shape)
+        self._value = result._value
+        if result._grad_fn is not None:
+            self._grad_fn = result._grad_fn
+            self._output_nr = result._output_nr
+            self._requires_grad = True
+        elif self._grad_fn is not None:
+            # Overwritten by a value without history: nothing flows back to the old history.
+            self._grad_fn = None
+            self._requires_grad = False
+        self._bump_version()
+        return self
+
+    def _broadcast_for_assignment(self, shape: tuple) -> "Tensor":
+        own = self._value.shape
+        if len(own) > len(shape) or any(a != b and a != 1 for a, b in zip(reversed(own), reversed(shape))):
+            raise RuntimeError(f"output with shape {list(shape)} doesn't match the broadcast shape {list(own)}")
+        return self.expand(shape)
+
+    def _rebind(self, value: Value) -> None:
+        """Replaces the value without autograd checks (gradient accumulation, optimizer updates)."""
+        self._value = value
+        self._bump_version()
+
+    def _bump_version(self) -> None:
+        counter = self._version_counter
+        if counter is None:
+            counter = self._version_counter = VersionCounter()
+        counter.value += 1
+
+    def copy_(self, source, non_blocking: bool = False) -> "Tensor":
+        """Copies ``source`` (broadcast, converted to this dtype and device) into this tensor."""
+        if not isinstance(source, Tensor):
+            from .creation import as_tensor
+            source = as_tensor(source)
+        return self._assign(source.to(self._value.device))
+
+    def zero_(self) -> "Tensor":
+        return self.fill_(0)
+
+    def fill_(self, value) -> "Tensor":
+        if not isinstance(value, Tensor):
+            value = Tensor._full((), value, self._value.dtype, self._value.device)
+        elif value.dim() != 0:
+            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
+                               f"{value.dim()} dimensions.")
+        return self._assign(value)
+
+    # ----------------------------------------------------------------- materialization
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """The value as a read-only numpy array (computing it if it is still pending)."""
+        if self._requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        if self.device.type != "cpu" and not force:
+            raise TypeError(f"can't convert {self.device} device type tensor to numpy. "
+                            "Use Tensor.cpu() to copy the tensor to host memory first.")
+        return self._realized_data()
+
+    def _realized_data(self) -> np.ndarray:
+        value = self._value
+        if value.data is None:
+            realize((value,))
+        data = value.data
+        if data.flags.writeable:
+            data.flags.writeable = False  # values are immutable: a write would corrupt shared history
+        return data
+
+    def __array__(self, dtype=None, copy=None):
+        data = self._realized_data()
+        if dtype is not None:
+            return data.astype(dtype)
+        return np.array(data) if copy else data
+
+    def item(self):
+        """The value of a one-element tensor as a Python number."""
+        if self.numel() != 1:
+            raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
+        return self._realized_data().reshape(()).item()
+
+    def tolist(self):
+        """The value as nested Python lists (a number for a 0-d tensor)."""
+        data = self._realized_data()
+        if data.dtype == _dtypes.bfloat16.numpy_dtype:
+            data = data.astype(np.float32)
+        return data.tolist()
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self._realized_data().reshape(()))
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self._value.dtype.category != 1 or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __len__(self) -> int:
+        if not self._value.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._value.shape[0]
+
+    def __iter__(self):
+        if not self._value.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self, *, tensor_contents=None) -> str:
+        suffixes = []
+        if self.device.type != "cpu":
+            suffixes.append(f"device='{self.device}'")
+        data = self._realized_data()
+        value_dtype, default = self._value.dtype, _dtypes.get_default_dtype()
+        if value_dtype not in (default, _dtypes.int64, _dtypes.bool) or (data.size == 0 and value_dtype is not default):
+            suffixes.append(f"dtype={value_dtype!r}")
+        if self._grad_fn is not None:
+            suffixes.append(f"grad_fn=<{self._grad_fn.name()}>")
+        elif self._requires_grad:
+            suffixes.append("requires_grad=True")
+        return format_tensor(data, suffixes=suffixes)
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        if self.dim() == 0:
+            return self.item().__format__(spec)
+        return object.__format__(self, spec)
+
+    def __reduce_ex__(self, protocol):
+        return (_rebuild_tensor, (np.array(self._realized_data()), self._value.dtype.name, self._requires_grad))
+
+    def __deepcopy__(self, memo):
+        if not self.is_leaf:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol")
+        copied = type(self)._from_value(self._value, requires_grad=self._requires_grad)
+        if type(self) is not Tensor:
+            copied.__dict__.update(self.__dict__)
+        if self.grad is not None:
+            copied.grad = self.grad.__deepcopy__(memo)
+        memo[id(self)] = copied
+        return copied
+
+    # ----------------------------------------------------------------- devices and dtypes
+    def to(self, *args, **kwargs) -> "Tensor":
+        """Converts dtype and/or device: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(tensor)``."""
+        target_dtype = kwargs.pop("dtype", None)
+        target_device = kwargs.pop("device", None)
+        kwargs.pop("non_blocking", None)
+        kwargs.pop("copy", None)
+        kwargs.pop("memory_format", None)
+        if kwargs:
+            raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+        for arg in args:
+            if isinstance(arg, Tensor):
+                target_dtype, target_device = arg.dtype, arg.device
+            elif isinstance(arg, _dtypes.dtype) or (isinstance(arg, type) and issubclass(arg, np.generic)):
+                target_dtype = arg
+            elif arg is not None and not isinstance(arg, bool):
+                target_device = arg
+        result = self
+        if target_device is not None:
+            result = result._to_device(as_device(target_device))
+        if target_dtype is not None:
+            target_dtype = _dtypes.as_dtype(target_dtype)
+            if target_dtype is not result._value.dtype:
+                result = apply_op("Cast", (result,), {"to": target_dtype}, "ToCopyBackward0")
+        return result
+
+    def _to_device(self, target) -> "Tensor":
+        if target is self._value.device:
+            return self
+        if target.type == "cuda" and not cuda_is_available():
+            raise RuntimeError("CUDA is not available: onnxruntime's CUDA execution provider could not be "
+                               "loaded on this machine (no GPU, or onnxruntime-gpu/CUDA libraries missing)")
+        data = self._realized_data()
+        moved = Tensor._from_value(constant(data, self._value.dtype, target))
+        if self._requires_grad and STATE.enabled:
+            # Device copies keep the gradient path: an Identity node whose gradient is copied back.
+            moved = apply_op("Identity", (self,), None, "ToCopyBackward0")
+            moved._value.device = target
+        return moved
+
+    def cpu(self) -> "Tensor":
+        return self.to("cpu")
+
+    def cuda(self, device=None) -> "Tensor":
+        return self.to("cuda" if device is None else as_device(device if not isinstance(device, int) else device))
+
+    def type(self, dtype=None):
+        """Without arguments, the type name (``"onnxnn.FloatTensor"``); otherwise a cast."""
+        if dtype is None:
+            names = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+                     "bfloat16": "BFloat16Tensor", "int64": "LongTensor", "int32": "IntTensor",
+                     "int16": "ShortTensor", "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
+            return f"onnxnn.{names[self._value.dtype.name]}"
+        return self.to(dtype)
+
+    def float(self) -> "Tensor":
+        return self.to(_dtypes.float32)
+
+    def double(self) -> "Tensor":
+        return self.to(_dtypes.float64)
+
+    def half(self) -> "Tensor":
+        return self.to(_dtypes.float16)
+
+    def bfloat16(self) -> "Tensor":
+        return self.to(_dtypes.bfloat16)
+
+    def long(self) -> "Tensor":
+        return self.to(_dtypes.int64)
+
+    def int(self) -> "Tensor":
+        return self.to(_dtypes.int32)
+
+    def short(self) -> "Tensor":
+        return self.to(_dtypes.int16)
+
+    def char(self) -> "Tensor":
+        return self.to(_dtypes.int8)
+
+    def byte(self) -> "Tensor":
+        return self.to(_dtypes.uint8)
+
+    def bool(self) -> "Tensor":
+        return self.to(_dtypes.bool)
+
+    def share_memory_(self) -> "Tensor":
+        return self
+
+    def is_shared(self) -> bool:
+        return False
+
+    def pin_memory(self) -> "Tensor":
+        return self
+
+
+def _rebuild_tensor(array: np.ndarray, dtype_name: str, requires_grad: bool) -> Tensor:
+    return Tensor._from_array(np.ascontiguousarray(array), _dtypes.as_dtype(dtype_name), requires_grad=requires_grad)

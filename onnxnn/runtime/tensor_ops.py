@@ -1,0 +1,496 @@
+"""Tensor's operator and math methods, each a thin call into the op families of ``runtime/ops``.
+
+Kept apart from ``tensor.py`` (identity, autograd, materialization) so each file holds one idea.
+``ops`` is bound by ``onnxnn.runtime`` once the op families are imported (they import Tensor).
+"""
+from __future__ import annotations
+
+from . import random as _random
+
+ops = None  # the onnxnn.runtime.ops package, bound at import time by onnxnn/runtime/__init__.py
+
+
+class TensorOps:
+    __slots__ = ()
+
+    # ---------------------------------------------------------------- arithmetic operators
+    def __add__(self, other):
+        return ops.add(self, other)
+
+    def __radd__(self, other):
+        return ops.add(other, self)
+
+    def __sub__(self, other):
+        return ops.sub(self, other)
+
+    def __rsub__(self, other):
+        return ops.sub(other, self)
+
+    def __mul__(self, other):
+        return ops.mul(self, other)
+
+    def __rmul__(self, other):
+        return ops.mul(other, self)
+
+    def __truediv__(self, other):
+        return ops.div(self, other)
+
+    def __rtruediv__(self, other):
+        return ops.div(other, self)
+
+    def __floordiv__(self, other):
+        return ops.floor_divide(self, other)
+
+    def __rfloordiv__(self, other):
+        return ops.floor_divide(other, self)
+
+    def __mod__(self, other):
+        return ops.remainder(self, other)
+
+    def __rmod__(self, other):
+        return ops.remainder(other, self)
+
+    def __pow__(self, exponent):
+        return ops.pow(self, exponent)
+
+    def __rpow__(self, base):
+        return ops.pow(base, self)
+
+    def __matmul__(self, other):
+        return ops.matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return ops.matmul(other, self)
+
+    def __neg__(self):
+        return ops.neg(self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return ops.abs(self)
+
+    def __invert__(self):
+        return ops.logical_not(self)
+
+    def __and__(self, other):
+        return ops.logical_and(self, other)
+
+    __rand__ = __and__
+
+    def __or__(self, other):
+        return ops.logical_or(self, other)
+
+    __ror__ = __or__
+
+    def __xor__(self, other):
+        return ops.logical_xor(self, other)
+
+    __rxor__ = __xor__
+
+    # In-place operators rebind the handle (DESIGN principle 5).
+    def __iadd__(self, other):
+        return self.add_(other)
+
+    def __isub__(self, other):
+        return self.sub_(other)
+
+    def __imul__(self, other):
+        return self.mul_(other)
+
+    def __itruediv__(self, other):
+        return self.div_(other)
+
+    # ---------------------------------------------------------------- comparisons
+    def __eq__(self, other):
+        return ops.eq(self, other)
+
+    def __ne__(self, other):
+        return ops.ne(self, other)
+
+    def __lt__(self, other):
+        return ops.lt(self, other)
+
+    def __le__(self, other):
+        return ops.le(self, other)
+
+    def __gt__(self, other):
+        return ops.gt(self, other)
+
+    def __ge__(self, other):
+        return ops.ge(self, other)
+
+    def eq(self, other):
+        return ops.eq(self, other)
+
+    def ne(self, other):
+        return ops.ne(self, other)
+
+    def lt(self, other):
+        return ops.lt(self, other)
+
+    def le(self, other):
+        return ops.le(self, other)
+
+    def gt(self, other):
+        return ops.gt(self, other)
+
+    def ge(self, other):
+        return ops.ge(self, other)
+
+    def equal(self, other) -> bool:
+        return ops.equal(self, other)
+
+    def allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
+        return ops.allclose(self, other, rtol, atol, equal_nan)
+
+    def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+        return ops.isclose(self, other, rtol, atol, equal_nan)
+
+    def logical_and(self, other):
+        return ops.logical_and(self, other)
+
+    def logical_or(self, other):
+        return ops.logical_or(self, other)
+
+    def logical_not(self):
+        return ops.logical_not(self)
+
+    def isnan(self):
+        return ops.isnan(self)
+
+    def isinf(self):
+        return ops.isinf(self)
+
+    def isfinite(self):
+        return ops.isfinite(self)
+
+    # ---------------------------------------------------------------- math methods
+    def add(self, other, *, alpha=1):
+        return ops.add(self, other, alpha=alpha)
+
+    def sub(self, other, *, alpha=1):
+        return ops.sub(self, other, alpha=alpha)
+
+    def mul(self, other):
+        return ops.mul(self, other)
+
+    def div(self, other, *, rounding_mode=None):
+        return ops.div(self, other, rounding_mode=rounding_mode)
+
+    def pow(self, exponent):
+        return ops.pow(self, exponent)
+
+    def matmul(self, other):
+        return ops.matmul(self, other)
+
+    def mm(self, other):
+        return ops.mm(self, other)
+
+    def bmm(self, other):
+        return ops.bmm(self, other)
+
+    def dot(self, other):
+        return ops.dot(self, other)
+
+    def neg(self):
+        return ops.neg(self)
+
+    def abs(self):
+        return ops.abs(self)
+
+    def exp(self):
+        return ops.exp(self)
+
+    def log(self):
+        return ops.log(self)
+
+    def sqrt(self):
+        return ops.sqrt(self)
+
+    def rsqrt(self):
+        return ops.rsqrt(self)
+
+    def reciprocal(self):
+        return ops.reciprocal(self)
+
+    def sin(self):
+        return ops.sin(self)
+
+    def cos(self):
+        return ops.cos(self)
+
+    def erf(self):
+        return ops.erf(self)
+
+    def sign(self):
+        return ops.sign(self)
+
+    def floor(self):
+        return ops.floor(self)
+
+    def ceil(self):
+        return ops.ceil(self)
+
+    def round(self):
+        return ops.round(self)
+
+    def trunc(self):
+        return ops.trunc(self)
+
+    def relu(self):
+        return ops.relu(self)
+
+    def sigmoid(self):
+        return ops.sigmoid(self)
+
+    def tanh(self):
+        return ops.tanh(self)
+
+    def softmax(self, dim, dtype=None):
+        return ops.softmax(self, dim, dtype)
+
+    def log_softmax(self, dim, dtype=None):
+        return ops.log_softmax(self, dim, dtype)
+
+    def clamp(self, min=None, max=None):
+        return ops.clamp(self, min, max)
+
+    clip = clamp
+
+    def maximum(self, other):
+        return ops.maximum(self, other)
+
+    def minimum(self, other):
+        return ops.minimum(self, other)
+
+    def where(self, condition, other):
+        return ops.where(condition, self, other)
+
+    def masked_fill(self, mask, value):
+        return ops.where(mask, value, self)
+
+    def lerp(self, end, weight):
+        return self + (end - self) * weight
+
+    # ---------------------------------------------------------------- reductions
+    def sum(self, dim=None, keepdim=False, *, dtype=None):
+        return ops.sum(self, dim, keepdim, dtype=dtype)
+
+    def mean(self, dim=None, keepdim=False, *, dtype=None):
+        return ops.mean(self, dim, keepdim, dtype=dtype)
+
+    def prod(self, dim=None, keepdim=False, *, dtype=None):
+        return ops.prod(self, dim, keepdim, dtype=dtype)
+
+    def max(self, dim=None, keepdim=False):
+        return ops.max(self, dim, keepdim)
+
+    def min(self, dim=None, keepdim=False):
+        return ops.min(self, dim, keepdim)
+
+    def amax(self, dim=(), keepdim=False):
+        return ops.amax(self, dim, keepdim)
+
+    def amin(self, dim=(), keepdim=False):
+        return ops.amin(self, dim, keepdim)
+
+    def argmax(self, dim=None, keepdim=False):
+        return ops.argmax(self, dim, keepdim)
+
+    def argmin(self, dim=None, keepdim=False):
+        return ops.argmin(self, dim, keepdim)
+
+    def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        return ops.var(self, dim, unbiased, keepdim, correction=correction)
+
+    def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        return ops.std(self, dim, unbiased, keepdim, correction=correction)
+
+    def logsumexp(self, dim, keepdim=False):
+        return ops.logsumexp(self, dim, keepdim)
+
+    def all(self, dim=None, keepdim=False):
+        return ops.all(self, dim, keepdim)
+
+    def any(self, dim=None, keepdim=False):
+        return ops.any(self, dim, keepdim)
+
+    def norm(self, p=2, dim=None, keepdim=False):
+        return ops.norm(self, p, dim, keepdim)
+
+    # ---------------------------------------------------------------- shape
+    def reshape(self, *shape):
+        return ops.reshape(self, *shape)
+
+    def view(self, *shape):
+        if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)):
+            return self.to(shape[0])  # view(dtype)
+        return ops.reshape(self, *shape)
+
+    def view_as(self, other):
+        return ops.reshape(self, other.shape)
+
+    def reshape_as(self, other):
+        return ops.reshape(self, other.shape)
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        return ops.flatten(self, start_dim, end_dim)
+
+    def unflatten(self, dim, sizes):
+        dim = self._normalize_dim(dim)
+        return ops.reshape(self, self.shape[:dim] + tuple(sizes) + self.shape[dim + 1:])
+
+    def permute(self, *dims):
+        return ops.permute(self, *dims)
+
+    def transpose(self, dim0, dim1):
+        return ops.transpose(self, dim0, dim1)
+
+    def t(self):
+        return ops.t(self)
+
+    @property
+    def T(self):
+        return ops.permute(self, list(reversed(range(self.dim()))))
+
+    @property
+    def mT(self):
+        return ops.transpose(self, -2, -1)
+
+    def squeeze(self, dim=None):
+        return ops.squeeze(self, dim)
+
+    def unsqueeze(self, dim):
+        return ops.unsqueeze(self, dim)
+
+    def expand(self, *sizes):
+        return ops.expand(self, *sizes)
+
+    def expand_as(self, other):
+        return ops.expand_as(self, other)
+
+    def broadcast_to(self, shape):
+        return ops.broadcast_to(self, shape)
+
+    def repeat(self, *sizes):
+        return ops.repeat(self, *sizes)
+
+    def tile(self, dims):
+        return ops.tile(self, dims)
+
+    def flip(self, dims):
+        return ops.flip(self, dims)
+
+    def split(self, split_size, dim=0):
+        return ops.split(self, split_size, dim)
+
+    def chunk(self, chunks, dim=0):
+        return ops.chunk(self, chunks, dim)
+
+    def unbind(self, dim=0):
+        return ops.unbind(self, dim)
+
+    def narrow(self, dim, start, length):
+        return ops.narrow(self, dim, start, length)
+
+    def contiguous(self, memory_format=None):
+        return self
+
+    def clone(self, *, memory_format=None):
+        """A copy with the same value; gradients flow back to this tensor."""
+        return ops.clone(self)
+
+    def __getitem__(self, key):
+        return ops.getitem(self, key)
+
+    def __setitem__(self, key, value) -> None:
+        ops.setitem(self, key, value)
+
+    def index_select(self, dim, index):
+        return ops.index_select(self, dim, index)
+
+    def gather(self, dim, index):
+        return ops.gather(self, dim, index)
+
+    def masked_select(self, mask):
+        return ops.getitem(self, mask)
+
+    # ---------------------------------------------------------------- in place (rebinding)
+    def add_(self, other, *, alpha=1):
+        return self._assign(ops.add(self._alias(), other, alpha=alpha))
+
+    def sub_(self, other, *, alpha=1):
+        return self._assign(ops.sub(self._alias(), other, alpha=alpha))
+
+    def mul_(self, other):
+        return self._assign(ops.mul(self._alias(), other))
+
+    def div_(self, other, *, rounding_mode=None):
+        return self._assign(ops.div(self._alias(), other, rounding_mode=rounding_mode))
+
+    def pow_(self, exponent):
+        return self._assign(ops.pow(self._alias(), exponent))
+
+    def neg_(self):
+        return self._assign(ops.neg(self._alias()))
+
+    def abs_(self):
+        return self._assign(ops.abs(self._alias()))
+
+    def exp_(self):
+        return self._assign(ops.exp(self._alias()))
+
+    def log_(self):
+        return self._assign(ops.log(self._alias()))
+
+    def sqrt_(self):
+        return self._assign(ops.sqrt(self._alias()))
+
+    def relu_(self):
+        return self._assign(ops.relu(self._alias()))
+
+    def sigmoid_(self):
+        return self._assign(ops.sigmoid(self._alias()))
+
+    def tanh_(self):
+        return self._assign(ops.tanh(self._alias()))
+
+    def clamp_(self, min=None, max=None):
+        return self._assign(ops.clamp(self._alias(), min, max))
+
+    clip_ = clamp_
+
+    def masked_fill_(self, mask, value):
+        return self._assign(ops.where(mask, value, self._alias()))
+
+    def lerp_(self, end, weight):
+        alias = self._alias()
+        return self._assign(alias + (end - alias) * weight)
+
+    def addcmul_(self, tensor1, tensor2, *, value=1):
+        return self._assign(self._alias() + tensor1 * tensor2 * value)
+
+    def addcdiv_(self, tensor1, tensor2, *, value=1):
+        return self._assign(self._alias() + tensor1 / tensor2 * value)
+
+    def normal_(self, mean=0.0, std=1.0, *, generator=None):
+        """Fills with samples of N(mean, std^2) from onnxnn's generator."""
+        return self._fill_random(_random.normal(self.shape, self.dtype.numpy_dtype, mean, std, generator))
+
+    def uniform_(self, a=0.0, b=1.0, *, generator=None):
+        """Fills with samples of U(a, b) from onnxnn's generator."""
+        return self._fill_random(_random.uniform(self.shape, self.dtype.numpy_dtype, a, b, generator))
+
+    def bernoulli_(self, p=0.5, *, generator=None):
+        return self._fill_random(_random.bernoulli(self.shape, p, generator).astype(self.dtype.numpy_dtype))
+
+    def random_(self, low=0, high=None, *, generator=None):
+        if high is None:
+            low, high = 0, low
+        return self._fill_random(_random.integers(low, high, self.shape, self.dtype.numpy_dtype, generator))
+
+    def _fill_random(self, array):
+        from .tensor import Tensor
+        return self._assign(Tensor._from_array(array, self.dtype, self.device))
