@@ -92,31 +92,30 @@ _calibrate_refcount_baseline()
 def _plan(targets: list) -> _GraphPlan:
     """Walks the pending history of ``targets`` and builds its canonical plan and cache key."""
     order: list = []
-    node_position: dict = {}
-    input_position: dict = {}
-    inputs: list = []
+    seen: set = set()
     consumer_counts: dict = {}
-    stack = [(target.node, False) for target in reversed(targets)]
+    stack = [target.node for target in reversed(targets)]
     while stack:
-        node, expanded = stack.pop()
-        if id(node) in node_position:
+        node = stack.pop()
+        if id(node) in seen:
             continue
-        if expanded:
-            node_position[id(node)] = len(order)
-            order.append(node)
-            continue
-        stack.append((node, True))
-        for value in reversed(node.inputs):
+        seen.add(id(node))
+        order.append(node)
+        for value in node.inputs:
             if value is None or value.data is not None:
                 continue
             identity = id(value)
             consumer_counts[identity] = consumer_counts.get(identity, 0) + 1
-            if id(value.node) not in node_position:
-                stack.append((value.node, False))
+            stack.append(value.node)
+    # Depth grows along every edge, so a stable sort by it is a topological order that depends
+    # only on the structure and the discovery order, never on object addresses.
+    order.sort(key=_node_depth)
+    node_position = {id(node): position for position, node in enumerate(order)}
 
-    target_ids = {id(t) for t in targets}
-    outputs = list(targets) + _find_externally_referenced(order, consumer_counts, set(target_ids))
+    outputs = list(targets) + _find_externally_referenced(order, consumer_counts, {id(t) for t in targets})
 
+    input_position: dict = {}
+    inputs: list = []
     node_keys = []
     for node in order:
         refs = []
@@ -125,22 +124,26 @@ def _plan(targets: list) -> _GraphPlan:
                 refs.append(None)
             elif value.data is None:
                 refs.append((node_position[id(value.node)], value.index))
-            elif value.static:
-                refs.append(("c", value.dtype.name, value.data.shape, value.data.tobytes()))
+            elif value.static is not None:
+                refs.append(value.static)
             else:
                 position = input_position.get(id(value))
                 if position is None:
                     position = input_position[id(value)] = len(inputs)
                     inputs.append(value)
-                refs.append(("i", position))
+                refs.append(position)
         node_keys.append((node.signature, tuple(refs)))
     key = (
         tuple(node_keys),
-        tuple((v.shape, v.dtype.name) for v in inputs),
-        tuple((node_position[id(v.node)], v.index) for v in outputs),
+        tuple([(v.shape, v.dtype) for v in inputs]),
+        tuple([(node_position[id(v.node)], v.index) for v in outputs]),
         targets[0].device,
     )
     return _GraphPlan(order, inputs, outputs, key)
+
+
+def _node_depth(node) -> int:
+    return node.depth
 
 
 def _onnx_attribute_value(value):

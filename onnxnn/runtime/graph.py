@@ -24,21 +24,24 @@ MAX_PENDING_DEPTH = 200
 class Node:
     """One recorded ONNX node. Kept tiny: it is created for every op of every call."""
 
-    __slots__ = ("op_type", "domain", "inputs", "attrs", "num_outputs", "_signature")
+    __slots__ = ("op_type", "domain", "inputs", "attrs", "num_outputs", "depth", "_signature")
 
-    def __init__(self, op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int):
+    def __init__(self, op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int, depth: int = 1):
         self.op_type = op_type
         self.domain = domain
         self.inputs = inputs
         self.attrs = attrs
         self.num_outputs = num_outputs
+        self.depth = depth  # longer than the depth of every pending input: sorting by it is topological
         self._signature = None
 
     @property
     def signature(self) -> tuple:
         """The node's part of a structural cache key: op, domain, attributes, output count."""
         if self._signature is None:
-            self._signature = (self.domain, self.op_type, _freeze(self.attrs), self.num_outputs)
+            attrs = self.attrs
+            frozen = tuple(sorted((k, _freeze(v)) for k, v in attrs.items())) if attrs else ()
+            self._signature = (self.domain, self.op_type, frozen, self.num_outputs)
         return self._signature
 
     def __repr__(self) -> str:
@@ -47,6 +50,8 @@ class Node:
 
 def _freeze(value):
     """A hashable form of an attribute value (lists become tuples, arrays their bytes)."""
+    if type(value) in _PLAIN:
+        return value
     if isinstance(value, dict):
         return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
     if isinstance(value, (list, tuple)):
@@ -58,17 +63,20 @@ def _freeze(value):
     return value
 
 
+_PLAIN = {int, float, str, bool, bytes}
+
+
 class Value:
     """A value in the recorded graph: pending (produced by ``node``) or realized (``data``).
 
-    ``static`` marks small constants that describe structure rather than data (axes, shapes,
-    slice bounds): they are embedded in compiled graphs and keyed by content, while ordinary
-    realized values are fed as inputs and keyed by shape and dtype only.
+    ``static`` is set on small constants that describe structure rather than data (axes, shapes,
+    slice bounds) and holds their cache-key form: they are embedded in compiled graphs and keyed
+    by content, while ordinary realized values are fed as inputs and keyed by shape and dtype only.
     """
 
     __slots__ = ("node", "index", "shape", "dtype", "device", "data", "depth", "static")
 
-    def __init__(self, node, index, shape, dtype, device, data=None, depth=0, static=False):
+    def __init__(self, node, index, shape, dtype, device, data=None, depth=0, static=None):
         self.node = node
         self.index = index
         self.shape = shape
@@ -100,9 +108,23 @@ def constant(array: np.ndarray, value_dtype: dtype, on: device = CPU) -> Value:
 
 
 def static_constant(values, value_dtype: dtype, on: device = CPU) -> Value:
-    """A small structural constant (axes, shape, bounds) that compiled graphs embed by content."""
+    """A small structural constant (axes, shape, bounds) that compiled graphs embed by content.
+
+    Static values are immutable and keyed by content, so equal ones are shared from a small cache.
+    """
     array = np.asarray(values, dtype=value_dtype.numpy_dtype)
-    return Value(None, 0, array.shape, value_dtype, on, array, 0, True)
+    key = (value_dtype.name, array.shape, array.tobytes(), on)
+    cached = _STATIC_CACHE.get(key)
+    if cached is None:
+        if len(_STATIC_CACHE) >= _STATIC_CACHE_LIMIT:
+            _STATIC_CACHE.clear()
+        array.flags.writeable = False
+        cached = _STATIC_CACHE[key] = Value(None, 0, array.shape, value_dtype, on, array, 0, ("c",) + key[:3])
+    return cached
+
+
+_STATIC_CACHE: dict = {}
+_STATIC_CACHE_LIMIT = 4096
 
 
 def record(op_type: str, inputs: tuple, attrs: dict | None = None, domain: str = "") -> tuple:
@@ -118,19 +140,26 @@ def record(op_type: str, inputs: tuple, attrs: dict | None = None, domain: str =
     if attrs is None:
         attrs = {}
     rule = shape_rules.lookup(op_type, domain)
-    where = inputs[0].device if inputs else CPU
+    where = None
     depth = 0
     for value in inputs:
         if value is None:
             continue
-        if value.device is not where:
+        if where is None:
+            where = value.device
+        elif value.device is not where:
             raise RuntimeError(
                 f"Expected all tensors to be on the same device, but found at least two devices, "
                 f"{where} and {value.device}! (when checking arguments for {op_type})")
         if value.depth > depth:
             depth = value.depth
     metas = rule(inputs, attrs)
-    node = Node(op_type, domain, inputs, attrs, len(metas))
     depth += 1
-    return tuple(Value(node, i, shape, out_dtype, where, None, depth)
-                 for i, (shape, out_dtype) in enumerate(metas))
+    node = Node(op_type, domain, inputs, attrs, len(metas), depth)
+    if where is None:
+        where = CPU
+    if len(metas) == 1:
+        shape, out_dtype = metas[0]
+        return (Value(node, 0, shape, out_dtype, where, None, depth),)
+    return tuple([Value(node, i, shape, out_dtype, where, None, depth)
+                  for i, (shape, out_dtype) in enumerate(metas)])

@@ -74,11 +74,13 @@ def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str |
             versions.append((counter, counter.value))
         function = Function(outputs[0].node, outputs, tuple(edges), tuple(versions),
                             name or _torch_name(op_type))
-    results = tuple(Tensor._from_value(value, function if value.dtype.category == 2 else None, index)
-                    for index, value in enumerate(outputs))
     if outputs[0].depth > MAX_PENDING_DEPTH:
         realize(outputs)
-    return results[0] if len(results) == 1 else results
+    if len(outputs) == 1:
+        value = outputs[0]
+        return Tensor._from_value(value, function if value.dtype.category == 2 else None, 0)
+    return tuple([Tensor._from_value(value, function if value.dtype.category == 2 else None, index)
+                  for index, value in enumerate(outputs)])
 
 
 class Tensor(TensorOps):

@@ -6,13 +6,15 @@ import numpy as np
 from .. import dtypes
 from ..graph import Value, constant, static_constant
 
-__all__ = ["broadcast_shapes", "promote_operands", "as_tensor_operand", "axes_constant",
+__all__ = ["broadcast_shapes", "broadcast_values", "promote_operands", "as_tensor_operand", "axes_constant",
            "int64_constant", "same_shape", "normalize_axes", "Tensor", "apply_op"]
 
 
 def broadcast_shapes(*shapes: tuple) -> tuple:
     """numpy/PyTorch broadcasting of shapes; RuntimeError in PyTorch's words when they disagree."""
     first = shapes[0]
+    if len(shapes) == 2 and shapes[1] == first:  # the hot case: same-shaped binary op
+        return first
     if all(shape == first for shape in shapes):
         return first
     rank = max(len(shape) for shape in shapes)
@@ -30,6 +32,18 @@ def broadcast_shapes(*shapes: tuple) -> tuple:
                 f"The size of tensor a ({current}) must match the size of tensor b ({size}) at "
                 f"non-singleton dimension {offset + axis}: shapes {[list(s) for s in shapes]} do not broadcast")
     return tuple(result)
+
+
+def broadcast_values(values) -> tuple:
+    """The broadcast shape of the input values of an elementwise node (fast for the common pairs)."""
+    if len(values) == 2:
+        a, b = values[0].shape, values[1].shape
+        if a == b or not b:
+            return a
+        if not a:
+            return b
+        return broadcast_shapes(a, b)
+    return broadcast_shapes(*(value.shape for value in values))
 
 
 def normalize_axes(axes, rank: int) -> list[int]:
@@ -69,6 +83,10 @@ def promote_operands(operands: list):
         (converted operands, result dtype). Scalars become constant values fed to the graph, so a
         changing scalar (a learning rate) never changes the compiled graph.
     """
+    if len(operands) == 2:
+        fast = _promote_pair_fast(operands[0], operands[1])
+        if fast is not None:
+            return fast
     tensors = [(op._value.dtype, len(op._value.shape)) for op in operands if isinstance(op, Tensor)]
     scalars = [op for op in operands if not isinstance(op, Tensor)]
     for scalar in scalars:
@@ -83,6 +101,25 @@ def promote_operands(operands: list):
         else:
             converted.append(scalar_constant(op, result_dtype, device))
     return converted, result_dtype
+
+
+_SCALAR_CATEGORY = {float: 2, int: 1, bool: 0}
+
+
+def _promote_pair_fast(a, b):
+    """The common cases of binary promotion without the general three-tier walk (record-time hot path)."""
+    a_is_tensor, b_is_tensor = type(a) is Tensor or isinstance(a, Tensor), type(b) is Tensor or isinstance(b, Tensor)
+    if a_is_tensor and b_is_tensor:
+        if a._value.dtype is b._value.dtype:
+            return [a, b], a._value.dtype
+        return None
+    tensor, scalar = (a, b) if a_is_tensor else (b, a)
+    category = _SCALAR_CATEGORY.get(type(scalar))
+    value_dtype = tensor._value.dtype
+    if category is None or category > value_dtype.category:
+        return None
+    constant_value = scalar_constant(scalar, value_dtype, tensor._value.device)
+    return ([a, constant_value] if a_is_tensor else [constant_value, b]), value_dtype
 
 
 def as_tensor_operand(value, like: "Tensor"):

@@ -11,19 +11,19 @@ import math
 
 from .. import dtypes
 from ..registry import gradient_rules, non_differentiable, shape_rules
-from ._common import Tensor, apply_op, as_tensor_operand, broadcast_shapes, promote_operands, same_shape
+from ._common import Tensor, apply_op, as_tensor_operand, broadcast_values, promote_operands, same_shape
 
 # ---------------------------------------------------------------- shape rules
 
 
 @shape_rules.register("Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "PRelu")
 def _broadcast_shape(inputs, attrs):
-    return [(broadcast_shapes(*(v.shape for v in inputs)), inputs[0].dtype)]
+    return [(broadcast_values(inputs), inputs[0].dtype)]
 
 
 @shape_rules.register("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor")
 def _comparison_shape(inputs, attrs):
-    return [(broadcast_shapes(*(v.shape for v in inputs)), dtypes.bool)]
+    return [(broadcast_values(inputs), dtypes.bool)]
 
 
 shape_rules.register(
@@ -50,7 +50,7 @@ def _clip_shape(inputs, attrs):
 
 @shape_rules.register("Where")
 def _where_shape(inputs, attrs):
-    return [(broadcast_shapes(*(v.shape for v in inputs)), inputs[1].dtype)]
+    return [(broadcast_values(inputs), inputs[1].dtype)]
 
 
 non_differentiable("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor",

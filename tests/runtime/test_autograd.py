@@ -1,0 +1,238 @@
+"""Autograd: backward, .grad accumulation, grad modes, hooks, autograd.grad, version counters."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onnxnn
+
+
+def _leaf(values):
+    return onnxnn.tensor(values, dtype=onnxnn.float64, requires_grad=True)
+
+
+def test_backward_fills_grad_of_leaves_and_accumulates():
+    x = _leaf([1.0, 2.0, 3.0])
+    (x * x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0, 6.0])
+    (x * 3).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [5.0, 7.0, 9.0])
+
+
+def test_grad_accumulation_keeps_the_grad_tensor_object():
+    x = _leaf([1.0, 2.0])
+    x.sum().backward()
+    grad = x.grad
+    x.sum().backward()
+    assert x.grad is grad
+    np.testing.assert_allclose(grad.numpy(), [2.0, 2.0])
+
+
+def test_a_shared_input_sums_gradients_from_every_use():
+    x = _leaf([1.0, -2.0])
+    y = x * 2 + x.exp() + x
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 3 + np.exp([1.0, -2.0]))
+
+
+def test_broadcast_inputs_get_gradients_of_their_own_shape():
+    a = _leaf(np.ones((3, 1)))
+    b = _leaf(np.ones(4))
+    (a * b).sum().backward()
+    assert a.grad.shape == (3, 1) and b.grad.shape == (4,)
+    np.testing.assert_allclose(a.grad.numpy(), np.full((3, 1), 4.0))
+    np.testing.assert_allclose(b.grad.numpy(), np.full(4, 3.0))
+
+
+def test_explicit_gradient_for_non_scalar_outputs():
+    x = _leaf([1.0, 2.0])
+    (x * x).backward(onnxnn.tensor([1.0, 10.0], dtype=onnxnn.float64))
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 40.0])
+
+
+@pytest.mark.parametrize("build, grad_fn_name", [
+    (lambda x: x + 1, "AddBackward0"),
+    (lambda x: x * x, "MulBackward0"),
+    (lambda x: x / 2, "DivBackward0"),
+    (lambda x: x - 1, "SubBackward0"),
+    (lambda x: -x, "NegBackward0"),
+    (lambda x: x.sum(), "SumBackward0"),
+    (lambda x: x.mean(), "MeanBackward0"),
+    (lambda x: x.exp(), "ExpBackward0"),
+    (lambda x: x.relu(), "ReluBackward0"),
+    (lambda x: x.sigmoid(), "SigmoidBackward0"),
+    (lambda x: x.reshape(2, 1), "ViewBackward0"),
+    (lambda x: x.unsqueeze(0) @ x.unsqueeze(1), "MmBackward0"),
+])
+def test_grad_fn_names_follow_pytorch(build, grad_fn_name):
+    out = build(_leaf([1.0, 2.0]))
+    assert out.grad_fn.name() == grad_fn_name
+    assert not out.is_leaf and out.requires_grad
+
+
+def test_leaf_properties():
+    x = onnxnn.randn(2, requires_grad=True)
+    assert x.is_leaf and x.grad_fn is None and x.requires_grad
+    y = onnxnn.randn(2)
+    assert y.is_leaf and not y.requires_grad
+    assert (y * 2).is_leaf, "results of ops on tensors that do not require grad are leaves"
+    assert not x.detach().requires_grad
+
+
+def test_no_grad_enable_grad_and_set_grad_enabled_as_contexts_and_decorators():
+    x = onnxnn.randn(2, requires_grad=True)
+    with onnxnn.no_grad():
+        assert not (x * 2).requires_grad
+        with onnxnn.enable_grad():
+            assert (x * 2).requires_grad
+    with onnxnn.set_grad_enabled(False):
+        assert not (x * 2).requires_grad
+    assert (x * 2).requires_grad
+
+    @onnxnn.no_grad()
+    def doubled(t):
+        return t * 2
+
+    assert not doubled(x).requires_grad
+    onnxnn.set_grad_enabled(False)
+    try:
+        assert not onnxnn.is_grad_enabled()
+    finally:
+        onnxnn.set_grad_enabled(True)
+    assert onnxnn.is_grad_enabled()
+
+
+def test_retain_graph_allows_a_second_backward_and_its_absence_forbids_it():
+    x = _leaf([1.0, 2.0])
+    y = (x.exp() * x).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * (np.exp([1.0, 2.0]) * (1 + np.array([1.0, 2.0]))))
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward()
+
+
+def test_backward_with_inputs_accumulates_only_into_those():
+    a, b = _leaf([1.0]), _leaf([2.0])
+    (a * b).sum().backward(inputs=[a])
+    np.testing.assert_allclose(a.grad.numpy(), [2.0])
+    assert b.grad is None
+
+
+def test_autograd_grad_returns_gradients_without_touching_dot_grad():
+    x = _leaf([1.0, 2.0])
+    (gradient,) = onnxnn.autograd.grad((x ** 3).sum(), x)
+    np.testing.assert_allclose(gradient.numpy(), [3.0, 12.0])
+    assert x.grad is None
+
+
+def test_autograd_grad_with_create_graph_gives_second_derivatives():
+    x = _leaf([1.0, 2.0])
+    (first,) = onnxnn.autograd.grad((x ** 3).sum(), x, create_graph=True)
+    assert first.requires_grad
+    (second,) = onnxnn.autograd.grad(first.sum(), x)
+    np.testing.assert_allclose(second.numpy(), [6.0, 12.0])
+
+
+def test_autograd_grad_of_an_intermediate_and_unused_inputs():
+    x = _leaf([1.0, 2.0])
+    hidden = x * 3
+    unused = _leaf([5.0])
+    out = (hidden * hidden).sum()
+    gradient, nothing = onnxnn.autograd.grad(out, [hidden, unused], allow_unused=True)
+    np.testing.assert_allclose(gradient.numpy(), [6.0, 12.0])
+    assert nothing is None
+    with pytest.raises(RuntimeError, match="appears to not have been used"):
+        onnxnn.autograd.grad((x * 2).sum(), [x, unused])
+
+
+def test_tensor_hooks_see_and_replace_gradients():
+    x = _leaf([1.0, 2.0])
+    seen = []
+    x.register_hook(lambda g: seen.append(g.numpy().copy()))
+    hidden = x * 2
+    handle = hidden.register_hook(lambda g: g * 10)
+    hidden.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [20.0, 20.0])
+    np.testing.assert_allclose(seen[0], [20.0, 20.0])
+    handle.remove()
+    x.grad = None
+    hidden = x * 2
+    hidden.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
+
+
+def test_retain_grad_fills_grad_of_non_leaf_tensors():
+    x = _leaf([1.0, 2.0])
+    hidden = x * 3
+    hidden.retain_grad()
+    assert hidden.retains_grad
+    (hidden * hidden).sum().backward()
+    np.testing.assert_allclose(hidden.grad.numpy(), [6.0, 12.0])
+
+
+def test_requires_grad_rules():
+    x = onnxnn.randn(2)
+    x.requires_grad_()
+    assert x.requires_grad
+    with pytest.raises(RuntimeError, match="only change requires_grad flags of leaf variables"):
+        (x * 2).requires_grad_(False)
+    with pytest.raises(RuntimeError, match="floating point"):
+        onnxnn.tensor([1, 2]).requires_grad_()
+
+
+def test_in_place_ops_on_non_leaves_continue_the_graph():
+    x = _leaf([1.0, 2.0])
+    y = x * 2
+    y.add_(1)
+    y.mul_(x)
+    assert y.grad_fn.name() == "MulBackward0"
+    y.sum().backward()
+    values = np.array([1.0, 2.0])
+    np.testing.assert_allclose(x.grad.numpy(), 4 * values + 1)  # d/dx of (2x + 1) x
+
+
+def test_in_place_update_of_a_leaf_under_no_grad_bumps_its_version():
+    w = _leaf([1.0, 2.0])
+    assert w._version == 0
+    with onnxnn.no_grad():
+        w.sub_(0.5)
+    assert w._version == 1 and w.is_leaf and w.requires_grad
+    np.testing.assert_allclose(w.detach().numpy(), [0.5, 1.5])
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def test_backward_of_a_non_scalar_without_gradient():
+    with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar outputs"):
+        (_leaf([1.0, 2.0]) * 2).backward()
+
+
+def test_backward_of_a_tensor_that_does_not_require_grad():
+    with pytest.raises(RuntimeError, match="does not require grad and does not have a grad_fn"):
+        onnxnn.randn(2).sum().backward()
+
+
+def test_backward_through_a_value_changed_in_place_after_it_was_saved():
+    x = _leaf([1.0, 2.0])
+    hidden = x * 2
+    out = hidden * hidden
+    hidden.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation.*version 1; expected version 0"):
+        out.sum().backward()
+
+
+def test_in_place_on_a_leaf_that_requires_grad():
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+        _leaf([1.0]).add_(1)
+
+
+def test_gradient_shape_mismatch():
+    with pytest.raises(RuntimeError, match="Mismatch in shape"):
+        (_leaf([1.0, 2.0]) * 2).backward(onnxnn.ones(3, dtype=onnxnn.float64))
+
+
+def test_numpy_of_a_tensor_that_requires_grad():
+    with pytest.raises(RuntimeError, match="Use tensor.detach\\(\\).numpy\\(\\)"):
+        _leaf([1.0]).numpy()

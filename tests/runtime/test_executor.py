@@ -1,0 +1,148 @@
+"""The executor: structural session cache, shared intermediates, bounded graphs, no leaks."""
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import onnxnn
+from onnxnn.runtime import executor, graph
+from onnxnn.runtime.graph import Node
+
+
+def _training_step(weight, bias, x, y, learning_rate=0.05):
+    loss = ((x @ weight + bias - y) ** 2).mean()
+    loss.backward()
+    with onnxnn.no_grad():
+        weight -= learning_rate * weight.grad
+        bias -= learning_rate * bias.grad
+    weight.grad = None
+    bias.grad = None
+    return loss.item()
+
+
+def _live_nodes() -> int:
+    gc.collect()
+    return sum(1 for obj in gc.get_objects() if type(obj) is Node)
+
+
+def test_repeated_training_loop_hits_the_session_cache():
+    weight = onnxnn.randn(4, 1, requires_grad=True)
+    bias = onnxnn.zeros(1, requires_grad=True)
+    x, y = onnxnn.randn(32, 4), onnxnn.randn(32, 1)
+    for _ in range(3):
+        _training_step(weight, bias, x, y)
+    sessions = executor.cache_info()["sessions"]
+    misses = executor.cache_info()["misses"]
+    for step in range(100):
+        # A changing learning rate is data, not structure: it must not recompile anything.
+        _training_step(weight, bias, x, y, learning_rate=0.05 / (1 + step))
+    assert executor.cache_info()["sessions"] == sessions
+    assert executor.cache_info()["misses"] == misses
+
+
+def test_ten_thousand_steps_keep_nodes_sessions_and_memory_bounded():
+    psutil = pytest.importorskip("psutil")
+    weight = onnxnn.randn(4, 1, requires_grad=True)
+    bias = onnxnn.zeros(1, requires_grad=True)
+    x, y = onnxnn.randn(32, 4), onnxnn.randn(32, 1)
+    for _ in range(200):
+        _training_step(weight, bias, x, y)
+    nodes, sessions = _live_nodes(), executor.cache_info()["sessions"]
+    process = psutil.Process()
+    resident = process.memory_info().rss
+    for _ in range(10_000):
+        _training_step(weight, bias, x, y)
+    assert _live_nodes() <= nodes
+    assert executor.cache_info()["sessions"] == sessions
+    # Resident memory stays flat: allow allocator noise, not growth per step (10k steps x 1 KB = 10 MB).
+    assert process.memory_info().rss - resident < 8 * 2**20
+
+
+def test_a_buffer_updated_every_call_never_grows_an_unbounded_graph():
+    running_mean = onnxnn.zeros(8)
+    batch = onnxnn.randn(8)
+    for _ in range(5 * graph.MAX_PENDING_DEPTH):
+        running_mean.mul_(0.9).add_(batch * 0.1)
+        assert running_mean._value.depth <= graph.MAX_PENDING_DEPTH
+    np.testing.assert_allclose(running_mean.numpy(), batch.numpy() * (1 - 0.9 ** (5 * graph.MAX_PENDING_DEPTH)),
+                               rtol=1e-4)
+
+
+def test_values_still_referenced_are_computed_in_the_same_run():
+    x = onnxnn.randn(5)
+    hidden = x.exp()
+    out = (hidden * 2).sum()
+    runs = executor.cache_info()["hits"] + executor.cache_info()["misses"]
+    out.numpy()
+    assert hidden._value.realized, "a live intermediate is returned by the run that computed it"
+    hidden.numpy()
+    assert executor.cache_info()["hits"] + executor.cache_info()["misses"] == runs + 1
+    np.testing.assert_allclose(hidden.numpy(), np.exp(x.numpy()), rtol=1e-6)
+
+
+def test_dropped_intermediates_are_not_returned():
+    x = onnxnn.randn(5)
+    out = (x.exp() * 2).sum()
+    plan = executor._plan([out._value])
+    assert plan.outputs == [out._value]
+
+
+def test_same_structure_different_data_shares_one_session():
+    first = onnxnn.randn(3, 3) @ onnxnn.randn(3, 3)
+    first.numpy()
+    sessions = executor.cache_info()["sessions"]
+    second = onnxnn.randn(3, 3) @ onnxnn.randn(3, 3)
+    second.numpy()
+    assert executor.cache_info()["sessions"] == sessions
+
+
+def test_different_shapes_compile_separately():
+    (onnxnn.randn(3, 3) + 1).numpy()
+    sessions = executor.cache_info()["sessions"]
+    (onnxnn.randn(4, 3) + 1).numpy()
+    assert executor.cache_info()["sessions"] == sessions + 1
+
+
+def test_built_models_load_in_the_installed_onnxruntime():
+    import onnx
+    import onnxruntime
+    x = onnxnn.randn(2, 3)
+    y = (x.softmax(1) * 2).sum(0)
+    plan = executor._plan([y._value])
+    model = executor.build_model(plan)
+    onnx.checker.check_model(model, full_check=True)
+    assert model.ir_version == executor.IR_VERSION
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = {graph_input.name: value.data for graph_input, value in zip(session.get_inputs(), plan.inputs)}
+    (result,) = session.run(None, feeds)
+    np.testing.assert_allclose(result, y.numpy(), rtol=1e-6)
+
+
+def test_cache_capacity_bounds_the_number_of_sessions():
+    previous = executor.cache_info()["capacity"]
+    try:
+        executor.set_cache_size(4)
+        for size in range(1, 10):
+            (onnxnn.randn(size) * 2).numpy()
+        assert executor.cache_info()["sessions"] <= 4
+    finally:
+        executor.set_cache_size(previous)
+
+
+def test_cuda_without_a_gpu_is_a_clear_runtime_error():
+    if onnxnn.cuda.is_available():
+        pytest.skip("this machine has a working CUDA provider")
+    with pytest.raises(RuntimeError, match="CUDA is not available"):
+        onnxnn.randn(2).to("cuda")
+    with pytest.raises(RuntimeError, match="CUDA is not available"):
+        onnxnn.zeros(2, device="cuda")
+
+
+@pytest.mark.skipif(not onnxnn.cuda.is_available(), reason="needs onnxruntime's CUDA provider and a GPU")
+def test_cuda_tensors_compute_on_the_gpu_and_match_cpu():
+    x = onnxnn.randn(64, 64)
+    on_gpu = (x.to("cuda") @ x.to("cuda")).relu()
+    assert on_gpu.device == onnxnn.device("cuda", 0)
+    np.testing.assert_allclose(on_gpu.cpu().numpy(), (x @ x).relu().numpy(), rtol=1e-4, atol=1e-4)

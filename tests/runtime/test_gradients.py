@@ -1,0 +1,325 @@
+"""Every gradient rule of the default ONNX domain against float64 central differences.
+
+One table, one line per (op, attribute variant, broadcasting pattern). Each case is a function of
+tensors and the float64 arrays it is evaluated at; ``check_gradients`` compares the recorded
+backward graph with finite differences. Inputs stay away from points where the op is not
+differentiable (relu/abs at 0, clip bounds), except where a tie is the point of the case
+(central differences at a two-way tie of max/min give exactly the even split PyTorch uses).
+``test_every_gradient_rule_has_a_case`` keeps the table complete: it reads which ONNX op types
+each case records from the autograd graph, and fails when a registered rule has no case.
+"""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import numpy as np
+import pytest
+from gradcheck import check_gradients
+
+import onnxnn
+from onnxnn.runtime.ops import pad_constant, slice_axis
+from onnxnn.runtime.ops._common import int64_constant
+from onnxnn.runtime.registry import gradient_rules
+from onnxnn.runtime.tensor import apply_op
+
+# Rules with their finite-difference checks in another file.
+COVERED_ELSEWHERE = {
+    # Indexing ops (x[i], gather, scatter, index_put): tests/runtime/test_indexing.py.
+    "Gather", "GatherElements", "GatherND", "ScatterND", "ScatterElements",
+}
+
+
+class Case(NamedTuple):
+    id: str
+    function: Callable
+    inputs: list
+    # Overrides for check_gradients (a larger eps where a float32 cast rounds the differences).
+    options: dict = {}
+
+
+_rng = np.random.default_rng(1234)
+
+
+def randn(*shape: int) -> np.ndarray:
+    return _rng.standard_normal(shape)
+
+
+def positive(*shape: int) -> np.ndarray:
+    """Values in [0.5, 2): safe for log, sqrt, division, powers with real exponents."""
+    return _rng.uniform(0.5, 2.0, shape)
+
+
+def nonzero(*shape: int) -> np.ndarray:
+    """Values with |x| in [0.3, 1.5): away from the kinks of relu, abs, leaky_relu at 0."""
+    return _rng.uniform(0.3, 1.5, shape) * _rng.choice([-1.0, 1.0], shape)
+
+
+def avoiding(values: np.ndarray, *points: float, margin: float = 0.05) -> np.ndarray:
+    """Moves entries closer than ``margin`` to any of ``points`` (clip bounds) out of the way."""
+    values = values.copy()
+    for point in points:
+        close = np.abs(values - point) < margin
+        values[close] = point + 2 * margin
+    return values
+
+
+def constant(array) -> onnxnn.Tensor:
+    return onnxnn.tensor(np.asarray(array))
+
+
+def op(op_type: str, *inputs, **attrs):
+    """Records ``op_type`` directly: rules also serve imported graphs, where no tensor function applies."""
+    return apply_op(op_type, inputs, attrs or None)
+
+
+_CONDITION = np.array([[True], [False], [True]])
+_TIES_A = np.array([1.0, -0.5, 2.0, 0.25])
+_TIES_B = np.array([1.0, 0.75, 2.0, -1.0])  # ties at positions 0 and 2
+
+CASES = [
+    # ---------------------------------------------------------------- arithmetic with broadcasting
+    Case("add_broadcast_3x1_4", lambda a, b: a + b, [randn(3, 1), randn(4)]),
+    Case("add_zero_dim", lambda a, b: a + b, [randn(2, 3), randn()]),
+    Case("add_python_scalar", lambda a: a + 2.5, [randn(3)]),
+    Case("add_alpha", lambda a, b: onnxnn.add(a, b, alpha=-2.0), [randn(2, 3), randn(3)]),
+    Case("radd_scalar_zero_dim", lambda a: 1.5 + a, [randn()]),
+    Case("sub_broadcast", lambda a, b: a - b, [randn(4), randn(3, 1)]),
+    Case("rsub_scalar", lambda a: 1.5 - a, [randn(2, 2)]),
+    Case("mul_broadcast_2x3x1_3x4", lambda a, b: a * b, [randn(2, 3, 1), randn(3, 4)]),
+    Case("mul_same_input", lambda a: a * a * a, [randn(5)]),
+    Case("mul_scalar", lambda a: a * -3.0, [randn(2, 3)]),
+    Case("div_broadcast", lambda a, b: a / b, [randn(3, 4), nonzero(4)]),
+    Case("div_zero_dim_divisor", lambda a, b: a / b, [randn(3), nonzero()]),
+    Case("rdiv_scalar", lambda a: 2.0 / a, [nonzero(2, 3)]),
+    Case("neg", lambda a: -a, [randn(3, 2)]),
+    Case("pow_tensor_exponent", lambda a, b: a ** b, [positive(2, 3), randn(3)]),
+    Case("pow_scalar_exponent", lambda a: a ** 3.0, [randn(4)]),
+    Case("pow_fractional_exponent", lambda a: a ** 0.5, [positive(2, 2)]),
+    Case("pow_negative_exponent", lambda a: onnxnn.pow(a, -2), [positive(3)]),
+    Case("pow_square_is_mul", lambda a: a ** 2, [randn(3)]),
+    Case("rpow_scalar_base", lambda a: 2.0 ** a, [randn(3)]),
+    Case("pow_zero_dim_base", lambda a, b: a ** b, [positive(), randn(2, 2)]),
+    # ---------------------------------------------------------------- unary math
+    Case("abs", lambda a: a.abs(), [nonzero(2, 3)]),
+    Case("exp", lambda a: a.exp(), [randn(2, 3)]),
+    Case("log", lambda a: a.log(), [positive(2, 3)]),
+    Case("sqrt", lambda a: a.sqrt(), [positive(2, 3)]),
+    Case("rsqrt", lambda a: a.rsqrt(), [positive(4)]),
+    Case("reciprocal", lambda a: a.reciprocal(), [nonzero(4)]),
+    Case("sin", lambda a: a.sin(), [randn(2, 3)]),
+    Case("cos", lambda a: a.cos(), [randn(2, 3)]),
+    Case("erf", lambda a: a.erf(), [randn(2, 3)]),
+    Case("clone_identity", lambda a: a.clone() * a, [randn(3)]),
+    # ---------------------------------------------------------------- activations
+    Case("relu", lambda a: a.relu(), [nonzero(3, 4)]),
+    Case("leaky_relu_default", lambda a: onnxnn.leaky_relu(a), [nonzero(3, 4)]),
+    Case("leaky_relu_alpha_0.2", lambda a: onnxnn.leaky_relu(a, 0.2), [nonzero(3, 4)]),
+    Case("elu_alpha_1", lambda a: op("Elu", a, alpha=1.0), [nonzero(3, 4)]),
+    Case("elu_alpha_0.5", lambda a: op("Elu", a, alpha=0.5), [nonzero(3, 4)]),
+    Case("sigmoid", lambda a: a.sigmoid(), [randn(3, 4)]),
+    Case("tanh", lambda a: a.tanh(), [randn(3, 4)]),
+    Case("softplus", lambda a: op("Softplus", a), [randn(3, 4)]),
+    Case("softplus_beta_2", lambda a: onnxnn.runtime.ops.softplus(a, beta=2.0), [randn(3, 4)]),
+    Case("gelu_erf", lambda a: onnxnn.gelu(a), [randn(3, 4)]),
+    Case("gelu_tanh", lambda a: onnxnn.gelu(a, approximate="tanh"), [randn(3, 4)]),
+    # ---------------------------------------------------------------- casts, clamps, selection
+    Case("cast_float64_float32_float64", lambda a, b: a.to(onnxnn.float32).to(onnxnn.float64) * b,
+         [randn(3), randn(3)], {"eps": 1e-3, "rtol": 1e-3, "atol": 1e-6}),
+    Case("clamp_min_only", lambda a: a.clamp(min=-0.5), [avoiding(randn(3, 4), -0.5)]),
+    Case("clamp_max_only", lambda a: a.clamp(max=0.5), [avoiding(randn(3, 4), 0.5)]),
+    Case("clamp_both", lambda a: a.clamp(-0.5, 0.5), [avoiding(randn(3, 4), -0.5, 0.5)]),
+    Case("clamp_tensor_bounds", lambda a, low, high: a.clamp(low, high),
+         [np.array([-2.0, -0.2, 0.3, 2.0]), np.array([-1.0]), np.array([0.1, 0.1, 0.5, 1.0])]),
+    Case("where_broadcast", lambda a, b: onnxnn.where(constant(_CONDITION), a, b), [randn(4), randn()]),
+    Case("where_scalar_other", lambda a: onnxnn.where(a > 0, a, 0.5), [nonzero(2, 3)]),
+    Case("maximum_ties", lambda a, b: onnxnn.maximum(a, b), [_TIES_A, _TIES_B]),
+    Case("minimum_ties", lambda a, b: onnxnn.minimum(a, b), [_TIES_A, _TIES_B]),
+    Case("maximum_broadcast", lambda a, b: onnxnn.maximum(a, b), [randn(3, 1), randn(4)]),
+    Case("max_three_inputs_tie", lambda a, b, c: op("Max", a, b, c),
+         [_TIES_A, _TIES_B, np.array([0.0, 0.0, 0.0, -3.0])]),
+    Case("min_three_inputs", lambda a, b, c: op("Min", a, b, c), [randn(2, 3), randn(3), randn(2, 1)]),
+    # ---------------------------------------------------------------- matrix products
+    Case("matmul_2d_2d", lambda a, b: a @ b, [randn(3, 4), randn(4, 2)]),
+    Case("matmul_1d_2d", lambda a, b: a @ b, [randn(4), randn(4, 2)]),
+    Case("matmul_2d_1d", lambda a, b: a @ b, [randn(3, 4), randn(4)]),
+    Case("matmul_1d_1d", lambda a, b: a @ b, [randn(4), randn(4)]),
+    Case("matmul_3d_1d", lambda a, b: a @ b, [randn(2, 3, 4), randn(4)]),
+    Case("matmul_1d_3d", lambda a, b: a @ b, [randn(3), randn(2, 3, 4)]),
+    Case("matmul_batch", lambda a, b: a @ b, [randn(2, 3, 4), randn(2, 4, 2)]),
+    Case("matmul_broadcast_batch", lambda a, b: a @ b, [randn(2, 1, 3, 4), randn(5, 4, 2)]),
+    Case("matmul_2d_with_batch", lambda a, b: a @ b, [randn(3, 4), randn(2, 4, 5)]),
+    Case("gemm_plain", lambda a, b, c: op("Gemm", a, b, c), [randn(3, 4), randn(4, 2), randn(3, 2)]),
+    Case("gemm_transA", lambda a, b, c: op("Gemm", a, b, c, transA=1), [randn(4, 3), randn(4, 2), randn(2)]),
+    Case("gemm_transB_alpha_beta", lambda a, b, c: op("Gemm", a, b, c, transB=1, alpha=0.5, beta=-2.0),
+         [randn(3, 4), randn(2, 4), randn(3, 1)]),
+    Case("gemm_both_transposed_scalar_c", lambda a, b, c: op("Gemm", a, b, c, transA=1, transB=1, alpha=1.5),
+         [randn(4, 3), randn(2, 4), randn()]),
+    Case("gemm_without_c", lambda a, b: op("Gemm", a, b, transB=1), [randn(3, 4), randn(2, 4)]),
+    # ---------------------------------------------------------------- softmax family
+    Case("softmax_last", lambda a: a.softmax(-1), [randn(3, 4)]),
+    Case("softmax_axis_0", lambda a: a.softmax(0), [randn(3, 4)]),
+    Case("softmax_middle_axis_3d", lambda a: onnxnn.softmax(a, 1), [randn(2, 3, 4)]),
+    Case("softmax_zero_dim", lambda a: onnxnn.softmax(a, 0) * a, [randn()]),
+    Case("log_softmax_last", lambda a: a.log_softmax(-1), [randn(3, 4)]),
+    Case("log_softmax_axis_0_3d", lambda a: onnxnn.log_softmax(a, 0), [randn(3, 2, 2)]),
+    # ---------------------------------------------------------------- reductions
+    Case("sum_all", lambda a: a.sum(), [randn(3, 4)]),
+    Case("sum_dim_0", lambda a: a.sum(0), [randn(3, 4)]),
+    Case("sum_dims_keepdim", lambda a: a.sum((0, 2), keepdim=True), [randn(2, 3, 4)]),
+    Case("sum_negative_dim", lambda a: a.sum(-1), [randn(2, 3, 4)]),
+    Case("sum_zero_dim", lambda a: a.sum() * a, [randn()]),
+    Case("mean_all", lambda a: a.mean(), [randn(3, 4)]),
+    Case("mean_dim_keepdim", lambda a: a.mean(1, keepdim=True), [randn(3, 4)]),
+    Case("mean_dims", lambda a: a.mean((-1, 0)), [randn(2, 3, 4)]),
+    Case("amax_all", lambda a: a.amax(), [randn(3, 4)]),
+    Case("max_dim_values", lambda a: a.max(1).values, [randn(3, 4)]),
+    Case("max_dim_keepdim", lambda a: a.max(0, keepdim=True)[0], [randn(3, 4)]),
+    Case("max_full_two_way_tie", lambda a: a.max(), [np.array([[1.0, 3.0], [3.0, -2.0]])]),
+    Case("amin_dims", lambda a: a.amin((0, 2)), [randn(2, 3, 4)]),
+    Case("min_dim_values", lambda a: a.min(-1).values, [randn(3, 4)]),
+    Case("prod_all", lambda a: a.prod(), [nonzero(2, 3)]),
+    Case("prod_dim_keepdim", lambda a: a.prod(1, keepdim=True), [nonzero(2, 3)]),
+    Case("var_dim", lambda a: a.var(1), [randn(3, 4)]),
+    Case("std_all", lambda a: a.std(), [randn(3, 4)]),
+    Case("norm_dim", lambda a: a.norm(dim=1), [randn(3, 4)]),
+    Case("logsumexp_dim", lambda a: a.logsumexp(1), [randn(3, 4)]),
+    Case("reduce_l2_all", lambda a: op("ReduceL2", a, keepdims=0), [randn(3, 4)]),
+    Case("reduce_l2_axes", lambda a: op("ReduceL2", a, int64_constant([1])), [randn(3, 4)]),
+    Case("reduce_sum_square_axes", lambda a: op("ReduceSumSquare", a, int64_constant([0, 2]), keepdims=0),
+         [randn(2, 3, 4)]),
+    Case("reduce_sum_square_all", lambda a: op("ReduceSumSquare", a), [randn(3, 4)]),
+    Case("reduce_log_sum_exp_axes", lambda a: op("ReduceLogSumExp", a, int64_constant([-1]), keepdims=0),
+         [randn(3, 4)]),
+    Case("reduce_log_sum_exp_all", lambda a: op("ReduceLogSumExp", a), [randn(2, 3)]),
+    # ---------------------------------------------------------------- shapes
+    Case("reshape_inferred", lambda a: a.reshape(2, -1) * 1.0, [randn(3, 4)]),
+    Case("view_3d", lambda a: a.view(2, 3, 2), [randn(3, 4)]),
+    Case("flatten_method", lambda a: a.flatten(1), [randn(2, 3, 4)]),
+    Case("flatten_op_axis_2", lambda a: op("Flatten", a, axis=2), [randn(2, 3, 4)]),
+    Case("flatten_op_axis_0", lambda a: op("Flatten", a, axis=0), [randn(2, 3)]),
+    Case("squeeze_all", lambda a: a.squeeze(), [randn(3, 1, 4, 1)]),
+    Case("squeeze_dim", lambda a: a.squeeze(-1), [randn(3, 1, 4, 1)]),
+    Case("unsqueeze", lambda a: a.unsqueeze(1), [randn(3, 4)]),
+    Case("unsqueeze_negative", lambda a: a.unsqueeze(-1), [randn(3, 4)]),
+    Case("transpose_perm_201", lambda a: a.permute(2, 0, 1), [randn(2, 3, 4)]),
+    Case("transpose_dims", lambda a: a.transpose(0, 2), [randn(2, 3, 4)]),
+    Case("transpose_T", lambda a: a.T, [randn(2, 3, 4)]),
+    Case("transpose_mT", lambda a: a.mT, [randn(2, 3, 4)]),
+    Case("expand_leading", lambda a: a.expand(2, 3, 4), [randn(3, 1)]),
+    Case("expand_minus_one", lambda a: a.expand(-1, 5), [randn(3, 1)]),
+    Case("tile_same_rank", lambda a: a.tile((2, 3)), [randn(2, 3)]),
+    Case("repeat_more_dims", lambda a: a.repeat(2, 1, 2), [randn(2, 3)]),
+    Case("cat_dim_0", lambda a, b: onnxnn.cat([a, b]), [randn(2, 3), randn(1, 3)]),
+    Case("cat_dim_last_three", lambda a, b, c: onnxnn.cat([a, b, c], -1),
+         [randn(2, 1), randn(2, 3), randn(2, 2)]),
+    Case("cat_same_tensor_twice", lambda a: onnxnn.cat([a, a * 2.0], 1), [randn(2, 2)]),
+    Case("stack_dim_1", lambda a, b: onnxnn.stack([a, b], 1), [randn(2, 3), randn(2, 3)]),
+    Case("split_sizes", lambda a: onnxnn.cat([p * (i + 1.0) for i, p in enumerate(a.split([1, 3], 1))], 1),
+         [randn(2, 4)]),
+    Case("split_only_one_part_used", lambda a: a.split(2, 0)[1], [randn(5, 2)]),
+    Case("chunk_dim_last", lambda a: a.chunk(3, -1)[2] * a.chunk(3, -1)[0], [randn(2, 6)]),
+    Case("unbind", lambda a: a.unbind(1)[0] - a.unbind(1)[2], [randn(2, 3)]),
+    Case("narrow", lambda a: a.narrow(1, 1, 2), [randn(3, 4)]),
+    Case("slice_step_2", lambda a: slice_axis(a, 1, 0, 5, 2), [randn(2, 5)]),
+    Case("slice_negative_bounds", lambda a: slice_axis(a, 0, -3, -1), [randn(5, 2)]),
+    Case("slice_negative_step", lambda a: slice_axis(a, 0, -1, -6, -2), [randn(5, 2)]),
+    Case("slice_op_two_axes", lambda a: op("Slice", a, int64_constant([1, 3]), int64_constant([3, 0]),
+                                           int64_constant([0, -1]), int64_constant([1, -1])), [randn(4, 5)]),
+    Case("flip", lambda a: a.flip((0, 1)), [randn(2, 3)]),
+    Case("pad_constant", lambda a: pad_constant(a, [1, 0, 2, 3], 0.5), [randn(2, 3)]),
+    Case("pad_op_with_axes", lambda a: op("Pad", a, int64_constant([2, 1]), None, int64_constant([-1])),
+         [randn(2, 3)]),
+]
+
+
+def _recorded_op_types(case: Case) -> set[str]:
+    """The ONNX op types on the autograd graph that ``case`` records (read before any backward)."""
+    tensors = [onnxnn.tensor(array, dtype=onnxnn.float64, requires_grad=True) for array in case.inputs]
+    output = case.function(*tensors)
+    found, stack, seen = set(), [output.grad_fn], set()
+    while stack:
+        function = stack.pop()
+        if function is None or id(function) in seen:
+            continue
+        seen.add(id(function))
+        node = getattr(function, "node", None)
+        if node is not None:
+            found.add(node.op_type)
+        stack.extend(edge[0] for edge in function.next_functions if edge is not None)
+    return found
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_gradient_matches_finite_differences(case: Case) -> None:
+    check_gradients(case.function, case.inputs, **case.options)
+
+
+def test_case_ids_are_unique() -> None:
+    ids = [case.id for case in CASES]
+    assert len(ids) == len(set(ids))
+
+
+def test_every_gradient_rule_has_a_case() -> None:
+    covered = set()
+    for case in CASES:
+        covered |= _recorded_op_types(case)
+    missing = set(gradient_rules.op_types()) - COVERED_ELSEWHERE - covered
+    assert not missing, f"gradient rules without a finite-difference case: {sorted(missing)}"
+
+
+def test_big_inputs_use_the_directional_check() -> None:
+    # Above the exhaustive limit the check compares <J v, u> along a random direction.
+    check_gradients(lambda a, b: (a @ b).tanh(), [randn(12, 10), randn(10, 9)])
+
+
+# ---------------------------------------------------------------- higher order
+
+def _first_gradient(function: Callable, cotangent: np.ndarray) -> Callable:
+    """x -> d<function(x), cotangent>/dx, recorded with create_graph so it is differentiable again."""
+    def gradient(x):
+        with onnxnn.enable_grad():
+            leaf = x if x.requires_grad else x.detach().requires_grad_()
+            output = function(leaf)
+            (result,) = onnxnn.autograd.grad(output, leaf, onnxnn.tensor(cotangent, dtype=output.dtype),
+                                             create_graph=True)
+        # Differentiated again only when the caller's x carries history; otherwise a plain value.
+        return result if x.requires_grad else result.detach()
+    return gradient
+
+
+SECOND_ORDER_CASES = [
+    ("tanh", lambda x: x.tanh(), randn(2, 3)),
+    ("sigmoid", lambda x: x.sigmoid(), randn(2, 3)),
+    ("exp_times_sin", lambda x: x.exp() * x.sin(), randn(4)),
+    ("log", lambda x: x.log(), positive(3)),
+    ("pow_tensor_exponent", lambda x: x ** x, positive(3)),
+    ("softmax", lambda x: x.softmax(-1), randn(2, 3)),
+    ("log_softmax", lambda x: x.log_softmax(0), randn(3, 2)),
+    ("matmul_with_itself", lambda x: x @ x, randn(3, 3)),
+    ("div", lambda x: 1.0 / (x * x + 1.0), randn(4)),
+    ("gelu_tanh", lambda x: onnxnn.gelu(x, approximate="tanh"), randn(4)),
+    ("norm_then_sqrt", lambda x: (x * x).sum(1).sqrt(), randn(2, 3)),
+]
+
+
+@pytest.mark.parametrize("name, function, x", SECOND_ORDER_CASES, ids=[c[0] for c in SECOND_ORDER_CASES])
+def test_second_derivative_matches_differences_of_the_gradient(name, function, x) -> None:
+    with onnxnn.no_grad():
+        shape = function(onnxnn.tensor(x)).shape
+    cotangent = np.random.default_rng(7).standard_normal(shape)
+    check_gradients(_first_gradient(function, cotangent), [x], rtol=1e-4, atol=1e-6)
+
+
+def test_third_derivative_of_tanh() -> None:
+    def third(x):
+        with onnxnn.enable_grad():
+            leaf = x if x.requires_grad else x.detach().requires_grad_()
+            (first,) = onnxnn.autograd.grad(leaf.tanh().sum(), leaf, create_graph=True)
+            (second,) = onnxnn.autograd.grad(first.sum(), leaf, create_graph=True)
+            (result,) = onnxnn.autograd.grad(second.sum(), leaf, create_graph=True)
+        return result if x.requires_grad else result.detach()
+    x = np.array([-0.7, 0.1, 0.9])
+    t = np.tanh(x)
+    # d^3/dx^3 tanh = -2 (1 - t^2) (1 - 3 t^2)
+    np.testing.assert_allclose(third(onnxnn.tensor(x)).numpy(), -2 * (1 - t ** 2) * (1 - 3 * t ** 2), rtol=1e-10)
+    check_gradients(third, [x], rtol=1e-4, atol=1e-6)
