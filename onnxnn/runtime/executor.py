@@ -39,61 +39,57 @@ class _GraphPlan:
         self.key = key
 
 
-def _find_externally_referenced(nodes: list, consumer_counts: dict, skip: set) -> list:
-    """Pending values used inside ``nodes`` that something outside the subgraph also references.
+def _externally_referenced(entries: list, skip: set) -> list:
+    """Pending values used inside the plan that something outside the plan also references.
 
-    A value's reference count beyond its consumers inside the subgraph means a live Tensor, a
-    saved backward value or an unrelated pending node holds it: computing it now saves a rerun.
+    ``entries`` holds ``[value, consumer_count]`` pairs. A reference count beyond the consumers
+    inside the subgraph means a live Tensor, a value saved for backward or an unrelated pending
+    node holds the value: computing it in this run saves a rerun later.
     """
     found = []
-    for node in nodes:
-        for value in node.inputs:
-            if value is None or value.data is not None:
-                continue
-            identity = id(value)
-            if identity in skip:
-                continue
-            skip.add(identity)
-            if sys.getrefcount(value) - _REFCOUNT_BASELINE > consumer_counts[identity]:
-                found.append(value)
+    baseline = _REFCOUNT_BASELINE
+    for entry in entries:
+        value = entry[0]
+        if id(value) in skip:
+            continue
+        if sys.getrefcount(value) - baseline > entry[1]:
+            found.append(value)
     return found
 
 
 def _calibrate_refcount_baseline() -> int:
-    """Finds how many references the scan above holds by itself on this Python version.
+    """Measures how many references the scan above holds by itself on this Python version.
 
     Interpreters differ (newer ones borrow references for loop variables), so instead of a
-    constant the scan is run on a probe whose value is referenced by its one consumer only.
+    constant the scan is run on a probe whose value is referenced by one consumer only.
     """
     global _REFCOUNT_BASELINE
 
-    class _Probe:
-        __slots__ = ("inputs",)
-
     class _Pending:
-        __slots__ = ("data",)
+        __slots__ = ()
 
-    probe, pending = _Probe(), _Pending()
-    pending.data = None
-    probe.inputs = (pending,)
-    identity = id(pending)
-    del pending
+    consumer_inputs = (_Pending(),)
+    entries = [[consumer_inputs[0], 1]]
     for baseline in range(8):
         _REFCOUNT_BASELINE = baseline
-        if not _find_externally_referenced([probe], {identity: 1}, set()):
+        if not _externally_referenced(entries, set()):
             return baseline
     raise RuntimeError("could not calibrate the reference-count baseline")
 
 
-_REFCOUNT_BASELINE = 2
+_REFCOUNT_BASELINE = 3
 _calibrate_refcount_baseline()
 
 
 def _plan(targets: list) -> _GraphPlan:
-    """Walks the pending history of ``targets`` and builds its canonical plan and cache key."""
+    """Walks the pending history of ``targets`` and builds its canonical plan and cache key.
+
+    This runs on every realization, cache hit or not, so it is written for speed: one walk to
+    collect nodes and count consumers, one stable sort, one pass to build the key.
+    """
     order: list = []
     seen: set = set()
-    consumer_counts: dict = {}
+    consumers: dict = {}
     stack = [target.node for target in reversed(targets)]
     while stack:
         node = stack.pop()
@@ -104,15 +100,21 @@ def _plan(targets: list) -> _GraphPlan:
         for value in node.inputs:
             if value is None or value.data is not None:
                 continue
-            identity = id(value)
-            consumer_counts[identity] = consumer_counts.get(identity, 0) + 1
-            stack.append(value.node)
+            entry = consumers.get(id(value))
+            if entry is None:
+                consumers[id(value)] = [value, 1]
+                stack.append(value.node)
+            else:
+                entry[1] += 1
     # Depth grows along every edge, so a stable sort by it is a topological order that depends
     # only on the structure and the discovery order, never on object addresses.
     order.sort(key=_node_depth)
-    node_position = {id(node): position for position, node in enumerate(order)}
+    for position, node in enumerate(order):
+        node.position = position
 
-    outputs = list(targets) + _find_externally_referenced(order, consumer_counts, {id(t) for t in targets})
+    outputs = list(targets)
+    outputs += _externally_referenced(list(consumers.values()), {id(t) for t in targets})
+    del consumers
 
     input_position: dict = {}
     inputs: list = []
@@ -123,7 +125,7 @@ def _plan(targets: list) -> _GraphPlan:
             if value is None:
                 refs.append(None)
             elif value.data is None:
-                refs.append((node_position[id(value.node)], value.index))
+                refs.append((value.node.position, value.index))
             elif value.static is not None:
                 refs.append(value.static)
             else:
@@ -136,7 +138,7 @@ def _plan(targets: list) -> _GraphPlan:
     key = (
         tuple(node_keys),
         tuple([(v.shape, v.dtype) for v in inputs]),
-        tuple([(node_position[id(v.node)], v.index) for v in outputs]),
+        tuple([(v.node.position, v.index) for v in outputs]),
         targets[0].device,
     )
     return _GraphPlan(order, inputs, outputs, key)
@@ -158,7 +160,6 @@ def _onnx_attribute_value(value):
 def build_model(plan: _GraphPlan, input_names=None, output_names=None) -> onnx.ModelProto:
     """Builds the ONNX model of a plan: realized inputs become graph inputs, static values initializers."""
     names: dict = {}
-    position_of = {id(node): index for index, node in enumerate(plan.nodes)}
     graph_inputs, initializers, onnx_nodes = [], [], []
     for position, value in enumerate(plan.inputs):
         name = input_names[position] if input_names else f"input_{position}"
@@ -171,7 +172,7 @@ def build_model(plan: _GraphPlan, input_names=None, output_names=None) -> onnx.M
             if value is None:
                 input_names_of_node.append("")
             elif value.data is None:
-                input_names_of_node.append(f"node_{position_of[id(value.node)]}_{value.index}")
+                input_names_of_node.append(f"node_{value.node.position}_{value.index}")
             elif id(value) in names:
                 input_names_of_node.append(names[id(value)])
             else:
@@ -187,7 +188,7 @@ def build_model(plan: _GraphPlan, input_names=None, output_names=None) -> onnx.M
     graph_outputs = []
     renames = []
     for position, value in enumerate(plan.outputs):
-        inner = f"node_{position_of[id(value.node)]}_{value.index}"
+        inner = f"node_{value.node.position}_{value.index}"
         name = output_names[position] if output_names else f"output_{position}"
         renames.append(helper.make_node("Identity", [inner], [name]))
         graph_outputs.append(helper.make_tensor_value_info(name, value.dtype.onnx_type, value.shape))
@@ -196,18 +197,96 @@ def build_model(plan: _GraphPlan, input_names=None, output_names=None) -> onnx.M
     return helper.make_model(graph, opset_imports=opsets, ir_version=IR_VERSION, producer_name="onnxnn")
 
 
+def _widen_bfloat16_io(model: onnx.ModelProto) -> tuple[list[int], list[int]]:
+    """Makes bfloat16 graph inputs and outputs float32 at the session boundary, in place.
+
+    onnxruntime's Python binding cannot exchange bfloat16 numpy arrays, so the session takes and
+    returns float32 (exact for bfloat16 values) and casts inside the graph; the caller converts
+    with ml_dtypes on the way in and out. Returns the positions of the widened inputs and outputs.
+    """
+    graph = model.graph
+    bfloat16 = onnx.TensorProto.BFLOAT16
+    widened_inputs, widened_outputs, casts_in, casts_out = [], [], [], []
+    for position, graph_input in enumerate(graph.input):
+        if graph_input.type.tensor_type.elem_type == bfloat16:
+            widened_inputs.append(position)
+            original = graph_input.name
+            graph_input.name = original + "_as_float32"
+            graph_input.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+            casts_in.append(helper.make_node("Cast", [graph_input.name], [original], to=bfloat16))
+    for position, graph_output in enumerate(graph.output):
+        if graph_output.type.tensor_type.elem_type == bfloat16:
+            widened_outputs.append(position)
+            original = graph_output.name
+            graph_output.name = original + "_as_float32"
+            graph_output.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+            casts_out.append(helper.make_node("Cast", [original], [graph_output.name], to=onnx.TensorProto.FLOAT))
+    if casts_in or casts_out:
+        nodes = casts_in + list(graph.node) + casts_out
+        del graph.node[:]
+        graph.node.extend(nodes)
+    return widened_inputs, widened_outputs
+
+
+def _emulate_bfloat16(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Rewrites every bfloat16 node to compute in float32 and round its results back to bfloat16.
+
+    onnxruntime's CPU provider implements few ops for bfloat16. Rounding after every op gives the
+    results PyTorch's CPU bfloat16 kernels give (they also compute in float32 per op).
+    """
+    inferred = onnx.shape_inference.infer_shapes(model)
+    types = {}
+    for info in list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output):
+        types[info.name] = info.type.tensor_type.elem_type
+    for initializer in inferred.graph.initializer:
+        types[initializer.name] = initializer.data_type
+    bfloat16, float32 = onnx.TensorProto.BFLOAT16, onnx.TensorProto.FLOAT
+    rewritten = []
+    widened_names: dict = {}
+    for node in model.graph.node:
+        if node.op_type == "Cast" or not any(types.get(name) == bfloat16 for name in list(node.input) + list(node.output)):
+            rewritten.append(node)
+            continue
+        widened = onnx.NodeProto()
+        widened.CopyFrom(node)
+        for position, name in enumerate(node.input):
+            if types.get(name) == bfloat16:
+                if name not in widened_names:
+                    widened_names[name] = f"{name}_widened_for_compute"
+                    rewritten.append(helper.make_node("Cast", [name], [widened_names[name]], to=float32))
+                widened.input[position] = widened_names[name]
+        narrowing = []
+        for position, name in enumerate(node.output):
+            if types.get(name) == bfloat16:
+                widened.output[position] = f"{name}_wide"
+                narrowing.append(helper.make_node("Cast", [widened.output[position]], [name], to=bfloat16))
+        rewritten.append(widened)
+        rewritten.extend(narrowing)
+    del model.graph.node[:]
+    model.graph.node.extend(rewritten)
+    return model
+
+
 class _CompiledSession:
-    __slots__ = ("session", "input_names", "output_names", "run")
+    __slots__ = ("session", "input_names", "output_names", "run", "bfloat16_io")
 
     def __init__(self, model: onnx.ModelProto, device):
         import onnxruntime
+        widened = _widen_bfloat16_io(model)
+        self.bfloat16_io = widened if widened[0] or widened[1] else None
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
         providers = ["CPUExecutionProvider"]
         if device.type == "cuda":
             providers = [("CUDAExecutionProvider", {"device_id": device.index or 0}), "CPUExecutionProvider"]
         try:
-            self.session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=providers)
+            try:
+                self.session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=providers)
+            except Exception as error:
+                if "bfloat16" not in str(error).lower() and "NOT_IMPLEMENTED" not in str(error):
+                    raise
+                model = _emulate_bfloat16(model)
+                self.session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=providers)
         except Exception as error:
             ops = sorted({n.op_type for n in model.graph.node})
             raise RuntimeError(f"onnxruntime could not compile the recorded graph (ops {ops}): {error}") from None
@@ -215,7 +294,26 @@ class _CompiledSession:
         self.output_names = [o.name for o in model.graph.output]
         # The private binding skips per-call argument checks that the plan already guarantees.
         inner = getattr(self.session, "_sess", None)
-        self.run = inner.run if inner is not None and hasattr(inner, "run") else None
+        self.run = inner.run if inner is not None and hasattr(inner, "run") else self._public_run
+
+    def _public_run(self, output_names, feeds, run_options):
+        return self.session.run(output_names, feeds, run_options)
+
+    def __call__(self, inputs: list) -> list:
+        """Runs the session on the input arrays (in plan order) and returns the output arrays."""
+        if self.bfloat16_io is not None:
+            inputs = list(inputs)
+            for position in self.bfloat16_io[0]:
+                inputs[position] = inputs[position].astype(np.float32)
+        try:
+            results = self.run(self.output_names, dict(zip(self.input_names, inputs)), None)
+        except Exception as error:
+            raise RuntimeError(f"onnxruntime failed to run the recorded graph: {error}") from None
+        if self.bfloat16_io is not None:
+            from .dtypes import bfloat16
+            for position in self.bfloat16_io[1]:
+                results[position] = results[position].astype(bfloat16.numpy_dtype)
+        return results
 
 
 class _SessionCache:
@@ -273,14 +371,7 @@ def realize(values) -> None:
         return
     plan = _plan(targets)
     compiled = _cache.get(plan)
-    feeds = {name: value.data for name, value in zip(compiled.input_names, plan.inputs)}
-    try:
-        if compiled.run is not None:
-            results = compiled.run(compiled.output_names, feeds, None)
-        else:
-            results = compiled.session.run(compiled.output_names, feeds)
-    except Exception as error:
-        raise RuntimeError(f"onnxruntime failed to run the recorded graph: {error}") from None
+    results = compiled([value.data for value in plan.inputs])
     for value, result in zip(plan.outputs, results):
         value.data = result
         value.node = None

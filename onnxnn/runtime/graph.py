@@ -24,7 +24,7 @@ MAX_PENDING_DEPTH = 200
 class Node:
     """One recorded ONNX node. Kept tiny: it is created for every op of every call."""
 
-    __slots__ = ("op_type", "domain", "inputs", "attrs", "num_outputs", "depth", "_signature")
+    __slots__ = ("op_type", "domain", "inputs", "attrs", "num_outputs", "depth", "_signature", "position")
 
     def __init__(self, op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int, depth: int = 1):
         self.op_type = op_type
@@ -34,6 +34,7 @@ class Node:
         self.num_outputs = num_outputs
         self.depth = depth  # longer than the depth of every pending input: sorting by it is topological
         self._signature = None
+        self.position = 0  # scratch: the node's index in the plan being built
 
     @property
     def signature(self) -> tuple:

@@ -1,0 +1,57 @@
+"""dtypes: every dtype of DESIGN.md round-trips and computes; unsupported ones are refused clearly."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import onnxnn
+
+ALL = [onnxnn.float32, onnxnn.float64, onnxnn.float16, onnxnn.bfloat16, onnxnn.int64, onnxnn.int32,
+       onnxnn.int16, onnxnn.int8, onnxnn.uint8, onnxnn.bool]
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=lambda d: d.name)
+def test_each_dtype_round_trips_through_a_graph(dtype):
+    source = np.array([[0, 1, 2], [3, 1, 0]])
+    x = onnxnn.tensor(source, dtype=dtype)
+    assert x.dtype is dtype
+    y = x.reshape(3, 2).transpose(0, 1)  # computed by onnxruntime
+    assert y.dtype is dtype
+    expected = source.astype(dtype.numpy_dtype).reshape(3, 2).T
+    np.testing.assert_array_equal(y.numpy().astype(np.float64), expected.astype(np.float64))
+
+
+@pytest.mark.parametrize("dtype, numpy_dtype", [
+    (onnxnn.float16, np.float16), (onnxnn.bfloat16, ml_dtypes.bfloat16), (onnxnn.float64, np.float64)])
+def test_low_and_high_precision_arithmetic_rounds_per_op(dtype, numpy_dtype):
+    a = np.array([0.1, 1.7, -2.3, 3.14159])
+    b = np.array([2.5, -0.3, 0.7, 1.1])
+    result = ((onnxnn.tensor(a, dtype=dtype) * onnxnn.tensor(b, dtype=dtype)).exp()).numpy()
+    # Each op rounds to the dtype: the product, then the exponential (computed wider, then rounded).
+    product = (a.astype(numpy_dtype) * b.astype(numpy_dtype)).astype(numpy_dtype)
+    expected = np.exp(product.astype(np.float64)).astype(numpy_dtype)
+    assert result.dtype == np.dtype(numpy_dtype)
+    np.testing.assert_allclose(result.astype(np.float64), expected.astype(np.float64),
+                               rtol=1e-2 if dtype is not onnxnn.float64 else 1e-12)
+
+
+def test_dtype_conversions_and_names():
+    x = onnxnn.tensor([1.5, -2.5])
+    assert x.half().dtype is onnxnn.float16 and x.double().dtype is onnxnn.float64
+    assert x.bfloat16().float().dtype is onnxnn.float32
+    assert x.long().tolist() == [1, -2]
+    assert onnxnn.float is onnxnn.float32 and onnxnn.long is onnxnn.int64 and onnxnn.half is onnxnn.float16
+    assert repr(onnxnn.float64) == "onnxnn.float64"
+    assert x.type() == "onnxnn.FloatTensor"
+
+
+@pytest.mark.parametrize("bad", [np.complex64, "complex128", np.dtype("U3"), object])
+def test_a_dtype_onnx_cannot_hold_is_a_type_error(bad):
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        onnxnn.zeros(2, dtype=bad)
+
+
+def test_complex_data_is_refused_naming_the_dtype():
+    with pytest.raises(TypeError, match="complex128"):
+        onnxnn.tensor([1 + 2j])
