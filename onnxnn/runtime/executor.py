@@ -81,8 +81,12 @@ _REFCOUNT_BASELINE = 3
 _calibrate_refcount_baseline()
 
 
-def _plan(targets: list) -> _GraphPlan:
+def _plan(targets: list, include_shared: bool = True) -> _GraphPlan:
     """Walks the pending history of ``targets`` and builds its canonical plan and cache key.
+
+    With ``include_shared`` (realization), pending intermediates referenced elsewhere become
+    extra outputs; without it (export), the outputs are exactly ``targets``, which may also
+    be realized values.
 
     This runs on every realization, cache hit or not, so it is written for speed: one walk to
     collect nodes and count consumers, one stable sort, one pass to build the key.
@@ -90,7 +94,7 @@ def _plan(targets: list) -> _GraphPlan:
     order: list = []
     seen: set = set()
     consumers: dict = {}
-    stack = [target.node for target in reversed(targets)]
+    stack = [target.node for target in reversed(targets) if target.data is None]
     while stack:
         node = stack.pop()
         if id(node) in seen:
@@ -113,7 +117,8 @@ def _plan(targets: list) -> _GraphPlan:
         node.position = position
 
     outputs = list(targets)
-    outputs += _externally_referenced(list(consumers.values()), {id(t) for t in targets})
+    if include_shared:
+        outputs += _externally_referenced(list(consumers.values()), {id(t) for t in targets})
     del consumers
 
     input_position: dict = {}
@@ -138,7 +143,7 @@ def _plan(targets: list) -> _GraphPlan:
     key = (
         tuple(node_keys),
         tuple([(v.shape, v.dtype) for v in inputs]),
-        tuple([(v.node.position, v.index) for v in outputs]),
+        tuple([(v.node.position, v.index) if v.data is None else None for v in outputs]),
         targets[0].device,
     )
     return _GraphPlan(order, inputs, outputs, key)
@@ -157,14 +162,27 @@ def _onnx_attribute_value(value):
     return value
 
 
-def build_model(plan: _GraphPlan, input_names=None, output_names=None) -> onnx.ModelProto:
-    """Builds the ONNX model of a plan: realized inputs become graph inputs, static values initializers."""
+def build_model(plan: _GraphPlan, input_roles: list | None = None, output_names: list | None = None,
+                opset_version: int = OPSET_VERSION, graph_name: str = "onnxnn") -> onnx.ModelProto:
+    """Builds the ONNX model of a plan.
+
+    Args:
+        plan: the canonical subgraph (``_plan``).
+        input_roles: per realized input of the plan, ``("input", name)`` for a graph input or
+            ``("initializer", name)`` to embed its value; by default all are graph inputs
+            ``input_0, input_1, ...``. Static constants (axes, shapes) are always initializers.
+        output_names: names of the plan's outputs (default ``output_0, ...``).
+        opset_version: the default-domain opset to declare.
+    """
     names: dict = {}
     graph_inputs, initializers, onnx_nodes = [], [], []
     for position, value in enumerate(plan.inputs):
-        name = input_names[position] if input_names else f"input_{position}"
+        role, name = input_roles[position] if input_roles else ("input", f"input_{position}")
         names[id(value)] = name
-        graph_inputs.append(helper.make_tensor_value_info(name, value.dtype.onnx_type, value.shape))
+        if role == "input":
+            graph_inputs.append(helper.make_tensor_value_info(name, value.dtype.onnx_type, value.shape))
+        else:
+            initializers.append(onnx.numpy_helper.from_array(value.data, name))
     domains = {""}
     for node_index, node in enumerate(plan.nodes):
         input_names_of_node = []
@@ -188,12 +206,18 @@ def build_model(plan: _GraphPlan, input_names=None, output_names=None) -> onnx.M
     graph_outputs = []
     renames = []
     for position, value in enumerate(plan.outputs):
-        inner = f"node_{value.node.position}_{value.index}"
         name = output_names[position] if output_names else f"output_{position}"
+        if value.data is None:
+            inner = f"node_{value.node.position}_{value.index}"
+        else:  # an output that is a realized value (an input returned as is, a constant)
+            inner = names.get(id(value))
+            if inner is None:
+                inner = names[id(value)] = f"constant_{len(initializers)}"
+                initializers.append(onnx.numpy_helper.from_array(value.data, inner))
         renames.append(helper.make_node("Identity", [inner], [name]))
         graph_outputs.append(helper.make_tensor_value_info(name, value.dtype.onnx_type, value.shape))
-    graph = helper.make_graph(onnx_nodes + renames, "onnxnn", graph_inputs, graph_outputs, initializers)
-    opsets = [helper.make_opsetid(domain, OPSET_VERSION if domain == "" else 1) for domain in sorted(domains)]
+    graph = helper.make_graph(onnx_nodes + renames, graph_name, graph_inputs, graph_outputs, initializers)
+    opsets = [helper.make_opsetid(domain, opset_version if domain == "" else 1) for domain in sorted(domains)]
     return helper.make_model(graph, opset_imports=opsets, ir_version=IR_VERSION, producer_name="onnxnn")
 
 
