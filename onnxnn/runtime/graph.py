@@ -128,7 +128,8 @@ _STATIC_CACHE: dict = {}
 _STATIC_CACHE_LIMIT = 4096
 
 
-def record(op_type: str, inputs: tuple, attrs: dict | None = None, domain: str = "") -> tuple:
+def record(op_type: str, inputs: tuple, attrs: dict | None = None, domain: str = "",
+           num_outputs: int | None = None) -> tuple:
     """Records one ONNX node over ``inputs`` and returns its output values, shapes already known.
 
     Callers bound the pending depth (see ``MAX_PENDING_DEPTH``) once they have kept what they
@@ -140,7 +141,9 @@ def record(op_type: str, inputs: tuple, attrs: dict | None = None, domain: str =
     """
     if attrs is None:
         attrs = {}
-    rule = shape_rules.lookup(op_type, domain)
+    rule = shape_rules.get(op_type, domain)
+    if rule is None:
+        return _record_without_rule(op_type, inputs, attrs, domain, num_outputs)
     where = None
     depth = 0
     for value in inputs:
@@ -155,6 +158,8 @@ def record(op_type: str, inputs: tuple, attrs: dict | None = None, domain: str =
         if value.depth > depth:
             depth = value.depth
     metas = rule(inputs, attrs)
+    if num_outputs is not None and num_outputs < len(metas):
+        metas = metas[:num_outputs]  # optional outputs the caller does not want (MaxPool's Indices)
     depth += 1
     node = Node(op_type, domain, inputs, attrs, len(metas), depth)
     if where is None:
@@ -164,3 +169,19 @@ def record(op_type: str, inputs: tuple, attrs: dict | None = None, domain: str =
         return (Value(node, 0, shape, out_dtype, where, None, depth),)
     return tuple([Value(node, i, shape, out_dtype, where, None, depth)
                   for i, (shape, out_dtype) in enumerate(metas)])
+
+
+def _record_without_rule(op_type: str, inputs: tuple, attrs: dict, domain: str, num_outputs: int | None) -> tuple:
+    """Ops with no registered shape rule: ONNX shape inference, or computing the node at once."""
+    from .shape_inference import infer_node_outputs, run_node_eagerly
+    where = next((value.device for value in inputs if value is not None), CPU)
+    metas = infer_node_outputs(op_type, domain, inputs, attrs, num_outputs)
+    if metas is None:
+        from .dtypes import as_dtype
+        arrays = run_node_eagerly(op_type, domain, inputs, attrs, num_outputs)
+        node = Node(op_type, domain, inputs, attrs, len(arrays), 1)
+        return tuple(Value(node, i, array.shape, as_dtype(array.dtype), where, array, 0)
+                     for i, array in enumerate(arrays))
+    depth = 1 + max((value.depth for value in inputs if value is not None), default=0)
+    node = Node(op_type, domain, inputs, attrs, len(metas), depth)
+    return tuple(Value(node, i, shape, out_dtype, where, None, depth) for i, (shape, out_dtype) in enumerate(metas))

@@ -41,11 +41,12 @@ def _torch_name(op_type: str) -> str:
 
 
 def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str | None = None,
-             domain: str = ""):
+             domain: str = "", num_outputs: int | None = None):
     """Records ``op_type`` over tensors (or constant Values) and wraps the outputs as Tensors.
 
     When gradients are enabled and an input requires grad, the outputs get a ``grad_fn`` that
-    keeps the node for backward. Returns one Tensor, or a tuple for multi-output ops.
+    keeps the node for backward. ``num_outputs`` limits the outputs to the first ones (ONNX
+    optional outputs). Returns one Tensor, or a tuple for multi-output ops.
     """
     values = []
     requires_grad = False
@@ -56,7 +57,7 @@ def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str |
             values.append(item._value)
             if item._requires_grad:
                 requires_grad = True
-    outputs = record(op_type, tuple(values), attrs, domain)
+    outputs = record(op_type, tuple(values), attrs, domain, num_outputs)
     function = None
     if requires_grad and STATE.enabled and (domain, op_type) not in NON_DIFFERENTIABLE:
         edges = []

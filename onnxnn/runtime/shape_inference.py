@@ -1,0 +1,81 @@
+"""The fallback for ops without a shape rule: ONNX shape inference, or running the node at once.
+
+Principle 2 of the design: shapes are known at record time. Ops with a registered rule compute
+them cheaply; any other standard op (typically from an imported model) is inferred by onnx's
+shape inference on a one-node model, and when the output shape depends on data (NonZero,
+Unique, ...) the node is computed right away, as PyTorch synchronizes for such ops.
+"""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from . import dtypes
+
+__all__ = ["infer_node_outputs", "run_node_eagerly"]
+
+
+def _node_model(op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int | None,
+                opset: int) -> tuple[onnx.ModelProto, list[str]]:
+    from .executor import _onnx_attribute_value
+    input_names = ["" if value is None else f"input_{i}" for i, value in enumerate(inputs)]
+    graph_inputs = [helper.make_tensor_value_info(name, value.dtype.onnx_type, value.shape)
+                    for name, value in zip(input_names, inputs) if value is not None]
+    count = num_outputs if num_outputs is not None else _default_output_count(op_type, domain, opset)
+    output_names = [f"output_{i}" for i in range(count)]
+    node = helper.make_node(op_type, input_names, output_names, domain=domain or None,
+                            **{k: _onnx_attribute_value(v) for k, v in attrs.items()})
+    graph = helper.make_graph([node], "node", graph_inputs, [helper.ValueInfoProto(name=n) for n in output_names])
+    # Constant inputs (axes, shapes) help inference resolve data-dependent shapes.
+    for name, value in zip(input_names, inputs):
+        if value is not None and value.data is not None and value.data.size <= 64:
+            graph.initializer.append(onnx.numpy_helper.from_array(np.asarray(value.data), name))
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    return helper.make_model(graph, opset_imports=opsets, ir_version=10), output_names
+
+
+def _default_output_count(op_type: str, domain: str, opset: int) -> int:
+    try:
+        schema = onnx.defs.get_schema(op_type, opset, domain)
+    except Exception:
+        return 1
+    required = [o for o in schema.outputs if o.option != onnx.defs.OpSchema.FormalParameterOption.Optional]
+    return max(1, len(required))
+
+
+def infer_node_outputs(op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int | None = None):
+    """Output (shape, dtype) pairs by ONNX shape inference, or None when a shape depends on data."""
+    from .executor import OPSET_VERSION
+    model, output_names = _node_model(op_type, domain, inputs, attrs, num_outputs, OPSET_VERSION)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    except Exception as error:
+        raise RuntimeError(f"{op_type}: ONNX shape inference rejected the inputs "
+                           f"{[None if v is None else list(v.shape) for v in inputs]}: {error}") from None
+    found = {info.name: info for info in list(inferred.graph.value_info) + list(inferred.graph.output)}
+    metas = []
+    for name in output_names:
+        info = found.get(name)
+        if info is None or not info.type.tensor_type.HasField("shape"):
+            return None
+        dims = info.type.tensor_type.shape.dim
+        if any(not dim.HasField("dim_value") for dim in dims):
+            return None
+        metas.append((tuple(dim.dim_value for dim in dims), dtypes.as_dtype(info.type.tensor_type.elem_type)))
+    return metas
+
+
+def run_node_eagerly(op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int | None = None) -> list:
+    """Realizes the inputs and computes the node with onnxruntime now; returns the output arrays."""
+    from .executor import OPSET_VERSION, realize
+    import onnxruntime
+    realize([value for value in inputs if value is not None])
+    model, output_names = _node_model(op_type, domain, inputs, attrs, num_outputs, OPSET_VERSION)
+    del model.graph.initializer[:]
+    for output in model.graph.output:
+        output.type.tensor_type.elem_type = onnx.TensorProto.UNDEFINED
+    model = onnx.shape_inference.infer_shapes(model)
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = {f"input_{i}": value.data for i, value in enumerate(inputs) if value is not None}
+    return session.run(None, feeds)
