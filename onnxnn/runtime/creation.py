@@ -38,7 +38,7 @@ def _shape(size) -> tuple:
 
 def _make(array: np.ndarray, dtype, device, requires_grad: bool) -> Tensor:
     value_dtype = dtypes.as_dtype(array.dtype) if dtype is None else dtype
-    array = np.ascontiguousarray(array, dtype=value_dtype.numpy_dtype)
+    array = np.asarray(array, dtype=value_dtype.numpy_dtype, order="C")
     result = Tensor._from_value(constant(array, value_dtype, _device(device)))
     if requires_grad:
         result.requires_grad_(True)
@@ -101,7 +101,7 @@ def from_numpy(array: np.ndarray) -> Tensor:
     if not isinstance(array, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(array).__name__})")
     value_dtype = dtypes.as_dtype(array.dtype)
-    return Tensor._from_value(constant(np.ascontiguousarray(array), value_dtype, CPU))
+    return Tensor._from_value(constant(np.asarray(array, order="C"), value_dtype, CPU))
 
 
 def scalar_tensor(value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:

@@ -76,14 +76,14 @@ def normal(shape: tuple, numpy_dtype, mean=0.0, std=1.0, generator: Generator | 
     values = _generator(generator).standard_normal(shape, dtype=np.float64 if numpy_dtype == np.float64 else np.float32)
     if std != 1.0 or mean != 0.0:
         values = values * std + mean
-    return np.ascontiguousarray(values, dtype=numpy_dtype)
+    return np.asarray(values, dtype=numpy_dtype, order="C")
 
 
 def uniform(shape: tuple, numpy_dtype, low=0.0, high=1.0, generator: Generator | None = None) -> np.ndarray:
     values = _generator(generator).random(shape, dtype=np.float64 if numpy_dtype == np.float64 else np.float32)
     if low != 0.0 or high != 1.0:
         values = values * (high - low) + low
-    return np.ascontiguousarray(values, dtype=numpy_dtype)
+    return np.asarray(values, dtype=numpy_dtype, order="C")
 
 
 def integers(low: int, high: int, shape: tuple, numpy_dtype, generator: Generator | None = None) -> np.ndarray:

@@ -559,4 +559,4 @@ class Tensor(TensorOps):
 
 
 def _rebuild_tensor(array: np.ndarray, dtype_name: str, requires_grad: bool) -> Tensor:
-    return Tensor._from_array(np.ascontiguousarray(array), _dtypes.as_dtype(dtype_name), requires_grad=requires_grad)
+    return Tensor._from_array(np.asarray(array, order="C"), _dtypes.as_dtype(dtype_name), requires_grad=requires_grad)
