@@ -4,8 +4,9 @@ Each op recorded on tensors that require grad gets a ``Function`` (its ``grad_fn
 the forward ``Node``, its output values and the edges to the functions of its inputs. Backward
 walks these in reverse topological order and asks the gradient rule of each node's op_type for
 the gradients of its inputs. Rules emit ordinary tensor ops, so the whole backward pass is
-recorded lazily as ONNX nodes and realized in one run through the session cache (and, with
-``create_graph=True``, is itself differentiable). The driver, not the rules, sums broadcast
+recorded lazily as ONNX nodes (with ``create_graph=True`` it is itself differentiable). The
+gradients stay pending: the backward graph runs when a gradient is read or, in a training loop,
+together with the optimizer's update, so a whole step is typically one session run. The driver, not the rules, sums broadcast
 gradients back to input shapes, accumulates gradients of shared inputs and fills symbolic zeros.
 """
 from __future__ import annotations
@@ -298,7 +299,6 @@ def _execute(roots: list, root_grads: list, *, retain_graph: bool, create_graph:
     needed = _needed(order, targets) if targets is not None else None
     captured: dict = {}
     capture_keys = {(id(e[0]), e[1]) for e in capture if e is not None} if capture is not None else set()
-    realize_list = []
 
     ready = [f for f in root_functions if dependencies.get(id(f), 0) == 0]
     with set_grad_enabled(create_graph):
@@ -312,12 +312,12 @@ def _execute(roots: list, root_grads: list, *, retain_graph: bool, create_graph:
                 gradient = slots.get(0)
                 if gradient is not None and capture is None and (
                         accumulate_only is None or id(function) in accumulate_only):
-                    _accumulate(function.variable, gradient, create_graph, realize_list)
+                    _accumulate(function.variable, gradient, create_graph)
                 continue
             if needed is not None and id(function) not in needed:
                 input_grads = ()  # no target lies behind it; still release its dependents below
             else:
-                input_grads = _run_function(function, slots, create_graph, realize_list)
+                input_grads = _run_function(function, slots, create_graph)
             for edge, gradient in zip(function.next_functions, input_grads):
                 if edge is None or edge[0] is None or gradient is None:
                     continue
@@ -341,15 +341,10 @@ def _execute(roots: list, root_grads: list, *, retain_graph: bool, create_graph:
             if gradient is not None and not create_graph:
                 gradient = gradient.detach()
             results.append(gradient)
-            if gradient is not None:
-                realize_list.append(gradient._value)
-    if not create_graph:
-        from .executor import realize
-        realize(realize_list)
     return results
 
 
-def _run_function(function: Function, slots: dict, create_graph: bool, realize_list: list) -> tuple:
+def _run_function(function: Function, slots: dict, create_graph: bool) -> tuple:
     """Runs tensor hooks, node pre-hooks, the gradient rule and node hooks of one function."""
     from .tensor import Tensor
     if function.node is None:
@@ -364,7 +359,6 @@ def _run_function(function: Function, slots: dict, create_graph: bool, realize_l
             tensor = function._retained[output_nr]()
             if tensor is not None:
                 tensor.grad = gradient if create_graph else gradient.detach()
-                realize_list.append(tensor.grad._value)
         if gradient is None:
             gradient = Tensor._zeros(value.shape, value.dtype, value.device)
         grad_outputs.append(gradient)
@@ -395,7 +389,7 @@ def _run_function(function: Function, slots: dict, create_graph: bool, realize_l
     return fitted
 
 
-def _accumulate(variable, gradient, create_graph: bool, realize_list: list) -> None:
+def _accumulate(variable, gradient, create_graph: bool) -> None:
     if variable._backward_hooks:
         gradient = _apply_hooks(variable._backward_hooks, gradient)
     if gradient.shape != variable.shape:
@@ -407,7 +401,6 @@ def _accumulate(variable, gradient, create_graph: bool, realize_list: list) -> N
     else:
         with no_grad():
             variable.grad._rebind((variable.grad + gradient)._value)
-    realize_list.append(variable.grad._value)
 
 
 def _root_gradients(tensors: list, grad_tensors: list) -> list:

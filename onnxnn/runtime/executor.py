@@ -91,30 +91,36 @@ def _plan(targets: list, include_shared: bool = True) -> _GraphPlan:
     This runs on every realization, cache hit or not, so it is written for speed: one walk to
     collect nodes and count consumers, one stable sort, one pass to build the key.
     """
+    # Post-order depth-first walk: a topological order that depends only on the structure
+    # (input order, target order), never on object addresses or on when values were realized.
     order: list = []
-    seen: set = set()
+    done: set = set()
     consumers: dict = {}
-    stack = [target.node for target in reversed(targets) if target.data is None]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
+    for target in targets:
+        if target.data is not None or id(target.node) in done:
             continue
-        seen.add(id(node))
-        order.append(node)
-        for value in node.inputs:
-            if value is None or value.data is not None:
-                continue
-            entry = consumers.get(id(value))
-            if entry is None:
-                consumers[id(value)] = [value, 1]
-                stack.append(value.node)
+        stack = [target.node]
+        while stack:
+            node = stack[-1]
+            for value in node.inputs:
+                if value is not None and value.data is None and id(value.node) not in done:
+                    stack.append(value.node)
+                    break
             else:
-                entry[1] += 1
-    # Depth grows along every edge, so a stable sort by it is a topological order that depends
-    # only on the structure and the discovery order, never on object addresses.
-    order.sort(key=_node_depth)
-    for position, node in enumerate(order):
-        node.position = position
+                stack.pop()
+                if id(node) in done:
+                    continue
+                done.add(id(node))
+                node.position = len(order)
+                order.append(node)
+                for value in node.inputs:
+                    if value is None or value.data is not None:
+                        continue
+                    entry = consumers.get(id(value))
+                    if entry is None:
+                        consumers[id(value)] = [value, 1]
+                    else:
+                        entry[1] += 1
 
     outputs = list(targets)
     if include_shared:
@@ -147,10 +153,6 @@ def _plan(targets: list, include_shared: bool = True) -> _GraphPlan:
         targets[0].device,
     )
     return _GraphPlan(order, inputs, outputs, key)
-
-
-def _node_depth(node) -> int:
-    return node.depth
 
 
 def _onnx_attribute_value(value):
@@ -399,4 +401,3 @@ def realize(values) -> None:
     for value, result in zip(plan.outputs, results):
         value.data = result
         value.node = None
-        value.depth = 0

@@ -14,7 +14,8 @@ from .device import CPU, device
 from .dtypes import dtype
 from .registry import shape_rules
 
-__all__ = ["Value", "Node", "record", "constant", "static_constant", "MAX_PENDING_DEPTH"]
+__all__ = ["Value", "Node", "record", "constant", "static_constant", "pending_depth", "refresh_depth",
+           "MAX_PENDING_DEPTH"]
 
 # A value whose pending history is deeper than this is realized when recorded: a buffer updated
 # on every call (a running mean) must not grow one unbounded graph.
@@ -75,16 +76,15 @@ class Value:
     by content, while ordinary realized values are fed as inputs and keyed by shape and dtype only.
     """
 
-    __slots__ = ("node", "index", "shape", "dtype", "device", "data", "depth", "static")
+    __slots__ = ("node", "index", "shape", "dtype", "device", "data", "static")
 
-    def __init__(self, node, index, shape, dtype, device, data=None, depth=0, static=None):
+    def __init__(self, node, index, shape, dtype, device, data=None, static=None):
         self.node = node
         self.index = index
         self.shape = shape
         self.dtype = dtype
         self.device = device
         self.data = data
-        self.depth = depth
         self.static = static
 
     @property
@@ -120,7 +120,7 @@ def static_constant(values, value_dtype: dtype, on: device = CPU) -> Value:
         if len(_STATIC_CACHE) >= _STATIC_CACHE_LIMIT:
             _STATIC_CACHE.clear()
         array.flags.writeable = False
-        cached = _STATIC_CACHE[key] = Value(None, 0, array.shape, value_dtype, on, array, 0, ("c",) + key[:3])
+        cached = _STATIC_CACHE[key] = Value(None, 0, array.shape, value_dtype, on, array, ("c",) + key[:3])
     return cached
 
 
@@ -132,8 +132,8 @@ def record(op_type: str, inputs: tuple, attrs: dict | None = None, domain: str =
            num_outputs: int | None = None) -> tuple:
     """Records one ONNX node over ``inputs`` and returns its output values, shapes already known.
 
-    Callers bound the pending depth (see ``MAX_PENDING_DEPTH``) once they have kept what they
-    need of the node; recording itself never runs anything.
+    Callers bound the pending depth (see ``MAX_PENDING_DEPTH`` and ``refresh_depth``) once they
+    have kept what they need of the node; recording itself never runs anything.
 
     Raises:
         NotImplementedError: no shape rule is registered for the op.
@@ -155,8 +155,8 @@ def record(op_type: str, inputs: tuple, attrs: dict | None = None, domain: str =
             raise RuntimeError(
                 f"Expected all tensors to be on the same device, but found at least two devices, "
                 f"{where} and {value.device}! (when checking arguments for {op_type})")
-        if value.depth > depth:
-            depth = value.depth
+        if value.data is None and value.node.depth > depth:
+            depth = value.node.depth
     metas = rule(inputs, attrs)
     if num_outputs is not None and num_outputs < len(metas):
         metas = metas[:num_outputs]  # optional outputs the caller does not want (MaxPool's Indices)
@@ -166,8 +166,8 @@ def record(op_type: str, inputs: tuple, attrs: dict | None = None, domain: str =
         where = CPU
     if len(metas) == 1:
         shape, out_dtype = metas[0]
-        return (Value(node, 0, shape, out_dtype, where, None, depth),)
-    return tuple([Value(node, i, shape, out_dtype, where, None, depth)
+        return (Value(node, 0, shape, out_dtype, where),)
+    return tuple([Value(node, i, shape, out_dtype, where)
                   for i, (shape, out_dtype) in enumerate(metas)])
 
 
@@ -180,8 +180,38 @@ def _record_without_rule(op_type: str, inputs: tuple, attrs: dict, domain: str, 
         from .dtypes import as_dtype
         arrays = run_node_eagerly(op_type, domain, inputs, attrs, num_outputs)
         node = Node(op_type, domain, inputs, attrs, len(arrays), 1)
-        return tuple(Value(node, i, array.shape, as_dtype(array.dtype), where, array, 0)
+        return tuple(Value(node, i, array.shape, as_dtype(array.dtype), where, array)
                      for i, array in enumerate(arrays))
-    depth = 1 + max((value.depth for value in inputs if value is not None), default=0)
-    node = Node(op_type, domain, inputs, attrs, len(metas), depth)
-    return tuple(Value(node, i, shape, out_dtype, where, None, depth) for i, (shape, out_dtype) in enumerate(metas))
+    node = Node(op_type, domain, inputs, attrs, len(metas), 1 + max(map(pending_depth, inputs), default=0))
+    return tuple(Value(node, i, shape, out_dtype, where) for i, (shape, out_dtype) in enumerate(metas))
+
+
+def pending_depth(value) -> int:
+    """How many pending nodes lie behind ``value`` at most (0 when realized or absent)."""
+    if value is None or value.data is not None:
+        return 0
+    return value.node.depth
+
+
+def refresh_depth(node: Node) -> int:
+    """Recomputes ``node.depth`` (and that of its pending ancestors) from what is pending now.
+
+    Depths are set when a node is recorded; values realized since then make them overestimates,
+    which would otherwise grow step after step in a loop that records on top of a pending update.
+    """
+    order, stack, seen = [], [node], set()
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        order.append(current)
+        stack.extend(value.node for value in current.inputs if value is not None and value.data is None)
+    # Recorded depths still order nodes topologically, so one pass in that order is enough.
+    for current in sorted(order, key=_recorded_depth):
+        current.depth = 1 + max(map(pending_depth, current.inputs), default=0)
+    return node.depth
+
+
+def _recorded_depth(node: Node) -> int:
+    return node.depth

@@ -15,7 +15,7 @@ from .autograd import AccumulateGrad, Function, RemovableHandle, VersionCounter,
 from .device import CPU, as_device, cuda_is_available
 from .executor import realize
 from .grad_mode import STATE
-from .graph import MAX_PENDING_DEPTH, Value, constant, record
+from .graph import MAX_PENDING_DEPTH, Value, constant, record, refresh_depth
 from .printing import format_tensor
 from .registry import NON_DIFFERENTIABLE
 from .tensor_ops import TensorOps
@@ -75,7 +75,8 @@ def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str |
             versions.append((counter, counter.value))
         function = Function(outputs[0].node, outputs, tuple(edges), tuple(versions),
                             name or _torch_name(op_type))
-    if outputs[0].depth > MAX_PENDING_DEPTH:
+    node = outputs[0].node
+    if node.depth > MAX_PENDING_DEPTH and outputs[0].data is None and refresh_depth(node) > MAX_PENDING_DEPTH:
         realize(outputs)
     if len(outputs) == 1:
         value = outputs[0]

@@ -65,7 +65,7 @@ def test_a_buffer_updated_every_call_never_grows_an_unbounded_graph():
     batch = onnxnn.randn(8)
     for _ in range(5 * graph.MAX_PENDING_DEPTH):
         running_mean.mul_(0.9).add_(batch * 0.1)
-        assert running_mean._value.depth <= graph.MAX_PENDING_DEPTH
+        assert graph.pending_depth(running_mean._value) <= graph.MAX_PENDING_DEPTH
     np.testing.assert_allclose(running_mean.numpy(), batch.numpy() * (1 - 0.9 ** (5 * graph.MAX_PENDING_DEPTH)),
                                rtol=1e-4)
 

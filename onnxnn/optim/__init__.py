@@ -1,0 +1,25 @@
+"""Optimizers (``onnxnn.optim``) and learning-rate schedulers (``onnxnn.optim.lr_scheduler``), as in torch.optim.
+
+Each optimizer's ``step()`` computes the update of every parameter and state tensor in one ONNX
+graph and one onnxruntime session run; hyperparameters are fed to that graph as data.
+
+Example::
+
+    >>> optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    >>> scheduler = onnxnn.optim.lr_scheduler.StepLR(optimizer, step_size=10)
+    >>> for input, target in data:
+    ...     optimizer.zero_grad()
+    ...     loss_fn(model(input), target).backward()
+    ...     optimizer.step()
+    ...     scheduler.step()
+"""
+from __future__ import annotations
+
+from . import lr_scheduler
+from .adagrad import Adagrad
+from .adam import Adam, AdamW
+from .optimizer import Optimizer
+from .rmsprop import RMSprop
+from .sgd import SGD
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "lr_scheduler"]

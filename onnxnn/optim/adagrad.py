@@ -1,0 +1,132 @@
+"""Adagrad: per-coordinate learning rates scaled by the accumulated squared gradients."""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from ..runtime.grad_mode import no_grad
+from ..runtime.tensor import Tensor
+from .optimizer import (
+    Optimizer, _as_step_tensor, _assign, _check_differentiable, _Hyperparameters, _increment_step,
+    _new_step_tensor,
+)
+
+__all__ = ["Adagrad", "adagrad"]
+
+
+class Adagrad(Optimizer):
+    r"""Implements Adagrad, as ``torch.optim.Adagrad``.
+
+    .. math::
+        \tilde\gamma = \frac{\gamma}{1 + (t - 1)\eta}, \quad s_t = s_{t-1} + g_t^2, \quad
+        \theta_t = \theta_{t-1} - \tilde\gamma \frac{g_t}{\sqrt{s_t} + \epsilon}
+
+    Unlike the other optimizers, the state (``step`` and ``sum``) is created for every parameter
+    when the optimizer is constructed, as PyTorch does.
+
+    Args:
+        params: tensors to optimize, or dicts defining param groups.
+        lr: learning rate (default: 1e-2).
+        lr_decay: learning rate decay :math:`\eta` (default: 0).
+        weight_decay: weight decay (L2 penalty) (default: 0).
+        initial_accumulator_value: initial value of the sum of squared gradients (default: 0).
+        eps: term added to the denominator for numerical stability (default: 1e-10).
+        maximize: maximize the objective instead of minimizing (default: False).
+        foreach, fused: accepted for compatibility; every step is one fused graph anyway.
+        differentiable: must be False.
+
+    Example::
+
+        >>> optimizer = onnxnn.optim.Adagrad(model.parameters(), lr=0.1)
+    """
+
+    def __init__(self, params: Iterable, lr: float = 1e-2, lr_decay: float = 0, weight_decay: float = 0,
+                 initial_accumulator_value: float = 0, eps: float = 1e-10, foreach: bool | None = None, *,
+                 maximize: bool = False, differentiable: bool = False, fused: bool | None = None) -> None:
+        if isinstance(lr, Tensor) and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= lr_decay:
+            raise ValueError(f"Invalid lr_decay value: {lr_decay}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not 0.0 <= initial_accumulator_value:
+            raise ValueError(f"Invalid initial_accumulator_value value: {initial_accumulator_value}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        _check_differentiable(differentiable)
+        defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
+                        initial_accumulator_value=initial_accumulator_value, foreach=foreach, maximize=maximize,
+                        differentiable=differentiable, fused=fused)
+        super().__init__(params, defaults)
+        for group in self.param_groups:
+            for param in group["params"]:
+                self._init_state(param, group)
+
+    def _init_state(self, param: Tensor, group: dict) -> None:
+        state = self.state[param]
+        state["step"] = _new_step_tensor()
+        state["sum"] = Tensor._full(tuple(param.shape), group["initial_accumulator_value"], param.dtype,
+                                    param.device)
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("maximize", False)
+            for param in group["params"]:
+                param_state = self.state.get(param)
+                if param_state and "step" in param_state:
+                    param_state["step"] = _as_step_tensor(param_state["step"])
+
+    def share_memory(self) -> None:
+        """Kept for compatibility: onnxnn's state values are immutable and need no shared memory."""
+
+    def _init_group(self, group: dict):
+        params, grads, state_sums, steps = [], [], [], []
+        for param in group["params"]:
+            if param.grad is None:
+                continue
+            state = self.state[param]
+            if "sum" not in state:
+                # A group added after construction: PyTorch would fail here; initialize it instead.
+                self._init_state(param, group)
+            params.append(param)
+            grads.append(param.grad)
+            state_sums.append(state["sum"])
+            steps.append(state["step"])
+        return params, grads, state_sums, steps
+
+    def step(self, closure: Callable[[], Any] | None = None):
+        """Performs one optimization step: every parameter update is one graph and one session run.
+
+        Args:
+            closure: re-evaluates the model and returns the loss (run with gradients enabled).
+        """
+        loss = self._run_closure(closure)
+        updated: list[Tensor] = []
+        with no_grad():
+            for group in self.param_groups:
+                params, grads, state_sums, steps = self._init_group(group)
+                adagrad(params, grads, state_sums, steps, lr=group["lr"], weight_decay=group["weight_decay"],
+                        lr_decay=group["lr_decay"], eps=group["eps"], maximize=group["maximize"])
+                updated += params + state_sums
+        self._realize_step(updated)
+        return loss
+
+
+def adagrad(params: list[Tensor], grads: list[Tensor], state_sums: list[Tensor], state_steps: list[Tensor], *,
+            lr: float, weight_decay: float, lr_decay: float, eps: float, maximize: bool) -> None:
+    """Functional Adagrad: records the update of every tensor in ``params`` and its state (lazily, in place)."""
+    scalar = _Hyperparameters()
+    with no_grad():
+        for index, param in enumerate(params):
+            grad = grads[index] if not maximize else -grads[index]
+            state_sum = state_sums[index]
+            step = _increment_step(state_steps[index])
+            if weight_decay != 0:
+                grad = grad + param * scalar("weight_decay", weight_decay, param)
+            decayed_lr = lr / (1 + (step - 1) * lr_decay)
+            new_sum = state_sum + grad * grad
+            std = new_sum.sqrt() + scalar("eps", eps, param)
+            _assign(param, param - grad / std * scalar("clr", decayed_lr, param))
+            _assign(state_sum, new_sum)

@@ -1,0 +1,198 @@
+"""Adam and AdamW: adaptive moment estimation, with L2 or decoupled weight decay, sharing one core."""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Iterable
+
+from ..runtime.grad_mode import no_grad
+from ..runtime.tensor import Tensor
+from .optimizer import (
+    Optimizer, _as_step_tensor, _assign, _check_differentiable, _Hyperparameters, _increment_step,
+    _new_step_tensor, _zeros_like,
+)
+
+__all__ = ["Adam", "AdamW", "adam", "adamw"]
+
+
+class Adam(Optimizer):
+    r"""Implements Adam, as ``torch.optim.Adam``.
+
+    .. math::
+        m_t = \beta_1 m_{t-1} + (1 - \beta_1) g_t, \quad v_t = \beta_2 v_{t-1} + (1 - \beta_2) g_t^2, \quad
+        \theta_t = \theta_{t-1} - \frac{\gamma}{1 - \beta_1^t} \frac{m_t}{\sqrt{v_t / (1 - \beta_2^t)} + \epsilon}
+
+    with :math:`g_t` the gradient plus :math:`\lambda \theta_{t-1}` (or, with decoupled weight decay,
+    :math:`\theta_{t-1}` first scaled by :math:`1 - \gamma\lambda`), and with amsgrad the running
+    maximum of :math:`v_t` in the denominator.
+
+    Args:
+        params: tensors to optimize, or dicts defining param groups.
+        lr: learning rate (default: 1e-3).
+        betas: coefficients of the running averages of the gradient and its square (default: (0.9, 0.999)).
+        eps: term added to the denominator for numerical stability (default: 1e-8).
+        weight_decay: weight decay (L2 penalty) (default: 0).
+        amsgrad: use the AMSGrad variant (default: False).
+        maximize: maximize the objective instead of minimizing (default: False).
+        decoupled_weight_decay: decay the weights directly, as AdamW does (default: False).
+        foreach, capturable, fused: accepted for compatibility; every step is one fused graph anyway.
+        differentiable: must be False.
+
+    Example::
+
+        >>> optimizer = onnxnn.optim.Adam(model.parameters(), lr=1e-3)
+    """
+
+    def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *,
+                 foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False, fused: bool | None = None,
+                 decoupled_weight_decay: bool = False) -> None:
+        _validate_adam_arguments(lr, betas, eps, weight_decay)
+        _check_differentiable(differentiable)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                        maximize=maximize, foreach=foreach, capturable=capturable,
+                        differentiable=differentiable, fused=fused, decoupled_weight_decay=decoupled_weight_decay)
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("amsgrad", False)
+            group.setdefault("maximize", False)
+            group.setdefault("decoupled_weight_decay", isinstance(self, AdamW))
+            for param in group["params"]:
+                param_state = self.state.get(param)
+                if param_state and "step" in param_state:
+                    param_state["step"] = _as_step_tensor(param_state["step"])
+
+    def _init_group(self, group: dict):
+        params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps = [], [], [], [], [], []
+        for param in group["params"]:
+            if param.grad is None:
+                continue
+            params.append(param)
+            grads.append(param.grad)
+            state = self.state[param]
+            if len(state) == 0:
+                state["step"] = _new_step_tensor()
+                state["exp_avg"] = _zeros_like(param)
+                state["exp_avg_sq"] = _zeros_like(param)
+                if group["amsgrad"]:
+                    state["max_exp_avg_sq"] = _zeros_like(param)
+            exp_avgs.append(state["exp_avg"])
+            exp_avg_sqs.append(state["exp_avg_sq"])
+            if group["amsgrad"]:
+                max_exp_avg_sqs.append(state["max_exp_avg_sq"])
+            steps.append(state["step"])
+        return params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps
+
+    def step(self, closure: Callable[[], Any] | None = None):
+        """Performs one optimization step: every parameter update is one graph and one session run.
+
+        Args:
+            closure: re-evaluates the model and returns the loss (run with gradients enabled).
+        """
+        loss = self._run_closure(closure)
+        updated: list[Tensor] = []
+        with no_grad():
+            for group in self.param_groups:
+                params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps = self._init_group(group)
+                beta1, beta2 = group["betas"]
+                adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps,
+                     amsgrad=group["amsgrad"], beta1=beta1, beta2=beta2, lr=group["lr"],
+                     weight_decay=group["weight_decay"], eps=group["eps"], maximize=group["maximize"],
+                     decoupled_weight_decay=group["decoupled_weight_decay"])
+                updated += params + exp_avgs + exp_avg_sqs + max_exp_avg_sqs
+        self._realize_step(updated)
+        return loss
+
+
+class AdamW(Adam):
+    r"""Implements AdamW (Adam with decoupled weight decay), as ``torch.optim.AdamW``.
+
+    Each step first scales the parameters by :math:`1 - \gamma\lambda`, then applies Adam's update
+    without weight decay in the gradient.
+
+    Args:
+        params: tensors to optimize, or dicts defining param groups.
+        lr: learning rate (default: 1e-3).
+        betas: coefficients of the running averages (default: (0.9, 0.999)).
+        eps: term added to the denominator for numerical stability (default: 1e-8).
+        weight_decay: decoupled weight decay coefficient (default: 1e-2).
+        amsgrad: use the AMSGrad variant (default: False).
+        maximize: maximize the objective instead of minimizing (default: False).
+
+    Example::
+
+        >>> optimizer = onnxnn.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.05)
+    """
+
+    def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
+                 maximize: bool = False, foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False, fused: bool | None = None) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)
+
+
+def _validate_adam_arguments(lr, betas, eps, weight_decay) -> None:
+    if isinstance(lr, Tensor) and lr.numel() != 1:
+        raise ValueError("Tensor lr must be 1-element")
+    if not 0.0 <= lr:
+        raise ValueError(f"Invalid learning rate: {lr}")
+    if not 0.0 <= eps:
+        raise ValueError(f"Invalid epsilon value: {eps}")
+    if not 0.0 <= betas[0] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+    if not 0.0 <= betas[1] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+    if not 0.0 <= weight_decay:
+        raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+
+
+def adam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_avg_sqs: list[Tensor],
+         max_exp_avg_sqs: list[Tensor], state_steps: list[Tensor], decoupled_weight_decay: bool = False, *,
+         amsgrad: bool, beta1: float, beta2: float, lr: float, weight_decay: float, eps: float,
+         maximize: bool) -> None:
+    """Functional Adam: records the update of every tensor in ``params`` and its state (lazily, in place).
+
+    ``state_steps`` are float32 0-d tensors, incremented on the host: the bias corrections are
+    Python numbers fed to the graph like the other hyperparameters.
+    """
+    scalar = _Hyperparameters()
+    with no_grad():
+        for index, param in enumerate(params):
+            grad = grads[index] if not maximize else -grads[index]
+            exp_avg, exp_avg_sq = exp_avgs[index], exp_avg_sqs[index]
+            step = _increment_step(state_steps[index])
+            new_param = param
+            if weight_decay != 0:
+                if decoupled_weight_decay:
+                    new_param = param * scalar("1-lr*weight_decay", 1 - lr * weight_decay, param)
+                else:
+                    grad = grad + param * scalar("weight_decay", weight_decay, param)
+            new_exp_avg = exp_avg + (grad - exp_avg) * scalar("1-beta1", 1 - beta1, exp_avg)
+            new_exp_avg_sq = (exp_avg_sq * scalar("beta2", beta2, exp_avg_sq)
+                              + grad * grad * scalar("1-beta2", 1 - beta2, exp_avg_sq))
+            bias_correction1 = 1 - beta1 ** step
+            bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
+            step_size = lr / bias_correction1
+            second_moment = new_exp_avg_sq
+            if amsgrad:
+                second_moment = max_exp_avg_sqs[index].maximum(new_exp_avg_sq)
+                _assign(max_exp_avg_sqs[index], second_moment)
+            denom = (second_moment.sqrt() / scalar("bias_correction2_sqrt", bias_correction2_sqrt, param)
+                     + scalar("eps", eps, param))
+            new_param = new_param - new_exp_avg / denom * scalar("step_size", step_size, param)
+            _assign(exp_avg, new_exp_avg)
+            _assign(exp_avg_sq, new_exp_avg_sq)
+            _assign(param, new_param)
+
+
+def adamw(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_avg_sqs: list[Tensor],
+          max_exp_avg_sqs: list[Tensor], state_steps: list[Tensor], *, amsgrad: bool, beta1: float,
+          beta2: float, lr: float, weight_decay: float, eps: float, maximize: bool) -> None:
+    """Functional AdamW: :func:`adam` with decoupled weight decay."""
+    adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, True, amsgrad=amsgrad,
+         beta1=beta1, beta2=beta2, lr=lr, weight_decay=weight_decay, eps=eps, maximize=maximize)

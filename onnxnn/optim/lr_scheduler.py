@@ -1,0 +1,515 @@
+"""Learning-rate schedulers with PyTorch's semantics: chainable ``get_lr``, closed forms, state dicts.
+
+A scheduler writes ``group["lr"]`` (a Python number) into the optimizer's param groups; the
+optimizer feeds it to the step graph as data, so changing it never recompiles the step.
+"""
+from __future__ import annotations
+
+import math
+import types
+import warnings
+from bisect import bisect_right
+from collections import Counter
+from typing import Any, Callable
+
+from .optimizer import Optimizer
+
+__all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LambdaLR",
+           "OneCycleLR", "ReduceLROnPlateau"]
+
+EPOCH_DEPRECATION_WARNING = (
+    "The epoch parameter in `scheduler.step()` was not necessary and is being deprecated where possible. "
+    "Please use `scheduler.step()` to step the scheduler. During the deprecation, if epoch is different "
+    "from None, the closed form is used instead of the new chainable form, where available. "
+    "Please open an issue if you are unable to replicate your use case: "
+    "https://github.com/pytorch/pytorch/issues/new/choose."
+)
+
+
+def _check_optimizer(optimizer) -> None:
+    if not isinstance(optimizer, Optimizer):
+        raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+
+
+def _format_param(name: str, optimizer: Optimizer, param) -> list:
+    """One value per param group: a list/tuple of the right length, or one value repeated."""
+    if isinstance(param, (list, tuple)):
+        if len(param) != len(optimizer.param_groups):
+            raise ValueError(f"{name} must have the same length as optimizer.param_groups. {name} has "
+                             f"{len(param)} values, param_groups has {len(optimizer.param_groups)}.")
+        return list(param)
+    return [param] * len(optimizer.param_groups)
+
+
+class LRScheduler:
+    """Base class of the learning-rate schedulers.
+
+    Subclasses implement ``get_lr()`` (the chainable form: new lrs from the current ones) and may
+    implement ``_get_closed_form_lr()`` (lrs as a function of ``last_epoch`` and ``base_lrs``).
+
+    Args:
+        optimizer: the wrapped optimizer.
+        last_epoch: the index of the last epoch; -1 starts a new schedule and records each
+            group's ``initial_lr``; resuming requires ``initial_lr`` in every group.
+    """
+
+    _get_lr_called_within_step = False
+
+    def __init__(self, optimizer: Optimizer, last_epoch: int = -1, verbose="deprecated") -> None:
+        _check_optimizer(optimizer)
+        self.optimizer = optimizer
+        if last_epoch == -1:
+            for group in optimizer.param_groups:
+                group.setdefault("initial_lr", group["lr"])
+        else:
+            for index, group in enumerate(optimizer.param_groups):
+                if "initial_lr" not in group:
+                    raise KeyError(f"param 'initial_lr' is not specified in param_groups[{index}] when resuming "
+                                   "an optimizer")
+        self.base_lrs: list[float] = [group["initial_lr"] for group in optimizer.param_groups]
+        self.last_epoch = last_epoch
+        if verbose != "deprecated":
+            warnings.warn("The verbose parameter is deprecated. Please use get_last_lr() to access the "
+                          "learning rate.", UserWarning)
+        self.verbose = False if verbose == "deprecated" else bool(verbose)
+        self._initial_step()
+
+    def _initial_step(self) -> None:
+        """Counts steps from zero and applies the schedule's value at ``last_epoch + 1``."""
+        self._step_count = 0
+        self.step()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Every attribute except the optimizer."""
+        return {key: value for key, value in self.__dict__.items() if key != "optimizer"}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restores the attributes saved by :meth:`state_dict`."""
+        self.__dict__.update(state_dict)
+
+    def get_last_lr(self) -> list[float]:
+        """The learning rates of the last ``step()``, one per param group."""
+        return self._last_lr
+
+    def get_lr(self) -> list[float]:
+        """The new learning rates (chainable form), computed by ``step()``."""
+        raise NotImplementedError
+
+    def _warn_get_lr_called_outside_step(self) -> None:
+        if not self._get_lr_called_within_step:
+            warnings.warn("To get the last learning rate computed by the scheduler, please use `get_last_lr()`.",
+                          UserWarning, stacklevel=3)
+
+    def step(self, epoch: int | None = None) -> None:
+        """Advances the schedule by one epoch (or, deprecated, to ``epoch``) and writes the lrs."""
+        if self._step_count == 1 and not getattr(self.optimizer, "_opt_called", False):
+            warnings.warn("Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and "
+                          "later, you should call them in the opposite order: `optimizer.step()` before "
+                          "`lr_scheduler.step()`.  Failure to do this will result in PyTorch skipping the first "
+                          "value of the learning rate schedule. See more details at "
+                          "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate", UserWarning)
+        self._step_count += 1
+        self._get_lr_called_within_step = True
+        try:
+            if epoch is None:
+                self.last_epoch += 1
+                values = self.get_lr()
+            else:
+                warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning)
+                self.last_epoch = epoch
+                if hasattr(self, "_get_closed_form_lr"):
+                    values = self._get_closed_form_lr()
+                else:
+                    values = self.get_lr()
+        finally:
+            self._get_lr_called_within_step = False
+        for group, lr in zip(self.optimizer.param_groups, values):
+            group["lr"] = lr
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+
+class StepLR(LRScheduler):
+    """Multiplies each group's lr by ``gamma`` every ``step_size`` epochs.
+
+    Example::
+
+        >>> scheduler = StepLR(optimizer, step_size=30, gamma=0.1)  # lr 0.05 -> 0.005 at epoch 30
+    """
+
+    def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1,
+                 verbose="deprecated") -> None:
+        self.step_size = step_size
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch, verbose)
+
+    def get_lr(self) -> list[float]:
+        self._warn_get_lr_called_outside_step()
+        if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
+            return [group["lr"] for group in self.optimizer.param_groups]
+        return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        return [base_lr * self.gamma ** (self.last_epoch // self.step_size) for base_lr in self.base_lrs]
+
+
+class MultiStepLR(LRScheduler):
+    """Multiplies each group's lr by ``gamma`` at each epoch listed in ``milestones``.
+
+    Example::
+
+        >>> scheduler = MultiStepLR(optimizer, milestones=[30, 80], gamma=0.1)
+    """
+
+    def __init__(self, optimizer: Optimizer, milestones, gamma: float = 0.1, last_epoch: int = -1,
+                 verbose="deprecated") -> None:
+        self.milestones = Counter(milestones)
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch, verbose)
+
+    def get_lr(self) -> list[float]:
+        self._warn_get_lr_called_outside_step()
+        if self.last_epoch not in self.milestones:
+            return [group["lr"] for group in self.optimizer.param_groups]
+        return [group["lr"] * self.gamma ** self.milestones[self.last_epoch] for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        milestones = sorted(self.milestones.elements())
+        return [base_lr * self.gamma ** bisect_right(milestones, self.last_epoch) for base_lr in self.base_lrs]
+
+
+class ExponentialLR(LRScheduler):
+    """Multiplies each group's lr by ``gamma`` every epoch."""
+
+    def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1, verbose="deprecated") -> None:
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch, verbose)
+
+    def get_lr(self) -> list[float]:
+        self._warn_get_lr_called_outside_step()
+        if self.last_epoch == 0:
+            return [group["lr"] for group in self.optimizer.param_groups]
+        return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        return [base_lr * self.gamma ** self.last_epoch for base_lr in self.base_lrs]
+
+
+class CosineAnnealingLR(LRScheduler):
+    r"""Anneals each group's lr from its initial value to ``eta_min`` along a cosine over ``T_max`` epochs.
+
+    .. math:: \eta_t = \eta_{min} + \frac{1}{2}(\eta_{max} - \eta_{min})\left(1 + \cos\frac{t\pi}{T_{max}}\right)
+
+    computed recursively (so it composes with other changes of the lr), as PyTorch does.
+    """
+
+    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1,
+                 verbose="deprecated") -> None:
+        self.T_max = T_max
+        self.eta_min = eta_min
+        super().__init__(optimizer, last_epoch, verbose)
+
+    def get_lr(self) -> list[float]:
+        self._warn_get_lr_called_outside_step()
+        groups = self.optimizer.param_groups
+        if self.last_epoch == 0:
+            return [group["lr"] for group in groups]
+        if self._step_count == 1 and self.last_epoch > 0:
+            return [self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(self.last_epoch * math.pi / self.T_max)) / 2
+                    for base_lr in self.base_lrs]
+        if (self.last_epoch - 1 - self.T_max) % (2 * self.T_max) == 0:
+            return [group["lr"] + (base_lr - self.eta_min) * (1 - math.cos(math.pi / self.T_max)) / 2
+                    for base_lr, group in zip(self.base_lrs, groups)]
+        return [(1 + math.cos(math.pi * self.last_epoch / self.T_max))
+                / (1 + math.cos(math.pi * (self.last_epoch - 1) / self.T_max))
+                * (group["lr"] - self.eta_min) + self.eta_min
+                for group in groups]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        return [self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+                for base_lr in self.base_lrs]
+
+
+class LambdaLR(LRScheduler):
+    """Sets each group's lr to its initial lr times ``lr_lambda(epoch)`` (one function, or one per group).
+
+    Example::
+
+        >>> scheduler = LambdaLR(optimizer, lr_lambda=lambda epoch: 0.95 ** epoch)
+    """
+
+    def __init__(self, optimizer: Optimizer, lr_lambda: Callable[[int], float] | list, last_epoch: int = -1,
+                 verbose="deprecated") -> None:
+        _check_optimizer(optimizer)
+        self.optimizer = optimizer
+        if not isinstance(lr_lambda, (list, tuple)):
+            self.lr_lambdas = [lr_lambda] * len(optimizer.param_groups)
+        else:
+            if len(lr_lambda) != len(optimizer.param_groups):
+                raise ValueError(f"Expected {len(optimizer.param_groups)} lr_lambdas, but got {len(lr_lambda)}")
+            self.lr_lambdas = list(lr_lambda)
+        super().__init__(optimizer, last_epoch, verbose)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Attributes except the optimizer; of ``lr_lambdas`` only callable objects' ``__dict__`` (not functions)."""
+        state = {key: value for key, value in self.__dict__.items() if key not in ("optimizer", "lr_lambdas")}
+        state["lr_lambdas"] = [None] * len(self.lr_lambdas)
+        for index, function in enumerate(self.lr_lambdas):
+            if not isinstance(function, types.FunctionType):
+                state["lr_lambdas"][index] = function.__dict__.copy()
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        state_dict = dict(state_dict)
+        lr_lambdas = state_dict.pop("lr_lambdas")
+        self.__dict__.update(state_dict)
+        for index, attributes in enumerate(lr_lambdas):
+            if attributes is not None:
+                self.lr_lambdas[index].__dict__.update(attributes)
+
+    def get_lr(self) -> list[float]:
+        self._warn_get_lr_called_outside_step()
+        return [base_lr * function(self.last_epoch) for function, base_lr in zip(self.lr_lambdas, self.base_lrs)]
+
+
+class OneCycleLR(LRScheduler):
+    """The 1cycle policy: lr rises from ``max_lr / div_factor`` to ``max_lr``, then anneals far below.
+
+    Momentum (``momentum``, or ``betas[0]`` for Adam-like optimizers) cycles inversely between
+    ``max_momentum`` and ``base_momentum`` when ``cycle_momentum``. Step it after every batch.
+
+    Args:
+        optimizer: the wrapped optimizer.
+        max_lr: the peak lr, one value or one per group.
+        total_steps: the number of steps in the cycle; or give ``epochs`` and ``steps_per_epoch``.
+        pct_start: the fraction of the cycle spent increasing the lr (default: 0.3).
+        anneal_strategy: ``"cos"`` or ``"linear"`` (default: ``"cos"``).
+        cycle_momentum: cycle the momentum inversely to the lr (default: True).
+        base_momentum, max_momentum: the momentum range (default: 0.85, 0.95).
+        div_factor: initial lr = max_lr / div_factor (default: 25).
+        final_div_factor: minimum lr = initial lr / final_div_factor (default: 1e4).
+        three_phase: a third phase annihilates the lr after a symmetric rise and fall (default: False).
+
+    Example::
+
+        >>> scheduler = OneCycleLR(optimizer, max_lr=0.01, steps_per_epoch=len(loader), epochs=10)
+    """
+
+    def __init__(self, optimizer: Optimizer, max_lr, total_steps: int | None = None, epochs: int | None = None,
+                 steps_per_epoch: int | None = None, pct_start: float = 0.3, anneal_strategy: str = "cos",
+                 cycle_momentum: bool = True, base_momentum=0.85, max_momentum=0.95, div_factor: float = 25.0,
+                 final_div_factor: float = 1e4, three_phase: bool = False, last_epoch: int = -1,
+                 verbose="deprecated") -> None:
+        _check_optimizer(optimizer)
+        self.optimizer = optimizer
+        if total_steps is not None:
+            if not isinstance(total_steps, int) or total_steps <= 0:
+                raise ValueError(f"Expected positive integer total_steps, but got {total_steps}")
+            self.total_steps = total_steps
+        elif epochs is not None and steps_per_epoch is not None:
+            if not isinstance(epochs, int) or epochs <= 0:
+                raise ValueError(f"Expected positive integer epochs, but got {epochs}")
+            if not isinstance(steps_per_epoch, int) or steps_per_epoch <= 0:
+                raise ValueError(f"Expected positive integer steps_per_epoch, but got {steps_per_epoch}")
+            self.total_steps = epochs * steps_per_epoch
+        else:
+            raise ValueError("You must define either total_steps OR (epochs AND steps_per_epoch)")
+        if not isinstance(pct_start, float) or pct_start < 0 or pct_start > 1:
+            raise ValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError(f"anneal_strategy must be one of 'cos' or 'linear', instead got {anneal_strategy}")
+        if three_phase:
+            self._schedule_phases = [
+                {"end_step": float(pct_start * self.total_steps) - 1, "start_lr": "initial_lr",
+                 "end_lr": "max_lr", "start_momentum": "max_momentum", "end_momentum": "base_momentum"},
+                {"end_step": float(2 * pct_start * self.total_steps) - 2, "start_lr": "max_lr",
+                 "end_lr": "initial_lr", "start_momentum": "base_momentum", "end_momentum": "max_momentum"},
+                {"end_step": self.total_steps - 1, "start_lr": "initial_lr", "end_lr": "min_lr",
+                 "start_momentum": "max_momentum", "end_momentum": "max_momentum"},
+            ]
+        else:
+            self._schedule_phases = [
+                {"end_step": float(pct_start * self.total_steps) - 1, "start_lr": "initial_lr",
+                 "end_lr": "max_lr", "start_momentum": "max_momentum", "end_momentum": "base_momentum"},
+                {"end_step": self.total_steps - 1, "start_lr": "max_lr", "end_lr": "min_lr",
+                 "start_momentum": "base_momentum", "end_momentum": "max_momentum"},
+            ]
+        self._anneal_func_type = anneal_strategy
+        max_lrs = _format_param("max_lr", optimizer, max_lr)
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+            self.use_beta1 = "betas" in optimizer.defaults
+            max_momentums = _format_param("max_momentum", optimizer, max_momentum)
+            base_momentums = _format_param("base_momentum", optimizer, base_momentum)
+        # Validated: only now are the param groups written.
+        if last_epoch == -1:
+            for index, group in enumerate(optimizer.param_groups):
+                group["initial_lr"] = max_lrs[index] / div_factor
+                group["max_lr"] = max_lrs[index]
+                group["min_lr"] = group["initial_lr"] / final_div_factor
+            if cycle_momentum:
+                for high, low, group in zip(max_momentums, base_momentums, optimizer.param_groups):
+                    if self.use_beta1:
+                        group["betas"] = (high, *group["betas"][1:])
+                    else:
+                        group["momentum"] = high
+                    group["max_momentum"] = high
+                    group["base_momentum"] = low
+        super().__init__(optimizer, last_epoch, verbose)
+
+    def _anneal_func(self, start: float, end: float, pct: float) -> float:
+        if self._anneal_func_type == "cos":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    def get_lr(self) -> list[float]:
+        self._warn_get_lr_called_outside_step()
+        step_num = self.last_epoch
+        if step_num > self.total_steps:
+            raise ValueError(f"Tried to step {step_num} times. The specified number of total steps is "
+                             f"{self.total_steps}")
+        lrs = []
+        for group in self.optimizer.param_groups:
+            start_step = 0.0
+            for index, phase in enumerate(self._schedule_phases):
+                end_step = phase["end_step"]
+                if step_num <= end_step or index == len(self._schedule_phases) - 1:
+                    pct = (step_num - start_step) / (end_step - start_step)
+                    lr = self._anneal_func(group[phase["start_lr"]], group[phase["end_lr"]], pct)
+                    if self.cycle_momentum:
+                        momentum = self._anneal_func(group[phase["start_momentum"]], group[phase["end_momentum"]],
+                                                     pct)
+                    break
+                start_step = phase["end_step"]
+            lrs.append(lr)
+            if self.cycle_momentum:
+                if self.use_beta1:
+                    group["betas"] = (momentum, *group["betas"][1:])
+                else:
+                    group["momentum"] = momentum
+        return lrs
+
+
+class ReduceLROnPlateau(LRScheduler):
+    """Reduces each group's lr by ``factor`` when a metric has stopped improving for ``patience`` epochs.
+
+    Args:
+        optimizer: the wrapped optimizer.
+        mode: ``"min"`` (the metric should decrease) or ``"max"`` (default: ``"min"``).
+        factor: new_lr = lr * factor (default: 0.1).
+        patience: epochs without improvement tolerated before reducing (default: 10).
+        threshold: the least change counted as an improvement (default: 1e-4).
+        threshold_mode: ``"rel"`` (best * (1 -/+ threshold)) or ``"abs"`` (best -/+ threshold).
+        cooldown: epochs to wait after a reduction before counting bad epochs again (default: 0).
+        min_lr: a lower bound on the lr, one value or one per group (default: 0).
+        eps: reductions smaller than this are skipped (default: 1e-8).
+
+    Example::
+
+        >>> scheduler = ReduceLROnPlateau(optimizer, "min")
+        >>> for epoch in range(10):
+        ...     scheduler.step(validate(model))
+    """
+
+    def __init__(self, optimizer: Optimizer, mode: str = "min", factor: float = 0.1, patience: int = 10,
+                 threshold: float = 1e-4, threshold_mode: str = "rel", cooldown: int = 0, min_lr=0,
+                 eps: float = 1e-8, verbose="deprecated") -> None:
+        if factor >= 1.0:
+            raise ValueError("Factor should be < 1.0.")
+        _check_optimizer(optimizer)
+        if isinstance(min_lr, (list, tuple)):
+            if len(min_lr) != len(optimizer.param_groups):
+                raise ValueError(f"expected {len(optimizer.param_groups)} min_lrs, got {len(min_lr)}")
+            default_min_lr, min_lrs = None, list(min_lr)
+        else:
+            default_min_lr, min_lrs = min_lr, [min_lr] * len(optimizer.param_groups)
+        self._check_modes(mode, threshold_mode)
+        self.factor = factor
+        self.optimizer = optimizer
+        self.default_min_lr = default_min_lr
+        self.min_lrs = min_lrs
+        self.patience = patience
+        self.cooldown = cooldown
+        self.cooldown_counter = 0
+        self.eps = eps
+        self.last_epoch = 0
+        self.verbose = False if verbose == "deprecated" else bool(verbose)
+        self._last_lr = [group["lr"] for group in optimizer.param_groups]
+        self._init_is_better(mode=mode, threshold=threshold, threshold_mode=threshold_mode)
+        self._reset()
+
+    @staticmethod
+    def _check_modes(mode: str, threshold_mode: str) -> None:
+        if mode not in {"min", "max"}:
+            raise ValueError("mode " + mode + " is unknown!")
+        if threshold_mode not in {"rel", "abs"}:
+            raise ValueError("threshold mode " + threshold_mode + " is unknown!")
+
+    def _init_is_better(self, mode: str, threshold: float, threshold_mode: str) -> None:
+        self._check_modes(mode, threshold_mode)
+        self.mode_worse = math.inf if mode == "min" else -math.inf
+        self.mode = mode
+        self.threshold = threshold
+        self.threshold_mode = threshold_mode
+
+    def _reset(self) -> None:
+        """Forgets the best value and the bad-epoch and cooldown counters."""
+        self.best = self.mode_worse
+        self.cooldown_counter = 0
+        self.num_bad_epochs = 0
+
+    def step(self, metrics, epoch: int | None = None) -> None:  # type: ignore[override]
+        """Records ``metrics`` (a number or one-element tensor) for one epoch and reduces the lr if it plateaued."""
+        current = float(metrics)
+        if epoch is None:
+            epoch = self.last_epoch + 1
+        else:
+            warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning)
+        self.last_epoch = epoch
+        if self.is_better(current, self.best):
+            self.best = current
+            self.num_bad_epochs = 0
+        else:
+            self.num_bad_epochs += 1
+        if self.in_cooldown:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0  # bad epochs during cooldown are ignored
+        if self.num_bad_epochs > self.patience:
+            self._reduce_lr(epoch)
+            self.cooldown_counter = self.cooldown
+            self.num_bad_epochs = 0
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+    def _reduce_lr(self, epoch: int) -> None:
+        groups = self.optimizer.param_groups
+        if len(groups) != len(self.min_lrs):
+            if self.default_min_lr is None:
+                raise RuntimeError(f"The number of param groups in the `optimizer` ({len(groups)}) differs from "
+                                   f"when `ReduceLROnPlateau` was initialized ({len(self.min_lrs)}), usually due "
+                                   "to a new param group being added to the optimizer. Please modify the "
+                                   "`min_lrs` field to match the length of the `optimizer` param groups.")
+            self.min_lrs = [self.default_min_lr] * len(groups)
+        for index, group in enumerate(groups):
+            old_lr = float(group["lr"])
+            new_lr = max(old_lr * self.factor, self.min_lrs[index])
+            if old_lr - new_lr > self.eps:
+                group["lr"] = new_lr
+
+    @property
+    def in_cooldown(self) -> bool:
+        return self.cooldown_counter > 0
+
+    def is_better(self, a: float, best: float) -> bool:
+        """Whether ``a`` improves on ``best`` by more than the threshold, in the scheduler's mode."""
+        if self.mode == "min" and self.threshold_mode == "rel":
+            return a < best * (1.0 - self.threshold)
+        if self.mode == "min" and self.threshold_mode == "abs":
+            return a < best - self.threshold
+        if self.mode == "max" and self.threshold_mode == "rel":
+            return a > best * (self.threshold + 1.0)
+        return a > best + self.threshold
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.__dict__.update(state_dict)
+        self._init_is_better(mode=self.mode, threshold=self.threshold, threshold_mode=self.threshold_mode)

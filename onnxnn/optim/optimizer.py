@@ -1,0 +1,409 @@
+"""Optimizer: the base class of onnxnn's optimizers, with PyTorch's param groups, state and state_dict.
+
+Every optimizer is a stateful class plus a pure functional step over lists of tensors (PyTorch's
+``sgd(params, d_p_list, momentum_buffer_list, ...)``). The functional step only records: each new
+parameter and state value is a lazy Tensor expression, rebound onto the existing handles. The
+class's ``step()`` then realizes every new value with one ``executor.realize`` call, so one
+optimizer step is one ONNX graph and one onnxruntime session run. Hyperparameters enter that graph
+as fed 0-d inputs, never as embedded constants, so a scheduler changing ``lr`` reuses the compiled
+session.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import warnings
+from collections import OrderedDict, defaultdict
+from itertools import chain
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from ..runtime import dtypes
+from ..runtime.autograd import RemovableHandle, _HookDict
+from ..runtime.executor import realize
+from ..runtime.grad_mode import enable_grad
+from ..runtime.tensor import Tensor
+
+__all__ = ["Optimizer", "required", "register_optimizer_step_pre_hook", "register_optimizer_step_post_hook"]
+
+
+class _RequiredParameter:
+    """Marks a hyperparameter that every param group must specify (PyTorch's ``required``)."""
+
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+_global_step_pre_hooks: OrderedDict = _HookDict()
+_global_step_post_hooks: OrderedDict = _HookDict()
+
+
+def register_optimizer_step_pre_hook(hook: Callable) -> RemovableHandle:
+    """Registers ``hook(optimizer, args, kwargs)`` run before the step of every optimizer.
+
+    The hook may return ``(new_args, new_kwargs)`` to replace the arguments of ``step``.
+    """
+    handle = RemovableHandle(_global_step_pre_hooks)
+    _global_step_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_optimizer_step_post_hook(hook: Callable) -> RemovableHandle:
+    """Registers ``hook(optimizer, args, kwargs)`` run after the step of every optimizer."""
+    handle = RemovableHandle(_global_step_post_hooks)
+    _global_step_post_hooks[handle.id] = hook
+    return handle
+
+
+def _typename(obj) -> str:
+    """The type name PyTorch's errors use (``torch.typename``)."""
+    if isinstance(obj, Tensor):
+        return obj.type()
+    kind = type(obj)
+    module = kind.__module__
+    if module in (None, "builtins"):
+        return kind.__qualname__
+    return f"{module}.{kind.__qualname__}"
+
+
+class Optimizer:
+    """Base class for all optimizers.
+
+    Args:
+        params: an iterable of Tensors, or of dicts (param groups) each holding ``"params"`` and
+            optional per-group hyperparameters overriding ``defaults``.
+        defaults: the default value of every hyperparameter.
+
+    Subclasses implement ``step(closure=None)``; it records the update of every parameter with a
+    gradient and realizes all of them at once with :meth:`_realize_step`.
+    """
+
+    def __init__(self, params: Iterable, defaults: dict[str, Any]) -> None:
+        self.defaults = defaults
+        self._optimizer_step_pre_hooks: OrderedDict = _HookDict()
+        self._optimizer_step_post_hooks: OrderedDict = _HookDict()
+        self._patch_step_function()
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
+                            f"but got {_typename(params)}")
+        self.state: defaultdict = defaultdict(dict)
+        self.param_groups: list[dict[str, Any]] = []
+        param_groups = list(params)
+        if len(param_groups) == 0:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(param_groups[0], dict):
+            param_groups = [{"params": param_groups}]
+        for param_group in param_groups:
+            self.add_param_group(param_group)
+
+    # ------------------------------------------------------------------ pickling and repr
+    def __getstate__(self) -> dict:
+        return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if "_optimizer_step_pre_hooks" not in self.__dict__:
+            self._optimizer_step_pre_hooks = _HookDict()
+        if "_optimizer_step_post_hooks" not in self.__dict__:
+            self._optimizer_step_post_hooks = _HookDict()
+        self._patch_step_function()
+        # Checkpoints written before a hyperparameter existed get its default.
+        for group in self.param_groups:
+            for name, default in self.defaults.items():
+                if default is not required:
+                    group.setdefault(name, default)
+
+    def __repr__(self) -> str:
+        text = self.__class__.__name__ + " ("
+        for index, group in enumerate(self.param_groups):
+            text += "\n"
+            text += f"Parameter Group {index}\n"
+            for key in sorted(group.keys()):
+                if key != "params":
+                    text += f"    {key}: {group[key]}\n"
+        text += ")"
+        return text
+
+    # ------------------------------------------------------------------ step hooks
+    @staticmethod
+    def profile_hook_step(func: Callable) -> Callable:
+        """Wraps a subclass's ``step`` so it runs the global and per-optimizer step hooks."""
+
+        @functools.wraps(func)
+        def wrapper(self, *args, **kwargs):
+            for pre_hook in chain(_global_step_pre_hooks.values(), self._optimizer_step_pre_hooks.values()):
+                result = pre_hook(self, args, kwargs)
+                if result is not None:
+                    if isinstance(result, tuple) and len(result) == 2:
+                        args, kwargs = result
+                    else:
+                        raise RuntimeError(f"{func} must return None or a tuple of (new_args, new_kwargs), "
+                                           f"but got {result}.")
+            output = func(self, *args, **kwargs)
+            # Learning-rate schedulers read this to warn about stepping them before the optimizer.
+            self._opt_called = True
+            for post_hook in chain(self._optimizer_step_post_hooks.values(), _global_step_post_hooks.values()):
+                post_hook(self, args, kwargs)
+            return output
+
+        wrapper.hooked = True
+        return wrapper
+
+    def _patch_step_function(self) -> None:
+        # Only the most derived ``step`` is wrapped, so a subclass calling super().step() runs hooks once.
+        if not getattr(self.__class__.step, "hooked", False):
+            self.__class__.step = self.profile_hook_step(self.__class__.step)
+
+    def register_step_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """Registers ``hook(optimizer, args, kwargs) -> None | (new_args, new_kwargs)`` run before ``step``."""
+        handle = RemovableHandle(self._optimizer_step_pre_hooks)
+        self._optimizer_step_pre_hooks[handle.id] = hook
+        return handle
+
+    def register_step_post_hook(self, hook: Callable) -> RemovableHandle:
+        """Registers ``hook(optimizer, args, kwargs) -> None`` run after ``step``."""
+        handle = RemovableHandle(self._optimizer_step_post_hooks)
+        self._optimizer_step_post_hooks[handle.id] = hook
+        return handle
+
+    # ------------------------------------------------------------------ param groups
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Adds a param group (a dict with ``"params"`` and optional hyperparameters) to ``param_groups``.
+
+        Useful when fine-tuning: unfreeze layers and add them with their own learning rate.
+
+        Raises:
+            TypeError: ``param_group`` is not a dict, its params are a set, or one is not a Tensor.
+            ValueError: a param is not a leaf, a required hyperparameter is missing, or a param is
+                already in another group. Nothing is modified when an error is raised.
+        """
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering "
+                            "of tensors in sets will change between runs. Please use a list instead.")
+        else:
+            params = list(params)
+        tensors, names = [], []
+        for param in params:
+            if isinstance(param, tuple):  # (name, tensor) pairs, as from named_parameters()
+                names.append(param[0])
+                tensors.append(param[1])
+            else:
+                tensors.append(param)
+        if names and len(names) != len(tensors):
+            raise ValueError("all optimizer params should be with/without names. Some param names are missing")
+        for param in tensors:
+            if not isinstance(param, Tensor):
+                raise TypeError("optimizer can only optimize Tensors, but one of the params is " + _typename(param))
+            if not self.defaults.get("differentiable", None) and not (param.is_leaf or param.retains_grad):
+                raise ValueError("can't optimize a non-leaf Tensor")
+        for name, default in self.defaults.items():
+            if default is required and name not in param_group:
+                raise ValueError(f"parameter group didn't specify a value of required optimization parameter {name}")
+        existing = set()
+        for group in self.param_groups:
+            existing.update(group["params"])
+            if bool(names) != ("param_names" in group):
+                raise ValueError("all optimizer param groups should be with/without names. "
+                                 f"cannot add param group {'with' if names else 'without'} names to the optimizer")
+        if not existing.isdisjoint(tensors):
+            raise ValueError("some parameters appear in more than one parameter group")
+        if len(tensors) != len(set(tensors)):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in future, this will "
+                          "cause an error; see github.com/pytorch/pytorch/issues/40967 for more information",
+                          stacklevel=3)
+        # Validated: now the group (the caller's dict, as in PyTorch) is completed and added.
+        param_group["params"] = tensors
+        if names:
+            param_group["param_names"] = names
+        for name, default in self.defaults.items():
+            param_group.setdefault(name, default)
+        self.param_groups.append(param_group)
+
+    # ------------------------------------------------------------------ gradients
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Resets the gradients of all optimized tensors.
+
+        Args:
+            set_to_none: set ``.grad`` to None (the default) instead of filling it with zeros; the
+                next backward then assigns a fresh gradient instead of accumulating.
+        """
+        for group in self.param_groups:
+            for param in group["params"]:
+                grad = param.grad
+                if grad is None:
+                    continue
+                if set_to_none:
+                    param.grad = None
+                    continue
+                if grad.grad_fn is not None:
+                    grad.detach_()
+                else:
+                    grad.requires_grad_(False)
+                # A realized zero array: zeroing records no graph of its own.
+                grad._rebind(Tensor._zeros(tuple(grad.shape), grad.dtype, grad.device)._value)
+
+    def step(self, closure: Callable[[], Any] | None = None):
+        """Performs a single optimization step; ``closure`` re-evaluates the model and returns the loss."""
+        raise NotImplementedError
+
+    def _run_closure(self, closure: Callable[[], Any] | None):
+        if closure is None:
+            return None
+        with enable_grad():
+            return closure()
+
+    @staticmethod
+    def _realize_step(tensors: Iterable[Tensor]) -> None:
+        """Computes every new parameter and state value of one step in a single session run."""
+        realize([tensor._value for tensor in tensors])
+
+    # ------------------------------------------------------------------ state dict
+    def state_dict(self) -> dict[str, Any]:
+        """The optimizer's state as a dict, in PyTorch's format.
+
+        Returns:
+            ``{"state": {index: {name: value}}, "param_groups": [{hyperparameters..., "params": [indices]}]}``
+            where parameters are numbered in the order they appear across the groups.
+        """
+        mapping: dict[int, int] = {}
+        start_index = 0
+
+        def pack_group(group: dict) -> dict:
+            nonlocal start_index
+            packed = {key: value for key, value in group.items() if key != "params"}
+            mapping.update({id(param): index for index, param in enumerate(group["params"], start_index)
+                            if id(param) not in mapping})
+            packed["params"] = [mapping[id(param)] for param in group["params"]]
+            start_index += len(packed["params"])
+            return packed
+
+        param_groups = [pack_group(group) for group in self.param_groups]
+        packed_state = {(mapping[id(key)] if isinstance(key, Tensor) else key): value
+                        for key, value in self.state.items()}
+        return {"state": packed_state, "param_groups": param_groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Loads an optimizer state produced by :meth:`state_dict`.
+
+        State tensors are copied and cast to their parameter's dtype and device (``step`` is kept
+        as saved). The loaded dict is never aliased: stepping afterwards leaves it unchanged.
+
+        Raises:
+            ValueError: the number of groups, or the size of a group, differs from this optimizer's.
+        """
+        groups = self.param_groups
+        saved_groups = copy.deepcopy(state_dict["param_groups"])
+        if len(groups) != len(saved_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        if any(len(group["params"]) != len(saved["params"]) for group, saved in zip(groups, saved_groups)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
+                             "optimizer's group")
+        id_map = dict(zip(chain.from_iterable(saved["params"] for saved in saved_groups),
+                          chain.from_iterable(group["params"] for group in groups)))
+        state: defaultdict = defaultdict(dict)
+        for key, value in state_dict["state"].items():
+            if key in id_map:
+                param = id_map[key]
+                state[param] = _cast_state(param, value)
+            else:
+                state[key] = copy.deepcopy(value)
+
+        def update_group(group: dict, new_group: dict) -> dict:
+            new_group["params"] = group["params"]
+            if "param_names" in group and "param_names" not in new_group:
+                new_group["param_names"] = group["param_names"]
+            return new_group
+
+        param_groups = [update_group(group, saved) for group, saved in zip(groups, saved_groups)]
+        self.__setstate__({"state": state, "param_groups": param_groups})
+
+
+def _cast_state(param: Tensor, value, key: str | None = None):
+    """A copy of one saved state entry, with tensors moved to ``param``'s device (and float dtype)."""
+    if isinstance(value, Tensor):
+        if key == "step":
+            cast = value
+        elif param.is_floating_point():
+            cast = value.to(dtype=param.dtype, device=param.device)
+        else:
+            cast = value.to(device=param.device)
+        # Values are immutable, so a fresh handle is a full copy: stepping rebinds only this one.
+        return cast.detach()
+    if isinstance(value, dict):
+        return {name: _cast_state(param, item, key=name) for name, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cast_state(param, item) for item in value)
+    return copy.deepcopy(value)
+
+
+# ---------------------------------------------------------------------- helpers of the functional steps
+class _Hyperparameters:
+    """Python hyperparameters of one functional step, as 0-d tensors fed to the step's graph.
+
+    Each distinct (name, value, dtype, device) becomes one graph input shared by every parameter
+    that uses it. Values are data, not structure: a scheduler changing ``lr`` reuses the session.
+    """
+
+    __slots__ = ("_cache",)
+
+    def __init__(self) -> None:
+        self._cache: dict = {}
+
+    def __call__(self, name: str, value, like: Tensor) -> Tensor:
+        value = float(value)
+        key = (name, value, like._value.dtype, like._value.device)
+        scalar = self._cache.get(key)
+        if scalar is None:
+            value_dtype = like._value.dtype
+            scalar = Tensor._from_array(np.array(value, dtype=value_dtype.numpy_dtype), value_dtype, like.device)
+            self._cache[key] = scalar
+        return scalar
+
+
+def _new_step_tensor() -> Tensor:
+    """The ``step`` state entry: a float32 0-d tensor, as PyTorch keeps it."""
+    return Tensor._full((), 0.0, dtypes.float32)
+
+
+def _as_step_tensor(step) -> Tensor:
+    """``step`` from an old checkpoint (a Python number) as a tensor; tensors pass through."""
+    if isinstance(step, Tensor):
+        return step
+    return Tensor._full((), float(step), dtypes.float32)
+
+
+def _increment_step(step: Tensor) -> float:
+    """``step += 1`` on the host (it is a counter, not data of the graph); returns the new count."""
+    count = float(step.item()) + 1.0
+    step._rebind(Tensor._full((), count, step.dtype, step.device)._value)
+    return count
+
+
+def _assign(tensor: Tensor, new_value: Tensor) -> None:
+    """The in-place write of an optimizer: rebinds ``tensor`` to ``new_value`` (no autograd checks)."""
+    if new_value._value.dtype is not tensor._value.dtype:
+        new_value = new_value.to(tensor._value.dtype)
+    tensor._rebind(new_value._value)
+
+
+def _zeros_like(param: Tensor) -> Tensor:
+    return Tensor._zeros(tuple(param.shape), param.dtype, param.device)
+
+
+def _check_differentiable(differentiable: bool) -> None:
+    """Rejects ``differentiable=True``: the step is computed outside autograd.
+
+    ``foreach``, ``fused`` and ``capturable`` are accepted as no-ops, since every step already is
+    one fused graph.
+    """
+    if differentiable:
+        raise NotImplementedError("onnxnn optimizers do not support differentiable=True: the step is "
+                                  "computed outside autograd")

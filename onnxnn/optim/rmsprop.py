@@ -1,0 +1,148 @@
+"""RMSprop: gradient steps divided by a running root mean square of the gradients."""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from ..runtime.grad_mode import no_grad
+from ..runtime.tensor import Tensor
+from .optimizer import (
+    Optimizer, _as_step_tensor, _assign, _check_differentiable, _Hyperparameters, _increment_step,
+    _new_step_tensor, _zeros_like,
+)
+
+__all__ = ["RMSprop", "rmsprop"]
+
+
+class RMSprop(Optimizer):
+    r"""Implements RMSprop, as ``torch.optim.RMSprop``.
+
+    .. math::
+        v_t = \alpha v_{t-1} + (1 - \alpha) g_t^2, \quad
+        \tilde v_t = v_t - \bar g_t^2 \text{ if centered else } v_t, \quad
+        \theta_t = \theta_{t-1} - \gamma \frac{g_t}{\sqrt{\tilde v_t} + \epsilon}
+
+    where :math:`\bar g_t` is the running average of the gradients (centered only); with momentum
+    :math:`\mu > 0` the step goes through a buffer :math:`b_t = \mu b_{t-1} + g_t / (\sqrt{\tilde v_t} + \epsilon)`.
+
+    Args:
+        params: tensors to optimize, or dicts defining param groups.
+        lr: learning rate (default: 1e-2).
+        alpha: smoothing constant (default: 0.99).
+        eps: term added to the denominator for numerical stability (default: 1e-8).
+        weight_decay: weight decay (L2 penalty) (default: 0).
+        momentum: momentum factor (default: 0).
+        centered: normalize by an estimate of the gradient's variance (default: False).
+        maximize: maximize the objective instead of minimizing (default: False).
+        capturable, foreach: accepted for compatibility; every step is one fused graph anyway.
+        differentiable: must be False.
+
+    Example::
+
+        >>> optimizer = onnxnn.optim.RMSprop(model.parameters(), lr=1e-2, momentum=0.9)
+    """
+
+    def __init__(self, params: Iterable, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
+                 weight_decay: float = 0, momentum: float = 0, centered: bool = False,
+                 capturable: bool = False, foreach: bool | None = None, maximize: bool = False,
+                 differentiable: bool = False) -> None:
+        if isinstance(lr, Tensor) and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= momentum:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not 0.0 <= alpha:
+            raise ValueError(f"Invalid alpha value: {alpha}")
+        _check_differentiable(differentiable)
+        defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
+                        weight_decay=weight_decay, capturable=capturable, foreach=foreach, maximize=maximize,
+                        differentiable=differentiable)
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("momentum", 0)
+            group.setdefault("centered", False)
+            group.setdefault("maximize", False)
+            for param in group["params"]:
+                param_state = self.state.get(param)
+                if param_state and "step" in param_state:
+                    param_state["step"] = _as_step_tensor(param_state["step"])
+
+    def _init_group(self, group: dict):
+        params, grads, square_avgs, grad_avgs, momentum_buffers, steps = [], [], [], [], [], []
+        for param in group["params"]:
+            if param.grad is None:
+                continue
+            params.append(param)
+            grads.append(param.grad)
+            state = self.state[param]
+            if len(state) == 0:
+                state["step"] = _new_step_tensor()
+                state["square_avg"] = _zeros_like(param)
+                if group["momentum"] > 0:
+                    state["momentum_buffer"] = _zeros_like(param)
+                if group["centered"]:
+                    state["grad_avg"] = _zeros_like(param)
+            square_avgs.append(state["square_avg"])
+            steps.append(state["step"])
+            if group["momentum"] > 0:
+                momentum_buffers.append(state["momentum_buffer"])
+            if group["centered"]:
+                grad_avgs.append(state["grad_avg"])
+        return params, grads, square_avgs, grad_avgs, momentum_buffers, steps
+
+    def step(self, closure: Callable[[], Any] | None = None):
+        """Performs one optimization step: every parameter update is one graph and one session run.
+
+        Args:
+            closure: re-evaluates the model and returns the loss (run with gradients enabled).
+        """
+        loss = self._run_closure(closure)
+        updated: list[Tensor] = []
+        with no_grad():
+            for group in self.param_groups:
+                params, grads, square_avgs, grad_avgs, momentum_buffers, steps = self._init_group(group)
+                rmsprop(params, grads, square_avgs, grad_avgs, momentum_buffers, steps, lr=group["lr"],
+                        alpha=group["alpha"], eps=group["eps"], weight_decay=group["weight_decay"],
+                        momentum=group["momentum"], centered=group["centered"], maximize=group["maximize"])
+                updated += params + square_avgs + grad_avgs + momentum_buffers
+        self._realize_step(updated)
+        return loss
+
+
+def rmsprop(params: list[Tensor], grads: list[Tensor], square_avgs: list[Tensor], grad_avgs: list[Tensor],
+            momentum_buffer_list: list[Tensor], state_steps: list[Tensor], *, lr: float, alpha: float,
+            eps: float, weight_decay: float, momentum: float, centered: bool, maximize: bool) -> None:
+    """Functional RMSprop: records the update of every tensor in ``params`` and its state (lazily, in place)."""
+    scalar = _Hyperparameters()
+    with no_grad():
+        for index, param in enumerate(params):
+            grad = grads[index] if not maximize else -grads[index]
+            square_avg = square_avgs[index]
+            _increment_step(state_steps[index])
+            if weight_decay != 0:
+                grad = grad + param * scalar("weight_decay", weight_decay, param)
+            new_square_avg = (square_avg * scalar("alpha", alpha, square_avg)
+                              + grad * grad * scalar("1-alpha", 1 - alpha, square_avg))
+            if centered:
+                grad_avg = grad_avgs[index]
+                new_grad_avg = grad_avg + (grad - grad_avg) * scalar("1-alpha", 1 - alpha, grad_avg)
+                average = (new_square_avg - new_grad_avg * new_grad_avg).sqrt()
+                _assign(grad_avg, new_grad_avg)
+            else:
+                average = new_square_avg.sqrt()
+            average = average + scalar("eps", eps, param)
+            if momentum > 0:
+                buffer = momentum_buffer_list[index]
+                new_buffer = buffer * scalar("momentum", momentum, buffer) + grad / average
+                _assign(buffer, new_buffer)
+                _assign(param, param - new_buffer * scalar("lr", lr, param))
+            else:
+                _assign(param, param - grad / average * scalar("lr", lr, param))
+            _assign(square_avg, new_square_avg)
