@@ -10,3 +10,7 @@ from .reduce import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
+from .conv import *  # noqa: F401,F403
+from .pooling import *  # noqa: F401,F403
+from .normalization import *  # noqa: F401,F403
+from . import nn_ops  # noqa: F401,E402  (BatchNormalization rules)

@@ -1,0 +1,76 @@
+"""The modules note's training loop (Net, SGD with momentum and weight decay), timed per step.
+
+Runs the loop in onnxnn and, where PyTorch is installed, the same loop in PyTorch eager in the
+same process, and prints both times per step and their ratio as JSON.
+
+Run: python benchmarks/bench_modules_note.py [steps]   (default 10000, as in the note)
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+
+def _note_loop(library, steps: int) -> float:
+    """Builds the note's Net with ``library`` (onnxnn or torch) and returns seconds per step."""
+    nn = library.nn
+    functional = library.nn.functional
+
+    class MyLinear(nn.Module):
+        def __init__(self, in_features, out_features):
+            super().__init__()
+            self.weight = nn.Parameter(library.randn(in_features, out_features))
+            self.bias = nn.Parameter(library.randn(out_features))
+
+        def forward(self, input):
+            return (input @ self.weight) + self.bias
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l0 = MyLinear(4, 3)
+            self.l1 = MyLinear(3, 1)
+
+        def forward(self, x):
+            return self.l1(functional.relu(self.l0(x)))
+
+    library.manual_seed(0)
+    net = Net()
+    optimizer = library.optim.SGD(net.parameters(), lr=1e-4, weight_decay=1e-2, momentum=0.9)
+
+    def step():
+        input = library.randn(4)
+        output = net(input)
+        loss = library.abs(output)
+        net.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    for _ in range(20):  # warm caches (onnxnn compiles its few graphs here)
+        step()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    float(net.l1.weight.detach().sum())  # make sure every pending value was computed
+    return (time.perf_counter() - start) / steps
+
+
+def main() -> None:
+    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
+    import onnxnn
+    result = {"steps": steps, "onnxnn_us_per_step": _note_loop(onnxnn, steps) * 1e6}
+    try:
+        import torch
+    except ImportError:
+        result["torch"] = "not installed (pip install torch==2.13.0 to compare)"
+    else:
+        torch.set_num_threads(1)
+        result["torch_version"] = torch.__version__
+        result["torch_eager_us_per_step"] = _note_loop(torch, steps) * 1e6
+        result["ratio_onnxnn_to_torch"] = result["onnxnn_us_per_step"] / result["torch_eager_us_per_step"]
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,315 @@
+"""Parameter initialization: ``onnxnn.nn.init`` (PyTorch's ``torch.nn.init``).
+
+Every function fills its tensor under ``no_grad`` by rebinding it to new values drawn from onnxnn's
+generator (seeded by ``manual_seed``), and returns the tensor. Inside
+:func:`onnxnn.nn.utils.skip_init` the filling functions do nothing, which is how a module is built
+without running its default initialization.
+
+Example::
+
+    >>> w = onnxnn.empty(3, 5)
+    >>> nn.init.kaiming_uniform_(w, a=math.sqrt(5))
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import warnings
+
+import numpy as np
+
+from ..runtime import random as _random
+from ..runtime.grad_mode import no_grad
+from ..runtime.tensor import Tensor
+
+__all__ = [
+    "calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_",
+    "dirac_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_",
+    "sparse_",
+]
+
+# How many skip_init constructions are under way: while positive, filling is a no-op.
+_skip_depth = 0
+
+
+@contextlib.contextmanager
+def _skipping_initialization():
+    """Makes every filling function of this module a no-op inside the block (used by ``skip_init``)."""
+    global _skip_depth
+    _skip_depth += 1
+    try:
+        yield
+    finally:
+        _skip_depth -= 1
+
+
+def _fill(tensor: Tensor, array: np.ndarray) -> Tensor:
+    """Rebinds ``tensor`` to ``array`` (converted to its dtype and device), outside autograd."""
+    data = np.ascontiguousarray(np.asarray(array).reshape(tuple(tensor.shape)), dtype=tensor.dtype.numpy_dtype)
+    with no_grad():
+        tensor.copy_(Tensor._from_array(data, tensor.dtype, tensor.device))
+    return tensor
+
+
+def _sample_uniform(tensor: Tensor, low: float, high: float, generator) -> Tensor:
+    if _skip_depth:
+        return tensor
+    return _fill(tensor, _random.uniform(tuple(tensor.shape), np.float64, low, high, generator))
+
+
+def _sample_normal(tensor: Tensor, mean: float, std: float, generator) -> Tensor:
+    if _skip_depth:
+        return tensor
+    return _fill(tensor, _random.normal(tuple(tensor.shape), np.float64, mean, std, generator))
+
+
+# ---------------------------------------------------------------- gains and fans
+
+
+def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
+    """The recommended gain for a nonlinearity, as PyTorch's table gives it.
+
+    ===================  ====================================================
+    nonlinearity         gain
+    ===================  ====================================================
+    Linear / Identity    1
+    Conv{1,2,3}D         1
+    Sigmoid              1
+    Tanh                 5/3
+    ReLU                 sqrt(2)
+    Leaky Relu           sqrt(2 / (1 + negative_slope^2))
+    SELU                 3/4
+    ===================  ====================================================
+
+    Args:
+        nonlinearity: the function's name (``"relu"``, ``"leaky_relu"``, ...).
+        param: the negative slope of ``"leaky_relu"`` (default 0.01).
+    """
+    linear_functions = ["linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+                        "conv_transpose3d"]
+    if nonlinearity in linear_functions or nonlinearity == "sigmoid":
+        return 1
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        if param is None:
+            negative_slope = 0.01
+        elif (not isinstance(param, bool) and isinstance(param, int)) or isinstance(param, float):
+            negative_slope = param
+        else:
+            raise ValueError(f"negative_slope {param} not a valid number")
+        return math.sqrt(2.0 / (1 + negative_slope ** 2))
+    if nonlinearity == "selu":
+        # The value that keeps the variance of SELU networks stable in practice (see PyTorch's docs).
+        return 3.0 / 4
+    raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
+
+
+def _calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
+    """``(fan_in, fan_out)``: dim 1 and dim 0 times the receptive field (the product of dims 2+)."""
+    if tensor.dim() < 2:
+        raise ValueError("Fan in and fan out can not be computed for tensor with fewer than 2 dimensions")
+    num_input_fmaps = tensor.shape[1]
+    num_output_fmaps = tensor.shape[0]
+    receptive_field_size = 1
+    for size in tensor.shape[2:]:
+        receptive_field_size *= size
+    return num_input_fmaps * receptive_field_size, num_output_fmaps * receptive_field_size
+
+
+def _calculate_correct_fan(tensor: Tensor, mode: str) -> int:
+    mode = mode.lower()
+    valid_modes = ["fan_in", "fan_out"]
+    if mode not in valid_modes:
+        raise ValueError(f"Mode {mode} not supported, please use one of {valid_modes}")
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    return fan_in if mode == "fan_in" else fan_out
+
+
+# ---------------------------------------------------------------- simple fills
+
+
+def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator=None) -> Tensor:
+    """Fills ``tensor`` with samples of U(a, b)."""
+    return _sample_uniform(tensor, a, b, generator)
+
+
+def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None) -> Tensor:
+    """Fills ``tensor`` with samples of N(mean, std^2)."""
+    return _sample_normal(tensor, mean, std, generator)
+
+
+def _erfinv(y: np.ndarray) -> np.ndarray:
+    """Inverse error function (Giles' approximation, about float32-exact) for |y| < 1."""
+    w = -np.log((1.0 - y) * (1.0 + y))
+    central = w < 5.0
+    w_central = w - 2.5
+    p_central = np.full_like(y, 2.81022636e-08)
+    for coefficient in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+                        -0.00417768164, 0.246640727, 1.50140941):
+        p_central = coefficient + p_central * w_central
+    w_tail = np.sqrt(np.maximum(w, 5.0)) - 3.0
+    p_tail = np.full_like(y, -0.000200214257)
+    for coefficient in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+                        0.00943887047, 1.00167406, 2.83297682):
+        p_tail = coefficient + p_tail * w_tail
+    return np.where(central, p_central, p_tail) * y
+
+
+def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0,
+                  generator=None) -> Tensor:
+    """Fills ``tensor`` with samples of N(mean, std^2) truncated to ``[a, b]``.
+
+    Uses the inverse-CDF method PyTorch uses: uniform samples between the CDF values of the bounds,
+    mapped back through the inverse normal CDF.
+    """
+    if mean < a - 2 * std or mean > b + 2 * std:
+        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The distribution of values "
+                      "may be incorrect.", stacklevel=2)
+    if _skip_depth:
+        return tensor
+
+    def normal_cdf(x: float) -> float:
+        return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+
+    low, high = normal_cdf((a - mean) / std), normal_cdf((b - mean) / std)
+    uniform = _random.uniform(tuple(tensor.shape), np.float64, 2 * low - 1, 2 * high - 1, generator)
+    uniform = np.clip(uniform, -1 + 1e-15, 1 - 1e-15)
+    values = _erfinv(uniform) * (std * math.sqrt(2.0)) + mean
+    return _fill(tensor, np.clip(values, a, b))
+
+
+def constant_(tensor: Tensor, val: float) -> Tensor:
+    """Fills ``tensor`` with ``val``."""
+    if _skip_depth:
+        return tensor
+    return _fill(tensor, np.full(tuple(tensor.shape), val))
+
+
+def ones_(tensor: Tensor) -> Tensor:
+    """Fills ``tensor`` with ones."""
+    return constant_(tensor, 1.0)
+
+
+def zeros_(tensor: Tensor) -> Tensor:
+    """Fills ``tensor`` with zeros."""
+    return constant_(tensor, 0.0)
+
+
+def eye_(tensor: Tensor) -> Tensor:
+    """Fills a 2-D ``tensor`` with the identity matrix (ones on the main diagonal)."""
+    if tensor.dim() != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    if _skip_depth:
+        return tensor
+    return _fill(tensor, np.eye(*tensor.shape))
+
+
+def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
+    """Fills a 3-, 4- or 5-D convolution weight with the Dirac delta, preserving the input channels.
+
+    Args:
+        groups: the output channels split into this many groups, each an identity on its inputs.
+    """
+    dimensions = tensor.dim()
+    if dimensions not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    sizes = tuple(tensor.shape)
+    if sizes[0] % groups != 0:
+        raise ValueError("dim 0 must be divisible by groups")
+    if _skip_depth:
+        return tensor
+    out_channels_per_group = sizes[0] // groups
+    min_dim = min(out_channels_per_group, sizes[1])
+    values = np.zeros(sizes)
+    centre = tuple(size // 2 for size in sizes[2:])
+    for group in range(groups):
+        for channel in range(min_dim):
+            values[(group * out_channels_per_group + channel, channel) + centre] = 1
+    return _fill(tensor, values)
+
+
+# ---------------------------------------------------------------- scaled random fills
+
+
+def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
+    """Glorot uniform: U(-a, a) with ``a = gain * sqrt(6 / (fan_in + fan_out))``."""
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
+    bound = math.sqrt(3.0) * std
+    return _sample_uniform(tensor, -bound, bound, generator)
+
+
+def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
+    """Glorot normal: N(0, std^2) with ``std = gain * sqrt(2 / (fan_in + fan_out))``."""
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
+    return _sample_normal(tensor, 0.0, std, generator)
+
+
+def kaiming_uniform_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
+                     generator=None) -> Tensor:
+    """He uniform: U(-bound, bound) with ``bound = gain * sqrt(3 / fan_mode)``.
+
+    Args:
+        a: the negative slope of the rectifier after this layer (``"leaky_relu"`` only).
+        mode: ``"fan_in"`` keeps the forward variance, ``"fan_out"`` the backward one.
+        nonlinearity: the name given to :func:`calculate_gain`.
+    """
+    if 0 in tuple(tensor.shape):
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
+        return tensor
+    fan = _calculate_correct_fan(tensor, mode)
+    gain = calculate_gain(nonlinearity, a)
+    bound = math.sqrt(3.0) * gain / math.sqrt(fan)
+    return _sample_uniform(tensor, -bound, bound, generator)
+
+
+def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
+                    generator=None) -> Tensor:
+    """He normal: N(0, std^2) with ``std = gain / sqrt(fan_mode)``."""
+    if 0 in tuple(tensor.shape):
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
+        return tensor
+    fan = _calculate_correct_fan(tensor, mode)
+    gain = calculate_gain(nonlinearity, a)
+    return _sample_normal(tensor, 0.0, gain / math.sqrt(fan), generator)
+
+
+def orthogonal_(tensor: Tensor, gain: float = 1, generator=None) -> Tensor:
+    """Fills ``tensor`` with a (semi-)orthogonal matrix, dims 1+ flattened into columns.
+
+    The QR decomposition of a normal sample, with the signs fixed so that R's diagonal is positive
+    (which makes the result uniformly distributed), as in PyTorch.
+    """
+    if tensor.dim() < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0 or _skip_depth:
+        return tensor
+    rows = tensor.shape[0]
+    columns = tensor.numel() // rows
+    flattened = _random.normal((rows, columns), np.float64, generator=generator)
+    if rows < columns:
+        flattened = flattened.T
+    q, r = np.linalg.qr(flattened)
+    q = q * np.sign(np.diag(r))
+    if rows < columns:
+        q = q.T
+    return _fill(tensor, q * gain)
+
+
+def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) -> Tensor:
+    """Fills a 2-D ``tensor`` with N(0, std^2) samples, then zeroes ``ceil(sparsity * rows)`` per column."""
+    if tensor.dim() != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    if _skip_depth:
+        return tensor
+    rows, columns = tensor.shape
+    num_zeros = int(math.ceil(sparsity * rows))
+    values = _random.normal((rows, columns), np.float64, 0.0, std, generator)
+    for column in range(columns):
+        zero_rows = _random.permutation(rows, generator)[:num_zeros]
+        values[zero_rows, column] = 0
+    return _fill(tensor, values)

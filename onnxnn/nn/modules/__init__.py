@@ -1,0 +1,17 @@
+"""The module classes of ``onnxnn.nn``: Module, the containers and the layers."""
+from __future__ import annotations
+
+from .module import Module
+from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
+from .linear import Identity, Linear
+from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
+from .batchnorm import BatchNorm1d, BatchNorm2d
+from .dropout import Dropout
+from .flatten import Flatten, Unflatten
+
+__all__ = [
+    "Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
+    "Linear", "Identity",
+    "ReLU", "LeakyReLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "GELU",
+    "BatchNorm1d", "BatchNorm2d", "Dropout", "Flatten", "Unflatten",
+]

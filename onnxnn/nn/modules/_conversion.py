@@ -1,0 +1,160 @@
+"""Module dtype/device conversion: one ``_apply(fn)`` serves ``to``, ``cpu``, ``cuda``, ``float``, ``half``...
+
+Parameters keep their identity (an optimizer built before ``to()`` still holds them): their value
+is rebound to the converted one, and so is their ``.grad``. Buffers are replaced by the
+converted tensors, as in PyTorch.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ...runtime import dtypes as _dtypes
+from ...runtime.creation import empty_like
+from ...runtime.device import as_device, cuda_is_available, device as _device_type
+from ...runtime.grad_mode import no_grad
+from ...runtime.tensor import Tensor
+
+__all__ = ["ConversionMixin"]
+
+
+def _parse_to(*args, **kwargs) -> tuple:
+    """Splits ``to()``'s arguments into (device, dtype, non_blocking), like ``torch._C._nn._parse_to``."""
+    device = kwargs.pop("device", None)
+    dtype = kwargs.pop("dtype", None)
+    non_blocking = kwargs.pop("non_blocking", False)
+    kwargs.pop("copy", None)
+    kwargs.pop("memory_format", None)
+    if kwargs:
+        raise TypeError(f"to() received an invalid combination of arguments - got unexpected keyword "
+                        f"argument '{next(iter(kwargs))}'")
+    for position, arg in enumerate(args):
+        if isinstance(arg, Tensor):
+            device, dtype = arg.device, arg.dtype
+        elif isinstance(arg, _dtypes.dtype) or (isinstance(arg, type) and issubclass(arg, np.generic)):
+            dtype = _dtypes.as_dtype(arg)
+        elif isinstance(arg, bool):
+            non_blocking = arg
+        elif isinstance(arg, (str, int, _device_type)):
+            device = arg
+        elif arg is not None:
+            raise TypeError(f"to() received an invalid combination of arguments - got argument {position} "
+                            f"of type {type(arg).__name__}")
+    if device is not None:
+        device = as_device(device)
+    if dtype is not None:
+        dtype = _dtypes.as_dtype(dtype)
+    return device, dtype, non_blocking
+
+
+def _check_device_available(device) -> None:
+    # Checked before converting anything, so that a missing GPU leaves the module as it was.
+    if device is not None and device.type == "cuda" and not cuda_is_available():
+        raise RuntimeError("CUDA is not available: onnxruntime's CUDA execution provider could not be "
+                           "loaded on this machine (no GPU, or onnxruntime-gpu/CUDA libraries missing)")
+
+
+class ConversionMixin:
+    """The conversion methods of :class:`~onnxnn.nn.Module`."""
+
+    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True):
+        """Applies ``fn`` to every parameter (rebinding it), its ``.grad`` and every buffer.
+
+        Children first, as PyTorch does; ``to``/``cpu``/``float``/... are all this with another ``fn``.
+        """
+        if recurse:
+            for module in self.children():
+                module._apply(fn)
+        for key, param in self._parameters.items():
+            if param is None:
+                continue
+            with no_grad():
+                applied = fn(param)
+            if applied is not param:
+                param.data = applied
+            grad = param.grad
+            if grad is not None:
+                with no_grad():
+                    grad_applied = fn(grad)
+                if grad_applied is not grad:
+                    grad.data = grad_applied
+        for key, buffer in self._buffers.items():
+            if buffer is not None:
+                self._buffers[key] = fn(buffer)
+        return self
+
+    def to(self, *args, **kwargs):
+        """Moves and/or casts the parameters and buffers, in place.
+
+        Called as ``to(device=None, dtype=None, non_blocking=False)``, ``to(dtype)`` or
+        ``to(tensor)``. Only floating-point parameters and buffers change dtype; integer ones
+        only move to ``device``.
+
+        Returns:
+            self
+
+        Example::
+
+            >>> linear.to(onnxnn.double)
+            >>> linear.weight.dtype
+            onnxnn.float64
+        """
+        device, dtype, non_blocking = _parse_to(*args, **kwargs)
+        if dtype is not None and not dtype.is_floating_point:
+            raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but got desired "
+                            f"dtype={dtype}")
+        _check_device_available(device)
+
+        def convert(tensor: Tensor) -> Tensor:
+            return tensor.to(device, dtype if tensor.is_floating_point() else None, non_blocking=non_blocking)
+
+        return self._apply(convert)
+
+    def cpu(self):
+        """Moves all parameters and buffers to the CPU (in place); returns self."""
+        return self._apply(lambda t: t.cpu())
+
+    def cuda(self, device=None):
+        """Moves all parameters and buffers to the GPU (in place); returns self."""
+        target = as_device("cuda" if device is None else device)
+        _check_device_available(target)
+        return self._apply(lambda t: t.to(target))
+
+    def ipu(self, device=None):
+        """Moves all parameters and buffers to the IPU: not available in onnxnn (raises RuntimeError)."""
+        return self._apply(lambda t: t.to(as_device("ipu" if device is None else f"ipu:{device}")))
+
+    def xpu(self, device=None):
+        """Moves all parameters and buffers to the XPU: not available in onnxnn (raises RuntimeError)."""
+        return self._apply(lambda t: t.to(as_device("xpu" if device is None else f"xpu:{device}")))
+
+    def type(self, dst_type):
+        """Casts all parameters and buffers to ``dst_type`` (in place); returns self."""
+        return self._apply(lambda t: t.type(dst_type))
+
+    def float(self):
+        """Casts all floating-point parameters and buffers to ``float32``; returns self."""
+        return self._apply(lambda t: t.float() if t.is_floating_point() else t)
+
+    def double(self):
+        """Casts all floating-point parameters and buffers to ``float64``; returns self."""
+        return self._apply(lambda t: t.double() if t.is_floating_point() else t)
+
+    def half(self):
+        """Casts all floating-point parameters and buffers to ``float16``; returns self."""
+        return self._apply(lambda t: t.half() if t.is_floating_point() else t)
+
+    def bfloat16(self):
+        """Casts all floating-point parameters and buffers to ``bfloat16``; returns self."""
+        return self._apply(lambda t: t.bfloat16() if t.is_floating_point() else t)
+
+    def to_empty(self, *, device, recurse: bool = True):
+        """Moves parameters and buffers to ``device`` without keeping their values; returns self."""
+        target = as_device(device) if device is not None else None
+        _check_device_available(target)
+        return self._apply(lambda t: empty_like(t, device=target), recurse=recurse)
+
+    def share_memory(self):
+        """See ``Tensor.share_memory_()``; values in onnxnn are immutable, so this is a no-op. Returns self."""
+        return self._apply(lambda t: t.share_memory_())

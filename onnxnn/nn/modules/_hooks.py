@@ -1,0 +1,581 @@
+"""Module hooks: global hook tables, per-module hook registration, and the backward-hook machinery.
+
+Forward hooks run in ``Module._call_impl``. Full backward hooks follow PyTorch's ``BackwardHook``:
+the tensors going into and out of a module are passed through one identity autograd node each
+way (``BackwardHookFunctionBackward``); a pre-hook on the output node sees the gradients of the
+module's outputs, a hook on the input node sees the gradients of its inputs and may replace them.
+"""
+from __future__ import annotations
+
+import functools
+import warnings
+import weakref
+from collections import OrderedDict
+from typing import Any, Callable
+
+from ...runtime.autograd import Function, RemovableHandle
+from ...runtime.grad_mode import STATE as _GRAD_MODE
+from ...runtime.graph import Node
+from ...runtime.registry import gradient_rules
+from ...runtime.tensor import Tensor
+
+__all__ = [
+    "register_module_forward_pre_hook", "register_module_forward_hook",
+    "register_module_full_backward_pre_hook", "register_module_full_backward_hook",
+    "register_module_backward_hook", "register_module_buffer_registration_hook",
+    "register_module_module_registration_hook", "register_module_parameter_registration_hook",
+]
+
+# Global hooks, shared by every module. Handles get ids from one counter, so a global and a
+# local hook never share an id (the with_kwargs / always_call tables rely on that).
+_global_buffer_registration_hooks: OrderedDict = OrderedDict()
+_global_module_registration_hooks: OrderedDict = OrderedDict()
+_global_parameter_registration_hooks: OrderedDict = OrderedDict()
+_global_backward_pre_hooks: OrderedDict = OrderedDict()
+_global_backward_hooks: OrderedDict = OrderedDict()
+_global_forward_pre_hooks: OrderedDict = OrderedDict()
+_global_forward_hooks: OrderedDict = OrderedDict()
+_global_forward_hooks_with_kwargs: OrderedDict = OrderedDict()
+_global_forward_hooks_always_called: OrderedDict = OrderedDict()
+
+
+class _GlobalBackwardKind:
+    """Whether the global backward hooks are full (True), legacy (False) or not chosen yet (None)."""
+
+    is_full: bool | None = None
+
+
+def register_module_buffer_registration_hook(hook: Callable) -> RemovableHandle:
+    """Registers ``hook(module, name, buffer) -> None or new buffer`` run by every ``register_buffer``."""
+    handle = RemovableHandle(_global_buffer_registration_hooks)
+    _global_buffer_registration_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_module_registration_hook(hook: Callable) -> RemovableHandle:
+    """Registers ``hook(module, name, submodule) -> None or new submodule`` run by every ``add_module``."""
+    handle = RemovableHandle(_global_module_registration_hooks)
+    _global_module_registration_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_parameter_registration_hook(hook: Callable) -> RemovableHandle:
+    """Registers ``hook(module, name, param) -> None or new parameter`` run by every ``register_parameter``."""
+    handle = RemovableHandle(_global_parameter_registration_hooks)
+    _global_parameter_registration_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_forward_pre_hook(hook: Callable) -> RemovableHandle:
+    """Registers a forward pre-hook common to all modules, run before every module's own pre-hooks.
+
+    The hook is called as ``hook(module, args) -> None or modified args`` (a single returned
+    value is wrapped in a tuple).
+
+    Returns:
+        a handle whose ``remove()`` unregisters the hook.
+    """
+    handle = RemovableHandle(_global_forward_pre_hooks)
+    _global_forward_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_forward_hook(hook: Callable, *, with_kwargs: bool = False,
+                                 always_call: bool = False) -> RemovableHandle:
+    """Registers a forward hook common to all modules, run before every module's own forward hooks.
+
+    The hook is called as ``hook(module, args, output)`` (or ``hook(module, args, kwargs, output)``
+    with ``with_kwargs=True``) and may return a replacement output. With ``always_call=True`` it
+    also runs when forward raises.
+    """
+    handle = RemovableHandle(_global_forward_hooks, _global_forward_hooks_with_kwargs,
+                             _global_forward_hooks_always_called)
+    _global_forward_hooks[handle.id] = hook
+    if with_kwargs:
+        _global_forward_hooks_with_kwargs[handle.id] = True
+    if always_call:
+        _global_forward_hooks_always_called[handle.id] = True
+    return handle
+
+
+def register_module_full_backward_pre_hook(hook: Callable) -> RemovableHandle:
+    """Registers ``hook(module, grad_output) -> None or new grad_output`` common to all modules."""
+    handle = RemovableHandle(_global_backward_pre_hooks)
+    _global_backward_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_full_backward_hook(hook: Callable) -> RemovableHandle:
+    """Registers ``hook(module, grad_input, grad_output) -> None or new grad_input`` common to all modules."""
+    if _GlobalBackwardKind.is_full is False:
+        raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as a "
+                           "global Module hook. Please use only one of them.")
+    _GlobalBackwardKind.is_full = True
+    handle = RemovableHandle(_global_backward_hooks)
+    _global_backward_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_backward_hook(hook: Callable) -> RemovableHandle:
+    """Deprecated global form of ``register_backward_hook``; use :func:`register_module_full_backward_hook`."""
+    if _GlobalBackwardKind.is_full is True:
+        raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as a "
+                           "global Module hook. Please use only one of them.")
+    _GlobalBackwardKind.is_full = False
+    handle = RemovableHandle(_global_backward_hooks)
+    _global_backward_hooks[handle.id] = hook
+    return handle
+
+
+def _has_global_call_hooks() -> bool:
+    return bool(_global_backward_pre_hooks or _global_backward_hooks or _global_forward_hooks
+                or _global_forward_pre_hooks)
+
+
+class _WrappedHook:
+    """A hook that is called with its module prepended, holding the module weakly (no cycle)."""
+
+    def __init__(self, hook: Callable, module=None):
+        self.hook = hook
+        functools.update_wrapper(self, hook)
+        self.with_module = module is not None
+        if module is not None:
+            self.module = weakref.ref(module)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.with_module:
+            module = self.module()
+            if module is None:
+                raise RuntimeError("You are trying to call the hook of a dead Module!")
+            return self.hook(module, *args, **kwargs)
+        return self.hook(*args, **kwargs)
+
+    def __getstate__(self) -> dict:
+        state = {"hook": self.hook, "with_module": self.with_module}
+        if self.with_module:
+            state["module"] = self.module()
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.hook = state["hook"]
+        self.with_module = state["with_module"]
+        if self.with_module:
+            if state["module"] is None:
+                raise RuntimeError("You are trying to revive the hook of a dead Module!")
+            self.module = weakref.ref(state["module"])
+
+
+# ----------------------------------------------------------------------------- backward hooks
+# The identity node that module backward hooks attach to. It is an autograd node only: its
+# outputs are the very Values of its inputs, so no ONNX node is recorded and compiled graphs
+# (and their cache keys) are the same with or without hooks.
+_HOOK_DOMAIN = "onnxnn.autograd"
+_HOOK_OP = "BackwardHookFunction"
+
+
+@gradient_rules.register(_HOOK_OP, domain=_HOOK_DOMAIN)
+def _backward_hook_function_gradient(ctx, *grad_outputs):
+    return grad_outputs
+
+
+def _autograd_edge(tensor: Tensor) -> tuple:
+    if tensor._grad_fn is not None:
+        return tensor._grad_fn, tensor._output_nr
+    return tensor._grad_accumulator(), 0
+
+
+def _backward_hook_function(tensors: list) -> tuple[list, Function]:
+    """Passes the tensors that require grad through one identity autograd node.
+
+    Returns the new tensors (the others unchanged) and the node.
+    """
+    differentiable = [t for t in tensors if t._requires_grad]
+    node = Node(_HOOK_OP, _HOOK_DOMAIN, tuple(t._value for t in differentiable), {}, len(differentiable))
+    function = Function(node, node.inputs, tuple(_autograd_edge(t) for t in differentiable),
+                        (None,) * len(differentiable), "BackwardHookFunctionBackward")
+    results = []
+    output_nr = 0
+    for tensor in tensors:
+        if tensor._requires_grad:
+            results.append(Tensor._from_value(tensor._value, function, output_nr))
+            output_nr += 1
+        else:
+            results.append(tensor)
+    return results, function
+
+
+class BackwardHook:
+    """Calls a module's full backward (pre-)hooks with the gradients of its inputs and outputs.
+
+    One instance serves one call of the module: ``setup_input_hook`` wraps the positional tensor
+    arguments, ``setup_output_hook`` wraps the outputs. In backward the output node's pre-hook
+    records ``grad_output`` (after the backward pre-hooks had their say), then the input node's
+    hook calls the full backward hooks, whose result replaces ``grad_input``.
+    """
+
+    def __init__(self, module, user_hooks: list, user_pre_hooks: list):
+        self.module = module
+        self.user_hooks = user_hooks
+        self.user_pre_hooks = user_pre_hooks
+        self.grad_outputs = None
+        self.n_outputs = -1
+        self.output_tensors_index: list | None = None
+        self.n_inputs = -1
+        self.input_tensors_index: list | None = None
+
+    @staticmethod
+    def _pack_with_none(indices: list, values, size: int) -> tuple:
+        packed = [None] * size
+        for index, value in zip(indices, values):
+            packed[index] = value
+        return tuple(packed)
+
+    @staticmethod
+    def _unpack_none(indices: list, values) -> tuple:
+        return tuple(values[index] for index in indices)
+
+    def _apply_on_tensors(self, attach: Callable, args: tuple) -> tuple[tuple, list | None]:
+        positions = [i for i, arg in enumerate(args) if isinstance(arg, Tensor)]
+        tensors = [args[i] for i in positions]
+        if not (_GRAD_MODE.enabled and any(t._requires_grad for t in tensors)):
+            return args, None
+        new_tensors, function = _backward_hook_function(tensors)
+        attach(function)
+        arguments = list(args)
+        # Only tensors that require grad pass through the node; the others get None gradients.
+        differentiable = []
+        for position, tensor in zip(positions, new_tensors):
+            arguments[position] = tensor
+            if tensor._requires_grad:
+                differentiable.append(position)
+        return tuple(arguments), differentiable
+
+    def setup_input_hook(self, args: tuple) -> tuple:
+        """Wraps the tensor arguments; the node's hook will call the user's full backward hooks."""
+        result, self.input_tensors_index = self._apply_on_tensors(self._set_user_hook, args)
+        self.n_inputs = len(args)
+        return result
+
+    def _set_user_hook(self, function: Function) -> None:
+        def hook(grad_inputs, _grad_outputs):
+            if self.grad_outputs is None:
+                # The gradient reached the inputs without passing through the outputs
+                # (e.g. double backward): PyTorch calls no module hook then either.
+                return None
+            packed = self._pack_with_none(self.input_tensors_index, grad_inputs, self.n_inputs)
+            for user_hook in self.user_hooks:
+                replaced = user_hook(self.module, packed, self.grad_outputs)
+                if replaced is None:
+                    continue
+                if len(replaced) != len(packed):
+                    raise RuntimeError("Backward hook returned an invalid number of grad_input, "
+                                       f"got {len(replaced)}, but expected {len(packed)}")
+                packed = tuple(replaced)
+            self.grad_outputs = None
+            return self._unpack_none(self.input_tensors_index, packed)
+
+        function.register_hook(hook)
+
+    def setup_output_hook(self, outputs):
+        """Wraps the module's outputs; the node's pre-hook records (and may replace) grad_output."""
+        is_tuple = isinstance(outputs, tuple)
+        args = outputs if is_tuple else (outputs,)
+        result, self.output_tensors_index = self._apply_on_tensors(self._set_output_pre_hook, args)
+        self.n_outputs = len(args)
+        return result if is_tuple else result[0]
+
+    def _set_output_pre_hook(self, function: Function) -> None:
+        def pre_hook(grad_outputs):
+            self.grad_outputs = self._pack_with_none(self.output_tensors_index, grad_outputs, self.n_outputs)
+            for user_pre_hook in self.user_pre_hooks:
+                replaced = user_pre_hook(self.module, self.grad_outputs)
+                if replaced is None:
+                    continue
+                if len(replaced) != len(self.grad_outputs):
+                    raise RuntimeError("Backward pre hook returned an invalid number of grad_output, "
+                                       f"got {len(replaced)}, but expected {len(self.grad_outputs)}")
+                self.grad_outputs = tuple(replaced)
+            local_grad_outputs = self.grad_outputs
+            if self.input_tensors_index is None:
+                # No input requires grad: no input node will run, so the hooks run here.
+                grad_inputs = self._pack_with_none([], [], self.n_inputs)
+                for user_hook in self.user_hooks:
+                    replaced = user_hook(self.module, grad_inputs, self.grad_outputs)
+                    if replaced is not None and not (isinstance(replaced, tuple)
+                                                     and all(item is None for item in replaced)):
+                        raise RuntimeError("Backward hook for Modules where no input requires gradient "
+                                           "should always return None or None for all gradients.")
+                self.grad_outputs = None
+            return self._unpack_none(self.output_tensors_index, local_grad_outputs)
+
+        function.register_prehook(pre_hook)
+
+
+def _first_tensor(result):
+    value = result
+    while not isinstance(value, Tensor):
+        if isinstance(value, dict):
+            value = next(v for v in value.values() if isinstance(v, Tensor))
+        else:
+            value = value[0]
+    return value
+
+
+def _warn_non_full_backward_hook(inputs, result, grad_fn) -> None:
+    """PyTorch's warnings for the deprecated ``register_backward_hook``: say which grads it misses."""
+    if not isinstance(result, Tensor):
+        if not (isinstance(result, tuple) and all(isinstance(r, Tensor) for r in result)):
+            warnings.warn("Using non-full backward hooks on a Module that does not return a single Tensor "
+                          "or a tuple of Tensors is deprecated and will be removed in future versions. This "
+                          "hook will be missing some of the grad_output. Please use "
+                          "register_full_backward_hook to get the documented behavior.", FutureWarning,
+                          stacklevel=4)
+            return
+    else:
+        result = (result,)
+    if not isinstance(inputs, Tensor):
+        if not (isinstance(inputs, tuple) and all(isinstance(i, Tensor) for i in inputs)):
+            warnings.warn("Using non-full backward hooks on a Module that does not take as input a single "
+                          "Tensor or a tuple of Tensors is deprecated and will be removed in future versions. "
+                          "This hook will be missing some of the grad_input. Please use "
+                          "register_full_backward_hook to get the documented behavior.", FutureWarning,
+                          stacklevel=4)
+            return
+    else:
+        inputs = (inputs,)
+    output_functions = {id(r.grad_fn) for r in result if r.grad_fn is not None}
+    if not output_functions or (len(output_functions) == 1 and id(grad_fn) not in output_functions):
+        warnings.warn("Using a non-full backward hook when outputs are nested in python data structure is "
+                      "deprecated and will be removed in future versions. This hook will be missing some "
+                      "grad_output.", FutureWarning, stacklevel=4)
+    elif len(output_functions) > 1:
+        warnings.warn("Using a non-full backward hook when outputs are generated by different autograd Nodes "
+                      "is deprecated and will be removed in future versions. This hook will be missing some "
+                      "grad_output. Please use register_full_backward_hook to get the documented behavior.",
+                      FutureWarning, stacklevel=4)
+    else:
+        input_functions = {id(i.grad_fn) for i in inputs if i.grad_fn is not None}
+        next_functions = {id(edge[0]) for edge in grad_fn.next_functions if edge is not None}
+        if input_functions != next_functions:
+            warnings.warn("Using a non-full backward hook when the forward contains multiple autograd Nodes "
+                          "is deprecated and will be removed in future versions. This hook will be missing "
+                          "some grad_input. Please use register_full_backward_hook to get the documented "
+                          "behavior.", FutureWarning, stacklevel=4)
+
+
+def _attach_non_full_backward_hooks(module, hooks: list, args: tuple, result) -> None:
+    grad_fn = _first_tensor(result).grad_fn
+    if grad_fn is None or not isinstance(grad_fn, Function):
+        return
+    for hook in hooks:
+        grad_fn.register_hook(_WrappedHook(hook, module))
+    _warn_non_full_backward_hook(args, result, grad_fn)
+
+
+class ModuleHooksMixin:
+    """The per-module hook registration methods of :class:`~onnxnn.nn.Module`."""
+
+    def register_forward_pre_hook(self, hook: Callable, *, prepend: bool = False,
+                                  with_kwargs: bool = False) -> RemovableHandle:
+        """Registers a forward pre-hook, called before every ``forward()``.
+
+        The hook is called as ``hook(module, args) -> None or modified input``; a single returned
+        value is wrapped in a tuple. With ``with_kwargs=True`` it is called as
+        ``hook(module, args, kwargs) -> None or (new_args, new_kwargs)``.
+
+        Args:
+            hook: the user-defined hook.
+            prepend: fire before the existing forward pre-hooks of this module (global hooks
+                registered with ``register_module_forward_pre_hook`` still fire first).
+            with_kwargs: pass the keyword arguments of the call to the hook.
+
+        Returns:
+            a handle whose ``remove()`` unregisters the hook (also a context manager).
+        """
+        handle = RemovableHandle(self._forward_pre_hooks, self._forward_pre_hooks_with_kwargs)
+        self._forward_pre_hooks[handle.id] = hook
+        if with_kwargs:
+            self._forward_pre_hooks_with_kwargs[handle.id] = True
+        if prepend:
+            self._forward_pre_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_forward_hook(self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False,
+                              always_call: bool = False) -> RemovableHandle:
+        """Registers a forward hook, called after every ``forward()`` has computed an output.
+
+        The hook is called as ``hook(module, args, output) -> None or modified output`` (with
+        ``with_kwargs=True``: ``hook(module, args, kwargs, output)``).
+
+        Args:
+            hook: the user-defined hook.
+            prepend: fire before the existing forward hooks of this module (global hooks fire first).
+            with_kwargs: pass the keyword arguments of the call to the hook.
+            always_call: run the hook even when the module's call raises.
+
+        Returns:
+            a handle whose ``remove()`` unregisters the hook.
+        """
+        handle = RemovableHandle(self._forward_hooks, self._forward_hooks_with_kwargs,
+                                 self._forward_hooks_always_called)
+        self._forward_hooks[handle.id] = hook
+        if with_kwargs:
+            self._forward_hooks_with_kwargs[handle.id] = True
+        if always_call:
+            self._forward_hooks_always_called[handle.id] = True
+        if prepend:
+            self._forward_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_full_backward_pre_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """Registers ``hook(module, grad_output) -> None or new grad_output``, called in backward.
+
+        ``grad_output`` is a tuple with one entry per module output (None for non-Tensors).
+        Global backward pre-hooks fire before this module's.
+
+        Returns:
+            a handle whose ``remove()`` unregisters the hook.
+        """
+        handle = RemovableHandle(self._backward_pre_hooks)
+        self._backward_pre_hooks[handle.id] = hook
+        if prepend:
+            self._backward_pre_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """Registers ``hook(module, grad_input, grad_output) -> None or new grad_input``.
+
+        The hook runs once the gradients with respect to the module's positional tensor inputs
+        are computed; what it returns replaces ``grad_input`` in the rest of the backward pass.
+        Entries are None for non-Tensor arguments and tensors that do not require grad.
+
+        Example::
+
+            >>> handle = module.register_full_backward_hook(
+            ...     lambda m, grad_input, grad_output: [onnxnn.full_like(grad_input[0], 42.)])
+
+        Returns:
+            a handle whose ``remove()`` unregisters the hook.
+        """
+        if self._is_full_backward_hook is False:
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks on a "
+                               "single Module. Please use only one of them.")
+        self._is_full_backward_hook = True
+        handle = RemovableHandle(self._backward_hooks)
+        self._backward_hooks[handle.id] = hook
+        if prepend:
+            self._backward_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_backward_hook(self, hook: Callable) -> RemovableHandle:
+        """Registers a backward hook on the last autograd node of the module's output (deprecated).
+
+        Deprecated in favor of :meth:`register_full_backward_hook`; calling the module warns
+        (``FutureWarning``) when the hook will miss part of ``grad_input`` or ``grad_output``.
+        """
+        if self._is_full_backward_hook is True:
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks on a "
+                               "single Module. Please use only one of them.")
+        self._is_full_backward_hook = False
+        handle = RemovableHandle(self._backward_hooks)
+        self._backward_hooks[handle.id] = hook
+        return handle
+
+    def _get_backward_hooks(self) -> tuple[list, list]:
+        full_hooks: list = []
+        non_full_hooks: list = []
+        if _GlobalBackwardKind.is_full is True:
+            full_hooks += _global_backward_hooks.values()
+        elif _GlobalBackwardKind.is_full is False:
+            non_full_hooks += _global_backward_hooks.values()
+        if self._is_full_backward_hook is True:
+            full_hooks += self._backward_hooks.values()
+        elif self._is_full_backward_hook is False:
+            non_full_hooks += self._backward_hooks.values()
+        return full_hooks, non_full_hooks
+
+    def _get_backward_pre_hooks(self) -> list:
+        return [*_global_backward_pre_hooks.values(), *self._backward_pre_hooks.values()]
+
+    def _call_with_hooks(self, forward_call: Callable, args: tuple, kwargs: dict):
+        """The slow path of ``__call__``: forward pre-hooks, forward, forward hooks, backward hooks."""
+        result = None
+        called_always = set()
+        try:
+            full_backward_hooks, non_full_backward_hooks = [], []
+            backward_pre_hooks = []
+            if self._backward_pre_hooks or _global_backward_pre_hooks:
+                backward_pre_hooks = self._get_backward_pre_hooks()
+            if self._backward_hooks or _global_backward_hooks:
+                full_backward_hooks, non_full_backward_hooks = self._get_backward_hooks()
+
+            for hook_id, hook in (*_global_forward_pre_hooks.items(), *self._forward_pre_hooks.items()):
+                if hook_id in self._forward_pre_hooks_with_kwargs:
+                    args_kwargs = hook(self, args, kwargs)
+                    if args_kwargs is not None:
+                        if isinstance(args_kwargs, tuple) and len(args_kwargs) == 2:
+                            args, kwargs = args_kwargs
+                        else:
+                            raise RuntimeError("forward pre-hook must return None or a tuple of "
+                                               f"(new_args, new_kwargs), but got {args_kwargs}.")
+                else:
+                    new_args = hook(self, args)
+                    if new_args is not None:
+                        args = new_args if isinstance(new_args, tuple) else (new_args,)
+
+            backward_hook = None
+            if full_backward_hooks or backward_pre_hooks:
+                backward_hook = BackwardHook(self, full_backward_hooks, backward_pre_hooks)
+                args = backward_hook.setup_input_hook(args)
+
+            result = forward_call(*args, **kwargs)
+
+            for hook_id, hook in (*_global_forward_hooks.items(), *self._forward_hooks.items()):
+                if hook_id in self._forward_hooks_always_called or hook_id in _global_forward_hooks_always_called:
+                    called_always.add(hook_id)
+                if hook_id in self._forward_hooks_with_kwargs or hook_id in _global_forward_hooks_with_kwargs:
+                    hook_result = hook(self, args, kwargs, result)
+                else:
+                    hook_result = hook(self, args, result)
+                if hook_result is not None:
+                    result = hook_result
+
+            if backward_hook is not None:
+                if not isinstance(result, (Tensor, tuple)):
+                    warnings.warn("For backward hooks to be called, module output should be a Tensor or a "
+                                  f"tuple of Tensors but received {type(result)}", stacklevel=3)
+                result = backward_hook.setup_output_hook(result)
+
+            if non_full_backward_hooks:
+                _attach_non_full_backward_hooks(self, non_full_backward_hooks, args, result)
+            return result
+        except Exception:
+            self._run_always_called_hooks(args, kwargs, result, called_always)
+            raise
+
+    def _run_always_called_hooks(self, args, kwargs, result, already_called: set) -> None:
+        """After forward raised: run the ``always_call`` forward hooks that did not run yet."""
+        for hook_id, hook in _global_forward_hooks.items():
+            if hook_id in _global_forward_hooks_always_called and hook_id not in already_called:
+                try:
+                    if hook_id in _global_forward_hooks_with_kwargs:
+                        hook_result = hook(self, args, kwargs, result)
+                    else:
+                        hook_result = hook(self, args, result)
+                    if hook_result is not None:
+                        result = hook_result
+                except Exception as error:
+                    warnings.warn("global module forward hook with ``always_call=True`` raised an exception "
+                                  f"that was silenced as another error was raised in forward: {error}")
+        for hook_id, hook in self._forward_hooks.items():
+            if hook_id in self._forward_hooks_always_called and hook_id not in already_called:
+                try:
+                    if hook_id in self._forward_hooks_with_kwargs:
+                        hook_result = hook(self, args, kwargs, result)
+                    else:
+                        hook_result = hook(self, args, result)
+                    if hook_result is not None:
+                        result = hook_result
+                except Exception as error:
+                    warnings.warn("module forward hook with ``always_call=True`` raised an exception "
+                                  f"that was silenced as another error was raised in forward: {error}")

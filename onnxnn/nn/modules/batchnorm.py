@@ -1,0 +1,140 @@
+"""Batch normalization layers: BatchNorm1d and BatchNorm2d."""
+from __future__ import annotations
+
+from ...runtime import dtypes
+from ...runtime.creation import empty, ones, tensor, zeros
+from ...runtime.tensor import Tensor
+from .. import functional as F
+from .. import init
+from ..parameter import Parameter
+from .module import Module
+
+__all__ = ["BatchNorm1d", "BatchNorm2d"]
+
+
+class _NormBase(Module):
+    """Parameters, running statistics and their reset, shared by the batch normalization layers."""
+
+    _version = 2
+    __constants__ = ["track_running_stats", "momentum", "eps", "num_features", "affine"]
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
+                 track_running_stats: bool = True, device=None, dtype=None) -> None:
+        factory_kwargs = {"device": device, "dtype": dtype}
+        super().__init__()
+        self.num_features = num_features
+        self.eps = eps
+        self.momentum = momentum
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        # Registration order is PyTorch's, so state_dict keys come out in the same order.
+        if self.affine:
+            self.weight = Parameter(empty(num_features, **factory_kwargs))
+            self.bias = Parameter(empty(num_features, **factory_kwargs))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if self.track_running_stats:
+            self.register_buffer("running_mean", zeros(num_features, **factory_kwargs))
+            self.register_buffer("running_var", ones(num_features, **factory_kwargs))
+            self.register_buffer("num_batches_tracked", tensor(0, dtype=dtypes.long, device=device))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+        self.reset_parameters()
+
+    def reset_running_stats(self) -> None:
+        """Resets running_mean to 0, running_var to 1 and num_batches_tracked to 0."""
+        if self.track_running_stats:
+            self.running_mean.zero_()
+            self.running_var.fill_(1)
+            self.num_batches_tracked.zero_()
+
+    def reset_parameters(self) -> None:
+        """Resets the running statistics, the weight to 1 and the bias to 0."""
+        self.reset_running_stats()
+        if self.affine:
+            init.ones_(self.weight)
+            init.zeros_(self.bias)
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        raise NotImplementedError
+
+    def extra_repr(self) -> str:
+        return ("{num_features}, eps={eps}, momentum={momentum}, affine={affine}, "
+                "track_running_stats={track_running_stats}".format(**self.__dict__))
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs) -> None:
+        version = local_metadata.get("version", None) if local_metadata is not None else None
+        if (version is None or version < 2) and self.track_running_stats:
+            # Checkpoints from before num_batches_tracked existed load with a count of 0, as in PyTorch.
+            key = prefix + "num_batches_tracked"
+            if key not in state_dict:
+                state_dict[key] = (self.num_batches_tracked if self.num_batches_tracked is not None
+                                   else tensor(0, dtype=dtypes.long))
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+
+
+class _BatchNorm(_NormBase):
+    def forward(self, input: Tensor) -> Tensor:
+        self._check_input_dim(input)
+        exponential_average_factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            self.num_batches_tracked.add_(1)
+            if self.momentum is None:
+                # Cumulative moving average: 1 / count, kept as a tensor so the step stays lazy
+                # where PyTorch reads the count back with float().
+                exponential_average_factor = 1.0 / self.num_batches_tracked.double()
+        # In evaluation, batch statistics are used only when there are no running statistics.
+        use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
+        keep_running = not self.training or self.track_running_stats
+        return F.batch_norm(input,
+                            self.running_mean if keep_running else None,
+                            self.running_var if keep_running else None,
+                            self.weight, self.bias, use_batch_stats, exponential_average_factor, self.eps)
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalization over a 2-D ``(N, C)`` or 3-D ``(N, C, L)`` input.
+
+    ``y = (x - E[x]) / sqrt(Var[x] + eps) * weight + bias`` per channel. In training the batch
+    statistics are used (biased variance) and the running estimates are updated with ``momentum``
+    (``None``: cumulative average) from the unbiased variance; in evaluation the running estimates
+    are used.
+
+    Args:
+        num_features: C, the number of channels.
+        eps: added to the variance for stability. Default: 1e-5.
+        momentum: the running-statistics update factor, or None. Default: 0.1.
+        affine: whether to learn ``weight`` and ``bias``. Default: ``True``.
+        track_running_stats: whether to keep running statistics. Default: ``True``.
+        device, dtype: where and in which dtype to create parameters and buffers.
+
+    Example::
+
+        >>> m = nn.BatchNorm1d(100)
+        >>> m(onnxnn.randn(20, 100)).shape
+        onnxnn.Size([20, 100])
+    """
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        if input.dim() != 2 and input.dim() != 3:
+            raise ValueError(f"expected 2D or 3D input (got {input.dim()}D input)")
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalization over a 4-D ``(N, C, H, W)`` input; see :class:`BatchNorm1d` for the details.
+
+    Example::
+
+        >>> m = nn.BatchNorm2d(3, dtype=onnxnn.half)
+        >>> m.running_mean
+        tensor([0., 0., 0.], dtype=onnxnn.float16)
+    """
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        if input.dim() != 4:
+            raise ValueError(f"expected 4D input (got {input.dim()}D input)")

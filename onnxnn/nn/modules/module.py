@@ -1,0 +1,553 @@
+"""Module: the base class of every neural-network module, with PyTorch's ``torch.nn.Module`` API.
+
+Attribute assignment routes Parameters, buffers and submodules into ``_parameters``,
+``_buffers`` and ``_modules``; one ``_named_members`` walk serves ``parameters()`` and
+``buffers()``. Hooks live in ``_hooks.py``, state_dict in ``_state_dict.py`` and dtype/device
+conversion in ``_conversion.py``.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Callable, Iterator
+
+from ...runtime.autograd import RemovableHandle  # noqa: F401  (PyTorch code reaches it through this module)
+from ...runtime.tensor import Tensor
+from ..parameter import Buffer, Parameter
+from . import _hooks
+from ._conversion import ConversionMixin
+from ._hooks import (
+    ModuleHooksMixin, register_module_backward_hook, register_module_buffer_registration_hook,
+    register_module_forward_hook, register_module_forward_pre_hook, register_module_full_backward_hook,
+    register_module_full_backward_pre_hook, register_module_module_registration_hook,
+    register_module_parameter_registration_hook,
+)
+from ._state_dict import _IncompatibleKeys, StateDictMixin  # noqa: F401  (_IncompatibleKeys: as in PyTorch)
+
+__all__ = [
+    "Module", "register_module_forward_pre_hook", "register_module_forward_hook",
+    "register_module_full_backward_pre_hook", "register_module_full_backward_hook",
+    "register_module_backward_hook", "register_module_buffer_registration_hook",
+    "register_module_module_registration_hook", "register_module_parameter_registration_hook",
+]
+
+def _typename(obj) -> str:
+    """``torch.typename``: the tensor type (``onnxnn.FloatTensor``) or the qualified class name."""
+    if isinstance(obj, Tensor):
+        return obj.type()
+    module = getattr(obj, "__module__", "") or ""
+    if hasattr(obj, "__qualname__"):
+        qualname = obj.__qualname__
+    elif hasattr(obj, "__name__"):
+        qualname = obj.__name__
+    else:
+        module = type(obj).__module__ or ""
+        qualname = type(obj).__qualname__
+    return qualname if module in ("", "builtins") else f"{module}.{qualname}"
+
+
+def _addindent(text: str, spaces: int) -> str:
+    lines = text.split("\n")
+    if len(lines) == 1:
+        return text
+    first = lines.pop(0)
+    return first + "\n" + "\n".join(" " * spaces + line for line in lines)
+
+
+def _forward_unimplemented(self, *input: Any) -> None:
+    """Defines the computation performed at every call; every subclass overrides it.
+
+    Call the module instance rather than ``forward`` directly: the call runs the registered hooks.
+    """
+    raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
+
+
+class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
+    """Base class for all neural network modules; your models should subclass it.
+
+    Modules can contain other modules, assigned as regular attributes; they are then registered
+    and converted too by :meth:`to` and friends. Call ``super().__init__()`` before assigning.
+
+    Example::
+
+        >>> class Model(nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.weight = nn.Parameter(onnxnn.randn(4, 3))
+        ...     def forward(self, x):
+        ...         return x @ self.weight
+    """
+
+    dump_patches: bool = False
+    _version: int = 1
+    training: bool
+    call_super_init: bool = False
+    _compiled_call_impl: Callable | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if self.call_super_init is False and kwargs:
+            raise TypeError(f"{type(self).__name__}.__init__() got an unexpected keyword argument "
+                            f"'{next(iter(kwargs))}'")
+        if self.call_super_init is False and args:
+            raise TypeError(f"{type(self).__name__}.__init__() takes 1 positional argument but "
+                            f"{len(args) + 1} were given")
+        # object.__setattr__: our own __setattr__ needs these tables to exist first.
+        setattr_ = super().__setattr__
+        setattr_("training", True)
+        setattr_("_parameters", OrderedDict())
+        setattr_("_buffers", OrderedDict())
+        setattr_("_non_persistent_buffers_set", set())
+        setattr_("_backward_pre_hooks", OrderedDict())
+        setattr_("_backward_hooks", OrderedDict())
+        setattr_("_is_full_backward_hook", None)
+        setattr_("_forward_hooks", OrderedDict())
+        setattr_("_forward_hooks_with_kwargs", OrderedDict())
+        setattr_("_forward_hooks_always_called", OrderedDict())
+        setattr_("_forward_pre_hooks", OrderedDict())
+        setattr_("_forward_pre_hooks_with_kwargs", OrderedDict())
+        setattr_("_state_dict_hooks", OrderedDict())
+        setattr_("_state_dict_pre_hooks", OrderedDict())
+        setattr_("_load_state_dict_pre_hooks", OrderedDict())
+        setattr_("_load_state_dict_post_hooks", OrderedDict())
+        setattr_("_modules", OrderedDict())
+        if self.call_super_init:
+            super().__init__(*args, **kwargs)
+
+    forward: Callable[..., Any] = _forward_unimplemented
+
+    # ------------------------------------------------------------------------ calling
+    def _call_impl(self, *args, **kwargs):
+        forward_call = self.forward
+        # The fast path: without hooks a call is just forward (checked on every call).
+        if not (self._backward_hooks or self._backward_pre_hooks or self._forward_hooks
+                or self._forward_pre_hooks or _hooks._has_global_call_hooks()):
+            return forward_call(*args, **kwargs)
+        return self._call_with_hooks(forward_call, args, kwargs)
+
+    def _wrapped_call_impl(self, *args, **kwargs):
+        if self._compiled_call_impl is not None:
+            return self._compiled_call_impl(*args, **kwargs)
+        return self._call_impl(*args, **kwargs)
+
+    __call__: Callable[..., Any] = _wrapped_call_impl
+
+    def compile(self, *args, **kwargs) -> None:
+        """Compiles this module's ``__call__`` with ``onnxnn.compile`` (arguments passed as-is).
+
+        The runtime already caches compiled ONNX sessions by graph structure, so without an
+        ``onnxnn.compile`` the call implementation is stored unchanged.
+        """
+        import onnxnn  # deferred: onnxnn imports nn at package import time
+        compiler = getattr(onnxnn, "compile", None)
+        if compiler is None:
+            self._compiled_call_impl = self._call_impl
+        else:
+            self._compiled_call_impl = compiler(self._call_impl, *args, **kwargs)
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state.pop("_compiled_call_impl", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        defaults = {
+            "_forward_pre_hooks": OrderedDict, "_forward_pre_hooks_with_kwargs": OrderedDict,
+            "_forward_hooks": OrderedDict, "_forward_hooks_with_kwargs": OrderedDict,
+            "_forward_hooks_always_called": OrderedDict, "_state_dict_hooks": OrderedDict,
+            "_state_dict_pre_hooks": OrderedDict, "_load_state_dict_pre_hooks": OrderedDict,
+            "_load_state_dict_post_hooks": OrderedDict, "_non_persistent_buffers_set": set,
+            "_backward_pre_hooks": OrderedDict, "_backward_hooks": OrderedDict,
+        }
+        for name, factory in defaults.items():
+            if name not in self.__dict__:
+                self.__dict__[name] = factory()
+        self.__dict__.setdefault("_is_full_backward_hook", None)
+
+    # ------------------------------------------------------------------------ registration
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """Adds a buffer: state that is not a parameter (e.g. BatchNorm's ``running_mean``).
+
+        Args:
+            name: the attribute name of the buffer.
+            tensor: the buffer, or None to reserve the name (left out of ``state_dict`` and
+                conversions).
+            persistent: whether the buffer is part of the module's ``state_dict``.
+
+        Example::
+
+            >>> self.register_buffer("running_mean", onnxnn.zeros(num_features))
+        """
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
+        if not isinstance(name, str):
+            raise TypeError(f"buffer name should be a string. Got {_typename(name)}")
+        if "." in name:
+            raise KeyError('buffer name can\'t contain "."')
+        if name == "":
+            raise KeyError('buffer name can\'t be empty string ""')
+        if hasattr(self, name) and name not in self._buffers:
+            raise KeyError(f"attribute '{name}' already exists")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
+                            "(torch Tensor or None required)")
+        for hook in _hooks._global_buffer_registration_hooks.values():
+            output = hook(self, name, tensor)
+            if output is not None:
+                tensor = output
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        """Adds a parameter, accessible as an attribute under ``name``.
+
+        Args:
+            name: the attribute name of the parameter.
+            param: the parameter, or None to reserve the name (left out of ``state_dict``).
+        """
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign parameter before Module.__init__() call")
+        if not isinstance(name, str):
+            raise TypeError(f"parameter name should be a string. Got {_typename(name)}")
+        if "." in name:
+            raise KeyError('parameter name can\'t contain "."')
+        if name == "":
+            raise KeyError('parameter name can\'t be empty string ""')
+        if hasattr(self, name) and name not in self._parameters:
+            raise KeyError(f"attribute '{name}' already exists")
+        if param is None:
+            self._parameters[name] = None
+            return
+        if not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{_typename(param)}' object to parameter '{name}' "
+                            "(torch.nn.Parameter or None required)")
+        if param.grad_fn is not None:
+            raise ValueError(f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must be "
+                             f"created explicitly. To express '{name}' as a function of another Tensor, "
+                             "compute the value in the forward() method.")
+        for hook in _hooks._global_parameter_registration_hooks.values():
+            output = hook(self, name, param)
+            if output is not None:
+                param = output
+        self._parameters[name] = param
+
+    def add_module(self, name: str, module: "Module | None") -> None:
+        """Adds a child module, accessible as an attribute under ``name``."""
+        if not isinstance(module, Module) and module is not None:
+            raise TypeError(f"{_typename(module)} is not a Module subclass")
+        if not isinstance(name, str):
+            raise TypeError(f"module name should be a string. Got {_typename(name)}")
+        if hasattr(self, name) and name not in self._modules:
+            raise KeyError(f"attribute '{name}' already exists")
+        if "." in name:
+            raise KeyError(f'module name can\'t contain ".", got: {name}')
+        if name == "":
+            raise KeyError('module name can\'t be empty string ""')
+        for hook in _hooks._global_module_registration_hooks.values():
+            output = hook(self, name, module)
+            if output is not None:
+                module = output
+        self._modules[name] = module
+
+    def register_module(self, name: str, module: "Module | None") -> None:
+        """Alias for :meth:`add_module`."""
+        self.add_module(name, module)
+
+    # ------------------------------------------------------------------------ attribute routing
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when normal lookup fails: registered state lives in the three tables.
+        state = self.__dict__
+        if "_parameters" in state and name in state["_parameters"]:
+            return state["_parameters"][name]
+        if "_buffers" in state and name in state["_buffers"]:
+            return state["_buffers"][name]
+        if "_modules" in state and name in state["_modules"]:
+            return state["_modules"][name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        def remove_from(*tables) -> None:
+            for table in tables:
+                if name in table:
+                    if isinstance(table, dict):
+                        del table[name]
+                    else:
+                        table.discard(name)
+
+        params = self.__dict__.get("_parameters")
+        if isinstance(value, Parameter):
+            if params is None:
+                raise AttributeError("cannot assign parameters before Module.__init__() call")
+            remove_from(self.__dict__, self._buffers, self._modules, self._non_persistent_buffers_set)
+            self.register_parameter(name, value)
+            return
+        if params is not None and name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign '{_typename(value)}' as parameter '{name}' "
+                                "(torch.nn.Parameter or None expected)")
+            self.register_parameter(name, value)
+            return
+        modules = self.__dict__.get("_modules")
+        if isinstance(value, Module):
+            if modules is None:
+                raise AttributeError("cannot assign module before Module.__init__() call")
+            remove_from(self.__dict__, self._parameters, self._buffers, self._non_persistent_buffers_set)
+            for hook in _hooks._global_module_registration_hooks.values():
+                output = hook(self, name, value)
+                if output is not None:
+                    value = output
+            modules[name] = value
+            return
+        if modules is not None and name in modules:
+            if value is not None:
+                raise TypeError(f"cannot assign '{_typename(value)}' as child module '{name}' "
+                                "(torch.nn.Module or None expected)")
+            for hook in _hooks._global_module_registration_hooks.values():
+                output = hook(self, name, value)
+                if output is not None:
+                    value = output
+            modules[name] = value
+            return
+        buffers = self.__dict__.get("_buffers")
+        if isinstance(value, Buffer) or (buffers is not None and name in buffers):
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
+                                "(torch.nn.Buffer, torch.Tensor or None expected)")
+            if isinstance(value, Buffer):
+                persistent = value.persistent
+            else:
+                persistent = name not in self._non_persistent_buffers_set
+            self.register_buffer(name, value, persistent)
+            return
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if name in self._parameters:
+            del self._parameters[name]
+        elif name in self._buffers:
+            del self._buffers[name]
+            self._non_persistent_buffers_set.discard(name)
+        elif name in self._modules:
+            del self._modules[name]
+        else:
+            super().__delattr__(name)
+
+    def __dir__(self) -> list:
+        keys = [*dir(type(self)), *self.__dict__, *self._parameters, *self._modules, *self._buffers]
+        return sorted(key for key in keys if not key[0].isdigit())
+
+    # ------------------------------------------------------------------------ iteration
+    def _named_members(self, get_members: Callable, prefix: str = "", recurse: bool = True,
+                       remove_duplicate: bool = True) -> Iterator[tuple[str, Any]]:
+        """The one walk behind ``named_parameters`` and ``named_buffers``."""
+        seen: set = set()
+        modules = (self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse
+                   else [(prefix, self)])
+        for module_prefix, module in modules:
+            for name, value in get_members(module):
+                if value is None or id(value) in seen:
+                    continue
+                if remove_duplicate:
+                    seen.add(id(value))
+                yield module_prefix + ("." if module_prefix else "") + name, value
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        """Returns an iterator over module parameters (each once), typically passed to an optimizer.
+
+        Args:
+            recurse: include the parameters of all submodules, not only direct members.
+        """
+        for _, param in self.named_parameters(recurse=recurse):
+            yield param
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
+        """Returns an iterator over ``(name, parameter)`` pairs, names dotted from this module.
+
+        Args:
+            prefix: prepended to every name.
+            recurse: include the parameters of all submodules.
+            remove_duplicate: yield a parameter shared by several modules only once.
+
+        Example::
+
+            >>> [name for name, _ in net.named_parameters()]
+            ['l1.weight', 'l1.bias']
+        """
+        yield from self._named_members(lambda module: module._parameters.items(), prefix=prefix,
+                                       recurse=recurse, remove_duplicate=remove_duplicate)
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        """Returns an iterator over module buffers."""
+        for _, buffer in self.named_buffers(recurse=recurse):
+            yield buffer
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+        """Returns an iterator over ``(name, buffer)`` pairs (see :meth:`named_parameters`)."""
+        yield from self._named_members(lambda module: module._buffers.items(), prefix=prefix,
+                                       recurse=recurse, remove_duplicate=remove_duplicate)
+
+    def children(self) -> Iterator["Module"]:
+        """Returns an iterator over immediate child modules."""
+        for _, module in self.named_children():
+            yield module
+
+    def named_children(self) -> Iterator[tuple[str, "Module"]]:
+        """Returns an iterator over ``(name, module)`` pairs of immediate children (each module once)."""
+        seen: set = set()
+        for name, module in self._modules.items():
+            if module is not None and id(module) not in seen:
+                seen.add(id(module))
+                yield name, module
+
+    def modules(self) -> Iterator["Module"]:
+        """Returns an iterator over all modules in the network, this one first (each once)."""
+        for _, module in self.named_modules():
+            yield module
+
+    def named_modules(self, memo: set | None = None, prefix: str = "",
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, "Module"]]:
+        """Returns an iterator over ``(name, module)`` of all modules, this one first with name ``prefix``.
+
+        Args:
+            memo: a set of modules already yielded (they are skipped).
+            prefix: the name of this module; added to all names.
+            remove_duplicate: yield a module reachable by several paths only once.
+        """
+        if memo is None:
+            memo = set()
+        if self in memo:
+            return
+        if remove_duplicate:
+            memo.add(self)
+        yield prefix, self
+        for name, module in self._modules.items():
+            if module is None:
+                continue
+            submodule_prefix = prefix + ("." if prefix else "") + name
+            yield from module.named_modules(memo, submodule_prefix, remove_duplicate)
+
+    # ------------------------------------------------------------------------ lookup by path
+    def _get_name(self) -> str:
+        return type(self).__name__
+
+    def get_submodule(self, target: str) -> "Module":
+        """Returns the submodule at the dotted path ``target`` (``""`` is this module).
+
+        Raises:
+            AttributeError: naming the module that lacks the next step, or a step that is not a Module.
+        """
+        if target == "":
+            return self
+        module = self
+        for item in target.split("."):
+            if not hasattr(module, item):
+                raise AttributeError(module._get_name() + " has no attribute `" + item + "`")
+            module = getattr(module, item)
+            if not isinstance(module, Module):
+                raise AttributeError("`" + item + "` is not an nn.Module")
+        return module
+
+    def set_submodule(self, target: str, module: "Module", strict: bool = False) -> None:
+        """Sets the submodule at the dotted path ``target`` (its parent must exist).
+
+        Args:
+            strict: only replace an existing submodule; otherwise a new name may be added.
+        """
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
+        atoms = target.split(".")
+        if not isinstance(module, Module):
+            raise ValueError("`module` is not an nn.Module, found " + str(type(module)))
+        parent = self if len(atoms) == 1 else self.get_submodule(".".join(atoms[:-1]))
+        if strict and not hasattr(parent, atoms[-1]):
+            raise AttributeError(parent._get_name() + " has no attribute `" + atoms[-1] + "`")
+        if hasattr(parent, atoms[-1]):
+            if not isinstance(getattr(parent, atoms[-1]), Module):
+                raise AttributeError("`" + atoms[-1] + "` is not an nn.Module")
+        setattr(parent, atoms[-1], module)
+
+    def get_parameter(self, target: str) -> Parameter:
+        """Returns the parameter at the dotted path ``target`` (e.g. ``"net_b.linear.weight"``)."""
+        module_path, _, param_name = target.rpartition(".")
+        module = self.get_submodule(module_path)
+        if not hasattr(module, param_name):
+            raise AttributeError(module._get_name() + " has no attribute `" + param_name + "`")
+        param = getattr(module, param_name)
+        if not isinstance(param, Parameter):
+            raise AttributeError("`" + param_name + "` is not an nn.Parameter")
+        return param
+
+    def get_buffer(self, target: str) -> Tensor:
+        """Returns the buffer at the dotted path ``target``."""
+        module_path, _, buffer_name = target.rpartition(".")
+        module = self.get_submodule(module_path)
+        if not hasattr(module, buffer_name):
+            raise AttributeError(module._get_name() + " has no attribute `" + buffer_name + "`")
+        buffer = getattr(module, buffer_name)
+        if buffer_name not in module._buffers:
+            raise AttributeError("`" + buffer_name + "` is not a buffer")
+        return buffer
+
+    # ------------------------------------------------------------------------ modes and grads
+    def apply(self, fn: Callable[["Module"], None]) -> "Module":
+        """Applies ``fn`` to every submodule (children first, recursively) and then to self; returns self."""
+        for module in self.children():
+            module.apply(fn)
+        fn(self)
+        return self
+
+    def train(self, mode: bool = True) -> "Module":
+        """Sets this module and its descendants in training mode (``mode=False``: evaluation); returns self."""
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        self.training = mode
+        for module in self.children():
+            module.train(mode)
+        return self
+
+    def eval(self) -> "Module":
+        """Sets the module in evaluation mode, the same as ``self.train(False)``; returns self."""
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Module":
+        """Sets ``requires_grad`` of every parameter (e.g. to freeze part of a model); returns self."""
+        for param in self.parameters():
+            param.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Resets the gradients of all parameters: to None, or with ``set_to_none=False`` to zeros."""
+        for param in self.parameters():
+            if param.grad is None:
+                continue
+            if set_to_none:
+                param.grad = None
+                continue
+            grad = param.grad
+            if grad.grad_fn is not None:
+                grad.detach_()
+            else:
+                grad.requires_grad_(False)
+            grad.zero_()
+
+    # ------------------------------------------------------------------------ printing
+    def extra_repr(self) -> str:
+        """The module-specific part of the repr; override it (one or several lines)."""
+        return ""
+
+    def __repr__(self) -> str:
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [f"({key}): " + _addindent(repr(module), 2) for key, module in self._modules.items()]
+        lines = extra_lines + child_lines
+        text = self._get_name() + "("
+        if lines:
+            if len(extra_lines) == 1 and not child_lines:
+                text += extra_lines[0]
+            else:
+                text += "\n  " + "\n  ".join(lines) + "\n"
+        return text + ")"
