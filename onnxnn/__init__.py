@@ -35,7 +35,7 @@ from .runtime.ops import (  # noqa: F401  (the math functions of the top level)
     logical_not, logical_or, logical_xor, logsumexp, lt, matmul, max, maximum, mean, min, minimum, mm, mul,
     narrow, ne, neg, norm, permute, pow, prod, reciprocal, relu, remainder, reshape, round, rsqrt, sigmoid, sign,
     sin, softmax, split, sqrt, squeeze, stack, std, sub, sum, t, tanh, tile, transpose, trunc, unbind, unsqueeze,
-    var, where,
+    var, where, nonzero, argwhere, take, take_along_dim, scatter, scatter_add, masked_select,
 )
 from . import autograd, cuda  # noqa: E402
 from .export.checkpoint import load, save  # noqa: E402

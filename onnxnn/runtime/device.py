@@ -87,9 +87,13 @@ def cuda_is_available() -> bool:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 4  # the failed CUDA load is the expected answer here, not a warning
+    previous = 2
+    onnxruntime.set_default_logger_severity(4)  # ... and onnxruntime logs it through the default logger
     try:
         session = onnxruntime.InferenceSession(
             model.SerializeToString(), options, providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
     except Exception:
         return False
+    finally:
+        onnxruntime.set_default_logger_severity(previous)
     return "CUDAExecutionProvider" in session.get_providers()

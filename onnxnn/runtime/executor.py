@@ -293,26 +293,50 @@ def _emulate_bfloat16(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
+# Graphs whose node outputs hold fewer elements than this run on one thread: for them a thread
+# pool costs more in wake-ups than it saves, and each of hundreds of cached sessions would keep
+# its own pool of spinning threads.
+SINGLE_THREAD_ELEMENTS = 1 << 16
+
+
+def _work_estimate(model: onnx.ModelProto) -> int:
+    total = 0
+    for value_info in list(model.graph.input) + list(model.graph.output):
+        size = 1
+        for dim in value_info.type.tensor_type.shape.dim:
+            size *= max(dim.dim_value, 1)
+        total += size
+    return total
+
+
+def create_session(model: onnx.ModelProto | bytes, providers=("CPUExecutionProvider",), threads: int = 0):
+    """An onnxruntime InferenceSession with onnxnn's options (``threads=0``: onnxruntime's default)."""
+    import onnxruntime
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    options.intra_op_num_threads = threads
+    data = model if isinstance(model, bytes) else model.SerializeToString()
+    return onnxruntime.InferenceSession(data, options, providers=list(providers))
+
+
 class _CompiledSession:
     __slots__ = ("session", "input_names", "output_names", "run", "bfloat16_io")
 
     def __init__(self, model: onnx.ModelProto, device):
-        import onnxruntime
         widened = _widen_bfloat16_io(model)
         self.bfloat16_io = widened if widened[0] or widened[1] else None
-        options = onnxruntime.SessionOptions()
-        options.log_severity_level = 3
         providers = ["CPUExecutionProvider"]
         if device.type == "cuda":
             providers = [("CUDAExecutionProvider", {"device_id": device.index or 0}), "CPUExecutionProvider"]
+        threads = 1 if _work_estimate(model) < SINGLE_THREAD_ELEMENTS else 0
         try:
             try:
-                self.session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=providers)
+                self.session = create_session(model, providers, threads)
             except Exception as error:
                 if "bfloat16" not in str(error).lower() and "NOT_IMPLEMENTED" not in str(error):
                     raise
                 model = _emulate_bfloat16(model)
-                self.session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=providers)
+                self.session = create_session(model, providers, threads)
         except Exception as error:
             ops = sorted({n.op_type for n in model.graph.node})
             raise RuntimeError(f"onnxruntime could not compile the recorded graph (ops {ops}): {error}") from None

@@ -68,14 +68,13 @@ def infer_node_outputs(op_type: str, domain: str, inputs: tuple, attrs: dict, nu
 
 def run_node_eagerly(op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int | None = None) -> list:
     """Realizes the inputs and computes the node with onnxruntime now; returns the output arrays."""
-    from .executor import OPSET_VERSION, realize
-    import onnxruntime
+    from .executor import OPSET_VERSION, create_session, realize
     realize([value for value in inputs if value is not None])
     model, output_names = _node_model(op_type, domain, inputs, attrs, num_outputs, OPSET_VERSION)
     del model.graph.initializer[:]
     for output in model.graph.output:
         output.type.tensor_type.elem_type = onnx.TensorProto.UNDEFINED
     model = onnx.shape_inference.infer_shapes(model)
-    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = create_session(model, threads=1)
     feeds = {f"input_{i}": value.data for i, value in enumerate(inputs) if value is not None}
     return session.run(None, feeds)

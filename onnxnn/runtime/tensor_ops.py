@@ -415,7 +415,31 @@ class TensorOps:
         return ops.gather(self, dim, index)
 
     def masked_select(self, mask):
-        return ops.getitem(self, mask)
+        return ops.masked_select(self, mask)
+
+    def nonzero(self, *, as_tuple=False):
+        return ops.nonzero(self, as_tuple=as_tuple)
+
+    def argwhere(self):
+        return ops.argwhere(self)
+
+    def take(self, index):
+        return ops.take(self, index)
+
+    def take_along_dim(self, indices, dim=None):
+        return ops.take_along_dim(self, indices, dim)
+
+    def scatter(self, dim, index, src=None, *, value=None, reduce=None):
+        return ops.scatter(self, dim, index, src, value=value, reduce=reduce)
+
+    def scatter_add(self, dim, index, src):
+        return ops.scatter_add(self, dim, index, src)
+
+    def scatter_(self, dim, index, src=None, *, value=None, reduce=None):
+        return self._assign(ops.scatter(self._alias(), dim, index, src, value=value, reduce=reduce))
+
+    def scatter_add_(self, dim, index, src):
+        return self._assign(ops.scatter_add(self._alias(), dim, index, src))
 
     # ---------------------------------------------------------------- in place (rebinding)
     def add_(self, other, *, alpha=1):

@@ -1,18 +1,621 @@
-"""Indexing: placeholder until the full implementation lands."""
+"""Indexing: ``tensor[key]``, ``tensor[key] = value``, gather/scatter and nonzero, as standard ONNX nodes.
+
+A key is first turned into a plan (``_IndexPlan``) that depends only on the tensor's shape: one
+Slice with static bounds (ints and slices), one Reshape (dropping the int dims, adding new axes),
+then the advanced indices (integer tensors, lists, masks) applied with one Gather or GatherND.
+Boolean masks have data-dependent result shapes, so they are realized and turned into integer
+indices while planning (DESIGN principle 2), where PyTorch would synchronize with the device.
+
+Semantics are PyTorch's: Python ints (and 0-d integer tensors) select before advanced indexing,
+so ``x[0, :, [0, 1]]`` has shape ``(3, 2)`` for a ``(2, 3, 4)`` tensor where numpy gives ``(2, 3)``.
+Everything else matches numpy's ``array[key]``, including how several advanced indices broadcast
+together and that advanced indices separated by a slice put their dimensions first.
+
+Assignment rebinds (DESIGN principle 5): ``x[key] = v`` scatters ``v`` into the flattened value of
+``x`` at the flat positions the key selects, and assigns the result to ``x``.
+"""
 from __future__ import annotations
 
+import numpy as np
 
-def getitem(input, key):
-    raise NotImplementedError("indexing")
+from .. import dtypes
+from ..registry import gradient_rules, non_differentiable, shape_rules
+from ._common import Tensor, apply_op, broadcast_shapes, int64_constant, normalize_axes
+
+__all__ = ["getitem", "setitem", "index_select", "gather", "take", "take_along_dim", "scatter", "scatter_add",
+           "masked_select", "nonzero", "argwhere"]
+
+_INDEX_TYPE_MESSAGE = "tensors used as indices must be long, int, byte or bool tensors"
 
 
-def setitem(input, key, value):
-    raise NotImplementedError("indexing")
+# ---------------------------------------------------------------- shape rules
+
+def _rank_axis(attrs, rank: int) -> int:
+    return normalize_axes([attrs.get("axis", 0)], rank)[0]
 
 
-def index_select(input, dim, index):
-    raise NotImplementedError("indexing")
+@shape_rules.register("Gather")
+def _gather_shape(inputs, attrs):
+    data, indices = inputs
+    axis = _rank_axis(attrs, len(data.shape))
+    return [(data.shape[:axis] + tuple(indices.shape) + data.shape[axis + 1:], data.dtype)]
 
 
-def gather(input, dim, index):
-    raise NotImplementedError("indexing")
+@shape_rules.register("GatherElements")
+def _gather_elements_shape(inputs, attrs):
+    return [(tuple(inputs[1].shape), inputs[0].dtype)]
+
+
+@shape_rules.register("GatherND")
+def _gather_nd_shape(inputs, attrs):
+    data, indices = inputs
+    batch_dims = attrs.get("batch_dims", 0)
+    depth = indices.shape[-1]
+    return [(tuple(indices.shape[:-1]) + tuple(data.shape[batch_dims + depth:]), data.dtype)]
+
+
+@shape_rules.register("ScatterND", "ScatterElements")
+def _scatter_shape(inputs, attrs):
+    return [(inputs[0].shape, inputs[0].dtype)]
+
+
+@shape_rules.register("NonZero")
+def _nonzero_shape(inputs, attrs):
+    data = inputs[0].numpy()  # the count of nonzeros is data: realize it (principle 2)
+    return [((len(data.shape), int(np.count_nonzero(data))), dtypes.int64)]
+
+
+non_differentiable("NonZero")
+
+
+# ---------------------------------------------------------------- gradient rules
+
+def _as_int64(indices: Tensor) -> Tensor:
+    return indices if indices.dtype is dtypes.int64 else indices.to(dtypes.int64)
+
+
+@gradient_rules.register("Gather")
+def _gather_grad(ctx, g):
+    shape = ctx.input_shape(0)
+    axis = _rank_axis(ctx.attrs, len(shape))
+    flat = _as_int64(ctx.input(1)).reshape(-1)
+    count = flat.shape[0]
+    # Gather's indices may have any rank: flatten them, then it is a scatter-add along one axis.
+    updates = g.reshape(shape[:axis] + (count,) + shape[axis + 1:])
+    index_shape = (1,) * axis + (count,) + (1,) * (len(shape) - axis - 1)
+    index = flat.reshape(index_shape).expand(updates.shape)
+    zeros = Tensor._zeros(shape, g.dtype, g.device)
+    return apply_op("ScatterElements", (zeros, index, updates), {"axis": axis, "reduction": "add"},
+                    "IndexBackwardBackward0"), None
+
+
+@gradient_rules.register("GatherElements")
+def _gather_elements_grad(ctx, g):
+    shape = ctx.input_shape(0)
+    zeros = Tensor._zeros(shape, g.dtype, g.device)
+    attrs = {"axis": _rank_axis(ctx.attrs, len(shape)), "reduction": "add"}
+    return apply_op("ScatterElements", (zeros, ctx.input(1), g), attrs, "ScatterAddBackward0"), None
+
+
+@gradient_rules.register("GatherND")
+def _gather_nd_grad(ctx, g):
+    if ctx.attrs.get("batch_dims", 0):
+        raise NotImplementedError("gradient of GatherND with batch_dims > 0")
+    zeros = Tensor._zeros(ctx.input_shape(0), g.dtype, g.device)
+    return apply_op("ScatterND", (zeros, ctx.input(1), g), {"reduction": "add"}, "IndexPutBackward0"), None
+
+
+def _scatter_grad(ctx, g, gather_op: str, gather_attrs: dict):
+    reduction = ctx.attrs.get("reduction", "none")
+    indices = ctx.input(1)
+    updates_grad = apply_op(gather_op, (g, indices), gather_attrs, "GatherBackward0")
+    if reduction == "add":
+        return g, None, updates_grad
+    if reduction != "none":
+        raise NotImplementedError(f"gradient of {ctx.node.op_type} with reduction '{reduction}'")
+    # Overwritten positions get no gradient: scatter zeros over them.
+    zeros = Tensor._zeros(ctx.input_shape(2), g.dtype, g.device)
+    data_grad = apply_op(ctx.node.op_type, (g, indices, zeros), dict(ctx.attrs), "ScatterBackward0")
+    return data_grad, None, updates_grad
+
+
+@gradient_rules.register("ScatterND")
+def _scatter_nd_grad(ctx, g):
+    return _scatter_grad(ctx, g, "GatherND", {})
+
+
+@gradient_rules.register("ScatterElements")
+def _scatter_elements_grad(ctx, g):
+    return _scatter_grad(ctx, g, "GatherElements", {"axis": _rank_axis(ctx.attrs, len(ctx.input_shape(0)))})
+
+
+# ---------------------------------------------------------------- keys
+
+def _sequence_as_tuple(key) -> bool:
+    """PyTorch's (and old numpy's) rule: a short list holding slices, None, ... or sequences is a tuple."""
+    if not isinstance(key, list) or len(key) >= 32:
+        return False
+    return any(item is None or item is Ellipsis or isinstance(item, (slice, list, tuple, Tensor))
+               for item in key)
+
+
+def _array_item(array: np.ndarray):
+    """A numpy index as ("mask", bool array), ("index", int64 array), ("bool", flag) or ("int", value)."""
+    if array.dtype == np.bool_ or array.dtype == np.uint8:
+        array = array.astype(np.bool_)
+        return ("bool", bool(array)) if array.ndim == 0 else ("mask", array)
+    if array.dtype.kind not in "iu":
+        raise IndexError(_INDEX_TYPE_MESSAGE)
+    return ("int", int(array)) if array.ndim == 0 else ("index", array.astype(np.int64))
+
+
+def _classify(item):
+    """One key item in canonical form: (kind, payload)."""
+    if item is None:
+        return ("new", None)
+    if item is Ellipsis:
+        return ("ellipsis", None)
+    if isinstance(item, (bool, np.bool_)):
+        return ("bool", bool(item))
+    if isinstance(item, (int, np.integer)):
+        return ("int", int(item))
+    if isinstance(item, slice):
+        return ("slice", item)
+    if isinstance(item, Tensor):
+        category = item.dtype.category
+        if category == 2:
+            raise IndexError(_INDEX_TYPE_MESSAGE)
+        if item.dim() == 0 or item._value.data is not None or category == 0 or item.dtype is dtypes.uint8:
+            # Masks need their data to know the result's shape; 0-d indices select, as PyTorch's item().
+            return _array_item(item._realized_data())
+        return ("index", _as_int64(item))
+    if isinstance(item, np.ndarray):
+        return _array_item(item)
+    if isinstance(item, (list, tuple)):
+        array = np.asarray(item)
+        if array.size == 0:
+            array = array.astype(np.int64)
+        return _array_item(array)
+    raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid "
+                     f"indices (got {type(item).__name__})")
+
+
+def _key_items(key) -> list:
+    if isinstance(key, tuple):
+        items = key
+    elif _sequence_as_tuple(key):
+        items = tuple(key)
+    else:
+        items = (key,)
+    return [_classify(item) for item in items]
+
+
+class _IndexPlan:
+    """How a key indexes a tensor of a given shape: Slice bounds, a Reshape, then advanced indices.
+
+    ``advanced`` holds (dimension of the basic result, index) pairs in increasing dimension order;
+    an index is an int64 numpy array of non-negative positions or a pending int64 Tensor.
+    """
+
+    __slots__ = ("shape", "starts", "ends", "steps", "basic_shape", "advanced", "has_select")
+
+    def __init__(self, shape: tuple, key):
+        self.shape = shape
+        rank = len(shape)
+        self.starts, self.ends, self.steps = [0] * rank, list(shape), [1] * rank
+        self.basic_shape: list[int] = []
+        self.advanced: list[tuple[int, object]] = []
+        self.has_select = False
+        items = _key_items(key)
+        ellipses = sum(kind == "ellipsis" for kind, _ in items)
+        if ellipses > 1:
+            raise IndexError("an index can only have a single ellipsis ('...')")
+        # Dimensions of the input the key uses: None, bools and the ellipsis use none.
+        used = sum(payload.ndim if kind == "mask" else kind in ("int", "slice", "index") for kind, payload in items)
+        if used > rank:
+            raise IndexError(f"too many indices for tensor of dimension {rank}")
+        if not ellipses:
+            items.append(("ellipsis", None))
+        dim = 0
+        for kind, payload in items:
+            if kind == "ellipsis":
+                for _ in range(rank - used):
+                    self.basic_shape.append(shape[dim])
+                    dim += 1
+            elif kind == "new":
+                self.basic_shape.append(1)
+            elif kind == "bool":
+                # A Python bool adds an axis of size 1 indexed by [0] (True) or by nothing (False).
+                self.advanced.append((len(self.basic_shape), np.zeros(int(payload), np.int64)))
+                self.basic_shape.append(1)
+            elif kind == "int":
+                self._select(dim, payload)
+                dim += 1
+            elif kind == "slice":
+                self._slice(dim, payload)
+                dim += 1
+            elif kind == "mask":
+                self._mask(dim, payload)
+                dim += payload.ndim
+            else:
+                self._index(dim, payload)
+                dim += 1
+        if len(self.advanced) > 1:
+            self.index_shape()  # broadcast errors now, before anything is recorded or assigned
+
+    def _select(self, dim: int, index: int) -> None:
+        size = self.shape[dim]
+        if not -size <= index < size:
+            raise IndexError(f"index {index} is out of bounds for dimension {len(self.basic_shape)} with size {size}")
+        index %= size
+        self.starts[dim], self.ends[dim] = index, index + 1
+        self.has_select = True
+
+    def _slice(self, dim: int, item: slice) -> None:
+        if item.step is not None and int(item.step) <= 0:
+            raise ValueError("step must be greater than zero")
+        start, stop, step = item.indices(self.shape[dim])
+        count = len(range(start, stop, step))
+        self.starts[dim], self.ends[dim], self.steps[dim] = start, max(start, stop), step
+        self.basic_shape.append(count)
+
+    def _mask(self, dim: int, mask: np.ndarray) -> None:
+        for offset, size in enumerate(mask.shape):
+            if size != self.shape[dim + offset]:
+                raise IndexError(f"The shape of the mask {list(mask.shape)} at index {offset} does not match the "
+                                 f"shape of the indexed tensor {list(self.shape)} at index {dim + offset}")
+        for offset, positions in enumerate(np.nonzero(mask)):
+            self.advanced.append((len(self.basic_shape), positions.astype(np.int64)))
+            self.basic_shape.append(self.shape[dim + offset])
+
+    def _index(self, dim: int, index) -> None:
+        size = self.shape[dim]
+        if isinstance(index, np.ndarray):
+            outside = (index < -size) | (index >= size)
+            if outside.any():
+                raise IndexError(f"index {int(index[outside].flat[0])} is out of bounds for dimension "
+                                 f"{len(self.basic_shape)} with size {size}")
+            index = index % max(size, 1)
+        self.advanced.append((len(self.basic_shape), index))
+        self.basic_shape.append(size)
+
+    @property
+    def lazy(self) -> bool:
+        """Whether an advanced index is still a pending tensor (its values unknown at record time)."""
+        return any(isinstance(index, Tensor) for _, index in self.advanced)
+
+    def index_shape(self) -> tuple:
+        """The broadcast shape of the advanced indices (IndexError when they do not broadcast)."""
+        shapes = [tuple(index.shape) for _, index in self.advanced]
+        try:
+            return broadcast_shapes(*shapes)
+        except RuntimeError:
+            raise IndexError("shape mismatch: indexing tensors could not be broadcast together with shapes "
+                             + ", ".join(str(list(shape)) for shape in shapes)) from None
+
+    # ------------------------------------------------------------ applying the plan
+
+    def apply_numpy(self, array: np.ndarray) -> np.ndarray:
+        """The plan on a numpy array (every advanced index must be known)."""
+        basic = array[tuple(slice(start, end, step) for start, end, step in zip(self.starts, self.ends, self.steps))]
+        result = basic.reshape(self.basic_shape)
+        if not self.advanced:
+            return result
+        key = [slice(None)] * len(self.basic_shape)
+        for position, index in self.advanced:
+            key[position] = index
+        # Without ints among them, numpy's rule for where advanced dims go is PyTorch's.
+        return result[tuple(key)]
+
+    def apply(self, input: Tensor) -> Tensor:
+        """The plan as ONNX nodes over ``input``."""
+        result = self._apply_basic(input)
+        if not self.advanced:
+            if result is input:  # `x[...]`, `x[:]`: a new tensor all the same, as PyTorch's alias
+                result = apply_op("Identity", (input,), None, "AliasBackward0")
+            return result
+        if len(self.advanced) == 1:
+            position, index = self.advanced[0]
+            return apply_op("Gather", (result, self._index_tensor(index, input)), {"axis": position},
+                            "IndexBackward0")
+        return self._apply_gather_nd(result, input)
+
+    def _apply_basic(self, input: Tensor) -> Tensor:
+        result = input
+        axes = [dim for dim, size in enumerate(self.shape)
+                if (self.starts[dim], self.ends[dim], self.steps[dim]) != (0, size, 1)]
+        if axes:
+            bounds = [int64_constant([values[dim] for dim in axes]) for values in (self.starts, self.ends)]
+            steps = int64_constant([self.steps[dim] for dim in axes])
+            result = apply_op("Slice", (result, *bounds, int64_constant(axes), steps), None, "SliceBackward0")
+        if tuple(self.basic_shape) != result.shape:
+            name = "SelectBackward0" if self.has_select else "UnsqueezeBackward0"
+            result = apply_op("Reshape", (result, int64_constant(self.basic_shape)), {"allowzero": 1}, name)
+        return result
+
+    @staticmethod
+    def _index_tensor(index, like: Tensor) -> Tensor:
+        if isinstance(index, Tensor):
+            return index
+        return Tensor._from_array(index, dtypes.int64, like.device)
+
+    def _apply_gather_nd(self, result: Tensor, input: Tensor) -> Tensor:
+        shape = self.index_shape()
+        if self.lazy:
+            columns = [self._index_tensor(index, input).expand(shape).unsqueeze(-1) for _, index in self.advanced]
+            stacked = apply_op("Concat", tuple(columns), {"axis": -1})
+        else:
+            arrays = np.broadcast_arrays(*(index for _, index in self.advanced))
+            stacked = Tensor._from_array(np.stack(arrays, axis=-1), dtypes.int64, input.device)
+        positions = [position for position, _ in self.advanced]
+        others = [dim for dim in range(len(self.basic_shape)) if dim not in positions]
+        if positions + others != list(range(len(self.basic_shape))):
+            result = apply_op("Transpose", (result,), {"perm": positions + others}, "PermuteBackward0")
+        result = apply_op("GatherND", (result, stacked), None, "IndexBackward0")
+        first = positions[0]
+        if first and positions == list(range(first, first + len(positions))):
+            # Adjacent advanced indices keep their place: move the index dims back behind `first` dims.
+            count = len(shape)
+            perm = list(range(count, count + first)) + list(range(count)) + list(range(count + first, result.dim()))
+            result = apply_op("Transpose", (result,), {"perm": perm}, "IndexBackward0")
+        return result
+
+
+# ---------------------------------------------------------------- getitem / setitem
+
+def getitem(input: Tensor, key) -> Tensor:
+    """``input[key]`` with PyTorch's semantics: ints, slices, None, ``...``, bools, masks, index tensors.
+
+    Example::
+
+        >>> x = onnxnn.arange(12).reshape(3, 4)
+        >>> x[1:, [0, 3]]
+        tensor([[ 4,  7],
+                [ 8, 11]])
+    """
+    return _IndexPlan(tuple(input.shape), key).apply(input)
+
+
+def _value_tensor(value, input: Tensor) -> Tensor:
+    """An assigned value as a tensor of ``input``'s dtype and device."""
+    if isinstance(value, Tensor):
+        return value.to(input.device).to(input.dtype)
+    if isinstance(value, (bool, int, float, np.number, np.bool_)):
+        return Tensor._full((), value, input.dtype, input.device)
+    raise TypeError(f"can't assign a {type(value).__name__} to a {input.type()}")
+
+
+def _broadcast_value(value: Tensor, shape: tuple) -> Tensor:
+    """``value`` expanded to the indexed shape; leading size-1 dims beyond its rank are dropped first."""
+    own = tuple(value.shape)
+    trimmed = own
+    while len(trimmed) > len(shape) and trimmed[0] == 1:
+        trimmed = trimmed[1:]
+    if len(trimmed) > len(shape) or any(a != b and a != 1 for a, b in zip(reversed(trimmed), reversed(shape))):
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(own)} cannot be broadcast to indexing "
+                           f"result of shape {list(shape)}")
+    if trimmed != own:
+        value = value.reshape(trimmed)
+    return value.expand(shape)
+
+
+def _single_mask(key):
+    """The mask of a key that is one boolean mask (Tensor, numpy array or list), else None."""
+    if isinstance(key, Tensor):
+        if key.dim() and (key.dtype is dtypes.bool or key.dtype is dtypes.uint8):
+            return key.to(dtypes.bool)
+        return None
+    if isinstance(key, (np.ndarray, list)) and not _sequence_as_tuple(key):
+        array = np.asarray(key)
+        if array.ndim and array.dtype == np.bool_:
+            return Tensor._from_array(array, dtypes.bool)
+    return None
+
+
+def _masked_fill(input: Tensor, mask: Tensor, value: Tensor) -> None:
+    """``input[mask] = value`` for a 0-d value: a Where over the mask, with no need to realize it."""
+    shape = tuple(input.shape)
+    if mask.dim() > len(shape):
+        raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
+    for dim, size in enumerate(mask.shape):
+        if size != shape[dim]:
+            raise IndexError(f"The shape of the mask {list(mask.shape)} at index {dim} does not match the shape of "
+                             f"the indexed tensor {list(shape)} at index {dim}")
+    mask = mask.to(input.device)
+    if mask.dim() < len(shape):
+        mask = mask.reshape(tuple(mask.shape) + (1,) * (len(shape) - mask.dim()))
+    input._assign(apply_op("Where", (mask, value, input._alias()), None, "MaskedFillBackward0"))
+
+
+def setitem(input: Tensor, key, value) -> None:
+    """``input[key] = value``: rebinds ``input`` to a copy with the indexed elements replaced.
+
+    ``value`` is a Python number or a tensor broadcastable to ``input[key].shape``; gradients flow
+    to ``input``'s previous value (zero where overwritten) and to ``value``.
+
+    Example::
+
+        >>> x = onnxnn.zeros(2, 3)
+        >>> x[:, [0, 2]] = onnxnn.tensor([1.0, 2.0])
+        >>> x
+        tensor([[1., 0., 2.],
+                [1., 0., 2.]])
+    """
+    value = _value_tensor(value, input)
+    mask = _single_mask(key)
+    if mask is not None and value.dim() == 0:
+        _masked_fill(input, mask, value)
+        return
+    shape = tuple(input.shape)
+    plan = _IndexPlan(shape, key)
+    numel = input.numel()
+    if plan.lazy:
+        grid = Tensor._from_array(np.arange(numel, dtype=np.int64).reshape(shape), dtypes.int64, input.device)
+        positions = plan.apply(grid)
+        indexed_shape = tuple(positions.shape)
+        positions = positions.reshape(-1)
+    else:
+        array = plan.apply_numpy(np.arange(numel, dtype=np.int64).reshape(shape))
+        indexed_shape = array.shape
+        positions = Tensor._from_array(np.ascontiguousarray(array.reshape(-1)), dtypes.int64, input.device)
+    updates = _broadcast_value(value, indexed_shape).reshape(-1)
+    name = "IndexPutBackward0" if plan.advanced else "CopySlices"
+    flat = input._alias().reshape(-1)
+    scattered = apply_op("ScatterElements", (flat, positions, updates), {"axis": 0}, name)
+    input._assign(apply_op("Reshape", (scattered, int64_constant(shape)), {"allowzero": 1}, name))
+
+
+# ---------------------------------------------------------------- gather / scatter family
+
+def _check_index_tensor(index, function: str) -> Tensor:
+    if not isinstance(index, Tensor):
+        raise TypeError(f"{function}(): argument 'index' must be Tensor, not {type(index).__name__}")
+    if index.dtype.category != 1:
+        raise RuntimeError(f"{function}(): Expected dtype int64 for index")
+    return _as_int64(index)
+
+
+def _check_bounds(index: Tensor, size: int, dim: int) -> None:
+    """Bounds of an index whose values are already known (pending ones are checked by onnxruntime)."""
+    data = index._value.data
+    if data is None or data.size == 0:
+        return
+    outside = (data < -size) | (data >= size)
+    if outside.any():
+        raise RuntimeError(f"index {int(data[outside].flat[0])} is out of bounds for dimension {dim} with size {size}")
+
+
+def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
+    """The entries of ``input`` along ``dim`` at the positions in the 1-D ``index``.
+
+    Example::
+
+        >>> onnxnn.index_select(onnxnn.tensor([[1, 2], [3, 4], [5, 6]]), 0, onnxnn.tensor([2, 0]))
+        tensor([[5, 6],
+                [1, 2]])
+    """
+    index = _check_index_tensor(index, "index_select")
+    if index.dim() > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    axis = normalize_axes([dim], input.dim())[0]
+    size = input.shape[axis] if input.dim() else 1
+    data = index._value.data
+    if data is not None and data.size and ((data < -size) | (data >= size)).any():
+        raise IndexError("index out of range in self")
+    if input.dim() == 0:
+        return apply_op("Gather", (input.reshape(1), index.reshape(-1)), {"axis": 0}, "IndexSelectBackward0") \
+            .reshape(())
+    return apply_op("Gather", (input, index.reshape(-1)), {"axis": axis}, "IndexSelectBackward0")
+
+
+def _check_same_rank(input: Tensor, index: Tensor, axis: int, other: Tensor | None = None) -> None:
+    if index.dim() != input.dim():
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    for dim, size in enumerate(index.shape):
+        if dim != axis and size > input.shape[dim]:
+            raise RuntimeError(f"Size does not match at dimension {dim} expected index {list(index.shape)} to be "
+                               f"smaller than self {list(input.shape)} apart from dimension {axis}")
+        if other is not None and size > other.shape[dim]:
+            raise RuntimeError(f"Size does not match at dimension {dim} expected index {list(index.shape)} to be "
+                               f"smaller than src {list(other.shape)}")
+    _check_bounds(index, input.shape[axis], axis)
+
+
+def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
+    """``out[i][j] = input[index[i][j]][j]`` for ``dim=0`` (and likewise per dim); ONNX GatherElements.
+
+    Example::
+
+        >>> onnxnn.gather(onnxnn.tensor([[1, 2], [3, 4]]), 1, onnxnn.tensor([[0, 0], [1, 0]]))
+        tensor([[1, 1],
+                [4, 3]])
+    """
+    index = _check_index_tensor(index, "gather")
+    axis = normalize_axes([dim], input.dim())[0]
+    _check_same_rank(input, index, axis)
+    return apply_op("GatherElements", (input, index), {"axis": axis}, "GatherBackward0")
+
+
+def take(input: Tensor, index: Tensor) -> Tensor:
+    """The elements of the flattened ``input`` at ``index``; the result has ``index``'s shape."""
+    index = _check_index_tensor(index, "take")
+    _check_bounds(index, input.numel(), 0)
+    return apply_op("Gather", (input.reshape(-1), index), {"axis": 0}, "TakeBackward0")
+
+
+def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
+    """``gather`` with ``input`` and ``indices`` broadcast against each other except along ``dim``."""
+    indices = _check_index_tensor(indices, "take_along_dim")
+    if dim is None:
+        return take(input, indices.reshape(-1))
+    axis = normalize_axes([dim], input.dim())[0]
+    if indices.dim() != input.dim():
+        raise RuntimeError(f"torch.take_along_dim(): input and indices should have the same number of dimensions, "
+                           f"but got {input.dim()} dimensions for input, and {indices.dim()} dimensions for indices")
+    input_shape, index_shape = list(input.shape), list(indices.shape)
+    input_shape[axis] = index_shape[axis] = 1
+    common = list(broadcast_shapes(tuple(input_shape), tuple(index_shape)))
+    input = input.expand(common[:axis] + [input.shape[axis]] + common[axis + 1:])
+    indices = indices.expand(common[:axis] + [indices.shape[axis]] + common[axis + 1:])
+    return gather(input, axis, indices)
+
+
+def _scatter(input: Tensor, dim: int, index: Tensor, src, reduction: str, name: str) -> Tensor:
+    index = _check_index_tensor(index, name)
+    axis = normalize_axes([dim], input.dim())[0]
+    if isinstance(src, Tensor):
+        _check_same_rank(input, index, axis, src)
+        src = src.to(input.dtype)
+        if tuple(src.shape) != tuple(index.shape):
+            # PyTorch reads only the leading index-shaped block of src; ONNX wants exactly that shape.
+            ends = int64_constant(list(index.shape))
+            src = apply_op("Slice", (src, int64_constant([0] * index.dim()), ends), None, "SliceBackward0")
+    else:
+        _check_same_rank(input, index, axis)
+        src = Tensor._full(tuple(index.shape), src, input.dtype, input.device)
+    attrs = {"axis": axis, "reduction": reduction}
+    backward = "ScatterAddBackward0" if reduction == "add" else "ScatterBackward0"
+    return apply_op("ScatterElements", (input, index, src), attrs, backward)
+
+
+def scatter(input: Tensor, dim: int, index: Tensor, src=None, *, value=None, reduce: str | None = None) -> Tensor:
+    """A copy of ``input`` with ``src`` (a tensor or number) written at ``index`` along ``dim``.
+
+    ``reduce`` may be ``"add"`` or ``"multiply"`` (accumulate instead of overwrite).
+    """
+    if src is None:
+        src = value
+    reductions = {None: "none", "add": "add", "multiply": "mul"}
+    if reduce not in reductions:
+        raise RuntimeError(f"reduce argument must be either add or multiply, got {reduce}")
+    return _scatter(input, dim, index, src, reductions[reduce], "scatter")
+
+
+def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """A copy of ``input`` with ``src`` added at ``index`` along ``dim`` (repeated indices accumulate)."""
+    return _scatter(input, dim, index, src, "add", "scatter_add")
+
+
+def masked_select(input: Tensor, mask: Tensor) -> Tensor:
+    """The elements of ``input`` where the (broadcast) boolean ``mask`` is true, as a 1-D tensor."""
+    if not isinstance(mask, Tensor) or mask.dtype is not dtypes.bool:
+        raise RuntimeError("masked_select: expected BoolTensor for mask")
+    shape = broadcast_shapes(tuple(input.shape), tuple(mask.shape))
+    return getitem(input.expand(shape), mask.expand(shape))
+
+
+def nonzero(input: Tensor, *, as_tuple: bool = False):
+    """The indices of the nonzero elements: an ``(N, input.dim())`` int64 tensor, or one 1-D tensor per dim.
+
+    The count is data, so the input is realized (as PyTorch synchronizes with the device).
+    """
+    data = input._realized_data()
+    if as_tuple:
+        return tuple(Tensor._from_array(np.ascontiguousarray(column, dtype=np.int64), dtypes.int64, input.device)
+                     for column in np.nonzero(np.atleast_1d(data)))
+    return Tensor._from_array(np.argwhere(data).astype(np.int64), dtypes.int64, input.device)
+
+
+def argwhere(input: Tensor) -> Tensor:
+    """``nonzero(input)``: the ``(N, input.dim())`` indices of the nonzero elements."""
+    return nonzero(input)
