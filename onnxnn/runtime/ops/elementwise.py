@@ -84,7 +84,8 @@ def _div_grad(ctx, g):
 def _pow_grad(ctx, g):
     base, exponent = ctx.input(0), ctx.input(1)
     exponent = exponent.to(base.dtype)
-    grad_base = g * exponent * base ** (exponent - 1)
+    # x ** 0 is constant: its derivative is 0 even at x == 0, where 0 * 0 ** -1 would be nan.
+    grad_base = where(exponent == 0, 0.0, g * exponent * base ** (exponent - 1))
     # d/d exponent of base**exponent is out * log(base); define it as 0 where base == 0, as PyTorch does.
     safe_log = where(base > 0, log(where(base > 0, base, 1.0)), 0.0)
     return grad_base, g * ctx.output() * safe_log
@@ -240,21 +241,46 @@ def _floating(x: Tensor) -> Tensor:
     return x if x._value.dtype.is_floating_point else x.to(dtypes.get_default_dtype())
 
 
+def _scaled(other, alpha):
+    """``alpha * other`` for add/sub; a number stays a number so no constant tensor is recorded."""
+    return mul(other, alpha) if isinstance(other, Tensor) else other * alpha
+
+
 def add(input, other, *, alpha=1) -> Tensor:
     """``input + alpha * other`` with broadcasting and PyTorch's type promotion."""
     if alpha != 1:
-        other = mul(other, alpha)
-    return _binary("Add", input, other, "AddBackward0")
+        other = _scaled(other, alpha)
+    (a, b), result_dtype = promote_operands([input, other])
+    if result_dtype is dtypes.bool:
+        # onnxruntime has no bool Add; PyTorch's sum of bools is their logical or.
+        return apply_op("Or", (a, b))
+    return apply_op("Add", (a, b), None, "AddBackward0")
+
+
+def _is_bool(operand) -> bool:
+    if isinstance(operand, Tensor):
+        return operand._value.dtype is dtypes.bool
+    return isinstance(operand, bool)
 
 
 def sub(input, other, *, alpha=1) -> Tensor:
+    if _is_bool(input) and _is_bool(other):
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
+                           "Use the `^` or `logical_xor()` operator instead.")
+    if _is_bool(input) or _is_bool(other):
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+                           "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
     if alpha != 1:
-        other = mul(other, alpha)
+        other = _scaled(other, alpha)
     return _binary("Sub", input, other, "SubBackward0")
 
 
 def mul(input, other) -> Tensor:
-    return _binary("Mul", input, other, "MulBackward0")
+    (a, b), result_dtype = promote_operands([input, other])
+    if result_dtype is dtypes.bool:
+        # onnxruntime has no bool Mul; PyTorch's product of bools is their logical and.
+        return apply_op("And", (a, b))
+    return apply_op("Mul", (a, b), None, "MulBackward0")
 
 
 def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
@@ -267,12 +293,28 @@ def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
     if rounding_mode not in ("trunc", "floor"):
         raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
                          f"'{rounding_mode}'")
-    if result_dtype.is_floating_point:
-        quotient = apply_op("Div", (a, b), None, "DivBackward0")
-    else:
-        quotient = div(_to_float(input, dtypes.float64), _to_float(other, dtypes.float64))
-    rounded = floor(quotient) if rounding_mode == "floor" else trunc(quotient)
-    return rounded.to(result_dtype)
+    if not result_dtype.is_floating_point:
+        return _integer_division(_as_tensor(a), _as_tensor(b), rounding_mode)
+    quotient = apply_op("Div", (a, b), None, "DivBackward0")
+    return floor(quotient) if rounding_mode == "floor" else trunc(quotient)
+
+
+def _as_tensor(operand) -> Tensor:
+    return operand if isinstance(operand, Tensor) else Tensor._from_value(operand)
+
+
+def _integer_division(a: Tensor, b: Tensor, rounding_mode: str) -> Tensor:
+    """Exact integer quotients (a float64 detour would round int64 values above 2**53).
+
+    ONNX's integer Div truncates toward zero; floor division steps one down where the remainder
+    is nonzero and has the opposite sign of the divisor.
+    """
+    quotient = apply_op("Div", (a, b))
+    if rounding_mode == "trunc":
+        return quotient
+    remainder = a - quotient * b
+    step_down = (remainder != 0) & ((remainder < 0) != (b < 0))
+    return quotient - step_down.to(quotient.dtype)
 
 
 def _to_float(operand, float_dtype=None):
@@ -286,7 +328,7 @@ def _to_float(operand, float_dtype=None):
 
 def trunc(input: Tensor) -> Tensor:
     if not input.dtype.is_floating_point:
-        return input
+        return clone(input)  # a new tensor, as PyTorch's: an in-place change must not reach the input
     return where(input < 0, ceil(input), floor(input))
 
 
@@ -310,14 +352,19 @@ def remainder(input, other) -> Tensor:
 def pow(input, exponent) -> Tensor:
     """``input ** exponent``; an integer tensor to a float power is a float tensor."""
     if isinstance(input, Tensor) and not isinstance(exponent, Tensor):
-        if exponent == 1:
-            return input.clone() if input._requires_grad else input
+        if exponent == 1 and dtypes.result_type([(input._value.dtype, 1)], [exponent]) is input._value.dtype:
+            return input.clone()  # a new tensor: an in-place change of the result must not reach input
+        if exponent < 0 and not isinstance(exponent, float) and not input._value.dtype.is_floating_point:
+            raise RuntimeError("Integers to negative integer powers are not allowed.")
         if exponent == 2 and input._value.dtype.is_floating_point:
             return apply_op("Mul", (input, input), None, "PowBackward0")
     return _binary("Pow", input, exponent, "PowBackward0")
 
 
 def neg(input: Tensor) -> Tensor:
+    if input._value.dtype is dtypes.bool:
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you are trying "
+                           "to invert a mask, use the `~` or `logical_not()` operator instead.")
     return _unary("Neg", input, "NegBackward0")
 
 
@@ -365,18 +412,20 @@ def sign(input: Tensor) -> Tensor:
 
 
 def floor(input: Tensor) -> Tensor:
-    return _unary("Floor", input, "FloorBackward0") if input.dtype.is_floating_point else input
+    return _unary("Floor", input, "FloorBackward0") if input.dtype.is_floating_point else clone(input)
 
 
 def ceil(input: Tensor) -> Tensor:
-    return _unary("Ceil", input, "CeilBackward0") if input.dtype.is_floating_point else input
+    return _unary("Ceil", input, "CeilBackward0") if input.dtype.is_floating_point else clone(input)
 
 
 def round(input: Tensor) -> Tensor:
-    return _unary("Round", input, "RoundBackward0") if input.dtype.is_floating_point else input
+    return _unary("Round", input, "RoundBackward0") if input.dtype.is_floating_point else clone(input)
 
 
 def relu(input: Tensor) -> Tensor:
+    if not input._value.dtype.is_floating_point:
+        return clamp(input, min=0)  # onnxruntime's Relu lacks int64, int16 and uint8 kernels
     return _unary("Relu", input, "ReluBackward0")
 
 
@@ -454,7 +503,10 @@ def where(condition: Tensor, input, other) -> Tensor:
 
 
 def _comparison(op_type: str, a, b) -> Tensor:
-    (a, b), _ = promote_operands([a, b])
+    (a, b), operand_dtype = promote_operands([a, b])
+    if operand_dtype is dtypes.bool and op_type != "Equal":
+        # onnxruntime orders no bools; False < True holds for their uint8 values too.
+        a, b = (apply_op("Cast", (operand,), {"to": dtypes.uint8}) for operand in (a, b))
     return apply_op(op_type, (a, b))
 
 
@@ -521,7 +573,10 @@ def clone(input: Tensor) -> Tensor:
 
 
 def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
-    close = le(abs(sub(input, other)), add(mul(abs(other) if isinstance(other, Tensor) else builtins.abs(other), rtol), atol))
+    if _is_bool(input) and _is_bool(other):
+        return eq(input, other)  # bools have no difference to measure
+    tolerance = add(mul(abs(other) if isinstance(other, Tensor) else builtins.abs(other), rtol), atol)
+    close = le(abs(sub(input, other)), tolerance)
     if equal_nan:
         close = logical_or(close, logical_and(isnan(input), isnan(other)))
     return logical_or(close, eq(input, other))

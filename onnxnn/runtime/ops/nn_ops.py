@@ -1,8 +1,9 @@
 """Neural-network ops with their own ONNX node: BatchNormalization (shape and gradient rules).
 
-Training-mode batch normalization is decomposed by ``onnxnn.nn.functional.batch_norm`` (onnxruntime
-runs ``training_mode=1`` only in its training builds); evaluation uses this one fused node, which is
-also what imported inference graphs contain.
+``onnxnn.nn.functional.batch_norm`` decomposes training-mode normalization (onnxruntime runs
+``training_mode=1`` only in its training builds) and records this one fused node in evaluation, which
+is also what imported inference graphs contain. Imported ``training_mode=1`` nodes get their gradient
+from ``normalization.batch_normalization_training_grad``.
 """
 from __future__ import annotations
 
@@ -32,8 +33,8 @@ def _batch_normalization_shape(inputs, attrs):
 @gradient_rules.register("BatchNormalization")
 def _batch_normalization_grad(ctx, g, *statistics_grads):
     if ctx.attrs.get("training_mode", 0):
-        raise NotImplementedError("onnxnn has no gradient rule for BatchNormalization with training_mode=1; "
-                                  "onnxnn.nn.functional.batch_norm decomposes training-mode normalization")
+        from .normalization import batch_normalization_training_grad  # the normalization family owns it
+        return batch_normalization_training_grad(ctx, g, *statistics_grads)
     x, scale, mean, variance = ctx.input(0), ctx.input(1), ctx.input(3), ctx.input(4)
     rank = x.dim()
     stat_shape = (1, x.shape[1]) + (1,) * (rank - 2)

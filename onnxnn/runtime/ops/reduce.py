@@ -10,6 +10,7 @@ from collections import namedtuple
 from .. import dtypes
 from ..registry import gradient_rules, non_differentiable, shape_rules
 from ._common import Tensor, apply_op, int64_constant, normalize_axes
+from .elementwise import where
 
 _REDUCE_OPS = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2",
                "ReduceLogSumExp", "ReduceSumSquare", "ReduceL1", "ReduceLogSum")
@@ -89,9 +90,16 @@ def _reduce_extremum_grad(ctx, g):
 
 @gradient_rules.register("ReduceProd")
 def _reduce_prod_grad(ctx, g):
-    kept, _ = _gradient_with_kept_dims(ctx, g)
+    # d prod / d x_i is the product of the other elements. out / x_i gives it where x_i != 0; at a
+    # zero it is the product of the nonzero elements if x_i is the only zero, else 0 (as PyTorch).
+    kept, axes = _gradient_with_kept_dims(ctx, g)
+    x = ctx.input(0)
     out = ctx.output().reshape(kept.shape)
-    return kept * out / ctx.input(0), None
+    is_zero = x == 0
+    nonzero = where(is_zero, 1.0, x)
+    zero_count = is_zero.to(x.dtype).sum(dim=axes, keepdim=True)
+    others_at_zero = where(zero_count == 1, nonzero.prod(dim=axes, keepdim=True), 0.0)
+    return kept * where(is_zero, others_at_zero, out / nonzero), None
 
 
 @gradient_rules.register("ReduceSumSquare")
@@ -111,7 +119,8 @@ def _reduce_log_sum_exp_grad(ctx, g):
 def _reduce_l2_grad(ctx, g):
     kept, _ = _gradient_with_kept_dims(ctx, g)
     out = ctx.output().reshape(kept.shape)
-    return kept * ctx.input(0) / out, None
+    # A zero norm takes the subgradient 0, as PyTorch's (x / 0 would be nan there).
+    return kept * ctx.input(0) / where(out == 0, 1.0, out), None
 
 
 # ---------------------------------------------------------------- tensor functions
@@ -125,18 +134,29 @@ def _dims(input: Tensor, dim) -> list[int] | None:
 
 def _reduce(op_type: str, input: Tensor, dim, keepdim: bool, name: str) -> Tensor:
     dims = _dims(input, dim)
-    if dims == [] or (dims is None and input.dim() == 0):
-        dims = None
+    if dims == [] or input.dim() == 0:
+        dims = None  # a 0-d tensor reduced over its dim 0 (or -1) is itself, as in PyTorch
     axes = None if dims is None else int64_constant(dims)
     return apply_op(op_type, (input, axes), {"keepdims": int(keepdim)}, name)
 
 
+_SCALAR_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
+                      "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
+                      "bool": "Bool"}
+
+
+def _integers_as_int64(input: Tensor, dtype) -> Tensor:
+    """sum and prod accumulate bool and integer inputs in int64 unless a dtype is given (PyTorch)."""
+    if dtype is not None:
+        return input.to(dtype)
+    if not input.dtype.is_floating_point and input.dtype is not dtypes.int64:
+        return input.to(dtypes.int64)
+    return input
+
+
 def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Sum over ``dim`` (all dims when None); bool and integer inputs sum to int64 as in PyTorch."""
-    if dtype is not None:
-        input = input.to(dtype)
-    elif not input.dtype.is_floating_point and input.dtype is not dtypes.int64:
-        input = input.to(dtypes.int64)
+    input = _integers_as_int64(input, dtype)
     return _reduce("ReduceSum", input, dim, keepdim, "SumBackward0" if dim is None else "SumBackward1")
 
 
@@ -145,13 +165,13 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
         input = input.to(dtype)
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating point "
-                           f"or complex dtype. Got: {input.dtype.name.capitalize()}")
+                           f"or complex dtype. Got: {_SCALAR_TYPE_NAMES[input.dtype.name]}")
     return _reduce("ReduceMean", input, dim, keepdim, "MeanBackward0" if dim is None else "MeanBackward1")
 
 
 def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
-    if dtype is not None:
-        input = input.to(dtype)
+    """Product over ``dim`` (all dims when None); bool and integer inputs multiply in int64."""
+    input = _integers_as_int64(input, dtype)
     return _reduce("ReduceProd", input, dim, keepdim, "ProdBackward0")
 
 
@@ -227,24 +247,39 @@ def std(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correc
 
 def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
     peak = amax(input, dim, keepdim=True).detach()
+    # An infinite peak would give inf - inf = nan; shifting by 0 there keeps the result +-inf (PyTorch).
+    peak = where(peak.abs() == float("inf"), 0.0, peak)
     result = (input - peak).exp().sum(dim, keepdim=True).log() + peak
     return result if keepdim else result.squeeze(_dims(input, dim))
 
 
+def _truth_values(input: Tensor) -> Tensor:
+    # Through bool first: a direct cast to int32 would truncate 0.5 to 0 (false).
+    return input.to(dtypes.bool).to(dtypes.int32)
+
+
 def all(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    return _reduce("ReduceMin", input.to(dtypes.int32), dim, keepdim, None).to(dtypes.bool)
+    return _reduce("ReduceMin", _truth_values(input), dim, keepdim, None).to(dtypes.bool)
 
 
 def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    return _reduce("ReduceMax", input.to(dtypes.int32), dim, keepdim, None).to(dtypes.bool)
+    return _reduce("ReduceMax", _truth_values(input), dim, keepdim, None).to(dtypes.bool)
 
 
 def norm(input: Tensor, p=2, dim=None, keepdim: bool = False) -> Tensor:
+    """The vector ``p``-norm over ``dim`` (all elements when None); ``"fro"`` is the 2-norm."""
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as input. "
+                           f"Got {_SCALAR_TYPE_NAMES[input.dtype.name]}")
     if p == 2 or p == "fro":
-        return (input * input).sum(dim, keepdim).sqrt()
+        return _reduce("ReduceL2", input, dim, keepdim, "LinalgVectorNormBackward0")
     if p == 1:
         return input.abs().sum(dim, keepdim)
     if p == float("inf"):
         return input.abs().amax(dim if dim is not None else (), keepdim)
+    if p == -float("inf"):
+        return input.abs().amin(dim if dim is not None else (), keepdim)
+    if p == 0:
+        return (input != 0).to(input.dtype).sum(dim, keepdim)  # the count of nonzero elements
     return (input.abs() ** p).sum(dim, keepdim) ** (1.0 / p)
 

@@ -267,10 +267,10 @@ def _pad_grad(ctx, g):
     pads = _constant_list(ctx.input_value(1))
     axes = (normalize_axes(_constant_list(ctx.input_value(3)), len(shape))
             if ctx.num_inputs > 3 and ctx.input_value(3) is not None else list(range(len(shape))))
-    starts = [pads[position] for position in range(len(axes))]
-    ends = [pads[position] + shape[axis] for position, axis in enumerate(axes)]
-    sliced = apply_op("Slice", (g, int64_constant(starts), int64_constant(ends), int64_constant(axes)))
-    return (sliced,) + (None,) * (ctx.num_inputs - 1)
+    # Padding by the negated pads crops what was added and zero-fills what negative pads cropped.
+    cropped = apply_op("Pad", (g, int64_constant([-pad for pad in pads]), None, int64_constant(axes)),
+                       {"mode": "constant"})
+    return (cropped,) + (None,) * (ctx.num_inputs - 1)
 
 
 def pad_constant(input: Tensor, pads: list[int], value: float = 0.0) -> Tensor:
@@ -332,10 +332,10 @@ def permute(input: Tensor, *dims) -> Tensor:
 
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     dim0, dim1 = normalize_axes([dim0, dim1], input.dim())
+    if dim0 == dim1:
+        return input  # also every transpose of a 0-d tensor
     perm = list(range(input.dim()))
     perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
-    if dim0 == dim1:
-        return input
     return apply_op("Transpose", (input,), {"perm": perm}, "TransposeBackward0")
 
 
@@ -350,7 +350,7 @@ def squeeze(input: Tensor, dim=None) -> Tensor:
         axes = [axis for axis, size in enumerate(input.shape) if size == 1]
     else:
         dims = [dim] if isinstance(dim, int) else list(dim)
-        axes = [axis for axis in normalize_axes(dims, input.dim()) if input.shape[axis] == 1]
+        axes = [axis for axis in normalize_axes(dims, input.dim()) if input.dim() and input.shape[axis] == 1]
     if not axes:
         return input
     return apply_op("Squeeze", (input, int64_constant(axes)), None, "SqueezeBackward0")
@@ -404,9 +404,13 @@ def cat(tensors, dim: int = 0) -> Tensor:
     for tensor in tensors[1:]:
         target = dtypes.promote_types(target, tensor.dtype)
     tensors = [tensor if tensor.dtype is target else tensor.to(target) for tensor in tensors]
-    if len(tensors) == 1:
-        return tensors[0]
+    for position, tensor in enumerate(tensors):
+        if tensor.dim() == 0:
+            raise RuntimeError(f"zero-dimensional tensor (at position {position}) cannot be concatenated")
     axis = normalize_axes([dim], tensors[0].dim())[0]
+    if len(tensors) == 1:
+        # A new tensor, as PyTorch's: an in-place change of the result must not reach the input.
+        return apply_op("Identity", (tensors[0],), None, "CatBackward0")
     return apply_op("Concat", tuple(tensors), {"axis": axis}, "CatBackward0")
 
 
@@ -455,7 +459,18 @@ def unbind(input: Tensor, dim: int = 0) -> tuple:
 
 
 def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
-    return slice_axis(input, dim, start, start + length, 1)
+    """The ``length`` elements from ``start`` along ``dim`` (a negative start counts from the end)."""
+    axis = normalize_axes([dim], input.dim())[0]
+    size = input.shape[axis]
+    if not -size <= start <= size:
+        raise IndexError(f"start out of range (expected to be in range of [{-size}, {size}], but got {start})")
+    if start < 0:
+        start += size
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative.")
+    if start + length > size:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
+    return slice_axis(input, axis, start, start + length, 1)
 
 
 def slice_axis(input: Tensor, dim: int, start: int, end: int, step: int = 1) -> Tensor:

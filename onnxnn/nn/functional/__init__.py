@@ -1,0 +1,32 @@
+"""Functional forms of the layers: ``onnxnn.nn.functional`` (PyTorch's ``torch.nn.functional``).
+
+Every function records standard ONNX nodes through Tensor ops. Composite operations decompose into
+ops onnxruntime runs fast (Softmax, ReduceMean, MatMul, ...), so few extra gradient rules are
+needed; batch normalization in evaluation is one ``BatchNormalization`` node.
+
+Example::
+
+    >>> import onnxnn.nn.functional as F
+    >>> x = onnxnn.randn(4, 3)
+    >>> F.relu(x).shape
+    onnxnn.Size([4, 3])
+"""
+from __future__ import annotations
+
+from ._activation import (
+    elu, gelu, hardtanh, leaky_relu, leaky_relu_, log_softmax, logsigmoid, relu, relu6, relu_, sigmoid, silu,
+    softmax, softplus, tanh,
+)
+from ._dropout import dropout
+from ._linear import linear
+from ._loss import (
+    binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, l1_loss, mse_loss, nll_loss, one_hot,
+)
+from ._normalization import batch_norm
+
+__all__ = [
+    "linear", "relu", "relu_", "leaky_relu", "leaky_relu_", "sigmoid", "tanh", "gelu", "silu", "elu",
+    "softplus", "hardtanh", "relu6", "logsigmoid", "softmax", "log_softmax", "dropout", "batch_norm",
+    "one_hot", "mse_loss", "l1_loss", "nll_loss", "cross_entropy", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+]

@@ -1,0 +1,289 @@
+"""Loss functions: mse_loss, l1_loss, nll_loss, cross_entropy, binary cross entropy; and one_hot.
+
+Class indices are compared with every class (a one-hot mask) instead of gathered: the comparison
+and a Where are cheap next to the log_softmax over the same (N, C) tensor, and need no indexing op.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ...runtime import dtypes
+from ...runtime import ops as _ops
+from ...runtime.graph import static_constant
+from ...runtime.tensor import Tensor, apply_op
+from ._common import scalar_type_name, stable_softplus
+
+__all__ = ["one_hot", "mse_loss", "l1_loss", "nll_loss", "cross_entropy", "binary_cross_entropy",
+           "binary_cross_entropy_with_logits"]
+
+
+def _legacy_reduction(size_average, reduce, reduction: str) -> str:
+    """Maps the deprecated ``size_average``/``reduce`` pair to a reduction, warning as PyTorch does."""
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    result = "mean" if size_average and reduce else "sum" if reduce else "none"
+    warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{result}' instead.",
+                  stacklevel=3)
+    return result
+
+
+def _reduce_loss(loss: Tensor, reduction: str, name: str) -> Tensor:
+    if reduction == "none":
+        return loss
+    if reduction == "mean":
+        return apply_op("ReduceMean", (loss,), {"keepdims": 0}, name)
+    if reduction == "sum":
+        return apply_op("ReduceSum", (loss,), {"keepdims": 0}, name)
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _check_reduction(reduction: str) -> None:
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _warn_size_mismatch(input: Tensor, target: Tensor) -> None:
+    if target.shape != input.shape:
+        warnings.warn(f"Using a target size ({target.size()}) that is different to the input size "
+                      f"({input.size()}). This will likely lead to incorrect results due to broadcasting. "
+                      "Please ensure they have the same size.", stacklevel=3)
+
+
+def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+             weight: Tensor | None = None) -> Tensor:
+    """The mean (or sum, or elementwise) squared error ``(input - target)^2``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    _warn_size_mismatch(input, target)
+    difference = input - target
+    loss = difference * difference
+    if weight is not None:
+        loss = loss * weight
+    return _reduce_loss(loss, reduction, "MseLossBackward0")
+
+
+def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+            weight: Tensor | None = None) -> Tensor:
+    """The mean (or sum, or elementwise) absolute error ``|input - target|``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    _warn_size_mismatch(input, target)
+    loss = _ops.abs(input - target)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce_loss(loss, reduction, "L1LossBackward0")
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """int64 one-hot encoding of class indices: ``(*) -> (*, num_classes)``.
+
+    With ``num_classes=-1`` the count is ``max + 1``, which reads the indices.
+    """
+    if tensor.dtype.is_floating_point or tensor.dtype is dtypes.bool:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if num_classes == -1:
+        num_classes = int(tensor.max().item()) + 1 if tensor.numel() else 0
+    mask = _class_mask(tensor.unsqueeze(-1), num_classes, -1)
+    return mask.to(dtypes.int64)
+
+
+def _class_mask(target: Tensor, num_classes: int, class_dim: int) -> Tensor:
+    """Boolean ``target == c`` for every class c, laid out along ``class_dim`` (where target has size 1)."""
+    shape = [1] * target.dim()
+    shape[class_dim] = num_classes
+    classes = Tensor._from_value(static_constant(np.arange(num_classes).reshape(shape), dtypes.int64, target.device))
+    if target.dtype is not dtypes.int64:
+        target = target.to(dtypes.int64)
+    return _ops.eq(target, classes)
+
+
+def _check_class_targets(input: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int) -> None:
+    if input.dim() < 1:
+        raise ValueError(f"Expected 1 or more dimensions (got {input.dim()})")
+    if target.dtype.is_floating_point:
+        raise RuntimeError(f"expected scalar type Long but found {scalar_type_name(target.dtype)}")
+    if input.dim() == 1 and target.dim() != 0:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if input.dim() >= 2:
+        if target.dim() == 0 or target.shape[0] != input.shape[0]:
+            target_batch = target.shape[0] if target.dim() else 1
+            raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
+                             f"({target_batch}).")
+        expected = input.shape[:1] + input.shape[2:]
+        if tuple(target.shape) != tuple(expected):
+            if input.dim() == 2:
+                raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+            raise RuntimeError(f"Expected target size {list(expected)}, got {list(target.shape)}")
+    classes = input.shape[1] if input.dim() >= 2 else input.shape[0]
+    if weight is not None and (weight.dim() != 1 or weight.numel() != classes):
+        raise RuntimeError(f"weight tensor should be defined either for all {classes} classes or no classes but "
+                           f"got weight tensor of shape: {list(weight.shape)}")
+    # Indices already in memory are checked as PyTorch's CPU kernel does; pending ones would need a run.
+    data = target._value.data
+    if data is not None:
+        invalid = (data != ignore_index) & ((data < 0) | (data >= classes))
+        if invalid.any():
+            raise IndexError(f"Target {int(data[invalid].reshape(-1)[0])} is out of bounds.")
+
+
+def _nll_terms(log_probs: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int):
+    """Per-element ``-w[t] * log_probs[t]`` and the weight ``w[t]`` (0 where ignored); class dim is 1."""
+    classes = log_probs.shape[1]
+    mask = _class_mask(target.unsqueeze(1), classes, 1)
+    picked = _ops.where(mask, log_probs, 0.0).sum(1)
+    valid = _ops.ne(target, ignore_index)
+    if weight is None:
+        sample_weight = valid.to(log_probs.dtype)
+        loss = _ops.where(valid, -picked, 0.0)
+    else:
+        class_weight = weight.to(log_probs.dtype).reshape((1, classes) + (1,) * (log_probs.dim() - 2))
+        sample_weight = _ops.where(valid, _ops.where(mask, class_weight, 0.0).sum(1), 0.0)
+        loss = _ops.where(valid, -picked * sample_weight, 0.0)
+    return loss, sample_weight
+
+
+def _batched(input: Tensor, target: Tensor) -> tuple[Tensor, Tensor, bool]:
+    """Gives an unbatched ``(C)`` input and its 0-d target a batch dim of 1."""
+    if input.dim() == 1:
+        return input.unsqueeze(0), target.reshape(1), True
+    return input, target, False
+
+
+def _nll_from_log_probs(log_probs: Tensor, target: Tensor, weight, ignore_index: int, reduction: str,
+                        name: str) -> Tensor:
+    log_probs, target, unbatched = _batched(log_probs, target)
+    loss, sample_weight = _nll_terms(log_probs, target, weight, ignore_index)
+    if reduction == "none":
+        return loss.reshape(()) if unbatched else loss
+    if reduction == "sum":
+        return apply_op("ReduceSum", (loss,), {"keepdims": 0}, name)
+    return apply_op("Div", (loss.sum(), sample_weight.sum()), None, name)
+
+
+def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+             ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
+    """Negative log likelihood of class indices ``target`` under log-probabilities ``input``.
+
+    Args:
+        input: ``(N, C)``, ``(C)`` or ``(N, C, d1, ...)`` log-probabilities.
+        target: class indices ``(N)``, ``()`` or ``(N, d1, ...)``.
+        weight: ``(C)`` class weights; 'mean' divides by the summed weights of the targets.
+        ignore_index: a target value that contributes neither loss nor weight.
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    _check_class_targets(input, target, weight, ignore_index)
+    return _nll_from_log_probs(input, target, weight, ignore_index, reduction, "NllLossBackward0")
+
+
+def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+                  ignore_index: int = -100, reduce=None, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
+    """Cross entropy between ``softmax(input)`` along the class dim and ``target``.
+
+    ``target`` holds class indices (shape of ``input`` without the class dim) or, when it has the
+    shape of ``input``, class probabilities. ``label_smoothing`` mixes the target with the uniform
+    distribution, as PyTorch does.
+
+    Example::
+
+        >>> logits = onnxnn.randn(3, 5, requires_grad=True)
+        >>> F.cross_entropy(logits, onnxnn.tensor([1, 0, 4])).backward()
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    if input.dim() < 1:
+        raise ValueError(f"Expected 1 or more dimensions (got {input.dim()})")
+    class_dim = 0 if input.dim() == 1 else 1
+    classes = input.shape[class_dim]
+    if target.shape == input.shape:
+        return _cross_entropy_probabilities(input, target, weight, ignore_index, reduction, label_smoothing,
+                                            class_dim)
+    _check_class_targets(input, target, weight, ignore_index)
+    log_probs = _ops.log_softmax(input, class_dim)
+    nll = _nll_from_log_probs(log_probs, target, weight, ignore_index, reduction, "NllLossBackward0")
+    if label_smoothing == 0.0:
+        return nll
+    log_probs, target, unbatched = _batched(log_probs, target)
+    ignored = _ops.eq(target, ignore_index)
+    weighted = log_probs
+    if weight is not None:
+        weighted = log_probs * weight.to(log_probs.dtype).reshape((1, classes) + (1,) * (log_probs.dim() - 2))
+    smooth = _ops.where(ignored, 0.0, -weighted.sum(1))
+    if reduction == "none":
+        smooth = smooth.reshape(()) if unbatched else smooth
+    elif reduction == "sum":
+        smooth = smooth.sum()
+    else:
+        _, sample_weight = _nll_terms(log_probs, target, weight, ignore_index)
+        smooth = smooth.sum() / sample_weight.sum()
+    return nll * (1 - label_smoothing) + smooth * (label_smoothing / classes)
+
+
+def _cross_entropy_probabilities(input, target, weight, ignore_index, reduction, label_smoothing, class_dim):
+    if not target.dtype.is_floating_point:
+        raise RuntimeError(f"Expected floating point type for target with class probabilities, got "
+                           f"{scalar_type_name(target.dtype)}")
+    if ignore_index >= 0:
+        raise RuntimeError("ignore_index is not supported for floating point target")
+    classes = input.shape[class_dim]
+    if weight is not None and (weight.dim() != 1 or weight.numel() != classes):
+        raise RuntimeError(f"weight tensor should be defined either for all {classes} classes or no classes but "
+                           f"got weight tensor of shape: {list(weight.shape)}")
+    log_probs = _ops.log_softmax(input, class_dim)
+    if label_smoothing > 0.0:
+        target = target * (1 - label_smoothing) + label_smoothing / classes
+    product = log_probs * target
+    if weight is not None:
+        shape = [1] * input.dim()
+        shape[class_dim] = classes
+        product = product * weight.to(input.dtype).reshape(shape)
+    if reduction == "none":
+        return -product.sum(class_dim)
+    total = -apply_op("ReduceSum", (product,), {"keepdims": 0}, "SumBackward0")
+    if reduction == "sum":
+        return total
+    return total / (input.numel() // classes)
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+                         reduce=None, reduction: str = "mean") -> Tensor:
+    """``-w * (t * log(x) + (1 - t) * log(1 - x))`` for probabilities ``x``; logs clamped at -100 as in PyTorch."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if target.shape != input.shape:
+        raise ValueError(f"Using a target size ({target.size()}) that is different to the input size "
+                         f"({input.size()}) is deprecated. Please ensure they have the same size.")
+    log_x = _ops.clamp(_ops.log(input), min=-100.0)
+    log_one_minus_x = _ops.clamp(_ops.log(1 - input), min=-100.0)
+    loss = -(target * log_x + (1 - target) * log_one_minus_x)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce_loss(loss, reduction, "BinaryCrossEntropyBackward0")
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                                     size_average=None, reduce=None, reduction: str = "mean",
+                                     pos_weight: Tensor | None = None) -> Tensor:
+    """Binary cross entropy of ``sigmoid(input)``, computed stably from the logits.
+
+    ``loss = (1 - t) * x + (1 + (pos_weight - 1) * t) * softplus(-x)``, optionally times ``weight``.
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if target.shape != input.shape:
+        raise ValueError(f"Target size ({target.size()}) must be the same as input size ({input.size()})")
+    negative_log_sigmoid = stable_softplus(_ops.neg(input))
+    if pos_weight is not None:
+        log_weight = (pos_weight - 1) * target + 1
+        negative_log_sigmoid = log_weight * negative_log_sigmoid
+    loss = (1 - target) * input + negative_log_sigmoid
+    if weight is not None:
+        loss = loss * weight
+    return _reduce_loss(loss, reduction, "BinaryCrossEntropyWithLogitsBackward0")

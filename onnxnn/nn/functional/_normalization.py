@@ -1,0 +1,79 @@
+"""batch_norm: training-mode decomposition with running-statistics updates, and the eval-mode node."""
+from __future__ import annotations
+
+from ...runtime import ops as _ops
+from ...runtime.grad_mode import no_grad
+from ...runtime.tensor import Tensor, apply_op
+
+__all__ = ["batch_norm"]
+
+
+def _verify_batch_size(size) -> None:
+    values_per_channel = size[0]
+    for extent in size[2:]:
+        values_per_channel *= extent
+    if values_per_channel == 1:
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size {list(size)}")
+
+
+def _check_channel_count(name: str, tensor: Tensor | None, channels: int, input: Tensor) -> None:
+    if tensor is not None and tensor.numel() != channels:
+        raise RuntimeError(f"{name} should contain {channels} elements not {tensor.numel()} "
+                           f"(input of shape {list(input.shape)}, {name} of shape {list(tensor.shape)})")
+
+
+def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
+               weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
+               momentum: float | Tensor = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalizes each channel (dim 1) of ``input`` over the other dims, then scales and shifts it.
+
+    Training, it normalizes with the batch mean and biased variance and, when running statistics are
+    given, rebinds them to ``(1 - momentum) * running + momentum * batch`` (the unbiased variance
+    for ``running_var``), as PyTorch does. Otherwise it normalizes with the running statistics.
+
+    Args:
+        input: ``(N, C, *)``.
+        running_mean, running_var: ``(C)`` buffers, or None (training only).
+        weight, bias: ``(C)`` affine parameters, or None.
+        momentum: the update factor; a 0-d tensor is accepted too (the cumulative average of
+            ``BatchNorm`` with ``momentum=None`` passes ``1 / num_batches_tracked``).
+        eps: added to the variance for stability.
+    """
+    if input.dim() < 2:
+        raise ValueError(f"expected 2D or more input (got {input.dim()}D input)")
+    channels = input.shape[1]
+    for name, tensor in (("running_mean", running_mean), ("running_var", running_var),
+                         ("weight", weight), ("bias", bias)):
+        _check_channel_count(name, tensor, channels, input)
+    stat_shape = (1, channels) + (1,) * (input.dim() - 2)
+    if training:
+        _verify_batch_size(input.shape)
+        return _batch_norm_training(input, running_mean, running_var, weight, bias, momentum, eps, stat_shape)
+    if running_mean is None or running_var is None:
+        raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
+    like = input.dtype
+    scale = weight.to(like) if weight is not None else Tensor._full((channels,), 1, like, input.device)
+    shift = bias.to(like) if bias is not None else Tensor._full((channels,), 0, like, input.device)
+    return apply_op("BatchNormalization", (input, scale, shift, running_mean.to(like), running_var.to(like)),
+                    {"epsilon": float(eps)}, "NativeBatchNormBackward0")
+
+
+def _batch_norm_training(input, running_mean, running_var, weight, bias, momentum, eps, stat_shape):
+    axes = [0] + list(range(2, input.dim()))
+    mean = _ops.mean(input, axes, keepdim=True)
+    centered = input - mean
+    variance = _ops.mean(centered * centered, axes, keepdim=True)
+    inverse_std = _ops.rsqrt(variance + eps)
+    if running_mean is not None or running_var is not None:
+        count = input.numel() // stat_shape[1]
+        with no_grad():
+            if running_mean is not None:
+                batch_mean = mean.detach().reshape(-1).to(running_mean.dtype)
+                running_mean.copy_(running_mean * (1 - momentum) + batch_mean * momentum)
+            if running_var is not None:
+                unbiased = variance.detach().reshape(-1).to(running_var.dtype) * (count / max(count - 1, 1))
+                running_var.copy_(running_var * (1 - momentum) + unbiased * momentum)
+    scale = inverse_std if weight is None else inverse_std * weight.reshape(stat_shape)
+    if bias is None:
+        return apply_op("Mul", (centered, scale), None, "NativeBatchNormBackward0")
+    return apply_op("Add", (centered * scale, bias.reshape(stat_shape)), None, "NativeBatchNormBackward0")

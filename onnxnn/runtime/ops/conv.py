@@ -1,0 +1,555 @@
+"""Convolutions: Conv and ConvTranspose (shape and gradient rules) and PyTorch's conv*d functions.
+
+The gradient of a convolution is again a convolution, so the backward graph holds only standard
+ONNX ops: the input gradient of ``Conv`` is a ``ConvTranspose`` of the output gradient with the same
+weight, and its weight gradient is a ``Conv`` of the input with the output gradient where batch and
+channel axes swap roles (stride and dilation swap too). ``ConvTranspose`` is the adjoint of ``Conv``,
+so its rules are the same two formulas read the other way round.
+
+The window arithmetic here (``window_geometry``) is shared with the pooling ops.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..registry import gradient_rules, shape_rules
+from ._common import Tensor, apply_op, int64_constant
+
+__all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"]
+
+
+# ---------------------------------------------------------------- window geometry
+
+class WindowGeometry(NamedTuple):
+    """Where a sliding window (a convolution or pooling kernel) lands, per spatial axis."""
+
+    output: list[int]
+    kernel: list[int]
+    strides: list[int]
+    dilations: list[int]
+    pads_begin: list[int]
+    pads_end: list[int]
+
+
+def _auto_pad(attrs: dict) -> str:
+    mode = attrs.get("auto_pad", "NOTSET")
+    return mode.decode() if isinstance(mode, bytes) else mode
+
+
+def _per_axis(attrs: dict, name: str, rank: int, default: int) -> list[int]:
+    values = attrs.get(name)
+    return [default] * rank if values is None or len(values) == 0 else [int(v) for v in values]
+
+
+def pooled_size(size: int, kernel: int, stride: int, dilation: int, pad_begin: int, pad_end: int,
+                ceil_mode: bool = False) -> int:
+    """Output length of a window sliding over ``size`` elements (PyTorch's and ONNX's formula).
+
+    With ``ceil_mode`` a last partial window is kept, unless it would start inside the end padding.
+    """
+    span = size + pad_begin + pad_end - dilation * (kernel - 1) - 1
+    if not ceil_mode:
+        return span // stride + 1
+    output = -(-span // stride) + 1
+    if (output - 1) * stride >= size + pad_begin:
+        output -= 1
+    return output
+
+
+def window_geometry(input_spatial, kernel, attrs: dict, ceil_mode: bool = False,
+                    pooling: bool = False) -> WindowGeometry:
+    """Resolves ``auto_pad``/``pads``/``strides``/``dilations`` of a Conv or pooling node to explicit pads.
+
+    ``SAME_UPPER``/``SAME_LOWER`` aim at ``ceil(size / stride)`` outputs and put the odd padding
+    element at the end/beginning, as the ONNX spec says. For pooling nodes onnxruntime sizes that
+    padding for the undilated kernel and then slides the dilated one (fewer outputs); it is
+    followed here, since it is what runs.
+    """
+    rank = len(input_spatial)
+    kernel = [int(k) for k in kernel]
+    strides = _per_axis(attrs, "strides", rank, 1)
+    dilations = _per_axis(attrs, "dilations", rank, 1)
+    mode = _auto_pad(attrs)
+    if mode in ("SAME_UPPER", "SAME_LOWER"):
+        output, pads_begin, pads_end = [], [], []
+        for size, k, s, d in zip(input_spatial, kernel, strides, dilations):
+            target = -(-size // s)
+            extent = k if pooling else (k - 1) * d + 1
+            total = max(0, (target - 1) * s + extent - size)
+            small, large = total // 2, total - total // 2
+            begin, end = (small, large) if mode == "SAME_UPPER" else (large, small)
+            output.append(pooled_size(size, k, s, d, begin, end))
+            pads_begin.append(begin)
+            pads_end.append(end)
+        return WindowGeometry(output, kernel, strides, dilations, pads_begin, pads_end)
+    if mode == "VALID":
+        pads = [0] * (2 * rank)
+    elif mode == "NOTSET":
+        pads = _per_axis(attrs, "pads", 2 * rank, 0)
+    else:
+        raise RuntimeError(f"unknown auto_pad '{mode}': expected NOTSET, SAME_UPPER, SAME_LOWER or VALID")
+    pads_begin, pads_end = pads[:rank], pads[rank:]
+    output = [pooled_size(size, k, s, d, b, e, ceil_mode)
+              for size, k, s, d, b, e in zip(input_spatial, kernel, strides, dilations, pads_begin, pads_end)]
+    return WindowGeometry(output, kernel, strides, dilations, pads_begin, pads_end)
+
+
+class TransposeGeometry(NamedTuple):
+    """Where ConvTranspose writes: the output is ``full[pads_begin : pads_begin + output]`` per axis,
+    ``full`` being the uncropped scatter of length ``stride * (in - 1) + output_padding + (k - 1) * d + 1``
+    (zeros past its end)."""
+
+    output: list[int]
+    kernel: list[int]
+    strides: list[int]
+    dilations: list[int]
+    pads_begin: list[int]
+    output_padding: list[int]
+
+
+def transpose_geometry(input_spatial, kernel, attrs: dict) -> TransposeGeometry:
+    """Resolves ConvTranspose's ``output_shape``/``auto_pad``/``pads`` to an output size and a crop.
+
+    With ``output_shape`` (or ``SAME_*``) the total padding ``full - output`` is split as the ONNX spec
+    and onnxruntime do: ``SAME_UPPER`` puts ``total // 2`` at the beginning, anything else the rest.
+    """
+    rank = len(input_spatial)
+    kernel = [int(k) for k in kernel]
+    strides = _per_axis(attrs, "strides", rank, 1)
+    dilations = _per_axis(attrs, "dilations", rank, 1)
+    output_padding = _per_axis(attrs, "output_padding", rank, 0)
+    full = [s * (size - 1) + p + (k - 1) * d + 1
+            for size, k, s, d, p in zip(input_spatial, kernel, strides, dilations, output_padding)]
+    mode = _auto_pad(attrs)
+    requested = attrs.get("output_shape")
+    if requested is not None and len(requested) > 0:
+        if len(requested) != rank:
+            raise RuntimeError(f"ConvTranspose: output_shape {list(requested)} must give one size per spatial axis "
+                               f"({rank})")
+        output = [int(v) for v in requested]
+    elif mode in ("SAME_UPPER", "SAME_LOWER"):
+        # The spec asks for size * stride; onnxruntime never grows the output past ``full``.
+        output = [min(size * s, f) for size, s, f in zip(input_spatial, strides, full)]
+    else:
+        pads = [0] * (2 * rank) if mode == "VALID" else _per_axis(attrs, "pads", 2 * rank, 0)
+        output = [f - pads[i] - pads[rank + i] for i, f in enumerate(full)]
+        return TransposeGeometry(output, kernel, strides, dilations, pads[:rank], output_padding)
+    pads_begin = []
+    for f, out in zip(full, output):
+        total = max(0, f - out)
+        pads_begin.append(total // 2 if mode == "SAME_UPPER" else total - total // 2)
+    return TransposeGeometry(output, kernel, strides, dilations, pads_begin, output_padding)
+
+
+# ---------------------------------------------------------------- building blocks of the rules
+
+def needs_input_grad(ctx, index: int) -> bool:
+    """Whether the gradient for input ``index`` flows anywhere (skips building unused convolutions)."""
+    edges = ctx.function.next_functions
+    return index < len(edges) and edges[index] is not None
+
+
+def crop(tensor: Tensor, sizes, first_axis: int = 2) -> Tensor:
+    """``tensor`` cut to ``sizes`` along the axes from ``first_axis`` on (a no-op when it already fits)."""
+    axes = [first_axis + i for i, size in enumerate(sizes) if tensor.shape[first_axis + i] != size]
+    if not axes:
+        return tensor
+    ends = [sizes[axis - first_axis] for axis in axes]
+    return apply_op("Slice", (tensor, int64_constant([0] * len(axes)), int64_constant(ends), int64_constant(axes)),
+                    None, "SliceBackward0")
+
+
+def scatter_windows(g: Tensor, weight: Tensor, input_spatial, geometry: WindowGeometry, group: int) -> Tensor:
+    """The adjoint of sliding ``weight`` over an input of size ``input_spatial``: a ConvTranspose.
+
+    The explicit end padding and ``output_padding`` are chosen so the result has exactly the input's
+    spatial size (rows that no window reached get zeros).
+    """
+    pads_end, output_padding = [], []
+    for size, out, k, s, d, b in zip(input_spatial, geometry.output, geometry.kernel, geometry.strides,
+                                     geometry.dilations, geometry.pads_begin):
+        excess = s * (out - 1) + (k - 1) * d + 1 - b - size
+        pads_end.append(max(excess, 0))
+        output_padding.append(max(-excess, 0))
+    attrs = {"strides": geometry.strides, "dilations": geometry.dilations,
+             "pads": list(geometry.pads_begin) + pads_end, "group": group}
+    if any(output_padding):
+        attrs["output_padding"] = output_padding
+    return apply_op("ConvTranspose", (g, weight), attrs, "ConvolutionBackward0")
+
+
+def gather_windows(g: Tensor, weight: Tensor, output_spatial, kernel, strides, dilations, pads_begin,
+                   group: int) -> Tensor:
+    """The adjoint of ConvTranspose: a Conv of ``g`` producing exactly ``output_spatial`` positions."""
+    pads_end = [max(0, s * (out - 1) + (k - 1) * d + 1 - size - b)
+                for size, out, k, s, d, b in zip(g.shape[2:], output_spatial, kernel, strides, dilations,
+                                                  pads_begin)]
+    result = apply_op("Conv", (g, weight), {"strides": list(strides), "dilations": list(dilations),
+                                             "pads": list(pads_begin) + pads_end, "group": group},
+                      "ConvolutionBackward0")
+    return crop(result, output_spatial)
+
+
+def weight_gradient(x: Tensor, g: Tensor, kernel, strides, dilations, pads_begin, group: int) -> Tensor:
+    """d<Conv(x, w), g>/dw for ``Conv(x, w)`` with these strides/dilations/begin pads: shape ``(M, C/group, *kernel)``.
+
+    Computed as one Conv in which the input channels act as the batch and the batch as channels
+    (per group), the output gradient acts as the kernel, and stride and dilation trade places.
+    """
+    batch, channels = x.shape[0], x.shape[1]
+    spatial_rank = x.dim() - 2
+    out_channels = g.shape[1]
+    per_group_in, per_group_out = channels // group, out_channels // group
+    spatial = list(range(3, 3 + spatial_rank))
+    # x: (N, G, C/G, *in) -> (C/G, G*N, *in); g: (N, G, M/G, *out) -> (G*M/G, N, *out).
+    x_t = x.reshape((batch, group, per_group_in) + tuple(x.shape[2:])).permute([2, 1, 0] + spatial)
+    x_t = x_t.reshape((per_group_in, group * batch) + tuple(x.shape[2:]))
+    g_t = g.reshape((batch, group, per_group_out) + tuple(g.shape[2:])).permute([1, 2, 0] + spatial)
+    g_t = g_t.reshape((out_channels, batch) + tuple(g.shape[2:]))
+    pads_end = [max(0, (out - 1) * s + (k - 1) * d + 1 - size - b)
+                for size, out, k, s, d, b in zip(x.shape[2:], g.shape[2:], kernel, strides, dilations, pads_begin)]
+    result = apply_op("Conv", (x_t, g_t), {"strides": list(dilations), "dilations": list(strides),
+                                           "pads": list(pads_begin) + pads_end, "group": group},
+                      "ConvolutionBackward0")
+    result = crop(result, kernel)  # windows past the kernel's extent (strides not dividing evenly)
+    return result.permute([1, 0] + list(range(2, 2 + spatial_rank)))
+
+
+def channel_sum(g: Tensor) -> Tensor:
+    """``g`` summed over every axis but the channel axis 1 (the gradient of a per-channel bias)."""
+    return g.sum([0] + list(range(2, g.dim())))
+
+
+# ---------------------------------------------------------------- Conv
+
+def _conv_node_kernel(x, w, attrs: dict, op_type: str) -> list[int]:
+    kernel = list(w.shape[2:])
+    declared = attrs.get("kernel_shape")
+    if declared is not None and len(declared) and [int(k) for k in declared] != kernel:
+        raise RuntimeError(f"{op_type}: kernel_shape {list(declared)} does not match the weight of shape "
+                           f"{list(w.shape)}")
+    return kernel
+
+
+@shape_rules.register("Conv")
+def _conv_shape(inputs, attrs):
+    x, w = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 else None
+    group = int(attrs.get("group", 1))
+    if len(x.shape) < 3 or len(w.shape) != len(x.shape):
+        raise RuntimeError(f"Conv expects an input of rank >= 3 and a weight of the same rank, got input "
+                           f"{list(x.shape)} and weight {list(w.shape)}")
+    if group < 1 or w.shape[0] % group or x.shape[1] != w.shape[1] * group:
+        raise RuntimeError(f"Conv: given group={group}, weight of size {list(w.shape)}, expected input"
+                           f"{list(x.shape)} to have {w.shape[1] * group} channels and the weight's first "
+                           f"dimension to be divisible by {group}")
+    if bias is not None and bias.shape != (w.shape[0],):
+        raise RuntimeError(f"Conv: expected bias of shape [{w.shape[0]}], got {list(bias.shape)}")
+    geometry = window_geometry(x.shape[2:], _conv_node_kernel(x, w, attrs, "Conv"), attrs)
+    if any(size <= 0 for size in geometry.output):
+        raise RuntimeError(f"Conv: input of shape {list(x.shape)} is smaller than the dilated kernel of weight "
+                           f"{list(w.shape)} (output size {geometry.output})")
+    return [((x.shape[0], w.shape[0]) + tuple(geometry.output), x.dtype)]
+
+
+@gradient_rules.register("Conv")
+def _conv_grad(ctx, g):
+    x_shape, w_shape = ctx.input_shape(0), ctx.input_shape(1)
+    group = int(ctx.attrs.get("group", 1))
+    geometry = window_geometry(x_shape[2:], w_shape[2:], ctx.attrs)
+    grad_x = grad_w = grad_b = None
+    if needs_input_grad(ctx, 0):
+        grad_x = scatter_windows(g, ctx.input(1), x_shape[2:], geometry, group)
+    if needs_input_grad(ctx, 1):
+        grad_w = weight_gradient(ctx.input(0), g, geometry.kernel, geometry.strides, geometry.dilations,
+                                 geometry.pads_begin, group)
+    if ctx.num_inputs > 2 and ctx.input_value(2) is not None and needs_input_grad(ctx, 2):
+        grad_b = channel_sum(g)
+    return grad_x, grad_w, grad_b
+
+
+# ---------------------------------------------------------------- ConvTranspose
+
+@shape_rules.register("ConvTranspose")
+def _conv_transpose_shape(inputs, attrs):
+    x, w = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 else None
+    group = int(attrs.get("group", 1))
+    if len(x.shape) < 3 or len(w.shape) != len(x.shape):
+        raise RuntimeError(f"ConvTranspose expects an input of rank >= 3 and a weight of the same rank, got "
+                           f"input {list(x.shape)} and weight {list(w.shape)}")
+    if group < 1 or x.shape[1] != w.shape[0] or w.shape[0] % group:
+        raise RuntimeError(f"ConvTranspose: given group={group}, weight of size {list(w.shape)}, expected input"
+                           f"{list(x.shape)} to have {w.shape[0]} channels, divisible by {group}")
+    channels = w.shape[1] * group
+    if bias is not None and bias.shape != (channels,):
+        raise RuntimeError(f"ConvTranspose: expected bias of shape [{channels}], got {list(bias.shape)}")
+    geometry = transpose_geometry(x.shape[2:], _conv_node_kernel(x, w, attrs, "ConvTranspose"), attrs)
+    if any(size <= 0 for size in geometry.output):
+        raise RuntimeError(f"ConvTranspose: input of shape {list(x.shape)} gives a non-positive output size "
+                           f"{geometry.output}")
+    return [((x.shape[0], channels) + tuple(geometry.output), x.dtype)]
+
+
+@gradient_rules.register("ConvTranspose")
+def _conv_transpose_grad(ctx, g):
+    x_shape, w_shape = ctx.input_shape(0), ctx.input_shape(1)
+    group = int(ctx.attrs.get("group", 1))
+    geometry = transpose_geometry(x_shape[2:], w_shape[2:], ctx.attrs)
+    grad_x = grad_w = grad_b = None
+    if needs_input_grad(ctx, 0):
+        grad_x = gather_windows(g, ctx.input(1), x_shape[2:], geometry.kernel, geometry.strides,
+                                geometry.dilations, geometry.pads_begin, group)
+    if needs_input_grad(ctx, 1):
+        # ConvTranspose(x, w) is the adjoint of Conv(., w) mapping the output space to the input's:
+        # its weight gradient is Conv's weight gradient with the roles of x and g exchanged.
+        grad_w = weight_gradient(g, ctx.input(0), geometry.kernel, geometry.strides, geometry.dilations,
+                                 geometry.pads_begin, group)
+    if ctx.num_inputs > 2 and ctx.input_value(2) is not None and needs_input_grad(ctx, 2):
+        grad_b = channel_sum(g)
+    return grad_x, grad_w, grad_b
+
+
+# ---------------------------------------------------------------- tensor functions
+
+def expand_param(value, rank: int, name: str, function: str | None = None) -> list[int]:
+    """An int or a sequence of ``rank`` ints as a list (PyTorch's ``_pair``/``_triple`` with its error)."""
+    if isinstance(value, bool):
+        value = int(value)
+    if isinstance(value, int):
+        return [value] * rank
+    values = [int(v) for v in value]
+    if len(values) == 1:
+        return values * rank
+    if len(values) != rank:
+        if function is not None:
+            count = {1: "one", 2: "two", 3: "three"}.get(rank, str(rank))
+            raise RuntimeError(f"{function}: {name} must either be a single int, or a tuple of {count} ints")
+        raise RuntimeError(f"expected {name} to be a single integer value or a list of {rank} values to match "
+                           f"the convolution dimensions, but got {name}={values}")
+    return values
+
+
+def _type_name(dtype) -> str:
+    return {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16"}.get(
+        dtype.name, dtype.name.capitalize())
+
+
+def batched(input: Tensor, spatial_rank: int, function: str) -> tuple[Tensor, bool]:
+    """``input`` with a batch axis (PyTorch accepts unbatched ``(C, *spatial)``) and whether one was added."""
+    if input.dim() == spatial_rank + 2:
+        return input, False
+    if input.dim() == spatial_rank + 1:
+        return input.unsqueeze(0), True
+    raise RuntimeError(f"Expected {spatial_rank + 1}D (unbatched) or {spatial_rank + 2}D (batched) input to "
+                       f"{function}, but got input of size: {list(input.shape)}")
+
+
+def _check_conv_arguments(input: Tensor, weight: Tensor, bias, groups: int, transposed: bool) -> None:
+    """PyTorch's ``check_shape_forward`` in its words (the input already has its batch axis)."""
+    if weight.dim() != input.dim():
+        raise RuntimeError(f"Expected {weight.dim()}-dimensional input for {weight.dim()}-dimensional weight "
+                           f"{list(weight.shape)}, but got {input.dim()}-dimensional input of size "
+                           f"{list(input.shape)} instead")
+    if input.dtype is not weight.dtype:
+        raise RuntimeError(f"expected scalar type {_type_name(input.dtype)} but found {_type_name(weight.dtype)}")
+    if bias is not None and bias.dtype is not input.dtype:
+        raise RuntimeError(f"Input type ({_type_name(input.dtype)}) and bias type ({_type_name(bias.dtype)}) "
+                           f"should be the same")
+    if groups <= 0:
+        raise RuntimeError("non-positive groups is not supported")
+    weight_size = list(weight.shape)
+    if not transposed:
+        if weight.shape[0] < groups:
+            raise RuntimeError(f"Given groups={groups}, expected weight to be at least {groups} at dimension 0, "
+                               f"but got weight of size {weight_size} instead")
+        if weight.shape[0] % groups:
+            raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
+                               f"but got weight of size {weight_size} instead")
+        if input.shape[1] != weight.shape[1] * groups:
+            raise RuntimeError(f"Given groups={groups}, weight of size {weight_size}, expected input"
+                               f"{list(input.shape)} to have {weight.shape[1] * groups} channels, but got "
+                               f"{input.shape[1]} channels instead")
+        out_channels, prefix = weight.shape[0], ""
+    else:
+        if input.shape[1] != weight.shape[0]:
+            raise RuntimeError(f"Given transposed=1, weight of size {weight_size}, expected input"
+                               f"{list(input.shape)} to have {weight.shape[0]} channels, but got "
+                               f"{input.shape[1]} channels instead")
+        if weight.shape[0] % groups:
+            raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
+                               f"but got weight of size {weight_size} instead")
+        out_channels, prefix = weight.shape[1] * groups, "transposed=1, "
+    if bias is not None and tuple(bias.shape) != (out_channels,):
+        raise RuntimeError(f"Given {prefix}weight of size {weight_size}, expected bias to be 1-dimensional with "
+                           f"{out_channels} elements, but got bias of size {list(bias.shape)} instead")
+
+
+def _sizes(values) -> str:
+    return " x ".join(str(v) for v in values)
+
+
+def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups: int, spatial_rank: int) -> Tensor:
+    function = f"conv{spatial_rank}d"
+    input, added_batch = batched(input, spatial_rank, function)
+    _check_conv_arguments(input, weight, bias, groups, transposed=False)
+    strides = expand_param(stride, spatial_rank, "stride")
+    dilations = expand_param(dilation, spatial_rank, "dilation")
+    kernel = list(weight.shape[2:])
+    if any(s <= 0 for s in strides):
+        raise RuntimeError("non-positive stride is not supported")
+    if any(d <= 0 for d in dilations):
+        raise RuntimeError("dilation should be greater than zero")
+    if isinstance(padding, str):
+        if padding == "valid":
+            pads_begin = pads_end = [0] * spatial_rank
+        elif padding == "same":
+            if any(s != 1 for s in strides):
+                raise RuntimeError("padding='same' is not supported for strided convolutions")
+            # PyTorch puts the odd element of the total padding at the end.
+            totals = [d * (k - 1) for k, d in zip(kernel, dilations)]
+            pads_begin = [total // 2 for total in totals]
+            pads_end = [total - total // 2 for total in totals]
+        else:
+            raise ValueError(f"Invalid padding string '{padding}', should be one of {{'valid', 'same'}}")
+    else:
+        pads_begin = pads_end = expand_param(padding, spatial_rank, "padding")
+        if any(p < 0 for p in pads_begin):
+            raise RuntimeError("negative padding is not supported")
+    spatial = list(input.shape[2:])
+    padded = [size + b + e for size, b, e in zip(spatial, pads_begin, pads_end)]
+    dilated = [d * (k - 1) + 1 for k, d in zip(kernel, dilations)]
+    if any(p < k for p, k in zip(padded, dilated)):
+        raise RuntimeError(f"Calculated padded input size per channel: ({_sizes(padded)}). Kernel size: "
+                           f"({_sizes(dilated)}). Kernel size can't be greater than actual input size")
+    attrs = {"strides": strides, "pads": list(pads_begin) + list(pads_end), "dilations": dilations, "group": groups,
+             "kernel_shape": kernel}
+    operands = (input, weight) if bias is None else (input, weight, bias)
+    output = apply_op("Conv", operands, attrs, "ConvolutionBackward0")
+    return output.squeeze(0) if added_batch else output
+
+
+def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
+           groups: int = 1) -> Tensor:
+    """1-D convolution (cross-correlation) over ``(N, C_in, L)`` or unbatched ``(C_in, L)`` input.
+
+    Args:
+        input: ``(N, C_in, L)``.
+        weight: ``(C_out, C_in / groups, kL)``.
+        bias: optional ``(C_out,)``.
+        stride, padding, dilation: an int or a one-element tuple; ``padding`` may be ``'valid'`` or
+            ``'same'``.
+        groups: splits the channels into this many independent convolutions.
+
+    Returns:
+        ``(N, C_out, L_out)``.
+    """
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 1)
+
+
+def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
+           groups: int = 1) -> Tensor:
+    """2-D convolution (cross-correlation), recorded as one ONNX ``Conv`` node.
+
+    Args:
+        input: ``(N, C_in, H, W)`` or unbatched ``(C_in, H, W)``.
+        weight: ``(C_out, C_in / groups, kH, kW)``.
+        bias: optional ``(C_out,)``.
+        stride, padding, dilation: an int or a pair; ``padding`` may be ``'valid'`` or ``'same'``.
+        groups: splits the channels into this many independent convolutions.
+
+    Returns:
+        ``(N, C_out, H_out, W_out)``.
+
+    Example::
+
+        >>> x = onnxnn.randn(1, 3, 8, 8)
+        >>> w = onnxnn.randn(4, 3, 3, 3)
+        >>> conv2d(x, w, padding=1).shape
+        onnxnn.Size([1, 4, 8, 8])
+    """
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 2)
+
+
+def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
+           groups: int = 1) -> Tensor:
+    """3-D convolution over ``(N, C_in, D, H, W)``; arguments as :func:`conv2d` with triples."""
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 3)
+
+
+def _conv_transpose(input: Tensor, weight: Tensor, bias, stride, padding, output_padding, groups: int, dilation,
+                    spatial_rank: int) -> Tensor:
+    function = f"conv_transpose{spatial_rank}d"
+    input, added_batch = batched(input, spatial_rank, function)
+    _check_conv_arguments(input, weight, bias, groups, transposed=True)
+    strides = expand_param(stride, spatial_rank, "stride")
+    pads = expand_param(padding, spatial_rank, "padding")
+    extra = expand_param(output_padding, spatial_rank, "output_padding")
+    dilations = expand_param(dilation, spatial_rank, "dilation")
+    if any(s <= 0 for s in strides):
+        raise RuntimeError("non-positive stride is not supported")
+    if any(p < 0 for p in pads):
+        raise RuntimeError("negative padding is not supported")
+    if any(p < 0 for p in extra):
+        raise RuntimeError("negative output_padding is not supported")
+    if any(d <= 0 for d in dilations):
+        raise RuntimeError("dilation should be greater than zero")
+    if any(p >= s and p >= d for p, s, d in zip(extra, strides, dilations)):
+        raise RuntimeError(f"output padding must be smaller than either stride or dilation, but got "
+                           f"output_padding={extra}, stride={strides} and dilation={dilations}")
+    kernel = list(weight.shape[2:])
+    spatial = list(input.shape[2:])
+    output = [s * (size - 1) - 2 * p + d * (k - 1) + e + 1
+              for size, s, p, d, k, e in zip(spatial, strides, pads, dilations, kernel, extra)]
+    if any(size <= 0 for size in output):
+        raise RuntimeError(f"Given input size per channel: ({_sizes(spatial)}). Calculated output size per "
+                           f"channel: ({_sizes(output)}). Output size is too small")
+    attrs = {"strides": strides, "pads": pads + pads, "dilations": dilations, "group": groups,
+             "kernel_shape": kernel}
+    if any(extra):
+        attrs["output_padding"] = extra
+    operands = (input, weight) if bias is None else (input, weight, bias)
+    result = apply_op("ConvTranspose", operands, attrs, "ConvolutionBackward0")
+    return result.squeeze(0) if added_batch else result
+
+
+def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
+                     output_padding=0, groups: int = 1, dilation=1) -> Tensor:
+    """1-D transposed convolution ("deconvolution"), the gradient of :func:`conv1d` w.r.t. its input.
+
+    Args:
+        input: ``(N, C_in, L)`` or unbatched ``(C_in, L)``.
+        weight: ``(C_in, C_out / groups, kL)``.
+        output_padding: extra positions added at the end of the output (less than stride or dilation).
+
+    Returns:
+        ``(N, C_out, (L - 1) * stride - 2 * padding + dilation * (kL - 1) + output_padding + 1)``.
+    """
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 1)
+
+
+def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
+                     output_padding=0, groups: int = 1, dilation=1) -> Tensor:
+    """2-D transposed convolution, recorded as one ONNX ``ConvTranspose`` node.
+
+    Args:
+        input: ``(N, C_in, H, W)`` or unbatched ``(C_in, H, W)``.
+        weight: ``(C_in, C_out / groups, kH, kW)``.
+        bias: optional ``(C_out,)``.
+        stride, padding, output_padding, dilation: an int or a pair.
+        groups: splits the channels into this many independent convolutions.
+
+    Example::
+
+        >>> x = onnxnn.randn(1, 4, 5, 5)
+        >>> w = onnxnn.randn(4, 2, 3, 3)
+        >>> conv_transpose2d(x, w, stride=2, padding=1, output_padding=1).shape
+        onnxnn.Size([1, 2, 10, 10])
+    """
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 2)
+
+
+def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
+                     output_padding=0, groups: int = 1, dilation=1) -> Tensor:
+    """3-D transposed convolution over ``(N, C_in, D, H, W)``; arguments as :func:`conv_transpose2d`."""
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 3)

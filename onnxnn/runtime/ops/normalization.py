@@ -1,0 +1,365 @@
+"""Normalization ops: LayerNormalization, InstanceNormalization, GroupNormalization, LRN, Dropout.
+
+Shape and gradient rules for the nodes imported vision and language models contain, and PyTorch's
+``layer_norm``, ``group_norm``, ``instance_norm`` and ``local_response_norm`` on top. Every
+gradient is the analytic formula written with ordinary tensor ops: with ``x̂`` the normalized input
+over the reduced axes and ``ĝ = g * scale``,
+``dx = inv_std * (ĝ - mean(ĝ) - x̂ * mean(ĝ * x̂))``.
+
+BatchNormalization's rules live in ``nn_ops.py``; :func:`batch_normalization_training_grad` here is
+the gradient of its ``training_mode=1`` form, for that rule to delegate to.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..grad_mode import no_grad
+from ..registry import gradient_rules, shape_rules
+from ._common import Tensor, apply_op, normalize_axes
+from .conv import channel_sum, needs_input_grad
+from .shape import pad_constant
+
+__all__ = ["layer_norm", "group_norm", "instance_norm", "local_response_norm"]
+
+
+def _standardized(x: Tensor, axes: list[int], epsilon: float) -> tuple[Tensor, Tensor]:
+    """(x - mean) * inv_std over ``axes`` (kept), and inv_std, in ``x``'s precision."""
+    centered = x - x.mean(axes, keepdim=True)
+    inv_std = ((centered * centered).mean(axes, keepdim=True) + epsilon).rsqrt()
+    return centered * inv_std, inv_std
+
+
+def _normalized_grad(g_hat: Tensor, x_hat: Tensor, inv_std: Tensor, axes: list[int]) -> Tensor:
+    """The gradient through ``x̂ = (x - mean) * inv_std`` given ``ĝ = dL/dx̂``."""
+    return inv_std * (g_hat - g_hat.mean(axes, keepdim=True) - x_hat * (g_hat * x_hat).mean(axes, keepdim=True))
+
+
+def _per_channel(parameter: Tensor, rank: int) -> Tensor:
+    """A ``(C,)`` parameter shaped ``(1, C, 1, ...)`` to broadcast over ``(N, C, *spatial)``."""
+    return parameter.reshape((1, parameter.shape[0]) + (1,) * (rank - 2))
+
+
+# ---------------------------------------------------------------- LayerNormalization
+
+def _layer_norm_axis(attrs: dict, rank: int) -> int:
+    return normalize_axes([attrs.get("axis", -1)], rank)[0]
+
+
+@shape_rules.register("LayerNormalization")
+def _layer_normalization_shape(inputs, attrs):
+    x, scale = inputs[0], inputs[1]
+    rank = len(x.shape)
+    axis = _layer_norm_axis(attrs, rank)
+    normalized = x.shape[axis:]
+    for name, value in (("Scale", scale), ("B", inputs[2] if len(inputs) > 2 else None)):
+        if value is None:
+            continue
+        trailing = normalized[len(normalized) - len(value.shape):] if len(value.shape) <= len(normalized) else None
+        if trailing is None or any(v not in (1, n) for v, n in zip(value.shape, trailing)):
+            raise RuntimeError(f"LayerNormalization: {name} of shape {list(value.shape)} does not broadcast to the "
+                               f"normalized shape {list(normalized)} of the input of shape {list(x.shape)}")
+    stash = dtypes.as_dtype(int(attrs.get("stash_type", 1)))
+    statistics = x.shape[:axis] + (1,) * (rank - axis)
+    return [(x.shape, x.dtype), (statistics, stash), (statistics, stash)]
+
+
+@gradient_rules.register("LayerNormalization")
+def _layer_normalization_grad(ctx, g, *statistics_grads):
+    x = ctx.input(0)
+    axes = list(range(_layer_norm_axis(ctx.attrs, x.dim()), x.dim()))
+    x_hat, inv_std = _standardized(x, axes, float(ctx.attrs.get("epsilon", 1e-5)))
+    grad_x = grad_scale = grad_bias = None
+    if needs_input_grad(ctx, 0):
+        grad_x = _normalized_grad(g * ctx.input(1), x_hat, inv_std, axes)
+        if len(ctx.function.outputs) > 1:
+            # The optional Mean and InvStdDev outputs are functions of x too.
+            count = float(np.prod([x.shape[axis] for axis in axes]))
+            grad_mean, grad_inv_std = (s.to(x.dtype) for s in statistics_grads[:2])
+            grad_x = grad_x + grad_mean / count - grad_inv_std * inv_std * inv_std * x_hat / count
+    if needs_input_grad(ctx, 1):
+        grad_scale = g * x_hat  # the driver sums it down to Scale's (broadcast) shape
+    if ctx.num_inputs > 2 and ctx.input_value(2) is not None:
+        grad_bias = g
+    return grad_x, grad_scale, grad_bias
+
+
+# ---------------------------------------------------------------- Instance and group normalization
+
+def _check_per_channel(op_type: str, x, parameters) -> None:
+    if len(x.shape) < 3:
+        raise RuntimeError(f"{op_type} expects an input of shape (N, C, *spatial), got {list(x.shape)}")
+    for name, value in parameters:
+        if value is not None and value.shape != (x.shape[1],):
+            raise RuntimeError(f"{op_type}: {name} of shape {list(value.shape)} does not match the {x.shape[1]} "
+                               f"channels of the input of shape {list(x.shape)}")
+
+
+@shape_rules.register("InstanceNormalization")
+def _instance_normalization_shape(inputs, attrs):
+    x = inputs[0]
+    _check_per_channel("InstanceNormalization", x, (("scale", inputs[1]), ("B", inputs[2])))
+    return [(x.shape, x.dtype)]
+
+
+@gradient_rules.register("InstanceNormalization")
+def _instance_normalization_grad(ctx, g):
+    x = ctx.input(0)
+    axes = list(range(2, x.dim()))
+    x_hat, inv_std = _standardized(x, axes, float(ctx.attrs.get("epsilon", 1e-5)))
+    grad_x = grad_scale = grad_bias = None
+    if needs_input_grad(ctx, 0):
+        grad_x = _normalized_grad(g * _per_channel(ctx.input(1), x.dim()), x_hat, inv_std, axes)
+    if needs_input_grad(ctx, 1):
+        grad_scale = channel_sum(g * x_hat)
+    if needs_input_grad(ctx, 2):
+        grad_bias = channel_sum(g)
+    return grad_x, grad_scale, grad_bias
+
+
+@shape_rules.register("GroupNormalization")
+def _group_normalization_shape(inputs, attrs):
+    x = inputs[0]
+    _check_per_channel("GroupNormalization", x, (("scale", inputs[1]), ("bias", inputs[2])))
+    groups = int(attrs.get("num_groups", 0))
+    if groups <= 0 or x.shape[1] % groups:
+        raise RuntimeError(f"GroupNormalization: num_groups={groups} does not divide the {x.shape[1]} channels of "
+                           f"the input of shape {list(x.shape)}")
+    return [(x.shape, x.dtype)]
+
+
+@gradient_rules.register("GroupNormalization")
+def _group_normalization_grad(ctx, g):
+    x = ctx.input(0)
+    grouped_shape = (x.shape[0], int(ctx.attrs["num_groups"]), -1)
+    grouped = x.reshape(grouped_shape)
+    x_hat, inv_std = _standardized(grouped, [2], float(ctx.attrs.get("epsilon", 1e-5)))
+    grad_x = grad_scale = grad_bias = None
+    if needs_input_grad(ctx, 0):
+        g_hat = (g * _per_channel(ctx.input(1), x.dim())).reshape(grouped_shape)
+        grad_x = _normalized_grad(g_hat, x_hat, inv_std, [2]).reshape(x.shape)
+    if needs_input_grad(ctx, 1):
+        grad_scale = channel_sum(g * x_hat.reshape(x.shape))
+    if needs_input_grad(ctx, 2):
+        grad_bias = channel_sum(g)
+    return grad_x, grad_scale, grad_bias
+
+
+# ---------------------------------------------------------------- BatchNormalization, training form
+
+def batch_normalization_training_grad(ctx, g, *statistics_grads) -> tuple:
+    """Gradients of ``BatchNormalization(training_mode=1)`` for X, scale and B (None for the statistics).
+
+    The output uses the batch statistics (biased variance) over every axis but the channel axis, so
+    the gradient is the normalization formula over those axes. The running-statistics outputs are
+    buffers and send no gradient back.
+    """
+    x = ctx.input(0)
+    axes = [0] + list(range(2, x.dim()))
+    x_hat, inv_std = _standardized(x, axes, float(ctx.attrs.get("epsilon", 1e-5)))
+    grad_x = _normalized_grad(g * _per_channel(ctx.input(1), x.dim()), x_hat, inv_std, axes)
+    return grad_x, channel_sum(g * x_hat), channel_sum(g), None, None
+
+
+# ---------------------------------------------------------------- LRN
+
+def _channel_window_sum(t: Tensor, before: int, after: int) -> Tensor:
+    """out[:, c] = sum of t[:, c - before : c + after + 1] (zeros outside the channels)."""
+    channels = t.shape[1]
+    pads = [0] * (2 * t.dim())
+    pads[1], pads[t.dim() + 1] = before, after
+    padded = pad_constant(t, pads)
+    total = None
+    for offset in range(before + after + 1):
+        part = padded.narrow(1, offset, channels)
+        total = part if total is None else total + part
+    return total
+
+
+def _lrn_window(size: int) -> tuple[int, int]:
+    """ONNX LRN sums channels [c - floor((size-1)/2), c + ceil((size-1)/2)]."""
+    return (size - 1) // 2, size - 1 - (size - 1) // 2
+
+
+@shape_rules.register("LRN")
+def _lrn_shape(inputs, attrs):
+    x = inputs[0]
+    if len(x.shape) < 3:
+        raise RuntimeError(f"LRN expects an input of shape (N, C, *spatial), got {list(x.shape)}")
+    if int(attrs.get("size", 0)) <= 0:
+        raise RuntimeError(f"LRN: size must be a positive integer, got {attrs.get('size')}")
+    return [(x.shape, x.dtype)]
+
+
+@gradient_rules.register("LRN")
+def _lrn_grad(ctx, g):
+    x = ctx.input(0)
+    size = int(ctx.attrs["size"])
+    alpha, beta = float(ctx.attrs.get("alpha", 1e-4)), float(ctx.attrs.get("beta", 0.75))
+    bias = float(ctx.attrs.get("bias", 1.0))
+    before, after = _lrn_window(size)
+    # y = x * D^-beta with D = bias + alpha/size * (window sum of x^2). x[c'] enters D[c] for every c
+    # whose window holds c', i.e. c in [c' - after, c' + before]: the mirrored window.
+    denominator = _channel_window_sum(x * x, before, after) * (alpha / size) + bias
+    powered = denominator.pow(-beta)
+    through_denominator = _channel_window_sum(g * x * powered / denominator, after, before)
+    return (g * powered - x * through_denominator * (2.0 * alpha * beta / size),)
+
+
+# ---------------------------------------------------------------- Dropout (as found in imported graphs)
+
+@shape_rules.register("Dropout")
+def _dropout_shape(inputs, attrs):
+    x = inputs[0]
+    return [(x.shape, x.dtype), (x.shape, dtypes.bool)]
+
+
+def _dropout_training(ctx) -> bool:
+    if ctx.num_inputs < 3 or ctx.input_value(2) is None:
+        return False
+    return bool(np.asarray(ctx.input_value(2).numpy()))  # a (usually constant) flag: realized if pending
+
+
+@gradient_rules.register("Dropout")
+def _dropout_grad(ctx, g, *unused):
+    if not _dropout_training(ctx):
+        return g, None, None
+    # The kept elements are read off the output rather than the mask output: each run of the node
+    # draws a new mask, and the output is the value the forward pass actually used (it may have been
+    # realized in an earlier run than the mask). An input element exactly 0 gets no gradient.
+    kept = (ctx.output(0).detach() != 0).to(g.dtype)
+    if ctx.num_inputs > 1 and ctx.input_value(1) is not None:
+        keep_probability = 1.0 - ctx.input(1).detach().to(g.dtype)
+    else:
+        keep_probability = 0.5
+    return g * kept / keep_probability, None, None
+
+
+# ---------------------------------------------------------------- tensor functions
+
+def _constant_like(input: Tensor, shape: tuple, fill: float) -> Tensor:
+    return Tensor._full((), fill, input.dtype, input.device).expand(shape)
+
+
+def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5) -> Tensor:
+    """Normalizes over the last ``len(normalized_shape)`` dims, as one ONNX ``LayerNormalization`` node.
+
+    Args:
+        input: ``(*, *normalized_shape)``.
+        normalized_shape: the trailing shape to normalize over (int or sequence).
+        weight, bias: optional elementwise affine parameters of shape ``normalized_shape``.
+        eps: added to the variance.
+
+    Example::
+
+        >>> x = onnxnn.randn(2, 3, 4)
+        >>> layer_norm(x, [4]).mean(-1).abs().max().item() < 1e-6
+        True
+    """
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(int(s) for s in normalized_shape)
+    if not shape or tuple(input.shape[-len(shape):]) != shape or input.dim() < len(shape):
+        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
+                           f"[*, {', '.join(str(s) for s in shape)}], but got input of size{list(input.shape)}")
+    for name, parameter in (("weight", weight), ("bias", bias)):
+        if parameter is not None and tuple(parameter.shape) != shape:
+            raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but got {name} of shape "
+                               f"{list(parameter.shape)} and normalized_shape = {list(shape)}")
+    scale = weight if weight is not None else _constant_like(input, shape, 1.0)
+    operands = (input, scale) if bias is None else (input, scale, bias)
+    return apply_op("LayerNormalization", operands, {"axis": -len(shape), "epsilon": float(eps)},
+                    "NativeLayerNormBackward0", num_outputs=1)
+
+
+def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5) -> Tensor:
+    """Normalizes each group of ``C / num_groups`` channels of ``(N, C, *)``, then applies a per-channel affine map.
+
+    Recorded as one ONNX ``GroupNormalization`` node (opset 21: per-channel scale and bias).
+    """
+    if input.dim() < 2:
+        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.dim()}")
+    channels = input.shape[1]
+    if num_groups <= 0 or channels % num_groups:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of "
+                           f"shape {list(input.shape)} and num_groups={num_groups}")
+    for name, parameter in (("weight", weight), ("bias", bias)):
+        if parameter is not None and tuple(parameter.shape) != (channels,):
+            raise RuntimeError(f"Expected {name} to be a vector of size equal to the number of channels in input, "
+                               f"but got {name} of shape {list(parameter.shape)} and input of shape "
+                               f"{list(input.shape)}")
+    x = input.unsqueeze(-1) if input.dim() == 2 else input
+    scale = weight if weight is not None else _constant_like(input, (channels,), 1.0)
+    shift = bias if bias is not None else _constant_like(input, (channels,), 0.0)
+    # stash_type sets the precision of the statistics: float64 inputs keep float64 (as PyTorch does).
+    stash = dtypes.float64 if input.dtype is dtypes.float64 else dtypes.float32
+    result = apply_op("GroupNormalization", (x, scale, shift),
+                      {"num_groups": int(num_groups), "epsilon": float(eps), "stash_type": stash.onnx_type},
+                      "NativeGroupNormBackward0")
+    return result.squeeze(-1) if input.dim() == 2 else result
+
+
+def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var: Tensor | None = None,
+                  weight: Tensor | None = None, bias: Tensor | None = None, use_input_stats: bool = True,
+                  momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalizes each ``(n, c)`` plane of ``(N, C, *spatial)`` over its spatial dims.
+
+    With ``use_input_stats`` (the default) the statistics come from the input, as one ONNX
+    ``InstanceNormalization`` node (reductions for float64, which onnxruntime's kernel lacks), and
+    given running statistics are updated in place (the batch mean of the per-instance statistics,
+    unbiased variance). Otherwise the running statistics normalize the input.
+    """
+    if input.dim() < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality input (got {input.dim()} dimensions)")
+    channels = input.shape[1]
+    rank = input.dim()
+    if not use_input_stats:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("Expected running_mean and running_var to be defined when use_input_stats is false")
+        result = (input - _per_channel(running_mean, rank)) * (_per_channel(running_var, rank) + eps).rsqrt()
+        if weight is not None:
+            result = result * _per_channel(weight, rank)
+        return result + _per_channel(bias, rank) if bias is not None else result
+    if input.dtype is dtypes.float64:
+        # onnxruntime has no float64 InstanceNormalization kernel: the same formula in reductions.
+        result = _standardized(input, list(range(2, rank)), float(eps))[0]
+        if weight is not None:
+            result = result * _per_channel(weight, rank)
+        if bias is not None:
+            result = result + _per_channel(bias, rank)
+    else:
+        scale = weight if weight is not None else _constant_like(input, (channels,), 1.0)
+        shift = bias if bias is not None else _constant_like(input, (channels,), 0.0)
+        result = apply_op("InstanceNormalization", (input, scale, shift), {"epsilon": float(eps)})
+    if running_mean is not None or running_var is not None:
+        axes = list(range(2, rank))
+        count = int(np.prod(input.shape[2:]))
+        with no_grad():
+            x = input.detach()
+            instance_mean = x.mean(axes)
+            if running_mean is not None:
+                running_mean.mul_(1.0 - momentum).add_(instance_mean.mean(0).to(running_mean.dtype) * momentum)
+            if running_var is not None:
+                centered = x - instance_mean.reshape(instance_mean.shape + (1,) * len(axes))
+                unbiased = (centered * centered).sum(axes) / max(count - 1, 1)
+                running_var.mul_(1.0 - momentum).add_(unbiased.mean(0).to(running_var.dtype) * momentum)
+    return result
+
+
+def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
+    """Normalizes each element by the energy of its neighbours across channels (AlexNet's LRN).
+
+    ``out[c] = input[c] / (k + alpha / size * sum(input[c']^2 for c' in window(c)))^beta`` with
+    PyTorch's window ``[c - size // 2, c + (size - 1) // 2]``. Recorded as one ONNX ``LRN`` node for
+    4-D inputs and odd ``size`` (where ONNX's window is the same), as elementwise ops otherwise
+    (and for float64, which onnxruntime's LRN kernel lacks).
+    """
+    if input.dim() < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality input (got {input.dim()} dimensions)")
+    if input.numel() == 0:
+        return input
+    if input.dim() == 4 and size % 2 == 1 and input.dtype is not dtypes.float64:
+        return apply_op("LRN", (input,), {"size": int(size), "alpha": float(alpha), "beta": float(beta),
+                                          "bias": float(k)})
+    energy = _channel_window_sum(input * input, size // 2, (size - 1) // 2)
+    return input / (energy * (alpha / size) + k).pow(beta)

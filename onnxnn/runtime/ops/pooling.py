@@ -1,0 +1,372 @@
+"""Pooling: MaxPool, AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool and PyTorch's pooling functions.
+
+Gradients stay within standard ONNX ops: a max pool routes each output gradient to the element its
+``Indices`` output names (``ScatterElements`` with ``reduction="add"``, so overlapping windows that
+pick the same element add up); an average or Lp pool spreads the gradient back over each window with
+a ``ConvTranspose`` against a kernel of ones, the adjoint of summing a window.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..registry import gradient_rules, shape_rules
+from ._common import Tensor, apply_op
+from .conv import batched, expand_param, pooled_size, scatter_windows, window_geometry
+
+__all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+           "adaptive_avg_pool1d", "adaptive_avg_pool2d"]
+
+
+def _pool_geometry(inputs, attrs, op_type: str):
+    x = inputs[0]
+    if len(x.shape) < 3:
+        raise RuntimeError(f"{op_type} expects an input of shape (N, C, *spatial), got {list(x.shape)}")
+    kernel = attrs.get("kernel_shape")
+    if kernel is None or len(kernel) != len(x.shape) - 2:
+        raise RuntimeError(f"{op_type}: kernel_shape {None if kernel is None else list(kernel)} must give one size "
+                           f"per spatial axis of the input of shape {list(x.shape)}")
+    geometry = window_geometry(x.shape[2:], kernel, attrs, bool(attrs.get("ceil_mode", 0)), pooling=True)
+    if any(size <= 0 for size in geometry.output):
+        raise RuntimeError(f"{op_type}: input of shape {list(x.shape)} with kernel_shape {list(kernel)} gives a "
+                           f"non-positive output size {geometry.output}")
+    return geometry
+
+
+@shape_rules.register("MaxPool")
+def _max_pool_shape(inputs, attrs):
+    x = inputs[0]
+    shape = x.shape[:2] + tuple(_pool_geometry(inputs, attrs, "MaxPool").output)
+    return [(shape, x.dtype), (shape, dtypes.int64)]
+
+
+@shape_rules.register("AveragePool")
+def _average_pool_shape(inputs, attrs):
+    x = inputs[0]
+    return [(x.shape[:2] + tuple(_pool_geometry(inputs, attrs, "AveragePool").output), x.dtype)]
+
+
+@shape_rules.register("LpPool")
+def _lp_pool_shape(inputs, attrs):
+    x = inputs[0]
+    return [(x.shape[:2] + tuple(_pool_geometry(inputs, attrs, "LpPool").output), x.dtype)]
+
+
+@shape_rules.register("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
+def _global_pool_shape(inputs, attrs):
+    x = inputs[0]
+    if len(x.shape) < 3:
+        raise RuntimeError(f"global pooling expects an input of shape (N, C, *spatial), got {list(x.shape)}")
+    return [(x.shape[:2] + (1,) * (len(x.shape) - 2), x.dtype)]
+
+
+# ---------------------------------------------------------------- gradient rules
+
+def _route_to_indices(g: Tensor, indices: Tensor, input_shape: tuple, name: str) -> Tensor:
+    """Adds each gradient entry at the flat input position ``indices`` names (ONNX MaxPool's Indices)."""
+    size = int(np.prod(input_shape))
+    zeros = Tensor._zeros((), g.dtype, g.device).expand((size,))
+    routed = apply_op("ScatterElements", (zeros, indices.detach().reshape(-1), g.reshape(-1)),
+                      {"axis": 0, "reduction": "add"}, name)
+    return routed.reshape(input_shape)
+
+
+def _max_indices(x: Tensor, attrs: dict) -> Tensor:
+    """The Indices output of MaxPool recomputed in row-major order (whatever storage_order the node used)."""
+    attrs = {key: value for key, value in attrs.items() if key != "storage_order"}
+    return apply_op("MaxPool", (x,), attrs, num_outputs=2)[1]
+
+
+@gradient_rules.register("MaxPool")
+def _max_pool_grad(ctx, g, *unused):
+    outputs = ctx.function.outputs
+    if len(outputs) > 1 and not ctx.attrs.get("storage_order", 0):
+        indices = ctx.output(1)
+    else:
+        indices = _max_indices(ctx.input(0), ctx.attrs)
+    # Ties route to the one element Indices names, as PyTorch's max_pool backward does.
+    return (_route_to_indices(g, indices, ctx.input_shape(0), "MaxPoolWithIndicesBackward0"),)
+
+
+@gradient_rules.register("GlobalMaxPool")
+def _global_max_pool_grad(ctx, g):
+    x = ctx.input(0)
+    indices = _max_indices(x, {"kernel_shape": list(x.shape[2:])})
+    return (_route_to_indices(g, indices, x.shape, "AdaptiveMaxPoolBackward0"),)
+
+
+@gradient_rules.register("GlobalAveragePool")
+def _global_average_pool_grad(ctx, g):
+    shape = ctx.input_shape(0)
+    return ((g / float(np.prod(shape[2:]))).expand(shape),)
+
+
+def _valid_counts(geometry, spatial) -> np.ndarray:
+    """How many taps of each window fall inside the unpadded input (an outer product over axes)."""
+    counts = np.ones((1, 1), dtype=np.int64)
+    for size, out, k, s, d, b in zip(spatial, geometry.output, geometry.kernel, geometry.strides,
+                                     geometry.dilations, geometry.pads_begin):
+        starts = np.arange(out)[:, None] * s + np.arange(k)[None, :] * d - b
+        per_axis = ((starts >= 0) & (starts < size)).sum(axis=1)
+        counts = counts[..., None] * per_axis.reshape((1,) * counts.ndim + (out,))
+    return counts
+
+
+def _spread_over_windows(g: Tensor, input_shape: tuple, geometry) -> Tensor:
+    """The adjoint of summing every window: each input element gets the sum of g over the windows holding it."""
+    batch, channels = input_shape[0], input_shape[1]
+    planes = g.reshape((batch * channels, 1) + tuple(g.shape[2:]))
+    ones = Tensor._full((), 1.0, g.dtype, g.device).expand((1, 1) + tuple(geometry.kernel))
+    spread = scatter_windows(planes, ones, input_shape[2:], geometry, 1)
+    return spread.reshape(input_shape)
+
+
+@gradient_rules.register("AveragePool")
+def _average_pool_grad(ctx, g):
+    shape = ctx.input_shape(0)
+    geometry = window_geometry(shape[2:], ctx.attrs["kernel_shape"], ctx.attrs, bool(ctx.attrs.get("ceil_mode", 0)),
+                               pooling=True)
+    # Each output is (sum of the valid elements of its window) / divisor. The divisor depends on
+    # count_include_pad and on ceil_mode's partial windows; pooling a plane of ones gives
+    # valid_count / divisor exactly as the forward node computed it, whatever the attributes.
+    ones = Tensor._full((), 1.0, g.dtype, g.device).expand((1, 1) + tuple(shape[2:]))
+    ones_pooled = apply_op("AveragePool", (ones,), dict(ctx.attrs))
+    counts = np.maximum(_valid_counts(geometry, shape[2:]), 1).astype(g.dtype.numpy_dtype)
+    per_window = ones_pooled / Tensor._from_array(counts, g.dtype, g.device)
+    return (_spread_over_windows(g * per_window, shape, geometry),)
+
+
+@gradient_rules.register("LpPool")
+def _lp_pool_grad(ctx, g):
+    x, y = ctx.input(0), ctx.output(0)
+    p = float(ctx.attrs.get("p", 2))
+    geometry = window_geometry(x.shape[2:], ctx.attrs["kernel_shape"], ctx.attrs, bool(ctx.attrs.get("ceil_mode", 0)),
+                               pooling=True)
+    # y = (sum |x|^p)^(1/p): dy/dx = (|x| / y)^(p-1) * sign(x) for each window holding x.
+    spread = _spread_over_windows(g * y.pow(1.0 - p), x.shape, geometry)
+    return (spread * x.abs().pow(p - 1.0) * x.sign(),)
+
+
+# ---------------------------------------------------------------- tensor functions
+
+def _window_arguments(function: str, rank: int, kernel_size, stride, padding, dilation=1):
+    """kernel/stride/padding/dilation as lists of ``rank`` ints, with PyTorch's checks and messages."""
+    what = "a tuple of " + {1: "one", 2: "two", 3: "three"}[rank] + " ints"
+    kernel = expand_param(kernel_size, rank, "kernel_size", function)
+    if stride is None or (not isinstance(stride, int) and len(stride) == 0):
+        strides = list(kernel)
+    elif isinstance(stride, int):
+        strides = [stride] * rank
+    else:
+        if len(stride) not in (1, rank):
+            raise RuntimeError(f"{function}: stride must either be omitted, a single int, or {what}")
+        strides = expand_param(stride, rank, "stride", function)
+    pads = expand_param(padding, rank, "padding", function)
+    dilations = expand_param(dilation, rank, "dilation", function)
+    if any(k <= 0 for k in kernel):
+        raise RuntimeError(f"kernel size should be greater than zero, but got kernel_size={kernel}")
+    if any(s <= 0 for s in strides):
+        raise RuntimeError(f"stride should be greater than zero, but got stride={strides}")
+    if any(d <= 0 for d in dilations):
+        raise RuntimeError(f"dilation should be greater than zero, but got dilation={dilations}")
+    return kernel, strides, pads, dilations
+
+
+def _check_output(input: Tensor, output: list[int]) -> None:
+    if any(size <= 0 for size in output):
+        given = "x".join(str(v) for v in input.shape[1:])
+        calculated = "x".join(str(v) for v in [input.shape[1]] + list(output))
+        raise RuntimeError(f"Given input size: ({given}). Calculated output size: ({calculated}). "
+                           f"Output size is too small")
+
+
+def _batched_pool_input(input: Tensor, rank: int, function: str) -> tuple[Tensor, bool]:
+    if input.dim() not in (rank + 1, rank + 2):
+        raise RuntimeError(f"{function}: Expected {rank + 1}D or {rank + 2}D (batch mode) tensor with optional 0 dim "
+                           f"batch size for input, but got: {list(input.shape)}")
+    return batched(input, rank, function)
+
+
+def _max_pool(input: Tensor, kernel_size, stride, padding, dilation, ceil_mode: bool, return_indices: bool,
+              rank: int):
+    function = f"max_pool{rank}d"
+    kernel, strides, pads, dilations = _window_arguments(function, rank, kernel_size, stride, padding, dilation)
+    effective = [d * (k - 1) + 1 for k, d in zip(kernel, dilations)]
+    if any(p > e // 2 for p, e in zip(pads, effective)):
+        raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={pads}, "
+                           f"kernel_size={kernel} and dilation={dilations}")
+    x, added_batch = _batched_pool_input(input, rank, function)
+    output = [pooled_size(size, k, s, d, p, p, ceil_mode)
+              for size, k, s, d, p in zip(x.shape[2:], kernel, strides, dilations, pads)]
+    _check_output(x, output)
+    attrs = {"kernel_shape": kernel, "strides": strides, "pads": pads + pads, "dilations": dilations,
+             "ceil_mode": int(ceil_mode)}
+    name = f"MaxPool{rank}DWithIndicesBackward0"
+    if not return_indices:
+        result = apply_op("MaxPool", (x,), attrs, name, num_outputs=1)
+        return result.squeeze(0) if added_batch else result
+    result, flat_indices = apply_op("MaxPool", (x,), attrs, name, num_outputs=2)
+    # ONNX counts positions over the whole (N, C, *spatial) tensor, PyTorch within each (n, c) plane.
+    plane = int(np.prod(x.shape[2:]))
+    offsets = (np.arange(x.shape[0] * x.shape[1], dtype=np.int64) * plane).reshape(
+        (x.shape[0], x.shape[1]) + (1,) * rank)
+    indices = flat_indices - Tensor._from_array(offsets, dtypes.int64, x.device)
+    if added_batch:
+        return result.squeeze(0), indices.squeeze(0)
+    return result, indices
+
+
+def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    """1-D max pooling over ``(N, C, L)`` or ``(C, L)``; see :func:`max_pool2d`."""
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 1)
+
+
+def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    """2-D max pooling, recorded as one ONNX ``MaxPool`` node.
+
+    Args:
+        input: ``(N, C, H, W)`` or unbatched ``(C, H, W)``.
+        kernel_size: window size (int or pair).
+        stride: window step (default: ``kernel_size``).
+        padding: implicit ``-inf`` padding on both sides, at most half the effective kernel.
+        dilation: spacing between window elements.
+        ceil_mode: keep a last partial window (never one starting in the padding).
+        return_indices: also return the argmax of each window, flattened per ``(n, c)`` plane.
+
+    Returns:
+        The pooled tensor, or ``(pooled, indices)``.
+
+    Example::
+
+        >>> x = onnxnn.arange(16.0).reshape(1, 1, 4, 4)
+        >>> max_pool2d(x, 2)
+        tensor([[[[ 5.,  7.],
+                  [13., 15.]]]])
+    """
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2)
+
+
+def max_pool3d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    """3-D max pooling over ``(N, C, D, H, W)``; see :func:`max_pool2d`."""
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3)
+
+
+def _avg_pool(input: Tensor, kernel_size, stride, padding, ceil_mode: bool, count_include_pad: bool,
+              divisor_override, rank: int) -> Tensor:
+    function = f"avg_pool{rank}d"
+    kernel, strides, pads, _ = _window_arguments(function, rank, kernel_size, stride, padding)
+    if any(p > k // 2 for p, k in zip(pads, kernel)):
+        raise RuntimeError(f"pad should be at most half of kernel size, but got pad={pads} and kernel_size={kernel}")
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError("divisor must be not zero")
+    x, added_batch = _batched_pool_input(input, rank, function)
+    output = [pooled_size(size, k, s, 1, p, p, ceil_mode) for size, k, s, p in zip(x.shape[2:], kernel, strides, pads)]
+    _check_output(x, output)
+    name = f"AvgPool{rank}DBackward0"
+    if divisor_override is None:
+        attrs = {"kernel_shape": kernel, "strides": strides, "pads": pads + pads, "ceil_mode": int(ceil_mode),
+                 "count_include_pad": int(count_include_pad)}
+        result = apply_op("AveragePool", (x,), attrs, name)
+    else:
+        # Window sums: zero-pad so that every window (ceil_mode's last one too) lies inside, where
+        # an average counting the padding is the sum over the kernel size.
+        ends = [(out - 1) * s + k - size - p for size, out, k, s, p in zip(x.shape[2:], output, kernel, strides, pads)]
+        from .shape import pad_constant
+        padded = pad_constant(x, [0, 0] + pads + [0, 0] + [max(e, 0) for e in ends])
+        attrs = {"kernel_shape": kernel, "strides": strides, "count_include_pad": 1}
+        averaged = apply_op("AveragePool", (padded,), attrs, name)
+        result = averaged * (float(np.prod(kernel)) / float(divisor_override))
+    return result.squeeze(0) if added_batch else result
+
+
+def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True) -> Tensor:
+    """1-D average pooling over ``(N, C, L)`` or ``(C, L)``; see :func:`avg_pool2d`."""
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1)
+
+
+def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
+    """2-D average pooling, recorded as one ONNX ``AveragePool`` node.
+
+    Args:
+        input: ``(N, C, H, W)`` or unbatched ``(C, H, W)``.
+        kernel_size, stride, padding: as in :func:`max_pool2d` (stride defaults to ``kernel_size``).
+        ceil_mode: keep a last partial window; its divisor counts only positions inside the padded input.
+        count_include_pad: whether zero padding counts in the divisor.
+        divisor_override: divide every window sum by this instead.
+
+    Example::
+
+        >>> avg_pool2d(onnxnn.ones(1, 1, 4, 4), 2, padding=1, count_include_pad=False).shape
+        onnxnn.Size([1, 1, 3, 3])
+    """
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2)
+
+
+def avg_pool3d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
+    """3-D average pooling over ``(N, C, D, H, W)``; see :func:`avg_pool2d`."""
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3)
+
+
+def _adaptive_matrix(size: int, out: int) -> np.ndarray:
+    """``(out, size)`` averaging rows over PyTorch's adaptive windows [floor(i*size/out), ceil((i+1)*size/out))."""
+    matrix = np.zeros((out, size))
+    for i in range(out):
+        start, end = (i * size) // out, -(-((i + 1) * size) // out)
+        matrix[i, start:end] = 1.0 / (end - start)
+    return matrix
+
+
+def _adaptive_avg_pool(input: Tensor, output_size, rank: int) -> Tensor:
+    function = f"adaptive_avg_pool{rank}d"
+    if input.dim() not in (rank + 1, rank + 2):
+        raise RuntimeError(f"{function}(): Expected {rank + 1}D or {rank + 2}D tensor, but got {list(input.shape)}")
+    sizes = [output_size] * rank if isinstance(output_size, int) or output_size is None else list(output_size)
+    if len(sizes) != rank:
+        raise ValueError(f"{function}: output_size must be {rank}")
+    x, added_batch = batched(input, rank, function)
+    spatial = list(x.shape[2:])
+    sizes = [size if out is None else int(out) for size, out in zip(spatial, sizes)]
+    if any(out <= 0 for out in sizes):
+        raise RuntimeError(f"{function}(): Expected output_size to be positive, but got {sizes}")
+    name = f"AdaptiveAvgPool{rank}DBackward0"
+    # onnxruntime pools only float32/float16: float64 takes the matrix form, which it runs.
+    poolable = x.dtype is not dtypes.float64
+    if poolable and all(out == 1 for out in sizes):
+        result = apply_op("GlobalAveragePool", (x,), None, name)
+    elif poolable and all(size % out == 0 for size, out in zip(spatial, sizes)):
+        kernel = [size // out for size, out in zip(spatial, sizes)]
+        result = apply_op("AveragePool", (x,), {"kernel_shape": kernel, "strides": kernel}, name)
+    else:
+        # Overlapping, uneven windows: the pooling is separable, one averaging matrix per axis.
+        result = x
+        for axis, (size, out) in enumerate(zip(spatial, sizes)):
+            matrix = Tensor._from_array(_adaptive_matrix(size, out).T.astype(x.dtype.numpy_dtype), x.dtype, x.device)
+            moved = result.transpose(2 + axis, -1)
+            result = (moved @ matrix).transpose(2 + axis, -1)
+    return result.squeeze(0) if added_batch else result
+
+
+def adaptive_avg_pool1d(input: Tensor, output_size) -> Tensor:
+    """Average pooling to a fixed length ``output_size`` with PyTorch's adaptive windows."""
+    return _adaptive_avg_pool(input, output_size, 1)
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
+    """Average pooling to a fixed ``(H_out, W_out)`` (an int for both; None keeps that input size).
+
+    Recorded as ``GlobalAveragePool`` for 1x1 outputs, ``AveragePool`` when the sizes divide
+    evenly, and otherwise (or for float64) as products with constant averaging matrices
+    (PyTorch's windows ``[floor(i * H / H_out), ceil((i + 1) * H / H_out))``).
+
+    Example::
+
+        >>> adaptive_avg_pool2d(onnxnn.ones(2, 3, 7, 7), 1).shape
+        onnxnn.Size([2, 3, 1, 1])
+    """
+    return _adaptive_avg_pool(input, output_size, 2)

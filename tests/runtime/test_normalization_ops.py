@@ -1,0 +1,271 @@
+"""Normalization ops: LayerNormalization, GroupNormalization, InstanceNormalization, LRN, BatchNormalization
+and Dropout nodes, and PyTorch's layer_norm / group_norm / instance_norm / local_response_norm.
+
+Expected values come from numpy formulas below and from the ONNX backend node cases shipped with
+the ``onnx`` package. LayerNormalization, GroupNormalization, BatchNormalization and Dropout run in
+float64 in onnxruntime (float64 finite differences); InstanceNormalization and LRN only in float32.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gradcheck import check_gradients
+
+import onnxnn
+from onnxnn.runtime import ops
+from onnxnn.runtime.executor import realize
+from onnxnn.runtime.tensor import apply_op
+
+from .test_conv_ops import check_gradients_float32, onnx_node_cases, replay_node
+
+_rng = np.random.default_rng(5)
+
+
+def randn(*shape: int) -> np.ndarray:
+    return _rng.standard_normal(shape)
+
+
+def normalize(x: np.ndarray, axes: tuple, eps: float) -> np.ndarray:
+    mean = x.mean(axis=axes, keepdims=True)
+    variance = x.var(axis=axes, keepdims=True)
+    return (x - mean) / np.sqrt(variance + eps)
+
+
+def lrn_reference(x: np.ndarray, size: int, alpha: float, beta: float, k: float, before: int, after: int):
+    """x / (k + alpha / size * sum of x^2 over channels [c - before, c + after])^beta."""
+    squares = np.pad(x * x, [(0, 0), (before, after)] + [(0, 0)] * (x.ndim - 2))
+    energy = sum(squares[:, offset:offset + x.shape[1]] for offset in range(before + after + 1))
+    return x / (k + alpha / size * energy) ** beta
+
+
+# ---------------------------------------------------------------- the ONNX spec's node cases
+
+RANDOM_DROPOUT_CASES = ("test_training_dropout", "test_training_dropout_default", "test_training_dropout_mask",
+                        "test_training_dropout_default_mask",  # masks from onnxruntime's own generator
+                        "test_dropout_random_old")  # the opset-7 ratio attribute
+
+NODE_CASES = (onnx_node_cases("layernormalization", "LayerNormalization")
+              + onnx_node_cases("batch_normalization", "BatchNormalization")
+              + onnx_node_cases("instance_normalization", "InstanceNormalization")
+              + onnx_node_cases("groupnormalization", "GroupNormalization")
+              + onnx_node_cases("lrn", "LRN")
+              + onnx_node_cases("dropout", "Dropout", skip=RANDOM_DROPOUT_CASES))
+
+
+@pytest.mark.parametrize("node, inputs, outputs", NODE_CASES)
+def test_onnx_backend_node_case(node, inputs, outputs):
+    for actual, expected in zip(replay_node(node, inputs), outputs):
+        np.testing.assert_allclose(actual, expected, rtol=1e-3, atol=1e-5)
+
+
+def test_random_dropout_node_keeps_and_scales_by_its_mask():
+    x = randn(4, 5)
+    output, mask = apply_op("Dropout", (onnxnn.tensor(x), onnxnn.tensor(0.25), onnxnn.tensor(True)))
+    realize([output._value, mask._value])  # each run of the node draws a new mask
+    assert mask.dtype == onnxnn.bool
+    np.testing.assert_allclose(output.numpy(), np.where(mask.numpy(), x / 0.75, 0.0))
+
+
+# ---------------------------------------------------------------- layer_norm
+
+@pytest.mark.parametrize("input_shape, normalized_shape, affine, eps", [
+    ((2, 3, 4), [4], True, 1e-5),
+    ((2, 3, 4), (3, 4), True, 1e-5),
+    ((5, 6), 6, False, 1e-3),
+    ((2, 2, 3, 2), [2, 3, 2], True, 0.1),
+])
+def test_layer_norm_matches_numpy(input_shape, normalized_shape, affine, eps):
+    x = randn(*input_shape)
+    trailing = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    weight, bias = (randn(*trailing), randn(*trailing)) if affine else (None, None)
+    result = ops.layer_norm(onnxnn.tensor(x), normalized_shape, None if weight is None else onnxnn.tensor(weight),
+                            None if bias is None else onnxnn.tensor(bias), eps)
+    expected = normalize(x, tuple(range(x.ndim - len(trailing), x.ndim)), eps)
+    if affine:
+        expected = expected * weight + bias
+    np.testing.assert_allclose(result.numpy(), expected, rtol=1e-6, atol=1e-9)
+    assert result.dtype == onnxnn.float64
+
+
+LAYER_NORM_GRADIENT_CASES = [
+    ("last_axis", lambda x, w, b: ops.layer_norm(x, [4], w, b), [randn(2, 3, 4), randn(4), randn(4)]),
+    ("last_two_axes", lambda x, w, b: ops.layer_norm(x, [3, 4], w, b), [randn(2, 3, 4), randn(3, 4), randn(3, 4)]),
+    ("without_bias", lambda x, w: ops.layer_norm(x, [5], w), [randn(3, 5), randn(5)]),
+    ("node_axis1_broadcast_scale", lambda x, w, b: apply_op("LayerNormalization", (x, w, b), {"axis": 1},
+                                                            num_outputs=1), [randn(2, 3, 2), randn(2), randn(3, 2)]),
+]
+
+
+@pytest.mark.parametrize("case_id, function, inputs", LAYER_NORM_GRADIENT_CASES,
+                         ids=[case[0] for case in LAYER_NORM_GRADIENT_CASES])
+def test_layer_norm_gradient_matches_finite_differences(case_id, function, inputs):
+    check_gradients(function, inputs)
+
+
+def test_layer_normalization_mean_and_inv_std_outputs_are_differentiable():
+    def weighted_outputs(x, w):
+        y, mean, inv_std = apply_op("LayerNormalization", (x, w), {"axis": -1})
+        return (y * 0.5).sum(-1) + mean.to(x.dtype).reshape(-1) * 2.0 + inv_std.to(x.dtype).reshape(-1) * 3.0
+
+    # Mean and InvStdDev are float32 (stash_type=1), so the differences need a wider step.
+    check_gradients(weighted_outputs, [randn(3, 4), randn(4)], eps=1e-3, rtol=1e-3, atol=1e-4)
+
+
+# ---------------------------------------------------------------- group_norm and instance_norm
+
+@pytest.mark.parametrize("input_shape, groups", [((2, 4, 3), 2), ((1, 6, 2, 2), 3), ((3, 4), 4)])
+def test_group_norm_matches_numpy(input_shape, groups):
+    x, weight, bias = randn(*input_shape), randn(input_shape[1]), randn(input_shape[1])
+    result = ops.group_norm(onnxnn.tensor(x), groups, onnxnn.tensor(weight), onnxnn.tensor(bias), eps=1e-5)
+    grouped = x.reshape(input_shape[0], groups, -1)
+    expected = normalize(grouped, (2,), 1e-5).reshape(input_shape)
+    expected = expected * weight.reshape((1, -1) + (1,) * (x.ndim - 2)) + bias.reshape((1, -1) + (1,) * (x.ndim - 2))
+    np.testing.assert_allclose(result.numpy(), expected, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("input_shape, groups", [((2, 4, 3), 2), ((1, 6, 2, 2), 3), ((2, 3, 2), 1)])
+def test_group_norm_gradient_matches_finite_differences(input_shape, groups):
+    check_gradients(lambda x, w, b: ops.group_norm(x, groups, w, b),
+                    [randn(*input_shape), randn(input_shape[1]), randn(input_shape[1])])
+
+
+def test_instance_norm_matches_numpy_and_updates_running_statistics():
+    x, weight, bias = randn(2, 3, 4, 5).astype(np.float32), randn(3).astype(np.float32), randn(3).astype(np.float32)
+    running_mean, running_var = onnxnn.zeros(3), onnxnn.ones(3)
+    result = ops.instance_norm(onnxnn.tensor(x), running_mean, running_var, onnxnn.tensor(weight),
+                               onnxnn.tensor(bias), momentum=0.1, eps=1e-5)
+    expected = normalize(x.astype(np.float64), (2, 3), 1e-5) * weight.reshape(1, 3, 1, 1) + bias.reshape(1, 3, 1, 1)
+    np.testing.assert_allclose(result.numpy(), expected, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(running_mean.numpy(), 0.1 * x.mean(axis=(2, 3)).mean(0), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(running_var.numpy(), 0.9 + 0.1 * x.var(axis=(2, 3), ddof=1).mean(0), rtol=1e-5)
+
+
+def test_instance_norm_with_running_statistics_instead_of_input_statistics():
+    x = randn(2, 3, 4).astype(np.float32)
+    mean, variance = randn(3).astype(np.float32), np.abs(randn(3)).astype(np.float32) + 0.5
+    result = ops.instance_norm(onnxnn.tensor(x), onnxnn.tensor(mean), onnxnn.tensor(variance), use_input_stats=False)
+    expected = (x - mean.reshape(1, 3, 1)) / np.sqrt(variance.reshape(1, 3, 1) + 1e-5)
+    np.testing.assert_allclose(result.numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("input_shape", [(2, 3, 5), (1, 2, 3, 3)])
+def test_instance_normalization_gradient_matches_finite_differences(input_shape):
+    check_gradients_float32(lambda x, w, b: apply_op("InstanceNormalization", (x, w, b), {"epsilon": 1e-3}),
+                            [randn(*input_shape), randn(input_shape[1]), randn(input_shape[1])],
+                            eps=1e-2, rtol=2e-2, atol=3e-3)
+
+
+def test_instance_norm_in_float64_matches_numpy_and_finite_differences():
+    x, weight, bias = randn(2, 3, 4), randn(3), randn(3)
+    result = ops.instance_norm(onnxnn.tensor(x), weight=onnxnn.tensor(weight), bias=onnxnn.tensor(bias))
+    expected = normalize(x, (2,), 1e-5) * weight.reshape(1, 3, 1) + bias.reshape(1, 3, 1)
+    np.testing.assert_allclose(result.numpy(), expected, rtol=1e-10, atol=1e-12)
+    check_gradients(lambda x, w, b: ops.instance_norm(x, weight=w, bias=b), [x, weight, bias])
+
+
+# ---------------------------------------------------------------- local response normalization
+
+@pytest.mark.parametrize("input_shape, size", [
+    ((2, 5, 3, 3), 3),  # one ONNX LRN node: the windows agree for odd sizes
+    ((2, 6, 2, 3), 4),  # PyTorch's window for even sizes is ONNX's mirrored
+    ((2, 5, 4), 3),  # 3-D inputs, which onnxruntime's LRN kernel does not take
+    ((1, 4, 2, 2, 2), 2),
+])
+def test_local_response_norm_matches_pytorch_formula(input_shape, size):
+    x = randn(*input_shape).astype(np.float32)
+    result = ops.local_response_norm(onnxnn.tensor(x), size, alpha=0.3, beta=0.75, k=2.0)
+    expected = lrn_reference(x.astype(np.float64), size, 0.3, 0.75, 2.0, size // 2, (size - 1) // 2)
+    np.testing.assert_allclose(result.numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_local_response_norm_in_float64_matches_pytorch_formula():
+    x = randn(2, 5, 2, 2)
+    result = ops.local_response_norm(onnxnn.tensor(x), 3, alpha=0.3, beta=0.75, k=2.0)
+    np.testing.assert_allclose(result.numpy(), lrn_reference(x, 3, 0.3, 0.75, 2.0, 1, 1), rtol=1e-12)
+
+
+def test_lrn_gradient_matches_finite_differences():
+    check_gradients_float32(lambda x: apply_op("LRN", (x,), {"size": 3, "alpha": 0.5, "beta": 0.75, "bias": 2.0}),
+                            [randn(2, 4, 2, 2)], eps=1e-2, rtol=2e-2, atol=2e-3)
+
+
+def test_local_response_norm_gradient_through_elementwise_ops():
+    check_gradients(lambda x: ops.local_response_norm(x, 2, alpha=0.5, beta=0.75, k=2.0), [randn(2, 4, 3)])
+
+
+# ---------------------------------------------------------------- BatchNormalization nodes
+
+def _batch_norm_node(training: bool):
+    attrs = {"epsilon": 1e-3, "training_mode": 1} if training else {"epsilon": 1e-3}
+
+    def function(x, scale, bias, mean, variance):
+        # onnxruntime insists on all three outputs (Y and the running statistics) in training mode.
+        outputs = apply_op("BatchNormalization", (x, scale, bias, mean, variance), attrs)
+        return outputs[0] if training else outputs
+    return function
+
+
+def test_batch_normalization_inference_gradient_matches_finite_differences():
+    inputs = [randn(2, 3, 2, 2), randn(3), randn(3), randn(3), np.abs(randn(3)) + 0.5]
+    check_gradients(_batch_norm_node(False), inputs, requires_grad=[True, True, True, False, False])
+
+
+def test_batch_normalization_training_gradient_matches_finite_differences():
+    # nn_ops.py's rule hands training_mode=1 nodes to normalization.batch_normalization_training_grad.
+    inputs = [randn(3, 2, 2, 2), randn(2), randn(2), randn(2), np.abs(randn(2)) + 0.5]
+    check_gradients(_batch_norm_node(True), inputs, requires_grad=[True, True, True, False, False])
+
+
+# ---------------------------------------------------------------- Dropout nodes
+
+def test_dropout_node_in_inference_is_the_identity_with_a_full_mask():
+    x = onnxnn.tensor(randn(3, 4), requires_grad=True)
+    output, mask = apply_op("Dropout", (x, onnxnn.tensor(0.5)))
+    assert mask.numpy().all()
+    (output * 2.0).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.full((3, 4), 2.0))
+
+
+@pytest.mark.parametrize("with_mask_output", [True, False], ids=["mask_output", "no_mask_output"])
+def test_dropout_node_in_training_scales_the_kept_gradients(with_mask_output):
+    x = onnxnn.tensor(np.abs(randn(6, 5)) + 0.1, requires_grad=True)
+    outputs = apply_op("Dropout", (x, onnxnn.tensor(0.4, dtype=onnxnn.float64), onnxnn.tensor(True)),
+                       num_outputs=2 if with_mask_output else 1)
+    output = outputs[0] if with_mask_output else outputs
+    output.backward(onnxnn.ones(6, 5, dtype=onnxnn.float64))
+    kept = output.detach().numpy() != 0
+    assert 0 < kept.sum() < kept.size
+    np.testing.assert_allclose(x.grad.numpy(), kept / 0.6)
+
+
+def test_dropout_node_gradient_matches_finite_differences_when_nothing_drops():
+    check_gradients(lambda x: apply_op("Dropout", (x, onnxnn.tensor(0.0, dtype=onnxnn.float64), onnxnn.tensor(True)),
+                                       num_outputs=1), [randn(3, 4)])
+
+
+# ---------------------------------------------------------------- errors in PyTorch's words
+
+ERROR_CASES = [
+    ("layer_norm_shape", lambda: ops.layer_norm(onnxnn.zeros(2, 3), [4]), RuntimeError,
+     "Given normalized_shape=[4], expected input with shape [*, 4], but got input of size[2, 3]"),
+    ("layer_norm_weight", lambda: ops.layer_norm(onnxnn.zeros(2, 4), [4], onnxnn.ones(3)), RuntimeError,
+     "Expected weight to be of same shape as normalized_shape, but got weight of shape [3] and "
+     "normalized_shape = [4]"),
+    ("group_norm_groups", lambda: ops.group_norm(onnxnn.zeros(2, 5, 3), 2), RuntimeError,
+     "Expected number of channels in input to be divisible by num_groups, but got input of shape [2, 5, 3] and "
+     "num_groups=2"),
+    ("local_response_norm_rank", lambda: ops.local_response_norm(onnxnn.zeros(2, 3), 2), ValueError,
+     "Expected 3D or higher dimensionality input (got 2 dimensions)"),
+    ("instance_norm_without_running_statistics", lambda: ops.instance_norm(onnxnn.zeros(2, 3, 4),
+                                                                           use_input_stats=False),
+     RuntimeError, "Expected running_mean and running_var to be defined when use_input_stats is false"),
+    ("layer_normalization_node_scale", lambda: apply_op("LayerNormalization", (onnxnn.zeros(2, 4), onnxnn.ones(3))),
+     RuntimeError, "LayerNormalization: Scale of shape [3] does not broadcast to the normalized shape [4]"),
+]
+
+
+@pytest.mark.parametrize("case_id, call, error, message", ERROR_CASES, ids=[case[0] for case in ERROR_CASES])
+def test_errors_in_pytorch_words(case_id, call, error, message):
+    with pytest.raises(error) as raised:
+        call()
+    assert message in str(raised.value)
