@@ -185,40 +185,40 @@ def build_model(plan: _GraphPlan, input_roles: list | None = None, output_names:
             graph_inputs.append(helper.make_tensor_value_info(name, value.dtype.onnx_type, value.shape))
         else:
             initializers.append(onnx.numpy_helper.from_array(value.data, name))
+    # Pending outputs are named by the node that computes them: no Identity renames, which also
+    # sidestep an onnxruntime optimizer bug (EliminateIdentity) on graphs with many outputs.
+    output_names = output_names or [f"output_{position}" for position in range(len(plan.outputs))]
+    produced: dict = {}
+    renames = []
+    for name, value in zip(output_names, plan.outputs):
+        key = (value.node.position, value.index) if value.data is None else None
+        if key is not None and key not in produced:
+            produced[key] = name
+        else:
+            renames.append((name, value))
+
+    def name_of(value) -> str:
+        if value.data is None:
+            key = (value.node.position, value.index)
+            return produced.get(key) or f"node_{key[0]}_{key[1]}"
+        name = names.get(id(value))
+        if name is None:
+            name = names[id(value)] = f"constant_{len(initializers)}"
+            initializers.append(onnx.numpy_helper.from_array(value.data, name))
+        return name
+
     domains = {""}
     for node_index, node in enumerate(plan.nodes):
-        input_names_of_node = []
-        for value in node.inputs:
-            if value is None:
-                input_names_of_node.append("")
-            elif value.data is None:
-                input_names_of_node.append(f"node_{value.node.position}_{value.index}")
-            elif id(value) in names:
-                input_names_of_node.append(names[id(value)])
-            else:
-                name = names[id(value)] = f"constant_{len(initializers)}"
-                initializers.append(onnx.numpy_helper.from_array(value.data, name))
-                input_names_of_node.append(name)
+        inputs = ["" if value is None else name_of(value) for value in node.inputs]
+        outputs = [produced.get((node_index, i)) or f"node_{node_index}_{i}" for i in range(node.num_outputs)]
         attributes = {k: _onnx_attribute_value(v) for k, v in node.attrs.items()}
-        outputs = [f"node_{node_index}_{i}" for i in range(node.num_outputs)]
-        onnx_nodes.append(helper.make_node(node.op_type, input_names_of_node, outputs,
-                                           name=f"{node.op_type}_{node_index}", domain=node.domain or None,
-                                           **attributes))
+        onnx_nodes.append(helper.make_node(node.op_type, inputs, outputs, name=f"{node.op_type}_{node_index}",
+                                           domain=node.domain or None, **attributes))
         domains.add(node.domain)
-    graph_outputs = []
-    renames = []
-    for position, value in enumerate(plan.outputs):
-        name = output_names[position] if output_names else f"output_{position}"
-        if value.data is None:
-            inner = f"node_{value.node.position}_{value.index}"
-        else:  # an output that is a realized value (an input returned as is, a constant)
-            inner = names.get(id(value))
-            if inner is None:
-                inner = names[id(value)] = f"constant_{len(initializers)}"
-                initializers.append(onnx.numpy_helper.from_array(value.data, inner))
-        renames.append(helper.make_node("Identity", [inner], [name]))
-        graph_outputs.append(helper.make_tensor_value_info(name, value.dtype.onnx_type, value.shape))
-    graph = helper.make_graph(onnx_nodes + renames, graph_name, graph_inputs, graph_outputs, initializers)
+    identity_nodes = [helper.make_node("Identity", [name_of(value)], [name]) for name, value in renames]
+    graph_outputs = [helper.make_tensor_value_info(name, value.dtype.onnx_type, value.shape)
+                     for name, value in zip(output_names, plan.outputs)]
+    graph = helper.make_graph(onnx_nodes + identity_nodes, graph_name, graph_inputs, graph_outputs, initializers)
     opsets = [helper.make_opsetid(domain, opset_version if domain == "" else 1) for domain in sorted(domains)]
     return helper.make_model(graph, opset_imports=opsets, ir_version=IR_VERSION, producer_name="onnxnn")
 
@@ -319,12 +319,19 @@ def create_session(model: onnx.ModelProto | bytes, providers=("CPUExecutionProvi
     return onnxruntime.InferenceSession(data, options, providers=list(providers))
 
 
+def _writes_its_inputs(model: onnx.ModelProto) -> bool:
+    """onnxruntime's training-mode BatchNormalization updates the fed running mean/var arrays in place."""
+    return any(node.op_type == "BatchNormalization" and any(a.name == "training_mode" and a.i for a in node.attribute)
+               for node in model.graph.node)
+
+
 class _CompiledSession:
-    __slots__ = ("session", "input_names", "output_names", "run", "bfloat16_io")
+    __slots__ = ("session", "input_names", "output_names", "run", "bfloat16_io", "copy_inputs")
 
     def __init__(self, model: onnx.ModelProto, device):
         widened = _widen_bfloat16_io(model)
         self.bfloat16_io = widened if widened[0] or widened[1] else None
+        self.copy_inputs = _writes_its_inputs(model)
         providers = ["CPUExecutionProvider"]
         if device.type == "cuda":
             providers = [("CUDAExecutionProvider", {"device_id": device.index or 0}), "CPUExecutionProvider"]
@@ -351,6 +358,8 @@ class _CompiledSession:
 
     def __call__(self, inputs: list) -> list:
         """Runs the session on the input arrays (in plan order) and returns the output arrays."""
+        if self.copy_inputs:
+            inputs = [np.array(array) for array in inputs]  # values are immutable: never let a kernel write them
         if self.bfloat16_io is not None:
             inputs = list(inputs)
             for position in self.bfloat16_io[0]:

@@ -149,6 +149,8 @@ def record(op_type: str, inputs: tuple, attrs: dict | None = None, domain: str =
     for value in inputs:
         if value is None:
             continue
+        if value.static is not None:
+            continue  # structural constants (axes, shapes) are embedded in the graph, on no device
         if where is None:
             where = value.device
         elif value.device is not where:
