@@ -20,6 +20,7 @@ from .runtime.creation import (
     rand, rand_like, randint, randint_like, randn, randn_like, randperm, scalar_tensor, tensor, zeros, zeros_like,
 )
 from .runtime.device import device
+from .runtime.executor import get_executor, set_executor
 from .runtime.dtypes import (
     bfloat16, bool, double, dtype, float, float16, float32, float64, get_default_dtype, half, int, int8, int16,
     int32, int64, long, promote_types, set_default_dtype, short, uint8,

@@ -34,7 +34,8 @@ class Adam(Optimizer):
         amsgrad: use the AMSGrad variant (default: False).
         maximize: maximize the objective instead of minimizing (default: False).
         decoupled_weight_decay: decay the weights directly, as AdamW does (default: False).
-        foreach, capturable, fused: accepted for compatibility; every step is one fused graph anyway.
+        capturable: compute the step count and bias corrections in the graph instead of on the host.
+        foreach, fused: accepted for compatibility; every step is one fused graph anyway.
         differentiable: must be False.
 
     Example::
@@ -101,8 +102,11 @@ class Adam(Optimizer):
                 adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps,
                      amsgrad=group["amsgrad"], beta1=beta1, beta2=beta2, lr=group["lr"],
                      weight_decay=group["weight_decay"], eps=group["eps"], maximize=group["maximize"],
-                     decoupled_weight_decay=group["decoupled_weight_decay"])
+                     decoupled_weight_decay=group["decoupled_weight_decay"],
+                     capturable=group.get("capturable", False))
                 updated += params + exp_avgs + exp_avg_sqs + max_exp_avg_sqs
+                if group.get("capturable", False):
+                    updated += steps
         self._realize_step(updated)
         return loss
 
@@ -154,18 +158,25 @@ def _validate_adam_arguments(lr, betas, eps, weight_decay) -> None:
 def adam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_avg_sqs: list[Tensor],
          max_exp_avg_sqs: list[Tensor], state_steps: list[Tensor], decoupled_weight_decay: bool = False, *,
          amsgrad: bool, beta1: float, beta2: float, lr: float, weight_decay: float, eps: float,
-         maximize: bool) -> None:
+         maximize: bool, capturable: bool = False) -> None:
     """Functional Adam: records the update of every tensor in ``params`` and its state (lazily, in place).
 
-    ``state_steps`` are float32 0-d tensors, incremented on the host: the bias corrections are
-    Python numbers fed to the graph like the other hyperparameters.
+    ``state_steps`` are float32 0-d tensors. By default they are incremented on the host and the
+    bias corrections are Python numbers fed to the graph like the other hyperparameters. With
+    ``capturable`` (PyTorch's name for a step that runs without the host), the step count and the
+    bias corrections are computed in the graph, so a recorded step can be replayed as it is
+    (``onnxnn.export.training_step_to_onnx`` relies on this).
     """
     scalar = _Hyperparameters()
     with no_grad():
         for index, param in enumerate(params):
             grad = grads[index] if not maximize else -grads[index]
             exp_avg, exp_avg_sq = exp_avgs[index], exp_avg_sqs[index]
-            step = _increment_step(state_steps[index])
+            if capturable:
+                step = state_steps[index] + 1.0
+                _assign(state_steps[index], step)
+            else:
+                step = _increment_step(state_steps[index])
             new_param = param
             if weight_decay != 0:
                 if decoupled_weight_decay:
@@ -175,16 +186,25 @@ def adam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_
             new_exp_avg = exp_avg + (grad - exp_avg) * scalar("1-beta1", 1 - beta1, exp_avg)
             new_exp_avg_sq = (exp_avg_sq * scalar("beta2", beta2, exp_avg_sq)
                               + grad * grad * scalar("1-beta2", 1 - beta2, exp_avg_sq))
-            bias_correction1 = 1 - beta1 ** step
-            bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
-            step_size = lr / bias_correction1
+            if capturable:
+                bias_correction1 = 1 - scalar("beta1", beta1, step) ** step
+                bias_correction2_sqrt = (1 - scalar("beta2", beta2, step) ** step).sqrt()
+                step_size = scalar("lr", lr, step) / bias_correction1
+            else:
+                bias_correction1 = 1 - beta1 ** step
+                bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
+                step_size = lr / bias_correction1
             second_moment = new_exp_avg_sq
             if amsgrad:
                 second_moment = max_exp_avg_sqs[index].maximum(new_exp_avg_sq)
                 _assign(max_exp_avg_sqs[index], second_moment)
-            denom = (second_moment.sqrt() / scalar("bias_correction2_sqrt", bias_correction2_sqrt, param)
-                     + scalar("eps", eps, param))
-            new_param = new_param - new_exp_avg / denom * scalar("step_size", step_size, param)
+            if capturable:
+                denom = second_moment.sqrt() / bias_correction2_sqrt.to(param.dtype) + scalar("eps", eps, param)
+                new_param = new_param - new_exp_avg / denom * step_size.to(param.dtype)
+            else:
+                denom = (second_moment.sqrt() / scalar("bias_correction2_sqrt", bias_correction2_sqrt, param)
+                         + scalar("eps", eps, param))
+                new_param = new_param - new_exp_avg / denom * scalar("step_size", step_size, param)
             _assign(exp_avg, new_exp_avg)
             _assign(exp_avg_sq, new_exp_avg_sq)
             _assign(param, new_param)
@@ -192,7 +212,8 @@ def adam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_
 
 def adamw(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_avg_sqs: list[Tensor],
           max_exp_avg_sqs: list[Tensor], state_steps: list[Tensor], *, amsgrad: bool, beta1: float,
-          beta2: float, lr: float, weight_decay: float, eps: float, maximize: bool) -> None:
+          beta2: float, lr: float, weight_decay: float, eps: float, maximize: bool,
+          capturable: bool = False) -> None:
     """Functional AdamW: :func:`adam` with decoupled weight decay."""
-    adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, True, amsgrad=amsgrad,
+    adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, True, amsgrad=amsgrad, capturable=capturable,
          beta1=beta1, beta2=beta2, lr=lr, weight_decay=weight_decay, eps=eps, maximize=maximize)

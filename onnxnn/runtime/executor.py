@@ -19,7 +19,7 @@ from onnx import helper
 from .device import CPU
 
 __all__ = ["realize", "build_model", "cache_info", "clear_cache", "OPSET_VERSION", "IR_VERSION",
-           "set_cache_size"]
+           "set_cache_size", "set_executor", "get_executor"]
 
 # The opset and IR version of every graph onnxnn builds. onnx's default ir_version can be newer
 # than what the installed onnxruntime reads, so both are pinned to values onnxruntime >= 1.20 accepts.
@@ -418,6 +418,107 @@ def set_cache_size(capacity: int) -> None:
         _cache.sessions.popitem(last=False)
 
 
+# ---------------------------------------------------------------- executor selection
+#
+# "auto" runs a plan on onnxnn's own kernels when it is tiny (one or two small nodes: a session
+# call costs more than their arithmetic) or when onnxruntime cannot compile it (ops or dtypes it
+# lacks, e.g. float64 Erf or LeakyRelu), and on onnxruntime otherwise. Measured on the 2-core
+# development machine (benchmarks/bench_executors.py): a kernels run costs about 5 us plus ~3 us
+# per node on small arrays; an onnxruntime run about 15 us plus ~2 us per node, with faster
+# kernels (threads, fusion) once arrays reach thousands of elements.
+AUTO_KERNELS_MAX_NODES = 2
+AUTO_KERNELS_MAX_ELEMENTS = 4096
+EXECUTORS = ("auto", "onnxruntime", "kernels")
+
+
+class _Selection:
+    name = "auto"
+    eager = False
+
+
+SELECTION = _Selection()
+_auto_choices: dict = {}
+
+
+class set_executor:
+    """Chooses what runs recorded graphs: ``"auto"`` (default), ``"onnxruntime"`` or ``"kernels"``.
+
+    Takes effect at once, and also works as a context manager that restores the previous choice.
+    ``eager=True`` realizes every op as it is recorded (a debugging mode: each intermediate value
+    can be inspected, and an error points at the op that caused it).
+
+    Example::
+
+        >>> with onnxnn.set_executor("kernels", eager=True):
+        ...     y = (x * 2).relu()   # computed op by op by onnxnn's numpy kernels
+    """
+
+    def __init__(self, name: str = "auto", *, eager: bool = False):
+        if name not in EXECUTORS:
+            raise ValueError(f"set_executor: unknown executor {name!r}; choose one of {EXECUTORS}")
+        self._previous = (SELECTION.name, SELECTION.eager)
+        SELECTION.name, SELECTION.eager = name, bool(eager)
+
+    def __enter__(self) -> "set_executor":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        SELECTION.name, SELECTION.eager = self._previous
+
+
+def get_executor() -> str:
+    return SELECTION.name
+
+
+def _elements(values) -> int:
+    total = 0
+    for value in values:
+        size = 1
+        for dim in value.shape:
+            size *= dim
+        total += size
+    return total
+
+
+def _kernels_runner(plan):
+    from ..kernels.executor import array_module, cached_plan
+    return cached_plan(plan, array_module(plan.key[3]))
+
+
+def _runner(plan):
+    """The compiled form of ``plan`` on the selected executor (auto decides once per structure)."""
+    name = SELECTION.name
+    if name == "onnxruntime":
+        return _cache.get(plan)
+    if name == "kernels":
+        return _kernels_runner(plan)
+    choice = _auto_choices.get(plan.key)
+    if choice is None:
+        choice = "onnxruntime"
+        if (len(plan.nodes) <= AUTO_KERNELS_MAX_NODES
+                and _elements(plan.inputs) + _elements(plan.outputs) <= AUTO_KERNELS_MAX_ELEMENTS):
+            choice = "kernels"
+        if len(_auto_choices) > 4 * _cache.capacity:
+            _auto_choices.clear()
+        _auto_choices[plan.key] = choice
+    if choice == "kernels":
+        try:
+            return _kernels_runner(plan)
+        except (NotImplementedError, TypeError):
+            _auto_choices[plan.key] = "onnxruntime"
+            return _cache.get(plan)
+    try:
+        return _cache.get(plan)
+    except RuntimeError as error:
+        # onnxruntime lacks a kernel for an op or dtype here: onnxnn's own kernels take the plan.
+        try:
+            runner = _kernels_runner(plan)
+        except (NotImplementedError, TypeError):
+            raise error from None
+        _auto_choices[plan.key] = "kernels"
+        return runner
+
+
 def realize(values) -> None:
     """Computes every pending value in ``values`` (and the pending values still referenced elsewhere)."""
     targets = []
@@ -429,8 +530,7 @@ def realize(values) -> None:
     if not targets:
         return
     plan = _plan(targets)
-    compiled = _cache.get(plan)
-    results = compiled([value.data for value in plan.inputs])
+    results = _runner(plan)([value.data for value in plan.inputs])
     for value, result in zip(plan.outputs, results):
         value.data = result
         value.node = None

@@ -13,7 +13,7 @@ import numpy as np
 from . import dtypes as _dtypes
 from .autograd import AccumulateGrad, Function, RemovableHandle, VersionCounter, _HookDict, run_backward
 from .device import CPU, as_device, cuda_is_available
-from .executor import realize
+from .executor import SELECTION, realize
 from .grad_mode import STATE
 from .graph import MAX_PENDING_DEPTH, Value, constant, record, refresh_depth
 from .printing import format_tensor
@@ -76,7 +76,8 @@ def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str |
         function = Function(outputs[0].node, outputs, tuple(edges), tuple(versions),
                             name or _torch_name(op_type))
     node = outputs[0].node
-    if node.depth > MAX_PENDING_DEPTH and outputs[0].data is None and refresh_depth(node) > MAX_PENDING_DEPTH:
+    if SELECTION.eager or (node.depth > MAX_PENDING_DEPTH and outputs[0].data is None
+                           and refresh_depth(node) > MAX_PENDING_DEPTH):
         realize(outputs)
     if len(outputs) == 1:
         value = outputs[0]

@@ -1,0 +1,148 @@
+"""Convolution kernels: Conv (im2col + one batched BLAS matmul) and ConvTranspose (matmul + col2im).
+
+``sliding_windows`` is a strided view (no copy) of every kernel window of a padded input, shaped
+``(N, C, *output, *kernel)``; the pooling kernels reduce it directly. Conv reorders it into the
+column matrix ``(N, group, C/group * prod(kernel), prod(output))`` (the one copy im2col needs) so
+that ``weights @ columns`` lands in ``(N, M, *output)`` order with no transpose afterwards. Large
+batches are processed in chunks to bound the column buffer.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ._common import auto_pads, spatial_attributes
+from .registry import FLOATING, kernels
+
+__all__ = ["sliding_windows", "pad_spatial", "output_size"]
+
+# Upper bound on one im2col buffer; bigger batches are split into chunks of samples.
+_COLUMN_BUFFER_BYTES = 256 * 1024 * 1024
+
+
+def pad_spatial(xp, x, begins, ends, value=0):
+    """Pads the spatial axes (2...) of an (N, C, ...) array with a constant."""
+    if not any(begins) and not any(ends):
+        return x
+    widths = [(0, 0), (0, 0)] + [(b, e) for b, e in zip(begins, ends)]
+    return xp.pad(x, widths, mode="constant", constant_values=value)
+
+
+def output_size(size: int, kernel: int, stride: int, dilation: int, begin: int, end: int) -> int:
+    """Number of window positions along one axis (floor mode)."""
+    return (size + begin + end - ((kernel - 1) * dilation + 1)) // stride + 1
+
+
+def sliding_windows(xp, padded, kernel_shape, strides, dilations, output_shape):
+    """View ``(N, C, *output_shape, *kernel_shape)``: element (o, k) is ``padded[..., o*s + k*d]``."""
+    spatial = len(kernel_shape)
+    element_strides = padded.strides
+    shape = tuple(padded.shape[:2]) + tuple(output_shape) + tuple(kernel_shape)
+    strides = (tuple(element_strides[:2])
+               + tuple(element_strides[2 + i] * strides[i] for i in range(spatial))
+               + tuple(element_strides[2 + i] * dilations[i] for i in range(spatial)))
+    return xp.lib.stride_tricks.as_strided(padded, shape=shape, strides=strides)
+
+
+def _conv_geometry(x, w, attrs):
+    spatial = x.ndim - 2
+    kernel = list(attrs.get("kernel_shape") or w.shape[2:])
+    strides, dilations, pads = spatial_attributes(attrs, spatial)
+    auto_pad = attrs.get("auto_pad", "NOTSET")
+    if isinstance(auto_pad, bytes):
+        auto_pad = auto_pad.decode()
+    pads = auto_pads(auto_pad, x.shape[2:], kernel, strides, dilations, pads)
+    return kernel, strides, dilations, pads[:spatial], pads[spatial:]
+
+
+@kernels.register("Conv", types=FLOATING)
+def conv(xp, inputs, attrs):
+    x, w = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 else None
+    kernel, strides, dilations, begins, ends = _conv_geometry(x, w, attrs)
+    group = attrs.get("group", 1)
+    spatial = x.ndim - 2
+    batch, channels = x.shape[:2]
+    out_channels = w.shape[0]
+    output_shape = [output_size(x.shape[2 + i], kernel[i], strides[i], dilations[i], begins[i], ends[i])
+                    for i in range(spatial)]
+    padded = pad_spatial(xp, x, begins, ends)
+    windows = sliding_windows(xp, padded, kernel, strides, dilations, output_shape)
+    # (N, C, *out, *k) -> (N, C, *k, *out): rows of the column matrix are (channel, kernel offset).
+    order = (0, 1) + tuple(range(2 + spatial, 2 + 2 * spatial)) + tuple(range(2, 2 + spatial))
+    windows = windows.transpose(order)
+    positions = int(np.prod(output_shape, dtype=np.int64))
+    rows = (channels // group) * int(np.prod(kernel, dtype=np.int64))
+    weights = w.reshape(group, out_channels // group, rows)
+    out = xp.empty((batch, group, out_channels // group, positions), dtype=np.result_type(x.dtype, w.dtype))
+    per_sample = max(rows * group * positions * x.dtype.itemsize, 1)
+    chunk = max(1, _COLUMN_BUFFER_BYTES // per_sample)
+    for start in range(0, batch, chunk):
+        stop = min(start + chunk, batch)
+        columns = windows[start:stop].reshape(stop - start, group, rows, positions)
+        xp.matmul(weights, columns, out=out[start:stop])
+    out = out.reshape((batch, out_channels) + tuple(output_shape))
+    if bias is not None:
+        out += bias.reshape((1, out_channels) + (1,) * spatial)
+    return [out]
+
+
+def _transpose_geometry(x, w, attrs):
+    """Kernel, strides, dilations, output padding, pad begins and the output's spatial shape."""
+    spatial = x.ndim - 2
+    kernel = list(attrs.get("kernel_shape") or w.shape[2:])
+    strides, dilations, pads = spatial_attributes(attrs, spatial)
+    output_padding = list(attrs.get("output_padding") or [0] * spatial)
+    auto_pad = attrs.get("auto_pad", "NOTSET")
+    if isinstance(auto_pad, bytes):
+        auto_pad = auto_pad.decode()
+    inputs = x.shape[2:]
+    natural = [strides[i] * (inputs[i] - 1) + output_padding[i] + (kernel[i] - 1) * dilations[i] + 1
+               for i in range(spatial)]
+    output_shape = attrs.get("output_shape")
+    if output_shape is None and auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        output_shape = [inputs[i] * strides[i] for i in range(spatial)]
+    if output_shape is not None:
+        output_shape = list(output_shape)[-spatial:]
+        begins = []
+        for i in range(spatial):
+            total = natural[i] - output_shape[i]
+            begins.append(total // 2 if auto_pad == "SAME_UPPER" else total - total // 2)
+    else:
+        begins = pads[:spatial]
+        output_shape = [natural[i] - pads[i] - pads[spatial + i] for i in range(spatial)]
+    return kernel, strides, dilations, begins, output_shape
+
+
+@kernels.register("ConvTranspose", types=FLOATING)
+def conv_transpose(xp, inputs, attrs):
+    x, w = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 else None
+    kernel, strides, dilations, begins, output_shape = _transpose_geometry(x, w, attrs)
+    group = attrs.get("group", 1)
+    spatial = x.ndim - 2
+    batch, channels = x.shape[:2]
+    in_shape = x.shape[2:]
+    group_out = w.shape[1]
+    out_channels = group_out * group
+    kernel_size = int(np.prod(kernel, dtype=np.int64))
+    # columns[n, g, (m, k), p] = sum_c w[g, c, (m, k)] * x[n, g, c, p]: one batched matmul.
+    weights = w.reshape(group, channels // group, group_out * kernel_size).transpose(0, 2, 1)
+    columns = xp.matmul(weights, x.reshape(batch, group, channels // group, -1))
+    columns = columns.reshape((batch, out_channels) + tuple(kernel) + tuple(in_shape))
+    # col2im: every kernel offset adds a strided block into the full (uncropped) output.
+    full = [max((in_shape[i] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1,
+                begins[i] + output_shape[i]) for i in range(spatial)]
+    shift = [max(-b, 0) for b in begins]
+    canvas = xp.zeros((batch, out_channels) + tuple(f + s for f, s in zip(full, shift)), dtype=columns.dtype)
+    for offset in itertools.product(*(range(k) for k in kernel)):
+        target = tuple(slice(shift[i] + offset[i] * dilations[i],
+                             shift[i] + offset[i] * dilations[i] + (in_shape[i] - 1) * strides[i] + 1, strides[i])
+                       for i in range(spatial))
+        canvas[(slice(None), slice(None)) + target] += columns[(slice(None), slice(None)) + offset]
+    crop = tuple(slice(shift[i] + begins[i], shift[i] + begins[i] + output_shape[i]) for i in range(spatial))
+    out = canvas[(slice(None), slice(None)) + crop]
+    if bias is not None:
+        out = out + bias.reshape((1, out_channels) + (1,) * spatial)
+    return [out]

@@ -1,0 +1,309 @@
+"""Elementwise kernels: arithmetic, comparisons, logic, activations, Cast, Clip, Where.
+
+Broadcasting is numpy's, which is ONNX's multidirectional broadcasting. Integer arithmetic
+follows ONNX (and C): Div truncates toward zero, Mod with fmod=1 takes the dividend's sign.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._common import numpy_dtype
+from .registry import ALL_TYPES, BOOL, FLOATING, INTEGER, NUMERIC, SIGNED, kernels
+from .special import erf
+
+__all__: list[str] = []
+
+
+def _unary(op_type: str, types=FLOATING):
+    """Registers a one-input kernel from a function of (xp, x)."""
+    def decorate(function):
+        @kernels.register(op_type, types=types)
+        def kernel(xp, inputs, attrs):
+            return [function(xp, inputs[0])]
+        kernel.__name__ = op_type
+        return function
+    return decorate
+
+
+for _name, _ufunc in [("Exp", "exp"), ("Log", "log"), ("Sqrt", "sqrt"), ("Sin", "sin"), ("Cos", "cos"),
+                      ("Tan", "tan"), ("Asin", "arcsin"), ("Acos", "arccos"), ("Atan", "arctan"),
+                      ("Sinh", "sinh"), ("Cosh", "cosh"), ("Asinh", "arcsinh"), ("Acosh", "arccosh"),
+                      ("Atanh", "arctanh"), ("Tanh", "tanh"), ("Floor", "floor"), ("Ceil", "ceil"),
+                      ("Round", "rint")]:
+    _unary(_name)(lambda xp, x, _ufunc=_ufunc: getattr(xp, _ufunc)(x))
+
+_unary("Neg", FLOATING | SIGNED)(lambda xp, x: xp.negative(x))
+_unary("Abs", NUMERIC)(lambda xp, x: xp.abs(x))
+_unary("Sign", NUMERIC)(lambda xp, x: xp.sign(x))
+_unary("Reciprocal")(lambda xp, x: xp.reciprocal(x))
+_unary("Relu", FLOATING | SIGNED)(lambda xp, x: xp.maximum(x, x.dtype.type(0)))
+_unary("Not", BOOL)(lambda xp, x: xp.logical_not(x))
+_unary("BitwiseNot", INTEGER)(lambda xp, x: xp.invert(x))
+_unary("IsNaN")(lambda xp, x: xp.isnan(x))
+_unary("Erf")(erf)
+_unary("Softsign")(lambda xp, x: x / (1 + xp.abs(x)))
+
+
+@_unary("Sigmoid")
+def sigmoid(xp, x):
+    # exp of a non-positive argument never overflows; both branches come from one exp.
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+@_unary("Softplus")
+def softplus(xp, x):
+    return xp.logaddexp(x.dtype.type(0), x)
+
+
+@_unary("Mish")
+def mish(xp, x):
+    return x * xp.tanh(softplus(xp, x))
+
+
+@kernels.register("IsInf", types=FLOATING)
+def is_inf(xp, inputs, attrs):
+    x = inputs[0]
+    negative, positive = attrs.get("detect_negative", 1), attrs.get("detect_positive", 1)
+    if negative and positive:
+        return [xp.isinf(x)]
+    if positive:
+        return [x == np.inf]
+    if negative:
+        return [x == -np.inf]
+    return [xp.zeros(x.shape, dtype=bool)]
+
+
+# ---------------------------------------------------------------- binary arithmetic
+
+@kernels.register("Add", types=NUMERIC)
+def add(xp, inputs, attrs):
+    return [xp.add(inputs[0], inputs[1])]
+
+
+@kernels.register("Sub", types=NUMERIC)
+def sub(xp, inputs, attrs):
+    return [xp.subtract(inputs[0], inputs[1])]
+
+
+@kernels.register("Mul", types=NUMERIC)
+def mul(xp, inputs, attrs):
+    return [xp.multiply(inputs[0], inputs[1])]
+
+
+@kernels.register("Div", types=NUMERIC)
+def div(xp, inputs, attrs):
+    a, b = inputs
+    if a.dtype.kind == "f":
+        return [xp.true_divide(a, b)]
+    return [_truncating_divide(xp, a, b)]
+
+
+def _truncating_divide(xp, a, b):
+    """Integer division rounding toward zero (C semantics), from numpy's floor division."""
+    quotient = xp.floor_divide(a, b)
+    if a.dtype.kind == "u":
+        return quotient
+    remainder = a - quotient * b
+    # floor and truncation differ when the division is inexact and the signs differ.
+    adjust = (remainder != 0) & ((a < 0) != (b < 0))
+    return quotient + adjust.astype(quotient.dtype)
+
+
+@kernels.register("Mod", types=NUMERIC)
+def mod(xp, inputs, attrs):
+    a, b = inputs
+    if attrs.get("fmod", 0):
+        return [xp.fmod(a, b)]
+    return [xp.mod(a, b)]
+
+
+@kernels.register("Pow", types=NUMERIC)
+def power(xp, inputs, attrs):
+    base, exponent = inputs
+    if base.dtype.kind == "f":
+        return [xp.power(base, exponent.astype(base.dtype, copy=False))]
+    if exponent.dtype.kind == "f":
+        result = xp.power(base.astype(np.float64), exponent.astype(np.float64))
+        return [xp.trunc(result).astype(base.dtype)]
+    exponent = exponent.astype(base.dtype, copy=False) if base.dtype.kind != "u" else exponent
+    negative = exponent < 0
+    result = xp.power(base, xp.where(negative, 0, exponent).astype(base.dtype, copy=False))
+    if bool(negative.any()):
+        # Integer powers with negative exponents truncate to 0, except for bases 1 and -1.
+        odd = (exponent % 2) != 0
+        fraction = xp.where(base == 1, 1, xp.where(base == -1, xp.where(odd, -1, 1), 0))
+        result = xp.where(negative, fraction.astype(base.dtype), result)
+    return [result]
+
+
+def _variadic(function):
+    def kernel(xp, inputs, attrs):
+        result = inputs[0]
+        for other in inputs[1:]:
+            result = function(xp, result, other)
+        return [result]
+    return kernel
+
+
+kernels.register("Max", types=NUMERIC)(_variadic(lambda xp, a, b: xp.maximum(a, b)))
+kernels.register("Min", types=NUMERIC)(_variadic(lambda xp, a, b: xp.minimum(a, b)))
+kernels.register("Sum", types=NUMERIC)(_variadic(lambda xp, a, b: xp.add(a, b)))
+
+
+@kernels.register("Mean", types=FLOATING)
+def mean(xp, inputs, attrs):
+    total = _variadic(lambda xp, a, b: xp.add(a, b))(xp, inputs, attrs)[0]
+    return [total / total.dtype.type(len(inputs))]
+
+
+@kernels.register("PRelu", types=FLOATING | SIGNED)
+def prelu(xp, inputs, attrs):
+    x, slope = inputs
+    return [xp.where(x < 0, x * slope, x)]
+
+
+# ---------------------------------------------------------------- comparisons and logic
+
+for _name, _ufunc, _types in [("Equal", "equal", ALL_TYPES), ("Less", "less", NUMERIC),
+                              ("Greater", "greater", NUMERIC), ("LessOrEqual", "less_equal", NUMERIC),
+                              ("GreaterOrEqual", "greater_equal", NUMERIC), ("And", "logical_and", BOOL),
+                              ("Or", "logical_or", BOOL), ("Xor", "logical_xor", BOOL),
+                              ("BitwiseAnd", "bitwise_and", INTEGER), ("BitwiseOr", "bitwise_or", INTEGER),
+                              ("BitwiseXor", "bitwise_xor", INTEGER)]:
+    kernels.register(_name, types=_types)(
+        lambda xp, inputs, attrs, _ufunc=_ufunc: [getattr(xp, _ufunc)(inputs[0], inputs[1])])
+
+
+@kernels.register("BitShift", types=INTEGER)
+def bit_shift(xp, inputs, attrs):
+    x, shift = inputs
+    if attrs["direction"] == "LEFT":
+        return [xp.left_shift(x, shift)]
+    return [xp.right_shift(x, shift)]
+
+
+@kernels.register("Where")
+def where(xp, inputs, attrs):
+    condition, a, b = inputs
+    return [xp.where(condition, a, b)]
+
+
+# ---------------------------------------------------------------- activations with attributes
+
+@kernels.register("LeakyRelu", types=FLOATING)
+def leaky_relu(xp, inputs, attrs):
+    x = inputs[0]
+    return [xp.where(x >= 0, x, x * x.dtype.type(attrs.get("alpha", 0.01)))]
+
+
+@kernels.register("Elu", types=FLOATING)
+def elu(xp, inputs, attrs):
+    x = inputs[0]
+    return [xp.where(x > 0, x, xp.expm1(x) * x.dtype.type(attrs.get("alpha", 1.0)))]
+
+
+@kernels.register("Selu", types=FLOATING)
+def selu(xp, inputs, attrs):
+    x = inputs[0]
+    alpha = x.dtype.type(attrs.get("alpha", 1.67326319217681884765625))
+    gamma = x.dtype.type(attrs.get("gamma", 1.05070102214813232421875))
+    return [gamma * xp.where(x > 0, x, alpha * xp.expm1(x))]
+
+
+@kernels.register("Celu", types=FLOATING)
+def celu(xp, inputs, attrs):
+    x = inputs[0]
+    alpha = x.dtype.type(attrs.get("alpha", 1.0))
+    return [xp.maximum(x, 0) + xp.minimum(alpha * xp.expm1(x / alpha), 0)]
+
+
+@kernels.register("ThresholdedRelu", types=FLOATING)
+def thresholded_relu(xp, inputs, attrs):
+    x = inputs[0]
+    return [xp.where(x > x.dtype.type(attrs.get("alpha", 1.0)), x, x.dtype.type(0))]
+
+
+@kernels.register("HardSigmoid", types=FLOATING)
+def hard_sigmoid(xp, inputs, attrs):
+    x = inputs[0]
+    alpha, beta = x.dtype.type(attrs.get("alpha", 0.2)), x.dtype.type(attrs.get("beta", 0.5))
+    return [xp.clip(x * alpha + beta, 0, 1)]
+
+
+@kernels.register("HardSwish", types=FLOATING)
+def hard_swish(xp, inputs, attrs):
+    x = inputs[0]
+    return [x * xp.clip(x * x.dtype.type(1 / 6) + x.dtype.type(0.5), 0, 1)]
+
+
+@kernels.register("Shrink", types=NUMERIC)
+def shrink(xp, inputs, attrs):
+    x = inputs[0]
+    lambd, bias = attrs.get("lambd", 0.5), attrs.get("bias", 0.0)
+    kind = x.dtype.type
+    return [xp.where(x < -lambd, x + kind(bias), xp.where(x > lambd, x - kind(bias), kind(0)))]
+
+
+@kernels.register("Swish", types=FLOATING)
+def swish(xp, inputs, attrs):
+    x = inputs[0]
+    return [x * sigmoid(xp, x * x.dtype.type(attrs.get("alpha", 1.0)))]
+
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+@kernels.register("Gelu", types=FLOATING)
+def gelu(xp, inputs, attrs):
+    x = inputs[0]
+    kind = x.dtype.type
+    if attrs.get("approximate", "none") == "tanh":
+        inner = kind(_SQRT_2_OVER_PI) * (x + kind(0.044715) * x * x * x)
+        return [kind(0.5) * x * (1 + xp.tanh(inner))]
+    return [kind(0.5) * x * (1 + erf(xp, x * kind(1 / math.sqrt(2.0))))]
+
+
+# ---------------------------------------------------------------- Cast, Clip
+
+@kernels.register("Cast", native_low_precision=True)
+def cast(xp, inputs, attrs):
+    return [_cast_to(xp, inputs[0], numpy_dtype(attrs["to"]))]
+
+
+@kernels.register("CastLike", native_low_precision=True)
+def cast_like(xp, inputs, attrs):
+    return [_cast_to(xp, inputs[0], inputs[1].dtype)]
+
+
+def _cast_to(xp, x, target: np.dtype):
+    """ONNX Cast: float to integer truncates toward zero, anything to bool tests != 0."""
+    if x.dtype == target:
+        return x
+    if target.kind == "b":
+        return x != 0
+    return x.astype(target)
+
+
+@kernels.register("Clip", types=NUMERIC)
+def clip(xp, inputs, attrs):
+    x = inputs[0]
+    low = inputs[1] if len(inputs) > 1 else None
+    high = inputs[2] if len(inputs) > 2 else None
+    if low is None and "min" in attrs:
+        low = x.dtype.type(attrs["min"])
+    if high is None and "max" in attrs:
+        high = x.dtype.type(attrs["max"])
+    # ONNX applies the lower bound first: where min > max, every element becomes max.
+    if low is not None:
+        x = xp.maximum(x, low)
+    if high is not None:
+        x = xp.minimum(x, high)
+    return [x]
+
+
+@kernels.register("Identity", native_low_precision=True)
+def identity(xp, inputs, attrs):
+    return [inputs[0]]

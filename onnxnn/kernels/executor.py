@@ -1,0 +1,405 @@
+"""The kernels executor: runs a recorded plan op by op with onnxnn's own kernels.
+
+``compile_plan(plan)`` resolves every node's kernel once and lays out the wiring: which slot of
+a flat value list each input reads, which slots each node writes, after which node each
+intermediate is dead (its slot is cleared so the array is freed as soon as possible), and what
+dtype each result must have. Compiled plans are cached by the plan's structural key, the same key
+the onnxruntime session cache uses, so a cache hit does no registry lookups and no analysis:
+only the loop over the nodes.
+
+float16 and bfloat16 nodes compute in float32 and round each result back to its recorded dtype
+(as PyTorch's CPU kernels do), except the data-movement kernels, which run on them as they are.
+On CUDA, CuPy has no bfloat16 arrays: bfloat16 values are held as float32 rounded to bfloat16
+precision after every op, and converted at the boundary.
+
+Example::
+
+    >>> from onnxnn.runtime.executor import _plan
+    >>> x = onnxnn.randn(3)
+    >>> plan = _plan([(x * 2 + 1)._value])
+    >>> run_plan(plan)[0].shape
+    (3,)
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import ml_dtypes
+import numpy as np
+
+from . import conv, elementwise, indexing, linalg, loss, normalization, pooling, reduce, shape  # noqa: F401  (registration)
+from .registry import kernels
+
+__all__ = ["run_plan", "compile_plan", "CompiledKernelPlan", "array_module", "cache_info", "clear_cache",
+           "set_cache_size"]
+
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+_FLOAT32 = np.dtype(np.float32)
+_LOW_PRECISION = frozenset({np.dtype(np.float16), _BFLOAT16})
+
+
+def array_module(where="cpu"):
+    """The array module for a device: numpy for CPU, CuPy for CUDA.
+
+    Args:
+        where: an ``onnxnn.device``, a device string ("cpu", "cuda", "cuda:0") or an array module.
+
+    Raises:
+        RuntimeError: CUDA was asked for and CuPy is not installed or sees no usable GPU.
+    """
+    if hasattr(where, "asarray") and hasattr(where, "ndarray"):
+        return where
+    kind = getattr(where, "type", None) or str(where).partition(":")[0]
+    if kind == "cpu":
+        return np
+    if kind != "cuda":
+        raise RuntimeError(f"onnxnn kernels executor: unknown device {where!r} (expected cpu or cuda)")
+    try:
+        import cupy
+    except ImportError:
+        raise RuntimeError("onnxnn kernels executor: running on CUDA needs CuPy, which is not installed "
+                           "(pip install cupy-cuda12x)") from None
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as error:  # CuPy raises its own CUDARuntimeError when no driver is present
+        raise RuntimeError(f"onnxnn kernels executor: CuPy is installed but found no usable CUDA GPU ({error})") from None
+    if count == 0:
+        raise RuntimeError("onnxnn kernels executor: CuPy is installed but found no CUDA GPU")
+    return cupy
+
+
+def _widened(kernel):
+    """The kernel run on float32 copies of its float16/bfloat16 inputs."""
+    def widened(xp, inputs, attrs):
+        return kernel(xp, [x.astype(_FLOAT32) if x is not None and x.dtype in _LOW_PRECISION else x
+                           for x in inputs], attrs)
+    widened.__name__ = getattr(kernel, "__name__", "kernel")
+    return widened
+
+
+def round_to_bfloat16(xp, x):
+    """float32 values rounded to the nearest bfloat16 (ties to even), kept as float32 (CuPy's stand-in)."""
+    bits = x.astype(_FLOAT32).view(np.uint32)
+    rounded = (bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))) & np.uint32(0xFFFF0000)
+    result = rounded.view(np.float32)
+    return xp.where(xp.isnan(x), x, result)
+
+
+class CompiledKernelPlan:
+    """A plan resolved to kernel calls over a flat list of value slots; call it with the input arrays.
+
+    Slot 0 always holds None (omitted optional inputs), then come the fed inputs in plan order,
+    the plan's structural constants and the node outputs.
+    """
+
+    __slots__ = ("xp", "steps", "template", "input_count", "output_slots", "output_shapes", "output_dtypes",
+                 "emulate_bfloat16", "descriptions", "slot_shapes", "cacheable")
+
+    def __init__(self, plan, xp=np, *, emulate_bfloat16: bool | None = None):
+        self.xp = xp
+        # CuPy has no bfloat16 arrays; numpy can be asked to emulate too (that is how it is tested).
+        self.emulate_bfloat16 = xp is not np if emulate_bfloat16 is None else emulate_bfloat16
+        produced = {}
+        for node in plan.nodes:
+            for value in node.inputs:
+                if value is not None and value.data is None:
+                    produced[(value.node.position, value.index)] = value
+        for value in plan.outputs:
+            if value.data is None:
+                produced[(value.node.position, value.index)] = value
+
+        template: list = [None]
+        slot_of: dict = {}
+        for value in plan.inputs:
+            slot_of[id(value)] = len(template)
+            template.append(None)
+        self.input_count = len(plan.inputs)
+        output_slot: dict = {}
+        last_reader: dict = {}
+        slot_shapes: dict = {}
+        steps, descriptions = [], []
+        for step_index, node in enumerate(plan.nodes):
+            kernel = kernels.lookup(node.op_type, node.domain)
+            first = node.inputs[0] if node.inputs else None
+            if first is not None:
+                kernels.check_dtype(node.op_type, node.domain, first.dtype.name)
+            input_slots = []
+            for value in node.inputs:
+                if value is None:
+                    input_slots.append(0)
+                elif value.data is None:
+                    slot = output_slot[(value.node.position, value.index)]
+                    last_reader[slot] = step_index
+                    input_slots.append(slot)
+                else:
+                    slot = slot_of.get(id(value))
+                    if slot is None:
+                        slot = slot_of[id(value)] = len(template)
+                        template.append(self._to_device(value.data))
+                    input_slots.append(slot)
+            outputs = []
+            low_precision = any(value is not None and value.dtype.numpy_dtype in _LOW_PRECISION
+                                for value in node.inputs)
+            for index in range(node.num_outputs):
+                value = produced.get((node.position, index))
+                if value is None:
+                    continue  # an output nothing reads: computed by the kernel, never stored
+                slot = output_slot[(node.position, index)] = len(template)
+                template.append(None)
+                dtype = value.dtype.numpy_dtype
+                low_precision = low_precision or dtype in _LOW_PRECISION
+                rounds = self.emulate_bfloat16 and dtype == _BFLOAT16
+                outputs.append((index, slot, _FLOAT32 if rounds else dtype, rounds))
+                slot_shapes[slot] = tuple(value.shape)
+            if low_precision and (node.domain, node.op_type) not in kernels.native_low_precision:
+                kernel = _widened(kernel)
+            attrs = dict(node.attrs)
+            attrs["_num_outputs"] = node.num_outputs
+            attrs["_used_outputs"] = tuple(index for index, *_ in outputs)
+            if self.emulate_bfloat16 and node.op_type == "Cast" and _is_bfloat16(attrs.get("to")):
+                attrs["to"] = 1  # float32; the output rounding below makes it bfloat16-valued
+            steps.append([kernel, attrs, tuple(input_slots), tuple(outputs), ()])
+            descriptions.append(_describe(node))
+        # An export plan may list realized values among its outputs (an input returned as is).
+        self.cacheable = True
+        self.output_slots = []
+        for value in plan.outputs:
+            if value.data is None:
+                self.output_slots.append(output_slot[(value.node.position, value.index)])
+                continue
+            slot = slot_of.get(id(value))
+            if slot is None:
+                # Its data is embedded, which the structural key does not capture: never cache this plan.
+                slot = slot_of[id(value)] = len(template)
+                template.append(self._to_device(value.data))
+                self.cacheable = False
+            self.output_slots.append(slot)
+        kept = set(self.output_slots)
+        frees: dict = {}
+        for slot, step_index in last_reader.items():
+            if slot not in kept:
+                frees.setdefault(step_index, []).append(slot)
+        for step_index, slots in frees.items():
+            steps[step_index][4] = tuple(slots)
+        self.steps = [tuple(step) for step in steps]
+        self.template = template
+        self.descriptions = descriptions
+        self.slot_shapes = slot_shapes
+        self.output_shapes = [tuple(value.shape) for value in plan.outputs]
+        self.output_dtypes = [value.dtype.numpy_dtype for value in plan.outputs]
+
+    def _to_device(self, array):
+        if self.emulate_bfloat16 and array.dtype == _BFLOAT16:
+            array = array.astype(_FLOAT32)
+        return array if self.xp is np else self.xp.asarray(array)
+
+    def __call__(self, inputs: list, *, debug: bool = False, trace=None) -> list:
+        """Runs the plan on the input arrays (in plan order) and returns the output arrays.
+
+        Args:
+            inputs: one numpy array per ``plan.inputs`` entry.
+            debug: check every node's results against the recorded shapes as it runs.
+            trace: called as ``trace(description, input_arrays, output_arrays)`` after every node.
+
+        Returns:
+            numpy arrays with the plan outputs' recorded shapes and dtypes.
+        """
+        xp = self.xp
+        env = self.template[:]
+        if xp is np and not self.emulate_bfloat16:
+            env[1:1 + self.input_count] = inputs
+        else:
+            env[1:1 + self.input_count] = [self._to_device(array) for array in inputs]
+        step = None
+        try:
+            with np.errstate(all="ignore"):
+                if debug or trace is not None:
+                    self._run_checked(env, trace)
+                else:
+                    array_type = xp.ndarray
+                    for step in self.steps:
+                        kernel, attrs, input_slots, outputs, frees = step
+                        results = kernel(xp, [env[slot] for slot in input_slots], attrs)
+                        for index, slot, dtype, rounds in outputs:
+                            result = results[index]
+                            if type(result) is not array_type:
+                                result = xp.asarray(result)  # numpy reductions return scalars for 0-d results
+                            if result.dtype != dtype:
+                                result = result.astype(dtype)
+                            if rounds:
+                                result = round_to_bfloat16(xp, result)
+                            env[slot] = result
+                        for slot in frees:
+                            env[slot] = None
+        except Exception as error:
+            if step is not None and hasattr(error, "add_note"):
+                error.add_note(f"while running {self.descriptions[self.steps.index(step)]} "
+                               f"in the onnxnn kernels executor")
+            raise
+        return [self._finish(env[slot], position) for position, slot in enumerate(self.output_slots)]
+
+    def _run_checked(self, env: list, trace) -> None:
+        """The debug loop: one node at a time, validating result count and shapes."""
+        xp = self.xp
+        for position, (kernel, attrs, input_slots, outputs, frees) in enumerate(self.steps):
+            arguments = [env[slot] for slot in input_slots]
+            try:
+                results = kernel(xp, arguments, attrs)
+            except Exception as error:
+                if hasattr(error, "add_note"):
+                    error.add_note(f"while running {self.descriptions[position]} in the onnxnn kernels executor")
+                raise
+            if len(results) < max((index + 1 for index, *_ in outputs), default=0):
+                raise RuntimeError(f"onnxnn kernels executor: the kernel of {self.descriptions[position]} "
+                                   f"returned {len(results)} outputs")
+            for index, slot, dtype, rounds in outputs:
+                result = xp.asarray(results[index])
+                if tuple(result.shape) != self.slot_shapes[slot]:
+                    raise RuntimeError(
+                        f"onnxnn kernels executor: {self.descriptions[position]} output {index} has shape "
+                        f"{list(result.shape)}, but the recorded graph expects {list(self.slot_shapes[slot])}")
+                result = result.astype(dtype, copy=False)
+                env[slot] = round_to_bfloat16(xp, result) if rounds else result
+            if trace is not None:
+                trace(self.descriptions[position], arguments, [env[slot] for _, slot, _, _ in outputs])
+            for slot in frees:
+                env[slot] = None
+
+    def _finish(self, result, position: int):
+        """An output as a C-contiguous numpy array of the recorded shape and dtype."""
+        if self.xp is not np:
+            result = self.xp.asnumpy(result)
+        result = np.asarray(result)
+        dtype = self.output_dtypes[position]
+        if result.dtype != dtype:
+            result = result.astype(dtype)
+        if not result.flags.c_contiguous:
+            result = np.ascontiguousarray(result)
+        if result.shape != self.output_shapes[position]:
+            raise RuntimeError(f"onnxnn kernels executor: output {position} has shape {list(result.shape)}, "
+                               f"but the recorded graph expects {list(self.output_shapes[position])}")
+        return result
+
+    def __repr__(self) -> str:
+        module = self.xp.__name__
+        return f"CompiledKernelPlan({len(self.steps)} nodes, {self.input_count} inputs, " \
+               f"{len(self.output_slots)} outputs, on {module})"
+
+
+def _is_bfloat16(value) -> bool:
+    if value is None:
+        return False
+    from ..runtime.dtypes import as_dtype
+    return as_dtype(value).numpy_dtype == _BFLOAT16
+
+
+def _describe(node) -> str:
+    shapes = ", ".join("None" if value is None else f"{value.dtype.name}{list(value.shape)}" for value in node.inputs)
+    return f"node {node.position} {node.op_type} (domain '{node.domain or 'ai.onnx'}') on ({shapes})"
+
+
+def compile_plan(plan, xp=np) -> CompiledKernelPlan:
+    """Resolves a plan's kernels and wiring (uncached; ``run_plan`` caches by ``plan.key``).
+
+    Raises:
+        NotImplementedError: a node's op has no kernel.
+        TypeError: a kernel does not take the dtype of a node's input.
+    """
+    return CompiledKernelPlan(plan, array_module(xp))
+
+
+class _PlanCache:
+    def __init__(self, capacity: int = 512):
+        self.capacity = capacity
+        self.plans: OrderedDict = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, plan, xp) -> CompiledKernelPlan:
+        key = (plan.key, xp.__name__)
+        compiled = self.plans.get(key)
+        if compiled is not None:
+            self.hits += 1
+            self.plans.move_to_end(key)
+            if isinstance(compiled, _Unsupported):
+                raise compiled.error_type(compiled.message)
+            return compiled
+        self.misses += 1
+        try:
+            compiled = CompiledKernelPlan(plan, xp)
+        except (NotImplementedError, TypeError) as error:
+            # Remembered, so a caller that falls back to onnxruntime pays for the analysis once.
+            self.plans[key] = _Unsupported(type(error), str(error))
+            raise
+        if not compiled.cacheable:
+            return compiled
+        self.plans[key] = compiled
+        if len(self.plans) > self.capacity:
+            self.plans.popitem(last=False)
+        return compiled
+
+
+class _Unsupported:
+    """A cache entry for a structure the kernels cannot run (a missing kernel, an unsupported dtype)."""
+
+    __slots__ = ("error_type", "message")
+
+    def __init__(self, error_type: type, message: str):
+        self.error_type = error_type
+        self.message = message
+
+
+_cache = _PlanCache()
+
+
+def cached_plan(plan, xp=np) -> CompiledKernelPlan:
+    """The compiled plan for ``plan`` from the structural cache, compiling it on a miss.
+
+    Raises:
+        NotImplementedError: a node's op has no kernel (remembered: later calls raise at once).
+        TypeError: a kernel does not take the dtype of a node's input (remembered likewise).
+    """
+    return _cache.get(plan, array_module(xp))
+
+
+def run_plan(plan, xp=None, *, debug: bool = False, trace=None) -> list:
+    """Computes a plan's outputs with onnxnn's kernels.
+
+    Args:
+        plan: the runtime's ``_GraphPlan`` (``onnxnn.runtime.executor._plan(values)``).
+        xp: numpy, cupy, or a device ("cpu", "cuda"); by default the plan's device.
+        debug: run op by op, checking every node's result shapes against the recorded graph.
+        trace: called as ``trace(description, input_arrays, output_arrays)`` after every node.
+
+    Returns:
+        numpy arrays for ``plan.outputs``, with their recorded shapes and dtypes.
+
+    Raises:
+        NotImplementedError: a node's op has no kernel.
+        TypeError: a kernel does not take the dtype of a node's input.
+        RuntimeError: CUDA was asked for without CuPy or a GPU.
+    """
+    module = array_module(plan.key[3] if xp is None else xp)
+    compiled = _cache.get(plan, module)
+    return compiled([value.data for value in plan.inputs], debug=debug, trace=trace)
+
+
+def cache_info() -> dict:
+    """Counters of the compiled-plan cache: ``{"plans", "hits", "misses", "capacity"}``.
+
+    ``plans`` counts cached structures, including those remembered as unsupported.
+    """
+    return {"plans": len(_cache.plans), "hits": _cache.hits, "misses": _cache.misses, "capacity": _cache.capacity}
+
+
+def clear_cache() -> None:
+    """Drops every compiled plan and resets the counters."""
+    _cache.plans.clear()
+    _cache.hits = _cache.misses = 0
+
+
+def set_cache_size(capacity: int) -> None:
+    """Bounds the number of compiled plans kept (least recently used are dropped first)."""
+    _cache.capacity = capacity
+    while len(_cache.plans) > capacity:
+        _cache.plans.popitem(last=False)

@@ -1,0 +1,90 @@
+"""Linear algebra and normalized-exponential kernels: MatMul, Gemm, Einsum, Det, Softmax,
+LogSoftmax, Hardmax.
+
+Matrix products go to BLAS through ``xp.matmul`` (float16 and bfloat16 arrive widened to float32,
+numpy has no fast half-precision GEMM). Softmax subtracts the row maximum before exponentiating.
+"""
+from __future__ import annotations
+
+from ._common import normalize_axis, reduce_max, reduce_sum
+from .registry import FLOATING, NUMERIC, kernels
+
+__all__: list[str] = []
+
+_MATMUL_TYPES = FLOATING | {"int32", "int64", "uint8", "int8"}
+
+
+@kernels.register("MatMul", types=_MATMUL_TYPES)
+def matmul(xp, inputs, attrs):
+    return [xp.matmul(inputs[0], inputs[1])]
+
+
+@kernels.register("Gemm", types=_MATMUL_TYPES)
+def gemm(xp, inputs, attrs):
+    a, b = inputs[0], inputs[1]
+    c = inputs[2] if len(inputs) > 2 else None
+    if attrs.get("transA", 0):
+        a = a.T
+    if attrs.get("transB", 0):
+        b = b.T
+    result = xp.matmul(a, b)
+    alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
+    floating = result.dtype.kind == "f"
+    if alpha != 1.0:
+        result = result * (result.dtype.type(alpha) if floating else alpha)
+    if c is not None and beta != 0.0:
+        if beta != 1.0:
+            c = c * (c.dtype.type(beta) if floating else beta)
+        result = result + c
+    return [result]
+
+
+@kernels.register("Einsum", types=NUMERIC)
+def einsum(xp, inputs, attrs):
+    equation = attrs["equation"]
+    if isinstance(equation, bytes):
+        equation = equation.decode()
+    return [xp.einsum(equation.replace(" ", ""), *inputs, optimize=len(inputs) > 1)]
+
+
+@kernels.register("Det", types=FLOATING)
+def det(xp, inputs, attrs):
+    return [xp.linalg.det(inputs[0])]
+
+
+def _shifted(xp, x, axis):
+    """x minus its maximum along ``axis``: exponentials of it never overflow."""
+    return x - reduce_max(xp, x, axis, True)
+
+
+@kernels.register("Softmax", types=FLOATING)
+def softmax(xp, inputs, attrs):
+    x = inputs[0]
+    if x.size == 0:
+        return [x]
+    axis = normalize_axis(attrs.get("axis", -1), x.ndim)
+    exponentials = _shifted(xp, x, axis)
+    xp.exp(exponentials, out=exponentials)
+    exponentials /= reduce_sum(xp, exponentials, axis, True)
+    return [exponentials]
+
+
+@kernels.register("LogSoftmax", types=FLOATING)
+def log_softmax(xp, inputs, attrs):
+    x = inputs[0]
+    if x.size == 0:
+        return [x]
+    axis = normalize_axis(attrs.get("axis", -1), x.ndim)
+    shifted = _shifted(xp, x, axis)
+    shifted -= xp.log(reduce_sum(xp, xp.exp(shifted), axis, True))
+    return [shifted]
+
+
+@kernels.register("Hardmax", types=FLOATING)
+def hardmax(xp, inputs, attrs):
+    x = inputs[0]
+    axis = normalize_axis(attrs.get("axis", -1), x.ndim)
+    winner = xp.expand_dims(xp.argmax(x, axis=axis), axis)
+    positions = xp.arange(x.shape[axis]).reshape([-1 if a == axis else 1 for a in range(x.ndim)])
+    return [(positions == winner).astype(x.dtype)]
+

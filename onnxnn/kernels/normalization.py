@@ -1,0 +1,150 @@
+"""Normalization kernels: BatchNormalization (inference and training mode), LayerNormalization,
+GroupNormalization, InstanceNormalization, RMSNormalization, LpNormalization,
+MeanVarianceNormalization, LRN, and Dropout.
+
+Statistics are computed in float32 or wider (float16/bfloat16 inputs arrive widened, which is
+what ``stash_type=1`` asks for). Variances are population variances, as ONNX specifies.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._common import normalize_axis, reduce_mean, reduce_sum, to_scalar
+from .registry import FLOATING, kernels
+
+__all__: list[str] = []
+
+
+def _channel_shape(x) -> tuple:
+    """Shape that broadcasts a per-channel vector over an (N, C, ...) array."""
+    return (1, x.shape[1]) + (1,) * (x.ndim - 2)
+
+
+def _moments(xp, x, axes):
+    mean = reduce_mean(xp, x, axes, True)
+    centered = x - mean
+    variance = reduce_mean(xp, centered * centered, axes, True)
+    return mean, centered, variance
+
+
+@kernels.register("BatchNormalization", types=FLOATING)
+def batch_normalization(xp, inputs, attrs):
+    x, scale, bias, mean, variance = inputs[:5]
+    epsilon = attrs.get("epsilon", 1e-5)
+    shape = _channel_shape(x)
+    if attrs.get("training_mode", 0):
+        axes = (0,) + tuple(range(2, x.ndim))
+        batch_mean, centered, batch_variance = _moments(xp, x, axes)
+        y = centered / xp.sqrt(batch_variance + epsilon) * scale.reshape(shape) + bias.reshape(shape)
+        momentum = attrs.get("momentum", 0.9)
+        running_mean = mean * momentum + batch_mean.reshape(-1) * (1 - momentum)
+        running_variance = variance * momentum + batch_variance.reshape(-1) * (1 - momentum)
+        return [y, running_mean, running_variance]
+    # Folding the statistics into one scale and shift makes inference two passes over x.
+    factor = scale / xp.sqrt(variance + x.dtype.type(epsilon))
+    shift = bias - mean * factor
+    return [x * factor.reshape(shape) + shift.reshape(shape)]
+
+
+@kernels.register("LayerNormalization", types=FLOATING)
+def layer_normalization(xp, inputs, attrs):
+    x, scale = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 else None
+    axis = normalize_axis(attrs.get("axis", -1), x.ndim)
+    axes = tuple(range(axis, x.ndim))
+    mean, centered, variance = _moments(xp, x, axes)
+    inverse_std = 1 / xp.sqrt(variance + x.dtype.type(attrs.get("epsilon", 1e-5)))
+    y = centered * inverse_std * scale
+    if bias is not None:
+        y = y + bias
+    return [y, mean, inverse_std]
+
+
+@kernels.register("GroupNormalization", types=FLOATING)
+def group_normalization(xp, inputs, attrs):
+    x, scale, bias = inputs
+    groups = attrs["num_groups"]
+    batch, channels = x.shape[:2]
+    grouped = x.reshape(batch, groups, -1)
+    _, centered, variance = _moments(xp, grouped, (2,))
+    normalized = (centered / xp.sqrt(variance + x.dtype.type(attrs.get("epsilon", 1e-5)))).reshape(x.shape)
+    if scale.shape[0] != channels:
+        # Opset 18 took one scale and bias per group; opset 21 takes one per channel.
+        scale = xp.repeat(scale, channels // groups)
+        bias = xp.repeat(bias, channels // groups)
+    shape = _channel_shape(x)
+    return [normalized * scale.reshape(shape) + bias.reshape(shape)]
+
+
+@kernels.register("InstanceNormalization", types=FLOATING)
+def instance_normalization(xp, inputs, attrs):
+    x, scale, bias = inputs
+    _, centered, variance = _moments(xp, x, tuple(range(2, x.ndim)))
+    shape = _channel_shape(x)
+    normalized = centered / xp.sqrt(variance + x.dtype.type(attrs.get("epsilon", 1e-5)))
+    return [normalized * scale.reshape(shape) + bias.reshape(shape)]
+
+
+@kernels.register("RMSNormalization", types=FLOATING)
+def rms_normalization(xp, inputs, attrs):
+    x, scale = inputs[0], inputs[1]
+    axis = normalize_axis(attrs.get("axis", -1), x.ndim)
+    mean_square = reduce_mean(xp, x * x, tuple(range(axis, x.ndim)), True)
+    return [x / xp.sqrt(mean_square + x.dtype.type(attrs.get("epsilon", 1e-5))) * scale]
+
+
+@kernels.register("LpNormalization", types=FLOATING)
+def lp_normalization(xp, inputs, attrs):
+    x = inputs[0]
+    axis = normalize_axis(attrs.get("axis", -1), x.ndim)
+    if attrs.get("p", 2) == 1:
+        norm = reduce_sum(xp, xp.abs(x), axis, True)
+    else:
+        norm = xp.sqrt(reduce_sum(xp, x * x, axis, True))
+    # A zero vector stays zero instead of becoming 0/0.
+    return [xp.where(norm == 0, x.dtype.type(0), x / norm)]
+
+
+@kernels.register("MeanVarianceNormalization", types=FLOATING)
+def mean_variance_normalization(xp, inputs, attrs):
+    x = inputs[0]
+    axes = tuple(normalize_axis(a, x.ndim) for a in attrs.get("axes", [0, 2, 3]))
+    mean = reduce_mean(xp, x, axes, True)
+    variance = reduce_mean(xp, x * x, axes, True) - mean * mean
+    # The epsilon of ONNX's function definition of the op.
+    return [(x - mean) / (xp.sqrt(variance) + x.dtype.type(1e-9))]
+
+
+@kernels.register("LRN", types=FLOATING)
+def local_response_normalization(xp, inputs, attrs):
+    x = inputs[0]
+    size = attrs["size"]
+    alpha, beta, bias = attrs.get("alpha", 1e-4), attrs.get("beta", 0.75), attrs.get("bias", 1.0)
+    before, after = (size - 1) // 2, math.ceil((size - 1) / 2)
+    squares = x * x
+    # Window sums over channels from one cumulative sum: prefix[c + after + 1] - prefix[c - before].
+    widths = [(0, 0), (before + 1, after)] + [(0, 0)] * (x.ndim - 2)
+    prefix = xp.cumsum(xp.pad(squares, widths), axis=1)
+    channels = x.shape[1]
+    window = prefix[:, before + after + 1:before + after + 1 + channels] - prefix[:, :channels]
+    return [x / (x.dtype.type(bias) + x.dtype.type(alpha / size) * window) ** x.dtype.type(beta)]
+
+
+@kernels.register("Dropout", types=FLOATING)
+def dropout(xp, inputs, attrs):
+    x = inputs[0]
+    ratio = float(to_scalar(inputs[1])) if len(inputs) > 1 and inputs[1] is not None else attrs.get("ratio", 0.5)
+    training = bool(to_scalar(inputs[2])) if len(inputs) > 2 and inputs[2] is not None else False
+    if not training or ratio == 0:
+        return [x, xp.ones(x.shape, dtype=bool)]
+    # Randomness for recorded graphs enters as data (onnxnn's generator); a bare Dropout node in
+    # training mode draws from its seed attribute, or from onnxnn's generator when it has none.
+    if "seed" in attrs:
+        uniform = np.random.RandomState(int(attrs["seed"])).uniform(0, 1.0, x.shape)
+    else:
+        from ..runtime.random import uniform as onnxnn_uniform
+        uniform = onnxnn_uniform(x.shape, np.float64)
+    mask = xp.asarray(uniform >= ratio)
+    return [x * mask * x.dtype.type(1.0 / (1.0 - ratio)), mask]

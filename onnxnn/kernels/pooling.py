@@ -1,0 +1,150 @@
+"""Pooling kernels: MaxPool (with Indices), AveragePool, LpPool and their Global* forms.
+
+Windows are reduced straight from the strided view of the padded input (``sliding_windows``).
+Output sizes follow ONNX (and PyTorch): floor or ceil mode, where ceil mode drops a last window
+that would start in the end padding; the windows ceil mode adds past the end never count as
+padding for ``count_include_pad``.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ._common import auto_pads, lowest, reduce_max, reduce_mean, reduce_sum, spatial_attributes
+from .conv import pad_spatial, sliding_windows
+from .registry import FLOATING, kernels
+
+__all__: list[str] = []
+
+
+def _pool_geometry(x, attrs):
+    """(kernel, strides, dilations, begins, ends, output shape, extra end padding) of a pooling node."""
+    spatial = x.ndim - 2
+    kernel = list(attrs["kernel_shape"])
+    strides, dilations, pads = spatial_attributes(attrs, spatial)
+    auto_pad = attrs.get("auto_pad", "NOTSET")
+    if isinstance(auto_pad, bytes):
+        auto_pad = auto_pad.decode()
+    pads = auto_pads(auto_pad, x.shape[2:], kernel, strides, dilations, pads)
+    begins, ends = pads[:spatial], pads[spatial:]
+    ceil_mode = attrs.get("ceil_mode", 0)
+    output_shape, extra = [], []
+    for i in range(spatial):
+        size = x.shape[2 + i]
+        extent = (kernel[i] - 1) * dilations[i] + 1
+        span = size + begins[i] + ends[i] - extent
+        count = (-(-span // strides[i]) if ceil_mode else span // strides[i]) + 1
+        if ceil_mode and (count - 1) * strides[i] >= size + begins[i]:
+            count -= 1
+        output_shape.append(count)
+        extra.append(max((count - 1) * strides[i] + extent - (size + begins[i] + ends[i]), 0))
+    return kernel, strides, dilations, begins, ends, output_shape, extra
+
+
+def _fold_windows(xp, windows, spatial: int, combine):
+    """Combines the window elements offset by offset: one vectorized pass over the output per
+    kernel offset, much faster than reducing the small, strided kernel axes of the view."""
+    kernel_shape = windows.shape[2 + spatial:]
+    result = None
+    for offset in itertools.product(*(range(size) for size in kernel_shape)):
+        part = windows[(Ellipsis,) + offset]
+        result = part.copy() if result is None else combine(result, part, out=result)
+    return result
+
+
+@kernels.register("MaxPool", types=FLOATING | {"int8", "uint8"})
+def max_pool(xp, inputs, attrs):
+    x = inputs[0]
+    spatial = x.ndim - 2
+    kernel, strides, dilations, begins, ends, output_shape, extra = _pool_geometry(x, attrs)
+    padded = pad_spatial(xp, x, begins, [e + a for e, a in zip(ends, extra)], lowest(x.dtype))
+    windows = sliding_windows(xp, padded, kernel, strides, dilations, output_shape)
+    if 1 not in attrs.get("_used_outputs", (0, attrs.get("_num_outputs", 1) - 1)):
+        return [_fold_windows(xp, windows, spatial, xp.maximum)]
+    flat = windows.reshape(x.shape[:2] + tuple(output_shape) + (-1,))
+    winner = xp.argmax(flat, axis=-1)
+    values = xp.take_along_axis(flat, winner[..., None], axis=-1)[..., 0]
+    return [values, _max_pool_indices(xp, x.shape, winner, kernel, strides, dilations, begins, output_shape,
+                                      attrs.get("storage_order", 0))]
+
+
+def _max_pool_indices(xp, shape, winner, kernel, strides, dilations, begins, output_shape, storage_order):
+    """Flat indices into the unpadded input of each window's maximum (ONNX's Indices output)."""
+    spatial = len(kernel)
+    offsets = xp.unravel_index(winner, tuple(kernel))
+    coordinates = []
+    for i in range(spatial):
+        positions = xp.arange(output_shape[i]).reshape([-1 if a == i else 1 for a in range(spatial)])
+        coordinates.append(positions * strides[i] - begins[i] + offsets[i] * dilations[i])
+    sizes = list(shape[2:])
+    if storage_order:
+        # Column-major over the spatial axes: the last spatial axis varies slowest.
+        coordinates, sizes = coordinates[::-1], sizes[::-1]
+    flat = xp.zeros(winner.shape, dtype=np.int64)
+    for coordinate, size in zip(coordinates, sizes):
+        flat = flat * size + coordinate
+    plane = int(np.prod(shape[2:], dtype=np.int64))
+    batch_channel = xp.arange(shape[0] * shape[1], dtype=np.int64).reshape(shape[:2] + (1,) * spatial)
+    return flat + batch_channel * plane
+
+
+def _window_counts(kernel, stride, dilation, begin, low, high, count):
+    """How many elements of each window along one axis fall in [low, high) of the input axis."""
+    positions = np.arange(count)[:, None] * stride - begin + np.arange(kernel)[None, :] * dilation
+    return ((positions >= low) & (positions < high)).sum(axis=1)
+
+
+@kernels.register("AveragePool", types=FLOATING)
+def average_pool(xp, inputs, attrs):
+    x = inputs[0]
+    spatial = x.ndim - 2
+    kernel, strides, dilations, begins, ends, output_shape, extra = _pool_geometry(x, attrs)
+    padded = pad_spatial(xp, x, begins, [e + a for e, a in zip(ends, extra)], 0)
+    windows = sliding_windows(xp, padded, kernel, strides, dilations, output_shape)
+    sums = _fold_windows(xp, windows, spatial, xp.add)
+    include_pad = attrs.get("count_include_pad", 0)
+    # The divisor is a product of per-axis counts, since a window is a product of per-axis ranges.
+    divisor = np.ones((), dtype=np.float64)
+    for i in range(spatial):
+        size = x.shape[2 + i]
+        low, high = (-begins[i], size + ends[i]) if include_pad else (0, size)
+        counts = _window_counts(kernel[i], strides[i], dilations[i], begins[i], low, high, output_shape[i])
+        divisor = np.multiply.outer(divisor, counts)
+    return [sums / xp.asarray(divisor.astype(x.dtype))]
+
+
+@kernels.register("LpPool", types=FLOATING)
+def lp_pool(xp, inputs, attrs):
+    x = inputs[0]
+    spatial = x.ndim - 2
+    p = attrs.get("p", 2)
+    kernel, strides, dilations, begins, ends, output_shape, extra = _pool_geometry(x, attrs)
+    powered = xp.abs(x) ** p
+    padded = pad_spatial(xp, powered, begins, [e + a for e, a in zip(ends, extra)], 0)
+    windows = sliding_windows(xp, padded, kernel, strides, dilations, output_shape)
+    return [_fold_windows(xp, windows, spatial, xp.add) ** (1.0 / p)]
+
+
+def _spatial_axes(x) -> tuple:
+    return tuple(range(2, x.ndim))
+
+
+@kernels.register("GlobalAveragePool", types=FLOATING)
+def global_average_pool(xp, inputs, attrs):
+    x = inputs[0]
+    return [reduce_mean(xp, x, _spatial_axes(x), True)]
+
+
+@kernels.register("GlobalMaxPool", types=FLOATING)
+def global_max_pool(xp, inputs, attrs):
+    x = inputs[0]
+    return [reduce_max(xp, x, _spatial_axes(x), True)]
+
+
+@kernels.register("GlobalLpPool", types=FLOATING)
+def global_lp_pool(xp, inputs, attrs):
+    x = inputs[0]
+    p = attrs.get("p", 2)
+    return [reduce_sum(xp, xp.abs(x) ** p, _spatial_axes(x), True) ** (1.0 / p)]
+

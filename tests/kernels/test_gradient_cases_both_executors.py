@@ -1,0 +1,43 @@
+"""Every gradient-check case runs forward and backward on both executors with equal results.
+
+The cases are the gradient table of tests/runtime/test_gradients.py; here each is computed once
+with onnxruntime and once with onnxnn's kernels, and the outputs and input gradients compared at
+float32 tolerance (each executor's own correctness is checked elsewhere).
+"""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import onnxnn
+
+_spec = importlib.util.spec_from_file_location(
+    "gradient_table", Path(__file__).resolve().parents[1] / "runtime" / "test_gradients.py")
+gradient_table = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gradient_table)
+CASES = gradient_table.CASES
+
+
+def _forward_and_backward(case, executor: str):
+    with onnxnn.set_executor(executor):
+        tensors = [onnxnn.tensor(a, dtype=onnxnn.float64, requires_grad=True) if np.asarray(a).dtype.kind == "f"
+                   else onnxnn.tensor(a) for a in case.inputs]
+        output = case.function(*tensors)
+        cotangent = np.random.default_rng(0).standard_normal(output.shape)
+        output.backward(onnxnn.tensor(cotangent, dtype=output.dtype))
+        grads = [t.grad.numpy() if t.requires_grad and t.grad is not None else None for t in tensors]
+        return output.detach().numpy(), grads
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_gradient_case_agrees_across_executors(case):
+    ort_output, ort_grads = _forward_and_backward(case, "onnxruntime")
+    kernel_output, kernel_grads = _forward_and_backward(case, "kernels")
+    np.testing.assert_allclose(kernel_output, ort_output, rtol=1e-5, atol=1e-6)
+    for ort_grad, kernel_grad in zip(ort_grads, kernel_grads):
+        assert (ort_grad is None) == (kernel_grad is None)
+        if ort_grad is not None:
+            np.testing.assert_allclose(kernel_grad, ort_grad, rtol=1e-5, atol=1e-6)
