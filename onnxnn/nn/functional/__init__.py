@@ -23,10 +23,17 @@ from ._loss import (
     binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, l1_loss, mse_loss, nll_loss, one_hot,
 )
 from ._normalization import batch_norm
+from ...runtime.ops.conv import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d
+from ...runtime.ops.normalization import group_norm, instance_norm, layer_norm, local_response_norm
+from ...runtime.ops.pooling import (
+    adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d, avg_pool2d, avg_pool3d, max_pool1d, max_pool2d, max_pool3d,
+)
 
 __all__ = [
     "linear", "relu", "relu_", "leaky_relu", "leaky_relu_", "sigmoid", "tanh", "gelu", "silu", "elu",
     "softplus", "hardtanh", "relu6", "logsigmoid", "softmax", "log_softmax", "dropout", "batch_norm",
     "one_hot", "mse_loss", "l1_loss", "nll_loss", "cross_entropy", "binary_cross_entropy",
-    "binary_cross_entropy_with_logits",
+    "binary_cross_entropy_with_logits", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+    "conv_transpose3d", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "layer_norm", "group_norm", "instance_norm", "local_response_norm",
 ]
