@@ -434,6 +434,7 @@ EXECUTORS = ("auto", "onnxruntime", "kernels")
 class _Selection:
     name = "auto"
     eager = False
+    recording_only = 0
 
 
 SELECTION = _Selection()
@@ -519,8 +520,24 @@ def _runner(plan):
         return runner
 
 
+class recording_only:
+    """Within this block explicit realizations are skipped: a whole step is recorded, not run.
+
+    Used to export a training step as one graph; reading a pending value inside raises.
+    """
+
+    def __enter__(self) -> "recording_only":
+        SELECTION.recording_only += 1
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        SELECTION.recording_only -= 1
+
+
 def realize(values) -> None:
     """Computes every pending value in ``values`` (and the pending values still referenced elsewhere)."""
+    if SELECTION.recording_only:
+        return
     targets = []
     seen = set()
     for value in values:

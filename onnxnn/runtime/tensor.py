@@ -377,6 +377,9 @@ class Tensor(TensorOps):
         value = self._value
         if value.data is None:
             realize((value,))
+            if value.data is None:
+                raise RuntimeError("a value was read while a step is only being recorded (e.g. by "
+                                   "training_step_to_onnx): the recorded step must not depend on computed data")
         data = value.data
         if data.flags.writeable:
             data.flags.writeable = False  # values are immutable: a write would corrupt shared history

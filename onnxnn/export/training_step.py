@@ -1,0 +1,224 @@
+"""A whole training step as one ONNX model that plain onnxruntime runs.
+
+``training_step_to_onnx`` records one step of onnxnn training (forward, loss, backward, optimizer
+update) without running it, and writes the recorded graph: its inputs are the batch, the
+parameters, the buffers and the optimizer state; its outputs are the loss and the updated
+parameters, buffers and state. Feeding each run's outputs back as the next run's inputs trains
+the model in onnxruntime alone (no training build needed), step for step as onnxnn would.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import onnx
+
+from ..runtime import executor
+from ..runtime.creation import as_tensor
+from ..runtime.grad_mode import enable_grad, no_grad
+from ..runtime.tensor import Tensor
+from .onnx_export import MIN_OPSET_VERSION, max_opset_version
+
+__all__ = ["training_step_to_onnx", "TrainingStepSignature"]
+
+
+class TrainingStepSignature:
+    """The names of a training-step model's inputs and outputs, and the values they start from.
+
+    Attributes:
+        batch: input names of the batch tensors, in ``example_batch`` order.
+        state: ``{input name: output name}`` for every carried value (parameters, buffers,
+            optimizer state); feed each output back under its input name on the next step.
+        loss: the output name of the loss.
+        initial_state: ``{input name: numpy array}``, the values to feed on the first step.
+    """
+
+    def __init__(self, batch: list[str], state: dict[str, str], loss: str, initial_state: dict):
+        self.batch = batch
+        self.state = state
+        self.loss = loss
+        self.initial_state = initial_state
+
+    def __repr__(self) -> str:
+        return f"TrainingStepSignature(batch={self.batch}, loss={self.loss!r}, state={list(self.state)})"
+
+
+class _Snapshot:
+    """Values and versions of every tensor a step rebinds, to put back after recording."""
+
+    def __init__(self, tensors: list[Tensor]):
+        self.entries = [(t, t._value, t._version_counter.value if t._version_counter else None, t.grad)
+                        for t in tensors]
+
+    def restore(self) -> None:
+        for tensor, value, version, grad in self.entries:
+            tensor._value = value
+            if version is not None:
+                tensor._version_counter.value = version
+            tensor.grad = grad
+
+
+def _state_tensors(optimizer) -> list[tuple[object, str, Tensor]]:
+    found = []
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            for key, value in optimizer.state.get(param, {}).items():
+                if isinstance(value, Tensor):
+                    found.append((param, key, value))
+    return found
+
+
+def _initialize_state(model, optimizer, parameters: list[Tensor]) -> None:
+    """Creates the optimizer's state entries as they are before any step (zeros), if missing.
+
+    A dry step with zero gradients makes the optimizer create its state; its effect on the
+    parameters is undone and every state tensor it created is reset to zeros, which is what
+    PyTorch's optimizers start from (SGD's momentum buffer included: with dampening 0 a zero
+    buffer gives the same first step as PyTorch's copy of the gradient).
+    """
+    existing = {(id(param), key) for param, key, _ in _state_tensors(optimizer)}
+    snapshot = _Snapshot(parameters)
+    with no_grad():
+        for param in parameters:
+            param.grad = Tensor._zeros(tuple(param.shape), param.dtype, param.device)
+        optimizer.step()
+    snapshot.restore()
+    for param, key, value in _state_tensors(optimizer):
+        if (id(param), key) not in existing:
+            value._rebind(Tensor._zeros(tuple(value.shape), value.dtype, value.device)._value)
+    executor.realize([value._value for _, _, value in _state_tensors(optimizer)])
+
+
+def _use_capturable_steps(optimizer) -> list:
+    """Optimizers that count steps on the host do it in the graph while recording (``capturable``)."""
+    changed = []
+    for group in optimizer.param_groups:
+        if "capturable" in group and not group["capturable"]:
+            group["capturable"] = True
+            changed.append(group)
+    return changed
+
+
+def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, batch_names=None,
+                          opset_version: int | None = None) -> tuple[onnx.ModelProto, TrainingStepSignature]:
+    """Exports one training step (forward, loss, backward, optimizer update) as an ONNX model.
+
+    Args:
+        model: the module to train (put in training mode for the step, then restored).
+        loss_fn: ``loss_fn(model_output, *targets) -> scalar tensor``.
+        optimizer: an ``onnxnn.optim`` optimizer over (some of) the model's parameters.
+        example_batch: ``(input, *targets)`` tensors or numpy arrays; the first is passed to the model.
+        f: optional path or binary file to write the model to.
+        batch_names: names of the batch inputs (default ``input``, ``target``, ``target_1``, ...).
+        opset_version: default-domain opset (17 up to what the installed onnxruntime runs).
+
+    Returns:
+        ``(model_proto, signature)``; ``signature`` names the carried inputs/outputs and holds
+        the initial values to feed (see :class:`TrainingStepSignature`). The model and optimizer
+        are left as they were.
+
+    Example::
+
+        >>> proto, sig = training_step_to_onnx(net, F.mse_loss, opt, (x, y))
+        >>> session = onnxruntime.InferenceSession(proto.SerializeToString())
+        >>> feeds = dict(sig.initial_state)
+        >>> for step in range(10):
+        ...     outputs = dict(zip([o.name for o in session.get_outputs()],
+        ...                        session.run(None, {**feeds, "input": x_np, "target": y_np})))
+        ...     feeds = {name: outputs[next_name] for name, next_name in sig.state.items()}
+    """
+    opset = executor.OPSET_VERSION if opset_version is None else int(opset_version)
+    if not MIN_OPSET_VERSION <= opset <= max_opset_version():
+        raise ValueError(f"training_step_to_onnx: opset_version {opset} is not supported; choose one from "
+                         f"{MIN_OPSET_VERSION} to {max_opset_version()}")
+    batch = [arg if isinstance(arg, Tensor) else as_tensor(np.asarray(arg)) for arg in example_batch]
+    if not batch:
+        raise ValueError("training_step_to_onnx: example_batch must hold at least the model input")
+    names = list(batch_names) if batch_names else ["input", "target"] + [f"target_{i}" for i in range(1, len(batch) - 1)]
+    names = names[:len(batch)]
+    if any(type(module).__name__.startswith("Dropout") and module.p > 0 for module in model.modules()):
+        warnings.warn("training_step_to_onnx: the model has Dropout; its mask is drawn once while recording and "
+                      "is the same in every exported step", UserWarning, stacklevel=2)
+
+    named_parameters = dict(model.named_parameters())
+    name_of_parameter = {id(p): name for name, p in named_parameters.items()}
+    trained = [p for group in optimizer.param_groups for p in group["params"]]
+    for param in trained:
+        if id(param) not in name_of_parameter:
+            raise ValueError("training_step_to_onnx: the optimizer updates a tensor that is not a parameter of the model")
+    buffers = dict(model.named_buffers())
+    previous_mode = model.training
+    capturable_groups = _use_capturable_steps(optimizer)
+    executor.realize([t._value for t in list(named_parameters.values()) + list(buffers.values()) + batch])
+    try:
+        _initialize_state(model, optimizer, trained)
+        state_entries = _state_tensors(optimizer)
+        carried: list[tuple[str, Tensor]] = [(name, p) for name, p in named_parameters.items()]
+        carried += [(name, b) for name, b in buffers.items()]
+        carried += [(f"optimizer.{name_of_parameter[id(param)]}.{key}", value) for param, key, value in state_entries]
+        start_values = {name: tensor._value for name, tensor in carried}
+        snapshot = _Snapshot([tensor for _, tensor in carried])
+        model.train(True)
+        try:
+            with enable_grad():
+                output = model(batch[0])
+                loss = loss_fn(output, *batch[1:])
+                if not isinstance(loss, Tensor) or loss.numel() != 1:
+                    raise ValueError("training_step_to_onnx: loss_fn must return a one-element tensor")
+                optimizer.zero_grad(set_to_none=True)
+                with executor.recording_only():
+                    loss.backward()
+                    optimizer.step()
+            end_values = {name: tensor._value for name, tensor in carried}
+        finally:
+            snapshot.restore()
+            model.train(previous_mode)
+    finally:
+        for group in capturable_groups:
+            group["capturable"] = False
+
+    outputs = [loss.detach()._value] + [end_values[name] for name, _ in carried]
+    output_names = ["loss"] + [f"{name}.next" for name, _ in carried]
+    plan = executor._plan(outputs, include_shared=False)
+    input_ids = {id(value): name for name, value in zip(names, [t._value for t in batch])}
+    input_ids.update({id(start_values[name]): name for name, _ in carried})
+    roles, constants = [], 0
+    for value in plan.inputs:
+        if id(value) in input_ids:
+            roles.append(("input", input_ids[id(value)]))
+        else:
+            roles.append(("initializer", f"onnxnn::constant_{constants}"))
+            constants += 1
+    proto = executor.build_model(plan, roles, output_names, executor.OPSET_VERSION,
+                                 graph_name=f"{type(model).__name__}_training_step")
+    _declare_every_input(proto, names, batch, carried, start_values)
+    if opset != executor.OPSET_VERSION:
+        from onnx import version_converter
+        proto = version_converter.convert_version(proto, opset)
+        proto.ir_version = executor.IR_VERSION
+    onnx.checker.check_model(proto, full_check=True)
+    if f is not None:
+        data = proto.SerializeToString()
+        if hasattr(f, "write"):
+            f.write(data)
+        else:
+            with open(f, "wb") as handle:
+                handle.write(data)
+    signature = TrainingStepSignature(
+        names, {name: f"{name}.next" for name, _ in carried}, "loss",
+        {name: np.array(start_values[name].data) for name, _ in carried})
+    return proto, signature
+
+
+def _declare_every_input(proto: onnx.ModelProto, names, batch, carried, start_values) -> None:
+    """Graph inputs in a stable order (batch, then carried state), unused ones declared too."""
+    from onnx import helper
+    existing = {graph_input.name: graph_input for graph_input in proto.graph.input}
+    ordered = []
+    for name, tensor in zip(names, batch):
+        ordered.append(existing.get(name) or helper.make_tensor_value_info(name, tensor.dtype.onnx_type, tensor.shape))
+    for name, tensor in carried:
+        value = start_values[name]
+        ordered.append(existing.get(name) or helper.make_tensor_value_info(name, value.dtype.onnx_type, value.shape))
+    del proto.graph.input[:]
+    proto.graph.input.extend(ordered)

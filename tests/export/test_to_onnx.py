@@ -1,0 +1,146 @@
+"""to_onnx: exported graphs run in plain onnxruntime with the module's outputs and names."""
+from __future__ import annotations
+
+import io
+import warnings
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+
+import onnxnn
+from onnxnn import nn
+from onnxnn.export import max_opset_version, to_onnx
+
+
+class FlattenNet(nn.Module):
+    """Shape-dependent Python (x.view(x.size(0), -1)) that must not bake the traced batch in."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Linear(4, 6)
+        self.norm = nn.BatchNorm1d(18)
+        self.head = nn.Linear(18, 2)
+
+    def forward(self, x):
+        hidden = self.features(x).relu()
+        return self.head(self.norm(hidden.view(x.size(0), -1)))
+
+
+def _session(proto):
+    return onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+MODELS = [
+    ("mlp", lambda: nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)), (5, 4)),
+    ("flatten_batchnorm", FlattenNet, (5, 3, 4)),
+    ("dropout_in_eval", lambda: nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5), nn.Tanh()), (2, 4)),
+]
+
+
+@pytest.mark.parametrize("name, build, shape", MODELS, ids=[m[0] for m in MODELS])
+def test_exported_model_matches_the_module_in_onnxruntime(name, build, shape):
+    model = build().eval()
+    x = onnxnn.randn(*shape)
+    proto = to_onnx(model, x, input_names=["x"], output_names=["y"])
+    onnx.checker.check_model(proto, full_check=True)
+    names = [init.name for init in proto.graph.initializer]
+    state = model.state_dict()
+    # Initializers are named by state_dict keys, in state_dict order; every parameter is used here
+    # (an unused buffer such as num_batches_tracked in eval mode is left out, as PyTorch does).
+    assert [n for n in names if n in state] == [k for k in state if k in names]
+    assert {k for k, _ in model.named_parameters()} <= set(names)
+    for init in proto.graph.initializer:
+        if init.name in state:
+            np.testing.assert_array_equal(onnx.numpy_helper.to_array(init), state[init.name].numpy())
+    (result,) = _session(proto).run(None, {"x": x.numpy()})
+    np.testing.assert_allclose(result, model(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name, build, shape", MODELS, ids=[m[0] for m in MODELS])
+def test_dynamic_batch_axis_runs_at_other_sizes(name, build, shape):
+    model = build().eval()
+    proto = to_onnx(model, onnxnn.randn(*shape), input_names=["x"], output_names=["y"],
+                    dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    assert proto.graph.output[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    session = _session(proto)
+    for batch in (1, 3, 11):
+        x = onnxnn.randn(batch, *shape[1:])
+        (result,) = session.run(None, {"x": x.numpy()})
+        np.testing.assert_allclose(result, model(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("opset", [17, 18, 21, max_opset_version()])
+def test_every_supported_opset_exports_and_runs(opset):
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1)).eval()
+    x = onnxnn.randn(2, 3)
+    proto = to_onnx(model, x, opset_version=opset)
+    assert next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")) == opset
+    (result,) = _session(proto).run(None, {"input_0": x.numpy()})
+    np.testing.assert_allclose(result, model(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_writes_to_paths_and_file_objects(tmp_path):
+    model = nn.Linear(3, 2).eval()
+    x = onnxnn.randn(1, 3)
+    proto = to_onnx(model, x, tmp_path / "model.onnx")
+    assert onnx.load(str(tmp_path / "model.onnx")) == proto
+    buffer = io.BytesIO()
+    to_onnx(model, x, buffer)
+    assert onnx.load_from_string(buffer.getvalue()) == proto
+
+
+def test_external_data_above_a_threshold(tmp_path):
+    model = nn.Linear(64, 64).eval()
+    path = tmp_path / "big.onnx"
+    proto = to_onnx(model, onnxnn.randn(1, 64), path, external_data=1024)
+    assert (tmp_path / "big.onnx.data").exists()
+    assert path.stat().st_size < 4096, "weights live in the external file"
+    loaded = onnx.load(str(path))
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    x = onnxnn.randn(1, 64)
+    np.testing.assert_allclose(session.run(None, {"input_0": x.numpy()})[0], model(x).detach().numpy(),
+                               rtol=1e-5, atol=1e-6)
+    assert len(proto.graph.initializer) == len(loaded.graph.initializer)
+
+
+def test_training_mode_export_warns_and_keeps_the_mode():
+    model = nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3))
+    with pytest.warns(UserWarning, match="training mode"):
+        to_onnx(model, onnxnn.randn(4, 3))
+    assert model.training
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        to_onnx(model.eval(), onnxnn.randn(4, 3))
+
+
+def test_multiple_inputs_and_outputs_keep_their_names_and_order():
+    class TwoWay(nn.Module):
+        def forward(self, a, b):
+            return a + b, a * b
+
+    a, b = onnxnn.randn(2, 3), onnxnn.randn(2, 3)
+    proto = to_onnx(TwoWay().eval(), (a, b), input_names=["a", "b"], output_names=["sum", "product"])
+    assert [i.name for i in proto.graph.input] == ["a", "b"]
+    assert [o.name for o in proto.graph.output] == ["sum", "product"]
+    total, product = _session(proto).run(None, {"a": a.numpy(), "b": b.numpy()})
+    np.testing.assert_allclose(total, a.numpy() + b.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(product, a.numpy() * b.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"opset_version": 12}, ValueError, "opset_version 12 is not supported"),
+    ({"opset_version": 99}, ValueError, "opset_version 99 is not supported"),
+    ({"input_names": ["a", "b"]}, ValueError, "2 input_names given for 1 inputs"),
+    ({"dynamic_axes": {"nope": [0]}}, ValueError, "dynamic_axes names 'nope'"),
+])
+def test_bad_arguments_are_clear_errors(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        to_onnx(nn.Linear(2, 2).eval(), onnxnn.randn(1, 2), **kwargs)
+
+
+def test_a_non_tensor_argument_is_a_type_error():
+    with pytest.raises(TypeError, match="argument 0 must be a Tensor"):
+        to_onnx(nn.Linear(2, 2).eval(), "not a tensor")

@@ -1,0 +1,89 @@
+"""training_step_to_onnx: N runs in plain onnxruntime equal N onnxnn training steps."""
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime
+import pytest
+
+import onnxnn
+import onnxnn.nn.functional as F
+from onnxnn import nn
+from onnxnn.export import training_step_to_onnx
+
+OPTIMIZERS = [
+    ("sgd", lambda p: onnxnn.optim.SGD(p, lr=0.1)),
+    ("sgd_momentum_weight_decay", lambda p: onnxnn.optim.SGD(p, lr=0.05, momentum=0.9, weight_decay=1e-3)),
+    ("sgd_nesterov", lambda p: onnxnn.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True)),
+    ("adam", lambda p: onnxnn.optim.Adam(p, lr=0.01)),
+    ("adam_amsgrad", lambda p: onnxnn.optim.Adam(p, lr=0.01, amsgrad=True)),
+    ("adamw", lambda p: onnxnn.optim.AdamW(p, lr=0.01, weight_decay=0.1)),
+    ("rmsprop", lambda p: onnxnn.optim.RMSprop(p, lr=0.01, momentum=0.5)),
+    ("adagrad", lambda p: onnxnn.optim.Adagrad(p, lr=0.1)),
+]
+
+
+def _run_in_onnxruntime(proto, signature, batch: dict, steps: int):
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [output.name for output in session.get_outputs()]
+    feeds = dict(signature.initial_state)
+    losses = []
+    for _ in range(steps):
+        outputs = dict(zip(names, session.run(None, {**feeds, **batch})))
+        losses.append(float(outputs[signature.loss]))
+        feeds = {name: outputs[next_name] for name, next_name in signature.state.items()}
+    return losses, feeds
+
+
+@pytest.mark.parametrize("name, make_optimizer", OPTIMIZERS, ids=[o[0] for o in OPTIMIZERS])
+def test_n_exported_steps_equal_n_onnxnn_steps(name, make_optimizer):
+    net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+    optimizer = make_optimizer(net.parameters())
+    x, y = onnxnn.randn(16, 4), onnxnn.randn(16, 2)
+    before = {key: value.numpy().copy() for key, value in net.state_dict().items()}
+    proto, signature = training_step_to_onnx(net, F.mse_loss, optimizer, (x, y))
+    for key, value in net.state_dict().items():
+        np.testing.assert_array_equal(value.numpy(), before[key], err_msg="exporting must not train the model")
+
+    losses, state = _run_in_onnxruntime(proto, signature, {"input": x.numpy(), "target": y.numpy()}, steps=4)
+    expected_losses = []
+    for _ in range(4):
+        loss = F.mse_loss(net(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        expected_losses.append(loss.item())
+    np.testing.assert_allclose(losses, expected_losses, rtol=1e-5)
+    for key, param in net.named_parameters():
+        np.testing.assert_allclose(state[key], param.detach().numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_batchnorm_buffers_are_carried_state():
+    net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 1))
+    optimizer = onnxnn.optim.SGD(net.parameters(), lr=0.1)
+    x, y = onnxnn.randn(8, 3), onnxnn.randn(8, 1)
+    proto, signature = training_step_to_onnx(net, F.mse_loss, optimizer, (x, y))
+    assert "1.running_mean" in signature.state and "1.num_batches_tracked" in signature.state
+    _, state = _run_in_onnxruntime(proto, signature, {"input": x.numpy(), "target": y.numpy()}, steps=3)
+    for _ in range(3):
+        loss = F.mse_loss(net(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    np.testing.assert_allclose(state["1.running_mean"], net[1].running_mean.numpy(), rtol=1e-5, atol=1e-6)
+    assert int(state["1.num_batches_tracked"]) == 3
+
+
+def test_a_loss_that_is_not_a_scalar_is_rejected_and_nothing_changes():
+    net = nn.Linear(2, 2)
+    optimizer = onnxnn.optim.SGD(net.parameters(), lr=0.1)
+    before = net.weight.detach().numpy().copy()
+    with pytest.raises(ValueError, match="one-element tensor"):
+        training_step_to_onnx(net, lambda out, target: out - target, optimizer, (onnxnn.randn(3, 2), onnxnn.randn(3, 2)))
+    np.testing.assert_array_equal(net.weight.detach().numpy(), before)
+
+
+def test_an_optimizer_over_foreign_tensors_is_rejected():
+    net = nn.Linear(2, 2)
+    optimizer = onnxnn.optim.SGD([onnxnn.randn(2, requires_grad=True)], lr=0.1)
+    with pytest.raises(ValueError, match="not a parameter of the model"):
+        training_step_to_onnx(net, F.mse_loss, optimizer, (onnxnn.randn(3, 2), onnxnn.randn(3, 2)))
