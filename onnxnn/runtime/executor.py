@@ -91,11 +91,15 @@ def _plan(targets: list, include_shared: bool = True) -> _GraphPlan:
     This runs on every realization, cache hit or not, so it is written for speed: one walk to
     collect nodes and count consumers, one stable sort, one pass to build the key.
     """
-    # Post-order depth-first walk: a topological order that depends only on the structure
-    # (input order, target order), never on object addresses or on when values were realized.
+    # One post-order depth-first walk: a topological order that depends only on the structure
+    # (input order, target order), never on object addresses or on when values were realized;
+    # each node's part of the key is built as the node is finished.
     order: list = []
-    done: set = set()
+    node_keys: list = []
+    inputs: list = []
+    input_position: dict = {}
     consumers: dict = {}
+    done: set = set()
     for target in targets:
         if target.data is not None or id(target.node) in done:
             continue
@@ -113,39 +117,31 @@ def _plan(targets: list, include_shared: bool = True) -> _GraphPlan:
                 done.add(id(node))
                 node.position = len(order)
                 order.append(node)
+                refs = []
                 for value in node.inputs:
-                    if value is None or value.data is not None:
-                        continue
-                    entry = consumers.get(id(value))
-                    if entry is None:
-                        consumers[id(value)] = [value, 1]
+                    if value is None:
+                        refs.append(None)
+                    elif value.data is None:
+                        refs.append((value.node.position, value.index))
+                        entry = consumers.get(id(value))
+                        if entry is None:
+                            consumers[id(value)] = [value, 1]
+                        else:
+                            entry[1] += 1
+                    elif value.static is not None:
+                        refs.append(value.static)
                     else:
-                        entry[1] += 1
+                        position = input_position.get(id(value))
+                        if position is None:
+                            position = input_position[id(value)] = len(inputs)
+                            inputs.append(value)
+                        refs.append(position)
+                node_keys.append((node._signature or node.signature, tuple(refs)))
 
     outputs = list(targets)
     if include_shared:
         outputs += _externally_referenced(list(consumers.values()), {id(t) for t in targets})
     del consumers
-
-    input_position: dict = {}
-    inputs: list = []
-    node_keys = []
-    for node in order:
-        refs = []
-        for value in node.inputs:
-            if value is None:
-                refs.append(None)
-            elif value.data is None:
-                refs.append((value.node.position, value.index))
-            elif value.static is not None:
-                refs.append(value.static)
-            else:
-                position = input_position.get(id(value))
-                if position is None:
-                    position = input_position[id(value)] = len(inputs)
-                    inputs.append(value)
-                refs.append(position)
-        node_keys.append((node.signature, tuple(refs)))
     key = (
         tuple(node_keys),
         tuple([(v.shape, v.dtype) for v in inputs]),

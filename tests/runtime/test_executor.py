@@ -22,12 +22,19 @@ def _training_step(weight, bias, x, y, learning_rate=0.05):
     return loss.item()
 
 
+@pytest.fixture
+def on_onnxruntime():
+    """Session-cache tests pin the onnxruntime executor ("auto" runs tiny graphs on kernels)."""
+    with onnxnn.set_executor("onnxruntime"):
+        yield
+
+
 def _live_nodes() -> int:
     gc.collect()
     return sum(1 for obj in gc.get_objects() if type(obj) is Node)
 
 
-def test_repeated_training_loop_hits_the_session_cache():
+def test_repeated_training_loop_hits_the_session_cache(on_onnxruntime):
     weight = onnxnn.randn(4, 1, requires_grad=True)
     bias = onnxnn.zeros(1, requires_grad=True)
     x, y = onnxnn.randn(32, 4), onnxnn.randn(32, 1)
@@ -42,7 +49,7 @@ def test_repeated_training_loop_hits_the_session_cache():
     assert executor.cache_info()["misses"] == misses
 
 
-def test_ten_thousand_steps_keep_nodes_sessions_and_memory_bounded():
+def test_ten_thousand_steps_keep_nodes_sessions_and_memory_bounded(on_onnxruntime):
     psutil = pytest.importorskip("psutil")
     weight = onnxnn.randn(4, 1, requires_grad=True)
     bias = onnxnn.zeros(1, requires_grad=True)
@@ -70,7 +77,7 @@ def test_a_buffer_updated_every_call_never_grows_an_unbounded_graph():
                                rtol=1e-4)
 
 
-def test_values_still_referenced_are_computed_in_the_same_run():
+def test_values_still_referenced_are_computed_in_the_same_run(on_onnxruntime):
     x = onnxnn.randn(5)
     hidden = x.exp()
     out = (hidden * 2).sum()
@@ -89,7 +96,7 @@ def test_dropped_intermediates_are_not_returned():
     assert plan.outputs == [out._value]
 
 
-def test_same_structure_different_data_shares_one_session():
+def test_same_structure_different_data_shares_one_session(on_onnxruntime):
     first = onnxnn.randn(3, 3) @ onnxnn.randn(3, 3)
     first.numpy()
     sessions = executor.cache_info()["sessions"]
@@ -98,7 +105,7 @@ def test_same_structure_different_data_shares_one_session():
     assert executor.cache_info()["sessions"] == sessions
 
 
-def test_different_shapes_compile_separately():
+def test_different_shapes_compile_separately(on_onnxruntime):
     (onnxnn.randn(3, 3) + 1).numpy()
     sessions = executor.cache_info()["sessions"]
     (onnxnn.randn(4, 3) + 1).numpy()
@@ -120,7 +127,7 @@ def test_built_models_load_in_the_installed_onnxruntime():
     np.testing.assert_allclose(result, y.numpy(), rtol=1e-6)
 
 
-def test_cache_capacity_bounds_the_number_of_sessions():
+def test_cache_capacity_bounds_the_number_of_sessions(on_onnxruntime):
     previous = executor.cache_info()["capacity"]
     try:
         executor.set_cache_size(4)
