@@ -141,7 +141,7 @@ def record(op_type: str, inputs: tuple, attrs: dict | None = None, domain: str =
     """
     if attrs is None:
         attrs = {}
-    rule = shape_rules.get(op_type, domain)
+    rule = _SHAPE_RULES.get((domain, op_type))
     if rule is None:
         return _record_without_rule(op_type, inputs, attrs, domain, num_outputs)
     where = None
@@ -171,6 +171,9 @@ def record(op_type: str, inputs: tuple, attrs: dict | None = None, domain: str =
         return (Value(node, 0, shape, out_dtype, where),)
     return tuple([Value(node, i, shape, out_dtype, where)
                   for i, (shape, out_dtype) in enumerate(metas)])
+
+
+_SHAPE_RULES = shape_rules._table  # read directly: record() runs for every op
 
 
 def _record_without_rule(op_type: str, inputs: tuple, attrs: dict, domain: str, num_outputs: int | None) -> tuple:

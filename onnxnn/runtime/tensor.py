@@ -100,8 +100,14 @@ class Tensor(TensorOps):
         tensor([2., 4.])
     """
 
-    __slots__ = ("_value", "_grad_fn", "_output_nr", "_requires_grad", "grad", "_version_counter",
-                 "_accumulator", "_backward_hooks", "__dict__", "__weakref__")
+    __slots__ = ("_value", "_grad_fn", "_output_nr", "_requires_grad", "__dict__", "__weakref__")
+
+    # Rarely set per tensor: class-level defaults, so creating a tensor (on every op) sets only the
+    # four slots above; an assignment stores the attribute in the instance's own dict.
+    grad = None
+    _version_counter = None
+    _accumulator = None
+    _backward_hooks = None
 
     # Makes numpy defer to Tensor's reflected operators (``np_array * tensor`` gives a Tensor).
     __array_priority__ = 1000
@@ -117,10 +123,6 @@ class Tensor(TensorOps):
         tensor._grad_fn = grad_fn
         tensor._output_nr = output_nr
         tensor._requires_grad = requires_grad or grad_fn is not None
-        tensor.grad = None
-        tensor._version_counter = None
-        tensor._accumulator = None
-        tensor._backward_hooks = None
         return tensor
 
     @classmethod
