@@ -102,7 +102,8 @@ def _transpose_geometry(x, w, attrs):
                for i in range(spatial)]
     output_shape = attrs.get("output_shape")
     if output_shape is None and auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        output_shape = [inputs[i] * strides[i] for i in range(spatial)]
+        # onnxruntime (and the shape rule) never pad beyond the uncropped size: min(in * stride, full).
+        output_shape = [min(inputs[i] * strides[i], natural[i]) for i in range(spatial)]
     if output_shape is not None:
         output_shape = list(output_shape)[-spatial:]
         begins = []
