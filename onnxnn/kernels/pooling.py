@@ -26,7 +26,9 @@ def _pool_geometry(x, attrs):
     auto_pad = attrs.get("auto_pad", "NOTSET")
     if isinstance(auto_pad, bytes):
         auto_pad = auto_pad.decode()
-    pads = auto_pads(auto_pad, x.shape[2:], kernel, strides, dilations, pads)
+    # onnxruntime sizes SAME padding of pooling for the undilated kernel (then slides the dilated
+    # one); the shape rule follows it, and so do the kernels, so both executors agree.
+    pads = auto_pads(auto_pad, x.shape[2:], kernel, strides, [1] * len(kernel), pads)
     begins, ends = pads[:spatial], pads[spatial:]
     ceil_mode = attrs.get("ceil_mode", 0)
     output_shape, extra = [], []
