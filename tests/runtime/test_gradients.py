@@ -113,6 +113,8 @@ CASES = [
     Case("add_python_scalar", lambda a: a + 2.5, [randn(3)]),
     Case("add_alpha", lambda a, b: onnxnn.add(a, b, alpha=-2.0), [randn(2, 3), randn(3)]),
     Case("radd_scalar_zero_dim", lambda a: 1.5 + a, [randn()]),
+    Case("sum_variadic_broadcast", lambda a, b, c: op("Sum", a, b, c), [randn(3, 1), randn(4), randn(3, 4)]),
+    Case("mean_variadic_broadcast", lambda a, b: op("Mean", a, b), [randn(2, 3), randn(3)]),
     Case("sub_broadcast", lambda a, b: a - b, [randn(4), randn(3, 1)]),
     Case("rsub_scalar", lambda a: 1.5 - a, [randn(2, 2)]),
     Case("mul_broadcast_2x3x1_3x4", lambda a, b: a * b, [randn(2, 3, 1), randn(3, 4)]),

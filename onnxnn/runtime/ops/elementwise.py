@@ -16,7 +16,7 @@ from ._common import Tensor, apply_op, as_tensor_operand, broadcast_values, prom
 # ---------------------------------------------------------------- shape rules
 
 
-@shape_rules.register("Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "PRelu")
+@shape_rules.register("Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "PRelu", "Sum", "Mean")
 def _broadcast_shape(inputs, attrs):
     return [(broadcast_values(inputs), inputs[0].dtype)]
 
@@ -62,6 +62,16 @@ non_differentiable("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", 
 @gradient_rules.register("Add")
 def _add_grad(ctx, g):
     return g, g
+
+
+@gradient_rules.register("Sum")
+def _sum_grad(ctx, g):
+    return (g,) * ctx.num_inputs
+
+
+@gradient_rules.register("Mean")
+def _mean_grad(ctx, g):
+    return (g / ctx.num_inputs,) * ctx.num_inputs
 
 
 @gradient_rules.register("Sub")
