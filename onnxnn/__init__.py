@@ -41,6 +41,7 @@ from .runtime.ops import (  # noqa: F401  (the math functions of the top level)
 from . import autograd, cuda  # noqa: E402
 from .export.checkpoint import load, save  # noqa: E402
 from . import nn, optim  # noqa: E402
+from . import backend, import_  # noqa: E402
 
 __version__ = "0.1.0"
 

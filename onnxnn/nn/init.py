@@ -45,7 +45,7 @@ def _skipping_initialization():
 
 def _fill(tensor: Tensor, array: np.ndarray) -> Tensor:
     """Rebinds ``tensor`` to ``array`` (converted to its dtype and device), outside autograd."""
-    data = np.ascontiguousarray(np.asarray(array).reshape(tuple(tensor.shape)), dtype=tensor.dtype.numpy_dtype)
+    data = np.asarray(np.asarray(array).reshape(tuple(tensor.shape)), dtype=tensor.dtype.numpy_dtype)
     with no_grad():
         tensor.copy_(Tensor._from_array(data, tensor.dtype, tensor.device))
     return tensor

@@ -145,7 +145,7 @@ def _plan(targets: list, include_shared: bool = True) -> _GraphPlan:
     key = (
         tuple(node_keys),
         tuple([(v.shape, v.dtype) for v in inputs]),
-        tuple([(v.node.position, v.index) if v.data is None else None for v in outputs]),
+        tuple([(v.node.position, v.index, v.shape) if v.data is None else None for v in outputs]),
         targets[0].device,
     )
     return _GraphPlan(order, inputs, outputs, key)
@@ -402,8 +402,10 @@ def cache_info() -> dict:
 
 
 def clear_cache() -> None:
-    """Drops every compiled session and resets the counters."""
+    """Drops every compiled session (general and specialized) and resets the counters."""
     _cache.sessions.clear()
+    _specializations.clear()
+    _stable_inputs.clear()
     _cache.hits = _cache.misses = 0
 
 
@@ -516,6 +518,71 @@ def _runner(plan):
         return runner
 
 
+# ---------------------------------------------------------------- inference specialization
+#
+# Parameters are data: a training step feeds them to the compiled graph like any input. When the
+# same large inputs (the weights of a model serving requests) come back unchanged run after run,
+# a second session is compiled with them embedded as initializers, so onnxruntime can fold
+# constants, fuse BatchNormalization into convolutions and pre-pack weights. Values never change
+# in place, so "the same Value object" means "the same data"; the specialization holds those
+# objects, and any other input falls back to the general session at once.
+SPECIALIZE_AFTER_RUNS = 3
+SPECIALIZE_MIN_ELEMENTS = 4096
+MAX_SPECIALIZATIONS = 16
+
+
+class _Specialization:
+    __slots__ = ("positions", "values", "rest", "session")
+
+    def __init__(self, plan: _GraphPlan, positions: list[int]):
+        self.positions = positions
+        self.values = [plan.inputs[position] for position in positions]
+        embedded = set(positions)
+        self.rest = [i for i in range(len(plan.inputs)) if i not in embedded]
+        roles = [("initializer", f"weight_{i}") if i in embedded else ("input", f"input_{i}")
+                 for i in range(len(plan.inputs))]
+        self.session = _CompiledSession(build_model(plan, roles), plan.key[3])
+
+    def matches(self, inputs: list) -> bool:
+        for position, value in zip(self.positions, self.values):
+            if inputs[position] is not value:
+                return False
+        return True
+
+    def __call__(self, inputs: list) -> list:
+        return self.session([inputs[i] for i in self.rest])
+
+
+_specializations: OrderedDict = OrderedDict()
+_stable_inputs: dict = {}
+
+
+def _watch_stable_inputs(plan: _GraphPlan) -> None:
+    """Counts runs in which the large inputs of a structure were the very same values."""
+    large = [(i, v) for i, v in enumerate(plan.inputs) if v.data.size >= SPECIALIZE_MIN_ELEMENTS]
+    if not large:
+        return
+    seen = _stable_inputs.get(plan.key)
+    if seen is None or len(seen[1]) != len(large):
+        if len(_stable_inputs) > 4 * MAX_SPECIALIZATIONS:
+            _stable_inputs.clear()
+        _stable_inputs[plan.key] = [1, large]
+        return
+    stable = [(i, v) for (i, v), (_, before) in zip(large, seen[1]) if v is before]
+    if not stable:
+        seen[0], seen[1] = 1, large
+        return
+    seen[0] += 1
+    if seen[0] >= SPECIALIZE_AFTER_RUNS:
+        del _stable_inputs[plan.key]
+        try:
+            _specializations[plan.key] = _Specialization(plan, [i for i, _ in stable])
+        except RuntimeError:
+            return  # onnxruntime could not compile it: the general session keeps serving
+        if len(_specializations) > MAX_SPECIALIZATIONS:
+            _specializations.popitem(last=False)
+
+
 class recording_only:
     """Within this block explicit realizations are skipped: a whole step is recorded, not run.
 
@@ -543,7 +610,14 @@ def realize(values) -> None:
     if not targets:
         return
     plan = _plan(targets)
-    results = _runner(plan)([value.data for value in plan.inputs])
+    inputs = [value.data for value in plan.inputs]
+    specialized = _specializations.get(plan.key)
+    if specialized is not None and specialized.matches(plan.inputs):
+        results = specialized(inputs)
+    else:
+        results = _runner(plan)(inputs)
+        if SELECTION.name != "kernels":
+            _watch_stable_inputs(plan)
     for value, result in zip(plan.outputs, results):
         value.data = result
         value.node = None

@@ -26,7 +26,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     else:
         keep = _random.bernoulli(tuple(input.shape), 1.0 - p)
         noise = keep.astype(numpy_dtype) * numpy_dtype.type(1.0 / (1.0 - p))
-    noise_tensor = Tensor._from_array(np.ascontiguousarray(noise, dtype=numpy_dtype), input.dtype, input.device)
+    noise_tensor = Tensor._from_array(np.asarray(noise, dtype=numpy_dtype), input.dtype, input.device)
     if inplace:
         return input._assign(_ops.mul(input._alias(), noise_tensor))
     return _ops.mul(input, noise_tensor)

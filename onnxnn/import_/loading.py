@@ -1,0 +1,246 @@
+"""Reading and validating ONNX models: files, bytes or protos, external data, opset conversion.
+
+Every check runs before anything is built, so a bad file raises a clear error and leaves nothing
+half made (DESIGN principle 8). Loading never executes code from the file.
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import version_converter
+
+from ..runtime.executor import OPSET_VERSION
+
+__all__ = ["load_model", "default_opset", "convert_opset", "DEFAULT_DOMAINS"]
+
+# The default ONNX domain may be spelled either way.
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def _parse(data: bytes, source: str) -> onnx.ModelProto:
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as error:
+        raise ValueError(f"not a valid ONNX model: {source} could not be parsed as an ONNX ModelProto "
+                         f"(truncated or corrupt file?): {error}") from None
+    # An empty or foreign protobuf may parse without error: a model has an IR version and a graph.
+    if model.ir_version <= 0 or not model.HasField("graph"):
+        raise ValueError(f"not a valid ONNX model: {source} has no IR version or no graph "
+                         f"(ir_version={model.ir_version}); is it an ONNX file?")
+    return model
+
+
+def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """Every TensorProto of a graph: initializers and tensor attributes, subgraphs included."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("t"):
+                yield attribute.t
+            yield from attribute.tensors
+            if attribute.HasField("g"):
+                yield from _graph_tensors(attribute.g)
+            for subgraph in attribute.graphs:
+                yield from _graph_tensors(subgraph)
+
+
+def _external_location(tensor: onnx.TensorProto) -> str | None:
+    if tensor.data_location != onnx.TensorProto.EXTERNAL:
+        return None
+    for entry in tensor.external_data:
+        if entry.key == "location":
+            return entry.value
+    raise ValueError(f"not a valid ONNX model: tensor '{tensor.name}' is stored externally but names no location")
+
+
+def _load_external_data(model: onnx.ModelProto, base_dir: str) -> None:
+    """Reads external tensor data from files next to the model, checking every file first."""
+    tensors = [tensor for tensor in _graph_tensors(model.graph) if _external_location(tensor) is not None]
+    if not tensors:
+        return
+    root = os.path.realpath(base_dir)
+    for tensor in tensors:
+        location = _external_location(tensor)
+        path = os.path.realpath(os.path.join(root, location))
+        # A location may not point outside the model's directory (no '../../etc/passwd').
+        if os.path.commonpath([root, path]) != root:
+            raise ValueError(f"not a valid ONNX model: external data location '{location}' of tensor "
+                             f"'{tensor.name}' points outside the model directory '{root}'")
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"external data file '{location}' of tensor '{tensor.name}' was not found "
+                                    f"(looked for '{path}')")
+    try:
+        onnx.load_external_data_for_model(model, root)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"not a valid ONNX model: reading its external data failed: {error}") from None
+
+
+def _check(model: onnx.ModelProto, path: str | None) -> None:
+    try:
+        if path is not None and model.ByteSize() > 2 ** 31 - 1:
+            onnx.checker.check_model(path)  # protos over 2 GB can only be checked from their file
+        else:
+            onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as error:
+        raise ValueError(f"the ONNX model fails onnx.checker.check_model: {error}") from None
+
+
+def default_opset(model: onnx.ModelProto) -> int | None:
+    """The model's default-domain (``ai.onnx``) opset version, or None when it imports none."""
+    for entry in model.opset_import:
+        if entry.domain in DEFAULT_DOMAINS:
+            return entry.version
+    return None
+
+
+def _signature(schema) -> tuple:
+    """What a node can say to an op: input/output names and arity, attribute names, types, defaults."""
+    attributes = tuple(sorted(
+        (name, int(attribute.type), attribute.required, attribute.default_value.SerializeToString())
+        for name, attribute in schema.attributes.items()))
+    inputs = tuple((formal.name, int(formal.option)) for formal in schema.inputs)
+    outputs = tuple((formal.name, int(formal.option)) for formal in schema.outputs)
+    return attributes, inputs, outputs, schema.min_input, schema.max_input, schema.min_output, schema.max_output
+
+
+def _graph_op_types(graph: onnx.GraphProto) -> Iterator[str]:
+    for node in graph.node:
+        if node.domain in DEFAULT_DOMAINS:
+            yield node.op_type
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                yield from _graph_op_types(attribute.g)
+            for subgraph in attribute.graphs:
+                yield from _graph_op_types(subgraph)
+
+
+def _changed_ops(model: onnx.ModelProto, source: int, target: int) -> list[str]:
+    """Default-domain ops of the model whose signature differs between two opsets.
+
+    Ops whose schema only widened its type constraints (opset 22 added bfloat16 to many ops)
+    mean the same at both opsets; ops that do not exist at the target opset are left out (they
+    run at their own opset).
+    """
+    changed = set()
+    for op_type in set(_graph_op_types(model.graph)):
+        try:
+            old = onnx.defs.get_schema(op_type, source, "")
+        except onnx.defs.SchemaError:
+            changed.add(op_type)
+            continue
+        try:
+            new = onnx.defs.get_schema(op_type, target, "")
+        except onnx.defs.SchemaError:
+            # An op newer than the target opset keeps its own opset: the importer replays its
+            # ONNX function body, or runs it at that opset in onnxruntime.
+            continue
+        if old.since_version != new.since_version and _signature(old) != _signature(new):
+            changed.add(op_type)
+    return sorted(changed)
+
+
+def _same_type(declared: onnx.TypeProto, converted: onnx.TypeProto) -> bool:
+    """Whether ``converted`` keeps everything ``declared`` says (it may add inferred shapes)."""
+    kind = declared.WhichOneof("value")
+    if kind != converted.WhichOneof("value"):
+        return False
+    if kind == "tensor_type":
+        old, new = declared.tensor_type, converted.tensor_type
+        if old.elem_type != new.elem_type:
+            return False
+        if not old.HasField("shape"):
+            return True
+        if not new.HasField("shape") or len(old.shape.dim) != len(new.shape.dim):
+            return False
+        return all(not a.HasField("dim_value") or a.dim_value == b.dim_value
+                   for a, b in zip(old.shape.dim, new.shape.dim))
+    if kind in ("sequence_type", "optional_type"):
+        return _same_type(getattr(declared, kind).elem_type, getattr(converted, kind).elem_type)
+    return True
+
+
+def _same_interface(original: onnx.ModelProto, converted: onnx.ModelProto) -> bool:
+    pairs = list(zip(original.graph.input, converted.graph.input)) + list(zip(original.graph.output,
+                                                                             converted.graph.output))
+    return (len(original.graph.input) == len(converted.graph.input)
+            and len(original.graph.output) == len(converted.graph.output)
+            and all(a.name == b.name and _same_type(a.type, b.type) for a, b in pairs))
+
+
+def convert_opset(model: onnx.ModelProto, target: int = OPSET_VERSION) -> onnx.ModelProto:
+    """Converts the model's default-domain opset to ``target`` (onnxnn records opset 21).
+
+    The semantics of many ops changed across opsets (Reduce* axes moved from an attribute to an
+    input, Squeeze/Unsqueeze/Split likewise, Pad/Clip/Slice attributes became inputs), so the
+    model is rewritten with ``onnx.version_converter``. Where the converter has no adapter, the
+    opset is relabelled only if every op used means the same at both opsets.
+
+    Raises:
+        ValueError: naming the opsets and the ops that changed, when neither works.
+    """
+    source = default_opset(model)
+    if source is None or source == target:
+        return model
+    try:
+        converted = version_converter.convert_version(model, target)
+    except Exception as error:  # the converter raises plain RuntimeError/IndexError from C++
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        changed = _changed_ops(model, source, target)
+        if changed:
+            raise ValueError(f"cannot convert the model from opset {source} to opset {target}, the opset "
+                             f"onnxnn runs: onnx.version_converter failed ({reason}) and the ops "
+                             f"{changed} differ between the two opsets") from None
+        converted = onnx.ModelProto()
+        converted.CopyFrom(model)
+    if not _same_interface(model, converted):
+        # onnx's Scan 8->9 adapter, for one, drops the batch axis of the graph's inputs.
+        raise ValueError(f"cannot convert the model from opset {source} to opset {target}, the opset onnxnn "
+                         "runs: onnx.version_converter changed the types or shapes of the graph's inputs or "
+                         "outputs, so the converted model would not mean the same")
+    for entry in converted.opset_import:
+        if entry.domain in DEFAULT_DOMAINS:
+            entry.version = target
+    return converted
+
+
+def load_model(path_or_model) -> tuple[onnx.ModelProto, int | None]:
+    """Reads and validates a model; returns it (at onnxnn's opset) and its original default opset.
+
+    Args:
+        path_or_model: a path (``str`` / ``os.PathLike``), the serialized bytes, or an
+            ``onnx.ModelProto`` (not modified).
+
+    Raises:
+        FileNotFoundError: the file, or an external data file it names, does not exist.
+        ValueError: the data is not an ONNX model, fails ``onnx.checker.check_model``, or its
+            opset cannot be converted.
+        TypeError: ``path_or_model`` is none of the accepted kinds.
+    """
+    path = None
+    if isinstance(path_or_model, onnx.ModelProto):
+        model = onnx.ModelProto()
+        model.CopyFrom(path_or_model)
+        if model.ir_version <= 0 or not model.HasField("graph"):
+            raise ValueError("not a valid ONNX model: the ModelProto has no IR version or no graph")
+        base_dir = os.getcwd()
+    elif isinstance(path_or_model, (bytes, bytearray, memoryview)):
+        model = _parse(bytes(path_or_model), "the given bytes")
+        base_dir = os.getcwd()
+    elif isinstance(path_or_model, (str, os.PathLike)):
+        path = os.fspath(path_or_model)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"ONNX model file not found: '{path}'")
+        with open(path, "rb") as handle:
+            model = _parse(handle.read(), f"'{path}'")
+        base_dir = os.path.dirname(os.path.abspath(path))
+    else:
+        raise TypeError(f"from_onnx() expects a path, bytes or an onnx.ModelProto, "
+                        f"got {type(path_or_model).__name__}")
+    _load_external_data(model, base_dir)
+    _check(model, path)
+    original_opset = default_opset(model)
+    return convert_opset(model), original_opset

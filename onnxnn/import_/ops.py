@@ -1,0 +1,540 @@
+"""Importer functions: ONNX ops that replay as Python rather than as one recorded node.
+
+Each function is named after its ONNX op and registered by op_type. It is called as
+``function(call, *inputs, **attributes)``: ``call`` is the :class:`NodeCall` of the node (its
+name, how many outputs are wanted, the module's training flag, and ``run_graph`` for subgraphs),
+``inputs`` are Tensors (None for omitted optional inputs, Python lists for ONNX sequences) and
+attributes come as keyword arguments with ONNX's defaults in the signature. It returns a
+sequence with one entry per node output.
+
+Every other op records one node with ``apply_op`` (its shape rule, or ONNX shape inference).
+Control flow is unrolled here: the condition or trip count is realized, as PyTorch would
+synchronize, and the chosen body is replayed with ordinary ops, so gradients flow through it.
+Ops added after opset 21 replay the function body ONNX defines them by (:class:`FunctionBody`)
+or, without one, run at their own opset in onnxruntime (:class:`EagerNode`).
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Callable
+
+import numpy as np
+import onnx
+
+from ..runtime import dtypes
+from ..runtime.grad_mode import STATE
+from ..runtime.graph import static_constant
+from ..runtime.tensor import Tensor, apply_op
+
+__all__ = ["IMPORTERS", "importer", "NodeCall", "EMPTY_OPTIONAL", "make_constant", "EagerNode", "FunctionBody"]
+
+IMPORTERS: dict[tuple[str, str], Callable] = {}
+
+class _EmptyOptional:
+    """The value of an ONNX ``Optional`` without an element: distinct from an omitted input (None)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "EMPTY_OPTIONAL"
+
+
+EMPTY_OPTIONAL = _EmptyOptional()
+
+# Integer constants up to this many elements are structural (axes, shapes, pads): compiled
+# graphs embed them by content, as onnxnn's own recording does.
+_STATIC_CONSTANT_LIMIT = 64
+
+
+def importer(*op_types: str, domain: str = "") -> Callable[[Callable], Callable]:
+    """Registers an importer function for ``op_types`` of ``domain``."""
+    def decorate(function: Callable) -> Callable:
+        for op_type in op_types:
+            IMPORTERS[(domain, op_type)] = function
+        return function
+    return decorate
+
+
+class NodeCall:
+    """What an importer function knows about the node it replays.
+
+    Attributes:
+        name: the node's name (for error messages).
+        op_type: the node's op_type.
+        num_outputs: how many outputs the node declares.
+        training: whether the importing GraphModule is in training mode.
+        run_graph: ``run_graph(program, inputs) -> list`` replays a subgraph attribute with its
+            formal inputs bound to ``inputs``; names of the enclosing scopes stay visible.
+    """
+
+    __slots__ = ("name", "op_type", "num_outputs", "training", "run_graph")
+
+    def __init__(self, name: str, op_type: str, num_outputs: int, training: bool, run_graph: Callable):
+        self.name = name
+        self.op_type = op_type
+        self.num_outputs = num_outputs
+        self.training = training
+        self.run_graph = run_graph
+
+
+def make_constant(array: np.ndarray) -> Tensor:
+    """A constant Tensor holding ``array``; small integer arrays become structural constants.
+
+    Raises:
+        TypeError: the array's dtype is not one onnxnn tensors hold (strings, uint32, ...).
+    """
+    array = np.asarray(array)
+    value_dtype = dtypes.as_dtype(array.dtype)
+    if value_dtype.category == 1 and array.size <= _STATIC_CONSTANT_LIMIT:
+        return Tensor._from_value(static_constant(array, value_dtype))
+    return Tensor._from_array(np.asarray(array, order="C"), value_dtype)
+
+
+def _int64_scalar(value: int) -> Tensor:
+    return Tensor._from_value(static_constant(np.array(value, dtype=np.int64), dtypes.int64))
+
+
+def _int64_vector(values) -> Tensor:
+    return Tensor._from_value(static_constant(np.array(values, dtype=np.int64).reshape(-1), dtypes.int64))
+
+
+def _as_int(tensor: Tensor) -> int:
+    return int(np.asarray(tensor.detach()._realized_data()).reshape(()))
+
+
+def _as_bool(tensor: Tensor) -> bool:
+    return bool(np.asarray(tensor.detach()._realized_data()).reshape(()))
+
+
+def _unsqueeze(tensor: Tensor, axis: int) -> Tensor:
+    return apply_op("Unsqueeze", (tensor, _int64_vector([axis])))
+
+
+def _stack(tensors: list, axis: int) -> Tensor:
+    rank = len(tensors[0].shape) + 1
+    axis = axis + rank if axis < 0 else axis
+    pieces = [_unsqueeze(tensor, axis) for tensor in tensors]
+    return pieces[0] if len(pieces) == 1 else apply_op("Concat", tuple(pieces), {"axis": axis})
+
+
+def _take(tensor: Tensor, axis: int, index: int) -> Tensor:
+    """``tensor`` at ``index`` along ``axis``, that axis removed (a Gather with a scalar index)."""
+    return apply_op("Gather", (tensor, _int64_scalar(index)), {"axis": axis})
+
+
+# ----------------------------------------------------------------------------- constants, identity
+
+@importer("Constant")
+def Constant(call: NodeCall, *, value=None, sparse_value=None, value_float=None, value_floats=None,
+             value_int=None, value_ints=None, value_string=None, value_strings=None):
+    if value is not None:
+        return (make_constant(value),)
+    if sparse_value is not None:
+        return (make_constant(sparse_value),)
+    if value_float is not None:
+        return (make_constant(np.array(value_float, dtype=np.float32)),)
+    if value_floats is not None:
+        return (make_constant(np.array(value_floats, dtype=np.float32)),)
+    if value_int is not None:
+        return (make_constant(np.array(value_int, dtype=np.int64)),)
+    if value_ints is not None:
+        return (make_constant(np.array(value_ints, dtype=np.int64)),)
+    raise TypeError(f"Constant node '{call.name}': onnxnn tensors cannot hold strings")
+
+
+@importer("Identity")
+def Identity(call: NodeCall, input):
+    # A pass-through records nothing: re-exporting an imported model adds no extra Identity nodes.
+    return (input,)
+
+
+@importer("Shape")
+def Shape(call: NodeCall, data, *, start=0, end=None):
+    # Shapes are known when recorded (principle 2): a structural constant, no node to run.
+    return (_int64_vector(list(data.shape)[start:end]),)
+
+
+@importer("Size")
+def Size(call: NodeCall, data):
+    return (_int64_scalar(data.numel()),)
+
+
+@importer("Dropout")
+def Dropout(call: NodeCall, data, ratio=None, training_mode=None, *, seed=None):
+    """ONNX Dropout: active when ``training_mode`` says so, or (input omitted) in ``train()`` mode.
+
+    Masks come from onnxnn's generator (a node's ``seed`` gives it its own seeded generator), so
+    they are reproducible under ``manual_seed`` (DESIGN principle 7).
+    """
+    training = call.training if training_mode is None else _as_bool(training_mode)
+    probability = 0.5 if ratio is None else float(np.asarray(ratio.detach()._realized_data()).reshape(()))
+    if not 0.0 <= probability <= 1.0:
+        raise ValueError(f"Dropout node '{call.name}': ratio must be in [0, 1], got {probability}")
+    if not training or probability == 0.0:
+        mask = None
+        if call.num_outputs > 1:
+            mask = Tensor._from_array(np.ones(tuple(data.shape), dtype=np.bool_))
+        return (data, mask)
+    from ..runtime.random import Generator, bernoulli
+    generator = None if seed is None else Generator().manual_seed(int(seed))
+    keep = bernoulli(tuple(data.shape), 1.0 - probability, generator)
+    scale = 1.0 / (1.0 - probability) if probability < 1.0 else 0.0
+    numpy_dtype = data.dtype.numpy_dtype
+    noise = Tensor._from_array(np.asarray(keep.astype(numpy_dtype) * numpy_dtype.type(scale), order="C"), data.dtype)
+    mask = Tensor._from_array(np.asarray(keep, order="C")) if call.num_outputs > 1 else None
+    return (apply_op("Mul", (data, noise)), mask)
+
+
+@importer("BatchNormalization")
+def BatchNormalization(call: NodeCall, X, scale, B, input_mean, input_var, *, epsilon=1e-5, momentum=0.9,
+                       training_mode=0):
+    """Inference: the fused node. ``training_mode=1``: decomposed with ONNX's semantics.
+
+    In training mode the batch statistics normalize ``X`` and the running statistics become
+    ``input * momentum + batch * (1 - momentum)`` with the biased batch variance (ONNX's rule;
+    PyTorch's layer uses the unbiased one). Decomposed ops give the node gradients too.
+    """
+    if not training_mode:
+        return (apply_op("BatchNormalization", (X, scale, B, input_mean, input_var), {"epsilon": epsilon},
+                         num_outputs=1),)
+    rank = len(X.shape)
+    axes = [0] + list(range(2, rank))
+    stat_shape = (1, X.shape[1]) + (1,) * (rank - 2)
+    mean = X.mean(axes, keepdim=True)
+    centered = X - mean
+    variance = (centered * centered).mean(axes, keepdim=True)
+    normalized = centered * (variance + epsilon).rsqrt()
+    output = normalized * scale.to(X.dtype).reshape(stat_shape) + B.to(X.dtype).reshape(stat_shape)
+    outputs = [output]
+    if call.num_outputs > 1:
+        batch_mean = mean.reshape(-1).to(input_mean.dtype)
+        outputs.append(input_mean * momentum + batch_mean * (1.0 - momentum))
+    if call.num_outputs > 2:
+        batch_variance = variance.reshape(-1).to(input_var.dtype)
+        outputs.append(input_var * momentum + batch_variance * (1.0 - momentum))
+    return outputs
+
+
+@importer("Range")
+def Range(call: NodeCall, start, limit, delta):
+    # onnxruntime accepts one-element 1-D bounds where ONNX asks for scalars; so does onnxnn.
+    bounds = [value.reshape(()) if value.shape == (1,) else value for value in (start, limit, delta)]
+    return (apply_op("Range", tuple(bounds)),)
+
+
+class EagerNode:
+    """Runs one node at once in onnxruntime, at the opsets it was written for.
+
+    For ops the recorded opset-21 graphs cannot express: ops added after opset 21 without an
+    ONNX function body (CumProd, BitCast, TensorScatter) and ops of other domains at versions
+    above 1 (``ai.onnx.ml`` TreeEnsemble). The inputs are realized, as for data-dependent ops;
+    the outputs are constants, so no gradient flows through such a node.
+    """
+
+    def __init__(self, node: onnx.NodeProto, opsets: dict[str, int]):
+        self.node = node
+        self.opsets = opsets
+        self.sessions: dict = {}
+
+    def __getstate__(self) -> dict:
+        # onnxruntime sessions neither copy nor pickle: they are rebuilt on the next call.
+        return {"node": self.node, "opsets": self.opsets, "sessions": {}}
+
+    def _session(self, inputs: tuple):
+        import onnxruntime
+        from ..runtime.executor import IR_VERSION
+        helper = onnx.helper
+        names = [f"input_{index}" if value is not None else "" for index, value in enumerate(inputs)]
+        graph_inputs = [helper.make_tensor_value_info(name, value.dtype.onnx_type, tuple(value.shape))
+                        for name, value in zip(names, inputs) if value is not None]
+        node = onnx.NodeProto()
+        node.CopyFrom(self.node)
+        del node.input[:]
+        node.input.extend(names)
+        del node.output[:]
+        node.output.extend([f"output_{index}" if name else "" for index, name in enumerate(self.node.output)])
+        outputs = [onnx.ValueInfoProto(name=name) for name in node.output if name]
+        graph = helper.make_graph([node], self.node.op_type, graph_inputs, outputs)
+        opsets = [helper.make_opsetid(domain, version) for domain, version in self.opsets.items()]
+        model = helper.make_model(graph, opset_imports=opsets, ir_version=IR_VERSION)
+        model = onnx.shape_inference.infer_shapes(model)
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3
+        return onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+    def __call__(self, call: NodeCall, *inputs):
+        if STATE.enabled and any(isinstance(value, Tensor) and value.requires_grad for value in inputs):
+            warnings.warn(f"{call.op_type} node '{call.name}' runs eagerly in onnxruntime: no gradient flows "
+                          "through it", UserWarning, stacklevel=2)
+        key = tuple(None if value is None else (value.dtype, tuple(value.shape)) for value in inputs)
+        session = self.sessions.get(key)
+        if session is None:
+            session = self.sessions[key] = self._session(inputs)
+        feeds = {f"input_{index}": np.asarray(value.detach()._realized_data())
+                 for index, value in enumerate(inputs) if value is not None}
+        results = iter(session.run(None, feeds))
+        return [Tensor._from_array(np.asarray(next(results), order="C")) if name else None
+                for name in self.node.output]
+
+
+class FunctionBody:
+    """The importer of an op newer than opset 21: replays the function body ONNX defines it by.
+
+    Context-dependent bodies (Attention, RMSNormalization, RotaryEmbedding) depend on the input
+    types, so a body is built and compiled per input signature and cached.
+    """
+
+    def __init__(self, node: onnx.NodeProto, opset: int, opsets: dict):
+        self.node = node
+        self.opset = opset
+        self.opsets = opsets
+        self.programs: dict = {}
+
+    @property
+    def schema(self):
+        from ..runtime.executor import OPSET_VERSION
+        return onnx.defs.get_schema(self.node.op_type, max(self.opset, OPSET_VERSION), "")
+
+    def __getstate__(self) -> dict:
+        # Compiled bodies are a cache (and hold tensors): copies and pickles rebuild them.
+        return {"node": self.node, "opset": self.opset, "opsets": self.opsets, "programs": {}}
+
+    def _function(self, inputs: tuple) -> onnx.FunctionProto:
+        schema, function = self.schema, onnx.FunctionProto()
+        if schema.has_function:
+            versions = [v for v in schema.function_opset_versions if v <= self.opset] or [schema.since_version]
+            function.ParseFromString(schema.get_function_with_opset_version(max(versions)))
+            return function
+        types = [onnx.TypeProto() if value is None
+                 else onnx.helper.make_tensor_type_proto(value.dtype.onnx_type, tuple(value.shape))
+                 for value in inputs]
+        versions = [v for v in schema.context_dependent_function_opset_versions if v <= self.opset]
+        function.ParseFromString(schema.get_context_dependent_function_with_opset_version(
+            max(versions or [schema.since_version]), self.node.SerializeToString(),
+            [proto.SerializeToString() for proto in types]))
+        return function
+
+    def _compile(self, inputs: tuple):
+        from .graph_module import compile_graph  # the program compiler imports this module
+        function = self._function(inputs)
+        given = {attribute.name: attribute for attribute in self.node.attribute}
+        defaults = {attribute.name: attribute for attribute in function.attribute_proto}
+        nodes = []
+        for body_node in function.node:
+            resolved = onnx.NodeProto()
+            resolved.CopyFrom(body_node)
+            del resolved.attribute[:]
+            for attribute in body_node.attribute:
+                if attribute.ref_attr_name:
+                    source = given.get(attribute.ref_attr_name, defaults.get(attribute.ref_attr_name))
+                    if source is None:
+                        continue  # an unset optional attribute: the body op's own default applies
+                    replaced = onnx.AttributeProto()
+                    replaced.CopyFrom(source)
+                    replaced.name = attribute.name
+                    attribute = replaced
+                resolved.attribute.append(attribute)
+            nodes.append(resolved)
+        # Outputs the node omits may be left undefined by the body: they are not read back.
+        wanted = [name if position < len(self.node.output) and self.node.output[position] else ""
+                  for position, name in enumerate(function.output)]
+        graph = onnx.helper.make_graph(nodes, function.name, [onnx.ValueInfoProto(name=n) for n in function.input],
+                                       [onnx.ValueInfoProto(name=n) for n in wanted])
+        body_opset = next((entry.version for entry in function.opset_import if entry.domain in ("", "ai.onnx")),
+                          self.opset)
+        return compile_graph(graph, self.opsets, source_opset=body_opset)
+
+    def __call__(self, call: NodeCall, *inputs):
+        key = tuple(None if not isinstance(value, Tensor) else (value.dtype, tuple(value.shape)) for value in inputs)
+        program = self.programs.get(key)
+        if program is None:
+            program = self.programs[key] = self._compile(inputs)
+        arguments = list(inputs) + [None] * (len(program.input_names) - len(inputs))
+        outputs = call.run_graph(program, arguments)
+        return outputs[:call.num_outputs]
+
+
+# ----------------------------------------------------------------------------- control flow
+
+@importer("If")
+def If(call: NodeCall, cond, *, then_branch, else_branch):
+    if cond is None or cond.numel() != 1:
+        raise RuntimeError(f"If node '{call.name}': the condition must hold one element")
+    branch = then_branch if _as_bool(cond) else else_branch
+    return call.run_graph(branch, [])
+
+
+def _empty_scan_output(program, position: int) -> Tensor:
+    """A scan output of a loop that ran zero times: empty along the stacked axis."""
+    shape, element_type = program.output_types[position]
+    if shape is None or any(size is None for size in shape):
+        raise RuntimeError("a Loop/Scan that runs zero iterations needs static shapes for its scan outputs")
+    value_dtype = dtypes.as_dtype(element_type)
+    return Tensor._from_array(np.zeros((0,) + tuple(shape), dtype=value_dtype.numpy_dtype), value_dtype)
+
+
+@importer("Loop")
+def Loop(call: NodeCall, trip_count=None, cond=None, *initial_values, body):
+    """Unrolls an ONNX Loop: the trip count and the condition are realized on each iteration."""
+    max_trips = None if trip_count is None else _as_int(trip_count)
+    keep_going = True if cond is None else _as_bool(cond)
+    carried = list(initial_values)
+    num_carried = len(carried)
+    num_scan_outputs = len(body.output_names) - 1 - num_carried
+    scans: list[list] = [[] for _ in range(num_scan_outputs)]
+    condition = Tensor._from_array(np.array(keep_going))
+    iteration = 0
+    while keep_going and (max_trips is None or iteration < max_trips):
+        outputs = call.run_graph(body, [_int64_scalar(iteration), condition, *carried])
+        condition = outputs[0]
+        carried = list(outputs[1:1 + num_carried])
+        for collected, value in zip(scans, outputs[1 + num_carried:]):
+            collected.append(value)
+        keep_going = _as_bool(condition)
+        iteration += 1
+    stacked = []
+    for position, collected in enumerate(scans):
+        if collected:
+            stacked.append(_stack(collected, 0))
+        else:
+            stacked.append(_empty_scan_output(body, 1 + num_carried + position))
+    return carried + stacked
+
+
+@importer("Scan")
+def Scan(call: NodeCall, *inputs, body, num_scan_inputs, scan_input_axes=None, scan_input_directions=None,
+         scan_output_axes=None, scan_output_directions=None):
+    """Unrolls an ONNX Scan (opset 9 and later): the body runs once per slice of the scan inputs."""
+    num_states = len(inputs) - num_scan_inputs
+    states = list(inputs[:num_states])
+    scan_inputs = inputs[num_states:]
+    input_axes = list(scan_input_axes or [0] * num_scan_inputs)
+    input_directions = list(scan_input_directions or [0] * num_scan_inputs)
+    input_axes = [axis + len(x.shape) if axis < 0 else axis for axis, x in zip(input_axes, scan_inputs)]
+    lengths = {x.shape[axis] for axis, x in zip(input_axes, scan_inputs)}
+    if len(lengths) != 1:
+        raise RuntimeError(f"Scan node '{call.name}': the scan inputs have different lengths {sorted(lengths)}")
+    length = lengths.pop()
+    num_scan_outputs = len(body.output_names) - num_states
+    scans: list[list] = [[] for _ in range(num_scan_outputs)]
+    for step in range(length):
+        slices = [_take(x, axis, length - 1 - step if direction else step)
+                  for x, axis, direction in zip(scan_inputs, input_axes, input_directions)]
+        outputs = call.run_graph(body, [*states, *slices])
+        states = list(outputs[:num_states])
+        for collected, value in zip(scans, outputs[num_states:]):
+            collected.append(value)
+    output_axes = list(scan_output_axes or [0] * num_scan_outputs)
+    output_directions = list(scan_output_directions or [0] * num_scan_outputs)
+    stacked = []
+    for position, (collected, axis, direction) in enumerate(zip(scans, output_axes, output_directions)):
+        if not collected:
+            stacked.append(_empty_scan_output(body, num_states + position))
+            continue
+        if direction:
+            collected = collected[::-1]
+        stacked.append(_stack(collected, axis))
+    return states + stacked
+
+
+# ----------------------------------------------------------------------------- sequences and optionals
+
+def _position(position, length: int, inserting: bool = False) -> int:
+    index = _as_int(position)
+    bound = length + 1 if inserting else length
+    if not -bound <= index < bound:
+        raise IndexError(f"sequence position {index} is out of range for a sequence of length {length}")
+    return index + bound if index < 0 else index
+
+
+@importer("SequenceEmpty")
+def SequenceEmpty(call: NodeCall, *, dtype=None):
+    return ([],)
+
+
+@importer("SequenceConstruct")
+def SequenceConstruct(call: NodeCall, *inputs):
+    return (list(inputs),)
+
+
+@importer("SequenceInsert")
+def SequenceInsert(call: NodeCall, sequence, tensor, position=None):
+    result = list(sequence)
+    index = len(result) if position is None else _position(position, len(result), inserting=True)
+    result.insert(index, tensor)
+    return (result,)
+
+
+@importer("SequenceAt")
+def SequenceAt(call: NodeCall, sequence, position):
+    return (sequence[_position(position, len(sequence))],)
+
+
+@importer("SequenceErase")
+def SequenceErase(call: NodeCall, sequence, position=None):
+    result = list(sequence)
+    index = len(result) - 1 if position is None else _position(position, len(result))
+    del result[index]
+    return (result,)
+
+
+@importer("SequenceLength")
+def SequenceLength(call: NodeCall, sequence):
+    return (Tensor._from_array(np.array(len(sequence), dtype=np.int64)),)
+
+
+@importer("ConcatFromSequence")
+def ConcatFromSequence(call: NodeCall, sequence, *, axis, new_axis=0):
+    if new_axis:
+        return (_stack(list(sequence), axis),)
+    if len(sequence) == 1:
+        return (sequence[0],)
+    return (apply_op("Concat", tuple(sequence), {"axis": axis}),)
+
+
+@importer("SplitToSequence")
+def SplitToSequence(call: NodeCall, input, split=None, *, axis=0, keepdims=1):
+    axis = axis + len(input.shape) if axis < 0 else axis
+    length = input.shape[axis]
+    if split is None:
+        pieces = [_take(input, axis, index) if not keepdims
+                  else apply_op("Slice", (input, _int64_vector([index]), _int64_vector([index + 1]),
+                                          _int64_vector([axis])))
+                  for index in range(length)]
+        return (pieces,)
+    sizes = np.asarray(split.detach()._realized_data()).reshape(-1).tolist()
+    if np.ndim(split.detach()._realized_data()) == 0:
+        chunk = int(sizes[0])
+        sizes = [chunk] * (length // chunk) + ([length % chunk] if length % chunk else [])
+    if len(sizes) == 1:
+        return ([input],)
+    pieces = apply_op("Split", (input, _int64_vector(sizes)), {"axis": axis}, num_outputs=len(sizes))
+    return (list(pieces),)
+
+
+@importer("SequenceMap")
+def SequenceMap(call: NodeCall, sequence, *additional, body):
+    outputs: list[list] = [[] for _ in body.output_names]
+    for index in range(len(sequence)):
+        arguments = [sequence[index]] + [extra[index] if isinstance(extra, list) else extra for extra in additional]
+        for collected, value in zip(outputs, call.run_graph(body, arguments)):
+            collected.append(value)
+    return outputs
+
+
+@importer("Optional")
+def Optional(call: NodeCall, input=None, *, type=None):
+    return (EMPTY_OPTIONAL if input is None else input,)
+
+
+@importer("OptionalHasElement")
+def OptionalHasElement(call: NodeCall, input=None):
+    present = input is not None and input is not EMPTY_OPTIONAL
+    return (Tensor._from_array(np.array(present)),)
+
+
+@importer("OptionalGetElement")
+def OptionalGetElement(call: NodeCall, input):
+    if input is None or input is EMPTY_OPTIONAL:
+        raise RuntimeError(f"OptionalGetElement node '{call.name}': the optional is empty")
+    return (input,)
