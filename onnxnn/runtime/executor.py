@@ -296,11 +296,17 @@ SINGLE_THREAD_ELEMENTS = 1 << 16
 
 
 def _work_estimate(model: onnx.ModelProto) -> int:
+    """Elements in the graph's inputs, outputs and initializers: a cheap proxy for its arithmetic."""
     total = 0
     for value_info in list(model.graph.input) + list(model.graph.output):
         size = 1
         for dim in value_info.type.tensor_type.shape.dim:
             size *= max(dim.dim_value, 1)
+        total += size
+    for initializer in model.graph.initializer:
+        size = 1
+        for dim in initializer.dims:
+            size *= dim
         total += size
     return total
 
@@ -558,25 +564,29 @@ _stable_inputs: dict = {}
 
 
 def _watch_stable_inputs(plan: _GraphPlan) -> None:
-    """Counts runs in which the large inputs of a structure were the very same values."""
-    large = [(i, v) for i, v in enumerate(plan.inputs) if v.data.size >= SPECIALIZE_MIN_ELEMENTS]
-    if not large:
-        return
+    """Counts runs in which the inputs of a structure were the very same values.
+
+    Structures with a large stable input (weights) get a specialized session after a few runs;
+    every input that stayed the same is embedded then (BatchNormalization statistics too, so they
+    fold into the convolutions), while per-call values (the batch, scalars) stay inputs.
+    """
     seen = _stable_inputs.get(plan.key)
-    if seen is None or len(seen[1]) != len(large):
-        if len(_stable_inputs) > 4 * MAX_SPECIALIZATIONS:
-            _stable_inputs.clear()
-        _stable_inputs[plan.key] = [1, large]
+    if seen is None:
+        if any(v.data.size >= SPECIALIZE_MIN_ELEMENTS for v in plan.inputs):
+            if len(_stable_inputs) > 4 * MAX_SPECIALIZATIONS:
+                _stable_inputs.clear()
+            _stable_inputs[plan.key] = [1, list(plan.inputs)]
         return
-    stable = [(i, v) for (i, v), (_, before) in zip(large, seen[1]) if v is before]
-    if not stable:
-        seen[0], seen[1] = 1, large
+    stable = [before if before is value else None for before, value in zip(seen[1], plan.inputs)]
+    if not any(v is not None and v.data.size >= SPECIALIZE_MIN_ELEMENTS for v in stable):
+        seen[0], seen[1] = 1, list(plan.inputs)
         return
     seen[0] += 1
+    seen[1] = stable
     if seen[0] >= SPECIALIZE_AFTER_RUNS:
         del _stable_inputs[plan.key]
         try:
-            _specializations[plan.key] = _Specialization(plan, [i for i, _ in stable])
+            _specializations[plan.key] = _Specialization(plan, [i for i, v in enumerate(stable) if v is not None])
         except RuntimeError:
             return  # onnxruntime could not compile it: the general session keeps serving
         if len(_specializations) > MAX_SPECIALIZATIONS:

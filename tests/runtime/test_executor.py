@@ -155,3 +155,23 @@ def test_cuda_tensors_compute_on_the_gpu_and_match_cpu():
     on_gpu = (x.to("cuda") @ x.to("cuda")).relu()
     assert on_gpu.device == onnxnn.device("cuda", 0)
     np.testing.assert_allclose(on_gpu.cpu().numpy(), (x @ x).relu().numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_inference_with_unchanged_weights_gets_a_specialized_session_and_stays_correct(on_onnxruntime):
+    weight = onnxnn.randn(128, 64)
+    bias = onnxnn.randn(64)
+
+    def serve(batch):
+        return (onnxnn.from_numpy(batch) @ weight + bias).relu().numpy()
+
+    batches = [np.random.default_rng(i).standard_normal((8, 128)).astype(np.float32) for i in range(6)]
+    for batch in batches[:executor.SPECIALIZE_AFTER_RUNS]:
+        serve(batch)
+    assert len(executor._specializations) >= 1
+    for batch in batches:
+        np.testing.assert_allclose(serve(batch), np.maximum(batch @ weight.numpy() + bias.numpy(), 0), rtol=1e-5)
+    # A weight update (a new value) falls back to the general session at once, with the new weights.
+    with onnxnn.no_grad():
+        weight.mul_(-1)
+    np.testing.assert_allclose(serve(batches[0]), np.maximum(batches[0] @ weight.numpy() + bias.numpy(), 0),
+                               rtol=1e-5)
