@@ -109,6 +109,9 @@ _BINARY = [
     Case("Max_three_inputs", "Max", lambda d: op("Max", make((2, 3), d, seed=1), make((3,), d, seed=2),
                                                    make((2, 1), d, seed=3))),
     Case("Min_one_input", "Min", lambda d: op("Min", make((2, 3), d))),
+    Case("Sum_three_inputs", "Sum", lambda d: op("Sum", make((2, 3), d, seed=1), make((3,), d, seed=2),
+                                                 make((2, 1), d, seed=3)), ("float32", "float64", "int64")),
+    Case("Mean_two_inputs", "Mean", lambda d: op("Mean", make((2, 3), d, seed=1), make((3,), d, seed=2))),
 ]
 
 _FRACTIONS = np.array([[-2.7, -0.5, 0.0], [0.4, 1.9, 2.5]], dtype=np.float32)

@@ -20,6 +20,10 @@ gradient_table = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gradient_table)
 CASES = gradient_table.CASES
 
+# Cases onnxruntime cannot run (no float64 kernel); their gradients are checked through "auto",
+# which gives them to onnxnn's kernels, in tests/runtime/test_gradients.py.
+ONNXRUNTIME_LACKS = {"mean_variadic_broadcast": "no float64 Mean kernel in onnxruntime's CPU provider"}
+
 
 def _forward_and_backward(case, executor: str):
     with onnxnn.set_executor(executor):
@@ -34,6 +38,10 @@ def _forward_and_backward(case, executor: str):
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_gradient_case_agrees_across_executors(case):
+    if case.id in ONNXRUNTIME_LACKS:
+        with pytest.raises(RuntimeError, match="NOT_IMPLEMENTED"):
+            _forward_and_backward(case, "onnxruntime")
+        return
     ort_output, ort_grads = _forward_and_backward(case, "onnxruntime")
     kernel_output, kernel_grads = _forward_and_backward(case, "kernels")
     np.testing.assert_allclose(kernel_output, ort_output, rtol=1e-5, atol=1e-6)
