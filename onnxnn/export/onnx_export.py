@@ -214,11 +214,12 @@ def to_onnx(model, args, f=None, *, input_names=None, output_names=None, dynamic
         proto.ir_version = executor.IR_VERSION
     onnx.checker.check_model(proto, full_check=True)
     if f is not None:
-        _write(proto, f, external_data)
+        write_model(proto, f, external_data)
     return proto
 
 
-def _write(proto: onnx.ModelProto, f, external_data) -> None:
+def write_model(proto: onnx.ModelProto, f, external_data: bool | int | None = None) -> None:
+    """Writes ``proto`` to a path or binary file, with external data as ``to_onnx`` documents."""
     size = proto.ByteSize()
     threshold = None
     if external_data is True:

@@ -17,7 +17,7 @@ from ..runtime import executor
 from ..runtime.creation import as_tensor
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.tensor import Tensor
-from .onnx_export import MIN_OPSET_VERSION, max_opset_version
+from .onnx_export import MIN_OPSET_VERSION, max_opset_version, write_model
 
 __all__ = ["training_step_to_onnx", "TrainingStepSignature"]
 
@@ -198,12 +198,7 @@ def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, b
         proto.ir_version = executor.IR_VERSION
     onnx.checker.check_model(proto, full_check=True)
     if f is not None:
-        data = proto.SerializeToString()
-        if hasattr(f, "write"):
-            f.write(data)
-        else:
-            with open(f, "wb") as handle:
-                handle.write(data)
+        write_model(proto, f)
     signature = TrainingStepSignature(
         names, {name: f"{name}.next" for name, _ in carried}, "loss",
         {name: np.array(start_values[name].data) for name, _ in carried})

@@ -164,6 +164,19 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
         self.__dict__.setdefault("_is_full_backward_hook", None)
 
     # ------------------------------------------------------------------------ registration
+    def _check_new_name(self, kind: str, table: str, name) -> None:
+        """PyTorch's checks of a name about to be registered as a ``kind`` (buffer or parameter)."""
+        if table not in self.__dict__:
+            raise AttributeError(f"cannot assign {kind} before Module.__init__() call")
+        if not isinstance(name, str):
+            raise TypeError(f"{kind} name should be a string. Got {_typename(name)}")
+        if "." in name:
+            raise KeyError(f'{kind} name can\'t contain "."')
+        if name == "":
+            raise KeyError(f'{kind} name can\'t be empty string ""')
+        if hasattr(self, name) and name not in self.__dict__[table]:
+            raise KeyError(f"attribute '{name}' already exists")
+
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """Adds a buffer: state that is not a parameter (e.g. BatchNorm's ``running_mean``).
 
@@ -177,16 +190,7 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
 
             >>> self.register_buffer("running_mean", onnxnn.zeros(num_features))
         """
-        if "_buffers" not in self.__dict__:
-            raise AttributeError("cannot assign buffer before Module.__init__() call")
-        if not isinstance(name, str):
-            raise TypeError(f"buffer name should be a string. Got {_typename(name)}")
-        if "." in name:
-            raise KeyError('buffer name can\'t contain "."')
-        if name == "":
-            raise KeyError('buffer name can\'t be empty string ""')
-        if hasattr(self, name) and name not in self._buffers:
-            raise KeyError(f"attribute '{name}' already exists")
+        self._check_new_name("buffer", "_buffers", name)
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
                             "(torch Tensor or None required)")
@@ -207,16 +211,7 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
             name: the attribute name of the parameter.
             param: the parameter, or None to reserve the name (left out of ``state_dict``).
         """
-        if "_parameters" not in self.__dict__:
-            raise AttributeError("cannot assign parameter before Module.__init__() call")
-        if not isinstance(name, str):
-            raise TypeError(f"parameter name should be a string. Got {_typename(name)}")
-        if "." in name:
-            raise KeyError('parameter name can\'t contain "."')
-        if name == "":
-            raise KeyError('parameter name can\'t be empty string ""')
-        if hasattr(self, name) and name not in self._parameters:
-            raise KeyError(f"attribute '{name}' already exists")
+        self._check_new_name("parameter", "_parameters", name)
         if param is None:
             self._parameters[name] = None
             return
