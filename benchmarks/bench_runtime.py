@@ -53,8 +53,8 @@ def bench_realization() -> dict:
     a = onnxnn.randn(16, 16)
     _ten_node_graph(a).numpy()  # compile once
     pending = _ten_node_graph(a)
-    plan = executor._plan([pending._value])
-    compiled = executor._cache.get(plan)
+    plan = executor.plan([pending._value])
+    compiled = executor._sessions.get(plan)
     feeds = {name: value.data for name, value in zip(compiled.input_names, plan.inputs)}
     session = compiled.session
     output_names = compiled.output_names

@@ -101,7 +101,7 @@ def _trace(model, args: tuple, input_names: list[str], state: dict) -> _Trace:
     with no_grad():
         outputs = model(*args)
     flat, structure = _flatten_outputs(outputs)
-    plan = executor._plan([tensor._value for tensor in flat], include_shared=False)
+    plan = executor.plan([tensor._value for tensor in flat], include_shared=False)
     arg_ids = {id(value): name for value, name in zip(arg_values, input_names)}
     state_ids: dict = {}
     for key, tensor in state.items():

@@ -179,7 +179,7 @@ def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, b
 
     outputs = [loss.detach()._value] + [end_values[name] for name, _ in carried]
     output_names = ["loss"] + [f"{name}.next" for name, _ in carried]
-    plan = executor._plan(outputs, include_shared=False)
+    plan = executor.plan(outputs, include_shared=False)
     input_ids = {id(value): name for name, value in zip(names, [t._value for t in batch])}
     input_ids.update({id(start_values[name]): name for name, _ in carried})
     roles, constants = [], 0

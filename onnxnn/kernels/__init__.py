@@ -7,7 +7,7 @@ onnxruntime's results against an independent implementation.
 
 Example::
 
-    >>> from onnxnn.runtime.executor import _plan
+    >>> from onnxnn.runtime.plan import plan as _plan
     >>> from onnxnn.kernels import run_plan
     >>> x = onnxnn.tensor([1.0, -2.0])
     >>> run_plan(_plan([x.relu()._value]))

@@ -70,7 +70,8 @@ def compare_with_onnxruntime(tensors, rtol: float | None = None, atol: float | N
     Returns:
         A ComparisonReport with one NodeComparison per node output that anything reads.
     """
-    from ..runtime.executor import _CompiledSession, _GraphPlan, _plan, build_model
+    from ..runtime.plan import GraphPlan, build_model, plan as _plan
+    from ..runtime.sessions import CompiledSession
     from .executor import CompiledKernelPlan
 
     values = [getattr(tensor, "_value", tensor) for tensor in tensors]
@@ -86,9 +87,9 @@ def compare_with_onnxruntime(tensors, rtol: float | None = None, atol: float | N
     for value in plan.outputs:
         every_output.setdefault((value.node.position, value.index), value)
     ordered = [every_output[key] for key in sorted(every_output)]
-    full = _GraphPlan(plan.nodes, plan.inputs, ordered, None)
+    full = GraphPlan(plan.nodes, plan.inputs, ordered, None)
     feeds = [value.data for value in plan.inputs]
-    reference = _CompiledSession(build_model(full), pending[0].device)(feeds)
+    reference = CompiledSession(build_model(full), pending[0].device)(feeds)
     compiled = CompiledKernelPlan(full)
     ours = compiled(feeds)
     descriptions = compiled.descriptions

@@ -14,7 +14,7 @@ precision after every op, and converted at the boundary.
 
 Example::
 
-    >>> from onnxnn.runtime.executor import _plan
+    >>> from onnxnn.runtime.plan import plan as _plan
     >>> x = onnxnn.randn(3)
     >>> plan = _plan([(x * 2 + 1)._value])
     >>> run_plan(plan)[0].shape
@@ -366,7 +366,7 @@ def run_plan(plan, xp=None, *, debug: bool = False, trace=None) -> list:
     """Computes a plan's outputs with onnxnn's kernels.
 
     Args:
-        plan: the runtime's ``_GraphPlan`` (``onnxnn.runtime.executor._plan(values)``).
+        plan: the runtime's ``GraphPlan`` (``onnxnn.runtime.plan.plan(values)``).
         xp: numpy, cupy, or a device ("cpu", "cuda"); by default the plan's device.
         debug: run op by op, checking every node's result shapes against the recorded graph.
         trace: called as ``trace(description, input_arrays, output_arrays)`` after every node.

@@ -14,7 +14,7 @@ from __future__ import annotations
 import weakref
 from collections import OrderedDict
 
-from .grad_mode import STATE, no_grad, set_grad_enabled
+from .grad_mode import no_grad, set_grad_enabled
 from .registry import gradient_rules
 
 __all__ = ["Function", "AccumulateGrad", "run_backward", "grad", "VersionCounter"]
@@ -280,7 +280,6 @@ def _execute(roots: list, root_grads: list, *, retain_graph: bool, create_graph:
     Returns:
         The captured gradients (None where nothing flowed), in the order of ``capture``.
     """
-    from .tensor import Tensor
     buffers: dict = {}
     for (function, output_nr), gradient in zip(roots, root_grads):
         slots = buffers.setdefault(id(function), {})
@@ -473,7 +472,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
         retain_graph = create_graph
     for index, tensor in enumerate(inputs):
         if not tensor.requires_grad:
-            raise RuntimeError(f"One of the differentiated Tensors does not require grad")
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
     root_grads = _root_gradients(outputs, list(grad_outputs))
     roots = [_edge_of(t) for t in outputs]
     capture = [_edge_of(t) for t in inputs]

@@ -25,7 +25,8 @@ MAX_PENDING_DEPTH = 200
 class Node:
     """One recorded ONNX node. Kept tiny: it is created for every op of every call."""
 
-    __slots__ = ("op_type", "domain", "inputs", "attrs", "num_outputs", "depth", "_signature", "position")
+    __slots__ = ("op_type", "domain", "inputs", "attrs", "num_outputs", "depth", "_signature", "position",
+                 "plan_mark")
 
     def __init__(self, op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int, depth: int = 1):
         self.op_type = op_type
@@ -35,7 +36,8 @@ class Node:
         self.num_outputs = num_outputs
         self.depth = depth  # longer than the depth of every pending input: sorting by it is topological
         self._signature = None
-        self.position = 0  # scratch: the node's index in the plan being built
+        self.position = 0  # scratch of the planner: the node's index in the plan being built
+        self.plan_mark = 0  # scratch of the planner: the number of the last plan that visited it
 
     @property
     def signature(self) -> tuple:
@@ -76,7 +78,7 @@ class Value:
     by content, while ordinary realized values are fed as inputs and keyed by shape and dtype only.
     """
 
-    __slots__ = ("node", "index", "shape", "dtype", "device", "data", "static")
+    __slots__ = ("node", "index", "shape", "dtype", "device", "data", "static", "plan_mark", "plan_count")
 
     def __init__(self, node, index, shape, dtype, device, data=None, static=None):
         self.node = node
@@ -86,6 +88,10 @@ class Value:
         self.device = device
         self.data = data
         self.static = static
+        # Scratch of the planner: the last plan that saw this value, and there its consumer count
+        # (pending values) or input position (realized ones).
+        self.plan_mark = 0
+        self.plan_count = 0
 
     @property
     def realized(self) -> bool:

@@ -18,14 +18,14 @@ __all__ = ["infer_node_outputs", "run_node_eagerly"]
 
 def _node_model(op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int | None,
                 opset: int) -> tuple[onnx.ModelProto, list[str]]:
-    from .executor import _onnx_attribute_value
+    from .plan import onnx_attribute_value
     input_names = ["" if value is None else f"input_{i}" for i, value in enumerate(inputs)]
     graph_inputs = [helper.make_tensor_value_info(name, value.dtype.onnx_type, value.shape)
                     for name, value in zip(input_names, inputs) if value is not None]
     count = num_outputs if num_outputs is not None else _default_output_count(op_type, domain, opset)
     output_names = [f"output_{i}" for i in range(count)]
     node = helper.make_node(op_type, input_names, output_names, domain=domain or None,
-                            **{k: _onnx_attribute_value(v) for k, v in attrs.items()})
+                            **{k: onnx_attribute_value(v) for k, v in attrs.items()})
     graph = helper.make_graph([node], "node", graph_inputs, [helper.ValueInfoProto(name=n) for n in output_names])
     # Constant inputs (axes, shapes) help inference resolve data-dependent shapes.
     for name, value in zip(input_names, inputs):

@@ -408,7 +408,7 @@ class Tensor(TensorOps):
 
     def __bool__(self) -> bool:
         if self.numel() != 1:
-            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         return bool(self._realized_data().reshape(()))
 
     def __float__(self) -> float:

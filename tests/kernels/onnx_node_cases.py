@@ -20,7 +20,7 @@ from onnx import helper, numpy_helper
 from onnxnn.kernels import compile_plan, kernels
 from onnxnn.runtime.device import CPU
 from onnxnn.runtime.dtypes import as_dtype
-from onnxnn.runtime.executor import _GraphPlan
+from onnxnn.runtime.plan import GraphPlan
 from onnxnn.runtime.graph import Node, Value
 
 __all__ = ["node_cases", "run_case", "Unrepresentable"]
@@ -110,7 +110,7 @@ def build_plan(case):
         array = _array(next(present_outputs)).astype(value_dtype.numpy_dtype, copy=False)
         outputs.append(Value(node, index, array.shape, value_dtype, CPU))
         wanted.append(array)
-    plan = _GraphPlan([node], feeds, outputs, ("onnx node test", case.name))
+    plan = GraphPlan([node], feeds, outputs, ("onnx node test", case.name))
     return plan, [value.data for value in feeds], wanted
 
 

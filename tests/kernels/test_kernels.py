@@ -14,7 +14,7 @@ import pytest
 
 import onnxnn
 from onnxnn.kernels import CompiledKernelPlan, array_module, cache_info, cached_plan, clear_cache, kernels, run_plan
-from onnxnn.runtime.executor import _plan
+from onnxnn.runtime.plan import plan as _plan
 from onnxnn.runtime.registry import shape_rules
 from onnxnn.runtime.tensor import Tensor, apply_op
 
@@ -115,13 +115,13 @@ def test_bfloat16_held_in_float32_matches_native_bfloat16():
 
 def _single_node_plan(op_type, domain="", dtype=onnxnn.float32):
     from onnxnn.runtime.device import CPU
-    from onnxnn.runtime.executor import _GraphPlan
+    from onnxnn.runtime.plan import GraphPlan
     from onnxnn.runtime.graph import Node, Value
     data = np.zeros((2,), dtype.numpy_dtype)
     source = Value(None, 0, (2,), dtype, CPU, data)
     node = Node(op_type, domain, (source,), {}, 1)
     output = Value(node, 0, (2,), dtype, CPU)
-    return _GraphPlan([node], [source], [output], ((op_type, domain), (), (), CPU))
+    return GraphPlan([node], [source], [output], ((op_type, domain), (), (), CPU))
 
 
 @pytest.mark.parametrize("op_type,domain,named", [

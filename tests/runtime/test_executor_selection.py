@@ -6,6 +6,7 @@ import pytest
 
 import onnxnn
 from onnxnn.runtime import executor
+from onnxnn.runtime.sessions import CompiledSession
 from onnxnn.runtime.tensor import apply_op
 
 
@@ -38,15 +39,13 @@ def test_each_executor_computes_the_same_values(name):
 
 def test_auto_runs_tiny_graphs_on_kernels_and_larger_ones_on_onnxruntime():
     tiny = onnxnn.randn(4) + 1
-    plan = executor._plan([tiny._value])
-    executor._runner(plan)
-    assert executor._auto_choices[plan.key] == "kernels"
+    graph = executor.plan([tiny._value])
+    assert not isinstance(executor._compile(graph, "auto"), CompiledSession)
     large = onnxnn.randn(64, 64)
     for _ in range(4):
         large = (large @ large).tanh()
-    plan = executor._plan([large._value])
-    executor._runner(plan)
-    assert executor._auto_choices[plan.key] == "onnxruntime"
+    graph = executor.plan([large._value])
+    assert isinstance(executor._compile(graph, "auto"), CompiledSession)
 
 
 def test_auto_falls_back_to_kernels_for_ops_onnxruntime_lacks():

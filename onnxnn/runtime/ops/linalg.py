@@ -36,6 +36,14 @@ def _matrix_transpose(x: Tensor) -> Tensor:
 @gradient_rules.register("MatMul")
 def _matmul_grad(ctx, g):
     a, b = ctx.input(0), ctx.input(1)
+    # The common layer shapes in as few nodes as possible (one Gemm per gradient); other ranks
+    # take the general path below.
+    if a.dim() == 2 and b.dim() == 2:
+        return (apply_op("Gemm", (g, b), {"transB": 1}, "MmBackward0"),
+                apply_op("Gemm", (a, g), {"transA": 1}, "MmBackward0"))
+    if a.dim() == 1 and b.dim() == 2:
+        outer = apply_op("Gemm", (a.reshape(-1, 1), g.reshape(1, -1)), None, "MmBackward0")
+        return apply_op("MatMul", (b, g), None, "MvBackward0"), outer
     # Vectors are lifted to matrices so one formula serves every rank; the driver un-broadcasts batches.
     a2 = a.unsqueeze(0) if a.dim() == 1 else a
     b2 = b.unsqueeze(-1) if b.dim() == 1 else b
@@ -114,13 +122,13 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
 
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
     if input.dim() != 2 or mat2.dim() != 2:
-        raise RuntimeError(f"self must be a matrix")
+        raise RuntimeError("self must be a matrix")
     return matmul(input, mat2)
 
 
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     if input.dim() != 3 or mat2.dim() != 3:
-        raise RuntimeError(f"batch1 must be a 3D tensor")
+        raise RuntimeError("batch1 must be a 3D tensor")
     return matmul(input, mat2)
 
 

@@ -15,7 +15,7 @@ __all__: list[str] = []
 
 @shape_rules.register("BatchNormalization")
 def _batch_normalization_shape(inputs, attrs):
-    x, scale = inputs[0], inputs[1]
+    x = inputs[0]
     if len(x.shape) < 2:
         raise RuntimeError(f"BatchNormalization expects an input of rank >= 2, got shape {list(x.shape)}")
     channels = x.shape[1]

@@ -1,0 +1,224 @@
+"""The canonical plan of a pending subgraph: node order, fed inputs, outputs and structural key.
+
+``plan(targets)`` walks the pending history behind ``targets`` once. The key it builds holds op
+types, attributes, topology, input shapes and dtypes, never data, so every repetition of a
+computation finds the same compiled executable. ``build_model`` turns a plan into an ONNX model
+(for onnxruntime sessions and for export).
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import onnx
+from onnx import helper
+
+__all__ = ["GraphPlan", "plan", "build_model", "OPSET_VERSION", "IR_VERSION"]
+
+# The opset and IR version of every graph onnxnn builds. onnx's default ir_version can be newer
+# than what the installed onnxruntime reads, so both are pinned to values onnxruntime >= 1.20 accepts.
+OPSET_VERSION = 21
+IR_VERSION = 10
+
+
+class GraphPlan:
+    """The canonical form of one pending subgraph: nodes in topological order and their wiring."""
+
+    __slots__ = ("nodes", "inputs", "outputs", "key")
+
+    def __init__(self, nodes, inputs, outputs, key):
+        self.nodes = nodes        # list[Node], topological order
+        self.inputs = inputs      # list[Value]: realized values fed to the graph
+        self.outputs = outputs    # list[Value]: pending values the run computes
+        self.key = key
+
+
+def _externally_referenced(values: list, skip: set) -> list:
+    """Pending values used inside the plan that something outside the plan also references.
+
+    ``value.plan_count`` holds each value's consumers inside the subgraph. A reference count
+    beyond them means a live Tensor, a value saved for backward or an unrelated pending node
+    holds the value: computing it in this run saves a rerun later.
+    """
+    found = []
+    baseline = _REFCOUNT_BASELINE
+    for value in values:
+        if id(value) in skip:
+            continue
+        if sys.getrefcount(value) - baseline > value.plan_count:
+            found.append(value)
+    return found
+
+
+def _calibrate_refcount_baseline() -> int:
+    """Measures how many references the scan above holds by itself on this Python version.
+
+    Interpreters differ (newer ones borrow references for loop variables), so instead of a
+    constant the scan is run on a probe whose value is referenced by one consumer only.
+    """
+    global _REFCOUNT_BASELINE
+
+    class _Pending:
+        __slots__ = ("plan_count",)
+
+    consumer_inputs = (_Pending(),)
+    consumer_inputs[0].plan_count = 1
+    values = [consumer_inputs[0]]
+    for baseline in range(8):
+        _REFCOUNT_BASELINE = baseline
+        if not _externally_referenced(values, set()):
+            return baseline
+    raise RuntimeError("could not calibrate the reference-count baseline")
+
+
+_REFCOUNT_BASELINE = 3
+_calibrate_refcount_baseline()
+_plan_counter = [0]
+
+
+def plan(targets: list, include_shared: bool = True) -> GraphPlan:
+    """Walks the pending history of ``targets`` and builds its canonical plan and cache key.
+
+    With ``include_shared`` (realization), pending intermediates referenced elsewhere become
+    extra outputs; without it (export), the outputs are exactly ``targets``, which may also
+    be realized values.
+
+    This runs on every realization, cache hit or not, so it is written for speed: one walk
+    that orders the nodes, counts consumers, collects the fed inputs and builds the key.
+    """
+    # One post-order depth-first walk: a topological order that depends only on the structure
+    # (input order, target order), never on object addresses or on when values were realized;
+    # each node's part of the key is built as the node is finished.
+    _plan_counter[0] += 1
+    mark = _plan_counter[0]  # visited nodes and values carry it (cheaper than sets keyed by id)
+    order: list = []
+    node_keys: list = []
+    inputs: list = []
+    pending: list = []
+    for target in targets:
+        if target.data is not None or target.node.plan_mark == mark:
+            continue
+        # Parallel stacks of nodes and of the next input to look at, so no input is scanned twice.
+        nodes, cursors = [target.node], [0]
+        while nodes:
+            node = nodes[-1]
+            node_inputs = node.inputs
+            cursor = cursors[-1]
+            while cursor < len(node_inputs):
+                value = node_inputs[cursor]
+                cursor += 1
+                if value is not None and value.data is None and value.node.plan_mark != mark:
+                    cursors[-1] = cursor
+                    nodes.append(value.node)
+                    cursors.append(0)
+                    break
+            else:
+                nodes.pop()
+                cursors.pop()
+                if node.plan_mark == mark:
+                    continue
+                node.plan_mark = mark
+                node.position = len(order)
+                order.append(node)
+                refs = []
+                for value in node_inputs:
+                    if value is None:
+                        refs.append(None)
+                    elif value.data is None:
+                        refs.append((value.node.position, value.index))
+                        if value.plan_mark == mark:
+                            value.plan_count += 1
+                        else:
+                            value.plan_mark = mark
+                            value.plan_count = 1
+                            pending.append(value)
+                    elif value.static is not None:
+                        refs.append(value.static)
+                    else:
+                        if value.plan_mark != mark:
+                            value.plan_mark = mark
+                            value.plan_count = len(inputs)
+                            inputs.append(value)
+                        refs.append(value.plan_count)
+                node_keys.append((node._signature or node.signature, tuple(refs)))
+
+    outputs = list(targets)
+    if include_shared:
+        outputs += _externally_referenced(pending, {id(t) for t in targets})
+    del pending
+    key = (
+        tuple(node_keys),
+        tuple([(v.shape, v.dtype) for v in inputs]),
+        tuple([(v.node.position, v.index, v.shape) if v.data is None else None for v in outputs]),
+        targets[0].device,
+    )
+    return GraphPlan(order, inputs, outputs, key)
+
+
+def onnx_attribute_value(value):
+    """An attribute value as onnx.helper takes it (dtypes as ONNX element types, arrays as tensors)."""
+    from .dtypes import dtype
+    if isinstance(value, dtype):
+        return value.onnx_type
+    if isinstance(value, np.ndarray):
+        return onnx.numpy_helper.from_array(value)
+    return value
+
+
+def build_model(plan: GraphPlan, input_roles: list | None = None, output_names: list | None = None,
+                opset_version: int = OPSET_VERSION, graph_name: str = "onnxnn") -> onnx.ModelProto:
+    """Builds the ONNX model of a plan.
+
+    Args:
+        plan: the canonical subgraph (from ``plan()``).
+        input_roles: per realized input of the plan, ``("input", name)`` for a graph input or
+            ``("initializer", name)`` to embed its value; by default all are graph inputs
+            ``input_0, input_1, ...``. Static constants (axes, shapes) are always initializers.
+        output_names: names of the plan's outputs (default ``output_0, ...``).
+        opset_version: the default-domain opset to declare.
+    """
+    names: dict = {}
+    graph_inputs, initializers, onnx_nodes = [], [], []
+    for position, value in enumerate(plan.inputs):
+        role, name = input_roles[position] if input_roles else ("input", f"input_{position}")
+        names[id(value)] = name
+        if role == "input":
+            graph_inputs.append(helper.make_tensor_value_info(name, value.dtype.onnx_type, value.shape))
+        else:
+            initializers.append(onnx.numpy_helper.from_array(value.data, name))
+    # Pending outputs are named by the node that computes them: no Identity renames, which also
+    # sidestep an onnxruntime optimizer bug (EliminateIdentity) on graphs with many outputs.
+    output_names = output_names or [f"output_{position}" for position in range(len(plan.outputs))]
+    produced: dict = {}
+    renames = []
+    for name, value in zip(output_names, plan.outputs):
+        key = (value.node.position, value.index) if value.data is None else None
+        if key is not None and key not in produced:
+            produced[key] = name
+        else:
+            renames.append((name, value))
+
+    def name_of(value) -> str:
+        if value.data is None:
+            key = (value.node.position, value.index)
+            return produced.get(key) or f"node_{key[0]}_{key[1]}"
+        name = names.get(id(value))
+        if name is None:
+            name = names[id(value)] = f"constant_{len(initializers)}"
+            initializers.append(onnx.numpy_helper.from_array(value.data, name))
+        return name
+
+    domains = {""}
+    for node_index, node in enumerate(plan.nodes):
+        inputs = ["" if value is None else name_of(value) for value in node.inputs]
+        outputs = [produced.get((node_index, i)) or f"node_{node_index}_{i}" for i in range(node.num_outputs)]
+        attributes = {k: onnx_attribute_value(v) for k, v in node.attrs.items()}
+        onnx_nodes.append(helper.make_node(node.op_type, inputs, outputs, name=f"{node.op_type}_{node_index}",
+                                           domain=node.domain or None, **attributes))
+        domains.add(node.domain)
+    identity_nodes = [helper.make_node("Identity", [name_of(value)], [name]) for name, value in renames]
+    graph_outputs = [helper.make_tensor_value_info(name, value.dtype.onnx_type, value.shape)
+                     for name, value in zip(output_names, plan.outputs)]
+    graph = helper.make_graph(onnx_nodes + identity_nodes, graph_name, graph_inputs, graph_outputs, initializers)
+    opsets = [helper.make_opsetid(domain, opset_version if domain == "" else 1) for domain in sorted(domains)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=IR_VERSION, producer_name="onnxnn")

@@ -1,0 +1,196 @@
+"""Compiled onnxruntime sessions: the default executor of recorded plans, and their cache.
+
+A session is created once per plan structure (``SessionCache``) with onnxnn's options: one
+intra-op thread for small graphs, bfloat16 exchanged as float32 at the boundary (the Python
+binding cannot pass bfloat16 arrays) and emulated per op where the CPU provider lacks kernels.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from .plan import GraphPlan, build_model
+
+__all__ = ["CompiledSession", "SessionCache", "create_session", "SINGLE_THREAD_ELEMENTS"]
+
+
+def _widen_bfloat16_io(model: onnx.ModelProto) -> tuple[list[int], list[int]]:
+    """Makes bfloat16 graph inputs and outputs float32 at the session boundary, in place.
+
+    onnxruntime's Python binding cannot exchange bfloat16 numpy arrays, so the session takes and
+    returns float32 (exact for bfloat16 values) and casts inside the graph; the caller converts
+    with ml_dtypes on the way in and out. Returns the positions of the widened inputs and outputs.
+    """
+    graph = model.graph
+    bfloat16 = onnx.TensorProto.BFLOAT16
+    widened_inputs, widened_outputs, casts_in, casts_out = [], [], [], []
+    for position, graph_input in enumerate(graph.input):
+        if graph_input.type.tensor_type.elem_type == bfloat16:
+            widened_inputs.append(position)
+            original = graph_input.name
+            graph_input.name = original + "_as_float32"
+            graph_input.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+            casts_in.append(helper.make_node("Cast", [graph_input.name], [original], to=bfloat16))
+    for position, graph_output in enumerate(graph.output):
+        if graph_output.type.tensor_type.elem_type == bfloat16:
+            widened_outputs.append(position)
+            original = graph_output.name
+            graph_output.name = original + "_as_float32"
+            graph_output.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+            casts_out.append(helper.make_node("Cast", [original], [graph_output.name], to=onnx.TensorProto.FLOAT))
+    if casts_in or casts_out:
+        nodes = casts_in + list(graph.node) + casts_out
+        del graph.node[:]
+        graph.node.extend(nodes)
+    return widened_inputs, widened_outputs
+
+
+def _emulate_bfloat16(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Rewrites every bfloat16 node to compute in float32 and round its results back to bfloat16.
+
+    onnxruntime's CPU provider implements few ops for bfloat16. Rounding after every op gives the
+    results PyTorch's CPU bfloat16 kernels give (they also compute in float32 per op).
+    """
+    inferred = onnx.shape_inference.infer_shapes(model)
+    types = {}
+    for info in list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output):
+        types[info.name] = info.type.tensor_type.elem_type
+    for initializer in inferred.graph.initializer:
+        types[initializer.name] = initializer.data_type
+    bfloat16, float32 = onnx.TensorProto.BFLOAT16, onnx.TensorProto.FLOAT
+    rewritten = []
+    widened_names: dict = {}
+    for node in model.graph.node:
+        if node.op_type == "Cast" or not any(types.get(name) == bfloat16 for name in list(node.input) + list(node.output)):
+            rewritten.append(node)
+            continue
+        widened = onnx.NodeProto()
+        widened.CopyFrom(node)
+        for position, name in enumerate(node.input):
+            if types.get(name) == bfloat16:
+                if name not in widened_names:
+                    widened_names[name] = f"{name}_widened_for_compute"
+                    rewritten.append(helper.make_node("Cast", [name], [widened_names[name]], to=float32))
+                widened.input[position] = widened_names[name]
+        narrowing = []
+        for position, name in enumerate(node.output):
+            if types.get(name) == bfloat16:
+                widened.output[position] = f"{name}_wide"
+                narrowing.append(helper.make_node("Cast", [widened.output[position]], [name], to=bfloat16))
+        rewritten.append(widened)
+        rewritten.extend(narrowing)
+    del model.graph.node[:]
+    model.graph.node.extend(rewritten)
+    return model
+
+
+# Graphs whose node outputs hold fewer elements than this run on one thread: for them a thread
+# pool costs more in wake-ups than it saves, and each of hundreds of cached sessions would keep
+# its own pool of spinning threads.
+SINGLE_THREAD_ELEMENTS = 1 << 16
+
+
+def _work_estimate(model: onnx.ModelProto) -> int:
+    """Elements in the graph's inputs, outputs and initializers: a cheap proxy for its arithmetic."""
+    total = 0
+    for value_info in list(model.graph.input) + list(model.graph.output):
+        size = 1
+        for dim in value_info.type.tensor_type.shape.dim:
+            size *= max(dim.dim_value, 1)
+        total += size
+    for initializer in model.graph.initializer:
+        size = 1
+        for dim in initializer.dims:
+            size *= dim
+        total += size
+    return total
+
+
+def create_session(model: onnx.ModelProto | bytes, providers=("CPUExecutionProvider",), threads: int = 0):
+    """An onnxruntime InferenceSession with onnxnn's options (``threads=0``: onnxruntime's default)."""
+    import onnxruntime
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    options.intra_op_num_threads = threads
+    data = model if isinstance(model, bytes) else model.SerializeToString()
+    return onnxruntime.InferenceSession(data, options, providers=list(providers))
+
+
+def _writes_its_inputs(model: onnx.ModelProto) -> bool:
+    """onnxruntime's training-mode BatchNormalization updates the fed running mean/var arrays in place."""
+    return any(node.op_type == "BatchNormalization" and any(a.name == "training_mode" and a.i for a in node.attribute)
+               for node in model.graph.node)
+
+
+class CompiledSession:
+    __slots__ = ("session", "input_names", "output_names", "run", "bfloat16_io", "copy_inputs")
+
+    def __init__(self, model: onnx.ModelProto, device):
+        widened = _widen_bfloat16_io(model)
+        self.bfloat16_io = widened if widened[0] or widened[1] else None
+        self.copy_inputs = _writes_its_inputs(model)
+        providers = ["CPUExecutionProvider"]
+        if device.type == "cuda":
+            providers = [("CUDAExecutionProvider", {"device_id": device.index or 0}), "CPUExecutionProvider"]
+        threads = 1 if _work_estimate(model) < SINGLE_THREAD_ELEMENTS else 0
+        try:
+            try:
+                self.session = create_session(model, providers, threads)
+            except Exception as error:
+                if "bfloat16" not in str(error).lower() and "NOT_IMPLEMENTED" not in str(error):
+                    raise
+                model = _emulate_bfloat16(model)
+                self.session = create_session(model, providers, threads)
+        except Exception as error:
+            ops = sorted({n.op_type for n in model.graph.node})
+            raise RuntimeError(f"onnxruntime could not compile the recorded graph (ops {ops}): {error}") from None
+        self.input_names = [i.name for i in model.graph.input]
+        self.output_names = [o.name for o in model.graph.output]
+        # The private binding skips per-call argument checks that the plan already guarantees.
+        inner = getattr(self.session, "_sess", None)
+        self.run = inner.run if inner is not None and hasattr(inner, "run") else self._public_run
+
+    def _public_run(self, output_names, feeds, run_options):
+        return self.session.run(output_names, feeds, run_options)
+
+    def __call__(self, inputs: list) -> list:
+        """Runs the session on the input arrays (in plan order) and returns the output arrays."""
+        if self.copy_inputs:
+            inputs = [np.array(array) for array in inputs]  # values are immutable: never let a kernel write them
+        if self.bfloat16_io is not None:
+            inputs = list(inputs)
+            for position in self.bfloat16_io[0]:
+                inputs[position] = inputs[position].astype(np.float32)
+        try:
+            results = self.run(self.output_names, dict(zip(self.input_names, inputs)), None)
+        except Exception as error:
+            raise RuntimeError(f"onnxruntime failed to run the recorded graph: {error}") from None
+        if self.bfloat16_io is not None:
+            from .dtypes import bfloat16
+            for position in self.bfloat16_io[1]:
+                results[position] = results[position].astype(bfloat16.numpy_dtype)
+        return results
+
+
+class SessionCache:
+    def __init__(self, capacity: int = 512):
+        self.capacity = capacity
+        self.sessions: OrderedDict = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, plan: GraphPlan) -> CompiledSession:
+        compiled = self.sessions.get(plan.key)
+        if compiled is not None:
+            self.hits += 1
+            self.sessions.move_to_end(plan.key)
+            return compiled
+        self.misses += 1
+        compiled = CompiledSession(build_model(plan), plan.key[3])
+        self.sessions[plan.key] = compiled
+        if len(self.sessions) > self.capacity:
+            self.sessions.popitem(last=False)
+        return compiled
