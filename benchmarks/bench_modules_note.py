@@ -8,58 +8,68 @@ Run: python benchmarks/bench_modules_note.py [steps]   (default 10000, as in the
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import time
 
 
 def _note_loop(library, steps: int) -> float:
     """Builds the note's Net with ``library`` (onnxnn or torch) and returns seconds per step."""
-    nn = library.nn
-    functional = library.nn.functional
+    return _NoteLoop(library).run(steps)
 
-    class MyLinear(nn.Module):
-        def __init__(self, in_features, out_features):
-            super().__init__()
-            self.weight = nn.Parameter(library.randn(in_features, out_features))
-            self.bias = nn.Parameter(library.randn(out_features))
 
-        def forward(self, input):
-            return (input @ self.weight) + self.bias
+class _NoteLoop:
+    """The note's Net, its SGD optimizer and one training step, for ``library`` (onnxnn or torch)."""
 
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.l0 = MyLinear(4, 3)
-            self.l1 = MyLinear(3, 1)
+    def __init__(self, library):
+        nn = library.nn
+        functional = library.nn.functional
 
-        def forward(self, x):
-            return self.l1(functional.relu(self.l0(x)))
+        class MyLinear(nn.Module):
+            def __init__(self, in_features, out_features):
+                super().__init__()
+                self.weight = nn.Parameter(library.randn(in_features, out_features))
+                self.bias = nn.Parameter(library.randn(out_features))
 
-    library.manual_seed(0)
-    net = Net()
-    optimizer = library.optim.SGD(net.parameters(), lr=1e-4, weight_decay=1e-2, momentum=0.9)
+            def forward(self, input):
+                return (input @ self.weight) + self.bias
 
-    def step():
-        input = library.randn(4)
-        output = net(input)
-        loss = library.abs(output)
-        net.zero_grad()
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.l0 = MyLinear(4, 3)
+                self.l1 = MyLinear(3, 1)
+
+            def forward(self, x):
+                return self.l1(functional.relu(self.l0(x)))
+
+        library.manual_seed(0)
+        self.library = library
+        self.net = Net()
+        self.optimizer = library.optim.SGD(self.net.parameters(), lr=1e-4, weight_decay=1e-2, momentum=0.9)
+        self.run(20)  # warm caches (onnxnn compiles its few graphs here)
+
+    def step(self):
+        input = self.library.randn(4)
+        output = self.net(input)
+        loss = self.library.abs(output)
+        self.net.zero_grad()
         loss.backward()
-        optimizer.step()
+        self.optimizer.step()
 
-    for _ in range(20):  # warm caches (onnxnn compiles its few graphs here)
-        step()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    float(net.l1.weight.detach().sum())  # make sure every pending value was computed
-    return (time.perf_counter() - start) / steps
+    def run(self, steps: int) -> float:
+        start = time.perf_counter()
+        for _ in range(steps):
+            self.step()
+        float(self.net.l1.weight.detach().sum())  # make sure every pending value was computed
+        return (time.perf_counter() - start) / steps
 
 
 def main() -> None:
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
     import onnxnn
-    result = {"steps": steps, "onnxnn_us_per_step": _note_loop(onnxnn, steps) * 1e6}
+    loops = {"onnxnn": _NoteLoop(onnxnn)}
+    result = {"steps": steps}
     try:
         import torch
     except ImportError:
@@ -67,8 +77,17 @@ def main() -> None:
     else:
         torch.set_num_threads(1)
         result["torch_version"] = torch.__version__
-        result["torch_eager_us_per_step"] = _note_loop(torch, steps) * 1e6
-        result["ratio_onnxnn_to_torch"] = result["onnxnn_us_per_step"] / result["torch_eager_us_per_step"]
+        loops["torch"] = _NoteLoop(torch)
+    # Interleaved chunks, so the noise of a shared machine falls on both alike; medians per step.
+    samples = {name: [] for name in loops}
+    chunks = 10
+    for _ in range(chunks):
+        for name, loop in loops.items():
+            samples[name].append(loop.run(max(steps // chunks, 1)))
+    for name, values in samples.items():
+        result[f"{name}_us_per_step"] = statistics.median(values) * 1e6
+    if "torch" in loops:
+        result["ratio_onnxnn_to_torch"] = result["onnxnn_us_per_step"] / result["torch_us_per_step"]
     print(json.dumps(result, indent=2))
 
 

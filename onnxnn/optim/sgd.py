@@ -118,8 +118,10 @@ def sgd(params: list[Tensor], d_p_list: list[Tensor], momentum_buffer_list: list
                     buffer = grad.clone()
                     momentum_buffer_list[index] = buffer
                 else:
-                    new_buffer = buffer * scalar("momentum", momentum, buffer)
-                    new_buffer = new_buffer + grad * scalar("1-dampening", 1 - dampening, buffer)
+                    damped = grad
+                    if dampening != 0:  # a constructor setting: one node fewer in the usual case
+                        damped = grad * scalar("1-dampening", 1 - dampening, buffer)
+                    new_buffer = buffer * scalar("momentum", momentum, buffer) + damped
                     _assign(buffer, new_buffer)
                 if nesterov:
                     grad = grad + buffer * scalar("momentum", momentum, buffer)

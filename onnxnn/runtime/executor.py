@@ -150,6 +150,7 @@ def _entry(graph: GraphPlan) -> _Entry:
 # specialization holds those objects, and any other input falls back to the general session.
 SPECIALIZE_AFTER_RUNS = 3
 SPECIALIZE_MIN_ELEMENTS = 4096
+_NEVER = -(1 << 30)
 
 
 class _Specialization:
@@ -185,6 +186,8 @@ def _watch_stable_inputs(entry: _Entry, graph: GraphPlan) -> None:
     if seen is None:
         if any(v.data.size >= SPECIALIZE_MIN_ELEMENTS for v in graph.inputs):
             entry.stable_runs, entry.stable_inputs = 1, list(graph.inputs)
+        else:
+            entry.stable_runs = _NEVER  # input shapes are part of the structure: never any large input
         return
     stable = [before if before is value else None for before, value in zip(seen, graph.inputs)]
     if not any(v is not None and v.data.size >= SPECIALIZE_MIN_ELEMENTS for v in stable):
@@ -197,7 +200,7 @@ def _watch_stable_inputs(entry: _Entry, graph: GraphPlan) -> None:
         try:
             entry.specialization = _Specialization(graph, [i for i, v in enumerate(stable) if v is not None])
         except RuntimeError:
-            entry.stable_runs = -(1 << 30)  # onnxruntime could not compile it: never try again
+            entry.stable_runs = _NEVER  # onnxruntime could not compile it: never try again
 
 
 class recording_only:

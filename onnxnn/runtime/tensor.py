@@ -49,12 +49,13 @@ def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str |
     optional outputs). Returns one Tensor, or a tuple for multi-output ops.
     """
     values = []
+    append = values.append
     requires_grad = False
     for item in inputs:
         if item is None or type(item) is Value:
-            values.append(item)
+            append(item)
         else:
-            values.append(item._value)
+            append(item._value)
             if item._requires_grad:
                 requires_grad = True
     outputs = record(op_type, tuple(values), attrs, domain, num_outputs)
@@ -80,10 +81,19 @@ def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str |
                            and refresh_depth(node) > MAX_PENDING_DEPTH):
         realize(outputs)
     if len(outputs) == 1:
+        # Tensor._from_value, inlined: this line runs for every op.
         value = outputs[0]
-        return Tensor._from_value(value, function if value.dtype.category == 2 else None, 0)
+        tensor = _new_object(Tensor)
+        tensor._value = value
+        tensor._grad_fn = grad_fn = function if value.dtype.category == 2 else None
+        tensor._output_nr = 0
+        tensor._requires_grad = grad_fn is not None
+        return tensor
     return tuple([Tensor._from_value(value, function if value.dtype.category == 2 else None, index)
                   for index, value in enumerate(outputs)])
+
+
+_new_object = object.__new__
 
 
 class Tensor(TensorOps):
