@@ -42,6 +42,7 @@ from . import autograd, cuda  # noqa: E402
 from .export.checkpoint import load, save  # noqa: E402
 from . import nn, optim  # noqa: E402
 from . import backend, import_  # noqa: E402
+from .compile import compile  # noqa: E402,A001
 
 __version__ = "0.1.0"
 

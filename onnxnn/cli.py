@@ -1,0 +1,97 @@
+"""The ``onnxnn`` command: inspect an ONNX model as a module, and check it against onnxruntime.
+
+Usage::
+
+    onnxnn inspect model.onnx      # module tree, parameters, ops
+    onnxnn check model.onnx        # run it on onnxnn and on onnxruntime with random inputs, compare
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+
+import numpy as np
+
+__all__ = ["main"]
+
+
+def _random_inputs(model, seed: int) -> dict:
+    import onnx
+    rng = np.random.default_rng(seed)
+    initializers = {init.name for init in model.graph.initializer}
+    feeds = {}
+    for graph_input in model.graph.input:
+        if graph_input.name in initializers:
+            continue
+        tensor_type = graph_input.type.tensor_type
+        shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in tensor_type.shape.dim)
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)
+        if np.issubdtype(dtype, np.floating):
+            feeds[graph_input.name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype == np.bool_:
+            feeds[graph_input.name] = rng.random(shape) < 0.5
+        else:
+            feeds[graph_input.name] = rng.integers(0, 4, shape).astype(dtype)
+    return feeds
+
+
+def _inspect(path: str) -> int:
+    import onnx
+    from .import_ import from_onnx
+    module = from_onnx(path)  # validates the file before anything else reads it
+    model = onnx.load(path, load_external_data=False)
+    print(module)
+    parameters = sum(p.numel() for p in module.parameters())
+    buffers = sum(b.numel() for b in module.buffers())
+    print(f"\nparameters: {parameters:,}   buffers: {buffers:,}")
+    counts = collections.Counter(node.op_type for node in model.graph.node)
+    print("ops: " + ", ".join(f"{op} x{count}" for op, count in counts.most_common()))
+    return 0
+
+
+def _check(path: str, seed: int, rtol: float, atol: float) -> int:
+    import onnx
+    import onnxruntime
+    import onnxnn
+    from .import_ import from_onnx
+    module = from_onnx(path).eval()  # validates the file before anything else reads it
+    model = onnx.load(path)
+    feeds = _random_inputs(model, seed)
+    with onnxnn.no_grad():
+        outputs = module(*[onnxnn.from_numpy(array) for array in feeds.values()])
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = session.run(None, feeds)
+    failures = 0
+    for info, ours, theirs in zip(session.get_outputs(), outputs, expected):
+        ours = ours.numpy()
+        close = ours.shape == theirs.shape and np.allclose(ours, theirs, rtol=rtol, atol=atol, equal_nan=True)
+        difference = float(np.max(np.abs(ours.astype(np.float64) - theirs))) if ours.shape == theirs.shape else None
+        print(f"{info.name}: {'ok' if close else 'MISMATCH'}  shape {list(ours.shape)}  max |diff| {difference}")
+        failures += not close
+    return 1 if failures else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="onnxnn", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    inspect = commands.add_parser("inspect", help="print an ONNX model as an onnxnn module")
+    inspect.add_argument("model")
+    check = commands.add_parser("check", help="compare onnxnn with onnxruntime on random inputs")
+    check.add_argument("model")
+    check.add_argument("--seed", type=int, default=0)
+    check.add_argument("--rtol", type=float, default=1e-4)
+    check.add_argument("--atol", type=float, default=1e-5)
+    arguments = parser.parse_args(argv)
+    try:
+        if arguments.command == "inspect":
+            return _inspect(arguments.model)
+        return _check(arguments.model, arguments.seed, arguments.rtol, arguments.atol)
+    except (FileNotFoundError, ValueError, NotImplementedError) as error:
+        print(f"onnxnn: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
