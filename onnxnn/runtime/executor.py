@@ -223,12 +223,15 @@ def realize(values) -> None:
     """Computes every pending value in ``values`` (and the pending values still referenced elsewhere)."""
     if SELECTION.recording_only:
         return
-    targets = []
-    seen = set()
-    for value in values:
-        if value.data is None and id(value) not in seen:
-            seen.add(id(value))
-            targets.append(value)
+    if len(values) == 1:  # reading one tensor: the common case
+        targets = [values[0]] if values[0].data is None else None
+    else:
+        targets = []
+        seen = set()
+        for value in values:
+            if value.data is None and id(value) not in seen:
+                seen.add(id(value))
+                targets.append(value)
     if not targets:
         return
     graph = plan(targets)

@@ -146,7 +146,7 @@ def record(op_type: str, inputs: tuple, attrs: dict | None = None, domain: str =
         RuntimeError: the inputs live on different devices, or the shape rule rejects them.
     """
     if attrs is None:
-        attrs = {}
+        attrs = _NO_ATTRIBUTES
     rule = _SHAPE_RULES.get((domain, op_type))
     if rule is None:
         return _record_without_rule(op_type, inputs, attrs, domain, num_outputs)
@@ -180,6 +180,7 @@ def record(op_type: str, inputs: tuple, attrs: dict | None = None, domain: str =
 
 
 _SHAPE_RULES = shape_rules._table  # read directly: record() runs for every op
+_NO_ATTRIBUTES: dict = {}  # shared by every node without attributes; node attributes are never mutated
 
 
 def _record_without_rule(op_type: str, inputs: tuple, attrs: dict, domain: str, num_outputs: int | None) -> tuple:

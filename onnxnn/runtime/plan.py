@@ -93,6 +93,7 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
     mark = _plan_counter[0]  # visited nodes and values carry it (cheaper than sets keyed by id)
     order: list = []
     node_keys: list = []
+    key_append = node_keys.append
     inputs: list = []
     pending: list = []
     for target in targets:
@@ -120,12 +121,13 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
                 node.plan_mark = mark
                 node.position = len(order)
                 order.append(node)
-                refs = []
+                # The key is one flat sequence: each node's signature, then one entry per input.
+                key_append(node._signature or node.signature)
                 for value in node_inputs:
                     if value is None:
-                        refs.append(None)
+                        key_append(None)
                     elif value.data is None:
-                        refs.append((value.node.position, value.index))
+                        key_append((value.node.position, value.index))
                         if value.plan_mark == mark:
                             value.plan_count += 1
                         else:
@@ -133,14 +135,13 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
                             value.plan_count = 1
                             pending.append(value)
                     elif value.static is not None:
-                        refs.append(value.static)
+                        key_append(value.static)
                     else:
                         if value.plan_mark != mark:
                             value.plan_mark = mark
                             value.plan_count = len(inputs)
                             inputs.append(value)
-                        refs.append(value.plan_count)
-                node_keys.append((node._signature or node.signature, tuple(refs)))
+                        key_append(value.plan_count)
 
     outputs = list(targets)
     if include_shared:

@@ -6,7 +6,7 @@ import numpy as np
 from .. import dtypes
 from ..graph import Value, constant, static_constant
 
-__all__ = ["broadcast_shapes", "broadcast_values", "promote_operands", "as_tensor_operand", "axes_constant",
+__all__ = ["broadcast_shapes", "broadcast_values", "promote_pair", "promote_operands", "as_tensor_operand", "axes_constant",
            "int64_constant", "same_shape", "normalize_axes", "Tensor", "apply_op"]
 
 
@@ -84,7 +84,7 @@ def promote_operands(operands: list):
         changing scalar (a learning rate) never changes the compiled graph.
     """
     if len(operands) == 2:
-        fast = _promote_pair_fast(operands[0], operands[1])
+        fast = promote_pair(operands[0], operands[1])
         if fast is not None:
             return fast
     tensors = [(op._value.dtype, len(op._value.shape)) for op in operands if isinstance(op, Tensor)]
@@ -106,8 +106,11 @@ def promote_operands(operands: list):
 _SCALAR_CATEGORY = {float: 2, int: 1, bool: 0}
 
 
-def _promote_pair_fast(a, b):
-    """The common cases of binary promotion without the general three-tier walk (record-time hot path)."""
+def promote_pair(a, b):
+    """The common cases of binary promotion without the general three-tier walk (record-time hot path).
+
+    Returns ``([a, b], result dtype)`` like ``promote_operands``, or None when the general rules are needed.
+    """
     a_is_tensor, b_is_tensor = type(a) is Tensor or isinstance(a, Tensor), type(b) is Tensor or isinstance(b, Tensor)
     if a_is_tensor and b_is_tensor:
         if a._value.dtype is b._value.dtype:

@@ -11,7 +11,8 @@ import math
 
 from .. import dtypes
 from ..registry import gradient_rules, non_differentiable, shape_rules
-from ._common import Tensor, apply_op, as_tensor_operand, broadcast_values, promote_operands, same_shape
+from ._common import (Tensor, apply_op, as_tensor_operand, broadcast_values, promote_operands, promote_pair,
+                      same_shape)
 
 # ---------------------------------------------------------------- shape rules
 
@@ -238,8 +239,8 @@ gradient_rules.register("Max", "Min")(_select_grad)
 
 
 def _binary(op_type: str, a, b, name: str):
-    (a, b), _ = promote_operands([a, b])
-    return apply_op(op_type, (a, b), None, name)
+    promoted = promote_pair(a, b) or promote_operands([a, b])
+    return apply_op(op_type, tuple(promoted[0]), None, name)
 
 
 def _unary(op_type: str, x: Tensor, name: str, attrs: dict | None = None) -> Tensor:
@@ -260,7 +261,7 @@ def add(input, other, *, alpha=1) -> Tensor:
     """``input + alpha * other`` with broadcasting and PyTorch's type promotion."""
     if alpha != 1:
         other = _scaled(other, alpha)
-    (a, b), result_dtype = promote_operands([input, other])
+    (a, b), result_dtype = promote_pair(input, other) or promote_operands([input, other])
     if result_dtype is dtypes.bool:
         # onnxruntime has no bool Add; PyTorch's sum of bools is their logical or.
         return apply_op("Or", (a, b))
@@ -286,7 +287,7 @@ def sub(input, other, *, alpha=1) -> Tensor:
 
 
 def mul(input, other) -> Tensor:
-    (a, b), result_dtype = promote_operands([input, other])
+    (a, b), result_dtype = promote_pair(input, other) or promote_operands([input, other])
     if result_dtype is dtypes.bool:
         # onnxruntime has no bool Mul; PyTorch's product of bools is their logical and.
         return apply_op("And", (a, b))
