@@ -14,6 +14,7 @@ from __future__ import annotations
 import weakref
 from collections import OrderedDict
 
+from . import tensor as _tensor  # circular (tensor imports autograd): attributes are read at call time
 from .grad_mode import no_grad, set_grad_enabled
 from .registry import gradient_rules
 
@@ -162,7 +163,6 @@ class GradContext:
         return self.function.node.inputs[index]
 
     def input(self, index: int):
-        from .tensor import Tensor
         saved = self.function._saved_versions[index]
         if saved is not None and saved[0].value != saved[1]:
             value = self.function.node.inputs[index]
@@ -172,20 +172,19 @@ class GradContext:
                 f"expected version {saved[1]} instead. (saved by {self.function.name()})")
         value = self.function.node.inputs[index]
         if not self.create_graph:
-            return Tensor._from_value(value)
+            return _tensor.Tensor._from_value(value)
         edge = self.function.next_functions[index]
         if edge is None or edge[0] is None:
-            return Tensor._from_value(value)
+            return _tensor.Tensor._from_value(value)
         if isinstance(edge[0], AccumulateGrad):
             return edge[0].variable
-        return Tensor._from_value(value, edge[0], edge[1])
+        return _tensor.Tensor._from_value(value, edge[0], edge[1])
 
     def output(self, index: int = 0):
-        from .tensor import Tensor
         value = self.function.outputs[index]
         if not self.create_graph:
-            return Tensor._from_value(value)
-        return Tensor._from_value(value, self.function, index)
+            return _tensor.Tensor._from_value(value)
+        return _tensor.Tensor._from_value(value, self.function, index)
 
 
 _FREED_MESSAGE = (
@@ -345,7 +344,6 @@ def _execute(roots: list, root_grads: list, *, retain_graph: bool, create_graph:
 
 def _run_function(function: Function, slots: dict, create_graph: bool) -> tuple:
     """Runs tensor hooks, node pre-hooks, the gradient rule and node hooks of one function."""
-    from .tensor import Tensor
     if function.node is None:
         raise RuntimeError(_FREED_MESSAGE)
     outputs = function.outputs
@@ -359,7 +357,7 @@ def _run_function(function: Function, slots: dict, create_graph: bool) -> tuple:
             if tensor is not None:
                 tensor.grad = gradient if create_graph else gradient.detach()
         if gradient is None:
-            gradient = Tensor._zeros(value.shape, value.dtype, value.device)
+            gradient = _tensor.Tensor._zeros(value.shape, value.dtype, value.device)
         grad_outputs.append(gradient)
     if function._pre_hooks:
         for hook in list(function._pre_hooks.values()):
@@ -403,7 +401,6 @@ def _accumulate(variable, gradient, create_graph: bool) -> None:
 
 
 def _root_gradients(tensors: list, grad_tensors: list) -> list:
-    from .tensor import Tensor
     result = []
     for index, (tensor, gradient) in enumerate(zip(tensors, grad_tensors)):
         if not tensor.requires_grad:
@@ -411,8 +408,8 @@ def _root_gradients(tensors: list, grad_tensors: list) -> list:
         if gradient is None:
             if tensor.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            gradient = Tensor._full(tensor.shape, 1.0, tensor.dtype, tensor.device)
-        elif not isinstance(gradient, Tensor):
+            gradient = _tensor.Tensor._full(tensor.shape, 1.0, tensor.dtype, tensor.device)
+        elif not isinstance(gradient, _tensor.Tensor):
             from .creation import tensor as make_tensor
             gradient = make_tensor(gradient, dtype=tensor.dtype)
         if gradient.shape != tensor.shape:
@@ -424,11 +421,10 @@ def _root_gradients(tensors: list, grad_tensors: list) -> list:
 
 def run_backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
     """Computes gradients of ``tensors`` and accumulates them into the ``.grad`` of graph leaves."""
-    from .tensor import Tensor
-    tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors)
+    tensors = [tensors] if isinstance(tensors, _tensor.Tensor) else list(tensors)
     if grad_tensors is None:
         grad_tensors = [None] * len(tensors)
-    elif isinstance(grad_tensors, Tensor):
+    elif isinstance(grad_tensors, _tensor.Tensor):
         grad_tensors = [grad_tensors]
     if retain_graph is None:
         retain_graph = create_graph
@@ -436,7 +432,7 @@ def run_backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bo
     roots = [_edge_of(t) for t in tensors]
     accumulate_only = None
     if inputs is not None:
-        inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+        inputs = [inputs] if isinstance(inputs, _tensor.Tensor) else list(inputs)
         if not inputs:
             raise RuntimeError("'inputs' argument to backward() cannot be empty.")
         accumulate_only = set()
@@ -460,13 +456,12 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
         >>> g
         tensor([2., 4.])
     """
-    from .tensor import Tensor
-    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
-    single = isinstance(inputs, Tensor)
+    outputs = [outputs] if isinstance(outputs, _tensor.Tensor) else list(outputs)
+    single = isinstance(inputs, _tensor.Tensor)
     inputs = [inputs] if single else list(inputs)
     if grad_outputs is None:
         grad_outputs = [None] * len(outputs)
-    elif isinstance(grad_outputs, Tensor):
+    elif isinstance(grad_outputs, _tensor.Tensor):
         grad_outputs = [grad_outputs]
     if retain_graph is None:
         retain_graph = create_graph
@@ -481,7 +476,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
     for tensor, gradient in zip(inputs, results):
         if gradient is None:
             if materialize_grads:
-                gradient = Tensor._zeros(tensor.shape, tensor.dtype, tensor.device)
+                gradient = _tensor.Tensor._zeros(tensor.shape, tensor.dtype, tensor.device)
             elif not allow_unused:
                 raise RuntimeError("One of the differentiated Tensors appears to not have been used in the "
                                    "graph. Set allow_unused=True if this is the desired behavior.")
