@@ -155,6 +155,11 @@ class GradContext:
     def num_inputs(self) -> int:
         return len(self.function.node.inputs)
 
+    def needs_input_grad(self, index: int) -> bool:
+        """Whether input ``index`` takes a gradient (rules may skip work for the others)."""
+        edge = self.function.next_functions[index]
+        return edge is not None and edge[0] is not None
+
     def input_shape(self, index: int) -> tuple:
         return self.function.node.inputs[index].shape
 
@@ -370,9 +375,9 @@ def _run_function(function: Function, slots: dict, create_graph: bool) -> tuple:
     if not isinstance(input_grads, tuple):
         input_grads = tuple(input_grads) if isinstance(input_grads, list) else (input_grads,)
     fitted = []
-    for value, gradient in zip(node.inputs, input_grads):
-        if gradient is None or value is None:
-            fitted.append(None)
+    for value, gradient, edge in zip(node.inputs, input_grads, function.next_functions):
+        if gradient is None or value is None or edge is None:
+            fitted.append(None)  # nothing flows to a constant or an input that needs no gradient
             continue
         if gradient.dtype is not value.dtype:
             gradient = gradient.to(value.dtype)

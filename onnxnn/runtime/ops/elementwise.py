@@ -82,7 +82,8 @@ def _sub_grad(ctx, g):
 
 @gradient_rules.register("Mul")
 def _mul_grad(ctx, g):
-    return g * ctx.input(1), g * ctx.input(0)
+    return (g * ctx.input(1) if ctx.needs_input_grad(0) else None,
+            g * ctx.input(0) if ctx.needs_input_grad(1) else None)
 
 
 @gradient_rules.register("Div")

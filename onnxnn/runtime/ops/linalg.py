@@ -38,12 +38,13 @@ def _matmul_grad(ctx, g):
     a, b = ctx.input(0), ctx.input(1)
     # The common layer shapes in as few nodes as possible (one Gemm per gradient); other ranks
     # take the general path below.
+    need_a, need_b = ctx.needs_input_grad(0), ctx.needs_input_grad(1)
     if a.dim() == 2 and b.dim() == 2:
-        return (apply_op("Gemm", (g, b), {"transB": 1}, "MmBackward0"),
-                apply_op("Gemm", (a, g), {"transA": 1}, "MmBackward0"))
+        return (apply_op("Gemm", (g, b), {"transB": 1}, "MmBackward0") if need_a else None,
+                apply_op("Gemm", (a, g), {"transA": 1}, "MmBackward0") if need_b else None)
     if a.dim() == 1 and b.dim() == 2:
-        outer = apply_op("Gemm", (a.reshape(-1, 1), g.reshape(1, -1)), None, "MmBackward0")
-        return apply_op("MatMul", (b, g), None, "MvBackward0"), outer
+        outer = apply_op("Gemm", (a.reshape(-1, 1), g.reshape(1, -1)), None, "MmBackward0") if need_b else None
+        return (apply_op("MatMul", (b, g), None, "MvBackward0") if need_a else None), outer
     # Vectors are lifted to matrices so one formula serves every rank; the driver un-broadcasts batches.
     a2 = a.unsqueeze(0) if a.dim() == 1 else a
     b2 = b.unsqueeze(-1) if b.dim() == 1 else b
