@@ -88,6 +88,7 @@ def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str |
         tensor._grad_fn = grad_fn = function if value.dtype.category == 2 else None
         tensor._output_nr = 0
         tensor._requires_grad = grad_fn is not None
+        tensor._version_counter = None
         return tensor
     return tuple([Tensor._from_value(value, function if value.dtype.category == 2 else None, index)
                   for index, value in enumerate(outputs)])
@@ -110,12 +111,13 @@ class Tensor(TensorOps):
         tensor([2., 4.])
     """
 
-    __slots__ = ("_value", "_grad_fn", "_output_nr", "_requires_grad", "__dict__", "__weakref__")
+    __slots__ = ("_value", "_grad_fn", "_output_nr", "_requires_grad", "_version_counter", "__dict__",
+                 "__weakref__")
 
     # Rarely set per tensor: class-level defaults, so creating a tensor (on every op) sets only the
-    # four slots above; an assignment stores the attribute in the instance's own dict.
+    # slots above; an assignment stores the attribute in the instance's own dict. (The version
+    # counter is a slot: every input saved for backward gets one, and a dict per tensor costs more.)
     grad = None
-    _version_counter = None
     _accumulator = None
     _backward_hooks = None
 
@@ -133,6 +135,7 @@ class Tensor(TensorOps):
         tensor._grad_fn = grad_fn
         tensor._output_nr = output_nr
         tensor._requires_grad = requires_grad or grad_fn is not None
+        tensor._version_counter = None
         return tensor
 
     @classmethod
