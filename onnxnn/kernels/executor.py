@@ -28,6 +28,7 @@ import ml_dtypes
 import numpy as np
 
 from . import conv, elementwise, indexing, linalg, loss, normalization, pooling, reduce, shape  # noqa: F401  (registration)
+from . import crop, quantize, resize  # noqa: F401  (registration)
 from .registry import kernels
 
 __all__ = ["run_plan", "compile_plan", "CompiledKernelPlan", "array_module", "cache_info", "clear_cache",
