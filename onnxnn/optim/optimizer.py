@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..runtime import dtypes
-from ..runtime.autograd import RemovableHandle, _HookDict
+from ..runtime.autograd import RemovableHandle, _HookDict, add_hook
 from ..runtime.executor import realize
 from ..runtime.grad_mode import enable_grad
 from ..runtime.tensor import Tensor
@@ -46,16 +46,12 @@ def register_optimizer_step_pre_hook(hook: Callable) -> RemovableHandle:
 
     The hook may return ``(new_args, new_kwargs)`` to replace the arguments of ``step``.
     """
-    handle = RemovableHandle(_global_step_pre_hooks)
-    _global_step_pre_hooks[handle.id] = hook
-    return handle
+    return add_hook(_global_step_pre_hooks, hook)
 
 
 def register_optimizer_step_post_hook(hook: Callable) -> RemovableHandle:
     """Registers ``hook(optimizer, args, kwargs)`` run after the step of every optimizer."""
-    handle = RemovableHandle(_global_step_post_hooks)
-    _global_step_post_hooks[handle.id] = hook
-    return handle
+    return add_hook(_global_step_post_hooks, hook)
 
 
 def _typename(obj) -> str:
@@ -159,15 +155,11 @@ class Optimizer:
 
     def register_step_pre_hook(self, hook: Callable) -> RemovableHandle:
         """Registers ``hook(optimizer, args, kwargs) -> None | (new_args, new_kwargs)`` run before ``step``."""
-        handle = RemovableHandle(self._optimizer_step_pre_hooks)
-        self._optimizer_step_pre_hooks[handle.id] = hook
-        return handle
+        return add_hook(self._optimizer_step_pre_hooks, hook)
 
     def register_step_post_hook(self, hook: Callable) -> RemovableHandle:
         """Registers ``hook(optimizer, args, kwargs) -> None`` run after ``step``."""
-        handle = RemovableHandle(self._optimizer_step_post_hooks)
-        self._optimizer_step_post_hooks[handle.id] = hook
-        return handle
+        return add_hook(self._optimizer_step_post_hooks, hook)
 
     # ------------------------------------------------------------------ param groups
     def add_param_group(self, param_group: dict[str, Any]) -> None:

@@ -18,7 +18,7 @@ from . import tensor as _tensor  # circular (tensor imports autograd): attribute
 from .grad_mode import no_grad, set_grad_enabled
 from .registry import gradient_rules
 
-__all__ = ["Function", "AccumulateGrad", "run_backward", "grad", "VersionCounter"]
+__all__ = ["Function", "AccumulateGrad", "run_backward", "grad", "VersionCounter", "RemovableHandle", "add_hook"]
 
 
 class VersionCounter:
@@ -51,6 +51,13 @@ class RemovableHandle:
 
     def __exit__(self, *exc_info) -> None:
         self.remove()
+
+
+def add_hook(hooks: dict, hook) -> RemovableHandle:
+    """Adds ``hook`` to the ordered dict ``hooks`` under a new handle's id and returns the handle."""
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = hook
+    return handle
 
 
 def _weakrefable(obj) -> bool:
@@ -92,25 +99,19 @@ class Function:
         """Registers ``hook(grad_inputs, grad_outputs)`` run after this node's gradient; may return new grad_inputs."""
         if self._hooks is None:
             self._hooks = _HookDict()
-        handle = RemovableHandle(self._hooks)
-        self._hooks[handle.id] = hook
-        return handle
+        return add_hook(self._hooks, hook)
 
     def register_prehook(self, hook) -> RemovableHandle:
         """Registers ``hook(grad_outputs)`` run before this node's gradient; may return new grad_outputs."""
         if self._pre_hooks is None:
             self._pre_hooks = _HookDict()
-        handle = RemovableHandle(self._pre_hooks)
-        self._pre_hooks[handle.id] = hook
-        return handle
+        return add_hook(self._pre_hooks, hook)
 
     def _add_tensor_hook(self, output_nr: int, hook) -> RemovableHandle:
         if self._tensor_hooks is None:
             self._tensor_hooks = {}
         hooks = self._tensor_hooks.setdefault(output_nr, _HookDict())
-        handle = RemovableHandle(hooks)
-        hooks[handle.id] = hook
-        return handle
+        return add_hook(hooks, hook)
 
 
 class AccumulateGrad:

@@ -11,7 +11,7 @@ import weakref
 import numpy as np
 
 from . import dtypes as _dtypes
-from .autograd import AccumulateGrad, Function, RemovableHandle, VersionCounter, _HookDict, run_backward
+from .autograd import AccumulateGrad, Function, RemovableHandle, VersionCounter, _HookDict, add_hook, run_backward
 from .device import CPU, as_device, cuda_is_available
 from .executor import SELECTION, realize
 from .grad_mode import STATE
@@ -272,9 +272,7 @@ class Tensor(TensorOps):
             return self._grad_fn._add_tensor_hook(self._output_nr, hook)
         if self._backward_hooks is None:
             self._backward_hooks = _HookDict()
-        handle = RemovableHandle(self._backward_hooks)
-        self._backward_hooks[handle.id] = hook
-        return handle
+        return add_hook(self._backward_hooks, hook)
 
     def retain_grad(self) -> None:
         """Makes backward fill ``.grad`` of this non-leaf tensor too."""

@@ -13,7 +13,7 @@ import weakref
 from collections import OrderedDict
 from typing import Any, Callable
 
-from ...runtime.autograd import Function, RemovableHandle
+from ...runtime.autograd import Function, RemovableHandle, add_hook
 from ...runtime.grad_mode import STATE as _GRAD_MODE
 from ...runtime.graph import Node
 from ...runtime.registry import gradient_rules
@@ -47,23 +47,17 @@ class _GlobalBackwardKind:
 
 def register_module_buffer_registration_hook(hook: Callable) -> RemovableHandle:
     """Registers ``hook(module, name, buffer) -> None or new buffer`` run by every ``register_buffer``."""
-    handle = RemovableHandle(_global_buffer_registration_hooks)
-    _global_buffer_registration_hooks[handle.id] = hook
-    return handle
+    return add_hook(_global_buffer_registration_hooks, hook)
 
 
 def register_module_module_registration_hook(hook: Callable) -> RemovableHandle:
     """Registers ``hook(module, name, submodule) -> None or new submodule`` run by every ``add_module``."""
-    handle = RemovableHandle(_global_module_registration_hooks)
-    _global_module_registration_hooks[handle.id] = hook
-    return handle
+    return add_hook(_global_module_registration_hooks, hook)
 
 
 def register_module_parameter_registration_hook(hook: Callable) -> RemovableHandle:
     """Registers ``hook(module, name, param) -> None or new parameter`` run by every ``register_parameter``."""
-    handle = RemovableHandle(_global_parameter_registration_hooks)
-    _global_parameter_registration_hooks[handle.id] = hook
-    return handle
+    return add_hook(_global_parameter_registration_hooks, hook)
 
 
 def register_module_forward_pre_hook(hook: Callable) -> RemovableHandle:
@@ -75,9 +69,7 @@ def register_module_forward_pre_hook(hook: Callable) -> RemovableHandle:
     Returns:
         a handle whose ``remove()`` unregisters the hook.
     """
-    handle = RemovableHandle(_global_forward_pre_hooks)
-    _global_forward_pre_hooks[handle.id] = hook
-    return handle
+    return add_hook(_global_forward_pre_hooks, hook)
 
 
 def register_module_forward_hook(hook: Callable, *, with_kwargs: bool = False,
@@ -100,9 +92,7 @@ def register_module_forward_hook(hook: Callable, *, with_kwargs: bool = False,
 
 def register_module_full_backward_pre_hook(hook: Callable) -> RemovableHandle:
     """Registers ``hook(module, grad_output) -> None or new grad_output`` common to all modules."""
-    handle = RemovableHandle(_global_backward_pre_hooks)
-    _global_backward_pre_hooks[handle.id] = hook
-    return handle
+    return add_hook(_global_backward_pre_hooks, hook)
 
 
 def register_module_full_backward_hook(hook: Callable) -> RemovableHandle:
@@ -111,9 +101,7 @@ def register_module_full_backward_hook(hook: Callable) -> RemovableHandle:
         raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as a "
                            "global Module hook. Please use only one of them.")
     _GlobalBackwardKind.is_full = True
-    handle = RemovableHandle(_global_backward_hooks)
-    _global_backward_hooks[handle.id] = hook
-    return handle
+    return add_hook(_global_backward_hooks, hook)
 
 
 def register_module_backward_hook(hook: Callable) -> RemovableHandle:
@@ -122,9 +110,7 @@ def register_module_backward_hook(hook: Callable) -> RemovableHandle:
         raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as a "
                            "global Module hook. Please use only one of them.")
     _GlobalBackwardKind.is_full = False
-    handle = RemovableHandle(_global_backward_hooks)
-    _global_backward_hooks[handle.id] = hook
-    return handle
+    return add_hook(_global_backward_hooks, hook)
 
 
 def _has_global_call_hooks() -> bool:
@@ -477,9 +463,7 @@ class ModuleHooksMixin:
             raise RuntimeError("Cannot use both regular backward hooks and full backward hooks on a "
                                "single Module. Please use only one of them.")
         self._is_full_backward_hook = False
-        handle = RemovableHandle(self._backward_hooks)
-        self._backward_hooks[handle.id] = hook
-        return handle
+        return add_hook(self._backward_hooks, hook)
 
     def _get_backward_hooks(self) -> tuple[list, list]:
         full_hooks: list = []

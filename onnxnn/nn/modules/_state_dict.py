@@ -17,7 +17,7 @@ from collections import OrderedDict, namedtuple
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from ...runtime.autograd import RemovableHandle
+from ...runtime.autograd import RemovableHandle, add_hook
 from ...runtime.grad_mode import no_grad
 from ...runtime.tensor import Tensor
 from ..parameter import Parameter
@@ -193,9 +193,7 @@ class StateDictMixin:
 
     def register_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
         """Registers ``hook(module, prefix, keep_vars) -> None``, called before ``state_dict`` runs."""
-        handle = RemovableHandle(self._state_dict_pre_hooks)
-        self._state_dict_pre_hooks[handle.id] = hook
-        return handle
+        return add_hook(self._state_dict_pre_hooks, hook)
 
     def register_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
         """Registers ``hook(module, state_dict, prefix, local_metadata) -> None``, called after ``state_dict``.
@@ -208,9 +206,7 @@ class StateDictMixin:
 
     def _register_state_dict_hook(self, hook: Callable) -> RemovableHandle:
         # The older private form: the hook may return a new state_dict.
-        handle = RemovableHandle(self._state_dict_hooks)
-        self._state_dict_hooks[handle.id] = hook
-        return handle
+        return add_hook(self._state_dict_hooks, hook)
 
     # ------------------------------------------------------------------------ loading
     def register_load_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
@@ -232,9 +228,7 @@ class StateDictMixin:
         ``incompatible_keys.missing_keys`` and ``.unexpected_keys`` may be edited in place; with
         ``strict=True`` what remains in them after the hooks decides whether the load fails.
         """
-        handle = RemovableHandle(self._load_state_dict_post_hooks)
-        self._load_state_dict_post_hooks[handle.id] = hook
-        return handle
+        return add_hook(self._load_state_dict_post_hooks, hook)
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, local_metadata: dict, strict: bool,
                               missing_keys: list, unexpected_keys: list, error_msgs: list) -> None:
