@@ -74,7 +74,8 @@ def _check(path: str, seed: int, rtol: float, atol: float) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="onnxnn", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="onnxnn", description="Inspect an ONNX model as an onnxnn module, or check it against onnxruntime.")
     commands = parser.add_subparsers(dest="command", required=True)
     inspect = commands.add_parser("inspect", help="print an ONNX model as an onnxnn module")
     inspect.add_argument("model")
