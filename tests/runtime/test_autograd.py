@@ -236,3 +236,16 @@ def test_gradient_shape_mismatch():
 def test_numpy_of_a_tensor_that_requires_grad():
     with pytest.raises(RuntimeError, match="Use tensor.detach\\(\\).numpy\\(\\)"):
         _leaf([1.0]).numpy()
+
+
+@pytest.mark.parametrize("reduce, expected", [
+    (lambda x: x.max(1), [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]),
+    (lambda x: x.min(1), [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]),
+])
+def test_max_and_min_along_a_dim_send_the_gradient_to_the_returned_index_on_ties(reduce, expected):
+    x = _leaf([[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]])
+    values, indices = reduce(x)
+    assert values.grad_fn.name() in ("MaxBackward0", "MinBackward0")
+    values.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), expected)
+    np.testing.assert_array_equal(indices.numpy(), np.argmax(np.array(expected), axis=1))

@@ -215,7 +215,7 @@ def max(input: Tensor, dim=None, keepdim: bool = False):
         return maximum(input, dim)
     if dim is None:
         return _reduce("ReduceMax", input, None, False, "MaxBackward1")
-    return MaxResult(_reduce("ReduceMax", input, dim, keepdim, "MaxBackward0"), argmax(input, dim, keepdim))
+    return MaxResult(*_extremum_along(input, dim, keepdim, "ArgMax", "ReduceMax", "MaxBackward0"))
 
 
 def min(input: Tensor, dim=None, keepdim: bool = False):
@@ -225,7 +225,26 @@ def min(input: Tensor, dim=None, keepdim: bool = False):
         return minimum(input, dim)
     if dim is None:
         return _reduce("ReduceMin", input, None, False, "MinBackward1")
-    return MinResult(_reduce("ReduceMin", input, dim, keepdim, "MinBackward0"), argmin(input, dim, keepdim))
+    return MinResult(*_extremum_along(input, dim, keepdim, "ArgMin", "ReduceMin", "MinBackward0"))
+
+
+def _extremum_along(input: Tensor, dim: int, keepdim: bool, arg_op: str, reduce_op: str, name: str):
+    """(values, indices) of max/min along ``dim``.
+
+    When the values need a gradient they are gathered at the returned indices, so the gradient
+    goes to that one element on ties, as PyTorch's does (ReduceMax's rule splits it evenly).
+    """
+    indices = _arg(arg_op, input, dim, True)
+    if input.requires_grad and input.dim() > 0:
+        axis = normalize_axes([dim], input.dim())[0]
+        values = apply_op("GatherElements", (input, indices), {"axis": axis}, name)
+    else:
+        values = _reduce(reduce_op, input, dim, True, name)
+    if not keepdim and input.dim() > 0:
+        axis = normalize_axes([dim], input.dim())[0]
+        values = apply_op("Squeeze", (values, int64_constant([axis])), None, name)
+        indices = indices.squeeze(axis)
+    return values, indices
 
 
 def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
