@@ -341,6 +341,13 @@ class Tensor(TensorOps):
         self._bump_version()
         return self
 
+    def _assign_arithmetic(self, result: "Tensor") -> "Tensor":
+        """``_assign`` for in-place arithmetic: refuses a result of a higher category (int += 2.5)."""
+        if result._value.dtype.category > self._value.dtype.category:
+            raise RuntimeError(f"result type {_SCALAR_TYPE_NAMES[result._value.dtype.name]} can't be cast to the "
+                               f"desired output type {_SCALAR_TYPE_NAMES[self._value.dtype.name]}")
+        return self._assign(result)
+
     def _broadcast_for_assignment(self, shape: tuple) -> "Tensor":
         own = self._value.shape
         if len(own) > len(shape) or any(a != b and a != 1 for a, b in zip(reversed(own), reversed(shape))):
@@ -574,6 +581,12 @@ class Tensor(TensorOps):
 
     def pin_memory(self) -> "Tensor":
         return self
+
+
+# PyTorch's ScalarType names, which its error messages use.
+_SCALAR_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
+                      "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
+                      "bool": "Bool"}
 
 
 def _rebuild_tensor(array: np.ndarray, dtype_name: str, requires_grad: bool) -> Tensor:

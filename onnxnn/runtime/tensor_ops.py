@@ -443,19 +443,19 @@ class TensorOps:
 
     # ---------------------------------------------------------------- in place (rebinding)
     def add_(self, other, *, alpha=1):
-        return self._assign(ops.add(self._alias(), other, alpha=alpha))
+        return self._assign_arithmetic(ops.add(self._alias(), other, alpha=alpha))
 
     def sub_(self, other, *, alpha=1):
-        return self._assign(ops.sub(self._alias(), other, alpha=alpha))
+        return self._assign_arithmetic(ops.sub(self._alias(), other, alpha=alpha))
 
     def mul_(self, other):
-        return self._assign(ops.mul(self._alias(), other))
+        return self._assign_arithmetic(ops.mul(self._alias(), other))
 
     def div_(self, other, *, rounding_mode=None):
-        return self._assign(ops.div(self._alias(), other, rounding_mode=rounding_mode))
+        return self._assign_arithmetic(ops.div(self._alias(), other, rounding_mode=rounding_mode))
 
     def pow_(self, exponent):
-        return self._assign(ops.pow(self._alias(), exponent))
+        return self._assign_arithmetic(ops.pow(self._alias(), exponent))
 
     def neg_(self):
         return self._assign(ops.neg(self._alias()))
@@ -494,10 +494,10 @@ class TensorOps:
         return self._assign(alias + (end - alias) * weight)
 
     def addcmul_(self, tensor1, tensor2, *, value=1):
-        return self._assign(self._alias() + tensor1 * tensor2 * value)
+        return self._assign_arithmetic(self._alias() + tensor1 * tensor2 * value)
 
     def addcdiv_(self, tensor1, tensor2, *, value=1):
-        return self._assign(self._alias() + tensor1 / tensor2 * value)
+        return self._assign_arithmetic(self._alias() + tensor1 / tensor2 * value)
 
     def normal_(self, mean=0.0, std=1.0, *, generator=None):
         """Fills with samples of N(mean, std^2) from onnxnn's generator."""

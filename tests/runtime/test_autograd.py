@@ -249,3 +249,14 @@ def test_max_and_min_along_a_dim_send_the_gradient_to_the_returned_index_on_ties
     values.sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), expected)
     np.testing.assert_array_equal(indices.numpy(), np.argmax(np.array(expected), axis=1))
+
+
+@pytest.mark.parametrize("update", [
+    lambda x: x.add_(2.5), lambda x: x.mul_(0.5), lambda x: x.div_(2), lambda x: x.sub_(onnxnn.tensor([0.5, 1.0])),
+])
+def test_in_place_arithmetic_refuses_a_result_the_tensor_cannot_hold(update):
+    x = onnxnn.tensor([1, 2])
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+        update(x)
+    np.testing.assert_array_equal(x.numpy(), [1, 2])
+    assert x._version == 0
