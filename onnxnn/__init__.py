@@ -23,7 +23,7 @@ from .runtime.device import device
 from .runtime.executor import get_executor, set_executor
 from .runtime.dtypes import (
     bfloat16, bool, double, dtype, float, float16, float32, float64, get_default_dtype, half, int, int8, int16,
-    int32, int64, long, promote_types, set_default_dtype, short, uint8,
+    int32, int64, long, promote_types, set_default_dtype, short, uint8, uint16, uint32, uint64,
 )
 from .runtime.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .runtime.printing import set_printoptions

@@ -15,7 +15,7 @@ from onnx import TensorProto
 
 __all__ = [
     "dtype", "float32", "float", "float64", "double", "float16", "half", "bfloat16",
-    "int64", "long", "int32", "int", "int16", "short", "int8", "uint8", "bool",
+    "int64", "long", "int32", "int", "int16", "short", "int8", "uint8", "bool", "uint16", "uint32", "uint64",
     "get_default_dtype", "set_default_dtype", "promote_types", "result_type", "as_dtype",
 ]
 
@@ -42,7 +42,7 @@ class dtype:
 
     @property
     def is_signed(self) -> builtins.bool:
-        return self.name not in ("uint8", "bool")
+        return self.name not in ("uint8", "uint16", "uint32", "uint64", "bool")
 
     def __repr__(self) -> str:
         return f"onnxnn.{self.name}"
@@ -61,8 +61,14 @@ int16 = short = dtype("int16", TensorProto.INT16, np.int16, _INTEGER, 3)
 int32 = int = dtype("int32", TensorProto.INT32, np.int32, _INTEGER, 4)
 int64 = long = dtype("int64", TensorProto.INT64, np.int64, _INTEGER, 5)
 bool = dtype("bool", TensorProto.BOOL, np.bool_, _BOOL, 0)
+# PyTorch's "shell" unsigned types: tensors of them compute with their own kind, but promotion
+# with other integer types is refused (as torch.uint16/uint32/uint64 do).
+uint16 = dtype("uint16", TensorProto.UINT16, np.uint16, _INTEGER, 6)
+uint32 = dtype("uint32", TensorProto.UINT32, np.uint32, _INTEGER, 7)
+uint64 = dtype("uint64", TensorProto.UINT64, np.uint64, _INTEGER, 8)
+_WIDE_UNSIGNED = (uint16, uint32, uint64)
 
-ALL_DTYPES = (float16, bfloat16, float32, float64, uint8, int8, int16, int32, int64, bool)
+ALL_DTYPES = (float16, bfloat16, float32, float64, uint8, int8, int16, int32, int64, bool, uint16, uint32, uint64)
 _BY_NUMPY = {d.numpy_dtype: d for d in ALL_DTYPES}
 _BY_ONNX = {d.onnx_type: d for d in ALL_DTYPES}
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
@@ -117,6 +123,9 @@ def promote_types(a: dtype, b: dtype) -> dtype:
         return float32
     if {a, b} == {uint8, int8}:
         return int16
+    if a in _WIDE_UNSIGNED or b in _WIDE_UNSIGNED:
+        raise RuntimeError(f"Promotion for uint16, uint32, uint64 types is not supported, attempted to promote "
+                           f"{a.name} and {b.name}")
     return a if a._rank > b._rank else b
 
 

@@ -539,7 +539,8 @@ class Tensor(TensorOps):
         if dtype is None:
             names = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
                      "bfloat16": "BFloat16Tensor", "int64": "LongTensor", "int32": "IntTensor",
-                     "int16": "ShortTensor", "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
+                     "int16": "ShortTensor", "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor",
+                     "uint16": "UInt16Tensor", "uint32": "UInt32Tensor", "uint64": "UInt64Tensor"}
             return f"onnxnn.{names[self._value.dtype.name]}"
         return self.to(dtype)
 
@@ -586,7 +587,7 @@ class Tensor(TensorOps):
 # PyTorch's ScalarType names, which its error messages use.
 _SCALAR_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
                       "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
-                      "bool": "Bool"}
+                      "bool": "Bool", "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64"}
 
 
 def _rebuild_tensor(array: np.ndarray, dtype_name: str, requires_grad: bool) -> Tensor:

@@ -24,7 +24,7 @@ from import_.test_backend_node_tests import KNOWN_FAILURES as KNOWN_ON_EVERY_EXE
 
 REQUIRED_SHARE = 0.90
 
-# Failures on the kernels executor beyond those of every executor (dtypes onnxnn lacks): ops
+# Failures on the kernels executor beyond those of every executor (strings, one conversion): ops
 # onnxnn/kernels has no kernel for yet, and one float16 rounding difference.
 KNOWN_KERNEL_FAILURES: dict[str, str] = {
     **dict.fromkeys([

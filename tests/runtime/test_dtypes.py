@@ -8,7 +8,7 @@ import pytest
 import onnxnn
 
 ALL = [onnxnn.float32, onnxnn.float64, onnxnn.float16, onnxnn.bfloat16, onnxnn.int64, onnxnn.int32,
-       onnxnn.int16, onnxnn.int8, onnxnn.uint8, onnxnn.bool]
+       onnxnn.int16, onnxnn.int8, onnxnn.uint8, onnxnn.bool, onnxnn.uint16, onnxnn.uint32, onnxnn.uint64]
 
 
 @pytest.mark.parametrize("dtype", ALL, ids=lambda d: d.name)
@@ -55,3 +55,12 @@ def test_a_dtype_onnx_cannot_hold_is_a_type_error(bad):
 def test_complex_data_is_refused_naming_the_dtype():
     with pytest.raises(TypeError, match="complex128"):
         onnxnn.tensor([1 + 2j])
+
+
+@pytest.mark.parametrize("wide", [onnxnn.uint16, onnxnn.uint32, onnxnn.uint64], ids=lambda d: d.name)
+def test_wide_unsigned_types_compute_alone_and_refuse_promotion_like_pytorch(wide):
+    x = onnxnn.tensor([1, 2, 40000], dtype=wide)
+    assert (x + x).dtype is wide and (x * 3).dtype is wide
+    np.testing.assert_array_equal((x + x).numpy(), np.array([2, 4, 80000]).astype(wide.numpy_dtype))
+    with pytest.raises(RuntimeError, match="Promotion for uint16, uint32, uint64 types is not supported"):
+        x + onnxnn.tensor([1, 2, 3])
