@@ -6,7 +6,7 @@ from typing import Any, Callable, Iterable
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Tensor
 from .optimizer import (
-    Optimizer, _as_step_tensor, _assign, _check_differentiable, _Hyperparameters, _increment_step,
+    Optimizer, _assign, _check_differentiable, _Hyperparameters, _increment_step,
     _new_step_tensor,
 )
 
@@ -71,12 +71,9 @@ class Adagrad(Optimizer):
 
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
+        self._steps_as_tensors()
         for group in self.param_groups:
             group.setdefault("maximize", False)
-            for param in group["params"]:
-                param_state = self.state.get(param)
-                if param_state and "step" in param_state:
-                    param_state["step"] = _as_step_tensor(param_state["step"])
 
     def share_memory(self) -> None:
         """Kept for compatibility: onnxnn's state values are immutable and need no shared memory."""

@@ -99,6 +99,14 @@ class Optimizer:
     def __getstate__(self) -> dict:
         return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
 
+    def _steps_as_tensors(self) -> None:
+        """``step`` entries of an older state (Python numbers) become float32 0-d tensors."""
+        for group in self.param_groups:
+            for param in group["params"]:
+                param_state = self.state.get(param)
+                if param_state and "step" in param_state:
+                    param_state["step"] = _as_step_tensor(param_state["step"])
+
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         if "_optimizer_step_pre_hooks" not in self.__dict__:

@@ -6,7 +6,7 @@ from typing import Any, Callable, Iterable
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Tensor
 from .optimizer import (
-    Optimizer, _as_step_tensor, _assign, _check_differentiable, _Hyperparameters, _increment_step,
+    Optimizer, _assign, _check_differentiable, _Hyperparameters, _increment_step,
     _new_step_tensor, _zeros_like,
 )
 
@@ -65,14 +65,11 @@ class RMSprop(Optimizer):
 
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
+        self._steps_as_tensors()
         for group in self.param_groups:
             group.setdefault("momentum", 0)
             group.setdefault("centered", False)
             group.setdefault("maximize", False)
-            for param in group["params"]:
-                param_state = self.state.get(param)
-                if param_state and "step" in param_state:
-                    param_state["step"] = _as_step_tensor(param_state["step"])
 
     def _init_group(self, group: dict):
         params, grads, square_avgs, grad_avgs, momentum_buffers, steps = [], [], [], [], [], []
