@@ -61,6 +61,15 @@ def _forward_unimplemented(self, *input: Any) -> None:
     raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
 
+def _registered(hooks: dict, module: "Module", name: str, value):
+    """Runs the global registration hooks on ``value``; each may return a replacement."""
+    for hook in hooks.values():
+        output = hook(module, name, value)
+        if output is not None:
+            value = output
+    return value
+
+
 class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
     """Base class for all neural network modules; your models should subclass it.
 
@@ -194,10 +203,7 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
                             "(torch Tensor or None required)")
-        for hook in _hooks._global_buffer_registration_hooks.values():
-            output = hook(self, name, tensor)
-            if output is not None:
-                tensor = output
+        tensor = _registered(_hooks._global_buffer_registration_hooks, self, name, tensor)
         self._buffers[name] = tensor
         if persistent:
             self._non_persistent_buffers_set.discard(name)
@@ -222,10 +228,7 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
             raise ValueError(f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must be "
                              f"created explicitly. To express '{name}' as a function of another Tensor, "
                              "compute the value in the forward() method.")
-        for hook in _hooks._global_parameter_registration_hooks.values():
-            output = hook(self, name, param)
-            if output is not None:
-                param = output
+        param = _registered(_hooks._global_parameter_registration_hooks, self, name, param)
         self._parameters[name] = param
 
     def add_module(self, name: str, module: "Module | None") -> None:
@@ -240,10 +243,7 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
             raise KeyError(f'module name can\'t contain ".", got: {name}')
         if name == "":
             raise KeyError('module name can\'t be empty string ""')
-        for hook in _hooks._global_module_registration_hooks.values():
-            output = hook(self, name, module)
-            if output is not None:
-                module = output
+        module = _registered(_hooks._global_module_registration_hooks, self, name, module)
         self._modules[name] = module
 
     def register_module(self, name: str, module: "Module | None") -> None:
