@@ -145,31 +145,37 @@ def record(op_type: str, inputs: tuple, attrs: dict | None = None, domain: str =
         NotImplementedError: no shape rule is registered for the op.
         RuntimeError: the inputs live on different devices, or the shape rule rejects them.
     """
+    where = None
+    depth = 0
+    for value in inputs:
+        if value is None or value.static is not None:
+            continue  # structural constants (axes, shapes) are embedded in the graph, on no device
+        if where is None:
+            where = value.device
+        elif value.device is not where:
+            raise different_devices(op_type, where, value.device)
+        if value.data is None and value.node.depth > depth:
+            depth = value.node.depth
+    return record_scanned(op_type, inputs, attrs, domain, num_outputs, where, depth)
+
+
+def different_devices(op_type: str, first, second) -> RuntimeError:
+    return RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                        f"{first} and {second}! (when checking arguments for {op_type})")
+
+
+def record_scanned(op_type: str, inputs: tuple, attrs: dict | None, domain: str, num_outputs: int | None,
+                   where, depth: int) -> tuple:
+    """``record`` once the caller has found the inputs' device and deepest pending node."""
     if attrs is None:
         attrs = _NO_ATTRIBUTES
     rule = _SHAPE_RULES.get((domain, op_type))
     if rule is None:
         return _record_without_rule(op_type, inputs, attrs, domain, num_outputs)
-    where = None
-    depth = 0
-    for value in inputs:
-        if value is None:
-            continue
-        if value.static is not None:
-            continue  # structural constants (axes, shapes) are embedded in the graph, on no device
-        if where is None:
-            where = value.device
-        elif value.device is not where:
-            raise RuntimeError(
-                f"Expected all tensors to be on the same device, but found at least two devices, "
-                f"{where} and {value.device}! (when checking arguments for {op_type})")
-        if value.data is None and value.node.depth > depth:
-            depth = value.node.depth
     metas = rule(inputs, attrs)
     if num_outputs is not None and num_outputs < len(metas):
         metas = metas[:num_outputs]  # optional outputs the caller does not want (MaxPool's Indices)
-    depth += 1
-    node = Node(op_type, domain, inputs, attrs, len(metas), depth)
+    node = Node(op_type, domain, inputs, attrs, len(metas), depth + 1)
     if where is None:
         where = CPU
     if len(metas) == 1:

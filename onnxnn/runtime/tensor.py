@@ -15,7 +15,7 @@ from .autograd import AccumulateGrad, Function, RemovableHandle, VersionCounter,
 from .device import CPU, as_device, cuda_is_available
 from .executor import SELECTION, realize
 from .grad_mode import STATE
-from .graph import MAX_PENDING_DEPTH, Value, constant, record, refresh_depth
+from .graph import MAX_PENDING_DEPTH, Value, constant, different_devices, record_scanned, refresh_depth
 from .printing import format_tensor
 from .registry import NON_DIFFERENTIABLE
 from .tensor_ops import TensorOps
@@ -48,17 +48,32 @@ def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str |
     keeps the node for backward. ``num_outputs`` limits the outputs to the first ones (ONNX
     optional outputs). Returns one Tensor, or a tuple for multi-output ops.
     """
+    # One pass over the inputs finds their values, whether any requires grad, their device and the
+    # deepest pending node (graph.record's scan, merged here because this runs for every op).
     values = []
     append = values.append
     requires_grad = False
+    where = None
+    depth = 0
     for item in inputs:
-        if item is None or type(item) is Value:
-            append(item)
+        if item is None:
+            append(None)
+            continue
+        if type(item) is Value:
+            value = item
         else:
-            append(item._value)
+            value = item._value
             if item._requires_grad:
                 requires_grad = True
-    outputs = record(op_type, tuple(values), attrs, domain, num_outputs)
+        append(value)
+        if value.static is None:
+            if where is None:
+                where = value.device
+            elif value.device is not where:
+                raise different_devices(op_type, where, value.device)
+            if value.data is None and value.node.depth > depth:
+                depth = value.node.depth
+    outputs = record_scanned(op_type, tuple(values), attrs, domain, num_outputs, where, depth)
     function = None
     if requires_grad and STATE.enabled and (domain, op_type) not in NON_DIFFERENTIABLE:
         edges = []
