@@ -1,7 +1,7 @@
 """Adagrad: per-coordinate learning rates scaled by the accumulated squared gradients."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Iterable
 
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Tensor
@@ -93,22 +93,11 @@ class Adagrad(Optimizer):
             steps.append(state["step"])
         return params, grads, state_sums, steps
 
-    def step(self, closure: Callable[[], Any] | None = None):
-        """Performs one optimization step: every parameter update is one graph and one session run.
-
-        Args:
-            closure: re-evaluates the model and returns the loss (run with gradients enabled).
-        """
-        loss = self._run_closure(closure)
-        updated: list[Tensor] = []
-        with no_grad():
-            for group in self.param_groups:
-                params, grads, state_sums, steps = self._init_group(group)
-                adagrad(params, grads, state_sums, steps, lr=group["lr"], weight_decay=group["weight_decay"],
-                        lr_decay=group["lr_decay"], eps=group["eps"], maximize=group["maximize"])
-                updated += params + state_sums
-        self._realize_step(updated)
-        return loss
+    def _update_group(self, group: dict) -> list[Tensor]:
+        params, grads, state_sums, steps = self._init_group(group)
+        adagrad(params, grads, state_sums, steps, lr=group["lr"], weight_decay=group["weight_decay"],
+                lr_decay=group["lr_decay"], eps=group["eps"], maximize=group["maximize"])
+        return params + state_sums
 
 
 def adagrad(params: list[Tensor], grads: list[Tensor], state_sums: list[Tensor], state_steps: list[Tensor], *,

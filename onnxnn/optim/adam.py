@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterable
+from typing import Iterable
 
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Tensor
@@ -84,28 +84,15 @@ class Adam(Optimizer):
             steps.append(state["step"])
         return params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps
 
-    def step(self, closure: Callable[[], Any] | None = None):
-        """Performs one optimization step: every parameter update is one graph and one session run.
-
-        Args:
-            closure: re-evaluates the model and returns the loss (run with gradients enabled).
-        """
-        loss = self._run_closure(closure)
-        updated: list[Tensor] = []
-        with no_grad():
-            for group in self.param_groups:
-                params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps = self._init_group(group)
-                beta1, beta2 = group["betas"]
-                adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps,
-                     amsgrad=group["amsgrad"], beta1=beta1, beta2=beta2, lr=group["lr"],
-                     weight_decay=group["weight_decay"], eps=group["eps"], maximize=group["maximize"],
-                     decoupled_weight_decay=group["decoupled_weight_decay"],
-                     capturable=group.get("capturable", False))
-                updated += params + exp_avgs + exp_avg_sqs + max_exp_avg_sqs
-                if group.get("capturable", False):
-                    updated += steps
-        self._realize_step(updated)
-        return loss
+    def _update_group(self, group: dict) -> list[Tensor]:
+        params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps = self._init_group(group)
+        beta1, beta2 = group["betas"]
+        capturable = group.get("capturable", False)
+        adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps,
+             amsgrad=group["amsgrad"], beta1=beta1, beta2=beta2, lr=group["lr"],
+             weight_decay=group["weight_decay"], eps=group["eps"], maximize=group["maximize"],
+             decoupled_weight_decay=group["decoupled_weight_decay"], capturable=capturable)
+        return params + exp_avgs + exp_avg_sqs + max_exp_avg_sqs + (steps if capturable else [])
 
 
 class AdamW(Adam):

@@ -22,7 +22,7 @@ import numpy as np
 from ..runtime import dtypes
 from ..runtime.autograd import RemovableHandle, _HookDict, add_hook
 from ..runtime.executor import realize
-from ..runtime.grad_mode import enable_grad
+from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.tensor import Tensor
 
 __all__ = ["Optimizer", "required", "register_optimizer_step_pre_hook", "register_optimizer_step_post_hook"]
@@ -251,7 +251,21 @@ class Optimizer:
                 grad._rebind(Tensor._zeros(tuple(grad.shape), grad.dtype, grad.device)._value)
 
     def step(self, closure: Callable[[], Any] | None = None):
-        """Performs a single optimization step; ``closure`` re-evaluates the model and returns the loss."""
+        """Performs one optimization step: every parameter update is one graph and one session run.
+
+        Args:
+            closure: re-evaluates the model and returns the loss (run with gradients enabled).
+        """
+        loss = self._run_closure(closure)
+        updated: list[Tensor] = []
+        with no_grad():
+            for group in self.param_groups:
+                updated += self._update_group(group)
+        self._realize_step(updated)
+        return loss
+
+    def _update_group(self, group: dict) -> list[Tensor]:
+        """Records the update of one param group; returns every parameter and state tensor it rebinds."""
         raise NotImplementedError
 
     def _run_closure(self, closure: Callable[[], Any] | None):

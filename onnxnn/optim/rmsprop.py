@@ -1,7 +1,7 @@
 """RMSprop: gradient steps divided by a running root mean square of the gradients."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Iterable
 
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Tensor
@@ -94,23 +94,12 @@ class RMSprop(Optimizer):
                 grad_avgs.append(state["grad_avg"])
         return params, grads, square_avgs, grad_avgs, momentum_buffers, steps
 
-    def step(self, closure: Callable[[], Any] | None = None):
-        """Performs one optimization step: every parameter update is one graph and one session run.
-
-        Args:
-            closure: re-evaluates the model and returns the loss (run with gradients enabled).
-        """
-        loss = self._run_closure(closure)
-        updated: list[Tensor] = []
-        with no_grad():
-            for group in self.param_groups:
-                params, grads, square_avgs, grad_avgs, momentum_buffers, steps = self._init_group(group)
-                rmsprop(params, grads, square_avgs, grad_avgs, momentum_buffers, steps, lr=group["lr"],
-                        alpha=group["alpha"], eps=group["eps"], weight_decay=group["weight_decay"],
-                        momentum=group["momentum"], centered=group["centered"], maximize=group["maximize"])
-                updated += params + square_avgs + grad_avgs + momentum_buffers
-        self._realize_step(updated)
-        return loss
+    def _update_group(self, group: dict) -> list[Tensor]:
+        params, grads, square_avgs, grad_avgs, momentum_buffers, steps = self._init_group(group)
+        rmsprop(params, grads, square_avgs, grad_avgs, momentum_buffers, steps, lr=group["lr"],
+                alpha=group["alpha"], eps=group["eps"], weight_decay=group["weight_decay"],
+                momentum=group["momentum"], centered=group["centered"], maximize=group["maximize"])
+        return params + square_avgs + grad_avgs + momentum_buffers
 
 
 def rmsprop(params: list[Tensor], grads: list[Tensor], square_avgs: list[Tensor], grad_avgs: list[Tensor],

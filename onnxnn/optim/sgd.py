@@ -1,7 +1,7 @@
 """SGD: stochastic gradient descent with optional momentum, dampening, Nesterov and weight decay."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Iterable
 
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Tensor
@@ -73,27 +73,17 @@ class SGD(Optimizer):
                 momentum_buffers.append(self.state[param].get("momentum_buffer"))
         return params, grads, momentum_buffers
 
-    def step(self, closure: Callable[[], Any] | None = None):
-        """Performs one optimization step: every parameter update is one graph and one session run.
-
-        Args:
-            closure: re-evaluates the model and returns the loss (run with gradients enabled).
-        """
-        loss = self._run_closure(closure)
-        updated: list[Tensor] = []
-        with no_grad():
-            for group in self.param_groups:
-                params, grads, momentum_buffers = self._init_group(group)
-                sgd(params, grads, momentum_buffers, weight_decay=group["weight_decay"],
-                    momentum=group["momentum"], lr=group["lr"], dampening=group["dampening"],
-                    nesterov=group["nesterov"], maximize=group["maximize"])
-                updated.extend(params)
-                if group["momentum"] != 0:
-                    for param, buffer in zip(params, momentum_buffers):
-                        self.state[param]["momentum_buffer"] = buffer
-                        updated.append(buffer)
-        self._realize_step(updated)
-        return loss
+    def _update_group(self, group: dict) -> list[Tensor]:
+        params, grads, momentum_buffers = self._init_group(group)
+        sgd(params, grads, momentum_buffers, weight_decay=group["weight_decay"],
+            momentum=group["momentum"], lr=group["lr"], dampening=group["dampening"],
+            nesterov=group["nesterov"], maximize=group["maximize"])
+        updated = list(params)
+        if group["momentum"] != 0:
+            for param, buffer in zip(params, momentum_buffers):
+                self.state[param]["momentum_buffer"] = buffer
+                updated.append(buffer)
+        return updated
 
 
 def sgd(params: list[Tensor], d_p_list: list[Tensor], momentum_buffer_list: list[Tensor | None], *,
