@@ -44,6 +44,13 @@ class _GlobalBackwardKind:
 
     is_full: bool | None = None
 
+    @classmethod
+    def choose(cls, full: bool) -> None:
+        if cls.is_full is (not full):
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as a "
+                               "global Module hook. Please use only one of them.")
+        cls.is_full = full
+
 
 def register_module_buffer_registration_hook(hook: Callable) -> RemovableHandle:
     """Registers ``hook(module, name, buffer) -> None or new buffer`` run by every ``register_buffer``."""
@@ -97,19 +104,13 @@ def register_module_full_backward_pre_hook(hook: Callable) -> RemovableHandle:
 
 def register_module_full_backward_hook(hook: Callable) -> RemovableHandle:
     """Registers ``hook(module, grad_input, grad_output) -> None or new grad_input`` common to all modules."""
-    if _GlobalBackwardKind.is_full is False:
-        raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as a "
-                           "global Module hook. Please use only one of them.")
-    _GlobalBackwardKind.is_full = True
+    _GlobalBackwardKind.choose(full=True)
     return add_hook(_global_backward_hooks, hook)
 
 
 def register_module_backward_hook(hook: Callable) -> RemovableHandle:
     """Deprecated global form of ``register_backward_hook``; use :func:`register_module_full_backward_hook`."""
-    if _GlobalBackwardKind.is_full is True:
-        raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as a "
-                           "global Module hook. Please use only one of them.")
-    _GlobalBackwardKind.is_full = False
+    _GlobalBackwardKind.choose(full=False)
     return add_hook(_global_backward_hooks, hook)
 
 
