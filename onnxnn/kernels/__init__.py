@@ -19,6 +19,7 @@ from .debug import ComparisonReport, NodeComparison, compare_with_onnxruntime
 from .executor import (CompiledKernelPlan, array_module, cache_info, cached_plan, clear_cache, compile_plan,
                        run_plan, set_cache_size)
 from .registry import kernels
+from . import training  # noqa: F401,E402  (registers the optimizer kernels)
 
 __all__ = ["kernels", "run_plan", "compile_plan", "cached_plan", "CompiledKernelPlan", "array_module",
            "cache_info", "clear_cache", "set_cache_size", "compare_with_onnxruntime", "ComparisonReport",

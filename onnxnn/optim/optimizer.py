@@ -22,6 +22,7 @@ import numpy as np
 from ..runtime import dtypes
 from ..runtime.autograd import RemovableHandle, _HookDict, add_hook
 from ..runtime.executor import realize
+from ..runtime.graph import Value, constant, record
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.tensor import Tensor
 
@@ -372,14 +373,26 @@ class _Hyperparameters:
         self._cache: dict = {}
 
     def __call__(self, name: str, value, like: Tensor) -> Tensor:
+        return Tensor._from_value(self.value(name, value, like._value))
+
+    def value(self, name: str, value, like: Value) -> Value:
+        """The hyperparameter as a realized 0-d Value of ``like``'s dtype and device."""
         value = float(value)
-        key = (name, value, like._value.dtype, like._value.device)
+        key = (name, value, like.dtype, like.device)
         scalar = self._cache.get(key)
         if scalar is None:
-            value_dtype = like._value.dtype
-            scalar = Tensor._from_array(np.array(value, dtype=value_dtype.numpy_dtype), value_dtype, like.device)
-            self._cache[key] = scalar
+            scalar = self._cache[key] = constant(np.array(value, dtype=like.dtype.numpy_dtype), like.dtype,
+                                                 like.device)
         return scalar
+
+
+def update_node(op_type: str, *inputs: Value) -> Value:
+    """Records one node of an optimizer update directly on values.
+
+    Updates run under ``no_grad`` on values of one dtype, so the Tensor layer (promotion, autograd
+    bookkeeping, wrappers) would only cost time: a step records dozens of these per parameter group.
+    """
+    return record(op_type, inputs)[0]
 
 
 def _new_step_tensor() -> Tensor:

@@ -3,9 +3,13 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..runtime.grad_mode import no_grad
+import numpy as np
+
+from ..runtime import dtypes
+from ..runtime.graph import Value, constant, record, static_constant
+from ..runtime.ops.training import TRAINING_DOMAIN
 from ..runtime.tensor import Tensor
-from .optimizer import Optimizer, _assign, _check_differentiable, _Hyperparameters
+from .optimizer import Optimizer, _check_differentiable, _Hyperparameters, update_node
 
 __all__ = ["SGD", "sgd"]
 
@@ -94,27 +98,61 @@ def sgd(params: list[Tensor], d_p_list: list[Tensor], momentum_buffer_list: list
     ``momentum_buffer_list`` entries that are None are filled with new buffers (the first step
     copies the gradient). Nothing is computed until the values are realized.
     """
-    scalar = _Hyperparameters()
-    with no_grad():
-        for index, param in enumerate(params):
-            grad = d_p_list[index] if not maximize else -d_p_list[index]
-            if weight_decay != 0:
-                grad = grad + param * scalar("weight_decay", weight_decay, param)
-            if momentum != 0:
-                buffer = momentum_buffer_list[index]
-                if buffer is None:
-                    # A copy computed by the step (not an alias of ``.grad``), so later steps see
-                    # distinct inputs and reuse one compiled graph from the second step on.
-                    buffer = grad.clone()
-                    momentum_buffer_list[index] = buffer
-                else:
-                    damped = grad
-                    if dampening != 0:  # a constructor setting: one node fewer in the usual case
-                        damped = grad * scalar("1-dampening", 1 - dampening, buffer)
-                    new_buffer = buffer * scalar("momentum", momentum, buffer) + damped
-                    _assign(buffer, new_buffer)
-                if nesterov:
-                    grad = grad + buffer * scalar("momentum", momentum, buffer)
-                else:
-                    grad = buffer
-            _assign(param, param - grad * scalar("lr", lr, param))
+    hyperparameters = _Hyperparameters()
+    gradients = []
+    for param, gradient in zip(params, d_p_list):
+        gradient = _same_dtype(gradient._value, param._value)
+        gradients.append(update_node("Neg", gradient) if maximize else gradient)
+    if momentum != 0:
+        _momentum_updates(params, gradients, momentum_buffer_list, hyperparameters, weight_decay=weight_decay,
+                          momentum=momentum, lr=lr, dampening=dampening, nesterov=nesterov)
+        return
+    for param, gradient in zip(params, gradients):
+        weight = param._value
+        if weight_decay != 0:
+            decay = hyperparameters.value("weight_decay", weight_decay, weight)
+            gradient = update_node("Add", update_node("Mul", weight, decay), gradient)
+        step = update_node("Mul", hyperparameters.value("lr", lr, weight), gradient)
+        param._rebind(update_node("Sub", weight, step))
+
+
+def _momentum_updates(params: list[Tensor], gradients: list[Value], buffers: list[Tensor | None],
+                      hyperparameters: _Hyperparameters, *, weight_decay: float, momentum: float, lr: float,
+                      dampening: float, nesterov: bool) -> None:
+    """Records one Momentum node (ai.onnx.preview.training) per dtype and device of the parameters.
+
+    Its update count is 0 for parameters without a buffer yet (their buffer starts as the whole
+    gradient, as PyTorch's does) and 1 for the others; only that distinction changes the result.
+    """
+    attributes = {"alpha": float(momentum), "beta": float(1 - dampening), "norm_coefficient": float(weight_decay),
+                  "mode": "nesterov" if nesterov else "standard"}
+    groups: dict = {}
+    for index, param in enumerate(params):
+        weight = param._value
+        groups.setdefault((weight.dtype, weight.device, buffers[index] is None), []).append(index)
+    for (_, _, first_update), indices in groups.items():
+        weights = [params[i]._value for i in indices]
+        velocities = [_zeros_value(weights[k]) if first_update else buffers[i]._value for k, i in enumerate(indices)]
+        inputs = (hyperparameters.value("lr", lr, weights[0]), _UPDATE_COUNTS[not first_update],
+                  *weights, *[gradients[i] for i in indices], *velocities)
+        outputs = record("Momentum", inputs, attributes, TRAINING_DOMAIN)
+        for position, index in enumerate(indices):
+            params[index]._rebind(outputs[position])
+            velocity = outputs[len(indices) + position]
+            if first_update:
+                buffers[index] = Tensor._from_value(velocity)
+            else:
+                buffers[index]._rebind(velocity)
+
+
+_UPDATE_COUNTS = (static_constant(0, dtypes.int64), static_constant(1, dtypes.int64))
+
+
+def _zeros_value(like: Value) -> Value:
+    return constant(np.zeros(like.shape, like.dtype.numpy_dtype), like.dtype, like.device)
+
+
+def _same_dtype(gradient: Value, weight: Value) -> Value:
+    if gradient.dtype is weight.dtype:
+        return gradient
+    return Tensor._from_value(gradient).to(weight.dtype)._value

@@ -13,6 +13,8 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from .registry import decompositions
+
 __all__ = ["GraphPlan", "plan", "build_model", "OPSET_VERSION", "IR_VERSION"]
 
 # The opset and IR version of every graph onnxnn builds. onnx's default ir_version can be newer
@@ -213,6 +215,18 @@ def build_model(plan: GraphPlan, input_roles: list | None = None, output_names: 
     for node_index, node in enumerate(plan.nodes):
         inputs = ["" if value is None else name_of(value) for value in node.inputs]
         outputs = [produced.get((node_index, i)) or f"node_{node_index}_{i}" for i in range(node.num_outputs)]
+        expand = decompositions.get(node.op_type, node.domain)
+        if expand is not None:
+            names_used = [0]
+
+            def fresh_name(stem: str, node_index=node_index, names_used=names_used) -> str:
+                names_used[0] += 1
+                return f"node_{node_index}_{stem}_{names_used[0]}"
+
+            expanded, expanded_initializers = expand(node, inputs, outputs, fresh_name)
+            onnx_nodes.extend(expanded)
+            initializers.extend(expanded_initializers)
+            continue
         attributes = {k: onnx_attribute_value(v) for k, v in node.attrs.items()}
         onnx_nodes.append(helper.make_node(node.op_type, inputs, outputs, name=f"{node.op_type}_{node_index}",
                                            domain=node.domain or None, **attributes))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-__all__ = ["Registry", "shape_rules", "gradient_rules", "NON_DIFFERENTIABLE"]
+__all__ = ["Registry", "shape_rules", "gradient_rules", "decompositions", "NON_DIFFERENTIABLE"]
 
 
 class Registry:
@@ -53,6 +53,10 @@ class Registry:
 
 shape_rules = Registry("shape rule")
 gradient_rules = Registry("gradient rule")
+# Ops onnxnn records as one node but onnxruntime lacks (the ai.onnx.preview.training optimizers):
+# ``expand(node, input_names, output_names, fresh_name) -> (onnx nodes, initializers)`` writes the
+# node as standard ONNX when a model is built. onnxnn's own kernels run such nodes directly.
+decompositions = Registry("decomposition")
 
 # Ops whose outputs carry no gradient (comparisons, index results, shapes): autograd records no
 # backward node for them, as JAX's defjvp_zero does.

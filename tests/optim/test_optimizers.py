@@ -238,7 +238,8 @@ def test_one_step_is_one_session_run(optimizer_class, options):
         for param, gradient in zip(params, step_gradients):
             param.grad = onnxnn.tensor(gradient, dtype=onnxnn.float32)
         before = executor.cache_info()
-        optimizer.step()
+        with onnxnn.set_executor("onnxruntime"):  # counted by the session cache (auto may pick kernels)
+            optimizer.step()
         after = executor.cache_info()
         assert (after["hits"] + after["misses"]) - (before["hits"] + before["misses"]) == 1
         # Everything the step produced is computed: reading it runs nothing more.
@@ -580,3 +581,35 @@ def test_sgd_with_momentum_fits_a_line():
     assert loss.item() < 1e-6
     np.testing.assert_allclose(value(weight).item(), 3.0, atol=1e-3)
     np.testing.assert_allclose(value(bias).item(), 2.0, atol=1e-3)
+
+
+SGD_MOMENTUM_CASES = [case for case in OPTION_CASES if case[0] is SGD and case[1].get("momentum")]
+
+
+@pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("case", SGD_MOMENTUM_CASES, ids=[case_id(case) for case in SGD_MOMENTUM_CASES])
+def test_sgd_with_momentum_matches_the_algorithm_on_each_executor(case, executor_name):
+    # onnxruntime runs the fused Momentum node through its decomposition, the kernels directly.
+    optimizer_class, options = case
+    initial, gradients = make_problem()
+    with onnxnn.set_executor(executor_name):
+        params, _ = run_steps(optimizer_class, options, initial, gradients, onnxnn.float64)
+        expected_params, _ = reference_sgd(initial, gradients, **options)
+        for param, expected in zip(params, expected_params):
+            np.testing.assert_allclose(value(param), expected, **TOLERANCES[onnxnn.float64])
+
+
+def test_sgd_with_momentum_records_one_fused_node_per_step():
+    initial, gradients = make_problem()
+    params = [onnxnn.tensor(theta, dtype=onnxnn.float32, requires_grad=True) for theta in initial]
+    optimizer = SGD(params, lr=0.1, momentum=0.9, weight_decay=0.01)
+    for step_gradients in gradients[:2]:
+        for param, gradient in zip(params, step_gradients):
+            param.grad = onnxnn.tensor(gradient, dtype=onnxnn.float32)
+        with executor.recording_only():
+            optimizer.step()
+        nodes = {id(param._value.node) for param in params}
+        nodes |= {id(optimizer.state[param]["momentum_buffer"]._value.node) for param in params}
+        assert len(nodes) == 1 and params[0]._value.node.op_type == "Momentum"
+        for param in params:
+            value(param)

@@ -14,3 +14,4 @@ from .conv import *  # noqa: F401,F403
 from .pooling import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
 from . import nn_ops  # noqa: F401,E402  (BatchNormalization rules)
+from . import training  # noqa: F401,E402  (Momentum: the fused SGD update)

@@ -1,0 +1,82 @@
+"""The ai.onnx.preview.training Momentum op: its spec's formulas on both executors, and bad input.
+
+onnxruntime runs it through onnxnn's decomposition (standard Mul/Add/Sub nodes); the kernels
+executor runs its own kernel. Expected values are the ONNX spec's pseudo code in numpy.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onnxnn
+from onnxnn.runtime import dtypes
+from onnxnn.runtime.graph import constant, record, static_constant
+from onnxnn.runtime.ops.training import TRAINING_DOMAIN
+
+SHAPES = [(3, 2), (4,), ()]
+
+
+def spec_momentum(r, t, xs, gs, vs, alpha, beta, norm_coefficient, mode):
+    """The pseudo code of the ONNX Momentum operator, in float64."""
+    new_xs, new_vs = [], []
+    for x, g, v in zip(xs, gs, vs):
+        regularized = norm_coefficient * x + g
+        beta_adjusted = beta if t > 0 else 1.0
+        v_new = alpha * v + beta_adjusted * regularized
+        direction = regularized + alpha * v_new if mode == "nesterov" else v_new
+        new_xs.append(x - r * direction)
+        new_vs.append(v_new)
+    return new_xs, new_vs
+
+
+CASES = [
+    dict(alpha=0.9, beta=1.0, norm_coefficient=0.0, mode="standard", t=0),
+    dict(alpha=0.9, beta=1.0, norm_coefficient=0.01, mode="standard", t=3),
+    dict(alpha=0.5, beta=0.25, norm_coefficient=0.1, mode="standard", t=0),
+    dict(alpha=0.5, beta=0.25, norm_coefficient=0.1, mode="standard", t=1),
+    dict(alpha=0.8, beta=0.5, norm_coefficient=0.2, mode="nesterov", t=2),
+    dict(alpha=0.8, beta=1.0, norm_coefficient=0.0, mode="nesterov", t=0),
+]
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("dtype", [onnxnn.float32, onnxnn.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("case", CASES, ids=lambda case: "-".join(f"{k}={v}" for k, v in case.items()))
+def test_momentum_follows_the_spec(case, dtype, executor):
+    generator = np.random.default_rng(0)
+    arrays = [[generator.standard_normal(shape) for shape in SHAPES] for _ in range(3)]
+    xs, gs, vs = ([constant(np.asarray(a, dtype.numpy_dtype), dtype) for a in group] for group in arrays)
+    rate = constant(np.array(0.1, dtype.numpy_dtype), dtype)
+    attributes = {k: case[k] for k in ("alpha", "beta", "norm_coefficient", "mode")}
+    outputs = record("Momentum", (rate, static_constant(case["t"], dtypes.int64), *xs, *gs, *vs), attributes,
+                     TRAINING_DOMAIN)
+    with onnxnn.set_executor(executor):
+        results = [output.numpy() for output in outputs]
+    expected_xs, expected_vs = spec_momentum(0.1, case["t"], *arrays, **attributes)
+    tolerance = dict(rtol=1e-5, atol=1e-6) if dtype is onnxnn.float32 else dict(rtol=1e-12, atol=1e-14)
+    for result, expected in zip(results, expected_xs + expected_vs):
+        assert result.dtype == dtype.numpy_dtype and result.shape == expected.shape
+        np.testing.assert_allclose(result, expected, **tolerance)
+
+
+def _values(shapes, dtype=onnxnn.float32):
+    return [constant(np.zeros(shape, dtype.numpy_dtype), dtype) for shape in shapes]
+
+
+ATTRIBUTES = dict(alpha=0.9, beta=1.0, norm_coefficient=0.0, mode="standard")
+
+
+@pytest.mark.parametrize("inputs, message", [
+    (lambda: (*_values([(), ()]), *_values([(2,), (2,)])), "takes R, T and then X, G and V"),
+    (lambda: (*_values([(), ()]), *_values([(2,), (3,), (2,)])), "tensor 0 has X float32[2], G float32[3]"),
+    (lambda: (*_values([(), ()]), *_values([(2,), (2,)]), *_values([(2,)], onnxnn.float64)), "they must agree"),
+], ids=["count", "shapes", "dtypes"])
+def test_momentum_rejects_inconsistent_inputs(inputs, message):
+    with pytest.raises(RuntimeError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        record("Momentum", inputs(), ATTRIBUTES, TRAINING_DOMAIN)
+
+
+def test_momentum_rejects_an_unknown_mode():
+    with pytest.raises(RuntimeError, match="mode must be 'standard' or 'nesterov'"):
+        record("Momentum", tuple(_values([(), (), (2,), (2,), (2,)])), dict(ATTRIBUTES, mode="heavy"),
+               TRAINING_DOMAIN)
