@@ -88,74 +88,65 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
     This runs on every realization, cache hit or not, so it is written for speed: one walk
     that orders the nodes, counts consumers, collects the fed inputs and builds the key.
     """
-    # One post-order depth-first walk: a topological order that depends only on the structure
-    # (input order, target order), never on object addresses or on when values were realized;
-    # each node's part of the key is built as the node is finished.
+    # A post-order depth-first walk: a topological order that depends only on the structure
+    # (input order, target order), never on object addresses or on when values were realized.
+    # Each node's part of the key is built while its inputs are visited. Recursion is bounded:
+    # pending histories are at most MAX_PENDING_DEPTH nodes deep (graph.py).
     _plan_counter[0] += 1
     mark = _plan_counter[0]  # visited nodes and values carry it (cheaper than sets keyed by id)
     order: list = []
-    node_keys: list = []
-    key_append = node_keys.append
+    key: list = []
     inputs: list = []
     pending: list = []
-    for target in targets:
-        if target.data is not None or target.node.plan_mark == mark:
-            continue
-        # Parallel stacks of nodes and of the next input to look at, so no input is scanned twice.
-        nodes, cursors = [target.node], [0]
-        while nodes:
-            node = nodes[-1]
-            node_inputs = node.inputs
-            cursor = cursors[-1]
-            while cursor < len(node_inputs):
-                value = node_inputs[cursor]
-                cursor += 1
-                if value is not None and value.data is None and value.node.plan_mark != mark:
-                    cursors[-1] = cursor
-                    nodes.append(value.node)
-                    cursors.append(0)
-                    break
+
+    def visit(node) -> None:
+        # The key is one flat sequence: each node's signature, then one entry per input: None
+        # (omitted), an int >= 0 (a fed input's position), an int < 0 (a node output computed
+        # in the plan) or a tuple (a structural constant's content).
+        part = [node._signature or node.signature]
+        for value in node.inputs:
+            if value is None:
+                part.append(None)
+            elif value.data is None:
+                producer = value.node
+                if producer.plan_mark != mark:
+                    visit(producer)
+                part.append(~((producer.position << 16) | value.index) if value.index < 65536
+                            else (producer.position, value.index))
+                if value.plan_mark == mark:
+                    value.plan_count += 1
+                else:
+                    value.plan_mark = mark
+                    value.plan_count = 1
+                    pending.append(value)
+            elif value.static is not None:
+                part.append(value.static)
             else:
-                nodes.pop()
-                cursors.pop()
-                if node.plan_mark == mark:
-                    continue
-                node.plan_mark = mark
-                node.position = len(order)
-                order.append(node)
-                # The key is one flat sequence: each node's signature, then one entry per input.
-                key_append(node._signature or node.signature)
-                for value in node_inputs:
-                    if value is None:
-                        key_append(None)
-                    elif value.data is None:
-                        key_append((value.node.position, value.index))
-                        if value.plan_mark == mark:
-                            value.plan_count += 1
-                        else:
-                            value.plan_mark = mark
-                            value.plan_count = 1
-                            pending.append(value)
-                    elif value.static is not None:
-                        key_append(value.static)
-                    else:
-                        if value.plan_mark != mark:
-                            value.plan_mark = mark
-                            value.plan_count = len(inputs)
-                            inputs.append(value)
-                        key_append(value.plan_count)
+                if value.plan_mark != mark:
+                    value.plan_mark = mark
+                    value.plan_count = len(inputs)
+                    inputs.append(value)
+                part.append(value.plan_count)
+        node.plan_mark = mark
+        node.position = len(order)
+        order.append(node)
+        key.extend(part)
+
+    for target in targets:
+        if target.data is None and target.node.plan_mark != mark:
+            visit(target.node)
 
     outputs = list(targets)
     if include_shared:
         outputs += _externally_referenced(pending, {id(t) for t in targets})
     del pending
-    key = (
-        tuple(node_keys),
+    plan_key = (
+        tuple(key),
         tuple([(v.shape, v.dtype) for v in inputs]),
         tuple([(v.node.position, v.index, v.shape) if v.data is None else None for v in outputs]),
         targets[0].device,
     )
-    return GraphPlan(order, inputs, outputs, key)
+    return GraphPlan(order, inputs, outputs, plan_key)
 
 
 def onnx_attribute_value(value):
