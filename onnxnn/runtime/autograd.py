@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
+from itertools import zip_longest
+
+import numpy as np
 
 from . import tensor as _tensor  # circular (tensor imports autograd): attributes are read at call time
 from .grad_mode import no_grad, set_grad_enabled
+from .graph import static_constant
 from .registry import gradient_rules
 
 __all__ = ["Function", "AccumulateGrad", "run_backward", "grad", "VersionCounter", "RemovableHandle", "add_hook"]
@@ -223,10 +227,6 @@ def _sum_to_shape(gradient, shape: tuple):
     return gradient.reshape(shape)
 
 
-def _add(accumulated, gradient):
-    return gradient if accumulated is None else accumulated + gradient
-
-
 def _collect(roots: list) -> tuple[dict, list]:
     """Dependency counts of every function reachable from ``roots`` (a list of functions)."""
     dependencies: dict = {}
@@ -285,14 +285,12 @@ def _execute(roots: list, root_grads: list, *, retain_graph: bool, create_graph:
     Returns:
         The captured gradients (None where nothing flowed), in the order of ``capture``.
     """
+    # Incoming gradients per function, by output number. This loop runs for every backward of a
+    # training step, so it keeps to dicts keyed by id and merges the passes over each node's edges.
     buffers: dict = {}
     for (function, output_nr), gradient in zip(roots, root_grads):
-        slots = buffers.setdefault(id(function), {})
-        slots[output_nr] = _add(slots.get(output_nr), gradient)
-    root_functions = []
-    for function, _ in roots:
-        if all(function is not f for f in root_functions):
-            root_functions.append(function)
+        _deposit(buffers, function, output_nr, gradient)
+    root_functions = list({id(function): function for function, _ in roots}.values())
     dependencies, order = _collect(root_functions)
 
     targets = None
@@ -302,17 +300,18 @@ def _execute(roots: list, root_grads: list, *, retain_graph: bool, create_graph:
         targets = set(accumulate_only)
     needed = _needed(order, targets) if targets is not None else None
     captured: dict = {}
-    capture_keys = {(id(e[0]), e[1]) for e in capture if e is not None} if capture is not None else set()
+    capture_keys = {(id(e[0]), e[1]) for e in capture if e is not None} if capture is not None else None
 
     ready = [f for f in root_functions if dependencies.get(id(f), 0) == 0]
     with set_grad_enabled(create_graph):
         while ready:
             function = ready.pop()
-            slots = buffers.pop(id(function), {})
-            for output_nr, gradient in slots.items():
-                if (id(function), output_nr) in capture_keys:
-                    captured[(id(function), output_nr)] = gradient
-            if isinstance(function, AccumulateGrad):
+            slots = buffers.pop(id(function), _NOTHING)
+            if capture_keys:
+                for output_nr, gradient in slots.items():
+                    if (id(function), output_nr) in capture_keys:
+                        captured[(id(function), output_nr)] = gradient
+            if type(function) is AccumulateGrad:
                 gradient = slots.get(0)
                 if gradient is not None and capture is None and (
                         accumulate_only is None or id(function) in accumulate_only):
@@ -322,22 +321,19 @@ def _execute(roots: list, root_grads: list, *, retain_graph: bool, create_graph:
                 input_grads = ()  # no target lies behind it; still release its dependents below
             else:
                 input_grads = _run_function(function, slots, create_graph)
-            for edge, gradient in zip(function.next_functions, input_grads):
-                if edge is None or edge[0] is None or gradient is None:
+            for edge, gradient in zip_longest(function.next_functions, input_grads):
+                if edge is None or edge[0] is None:
                     continue
-                next_function, output_nr = edge
-                next_slots = buffers.setdefault(id(next_function), {})
-                next_slots[output_nr] = _add(next_slots.get(output_nr), gradient)
+                next_function = edge[0]
+                if gradient is not None:
+                    _deposit(buffers, next_function, edge[1], gradient)
+                remaining = dependencies[id(next_function)] - 1
+                dependencies[id(next_function)] = remaining
+                if remaining == 0:
+                    ready.append(next_function)
             if not retain_graph:
                 function.node = None
                 function.outputs = None
-            for edge in function.next_functions:
-                if edge is None or edge[0] is None:
-                    continue
-                remaining = dependencies[id(edge[0])] - 1
-                dependencies[id(edge[0])] = remaining
-                if remaining == 0:
-                    ready.append(edge[0])
     results = []
     if capture is not None:
         for edge in capture:
@@ -348,20 +344,31 @@ def _execute(roots: list, root_grads: list, *, retain_graph: bool, create_graph:
     return results
 
 
+_NOTHING: dict = {}  # the slots of a function no gradient reached (read only)
+
+
+def _deposit(buffers: dict, function, output_nr: int, gradient) -> None:
+    """Adds ``gradient`` to what has reached output ``output_nr`` of ``function`` so far."""
+    slots = buffers.get(id(function))
+    if slots is None:
+        buffers[id(function)] = {output_nr: gradient}
+    elif output_nr in slots:
+        slots[output_nr] = slots[output_nr] + gradient
+    else:
+        slots[output_nr] = gradient
+
+
 def _run_function(function: Function, slots: dict, create_graph: bool) -> tuple:
     """Runs tensor hooks, node pre-hooks, the gradient rule and node hooks of one function."""
-    if function.node is None:
+    node = function.node
+    if node is None:
         raise RuntimeError(_FREED_MESSAGE)
     outputs = function.outputs
     grad_outputs = []
     for output_nr, value in enumerate(outputs):
         gradient = slots.get(output_nr)
-        if gradient is not None and function._tensor_hooks and output_nr in function._tensor_hooks:
-            gradient = _apply_hooks(function._tensor_hooks[output_nr], gradient)
-        if gradient is not None and function._retained and output_nr in function._retained:
-            tensor = function._retained[output_nr]()
-            if tensor is not None:
-                tensor.grad = gradient if create_graph else gradient.detach()
+        if gradient is not None and (function._tensor_hooks or function._retained):
+            gradient = _output_gradient_hooks(function, output_nr, gradient, create_graph)
         if gradient is None:
             gradient = _tensor.Tensor._zeros(value.shape, value.dtype, value.device)
         grad_outputs.append(gradient)
@@ -370,8 +377,7 @@ def _run_function(function: Function, slots: dict, create_graph: bool) -> tuple:
             result = hook(tuple(grad_outputs))
             if result is not None:
                 grad_outputs = list(result)
-    node = function.node
-    rule = gradient_rules.lookup(node.op_type, node.domain)
+    rule = _GRADIENT_RULES.get((node.domain, node.op_type)) or gradient_rules.lookup(node.op_type, node.domain)
     input_grads = rule(GradContext(function, create_graph), *grad_outputs)
     if not isinstance(input_grads, tuple):
         input_grads = tuple(input_grads) if isinstance(input_grads, list) else (input_grads,)
@@ -380,9 +386,11 @@ def _run_function(function: Function, slots: dict, create_graph: bool) -> tuple:
         if gradient is None or value is None or edge is None:
             fitted.append(None)  # nothing flows to a constant or an input that needs no gradient
             continue
-        if gradient.dtype is not value.dtype:
+        if gradient._value.dtype is not value.dtype:
             gradient = gradient.to(value.dtype)
-        fitted.append(_sum_to_shape(gradient, value.shape))
+        if gradient._value.shape != value.shape:
+            gradient = _sum_to_shape(gradient, value.shape)
+        fitted.append(gradient)
     fitted.extend([None] * (len(node.inputs) - len(fitted)))
     if function._hooks:
         for hook in list(function._hooks.values()):
@@ -392,11 +400,25 @@ def _run_function(function: Function, slots: dict, create_graph: bool) -> tuple:
     return fitted
 
 
+def _output_gradient_hooks(function: Function, output_nr: int, gradient, create_graph: bool):
+    """Tensor hooks registered on a non-leaf output, then ``retain_grad``'s copy into ``.grad``."""
+    if function._tensor_hooks and output_nr in function._tensor_hooks:
+        gradient = _apply_hooks(function._tensor_hooks[output_nr], gradient)
+    if function._retained and output_nr in function._retained:
+        tensor = function._retained[output_nr]()
+        if tensor is not None:
+            tensor.grad = gradient if create_graph else gradient.detach()
+    return gradient
+
+
+_GRADIENT_RULES = gradient_rules._table  # read directly: one lookup per backward node
+
+
 def _accumulate(variable, gradient, create_graph: bool) -> None:
     if variable._backward_hooks:
         gradient = _apply_hooks(variable._backward_hooks, gradient)
-    if gradient.shape != variable.shape:
-        gradient = _sum_to_shape(gradient, variable.shape)
+    if gradient._value.shape != variable._value.shape:
+        gradient = _sum_to_shape(gradient, variable._value.shape)
     if variable.grad is None:
         variable.grad = gradient if create_graph else gradient.detach()
     elif create_graph:
@@ -414,11 +436,13 @@ def _root_gradients(tensors: list, grad_tensors: list) -> list:
         if gradient is None:
             if tensor.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            gradient = _tensor.Tensor._full(tensor.shape, 1.0, tensor.dtype, tensor.device)
+            # A structural constant: embedded in the compiled graph (where it folds away), not fed.
+            value = tensor._value
+            gradient = _tensor.Tensor._from_value(static_constant(np.ones(value.shape), value.dtype, value.device))
         elif not isinstance(gradient, _tensor.Tensor):
             from .creation import tensor as make_tensor
             gradient = make_tensor(gradient, dtype=tensor.dtype)
-        if gradient.shape != tensor.shape:
+        if gradient._value.shape != tensor._value.shape:
             raise RuntimeError(f"Mismatch in shape: grad_output[{index}] has a shape of {gradient.shape} "
                                f"and output[{index}] has a shape of {tensor.shape}.")
         result.append(gradient)

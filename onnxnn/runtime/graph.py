@@ -44,8 +44,16 @@ class Node:
         """The node's part of a structural cache key: op, domain, attributes, output count."""
         if self._signature is None:
             attrs = self.attrs
-            frozen = tuple(sorted((k, _freeze(v)) for k, v in attrs.items())) if attrs else ()
-            self._signature = (self.domain, self.op_type, frozen, self.num_outputs)
+            if attrs:
+                frozen = tuple(sorted((k, _freeze(v)) for k, v in attrs.items()))
+                self._signature = (self.domain, self.op_type, frozen, self.num_outputs)
+            else:
+                # Shared by every node of the op: cache keys then compare them by identity.
+                short = (self.domain, self.op_type, self.num_outputs)
+                signature = _PLAIN_SIGNATURES.get(short)
+                if signature is None:
+                    signature = _PLAIN_SIGNATURES[short] = (self.domain, self.op_type, (), self.num_outputs)
+                self._signature = signature
         return self._signature
 
     def __repr__(self) -> str:
@@ -68,6 +76,7 @@ def _freeze(value):
 
 
 _PLAIN = {int, float, str, bool, bytes}
+_PLAIN_SIGNATURES: dict = {}
 
 
 class Value:

@@ -7,14 +7,31 @@ from .. import dtypes
 from ..graph import Value, constant, static_constant
 
 __all__ = ["broadcast_shapes", "broadcast_values", "promote_pair", "promote_operands", "as_tensor_operand", "axes_constant",
-           "int64_constant", "same_shape", "normalize_axes", "Tensor", "apply_op"]
+           "int64_constant", "static_scalar", "same_shape", "normalize_axes", "Tensor", "apply_op"]
 
 
 def broadcast_shapes(*shapes: tuple) -> tuple:
     """numpy/PyTorch broadcasting of shapes; RuntimeError in PyTorch's words when they disagree."""
     first = shapes[0]
-    if len(shapes) == 2 and shapes[1] == first:  # the hot case: same-shaped binary op
-        return first
+    if len(shapes) == 2:
+        second = shapes[1]
+        if second == first:  # the hot case: same-shaped binary op
+            return first
+        if len(first) >= len(second):
+            longer, shorter = first, second
+        else:
+            longer, shorter = second, first
+        offset = len(longer) - len(shorter)
+        result = list(longer)
+        for axis, size in enumerate(shorter):
+            current = longer[offset + axis]
+            if size != current:
+                if current == 1:
+                    result[offset + axis] = size
+                elif size != 1:
+                    break  # incompatible: the general walk below raises with the full message
+        else:
+            return tuple(result)
     if all(shape == first for shape in shapes):
         return first
     rank = max(len(shape) for shape in shapes)
@@ -43,6 +60,8 @@ def broadcast_values(values) -> tuple:
         if not a:
             return b
         return broadcast_shapes(a, b)
+    if len(values) == 3:  # Where
+        return broadcast_shapes(broadcast_shapes(values[0].shape, values[1].shape), values[2].shape)
     return broadcast_shapes(*(value.shape for value in values))
 
 
@@ -60,7 +79,35 @@ def normalize_axes(axes, rank: int) -> list[int]:
 
 def int64_constant(values) -> Value:
     """A structural int64 constant (axes, shapes, bounds), embedded in compiled graphs."""
+    if type(values) is list or type(values) is tuple:
+        # Axes and shapes repeat op after op: found by their Python form, no array built.
+        key = tuple(values)
+        cached = _INT64_CONSTANTS.get(key)
+        if cached is None:
+            if len(_INT64_CONSTANTS) >= 4096:
+                _INT64_CONSTANTS.clear()
+            cached = _INT64_CONSTANTS[key] = static_constant(values, dtypes.int64)
+        return cached
     return static_constant(values, dtypes.int64)
+
+
+_INT64_CONSTANTS: dict = {}
+
+
+def static_scalar(value, value_dtype: dtypes.dtype) -> Value:
+    """A fixed 0-d constant of a gradient rule (a zero, a one): embedded in the graph, not fed.
+
+    Unlike the Python scalars of user code (fed as data, so a changing learning rate reuses the
+    compiled graph), a rule's constants never change, and onnxruntime can fold them.
+    """
+    key = (value, value_dtype)
+    cached = _STATIC_SCALARS.get(key)
+    if cached is None:
+        cached = _STATIC_SCALARS[key] = static_constant(value, value_dtype)
+    return cached
+
+
+_STATIC_SCALARS: dict = {}
 
 
 axes_constant = int64_constant

@@ -12,7 +12,7 @@ import math
 from .. import dtypes
 from ..registry import gradient_rules, non_differentiable, shape_rules
 from ._common import (Tensor, apply_op, as_tensor_operand, broadcast_values, promote_operands, promote_pair,
-                      same_shape)
+                      same_shape, static_scalar)
 
 # ---------------------------------------------------------------- shape rules
 
@@ -141,7 +141,8 @@ def _reciprocal_grad(ctx, g):
 
 @gradient_rules.register("Relu")
 def _relu_grad(ctx, g):
-    return (where(ctx.output() > 0, g, 0.0),)
+    out = ctx.output()
+    return (_masked(apply_op("Greater", (out, static_scalar(0, out._value.dtype))), g),)
 
 
 @gradient_rules.register("LeakyRelu")
@@ -215,13 +216,19 @@ def _clip_grad(ctx, g):
         inside = inside & (x >= ctx.input(1))
     if ctx.num_inputs > 2 and ctx.input_value(2) is not None:
         inside = inside & (x <= ctx.input(2))
-    return (where(inside, g, 0.0), None, None)
+    return (_masked(inside, g), None, None)
 
 
 @gradient_rules.register("Where")
 def _where_grad(ctx, g):
     condition = ctx.input(0)
-    return None, where(condition, g, 0.0), where(condition, 0.0, g)
+    zero = static_scalar(0, g._value.dtype)
+    return None, apply_op("Where", (condition, g, zero)), apply_op("Where", (condition, zero, g))
+
+
+def _masked(condition: Tensor, g: Tensor) -> Tensor:
+    """``g`` where ``condition`` holds, else 0: the gradient of a selection."""
+    return apply_op("Where", (condition, g, static_scalar(0, g._value.dtype)))
 
 
 def _select_grad(ctx, g):

@@ -43,7 +43,8 @@ def _matmul_grad(ctx, g):
         return (apply_op("Gemm", (g, b), {"transB": 1}, "MmBackward0") if need_a else None,
                 apply_op("Gemm", (a, g), {"transA": 1}, "MmBackward0") if need_b else None)
     if a.dim() == 1 and b.dim() == 2:
-        outer = apply_op("Gemm", (a.unsqueeze(1), g.unsqueeze(0)), None, "MmBackward0") if need_b else None
+        # The outer product a g^T as a broadcast Mul: one node fewer than a Gemm of two unsqueezed vectors.
+        outer = apply_op("Mul", (a.unsqueeze(1), g), None, "MulBackward0") if need_b else None
         return (apply_op("MatMul", (b, g), None, "MvBackward0") if need_a else None), outer
     # Vectors are lifted to matrices so one formula serves every rank; the driver un-broadcasts batches.
     a2 = a.unsqueeze(0) if a.dim() == 1 else a

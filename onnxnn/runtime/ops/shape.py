@@ -16,7 +16,18 @@ def _constant_list(value) -> list[int]:
     """The content of a shape-like input; data-dependent ones are realized first (principle 2)."""
     if value is None:
         return []
+    if value.static is not None:
+        # Static constants are immutable and shared: their lists are kept (a fresh copy returned).
+        cached = _STATIC_LISTS.get(value.static)
+        if cached is None:
+            if len(_STATIC_LISTS) >= 4096:
+                _STATIC_LISTS.clear()
+            cached = _STATIC_LISTS[value.static] = value.data.reshape(-1).tolist()
+        return list(cached)
     return value.numpy().reshape(-1).tolist()
+
+
+_STATIC_LISTS: dict = {}
 
 
 def _numel(shape) -> int:
@@ -103,7 +114,8 @@ def _squeeze_shape(inputs, attrs):
 @shape_rules.register("Unsqueeze")
 def _unsqueeze_shape(inputs, attrs):
     shape = list(inputs[0].shape)
-    axes = sorted(normalize_axes(_constant_list(inputs[1]), len(shape) + len(_constant_list(inputs[1]))))
+    axes = _constant_list(inputs[1])
+    axes = sorted(normalize_axes(axes, len(shape) + len(axes)))
     for axis in axes:
         shape.insert(axis, 1)
     return [(tuple(shape), inputs[0].dtype)]
