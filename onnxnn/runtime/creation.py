@@ -30,15 +30,16 @@ def _device(device) -> "object":
 def _shape(size) -> tuple:
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
-    shape = tuple(int(s) for s in size)
-    if any(s < 0 for s in shape):
+    shape = tuple(map(int, size))
+    if shape and min(shape) < 0:
         raise RuntimeError(f"Trying to create tensor with negative dimension {min(shape)}: {list(shape)}")
     return shape
 
 
 def _make(array: np.ndarray, dtype, device, requires_grad: bool) -> Tensor:
     value_dtype = dtypes.as_dtype(array.dtype) if dtype is None else dtype
-    array = np.asarray(array, dtype=value_dtype.numpy_dtype, order="C")
+    if array.dtype != value_dtype.numpy_dtype or not array.flags.c_contiguous:
+        array = np.asarray(array, dtype=value_dtype.numpy_dtype, order="C")
     result = Tensor._from_value(constant(array, value_dtype, _device(device)))
     if requires_grad:
         result.requires_grad_(True)

@@ -135,6 +135,7 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
     for target in targets:
         if target.data is None and target.node.plan_mark != mark:
             visit(target.node)
+    del visit  # the closure refers to itself: clearing it frees this walk without the cycle collector
 
     outputs = list(targets)
     if include_shared:

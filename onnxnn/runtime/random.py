@@ -76,6 +76,8 @@ def normal(shape: tuple, numpy_dtype, mean=0.0, std=1.0, generator: Generator | 
     values = _generator(generator).standard_normal(shape, dtype=np.float64 if numpy_dtype == np.float64 else np.float32)
     if std != 1.0 or mean != 0.0:
         values = values * std + mean
+    if values.dtype == numpy_dtype:
+        return values  # standard_normal's arrays are already C-contiguous
     return np.asarray(values, dtype=numpy_dtype, order="C")
 
 
