@@ -5,6 +5,7 @@ follows ONNX (and C): Div truncates toward zero, Mod with fmod=1 takes the divid
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -16,15 +17,26 @@ from .special import erf
 __all__: list[str] = []
 
 
-def _unary(op_type: str, types=FLOATING):
-    """Registers a one-input kernel from a function of (xp, x)."""
+def _unary(op_type: str, types=FLOATING, direct=None):
+    """Registers a one-input kernel from a function of (xp, x); its direct form is the function on
+    numpy (or ``direct``, a numpy ufunc computing the same)."""
     def decorate(function):
         @kernels.register(op_type, types=types)
         def kernel(xp, inputs, attrs):
             return [function(xp, inputs[0])]
         kernel.__name__ = op_type
+        if direct is not None:
+            kernels.register_direct(op_type, direct)
+        else:
+            kernels.register_direct(op_type, _named(functools.partial(function, np), op_type))
         return function
     return decorate
+
+
+def _named(function, op_type: str):
+    """``function`` with a readable name for the kernels executor's generated code."""
+    function.__name__ = op_type.lower()
+    return function
 
 
 for _name, _ufunc in [("Exp", "exp"), ("Log", "log"), ("Sqrt", "sqrt"), ("Sin", "sin"), ("Cos", "cos"),
@@ -32,16 +44,16 @@ for _name, _ufunc in [("Exp", "exp"), ("Log", "log"), ("Sqrt", "sqrt"), ("Sin", 
                       ("Sinh", "sinh"), ("Cosh", "cosh"), ("Asinh", "arcsinh"), ("Acosh", "arccosh"),
                       ("Atanh", "arctanh"), ("Tanh", "tanh"), ("Floor", "floor"), ("Ceil", "ceil"),
                       ("Round", "rint")]:
-    _unary(_name)(lambda xp, x, _ufunc=_ufunc: getattr(xp, _ufunc)(x))
+    _unary(_name, direct=getattr(np, _ufunc))(lambda xp, x, _ufunc=_ufunc: getattr(xp, _ufunc)(x))
 
-_unary("Neg", FLOATING | SIGNED)(lambda xp, x: xp.negative(x))
-_unary("Abs", NUMERIC)(lambda xp, x: xp.abs(x))
-_unary("Sign", NUMERIC)(lambda xp, x: xp.sign(x))
-_unary("Reciprocal")(lambda xp, x: xp.reciprocal(x))
+_unary("Neg", FLOATING | SIGNED, direct=np.negative)(lambda xp, x: xp.negative(x))
+_unary("Abs", NUMERIC, direct=np.absolute)(lambda xp, x: xp.abs(x))
+_unary("Sign", NUMERIC, direct=np.sign)(lambda xp, x: xp.sign(x))
+_unary("Reciprocal", direct=np.reciprocal)(lambda xp, x: xp.reciprocal(x))
 _unary("Relu", FLOATING | SIGNED)(lambda xp, x: xp.maximum(x, x.dtype.type(0)))
-_unary("Not", BOOL)(lambda xp, x: xp.logical_not(x))
-_unary("BitwiseNot", INTEGER)(lambda xp, x: xp.invert(x))
-_unary("IsNaN")(lambda xp, x: xp.isnan(x))
+_unary("Not", BOOL, direct=np.logical_not)(lambda xp, x: xp.logical_not(x))
+_unary("BitwiseNot", INTEGER, direct=np.invert)(lambda xp, x: xp.invert(x))
+_unary("IsNaN", direct=np.isnan)(lambda xp, x: xp.isnan(x))
 _unary("Erf")(erf)
 _unary("Softsign")(lambda xp, x: x / (1 + xp.abs(x)))
 
@@ -78,17 +90,17 @@ def is_inf(xp, inputs, attrs):
 
 # ---------------------------------------------------------------- binary arithmetic
 
-@kernels.register("Add", types=NUMERIC)
+@kernels.register("Add", types=NUMERIC, direct=np.add)
 def add(xp, inputs, attrs):
     return [xp.add(inputs[0], inputs[1])]
 
 
-@kernels.register("Sub", types=NUMERIC)
+@kernels.register("Sub", types=NUMERIC, direct=np.subtract)
 def sub(xp, inputs, attrs):
     return [xp.subtract(inputs[0], inputs[1])]
 
 
-@kernels.register("Mul", types=NUMERIC)
+@kernels.register("Mul", types=NUMERIC, direct=np.multiply)
 def mul(xp, inputs, attrs):
     return [xp.multiply(inputs[0], inputs[1])]
 
@@ -99,6 +111,10 @@ def div(xp, inputs, attrs):
     if a.dtype.kind == "f":
         return [xp.true_divide(a, b)]
     return [_truncating_divide(xp, a, b)]
+
+
+# Integer Div truncates toward zero, which no numpy ufunc does; on floats it is true division.
+kernels.register_direct("Div", np.true_divide, types=FLOATING)
 
 
 def _truncating_divide(xp, a, b):
@@ -118,6 +134,10 @@ def mod(xp, inputs, attrs):
     if attrs.get("fmod", 0):
         return [xp.fmod(a, b)]
     return [xp.mod(a, b)]
+
+
+kernels.register_direct("Mod", np.mod, defaults={"fmod": 0})
+kernels.register_direct("Mod", np.fmod, defaults={"fmod": 0}, when={"fmod": 1})
 
 
 @kernels.register("Pow", types=NUMERIC)
@@ -173,7 +193,7 @@ for _name, _ufunc, _types in [("Equal", "equal", ALL_TYPES), ("Less", "less", NU
                               ("Or", "logical_or", BOOL), ("Xor", "logical_xor", BOOL),
                               ("BitwiseAnd", "bitwise_and", INTEGER), ("BitwiseOr", "bitwise_or", INTEGER),
                               ("BitwiseXor", "bitwise_xor", INTEGER)]:
-    kernels.register(_name, types=_types)(
+    kernels.register(_name, types=_types, direct=getattr(np, _ufunc))(
         lambda xp, inputs, attrs, _ufunc=_ufunc: [getattr(xp, _ufunc)(inputs[0], inputs[1])])
 
 
@@ -185,7 +205,7 @@ def bit_shift(xp, inputs, attrs):
     return [xp.right_shift(x, shift)]
 
 
-@kernels.register("Where")
+@kernels.register("Where", direct=np.where)
 def where(xp, inputs, attrs):
     condition, a, b = inputs
     return [xp.where(condition, a, b)]
@@ -296,14 +316,29 @@ def clip(xp, inputs, attrs):
         low = x.dtype.type(attrs["min"])
     if high is None and "max" in attrs:
         high = x.dtype.type(attrs["max"])
+    return [_clip_between(xp, x, low, high)]
+
+
+def _clip_between(xp, x, low=None, high=None):
     # ONNX applies the lower bound first: where min > max, every element becomes max.
     if low is not None:
         x = xp.maximum(x, low)
     if high is not None:
         x = xp.minimum(x, high)
-    return [x]
+    return x
+
+
+# Opset-11+ Clip takes its bounds as inputs; the older min/max attributes leave it to the kernel.
+kernels.register_direct("Clip", _named(functools.partial(_clip_between, np), "Clip"))
 
 
 @kernels.register("Identity", native_low_precision=True)
 def identity(xp, inputs, attrs):
     return [inputs[0]]
+
+
+def _same(x):
+    return x
+
+
+kernels.register_direct("Identity", _named(_same, "Identity"))

@@ -12,6 +12,11 @@ float16 and bfloat16 nodes compute in float32 and round each result back to its 
 On CUDA, CuPy has no bfloat16 arrays: bfloat16 values are held as float32 rounded to bfloat16
 precision after every op, and converted at the boundary.
 
+On numpy (without bfloat16 emulation) the compiler also generates a straight-line Python function
+for the plan (``straight_line.py``), which ordinary calls run instead of the loop: a small
+elementwise node then costs little more than its numpy ufunc. The loop still serves debug runs,
+traces, CuPy and bfloat16 emulation.
+
 Example::
 
     >>> from onnxnn.runtime.plan import plan as _plan
@@ -30,6 +35,7 @@ import numpy as np
 from . import conv, elementwise, indexing, linalg, loss, normalization, pooling, reduce, shape  # noqa: F401  (registration)
 from . import crop, quantize, resize  # noqa: F401  (registration)
 from .registry import kernels
+from .straight_line import generate, ignore_float_errors, restore_float_errors
 
 __all__ = ["run_plan", "compile_plan", "CompiledKernelPlan", "array_module", "cache_info", "clear_cache",
            "set_cache_size"]
@@ -94,7 +100,7 @@ class CompiledKernelPlan:
     """
 
     __slots__ = ("xp", "steps", "template", "input_count", "output_slots", "output_shapes", "output_dtypes",
-                 "emulate_bfloat16", "descriptions", "slot_shapes", "cacheable")
+                 "emulate_bfloat16", "descriptions", "slot_shapes", "cacheable", "straight_line")
 
     def __init__(self, plan, xp=np, *, emulate_bfloat16: bool | None = None):
         self.xp = xp
@@ -118,7 +124,7 @@ class CompiledKernelPlan:
         output_slot: dict = {}
         last_reader: dict = {}
         slot_shapes: dict = {}
-        steps, descriptions = [], []
+        steps, descriptions, directs = [], [], []
         for step_index, node in enumerate(plan.nodes):
             kernel = kernels.lookup(node.op_type, node.domain)
             first = node.inputs[0] if node.inputs else None
@@ -152,8 +158,11 @@ class CompiledKernelPlan:
                 rounds = self.emulate_bfloat16 and dtype == _BFLOAT16
                 outputs.append((index, slot, _FLOAT32 if rounds else dtype, rounds))
                 slot_shapes[slot] = tuple(value.shape)
+            direct = None
             if low_precision and (node.domain, node.op_type) not in kernels.native_low_precision:
-                kernel = _widened(kernel)
+                kernel = _widened(kernel)  # a direct form would skip the widening: never used here
+            else:
+                direct = self._direct_form(node, input_slots, outputs, template)
             attrs = dict(node.attrs)
             attrs["_num_outputs"] = node.num_outputs
             attrs["_used_outputs"] = tuple(index for index, *_ in outputs)
@@ -161,6 +170,7 @@ class CompiledKernelPlan:
                 attrs["to"] = 1  # float32; the output rounding below makes it bfloat16-valued
             steps.append([kernel, attrs, tuple(input_slots), tuple(outputs), ()])
             descriptions.append(_describe(node))
+            directs.append(direct)
         # An export plan may list realized values among its outputs (an input returned as is).
         self.cacheable = True
         self.output_slots = []
@@ -188,6 +198,22 @@ class CompiledKernelPlan:
         self.slot_shapes = slot_shapes
         self.output_shapes = [tuple(value.shape) for value in plan.outputs]
         self.output_dtypes = [value.dtype.numpy_dtype for value in plan.outputs]
+        self.straight_line = None
+        if xp is np and not any(rounds for step in self.steps for *_, rounds in step[3]):
+            self.straight_line = generate(self, directs, _finished)
+
+    def _direct_form(self, node, input_slots: list, outputs: list, template: list):
+        """The direct form the generated code may call for a node instead of its kernel, or None."""
+        if node.num_outputs != 1:
+            return None
+        first = node.inputs[0] if node.inputs else None
+        form = kernels.direct_form(node.op_type, node.domain, node.attrs, None if first is None else first.dtype.name)
+        if form is not None and form.output_shape:
+            if not outputs:
+                return None  # no recorded shape is kept for an output nothing reads
+            if any(slot <= self.input_count or template[slot] is None for slot in input_slots[1:] if slot):
+                return None  # the shape comes from a fed or computed input, whose data may change
+        return form
 
     def _to_device(self, array):
         if self.emulate_bfloat16 and array.dtype == _BFLOAT16:
@@ -205,6 +231,8 @@ class CompiledKernelPlan:
         Returns:
             numpy arrays with the plan outputs' recorded shapes and dtypes.
         """
+        if self.straight_line is not None and not debug and trace is None:
+            return self._run_straight_line(inputs)
         xp = self.xp
         env = self.template[:]
         if xp is np and not self.emulate_bfloat16:
@@ -239,6 +267,23 @@ class CompiledKernelPlan:
             raise
         return [self._finish(env[slot], position) for position, slot in enumerate(self.output_slots)]
 
+    def _run_straight_line(self, inputs: list) -> list:
+        """The generated function's run: the loop's results, without the loop's per-node overhead."""
+        if self.emulate_bfloat16:
+            inputs = [self._to_device(array) for array in inputs]
+        straight_line = self.straight_line
+        token = ignore_float_errors()
+        try:
+            results = straight_line.function(inputs)
+        except Exception as error:
+            step = straight_line.failing_step(error)
+            if step is not None and hasattr(error, "add_note"):
+                error.add_note(f"while running {self.descriptions[step]} in the onnxnn kernels executor")
+            raise
+        finally:
+            restore_float_errors(token)
+        return results
+
     def _run_checked(self, env: list, trace) -> None:
         """The debug loop: one node at a time, validating result count and shapes."""
         xp = self.xp
@@ -270,21 +315,25 @@ class CompiledKernelPlan:
         """An output as a C-contiguous numpy array of the recorded shape and dtype."""
         if self.xp is not np:
             result = self.xp.asnumpy(result)
-        result = np.asarray(result)
-        dtype = self.output_dtypes[position]
-        if result.dtype != dtype:
-            result = result.astype(dtype)
-        if not result.flags.c_contiguous:
-            result = np.ascontiguousarray(result)
-        if result.shape != self.output_shapes[position]:
-            raise RuntimeError(f"onnxnn kernels executor: output {position} has shape {list(result.shape)}, "
-                               f"but the recorded graph expects {list(self.output_shapes[position])}")
-        return result
+        return _finished(result, self.output_dtypes[position], self.output_shapes[position], position)
 
     def __repr__(self) -> str:
         module = self.xp.__name__
         return f"CompiledKernelPlan({len(self.steps)} nodes, {self.input_count} inputs, " \
                f"{len(self.output_slots)} outputs, on {module})"
+
+
+def _finished(result, dtype: np.dtype, recorded_shape: tuple, position: int) -> np.ndarray:
+    """Output ``position`` as a C-contiguous numpy array of its recorded dtype and shape."""
+    result = np.asarray(result)
+    if result.dtype != dtype:
+        result = result.astype(dtype)
+    if not result.flags.c_contiguous:
+        result = np.ascontiguousarray(result)
+    if result.shape != recorded_shape:
+        raise RuntimeError(f"onnxnn kernels executor: output {position} has shape {list(result.shape)}, "
+                           f"but the recorded graph expects {list(recorded_shape)}")
+    return result
 
 
 def _is_bfloat16(value) -> bool:

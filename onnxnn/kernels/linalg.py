@@ -6,6 +6,8 @@ numpy has no fast half-precision GEMM). Softmax subtracts the row maximum before
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ._common import normalize_axis, reduce_max, reduce_sum
 from .registry import FLOATING, NUMERIC, kernels
 
@@ -14,7 +16,7 @@ __all__: list[str] = []
 _MATMUL_TYPES = FLOATING | {"int32", "int64", "uint8", "int8"}
 
 
-@kernels.register("MatMul", types=_MATMUL_TYPES)
+@kernels.register("MatMul", types=_MATMUL_TYPES, direct=np.matmul)
 def matmul(xp, inputs, attrs):
     return [xp.matmul(inputs[0], inputs[1])]
 
@@ -37,6 +39,22 @@ def gemm(xp, inputs, attrs):
             c = c * (c.dtype.type(beta) if floating else beta)
         result = result + c
     return [result]
+
+
+def _plain_gemm(transpose_a: bool, transpose_b: bool):
+    """Gemm with alpha = beta = 1 (what autograd and nn.Linear record) as a function of (a, b, c)."""
+    def gemm(a, b, c=None):
+        result = np.matmul(a.T if transpose_a else a, b.T if transpose_b else b)
+        return result if c is None else result + c
+    gemm.__name__ = "gemm" + "_transposed_a" * transpose_a + "_transposed_b" * transpose_b
+    return gemm
+
+
+_GEMM_DEFAULTS = {"transA": 0, "transB": 0, "alpha": 1.0, "beta": 1.0}
+for _transpose_a in (0, 1):
+    for _transpose_b in (0, 1):
+        kernels.register_direct("Gemm", _plain_gemm(_transpose_a, _transpose_b), defaults=_GEMM_DEFAULTS,
+                                when={"transA": _transpose_a, "transB": _transpose_b})
 
 
 @kernels.register("Einsum", types=NUMERIC)

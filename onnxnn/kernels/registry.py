@@ -14,6 +14,12 @@ Registration also says what the executor does around the kernel, so kernels stay
   movement: reshapes, gathers, concatenation). Every other kernel gets float16/bfloat16 inputs
   widened to float32 and its results rounded back to the recorded dtype, which is what PyTorch's
   CPU kernels do and what keeps numpy off its slow float16 loops.
+- ``direct``: a direct form, a plain numpy function of the node's input arrays (``np.add`` for Add)
+  that computes exactly what the kernel computes when the node's attributes do not matter for it.
+  The executor's generated straight-line code calls it instead of the kernel, which saves the
+  kernel's list building and attribute handling (most of the cost of a small elementwise node).
+  ``register_direct`` declares direct forms that depend on attribute values (Gemm's transA/transB),
+  on the dtype (Div on floats) or on the node's recorded output shape (Reshape, Unsqueeze).
 
 Example::
 
@@ -23,11 +29,11 @@ Example::
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from ..runtime.registry import Registry
 
-__all__ = ["KernelRegistry", "kernels", "FLOATING", "SIGNED", "UNSIGNED", "INTEGER", "NUMERIC", "BOOL",
+__all__ = ["KernelRegistry", "DirectForm", "kernels", "FLOATING", "SIGNED", "UNSIGNED", "INTEGER", "NUMERIC", "BOOL",
            "ALL_TYPES", "LOW_PRECISION"]
 
 FLOATING = frozenset({"float16", "bfloat16", "float32", "float64"})
@@ -40,16 +46,47 @@ BOOL = frozenset({"bool"})
 ALL_TYPES = NUMERIC | BOOL
 
 
+class DirectForm(NamedTuple):
+    """A numpy function computing an op exactly like its kernel under stated conditions.
+
+    ``function`` is called with the node's input arrays (None for an omitted optional input) and
+    returns the one output; with ``output_shape`` set it is called with the first input and the
+    node's recorded output shape instead, and applies only where the node's other inputs are
+    constants embedded in the plan (so the recorded shape cannot change between runs). Nodes whose
+    kernel widens float16/bfloat16 to float32 never use a direct form, so it need only be exact
+    for the dtypes the kernel runs on as they are.
+    """
+
+    function: Callable
+    kernel: Callable         # the kernel it stands for: a kernel replaced later voids the form
+    defaults: dict           # the attributes the form depends on, with ONNX's default values
+    required: dict           # the values those attributes must have (defaults filled in)
+    types: frozenset | None  # dtype names the first input may have (None: any the kernel takes)
+    output_shape: bool       # called as function(first_input, recorded_output_shape)
+
+    def applies(self, attrs: dict, dtype_name: str | None) -> bool:
+        """Whether a node with these attributes and first-input dtype may use this form."""
+        if self.types is not None and dtype_name not in self.types:
+            return False
+        if self.output_shape:
+            return True  # the recorded output shape already accounts for every attribute
+        if any(name not in self.defaults for name in attrs):
+            return False  # an attribute the form knows nothing about may change the result
+        return all(attrs.get(name, self.defaults[name]) == value for name, value in self.required.items())
+
+
 class KernelRegistry(Registry):
-    """The ``(domain, op_type) -> kernel`` table, with each kernel's dtype contract."""
+    """The ``(domain, op_type) -> kernel`` table, with each kernel's dtype contract and direct forms."""
 
     def __init__(self):
         super().__init__("kernel")
         self.types: dict[tuple[str, str], frozenset] = {}
         self.native_low_precision: set[tuple[str, str]] = set()
+        self.direct_forms: dict[tuple[str, str], list[DirectForm]] = {}
 
     def register(self, *op_types: str, domain: str = "", types: frozenset = ALL_TYPES,
-                 native_low_precision: bool = False) -> Callable[[Callable], Callable]:
+                 native_low_precision: bool = False,
+                 direct: Callable | None = None) -> Callable[[Callable], Callable]:
         """Decorator registering ``kernel(xp, inputs, attrs) -> list[array]`` for each of ``op_types``.
 
         Args:
@@ -57,18 +94,80 @@ class KernelRegistry(Registry):
             domain: the ONNX domain ("" is the default domain, ai.onnx).
             types: dtype names the first input may have.
             native_low_precision: run float16/bfloat16 inputs as they are instead of widening them.
+            direct: a numpy function of the input arrays computing exactly what the kernel does for
+                every dtype in ``types``, used for nodes without attributes (see ``register_direct``).
+
+        Example::
+
+            @kernels.register("Add", types=NUMERIC, direct=np.add)
+            def add(xp, inputs, attrs):
+                return [xp.add(inputs[0], inputs[1])]
         """
         def decorate(function: Callable) -> Callable:
             for op_type in op_types:
                 key = (domain, op_type)
                 self._table[key] = function
                 self.types[key] = types
+                self.direct_forms.pop(key, None)
                 if native_low_precision:
                     self.native_low_precision.add(key)
                 else:
                     self.native_low_precision.discard(key)
+                if direct is not None:
+                    self.register_direct(op_type, direct, domain=domain)
             return function
         return decorate
+
+    def register_direct(self, op_type: str, function: Callable, *, domain: str = "",
+                        defaults: dict | None = None, when: dict | None = None,
+                        types: frozenset | None = None, output_shape: bool = False) -> Callable:
+        """Declares a direct form of an already registered kernel (several may be declared; the first
+        that applies to a node is used).
+
+        Args:
+            op_type: the ONNX op type.
+            function: a numpy function of the node's input arrays returning its one output, exactly
+                equal (values and dtype) to the kernel's result wherever this form applies.
+            domain: the ONNX domain.
+            defaults: the attributes the form depends on, with their ONNX default values. A node
+                with any other attribute never uses the form.
+            when: the values those attributes must have (by default: their defaults).
+            types: dtype names of the first input the form is exact for (default: every dtype the
+                kernel takes).
+            output_shape: ``function(first_input, recorded_output_shape)`` computes the node, whatever
+                its attributes, for ops that only reshape their first input.
+
+        Returns:
+            ``function``, so the declaration can sit right under the kernel.
+
+        Example::
+
+            kernels.register_direct("Gemm", np.matmul, defaults=GEMM_DEFAULTS)
+        """
+        key = (domain, op_type)
+        if key not in self._table:
+            raise KeyError(f"no kernel registered for op_type '{op_type}' (domain '{domain or 'ai.onnx'}'): "
+                           f"register the kernel before its direct forms")
+        defaults = dict(defaults or {})
+        required = {**defaults, **(when or {})}
+        unknown = sorted(set(required) - set(defaults))
+        if unknown:
+            raise ValueError(f"{op_type} direct form: attributes {unknown} in `when` have no declared default")
+        form = DirectForm(function, self._table[key], defaults, required, types, output_shape)
+        self.direct_forms.setdefault(key, []).append(form)
+        return function
+
+    def direct_form(self, op_type: str, domain: str, attrs: dict, dtype_name: str | None) -> DirectForm | None:
+        """The first direct form declared for the op that applies to a node, or None.
+
+        A form declared for another kernel than the one now in the table (a kernel replaced in
+        the table, as tests do) never applies: the direct form must compute what the kernel does.
+        """
+        kernel = self._table.get((domain, op_type))
+        for form in self.direct_forms.get((domain, op_type), ()):
+            if form.kernel is kernel and form.applies(attrs, dtype_name):
+                return form
+        return None
 
     def lookup(self, op_type: str, domain: str = "", *, opset: int | None = None,
                node_name: str | None = None) -> Callable:

@@ -68,11 +68,24 @@ def unsqueeze(xp, inputs, attrs):
     return [x.reshape([1 if axis in axes else next(sizes) for axis in range(rank)])]
 
 
+def _reshape_to(x, shape: tuple):
+    return x.reshape(shape)
+
+
+# These ops only reshape their first input, so once the plan has recorded their output shape (from
+# attributes and constant inputs) that shape is all the generated code needs.
+for _op_type in ("Reshape", "Flatten", "Squeeze", "Unsqueeze"):
+    kernels.register_direct(_op_type, _reshape_to, output_shape=True)
+
+
 @_movement("Expand")
 def expand(xp, inputs, attrs):
     x = inputs[0]
     shape = np.broadcast_shapes(x.shape, tuple(to_list(inputs[1])))
     return [xp.broadcast_to(x, shape)]
+
+
+kernels.register_direct("Expand", np.broadcast_to, output_shape=True)
 
 
 @_movement("Tile")

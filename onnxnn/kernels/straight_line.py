@@ -1,0 +1,284 @@
+"""Straight-line code for compiled kernel plans: one generated Python function per plan.
+
+The interpreted loop of ``CompiledKernelPlan`` pays, for every node, for building the input list,
+calling the kernel wrapper, unpacking its result list and checking each result: about 2.5 us a
+node, several times the cost of numpy's own ufunc on a small array. For numpy plans the compiler
+also writes the plan out as the source of one function, with a line per node, a local variable
+per value, and every kernel, direct form, attribute dict, constant and dtype bound as a default
+argument (a fast local lookup)::
+
+    def run_plan(inputs, *, numpy=numpy, ..., add=add, dtype_float32=dtype_float32, relu=relu, finish=finish):
+        input_0, input_1 = inputs
+        # node 0 Add (domain 'ai.onnx') on (float32[3], float32[3])
+        node_0 = add(input_0, input_1)
+        if node_0.dtype is not dtype_float32 and node_0.dtype != dtype_float32: node_0 = node_0.astype(dtype_float32)
+        # node 1 Relu (domain 'ai.onnx') on (float32[3])
+        node_1 = relu(node_0)
+        if node_1.dtype is not dtype_float32 and node_1.dtype != dtype_float32: node_1 = node_1.astype(dtype_float32)
+        node_0 = None  # last read above
+        # the outputs, as C-contiguous arrays of their recorded shapes
+        if node_1.shape != (3,) or not node_1.flags.c_contiguous: node_1 = finish(node_1, dtype_float32, (3,), 0)
+        return [node_1]
+
+Nodes whose op declares a direct form for their attributes (``kernels.register_direct``) call it
+on the arrays; the others call their kernel exactly as the loop does. The semantics are the loop's:
+numpy scalars become 0-d arrays, results are cast to the recorded dtype, dead intermediates are
+released after their last reader. An exception is traced back to its line, which names the node,
+so it carries the same "while running node ..." note as in the loop, at no cost per node.
+
+``print(compiled.straight_line.source)`` shows the generated code; tracebacks show its lines.
+"""
+from __future__ import annotations
+
+import itertools
+import keyword
+import linecache
+import re
+import weakref
+
+import numpy as np
+
+__all__ = ["StraightLinePlan", "generate", "ignore_float_errors", "restore_float_errors"]
+
+_file_numbers = itertools.count()
+
+
+class StraightLinePlan:
+    """The generated function of a compiled plan, its source, and the node of each source line."""
+
+    __slots__ = ("function", "source", "filename", "line_steps", "__weakref__")
+
+    def __init__(self, source: str, namespace: dict, line_steps: dict):
+        self.source = source
+        self.filename = f"<onnxnn kernels plan {next(_file_numbers)}>"
+        self.line_steps = line_steps
+        exec(compile(source, self.filename, "exec"), namespace)
+        self.function = namespace["run_plan"]
+        # Registered so tracebacks show the generated lines; dropped with the plan.
+        lines = source.splitlines(keepends=True)
+        linecache.cache[self.filename] = (len(source), None, lines, self.filename)
+        weakref.finalize(self, linecache.cache.pop, self.filename, None)
+
+    def failing_step(self, error: BaseException) -> int | None:
+        """The index of the step whose line raised ``error`` (None when no node's line did)."""
+        code = self.function.__code__
+        traceback = error.__traceback__
+        step = None
+        while traceback is not None:
+            if traceback.tb_frame.f_code is code:
+                step = self.line_steps.get(traceback.tb_lineno)
+            traceback = traceback.tb_next
+        return step
+
+
+def generate(compiled, directs: list, finish) -> StraightLinePlan:
+    """Writes and compiles the straight-line function of a compiled plan.
+
+    Args:
+        compiled: the CompiledKernelPlan (numpy, no bfloat16 rounding). Read: ``steps`` (per node
+            ``(kernel, attrs, input_slots, outputs, frees)``, ``outputs`` holding
+            ``(index, slot, dtype, rounds)`` per stored output), ``input_count``, ``template``
+            (constants in their slots), ``output_slots``, ``output_dtypes``, ``output_shapes``,
+            ``slot_shapes`` and ``descriptions``.
+        directs: per step, the DirectForm its node uses, or None to call the kernel.
+        finish: ``finish(result, dtype, shape, position)``, the executor's conversion of a result to
+            a C-contiguous array of the recorded output's dtype and shape (or its error).
+
+    Returns:
+        the StraightLinePlan; its ``function(inputs)`` returns the finished output arrays.
+    """
+    input_count = compiled.input_count
+    writer = _Writer(input_count, compiled.template, compiled.slot_shapes)
+    for step_index, (_, _, _, outputs, _) in enumerate(compiled.steps):
+        for index, slot, _, _ in outputs:
+            writer.name_node_output(slot, f"node_{step_index}" if index == 0 else f"node_{step_index}_output_{index}")
+    unpacked = ", ".join(writer.slot_name(slot) for slot in range(1, 1 + input_count))
+    writer.emit(f"{unpacked}{',' if input_count == 1 else ''} = inputs" if input_count else "pass")
+    for step_index, (step, direct) in enumerate(zip(compiled.steps, directs)):
+        writer.emit(f"# {compiled.descriptions[step_index]}")
+        if direct is not None:
+            _write_direct_call(writer, step_index, step, direct)
+        else:
+            _write_kernel_call(writer, step_index, step)
+        frees = step[4]
+        if frees:
+            writer.emit(f"{' = '.join(writer.slot_name(slot) for slot in frees)} = None  # last read above")
+    _write_outputs(writer, compiled)
+    writer.namespace["finish"] = finish
+    bound = "".join(f", {name}={name}" for name in writer.namespace if name not in _FIXED)
+    header = f"def run_plan(inputs, *, numpy=numpy, ndarray=ndarray, asarray=asarray{bound}):"
+    source = "\n".join([header] + writer.lines) + "\n"
+    # The header is line 1, so body line n (0-based) is source line n + 2.
+    line_steps = {position + 2: step for position, step in enumerate(writer.line_steps) if step is not None}
+    return StraightLinePlan(source, dict(writer.namespace), line_steps)
+
+
+def _write_direct_call(writer: "_Writer", step_index: int, step: tuple, direct) -> None:
+    """``node_3 = add(node_1, input_2)`` and the checks of its result."""
+    _, _, input_slots, outputs, _ = step
+    name = writer.bind(direct.function, _readable_name(direct.function))
+    if direct.output_shape:
+        call = f"{name}({writer.slot_name(input_slots[0])}, {writer.slot_shapes[outputs[0][1]]!r})"
+    else:
+        call = f"{name}({', '.join(writer.slot_name(slot) for slot in input_slots)})"
+    if not outputs:
+        writer.emit(call, step_index)  # nothing reads the result; the call still runs (and may raise)
+        return
+    (_, slot, dtype, _), = outputs
+    target = writer.slot_name(slot)
+    writer.emit(f"{target} = {call}", step_index)
+    if writer.slot_shapes[slot] == ():
+        # numpy functions return scalars (not arrays) only for 0-d results.
+        writer.emit(f"if type({target}) is not ndarray: {target} = asarray({target})", step_index)
+    _write_cast(writer, step_index, target, dtype)
+
+
+def _write_kernel_call(writer: "_Writer", step_index: int, step: tuple) -> None:
+    """``results = kernel(numpy, [inputs], attributes)``, then each stored output and its checks."""
+    kernel, attrs, input_slots, outputs, _ = step
+    kernel_name = writer.bind(kernel, f"{_snake_case(getattr(kernel, '__name__', 'kernel'))}_kernel")
+    attributes_name = writer.bind(attrs, f"attributes_{step_index}")
+    arguments = ", ".join(writer.slot_name(slot) for slot in input_slots)
+    call = f"{kernel_name}(numpy, [{arguments}], {attributes_name})"
+    if not outputs:
+        writer.emit(call, step_index)
+        return
+    writer.emit(f"results = {call}", step_index)
+    for index, slot, dtype, _ in outputs:
+        target = writer.slot_name(slot)
+        writer.emit(f"{target} = results[{index}]", step_index)
+        writer.emit(f"if type({target}) is not ndarray: {target} = asarray({target})", step_index)
+        _write_cast(writer, step_index, target, dtype)
+
+
+def _write_cast(writer: "_Writer", step_index: int, target: str, dtype: np.dtype) -> None:
+    # Builtin numpy dtypes are singletons, so the identity test settles the usual case.
+    name = writer.bind(dtype, f"dtype_{dtype.name}")
+    writer.emit(f"if {target}.dtype is not {name} and {target}.dtype != {name}: {target} = {target}.astype({name})",
+                step_index)
+
+
+def _write_outputs(writer: "_Writer", compiled) -> None:
+    """The returned list: every output a C-contiguous array of its recorded shape and dtype."""
+    writer.emit("# the outputs, as C-contiguous arrays of their recorded shapes")
+    returned = []
+    for position, slot in enumerate(compiled.output_slots):
+        name = writer.slot_name(slot)
+        dtype = compiled.output_dtypes[position]
+        shape = compiled.output_shapes[position]
+        finished = f"finish({name}, {writer.bind(dtype, f'dtype_{dtype.name}')}, {shape!r}, {position})"
+        if writer.is_node_output(slot):
+            # A node's result already has the recorded dtype: only its layout and shape remain to check.
+            writer.emit(f"if {name}.shape != {shape!r} or not {name}.flags.c_contiguous: {name} = {finished}")
+            returned.append(name)
+        else:
+            returned.append(finished)  # a fed input or a constant returned as it is
+    writer.emit(f"return [{', '.join(returned)}]")
+
+
+_FIXED = {"numpy": np, "ndarray": np.ndarray, "asarray": np.asarray}
+
+
+class _Writer:
+    """The generated body's lines, the names of slots, and the objects the function binds."""
+
+    def __init__(self, input_count: int, template: list, slot_shapes: dict):
+        self.input_count = input_count
+        self.template = template
+        self.slot_shapes = slot_shapes
+        self.lines: list[str] = []
+        self.line_steps: list = []  # per body line, the step it belongs to (None: none)
+        self.namespace: dict = dict(_FIXED)
+        self.names_by_id: dict = {}
+        self.node_outputs: dict = {}
+        # Names of fed inputs and node outputs are reserved, so no bound object can shadow them.
+        self.taken = set(self.namespace) | {"inputs", "results", "run_plan", "finish", "None"}
+        self.taken.update(f"input_{position}" for position in range(input_count))
+
+    def emit(self, text: str, step_index: int | None = None) -> None:
+        """Appends a body line; a line of a node's step maps errors raised there to that node."""
+        self.lines.append("    " + text)
+        self.line_steps.append(step_index)
+
+    def name_node_output(self, slot: int, name: str) -> None:
+        self.node_outputs[slot] = name
+        self.taken.add(name)
+
+    def is_node_output(self, slot: int) -> bool:
+        return slot in self.node_outputs
+
+    def slot_name(self, slot: int) -> str:
+        if slot == 0:
+            return "None"
+        if slot <= self.input_count:
+            return f"input_{slot - 1}"
+        name = self.node_outputs.get(slot)
+        if name is not None:
+            return name
+        return self.bind(self.template[slot], f"constant_{slot - self.input_count - 1}")
+
+    def bind(self, value, preferred: str) -> str:
+        """The name the generated function uses for ``value`` (one name per object)."""
+        name = self.names_by_id.get(id(value))
+        if name is not None:
+            return name
+        name = preferred
+        number = 2
+        while name in self.taken:
+            name = f"{preferred}_{number}"
+            number += 1
+        self.taken.add(name)
+        self.names_by_id[id(value)] = name
+        self.namespace[name] = value
+        return name
+
+
+def _readable_name(function) -> str:
+    name = getattr(function, "__name__", None)
+    return _snake_case(name) if name and not name.startswith("<") else "direct"
+
+
+def _snake_case(name: str) -> str:
+    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+    name = re.sub(r"\W+", "_", name).strip("_") or "function"
+    if name[0].isdigit() or keyword.iskeyword(name):
+        name = "f_" + name
+    return name
+
+
+# ------------------------------------------------------------------ floating-point error state
+# np.errstate(all="ignore") costs about 2 us a use, most of it building numpy's error-state object.
+# numpy >= 2 keeps that object in a context variable: the ignoring variant of each state met is
+# built once, and a run only sets and resets the variable. Older numpy falls back to np.errstate.
+
+try:
+    from numpy._core._ufunc_config import _extobj_contextvar as _error_state
+except ImportError:  # pragma: no cover - numpy < 2
+    _error_state = None
+
+_ignoring_states: dict = {}
+
+
+def ignore_float_errors():
+    """Makes numpy ignore floating-point errors in this context; returns the token to restore with."""
+    if _error_state is None:
+        state = np.errstate(all="ignore")
+        state.__enter__()
+        return state
+    current = _error_state.get()
+    ignoring = _ignoring_states.get(current)
+    if ignoring is None:
+        with np.errstate(all="ignore"):
+            ignoring = _error_state.get()
+        if len(_ignoring_states) > 64:
+            _ignoring_states.clear()
+        _ignoring_states[current] = ignoring
+    return _error_state.set(ignoring)
+
+
+def restore_float_errors(token) -> None:
+    """Restores the error state ``ignore_float_errors`` replaced."""
+    if _error_state is None:
+        token.__exit__(None, None, None)
+    else:
+        _error_state.reset(token)
