@@ -322,13 +322,16 @@ def _execute(roots: list, root_grads: list, *, retain_graph: bool, create_graph:
             else:
                 input_grads = _run_function(function, slots, create_graph)
             for edge, gradient in zip_longest(function.next_functions, input_grads):
-                if edge is None or edge[0] is None:
+                if edge is None:
                     continue
-                next_function = edge[0]
+                next_function, output_nr = edge
+                if next_function is None:
+                    continue
+                key = id(next_function)
                 if gradient is not None:
-                    _deposit(buffers, next_function, edge[1], gradient)
-                remaining = dependencies[id(next_function)] - 1
-                dependencies[id(next_function)] = remaining
+                    _deposit(buffers, next_function, output_nr, gradient)
+                remaining = dependencies[key] - 1
+                dependencies[key] = remaining
                 if remaining == 0:
                     ready.append(next_function)
             if not retain_graph:
@@ -438,7 +441,11 @@ def _root_gradients(tensors: list, grad_tensors: list) -> list:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             # A structural constant: embedded in the compiled graph (where it folds away), not fed.
             value = tensor._value
-            gradient = _tensor.Tensor._from_value(static_constant(np.ones(value.shape), value.dtype, value.device))
+            key = (value.shape, value.dtype, value.device)
+            ones = _IMPLICIT_ROOT_GRADIENTS.get(key)
+            if ones is None:
+                ones = _IMPLICIT_ROOT_GRADIENTS[key] = static_constant(np.ones(value.shape), value.dtype, value.device)
+            gradient = _tensor.Tensor._from_value(ones)
         elif not isinstance(gradient, _tensor.Tensor):
             from .creation import tensor as make_tensor
             gradient = make_tensor(gradient, dtype=tensor.dtype)
@@ -447,6 +454,9 @@ def _root_gradients(tensors: list, grad_tensors: list) -> list:
                                f"and output[{index}] has a shape of {tensor.shape}.")
         result.append(gradient)
     return result
+
+
+_IMPLICIT_ROOT_GRADIENTS: dict = {}  # one-element shapes only: a handful of entries
 
 
 def run_backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:

@@ -21,13 +21,12 @@ _sessions = SessionCache()
 
 # ---------------------------------------------------------------- executor selection
 #
-# "auto" runs a plan on onnxnn's own kernels when it is tiny (one or two small nodes: a session
-# call costs more than their arithmetic) or when onnxruntime cannot compile it (ops or dtypes it
-# lacks, e.g. float64 Erf or LeakyRelu), and on onnxruntime otherwise. Measured on the 2-core
-# development machine (benchmarks/bench_executors.py): a kernels run costs about 5 us plus ~3 us
-# per node on small arrays; an onnxruntime run about 15 us plus ~2 us per node, with faster
-# kernels (threads, fusion) once arrays reach thousands of elements.
-AUTO_KERNELS_MAX_NODES = 2
+# "auto" runs a plan on onnxnn's own kernels when every value in it is small (then a session call
+# costs more than the arithmetic) or when onnxruntime cannot compile it (ops or dtypes it lacks,
+# e.g. float64 Erf or LeakyRelu), and on onnxruntime otherwise. Measured on the 2-core development
+# machine (benchmarks/bench_executors.py): the kernels' generated straight-line code costs well
+# under 1 us per node on small arrays, an onnxruntime run about 15 us plus 1-2 us per node; with
+# thousands of elements per value onnxruntime's threaded, fused kernels take over.
 AUTO_KERNELS_MAX_ELEMENTS = 4096
 EXECUTORS = ("auto", "onnxruntime", "kernels")
 
@@ -72,14 +71,18 @@ def get_executor() -> str:
 
 
 
-def _elements(values) -> int:
-    total = 0
-    for value in values:
-        size = 1
-        for dim in value.shape:
-            size *= dim
-        total += size
-    return total
+def _all_values_small(graph: GraphPlan) -> bool:
+    """Whether no input, intermediate or output of the plan exceeds ``AUTO_KERNELS_MAX_ELEMENTS``."""
+    for values in [graph.inputs, graph.outputs] + [node.inputs for node in graph.nodes]:
+        for value in values:
+            if value is None:
+                continue
+            size = 1
+            for dim in value.shape:
+                size *= dim
+            if size > AUTO_KERNELS_MAX_ELEMENTS:
+                return False
+    return True
 
 
 def _kernels_runner(graph: GraphPlan):
@@ -93,9 +96,7 @@ def _compile(graph: GraphPlan, name: str):
         return _sessions.get(graph)
     if name == "kernels":
         return _kernels_runner(graph)
-    tiny = (len(graph.nodes) <= AUTO_KERNELS_MAX_NODES
-            and _elements(graph.inputs) + _elements(graph.outputs) <= AUTO_KERNELS_MAX_ELEMENTS)
-    if tiny:
+    if graph.key[3].type == "cpu" and _all_values_small(graph):
         try:
             return _kernels_runner(graph)
         except (NotImplementedError, TypeError):

@@ -37,11 +37,16 @@ def test_each_executor_computes_the_same_values(name):
     np.testing.assert_allclose(result, expected, rtol=1e-5)
 
 
-def test_auto_runs_tiny_graphs_on_kernels_and_larger_ones_on_onnxruntime():
+def test_auto_runs_graphs_of_small_values_on_kernels_and_larger_ones_on_onnxruntime():
     tiny = onnxnn.randn(4) + 1
     graph = executor.plan([tiny._value])
     assert not isinstance(executor._compile(graph, "auto"), CompiledSession)
-    large = onnxnn.randn(64, 64)
+    hidden = onnxnn.randn(16)
+    for _ in range(20):  # many nodes, all on small values: still the kernels
+        hidden = (hidden * 0.5).relu() + 1
+    graph = executor.plan([hidden._value])
+    assert not isinstance(executor._compile(graph, "auto"), CompiledSession)
+    large = onnxnn.randn(128, 128)
     for _ in range(4):
         large = (large @ large).tanh()
     graph = executor.plan([large._value])
