@@ -1,4 +1,4 @@
-"""Optimizer kernels of the ``ai.onnx.preview.training`` domain: Momentum.
+"""onnxnn's optimizer kernels (domain ``onnxnn.training``): Momentum.
 
 The arithmetic is the decomposition's (``runtime/ops/training.py``) op for op, so both executors
 round alike: ``V_new = alpha * V + beta' * (G + norm_coefficient * X)`` and ``X_new = X - R * V_new``
@@ -6,6 +6,7 @@ round alike: ``V_new = alpha * V + beta' * (G + norm_coefficient * X)`` and ``X_
 """
 from __future__ import annotations
 
+from ..runtime.ops.training import MOMENTUM_TENSORS_START, TRAINING_DOMAIN
 from .registry import FLOATING, kernels
 
 __all__: list[str] = []
@@ -16,17 +17,19 @@ __all__: list[str] = []
 FLAT_UPDATE_MAX_ELEMENTS = 1 << 16
 
 
-@kernels.register("Momentum", domain="ai.onnx.preview.training", types=FLOATING)
+@kernels.register("Momentum", domain=TRAINING_DOMAIN, types=FLOATING)
 def momentum(xp, inputs, attrs):
-    learning_rate, update_count = inputs[0], inputs[1]
-    tensors = inputs[2:]
+    learning_rate, update_count, alpha, beta, norm_coefficient = inputs[:MOMENTUM_TENSORS_START]
+    if beta is not None and int(update_count) == 0:
+        beta = None  # the first update takes the whole gradient
+    hyperparameters = (learning_rate, alpha, beta, norm_coefficient, attrs.get("mode", "standard") == "nesterov")
+    tensors = inputs[MOMENTUM_TENSORS_START:]
     count = len(tensors) // 3
     xs, gs, vs = tensors[:count], tensors[count:2 * count], tensors[2 * count:]
-    beta = attrs["beta"] if int(update_count) > 0 else 1.0
     dtype = xs[0].dtype
     if count > 1 and sum(x.size for x in xs) <= FLAT_UPDATE_MAX_ELEMENTS and all(x.dtype == dtype for x in xs):
-        new_x, new_v = _update(xp, xp.concatenate(xs, axis=None), xp.concatenate(gs, axis=None),
-                               xp.concatenate(vs, axis=None), learning_rate, beta, attrs)
+        new_x, new_v = _update(xp.concatenate(xs, axis=None), xp.concatenate(gs, axis=None),
+                               xp.concatenate(vs, axis=None), *hyperparameters)
         new_values, new_velocities, start = [], [], 0
         for x in xs:
             stop = start + x.size
@@ -34,15 +37,15 @@ def momentum(xp, inputs, attrs):
             new_velocities.append(new_v[start:stop].reshape(x.shape))
             start = stop
         return new_values + new_velocities
-    updates = [_update(xp, x, g, v, learning_rate, beta, attrs) for x, g, v in zip(xs, gs, vs)]
+    updates = [_update(x, g, v, *hyperparameters) for x, g, v in zip(xs, gs, vs)]
     return [x for x, _ in updates] + [v for _, v in updates]
 
 
-def _update(xp, x, g, v, learning_rate, beta: float, attrs: dict):
-    scalar = x.dtype.type
-    alpha, norm_coefficient = scalar(attrs["alpha"]), attrs["norm_coefficient"]
-    gradient = g if norm_coefficient == 0 else x * scalar(norm_coefficient) + g
-    scaled = gradient if beta == 1 else gradient * scalar(beta)
+def _update(x, g, v, learning_rate, alpha, beta, norm_coefficient, nesterov: bool):
+    dtype = x.dtype
+    alpha = alpha.astype(dtype, copy=False)
+    gradient = g if norm_coefficient is None else x * norm_coefficient.astype(dtype, copy=False) + g
+    scaled = gradient if beta is None else gradient * beta.astype(dtype, copy=False)
     velocity = v * alpha + scaled
-    direction = gradient + velocity * alpha if attrs.get("mode", "standard") == "nesterov" else velocity
-    return x - learning_rate.astype(x.dtype) * direction, velocity
+    direction = gradient + velocity * alpha if nesterov else velocity
+    return x - learning_rate.astype(dtype, copy=False) * direction, velocity

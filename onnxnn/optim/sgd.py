@@ -119,21 +119,24 @@ def sgd(params: list[Tensor], d_p_list: list[Tensor], momentum_buffer_list: list
 def _momentum_updates(params: list[Tensor], gradients: list[Value], buffers: list[Tensor | None],
                       hyperparameters: _Hyperparameters, *, weight_decay: float, momentum: float, lr: float,
                       dampening: float, nesterov: bool) -> None:
-    """Records one Momentum node (ai.onnx.preview.training) per dtype and device of the parameters.
+    """Records one fused Momentum node (runtime/ops/training.py) per dtype and device of the parameters.
 
     Its update count is 0 for parameters without a buffer yet (their buffer starts as the whole
     gradient, as PyTorch's does) and 1 for the others; only that distinction changes the result.
     """
-    attributes = {"alpha": float(momentum), "beta": float(1 - dampening), "norm_coefficient": float(weight_decay),
-                  "mode": "nesterov" if nesterov else "standard"}
+    attributes = {"mode": "nesterov" if nesterov else "standard"}
     groups: dict = {}
     for index, param in enumerate(params):
         weight = param._value
         groups.setdefault((weight.dtype, weight.device, buffers[index] is None), []).append(index)
     for (_, _, first_update), indices in groups.items():
         weights = [params[i]._value for i in indices]
+        like = weights[0]
         velocities = [_zeros_value(weights[k]) if first_update else buffers[i]._value for k, i in enumerate(indices)]
-        inputs = (hyperparameters.value("lr", lr, weights[0]), _UPDATE_COUNTS[not first_update],
+        inputs = (hyperparameters.value("lr", lr, like), _UPDATE_COUNTS[not first_update],
+                  hyperparameters.value("momentum", momentum, like),
+                  hyperparameters.value("1-dampening", 1 - dampening, like) if dampening != 0 else None,
+                  hyperparameters.value("weight_decay", weight_decay, like) if weight_decay != 0 else None,
                   *weights, *[gradients[i] for i in indices], *velocities)
         outputs = record("Momentum", inputs, attributes, TRAINING_DOMAIN)
         for position, index in enumerate(indices):

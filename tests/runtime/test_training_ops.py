@@ -1,7 +1,9 @@
-"""The ai.onnx.preview.training Momentum op: its spec's formulas on both executors, and bad input.
+"""onnxnn's Momentum op: the ONNX ai.onnx.preview.training spec's formulas on both executors, bad input.
 
-onnxruntime runs it through onnxnn's decomposition (standard Mul/Add/Sub nodes); the kernels
-executor runs its own kernel. Expected values are the ONNX spec's pseudo code in numpy.
+Its hyperparameters are inputs (the spec's attributes), an omitted beta meaning 1 and an omitted
+norm_coefficient no weight decay. onnxruntime runs it through onnxnn's decomposition (standard
+Mul/Add/Sub nodes); the kernels executor runs its own kernel. Expected values are the spec's pseudo
+code in numpy.
 """
 from __future__ import annotations
 
@@ -50,12 +52,16 @@ def test_momentum_follows_the_spec(case, dtype, executor, monkeypatch):
     generator = np.random.default_rng(0)
     arrays = [[generator.standard_normal(shape) for shape in SHAPES] for _ in range(3)]
     xs, gs, vs = ([constant(np.asarray(a, dtype.numpy_dtype), dtype) for a in group] for group in arrays)
-    rate = constant(np.array(0.1, dtype.numpy_dtype), dtype)
-    attributes = {k: case[k] for k in ("alpha", "beta", "norm_coefficient", "mode")}
-    outputs = record("Momentum", (rate, static_constant(case["t"], dtypes.int64), *xs, *gs, *vs), attributes,
-                     TRAINING_DOMAIN)
+    def scalar(value):
+        return constant(np.array(value, dtype.numpy_dtype), dtype)
+
+    hyperparameters = (scalar(0.1), static_constant(case["t"], dtypes.int64), scalar(case["alpha"]),
+                       scalar(case["beta"]) if case["beta"] != 1 else None,
+                       scalar(case["norm_coefficient"]) if case["norm_coefficient"] != 0 else None)
+    outputs = record("Momentum", (*hyperparameters, *xs, *gs, *vs), {"mode": case["mode"]}, TRAINING_DOMAIN)
     with onnxnn.set_executor(executor):
         results = [output.numpy() for output in outputs]
+    attributes = {k: case[k] for k in ("alpha", "beta", "norm_coefficient", "mode")}
     expected_xs, expected_vs = spec_momentum(0.1, case["t"], *arrays, **attributes)
     tolerance = dict(rtol=1e-5, atol=1e-6) if dtype is onnxnn.float32 else dict(rtol=1e-12, atol=1e-14)
     for result, expected in zip(results, expected_xs + expected_vs):
@@ -67,20 +73,20 @@ def _values(shapes, dtype=onnxnn.float32):
     return [constant(np.zeros(shape, dtype.numpy_dtype), dtype) for shape in shapes]
 
 
-ATTRIBUTES = dict(alpha=0.9, beta=1.0, norm_coefficient=0.0, mode="standard")
+def _hyperparameters():
+    return (*_values([(), (), ()]), None, None)
 
 
 @pytest.mark.parametrize("inputs, message", [
-    (lambda: (*_values([(), ()]), *_values([(2,), (2,)])), "takes R, T and then X, G and V"),
-    (lambda: (*_values([(), ()]), *_values([(2,), (3,), (2,)])), "tensor 0 has X float32[2], G float32[3]"),
-    (lambda: (*_values([(), ()]), *_values([(2,), (2,)]), *_values([(2,)], onnxnn.float64)), "they must agree"),
+    (lambda: (*_hyperparameters(), *_values([(2,), (2,)])), "takes R, T, alpha, beta, norm_coefficient and then"),
+    (lambda: (*_hyperparameters(), *_values([(2,), (3,), (2,)])), "tensor 0 has X float32[2], G float32[3]"),
+    (lambda: (*_hyperparameters(), *_values([(2,), (2,)]), *_values([(2,)], onnxnn.float64)), "they must agree"),
 ], ids=["count", "shapes", "dtypes"])
 def test_momentum_rejects_inconsistent_inputs(inputs, message):
     with pytest.raises(RuntimeError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        record("Momentum", inputs(), ATTRIBUTES, TRAINING_DOMAIN)
+        record("Momentum", inputs(), {"mode": "standard"}, TRAINING_DOMAIN)
 
 
 def test_momentum_rejects_an_unknown_mode():
     with pytest.raises(RuntimeError, match="mode must be 'standard' or 'nesterov'"):
-        record("Momentum", tuple(_values([(), (), (2,), (2,), (2,)])), dict(ATTRIBUTES, mode="heavy"),
-               TRAINING_DOMAIN)
+        record("Momentum", (*_hyperparameters(), *_values([(2,), (2,), (2,)])), {"mode": "heavy"}, TRAINING_DOMAIN)

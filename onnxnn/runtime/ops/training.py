@@ -1,9 +1,17 @@
-"""Optimizer ops of the ``ai.onnx.preview.training`` domain: Momentum (shape rule and decomposition).
+"""onnxnn's optimizer ops: Momentum (shape rule and decomposition).
 
 An SGD step records one Momentum node per group of parameters instead of six elementwise nodes per
-parameter, which keeps a training step's recording and planning short. onnxruntime's inference
-builds lack the op, so ``build_model`` writes it as standard ONNX through its decomposition;
-onnxnn's kernels executor runs it directly.
+parameter, which keeps a training step's recording and planning short. The op is ONNX's
+``ai.onnx.preview.training`` Momentum with its hyperparameters as inputs instead of attributes, so
+a scheduler changing the momentum or the weight decay feeds new data to the same compiled step:
+
+    Momentum(R, T, alpha, beta?, norm_coefficient?, X_1..X_n, G_1..G_n, V_1..V_n; mode)
+        -> X_1_new..X_n_new, V_1_new..V_n_new
+
+An omitted ``beta`` means 1 and an omitted ``norm_coefficient`` means no weight decay (whether they
+are given is structure, as PyTorch's ``if weight_decay != 0`` is). onnxruntime lacks the op, so
+``build_model`` writes it as standard ONNX through its decomposition; onnxnn's kernels run it
+directly.
 """
 from __future__ import annotations
 
@@ -13,17 +21,18 @@ from onnx import helper
 
 from ..registry import decompositions, non_differentiable, shape_rules
 
-__all__ = ["TRAINING_DOMAIN"]
+__all__ = ["TRAINING_DOMAIN", "MOMENTUM_TENSORS_START"]
 
-TRAINING_DOMAIN = "ai.onnx.preview.training"
+TRAINING_DOMAIN = "onnxnn.training"
+MOMENTUM_TENSORS_START = 5  # R, T, alpha, beta, norm_coefficient come first
 
 
 @shape_rules.register("Momentum", domain=TRAINING_DOMAIN)
 def _momentum_shape(inputs, attrs):
-    """Inputs ``R, T, X_1..X_n, G_1..G_n, V_1..V_n``; outputs ``X_1_new..X_n_new, V_1_new..V_n_new``."""
-    tensors = inputs[2:]
+    tensors = inputs[MOMENTUM_TENSORS_START:]
     if len(tensors) == 0 or len(tensors) % 3:
-        raise RuntimeError(f"Momentum takes R, T and then X, G and V for each tensor, got {len(inputs)} inputs")
+        raise RuntimeError(f"Momentum takes R, T, alpha, beta, norm_coefficient and then X, G and V for each "
+                           f"tensor, got {len(inputs)} inputs")
     if attrs.get("mode", "standard") not in ("standard", "nesterov"):
         raise RuntimeError(f"Momentum: mode must be 'standard' or 'nesterov', got {attrs.get('mode')!r}")
     count = len(tensors) // 3
@@ -41,51 +50,48 @@ non_differentiable("Momentum", domain=TRAINING_DOMAIN)
 
 @decompositions.register("Momentum", domain=TRAINING_DOMAIN)
 def _momentum_decomposition(node, input_names: list, output_names: list, fresh_name):
-    """Momentum as Mul/Add/Sub nodes, per tensor, with the hyperparameters as typed initializers."""
-    learning_rate, update_count = input_names[0], input_names[1]
-    tensors = node.inputs[2:]
+    """Momentum as Mul/Add/Sub nodes per tensor; hyperparameters are cast once per tensor dtype."""
+    learning_rate, update_count, alpha, beta, norm_coefficient = input_names[:MOMENTUM_TENSORS_START]
+    hyperparameter_dtype = node.inputs[0].dtype
+    tensors = node.inputs[MOMENTUM_TENSORS_START:]
+    names = input_names[MOMENTUM_TENSORS_START:]
     count = len(tensors) // 3
-    alpha, beta = node.attrs["alpha"], node.attrs["beta"]
-    norm_coefficient = node.attrs["norm_coefficient"]
     nesterov = node.attrs.get("mode", "standard") == "nesterov"
     nodes, initializers = [], []
-    constants: dict = {}
-
-    def constant(value, numpy_dtype) -> str:
-        key = (value, numpy_dtype)
-        if key not in constants:
-            name = constants[key] = fresh_name("constant")
-            initializers.append(onnx.numpy_helper.from_array(np.array(value, dtype=numpy_dtype), name))
-        return constants[key]
+    as_dtype: dict = {}
 
     def emit(op_type: str, *inputs: str, output: str | None = None, **attributes) -> str:
         output = output or fresh_name(op_type)
         nodes.append(helper.make_node(op_type, list(inputs), [output], name=fresh_name(op_type), **attributes))
         return output
 
-    later_update = None
+    def typed(name: str, dtype) -> str:
+        """A hyperparameter in the tensors' dtype (Cast once, where it differs)."""
+        if dtype is hyperparameter_dtype:
+            return name
+        if (name, dtype) not in as_dtype:
+            as_dtype[(name, dtype)] = emit("Cast", name, to=dtype.onnx_type)
+        return as_dtype[(name, dtype)]
+
+    beta_adjusted = None
+    if beta:
+        # beta applies from the second update on (T > 0): the first one takes the whole gradient.
+        one = fresh_name("one")
+        initializers.append(onnx.numpy_helper.from_array(np.array(1, hyperparameter_dtype.numpy_dtype), one))
+        zero = fresh_name("zero")
+        initializers.append(onnx.numpy_helper.from_array(np.array(0, np.int64), zero))
+        beta_adjusted = emit("Where", emit("Greater", update_count, zero), beta, one)
     for index in range(count):
-        x = tensors[index]
-        dtype = x.dtype.numpy_dtype
-        x_name, g_name, v_name = (input_names[2 + index], input_names[2 + count + index],
-                                  input_names[2 + 2 * count + index])
+        dtype = tensors[index].dtype
+        x_name, g_name, v_name = names[index], names[count + index], names[2 * count + index]
         gradient = g_name
-        if norm_coefficient != 0:
-            gradient = emit("Add", emit("Mul", x_name, constant(norm_coefficient, dtype)), g_name)
-        scaled = gradient
-        if beta != 1:
-            # beta applies from the second update on (T > 0): the first one takes the whole gradient.
-            if later_update is None:
-                later_update = emit("Greater", update_count, constant(0, np.int64))
-            beta_adjusted = emit("Where", later_update, constant(beta, dtype), constant(1, dtype))
-            scaled = emit("Mul", gradient, beta_adjusted)
-        velocity = emit("Add", emit("Mul", v_name, constant(alpha, dtype)), scaled,
-                        output=output_names[count + index])
+        if norm_coefficient:
+            gradient = emit("Add", emit("Mul", x_name, typed(norm_coefficient, dtype)), g_name)
+        scaled = gradient if beta_adjusted is None else emit("Mul", gradient, typed(beta_adjusted, dtype))
+        momentum = typed(alpha, dtype)
+        velocity = emit("Add", emit("Mul", v_name, momentum), scaled, output=output_names[count + index])
         direction = velocity
         if nesterov:
-            direction = emit("Add", gradient, emit("Mul", velocity, constant(alpha, dtype)))
-        rate = learning_rate
-        if node.inputs[0].dtype is not x.dtype:
-            rate = emit("Cast", learning_rate, to=x.dtype.onnx_type)
-        emit("Sub", x_name, emit("Mul", rate, direction), output=output_names[index])
+            direction = emit("Add", gradient, emit("Mul", velocity, momentum))
+        emit("Sub", x_name, emit("Mul", typed(learning_rate, dtype), direction), output=output_names[index])
     return nodes, initializers
