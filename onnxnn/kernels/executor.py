@@ -34,6 +34,7 @@ import numpy as np
 
 from . import conv, elementwise, indexing, linalg, loss, normalization, pooling, reduce, shape  # noqa: F401  (registration)
 from . import crop, quantize, resize  # noqa: F401  (registration)
+from ..runtime.registry import decompositions
 from .registry import kernels
 from .straight_line import generate, ignore_float_errors, restore_float_errors
 
@@ -163,7 +164,7 @@ class CompiledKernelPlan:
                 kernel = _widened(kernel)  # a direct form would skip the widening: never used here
             else:
                 direct = self._direct_form(node, input_slots, outputs, template)
-            attrs = dict(node.attrs)
+            attrs = _as_serialized(node)
             attrs["_num_outputs"] = node.num_outputs
             attrs["_used_outputs"] = tuple(index for index, *_ in outputs)
             if self.emulate_bfloat16 and node.op_type == "Cast" and _is_bfloat16(attrs.get("to")):
@@ -334,6 +335,25 @@ def _finished(result, dtype: np.dtype, recorded_shape: tuple, position: int) -> 
         raise RuntimeError(f"onnxnn kernels executor: output {position} has shape {list(result.shape)}, "
                            f"but the recorded graph expects {list(recorded_shape)}")
     return result
+
+
+def _as_serialized(node) -> dict:
+    """The node's attributes as an ONNX model holds them: FLOAT attributes are 32-bit.
+
+    onnxruntime reads ``epsilon=0.1`` as float32(0.1) even for float64 data; the kernels do too,
+    so both executors compute the same function and "auto" may move a plan between them without
+    results shifting (a finite-difference check would see the shift). Ops that are never written
+    as nodes (those with a decomposition, like Momentum) keep their Python floats.
+    """
+    attrs = dict(node.attrs)
+    if decompositions.get(node.op_type, node.domain) is not None:
+        return attrs
+    for name, value in attrs.items():
+        if type(value) is float:
+            attrs[name] = float(np.float32(value))
+        elif type(value) in (list, tuple) and value and all(type(item) is float for item in value):
+            attrs[name] = type(value)(float(np.float32(item)) for item in value)
+    return attrs
 
 
 def _is_bfloat16(value) -> bool:

@@ -10,7 +10,9 @@ the same run, so nothing is computed twice.
 from __future__ import annotations
 
 from collections import OrderedDict
+from time import perf_counter
 
+from .dtypes import float16 as _FLOAT16
 from .plan import IR_VERSION, OPSET_VERSION, GraphPlan, build_model, plan
 from .sessions import CompiledSession, SessionCache, create_session
 
@@ -21,13 +23,16 @@ _sessions = SessionCache()
 
 # ---------------------------------------------------------------- executor selection
 #
-# "auto" runs a plan on onnxnn's own kernels when every value in it is small (then a session call
-# costs more than the arithmetic) or when onnxruntime cannot compile it (ops or dtypes it lacks,
-# e.g. float64 Erf or LeakyRelu), and on onnxruntime otherwise. Measured on the 2-core development
-# machine (benchmarks/bench_executors.py): the kernels' generated straight-line code costs well
-# under 1 us per node on small arrays, an onnxruntime run about 15 us plus 1-2 us per node; with
-# thousands of elements per value onnxruntime's threaded, fused kernels take over.
+# "auto" runs a plan on onnxruntime unless every value in it is small, or onnxruntime cannot
+# compile it (ops or dtypes it lacks, e.g. float64 Erf or LeakyRelu: then onnxnn's kernels take it).
+# For a plan of small values neither executor wins everywhere: the kernels' generated code pays
+# numpy's per-call cost on every node, a session run pays a fixed cost and little per node, and both
+# depend on the machine. So such a plan runs on the kernels, and from its TRIAL_FROM_RUN-th run on
+# (structures that run once or twice never compile a session) a session also runs it, timed, for
+# TRIAL_RUNS runs; the faster then keeps the plan.
 AUTO_KERNELS_MAX_ELEMENTS = 4096
+TRIAL_FROM_RUN = 5
+TRIAL_RUNS = 3
 EXECUTORS = ("auto", "onnxruntime", "kernels")
 
 
@@ -71,12 +76,19 @@ def get_executor() -> str:
 
 
 
-def _all_values_small(graph: GraphPlan) -> bool:
-    """Whether no input, intermediate or output of the plan exceeds ``AUTO_KERNELS_MAX_ELEMENTS``."""
+def _suits_kernels(graph: GraphPlan) -> bool:
+    """Whether every value of the plan is small, and none is float16.
+
+    float16 stays on onnxruntime: the kernels compute it in float32 and round after every op
+    (PyTorch's CPU semantics), onnxruntime partly in float16, and "auto" must not switch between
+    the two roundings from one run of a model to the next.
+    """
     for values in [graph.inputs, graph.outputs] + [node.inputs for node in graph.nodes]:
         for value in values:
             if value is None:
                 continue
+            if value.dtype is _FLOAT16:
+                return False
             size = 1
             for dim in value.shape:
                 size *= dim
@@ -90,38 +102,77 @@ def _kernels_runner(graph: GraphPlan):
     return cached_plan(graph, array_module(graph.key[3]))
 
 
-def _compile(graph: GraphPlan, name: str):
-    """The runner of ``graph`` on executor ``name`` ("auto" decides once per structure)."""
+def _compile(graph: GraphPlan, name: str) -> tuple:
+    """The runner of ``graph`` on executor ``name``, and whether "auto" should time it against a session."""
     if name == "onnxruntime":
-        return _sessions.get(graph)
+        return _sessions.get(graph), False
     if name == "kernels":
-        return _kernels_runner(graph)
-    if graph.key[3].type == "cpu" and _all_values_small(graph):
+        return _kernels_runner(graph), False
+    if graph.key[3].type == "cpu" and _suits_kernels(graph):
         try:
-            return _kernels_runner(graph)
+            return _kernels_runner(graph), True
         except (NotImplementedError, TypeError):
-            return _sessions.get(graph)
+            return _sessions.get(graph), False
     try:
-        return _sessions.get(graph)
+        return _sessions.get(graph), False
     except RuntimeError as error:
         # onnxruntime lacks a kernel for an op or dtype here: onnxnn's own kernels take the plan.
         try:
-            return _kernels_runner(graph)
+            return _kernels_runner(graph), False
         except (NotImplementedError, TypeError):
             raise error from None
 
 
 class _Entry:
-    """What is kept for one structure on one executor: its runner and inference specialization."""
+    """What is kept for one structure on one executor: its runner, trial and inference specialization."""
 
-    __slots__ = ("runner", "is_session", "specialization", "stable_runs", "stable_inputs")
+    __slots__ = ("runner", "is_session", "trial", "specialization", "stable_runs", "stable_inputs")
 
-    def __init__(self, runner):
+    def __init__(self, runner, trial: bool):
         self.runner = runner
         self.is_session = isinstance(runner, CompiledSession)
+        self.trial = _Trial() if trial else None
         self.specialization = None
         self.stable_runs = 0
         self.stable_inputs = None
+
+
+class _Trial:
+    """auto's timed comparison of the kernels (the entry's runner) with a session, for one structure.
+
+    Results always come from the kernels while the trial lasts; the session's runs are timed and
+    discarded, so two runs of a structure never differ in rounding because of the trial itself.
+    """
+
+    __slots__ = ("session", "runs", "times")
+
+    def __init__(self):
+        self.session = None
+        self.runs = 0
+        self.times = ([], [])  # seconds per run: kernels, session
+
+    def run(self, entry: _Entry, graph: GraphPlan, inputs: list) -> list:
+        self.runs += 1
+        if self.runs < TRIAL_FROM_RUN:  # structures that do not come back compile no session
+            return entry.runner(inputs)
+        start = perf_counter()
+        results = entry.runner(inputs)
+        middle = perf_counter()
+        if self.session is None:
+            try:
+                self.session = _sessions.get(graph)
+                self.session(inputs)  # its first run warms it up: not timed
+            except RuntimeError:  # onnxruntime cannot compile or run it: the kernels keep it
+                entry.trial = None
+            return results
+        self.session(inputs)
+        self.times[0].append(middle - start)
+        self.times[1].append(perf_counter() - middle)
+        if len(self.times[1]) >= TRIAL_RUNS:
+            if min(self.times[1]) < min(self.times[0]):
+                entry.runner, entry.is_session = self.session, True
+            entry.trial = None
+        return results
 
 
 _entries = {name: OrderedDict() for name in EXECUTORS}
@@ -134,7 +185,7 @@ def _entry(graph: GraphPlan) -> _Entry:
         if entry.is_session:
             _sessions.hits += 1  # the session cache's counters count every run, found here or there
         return entry
-    entry = _Entry(_compile(graph, SELECTION.name))
+    entry = _Entry(*_compile(graph, SELECTION.name))
     table[graph.key] = entry
     if len(table) > _sessions.capacity:
         table.popitem(last=False)
@@ -239,7 +290,9 @@ def realize(values) -> None:
     entry = _entry(graph)
     inputs = [value.data for value in graph.inputs]
     specialization = entry.specialization
-    if specialization is not None and specialization.matches(graph.inputs):
+    if entry.trial is not None:
+        results = entry.trial.run(entry, graph, inputs)
+    elif specialization is not None and specialization.matches(graph.inputs):
         results = specialization(inputs)
     else:
         results = entry.runner(inputs)

@@ -361,7 +361,8 @@ def test_changing_hyperparameters_do_not_recompile_the_step(optimizer_class, opt
     for step in range(11):
         for param in params:
             param.grad = onnxnn.full(tuple(param.shape), 0.1 * (step + 1))
-        optimizer.step()
+        with onnxnn.set_executor("onnxruntime"):  # every step compiles or reuses a session (auto may time one later)
+            optimizer.step()
         scheduler.step()
         sessions.append(executor.cache_info()["sessions"])
         lrs.append(optimizer.param_groups[0]["lr"])

@@ -1,6 +1,8 @@
 """Choosing the executor: auto (default), onnxruntime, kernels; the eager debugging mode."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -37,27 +39,60 @@ def test_each_executor_computes_the_same_values(name):
     np.testing.assert_allclose(result, expected, rtol=1e-5)
 
 
-def test_auto_runs_graphs_of_small_values_on_kernels_and_larger_ones_on_onnxruntime():
-    tiny = onnxnn.randn(4) + 1
-    graph = executor.plan([tiny._value])
-    assert not isinstance(executor._compile(graph, "auto"), CompiledSession)
+def _small_plan():
     hidden = onnxnn.randn(16)
-    for _ in range(20):  # many nodes, all on small values: still the kernels
+    for _ in range(20):
         hidden = (hidden * 0.5).relu() + 1
-    graph = executor.plan([hidden._value])
-    assert not isinstance(executor._compile(graph, "auto"), CompiledSession)
+    return hidden
+
+
+def test_auto_starts_plans_of_small_values_on_kernels_and_larger_ones_on_onnxruntime():
+    for small in [onnxnn.randn(4) + 1, _small_plan()]:
+        runner, timed = executor._compile(executor.plan([small._value]), "auto")
+        assert not isinstance(runner, CompiledSession) and timed
     large = onnxnn.randn(128, 128)
     for _ in range(4):
         large = (large @ large).tanh()
-    graph = executor.plan([large._value])
-    assert isinstance(executor._compile(graph, "auto"), CompiledSession)
+    runner, timed = executor._compile(executor.plan([large._value]), "auto")
+    assert isinstance(runner, CompiledSession) and not timed
+
+
+def _slowed(function, seconds):
+    def slowed(*args, **kwargs):
+        runner = function(*args, **kwargs)
+
+        def run(inputs):
+            time.sleep(seconds)
+            return runner(inputs)
+        run.__wrapped__ = runner
+        return run
+    return slowed
+
+
+@pytest.mark.parametrize("slow, expected", [("kernels", "session"), ("session", "kernels")])
+def test_auto_keeps_whichever_executor_runs_a_small_plan_faster(slow, expected, monkeypatch):
+    executor.clear_cache()
+    if slow == "kernels":
+        monkeypatch.setattr(executor, "_kernels_runner", _slowed(executor._kernels_runner, 0.005))
+    else:
+        monkeypatch.setattr(executor._sessions, "get", _slowed(executor._sessions.get, 0.005))
+    expected_values = (np.maximum(np.arange(16.0, dtype=np.float32) * 0.5, 0) + 1)
+    for run in range(executor.TRIAL_FROM_RUN + executor.TRIAL_RUNS):
+        value = (onnxnn.arange(16.0) * 0.5).relu() + 1
+        np.testing.assert_allclose(value.numpy(), expected_values)
+    entry = next(iter(executor._entries["auto"].values()))
+    assert entry.trial is None
+    chosen = getattr(entry.runner, "__wrapped__", entry.runner) if slow == "session" else entry.runner
+    assert isinstance(chosen, CompiledSession) == (expected == "session")
+    executor.clear_cache()
 
 
 def test_auto_falls_back_to_kernels_for_ops_onnxruntime_lacks():
-    # onnxruntime's CPU provider has no float64 LeakyRelu or Erf.
+    # onnxruntime's CPU provider has no float64 LeakyRelu or Erf. (Its alpha attribute is float32, as in ONNX.)
     x = onnxnn.tensor([0.5, -1.0, 2.0], dtype=onnxnn.float64)
     y = (onnxnn.leaky_relu(x, 0.1) * 2).erf() + x
-    expected = np.array([__import__("math").erf(v) for v in np.where(x.numpy() > 0, x.numpy(), 0.1 * x.numpy()) * 2])
+    alpha = float(np.float32(0.1))
+    expected = np.array([__import__("math").erf(v) for v in np.where(x.numpy() > 0, x.numpy(), alpha * x.numpy()) * 2])
     np.testing.assert_allclose(y.numpy(), expected + x.numpy(), rtol=1e-12)
     with onnxnn.set_executor("onnxruntime"), pytest.raises(RuntimeError, match="could not compile"):
         ((onnxnn.leaky_relu(x, 0.1) * 2).erf() + x).numpy()
@@ -86,3 +121,31 @@ def test_forcing_kernels_on_an_op_without_a_kernel_names_the_op_and_executor():
             with onnxnn.set_executor("onnxruntime"):
                 expected = (apply_op("Hardmax", (x.reshape(1, 3),), {"axis": 1}) * 2).numpy()
             np.testing.assert_array_equal(y.numpy(), expected)
+
+
+def test_executors_read_float_attributes_as_32_bit_like_onnx():
+    # ONNX FLOAT attributes are float32: onnxruntime computes with float32(0.1) even on float64
+    # data, and so must the kernels, or "auto" moving a plan between them would shift results.
+    import onnxnn.nn.functional as F
+    generator = np.random.default_rng(0)
+    arrays = [generator.standard_normal((6, 3)), generator.standard_normal(3), generator.random(3) + 0.5]
+    results = {}
+    for name in ["onnxruntime", "kernels"]:
+        with onnxnn.set_executor(name):
+            x, mean, variance = (onnxnn.tensor(a) for a in arrays)
+            results[name] = F.batch_norm(x, mean, variance, training=False, eps=0.1).numpy()
+    np.testing.assert_allclose(results["kernels"], results["onnxruntime"], rtol=1e-15, atol=1e-15)
+    epsilon = float(np.float32(0.1))
+    expected = (arrays[0] - arrays[1]) / np.sqrt(arrays[2] + epsilon)
+    np.testing.assert_allclose(results["kernels"], expected, rtol=1e-14)
+
+
+def test_runs_agree_bitwise_while_auto_times_the_executors():
+    # The session's timed runs are discarded; only the one switch after the trial may change rounding.
+    executor.clear_cache()
+    x = onnxnn.randn(4, 5)
+    first = x.sigmoid().numpy()
+    for _ in range(executor.TRIAL_FROM_RUN + executor.TRIAL_RUNS - 1):
+        np.testing.assert_array_equal(x.sigmoid().numpy(), first)
+    entry = next(iter(executor._entries["auto"].values()))
+    assert entry.trial is None  # the trial is over: the check above covered all of it
