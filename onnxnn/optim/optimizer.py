@@ -367,23 +367,29 @@ class _Hyperparameters:
     that uses it. Values are data, not structure: a scheduler changing ``lr`` reuses the session.
     """
 
-    __slots__ = ("_cache",)
-
-    def __init__(self) -> None:
-        self._cache: dict = {}
+    __slots__ = ()
 
     def __call__(self, name: str, value, like: Tensor) -> Tensor:
         return Tensor._from_value(self.value(name, value, like._value))
 
-    def value(self, name: str, value, like: Value) -> Value:
-        """The hyperparameter as a realized 0-d Value of ``like``'s dtype and device."""
+    @staticmethod
+    def value(name: str, value, like: Value) -> Value:
+        """The hyperparameter as a realized 0-d Value of ``like``'s dtype and device.
+
+        Values never change, so the same ones serve every step until a scheduler changes them.
+        """
         value = float(value)
         key = (name, value, like.dtype, like.device)
-        scalar = self._cache.get(key)
+        scalar = _HYPERPARAMETER_VALUES.get(key)
         if scalar is None:
-            scalar = self._cache[key] = constant(np.array(value, dtype=like.dtype.numpy_dtype), like.dtype,
-                                                 like.device)
+            if len(_HYPERPARAMETER_VALUES) >= 1024:  # schedulers make new values every step
+                _HYPERPARAMETER_VALUES.clear()
+            scalar = _HYPERPARAMETER_VALUES[key] = constant(np.array(value, dtype=like.dtype.numpy_dtype),
+                                                            like.dtype, like.device)
         return scalar
+
+
+_HYPERPARAMETER_VALUES: dict = {}
 
 
 def update_node(op_type: str, *inputs: Value) -> Value:

@@ -49,8 +49,8 @@ class device:
             other = device(other)
         return self is other
 
-    def __hash__(self) -> int:
-        return hash((self.type, self.index))
+    # Devices are interned (one object per type and index), so identity is equality and hashing.
+    __hash__ = object.__hash__
 
     def __reduce__(self):
         return (device, (str(self),))

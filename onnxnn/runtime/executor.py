@@ -278,12 +278,7 @@ def realize(values) -> None:
     if len(values) == 1:  # reading one tensor: the common case
         targets = [values[0]] if values[0].data is None else None
     else:
-        targets = []
-        seen = set()
-        for value in values:
-            if value.data is None and id(value) not in seen:
-                seen.add(id(value))
-                targets.append(value)
+        targets = [value for value in dict.fromkeys(values) if value.data is None]  # Values hash by identity
     if not targets:
         return
     graph = plan(targets)

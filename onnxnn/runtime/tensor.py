@@ -465,8 +465,9 @@ class Tensor(TensorOps):
             raise TypeError("iteration over a 0-d tensor")
         return iter(self.unbind(0))
 
-    def __hash__(self) -> int:
-        return id(self)
+    # Hashed by identity, as PyTorch's tensors (``==`` compares elementwise). The C slot of
+    # object is used because tensors key optimizer state, looked up on every step.
+    __hash__ = object.__hash__
 
     def __repr__(self, *, tensor_contents=None) -> str:
         suffixes = []
