@@ -78,16 +78,21 @@ def main() -> None:
         torch.set_num_threads(1)
         result["torch_version"] = torch.__version__
         loops["torch"] = _NoteLoop(torch)
-    # Interleaved chunks, so the noise of a shared machine falls on both alike; medians per step.
+    # Interleaved chunks, alternating which library goes first, so the drifting load of a shared
+    # machine falls on both alike. The ratio is the median of the per-round ratios (each round's two
+    # chunks ran back to back), which is steadier than a ratio of medians.
     samples = {name: [] for name in loops}
-    chunks = 10
-    for _ in range(chunks):
-        for name, loop in loops.items():
-            samples[name].append(loop.run(max(steps // chunks, 1)))
+    chunks = 20
+    names = list(loops)
+    for round_index in range(chunks):
+        for name in (names if round_index % 2 == 0 else names[::-1]):
+            samples[name].append(loops[name].run(max(steps // chunks, 1)))
     for name, values in samples.items():
         result[f"{name}_us_per_step"] = statistics.median(values) * 1e6
     if "torch" in loops:
-        result["ratio_onnxnn_to_torch"] = result["onnxnn_us_per_step"] / result["torch_us_per_step"]
+        ratios = [mine / theirs for mine, theirs in zip(samples["onnxnn"], samples["torch"])]
+        result["ratio_onnxnn_to_torch"] = statistics.median(ratios)
+        result["ratio_quartiles"] = statistics.quantiles(ratios, n=4)[::2]
     print(json.dumps(result, indent=2))
 
 
