@@ -228,38 +228,41 @@ def _sum_to_shape(gradient, shape: tuple):
 
 
 def _collect(roots: list) -> tuple[dict, list]:
-    """Dependency counts of every function reachable from ``roots`` (a list of functions)."""
+    """Dependency counts of every function reachable from ``roots`` (a list of functions).
+
+    The engine's tables are keyed by the function objects themselves: they hash by identity, in C.
+    """
     dependencies: dict = {}
     order: list = []
     seen = set()
     stack = list(roots)
     while stack:
         function = stack.pop()
-        if id(function) in seen:
+        if function in seen:
             continue
-        seen.add(id(function))
+        seen.add(function)
         order.append(function)
         for edge in function.next_functions:
             if edge is None or edge[0] is None:
                 continue
-            dependencies[id(edge[0])] = dependencies.get(id(edge[0]), 0) + 1
+            dependencies[edge[0]] = dependencies.get(edge[0], 0) + 1
             stack.append(edge[0])
     return dependencies, order
 
 
 def _needed(order: list, targets: set) -> set:
-    """Ids of functions from which some target edge is reachable (the path to prune to)."""
+    """The functions from which some target edge is reachable (the path to prune to)."""
     needed = set()
     changed = True
     while changed:
         changed = False
         for function in order:
-            if id(function) in needed:
+            if function in needed:
                 continue
-            if id(function) in targets or any(
-                    edge is not None and edge[0] is not None and id(edge[0]) in needed
+            if function in targets or any(
+                    edge is not None and edge[0] is not None and edge[0] in needed
                     for edge in function.next_functions):
-                needed.add(id(function))
+                needed.add(function)
                 changed = True
     return needed
 
@@ -280,44 +283,45 @@ def _execute(roots: list, root_grads: list, *, retain_graph: bool, create_graph:
         roots: (function, output_nr) edges the gradients start from.
         root_grads: the gradient tensor for each root.
         capture: edges whose incoming gradient is returned instead of accumulated (autograd.grad).
-        accumulate_only: ids of leaf accumulators to update (backward(inputs=...)); None means all.
+        accumulate_only: the leaf accumulators to update (backward(inputs=...)); None means all.
 
     Returns:
         The captured gradients (None where nothing flowed), in the order of ``capture``.
     """
     # Incoming gradients per function, by output number. This loop runs for every backward of a
-    # training step, so it keeps to dicts keyed by id and merges the passes over each node's edges.
+    # training step, so its tables are keyed by the functions (identity hashes) and it merges the
+    # passes over each node's edges.
     buffers: dict = {}
     for (function, output_nr), gradient in zip(roots, root_grads):
         _deposit(buffers, function, output_nr, gradient)
-    root_functions = list({id(function): function for function, _ in roots}.values())
+    root_functions = list(dict.fromkeys(function for function, _ in roots))
     dependencies, order = _collect(root_functions)
 
     targets = None
     if capture is not None:
-        targets = {id(edge[0]) for edge in capture if edge is not None}
+        targets = {edge[0] for edge in capture if edge is not None}
     elif accumulate_only is not None:
         targets = set(accumulate_only)
     needed = _needed(order, targets) if targets is not None else None
     captured: dict = {}
-    capture_keys = {(id(e[0]), e[1]) for e in capture if e is not None} if capture is not None else None
+    capture_keys = {(e[0], e[1]) for e in capture if e is not None} if capture is not None else None
 
-    ready = [f for f in root_functions if dependencies.get(id(f), 0) == 0]
+    ready = [f for f in root_functions if dependencies.get(f, 0) == 0]
     with set_grad_enabled(create_graph):
         while ready:
             function = ready.pop()
-            slots = buffers.pop(id(function), _NOTHING)
+            slots = buffers.pop(function, _NOTHING)
             if capture_keys:
                 for output_nr, gradient in slots.items():
-                    if (id(function), output_nr) in capture_keys:
-                        captured[(id(function), output_nr)] = gradient
+                    if (function, output_nr) in capture_keys:
+                        captured[(function, output_nr)] = gradient
             if type(function) is AccumulateGrad:
                 gradient = slots.get(0)
                 if gradient is not None and capture is None and (
-                        accumulate_only is None or id(function) in accumulate_only):
+                        accumulate_only is None or function in accumulate_only):
                     _accumulate(function.variable, gradient, create_graph)
                 continue
-            if needed is not None and id(function) not in needed:
+            if needed is not None and function not in needed:
                 input_grads = ()  # no target lies behind it; still release its dependents below
             else:
                 input_grads = _run_function(function, slots, create_graph)
@@ -327,11 +331,10 @@ def _execute(roots: list, root_grads: list, *, retain_graph: bool, create_graph:
                 next_function, output_nr = edge
                 if next_function is None:
                     continue
-                key = id(next_function)
                 if gradient is not None:
                     _deposit(buffers, next_function, output_nr, gradient)
-                remaining = dependencies[key] - 1
-                dependencies[key] = remaining
+                remaining = dependencies[next_function] - 1
+                dependencies[next_function] = remaining
                 if remaining == 0:
                     ready.append(next_function)
             if not retain_graph:
@@ -340,7 +343,7 @@ def _execute(roots: list, root_grads: list, *, retain_graph: bool, create_graph:
     results = []
     if capture is not None:
         for edge in capture:
-            gradient = None if edge is None else captured.get((id(edge[0]), edge[1]))
+            gradient = None if edge is None else captured.get((edge[0], edge[1]))
             if gradient is not None and not create_graph:
                 gradient = gradient.detach()
             results.append(gradient)
@@ -352,9 +355,9 @@ _NOTHING: dict = {}  # the slots of a function no gradient reached (read only)
 
 def _deposit(buffers: dict, function, output_nr: int, gradient) -> None:
     """Adds ``gradient`` to what has reached output ``output_nr`` of ``function`` so far."""
-    slots = buffers.get(id(function))
+    slots = buffers.get(function)
     if slots is None:
-        buffers[id(function)] = {output_nr: gradient}
+        buffers[function] = {output_nr: gradient}
     elif output_nr in slots:
         slots[output_nr] = slots[output_nr] + gradient
     else:
@@ -367,14 +370,18 @@ def _run_function(function: Function, slots: dict, create_graph: bool) -> tuple:
     if node is None:
         raise RuntimeError(_FREED_MESSAGE)
     outputs = function.outputs
-    grad_outputs = []
-    for output_nr, value in enumerate(outputs):
-        gradient = slots.get(output_nr)
-        if gradient is not None and (function._tensor_hooks or function._retained):
-            gradient = _output_gradient_hooks(function, output_nr, gradient, create_graph)
-        if gradient is None:
-            gradient = _tensor.Tensor._zeros(value.shape, value.dtype, value.device)
-        grad_outputs.append(gradient)
+    gradient = slots.get(0)
+    if len(outputs) == 1 and gradient is not None and not (function._tensor_hooks or function._retained):
+        grad_outputs = [gradient]  # the common case: one output, its gradient arrived, no hooks
+    else:
+        grad_outputs = []
+        for output_nr, value in enumerate(outputs):
+            gradient = slots.get(output_nr)
+            if gradient is not None and (function._tensor_hooks or function._retained):
+                gradient = _output_gradient_hooks(function, output_nr, gradient, create_graph)
+            if gradient is None:
+                gradient = _tensor.Tensor._zeros(value.shape, value.dtype, value.device)
+            grad_outputs.append(gradient)
     if function._pre_hooks:
         for hook in list(function._pre_hooks.values()):
             result = hook(tuple(grad_outputs))
@@ -480,7 +487,7 @@ def run_backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bo
             if not tensor.is_leaf:
                 raise NotImplementedError("backward(inputs=...) with non-leaf tensors is not supported; "
                                           "use autograd.grad for them")
-            accumulate_only.add(id(tensor._grad_accumulator()))
+            accumulate_only.add(tensor._grad_accumulator())
     _execute(roots, root_grads, retain_graph=retain_graph, create_graph=create_graph,
              accumulate_only=accumulate_only)
 

@@ -104,15 +104,16 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
         # (omitted), an int >= 0 (a fed input's position), an int < 0 (a node output computed
         # in the plan) or a tuple (a structural constant's content).
         part = [node._signature or node.signature]
+        append = part.append
         for value in node.inputs:
             if value is None:
-                part.append(None)
+                append(None)
             elif value.data is None:
                 producer = value.node
                 if producer.plan_mark != mark:
                     visit(producer)
-                part.append(~((producer.position << 16) | value.index) if value.index < 65536
-                            else (producer.position, value.index))
+                index = value.index
+                append(~((producer.position << 16) | index) if index < 65536 else (producer.position, index))
                 if value.plan_mark == mark:
                     value.plan_count += 1
                 else:
@@ -120,13 +121,13 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
                     value.plan_count = 1
                     pending.append(value)
             elif value.static is not None:
-                part.append(value.static)
+                append(value.static)
             else:
                 if value.plan_mark != mark:
                     value.plan_mark = mark
                     value.plan_count = len(inputs)
                     inputs.append(value)
-                part.append(value.plan_count)
+                append(value.plan_count)
         node.plan_mark = mark
         node.position = len(order)
         order.append(node)

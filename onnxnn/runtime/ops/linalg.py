@@ -116,10 +116,11 @@ def _log_softmax_grad(ctx, g):
 def matmul(input: Tensor, other: Tensor) -> Tensor:
     """Matrix product with numpy's rules for 1-D operands and broadcast batch dims."""
     (input, other), _ = promote_operands([input, other])
-    if input.dim() == 2 and other.dim() == 2:
+    input_rank, other_rank = len(input._value.shape), len(other._value.shape)
+    if input_rank <= 2 and other_rank <= 2:
         return apply_op("MatMul", (input, other), None, "MmBackward0")
-    return apply_op("MatMul", (input, other), None, "MmBackward0" if input.dim() <= 2 and other.dim() <= 2
-                    else "BmmBackward0" if input.dim() == other.dim() == 3 else "MatmulBackward0")
+    return apply_op("MatMul", (input, other), None,
+                    "BmmBackward0" if input_rank == other_rank == 3 else "MatmulBackward0")
 
 
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
