@@ -260,3 +260,26 @@ def test_in_place_arithmetic_refuses_a_result_the_tensor_cannot_hold(update):
         update(x)
     np.testing.assert_array_equal(x.numpy(), [1, 2])
     assert x._version == 0
+
+
+def test_the_implicit_seed_gradient_is_not_multiplied_in():
+    # backward() of a one-element loss seeds it with a static one; the first rule's product with it
+    # (here Abs: seed * sign(x)) records no node, and the gradient is still exact.
+    from onnxnn.runtime.plan import plan
+    x = onnxnn.tensor([-2.5], requires_grad=True)
+    x.abs().backward()
+    ops = [node.op_type for node in plan([x.grad._value]).nodes]
+    assert ops == ["Sign"]
+    np.testing.assert_array_equal(x.grad.numpy(), [-1.0])
+
+
+def test_multiplying_by_a_static_one_gives_a_new_handle_on_the_same_values():
+    from onnxnn.runtime.graph import static_constant
+    t = onnxnn.randn(2, 3)
+    one = onnxnn.Tensor._from_value(static_constant(np.ones((1, 3)), onnxnn.float32))
+    product = one * t
+    assert product is not t and product._value is t._value
+    product.add_(1.0)  # rebinding the product leaves t alone
+    assert not np.array_equal(product.numpy(), t.numpy())
+    widened = onnxnn.randn(3) * onnxnn.Tensor._from_value(static_constant(np.ones((2, 3)), onnxnn.float32))
+    assert widened.shape == (2, 3)  # a product that broadcasts beyond x is still recorded

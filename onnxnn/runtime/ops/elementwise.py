@@ -10,6 +10,7 @@ import builtins
 import math
 
 from .. import dtypes
+from ..graph import Value
 from ..registry import gradient_rules, non_differentiable, shape_rules
 from ._common import (Tensor, apply_op, as_tensor_operand, broadcast_values, promote_operands, promote_pair,
                       same_shape, static_scalar)
@@ -299,7 +300,42 @@ def mul(input, other) -> Tensor:
     if result_dtype is dtypes.bool:
         # onnxruntime has no bool Mul; PyTorch's product of bools is their logical and.
         return apply_op("And", (a, b))
+    unchanged = _times_static_one(a, b)
+    if unchanged is not None:
+        return unchanged
     return apply_op("Mul", (a, b), None, "MulBackward0")
+
+
+def _times_static_one(a, b) -> Tensor | None:
+    """``x * 1`` for a static all-ones factor (backward()'s implicit seed gradient): a new handle on x.
+
+    Gradient rules multiply the incoming gradient into their result, and for a scalar loss the
+    first one receives that seed: skipping the product saves a node in every training step. Only
+    outside autograd (neither operand requires grad) and when the product has x's shape.
+    """
+    for one, x in ((a, b), (b, a)):
+        one_is_value = type(one) is Value
+        value = one if one_is_value else one._value
+        if value.static is None or type(x) is not Tensor or x._requires_grad:
+            continue
+        if not one_is_value and one._requires_grad:
+            return None
+        if len(value.shape) <= len(x._value.shape) and _is_all_ones(value) and \
+                broadcast_values((x._value, value)) == x._value.shape:
+            return Tensor._from_value(x._value)
+    return None
+
+
+def _is_all_ones(value) -> bool:
+    known = _ALL_ONES.get(value.static)
+    if known is None:
+        if len(_ALL_ONES) >= 1024:
+            _ALL_ONES.clear()
+        known = _ALL_ONES[value.static] = bool((value.data == 1).all())
+    return known
+
+
+_ALL_ONES: dict = {}  # static constants' keys (their content) -> whether every element is one
 
 
 def div(input, other, *, rounding_mode: str | None = None) -> Tensor:

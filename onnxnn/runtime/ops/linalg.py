@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..registry import gradient_rules, shape_rules
-from ._common import Tensor, apply_op, broadcast_shapes, normalize_axes, promote_operands
+from ._common import Tensor, apply_op, broadcast_shapes, int64_constant, normalize_axes, promote_operands
 
 
 @shape_rules.register("MatMul")
@@ -33,18 +33,23 @@ def _matrix_transpose(x: Tensor) -> Tensor:
     return apply_op("Transpose", (x,), {"perm": perm})
 
 
+_TRANSPOSE_A, _TRANSPOSE_B = {"transA": 1}, {"transB": 1}  # node attributes are never mutated: shared
+
+
 @gradient_rules.register("MatMul")
 def _matmul_grad(ctx, g):
     a, b = ctx.input(0), ctx.input(1)
     # The common layer shapes in as few nodes as possible (one Gemm per gradient); other ranks
     # take the general path below.
     need_a, need_b = ctx.needs_input_grad(0), ctx.needs_input_grad(1)
-    if a.dim() == 2 and b.dim() == 2:
-        return (apply_op("Gemm", (g, b), {"transB": 1}, "MmBackward0") if need_a else None,
-                apply_op("Gemm", (a, g), {"transA": 1}, "MmBackward0") if need_b else None)
-    if a.dim() == 1 and b.dim() == 2:
+    a_rank, b_rank = len(a._value.shape), len(b._value.shape)
+    if a_rank == 2 and b_rank == 2:
+        return (apply_op("Gemm", (g, b), _TRANSPOSE_B, "MmBackward0") if need_a else None,
+                apply_op("Gemm", (a, g), _TRANSPOSE_A, "MmBackward0") if need_b else None)
+    if a_rank == 1 and b_rank == 2:
         # The outer product a g^T as a broadcast Mul: one node fewer than a Gemm of two unsqueezed vectors.
-        outer = apply_op("Mul", (a.unsqueeze(1), g), None, "MulBackward0") if need_b else None
+        column = apply_op("Unsqueeze", (a, int64_constant([1])), None, "UnsqueezeBackward0") if need_b else None
+        outer = apply_op("Mul", (column, g), None, "MulBackward0") if need_b else None
         return (apply_op("MatMul", (b, g), None, "MvBackward0") if need_a else None), outer
     # Vectors are lifted to matrices so one formula serves every rank; the driver un-broadcasts batches.
     a2 = a.unsqueeze(0) if a.dim() == 1 else a
