@@ -28,8 +28,8 @@ _sessions = SessionCache()
 # For a plan of small values neither executor wins everywhere: the kernels' generated code pays
 # numpy's per-call cost on every node, a session run pays a fixed cost and little per node, and both
 # depend on the machine. So such a plan runs on the kernels, and from its TRIAL_FROM_RUN-th run on
-# (structures that run once or twice never compile a session) a session also runs it, timed, for
-# TRIAL_RUNS runs; the faster then keeps the plan.
+# (a structure that runs only a few times never compiles a session) a session also runs it, timed,
+# for TRIAL_RUNS runs; the faster then keeps the plan.
 AUTO_KERNELS_MAX_ELEMENTS = 4096
 TRIAL_FROM_RUN = 5
 TRIAL_RUNS = 3
