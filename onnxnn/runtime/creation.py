@@ -28,8 +28,11 @@ def _device(device) -> "object":
 
 
 def _shape(size) -> tuple:
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        size = tuple(size[0])
+    if len(size) == 1:
+        if type(size[0]) is int and size[0] >= 0:
+            return size  # randn(4): already a tuple of one non-negative int
+        if isinstance(size[0], (tuple, list)):
+            size = tuple(size[0])
     shape = tuple(map(int, size))
     if shape and min(shape) < 0:
         raise RuntimeError(f"Trying to create tensor with negative dimension {min(shape)}: {list(shape)}")

@@ -72,8 +72,12 @@ def set_rng_state(state: dict) -> None:
     default_generator.set_state(state)
 
 
+# numpy samples float32 and float64 directly; other float dtypes are sampled as float32 and cast.
+_SAMPLED_AS = {np.dtype(np.float64): np.float64, np.dtype(np.float32): np.float32}
+
+
 def normal(shape: tuple, numpy_dtype, mean=0.0, std=1.0, generator: Generator | None = None) -> np.ndarray:
-    values = _generator(generator).standard_normal(shape, dtype=np.float64 if numpy_dtype == np.float64 else np.float32)
+    values = _generator(generator).standard_normal(shape, dtype=_SAMPLED_AS.get(numpy_dtype, np.float32))
     if std != 1.0 or mean != 0.0:
         values = values * std + mean
     if values.dtype == numpy_dtype:
@@ -82,7 +86,7 @@ def normal(shape: tuple, numpy_dtype, mean=0.0, std=1.0, generator: Generator | 
 
 
 def uniform(shape: tuple, numpy_dtype, low=0.0, high=1.0, generator: Generator | None = None) -> np.ndarray:
-    values = _generator(generator).random(shape, dtype=np.float64 if numpy_dtype == np.float64 else np.float32)
+    values = _generator(generator).random(shape, dtype=_SAMPLED_AS.get(numpy_dtype, np.float32))
     if low != 0.0 or high != 1.0:
         values = values * (high - low) + low
     return np.asarray(values, dtype=numpy_dtype, order="C")
