@@ -69,6 +69,7 @@ def _slowed(function, seconds):
     return slowed
 
 
+@pytest.mark.executor_trials
 @pytest.mark.parametrize("slow, expected", [("kernels", "session"), ("session", "kernels")])
 def test_auto_keeps_whichever_executor_runs_a_small_plan_faster(slow, expected, monkeypatch):
     executor.clear_cache()
@@ -140,6 +141,7 @@ def test_executors_read_float_attributes_as_32_bit_like_onnx():
     np.testing.assert_allclose(results["kernels"], expected, rtol=1e-14)
 
 
+@pytest.mark.executor_trials
 def test_runs_agree_bitwise_while_auto_times_the_executors():
     # The session's timed runs are discarded; only the one switch after the trial may change rounding.
     executor.clear_cache()
