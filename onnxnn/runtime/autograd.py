@@ -15,8 +15,6 @@ import weakref
 from collections import OrderedDict
 from itertools import zip_longest
 
-import numpy as np
-
 from . import tensor as _tensor  # circular (tensor imports autograd): attributes are read at call time
 from .grad_mode import no_grad, set_grad_enabled
 from .graph import static_constant
@@ -448,11 +446,10 @@ def _root_gradients(tensors: list, grad_tensors: list) -> list:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             # A structural constant: embedded in the compiled graph (where it folds away), not fed.
             value = tensor._value
-            key = (value.shape, value.dtype, value.device)
-            ones = _IMPLICIT_ROOT_GRADIENTS.get(key)
-            if ones is None:
-                ones = _IMPLICIT_ROOT_GRADIENTS[key] = static_constant(np.ones(value.shape), value.dtype, value.device)
-            gradient = _tensor.Tensor._from_value(ones)
+            ones = 1
+            for _ in value.shape:  # a one-element shape: [[1]] for (1, 1)
+                ones = [ones]
+            gradient = _tensor.Tensor._from_value(static_constant(ones, value.dtype, value.device))
         elif not isinstance(gradient, _tensor.Tensor):
             from .creation import tensor as make_tensor
             gradient = make_tensor(gradient, dtype=tensor.dtype)
@@ -461,9 +458,6 @@ def _root_gradients(tensors: list, grad_tensors: list) -> list:
                                f"and output[{index}] has a shape of {tensor.shape}.")
         result.append(gradient)
     return result
-
-
-_IMPLICIT_ROOT_GRADIENTS: dict = {}  # one-element shapes only: a handful of entries
 
 
 def run_backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:

@@ -127,19 +127,48 @@ def static_constant(values, value_dtype: dtype, on: device = CPU) -> Value:
     """A small structural constant (axes, shape, bounds) that compiled graphs embed by content.
 
     Static values are immutable and keyed by content, so equal ones are shared from a small cache.
+    Ints and lists of ints (axes, shapes: one or more per recorded op) are found by their Python
+    form first, without building an array.
     """
+    python_key = _python_key(values)
+    if python_key is not None:
+        cached = _STATIC_BY_PYTHON_FORM.get((python_key, value_dtype, on))
+        if cached is not None:
+            return cached
     array = np.asarray(values, dtype=value_dtype.numpy_dtype)
     key = (value_dtype.name, array.shape, array.tobytes(), on)
     cached = _STATIC_CACHE.get(key)
     if cached is None:
         if len(_STATIC_CACHE) >= _STATIC_CACHE_LIMIT:
             _STATIC_CACHE.clear()
+            _STATIC_BY_PYTHON_FORM.clear()
         array.flags.writeable = False
         cached = _STATIC_CACHE[key] = Value(None, 0, array.shape, value_dtype, on, array, ("c",) + key[:3])
+    if python_key is not None:
+        _STATIC_BY_PYTHON_FORM[(python_key, value_dtype, on)] = cached
     return cached
 
 
+def _python_key(values):
+    """A hashable form of an int or a (nested) list or tuple of ints, which determines its array.
+
+    Anything else gives None. Floats are left out on purpose: 0.0 == -0.0 would share a key.
+    """
+    if type(values) is int:
+        return values
+    if type(values) is list or type(values) is tuple:
+        key = []
+        for item in values:
+            item_key = item if type(item) is int else _python_key(item)
+            if item_key is None:
+                return None
+            key.append(item_key)
+        return tuple(key)
+    return None
+
+
 _STATIC_CACHE: dict = {}
+_STATIC_BY_PYTHON_FORM: dict = {}
 _STATIC_CACHE_LIMIT = 4096
 
 

@@ -79,35 +79,16 @@ def normalize_axes(axes, rank: int) -> list[int]:
 
 def int64_constant(values) -> Value:
     """A structural int64 constant (axes, shapes, bounds), embedded in compiled graphs."""
-    if type(values) is list or type(values) is tuple:
-        # Axes and shapes repeat op after op: found by their Python form, no array built.
-        key = tuple(values)
-        cached = _INT64_CONSTANTS.get(key)
-        if cached is None:
-            if len(_INT64_CONSTANTS) >= 4096:
-                _INT64_CONSTANTS.clear()
-            cached = _INT64_CONSTANTS[key] = static_constant(values, dtypes.int64)
-        return cached
     return static_constant(values, dtypes.int64)
 
 
-_INT64_CONSTANTS: dict = {}
-
-
-def static_scalar(value, value_dtype: dtypes.dtype) -> Value:
+def static_scalar(value: int, value_dtype: dtypes.dtype) -> Value:
     """A fixed 0-d constant of a gradient rule (a zero, a one): embedded in the graph, not fed.
 
     Unlike the Python scalars of user code (fed as data, so a changing learning rate reuses the
     compiled graph), a rule's constants never change, and onnxruntime can fold them.
     """
-    key = (value, value_dtype)
-    cached = _STATIC_SCALARS.get(key)
-    if cached is None:
-        cached = _STATIC_SCALARS[key] = static_constant(value, value_dtype)
-    return cached
-
-
-_STATIC_SCALARS: dict = {}
+    return static_constant(value, value_dtype)
 
 
 axes_constant = int64_constant
