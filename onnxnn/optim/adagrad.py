@@ -6,7 +6,7 @@ from typing import Iterable
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Tensor
 from .optimizer import (
-    Optimizer, _assign, _check_differentiable, _Hyperparameters, _increment_step,
+    Optimizer, _assign, _check_differentiable, _hyperparameter, _increment_step,
     _new_step_tensor,
 )
 
@@ -103,16 +103,15 @@ class Adagrad(Optimizer):
 def adagrad(params: list[Tensor], grads: list[Tensor], state_sums: list[Tensor], state_steps: list[Tensor], *,
             lr: float, weight_decay: float, lr_decay: float, eps: float, maximize: bool) -> None:
     """Functional Adagrad: records the update of every tensor in ``params`` and its state (lazily, in place)."""
-    scalar = _Hyperparameters()
     with no_grad():
         for index, param in enumerate(params):
             grad = grads[index] if not maximize else -grads[index]
             state_sum = state_sums[index]
             step = _increment_step(state_steps[index])
             if weight_decay != 0:
-                grad = grad + param * scalar("weight_decay", weight_decay, param)
+                grad = grad + param * _hyperparameter("weight_decay", weight_decay, param)
             decayed_lr = lr / (1 + (step - 1) * lr_decay)
             new_sum = state_sum + grad * grad
-            std = new_sum.sqrt() + scalar("eps", eps, param)
-            _assign(param, param - grad / std * scalar("clr", decayed_lr, param))
+            std = new_sum.sqrt() + _hyperparameter("eps", eps, param)
+            _assign(param, param - grad / std * _hyperparameter("clr", decayed_lr, param))
             _assign(state_sum, new_sum)

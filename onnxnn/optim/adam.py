@@ -7,7 +7,7 @@ from typing import Iterable
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Tensor
 from .optimizer import (
-    Optimizer, _assign, _check_differentiable, _Hyperparameters, _increment_step,
+    Optimizer, _assign, _check_differentiable, _hyperparameter, _increment_step,
     _new_step_tensor, _zeros_like,
 )
 
@@ -151,7 +151,6 @@ def adam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_
     bias corrections are computed in the graph, so a recorded step can be replayed as it is
     (``onnxnn.export.training_step_to_onnx`` relies on this).
     """
-    scalar = _Hyperparameters()
     with no_grad():
         for index, param in enumerate(params):
             grad = grads[index] if not maximize else -grads[index]
@@ -164,16 +163,16 @@ def adam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_
             new_param = param
             if weight_decay != 0:
                 if decoupled_weight_decay:
-                    new_param = param * scalar("1-lr*weight_decay", 1 - lr * weight_decay, param)
+                    new_param = param * _hyperparameter("1-lr*weight_decay", 1 - lr * weight_decay, param)
                 else:
-                    grad = grad + param * scalar("weight_decay", weight_decay, param)
-            new_exp_avg = exp_avg + (grad - exp_avg) * scalar("1-beta1", 1 - beta1, exp_avg)
-            new_exp_avg_sq = (exp_avg_sq * scalar("beta2", beta2, exp_avg_sq)
-                              + grad * grad * scalar("1-beta2", 1 - beta2, exp_avg_sq))
+                    grad = grad + param * _hyperparameter("weight_decay", weight_decay, param)
+            new_exp_avg = exp_avg + (grad - exp_avg) * _hyperparameter("1-beta1", 1 - beta1, exp_avg)
+            new_exp_avg_sq = (exp_avg_sq * _hyperparameter("beta2", beta2, exp_avg_sq)
+                              + grad * grad * _hyperparameter("1-beta2", 1 - beta2, exp_avg_sq))
             if capturable:
-                bias_correction1 = 1 - scalar("beta1", beta1, step) ** step
-                bias_correction2_sqrt = (1 - scalar("beta2", beta2, step) ** step).sqrt()
-                step_size = scalar("lr", lr, step) / bias_correction1
+                bias_correction1 = 1 - _hyperparameter("beta1", beta1, step) ** step
+                bias_correction2_sqrt = (1 - _hyperparameter("beta2", beta2, step) ** step).sqrt()
+                step_size = _hyperparameter("lr", lr, step) / bias_correction1
             else:
                 bias_correction1 = 1 - beta1 ** step
                 bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
@@ -183,12 +182,13 @@ def adam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_
                 second_moment = max_exp_avg_sqs[index].maximum(new_exp_avg_sq)
                 _assign(max_exp_avg_sqs[index], second_moment)
             if capturable:
-                denom = second_moment.sqrt() / bias_correction2_sqrt.to(param.dtype) + scalar("eps", eps, param)
+                denom = (second_moment.sqrt() / bias_correction2_sqrt.to(param.dtype)
+                         + _hyperparameter("eps", eps, param))
                 new_param = new_param - new_exp_avg / denom * step_size.to(param.dtype)
             else:
-                denom = (second_moment.sqrt() / scalar("bias_correction2_sqrt", bias_correction2_sqrt, param)
-                         + scalar("eps", eps, param))
-                new_param = new_param - new_exp_avg / denom * scalar("step_size", step_size, param)
+                denom = (second_moment.sqrt() / _hyperparameter("bias_correction2_sqrt", bias_correction2_sqrt, param)
+                         + _hyperparameter("eps", eps, param))
+                new_param = new_param - new_exp_avg / denom * _hyperparameter("step_size", step_size, param)
             _assign(exp_avg, new_exp_avg)
             _assign(exp_avg_sq, new_exp_avg_sq)
             _assign(param, new_param)

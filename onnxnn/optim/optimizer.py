@@ -360,33 +360,29 @@ def _cast_state(param: Tensor, value, key: str | None = None):
 
 
 # ---------------------------------------------------------------------- helpers of the functional steps
-class _Hyperparameters:
-    """Python hyperparameters of one functional step, as 0-d tensors fed to the step's graph.
+def _hyperparameter(name: str, value, like: Tensor) -> Tensor:
+    """A Python hyperparameter of a functional step as a 0-d tensor fed to the step's graph.
 
-    Each distinct (name, value, dtype, device) becomes one graph input shared by every parameter
-    that uses it. Values are data, not structure: a scheduler changing ``lr`` reuses the session.
+    Each distinct (name, value, dtype, device) is one graph input, shared by every parameter that
+    uses it. Values are data, not structure: a scheduler changing ``lr`` reuses the session.
     """
+    return Tensor._from_value(_hyperparameter_value(name, value, like._value))
 
-    __slots__ = ()
 
-    def __call__(self, name: str, value, like: Tensor) -> Tensor:
-        return Tensor._from_value(self.value(name, value, like._value))
+def _hyperparameter_value(name: str, value, like: Value) -> Value:
+    """:func:`_hyperparameter` as a realized 0-d Value of ``like``'s dtype and device.
 
-    @staticmethod
-    def value(name: str, value, like: Value) -> Value:
-        """The hyperparameter as a realized 0-d Value of ``like``'s dtype and device.
-
-        Values never change, so the same ones serve every step until a scheduler changes them.
-        """
-        value = float(value)
-        key = (name, value, like.dtype, like.device)
-        scalar = _HYPERPARAMETER_VALUES.get(key)
-        if scalar is None:
-            if len(_HYPERPARAMETER_VALUES) >= 1024:  # schedulers make new values every step
-                _HYPERPARAMETER_VALUES.clear()
-            scalar = _HYPERPARAMETER_VALUES[key] = constant(np.array(value, dtype=like.dtype.numpy_dtype),
-                                                            like.dtype, like.device)
-        return scalar
+    Values never change, so the same ones serve every step until a scheduler changes them.
+    """
+    value = float(value)
+    key = (name, value, like.dtype, like.device)
+    scalar = _HYPERPARAMETER_VALUES.get(key)
+    if scalar is None:
+        if len(_HYPERPARAMETER_VALUES) >= 1024:  # schedulers make new values every step
+            _HYPERPARAMETER_VALUES.clear()
+        scalar = _HYPERPARAMETER_VALUES[key] = constant(np.array(value, dtype=like.dtype.numpy_dtype),
+                                                        like.dtype, like.device)
+    return scalar
 
 
 _HYPERPARAMETER_VALUES: dict = {}

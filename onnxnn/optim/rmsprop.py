@@ -6,7 +6,7 @@ from typing import Iterable
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Tensor
 from .optimizer import (
-    Optimizer, _assign, _check_differentiable, _Hyperparameters, _increment_step,
+    Optimizer, _assign, _check_differentiable, _hyperparameter, _increment_step,
     _new_step_tensor, _zeros_like,
 )
 
@@ -106,29 +106,28 @@ def rmsprop(params: list[Tensor], grads: list[Tensor], square_avgs: list[Tensor]
             momentum_buffer_list: list[Tensor], state_steps: list[Tensor], *, lr: float, alpha: float,
             eps: float, weight_decay: float, momentum: float, centered: bool, maximize: bool) -> None:
     """Functional RMSprop: records the update of every tensor in ``params`` and its state (lazily, in place)."""
-    scalar = _Hyperparameters()
     with no_grad():
         for index, param in enumerate(params):
             grad = grads[index] if not maximize else -grads[index]
             square_avg = square_avgs[index]
             _increment_step(state_steps[index])
             if weight_decay != 0:
-                grad = grad + param * scalar("weight_decay", weight_decay, param)
-            new_square_avg = (square_avg * scalar("alpha", alpha, square_avg)
-                              + grad * grad * scalar("1-alpha", 1 - alpha, square_avg))
+                grad = grad + param * _hyperparameter("weight_decay", weight_decay, param)
+            new_square_avg = (square_avg * _hyperparameter("alpha", alpha, square_avg)
+                              + grad * grad * _hyperparameter("1-alpha", 1 - alpha, square_avg))
             if centered:
                 grad_avg = grad_avgs[index]
-                new_grad_avg = grad_avg + (grad - grad_avg) * scalar("1-alpha", 1 - alpha, grad_avg)
+                new_grad_avg = grad_avg + (grad - grad_avg) * _hyperparameter("1-alpha", 1 - alpha, grad_avg)
                 average = (new_square_avg - new_grad_avg * new_grad_avg).sqrt()
                 _assign(grad_avg, new_grad_avg)
             else:
                 average = new_square_avg.sqrt()
-            average = average + scalar("eps", eps, param)
+            average = average + _hyperparameter("eps", eps, param)
             if momentum > 0:
                 buffer = momentum_buffer_list[index]
-                new_buffer = buffer * scalar("momentum", momentum, buffer) + grad / average
+                new_buffer = buffer * _hyperparameter("momentum", momentum, buffer) + grad / average
                 _assign(buffer, new_buffer)
-                _assign(param, param - new_buffer * scalar("lr", lr, param))
+                _assign(param, param - new_buffer * _hyperparameter("lr", lr, param))
             else:
-                _assign(param, param - grad / average * scalar("lr", lr, param))
+                _assign(param, param - grad / average * _hyperparameter("lr", lr, param))
             _assign(square_avg, new_square_avg)

@@ -9,7 +9,7 @@ from ..runtime import dtypes
 from ..runtime.graph import Value, constant, record, static_constant
 from ..runtime.ops.training import TRAINING_DOMAIN
 from ..runtime.tensor import Tensor
-from .optimizer import Optimizer, _check_differentiable, _Hyperparameters, update_node
+from .optimizer import Optimizer, _check_differentiable, _hyperparameter_value, update_node
 
 __all__ = ["SGD", "sgd"]
 
@@ -98,27 +98,25 @@ def sgd(params: list[Tensor], d_p_list: list[Tensor], momentum_buffer_list: list
     ``momentum_buffer_list`` entries that are None are filled with new buffers (the first step
     copies the gradient). Nothing is computed until the values are realized.
     """
-    hyperparameters = _Hyperparameters()
     gradients = []
     for param, gradient in zip(params, d_p_list):
         gradient = _same_dtype(gradient._value, param._value)
         gradients.append(update_node("Neg", gradient) if maximize else gradient)
     if momentum != 0:
-        _momentum_updates(params, gradients, momentum_buffer_list, hyperparameters, weight_decay=weight_decay,
+        _momentum_updates(params, gradients, momentum_buffer_list, weight_decay=weight_decay,
                           momentum=momentum, lr=lr, dampening=dampening, nesterov=nesterov)
         return
     for param, gradient in zip(params, gradients):
         weight = param._value
         if weight_decay != 0:
-            decay = hyperparameters.value("weight_decay", weight_decay, weight)
+            decay = _hyperparameter_value("weight_decay", weight_decay, weight)
             gradient = update_node("Add", update_node("Mul", weight, decay), gradient)
-        step = update_node("Mul", hyperparameters.value("lr", lr, weight), gradient)
+        step = update_node("Mul", _hyperparameter_value("lr", lr, weight), gradient)
         param._rebind(update_node("Sub", weight, step))
 
 
-def _momentum_updates(params: list[Tensor], gradients: list[Value], buffers: list[Tensor | None],
-                      hyperparameters: _Hyperparameters, *, weight_decay: float, momentum: float, lr: float,
-                      dampening: float, nesterov: bool) -> None:
+def _momentum_updates(params: list[Tensor], gradients: list[Value], buffers: list[Tensor | None], *,
+                      weight_decay: float, momentum: float, lr: float, dampening: float, nesterov: bool) -> None:
     """Records one fused Momentum node (runtime/ops/training.py) per dtype and device of the parameters.
 
     Its update count is 0 for parameters without a buffer yet (their buffer starts as the whole
@@ -133,10 +131,10 @@ def _momentum_updates(params: list[Tensor], gradients: list[Value], buffers: lis
         weights = [params[i]._value for i in indices]
         like = weights[0]
         velocities = [_zeros_value(weights[k]) if first_update else buffers[i]._value for k, i in enumerate(indices)]
-        inputs = (hyperparameters.value("lr", lr, like), _UPDATE_COUNTS[not first_update],
-                  hyperparameters.value("momentum", momentum, like),
-                  hyperparameters.value("1-dampening", 1 - dampening, like) if dampening != 0 else None,
-                  hyperparameters.value("weight_decay", weight_decay, like) if weight_decay != 0 else None,
+        inputs = (_hyperparameter_value("lr", lr, like), _UPDATE_COUNTS[not first_update],
+                  _hyperparameter_value("momentum", momentum, like),
+                  _hyperparameter_value("1-dampening", 1 - dampening, like) if dampening != 0 else None,
+                  _hyperparameter_value("weight_decay", weight_decay, like) if weight_decay != 0 else None,
                   *weights, *[gradients[i] for i in indices], *velocities)
         outputs = record("Momentum", inputs, attributes, TRAINING_DOMAIN)
         for position, index in enumerate(indices):
