@@ -32,20 +32,29 @@ _THRESHOLD = 0.46875
 _ERFC_UNDERFLOW = 26.543
 
 
-def _small(xp, x):
-    """erf on |x| <= 0.46875."""
-    z = x * x
-    numerator = _A[4] * z
-    denominator = z + _B[0]
-    for i in range(3):
-        numerator += _A[i]
+def _rational(p, q, z, degree: int):
+    """Cody's nested evaluation of one range's numerator and denominator polynomials in ``z``.
+
+    Returns them before the division, which each range finishes in its own way, in the order of
+    operations of Cody's code (so results are bitwise the same as writing each range out).
+    """
+    numerator = p[degree + 1] * z
+    denominator = z + q[0]
+    for i in range(degree):
+        numerator += p[i]
         numerator *= z
         if i:
-            denominator += _B[i]
+            denominator += q[i]
         denominator *= z
-    numerator += _A[3]
+    numerator += p[degree]
+    denominator += q[degree]
+    return numerator, denominator
+
+
+def _small(xp, x):
+    """erf on |x| <= 0.46875."""
+    numerator, denominator = _rational(_A, _B, x * x, 3)
     numerator *= x
-    denominator += _B[3]
     numerator /= denominator
     return numerator
 
@@ -54,33 +63,14 @@ def _scaled_erfc(xp, y):
     """erfc(y) * exp(y*y) for y > 0.46875 (Cody's second and third intervals)."""
     result = xp.empty_like(y)
     middle = y <= 4.0
-    ym = y[middle]
-    numerator = _C[8] * ym
-    denominator = ym + _D[0]
-    for i in range(7):
-        numerator += _C[i]
-        numerator *= ym
-        if i:
-            denominator += _D[i]
-        denominator *= ym
-    numerator += _C[7]
-    denominator += _D[7]
+    numerator, denominator = _rational(_C, _D, y[middle], 7)
     numerator /= denominator
     result[middle] = numerator
     large = ~middle
     yl = y[large]
     inverse_square = 1.0 / (yl * yl)
-    numerator = _P[5] * inverse_square
-    denominator = inverse_square + _Q[0]
-    for i in range(4):
-        numerator += _P[i]
-        numerator *= inverse_square
-        if i:
-            denominator += _Q[i]
-        denominator *= inverse_square
-    numerator += _P[4]
+    numerator, denominator = _rational(_P, _Q, inverse_square, 4)
     numerator *= inverse_square
-    denominator += _Q[4]
     numerator /= denominator
     result[large] = (_RSQRTPI - numerator) / yl
     return result
