@@ -540,27 +540,21 @@ class ModuleHooksMixin:
 
     def _run_always_called_hooks(self, args, kwargs, result, already_called: set) -> None:
         """After forward raised: run the ``always_call`` forward hooks that did not run yet."""
-        for hook_id, hook in _global_forward_hooks.items():
-            if hook_id in _global_forward_hooks_always_called and hook_id not in already_called:
+        for kind, hooks, always_called, with_kwargs in (
+                ("global module forward hook", _global_forward_hooks, _global_forward_hooks_always_called,
+                 _global_forward_hooks_with_kwargs),
+                ("module forward hook", self._forward_hooks, self._forward_hooks_always_called,
+                 self._forward_hooks_with_kwargs)):
+            for hook_id, hook in hooks.items():
+                if hook_id not in always_called or hook_id in already_called:
+                    continue
                 try:
-                    if hook_id in _global_forward_hooks_with_kwargs:
+                    if hook_id in with_kwargs:
                         hook_result = hook(self, args, kwargs, result)
                     else:
                         hook_result = hook(self, args, result)
                     if hook_result is not None:
                         result = hook_result
                 except Exception as error:
-                    warnings.warn("global module forward hook with ``always_call=True`` raised an exception "
-                                  f"that was silenced as another error was raised in forward: {error}")
-        for hook_id, hook in self._forward_hooks.items():
-            if hook_id in self._forward_hooks_always_called and hook_id not in already_called:
-                try:
-                    if hook_id in self._forward_hooks_with_kwargs:
-                        hook_result = hook(self, args, kwargs, result)
-                    else:
-                        hook_result = hook(self, args, result)
-                    if hook_result is not None:
-                        result = hook_result
-                except Exception as error:
-                    warnings.warn("module forward hook with ``always_call=True`` raised an exception "
-                                  f"that was silenced as another error was raised in forward: {error}")
+                    warnings.warn(f"{kind} with ``always_call=True`` raised an exception that was silenced as "
+                                  f"another error was raised in forward: {error}")
