@@ -12,6 +12,7 @@ import itertools
 
 import numpy as np
 
+from ..runtime.ops.conv import auto_pad_mode  # the shape rules read it the same way
 from ._common import auto_pads, spatial_attributes
 from .registry import FLOATING, kernels
 
@@ -49,9 +50,7 @@ def _conv_geometry(x, w, attrs):
     spatial = x.ndim - 2
     kernel = list(attrs.get("kernel_shape") or w.shape[2:])
     strides, dilations, pads = spatial_attributes(attrs, spatial)
-    auto_pad = attrs.get("auto_pad", "NOTSET")
-    if isinstance(auto_pad, bytes):
-        auto_pad = auto_pad.decode()
+    auto_pad = auto_pad_mode(attrs)
     pads = auto_pads(auto_pad, x.shape[2:], kernel, strides, dilations, pads)
     return kernel, strides, dilations, pads[:spatial], pads[spatial:]
 
@@ -94,9 +93,7 @@ def _transpose_geometry(x, w, attrs):
     kernel = list(attrs.get("kernel_shape") or w.shape[2:])
     strides, dilations, pads = spatial_attributes(attrs, spatial)
     output_padding = list(attrs.get("output_padding") or [0] * spatial)
-    auto_pad = attrs.get("auto_pad", "NOTSET")
-    if isinstance(auto_pad, bytes):
-        auto_pad = auto_pad.decode()
+    auto_pad = auto_pad_mode(attrs)
     inputs = x.shape[2:]
     natural = [strides[i] * (inputs[i] - 1) + output_padding[i] + (kernel[i] - 1) * dilations[i] + 1
                for i in range(spatial)]

@@ -11,6 +11,7 @@ import itertools
 
 import numpy as np
 
+from ..runtime.ops.conv import auto_pad_mode  # the shape rules read it the same way
 from ._common import auto_pads, lowest, reduce_max, reduce_mean, reduce_sum, spatial_attributes
 from .conv import pad_spatial, sliding_windows
 from .registry import FLOATING, kernels
@@ -23,9 +24,7 @@ def _pool_geometry(x, attrs):
     spatial = x.ndim - 2
     kernel = list(attrs["kernel_shape"])
     strides, dilations, pads = spatial_attributes(attrs, spatial)
-    auto_pad = attrs.get("auto_pad", "NOTSET")
-    if isinstance(auto_pad, bytes):
-        auto_pad = auto_pad.decode()
+    auto_pad = auto_pad_mode(attrs)
     # onnxruntime sizes SAME padding of pooling for the undilated kernel (then slides the dilated
     # one); the shape rule follows it, and so do the kernels, so both executors agree.
     pads = auto_pads(auto_pad, x.shape[2:], kernel, strides, [1] * len(kernel), pads)

@@ -31,7 +31,8 @@ class WindowGeometry(NamedTuple):
     pads_end: list[int]
 
 
-def _auto_pad(attrs: dict) -> str:
+def auto_pad_mode(attrs: dict) -> str:
+    """A node's ``auto_pad`` attribute as a str (models may store it as bytes), NOTSET by default."""
     mode = attrs.get("auto_pad", "NOTSET")
     return mode.decode() if isinstance(mode, bytes) else mode
 
@@ -69,7 +70,7 @@ def window_geometry(input_spatial, kernel, attrs: dict, ceil_mode: bool = False,
     kernel = [int(k) for k in kernel]
     strides = _per_axis(attrs, "strides", rank, 1)
     dilations = _per_axis(attrs, "dilations", rank, 1)
-    mode = _auto_pad(attrs)
+    mode = auto_pad_mode(attrs)
     if mode in ("SAME_UPPER", "SAME_LOWER"):
         output, pads_begin, pads_end = [], [], []
         for size, k, s, d in zip(input_spatial, kernel, strides, dilations):
@@ -120,7 +121,7 @@ def transpose_geometry(input_spatial, kernel, attrs: dict) -> TransposeGeometry:
     output_padding = _per_axis(attrs, "output_padding", rank, 0)
     full = [s * (size - 1) + p + (k - 1) * d + 1
             for size, k, s, d, p in zip(input_spatial, kernel, strides, dilations, output_padding)]
-    mode = _auto_pad(attrs)
+    mode = auto_pad_mode(attrs)
     requested = attrs.get("output_shape")
     if requested is not None and len(requested) > 0:
         if len(requested) != rank:
