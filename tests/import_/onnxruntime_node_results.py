@@ -99,6 +99,38 @@ def run_case(run, data_sets, rtol: float, atol: float) -> str | None:
     return None
 
 
+def onnxnn_runner(model: onnx.ModelProto):
+    """``run(inputs)`` of ``onnxnn.backend`` for one case, with every compiled graph cache emptied first.
+
+    Each case is a fresh model, as onnx's runner prepares a fresh backend per case: compiled graphs
+    are not shared between cases. (Shared, the kernels executor's structural cache mixes up plans
+    whose output shapes depend on fed data, e.g. test_reshape_* whose target shape is a graph input.)
+    """
+    import onnxnn.backend
+    from onnxnn.kernels import executor as kernels_executor
+    from onnxnn.runtime import executor
+    executor.clear_cache()
+    kernels_executor.clear_cache()
+    return onnxnn.backend.prepare(model).run
+
+
+def failing_cases(cases, selected: set, make_runner) -> dict[str, str]:
+    """``{name: problem}`` for the cases in ``selected`` that ``make_runner(model)`` fails (or raises on)."""
+    failures = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, model, data_sets, rtol, atol in cases:
+            if name not in selected:
+                continue
+            try:
+                problem = run_case(make_runner(model), data_sets, rtol, atol)
+            except Exception as error:
+                problem = f"{type(error).__name__}: {' '.join(str(error).split())[:300]}"
+            if problem is not None:
+                failures[name] = problem
+    return failures
+
+
 def _onnxruntime_runner(model: onnx.ModelProto):
     import onnxruntime
     options = onnxruntime.SessionOptions()

@@ -9,17 +9,15 @@ tests it fails must be exactly ``KNOWN_FAILURES``, each with its reason.
 from __future__ import annotations
 
 import os
-import warnings
 
 import numpy as np
 import pytest
 
 import onnxnn
 import onnxnn.backend
-from onnxnn.kernels import executor as kernels_executor
-from onnxnn.runtime import executor
 
-from .onnxruntime_node_results import node_test_cases, onnxruntime_passing, run_case, stored_onnxruntime_passing
+from .onnxruntime_node_results import (failing_cases, node_test_cases, onnxnn_runner, onnxruntime_passing,
+                                      stored_onnxruntime_passing)
 
 REQUIRED_SHARE = 0.95
 
@@ -49,16 +47,6 @@ KNOWN_FAILURES: dict[str, str] = {
 }
 
 
-def _onnxnn_runner(model):
-    # Each case is a fresh model, as onnx's runner prepares a fresh backend per case: compiled
-    # graphs are not shared between cases. (Shared, the kernels executor's structural cache mixes
-    # up plans whose output shapes depend on fed data, e.g. test_reshape_* whose target shape is
-    # a graph input; reported to its owner.)
-    executor.clear_cache()
-    kernels_executor.clear_cache()
-    return onnxnn.backend.prepare(model).run
-
-
 @pytest.fixture(scope="module")
 def conformance() -> dict:
     """``{"onnxruntime": [names], "failures": {name: problem}}`` over the node tests onnxruntime passes."""
@@ -67,19 +55,7 @@ def conformance() -> dict:
     if passing is None:
         print("\nonnxruntime_node_results.json is for other onnx/onnxruntime versions: running onnxruntime now")
         passing = onnxruntime_passing(cases)
-    selected = set(passing)
-    failures = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for name, model, data_sets, rtol, atol in cases:
-            if name not in selected:
-                continue
-            try:
-                problem = run_case(_onnxnn_runner(model), data_sets, rtol, atol)
-            except Exception as error:
-                problem = f"{type(error).__name__}: {' '.join(str(error).split())[:300]}"
-            if problem is not None:
-                failures[name] = problem
+    failures = failing_cases(cases, set(passing), onnxnn_runner)
     total = len(cases)
     passed = len(passing) - len(failures)
     print(f"\nONNX node tests: onnxruntime passes {len(passing)} of {total}; onnxnn passes {passed} of those "

@@ -9,16 +9,12 @@ The bar: at least 90% of the node tests onnxruntime passes, and the failures exa
 """
 from __future__ import annotations
 
-import warnings
 
 import pytest
 
 import onnxnn
-import onnxnn.backend
-from onnxnn.kernels import executor as kernels_executor
-from onnxnn.runtime import executor
 
-from import_.onnxruntime_node_results import (node_test_cases, onnxruntime_passing, run_case,
+from import_.onnxruntime_node_results import (failing_cases, node_test_cases, onnxnn_runner, onnxruntime_passing,
                                                 stored_onnxruntime_passing)
 from import_.test_backend_node_tests import KNOWN_FAILURES as KNOWN_ON_EVERY_EXECUTOR
 
@@ -78,21 +74,8 @@ KNOWN_KERNEL_FAILURES: dict[str, str] = {
 def conformance() -> dict:
     cases = node_test_cases()
     passing = stored_onnxruntime_passing() or onnxruntime_passing(cases)
-    selected = set(passing)
-    failures = {}
-    with warnings.catch_warnings(), onnxnn.set_executor("kernels"):
-        warnings.simplefilter("ignore")
-        for name, model, data_sets, rtol, atol in cases:
-            if name not in selected:
-                continue
-            executor.clear_cache()
-            kernels_executor.clear_cache()
-            try:
-                problem = run_case(onnxnn.backend.prepare(model).run, data_sets, rtol, atol)
-            except Exception as error:
-                problem = f"{type(error).__name__}: {' '.join(str(error).split())[:300]}"
-            if problem is not None:
-                failures[name] = problem
+    with onnxnn.set_executor("kernels"):
+        failures = failing_cases(cases, set(passing), onnxnn_runner)
     passed = len(passing) - len(failures)
     print(f"\nONNX node tests on the kernels executor: {passed} of the {len(passing)} that onnxruntime passes "
           f"({100.0 * passed / max(len(passing), 1):.1f}%)")
