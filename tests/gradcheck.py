@@ -2,18 +2,43 @@
 
 ``check_gradients(function, inputs)`` compares the backward graph's vector-Jacobian product with
 central differences: for small inputs element by element, for large ones along a random direction
-(JAX's check_vjp: ``<J v, u>`` from differences against ``<v, J^T u>`` from backward).
+(JAX's check_vjp: ``<J v, u>`` from differences against ``<v, J^T u>`` from backward). It then
+runs backward again on other data, where the structure's first backward is replayed
+(``runtime/backward_replay.py``), and requires exactly the general driver's gradients.
 """
 from __future__ import annotations
 
 import numpy as np
 
 import onnxnn
+from onnxnn.runtime import backward_replay
 
 
 def _as_tensors(arrays, requires_grad):
     return [onnxnn.tensor(a, dtype=onnxnn.float64, requires_grad=r) if r else onnxnn.tensor(a)
             for a, r in zip(arrays, requires_grad)]
+
+
+def _gradients(function, arrays, requires_grad, cotangent) -> list:
+    tensors = _as_tensors(arrays, requires_grad)
+    output = function(*tensors)
+    output.backward(onnxnn.tensor(cotangent, dtype=output.dtype))
+    return [tensor.grad.numpy() if differentiated else None for tensor, differentiated in zip(tensors, requires_grad)]
+
+
+def _check_replayed_backward(function, arrays, requires_grad, cotangent, rng) -> None:
+    """Backward of a structure seen before (a replay) gives the general driver's gradients, on new data."""
+    moved = [array + 0.01 * rng.standard_normal(array.shape) if differentiated else array
+             for array, differentiated in zip(arrays, requires_grad)]
+    replayed = _gradients(function, moved, requires_grad, cotangent)
+    backward_replay.ENABLED = False
+    try:
+        general = _gradients(function, moved, requires_grad, cotangent)
+    finally:
+        backward_replay.ENABLED = True
+    for index, (replayed_gradient, general_gradient) in enumerate(zip(replayed, general)):
+        np.testing.assert_array_equal(replayed_gradient, general_gradient,
+                                      err_msg=f"replayed gradient of input {index}")
 
 
 def _evaluate(function, arrays, requires_grad, cotangent):
@@ -68,3 +93,4 @@ def check_gradients(function, inputs, *, requires_grad=None, eps: float = 1e-6, 
             projected = float(np.sum(analytic * direction))
             np.testing.assert_allclose(projected, numeric, rtol=rtol * 10, atol=atol * 10,
                                        err_msg=f"directional gradient of input {index}")
+    _check_replayed_backward(function, arrays, requires_grad, cotangent, rng)

@@ -16,7 +16,10 @@ from collections import OrderedDict
 from itertools import zip_longest
 
 from . import tensor as _tensor  # circular (tensor imports autograd): attributes are read at call time
+from .executor import SELECTION
 from .grad_mode import no_grad, set_grad_enabled
+from . import backward_replay
+from . import graph as _graph
 from .graph import static_constant
 from .registry import gradient_rules
 
@@ -178,6 +181,8 @@ class GradContext:
                 "one of the variables needed for gradient computation has been modified by an inplace "
                 f"operation: [{value.dtype.name} {list(value.shape)}] is at version {saved[0].value}; "
                 f"expected version {saved[1]} instead. (saved by {self.function.name()})")
+        if _graph.TRACE is not None:
+            _graph.TRACE.saved_reads.append((self.function, index))
         value = self.function.node.inputs[index]
         if not self.create_graph:
             return _tensor.Tensor._from_value(value)
@@ -482,6 +487,9 @@ def run_backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bo
                 raise NotImplementedError("backward(inputs=...) with non-leaf tensors is not supported; "
                                           "use autograd.grad for them")
             accumulate_only.add(tensor._grad_accumulator())
+    if (backward_replay.ENABLED and accumulate_only is None and not create_graph and len(roots) == 1
+            and not SELECTION.eager and backward_replay.backward(roots[0], root_grads[0], retain_graph)):
+        return  # a structure seen before: its traced backward was replayed
     _execute(roots, root_grads, retain_graph=retain_graph, create_graph=create_graph,
              accumulate_only=accumulate_only)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from time import perf_counter
 
+from . import graph as _graph
 from .dtypes import float16 as _FLOAT16
 from .plan import IR_VERSION, OPSET_VERSION, GraphPlan, build_model, plan
 from .sessions import CompiledSession, SessionCache, create_session
@@ -281,6 +282,8 @@ def realize(values) -> None:
         targets = [value for value in dict.fromkeys(values) if value.data is None]  # Values hash by identity
     if not targets:
         return
+    if _graph.TRACE is not None:
+        _graph.TRACE.read_data = True
     graph = plan(targets)
     entry = _entry(graph)
     inputs = [value.data for value in graph.inputs]

@@ -15,7 +15,7 @@ from .dtypes import dtype
 from .registry import shape_rules
 
 __all__ = ["Value", "Node", "record", "constant", "static_constant", "pending_depth", "refresh_depth",
-           "MAX_PENDING_DEPTH"]
+           "MAX_PENDING_DEPTH", "RecordingTrace", "trace_data_read"]
 
 # A value whose pending history is deeper than this is realized when recorded: a buffer updated
 # on every call (a running mean) must not grow one unbounded graph.
@@ -28,14 +28,15 @@ class Node:
     __slots__ = ("op_type", "domain", "inputs", "attrs", "num_outputs", "depth", "_signature", "position",
                  "plan_mark")
 
-    def __init__(self, op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int, depth: int = 1):
+    def __init__(self, op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int, depth: int = 1,
+                 signature: tuple | None = None):
         self.op_type = op_type
         self.domain = domain
         self.inputs = inputs
         self.attrs = attrs
         self.num_outputs = num_outputs
         self.depth = depth  # longer than the depth of every pending input: sorting by it is topological
-        self._signature = None
+        self._signature = signature  # computed when first asked for, unless the caller knows it
         self.position = 0  # scratch of the planner: the node's index in the plan being built
         self.plan_mark = 0  # scratch of the planner: the number of the last plan that visited it
 
@@ -108,6 +109,8 @@ class Value:
 
     def numpy(self) -> np.ndarray:
         """The value as a numpy array, realizing it (and its pending history) if needed."""
+        if TRACE is not None and self.static is None:
+            TRACE.read_data = True
         if self.data is None:
             from .executor import realize
             realize((self,))
@@ -218,9 +221,12 @@ def record_scanned(op_type: str, inputs: tuple, attrs: dict | None, domain: str,
         where = CPU
     if len(metas) == 1:
         shape, out_dtype = metas[0]
-        return (Value(node, 0, shape, out_dtype, where),)
-    return tuple([Value(node, i, shape, out_dtype, where)
-                  for i, (shape, out_dtype) in enumerate(metas)])
+        outputs = (Value(node, 0, shape, out_dtype, where),)
+    else:
+        outputs = tuple([Value(node, i, shape, out_dtype, where) for i, (shape, out_dtype) in enumerate(metas)])
+    if TRACE is not None:
+        TRACE.outputs.append(outputs)
+    return outputs
 
 
 _SHAPE_RULES = shape_rules._table  # read directly: record() runs for every op
@@ -234,12 +240,41 @@ def _record_without_rule(op_type: str, inputs: tuple, attrs: dict, domain: str, 
     metas = infer_node_outputs(op_type, domain, inputs, attrs, num_outputs)
     if metas is None:
         from .dtypes import as_dtype
+        trace_data_read()  # the node is computed now: what follows depends on its data
         arrays = run_node_eagerly(op_type, domain, inputs, attrs, num_outputs)
         node = Node(op_type, domain, inputs, attrs, len(arrays), 1)
         return tuple(Value(node, i, array.shape, as_dtype(array.dtype), where, array)
                      for i, array in enumerate(arrays))
     node = Node(op_type, domain, inputs, attrs, len(metas), 1 + max(map(pending_depth, inputs), default=0))
-    return tuple(Value(node, i, shape, out_dtype, where) for i, (shape, out_dtype) in enumerate(metas))
+    outputs = tuple(Value(node, i, shape, out_dtype, where) for i, (shape, out_dtype) in enumerate(metas))
+    if TRACE is not None:
+        TRACE.outputs.append(outputs)
+    return outputs
+
+
+class RecordingTrace:
+    """What a stretch of recording did, kept while ``TRACE`` holds it (see ``backward_replay``).
+
+    ``outputs`` holds the outputs of every node recorded, in order; ``saved_reads`` the
+    ``(function, input index)`` of every saved input a gradient rule read; ``read_data`` whether
+    anything read or computed data, after which what was recorded may depend on that data.
+    """
+
+    __slots__ = ("outputs", "saved_reads", "read_data")
+
+    def __init__(self):
+        self.outputs: list = []
+        self.saved_reads: list = []
+        self.read_data = False
+
+
+TRACE: RecordingTrace | None = None  # set only while a backward pass is traced
+
+
+def trace_data_read() -> None:
+    """Notes, in the trace being recorded (if any), that data was read or computed."""
+    if TRACE is not None:
+        TRACE.read_data = True
 
 
 def pending_depth(value) -> int:

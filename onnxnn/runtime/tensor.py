@@ -11,6 +11,7 @@ import weakref
 import numpy as np
 
 from . import dtypes as _dtypes
+from . import graph as _graph
 from .autograd import AccumulateGrad, Function, RemovableHandle, VersionCounter, _HookDict, add_hook, run_backward
 from .device import CPU, as_device, cuda_is_available
 from .executor import SELECTION, realize
@@ -410,6 +411,8 @@ class Tensor(TensorOps):
 
     def _realized_data(self) -> np.ndarray:
         value = self._value
+        if _graph.TRACE is not None and value.static is None:
+            _graph.TRACE.read_data = True
         if value.data is None:
             realize((value,))
             if value.data is None:

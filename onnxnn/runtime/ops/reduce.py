@@ -24,9 +24,7 @@ def _reduced_axes(inputs, attrs) -> list[int]:
         if axes is None:
             return [] if attrs.get("noop_with_empty_axes", 0) else list(range(rank))
     else:
-        if axes_value.data is None:
-            axes_value.numpy()  # data-dependent axes: realize first (principle 2)
-        axes = axes_value.data.tolist()
+        axes = axes_value.numpy().tolist()  # data-dependent axes are realized first (principle 2)
         if not axes and not attrs.get("noop_with_empty_axes", 0):
             return list(range(rank))
     return normalize_axes(axes, rank)

@@ -1,0 +1,328 @@
+"""Backward passes replayed: a training loop's backward is worked out once per graph structure.
+
+A training loop builds an autograd graph of the same structure at every step, and its backward
+records the same gradient nodes every time: gradient rules, the driver's bookkeeping and shape
+rules give the same answers for the same op types, attributes, shapes, dtypes and topology (DESIGN
+principle 3: on a cache hit, no autodiff runs). So the first backward of a structure runs the
+general driver (``autograd._execute``) under a trace, which keeps the nodes it recorded, the saved
+values its rules read and what it left in each leaf's ``.grad``. Later backwards of the structure
+replay that over the new step's values: one ``Node`` and its ``Value``s per gradient node, with no
+rule, Tensor or gradient bookkeeping in between.
+
+The structural key says everything the recording can depend on: per function its node's
+signature, its inputs' shapes, dtypes, devices (static constants by content), which inputs and
+outputs are the same value, and where its edges lead; per leaf whether ``.grad`` is set. Only
+graphs with no hooks, no higher-order recording (``create_graph``) and nothing that read or
+computed data while traced (a rule looking at data, a pending history too deep to keep) are
+replayed; every other backward, and every error, takes the general driver.
+"""
+from __future__ import annotations
+
+from . import autograd as _autograd  # circular (autograd calls backward()): read at call time
+from . import graph as _graph
+from .graph import MAX_PENDING_DEPTH, Node, Value, refresh_depth
+
+__all__ = ["backward", "clear_templates", "replay_info", "ENABLED"]
+
+ENABLED = True  # False sends every backward to the general driver (to compare the two)
+
+_LEAF = object()  # marks a leaf's part of a structural key
+_UNREPLAYABLE = object()  # a structure whose trace depended on more than structure
+_templates: dict = {}
+TEMPLATE_LIMIT = 256  # a loop has a handful of structures; more means they never repeat
+
+# Where a replay finds a value of the new graph: the kinds of a Template gather.
+_INPUT, _OUTPUT, _ROOT_GRADIENT, _LEAF_GRADIENT = range(4)
+
+
+def backward(root: tuple, root_gradient, retain_graph: bool) -> bool:
+    """Runs ``root_gradient.backward()``-style accumulation through the graph behind ``root``.
+
+    Args:
+        root: the (function, output_nr) edge the gradient enters at.
+        root_gradient: the Tensor that enters there.
+        retain_graph: keep the functions' saved values for another backward.
+
+    Returns:
+        False when the graph must take the general driver (nothing was done), True when done.
+    """
+    found = _structure_key(root, root_gradient._value)
+    if found is None:
+        return False
+    key, order = found
+    template = _templates.get(key)
+    if template is None:
+        _trace(key, order, root, root_gradient, retain_graph)
+        return True
+    if template is _UNREPLAYABLE:
+        return False
+    replayed = template.replay(order, root_gradient._value, retain_graph)
+    _counts["replayed"] += replayed
+    return replayed
+
+
+def clear_templates() -> None:
+    """Forgets every traced backward (they are rebuilt on the next backward of each structure)."""
+    _templates.clear()
+    _counts.update(traced=0, replayed=0)
+
+
+def replay_info() -> dict:
+    """``{"templates", "unreplayable", "traced", "replayed"}``: structures kept, and backwards since cleared."""
+    unreplayable = sum(template is _UNREPLAYABLE for template in _templates.values())
+    return {"templates": len(_templates) - unreplayable, "unreplayable": unreplayable, **_counts}
+
+
+_counts = {"traced": 0, "replayed": 0}
+
+
+def _structure_key(root: tuple, root_gradient: Value):
+    """The structural key of the backward graph behind ``root``, and its functions in key order.
+
+    Functions are numbered in the order they are first reached, values (the nodes' inputs and
+    outputs, the gradients) in the order they are first seen. Per function the key lists its node's
+    signature and input count, then per input None, a static constant's content, a new value's
+    ``(shape, dtype, device)`` or a seen value's number, then its outputs' numbers and its edges'
+    function numbers (``(number, output_nr)`` where output_nr is not 0). Per leaf it lists the
+    leaf's shape and its ``.grad`` like an input. None when the graph must not be replayed (hooks,
+    a freed graph).
+    """
+    Function, AccumulateGrad = _autograd.Function, _autograd.AccumulateGrad
+    root_function, root_output = root
+    numbers: dict = {}
+    if root_gradient.static is not None:
+        key = [root_output, root_gradient.static]
+    else:
+        numbers[root_gradient] = 0
+        key = [root_output, (root_gradient.shape, root_gradient.dtype, root_gradient.device)]
+    append = key.append
+    order = [root_function]
+    position_of = {root_function: 0}
+    for function in order:  # grows while it is walked
+        if type(function) is Function:
+            node = function.node
+            if (node is None or function._hooks or function._pre_hooks or function._tensor_hooks
+                    or function._retained):
+                return None
+            inputs = node.inputs
+            edges = function.next_functions
+            if len(edges) != len(inputs):
+                return None
+            append(node.signature)
+            append(len(inputs))
+            for value in inputs:
+                if value is None:
+                    append(None)
+                elif value.static is not None:
+                    append(value.static)
+                else:
+                    number = numbers.get(value)
+                    if number is None:
+                        numbers[value] = len(numbers)
+                        append((value.shape, value.dtype, value.device))
+                    else:
+                        append(number)
+            for value in function.outputs:  # their metadata follows from the node; only aliasing matters
+                number = numbers.get(value)
+                if number is None:
+                    number = numbers[value] = len(numbers)
+                append(number)
+            for edge in edges:
+                if edge is None or edge[0] is None:
+                    append(None)
+                    continue
+                target = edge[0]
+                target_position = position_of.get(target)
+                if target_position is None:
+                    target_position = position_of[target] = len(order)
+                    order.append(target)
+                append(target_position if edge[1] == 0 else (target_position, edge[1]))
+        elif type(function) is AccumulateGrad:
+            variable = function.variable
+            if variable._backward_hooks:
+                return None
+            append((_LEAF, variable._value.shape))
+            gradient = variable.grad
+            if gradient is None:
+                append(None)
+                continue
+            value = gradient._value
+            number = numbers.get(value)
+            if number is None:
+                numbers[value] = len(numbers)
+                append((value.shape, value.dtype, value.device))
+            else:
+                append(number)
+        else:
+            return None
+    return tuple(key), order
+
+
+def _trace(key: tuple, order: list, root: tuple, root_gradient, retain_graph: bool) -> None:
+    """Runs the general driver under a trace and keeps its Template for ``key`` (or that it has none)."""
+    if _graph.TRACE is not None:  # a backward inside a traced one (a rule calling backward): no nesting
+        _autograd._execute([root], [root_gradient], retain_graph=retain_graph, create_graph=False)
+        return
+    locations = _locations(order, root_gradient._value)
+    gradients_before = [function.variable.grad if type(function) is _autograd.AccumulateGrad else None
+                        for function in order]
+    values_before = [None if gradient is None else gradient._value for gradient in gradients_before]
+    trace = _graph.TRACE = _graph.RecordingTrace()
+    _counts["traced"] += 1
+    try:
+        _autograd._execute([root], [root_gradient], retain_graph=retain_graph, create_graph=False)
+    finally:
+        _graph.TRACE = None
+    template = None
+    if not trace.read_data:
+        template = _Template.build(trace, order, locations, gradients_before, values_before)
+    if len(_templates) >= TEMPLATE_LIMIT:
+        _templates.clear()
+    _templates[key] = _UNREPLAYABLE if template is None else template
+
+
+def _locations(order: list, root_gradient: Value) -> dict:
+    """Where each value of the graph sits (a function's input or output, a gradient), first seen first."""
+    locations: dict = {}
+    if root_gradient.static is None:
+        locations[root_gradient] = (0, _ROOT_GRADIENT, 0)
+    for position, function in enumerate(order):
+        if type(function) is _autograd.AccumulateGrad:
+            gradient = function.variable.grad
+            if gradient is not None:
+                locations.setdefault(gradient._value, (position, _LEAF_GRADIENT, 0))
+            continue
+        for index, value in enumerate(function.node.inputs):
+            if value is not None and value.static is None:
+                locations.setdefault(value, (position, _INPUT, index))
+        for index, value in enumerate(function.outputs):
+            locations.setdefault(value, (position, _OUTPUT, index))
+    return locations
+
+
+class _Template:
+    """A traced backward: what to gather from a new graph, the nodes to record, what to leave in ``.grad``.
+
+    A replay works on one list of values: the constants first (slot 0 is None, for absent
+    inputs), then the gathered values of the new graph, then each recorded node's outputs.
+    """
+
+    __slots__ = ("checks", "constants", "gathers", "steps", "effects", "functions")
+
+    @classmethod
+    def build(cls, trace, order: list, locations: dict, gradients_before: list, values_before: list):
+        """The Template of a traced backward, or None where it used a value it cannot find again."""
+        AccumulateGrad = _autograd.AccumulateGrad
+        produced = {}  # value -> index of the traced node that recorded it
+        for index, outputs in enumerate(trace.outputs):
+            for value in outputs:
+                produced[value] = index
+        effects = []  # (leaf function position, whether .grad existed, value)
+        for position, function in enumerate(order):
+            if type(function) is not AccumulateGrad:
+                continue
+            gradient = function.variable.grad
+            before = gradients_before[position]
+            if before is None:
+                if gradient is not None:
+                    effects.append((position, False, gradient._value))
+            elif gradient is not before:
+                return None  # the driver replaced the .grad tensor itself: not what a replay does
+            elif gradient._value is not values_before[position]:
+                effects.append((position, True, gradient._value))
+        # The traced nodes the effects need, in recording (topological) order.
+        needed, stack = set(), [value for _, _, value in effects]
+        while stack:
+            index = produced.get(stack.pop())
+            if index is not None and index not in needed:
+                needed.add(index)
+                stack.extend(value for value in trace.outputs[index][0].node.inputs if value is not None)
+        steps = sorted(needed)
+        # Slots: constants, then gathers, then the outputs of each kept node.
+        constants, gathers = [None], []
+        constant_slots, gather_slots = {}, {}
+        used = [value for index in steps for value in trace.outputs[index][0].node.inputs]
+        for value in used + [value for _, _, value in effects]:
+            if value is None or value in produced or value in constant_slots or value in gather_slots:
+                continue
+            if value.static is None and value in locations:
+                gather_slots[value] = len(gathers)
+                gathers.append(locations[value])
+            elif value.data is not None:  # a structural or rule-made constant: the same in every step
+                constant_slots[value] = len(constants)
+                constants.append(value)
+            else:
+                return None  # a pending value from outside the graph
+        slots = dict(constant_slots)
+        slots.update((value, len(constants) + index) for value, index in gather_slots.items())
+        slots[None] = 0
+        next_slot = len(constants) + len(gathers)
+        template_steps = []
+        for index in steps:
+            outputs = trace.outputs[index]
+            node = outputs[0].node
+            refs = tuple([slots[value] for value in node.inputs])
+            for value in outputs:
+                slots[value] = next_slot
+                next_slot += 1
+            pending_refs = tuple([ref for ref in refs if ref >= len(constants)])  # constants have no history
+            template_steps.append((node.op_type, node.domain, node.attrs, node.signature, refs, pending_refs,
+                                   tuple((value.shape, value.dtype) for value in outputs), outputs[0].device))
+        template = cls()
+        template.constants = constants
+        template.gathers = gathers
+        template.steps = template_steps
+        template.effects = [(position, existed, slots[value]) for position, existed, value in effects]
+        position_of = {function: position for position, function in enumerate(order)}
+        template.checks = sorted({(position_of[function], index) for function, index in trace.saved_reads
+                                  if function in position_of})
+        template.functions = [position for position, function in enumerate(order)
+                              if type(function) is not AccumulateGrad]
+        return template
+
+    def replay(self, order: list, root_gradient: Value, retain_graph: bool) -> bool:
+        """Records the traced backward over the graph ``order``; False (having done nothing) to refuse."""
+        for position, index in self.checks:
+            saved = order[position]._saved_versions[index]
+            if saved is not None and saved[0].value != saved[1]:
+                return False  # changed in place since saved: the general driver raises the error
+        values = self.constants.copy()
+        append = values.append
+        for position, kind, index in self.gathers:
+            function = order[position]
+            if kind == _INPUT:
+                append(function.node.inputs[index])
+            elif kind == _OUTPUT:
+                append(function.outputs[index])
+            elif kind == _ROOT_GRADIENT:
+                append(root_gradient)
+            else:
+                append(function.variable.grad._value)
+        for op_type, domain, attrs, signature, refs, pending_refs, metas, device in self.steps:
+            depth = 0
+            for ref in pending_refs:
+                value = values[ref]
+                if value.data is None and value.node.depth > depth:
+                    depth = value.node.depth
+            node = Node(op_type, domain, tuple([values[ref] for ref in refs]), attrs, len(metas), depth + 1,
+                        signature)
+            if len(metas) == 1:
+                shape, dtype = metas[0]
+                append(Value(node, 0, shape, dtype, device))
+            else:
+                values += [Value(node, index, shape, dtype, device) for index, (shape, dtype) in enumerate(metas)]
+            if depth >= MAX_PENDING_DEPTH and refresh_depth(node) > MAX_PENDING_DEPTH:
+                from .executor import realize
+                realize(values[-len(metas):])  # as recording the op would: no unbounded pending history
+        for position, existed, ref in self.effects:
+            variable = order[position].variable
+            if existed:
+                variable.grad._rebind(values[ref])
+            else:
+                variable.grad = _autograd._tensor.Tensor._from_value(values[ref])
+        if not retain_graph:
+            for position in self.functions:
+                function = order[position]
+                function.node = None
+                function.outputs = None
+        return True
