@@ -18,6 +18,8 @@ replayed; every other backward, and every error, takes the general driver.
 """
 from __future__ import annotations
 
+import itertools
+
 from . import autograd as _autograd  # circular (autograd calls backward()): read at call time
 from . import graph as _graph
 from .graph import MAX_PENDING_DEPTH, Node, Value, refresh_depth
@@ -203,11 +205,13 @@ def _locations(order: list, root_gradient: Value) -> dict:
 class _Template:
     """A traced backward: what to gather from a new graph, the nodes to record, what to leave in ``.grad``.
 
-    A replay works on one list of values: the constants first (slot 0 is None, for absent
-    inputs), then the gathered values of the new graph, then each recorded node's outputs.
+    Values are numbered in slots: the constants first (slot 0 is None, for absent inputs), then
+    the values gathered from the new graph, then each recorded node's outputs. ``replay`` is that
+    written out as straight-line Python (``source``), one local variable per slot: interpreting
+    the same tables costs about twice as much per node.
     """
 
-    __slots__ = ("checks", "constants", "gathers", "steps", "effects", "functions")
+    __slots__ = ("checks", "constants", "gathers", "steps", "effects", "functions", "source", "replay")
 
     @classmethod
     def build(cls, trace, order: list, locations: dict, gradients_before: list, values_before: list):
@@ -278,51 +282,70 @@ class _Template:
                                   if function in position_of})
         template.functions = [position for position, function in enumerate(order)
                               if type(function) is not AccumulateGrad]
+        template.source, template.replay = template._write_replay()
         return template
 
-    def replay(self, order: list, root_gradient: Value, retain_graph: bool) -> bool:
-        """Records the traced backward over the graph ``order``; False (having done nothing) to refuse."""
+    def _write_replay(self) -> tuple:
+        """The source of ``replay(order, root_gradient, retain_graph) -> bool`` and the function itself.
+
+        It returns False, having done nothing, when a saved value was changed in place since it
+        was saved (the general driver then raises PyTorch's error), and True once it has recorded
+        the nodes and set each leaf's ``.grad``.
+        """
+        namespace = {"Node": Node, "Value": Value, "Tensor": _autograd._tensor.Tensor,
+                     "MAX_PENDING_DEPTH": MAX_PENDING_DEPTH, "bound_depth": _bound_depth}
+        lines = ["def replay(order, root_gradient, retain_graph):"]
         for position, index in self.checks:
-            saved = order[position]._saved_versions[index]
-            if saved is not None and saved[0].value != saved[1]:
-                return False  # changed in place since saved: the general driver raises the error
-        values = self.constants.copy()
-        append = values.append
+            lines.append(f"    saved = order[{position}]._saved_versions[{index}]")
+            lines.append("    if saved is not None and saved[0].value != saved[1]: return False")
+        for slot, value in enumerate(self.constants):
+            namespace[f"value_{slot}"] = value
+        sources = {_INPUT: "order[{}].node.inputs[{}]", _OUTPUT: "order[{}].outputs[{}]",
+                   _ROOT_GRADIENT: "root_gradient", _LEAF_GRADIENT: "order[{}].variable.grad._value"}
+        slot = len(self.constants)
         for position, kind, index in self.gathers:
-            function = order[position]
-            if kind == _INPUT:
-                append(function.node.inputs[index])
-            elif kind == _OUTPUT:
-                append(function.outputs[index])
-            elif kind == _ROOT_GRADIENT:
-                append(root_gradient)
-            else:
-                append(function.variable.grad._value)
-        for op_type, domain, attrs, signature, refs, pending_refs, metas, device in self.steps:
-            depth = 0
-            for ref in pending_refs:
-                value = values[ref]
-                if value.data is None and value.node.depth > depth:
-                    depth = value.node.depth
-            node = Node(op_type, domain, tuple([values[ref] for ref in refs]), attrs, len(metas), depth + 1,
-                        signature)
-            if len(metas) == 1:
-                shape, dtype = metas[0]
-                append(Value(node, 0, shape, dtype, device))
-            else:
-                values += [Value(node, index, shape, dtype, device) for index, (shape, dtype) in enumerate(metas)]
-            if depth >= MAX_PENDING_DEPTH and refresh_depth(node) > MAX_PENDING_DEPTH:
-                from .executor import realize
-                realize(values[-len(metas):])  # as recording the op would: no unbounded pending history
+            lines.append(f"    value_{slot} = " + sources[kind].format(position, index))
+            slot += 1
+        for step, (op_type, domain, attrs, signature, refs, pending_refs, metas, device) in enumerate(self.steps):
+            namespace.update({f"attrs_{step}": attrs, f"signature_{step}": signature, f"device_{step}": device})
+            # Depth as recording computes it: one more than the deepest pending input's.
+            depths = []
+            for ref in dict.fromkeys(pending_refs):
+                lines.append(f"    depth_{ref} = value_{ref}.node.depth if value_{ref}.data is None else 0")
+                depths.append(f"depth_{ref}")
+            depth = "0" if not depths else depths[0] if len(depths) == 1 else f"max({', '.join(depths)})"
+            inputs = "".join(f"value_{ref}, " for ref in refs)
+            lines.append(f"    node = Node({op_type!r}, {domain!r}, ({inputs}), attrs_{step}, {len(metas)}, "
+                         f"{depth} + 1, signature_{step})")
+            outputs = []
+            for index, (shape, dtype) in enumerate(metas):
+                namespace.update({f"shape_{step}_{index}": shape, f"dtype_{step}_{index}": dtype})
+                lines.append(f"    value_{slot} = Value(node, {index}, shape_{step}_{index}, dtype_{step}_{index}, "
+                             f"device_{step})")
+                outputs.append(f"value_{slot}")
+                slot += 1
+            if pending_refs:
+                lines.append(f"    if node.depth > MAX_PENDING_DEPTH: bound_depth(node, [{', '.join(outputs)}])")
         for position, existed, ref in self.effects:
-            variable = order[position].variable
             if existed:
-                variable.grad._rebind(values[ref])
+                lines.append(f"    order[{position}].variable.grad._rebind(value_{ref})")
             else:
-                variable.grad = _autograd._tensor.Tensor._from_value(values[ref])
-        if not retain_graph:
+                lines.append(f"    order[{position}].variable.grad = Tensor._from_value(value_{ref})")
+        if self.functions:
+            lines.append("    if not retain_graph:  # what the general driver frees, as it runs each function")
             for position in self.functions:
-                function = order[position]
-                function.node = None
-                function.outputs = None
-        return True
+                lines.append(f"        function = order[{position}]; function.node = None; function.outputs = None")
+        lines.append("    return True")
+        source = "\n".join(lines) + "\n"
+        exec(compile(source, f"<onnxnn backward replay {next(_replay_numbers)}>", "exec"), namespace)
+        return source, namespace["replay"]
+
+
+_replay_numbers = itertools.count()
+
+
+def _bound_depth(node: Node, outputs: list) -> None:
+    """Realizes ``outputs`` when ``node``'s pending history is too deep, as recording an op does."""
+    if refresh_depth(node) > MAX_PENDING_DEPTH:
+        from .executor import realize
+        realize(outputs)

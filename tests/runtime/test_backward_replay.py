@@ -10,6 +10,7 @@ import pytest
 
 import onnxnn
 from onnxnn.runtime import backward_replay
+from onnxnn.runtime.graph import MAX_PENDING_DEPTH
 from onnxnn.runtime.tensor import apply_op
 
 
@@ -156,3 +157,30 @@ def test_the_template_cache_is_bounded(monkeypatch) -> None:
         (weight * 2).sum().backward()
         np.testing.assert_allclose(weight.grad.numpy(), np.full(size, 2.0))
     assert backward_replay.replay_info()["templates"] <= 3
+
+
+def test_a_replay_bounds_the_pending_depth_as_recording_does() -> None:
+    # The same structure, first on a realized input, then on one with a long pending history:
+    # the replayed gradient nodes then pass MAX_PENDING_DEPTH and must be realized on the way.
+    def weight_gradient(input_depth: int) -> onnxnn.Tensor:
+        weight = onnxnn.full((3,), 0.5, requires_grad=True)
+        x = onnxnn.tensor([0.1, 0.2, 0.3])
+        for _ in range(input_depth):
+            x = x + 0.001
+        y = weight * x
+        for _ in range(60):
+            y = y.sin()
+        y.sum().backward()
+        return weight.grad
+
+    weight_gradient(0)
+    replayed = weight_gradient(100)
+    value = replayed._value
+    assert value.data is not None or value.node.depth <= MAX_PENDING_DEPTH
+    assert backward_replay.replay_info()["replayed"] == 1
+    backward_replay.ENABLED = False
+    try:
+        general = weight_gradient(100)
+    finally:
+        backward_replay.ENABLED = True
+    np.testing.assert_array_equal(replayed.numpy(), general.numpy())
