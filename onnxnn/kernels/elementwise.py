@@ -50,7 +50,24 @@ _unary("Neg", FLOATING | SIGNED, direct=np.negative)(lambda xp, x: xp.negative(x
 _unary("Abs", NUMERIC, direct=np.absolute)(lambda xp, x: xp.abs(x))
 _unary("Sign", NUMERIC, direct=np.sign)(lambda xp, x: xp.sign(x))
 _unary("Reciprocal", direct=np.reciprocal)(lambda xp, x: xp.reciprocal(x))
-_unary("Relu", FLOATING | SIGNED)(lambda xp, x: xp.maximum(x, x.dtype.type(0)))
+_ZEROS: dict = {}
+
+
+def _relu(x):
+    """Relu's direct form: numpy's maximum with a 0-d zero of x's dtype, kept per dtype.
+
+    Building the zero scalar on every call (as the kernel does) costs more than the maximum of a
+    small array; a 0-d array of the same dtype selects the same loop, so the results are equal.
+    """
+    zero = _ZEROS.get(x.dtype)
+    if zero is None:
+        zero = np.zeros((), x.dtype)
+        zero.flags.writeable = False
+        _ZEROS[x.dtype] = zero
+    return np.maximum(x, zero)
+
+
+_unary("Relu", FLOATING | SIGNED, direct=_named(_relu, "Relu"))(lambda xp, x: xp.maximum(x, x.dtype.type(0)))
 _unary("Not", BOOL, direct=np.logical_not)(lambda xp, x: xp.logical_not(x))
 _unary("BitwiseNot", INTEGER, direct=np.invert)(lambda xp, x: xp.invert(x))
 _unary("IsNaN", direct=np.isnan)(lambda xp, x: xp.isnan(x))
