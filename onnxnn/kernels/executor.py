@@ -100,8 +100,9 @@ class CompiledKernelPlan:
     the plan's structural constants and the node outputs.
     """
 
-    __slots__ = ("xp", "steps", "template", "input_count", "output_slots", "output_shapes", "output_dtypes",
-                 "emulate_bfloat16", "descriptions", "slot_shapes", "cacheable", "straight_line")
+    __slots__ = ("xp", "steps", "template", "input_count", "input_dtypes", "input_shapes", "output_slots",
+                 "output_shapes", "output_dtypes", "emulate_bfloat16", "descriptions", "slot_shapes", "cacheable",
+                 "straight_line")
 
     def __init__(self, plan, xp=np, *, emulate_bfloat16: bool | None = None):
         self.xp = xp
@@ -122,10 +123,12 @@ class CompiledKernelPlan:
             slot_of[id(value)] = len(template)
             template.append(None)
         self.input_count = len(plan.inputs)
+        self.input_dtypes = [value.dtype.numpy_dtype for value in plan.inputs]
+        self.input_shapes = [tuple(value.shape) for value in plan.inputs]
         output_slot: dict = {}
         last_reader: dict = {}
         slot_shapes: dict = {}
-        steps, descriptions, directs = [], [], []
+        steps, descriptions, directs, finished_steps = [], [], [], set()
         for step_index, node in enumerate(plan.nodes):
             kernel = kernels.lookup(node.op_type, node.domain)
             first = node.inputs[0] if node.inputs else None
@@ -164,6 +167,8 @@ class CompiledKernelPlan:
                 kernel = _widened(kernel)  # a direct form would skip the widening: never used here
             else:
                 direct = self._direct_form(node, input_slots, outputs, template)
+                if kernels.finished_results.get((node.domain, node.op_type)) is kernel:
+                    finished_steps.add(step_index)  # its promise holds for the arrays the plan feeds it
             attrs = _as_serialized(node)
             attrs["_num_outputs"] = node.num_outputs
             attrs["_used_outputs"] = tuple(index for index, *_ in outputs)
@@ -201,7 +206,7 @@ class CompiledKernelPlan:
         self.output_dtypes = [value.dtype.numpy_dtype for value in plan.outputs]
         self.straight_line = None
         if xp is np and not any(rounds for step in self.steps for *_, rounds in step[3]):
-            self.straight_line = generate(self, directs, _finished)
+            self.straight_line = generate(self, directs, finished_steps, _finished)
 
     def _direct_form(self, node, input_slots: list, outputs: list, template: list):
         """The direct form the generated code may call for a node instead of its kernel, or None."""
@@ -225,7 +230,9 @@ class CompiledKernelPlan:
         """Runs the plan on the input arrays (in plan order) and returns the output arrays.
 
         Args:
-            inputs: one numpy array per ``plan.inputs`` entry.
+            inputs: one numpy array per ``plan.inputs`` entry, of its recorded dtype and shape (as
+                realized values always are: onnxruntime sessions are fed the same arrays and
+                reject others). The generated code relies on it to skip checks of results.
             debug: check every node's results against the recorded shapes as it runs.
             trace: called as ``trace(description, input_arrays, output_arrays)`` after every node.
 

@@ -20,6 +20,10 @@ Registration also says what the executor does around the kernel, so kernels stay
   kernel's list building and attribute handling (most of the cost of a small elementwise node).
   ``register_direct`` declares direct forms that depend on attribute values (Gemm's transA/transB),
   on the dtype (Div on floats) or on the node's recorded output shape (Reshape, Unsqueeze).
+- ``finished_results``: the kernel promises that, given inputs of the node's recorded dtypes and
+  shapes, every output it returns is a C-contiguous numpy array (never a numpy scalar) of the
+  recorded dtype and shape. The generated code then checks nothing after the call (the Momentum
+  update, whose eight outputs would cost four checks each).
 
 Example::
 
@@ -82,11 +86,13 @@ class KernelRegistry(Registry):
         super().__init__("kernel")
         self.types: dict[tuple[str, str], frozenset] = {}
         self.native_low_precision: set[tuple[str, str]] = set()
+        # Per op, the kernel that promised finished results (a kernel replaced in the table did not).
+        self.finished_results: dict[tuple[str, str], Callable] = {}
         self.direct_forms: dict[tuple[str, str], list[DirectForm]] = {}
 
     def register(self, *op_types: str, domain: str = "", types: frozenset = ALL_TYPES,
-                 native_low_precision: bool = False,
-                 direct: Callable | None = None) -> Callable[[Callable], Callable]:
+                 native_low_precision: bool = False, direct: Callable | None = None,
+                 finished_results: bool = False) -> Callable[[Callable], Callable]:
         """Decorator registering ``kernel(xp, inputs, attrs) -> list[array]`` for each of ``op_types``.
 
         Args:
@@ -96,6 +102,8 @@ class KernelRegistry(Registry):
             native_low_precision: run float16/bfloat16 inputs as they are instead of widening them.
             direct: a numpy function of the input arrays computing exactly what the kernel does for
                 every dtype in ``types``, used for nodes without attributes (see ``register_direct``).
+            finished_results: the kernel returns C-contiguous numpy arrays of the recorded dtypes and
+                shapes whenever its inputs have theirs, so its results need no checks.
 
         Example::
 
@@ -113,6 +121,10 @@ class KernelRegistry(Registry):
                     self.native_low_precision.add(key)
                 else:
                     self.native_low_precision.discard(key)
+                if finished_results:
+                    self.finished_results[key] = function
+                else:
+                    self.finished_results.pop(key, None)
                 if direct is not None:
                     self.register_direct(op_type, direct, domain=domain)
             return function

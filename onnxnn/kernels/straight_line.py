@@ -7,11 +7,10 @@ also writes the plan out as the source of one function, with a line per node, a 
 per value, and every kernel, direct form, attribute dict, constant and dtype bound as a default
 argument (a fast local lookup)::
 
-    def run_plan(inputs, *, numpy=numpy, ..., add=add, dtype_float32=dtype_float32, relu=relu, finish=finish):
+    def run_plan(inputs, *, numpy=numpy, ..., add=add, relu=relu, dtype_float32=dtype_float32, finish=finish):
         input_0, input_1 = inputs
         # node 0 Add (domain 'ai.onnx') on (float32[3], float32[3])
         node_0 = add(input_0, input_1)
-        if node_0.dtype is not dtype_float32 and node_0.dtype != dtype_float32: node_0 = node_0.astype(dtype_float32)
         # node 1 Relu (domain 'ai.onnx') on (float32[3])
         node_1 = relu(node_0)
         if node_1.dtype is not dtype_float32 and node_1.dtype != dtype_float32: node_1 = node_1.astype(dtype_float32)
@@ -23,8 +22,15 @@ argument (a fast local lookup)::
 Nodes whose op declares a direct form for their attributes (``kernels.register_direct``) call it
 on the arrays; the others call their kernel exactly as the loop does. The semantics are the loop's:
 numpy scalars become 0-d arrays, results are cast to the recorded dtype, dead intermediates are
-released after their last reader. An exception is traced back to its line, which names the node,
-so it carries the same "while running node ..." note as in the loop, at no cost per node.
+released after their last reader. Checks that hold for every input the plan can be fed are left
+out: fed inputs have their recorded dtypes and shapes (realized values always do), so numpy says
+before the run which dtype a ufunc returns (``ufunc.resolve_dtypes``, numpy >= 2), and a new array
+of the inputs' broadcast shape with at most one dimension longer than 1 is C-contiguous in any
+memory order. Kernels registered with ``finished_results`` (Momentum) get no checks at all. Fed
+inputs may have any memory layout, so nothing relies on theirs.
+
+An exception is traced back to its line, which names the node, so it carries the same "while
+running node ..." note as in the loop, at no cost per node.
 
 ``print(compiled.straight_line.source)`` shows the generated code; tracebacks show its lines.
 """
@@ -71,16 +77,18 @@ class StraightLinePlan:
         return step
 
 
-def generate(compiled, directs: list, finish) -> StraightLinePlan:
+def generate(compiled, directs: list, finished_steps: set, finish) -> StraightLinePlan:
     """Writes and compiles the straight-line function of a compiled plan.
 
     Args:
         compiled: the CompiledKernelPlan (numpy, no bfloat16 rounding). Read: ``steps`` (per node
             ``(kernel, attrs, input_slots, outputs, frees)``, ``outputs`` holding
             ``(index, slot, dtype, rounds)`` per stored output), ``input_count``, ``template``
-            (constants in their slots), ``output_slots``, ``output_dtypes``, ``output_shapes``,
-            ``slot_shapes`` and ``descriptions``.
+            (constants in their slots), ``input_dtypes``, ``input_shapes``, ``output_slots``,
+            ``output_dtypes``, ``output_shapes``, ``slot_shapes`` and ``descriptions``.
         directs: per step, the DirectForm its node uses, or None to call the kernel.
+        finished_steps: the steps whose kernel returns finished results (``kernels.register``'s
+            ``finished_results``): C-contiguous arrays of the recorded dtypes and shapes.
         finish: ``finish(result, dtype, shape, position)``, the executor's conversion of a result to
             a C-contiguous array of the recorded output's dtype and shape (or its error).
 
@@ -88,10 +96,11 @@ def generate(compiled, directs: list, finish) -> StraightLinePlan:
         the StraightLinePlan; its ``function(inputs)`` returns the finished output arrays.
     """
     input_count = compiled.input_count
-    writer = _Writer(input_count, compiled.template, compiled.slot_shapes)
+    writer = _Writer(compiled)
     for step_index, (_, _, _, outputs, _) in enumerate(compiled.steps):
-        for index, slot, _, _ in outputs:
-            writer.name_node_output(slot, f"node_{step_index}" if index == 0 else f"node_{step_index}_output_{index}")
+        for index, slot, dtype, _ in outputs:
+            writer.name_node_output(slot, f"node_{step_index}" if index == 0 else f"node_{step_index}_output_{index}",
+                                    dtype)
     unpacked = ", ".join(writer.slot_name(slot) for slot in range(1, 1 + input_count))
     writer.emit(f"{unpacked}{',' if input_count == 1 else ''} = inputs" if input_count else "pass")
     for step_index, (step, direct) in enumerate(zip(compiled.steps, directs)):
@@ -99,7 +108,7 @@ def generate(compiled, directs: list, finish) -> StraightLinePlan:
         if direct is not None:
             _write_direct_call(writer, step_index, step, direct)
         else:
-            _write_kernel_call(writer, step_index, step)
+            _write_kernel_call(writer, step_index, step, step_index in finished_steps)
         frees = step[4]
         if frees:
             writer.emit(f"{' = '.join(writer.slot_name(slot) for slot in frees)} = None  # last read above")
@@ -127,14 +136,21 @@ def _write_direct_call(writer: "_Writer", step_index: int, step: tuple, direct) 
     (_, slot, dtype, _), = outputs
     target = writer.slot_name(slot)
     writer.emit(f"{target} = {call}", step_index)
-    if writer.slot_shapes[slot] == ():
+    shape = writer.slot_shapes[slot]
+    if shape == ():
         # numpy functions return scalars (not arrays) only for 0-d results.
         writer.emit(f"if type({target}) is not ndarray: {target} = asarray({target})", step_index)
-    _write_cast(writer, step_index, target, dtype)
+    result_dtype, fresh_shape = _direct_result(direct, [writer.facts(slot) for slot in input_slots])
+    if result_dtype is None or result_dtype != dtype:  # (np.dtype equals None when it is float64)
+        _write_cast(writer, step_index, target, dtype)
+    elif fresh_shape == shape and sum(dim > 1 for dim in shape) <= 1:
+        # A new array whose dims are all 1 but at most one is C-contiguous in any memory order.
+        writer.finished_slots.add(slot)
 
 
-def _write_kernel_call(writer: "_Writer", step_index: int, step: tuple) -> None:
-    """``results = kernel(numpy, [inputs], attributes)``, then each stored output and its checks."""
+def _write_kernel_call(writer: "_Writer", step_index: int, step: tuple, finished: bool) -> None:
+    """``results = kernel(numpy, [inputs], attributes)``, then each stored output and its checks
+    (none for a kernel that returns finished results)."""
     kernel, attrs, input_slots, outputs, _ = step
     kernel_name = writer.bind(kernel, f"{_snake_case(getattr(kernel, '__name__', 'kernel'))}_kernel")
     attributes_name = writer.bind(attrs, f"attributes_{step_index}")
@@ -147,8 +163,45 @@ def _write_kernel_call(writer: "_Writer", step_index: int, step: tuple) -> None:
     for index, slot, dtype, _ in outputs:
         target = writer.slot_name(slot)
         writer.emit(f"{target} = results[{index}]", step_index)
+        if finished:
+            writer.finished_slots.add(slot)
+            continue
         writer.emit(f"if type({target}) is not ndarray: {target} = asarray({target})", step_index)
         _write_cast(writer, step_index, target, dtype)
+
+
+# numpy >= 2 chooses a ufunc's loop from its inputs' dtypes alone (NEP 50); older versions look at
+# the values of 0-d arrays, so there no result dtype is known before the call.
+_DTYPES_DECIDE_LOOPS = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
+
+
+def _direct_result(direct, input_facts: list) -> tuple:
+    """What a direct form returns for arrays of these (dtype, shape) facts, as far as it is certain:
+    ``(dtype or None, shape of a newly allocated result or None)``.
+
+    A numpy ufunc's result dtype is its resolved loop's (given the input dtypes); an elementwise
+    ufunc (no core dimensions) also returns a new array of the inputs' broadcast shape. A form
+    called with the recorded output shape only reshapes its first input: same dtype, maybe a view.
+    """
+    if any(facts is None for facts in input_facts):
+        return None, None
+    dtypes = tuple(dtype for dtype, _ in input_facts)
+    if direct.output_shape:
+        return dtypes[0], None
+    function = direct.function
+    if not _DTYPES_DECIDE_LOOPS or not isinstance(function, np.ufunc) or function.nout != 1 \
+            or function.nin != len(dtypes):
+        return None, None
+    try:
+        result_dtype = function.resolve_dtypes(dtypes + (None,))[-1]
+    except (TypeError, ValueError):  # no loop for these dtypes: the call itself will say so
+        return None, None
+    if function.signature is not None:
+        return result_dtype, None
+    try:
+        return result_dtype, np.broadcast_shapes(*(shape for _, shape in input_facts))
+    except ValueError:
+        return result_dtype, None
 
 
 def _write_cast(writer: "_Writer", step_index: int, target: str, dtype: np.dtype) -> None:
@@ -167,7 +220,9 @@ def _write_outputs(writer: "_Writer", compiled) -> None:
         dtype = compiled.output_dtypes[position]
         shape = compiled.output_shapes[position]
         finished = f"finish({name}, {writer.bind(dtype, f'dtype_{dtype.name}')}, {shape!r}, {position})"
-        if writer.is_node_output(slot):
+        if slot in writer.finished_slots:
+            returned.append(name)  # known at compile time to be a C-contiguous array of the recorded shape
+        elif writer.is_node_output(slot):
             # A node's result already has the recorded dtype: only its layout and shape remain to check.
             writer.emit(f"if {name}.shape != {shape!r} or not {name}.flags.c_contiguous: {name} = {finished}")
             returned.append(name)
@@ -182,10 +237,15 @@ _FIXED = {"numpy": np, "ndarray": np.ndarray, "asarray": np.asarray}
 class _Writer:
     """The generated body's lines, the names of slots, and the objects the function binds."""
 
-    def __init__(self, input_count: int, template: list, slot_shapes: dict):
-        self.input_count = input_count
-        self.template = template
-        self.slot_shapes = slot_shapes
+    def __init__(self, compiled):
+        self.input_count = input_count = compiled.input_count
+        self.template = compiled.template
+        self.slot_shapes = compiled.slot_shapes
+        self.input_dtypes = compiled.input_dtypes
+        self.input_shapes = compiled.input_shapes
+        self.slot_dtypes: dict = {}
+        # Node outputs known to be C-contiguous arrays of their recorded dtype and shape when written.
+        self.finished_slots: set = set()
         self.lines: list[str] = []
         self.line_steps: list = []  # per body line, the step it belongs to (None: none)
         self.namespace: dict = dict(_FIXED)
@@ -200,9 +260,25 @@ class _Writer:
         self.lines.append("    " + text)
         self.line_steps.append(step_index)
 
-    def name_node_output(self, slot: int, name: str) -> None:
+    def name_node_output(self, slot: int, name: str, dtype: np.dtype) -> None:
         self.node_outputs[slot] = name
+        self.slot_dtypes[slot] = dtype
         self.taken.add(name)
+
+    def facts(self, slot: int) -> tuple | None:
+        """The dtype and shape a slot's array has when the generated code reads it (None: unknown).
+
+        Fed inputs have their recorded ones (the executor's contract), node outputs theirs (the
+        code casts where it cannot prove the dtype), constants are the arrays themselves.
+        """
+        if slot == 0:
+            return None
+        if slot <= self.input_count:
+            return self.input_dtypes[slot - 1], self.input_shapes[slot - 1]
+        if slot in self.node_outputs:
+            return self.slot_dtypes[slot], self.slot_shapes[slot]
+        constant = self.template[slot]
+        return (constant.dtype, constant.shape) if type(constant) is np.ndarray else None
 
     def is_node_output(self, slot: int) -> bool:
         return slot in self.node_outputs

@@ -95,6 +95,15 @@ def _single_input(dtype):
     return [make((5,), dtype).tanh()]
 
 
+def _strided_inputs(dtype):
+    # Fed inputs may be views in any layout; numpy gives elementwise results the inputs' layout.
+    transposed = Tensor._from_array(np.asfortranarray(make((3, 4), dtype, seed=1).numpy()))
+    strided = Tensor._from_array(make((8,), dtype, seed=2).numpy()[::2])
+    column = Tensor._from_array(make((1, 3), dtype, seed=3).numpy().T)
+    return [transposed + 1, transposed * strided, strided.exp(), column - 2, column + strided, (column * 2).sum(),
+            strided.unsqueeze(1)]
+
+
 GRAPHS = [
     ("elementwise chain", _elementwise_chain, ("float32", "float64")),
     ("integer arithmetic", _integer_arithmetic, ("int64", "int32")),
@@ -107,6 +116,7 @@ GRAPHS = [
     ("multi-output node with an unused output", _multi_output_with_unused_output, ("float32",)),
     ("Clip with an omitted bound", _clip_with_omitted_bound, ("float32",)),
     ("single fed input", _single_input, ("float32",)),
+    ("transposed and strided fed inputs", _strided_inputs, ("float32", "int64")),
 ]
 
 
@@ -138,6 +148,40 @@ def test_generated_code_gives_the_interpreted_loops_outputs(build, dtype):
         reference = tensor.numpy()
         assert mine.dtype == reference.dtype and mine.shape == reference.shape
         np.testing.assert_allclose(mine.astype(np.float64), reference.astype(np.float64), rtol=2e-3)
+
+
+def _casting_nodes(source: str) -> list:
+    """The op types of the nodes whose generated lines cast their result."""
+    casting, op_type = [], None
+    for line in source.splitlines():
+        if line.startswith("    # node "):
+            op_type = line.split()[3]
+        elif ".astype(" in line:
+            casting.append(op_type)
+    return casting
+
+
+@pytest.mark.parametrize("build,dtype,casting", [
+    (_elementwise_chain, "float32", ["Relu"]),  # Relu's direct form is no ufunc: its dtype is not known before
+    (_elementwise_chain, "float64", ["Relu"]),  # (an unknown dtype is not float64, though np.dtype(None) is)
+    (_integer_arithmetic, "int64", ["Div"]),  # integer Div: its kernel
+    (_dtype_differs_from_numpy, "float32", ["Add", "Mul", "Add", "Exp", "ReduceSum", "Mul", "Relu"]),
+], ids=["float32 chain", "float64 chain", "integer arithmetic", "numpy's dtype differs"])
+def test_casts_only_where_numpy_does_not_decide_the_recorded_dtype(build, dtype, casting):
+    compiled, inputs = _compiled(build(dtype))
+    assert _casting_nodes(compiled.straight_line.source) == casting  # Add(int32, int64) gives int64: cast
+
+
+def test_output_checks_only_where_the_layout_is_not_certain():
+    x, column = make((3, 4), seed=1), make((3, 1), seed=2)
+    outputs = [x + 1, column * 2, (column * 2).sum(), x.sum(1) - 1, x.t() * 1, x.unsqueeze(0).squeeze(0)]
+    compiled, inputs = _compiled(outputs)
+    returned = compiled.straight_line.source.splitlines()[-1]
+    checked = [line for line in compiled.straight_line.source.splitlines() if "flags.c_contiguous" in line]
+    # (3, 4) may come out transposed, a reshape may be a view of a strided input, a reduction is a
+    # kernel; new elementwise results of shapes (3, 1) and () are contiguous whatever their order.
+    assert len(checked) == 4 and "return [" in returned
+    _assert_identical(compiled(inputs), compiled(inputs, debug=True))
 
 
 def test_ordinary_calls_run_the_generated_function(monkeypatch):
