@@ -106,57 +106,47 @@ def _structure_key(root: tuple, root_gradient: Value):
             if (node is None or function._hooks or function._pre_hooks or function._tensor_hooks
                     or function._retained):
                 return None
-            inputs = node.inputs
-            edges = function.next_functions
+            inputs, outputs, edges = node.inputs, function.outputs, function.next_functions
             if len(edges) != len(inputs):
                 return None
             append(node.signature)
             append(len(inputs))
-            for value in inputs:
-                if value is None:
-                    append(None)
-                elif value.static is not None:
-                    append(value.static)
-                else:
-                    number = numbers.get(value)
-                    if number is None:
-                        numbers[value] = len(numbers)
-                        append((value.shape, value.dtype, value.device))
-                    else:
-                        append(number)
-            for value in function.outputs:  # their metadata follows from the node; only aliasing matters
-                number = numbers.get(value)
-                if number is None:
-                    number = numbers[value] = len(numbers)
-                append(number)
-            for edge in edges:
-                if edge is None or edge[0] is None:
-                    append(None)
-                    continue
-                target = edge[0]
-                target_position = position_of.get(target)
-                if target_position is None:
-                    target_position = position_of[target] = len(order)
-                    order.append(target)
-                append(target_position if edge[1] == 0 else (target_position, edge[1]))
         elif type(function) is AccumulateGrad:
             variable = function.variable
             if variable._backward_hooks:
                 return None
             append((_LEAF, variable._value.shape))
             gradient = variable.grad
-            if gradient is None:
-                append(None)
-                continue
-            value = gradient._value
-            number = numbers.get(value)
-            if number is None:
-                numbers[value] = len(numbers)
-                append((value.shape, value.dtype, value.device))
-            else:
-                append(number)
+            inputs, outputs, edges = (None if gradient is None else gradient._value,), (), ()
         else:
             return None
+        for value in inputs:
+            if value is None:
+                append(None)
+            elif value.static is not None:
+                append(value.static)
+            else:
+                number = numbers.get(value)
+                if number is None:
+                    numbers[value] = len(numbers)
+                    append((value.shape, value.dtype, value.device))
+                else:
+                    append(number)
+        for value in outputs:  # their metadata follows from the node; only aliasing matters
+            number = numbers.get(value)
+            if number is None:
+                number = numbers[value] = len(numbers)
+            append(number)
+        for edge in edges:
+            if edge is None or edge[0] is None:
+                append(None)
+                continue
+            target = edge[0]
+            target_position = position_of.get(target)
+            if target_position is None:
+                target_position = position_of[target] = len(order)
+                order.append(target)
+            append(target_position if edge[1] == 0 else (target_position, edge[1]))
     return tuple(key), order
 
 
