@@ -208,7 +208,7 @@ class _Template:
         """The Template of a traced backward, or None where it used a value it cannot find again."""
         AccumulateGrad = _autograd.AccumulateGrad
         produced = {}  # value -> index of the traced node that recorded it
-        for index, outputs in enumerate(trace.outputs):
+        for index, (_, outputs) in enumerate(trace.records):
             for value in outputs:
                 produced[value] = index
         effects = []  # (leaf function position, whether .grad existed, value)
@@ -230,12 +230,12 @@ class _Template:
             index = produced.get(stack.pop())
             if index is not None and index not in needed:
                 needed.add(index)
-                stack.extend(value for value in trace.outputs[index][0].node.inputs if value is not None)
+                stack.extend(value for value in trace.records[index][0].inputs if value is not None)
         steps = sorted(needed)
         # Slots: constants, then gathers, then the outputs of each kept node.
         constants, gathers = [None], []
         constant_slots, gather_slots = {}, {}
-        used = [value for index in steps for value in trace.outputs[index][0].node.inputs]
+        used = [value for index in steps for value in trace.records[index][0].inputs]
         for value in used + [value for _, _, value in effects]:
             if value is None or value in produced or value in constant_slots or value in gather_slots:
                 continue
@@ -253,8 +253,7 @@ class _Template:
         next_slot = len(constants) + len(gathers)
         template_steps = []
         for index in steps:
-            outputs = trace.outputs[index]
-            node = outputs[0].node
+            node, outputs = trace.records[index]
             refs = tuple([slots[value] for value in node.inputs])
             for value in outputs:
                 slots[value] = next_slot

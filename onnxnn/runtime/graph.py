@@ -225,7 +225,7 @@ def record_scanned(op_type: str, inputs: tuple, attrs: dict | None, domain: str,
     else:
         outputs = tuple([Value(node, i, shape, out_dtype, where) for i, (shape, out_dtype) in enumerate(metas)])
     if TRACE is not None:
-        TRACE.outputs.append(outputs)
+        TRACE.records.append((node, outputs))
     return outputs
 
 
@@ -248,22 +248,23 @@ def _record_without_rule(op_type: str, inputs: tuple, attrs: dict, domain: str, 
     node = Node(op_type, domain, inputs, attrs, len(metas), 1 + max(map(pending_depth, inputs), default=0))
     outputs = tuple(Value(node, i, shape, out_dtype, where) for i, (shape, out_dtype) in enumerate(metas))
     if TRACE is not None:
-        TRACE.outputs.append(outputs)
+        TRACE.records.append((node, outputs))
     return outputs
 
 
 class RecordingTrace:
     """What a stretch of recording did, kept while ``TRACE`` holds it (see ``backward_replay``).
 
-    ``outputs`` holds the outputs of every node recorded, in order; ``saved_reads`` the
-    ``(function, input index)`` of every saved input a gradient rule read; ``read_data`` whether
-    anything read or computed data, after which what was recorded may depend on that data.
+    ``records`` holds ``(node, outputs)`` for every node recorded, in order (a node's outputs may
+    be realized later, which clears their link to it); ``saved_reads`` the ``(function, input
+    index)`` of every saved input a gradient rule read; ``read_data`` whether anything read or
+    computed data, after which what was recorded may depend on that data.
     """
 
-    __slots__ = ("outputs", "saved_reads", "read_data")
+    __slots__ = ("records", "saved_reads", "read_data")
 
     def __init__(self):
-        self.outputs: list = []
+        self.records: list = []
         self.saved_reads: list = []
         self.read_data = False
 

@@ -95,7 +95,7 @@ def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str |
     node = outputs[0].node
     if SELECTION.eager or (node.depth > MAX_PENDING_DEPTH and outputs[0].data is None
                            and refresh_depth(node) > MAX_PENDING_DEPTH):
-        realize(outputs)
+        _realize_recorded(outputs)
     if len(outputs) == 1:
         # Tensor._from_value, inlined: this line runs for every op.
         value = outputs[0]
@@ -111,6 +111,19 @@ def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str |
 
 
 _new_object = object.__new__
+
+
+def _realize_recorded(outputs: tuple) -> None:
+    """Realizes an op's outputs as they are recorded (eager mode, or a pending history too deep).
+
+    That follows from the structure recorded so far, not from data: a backward pass being traced
+    for replay (``backward_replay``) stays replayable, and its replays bound the depth alike.
+    """
+    trace = _graph.TRACE
+    read_data = trace is not None and trace.read_data
+    realize(outputs)
+    if trace is not None:
+        trace.read_data = read_data
 
 
 class Tensor(TensorOps):

@@ -184,3 +184,25 @@ def test_a_replay_bounds_the_pending_depth_as_recording_does() -> None:
     finally:
         backward_replay.ENABLED = True
     np.testing.assert_array_equal(replayed.numpy(), general.numpy())
+
+
+def test_a_backward_deep_enough_to_be_realized_on_the_way_is_replayed() -> None:
+    # 150 sines keep the forward pending; their backward passes MAX_PENDING_DEPTH and is realized
+    # while recorded. That depends on structure only, so the next backward replays it.
+    def weight_gradient(scale: float) -> np.ndarray:
+        weight = onnxnn.tensor([0.1, 0.2, 0.3], requires_grad=True)
+        y = weight * scale
+        for _ in range(150):
+            y = y.sin()
+        y.sum().backward()
+        return weight.grad.numpy()
+
+    weight_gradient(1.0)
+    replayed = weight_gradient(0.5)
+    assert backward_replay.replay_info() == {"templates": 1, "unreplayable": 0, "traced": 1, "replayed": 1}
+    backward_replay.ENABLED = False
+    try:
+        general = weight_gradient(0.5)
+    finally:
+        backward_replay.ENABLED = True
+    np.testing.assert_array_equal(replayed, general)
