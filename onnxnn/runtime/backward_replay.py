@@ -13,8 +13,8 @@ The structural key says everything the recording can depend on: per function its
 signature, its inputs' shapes, dtypes, devices (static constants by content), which inputs and
 outputs are the same value, and where its edges lead; per leaf whether ``.grad`` is set. Only
 graphs with no hooks, no higher-order recording (``create_graph``) and nothing that read or
-computed data while traced (a rule looking at data, a pending history too deep to keep) are
-replayed; every other backward, and every error, takes the general driver.
+computed data while traced (a rule looking at data) are replayed (realizing a pending history
+too deep to keep is structural: replays do it too); every other backward, and every error, takes the general driver.
 """
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ import itertools
 
 from . import autograd as _autograd  # circular (autograd calls backward()): read at call time
 from . import graph as _graph
-from .graph import MAX_PENDING_DEPTH, Node, Value, refresh_depth
+from .executor import bound_depth
+from .graph import MAX_PENDING_DEPTH, Node, Value
 
 __all__ = ["backward", "clear_templates", "replay_info", "ENABLED"]
 
@@ -282,7 +283,7 @@ class _Template:
         the nodes and set each leaf's ``.grad``.
         """
         namespace = {"Node": Node, "Value": Value, "Tensor": _autograd._tensor.Tensor,
-                     "MAX_PENDING_DEPTH": MAX_PENDING_DEPTH, "bound_depth": _bound_depth}
+                     "MAX_PENDING_DEPTH": MAX_PENDING_DEPTH, "bound_depth": bound_depth}
         lines = ["def replay(order, root_gradient, retain_graph):"]
         for position, index in self.checks:
             lines.append(f"    saved = order[{position}]._saved_versions[{index}]")
@@ -331,10 +332,3 @@ class _Template:
 
 
 _replay_numbers = itertools.count()
-
-
-def _bound_depth(node: Node, outputs: list) -> None:
-    """Realizes ``outputs`` when ``node``'s pending history is too deep, as recording an op does."""
-    if refresh_depth(node) > MAX_PENDING_DEPTH:
-        from .executor import realize
-        realize(outputs)

@@ -282,8 +282,7 @@ def realize(values) -> None:
         targets = [value for value in dict.fromkeys(values) if value.data is None]  # Values hash by identity
     if not targets:
         return
-    if _graph.TRACE is not None:
-        _graph.TRACE.read_data = True
+    _graph.trace_data_read()
     graph = plan(targets)
     entry = _entry(graph)
     inputs = [value.data for value in graph.inputs]
@@ -299,6 +298,22 @@ def realize(values) -> None:
     for value, result in zip(graph.outputs, results):
         value.data = result
         value.node = None
+
+
+def bound_depth(node, outputs) -> None:
+    """Realizes ``outputs`` (of ``node``) when their pending history is deeper than MAX_PENDING_DEPTH.
+
+    Recording an op calls it, and so does a replayed backward (``backward_replay``). Whether it
+    realizes follows from the structure recorded so far, never from data, so a backward being
+    traced for replay stays replayable.
+    """
+    if _graph.refresh_depth(node) <= _graph.MAX_PENDING_DEPTH:
+        return
+    trace = _graph.TRACE
+    read_data = trace is not None and trace.read_data
+    realize(outputs)
+    if trace is not None:
+        trace.read_data = read_data
 
 
 # ---------------------------------------------------------------- cache control

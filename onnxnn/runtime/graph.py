@@ -109,8 +109,8 @@ class Value:
 
     def numpy(self) -> np.ndarray:
         """The value as a numpy array, realizing it (and its pending history) if needed."""
-        if TRACE is not None and self.static is None:
-            TRACE.read_data = True
+        if self.static is None:
+            trace_data_read()
         if self.data is None:
             from .executor import realize
             realize((self,))

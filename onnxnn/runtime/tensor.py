@@ -11,12 +11,11 @@ import weakref
 import numpy as np
 
 from . import dtypes as _dtypes
-from . import graph as _graph
 from .autograd import AccumulateGrad, Function, RemovableHandle, VersionCounter, _HookDict, add_hook, run_backward
 from .device import CPU, as_device, cuda_is_available
-from .executor import SELECTION, realize
+from .executor import SELECTION, bound_depth, realize
 from .grad_mode import STATE
-from .graph import MAX_PENDING_DEPTH, Value, constant, different_devices, record_scanned, refresh_depth
+from .graph import MAX_PENDING_DEPTH, Value, constant, different_devices, record_scanned
 from .printing import format_tensor
 from .registry import NON_DIFFERENTIABLE
 from .tensor_ops import TensorOps
@@ -93,9 +92,10 @@ def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str |
         function = Function(outputs[0].node, outputs, tuple(edges), tuple(versions),
                             name or _torch_name(op_type))
     node = outputs[0].node
-    if SELECTION.eager or (node.depth > MAX_PENDING_DEPTH and outputs[0].data is None
-                           and refresh_depth(node) > MAX_PENDING_DEPTH):
-        _realize_recorded(outputs)
+    if SELECTION.eager:
+        realize(outputs)
+    elif node.depth > MAX_PENDING_DEPTH and outputs[0].data is None:
+        bound_depth(node, outputs)
     if len(outputs) == 1:
         # Tensor._from_value, inlined: this line runs for every op.
         value = outputs[0]
@@ -111,19 +111,6 @@ def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str |
 
 
 _new_object = object.__new__
-
-
-def _realize_recorded(outputs: tuple) -> None:
-    """Realizes an op's outputs as they are recorded (eager mode, or a pending history too deep).
-
-    That follows from the structure recorded so far, not from data: a backward pass being traced
-    for replay (``backward_replay``) stays replayable, and its replays bound the depth alike.
-    """
-    trace = _graph.TRACE
-    read_data = trace is not None and trace.read_data
-    realize(outputs)
-    if trace is not None:
-        trace.read_data = read_data
 
 
 class Tensor(TensorOps):
@@ -423,15 +410,10 @@ class Tensor(TensorOps):
         return self._realized_data()
 
     def _realized_data(self) -> np.ndarray:
-        value = self._value
-        if _graph.TRACE is not None and value.static is None:
-            _graph.TRACE.read_data = True
-        if value.data is None:
-            realize((value,))
-            if value.data is None:
-                raise RuntimeError("a value was read while a step is only being recorded (e.g. by "
-                                   "training_step_to_onnx): the recorded step must not depend on computed data")
-        data = value.data
+        data = self._value.numpy()
+        if data is None:
+            raise RuntimeError("a value was read while a step is only being recorded (e.g. by "
+                               "training_step_to_onnx): the recorded step must not depend on computed data")
         if data.flags.writeable:
             data.flags.writeable = False  # values are immutable: a write would corrupt shared history
         return data
