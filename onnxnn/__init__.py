@@ -39,6 +39,7 @@ from .runtime.ops import (  # noqa: F401  (the math functions of the top level)
     var, where, nonzero, argwhere, take, take_along_dim, scatter, scatter_add, masked_select,
 )
 from . import autograd, cuda  # noqa: E402
+from .errors import CheckpointError, ModelLoadError  # noqa: E402
 from .export.checkpoint import load, save  # noqa: E402
 from . import nn, optim  # noqa: E402
 from . import backend, import_  # noqa: E402

@@ -1,0 +1,35 @@
+"""The exceptions onnxnn raises for bad files, so callers can catch every refusal with one type.
+
+Each subclasses the built-in type the reference library raises for the same problem, so code
+written against PyTorch or onnx keeps working:
+
+- :class:`CheckpointError` for ``onnxnn.load``: ``torch.load`` raises ``RuntimeError`` for a
+  damaged archive and ``pickle.UnpicklingError`` for a refused pickle (``weights_only=True``);
+  a CheckpointError is both.
+- :class:`ModelLoadError` for ``onnxnn.import_.from_onnx`` and ``onnxnn.backend``: a ``ValueError``,
+  as onnx raises for models that fail its checker.
+
+Messages name the file (or "the given bytes") and what is wrong with it. This module imports
+nothing of onnxnn, so every layer may raise these.
+"""
+from __future__ import annotations
+
+import pickle
+
+__all__ = ["CheckpointError", "ModelLoadError"]
+
+
+class CheckpointError(RuntimeError, pickle.UnpicklingError):
+    """A checkpoint is empty, truncated, malformed, hostile or in a format onnxnn does not read.
+
+    Example::
+
+        >>> try:
+        ...     state = onnxnn.load("weights.pt")
+        ... except onnxnn.CheckpointError as error:
+        ...     print(error)   # cannot load 'weights.pt': the zip archive is damaged or truncated (...)
+    """
+
+
+class ModelLoadError(ValueError):
+    """An ONNX model is truncated, malformed, fails onnx's checker, or reads outside its folder."""
