@@ -87,11 +87,13 @@ _counts = {"traced": 0, "replayed": 0}
 #
 # The key holds shapes, and only running the rules says what they record at another size (a
 # rule may compute a constant from a size in any way), so a template never serves another size.
-# Building one costs several general backwards (writing and compiling its code), which a size that
-# never comes back (a loop over varying batch sizes) never earns back. So the first size of a
-# structure is traced at once, as every structure used to be, and any other size of it only from
-# its TRACE_AFTER_SIGHTINGS-th backward on; until then it takes the general driver.
-TRACE_AFTER_SIGHTINGS = 4
+# Building one (writing and compiling its code) costs about as much as six general backwards
+# cost more than a replay, which a size that comes back only a few times (a loop over varying
+# batch sizes) never earns back. So the first size of a structure is traced at once, as every
+# structure used to be, and any other size of it only at its TRACE_AFTER_SIGHTINGS-th backward
+# (by then the general driver has cost about what the template would have: at most twice the
+# best choice in hindsight, whatever the sizes do); until then it takes the general driver.
+TRACE_AFTER_SIGHTINGS = 8
 SIGHTINGS_LIMIT = 4096  # keys counted; more are forgotten together, as templates are
 _size_families: dict = {}  # the key with sizes abstracted -> the first key seen of that structure
 _sightings: dict = {}  # key -> backwards seen without a template
