@@ -18,9 +18,14 @@ constant depends on the batch (only the compiler's choices may differ, with unkn
 last bits). A key that differs somewhere new widens the family's signature once more; differences
 only ever grow, so a family compiles at most once per dimension and constant.
 
-A family is never generalized where a fed constant would reach an op that onnxnn expands into other
-nodes when it builds the graph (its expansion may read the constant), or where the symbolic graph
-fails to compile; those keys take the static path.
+A family keeps up to VARIANT_LIMIT first keys (anchors), each with its own signature: a loop's first
+step may differ from the later ones in a constant that must not be fed (Momentum's update count),
+and becomes an anchor of its own. A constant is never fed to an op that onnxnn expands into other
+nodes when it builds the graph (its expansion may read the constant); keys differing there, and
+keys whose shared graph fails to compile, take the static path.
+
+Backward passes are not shared across sizes (``backward_replay`` says why): a size other than a
+structure's first takes the general backward driver until it has come back a few times.
 
 ``ENABLED = False`` turns this off (every shape then compiles its own graph, as before).
 """
