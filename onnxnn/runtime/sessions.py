@@ -128,14 +128,16 @@ def _writes_its_inputs(model: onnx.ModelProto) -> bool:
 class CompiledSession:
     __slots__ = ("session", "input_names", "output_names", "run", "bfloat16_io", "copy_inputs")
 
-    def __init__(self, model: onnx.ModelProto, device):
+    def __init__(self, model: onnx.ModelProto, device, threads: int | None = None):
+        """``threads``: intra-op threads (0: onnxruntime's default); by default from the graph's size."""
         widened = _widen_bfloat16_io(model)
         self.bfloat16_io = widened if widened[0] or widened[1] else None
         self.copy_inputs = _writes_its_inputs(model)
         providers = ["CPUExecutionProvider"]
         if device.type == "cuda":
             providers = [("CUDAExecutionProvider", {"device_id": device.index or 0}), "CPUExecutionProvider"]
-        threads = 1 if _work_estimate(model) < SINGLE_THREAD_ELEMENTS else 0
+        if threads is None:
+            threads = 1 if _work_estimate(model) < SINGLE_THREAD_ELEMENTS else 0
         try:
             try:
                 self.session = create_session(model, providers, threads)
