@@ -81,9 +81,9 @@ def get_executor() -> str:
 def _suits_kernels(graph: GraphPlan) -> bool:
     """Whether every value of the plan is small, and none is float16.
 
-    float16 stays on onnxruntime: the kernels compute it in float32 and round after every op
-    (PyTorch's CPU semantics), onnxruntime partly in float16, and "auto" must not switch between
-    the two roundings from one run of a model to the next.
+    float16 stays on onnxruntime: both executors compute each float16 op in float32 and round its
+    result (PyTorch's CPU semantics), but a last-bit difference in float32 can round to a whole
+    float16 ulp, and "auto" must not switch between the two from one run of a model to the next.
     """
     for values in [graph.inputs, graph.outputs] + [node.inputs for node in graph.nodes]:
         for value in values:
