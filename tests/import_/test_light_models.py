@@ -24,6 +24,9 @@ from onnxnn.export import to_onnx
 from onnxnn.import_ import from_onnx
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+# Each test runs a different model: nothing compiled for one is reused by the next.
+pytestmark = pytest.mark.usefixtures("fresh_caches")
+
 MODELS = sorted(os.path.basename(path)[len("light_"):-len(".onnx")] for path in glob.glob(f"{LIGHT}/light_*.onnx"))
 
 
