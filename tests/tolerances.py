@@ -121,6 +121,47 @@ def normalization_bound(x, axes, eps: float, dtype=np.float32) -> np.ndarray:
     return 2 * (centered_error / std + normalized * (rsqrt_relative + 2 * u))
 
 
+def chain_bound(x, steps, dtype=np.float32) -> np.ndarray:
+    """Bound on how far a float computation of a chain of layers may be from the exact result.
+
+    ``steps`` are ``("affine", w, b)`` for ``h @ w + b`` (``b`` may be None), ``("scale", s, t)`` for
+    a per-feature ``h * s + t`` whose ``s`` and ``t`` are themselves computed (an evaluated batch
+    norm: a reciprocal square root and a few roundings), ``("apply", f, ulp_count)`` for an
+    elementwise 1-Lipschitz ``f`` (relu: 0 ulps, tanh: a few) and ``("reshape", shape)``.
+
+    Each step's own rounding is bounded as above, relative to the exact magnitudes ``|w| |h| +
+    |b|``; errors already made are carried through the step's Lipschitz constant (``|w|``, ``|s|``,
+    1). Two computations of the chain (onnxnn and onnxruntime, fused or not) differ by at most
+    twice the returned bound.
+    """
+    value = np.asarray(x, np.float64)
+    magnitude, error = np.abs(value), np.zeros(value.shape)
+    u = unit_roundoff(dtype)
+    for kind, *args in steps:
+        if kind == "affine":
+            w, b = np.asarray(args[0], np.float64), args[1]
+            value, magnitude, error = value @ w, (magnitude + error) @ np.abs(w), error @ np.abs(w)
+            terms = w.shape[0]
+            if b is not None:
+                b = np.asarray(b, np.float64)
+                value, magnitude, terms = value + b, magnitude + np.abs(b), terms + 1
+            error = error + gamma(terms, dtype) * magnitude
+        elif kind == "scale":
+            s, t = np.abs(np.asarray(args[0], np.float64)), np.asarray(args[1], np.float64)
+            value = value * args[0] + t
+            magnitude = (magnitude + error) * s + np.abs(t)
+            error = error * s + gamma(4 + TRANSCENDENTAL_ULPS, dtype) * magnitude
+        elif kind == "apply":
+            function, count = args
+            value = function(value)
+            error = error + count * u * 2 * np.abs(value) + (count > 0) * np.spacing(np.asarray(0, dtype))
+        elif kind == "reshape":
+            value, magnitude, error = (np.reshape(a, args[0]) for a in (value, magnitude, error))
+        else:
+            raise ValueError(f"unknown step {kind!r}")
+    return error
+
+
 def ulps(reference, count: int = TRANSCENDENTAL_ULPS, dtype=np.float32) -> np.ndarray:
     """``count`` units in the last place of ``reference`` in ``dtype``, elementwise, as float64."""
     magnitude = np.abs(np.asarray(reference, np.float64)).astype(dtype)
