@@ -13,7 +13,7 @@ import onnxnn
 from onnxnn import nn
 from onnxnn.export import max_opset_version, to_onnx
 
-from tolerances import TRANSCENDENTAL_ULPS, assert_within, chain_bound
+from layer_chains import assert_same_model_output, chain_steps, relu_step
 
 
 class FlattenNet(nn.Module):
@@ -29,34 +29,9 @@ class FlattenNet(nn.Module):
         hidden = self.features(x).relu()
         return self.head(self.norm(hidden.view(x.size(0), -1)))
 
-
-def _steps(module, shape) -> list:
-    """The chain of layers of the models here, for ``chain_bound``."""
-    if isinstance(module, FlattenNet):
-        return (_steps(module.features, shape) + [("apply", lambda v: np.maximum(v, 0), 0),
-                                                  ("reshape", (shape[0], -1))]
-                + _steps(module.norm, shape) + _steps(module.head, shape))
-    if isinstance(module, nn.Sequential):
-        return [step for layer in module for step in _steps(layer, shape)]
-    if isinstance(module, nn.Linear):
-        bias = None if module.bias is None else module.bias.detach().numpy()
-        return [("affine", module.weight.detach().numpy().T, bias)]
-    if isinstance(module, nn.BatchNorm1d):
-        scale = module.weight.detach().numpy() / np.sqrt(module.running_var.numpy().astype(np.float64) + module.eps)
-        return [("scale", scale, module.bias.detach().numpy() - module.running_mean.numpy() * scale)]
-    if isinstance(module, nn.ReLU):
-        return [("apply", lambda v: np.maximum(v, 0), 0)]
-    if isinstance(module, nn.Tanh):
-        return [("apply", np.tanh, TRANSCENDENTAL_ULPS)]
-    if isinstance(module, nn.Dropout):  # the identity in eval
-        return []
-    raise NotImplementedError(type(module).__name__)
-
-
-def assert_same_model_output(actual, model, x) -> None:
-    """``actual`` is ``model(x)`` up to the rounding two computations of its layer chain may do."""
-    x = x.numpy()
-    assert_within(actual, model(onnxnn.tensor(x)).detach().numpy(), 2 * chain_bound(x, _steps(model, x.shape)))
+    def chain_steps(self, shape):
+        return (chain_steps(self.features) + [relu_step(), ("reshape", (shape[0], -1))]
+                + chain_steps(self.norm) + chain_steps(self.head))
 
 
 def _session(proto):
