@@ -96,6 +96,24 @@ def conv_bound(x, w, bias=None, *, groups: int = 1, dtype=np.float32) -> np.ndar
     return accumulation_bound(magnitude.reshape((1, -1) + (1,) * spatial), terms, dtype)
 
 
+def conv_transpose_bound(x, w, bias=None, *, groups: int = 1, dtype=np.float32) -> np.ndarray:
+    """Bound for a transposed convolution (``w`` of shape (C_in, C_out / groups, k...)), broadcastable.
+
+    Each output element sums at most ``C_in / groups * prod(k)`` products of its channel's weights
+    with inputs; its magnitude is at most ``max |x|`` times the sum of that channel's ``|w|``.
+    """
+    x64, w64 = np.abs(np.asarray(x, np.float64)), np.abs(np.asarray(w, np.float64))
+    spatial = w64.ndim - 2
+    per_group_in = w64.shape[0] // groups
+    per_channel = w64.reshape(groups, per_group_in, w64.shape[1], -1).sum(axis=(1, 3)).reshape(-1)
+    magnitude = (x64.max() if x64.size else 0.0) * per_channel
+    terms = per_group_in * math.prod(w64.shape[2:])
+    if bias is not None:
+        magnitude = magnitude + np.abs(np.asarray(bias, np.float64))
+        terms += 1
+    return accumulation_bound(magnitude.reshape((1, -1) + (1,) * spatial), terms, dtype)
+
+
 def normalization_bound(x, axes, eps: float, dtype=np.float32) -> np.ndarray:
     """Bound for ``(x - mean) / sqrt(var + eps)`` over ``axes`` (batch, layer, instance norm), elementwise.
 
