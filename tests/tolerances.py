@@ -30,9 +30,17 @@ import numpy as np
 TRANSCENDENTAL_ULPS = 8
 
 
+def _finfo(dtype):
+    try:
+        return np.finfo(dtype)
+    except ValueError:  # bfloat16 and friends: numpy does not know them, ml_dtypes does
+        import ml_dtypes
+        return ml_dtypes.finfo(dtype)
+
+
 def unit_roundoff(dtype) -> float:
     """Half the distance from 1.0 to the next representable number of ``dtype``."""
-    return float(np.finfo(dtype).eps) / 2
+    return float(_finfo(dtype).eps) / 2
 
 
 def gamma(terms: int, dtype=np.float32) -> float:
@@ -181,9 +189,11 @@ def chain_bound(x, steps, dtype=np.float32) -> np.ndarray:
 
 
 def ulps(reference, count: int = TRANSCENDENTAL_ULPS, dtype=np.float32) -> np.ndarray:
-    """``count`` units in the last place of ``reference`` in ``dtype``, elementwise, as float64."""
-    magnitude = np.abs(np.asarray(reference, np.float64)).astype(dtype)
-    return count * np.spacing(magnitude).astype(np.float64)
+    """``count`` units in the last place of ``reference`` in ``dtype`` (ml_dtypes' too), elementwise, as float64."""
+    magnitude = np.abs(np.asarray(reference, np.float64))
+    info = _finfo(dtype)
+    exponent = np.floor(np.log2(np.maximum(magnitude, float(info.tiny))))
+    return count * float(info.eps) * np.exp2(exponent)
 
 
 def assert_within(actual, expected, bound, err_msg: str = "") -> None:
