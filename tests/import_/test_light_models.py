@@ -62,6 +62,9 @@ def test_light_model_reproduces_its_output_and_re_exports(name):
     inputs = [onnxnn.from_numpy(array) for array in feeds.values()]
     with onnxnn.no_grad():
         (output,) = _as_tuple(module(*inputs))
+    # Against the stored output of onnx's own runner, after up to 19 float32 layers that each sum
+    # up to 4608 products in an unknown order: onnx's backend-test tolerance (rtol 1e-3, atol 1e-7),
+    # which the layers' 2 gamma(n) (5e-4 for n = 4608) and their compounding stay within.
     np.testing.assert_allclose(output.numpy(), expected, rtol=1e-3, atol=1e-7)
 
     exported = to_onnx(module, tuple(inputs), input_names=list(feeds))

@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 from gradcheck import check_gradients
-from tolerances import TRANSCENDENTAL_ULPS, assert_within, gamma, normalization_bound
+from tolerances import TRANSCENDENTAL_ULPS, assert_within, gamma, normalization_bound, rtol_for
 
 import onnxnn
 import onnxnn.nn.functional as F
@@ -171,7 +171,8 @@ def test_dropout_zeroes_a_fraction_p_and_scales_the_rest():
     x = onnxnn.ones(200, 500)
     out = F.dropout(x, p).numpy()
     assert abs((out == 0).mean() - p) < 0.01
-    np.testing.assert_allclose(out[out != 0], 1 / (1 - p), rtol=1e-6)
+    # A kept one times 1 / (1 - p): the scale's rounding and the product's, at most 2 u = 1.2e-7.
+    np.testing.assert_allclose(out[out != 0], 1 / (1 - p), rtol=rtol_for(2))
     assert abs(out.mean() - 1.0) < 0.02  # the scaling keeps the expectation
 
 
