@@ -205,10 +205,11 @@ def assert_within(actual, expected, bound, err_msg: str = "") -> None:
     if error.size == 0 or np.all(error <= bound):
         return
     excess = np.where(np.isnan(error), np.inf, error - bound)
-    worst = np.unravel_index(np.argmax(excess), error.shape)
+    worst = tuple(int(i) for i in np.unravel_index(np.argmax(excess), error.shape))
     raise AssertionError(
         f"|actual - expected| exceeds the float rounding bound at {worst}: {error[worst]:.3g} > "
-        f"{bound[worst]:.3g} (actual {actual64[worst]!r}, expected {expected64[worst]!r}) {err_msg}".rstrip())
+        f"{bound[worst]:.3g} (actual {float(actual64[worst])!r}, expected {float(expected64[worst])!r}) "
+        f"{err_msg}".rstrip())
 
 
 def assert_close_to_matmul(actual, a, b, *added, dtype=np.float32, then=None) -> None:
