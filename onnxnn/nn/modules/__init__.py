@@ -8,10 +8,24 @@ from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, Softmax, Tan
 from .batchnorm import BatchNorm1d, BatchNorm2d
 from .dropout import Dropout
 from .flatten import Flatten, Unflatten
+# losses (layer family L3)
+from .distance import PairwiseDistance
+from .loss import (
+    BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss, GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss,
+    KLDivLoss, L1Loss, MarginRankingLoss, MSELoss, MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss,
+    NLLLoss, NLLLoss2d, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss,
+)
 
 __all__ = [
     "Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
     "Linear", "Identity",
     "ReLU", "LeakyReLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "GELU",
     "BatchNorm1d", "BatchNorm2d", "Dropout", "Flatten", "Unflatten",
+]
+# losses (layer family L3)
+__all__ += [
+    "PairwiseDistance", "L1Loss", "NLLLoss", "NLLLoss2d", "PoissonNLLLoss", "GaussianNLLLoss", "KLDivLoss", "MSELoss",
+    "BCELoss", "BCEWithLogitsLoss", "HingeEmbeddingLoss", "MultiLabelMarginLoss", "SmoothL1Loss", "HuberLoss",
+    "SoftMarginLoss", "CrossEntropyLoss", "MultiLabelSoftMarginLoss", "CosineEmbeddingLoss", "MarginRankingLoss",
+    "MultiMarginLoss", "TripletMarginLoss", "TripletMarginWithDistanceLoss",
 ]
