@@ -520,7 +520,7 @@ def test_repr_matches_pytorch(module, text):
                                   "MultiLabelMarginLoss", "SmoothL1Loss", "HuberLoss", "SoftMarginLoss",
                                   "CrossEntropyLoss", "MultiLabelSoftMarginLoss", "CosineEmbeddingLoss",
                                   "MarginRankingLoss", "MultiMarginLoss", "TripletMarginLoss",
-                                  "TripletMarginWithDistanceLoss", "PairwiseDistance"])
+                                  "TripletMarginWithDistanceLoss", "PairwiseDistance", "CTCLoss"])
 def test_constructor_signature_and_attributes_match_torch(name):
     torch = pytest.importorskip("torch")
     import inspect
@@ -533,7 +533,7 @@ def test_constructor_signature_and_attributes_match_torch(name):
         warnings.simplefilter("ignore")
         our_module, their_module = ours(), theirs()
     for attribute in ("reduction", "ignore_index", "label_smoothing", "log_input", "full", "eps", "log_target",
-                      "margin", "beta", "delta", "p", "swap", "norm", "keepdim"):
+                      "margin", "beta", "delta", "p", "swap", "norm", "keepdim", "blank", "zero_infinity"):
         assert getattr(our_module, attribute, None) == getattr(their_module, attribute, None), attribute
 
 

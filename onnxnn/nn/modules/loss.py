@@ -17,7 +17,8 @@ from .module import Module
 __all__ = ["L1Loss", "NLLLoss", "NLLLoss2d", "PoissonNLLLoss", "GaussianNLLLoss", "KLDivLoss", "MSELoss", "BCELoss",
            "BCEWithLogitsLoss", "HingeEmbeddingLoss", "MultiLabelMarginLoss", "SmoothL1Loss", "HuberLoss",
            "SoftMarginLoss", "CrossEntropyLoss", "MultiLabelSoftMarginLoss", "CosineEmbeddingLoss",
-           "MarginRankingLoss", "MultiMarginLoss", "TripletMarginLoss", "TripletMarginWithDistanceLoss"]
+           "MarginRankingLoss", "MultiMarginLoss", "TripletMarginLoss", "TripletMarginWithDistanceLoss",
+           "CTCLoss"]
 
 
 class _Loss(Module):
@@ -398,3 +399,33 @@ class TripletMarginWithDistanceLoss(_Loss):
     def forward(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
         return F.triplet_margin_with_distance_loss(anchor, positive, negative, distance_function=self.distance_function,
                                                    margin=self.margin, swap=self.swap, reduction=self.reduction)
+
+
+class CTCLoss(_Loss):
+    """Connectionist temporal classification loss; see :func:`onnxnn.nn.functional.ctc_loss`.
+
+    Args:
+        blank: the blank class. Default: ``0``.
+        reduction: ``'none'``, ``'mean'`` (each loss divided by its target length, then averaged) or
+            ``'sum'``. Default: ``'mean'``.
+        zero_infinity: report impossible alignments as 0 instead of inf. Default: ``False``.
+
+    Example::
+
+        >>> log_probs = onnxnn.randn(50, 16, 20).log_softmax(2)
+        >>> targets = onnxnn.randint(1, 20, (16, 30))
+        >>> nn.CTCLoss()(log_probs, targets, [50] * 16, [30] * 16)
+    """
+
+    __constants__ = ["blank", "reduction"]
+    blank: int
+    zero_infinity: bool
+
+    def __init__(self, blank: int = 0, reduction: str = "mean", zero_infinity: bool = False) -> None:
+        super().__init__(reduction=reduction)
+        self.blank = blank
+        self.zero_infinity = zero_infinity
+
+    def forward(self, log_probs: Tensor, targets: Tensor, input_lengths: Tensor, target_lengths: Tensor) -> Tensor:
+        return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank, self.reduction,
+                          self.zero_infinity)
