@@ -294,14 +294,20 @@ def _expected(case, inputs, reduction):
     return loss if reduction == "none" else loss.mean() if reduction == "mean" else loss.sum()
 
 
-def _bound(case, inputs, reduction, dtype):
-    """Rounding bound for comparing a ``dtype`` result with the float64 reference (module docstring)."""
+def _gamma(terms: int, unit: float) -> float:
+    return terms * unit / (1 - terms * unit)
+
+
+def _bound(case, inputs, reduction, dtype=None, unit=None):
+    """Rounding bound for comparing a result of unit roundoff ``unit`` (or ``dtype``'s) with the float64
+    reference (module docstring)."""
+    unit = float(np.finfo(dtype).eps) / 2 if unit is None else unit
     loss = np.asarray(case.reference(*inputs, **case.kwargs), np.float64)
     size = sum(np.abs(a).sum() for a in inputs if a.dtype.kind == "f") / max(loss.size, 1)
     magnitude = 1 + np.abs(loss) + size + size * size
     if reduction == "none":
-        return 2 * gamma(DEPTH + case.inner_terms, dtype) * magnitude
-    total = 2 * gamma(DEPTH + case.inner_terms + loss.size, dtype) * magnitude.sum()
+        return 2 * _gamma(DEPTH + case.inner_terms, unit) * magnitude
+    total = 2 * _gamma(DEPTH + case.inner_terms + loss.size, unit) * magnitude.sum()
     return total / loss.size if reduction == "mean" else total
 
 
@@ -405,21 +411,20 @@ def test_exported_module_runs_in_onnxruntime_as_onnxnn_does(case):
 
 # ---------------------------------------------------------------- dtypes
 
-@pytest.mark.parametrize("dtype, numpy_dtype", [(onnxnn.float16, np.float16), (onnxnn.bfloat16, None)])
-@pytest.mark.parametrize("case", [c for c in CASES if c.id in ("mse", "huber", "smooth_l1", "soft_margin",
-                                                                "hinge_embedding", "margin_ranking")],
-                         ids=lambda c: c.id)
-def test_half_precision_keeps_the_dtype_and_the_value(case, dtype, numpy_dtype):
+# float16 keeps 11 significant bits (unit roundoff 2^-11), bfloat16 8 (2^-8).
+@pytest.mark.parametrize("dtype, unit", [(onnxnn.float16, 2.0 ** -11), (onnxnn.bfloat16, 2.0 ** -8)],
+                         ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_half_precision_keeps_the_dtype_and_the_value(case, dtype, unit):
     result = _call(case, "sum", dtype)
     assert result.dtype is dtype
-    # bfloat16 keeps 8 significant bits: its unit roundoff is 2^-8, float16's 2^-11.
-    unit = 2.0 ** -8 if numpy_dtype is None else 2.0 ** -11
-    inputs = [np.asarray(_tensor(a, dtype).to(onnxnn.float64).numpy()) if a.dtype.kind == "f" else a
-              for a in case.inputs]
-    loss = case.reference(*inputs, **case.kwargs)
-    terms = DEPTH + loss.size
-    bound = 2 * terms * unit / (1 - terms * unit) * (1 + np.abs(loss) + sum(np.abs(a) for a in inputs)).sum()
-    assert abs(float(result.to(onnxnn.float64).item()) - loss.sum()) <= bound
+    # The reference sees the inputs as the half dtype holds them; class weights are rounded too.
+    inputs = [_tensor(a, dtype).to(onnxnn.float64).numpy() if a.dtype.kind == "f" else a for a in case.inputs]
+    rounded = dataclasses.replace(case, kwargs={
+        k: _tensor(v, dtype).to(onnxnn.float64).numpy() if isinstance(v, np.ndarray) else v
+        for k, v in case.kwargs.items()})
+    expected = _expected(rounded, inputs, "sum")
+    assert abs(float(result.to(onnxnn.float64).item()) - expected) <= _bound(rounded, inputs, "sum", unit=unit)
 
 
 # ---------------------------------------------------------------- special reductions and values
