@@ -188,6 +188,7 @@ class Case:
     kwargs: dict = dataclasses.field(default_factory=dict)   # np.ndarray values become tensors (class weights)
     differentiable: tuple = ()     # indices of the inputs to differentiate (default: every float input)
     inner_terms: int = 1           # terms summed inside one unreduced element
+    weighted_mean: bool = False    # 'mean' divides by the summed ``weight`` (mse_loss and l1_loss)
     reductions: tuple = tuple(REDUCTIONS)
 
     def grad_inputs(self):
@@ -199,6 +200,12 @@ class Case:
 CASES = [
     Case("l1", F.l1_loss, nn.L1Loss, lambda x, t: np.abs(x - t), [normal(3, 4), normal(3, 4)]),
     Case("mse", F.mse_loss, nn.MSELoss, lambda x, t: (x - t) ** 2, [normal(3, 4), normal(3, 4)]),
+    Case("l1_weight", F.l1_loss, None, lambda x, t, weight: np.abs(x - t) * weight, [normal(3, 4), normal(3, 4)],
+         {"weight": RNG.uniform(0.5, 2, (3, 4))}, weighted_mean=True),
+    Case("mse_weight", F.mse_loss, None, lambda x, t, weight: (x - t) ** 2 * weight, [normal(3, 4), normal(3, 4)],
+         {"weight": RNG.uniform(0.5, 2, (3, 4))}, weighted_mean=True),
+    Case("huber_weight", F.huber_loss, None, ref_huber, [normal(3, 4, scale=2), normal(3, 4)],
+         {"weight": RNG.uniform(0.5, 2, (3, 4))}),
     Case("huber", F.huber_loss, nn.HuberLoss, ref_huber, [normal(3, 4, scale=2), normal(3, 4)]),
     Case("huber_delta", F.huber_loss, nn.HuberLoss, ref_huber, [normal(3, 4, scale=2), normal(3, 4)],
          {"delta": 0.5}),
@@ -269,6 +276,8 @@ CASES = [
          {"distance_function": l1_distance, "margin": 3.0}, inner_terms=10),
 ]
 IDS = [case.id for case in CASES]
+# Per-element weights are a functional-only argument (MSELoss, L1Loss and HuberLoss take none).
+MODULE_CASES = [case for case in CASES if case.module is not None]
 
 
 # ---------------------------------------------------------------- helpers
@@ -291,7 +300,12 @@ def _expected(case, inputs, reduction):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         loss = case.reference(*inputs, **case.kwargs)
-    return loss if reduction == "none" else loss.mean() if reduction == "mean" else loss.sum()
+    return loss if reduction == "none" else loss.sum() / _mean_divisor(case, loss) if reduction == "mean" \
+        else loss.sum()
+
+
+def _mean_divisor(case, loss):
+    return case.kwargs["weight"].sum() if case.weighted_mean else loss.size
 
 
 def _gamma(terms: int, unit: float) -> float:
@@ -308,7 +322,7 @@ def _bound(case, inputs, reduction, dtype=None, unit=None):
     if reduction == "none":
         return 2 * _gamma(DEPTH + case.inner_terms, unit) * magnitude
     total = 2 * _gamma(DEPTH + case.inner_terms + loss.size, unit) * magnitude.sum()
-    return total / loss.size if reduction == "mean" else total
+    return total / _mean_divisor(case, loss) if reduction == "mean" else total
 
 
 def _call(case, reduction, dtype=onnxnn.float32, through_module=False):
@@ -336,7 +350,7 @@ def test_forward_matches_the_numpy_formula_in_float32(case, reduction, executor)
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
-@pytest.mark.parametrize("case", CASES, ids=IDS)
+@pytest.mark.parametrize("case", MODULE_CASES, ids=[case.id for case in MODULE_CASES])
 def test_module_computes_its_functional_form_in_float64(case, reduction):
     result = _call(case, reduction, onnxnn.float64, through_module=True).numpy()
     expected = _expected(case, case.inputs, reduction)
@@ -394,7 +408,12 @@ def test_forward_and_gradients_match_torch(case, reduction):
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_exported_module_runs_in_onnxruntime_as_onnxnn_does(case):
-    module = case.module(reduction="none", **_call_kwargs(case, onnxnn.float32))
+    kwargs = _call_kwargs(case, onnxnn.float32)
+    if case.module is not None:
+        module = case.module(reduction="none", **kwargs)
+    else:
+        def module(*tensors):
+            return case.function(*tensors, reduction="none", **kwargs)
     tensors = [_tensor(a, onnxnn.float32) for a in case.inputs]
     names = [f"input_{i}" for i in range(len(tensors))]
     with warnings.catch_warnings():
@@ -479,6 +498,8 @@ X = onnxnn.randn(3, 4)
 ERRORS = [
     (lambda: F.huber_loss(X, X, delta=0), RuntimeError, "huber_loss does not support non-positive values for delta."),
     (lambda: F.huber_loss(X, X, weight=onnxnn.ones(4)), ValueError, "Weights and input must have the same size."),
+    (lambda: F.mse_loss(X, X, weight=onnxnn.ones(4)), ValueError, "Weights and input must have the same size."),
+    (lambda: F.l1_loss(X, X, weight=onnxnn.ones(3, 1)), ValueError, "Weights and input must have the same size."),
     (lambda: F.huber_loss(X, X, reduction="avg"), ValueError, "avg is not a valid value for reduction"),
     (lambda: F.smooth_l1_loss(X, X, beta=-1), RuntimeError, "smooth_l1_loss does not support negative values for beta."),
     (lambda: F.poisson_nll_loss(X, X, reduction="avg"), ValueError, "avg is not a valid value for reduction"),

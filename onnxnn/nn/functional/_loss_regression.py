@@ -10,14 +10,9 @@ import warnings
 
 from ...runtime import ops as _ops
 from ...runtime.tensor import Tensor
-from ._loss import _check_reduction, _legacy_reduction, _reduce_loss, _warn_size_mismatch
+from ._loss import _check_reduction, _check_weight_shape, _legacy_reduction, _reduce_loss, _warn_size_mismatch
 
 __all__ = ["huber_loss", "smooth_l1_loss", "poisson_nll_loss", "gaussian_nll_loss", "kl_div"]
-
-
-def _check_weight(input: Tensor, weight: Tensor | None) -> None:
-    if weight is not None and weight.shape != input.shape:
-        raise ValueError("Weights and input must have the same size.")
 
 
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
@@ -26,13 +21,14 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
 
     Args:
         delta: where the quadratic part turns linear; must be positive. Default: ``1.0``.
-        weight: optional per-element weights of the shape of ``input``.
+        weight: optional per-element weights of the shape of ``input``; 'mean' stays the plain mean of
+            the weighted terms, as in PyTorch (unlike mse_loss and l1_loss).
     """
     _check_reduction(reduction)
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
     _warn_size_mismatch(input, target)
-    _check_weight(input, weight)
+    _check_weight_shape(input, weight)
     difference = input - target
     magnitude = _ops.abs(difference)
     loss = _ops.where(_ops.lt(magnitude, delta), difference * difference * 0.5, (magnitude - 0.5 * delta) * delta)
