@@ -149,6 +149,46 @@ def ref_triplet_with_distance(a, pos, neg, distance_function=None, margin=1.0, s
     return np.maximum(0.0, distance(a, pos) - to_negative + margin)
 
 
+def _class_weights(t, weight, ignore_index, classes):
+    w = np.ones(classes) if weight is None else weight
+    return np.where(t == ignore_index, 0.0, w[np.where(t == ignore_index, 0, t)])
+
+
+def ref_nll(lp, t, weight=None, ignore_index=-100):
+    """-w[t] * lp[n, t, ...], the class along axis 1; 0 where ignored."""
+    picked = np.take_along_axis(lp, np.expand_dims(np.where(t == ignore_index, 0, t), 1), 1).squeeze(1)
+    return -_class_weights(t, weight, ignore_index, lp.shape[1]) * picked
+
+
+def ref_cross_entropy(x, t, weight=None, ignore_index=-100, label_smoothing=0.0):
+    lp = x - np.log(np.exp(x).sum(1, keepdims=True))
+    classes = x.shape[1]
+    if t.dtype.kind == "f":  # class probabilities
+        w = (np.ones(classes) if weight is None else weight).reshape((1, classes) + (1,) * (x.ndim - 2))
+        t = t * (1 - label_smoothing) + label_smoothing / classes
+        return -(lp * t * w).sum(1)
+    w = (np.ones(classes) if weight is None else weight).reshape((1, classes) + (1,) * (x.ndim - 2))
+    smooth = np.where(t == ignore_index, 0.0, -(lp * w).sum(1))
+    return (1 - label_smoothing) * ref_nll(lp, t, weight, ignore_index) + label_smoothing / classes * smooth
+
+
+def class_weight_sum(inputs, kwargs):
+    """PyTorch's 'mean' for class-index targets: the summed weights of the counted targets."""
+    x, t = inputs[0], inputs[1]
+    return _class_weights(t, kwargs.get("weight"), kwargs.get("ignore_index", -100), x.shape[1]).sum()
+
+
+def ref_bce(x, t, weight=None):
+    loss = -(t * np.maximum(np.log(x), -100) + (1 - t) * np.maximum(np.log(1 - x), -100))
+    return loss if weight is None else loss * weight
+
+
+def ref_bce_logits(x, t, weight=None, pos_weight=None):
+    log_weight = 1 + (0 if pos_weight is None else (pos_weight - 1) * t)
+    loss = (1 - t) * x + log_weight * np.logaddexp(0.0, -x)
+    return loss if weight is None else loss * weight
+
+
 def l1_distance(u, v):
     """A custom distance for TripletMarginWithDistanceLoss, written with Tensor methods torch shares."""
     return (u - v).abs().sum(-1)
@@ -189,6 +229,7 @@ class Case:
     differentiable: tuple = ()     # indices of the inputs to differentiate (default: every float input)
     inner_terms: int = 1           # terms summed inside one unreduced element
     weighted_mean: bool = False    # 'mean' divides by the summed ``weight`` (mse_loss and l1_loss)
+    mean_divisor: Callable | None = None   # (inputs, kwargs) -> what 'mean' divides the sum by
     reductions: tuple = tuple(REDUCTIONS)
 
     def grad_inputs(self):
@@ -206,6 +247,21 @@ CASES = [
          {"weight": RNG.uniform(0.5, 2, (3, 4))}, weighted_mean=True),
     Case("huber_weight", F.huber_loss, None, ref_huber, [normal(3, 4, scale=2), normal(3, 4)],
          {"weight": RNG.uniform(0.5, 2, (3, 4))}),
+    Case("cross_entropy", F.cross_entropy, nn.CrossEntropyLoss, ref_cross_entropy,
+         [normal(4, 3), np.array([0, 2, 1, 2])], mean_divisor=class_weight_sum, inner_terms=3),
+    Case("cross_entropy_spatial_weight_ignore_smoothing", F.cross_entropy, nn.CrossEntropyLoss, ref_cross_entropy,
+         [normal(4, 3, 2), np.array([[0, 1], [2, -100], [1, 1], [0, 2]])],
+         {"weight": RNG.uniform(0.5, 2, 3), "label_smoothing": 0.2}, mean_divisor=class_weight_sum, inner_terms=6),
+    Case("cross_entropy_probabilities", F.cross_entropy, nn.CrossEntropyLoss, ref_cross_entropy,
+         [normal(4, 3, 2), np.exp(log_probabilities(4, 2, 3)).transpose(0, 2, 1).copy()],
+         {"weight": RNG.uniform(0.5, 2, 3), "label_smoothing": 0.1}, inner_terms=6),
+    Case("nll_weight_ignore", F.nll_loss, nn.NLLLoss, ref_nll, [log_probabilities(5, 4), np.array([0, 1, 3, 1, 2])],
+         {"weight": RNG.uniform(0.5, 2, 4), "ignore_index": 1}, mean_divisor=class_weight_sum),
+    Case("bce_weight", F.binary_cross_entropy, nn.BCELoss, ref_bce,
+         [RNG.uniform(0.05, 0.95, (3, 4)), RNG.uniform(0, 1, (3, 4))], {"weight": RNG.uniform(0.5, 2, (3, 4))}),
+    Case("bce_logits_pos_weight", F.binary_cross_entropy_with_logits, nn.BCEWithLogitsLoss, ref_bce_logits,
+         [normal(3, 4, scale=2), RNG.uniform(0, 1, (3, 4))],
+         {"weight": RNG.uniform(0.5, 2, (3, 4)), "pos_weight": RNG.uniform(0.5, 3, 4)}),
     Case("huber", F.huber_loss, nn.HuberLoss, ref_huber, [normal(3, 4, scale=2), normal(3, 4)]),
     Case("huber_delta", F.huber_loss, nn.HuberLoss, ref_huber, [normal(3, 4, scale=2), normal(3, 4)],
          {"delta": 0.5}),
@@ -300,11 +356,13 @@ def _expected(case, inputs, reduction):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         loss = case.reference(*inputs, **case.kwargs)
-    return loss if reduction == "none" else loss.sum() / _mean_divisor(case, loss) if reduction == "mean" \
+    return loss if reduction == "none" else loss.sum() / _mean_divisor(case, loss, inputs) if reduction == "mean" \
         else loss.sum()
 
 
-def _mean_divisor(case, loss):
+def _mean_divisor(case, loss, inputs=None):
+    if case.mean_divisor is not None:
+        return case.mean_divisor(case.inputs if inputs is None else inputs, case.kwargs)
     return case.kwargs["weight"].sum() if case.weighted_mean else loss.size
 
 
@@ -322,7 +380,7 @@ def _bound(case, inputs, reduction, dtype=None, unit=None):
     if reduction == "none":
         return 2 * _gamma(DEPTH + case.inner_terms, unit) * magnitude
     total = 2 * _gamma(DEPTH + case.inner_terms + loss.size, unit) * magnitude.sum()
-    return total / _mean_divisor(case, loss) if reduction == "mean" else total
+    return total / _mean_divisor(case, loss, inputs) if reduction == "mean" else total
 
 
 def _call(case, reduction, dtype=onnxnn.float32, through_module=False):
