@@ -2,8 +2,8 @@
 
 Every case in ``CASES`` (loss_cases.py) names a functional form, its module, a numpy reference of the
 unreduced loss and its inputs. The same table drives the forward checks (both executors, float32 and float64), the
-finite-difference gradients, export to plain onnxruntime and, when torch is installed, a comparison
-with torch. float32 results are held to a rounding bound: each unreduced element is within
+finite-difference gradients, export to plain onnxruntime and, when torch is installed, a comparison of
+values and gradients with torch on both executors. float32 results are held to a rounding bound: each unreduced element is within
 ``gamma(DEPTH + inner terms)`` of a magnitude that dominates its intermediate values, and a reduction
 over ``n`` elements adds ``gamma(n)`` of their summed magnitudes (tests/tolerances.py).
 """
@@ -134,9 +134,10 @@ def test_gradients_match_finite_differences(case, reduction):
 
 # ---------------------------------------------------------------- torch
 
+@pytest.mark.parametrize("executor", EXECUTORS)
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_forward_and_gradients_match_torch(case, reduction):
+def test_forward_and_gradients_match_torch(case, reduction, executor):
     torch = pytest.importorskip("torch")
     torch_function = getattr(torch.nn.functional, case.function.__name__)
     differentiated = case.grad_inputs()
@@ -149,14 +150,18 @@ def test_forward_and_gradients_match_torch(case, reduction):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         expected = torch_function(*theirs, reduction=reduction, **torch_kwargs)
-        result = case.function(*ours, reduction=reduction, **_call_kwargs(case, onnxnn.float64))
-    bound = np.max(_bound(case, case.inputs, reduction, np.float64))
-    np.testing.assert_allclose(result.detach().numpy(), expected.detach().numpy(), rtol=0, atol=bound)
     cotangent = RNG.standard_normal(tuple(expected.shape))
     expected.backward(torch.tensor(cotangent))
-    result.backward(onnxnn.tensor(cotangent))
+    with onnxnn.set_executor(executor), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = case.function(*ours, reduction=reduction, **_call_kwargs(case, onnxnn.float64))
+        value = result.detach().numpy()
+        result.backward(onnxnn.tensor(cotangent))
+        gradients = {index: ours[index].grad.numpy() for index in differentiated}
+    bound = np.max(_bound(case, case.inputs, reduction, np.float64))
+    np.testing.assert_allclose(value, expected.detach().numpy(), rtol=0, atol=bound)
     for index in differentiated:
-        np.testing.assert_allclose(ours[index].grad.numpy(), theirs[index].grad.numpy(), rtol=1e-9, atol=1e-12,
+        np.testing.assert_allclose(gradients[index], theirs[index].grad.numpy(), rtol=1e-9, atol=1e-12,
                                    err_msg=f"gradient of input {index}")
 
 
