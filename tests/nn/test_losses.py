@@ -1,11 +1,12 @@
 """Loss modules and their functional forms: PyTorch's formulas, reductions, gradients, errors and export.
 
-Every case in ``CASES`` (loss_cases.py) names a functional form, its module, a numpy reference of the
-unreduced loss and its inputs. The same table drives the forward checks (both executors, float32 and float64), the
-finite-difference gradients, export to plain onnxruntime and, when torch is installed, a comparison of
-values and gradients with torch on both executors. float32 results are held to a rounding bound: each unreduced element is within
-``gamma(DEPTH + inner terms)`` of a magnitude that dominates its intermediate values, and a reduction
-over ``n`` elements adds ``gamma(n)`` of their summed magnitudes (tests/tolerances.py).
+Every case in ``CASES`` (loss_cases.py) names a functional form, its module, a numpy reference of
+the unreduced loss and its inputs. The same table drives the forward checks (both executors,
+float32 and float64, float16 and bfloat16), the finite-difference gradients, export to plain
+onnxruntime and, when torch is installed, a comparison of values and gradients with torch on both
+executors. Results are held to a rounding bound: each unreduced element is within
+``gamma(DEPTH + inner terms)`` of a magnitude that dominates its intermediate values, and a
+reduction over ``n`` elements adds ``gamma(n)`` of their summed magnitudes (tests/tolerances.py).
 """
 from __future__ import annotations
 
