@@ -90,3 +90,27 @@ def test_legacy_size_average_and_reduce_map_to_a_reduction_with_a_warning():
     assert module.reduction == "sum"
     with pytest.warns(UserWarning, match="reduction='none'"):
         assert nn.MultiMarginLoss(reduce=False).reduction == "none"
+
+
+@pytest.mark.parametrize("criterion, make_target", [
+    (lambda: nn.CrossEntropyLoss(label_smoothing=0.1), lambda rng: onnxnn.tensor(rng.integers(0, 3, 16))),
+    (lambda: nn.MultiMarginLoss(), lambda rng: onnxnn.tensor(rng.integers(0, 3, 16))),
+    (lambda: nn.BCEWithLogitsLoss(pos_weight=onnxnn.tensor([2.0, 1.0, 0.5])),
+     lambda rng: onnxnn.tensor(rng.integers(0, 2, (16, 3)).astype(np.float32))),
+    (lambda: nn.SmoothL1Loss(beta=0.5), lambda rng: onnxnn.tensor(rng.standard_normal((16, 3)).astype(np.float32))),
+])
+def test_a_model_trains_with_the_criterion(criterion, make_target):
+    rng = np.random.default_rng(3)
+    model = nn.Linear(5, 3)
+    loss_function = criterion()
+    x, target = onnxnn.tensor(rng.standard_normal((16, 5)).astype(np.float32)), make_target(rng)
+    optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.2)
+    losses = []
+    for _ in range(30):
+        optimizer.zero_grad()
+        loss = loss_function(model(x), target)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    # Gradient descent with a small step on a convex loss of a linear model: the loss goes down.
+    assert losses[-1] < 0.9 * losses[0]
