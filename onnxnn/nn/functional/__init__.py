@@ -23,14 +23,6 @@ from ._loss import (
     binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, l1_loss, mse_loss, nll_loss, one_hot,
 )
 from ._normalization import batch_norm
-# losses (layer family L3)
-from ._loss_ctc import ctc_loss
-from ._loss_margin import (
-    cosine_embedding_loss, hinge_embedding_loss, margin_ranking_loss, multi_margin_loss, multilabel_margin_loss,
-    multilabel_soft_margin_loss, pairwise_distance, soft_margin_loss, triplet_margin_loss,
-    triplet_margin_with_distance_loss,
-)
-from ._loss_regression import gaussian_nll_loss, huber_loss, kl_div, poisson_nll_loss, smooth_l1_loss
 from ...runtime.ops.conv import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d
 from ...runtime.ops.normalization import group_norm, instance_norm, layer_norm, local_response_norm
 from ...runtime.ops.pooling import (
@@ -46,6 +38,13 @@ __all__ = [
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "layer_norm", "group_norm", "instance_norm", "local_response_norm",
 ]
 # losses (layer family L3)
+from ._loss_ctc import ctc_loss  # noqa: E402
+from ._loss_margin import (  # noqa: E402
+    cosine_embedding_loss, hinge_embedding_loss, margin_ranking_loss, multi_margin_loss, multilabel_margin_loss,
+    multilabel_soft_margin_loss, pairwise_distance, soft_margin_loss, triplet_margin_loss,
+    triplet_margin_with_distance_loss,
+)
+from ._loss_regression import gaussian_nll_loss, huber_loss, kl_div, poisson_nll_loss, smooth_l1_loss  # noqa: E402
 __all__ += [
     "huber_loss", "smooth_l1_loss", "poisson_nll_loss", "gaussian_nll_loss", "kl_div", "pairwise_distance",
     "margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss", "multilabel_soft_margin_loss",

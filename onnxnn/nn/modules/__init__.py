@@ -8,14 +8,6 @@ from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, Softmax, Tan
 from .batchnorm import BatchNorm1d, BatchNorm2d
 from .dropout import Dropout
 from .flatten import Flatten, Unflatten
-# losses (layer family L3)
-from .adaptive import AdaptiveLogSoftmaxWithLoss
-from .distance import PairwiseDistance
-from .loss import (
-    BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CTCLoss, CrossEntropyLoss, GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss,
-    KLDivLoss, L1Loss, MarginRankingLoss, MSELoss, MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss,
-    NLLLoss, NLLLoss2d, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss,
-)
 
 __all__ = [
     "Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
@@ -24,6 +16,14 @@ __all__ = [
     "BatchNorm1d", "BatchNorm2d", "Dropout", "Flatten", "Unflatten",
 ]
 # losses (layer family L3)
+from .adaptive import AdaptiveLogSoftmaxWithLoss  # noqa: E402
+from .distance import PairwiseDistance  # noqa: E402
+from .loss import (  # noqa: E402
+    BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss, CTCLoss, GaussianNLLLoss, HingeEmbeddingLoss,
+    HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss, MultiLabelMarginLoss, MultiLabelSoftMarginLoss,
+    MultiMarginLoss, NLLLoss, NLLLoss2d, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss, TripletMarginLoss,
+    TripletMarginWithDistanceLoss,
+)
 __all__ += [
     "PairwiseDistance", "L1Loss", "NLLLoss", "NLLLoss2d", "PoissonNLLLoss", "GaussianNLLLoss", "KLDivLoss", "MSELoss",
     "BCELoss", "BCEWithLogitsLoss", "HingeEmbeddingLoss", "MultiLabelMarginLoss", "SmoothL1Loss", "HuberLoss",
