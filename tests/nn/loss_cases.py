@@ -163,6 +163,18 @@ def class_weight_sum(inputs, kwargs):
     return _class_weights(t, kwargs.get("weight"), kwargs.get("ignore_index", -100), x.shape[1]).sum()
 
 
+def ref_linear_cross_entropy(x, w, t, linear_bias=None, weight=None, ignore_index=None, label_smoothing=0.0):
+    """cross entropy of ``x @ W^T + b`` with the logits laid out ``(N, C, d1, ...)``."""
+    logits = np.einsum("ni,c...i->nc...", x, w) + (0.0 if linear_bias is None else linear_bias)
+    return ref_cross_entropy(logits, t, weight, -100 if ignore_index is None else ignore_index, label_smoothing)
+
+
+def linear_class_weight_sum(inputs, kwargs):
+    x, w, t = inputs
+    ignore_index = kwargs.get("ignore_index")
+    return _class_weights(t, kwargs.get("weight"), -100 if ignore_index is None else ignore_index, w.shape[0]).sum()
+
+
 def ref_bce(x, t, weight=None):
     loss = -(t * np.maximum(np.log(x), -100) + (1 - t) * np.maximum(np.log(1 - x), -100))
     return loss if weight is None else loss * weight
@@ -240,6 +252,13 @@ CASES = [
     Case("cross_entropy_probabilities", F.cross_entropy, nn.CrossEntropyLoss, ref_cross_entropy,
          [normal(4, 3, 2), np.exp(log_probabilities(4, 2, 3)).transpose(0, 2, 1).copy()],
          {"weight": RNG.uniform(0.5, 2, 3), "label_smoothing": 0.1}, inner_terms=6),
+    Case("linear_cross_entropy", F.linear_cross_entropy, None, ref_linear_cross_entropy,
+         [normal(4, 5), normal(3, 5), np.array([0, 2, 1, 1])], {"linear_bias": normal(3), "ignore_index": 1},
+         mean_divisor=linear_class_weight_sum, inner_terms=8),
+    Case("linear_cross_entropy_spatial_weight_smoothing", F.linear_cross_entropy, None, ref_linear_cross_entropy,
+         [normal(4, 5), normal(3, 2, 5), np.array([[0, 2], [1, 1], [2, 2], [0, 1]])],
+         {"weight": RNG.uniform(0.5, 2, 3), "label_smoothing": 0.2}, mean_divisor=linear_class_weight_sum,
+         inner_terms=12),
     Case("nll_weight_ignore", F.nll_loss, nn.NLLLoss, ref_nll, [log_probabilities(5, 4), np.array([0, 1, 3, 1, 2])],
          {"weight": RNG.uniform(0.5, 2, 4), "ignore_index": 1}, mean_divisor=class_weight_sum),
     Case("bce_weight", F.binary_cross_entropy, nn.BCELoss, ref_bce,

@@ -60,7 +60,8 @@ def test_repr_matches_pytorch(module, text):
                                   "MultiLabelMarginLoss", "SmoothL1Loss", "HuberLoss", "SoftMarginLoss",
                                   "CrossEntropyLoss", "MultiLabelSoftMarginLoss", "CosineEmbeddingLoss",
                                   "MarginRankingLoss", "MultiMarginLoss", "TripletMarginLoss",
-                                  "TripletMarginWithDistanceLoss", "PairwiseDistance", "CTCLoss"])
+                                  "TripletMarginWithDistanceLoss", "PairwiseDistance", "CTCLoss",
+                                  "LinearCrossEntropyLoss"])
 def test_constructor_signature_and_attributes_match_torch(name):
     torch = pytest.importorskip("torch")
     ours, theirs = getattr(nn, name), getattr(torch.nn, name)
@@ -70,9 +71,11 @@ def test_constructor_signature_and_attributes_match_torch(name):
         [(p.name, p.kind, p.default) for p in their_parameters.values()]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        our_module, their_module = ours(), theirs()
+        arguments = (5, 3) if name == "LinearCrossEntropyLoss" else ()
+        our_module, their_module = ours(*arguments), theirs(*arguments)
     for attribute in ("reduction", "ignore_index", "label_smoothing", "log_input", "full", "eps", "log_target",
-                      "margin", "beta", "delta", "p", "swap", "norm", "keepdim", "blank", "zero_infinity"):
+                      "margin", "beta", "delta", "p", "swap", "norm", "keepdim", "blank", "zero_infinity",
+                      "num_classes", "out_features", "options"):
         assert getattr(our_module, attribute, None) == getattr(their_module, attribute, None), attribute
 
 
@@ -114,3 +117,59 @@ def test_a_model_trains_with_the_criterion(criterion, make_target):
         losses.append(loss.item())
     # Gradient descent with a small step on a convex loss of a linear model: the loss goes down.
     assert losses[-1] < 0.9 * losses[0]
+
+
+@pytest.mark.parametrize("kwargs, shapes", [
+    ({}, {"linear.weight": (3, 5)}),
+    ({"bias": True, "out_features": (2, 4)}, {"linear.weight": (24, 5), "linear.bias": (24,)}),
+    ({"weight": onnxnn.ones(3)}, {"weight": (3,), "linear.weight": (3, 5)}),
+])
+def test_linear_cross_entropy_loss_state_is_a_flat_linear_layer(kwargs, shapes):
+    module = nn.LinearCrossEntropyLoss(5, 3, **kwargs)
+    assert {k: tuple(v.shape) for k, v in module.state_dict().items()} == shapes
+    assert list(module.state_dict()) == list(shapes)
+
+
+def test_linear_cross_entropy_loss_repr_matches_pytorch():
+    assert repr(nn.LinearCrossEntropyLoss(5, 3, bias=True, ignore_index=1)) == (
+        "LinearCrossEntropyLoss(\n"
+        "  in_features=5, num_classes=3, out_features=(), bias=True, reduction=mean, ignore_index=1, "
+        "label_smoothing=0.0, options=None\n"
+        "  (linear): Linear(in_features=5, out_features=3, bias=True)\n)")
+
+
+@pytest.mark.parametrize("kwargs, target", [
+    ({}, [0, 2, 1, 1]),
+    ({"bias": True, "out_features": (2,), "label_smoothing": 0.1}, [[0, 2], [1, 1], [2, 2], [0, 0]]),
+    ({"bias": True, "ignore_index": 1, "reduction": "none"}, [0, 2, 1, 1]),
+])
+def test_linear_cross_entropy_loss_matches_torch_with_its_parameters(kwargs, target):
+    torch = pytest.importorskip("torch")
+    ours = nn.LinearCrossEntropyLoss(5, 3, **kwargs).double()
+    theirs = torch.nn.LinearCrossEntropyLoss(5, 3, **kwargs).double()
+    theirs.load_state_dict({k: torch.tensor(v.numpy()) for k, v in ours.state_dict().items()})
+    x = np.random.default_rng(2).standard_normal((4, 5))
+    result, expected = ours(onnxnn.tensor(x), onnxnn.tensor(target)), theirs(torch.tensor(x), torch.tensor(target))
+    result.sum().backward()
+    expected.sum().backward()
+    np.testing.assert_allclose(result.detach().numpy(), expected.detach().numpy(), rtol=1e-12)
+    for (name, parameter), (_, their_parameter) in zip(ours.named_parameters(), theirs.named_parameters()):
+        np.testing.assert_allclose(parameter.grad.numpy(), their_parameter.grad.numpy(), rtol=1e-10, atol=1e-15,
+                                   err_msg=name)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: nn.LinearCrossEntropyLoss(5, 3, weight=onnxnn.ones(4)), r"expected weight shape to be \(3,\), got \(4,\)"),
+    (lambda: nn.LinearCrossEntropyLoss(5, 3, label_smoothing=1.5), r"expected label_smoothing to be in range \[0, 1\]"),
+    (lambda: F.linear_cross_entropy(onnxnn.randn(2, 3, 5), onnxnn.randn(3, 5), onnxnn.tensor([0, 1])),
+     "expected input with dimensionality 1 or 2, got 3"),
+    (lambda: F.linear_cross_entropy(onnxnn.randn(2, 4), onnxnn.randn(3, 5), onnxnn.tensor([0, 1])),
+     r"expected equal input and linear_weight last dimensions \(in_features\), got 4 and 5, respectively"),
+    (lambda: F.linear_cross_entropy(onnxnn.randn(5), onnxnn.randn(3, 2, 5), onnxnn.tensor([0, 1])),
+     r"K-dimensional loss defined by linear_weight shape \(3, 2, 5\) requires batched input"),
+    (lambda: F.linear_cross_entropy(onnxnn.randn(2, 5), onnxnn.randn(3, 5), onnxnn.rand(2, 3), ignore_index=0),
+     "ignore_index cannot be specified when target contains probabilities"),
+])
+def test_linear_cross_entropy_argument_errors(call, message):
+    with pytest.raises(RuntimeError, match=message):
+        call()

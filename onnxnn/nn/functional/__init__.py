@@ -39,6 +39,7 @@ __all__ = [
 ]
 # losses (layer family L3)
 from ._loss_ctc import ctc_loss  # noqa: E402
+from ._loss_linear import linear_cross_entropy  # noqa: E402
 from ._loss_margin import (  # noqa: E402
     cosine_embedding_loss, hinge_embedding_loss, margin_ranking_loss, multi_margin_loss, multilabel_margin_loss,
     multilabel_soft_margin_loss, pairwise_distance, soft_margin_loss, triplet_margin_loss,
@@ -49,5 +50,5 @@ __all__ += [
     "huber_loss", "smooth_l1_loss", "poisson_nll_loss", "gaussian_nll_loss", "kl_div", "pairwise_distance",
     "margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
     "multilabel_margin_loss", "multi_margin_loss", "cosine_embedding_loss", "triplet_margin_loss",
-    "triplet_margin_with_distance_loss", "ctc_loss",
+    "triplet_margin_with_distance_loss", "ctc_loss", "linear_cross_entropy",
 ]
