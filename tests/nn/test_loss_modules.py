@@ -173,3 +173,11 @@ def test_linear_cross_entropy_loss_matches_torch_with_its_parameters(kwargs, tar
 def test_linear_cross_entropy_argument_errors(call, message):
     with pytest.raises(RuntimeError, match=message):
         call()
+
+
+def test_every_torch_loss_class_has_a_counterpart():
+    torch = pytest.importorskip("torch")
+    loss_module = torch.nn.modules.loss
+    names = {name for name, value in vars(loss_module).items()
+             if inspect.isclass(value) and value.__module__ == loss_module.__name__ and not name.startswith("_")}
+    assert sorted(name for name in names | {"AdaptiveLogSoftmaxWithLoss"} if not hasattr(nn, name)) == []
