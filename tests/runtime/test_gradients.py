@@ -46,6 +46,9 @@ COVERED_ELSEWHERE = {
     "InstanceNormalization": "runtime/test_normalization_ops.py",
     "LRN": "runtime/test_normalization_ops.py",
     "Dropout": "runtime/test_normalization_ops.py",
+    # losses (layer family L3): ONNX's loss ops, checked with weights, ignore_index and both outputs.
+    "NegativeLogLikelihoodLoss": "runtime/test_loss_ops.py",
+    "SoftmaxCrossEntropyLoss": "runtime/test_loss_ops.py",
 }
 
 
