@@ -120,6 +120,16 @@ def check_shapes(model: onnx.ModelProto, source: str) -> None:
     """
     if model.ByteSize() > 2 ** 31 - 1:
         return
+    if len(model.graph.sparse_initializer):
+        # Inference types sparse initializers as sparse_tensor, which no op accepts; onnxnn
+        # makes them dense, so they are checked as dense graph inputs (no data is copied).
+        dense = onnx.ModelProto()
+        dense.CopyFrom(model)
+        for sparse in dense.graph.sparse_initializer:
+            dense.graph.input.append(onnx.helper.make_tensor_value_info(
+                sparse.values.name, sparse.values.data_type, list(sparse.dims)))
+        del dense.graph.sparse_initializer[:]
+        model = dense
     try:
         onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, ValueError) as error:
