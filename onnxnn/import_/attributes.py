@@ -45,7 +45,7 @@ def sparse_to_dense(sparse: onnx.SparseTensorProto) -> np.ndarray:
     try:
         values = tensor_to_array(sparse.values).reshape(-1)
         indices = tensor_to_array(sparse.indices)
-    except (ValueError, TypeError, IndexError, OverflowError) as error:
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError) as error:
         raise ModelLoadError(f"sparse tensor '{name}' cannot be read: {type(error).__name__}: {error}") from None
     dims = tuple(int(size) for size in sparse.dims)
     count = 1

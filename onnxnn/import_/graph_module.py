@@ -201,7 +201,7 @@ def compile_graph(graph: onnx.GraphProto, opsets: dict[str, int], with_initializ
                 value = attribute_value(attribute)
             except ModelLoadError as error:
                 raise ModelLoadError(f"node '{name}' ({node.op_type}), attribute '{attribute.name}': {error}") from error
-            except (ValueError, TypeError, IndexError, NotImplementedError, OverflowError) as error:
+            except (ValueError, TypeError, KeyError, IndexError, NotImplementedError, OverflowError) as error:
                 raise ModelLoadError(f"node '{name}' ({node.op_type}): attribute '{attribute.name}' cannot be read: "
                                      f"{type(error).__name__}: {error}") from error
             if isinstance(value, onnx.GraphProto):
@@ -231,7 +231,7 @@ def initializer_arrays(graph: onnx.GraphProto) -> list[tuple[str, np.ndarray]]:
     for tensor in graph.initializer:
         try:
             arrays.append((tensor.name, tensor_to_array(tensor)))
-        except (ValueError, TypeError, IndexError, OverflowError) as error:
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError) as error:
             raise ModelLoadError(f"initializer '{tensor.name}' cannot be read: {type(error).__name__}: "
                                  f"{error}") from error
     for sparse in graph.sparse_initializer:
