@@ -110,28 +110,53 @@ def check_domains(model: onnx.ModelProto, source: str) -> None:
                 f"default domain and {sorted(d for d in RUNNABLE_DOMAINS if d and d != 'ai.onnx')}")
 
 
+def _without_weights(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with large and sparse initializers turned into typed graph inputs.
+
+    Inference needs the values of small constants (shapes, axes) but only the types of weights;
+    leaving their bytes out keeps the check's cost independent of the model's size. Sparse
+    initializers are typed sparse_tensor by inference, which no op accepts: onnxnn makes them
+    dense, so they are checked as dense inputs.
+    """
+    graph = model.graph
+    light = onnx.ModelProto(ir_version=model.ir_version, opset_import=model.opset_import, functions=model.functions)
+    lean = light.graph
+    lean.name = graph.name
+    lean.node.extend(graph.node)
+    lean.input.extend(graph.input)
+    lean.output.extend(graph.output)
+    lean.value_info.extend(graph.value_info)
+    declared = {info.name for info in graph.input}
+    for tensor in graph.initializer:
+        if _count(tensor.dims) <= _SMALL:
+            lean.initializer.append(tensor)
+        elif tensor.name not in declared:
+            lean.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+    for sparse in graph.sparse_initializer:
+        if sparse.values.name not in declared:
+            lean.input.append(onnx.helper.make_tensor_value_info(sparse.values.name, sparse.values.data_type,
+                                                                 list(sparse.dims)))
+    return light
+
+
+_SMALL = 64
+
+
+def _count(dims) -> int:
+    count = 1
+    for size in dims:
+        count *= size
+    return count
+
+
 def check_shapes(model: onnx.ModelProto, source: str) -> None:
     """Runs onnx's strict shape and type inference; its errors name the node and op.
-
-    Models over 2 GB cannot be serialized for inference and are left to the checks at replay.
 
     Raises:
         ModelLoadError: with onnx's message, which names the node and the op.
     """
-    if model.ByteSize() > 2 ** 31 - 1:
-        return
-    if len(model.graph.sparse_initializer):
-        # Inference types sparse initializers as sparse_tensor, which no op accepts; onnxnn
-        # makes them dense, so they are checked as dense graph inputs (no data is copied).
-        dense = onnx.ModelProto()
-        dense.CopyFrom(model)
-        for sparse in dense.graph.sparse_initializer:
-            dense.graph.input.append(onnx.helper.make_tensor_value_info(
-                sparse.values.name, sparse.values.data_type, list(sparse.dims)))
-        del dense.graph.sparse_initializer[:]
-        model = dense
     try:
-        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+        onnx.shape_inference.infer_shapes(_without_weights(model), check_type=True, strict_mode=True)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, ValueError) as error:
         message = " ".join(str(error).split())
         if message.count("Inference error(s)") > 1:
