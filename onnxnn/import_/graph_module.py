@@ -592,6 +592,10 @@ class GraphModule(Module):
         Raises:
             TypeError: a wrong number of inputs, or an input of the wrong dtype.
             ValueError: an input whose shape disagrees with a static dimension of the graph.
+            ModelLoadError: a node invalid for these inputs (an attribute out of range for their
+                rank), naming the node and op_type; the shape rule's exception is ``__cause__``.
+            RuntimeError: a computation that fails (onnxruntime's errors, a tensor larger than
+                the process may allocate, a backward through an ``ai.onnx.ml`` op).
         """
         feeds = self._bind_inputs(inputs, named_inputs)
         scope = Scope()
