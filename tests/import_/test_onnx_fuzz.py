@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -168,9 +169,12 @@ def fuzz(seconds: float, seed: int, log=None) -> tuple[int, dict, list]:
                 folder = tempfile.mkdtemp(dir=scratch)
                 what = make_case(rng, folder)
                 outcome = worker_process.run(os.path.join(folder, "model.onnx"))
+                shutil.rmtree(folder)  # a finding is found again from the seed and its case number
                 count += 1
                 kind = outcome if not outcome.startswith("LEAK") else "finding"
                 counts[kind] = counts.get(kind, 0) + 1
+                if log and count % 2000 == 0:
+                    print(json.dumps({"cases": count, "outcomes": counts}), file=log, flush=True)
                 if outcome.startswith("LEAK"):
                     findings.append(f"case {count - 1} ({what}): {outcome}")
                     if log:
