@@ -40,8 +40,8 @@ def _torch_device(device: str) -> str:
 
 
 def _to_numpy(value):
-    if value is None:
-        return None
+    if value is None or isinstance(value, (np.ndarray, dict)):
+        return value  # ai.onnx.ml results onnxnn tensors cannot hold: strings, ZipMap's maps
     if isinstance(value, (list, tuple)):
         return [_to_numpy(item) for item in value]
     return value.detach().cpu().numpy()
@@ -110,12 +110,15 @@ class Backend(_OnnxBackend):
     def prepare(cls, model: onnx.ModelProto | str | bytes, device: str = "CPU", **kwargs: Any) -> BackendRep:
         """Imports ``model`` (a ModelProto, path or bytes) for repeated runs on ``device``.
 
+        ``base_dir=`` names the folder of external data files for a ModelProto or bytes.
+
         Raises:
             RuntimeError: the device is not supported here (e.g. CUDA without a GPU).
+            ModelLoadError: the model is malformed or cannot run on onnxnn (see ``from_onnx``).
         """
         if not cls.supports_device(device):
             raise RuntimeError(f"onnxnn backend: device '{device}' is not available on this machine")
-        return BackendRep(from_onnx(model), device)
+        return BackendRep(from_onnx(model, base_dir=kwargs.get("base_dir")), device)
 
     @classmethod
     def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU", **kwargs: Any) -> tuple:

@@ -4,6 +4,9 @@ Usage::
 
     onnxnn inspect model.onnx      # module tree, parameters, ops
     onnxnn check model.onnx        # run it on onnxnn and on onnxruntime with random inputs, compare
+
+Exit status: 0 on success, 1 when ``check`` finds a mismatch, 2 when the model cannot be loaded or
+run; the reason is then one line on stderr naming the file, without a traceback.
 """
 from __future__ import annotations
 
@@ -24,6 +27,8 @@ def _random_inputs(model, seed: int) -> dict:
     for graph_input in model.graph.input:
         if graph_input.name in initializers:
             continue
+        if graph_input.type.WhichOneof("value") != "tensor_type":
+            raise ValueError(f"input '{graph_input.name}' is not a tensor; 'onnxnn check' feeds random tensors only")
         tensor_type = graph_input.type.tensor_type
         shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in tensor_type.shape.dim)
         dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)
@@ -61,11 +66,24 @@ def _check(path: str, seed: int, rtol: float, atol: float) -> int:
     with onnxnn.no_grad():
         outputs = module(*[onnxnn.from_numpy(array) for array in feeds.values()])
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    expected = session.run(None, feeds)
+    try:
+        session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        expected = session.run(None, feeds)
+    except Exception as error:  # onnxruntime's exception types derive from Exception only
+        raise RuntimeError(f"onnxruntime cannot run it: {error}") from None
     failures = 0
     for info, ours, theirs in zip(session.get_outputs(), outputs, expected):
-        ours = ours.numpy()
+        if not isinstance(theirs, np.ndarray):  # ZipMap's list of dicts, compared as a whole
+            close = ours == theirs
+            print(f"{info.name}: {'ok' if close else 'MISMATCH'}  {type(theirs).__name__} of {len(theirs)}")
+            failures += not close
+            continue
+        ours = np.asarray(ours if isinstance(ours, np.ndarray) else ours.numpy())
+        if theirs.dtype.kind in "OUS":
+            close = ours.shape == theirs.shape and bool(np.all(ours == theirs))
+            print(f"{info.name}: {'ok' if close else 'MISMATCH'}  shape {list(ours.shape)}  strings")
+            failures += not close
+            continue
         close = ours.shape == theirs.shape and np.allclose(ours, theirs, rtol=rtol, atol=atol, equal_nan=True)
         difference = float(np.max(np.abs(ours.astype(np.float64) - theirs))) if ours.shape == theirs.shape else None
         print(f"{info.name}: {'ok' if close else 'MISMATCH'}  shape {list(ours.shape)}  max |diff| {difference}")
@@ -89,8 +107,12 @@ def main(argv: list[str] | None = None) -> int:
         if arguments.command == "inspect":
             return _inspect(arguments.model)
         return _check(arguments.model, arguments.seed, arguments.rtol, arguments.atol)
-    except (FileNotFoundError, ValueError, NotImplementedError) as error:
-        print(f"onnxnn: {error}", file=sys.stderr)
+    except (OSError, ValueError, TypeError, RuntimeError) as error:
+        # ModelLoadError is a ValueError, FileNotFoundError an OSError, NotImplementedError a RuntimeError.
+        message = " ".join(str(error).split()) or type(error).__name__
+        if arguments.model not in message:
+            message = f"'{arguments.model}': {message}"
+        print(f"onnxnn {arguments.command}: {message}", file=sys.stderr)
         return 2
 
 

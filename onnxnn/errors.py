@@ -32,4 +32,13 @@ class CheckpointError(RuntimeError, pickle.UnpicklingError):
 
 
 class ModelLoadError(ValueError):
-    """An ONNX model is truncated, malformed, fails onnx's checker, or reads outside its folder."""
+    """An ONNX model is truncated, malformed, fails onnx's checker, or reads outside its folder.
+
+    ``from_onnx`` raises it for everything wrong with a model's content: a file that does not
+    parse, a string that is not UTF-8 (naming the field), onnx's checker or strict shape
+    inference failing, external data that is missing, outside the model's folder or out of
+    range, an op or domain onnxnn cannot run, an unreadable attribute or constant. Calling an
+    imported module raises it, naming the node and op_type, when a node is invalid for the
+    given inputs (the shape rule's exception is its ``__cause__``); computations that fail
+    raise ``RuntimeError`` there, as in PyTorch.
+    """

@@ -18,27 +18,46 @@ from .loading import load_model
 __all__ = ["from_onnx", "GraphModule", "ModelMetadata"]
 
 
-def from_onnx(path_or_model: str | os.PathLike | bytes | onnx.ModelProto) -> GraphModule:
+def from_onnx(path_or_model: str | os.PathLike | bytes | onnx.ModelProto, *,
+              base_dir: str | os.PathLike | None = None) -> GraphModule:
     """Loads an ONNX model as a :class:`GraphModule` (an ``nn.Module`` that replays the graph).
 
-    The model is checked with ``onnx.checker``, its external data is read from files next to it,
-    and a default-domain opset other than 21 is converted with ``onnx.version_converter``.
-    Floating-point initializers become Parameters and the rest buffers, named as in the file.
+    The model is checked with ``onnx.checker`` and onnx's strict shape inference, its external
+    data is read from files in the model's folder, and a default-domain opset other than 21 is
+    converted with ``onnx.version_converter``. Floating-point initializers become Parameters and
+    the rest buffers, named as in the file. ``ai.onnx.ml`` nodes (scikit-learn pipelines) run in
+    onnxruntime, without gradients.
+
+    Every tensor stored externally (initializers, sparse initializers, attribute tensors, in
+    subgraphs and functions too) is read only from inside the model's folder: its location must
+    be relative, may not leave the folder by ``..`` or a symbolic link, and its offset and length
+    must lie within the file. Nothing is read relative to the working directory.
 
     Args:
         path_or_model: a file path, the serialized model bytes, or an ``onnx.ModelProto``
             (left unmodified).
+        base_dir: the folder external data files are read from. Defaults to the folder of the
+            model file; required when a model given as bytes or a ModelProto stores tensors
+            externally.
 
     Returns:
         The GraphModule, in training mode like any new Module.
 
     Raises:
-        FileNotFoundError: the file, or an external data file it refers to, does not exist.
-        ValueError: not a valid ONNX model (truncated, corrupt, another format), a model that
-            fails ``onnx.checker.check_model``, or an opset that cannot be converted.
-        NotImplementedError: an op or domain onnxnn has no implementation for (naming op_type,
-            domain, opset and node).
-        TypeError: an initializer or constant with an element type onnxnn tensors cannot hold.
+        FileNotFoundError: the model file does not exist.
+        ModelLoadError: (a ``ValueError``) anything wrong with the model, naming the file and
+            the problem: not an ONNX model (truncated, corrupt, another format), a string that is
+            not UTF-8, a model failing ``onnx.checker`` or strict shape inference, external data
+            that is missing, outside the model's folder or out of range, an op or domain onnxnn
+            cannot run (naming op_type, domain and node), an attribute or constant it cannot
+            read, or an opset that cannot be converted.
+        TypeError: ``path_or_model`` is none of the accepted kinds.
+
+    Calling the module raises :class:`ModelLoadError` naming the node and op_type when a node
+    turns out invalid for the given inputs (an attribute out of range for their rank; the
+    original exception is its ``__cause__``), and ``RuntimeError`` when a computation fails
+    (onnxruntime's errors, a tensor larger than the process may allocate, a backward through an
+    ``ai.onnx.ml`` op).
 
     Example::
 
@@ -47,5 +66,5 @@ def from_onnx(path_or_model: str | os.PathLike | bytes | onnx.ModelProto) -> Gra
         >>> list(model.state_dict())
         ['weight', 'bias']
     """
-    model, original_opset = load_model(path_or_model)
+    model, original_opset = load_model(path_or_model, base_dir)
     return GraphModule(model, original_opset_version=original_opset)

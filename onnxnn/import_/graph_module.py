@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from ..errors import ModelLoadError
 from ..nn.modules.module import Module
 from ..nn.parameter import Parameter
 from ..runtime import dtypes
@@ -26,7 +27,9 @@ from ..runtime.graph import static_constant
 from ..runtime.registry import shape_rules
 from ..runtime.tensor import Tensor, apply_op
 from .attributes import attribute_value, sparse_to_dense, tensor_to_array
+from .limits import check_allocation
 from .loading import DEFAULT_DOMAINS
+from .ml import ML_DOMAIN, MLNode, check_ml_node
 from .ops import EMPTY_OPTIONAL, IMPORTERS, EagerNode, FunctionBody, NodeCall, make_constant
 
 __all__ = ["GraphModule", "ModelMetadata", "compile_graph", "run_program"]
@@ -137,8 +140,8 @@ def _with_defaults(node: onnx.NodeProto, schema) -> onnx.NodeProto:
     return completed
 
 
-def _unavailable(node: onnx.NodeProto, domain: str, opsets: dict, name: str, reason: str = "") -> NotImplementedError:
-    return NotImplementedError(
+def _unavailable(node: onnx.NodeProto, domain: str, opsets: dict, name: str, reason: str = "") -> ModelLoadError:
+    return ModelLoadError(
         f"onnxnn has no implementation for op_type '{node.op_type}' of domain '{domain or 'ai.onnx'}' "
         f"(opset {opsets.get(domain, 'not imported')}), used by node '{name}'{reason}")
 
@@ -156,14 +159,20 @@ def compile_graph(graph: onnx.GraphProto, opsets: dict[str, int], with_initializ
             onnxnn's opset 21 replay the function body ONNX defines them by at that opset.
 
     Raises:
-        NotImplementedError: naming op_type, domain, opset and node of an op onnxnn cannot run.
-        TypeError: a constant holds an element type onnxnn tensors cannot hold.
+        ModelLoadError: naming the node and op_type, for an op onnxnn cannot run (with domain and
+            opset), an attribute it cannot read, or a constant of an element type onnxnn tensors
+            cannot hold.
     """
     steps = []
     source_opset = source_opset or OPSET_VERSION
     for index, node in enumerate(graph.node):
         domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
         name = node.name or f"{node.op_type}_{index}"
+        if domain == ML_DOMAIN:
+            check_ml_node(node, opsets, name)
+            steps.append(Step(node.op_type, domain, tuple(node.input), tuple(node.output), {},
+                              MLNode(node, opsets), name, _num_outputs(node)))
+            continue
         if not is_implemented(node.op_type, domain):
             raise _unavailable(node, domain, opsets, name)
         function = IMPORTERS.get((domain, node.op_type))
@@ -188,7 +197,13 @@ def compile_graph(graph: onnx.GraphProto, opsets: dict[str, int], with_initializ
                 node = _with_defaults(node, schema)
         attrs: dict[str, Any] = {}
         for attribute in node.attribute:
-            value = attribute_value(attribute)
+            try:
+                value = attribute_value(attribute)
+            except ModelLoadError as error:
+                raise ModelLoadError(f"node '{name}' ({node.op_type}), attribute '{attribute.name}': {error}") from error
+            except (ValueError, TypeError, KeyError, IndexError, NotImplementedError, OverflowError) as error:
+                raise ModelLoadError(f"node '{name}' ({node.op_type}): attribute '{attribute.name}' cannot be read: "
+                                     f"{type(error).__name__}: {error}") from error
             if isinstance(value, onnx.GraphProto):
                 value = compile_graph(value, opsets, source_opset=source_opset)
             elif isinstance(value, list) and value and isinstance(value[0], onnx.GraphProto):
@@ -200,19 +215,36 @@ def compile_graph(graph: onnx.GraphProto, opsets: dict[str, int], with_initializ
                           _num_outputs(node)))
     constants = {}
     if with_initializers:
-        for initializer in graph.initializer:
-            constants[initializer.name] = _constant(initializer.name, tensor_to_array(initializer))
-        for sparse in graph.sparse_initializer:
-            constants[sparse.values.name] = _constant(sparse.values.name, sparse_to_dense(sparse))
+        for name, array in initializer_arrays(graph):
+            constants[name] = _constant(name, array)
     return Program(steps, [info.name for info in graph.input], [info.name for info in graph.output],
                    [_static_output_type(info) for info in graph.output], constants)
+
+
+def initializer_arrays(graph: onnx.GraphProto) -> list[tuple[str, np.ndarray]]:
+    """The graph's initializers and sparse initializers (made dense) as ``(name, array)`` pairs.
+
+    Raises:
+        ModelLoadError: naming a tensor whose data disagrees with its dims or type.
+    """
+    arrays = []
+    for tensor in graph.initializer:
+        try:
+            arrays.append((tensor.name, tensor_to_array(tensor)))
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError) as error:
+            raise ModelLoadError(f"initializer '{tensor.name}' cannot be read: {type(error).__name__}: "
+                                 f"{error}") from error
+    for sparse in graph.sparse_initializer:
+        arrays.append((sparse.values.name, sparse_to_dense(sparse)))
+    return arrays
 
 
 def _constant(name: str, array: np.ndarray) -> Tensor:
     try:
         return make_constant(array)
     except TypeError:
-        raise TypeError(f"initializer '{name}' holds {array.dtype} values, which onnxnn tensors cannot hold") from None
+        raise ModelLoadError(f"initializer '{name}' holds {array.dtype} values, which onnxnn tensors "
+                             "cannot hold") from None
 
 
 _NONDETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
@@ -241,6 +273,12 @@ def _fold(results) -> tuple:
     return tuple(Tensor._from_value(static_constant(result._value.data, result.dtype)) for result in results)
 
 
+def _describe(arguments: list) -> str:
+    return "[" + ", ".join("None" if value is None
+                           else f"{value.dtype.name}{list(value.shape)}" if isinstance(value, Tensor)
+                           else type(value).__name__ for value in arguments) + "]"
+
+
 def run_program(program: Program, scope: Scope, training: bool) -> list:
     """Replays ``program`` with its inputs already in ``scope``; returns the values of its outputs."""
 
@@ -264,11 +302,19 @@ def run_program(program: Program, scope: Scope, training: bool) -> list:
             else:
                 results = apply_op(step.op_type, tuple(arguments), step.attrs, domain=step.domain,
                                    num_outputs=step.num_outputs)
-        except Exception as error:
+        except (ModelLoadError, RuntimeError, MemoryError) as error:
+            # Already documented types: a failure for these inputs (RuntimeError, as PyTorch and
+            # onnxruntime raise), or a node of an enclosing body that named itself.
             error.add_note(f"(while replaying ONNX node '{step.name}' of op_type '{step.op_type}')")
             raise
+        except Exception as error:
+            # A shape rule or importer tripping over the node's attributes (a Transpose perm out
+            # of range): the model is malformed, and the message must say which node.
+            raise ModelLoadError(f"ONNX node '{step.name}' of op_type '{step.op_type}' is invalid for inputs "
+                                 f"{_describe(arguments)}: {type(error).__name__}: {error}") from error
         if isinstance(results, Tensor):
             results = (results,)
+        check_allocation(step.name, step.op_type, results)
         if step.importer is None and _foldable(step, arguments, results):
             results = _fold(results)
         for name, value in zip(step.outputs, results):
@@ -355,8 +401,7 @@ class GraphModule(Module):
         opsets = {("" if entry.domain in DEFAULT_DOMAINS else entry.domain): entry.version
                   for entry in model.opset_import}
         program = compile_graph(graph, opsets, with_initializers=False, source_opset=original_opset_version)
-        arrays = [(tensor.name, tensor_to_array(tensor)) for tensor in graph.initializer]
-        arrays += [(sparse.values.name, sparse_to_dense(sparse)) for sparse in graph.sparse_initializer]
+        arrays = initializer_arrays(graph)
         anonymous = model.producer_name == "onnxnn"
         state, constants = [], {}
         for name, array in arrays:
@@ -547,6 +592,10 @@ class GraphModule(Module):
         Raises:
             TypeError: a wrong number of inputs, or an input of the wrong dtype.
             ValueError: an input whose shape disagrees with a static dimension of the graph.
+            ModelLoadError: a node invalid for these inputs (an attribute out of range for their
+                rank), naming the node and op_type; the shape rule's exception is ``__cause__``.
+            RuntimeError: a computation that fails (onnxruntime's errors, a tensor larger than
+                the process may allocate, a backward through an ``ai.onnx.ml`` op).
         """
         feeds = self._bind_inputs(inputs, named_inputs)
         scope = Scope()
@@ -567,7 +616,8 @@ def _state_tensor(name: str, array: np.ndarray) -> Tensor:
     try:
         value_dtype = dtypes.as_dtype(array.dtype)
     except TypeError:
-        raise TypeError(f"initializer '{name}' holds {array.dtype} values, which onnxnn tensors cannot hold") from None
+        raise ModelLoadError(f"initializer '{name}' holds {array.dtype} values, which onnxnn tensors "
+                             "cannot hold") from None
     tensor = Tensor._from_array(np.asarray(array, order="C"), value_dtype)
     if value_dtype.is_floating_point:
         return Parameter(tensor)

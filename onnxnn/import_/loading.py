@@ -1,7 +1,9 @@
 """Reading and validating ONNX models: files, bytes or protos, external data, opset conversion.
 
 Every check runs before anything is built, so a bad file raises a clear error and leaves nothing
-half made (DESIGN principle 8). Loading never executes code from the file.
+half made (DESIGN principle 8). Loading never executes code from the file and never reads a file
+outside the model's folder (``external_data``); every refusal is a :class:`ModelLoadError` naming
+the file (or "the given bytes") and what is wrong.
 """
 from __future__ import annotations
 
@@ -12,7 +14,10 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import version_converter
 
+from ..errors import ModelLoadError
 from ..runtime.executor import OPSET_VERSION
+from .external_data import load_external_data
+from .validation import check_domains, check_shapes, check_strings
 
 __all__ = ["load_model", "default_opset", "convert_opset", "DEFAULT_DOMAINS"]
 
@@ -24,69 +29,25 @@ def _parse(data: bytes, source: str) -> onnx.ModelProto:
     model = onnx.ModelProto()
     try:
         model.ParseFromString(data)
-    except (DecodeError, RuntimeError, ValueError) as error:
-        raise ValueError(f"not a valid ONNX model: {source} could not be parsed as an ONNX ModelProto "
-                         f"(truncated or corrupt file?): {error}") from None
+    except (DecodeError, RuntimeError, ValueError, UnicodeDecodeError) as error:
+        raise ModelLoadError(f"not a valid ONNX model: {source} could not be parsed as an ONNX ModelProto "
+                             f"(truncated or corrupt file?): {error}") from None
     # An empty or foreign protobuf may parse without error: a model has an IR version and a graph.
     if model.ir_version <= 0 or not model.HasField("graph"):
-        raise ValueError(f"not a valid ONNX model: {source} has no IR version or no graph "
-                         f"(ir_version={model.ir_version}); is it an ONNX file?")
+        raise ModelLoadError(f"not a valid ONNX model: {source} has no IR version or no graph "
+                             f"(ir_version={model.ir_version}); is it an ONNX file?")
     return model
 
 
-def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-    """Every TensorProto of a graph: initializers and tensor attributes, subgraphs included."""
-    yield from graph.initializer
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.HasField("t"):
-                yield attribute.t
-            yield from attribute.tensors
-            if attribute.HasField("g"):
-                yield from _graph_tensors(attribute.g)
-            for subgraph in attribute.graphs:
-                yield from _graph_tensors(subgraph)
-
-
-def _external_location(tensor: onnx.TensorProto) -> str | None:
-    if tensor.data_location != onnx.TensorProto.EXTERNAL:
-        return None
-    for entry in tensor.external_data:
-        if entry.key == "location":
-            return entry.value
-    raise ValueError(f"not a valid ONNX model: tensor '{tensor.name}' is stored externally but names no location")
-
-
-def _load_external_data(model: onnx.ModelProto, base_dir: str) -> None:
-    """Reads external tensor data from files next to the model, checking every file first."""
-    tensors = [tensor for tensor in _graph_tensors(model.graph) if _external_location(tensor) is not None]
-    if not tensors:
-        return
-    root = os.path.realpath(base_dir)
-    for tensor in tensors:
-        location = _external_location(tensor)
-        path = os.path.realpath(os.path.join(root, location))
-        # A location may not point outside the model's directory (no '../../etc/passwd').
-        if os.path.commonpath([root, path]) != root:
-            raise ValueError(f"not a valid ONNX model: external data location '{location}' of tensor "
-                             f"'{tensor.name}' points outside the model directory '{root}'")
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"external data file '{location}' of tensor '{tensor.name}' was not found "
-                                    f"(looked for '{path}')")
-    try:
-        onnx.load_external_data_for_model(model, root)
-    except (OSError, ValueError) as error:
-        raise ValueError(f"not a valid ONNX model: reading its external data failed: {error}") from None
-
-
-def _check(model: onnx.ModelProto, path: str | None) -> None:
+def _check(model: onnx.ModelProto, path: str | None, source: str) -> None:
     try:
         if path is not None and model.ByteSize() > 2 ** 31 - 1:
             onnx.checker.check_model(path)  # protos over 2 GB can only be checked from their file
         else:
             onnx.checker.check_model(model)
-    except onnx.checker.ValidationError as error:
-        raise ValueError(f"the ONNX model fails onnx.checker.check_model: {error}") from None
+    except (onnx.checker.ValidationError, RuntimeError, ValueError, UnicodeDecodeError) as error:
+        message = " ".join(str(error).split())
+        raise ModelLoadError(f"{source}: the ONNX model fails onnx.checker.check_model: {message}") from None
 
 
 def default_opset(model: onnx.ModelProto) -> int | None:
@@ -180,7 +141,7 @@ def convert_opset(model: onnx.ModelProto, target: int = OPSET_VERSION) -> onnx.M
     opset is relabelled only if every op used means the same at both opsets.
 
     Raises:
-        ValueError: naming the opsets and the ops that changed, when neither works.
+        ModelLoadError: naming the opsets and the ops that changed, when neither works.
     """
     source = default_opset(model)
     if source is None or source == target:
@@ -191,14 +152,14 @@ def convert_opset(model: onnx.ModelProto, target: int = OPSET_VERSION) -> onnx.M
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         changed = _changed_ops(model, source, target)
         if changed:
-            raise ValueError(f"cannot convert the model from opset {source} to opset {target}, the opset "
+            raise ModelLoadError(f"cannot convert the model from opset {source} to opset {target}, the opset "
                              f"onnxnn runs: onnx.version_converter failed ({reason}) and the ops "
                              f"{changed} differ between the two opsets") from None
         converted = onnx.ModelProto()
         converted.CopyFrom(model)
     if not _same_interface(model, converted):
         # onnx's Scan 8->9 adapter, for one, drops the batch axis of the graph's inputs.
-        raise ValueError(f"cannot convert the model from opset {source} to opset {target}, the opset onnxnn "
+        raise ModelLoadError(f"cannot convert the model from opset {source} to opset {target}, the opset onnxnn "
                          "runs: onnx.version_converter changed the types or shapes of the graph's inputs or "
                          "outputs, so the converted model would not mean the same")
     for entry in converted.opset_import:
@@ -207,40 +168,50 @@ def convert_opset(model: onnx.ModelProto, target: int = OPSET_VERSION) -> onnx.M
     return converted
 
 
-def load_model(path_or_model) -> tuple[onnx.ModelProto, int | None]:
+def load_model(path_or_model, base_dir: str | os.PathLike | None = None) -> tuple[onnx.ModelProto, int | None]:
     """Reads and validates a model; returns it (at onnxnn's opset) and its original default opset.
 
     Args:
         path_or_model: a path (``str`` / ``os.PathLike``), the serialized bytes, or an
             ``onnx.ModelProto`` (not modified).
+        base_dir: the folder external tensor data is read from; defaults to the model file's
+            folder, and is required for bytes or a proto whose tensors are stored externally.
 
     Raises:
-        FileNotFoundError: the file, or an external data file it names, does not exist.
-        ValueError: the data is not an ONNX model, fails ``onnx.checker.check_model``, or its
-            opset cannot be converted.
+        FileNotFoundError: the model file does not exist.
+        ModelLoadError: anything wrong with the model (see :func:`onnxnn.import_.from_onnx`).
         TypeError: ``path_or_model`` is none of the accepted kinds.
     """
     path = None
     if isinstance(path_or_model, onnx.ModelProto):
+        source = "the given ModelProto"
         model = onnx.ModelProto()
         model.CopyFrom(path_or_model)
         if model.ir_version <= 0 or not model.HasField("graph"):
-            raise ValueError("not a valid ONNX model: the ModelProto has no IR version or no graph")
-        base_dir = os.getcwd()
+            raise ModelLoadError("not a valid ONNX model: the ModelProto has no IR version or no graph")
     elif isinstance(path_or_model, (bytes, bytearray, memoryview)):
-        model = _parse(bytes(path_or_model), "the given bytes")
-        base_dir = os.getcwd()
+        source = "the given bytes"
+        model = _parse(bytes(path_or_model), source)
     elif isinstance(path_or_model, (str, os.PathLike)):
         path = os.fspath(path_or_model)
+        source = f"'{path}'"
         if not os.path.isfile(path):
             raise FileNotFoundError(f"ONNX model file not found: '{path}'")
         with open(path, "rb") as handle:
-            model = _parse(handle.read(), f"'{path}'")
-        base_dir = os.path.dirname(os.path.abspath(path))
+            model = _parse(handle.read(), source)
+        if base_dir is None:
+            base_dir = os.path.dirname(os.path.abspath(path))
     else:
         raise TypeError(f"from_onnx() expects a path, bytes or an onnx.ModelProto, "
                         f"got {type(path_or_model).__name__}")
-    _load_external_data(model, base_dir)
-    _check(model, path)
+    check_strings(model, source)
+    check_domains(model, source)
+    load_external_data(model, None if base_dir is None else os.fspath(base_dir), source)
+    _check(model, path, source)
+    check_shapes(model, source)
     original_opset = default_opset(model)
-    return convert_opset(model), original_opset
+    try:
+        converted = convert_opset(model)
+    except ModelLoadError as error:
+        raise ModelLoadError(f"{source}: {error}") from None
+    return converted, original_opset

@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxnn
-from onnxnn import nn
+from onnxnn import ModelLoadError, nn
 from onnxnn.export import to_onnx
 from onnxnn.import_ import GraphModule, from_onnx
 
@@ -497,13 +497,13 @@ def _custom_domain_op(tmp_path) -> onnx.ModelProto:
 BAD_SOURCES = {
     "missing_file": (lambda tmp: str(tmp / "absent.onnx"), FileNotFoundError, "absent.onnx"),
     "truncated": (lambda tmp: _write(tmp, "cut.onnx", exported("mlp")[2].SerializeToString()[:150]),
-                  ValueError, "not a valid ONNX model"),
+                  ModelLoadError, "not a valid ONNX model"),
     "not_onnx": (lambda tmp: _write(tmp, "text.onnx", b"name,value\nlearning_rate,0.1\n"),
-                 ValueError, "not a valid ONNX model"),
-    "empty_file": (lambda tmp: _write(tmp, "empty.onnx", b""), ValueError, "not a valid ONNX model"),
-    "fails_checker": (_fails_checker, ValueError, "check_model.*undefined"),
-    "missing_external_data": (_missing_external_data, FileNotFoundError, "weights.bin"),
-    "custom_domain_op": (_custom_domain_op, NotImplementedError,
+                 ModelLoadError, "not a valid ONNX model"),
+    "empty_file": (lambda tmp: _write(tmp, "empty.onnx", b""), ModelLoadError, "not a valid ONNX model"),
+    "fails_checker": (_fails_checker, ModelLoadError, "check_model.*undefined"),
+    "missing_external_data": (_missing_external_data, ModelLoadError, "weights.bin.*not found"),
+    "custom_domain_op": (_custom_domain_op, ModelLoadError,
                          "'FancyOp'.*'com.example'.*opset 3.*'fancy_1'"),
     "wrong_type": (lambda tmp: 42, TypeError, "path, bytes or an onnx.ModelProto"),
 }

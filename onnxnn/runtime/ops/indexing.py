@@ -38,6 +38,13 @@ def _rank_axis(attrs, rank: int) -> int:
 def _gather_shape(inputs, attrs):
     data, indices = inputs
     axis = _rank_axis(attrs, len(data.shape))
+    if indices.static is not None and indices.data.size:
+        # Structural indices (an imported model's constants) are checked here, where the
+        # error can name the node; computed indices are checked by the executor running them.
+        size, low, high = data.shape[axis], int(indices.data.min()), int(indices.data.max())
+        if low < -size or high >= size:
+            raise IndexError(f"Gather: index {high if high >= size else low} is out of range for axis {axis} "
+                             f"of size {size}")
     return [(data.shape[:axis] + tuple(indices.shape) + data.shape[axis + 1:], data.dtype)]
 
 

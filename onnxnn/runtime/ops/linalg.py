@@ -77,6 +77,10 @@ def _gemm_shape(inputs, attrs):
     cols = b[0] if attrs.get("transB", 0) else b[1]
     if inner_a != inner_b:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{inner_a} and {inner_b}x{cols})")
+    if len(inputs) > 2 and inputs[2] is not None and broadcast_shapes(inputs[2].shape, (rows, cols)) != (rows, cols):
+        # ONNX's C broadcasts one way, to the product's shape (an imported model may say otherwise).
+        raise RuntimeError(f"Gemm: C of shape {list(inputs[2].shape)} does not broadcast to the product's "
+                           f"shape {[rows, cols]}")
     return [((rows, cols), inputs[0].dtype)]
 
 

@@ -136,6 +136,10 @@ def _expand_grad(ctx, g):
 @shape_rules.register("Tile")
 def _tile_shape(inputs, attrs):
     repeats = _constant_list(inputs[1])
+    if (inputs[1].dtype.category != 1 or len(repeats) != len(inputs[0].shape)
+            or any(repeat < 0 for repeat in repeats)):
+        raise ValueError(f"Tile: repeats {repeats} ({inputs[1].dtype.name}) must hold one non-negative integer "
+                         f"per dim of the input of shape {list(inputs[0].shape)}")
     return [(tuple(size * repeat for size, repeat in zip(inputs[0].shape, repeats)), inputs[0].dtype)]
 
 

@@ -1,0 +1,161 @@
+"""``ai.onnx.ml`` nodes (scikit-learn pipelines): run by onnxruntime as opaque, gradient-free ops.
+
+onnxnn has no kernels or gradient rules for the classical-ML operators (LinearRegressor,
+TreeEnsembleRegressor/Classifier, Normalizer, Scaler, ZipMap, ...), but onnxruntime implements
+them all. An imported ``ai.onnx.ml`` node therefore realizes its inputs, runs alone in an
+onnxruntime session built for its input signature (at the model's ``ai.onnx.ml`` opset) and
+returns onnxruntime's own results: numeric tensors become onnxnn constants, string tensors stay
+numpy arrays and ZipMap's sequence of maps stays a list of dicts, as onnxruntime returns them.
+
+Their parameters are attributes, not initializers, so those parts of a module hold nothing to
+train. No gradient passes through them: when an input requires grad, the outputs carry a
+backward node whose gradient rule raises a RuntimeError naming the op and node, so a backward
+that would need it fails clearly instead of silently leaving earlier parameters without a
+gradient.
+"""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from ..errors import ModelLoadError
+from ..runtime import dtypes
+from ..runtime.autograd import Function
+from ..runtime.grad_mode import STATE
+from ..runtime.graph import Node
+from ..runtime.registry import gradient_rules
+from ..runtime.tensor import Tensor
+from .validation import ML_DOMAIN
+
+__all__ = ["MLNode", "ML_DOMAIN"]
+
+
+def _no_gradient(ctx, *grad_outputs):
+    node = ctx.attrs.get("node_name", "?")
+    raise RuntimeError(f"backward through {ctx.node.op_type} node '{node}' (domain {ML_DOMAIN}) is not possible: "
+                       "onnxnn runs ai.onnx.ml ops in onnxruntime without gradients; detach its inputs, or "
+                       "train only the parts of the model after it")
+
+
+_ML_OPS = sorted({schema.name for schema in onnx.defs.get_all_schemas_with_history() if schema.domain == ML_DOMAIN})
+gradient_rules.register(*_ML_OPS, domain=ML_DOMAIN)(_no_gradient)
+
+
+def _tensor_type(array: np.ndarray) -> int:
+    if array.dtype.kind in "OUS":
+        return onnx.TensorProto.STRING
+    return onnx.helper.np_dtype_to_tensor_dtype(array.dtype)
+
+
+class MLNode:
+    """The importer of one ``ai.onnx.ml`` node: runs it in onnxruntime at the model's opsets."""
+
+    def __init__(self, node: onnx.NodeProto, opsets: dict[str, int]):
+        self.node = node
+        self.opsets = {"": opsets.get("", 21), ML_DOMAIN: opsets.get(ML_DOMAIN, 1)}
+        self.sessions: dict = {}
+
+    def __getstate__(self) -> dict:
+        # onnxruntime sessions neither copy nor pickle: they are rebuilt on the next call.
+        return {"node": self.node, "opsets": self.opsets, "sessions": {}}
+
+    def _session(self, arrays: list):
+        import onnxruntime
+        from ..runtime.executor import IR_VERSION
+        helper = onnx.helper
+        names = [f"input_{index}" if array is not None else "" for index, array in enumerate(arrays)]
+        graph_inputs = [helper.make_tensor_value_info(name, _tensor_type(array), array.shape)
+                        for name, array in zip(names, arrays) if array is not None]
+        node = onnx.NodeProto()
+        node.CopyFrom(self.node)
+        del node.input[:]
+        node.input.extend(names)
+        del node.output[:]
+        node.output.extend([f"output_{index}" if name else "" for index, name in enumerate(self.node.output)])
+        graph = helper.make_graph([node], self.node.op_type, graph_inputs,
+                                  [onnx.ValueInfoProto(name=name) for name in node.output if name])
+        opsets = [helper.make_opsetid(domain, version) for domain, version in self.opsets.items()]
+        model = helper.make_model(graph, opset_imports=opsets, ir_version=IR_VERSION)
+        # onnxruntime needs typed graph outputs: onnx's type inference for the ML ops gives them.
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+        types = {info.name: info.type for info in inferred.graph.value_info}
+        for output in model.graph.output:
+            if output.name in types:
+                output.type.CopyFrom(types[output.name])
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3
+        return onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+    def __call__(self, call, *inputs):
+        arrays = []
+        for value in inputs:
+            if value is None or isinstance(value, np.ndarray):
+                arrays.append(value)
+            elif isinstance(value, Tensor):
+                arrays.append(np.asarray(value.detach()._realized_data()))
+            else:
+                raise RuntimeError(f"{call.op_type} node '{call.name}' (domain {ML_DOMAIN}) got a "
+                                   f"{type(value).__name__} input; onnxnn passes only tensors to ai.onnx.ml ops")
+        key = tuple(None if array is None else (array.dtype.str, array.shape) for array in arrays)
+        session = self.sessions.get(key)
+        if session is None:
+            try:
+                session = self.sessions[key] = self._session(arrays)
+            except Exception as error:  # onnxruntime's and onnx's own exception types
+                raise RuntimeError(f"onnxruntime cannot run {call.op_type} node '{call.name}' (domain {ML_DOMAIN}) "
+                                   f"on inputs {[None if a is None else (a.dtype.name, list(a.shape)) for a in arrays]}: "
+                                   f"{' '.join(str(error).split())}") from None
+        feeds = {f"input_{index}": array for index, array in enumerate(arrays) if array is not None}
+        try:
+            results = iter(session.run(None, feeds))
+        except Exception as error:
+            raise RuntimeError(f"onnxruntime failed to run {call.op_type} node '{call.name}' (domain {ML_DOMAIN}): "
+                               f"{' '.join(str(error).split())}") from None
+        outputs = [_as_output(next(results)) if name else None for name in self.node.output]
+        return self._attach_no_gradient(call, inputs, outputs)
+
+    def _attach_no_gradient(self, call, inputs: tuple, outputs: list) -> list:
+        """Outputs carrying a backward node that refuses, when an input requires grad."""
+        tracked = [value for value in inputs if isinstance(value, Tensor) and value.requires_grad]
+        if not (STATE.enabled and tracked):
+            return outputs
+        floats = [index for index, value in enumerate(outputs)
+                  if isinstance(value, Tensor) and value.dtype.category == 2]
+        if not floats:
+            return outputs
+        edges, values = [], []
+        for value in inputs:
+            if not isinstance(value, Tensor) or not value.requires_grad:
+                edges.append(None)
+                values.append(None if not isinstance(value, Tensor) else value._value)
+                continue
+            values.append(value._value)
+            edges.append((value._grad_fn, value._output_nr) if value._grad_fn is not None
+                         else (value._grad_accumulator(), 0))
+        node = Node(self.node.op_type, ML_DOMAIN, tuple(values), {"node_name": call.name}, len(outputs))
+        produced = tuple(value._value for value in outputs if isinstance(value, Tensor))
+        function = Function(node, produced, tuple(edges), (None,) * len(edges), f"{self.node.op_type}Backward")
+        result = list(outputs)
+        for position, index in enumerate(index for index, value in enumerate(outputs) if isinstance(value, Tensor)):
+            if index in floats:
+                result[index] = Tensor._from_value(outputs[index]._value, function, position)
+        return result
+
+
+def _as_output(value):
+    """onnxruntime's result as onnxnn gives it back: tensors where onnxnn can hold them."""
+    if isinstance(value, np.ndarray):
+        try:
+            return Tensor._from_array(np.asarray(value, order="C"), dtypes.as_dtype(value.dtype))
+        except TypeError:
+            return value  # strings: kept as onnxruntime returns them
+    return value  # ZipMap's list of dicts
+
+
+def check_ml_node(node: onnx.NodeProto, opsets: dict, name: str) -> None:
+    """Refuses an ``ai.onnx.ml`` op that onnx does not define at the model's ml opset."""
+    try:
+        onnx.defs.get_schema(node.op_type, opsets.get(ML_DOMAIN, 1), ML_DOMAIN)
+    except onnx.defs.SchemaError:
+        raise ModelLoadError(f"op_type '{node.op_type}' of domain {ML_DOMAIN} (opset {opsets.get(ML_DOMAIN, 1)}), "
+                             f"used by node '{name}', is not an ONNX ML operator") from None
