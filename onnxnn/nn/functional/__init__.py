@@ -17,6 +17,12 @@ from ._activation import (
     elu, gelu, hardtanh, leaky_relu, leaky_relu_, log_softmax, logsigmoid, relu, relu6, relu_, sigmoid, silu,
     softmax, softplus, tanh,
 )
+# -- activations, normalization, embeddings and dropout (layer library: norm/embedding/activation family)
+from ._activation import (
+    celu, celu_, elu_, glu, hardshrink, hardsigmoid, hardswish, hardtanh_, mish, prelu, rrelu, rrelu_, selu, selu_,
+    softmin, softshrink, softsign, tanhshrink, threshold, threshold_,
+)
+# -- end of the norm/embedding/activation family's block
 from ._dropout import dropout
 from ._linear import linear
 from ._loss import (
@@ -37,3 +43,9 @@ __all__ = [
     "conv_transpose3d", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "layer_norm", "group_norm", "instance_norm", "local_response_norm",
 ]
+# -- activations, normalization, embeddings and dropout (layer library: norm/embedding/activation family)
+__all__ += [
+    "celu", "celu_", "elu_", "glu", "hardshrink", "hardsigmoid", "hardswish", "hardtanh_", "mish", "prelu", "rrelu",
+    "rrelu_", "selu", "selu_", "softmin", "softshrink", "softsign", "tanhshrink", "threshold", "threshold_",
+]
+# -- end of the norm/embedding/activation family's block
