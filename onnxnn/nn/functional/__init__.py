@@ -22,6 +22,7 @@ from ._activation import (
     celu, celu_, elu_, glu, hardshrink, hardsigmoid, hardswish, hardtanh_, mish, prelu, rrelu, rrelu_, selu, selu_,
     softmin, softshrink, softsign, tanhshrink, threshold, threshold_,
 )
+from ._normalization import rms_norm
 # -- end of the norm/embedding/activation family's block
 from ._dropout import dropout
 from ._linear import linear
@@ -47,5 +48,6 @@ __all__ = [
 __all__ += [
     "celu", "celu_", "elu_", "glu", "hardshrink", "hardsigmoid", "hardswish", "hardtanh_", "mish", "prelu", "rrelu",
     "rrelu_", "selu", "selu_", "softmin", "softshrink", "softsign", "tanhshrink", "threshold", "threshold_",
+    "rms_norm",
 ]
 # -- end of the norm/embedding/activation family's block

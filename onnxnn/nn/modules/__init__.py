@@ -13,6 +13,9 @@ from .activation import (
     CELU, ELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LogSigmoid, Mish, PReLU, ReLU6, RReLU, SiLU,
     Softmax2d, Softmin, Softplus, Softshrink, Softsign, Tanhshrink, Threshold,
 )
+from .batchnorm import BatchNorm3d
+from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
+from .normalization import CrossMapLRN2d, GroupNorm, LayerNorm, LocalResponseNorm, RMSNorm
 # -- end of the norm/embedding/activation family's block
 
 __all__ = [
@@ -25,5 +28,7 @@ __all__ = [
 __all__ += [
     "CELU", "ELU", "GLU", "SELU", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh", "LogSigmoid", "Mish", "PReLU",
     "ReLU6", "RReLU", "SiLU", "Softmax2d", "Softmin", "Softplus", "Softshrink", "Softsign", "Tanhshrink", "Threshold",
+    "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "CrossMapLRN2d", "GroupNorm", "LayerNorm",
+    "LocalResponseNorm", "RMSNorm",
 ]
 # -- end of the norm/embedding/activation family's block
