@@ -241,6 +241,15 @@ def _constant_like(input: Tensor, shape: tuple, fill: float) -> Tensor:
     return Tensor._full((), fill, input.dtype, input.device).expand(shape)
 
 
+def _attribute_rounds(input: Tensor, eps: float) -> bool:
+    """Whether a float64 input's ``eps`` would be rounded by ONNX's float32 ``epsilon`` attribute.
+
+    PyTorch adds ``eps`` in double precision; such inputs take the same formula in reductions, so
+    float64 results (and finite differences) keep float64 accuracy.
+    """
+    return input.dtype is dtypes.float64 and float(np.float32(eps)) != float(eps)
+
+
 def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5) -> Tensor:
     """Normalizes over the last ``len(normalized_shape)`` dims, as one ONNX ``LayerNormalization`` node.
@@ -265,6 +274,10 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
         if parameter is not None and tuple(parameter.shape) != shape:
             raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but got {name} of shape "
                                f"{list(parameter.shape)} and normalized_shape = {list(shape)}")
+    if _attribute_rounds(input, eps):
+        result = _standardized(input, list(range(input.dim() - len(shape), input.dim())), float(eps))[0]
+        result = result * weight if weight is not None else result
+        return result + bias if bias is not None else result
     scale = weight if weight is not None else _constant_like(input, shape, 1.0)
     operands = (input, scale) if bias is None else (input, scale, bias)
     return apply_op("LayerNormalization", operands, {"axis": -len(shape), "epsilon": float(eps)},
@@ -289,6 +302,10 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
                                f"but got {name} of shape {list(parameter.shape)} and input of shape "
                                f"{list(input.shape)}")
     x = input.unsqueeze(-1) if input.dim() == 2 else input
+    if _attribute_rounds(input, eps):
+        grouped = _standardized(x.reshape((x.shape[0], int(num_groups), -1)), [2], float(eps))[0].reshape(input.shape)
+        grouped = grouped * _per_channel(weight, input.dim()) if weight is not None else grouped
+        return grouped + _per_channel(bias, input.dim()) if bias is not None else grouped
     scale = weight if weight is not None else _constant_like(input, (channels,), 1.0)
     shift = bias if bias is not None else _constant_like(input, (channels,), 0.0)
     # stash_type sets the precision of the statistics: float64 inputs keep float64 (as PyTorch does).
