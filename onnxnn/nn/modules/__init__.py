@@ -14,6 +14,7 @@ from .activation import (
     Softmax2d, Softmin, Softplus, Softshrink, Softsign, Tanhshrink, Threshold,
 )
 from .batchnorm import BatchNorm3d
+from .dropout import AlphaDropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
 from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
 from .normalization import CrossMapLRN2d, GroupNorm, LayerNorm, LocalResponseNorm, RMSNorm
 # -- end of the norm/embedding/activation family's block
@@ -29,6 +30,6 @@ __all__ += [
     "CELU", "ELU", "GLU", "SELU", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh", "LogSigmoid", "Mish", "PReLU",
     "ReLU6", "RReLU", "SiLU", "Softmax2d", "Softmin", "Softplus", "Softshrink", "Softsign", "Tanhshrink", "Threshold",
     "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "CrossMapLRN2d", "GroupNorm", "LayerNorm",
-    "LocalResponseNorm", "RMSNorm",
+    "LocalResponseNorm", "RMSNorm", "AlphaDropout", "Dropout1d", "Dropout2d", "Dropout3d", "FeatureAlphaDropout",
 ]
 # -- end of the norm/embedding/activation family's block
