@@ -24,6 +24,7 @@ from ._activation import (
 )
 from ._normalization import rms_norm
 from ._dropout import alpha_dropout, dropout1d, dropout2d, dropout3d, feature_alpha_dropout
+from ._embedding import embedding, embedding_bag
 # -- end of the norm/embedding/activation family's block
 from ._dropout import dropout
 from ._linear import linear
@@ -50,5 +51,6 @@ __all__ += [
     "celu", "celu_", "elu_", "glu", "hardshrink", "hardsigmoid", "hardswish", "hardtanh_", "mish", "prelu", "rrelu",
     "rrelu_", "selu", "selu_", "softmin", "softshrink", "softsign", "tanhshrink", "threshold", "threshold_",
     "rms_norm", "alpha_dropout", "dropout1d", "dropout2d", "dropout3d", "feature_alpha_dropout",
+    "embedding", "embedding_bag",
 ]
 # -- end of the norm/embedding/activation family's block

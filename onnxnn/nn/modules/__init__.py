@@ -17,6 +17,7 @@ from .batchnorm import BatchNorm3d
 from .dropout import AlphaDropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
 from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
 from .normalization import CrossMapLRN2d, GroupNorm, LayerNorm, LocalResponseNorm, RMSNorm
+from .sparse import Embedding, EmbeddingBag
 # -- end of the norm/embedding/activation family's block
 
 __all__ = [
@@ -31,5 +32,6 @@ __all__ += [
     "ReLU6", "RReLU", "SiLU", "Softmax2d", "Softmin", "Softplus", "Softshrink", "Softsign", "Tanhshrink", "Threshold",
     "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "CrossMapLRN2d", "GroupNorm", "LayerNorm",
     "LocalResponseNorm", "RMSNorm", "AlphaDropout", "Dropout1d", "Dropout2d", "Dropout3d", "FeatureAlphaDropout",
+    "Embedding", "EmbeddingBag",
 ]
 # -- end of the norm/embedding/activation family's block
