@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...runtime import ops as _ops
-from ...runtime.grad_mode import no_grad
+from ...runtime.grad_mode import is_grad_enabled, no_grad
 from ...runtime.tensor import Tensor
 
 __all__ = ["embedding", "embedding_bag"]
@@ -62,31 +62,33 @@ def _renorm_rows(weight: Tensor, values: np.ndarray, max_norm: float, norm_type:
         weight[index] = rows * scale
 
 
-def _gradient_scaled(rows: Tensor, scale: np.ndarray) -> Tensor:
-    """``rows`` unchanged in value, with its gradient multiplied by ``scale`` (one factor per row).
+def _gradient_scaled(rows: Tensor, factor: Tensor) -> Tensor:
+    """``rows`` unchanged in value, with each row's gradient multiplied by ``factor`` (one per row).
 
-    ``rows.detach() + (rows - rows.detach()) * scale`` adds an exact zero in the forward pass, so
+    ``rows.detach() + (rows - rows.detach()) * factor`` adds an exact zero in the forward pass, so
     the value is bit-for-bit ``rows``.
     """
     detached = rows.detach()
-    factor = Tensor._from_array(np.ascontiguousarray(scale.reshape(scale.shape + (1,)), rows.dtype.numpy_dtype),
-                                rows.dtype, rows.device)
-    return detached + (rows - detached) * factor
+    return detached + (rows - detached) * factor.reshape((-1, 1))
 
 
 def _lookup(values: np.ndarray, input: Tensor, weight: Tensor, padding_idx: int | None,
             scale_grad_by_freq: bool) -> Tensor:
-    rows = weight.index_select(0, input.reshape(-1))
-    flat = values.reshape(-1)
-    if padding_idx is None and not scale_grad_by_freq:
-        return rows
-    scale = np.ones(flat.shape, np.float64)
-    if scale_grad_by_freq and flat.size:
-        _, inverse, counts = np.unique(flat, return_inverse=True, return_counts=True)
-        scale = scale / counts[inverse]
+    flat_input = input.reshape(-1)
+    rows = weight.index_select(0, flat_input)
+    if (padding_idx is None and not scale_grad_by_freq) or not (is_grad_enabled() and weight.requires_grad):
+        return rows  # no gradient to shape (evaluation, export): the plain lookup
+    factor = None
     if padding_idx is not None:
-        scale[flat == padding_idx] = 0.0  # the padding row gets no gradient
-    return _gradient_scaled(rows, scale)
+        # From the indices in the graph, so the padding positions follow whatever indices are fed.
+        factor = (flat_input != padding_idx).to(weight.dtype)
+    if scale_grad_by_freq and values.size:
+        flat = values.reshape(-1)
+        _, inverse, counts = np.unique(flat, return_inverse=True, return_counts=True)
+        frequency = Tensor._from_array((1.0 / counts[inverse]).astype(weight.dtype.numpy_dtype), weight.dtype,
+                                       weight.device)
+        factor = frequency if factor is None else factor * frequency
+    return _gradient_scaled(rows, factor)
 
 
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm: float | None = None,
