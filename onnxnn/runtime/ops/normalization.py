@@ -1,4 +1,5 @@
-"""Normalization ops: LayerNormalization, InstanceNormalization, GroupNormalization, LRN, Dropout.
+"""Normalization ops: LayerNormalization, InstanceNormalization, GroupNormalization, RMSNormalization,
+LpNormalization, MeanVarianceNormalization, LRN, Dropout.
 
 Shape and gradient rules for the nodes imported vision and language models contain, and PyTorch's
 ``layer_norm``, ``group_norm``, ``instance_norm`` and ``local_response_norm`` on top. Every
@@ -159,6 +160,78 @@ def batch_normalization_training_grad(ctx, g, *statistics_grads) -> tuple:
     x_hat, inv_std = _standardized(x, axes, float(ctx.attrs.get("epsilon", 1e-5)))
     grad_x = _normalized_grad(g * _per_channel(ctx.input(1), x.dim()), x_hat, inv_std, axes)
     return grad_x, channel_sum(g * x_hat), channel_sum(g), None, None
+
+
+# ---------------------------------------------------------------- RMS, Lp and mean-variance normalization
+
+@shape_rules.register("RMSNormalization")
+def _rms_normalization_shape(inputs, attrs):
+    x, scale = inputs[0], inputs[1]
+    axis = _layer_norm_axis(attrs, len(x.shape))
+    normalized = x.shape[axis:]
+    if len(scale.shape) > len(normalized) or any(
+            s not in (1, n) for s, n in zip(scale.shape, normalized[len(normalized) - len(scale.shape):])):
+        raise RuntimeError(f"RMSNormalization: scale of shape {list(scale.shape)} does not broadcast to the normalized "
+                           f"shape {list(normalized)} of the input of shape {list(x.shape)}")
+    return [(x.shape, x.dtype)]
+
+
+@gradient_rules.register("RMSNormalization")
+def _rms_normalization_grad(ctx, g):
+    x, scale = ctx.input(0), ctx.input(1)
+    axes = list(range(_layer_norm_axis(ctx.attrs, x.dim()), x.dim()))
+    # y = x * r * scale with r = (mean(x^2) + eps)^-1/2, so dr/dx = -r^3 x / n.
+    r = ((x * x).mean(axes, keepdim=True) + float(ctx.attrs.get("epsilon", 1e-5))).rsqrt()
+    g_scaled = g * scale
+    grad_x = g_scaled * r - x * (r * r * r) * (g_scaled * x).mean(axes, keepdim=True) if needs_input_grad(ctx, 0) \
+        else None
+    grad_scale = g * x * r if needs_input_grad(ctx, 1) else None  # the driver sums it to scale's shape
+    return grad_x, grad_scale
+
+
+@shape_rules.register("LpNormalization")
+def _lp_normalization_shape(inputs, attrs):
+    x = inputs[0]
+    if int(attrs.get("p", 2)) not in (1, 2):
+        raise RuntimeError(f"LpNormalization: p must be 1 or 2, got {attrs.get('p')}")
+    return [(x.shape, x.dtype)]
+
+
+@gradient_rules.register("LpNormalization")
+def _lp_normalization_grad(ctx, g):
+    x, y = ctx.input(0), ctx.output()
+    axis = normalize_axes([ctx.attrs.get("axis", -1)], x.dim())[0]
+    if int(ctx.attrs.get("p", 2)) == 1:
+        norm = x.abs().sum([axis], keepdim=True)
+        direction = x.sign()   # d|x|/dx
+    else:
+        norm = (x * x).sum([axis], keepdim=True).sqrt()
+        direction = y          # d||x||/dx = x / ||x||
+    # dy/dx = (I - direction y^T) / norm applied to g; a zero vector's output is a constant zero.
+    zero = norm == 0
+    safe = norm + zero.to(norm.dtype)
+    grad = (g - direction * (g * y).sum([axis], keepdim=True)) / safe
+    return (grad * (~zero).to(grad.dtype),)
+
+
+@shape_rules.register("MeanVarianceNormalization")
+def _mean_variance_normalization_shape(inputs, attrs):
+    return [(inputs[0].shape, inputs[0].dtype)]
+
+
+_MVN_EPSILON = 1e-9  # from the function body ONNX defines the op by
+
+
+@gradient_rules.register("MeanVarianceNormalization")
+def _mean_variance_normalization_grad(ctx, g):
+    x = ctx.input(0)
+    axes = normalize_axes(list(ctx.attrs.get("axes", [0, 2, 3])), x.dim())
+    centered = x - x.mean(axes, keepdim=True)
+    std = (centered * centered).mean(axes, keepdim=True).sqrt()
+    denominator = std + _MVN_EPSILON
+    # y = c / (s + e) with c = x - mean(x), s = sqrt(mean(c^2)); ds/dx = c / (n s).
+    through_std = centered * (g * centered).mean(axes, keepdim=True) / (std * denominator * denominator)
+    return ((g - g.mean(axes, keepdim=True)) / denominator - through_std,)
 
 
 # ---------------------------------------------------------------- LRN
