@@ -121,13 +121,16 @@ def test_module_applies_its_function_and_exports(case):
     np.testing.assert_allclose(exported_output(module, x), expected, rtol=0, atol=float32_atol(expected))
 
 
+@pytest.mark.parametrize("dtype, bits", [(onnxnn.float16, 11), (onnxnn.bfloat16, 8)], ids=["float16", "bfloat16"])
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_float16_runs_near_the_float32_result(case):
-    x = _input(case).astype(np.float16)
-    expected = case.formula(x.astype(np.float64))
-    actual = case.function(onnxnn.tensor(x)).float().numpy()
-    # float16 keeps 11 bits: a few roundings of the result, relative to the largest value.
-    np.testing.assert_allclose(actual, expected, rtol=0, atol=8 * 2.0 ** -11 * max(np.abs(expected).max(), 1.0))
+def test_low_precision_runs_near_the_formula(case, dtype, bits):
+    x = onnxnn.tensor(_input(case).astype(np.float32)).to(dtype)
+    expected = case.formula(x.float().numpy().astype(np.float64))
+    out = case.function(x)
+    assert out.dtype is dtype
+    # A few roundings to the format's ``bits`` significant bits, relative to the largest value.
+    np.testing.assert_allclose(out.float().numpy(), expected, rtol=0,
+                               atol=8 * 2.0 ** -bits * max(np.abs(expected).max(), 1.0))
 
 
 # ---------------------------------------------------------------- against torch

@@ -22,6 +22,8 @@ from onnxnn import nn
 from .layer_checks import EXECUTORS, exported_output, forward_on
 
 RNG = np.random.default_rng(21)
+# torch.finfo(dtype).eps: RMSNorm's eps=None default.
+MACHINE_EPSILON = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
 
 
 def _standardize(x, axes, eps):
@@ -117,8 +119,7 @@ CASES = [
     Case("rms_norm", "nn.RMSNorm(5, eps=1e-6)", (3, 4, 5),
          lambda x, m: rms_norm_reference(x, (5,), _p(m, "weight"), 1e-6), 5),
     Case("rms_norm_default_eps", "nn.RMSNorm([4, 5])", (3, 4, 5),
-         lambda x, m: rms_norm_reference(x, (4, 5), _p(m, "weight"), np.finfo(m.weight.detach().numpy().dtype).eps),
-         20),
+         lambda x, m: rms_norm_reference(x, (4, 5), _p(m, "weight"), MACHINE_EPSILON[m.weight.dtype.name]), 20),
     Case("instance_norm_1d", "nn.InstanceNorm1d(3)", (2, 3, 7),
          lambda x, m: instance_norm_reference(x, None, None, 1e-5), 7),
     Case("instance_norm_2d_affine", "nn.InstanceNorm2d(3, affine=True)", (2, 3, 4, 3),
@@ -191,16 +192,19 @@ def test_exported_module_matches_in_onnxruntime(case):
     np.testing.assert_allclose(exported_output(module, x), expected, rtol=0, atol=_tolerance(case, expected))
 
 
+@pytest.mark.parametrize("dtype, unit_roundoff", [(onnxnn.float16, 2.0 ** -11), (onnxnn.bfloat16, 2.0 ** -8)],
+                         ids=["float16", "bfloat16"])
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_float16_runs_close_to_the_formula(case):
-    module = _build(case).half()
-    x = RNG.standard_normal(case.shape).astype(np.float16)
-    expected = case.reference(x.astype(np.float64), module)
-    actual = module(onnxnn.tensor(x)).float().detach().numpy()
-    # float16 keeps 11 bits; the statistics may be computed in float16 too.
-    assert actual.dtype == np.float32
-    np.testing.assert_allclose(actual, expected, rtol=0, atol=2 * gamma(2 * case.reduced + 8, np.float16)
-                               * max(float(np.abs(expected).max()), 1.0))
+def test_low_precision_runs_close_to_the_formula(case, dtype, unit_roundoff):
+    module = _build(case).to(dtype)
+    x = onnxnn.tensor(RNG.standard_normal(case.shape).astype(np.float32)).to(dtype)
+    expected = case.reference(x.float().numpy().astype(np.float64), module)
+    out = module(x)
+    assert out.dtype is dtype
+    # Higham's gamma for the format's unit roundoff: the statistics may be computed in it too.
+    terms = 2 * case.reduced + 8
+    bound = 2 * terms * unit_roundoff / (1 - terms * unit_roundoff) * max(float(np.abs(expected).max()), 1.0)
+    np.testing.assert_allclose(out.float().detach().numpy(), expected, rtol=0, atol=bound)
 
 
 # ---------------------------------------------------------------- parameters, buffers, reprs
