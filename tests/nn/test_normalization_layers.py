@@ -377,3 +377,18 @@ def test_bad_input_raises_pytorchs_error(call, error, message):
 def test_instance_norm_channel_mismatch_without_affine_warns():
     with pytest.warns(UserWarning, match="input's size at dim=1 does not match num_features"):
         nn.InstanceNorm1d(3)(onnxnn.randn(2, 4, 5))
+
+
+# ---------------------------------------------------------------- F.normalize
+
+
+@pytest.mark.parametrize("p, dim", [(2.0, 1), (1.0, -1), (3.0, 0), (float("inf"), 1)])
+def test_normalize_divides_by_the_clamped_p_norm(p, dim):
+    x = RNG.standard_normal((3, 4, 2))
+    x[0, :, 0] = 0.0 if dim == 1 else x[0, :, 0]  # a zero vector stays zero: its norm is clamped to eps
+    expected = x / np.maximum(np.linalg.norm(x, ord=p, axis=dim, keepdims=True), 1e-12)
+    for executor in EXECUTORS:
+        actual = forward_on(executor, lambda t: F.normalize(t, p, dim), x.astype(np.float32))
+        np.testing.assert_allclose(actual, expected, rtol=0, atol=2 * gamma(8))
+    np.testing.assert_allclose(F.normalize(onnxnn.tensor(x), p, dim).numpy(), expected, rtol=1e-14, atol=1e-15)
+    check_gradients(lambda t: F.normalize(t, p, dim), [RNG.standard_normal((3, 4, 2))])

@@ -22,7 +22,7 @@ from ._activation import (
     celu, celu_, elu_, glu, hardshrink, hardsigmoid, hardswish, hardtanh_, mish, prelu, rrelu, rrelu_, selu, selu_,
     softmin, softshrink, softsign, tanhshrink, threshold, threshold_,
 )
-from ._normalization import rms_norm
+from ._normalization import normalize, rms_norm
 from ._dropout import alpha_dropout, dropout1d, dropout2d, dropout3d, feature_alpha_dropout
 from ._embedding import embedding, embedding_bag
 # -- end of the norm/embedding/activation family's block
@@ -50,7 +50,7 @@ __all__ = [
 __all__ += [
     "celu", "celu_", "elu_", "glu", "hardshrink", "hardsigmoid", "hardswish", "hardtanh_", "mish", "prelu", "rrelu",
     "rrelu_", "selu", "selu_", "softmin", "softshrink", "softsign", "tanhshrink", "threshold", "threshold_",
-    "rms_norm", "alpha_dropout", "dropout1d", "dropout2d", "dropout3d", "feature_alpha_dropout",
+    "rms_norm", "normalize", "alpha_dropout", "dropout1d", "dropout2d", "dropout3d", "feature_alpha_dropout",
     "embedding", "embedding_bag",
 ]
 # -- end of the norm/embedding/activation family's block

@@ -1,4 +1,5 @@
-"""batch_norm (training-mode decomposition with running-statistics updates, and the eval-mode node), rms_norm."""
+"""batch_norm (training-mode decomposition with running-statistics updates, and the eval-mode node), rms_norm,
+normalize."""
 from __future__ import annotations
 
 from ...runtime import dtypes
@@ -6,7 +7,7 @@ from ...runtime import ops as _ops
 from ...runtime.grad_mode import no_grad
 from ...runtime.tensor import Tensor, apply_op
 
-__all__ = ["batch_norm", "rms_norm"]
+__all__ = ["batch_norm", "rms_norm", "normalize"]
 
 
 def _verify_batch_size(size) -> None:
@@ -113,3 +114,20 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps:
     if weight is not None:
         result = result * weight.to(result.dtype)
     return result.to(input.dtype) if narrow else result
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: Tensor | None = None) -> Tensor:
+    """Divides ``input`` by its ``p``-norm along ``dim``, the norm clamped below at ``eps``.
+
+    ``v / max(||v||_p, eps)`` for each vector ``v`` along ``dim``.
+
+    Example::
+
+        >>> F.normalize(onnxnn.tensor([[3.0, 4.0]]), dim=1)
+        tensor([[0.6000, 0.8000]])
+    """
+    if out is not None:
+        raise NotImplementedError("normalize(out=...): onnxnn tensors are rebound, not written through; "
+                                  "use the returned tensor")
+    denominator = _ops.clamp(_ops.norm(input, p, [dim], keepdim=True), min=eps)
+    return input / denominator
