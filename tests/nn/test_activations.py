@@ -198,7 +198,7 @@ def test_in_place_forms_rebind_the_input_to_the_result(in_place, out_of_place):
 # ---------------------------------------------------------------- PReLU and RReLU
 
 
-@pytest.mark.parametrize("shape, num_parameters", [((4,), 1), ((2, 3), 3), ((2, 3, 5), 3), ((2, 3, 2, 2), 3),
+@pytest.mark.parametrize("shape, num_parameters", [((4,), 1), ((), 1), ((2, 3), 3), ((2, 3, 5), 3), ((2, 3, 2, 2), 3),
                                                    ((2, 3, 2, 2), 1)])
 def test_prelu_scales_negative_inputs_per_channel(shape, num_parameters):
     module = nn.PReLU(num_parameters)
@@ -218,9 +218,10 @@ def test_prelu_scales_negative_inputs_per_channel(shape, num_parameters):
     np.testing.assert_allclose(exported_output(module, tx), expected, rtol=0, atol=float32_atol(expected))
 
 
-def test_prelu_channel_mismatch_names_both_numbers():
-    with pytest.raises(RuntimeError, match="Found parameter numbers = 3 and channel size = 4"):
-        nn.PReLU(3)(onnxnn.randn(2, 4, 5))
+@pytest.mark.parametrize("shape, channels", [((2, 4, 5), 4), ((3,), 1)])
+def test_prelu_channel_mismatch_names_both_numbers(shape, channels):
+    with pytest.raises(RuntimeError, match=f"Found parameter numbers = 3 and channel size = {channels}"):
+        nn.PReLU(3)(onnxnn.randn(*shape))
 
 
 def test_rrelu_in_training_draws_slopes_between_lower_and_upper():
@@ -293,3 +294,34 @@ def test_every_op_recorded_by_the_activations_has_a_gradient_rule():
                     "ThresholdedRelu", "PRelu"):
         assert gradient_rules.get(op_type) is not None, op_type
     assert math.isclose(SELU_ALPHA * SELU_SCALE, 1.7580993408473766, rel_tol=1e-15)
+
+
+# ---------------------------------------------------------------- gumbel_softmax
+
+
+def test_gumbel_softmax_argmax_is_distributed_as_softmax_of_the_logits():
+    logits = np.log(np.array([0.2, 0.5, 0.3]))
+    n = 6000
+    samples = F.gumbel_softmax(onnxnn.tensor(np.tile(logits, (n, 1))), tau=0.7).numpy()
+    np.testing.assert_allclose(samples.sum(1), np.ones(n), rtol=0, atol=4 * 2.0 ** -23 * 3)
+    counts = np.bincount(samples.argmax(1), minlength=3)
+    probabilities = np.array([0.2, 0.5, 0.3])
+    # The Gumbel-max trick: argmax of logits + Gumbel noise is a draw from softmax(logits).
+    assert np.all(np.abs(counts - n * probabilities) <= 5 * np.sqrt(n * probabilities * (1 - probabilities)))
+
+
+def test_hard_gumbel_softmax_is_one_hot_with_the_soft_gradient():
+    logits = RNG.standard_normal((4, 5))
+    cotangent = onnxnn.tensor(RNG.standard_normal((4, 5)))
+    outputs, grads = [], []
+    for hard in (False, True):
+        x = onnxnn.tensor(logits, requires_grad=True)
+        onnxnn.manual_seed(9)  # the same noise for both
+        y = F.gumbel_softmax(x, tau=0.5, hard=hard, dim=1)
+        (y * cotangent).sum().backward()
+        outputs.append(y.detach().numpy())
+        grads.append(x.grad.numpy())
+    soft, hard_values = outputs
+    np.testing.assert_array_equal(np.sort(hard_values, axis=1), np.tile([0, 0, 0, 0, 1.0], (4, 1)))
+    np.testing.assert_array_equal(hard_values.argmax(1), soft.argmax(1))
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12, atol=1e-15)

@@ -19,8 +19,8 @@ from ._activation import (
 )
 # -- activations, normalization, embeddings and dropout (layer library: norm/embedding/activation family)
 from ._activation import (
-    celu, celu_, elu_, glu, hardshrink, hardsigmoid, hardswish, hardtanh_, mish, prelu, rrelu, rrelu_, selu, selu_,
-    softmin, softshrink, softsign, tanhshrink, threshold, threshold_,
+    celu, celu_, elu_, glu, gumbel_softmax, hardshrink, hardsigmoid, hardswish, hardtanh_, mish, prelu, rrelu,
+    rrelu_, selu, selu_, softmin, softshrink, softsign, tanhshrink, threshold, threshold_,
 )
 from ._normalization import normalize, rms_norm
 from ._dropout import alpha_dropout, dropout1d, dropout2d, dropout3d, feature_alpha_dropout
@@ -48,8 +48,9 @@ __all__ = [
 ]
 # -- activations, normalization, embeddings and dropout (layer library: norm/embedding/activation family)
 __all__ += [
-    "celu", "celu_", "elu_", "glu", "hardshrink", "hardsigmoid", "hardswish", "hardtanh_", "mish", "prelu", "rrelu",
-    "rrelu_", "selu", "selu_", "softmin", "softshrink", "softsign", "tanhshrink", "threshold", "threshold_",
+    "celu", "celu_", "elu_", "glu", "gumbel_softmax", "hardshrink", "hardsigmoid", "hardswish", "hardtanh_", "mish",
+    "prelu", "rrelu", "rrelu_", "selu", "selu_", "softmin", "softshrink", "softsign", "tanhshrink", "threshold",
+    "threshold_",
     "rms_norm", "normalize", "alpha_dropout", "dropout1d", "dropout2d", "dropout3d", "feature_alpha_dropout",
     "embedding", "embedding_bag",
 ]

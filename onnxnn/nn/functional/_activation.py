@@ -21,7 +21,7 @@ __all__ = ["relu", "relu_", "leaky_relu", "leaky_relu_", "sigmoid", "tanh", "gel
            "hardtanh", "relu6", "logsigmoid", "softmax", "log_softmax",
            "threshold", "threshold_", "hardtanh_", "elu_", "selu", "selu_", "celu", "celu_", "hardsigmoid",
            "hardswish", "mish", "softsign", "tanhshrink", "hardshrink", "softshrink", "prelu", "rrelu", "rrelu_",
-           "glu", "softmin"]
+           "glu", "softmin", "gumbel_softmax"]
 
 
 def _erf_float64(x: Tensor) -> Tensor:
@@ -300,7 +300,7 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
     if count != 1:
         if input.dim() == 0:
             raise RuntimeError("Not allow zero-dim input tensor.")
-        channels = input.shape[1] if input.dim() >= 2 else input.shape[0]
+        channels = input.shape[1] if input.dim() >= 2 else 1  # PyTorch: a 1-D input has one channel
         if channels != count:
             raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
                                f"{count} and channel size = {channels}.")
@@ -355,3 +355,26 @@ def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=N
     if dtype is not None:
         input = input.to(dtype)
     return _ops.softmax(_ops.neg(input), dim, None)
+
+
+def gumbel_softmax(logits: Tensor, tau: float = 1, hard: bool = False, eps: float = 1e-10, dim: int = -1) -> Tensor:
+    """Samples from the Gumbel-softmax distribution: ``softmax((logits + g) / tau)``, ``g`` standard Gumbel noise.
+
+    With ``hard=True`` the result is the one-hot vector of the sample's argmax in value, with the
+    soft sample's gradient (the straight-through estimator). The noise comes from onnxnn's
+    generator and enters the graph as data.
+    """
+    if eps != 1e-10:
+        warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
+    uniform = _random.uniform(tuple(logits.shape), np.float64)
+    # -log(Exponential(1)) is standard Gumbel; 1 - u lies in (0, 1], so the logarithms stay finite.
+    exponential = np.maximum(-np.log1p(-uniform), np.finfo(np.float64).tiny)
+    gumbels = Tensor._from_array(np.ascontiguousarray(-np.log(exponential)).astype(logits.dtype.numpy_dtype),
+                                 logits.dtype, logits.device)
+    y_soft = _ops.softmax((logits + gumbels) / tau, dim, None)
+    if not hard:
+        return y_soft
+    index = y_soft.argmax(dim, keepdim=True)
+    y_hard = _ops.scatter(Tensor._full(tuple(logits.shape), 0.0, logits.dtype, logits.device), dim, index,
+                          value=1.0)
+    return y_hard - y_soft.detach() + y_soft
