@@ -4,7 +4,7 @@ Each row of the table names the functional form, its numpy formula and its modul
 come from the numpy formulas (float32 on both executors, within a few float32 roundings; float64
 through the decompositions); gradients from float64 finite differences; exported graphs run in plain
 onnxruntime. The ONNX ops these record (HardSwish, HardSigmoid, PRelu, Selu, Celu, Mish, Softsign,
-Swish, Shrink, ThresholdedRelu) get their gradient rules checked on the ops themselves too.
+Shrink, ThresholdedRelu) get their gradient rules checked on the ops themselves too.
 """
 from __future__ import annotations
 
@@ -268,7 +268,7 @@ def test_softmin_without_dim_warns_and_picks_the_legacy_dim():
 OP_CASES = [
     ("Selu", {}), ("Selu", {"alpha": 1.2, "gamma": 0.8}), ("Celu", {"alpha": 0.7}),
     ("HardSigmoid", {}), ("HardSigmoid", {"alpha": 1 / 6, "beta": 0.5}), ("HardSwish", {}), ("Mish", {}),
-    ("Softsign", {}), ("Swish", {}), ("Swish", {"alpha": 1.3}), ("Shrink", {"lambd": 0.6, "bias": 0.2}),
+    ("Softsign", {}), ("Shrink", {"lambd": 0.6, "bias": 0.2}),
     ("Shrink", {}), ("ThresholdedRelu", {"alpha": 0.4}), ("ThresholdedRelu", {}),
 ]
 
@@ -290,8 +290,8 @@ def test_onnx_prelu_gradient_reaches_input_and_slope(slope_shape):
 
 def test_every_op_recorded_by_the_activations_has_a_gradient_rule():
     from onnxnn.runtime.registry import gradient_rules
-    for op_type in ("Selu", "Celu", "HardSigmoid", "HardSwish", "Mish", "Softsign", "Swish", "Shrink",
-                    "ThresholdedRelu", "PRelu"):
+    for op_type in ("Selu", "Celu", "HardSigmoid", "HardSwish", "Mish", "Softsign", "Shrink", "ThresholdedRelu",
+                    "PRelu"):
         assert gradient_rules.get(op_type) is not None, op_type
     assert math.isclose(SELU_ALPHA * SELU_SCALE, 1.7580993408473766, rel_tol=1e-15)
 

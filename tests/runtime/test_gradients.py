@@ -46,6 +46,11 @@ COVERED_ELSEWHERE = {
     "InstanceNormalization": "runtime/test_normalization_ops.py",
     "LRN": "runtime/test_normalization_ops.py",
     "Dropout": "runtime/test_normalization_ops.py",
+    # layer library (norm/activation family): activation nodes, and normalization nodes imported models contain.
+    **{op_type: "nn/test_activations.py" for op_type in ("Selu", "Celu", "HardSigmoid", "HardSwish", "Mish",
+                                                         "Softsign", "Shrink", "ThresholdedRelu", "PRelu")},
+    "LpNormalization": "runtime/test_normalization_ops.py",
+    "MeanVarianceNormalization": "runtime/test_normalization_ops.py",
 }
 
 

@@ -271,13 +271,12 @@ def test_errors_in_pytorch_words(case_id, call, error, message):
     assert message in str(raised.value)
 
 
-# ---------------------------------------------------------------- RMSNormalization, LpNormalization, MeanVarianceNormalization
+# ---------------------------------------------------------------- LpNormalization, MeanVarianceNormalization
 # Nodes imported models contain: forward values from ONNX's backend cases (its reference
-# implementation), gradients from finite differences in float64 on onnxnn's kernels (onnxruntime at
-# onnxnn's opset 21 has no RMSNormalization, and no float64 LpNormalization or MVN kernels).
+# implementation), gradients from finite differences in float64 on onnxnn's kernels (onnxruntime
+# has no float64 LpNormalization or MeanVarianceNormalization kernels).
 
-IMPORTED_NORMALIZATION_CASES = (onnx_node_cases("rmsnormalization", "RMSNormalization")
-                                + onnx_node_cases("lpnormalization", "LpNormalization"))
+IMPORTED_NORMALIZATION_CASES = onnx_node_cases("lpnormalization", "LpNormalization")
 
 
 @pytest.mark.parametrize("node, inputs, outputs", IMPORTED_NORMALIZATION_CASES)
@@ -302,9 +301,6 @@ IMPORTED_GRADIENT_CASES = [
     ("lp_p2_axis1", "LpNormalization", {"p": 2, "axis": 1}, [randn(2, 3, 2)]),
     ("mvn_default_axes", "MeanVarianceNormalization", {}, [randn(2, 3, 2, 2)]),
     ("mvn_axis1", "MeanVarianceNormalization", {"axes": [1]}, [randn(2, 3, 2)]),
-    ("rms_last", "RMSNormalization", {}, [randn(2, 3, 4), randn(4)]),
-    ("rms_axis1_eps", "RMSNormalization", {"axis": 1, "epsilon": 0.1}, [randn(2, 3, 4), randn(3, 4)]),
-    ("rms_broadcast_scale", "RMSNormalization", {"axis": -2}, [randn(2, 3, 4), randn(1, 4)]),
 ]
 
 

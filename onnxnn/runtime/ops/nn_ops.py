@@ -1,8 +1,8 @@
 """Neural-network ops with their own ONNX node: BatchNormalization and the activations with attributes.
 
-The activations (Selu, Celu, HardSigmoid, HardSwish, Mish, Softsign, Swish, Shrink, ThresholdedRelu,
-PRelu) get gradient rules written with ops onnxruntime runs in float64 too (Where, Exp, Tanh, ...),
-so a model imported with these nodes trains. Their derivatives follow PyTorch's backward formulas at
+The activations (Selu, Celu, HardSigmoid, HardSwish, Mish, Softsign, Shrink, ThresholdedRelu, PRelu)
+get gradient rules written with ops onnxruntime runs in float64 too (Where, Exp, Tanh, ...), so a
+model imported with these nodes trains. Their derivatives follow PyTorch's backward formulas at
 the kinks (HardSwish's slope at -3 is 0, at 3 it is x / 3 + 1 / 2; Shrink's at +-lambd is 0).
 
 ``onnxnn.nn.functional.batch_norm`` decomposes training-mode normalization (onnxruntime runs
@@ -61,8 +61,10 @@ def _batch_normalization_grad(ctx, g, *statistics_grads):
 
 # ---------------------------------------------------------------- activations with attributes
 
-# Swish (opset 24) and Shrink are the ones elementwise.py's unary shape list leaves out.
-shape_rules.register("Shrink", "Swish")(same_shape)
+# Shrink is the one elementwise.py's unary shape list leaves out. Swish (opset 24) gets none: ops
+# newer than onnxnn's opset 21 are imported through their ONNX function bodies (x * Sigmoid(alpha x)),
+# whose ops have gradient rules.
+shape_rules.register("Shrink")(same_shape)
 
 _SELU_ALPHA = 1.67326319217681884765625
 _SELU_GAMMA = 1.05070102214813232421875
@@ -111,13 +113,6 @@ def _mish_grad(ctx, g):
 def _softsign_grad(ctx, g):
     denominator = abs(ctx.input(0)) + 1.0
     return (g / (denominator * denominator),)
-
-
-@gradient_rules.register("Swish")
-def _swish_grad(ctx, g):
-    x, alpha = ctx.input(0), ctx.attrs.get("alpha", 1.0)
-    s = sigmoid(x * alpha)
-    return (g * (s + x * alpha * s * (1.0 - s)),)
 
 
 @gradient_rules.register("Shrink")

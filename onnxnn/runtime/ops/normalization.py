@@ -1,5 +1,5 @@
-"""Normalization ops: LayerNormalization, InstanceNormalization, GroupNormalization, RMSNormalization,
-LpNormalization, MeanVarianceNormalization, LRN, Dropout.
+"""Normalization ops: LayerNormalization, InstanceNormalization, GroupNormalization, LpNormalization,
+MeanVarianceNormalization, LRN, Dropout.
 
 Shape and gradient rules for the nodes imported vision and language models contain, and PyTorch's
 ``layer_norm``, ``group_norm``, ``instance_norm`` and ``local_response_norm`` on top. Every
@@ -162,32 +162,8 @@ def batch_normalization_training_grad(ctx, g, *statistics_grads) -> tuple:
     return grad_x, channel_sum(g * x_hat), channel_sum(g), None, None
 
 
-# ---------------------------------------------------------------- RMS, Lp and mean-variance normalization
-
-@shape_rules.register("RMSNormalization")
-def _rms_normalization_shape(inputs, attrs):
-    x, scale = inputs[0], inputs[1]
-    axis = _layer_norm_axis(attrs, len(x.shape))
-    normalized = x.shape[axis:]
-    if len(scale.shape) > len(normalized) or any(
-            s not in (1, n) for s, n in zip(scale.shape, normalized[len(normalized) - len(scale.shape):])):
-        raise RuntimeError(f"RMSNormalization: scale of shape {list(scale.shape)} does not broadcast to the normalized "
-                           f"shape {list(normalized)} of the input of shape {list(x.shape)}")
-    return [(x.shape, x.dtype)]
-
-
-@gradient_rules.register("RMSNormalization")
-def _rms_normalization_grad(ctx, g):
-    x, scale = ctx.input(0), ctx.input(1)
-    axes = list(range(_layer_norm_axis(ctx.attrs, x.dim()), x.dim()))
-    # y = x * r * scale with r = (mean(x^2) + eps)^-1/2, so dr/dx = -r^3 x / n.
-    r = ((x * x).mean(axes, keepdim=True) + float(ctx.attrs.get("epsilon", 1e-5))).rsqrt()
-    g_scaled = g * scale
-    grad_x = g_scaled * r - x * (r * r * r) * (g_scaled * x).mean(axes, keepdim=True) if needs_input_grad(ctx, 0) \
-        else None
-    grad_scale = g * x * r if needs_input_grad(ctx, 1) else None  # the driver sums it to scale's shape
-    return grad_x, grad_scale
-
+# ---------------------------------------------------------------- Lp and mean-variance normalization
+# (RMSNormalization, opset 23, is imported through its ONNX function body, whose ops have rules.)
 
 @shape_rules.register("LpNormalization")
 def _lp_normalization_shape(inputs, attrs):
