@@ -325,3 +325,36 @@ def test_hard_gumbel_softmax_is_one_hot_with_the_soft_gradient():
     np.testing.assert_array_equal(np.sort(hard_values, axis=1), np.tile([0, 0, 0, 0, 1.0], (4, 1)))
     np.testing.assert_array_equal(hard_values.argmax(1), soft.argmax(1))
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12, atol=1e-15)
+
+
+# ---------------------------------------------------------------- ops newer than opset 21, imported
+
+
+def _imported(op_type: str, opset: int, extra_inputs=(), **attrs):
+    """A one-node float64 model of ``op_type`` imported with from_onnx (which runs its ONNX function body)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from onnxnn.import_ import from_onnx
+    names = ["x"] + [f"extra_{i}" for i in range(len(extra_inputs))]
+    initializers = [onnx.numpy_helper.from_array(np.asarray(value), name)
+                    for name, value in zip(names[1:], extra_inputs)]
+    graph = helper.make_graph([helper.make_node(op_type, names, ["y"], **attrs)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [3, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [3, 4])], initializer=initializers)
+    return from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
+
+
+@pytest.mark.parametrize("alpha", [1.0, 1.7])
+def test_imported_swish_trains_through_its_function_body(alpha):
+    module = _imported("Swish", 24, alpha=alpha)
+    x = RNG.uniform(-4, 4, (3, 4))
+    stored = float(np.float32(alpha))  # ONNX float attributes are float32
+    np.testing.assert_allclose(module(onnxnn.tensor(x)).detach().numpy(), x * _sigmoid(stored * x), rtol=1e-12)
+    check_gradients(module, [x])
+
+
+def test_cast_like_sends_the_gradient_to_its_first_input():
+    # Swish's body casts alpha with "CastLike"; as a node of its own, CastLike(x, like) passes g on to x.
+    module = _imported("CastLike", 21, [np.zeros((), np.float64)])
+    check_gradients(module, [RNG.standard_normal((3, 4))])

@@ -318,3 +318,22 @@ def test_lp_normalization_of_a_zero_vector_is_zero_with_zero_gradient():
         y.backward(onnxnn.ones(2, 2, dtype=onnxnn.float64))
     np.testing.assert_allclose(y.detach().numpy(), [[0, 0], [0.6, 0.8]], rtol=1e-15)
     np.testing.assert_array_equal(x.grad.numpy()[0], [0.0, 0.0])
+
+
+def test_imported_rms_normalization_trains_through_its_function_body():
+    # RMSNormalization (opset 23) is newer than onnxnn's opset 21: the importer runs its ONNX body
+    # (statistics in float64 with stash_type DOUBLE; the default stashes them in float32).
+    from onnx import TensorProto, helper, numpy_helper
+
+    from onnxnn.import_ import from_onnx
+    scale = randn(4)
+    graph = helper.make_graph([helper.make_node("RMSNormalization", ["x", "scale"], ["y"], epsilon=0.25,
+                                                 stash_type=TensorProto.DOUBLE)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [3, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [3, 4])],
+                              initializer=[numpy_helper.from_array(scale, "scale")])
+    module = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)]))
+    x = randn(3, 4)
+    expected = x / np.sqrt((x * x).mean(-1, keepdims=True) + 0.25) * scale
+    np.testing.assert_allclose(module(onnxnn.tensor(x)).detach().numpy(), expected, rtol=1e-12)
+    check_gradients(module, [x])
