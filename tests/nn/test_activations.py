@@ -358,3 +358,11 @@ def test_cast_like_sends_the_gradient_to_its_first_input():
     # Swish's body casts alpha with "CastLike"; as a node of its own, CastLike(x, like) passes g on to x.
     module = _imported("CastLike", 21, [np.zeros((), np.float64)])
     check_gradients(module, [RNG.standard_normal((3, 4))])
+
+
+def test_hardmax_passes_no_gradient():
+    x = onnxnn.tensor(RNG.standard_normal((3, 4)), requires_grad=True)
+    one_hot = apply_op("Hardmax", (x,), {"axis": 1})
+    assert not one_hot.requires_grad  # piecewise constant: zero gradient, as for Floor
+    (one_hot * x).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), one_hot.numpy())

@@ -170,16 +170,20 @@ def _float_scalar(input: Tensor, value: float) -> Tensor:
     return Tensor._full((), value, input.dtype, input.device)
 
 
+def _threshold(input: Tensor, threshold_value: float, value: float) -> Tensor:
+    return _ops.where(input > threshold_value, input, _float_scalar(input, value))
+
+
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     """Returns ``x`` where ``x > threshold``, else ``value``."""
     if inplace:
-        return _in_place(input, globals()["threshold"], threshold, value)
-    return _ops.where(input > threshold, input, _float_scalar(input, value))
+        return _in_place(input, _threshold, threshold, value)
+    return _threshold(input, threshold, value)
 
 
 def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
     """In-place :func:`threshold`."""
-    return globals()["threshold"](input, threshold, value, inplace=True)
+    return _in_place(input, _threshold, threshold, value)
 
 
 def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
