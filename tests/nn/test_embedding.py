@@ -168,6 +168,7 @@ BAG_CASES = [
     ("offsets", [1, 2, 4, 5, 4, 3, 2, 6], [0, 4], False, None),
     ("empty_bags", [1, 2, 4, 5], [0, 0, 3, 4], False, None),
     ("include_last_offset", [1, 2, 4, 5, 4, 3], [0, 2, 5, 6], True, None),
+    ("include_last_offset_short", [1, 2, 4, 5, 4, 3], [0, 2, 4], True, None),
     ("padding", [0, 2, 0, 5, 0, 0], [0, 3, 4], False, 0),
     ("fixed_length_2d", [[1, 2, 3], [6, 6, 0]], None, False, None),
 ]
@@ -179,10 +180,9 @@ def _bag_layout(indices, offsets, include_last_offset):
         count, length = values.shape
         return values.reshape(-1), np.arange(count) * length, np.arange(1, count + 1) * length
     starts = np.asarray(offsets)
-    ends = np.append(starts[1:], values.size)
     if include_last_offset:
-        starts, ends = starts[:-1], starts[1:]
-    return values, starts, ends
+        starts = starts[:-1]  # the last bag still runs to the end of the input, as in PyTorch
+    return values, starts, np.append(starts[1:], values.size)
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)

@@ -147,9 +147,10 @@ def _bags(values: np.ndarray, offsets, include_last_offset: bool) -> tuple[np.nd
     if starts.size and (np.any(np.diff(starts) < 0) or starts[-1] > values.size):
         raise RuntimeError(f"offsets must be non-decreasing and at most the input's length {values.size}, got "
                            f"{starts.tolist()}")
-    ends = np.append(starts[1:], values.size)
     if include_last_offset:
-        starts, ends = starts[:-1], starts[1:]
+        # The extra last offset only counts the bags: as in PyTorch, the last bag runs to the end.
+        starts = starts[:-1]
+    ends = np.append(starts[1:], values.size)
     bag = np.repeat(np.arange(starts.size), ends - starts)
     used = ends[-1] if ends.size else 0
     return values[:used], bag, starts.size
