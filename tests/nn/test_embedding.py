@@ -272,3 +272,21 @@ def test_bad_input_raises_pytorchs_error(call, error, message):
         return
     with pytest.raises(error, match=message):
         call()
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_exported_embedding_bag_takes_new_indices_and_offsets(mode):
+    import onnx
+    import onnxruntime
+
+    from onnxnn.export import to_onnx
+    module = nn.EmbeddingBag(7, 3, mode=mode, padding_idx=0).eval()
+    proto = to_onnx(module, (onnxnn.tensor([1, 2, 4, 5, 4, 3]), onnxnn.tensor([0, 2, 2])),
+                    input_names=["input", "offsets"])
+    onnx.checker.check_model(proto, full_check=True)
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    indices, offsets = np.array([6, 0, 0, 1, 2, 2]), np.array([0, 1, 5])  # other values, same lengths
+    (result,) = session.run(None, {"input": indices, "offsets": offsets})
+    weight = module.weight.detach().numpy()
+    expected = bag_reference(weight, indices, offsets, [1, 5, 6], mode, padding_idx=0)
+    np.testing.assert_allclose(result, expected, rtol=0, atol=2 * gamma(5) * 4 * np.abs(weight).max())

@@ -1,15 +1,18 @@
 """embedding and embedding_bag: table lookups recorded as Gather, bags reduced with ScatterElements or ReduceMax.
 
-Index values are data the caller already has, so they are read where PyTorch reads them too: to
-check bounds (the error names the bound), for ``max_norm`` (which renormalizes the looked-up rows
-of the weight in place, under no_grad), for ``scale_grad_by_freq`` and to lay out the bags of
-``embedding_bag``. Gradients flow through Gather's and ScatterElements' rules to the weight (dense:
-onnxnn has no sparse gradients) and to ``per_sample_weights``.
+The graph computes from the index and offset tensors themselves (bag numbers by comparing positions
+with the offsets), so exported models take new indices and offsets as inputs. Index values are
+also read, as PyTorch reads them: to check bounds (the error names the bound) and the offsets,
+for ``max_norm`` (which renormalizes the looked-up rows of the weight in place, under no_grad) and
+for ``scale_grad_by_freq`` (a gradient factor only). Gradients flow through Gather's and
+ScatterElements' rules to the weight (dense: onnxnn has no sparse gradients) and to
+``per_sample_weights``.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ...runtime import dtypes
 from ...runtime import ops as _ops
 from ...runtime.grad_mode import is_grad_enabled, no_grad
 from ...runtime.tensor import Tensor
@@ -126,14 +129,13 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
     return looked_up.reshape(tuple(input.shape) + (weight.shape[1],))
 
 
-def _bags(values: np.ndarray, offsets, include_last_offset: bool) -> tuple[np.ndarray, np.ndarray, int]:
-    """The flat indices, each one's bag number and the number of bags, from PyTorch's two input forms."""
+def _check_bags(values: np.ndarray, offsets, include_last_offset: bool) -> int:
+    """Checks PyTorch's two input forms (2-D fixed-length bags, or 1-D with offsets); returns the bag count."""
     if values.ndim == 2:
         if offsets is not None:
             raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
                              f"fixed length sequences. However, found offsets of type {type(offsets).__name__}")
-        count, length = values.shape
-        return values.reshape(-1), np.repeat(np.arange(count), length), count
+        return values.shape[0]
     if values.ndim != 1:
         raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {values.ndim}")
     if offsets is None:
@@ -147,13 +149,20 @@ def _bags(values: np.ndarray, offsets, include_last_offset: bool) -> tuple[np.nd
     if starts.size and (np.any(np.diff(starts) < 0) or starts[-1] > values.size):
         raise RuntimeError(f"offsets must be non-decreasing and at most the input's length {values.size}, got "
                            f"{starts.tolist()}")
-    if include_last_offset:
-        # The extra last offset only counts the bags: as in PyTorch, the last bag runs to the end.
-        starts = starts[:-1]
-    ends = np.append(starts[1:], values.size)
-    bag = np.repeat(np.arange(starts.size), ends - starts)
-    used = ends[-1] if ends.size else 0
-    return values[:used], bag, starts.size
+    # With include_last_offset the extra last offset only counts the bags: as in PyTorch, the last
+    # bag runs to the end of the input.
+    return starts.size - 1 if include_last_offset else starts.size
+
+
+def _bag_ids(input: Tensor, offsets: Tensor | None, bags: int, include_last_offset: bool) -> Tensor:
+    """Each index's bag number, computed in the graph from ``offsets`` (a graph input when exported):
+    the number of bag starts at or before the position, minus one."""
+    if input.dim() == 2:
+        return Tensor._from_array(np.repeat(np.arange(input.shape[0], dtype=np.int64), input.shape[1]))
+    starts = offsets.narrow(0, 0, bags) if include_last_offset else offsets
+    positions = Tensor._from_array(np.arange(input.shape[0], dtype=np.int64)).reshape((-1, 1))
+    started = _ops.ge(positions, starts.to(dtypes.int64).reshape((1, -1)))
+    return started.to(dtypes.int64).sum(1) - 1
 
 
 def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, max_norm: float | None = None,
@@ -161,6 +170,9 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
                   per_sample_weights: Tensor | None = None, include_last_offset: bool = False,
                   padding_idx: int | None = None) -> Tensor:
     """Sums, averages or takes the max of bags of embeddings, without materializing ``embedding``'s output per bag.
+
+    The bags are laid out in the graph from ``input`` and ``offsets``, so an exported model takes
+    other indices and offsets (of the example's lengths) as inputs.
 
     Args:
         input: a 2-D ``(B, N)`` tensor of indices (B bags of N), or a 1-D one split into bags by ``offsets``.
@@ -170,7 +182,7 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
         mode: ``'sum'``, ``'mean'`` (default) or ``'max'``.
         sparse: not supported; raises NotImplementedError.
         per_sample_weights: weights of ``input``'s shape multiplying each embedding (``mode='sum'`` only).
-        include_last_offset: ``offsets`` has one more entry, the end of the last bag.
+        include_last_offset: ``offsets`` has one more entry, which only counts the bags.
         padding_idx: entries with this index are left out of their bag (and of its count for ``'mean'``).
 
     Returns:
@@ -201,45 +213,41 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
     rows, width = weight.shape
     padding_idx = _padding_index(padding_idx, rows)
     values = _index_values(input, "embedding_bag")
-    flat, bag, bags = _bags(values, offsets, include_last_offset)
-    _check_index_range(flat, rows)
+    bags = _check_bags(values, offsets, include_last_offset)
+    _check_index_range(values, rows)
     if max_norm is not None:
-        _renorm_rows(weight, flat, max_norm, norm_type)
-    member = np.ones(flat.shape, bool) if padding_idx is None else flat != padding_idx
-    used = Tensor._from_array(np.ascontiguousarray(flat[member]))
-    bag = bag[member]
-    gathered = _lookup(flat[member], used, weight, None, scale_grad_by_freq)
-    if per_sample_weights is not None:
-        sample = per_sample_weights.reshape(-1)
-        kept = np.flatnonzero(member)  # flat is a prefix of the input: positions in it are positions in the input
-        if kept.size != sample.shape[0]:
-            sample = sample.index_select(0, Tensor._from_array(kept))
-        gathered = gathered * sample.to(weight.dtype).reshape((-1, 1))
+        _renorm_rows(weight, values, max_norm, norm_type)
+    if values.size == 0 or bags == 0:
+        return Tensor._zeros((bags, width), weight.dtype, weight.device)
+    flat = input.reshape(-1)
+    gathered = _lookup(values, flat, weight, None, scale_grad_by_freq)
+    bag = _bag_ids(input, offsets, bags, include_last_offset)
+    member = None if padding_idx is None else (flat != padding_idx)
     if mode == "max":
-        return _bag_max(gathered, bag, bags, width)
-    index = Tensor._from_array(np.ascontiguousarray(np.broadcast_to(bag[:, None], (bag.size, width))))
-    totals = _ops.scatter_add(Tensor._zeros((bags, width), weight.dtype, weight.device), 0, index, gathered)
+        return _bag_max(gathered, bag, member, bags)
+    if per_sample_weights is not None:
+        gathered = gathered * per_sample_weights.reshape((-1, 1)).to(weight.dtype)
+    if member is not None:
+        gathered = gathered * member.to(weight.dtype).reshape((-1, 1))  # padding entries add zero, get zero gradient
+    index = bag.reshape((-1, 1)).expand((values.size, width))
+    zeros = Tensor._zeros((bags, width), weight.dtype, weight.device)
+    totals = _ops.scatter_add(zeros, 0, index, gathered)
     if mode == "sum":
         return totals
-    counts = np.maximum(np.bincount(bag, minlength=bags), 1).reshape(-1, 1)
-    return totals / Tensor._from_array(counts.astype(weight.dtype.numpy_dtype), weight.dtype, weight.device)
+    ones = Tensor._full((values.size,), 1.0, weight.dtype, weight.device)
+    counted = ones if member is None else member.to(weight.dtype)
+    counts = _ops.scatter_add(Tensor._zeros((bags,), weight.dtype, weight.device), 0, bag, counted)
+    return totals / _ops.clamp(counts, min=1.0).reshape((-1, 1))
 
 
-def _bag_max(gathered: Tensor, bag: np.ndarray, bags: int, width: int) -> Tensor:
-    """The elementwise max over each bag's rows: the rows laid out as ``(bags, longest, D)``, gaps masked out."""
-    counts = np.bincount(bag, minlength=bags)
-    longest = max(int(counts.max()) if counts.size else 0, 1)
-    positions = np.zeros((bags, longest), np.int64)
-    present = np.zeros((bags, longest), bool)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]) if bags else np.zeros(0, np.int64)
-    for b in range(bags):  # bags are contiguous runs of the flat rows
-        positions[b, :counts[b]] = np.arange(starts[b], starts[b] + counts[b])
-        present[b, :counts[b]] = True
-    if bag.size == 0:
-        return Tensor._zeros((bags, width), gathered.dtype, gathered.device)
-    laid_out = gathered.index_select(0, Tensor._from_array(positions.reshape(-1))).reshape((bags, longest, width))
+def _bag_max(gathered: Tensor, bag: Tensor, member: Tensor | None, bags: int) -> Tensor:
+    """The elementwise max over each bag's rows, from a ``(bags, L)`` membership mask (empty bags: 0)."""
+    bag_numbers = Tensor._from_array(np.arange(bags, dtype=np.int64)).reshape((-1, 1))
+    inside = _ops.eq(bag.reshape((1, -1)), bag_numbers)
+    if member is not None:
+        inside = inside & member.reshape((1, -1))
     lowest = Tensor._full((), -np.inf, gathered.dtype, gathered.device)
-    mask = Tensor._from_array(present.reshape(bags, longest, 1))
-    maxima = _ops.where(mask, laid_out, lowest).amax(1)
-    empty = Tensor._from_array((counts == 0).reshape(bags, 1))
+    candidates = _ops.where(inside.unsqueeze(-1), gathered.unsqueeze(0), lowest)
+    maxima = candidates.amax(1)
+    empty = (inside.to(dtypes.int64).sum(1, keepdim=True) == 0)
     return _ops.where(empty, Tensor._full((), 0.0, gathered.dtype, gathered.device), maxima)
