@@ -1,12 +1,24 @@
-"""Shared fixtures: every test starts from the same seed, and no result depends on timing."""
+"""Shared fixtures: every test starts from the same seed, no result depends on timing, and each
+test module leaves no compiled sessions, kernel plans or traced backwards behind.
+
+The caches are keyed by graph structure and bounded by count (512 sessions, 512 plans, 256
+templates), not by bytes: across the suite's thousands of distinct structures they would stay full,
+each onnxruntime session holding its own memory arena and a specialized session holding a model's
+weights as initializers. Dropping them after every module keeps the suite's peak resident memory
+near that of its largest single test.
+"""
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
 import sys
 
 import pytest
 
 import onnxnn
-from onnxnn.runtime import executor
+from onnxnn.kernels import executor as kernels_executor
+from onnxnn.runtime import backward_replay, executor
 
 
 @pytest.fixture(autouse=True)
@@ -22,3 +34,37 @@ def _no_executor_trials(request, monkeypatch):
     kernels here; tests of the trials themselves opt in with ``@pytest.mark.executor_trials``."""
     if request.node.get_closest_marker("executor_trials") is None:
         monkeypatch.setattr(executor, "TRIAL_FROM_RUN", sys.maxsize)
+
+
+def _release_freed_heap() -> None:
+    """Returns glibc's freed heap pages to the system (numpy's arrays below its mmap threshold live there)."""
+    name = ctypes.util.find_library("c")
+    if name is None or not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(name).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc (musl): nothing to trim
+        pass
+
+
+def drop_caches() -> None:
+    """Drops every compiled session, kernel plan and traced backward, and the memory they held."""
+    executor.clear_cache()
+    kernels_executor.clear_cache()
+    backward_replay.clear_templates()
+    gc.collect()
+    _release_freed_heap()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _drop_caches_after_module():
+    yield
+    drop_caches()
+
+
+@pytest.fixture
+def fresh_caches():
+    """For modules of large models whose tests share no structure (``pytest.mark.usefixtures``):
+    a finished test's sessions and weights would only add to the next one's peak."""
+    yield
+    drop_caches()

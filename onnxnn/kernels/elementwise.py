@@ -1,7 +1,8 @@
 """Elementwise kernels: arithmetic, comparisons, logic, activations, Cast, Clip, Where.
 
 Broadcasting is numpy's, which is ONNX's multidirectional broadcasting. Integer arithmetic
-follows ONNX (and C): Div truncates toward zero, Mod with fmod=1 takes the dividend's sign.
+follows ONNX (and C): Div truncates toward zero, Mod with fmod=1 takes the dividend's sign, and
+an integer divisor of zero raises RuntimeError, as on onnxruntime.
 """
 from __future__ import annotations
 
@@ -122,11 +123,23 @@ def mul(xp, inputs, attrs):
     return [xp.multiply(inputs[0], inputs[1])]
 
 
+def _refuse_zero_divisor(xp, divisor, message: str) -> None:
+    """Raises where an integer divisor holds a zero, as onnxruntime and PyTorch do.
+
+    numpy's integer division and remainder by zero return 0 with a warning (silenced here), so
+    the same program would give a number on the kernels and an error on onnxruntime. The type is
+    onnxruntime's as onnxnn surfaces it (RuntimeError), which is also PyTorch's.
+    """
+    if not xp.all(divisor):
+        raise RuntimeError(message)
+
+
 @kernels.register("Div", types=NUMERIC)
 def div(xp, inputs, attrs):
     a, b = inputs
     if a.dtype.kind == "f":
         return [xp.true_divide(a, b)]
+    _refuse_zero_divisor(xp, b, "Div: integer division by zero")
     return [_truncating_divide(xp, a, b)]
 
 
@@ -148,13 +161,27 @@ def _truncating_divide(xp, a, b):
 @kernels.register("Mod", types=NUMERIC)
 def mod(xp, inputs, attrs):
     a, b = inputs
+    if a.dtype.kind != "f":
+        _refuse_zero_divisor(xp, b, "Mod: integer modulo by zero")
     if attrs.get("fmod", 0):
         return [xp.fmod(a, b)]
     return [xp.mod(a, b)]
 
 
-kernels.register_direct("Mod", np.mod, defaults={"fmod": 0})
-kernels.register_direct("Mod", np.fmod, defaults={"fmod": 0}, when={"fmod": 1})
+def _integer_remainder(a, b):
+    _refuse_zero_divisor(np, b, "Mod: integer modulo by zero")
+    return np.mod(a, b)
+
+
+def _integer_fmod(a, b):
+    _refuse_zero_divisor(np, b, "Mod: integer modulo by zero")
+    return np.fmod(a, b)
+
+
+kernels.register_direct("Mod", np.mod, defaults={"fmod": 0}, types=FLOATING)
+kernels.register_direct("Mod", np.fmod, defaults={"fmod": 0}, when={"fmod": 1}, types=FLOATING)
+kernels.register_direct("Mod", _named(_integer_remainder, "remainder"), defaults={"fmod": 0}, types=INTEGER)
+kernels.register_direct("Mod", _named(_integer_fmod, "fmod"), defaults={"fmod": 0}, when={"fmod": 1}, types=INTEGER)
 
 
 @kernels.register("Pow", types=NUMERIC)

@@ -38,8 +38,8 @@ from ..runtime.registry import decompositions
 from .registry import kernels
 from .straight_line import generate, ignore_float_errors, restore_float_errors
 
-__all__ = ["run_plan", "compile_plan", "CompiledKernelPlan", "array_module", "cache_info", "clear_cache",
-           "set_cache_size"]
+__all__ = ["run_plan", "compile_plan", "compile_shared", "CompiledKernelPlan", "array_module", "cache_info",
+           "clear_cache", "set_cache_size"]
 
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 _FLOAT32 = np.dtype(np.float32)
@@ -102,10 +102,13 @@ class CompiledKernelPlan:
 
     __slots__ = ("xp", "steps", "template", "input_count", "input_dtypes", "input_shapes", "output_slots",
                  "output_shapes", "output_dtypes", "emulate_bfloat16", "descriptions", "slot_shapes", "cacheable",
-                 "straight_line")
+                 "straight_line", "dynamic_shapes")
 
-    def __init__(self, plan, xp=np, *, emulate_bfloat16: bool | None = None):
+    def __init__(self, plan, xp=np, *, emulate_bfloat16: bool | None = None, dynamic_shapes: bool = False):
         self.xp = xp
+        # A plan compiled for every size of its inputs (``compile_shared``) knows only its values'
+        # ranks: the generated code then proves nothing from sizes, and the caller checks result shapes.
+        self.dynamic_shapes = dynamic_shapes
         # CuPy has no bfloat16 arrays; numpy can be asked to emulate too (that is how it is tested).
         self.emulate_bfloat16 = xp is not np if emulate_bfloat16 is None else emulate_bfloat16
         produced = {}
@@ -124,7 +127,7 @@ class CompiledKernelPlan:
             template.append(None)
         self.input_count = len(plan.inputs)
         self.input_dtypes = [value.dtype.numpy_dtype for value in plan.inputs]
-        self.input_shapes = [tuple(value.shape) for value in plan.inputs]
+        self.input_shapes = [None if dynamic_shapes else tuple(value.shape) for value in plan.inputs]
         output_slot: dict = {}
         last_reader: dict = {}
         slot_shapes: dict = {}
@@ -161,7 +164,7 @@ class CompiledKernelPlan:
                 low_precision = low_precision or dtype in _LOW_PRECISION
                 rounds = self.emulate_bfloat16 and dtype == _BFLOAT16
                 outputs.append((index, slot, _FLOAT32 if rounds else dtype, rounds))
-                slot_shapes[slot] = tuple(value.shape)
+                slot_shapes[slot] = (None,) * len(value.shape) if dynamic_shapes else tuple(value.shape)
             direct = None
             if low_precision and (node.domain, node.op_type) not in kernels.native_low_precision:
                 kernel = _widened(kernel)  # a direct form would skip the widening: never used here
@@ -202,7 +205,7 @@ class CompiledKernelPlan:
         self.template = template
         self.descriptions = descriptions
         self.slot_shapes = slot_shapes
-        self.output_shapes = [tuple(value.shape) for value in plan.outputs]
+        self.output_shapes = [None if dynamic_shapes else tuple(value.shape) for value in plan.outputs]
         self.output_dtypes = [value.dtype.numpy_dtype for value in plan.outputs]
         self.straight_line = None
         if xp is np and not any(rounds for step in self.steps for *_, rounds in step[3]):
@@ -215,7 +218,7 @@ class CompiledKernelPlan:
         first = node.inputs[0] if node.inputs else None
         form = kernels.direct_form(node.op_type, node.domain, node.attrs, None if first is None else first.dtype.name)
         if form is not None and form.output_shape:
-            if not outputs:
+            if not outputs or self.dynamic_shapes:
                 return None  # no recorded shape is kept for an output nothing reads
             if any(slot <= self.input_count or template[slot] is None for slot in input_slots[1:] if slot):
                 return None  # the shape comes from a fed or computed input, whose data may change
@@ -308,7 +311,7 @@ class CompiledKernelPlan:
                                    f"returned {len(results)} outputs")
             for index, slot, dtype, rounds in outputs:
                 result = xp.asarray(results[index])
-                if tuple(result.shape) != self.slot_shapes[slot]:
+                if not _shape_matches(tuple(result.shape), self.slot_shapes[slot]):
                     raise RuntimeError(
                         f"onnxnn kernels executor: {self.descriptions[position]} output {index} has shape "
                         f"{list(result.shape)}, but the recorded graph expects {list(self.slot_shapes[slot])}")
@@ -338,10 +341,15 @@ def _finished(result, dtype: np.dtype, recorded_shape: tuple, position: int) -> 
         result = result.astype(dtype)
     if not result.flags.c_contiguous:
         result = np.ascontiguousarray(result)
-    if result.shape != recorded_shape:
+    if recorded_shape is not None and result.shape != recorded_shape:
         raise RuntimeError(f"onnxnn kernels executor: output {position} has shape {list(result.shape)}, "
                            f"but the recorded graph expects {list(recorded_shape)}")
     return result
+
+
+def _shape_matches(actual: tuple, recorded: tuple) -> bool:
+    """Whether ``actual`` is ``recorded``, where a None size (a plan compiled for every size) matches any."""
+    return len(actual) == len(recorded) and all(want is None or size == want for size, want in zip(actual, recorded))
 
 
 def _as_serialized(node) -> dict:
@@ -383,6 +391,25 @@ def compile_plan(plan, xp=np) -> CompiledKernelPlan:
         TypeError: a kernel does not take the dtype of a node's input.
     """
     return CompiledKernelPlan(plan, array_module(xp))
+
+
+def compile_shared(plan, xp=np) -> CompiledKernelPlan:
+    """Compiles a plan for every size of its inputs (the executor's symbolic-size graphs) and counts
+    it as a miss of the plan cache, which holds it under ``plan.key`` like any other.
+
+    The compiled plan does not check its results' shapes: its caller knows each run's.
+
+    Raises:
+        NotImplementedError: a node's op has no kernel.
+        TypeError: a kernel does not take the dtype of a node's input.
+    """
+    module = array_module(xp)
+    _cache.misses += 1
+    compiled = CompiledKernelPlan(plan, module, dynamic_shapes=True)
+    _cache.plans[(plan.key, module.__name__)] = compiled
+    if len(_cache.plans) > _cache.capacity:
+        _cache.plans.popitem(last=False)
+    return compiled
 
 
 class _PlanCache:

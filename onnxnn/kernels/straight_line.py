@@ -185,6 +185,7 @@ def _direct_result(direct, input_facts: list) -> tuple:
     """
     if any(facts is None for facts in input_facts):
         return None, None
+    sizes_known = all(shape is not None and None not in shape for _, shape in input_facts)
     dtypes = tuple(dtype for dtype, _ in input_facts)
     if direct.output_shape:
         return dtypes[0], None
@@ -196,7 +197,7 @@ def _direct_result(direct, input_facts: list) -> tuple:
         result_dtype = function.resolve_dtypes(dtypes + (None,))[-1]
     except (TypeError, ValueError):  # no loop for these dtypes: the call itself will say so
         return None, None
-    if function.signature is not None:
+    if function.signature is not None or not sizes_known:
         return result_dtype, None
     try:
         return result_dtype, np.broadcast_shapes(*(shape for _, shape in input_facts))
@@ -222,6 +223,10 @@ def _write_outputs(writer: "_Writer", compiled) -> None:
         finished = f"finish({name}, {writer.bind(dtype, f'dtype_{dtype.name}')}, {shape!r}, {position})"
         if slot in writer.finished_slots:
             returned.append(name)  # known at compile time to be a C-contiguous array of the recorded shape
+        elif writer.is_node_output(slot) and shape is None:
+            # Compiled for every size: the caller checks shapes; only the layout remains to fix.
+            writer.emit(f"if not {name}.flags.c_contiguous: {name} = {finished}")
+            returned.append(name)
         elif writer.is_node_output(slot):
             # A node's result already has the recorded dtype: only its layout and shape remain to check.
             writer.emit(f"if {name}.shape != {shape!r} or not {name}.flags.c_contiguous: {name} = {finished}")

@@ -55,6 +55,8 @@ def backward(root: tuple, root_gradient, retain_graph: bool) -> bool:
     key, order = found
     template = _templates.get(key)
     if template is None:
+        if not _worth_tracing(key):
+            return False
         _trace(key, order, root, root_gradient, retain_graph)
         return True
     if template is _UNREPLAYABLE:
@@ -67,6 +69,8 @@ def backward(root: tuple, root_gradient, retain_graph: bool) -> bool:
 def clear_templates() -> None:
     """Forgets every traced backward (they are rebuilt on the next backward of each structure)."""
     _templates.clear()
+    _size_families.clear()
+    _sightings.clear()
     _counts.update(traced=0, replayed=0)
 
 
@@ -77,6 +81,59 @@ def replay_info() -> dict:
 
 
 _counts = {"traced": 0, "replayed": 0}
+
+
+# ---------------------------------------------------------------- structures seen at many sizes
+#
+# The key holds shapes, and only running the rules says what they record at another size (a
+# rule may compute a constant from a size in any way), so a template never serves another size.
+# Building one (writing and compiling its code) costs about as much as six general backwards
+# cost more than a replay, which a size that comes back only a few times (a loop over varying
+# batch sizes) never earns back. So the first size of a structure is traced at once, as every
+# structure used to be, and any other size of it only at its TRACE_AFTER_SIGHTINGS-th backward
+# (by then the general driver has cost about what the template would have: at most twice the
+# best choice in hindsight, whatever the sizes do); until then it takes the general driver.
+TRACE_AFTER_SIGHTINGS = 8
+SIGHTINGS_LIMIT = 4096  # keys counted; more are forgotten together, as templates are
+_size_families: dict = {}  # the key with sizes abstracted -> the first key seen of that structure
+_sightings: dict = {}  # key -> backwards seen without a template
+
+
+def _worth_tracing(key: tuple) -> bool:
+    """Whether the first backwards of ``key`` should be traced now (see above)."""
+    family = _size_family(key)
+    first = _size_families.get(family)
+    if first is None:
+        if len(_size_families) >= SIGHTINGS_LIMIT:
+            _size_families.clear()
+        _size_families[family] = key
+        return True
+    if first == key:
+        return True
+    if len(_sightings) >= SIGHTINGS_LIMIT:
+        _sightings.clear()
+    seen = _sightings.get(key, 0) + 1
+    if seen < TRACE_AFTER_SIGHTINGS:
+        _sightings[key] = seen
+        return False
+    _sightings.pop(key, None)
+    return True
+
+
+def _size_family(key: tuple) -> tuple:
+    """``key`` with each shape reduced to its rank and each static constant to its dtype and shape."""
+    parts = []
+    for item in key:
+        if type(item) is tuple and item:
+            head = item[0]
+            if head == "c" and len(item) == 4:
+                item = item[:3]  # a static constant's content
+            elif head is _LEAF:
+                item = (_LEAF, len(item[1]))
+            elif type(head) is tuple and len(item) == 3:
+                item = (len(head),) + item[1:]  # a value's (shape, dtype, device)
+        parts.append(item)
+    return tuple(parts)
 
 
 def _structure_key(root: tuple, root_gradient: Value):

@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections import OrderedDict
 from time import perf_counter
 
+from . import dynamic_shapes as _dynamic
 from . import graph as _graph
 from .dtypes import float16 as _FLOAT16
 from .plan import IR_VERSION, OPSET_VERSION, GraphPlan, build_model, plan
 from .sessions import CompiledSession, SessionCache, create_session
 
-__all__ = ["realize", "cache_info", "clear_cache", "set_cache_size", "set_executor", "get_executor",
+__all__ = ["realize", "cache_info", "dynamic_info", "clear_cache", "set_cache_size", "set_executor", "get_executor",
            "recording_only", "OPSET_VERSION", "IR_VERSION", "build_model", "plan", "create_session"]
 
 _sessions = SessionCache()
@@ -80,9 +81,9 @@ def get_executor() -> str:
 def _suits_kernels(graph: GraphPlan) -> bool:
     """Whether every value of the plan is small, and none is float16.
 
-    float16 stays on onnxruntime: the kernels compute it in float32 and round after every op
-    (PyTorch's CPU semantics), onnxruntime partly in float16, and "auto" must not switch between
-    the two roundings from one run of a model to the next.
+    float16 stays on onnxruntime: both executors compute each float16 op in float32 and round its
+    result (PyTorch's CPU semantics), but a last-bit difference in float32 can round to a whole
+    float16 ulp, and "auto" must not switch between the two from one run of a model to the next.
     """
     for values in [graph.inputs, graph.outputs] + [node.inputs for node in graph.nodes]:
         for value in values:
@@ -179,6 +180,32 @@ class _Trial:
 _entries = {name: OrderedDict() for name in EXECUTORS}
 
 
+def _shared_entry(graph: GraphPlan, name: str) -> _Entry | None:
+    """An entry running the graph its structure family shares across sizes (``dynamic_shapes``), or None.
+
+    The executor is chosen as ``_compile`` chooses it, from this key's sizes, but with no timed trial
+    and no inference specialization: those are per size, and sizes that keep changing never repeat.
+    """
+    if name == "auto":
+        kind = "kernels" if graph.key[3].type == "cpu" and _suits_kernels(graph) else "session"
+    else:
+        kind = "session" if name == "onnxruntime" else "kernels"
+    compiled = _sessions.misses
+    runner = _dynamic.shared_runner(graph, kind, _sessions)
+    if runner is None and name == "auto":
+        # onnxruntime or the kernels cannot take the shared graph: the other may (as _compile falls back).
+        kind = "session" if kind == "kernels" else "kernels"
+        runner = _dynamic.shared_runner(graph, kind, _sessions)
+    if runner is None:
+        return None
+    entry = _Entry(runner, False)
+    entry.is_session = kind == "session"  # counted as session runs; never specialized
+    entry.stable_runs = _NEVER
+    if entry.is_session and _sessions.misses == compiled:
+        _sessions.hits += 1  # found, not compiled: a hit of the session cache like any other
+    return entry
+
+
 def _entry(graph: GraphPlan) -> _Entry:
     table = _entries[SELECTION.name]
     entry = table.get(graph.key)
@@ -186,7 +213,9 @@ def _entry(graph: GraphPlan) -> _Entry:
         if entry.is_session:
             _sessions.hits += 1  # the session cache's counters count every run, found here or there
         return entry
-    entry = _Entry(*_compile(graph, SELECTION.name))
+    entry = _shared_entry(graph, SELECTION.name)
+    if entry is None:
+        entry = _Entry(*_compile(graph, SELECTION.name))
     table[graph.key] = entry
     if len(table) > _sessions.capacity:
         table.popitem(last=False)
@@ -321,10 +350,20 @@ def bound_depth(node, outputs) -> None:
 def cache_info() -> dict:
     """Counters of the session cache: ``{"sessions", "hits", "misses", "capacity"}``.
 
-    ``hits + misses`` counts the onnxruntime runs; ``misses`` the compilations.
+    ``hits + misses`` counts the onnxruntime runs; ``misses`` the compilations, including the
+    graphs with symbolic sizes that a structure seen at several sizes shares (``dynamic_info()``).
     """
     return {"sessions": len(_sessions.sessions), "hits": _sessions.hits, "misses": _sessions.misses,
             "capacity": _sessions.capacity}
+
+
+def dynamic_info() -> dict:
+    """Counters of the symbolic-size sharing: ``{"families", "generalized", "shared_runs"}``.
+
+    ``generalized`` counts the signatures widened (each compiles one shared graph per executor
+    that runs it); ``shared_runs`` the keys that took a shared graph instead of compiling their own.
+    """
+    return _dynamic.dynamic_info()
 
 
 def clear_cache() -> None:
@@ -333,6 +372,7 @@ def clear_cache() -> None:
     _sessions.hits = _sessions.misses = 0
     for table in _entries.values():
         table.clear()
+    _dynamic.clear()
 
 
 def set_cache_size(capacity: int) -> None:

@@ -2,7 +2,8 @@
 
 A session is created once per plan structure (``SessionCache``) with onnxnn's options: one
 intra-op thread for small graphs, bfloat16 exchanged as float32 at the boundary (the Python
-binding cannot pass bfloat16 arrays) and emulated per op where the CPU provider lacks kernels.
+binding cannot pass bfloat16 arrays), and float16/bfloat16 ops computed in float32 with each
+result rounded back, as PyTorch and onnxnn's kernels compute them.
 """
 from __future__ import annotations
 
@@ -48,11 +49,40 @@ def _widen_bfloat16_io(model: onnx.ModelProto) -> tuple[list[int], list[int]]:
     return widened_inputs, widened_outputs
 
 
-def _emulate_bfloat16(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Rewrites every bfloat16 node to compute in float32 and round its results back to bfloat16.
+_LOW_PRECISION = frozenset({onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16})
+# Ops that read no element values: they keep their low-precision inputs (a Cast there would be waste).
+_VALUE_BLIND_OPS = frozenset({"Cast", "Shape", "Size"})
 
-    onnxruntime's CPU provider implements few ops for bfloat16. Rounding after every op gives the
-    results PyTorch's CPU bfloat16 kernels give (they also compute in float32 per op).
+# Set to False only to measure what per-op rounding costs (benchmarks/bench_float16.py).
+ROUND_LOW_PRECISION_PER_OP = True
+
+
+def _mentions_low_precision(model: onnx.ModelProto) -> bool:
+    """Whether any graph value, initializer or node attribute of the model is float16 or bfloat16."""
+    graph = model.graph
+    for info in list(graph.input) + list(graph.output) + list(graph.value_info):
+        if info.type.tensor_type.elem_type in _LOW_PRECISION:
+            return True
+    if any(initializer.data_type in _LOW_PRECISION for initializer in graph.initializer):
+        return True
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.name in ("to", "dtype") and attribute.i in _LOW_PRECISION:
+                return True
+            if attribute.HasField("t") and attribute.t.data_type in _LOW_PRECISION:
+                return True
+    return False
+
+
+def _round_per_op(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Rewrites every float16/bfloat16 node to compute in float32 and round its results back, in place.
+
+    onnxruntime's CPU provider lacks float16 kernels for most ops and bfloat16 kernels for nearly
+    all; for float16 it wraps such nodes in Casts itself and then removes each Cast pair between two
+    of them as if float32 -> float16 -> float32 were lossless, so a chain of float16 ops ran wholly
+    in float32 (``x.half() * 2`` did not overflow at 65504). Explicit Casts written here are kept:
+    every intermediate rounds, and overflows, as PyTorch's CPU kernels and onnxnn's kernels make it
+    (they also compute low-precision ops in float32 and round each result).
     """
     inferred = onnx.shape_inference.infer_shapes(model)
     types = {}
@@ -60,26 +90,29 @@ def _emulate_bfloat16(model: onnx.ModelProto) -> onnx.ModelProto:
         types[info.name] = info.type.tensor_type.elem_type
     for initializer in inferred.graph.initializer:
         types[initializer.name] = initializer.data_type
-    bfloat16, float32 = onnx.TensorProto.BFLOAT16, onnx.TensorProto.FLOAT
+    float32 = onnx.TensorProto.FLOAT
     rewritten = []
     widened_names: dict = {}
     for node in model.graph.node:
-        if node.op_type == "Cast" or not any(types.get(name) == bfloat16 for name in list(node.input) + list(node.output)):
+        # A node whose output types inference cannot tell (a custom domain) is left to onnxruntime:
+        # widening its inputs could silently change the type of its outputs.
+        if (node.op_type in _VALUE_BLIND_OPS or not any(types.get(name) in _LOW_PRECISION for name in node.input)
+                or not all(types.get(name) for name in node.output)):
             rewritten.append(node)
             continue
         widened = onnx.NodeProto()
         widened.CopyFrom(node)
         for position, name in enumerate(node.input):
-            if types.get(name) == bfloat16:
+            if types.get(name) in _LOW_PRECISION:
                 if name not in widened_names:
                     widened_names[name] = f"{name}_widened_for_compute"
                     rewritten.append(helper.make_node("Cast", [name], [widened_names[name]], to=float32))
                 widened.input[position] = widened_names[name]
         narrowing = []
         for position, name in enumerate(node.output):
-            if types.get(name) == bfloat16:
+            if types.get(name) in _LOW_PRECISION:
                 widened.output[position] = f"{name}_wide"
-                narrowing.append(helper.make_node("Cast", [widened.output[position]], [name], to=bfloat16))
+                narrowing.append(helper.make_node("Cast", [widened.output[position]], [name], to=types[name]))
         rewritten.append(widened)
         rewritten.extend(narrowing)
     del model.graph.node[:]
@@ -128,22 +161,20 @@ def _writes_its_inputs(model: onnx.ModelProto) -> bool:
 class CompiledSession:
     __slots__ = ("session", "input_names", "output_names", "run", "bfloat16_io", "copy_inputs")
 
-    def __init__(self, model: onnx.ModelProto, device):
+    def __init__(self, model: onnx.ModelProto, device, threads: int | None = None):
+        """``threads``: intra-op threads (0: onnxruntime's default); by default from the graph's size."""
         widened = _widen_bfloat16_io(model)
         self.bfloat16_io = widened if widened[0] or widened[1] else None
         self.copy_inputs = _writes_its_inputs(model)
         providers = ["CPUExecutionProvider"]
         if device.type == "cuda":
             providers = [("CUDAExecutionProvider", {"device_id": device.index or 0}), "CPUExecutionProvider"]
-        threads = 1 if _work_estimate(model) < SINGLE_THREAD_ELEMENTS else 0
+        if threads is None:
+            threads = 1 if _work_estimate(model) < SINGLE_THREAD_ELEMENTS else 0
+        if ROUND_LOW_PRECISION_PER_OP and _mentions_low_precision(model):
+            model = _round_per_op(model)
         try:
-            try:
-                self.session = create_session(model, providers, threads)
-            except Exception as error:
-                if "bfloat16" not in str(error).lower() and "NOT_IMPLEMENTED" not in str(error):
-                    raise
-                model = _emulate_bfloat16(model)
-                self.session = create_session(model, providers, threads)
+            self.session = create_session(model, providers, threads)
         except Exception as error:
             ops = sorted({n.op_type for n in model.graph.node})
             raise RuntimeError(f"onnxruntime could not compile the recorded graph (ops {ops}): {error}") from None

@@ -91,6 +91,7 @@ def test_training_drives_the_last_layer_to_zero_and_modes_differ(run_example):
                         dtype=float)
     evaluation = np.array(re.search(r"evaluation mode output: tensor\(\[([^\]]*)\]\)", printed).group(1).split(","),
                           dtype=float)
+    # Values parsed from printed tensors (4 decimals: each within 5e-5), one of them twice.
     np.testing.assert_allclose(training - evaluation, 1.0, atol=2e-4)
 
 
@@ -119,6 +120,8 @@ def test_module_initialization(run_example):
     assert weight.dtype is onnxnn.float16
     gram = re.search(r"tensor\((\[\[.*?\]\]), grad_fn", printed, flags=re.S).group(1)
     values = np.array(eval(gram.replace("\n", "")))
+    # An orthogonal weight's Gram matrix, as printed: 4 decimals round its 5-term float32 sums
+    # (errors ~1e-7) to exactly 1 and 0.
     np.testing.assert_allclose(values, np.eye(3), atol=1e-6)
 
 
@@ -137,6 +140,6 @@ def test_module_hooks(run_example):
     both = matrix("output with both forward hooks")
     # forward_hook adds inputs[0], which the pre hook made x + 1: both == pre + x + 1.
     x = namespace["x"].detach().numpy()
-    np.testing.assert_allclose(both - pre, x + 1, atol=2e-4)
+    np.testing.assert_allclose(both - pre, x + 1, atol=2e-4)  # printed to 4 decimals, as above
     np.testing.assert_allclose(matrix("x.grad with backwards hook"), np.full((2, 3), 42.0))
     assert not np.allclose(matrix("x.grad with no backwards hook"), 42.0)

@@ -337,6 +337,15 @@ _NN = [
     Case("GlobalMaxPool", "GlobalMaxPool", lambda d: op("GlobalMaxPool", make((2, 3, 4, 5), d))),
     Case("GlobalLpPool", "GlobalLpPool", lambda d: op("GlobalLpPool", make((2, 3, 4, 5), d), p=2)),
 ]
+# losses (layer family L3): ONNX's loss ops, with weights, ignore_index and spatial targets.
+_NN += [
+    Case("NegativeLogLikelihoodLoss_weighted_ignored", "NegativeLogLikelihoodLoss",
+         lambda d: op("NegativeLogLikelihoodLoss", make((4, 3, 2), d), make((4, 2), "int64", 0, 3, seed=1),
+                      make((3,), d, 0.5, 2.0, seed=2), ignore_index=1), ("float32", "float64")),
+    Case("SoftmaxCrossEntropyLoss_none_two_outputs", "SoftmaxCrossEntropyLoss",
+         lambda d: op("SoftmaxCrossEntropyLoss", make((4, 3), d), make((4,), "int64", 0, 3, seed=1),
+                      reduction="none"), ("float32", "float64")),
+]
 
 
 def _mlp(d):

@@ -11,6 +11,8 @@ import onnxnn
 import onnxnn.nn.functional as F
 from onnxnn import nn
 
+from tolerances import assert_close_to_matmul, assert_within, gamma, normalization_bound, rtol_for, sum_bound, ulps
+
 RNG = np.random.default_rng(99)
 
 
@@ -57,8 +59,7 @@ def test_linear_computes_x_w_transpose_plus_b(input_shape, output_shape):
     x = RNG.standard_normal(input_shape).astype(np.float32)
     out = layer(onnxnn.tensor(x))
     assert out.shape == output_shape
-    np.testing.assert_allclose(_values(out), x @ _values(layer.weight).T + _values(layer.bias), rtol=1e-5,
-                               atol=1e-6)
+    assert_close_to_matmul(_values(out), x, _values(layer.weight).T, _values(layer.bias))
 
 
 @pytest.mark.parametrize("bias", [True, False])
@@ -92,7 +93,9 @@ def test_linear_backward_reaches_both_parameters():
     layer = nn.Linear(4, 3)
     x = onnxnn.randn(6, 4)
     layer(x).sum().backward()
-    np.testing.assert_allclose(layer.weight.grad.numpy(), np.tile(x.numpy().sum(0), (3, 1)), rtol=1e-5)
+    # Each weight gradient is a sum over the 6 rows of x (times a cotangent of ones).
+    assert_within(layer.weight.grad.numpy(), np.tile(x.numpy().sum(0, dtype=np.float64), (3, 1)),
+                  sum_bound(x.numpy(), 0))
     np.testing.assert_allclose(layer.bias.grad.numpy(), np.full(3, 6.0))
 
 
@@ -140,7 +143,8 @@ def test_dropout_module_masks_in_training_and_is_the_identity_in_eval():
     x = onnxnn.ones(100, 100)
     trained = layer(x).numpy()
     assert abs((trained == 0).mean() - 0.4) < 0.02
-    np.testing.assert_allclose(trained[trained != 0], 1 / 0.6, rtol=1e-6)
+    # A kept one times 1 / 0.6: the scale's rounding and the product's.
+    np.testing.assert_allclose(trained[trained != 0], 1 / 0.6, rtol=rtol_for(2))
     layer.eval()
     assert layer(x) is x
 
@@ -236,20 +240,30 @@ def test_batch_norm_running_statistics_over_three_training_steps(layer_class, sh
     for batch in batches:
         out = layer(onnxnn.tensor(batch, dtype=onnxnn.float32))
         axes = (0,) + tuple(range(2, batch.ndim))
-        expected = (batch - batch.mean(axis=axes, keepdims=True)) / np.sqrt(batch.var(axis=axes, keepdims=True) + 1e-5)
-        np.testing.assert_allclose(_values(out), expected, rtol=1e-4, atol=1e-4)
-    mean, var = _numpy_running_stats(batches, momentum)
-    np.testing.assert_allclose(_values(layer.running_mean), mean, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(_values(layer.running_var), var, rtol=1e-5, atol=1e-6)
+        batch32 = batch.astype(np.float32).astype(np.float64)  # what the layer sees
+        expected = (batch32 - batch32.mean(axis=axes, keepdims=True)) / np.sqrt(batch32.var(axis=axes, keepdims=True)
+                                                                             + 1e-5)
+        assert_within(_values(out), expected, normalization_bound(batch32, axes, 1e-5))
+    mean, var = _numpy_running_stats([batch.astype(np.float32).astype(np.float64) for batch in batches], momentum)
+    # Each update blends in a mean/variance over n elements (a sum's rounding) plus a few roundings;
+    # three updates add up, each contributing at most its own bound (the blend factors are <= 1).
+    n = shape[0] * math.prod(shape[2:])
+    scale = sum(np.abs(b).max() for b in batches) + 1
+    np.testing.assert_array_less(np.abs(_values(layer.running_mean) - mean), 2 * 3 * gamma(n + 4) * scale)
+    np.testing.assert_array_less(np.abs(_values(layer.running_var) - var), 2 * 3 * gamma(n + 6) * scale ** 2)
     assert layer.num_batches_tracked.item() == 3
 
     layer.eval()
     test_batch = RNG.standard_normal(shape)
     evaluated = layer(onnxnn.tensor(test_batch, dtype=onnxnn.float32))
     stat_shape = (1, 3) + (1,) * (len(shape) - 2)
-    expected = (test_batch - mean.reshape(stat_shape)) / np.sqrt(var.reshape(stat_shape) + 1e-5)
-    np.testing.assert_allclose(_values(evaluated), expected, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(_values(layer.running_mean), mean, rtol=1e-5, atol=1e-6)  # eval leaves them
+    test_batch32 = test_batch.astype(np.float32).astype(np.float64)
+    running_mean, running_var = _values(layer.running_mean), _values(layer.running_var)
+    expected = (test_batch32 - running_mean.reshape(stat_shape)) / np.sqrt(running_var.reshape(stat_shape) + 1e-5)
+    # (x - mean) and the variance's rsqrt: a handful of roundings per element, a few ulps for the rsqrt.
+    assert_within(_values(evaluated), expected, 2 * gamma(4) * (np.abs(expected) + np.abs(
+        running_mean.reshape(stat_shape) / np.sqrt(running_var.reshape(stat_shape) + 1e-5))) + ulps(expected))
+    np.testing.assert_array_equal(_values(layer.running_mean), running_mean)  # eval leaves them
     assert layer.num_batches_tracked.item() == 3
 
 
@@ -257,16 +271,21 @@ def test_batch_norm_without_running_statistics_uses_batch_statistics_in_eval_too
     layer = nn.BatchNorm1d(3, track_running_stats=False).eval()
     batch = RNG.standard_normal((6, 3))
     expected = (batch - batch.mean(0)) / np.sqrt(batch.var(0) + 1e-5)
-    np.testing.assert_allclose(_values(layer(onnxnn.tensor(batch, dtype=onnxnn.float32))), expected, rtol=1e-4,
-                               atol=1e-5)
+    batch32 = batch.astype(np.float32).astype(np.float64)
+    expected = (batch32 - batch32.mean(0)) / np.sqrt(batch32.var(0) + 1e-5)
+    assert_within(_values(layer(onnxnn.tensor(batch, dtype=onnxnn.float32))), expected,
+                  normalization_bound(batch32, (0,), 1e-5))
 
 
 def test_batch_norm_backward_reaches_weight_and_bias():
     layer = nn.BatchNorm1d(3)
     x = onnxnn.randn(5, 3, requires_grad=True)
     (layer(x) * onnxnn.tensor([1.0, 2.0, 3.0])).sum().backward()
-    np.testing.assert_allclose(layer.bias.grad.numpy(), [5.0, 10.0, 15.0], rtol=1e-6)
-    np.testing.assert_allclose(layer.weight.grad.numpy(), np.zeros(3), atol=1e-5)  # normalized values sum to 0
+    # The bias gradient sums 5 cotangents (exact small integers); the weight gradient sums 5
+    # normalized values (|y| <= sqrt(n - 1) = 2 each, exactly 0 in exact arithmetic) times the
+    # cotangent, each normalized value carrying its own rounding: about 2 * gamma(n + 8) * n * 2 * 3.
+    np.testing.assert_array_equal(layer.bias.grad.numpy(), [5.0, 10.0, 15.0])
+    assert_within(layer.weight.grad.numpy(), np.zeros(3), 2 * gamma(5 + 8) * 5 * 2 * 3)  # normalized values sum to 0
     assert x.grad.shape == (5, 3)
 
 

@@ -527,7 +527,8 @@ def test_compile_keeps_results_and_hooks():
     assert m._compiled_call_impl is not None
     seen = []
     m.register_forward_hook(lambda module, args, output: seen.append(output.shape))
-    np.testing.assert_allclose(m(x).detach().numpy(), expected, rtol=1e-6)
+    # Without onnxnn.compile the same call records the same graph, run by the same cached plan.
+    np.testing.assert_array_equal(m(x).detach().numpy(), expected)
     assert seen == [onnxnn.Size([2, 2])]
     compiled = Net()
     compiled.compile()

@@ -26,6 +26,8 @@ from onnxnn.runtime import ops
 from onnxnn.runtime.executor import realize
 from onnxnn.runtime.tensor import apply_op
 
+from tolerances import assert_within, conv_bound, conv_transpose_bound, sum_bound, unit_roundoff
+
 # ---------------------------------------------------------------- shared helpers
 
 
@@ -35,6 +37,12 @@ def check_gradients_float32(function: Callable, inputs: list, *, eps: float = 1e
 
     For ops onnxruntime runs only in float32. Small inputs are checked element by element, larger
     ones along a random direction, as ``gradcheck.check_gradients`` does in float64.
+
+    The tolerances are those of central differences in float32, not of the backward pass: with
+    step ``eps`` they err by the truncation ``eps**2 / 6 * |f3|`` (f3 the third derivative; 1.7e-5 |f3| at 1e-2) plus
+    the rounding of the two evaluations, ``gamma(n) * sum |output * cotangent| / eps`` for n
+    output elements (about 6e-6 n per unit of output at 1e-2), which rtol 1e-2 and atol 2e-3
+    cover for the unit-scale inputs and outputs of these cases; a wrong rule is off by O(1).
     """
     rng = np.random.default_rng(seed)
     arrays = [np.asarray(a, dtype=np.float32) for a in inputs]
@@ -150,6 +158,9 @@ def replay_pytorch_converted(directory: str) -> None:
     node = model.graph.node[0]
     (actual,) = replay_node(node, [values[name] for name in node.input if name])
     expected = onnx.numpy_helper.to_array(onnx.load_tensor(os.path.join(data, "output_0.pb")))
+    # Against stored float32 results of another implementation (PyTorch), summed in an unknown
+    # order: onnx's own backend-test tolerance (rtol 1e-3, which exceeds 2 gamma(n) for the
+    # few hundred terms of these cases by far), atol for outputs near zero.
     np.testing.assert_allclose(actual, expected, rtol=1e-3, atol=1e-5)
 
 
@@ -257,14 +268,15 @@ def test_conv_matches_numpy(case_id, function, input_shape, weight_shape, kwargs
     result = function(onnxnn.tensor(x), onnxnn.tensor(w), None if b is None else onnxnn.tensor(b), **kwargs)
     expected = conv_reference(x, w, b, **reference)
     assert tuple(result.shape) == expected.shape
-    np.testing.assert_allclose(result.numpy(), expected, rtol=1e-4, atol=1e-4)
+    # The reference sums in float64 (exact to float32's eyes): the bound of one float32 computation.
+    assert_within(result.numpy(), expected, conv_bound(x, w, b, groups=reference.get("group", 1)) / 2)
 
 
 def test_conv2d_accepts_unbatched_input():
     x, w = randn(3, 6, 6).astype(np.float32), randn(2, 3, 3, 3).astype(np.float32)
     result = ops.conv2d(onnxnn.tensor(x), onnxnn.tensor(w), padding=1)
     assert result.shape == (2, 6, 6)
-    np.testing.assert_allclose(result.numpy(), conv_reference(x[None], w, pads_begin=[1, 1])[0], rtol=1e-4, atol=1e-4)
+    assert_within(result.numpy(), conv_reference(x[None], w, pads_begin=[1, 1])[0], conv_bound(x[None], w)[0] / 2)
 
 
 def test_conv2d_records_one_conv_node_with_pytorch_grad_fn_name():
@@ -302,7 +314,7 @@ def test_conv_transpose_matches_numpy(case_id, function, input_shape, weight_sha
     result = function(onnxnn.tensor(x), onnxnn.tensor(w), None if b is None else onnxnn.tensor(b), **kwargs)
     expected = conv_transpose_reference(x, w, b, **reference)
     assert tuple(result.shape) == expected.shape
-    np.testing.assert_allclose(result.numpy(), expected, rtol=1e-4, atol=1e-4)
+    assert_within(result.numpy(), expected, conv_transpose_bound(x, w, b, groups=kwargs.get("groups", 1)) / 2)
 
 
 def test_conv_transpose_is_the_adjoint_of_conv():
@@ -312,7 +324,13 @@ def test_conv_transpose_is_the_adjoint_of_conv():
                          stride=2, padding=1).numpy()
     backward = ops.conv_transpose2d(onnxnn.tensor(y, dtype=onnxnn.float32), onnxnn.tensor(w, dtype=onnxnn.float32),
                                     stride=2, padding=1).numpy()
-    np.testing.assert_allclose(np.sum(forward * y), np.sum(x * backward), rtol=1e-4)
+    # Exactly equal in exact arithmetic on the float32-rounded x, w, y. Each side errs by its float32
+    # convolution's rounding (weighted by the other factor) plus the rounding of x and y to float32.
+    x32, w32, y32 = (a.astype(np.float32) for a in (x, w, y))
+    forward_error = np.sum(np.abs(y) * conv_bound(x32, w32) / 2)
+    backward_error = np.sum(np.abs(x) * conv_transpose_bound(y32, w32) / 2)
+    rounding = unit_roundoff(np.float32) * (np.sum(np.abs(forward * y)) + np.sum(np.abs(x * backward)))
+    assert abs(np.sum(forward * y) - np.sum(x * backward)) <= forward_error + backward_error + 2 * rounding
 
 
 # ---------------------------------------------------------------- the ONNX spec's node cases
@@ -425,8 +443,9 @@ def test_weight_gradient_of_a_sum_is_the_sum_of_input_patches():
     w = onnxnn.tensor(randn(3, 2, 3, 3).astype(np.float32), requires_grad=True)
     ops.conv2d(onnxnn.tensor(x), w).sum().backward()
     patches = np.lib.stride_tricks.sliding_window_view(x, (3, 3), axis=(2, 3))  # (2, 2, 3, 3, 3, 3)
-    expected = np.broadcast_to(patches.sum(axis=(0, 2, 3)), (3, 2, 3, 3))
-    np.testing.assert_allclose(w.grad.numpy(), expected, rtol=1e-4, atol=1e-4)
+    expected = np.broadcast_to(patches.astype(np.float64).sum(axis=(0, 2, 3)), (3, 2, 3, 3))
+    # Each element sums 2 * 3 * 3 input values (times a cotangent of ones).
+    assert_within(w.grad.numpy(), expected, sum_bound(patches, axis=(0, 2, 3)) / 2)
 
 
 # ---------------------------------------------------------------- errors in PyTorch's words

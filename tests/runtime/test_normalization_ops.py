@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from gradcheck import check_gradients
+from tolerances import TRANSCENDENTAL_ULPS, assert_within, gamma, normalization_bound, rtol_for
 
 import onnxnn
 from onnxnn.runtime import ops
@@ -55,6 +56,8 @@ NODE_CASES = (onnx_node_cases("layernormalization", "LayerNormalization")
 @pytest.mark.parametrize("node, inputs, outputs", NODE_CASES)
 def test_onnx_backend_node_case(node, inputs, outputs):
     for actual, expected in zip(replay_node(node, inputs), outputs):
+        # Stored results of onnx's reference implementation, summed in its own order: onnx's
+        # backend-test rtol (1e-3, far above 2 gamma(n) for these cases' few dozen terms).
         np.testing.assert_allclose(actual, expected, rtol=1e-3, atol=1e-5)
 
 
@@ -83,6 +86,8 @@ def test_layer_norm_matches_numpy(input_shape, normalized_shape, affine, eps):
     expected = normalize(x, tuple(range(x.ndim - len(trailing), x.ndim)), eps)
     if affine:
         expected = expected * weight + bias
+    # float64, at most 12 values normalized: normalization_bound's float64 budget is ~1e-14; the
+    # constants leave two orders of magnitude more, and a wrong formula is off by O(1).
     np.testing.assert_allclose(result.numpy(), expected, rtol=1e-6, atol=1e-9)
     assert result.dtype == onnxnn.float64
 
@@ -134,18 +139,30 @@ def test_instance_norm_matches_numpy_and_updates_running_statistics():
     running_mean, running_var = onnxnn.zeros(3), onnxnn.ones(3)
     result = ops.instance_norm(onnxnn.tensor(x), running_mean, running_var, onnxnn.tensor(weight),
                                onnxnn.tensor(bias), momentum=0.1, eps=1e-5)
-    expected = normalize(x.astype(np.float64), (2, 3), 1e-5) * weight.reshape(1, 3, 1, 1) + bias.reshape(1, 3, 1, 1)
-    np.testing.assert_allclose(result.numpy(), expected, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(running_mean.numpy(), 0.1 * x.mean(axis=(2, 3)).mean(0), rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(running_var.numpy(), 0.9 + 0.1 * x.var(axis=(2, 3), ddof=1).mean(0), rtol=1e-5)
+    x64 = x.astype(np.float64)
+    normalized = normalize(x64, (2, 3), 1e-5)
+    w, b = weight.reshape(1, 3, 1, 1).astype(np.float64), bias.reshape(1, 3, 1, 1).astype(np.float64)
+    # The scale and shift add a product and a sum to the normalized values' own bound.
+    assert_within(result.numpy(), normalized * w + b, np.abs(w) * normalization_bound(x64, (2, 3), 1e-5)
+                  + 2 * gamma(2) * (np.abs(normalized * w) + np.abs(b)))
+    # Statistics over 20 values per instance, averaged over 2 instances, then blended with
+    # momentum: 20 + 2 + 3 roundings relative to the magnitudes summed (the variance's squares
+    # and a centered or E[x^2] - mean^2 form included through mean(x^2) + mean^2).
+    mean_scale = 0.1 * np.abs(x64).mean(axis=(2, 3)).mean(0)
+    assert_within(running_mean.numpy(), 0.1 * x64.mean(axis=(2, 3)).mean(0), 2 * gamma(25) * mean_scale)
+    var_scale = 0.1 * (20 / 19) * ((x64 ** 2).mean(axis=(2, 3)) + x64.mean(axis=(2, 3)) ** 2).mean(0) + 0.9
+    assert_within(running_var.numpy(), 0.9 + 0.1 * x64.var(axis=(2, 3), ddof=1).mean(0), 2 * gamma(28) * var_scale)
 
 
 def test_instance_norm_with_running_statistics_instead_of_input_statistics():
     x = randn(2, 3, 4).astype(np.float32)
     mean, variance = randn(3).astype(np.float32), np.abs(randn(3)).astype(np.float32) + 0.5
     result = ops.instance_norm(onnxnn.tensor(x), onnxnn.tensor(mean), onnxnn.tensor(variance), use_input_stats=False)
-    expected = (x - mean.reshape(1, 3, 1)) / np.sqrt(variance.reshape(1, 3, 1) + 1e-5)
-    np.testing.assert_allclose(result.numpy(), expected, rtol=1e-5, atol=1e-6)
+    shift, spread = mean.reshape(1, 3, 1).astype(np.float64), np.sqrt(variance.reshape(1, 3, 1).astype(np.float64) + 1e-5)
+    expected = (x - shift) / spread
+    # A subtraction, a sum, a square root and a division (or a product with the reciprocal), each
+    # relative to |x| + |mean| over the spread.
+    assert_within(result.numpy(), expected, 2 * gamma(4 + TRANSCENDENTAL_ULPS) * (np.abs(x) + np.abs(shift)) / spread)
 
 
 @pytest.mark.parametrize("input_shape", [(2, 3, 5), (1, 2, 3, 3)])
@@ -175,7 +192,10 @@ def test_local_response_norm_matches_pytorch_formula(input_shape, size):
     x = randn(*input_shape).astype(np.float32)
     result = ops.local_response_norm(onnxnn.tensor(x), size, alpha=0.3, beta=0.75, k=2.0)
     expected = lrn_reference(x.astype(np.float64), size, 0.3, 0.75, 2.0, size // 2, (size - 1) // 2)
-    np.testing.assert_allclose(result.numpy(), expected, rtol=1e-5, atol=1e-6)
+    # x / (k + alpha / size * sum of `size` squares) ** beta: positive terms only, so a relative
+    # bound: the window's squares and sum, the scaling and k, a power (exp and log: ulps each),
+    # the division.
+    np.testing.assert_allclose(result.numpy(), expected, rtol=rtol_for(size + 4 + 2 * TRANSCENDENTAL_ULPS), atol=0)
 
 
 def test_local_response_norm_in_float64_matches_pytorch_formula():

@@ -46,6 +46,21 @@ __all__ = [
     "conv_transpose3d", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "layer_norm", "group_norm", "instance_norm", "local_response_norm",
 ]
+# losses (layer family L3)
+from ._loss_ctc import ctc_loss  # noqa: E402
+from ._loss_linear import linear_cross_entropy  # noqa: E402
+from ._loss_margin import (  # noqa: E402
+    cosine_embedding_loss, hinge_embedding_loss, margin_ranking_loss, multi_margin_loss, multilabel_margin_loss,
+    multilabel_soft_margin_loss, pairwise_distance, soft_margin_loss, triplet_margin_loss,
+    triplet_margin_with_distance_loss,
+)
+from ._loss_regression import gaussian_nll_loss, huber_loss, kl_div, poisson_nll_loss, smooth_l1_loss  # noqa: E402
+__all__ += [
+    "huber_loss", "smooth_l1_loss", "poisson_nll_loss", "gaussian_nll_loss", "kl_div", "pairwise_distance",
+    "margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
+    "multilabel_margin_loss", "multi_margin_loss", "cosine_embedding_loss", "triplet_margin_loss",
+    "triplet_margin_with_distance_loss", "ctc_loss", "linear_cross_entropy",
+]
 # -- activations, normalization, embeddings and dropout (layer library: norm/embedding/activation family)
 __all__ += [
     "celu", "celu_", "elu_", "glu", "gumbel_softmax", "hardshrink", "hardsigmoid", "hardswish", "hardtanh_", "mish",

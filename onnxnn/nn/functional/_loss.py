@@ -53,29 +53,46 @@ def _warn_size_mismatch(input: Tensor, target: Tensor) -> None:
                       "Please ensure they have the same size.", stacklevel=3)
 
 
+def _weighted(loss: Tensor, weight: Tensor | None, reduction: str, name: str) -> Tensor:
+    """PyTorch's weighted mse/l1: per-element weights of the input's shape; 'mean' divides by their sum."""
+    if weight is None:
+        return _reduce_loss(loss, reduction, name)
+    loss = loss * weight
+    if reduction == "mean":
+        return apply_op("ReduceSum", (loss,), {"keepdims": 0}, name) / weight.sum()
+    return _reduce_loss(loss, reduction, name)
+
+
+def _check_weight_shape(input: Tensor, weight: Tensor | None) -> None:
+    if weight is not None and weight.shape != input.shape:
+        raise ValueError("Weights and input must have the same size.")
+
+
 def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
              weight: Tensor | None = None) -> Tensor:
-    """The mean (or sum, or elementwise) squared error ``(input - target)^2``."""
+    """The mean (or sum, or elementwise) squared error ``(input - target)^2``.
+
+    ``weight`` (the input's shape) scales each element; with it, 'mean' divides by the summed weights.
+    """
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _warn_size_mismatch(input, target)
+    _check_weight_shape(input, weight)
     difference = input - target
-    loss = difference * difference
-    if weight is not None:
-        loss = loss * weight
-    return _reduce_loss(loss, reduction, "MseLossBackward0")
+    return _weighted(difference * difference, weight, reduction, "MseLossBackward0")
 
 
 def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
             weight: Tensor | None = None) -> Tensor:
-    """The mean (or sum, or elementwise) absolute error ``|input - target|``."""
+    """The mean (or sum, or elementwise) absolute error ``|input - target|``.
+
+    ``weight`` (the input's shape) scales each element; with it, 'mean' divides by the summed weights.
+    """
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _warn_size_mismatch(input, target)
-    loss = _ops.abs(input - target)
-    if weight is not None:
-        loss = loss * weight
-    return _reduce_loss(loss, reduction, "L1LossBackward0")
+    _check_weight_shape(input, weight)
+    return _weighted(_ops.abs(input - target), weight, reduction, "L1LossBackward0")
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:

@@ -1,0 +1,153 @@
+"""Regression and distribution losses: huber, smooth L1, Poisson and Gaussian NLL, KL divergence.
+
+Each is an elementwise formula over standard ONNX ops followed by the shared reduction. Piecewise
+formulas pick their branch with Where, so the gradient of the unused branch never reaches the input.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+from ...runtime import ops as _ops
+from ...runtime.tensor import Tensor
+from ._loss import _check_reduction, _check_weight_shape, _legacy_reduction, _reduce_loss, _warn_size_mismatch
+
+__all__ = ["huber_loss", "smooth_l1_loss", "poisson_nll_loss", "gaussian_nll_loss", "kl_div"]
+
+
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
+               weight: Tensor | None = None) -> Tensor:
+    """``0.5 d^2`` where ``|d| < delta``, else ``delta * (|d| - 0.5 delta)``, with ``d = input - target``.
+
+    Args:
+        delta: where the quadratic part turns linear; must be positive. Default: ``1.0``.
+        weight: optional per-element weights of the shape of ``input``; 'mean' stays the plain mean of
+            the weighted terms, as in PyTorch (unlike mse_loss and l1_loss).
+    """
+    _check_reduction(reduction)
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    _warn_size_mismatch(input, target)
+    _check_weight_shape(input, weight)
+    difference = input - target
+    magnitude = _ops.abs(difference)
+    loss = _ops.where(_ops.lt(magnitude, delta), difference * difference * 0.5, (magnitude - 0.5 * delta) * delta)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce_loss(loss, reduction, "HuberLossBackward0")
+
+
+def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+                   beta: float = 1.0) -> Tensor:
+    """``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``; ``beta=0`` is the L1 loss.
+
+    Args:
+        beta: where the quadratic part turns linear; must be non-negative. Default: ``1.0``.
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    _warn_size_mismatch(input, target)
+    difference = input - target
+    magnitude = _ops.abs(difference)
+    if beta == 0.0:
+        return _reduce_loss(magnitude, reduction, "L1LossBackward0")
+    loss = _ops.where(_ops.lt(magnitude, beta), difference * difference * (0.5 / beta), magnitude - 0.5 * beta)
+    return _reduce_loss(loss, reduction, "SmoothL1LossBackward0")
+
+
+def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full: bool = False,
+                     size_average=None, eps: float = 1e-8, reduce=None, reduction: str = "mean") -> Tensor:
+    """Negative log likelihood of ``target ~ Poisson(rate)``, dropping the constant ``log(target!)``.
+
+    Args:
+        log_input: ``input`` is ``log(rate)`` (loss ``exp(input) - target * input``); otherwise the
+            rate itself (loss ``input - target * log(input + eps)``). Default: ``True``.
+        full: add Stirling's approximation of ``log(target!)`` where ``target > 1``. Default: ``False``.
+        eps: keeps ``log`` finite when ``log_input=False``. Default: ``1e-8``.
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if log_input:
+        loss = _ops.exp(input) - target * input
+    else:
+        loss = input - target * _ops.log(input + eps)
+    if full:
+        large = _ops.gt(target, 1)
+        # Stirling's term is nan at 0 and masked there; a safe argument keeps nan out of the gradient too.
+        safe = _ops.where(large, target, 2.0)
+        stirling = safe * _ops.log(safe) - safe + _ops.log(safe * (2 * math.pi)) * 0.5
+        loss = loss + _ops.where(large, stirling, 0.0)
+    return _reduce_loss(loss, reduction, "PoissonNllLossBackward0")
+
+
+def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: bool = False, eps: float = 1e-6,
+                      reduction: str = "mean") -> Tensor:
+    """Negative log likelihood of ``target ~ N(input, var)``: ``0.5 * (log(var) + (input - target)^2 / var)``.
+
+    Args:
+        var: variances of ``input``'s shape, or of that shape with one dimension of size 1 (or the last
+            one left out) for a variance shared along it, or a float.
+        full: add the constant ``0.5 * log(2 pi)``. Default: ``False``.
+        eps: variances are clamped at ``eps`` in the forward pass only; the gradient is the
+            unclamped one, as in PyTorch. Default: ``1e-6``.
+    """
+    if isinstance(var, (int, float)):
+        if var < 0:
+            raise ValueError("var has negative entry/entries")
+    else:
+        data = var._value.data
+        # Values already in memory are checked as PyTorch does; a pending var would need a run to check.
+        if data is not None and (data < 0).any():
+            raise ValueError("var has negative entry/entries")
+        if var.shape != input.shape:
+            if input.shape[:-1] == var.shape:
+                var = var.unsqueeze(-1)
+            elif not (input.dim() == var.dim()
+                      and sum(v for i, v in zip(input.shape, var.shape) if i != v) == 1):
+                raise ValueError("var is of incorrect size")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(reduction + " is not valid")
+    difference = input - target
+    if isinstance(var, (int, float)):
+        var = max(float(var), eps)
+        loss = (difference * difference / var + math.log(var)) * 0.5
+    else:
+        # PyTorch clamps a clone under no_grad: the forward value is clamped, the gradient passes unchanged.
+        var = var + (_ops.clamp(var, min=eps) - var).detach()
+        loss = (_ops.log(var) + difference * difference / var) * 0.5
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce_loss(loss, reduction, "MeanBackward0")
+
+
+def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+           log_target: bool = False) -> Tensor:
+    """Kullback-Leibler divergence ``target * (log(target) - input)`` of log-probabilities ``input``.
+
+    Args:
+        reduction: ``'none'``, ``'mean'`` (over all elements), ``'sum'`` or ``'batchmean'`` (the sum
+            divided by the batch size, the mathematical KL divergence). Default: ``'mean'``.
+        log_target: ``target`` holds log-probabilities. Default: ``False``.
+    """
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce, reduction)
+    elif reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
+                      "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+                      "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+                      stacklevel=2)
+    if reduction not in ("none", "mean", "sum", "batchmean"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    if log_target:
+        loss = _ops.exp(target) * (target - input)
+    else:
+        # xlogy: 0 * log(0) is 0; the safe argument keeps the unused branch's nan out of the gradient.
+        zero = _ops.eq(target, 0)
+        safe = _ops.where(zero, 1.0, target)
+        loss = _ops.where(zero, 0.0, target * _ops.log(safe)) - target * input
+    if reduction == "batchmean":
+        total = _reduce_loss(loss, "sum", "KlDivBackward0")
+        return total / input.shape[0] if input.dim() != 0 else total
+    return _reduce_loss(loss, reduction, "KlDivBackward0")

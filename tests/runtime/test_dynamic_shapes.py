@@ -1,0 +1,165 @@
+"""Symbolic sizes: a structure seen at many sizes compiles O(1) graphs, and computes what it did before.
+
+The shared graph of a structure runs the very nodes each size's own static graph would, with the
+sizes left symbolic and the size-dependent structural constants (Reshape and Expand targets) fed
+as inputs. So results are compared with the same program run with the feature off
+(``dynamic_shapes.ENABLED = False``, one graph per size) *bitwise*: onnxnn's kernels execute the
+same numpy calls in the same order, and onnxruntime's CPU kernels pick their blocking from the
+sizes they are run with, not from the declared ones. Should a future onnxruntime optimize a graph
+with unknown sizes differently (fusing other nodes), these tests are where that shows.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onnxnn
+import onnxnn.nn.functional as F
+from onnxnn import kernels, nn
+from onnxnn.runtime import backward_replay, dynamic_shapes, executor
+from tolerances import matmul_bound
+
+EXECUTORS = ["onnxruntime", "kernels"]
+# A shared graph is compiled at a structure's second size and again whenever a later size differs in
+# another place; the training step's first update also records another structure (Momentum's count).
+# So a loop compiles a handful of graphs, whatever the number of sizes: this bound says "O(1)".
+MAX_COMPILATIONS = 8
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    executor.clear_cache()
+    kernels.clear_cache()
+    backward_replay.clear_templates()
+    yield
+    executor.clear_cache()
+    kernels.clear_cache()
+
+
+def _compilations(name: str) -> int:
+    return executor.cache_info()["misses"] if name == "onnxruntime" else kernels.cache_info()["misses"]
+
+
+def _distinct_sizes(count: int, seed: int = 0) -> list[int]:
+    return [int(size) for size in np.random.default_rng(seed).permutation(np.arange(1, count + 1))]
+
+
+class _SmallCNN(nn.Module):
+    """Conv, ReLU, MaxPool, then ``view(batch, -1)``: a Reshape target that records the batch size."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(onnxnn.randn(4, 1, 3, 3) * 0.3)
+        self.bias = nn.Parameter(onnxnn.zeros(4))
+        self.fc = nn.Linear(4 * 3 * 3, 1)
+
+    def forward(self, x):
+        hidden = F.max_pool2d(F.conv2d(x, self.weight, self.bias).relu(), 2)
+        return self.fc(hidden.view(hidden.shape[0], -1))
+
+
+def _mlp():
+    return nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
+
+
+def _train(make_model, sample_shape: tuple, sizes: list[int], executor_name: str, enabled: bool,
+           monkeypatch) -> tuple:
+    """SGD with momentum over one batch per size; returns (losses, parameters, compilations)."""
+    monkeypatch.setattr(dynamic_shapes, "ENABLED", enabled)
+    executor.clear_cache()
+    kernels.clear_cache()
+    backward_replay.clear_templates()
+    with onnxnn.set_executor(executor_name):
+        onnxnn.manual_seed(0)
+        model = make_model()
+        optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        losses = []
+        for size in sizes:
+            x, y = onnxnn.randn(size, *sample_shape), onnxnn.randn(size, 1)
+            loss = F.mse_loss(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.detach())
+        compilations = _compilations(executor_name)
+        losses = np.array([loss.item() for loss in losses])
+        parameters = [parameter.detach().numpy().copy() for parameter in model.parameters()]
+    return losses, parameters, compilations
+
+
+@pytest.mark.parametrize("executor_name", EXECUTORS)
+@pytest.mark.parametrize("make_model, sample_shape, distinct_sizes", [
+    pytest.param(_mlp, (4,), 200, id="mlp"),
+    pytest.param(_SmallCNN, (1, 8, 8), 40, id="cnn"),
+])
+def test_a_training_loop_over_many_batch_sizes_compiles_o1_graphs_and_matches_the_static_path(
+        make_model, sample_shape, distinct_sizes, executor_name, monkeypatch):
+    sizes = _distinct_sizes(distinct_sizes)
+    losses, parameters, compilations = _train(make_model, sample_shape, sizes, executor_name, True, monkeypatch)
+    assert compilations <= MAX_COMPILATIONS, f"{compilations} graphs compiled for {len(sizes)} batch sizes"
+    static_losses, static_parameters, static_compilations = _train(make_model, sample_shape, sizes,
+                                                                   executor_name, False, monkeypatch)
+    assert static_compilations >= len(sizes)  # the switch works: without it every size compiles
+    np.testing.assert_array_equal(losses, static_losses)
+    for parameter, static_parameter in zip(parameters, static_parameters):
+        np.testing.assert_array_equal(parameter, static_parameter)
+
+
+@pytest.mark.parametrize("executor_name", EXECUTORS)
+def test_a_reshape_target_that_holds_the_batch_size_is_right_at_every_size(executor_name):
+    with onnxnn.set_executor(executor_name):
+        for size in [3, 5, 8, 2, 13]:
+            data = np.arange(size * 6, dtype=np.float32).reshape(size, 2, 3)
+            x = onnxnn.tensor(data)
+            # view(size, -1) records [size, 6]; expand records [2, size, 6]: both must follow the size.
+            result = (x.view(size, -1) * 2).expand(2, size, 6) + 1
+            np.testing.assert_array_equal(result.numpy(), np.broadcast_to(data.reshape(size, 6) * 2 + 1,
+                                                                          (2, size, 6)))
+        assert _compilations(executor_name) <= 3
+
+
+def test_the_shared_session_declares_the_varying_dims_symbolic():
+    with onnxnn.set_executor("onnxruntime"):
+        for size in [3, 5, 7]:
+            (onnxnn.randn(size, 4) * 2).numpy()
+    assert executor.cache_info()["misses"] == 2  # the first size's static graph, then the shared one
+    shapes = [compiled.session.get_inputs()[0].shape for compiled in executor._sessions.sessions.values()]
+    assert [3, 4] in shapes and ["input_0_dim_0", 4] in shapes
+    assert executor.dynamic_info()["shared_runs"] == 2
+
+
+def test_inference_over_many_batch_sizes_compiles_o1_sessions():
+    onnxnn.manual_seed(0)
+    model = _mlp().eval()
+    weight, bias = model[0].weight.detach().numpy(), model[0].bias.detach().numpy()
+    weight2, bias2 = model[2].weight.detach().numpy(), model[2].bias.detach().numpy()
+    with onnxnn.set_executor("onnxruntime"), onnxnn.no_grad():
+        for size in _distinct_sizes(100, seed=1):
+            data = np.random.default_rng(size).standard_normal((size, 4)).astype(np.float32)
+            output = model(onnxnn.tensor(data)).numpy()
+            hidden = np.maximum(data.astype(np.float64) @ weight.T + bias, 0)
+            expected = hidden @ weight2.T + bias2
+            # The hidden layer's rounding (ReLU is 1-Lipschitz) carried through the second layer,
+            # plus the second layer's own.
+            bound = (matmul_bound(data, weight.T, np.broadcast_to(bias, hidden.shape)) @ np.abs(weight2.T)
+                     + matmul_bound(hidden, weight2.T, np.broadcast_to(bias2, expected.shape)))
+            assert np.all(np.abs(output - expected) <= bound)
+    assert executor.cache_info()["misses"] <= MAX_COMPILATIONS
+
+
+def test_constants_that_differ_at_the_same_sizes_are_another_structure():
+    data = np.arange(12, dtype=np.float32).reshape(3, 4)
+    with onnxnn.set_executor("onnxruntime"):
+        np.testing.assert_array_equal(onnxnn.tensor(data).sum(0).numpy(), data.sum(0))
+        misses = executor.cache_info()["misses"]
+        np.testing.assert_array_equal(onnxnn.tensor(data).sum(1).numpy(), data.sum(1))
+    assert executor.cache_info()["misses"] == misses + 1  # its own static graph, not a fed axis
+    assert executor.dynamic_info()["shared_runs"] == 0
+
+
+def test_without_the_feature_every_size_compiles_its_own_graph(monkeypatch):
+    monkeypatch.setattr(dynamic_shapes, "ENABLED", False)
+    with onnxnn.set_executor("onnxruntime"):
+        for size in range(1, 6):
+            (onnxnn.randn(size, 4) * 2).numpy()
+    assert executor.cache_info()["misses"] == 5
