@@ -366,3 +366,11 @@ def test_hardmax_passes_no_gradient():
     assert not one_hot.requires_grad  # piecewise constant: zero gradient, as for Floor
     (one_hot * x).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), one_hot.numpy())
+
+
+def test_rrelu_training_gradient_is_the_drawn_slope():
+    def with_fixed_slopes(x):
+        onnxnn.manual_seed(4)
+        return F.rrelu(x, 0.1, 0.4, training=True)
+
+    check_gradients(with_fixed_slopes, [RNG.uniform(-3, 3, (3, 4))])
