@@ -321,6 +321,13 @@ _NN = [
     Case("InstanceNormalization", "InstanceNormalization",
          lambda d: op("InstanceNormalization", make((2, 3, 4, 5), d), make((3,), d, seed=1), make((3,), d, seed=2))),
     Case("LRN", "LRN", lambda d: op("LRN", make((2, 5, 3, 3), d), size=3, alpha=0.01, beta=0.6, bias=2.0)),
+    # layer library (norm/activation family): ops that gained shape rules with their gradient rules
+    Case("LpNormalization_p1_axis0", "LpNormalization", lambda d: op("LpNormalization", make((3, 4), d), p=1, axis=0)),
+    Case("LpNormalization_p2", "LpNormalization", lambda d: op("LpNormalization", make((2, 3, 4), d), axis=1)),
+    Case("MeanVarianceNormalization", "MeanVarianceNormalization",
+         lambda d: op("MeanVarianceNormalization", make((2, 3, 2, 2), d))),
+    Case("Shrink_soft", "Shrink", lambda d: op("Shrink", make((3, 5), d), lambd=0.7, bias=0.7), HALF),
+    Case("Shrink_hard", "Shrink", lambda d: op("Shrink", make((3, 5), d), lambd=0.5)),
     Case("Dropout_inference", "Dropout", lambda d: op("Dropout", make((3, 4), d))),
     Case("MaxPool_with_indices", "MaxPool",
          lambda d: op("MaxPool", make((2, 3, 6, 5), d), kernel_shape=[2, 3], strides=[2, 1], pads=[0, 1, 1, 1],

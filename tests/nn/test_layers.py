@@ -42,9 +42,9 @@ def _values(tensor):
     (nn.Flatten(), "Flatten(start_dim=1, end_dim=-1)"),
     (nn.Flatten(0, 2), "Flatten(start_dim=0, end_dim=2)"),
     (nn.Unflatten(1, (2, 5, 5)), "Unflatten(dim=1, unflattened_size=(2, 5, 5))"),
-    (nn.BatchNorm1d(3), "BatchNorm1d(3, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)"),
+    (nn.BatchNorm1d(3), "BatchNorm1d(3, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)"),
     (nn.BatchNorm2d(8, eps=1e-3, momentum=None, affine=False, track_running_stats=False),
-     "BatchNorm2d(8, eps=0.001, momentum=None, affine=False, track_running_stats=False)"),
+     "BatchNorm2d(8, eps=0.001, momentum=None, affine=False, bias=False, track_running_stats=False)"),
 ])
 def test_repr_matches_pytorch(module, text):
     assert repr(module) == text

@@ -49,6 +49,12 @@ COVERED_ELSEWHERE = {
     # losses (layer family L3): ONNX's loss ops, checked with weights, ignore_index and both outputs.
     "NegativeLogLikelihoodLoss": "runtime/test_loss_ops.py",
     "SoftmaxCrossEntropyLoss": "runtime/test_loss_ops.py",
+    # layer library (norm/activation family): activation nodes, and normalization nodes imported models contain.
+    **{op_type: "nn/test_activations.py" for op_type in ("Selu", "Celu", "HardSigmoid", "HardSwish", "Mish",
+                                                         "Softsign", "Shrink", "ThresholdedRelu", "PRelu")},
+    "LpNormalization": "runtime/test_normalization_ops.py",
+    "MeanVarianceNormalization": "runtime/test_normalization_ops.py",
+    "CastLike": "nn/test_activations.py",  # in the function bodies of imported Swish and RMSNormalization
 }
 
 

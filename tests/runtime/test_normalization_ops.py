@@ -289,3 +289,71 @@ def test_errors_in_pytorch_words(case_id, call, error, message):
     with pytest.raises(error) as raised:
         call()
     assert message in str(raised.value)
+
+
+# ---------------------------------------------------------------- LpNormalization, MeanVarianceNormalization
+# Nodes imported models contain: forward values from ONNX's backend cases (its reference
+# implementation), gradients from finite differences in float64 on onnxnn's kernels (onnxruntime
+# has no float64 LpNormalization or MeanVarianceNormalization kernels).
+
+IMPORTED_NORMALIZATION_CASES = onnx_node_cases("lpnormalization", "LpNormalization")
+
+
+@pytest.mark.parametrize("node, inputs, outputs", IMPORTED_NORMALIZATION_CASES)
+def test_imported_normalization_node_case(node, inputs, outputs):
+    with onnxnn.set_executor("kernels"):
+        for actual, expected in zip(replay_node(node, inputs), outputs):
+            np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_mean_variance_normalization_matches_onnx_definition():
+    x = randn(2, 3, 2, 2).astype(np.float32)
+    mean = x.mean(axis=(0, 2, 3), keepdims=True)
+    expected = (x - mean) / (np.sqrt((x * x).mean(axis=(0, 2, 3), keepdims=True) - mean * mean) + 1e-9)
+    with onnxnn.set_executor("kernels"):
+        actual = apply_op("MeanVarianceNormalization", (onnxnn.tensor(x),)).numpy()
+    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
+
+
+IMPORTED_GRADIENT_CASES = [
+    ("lp_p2_last", "LpNormalization", {}, [randn(3, 4)]),
+    ("lp_p1_axis0", "LpNormalization", {"p": 1, "axis": 0}, [randn(3, 4)]),
+    ("lp_p2_axis1", "LpNormalization", {"p": 2, "axis": 1}, [randn(2, 3, 2)]),
+    ("mvn_default_axes", "MeanVarianceNormalization", {}, [randn(2, 3, 2, 2)]),
+    ("mvn_axis1", "MeanVarianceNormalization", {"axes": [1]}, [randn(2, 3, 2)]),
+]
+
+
+@pytest.mark.parametrize("case_id, op_type, attrs, inputs", IMPORTED_GRADIENT_CASES,
+                         ids=[case[0] for case in IMPORTED_GRADIENT_CASES])
+def test_imported_normalization_gradient_matches_finite_differences(case_id, op_type, attrs, inputs):
+    with onnxnn.set_executor("kernels"):
+        check_gradients(lambda *operands: apply_op(op_type, operands, attrs), inputs)
+
+
+def test_lp_normalization_of_a_zero_vector_is_zero_with_zero_gradient():
+    x = onnxnn.tensor(np.array([[0.0, 0.0], [3.0, 4.0]]), requires_grad=True)
+    with onnxnn.set_executor("kernels"):
+        y = apply_op("LpNormalization", (x,), {"axis": 1})
+        y.backward(onnxnn.ones(2, 2, dtype=onnxnn.float64))
+    np.testing.assert_allclose(y.detach().numpy(), [[0, 0], [0.6, 0.8]], rtol=1e-15)
+    np.testing.assert_array_equal(x.grad.numpy()[0], [0.0, 0.0])
+
+
+def test_imported_rms_normalization_trains_through_its_function_body():
+    # RMSNormalization (opset 23) is newer than onnxnn's opset 21: the importer runs its ONNX body
+    # (statistics in float64 with stash_type DOUBLE; the default stashes them in float32).
+    from onnx import TensorProto, helper, numpy_helper
+
+    from onnxnn.import_ import from_onnx
+    scale = randn(4)
+    graph = helper.make_graph([helper.make_node("RMSNormalization", ["x", "scale"], ["y"], epsilon=0.25,
+                                                 stash_type=TensorProto.DOUBLE)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [3, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [3, 4])],
+                              initializer=[numpy_helper.from_array(scale, "scale")])
+    module = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)]))
+    x = randn(3, 4)
+    expected = x / np.sqrt((x * x).mean(-1, keepdims=True) + 0.25) * scale
+    np.testing.assert_allclose(module(onnxnn.tensor(x)).detach().numpy(), expected, rtol=1e-12)
+    check_gradients(module, [x])

@@ -17,6 +17,15 @@ from ._activation import (
     elu, gelu, hardtanh, leaky_relu, leaky_relu_, log_softmax, logsigmoid, relu, relu6, relu_, sigmoid, silu,
     softmax, softplus, tanh,
 )
+# -- activations, normalization, embeddings and dropout (layer library: norm/embedding/activation family)
+from ._activation import (
+    celu, celu_, elu_, glu, gumbel_softmax, hardshrink, hardsigmoid, hardswish, hardtanh_, mish, prelu, rrelu,
+    rrelu_, selu, selu_, softmin, softshrink, softsign, tanhshrink, threshold, threshold_,
+)
+from ._normalization import normalize, rms_norm
+from ._dropout import alpha_dropout, dropout1d, dropout2d, dropout3d, feature_alpha_dropout
+from ._embedding import embedding, embedding_bag
+# -- end of the norm/embedding/activation family's block
 from ._dropout import dropout
 from ._linear import linear
 from ._loss import (
@@ -52,3 +61,12 @@ __all__ += [
     "multilabel_margin_loss", "multi_margin_loss", "cosine_embedding_loss", "triplet_margin_loss",
     "triplet_margin_with_distance_loss", "ctc_loss", "linear_cross_entropy",
 ]
+# -- activations, normalization, embeddings and dropout (layer library: norm/embedding/activation family)
+__all__ += [
+    "celu", "celu_", "elu_", "glu", "gumbel_softmax", "hardshrink", "hardsigmoid", "hardswish", "hardtanh_", "mish",
+    "prelu", "rrelu", "rrelu_", "selu", "selu_", "softmin", "softshrink", "softsign", "tanhshrink", "threshold",
+    "threshold_",
+    "rms_norm", "normalize", "alpha_dropout", "dropout1d", "dropout2d", "dropout3d", "feature_alpha_dropout",
+    "embedding", "embedding_bag",
+]
+# -- end of the norm/embedding/activation family's block

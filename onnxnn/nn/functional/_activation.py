@@ -1,7 +1,9 @@
-"""Activation functions, softmax and log_softmax.
+"""Activation functions, softmax, softmin and log_softmax.
 
-onnxruntime's CPU provider has no float64 kernels for LeakyRelu, Elu, Softplus, Gelu and Erf, so
-float64 inputs (gradient checks, scientific use) take decompositions into ops that have them.
+onnxruntime's CPU provider has no float64 kernels for LeakyRelu, Elu, Softplus, Gelu, Erf, Selu,
+Celu, HardSigmoid, HardSwish, Mish, Softsign and PRelu (and its float64 Shrink rounds through
+float32), so float64 inputs (gradient checks, scientific use) take decompositions into ops that
+have them; float32 and float16 record the single ONNX op (Celu also lacks a float16 kernel).
 """
 from __future__ import annotations
 
@@ -9,12 +11,17 @@ import warnings
 
 import numpy as np
 
+from ...runtime import dtypes
 from ...runtime import ops as _ops
-from ...runtime.tensor import Tensor
+from ...runtime import random as _random
+from ...runtime.tensor import Tensor, apply_op
 from ._common import lacks_kernels, stable_softplus
 
 __all__ = ["relu", "relu_", "leaky_relu", "leaky_relu_", "sigmoid", "tanh", "gelu", "silu", "elu", "softplus",
-           "hardtanh", "relu6", "logsigmoid", "softmax", "log_softmax"]
+           "hardtanh", "relu6", "logsigmoid", "softmax", "log_softmax",
+           "threshold", "threshold_", "hardtanh_", "elu_", "selu", "selu_", "celu", "celu_", "hardsigmoid",
+           "hardswish", "mish", "softsign", "tanhshrink", "hardshrink", "softshrink", "prelu", "rrelu", "rrelu_",
+           "glu", "softmin", "gumbel_softmax"]
 
 
 def _erf_float64(x: Tensor) -> Tensor:
@@ -155,3 +162,223 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dty
     if dim is None:
         dim = _softmax_dim("log_softmax", input.dim(), _stacklevel)
     return _ops.log_softmax(input, dim, dtype)
+
+
+# ---------------------------------------------------------------- the rest of torch.nn.functional's activations
+
+def _float_scalar(input: Tensor, value: float) -> Tensor:
+    return Tensor._full((), value, input.dtype, input.device)
+
+
+def _threshold(input: Tensor, threshold_value: float, value: float) -> Tensor:
+    return _ops.where(input > threshold_value, input, _float_scalar(input, value))
+
+
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """Returns ``x`` where ``x > threshold``, else ``value``."""
+    if inplace:
+        return _in_place(input, _threshold, threshold, value)
+    return _threshold(input, threshold, value)
+
+
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    """In-place :func:`threshold`."""
+    return _in_place(input, _threshold, threshold, value)
+
+
+def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """In-place :func:`hardtanh`."""
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """In-place :func:`elu`."""
+    return elu(input, alpha, inplace=True)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _negative_expm1(input: Tensor, scale: float = 1.0) -> Tensor:
+    """``exp(x / scale) - 1`` on ``min(x, 0)``: the unused positive branch must not overflow into the gradient."""
+    clamped = _ops.clamp(input, max=0.0)
+    return _ops.exp(clamped if scale == 1.0 else clamped * (1.0 / scale)) - 1.0
+
+
+def selu(input: Tensor, inplace: bool = False) -> Tensor:
+    """Applies ``scale * (max(0, x) + min(0, alpha * (exp(x) - 1)))`` with SELU's fixed constants."""
+    if inplace:
+        return _in_place(input, selu)
+    if lacks_kernels(input):
+        return _ops.where(input > 0, input, _negative_expm1(input) * _SELU_ALPHA) * _SELU_SCALE
+    return apply_op("Selu", (input,), {"alpha": _SELU_ALPHA, "gamma": _SELU_SCALE}, "EluBackward0")
+
+
+def selu_(input: Tensor) -> Tensor:
+    """In-place :func:`selu`."""
+    return selu(input, inplace=True)
+
+
+def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """Applies ``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))`` elementwise."""
+    if inplace:
+        return _in_place(input, celu, alpha)
+    if lacks_kernels(input) or input.dtype is dtypes.float16:
+        return _ops.where(input > 0, input, _negative_expm1(input, alpha) * alpha)
+    return apply_op("Celu", (input,), {"alpha": float(alpha)}, "CeluBackward0")
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """In-place :func:`celu`."""
+    return celu(input, alpha, inplace=True)
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    """Applies ``relu6(x + 3) / 6`` elementwise."""
+    if inplace:
+        return _in_place(input, hardsigmoid)
+    if lacks_kernels(input):
+        return _ops.clamp(input * (1.0 / 6) + 0.5, 0.0, 1.0)
+    return apply_op("HardSigmoid", (input,), {"alpha": 1.0 / 6, "beta": 0.5}, "HardsigmoidBackward0")
+
+
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
+    """Applies ``x * relu6(x + 3) / 6`` elementwise (MobileNetV3's h-swish)."""
+    if inplace:
+        return _in_place(input, hardswish)
+    if lacks_kernels(input):
+        return input * _ops.clamp(input * (1.0 / 6) + 0.5, 0.0, 1.0)
+    return apply_op("HardSwish", (input,), None, "HardswishBackward0")
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    """Applies ``x * tanh(softplus(x))`` elementwise."""
+    if inplace:
+        return _in_place(input, mish)
+    if lacks_kernels(input):
+        return input * _ops.tanh(stable_softplus(input))
+    return apply_op("Mish", (input,), None, "MishBackward0")
+
+
+def softsign(input: Tensor) -> Tensor:
+    """Applies ``x / (1 + |x|)`` elementwise."""
+    if lacks_kernels(input):
+        return input / (_ops.abs(input) + 1.0)
+    return apply_op("Softsign", (input,), None, "DivBackward0")
+
+
+def tanhshrink(input: Tensor) -> Tensor:
+    """Applies ``x - tanh(x)`` elementwise."""
+    return input - _ops.tanh(input)
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """Returns ``x`` where ``|x| > lambd``, else 0."""
+    if lacks_kernels(input):
+        return _ops.where((input > lambd) | (input < -lambd), input, _float_scalar(input, 0.0))
+    return apply_op("Shrink", (input,), {"lambd": float(lambd), "bias": 0.0}, "HardshrinkBackward0")
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """Moves ``x`` towards 0 by ``lambd``, and to 0 where ``|x| <= lambd``."""
+    if lambd < 0:
+        raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
+    if lacks_kernels(input):
+        zero = _float_scalar(input, 0.0)
+        return _ops.where(input > lambd, input - lambd, _ops.where(input < -lambd, input + lambd, zero))
+    return apply_op("Shrink", (input,), {"lambd": float(lambd), "bias": float(lambd)}, "SoftshrinkBackward0")
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """Applies ``max(0, x) + weight * min(0, x)``; ``weight`` has one slope, or one per channel (dim 1).
+
+    Example::
+
+        >>> F.prelu(onnxnn.tensor([[-2.0, 3.0]]), onnxnn.tensor([0.25]))
+        tensor([[-0.5000,  3.0000]])
+    """
+    if weight.dim() > 1:
+        raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: ndim = {weight.dim()}")
+    count = weight.numel()
+    if count != 1:
+        if input.dim() == 0:
+            raise RuntimeError("Not allow zero-dim input tensor.")
+        channels = input.shape[1] if input.dim() >= 2 else 1  # PyTorch: a 1-D input has one channel
+        if channels != count:
+            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
+                               f"{count} and channel size = {channels}.")
+        # ONNX broadcasts trailing-aligned: per-channel slopes become (C, 1, ..., 1).
+        slope = weight.reshape((count,) + (1,) * max(input.dim() - 2, 0))
+    else:
+        slope = weight.reshape(())
+    slope = slope.to(input.dtype)
+    if lacks_kernels(input):
+        return _ops.where(input < 0, input * slope, input)
+    return apply_op("PRelu", (input, slope), None, "PreluKernelBackward0")
+
+
+def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
+          inplace: bool = False) -> Tensor:
+    """Randomized leaky ReLU: in training each negative element gets a slope drawn from ``U(lower, upper)``.
+
+    Not training, the slope is ``(lower + upper) / 2``. The slopes come from onnxnn's generator and
+    enter the graph as data, as dropout's mask does.
+    """
+    if inplace:
+        return _in_place(input, rrelu, lower, upper, training)
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2)
+    numpy_dtype = input.dtype.numpy_dtype
+    slopes = _random.uniform(tuple(input.shape), np.float64, lower, upper).astype(numpy_dtype)
+    slope_tensor = Tensor._from_array(np.ascontiguousarray(slopes), input.dtype, input.device)
+    return _ops.where(input >= 0, input, input * slope_tensor)
+
+
+def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False) -> Tensor:
+    """In-place :func:`rrelu`."""
+    return rrelu(input, lower, upper, training, inplace=True)
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    """The gated linear unit: ``a * sigmoid(b)``, ``a`` and ``b`` the two halves of ``input`` along ``dim``."""
+    if input.dim() == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    axis = dim % input.dim()
+    size = input.shape[axis]
+    if size % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {axis} is size {size}")
+    half = size // 2
+    return input.narrow(axis, 0, half) * _ops.sigmoid(input.narrow(axis, half, half))
+
+
+def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """Applies ``softmax(-x)`` along ``dim``."""
+    if dim is None:
+        dim = _softmax_dim("softmin", input.dim(), _stacklevel)
+    if dtype is not None:
+        input = input.to(dtype)
+    return _ops.softmax(_ops.neg(input), dim, None)
+
+
+def gumbel_softmax(logits: Tensor, tau: float = 1, hard: bool = False, eps: float = 1e-10, dim: int = -1) -> Tensor:
+    """Samples from the Gumbel-softmax distribution: ``softmax((logits + g) / tau)``, ``g`` standard Gumbel noise.
+
+    With ``hard=True`` the result is the one-hot vector of the sample's argmax in value, with the
+    soft sample's gradient (the straight-through estimator). The noise comes from onnxnn's
+    generator and enters the graph as data.
+    """
+    if eps != 1e-10:
+        warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
+    uniform = _random.uniform(tuple(logits.shape), np.float64)
+    # -log(Exponential(1)) is standard Gumbel; 1 - u lies in (0, 1], so the logarithms stay finite.
+    exponential = np.maximum(-np.log1p(-uniform), np.finfo(np.float64).tiny)
+    gumbels = Tensor._from_array(np.ascontiguousarray(-np.log(exponential)).astype(logits.dtype.numpy_dtype),
+                                 logits.dtype, logits.device)
+    y_soft = _ops.softmax((logits + gumbels) / tau, dim, None)
+    if not hard:
+        return y_soft
+    index = y_soft.argmax(dim, keepdim=True)
+    y_hard = _ops.scatter(Tensor._full(tuple(logits.shape), 0.0, logits.dtype, logits.device), dim, index,
+                          value=1.0)
+    return y_hard - y_soft.detach() + y_soft

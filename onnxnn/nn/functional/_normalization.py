@@ -1,11 +1,13 @@
-"""batch_norm: training-mode decomposition with running-statistics updates, and the eval-mode node."""
+"""batch_norm (training-mode decomposition with running-statistics updates, and the eval-mode node), rms_norm,
+normalize."""
 from __future__ import annotations
 
+from ...runtime import dtypes
 from ...runtime import ops as _ops
 from ...runtime.grad_mode import no_grad
 from ...runtime.tensor import Tensor, apply_op
 
-__all__ = ["batch_norm"]
+__all__ = ["batch_norm", "rms_norm", "normalize"]
 
 
 def _verify_batch_size(size) -> None:
@@ -77,3 +79,55 @@ def _batch_norm_training(input, running_mean, running_var, weight, bias, momentu
     if bias is None:
         return apply_op("Mul", (centered, scale), None, "NativeBatchNormBackward0")
     return apply_op("Add", (centered * scale, bias.reshape(stat_shape)), None, "NativeBatchNormBackward0")
+
+
+# torch.finfo(dtype).eps, rms_norm's default eps (numpy's finfo does not know bfloat16).
+_MACHINE_EPSILON = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
+
+
+def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps: float | None = None) -> Tensor:
+    """Divides by the root mean square over the last ``len(normalized_shape)`` dims, then scales by ``weight``.
+
+    ``y = x / sqrt(mean(x^2) + eps) * weight``; ``eps=None`` uses the machine epsilon of the input's
+    dtype, as PyTorch does. float16 and bfloat16 inputs are computed in float32 and rounded once.
+    Recorded as standard ops (ONNX's RMSNormalization needs opset 23).
+
+    Example::
+
+        >>> x = onnxnn.tensor([[3.0, 4.0]])
+        >>> F.rms_norm(x, [2], eps=0.0)
+        tensor([[0.8485, 1.1314]])
+    """
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(int(s) for s in normalized_shape)
+    if not shape or input.dim() < len(shape) or tuple(input.shape[-len(shape):]) != shape:
+        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
+                           f"[*, {', '.join(str(s) for s in shape)}], but got input of size{list(input.shape)}")
+    if weight is not None and tuple(weight.shape) != shape:
+        raise RuntimeError(f"Expected weight to be of same shape as normalized_shape, but got weight of shape "
+                           f"{list(weight.shape)} and normalized_shape = {list(shape)}")
+    if eps is None:
+        eps = _MACHINE_EPSILON.get(input.dtype.name, 0.0)
+    narrow = input.dtype in (dtypes.float16, dtypes.bfloat16)
+    x = input.to(dtypes.float32) if narrow else input
+    axes = list(range(input.dim() - len(shape), input.dim()))
+    result = x * _ops.rsqrt(_ops.mean(x * x, axes, keepdim=True) + eps)
+    if weight is not None:
+        result = result * weight.to(result.dtype)
+    return result.to(input.dtype) if narrow else result
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: Tensor | None = None) -> Tensor:
+    """Divides ``input`` by its ``p``-norm along ``dim``, the norm clamped below at ``eps``.
+
+    ``v / max(||v||_p, eps)`` for each vector ``v`` along ``dim``.
+
+    Example::
+
+        >>> F.normalize(onnxnn.tensor([[3.0, 4.0]]), dim=1)
+        tensor([[0.6000, 0.8000]])
+    """
+    if out is not None:
+        raise NotImplementedError("normalize(out=...): onnxnn tensors are rebound, not written through; "
+                                  "use the returned tensor")
+    denominator = _ops.clamp(_ops.norm(input, p, [dim], keepdim=True), min=eps)
+    return input / denominator

@@ -8,6 +8,17 @@ from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, Softmax, Tan
 from .batchnorm import BatchNorm1d, BatchNorm2d
 from .dropout import Dropout
 from .flatten import Flatten, Unflatten
+# -- activations, normalization, embeddings and dropout (layer library: norm/embedding/activation family)
+from .activation import (
+    CELU, ELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LogSigmoid, Mish, PReLU, ReLU6, RReLU, SiLU,
+    Softmax2d, Softmin, Softplus, Softshrink, Softsign, Tanhshrink, Threshold,
+)
+from .batchnorm import BatchNorm3d
+from .dropout import AlphaDropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
+from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
+from .normalization import CrossMapLRN2d, GroupNorm, LayerNorm, LocalResponseNorm, RMSNorm
+from .sparse import Embedding, EmbeddingBag
+# -- end of the norm/embedding/activation family's block
 
 __all__ = [
     "Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
@@ -31,3 +42,12 @@ __all__ += [
     "MultiMarginLoss", "TripletMarginLoss", "TripletMarginWithDistanceLoss", "CTCLoss", "AdaptiveLogSoftmaxWithLoss",
     "LinearCrossEntropyLoss",
 ]
+# -- activations, normalization, embeddings and dropout (layer library: norm/embedding/activation family)
+__all__ += [
+    "CELU", "ELU", "GLU", "SELU", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh", "LogSigmoid", "Mish", "PReLU",
+    "ReLU6", "RReLU", "SiLU", "Softmax2d", "Softmin", "Softplus", "Softshrink", "Softsign", "Tanhshrink", "Threshold",
+    "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "CrossMapLRN2d", "GroupNorm", "LayerNorm",
+    "LocalResponseNorm", "RMSNorm", "AlphaDropout", "Dropout1d", "Dropout2d", "Dropout3d", "FeatureAlphaDropout",
+    "Embedding", "EmbeddingBag",
+]
+# -- end of the norm/embedding/activation family's block

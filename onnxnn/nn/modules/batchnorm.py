@@ -1,4 +1,4 @@
-"""Batch normalization layers: BatchNorm1d and BatchNorm2d."""
+"""Batch normalization layers: BatchNorm1d, BatchNorm2d and BatchNorm3d."""
 from __future__ import annotations
 
 from ...runtime import dtypes
@@ -9,7 +9,7 @@ from .. import init
 from ..parameter import Parameter
 from .module import Module
 
-__all__ = ["BatchNorm1d", "BatchNorm2d"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
 
 
 class _NormBase(Module):
@@ -19,7 +19,7 @@ class _NormBase(Module):
     __constants__ = ["track_running_stats", "momentum", "eps", "num_features", "affine"]
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
-                 track_running_stats: bool = True, device=None, dtype=None) -> None:
+                 track_running_stats: bool = True, device=None, dtype=None, *, bias: bool = True) -> None:
         factory_kwargs = {"device": device, "dtype": dtype}
         super().__init__()
         self.num_features = num_features
@@ -30,7 +30,10 @@ class _NormBase(Module):
         # Registration order is PyTorch's, so state_dict keys come out in the same order.
         if self.affine:
             self.weight = Parameter(empty(num_features, **factory_kwargs))
-            self.bias = Parameter(empty(num_features, **factory_kwargs))
+            if bias:
+                self.bias = Parameter(empty(num_features, **factory_kwargs))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -56,14 +59,15 @@ class _NormBase(Module):
         self.reset_running_stats()
         if self.affine:
             init.ones_(self.weight)
-            init.zeros_(self.bias)
+            if self.bias is not None:
+                init.zeros_(self.bias)
 
     def _check_input_dim(self, input: Tensor) -> None:
         raise NotImplementedError
 
     def extra_repr(self) -> str:
-        return ("{num_features}, eps={eps}, momentum={momentum}, affine={affine}, "
-                "track_running_stats={track_running_stats}".format(**self.__dict__))
+        return ("{num_features}, eps={eps}, momentum={momentum}, affine={affine}, bias={use_bias}, "
+                "track_running_stats={track_running_stats}".format(**self.__dict__, use_bias=self.bias is not None))
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs) -> None:
@@ -110,6 +114,7 @@ class BatchNorm1d(_BatchNorm):
         eps: added to the variance for stability. Default: 1e-5.
         momentum: the running-statistics update factor, or None. Default: 0.1.
         affine: whether to learn ``weight`` and ``bias``. Default: ``True``.
+        bias: whether to learn ``bias`` (only with ``affine``; keyword-only). Default: ``True``.
         track_running_stats: whether to keep running statistics. Default: ``True``.
         device, dtype: where and in which dtype to create parameters and buffers.
 
@@ -138,3 +143,18 @@ class BatchNorm2d(_BatchNorm):
     def _check_input_dim(self, input: Tensor) -> None:
         if input.dim() != 4:
             raise ValueError(f"expected 4D input (got {input.dim()}D input)")
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch normalization over a 5-D ``(N, C, D, H, W)`` input; see :class:`BatchNorm1d` for the details.
+
+    Example::
+
+        >>> m = nn.BatchNorm3d(100)
+        >>> m(onnxnn.randn(2, 100, 3, 4, 5)).shape
+        onnxnn.Size([2, 100, 3, 4, 5])
+    """
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        if input.dim() != 5:
+            raise ValueError(f"expected 5D input (got {input.dim()}D input)")

@@ -209,6 +209,13 @@ def _cast_grad(ctx, g):
     return (g.to(source) if source.is_floating_point else None,)
 
 
+@gradient_rules.register("CastLike")
+def _cast_like_grad(ctx, g):
+    # In the function bodies imported ops newer than opset 21 run as (Swish's, RMSNormalization's).
+    source = ctx.input_value(0).dtype
+    return (g.to(source) if source.is_floating_point else None, None)
+
+
 @gradient_rules.register("Clip")
 def _clip_grad(ctx, g):
     x = ctx.input(0)

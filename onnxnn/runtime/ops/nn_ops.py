@@ -1,4 +1,9 @@
-"""Neural-network ops with their own ONNX node: BatchNormalization (shape and gradient rules).
+"""Neural-network ops with their own ONNX node: BatchNormalization and the activations with attributes.
+
+The activations (Selu, Celu, HardSigmoid, HardSwish, Mish, Softsign, Shrink, ThresholdedRelu, PRelu)
+get gradient rules written with ops onnxruntime runs in float64 too (Where, Exp, Tanh, ...), so a
+model imported with these nodes trains. Their derivatives follow PyTorch's backward formulas at
+the kinks (HardSwish's slope at -3 is 0, at 3 it is x / 3 + 1 / 2; Shrink's at +-lambd is 0).
 
 ``onnxnn.nn.functional.batch_norm`` decomposes training-mode normalization (onnxruntime runs
 ``training_mode=1`` only in its training builds) and records this one fused node in evaluation, which
@@ -7,8 +12,10 @@ from ``normalization.batch_normalization_training_grad``.
 """
 from __future__ import annotations
 
-from ..registry import gradient_rules, shape_rules
-from ._common import normalize_axes
+from ..registry import gradient_rules, non_differentiable, shape_rules
+from ._common import normalize_axes, same_shape
+from .conv import needs_input_grad
+from .elementwise import abs, exp, log, relu, sigmoid, tanh, where
 
 __all__: list[str] = []
 
@@ -50,3 +57,85 @@ def _batch_normalization_grad(ctx, g, *statistics_grads):
     grad_mean = -scaled_g.sum(other_axes)
     grad_variance = (scaled_g * centered * (inverse_std * inverse_std) * -0.5).sum(other_axes)
     return grad_x, grad_scale, grad_bias, grad_mean, grad_variance
+
+
+# ---------------------------------------------------------------- activations with attributes
+
+# Hardmax's one-hot output is piecewise constant: no gradient flows through it (as through Floor).
+non_differentiable("Hardmax")
+
+# Shrink is the one elementwise.py's unary shape list leaves out. Swish (opset 24) gets none: ops
+# newer than onnxnn's opset 21 are imported through their ONNX function bodies (x * Sigmoid(alpha x)),
+# whose ops have gradient rules.
+shape_rules.register("Shrink")(same_shape)
+
+_SELU_ALPHA = 1.67326319217681884765625
+_SELU_GAMMA = 1.05070102214813232421875
+
+
+def _softplus_from_float64_ops(x):
+    """log(1 + exp(x)) without overflow, from ops onnxruntime also runs in float64."""
+    return relu(x) + log(exp(-abs(x)) + 1.0)
+
+
+@gradient_rules.register("Selu")
+def _selu_grad(ctx, g):
+    x = ctx.input(0)
+    alpha, gamma = ctx.attrs.get("alpha", _SELU_ALPHA), ctx.attrs.get("gamma", _SELU_GAMMA)
+    return (where(x > 0, g * gamma, g * (exp(x) * (alpha * gamma))),)
+
+
+@gradient_rules.register("Celu")
+def _celu_grad(ctx, g):
+    x, alpha = ctx.input(0), ctx.attrs.get("alpha", 1.0)
+    return (where(x > 0, g, g * exp(x * (1.0 / alpha))),)
+
+
+@gradient_rules.register("HardSigmoid")
+def _hard_sigmoid_grad(ctx, g):
+    x = ctx.input(0)
+    alpha, beta = ctx.attrs.get("alpha", 0.2), ctx.attrs.get("beta", 0.5)
+    linear = x * alpha + beta
+    return (where((linear > 0) & (linear < 1), g * alpha, g * 0.0),)
+
+
+@gradient_rules.register("HardSwish")
+def _hard_swish_grad(ctx, g):
+    x = ctx.input(0)
+    return (where(x < -3.0, g * 0.0, where(x <= 3.0, g * (x * (1.0 / 3) + 0.5), g)),)
+
+
+@gradient_rules.register("Mish")
+def _mish_grad(ctx, g):
+    x = ctx.input(0)
+    t = tanh(_softplus_from_float64_ops(x))
+    return (g * (t + x * sigmoid(x) * (1.0 - t * t)),)
+
+
+@gradient_rules.register("Softsign")
+def _softsign_grad(ctx, g):
+    denominator = abs(ctx.input(0)) + 1.0
+    return (g / (denominator * denominator),)
+
+
+@gradient_rules.register("Shrink")
+def _shrink_grad(ctx, g):
+    x, lambd = ctx.input(0), ctx.attrs.get("lambd", 0.5)
+    return (where((x < -lambd) | (x > lambd), g, g * 0.0),)
+
+
+@gradient_rules.register("ThresholdedRelu")
+def _thresholded_relu_grad(ctx, g):
+    x = ctx.input(0)
+    return (where(x > ctx.attrs.get("alpha", 1.0), g, g * 0.0),)
+
+
+@gradient_rules.register("PRelu")
+def _prelu_grad(ctx, g):
+    x, slope = ctx.input(0), ctx.input(1)
+    negative = x < 0
+    grad_x = where(negative, g * slope, g) if needs_input_grad(ctx, 0) else None
+    # The driver sums this back to the slope's (numpy-broadcast) shape.
+    grad_slope = where(negative, g * x, g * 0.0) if needs_input_grad(ctx, 1) else None
+    return grad_x, grad_slope
+

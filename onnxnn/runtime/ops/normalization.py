@@ -1,4 +1,5 @@
-"""Normalization ops: LayerNormalization, InstanceNormalization, GroupNormalization, LRN, Dropout.
+"""Normalization ops: LayerNormalization, InstanceNormalization, GroupNormalization, LpNormalization,
+MeanVarianceNormalization, LRN, Dropout.
 
 Shape and gradient rules for the nodes imported vision and language models contain, and PyTorch's
 ``layer_norm``, ``group_norm``, ``instance_norm`` and ``local_response_norm`` on top. Every
@@ -161,6 +162,54 @@ def batch_normalization_training_grad(ctx, g, *statistics_grads) -> tuple:
     return grad_x, channel_sum(g * x_hat), channel_sum(g), None, None
 
 
+# ---------------------------------------------------------------- Lp and mean-variance normalization
+# (RMSNormalization, opset 23, is imported through its ONNX function body, whose ops have rules.)
+
+@shape_rules.register("LpNormalization")
+def _lp_normalization_shape(inputs, attrs):
+    x = inputs[0]
+    if int(attrs.get("p", 2)) not in (1, 2):
+        raise RuntimeError(f"LpNormalization: p must be 1 or 2, got {attrs.get('p')}")
+    return [(x.shape, x.dtype)]
+
+
+@gradient_rules.register("LpNormalization")
+def _lp_normalization_grad(ctx, g):
+    x, y = ctx.input(0), ctx.output()
+    axis = normalize_axes([ctx.attrs.get("axis", -1)], x.dim())[0]
+    if int(ctx.attrs.get("p", 2)) == 1:
+        norm = x.abs().sum([axis], keepdim=True)
+        direction = x.sign()   # d|x|/dx
+    else:
+        norm = (x * x).sum([axis], keepdim=True).sqrt()
+        direction = y          # d||x||/dx = x / ||x||
+    # dy/dx = (I - direction y^T) / norm applied to g; a zero vector's output is a constant zero.
+    zero = norm == 0
+    safe = norm + zero.to(norm.dtype)
+    grad = (g - direction * (g * y).sum([axis], keepdim=True)) / safe
+    return (grad * (~zero).to(grad.dtype),)
+
+
+@shape_rules.register("MeanVarianceNormalization")
+def _mean_variance_normalization_shape(inputs, attrs):
+    return [(inputs[0].shape, inputs[0].dtype)]
+
+
+_MVN_EPSILON = 1e-9  # from the function body ONNX defines the op by
+
+
+@gradient_rules.register("MeanVarianceNormalization")
+def _mean_variance_normalization_grad(ctx, g):
+    x = ctx.input(0)
+    axes = normalize_axes(list(ctx.attrs.get("axes", [0, 2, 3])), x.dim())
+    centered = x - x.mean(axes, keepdim=True)
+    std = (centered * centered).mean(axes, keepdim=True).sqrt()
+    denominator = std + _MVN_EPSILON
+    # y = c / (s + e) with c = x - mean(x), s = sqrt(mean(c^2)); ds/dx = c / (n s).
+    through_std = centered * (g * centered).mean(axes, keepdim=True) / (std * denominator * denominator)
+    return ((g - g.mean(axes, keepdim=True)) / denominator - through_std,)
+
+
 # ---------------------------------------------------------------- LRN
 
 def _channel_window_sum(t: Tensor, before: int, after: int) -> Tensor:
@@ -241,6 +290,15 @@ def _constant_like(input: Tensor, shape: tuple, fill: float) -> Tensor:
     return Tensor._full((), fill, input.dtype, input.device).expand(shape)
 
 
+def _attribute_rounds(input: Tensor, eps: float) -> bool:
+    """Whether a float64 input's ``eps`` would be rounded by ONNX's float32 ``epsilon`` attribute.
+
+    PyTorch adds ``eps`` in double precision; such inputs take the same formula in reductions, so
+    float64 results (and finite differences) keep float64 accuracy.
+    """
+    return input.dtype is dtypes.float64 and float(np.float32(eps)) != float(eps)
+
+
 def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5) -> Tensor:
     """Normalizes over the last ``len(normalized_shape)`` dims, as one ONNX ``LayerNormalization`` node.
@@ -265,6 +323,10 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
         if parameter is not None and tuple(parameter.shape) != shape:
             raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but got {name} of shape "
                                f"{list(parameter.shape)} and normalized_shape = {list(shape)}")
+    if _attribute_rounds(input, eps):
+        result = _standardized(input, list(range(input.dim() - len(shape), input.dim())), float(eps))[0]
+        result = result * weight if weight is not None else result
+        return result + bias if bias is not None else result
     scale = weight if weight is not None else _constant_like(input, shape, 1.0)
     operands = (input, scale) if bias is None else (input, scale, bias)
     return apply_op("LayerNormalization", operands, {"axis": -len(shape), "epsilon": float(eps)},
@@ -289,6 +351,10 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
                                f"but got {name} of shape {list(parameter.shape)} and input of shape "
                                f"{list(input.shape)}")
     x = input.unsqueeze(-1) if input.dim() == 2 else input
+    if _attribute_rounds(input, eps):
+        grouped = _standardized(x.reshape((x.shape[0], int(num_groups), -1)), [2], float(eps))[0].reshape(input.shape)
+        grouped = grouped * _per_channel(weight, input.dim()) if weight is not None else grouped
+        return grouped + _per_channel(bias, input.dim()) if bias is not None else grouped
     scale = weight if weight is not None else _constant_like(input, (channels,), 1.0)
     shift = bias if bias is not None else _constant_like(input, (channels,), 0.0)
     # stash_type sets the precision of the statistics: float64 inputs keep float64 (as PyTorch does).
