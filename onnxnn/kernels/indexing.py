@@ -21,11 +21,26 @@ def _wrap(xp, indices, size):
     return xp.where(indices < 0, indices + size, indices)
 
 
+def _wrap_in_range(xp, indices, size, op_type: str):
+    """``_wrap``, raising RuntimeError for indices outside ``[-size, size)``.
+
+    onnxruntime raises RuntimeError for the same node, so one program fails the same way on every
+    executor (numpy would raise IndexError instead, or let a ScatterND write wrap silently).
+    """
+    indices = xp.asarray(indices).astype(np.int64, copy=False)
+    wrapped = xp.where(indices < 0, indices + size, indices)
+    if wrapped.size and (bool((wrapped < 0).any()) or bool((wrapped >= size).any())):
+        bad = indices[(wrapped < 0) | (wrapped >= size)].ravel()[0]
+        limit = int(np.max(size))
+        raise RuntimeError(f"{op_type}: index {int(bad)} is out of range for an axis of size {limit}")
+    return wrapped
+
+
 @kernels.register("Gather", types=ALL_TYPES, native_low_precision=True)
 def gather(xp, inputs, attrs):
     data, indices = inputs
     axis = normalize_axis(attrs.get("axis", 0), data.ndim)
-    return [xp.take(data, _wrap(xp, indices, data.shape[axis]), axis=axis)]
+    return [xp.take(data, _wrap_in_range(xp, indices, data.shape[axis], "Gather"), axis=axis)]
 
 
 @kernels.register("GatherElements", types=ALL_TYPES, native_low_precision=True)
@@ -34,17 +49,17 @@ def gather_elements(xp, inputs, attrs):
     axis = normalize_axis(attrs.get("axis", 0), data.ndim)
     # ONNX lets the indices be smaller than the data on the other axes: gather from that corner.
     corner = tuple(slice(None) if a == axis else slice(0, size) for a, size in enumerate(indices.shape))
-    return [xp.take_along_axis(data[corner], _wrap(xp, indices, data.shape[axis]), axis=axis)]
+    return [xp.take_along_axis(data[corner], _wrap_in_range(xp, indices, data.shape[axis], "GatherElements"), axis=axis)]
 
 
-def _nd_index(xp, data_shape, indices, batch_dims: int):
+def _nd_index(xp, data_shape, indices, batch_dims: int, op_type: str):
     """GatherND/ScatterND index tuple over data reshaped to (batch, ...), and the flat shapes."""
     depth = indices.shape[-1]
     batch = int(np.prod(data_shape[:batch_dims], dtype=np.int64))
     per_batch = int(np.prod(indices.shape[batch_dims:-1], dtype=np.int64))
     flat = indices.reshape(batch, per_batch, depth)
     sizes = xp.asarray(data_shape[batch_dims:batch_dims + depth], dtype=np.int64)
-    flat = _wrap(xp, flat, sizes)
+    flat = _wrap_in_range(xp, flat, sizes, op_type)
     index = (xp.arange(batch).reshape(batch, 1),) + tuple(flat[..., j] for j in range(depth))
     return index, batch, per_batch
 
@@ -54,7 +69,7 @@ def gather_nd(xp, inputs, attrs):
     data, indices = inputs
     batch_dims = attrs.get("batch_dims", 0)
     depth = indices.shape[-1]
-    index, batch, _ = _nd_index(xp, data.shape, indices, batch_dims)
+    index, batch, _ = _nd_index(xp, data.shape, indices, batch_dims, "GatherND")
     gathered = data.reshape((batch,) + data.shape[batch_dims:])[index]
     return [gathered.reshape(indices.shape[:-1] + data.shape[batch_dims + depth:])]
 
@@ -85,19 +100,19 @@ def scatter_nd(xp, inputs, attrs):
     data, indices, updates = inputs
     depth = indices.shape[-1]
     out = data.copy()
-    index, _, per_batch = _nd_index(xp, data.shape, indices, 0)
+    index, _, per_batch = _nd_index(xp, data.shape, indices, 0, "ScatterND")
     flat_out = out.reshape((1,) + data.shape)
     flat_updates = updates.reshape((1, per_batch) + data.shape[depth:])
     _scatter(xp, flat_out, index, flat_updates, attrs.get("reduction", "none"))
     return [out]
 
 
-def _elements_index(xp, indices, axis: int, size: int) -> tuple:
+def _elements_index(xp, indices, axis: int, size: int, op_type: str) -> tuple:
     """The full index tuple of ScatterElements: ``indices`` on ``axis``, positions elsewhere."""
     grids = []
     for a, extent in enumerate(indices.shape):
         if a == axis:
-            grids.append(_wrap(xp, indices, size))
+            grids.append(_wrap_in_range(xp, indices, size, op_type))
         else:
             shape = [1] * indices.ndim
             shape[a] = extent
@@ -110,7 +125,7 @@ def scatter_elements(xp, inputs, attrs):
     data, indices, updates = inputs
     axis = normalize_axis(attrs.get("axis", 0), data.ndim)
     out = data.copy()
-    index = _elements_index(xp, indices, axis, data.shape[axis])
+    index = _elements_index(xp, indices, axis, data.shape[axis], "ScatterElements")
     return [_scatter(xp, out, index, updates, attrs.get("reduction", "none"))]
 
 
