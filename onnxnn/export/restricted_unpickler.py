@@ -171,7 +171,20 @@ class RestrictedUnpickler:
             opcode = data[position]
             position += 1
             # The most frequent opcodes in torch.save's pickles come first.
-            if opcode == 0x71:  # BINPUT
+            if opcode == 0x72:  # LONG_BINPUT
+                if position + 4 > end or not stack:
+                    raise self._error(start, "LONG_BINPUT without an index or a value")
+                memo[_UNPACK_UI(data, position)[0]] = stack[-1]
+                position += 4
+            elif opcode == 0x6A:  # LONG_BINGET
+                if position + 4 > end:
+                    raise self._error(start, "truncated LONG_BINGET")
+                index = _UNPACK_UI(data, position)[0]
+                if index not in memo:
+                    raise self._error(start, f"LONG_BINGET of memo entry {index}, which was never set")
+                stack.append(memo[index])
+                position += 4
+            elif opcode == 0x71:  # BINPUT
                 if position + 1 > end or not stack:
                     raise self._error(start, "BINPUT without an index or a value")
                 memo[data[position]] = stack[-1]
@@ -262,19 +275,6 @@ class RestrictedUnpickler:
                 if not stack or type(stack[-1]) is not list:
                     raise self._error(start, "APPENDS on something other than a list")
                 stack[-1].extend(items)
-            elif opcode == 0x72:  # LONG_BINPUT
-                if position + 4 > end or not stack:
-                    raise self._error(start, "LONG_BINPUT without an index or a value")
-                memo[_UNPACK_UI(data, position)[0]] = stack[-1]
-                position += 4
-            elif opcode == 0x6A:  # LONG_BINGET
-                if position + 4 > end:
-                    raise self._error(start, "truncated LONG_BINGET")
-                index = _UNPACK_UI(data, position)[0]
-                if index not in memo:
-                    raise self._error(start, f"LONG_BINGET of memo entry {index}, which was never set")
-                stack.append(memo[index])
-                position += 4
             elif opcode == 0x94:  # MEMOIZE
                 if not stack:
                     raise self._error(start, "MEMOIZE with an empty stack")
