@@ -113,15 +113,15 @@ def _check_entry(name: str, entry, available: int, source: str) -> tuple[int, in
         raise CheckpointError(f"{prefix} has a malformed safetensors entry (fields {fields}, expected "
                               f"{sorted(_ENTRY_FIELDS)})")
     dtype_name, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
-    if dtype_name in _KNOWN_UNSUPPORTED:
+    if type(dtype_name) is str and dtype_name in _KNOWN_UNSUPPORTED:
         raise CheckpointError(f"{prefix} has dtype {dtype_name}, which onnxnn does not support (supported: "
                               f"{', '.join(DTYPES)})")
     if type(dtype_name) is not str or dtype_name not in DTYPES:
         raise CheckpointError(f"{prefix} has the unknown dtype {describe(dtype_name)}")
     if (type(shape) is not list or len(shape) > 64
-            or not all(type(size) is int and size >= 0 for size in shape)):
+            or not all(type(size) is int and 0 <= size <= sys.maxsize for size in shape)):
         raise CheckpointError(f"{prefix} has shape {describe(shape) if type(shape) is not list else _brief(shape)}; "
-                              "a shape is a list of at most 64 non-negative ints")
+                              "a shape is a list of at most 64 non-negative ints (below 2**63)")
     if type(offsets) is not list or len(offsets) != 2 or not all(type(offset) is int for offset in offsets):
         raise CheckpointError(f"{prefix} has data_offsets {_brief(offsets)}; expected [begin, end] ints")
     begin, end = offsets
