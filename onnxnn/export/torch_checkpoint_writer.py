@@ -43,7 +43,8 @@ __all__ = ["write_torch_zip"]
 
 _ALIGNMENT = 64
 _ARCHIVE = "archive"
-_ZIP64_LIMIT = 0xFFFFFFFF
+_ESCAPE = 0xFFFFFFFF  # a 32-bit field holding this means "see the zip64 record"
+_ZIP64_THRESHOLD = _ESCAPE  # sizes and offsets from here on need zip64 records (tests lower it)
 
 
 class _Pickler:
@@ -247,19 +248,19 @@ class _ZipWriter:
         size = len(content)
         crc = zlib.crc32(content)
         offset = self._position
-        zip64 = size >= _ZIP64_LIMIT
+        zip64 = size >= _ZIP64_THRESHOLD
         zip64_extra = struct.pack("<HHQQ", 1, 16, size, size) if zip64 else b""
         unpadded = offset + 30 + len(encoded) + len(zip64_extra) + 4
         padding = -unpadded % _ALIGNMENT
         extra = zip64_extra + struct.pack("<HH", 0x4246, padding) + b"Z" * padding
-        stored_size = _ZIP64_LIMIT if zip64 else size
+        stored_size = _ESCAPE if zip64 else size
         version = 45 if zip64 else 20
         self._emit(struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", version, 0x800, 0, 0, 0x21, crc,
                                stored_size, stored_size, len(encoded), len(extra)) + encoded + extra)
         if size:
             self._emit(content)
         central_zip64 = [size, size] if zip64 else []
-        if offset >= _ZIP64_LIMIT:
+        if offset >= _ZIP64_THRESHOLD:
             central_zip64.append(offset)
         central_extra = struct.pack(f"<HH{len(central_zip64)}Q", 1, 8 * len(central_zip64), *central_zip64) \
             if central_zip64 else b""
@@ -267,19 +268,21 @@ class _ZipWriter:
         self._central.append(struct.pack(
             "<4sHHHHHHIIIHHHHHII", b"PK\x01\x02", central_version, central_version, 0x800, 0, 0, 0x21, crc,
             stored_size, stored_size, len(encoded), len(central_extra), 0, 0, 0, 0,
-            min(offset, _ZIP64_LIMIT)) + encoded + central_extra)
+            _ESCAPE if offset >= _ZIP64_THRESHOLD else offset) + encoded + central_extra)
 
     def finish(self) -> None:
         start = self._position
         for record in self._central:
             self._emit(record)
         size, count = self._position - start, len(self._central)
-        if start >= _ZIP64_LIMIT or count >= 0xFFFF:
+        zip64 = start >= _ZIP64_THRESHOLD or size >= _ZIP64_THRESHOLD or count >= 0xFFFF
+        if zip64:
             end64 = self._position
             self._emit(struct.pack("<4sQHHIIQQQQ", b"PK\x06\x06", 44, 45, 45, 0, 0, count, count, size, start))
             self._emit(struct.pack("<4sIQI", b"PK\x06\x07", 0, end64, 1))
-        self._emit(struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, min(count, 0xFFFF), min(count, 0xFFFF),
-                               min(size, _ZIP64_LIMIT), min(start, _ZIP64_LIMIT), 0))
+        entries = 0xFFFF if zip64 else count
+        self._emit(struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, entries, entries,
+                               _ESCAPE if zip64 else size, _ESCAPE if zip64 else start, 0))
 
 
 def _element_bytes(tensor: Tensor) -> memoryview:
