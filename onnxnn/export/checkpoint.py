@@ -5,7 +5,7 @@
 Anywhere else (``.safetensors``, other names, file objects) it writes a
 `safetensors <https://github.com/huggingface/safetensors>`_ file, so any safetensors
 reader opens it: an 8-byte little-endian header length, a JSON header giving each tensor's dtype, shape
-and byte range, then the raw little-endian tensor bytes. No pickle is written and nothing executable is
+and byte range, then the raw little-endian tensor bytes. That file holds no pickle and nothing executable is
 stored. onnxnn describes the saved object in the header's ``__metadata__`` (a str -> str map) under the
 key ``"onnxnn"``, as a JSON document of one of two kinds.
 
