@@ -9,7 +9,11 @@ written against PyTorch or onnx keeps working:
 - :class:`ModelLoadError` for ``onnxnn.import_.from_onnx`` and ``onnxnn.backend``: a ``ValueError``,
   as onnx raises for models that fail its checker.
 
-Messages name the file (or "the given bytes") and what is wrong with it. This module imports
+Messages name the file (or "the given file object") and what is wrong with it. For checkpoints that
+covers every way a file can be bad, hostile ones included: truncated or damaged archives, refused
+pickle globals, malformed pickles and safetensors headers, tensor records reaching outside their
+storage, sizes beyond what the file can back; no other exception type escapes ``onnxnn.load`` for a
+bad file. (Failures to *write* a checkpoint are ``OSError``s naming the target path.) This module imports
 nothing of onnxnn, so every layer may raise these.
 """
 from __future__ import annotations

@@ -1,8 +1,11 @@
 """Checkpoint files: ``onnxnn.save(obj, f)`` and ``onnxnn.load(f)``.
 
-``save`` writes a `safetensors <https://github.com/huggingface/safetensors>`_ file, so any safetensors
+``save`` to a path ending in ``.pt``, ``.pth`` or ``.bin`` writes PyTorch's own zip format (see
+:mod:`onnxnn.export.torch_checkpoint_writer`), which ``torch.load(f, weights_only=True)`` reads.
+Anywhere else (``.safetensors``, other names, file objects) it writes a
+`safetensors <https://github.com/huggingface/safetensors>`_ file, so any safetensors
 reader opens it: an 8-byte little-endian header length, a JSON header giving each tensor's dtype, shape
-and byte range, then the raw little-endian tensor bytes. No pickle is written and nothing executable is
+and byte range, then the raw little-endian tensor bytes. That file holds no pickle and nothing executable is
 stored. onnxnn describes the saved object in the header's ``__metadata__`` (a str -> str map) under the
 key ``"onnxnn"``, as a JSON document of one of two kinds.
 
@@ -33,29 +36,34 @@ One tensor object saved at two places is stored once and loaded as one object; o
 are loaded as copies. numpy scalars are stored as Python numbers, bytearrays as bytes.
 
 ``load`` tells the formats apart by content: the above, plain safetensors files (a dict sorted by
-name), and PyTorch's zip checkpoints (see :mod:`onnxnn.export.torch_checkpoint`).
+name), and PyTorch's zip checkpoints (see :mod:`onnxnn.export.torch_checkpoint`). Every way a file
+can be wrong ends in :class:`onnxnn.CheckpointError` naming the file (or "the given bytes"/"<file
+object>") and what is wrong; loading takes time and memory bounded by the file's size (objects the
+file shares are built once and stay shared; tensors viewing one storage stay views of it).
 """
 from __future__ import annotations
 
 import base64
-import contextlib
+import binascii
 import json
 import math
 import os
-import secrets
-import stat
 import sys
 from collections import OrderedDict
-from typing import IO, Any, Callable, Union
+from typing import IO, Any, Union
 
 import numpy as np
-import safetensors.numpy
 
+from ..errors import CheckpointError
 from ..runtime import dtypes
 from ..runtime.device import CPU, as_device, cuda_is_available, device
 from ..runtime.executor import realize
 from ..runtime.tensor import Size, Tensor
+from .atomic_write import write_atomically
+from .restricted_unpickler import MAX_DEPTH, describe
+from .safetensors_format import parse_json, read_safetensors, write_safetensors
 from .torch_checkpoint import LEGACY_MAGIC, PendingTensor, read_torch_zip, resolve_marker
+from .torch_checkpoint_writer import write_torch_zip
 
 __all__ = ["save", "load"]
 
@@ -63,21 +71,21 @@ FileLike = Union[str, os.PathLike, IO[bytes]]
 
 FORMAT_VERSION = 1
 _METADATA_KEY = "onnxnn"
-_SAFETENSORS_DTYPES = {
-    "F64": dtypes.float64, "F32": dtypes.float32, "F16": dtypes.float16, "BF16": dtypes.bfloat16,
-    "I64": dtypes.int64, "I32": dtypes.int32, "I16": dtypes.int16, "I8": dtypes.int8, "U8": dtypes.uint8,
-    "BOOL": dtypes.bool,
-}
+_TORCH_SUFFIXES = (".pt", ".pth", ".bin")
 _NOT_A_CHECKPOINT = "it is not an onnxnn, safetensors or PyTorch checkpoint"
 
 
 def save(obj: Any, f: FileLike) -> None:
     """Saves a state_dict, an optimizer state, a tensor or a nested container of them to a file.
 
-    The file is a safetensors file (see the module docstring for the layout): a state_dict is stored
-    tensor by tensor under its keys; other objects also record their structure as JSON. Writing to a
-    path is atomic: the data goes to a temporary file in the same directory that then replaces ``f``,
-    so a failure never leaves a half-written file behind.
+    A path ending in ``.pt``, ``.pth`` or ``.bin`` gets PyTorch's zip format, which
+    ``torch.load(f, weights_only=True)`` reads (dicts, OrderedDicts, lists, tuples, sets, numbers,
+    strings, bools, None, bytes, dtypes, devices, sizes and tensors; not frozensets, which PyTorch's
+    loader refuses). Other paths and file objects get a safetensors file (see the module docstring
+    for the layout): a state_dict is stored tensor by tensor under its keys; other objects also record
+    their structure as JSON. Writing to a path is atomic: the data goes to one temporary file in the
+    same directory that then replaces ``f``, so a failure never leaves a half-written file behind, and
+    temporaries left by saves of ``f`` that were killed are removed.
 
     Args:
         obj: a Tensor, or dicts, lists, tuples and sets of Tensors, numbers, strings, bools, None,
@@ -87,24 +95,24 @@ def save(obj: Any, f: FileLike) -> None:
     Raises:
         TypeError: ``obj`` holds a value that cannot be saved; the message names its path,
             e.g. ``['model']['fn']``.
+        OSError: the file cannot be written (full disk, no permission); the message names ``f``,
+            and an earlier file at ``f`` is left as it was.
 
     Example::
 
         >>> onnxnn.save(model.state_dict(), "model.safetensors")
         >>> onnxnn.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": 3}, "ckpt.pt")
+        >>> torch.load("ckpt.pt", weights_only=True)["epoch"]   # where PyTorch is installed
+        3
     """
-    if _is_state_dict(obj):
-        arrays, document = _encode_state_dict(obj)
-        metadata = {"format": "pt"}
-    else:
-        encoder = _Encoder()
-        document = {"version": FORMAT_VERSION, "kind": "object", "object": encoder.encode(obj, [])}
-        arrays, metadata = _tensor_arrays(encoder.tensors), {}
-    metadata[_METADATA_KEY] = json.dumps(document, allow_nan=False, separators=(",", ":"))
+    if isinstance(f, (str, os.PathLike)) and os.fspath(f).lower().endswith(_TORCH_SUFFIXES):
+        write_atomically(f, lambda handle: write_torch_zip(obj, handle.write, _is_parameter))
+        return
+    arrays, metadata = _safetensors_contents(obj)
     if isinstance(f, (str, os.PathLike)):
-        _write_atomically(f, lambda temporary: safetensors.numpy.save_file(arrays, temporary, metadata))
+        write_atomically(f, lambda handle: write_safetensors(handle.write, arrays, metadata))
     elif hasattr(f, "write"):
-        f.write(safetensors.numpy.save(arrays, metadata))
+        write_safetensors(f.write, arrays, metadata)
     else:
         raise TypeError(f"save() expected a path or a binary file object for f, got {type(f).__name__}")
 
@@ -114,7 +122,9 @@ def load(f: FileLike, map_location=None, *, weights_only: bool = True) -> Any:
 
     The format is recognized from the file's content, not its name. PyTorch checkpoints are read
     without PyTorch; their pickle may only rebuild tensors, containers and plain values, so loading
-    never runs code from the file (as PyTorch's ``weights_only=True``).
+    never runs code from the file (as PyTorch's ``weights_only=True``). Hostile files cannot make it
+    take more time or memory than their size justifies: objects a pickle shares are built once,
+    tensors are views of their storages, and sizes are checked before anything is inflated.
 
     Args:
         f: a path, or a binary file object positioned at the start of the checkpoint.
@@ -125,10 +135,11 @@ def load(f: FileLike, map_location=None, *, weights_only: bool = True) -> Any:
             its value.
 
     Raises:
-        RuntimeError: the file is empty, truncated, damaged or not a checkpoint, or a tensor's
-            device is unavailable.
-        pickle.UnpicklingError: a PyTorch checkpoint's pickle names anything other than tensors,
-            containers and plain values (the message names the refused global).
+        CheckpointError: the file is empty, truncated, damaged, malformed or not a checkpoint, or a
+            PyTorch checkpoint's pickle names anything other than tensors, containers and plain
+            values (the message names the file and the refused global). It is both a
+            ``RuntimeError`` and a ``pickle.UnpicklingError``, as ``torch.load`` raises.
+        RuntimeError: a tensor's device is unavailable (pass ``map_location``).
 
     Example::
 
@@ -137,25 +148,42 @@ def load(f: FileLike, map_location=None, *, weights_only: bool = True) -> Any:
     """
     device_map = _DeviceMap(map_location)
     data, source = _read_input(f)
-    if not data:
-        raise RuntimeError(f"cannot load {source}: the file is empty")
-    if data.startswith((b"PK\x03\x04", b"PK\x05\x06")):
-        loaded = read_torch_zip(data, source)
-    elif data.startswith(LEGACY_MAGIC):
-        raise RuntimeError(f"cannot load {source}: it uses PyTorch's legacy format (PyTorch before 1.6, or "
-                           "_use_new_zipfile_serialization=False), which onnxnn does not read; re-save it with "
-                           "a recent torch.save")
-    elif len(data) >= 9 and data[8:9] == b"{":
-        loaded = _read_safetensors(data, source)
-    else:
-        raise RuntimeError(f"cannot load {source}: {_NOT_A_CHECKPOINT}")
+    loaded = _parse(data, source)
     try:
-        return _materialize(loaded, device_map, {})
+        return _materialize(loaded, device_map, {}, 0)
+    except _TooDeep:
+        raise CheckpointError(f"cannot load {source}: the object is nested more than {MAX_DEPTH} levels deep") from None
     except RecursionError:
-        raise RuntimeError(f"cannot load {source}: the object is nested too deeply") from None
+        raise CheckpointError(f"cannot load {source}: the object is nested too deeply") from None
+
+
+def _parse(data: bytes, source: str):
+    if not data:
+        raise CheckpointError(f"cannot load {source}: the file is empty")
+    if data.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return read_torch_zip(data, source)
+    if data.startswith(LEGACY_MAGIC):
+        raise CheckpointError(f"cannot load {source}: it uses PyTorch's legacy format (PyTorch before 1.6, or "
+                              "_use_new_zipfile_serialization=False), which onnxnn does not read; re-save it with "
+                              "a recent torch.save")
+    if len(data) >= 9 and data[8:9] == b"{":
+        return _read_safetensors(data, source)
+    raise CheckpointError(f"cannot load {source}: {_NOT_A_CHECKPOINT}")
 
 
 # ---------------------------------------------------------------------------------------------- writing
+def _safetensors_contents(obj) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    if _is_state_dict(obj):
+        arrays, document = _encode_state_dict(obj)
+        metadata = {"format": "pt"}
+    else:
+        encoder = _Encoder()
+        document = {"version": FORMAT_VERSION, "kind": "object", "object": encoder.encode(obj, [])}
+        arrays, metadata = _tensor_arrays(encoder.tensors), {}
+    metadata[_METADATA_KEY] = json.dumps(document, allow_nan=False, separators=(",", ":"))
+    return arrays, metadata
+
+
 def _is_state_dict(obj) -> bool:
     return (type(obj) in (dict, OrderedDict) and "__metadata__" not in obj
             and all(type(key) is str and isinstance(value, Tensor) for key, value in obj.items()))
@@ -274,28 +302,6 @@ class _Encoder:
         return reference
 
 
-def _write_atomically(f, write: Callable[[str], None]) -> None:
-    """Runs ``write(temporary_path)`` and then moves the temporary file over ``f`` in one step."""
-    target = os.path.realpath(os.fspath(f))  # write through symlinks, as open() would
-    directory = os.path.dirname(target)
-    if not os.path.isdir(directory):
-        raise RuntimeError(f"Parent directory {directory} does not exist.")
-    temporary = os.path.join(directory, f".{os.path.basename(target)}.{secrets.token_hex(8)}.tmp")
-    # O_EXCL reserves a fresh name; mode 0o666 lets the umask decide permissions, as open() does.
-    os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-    try:
-        if os.path.exists(target):
-            os.chmod(temporary, stat.S_IMODE(os.stat(target).st_mode))
-        write(temporary)
-        with open(temporary, "rb+") as handle:
-            os.fsync(handle.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(temporary)
-        raise
-
-
 # ---------------------------------------------------------------------------------------------- reading
 def _read_input(f) -> tuple[bytes, str]:
     if isinstance(f, (str, os.PathLike)):
@@ -309,73 +315,58 @@ def _read_input(f) -> tuple[bytes, str]:
         raise TypeError("load() expected a binary file object (opened with 'rb'), but read() returned "
                         f"{type(data).__name__}")
     name = getattr(f, "name", None)
-    return bytes(data), (repr(name) if isinstance(name, str) else "<file object>")
+    return bytes(data), (repr(name) if isinstance(name, str) else "the given file object")
 
 
 def _read_safetensors(data: bytes, source: str):
     """Parses a safetensors file into its saved object (or a name-sorted dict for foreign files)."""
-    header_size = int.from_bytes(data[:8], "little")
-    if 8 + header_size > len(data):
-        raise RuntimeError(f"cannot load {source}: the file is truncated (its safetensors header needs "
-                           f"{header_size} bytes, {len(data) - 8} are present)")
-    try:
-        header = json.loads(data[8:8 + header_size])
-    except (UnicodeDecodeError, ValueError):
-        raise RuntimeError(f"cannot load {source}: {_NOT_A_CHECKPOINT} (unreadable safetensors header)") from None
-    if not isinstance(header, dict):
-        raise RuntimeError(f"cannot load {source}: {_NOT_A_CHECKPOINT} (unreadable safetensors header)")
-    metadata = header.pop("__metadata__", None) or {}
-    buffer = memoryview(data)[8 + header_size:]
-    tensors = {name: _read_tensor(name, entry, buffer, source) for name, entry in header.items()}
-    if not isinstance(metadata, dict) or _METADATA_KEY not in metadata:
+    tensors, metadata = read_safetensors(data, source)
+    if _METADATA_KEY not in metadata:
         return {name: tensors[name] for name in sorted(tensors)}
+    document = parse_json(metadata[_METADATA_KEY], source, "onnxnn metadata")
     try:
-        document = json.loads(metadata[_METADATA_KEY])
+        if type(document) is not dict or type(document.get("version")) is not int:
+            raise ValueError("it is not an object with an int version")
         if document["version"] > FORMAT_VERSION:
-            raise RuntimeError(f"cannot load {source}: it was written by a newer onnxnn (format version "
-                               f"{document['version']}, this onnxnn reads up to {FORMAT_VERSION})")
-        if document["kind"] == "state_dict":
+            raise CheckpointError(f"cannot load {source}: it was written by a newer onnxnn (format version "
+                                  f"{document['version']}, this onnxnn reads up to {FORMAT_VERSION})")
+        if document.get("kind") == "state_dict":
             return _decode_state_dict(document, tensors)
-        if document["kind"] == "object":
-            return _Decoder(tensors).decode(document["object"])
-        raise ValueError(f"unknown kind {document['kind']!r}")
-    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as error:
-        raise RuntimeError(f"cannot load {source}: its onnxnn metadata is malformed ({error})") from None
+        if document.get("kind") == "object":
+            return _Decoder(tensors).decode(document["object"], 0)
+        raise ValueError(f"unknown kind {describe(document.get('kind'))}")
+    except _TooDeep:
+        raise CheckpointError(f"cannot load {source}: its onnxnn metadata is nested more than {MAX_DEPTH} levels "
+                              "deep") from None
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError, RecursionError) as error:
+        reason = str(error) if isinstance(error, ValueError) else f"{type(error).__name__}: {error}"
+        raise CheckpointError(f"cannot load {source}: its onnxnn metadata is malformed "
+                              f"({describe(reason, 200)[1:-1]})") from None
 
 
-def _read_tensor(name: str, entry, buffer: memoryview, source: str) -> PendingTensor:
-    try:
-        value_dtype = _SAFETENSORS_DTYPES.get(entry["dtype"])
-        shape = [int(size) for size in entry["shape"]]
-        begin, end = (int(offset) for offset in entry["data_offsets"])
-    except (KeyError, TypeError, ValueError):
-        raise RuntimeError(f"cannot load {source}: malformed safetensors entry for tensor {name!r}") from None
-    if value_dtype is None:
-        raise RuntimeError(f"cannot load {source}: tensor {name!r} has dtype {entry['dtype']}, which onnxnn does "
-                           f"not support (supported: {', '.join(_SAFETENSORS_DTYPES)})")
-    if end > len(buffer):
-        raise RuntimeError(f"cannot load {source}: the file is truncated (tensor {name!r} ends at byte {end} of "
-                           f"the data section, which holds {len(buffer)} bytes)")
-    expected = math.prod(shape) * value_dtype.itemsize
-    if min(shape, default=0) < 0 or not 0 <= begin <= end or end - begin != expected:
-        raise RuntimeError(f"cannot load {source}: tensor {name!r} of shape {shape} and dtype {entry['dtype']} "
-                           f"spans bytes [{begin}, {end}), expected {expected} bytes")
-    if value_dtype is dtypes.bool:
-        array = np.frombuffer(buffer[begin:end], dtype=np.uint8) != 0
-    else:
-        array = np.frombuffer(buffer[begin:end], dtype=value_dtype.numpy_dtype).copy()
-        if sys.byteorder == "big":
-            array = array.byteswap()
-    return PendingTensor(array.reshape(shape), value_dtype)
+class _TooDeep(Exception):
+    """Raised by the walks over loaded objects past MAX_DEPTH levels (caught and reported by load)."""
+
+
+def _expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+def _str_list(value, what: str) -> list:
+    _expect(type(value) is list and all(type(item) is str for item in value), f"{what} is not a list of strings")
+    return value
 
 
 def _decode_state_dict(document: dict, tensors: dict):
-    keys = document["keys"]
-    if sorted(keys) != sorted(tensors):
-        raise ValueError("the recorded keys differ from the stored tensors")
+    keys = _str_list(document["keys"], "keys")
+    _expect(len(keys) == len(tensors) and set(keys) == set(tensors), "the recorded keys differ from the stored tensors")
     devices = document.get("devices", {})
-    requires_grad = set(document.get("requires_grad", ()))
-    parameters = set(document.get("parameters", ()))
+    _expect(type(devices) is dict and all(type(value) is str for value in devices.values()),
+            "devices is not a map of strings")
+    requires_grad = set(_str_list(document.get("requires_grad", []), "requires_grad"))
+    parameters = set(_str_list(document.get("parameters", []), "parameters"))
+    _expect(document.get("container") in ("OrderedDict", "dict"), "container is neither OrderedDict nor dict")
     container = OrderedDict() if document["container"] == "OrderedDict" else {}
     for key in keys:
         tensor = tensors[key]
@@ -384,60 +375,92 @@ def _decode_state_dict(document: dict, tensors: dict):
         tensor.parameter = key in parameters
         container[key] = tensor
     if "metadata" in document:
-        container._metadata = _Decoder(tensors).decode(document["metadata"])
+        _expect(type(container) is OrderedDict, "module metadata on a plain dict")
+        container._metadata = _Decoder(tensors).decode(document["metadata"], 0)
     return container
 
 
 class _Decoder:
-    """Turns the JSON ``<value>`` of the module docstring back into the object it describes."""
+    """Turns the JSON ``<value>`` of the module docstring back into the object it describes.
+
+    Every shape of entry is checked (a ValueError names what is wrong), so a malformed document
+    cannot leak TypeErrors, unhashable keys or values of the wrong type into the loaded object.
+    """
+
+    _TAGS = {"dict", "tuple", "set", "frozenset", "Size", "float", "bytes", "dtype", "device"}
+    _TENSOR_FIELDS = {"tensor", "device", "requires_grad", "parameter"}
 
     def __init__(self, tensors: dict):
         self._tensors = tensors
         self._references: dict[str, PendingTensor] = {}
 
-    def decode(self, value):
-        if value is None or isinstance(value, (bool, int, float, str)):
+    def decode(self, value, depth: int):
+        if value is None or type(value) in (bool, int, float, str):
             return value
-        if isinstance(value, list):
-            return [self.decode(item) for item in value]
-        if not isinstance(value, dict):
-            raise ValueError(f"unexpected entry {value!r}")
+        if depth >= MAX_DEPTH:
+            raise _TooDeep
+        depth += 1
+        if type(value) is list:
+            return [self.decode(item, depth) for item in value]
+        _expect(type(value) is dict, f"unexpected entry {describe(value)}")
         if "tensor" in value:
             return self._tensor(value)
         if "OrderedDict" in value:
-            result = OrderedDict((self.decode(key), self.decode(item)) for key, item in value["OrderedDict"])
+            _expect(set(value) <= {"OrderedDict", "metadata"}, f"unexpected fields {sorted(value)} in an OrderedDict")
+            result = OrderedDict(self._pairs(value["OrderedDict"], depth))
             if "metadata" in value:
-                result._metadata = self.decode(value["metadata"])
+                result._metadata = self.decode(value["metadata"], depth)
             return result
+        _expect(len(value) == 1 and next(iter(value)) in self._TAGS, f"unknown entry with fields {sorted(value)[:8]}")
         (tag, content), = value.items()
         if tag == "dict":
-            return {self._key(self.decode(key)): self.decode(item) for key, item in content}
+            return dict(self._pairs(content, depth))
         if tag in ("tuple", "set", "frozenset"):
-            return {"tuple": tuple, "set": set, "frozenset": frozenset}[tag](self.decode(item) for item in content)
+            _expect(type(content) is list, f"{tag} of {describe(content)}, expected a list")
+            items = [self.decode(item, depth) for item in content]
+            return tuple(items) if tag == "tuple" else {"set": set, "frozenset": frozenset}[tag](map(self._key, items))
         if tag == "Size":
-            return Size(int(size) for size in content)
+            _expect(type(content) is list and all(type(size) is int and size >= 0 for size in content),
+                    "Size of something other than non-negative ints")
+            return Size(content)
         if tag == "float":
+            _expect(content in ("inf", "-inf", "nan"), f"float {describe(content)}, expected inf, -inf or nan")
             return float(content)
+        _expect(type(content) is str, f"{tag} of {describe(content)}, expected a string")
         if tag == "bytes":
-            return base64.b64decode(content, validate=True)
-        if tag == "dtype":
-            return dtypes.as_dtype(content)
-        if tag == "device":
-            return device(content)
-        raise ValueError(f"unknown entry {tag!r}")
+            try:
+                return base64.b64decode(content, validate=True)
+            except binascii.Error:
+                raise ValueError("bytes that are not base64") from None
+        try:
+            return dtypes.as_dtype(content) if tag == "dtype" else device(content)
+        except (RuntimeError, ValueError, TypeError, KeyError):
+            raise ValueError(f"unknown {tag} {describe(content)}") from None
+
+    def _pairs(self, content, depth: int):
+        _expect(type(content) is list, f"dict items of {describe(content)}, expected a list")
+        for pair in content:
+            _expect(type(pair) is list and len(pair) == 2, "dict items that are not [key, value] pairs")
+            yield self._key(self.decode(pair[0], depth)), self.decode(pair[1], depth)
 
     @staticmethod
     def _key(key):
-        if isinstance(key, list):
-            raise ValueError("a dict key decodes to a list")
+        try:
+            hash(key)
+        except TypeError:
+            raise ValueError(f"a dict key or set member decodes to {describe(key)}, which is unhashable") from None
         return key
 
     def _tensor(self, reference: dict) -> PendingTensor:
-        name = reference["tensor"]
+        _expect(set(reference) <= self._TENSOR_FIELDS, f"unexpected fields {sorted(reference)[:8]} in a tensor")
+        name, location = reference["tensor"], reference.get("device", "cpu")
+        _expect(type(name) is str and name in self._tensors, f"reference to a tensor {describe(name)} the file "
+                                                             "does not hold")
+        _expect(type(location) is str, f"tensor device {describe(location)}, expected a string")
         pending = self._references.get(name)
         if pending is None:
             pending = self._references[name] = self._tensors[name]
-            pending.location = reference.get("device", "cpu")
+            pending.location = location
             pending.requires_grad = reference.get("requires_grad", False) is True
             pending.parameter = reference.get("parameter", False) is True
         return pending
@@ -494,28 +517,41 @@ def _make_tensor(pending: PendingTensor, device_map: _DeviceMap) -> Tensor:
     return tensor.requires_grad_(requires_grad)
 
 
-def _materialize(value, device_map: _DeviceMap, memo: dict):
-    """Replaces PendingTensors by Tensors and checks that only plain data remains."""
+def _materialize(value, device_map: _DeviceMap, memo: dict, depth: int):
+    """Replaces PendingTensors by Tensors and checks that only plain data remains.
+
+    ``memo`` maps ``id`` of every container and tensor already done to its result, so an object the
+    file shares (a pickle may share one list a billion times over) is built once and stays shared.
+    """
     if value is None or type(value) in (bool, int, float, str, bytes, device, dtypes.dtype):
         return value
-    if isinstance(value, PendingTensor):
-        tensor = memo.get(id(value))
-        if tensor is None:
-            tensor = memo[id(value)] = _make_tensor(value, device_map)
-        return tensor
+    done = memo.get(id(value))
+    if done is not None:
+        return done[1]
+    if depth >= MAX_DEPTH:
+        raise _TooDeep
+    depth += 1
     kind = type(value)
-    if kind is list:
-        return [_materialize(item, device_map, memo) for item in value]
-    if kind in (tuple, Size, set, frozenset):
-        return kind(_materialize(item, device_map, memo) for item in value)
-    if kind in (dict, OrderedDict):
-        result = kind((_materialize(key, device_map, memo), _materialize(item, device_map, memo))
-                      for key, item in value.items())
+    if isinstance(value, PendingTensor):
+        result = _make_tensor(value, device_map)
+    elif kind is list:
+        result = []
+        memo[id(value)] = (value, result)  # before the items: a list may contain itself
+        result.extend(_materialize(item, device_map, memo, depth) for item in value)
+    elif kind in (tuple, Size, set, frozenset):
+        result = kind(_materialize(item, device_map, memo, depth) for item in value)
+    elif kind in (dict, OrderedDict):
+        result = kind()
+        memo[id(value)] = (value, result)
+        for key, item in value.items():
+            result[_materialize(key, device_map, memo, depth)] = _materialize(item, device_map, memo, depth)
         # PyTorch's state_dict carries module versions in ``_metadata``; load_state_dict reads them.
         module_metadata = getattr(value, "__dict__", {}).get("_metadata")
         if module_metadata is not None and kind is OrderedDict:
-            result._metadata = _materialize(module_metadata, device_map, memo)
-        return result
-    if kind is bytearray:
-        return bytes(value)
-    return resolve_marker(value)
+            result._metadata = _materialize(module_metadata, device_map, memo, depth)
+    elif kind is bytearray:
+        result = bytes(value)
+    else:
+        result = resolve_marker(value)
+    memo[id(value)] = (value, result)  # the value is kept so its id is not reused during the walk
+    return result

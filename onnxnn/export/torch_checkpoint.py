@@ -15,33 +15,44 @@ id ``('storage', torch.FloatStorage, key, location, numel)``: its dtype comes fr
 its bytes from ``archive/data/<key>``, ``location`` is the device it was saved from ("cpu",
 "cuda:0"). Two tensors viewing one storage name the same key.
 
-The pickle is read by a ``pickle.Unpickler`` whose ``find_class`` only knows the handful of globals
-listed in ``_ALLOWED_GLOBALS``, each answered by onnxnn's own function (never by importing the named
-one); any other global is refused with ``pickle.UnpicklingError`` naming it, so unpickling cannot run
-code. Tensors come back as :class:`PendingTensor` records (a numpy array plus where it was saved);
+The pickle is run by :class:`~onnxnn.export.restricted_unpickler.RestrictedUnpickler`, which only
+knows the handful of globals listed in ``_ALLOWED_GLOBALS``, each answered by onnxnn's own function
+(never by importing the named one); any other global is refused naming it, so unpickling cannot run
+code. Tensors come back as :class:`PendingTensor` records: a read-only view of their storage, as
+PyTorch's tensors are views, so a tensor of size (2**29, 2) and stride (0, 0) over a 16-byte storage
+costs 16 bytes, not 4 GiB; every offset such a view can reach is checked to lie inside the storage.
 :mod:`onnxnn.export.checkpoint` turns them into Tensors on the device ``map_location`` picks.
+
+The archive is checked before anything is inflated: only stored and deflated members are read, a
+stored member's size must equal its compressed size, and a deflated one may not claim more than
+deflate's largest ratio (1032:1) allows, so the memory a load takes is bounded by the file's size.
 """
 from __future__ import annotations
 
 import _compat_pickle
 import io
-import pickle
+import struct
 import sys
 import zipfile
-from collections import OrderedDict
+import zlib
 
 import numpy as np
 
+from ..errors import CheckpointError
 from ..runtime import dtypes
 from ..runtime.device import device
 from ..runtime.tensor import Size
+from .restricted_unpickler import FROZENSET, ORDERED_DICT, SET, RestrictedUnpickler, describe
 
-__all__ = ["PendingTensor", "read_torch_zip", "resolve_marker", "LEGACY_MAGIC"]
+__all__ = ["PendingTensor", "read_torch_zip", "resolve_marker", "LEGACY_MAGIC", "STORAGE_TYPES"]
 
 # torch.save before 1.6 (or with _use_new_zipfile_serialization=False) starts with this pickled int.
 LEGACY_MAGIC = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
 
 _REFUSED = "onnxnn.load refused to unpickle {name!r} in {source}: only tensors, containers and plain values are allowed"
+# Deflate's best case: 258-byte matches coded in 2 bits each (zlib's technical note gives 1032:1).
+_MAX_DEFLATE_RATIO = 1032
+_MAX_DIMENSIONS = 64  # numpy's limit
 
 
 class PendingTensor:
@@ -59,9 +70,6 @@ class PendingTensor:
         self.location = location
         self.requires_grad = requires_grad
         self.parameter = parameter
-
-    def __setstate__(self, state):
-        raise pickle.UnpicklingError("a checkpoint tried to set attributes on a tensor (pickle BUILD)")
 
 
 class _Marker:
@@ -81,11 +89,8 @@ class _Marker:
         return self.qualified_name
 
     def __call__(self, *args):
-        raise pickle.UnpicklingError(f"a checkpoint tried to call {self.qualified_name!r}, which onnxnn.load "
-                                     "only accepts as a type marker")
-
-    def __setstate__(self, state):
-        raise pickle.UnpicklingError(f"a checkpoint tried to set attributes on {self.qualified_name!r}")
+        raise CheckpointError(f"a checkpoint tried to call {self.qualified_name!r}, which onnxnn.load "
+                              "only accepts as a type marker")
 
 
 class _Global:
@@ -97,37 +102,33 @@ class _Global:
         self.qualified_name = qualified_name
         self.function = function
 
+    def __repr__(self) -> str:
+        return self.qualified_name
+
     def __call__(self, *args):
         return self.function(*args)
 
-    def __setstate__(self, state):
-        raise pickle.UnpicklingError(f"a checkpoint tried to set attributes on {self.qualified_name!r}")
-
 
 class _Storage:
-    """One ``data/<key>`` record: its raw bytes and the dtype its storage type declares."""
+    """One ``data/<key>`` record: its elements (read-only, native byte order) and where it was saved."""
 
     __slots__ = ("key", "raw", "dtype", "location", "numel", "byteorder", "_elements")
 
-    def __init__(self, key: str, raw: bytes, dtype: dtypes.dtype, location: str, numel: int, byteorder: str):
+    def __init__(self, key: str, raw, dtype: dtypes.dtype, location: str, numel: int, byteorder: str):
         self.key, self.raw, self.dtype, self.location = key, raw, dtype, location
         self.numel, self.byteorder = numel, byteorder
         self._elements = {}
 
     def elements(self, dtype: dtypes.dtype) -> np.ndarray:
-        """The storage's bytes as a 1-D array of ``dtype`` (read-only, native byte order)."""
+        """The storage's bytes as a 1-D array of ``dtype``, copied once out of the file's bytes."""
         array = self._elements.get(dtype)
         if array is None:
             count = self.numel if dtype is self.dtype else len(self.raw) // dtype.itemsize
             array = np.frombuffer(self.raw, dtype=dtype.numpy_dtype, count=count)
-            if self.byteorder != sys.byteorder and dtype.itemsize > 1:
-                array = array.byteswap()
-                array.flags.writeable = False
+            array = array.byteswap() if self.byteorder != sys.byteorder and dtype.itemsize > 1 else array.copy()
+            array.flags.writeable = False
             self._elements[dtype] = array
         return array
-
-    def __setstate__(self, state):
-        raise pickle.UnpicklingError("a checkpoint tried to set attributes on a storage (pickle BUILD)")
 
 
 _STORAGE_DTYPES = {
@@ -136,26 +137,32 @@ _STORAGE_DTYPES = {
     "ShortStorage": dtypes.int16, "CharStorage": dtypes.int8, "ByteStorage": dtypes.uint8,
     "BoolStorage": dtypes.bool, "UntypedStorage": dtypes.uint8,
 }
+STORAGE_TYPES = {value: name for name, value in _STORAGE_DTYPES.items() if name != "UntypedStorage"}
+"""The typed storage class ``torch.save`` names for each dtype that has one."""
+
+
+def _malformed(message: str) -> CheckpointError:
+    return CheckpointError(f"malformed tensor record: {message}")
 
 
 def _check_int(value, what: str) -> int:
     if type(value) is not int:
-        raise pickle.UnpicklingError(f"malformed tensor record: {what} is {value!r}, expected an int")
+        raise _malformed(f"{what} is {describe(value)}, expected an int")
     return value
 
 
 def _check_int_tuple(value, what: str) -> tuple:
-    if not isinstance(value, (tuple, list)):
-        raise pickle.UnpicklingError(f"malformed tensor record: {what} is {value!r}, expected a tuple of ints")
+    if type(value) not in (tuple, list, Size) or len(value) > _MAX_DIMENSIONS:
+        raise _malformed(f"{what} is {describe(value)}, expected a tuple of at most {_MAX_DIMENSIONS} ints")
     for item in value:
         if type(item) is not int or item < 0:
-            raise pickle.UnpicklingError(f"malformed tensor record: {what} {tuple(value)} must hold "
-                                         "non-negative ints")
+            raise _malformed(f"{what} {describe(tuple(value))} must hold non-negative ints "
+                             f"(found {describe(item)})")
     return tuple(value)
 
 
-def _strided_copy(elements: np.ndarray, offset, size, stride) -> np.ndarray:
-    """Copies the strided view PyTorch describes, after proving it stays inside the storage.
+def _strided_view(elements: np.ndarray, offset, size, stride) -> np.ndarray:
+    """The read-only view PyTorch describes, after proving that every offset it reaches is in the storage.
 
     The values come from the file, so they are checked before ``as_strided`` is allowed to touch memory.
     """
@@ -163,25 +170,34 @@ def _strided_copy(elements: np.ndarray, offset, size, stride) -> np.ndarray:
     size = _check_int_tuple(size, "size")
     stride = _check_int_tuple(stride, "stride")
     if len(size) != len(stride):
-        raise pickle.UnpicklingError(f"malformed tensor record: size {size} and stride {stride} differ in length")
+        raise _malformed(f"size {list(size)} and stride {list(stride)} differ in length")
     if offset < 0:
-        raise pickle.UnpicklingError(f"malformed tensor record: negative storage_offset {offset}")
-    if 0 in size:
-        return np.empty(size, dtype=elements.dtype)
-    last = offset + sum((extent - 1) * step for extent, step in zip(size, stride))
-    if last >= len(elements):
-        raise pickle.UnpicklingError(f"tensor of size {list(size)}, stride {list(stride)} and storage offset "
-                                     f"{offset} reaches past the end of its storage of {len(elements)} elements "
-                                     "(the file is damaged or truncated)")
-    view = np.lib.stride_tricks.as_strided(elements[offset:], shape=size,
-                                           strides=[step * elements.itemsize for step in stride], writeable=False)
-    return np.array(view, order="C")
+        raise _malformed(f"negative storage_offset {offset}")
+    try:
+        if 0 in size:
+            return np.empty(size, dtype=elements.dtype)
+        last = offset + sum((extent - 1) * step for extent, step in zip(size, stride))
+        if last >= len(elements):
+            raise CheckpointError(f"tensor of size {list(size)}, stride {list(stride)} and storage offset {offset} "
+                                  f"reaches past the end of its storage of {len(elements)} elements "
+                                  "(the file is damaged or truncated)")
+        count = 1
+        contiguous = True
+        for extent, step in zip(reversed(size), reversed(stride)):
+            contiguous = contiguous and (extent == 1 or step == count)
+            count *= extent
+        if contiguous:
+            return elements[offset:offset + count].reshape(size)
+        return np.lib.stride_tricks.as_strided(elements[offset:], shape=size, writeable=False,
+                                               strides=[step * elements.itemsize for step in stride])
+    except ValueError as error:  # numpy: more elements than an index can address
+        raise _malformed(f"size {list(size)} cannot be represented ({error})") from None
 
 
 def _rebuild_tensor(storage, storage_offset, size, stride) -> PendingTensor:
     if not isinstance(storage, _Storage):
-        raise pickle.UnpicklingError(f"malformed tensor record: expected a storage, got {type(storage).__name__}")
-    array = _strided_copy(storage.elements(storage.dtype), storage_offset, size, stride)
+        raise _malformed(f"expected a storage, got {describe(storage)}")
+    array = _strided_view(storage.elements(storage.dtype), storage_offset, size, stride)
     return PendingTensor(array, storage.dtype, storage.location)
 
 
@@ -197,78 +213,67 @@ def _rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad, bac
                        metadata=None) -> PendingTensor:
     # Used for dtypes without a typed storage class: the storage holds raw bytes, the dtype comes separately.
     if not isinstance(storage, _Storage):
-        raise pickle.UnpicklingError(f"malformed tensor record: expected a storage, got {type(storage).__name__}")
+        raise _malformed(f"expected a storage, got {describe(storage)}")
     if not isinstance(dtype, _Marker) or dtype.kind != "dtype":
-        raise pickle.UnpicklingError(f"malformed tensor record: expected a dtype, got {dtype!r}")
-    array = _strided_copy(storage.elements(dtype.value), storage_offset, size, stride)
+        raise _malformed(f"expected a dtype, got {describe(dtype)}")
+    array = _strided_view(storage.elements(dtype.value), storage_offset, size, stride)
     return PendingTensor(array, dtype.value, storage.location, requires_grad is True)
 
 
 def _rebuild_parameter(data, requires_grad, backward_hooks, state=None) -> PendingTensor:
     if not isinstance(data, PendingTensor):
-        raise pickle.UnpicklingError(f"malformed parameter record: expected a tensor, got {type(data).__name__}")
+        raise CheckpointError(f"malformed parameter record: expected a tensor, got {describe(data)}")
     return PendingTensor(data.array, data.dtype, data.location, requires_grad is True, parameter=True)
 
 
 def _rebuild_from_type_v2(function, new_type, args, state) -> PendingTensor:
     # PyTorch's path for tensors carrying Python attributes; the attributes (state) are not restored.
-    if not isinstance(function, _Global) or not isinstance(args, tuple):
-        raise pickle.UnpicklingError("malformed tensor record in torch._tensor._rebuild_from_type_v2")
+    if not isinstance(function, _Global) or type(args) is not tuple:
+        raise CheckpointError("malformed tensor record in torch._tensor._rebuild_from_type_v2")
     result = function(*args)
     if not isinstance(result, PendingTensor) or not isinstance(new_type, _Marker) or new_type.kind != "type":
-        raise pickle.UnpicklingError("torch._tensor._rebuild_from_type_v2 may only rebuild Tensor or Parameter")
+        raise CheckpointError("torch._tensor._rebuild_from_type_v2 may only rebuild Tensor or Parameter")
     if new_type.value == "Parameter":
         return PendingTensor(result.array, result.dtype, result.location, result.requires_grad, parameter=True)
     return result
 
 
-def _ordered_dict(*args) -> OrderedDict:
-    if len(args) > 1:
-        raise pickle.UnpicklingError("malformed collections.OrderedDict record")
-    return OrderedDict(*args)
-
-
-def _set(*args) -> set:
-    return set(*args)
-
-
-def _frozenset(*args) -> frozenset:
-    return frozenset(*args)
-
-
 def _bytes(*args) -> bytes:
     # Protocol 2 writes b"" as bytes() (other bytes go through _codecs.encode).
     if args:
-        raise pickle.UnpicklingError("malformed builtins.bytes record")
+        raise CheckpointError("malformed builtins.bytes record")
     return b""
 
 
 def _size(*args) -> Size:
-    if len(args) > 1 or (args and not all(type(item) is int for item in args[0])):
-        raise pickle.UnpicklingError("malformed torch.Size record")
+    if len(args) > 1 or (args and (type(args[0]) not in (tuple, list) or len(args[0]) > _MAX_DIMENSIONS
+                                   or not all(type(item) is int for item in args[0]))):
+        raise CheckpointError("malformed torch.Size record")
     return Size(*args)
 
 
 def _torch_device(*args) -> device:
-    if not 1 <= len(args) <= 2 or not isinstance(args[0], str) or (len(args) == 2 and type(args[1]) is not int):
-        raise pickle.UnpicklingError(f"malformed torch.device record {args!r}")
+    if not 1 <= len(args) <= 2 or type(args[0]) is not str or (len(args) == 2 and type(args[1]) is not int):
+        raise CheckpointError(f"malformed torch.device record ({len(args)} arguments)")
     try:
         return device(*args)
-    except RuntimeError as error:
-        raise pickle.UnpicklingError(f"unsupported device in checkpoint: {error}") from None
+    except (RuntimeError, ValueError, TypeError) as error:
+        raise CheckpointError(f"unsupported device in checkpoint: {describe(str(error))}") from None
 
 
 def _encode(text, encoding="utf-8") -> bytes:
     # Protocol 2 writes bytes objects as _codecs.encode(latin-1 text, "latin1").
-    if not isinstance(text, str) or encoding not in ("latin1", "latin-1", "utf-8", "utf8"):
-        raise pickle.UnpicklingError("malformed bytes record (_codecs.encode)")
-    return text.encode(encoding)
+    if type(text) is not str or encoding not in ("latin1", "latin-1", "utf-8", "utf8"):
+        raise CheckpointError("malformed bytes record (_codecs.encode)")
+    try:
+        return text.encode(encoding)
+    except UnicodeEncodeError:
+        raise CheckpointError("malformed bytes record (_codecs.encode of text outside latin-1)") from None
 
 
 def _allowed_globals() -> dict:
-    table = {}
+    table = {"collections.OrderedDict": ORDERED_DICT, "builtins.set": SET, "builtins.frozenset": FROZENSET}
     for name, function in [
-        ("collections.OrderedDict", _ordered_dict), ("builtins.set", _set), ("builtins.frozenset", _frozenset),
         ("_codecs.encode", _encode), ("builtins.bytes", _bytes), ("torch.Size", _size), ("torch.device", _torch_device),
         ("torch._utils._rebuild_tensor", _rebuild_tensor), ("torch._utils._rebuild_tensor_v2", _rebuild_tensor_v2),
         ("torch._utils._rebuild_tensor_v3", _rebuild_tensor_v3),
@@ -279,6 +284,7 @@ def _allowed_globals() -> dict:
         table[name] = _Global(name, function)
     for storage_name, storage_dtype in _STORAGE_DTYPES.items():
         table[f"torch.{storage_name}"] = _Marker(f"torch.{storage_name}", "storage", storage_dtype)
+    table["torch.storage.UntypedStorage"] = _Marker("torch.storage.UntypedStorage", "storage", dtypes.uint8)
     for value in dtypes.ALL_DTYPES:
         table[f"torch.{value.name}"] = _Marker(f"torch.{value.name}", "dtype", value)
     table["torch.Tensor"] = _Marker("torch.Tensor", "type", "Tensor")
@@ -289,18 +295,111 @@ def _allowed_globals() -> dict:
 _ALLOWED_GLOBALS = _allowed_globals()
 
 
-class _RestrictedUnpickler(pickle.Unpickler):
-    """Unpickles ``data.pkl``, resolving storages from the archive and only the allowed globals."""
+def resolve_marker(value):
+    """The value a global left in the unpickled object stands for: a dtype for ``torch.float32`` and kin.
 
-    def __init__(self, file, archive: zipfile.ZipFile, prefix: str, byteorder: str, source: str):
-        super().__init__(file, encoding="utf-8")
+    Raises:
+        CheckpointError: ``value`` is a global that may only appear inside a tensor record.
+    """
+    if isinstance(value, _Marker) and value.kind == "dtype":
+        return value.value
+    name = getattr(value, "qualified_name", type(value).__name__)
+    raise CheckpointError(f"the checkpoint holds {name!r} outside a tensor record, which onnxnn.load does "
+                          "not support")
+
+
+# ------------------------------------------------------------------------------------------ the archive
+class _Archive:
+    """The members of a zip archive, checked before any is read; members come back without copying."""
+
+    def __init__(self, data: bytes, source: str):
+        self._data = data
+        self._source = source
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as archive:
+                infos = archive.infolist()
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError, struct.error,
+                NotImplementedError, UnicodeDecodeError, IndexError) as error:
+            raise self._damaged(f"{type(error).__name__}: {error}") from None
+        self.members: dict[str, zipfile.ZipInfo] = {}
+        for info in infos:
+            if info.filename in self.members:
+                raise self._damaged(f"it holds two members named {info.filename!r}")
+            self.members[info.filename] = info
+
+    def _damaged(self, reason: str) -> CheckpointError:
+        return CheckpointError(f"cannot load {self._source}: the zip archive is damaged or truncated ({reason})")
+
+    def read(self, name: str):
+        """The bytes of member ``name`` (a memoryview of the file for stored members)."""
+        info = self.members[name]
+        if info.flag_bits & 0x1:
+            raise CheckpointError(f"cannot load {self._source}: zip member {name!r} is encrypted")
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise CheckpointError(f"cannot load {self._source}: zip member {name!r} uses compression method "
+                                  f"{info.compress_type}; only stored and deflated members are supported")
+        if info.compress_size > len(self._data):
+            raise self._damaged(f"member {name!r} claims {info.compress_size} bytes, more than the file holds")
+        if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
+            raise self._damaged(f"stored member {name!r} claims {info.file_size} bytes but stores "
+                                f"{info.compress_size}")
+        if info.file_size > _MAX_DEFLATE_RATIO * info.compress_size + 64:
+            raise self._damaged(f"member {name!r} claims to inflate {info.compress_size} bytes to "
+                                f"{info.file_size}, beyond deflate's largest ratio")
+        begin = self._data_offset(info)
+        stored = memoryview(self._data)[begin:begin + info.compress_size]
+        if len(stored) != info.compress_size:
+            raise self._damaged(f"member {name!r} runs past the end of the file")
+        if info.compress_type == zipfile.ZIP_STORED:
+            content = stored
+        else:
+            try:
+                inflater = zlib.decompressobj(-15)
+                content = inflater.decompress(stored, info.file_size)
+            except zlib.error as error:
+                raise self._damaged(f"member {name!r}: {error}") from None
+            if len(content) != info.file_size or not inflater.eof:
+                raise self._damaged(f"member {name!r} does not inflate to its declared {info.file_size} bytes")
+        if zlib.crc32(content) != info.CRC:
+            raise self._damaged(f"member {name!r} fails its CRC check")
+        return content
+
+    def _data_offset(self, info: zipfile.ZipInfo) -> int:
+        header = info.header_offset
+        if header < 0 or header + 30 > len(self._data) or self._data[header:header + 4] != b"PK\x03\x04":
+            raise self._damaged(f"member {info.filename!r} has no local header at byte {header}")
+        name_length, extra_length = struct.unpack_from("<HH", self._data, header + 26)
+        return header + 30 + name_length + extra_length
+
+
+def _find_record_prefix(archive: _Archive, source: str) -> str:
+    names = archive.members
+    if "data.pkl" in names:
+        return ""
+    prefixes = [name[: -len("data.pkl")] for name in names
+                if name.endswith("/data.pkl") and name.count("/") == 1]
+    if len(prefixes) == 1:
+        return prefixes[0]
+    if any(name.endswith("constants.pkl") or "/code/" in name for name in names):
+        raise CheckpointError(f"cannot load {source}: it is a TorchScript archive (torch.jit.save); onnxnn.load "
+                              "reads checkpoints written by torch.save")
+    if len(prefixes) > 1:
+        raise CheckpointError(f"cannot load {source}: the zip archive holds several data.pkl records")
+    raise CheckpointError(f"cannot load {source}: the zip archive has no data.pkl record, so it is not a PyTorch "
+                          "checkpoint")
+
+
+class _TorchUnpickler:
+    """Resolves ``data.pkl``'s globals to onnxnn's stand-ins and its storages to the archive's members."""
+
+    def __init__(self, archive: _Archive, prefix: str, byteorder: str, source: str):
         self._archive = archive
         self._prefix = prefix
         self._byteorder = byteorder
         self._source = source
         self._storages: dict = {}
 
-    def find_class(self, module: str, name: str):
+    def find_global(self, module: str, name: str):
         # Protocol 2 pickles written by Python 3 use Python 2 module names (``__builtin__``).
         if (module, name) in _compat_pickle.NAME_MAPPING:
             module, name = _compat_pickle.NAME_MAPPING[(module, name)]
@@ -309,17 +408,17 @@ class _RestrictedUnpickler(pickle.Unpickler):
         qualified_name = f"{module}.{name}"
         allowed = _ALLOWED_GLOBALS.get(qualified_name)
         if allowed is None:
-            raise pickle.UnpicklingError(_REFUSED.format(name=qualified_name, source=self._source))
+            raise CheckpointError(_REFUSED.format(name=qualified_name, source=self._source))
         return allowed
 
     def persistent_load(self, persistent_id):
-        if (not isinstance(persistent_id, tuple) or len(persistent_id) != 5 or persistent_id[0] != "storage"):
-            raise pickle.UnpicklingError(f"unsupported persistent id {persistent_id!r} in {self._source}")
+        if type(persistent_id) is not tuple or len(persistent_id) != 5 or persistent_id[0] != "storage":
+            raise CheckpointError(f"unsupported persistent id {describe(persistent_id)} in {self._source}")
         _, storage_type, key, location, numel = persistent_id
         if not isinstance(storage_type, _Marker) or storage_type.kind != "storage":
-            raise pickle.UnpicklingError(f"unsupported storage type {storage_type!r} in {self._source}")
-        if not isinstance(key, str) or not isinstance(location, str) or type(numel) is not int or numel < 0:
-            raise pickle.UnpicklingError(f"malformed storage record {persistent_id!r} in {self._source}")
+            raise CheckpointError(f"unsupported storage type {describe(storage_type)} in {self._source}")
+        if type(key) is not str or type(location) is not str or type(numel) is not int or numel < 0:
+            raise CheckpointError(f"malformed storage record for key {describe(key)} in {self._source}")
         storage = self._storages.get(key)
         if storage is None:
             storage = self._storages[key] = self._read_storage(key, storage_type.value, location, numel)
@@ -327,73 +426,41 @@ class _RestrictedUnpickler(pickle.Unpickler):
 
     def _read_storage(self, key: str, storage_dtype: dtypes.dtype, location: str, numel: int) -> _Storage:
         entry = f"{self._prefix}data/{key}"
-        try:
-            raw = self._archive.read(entry)
-        except KeyError:
-            raise pickle.UnpicklingError(f"{self._source} is damaged or truncated: storage {entry!r} is missing "
-                                         "from the archive") from None
+        if entry not in self._archive.members:
+            raise CheckpointError(f"{self._source} is damaged or truncated: storage {entry!r} is missing "
+                                  "from the archive")
+        raw = self._archive.read(entry)
         if len(raw) < numel * storage_dtype.itemsize:
-            raise pickle.UnpicklingError(f"{self._source} is damaged or truncated: storage {entry!r} holds "
-                                         f"{len(raw)} bytes, expected {numel * storage_dtype.itemsize}")
+            raise CheckpointError(f"{self._source} is damaged or truncated: storage {entry!r} holds "
+                                  f"{len(raw)} bytes, expected {numel * storage_dtype.itemsize}")
         return _Storage(key, raw, storage_dtype, location, numel, self._byteorder)
-
-
-def _find_record_prefix(archive: zipfile.ZipFile, source: str) -> str:
-    names = archive.namelist()
-    if "data.pkl" in names:
-        return ""
-    prefixes = [name[: -len("data.pkl")] for name in names
-                if name.endswith("/data.pkl") and name.count("/") == 1]
-    if len(prefixes) == 1:
-        return prefixes[0]
-    if any(name.endswith("constants.pkl") or "/code/" in name for name in names):
-        raise RuntimeError(f"cannot load {source}: it is a TorchScript archive (torch.jit.save); onnxnn.load reads "
-                           "checkpoints written by torch.save")
-    if len(prefixes) > 1:
-        raise RuntimeError(f"cannot load {source}: the zip archive holds several data.pkl records")
-    raise RuntimeError(f"cannot load {source}: the zip archive has no data.pkl record, so it is not a PyTorch "
-                       "checkpoint")
-
-
-def resolve_marker(value):
-    """The value a global left in the unpickled object stands for: a dtype for ``torch.float32`` and kin.
-
-    Raises:
-        pickle.UnpicklingError: ``value`` is a global that may only appear inside a tensor record.
-    """
-    if isinstance(value, _Marker) and value.kind == "dtype":
-        return value.value
-    name = getattr(value, "qualified_name", type(value).__name__)
-    raise pickle.UnpicklingError(f"the checkpoint holds {name!r} outside a tensor record, which onnxnn.load does "
-                                 "not support")
 
 
 def read_torch_zip(data: bytes, source: str):
     """Reads the object ``torch.save`` wrote into the zip archive ``data``; tensors are PendingTensors.
 
     Raises:
-        RuntimeError: ``data`` is not a readable PyTorch zip checkpoint (damaged, truncated, TorchScript).
-        pickle.UnpicklingError: the pickle names a global outside the allowed set, or is malformed.
+        CheckpointError: ``data`` is not a readable PyTorch zip checkpoint (damaged, truncated,
+            TorchScript), or its pickle names a global outside the allowed set, or is malformed.
     """
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-        prefix = _find_record_prefix(archive, source)
-        pickled = archive.read(f"{prefix}data.pkl")
-        byteorder = "little"
-        if f"{prefix}byteorder" in archive.namelist():
-            byteorder = archive.read(f"{prefix}byteorder").decode("ascii", "replace").strip()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError) as error:
-        raise RuntimeError(f"cannot load {source}: the zip archive is damaged or truncated ({error})") from None
+    archive = _Archive(data, source)
+    prefix = _find_record_prefix(archive, source)
+    pickled = archive.read(f"{prefix}data.pkl")
+    byteorder = "little"
+    if f"{prefix}byteorder" in archive.members:
+        byteorder = bytes(archive.read(f"{prefix}byteorder")).decode("ascii", "replace").strip()
     if byteorder not in ("little", "big"):
-        raise RuntimeError(f"cannot load {source}: unknown byte order {byteorder!r}")
-    unpickler = _RestrictedUnpickler(io.BytesIO(pickled), archive, prefix, byteorder, source)
+        raise CheckpointError(f"cannot load {source}: unknown byte order {describe(byteorder)}")
+    resolver = _TorchUnpickler(archive, prefix, byteorder, source)
+    unpickler = RestrictedUnpickler(pickled, resolver.find_global, resolver.persistent_load, source)
     try:
         return unpickler.load()
-    except pickle.UnpicklingError:
-        raise
-    except zipfile.BadZipFile as error:
-        raise RuntimeError(f"cannot load {source}: the zip archive is damaged or truncated ({error})") from None
-    except (EOFError, ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError,
-            MemoryError, UnicodeDecodeError, OverflowError) as error:
-        raise pickle.UnpicklingError(f"cannot load {source}: malformed data.pkl ({type(error).__name__}: "
-                                     f"{error})") from None
+    except CheckpointError as error:
+        if str(error).startswith("cannot load") or source in str(error):
+            raise
+        raise CheckpointError(f"cannot load {source}: {error}") from None
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError, MemoryError,
+            UnicodeError, OverflowError, struct.error) as error:
+        # A call of an allowed global with arguments of the wrong number or kind.
+        raise CheckpointError(f"cannot load {source}: malformed data.pkl ({type(error).__name__}: "
+                              f"{describe(str(error), 200)})") from None

@@ -1,0 +1,192 @@
+"""Specification: ``onnxnn.save`` to ``.pt``/``.pth``/``.bin`` writes PyTorch's own zip checkpoint.
+
+``torch.load(path, weights_only=True)`` must read it (tests marked with the ``torch`` fixture skip only
+where PyTorch is not installed; onnxnn itself never imports it), onnxnn.load must read it back, and
+onnxnn.load must read what ``torch.save`` writes. The archive layout follows PyTorch's writer:
+``archive/data.pkl`` (protocol 2), ``archive/data/<key>`` aligned to 64 bytes, ``archive/version``,
+``archive/byteorder``.
+"""
+from __future__ import annotations
+
+import pickletools
+import struct
+import zipfile
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+
+import onnxnn
+from onnxnn import nn
+from onnxnn.export import load, save
+from onnxnn.export import torch_checkpoint_writer
+from onnxnn.runtime.tensor import Size
+
+from .test_checkpoint import BF16, assert_same, make
+
+
+@pytest.fixture
+def torch():
+    return pytest.importorskip("torch")
+
+
+def to_numpy(torch_tensor) -> np.ndarray:
+    import torch
+    if torch_tensor.dtype == torch.bfloat16:
+        return torch_tensor.view(torch.int16).numpy().view(BF16)
+    return torch_tensor.numpy()
+
+
+TENSORS = {
+    "float32": np.array([[1.5, -2.0, np.inf], [np.nan, -0.0, 3.25e-30]], np.float32),
+    "float16": np.array([65504.0, -0.5, np.inf, 6e-8], np.float16),
+    "bfloat16": np.array([[1.0, -2.5], [3e38, np.nan]], BF16),
+    "float64": np.array([1e300, -1e-300], np.float64),
+    "int64": np.array([-(2**63), 2**63 - 1, 0], np.int64),
+    "int8": np.array([-128, 127], np.int8),
+    "uint8": np.array([0, 255], np.uint8),
+    "bool": np.array([[True, False], [False, True]]),
+    "0-d": np.array(2.5, np.float32),
+    "empty": np.zeros((0, 3), np.float32),
+    "uint16 (untyped storage)": np.array([1, 65535], np.uint16),
+}
+
+
+@pytest.mark.parametrize("suffix", [".pt", ".pth", ".bin"])
+@pytest.mark.parametrize("name", list(TENSORS))
+def test_torch_load_reads_every_dtype(tmp_path, torch, name, suffix):
+    values = TENSORS[name]
+    save(OrderedDict(weight=make(values)), tmp_path / f"model{suffix}")
+    loaded = torch.load(tmp_path / f"model{suffix}", weights_only=True)
+    assert isinstance(loaded, OrderedDict) and list(loaded) == ["weight"]
+    array = to_numpy(loaded["weight"])
+    assert array.dtype == values.dtype and array.shape == values.shape
+    assert array.tobytes() == values.tobytes()
+
+
+def training_checkpoint():
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    shared = make(np.arange(3, dtype=np.int64))
+    return {"model": model.state_dict(), "epoch": 3, "best": float("inf"), "lr": 1e-3, "name": "ünï",
+            "history": [0.5, -0.0, None, True], "betas": (0.9, 0.999), "tags": {"a", "b"}, "blob": b"\x00\xff",
+            "empty": b"", "size": Size([2, 3]), "dtype": onnxnn.bfloat16, "device": onnxnn.device("cpu"),
+            "big": -(2**70), "ids": shared, "same_ids": shared, "nested": {1: [{"deep": (shared,)}]},
+            "many": list(range(2500))}
+
+
+def test_torch_load_reads_a_nested_training_checkpoint(tmp_path, torch):
+    checkpoint = training_checkpoint()
+    save(checkpoint, tmp_path / "ckpt.pt")
+    loaded = torch.load(tmp_path / "ckpt.pt", weights_only=True)
+    assert list(loaded) == list(checkpoint)
+    for key, value in checkpoint["model"].items():
+        np.testing.assert_array_equal(to_numpy(loaded["model"][key]), value.numpy(), err_msg=key)
+    assert loaded["model"]._metadata == checkpoint["model"]._metadata
+    plain = ["epoch", "best", "lr", "name", "history", "betas", "tags", "blob", "empty", "big", "many"]
+    assert {key: loaded[key] for key in plain} == {key: checkpoint[key] for key in plain}
+    assert loaded["size"] == torch.Size([2, 3]) and loaded["dtype"] is torch.bfloat16
+    assert loaded["device"] == torch.device("cpu")
+    assert loaded["same_ids"] is loaded["ids"] and loaded["nested"][1][0]["deep"][0] is loaded["ids"]
+
+
+def test_parameters_and_requires_grad_reach_torch(tmp_path, torch):
+    weight = nn.Parameter(make(np.ones(2, np.float32)))
+    frozen = nn.Parameter(make(np.zeros(1, np.float32)), requires_grad=False)
+    state = {"weight": weight, "frozen": frozen, "grad": make(np.ones(1, np.float32)).requires_grad_(),
+             "plain": make(np.ones(1, np.float32))}
+    save(state, tmp_path / "p.pt")
+    loaded = torch.load(tmp_path / "p.pt", weights_only=True)
+    assert isinstance(loaded["weight"], torch.nn.Parameter) and loaded["weight"].requires_grad
+    assert isinstance(loaded["frozen"], torch.nn.Parameter) and not loaded["frozen"].requires_grad
+    assert loaded["grad"].requires_grad and not loaded["plain"].requires_grad
+    again = load(tmp_path / "p.pt")
+    assert isinstance(again["weight"], nn.Parameter) and again["weight"].requires_grad
+    assert again["grad"].requires_grad and not again["plain"].requires_grad
+
+
+def test_the_save_docstring_example_is_true(tmp_path, torch, monkeypatch):
+    model = nn.Linear(2, 2)
+    optimizer = onnxnn.optim.Adam(model.parameters())
+    model(onnxnn.randn(3, 2)).sum().backward()
+    optimizer.step()
+    monkeypatch.chdir(tmp_path)
+    onnxnn.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": 3}, "ckpt.pt")
+    assert torch.load("ckpt.pt", weights_only=True)["epoch"] == 3
+
+
+def test_onnxnn_reads_what_torch_save_writes(tmp_path, torch):
+    torch_model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+    optimizer = torch.optim.Adam(torch_model.parameters())
+    torch_model(torch.randn(5, 3)).sum().backward()
+    optimizer.step()
+    view = torch.arange(12.0).reshape(3, 4).t()  # non-contiguous: a strided view of its storage
+    torch.save({"model": torch_model.state_dict(), "optimizer": optimizer.state_dict(), "view": view,
+                "half": torch.ones(2, dtype=torch.float16), "size": torch.Size([1, 2]), "empty": b""},
+               tmp_path / "torch.pt")
+    loaded = load(tmp_path / "torch.pt")
+    for key, value in torch_model.state_dict().items():
+        np.testing.assert_array_equal(loaded["model"][key].numpy(), value.numpy(), err_msg=key)
+    state = optimizer.state_dict()
+    np.testing.assert_array_equal(loaded["optimizer"]["state"][0]["exp_avg"].numpy(), state["state"][0]["exp_avg"])
+    assert loaded["optimizer"]["param_groups"][0]["betas"] == state["param_groups"][0]["betas"]
+    np.testing.assert_array_equal(loaded["view"].numpy(), view.numpy())
+    assert loaded["half"].dtype is onnxnn.float16 and loaded["size"] == Size([1, 2]) and loaded["empty"] == b""
+
+
+def test_round_trip_through_onnxnn_keeps_everything(tmp_path):
+    checkpoint = training_checkpoint()
+    save(checkpoint, tmp_path / "ckpt.pt")
+    loaded = load(tmp_path / "ckpt.pt")
+    assert_same(loaded, checkpoint)
+    assert loaded["same_ids"] is loaded["ids"]
+
+
+def local_data_offsets(path) -> dict[str, int]:
+    data = path.read_bytes()
+    offsets = {}
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            name_length, extra_length = struct.unpack_from("<HH", data, info.header_offset + 26)
+            offsets[info.filename] = info.header_offset + 30 + name_length + extra_length
+            assert info.compress_type == zipfile.ZIP_STORED
+    return offsets
+
+
+def test_archive_layout_is_pytorchs(tmp_path):
+    save(OrderedDict(a=make(np.ones(3, np.float32)), b=make(np.ones((2, 2), np.float16))), tmp_path / "m.pt")
+    offsets = local_data_offsets(tmp_path / "m.pt")
+    assert list(offsets) == ["archive/data.pkl", "archive/.format_version", "archive/.storage_alignment",
+                             "archive/byteorder", "archive/data/0", "archive/data/1", "archive/version"]
+    assert all(offset % 64 == 0 for offset in offsets.values())
+    with zipfile.ZipFile(tmp_path / "m.pt") as archive:
+        assert archive.read("archive/version") == b"3\n"
+        pickled = archive.read("archive/data.pkl")
+    opcodes = [opcode.name for opcode, _, _ in pickletools.genops(pickled)]
+    assert opcodes[0] == "PROTO" and "STACK_GLOBAL" not in opcodes and "BINPERSID" in opcodes
+    assert pickled[:2] == b"\x80\x02"
+
+
+def test_zip64_records_are_written_when_sizes_need_them(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch_checkpoint_writer, "_ZIP64_THRESHOLD", 100)
+    state = OrderedDict(a=make(np.arange(64, dtype=np.float32)), b=make(np.arange(3, dtype=np.int64)))
+    save(state, tmp_path / "z.pt")
+    with zipfile.ZipFile(tmp_path / "z.pt") as archive:
+        assert archive.testzip() is None
+        assert archive.getinfo("archive/data/0").file_size == 256
+    assert_same(load(tmp_path / "z.pt"), state)
+
+
+def test_zip64_archive_is_read_by_torch(tmp_path, torch, monkeypatch):
+    monkeypatch.setattr(torch_checkpoint_writer, "_ZIP64_THRESHOLD", 100)
+    save(OrderedDict(a=make(np.arange(64, dtype=np.float32))), tmp_path / "z.pt")
+    np.testing.assert_array_equal(torch.load(tmp_path / "z.pt", weights_only=True)["a"].numpy(), np.arange(64.0))
+
+
+def test_values_pytorch_would_refuse_are_refused_naming_their_path(tmp_path):
+    save({"w": make(np.ones(1, np.float32))}, tmp_path / "ckpt.pt")
+    before = (tmp_path / "ckpt.pt").read_bytes()
+    with pytest.raises(TypeError, match=r"frozenset at \['groups'\]\[0\] in PyTorch's format"):
+        save({"groups": [frozenset({1})]}, tmp_path / "ckpt.pt")
+    assert (tmp_path / "ckpt.pt").read_bytes() == before
+    save({"groups": [frozenset({1})]}, tmp_path / "ckpt.safetensors")  # the safetensors format keeps them
+    assert load(tmp_path / "ckpt.safetensors") == {"groups": [frozenset({1})]}
