@@ -15,7 +15,7 @@ from ._common import Tensor, apply_op
 from .conv import batched, expand_param, pooled_size, scatter_windows, window_geometry
 
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
-           "adaptive_avg_pool1d", "adaptive_avg_pool2d"]
+           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d"]
 
 
 def _pool_geometry(inputs, attrs, op_type: str):
@@ -370,3 +370,8 @@ def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
         onnxnn.Size([2, 3, 1, 1])
     """
     return _adaptive_avg_pool(input, output_size, 2)
+
+
+def adaptive_avg_pool3d(input: Tensor, output_size) -> Tensor:
+    """Average pooling to a fixed ``(D_out, H_out, W_out)``; see :func:`adaptive_avg_pool2d`."""
+    return _adaptive_avg_pool(input, output_size, 3)
