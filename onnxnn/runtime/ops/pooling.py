@@ -65,10 +65,13 @@ def _global_pool_shape(inputs, attrs):
 def _route_to_indices(g: Tensor, indices: Tensor, input_shape: tuple, name: str) -> Tensor:
     """Adds each gradient entry at the flat input position ``indices`` names (ONNX MaxPool's Indices)."""
     size = int(np.prod(input_shape))
-    zeros = Tensor._zeros((), g.dtype, g.device).expand((size,))
-    routed = apply_op("ScatterElements", (zeros, indices.detach().reshape(-1), g.reshape(-1)),
+    # onnxruntime's CPU ScatterElements cannot add float16; float32 holds every float16 sum exactly
+    # enough (PyTorch's CPU kernels accumulate low precision in float32 as well).
+    wide = g.to(dtypes.float32) if g.dtype is dtypes.float16 else g
+    zeros = Tensor._zeros((), wide.dtype, g.device).expand((size,))
+    routed = apply_op("ScatterElements", (zeros, indices.detach().reshape(-1), wide.reshape(-1)),
                       {"axis": 0, "reduction": "add"}, name)
-    return routed.reshape(input_shape)
+    return routed.reshape(input_shape).to(g.dtype)
 
 
 def _max_indices(x: Tensor, attrs: dict) -> Tensor:
