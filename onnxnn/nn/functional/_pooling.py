@@ -91,9 +91,9 @@ def _adaptive_max_pool(input: Tensor, output_size, return_indices: bool, rank: i
         first = _ops.argmax(windows, 3, keepdim=True)  # (N, C, O, 1): ArgMax keeps the first maximum
         positions = Tensor._from_array(table, dtypes.int64, x.device).expand((batch, channels) + table.shape)
         flat = apply_op("GatherElements", (positions, first), {"axis": 3}).reshape((batch, channels, table.shape[0]))
-        # Gathered in float32 for float16 input: the gradient scatters with reduction="add", which
-        # onnxruntime's CPU provider lacks for float16 (the round trip through float32 is exact).
-        source = planes.to(dtypes.float32) if planes.dtype is dtypes.float16 else planes
+        # Gathered in float32 for float16/bfloat16 input: the gradient scatters with reduction="add",
+        # which onnxruntime's CPU provider lacks for those (the round trip through float32 is exact).
+        source = planes.to(dtypes.float32) if planes.dtype in (dtypes.float16, dtypes.bfloat16) else planes
         values = apply_op("GatherElements", (source, flat), {"axis": 2}, "AdaptiveMaxPool2DBackward0").to(x.dtype)
         shape = (batch, channels) + tuple(sizes)
         result = (values.reshape(shape), flat.reshape(shape)) if return_indices else values.reshape(shape)

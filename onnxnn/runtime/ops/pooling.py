@@ -65,9 +65,9 @@ def _global_pool_shape(inputs, attrs):
 def _route_to_indices(g: Tensor, indices: Tensor, input_shape: tuple, name: str) -> Tensor:
     """Adds each gradient entry at the flat input position ``indices`` names (ONNX MaxPool's Indices)."""
     size = int(np.prod(input_shape))
-    # onnxruntime's CPU ScatterElements cannot add float16; float32 holds every float16 sum exactly
-    # enough (PyTorch's CPU kernels accumulate low precision in float32 as well).
-    wide = g.to(dtypes.float32) if g.dtype is dtypes.float16 else g
+    # onnxruntime's CPU ScatterElements cannot add float16 or bfloat16: add in float32 and round
+    # once (PyTorch's CPU kernels accumulate low precision in float32 as well).
+    wide = g.to(dtypes.float32) if g.dtype in (dtypes.float16, dtypes.bfloat16) else g
     zeros = Tensor._zeros((), wide.dtype, g.device).expand((size,))
     routed = apply_op("ScatterElements", (zeros, indices.detach().reshape(-1), wide.reshape(-1)),
                       {"axis": 0, "reduction": "add"}, name)
