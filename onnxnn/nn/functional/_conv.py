@@ -9,9 +9,10 @@ a decomposition into ``Slice`` (reversed for reflect), ``Expand`` (replicate) an
 gradient rules exist, rather than ONNX ``Pad`` with ``mode="reflect"/"edge"/"wrap"``: that keeps
 the backward graph standard and the recorded graph runnable at every opset onnxnn exports.
 
-``unfold`` (im2col) is one ``Conv`` against a constant one-hot kernel, one output channel per
-(input channel, kernel tap): its gradient is then the existing Conv rule, and ``fold`` (col2im) is
-the matching ``ConvTranspose``, the adjoint, so the two stay exact transposes of each other.
+``unfold`` is ``runtime/ops/conv.py``'s ``im2col``, one ``Conv`` against a constant one-hot kernel
+(one output channel per input channel and kernel tap): its gradient is the existing Conv rule.
+``fold`` is the matching ``ConvTranspose``, the adjoint, rather than ONNX ``Col2Im``, which needs
+opset 18 while onnxnn exports down to 17.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import numpy as np
 
 from ...runtime import ops as _ops
 from ...runtime.ops.conv import (
-    conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d, expand_param,
+    conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d, expand_param, im2col,
 )
 from ...runtime.tensor import Tensor, apply_op
 
@@ -127,7 +128,6 @@ def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tenso
                            f"dimensions for input, but got: {list(input.shape)}")
     added_batch = input.dim() == 3
     x = input.unsqueeze(0) if added_batch else input
-    channels = x.shape[1]
     blocks = [(size + 2 * p - d * (k - 1) - 1) // s + 1
               for size, k, d, p, s in zip(x.shape[2:], kernel, dilations, pads, strides)]
     if any(b <= 0 for b in blocks):
@@ -135,10 +135,7 @@ def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tenso
                            f"{kernel[1]}), dilation=({dilations[0]}, {dilations[1]}), padding=({pads[0]}, {pads[1]}), "
                            f"calculated shape of the array of sliding blocks as ({blocks[0]}, {blocks[1]}), but its "
                            f"components must be at least one.")
-    weight = Tensor._from_array(_one_hot_kernel(channels, kernel, x.dtype), x.dtype, x.device)
-    columns = apply_op("Conv", (x, weight), {"kernel_shape": kernel, "strides": strides, "pads": pads + pads,
-                                             "dilations": dilations, "group": channels}, "Im2ColBackward0")
-    result = columns.reshape((x.shape[0], channels * int(np.prod(kernel)), blocks[0] * blocks[1]))
+    result = im2col(x, kernel, strides, pads, pads, dilations)
     return result.squeeze(0) if added_batch else result
 
 

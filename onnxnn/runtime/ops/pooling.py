@@ -13,6 +13,7 @@ from .. import dtypes
 from ..registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op
 from .conv import batched, expand_param, pooled_size, scatter_windows, window_geometry
+from .shape import _constant_list
 
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
            "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d"]
@@ -148,6 +149,29 @@ def _lp_pool_grad(ctx, g):
     # y = (sum |x|^p)^(1/p): dy/dx = (|x| / y)^(p-1) * sign(x) for each window holding x.
     spread = _spread_over_windows(g * y.pow(1.0 - p), x.shape, geometry)
     return (spread * x.abs().pow(p - 1.0) * x.sign(),)
+
+
+@shape_rules.register("MaxUnpool")
+def _max_unpool_shape(inputs, attrs):
+    x = inputs[0]
+    if len(inputs) > 2 and inputs[2] is not None:
+        return [(tuple(int(v) for v in _constant_list(inputs[2])), x.dtype)]
+    rank = len(x.shape) - 2
+    kernel = [int(k) for k in attrs["kernel_shape"]]
+    strides = [int(v) for v in attrs.get("strides") or [1] * rank]
+    pads = [int(v) for v in attrs.get("pads") or [0] * (2 * rank)]
+    spatial = [(x.shape[2 + i] - 1) * strides[i] + kernel[i] - pads[i] - pads[rank + i] for i in range(rank)]
+    return [(x.shape[:2] + tuple(spatial), x.dtype)]
+
+
+@gradient_rules.register("MaxUnpool")
+def _max_unpool_grad(ctx, g, *unused):
+    # Y[I[i]] = X[i] over the flattened tensors (ONNX's indices count over the whole tensor), so
+    # dX[i] = dY[I[i]]. Indices and output_shape are integer inputs.
+    shape = ctx.input_shape(0)
+    gathered = apply_op("Gather", (g.reshape(-1), ctx.input(1).detach().reshape(-1)), {"axis": 0},
+                        "MaxUnpoolBackward0")
+    return (gathered.reshape(shape),) + (None,) * (ctx.num_inputs - 1)
 
 
 # ---------------------------------------------------------------- tensor functions
