@@ -474,3 +474,86 @@ def test_conv_transpose_layer_agrees_with_pytorch(case_id, cls, args, kwargs, in
         actual = layer(onnxnn.tensor(x), output_size=output_size).detach().numpy()
     expected = reference(torch.tensor(x), output_size=output_size).detach().numpy()
     np.testing.assert_allclose(actual, expected, rtol=1e-12, atol=1e-12)
+
+
+# ---------------------------------------------------------------- lazy forms
+
+LAZY_CASES = [
+    # lazy class, arguments, input shape, the class it becomes, expected weight shape
+    (nn.LazyConv1d, (4, 3), (2, 6, 7), nn.Conv1d, (4, 6, 3)),
+    (nn.LazyConv2d, (8, 3), (5, 4, 4), nn.Conv2d, (8, 5, 3, 3)),  # unbatched: channels are dim 0
+    (nn.LazyConv3d, (2, (1, 2, 2)), (1, 3, 2, 3, 3), nn.Conv3d, (2, 3, 1, 2, 2)),
+    (nn.LazyConvTranspose1d, (3, 2), (1, 4, 5), nn.ConvTranspose1d, (4, 3, 2)),
+    (nn.LazyConvTranspose2d, (6, 3), (2, 4, 3, 3), nn.ConvTranspose2d, (4, 6, 3, 3)),
+    (nn.LazyConvTranspose3d, (2, 2), (1, 3, 2, 2, 2), nn.ConvTranspose3d, (3, 2, 2, 2, 2)),
+]
+
+
+@pytest.mark.filterwarnings("ignore:Lazy modules are a new feature")
+@pytest.mark.parametrize("lazy_cls, args, input_shape, becomes, weight_shape", LAZY_CASES,
+                         ids=[c[0].__name__ for c in LAZY_CASES])
+def test_lazy_conv_takes_in_channels_from_the_first_input(lazy_cls, args, input_shape, becomes, weight_shape):
+    layer = lazy_cls(*args, dtype=onnxnn.float64)
+    assert layer.has_uninitialized_params() and isinstance(layer.weight, nn.UninitializedParameter)
+    assert layer.in_channels == 0
+    x = RNG.standard_normal(input_shape)
+    out = layer(onnxnn.tensor(x))
+    assert type(layer) is becomes and not hasattr(layer, "_initialize_hook")
+    assert type(layer.weight) is nn.Parameter and layer.weight.shape == weight_shape
+    assert layer.in_channels == (input_shape[1] if len(input_shape) == len(weight_shape) else input_shape[0])
+    assert layer.bias.shape == (args[0],)
+    # Initialized as the eager layer is: bound 1 / sqrt(weight.size(1) * kernel size).
+    bound = 1 / math.sqrt(int(np.prod(weight_shape[1:])))
+    assert np.abs(_values(layer.weight)).max() <= bound and np.abs(_values(layer.bias)).max() <= bound
+    # ... and it computes what the eager layer with the same parameters computes.
+    eager = becomes(*((layer.in_channels, layer.out_channels) + (layer.kernel_size,)), stride=layer.stride,
+                    dtype=onnxnn.float64)
+    eager.load_state_dict(layer.state_dict())
+    with onnxnn.set_executor("kernels"):
+        np.testing.assert_array_equal(out.detach().numpy(), eager(onnxnn.tensor(x)).detach().numpy())
+
+
+@pytest.mark.filterwarnings("ignore:Lazy modules are a new feature")
+def test_optimizer_built_before_the_first_forward_trains_the_materialized_parameters():
+    layer = nn.LazyConv2d(3, 2)
+    optimizer = onnxnn.optim.SGD(layer.parameters(), lr=0.5)
+    loss = layer(onnxnn.randn(2, 4, 3, 3)).sum()
+    loss.backward()
+    before = _values(layer.weight).copy()
+    gradient = _values(layer.weight.grad)
+    optimizer.step()
+    np.testing.assert_allclose(_values(layer.weight), before - 0.5 * gradient, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore:Lazy modules are a new feature")
+def test_lazy_conv_state_dict_before_and_after_loading():
+    layer = nn.LazyConv1d(4, 3)
+    state = layer.state_dict()
+    assert list(state) == ["weight", "bias"] and all(isinstance(v, nn.UninitializedParameter) for v in state.values())
+    source = nn.Conv1d(6, 4, 3)
+    layer.load_state_dict(source.state_dict())
+    assert layer.weight.shape == (4, 6, 3) and not layer.has_uninitialized_params()
+    np.testing.assert_array_equal(_values(layer.weight), _values(source.weight))
+    x = onnxnn.randn(1, 6, 5)
+    np.testing.assert_array_equal(layer(x).detach().numpy(), source(x).detach().numpy())
+    # PyTorch sets in_channels only when the first forward materializes; after a load it stays 0.
+    assert type(layer) is nn.Conv1d and layer.in_channels == 0
+
+
+@pytest.mark.filterwarnings("ignore:Lazy modules are a new feature")
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: nn.LazyConv2d(4, 3)(onnxnn.randn(5, 5)), RuntimeError,
+     "Expected 3D (unbatched) or 4D (batch mode) input to LazyConv2d, but got input of size"),
+    (lambda: nn.LazyConv1d(4, 3, groups=2)(onnxnn.randn(1, 3, 5)), ValueError, "in_channels must be divisible by groups"),
+])
+def test_lazy_conv_errors_in_pytorch_words(call, error, message):
+    with pytest.raises(error) as info:
+        call()
+    assert message in str(info.value)
+
+
+def test_lazy_conv_warns_as_pytorch_does_and_reprs_before_initialization():
+    with pytest.warns(UserWarning, match="Lazy modules are a new feature"):
+        layer = nn.LazyConv2d(8, 3, groups=2)
+    assert repr(layer) == "LazyConv2d(0, 8, kernel_size=(3, 3), stride=(1, 1), groups=2)"
+    assert repr(layer.weight) == "<UninitializedParameter>"

@@ -1,4 +1,4 @@
-"""Convolution layers: Conv1d/2d/3d and ConvTranspose1d/2d/3d.
+"""Convolution layers: Conv1d/2d/3d, ConvTranspose1d/2d/3d and their Lazy* forms.
 
 Parameters, defaults, initialization, ``extra_repr`` and error messages follow PyTorch's
 ``torch.nn.modules.conv``; the computation is :mod:`onnxnn.nn.functional`'s ``conv*d`` (one ONNX
@@ -16,9 +16,11 @@ from .. import functional as F
 from .. import init
 from ..functional._conv import pad_for_conv
 from ..parameter import Parameter
+from .lazy import LazyModuleMixin, UninitializedParameter
 from .module import Module
 
-__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "LazyConv1d",
+           "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d"]
 
 
 def _ntuple(value, n: int) -> tuple:
@@ -308,3 +310,104 @@ class ConvTranspose3d(_ConvTransposeNd):
 
     _spatial_rank = 3
     _function = staticmethod(F.conv_transpose3d)
+
+
+# ---------------------------------------------------------------- lazy forms
+
+class _LazyConvXdMixin(LazyModuleMixin):
+    """``in_channels`` from the first input; the weight (and bias) materialize then, and are initialized."""
+
+    def reset_parameters(self) -> None:
+        if not self.has_uninitialized_params() and self.in_channels != 0:
+            super().reset_parameters()
+
+    def _get_in_channels(self, input: Tensor) -> int:
+        no_batch = self._spatial_rank + 1
+        if input.dim() not in (no_batch, no_batch + 1):
+            raise RuntimeError(f"Expected {no_batch}D (unbatched) or {no_batch + 1}D (batch mode) input to "
+                               f"{self.__class__.__name__}, but got input of size: {input.shape}")
+        return input.shape[1] if input.dim() == no_batch + 1 else input.shape[0]
+
+    def initialize_parameters(self, input: Tensor, *args, **kwargs) -> None:
+        if self.has_uninitialized_params():
+            self.in_channels = self._get_in_channels(input)
+            if self.in_channels % self.groups != 0:
+                raise ValueError("in_channels must be divisible by groups")
+            if self.transposed:
+                self.weight.materialize((self.in_channels, self.out_channels // self.groups, *self.kernel_size))
+            else:
+                self.weight.materialize((self.out_channels, self.in_channels // self.groups, *self.kernel_size))
+            if self.bias is not None:
+                self.bias.materialize((self.out_channels,))
+            self.reset_parameters()
+
+
+class _LazyConv(_LazyConvXdMixin):
+    def __init__(self, out_channels: int, kernel_size, stride=1, padding=0, dilation=1, groups: int = 1,
+                 bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None) -> None:
+        factory_kwargs = {"device": device, "dtype": dtype}
+        # bias=False here: the bias is an UninitializedParameter too, registered below.
+        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False, padding_mode, **factory_kwargs)
+        self.weight = UninitializedParameter(**factory_kwargs)
+        self.out_channels = out_channels
+        if bias:
+            self.bias = UninitializedParameter(**factory_kwargs)
+
+
+class _LazyConvTranspose(_LazyConvXdMixin):
+    def __init__(self, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0, groups: int = 1,
+                 bias: bool = True, dilation=1, padding_mode: str = "zeros", device=None, dtype=None) -> None:
+        factory_kwargs = {"device": device, "dtype": dtype}
+        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False, dilation, padding_mode,
+                         **factory_kwargs)
+        self.weight = UninitializedParameter(**factory_kwargs)
+        self.out_channels = out_channels
+        if bias:
+            self.bias = UninitializedParameter(**factory_kwargs)
+
+
+class LazyConv1d(_LazyConv, Conv1d):
+    """A :class:`Conv1d` whose ``in_channels`` is taken from the first input (``input.size(1)``).
+
+    Arguments as :class:`Conv1d` without ``in_channels``; the module becomes a :class:`Conv1d` after
+    its first forward (or after loading a state_dict and one forward).
+    """
+
+    cls_to_become = Conv1d
+
+
+class LazyConv2d(_LazyConv, Conv2d):
+    """A :class:`Conv2d` whose ``in_channels`` is taken from the first input; see :class:`LazyConv1d`.
+
+    Example::
+
+        >>> layer = nn.LazyConv2d(8, 3)
+        >>> layer(onnxnn.randn(1, 5, 10, 10)).shape
+        onnxnn.Size([1, 8, 8, 8])
+    """
+
+    cls_to_become = Conv2d
+
+
+class LazyConv3d(_LazyConv, Conv3d):
+    """A :class:`Conv3d` whose ``in_channels`` is taken from the first input; see :class:`LazyConv1d`."""
+
+    cls_to_become = Conv3d
+
+
+class LazyConvTranspose1d(_LazyConvTranspose, ConvTranspose1d):
+    """A :class:`ConvTranspose1d` whose ``in_channels`` is taken from the first input; see :class:`LazyConv1d`."""
+
+    cls_to_become = ConvTranspose1d
+
+
+class LazyConvTranspose2d(_LazyConvTranspose, ConvTranspose2d):
+    """A :class:`ConvTranspose2d` whose ``in_channels`` is taken from the first input; see :class:`LazyConv1d`."""
+
+    cls_to_become = ConvTranspose2d
+
+
+class LazyConvTranspose3d(_LazyConvTranspose, ConvTranspose3d):
+    """A :class:`ConvTranspose3d` whose ``in_channels`` is taken from the first input; see :class:`LazyConv1d`."""
+
+    cls_to_become = ConvTranspose3d
