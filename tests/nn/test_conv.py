@@ -54,7 +54,8 @@ def assert_within_conv_rounding(actual, expected, magnitude, terms, dtype) -> No
     bound = 2 * gamma(terms + 1, dtype) * magnitude
     error = np.abs(np.asarray(actual, np.float64) - expected)
     assert actual.shape == expected.shape
-    assert np.all(error <= bound), f"max error {error.max():.3g}, bound there {bound.flat[np.argmax(error - bound)]:.3g}"
+    worst = np.argmax(error - bound)
+    assert np.all(error <= bound), f"error {error.flat[worst]:.3g} exceeds the bound {bound.flat[worst]:.3g}"
 
 
 # ---------------------------------------------------------------- Conv*d against numpy
@@ -544,7 +545,8 @@ def test_lazy_conv_state_dict_before_and_after_loading():
 @pytest.mark.parametrize("call, error, message", [
     (lambda: nn.LazyConv2d(4, 3)(onnxnn.randn(5, 5)), RuntimeError,
      "Expected 3D (unbatched) or 4D (batch mode) input to LazyConv2d, but got input of size"),
-    (lambda: nn.LazyConv1d(4, 3, groups=2)(onnxnn.randn(1, 3, 5)), ValueError, "in_channels must be divisible by groups"),
+    (lambda: nn.LazyConv1d(4, 3, groups=2)(onnxnn.randn(1, 3, 5)), ValueError,
+     "in_channels must be divisible by groups"),
 ])
 def test_lazy_conv_errors_in_pytorch_words(call, error, message):
     with pytest.raises(error) as info:

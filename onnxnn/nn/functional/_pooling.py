@@ -11,6 +11,8 @@ gradients come from existing rules:
   element, which changes neither the maximum nor the first position holding it), ``ArgMax`` picks
   the first maximum in row-major order as PyTorch's kernel does, and ``GatherElements`` reads the
   values at those positions, so the gradient goes to exactly that element.
+- ``fractional_max_pool*d``: the same gather/ArgMax/GatherElements over windows that differ per
+  ``(n, c)`` plane, placed by PyTorch's interval formula from the random samples.
 - ``lp_pool*d``: PyTorch's own formula, ``(sign(s) * relu(|s|) * prod(kernel)) ** (1 / p)`` with
   ``s = avg_pool(x ** p)``. ONNX ``LpPool`` pools ``|x| ** p`` instead, which differs for odd ``p``
   and negative inputs, and scales ceil_mode's partial windows differently.
@@ -22,6 +24,7 @@ import numpy as np
 
 from ...runtime import dtypes
 from ...runtime import ops as _ops
+from ...runtime.creation import rand
 from ...runtime.ops.conv import batched, expand_param
 from ...runtime.ops.pooling import (
     adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, avg_pool1d, avg_pool2d, avg_pool3d, max_pool1d,
@@ -32,7 +35,7 @@ from ...runtime.tensor import Tensor, apply_op
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
            "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
            "adaptive_max_pool2d", "adaptive_max_pool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_unpool1d",
-           "max_unpool2d", "max_unpool3d"]
+           "max_unpool2d", "max_unpool3d", "fractional_max_pool2d", "fractional_max_pool3d"]
 
 _MAX_POOLS = {1: max_pool1d, 2: max_pool2d, 3: max_pool3d}
 _AVG_POOLS = {1: avg_pool1d, 2: avg_pool2d, 3: avg_pool3d}
@@ -60,6 +63,32 @@ def _window_table(spatial: list[int], sizes: list[int]) -> np.ndarray:
     return table.astype(np.int64)
 
 
+def _max_over_windows(x: Tensor, table: np.ndarray, sizes: list[int], return_indices: bool, name: str):
+    """The first maximum of each window listed in ``table`` and its flat position in the ``(n, c)`` plane.
+
+    ``table`` holds flat plane positions: ``(O, K)`` when every plane has the same windows, or
+    ``(N, C, O, K)`` when they differ per plane; ``O = prod(sizes)`` windows of ``K`` taps each.
+    """
+    batch, channels = x.shape[0], x.shape[1]
+    planes = x.reshape((batch, channels, int(np.prod(x.shape[2:]))))
+    positions = Tensor._from_array(table, dtypes.int64, x.device)
+    windows_count, taps = table.shape[-2], table.shape[-1]
+    if table.ndim == 2:
+        windows = apply_op("Gather", (planes.detach(), positions), {"axis": 2})
+        positions = positions.expand((batch, channels) + table.shape)
+    else:
+        windows = apply_op("GatherElements", (planes.detach(), positions.reshape((batch, channels, -1))),
+                           {"axis": 2}).reshape((batch, channels, windows_count, taps))
+    first = _ops.argmax(windows, 3, keepdim=True)  # (N, C, O, 1): ArgMax keeps the first maximum
+    flat = apply_op("GatherElements", (positions, first), {"axis": 3}).reshape((batch, channels, windows_count))
+    # Gathered in float32 for float16/bfloat16 input: the gradient scatters with reduction="add",
+    # which onnxruntime's CPU provider lacks for those (the round trip through float32 is exact).
+    source = planes.to(dtypes.float32) if planes.dtype in (dtypes.float16, dtypes.bfloat16) else planes
+    values = apply_op("GatherElements", (source, flat), {"axis": 2}, name).to(x.dtype)
+    shape = (batch, channels) + tuple(sizes)
+    return (values.reshape(shape), flat.reshape(shape)) if return_indices else values.reshape(shape)
+
+
 def _adaptive_max_pool(input: Tensor, output_size, return_indices: bool, rank: int):
     function = f"adaptive_max_pool{rank}d"
     if input.dim() not in (rank + 1, rank + 2):
@@ -83,20 +112,8 @@ def _adaptive_max_pool(input: Tensor, output_size, return_indices: bool, rank: i
         kernel = [size // out for size, out in zip(spatial, sizes)]
         result = _MAX_POOLS[rank](x, kernel, kernel, return_indices=return_indices)
     else:
-        batch, channels = x.shape[0], x.shape[1]
-        table = _window_table(spatial, sizes)
-        planes = x.reshape((batch, channels, int(np.prod(spatial))))
-        windows = apply_op("Gather", (planes.detach(), Tensor._from_array(table, dtypes.int64, x.device)),
-                           {"axis": 2})
-        first = _ops.argmax(windows, 3, keepdim=True)  # (N, C, O, 1): ArgMax keeps the first maximum
-        positions = Tensor._from_array(table, dtypes.int64, x.device).expand((batch, channels) + table.shape)
-        flat = apply_op("GatherElements", (positions, first), {"axis": 3}).reshape((batch, channels, table.shape[0]))
-        # Gathered in float32 for float16/bfloat16 input: the gradient scatters with reduction="add",
-        # which onnxruntime's CPU provider lacks for those (the round trip through float32 is exact).
-        source = planes.to(dtypes.float32) if planes.dtype in (dtypes.float16, dtypes.bfloat16) else planes
-        values = apply_op("GatherElements", (source, flat), {"axis": 2}, "AdaptiveMaxPool2DBackward0").to(x.dtype)
-        shape = (batch, channels) + tuple(sizes)
-        result = (values.reshape(shape), flat.reshape(shape)) if return_indices else values.reshape(shape)
+        result = _max_over_windows(x, _window_table(spatial, sizes), sizes, return_indices,
+                                   f"AdaptiveMaxPool{rank}DBackward0")
     if not added_batch:
         return result
     return (result[0].squeeze(0), result[1].squeeze(0)) if return_indices else result.squeeze(0)
@@ -126,6 +143,99 @@ def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False
 def adaptive_max_pool3d(input: Tensor, output_size, return_indices: bool = False):
     """Max pooling of ``(N, C, D, H, W)`` to a fixed size; see :func:`adaptive_max_pool2d`."""
     return _adaptive_max_pool(input, output_size, return_indices, 3)
+
+
+# ---------------------------------------------------------------- fractional max pooling
+
+def _fractional_starts(samples: np.ndarray, size: int, out: int, kernel: int, dtype) -> np.ndarray:
+    """PyTorch's pseudo-random window starts along one axis: ``(N, C)`` samples -> ``(N, C, out)``.
+
+    ``start[i] = int((i + u) * alpha) - int(u * alpha)`` with ``alpha = (size - k) / (out - 1)``,
+    computed in the input's float type as PyTorch's kernel does; the last window ends at the edge.
+    """
+    starts = np.empty(samples.shape + (out,), dtype=np.int64)
+    if out > 1:
+        alpha = dtype.type(size - kernel) / dtype.type(out - 1)
+        u = samples.astype(dtype)[..., None]
+        steps = np.arange(out - 1, dtype=dtype)
+        starts[..., :-1] = ((steps + u) * alpha).astype(np.int64) - (u * alpha).astype(np.int64)
+    starts[..., -1] = size - kernel
+    return starts
+
+
+def _fractional_max_pool(input: Tensor, kernel_size, output_size, output_ratio, return_indices: bool,
+                         _random_samples, rank: int):
+    function = f"fractional_max_pool{rank}d"
+    if output_size is None and output_ratio is None:
+        raise ValueError(f"{function} requires specifying either an output_size or an output_ratio")
+    if input.dim() not in (rank + 1, rank + 2):
+        raise RuntimeError(f"{function}(): Expected {rank + 1}D or {rank + 2}D tensor, but got: {list(input.shape)}")
+    kernel = expand_param(kernel_size, rank, "kernel_size", function)
+    spatial = list(input.shape[-rank:])
+    if output_size is None:
+        ratios = list(output_ratio) if isinstance(output_ratio, (tuple, list)) else [output_ratio] * rank
+        if len(ratios) != rank:
+            raise ValueError(f"{function} requires output_ratio to either be a single Int or tuple of Ints.")
+        sizes = [int(size * ratio) for size, ratio in zip(spatial, ratios)]
+    else:
+        sizes = expand_param(output_size, rank, "output_size", function)
+    names = {1: ["width"], 2: ["height", "width"], 3: ["time", "height", "width"]}[rank]
+    for name, size, out, k in zip(names, spatial, sizes, kernel):
+        # PyTorch's 3-d check is strict (the last window may not end at the edge); its 2-d one is not.
+        if out + k - 1 > size or (rank == 3 and out + k - 1 == size):
+            raise RuntimeError(f"{function}_out(): pool {name} {k} too large relative to input {name} {size}")
+    x, added_batch = batched(input, rank, function)
+    batch, channels = x.shape[0], x.shape[1]
+    if _random_samples is None:
+        samples = np.asarray(rand(batch, channels, rank, dtype=x.dtype).numpy(), dtype=np.float64)
+    else:
+        if tuple(_random_samples.shape) != (batch, channels, rank):
+            raise RuntimeError(f"{function}(): expected _random_samples of shape {[batch, channels, rank]}, got "
+                               f"{list(_random_samples.shape)}")
+        # The samples decide the windows, so they are read here (like nonzero's data-dependent shape).
+        samples = np.asarray(_random_samples.detach().numpy(), dtype=np.float64)
+    compute = np.dtype(np.float64) if x.dtype is dtypes.float64 else np.dtype(np.float32)
+    # PyTorch's samples per plane: 2-d (width, height), 3-d (time, height, width).
+    sample_of_axis = {1: [0], 2: [1, 0], 3: [0, 1, 2]}[rank]
+    table = np.zeros((batch, channels, 1, 1), dtype=np.int64)
+    for axis, (size, out, k) in enumerate(zip(x.shape[2:], sizes, kernel)):
+        starts = _fractional_starts(samples[..., sample_of_axis[axis]], size, out, k, compute)
+        positions = starts[..., None] + np.arange(k)  # (N, C, out, k)
+        table = table[:, :, :, None, :, None] * size + positions[:, :, None, :, None, :]
+        table = table.reshape(batch, channels, table.shape[2] * table.shape[3], table.shape[4] * table.shape[5])
+    result = _max_over_windows(x, table, sizes, return_indices, f"FractionalMaxPool{rank}DBackward0")
+    if not added_batch:
+        return result
+    return (result[0].squeeze(0), result[1].squeeze(0)) if return_indices else result.squeeze(0)
+
+
+def fractional_max_pool2d(input: Tensor, kernel_size, output_size=None, output_ratio=None,
+                          return_indices: bool = False, _random_samples: Tensor | None = None):
+    """2-D fractional max pooling (Graham, 2014): ``kH x kW`` windows at pseudo-random steps.
+
+    Args:
+        input: ``(N, C, H, W)`` or ``(C, H, W)``.
+        kernel_size: the window size (int or pair).
+        output_size: the output ``(oH, oW)`` (an int for both), or
+        output_ratio: the output size as a fraction of the input's, in (0, 1).
+        return_indices: also return the position of each maximum, flattened per ``(n, c)`` plane.
+        _random_samples: ``(N, C, 2)`` uniform samples choosing the steps (drawn when None).
+
+    The windows are PyTorch's for the same samples; the samples are read when the call is
+    recorded, since they decide which elements each window gathers.
+
+    Example::
+
+        >>> fractional_max_pool2d(onnxnn.randn(2, 3, 10, 9), 3, output_size=(5, 4)).shape
+        onnxnn.Size([2, 3, 5, 4])
+    """
+    return _fractional_max_pool(input, kernel_size, output_size, output_ratio, return_indices, _random_samples, 2)
+
+
+def fractional_max_pool3d(input: Tensor, kernel_size, output_size=None, output_ratio=None,
+                          return_indices: bool = False, _random_samples: Tensor | None = None):
+    """3-D fractional max pooling over ``(N, C, T, H, W)``; see :func:`fractional_max_pool2d` (samples: N, C, 3)."""
+    return _fractional_max_pool(input, kernel_size, output_size, output_ratio, return_indices, _random_samples, 3)
 
 
 # ---------------------------------------------------------------- power-average pooling
@@ -214,7 +324,7 @@ def _max_unpool(input: Tensor, indices: Tensor, kernel_size, stride, padding, ou
 
 
 def max_unpool1d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
-    """Partial inverse of :func:`max_pool1d`: puts each value at its index in a zero tensor; see :func:`max_unpool2d`."""
+    """Partial inverse of :func:`max_pool1d`: values go to their indices in zeros; see :func:`max_unpool2d`."""
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 1)
 
 

@@ -1,9 +1,9 @@
-"""Pooling layers: MaxPool, AvgPool, AdaptiveAvgPool, AdaptiveMaxPool, LPPool and MaxUnpool in 1, 2 and 3 d.
+"""Pooling layers: MaxPool, AvgPool, AdaptiveAvgPool, AdaptiveMaxPool, LPPool, MaxUnpool, FractionalMaxPool.
 
 Constructor arguments, stored attributes and ``extra_repr`` follow PyTorch's
 ``torch.nn.modules.pooling`` (1-d layers store tuples where PyTorch does, the others what was
 passed); ``forward`` is the matching function of :mod:`onnxnn.nn.functional`. None of them has
-parameters or buffers, so their state_dict is empty.
+parameters; only FractionalMaxPool may hold a buffer (its fixed ``_random_samples``).
 """
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from .module import Module
 
 __all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
            "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d",
-           "LPPool1d", "LPPool2d", "LPPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d"]
+           "LPPool1d", "LPPool2d", "LPPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "FractionalMaxPool2d",
+           "FractionalMaxPool3d"]
 
 
 def _ntuple(value, n: int) -> tuple:
@@ -359,3 +360,57 @@ class MaxUnpool3d(_MaxUnpoolNd):
 
     _rank = 3
     _function = staticmethod(F.max_unpool3d)
+
+
+# ---------------------------------------------------------------- fractional max pooling
+
+class _FractionalMaxPoolNd(Module):
+    _rank = 0
+    _function = None
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices: bool = False,
+                 _random_samples=None) -> None:
+        super().__init__()
+        n = self._rank
+        self.kernel_size = _ntuple(kernel_size, n)
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples)
+        self.output_size = _ntuple(output_size, n) if output_size is not None else None
+        self.output_ratio = _ntuple(output_ratio, n) if output_ratio is not None else None
+        if output_size is None and output_ratio is None:
+            raise ValueError(f"{type(self).__name__} requires specifying either an output size, or a pooling ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        if self.output_ratio is not None and not all(0 < ratio < 1 for ratio in self.output_ratio):
+            raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+
+    def forward(self, input: Tensor):
+        return type(self)._function(input, self.kernel_size, self.output_size, self.output_ratio,
+                                    self.return_indices, _random_samples=self._random_samples)
+
+
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    """2D fractional max pooling: ``kH x kW`` windows at pseudo-random steps reaching a target size.
+
+    Args:
+        kernel_size: the window size (int or pair).
+        output_size: the target output size ``(oH, oW)``, or
+        output_ratio: the output size as a fraction of the input size, in (0, 1).
+        return_indices: also return the argmax positions (for :class:`MaxUnpool2d`). Default: ``False``.
+        _random_samples: fixed ``(N, C, 2)`` samples (a buffer); new ones are drawn per call otherwise.
+
+    Example::
+
+        >>> nn.FractionalMaxPool2d(3, output_ratio=(0.5, 0.5))(onnxnn.randn(20, 16, 50, 32)).shape
+        onnxnn.Size([20, 16, 25, 16])
+    """
+
+    _rank = 2
+    _function = staticmethod(F.fractional_max_pool2d)
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
+    """3D fractional max pooling; see :class:`FractionalMaxPool2d` (triples, samples ``(N, C, 3)``)."""
+
+    _rank = 3
+    _function = staticmethod(F.fractional_max_pool3d)
