@@ -365,6 +365,36 @@ def test_low_precision_layers_compute_in_their_dtype(cls, args, input_shape, dty
     assert np.all(np.abs(actual - expected) <= bound)
 
 
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("dtype, u", [(onnxnn.float16, 2.0 ** -11), (onnxnn.bfloat16, 2.0 ** -8)],
+                         ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("padding_mode", ["reflect", "replicate", "circular"])
+def test_low_precision_padded_conv_backward(padding_mode, dtype, u, executor):
+    layer = nn.Conv1d(2, 3, 3, padding=2, padding_mode=padding_mode, dtype=dtype)
+    x = onnxnn.randn(2, 2, 6, dtype=dtype, requires_grad=True)
+    with onnxnn.set_executor(executor):
+        layer(x).float().sum().backward()
+        actual = _values(x.grad)
+    assert x.grad.dtype is dtype
+    # d sum(y) / dx from the float64 layer with the same weights, and with |w| for the magnitude.
+    exact, absolute = nn.Conv1d(2, 3, 3, padding=2, padding_mode=padding_mode, dtype=onnxnn.float64), \
+        nn.Conv1d(2, 3, 3, padding=2, padding_mode=padding_mode, dtype=onnxnn.float64)
+    state = {key: value.double() for key, value in layer.state_dict().items()}
+    exact.load_state_dict(state)
+    absolute.load_state_dict({key: value.abs() for key, value in state.items()})
+    gradients = []
+    with onnxnn.set_executor("kernels"):
+        for network in (exact, absolute):
+            x64 = onnxnn.tensor(_values(x), requires_grad=True)
+            network(x64).sum().backward()
+            gradients.append(_values(x64.grad))
+    expected, magnitude = gradients
+    # An input element reaches at most 3 output channels x 3 taps, twice when padding copies it.
+    terms = 2 * 3 * 3
+    bound = (terms + 1) * u / (1 - (terms + 1) * u) * magnitude + u * np.abs(expected)
+    assert np.all(np.abs(actual - expected) <= bound)
+
+
 # ---------------------------------------------------------------- export
 
 EXPORT_CASES = [

@@ -5,7 +5,7 @@ each, with their shape and gradient rules); this module re-exports them and adds
 need around them.
 
 ``pad_for_conv`` pads the spatial axes in the non-zero modes of ``Conv*d(padding_mode=...)``. It is
-a decomposition into ``Slice`` (reversed for reflect), ``Expand`` (replicate) and ``Concat``, whose
+a decomposition into ``Slice``, ``Expand`` (replicate) and ``Concat``, whose
 gradient rules exist, rather than ONNX ``Pad`` with ``mode="reflect"/"edge"/"wrap"``: that keeps
 the backward graph standard and the recorded graph runnable at every opset onnxnn exports.
 
@@ -73,9 +73,12 @@ def _border(x: Tensor, axis: int, width: int, size: int, mode: str, at_end: bool
         shape = list(x.shape)
         shape[axis] = width
         return edge.expand(shape)
-    # reflect: the elements next to the edge (the edge itself excluded), mirrored
-    inner = _ops.narrow(x, axis, size - 1 - width, width) if at_end else _ops.narrow(x, axis, 1, width)
-    return _ops.flip(inner, [axis])
+    # reflect: the elements next to the edge (the edge itself excluded), mirrored. One-element
+    # slices in reverse order rather than a reversed Slice: the gradient of a unit-step Slice is a
+    # Pad, while a reversed one needs a ScatterElements add, which onnxruntime lacks for float16.
+    positions = range(size - 2, size - 2 - width, -1) if at_end else range(width, 0, -1)
+    pieces = [_ops.narrow(x, axis, position, 1) for position in positions]
+    return pieces[0] if len(pieces) == 1 else _ops.cat(pieces, axis)
 
 
 # ---------------------------------------------------------------- unfold / fold
