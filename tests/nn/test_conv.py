@@ -267,6 +267,31 @@ def test_conv_layers_train_and_survive_deepcopy():
     np.testing.assert_array_equal(clone(x).detach().numpy(), layer(x).detach().numpy())
 
 
+# ---------------------------------------------------------------- conv_tbc
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("pad", [0, 2])
+def test_conv_tbc_convolves_time_major_sequences(pad, executor):
+    x = RNG.standard_normal((7, 2, 3)).astype(np.float32)  # (time, batch, channels)
+    weight = RNG.standard_normal((3, 3, 4)).astype(np.float32)  # (width, in, out)
+    bias = RNG.standard_normal(4).astype(np.float32)
+    with onnxnn.set_executor(executor):
+        actual = F.conv_tbc(onnxnn.tensor(x), onnxnn.tensor(weight), onnxnn.tensor(bias), pad).numpy()
+    # y[t, b, o] = bias[o] + sum_{k, c} x_padded[t + k, b, c] * weight[k, c, o]
+    padded = np.pad(x.astype(np.float64), [(pad, pad), (0, 0), (0, 0)])
+    steps = padded.shape[0] - weight.shape[0] + 1
+    expected = np.stack([np.einsum("kbc,kco->bo", padded[t:t + 3], weight) for t in range(steps)]) + bias
+    magnitude = np.stack([np.einsum("kbc,kco->bo", np.abs(padded[t:t + 3]), np.abs(weight))
+                          for t in range(steps)]) + np.abs(bias)
+    assert_within_conv_rounding(actual, expected, magnitude, 9, np.float32)
+
+
+def test_conv_tbc_gradients_match_finite_differences():
+    with onnxnn.set_executor("kernels"):
+        check_gradients(lambda x, w, b: F.conv_tbc(x, w, b, 1),
+                        [RNG.standard_normal((5, 2, 2)), RNG.standard_normal((2, 2, 3)), RNG.standard_normal(3)])
+
+
 # ---------------------------------------------------------------- Fold / Unfold
 
 def unfold_reference(x, kernel, dilation, padding, stride):

@@ -143,3 +143,14 @@ def test_fractional_max_pool_agrees_with_pytorch(rank, kernel, output_size, inpu
             _random_samples=onnxnn.tensor(samples.astype(dtype)))
         np.testing.assert_array_equal(values.numpy(), expected.numpy())
         np.testing.assert_array_equal(indices.numpy(), expected_indices.numpy())
+
+
+@pytest.mark.parametrize("rank", [2, 3])
+def test_with_indices_form_returns_values_and_indices(rank):
+    x = onnxnn.tensor(distinct(*((1, 2) + (6,) * rank)))
+    samples = onnxnn.rand(1, 2, rank)
+    function = getattr(F, f"fractional_max_pool{rank}d")
+    values, indices = getattr(F, f"fractional_max_pool{rank}d_with_indices")(x, 2, 3, _random_samples=samples)
+    expected_values, expected_indices = function(x, 2, 3, return_indices=True, _random_samples=samples)
+    np.testing.assert_array_equal(values.numpy(), expected_values.numpy())
+    np.testing.assert_array_equal(indices.numpy(), expected_indices.numpy())

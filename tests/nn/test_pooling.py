@@ -347,6 +347,23 @@ def test_max_unpool_gradients_match_finite_differences():
             check_gradients(lambda v: F.max_unpool2d(v, indices, 2), [values.numpy().astype(np.float64)])
 
 
+@pytest.mark.parametrize("with_indices, plain, args", [
+    (F.max_pool1d_with_indices, F.max_pool1d, (3, 2, 1)),
+    (F.max_pool2d_with_indices, F.max_pool2d, (2,)),
+    (F.max_pool3d_with_indices, F.max_pool3d, (2, 1)),
+    (F.adaptive_max_pool1d_with_indices, F.adaptive_max_pool1d, (3,)),
+    (F.adaptive_max_pool2d_with_indices, F.adaptive_max_pool2d, ((3, 2),)),
+    (F.adaptive_max_pool3d_with_indices, F.adaptive_max_pool3d, (2,)),
+], ids=lambda value: getattr(value, "__name__", None))
+def test_with_indices_forms_always_return_values_and_indices(with_indices, plain, args):
+    rank = int(plain.__name__[-2])
+    x = onnxnn.tensor(distinct(*((1, 2) + (5,) * rank)))
+    values, indices = with_indices(x, *args)
+    expected_values, expected_indices = plain(x, *args, return_indices=True)
+    np.testing.assert_array_equal(values.numpy(), expected_values.numpy())
+    np.testing.assert_array_equal(indices.numpy(), expected_indices.numpy())
+
+
 # ---------------------------------------------------------------- reprs and state
 
 @pytest.mark.parametrize("layer, text", [

@@ -25,7 +25,7 @@ from ...runtime.ops.conv import (
 from ...runtime.tensor import Tensor, apply_op
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
-           "unfold", "fold", "pad_for_conv"]
+           "conv_tbc", "unfold", "fold", "pad_for_conv"]
 
 _PADDING_MODES = ("reflect", "replicate", "circular")
 
@@ -79,6 +79,34 @@ def _border(x: Tensor, axis: int, width: int, size: int, mode: str, at_end: bool
     positions = range(size - 2, size - 2 - width, -1) if at_end else range(width, 0, -1)
     pieces = [_ops.narrow(x, axis, position, 1) for position in positions]
     return pieces[0] if len(pieces) == 1 else _ops.cat(pieces, axis)
+
+
+def conv_tbc(input: Tensor, weight: Tensor, bias: Tensor, pad: int = 0) -> Tensor:
+    """1-D convolution over time-major sequences: ``(T, B, C_in)`` -> ``(T_out, B, C_out)``.
+
+    Args:
+        input: ``(time, batch, in_channels)``.
+        weight: ``(kernel width, in_channels, out_channels)``.
+        bias: ``(out_channels)``.
+        pad: time steps of zero padding on both sides. Default: 0.
+
+    Recorded as :func:`conv1d` between transposes.
+    """
+    if input.dim() != 3:
+        raise RuntimeError(f"Input must have 3 dims: time, batch, in_channel, got {input.dim()}")
+    if weight.dim() != 3:
+        raise RuntimeError(f"Weight tensor must have 3 dims: kernel_width, in_channels, out_channels, got "
+                           f"{weight.dim()}")
+    if bias.dim() != 1:
+        raise RuntimeError(f"Bias must be 1-D, got {bias.dim()} dims")
+    if input.shape[2] != weight.shape[1]:
+        raise RuntimeError(f"Input dim 2 (input channels) is not == dim 1 in the weight tensor: {input.shape[2]} vs "
+                           f"{weight.shape[1]}")
+    if weight.shape[2] != bias.shape[0]:
+        raise RuntimeError(f"Bias size must equal dim 2 in the weight tensor (output channels): {bias.shape[0]} vs "
+                           f"{weight.shape[2]}")
+    output = conv1d(input.permute(1, 2, 0), weight.permute(2, 1, 0), bias, padding=pad)
+    return output.permute(2, 0, 1)
 
 
 # ---------------------------------------------------------------- unfold / fold

@@ -35,7 +35,10 @@ from ...runtime.tensor import Tensor, apply_op
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
            "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
            "adaptive_max_pool2d", "adaptive_max_pool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_unpool1d",
-           "max_unpool2d", "max_unpool3d", "fractional_max_pool2d", "fractional_max_pool3d"]
+           "max_unpool2d", "max_unpool3d", "fractional_max_pool2d", "fractional_max_pool3d", "max_pool1d_with_indices",
+           "max_pool2d_with_indices", "max_pool3d_with_indices", "adaptive_max_pool1d_with_indices",
+           "adaptive_max_pool2d_with_indices", "adaptive_max_pool3d_with_indices", "fractional_max_pool2d_with_indices",
+           "fractional_max_pool3d_with_indices"]
 
 _MAX_POOLS = {1: max_pool1d, 2: max_pool2d, 3: max_pool3d}
 _AVG_POOLS = {1: avg_pool1d, 2: avg_pool2d, 3: avg_pool3d}
@@ -350,3 +353,51 @@ def max_unpool2d(input: Tensor, indices: Tensor, kernel_size, stride=None, paddi
 def max_unpool3d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
     """Partial inverse of :func:`max_pool3d`; see :func:`max_unpool2d`."""
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 3)
+
+
+# ---------------------------------------------------------------- the *_with_indices forms
+# PyTorch's names for the max pools that always return (values, indices); return_indices is ignored.
+
+def max_pool1d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+                            return_indices: bool = False):
+    """:func:`max_pool1d` returning ``(values, indices)``."""
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True)
+
+
+def max_pool2d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+                            return_indices: bool = False):
+    """:func:`max_pool2d` returning ``(values, indices)``."""
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True)
+
+
+def max_pool3d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+                            return_indices: bool = False):
+    """:func:`max_pool3d` returning ``(values, indices)``."""
+    return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True)
+
+
+def adaptive_max_pool1d_with_indices(input: Tensor, output_size, return_indices: bool = False):
+    """:func:`adaptive_max_pool1d` returning ``(values, indices)``."""
+    return adaptive_max_pool1d(input, output_size, return_indices=True)
+
+
+def adaptive_max_pool2d_with_indices(input: Tensor, output_size, return_indices: bool = False):
+    """:func:`adaptive_max_pool2d` returning ``(values, indices)``."""
+    return adaptive_max_pool2d(input, output_size, return_indices=True)
+
+
+def adaptive_max_pool3d_with_indices(input: Tensor, output_size, return_indices: bool = False):
+    """:func:`adaptive_max_pool3d` returning ``(values, indices)``."""
+    return adaptive_max_pool3d(input, output_size, return_indices=True)
+
+
+def fractional_max_pool2d_with_indices(input: Tensor, kernel_size, output_size=None, output_ratio=None,
+                                       return_indices: bool = False, _random_samples: Tensor | None = None):
+    """:func:`fractional_max_pool2d` returning ``(values, indices)``."""
+    return fractional_max_pool2d(input, kernel_size, output_size, output_ratio, True, _random_samples)
+
+
+def fractional_max_pool3d_with_indices(input: Tensor, kernel_size, output_size=None, output_ratio=None,
+                                       return_indices: bool = False, _random_samples: Tensor | None = None):
+    """:func:`fractional_max_pool3d` returning ``(values, indices)``."""
+    return fractional_max_pool3d(input, kernel_size, output_size, output_ratio, True, _random_samples)
