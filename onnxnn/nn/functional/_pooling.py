@@ -20,6 +20,8 @@ gradients come from existing rules:
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ...runtime import dtypes
@@ -55,15 +57,18 @@ def _adaptive_windows(size: int, out: int) -> np.ndarray:
     return np.minimum(np.array(starts)[:, None] + offsets, np.array(ends)[:, None] - 1)
 
 
-def _window_table(spatial: list[int], sizes: list[int]) -> np.ndarray:
-    """``(prod(sizes), K)`` flat plane positions of every window, taps in row-major order."""
+@functools.lru_cache(maxsize=256)
+def _window_table(spatial: tuple, sizes: tuple) -> np.ndarray:
+    """``(prod(sizes), K)`` flat plane positions of every window, taps in row-major order (cached: read-only)."""
     table = np.zeros((1, 1), dtype=np.int64)
     for size, out in zip(spatial, sizes):
         axis = _adaptive_windows(size, out)  # (out, k)
         # table (O, K) x axis (out, k) -> (O, out, K, k): position * size + next coordinate
         table = table[:, None, :, None] * size + axis[None, :, None, :]
         table = table.reshape(table.shape[0] * table.shape[1], table.shape[2] * table.shape[3])
-    return table.astype(np.int64)
+    table = table.astype(np.int64)
+    table.flags.writeable = False
+    return table
 
 
 def _max_over_windows(x: Tensor, table: np.ndarray, sizes: list[int], return_indices: bool, name: str):
@@ -115,7 +120,7 @@ def _adaptive_max_pool(input: Tensor, output_size, return_indices: bool, rank: i
         kernel = [size // out for size, out in zip(spatial, sizes)]
         result = _MAX_POOLS[rank](x, kernel, kernel, return_indices=return_indices)
     else:
-        result = _max_over_windows(x, _window_table(spatial, sizes), sizes, return_indices,
+        result = _max_over_windows(x, _window_table(tuple(spatial), tuple(sizes)), sizes, return_indices,
                                    f"AdaptiveMaxPool{rank}DBackward0")
     if not added_batch:
         return result
