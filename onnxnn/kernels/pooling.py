@@ -1,4 +1,4 @@
-"""Pooling kernels: MaxPool (with Indices), AveragePool, LpPool and their Global* forms.
+"""Pooling kernels: MaxPool (with Indices), AveragePool, LpPool, their Global* forms and MaxUnpool.
 
 Windows are reduced straight from the strided view of the padded input (``sliding_windows``).
 Output sizes follow ONNX (and PyTorch): floor or ceil mode, where ceil mode drops a last window
@@ -149,3 +149,21 @@ def global_lp_pool(xp, inputs, attrs):
     p = attrs.get("p", 2)
     return [reduce_sum(xp, xp.abs(x) ** p, _spatial_axes(x), True) ** (1.0 / p)]
 
+
+
+@kernels.register("MaxUnpool", types=FLOATING)
+def max_unpool(xp, inputs, attrs):
+    x, indices = inputs[0], inputs[1]
+    output_shape = inputs[2] if len(inputs) > 2 else None
+    if output_shape is not None:
+        shape = [int(v) for v in output_shape.reshape(-1).tolist()]
+    else:
+        spatial = x.ndim - 2
+        kernel = list(attrs["kernel_shape"])
+        strides, _, pads = spatial_attributes(attrs, spatial)
+        shape = list(x.shape[:2]) + [(x.shape[2 + i] - 1) * strides[i] + kernel[i] - pads[i] - pads[spatial + i]
+                                     for i in range(spatial)]
+    # Indices count over the whole output tensor, as MaxPool's Indices output does.
+    result = xp.zeros(int(np.prod(shape)), dtype=x.dtype)
+    result[indices.reshape(-1)] = x.reshape(-1)
+    return [result.reshape(shape)]

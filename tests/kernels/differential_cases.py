@@ -336,6 +336,9 @@ _NN = [
                                            pads=[1, 0, 1, 1], p=3)),
     Case("GlobalMaxPool", "GlobalMaxPool", lambda d: op("GlobalMaxPool", make((2, 3, 4, 5), d))),
     Case("GlobalLpPool", "GlobalLpPool", lambda d: op("GlobalLpPool", make((2, 3, 4, 5), d), p=2)),
+    Case("MaxUnpool_output_shape", "MaxUnpool",
+         lambda d: op("MaxUnpool", *op("MaxPool", make((2, 3, 6, 5), d), kernel_shape=[2, 2], strides=[2, 2]),
+                      ints([2, 3, 6, 5]), kernel_shape=[2, 2], strides=[2, 2])),
 ]
 # losses (layer family L3): ONNX's loss ops, with weights, ignore_index and spatial targets.
 _NN += [

@@ -47,9 +47,6 @@ KNOWN_KERNEL_FAILURES: dict[str, str] = {
         "test_matmulinteger",
     ], "no MatMulInteger kernel in onnxnn/kernels"),
     **dict.fromkeys([
-        "test_maxunpool_export_without_output_shape",
-    ], "no MaxUnpool kernel in onnxnn/kernels"),
-    **dict.fromkeys([
         "test_qlinearmatmul_2D_int8_float16", "test_qlinearmatmul_2D_int8_float32",
         "test_qlinearmatmul_2D_uint8_float16", "test_qlinearmatmul_2D_uint8_float32",
         "test_qlinearmatmul_3D_int8_float16", "test_qlinearmatmul_3D_int8_float32",

@@ -32,10 +32,18 @@ from ._loss import (
     binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, l1_loss, mse_loss, nll_loss, one_hot,
 )
 from ._normalization import batch_norm
-from ...runtime.ops.conv import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d
 from ...runtime.ops.normalization import group_norm, instance_norm, layer_norm, local_response_norm
-from ...runtime.ops.pooling import (
-    adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d, avg_pool2d, avg_pool3d, max_pool1d, max_pool2d, max_pool3d,
+# convolution and pooling
+from ._conv import (
+    conv1d, conv2d, conv3d, conv_tbc, conv_transpose1d, conv_transpose2d, conv_transpose3d, fold, unfold,
+)
+from ._pooling import (
+    adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, adaptive_max_pool1d,
+    adaptive_max_pool1d_with_indices, adaptive_max_pool2d, adaptive_max_pool2d_with_indices, adaptive_max_pool3d,
+    adaptive_max_pool3d_with_indices, avg_pool1d, avg_pool2d, avg_pool3d, fractional_max_pool2d,
+    fractional_max_pool2d_with_indices, fractional_max_pool3d, fractional_max_pool3d_with_indices, lp_pool1d,
+    lp_pool2d, lp_pool3d, max_pool1d, max_pool1d_with_indices, max_pool2d, max_pool2d_with_indices, max_pool3d,
+    max_pool3d_with_indices, max_unpool1d, max_unpool2d, max_unpool3d,
 )
 
 __all__ = [
@@ -45,6 +53,13 @@ __all__ = [
     "binary_cross_entropy_with_logits", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
     "conv_transpose3d", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "layer_norm", "group_norm", "instance_norm", "local_response_norm",
+    # convolution and pooling
+    "fold", "unfold", "adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d",
+    "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_unpool1d", "max_unpool2d", "max_unpool3d",
+    "fractional_max_pool2d", "fractional_max_pool3d", "conv_tbc", "max_pool1d_with_indices",
+    "max_pool2d_with_indices", "max_pool3d_with_indices", "adaptive_max_pool1d_with_indices",
+    "adaptive_max_pool2d_with_indices", "adaptive_max_pool3d_with_indices", "fractional_max_pool2d_with_indices",
+    "fractional_max_pool3d_with_indices",
 ]
 # losses (layer family L3)
 from ._loss_ctc import ctc_loss  # noqa: E402

@@ -1,53 +1,69 @@
-"""The module classes of ``onnxnn.nn``: Module, the containers and the layers."""
+"""The module classes of ``onnxnn.nn``: Module, the containers and the layers, by family."""
 from __future__ import annotations
 
 from .module import Module
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
+from .lazy import LazyModuleMixin, UninitializedParameter
 from .linear import Identity, Linear
-from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
-from .batchnorm import BatchNorm1d, BatchNorm2d
-from .dropout import Dropout
 from .flatten import Flatten, Unflatten
-# -- activations, normalization, embeddings and dropout (layer library: norm/embedding/activation family)
 from .activation import (
-    CELU, ELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LogSigmoid, Mish, PReLU, ReLU6, RReLU, SiLU,
-    Softmax2d, Softmin, Softplus, Softshrink, Softsign, Tanhshrink, Threshold,
+    CELU, ELU, GELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish,
+    PReLU, ReLU, ReLU6, RReLU, Sigmoid, SiLU, Softmax, Softmax2d, Softmin, Softplus, Softshrink, Softsign, Tanh,
+    Tanhshrink, Threshold,
 )
-from .batchnorm import BatchNorm3d
-from .dropout import AlphaDropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
+from .conv import (
+    Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d, LazyConv1d, LazyConv2d, LazyConv3d,
+    LazyConvTranspose1d, LazyConvTranspose2d, LazyConvTranspose3d,
+)
+from .fold import Fold, Unfold
+from .pooling import (
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d,
+    AvgPool1d, AvgPool2d, AvgPool3d, FractionalMaxPool2d, FractionalMaxPool3d, LPPool1d, LPPool2d, LPPool3d,
+    MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d,
+)
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
 from .normalization import CrossMapLRN2d, GroupNorm, LayerNorm, LocalResponseNorm, RMSNorm
+from .dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
 from .sparse import Embedding, EmbeddingBag
-# -- end of the norm/embedding/activation family's block
+from .distance import PairwiseDistance
+from .loss import (
+    BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss, CTCLoss, GaussianNLLLoss, HingeEmbeddingLoss,
+    HuberLoss, KLDivLoss, L1Loss, LinearCrossEntropyLoss, MarginRankingLoss, MSELoss, MultiLabelMarginLoss,
+    MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss, NLLLoss2d, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss,
+    TripletMarginLoss, TripletMarginWithDistanceLoss,
+)
+from .adaptive import AdaptiveLogSoftmaxWithLoss
 
 __all__ = [
+    # modules and containers
     "Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
-    "Linear", "Identity",
-    "ReLU", "LeakyReLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "GELU",
-    "BatchNorm1d", "BatchNorm2d", "Dropout", "Flatten", "Unflatten",
-]
-# losses (layer family L3)
-from .adaptive import AdaptiveLogSoftmaxWithLoss  # noqa: E402
-from .distance import PairwiseDistance  # noqa: E402
-from .loss import (  # noqa: E402
-    BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss, CTCLoss, GaussianNLLLoss, HingeEmbeddingLoss,
-    HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss, MultiLabelMarginLoss, MultiLabelSoftMarginLoss,
-    MultiMarginLoss, NLLLoss, NLLLoss2d, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss, TripletMarginLoss,
-    TripletMarginWithDistanceLoss, LinearCrossEntropyLoss,
-)
-__all__ += [
-    "PairwiseDistance", "L1Loss", "NLLLoss", "NLLLoss2d", "PoissonNLLLoss", "GaussianNLLLoss", "KLDivLoss", "MSELoss",
-    "BCELoss", "BCEWithLogitsLoss", "HingeEmbeddingLoss", "MultiLabelMarginLoss", "SmoothL1Loss", "HuberLoss",
-    "SoftMarginLoss", "CrossEntropyLoss", "MultiLabelSoftMarginLoss", "CosineEmbeddingLoss", "MarginRankingLoss",
-    "MultiMarginLoss", "TripletMarginLoss", "TripletMarginWithDistanceLoss", "CTCLoss", "AdaptiveLogSoftmaxWithLoss",
+    "LazyModuleMixin", "UninitializedParameter",
+    # linear and shape layers
+    "Linear", "Identity", "Flatten", "Unflatten",
+    # activations
+    "CELU", "ELU", "GELU", "GLU", "SELU", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh", "LeakyReLU",
+    "LogSigmoid", "LogSoftmax", "Mish", "PReLU", "ReLU", "ReLU6", "RReLU", "Sigmoid", "SiLU", "Softmax", "Softmax2d",
+    "Softmin", "Softplus", "Softshrink", "Softsign", "Tanh", "Tanhshrink", "Threshold",
+    # convolution, folding and pooling
+    "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+    "LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d",
+    "Fold", "Unfold",
+    "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
+    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
+    "AdaptiveMaxPool3d", "LPPool1d", "LPPool2d", "LPPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
+    "FractionalMaxPool2d", "FractionalMaxPool3d",
+    # normalization
+    "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
+    "GroupNorm", "LayerNorm", "RMSNorm", "LocalResponseNorm", "CrossMapLRN2d",
+    # dropout
+    "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
+    # embeddings and distances
+    "Embedding", "EmbeddingBag", "PairwiseDistance",
+    # losses
+    "L1Loss", "MSELoss", "CrossEntropyLoss", "NLLLoss", "NLLLoss2d", "PoissonNLLLoss", "GaussianNLLLoss", "KLDivLoss",
+    "BCELoss", "BCEWithLogitsLoss", "MarginRankingLoss", "HingeEmbeddingLoss", "MultiLabelMarginLoss", "HuberLoss",
+    "SmoothL1Loss", "SoftMarginLoss", "MultiLabelSoftMarginLoss", "CosineEmbeddingLoss", "MultiMarginLoss",
+    "TripletMarginLoss", "TripletMarginWithDistanceLoss", "CTCLoss", "AdaptiveLogSoftmaxWithLoss",
     "LinearCrossEntropyLoss",
 ]
-# -- activations, normalization, embeddings and dropout (layer library: norm/embedding/activation family)
-__all__ += [
-    "CELU", "ELU", "GLU", "SELU", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh", "LogSigmoid", "Mish", "PReLU",
-    "ReLU6", "RReLU", "SiLU", "Softmax2d", "Softmin", "Softplus", "Softshrink", "Softsign", "Tanhshrink", "Threshold",
-    "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "CrossMapLRN2d", "GroupNorm", "LayerNorm",
-    "LocalResponseNorm", "RMSNorm", "AlphaDropout", "Dropout1d", "Dropout2d", "Dropout3d", "FeatureAlphaDropout",
-    "Embedding", "EmbeddingBag",
-]
-# -- end of the norm/embedding/activation family's block

@@ -4,7 +4,9 @@ The gradient of a convolution is again a convolution, so the backward graph hold
 ONNX ops: the input gradient of ``Conv`` is a ``ConvTranspose`` of the output gradient with the same
 weight, and its weight gradient is a ``Conv`` of the input with the output gradient where batch and
 channel axes swap roles (stride and dilation swap too). ``ConvTranspose`` is the adjoint of ``Conv``,
-so its rules are the same two formulas read the other way round.
+so its rules are the same two formulas read the other way round. ``Col2Im`` (fold) is the adjoint
+of im2col, which is one depthwise ``Conv`` against a constant one-hot kernel (``im2col``), so its
+gradient is that Conv.
 
 The window arithmetic here (``window_geometry``) is shared with the pooling ops.
 """
@@ -12,8 +14,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
+
 from ..registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op, int64_constant
+from .shape import _constant_list
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"]
 
@@ -309,6 +314,36 @@ def _conv_transpose_grad(ctx, g):
     if ctx.num_inputs > 2 and ctx.input_value(2) is not None and needs_input_grad(ctx, 2):
         grad_b = channel_sum(g)
     return grad_x, grad_w, grad_b
+
+
+# ---------------------------------------------------------------- im2col and Col2Im
+
+def im2col(x: Tensor, kernel, strides, pads_begin, pads_end, dilations, name: str = "Im2ColBackward0") -> Tensor:
+    """``(N, C, *spatial)`` -> ``(N, C * prod(kernel), L)``: every window's elements, channel-major.
+
+    One depthwise ``Conv`` whose ``prod(kernel)`` output channels per input channel each pick one
+    kernel tap (a constant one-hot weight), so the ordering ``(c, tap)`` is PyTorch's unfold's and
+    ONNX Col2Im's, and the gradient is the Conv rule.
+    """
+    kernel = [int(k) for k in kernel]
+    channels, taps = x.shape[1], int(np.prod(kernel))
+    eye = np.eye(taps, dtype=x.dtype.numpy_dtype).reshape((taps, 1) + tuple(kernel))
+    weight = Tensor._from_array(np.tile(eye, (channels,) + (1,) * (len(kernel) + 1)), x.dtype, x.device)
+    attrs = {"kernel_shape": kernel, "strides": list(strides), "pads": list(pads_begin) + list(pads_end),
+             "dilations": list(dilations), "group": channels}
+    columns = apply_op("Conv", (x, weight), attrs, name)
+    return columns.reshape((x.shape[0], channels * taps, int(np.prod(columns.shape[2:]))))
+
+
+@gradient_rules.register("Col2Im")
+def _col2im_grad(ctx, g):
+    block = [int(v) for v in _constant_list(ctx.input_value(2))]
+    rank = len(block)
+    strides = _per_axis(ctx.attrs, "strides", rank, 1)
+    dilations = _per_axis(ctx.attrs, "dilations", rank, 1)
+    pads = _per_axis(ctx.attrs, "pads", 2 * rank, 0)
+    # Col2Im adds each column entry into its image position: its adjoint reads them back (im2col).
+    return im2col(g, block, strides, pads[:rank], pads[rank:], dilations, "Col2ImBackward0"), None, None
 
 
 # ---------------------------------------------------------------- tensor functions

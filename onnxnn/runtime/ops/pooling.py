@@ -13,9 +13,10 @@ from .. import dtypes
 from ..registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op
 from .conv import batched, expand_param, pooled_size, scatter_windows, window_geometry
+from .shape import _constant_list
 
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
-           "adaptive_avg_pool1d", "adaptive_avg_pool2d"]
+           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d"]
 
 
 def _pool_geometry(inputs, attrs, op_type: str):
@@ -65,10 +66,13 @@ def _global_pool_shape(inputs, attrs):
 def _route_to_indices(g: Tensor, indices: Tensor, input_shape: tuple, name: str) -> Tensor:
     """Adds each gradient entry at the flat input position ``indices`` names (ONNX MaxPool's Indices)."""
     size = int(np.prod(input_shape))
-    zeros = Tensor._zeros((), g.dtype, g.device).expand((size,))
-    routed = apply_op("ScatterElements", (zeros, indices.detach().reshape(-1), g.reshape(-1)),
+    # onnxruntime's CPU ScatterElements cannot add float16 or bfloat16: add in float32 and round
+    # once (PyTorch's CPU kernels accumulate low precision in float32 as well).
+    wide = g.to(dtypes.float32) if g.dtype in (dtypes.float16, dtypes.bfloat16) else g
+    zeros = Tensor._zeros((), wide.dtype, g.device).expand((size,))
+    routed = apply_op("ScatterElements", (zeros, indices.detach().reshape(-1), wide.reshape(-1)),
                       {"axis": 0, "reduction": "add"}, name)
-    return routed.reshape(input_shape)
+    return routed.reshape(input_shape).to(g.dtype)
 
 
 def _max_indices(x: Tensor, attrs: dict) -> Tensor:
@@ -145,6 +149,29 @@ def _lp_pool_grad(ctx, g):
     # y = (sum |x|^p)^(1/p): dy/dx = (|x| / y)^(p-1) * sign(x) for each window holding x.
     spread = _spread_over_windows(g * y.pow(1.0 - p), x.shape, geometry)
     return (spread * x.abs().pow(p - 1.0) * x.sign(),)
+
+
+@shape_rules.register("MaxUnpool")
+def _max_unpool_shape(inputs, attrs):
+    x = inputs[0]
+    if len(inputs) > 2 and inputs[2] is not None:
+        return [(tuple(int(v) for v in _constant_list(inputs[2])), x.dtype)]
+    rank = len(x.shape) - 2
+    kernel = [int(k) for k in attrs["kernel_shape"]]
+    strides = [int(v) for v in attrs.get("strides") or [1] * rank]
+    pads = [int(v) for v in attrs.get("pads") or [0] * (2 * rank)]
+    spatial = [(x.shape[2 + i] - 1) * strides[i] + kernel[i] - pads[i] - pads[rank + i] for i in range(rank)]
+    return [(x.shape[:2] + tuple(spatial), x.dtype)]
+
+
+@gradient_rules.register("MaxUnpool")
+def _max_unpool_grad(ctx, g, *unused):
+    # Y[I[i]] = X[i] over the flattened tensors (ONNX's indices count over the whole tensor), so
+    # dX[i] = dY[I[i]]. Indices and output_shape are integer inputs.
+    shape = ctx.input_shape(0)
+    gathered = apply_op("Gather", (g.reshape(-1), ctx.input(1).detach().reshape(-1)), {"axis": 0},
+                        "MaxUnpoolBackward0")
+    return (gathered.reshape(shape),) + (None,) * (ctx.num_inputs - 1)
 
 
 # ---------------------------------------------------------------- tensor functions
@@ -370,3 +397,8 @@ def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
         onnxnn.Size([2, 3, 1, 1])
     """
     return _adaptive_avg_pool(input, output_size, 2)
+
+
+def adaptive_avg_pool3d(input: Tensor, output_size) -> Tensor:
+    """Average pooling to a fixed ``(D_out, H_out, W_out)``; see :func:`adaptive_avg_pool2d`."""
+    return _adaptive_avg_pool(input, output_size, 3)

@@ -1,0 +1,222 @@
+"""Convolutions: ``conv*d``, ``conv_transpose*d``, ``unfold``/``fold`` and the padding modes of the conv layers.
+
+The convolutions themselves live in ``runtime/ops/conv.py`` (one ``Conv``/``ConvTranspose`` node
+each, with their shape and gradient rules); this module re-exports them and adds what the layers
+need around them.
+
+``pad_for_conv`` pads the spatial axes in the non-zero modes of ``Conv*d(padding_mode=...)``. It is
+a decomposition into ``Slice``, ``Expand`` (replicate) and ``Concat``, whose
+gradient rules exist, rather than ONNX ``Pad`` with ``mode="reflect"/"edge"/"wrap"``: that keeps
+the backward graph standard and the recorded graph runnable at every opset onnxnn exports.
+
+``unfold`` is ``runtime/ops/conv.py``'s ``im2col``, one ``Conv`` against a constant one-hot kernel
+(one output channel per input channel and kernel tap): its gradient is the existing Conv rule.
+``fold`` is the matching ``ConvTranspose``, the adjoint, rather than ONNX ``Col2Im``, which needs
+opset 18 while onnxnn exports down to 17.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...runtime import ops as _ops
+from ...runtime.ops.conv import (
+    conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d, expand_param, im2col,
+)
+from ...runtime.tensor import Tensor, apply_op
+
+__all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+           "conv_tbc", "unfold", "fold", "pad_for_conv"]
+
+_PADDING_MODES = ("reflect", "replicate", "circular")
+
+
+def pad_for_conv(input: Tensor, pad: list[int], mode: str) -> Tensor:
+    """Pads the trailing axes of ``input`` as ``F.pad(input, pad, mode)`` does for reflect/replicate/circular.
+
+    ``pad`` is in PyTorch's order: (last axis begin, last axis end, second-to-last begin, ...).
+    """
+    if mode not in _PADDING_MODES:
+        raise ValueError(f"pad_for_conv: mode must be one of {_PADDING_MODES}, got '{mode}'")
+    if len(pad) % 2 or len(pad) // 2 > input.dim():
+        raise RuntimeError(f"Padding length must be divisible by 2 and at most twice the input's rank "
+                           f"{input.dim()}, got {len(pad)}")
+    result = input
+    for i in range(len(pad) // 2):
+        axis = input.dim() - 1 - i
+        begin, end = int(pad[2 * i]), int(pad[2 * i + 1])
+        if begin == 0 and end == 0:
+            continue
+        size = result.shape[axis]
+        if mode == "reflect" and (begin >= size or end >= size):
+            raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding input dimension, "
+                               f"but got: padding ({begin}, {end}) at dimension {axis} of input "
+                               f"{list(input.shape)}")
+        if mode == "circular" and (begin > size or end > size):
+            raise RuntimeError("Padding value causes wrapping around more than once.")
+        if begin < 0 or end < 0:
+            raise RuntimeError(f"pad_for_conv: negative padding ({begin}, {end}) is not supported in mode '{mode}'")
+        pieces = []
+        if begin:
+            pieces.append(_border(result, axis, begin, size, mode, at_end=False))
+        pieces.append(result)
+        if end:
+            pieces.append(_border(result, axis, end, size, mode, at_end=True))
+        result = _ops.cat(pieces, axis)
+    return result
+
+
+def _border(x: Tensor, axis: int, width: int, size: int, mode: str, at_end: bool) -> Tensor:
+    if mode == "circular":  # the other end of the axis, in order
+        return _ops.narrow(x, axis, 0, width) if at_end else _ops.narrow(x, axis, size - width, width)
+    if mode == "replicate":  # the edge element repeated
+        edge = _ops.narrow(x, axis, size - 1 if at_end else 0, 1)
+        shape = list(x.shape)
+        shape[axis] = width
+        return edge.expand(shape)
+    # reflect: the elements next to the edge (the edge itself excluded), mirrored. One-element
+    # slices in reverse order rather than a reversed Slice: the gradient of a unit-step Slice is a
+    # Pad, while a reversed one needs a ScatterElements add, which onnxruntime lacks for float16.
+    positions = range(size - 2, size - 2 - width, -1) if at_end else range(width, 0, -1)
+    pieces = [_ops.narrow(x, axis, position, 1) for position in positions]
+    return pieces[0] if len(pieces) == 1 else _ops.cat(pieces, axis)
+
+
+def conv_tbc(input: Tensor, weight: Tensor, bias: Tensor, pad: int = 0) -> Tensor:
+    """1-D convolution over time-major sequences: ``(T, B, C_in)`` -> ``(T_out, B, C_out)``.
+
+    Args:
+        input: ``(time, batch, in_channels)``.
+        weight: ``(kernel width, in_channels, out_channels)``.
+        bias: ``(out_channels)``.
+        pad: time steps of zero padding on both sides. Default: 0.
+
+    Recorded as :func:`conv1d` between transposes.
+    """
+    if input.dim() != 3:
+        raise RuntimeError(f"Input must have 3 dims: time, batch, in_channel, got {input.dim()}")
+    if weight.dim() != 3:
+        raise RuntimeError(f"Weight tensor must have 3 dims: kernel_width, in_channels, out_channels, got "
+                           f"{weight.dim()}")
+    if bias.dim() != 1:
+        raise RuntimeError(f"Bias must be 1-D, got {bias.dim()} dims")
+    if input.shape[2] != weight.shape[1]:
+        raise RuntimeError(f"Input dim 2 (input channels) is not == dim 1 in the weight tensor: {input.shape[2]} vs "
+                           f"{weight.shape[1]}")
+    if weight.shape[2] != bias.shape[0]:
+        raise RuntimeError(f"Bias size must equal dim 2 in the weight tensor (output channels): {bias.shape[0]} vs "
+                           f"{weight.shape[2]}")
+    output = conv1d(input.permute(1, 2, 0), weight.permute(2, 1, 0), bias, padding=pad)
+    return output.permute(2, 0, 1)
+
+
+# ---------------------------------------------------------------- unfold / fold
+
+def _fold_arguments(function: str, kernel_size, dilation, padding, stride):
+    values = []
+    for name, value in (("kernel_size", kernel_size), ("dilation", dilation), ("padding", padding),
+                        ("stride", stride)):
+        values.append(expand_param(value, 2, name, function))
+    kernel, dilations, pads, strides = values
+    if any(k <= 0 for k in kernel):
+        raise RuntimeError(f"{function}: expected kernel_size to be greater than zero, but got kernel_size={kernel}")
+    if any(d <= 0 for d in dilations):
+        raise RuntimeError(f"{function}: expected dilation to be greater than zero, but got dilation={dilations}")
+    if any(p < 0 for p in pads):
+        raise RuntimeError(f"{function}: expected padding to be non-negative, but got padding={pads}")
+    if any(s <= 0 for s in strides):
+        raise RuntimeError(f"{function}: expected stride to be greater than zero, but got stride={strides}")
+    return kernel, dilations, pads, strides
+
+
+def _one_hot_kernel(channels: int, kernel: list[int], dtype) -> np.ndarray:
+    """``(channels * prod(kernel), 1, *kernel)``: output channel ``c * prod(kernel) + tap`` picks that tap."""
+    taps = int(np.prod(kernel))
+    eye = np.eye(taps, dtype=dtype.numpy_dtype).reshape((taps, 1) + tuple(kernel))
+    return np.tile(eye, (channels, 1, 1, 1))
+
+
+def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """Extracts sliding local blocks (im2col): ``(N, C, H, W)`` -> ``(N, C * kH * kW, L)``.
+
+    Recorded as one depthwise ``Conv`` against a constant one-hot kernel, so PyTorch's channel-major
+    ordering ``(c, kh, kw)`` of the block dimension comes out directly.
+
+    Args:
+        input: ``(N, C, H, W)`` or unbatched ``(C, H, W)``.
+        kernel_size, dilation, padding, stride: an int or a pair each.
+
+    Returns:
+        ``(N, C * prod(kernel_size), L)``, ``L`` the number of block positions.
+
+    Example::
+
+        >>> unfold(onnxnn.randn(1, 3, 5, 5), 2).shape
+        onnxnn.Size([1, 12, 16])
+    """
+    kernel, dilations, pads, strides = _fold_arguments("im2col", kernel_size, dilation, padding, stride)
+    if input.dim() not in (3, 4) or 0 in tuple(input.shape[-3:]):
+        raise RuntimeError(f"Expected 3D or 4D (batch mode) tensor with possibly 0 batch size and other non-zero "
+                           f"dimensions for input, but got: {list(input.shape)}")
+    added_batch = input.dim() == 3
+    x = input.unsqueeze(0) if added_batch else input
+    blocks = [(size + 2 * p - d * (k - 1) - 1) // s + 1
+              for size, k, d, p, s in zip(x.shape[2:], kernel, dilations, pads, strides)]
+    if any(b <= 0 for b in blocks):
+        raise RuntimeError(f"Given input with spatial size ({x.shape[2]}, {x.shape[3]}), kernel_size=({kernel[0]}, "
+                           f"{kernel[1]}), dilation=({dilations[0]}, {dilations[1]}), padding=({pads[0]}, {pads[1]}), "
+                           f"calculated shape of the array of sliding blocks as ({blocks[0]}, {blocks[1]}), but its "
+                           f"components must be at least one.")
+    result = im2col(x, kernel, strides, pads, pads, dilations)
+    return result.squeeze(0) if added_batch else result
+
+
+def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """Combines sliding local blocks into a tensor (col2im), summing overlapping values; the adjoint of :func:`unfold`.
+
+    Recorded as one depthwise ``ConvTranspose`` against the one-hot kernel :func:`unfold` uses.
+
+    Args:
+        input: ``(N, C * prod(kernel_size), L)`` or unbatched ``(C * prod(kernel_size), L)``.
+        output_size: the spatial shape ``(H, W)`` of the result (an int for both).
+        kernel_size, dilation, padding, stride: as in :func:`unfold`.
+
+    Returns:
+        ``(N, C, H, W)``.
+
+    Example::
+
+        >>> fold(onnxnn.ones(1, 12, 16), (5, 5), 2).shape
+        onnxnn.Size([1, 3, 5, 5])
+    """
+    output = expand_param(output_size, 2, "output_size", "col2im")
+    kernel, dilations, pads, strides = _fold_arguments("col2im", kernel_size, dilation, padding, stride)
+    if input.dim() not in (2, 3) or input.numel() == 0:
+        raise RuntimeError(f"Expected 2D or 3D (batch mode) tensor with possibly 0 batch size and non-zero "
+                           f"dimensions for input, but got: {list(input.shape)}")
+    added_batch = input.dim() == 2
+    x = input.unsqueeze(0) if added_batch else input
+    taps = int(np.prod(kernel))
+    if x.shape[1] % taps:
+        raise RuntimeError(f"Expected size of input's dimension 1 to be divisible by the product of kernel_size, "
+                           f"but got input.size(1)={x.shape[1]} and kernel_size=({kernel[0]}, {kernel[1]})")
+    blocks = [(size + 2 * p - d * (k - 1) - 1) // s + 1
+              for size, k, d, p, s in zip(output, kernel, dilations, pads, strides)]
+    if blocks[0] < 1 or blocks[1] < 1 or blocks[0] * blocks[1] != x.shape[2]:
+        raise RuntimeError(f"Given output_size=({output[0]}, {output[1]}), kernel_size=({kernel[0]}, {kernel[1]}), "
+                           f"dilation=({dilations[0]}, {dilations[1]}), padding=({pads[0]}, {pads[1]}), "
+                           f"stride=({strides[0]}, {strides[1]}), expected size of input's dimension 2 to match the "
+                           f"calculated number of sliding blocks {blocks[0]} * {blocks[1]} = "
+                           f"{blocks[0] * blocks[1]}, but got input.size(2)={x.shape[2]}.")
+    channels = x.shape[1] // taps
+    planes = x.reshape((x.shape[0], channels * taps, blocks[0], blocks[1]))
+    weight = Tensor._from_array(_one_hot_kernel(channels, kernel, x.dtype), x.dtype, x.device)
+    # ConvTranspose writes stride * (blocks - 1) + dilated kernel positions before cropping the
+    # padding; output_padding makes up the rows past the last block that no block reaches.
+    extra = [size + 2 * p - (s * (b - 1) + d * (k - 1) + 1)
+             for size, p, s, b, d, k in zip(output, pads, strides, blocks, dilations, kernel)]
+    attrs = {"kernel_shape": kernel, "strides": strides, "pads": pads + pads, "dilations": dilations,
+             "group": channels}
+    if any(extra):
+        attrs["output_padding"] = extra
+    result = apply_op("ConvTranspose", (planes, weight), attrs, "Col2ImBackward0")
+    return result.squeeze(0) if added_batch else result

@@ -1,0 +1,123 @@
+"""Lazy modules: parameters whose shape the first input decides (PyTorch's ``LazyModuleMixin``).
+
+An :class:`UninitializedParameter` is a Parameter without a shape yet; :meth:`materialize` gives it
+one (a fresh uninitialized tensor) and turns it into a plain :class:`~onnxnn.nn.Parameter` in
+place, so references to it held elsewhere (an optimizer built before the first forward) stay
+valid. :class:`LazyModuleMixin` calls ``initialize_parameters(*args, **kwargs)`` from a forward
+pre-hook on the first call, or materializes from the shapes of a loaded ``state_dict``; once
+everything is materialized the module becomes its ``cls_to_become`` (``LazyConv2d`` -> ``Conv2d``).
+"""
+from __future__ import annotations
+
+import itertools
+import warnings
+
+from ...runtime.creation import empty
+from ..parameter import Parameter
+
+__all__ = ["LazyModuleMixin", "UninitializedParameter"]
+
+
+class UninitializedParameter(Parameter):
+    """A parameter that is not initialized yet: no shape, no values, until :meth:`materialize`.
+
+    Args:
+        requires_grad: whether the materialized parameter requires gradient. Default: ``True``.
+        device, dtype: of the materialized tensor.
+    """
+
+    __slots__ = ()
+    cls_to_become = Parameter
+
+    def __new__(cls, requires_grad: bool = True, device=None, dtype=None) -> "UninitializedParameter":
+        placeholder = empty(0, device=device, dtype=dtype)
+        return cls._from_value(placeholder._value, requires_grad=bool(requires_grad))
+
+    def __init__(self, requires_grad: bool = True, device=None, dtype=None) -> None:
+        pass
+
+    def materialize(self, shape, device=None, dtype=None) -> None:
+        """Gives the parameter ``shape`` (uninitialized values) and makes it a plain Parameter, in place."""
+        placeholder = empty(tuple(shape), device=device if device is not None else self.device,
+                            dtype=dtype if dtype is not None else self.dtype)
+        self._value = placeholder._value
+        self.__class__ = self.cls_to_become
+
+    def __repr__(self) -> str:
+        return "<UninitializedParameter>"
+
+    __str__ = __repr__
+
+    def __reduce_ex__(self, protocol):
+        return (UninitializedParameter, (self._requires_grad, self.device, self.dtype))
+
+    def __deepcopy__(self, memo):
+        result = UninitializedParameter(self._requires_grad, self.device, self.dtype)
+        memo[id(self)] = result
+        return result
+
+
+def is_lazy(value) -> bool:
+    return isinstance(value, UninitializedParameter)
+
+
+class LazyModuleMixin:
+    """A mixin for modules whose parameters' shapes come from the first input.
+
+    Subclasses implement ``initialize_parameters(*args, **kwargs)`` (materialize every
+    :class:`UninitializedParameter` from the arguments of the first ``forward``) and may set
+    ``cls_to_become``, the class the module turns into once fully initialized.
+
+    Example::
+
+        >>> layer = nn.LazyConv2d(8, 3)
+        >>> layer(onnxnn.randn(1, 5, 10, 10)).shape
+        onnxnn.Size([1, 8, 8, 8])
+        >>> type(layer).__name__, layer.in_channels, layer.weight.shape
+        ('Conv2d', 5, onnxnn.Size([8, 5, 3, 3]))
+    """
+
+    cls_to_become = None
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._load_hook = self._register_load_state_dict_pre_hook(self._lazy_load_hook)
+        self._initialize_hook = self.register_forward_pre_hook(self._infer_parameters, with_kwargs=True)
+        warnings.warn("Lazy modules are a new feature under heavy development so changes to the API or "
+                      "functionality can happen at any moment.", stacklevel=2)
+
+    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
+        # Uninitialized parameters are saved as themselves (they have no values to detach).
+        for name, param in self._parameters.items():
+            if param is not None:
+                destination[prefix + name] = param if keep_vars or is_lazy(param) else param.detach()
+        for name, buffer in self._buffers.items():
+            if buffer is not None and name not in self._non_persistent_buffers_set:
+                destination[prefix + name] = buffer if keep_vars else buffer.detach()
+
+    def _lazy_load_hook(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                        error_msgs) -> None:
+        """Materializes uninitialized parameters from the shapes of the tensors being loaded into them."""
+        for name, param in itertools.chain(self._parameters.items(), self._buffers.items()):
+            key = prefix + name
+            if key in state_dict and param is not None and is_lazy(param) and not is_lazy(state_dict[key]):
+                param.materialize(state_dict[key].shape)
+
+    def initialize_parameters(self, *args, **kwargs) -> None:
+        """Materializes the uninitialized parameters from the first forward's arguments."""
+        raise NotImplementedError(f"initialize_parameters is not implemented for {self.__class__.__name__}")
+
+    def has_uninitialized_params(self) -> bool:
+        """Whether any parameter or buffer is still an :class:`UninitializedParameter`."""
+        return any(is_lazy(value) for value in itertools.chain(self._parameters.values(), self._buffers.values()))
+
+    def _infer_parameters(self, module, args, kwargs=None):
+        module.initialize_parameters(*args, **(kwargs or {}))
+        if module.has_uninitialized_params():
+            raise RuntimeError(f"module {self._get_name()} has not been fully initialized")
+        module._initialize_hook.remove()
+        module._load_hook.remove()
+        delattr(module, "_initialize_hook")
+        delattr(module, "_load_hook")
+        if module.cls_to_become is not None:
+            module.__class__ = module.cls_to_become
