@@ -183,17 +183,17 @@ def export_and_compare(model: nn.Module, example: np.ndarray, other_batch: np.nd
 
 
 def run(steps: int, seed: int = 0) -> dict:
-    """Trains and exports both models; returns their losses and export differences."""
+    """Trains and exports both models; returns the models, their losses and export differences."""
     torch.manual_seed(seed)
     generator = np.random.default_rng(seed)
     results = {}
 
-    resnet = SmallResNet()
+    resnet = results["resnet"] = SmallResNet()
     results["resnet_losses"] = train(resnet, lambda: quadrant_images(32, generator), steps, 1e-2, "resnet")
     results["resnet_export_difference"] = export_and_compare(
         resnet, quadrant_images(4, generator)[0], quadrant_images(7, generator)[0], "resnet")
 
-    encoder = SmallEncoder()
+    encoder = results["encoder"] = SmallEncoder()
     results["encoder_losses"] = train(encoder, lambda: token_sequences(32, generator), steps, 3e-3, "encoder")
     results["encoder_export_difference"] = export_and_compare(
         encoder, token_sequences(4, generator)[0], token_sequences(7, generator)[0], "encoder")
