@@ -1,7 +1,8 @@
 """examples/resnet_and_transformer.py trains both models with a falling loss and exports them so that
 plain onnxruntime serves the outputs onnxnn computes, for any batch size.
 
-The example runs with few steps (``ONNXNN_EXAMPLE_STEPS``), once per executor. The export check is
+The example's ``run`` is called with few steps (its script takes the count as an argument or
+``ONNXNN_EXAMPLE_STEPS``), once per executor; it also checks its float32 export itself, printing it. The export check is
 redone here in float64: the trained model, cast with ``.double()``, is exported and run by plain
 onnxruntime (the encoder) or onnx's reference implementation (the ResNet: onnxruntime has no float64
 Conv kernel on CPU) on a batch of another size than the example input's.
@@ -51,6 +52,8 @@ def test_loss_falls(trained, model):
 
 def _resnet_terms(model) -> int:
     convs = [m for m in model.modules() if isinstance(m, onnxnn.nn.Conv2d)]
+    # Every convolution on the path (the shortcuts over-count), the average pool (at most the 8x8
+    # input's area) and the classifier.
     return sum(m.in_channels * m.kernel_size[0] * m.kernel_size[1] for m in convs) + 64 + model.fc.in_features
 
 
