@@ -56,7 +56,21 @@ NORM_LAYERS = [
     ("GroupNorm_8x32", lambda: nn.GroupNorm(8, 32), (8, 32, 32, 32)),
     ("InstanceNorm2d_32", lambda: nn.InstanceNorm2d(32, affine=True), (8, 32, 32, 32)),
 ]
-LAYERS = CONV_POOL_LAYERS + NORM_LAYERS
+
+
+def _loaded(build):
+    """``build`` with the module's state realized, as in a model loaded from a checkpoint: a fresh
+    module's buffers (BatchNorm's running statistics) are pending Expand nodes of a scalar, which
+    every forward would otherwise recompute and feed as scalars."""
+    def build_loaded():
+        layer = build()
+        for tensor in layer.state_dict().values():
+            tensor.numpy()
+        return layer
+    return build_loaded
+
+
+LAYERS = [(name, _loaded(build), shape) for name, build, shape in CONV_POOL_LAYERS + NORM_LAYERS]
 
 
 def _weights_as_inputs(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
