@@ -1,0 +1,151 @@
+"""Convolution, pooling and normalization layers against raw onnxruntime sessions of the same exported graphs.
+
+The measurement is bench_conv_pool.py's (reused, not duplicated): ``forward`` is one call
+``layer(x).numpy()`` under no_grad in eval mode on the onnxruntime executor, against ``session.run``
+of the graph ``onnxnn.export.to_onnx`` exported for it (weights as initializers), a new input each
+call; ``training_step`` is one forward + MSE + backward + SGD step against ``session.run`` of
+``training_step_to_onnx``'s graph. This file adds the normalization layers and, to explain the
+forward ratio, per layer:
+
+- ``raw_weights_fed``: the exported graph with its initializers turned into inputs and fed each
+  call, against the exported graph itself: what embedding the weights buys onnxruntime (folding,
+  prepacking), which onnxnn's general session (weights fed as inputs) does not get.
+- ``specialized``: whether onnxnn's executor specialized the structure (compiled a second session
+  with the unchanged weights embedded as initializers) during the forward measurement.
+- ``forward_breakdown_us``: medians of one forward's parts in onnxnn: ``record`` (the module call,
+  recording nodes), ``realize`` (``.numpy()``: planning, the cache lookup, running, storing) and
+  ``session`` (the very session onnxnn runs, called directly with the same arrays). ``realize -
+  session`` is the realization overhead; ``record + realize - session`` all of onnxnn's per call.
+
+All side by side in one process, as JSON, with ratios (onnxnn / raw).
+
+Target (issue 12): forward within 1.1x of the raw session. What the columns showed (2026-11, 2 shared
+CPU cores): onnxnn's own session runs as fast as the raw one, and specialization is reached for
+every layer with a weight of at least ``executor.SPECIALIZE_MIN_ELEMENTS`` (4096) elements (the
+3x3 32->32 conv, the Conv1d, the ConvTranspose2d), embedding it as an initializer; below that (the
+16-channel reflect conv, every norm layer) the weights stay fed, which costs the raw session
+about 1.0-1.25x. The rest of the gap is a fixed cost per call, about 50-110 us: recording (25-60
+us; 150-400 us for the reflect conv, recorded as Slice/Concat nodes, and the uneven adaptive max
+pool) and realizing (planning ~17 us, the cache lookup, the stable-input watch, storing: 30-60
+us). Layers whose raw run is under ~1 ms (pools, BatchNorm2d, InstanceNorm2d at these sizes)
+cannot be within 1.1x while that fixed cost stays.
+Run: python benchmarks/bench_layers.py [rounds] [name-substring]   (default 9 rounds, every layer)
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import onnx
+
+import onnxnn
+from onnxnn import nn
+from onnxnn.export import to_onnx
+from onnxnn.runtime import executor
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_conv_pool import LAYERS as CONV_POOL_LAYERS  # noqa: E402
+from bench_conv_pool import _compare, _cycle, _session, bench_forward, bench_training_step  # noqa: E402
+
+NORM_LAYERS = [
+    ("BatchNorm2d_32", lambda: nn.BatchNorm2d(32), (8, 32, 32, 32)),
+    ("LayerNorm_256", lambda: nn.LayerNorm(256), (64, 32, 256)),
+    ("GroupNorm_8x32", lambda: nn.GroupNorm(8, 32), (8, 32, 32, 32)),
+    ("InstanceNorm2d_32", lambda: nn.InstanceNorm2d(32, affine=True), (8, 32, 32, 32)),
+]
+
+
+def _loaded(build):
+    """``build`` with the module's state realized, as in a model loaded from a checkpoint: a fresh
+    module's buffers (BatchNorm's running statistics) are pending Expand nodes of a scalar, which
+    every forward would otherwise recompute and feed as scalars."""
+    def build_loaded():
+        layer = build()
+        for tensor in layer.state_dict().values():
+            tensor.numpy()
+        return layer
+    return build_loaded
+
+
+LAYERS = [(name, _loaded(build), shape) for name, build, shape in CONV_POOL_LAYERS + NORM_LAYERS]
+
+
+def _weights_as_inputs(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
+    """A copy of ``proto`` whose initializers are graph inputs, and the arrays to feed them."""
+    fed = onnx.ModelProto()
+    fed.CopyFrom(proto)
+    feeds = {}
+    for initializer in fed.graph.initializer:
+        array = onnx.numpy_helper.to_array(initializer)
+        feeds[initializer.name] = array
+        fed.graph.input.append(onnx.helper.make_tensor_value_info(
+            initializer.name, initializer.data_type, array.shape))
+    del fed.graph.initializer[:]
+    return fed, feeds
+
+
+def bench_weights_fed(build, shape, rounds: int) -> dict:
+    layer = build().eval()
+    proto = to_onnx(layer, onnxnn.randn(*shape), input_names=["x"], output_names=["y"])
+    if not proto.graph.initializer:
+        return {}
+    fed_proto, weights = _weights_as_inputs(proto)
+    embedded, fed = _session(proto), _session(fed_proto)
+    next_array = _cycle([onnxnn.randn(*shape).numpy() for _ in range(4)])
+    result = _compare(lambda: fed.run(None, {"x": next_array(), **weights}),
+                      lambda: embedded.run(None, {"x": next_array()}), rounds)
+    return {"fed_ms": result["onnxnn_ms"], "embedded_ms": result["raw_onnxruntime_ms"], "ratio": result["ratio"]}
+
+
+def forward_breakdown(build, shape, calls: int = 60) -> dict:
+    """Times the parts of onnxnn's forward (executor internals: a diagnostic, not an API)."""
+    layer = build().eval()
+    next_input = _cycle([onnxnn.randn(*shape) for _ in range(4)])
+    parts = {"record": [], "realize": [], "session": []}
+    with onnxnn.no_grad():
+        for call in range(calls + 5):
+            start = time.perf_counter()
+            output = layer(next_input())
+            recorded = time.perf_counter()
+            graph = executor.plan([output._value])
+            entry = executor._entry(graph)
+            arrays = [value.data for value in graph.inputs]
+            specialization = entry.specialization
+            matches = specialization is not None and specialization.matches(graph.inputs)
+            between = time.perf_counter()
+            output.numpy()
+            realized = time.perf_counter()
+            specialization(arrays) if matches else entry.runner(arrays)
+            ran = time.perf_counter()
+            if call >= 5:  # after the specialization (if any) is compiled
+                parts["record"].append(recorded - start)
+                parts["realize"].append(realized - between)
+                parts["session"].append(ran - realized)
+    result = {name: statistics.median(times) * 1e6 for name, times in parts.items()}
+    result["specialized"] = entry.specialization is not None
+    return result
+
+
+def main() -> None:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 9
+    selected = sys.argv[2] if len(sys.argv) > 2 else ""
+    onnxnn.manual_seed(0)
+    results = {}
+    with onnxnn.set_executor("onnxruntime"):
+        for name, build, shape in LAYERS:
+            if selected not in name:
+                continue
+            breakdown = forward_breakdown(build, shape)
+            results[name] = {"input": list(shape), "forward": bench_forward(build, shape, rounds),
+                             "training_step": bench_training_step(build, shape, rounds),
+                             "raw_weights_fed": bench_weights_fed(build, shape, rounds),
+                             "specialized": breakdown.pop("specialized"), "forward_breakdown_us": breakdown}
+    results["target"] = "forward ratio <= 1.1 (issue 12)"
+    print(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
