@@ -98,7 +98,7 @@ def _as_arguments(args) -> tuple:
 def _trace(model, args: tuple, input_names: list[str], state: dict) -> _Trace:
     arg_values = [arg._value for arg in args]
     executor.realize(arg_values)
-    with no_grad():
+    with no_grad(), executor.unbounded_depth():
         outputs = model(*args)
     flat, structure = _flatten_outputs(outputs)
     plan = executor.plan([tensor._value for tensor in flat], include_shared=False)

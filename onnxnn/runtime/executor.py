@@ -19,7 +19,7 @@ from .plan import IR_VERSION, OPSET_VERSION, GraphPlan, build_model, plan
 from .sessions import CompiledSession, SessionCache, create_session
 
 __all__ = ["realize", "cache_info", "dynamic_info", "clear_cache", "set_cache_size", "set_executor", "get_executor",
-           "recording_only", "OPSET_VERSION", "IR_VERSION", "build_model", "plan", "create_session"]
+           "recording_only", "unbounded_depth", "OPSET_VERSION", "IR_VERSION", "build_model", "plan", "create_session"]
 
 _sessions = SessionCache()
 
@@ -42,6 +42,7 @@ class _Selection:
     name = "auto"
     eager = False
     recording_only = 0
+    unbounded_depth = 0
 
 
 SELECTION = _Selection()
@@ -301,6 +302,21 @@ class recording_only:
 
 
 
+class unbounded_depth:
+    """Within this block a deep pending history stays pending: ``bound_depth`` realizes nothing.
+
+    Exporting traces a model into one graph; a value realized on the way would reach the exported
+    file as a constant computed from the example input, not as a function of the graph's inputs.
+    """
+
+    def __enter__(self) -> "unbounded_depth":
+        SELECTION.unbounded_depth += 1
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        SELECTION.unbounded_depth -= 1
+
+
 def realize(values) -> None:
     """Computes every pending value in ``values`` (and the pending values still referenced elsewhere)."""
     if SELECTION.recording_only:
@@ -336,7 +352,7 @@ def bound_depth(node, outputs) -> None:
     realizes follows from the structure recorded so far, never from data, so a backward being
     traced for replay stays replayable.
     """
-    if _graph.refresh_depth(node) <= _graph.MAX_PENDING_DEPTH:
+    if _graph.refresh_depth(node) <= _graph.MAX_PENDING_DEPTH or SELECTION.unbounded_depth:
         return
     trace = _graph.TRACE
     read_data = trace is not None and trace.read_data

@@ -26,7 +26,6 @@ import pytest
 from onnx.reference import ReferenceEvaluator
 
 import onnxnn
-from onnxnn.runtime import graph
 from tolerances import gamma
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "resnet_and_transformer.py"
@@ -74,24 +73,15 @@ def _reference(path, batch):
     return ReferenceEvaluator(path).run(None, {"input": batch})
 
 
-@pytest.mark.parametrize("model, other_batch, terms, run_exported, max_pending_depth", [
+@pytest.mark.parametrize("model, other_batch, terms, run_exported", [
     # onnxruntime has no float64 Conv on CPU: the ResNet's float64 graph runs on onnx's reference
     # implementation (its float32 graph on onnxruntime is what the example itself checks).
-    ("resnet", lambda ns, rng: ns["quadrant_images"](5, rng)[0], _resnet_terms, _reference, None),
-    pytest.param("encoder", lambda ns, rng: ns["token_sequences"](5, rng)[0], _encoder_terms, _onnxruntime, None,
-                 marks=pytest.mark.xfail(strict=True, reason=(
-                     "to_onnx bug: tracing the float64 encoder records a history deeper than "
-                     "graph.MAX_PENDING_DEPTH (200), bound_depth realizes it mid-trace, and the exporter bakes those "
-                     "values, with the traced batch, in as constants ('a constant used by Not was computed from a "
-                     "traced size'); the float32 graph is shallower and exports correctly"))),
-    # The same export with mid-trace realization out of the way: the graph itself is right.
-    pytest.param("encoder", lambda ns, rng: ns["token_sequences"](5, rng)[0], _encoder_terms, _onnxruntime, 100_000,
-                 id="encoder-without-depth-bound"),
+    ("resnet", lambda ns, rng: ns["quadrant_images"](5, rng)[0], _resnet_terms, _reference),
+    # The float64 encoder's trace is deeper than graph.MAX_PENDING_DEPTH: it must stay one graph.
+    ("encoder", lambda ns, rng: ns["token_sequences"](5, rng)[0], _encoder_terms, _onnxruntime),
 ])
 def test_float64_export_with_dynamic_batch_matches_onnxnn(trained, model, other_batch, terms, run_exported,
-                                                          max_pending_depth, tmp_path, monkeypatch):
-    if max_pending_depth is not None:
-        monkeypatch.setattr(graph, "MAX_PENDING_DEPTH", max_pending_depth)
+                                                          tmp_path):
     namespace, results = trained
     module = results[model].double().eval()
     rng = np.random.default_rng(1)
