@@ -4,8 +4,9 @@
 ``interpolate`` records one ONNX ``Resize`` node (its gradient rule is in ``runtime/ops/resample.py``)
 with the attributes that reproduce PyTorch's sampling: ``nearest`` is ``asymmetric`` coordinates
 with ``floor`` rounding, ``nearest-exact`` is ``half_pixel`` with ``round_prefer_ceil``, the linear
-modes and ``bicubic`` (Keys' kernel with ``a = -0.75``) use ``pytorch_half_pixel`` or
-``align_corners``. ``area`` is adaptive average pooling, as in PyTorch. A given ``scale_factor`` is
+modes and ``bicubic`` (Keys' kernel with ``a = -0.75``) use ``half_pixel`` or ``align_corners``
+(not ``pytorch_half_pixel``, whose special case for an output of length 1 PyTorch does not make;
+a negative source coordinate reads the edge either way, as PyTorch's clamp does). ``area`` is adaptive average pooling, as in PyTorch. A given ``scale_factor`` is
 passed as Resize's ``scales`` so the coordinate map uses it (not the rounded size ratio), as
 PyTorch does unless ``recompute_scale_factor=True``.
 
@@ -58,6 +59,12 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         raise NotImplementedError(
             f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) for the modes: nearest | "
             f"linear | bilinear | bicubic | trilinear | lanczos | area | nearest-exact (got {mode})")
+    if antialias:
+        if mode not in ("bilinear", "bicubic") or input.dim() != 4:
+            raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires "
+                             "a 4-D tensor as input")
+        raise NotImplementedError("interpolate: antialias=True is not supported: PyTorch's antialiasing filter "
+                                  "differs from the one ONNX Resize applies")
     if mode in _RANK_OF_MODE and input.dim() != _RANK_OF_MODE[mode]:
         raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs {_RANK_OF_MODE[mode]}D input")
     if mode == "bicubic" and input.dim() != 4:
@@ -67,12 +74,6 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
                          "linear | bilinear | bicubic | trilinear")
     if align_corners is None:
         align_corners = False
-    if antialias:
-        if mode not in ("bilinear", "bicubic") or input.dim() != 4:
-            raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires "
-                             "a 4-D tensor as input")
-        raise NotImplementedError("interpolate: antialias=True is not supported: PyTorch's antialiasing filter "
-                                  "differs from the one ONNX Resize applies")
     output_size, scales = _output_geometry(input, size, scale_factor, recompute_scale_factor, spatial)
     if mode == "area":
         from ._pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
@@ -85,7 +86,7 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
                  "nearest_mode": "round_prefer_ceil"}
     else:
         attrs = {"mode": "cubic" if mode == "bicubic" else "linear",
-                 "coordinate_transformation_mode": "align_corners" if align_corners else "pytorch_half_pixel"}
+                 "coordinate_transformation_mode": "align_corners" if align_corners else "half_pixel"}
         if mode == "bicubic":
             attrs["cubic_coeff_a"] = -0.75
     empty_roi = static_constant([], dtypes.float32)
