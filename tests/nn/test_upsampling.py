@@ -145,6 +145,46 @@ def test_interpolate_gradients_in_float32_on_onnxruntime(case_id, shape, kwargs,
         check_gradients_float32(lambda x: F.interpolate(x, **kwargs), [RNG.standard_normal(shape)])
 
 
+def antialias_matrix(size_in, size_out, mode, scale_factor=None):
+    """PyTorch's antialiased (out, in) matrix: the kernel stretched by the downscale factor around
+    ``scale * (dst + 0.5)``, cut to the input and renormalized (a = -0.5 for the cubic)."""
+    scale = 1.0 / scale_factor if scale_factor is not None else size_in / size_out
+    support = (1.0 if mode == "bilinear" else 2.0) * max(scale, 1.0)
+    inverse = 1.0 / scale if scale >= 1.0 else 1.0
+    matrix = np.zeros((size_out, size_in))
+    for dst in range(size_out):
+        center = scale * (dst + 0.5)
+        low, high = max(int(center - support + 0.5), 0), min(int(center + support + 0.5), size_in)
+        distance = (np.arange(low, high) - center + 0.5) * inverse
+        weights = np.clip(1 - np.abs(distance), 0, None) if mode == "bilinear" else _cubic(distance, -0.5)
+        matrix[dst, low:high] = weights / weights.sum()
+    return matrix
+
+
+ANTIALIAS_CASES = [("bilinear", (9, 10), (4, 3)), ("bilinear", (9, 10), (12, 4)), ("bicubic", (9, 10), (4, 7)),
+                   ("bicubic", (6, 5), (2, 11))]
+
+
+@pytest.mark.parametrize("executor, dtype", EXECUTOR_DTYPES, ids=lambda v: str(v).replace("onnxnn.", ""))
+@pytest.mark.parametrize("mode, size_in, size_out", ANTIALIAS_CASES)
+def test_antialias_filters_as_pytorch_documents(mode, size_in, size_out, executor, dtype):
+    x = RNG.standard_normal((1, 2) + size_in)
+    _, actual = _run(executor, dtype, x, dict(size=size_out, mode=mode, antialias=True))
+    rows, cols = (antialias_matrix(i, o, mode) for i, o in zip(size_in, size_out))
+    expected = np.einsum("ai,ncij,bj->ncab", rows, x, cols)
+    magnitude = np.einsum("ai,ncij,bj->ncab", np.abs(rows), np.abs(x), np.abs(cols))
+    numpy_dtype = np.float32 if dtype == onnxnn.float32 else np.float64
+    taps = int(rows.astype(bool).sum(1).max() * cols.astype(bool).sum(1).max()) + 1 + 2 * max(size_in + size_out)
+    assert np.all(np.abs(actual - expected) <= 2 * gamma(taps, numpy_dtype) * magnitude)
+
+
+@pytest.mark.parametrize("mode, size_in, size_out", ANTIALIAS_CASES)
+def test_antialias_gradients_match_finite_differences(mode, size_in, size_out):
+    with onnxnn.set_executor("kernels"):
+        check_gradients(lambda x: F.interpolate(x, size=size_out, mode=mode, antialias=True),
+                        [RNG.standard_normal((1, 1) + size_in)])
+
+
 def test_resize_gradient_is_itself_differentiable():
     x = onnxnn.tensor(RNG.standard_normal((1, 1, 3, 4)), dtype=onnxnn.float64, requires_grad=True)
     with onnxnn.set_executor("kernels"):
@@ -195,7 +235,8 @@ def test_repr_matches_pytorch(module, text):
     (lambda x: F.interpolate(x, size=4, align_corners=True), ValueError, "align_corners option can only be set"),
     (lambda x: F.interpolate(x, size=(4, 5, 6)), ValueError, "same number of spatial dimensions"),
     (lambda x: F.interpolate(x, size=4, mode="linear", antialias=True), ValueError, "Anti-alias option"),
-    (lambda x: F.interpolate(x, size=(2, 2), mode="bilinear", antialias=True), NotImplementedError, "antialias"),
+    (lambda x: F.interpolate(x, size=(2, 2), mode="bilinear", antialias=True, align_corners=True),
+     NotImplementedError, "antialias=True with align_corners=True"),
 ])
 def test_bad_arguments_raise_pytorchs_errors(call, error, message):
     with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -210,3 +251,9 @@ def test_interpolate_matches_torch():
         with onnxnn.set_executor("kernels"):
             actual = F.interpolate(onnxnn.tensor(x, dtype=onnxnn.float64), **kwargs)
         np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-12, atol=1e-12, err_msg=case_id)
+    for mode, size_in, size_out in ANTIALIAS_CASES:
+        x = RNG.standard_normal((1, 2) + size_in)
+        expected = torch.nn.functional.interpolate(torch.tensor(x), size=size_out, mode=mode, antialias=True)
+        with onnxnn.set_executor("kernels"):
+            actual = F.interpolate(onnxnn.tensor(x, dtype=onnxnn.float64), size=size_out, mode=mode, antialias=True)
+        np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-12, atol=1e-12)

@@ -8,7 +8,8 @@ modes and ``bicubic`` (Keys' kernel with ``a = -0.75``) use ``half_pixel`` or ``
 (not ``pytorch_half_pixel``, whose special case for an output of length 1 PyTorch does not make;
 a negative source coordinate reads the edge either way, as PyTorch's clamp does). ``area`` is adaptive average pooling, as in PyTorch. A given ``scale_factor`` is
 passed as Resize's ``scales`` so the coordinate map uses it (not the rounded size ratio), as
-PyTorch does unless ``recompute_scale_factor=True``.
+PyTorch does unless ``recompute_scale_factor=True``; Resize's scales are float32, so a factor that
+float32 cannot represent (0.45) samples at coordinates off by about 1e-7 relative to PyTorch's float64.
 
 The shuffles are a ``Reshape``, a ``Transpose`` and a ``Reshape``, so any number of leading batch
 dimensions works and no rule beyond the existing ones is needed.
@@ -46,8 +47,9 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
             (``True``) or the corners' edges (``False``, the default).
         recompute_scale_factor: with ``scale_factor``, sample with the ratio of the rounded output size
             instead of ``scale_factor`` itself.
-        antialias: not supported (raises ``NotImplementedError``): PyTorch's antialiasing filter is
-            not the one ONNX Resize applies.
+        antialias: low-pass filter when downsampling (``bilinear`` and ``bicubic`` on 4-D input), as
+            ONNX Resize's ``antialias`` (opset 18) with ``exclude_outside`` does; not with
+            ``align_corners=True`` (``NotImplementedError``). Default: ``False``.
 
     Example::
 
@@ -63,8 +65,6 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         if mode not in ("bilinear", "bicubic") or input.dim() != 4:
             raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires "
                              "a 4-D tensor as input")
-        raise NotImplementedError("interpolate: antialias=True is not supported: PyTorch's antialiasing filter "
-                                  "differs from the one ONNX Resize applies")
     if mode in _RANK_OF_MODE and input.dim() != _RANK_OF_MODE[mode]:
         raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs {_RANK_OF_MODE[mode]}D input")
     if mode == "bicubic" and input.dim() != 4:
@@ -74,6 +74,9 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
                          "linear | bilinear | bicubic | trilinear")
     if align_corners is None:
         align_corners = False
+    if antialias and align_corners:
+        raise NotImplementedError("interpolate: antialias=True with align_corners=True is not supported: ONNX "
+                                  "Resize's antialiasing filter does not reproduce PyTorch's for aligned corners")
     output_size, scales = _output_geometry(input, size, scale_factor, recompute_scale_factor, spatial)
     if mode == "area":
         from ._pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
@@ -89,6 +92,12 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
                  "coordinate_transformation_mode": "align_corners" if align_corners else "half_pixel"}
         if mode == "bicubic":
             attrs["cubic_coeff_a"] = -0.75
+        if antialias:
+            # PyTorch's antialiasing filter: the kernel stretched by 1 / scale when downsampling, taps
+            # outside the input dropped and the weights renormalized, with a = -0.5 for the cubic.
+            attrs.update(antialias=1, exclude_outside=1)
+            if mode == "bicubic":
+                attrs["cubic_coeff_a"] = -0.5
     empty_roi = static_constant([], dtypes.float32)
     if scales is not None:
         scale_input = static_constant([1.0, 1.0] + scales, dtypes.float32)
