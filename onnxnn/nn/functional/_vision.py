@@ -17,13 +17,14 @@ dimensions works and no rule beyond the existing ones is needed.
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 from ...runtime.graph import static_constant
 from ...runtime import dtypes
 from ...runtime.ops._common import int64_constant
 from ...runtime.tensor import Tensor, apply_op
 
-__all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "pixel_shuffle",
+__all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "grid_sample", "affine_grid", "pixel_shuffle",
            "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle"]
 
 _MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "area", "nearest-exact")
@@ -237,3 +238,74 @@ def channel_shuffle(input: Tensor, groups: int) -> Tensor:
 
 
 native_channel_shuffle = channel_shuffle
+
+
+# ---------------------------------------------------------------- grid sampling
+
+_GRID_MODES = {"bilinear": "linear", "nearest": "nearest", "bicubic": "cubic"}
+_GRID_PADDINGS = ("zeros", "border", "reflection")
+
+
+def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mode: str = "zeros",
+                align_corners: bool | None = None) -> Tensor:
+    """Samples ``input`` ``(N, C, H, W)`` (or ``(N, C, D, H, W)``) at the normalized ``grid`` locations.
+
+    Args:
+        input: the values to sample.
+        grid: ``(N, H_out, W_out, 2)`` (or ``(N, D_out, H_out, W_out, 3)``) coordinates in ``[-1, 1]``,
+            ``x`` first.
+        mode: ``'bilinear'``, ``'nearest'`` or ``'bicubic'`` (4-D input only). Default: ``'bilinear'``.
+        padding_mode: what locations outside the input read: ``'zeros'``, ``'border'`` or ``'reflection'``.
+        align_corners: whether -1 and 1 are the corner pixels' centres (``True``) or edges. Default: ``False``.
+
+    Records one ONNX ``GridSample`` (opset 20 names); the gradient of the cubic mode is not provided.
+    """
+    if mode not in _GRID_MODES:
+        raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', "
+                         f"but got: '{mode}'")
+    if padding_mode not in _GRID_PADDINGS:
+        raise ValueError(f"nn.functional.grid_sample(): expected padding_mode to be 'zeros', 'border', or "
+                         f"'reflection', but got: '{padding_mode}'")
+    if input.dim() not in (4, 5):
+        raise RuntimeError(f"grid_sampler(): expected 4D or 5D input and grid with same number of dimensions, but "
+                           f"got input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
+    if grid.dim() != input.dim():
+        raise RuntimeError(f"grid_sampler(): expected grid to have same number of dimensions as input, but got "
+                           f"input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
+    if grid.shape[0] != input.shape[0]:
+        raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, but got input with "
+                           f"sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
+    if grid.shape[-1] != input.dim() - 2:
+        raise RuntimeError(f"grid_sampler(): expected grid to have size {input.dim() - 2} in last dimension, but got "
+                           f"grid with sizes {list(grid.shape)}")
+    if mode == "bicubic" and input.dim() != 4:
+        raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
+    attrs = {"mode": _GRID_MODES[mode], "padding_mode": padding_mode, "align_corners": int(bool(align_corners))}
+    backward = "GridSampler2DBackward0" if input.dim() == 4 else "GridSampler3DBackward0"
+    return apply_op("GridSample", (input, grid), attrs, backward)
+
+
+def affine_grid(theta: Tensor, size: Sequence[int], align_corners: bool | None = None) -> Tensor:
+    """The sampling grid ``(N, H, W, 2)`` (or ``(N, D, H, W, 3)``) of the affine maps ``theta`` ``(N, 2, 3)``
+    (or ``(N, 3, 4)``) for an output of ``size`` ``(N, C, H, W)`` (or ``(N, C, D, H, W)``); one ONNX
+    ``AffineGrid`` (opset 20)."""
+    size = [int(s) for s in size]
+    if not theta.dtype.is_floating_point:
+        raise ValueError(f"Expected theta to have floating point type, but got {theta.dtype}")
+    if len(size) == 4:
+        if theta.dim() != 3 or tuple(theta.shape[-2:]) != (2, 3):
+            raise ValueError(f"Expected a batch of 2D affine matrices of shape Nx2x3 for size {size}. Got "
+                             f"{list(theta.shape)}.")
+    elif len(size) == 5:
+        if theta.dim() != 3 or tuple(theta.shape[-2:]) != (3, 4):
+            raise ValueError(f"Expected a batch of 3D affine matrices of shape Nx3x4 for size {size}. Got "
+                             f"{list(theta.shape)}.")
+    else:
+        raise NotImplementedError(f"affine_grid only supports 4D and 5D sizes, for 2D and 3D affine transforms, "
+                                  f"respectively. Got size {size}.")
+    if min(size) <= 0:
+        raise ValueError(f"Expected non-zero, positive output size. Got {size}")
+    if theta.shape[0] != size[0]:
+        raise ValueError(f"Expected theta and size to have the same batch size, got {theta.shape[0]} and {size[0]}")
+    return apply_op("AffineGrid", (theta, int64_constant(size)), {"align_corners": int(bool(align_corners))},
+                    "AffineGridGeneratorBackward0")
