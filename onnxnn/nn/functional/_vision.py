@@ -11,6 +11,9 @@ passed as Resize's ``scales`` so the coordinate map uses it (not the rounded siz
 PyTorch does unless ``recompute_scale_factor=True``; Resize's scales are float32, so a factor that
 float32 cannot represent (0.45) samples at coordinates off by about 1e-7 relative to PyTorch's float64.
 
+``grid_sample`` and ``affine_grid`` record one ``GridSample``/``AffineGrid`` node (opset 20); their rules
+are in ``runtime/ops/sampling.py``.
+
 The shuffles are a ``Reshape``, a ``Transpose`` and a ``Reshape``, so any number of leading batch
 dimensions works and no rule beyond the existing ones is needed.
 """
@@ -307,5 +310,15 @@ def affine_grid(theta: Tensor, size: Sequence[int], align_corners: bool | None =
         raise ValueError(f"Expected non-zero, positive output size. Got {size}")
     if theta.shape[0] != size[0]:
         raise ValueError(f"Expected theta and size to have the same batch size, got {theta.shape[0]} and {size[0]}")
+    if align_corners and 1 in size[2:]:
+        # PyTorch puts a unit-size axis at 0 where ONNX AffineGrid's linspace puts it at -1: the
+        # same product, spelled as a MatMul against PyTorch's base coordinates.
+        from ...runtime.ops.sampling import affine_base
+        base = affine_base(size[2:], True)
+        for axis, length in enumerate(size[2:]):
+            if length == 1:
+                base[:, len(size) - 3 - axis] = 0.0
+        constant = Tensor._from_array(base.T.astype(theta.dtype.numpy_dtype), theta.dtype, theta.device)
+        return (theta @ constant).transpose(1, 2).reshape(size[0], *size[2:], len(size) - 2)
     return apply_op("AffineGrid", (theta, int64_constant(size)), {"align_corners": int(bool(align_corners))},
                     "AffineGridGeneratorBackward0")
