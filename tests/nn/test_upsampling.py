@@ -185,6 +185,22 @@ def test_antialias_gradients_match_finite_differences(mode, size_in, size_out):
                         [RNG.standard_normal((1, 1) + size_in)])
 
 
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("dtype, u", [(onnxnn.float16, 2.0 ** -11), (onnxnn.bfloat16, 2.0 ** -8)])
+@pytest.mark.parametrize("kwargs", [dict(scale_factor=2), dict(size=(5, 3), mode="bilinear"),
+                                    dict(size=(5, 7), mode="bicubic", align_corners=True)], ids=str)
+def test_interpolate_runs_in_half_precision(kwargs, dtype, u, executor):
+    x = onnxnn.tensor(RNG.standard_normal((1, 2, 3, 4))).to(dtype)
+    with onnxnn.set_executor(executor):
+        out = F.interpolate(x, **kwargs)
+    assert out.dtype == dtype
+    expected, magnitude = interpolate_reference(x.float().numpy(), list(out.shape[2:]), kwargs.get("mode", "nearest"),
+                                                kwargs.get("align_corners", False),
+                                                [2.0, 2.0] if "scale_factor" in kwargs else None)
+    # 16 taps and the output's own rounding in the half type, plus coordinates computed in it (size * u).
+    assert np.all(np.abs(out.float().numpy() - expected) <= (16 + 2 + 2 * 7) * u * magnitude + u * np.abs(expected))
+
+
 def test_resize_gradient_is_itself_differentiable():
     x = onnxnn.tensor(RNG.standard_normal((1, 1, 3, 4)), dtype=onnxnn.float64, requires_grad=True)
     with onnxnn.set_executor("kernels"):
