@@ -93,6 +93,8 @@ CASES = [
     ("linear-1d-align", (2, 2, 5), dict(size=8, mode="linear", align_corners=True), [8], None),
     ("bilinear-scale", (1, 2, 4, 3), dict(scale_factor=(2.5, 1.5), mode="bilinear"), [10, 4], [2.5, 1.5]),
     ("bilinear-down", (1, 2, 7, 6), dict(size=(3, 4), mode="bilinear"), [3, 4], None),
+    ("bilinear-align-fractional-scale", (1, 1, 5, 3), dict(scale_factor=1.7, mode="bilinear", align_corners=True),
+     [8, 5], None),
     ("bilinear-align", (1, 2, 4, 3), dict(size=(7, 5), mode="bilinear", align_corners=True), [7, 5], None),
     ("bilinear-to-one", (1, 1, 4, 3), dict(size=(1, 1), mode="bilinear"), [1, 1], None),
     ("bicubic", (1, 2, 4, 5), dict(size=(7, 3), mode="bicubic"), [7, 3], None),

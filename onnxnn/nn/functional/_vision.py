@@ -8,7 +8,8 @@ modes and ``bicubic`` (Keys' kernel with ``a = -0.75``) use ``half_pixel`` or ``
 (not ``pytorch_half_pixel``, whose special case for an output of length 1 PyTorch does not make;
 a negative source coordinate reads the edge either way, as PyTorch's clamp does). ``area`` is adaptive average pooling, as in PyTorch. A given ``scale_factor`` is
 passed as Resize's ``scales`` so the coordinate map uses it (not the rounded size ratio), as
-PyTorch does unless ``recompute_scale_factor=True``; Resize's scales are float32, so a factor that
+PyTorch does unless ``recompute_scale_factor=True`` or ``align_corners=True`` (whose map PyTorch takes
+from the rounded sizes, where Resize would use ``scale * size`` unrounded); Resize's scales are float32, so a factor that
 float32 cannot represent (0.45) samples at coordinates off by about 1e-7 relative to PyTorch's float64.
 
 ``grid_sample`` and ``affine_grid`` record one ``GridSample``/``AffineGrid`` node (opset 20); their rules
@@ -103,7 +104,7 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
             if mode == "bicubic":
                 attrs["cubic_coeff_a"] = -0.5
     empty_roi = static_constant([], dtypes.float32)
-    if scales is not None:
+    if scales is not None and not align_corners:
         scale_input = static_constant([1.0, 1.0] + scales, dtypes.float32)
         inputs = (input, empty_roi, scale_input)
     else:
