@@ -78,6 +78,15 @@ def test_pad_gradients_match_finite_differences(case_id, shape, pad, mode, value
         check_gradients(lambda x: F.pad(x, pad, mode, value), [RNG.standard_normal(shape)])
 
 
+@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate", "circular"])
+def test_zero_padding_returns_a_new_tensor(mode):
+    x = onnxnn.randn(1, 2, 3)
+    before = x.numpy().copy()
+    out = F.pad(x, (0, 0), mode)
+    out.add_(1.0)
+    np.testing.assert_array_equal(x.numpy(), before)
+
+
 @pytest.mark.parametrize("dtype", [onnxnn.float16, onnxnn.bfloat16])
 @pytest.mark.parametrize("mode", ["constant", "reflect", "replicate", "circular"])
 def test_pad_copies_half_precision_values_exactly(mode, dtype):

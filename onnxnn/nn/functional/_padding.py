@@ -70,7 +70,8 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
             cropped = _ops.narrow(cropped, axis, begin, size - begin - end)
     positive = [max(p, 0) for p in pad]
     if not any(positive):
-        return cropped
+        # A new tensor even when nothing changes, as PyTorch returns: writing into it leaves the input alone.
+        return _ops.clone(cropped) if cropped is input else cropped
     return pad_for_conv(cropped, positive, mode)
 
 
@@ -85,6 +86,4 @@ def _pad_constant(input: Tensor, pad: list[int], value: float) -> Tensor:
             raise RuntimeError(f"The input size {input.shape[axis]}, plus negative padding {begins[axis]} and "
                                f"{ends[axis]} resulted in a negative output size, which is invalid. Check "
                                f"dimension {axis} of your input.")
-    if not any(begins) and not any(ends):
-        return input
     return pad_constant(input, begins + ends, value)
