@@ -10,7 +10,8 @@ bicubic the 4 x 4 neighbours with Keys' kernel (``a = -0.75``); taps outside the
 ``affine_grid`` is ``theta @ (x, y[, z], 1)`` at the output's normalized pixel centres (or corners).
 Each output sums at most 16 weighted taps (Higham's ``gamma``); the source coordinates are computed
 in the dtype, off by up to ``size * u``. Gradients are checked against float64 finite differences on
-the kernels executor (onnxruntime's CPU provider has no float64 GridSample) and in float32 on onnxruntime.
+the kernels executor (onnxruntime's CPU provider has no float64 GridSample) and in float32 on onnxruntime; bicubic with
+border padding has no gradient (onnx's reference and onnxruntime disagree on its forward).
 """
 from __future__ import annotations
 
@@ -151,10 +152,25 @@ def test_grid_sample_gradients_in_float32_on_onnxruntime(padding_mode):
                                 [RNG.standard_normal((1, 2, 4, 5)), grid])
 
 
-def test_grid_sample_gradient_of_bicubic_is_not_provided():
+@pytest.mark.parametrize("padding_mode", ["zeros", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_bicubic_grid_sample_gradients_match_finite_differences(padding_mode, align_corners):
+    x = RNG.standard_normal((1, 2, 4, 5))
+    with onnxnn.set_executor("kernels"):
+        check_gradients(lambda x, grid: F.grid_sample(x, grid, "bicubic", padding_mode, align_corners),
+                        [x, RNG.uniform(-1.3, 1.3, (1, 2, 3, 2))])
+    # float32 differences need points away from integer coordinates, where the cubic's curvature jumps.
+    grid = np.array([[[[-0.83, 0.41], [0.17, -0.62]], [[0.93, 1.21], [-1.17, 0.05]]]])
+    with onnxnn.set_executor("onnxruntime"):
+        check_gradients_float32(lambda x, grid: F.grid_sample(x, grid, "bicubic", padding_mode, align_corners),
+                                [x, grid])
+
+
+def test_bicubic_grid_sample_with_border_padding_has_no_gradient():
+    # onnx's reference clips the coordinate before taking taps, onnxruntime (and PyTorch) each tap.
     x = onnxnn.randn(1, 1, 3, 3, requires_grad=True)
-    out = F.grid_sample(x, onnxnn.zeros(1, 1, 1, 2), "bicubic")
-    with pytest.raises(NotImplementedError, match="cubic"):
+    out = F.grid_sample(x, onnxnn.zeros(1, 1, 1, 2), "bicubic", "border")
+    with pytest.raises(NotImplementedError, match="'cubic' and padding_mode 'border'"):
         out.sum().backward()
 
 

@@ -16,7 +16,10 @@ times 0 or +-1); ``linear`` reads taps ``floor(src)`` and ``floor(src) + 1`` wit
 
 Tap positions and weights are computed from the grid's values by graph ops (never numpy at rule
 time), so a replayed backward on new data stays exact; ``floor``/``round`` read detached
-coordinates, having zero derivative. Cubic sampling's gradient is not provided.
+coordinates, having zero derivative. ``cubic`` reads the 4 x 4 taps around ``floor(src)`` with Keys'
+kernel (``a = -0.75``), folding each tap's index by the padding mode on its own, as PyTorch and
+onnxruntime do; cubic with ``border`` padding has no gradient, because there the forwards differ
+(onnx's reference and the kernels executor clip the coordinate first, onnxruntime each tap).
 """
 from __future__ import annotations
 
@@ -101,13 +104,42 @@ def _source(n: Tensor, size: int, padding_mode: str, align_corners: bool) -> tup
     return src.clamp(0, size - 1), slope * inside
 
 
+def _keys(d: Tensor, a: float, far: bool) -> tuple[Tensor, Tensor]:
+    """Keys' cubic kernel at distance ``d`` (in [0, 1], or [1, 2] when ``far``) and its derivative."""
+    if far:
+        return ((d * a - 5 * a) * d + 8 * a) * d - 4 * a, (d * (3 * a) - 10 * a) * d + 8 * a
+    return (d * (a + 2) - (a + 3)) * d * d + 1, (d * (3 * (a + 2)) - 2 * (a + 3)) * d
+
+
+def _cubic_taps(src: Tensor, size: int, padding_mode: str, align_corners: bool) -> list:
+    """The 4 taps of bicubic sampling, each folded into the input on its own (as PyTorch's bicubic and
+    onnxruntime's do): (index, weight, d weight / d src, index)."""
+    base = src.detach().floor()
+    t = src - base
+    a = -0.75
+    weights = [_keys(t + 1, a, True), _keys(t, a, False), _keys(1 - t, a, False), _keys(2 - t, a, True)]
+    signs = [1.0, 1.0, -1.0, -1.0]  # d distance / d t per tap
+    taps = []
+    for offset, (weight, slope), sign in zip(range(-1, 3), weights, signs):
+        index = base + float(offset)
+        if padding_mode == "border":
+            index = index.clamp(0, size - 1)
+        elif padding_mode == "reflection":
+            low2, high2 = (0, 2 * (size - 1)) if align_corners else (-1, 2 * size - 1)
+            index = _reflect(index, low2, high2)[0].clamp(0, size - 1).floor()
+        taps.append((index, weight, slope * sign, index))
+    return taps
+
+
 @gradient_rules.register("GridSample")
 def _grid_sample_grad(ctx, g):
     mode = _text(ctx.attrs.get("mode"), "linear")
     mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
-    if mode == "cubic":
-        raise NotImplementedError("gradient of GridSample with mode 'cubic'")
     padding_mode = _text(ctx.attrs.get("padding_mode"), "zeros")
+    if mode == "cubic" and padding_mode == "border":
+        # onnx's reference (and the kernels executor) clip the coordinate before taking the taps,
+        # PyTorch and onnxruntime clip each tap: the forward differs between executors.
+        raise NotImplementedError("gradient of GridSample with mode 'cubic' and padding_mode 'border'")
     align_corners = bool(ctx.attrs.get("align_corners", 0))
     x, grid = ctx.input(0), ctx.input(1)
     batch, channels, *sizes = x.shape
@@ -119,6 +151,11 @@ def _grid_sample_grad(ctx, g):
     slopes = []
     for axis, size in enumerate(sizes):
         n = flat_grid[:, :, spatial - 1 - axis]
+        if mode == "cubic":
+            src, slope = _source(n, size, "zeros", align_corners)
+            slopes.append(slope)
+            taps.append(_cubic_taps(src, size, padding_mode, align_corners))
+            continue
         src, slope = _source(n, size, padding_mode, align_corners)
         slopes.append(slope)
         if mode == "nearest":
@@ -145,7 +182,7 @@ def _grid_sample_grad(ctx, g):
         position = position.to(dtypes.int64).unsqueeze(1).expand(batch, channels, points)
         if ctx.needs_input_grad(0):
             grad_x = grad_x.scatter_add(2, position, g_flat * (weight * mask).unsqueeze(1))
-        if ctx.needs_input_grad(1) and mode == "linear":
+        if ctx.needs_input_grad(1) and mode != "nearest":
             # sum over channels of g * value, shared by every axis' derivative
             read = (g_flat * x_flat.gather(2, position)).sum(1) * mask
             for axis in range(spatial):
