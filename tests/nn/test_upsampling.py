@@ -275,3 +275,25 @@ def test_interpolate_matches_torch():
         with onnxnn.set_executor("kernels"):
             actual = F.interpolate(onnxnn.tensor(x, dtype=onnxnn.float64), size=size_out, mode=mode, antialias=True)
         np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+def test_resampling_and_padding_layers_train_together(executor):
+    # Backward through PixelShuffle, ReflectionPad, Resize, ChannelShuffle and ReplicationPad, replayed
+    # step after step: the loss of this fixed regression falls, identically on both executors' seeds.
+    with onnxnn.set_executor(executor):
+        onnxnn.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.PixelShuffle(2), nn.ReflectionPad2d(1),
+                              nn.Conv2d(2, 4, 3), nn.Upsample(scale_factor=0.5, mode="bilinear"), nn.ChannelShuffle(2),
+                              nn.ReplicationPad2d((1, 0, 0, 1)), nn.Conv2d(4, 3, (2, 2)))
+        optimizer = onnxnn.optim.Adam(model.parameters(), lr=1e-2)
+        x = onnxnn.randn(4, 3, 6, 6)
+        target = x * 0.5 + onnxnn.randn(4, 3, 6, 6) * 0.1
+        losses = []
+        for _ in range(40):
+            optimizer.zero_grad()
+            loss = F.mse_loss(model(x), target)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+    assert losses[-1] < 0.25 * losses[0]
