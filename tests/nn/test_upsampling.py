@@ -280,7 +280,7 @@ def test_interpolate_matches_torch():
 @pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
 def test_resampling_and_padding_layers_train_together(executor):
     # Backward through PixelShuffle, ReflectionPad, Resize, ChannelShuffle and ReplicationPad, replayed
-    # step after step: the loss of this fixed regression falls, identically on both executors' seeds.
+    # step after step: the loss of this fixed regression falls.
     with onnxnn.set_executor(executor):
         onnxnn.manual_seed(0)
         model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.PixelShuffle(2), nn.ReflectionPad2d(1),
