@@ -68,6 +68,8 @@ RESIZE_CASES = [
      {"mode": "cubic", "exclude_outside": 1, "cubic_coeff_a": -0.5}),
     ("cubic-align", (1, 2, 3, 4), None, None, [1, 2, 5, 6], {"mode": "cubic", "coordinate_transformation_mode":
                                                               "align_corners"}),
+    ("linear-not-larger", (1, 1, 4, 6), None, None, [6, 12],
+     {"mode": "linear", "axes": [2, 3], "keep_aspect_ratio_policy": "not_larger"}),
     ("linear-3d", (1, 1, 2, 3, 4), None, [1, 1, 2.0, 0.7, 1.25], None, {"mode": "linear"}),
 ]
 
