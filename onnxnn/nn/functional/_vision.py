@@ -23,10 +23,12 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from ...runtime.graph import static_constant
 from ...runtime import dtypes
+from ...runtime.graph import static_constant
 from ...runtime.ops._common import int64_constant
+from ...runtime.ops.sampling import affine_base
 from ...runtime.tensor import Tensor, apply_op
+from ._pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
 
 __all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "grid_sample", "affine_grid", "pixel_shuffle",
            "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle"]
@@ -84,7 +86,6 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
                                   "Resize's antialiasing filter does not reproduce PyTorch's for aligned corners")
     output_size, scales = _output_geometry(input, size, scale_factor, recompute_scale_factor, spatial)
     if mode == "area":
-        from ._pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
         pool = (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[spatial - 1]
         return pool(input, output_size)
     if mode == "nearest":
@@ -314,7 +315,6 @@ def affine_grid(theta: Tensor, size: Sequence[int], align_corners: bool | None =
     if align_corners and 1 in size[2:]:
         # PyTorch puts a unit-size axis at 0 where ONNX AffineGrid's linspace puts it at -1: the
         # same product, spelled as a MatMul against PyTorch's base coordinates.
-        from ...runtime.ops.sampling import affine_base
         base = affine_base(size[2:], True)
         for axis, length in enumerate(size[2:]):
             if length == 1:
