@@ -58,6 +58,9 @@ COVERED_ELSEWHERE = {
     "LpNormalization": "runtime/test_normalization_ops.py",
     "MeanVarianceNormalization": "runtime/test_normalization_ops.py",
     "CastLike": "nn/test_activations.py",  # in the function bodies of imported Swish and RMSNormalization
+    # layer library (padding/resampling family): resampling and rearranging nodes, against onnx's reference.
+    **{op_type: "runtime/test_resample_ops.py" for op_type in ("Resize", "GridSample", "AffineGrid", "DepthToSpace",
+                                                               "SpaceToDepth", "CenterCropPad")},
 }
 
 

@@ -50,6 +50,13 @@ from ._loss_margin import (
     triplet_margin_with_distance_loss,
 )
 from ._loss_regression import gaussian_nll_loss, huber_loss, kl_div, poisson_nll_loss, smooth_l1_loss
+# padding, resampling, shuffles, bilinear and cosine similarity
+from ._padding import pad
+from ._vision import (
+    affine_grid, channel_shuffle, grid_sample, interpolate, native_channel_shuffle, pixel_shuffle, pixel_unshuffle, upsample, upsample_bilinear,
+    upsample_nearest,
+)
+from ._distance import bilinear, cosine_similarity
 
 __all__ = [
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
@@ -71,4 +78,7 @@ __all__ = [
     "selu", "selu_", "sigmoid", "silu", "smooth_l1_loss", "soft_margin_loss", "softmax", "softmin", "softplus",
     "softshrink", "softsign", "tanh", "tanhshrink", "threshold", "threshold_", "triplet_margin_loss",
     "triplet_margin_with_distance_loss", "unfold",
+    # padding, resampling, shuffles, bilinear and cosine similarity
+    "pad", "interpolate", "grid_sample", "affine_grid", "upsample", "upsample_nearest", "upsample_bilinear", "pixel_shuffle", "pixel_unshuffle",
+    "channel_shuffle", "native_channel_shuffle", "bilinear", "cosine_similarity",
 ]

@@ -34,6 +34,17 @@ from .loss import (
     TripletMarginLoss, TripletMarginWithDistanceLoss,
 )
 from .adaptive import AdaptiveLogSoftmaxWithLoss
+# padding, resampling, shuffles, bilinear and cosine similarity
+from .padding import (
+    CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,
+    ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d, ZeroPad1d, ZeroPad2d,
+    ZeroPad3d,
+)
+from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
+from .pixelshuffle import PixelShuffle, PixelUnshuffle
+from .channelshuffle import ChannelShuffle
+from .bilinear import Bilinear
+from .distance import CosineSimilarity
 
 __all__ = [
     # modules and containers
@@ -66,4 +77,9 @@ __all__ = [
     "SmoothL1Loss", "SoftMarginLoss", "MultiLabelSoftMarginLoss", "CosineEmbeddingLoss", "MultiMarginLoss",
     "TripletMarginLoss", "TripletMarginWithDistanceLoss", "CTCLoss", "AdaptiveLogSoftmaxWithLoss",
     "LinearCrossEntropyLoss",
+    # padding, resampling, shuffles, bilinear and cosine similarity
+    "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ReflectionPad1d",
+    "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "CircularPad1d",
+    "CircularPad2d", "CircularPad3d", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "PixelShuffle",
+    "PixelUnshuffle", "ChannelShuffle", "Bilinear", "CosineSimilarity",
 ]

@@ -16,3 +16,6 @@ from .normalization import *  # noqa: F401,F403
 from . import nn_ops  # noqa: F401,E402  (BatchNormalization rules)
 from . import training  # noqa: F401,E402  (Momentum: the fused SGD update)
 from . import loss  # noqa: F401,E402  (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss rules)
+from . import resample  # noqa: F401,E402  (Resize rules)
+from . import sampling  # noqa: F401,E402  (GridSample, AffineGrid rules)
+from . import rearrange  # noqa: F401,E402  (DepthToSpace, SpaceToDepth, CenterCropPad rules)

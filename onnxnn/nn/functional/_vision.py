@@ -1,0 +1,325 @@
+"""Resampling and shuffles: ``interpolate`` (and the ``upsample*`` aliases), ``pixel_shuffle``,
+``pixel_unshuffle``, ``channel_shuffle``.
+
+``interpolate`` records one ONNX ``Resize`` node (its gradient rule is in ``runtime/ops/resample.py``)
+with the attributes that reproduce PyTorch's sampling: ``nearest`` is ``asymmetric`` coordinates
+with ``floor`` rounding, ``nearest-exact`` is ``half_pixel`` with ``round_prefer_ceil``, the linear
+modes and ``bicubic`` (Keys' kernel with ``a = -0.75``) use ``half_pixel`` or ``align_corners``
+(not ``pytorch_half_pixel``, whose special case for an output of length 1 PyTorch does not make;
+a negative source coordinate reads the edge either way, as PyTorch's clamp does). ``area`` is adaptive average pooling, as in PyTorch. A given ``scale_factor`` is
+passed as Resize's ``scales`` so the coordinate map uses it (not the rounded size ratio), as
+PyTorch does unless ``recompute_scale_factor=True`` or ``align_corners=True`` (whose map PyTorch takes
+from the rounded sizes, where Resize would use ``scale * size`` unrounded); Resize's scales are float32, so a factor that
+float32 cannot represent (0.45) samples at coordinates off by about 1e-7 relative to PyTorch's float64.
+
+``grid_sample`` and ``affine_grid`` record one ``GridSample``/``AffineGrid`` node (opset 20); their rules
+are in ``runtime/ops/sampling.py``.
+
+The shuffles are a ``Reshape``, a ``Transpose`` and a ``Reshape``, so any number of leading batch
+dimensions works and no rule beyond the existing ones is needed.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from ...runtime import dtypes
+from ...runtime.graph import static_constant
+from ...runtime.ops._common import int64_constant
+from ...runtime.ops.sampling import affine_base
+from ...runtime.tensor import Tensor, apply_op
+from ._pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
+
+__all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "grid_sample", "affine_grid", "pixel_shuffle",
+           "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle"]
+
+_MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "area", "nearest-exact")
+_INTERPOLATING = ("linear", "bilinear", "bicubic", "trilinear")
+_RANK_OF_MODE = {"linear": 3, "bilinear": 4, "trilinear": 5}
+
+
+# ---------------------------------------------------------------- interpolate
+
+def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners: bool | None = None,
+                recompute_scale_factor: bool | None = None, antialias: bool = False) -> Tensor:
+    """Resamples the spatial dimensions of ``(N, C, d1, ..., dK)`` input (K = 1, 2 or 3).
+
+    Args:
+        input: the tensor to resample.
+        size: the output spatial size (an int or one per spatial dimension).
+        scale_factor: the multiplier of each spatial size (a float or one per spatial dimension).
+        mode: ``'nearest'``, ``'nearest-exact'``, ``'linear'``, ``'bilinear'``, ``'bicubic'``,
+            ``'trilinear'`` or ``'area'``. Default: ``'nearest'``.
+        align_corners: for the interpolating modes, map the corner pixels' centres onto each other
+            (``True``) or the corners' edges (``False``, the default).
+        recompute_scale_factor: with ``scale_factor``, sample with the ratio of the rounded output size
+            instead of ``scale_factor`` itself.
+        antialias: low-pass filter when downsampling (``bilinear`` and ``bicubic`` on 4-D input), as
+            ONNX Resize's ``antialias`` (opset 18) with ``exclude_outside`` does; not with
+            ``align_corners=True`` (``NotImplementedError``). Default: ``False``.
+
+    Example::
+
+        >>> F.interpolate(onnxnn.ones(1, 1, 2, 2), scale_factor=2).shape
+        onnxnn.Size([1, 1, 4, 4])
+    """
+    spatial = input.dim() - 2
+    if mode not in _MODES or spatial not in (1, 2, 3):
+        raise NotImplementedError(
+            f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) for the modes: nearest | "
+            f"linear | bilinear | bicubic | trilinear | lanczos | area | nearest-exact (got {mode})")
+    if antialias:
+        if mode not in ("bilinear", "bicubic") or input.dim() != 4:
+            raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires "
+                             "a 4-D tensor as input")
+    if mode in _RANK_OF_MODE and input.dim() != _RANK_OF_MODE[mode]:
+        raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs {_RANK_OF_MODE[mode]}D input")
+    if mode == "bicubic" and input.dim() != 4:
+        raise NotImplementedError(f"Got {input.dim()}D input, but bicubic mode needs 4D input")
+    if align_corners is not None and mode not in _INTERPOLATING:
+        raise ValueError("align_corners option can only be set with the interpolating modes: "
+                         "linear | bilinear | bicubic | trilinear")
+    if align_corners is None:
+        align_corners = False
+    if antialias and align_corners:
+        raise NotImplementedError("interpolate: antialias=True with align_corners=True is not supported: ONNX "
+                                  "Resize's antialiasing filter does not reproduce PyTorch's for aligned corners")
+    output_size, scales = _output_geometry(input, size, scale_factor, recompute_scale_factor, spatial)
+    if mode == "area":
+        pool = (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[spatial - 1]
+        return pool(input, output_size)
+    if mode == "nearest":
+        attrs = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+    elif mode == "nearest-exact":
+        attrs = {"mode": "nearest", "coordinate_transformation_mode": "half_pixel",
+                 "nearest_mode": "round_prefer_ceil"}
+    else:
+        attrs = {"mode": "cubic" if mode == "bicubic" else "linear",
+                 "coordinate_transformation_mode": "align_corners" if align_corners else "half_pixel"}
+        if mode == "bicubic":
+            attrs["cubic_coeff_a"] = -0.75
+        if antialias:
+            # PyTorch's antialiasing filter: the kernel stretched by 1 / scale when downsampling, taps
+            # outside the input dropped and the weights renormalized, with a = -0.5 for the cubic.
+            attrs.update(antialias=1, exclude_outside=1)
+            if mode == "bicubic":
+                attrs["cubic_coeff_a"] = -0.5
+    empty_roi = static_constant([], dtypes.float32)
+    if scales is not None and not align_corners:
+        scale_input = static_constant([1.0, 1.0] + scales, dtypes.float32)
+        inputs = (input, empty_roi, scale_input)
+    else:
+        inputs = (input, empty_roi, static_constant([], dtypes.float32),
+                  int64_constant(list(input.shape[:2]) + output_size))
+    backward = {"nearest": "UpsampleNearest", "nearest-exact": "UpsampleNearestExact", "linear": "UpsampleLinear1D",
+                "bilinear": "UpsampleBilinear2D", "bicubic": "UpsampleBicubic2D",
+                "trilinear": "UpsampleTrilinear3D"}[mode]
+    if mode.startswith("nearest"):
+        backward += f"{spatial}D"
+    return apply_op("Resize", inputs, attrs, backward + "Backward0")
+
+
+def _output_geometry(input: Tensor, size, scale_factor, recompute_scale_factor, spatial: int):
+    """(output spatial sizes, Resize scales or None when sampling follows the sizes)."""
+    if size is not None and scale_factor is not None:
+        raise ValueError("only one of size or scale_factor should be defined")
+    in_sizes = list(input.shape[2:])
+    if size is not None:
+        if isinstance(size, (list, tuple)):
+            if len(size) != spatial:
+                raise ValueError(
+                    f"Input and output must have the same number of spatial dimensions, but got input with spatial "
+                    f"dimensions of {in_sizes} and output size of {size}. Please provide input tensor in (N, C, d1, "
+                    f"d2, ...,dK) format and output size in (o1, o2, ...,oK) format.")
+            sizes = [int(s) for s in size]
+        else:
+            sizes = [int(size)] * spatial
+        if recompute_scale_factor:
+            raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
+        return sizes, None
+    if scale_factor is None:
+        raise ValueError("either size or scale_factor should be defined")
+    if isinstance(scale_factor, (list, tuple)):
+        if len(scale_factor) != spatial:
+            raise ValueError(
+                f"Input and scale_factor must have the same number of spatial dimensions, but got input with spatial "
+                f"dimensions of {in_sizes} and scale_factor of shape {scale_factor}. Please provide input tensor in "
+                f"(N, C, d1, d2, ...,dK) format and scale_factor in (s1, s2, ...,sK) format.")
+        factors = [float(f) for f in scale_factor]
+    else:
+        factors = [float(scale_factor)] * spatial
+    sizes = [int(math.floor(s * f)) for s, f in zip(in_sizes, factors)]
+    if recompute_scale_factor:
+        return sizes, None
+    return sizes, factors
+
+
+def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",
+             align_corners: bool | None = None) -> Tensor:
+    """Deprecated alias of :func:`interpolate`."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    """Deprecated: ``interpolate(..., mode='nearest')``."""
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    """Deprecated: ``interpolate(..., mode='bilinear', align_corners=True)``."""
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+# ---------------------------------------------------------------- shuffles
+
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
+    """Rearranges ``(*, C r^2, H, W)`` into ``(*, C, H r, W r)``, r = ``upscale_factor``.
+
+    Example::
+
+        >>> F.pixel_shuffle(onnxnn.randn(1, 9, 4, 4), 3).shape
+        onnxnn.Size([1, 1, 12, 12])
+    """
+    if input.dim() < 3:
+        raise RuntimeError(f"pixel_shuffle expects input to have at least 3 dimensions, but got input with "
+                           f"{input.dim()} dimension(s)")
+    r = int(upscale_factor)
+    if r <= 0:
+        raise RuntimeError(f"pixel_shuffle expects a positive upscale_factor, but got {r}")
+    *batch, channels, height, width = input.shape
+    if channels % (r * r):
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
+                           f"upscale_factor, but input.size(-3)={channels} is not divisible by {r * r}")
+    b = len(batch)
+    grouped = input.reshape(*batch, channels // (r * r), r, r, height, width)
+    # (..., C, r_h, r_w, H, W) -> (..., C, H, r_h, W, r_w)
+    order = list(range(b)) + [b, b + 3, b + 1, b + 4, b + 2]
+    return grouped.permute(*order).reshape(*batch, channels // (r * r), height * r, width * r)
+
+
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
+    """Rearranges ``(*, C, H r, W r)`` into ``(*, C r^2, H, W)``, r = ``downscale_factor``: the inverse of
+    :func:`pixel_shuffle`."""
+    if input.dim() < 3:
+        raise RuntimeError(f"pixel_unshuffle expects input to have at least 3 dimensions, but got input with "
+                           f"{input.dim()} dimension(s)")
+    r = int(downscale_factor)
+    if r <= 0:
+        raise RuntimeError(f"pixel_unshuffle expects a positive downscale_factor, but got {r}")
+    *batch, channels, height, width = input.shape
+    if height % r:
+        raise RuntimeError(f"pixel_unshuffle expects height to be divisible by downscale_factor, but "
+                           f"input.size(-2)={height} is not divisible by {r}")
+    if width % r:
+        raise RuntimeError(f"pixel_unshuffle expects width to be divisible by downscale_factor, but "
+                           f"input.size(-1)={width} is not divisible by {r}")
+    b = len(batch)
+    grouped = input.reshape(*batch, channels, height // r, r, width // r, r)
+    # (..., C, H, r_h, W, r_w) -> (..., C, r_h, r_w, H, W)
+    order = list(range(b)) + [b, b + 2, b + 4, b + 1, b + 3]
+    return grouped.permute(*order).reshape(*batch, channels * r * r, height // r, width // r)
+
+
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    """Splits the channels of ``(N, C, *)`` into ``groups`` groups and interleaves them.
+
+    Example::
+
+        >>> F.channel_shuffle(onnxnn.arange(4.0).reshape(1, 4, 1), 2).flatten().tolist()
+        [0.0, 2.0, 1.0, 3.0]
+    """
+    if input.dim() <= 2:
+        raise RuntimeError(f"channel_shuffle expects input with > 2 dims, but got input with sizes "
+                           f"{list(input.shape)}")
+    groups = int(groups)
+    if groups <= 0:
+        raise RuntimeError(f"Number of groups to divide channels in must be positive. Value of groups:{groups}")
+    batch, channels, *rest = input.shape
+    if channels % groups:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {channels} channels and "
+                           f"{groups} groups.")
+    grouped = input.reshape(batch, groups, channels // groups, *rest)
+    return grouped.transpose(1, 2).reshape(batch, channels, *rest)
+
+
+native_channel_shuffle = channel_shuffle
+
+
+# ---------------------------------------------------------------- grid sampling
+
+_GRID_MODES = {"bilinear": "linear", "nearest": "nearest", "bicubic": "cubic"}
+_GRID_PADDINGS = ("zeros", "border", "reflection")
+
+
+def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mode: str = "zeros",
+                align_corners: bool | None = None) -> Tensor:
+    """Samples ``input`` ``(N, C, H, W)`` (or ``(N, C, D, H, W)``) at the normalized ``grid`` locations.
+
+    Args:
+        input: the values to sample.
+        grid: ``(N, H_out, W_out, 2)`` (or ``(N, D_out, H_out, W_out, 3)``) coordinates in ``[-1, 1]``,
+            ``x`` first.
+        mode: ``'bilinear'``, ``'nearest'`` or ``'bicubic'`` (4-D input only). Default: ``'bilinear'``.
+        padding_mode: what locations outside the input read: ``'zeros'``, ``'border'`` or ``'reflection'``.
+        align_corners: whether -1 and 1 are the corner pixels' centres (``True``) or edges. Default: ``False``.
+
+    Records one ONNX ``GridSample`` (opset 20 names); the gradient of the cubic mode is not provided.
+    """
+    if mode not in _GRID_MODES:
+        raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', "
+                         f"but got: '{mode}'")
+    if padding_mode not in _GRID_PADDINGS:
+        raise ValueError(f"nn.functional.grid_sample(): expected padding_mode to be 'zeros', 'border', or "
+                         f"'reflection', but got: '{padding_mode}'")
+    if input.dim() not in (4, 5):
+        raise RuntimeError(f"grid_sampler(): expected 4D or 5D input and grid with same number of dimensions, but "
+                           f"got input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
+    if grid.dim() != input.dim():
+        raise RuntimeError(f"grid_sampler(): expected grid to have same number of dimensions as input, but got "
+                           f"input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
+    if grid.shape[0] != input.shape[0]:
+        raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, but got input with "
+                           f"sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
+    if grid.shape[-1] != input.dim() - 2:
+        raise RuntimeError(f"grid_sampler(): expected grid to have size {input.dim() - 2} in last dimension, but got "
+                           f"grid with sizes {list(grid.shape)}")
+    if mode == "bicubic" and input.dim() != 4:
+        raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
+    attrs = {"mode": _GRID_MODES[mode], "padding_mode": padding_mode, "align_corners": int(bool(align_corners))}
+    backward = "GridSampler2DBackward0" if input.dim() == 4 else "GridSampler3DBackward0"
+    return apply_op("GridSample", (input, grid), attrs, backward)
+
+
+def affine_grid(theta: Tensor, size: Sequence[int], align_corners: bool | None = None) -> Tensor:
+    """The sampling grid ``(N, H, W, 2)`` (or ``(N, D, H, W, 3)``) of the affine maps ``theta`` ``(N, 2, 3)``
+    (or ``(N, 3, 4)``) for an output of ``size`` ``(N, C, H, W)`` (or ``(N, C, D, H, W)``); one ONNX
+    ``AffineGrid`` (opset 20)."""
+    size = [int(s) for s in size]
+    if not theta.dtype.is_floating_point:
+        raise ValueError(f"Expected theta to have floating point type, but got {theta.dtype}")
+    if len(size) == 4:
+        if theta.dim() != 3 or tuple(theta.shape[-2:]) != (2, 3):
+            raise ValueError(f"Expected a batch of 2D affine matrices of shape Nx2x3 for size {size}. Got "
+                             f"{list(theta.shape)}.")
+    elif len(size) == 5:
+        if theta.dim() != 3 or tuple(theta.shape[-2:]) != (3, 4):
+            raise ValueError(f"Expected a batch of 3D affine matrices of shape Nx3x4 for size {size}. Got "
+                             f"{list(theta.shape)}.")
+    else:
+        raise NotImplementedError(f"affine_grid only supports 4D and 5D sizes, for 2D and 3D affine transforms, "
+                                  f"respectively. Got size {size}.")
+    if min(size) <= 0:
+        raise ValueError(f"Expected non-zero, positive output size. Got {size}")
+    if theta.shape[0] != size[0]:
+        raise ValueError(f"Expected theta and size to have the same batch size, got {theta.shape[0]} and {size[0]}")
+    if align_corners and 1 in size[2:]:
+        # PyTorch puts a unit-size axis at 0 where ONNX AffineGrid's linspace puts it at -1: the
+        # same product, spelled as a MatMul against PyTorch's base coordinates.
+        base = affine_base(size[2:], True)
+        for axis, length in enumerate(size[2:]):
+            if length == 1:
+                base[:, len(size) - 3 - axis] = 0.0
+        constant = Tensor._from_array(base.T.astype(theta.dtype.numpy_dtype), theta.dtype, theta.device)
+        return (theta @ constant).transpose(1, 2).reshape(size[0], *size[2:], len(size) - 2)
+    return apply_op("AffineGrid", (theta, int64_constant(size)), {"align_corners": int(bool(align_corners))},
+                    "AffineGridGeneratorBackward0")

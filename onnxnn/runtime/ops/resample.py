@@ -1,0 +1,147 @@
+"""Resize: shape and gradient rules.
+
+Resize is linear in its data input and separable: each resized axis is multiplied by a fixed
+``(output, input)`` interpolation matrix that depends only on the axis geometry and the node's
+attributes. The gradient along an axis is therefore the transposed matrix applied to the incoming
+gradient: one ``MatMul`` per resized axis (between ``Transpose``s), whose own rules make the
+gradient differentiable again.
+
+The matrix is built here from the Resize specification (onnx's reference implementation, which
+generated the official test data): the source coordinate of each output position per
+``coordinate_transformation_mode``; ``nearest`` rounds it per ``nearest_mode``; ``linear``/``cubic``
+take taps around ``ceil(x) - 1`` (Keys' kernel with ``cubic_coeff_a``), stretched by ``1 / scale``
+when antialiasing a downsample and renormalized, taps outside dropped with ``exclude_outside``,
+indices clamped to the edges. ``runtime`` does not import ``kernels`` (DESIGN.md's layering), so
+this is the spec's arithmetic written a second time; the finite-difference tests check it against
+both executors' forwards.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..registry import gradient_rules, shape_rules
+from ._common import Tensor
+from .shape import _constant_list
+
+
+def _text(value, default: str) -> str:
+    if value is None:
+        return default
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _geometry(shape, inputs, attrs):
+    """(per-axis scale, per-axis output size, resized axes) of a Resize node, per the spec's size rules."""
+    rank = len(shape)
+    if len(inputs) == 2:  # Resize-10: (X, scales)
+        scales, sizes = _constant_list(inputs[1]) or None, None
+    else:
+        scales = _constant_list(inputs[2]) or None if len(inputs) > 2 else None
+        sizes = _constant_list(inputs[3]) or None if len(inputs) > 3 else None
+    axes = attrs.get("axes")
+    resized = list(range(rank)) if axes is None else [a % rank for a in axes]
+    policy = _text(attrs.get("keep_aspect_ratio_policy"), "stretch")
+    full_scales, full_sizes = [1.0] * rank, list(shape)
+    if sizes is not None:
+        ratios = {axis: int(size) / shape[axis] if shape[axis] else 1.0 for axis, size in zip(resized, sizes)}
+        if policy == "stretch":
+            for axis, size in zip(resized, sizes):
+                full_scales[axis], full_sizes[axis] = ratios[axis], int(size)
+        else:
+            scale = min(ratios.values()) if policy == "not_larger" else max(ratios.values())
+            for axis in resized:
+                full_scales[axis], full_sizes[axis] = scale, int(scale * shape[axis] + 0.5)
+    elif scales is not None:
+        for axis, scale in zip(resized, scales):
+            full_scales[axis], full_sizes[axis] = float(scale), int(math.floor(float(scale) * shape[axis]))
+    else:
+        raise ValueError("Resize: one of scales or sizes must be given")
+    return full_scales, full_sizes, resized
+
+
+@shape_rules.register("Resize")
+def _resize_shape(inputs, attrs):
+    _, sizes, _ = _geometry(inputs[0].shape, inputs, attrs)
+    return [(tuple(sizes), inputs[0].dtype)]
+
+
+def _source(mode: str, output_size: int, input_size: int, scale: float) -> np.ndarray:
+    y = np.arange(output_size, dtype=np.float64)
+    length = scale * input_size
+    if mode == "half_pixel":
+        return (y + 0.5) / scale - 0.5
+    if mode == "half_pixel_symmetric":
+        return input_size / 2 * (1 - output_size / length) + (y + 0.5) / scale - 0.5
+    if mode == "pytorch_half_pixel":
+        return np.full(output_size, -0.5) if length == 1 else (y + 0.5) / scale - 0.5
+    if mode == "align_corners":
+        return np.zeros(output_size) if length == 1 else y * (input_size - 1) / (length - 1)
+    if mode == "asymmetric":
+        return y / scale
+    raise NotImplementedError(f"gradient of Resize with coordinate_transformation_mode '{mode}'")
+
+
+def _keys(distance: np.ndarray, a: float) -> np.ndarray:
+    d = np.abs(distance)
+    near = ((a + 2) * d - (a + 3)) * d * d + 1
+    far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+    return np.where(d <= 1, near, np.where(d < 2, far, 0.0))
+
+
+def interpolation_matrix(input_size: int, scale: float, output_size: int, attrs) -> np.ndarray:
+    """The ``(output_size, input_size)`` matrix Resize applies along one axis (float64)."""
+    mode = _text(attrs.get("mode"), "nearest")
+    x = _source(_text(attrs.get("coordinate_transformation_mode"), "half_pixel"), output_size, input_size, scale)
+    matrix = np.zeros((output_size, input_size))
+    rows = np.arange(output_size)
+    if mode == "nearest":
+        rounding = _text(attrs.get("nearest_mode"), "round_prefer_floor")
+        floor = np.floor(x)
+        index = {"round_prefer_floor": np.where(x - floor <= 0.5, floor, floor + 1),
+                 "round_prefer_ceil": np.where(x - floor < 0.5, floor, floor + 1),
+                 "floor": floor, "ceil": np.ceil(x)}[rounding]
+        np.add.at(matrix, (rows, np.clip(index.astype(np.int64), 0, input_size - 1)), 1.0)
+        return matrix
+    antialias = bool(attrs.get("antialias", 0))
+    support = 1.0 if mode == "linear" else 2.0
+    stretch = min(scale, 1.0) if antialias else 1.0
+    first = int(math.floor(-support / stretch) + 1)
+    offsets = np.arange(first, 2 - first)
+    left = np.ceil(x) - 1
+    distance = (offsets[None, :] - (x - left)[:, None]) * stretch
+    if mode == "linear":
+        weights = np.clip(1 - np.abs(distance), 0, 1)
+    else:
+        weights = _keys(distance, float(attrs.get("cubic_coeff_a", -0.75)))
+    if antialias:
+        weights = weights / weights.sum(axis=1, keepdims=True)
+    indices = left.astype(np.int64)[:, None] + offsets[None, :]
+    if attrs.get("exclude_outside", 0):
+        weights = np.where((indices < 0) | (indices >= input_size), 0.0, weights)
+        total = weights.sum(axis=1, keepdims=True)
+        weights = weights / np.where(total == 0, 1.0, total)
+    np.add.at(matrix, (np.repeat(rows, len(offsets)), np.clip(indices, 0, input_size - 1).reshape(-1)),
+              weights.reshape(-1))
+    return matrix
+
+
+@gradient_rules.register("Resize")
+def _resize_grad(ctx, g):
+    attrs = ctx.attrs
+    if _text(attrs.get("coordinate_transformation_mode"), "half_pixel") == "tf_crop_and_resize":
+        raise NotImplementedError("gradient of Resize with coordinate_transformation_mode 'tf_crop_and_resize'")
+    shape = ctx.input_shape(0)
+    inputs = [ctx.input_value(i) for i in range(ctx.num_inputs)]
+    scales, sizes, resized = _geometry(shape, inputs, attrs)
+    rank = len(shape)
+    for axis in resized:
+        if sizes[axis] == shape[axis] and scales[axis] == 1.0:
+            continue
+        matrix = interpolation_matrix(shape[axis], scales[axis], sizes[axis], attrs)
+        constant = Tensor._from_array(matrix.astype(g.dtype.numpy_dtype), g.dtype, g.device)
+        order = [a for a in range(rank) if a != axis] + [axis]
+        inverse = np.argsort(order).tolist()
+        g = (g.permute(*order) @ constant).permute(*inverse)
+    return (g,) + (None,) * (ctx.num_inputs - 1)
