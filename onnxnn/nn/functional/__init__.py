@@ -53,8 +53,8 @@ from ._loss_regression import gaussian_nll_loss, huber_loss, kl_div, poisson_nll
 # padding, resampling, shuffles, bilinear and cosine similarity
 from ._padding import pad
 from ._vision import (
-    affine_grid, channel_shuffle, grid_sample, interpolate, native_channel_shuffle, pixel_shuffle, pixel_unshuffle, upsample, upsample_bilinear,
-    upsample_nearest,
+    affine_grid, channel_shuffle, grid_sample, interpolate, native_channel_shuffle, pixel_shuffle, pixel_unshuffle,
+    upsample, upsample_bilinear, upsample_nearest,
 )
 from ._distance import bilinear, cosine_similarity
 
@@ -79,6 +79,6 @@ __all__ = [
     "softshrink", "softsign", "tanh", "tanhshrink", "threshold", "threshold_", "triplet_margin_loss",
     "triplet_margin_with_distance_loss", "unfold",
     # padding, resampling, shuffles, bilinear and cosine similarity
-    "pad", "interpolate", "grid_sample", "affine_grid", "upsample", "upsample_nearest", "upsample_bilinear", "pixel_shuffle", "pixel_unshuffle",
-    "channel_shuffle", "native_channel_shuffle", "bilinear", "cosine_similarity",
+    "pad", "interpolate", "grid_sample", "affine_grid", "upsample", "upsample_nearest", "upsample_bilinear",
+    "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "bilinear", "cosine_similarity",
 ]
