@@ -38,6 +38,23 @@ from .runtime.ops import (  # noqa: F401  (the math functions of the top level)
     sin, softmax, split, sqrt, squeeze, stack, std, sub, sum, t, tanh, tile, transpose, trunc, unbind, unsqueeze,
     var, where, nonzero, argwhere, take, take_along_dim, scatter, scatter_add, masked_select,
 )
+# Tensor and top-level API parity (issue #12, l5-tensor-api): see docs/api_status.md
+from .runtime.creation import logspace  # noqa: E402,F401
+from .runtime.ops import (  # noqa: E402,F401
+    absolute, acos, acosh, adaptive_avg_pool1d, addbmm, addcdiv, addcmul, addmm, addmv, addr, aminmax, arccos,
+    arccosh, arcsin, arcsinh, arctan, arctanh, argsort, asin, asinh, atan, atanh, atleast_1d, atleast_2d, atleast_3d,
+    avg_pool1d, baddbmm, bitwise_and, bitwise_not, bitwise_or, bitwise_xor, bucketize, clamp_max, clamp_min,
+    column_stack, concatenate, conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d, cosh,
+    count_nonzero, cross, cummax, cummin, cumprod, cumsum, deg2rad, diag, diag_embed, diagflat, diagonal, diff,
+    divide, dsplit, dstack, einsum, exp2, expm1, fliplr, flipud, float_power, fmod, frac, ger, greater,
+    greater_equal, group_norm, heaviside, hsplit, hstack, hypot, index_add, index_copy, index_fill, inner,
+    instance_norm, isneginf, isposinf, isreal, kron, kthvalue, layer_norm, lerp, less, less_equal, log10, log1p,
+    log2, logaddexp, logaddexp2, logcumsumexp, logit, masked_fill, masked_scatter, max_pool1d, max_pool2d,
+    max_pool3d, median, meshgrid, moveaxis, movedim, msort, multiply, mv, nan_to_num, nanmean, nanmedian, nansum,
+    negative, not_equal, outer, positive, rad2deg, ravel, repeat_interleave, roll, rot90, row_stack, searchsorted,
+    select, sgn, signbit, sinh, sort, square, subtract, swapaxes, swapdims, tan, tensor_split, topk, trace, tril,
+    triu, true_divide, vdot, vsplit, vstack, xlogy,
+)
 from . import autograd, cuda  # noqa: E402
 from .errors import CheckpointError, ModelLoadError  # noqa: E402
 from .export.checkpoint import load, save  # noqa: E402

@@ -344,3 +344,25 @@ def searchsorted(sorted_sequence: Tensor, values, *, out_int32: bool = False, ri
     below = (_e.le if right else _e.lt)(sorted_sequence.unsqueeze(-2), values.unsqueeze(-1))
     result = _r.sum(below.to(dtypes.int64), -1)
     return result.to(dtypes.int32) if out_int32 else result
+
+
+def _float_unary(op_type: str, name: str):
+    def function(input: Tensor) -> Tensor:
+        return apply_op(op_type, (_e._floating(input),), None, name)
+    function.__name__ = function.__qualname__ = op_type.lower()
+    function.__doc__ = f"Elementwise {op_type.lower()}; ONNX {op_type} (its gradient rule lives with the op's rules)."
+    return function
+
+
+tan = _float_unary("Tan", "TanBackward0")
+asin = arcsin = _float_unary("Asin", "AsinBackward0")
+acos = arccos = _float_unary("Acos", "AcosBackward0")
+atan = arctan = _float_unary("Atan", "AtanBackward0")
+sinh = _float_unary("Sinh", "SinhBackward0")
+cosh = _float_unary("Cosh", "CoshBackward0")
+asinh = arcsinh = _float_unary("Asinh", "AsinhBackward0")
+acosh = arccosh = _float_unary("Acosh", "AcoshBackward0")
+atanh = arctanh = _float_unary("Atanh", "AtanhBackward0")
+
+__all__ += ["tan", "asin", "arcsin", "acos", "arccos", "atan", "arctan", "sinh", "cosh", "asinh", "arcsinh", "acosh",
+            "arccosh", "atanh", "arctanh"]
