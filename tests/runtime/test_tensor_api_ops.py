@@ -451,11 +451,11 @@ def test_bitwise_ops_on_integers_and_bools(executor):
 
 
 def test_tensor_split_matches_numpy_array_split():
-    for sections in (3, [1, 3], [-1], [2, 1]):
+    # Indices are slice bounds, as Python's: [2, 1] gives x[:2], x[2:1] (empty) and x[1:].
+    cases = [(3, np.array_split(T, 3, 2)), ([1, 3], np.split(T, [1, 3], 2)), ([-1], [T[..., :-1], T[..., -1:]]),
+             ([2, 1], [T[..., :2], T[..., 2:1], T[..., 1:]])]
+    for sections, expected in cases:
         parts = onnxnn.tensor_split(onnxnn.tensor(T), sections, 2)
-        expected = np.array_split(T, sections, 2) if isinstance(sections, int) else np.split(
-            T, [s % 4 if s < 0 else s for s in sections], 2) if sections != [2, 1] else [T[..., :2], T[..., 2:2],
-                                                                                         T[..., 2:]]
         assert len(parts) == len(expected)
         for part, reference in zip(parts, expected):
             np.testing.assert_array_equal(part.numpy(), reference)
