@@ -54,6 +54,11 @@ from .runtime.ops import (  # noqa: E402,F401
     negative, not_equal, outer, positive, rad2deg, ravel, repeat_interleave, roll, rot90, row_stack, searchsorted,
     select, sgn, signbit, sinh, sort, square, subtract, swapaxes, swapdims, tan, tensor_split, topk, trace, tril,
     triu, true_divide, vdot, vsplit, vstack, xlogy,
+    arctan2, atan2, bincount, block_diag, broadcast_shapes, broadcast_tensors, cartesian_prod, chain_matmul,
+    combinations, copysign, corrcoef, cov, cdist, cumulative_trapezoid, diagonal_scatter, dist, erfc, fix, fmax, fmin,
+    histc, index_put, isin, ldexp, matrix_power, mode,
+    nanquantile, put, quantile, rsub, scatter_reduce, select_scatter, sinc, slice_scatter, std_mean, tensordot,
+    trapezoid, trapz, tril_indices, triu_indices, unique, unique_consecutive, var_mean,
 )
 from . import autograd, cuda  # noqa: E402
 from .errors import CheckpointError, ModelLoadError  # noqa: E402
@@ -61,6 +66,22 @@ from .export.checkpoint import load, save  # noqa: E402
 from . import nn, optim  # noqa: E402
 from . import backend, import_  # noqa: E402
 from .compile import compile  # noqa: E402,A001
+# torch's top-level forms of nn.functional ops and of in-place methods (l5-tensor-api; docs/api_status.md)
+from .nn.functional import (  # noqa: E402,F401
+    alpha_dropout, celu, dropout, feature_alpha_dropout, hardshrink, pairwise_distance, prelu, rms_norm, rrelu, selu,
+    threshold,
+)
+from .runtime.tensor_api import top_level_in_place as _top_level_in_place  # noqa: E402
+
+globals().update(_top_level_in_place(
+    ("abs", "acos", "acosh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctanh", "asin", "asinh", "atan",
+     "atanh", "ceil", "clamp", "clamp_max", "clamp_min", "clip", "cos", "cosh", "deg2rad", "erf", "erfc", "exp", "exp2",
+     "expm1", "fix", "floor", "frac", "log", "log10", "log1p", "log2", "logit", "nan_to_num", "neg", "negative",
+     "rad2deg", "reciprocal", "relu", "round", "rsqrt", "sigmoid", "sin", "sinc", "sinh", "sqrt", "square", "tan",
+     "tanh", "trunc", "xlogy", "zero", "fill", "detach", "index_put"),
+    {name: getattr(nn.functional, name) for name in ("selu", "celu", "threshold", "dropout", "alpha_dropout",
+                                                        "feature_alpha_dropout", "rrelu")},
+))
 
 __version__ = "0.1.0"
 

@@ -31,7 +31,10 @@ DELEGATED = (
     "signbit", "nansum", "nanmean", "logit", "isposinf", "isneginf", "isreal", "logical_xor", "bitwise_and",
     "bitwise_or", "bitwise_xor", "bitwise_not", "diff", "count_nonzero", "aminmax", "tan", "asin", "arcsin",
     "acos", "arccos", "atan", "arctan", "sinh", "cosh", "asinh", "arcsinh", "acosh", "arccosh", "atanh",
-    "arctanh",
+    "arctanh", "atan2", "arctan2", "copysign", "fmax", "fmin", "erfc", "sinc", "fix", "ldexp",
+    # statistics, data-dependent results, out-of-place writes
+    "quantile", "nanquantile", "cov", "corrcoef", "dist", "unique", "unique_consecutive", "bincount", "histc", "mode",
+    "matrix_power", "index_put", "put", "scatter_reduce", "select_scatter", "slice_scatter", "diagonal_scatter",
 )
 
 # ``x.name_(...)`` rebinds x to ``x.name(...)`` (DESIGN principle 5). Arithmetic ones refuse a result
@@ -42,8 +45,11 @@ IN_PLACE_ARITHMETIC = (
     "negative", "absolute", "multiply", "subtract", "divide", "true_divide", "reciprocal", "rsqrt", "sign", "sin",
     "cos", "tan", "asin", "arcsin", "acos", "arccos", "atan", "arctan", "sinh", "cosh", "asinh", "arcsinh",
     "acosh", "arccosh", "atanh", "arctanh", "erf", "floor", "ceil", "round", "trunc", "logit", "nan_to_num",
-    "index_add", "cumsum", "cumprod", "float_power", "heaviside",
+    "index_add", "cumsum", "cumprod", "float_power", "heaviside", "atan2", "arctan2", "copysign", "erfc", "sinc",
+    "fix", "ldexp", "index_put", "put", "scatter_reduce",
 )
+# In-place ops that change the shape: the handle takes the new shape (no broadcast back).
+IN_PLACE_RESHAPING = ("squeeze", "unsqueeze", "t", "transpose", "swapaxes", "swapdims")
 IN_PLACE = (
     "tril", "triu", "index_copy", "index_fill", "masked_scatter", "eq", "ne", "lt", "le", "gt", "ge", "greater",
     "greater_equal", "less", "less_equal", "not_equal", "logical_and", "logical_or", "logical_not", "logical_xor",
@@ -56,6 +62,19 @@ def _delegate(name: str):
         return getattr(_tensor_ops.ops, name)(self, *args, **kwargs)
     method.__name__ = method.__qualname__ = name
     method.__doc__ = f"See :func:`onnxnn.{name}`."
+    return method
+
+
+def _in_place_reshaping(name: str):
+    def method(self, *args, **kwargs):
+        result = getattr(self._alias(), name)(*args, **kwargs)
+        self._value = result._value
+        if result._grad_fn is not None:
+            self._grad_fn, self._output_nr, self._requires_grad = result._grad_fn, result._output_nr, True
+        self._bump_version()
+        return self
+    method.__name__ = method.__qualname__ = name + "_"
+    method.__doc__ = f"In-place :meth:`Tensor.{name}`: this tensor takes the result's shape."
     return method
 
 
@@ -98,6 +117,10 @@ class TensorAPI:
     def type_as(self, other):
         """This tensor converted to ``other``'s dtype."""
         return self.to(other.dtype)
+
+    def fill_diagonal_(self, fill_value, wrap: bool = False):
+        """Writes ``fill_value`` on the main diagonal (rows past the square part too when ``wrap``)."""
+        return self._assign(_tensor_ops.ops.fill_diagonal(self._alias(), fill_value, wrap))
 
     # ---------------------------------------------------------------- metadata
     def ndimension(self) -> int:
@@ -193,4 +216,35 @@ for _name in IN_PLACE_ARITHMETIC:
     setattr(TensorAPI, _name + "_", _in_place(_name, True))
 for _name in IN_PLACE:
     setattr(TensorAPI, _name + "_", _in_place(_name, False))
+for _name in IN_PLACE_RESHAPING:
+    setattr(TensorAPI, _name + "_", _in_place_reshaping(_name))
 del _name
+
+
+def top_level_in_place(method_names, functional: dict) -> dict:
+    """torch's top-level in-place functions: ``onnxnn.abs_(x)`` is ``x.abs_()``; ``onnxnn.selu_(x)`` rebinds
+    ``x`` to ``selu(x)``. Also ``onnxnn.detach(x)`` and ``onnxnn.fill(x, v)``, torch's out-of-place forms."""
+    result = {}
+    for name in method_names:
+        result[name + "_"] = _call_method(name + "_")
+    result["detach"] = _call_method("detach")
+    result["fill"] = lambda input, value: input.clone().fill_(value)
+    for name, function in functional.items():
+        result[name + "_"] = _assign_functional(name, function)
+    return result
+
+
+def _call_method(method: str):
+    def function(input, *args, **kwargs):
+        return getattr(input, method)(*args, **kwargs)
+    function.__name__ = function.__qualname__ = method
+    function.__doc__ = f"``input.{method}(...)``."
+    return function
+
+
+def _assign_functional(name: str, functional):
+    def function(input, *args, **kwargs):
+        return input._assign(functional(input._alias(), *args, **kwargs))
+    function.__name__ = function.__qualname__ = name + "_"
+    function.__doc__ = f"In-place ``{name}``: rebinds ``input`` to the result."
+    return function

@@ -19,6 +19,8 @@ from .einsum import *  # noqa: F401,F403
 from .matrix import *  # noqa: F401,F403
 from .arrange import *  # noqa: F401,F403
 from .pointwise import *  # noqa: F401,F403
+from .stats import *  # noqa: F401,F403
+from .scatter_ops import *  # noqa: F401,F403
 from . import nn_ops  # noqa: F401,E402  (BatchNormalization rules)
 from . import training  # noqa: F401,E402  (Momentum: the fused SGD update)
 from . import loss  # noqa: F401,E402  (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss rules)

@@ -11,7 +11,8 @@ import numpy as np
 
 from .. import dtypes
 from ..registry import gradient_rules, shape_rules
-from ._common import Tensor, apply_op, broadcast_shapes, int64_constant, normalize_axes
+from ._common import Tensor, apply_op, int64_constant, normalize_axes
+from ._common import broadcast_shapes as _broadcast_shapes
 from .linalg import bmm, matmul, mm
 
 __all__ = ["addmm", "addbmm", "baddbmm", "addmv", "addr", "mv", "outer", "ger", "inner", "kron", "tril", "triu",
@@ -209,7 +210,7 @@ def trace(input: Tensor) -> Tensor:
 
 def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     """Cross product of 3-vectors along ``dim`` (default: the first dim of size 3), broadcasting."""
-    shape = broadcast_shapes(tuple(input.shape), tuple(other.shape))
+    shape = _broadcast_shapes(tuple(input.shape), tuple(other.shape))
     if dim is None:
         dim = next((axis for axis, size in enumerate(shape) if size == 3), None)
         if dim is None:
@@ -222,3 +223,139 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     second = Tensor._from_array(np.array([2, 0, 1], dtype=np.int64), dtypes.int64, input.device)
     return a.index_select(axis, first) * b.index_select(axis, second) - \
         a.index_select(axis, second) * b.index_select(axis, first)
+
+
+def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
+    """Contracts the last ``dims`` dims of ``a`` with the first ``dims`` of ``b`` (or the listed pairs)."""
+    if isinstance(dims, int):
+        if dims < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
+        dims_a, dims_b = list(range(a.dim() - dims, a.dim())), list(range(dims))
+    else:
+        dims_a, dims_b = ([d] if isinstance(d, int) else list(d) for d in dims)
+    dims_a, dims_b = normalize_axes(dims_a, a.dim()), normalize_axes(dims_b, b.dim())
+    for da, db in zip(dims_a, dims_b):
+        if a.shape[da] != b.shape[db]:
+            raise RuntimeError(f"contracted dimensions need to match, but first has size {a.shape[da]} in dim {da} "
+                               f"and second has size {b.shape[db]} in dim {db}")
+    free_a = [d for d in range(a.dim()) if d not in dims_a]
+    free_b = [d for d in range(b.dim()) if d not in dims_b]
+    size = int(np.prod([a.shape[d] for d in dims_a])) if dims_a else 1
+    left = a.permute(free_a + dims_a).reshape(-1, size)
+    right = b.permute(dims_b + free_b).reshape(size, -1)
+    return matmul(left, right).reshape(tuple(a.shape[d] for d in free_a) + tuple(b.shape[d] for d in free_b))
+
+
+def chain_matmul(*matrices) -> Tensor:
+    if len(matrices) == 1 and isinstance(matrices[0], (list, tuple)):
+        matrices = tuple(matrices[0])
+    result = matrices[0]
+    for matrix in matrices[1:]:
+        result = mm(result, matrix)
+    return result
+
+
+def matrix_power(input: Tensor, n: int) -> Tensor:
+    """``input`` multiplied by itself ``n`` times (square matrices, batched); n >= 0."""
+    if input.dim() < 2 or input.shape[-1] != input.shape[-2]:
+        raise RuntimeError("linalg.matrix_power: A must be batches of square matrices, but they are "
+                           f"{input.shape[-2] if input.dim() >= 2 else 1} by {input.shape[-1] if input.dim() else 1} "
+                           "matrices")
+    if n < 0:
+        raise NotImplementedError("matrix_power with a negative exponent needs a matrix inverse, which onnxnn lacks")
+    if n == 0:
+        identity = Tensor._from_array(np.eye(input.shape[-1], dtype=input.dtype.numpy_dtype), input.dtype, input.device)
+        return identity.expand(input.shape)
+    result, square = None, input
+    while n:
+        if n & 1:
+            result = square if result is None else matmul(result, square)
+        n >>= 1
+        if n:
+            square = matmul(square, square)
+    return result
+
+
+def broadcast_shapes(*shapes):
+    """The shape that tensors of ``shapes`` broadcast to."""
+    from ..tensor import Size
+    return Size(_broadcast(*[(shape,) if isinstance(shape, int) else tuple(shape) for shape in shapes]))
+
+
+def broadcast_tensors(*tensors) -> tuple:
+    """The tensors expanded to their common broadcast shape."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    shape = _broadcast(*[tuple(t.shape) for t in tensors])
+    return tuple(t.expand(shape) for t in tensors)
+
+
+def cartesian_prod(*tensors) -> Tensor:
+    """All tuples of one element from each 1-D tensor, as rows (itertools.product order)."""
+    if len(tensors) == 1:
+        return tensors[0]
+    from .arrange import meshgrid
+    from .shape import stack
+    grids = meshgrid(*tensors, indexing="ij")
+    return stack([grid.reshape(-1) for grid in grids], 1)
+
+
+def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:
+    """The length-``r`` combinations of the elements of a 1-D tensor, as rows (itertools order)."""
+    import itertools
+    if input.dim() != 1:
+        raise RuntimeError(f"Expect a 1D vector, but got shape {list(input.shape)}")
+    choose = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    table = np.array(list(choose(range(input.shape[0]), r)), dtype=np.int64).reshape(-1, r)
+    if table.shape[0] == 0:
+        return Tensor._zeros((0,) if r else (0,), input.dtype, input.device)
+    picked = input.index_select(0, Tensor._from_array(table.reshape(-1), dtypes.int64, input.device))
+    return picked.reshape(table.shape)
+
+
+def block_diag(*tensors) -> Tensor:
+    """A block-diagonal matrix of the given (0-, 1- or 2-D) tensors, zeros elsewhere."""
+    from ._common import promote_operands
+    from .shape import cat
+    blocks = [t.reshape(1, 1) if t.dim() == 0 else t.reshape(1, -1) if t.dim() == 1 else t for t in tensors]
+    for index, block in enumerate(blocks):
+        if block.dim() != 2:
+            raise RuntimeError(f"torch.block_diag: Input tensors must have 2 or fewer dimensions. Input {index} has "
+                               f"{block.dim()} dimensions")
+    if len(blocks) > 1:
+        blocks, _ = promote_operands(blocks)
+    width = sum(block.shape[1] for block in blocks)
+    rows, offset = [], 0
+    for block in blocks:
+        parts = []
+        if offset:
+            parts.append(Tensor._zeros((block.shape[0], offset), block.dtype, block.device))
+        parts.append(block)
+        after = width - offset - block.shape[1]
+        if after:
+            parts.append(Tensor._zeros((block.shape[0], after), block.dtype, block.device))
+        rows.append(cat(parts, 1) if len(parts) > 1 else block)
+        offset += block.shape[1]
+    return cat(rows, 0)
+
+
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None) -> Tensor:
+    """The (2, N) row and column indices of the lower triangle of a ``row x col`` matrix, row by row."""
+    rows, cols = np.tril_indices(row, offset, col)
+    target = dtypes.as_dtype(dtype) if dtype is not None else dtypes.int64
+    return Tensor._from_array(np.stack([rows, cols]).astype(target.numpy_dtype), target)
+
+
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None) -> Tensor:
+    """The (2, N) row and column indices of the upper triangle of a ``row x col`` matrix, row by row."""
+    rows, cols = np.triu_indices(row, offset, col)
+    target = dtypes.as_dtype(dtype) if dtype is not None else dtypes.int64
+    return Tensor._from_array(np.stack([rows, cols]).astype(target.numpy_dtype), target)
+
+
+def _broadcast(*shapes):
+    return _broadcast_shapes(*shapes) if shapes else ()
+
+
+__all__ += ["tensordot", "chain_matmul", "matrix_power", "broadcast_shapes", "broadcast_tensors", "cartesian_prod",
+            "combinations", "block_diag", "tril_indices", "triu_indices"]

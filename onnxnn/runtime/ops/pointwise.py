@@ -366,3 +366,78 @@ atanh = arctanh = _float_unary("Atanh", "AtanhBackward0")
 
 __all__ += ["tan", "asin", "arcsin", "acos", "arccos", "atan", "arctan", "sinh", "cosh", "asinh", "arcsinh", "acosh",
             "arccosh", "atanh", "arctanh"]
+
+
+def atan2(input: Tensor, other: Tensor) -> Tensor:
+    """The angle of the point ``(other, input)``, in (-pi, pi]; ``atan(y / x)`` moved to the right quadrant."""
+    y, x = _e._floating(input), _e._floating(other)
+    # x == 0 is answered below; a safe divisor keeps NaN out of the gradient of the unused branch.
+    base = atan(_e.div(y, _e.where(_e.eq(x, 0), 1.0, x)))
+    shift = _e.where(_e.lt(y, 0), -math.pi, math.pi)
+    quadrant = _e.where(_e.lt(x, 0), _e.add(base, shift), base)
+    # x == 0: the angle is +-pi/2 (0 at the origin, as atan2(0, 0) = 0).
+    on_axis = _e.mul(_e.sign(y), math.pi / 2)
+    return _e.where(_e.eq(x, 0), on_axis, quadrant)
+
+
+arctan2 = atan2
+
+
+def copysign(input, other) -> Tensor:
+    """``|input|`` with the sign of ``other`` (-0.0 counts as negative)."""
+    magnitude = _e.abs(_e._floating(input))
+    other = other if isinstance(other, Tensor) else Tensor._full((), other, magnitude.dtype, magnitude.device)
+    return _e.where(signbit(other), _e.neg(magnitude), magnitude)
+
+
+def fmax(input: Tensor, other: Tensor) -> Tensor:
+    """Elementwise maximum that ignores a NaN operand (NaN only where both are NaN)."""
+    both = _e.maximum(input, other)
+    return _e.where(_e.isnan(input), other, _e.where(_e.isnan(other), input, both))
+
+
+def fmin(input: Tensor, other: Tensor) -> Tensor:
+    """Elementwise minimum that ignores a NaN operand (NaN only where both are NaN)."""
+    both = _e.minimum(input, other)
+    return _e.where(_e.isnan(input), other, _e.where(_e.isnan(other), input, both))
+
+
+def erfc(input: Tensor) -> Tensor:
+    """``1 - erf(x)`` as recorded (for large x the result loses its relative precision)."""
+    return _e.sub(1, _e.erf(_e._floating(input)))
+
+
+def sinc(input: Tensor) -> Tensor:
+    """``sin(pi x) / (pi x)``, 1 at 0."""
+    x = _e._floating(input)
+    scaled = _e.mul(x, math.pi)
+    safe = _e.where(_e.eq(x, 0), 1.0, scaled)
+    return _e.where(_e.eq(x, 0), 1.0, _e.div(_e.sin(safe), safe))
+
+
+def fix(input: Tensor) -> Tensor:
+    return _e.trunc(input)
+
+
+def ldexp(input: Tensor, other: Tensor) -> Tensor:
+    """``input * 2 ** other``."""
+    return _e.mul(_e._floating(input), _e.pow(2.0, _e._floating(other)))
+
+
+def rsub(input, other, *, alpha=1) -> Tensor:
+    """``other - alpha * input``."""
+    return _e.sub(other, input, alpha=alpha)
+
+
+def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool = False) -> Tensor:
+    """Whether each element of ``elements`` is in ``test_elements`` (compared all against all)."""
+    if not isinstance(elements, Tensor):
+        elements = Tensor._full((), elements, test_elements.dtype, test_elements.device)
+    if not isinstance(test_elements, Tensor):
+        test_elements = Tensor._full((1,), test_elements, elements.dtype, elements.device)
+    pairs = _e.eq(elements.unsqueeze(-1), test_elements.reshape(-1))
+    found = _r.any(pairs, -1)
+    return _e.logical_not(found) if invert else found
+
+
+__all__ += ["atan2", "arctan2", "copysign", "fmax", "fmin", "erfc", "sinc", "fix", "ldexp", "rsub", "isin"]
