@@ -373,7 +373,8 @@ def atan2(input: Tensor, other: Tensor) -> Tensor:
     y, x = _e._floating(input), _e._floating(other)
     # x == 0 is answered below; a safe divisor keeps NaN out of the gradient of the unused branch.
     base = atan(_e.div(y, _e.where(_e.eq(x, 0), 1.0, x)))
-    shift = _e.where(_e.lt(y, 0), -math.pi, math.pi)
+    pi = Tensor._full((), math.pi, y.dtype, y.device)  # in y's dtype: a float32 pi would cost 1e-7 in float64
+    shift = _e.where(_e.lt(y, 0), _e.neg(pi), pi)
     quadrant = _e.where(_e.lt(x, 0), _e.add(base, shift), base)
     # x == 0: the angle is +-pi/2 (0 at the origin, as atan2(0, 0) = 0).
     on_axis = _e.mul(_e.sign(y), math.pi / 2)

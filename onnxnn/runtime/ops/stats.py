@@ -157,10 +157,17 @@ def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None, di
         return _r.sum(y, axis)
     pairs = y.narrow(axis, 1, size - 1) + y.narrow(axis, 0, size - 1)
     if x is not None:
-        x_axis = axis if x.dim() == y.dim() else 0
-        steps = x.narrow(x_axis, 1, size - 1) - x.narrow(x_axis, 0, size - 1)
-        return _r.sum(pairs * steps, axis) / 2
+        return _r.sum(pairs * _steps(x, y, axis), axis) / 2
     return _r.sum(pairs, axis) * ((1.0 if dx is None else dx) / 2)
+
+
+def _steps(x: Tensor, y: Tensor, axis: int) -> Tensor:
+    """The spacings of the sample points ``x``, laid along ``axis`` of ``y`` (a 1-D ``x`` runs along it)."""
+    size = y.shape[axis]
+    if x.dim() == 1:
+        steps = x.narrow(0, 1, size - 1) - x.narrow(0, 0, size - 1)
+        return steps.reshape((size - 1,) + (1,) * (y.dim() - axis - 1))
+    return x.narrow(axis, 1, size - 1) - x.narrow(axis, 0, size - 1)
 
 
 def trapz(y: Tensor, x: Tensor | None = None, *, dx: float | None = None, dim: int = -1) -> Tensor:
@@ -174,8 +181,7 @@ def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None
     size = y.shape[axis]
     pairs = y.narrow(axis, 1, size - 1) + y.narrow(axis, 0, size - 1)
     if x is not None:
-        x_axis = axis if x.dim() == y.dim() else 0
-        areas = pairs * (x.narrow(x_axis, 1, size - 1) - x.narrow(x_axis, 0, size - 1)) / 2
+        areas = pairs * _steps(x, y, axis) / 2
     else:
         areas = pairs * ((1.0 if dx is None else dx) / 2)
     return cumsum(areas, axis)
