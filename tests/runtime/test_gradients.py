@@ -58,6 +58,8 @@ COVERED_ELSEWHERE = {
     "LpNormalization": "runtime/test_normalization_ops.py",
     "MeanVarianceNormalization": "runtime/test_normalization_ops.py",
     "CastLike": "nn/test_activations.py",  # in the function bodies of imported Swish and RMSNormalization
+    # Tensor API parity (l5-tensor-api): the ops behind topk/sort, cumsum, einsum and tril/triu.
+    **{op_type: "runtime/test_tensor_api_ops.py" for op_type in ("TopK", "CumSum", "Einsum", "Trilu")},
 }
 
 

@@ -337,6 +337,18 @@ GRADIENT_CASES = [
 ]
 
 
+# The ONNX ops whose gradient rules these functions introduce (listed in test_gradients.COVERED_ELSEWHERE).
+RULE_CASES = [("TopK", "topk"), ("TopK", "sort"), ("CumSum", "cumsum"), ("Einsum", "einsum_matmul"),
+              ("Einsum", "einsum_summed_letter"), ("Trilu", "tril"), ("Trilu", "triu")]
+
+
+@pytest.mark.parametrize("op_type,case_id", RULE_CASES)
+def test_gradient_cases_record_the_ops_whose_rules_they_check(op_type, case_id):
+    _, function, inputs = next(case for case in GRADIENT_CASES if case[0] == case_id)
+    tensors = [onnxnn.tensor(a, requires_grad=True) for a in inputs]
+    assert function(*tensors).grad_fn.node.op_type == op_type
+
+
 @pytest.mark.parametrize("case", GRADIENT_CASES, ids=[case[0] for case in GRADIENT_CASES])
 def test_gradient_matches_finite_differences(case):
     _, function, inputs = case
