@@ -11,7 +11,12 @@ import pytest
 
 from .onnx_node_cases import Unrepresentable, node_cases, run_case
 
-KNOWN_FAILURES: dict[str, str] = {}
+KNOWN_FAILURES: dict[str, str] = {
+    # The stored output scatters into the shape inferred from the kernel and pads it to
+    # output_shape; onnxruntime (and PyTorch's max_unpool) read the indices as positions in the
+    # output_shape tensor itself. The kernel agrees with onnxruntime, so both executors agree.
+    "test_maxunpool_export_with_output_shape": "indices read over output_shape, as onnxruntime reads them",
+}
 
 # Below this share of passing cases the suite fails even if every failure is listed.
 MINIMUM_PASS_RATE = 0.9

@@ -209,7 +209,7 @@ def test_floating_point_errors_are_ignored_and_the_callers_state_restored(state)
     indices = Tensor._from_array(np.array([5]))
     failing, failing_inputs = _compiled([apply_op("Gather", (make((3, 2)) * 2, indices))])
     with np.errstate(**state):
-        with pytest.raises(IndexError):
+        with pytest.raises(RuntimeError):
             failing(failing_inputs)
         assert np.geterr() == before  # restored on errors too
 
@@ -297,9 +297,9 @@ def _notes(error: BaseException) -> str:
 def test_kernel_errors_carry_the_node_note():
     indices = Tensor._from_array(np.array([5]))
     compiled, inputs = _compiled([(apply_op("Gather", (make((3, 2)) * 2, indices)) + 1)])
-    with pytest.raises(IndexError) as generated:
+    with pytest.raises(RuntimeError) as generated:
         compiled(inputs)
-    with pytest.raises(IndexError) as interpreted:
+    with pytest.raises(RuntimeError) as interpreted:
         compiled(inputs, debug=True)
     assert "while running node 1 Gather (domain 'ai.onnx') on (float32[3, 2], int64[1]) in the onnxnn kernels " \
            "executor" in _notes(generated.value)

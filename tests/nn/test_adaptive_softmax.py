@@ -14,8 +14,8 @@ import pytest
 import onnxnn
 from onnxnn import nn
 from onnxnn.export import to_onnx
-from tests.gradcheck import check_gradients
-from tests.tolerances import gamma
+from gradcheck import check_gradients
+from tolerances import gamma
 
 RNG = np.random.default_rng(11)
 IN_FEATURES, CLASSES, CUTOFFS = 8, 10, [3, 6]

@@ -17,8 +17,8 @@ import onnxnn
 import onnxnn.nn.functional as F
 from onnxnn import nn
 from onnxnn.export import to_onnx
-from tests.gradcheck import check_gradients
-from tests.tolerances import gamma
+from gradcheck import check_gradients
+from tolerances import gamma
 
 RNG = np.random.default_rng(7)
 FRAMES, BATCH, CLASSES = 5, 3, 3

@@ -22,8 +22,8 @@ import onnxnn
 import onnxnn.nn.functional as F
 from onnxnn import nn
 from onnxnn.export import to_onnx
-from tests.gradcheck import check_gradients
-from tests.tolerances import gamma
+from gradcheck import check_gradients
+from tolerances import gamma
 
 from .loss_cases import (
     CASES, IDS, MODULE_CASES, REDUCTIONS, log_probabilities, normal, ref_gaussian, ref_kl, ref_poisson,

@@ -22,7 +22,7 @@ import pytest
 
 import onnxnn
 import onnxnn.nn.functional as F
-from tests.tolerances import gamma
+from tolerances import gamma
 
 EXECUTORS = ["onnxruntime", "kernels"]
 MANTISSA_BITS = {"float16": 11, "bfloat16": 8}

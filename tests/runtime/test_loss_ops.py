@@ -14,8 +14,8 @@ from onnx.reference import ReferenceEvaluator
 
 import onnxnn
 from onnxnn.runtime.tensor import apply_op
-from tests.gradcheck import check_gradients
-from tests.tolerances import gamma
+from gradcheck import check_gradients
+from tolerances import gamma
 
 RNG = np.random.default_rng(5)
 OPSET = 21
