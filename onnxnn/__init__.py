@@ -59,6 +59,12 @@ from .runtime.ops import (  # noqa: E402,F401
     histc, index_put, isin, ldexp, matrix_power, mode,
     nanquantile, put, quantile, rsub, scatter_reduce, select_scatter, sinc, slice_scatter, std_mean, tensordot,
     trapezoid, trapz, tril_indices, triu_indices, unique, unique_consecutive, var_mean,
+    adjoint, bernoulli, frobenius_norm, get_device, histogram, is_inference, is_same_size, is_signed, nonzero_static,
+    pdist, range, renorm, split_with_sizes, unflatten, unravel_index, unsafe_chunk, unsafe_split,
+    unsafe_split_with_sizes, vander,
+)
+from .runtime.windows import (  # noqa: E402,F401
+    bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window,
 )
 from . import autograd, cuda  # noqa: E402
 from .errors import CheckpointError, ModelLoadError  # noqa: E402
@@ -78,7 +84,7 @@ globals().update(_top_level_in_place(
      "atanh", "ceil", "clamp", "clamp_max", "clamp_min", "clip", "cos", "cosh", "deg2rad", "erf", "erfc", "exp", "exp2",
      "expm1", "fix", "floor", "frac", "log", "log10", "log1p", "log2", "logit", "nan_to_num", "neg", "negative",
      "rad2deg", "reciprocal", "relu", "round", "rsqrt", "sigmoid", "sin", "sinc", "sinh", "sqrt", "square", "tan",
-     "tanh", "trunc", "xlogy", "zero", "fill", "detach", "index_put"),
+     "tanh", "trunc", "xlogy", "zero", "fill", "detach", "index_put", "addmv", "ldexp"),
     {name: getattr(nn.functional, name) for name in ("selu", "celu", "threshold", "dropout", "alpha_dropout",
                                                         "feature_alpha_dropout", "rrelu")},
 ))

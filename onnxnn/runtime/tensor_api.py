@@ -35,6 +35,7 @@ DELEGATED = (
     # statistics, data-dependent results, out-of-place writes
     "quantile", "nanquantile", "cov", "corrcoef", "dist", "unique", "unique_consecutive", "bincount", "histc", "mode",
     "matrix_power", "index_put", "put", "scatter_reduce", "select_scatter", "slice_scatter", "diagonal_scatter",
+    "renorm", "histogram", "nonzero_static", "bernoulli", "unsafe_split_with_sizes", "is_inference",
 )
 
 # ``x.name_(...)`` rebinds x to ``x.name(...)`` (DESIGN principle 5). Arithmetic ones refuse a result
@@ -46,7 +47,7 @@ IN_PLACE_ARITHMETIC = (
     "cos", "tan", "asin", "arcsin", "acos", "arccos", "atan", "arctan", "sinh", "cosh", "asinh", "arcsinh",
     "acosh", "arccosh", "atanh", "arctanh", "erf", "floor", "ceil", "round", "trunc", "logit", "nan_to_num",
     "index_add", "cumsum", "cumprod", "float_power", "heaviside", "atan2", "arctan2", "copysign", "erfc", "sinc",
-    "fix", "ldexp", "index_put", "put", "scatter_reduce",
+    "fix", "ldexp", "index_put", "put", "scatter_reduce", "renorm",
 )
 # In-place ops that change the shape: the handle takes the new shape (no broadcast back).
 IN_PLACE_RESHAPING = ("squeeze", "unsqueeze", "t", "transpose", "swapaxes", "swapdims")
@@ -117,6 +118,16 @@ class TensorAPI:
     def type_as(self, other):
         """This tensor converted to ``other``'s dtype."""
         return self.to(other.dtype)
+
+    def hardshrink(self, lambd: float = 0.5):
+        """See :func:`onnxnn.nn.functional.hardshrink`."""
+        from ..nn import functional
+        return functional.hardshrink(self, lambd)
+
+    def prelu(self, weight):
+        """See :func:`onnxnn.nn.functional.prelu`."""
+        from ..nn import functional
+        return functional.prelu(self, weight)
 
     def fill_diagonal_(self, fill_value, wrap: bool = False):
         """Writes ``fill_value`` on the main diagonal (rows past the square part too when ``wrap``)."""

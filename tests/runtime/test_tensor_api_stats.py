@@ -352,3 +352,87 @@ def test_index_helpers_and_broadcast_shapes():
     np.testing.assert_array_equal(onnxnn.tril_indices(3, 4, 1).numpy(), np.stack(np.tril_indices(3, 1, 4)))
     np.testing.assert_array_equal(onnxnn.triu_indices(4, 3, -1).numpy(), np.stack(np.triu_indices(4, -1, 3)))
     assert onnxnn.broadcast_shapes((3, 1), (1, 4), 4) == (3, 4)
+
+
+# ---------------------------------------------------------------- windows, vander, pdist, renorm, ...
+
+def _np_renorm(x, p, axis, maxnorm):
+    moved = np.moveaxis(x, axis, 0)
+    norms = np.sum(np.abs(moved.reshape(moved.shape[0], -1)) ** p, 1) ** (1 / p)
+    factor = np.where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0)
+    return np.moveaxis(moved * factor.reshape((-1,) + (1,) * (x.ndim - 1)), 0, axis)
+
+
+MORE_ROUNDED_CASES = [
+    ("vander", lambda x: onnxnn.vander(x, 4), lambda x: np.vander(x, 4), [M[0]],
+     _bound(3, lambda x: np.abs(np.vander(x, 4)))),
+    ("vander_increasing", lambda x: onnxnn.vander(x, increasing=True), lambda x: np.vander(x, increasing=True), [M[0]],
+     _bound(3, lambda x: np.abs(np.vander(x, increasing=True)))),
+    ("pdist", onnxnn.pdist, lambda x: np.sqrt(((x[:, None] - x[None]) ** 2).sum(-1))[np.triu_indices(4, 1)], [X1],
+     _bound(6, lambda x: np.sqrt(((np.abs(x[:, None]) + np.abs(x[None])) ** 2).sum(-1))[np.triu_indices(4, 1)])),
+    ("pdist_p1", lambda x: onnxnn.pdist(x, 1), lambda x: np.abs(x[:, None] - x[None]).sum(-1)[np.triu_indices(4, 1)],
+     [X1], _bound(4, lambda x: (np.abs(x[:, None]) + np.abs(x[None])).sum(-1)[np.triu_indices(4, 1)])),
+    ("renorm", lambda x: onnxnn.renorm(x, 2, 0, 1.5), lambda x: _np_renorm(x, 2, 0, 1.5), [M],
+     _bound(10, lambda x: np.abs(x))),
+    ("frobenius_norm", onnxnn.frobenius_norm, lambda x: np.sqrt(np.sum(x * x)), [M],
+     _bound(14, lambda x: np.sqrt(np.sum(x * x)))),
+]
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("case", MORE_ROUNDED_CASES, ids=[case[0] for case in MORE_ROUNDED_CASES])
+def test_more_functions_match_numpy_within_rounding(case, dtype, executor):
+    test_statistics_match_numpy_within_rounding(case, dtype, executor)
+
+
+@pytest.mark.parametrize("case", [
+    ("vander", lambda x: onnxnn.vander(x, 4), [M[0]]),
+    ("pdist", onnxnn.pdist, [X1]),
+    ("pdist_p3", lambda x: onnxnn.pdist(x, 3), [X1]),
+    ("renorm", lambda x: onnxnn.renorm(x, 2, 1, 1.0), [M]),
+], ids=lambda case: case[0])
+def test_more_gradients_match_finite_differences(case):
+    check_gradients(case[1], [np.asarray(a, np.float64) for a in case[2]])
+
+
+@pytest.mark.parametrize("name,reference", [
+    ("hann_window", lambda n, periodic: np.hanning(n + 1)[:-1] if periodic else np.hanning(n)),
+    ("hamming_window", lambda n, periodic: np.hamming(n + 1)[:-1] if periodic else np.hamming(n)),
+    ("blackman_window", lambda n, periodic: np.blackman(n + 1)[:-1] if periodic else np.blackman(n)),
+    ("bartlett_window", lambda n, periodic: np.bartlett(n + 1)[:-1] if periodic else np.bartlett(n)),
+    ("kaiser_window", lambda n, periodic: np.kaiser(n + 1, 12.0)[:-1] if periodic else np.kaiser(n, 12.0)),
+])
+@pytest.mark.parametrize("periodic", [True, False])
+def test_windows_match_numpy(name, reference, periodic):
+    for length in (0, 1, 2, 7):
+        window = getattr(onnxnn, name)(length, periodic, dtype=onnxnn.float64).numpy()
+        expected = np.ones(length) if length <= 1 else reference(length, periodic)
+        np.testing.assert_allclose(window, expected, rtol=gamma(8, np.float64), atol=gamma(8, np.float64))
+
+
+def test_unravel_index_range_histogram_nonzero_static():
+    rows, cols = onnxnn.unravel_index(onnxnn.tensor([5, 0, -1, 3]), (2, 3))
+    expected = np.unravel_index(np.array([5, 0, 5, 3]), (2, 3))
+    np.testing.assert_array_equal(rows.numpy(), expected[0])
+    np.testing.assert_array_equal(cols.numpy(), expected[1])
+    np.testing.assert_array_equal(onnxnn.range(1, 2, 0.25).numpy(), [1.0, 1.25, 1.5, 1.75, 2.0])
+    hist, edges = onnxnn.histogram(onnxnn.tensor(M), 5)
+    reference_hist, reference_edges = np.histogram(M.astype(np.float32).astype(np.float64), 5)
+    np.testing.assert_array_equal(hist.numpy(), reference_hist)
+    np.testing.assert_allclose(edges.numpy(), reference_edges, rtol=gamma(2))
+    np.testing.assert_array_equal(onnxnn.nonzero_static(onnxnn.tensor(MASK_DATA), size=3, fill_value=-9).numpy(),
+                                  [[0, 1], [1, 0], [-9, -9]])
+
+
+MASK_DATA = np.array([[0.0, 2.0], [3.0, 0.0]])
+
+
+def test_bernoulli_draws_follow_the_generator_and_the_probabilities():
+    onnxnn.manual_seed(3)
+    first = onnxnn.bernoulli(onnxnn.tensor([[0.0, 1.0, 0.5]] * 200)).numpy()
+    onnxnn.manual_seed(3)
+    again = onnxnn.tensor([[0.0, 1.0, 0.5]] * 200).bernoulli().numpy()
+    np.testing.assert_array_equal(first, again)
+    assert (first[:, 0] == 0).all() and (first[:, 1] == 1).all()
+    assert 0 < first[:, 2].sum() < 200

@@ -21,6 +21,7 @@ from .arrange import *  # noqa: F401,F403
 from .pointwise import *  # noqa: F401,F403
 from .stats import *  # noqa: F401,F403
 from .scatter_ops import *  # noqa: F401,F403
+from .extras import *  # noqa: F401,F403
 from . import nn_ops  # noqa: F401,E402  (BatchNormalization rules)
 from . import training  # noqa: F401,E402  (Momentum: the fused SGD update)
 from . import loss  # noqa: F401,E402  (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss rules)
