@@ -38,12 +38,56 @@ from .runtime.ops import (  # noqa: F401  (the math functions of the top level)
     sin, softmax, split, sqrt, squeeze, stack, std, sub, sum, t, tanh, tile, transpose, trunc, unbind, unsqueeze,
     var, where, nonzero, argwhere, take, take_along_dim, scatter, scatter_add, masked_select,
 )
+# Tensor and top-level API parity (issue #12, l5-tensor-api): see docs/api_status.md
+from .runtime.creation import logspace  # noqa: E402,F401
+from .runtime.ops import (  # noqa: E402,F401
+    absolute, acos, acosh, adaptive_avg_pool1d, addbmm, addcdiv, addcmul, addmm, addmv, addr, aminmax, arccos,
+    arccosh, arcsin, arcsinh, arctan, arctanh, argsort, asin, asinh, atan, atanh, atleast_1d, atleast_2d, atleast_3d,
+    avg_pool1d, baddbmm, bitwise_and, bitwise_not, bitwise_or, bitwise_xor, bucketize, clamp_max, clamp_min,
+    column_stack, concatenate, conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d, cosh,
+    count_nonzero, cross, cummax, cummin, cumprod, cumsum, deg2rad, diag, diag_embed, diagflat, diagonal, diff,
+    divide, dsplit, dstack, einsum, exp2, expm1, fliplr, flipud, float_power, fmod, frac, ger, greater,
+    greater_equal, group_norm, heaviside, hsplit, hstack, hypot, index_add, index_copy, index_fill, inner,
+    instance_norm, isneginf, isposinf, isreal, kron, kthvalue, layer_norm, lerp, less, less_equal, log10, log1p,
+    log2, logaddexp, logaddexp2, logcumsumexp, logit, masked_fill, masked_scatter, max_pool1d, max_pool2d,
+    max_pool3d, median, meshgrid, moveaxis, movedim, msort, multiply, mv, nan_to_num, nanmean, nanmedian, nansum,
+    negative, not_equal, outer, positive, rad2deg, ravel, repeat_interleave, roll, rot90, row_stack, searchsorted,
+    select, sgn, signbit, sinh, sort, square, subtract, swapaxes, swapdims, tan, tensor_split, topk, trace, tril,
+    triu, true_divide, vdot, vsplit, vstack, xlogy,
+    arctan2, atan2, bincount, block_diag, broadcast_shapes, broadcast_tensors, cartesian_prod, chain_matmul,
+    combinations, copysign, corrcoef, cov, cdist, cumulative_trapezoid, diagonal_scatter, dist, erfc, fix, fmax, fmin,
+    histc, index_put, isin, ldexp, matrix_power, mode,
+    nanquantile, put, quantile, rsub, scatter_reduce, select_scatter, sinc, slice_scatter, std_mean, tensordot,
+    trapezoid, trapz, tril_indices, triu_indices, unique, unique_consecutive, var_mean,
+    adjoint, bernoulli, frobenius_norm, get_device, histogram, is_inference, is_same_size, is_signed, nonzero_static,
+    pdist, range, renorm, split_with_sizes, unflatten, unravel_index, unsafe_chunk, unsafe_split,
+    unsafe_split_with_sizes, vander,
+)
+from .runtime.windows import (  # noqa: E402,F401
+    bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window,
+)
 from . import autograd, cuda  # noqa: E402
 from .errors import CheckpointError, ModelLoadError  # noqa: E402
 from .export.checkpoint import load, save  # noqa: E402
 from . import nn, optim  # noqa: E402
 from . import backend, import_  # noqa: E402
 from .compile import compile  # noqa: E402,A001
+# torch's top-level forms of nn.functional ops and of in-place methods (l5-tensor-api; docs/api_status.md)
+from .nn.functional import (  # noqa: E402,F401
+    alpha_dropout, celu, dropout, feature_alpha_dropout, hardshrink, pairwise_distance, prelu, rms_norm, rrelu, selu,
+    threshold,
+)
+from .runtime.tensor_api import top_level_in_place as _top_level_in_place  # noqa: E402
+
+globals().update(_top_level_in_place(
+    ("abs", "acos", "acosh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctanh", "asin", "asinh", "atan",
+     "atanh", "ceil", "clamp", "clamp_max", "clamp_min", "clip", "cos", "cosh", "deg2rad", "erf", "erfc", "exp", "exp2",
+     "expm1", "fix", "floor", "frac", "log", "log10", "log1p", "log2", "logit", "nan_to_num", "neg", "negative",
+     "rad2deg", "reciprocal", "relu", "round", "rsqrt", "sigmoid", "sin", "sinc", "sinh", "sqrt", "square", "tan",
+     "tanh", "trunc", "xlogy", "zero", "fill", "detach", "index_put", "addmv", "ldexp"),
+    {name: getattr(nn.functional, name) for name in ("selu", "celu", "threshold", "dropout", "alpha_dropout",
+                                                        "feature_alpha_dropout", "rrelu")},
+))
 
 __version__ = "0.1.0"
 

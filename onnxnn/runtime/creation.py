@@ -241,3 +241,11 @@ def rand_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = F
 def randint_like(input: Tensor, low, high=None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     target, where = _like(input, dtype, device)
     return randint(low, high, input.shape, dtype=target, device=where, requires_grad=requires_grad)
+
+
+def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None,
+             requires_grad: bool = False) -> Tensor:
+    """``steps`` values ``base ** e`` for ``e`` evenly spaced from ``start`` to ``end``."""
+    target = _float_dtype(dtype)
+    exponents = np.linspace(start, end, steps, dtype=np.float64)
+    return _make(np.power(float(base), exponents).astype(target.numpy_dtype), target, device, requires_grad)

@@ -18,6 +18,7 @@ from .grad_mode import STATE
 from .graph import MAX_PENDING_DEPTH, Value, constant, different_devices, record_scanned
 from .printing import format_tensor
 from .registry import NON_DIFFERENTIABLE
+from .tensor_api import TensorAPI
 from .tensor_ops import TensorOps
 
 __all__ = ["Tensor", "Size", "apply_op"]
@@ -113,7 +114,7 @@ def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str |
 _new_object = object.__new__
 
 
-class Tensor(TensorOps):
+class Tensor(TensorOps, TensorAPI):
     """A multi-dimensional array whose operations are recorded as ONNX nodes and run lazily.
 
     Create tensors with :func:`onnxnn.tensor`, :func:`onnxnn.zeros`, :func:`onnxnn.randn`, ...

@@ -370,4 +370,25 @@ _GRAPHS = [
     Case("graph_shared_intermediate_two_outputs", "Exp", _shared_intermediate, ("float32", "float16")),
 ]
 
-CASES = _UNARY + _PREDICATES + _BINARY + _MISC + _REDUCE + _ARG + _SHAPE + _LINALG + _INDEXING + _NN + _GRAPHS
+# Tensor API parity (l5-tensor-api): the ops behind topk/sort, cumsum, einsum, tril/triu and bitwise_*.
+_TENSOR_API = [
+    Case("TopK_largest", "TopK", lambda d: op("TopK", make((3, 6), d), ints([2]), axis=-1, largest=1, sorted=1),
+         ("float32", "float64", "int64")),
+    Case("TopK_smallest_axis0", "TopK", lambda d: op("TopK", make((5, 3), d), ints([5]), axis=0, largest=0, sorted=1),
+         ("float32", "float64")),
+    Case("CumSum", "CumSum", lambda d: op("CumSum", make((3, 5), d), ints(1)), ("float32", "float64", "int64")),
+    Case("CumSum_exclusive_reverse", "CumSum",
+         lambda d: op("CumSum", make((3, 5), d), ints(0), exclusive=1, reverse=1), ("float32", "float64")),
+    Case("Einsum_matmul", "Einsum", lambda d: op("Einsum", make((3, 4), d, seed=1), make((4, 5), d, seed=2),
+                                                 equation="ij,jk->ik"), ("float32", "float64")),
+    Case("Einsum_batched_sum_out", "Einsum",
+         lambda d: op("Einsum", make((2, 3, 4), d, seed=1), make((5,), d, seed=2), equation="bij,k->bk")),
+    Case("Trilu_lower", "Trilu", lambda d: op("Trilu", make((2, 3, 4), d), ints(1), upper=0),
+         ("float32", "float64", "int64")),
+    Case("Trilu_upper", "Trilu", lambda d: op("Trilu", make((4, 3), d), ints(-1), upper=1), ("float32", "float64")),
+    *[Case(f"{name}_int", name, lambda d, name=name: op(name, make((3, 4), d, -50, 50, 1), make((4,), d, -50, 50, 2)),
+           ("int64", "int32")) for name in ("BitwiseAnd", "BitwiseOr", "BitwiseXor")],
+]
+
+CASES = (_UNARY + _PREDICATES + _BINARY + _MISC + _REDUCE + _ARG + _SHAPE + _LINALG + _INDEXING + _NN + _GRAPHS
+         + _TENSOR_API)

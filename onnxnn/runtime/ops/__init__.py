@@ -13,6 +13,15 @@ from .indexing import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .pooling import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
+# Tensor and top-level API parity (issue #12, l5-tensor-api)
+from .sorting import *  # noqa: F401,F403
+from .einsum import *  # noqa: F401,F403
+from .matrix import *  # noqa: F401,F403
+from .arrange import *  # noqa: F401,F403
+from .pointwise import *  # noqa: F401,F403
+from .stats import *  # noqa: F401,F403
+from .scatter_ops import *  # noqa: F401,F403
+from .extras import *  # noqa: F401,F403
 from . import nn_ops  # noqa: F401,E402  (BatchNormalization rules)
 from . import training  # noqa: F401,E402  (Momentum: the fused SGD update)
 from . import loss  # noqa: F401,E402  (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss rules)

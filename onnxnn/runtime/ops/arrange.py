@@ -1,0 +1,388 @@
+"""Rearranging and writing by index: roll, rot90, the *stack and *split families, repeat_interleave,
+movedim, meshgrid, Tensor.unfold, select, and index_add/index_copy/index_fill/masked_fill/masked_scatter.
+
+Every function is a composition of Slice, Concat, Transpose, Reshape, Expand, Gather and
+ScatterElements, whose gradient rules give the gradients. Index tables that depend only on shapes
+are built at record time; those that depend on data (a tensor of repeats, a mask for
+masked_scatter) read it, as PyTorch synchronizes with the device for them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ._common import Tensor, apply_op, broadcast_shapes, normalize_axes
+from .elementwise import where
+from .shape import cat, flip, slice_axis
+
+__all__ = ["roll", "fliplr", "flipud", "rot90", "hstack", "vstack", "row_stack", "dstack", "column_stack",
+           "atleast_1d", "atleast_2d", "atleast_3d", "tensor_split", "hsplit", "vsplit", "dsplit",
+           "repeat_interleave", "movedim", "moveaxis", "swapaxes", "swapdims", "meshgrid", "unfold", "select",
+           "ravel", "index_add", "index_copy", "index_fill", "masked_fill", "masked_scatter"]
+
+
+def _axis(input: Tensor, dim: int) -> int:
+    return normalize_axes([dim], input.dim())[0]
+
+
+def roll(input: Tensor, shifts, dims=None) -> Tensor:
+    """Rotates elements along ``dims`` by ``shifts`` (elements leaving one end come in at the other)."""
+    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    if dims is None:
+        if len(shifts) != 1:
+            raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:0")
+        return roll(input.reshape(-1), shifts, 0).reshape(input.shape)
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
+    result = input
+    for shift, dim in zip(shifts, dims):
+        axis = _axis(input, dim)
+        size = input.shape[axis]
+        if size == 0 or shift % size == 0:
+            continue
+        cut = size - shift % size
+        result = cat([slice_axis(result, axis, cut, size), slice_axis(result, axis, 0, cut)], axis)
+    return result
+
+
+def fliplr(input: Tensor) -> Tensor:
+    if input.dim() < 2:
+        raise RuntimeError("Input must be >= 2-d.")
+    return flip(input, [1])
+
+
+def flipud(input: Tensor) -> Tensor:
+    if input.dim() < 1:
+        raise RuntimeError("Input must be >= 1-d.")
+    return flip(input, [0])
+
+
+def rot90(input: Tensor, k: int = 1, dims=(0, 1)) -> Tensor:
+    """Rotates by 90 degrees ``k`` times in the plane of ``dims``, from the first towards the second."""
+    dims = list(dims)
+    if len(dims) != 2:
+        raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+    if input.dim() < 2:
+        raise RuntimeError(f"expected total dims >= 2, but got total dims = {input.dim()}")
+    first, second = normalize_axes(dims, input.dim())
+    if first == second:
+        raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {first} and dim1 = {second}")
+    k %= 4
+    if k == 1:
+        return flip(input, [second]).transpose(first, second)
+    if k == 2:
+        return flip(input, [first, second])
+    if k == 3:
+        return flip(input, [first]).transpose(first, second)
+    return input.clone()
+
+
+def atleast_1d(*tensors):
+    result = tuple(t.reshape(1) if t.dim() == 0 else t for t in _tensor_list(tensors))
+    return result[0] if len(result) == 1 else result
+
+
+def atleast_2d(*tensors):
+    result = tuple(t.reshape((1,) * (2 - t.dim()) + tuple(t.shape)) if t.dim() < 2 else t
+                   for t in _tensor_list(tensors))
+    return result[0] if len(result) == 1 else result
+
+
+def atleast_3d(*tensors):
+    def lift(t: Tensor) -> Tensor:
+        if t.dim() == 0:
+            return t.reshape(1, 1, 1)
+        if t.dim() == 1:
+            return t.reshape(1, t.shape[0], 1)
+        if t.dim() == 2:
+            return t.unsqueeze(2)
+        return t
+    result = tuple(lift(t) for t in _tensor_list(tensors))
+    return result[0] if len(result) == 1 else result
+
+
+def _tensor_list(tensors) -> list:
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        return list(tensors[0])
+    return list(tensors)
+
+
+def hstack(tensors) -> Tensor:
+    """Concatenation along dim 1 (dim 0 for 1-D tensors)."""
+    tensors = [atleast_1d(t) for t in tensors]
+    return cat(tensors, 0 if tensors[0].dim() == 1 else 1)
+
+
+def vstack(tensors) -> Tensor:
+    """Concatenation along dim 0 of the tensors made at least 2-D."""
+    return cat([atleast_2d(t) for t in tensors], 0)
+
+
+row_stack = vstack
+
+
+def dstack(tensors) -> Tensor:
+    """Concatenation along dim 2 of the tensors made at least 3-D."""
+    return cat([atleast_3d(t) for t in tensors], 2)
+
+
+def column_stack(tensors) -> Tensor:
+    """1-D (and 0-d) tensors become columns, then everything is concatenated along dim 1."""
+    columns = [t.reshape(t.numel(), 1) if t.dim() <= 1 else t for t in tensors]
+    return cat(columns, 1)
+
+
+def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple:
+    """Splits into ``n`` nearly equal parts (the first ``size % n`` one longer), or at the given indices."""
+    axis = _axis(input, dim)
+    size = input.shape[axis]
+    if isinstance(indices_or_sections, Tensor):
+        indices_or_sections = indices_or_sections.tolist()
+    if isinstance(indices_or_sections, int):
+        sections = indices_or_sections
+        if sections <= 0:
+            raise RuntimeError(f"number of sections must be larger than 0, got {sections}")
+        base, extra = divmod(size, sections)
+        bounds = [0]
+        for part in range(sections):
+            bounds.append(bounds[-1] + base + (1 if part < extra else 0))
+    else:
+        bounds = [0] + [min(max(int(i) + (size if int(i) < 0 else 0), 0), size) for i in indices_or_sections] + [size]
+    return tuple(slice_axis(input, axis, start, max(start, end)) for start, end in zip(bounds[:-1], bounds[1:]))
+
+
+def _split_even(input: Tensor, sections, axis: int, name: str) -> tuple:
+    if isinstance(sections, int) and input.shape[axis] % sections:
+        raise RuntimeError(f"torch.{name} attempted to split along dimension {axis}, but the size of the dimension "
+                           f"{input.shape[axis]} is not divisible by the split_size {sections}!")
+    return tensor_split(input, sections, axis)
+
+
+def hsplit(input: Tensor, sections) -> tuple:
+    if input.dim() < 1:
+        raise RuntimeError("torch.hsplit requires a tensor with at least 1 dimension, but got a tensor with 0 dimensions!")
+    return _split_even(input, sections, 1 if input.dim() > 1 else 0, "hsplit")
+
+
+def vsplit(input: Tensor, sections) -> tuple:
+    if input.dim() < 2:
+        raise RuntimeError(f"torch.vsplit requires a tensor with at least 2 dimension, but got a tensor with "
+                           f"{input.dim()} dimensions!")
+    return _split_even(input, sections, 0, "vsplit")
+
+
+def dsplit(input: Tensor, sections) -> tuple:
+    if input.dim() < 3:
+        raise RuntimeError(f"torch.dsplit requires a tensor with at least 3 dimension, but got a tensor with "
+                           f"{input.dim()} dimensions!")
+    return _split_even(input, sections, 2, "dsplit")
+
+
+def repeat_interleave(input: Tensor, repeats=None, dim: int | None = None, *, output_size: int | None = None) -> Tensor:
+    """Repeats each element ``repeats`` times (an int, or one count per element along ``dim``).
+
+    A tensor of counts is data: it is read at the call (PyTorch synchronizes for it too).
+    ``repeat_interleave(counts)`` alone gives ``[0]*counts[0] + [1]*counts[1] + ...``.
+    """
+    if repeats is None:
+        counts = np.asarray(input._realized_data(), dtype=np.int64).reshape(-1)
+        return Tensor._from_array(np.repeat(np.arange(counts.size, dtype=np.int64), counts), dtypes.int64, input.device)
+    if dim is None:
+        input, axis = input.reshape(-1), 0
+    else:
+        axis = _axis(input, dim)
+    if input.dim() == 0:
+        input = input.reshape(1)
+    size = input.shape[axis]
+    if isinstance(repeats, Tensor):
+        counts = np.asarray(repeats._realized_data(), dtype=np.int64).reshape(-1)
+        if counts.size == 1:
+            repeats = int(counts[0])
+        elif counts.size != size:
+            raise RuntimeError("repeats must have the same size as input along dim")
+    if isinstance(repeats, int):
+        if repeats < 0:
+            raise RuntimeError("repeats can not be negative")
+        widened = list(input.shape)
+        widened.insert(axis + 1, repeats)
+        merged = list(input.shape)
+        merged[axis] = size * repeats
+        return input.unsqueeze(axis + 1).expand(widened).reshape(merged)
+    if (counts < 0).any():
+        raise RuntimeError("repeats can not be negative")
+    table = np.repeat(np.arange(size, dtype=np.int64), counts)
+    return input.index_select(axis, Tensor._from_array(table, dtypes.int64, input.device))
+
+
+def movedim(input: Tensor, source, destination) -> Tensor:
+    """Moves the dims ``source`` to the positions ``destination``; the others keep their order."""
+    source = [source] if isinstance(source, int) else list(source)
+    destination = [destination] if isinstance(destination, int) else list(destination)
+    if len(source) != len(destination):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({source} dims) should contain the "
+                           f"same number of dims as destination ({destination} dims)")
+    source, destination = normalize_axes(source, input.dim()), normalize_axes(destination, input.dim())
+    if len(set(source)) != len(source) or len(set(destination)) != len(destination):
+        raise RuntimeError("movedim: repeated dim in `source` or `destination`")
+    order = [axis for axis in range(input.dim()) if axis not in source]
+    for target, axis in sorted(zip(destination, source)):
+        order.insert(target, axis)
+    return input.permute(order)
+
+
+moveaxis = movedim
+
+
+def swapaxes(input: Tensor, axis0: int, axis1: int) -> Tensor:
+    return input.transpose(axis0, axis1)
+
+
+swapdims = swapaxes
+
+
+def meshgrid(*tensors, indexing: str = "ij") -> tuple:
+    """Coordinate grids: output ``i`` varies along dim ``i`` (``"xy"`` swaps the first two dims)."""
+    tensors = _tensor_list(tensors)
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: {indexing}")
+    flat = [t.reshape(-1) for t in tensors]
+    sizes = [t.shape[0] for t in flat]
+    swap = indexing == "xy" and len(flat) >= 2
+    if swap:
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    grids = []
+    for index, t in enumerate(flat):
+        position = {0: 1, 1: 0}.get(index, index) if swap else index
+        shape = [1] * len(flat)
+        shape[position] = t.shape[0]
+        grids.append(t.reshape(shape).expand(sizes))
+    return tuple(grids)
+
+
+def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    """``Tensor.unfold``: the windows of ``size`` elements every ``step`` along ``dimension``, as a new last dim."""
+    axis = _axis(input, dimension) if input.dim() else 0
+    if input.dim() == 0:
+        input = input.reshape(1)
+    length = input.shape[axis]
+    if size > length:
+        raise RuntimeError(f"maximum size for tensor at dimension {axis} is {length} but size is {size}")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    count = (length - size) // step + 1
+    table = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).astype(np.int64)
+    windows = apply_op("Gather", (input, Tensor._from_array(table, dtypes.int64, input.device)), {"axis": axis},
+                       "UnfoldBackward0")
+    return movedim(windows, axis + 1, -1)
+
+
+def select(input: Tensor, dim: int, index: int) -> Tensor:
+    """The slice at ``index`` along ``dim``, without that dim."""
+    axis = _axis(input, dim)
+    size = input.shape[axis]
+    if not -size <= index < size:
+        raise IndexError(f"select(): index {index} out of range for tensor of size {list(input.shape)} at "
+                         f"dimension {axis}")
+    index %= size
+    return slice_axis(input, axis, index, index + 1).squeeze(axis)
+
+
+def ravel(input: Tensor) -> Tensor:
+    return input.reshape(-1)
+
+
+def _index_scatter(input: Tensor, dim: int, index: Tensor, source: Tensor, reduction: str, function: str) -> Tensor:
+    if not isinstance(index, Tensor) or index.dtype.category != 1:
+        raise RuntimeError(f"{function}(): Expected dtype int32/int64 for index")
+    if index.dim() > 1:
+        raise IndexError(f"{function}(): Index is supposed to be a vector")
+    axis = _axis(input, dim) if input.dim() else 0
+    scalar = input.dim() == 0
+    if scalar:
+        input, source = input.reshape(1), source.reshape(1)
+    count = index.numel()
+    expected = list(input.shape)
+    expected[axis] = count
+    if source.dim() != input.dim() or list(source.shape) != expected:
+        raise RuntimeError(f"{function}(): Source/destination tensor must have same slice shapes. Destination slice "
+                           f"shape: {list(input.shape)} at dimension {axis} and source slice shape: "
+                           f"{list(source.shape)} at dimension {axis}.")
+    data = index._value.data
+    size = input.shape[axis]
+    if data is not None and data.size and ((data < -size) | (data >= size)).any():
+        raise IndexError(f"{function}(): index {int(data[(data < -size) | (data >= size)].flat[0])} is out of bounds "
+                         f"for dimension {axis} with size {size}")
+    shape = [1] * input.dim()
+    shape[axis] = count
+    positions = index.to(dtypes.int64).reshape(shape).expand(expected)
+    result = apply_op("ScatterElements", (input, positions, source.to(input.dtype)),
+                      {"axis": axis, "reduction": reduction},
+                      "IndexAddBackward0" if reduction == "add" else "IndexCopyBackward0")
+    return result.reshape(()) if scalar else result
+
+
+def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
+    """A copy of ``input`` with ``alpha * source`` added at positions ``index`` along ``dim`` (repeats accumulate)."""
+    return _index_scatter(input, dim, index, source if alpha == 1 else source * alpha, "add", "index_add")
+
+
+def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
+    """A copy of ``input`` with the slices of ``source`` written at positions ``index`` along ``dim``."""
+    return _index_scatter(input, dim, index, source, "none", "index_copy")
+
+
+def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
+    """A copy of ``input`` with ``value`` written in the slices at ``index`` along ``dim``."""
+    axis = _axis(input, dim) if input.dim() else 0
+    shape = list(input.shape) or [1]
+    shape[axis] = index.numel()
+    if isinstance(value, Tensor):
+        if value.dim() != 0:
+            raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                               f"{value.dim()} dimension(s).")
+        source = value.to(input.dtype).expand(shape)
+    else:
+        source = Tensor._full(tuple(shape), value, input.dtype, input.device)
+    return _index_scatter(input, dim, index.reshape(-1), source.reshape(shape if input.dim() else ()), "none",
+                          "index_fill")
+
+
+def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
+    """``value`` where the (broadcast) boolean ``mask`` is true, ``input`` elsewhere."""
+    if not isinstance(mask, Tensor) or mask.dtype is not dtypes.bool:
+        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "
+                           f"{getattr(mask, 'dtype', type(mask).__name__)}")
+    if isinstance(value, Tensor):
+        if value.dim() != 0:
+            raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                               f"{value.dim()} dimension(s).")
+        value = value.to(input.dtype)
+    elif not input.dtype.is_floating_point and isinstance(value, float):
+        value = int(value)
+    result = where(mask, value, input)
+    return result if result.dtype is input.dtype else result.to(input.dtype)
+
+
+def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
+    """A copy of ``input`` with the leading elements of ``source`` written, in order, where ``mask`` is true.
+
+    Which positions are written is data: the mask is read at the call.
+    """
+    if not isinstance(mask, Tensor) or mask.dtype is not dtypes.bool:
+        raise RuntimeError("masked_scatter_ only supports boolean masks")
+    shape = broadcast_shapes(tuple(input.shape), tuple(mask.shape))
+    if shape != tuple(input.shape):
+        raise RuntimeError(f"masked_scatter: expected mask of shape broadcastable to {list(input.shape)}")
+    positions = np.flatnonzero(np.broadcast_to(mask._realized_data(), shape)).astype(np.int64)
+    if positions.size > source.numel():
+        raise RuntimeError("masked_scatter: expected source to have at least as many elements as ones in mask "
+                           f"({positions.size}), but got {source.numel()}")
+    flat = input.reshape(-1)
+    if positions.size == 0:
+        return flat.reshape(shape)
+    values = slice_axis(source.reshape(-1), 0, 0, int(positions.size)).to(input.dtype)
+    written = apply_op("ScatterElements", (flat, Tensor._from_array(positions, dtypes.int64, input.device), values),
+                       {"axis": 0, "reduction": "none"}, "MaskedScatterBackward0")
+    return written.reshape(shape)
+

@@ -1,0 +1,115 @@
+"""Einsum: the shape and gradient rules of ONNX Einsum, and PyTorch's ``einsum`` that records it.
+
+The gradient of one operand is itself an einsum: the output gradient contracted with the other
+operands onto the operand's subscripts. Subscripts of the operand that appear nowhere else were
+summed away by the forward node, so the gradient is broadcast back along them. A subscript
+repeated within one operand (a diagonal, ``"ii->i"``) has no such form and is refused.
+"""
+from __future__ import annotations
+
+import string
+
+from ..registry import gradient_rules, shape_rules
+from ._common import Tensor, apply_op
+
+__all__ = ["einsum"]
+
+_ELLIPSIS_LETTERS = string.ascii_uppercase[::-1]  # stand-ins for "...", far from the usual a-z
+
+
+def explicit_equation(equation: str, ranks: list[int]) -> tuple[list[str], str]:
+    """The operands' subscripts and the output's, with ``...`` spelled as letters and the implicit output filled in.
+
+    Raises ValueError naming the problem for a malformed equation or a rank mismatch.
+    """
+    equation = equation.replace(" ", "")
+    left, arrow, right = equation.partition("->")
+    terms = left.split(",")
+    if len(terms) != len(ranks):
+        raise ValueError(f"einsum(): the equation '{equation}' names {len(terms)} operands but {len(ranks)} were given")
+    ellipsis_rank = 0
+    for term, rank in zip(terms, ranks):
+        if "..." in term:
+            ellipsis_rank = max(ellipsis_rank, rank - (len(term) - 3))
+    fill = _ELLIPSIS_LETTERS[:ellipsis_rank][::-1]
+    operands = []
+    for index, (term, rank) in enumerate(zip(terms, ranks)):
+        if "..." in term:
+            covered = rank - (len(term) - 3)
+            term = term.replace("...", fill[len(fill) - covered:] if covered else "")
+        if len(term) != rank or not term.isalpha():
+            raise ValueError(f"einsum(): the subscripts '{terms[index]}' do not fit operand {index} of rank {rank}")
+        operands.append(term)
+    if arrow:
+        output = right.replace("...", fill)
+        if not output.isalpha() and output:
+            raise ValueError(f"einsum(): invalid output subscripts '{right}' in '{equation}'")
+    else:
+        letters = "".join(operands)
+        output = fill + "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c not in fill))
+    return operands, output
+
+
+@shape_rules.register("Einsum")
+def _einsum_shape(inputs, attrs):
+    operands, output = explicit_equation(attrs["equation"], [len(value.shape) for value in inputs])
+    sizes: dict[str, int] = {}
+    for term, value in zip(operands, inputs):
+        for letter, size in zip(term, value.shape):
+            known = sizes.get(letter, 1)
+            if size != known and 1 not in (size, known):
+                raise ValueError(f"Einsum '{attrs['equation']}': subscript '{letter}' has sizes {known} and {size}")
+            sizes[letter] = max(size, known) if 0 not in (size, known) else 0
+    for letter in output:
+        if letter not in sizes:
+            raise ValueError(f"Einsum '{attrs['equation']}': output subscript '{letter}' is in no operand")
+    return [(tuple(sizes[letter] for letter in output), inputs[0].dtype)]
+
+
+@gradient_rules.register("Einsum")
+def _einsum_grad(ctx, g):
+    values = [ctx.input_value(i) for i in range(ctx.num_inputs)]
+    operands, output = explicit_equation(ctx.attrs["equation"], [len(value.shape) for value in values])
+    grads = []
+    for index, term in enumerate(operands):
+        if not ctx.needs_input_grad(index):
+            grads.append(None)
+            continue
+        if len(set(term)) != len(term):
+            raise NotImplementedError(f"gradient of Einsum '{ctx.attrs['equation']}': operand {index} repeats a "
+                                      "subscript (a diagonal)")
+        others = [operands[j] for j in range(len(operands)) if j != index]
+        reachable = set(output).union(*others) if others else set(output)
+        kept = "".join(letter for letter in term if letter in reachable)
+        equation = ",".join([output] + others) + "->" + kept
+        tensors = [g] + [ctx.input(j) for j in range(len(operands)) if j != index]
+        grad = apply_op("Einsum", tuple(tensors), {"equation": equation}, "EinsumBackward0")
+        if kept != term:
+            shape = ctx.input_shape(index)
+            grad = grad.reshape(tuple(size if letter in reachable else 1 for letter, size in zip(term, shape)))
+            grad = grad.expand(shape)
+        grads.append(grad)
+    return tuple(grads)
+
+
+def einsum(equation: str, *operands) -> Tensor:
+    """Sums products of operands' elements over the subscripts the output omits; ONNX Einsum.
+
+    ``...`` stands for broadcast leading dims. Example::
+
+        >>> a, b = onnxnn.ones(2, 3), onnxnn.ones(3, 4)
+        >>> onnxnn.einsum("ij,jk->ik", a, b).shape
+        onnxnn.Size([2, 4])
+    """
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    if not operands:
+        raise RuntimeError("einsum(): must provide at least one operand")
+    try:
+        terms, output = explicit_equation(equation, [operand.dim() for operand in operands])
+    except ValueError as error:
+        raise RuntimeError(str(error)) from None
+    from ._common import promote_operands
+    tensors, _ = promote_operands(list(operands))
+    explicit = ",".join(terms) + "->" + output
+    return apply_op("Einsum", tuple(tensors), {"equation": explicit}, "EinsumBackward0")

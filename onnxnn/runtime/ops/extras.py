@@ -1,0 +1,169 @@
+"""The rest of the parity batch: vander, pdist, renorm, frobenius_norm, unravel_index, range,
+histogram, nonzero_static, bernoulli, and torch's top-level spellings of shape helpers.
+
+All recorded with existing ops except the documented data readers (histogram, nonzero_static)
+and bernoulli, whose samples come from onnxnn's seeded generator like every random value.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as np
+
+from .. import dtypes
+from .. import random as _random
+from ._common import Tensor, normalize_axes
+from . import elementwise as _e
+from . import reduce as _r
+
+__all__ = ["vander", "pdist", "renorm", "frobenius_norm", "unravel_index", "range", "histogram", "nonzero_static",
+           "bernoulli", "split_with_sizes", "unsafe_split", "unsafe_chunk", "unsafe_split_with_sizes", "unflatten",
+           "is_same_size", "is_signed", "get_device", "adjoint", "is_inference"]
+
+
+def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
+    """Columns of powers of the 1-D ``x``: ``x**(N-1), ..., x, 1`` (ascending when ``increasing``)."""
+    if x.dim() != 1:
+        raise RuntimeError("x must be a one-dimensional tensor.")
+    count = x.shape[0] if N is None else N
+    if count < 0:
+        raise RuntimeError("N must be non-negative.")
+    powers = np.arange(count) if increasing else np.arange(count)[::-1]
+    base = x if x.dtype.is_floating_point else x.to(dtypes.int64)
+    columns = [base.new_ones(x.shape[0]) if p == 0 else (base if p == 1 else _e.pow(base, int(p))) for p in powers]
+    from .shape import stack
+    if not columns:
+        return Tensor._zeros((x.shape[0], 0), base.dtype, x.device)
+    return stack(columns, 1)
+
+
+def pdist(input: Tensor, p: float = 2) -> Tensor:
+    """The ``p``-norm distances between all pairs of rows ``i < j``, in row-major order of the pairs."""
+    if input.dim() != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.dim()}D")
+    rows = input.shape[0]
+    first, second = np.triu_indices(rows, 1)
+    pick = lambda positions: input.index_select(0, Tensor._from_array(positions.astype(np.int64), dtypes.int64,  # noqa: E731
+                                                                      input.device))
+    differences = pick(first) - pick(second)
+    if p == 2:
+        return _e.sqrt(_r.sum(differences * differences, 1))
+    if p == float("inf"):
+        return _r.amax(_e.abs(differences), 1)
+    if p == 0:
+        return _r.sum(_e.ne(differences, 0).to(input.dtype), 1)
+    return _e.pow(_r.sum(_e.pow(_e.abs(differences), p), 1), 1.0 / p)
+
+
+def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
+    """Each slice along ``dim`` whose ``p``-norm exceeds ``maxnorm`` scaled down to norm ``maxnorm``."""
+    axis = normalize_axes([dim], input.dim())[0]
+    others = [d for d in builtins.range(input.dim()) if d != axis]
+    norms = _r.norm(input, p, others, keepdim=True) if others else _e.abs(input)
+    # PyTorch divides by norm + 1e-7, so a renormed slice ends just under maxnorm.
+    factor = _e.where(_e.gt(norms, maxnorm), _e.div(maxnorm, _e.add(norms, 1e-7)), 1.0)
+    return input * factor.to(input.dtype)
+
+
+def frobenius_norm(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    return _r.norm(input, 2, dim, keepdim)
+
+
+def unravel_index(indices, shape) -> tuple:
+    """The coordinates in an array of ``shape`` of the flat ``indices``, one int64 tensor per dim."""
+    if not isinstance(indices, Tensor):
+        indices = Tensor._from_array(np.asarray(indices, dtype=np.int64), dtypes.int64)
+    if indices.dtype.is_floating_point or indices.dtype is dtypes.bool:
+        raise TypeError("expected 'indices' to be integer dtype, but got " + str(indices.dtype))
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    total = int(np.prod(shape)) if shape else 1
+    data = indices._value.data
+    if data is not None and data.size and ((data < -total) | (data >= total)).any():
+        raise RuntimeError("index is out of bounds for tensor of shape " + str(list(shape)))
+    flat = _e.where(_e.lt(indices, 0), _e.add(indices, total), indices).to(dtypes.int64)
+    result = []
+    stride = total
+    for size in shape:
+        stride //= max(size, 1)
+        result.append(_e.remainder(_e.div(flat, stride, rounding_mode="floor"), size))
+    return tuple(result)
+
+
+def range(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """``torch.range``: from ``start`` to ``end`` inclusive, in the default float dtype."""
+    from ..creation import _float_dtype, _make
+    if end is None:
+        start, end = 0, start
+    target = _float_dtype(dtype)
+    count = int(math.floor((end - start) / step)) + 1
+    values = start + np.arange(max(count, 0), dtype=np.float64) * step
+    return _make(values.astype(target.numpy_dtype), target, device, requires_grad)
+
+
+def histogram(input: Tensor, bins=100, *, range=None, weight: Tensor | None = None, density: bool = False):
+    """``(hist, bin_edges)`` as numpy's histogram computes them. Reads the data."""
+    data = np.asarray(input._realized_data(), dtype=np.float64).reshape(-1)
+    edges = np.asarray(bins._realized_data(), np.float64) if isinstance(bins, Tensor) else bins
+    weights = None if weight is None else np.asarray(weight._realized_data(), np.float64).reshape(-1)
+    hist, bin_edges = np.histogram(data, edges, range=range, weights=weights, density=density)
+    make = lambda array: Tensor._from_array(array.astype(input.dtype.numpy_dtype), input.dtype, input.device)  # noqa: E731
+    return make(hist), make(bin_edges)
+
+
+def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
+    """``nonzero`` cut or padded with ``fill_value`` to exactly ``size`` rows. Reads the data."""
+    found = np.argwhere(np.asarray(input._realized_data())).astype(np.int64)[:size]
+    padded = np.full((size, input.dim()), fill_value, dtype=np.int64)
+    padded[:found.shape[0]] = found
+    return Tensor._from_array(padded, dtypes.int64, input.device)
+
+
+def bernoulli(input: Tensor, p: float | None = None, *, generator=None) -> Tensor:
+    """Samples 1 with probability ``input`` (or ``p``) elementwise, from onnxnn's generator."""
+    probabilities = np.asarray(input._realized_data(), dtype=np.float64) if p is None else p
+    draws = _random.uniform(tuple(input.shape), np.float64, 0.0, 1.0, generator) < probabilities
+    return Tensor._from_array(draws.astype(input.dtype.numpy_dtype), input.dtype, input.device)
+
+
+def split_with_sizes(input: Tensor, split_sizes, dim: int = 0) -> tuple:
+    from .shape import split
+    return split(input, list(split_sizes), dim)
+
+
+unsafe_split_with_sizes = split_with_sizes
+
+
+def unsafe_split(input: Tensor, split_size, dim: int = 0) -> tuple:
+    from .shape import split
+    return split(input, split_size, dim)
+
+
+def unsafe_chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
+    from .shape import chunk
+    return chunk(input, chunks, dim)
+
+
+def unflatten(input: Tensor, dim: int, sizes) -> Tensor:
+    return input.unflatten(dim, sizes)
+
+
+def is_same_size(input: Tensor, other: Tensor) -> bool:
+    return tuple(input.shape) == tuple(other.shape)
+
+
+def is_signed(input: Tensor) -> bool:
+    return input.is_signed()
+
+
+def get_device(input: Tensor) -> int:
+    return input.get_device()
+
+
+def adjoint(input: Tensor) -> Tensor:
+    return input.transpose(-2, -1)
+
+
+def is_inference(input: Tensor) -> bool:
+    """onnxnn has no inference tensors (inference_mode records like no_grad)."""
+    return False

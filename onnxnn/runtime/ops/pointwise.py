@@ -1,0 +1,444 @@
+"""Pointwise functions of PyTorch's API built from existing ops: lerp, addcmul/addcdiv, nan_to_num,
+log1p and friends, bitwise ops (BitwiseAnd/Or/Xor shape rules here), diff, count_nonzero, aminmax,
+bucketize/searchsorted, and the aliases PyTorch keeps (absolute, multiply, greater, ...).
+
+Where PyTorch has a fused kernel (log1p, expm1) this records the plain formula: ``log(1 + x)``
+loses the low bits of a tiny ``x`` that a fused kernel keeps; the docstrings say so.
+"""
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+
+import numpy as np
+
+from .. import dtypes
+from ..registry import non_differentiable, shape_rules
+from ._common import Tensor, apply_op, broadcast_values, promote_operands
+from . import elementwise as _e
+from . import reduce as _r
+from .shape import cat, slice_axis
+
+__all__ = ["lerp", "addcmul", "addcdiv", "nan_to_num", "square", "log1p", "expm1", "log2", "log10", "exp2",
+           "logaddexp", "logaddexp2", "xlogy", "hypot", "deg2rad", "rad2deg", "frac", "fmod", "clamp_min",
+           "clamp_max", "sgn", "positive", "negative", "absolute", "multiply", "subtract", "divide", "true_divide",
+           "greater", "greater_equal", "less", "less_equal", "not_equal", "float_power", "heaviside", "signbit",
+           "nansum", "nanmean", "logit", "isposinf", "isneginf", "isreal", "bitwise_and", "bitwise_or",
+           "bitwise_xor", "bitwise_not", "diff", "count_nonzero", "aminmax", "bucketize", "searchsorted"]
+
+AminmaxResult = namedtuple("aminmax", ["min", "max"])
+
+
+@shape_rules.register("BitwiseAnd", "BitwiseOr", "BitwiseXor")
+def _bitwise_shape(inputs, attrs):
+    return [(broadcast_values(inputs), inputs[0].dtype)]
+
+
+non_differentiable("BitwiseAnd", "BitwiseOr", "BitwiseXor")
+
+
+def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
+    """``input + weight * (end - input)``."""
+    return input + weight * (end - input)
+
+
+def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
+    """``input + value * tensor1 * tensor2``."""
+    product = tensor1 * tensor2
+    return input + (product if value == 1 else product * value)
+
+
+def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
+    """``input + value * tensor1 / tensor2`` (integer division is refused, as in PyTorch)."""
+    if not tensor1.dtype.is_floating_point and not tensor2.dtype.is_floating_point:
+        raise RuntimeError("Integer division with addcdiv is no longer supported, and in a future release addcdiv "
+                           "will perform a true division of tensor1 and tensor2. The historic addcdiv behavior can "
+                           "be implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for "
+                           "integer inputs and as (input + value * tensor1 / tensor2) for float inputs. The future "
+                           "addcdiv behavior is just the latter implementation: (input + value * tensor1 / tensor2), "
+                           "for all dtypes.")
+    quotient = tensor1 / tensor2
+    return input + (quotient if value == 1 else quotient * value)
+
+
+def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
+    """NaN becomes ``nan``, +inf ``posinf`` and -inf ``neginf`` (default: the dtype's largest/lowest finite value)."""
+    if not input.dtype.is_floating_point:
+        return input.clone()
+    info = np.finfo(np.float32 if input.dtype is dtypes.bfloat16 else input.dtype.numpy_dtype)
+    if input.dtype is dtypes.bfloat16:
+        largest = float(np.frombuffer(np.array([0x7F7F], np.uint16).tobytes(), dtype=input.dtype.numpy_dtype)[0])
+        info_max, info_min = largest, -largest
+    else:
+        info_max, info_min = float(info.max), float(info.min)
+    posinf = info_max if posinf is None else posinf
+    neginf = info_min if neginf is None else neginf
+    result = _e.where(_e.isnan(input), nan, input)
+    result = _e.where(_e.eq(input, math.inf), posinf, result)
+    return _e.where(_e.eq(input, -math.inf), neginf, result)
+
+
+def square(input: Tensor) -> Tensor:
+    return _e.mul(input, input)
+
+
+def log1p(input: Tensor) -> Tensor:
+    """``log(1 + x)`` as recorded (no fused kernel: tiny ``x`` lose their low bits)."""
+    return _e.log(_e.add(_e._floating(input), 1))
+
+
+def expm1(input: Tensor) -> Tensor:
+    """``exp(x) - 1`` as recorded (no fused kernel: tiny ``x`` lose their low bits)."""
+    return _e.sub(_e.exp(_e._floating(input)), 1)
+
+
+def log2(input: Tensor) -> Tensor:
+    return _e.div(_e.log(_e._floating(input)), math.log(2.0))
+
+
+def log10(input: Tensor) -> Tensor:
+    return _e.div(_e.log(_e._floating(input)), math.log(10.0))
+
+
+def exp2(input: Tensor) -> Tensor:
+    return _e.exp(_e.mul(_e._floating(input), math.log(2.0)))
+
+
+def logaddexp(input: Tensor, other: Tensor) -> Tensor:
+    """``log(exp(a) + exp(b))`` as ``max + log1p(exp(-|a - b|))`` (no overflow)."""
+    high = _e.maximum(input, other)
+    gap = _e.abs(_e.sub(input, other))
+    # Equal infinities give NaN gaps; the result there is the infinity itself.
+    return _e.where(_e.isnan(gap), high, _e.add(high, log1p(_e.exp(_e.neg(gap)))))
+
+
+def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
+    return _e.div(logaddexp(_e.mul(input, math.log(2.0)), _e.mul(other, math.log(2.0))), math.log(2.0))
+
+
+def xlogy(input, other) -> Tensor:
+    """``x * log(y)``, 0 where ``x == 0`` (unless y is NaN)."""
+    (x, y), _ = promote_operands([input, other])
+    if not isinstance(x, Tensor):
+        x = Tensor._from_value(x)
+    if not isinstance(y, Tensor):
+        y = Tensor._from_value(y)
+    x, y = _e._floating(x), _e._floating(y)
+    product = _e.mul(x, _e.log(y))
+    return _e.where(_e.logical_and(_e.eq(x, 0), _e.logical_not(_e.isnan(y))), 0.0, product)
+
+
+def hypot(input: Tensor, other: Tensor) -> Tensor:
+    return _e.sqrt(_e.add(_e.mul(input, input), _e.mul(other, other)))
+
+
+def deg2rad(input: Tensor) -> Tensor:
+    return _e.mul(_e._floating(input), math.pi / 180)
+
+
+def rad2deg(input: Tensor) -> Tensor:
+    return _e.mul(_e._floating(input), 180 / math.pi)
+
+
+def frac(input: Tensor) -> Tensor:
+    """``x - trunc(x)``."""
+    return _e.sub(input, _e.trunc(input))
+
+
+def fmod(input, other) -> Tensor:
+    """Remainder with the sign of the dividend (C's fmod), unlike ``remainder``."""
+    (a, b), result_dtype = promote_operands([input, other])
+    a = a if isinstance(a, Tensor) else Tensor._from_value(a)
+    b = b if isinstance(b, Tensor) else Tensor._from_value(b)
+    return apply_op("Mod", (a, b), {"fmod": 1}, "FmodBackward0")
+
+
+def clamp_min(input: Tensor, min) -> Tensor:
+    return _e.clamp(input, min=min)
+
+
+def clamp_max(input: Tensor, max) -> Tensor:
+    return _e.clamp(input, max=max)
+
+
+def sgn(input: Tensor) -> Tensor:
+    return _e.sign(input)
+
+
+def positive(input: Tensor) -> Tensor:
+    if input.dtype is dtypes.bool:
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+    return input
+
+
+negative = _e.neg
+absolute = _e.abs
+multiply = _e.mul
+subtract = _e.sub
+divide = _e.div
+greater = _e.gt
+greater_equal = _e.ge
+less = _e.lt
+less_equal = _e.le
+not_equal = _e.ne
+
+
+def true_divide(dividend, divisor) -> Tensor:
+    return _e.div(dividend, divisor)
+
+
+def float_power(input, exponent) -> Tensor:
+    """``input ** exponent`` in float64."""
+    base = input.to(dtypes.float64) if isinstance(input, Tensor) else input
+    power = exponent.to(dtypes.float64) if isinstance(exponent, Tensor) else float(exponent)
+    if not isinstance(base, Tensor):
+        base = float(base)
+    return _e.pow(base, power)
+
+
+def heaviside(input: Tensor, values: Tensor) -> Tensor:
+    """0 for negative, ``values`` at zero, 1 for positive inputs."""
+    step = _e.where(_e.gt(input, 0), 1, 0).to(input.dtype)
+    return _e.where(_e.eq(input, 0), values.to(input.dtype), step)
+
+
+def signbit(input: Tensor) -> Tensor:
+    """Whether the sign bit is set (true for -0.0 too)."""
+    if not input.dtype.is_floating_point:
+        return _e.lt(input, 0)
+    # 1 / -0.0 is -inf: the sign of a zero shows in its reciprocal.
+    return _e.logical_or(_e.lt(input, 0), _e.logical_and(_e.eq(input, 0), _e.lt(_e.reciprocal(input), 0)))
+
+
+def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """``sum`` treating NaN as zero."""
+    cleaned = _e.where(_e.isnan(input), 0, input) if input.dtype.is_floating_point else input
+    return _r.sum(cleaned, dim, keepdim, dtype=dtype)
+
+
+def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """``mean`` of the non-NaN elements."""
+    valid = _e.logical_not(_e.isnan(input))
+    return _e.div(nansum(input, dim, keepdim, dtype=dtype), _r.sum(valid.to(input.dtype), dim, keepdim))
+
+
+def logit(input: Tensor, eps: float | None = None) -> Tensor:
+    """``log(p / (1 - p))``, with ``p`` clamped to [eps, 1 - eps] when eps is given."""
+    p = _e._floating(input)
+    if eps is not None:
+        p = _e.clamp(p, eps, 1 - eps)
+    return _e.log(_e.div(p, _e.sub(1, p)))
+
+
+def isposinf(input: Tensor) -> Tensor:
+    return _e.eq(input, math.inf) if input.dtype.is_floating_point else _e.ne(input, input)
+
+
+def isneginf(input: Tensor) -> Tensor:
+    return _e.eq(input, -math.inf) if input.dtype.is_floating_point else _e.ne(input, input)
+
+
+def isreal(input: Tensor) -> Tensor:
+    return Tensor._full(tuple(input.shape), True, dtypes.bool, input.device)
+
+
+def _bitwise(op_type: str, logical, input, other, name: str) -> Tensor:
+    (a, b), result_dtype = promote_operands([input, other])
+    if result_dtype.is_floating_point:
+        raise RuntimeError(f"\"{name}_cpu\" not implemented for '{_type_name(result_dtype)}'")
+    if result_dtype is dtypes.bool:
+        return logical(a if isinstance(a, Tensor) else Tensor._from_value(a),
+                       b if isinstance(b, Tensor) else Tensor._from_value(b))
+    return apply_op(op_type, (a, b), None, name)
+
+
+def _type_name(value_dtype) -> str:
+    return {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16"}[value_dtype.name]
+
+
+def bitwise_and(input, other) -> Tensor:
+    return _bitwise("BitwiseAnd", _e.logical_and, input, other, "bitwise_and")
+
+
+def bitwise_or(input, other) -> Tensor:
+    return _bitwise("BitwiseOr", _e.logical_or, input, other, "bitwise_or")
+
+
+def bitwise_xor(input, other) -> Tensor:
+    return _bitwise("BitwiseXor", _e.logical_xor, input, other, "bitwise_xor")
+
+
+def bitwise_not(input: Tensor) -> Tensor:
+    if input.dtype is dtypes.bool:
+        return _e.logical_not(input)
+    if input.dtype.is_floating_point:
+        raise RuntimeError(f"\"bitwise_not_cpu\" not implemented for '{_type_name(input.dtype)}'")
+    return apply_op("BitwiseNot", (input,), None, "BitwiseNotBackward0")
+
+
+def diff(input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None, append: Tensor | None = None) -> Tensor:
+    """``n``-th forward differences along ``dim`` (bool inputs: ``!=`` of neighbours)."""
+    if input.dim() == 0:
+        raise RuntimeError("diff expects input to be at least one-dimensional")
+    if n < 0:
+        raise RuntimeError(f"order must be non-negative but got {n}")
+    from ._common import normalize_axes
+    axis = normalize_axes([dim], input.dim())[0]
+    parts = [t for t in (prepend, input, append) if t is not None]
+    result = cat(parts, axis) if len(parts) > 1 else input
+    for _ in range(n):
+        size = result.shape[axis]
+        if size == 0:
+            break
+        later, earlier = slice_axis(result, axis, 1, size), slice_axis(result, axis, 0, size - 1)
+        result = _e.ne(later, earlier) if result.dtype is dtypes.bool else _e.sub(later, earlier)
+    return result
+
+
+def count_nonzero(input: Tensor, dim=None) -> Tensor:
+    """The number of nonzero elements (over ``dim``), as int64."""
+    return _r.sum(_e.ne(input, 0).to(dtypes.int64), dim)
+
+
+def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False) -> AminmaxResult:
+    """``(amin, amax)`` over ``dim`` (all elements when None)."""
+    if input.numel() == 0:
+        raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
+                           "identity.")
+    dims = () if dim is None else dim
+    return AminmaxResult(_r.amin(input, dims, keepdim), _r.amax(input, dims, keepdim))
+
+
+def bucketize(input, boundaries: Tensor, *, out_int32: bool = False, right: bool = False) -> Tensor:
+    """For each value, the index of the bucket of the sorted 1-D ``boundaries`` it falls into.
+
+    ``right=False``: the first ``i`` with ``value <= boundaries[i]``; ``right=True``: ``value < boundaries[i]``.
+    Recorded as a count of the boundaries below the value (Less/LessOrEqual and ReduceSum), so it
+    exports and works on pending values.
+    """
+    if boundaries.dim() != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({boundaries.dim()})")
+    if not isinstance(input, Tensor):
+        input = Tensor._full((), input, boundaries.dtype, boundaries.device)
+    values = input.unsqueeze(-1)
+    below = _e.le(boundaries, values) if right else _e.lt(boundaries, values)
+    result = _r.sum(below.to(dtypes.int64), -1)
+    return result.to(dtypes.int32) if out_int32 else result
+
+
+def searchsorted(sorted_sequence: Tensor, values, *, out_int32: bool = False, right: bool = False, side=None,
+                 sorter: Tensor | None = None) -> Tensor:
+    """Indices at which ``values`` would be inserted to keep each innermost row of ``sorted_sequence`` sorted."""
+    if side is not None:
+        if side not in ("left", "right"):
+            raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but got {side}")
+        right = side == "right"
+    if sorter is not None:
+        sorted_sequence = sorted_sequence.gather(-1, sorter)
+    if sorted_sequence.dim() == 1:
+        return bucketize(values, sorted_sequence, out_int32=out_int32, right=right)
+    if not isinstance(values, Tensor) or values.dim() != sorted_sequence.dim() or \
+            tuple(values.shape[:-1]) != tuple(sorted_sequence.shape[:-1]):
+        raise RuntimeError("torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions "
+                           "of boundaries tensor and input value tensor must match")
+    below = (_e.le if right else _e.lt)(sorted_sequence.unsqueeze(-2), values.unsqueeze(-1))
+    result = _r.sum(below.to(dtypes.int64), -1)
+    return result.to(dtypes.int32) if out_int32 else result
+
+
+def _float_unary(op_type: str, name: str):
+    def function(input: Tensor) -> Tensor:
+        return apply_op(op_type, (_e._floating(input),), None, name)
+    function.__name__ = function.__qualname__ = op_type.lower()
+    function.__doc__ = f"Elementwise {op_type.lower()}; ONNX {op_type} (its gradient rule lives with the op's rules)."
+    return function
+
+
+tan = _float_unary("Tan", "TanBackward0")
+asin = arcsin = _float_unary("Asin", "AsinBackward0")
+acos = arccos = _float_unary("Acos", "AcosBackward0")
+atan = arctan = _float_unary("Atan", "AtanBackward0")
+sinh = _float_unary("Sinh", "SinhBackward0")
+cosh = _float_unary("Cosh", "CoshBackward0")
+asinh = arcsinh = _float_unary("Asinh", "AsinhBackward0")
+acosh = arccosh = _float_unary("Acosh", "AcoshBackward0")
+atanh = arctanh = _float_unary("Atanh", "AtanhBackward0")
+
+__all__ += ["tan", "asin", "arcsin", "acos", "arccos", "atan", "arctan", "sinh", "cosh", "asinh", "arcsinh", "acosh",
+            "arccosh", "atanh", "arctanh"]
+
+
+def atan2(input: Tensor, other: Tensor) -> Tensor:
+    """The angle of the point ``(other, input)``, in (-pi, pi]; ``atan(y / x)`` moved to the right quadrant."""
+    y, x = _e._floating(input), _e._floating(other)
+    # x == 0 is answered below; a safe divisor keeps NaN out of the gradient of the unused branch.
+    base = atan(_e.div(y, _e.where(_e.eq(x, 0), 1.0, x)))
+    pi = Tensor._full((), math.pi, y.dtype, y.device)  # in y's dtype: a float32 pi would cost 1e-7 in float64
+    shift = _e.where(_e.lt(y, 0), _e.neg(pi), pi)
+    quadrant = _e.where(_e.lt(x, 0), _e.add(base, shift), base)
+    # x == 0: the angle is +-pi/2 (0 at the origin, as atan2(0, 0) = 0).
+    on_axis = _e.mul(_e.sign(y), math.pi / 2)
+    return _e.where(_e.eq(x, 0), on_axis, quadrant)
+
+
+arctan2 = atan2
+
+
+def copysign(input, other) -> Tensor:
+    """``|input|`` with the sign of ``other`` (-0.0 counts as negative)."""
+    magnitude = _e.abs(_e._floating(input))
+    other = other if isinstance(other, Tensor) else Tensor._full((), other, magnitude.dtype, magnitude.device)
+    return _e.where(signbit(other), _e.neg(magnitude), magnitude)
+
+
+def fmax(input: Tensor, other: Tensor) -> Tensor:
+    """Elementwise maximum that ignores a NaN operand (NaN only where both are NaN)."""
+    both = _e.maximum(input, other)
+    return _e.where(_e.isnan(input), other, _e.where(_e.isnan(other), input, both))
+
+
+def fmin(input: Tensor, other: Tensor) -> Tensor:
+    """Elementwise minimum that ignores a NaN operand (NaN only where both are NaN)."""
+    both = _e.minimum(input, other)
+    return _e.where(_e.isnan(input), other, _e.where(_e.isnan(other), input, both))
+
+
+def erfc(input: Tensor) -> Tensor:
+    """``1 - erf(x)`` as recorded (for large x the result loses its relative precision)."""
+    return _e.sub(1, _e.erf(_e._floating(input)))
+
+
+def sinc(input: Tensor) -> Tensor:
+    """``sin(pi x) / (pi x)``, 1 at 0."""
+    x = _e._floating(input)
+    scaled = _e.mul(x, math.pi)
+    safe = _e.where(_e.eq(x, 0), 1.0, scaled)
+    return _e.where(_e.eq(x, 0), 1.0, _e.div(_e.sin(safe), safe))
+
+
+def fix(input: Tensor) -> Tensor:
+    return _e.trunc(input)
+
+
+def ldexp(input: Tensor, other: Tensor) -> Tensor:
+    """``input * 2 ** other``."""
+    return _e.mul(_e._floating(input), _e.pow(2.0, _e._floating(other)))
+
+
+def rsub(input, other, *, alpha=1) -> Tensor:
+    """``other - alpha * input``."""
+    return _e.sub(other, input, alpha=alpha)
+
+
+def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool = False) -> Tensor:
+    """Whether each element of ``elements`` is in ``test_elements`` (compared all against all)."""
+    if not isinstance(elements, Tensor):
+        elements = Tensor._full((), elements, test_elements.dtype, test_elements.device)
+    if not isinstance(test_elements, Tensor):
+        test_elements = Tensor._full((1,), test_elements, elements.dtype, elements.device)
+    pairs = _e.eq(elements.unsqueeze(-1), test_elements.reshape(-1))
+    found = _r.any(pairs, -1)
+    return _e.logical_not(found) if invert else found
+
+
+__all__ += ["atan2", "arctan2", "copysign", "fmax", "fmin", "erfc", "sinc", "fix", "ldexp", "rsub", "isin"]

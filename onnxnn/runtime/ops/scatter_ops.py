@@ -1,0 +1,140 @@
+"""Out-of-place writes of PyTorch's API: index_put, put, scatter_reduce, select_scatter,
+slice_scatter, diagonal_scatter and fill_diagonal.
+
+Each is one ScatterElements/ScatterND node (or indexing assignment on a copy), so gradients come
+from those ops' rules: written positions pass no gradient to the input, the written values get
+the gradient of where they landed. ScatterElements with max/min reductions has no gradient rule,
+so scatter_reduce with ``"amax"``/``"amin"`` is forward-only.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ._common import Tensor, apply_op, broadcast_shapes, normalize_axes
+from . import elementwise as _e
+from .indexing import setitem
+
+__all__ = ["index_put", "put", "scatter_reduce", "select_scatter", "slice_scatter", "diagonal_scatter",
+           "fill_diagonal"]
+
+
+def _wrapped(index: Tensor, size: int) -> Tensor:
+    index = index.to(dtypes.int64)
+    return _e.where(_e.lt(index, 0), _e.add(index, size), index)
+
+
+def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tensor:
+    """A copy of ``input`` with ``input[indices] = values`` (``+=`` with repeats summed when ``accumulate``)."""
+    indices = tuple(indices)
+    if not accumulate or any(index is not None and index.dtype is dtypes.bool for index in indices):
+        result = input.clone()
+        if accumulate:
+            setitem(result, indices, result[indices] + values)
+        else:
+            setitem(result, indices, values)
+        return result
+    if len(indices) > input.dim():
+        raise IndexError(f"too many indices for tensor of dimension {input.dim()} (got {len(indices)})")
+    shape = broadcast_shapes(*[tuple(index.shape) for index in indices])
+    columns = [_wrapped(index, input.shape[axis]).expand(shape).unsqueeze(-1) for axis, index in enumerate(indices)]
+    from .shape import cat
+    table = cat(columns, -1) if len(columns) > 1 else columns[0]
+    if not isinstance(values, Tensor):
+        values = Tensor._full((), values, input.dtype, input.device)
+    updates = values.to(input.dtype).expand(tuple(shape) + tuple(input.shape[len(indices):]))
+    return apply_op("ScatterND", (input, table, updates), {"reduction": "add"}, "IndexPutBackward0")
+
+
+def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
+    """A copy of ``input`` with ``source`` written at the flat positions ``index``."""
+    if index.numel() != source.numel():
+        raise RuntimeError(f"put_(): Expected source and index to have the same number of elements, but got "
+                           f"source.numel() = {source.numel()}, index.numel() = {index.numel()}")
+    flat = input.reshape(-1)
+    positions = _wrapped(index.reshape(-1), max(flat.shape[0], 1))
+    written = apply_op("ScatterElements", (flat, positions, source.reshape(-1).to(input.dtype)),
+                       {"axis": 0, "reduction": "add" if accumulate else "none"}, "PutBackward0")
+    return written.reshape(input.shape)
+
+
+_IDENTITIES = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "amax": -np.inf, "amin": np.inf}
+_ONNX_REDUCTIONS = {"sum": "add", "mean": "add", "prod": "mul", "amax": "max", "amin": "min"}
+
+
+def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
+                   include_self: bool = True) -> Tensor:
+    """Reduces ``src`` into ``input`` at ``index`` along ``dim`` with sum, prod, mean, amax or amin."""
+    if reduce not in _IDENTITIES:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+    axis = normalize_axes([dim], input.dim())[0]
+    index = index.to(dtypes.int64)
+    src = src.to(input.dtype)
+    base = input
+    if not include_self:
+        identity = _IDENTITIES[reduce]
+        if not input.dtype.is_floating_point and np.isinf(identity):
+            info = np.iinfo(input.dtype.numpy_dtype)
+            identity = info.min if identity < 0 else info.max
+        fill = Tensor._full(tuple(index.shape), identity, input.dtype, input.device)
+        base = apply_op("ScatterElements", (input, index, fill), {"axis": axis, "reduction": "none"},
+                        "ScatterBackward0")
+    result = apply_op("ScatterElements", (base, index, src), {"axis": axis, "reduction": _ONNX_REDUCTIONS[reduce]},
+                      "ScatterReduceBackward0")
+    if reduce != "mean":
+        return result
+    ones = Tensor._full(tuple(index.shape), 1, input.dtype, input.device)
+    start = Tensor._full(tuple(input.shape), 1 if include_self else 0, input.dtype, input.device)
+    counts = apply_op("ScatterElements", (start, index, ones), {"axis": axis, "reduction": "add"})
+    counts = _e.where(_e.eq(counts, 0), 1, counts)
+    if input.dtype.is_floating_point:
+        return _e.div(result, counts)
+    return _e.div(result, counts, rounding_mode="floor")
+
+
+def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
+    """A copy of ``input`` with ``src`` written at ``index`` along ``dim``."""
+    axis = normalize_axes([dim], input.dim())[0]
+    result = input.clone()
+    setitem(result, (slice(None),) * axis + (index,), src)
+    return result
+
+
+def slice_scatter(input: Tensor, src: Tensor, dim: int = 0, start: int | None = None, end: int | None = None,
+                  step: int = 1) -> Tensor:
+    """A copy of ``input`` with ``src`` written into the slice ``start:end:step`` of ``dim``."""
+    axis = normalize_axes([dim], input.dim())[0]
+    result = input.clone()
+    setitem(result, (slice(None),) * axis + (slice(start, end, step),), src)
+    return result
+
+
+def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """A copy of ``input`` with ``src`` written on the ``offset`` diagonal of the (dim1, dim2) planes."""
+    from .matrix import _diagonal_positions
+    axis1, axis2 = normalize_axes([dim1, dim2], input.dim())
+    rest = [axis for axis in range(input.dim()) if axis not in (axis1, axis2)]
+    order = rest + [axis1, axis2]
+    moved = input.permute(order)
+    rows, cols = input.shape[axis1], input.shape[axis2]
+    flat = moved.reshape(tuple(moved.shape[:-2]) + (rows * cols,))
+    positions = _diagonal_positions(rows, cols, offset)
+    if tuple(src.shape) != tuple(flat.shape[:-1]) + (positions.size,):
+        raise RuntimeError(f"diagonal_scatter: src has shape {list(src.shape)}, expected "
+                           f"{list(flat.shape[:-1]) + [int(positions.size)]}")
+    table = Tensor._from_array(np.broadcast_to(positions, tuple(src.shape)).copy(), dtypes.int64, input.device)
+    written = apply_op("ScatterElements", (flat, table, src.to(input.dtype)), {"axis": flat.dim() - 1},
+                       "DiagonalScatterBackward0")
+    inverse = list(np.argsort(order))
+    return written.reshape(moved.shape).permute(inverse)
+
+
+def fill_diagonal(input: Tensor, fill_value, wrap: bool = False) -> Tensor:
+    """``Tensor.fill_diagonal_``'s value: ``fill_value`` on the main diagonal (numpy's fill_diagonal rule)."""
+    if input.dim() < 2:
+        raise RuntimeError("dimensions must larger than 1")
+    if input.dim() > 2 and len(set(input.shape)) != 1:
+        raise RuntimeError("all dimensions of input must be of equal length")
+    mask = np.zeros(tuple(input.shape), dtype=bool)
+    np.fill_diagonal(mask, True, wrap=wrap)
+    return _e.where(Tensor._from_array(mask, dtypes.bool, input.device), fill_value, input).to(input.dtype)

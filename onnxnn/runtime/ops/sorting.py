@@ -1,0 +1,244 @@
+"""Sorting and scans: TopK and CumSum (shape and gradient rules), with PyTorch's topk, sort, argsort,
+msort, kthvalue, median, cumsum, cumprod, logcumsumexp, cummax and cummin on top.
+
+cumprod, logcumsumexp, cummax and cummin are decompositions over a lower-triangular mask along the
+scanned dim (``O(n^2)`` elements for a dim of size n): each prefix is a masked reduction, so the
+results are exact where a running formula is not (``log(cumsum(exp(x)))`` underflows for prefixes
+far below the maximum) and the reductions' gradient rules apply unchanged (ReduceProd's handles zeros).
+"""
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+
+from .. import dtypes
+from ..registry import gradient_rules, shape_rules
+from ._common import Tensor, apply_op, int64_constant, normalize_axes
+from .shape import _constant_list
+
+__all__ = ["topk", "sort", "argsort", "msort", "kthvalue", "median", "nanmedian", "cumsum", "cumprod",
+           "logcumsumexp", "cummax", "cummin"]
+
+TopkResult = namedtuple("topk", ["values", "indices"])
+SortResult = namedtuple("sort", ["values", "indices"])
+KthvalueResult = namedtuple("kthvalue", ["values", "indices"])
+MedianResult = namedtuple("median", ["values", "indices"])
+CummaxResult = namedtuple("cummax", ["values", "indices"])
+CumminResult = namedtuple("cummin", ["values", "indices"])
+
+
+# ---------------------------------------------------------------- shape and gradient rules
+
+@shape_rules.register("TopK")
+def _topk_shape(inputs, attrs):
+    shape = list(inputs[0].shape)
+    axis = normalize_axes([attrs.get("axis", -1)], len(shape))[0]
+    k = int(_constant_list(inputs[1])[0])
+    if not 0 <= k <= shape[axis]:
+        raise ValueError(f"TopK: k ({k}) must be in [0, {shape[axis]}] (the size of axis {axis})")
+    shape[axis] = k
+    return [(tuple(shape), inputs[0].dtype), (tuple(shape), dtypes.int64)]
+
+
+@gradient_rules.register("TopK")
+def _topk_grad(ctx, g, *unused):
+    # Each selected value came from one element: its gradient goes back there, the rest get zero.
+    shape = ctx.input_shape(0)
+    axis = normalize_axes([ctx.attrs.get("axis", -1)], len(shape))[0]
+    zeros = Tensor._zeros(shape, g.dtype, g.device)
+    indices = ctx.output(1)
+    return apply_op("ScatterElements", (zeros, indices, g), {"axis": axis, "reduction": "add"},
+                    "TopkBackward0"), None
+
+
+@shape_rules.register("CumSum")
+def _cumsum_shape(inputs, attrs):
+    return [(inputs[0].shape, inputs[0].dtype)]
+
+
+@gradient_rules.register("CumSum")
+def _cumsum_grad(ctx, g):
+    # The transpose of a prefix sum is the suffix sum (exclusive stays exclusive).
+    attrs = {"exclusive": ctx.attrs.get("exclusive", 0), "reverse": 1 - ctx.attrs.get("reverse", 0)}
+    return apply_op("CumSum", (g, ctx.input_value(1)), attrs, "CumsumBackward0"), None
+
+
+# ---------------------------------------------------------------- sorting
+
+def _axis(input: Tensor, dim: int) -> int:
+    return normalize_axes([dim], input.dim())[0]
+
+
+def _topk(input: Tensor, k: int, axis: int, largest: bool, name: str):
+    if input.dim() == 0:
+        values, indices = _topk(input.reshape(1), k, 0, largest, name)
+        return values.reshape(()), indices.reshape(())
+    values, indices = apply_op("TopK", (input, int64_constant([k])),
+                               {"axis": axis, "largest": int(largest), "sorted": 1}, name)
+    return values, indices
+
+
+def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> TopkResult:
+    """The ``k`` largest (or smallest) elements along ``dim`` and their indices; ONNX TopK.
+
+    Ties keep the lower index first. Example::
+
+        >>> onnxnn.topk(onnxnn.tensor([1., 5., 3., 4.]), 2)
+        topk(values=tensor([5., 4.]), indices=tensor([1, 3]))
+    """
+    axis = _axis(input, dim)
+    size = input.shape[axis] if input.dim() else 1
+    if not 0 <= k <= size:
+        raise RuntimeError("selected index k out of range")
+    return TopkResult(*_topk(input, k, axis, largest, "TopkBackward0"))
+
+
+def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> SortResult:
+    """Sorted values along ``dim`` and the permutation that sorts; equal values keep their order."""
+    axis = _axis(input, dim)
+    size = input.shape[axis] if input.dim() else 1
+    return SortResult(*_topk(input, size, axis, descending, "SortBackward0"))
+
+
+def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
+    return sort(input, dim, descending, stable).indices
+
+
+def msort(input: Tensor) -> Tensor:
+    """``sort(input, dim=0).values``."""
+    return sort(input, 0).values
+
+
+def _select(t: Tensor, axis: int, position: int, keepdim: bool) -> Tensor:
+    picked = apply_op("Slice", (t, int64_constant([position]), int64_constant([position + 1]),
+                                int64_constant([axis])), None, "SliceBackward0")
+    return picked if keepdim else picked.squeeze(axis)
+
+
+def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> KthvalueResult:
+    """The ``k``-th smallest element along ``dim`` (1-based) and its index."""
+    axis = _axis(input, dim)
+    size = input.shape[axis] if input.dim() else 1
+    if not 1 <= k <= size:
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {dim}")
+    if input.dim() == 0:
+        return KthvalueResult(input, Tensor._zeros((), dtypes.int64, input.device))
+    values, indices = _topk(input, k, axis, False, "KthvalueBackward0")
+    return KthvalueResult(_select(values, axis, k - 1, keepdim), _select(indices, axis, k - 1, keepdim))
+
+
+def median(input: Tensor, dim: int | None = None, keepdim: bool = False):
+    """The lower median (of the flattened input without ``dim``; else ``(values, indices)`` along it)."""
+    if dim is None:
+        flat = input.reshape(-1)
+        if flat.shape[0] == 0:
+            return Tensor._full((), np.nan, input.dtype, input.device)
+        return kthvalue(flat, (flat.shape[0] + 1) // 2, 0).values
+    axis = _axis(input, dim)
+    size = input.shape[axis] if input.dim() else 1
+    return MedianResult(*kthvalue(input, (size + 1) // 2, axis, keepdim))
+
+
+def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False):
+    """``median`` ignoring NaNs. The count of NaNs is data, so the input is realized."""
+    data = input._realized_data()
+    if not np.isnan(data).any():
+        return median(input, dim, keepdim)
+    # NaN sorts last in both executors' TopK (smallest first), so the k-th of the non-NaN entries
+    # is the one at position (count - 1) // 2 of each line: gather it with indices from the data.
+    if dim is None:
+        valid = data[~np.isnan(data)]
+        if valid.size == 0:
+            return Tensor._full((), np.nan, input.dtype, input.device)
+        return kthvalue(input.reshape(-1), (valid.size + 1) // 2, 0).values
+    axis = _axis(input, dim)
+    counts = (~np.isnan(data)).sum(axis=axis, keepdims=True)
+    position = np.maximum((counts - 1) // 2, 0).astype(np.int64)
+    values, indices = sort(input, axis)
+    where = Tensor._from_array(position, dtypes.int64, input.device)
+    picked_values, picked_indices = values.gather(axis, where), indices.gather(axis, where)
+    if not keepdim:
+        picked_values, picked_indices = picked_values.squeeze(axis), picked_indices.squeeze(axis)
+    return MedianResult(picked_values, picked_indices)
+
+
+# ---------------------------------------------------------------- scans
+
+def _scan_input(input: Tensor, dtype) -> Tensor:
+    if dtype is not None:
+        return input.to(dtype)
+    if not input.dtype.is_floating_point and input.dtype is not dtypes.int64:
+        return input.to(dtypes.int64)  # integer and bool scans accumulate in int64, as in PyTorch
+    return input
+
+
+def cumsum(input: Tensor, dim: int, *, dtype=None) -> Tensor:
+    """Running sums along ``dim``; ONNX CumSum. Example::
+
+        >>> onnxnn.cumsum(onnxnn.tensor([1, 2, 3]), 0)
+        tensor([1, 3, 6])
+    """
+    input = _scan_input(input, dtype)
+    if input.dim() == 0:
+        return input.clone()
+    axis = _axis(input, dim)
+    return apply_op("CumSum", (input, int64_constant(axis)), {}, "CumsumBackward0")
+
+
+def _prefix_lines(input: Tensor, axis: int, fill) -> Tensor:
+    """``lines[..., i, j, ...] = input[..., j, ...] if j <= i else fill``: a new dim i before ``axis``."""
+    size = input.shape[axis]
+    mask_shape = [1] * (input.dim() + 1)
+    mask_shape[axis] = mask_shape[axis + 1] = size
+    mask = np.tril(np.ones((size, size), dtype=bool)).reshape(mask_shape)
+    mask = Tensor._from_array(mask, dtypes.bool, input.device)
+    return _where(mask, input.unsqueeze(axis), fill)
+
+
+def _where(condition, a, b):
+    from .elementwise import where
+    return where(condition, a, b)
+
+
+def cumprod(input: Tensor, dim: int, *, dtype=None) -> Tensor:
+    """Running products along ``dim`` (each prefix a ReduceProd of the masked lines)."""
+    input = _scan_input(input, dtype)
+    if input.dim() == 0:
+        return input.clone()
+    axis = _axis(input, dim)
+    return _prefix_lines(input, axis, 1).prod(dim=axis + 1)
+
+
+def logcumsumexp(input: Tensor, dim: int) -> Tensor:
+    """``log(cumsum(exp(input)))`` along ``dim``, computed without overflow or underflow."""
+    if input.dim() == 0:
+        return input.clone()
+    axis = _axis(input, dim)
+    return _prefix_lines(input, axis, float("-inf")).logsumexp(axis + 1)
+
+
+def _cumulative_extremum(input: Tensor, dim: int, largest: bool, result):
+    if input.dim() == 0:
+        return result(input.clone(), Tensor._zeros((), dtypes.int64, input.device))
+    axis = _axis(input, dim)
+    fill = float("-inf") if largest else float("inf")
+    if not input.dtype.is_floating_point:
+        info = np.iinfo(input.dtype.numpy_dtype) if input.dtype is not dtypes.bool else None
+        fill = (info.min if largest else info.max) if info is not None else (not largest)
+    lines = _prefix_lines(input, axis, fill)
+    # PyTorch reports the last position of a repeated extremum.
+    indices = apply_op("ArgMax" if largest else "ArgMin", (lines,),
+                       {"axis": axis + 1, "keepdims": 1, "select_last_index": 1})
+    values = lines.gather(axis + 1, indices).squeeze(axis + 1)
+    return result(values, indices.squeeze(axis + 1))
+
+
+def cummax(input: Tensor, dim: int) -> CummaxResult:
+    """Running maxima along ``dim`` and where each was found."""
+    return _cumulative_extremum(input, dim, True, CummaxResult)
+
+
+def cummin(input: Tensor, dim: int) -> CumminResult:
+    """Running minima along ``dim`` and where each was found."""
+    return _cumulative_extremum(input, dim, False, CumminResult)

@@ -1,0 +1,291 @@
+"""Statistics of PyTorch's API: quantile, std_mean/var_mean, cov/corrcoef, dist/cdist, trapezoid,
+and the functions whose result shape depends on the data (unique, unique_consecutive, bincount,
+histc, mode).
+
+The data-dependent ones read their input at the call, as PyTorch synchronizes with the device for
+them; their results are constants of the graph (bincount's and histc's counts carry no gradient in
+PyTorch either). ``mode``'s values are gathered from the input at the positions found, so its
+gradient flows as PyTorch's does.
+"""
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+
+from .. import dtypes
+from ._common import Tensor, normalize_axes
+from . import elementwise as _e
+from . import reduce as _r
+from .sorting import sort
+
+__all__ = ["quantile", "nanquantile", "std_mean", "var_mean", "cov", "corrcoef", "dist", "cdist", "trapezoid",
+           "trapz", "cumulative_trapezoid", "unique", "unique_consecutive", "bincount", "histc", "mode"]
+
+ModeResult = namedtuple("mode", ["values", "indices"])
+
+
+def quantile(input: Tensor, q, dim: int | None = None, keepdim: bool = False, *, interpolation: str = "linear"):
+    """The ``q``-quantiles along ``dim`` (of the flattened input when None), from the sorted values.
+
+    A tensor or list ``q`` adds a leading dim with one entry per quantile.
+    """
+    qs = np.asarray(q.tolist() if isinstance(q, Tensor) else q, dtype=np.float64)
+    if ((qs < 0) | (qs > 1)).any():
+        raise RuntimeError("quantile() q values must be in the range [0, 1]")
+    if interpolation not in ("linear", "lower", "higher", "nearest", "midpoint"):
+        raise RuntimeError("quantile() interpolation must be one of linear, lower, higher, midpoint or nearest. "
+                           f"Got {interpolation}")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("quantile() input tensor must be either float or double dtype")
+    source = input.reshape(-1) if dim is None else input
+    axis = 0 if dim is None else normalize_axes([dim], input.dim())[0]
+    ordered = sort(source, axis).values
+    size = ordered.shape[axis]
+    results = []
+    for fraction in qs.reshape(-1):
+        position = fraction * (size - 1)
+        low, high = int(np.floor(position)), int(np.ceil(position))
+        if interpolation == "lower":
+            high = low
+        elif interpolation == "higher":
+            low = high
+        elif interpolation == "nearest":
+            low = high = int(np.round(position))  # round half to even, as PyTorch
+        lower = ordered.narrow(axis, low, 1)
+        if high == low:
+            value = lower
+        else:
+            upper = ordered.narrow(axis, high, 1)
+            weight = 0.5 if interpolation == "midpoint" else position - low
+            value = lower + (upper - lower) * weight
+        if dim is None:
+            value = value.reshape((1,) * input.dim() if keepdim else ())
+        elif not keepdim:
+            value = value.squeeze(axis)
+        results.append(value)
+    if qs.ndim == 0:
+        return results[0]
+    from .shape import stack
+    return stack(results, 0)
+
+
+def nanquantile(input: Tensor, q, dim: int | None = None, keepdim: bool = False, *, interpolation: str = "linear"):
+    """``quantile`` ignoring NaNs: only for inputs without NaN along the reduced lines (read at the call)."""
+    if np.isnan(input._realized_data()).any():
+        raise NotImplementedError("nanquantile of an input with NaNs is not supported by onnxnn yet")
+    return quantile(input, q, dim, keepdim, interpolation=interpolation)
+
+
+def var_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    """``(var, mean)`` over ``dim``."""
+    return (_r.var(input, dim, unbiased, keepdim, correction=correction), _r.mean(input, dim, keepdim))
+
+
+def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    """``(std, mean)`` over ``dim``."""
+    return (_r.std(input, dim, unbiased, keepdim, correction=correction), _r.mean(input, dim, keepdim))
+
+
+def cov(input: Tensor, *, correction: int = 1, fweights: Tensor | None = None, aweights: Tensor | None = None):
+    """Covariance of the variables in the rows of ``input`` (observations in columns)."""
+    if input.dim() > 2:
+        raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an input with "
+                           f"{input.dim()} dimensions")
+    x = input.reshape(1, -1) if input.dim() < 2 else input
+    x = _e._floating(x)
+    weights = None
+    if fweights is not None:
+        weights = fweights.to(x.dtype)
+    if aweights is not None:
+        weights = aweights.to(x.dtype) if weights is None else weights * aweights.to(x.dtype)
+    if weights is None:
+        count = x.shape[1]
+        centered = x - x.mean(1, keepdim=True)
+        result = (centered @ centered.transpose(0, 1)) / max(count - correction, 0)
+    else:
+        total = weights.sum()
+        centered = x - (x * weights).sum(1, keepdim=True) / total
+        if correction == 0:
+            norm = total
+        elif aweights is None:
+            norm = total - correction
+        else:
+            norm = total - correction * (weights * aweights.to(x.dtype)).sum() / total
+        result = ((centered * weights) @ centered.transpose(0, 1)) / norm
+    return result.reshape(()) if input.dim() < 2 else result
+
+
+def corrcoef(input: Tensor) -> Tensor:
+    """Pearson correlation coefficients of the rows, clipped to [-1, 1] as PyTorch."""
+    c = cov(input)
+    if c.dim() == 0:
+        return c / c
+    stddev = c.diagonal().sqrt()
+    return (c / stddev.unsqueeze(1) / stddev.unsqueeze(0)).clamp(-1, 1)
+
+
+def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
+    """The ``p``-norm of ``input - other``."""
+    return _r.norm(input - other, p)
+
+
+def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str | None = None) -> Tensor:
+    """The ``p``-norm distances between each row of ``x1`` and each row of ``x2`` (batched over leading dims).
+
+    Computed from the pairwise differences (not the ``|a|^2 + |b|^2 - 2ab`` matmul form, which cancels).
+    """
+    if x1.dim() < 2 or x2.dim() < 2:
+        raise RuntimeError(f"cdist only supports at least 2D tensors, X1 got: {x1.dim()}D")
+    if x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}")
+    differences = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    if p == 0:
+        return _r.sum(_e.ne(differences, 0).to(x1.dtype), -1)
+    if p == float("inf"):
+        return _r.amax(_e.abs(differences), -1)
+    if p == 2:
+        return _e.sqrt(_r.sum(differences * differences, -1))
+    return _e.pow(_r.sum(_e.pow(_e.abs(differences), p), -1), 1.0 / p)
+
+
+def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None, dim: int = -1) -> Tensor:
+    """The trapezoidal rule along ``dim``: spacing ``dx`` (default 1) or sample points ``x``."""
+    axis = normalize_axes([dim], y.dim())[0]
+    size = y.shape[axis]
+    if size == 0:
+        return _r.sum(y, axis)
+    pairs = y.narrow(axis, 1, size - 1) + y.narrow(axis, 0, size - 1)
+    if x is not None:
+        return _r.sum(pairs * _steps(x, y, axis), axis) / 2
+    return _r.sum(pairs, axis) * ((1.0 if dx is None else dx) / 2)
+
+
+def _steps(x: Tensor, y: Tensor, axis: int) -> Tensor:
+    """The spacings of the sample points ``x``, laid along ``axis`` of ``y`` (a 1-D ``x`` runs along it)."""
+    size = y.shape[axis]
+    if x.dim() == 1:
+        steps = x.narrow(0, 1, size - 1) - x.narrow(0, 0, size - 1)
+        return steps.reshape((size - 1,) + (1,) * (y.dim() - axis - 1))
+    return x.narrow(axis, 1, size - 1) - x.narrow(axis, 0, size - 1)
+
+
+def trapz(y: Tensor, x: Tensor | None = None, *, dx: float | None = None, dim: int = -1) -> Tensor:
+    return trapezoid(y, x, dx=dx, dim=dim)
+
+
+def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None, dim: int = -1) -> Tensor:
+    """Running trapezoidal integrals along ``dim`` (one fewer element than ``y``)."""
+    from .sorting import cumsum
+    axis = normalize_axes([dim], y.dim())[0]
+    size = y.shape[axis]
+    pairs = y.narrow(axis, 1, size - 1) + y.narrow(axis, 0, size - 1)
+    if x is not None:
+        areas = pairs * _steps(x, y, axis) / 2
+    else:
+        areas = pairs * ((1.0 if dx is None else dx) / 2)
+    return cumsum(areas, axis)
+
+
+# ---------------------------------------------------------------- shapes that depend on the data
+
+def _constant(array: np.ndarray, like: Tensor, value_dtype=None) -> Tensor:
+    value_dtype = value_dtype or like.dtype
+    return Tensor._from_array(np.ascontiguousarray(array, dtype=value_dtype.numpy_dtype), value_dtype, like.device)
+
+
+def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
+           dim: int | None = None):
+    """The distinct values (sorted), with the inverse indices and counts when asked. Reads the data."""
+    data = np.asarray(input._realized_data())
+    if dim is None:
+        values, inverse, counts = np.unique(data.reshape(-1), return_inverse=True, return_counts=True)
+        inverse = inverse.reshape(data.shape)
+    else:
+        axis = normalize_axes([dim], input.dim())[0]
+        values, inverse, counts = np.unique(data, return_inverse=True, return_counts=True, axis=axis)
+        inverse = inverse.reshape(-1)
+    result = [_constant(values, input)]
+    if return_inverse:
+        result.append(_constant(inverse, input, dtypes.int64))
+    if return_counts:
+        result.append(_constant(counts, input, dtypes.int64))
+    return result[0] if len(result) == 1 else tuple(result)
+
+
+def unique_consecutive(input: Tensor, return_inverse: bool = False, return_counts: bool = False,
+                       dim: int | None = None):
+    """Collapses runs of equal consecutive values (slices along ``dim``). Reads the data."""
+    data = np.asarray(input._realized_data())
+    if dim is None:
+        flat = data.reshape(-1)
+        starts = np.concatenate([[True], flat[1:] != flat[:-1]]) if flat.size else np.zeros(0, bool)
+        values = flat[starts]
+        inverse = (np.cumsum(starts) - 1).reshape(data.shape)
+    else:
+        axis = normalize_axes([dim], input.dim())[0]
+        moved = np.moveaxis(data, axis, 0).reshape(data.shape[axis], -1)
+        changed = (moved[1:] != moved[:-1]).any(axis=1)
+        starts = np.concatenate([[True], changed]) if moved.shape[0] else np.zeros(0, bool)
+        values = np.take(data, np.flatnonzero(starts), axis=axis)
+        inverse = np.cumsum(starts) - 1
+    counts = np.diff(np.append(np.flatnonzero(starts), starts.size))
+    result = [_constant(values, input)]
+    if return_inverse:
+        result.append(_constant(inverse, input, dtypes.int64))
+    if return_counts:
+        result.append(_constant(counts, input, dtypes.int64))
+    return result[0] if len(result) == 1 else tuple(result)
+
+
+def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
+    """Counts of each value of a 1-D non-negative integer tensor (sums of ``weights`` when given). Reads the data."""
+    if input.dim() != 1 or input.dtype.is_floating_point or input.dtype is dtypes.bool:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    data = np.asarray(input._realized_data()).astype(np.int64)
+    if data.size and data.min() < 0:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if weights is None:
+        return _constant(np.bincount(data, minlength=minlength), input, dtypes.int64)
+    weight_data = np.asarray(weights._realized_data(), dtype=np.float64)
+    target = weights.dtype if weights.dtype.is_floating_point else dtypes.float64
+    return _constant(np.bincount(data, weight_data, minlength=minlength), weights, target)
+
+
+def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:
+    """Histogram with ``bins`` equal bins on [min, max] (the data's range when both are 0); outside values are
+    ignored. Reads the data."""
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"\"histogram_cpu\" not implemented for '{input.dtype}'")
+    data = np.asarray(input._realized_data(), dtype=np.float64).reshape(-1)
+    low, high = float(min), float(max)
+    if low == high and data.size:
+        low, high = float(data.min()), float(data.max())
+    if low == high:
+        low, high = low - 1, high + 1
+    if low > high:
+        raise RuntimeError("torch.histc: max must be larger than min")
+    counts, _ = np.histogram(data, bins=bins, range=(low, high))
+    return _constant(counts, input)
+
+
+def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> ModeResult:
+    """The most frequent value along ``dim`` (the smallest among equally frequent ones) and an index of it.
+
+    Which value is the mode is data; the value is then gathered from the input, so gradients flow to it.
+    """
+    axis = normalize_axes([dim], input.dim())[0] if input.dim() else 0
+    source = input.reshape(1) if input.dim() == 0 else input
+    data = np.moveaxis(np.asarray(source._realized_data()), axis, -1)
+    indices = np.zeros(data.shape[:-1], dtype=np.int64)
+    for line in np.ndindex(data.shape[:-1]):
+        values, counts = np.unique(data[line], return_counts=True)
+        best = values[np.argmax(counts)]
+        indices[line] = np.flatnonzero(data[line] == best)[-1]
+    index = _constant(np.expand_dims(indices, axis), input, dtypes.int64)
+    picked = source.gather(axis, index)
+    if not keepdim or input.dim() == 0:
+        picked, index = picked.squeeze(axis), index.squeeze(axis)
+    if input.dim() == 0:
+        picked, index = picked.reshape(()), index.reshape(())
+    return ModeResult(picked, index)

@@ -1,0 +1,261 @@
+"""More of torch.Tensor's methods: those that only call one function of ``runtime/ops`` with the
+tensor first, their in-place variants, and the ``new_*`` constructors.
+
+Kept apart from ``tensor_ops.py`` (operators and the original math methods) so each file stays
+one readable idea: a method here is a row of a table, documented by the function it calls
+(``Tensor.topk`` is ``onnxnn.topk``). ``docs/api_status.md`` lists what is covered.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import tensor_ops as _tensor_ops
+
+# Methods ``x.name(*args, **kwargs)`` that are ``onnxnn.name(x, *args, **kwargs)``.
+DELEGATED = (
+    # sorting and scans
+    "topk", "sort", "argsort", "msort", "kthvalue", "median", "nanmedian", "cumsum", "cumprod", "logcumsumexp",
+    "cummax", "cummin",
+    # matrices
+    "addmm", "addbmm", "baddbmm", "addmv", "addr", "mv", "outer", "ger", "inner", "kron", "tril", "triu",
+    "diagonal", "diag", "diag_embed", "diagflat", "trace", "cross", "vdot",
+    # rearranging and index writes
+    "roll", "fliplr", "flipud", "rot90", "tensor_split", "hsplit", "vsplit", "dsplit", "repeat_interleave",
+    "movedim", "moveaxis", "swapaxes", "swapdims", "unfold", "select", "ravel", "index_add", "index_copy",
+    "index_fill", "masked_scatter",
+    # pointwise
+    "addcmul", "addcdiv", "nan_to_num", "square", "log1p", "expm1", "log2", "log10", "exp2", "logaddexp",
+    "logaddexp2", "xlogy", "hypot", "deg2rad", "rad2deg", "frac", "fmod", "remainder", "floor_divide",
+    "clamp_min", "clamp_max", "sgn", "positive", "negative", "absolute", "multiply", "subtract", "divide",
+    "true_divide", "greater", "greater_equal", "less", "less_equal", "not_equal", "float_power", "heaviside",
+    "signbit", "nansum", "nanmean", "logit", "isposinf", "isneginf", "isreal", "logical_xor", "bitwise_and",
+    "bitwise_or", "bitwise_xor", "bitwise_not", "diff", "count_nonzero", "aminmax", "tan", "asin", "arcsin",
+    "acos", "arccos", "atan", "arctan", "sinh", "cosh", "asinh", "arcsinh", "acosh", "arccosh", "atanh",
+    "arctanh", "atan2", "arctan2", "copysign", "fmax", "fmin", "erfc", "sinc", "fix", "ldexp",
+    # statistics, data-dependent results, out-of-place writes
+    "quantile", "nanquantile", "cov", "corrcoef", "dist", "unique", "unique_consecutive", "bincount", "histc", "mode",
+    "matrix_power", "index_put", "put", "scatter_reduce", "select_scatter", "slice_scatter", "diagonal_scatter",
+    "renorm", "histogram", "nonzero_static", "bernoulli", "unsafe_split_with_sizes", "is_inference",
+)
+
+# ``x.name_(...)`` rebinds x to ``x.name(...)`` (DESIGN principle 5). Arithmetic ones refuse a result
+# of a higher dtype category (an int tensor cannot take a float result in place), as PyTorch does.
+IN_PLACE_ARITHMETIC = (
+    "addmm", "addbmm", "baddbmm", "addmv", "addr", "square", "log1p", "expm1", "log2", "log10", "exp2", "xlogy",
+    "hypot", "deg2rad", "rad2deg", "frac", "fmod", "remainder", "floor_divide", "clamp_min", "clamp_max", "sgn",
+    "negative", "absolute", "multiply", "subtract", "divide", "true_divide", "reciprocal", "rsqrt", "sign", "sin",
+    "cos", "tan", "asin", "arcsin", "acos", "arccos", "atan", "arctan", "sinh", "cosh", "asinh", "arcsinh",
+    "acosh", "arccosh", "atanh", "arctanh", "erf", "floor", "ceil", "round", "trunc", "logit", "nan_to_num",
+    "index_add", "cumsum", "cumprod", "float_power", "heaviside", "atan2", "arctan2", "copysign", "erfc", "sinc",
+    "fix", "ldexp", "index_put", "put", "scatter_reduce", "renorm",
+)
+# In-place ops that change the shape: the handle takes the new shape (no broadcast back).
+IN_PLACE_RESHAPING = ("squeeze", "unsqueeze", "t", "transpose", "swapaxes", "swapdims")
+IN_PLACE = (
+    "tril", "triu", "index_copy", "index_fill", "masked_scatter", "eq", "ne", "lt", "le", "gt", "ge", "greater",
+    "greater_equal", "less", "less_equal", "not_equal", "logical_and", "logical_or", "logical_not", "logical_xor",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+)
+
+
+def _delegate(name: str):
+    def method(self, *args, **kwargs):
+        return getattr(_tensor_ops.ops, name)(self, *args, **kwargs)
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"See :func:`onnxnn.{name}`."
+    return method
+
+
+def _in_place_reshaping(name: str):
+    def method(self, *args, **kwargs):
+        result = getattr(self._alias(), name)(*args, **kwargs)
+        self._value = result._value
+        if result._grad_fn is not None:
+            self._grad_fn, self._output_nr, self._requires_grad = result._grad_fn, result._output_nr, True
+        self._bump_version()
+        return self
+    method.__name__ = method.__qualname__ = name + "_"
+    method.__doc__ = f"In-place :meth:`Tensor.{name}`: this tensor takes the result's shape."
+    return method
+
+
+def _in_place(name: str, arithmetic: bool):
+    def method(self, *args, **kwargs):
+        result = getattr(self._alias(), name)(*args, **kwargs)
+        return self._assign_arithmetic(result) if arithmetic else self._assign(result)
+    method.__name__ = method.__qualname__ = name + "_"
+    method.__doc__ = f"In-place :meth:`Tensor.{name}` (rebinds this tensor to the result)."
+    return method
+
+
+class TensorAPI:
+    __slots__ = ()
+
+    # ---------------------------------------------------------------- constructors like this tensor
+    def new_tensor(self, data, *, dtype=None, device=None, requires_grad: bool = False):
+        """A new tensor of ``data`` with this tensor's dtype and device unless given."""
+        from .creation import tensor
+        from .tensor import Tensor
+        if isinstance(data, Tensor):
+            data = data.detach()
+        return tensor(data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+    def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False):
+        from .creation import full
+        return full(tuple(size), fill_value, dtype=dtype or self.dtype, device=device or self.device,
+                    requires_grad=requires_grad)
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad: bool = False):
+        return self.new_full(_size(size), 0, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad: bool = False):
+        return self.new_full(_size(size), 1, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    def new_empty(self, *size, dtype=None, device=None, requires_grad: bool = False):
+        """Like PyTorch's, the contents are unspecified: onnxnn fills them with zeros."""
+        return self.new_full(_size(size), 0, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    def type_as(self, other):
+        """This tensor converted to ``other``'s dtype."""
+        return self.to(other.dtype)
+
+    def hardshrink(self, lambd: float = 0.5):
+        """See :func:`onnxnn.nn.functional.hardshrink`."""
+        from ..nn import functional
+        return functional.hardshrink(self, lambd)
+
+    def prelu(self, weight):
+        """See :func:`onnxnn.nn.functional.prelu`."""
+        from ..nn import functional
+        return functional.prelu(self, weight)
+
+    def fill_diagonal_(self, fill_value, wrap: bool = False):
+        """Writes ``fill_value`` on the main diagonal (rows past the square part too when ``wrap``)."""
+        return self._assign(_tensor_ops.ops.fill_diagonal(self._alias(), fill_value, wrap))
+
+    # ---------------------------------------------------------------- metadata
+    def ndimension(self) -> int:
+        return self.dim()
+
+    def is_same_size(self, other) -> bool:
+        return tuple(self.shape) == tuple(other.shape)
+
+    def is_signed(self) -> bool:
+        return self.dtype.is_floating_point or np.issubdtype(self.dtype.numpy_dtype, np.signedinteger)
+
+    def is_complex(self) -> bool:
+        return False  # onnxnn has no complex dtypes
+
+    def is_conj(self) -> bool:
+        return False
+
+    def is_neg(self) -> bool:
+        return False
+
+    def is_nonzero(self) -> bool:
+        if self.numel() != 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self)
+
+    @property
+    def itemsize(self) -> int:
+        return self.element_size()
+
+    @property
+    def nbytes(self) -> int:
+        return self.element_size() * self.numel()
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.device.type == "cpu"
+
+    def get_device(self) -> int:
+        return -1 if self.device.type == "cpu" else (self.device.index or 0)
+
+    # Real dtypes only: conjugation is the identity and the adjoint is the transpose.
+    def conj(self):
+        return self
+
+    resolve_conj = resolve_neg = conj_physical = conj
+
+    @property
+    def mH(self):
+        return self.transpose(-2, -1)
+
+    @property
+    def H(self):
+        return self.transpose(0, 1) if self.dim() == 2 else self
+
+    def adjoint(self):
+        return self.transpose(-2, -1)
+
+    # ---------------------------------------------------------------- shape helpers
+    def split_with_sizes(self, split_sizes, dim: int = 0):
+        return _tensor_ops.ops.split(self, list(split_sizes), dim)
+
+    def unsafe_split(self, split_size, dim: int = 0):
+        return _tensor_ops.ops.split(self, split_size, dim)
+
+    def unsafe_chunk(self, chunks: int, dim: int = 0):
+        return _tensor_ops.ops.chunk(self, chunks, dim)
+
+    def narrow_copy(self, dim: int, start: int, length: int):
+        return _tensor_ops.ops.narrow(self, dim, start, length)
+
+    def sum_to_size(self, *size):
+        """Sums the broadcast dims away so the result has ``size`` (which must broadcast to this shape)."""
+        size = _size(size)
+        shape = tuple(self.shape)
+        lead = len(shape) - len(size)
+        if lead < 0 or any(s != 1 and s != shape[lead + i] for i, s in enumerate(size)):
+            raise RuntimeError(f"size {{{', '.join(map(str, size))}}} is not expandable to size "
+                               f"{{{', '.join(map(str, shape))}}}.")
+        dims = list(range(lead)) + [lead + i for i, s in enumerate(size) if s == 1 and shape[lead + i] != 1]
+        result = self.sum(dim=dims, keepdim=True) if dims else self
+        return result.reshape(size)
+
+
+def _size(size: tuple) -> tuple:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        return tuple(size[0])
+    return tuple(size)
+
+
+for _name in DELEGATED:
+    setattr(TensorAPI, _name, _delegate(_name))
+for _name in IN_PLACE_ARITHMETIC:
+    setattr(TensorAPI, _name + "_", _in_place(_name, True))
+for _name in IN_PLACE:
+    setattr(TensorAPI, _name + "_", _in_place(_name, False))
+for _name in IN_PLACE_RESHAPING:
+    setattr(TensorAPI, _name + "_", _in_place_reshaping(_name))
+del _name
+
+
+def top_level_in_place(method_names, functional: dict) -> dict:
+    """torch's top-level in-place functions: ``onnxnn.abs_(x)`` is ``x.abs_()``; ``onnxnn.selu_(x)`` rebinds
+    ``x`` to ``selu(x)``. Also ``onnxnn.detach(x)`` and ``onnxnn.fill(x, v)``, torch's out-of-place forms."""
+    result = {}
+    for name in method_names:
+        result[name + "_"] = _call_method(name + "_")
+    result["detach"] = _call_method("detach")
+    result["fill"] = lambda input, value: input.clone().fill_(value)
+    for name, function in functional.items():
+        result[name + "_"] = _assign_functional(name, function)
+    return result
+
+
+def _call_method(method: str):
+    def function(input, *args, **kwargs):
+        return getattr(input, method)(*args, **kwargs)
+    function.__name__ = function.__qualname__ = method
+    function.__doc__ = f"``input.{method}(...)``."
+    return function
+
+
+def _assign_functional(name: str, functional):
+    def function(input, *args, **kwargs):
+        return input._assign(functional(input._alias(), *args, **kwargs))
+    function.__name__ = function.__qualname__ = name + "_"
+    function.__doc__ = f"In-place ``{name}``: rebinds ``input`` to the result."
+    return function

@@ -1,0 +1,153 @@
+"""Writes docs/api_status.md: torch.Tensor's public methods and torch's public functions, each with
+onnxnn's status (done / n/a and why / missing), and the names onnxnn has beyond them.
+
+Run after adding or removing an API name (needs torch installed; onnxnn never imports it)::
+
+    PYTHONPATH=. python tools/api_status.py          # rewrites docs/api_status.md
+    PYTHONPATH=. python tools/api_status.py --check  # exits 1 if the file is stale
+
+``tests/runtime/test_api_parity.py`` keeps the table true without torch (every "done" exists,
+nothing else does, every onnxnn name is listed) and, with torch, checks it lists every torch name.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+import types
+from pathlib import Path
+
+TABLE = Path(__file__).resolve().parent.parent / "docs" / "api_status.md"
+
+# (pattern on the name, why onnxnn does not provide it). First match wins; a name onnxnn has is
+# "done" whatever its pattern says.
+NOT_APPLICABLE = [
+    (r"sparse|coalesce|^(crow|ccol|col|row)_indices$|^indices$|^values$|to_dense|^smm$|sspaddmm|_cs[rc]|_bs[rc]|"
+     r"_coo|dense_dim|to_sparse", "sparse layouts: onnxnn tensors are dense"),
+    (r"^q_|quantiz|int_repr|qscheme|qparams|fake_quant|per_channel|per_tensor|fbgemm|^quantized",
+     "quantized tensors: export QuantizeLinear/DequantizeLinear graphs instead"),
+    (r"complex|conj|^real$|^imag$|angle|polar|view_as_real|view_as_complex|^chalf$|^cfloat$|^cdouble$|"
+     r"resolve_neg|is_neg$", "complex dtypes: onnxnn has none"),
+    (r"storage|data_ptr|^stride$|^set_$|resize|record_stream|^dim_order$|as_strided|is_set_to|^is_pinned$|"
+     r"^nbytes$|^module_load$|^apply_$|^map2?_$|^from_file$|frombuffer|^new$|^new_empty_strided$|^empty_strided$|"
+     r"^is_storage$|^storage_offset$|_copy$",
+     "memory layout and aliasing: values are immutable ONNX values (in place means rebinding)"),
+    (r"^(is_)?(xpu|ipu|mps|mtia|maia|vulkan|xla|meta|hpu)$|mkldnn|cudnn|miopen|xnnpack|^is_distributed$|"
+     r"get_device_module|^cuda$", "other device backends: onnxnn runs on onnxruntime's CPU/CUDA providers"),
+    (r"names|^rename_?$|^align_(to|as)$", "named tensors"),
+    (r"nested|to_padded_tensor", "nested tensors"),
+    (r"^sym_|^(compile|compiled_with_cxx11_abi|vmap|cond|while_loop|export|jit|library|fx|_dynamo|"
+     r"use_deterministic_algorithms|are_deterministic_algorithms_enabled|is_deterministic_algorithms_warn_only_enabled|"
+     r"set_deterministic_debug_mode|get_deterministic_debug_mode|set_float32_matmul_precision|"
+     r"get_float32_matmul_precision|set_warn_always|is_warn_always_enabled|set_default_device|get_default_device|"
+     r"set_default_tensor_type|get_num_threads|set_num_threads|get_num_interop_threads|set_num_interop_threads|"
+     r"set_flush_denormal|get_autocast.*|set_autocast.*|is_autocast.*|clear_autocast_cache|autocast_.*|"
+     r"import_ir_module.*|get_file_path|prepare_multiprocessing_environment|typename|is_anomaly.*|"
+     r"set_anomaly_enabled|unify_type_list|fork|wait|merge_type_from_type_comment|parse_.*|"
+     r"vitals_enabled|set_vital|read_vitals|init_num_threads|is_inference_mode_enabled|"
+     r"is_nonzero|promote_types|can_cast|result_type|get_rng_state|set_rng_state|"
+     r"register_.*|classproperty|lobpcg|pca_lowrank|svd_lowrank|save|load|manual_seed|seed|initial_seed)$",
+     "PyTorch runtime machinery (compilers, threads, global switches) with no onnxnn counterpart"),
+]
+
+
+def _torch_tensor_names(torch) -> list[str]:
+    return sorted(name for name in dir(torch.Tensor) if not name.startswith("_"))
+
+
+def _torch_function_names(torch) -> list[str]:
+    names = []
+    for name in dir(torch):
+        if name.startswith("_"):
+            continue
+        obj = getattr(torch, name)
+        if callable(obj) and not isinstance(obj, type) and not isinstance(obj, types.ModuleType):
+            names.append(name)
+    return sorted(names)
+
+
+def onnxnn_tensor_names(onnxnn) -> list[str]:
+    """The public attributes of onnxnn.Tensor (methods and properties)."""
+    return sorted(name for name in dir(onnxnn.Tensor) if not name.startswith("_"))
+
+
+def onnxnn_function_names(onnxnn) -> list[str]:
+    """The public functions of the onnxnn package (not classes, modules or dtypes)."""
+    names = []
+    for name in dir(onnxnn):
+        if name.startswith("_"):
+            continue
+        obj = getattr(onnxnn, name)
+        if (inspect.isfunction(obj) or inspect.isbuiltin(obj)) and not isinstance(obj, type):
+            names.append(name)
+    return sorted(names)
+
+
+def _status(name: str, present: bool) -> tuple[str, str]:
+    if present:
+        return "done", ""
+    for pattern, reason in NOT_APPLICABLE:
+        if re.search(pattern, name):
+            return "n/a", reason
+    return "missing", ""
+
+
+def _section(title: str, names: list[str], have: set[str]) -> tuple[list[str], dict]:
+    rows = [f"## {title}", "", "| name | status | note |", "|---|---|---|"]
+    counts = {"done": 0, "n/a": 0, "missing": 0}
+    for name in names:
+        status, note = _status(name, name in have)
+        counts[status] += 1
+        rows.append(f"| `{name}` | {status} | {note} |")
+    return rows, counts
+
+
+def render(torch, onnxnn) -> str:
+    tensor_names, function_names = _torch_tensor_names(torch), _torch_function_names(torch)
+    have_tensor, have_functions = set(onnxnn_tensor_names(onnxnn)), set(onnxnn_function_names(onnxnn))
+    tensor_rows, tensor_counts = _section("torch.Tensor methods", tensor_names, have_tensor)
+    function_rows, function_counts = _section("torch functions", function_names, have_functions)
+    extra_tensor = sorted(have_tensor - set(tensor_names))
+    extra_functions = sorted(have_functions - set(function_names))
+    lines = [
+        "# API status: onnxnn against PyTorch",
+        "",
+        f"Generated by `tools/api_status.py` from torch {torch.__version__}; `tests/runtime/test_api_parity.py` "
+        "checks it against the code. *done*: onnxnn has it with PyTorch's semantics; *n/a*: deliberately not "
+        "provided (the note says why); *missing*: not yet written.",
+        "",
+        f"- torch.Tensor methods: {tensor_counts['done']}/{len(tensor_names)} done, {tensor_counts['n/a']} n/a, "
+        f"{tensor_counts['missing']} missing",
+        f"- torch functions: {function_counts['done']}/{len(function_names)} done, {function_counts['n/a']} n/a, "
+        f"{function_counts['missing']} missing",
+        "",
+        *tensor_rows, "", *function_rows, "",
+        "## onnxnn only", "",
+        "Names onnxnn has that the torch version above does not (aliases, onnxnn's own switches).", "",
+        "| name | kind |", "|---|---|",
+        *[f"| `{name}` | Tensor |" for name in extra_tensor],
+        *[f"| `{name}` | function |" for name in extra_functions],
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    import torch
+
+    import onnxnn
+    text = render(torch, onnxnn)
+    if "--check" in argv:
+        current = TABLE.read_text() if TABLE.exists() else ""
+        if current != text:
+            print(f"{TABLE} is stale: run tools/api_status.py")
+            return 1
+        return 0
+    TABLE.parent.mkdir(exist_ok=True)
+    TABLE.write_text(text)
+    print("\n".join(line for line in text.splitlines() if line.startswith("- torch")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
