@@ -21,9 +21,18 @@ class Registry:
         self._table: dict[tuple[str, str], Callable] = {}
 
     def register(self, *op_types: str, domain: str = "") -> Callable[[Callable], Callable]:
-        """Decorator registering the function for each of ``op_types`` in ``domain``."""
+        """Decorator registering the function for each of ``op_types`` in ``domain``.
+
+        Each op has one entry per concern: registering a second raises ValueError naming both, so
+        two modules can never silently disagree on which rule runs (the last import would win).
+        """
         def decorate(function: Callable) -> Callable:
             for op_type in op_types:
+                existing = self._table.get((domain, op_type))
+                if existing is not None and existing is not function:
+                    raise ValueError(
+                        f"two {self.concern}s for op_type '{op_type}' (domain '{domain or 'ai.onnx'}'): "
+                        f"{existing.__module__}.{existing.__qualname__} and {function.__module__}.{function.__qualname__}")
                 self._table[(domain, op_type)] = function
             return function
         return decorate

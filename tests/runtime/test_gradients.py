@@ -401,3 +401,19 @@ def test_third_derivative_of_tanh() -> None:
     # d^3/dx^3 tanh = -2 (1 - t^2) (1 - 3 t^2)
     np.testing.assert_allclose(third(onnxnn.tensor(x)).numpy(), -2 * (1 - t ** 2) * (1 - 3 * t ** 2), rtol=1e-10)
     check_gradients(third, [x], rtol=1e-4, atol=1e-6)
+
+
+def test_a_second_rule_for_one_op_type_is_refused_naming_both():
+    from onnxnn.runtime.registry import Registry
+
+    rules = Registry("gradient rule")
+
+    @rules.register("Sin")
+    def first(ctx, g):
+        return (g,)
+
+    with pytest.raises(ValueError, match=r"two gradient rules for op_type 'Sin'.*first.*second"):
+        @rules.register("Sin")
+        def second(ctx, g):
+            return (g,)
+    assert rules.get("Sin") is first
