@@ -1,0 +1,105 @@
+"""Gradient rules of standard ops that imported models record and the Tensor API does not (yet).
+
+These ops are recorded without a shape rule of onnxnn's (ONNX shape inference gives their
+outputs), by the importer or by ``apply_op`` directly, and both executors run them. Each rule
+writes its gradient with recorded ops only and reads no data, so backward passes stay
+structural (replayable) and second derivatives come from the same rules.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..graph import constant
+from ..registry import gradient_rules, non_differentiable
+from ._common import Tensor, apply_op, int64_constant, normalize_axes
+from .elementwise import where
+
+__all__: list[str] = []
+
+# Outputs that do not depend on the float input's values (EyeLike reads only its shape) or are
+# random draws (Bernoulli: PyTorch's derivative is zero as well).
+non_differentiable("EyeLike", "Bernoulli")
+
+
+def _zeros(shape: tuple, dtype, device) -> Tensor:
+    return Tensor._zeros((), dtype, device).expand(tuple(shape))
+
+
+# ---------------------------------------------------------------- scans and selections
+
+@gradient_rules.register("CumSum")
+def _cum_sum_grad(ctx, g):
+    # Each input feeds every later (earlier, reversed) partial sum: the adjoint is the cumulative
+    # sum taken the other way, with the same exclusivity.
+    attrs = {"exclusive": int(ctx.attrs.get("exclusive", 0)), "reverse": 1 - int(ctx.attrs.get("reverse", 0))}
+    return apply_op("CumSum", (g, ctx.input_value(1)), attrs, "CumsumBackward0"), None
+
+
+@gradient_rules.register("TopK")
+def _top_k_grad(ctx, g, unused_indices_grad):
+    # The k selected positions are distinct: each takes its value's gradient, the rest none.
+    shape = ctx.input_shape(0)
+    axis = normalize_axes([ctx.attrs.get("axis", -1)], len(shape))[0]
+    indices = ctx.output(1).detach()
+    routed = apply_op("ScatterElements", (_zeros(shape, g.dtype, g.device), indices, g), {"axis": axis},
+                      "TopkBackward0")
+    return routed, None
+
+
+@gradient_rules.register("Compress")
+def _compress_grad(ctx, g):
+    # Output j along the axis is the j-th selected input slice: selected input i reads the output
+    # at (number of selected slices before i), found by a cumulative sum of the condition.
+    shape = ctx.input_shape(0)
+    axis = ctx.attrs.get("axis")
+    target = (int(np.prod(shape)),) if axis is None else shape
+    axis = 0 if axis is None else normalize_axes([axis], len(shape))[0]
+    condition = ctx.input(1).detach().to(dtypes.int64)
+    length = target[axis]
+    if condition.shape[0] < length:  # slices past the condition's end are dropped
+        condition = apply_op("Pad", (condition, int64_constant([0, length - condition.shape[0]])))
+    elif condition.shape[0] > length:
+        condition = condition[:length]
+    if g.shape[axis] == 0:
+        return _zeros(shape, g.dtype, g.device), None
+    positions = apply_op("CumSum", (condition, int64_constant(0)), {"exclusive": 1})
+    positions = apply_op("Min", (positions, int64_constant(g.shape[axis] - 1)))
+    gathered = apply_op("Gather", (g, positions), {"axis": axis}, "CompressBackward0")
+    broadcast = [1] * len(target)
+    broadcast[axis] = length
+    selected = (condition != 0).reshape(broadcast)
+    return where(selected, gathered, 0.0).reshape(shape), None
+
+
+@gradient_rules.register("Trilu")
+def _trilu_grad(ctx, g):
+    # A fixed mask: the gradient keeps the same triangle.
+    k = ctx.input_value(1) if ctx.num_inputs > 1 else None
+    return apply_op("Trilu", (g, k), {"upper": int(ctx.attrs.get("upper", 1))}, "TriluBackward0"), None
+
+
+@gradient_rules.register("ReverseSequence")
+def _reverse_sequence_grad(ctx, g):
+    # Reversing the same prefixes again undoes the permutation (its own inverse and adjoint).
+    attrs = {"batch_axis": int(ctx.attrs.get("batch_axis", 1)), "time_axis": int(ctx.attrs.get("time_axis", 0))}
+    return apply_op("ReverseSequence", (g, ctx.input_value(1)), attrs, "ReverseSequenceBackward0"), None
+
+
+# ---------------------------------------------------------------- generators with float parameters
+
+@gradient_rules.register("Range")
+def _range_grad(ctx, g):
+    # out[i] = start + i * delta; the count depends on limit only through a floor (derivative 0).
+    steps = Tensor._from_value(constant(np.arange(g.shape[0], dtype=g.dtype.numpy_dtype), g.dtype, g.device))
+    return g.sum(), None, (g * steps).sum()
+
+
+@gradient_rules.register("OneHot")
+def _one_hot_grad(ctx, g):
+    # out = off + (on - off) * hot, with values = [off, on]: each takes the sum of the gradient
+    # over the positions it fills.
+    off_on = Tensor._from_value(constant(np.array([0, 1], dtype=g.dtype.numpy_dtype), g.dtype, g.device))
+    hot = apply_op("OneHot", (ctx.input(0).detach(), ctx.input_value(1), off_on), {"axis": ctx.attrs.get("axis", -1)})
+    on = (g * hot).sum()
+    return None, None, apply_op("Concat", ((g.sum() - on).reshape(1), on.reshape(1)), {"axis": 0})
