@@ -13,7 +13,7 @@ import os
 import onnx
 
 from .graph_module import GraphModule, ModelMetadata
-from . import cumulative  # noqa: F401  (registers the CumProd importer)
+from . import newer_ops  # noqa: F401  (registers the CumProd and TensorScatter importers)
 from .loading import load_model
 
 __all__ = ["from_onnx", "GraphModule", "ModelMetadata"]

@@ -44,10 +44,10 @@ NO_GRADIENT = {
 }
 
 # Replayed by the importer as other recorded ops, whose rules give the gradient: control flow and
-# sequences (onnxnn/import_/ops.py), CumProd (onnxnn/import_/cumulative.py), and ops newer than
-# opset 21 that run their ONNX function body.
+# sequences (onnxnn/import_/ops.py), CumProd and TensorScatter (onnxnn/import_/newer_ops.py), and
+# ops newer than opset 21 that run their ONNX function body.
 REPLAYED_AS_OTHER_OPS = {
-    "If", "Loop", "Scan", "SequenceMap", "SplitToSequence", "OptionalGetElement", "CumProd",
+    "If", "Loop", "Scan", "SequenceMap", "SplitToSequence", "OptionalGetElement", "CumProd", "TensorScatter",
     "Attention", "CausalConvWithState", "LinearAttention", "RMSNormalization", "RotaryEmbedding", "SwiGLU", "Swish",
 }
 
@@ -66,8 +66,6 @@ KNOWN_GAPS = {
     "STFT": "the adjoint of framing, windowing and the DFT (no kernel either)",
     "DeformConv": "gradients through bilinear sampling at learned offsets (no kernel either)",
     "RoiAlign": "gradients through bilinear sampling of each region (no kernel either)",
-    "TensorScatter": "added after opset 21 without a function body: it runs eagerly in onnxruntime at its own "
-                     "opset (no recorded node to differentiate); needs a decomposition into opset-21 ops",
     "DequantizeLinear": "the derivative with respect to the float scale (quantization-aware training)",
     "MelWeightMatrix": "piecewise-linear in the edge frequencies, which models use as constants",
 }
