@@ -130,6 +130,7 @@ def op(op_type: str, *inputs, **attrs):
     return apply_op(op_type, inputs, attrs or None)
 
 
+_QUANTIZED = np.array([[12, -7, 100], [-128, 5, 0], [3, 127, -40], [9, -9, 1]], dtype=np.int8)
 _CONDITION = np.array([[True], [False], [True]])
 _TIES_A = np.array([1.0, -0.5, 2.0, 0.25])
 _TIES_B = np.array([1.0, 0.75, 2.0, -1.0])  # ties at positions 0 and 2
@@ -353,6 +354,15 @@ CASES = [
          [randn(2, 3), randn(3, 2)]),
     Case("einsum_float32", in_float32(lambda a, b: op("Einsum", a, b, equation="bij,bkj->bik")),
          [randn(2, 2, 3), randn(2, 4, 3)], IN_FLOAT32),
+    # DequantizeLinear: only the scale is float (onnxruntime's scale types stop at float32).
+    Case("dequantize_per_tensor", lambda scale: op("DequantizeLinear", constant(_QUANTIZED), scale.float(),
+                                                   constant(np.int8(-3))), [np.array(0.05)], IN_FLOAT32),
+    Case("dequantize_per_axis", lambda scale: op("DequantizeLinear", constant(_QUANTIZED), scale.float(),
+                                                 constant(np.array([1, 0, -2], dtype=np.int8)), axis=1),
+         [np.array([0.1, 0.02, 0.3])], IN_FLOAT32),
+    Case("dequantize_blocked", lambda scale: op("DequantizeLinear", constant(_QUANTIZED.T), scale.float(),
+                                                axis=1, block_size=2), [np.array([[0.1, 0.2], [0.3, 0.05], [0.2, 0.4]])],
+         IN_FLOAT32),
     Case("det_3x3", lambda a: op("Det", a), [randn(3, 3)]),
     Case("det_batched_2x2", lambda a: op("Det", a), [randn(2, 2, 2)]),
     Case("det_1x1", lambda a: op("Det", a), [randn(1, 1)]),

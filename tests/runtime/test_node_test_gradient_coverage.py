@@ -66,7 +66,6 @@ KNOWN_GAPS = {
     "STFT": "the adjoint of framing, windowing and the DFT (no kernel either)",
     "DeformConv": "gradients through bilinear sampling at learned offsets (no kernel either)",
     "RoiAlign": "gradients through bilinear sampling of each region (no kernel either)",
-    "DequantizeLinear": "the derivative with respect to the float scale (quantization-aware training)",
     "MelWeightMatrix": "piecewise-linear in the edge frequencies, which models use as constants",
 }
 

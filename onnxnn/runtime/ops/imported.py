@@ -103,3 +103,30 @@ def _one_hot_grad(ctx, g):
     hot = apply_op("OneHot", (ctx.input(0).detach(), ctx.input_value(1), off_on), {"axis": ctx.attrs.get("axis", -1)})
     on = (g * hot).sum()
     return None, None, apply_op("Concat", ((g.sum() - on).reshape(1), on.reshape(1)), {"axis": 0})
+
+
+# ---------------------------------------------------------------- quantization
+
+@gradient_rules.register("DequantizeLinear")
+def _dequantize_linear_grad(ctx, g):
+    # y = (x - zero_point) * scale, x and zero_point integers: only the scale takes a gradient,
+    # the sum of g * (x - zero_point) over the elements each scale entry multiplies (the whole
+    # tensor, one slice along ``axis``, or one block of ``block_size`` along it).
+    x_shape, scale_shape = ctx.input_shape(0), ctx.input_shape(1)
+    rank = len(x_shape)
+    zero_point = ctx.input_value(2) if ctx.num_inputs > 2 else None
+    ones = Tensor._from_value(constant(np.ones(scale_shape, dtype=g.dtype.numpy_dtype), g.dtype, g.device))
+    attrs = {key: value for key, value in ctx.attrs.items() if key in ("axis", "block_size")}
+    shifted = apply_op("DequantizeLinear", (ctx.input(0).detach(), ones, zero_point), attrs)
+    product = g * shifted
+    if len(scale_shape) == 0 or scale_shape == (1,):
+        return None, product.sum().reshape(scale_shape), None
+    axis = normalize_axes([ctx.attrs.get("axis", 1)], rank)[0]
+    block = int(ctx.attrs.get("block_size", 0) or 0)
+    if not block:
+        others = [dim for dim in range(rank) if dim != axis]
+        return None, product.sum(dim=others) if others else product, None
+    if x_shape[axis] % block:
+        raise NotImplementedError("gradient of blocked DequantizeLinear whose axis is not a multiple of block_size")
+    split = tuple(x_shape[:axis]) + (x_shape[axis] // block, block) + tuple(x_shape[axis + 1:])
+    return None, product.reshape(split).sum(axis + 1), None
