@@ -62,7 +62,6 @@ KNOWN_GAPS = {
     "GRU": "the recurrence's backward through time (no kernel either)",
     "LSTM": "the recurrence's backward through time (no kernel either)",
     "RNN": "the recurrence's backward through time (no kernel either)",
-    "DFT": "the adjoint transform, for each of onesided/inverse/real/complex layouts (no kernel either)",
     "STFT": "the adjoint of framing, windowing and the DFT (no kernel either)",
     "DeformConv": "gradients through bilinear sampling at learned offsets (no kernel either)",
     "RoiAlign": "gradients through bilinear sampling of each region (no kernel either)",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ..graph import constant
+from ..graph import Value, constant
 from ..registry import gradient_rules, non_differentiable
 from ._common import Tensor, apply_op, int64_constant, normalize_axes
 from .elementwise import where
@@ -130,3 +130,41 @@ def _dequantize_linear_grad(ctx, g):
         raise NotImplementedError("gradient of blocked DequantizeLinear whose axis is not a multiple of block_size")
     split = tuple(x_shape[:axis]) + (x_shape[axis] // block, block) + tuple(x_shape[axis + 1:])
     return None, product.reshape(split).sum(axis + 1), None
+
+
+# ---------------------------------------------------------------- spectral
+
+def _along(rank: int, axis: int, before: int, after: int) -> Value:
+    pads = [0] * (2 * rank)
+    pads[axis], pads[rank + axis] = before, after
+    return int64_constant(pads)
+
+
+@gradient_rules.register("DFT")
+def _dft_grad(ctx, g):
+    # DFT is linear: y = S F P x, with P padding or cutting the signal to dft_length N, F the N-point
+    # transform and S keeping the onesided half. The gradient is the adjoint P^T F^H S^T g, where
+    # F^H is N times the inverse transform (1/N times the forward one for inverse=1); a real
+    # signal keeps the real part.
+    shape = ctx.input_shape(0)
+    rank = len(shape)
+    axis_value = ctx.input_value(2) if ctx.num_inputs > 2 else None
+    axis = int(axis_value.numpy()) if axis_value is not None else int(ctx.attrs.get("axis", -2))
+    axis %= rank
+    length_value = ctx.input_value(1) if ctx.num_inputs > 1 else None
+    length = int(length_value.numpy()) if length_value is not None else shape[axis]
+    inverse = int(ctx.attrs.get("inverse", 0))
+    if inverse and ctx.attrs.get("onesided", 0):
+        raise NotImplementedError("gradient of an inverse one-sided DFT (irfft)")
+    if ctx.attrs.get("onesided", 0) and g.shape[axis] < length:
+        g = apply_op("Pad", (g, _along(rank, axis, 0, length - g.shape[axis])))
+    adjoint = apply_op("DFT", (g, None, int64_constant(axis)), {"inverse": 1 - inverse}, "FftBackward0")
+    adjoint = adjoint * (1.0 / length if inverse else float(length))
+    if length > shape[axis]:
+        adjoint = apply_op("Slice", (adjoint, int64_constant([0]), int64_constant([shape[axis]]),
+                                     int64_constant([axis])))
+    elif length < shape[axis]:
+        adjoint = apply_op("Pad", (adjoint, _along(rank, axis, 0, shape[axis] - length)))
+    if shape[-1] == 1:
+        adjoint = apply_op("Slice", (adjoint, int64_constant([0]), int64_constant([1]), int64_constant([-1])))
+    return adjoint, None, None
