@@ -44,10 +44,10 @@ NO_GRADIENT = {
 }
 
 # Replayed by the importer as other recorded ops, whose rules give the gradient: control flow and
-# sequences (onnxnn/import_/ops.py), CumProd and TensorScatter (onnxnn/import_/newer_ops.py), and
-# ops newer than opset 21 that run their ONNX function body.
+# sequences (onnxnn/import_/ops.py), CumProd and TensorScatter (onnxnn/import_/newer_ops.py), STFT
+# (onnxnn/import_/spectral.py), and ops newer than opset 21 that run their ONNX function body.
 REPLAYED_AS_OTHER_OPS = {
-    "If", "Loop", "Scan", "SequenceMap", "SplitToSequence", "OptionalGetElement", "CumProd", "TensorScatter",
+    "If", "Loop", "Scan", "SequenceMap", "SplitToSequence", "OptionalGetElement", "CumProd", "TensorScatter", "STFT",
     "Attention", "CausalConvWithState", "LinearAttention", "RMSNormalization", "RotaryEmbedding", "SwiGLU", "Swish",
 }
 
@@ -62,7 +62,6 @@ KNOWN_GAPS = {
     "GRU": "the recurrence's backward through time (no kernel either)",
     "LSTM": "the recurrence's backward through time (no kernel either)",
     "RNN": "the recurrence's backward through time (no kernel either)",
-    "STFT": "the adjoint of framing, windowing and the DFT (no kernel either)",
     "DeformConv": "gradients through bilinear sampling at learned offsets (no kernel either)",
     "RoiAlign": "gradients through bilinear sampling of each region (no kernel either)",
     "MelWeightMatrix": "piecewise-linear in the edge frequencies, which models use as constants",
