@@ -54,9 +54,6 @@ REPLAYED_AS_OTHER_OPS = {
 # Rewritten by the opset conversion on import (the node tests use opsets before 11).
 CONVERTED_ON_IMPORT = {"Scatter": "ScatterElements", "Upsample": "Resize"}
 
-# Gradient rules another piece of issue #12 adds (resampling and cropping ops).
-OWNED_ELSEWHERE = {"Resize", "GridSample", "AffineGrid", "CenterCropPad"}
-
 # A derivative exists, but onnxnn has no rule yet: the remaining gap, each with what it takes.
 KNOWN_GAPS = {
     "GRU": "the recurrence's backward through time (no kernel either)",
@@ -68,7 +65,7 @@ KNOWN_GAPS = {
 }
 
 _TABLES = {"NO_GRADIENT": set(NO_GRADIENT), "REPLAYED_AS_OTHER_OPS": REPLAYED_AS_OTHER_OPS,
-           "CONVERTED_ON_IMPORT": set(CONVERTED_ON_IMPORT), "OWNED_ELSEWHERE": OWNED_ELSEWHERE,
+           "CONVERTED_ON_IMPORT": set(CONVERTED_ON_IMPORT),
            "KNOWN_GAPS": set(KNOWN_GAPS)}
 
 
@@ -109,8 +106,7 @@ def test_every_differentiable_node_test_op_has_a_gradient_rule() -> None:
 def test_listed_ops_are_node_test_ops_still_without_a_rule(table: str) -> None:
     entries = _TABLES[table]
     assert not sorted(entries - node_test_float_ops()), "entries that are not float node-test ops"
-    if table != "OWNED_ELSEWHERE":  # those rules arrive from another branch: no edit needed here then
-        assert not sorted(op for op in entries if _handled(op)), "entries that have a rule now: remove them"
+    assert not sorted(op for op in entries if _handled(op)), "entries that have a rule now: remove them"
 
 
 def test_the_tables_do_not_overlap() -> None:
@@ -134,4 +130,4 @@ def test_replayed_ops_really_are_replayed() -> None:
 
 def test_converted_ops_become_ops_with_rules() -> None:
     for op_type, target in CONVERTED_ON_IMPORT.items():
-        assert _handled(target) or target in OWNED_ELSEWHERE, f"{op_type} becomes {target}, which has no rule"
+        assert _handled(target), f"{op_type} becomes {target}, which has no rule"

@@ -99,8 +99,10 @@ def _range_grad(ctx, g):
 def _one_hot_grad(ctx, g):
     # out = off + (on - off) * hot, with values = [off, on]: each takes the sum of the gradient
     # over the positions it fills.
-    off_on = Tensor._from_value(constant(np.array([0, 1], dtype=g.dtype.numpy_dtype), g.dtype, g.device))
-    hot = apply_op("OneHot", (ctx.input(0).detach(), ctx.input_value(1), off_on), {"axis": ctx.attrs.get("axis", -1)})
+    # The 0/1 mask is exact in float32, the values type onnxruntime's OneHot supports everywhere.
+    off_on = Tensor._from_value(constant(np.array([0, 1], dtype=np.float32), dtypes.float32, g.device))
+    hot = apply_op("OneHot", (ctx.input(0).detach(), ctx.input_value(1), off_on),
+                   {"axis": ctx.attrs.get("axis", -1)}).to(g.dtype)
     on = (g * hot).sum()
     return None, None, apply_op("Concat", ((g.sum() - on).reshape(1), on.reshape(1)), {"axis": 0})
 
