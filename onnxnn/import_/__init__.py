@@ -13,6 +13,8 @@ import os
 import onnx
 
 from .graph_module import GraphModule, ModelMetadata
+from . import newer_ops  # noqa: F401  (registers the CumProd and TensorScatter importers)
+from . import spectral  # noqa: F401  (registers the STFT importer)
 from .loading import load_model
 
 __all__ = ["from_onnx", "GraphModule", "ModelMetadata"]

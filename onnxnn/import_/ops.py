@@ -226,7 +226,7 @@ class EagerNode:
     """Runs one node at once in onnxruntime, at the opsets it was written for.
 
     For ops the recorded opset-21 graphs cannot express: ops added after opset 21 without an
-    ONNX function body (CumProd, BitCast, TensorScatter) and ops of other domains at versions
+    ONNX function body (BitCast; CumProd and TensorScatter have importers in newer_ops.py) and ops of other domains at versions
     above 1 (``ai.onnx.ml`` TreeEnsemble). The inputs are realized, as for data-dependent ops;
     the outputs are constants, so no gradient flows through such a node.
     """

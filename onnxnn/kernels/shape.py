@@ -1,6 +1,6 @@
 """Shape and data-movement kernels: Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Expand, Tile,
 Concat, Split, Slice, Pad, Shape, Size, ConstantOfShape, Constant, Range, EyeLike, Trilu,
-DepthToSpace, SpaceToDepth.
+DepthToSpace, SpaceToDepth, ReverseSequence.
 
 These move data without arithmetic, so they run on float16/bfloat16 arrays as they are and may
 return views of their inputs. Structural inputs (shapes, axes, bounds) are read as Python lists;
@@ -273,3 +273,14 @@ def space_to_depth(xp, inputs, attrs):
     else:
         blocks = blocks.transpose(0, 3, 5, 1, 2, 4)
     return [blocks.reshape(batch, channels * block * block, height // block, width // block)]
+
+
+@_movement("ReverseSequence")
+def reverse_sequence(xp, inputs, attrs):
+    x, lengths = inputs[0], to_list(inputs[1])
+    batch_axis, time_axis = attrs.get("batch_axis", 1), attrs.get("time_axis", 0)
+    # Batch entry b reverses its first lengths[b] time steps; the rest stay in place.
+    moved = xp.moveaxis(x, (batch_axis, time_axis), (0, 1)).copy()
+    for entry, length in enumerate(lengths):
+        moved[entry, :length] = moved[entry, :length][::-1].copy()
+    return [xp.moveaxis(moved, (0, 1), (batch_axis, time_axis))]

@@ -91,6 +91,16 @@ def nonzero(*shape: int) -> np.ndarray:
     return _rng.uniform(0.3, 1.5, shape) * _rng.choice([-1.0, 1.0], shape)
 
 
+def uniform(low: float, high: float, *shape: int) -> np.ndarray:
+    """Values inside an op's domain (asin's (-1, 1), acosh's (1, inf)), away from its ends."""
+    return _rng.uniform(low, high, shape)
+
+
+def distinct(*shape: int) -> np.ndarray:
+    """Values at least 0.1 apart, so that a small step never reorders them (TopK's selection)."""
+    return _rng.permutation(np.arange(int(np.prod(shape)))).reshape(shape) * 0.1 - 0.5
+
+
 def avoiding(values: np.ndarray, *points: float, margin: float = 0.05) -> np.ndarray:
     """Moves entries closer than ``margin`` to any of ``points`` (clip bounds) out of the way."""
     values = values.copy()
@@ -122,6 +132,7 @@ def op(op_type: str, *inputs, **attrs):
     return apply_op(op_type, inputs, attrs or None)
 
 
+_QUANTIZED = np.array([[12, -7, 100], [-128, 5, 0], [3, 127, -40], [9, -9, 1]], dtype=np.int8)
 _CONDITION = np.array([[True], [False], [True]])
 _TIES_A = np.array([1.0, -0.5, 2.0, 0.25])
 _TIES_B = np.array([1.0, 0.75, 2.0, -1.0])  # ties at positions 0 and 2
@@ -288,6 +299,88 @@ CASES = [
     Case("pad_op_with_axes", lambda a: op("Pad", a, int64_constant([2, 1]), None, int64_constant([-1])),
          [randn(2, 3)]),
     Case("pad_negative_crops", lambda a: pad_constant(a, [-1, 1, 0, -2]), [randn(3, 4)]),
+    # ---------------------------------------------------------------- ops only imported models record
+    # Trigonometric and hyperbolic functions: each in float64 (onnxruntime lacks float64 Tan, Asin,
+    # Acos, Acosh, Atanh: "auto" runs those on the kernels) and on float32 casts for both executors.
+    *[Case(f"{op_type.lower()}{suffix}", wrap(lambda a, op_type=op_type: op(op_type, a)), [values], options)
+      for op_type, values in [("Tan", uniform(-1.2, 1.2, 2, 3)), ("Asin", uniform(-0.9, 0.9, 2, 3)),
+                              ("Acos", uniform(-0.9, 0.9, 2, 3)), ("Atan", randn(2, 3)), ("Sinh", randn(2, 3)),
+                              ("Cosh", randn(2, 3)), ("Asinh", randn(2, 3)), ("Acosh", uniform(1.2, 3.0, 2, 3)),
+                              ("Atanh", uniform(-0.9, 0.9, 2, 3))]
+      for suffix, wrap, options in [("", lambda f: f, {}), ("_float32", in_float32, IN_FLOAT32)]],
+    Case("fmod_broadcast", lambda a, b: op("Mod", a, b, fmod=1),
+         [np.array([[5.3, -5.3, 2.2], [-0.7, 7.9, -3.1]]), np.array([2.0, 1.5, -0.9])]),
+    Case("reduce_l1_axes", lambda a: op("ReduceL1", a, int64_constant([1]), keepdims=0), [nonzero(3, 4)]),
+    Case("reduce_l1_all", lambda a: op("ReduceL1", a), [nonzero(2, 3)]),
+    Case("reduce_log_sum_axes", lambda a: op("ReduceLogSum", a, int64_constant([0, 2])), [positive(2, 3, 2)]),
+    Case("reduce_log_sum_all", lambda a: op("ReduceLogSum", a, keepdims=0), [positive(3, 2)]),
+    Case("global_lp_pool_p2", in_float32(lambda a: op("GlobalLpPool", a)), [nonzero(2, 3, 2, 2)], IN_FLOAT32),
+    Case("global_lp_pool_p3", in_float32(lambda a: op("GlobalLpPool", a, p=3)), [nonzero(1, 2, 3)], IN_FLOAT32),
+    Case("global_lp_pool_p2_float64", lambda a: op("GlobalLpPool", a), [nonzero(1, 2, 2, 2)]),
+    Case("cumsum_axis_1", lambda a: op("CumSum", a, int64_constant(1)), [randn(3, 4)]),
+    Case("cumsum_exclusive_reverse", lambda a: op("CumSum", a, int64_constant(-2), exclusive=1, reverse=1),
+         [randn(4, 3)]),
+    Case("cumsum_reverse", lambda a: op("CumSum", a, int64_constant(0), reverse=1), [randn(5)]),
+    Case("topk_largest_last_axis", lambda a: op("TopK", a, int64_constant([2]))[0], [distinct(3, 5)]),
+    Case("topk_smallest_axis_0", lambda a: op("TopK", a, int64_constant([3]), axis=0, largest=0)[0],
+         [distinct(4, 2)]),
+    Case("compress_axis_1", lambda a: op("Compress", a, constant([True, False, True, True]), axis=1),
+         [randn(2, 4)]),
+    Case("compress_short_condition_axis_0", lambda a: op("Compress", a, constant([False, True]), axis=0),
+         [randn(3, 2)]),
+    Case("compress_flattened", lambda a: op("Compress", a, constant([True, False, False, True, True])),
+         [randn(2, 3)]),
+    Case("trilu_upper_k1", lambda a: op("Trilu", a, int64_constant(1)), [randn(3, 4)]),
+    Case("trilu_lower_batched", lambda a: op("Trilu", a, upper=0), [randn(2, 3, 3)]),
+    Case("reverse_sequence_time_major", lambda a: op("ReverseSequence", a, constant([4, 1, 2])),
+         [randn(4, 3, 2)]),
+    Case("reverse_sequence_batch_major", lambda a: op("ReverseSequence", a, constant([1, 3]), batch_axis=0,
+                                                      time_axis=1), [randn(2, 3)]),
+    Case("depth_to_space_dcr", lambda a: op("DepthToSpace", a, blocksize=2), [randn(1, 8, 2, 3)]),
+    Case("depth_to_space_crd", lambda a: op("DepthToSpace", a, blocksize=2, mode="CRD"), [randn(2, 4, 2, 1)]),
+    Case("space_to_depth", lambda a: op("SpaceToDepth", a, blocksize=2), [randn(1, 2, 4, 2)]),
+    Case("range_float_bounds", lambda start, delta: op("Range", start, constant(np.array(2.0)), delta),
+         [np.array(-1.0), np.array(0.4)]),
+    Case("one_hot_values", lambda values: op("OneHot", constant([[1, 0], [2, -1]]), constant(np.array(3)), values),
+         [np.array([-0.5, 2.0])]),
+    Case("one_hot_values_float32", in_float32(lambda values: op("OneHot", constant([[0, 2, 1]]), constant(np.array(4)),
+                                                                values, axis=0)),
+         [np.array([0.25, -1.5])], IN_FLOAT32),
+    Case("einsum_matmul", lambda a, b: op("Einsum", a, b, equation="ij,jk->ik"), [randn(3, 4), randn(4, 2)]),
+    Case("einsum_batch_ellipsis", lambda a, b: op("Einsum", a, b, equation="...ij,...jk->...ik"),
+         [randn(2, 3, 4), randn(2, 4, 2)]),
+    Case("einsum_implicit_output", lambda a, b: op("Einsum", a, b, equation="ij,jk"), [randn(2, 3), randn(3, 4)]),
+    Case("einsum_summed_within_operand", lambda a, b: op("Einsum", a, b, equation="ij,k->jk"),
+         [randn(3, 2), randn(4)]),
+    Case("einsum_three_operands_same_input", lambda a, b: op("Einsum", a, b, a, equation="ab,bc,ad->cd"),
+         [randn(2, 3), randn(3, 2)]),
+    Case("einsum_float32", in_float32(lambda a, b: op("Einsum", a, b, equation="bij,bkj->bik")),
+         [randn(2, 2, 3), randn(2, 4, 3)], IN_FLOAT32),
+    # DequantizeLinear: only the scale is float (onnxruntime's scale types stop at float32).
+    Case("dequantize_per_tensor", lambda scale: op("DequantizeLinear", constant(_QUANTIZED), scale.float(),
+                                                   constant(np.int8(-3))), [np.array(0.05)], IN_FLOAT32),
+    Case("dequantize_per_axis", lambda scale: op("DequantizeLinear", constant(_QUANTIZED), scale.float(),
+                                                 constant(np.array([1, 0, -2], dtype=np.int8)), axis=1),
+         [np.array([0.1, 0.02, 0.3])], IN_FLOAT32),
+    Case("dequantize_blocked", lambda scale: op("DequantizeLinear", constant(_QUANTIZED.T), scale.float(),
+                                                axis=1, block_size=2), [np.array([[0.1, 0.2], [0.3, 0.05], [0.2, 0.4]])],
+         IN_FLOAT32),
+    # DFT: real and complex signals, inverse, onesided, dft_length padding and cutting the signal.
+    Case("dft_real_axis_1", lambda a: op("DFT", a, None, int64_constant(1)), [randn(2, 5, 1)]),
+    Case("dft_complex_default_axis", lambda a: op("DFT", a), [randn(2, 4, 2)]),
+    Case("dft_inverse_complex", lambda a: op("DFT", a, None, int64_constant(-2), inverse=1), [randn(3, 2)]),
+    Case("dft_onesided_real_odd", lambda a: op("DFT", a, None, int64_constant(0), onesided=1), [randn(5, 2, 1)]),
+    Case("dft_onesided_real_even", lambda a: op("DFT", a, None, int64_constant(1), onesided=1), [randn(2, 6, 1)]),
+    Case("dft_length_pads", lambda a: op("DFT", a, int64_constant(6), int64_constant(1)), [randn(1, 4, 2)]),
+    Case("dft_length_cuts_inverse", lambda a: op("DFT", a, int64_constant(3), int64_constant(1), inverse=1),
+         [randn(2, 5, 1)]),
+    Case("dft_float32_onesided", in_float32(lambda a: op("DFT", a, int64_constant(4), int64_constant(1), onesided=1)),
+         [randn(2, 6, 1)], IN_FLOAT32),
+    Case("det_3x3", lambda a: op("Det", a), [randn(3, 3)]),
+    Case("det_batched_2x2", lambda a: op("Det", a), [randn(2, 2, 2)]),
+    Case("det_1x1", lambda a: op("Det", a), [randn(1, 1)]),
+    Case("det_singular", lambda a: op("Det", a), [np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0.5, -1.0, 2.0]])]),
+    Case("det_float32", in_float32(lambda a: op("Det", a)), [randn(2, 3, 3)], IN_FLOAT32),
     # ---------------------------------------------------------------- neural-network ops
     Case("batch_norm_inference_4d",
          lambda x, scale, bias, mean, var: op("BatchNormalization", x, scale, bias, mean, var, epsilon=1e-3),

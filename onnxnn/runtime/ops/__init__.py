@@ -28,3 +28,5 @@ from . import loss  # noqa: F401,E402  (NegativeLogLikelihoodLoss, SoftmaxCrossE
 from . import resample  # noqa: F401,E402  (Resize rules)
 from . import sampling  # noqa: F401,E402  (GridSample, AffineGrid rules)
 from . import rearrange  # noqa: F401,E402  (DepthToSpace, SpaceToDepth, CenterCropPad rules)
+from . import unary_math  # noqa: F401,E402  (trigonometric, hyperbolic and Mod gradient rules)
+from . import imported  # noqa: F401,E402  (rules of ops only imported models record: TopK, CumSum, ...)

@@ -12,6 +12,7 @@ import numpy as np
 from .. import dtypes
 from ..registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op
+from .elementwise import where
 from .conv import batched, expand_param, pooled_size, scatter_windows, window_geometry
 from .shape import _constant_list
 
@@ -149,6 +150,16 @@ def _lp_pool_grad(ctx, g):
     # y = (sum |x|^p)^(1/p): dy/dx = (|x| / y)^(p-1) * sign(x) for each window holding x.
     spread = _spread_over_windows(g * y.pow(1.0 - p), x.shape, geometry)
     return (spread * x.abs().pow(p - 1.0) * x.sign(),)
+
+
+@gradient_rules.register("GlobalLpPool")
+def _global_lp_pool_grad(ctx, g):
+    # One window covering every spatial position: LpPool's derivative without the spreading.
+    x, y = ctx.input(0), ctx.output(0)
+    p = float(ctx.attrs.get("p", 2))
+    # A zero norm takes the subgradient 0 (as ReduceL2 and PyTorch's norm do) rather than 0 * inf.
+    scale = where(y == 0, 0.0, g * where(y == 0, 1.0, y).pow(1.0 - p))
+    return (scale * x.abs().pow(p - 1.0) * x.sign(),)
 
 
 @shape_rules.register("MaxUnpool")

@@ -121,6 +121,20 @@ def _reduce_l2_grad(ctx, g):
     return kept * ctx.input(0) / where(out == 0, 1.0, out), None
 
 
+@gradient_rules.register("ReduceL1")
+def _reduce_l1_grad(ctx, g):
+    kept, _ = _gradient_with_kept_dims(ctx, g)
+    return kept * ctx.input(0).sign(), None
+
+
+@gradient_rules.register("ReduceLogSum")
+def _reduce_log_sum_grad(ctx, g):
+    # d log(s) / dx_i = 1 / s, with s = exp(out) the sum the op took the log of.
+    kept, _ = _gradient_with_kept_dims(ctx, g)
+    out = ctx.output().reshape(kept.shape)
+    return (kept / out.exp()).expand(ctx.input_shape(0)), None
+
+
 # ---------------------------------------------------------------- tensor functions
 
 def _dims(input: Tensor, dim) -> list[int] | None:
