@@ -390,5 +390,26 @@ _TENSOR_API = [
            ("int64", "int32")) for name in ("BitwiseAnd", "BitwiseOr", "BitwiseXor")],
 ]
 
+# Resampling and rearranging (padding/resampling family): one case per op the layers record.
+_RESAMPLE = [
+    Case("Resize_linear_scales", "Resize",
+         lambda d: op("Resize", make((1, 2, 3, 4), d), None, _floats([1.0, 1.0, 2.0, 1.5]), mode="linear")),
+    Case("Resize_nearest_sizes", "Resize",
+         lambda d: op("Resize", make((1, 2, 3, 4), d), None, None, ints([1, 2, 5, 7]), mode="nearest")),
+    Case("GridSample_bilinear", "GridSample",
+         lambda d: op("GridSample", make((1, 2, 4, 5), d, seed=1), make((1, 3, 3, 2), d, -1.0, 1.0, seed=2))),
+    Case("AffineGrid", "AffineGrid", lambda d: op("AffineGrid", make((2, 2, 3), d, -1.0, 1.0), ints([2, 3, 4, 5]))),
+    Case("DepthToSpace_crd", "DepthToSpace", lambda d: op("DepthToSpace", make((1, 8, 2, 3), d), blocksize=2,
+                                                          mode="CRD")),
+    Case("SpaceToDepth", "SpaceToDepth", lambda d: op("SpaceToDepth", make((1, 2, 4, 6), d), blocksize=2)),
+    Case("CenterCropPad", "CenterCropPad", lambda d: op("CenterCropPad", make((5, 6, 3), d), ints([4, 8]),
+                                                        axes=[0, 1])),
+]
+
+
+def _floats(values):
+    return Tensor._from_array(np.asarray(values, dtype=np.float32))
+
+
 CASES = (_UNARY + _PREDICATES + _BINARY + _MISC + _REDUCE + _ARG + _SHAPE + _LINALG + _INDEXING + _NN + _GRAPHS
-         + _TENSOR_API)
+         + _TENSOR_API + _RESAMPLE)

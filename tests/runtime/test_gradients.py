@@ -61,8 +61,6 @@ COVERED_ELSEWHERE = {
     # layer library (padding/resampling family): resampling and rearranging nodes, against onnx's reference.
     **{op_type: "runtime/test_resample_ops.py" for op_type in ("Resize", "GridSample", "AffineGrid", "DepthToSpace",
                                                                "SpaceToDepth", "CenterCropPad")},
-    # Tensor API parity (l5-tensor-api): the ops behind topk/sort, cumsum, einsum and tril/triu.
-    **{op_type: "runtime/test_tensor_api_ops.py" for op_type in ("TopK", "CumSum", "Einsum", "Trilu")},
 }
 
 

@@ -28,25 +28,6 @@ def _zeros(shape: tuple, dtype, device) -> Tensor:
 
 # ---------------------------------------------------------------- scans and selections
 
-@gradient_rules.register("CumSum")
-def _cum_sum_grad(ctx, g):
-    # Each input feeds every later (earlier, reversed) partial sum: the adjoint is the cumulative
-    # sum taken the other way, with the same exclusivity.
-    attrs = {"exclusive": int(ctx.attrs.get("exclusive", 0)), "reverse": 1 - int(ctx.attrs.get("reverse", 0))}
-    return apply_op("CumSum", (g, ctx.input_value(1)), attrs, "CumsumBackward0"), None
-
-
-@gradient_rules.register("TopK")
-def _top_k_grad(ctx, g, unused_indices_grad):
-    # The k selected positions are distinct: each takes its value's gradient, the rest none.
-    shape = ctx.input_shape(0)
-    axis = normalize_axes([ctx.attrs.get("axis", -1)], len(shape))[0]
-    indices = ctx.output(1).detach()
-    routed = apply_op("ScatterElements", (_zeros(shape, g.dtype, g.device), indices, g), {"axis": axis},
-                      "TopkBackward0")
-    return routed, None
-
-
 @gradient_rules.register("Compress")
 def _compress_grad(ctx, g):
     # Output j along the axis is the j-th selected input slice: selected input i reads the output
@@ -70,13 +51,6 @@ def _compress_grad(ctx, g):
     broadcast[axis] = length
     selected = (condition != 0).reshape(broadcast)
     return where(selected, gathered, 0.0).reshape(shape), None
-
-
-@gradient_rules.register("Trilu")
-def _trilu_grad(ctx, g):
-    # A fixed mask: the gradient keeps the same triangle.
-    k = ctx.input_value(1) if ctx.num_inputs > 1 else None
-    return apply_op("Trilu", (g, k), {"upper": int(ctx.attrs.get("upper", 1))}, "TriluBackward0"), None
 
 
 @gradient_rules.register("ReverseSequence")

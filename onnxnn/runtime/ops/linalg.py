@@ -1,8 +1,6 @@
-"""Matrix products and softmax-family ops: MatMul, Gemm, Softmax, LogSoftmax; Einsum and Det's gradients."""
+"""Matrix products and softmax-family ops: MatMul, Gemm, Softmax, LogSoftmax; Det's gradient (Einsum: einsum.py)."""
 from __future__ import annotations
 
-import collections
-import string
 
 import numpy as np
 
@@ -129,55 +127,7 @@ def _log_softmax_grad(ctx, g):
     return (g - ctx.output().exp() * g.sum(dim=axis, keepdim=True),)
 
 
-# ---------------------------------------------------------------- Einsum, Det (imported models)
-
-def _einsum_subscripts(equation: str, shapes: list) -> tuple[list[str], str]:
-    """The operands' and the output's subscripts with ellipses spelled as letters, explicit output."""
-    equation = equation.replace(" ", "")
-    operands, arrow, output = equation.partition("->")
-    terms = operands.split(",")
-    ranks = [len(shape) - (len(term) - 3) for term, shape in zip(terms, shapes) if "..." in term]
-    free = [letter for letter in string.ascii_letters if letter not in equation][:max(ranks, default=0)]
-
-    def spelled(term: str, rank: int) -> str:
-        # Ellipsis dims align from the right, as in broadcasting.
-        return term.replace("...", "".join(free[len(free) - rank:]) if rank else "")
-
-    terms = [spelled(term, len(shape) - (len(term) - 3)) if "..." in term else term
-             for term, shape in zip(terms, shapes)]
-    if arrow:
-        return terms, spelled(output, len(free)) if "..." in output else output
-    # Implicit output: the ellipsis dims, then the letters used once, in alphabetical order.
-    counts = collections.Counter("".join(terms))
-    return terms, "".join(free) + "".join(sorted(c for c in counts if counts[c] == 1 and c not in free))
-
-
-@gradient_rules.register("Einsum")
-def _einsum_grad(ctx, g):
-    # Each operand's gradient contracts the output gradient with the other operands. A letter of
-    # the operand found nowhere else was summed over within it: the gradient is constant along it.
-    shapes = [ctx.input_shape(index) for index in range(ctx.num_inputs)]
-    terms, output = _einsum_subscripts(ctx.attrs["equation"], shapes)
-    grads = []
-    for index, term in enumerate(terms):
-        if not ctx.needs_input_grad(index):
-            grads.append(None)
-            continue
-        if len(set(term)) != len(term):
-            raise NotImplementedError(f"gradient of Einsum '{ctx.attrs['equation']}': an operand repeats a "
-                                      "subscript (a diagonal)")
-        others = [other for position, other in enumerate(terms) if position != index]
-        reached = set(output).union(*others)
-        kept = "".join(letter for letter in term if letter in reached)
-        equation = ",".join([output] + others) + "->" + kept
-        operands = [g] + [ctx.input(position) for position in range(len(terms)) if position != index]
-        grad = apply_op("Einsum", tuple(operands), {"equation": equation}, "EinsumBackward0")
-        if len(kept) < len(term):
-            grad = grad.reshape(tuple(size if letter in reached else 1 for letter, size in zip(term, shapes[index])))
-            grad = grad.expand(shapes[index])
-        grads.append(grad)
-    return tuple(grads)
-
+# ---------------------------------------------------------------- Det (imported models)
 
 def _minor_indices(n: int) -> np.ndarray:
     """For each (i, j), the flat positions of the (n-1) x (n-1) minor without row i and column j."""

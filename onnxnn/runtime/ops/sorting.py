@@ -44,12 +44,12 @@ def _topk_shape(inputs, attrs):
 @gradient_rules.register("TopK")
 def _topk_grad(ctx, g, *unused):
     # Each selected value came from one element: its gradient goes back there, the rest get zero.
+    # The k positions are distinct, so a plain scatter suffices (onnxruntime cannot add in float16).
     shape = ctx.input_shape(0)
     axis = normalize_axes([ctx.attrs.get("axis", -1)], len(shape))[0]
     zeros = Tensor._zeros(shape, g.dtype, g.device)
-    indices = ctx.output(1)
-    return apply_op("ScatterElements", (zeros, indices, g), {"axis": axis, "reduction": "add"},
-                    "TopkBackward0"), None
+    indices = ctx.output(1).detach()
+    return apply_op("ScatterElements", (zeros, indices, g), {"axis": axis}, "TopkBackward0"), None
 
 
 @shape_rules.register("CumSum")
