@@ -11,12 +11,12 @@ Last, an LSTM graph written the way PyTorch's exporter writes ``nn.LSTM`` trains
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxnn
+from onnxnn.import_ import from_onnx
 from onnxnn.runtime.ops._common import apply_op
 
 from gradcheck import check_gradients
@@ -177,3 +177,66 @@ def test_sequence_lengths_take_no_gradient_and_omitted_outputs_still_differentia
     # Entry 1 has length 1: steps past it never reach its final state.
     assert np.all(x.grad.numpy()[1:, 1] == 0)
     assert np.all(np.abs(x.grad.numpy()[0]) > 0)
+
+
+def _exported_lstm_model(steps, batch, features, hidden, seed=0) -> "onnx.ModelProto":
+    """The graph ``torch.onnx.export`` writes for ``nn.LSTM`` + ``nn.Linear`` on the last state.
+
+    PyTorch's gate blocks (input, forget, cell, output) are reordered to ONNX's (input, output,
+    forget, cell) in W, R and the two bias halves of B; the zero initial states are constants;
+    a Squeeze drops the single direction axis of Y_h.
+    """
+    rng = np.random.default_rng(seed)
+    bound = 1 / np.sqrt(hidden)
+    i, f, g, o = (rng.uniform(-bound, bound, (4, hidden, features)).astype(np.float32))
+    ri, rf, rg, ro = (rng.uniform(-bound, bound, (4, hidden, hidden)).astype(np.float32))
+    bias_ih = rng.uniform(-bound, bound, (4, hidden)).astype(np.float32)
+    bias_hh = rng.uniform(-bound, bound, (4, hidden)).astype(np.float32)
+    order = [0, 3, 1, 2]  # ifco -> iofc
+    w = np.concatenate([i, o, f, g])[None]
+    r = np.concatenate([ri, ro, rf, rg])[None]
+    b = np.concatenate([bias_ih[order].reshape(-1), bias_hh[order].reshape(-1)])[None]
+    zeros = np.zeros((1, batch, hidden), np.float32)
+    initializers = [numpy_helper.from_array(w, "onnx::LSTM_W"), numpy_helper.from_array(r, "onnx::LSTM_R"),
+                    numpy_helper.from_array(b, "onnx::LSTM_B"),
+                    numpy_helper.from_array(rng.uniform(-bound, bound, (hidden, 1)).astype(np.float32), "fc.weight_t"),
+                    numpy_helper.from_array(np.zeros(1, np.float32), "fc.bias"),
+                    numpy_helper.from_array(np.array([0], np.int64), "axes0")]
+    nodes = [
+        helper.make_node("Constant", [], ["h0"], value=numpy_helper.from_array(zeros)),
+        helper.make_node("Constant", [], ["c0"], value=numpy_helper.from_array(zeros)),
+        helper.make_node("LSTM", ["input", "onnx::LSTM_W", "onnx::LSTM_R", "onnx::LSTM_B", "", "h0", "c0"],
+                         ["Y", "Y_h", "Y_c"], hidden_size=hidden, name="/lstm/LSTM"),
+        helper.make_node("Squeeze", ["Y_h", "axes0"], ["last"]),
+        helper.make_node("MatMul", ["last", "fc.weight_t"], ["projected"]),
+        helper.make_node("Add", ["projected", "fc.bias"], ["output"]),
+    ]
+    graph = helper.make_graph(nodes, "main_graph",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [steps, batch, features])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [batch, 1])], initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+def test_an_imported_pytorch_style_lstm_trains_with_falling_loss(executor):
+    steps, batch, features, hidden = 5, 8, 2, 6
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, (steps, batch, features)).astype(np.float32)
+    target = x[:, :, 0].sum(0, keepdims=True).T * 0.5  # a running sum the recurrence must carry
+    with onnxnn.set_executor(executor):
+        model = from_onnx(_exported_lstm_model(steps, batch, features, hidden))
+        names = {name for name, _ in model.named_parameters()}
+        assert {"onnx::LSTM_W", "onnx::LSTM_R", "onnx::LSTM_B"} <= {n.replace("_", ":", 0) for n in names} or \
+            len(names) >= 5, names
+        optimizer = onnxnn.optim.Adam(model.parameters(), lr=0.05)
+        inputs, wanted = onnxnn.tensor(x), onnxnn.tensor(target)
+        losses = []
+        for _ in range(40):
+            optimizer.zero_grad()
+            loss = ((model(inputs) - wanted) ** 2).mean()
+            loss.backward()
+            optimizer.step()
+            losses.append(float(loss.item()))
+    assert losses[-1] < 0.2 * losses[0], losses
+    recurrent = dict(model.named_parameters())["onnx__LSTM_R"]
+    assert np.abs(recurrent.grad.numpy()).sum() > 0  # the gradient reached through time
