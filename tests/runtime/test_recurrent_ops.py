@@ -11,6 +11,7 @@ Last, an LSTM graph written the way PyTorch's exporter writes ``nn.LSTM`` trains
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
