@@ -241,3 +241,28 @@ def test_an_imported_pytorch_style_lstm_trains_with_falling_loss(executor):
     assert losses[-1] < 0.2 * losses[0], losses
     recurrent = dict(model.named_parameters())["onnx__LSTM_R"]
     assert np.abs(recurrent.grad.numpy()).sum() > 0  # the gradient reached through time
+
+
+def test_second_derivatives_match_finite_differences_of_the_gradient():
+    # With create_graph the rule's recomputation hangs off the inputs' history: the gradient is
+    # itself differentiable (float64, so on the kernels: onnxruntime's LSTM takes float32 only).
+    arrays = _arrays("LSTM", {}, ("B",), seed=4)
+    rng = np.random.default_rng(5)
+    v, u = rng.standard_normal(arrays["X"].shape), rng.standard_normal(arrays["X"].shape)
+
+    def gradient(x_array, create_graph):
+        x = onnxnn.tensor(x_array, dtype=onnxnn.float64, requires_grad=True)
+        w, r, b = (onnxnn.tensor(arrays[n], requires_grad=True) for n in ("W", "R", "B"))
+        _, y_h, _ = apply_op("LSTM", (x, w, r, b), {"hidden_size": HIDDEN}, num_outputs=3)
+        (g,) = onnxnn.autograd.grad((y_h ** 2).sum(), x, create_graph=create_graph)
+        return x, g
+
+    eps = 1e-6
+    with onnxnn.set_executor("kernels"):
+        x, g = gradient(arrays["X"], True)
+        (second,) = onnxnn.autograd.grad((g * onnxnn.tensor(v)).sum(), x)
+        analytic = float((second.numpy() * u).sum())
+        numeric = float((((gradient(arrays["X"] + eps * u, False)[1].numpy()
+                           - gradient(arrays["X"] - eps * u, False)[1].numpy()) / (2 * eps)) * v).sum())
+    # Central differences in float64 at eps 1e-6 (see gradcheck.py): ~1e-9 relative.
+    assert abs(analytic - numeric) <= 1e-6 * max(1.0, abs(numeric))
