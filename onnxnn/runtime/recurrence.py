@@ -115,10 +115,12 @@ def unroll(backend, op_type: str, inputs, attrs: dict, num_outputs: int) -> list
             p_i, p_o, p_f = (peepholes[d][k * hidden:(k + 1) * hidden] for k in range(3))
         reverse = direction == "reverse" or d == 1
         outputs = [None] * steps
+        # The input projection does not depend on the state: one product for every step.
+        projected = x @ w_t if steps else None
+        if wb is not None and steps:
+            projected = projected + wb
         for t in (reversed(range(steps)) if reverse else range(steps)):
-            xw = x[t] @ w_t
-            if wb is not None:
-                xw = xw + wb
+            xw = projected[t]
             if op_type == "GRU":
                 hr = h @ r_t[:, :2 * hidden]
                 if rb is not None:
