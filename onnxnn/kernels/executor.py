@@ -33,7 +33,7 @@ import ml_dtypes
 import numpy as np
 
 from . import conv, elementwise, indexing, linalg, loss, normalization, pooling, reduce, shape  # noqa: F401  (registration)
-from . import crop, quantize, resize, spectral  # noqa: F401  (registration)
+from . import crop, quantize, recurrent, resize, spectral  # noqa: F401  (registration)
 from ..runtime.registry import decompositions
 from .registry import kernels
 from .straight_line import generate, ignore_float_errors, restore_float_errors

@@ -28,16 +28,6 @@ KNOWN_KERNEL_FAILURES: dict[str, str] = {
         "test_deform_conv_with_mask_bias", "test_deform_conv_with_multiple_offset_groups",
     ], "no DeformConv kernel in onnxnn/kernels"),
     **dict.fromkeys([
-        "test_gru_bidirectional", "test_gru_defaults",
-        "test_gru_reverse", "test_gru_seq_length",
-        "test_gru_with_initial_bias",
-    ], "no GRU kernel in onnxnn/kernels"),
-    **dict.fromkeys([
-        "test_lstm_bidirectional", "test_lstm_defaults",
-        "test_lstm_reverse", "test_lstm_with_initial_bias",
-        "test_lstm_with_peepholes",
-    ], "no LSTM kernel in onnxnn/kernels"),
-    **dict.fromkeys([
         "test_matmulinteger",
     ], "no MatMulInteger kernel in onnxnn/kernels"),
     **dict.fromkeys([
@@ -46,11 +36,6 @@ KNOWN_KERNEL_FAILURES: dict[str, str] = {
         "test_qlinearmatmul_3D_int8_float16", "test_qlinearmatmul_3D_int8_float32",
         "test_qlinearmatmul_3D_uint8_float16", "test_qlinearmatmul_3D_uint8_float32",
     ], "no QLinearMatMul kernel in onnxnn/kernels"),
-    **dict.fromkeys([
-        "test_rnn_seq_length", "test_simple_rnn_bidirectional",
-        "test_simple_rnn_defaults", "test_simple_rnn_reverse",
-        "test_simple_rnn_with_initial_bias",
-    ], "no RNN kernel in onnxnn/kernels"),
     **dict.fromkeys([
         "test_tfidfvectorizer_tf_batch_onlybigrams_skip0", "test_tfidfvectorizer_tf_batch_onlybigrams_skip5",
         "test_tfidfvectorizer_tf_batch_uniandbigrams_skip5", "test_tfidfvectorizer_tf_only_bigrams_skip0",

@@ -56,9 +56,6 @@ CONVERTED_ON_IMPORT = {"Scatter": "ScatterElements", "Upsample": "Resize"}
 
 # A derivative exists, but onnxnn has no rule yet: the remaining gap, each with what it takes.
 KNOWN_GAPS = {
-    "GRU": "the recurrence's backward through time (no kernel either)",
-    "LSTM": "the recurrence's backward through time (no kernel either)",
-    "RNN": "the recurrence's backward through time (no kernel either)",
     "DeformConv": "gradients through bilinear sampling at learned offsets (no kernel either)",
     "RoiAlign": "gradients through bilinear sampling of each region (no kernel either)",
     "MelWeightMatrix": "piecewise-linear in the edge frequencies, which models use as constants",

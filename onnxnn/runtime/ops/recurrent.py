@@ -1,0 +1,95 @@
+"""Gradient rules of ONNX RNN, LSTM and GRU: backward through time of the unrolled recurrence.
+
+The rule records the node's forward again, unrolled step by step with standard ops (MatMul, Add,
+Mul, Sigmoid, Tanh, Slice, Concat, Where: onnxnn/runtime/recurrence.py, the same code the kernels
+run), on the node's inputs, and returns that graph's vector-Jacobian product (``autograd.grad``).
+Sequence lengths are static (the recorded input shape); ``sequence_lens`` is data and enters only
+through masks. The outputs' shapes come from ONNX shape inference, so no shape rule is needed.
+
+With ``create_graph`` the recomputation hangs off the inputs' own history, so second derivatives
+flow through it like through any other recorded op.
+"""
+from __future__ import annotations
+
+from ..grad_mode import enable_grad
+from ..recurrence import unroll
+from ..registry import gradient_rules
+from ._common import Tensor, apply_op
+from .elementwise import where
+from .shape import stack
+
+__all__: list[str] = []
+
+_SEQUENCE_LENS = 4
+
+
+class _TensorBackend:
+    """The recurrence's array operations as recorded ops (each with its own gradient rule)."""
+
+    def activation(self, x, name, alpha, beta):
+        if name in ("Tanh", "Sigmoid", "Relu", "Softsign", "Softplus"):
+            return apply_op(name, (x,))
+        if name == "Affine":
+            return x * alpha + beta
+        if name == "ScaledTanh":
+            return (x * beta).tanh() * alpha
+        if name in ("LeakyRelu", "ThresholdedRelu", "Elu"):
+            return apply_op(name, (x,), {"alpha": alpha})
+        if name == "HardSigmoid":
+            return apply_op(name, (x,), {"alpha": alpha, "beta": beta})
+        raise ValueError(f"unsupported activation '{name}'")
+
+    def clip(self, x, bound):
+        return x.clamp(-bound, bound)
+
+    def stack(self, tensors, axis):
+        return stack(tensors, axis)
+
+    def transpose(self, x, perm):
+        return x.permute(*perm)
+
+    def mask(self, lengths, t):
+        return (lengths > t).reshape(-1, 1)
+
+    def where(self, mask, a, b):
+        return where(mask, a, b)
+
+    def zeros_like(self, x):
+        return Tensor._zeros((), x.dtype, x.device).expand(tuple(x.shape))
+
+    def zeros(self, shape, like):
+        return Tensor._zeros((), like.dtype, like.device).expand(tuple(shape))
+
+
+def _recurrent_grad(ctx, *grads):
+    from ..autograd import grad
+    op_type = ctx.node.op_type
+    inputs, wanted = [], []
+    for index in range(ctx.num_inputs):
+        value = ctx.input_value(index)
+        if value is None:
+            inputs.append(None)
+        elif index == _SEQUENCE_LENS or not ctx.needs_input_grad(index):
+            inputs.append(Tensor._from_value(value))
+        elif ctx.create_graph:
+            inputs.append(ctx.input(index))
+            wanted.append(index)
+        else:
+            # A fresh leaf: the recomputed graph is then all the inner backward walks (and frees).
+            inputs.append(ctx.input(index).detach().requires_grad_())
+            wanted.append(index)
+    if not wanted:
+        return (None,) * ctx.num_inputs
+    attrs = dict(ctx.attrs)
+    with enable_grad():
+        outputs = unroll(_TensorBackend(), op_type, inputs, attrs, len(grads))
+    found = grad(outputs, [inputs[index] for index in wanted], grad_outputs=list(grads),
+                 retain_graph=ctx.create_graph, create_graph=ctx.create_graph, allow_unused=True,
+                 materialize_grads=True)
+    result = [None] * ctx.num_inputs
+    for index, gradient in zip(wanted, found):
+        result[index] = gradient
+    return tuple(result)
+
+
+gradient_rules.register("RNN", "GRU", "LSTM")(_recurrent_grad)
