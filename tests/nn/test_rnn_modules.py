@@ -195,7 +195,8 @@ def test_packed_bidirectional_two_layer_gradients_match_finite_differences(cls, 
         return onnxnn.cat([output.data.reshape(-1), final_h.reshape(-1)], 0)
 
     with onnxnn.set_executor(executor):
-        check_gradients(run, [RNG.standard_normal((4, 3, 2)), h0, *state.values()])
+        # One random direction per input (JAX's check_vjp) keeps this to two forward runs per input.
+        check_gradients(run, [RNG.standard_normal((4, 3, 2)), h0, *state.values()], exhaustive_limit=0)
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
