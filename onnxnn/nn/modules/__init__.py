@@ -45,6 +45,8 @@ from .pixelshuffle import PixelShuffle, PixelUnshuffle
 from .channelshuffle import ChannelShuffle
 from .bilinear import Bilinear
 from .distance import CosineSimilarity
+# recurrent layers
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 
 __all__ = [
     # modules and containers
@@ -82,4 +84,6 @@ __all__ = [
     "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "CircularPad1d",
     "CircularPad2d", "CircularPad3d", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "PixelShuffle",
     "PixelUnshuffle", "ChannelShuffle", "Bilinear", "CosineSimilarity",
+    # recurrent layers
+    "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
 ]

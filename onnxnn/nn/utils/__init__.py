@@ -2,5 +2,16 @@
 from __future__ import annotations
 
 from .init_utils import skip_init
+# sequence packing (nn.utils.rnn)
+from . import rnn
+from .rnn import (
+    PackedSequence, pack_padded_sequence, pack_sequence, pad_packed_sequence, pad_sequence, unpack_sequence,
+    unpad_sequence,
+)
 
-__all__ = ["skip_init"]
+__all__ = [
+    "skip_init",
+    # sequence packing (nn.utils.rnn)
+    "rnn", "PackedSequence", "pack_padded_sequence", "pack_sequence", "pad_packed_sequence", "pad_sequence",
+    "unpack_sequence", "unpad_sequence",
+]

@@ -1,0 +1,336 @@
+"""RNN, LSTM, GRU and their cells.
+
+The reference runs each sequence of the batch on its own, step by step, with numpy's formulas of
+PyTorch's cells (gate orders i, f, g, o for LSTM and r, z, n for GRU), so padded steps never reach
+it: packed inputs must give zeros there and final states taken at each sequence's last step.
+
+Tolerance: a step computes gate pre-activations as dot products of ``I + H`` terms plus two
+biases, then a few transcendental ops (``TRANSCENDENTAL_ULPS`` each) and products; each step's
+rounding is at most ``gamma(I + H + 2 + 3 * ulps) * M`` with ``M`` the largest absolute sum of the
+terms. An error already in the state grows by at most the map's Lipschitz constant, bounded by
+``1 + 2 * ||W_hh||_inf`` (sigmoid and tanh are 1-Lipschitz, LSTM's cell adds the previous cell),
+so after ``n`` steps of all layers the bound is the step's error times ``sum_k (1 + 2 L)^k``. The
+forward checks run in float64, where that worst case is still ~1e-9 while a wrong gate or a wrong
+state gives errors of order 0.1.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from gradcheck import check_gradients
+from tolerances import TRANSCENDENTAL_ULPS, gamma
+
+import onnxnn
+from onnxnn import nn
+from onnxnn.nn.utils import rnn as rnn_utils
+
+from .layer_checks import EXECUTORS, exported_output
+
+RNG = np.random.default_rng(1302)
+
+
+def sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def cell_reference(mode, x, h, c, p):
+    """One step of PyTorch's cell ``mode`` in numpy; ``p`` holds w_ih, w_hh, b_ih, b_hh, w_hr (or None)."""
+    gx = p["w_ih"] @ x + (p["b_ih"] if p["b_ih"] is not None else 0)
+    gh = p["w_hh"] @ h + (p["b_hh"] if p["b_hh"] is not None else 0)
+    if mode == "RNN_TANH":
+        return np.tanh(gx + gh), None
+    if mode == "RNN_RELU":
+        return np.maximum(gx + gh, 0), None
+    if mode == "GRU":
+        size = h.shape[0]
+        r = sigmoid(gx[:size] + gh[:size])
+        z = sigmoid(gx[size:2 * size] + gh[size:2 * size])
+        n = np.tanh(gx[2 * size:] + r * gh[2 * size:])
+        return (1 - z) * n + z * h, None
+    i, f, g, o = np.split(gx + gh, 4)
+    c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
+    h = sigmoid(o) * np.tanh(c)
+    return (h if p["w_hr"] is None else p["w_hr"] @ h), c
+
+
+def layer_params(state, layer, direction):
+    suffix = f"_l{layer}" + ("_reverse" if direction else "")
+    return {key: state.get(name + suffix) for key, name in
+            [("w_ih", "weight_ih"), ("w_hh", "weight_hh"), ("b_ih", "bias_ih"), ("b_hh", "bias_hh"),
+             ("w_hr", "weight_hr")]}
+
+
+def network_reference(mode, state, x, lengths, h0, c0, num_layers, directions, drop_between=False):
+    """Output (T, B, D * H_out) padded with zeros, h_n and c_n, one sequence at a time (time-major ``x``)."""
+    steps, batch = x.shape[:2]
+    out_size = h0.shape[-1] * directions
+    output = np.zeros((steps, batch, out_size))
+    h_n, c_n = np.zeros_like(h0), None if c0 is None else np.zeros_like(c0)
+    for b in range(batch):
+        sequence = x[:lengths[b], b]
+        for layer in range(num_layers):
+            if layer and drop_between:
+                sequence = np.zeros_like(sequence)
+            outputs = []
+            for direction in range(directions):
+                p, index = layer_params(state, layer, direction), layer * directions + direction
+                h, c = h0[index, b], None if c0 is None else c0[index, b]
+                results = [None] * len(sequence)
+                order = range(len(sequence) - 1, -1, -1) if direction else range(len(sequence))
+                for t in order:
+                    h, c = cell_reference(mode, sequence[t], h, c, p)
+                    results[t] = h
+                outputs.append(np.stack(results))
+                h_n[index, b] = h
+                if c is not None:
+                    c_n[index, b] = c
+            sequence = np.concatenate(outputs, -1)
+        output[:lengths[b], b] = sequence
+    return output, h_n, c_n
+
+
+def recurrence_atol(state, x, steps, num_layers, dtype=np.float64):
+    """The worst-case bound of the module docstring, for inputs ``x`` and states bounded by max(1, |x|)."""
+    weights = {name: np.abs(value) for name, value in state.items()}
+    scale = max(1.0, float(np.max(np.abs(x))))
+    m = sum(float(np.max(w.sum(axis=-1))) * scale for name, w in weights.items() if name.startswith("weight"))
+    m += sum(float(np.max(w)) for name, w in weights.items() if name.startswith("bias"))
+    lipschitz = max(float(np.max(w.sum(axis=-1))) for name, w in weights.items() if name.startswith("weight_hh"))
+    terms = max(w.shape[-1] for name, w in weights.items() if name.startswith("weight")) * 2 + 2
+    growth = sum((1 + 2 * lipschitz) ** k for k in range(steps * num_layers))
+    return gamma(terms + 3 * TRANSCENDENTAL_ULPS, dtype) * m * growth
+
+
+# (id, class, constructor kwargs, mode)
+NETWORKS = [
+    ("rnn-tanh", nn.RNN, {}, "RNN_TANH"),
+    ("rnn-relu", nn.RNN, {"nonlinearity": "relu"}, "RNN_RELU"),
+    ("lstm", nn.LSTM, {}, "LSTM"),
+    ("lstm-proj", nn.LSTM, {"proj_size": 2}, "LSTM"),
+    ("gru", nn.GRU, {}, "GRU"),
+    ("gru-no-bias", nn.GRU, {"bias": False}, "GRU"),
+]
+LENGTHS = [3, 4, 1]  # mixed and unsorted: packing must sort and unsort
+
+
+def make(cls, kwargs, **extra):
+    module = cls(2, 3, num_layers=2, bidirectional=True, **kwargs, **extra).double()
+    state = {name: value.detach().numpy() for name, value in module.state_dict().items()}
+    return module, state
+
+
+def initial_states(module, batch):
+    out_size = module.proj_size or module.hidden_size
+    h0 = RNG.standard_normal((4, batch, out_size))
+    c0 = RNG.standard_normal((4, batch, module.hidden_size)) if module.mode == "LSTM" else None
+    return h0, c0
+
+
+def call(module, input, h0, c0):
+    if h0 is None:
+        return module(input)
+    return module(input, (onnxnn.tensor(h0), onnxnn.tensor(c0)) if c0 is not None else onnxnn.tensor(h0))
+
+
+def split_states(module, hidden):
+    return (hidden[0], hidden[1]) if module.mode == "LSTM" else (hidden, None)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("case_id, cls, kwargs, mode", NETWORKS, ids=[n[0] for n in NETWORKS])
+def test_padded_forward_matches_numpy_recurrence(case_id, cls, kwargs, mode, batch_first, executor):
+    module, state = make(cls, kwargs, batch_first=batch_first)
+    x = RNG.standard_normal((4, 3, 2))
+    h0, c0 = initial_states(module, 3)
+    expected, h_expected, c_expected = network_reference(mode, state, x, [4, 4, 4], h0, c0, 2, 2)
+    with onnxnn.set_executor(executor):
+        output, hidden = call(module, onnxnn.tensor(np.swapaxes(x, 0, 1) if batch_first else x), h0, c0)
+    h_n, c_n = split_states(module, hidden)
+    atol = recurrence_atol(state, x, 4, 2)
+    actual = output.detach().numpy()
+    np.testing.assert_allclose(np.swapaxes(actual, 0, 1) if batch_first else actual, expected, rtol=0, atol=atol)
+    np.testing.assert_allclose(h_n.detach().numpy(), h_expected, rtol=0, atol=atol)
+    if c_n is not None:
+        np.testing.assert_allclose(c_n.detach().numpy(), c_expected, rtol=0, atol=atol)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("case_id, cls, kwargs, mode", NETWORKS, ids=[n[0] for n in NETWORKS])
+def test_packed_forward_zeroes_padding_and_keeps_each_sequences_last_state(case_id, cls, kwargs, mode, executor):
+    module, state = make(cls, kwargs)
+    x = RNG.standard_normal((4, 3, 2))
+    h0, c0 = initial_states(module, 3)
+    expected, h_expected, c_expected = network_reference(mode, state, x, LENGTHS, h0, c0, 2, 2)
+    with onnxnn.set_executor(executor):
+        packed = rnn_utils.pack_padded_sequence(onnxnn.tensor(x), LENGTHS, enforce_sorted=False)
+        output, hidden = call(module, packed, h0, c0)
+        assert isinstance(output, rnn_utils.PackedSequence)
+        padded, lengths = rnn_utils.pad_packed_sequence(output)
+    h_n, c_n = split_states(module, hidden)
+    atol = recurrence_atol(state, x, 4, 2)
+    np.testing.assert_array_equal(lengths.numpy(), LENGTHS)
+    np.testing.assert_allclose(padded.detach().numpy(), expected, rtol=0, atol=atol)
+    np.testing.assert_allclose(h_n.detach().numpy(), h_expected, rtol=0, atol=atol)
+    if c_n is not None:
+        np.testing.assert_allclose(c_n.detach().numpy(), c_expected, rtol=0, atol=atol)
+
+
+@pytest.mark.parametrize("cls, kwargs", [(nn.LSTM, {"proj_size": 2}), (nn.GRU, {})], ids=["lstm-proj", "gru"])
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_packed_bidirectional_two_layer_gradients_match_finite_differences(cls, kwargs, executor):
+    module, state = make(cls, kwargs)
+    names = list(state)
+    h0, c0 = initial_states(module, 3)
+
+    def run(x, h, *weights):
+        for name, weight in zip(names, weights):
+            module._parameters[name] = weight  # differentiate with respect to each weight
+        packed = rnn_utils.pack_padded_sequence(x, LENGTHS, enforce_sorted=False)
+        hidden = (h, onnxnn.tensor(c0)) if module.mode == "LSTM" else h
+        output, states = module(packed, hidden)
+        final_h = states[0] if module.mode == "LSTM" else states
+        return onnxnn.cat([output.data.reshape(-1), final_h.reshape(-1)], 0)
+
+    with onnxnn.set_executor(executor):
+        # One random direction per input (JAX's check_vjp) keeps this to two forward runs per input.
+        check_gradients(run, [RNG.standard_normal((4, 3, 2)), h0, *state.values()], exhaustive_limit=0)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("cls, mode", [(nn.RNNCell, "RNN_TANH"), (nn.LSTMCell, "LSTM"), (nn.GRUCell, "GRU")])
+def test_cells_match_one_numpy_step_and_their_gradients(cls, mode, executor):
+    cell = cls(3, 4).double()
+    p = {"w_ih": cell.weight_ih.detach().numpy(), "w_hh": cell.weight_hh.detach().numpy(),
+         "b_ih": cell.bias_ih.detach().numpy(), "b_hh": cell.bias_hh.detach().numpy(), "w_hr": None}
+    x, h, c = RNG.standard_normal((2, 3)), RNG.standard_normal((2, 4)), RNG.standard_normal((2, 4))
+    with onnxnn.set_executor(executor):
+        hx = (onnxnn.tensor(h), onnxnn.tensor(c)) if mode == "LSTM" else onnxnn.tensor(h)
+        result = cell(onnxnn.tensor(x), hx)
+        unbatched = cell(onnxnn.tensor(x[0]))
+        actual = (result[0] if mode == "LSTM" else result).detach().numpy()
+        expected = np.stack([cell_reference(mode, x[b], h[b], c[b], p)[0] for b in range(2)])
+        np.testing.assert_allclose(actual, expected, rtol=0, atol=gamma(3 + 4 + 2 + 3 * TRANSCENDENTAL_ULPS,
+                                                                            np.float64) * 20)
+        first = unbatched[0] if mode == "LSTM" else unbatched
+        assert tuple(first.shape) == (4,)
+        if mode == "LSTM":
+            check_gradients(lambda x, h, c: cell(x, (h, c))[1], [x, h, c])
+        else:
+            check_gradients(lambda x, h: cell(x, h), [x, h])
+
+
+def test_parameter_names_shapes_and_init_follow_pytorch():
+    lstm = nn.LSTM(5, 4, num_layers=2, bidirectional=True, proj_size=2)
+    shapes = {name: tuple(value.shape) for name, value in lstm.state_dict().items()}
+    assert list(shapes)[:5] == ["weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "weight_hr_l0"]
+    assert shapes["weight_ih_l0"] == (16, 5) and shapes["weight_hh_l0"] == (16, 2)
+    assert shapes["weight_ih_l1_reverse"] == (16, 4) and shapes["weight_hr_l1_reverse"] == (2, 4)
+    assert len(shapes) == 20
+    gru = nn.GRU(3, 6, bias=False)
+    assert {name: tuple(v.shape) for name, v in gru.state_dict().items()} == {"weight_ih_l0": (18, 3),
+                                                                              "weight_hh_l0": (18, 6)}
+    bound = 1 / np.sqrt(6)
+    values = np.concatenate([p.detach().numpy().ravel() for p in nn.RNN(6, 6).parameters()])
+    assert np.all(np.abs(values) <= bound)
+    assert repr(nn.LSTM(4, 5, num_layers=2, proj_size=2, bidirectional=True)) == \
+        "LSTM(4, 5, proj_size=2, num_layers=2, bidirectional=True)"
+    assert repr(nn.RNN(2, 3, nonlinearity="relu")) == "RNN(2, 3, nonlinearity=relu)"
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_unbatched_input_and_batch_first_shapes(executor):
+    lstm = nn.LSTM(2, 3, batch_first=True, bidirectional=True)
+    with onnxnn.set_executor(executor):
+        output, (h, c) = lstm(onnxnn.randn(5, 2))
+        assert tuple(output.shape) == (5, 6) and tuple(h.shape) == (2, 3) and tuple(c.shape) == (2, 3)
+        output, h = nn.GRU(2, 3, batch_first=True)(onnxnn.randn(4, 5, 2))
+        assert tuple(output.shape) == (4, 5, 3) and tuple(h.shape) == (1, 4, 3)
+
+
+def test_dropout_between_layers_applies_in_training_only():
+    module, state = make(nn.GRU, {}, dropout=1.0)
+    x = RNG.standard_normal((3, 2, 2))
+    h0, _ = initial_states(module, 2)
+    atol = recurrence_atol(state, x, 3, 2)
+    for training, dropped in ((False, False), (True, True)):
+        module.train(training)
+        output, _ = module(onnxnn.tensor(x), onnxnn.tensor(h0))
+        expected, _, _ = network_reference("GRU", state, x, [3, 3], h0, None, 2, 2, drop_between=dropped)
+        np.testing.assert_allclose(output.detach().numpy(), expected, rtol=0, atol=atol)
+
+
+@pytest.mark.parametrize("case_id, cls, kwargs, mode", NETWORKS[::2], ids=[n[0] for n in NETWORKS[::2]])
+def test_export_runs_in_onnxruntime(case_id, cls, kwargs, mode):
+    # float64 end to end: the worst-case float32 bound of the recurrence is too loose to test anything.
+    module, state = make(cls, kwargs)
+    x = onnxnn.randn(4, 3, 2, dtype=onnxnn.float64)
+    expected, _, _ = network_reference(mode, state, x.numpy(), [4, 4, 4],
+                                       np.zeros((4, 3, 3)), np.zeros((4, 3, 3)) if mode == "LSTM" else None, 2, 2)
+    actual = exported_output(module, x)
+    assert actual.dtype == np.float64
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=recurrence_atol(state, x.numpy(), 4, 2))
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: nn.LSTM(3, 4)(onnxnn.randn(5, 2, 2)), RuntimeError,
+     "input.size\\(-1\\) must be equal to input_size. Expected 3, got 2"),
+    (lambda: nn.GRU(3, 4)(onnxnn.randn(5, 2, 3), onnxnn.randn(1, 3, 4)), RuntimeError,
+     r"Expected hidden size \(1, 2, 4\), got \[1, 3, 4\]"),
+    (lambda: nn.LSTM(3, 4)(onnxnn.randn(5, 2, 3), (onnxnn.randn(1, 2, 4), onnxnn.randn(1, 2, 5))), RuntimeError,
+     r"Expected hidden\[1\] size \(1, 2, 4\), got \[1, 2, 5\]"),
+    (lambda: nn.RNN(3, 4)(onnxnn.randn(5, 2, 3), onnxnn.randn(2, 4)), RuntimeError,
+     "For batched 3-D input, hx should also be 3-D but got 2-D tensor"),
+    (lambda: nn.RNN(3, 4)(onnxnn.randn(1, 5, 2, 3)), ValueError, "RNN: Expected input to be 2D or 3D, got 4D"),
+    (lambda: nn.GRU(3, 4, proj_size=2), ValueError, "proj_size argument is only supported for LSTM"),
+    (lambda: nn.LSTM(3, 4, proj_size=4), ValueError, "proj_size has to be smaller than hidden_size"),
+    (lambda: nn.RNN(3, 4, nonlinearity="gelu"), ValueError, "Unknown nonlinearity 'gelu'"),
+    (lambda: nn.RNN(3, 4, dropout=1.5), ValueError, "dropout should be a number in range"),
+    (lambda: nn.GRUCell(3, 4)(onnxnn.randn(2, 5)), RuntimeError,
+     "input has inconsistent input_size: got 5 expected 3"),
+    (lambda: nn.LSTMCell(3, 4)(onnxnn.randn(2, 3), (onnxnn.randn(2, 5), onnxnn.randn(2, 4))), RuntimeError,
+     "hidden0 has inconsistent hidden_size: got 5, expected 4"),
+    (lambda: nn.RNNCell(3, 4)(onnxnn.randn(1, 2, 3)), ValueError, "RNNCell: Expected input to be 1D or 2D, got 3D"),
+])
+def test_bad_inputs_raise_pytorchs_errors(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_dropout_on_a_single_layer_warns():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        nn.LSTM(3, 4, dropout=0.5)
+    assert any("non-zero dropout expects num_layers greater than 1" in str(w.message) for w in caught)
+
+
+@pytest.mark.parametrize("name", ["LSTM", "GRU", "RNN"])
+def test_matches_torch_with_the_same_state_dict(name):
+    torch = pytest.importorskip("torch")
+    ours = getattr(nn, name)(2, 3, num_layers=2, bidirectional=True).double()
+    theirs = getattr(torch.nn, name)(2, 3, num_layers=2, bidirectional=True).double()
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    theirs.load_state_dict({k: torch.tensor(v.numpy()) for k, v in ours.state_dict().items()})
+    x = RNG.standard_normal((4, 3, 2))
+    packed = rnn_utils.pack_padded_sequence(onnxnn.tensor(x), LENGTHS, enforce_sorted=False)
+    torch_packed = torch.nn.utils.rnn.pack_padded_sequence(torch.tensor(x), torch.tensor(LENGTHS),
+                                                           enforce_sorted=False)
+    output, hidden = ours(packed)
+    torch_output, torch_hidden = theirs(torch_packed)
+    state = {k: v.detach().numpy() for k, v in ours.state_dict().items()}
+    # Two float64 evaluations, each within the bound of the exact result.
+    atol = 2 * recurrence_atol(state, x, 4, 2)
+    np.testing.assert_allclose(output.data.detach().numpy(), torch_output.data.detach().numpy(), rtol=0, atol=atol)
+    h, torch_h = (hidden[0], torch_hidden[0]) if name == "LSTM" else (hidden, torch_hidden)
+    np.testing.assert_allclose(h.detach().numpy(), torch_h.detach().numpy(), rtol=0, atol=atol)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_float32_smoke_keeps_the_dtype(executor):
+    # Only a smoke test: the float32 worst-case bound of a 2-layer recurrence is too loose to compare values.
+    with onnxnn.set_executor(executor):
+        output, (h, c) = nn.LSTM(2, 3, num_layers=2, bidirectional=True)(onnxnn.randn(4, 3, 2))
+    assert output.dtype == h.dtype == c.dtype == onnxnn.float32
+    assert np.all(np.isfinite(output.detach().numpy())) and np.all(np.abs(h.detach().numpy()) <= 1)
