@@ -45,6 +45,8 @@ from .pixelshuffle import PixelShuffle, PixelUnshuffle
 from .channelshuffle import ChannelShuffle
 from .bilinear import Bilinear
 from .distance import CosineSimilarity
+# attention and transformers (issue #13)
+from .attention import MultiheadAttention, NonDynamicallyQuantizableLinear
 
 __all__ = [
     # modules and containers
@@ -82,4 +84,6 @@ __all__ = [
     "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "CircularPad1d",
     "CircularPad2d", "CircularPad3d", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "PixelShuffle",
     "PixelUnshuffle", "ChannelShuffle", "Bilinear", "CosineSimilarity",
+    # attention and transformers (issue #13)
+    "MultiheadAttention", "NonDynamicallyQuantizableLinear",
 ]
