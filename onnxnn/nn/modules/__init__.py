@@ -47,6 +47,9 @@ from .bilinear import Bilinear
 from .distance import CosineSimilarity
 # attention and transformers (issue #13)
 from .attention import MultiheadAttention, NonDynamicallyQuantizableLinear
+from .transformer import (
+    Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,
+)
 
 __all__ = [
     # modules and containers
@@ -85,5 +88,6 @@ __all__ = [
     "CircularPad2d", "CircularPad3d", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "PixelShuffle",
     "PixelUnshuffle", "ChannelShuffle", "Bilinear", "CosineSimilarity",
     # attention and transformers (issue #13)
-    "MultiheadAttention", "NonDynamicallyQuantizableLinear",
+    "MultiheadAttention", "NonDynamicallyQuantizableLinear", "Transformer", "TransformerEncoder", "TransformerDecoder",
+    "TransformerEncoderLayer", "TransformerDecoderLayer",
 ]
