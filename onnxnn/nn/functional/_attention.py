@@ -13,12 +13,22 @@ import numpy as np
 
 from ...runtime.ops.shape import cat as _cat
 from ...runtime.tensor import Tensor
-from ._common import scalar_type_name
 from ._dropout import dropout
 from ._linear import linear
 from ._padding import pad
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
+
+
+# C++ type names, as PyTorch's SDPA mask-dtype error prints them.
+_CPP_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+                   "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
+                   "uint8": "unsigned char"}
+
+
+def _cpp_type_name(dtype) -> str:
+    name = np.dtype(dtype.numpy_dtype).name if dtype.numpy_dtype is not None else str(dtype)
+    return _CPP_TYPE_NAMES.get(name, name)
 
 
 def _constant(like: Tensor, array) -> Tensor:
@@ -55,8 +65,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     """
     if attn_mask is not None and not _is_bool(attn_mask) and attn_mask.dtype is not query.dtype:
         raise RuntimeError("Expected attn_mask dtype to be bool or float or to match query dtype, but got "
-                           f"attn_mask.dtype: {scalar_type_name(attn_mask.dtype)} and  query.dtype: "
-                           f"{scalar_type_name(query.dtype)} instead.")
+                           f"attn_mask.dtype: {_cpp_type_name(attn_mask.dtype)} and  query.dtype: "
+                           f"{_cpp_type_name(query.dtype)} instead.")
     if key.shape[-1] != query.shape[-1]:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{query.shape[-3] if query.dim() > 2 else 1}, {query.shape[-1]}] but got: "
