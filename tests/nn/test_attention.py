@@ -339,3 +339,40 @@ def test_multihead_attention_equals_pytorch_with_its_state_dict(name):
     np.testing.assert_allclose(actual[0].detach().numpy(), expected[0].detach().numpy(), rtol=0, atol=1e-12)
     if expected[1] is not None:
         np.testing.assert_allclose(actual[1].detach().numpy(), expected[1].detach().numpy(), rtol=0, atol=1e-12)
+
+
+def test_multihead_attention_warns_on_mismatched_mask_types_as_pytorch_does():
+    module = nn.MultiheadAttention(E, H)
+    x = onnxnn.randn(L, N, E)
+    with pytest.warns(UserWarning, match="Support for mismatched key_padding_mask and attn_mask is deprecated"):
+        module(x, x, x, key_padding_mask=onnxnn.zeros(N, L, dtype=onnxnn.bool), attn_mask=onnxnn.zeros(L, L))
+
+
+def test_multihead_attention_dropout_acts_in_training_only():
+    onnxnn.manual_seed(1)
+    module = _module(dict(dropout=0.5))
+    x = onnxnn.tensor(RNG.standard_normal((L, N, E)))
+    _, expected = mha_reference(module, *(x.numpy(),) * 3, average_attn_weights=False)
+    _, dropped = module(x, x, x, average_attn_weights=False)
+    dropped = dropped.detach().numpy()
+    kept = dropped != 0
+    assert 0 < kept.sum() < kept.size
+    # Kept weights are scaled by 1 / (1 - p); float64 rounding of the softmax only.
+    np.testing.assert_allclose(dropped[kept], 2 * expected[kept], rtol=1e-12)
+    module.eval()
+    _, weights = module(x, x, x, average_attn_weights=False)
+    assert_within(weights.detach().numpy(), expected, gamma(8 * E, np.float64) * 64)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("dtype", [onnxnn.float16, onnxnn.bfloat16])
+def test_attention_runs_in_half_precision(dtype, executor):
+    q = RNG.standard_normal((1, 2, 3, 4))
+    mask = np.tril(np.ones((3, 3), bool))
+    with onnxnn.set_executor(executor):
+        out = F.scaled_dot_product_attention(*(onnxnn.tensor(q, dtype=dtype),) * 3, attn_mask=onnxnn.tensor(mask))
+    assert out.dtype is dtype
+    expected, _, _ = sdpa_reference(q, q, q, mask)
+    # Smoke test: a coarse bound of a few units of the half type's precision on O(1) values.
+    np.testing.assert_allclose(out.float().numpy(), expected, atol=16 * float(np.finfo(np.float16).eps)
+                               if dtype is onnxnn.float16 else 16 * 2.0 ** -7)

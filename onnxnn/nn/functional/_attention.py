@@ -8,6 +8,7 @@ PyTorch's math backend (its ``_safe_softmax``).
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -100,12 +101,16 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     return weights @ value
 
 
-def _canonical_mask(mask: Tensor | None, name: str, like: Tensor) -> Tensor | None:
+def _canonical_mask(mask: Tensor | None, name: str, like: Tensor, other: Tensor | None = None,
+                    other_name: str = "") -> Tensor | None:
     """PyTorch's _canonical_mask: boolean masks (True = masked out) become -inf biases, float ones stay."""
     if mask is None:
         return None
     if not _is_bool(mask) and not mask.is_floating_point():
         raise AssertionError(f"only bool and floating types of {name} are supported")
+    if other is not None and other.dtype is not mask.dtype:
+        warnings.warn(f"Support for mismatched {name} and {other_name} is deprecated. Use same type for both "
+                      "instead.", stacklevel=3)
     if _is_bool(mask):
         return _constant(like, np.zeros(())).masked_fill(mask, float("-inf")).expand(*mask.shape)
     return mask
@@ -170,7 +175,7 @@ def multi_head_attention_forward(
             key_padding_mask = key_padding_mask.unsqueeze(0)
     tgt_len, bsz, embed_dim = query.shape
     src_len = key.shape[0]
-    key_padding_mask = _canonical_mask(key_padding_mask, "key_padding_mask", query)
+    key_padding_mask = _canonical_mask(key_padding_mask, "key_padding_mask", query, attn_mask, "attn_mask")
     if is_causal and attn_mask is None:
         raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
                            "method `generate_square_subsequent_mask` to create this mask.")
