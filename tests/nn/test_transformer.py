@@ -213,3 +213,68 @@ def test_transformer_equals_pytorch_with_its_state_dict(options):
                    tgt_mask=nn.Transformer.generate_square_subsequent_mask(4, dtype=onnxnn.float64),
                    memory_key_padding_mask=onnxnn.tensor(padding)).detach().numpy()
     np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-12)
+
+
+def _nested_case(batch_first=True, left_aligned=True):
+    layer = _randomize_biases(nn.TransformerEncoderLayer(D, NHEAD, FF, dropout=0.0, batch_first=batch_first).double())
+    encoder = nn.TransformerEncoder(layer, 2, norm=_randomize_biases(nn.LayerNorm(D).double()))
+    x = RNG.standard_normal((3, 5, D) if batch_first else (5, 3, D))
+    padding = np.zeros((3, 5), bool)
+    padding[1, 3:] = True
+    if not left_aligned:
+        padding[2, 0] = True
+    return encoder.eval(), x, padding
+
+
+def _padded_path_reference(encoder, x, padding, batch_first=True):
+    out = x
+    for layer in encoder.layers:
+        out = encoder_layer_reference(layer, out, "relu", padding=padding, batch_first=batch_first)
+    return out
+
+
+def test_encoder_zeroes_padding_positions_where_pytorch_takes_the_nested_tensor_path():
+    encoder, x, padding = _nested_case()
+    with onnxnn.no_grad():
+        actual = encoder(onnxnn.tensor(x), src_key_padding_mask=onnxnn.tensor(padding)).numpy()
+    expected = _padded_path_reference(encoder, x, padding)
+    expected = _layer_norm(np.where(padding[..., None], 0.0, expected), encoder.norm)
+    assert_within(actual, expected, _bound(expected))
+
+
+@pytest.mark.parametrize("condition", ["grad enabled", "not batch first", "not left aligned", "training"])
+def test_encoder_keeps_padding_positions_where_pytorch_takes_the_padded_path(condition):
+    encoder, x, padding = _nested_case(batch_first=condition != "not batch first",
+                                       left_aligned=condition != "not left aligned")
+    if condition == "training":
+        encoder.train()
+    with onnxnn.set_grad_enabled(condition == "grad enabled"):
+        actual = encoder(onnxnn.tensor(x), src_key_padding_mask=onnxnn.tensor(padding)).detach().numpy()
+    expected = _layer_norm(_padded_path_reference(encoder, x, padding, condition != "not batch first"), encoder.norm)
+    assert_within(actual, expected, _bound(expected))
+
+
+def test_encoder_warns_as_pytorch_when_nested_tensors_cannot_be_used():
+    with pytest.warns(UserWarning, match="use_nested_tensor is False because encoder_layer.norm_first was True"):
+        nn.TransformerEncoder(nn.TransformerEncoderLayer(D, NHEAD, FF, norm_first=True), 1)
+
+
+@pytest.mark.parametrize("left_aligned", [True, False])
+def test_encoder_equals_pytorch_on_and_off_its_nested_tensor_path(left_aligned):
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    reference = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(D, NHEAD, FF, batch_first=True), 2,
+                                            norm=torch.nn.LayerNorm(D)).double().eval()
+    _, x, padding = _nested_case(left_aligned=left_aligned)
+    encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(D, NHEAD, FF, batch_first=True), 2,
+                                    norm=nn.LayerNorm(D)).double().eval()
+    encoder.load_state_dict({key: onnxnn.tensor(value.detach().numpy())
+                             for key, value in reference.state_dict().items()})
+    with torch.no_grad():
+        expected = reference(torch.tensor(x), src_key_padding_mask=torch.tensor(padding)).numpy()
+    # On the nested path the padding positions are LayerNorm(0): its bias.
+    took_nested_path = np.allclose(expected[1, 3:], reference.norm.bias.detach().numpy(), rtol=0, atol=1e-12)
+    assert took_nested_path == left_aligned
+    with onnxnn.no_grad():
+        actual = encoder(onnxnn.tensor(x), src_key_padding_mask=onnxnn.tensor(padding)).numpy()
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-12)

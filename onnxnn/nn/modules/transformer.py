@@ -1,17 +1,21 @@
 """Transformer layers: TransformerEncoderLayer, TransformerDecoderLayer, their stacks, and Transformer.
 
 Same submodule names, parameter shapes and initialization as PyTorch, so state_dicts load both ways.
-``enable_nested_tensor`` is accepted and has no effect: PyTorch's nested-tensor fast path gives the
-same results as the padded path computed here (padding positions aside, which it fills with zeros
-only on that path).
+Computation always takes the padded path. ``enable_nested_tensor``: where PyTorch's encoder would
+take its nested-tensor fast path (inference without gradients, batch-first post-norm relu/gelu
+layers, a left-aligned padding mask and no attention mask), its valid positions equal the padded
+path's and its padding positions come out as zeros before the final norm; TransformerEncoder
+reproduces those zeros, so results are PyTorch's in both cases.
 """
 from __future__ import annotations
 
 import copy
+import warnings
 from typing import Callable
 
 import numpy as np
 
+from ...runtime.grad_mode import is_grad_enabled
 from ...runtime.tensor import Tensor
 from .. import functional as F
 from .. import init
@@ -36,8 +40,40 @@ def _activation(activation: str | Callable[[Tensor], Tensor]) -> Callable[[Tenso
     return activation
 
 
+def _relu_or_gelu(activation) -> int:
+    """PyTorch's activation_relu_or_gelu: 1 for relu, 2 for gelu, 0 for anything else."""
+    from .activation import GELU, ReLU
+    if activation is F.relu or isinstance(activation, ReLU):
+        return 1
+    if activation is F.gelu or isinstance(activation, GELU):
+        return 2
+    return 0
+
+
 def _clones(module: Module, count: int) -> ModuleList:
     return ModuleList([copy.deepcopy(module) for _ in range(count)])
+
+
+def _why_no_nested_tensor(layer: Module) -> str:
+    """PyTorch's reasons, in its order, for a TransformerEncoder not to use nested tensors."""
+    name = "encoder_layer"
+    if not isinstance(layer, TransformerEncoderLayer):
+        return f"{name} was not TransformerEncoderLayer"
+    if layer.norm_first:
+        return f"{name}.norm_first was True"
+    if not layer.self_attn.batch_first:
+        return f"{name}.self_attn.batch_first was not True " + "(use batch_first for better inference performance)"
+    if not layer.self_attn._qkv_same_embed_dim:
+        return f"{name}.self_attn._qkv_same_embed_dim was not True"
+    if layer.self_attn.in_proj_bias is None:
+        return f"{name}.self_attn was passed bias=False"
+    if not layer.activation_relu_or_gelu:
+        return f"{name}.activation_relu_or_gelu was not True"
+    if layer.norm1.eps != layer.norm2.eps:
+        return f"{name}.norm1.eps was not equal to {name}.norm2.eps"
+    if layer.self_attn.num_heads % 2 == 1:
+        return f"{name}.self_attn.num_heads is odd"
+    return ""
 
 
 def _square_subsequent_mask(size: int, dtype=None) -> Tensor:
@@ -84,6 +120,7 @@ class TransformerEncoderLayer(Module):
         self.dropout1 = Dropout(dropout)
         self.dropout2 = Dropout(dropout)
         self.activation = _activation(activation)
+        self.activation_relu_or_gelu = _relu_or_gelu(self.activation)
 
     def forward(self, src: Tensor, src_mask: Tensor | None = None, src_key_padding_mask: Tensor | None = None,
                 is_causal: bool = False) -> Tensor:
@@ -188,7 +225,13 @@ class TransformerEncoder(Module):
         self.num_layers = num_layers
         self.norm = norm
         self.enable_nested_tensor = enable_nested_tensor
+        self.use_nested_tensor = enable_nested_tensor
         self.mask_check = mask_check
+        why_not = _why_no_nested_tensor(encoder_layer)
+        if enable_nested_tensor and why_not:
+            warnings.warn(f"enable_nested_tensor is True, but self.use_nested_tensor is False because {why_not}",
+                          stacklevel=2)
+            self.use_nested_tensor = False
 
     def forward(self, src: Tensor, mask: Tensor | None = None, src_key_padding_mask: Tensor | None = None,
                 is_causal: bool | None = None) -> Tensor:
@@ -197,7 +240,24 @@ class TransformerEncoder(Module):
         for layer in self.layers:
             output = layer(output, src_mask=mask, is_causal=bool(is_causal),
                            src_key_padding_mask=src_key_padding_mask)
+        if self._takes_nested_path(src, mask, src_key_padding_mask):
+            output = output.masked_fill(src_key_padding_mask.unsqueeze(-1), 0.0)
         return self.norm(output) if self.norm is not None else output
+
+    def _takes_nested_path(self, src: Tensor, mask: Tensor | None, padding: Tensor | None) -> bool:
+        """Whether PyTorch's encoder would run this call on nested tensors (zeroing padding positions)."""
+        if not self.use_nested_tensor or self.layers[0].training or src.dim() != 3 or padding is None:
+            return False
+        if mask is not None or padding.dtype.numpy_dtype != np.bool_:
+            return False
+        if is_grad_enabled() and (src.requires_grad or any(p.requires_grad for p in self.layers[0].parameters())):
+            return False
+        if self.mask_check:
+            valid = np.logical_not(padding.numpy())
+            # Left-aligned: each row's valid positions form a prefix.
+            if not np.array_equal(valid, np.arange(valid.shape[1]) < valid.sum(axis=1, keepdims=True)):
+                return False
+        return True
 
 
 class TransformerDecoder(Module):
