@@ -278,3 +278,16 @@ def test_encoder_equals_pytorch_on_and_off_its_nested_tensor_path(left_aligned):
     with onnxnn.no_grad():
         actual = encoder(onnxnn.tensor(x), src_key_padding_mask=onnxnn.tensor(padding)).numpy()
     np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-12)
+
+
+def test_transformer_unbatched_inputs_equal_a_batch_of_one():
+    model = _randomize_biases(nn.Transformer(D, NHEAD, 1, 1, FF, dropout=0.0).double()).eval()
+    src, tgt = RNG.standard_normal((5, D)), RNG.standard_normal((4, D))
+    padding = np.array([False] * 4 + [True])
+    unbatched = model(onnxnn.tensor(src), onnxnn.tensor(tgt), src_key_padding_mask=onnxnn.tensor(padding),
+                      memory_key_padding_mask=onnxnn.tensor(padding)).detach().numpy()
+    batched = model(onnxnn.tensor(src[:, None]), onnxnn.tensor(tgt[:, None]),
+                    src_key_padding_mask=onnxnn.tensor(padding[None]),
+                    memory_key_padding_mask=onnxnn.tensor(padding[None])).detach().numpy()
+    # The same arithmetic on the same numbers, arranged with one more axis.
+    assert_within(unbatched, batched[:, 0], _bound(batched))
