@@ -131,6 +131,8 @@ SDPA_ERRORS = [
     (dict(attn_mask=np.zeros((3, 3), np.int64)), RuntimeError, "Expected attn_mask dtype to be bool or float .*"
                                                                "attn_mask.dtype: long int and  query.dtype: float"),
     (dict(attn_mask=np.zeros((3, 3), np.float64)), RuntimeError, "attn_mask.dtype: double and  query.dtype: float"),
+    (dict(attn_mask=np.zeros((4, 3), bool)), RuntimeError,
+     "The size of tensor a \\(3\\) must match the size of tensor b \\(4\\) at non-singleton dimension 2"),
     (dict(key_shape=(1, 2, 3, 5)), RuntimeError, "Expected size for first two dimensions of batch2 tensor"),
     (dict(key_shape=(1, 3, 3, 4), enable_gqa=True), RuntimeError, "Number of heads in key and value must divide"),
 ]
