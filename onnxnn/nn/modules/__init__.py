@@ -47,6 +47,11 @@ from .bilinear import Bilinear
 from .distance import CosineSimilarity
 # recurrent layers
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+# attention and transformers
+from .attention import MultiheadAttention, NonDynamicallyQuantizableLinear
+from .transformer import (
+    Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,
+)
 
 __all__ = [
     # modules and containers
@@ -86,4 +91,7 @@ __all__ = [
     "PixelUnshuffle", "ChannelShuffle", "Bilinear", "CosineSimilarity",
     # recurrent layers
     "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
+    # attention and transformers
+    "MultiheadAttention", "NonDynamicallyQuantizableLinear", "Transformer", "TransformerEncoder", "TransformerDecoder",
+    "TransformerEncoderLayer", "TransformerDecoderLayer",
 ]
