@@ -57,7 +57,7 @@ from ._vision import (
     upsample, upsample_bilinear, upsample_nearest,
 )
 from ._distance import bilinear, cosine_similarity
-# attention (issue #13)
+# attention
 from ._attention import multi_head_attention_forward, scaled_dot_product_attention
 
 __all__ = [
@@ -83,6 +83,6 @@ __all__ = [
     # padding, resampling, shuffles, bilinear and cosine similarity
     "pad", "interpolate", "grid_sample", "affine_grid", "upsample", "upsample_nearest", "upsample_bilinear",
     "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "bilinear", "cosine_similarity",
-    # attention (issue #13)
+    # attention
     "scaled_dot_product_attention", "multi_head_attention_forward",
 ]
