@@ -61,6 +61,8 @@ COVERED_ELSEWHERE = {
     # layer library (padding/resampling family): resampling and rearranging nodes, against onnx's reference.
     **{op_type: "runtime/test_resample_ops.py" for op_type in ("Resize", "GridSample", "AffineGrid", "DepthToSpace",
                                                                "SpaceToDepth", "CenterCropPad")},
+    # recurrent nodes: finite differences over directions, sequence_lens and initial states, both executors.
+    **{op_type: "runtime/test_recurrent_ops.py" for op_type in ("RNN", "LSTM", "GRU")},
 }
 
 
