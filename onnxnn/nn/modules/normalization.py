@@ -90,6 +90,20 @@ class CrossMapLRN2d(LocalResponseNorm):
         return input * (energy * (self.alpha / self.size) + self.k).pow(-self.beta)
 
 
+def _affine_parameters(module: Module, affine: bool, shape, bias: bool, factory_kwargs: dict) -> None:
+    """Registers a norm's ``weight`` and ``bias`` of ``shape`` (None where ``affine``/``bias`` say so)."""
+    module.register_parameter("weight", Parameter(empty(shape, **factory_kwargs)) if affine else None)
+    module.register_parameter("bias", Parameter(empty(shape, **factory_kwargs)) if affine and bias else None)
+
+
+def _reset_affine(module: Module) -> None:
+    """Ones for a norm's ``weight``, zeros for its ``bias``, where it has them."""
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)
+
+
 class LayerNorm(Module):
     """Normalizes over the trailing ``normalized_shape`` dims: ``(x - E[x]) / sqrt(Var[x] + eps) * weight + bias``.
 
@@ -119,23 +133,12 @@ class LayerNorm(Module):
         self.normalized_shape = _as_shape(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if self.elementwise_affine:
-            self.weight = Parameter(empty(self.normalized_shape, **factory_kwargs))
-            if bias:
-                self.bias = Parameter(empty(self.normalized_shape, **factory_kwargs))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, self.elementwise_affine, self.normalized_shape, bias, factory_kwargs)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """Sets ``weight`` to ones and ``bias`` to zeros."""
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -175,23 +178,12 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if self.affine:
-            self.weight = Parameter(empty(num_channels, **factory_kwargs))
-            if bias:
-                self.bias = Parameter(empty(num_channels, **factory_kwargs))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, self.affine, num_channels, bias, factory_kwargs)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """Sets ``weight`` to ones and ``bias`` to zeros."""
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
