@@ -7,16 +7,15 @@ explicit padding of ``F.pad_for_conv``.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 from ...runtime.creation import empty
 from ...runtime.tensor import Tensor
 from .. import functional as F
-from .. import init
 from ..functional._conv import pad_for_conv
 from ..parameter import Parameter
 from .lazy import LazyModuleMixin, UninitializedParameter
+from .linear import reset_weight_and_bias
 from .module import Module
 
 __all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "LazyConv1d",
@@ -93,11 +92,7 @@ class _ConvNd(Module):
         """Re-draws the weight from kaiming_uniform_(a=sqrt(5)) and the bias from U(-1/sqrt(fan_in), 1/sqrt(fan_in))."""
         # fan_in is weight.size(1) * prod(kernel_size): in_channels / groups for Conv,
         # out_channels / groups for ConvTranspose (PyTorch's choice, kept for identical statistics).
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        reset_weight_and_bias(self.weight, self.bias)
 
     def extra_repr(self) -> str:
         s = "{in_channels}, {out_channels}, kernel_size={kernel_size}, stride={stride}"

@@ -13,6 +13,16 @@ from .module import Module
 __all__ = ["Identity", "Linear"]
 
 
+def reset_weight_and_bias(weight: Tensor, bias: Tensor | None) -> None:
+    """PyTorch's default draw for Linear and Conv layers: kaiming_uniform_(a=sqrt(5)) for ``weight`` and
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for ``bias``, fan_in being ``weight``'s."""
+    init.kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in, _ = init._calculate_fan_in_and_fan_out(weight)
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        init.uniform_(bias, -bound, bound)
+
+
 class Identity(Module):
     """A placeholder that returns its input unchanged; constructor arguments are ignored.
 
@@ -67,11 +77,7 @@ class Linear(Module):
     def reset_parameters(self) -> None:
         """Re-draws weight and bias with PyTorch's default scheme."""
         # kaiming_uniform_ with a=sqrt(5) gives U(-1/sqrt(in_features), 1/sqrt(in_features)).
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        reset_weight_and_bias(self.weight, self.bias)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.linear(input, self.weight, self.bias)
