@@ -44,7 +44,7 @@ import onnx
 import onnxnn
 from onnxnn import nn
 from onnxnn.export import to_onnx
-from onnxnn.runtime import executor
+from onnxnn.runtime import realization as executor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_conv_pool import LAYERS as CONV_POOL_LAYERS  # noqa: E402

@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 import onnxnn
-from onnxnn.runtime import executor
+from onnxnn.runtime import realization as executor
 
 
 def _per_call_us(function, repeats: int, rounds: int = 7) -> float:

@@ -21,7 +21,9 @@ import numpy as np
 import onnxnn
 import onnxnn.nn.functional as F
 from onnxnn import kernels, nn
-from onnxnn.runtime import backward_replay, dynamic_shapes, executor
+from onnxnn.runtime.fastpath import backward_replay
+from onnxnn.runtime.fastpath import dynamic_shapes
+from onnxnn.runtime import realization as executor
 
 MAX_BATCH = 700
 WARMUP_STEPS = 20

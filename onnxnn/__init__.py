@@ -13,21 +13,24 @@ Example::
 """
 from __future__ import annotations
 
+from . import kernels  # noqa: F401  (registers the "kernels" executor)
 from . import runtime
+from .ir.caches import clear_caches
 from .runtime import ops as _ops
+from .runtime.fastpath import is_fast_path_enabled, set_fast_path
 from .runtime.creation import (
     arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace, normal, ones, ones_like,
     rand, rand_like, randint, randint_like, randn, randn_like, randperm, scalar_tensor, tensor, zeros, zeros_like,
 )
-from .runtime.device import device
-from .runtime.executor import get_executor, set_executor
-from .runtime.dtypes import (
-    bfloat16, bool, double, dtype, float, float16, float32, float64, get_default_dtype, half, int, int8, int16,
-    int32, int64, long, promote_types, set_default_dtype, short, uint8, uint16, uint32, uint64,
+from .ir.device import device
+from .runtime.realization import get_executor, set_executor
+from .ir.dtypes import (
+    bfloat16, bool, double, dtype, float, float16, float32, float64, get_default_dtype, half, int, int8, int16, int32,
+    int64, long, promote_types, set_default_dtype, short, uint8, uint16, uint32, uint64
 )
 from .runtime.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .runtime.printing import set_printoptions
-from .runtime.random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+from .ir.random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .runtime.tensor import Size, Tensor
 from .runtime.ops import (  # noqa: F401  (the math functions of the top level)
     abs, add, all, allclose, amax, amin, any, argmax, argmin, bmm, broadcast_to, cat, ceil, chunk, clamp, clip,

@@ -25,7 +25,7 @@ from onnx.backend.base import Device, DeviceType, namedtupledict
 from .cuda import is_available as _cuda_is_available
 from .import_ import GraphModule, from_onnx
 from .import_.loading import convert_opset
-from .runtime.executor import IR_VERSION, OPSET_VERSION
+from .ir.plan import IR_VERSION, OPSET_VERSION
 from .runtime.grad_mode import no_grad
 from .runtime.tensor import Tensor
 

@@ -1,7 +1,7 @@
 """``onnxnn.cuda``: whether onnxruntime's CUDA execution provider really works here."""
 from __future__ import annotations
 
-from .runtime.device import cuda_is_available
+from .ir.device import cuda_is_available
 
 __all__ = ["is_available", "device_count"]
 

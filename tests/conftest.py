@@ -1,5 +1,5 @@
-"""Shared fixtures: every test starts from the same seed, no result depends on timing, and each
-test module leaves no compiled sessions, kernel plans or traced backwards behind.
+"""Shared fixtures: every test starts from the same seed, and each test module leaves no compiled
+sessions, kernel plans or traced backwards behind.
 
 The caches are keyed by graph structure and bounded by count (512 sessions, 512 plans, 256
 templates), not by bytes: across the suite's thousands of distinct structures they would stay full,
@@ -17,23 +17,12 @@ import sys
 import pytest
 
 import onnxnn
-from onnxnn.kernels import executor as kernels_executor
-from onnxnn.runtime import backward_replay, executor
 
 
 @pytest.fixture(autouse=True)
 def _seed():
     onnxnn.manual_seed(0)
     yield
-
-
-@pytest.fixture(autouse=True)
-def _no_executor_trials(request, monkeypatch):
-    """auto's trials keep whichever executor ran a small plan faster, by wall time, which would let
-    a test's exact comparison of two runs depend on the machine's load. Small plans stay on the
-    kernels here; tests of the trials themselves opt in with ``@pytest.mark.executor_trials``."""
-    if request.node.get_closest_marker("executor_trials") is None:
-        monkeypatch.setattr(executor, "TRIAL_FROM_RUN", sys.maxsize)
 
 
 def _release_freed_heap() -> None:
@@ -49,9 +38,7 @@ def _release_freed_heap() -> None:
 
 def drop_caches() -> None:
     """Drops every compiled session, kernel plan and traced backward, and the memory they held."""
-    executor.clear_cache()
-    kernels_executor.clear_cache()
-    backward_replay.clear_templates()
+    onnxnn.clear_caches()
     gc.collect()
     _release_freed_heap()
 

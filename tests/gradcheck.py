@@ -4,14 +4,13 @@
 central differences: for small inputs element by element, for large ones along a random direction
 (JAX's check_vjp: ``<J v, u>`` from differences against ``<v, J^T u>`` from backward). It then
 runs backward again on other data, where the structure's first backward is replayed
-(``runtime/backward_replay.py``), and requires exactly the general driver's gradients.
+(``runtime/fastpath/backward_replay.py``), and requires exactly the general driver's gradients.
 """
 from __future__ import annotations
 
 import numpy as np
 
 import onnxnn
-from onnxnn.runtime import backward_replay
 
 
 def _as_tensors(arrays, requires_grad):
@@ -31,11 +30,8 @@ def _check_replayed_backward(function, arrays, requires_grad, cotangent, rng) ->
     moved = [array + 0.01 * rng.standard_normal(array.shape) if differentiated else array
              for array, differentiated in zip(arrays, requires_grad)]
     replayed = _gradients(function, moved, requires_grad, cotangent)
-    backward_replay.ENABLED = False
-    try:
+    with onnxnn.set_fast_path(False):
         general = _gradients(function, moved, requires_grad, cotangent)
-    finally:
-        backward_replay.ENABLED = True
     for index, (replayed_gradient, general_gradient) in enumerate(zip(replayed, general)):
         np.testing.assert_array_equal(replayed_gradient, general_gradient,
                                       err_msg=f"replayed gradient of input {index}")

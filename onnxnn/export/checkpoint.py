@@ -55,9 +55,9 @@ from typing import IO, Any, Union
 import numpy as np
 
 from ..errors import CheckpointError
-from ..runtime import dtypes
-from ..runtime.device import CPU, as_device, cuda_is_available, device
-from ..runtime.executor import realize
+from ..ir import dtypes
+from ..ir.device import CPU, as_device, cuda_is_available, device
+from ..runtime.realization import realize
 from ..runtime.tensor import Size, Tensor
 from .atomic_write import write_atomically
 from .restricted_unpickler import MAX_DEPTH, describe

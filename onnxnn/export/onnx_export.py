@@ -17,7 +17,9 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ..runtime import executor
+from ..ir.plan import IR_VERSION, OPSET_VERSION, build_model, plan as plan_of
+from ..runtime.depth import unbounded_depth
+from ..runtime.realization import realize
 from ..runtime.creation import as_tensor
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Tensor
@@ -33,13 +35,13 @@ _TWO_GIGABYTES = 2 ** 31
 def max_opset_version() -> int:
     """The newest default-domain opset the installed onnxruntime loads (found by trying, once)."""
     import onnxruntime
-    newest = executor.OPSET_VERSION
-    for candidate in range(executor.OPSET_VERSION + 1, onnx.defs.onnx_opset_version() + 1):
+    newest = OPSET_VERSION
+    for candidate in range(OPSET_VERSION + 1, onnx.defs.onnx_opset_version() + 1):
         graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe",
                                   [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
                                   [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])])
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", candidate)],
-                                  ir_version=executor.IR_VERSION)
+                                  ir_version=IR_VERSION)
         try:
             onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
         except Exception:
@@ -97,11 +99,11 @@ def _as_arguments(args) -> tuple:
 
 def _trace(model, args: tuple, input_names: list[str], state: dict) -> _Trace:
     arg_values = [arg._value for arg in args]
-    executor.realize(arg_values)
-    with no_grad(), executor.unbounded_depth():
+    realize(arg_values)
+    with no_grad(), unbounded_depth():
         outputs = model(*args)
     flat, structure = _flatten_outputs(outputs)
-    plan = executor.plan([tensor._value for tensor in flat], include_shared=False)
+    plan = plan_of([tensor._value for tensor in flat], include_shared=False)
     arg_ids = {id(value): name for value, name in zip(arg_values, input_names)}
     state_ids: dict = {}
     for key, tensor in state.items():
@@ -176,7 +178,7 @@ def to_onnx(model, args, f=None, *, input_names=None, output_names=None, dynamic
         >>> proto = onnxnn.export.to_onnx(model, onnxnn.randn(1, 4), "model.onnx",
         ...                               input_names=["x"], dynamic_axes={"x": {0: "batch"}})
     """
-    opset = executor.OPSET_VERSION if opset_version is None else int(opset_version)
+    opset = OPSET_VERSION if opset_version is None else int(opset_version)
     if not MIN_OPSET_VERSION <= opset <= max_opset_version():
         raise ValueError(f"to_onnx: opset_version {opset} is not supported; choose one from {MIN_OPSET_VERSION} "
                          f"to {max_opset_version()} (the newest the installed onnxruntime runs)")
@@ -194,11 +196,11 @@ def to_onnx(model, args, f=None, *, input_names=None, output_names=None, dynamic
                           "statistics included). Call model.eval() first for an inference graph.",
                           UserWarning, stacklevel=2)
     state = model.state_dict(keep_vars=True) if is_module else {}
-    executor.realize([tensor._value for tensor in state.values()])
+    realize([tensor._value for tensor in state.values()])
     try:
         trace = _trace(model, args, input_names, state)
         names_out = _output_names(output_names, len(trace.plan.outputs))
-        proto = executor.build_model(trace.plan, trace.roles, names_out, executor.OPSET_VERSION,
+        proto = build_model(trace.plan, trace.roles, names_out, OPSET_VERSION,
                                      graph_name=type(model).__name__)
         _order_graph_inputs(proto, trace, input_names)
         _order_initializers(proto, list(state))
@@ -208,10 +210,10 @@ def to_onnx(model, args, f=None, *, input_names=None, output_names=None, dynamic
     finally:
         if is_module and training:
             model.train(previous_mode)
-    if opset != executor.OPSET_VERSION:
+    if opset != OPSET_VERSION:
         from onnx import version_converter
         proto = version_converter.convert_version(proto, opset)
-        proto.ir_version = executor.IR_VERSION
+        proto.ir_version = IR_VERSION
     onnx.checker.check_model(proto, full_check=True)
     if f is not None:
         write_model(proto, f, external_data)

@@ -23,7 +23,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import CheckpointError
-from ..runtime import dtypes
+from ..ir import dtypes
 from .restricted_unpickler import describe
 from .torch_checkpoint import PendingTensor
 

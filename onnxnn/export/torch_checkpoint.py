@@ -39,8 +39,8 @@ import zlib
 import numpy as np
 
 from ..errors import CheckpointError
-from ..runtime import dtypes
-from ..runtime.device import device
+from ..ir import dtypes
+from ..ir.device import device
 from ..runtime.tensor import Size
 from .restricted_unpickler import FROZENSET, ORDERED_DICT, SET, RestrictedUnpickler, describe
 

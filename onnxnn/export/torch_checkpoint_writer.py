@@ -33,9 +33,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..runtime import dtypes
-from ..runtime.device import CPU, device
-from ..runtime.executor import realize
+from ..ir import dtypes
+from ..ir.device import CPU, device
+from ..runtime.realization import realize
 from ..runtime.tensor import Size, Tensor
 from .torch_checkpoint import STORAGE_TYPES
 

@@ -13,7 +13,8 @@ import warnings
 import numpy as np
 import onnx
 
-from ..runtime import executor
+from ..ir.plan import IR_VERSION, OPSET_VERSION, build_model, plan as plan_of
+from ..runtime.realization import realize, recording_only
 from ..runtime.creation import as_tensor
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.tensor import Tensor
@@ -86,7 +87,7 @@ def _initialize_state(model, optimizer, parameters: list[Tensor]) -> None:
     for param, key, value in _state_tensors(optimizer):
         if (id(param), key) not in existing:
             value._rebind(Tensor._zeros(tuple(value.shape), value.dtype, value.device)._value)
-    executor.realize([value._value for _, _, value in _state_tensors(optimizer)])
+    realize([value._value for _, _, value in _state_tensors(optimizer)])
 
 
 def _use_capturable_steps(optimizer) -> list:
@@ -127,7 +128,7 @@ def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, b
         ...                        session.run(None, {**feeds, "input": x_np, "target": y_np})))
         ...     feeds = {name: outputs[next_name] for name, next_name in sig.state.items()}
     """
-    opset = executor.OPSET_VERSION if opset_version is None else int(opset_version)
+    opset = OPSET_VERSION if opset_version is None else int(opset_version)
     if not MIN_OPSET_VERSION <= opset <= max_opset_version():
         raise ValueError(f"training_step_to_onnx: opset_version {opset} is not supported; choose one from "
                          f"{MIN_OPSET_VERSION} to {max_opset_version()}")
@@ -149,7 +150,7 @@ def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, b
     buffers = dict(model.named_buffers())
     previous_mode = model.training
     capturable_groups = _use_capturable_steps(optimizer)
-    executor.realize([t._value for t in list(named_parameters.values()) + list(buffers.values()) + batch])
+    realize([t._value for t in list(named_parameters.values()) + list(buffers.values()) + batch])
     try:
         _initialize_state(model, optimizer, trained)
         state_entries = _state_tensors(optimizer)
@@ -166,7 +167,7 @@ def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, b
                 if not isinstance(loss, Tensor) or loss.numel() != 1:
                     raise ValueError("training_step_to_onnx: loss_fn must return a one-element tensor")
                 optimizer.zero_grad(set_to_none=True)
-                with executor.recording_only():
+                with recording_only():
                     loss.backward()
                     optimizer.step()
             end_values = {name: tensor._value for name, tensor in carried}
@@ -179,7 +180,7 @@ def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, b
 
     outputs = [loss.detach()._value] + [end_values[name] for name, _ in carried]
     output_names = ["loss"] + [f"{name}.next" for name, _ in carried]
-    plan = executor.plan(outputs, include_shared=False)
+    plan = plan_of(outputs, include_shared=False)
     input_ids = {id(value): name for name, value in zip(names, [t._value for t in batch])}
     input_ids.update({id(start_values[name]): name for name, _ in carried})
     roles, constants = [], 0
@@ -189,13 +190,13 @@ def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, b
         else:
             roles.append(("initializer", f"onnxnn::constant_{constants}"))
             constants += 1
-    proto = executor.build_model(plan, roles, output_names, executor.OPSET_VERSION,
+    proto = build_model(plan, roles, output_names, OPSET_VERSION,
                                  graph_name=f"{type(model).__name__}_training_step")
     _declare_every_input(proto, names, batch, carried, start_values)
-    if opset != executor.OPSET_VERSION:
+    if opset != OPSET_VERSION:
         from onnx import version_converter
         proto = version_converter.convert_version(proto, opset)
-        proto.ir_version = executor.IR_VERSION
+        proto.ir_version = IR_VERSION
     onnx.checker.check_model(proto, full_check=True)
     if f is not None:
         write_model(proto, f)

@@ -20,17 +20,18 @@ import onnx
 from ..errors import ModelLoadError
 from ..nn.modules.module import Module
 from ..nn.parameter import Parameter
-from ..runtime import dtypes
-from ..runtime.executor import OPSET_VERSION
+from ..ir import dtypes
+from ..ir.plan import OPSET_VERSION
 from ..runtime.grad_mode import no_grad
-from ..runtime.graph import static_constant
-from ..runtime.registry import shape_rules
+from ..ir.graph import static_constant
+from ..ir.registry import shape_rules
 from ..runtime.tensor import Tensor, apply_op
 from .attributes import attribute_value, sparse_to_dense, tensor_to_array
 from .limits import check_allocation
 from .loading import DEFAULT_DOMAINS
 from .ml import ML_DOMAIN, MLNode, check_ml_node
 from .ops import EMPTY_OPTIONAL, IMPORTERS, EagerNode, FunctionBody, NodeCall, make_constant
+from ..runtime.realization import realize
 
 __all__ = ["GraphModule", "ModelMetadata", "compile_graph", "run_program"]
 
@@ -268,7 +269,6 @@ def _foldable(step: Step, arguments: list, results) -> bool:
 
 
 def _fold(results) -> tuple:
-    from ..runtime.executor import realize
     realize([result._value for result in results])
     return tuple(Tensor._from_value(static_constant(result._value.data, result.dtype)) for result in results)
 

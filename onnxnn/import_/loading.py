@@ -15,7 +15,7 @@ from google.protobuf.message import DecodeError
 from onnx import version_converter
 
 from ..errors import ModelLoadError
-from ..runtime.executor import OPSET_VERSION
+from ..ir.plan import OPSET_VERSION
 from .external_data import load_external_data
 from .validation import check_domains, check_shapes, check_strings
 

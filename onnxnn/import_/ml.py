@@ -19,13 +19,14 @@ import numpy as np
 import onnx
 
 from ..errors import ModelLoadError
-from ..runtime import dtypes
+from ..ir import dtypes
 from ..runtime.autograd import Function
-from ..runtime.grad_mode import STATE
-from ..runtime.graph import Node
-from ..runtime.registry import gradient_rules
+from ..ir.mode import MODE
+from ..ir.graph import Node
+from ..ir.registry import gradient_rules
 from ..runtime.tensor import Tensor
 from .validation import ML_DOMAIN
+from ..ir.plan import IR_VERSION
 
 __all__ = ["MLNode", "ML_DOMAIN"]
 
@@ -61,7 +62,6 @@ class MLNode:
 
     def _session(self, arrays: list):
         import onnxruntime
-        from ..runtime.executor import IR_VERSION
         helper = onnx.helper
         names = [f"input_{index}" if array is not None else "" for index, array in enumerate(arrays)]
         graph_inputs = [helper.make_tensor_value_info(name, _tensor_type(array), array.shape)
@@ -117,7 +117,7 @@ class MLNode:
     def _attach_no_gradient(self, call, inputs: tuple, outputs: list) -> list:
         """Outputs carrying a backward node that refuses, when an input requires grad."""
         tracked = [value for value in inputs if isinstance(value, Tensor) and value.requires_grad]
-        if not (STATE.enabled and tracked):
+        if not (MODE.grad_enabled and tracked):
             return outputs
         floats = [index for index, value in enumerate(outputs)
                   if isinstance(value, Tensor) and value.dtype.category == 2]

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime.graph import constant
-from ..runtime import dtypes
-from ..runtime.grad_mode import STATE
+from ..ir.graph import constant
+from ..ir import dtypes
+from ..ir.mode import MODE
 from ..runtime.ops import where
 from ..runtime.tensor import Tensor, apply_op
 from .ops import NodeCall, importer
@@ -40,7 +40,7 @@ def CumProd(call: NodeCall, x, axis, *, exclusive=0, reverse=0):
     if not -rank <= position < rank:
         raise ValueError(f"CumProd node '{call.name}': axis {position} is out of range for rank {rank}")
     position %= rank
-    if not (STATE.enabled and x.requires_grad):
+    if not (MODE.grad_enabled and x.requires_grad):
         data = np.asarray(x.detach()._realized_data())
         moved = np.moveaxis(data, position, -1)
         if reverse:

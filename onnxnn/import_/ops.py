@@ -21,10 +21,11 @@ from typing import Callable
 import numpy as np
 import onnx
 
-from ..runtime import dtypes
-from ..runtime.grad_mode import STATE
-from ..runtime.graph import static_constant
+from ..ir import dtypes
+from ..ir.mode import MODE
+from ..ir.graph import static_constant
 from ..runtime.tensor import Tensor, apply_op
+from ..ir.plan import IR_VERSION
 
 __all__ = ["IMPORTERS", "importer", "NodeCall", "EMPTY_OPTIONAL", "make_constant", "EagerNode", "FunctionBody"]
 
@@ -175,7 +176,7 @@ def Dropout(call: NodeCall, data, ratio=None, training_mode=None, *, seed=None):
         if call.num_outputs > 1:
             mask = Tensor._from_array(np.ones(tuple(data.shape), dtype=np.bool_))
         return (data, mask)
-    from ..runtime.random import Generator, bernoulli
+    from ..ir.random import Generator, bernoulli
     generator = None if seed is None else Generator().manual_seed(int(seed))
     keep = bernoulli(tuple(data.shape), 1.0 - probability, generator)
     scale = 1.0 / (1.0 - probability) if probability < 1.0 else 0.0
@@ -242,7 +243,6 @@ class EagerNode:
 
     def _session(self, inputs: tuple):
         import onnxruntime
-        from ..runtime.executor import IR_VERSION
         helper = onnx.helper
         names = [f"input_{index}" if value is not None else "" for index, value in enumerate(inputs)]
         graph_inputs = [helper.make_tensor_value_info(name, value.dtype.onnx_type, tuple(value.shape))
@@ -263,7 +263,7 @@ class EagerNode:
         return onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
     def __call__(self, call: NodeCall, *inputs):
-        if STATE.enabled and any(isinstance(value, Tensor) and value.requires_grad for value in inputs):
+        if MODE.grad_enabled and any(isinstance(value, Tensor) and value.requires_grad for value in inputs):
             warnings.warn(f"{call.op_type} node '{call.name}' runs eagerly in onnxruntime: no gradient flows "
                           "through it", UserWarning, stacklevel=2)
         key = tuple(None if value is None else (value.dtype, tuple(value.shape)) for value in inputs)
@@ -292,7 +292,7 @@ class FunctionBody:
 
     @property
     def schema(self):
-        from ..runtime.executor import OPSET_VERSION
+        from ..ir.plan import OPSET_VERSION
         return onnx.defs.get_schema(self.node.op_type, max(self.opset, OPSET_VERSION), "")
 
     def __getstate__(self) -> dict:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime import dtypes
-from ..runtime.graph import constant, static_constant
+from ..ir import dtypes
+from ..ir.graph import constant, static_constant
 from ..runtime.tensor import apply_op
 from .ops import NodeCall, importer
 

@@ -7,7 +7,7 @@ onnxruntime's results against an independent implementation.
 
 Example::
 
-    >>> from onnxnn.runtime.plan import plan as _plan
+    >>> from onnxnn.ir.plan import plan as _plan
     >>> from onnxnn.kernels import run_plan
     >>> x = onnxnn.tensor([1.0, -2.0])
     >>> run_plan(_plan([x.relu()._value]))
@@ -18,7 +18,7 @@ from __future__ import annotations
 from .debug import ComparisonReport, NodeComparison, compare_with_onnxruntime
 from .executor import (CompiledKernelPlan, array_module, cache_info, cached_plan, clear_cache, compile_plan,
                        run_plan, set_cache_size)
-from .registry import kernels
+from ..ir.kernel_registry import kernels
 from . import training  # noqa: F401,E402  (registers the optimizer kernels)
 
 __all__ = ["kernels", "run_plan", "compile_plan", "cached_plan", "CompiledKernelPlan", "array_module",

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime.dtypes import as_dtype
+from ..ir.dtypes import as_dtype
 
 __all__ = ["to_list", "to_scalar", "normalize_axis", "numpy_dtype", "lowest", "highest",
            "axes_argument", "spatial_attributes", "auto_pads", "reduce_sum", "reduce_max", "reduce_min",

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..runtime.ops.conv import auto_pad_mode  # the shape rules read it the same way
 from ._common import auto_pads, spatial_attributes
-from .registry import FLOATING, kernels
+from ..ir.kernel_registry import FLOATING, kernels
 
 __all__ = ["sliding_windows", "pad_spatial", "output_size"]
 

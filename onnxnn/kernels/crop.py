@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 
 from ._common import normalize_axis, spatial_attributes, to_list
-from .registry import NUMERIC, kernels
+from ..ir.kernel_registry import NUMERIC, kernels
 
 __all__: list[str] = []
 

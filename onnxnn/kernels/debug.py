@@ -70,7 +70,7 @@ def compare_with_onnxruntime(tensors, rtol: float | None = None, atol: float | N
     Returns:
         A ComparisonReport with one NodeComparison per node output that anything reads.
     """
-    from ..runtime.plan import GraphPlan, build_model, plan as _plan
+    from ..ir.plan import GraphPlan, build_model, plan as _plan
     from ..runtime.sessions import CompiledSession
     from .executor import CompiledKernelPlan
 

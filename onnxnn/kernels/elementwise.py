@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from ._common import numpy_dtype
-from .registry import ALL_TYPES, BOOL, FLOATING, INTEGER, NUMERIC, SIGNED, kernels
+from ..ir.kernel_registry import ALL_TYPES, BOOL, FLOATING, INTEGER, NUMERIC, SIGNED, kernels
 from .special import erf
 
 __all__: list[str] = []

@@ -12,14 +12,16 @@ float16 and bfloat16 nodes compute in float32 and round each result back to its 
 On CUDA, CuPy has no bfloat16 arrays: bfloat16 values are held as float32 rounded to bfloat16
 precision after every op, and converted at the boundary.
 
-On numpy (without bfloat16 emulation) the compiler also generates a straight-line Python function
-for the plan (``straight_line.py``), which ordinary calls run instead of the loop: a small
-elementwise node then costs little more than its numpy ufunc. The loop still serves debug runs,
-traces, CuPy and bfloat16 emulation.
+On numpy (without bfloat16 emulation) the runtime's fast path may attach a straight-line Python
+function to a compiled plan (``runtime/fastpath/straight_line.py``), which ordinary calls then run
+instead of the loop, with the same results: a small elementwise node then costs little more than
+its numpy ufunc. The compiled plan records what that needs (``directs``, ``finished_steps``,
+``finish``); the loop still serves debug runs, traces, CuPy, bfloat16 emulation and runs with the
+fast path off.
 
 Example::
 
-    >>> from onnxnn.runtime.plan import plan as _plan
+    >>> from onnxnn.ir.plan import plan as _plan
     >>> x = onnxnn.randn(3)
     >>> plan = _plan([(x * 2 + 1)._value])
     >>> run_plan(plan)[0].shape
@@ -32,11 +34,17 @@ from collections import OrderedDict
 import ml_dtypes
 import numpy as np
 
-from . import conv, elementwise, indexing, linalg, loss, normalization, pooling, reduce, shape  # noqa: F401  (registration)
+from . import (  # noqa: F401  (registration)
+    conv, elementwise, indexing, linalg, loss, normalization, pooling, reduce, shape
+)
 from . import crop, quantize, recurrent, resize, spectral  # noqa: F401  (registration)
-from ..runtime.registry import decompositions
-from .registry import kernels
-from .straight_line import generate, ignore_float_errors, restore_float_errors
+from ..ir.caches import register_cache
+from ..ir.dtypes import as_dtype
+from ..ir.executors import register_executor
+from ..ir.mode import MODE
+from ..ir.registry import decompositions
+from ..ir.kernel_registry import kernels
+from ..runtime.fastpath.straight_line import generate, ignore_float_errors, restore_float_errors
 
 __all__ = ["run_plan", "compile_plan", "compile_shared", "CompiledKernelPlan", "array_module", "cache_info",
            "clear_cache", "set_cache_size"]
@@ -102,7 +110,7 @@ class CompiledKernelPlan:
 
     __slots__ = ("xp", "steps", "template", "input_count", "input_dtypes", "input_shapes", "output_slots",
                  "output_shapes", "output_dtypes", "emulate_bfloat16", "descriptions", "slot_shapes", "cacheable",
-                 "straight_line", "dynamic_shapes")
+                 "straight_line", "dynamic_shapes", "directs", "finished_steps", "accelerable")
 
     def __init__(self, plan, xp=np, *, emulate_bfloat16: bool | None = None, dynamic_shapes: bool = False):
         self.xp = xp
@@ -207,9 +215,16 @@ class CompiledKernelPlan:
         self.slot_shapes = slot_shapes
         self.output_shapes = [None if dynamic_shapes else tuple(value.shape) for value in plan.outputs]
         self.output_dtypes = [value.dtype.numpy_dtype for value in plan.outputs]
+        self.directs = directs
+        self.finished_steps = finished_steps
+        # Whether straight-line code may stand in for the loop (set in ``straight_line``, by the fast path).
+        self.accelerable = xp is np and not any(rounds for step in self.steps for *_, rounds in step[3])
         self.straight_line = None
-        if xp is np and not any(rounds for step in self.steps for *_, rounds in step[3]):
-            self.straight_line = generate(self, directs, finished_steps, _finished)
+
+    @staticmethod
+    def finish(result, dtype: np.dtype, recorded_shape: tuple, position: int) -> np.ndarray:
+        """An output as a C-contiguous array of the recorded dtype and shape (or a clear error)."""
+        return _finished(result, dtype, recorded_shape, position)
 
     def _direct_form(self, node, input_slots: list, outputs: list, template: list):
         """The direct form the generated code may call for a node instead of its kernel, or None."""
@@ -242,8 +257,8 @@ class CompiledKernelPlan:
         Returns:
             numpy arrays with the plan outputs' recorded shapes and dtypes.
         """
-        if self.straight_line is not None and not debug and trace is None:
-            return self._run_straight_line(inputs)
+        if self.straight_line is not None and MODE.fast_path and not debug and trace is None:
+            return self.straight_line.run(self, inputs)
         xp = self.xp
         env = self.template[:]
         if xp is np and not self.emulate_bfloat16:
@@ -277,23 +292,6 @@ class CompiledKernelPlan:
                                f"in the onnxnn kernels executor")
             raise
         return [self._finish(env[slot], position) for position, slot in enumerate(self.output_slots)]
-
-    def _run_straight_line(self, inputs: list) -> list:
-        """The generated function's run: the loop's results, without the loop's per-node overhead."""
-        if self.emulate_bfloat16:
-            inputs = [self._to_device(array) for array in inputs]
-        straight_line = self.straight_line
-        token = ignore_float_errors()
-        try:
-            results = straight_line.function(inputs)
-        except Exception as error:
-            step = straight_line.failing_step(error)
-            if step is not None and hasattr(error, "add_note"):
-                error.add_note(f"while running {self.descriptions[step]} in the onnxnn kernels executor")
-            raise
-        finally:
-            restore_float_errors(token)
-        return results
 
     def _run_checked(self, env: list, trace) -> None:
         """The debug loop: one node at a time, validating result count and shapes."""
@@ -374,7 +372,7 @@ def _as_serialized(node) -> dict:
 def _is_bfloat16(value) -> bool:
     if value is None:
         return False
-    from ..runtime.dtypes import as_dtype
+    from ..ir.dtypes import as_dtype
     return as_dtype(value).numpy_dtype == _BFLOAT16
 
 
@@ -470,7 +468,7 @@ def run_plan(plan, xp=None, *, debug: bool = False, trace=None) -> list:
     """Computes a plan's outputs with onnxnn's kernels.
 
     Args:
-        plan: the runtime's ``GraphPlan`` (``onnxnn.runtime.plan.plan(values)``).
+        plan: the runtime's ``GraphPlan`` (``onnxnn.ir.plan.plan(values)``).
         xp: numpy, cupy, or a device ("cpu", "cuda"); by default the plan's device.
         debug: run op by op, checking every node's result shapes against the recorded graph.
         trace: called as ``trace(description, input_arrays, output_arrays)`` after every node.
@@ -507,3 +505,30 @@ def set_cache_size(capacity: int) -> None:
     _cache.capacity = capacity
     while len(_cache.plans) > capacity:
         _cache.plans.popitem(last=False)
+
+
+class KernelsExecutor:
+    """The "kernels" executor: plans run by onnxnn's own kernels on the plan's device."""
+
+    def compile(self, plan) -> CompiledKernelPlan:
+        return _cache.get(plan, array_module(plan.key[3]))
+
+    def compile_uncached(self, plan, device) -> CompiledKernelPlan:
+        return CompiledKernelPlan(plan, array_module(device))
+
+    def compile_shared(self, plan, dims, device) -> CompiledKernelPlan:
+        return compile_shared(plan, array_module(device))
+
+    def cache_info(self) -> dict:
+        return cache_info()
+
+    def clear_cache(self) -> None:
+        clear_cache()
+
+    def set_cache_size(self, capacity: int) -> None:
+        set_cache_size(capacity)
+
+
+KERNELS = KernelsExecutor()
+register_executor("kernels", KERNELS)
+register_cache("kernel plans", clear_cache)

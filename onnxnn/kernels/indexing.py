@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._common import normalize_axis, to_scalar
-from .registry import ALL_TYPES, NUMERIC, kernels
+from ..ir.kernel_registry import ALL_TYPES, NUMERIC, kernels
 
 __all__: list[str] = []
 

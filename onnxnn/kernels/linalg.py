@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._common import normalize_axis, reduce_max, reduce_sum
-from .registry import FLOATING, NUMERIC, kernels
+from ..ir.kernel_registry import FLOATING, NUMERIC, kernels
 
 __all__: list[str] = []
 

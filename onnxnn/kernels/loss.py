@@ -11,7 +11,7 @@ import numpy as np
 
 from ._common import reduce_sum
 from .linalg import log_softmax
-from .registry import FLOATING, kernels
+from ..ir.kernel_registry import FLOATING, kernels
 
 __all__: list[str] = []
 

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from ._common import normalize_axis, reduce_mean, reduce_sum, to_scalar
-from .registry import FLOATING, kernels
+from ..ir.kernel_registry import FLOATING, kernels
 
 __all__: list[str] = []
 
@@ -144,7 +144,7 @@ def dropout(xp, inputs, attrs):
     if "seed" in attrs:
         uniform = np.random.RandomState(int(attrs["seed"])).uniform(0, 1.0, x.shape)
     else:
-        from ..runtime.random import uniform as onnxnn_uniform
+        from ..ir.random import uniform as onnxnn_uniform
         uniform = onnxnn_uniform(x.shape, np.float64)
     mask = xp.asarray(uniform >= ratio)
     return [x * mask * x.dtype.type(1.0 / (1.0 - ratio)), mask]

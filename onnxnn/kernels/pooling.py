@@ -14,7 +14,7 @@ import numpy as np
 from ..runtime.ops.conv import auto_pad_mode  # the shape rules read it the same way
 from ._common import auto_pads, lowest, reduce_max, reduce_mean, reduce_sum, spatial_attributes
 from .conv import pad_spatial, sliding_windows
-from .registry import FLOATING, kernels
+from ..ir.kernel_registry import FLOATING, kernels
 
 __all__: list[str] = []
 

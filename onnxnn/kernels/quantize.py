@@ -11,7 +11,7 @@ import ml_dtypes
 import numpy as np
 
 from ._common import normalize_axis, numpy_dtype
-from .registry import FLOATING, INTEGER, kernels
+from ..ir.kernel_registry import FLOATING, INTEGER, kernels
 
 __all__: list[str] = []
 

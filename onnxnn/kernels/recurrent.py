@@ -5,7 +5,7 @@ The recurrence itself lives in onnxnn/runtime/recurrence.py, shared with the gra
 from __future__ import annotations
 
 from ..runtime.recurrence import unroll
-from .registry import FLOATING, kernels
+from ..ir.kernel_registry import FLOATING, kernels
 
 __all__: list[str] = []
 

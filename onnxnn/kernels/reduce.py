@@ -11,7 +11,7 @@ import numpy as np
 
 from ._common import axes_argument, highest, lowest, normalize_axis, reduce_max as _max, reduce_min as _min, \
     reduce_sum as _sum, to_scalar
-from .registry import NUMERIC, kernels
+from ..ir.kernel_registry import NUMERIC, kernels
 
 __all__: list[str] = []
 

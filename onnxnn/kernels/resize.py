@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from ._common import to_list
-from .registry import FLOATING, NUMERIC, kernels
+from ..ir.kernel_registry import FLOATING, NUMERIC, kernels
 
 __all__: list[str] = []
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._common import axes_argument, normalize_axis, numpy_dtype, to_list, to_scalar
-from .registry import ALL_TYPES, kernels
+from ..ir.kernel_registry import ALL_TYPES, kernels
 
 __all__: list[str] = []
 

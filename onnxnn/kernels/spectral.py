@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._common import to_scalar
-from .registry import FLOATING, kernels
+from ..ir.kernel_registry import FLOATING, kernels
 
 __all__: list[str] = []
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from operator import is_
 
 from ..runtime.ops.training import MOMENTUM_TENSORS_START, TRAINING_DOMAIN
-from .registry import FLOATING, kernels
+from ..ir.kernel_registry import FLOATING, kernels
 
 __all__: list[str] = []
 

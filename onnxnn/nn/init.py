@@ -18,7 +18,7 @@ import warnings
 
 import numpy as np
 
-from ..runtime import random as _random
+from ..ir import random as _random
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Tensor
 

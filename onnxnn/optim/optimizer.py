@@ -19,10 +19,11 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from ..runtime import dtypes
+from ..ir import dtypes
 from ..runtime.autograd import RemovableHandle, _HookDict, add_hook
-from ..runtime.executor import realize
-from ..runtime.graph import Value, constant, record
+from ..runtime.realization import realize
+from ..ir.graph import Value, constant
+from ..runtime.recording import record
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.tensor import Tensor
 

@@ -5,8 +5,9 @@ from typing import Iterable
 
 import numpy as np
 
-from ..runtime import dtypes
-from ..runtime.graph import Value, constant, record, static_constant
+from ..ir import dtypes
+from ..ir.graph import Value, constant, static_constant
+from ..runtime.recording import record
 from ..runtime.ops.training import TRAINING_DOMAIN
 from ..runtime.tensor import Tensor
 from .optimizer import Optimizer, _check_differentiable, _hyperparameter_value, update_node

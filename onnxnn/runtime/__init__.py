@@ -1,7 +1,8 @@
 """The recording runtime: Tensor, dtypes, devices, the recorded graph, op rules, autodiff, executor."""
 from __future__ import annotations
 
-from . import dtypes, tensor_ops
+from ..ir import dtypes
+from . import tensor_ops
 from .tensor import Size, Tensor, apply_op
 from . import ops
 

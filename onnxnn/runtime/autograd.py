@@ -15,13 +15,14 @@ import weakref
 from collections import OrderedDict
 from itertools import zip_longest
 
+import numpy as np
+
+from ..ir.graph import static_constant
+from ..ir.mode import MODE
+from ..ir.registry import gradient_rules
 from . import tensor as _tensor  # circular (tensor imports autograd): attributes are read at call time
-from .executor import SELECTION
+from .fastpath import backward_replay
 from .grad_mode import no_grad, set_grad_enabled
-from . import backward_replay
-from . import graph as _graph
-from .graph import static_constant
-from .registry import gradient_rules
 
 __all__ = ["Function", "AccumulateGrad", "run_backward", "grad", "VersionCounter", "RemovableHandle", "add_hook"]
 
@@ -181,8 +182,9 @@ class GradContext:
                 "one of the variables needed for gradient computation has been modified by an inplace "
                 f"operation: [{value.dtype.name} {list(value.shape)}] is at version {saved[0].value}; "
                 f"expected version {saved[1]} instead. (saved by {self.function.name()})")
-        if _graph.TRACE is not None:
-            _graph.TRACE.saved_reads.append((self.function, index))
+        trace = MODE.trace
+        if trace is not None:
+            trace.saved_reads.append((self.function, index))
         value = self.function.node.inputs[index]
         if not self.create_graph:
             return _tensor.Tensor._from_value(value)
@@ -424,7 +426,7 @@ def _output_gradient_hooks(function: Function, output_nr: int, gradient, create_
     return gradient
 
 
-_GRADIENT_RULES = gradient_rules._table  # read directly: one lookup per backward node
+_GRADIENT_RULES = gradient_rules.table  # bound once: one lookup per backward node
 
 
 def _accumulate(variable, gradient, create_graph: bool) -> None:
@@ -456,8 +458,8 @@ def _root_gradients(tensors: list, grad_tensors: list) -> list:
                 ones = [ones]
             gradient = _tensor.Tensor._from_value(static_constant(ones, value.dtype, value.device))
         elif not isinstance(gradient, _tensor.Tensor):
-            from .creation import tensor as make_tensor
-            gradient = make_tensor(gradient, dtype=tensor.dtype)
+            gradient = _tensor.Tensor._from_array(np.asarray(gradient, dtype=tensor.dtype.numpy_dtype), tensor.dtype,
+                                                  tensor.device)
         if gradient._value.shape != tensor._value.shape:
             raise RuntimeError(f"Mismatch in shape: grad_output[{index}] has a shape of {gradient.shape} "
                                f"and output[{index}] has a shape of {tensor.shape}.")
@@ -487,8 +489,8 @@ def run_backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bo
                 raise NotImplementedError("backward(inputs=...) with non-leaf tensors is not supported; "
                                           "use autograd.grad for them")
             accumulate_only.add(tensor._grad_accumulator())
-    if (backward_replay.ENABLED and accumulate_only is None and not create_graph and len(roots) == 1
-            and not SELECTION.eager and backward_replay.backward(roots[0], root_grads[0], retain_graph)):
+    if (MODE.fast_path and accumulate_only is None and not create_graph and len(roots) == 1
+            and not MODE.eager and backward_replay.backward(roots[0], root_grads[0], retain_graph, ENGINE)):
         return  # a structure seen before: its traced backward was replayed
     _execute(roots, root_grads, retain_graph=retain_graph, create_graph=create_graph,
              accumulate_only=accumulate_only)
@@ -531,3 +533,18 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
                                    "graph. Set allow_unused=True if this is the desired behavior.")
         final.append(gradient)
     return tuple(final)
+
+
+class _Engine:
+    """What the fast path's backward replay drives: handed to it, so the fast path imports no autograd."""
+
+    Function = Function
+    AccumulateGrad = AccumulateGrad
+    execute = staticmethod(_execute)
+
+    @property
+    def Tensor(self) -> type:
+        return _tensor.Tensor
+
+
+ENGINE = _Engine()

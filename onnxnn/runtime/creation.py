@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 
-from . import dtypes
-from . import random as _random
-from .device import CPU, as_device, cuda_is_available
-from .graph import constant
+from ..ir import dtypes
+from ..ir import random as _random
+from ..ir.device import CPU, as_device, cuda_is_available
+from ..ir.graph import constant
 from .tensor import Tensor
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange", "linspace",

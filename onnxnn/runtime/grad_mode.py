@@ -2,21 +2,15 @@
 from __future__ import annotations
 
 import functools
-import threading
+
+from ..ir.mode import MODE
 
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode"]
 
 
-class _State(threading.local):
-    enabled = True
-
-
-STATE = _State()
-
-
 def is_grad_enabled() -> bool:
     """True when operations on tensors that require grad are recorded for backward."""
-    return STATE.enabled
+    return MODE.grad_enabled
 
 
 class _GradModeContext:
@@ -25,12 +19,12 @@ class _GradModeContext:
     mode = True
 
     def __enter__(self):
-        self._previous = STATE.enabled
-        STATE.enabled = self.mode
+        self._previous = MODE.grad_enabled
+        MODE.grad_enabled = self.mode
         return None
 
     def __exit__(self, *exc_info) -> None:
-        STATE.enabled = self._previous
+        MODE.grad_enabled = self._previous
 
     def __call__(self, function):
         @functools.wraps(function)
@@ -71,18 +65,18 @@ class set_grad_enabled(_GradModeContext):
     """Sets gradient recording on or off; takes effect at once and also works as a context manager."""
 
     def __init__(self, mode: bool):
-        self._previous = STATE.enabled
+        self._previous = MODE.grad_enabled
         self.mode = bool(mode)
-        STATE.enabled = self.mode
+        MODE.grad_enabled = self.mode
 
     def __enter__(self):
         return None
 
     def __exit__(self, *exc_info) -> None:
-        STATE.enabled = self._previous
+        MODE.grad_enabled = self._previous
 
     def __call__(self, function):
-        STATE.enabled = self._previous  # used as a decorator: the call above must not leak
+        MODE.grad_enabled = self._previous  # used as a decorator: the call above must not leak
 
         @functools.wraps(function)
         def wrapper(*args, **kwargs):

@@ -13,7 +13,10 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from .plan import GraphPlan, build_model
+from ..ir.caches import register_cache
+from ..ir.dtypes import bfloat16
+from ..ir.executors import register_executor
+from ..ir.plan import GraphPlan, build_model
 
 __all__ = ["CompiledSession", "SessionCache", "create_session", "SINGLE_THREAD_ELEMENTS"]
 
@@ -49,6 +52,7 @@ def _widen_bfloat16_io(model: onnx.ModelProto) -> tuple[list[int], list[int]]:
     return widened_inputs, widened_outputs
 
 
+_BFLOAT16 = bfloat16.numpy_dtype
 _LOW_PRECISION = frozenset({onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16})
 # Ops that read no element values: they keep their low-precision inputs (a Cast there would be waste).
 _VALUE_BLIND_OPS = frozenset({"Cast", "Shape", "Size"})
@@ -144,7 +148,7 @@ def _work_estimate(model: onnx.ModelProto) -> int:
 
 def create_session(model: onnx.ModelProto | bytes, providers=("CPUExecutionProvider",), threads: int = 0):
     """An onnxruntime InferenceSession with onnxnn's options (``threads=0``: onnxruntime's default)."""
-    import onnxruntime
+    import onnxruntime  # deferred: importing onnxruntime costs ~0.3 s, paid only when a session is built
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3
     options.intra_op_num_threads = threads
@@ -200,9 +204,8 @@ class CompiledSession:
         except Exception as error:
             raise RuntimeError(f"onnxruntime failed to run the recorded graph: {error}") from None
         if self.bfloat16_io is not None:
-            from .dtypes import bfloat16
             for position in self.bfloat16_io[1]:
-                results[position] = results[position].astype(bfloat16.numpy_dtype)
+                results[position] = results[position].astype(_BFLOAT16)
         return results
 
 
@@ -225,3 +228,65 @@ class SessionCache:
         if len(self.sessions) > self.capacity:
             self.sessions.popitem(last=False)
         return compiled
+
+
+def symbolic_inputs(model, dims) -> None:
+    """Names the symbolic input dims (``input_{i}_dim_{axis}``) and leaves every output dim unknown, in place."""
+    graph_inputs = model.graph.input
+    for position, axis in dims:
+        dim = graph_inputs[position].type.tensor_type.shape.dim[axis]
+        dim.Clear()
+        dim.dim_param = f"input_{position}_dim_{axis}"
+    for graph_output in model.graph.output:
+        for dim in graph_output.type.tensor_type.shape.dim:
+            dim.Clear()
+
+
+class OnnxruntimeExecutor:
+    """The "onnxruntime" executor: plans become ONNX models run by cached InferenceSessions."""
+
+    def __init__(self):
+        self.cache = SessionCache()
+
+    def compile(self, plan: GraphPlan) -> CompiledSession:
+        return self.cache.get(plan)
+
+    def compile_uncached(self, plan: GraphPlan, device) -> CompiledSession:
+        return CompiledSession(build_model(plan), device)
+
+    def compile_model(self, model: onnx.ModelProto, device) -> CompiledSession:
+        """A session for an already built model (a plan with some inputs embedded as initializers)."""
+        return CompiledSession(model, device)
+
+    def compile_shared(self, plan: GraphPlan, dims, device) -> CompiledSession:
+        """A session for every size of the inputs' ``dims`` (``(input position, axis)`` pairs)."""
+        model = build_model(plan)
+        # Threads as the static graph of this key would get (sizes are unknown once symbolic).
+        threads = 1 if _work_estimate(model) < SINGLE_THREAD_ELEMENTS else 0
+        symbolic_inputs(model, dims)
+        cache = self.cache
+        cache.misses += 1
+        compiled = CompiledSession(model, device, threads=threads)
+        cache.sessions[plan.key] = compiled
+        if len(cache.sessions) > cache.capacity:
+            cache.sessions.popitem(last=False)
+        return compiled
+
+    def cache_info(self) -> dict:
+        cache = self.cache
+        return {"sessions": len(cache.sessions), "hits": cache.hits, "misses": cache.misses,
+                "capacity": cache.capacity}
+
+    def clear_cache(self) -> None:
+        self.cache.sessions.clear()
+        self.cache.hits = self.cache.misses = 0
+
+    def set_cache_size(self, capacity: int) -> None:
+        self.cache.capacity = capacity
+        while len(self.cache.sessions) > capacity:
+            self.cache.sessions.popitem(last=False)
+
+
+ONNXRUNTIME = OnnxruntimeExecutor()
+register_executor("onnxruntime", ONNXRUNTIME)
+register_cache("onnxruntime sessions", ONNXRUNTIME.clear_cache)

@@ -11,14 +11,16 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from . import dtypes
+from ..ir import dtypes
+from ..ir.plan import OPSET_VERSION, onnx_attribute_value
+from .realization import realize
+from .sessions import create_session
 
 __all__ = ["infer_node_outputs", "run_node_eagerly"]
 
 
 def _node_model(op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int | None,
                 opset: int) -> tuple[onnx.ModelProto, list[str]]:
-    from .plan import onnx_attribute_value
     input_names = ["" if value is None else f"input_{i}" for i, value in enumerate(inputs)]
     graph_inputs = [helper.make_tensor_value_info(name, value.dtype.onnx_type, value.shape)
                     for name, value in zip(input_names, inputs) if value is not None]
@@ -46,7 +48,6 @@ def _default_output_count(op_type: str, domain: str, opset: int) -> int:
 
 def infer_node_outputs(op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int | None = None):
     """Output (shape, dtype) pairs by ONNX shape inference, or None when a shape depends on data."""
-    from .executor import OPSET_VERSION
     model, output_names = _node_model(op_type, domain, inputs, attrs, num_outputs, OPSET_VERSION)
     try:
         inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
@@ -68,7 +69,6 @@ def infer_node_outputs(op_type: str, domain: str, inputs: tuple, attrs: dict, nu
 
 def run_node_eagerly(op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int | None = None) -> list:
     """Realizes the inputs and computes the node with onnxruntime now; returns the output arrays."""
-    from .executor import OPSET_VERSION, create_session, realize
     realize([value for value in inputs if value is not None])
     model, output_names = _node_model(op_type, domain, inputs, attrs, num_outputs, OPSET_VERSION)
     del model.graph.initializer[:]

@@ -10,14 +10,16 @@ import weakref
 
 import numpy as np
 
-from . import dtypes as _dtypes
+from ..ir import dtypes as _dtypes
+from ..ir.device import CPU, as_device, cuda_is_available
+from ..ir.graph import Value, constant
+from ..ir.mode import MODE
+from ..ir.registry import non_differentiable
 from .autograd import AccumulateGrad, Function, RemovableHandle, VersionCounter, _HookDict, add_hook, run_backward
-from .device import CPU, as_device, cuda_is_available
-from .executor import SELECTION, bound_depth, realize
-from .grad_mode import STATE
-from .graph import MAX_PENDING_DEPTH, Value, constant, different_devices, record_scanned
+from .depth import MAX_PENDING_DEPTH, bound_depth
 from .printing import format_tensor
-from .registry import NON_DIFFERENTIABLE
+from .realization import data_of, realize
+from .recording import different_devices, record_scanned
 from .tensor_api import TensorAPI
 from .tensor_ops import TensorOps
 
@@ -76,7 +78,7 @@ def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str |
                 depth = value.node.depth
     outputs = record_scanned(op_type, tuple(values), attrs, domain, num_outputs, where, depth)
     function = None
-    if requires_grad and STATE.enabled and (domain, op_type) not in NON_DIFFERENTIABLE:
+    if requires_grad and MODE.grad_enabled and (domain, op_type) not in _NON_DIFFERENTIABLE:
         edges = []
         versions = []
         for item in inputs:
@@ -92,8 +94,9 @@ def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str |
             versions.append((counter, counter.value))
         function = Function(outputs[0].node, outputs, tuple(edges), tuple(versions),
                             name or _torch_name(op_type))
+        outputs[0].node.function = _weak_reference(function)
     node = outputs[0].node
-    if SELECTION.eager:
+    if MODE.eager:
         realize(outputs)
     elif node.depth > MAX_PENDING_DEPTH and outputs[0].data is None:
         bound_depth(node, outputs)
@@ -102,16 +105,32 @@ def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str |
         value = outputs[0]
         tensor = _new_object(Tensor)
         tensor._value = value
-        tensor._grad_fn = grad_fn = function if value.dtype.category == 2 else None
+        tensor._grad_fn = grad_fn = function if value.dtype.differentiable else None
         tensor._output_nr = 0
         tensor._requires_grad = grad_fn is not None
         tensor._version_counter = None
+        value.holder = _weak_reference(tensor)
         return tensor
-    return tuple([Tensor._from_value(value, function if value.dtype.category == 2 else None, index)
+    return tuple([Tensor._from_value(value, function if value.dtype.differentiable else None, index)
                   for index, value in enumerate(outputs)])
 
 
 _new_object = object.__new__
+_weak_reference = weakref.ref
+_NON_DIFFERENTIABLE = non_differentiable.table  # bound once: apply_op runs for every op
+
+
+def _hold(value: Value, tensor) -> None:
+    """Makes ``tensor`` the handle that keeps a pending ``value`` needed (``ir.graph.is_held``),
+    unless another live handle already holds it."""
+    if value.data is not None:
+        return
+    holder = value.holder
+    if holder is not None:
+        current = holder()
+        if current is not None and current is not tensor and current._value is value:
+            return
+    value.holder = _weak_reference(tensor)
 
 
 class Tensor(TensorOps, TensorAPI):
@@ -153,6 +172,8 @@ class Tensor(TensorOps, TensorAPI):
         tensor._output_nr = output_nr
         tensor._requires_grad = requires_grad or grad_fn is not None
         tensor._version_counter = None
+        if value.data is None:
+            _hold(value, tensor)
         return tensor
 
     @classmethod
@@ -210,7 +231,7 @@ class Tensor(TensorOps, TensorAPI):
         return self._value.dtype.itemsize
 
     def is_floating_point(self) -> bool:
-        return self._value.dtype.category == 2
+        return self._value.dtype.differentiable
 
     def is_contiguous(self, memory_format=None) -> bool:
         return True
@@ -325,6 +346,7 @@ class Tensor(TensorOps, TensorAPI):
     @data.setter
     def data(self, other: "Tensor") -> None:
         self._value = other._value
+        _hold(self._value, self)
 
     # ----------------------------------------------------------------- in place
     def _alias(self) -> "Tensor":
@@ -333,20 +355,21 @@ class Tensor(TensorOps, TensorAPI):
         Raises for a leaf that requires grad while gradients are recorded, as PyTorch does.
         """
         if self._grad_fn is None:
-            if self._requires_grad and STATE.enabled:
+            if self._requires_grad and MODE.grad_enabled:
                 raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
             return Tensor._from_value(self._value)
         return Tensor._from_value(self._value, self._grad_fn, self._output_nr)
 
     def _assign(self, result: "Tensor") -> "Tensor":
         """Rebinds this tensor to ``result`` (the in-place write), keeping its dtype and shape."""
-        if self._grad_fn is None and self._requires_grad and STATE.enabled:
+        if self._grad_fn is None and self._requires_grad and MODE.grad_enabled:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
         if result._value.dtype is not self._value.dtype:
             result = result.to(self._value.dtype)
         if result._value.shape != self._value.shape:
             result = result._broadcast_for_assignment(self._value.shape)
         self._value = result._value
+        _hold(self._value, self)
         if result._grad_fn is not None:
             self._grad_fn = result._grad_fn
             self._output_nr = result._output_nr
@@ -374,6 +397,7 @@ class Tensor(TensorOps, TensorAPI):
     def _rebind(self, value: Value) -> None:
         """Replaces the value without autograd checks (gradient accumulation, optimizer updates)."""
         self._value = value
+        _hold(value, self)
         self._bump_version()
 
     def _bump_version(self) -> None:
@@ -411,7 +435,7 @@ class Tensor(TensorOps, TensorAPI):
         return self._realized_data()
 
     def _realized_data(self) -> np.ndarray:
-        data = self._value.numpy()
+        data = data_of(self._value)
         if data is None:
             raise RuntimeError("a value was read while a step is only being recorded (e.g. by "
                                "training_step_to_onnx): the recorded step must not depend on computed data")
@@ -537,7 +561,7 @@ class Tensor(TensorOps, TensorAPI):
                                "loaded on this machine (no GPU, or onnxruntime-gpu/CUDA libraries missing)")
         data = self._realized_data()
         moved = Tensor._from_value(constant(data, self._value.dtype, target))
-        if self._requires_grad and STATE.enabled:
+        if self._requires_grad and MODE.grad_enabled:
             # Device copies keep the gradient path: an Identity node whose gradient is copied back.
             moved = apply_op("Identity", (self,), None, "ToCopyBackward0")
             moved._value.device = target

@@ -5,7 +5,7 @@ Kept apart from ``tensor.py`` (identity, autograd, materialization) so each file
 """
 from __future__ import annotations
 
-from . import random as _random
+from ..ir import random as _random
 
 ops = None  # the onnxnn.runtime.ops package, bound at import time by onnxnn/runtime/__init__.py
 

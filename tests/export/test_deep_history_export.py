@@ -19,7 +19,7 @@ import pytest
 
 import onnxnn
 from onnxnn import nn
-from onnxnn.runtime import graph
+from onnxnn.ir import graph
 from tolerances import gamma
 
 WIDTH = 8

@@ -108,7 +108,7 @@ def onnxnn_runner(model: onnx.ModelProto):
     """
     import onnxnn.backend
     from onnxnn.kernels import executor as kernels_executor
-    from onnxnn.runtime import executor
+    from onnxnn.runtime import realization as executor
     executor.clear_cache()
     kernels_executor.clear_cache()
     return onnxnn.backend.prepare(model).run

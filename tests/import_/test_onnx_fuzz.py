@@ -50,7 +50,7 @@ FUZZ_SEED = int(os.environ.get("ONNXNN_FUZZ_SEED", "0"))
 
 def _feeds(module) -> list | None:
     """Small inputs for the module's graph inputs, or None when onnxnn cannot hold one."""
-    from onnxnn.runtime import dtypes
+    from onnxnn.ir import dtypes
     feeds = []
     for name in module.input_names:
         dims, elem_type = module._input_types[name]

@@ -27,7 +27,7 @@ def make(shape, dtype="float32", low=-3.0, high=3.0, seed=0) -> Tensor:
     elif dtype.startswith("int") or dtype.startswith("uint"):
         array = np.floor(rng.uniform(low, high, shape)).astype(dtype)
     else:
-        from onnxnn.runtime.dtypes import as_dtype
+        from onnxnn.ir.dtypes import as_dtype
         array = rng.uniform(low, high, shape).astype(np.float32).astype(as_dtype(dtype).numpy_dtype)
     return Tensor._from_array(np.asarray(array))
 
@@ -142,7 +142,7 @@ def _cast(source, target):
 
 
 def _dtype(name):
-    from onnxnn.runtime.dtypes import as_dtype
+    from onnxnn.ir.dtypes import as_dtype
     return as_dtype(name)
 
 

@@ -18,10 +18,10 @@ import onnx
 from onnx import helper, numpy_helper
 
 from onnxnn.kernels import compile_plan, kernels
-from onnxnn.runtime.device import CPU
-from onnxnn.runtime.dtypes import as_dtype
-from onnxnn.runtime.plan import GraphPlan
-from onnxnn.runtime.graph import Node, Value
+from onnxnn.ir.device import CPU
+from onnxnn.ir.dtypes import as_dtype
+from onnxnn.ir.plan import GraphPlan
+from onnxnn.ir.graph import Node, Value
 
 __all__ = ["node_cases", "run_case", "Unrepresentable"]
 

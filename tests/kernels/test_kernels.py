@@ -15,8 +15,8 @@ import pytest
 
 import onnxnn
 from onnxnn.kernels import CompiledKernelPlan, array_module, cache_info, cached_plan, clear_cache, kernels, run_plan
-from onnxnn.runtime.plan import plan as _plan
-from onnxnn.runtime.registry import shape_rules
+from onnxnn.ir.plan import plan as _plan
+from onnxnn.ir.registry import shape_rules
 from onnxnn.runtime.tensor import Tensor, apply_op
 
 from tolerances import TRANSCENDENTAL_ULPS, accumulation_bound, assert_within, gamma, sum_bound, ulps
@@ -168,9 +168,9 @@ def test_bfloat16_held_in_float32_matches_native_bfloat16():
 # ---------------------------------------------------------------- errors
 
 def _single_node_plan(op_type, domain="", dtype=onnxnn.float32):
-    from onnxnn.runtime.device import CPU
-    from onnxnn.runtime.plan import GraphPlan
-    from onnxnn.runtime.graph import Node, Value
+    from onnxnn.ir.device import CPU
+    from onnxnn.ir.plan import GraphPlan
+    from onnxnn.ir.graph import Node, Value
     data = np.zeros((2,), dtype.numpy_dtype)
     source = Value(None, 0, (2,), dtype, CPU, data)
     node = Node(op_type, domain, (source,), {}, 1)
@@ -253,7 +253,7 @@ def test_debug_mode_traces_every_node_and_checks_shapes(monkeypatch):
     assert_within(result[0], terms.sum(1), sum_bound(terms, 1, extra=1))  # 3 terms, each rounded by its + 1
     assert seen == ["Relu", "Add", "ReduceSum"]
     clear_cache()
-    monkeypatch.setitem(kernels._table, ("", "Relu"), lambda xp, inputs, attrs: [inputs[0].reshape(-1)])
+    monkeypatch.setitem(kernels.table, ("", "Relu"), lambda xp, inputs, attrs: [inputs[0].reshape(-1)])
     with pytest.raises(RuntimeError, match=r"Relu .* output 0 has shape \[6\], but the recorded graph expects \[2, 3\]"):
         run_plan(plan, debug=True)
     clear_cache()
@@ -306,7 +306,7 @@ def test_compare_with_onnxruntime_reports_every_node():
 def test_compare_with_onnxruntime_finds_the_first_diverging_node(monkeypatch):
     from onnxnn.kernels.debug import compare_with_onnxruntime
     tanh = kernels.get("Tanh")
-    monkeypatch.setitem(kernels._table, ("", "Tanh"), lambda xp, inputs, attrs: [tanh(xp, inputs, attrs)[0] + 0.01])
+    monkeypatch.setitem(kernels.table, ("", "Tanh"), lambda xp, inputs, attrs: [tanh(xp, inputs, attrs)[0] + 0.01])
     x = make((3, 4))
     report = compare_with_onnxruntime([(x.exp().tanh() + 1).sum()])
     assert report.first_mismatch.description.startswith("node 1 Tanh")

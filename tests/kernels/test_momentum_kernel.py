@@ -15,11 +15,14 @@ import numpy as np
 import pytest
 
 import onnxnn
+from onnxnn.runtime.fastpath.straight_line import accelerate
 from onnxnn.kernels import compile_plan, kernels, training
-from onnxnn.runtime import dtypes
-from onnxnn.runtime.graph import constant, record, static_constant
+from onnxnn.ir import dtypes
+from onnxnn.ir.graph import constant, static_constant
+from onnxnn.runtime.realization import data_of
+from onnxnn.runtime.recording import record
 from onnxnn.runtime.ops.training import TRAINING_DOMAIN
-from onnxnn.runtime.plan import plan as _plan
+from onnxnn.ir.plan import plan as _plan
 
 SHAPES = [(4, 3), (3,), (3, 1), (1,)]  # the Modules note's Net
 MODES = [  # (norm_coefficient, beta, nesterov, update count)
@@ -206,7 +209,7 @@ def test_views_of_one_plan_fed_to_another_plan_equal_the_formula():
         for step, mode in enumerate([first_mode, second_mode, first_mode, second_mode]):
             gs = _arrays(SHAPES, seed=10 + step)
             expected = formula(_hyperparameters(mode), xs, gs, vs, mode[2])
-            results = [value.numpy() for value in _momentum_plan(xs, vs, gs, mode)]
+            results = [data_of(value) for value in _momentum_plan(xs, vs, gs, mode)]
             _assert_equal_bitwise(results, expected)
             xs, vs = results[:4], results[4:]
     assert training._recent  # the flat update ran (and was remembered) in both plans
@@ -214,7 +217,7 @@ def test_views_of_one_plan_fed_to_another_plan_equal_the_formula():
 
 def test_the_generated_code_checks_nothing_after_a_finished_kernel():
     xs, vs, gs = _arrays(SHAPES, seed=1), _arrays(SHAPES, seed=2), _arrays(SHAPES, seed=3)
-    compiled = compile_plan(_plan(_momentum_plan(xs, vs, gs, MODES[0])))
+    compiled = accelerated_plan(_plan(_momentum_plan(xs, vs, gs, MODES[0])))
     source = compiled.straight_line.source
     assert "momentum_kernel(" in source
     assert "asarray(" not in source and "astype(" not in source and "finish(" not in source.split(":", 1)[1]
@@ -228,10 +231,10 @@ def test_a_replaced_momentum_kernel_is_checked(monkeypatch):
         return [np.asfortranarray(result.astype(np.float64)) if result.ndim > 1 else result.astype(np.float64)
                 for result in results]
 
-    monkeypatch.setitem(kernels._table, (TRAINING_DOMAIN, "Momentum"), careless)
+    monkeypatch.setitem(kernels.table, (TRAINING_DOMAIN, "Momentum"), careless)
     xs, vs, gs = _arrays(SHAPES, seed=1), _arrays(SHAPES, seed=2), _arrays(SHAPES, seed=3)
     graph = _plan(_momentum_plan(xs, vs, gs, MODES[0]))
-    compiled = compile_plan(graph)
+    compiled = accelerated_plan(graph)
     results = compiled([value.data for value in graph.inputs])
     _assert_equal_bitwise(results, [r.astype(np.float32) for r in formula(_hyperparameters(MODES[0]), xs, gs, vs,
                                                                           False)])
@@ -241,9 +244,16 @@ def test_widened_float16_updates_keep_their_checks():
     shapes = [(2, 3), (3,)]
     xs, vs, gs = (_arrays(shapes, np.float16, seed=seed) for seed in (1, 2, 3))
     graph = _plan(_momentum_plan(xs, vs, gs, MODES[0], onnxnn.float16))
-    compiled = compile_plan(graph)
+    compiled = accelerated_plan(graph)
     assert "astype(" in compiled.straight_line.source  # float32 results cast back to float16
     inputs = [value.data for value in graph.inputs]
     results = compiled(inputs)
     assert [result.dtype for result in results] == [np.float16] * 4
     _assert_equal_bitwise(results, compiled(inputs, debug=True))
+
+
+def accelerated_plan(plan):
+    """The kernels' compiled plan with the fast path's straight-line code attached."""
+    compiled = compile_plan(plan)
+    accelerate(compiled)
+    return compiled

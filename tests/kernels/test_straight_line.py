@@ -16,11 +16,12 @@ import numpy as np
 import pytest
 
 import onnxnn
+from onnxnn.runtime.fastpath.straight_line import accelerate
 from onnxnn.kernels import compile_plan, kernels
 from onnxnn.kernels.executor import CompiledKernelPlan
-from onnxnn.kernels.registry import ALL_TYPES, LOW_PRECISION, DirectForm
+from onnxnn.ir.kernel_registry import ALL_TYPES, LOW_PRECISION, DirectForm
 from onnxnn.runtime.ops._common import int64_constant
-from onnxnn.runtime.plan import plan as _plan
+from onnxnn.ir.plan import plan as _plan
 from onnxnn.runtime.tensor import Tensor, apply_op
 
 from .differential_cases import make
@@ -122,7 +123,7 @@ GRAPHS = [
 
 def _compiled(outputs):
     plan = _plan([tensor._value for tensor in outputs])
-    return compile_plan(plan), [value.data for value in plan.inputs]
+    return accelerated_plan(plan), [value.data for value in plan.inputs]
 
 
 def _assert_identical(actual: list, expected: list) -> None:
@@ -272,7 +273,7 @@ def test_dead_intermediates_are_released_after_their_last_reader(monkeypatch, ke
 
     monkeypatch.setitem(kernels.direct_forms, ("", "Exp"),
                         [DirectForm(recording_exp, kernels.get("Exp"), {}, {}, None, False)])
-    monkeypatch.setitem(kernels._table, ("", "ReduceSum"), probing_sum)
+    monkeypatch.setitem(kernels.table, ("", "ReduceSum"), probing_sum)
     compiled, inputs = _compiled(_exp_chain(keep_exponential))
     compiled(inputs)
     # Read last by the Add two nodes before the sum: released there, unless the plan returns it.
@@ -287,6 +288,7 @@ def test_generated_only_for_numpy_without_bfloat16_rounding(emulate, xp_is_numpy
     xp = np if xp_is_numpy else types.SimpleNamespace(__name__="other", **{name: getattr(np, name) for name in dir(np)
                                                                              if not name.startswith("_")})
     compiled = CompiledKernelPlan(plan, xp, emulate_bfloat16=emulate)
+    accelerate(compiled)
     assert (compiled.straight_line is not None) == generated
 
 
@@ -320,7 +322,7 @@ def test_direct_form_errors_carry_the_node_note(monkeypatch):
 
 
 def test_a_kernel_replaced_in_the_table_is_not_bypassed(monkeypatch):
-    monkeypatch.setitem(kernels._table, ("", "Exp"), lambda xp, inputs, attrs: [inputs[0] * 0])
+    monkeypatch.setitem(kernels.table, ("", "Exp"), lambda xp, inputs, attrs: [inputs[0] * 0])
     compiled, inputs = _compiled([make((3,)).exp()])
     np.testing.assert_array_equal(compiled(inputs)[0], np.zeros(3, np.float32))
 
@@ -454,3 +456,10 @@ def test_every_op_with_direct_forms_has_an_argument_maker():
     ops = {op_type for (_, op_type) in kernels.direct_forms}
     assert ops <= _BINARY_OPS | _UNARY_OPS | set(_DIRECT_FORM_ARGUMENTS), \
         sorted(ops - _BINARY_OPS - _UNARY_OPS - set(_DIRECT_FORM_ARGUMENTS))
+
+
+def accelerated_plan(plan):
+    """The kernels' compiled plan with the fast path's straight-line code attached."""
+    compiled = compile_plan(plan)
+    accelerate(compiled)
+    return compiled

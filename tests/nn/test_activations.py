@@ -289,7 +289,7 @@ def test_onnx_prelu_gradient_reaches_input_and_slope(slope_shape):
 
 
 def test_every_op_recorded_by_the_activations_has_a_gradient_rule():
-    from onnxnn.runtime.registry import gradient_rules
+    from onnxnn.ir.registry import gradient_rules
     for op_type in ("Selu", "Celu", "HardSigmoid", "HardSwish", "Mish", "Softsign", "Shrink", "ThresholdedRelu",
                     "PRelu"):
         assert gradient_rules.get(op_type) is not None, op_type

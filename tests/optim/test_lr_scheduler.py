@@ -14,7 +14,7 @@ from onnxnn.optim import SGD, Adagrad, Adam, AdamW, RMSprop
 from onnxnn.optim.lr_scheduler import (
     CosineAnnealingLR, ExponentialLR, LambdaLR, LRScheduler, MultiStepLR, OneCycleLR, ReduceLROnPlateau, StepLR,
 )
-from onnxnn.runtime import executor
+from onnxnn.runtime import realization as executor
 
 
 def make_optimizer(lrs=(0.1,), optimizer_class=SGD, **options):

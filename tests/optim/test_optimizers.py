@@ -14,7 +14,7 @@ import pytest
 
 import onnxnn
 from onnxnn.optim import SGD, Adagrad, Adam, AdamW, Optimizer, RMSprop
-from onnxnn.runtime import executor
+from onnxnn.runtime import realization as executor
 
 from tolerances import assert_within, gamma
 

@@ -265,7 +265,7 @@ def test_in_place_arithmetic_refuses_a_result_the_tensor_cannot_hold(update):
 def test_the_implicit_seed_gradient_is_not_multiplied_in():
     # backward() of a one-element loss seeds it with a static one; the first rule's product with it
     # (here Abs: seed * sign(x)) records no node, and the gradient is still exact.
-    from onnxnn.runtime.plan import plan
+    from onnxnn.ir.plan import plan
     x = onnxnn.tensor([-2.5], requires_grad=True)
     x.abs().backward()
     ops = [node.op_type for node in plan([x.grad._value]).nodes]
@@ -274,7 +274,7 @@ def test_the_implicit_seed_gradient_is_not_multiplied_in():
 
 
 def test_multiplying_by_a_static_one_gives_a_new_handle_on_the_same_values():
-    from onnxnn.runtime.graph import static_constant
+    from onnxnn.ir.graph import static_constant
     t = onnxnn.randn(2, 3)
     one = onnxnn.Tensor._from_value(static_constant(np.ones((1, 3)), onnxnn.float32))
     product = one * t

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import onnxnn
-from onnxnn.runtime import backward_replay
-from onnxnn.runtime.graph import MAX_PENDING_DEPTH
+from onnxnn.runtime.fastpath import backward_replay
+from onnxnn.runtime.depth import MAX_PENDING_DEPTH
 from onnxnn.runtime.tensor import apply_op
 
 from tolerances import assert_within, gamma, matmul_bound
@@ -73,11 +73,8 @@ def test_a_replay_records_what_the_general_driver_records() -> None:
     _mlp_gradients(*[rng.standard_normal(shape).astype(np.float32) for shape in [(4, 5), (5, 2), (3, 4)]])
     arrays = [rng.standard_normal(shape).astype(np.float32) for shape in [(4, 5), (5, 2), (3, 4)]]
     replayed = _mlp_gradients(*arrays)
-    backward_replay.ENABLED = False
-    try:
+    with onnxnn.set_fast_path(False):
         general = _mlp_gradients(*arrays)
-    finally:
-        backward_replay.ENABLED = True
     for replayed_gradient, general_gradient in zip(replayed, general):
         np.testing.assert_array_equal(replayed_gradient, general_gradient)
 
@@ -199,11 +196,8 @@ def test_a_replay_bounds_the_pending_depth_as_recording_does() -> None:
     value = replayed._value
     assert value.data is not None or value.node.depth <= MAX_PENDING_DEPTH
     assert backward_replay.replay_info()["replayed"] == 1
-    backward_replay.ENABLED = False
-    try:
+    with onnxnn.set_fast_path(False):
         general = weight_gradient(100)
-    finally:
-        backward_replay.ENABLED = True
     np.testing.assert_array_equal(replayed.numpy(), general.numpy())
 
 
@@ -221,9 +215,6 @@ def test_a_backward_deep_enough_to_be_realized_on_the_way_is_replayed() -> None:
     weight_gradient(1.0)
     replayed = weight_gradient(0.5)
     assert backward_replay.replay_info() == {"templates": 1, "unreplayable": 0, "traced": 1, "replayed": 1}
-    backward_replay.ENABLED = False
-    try:
+    with onnxnn.set_fast_path(False):
         general = weight_gradient(0.5)
-    finally:
-        backward_replay.ENABLED = True
     np.testing.assert_array_equal(replayed, general)

@@ -23,7 +23,7 @@ import pytest
 
 import onnxnn
 from onnxnn.runtime import ops
-from onnxnn.runtime.executor import realize
+from onnxnn.runtime.realization import realize
 from onnxnn.runtime.tensor import apply_op
 
 from tolerances import assert_within, conv_bound, conv_transpose_bound, sum_bound, unit_roundoff

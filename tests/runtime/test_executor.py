@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 import onnxnn
-from onnxnn.runtime import dynamic_shapes, executor, graph
-from onnxnn.runtime.graph import Node
+from onnxnn.runtime.fastpath import dynamic_shapes
+from onnxnn.runtime import realization as executor
+from onnxnn.ir import graph
+from onnxnn.ir.graph import Node
 
 from tolerances import TRANSCENDENTAL_ULPS, assert_close_to_matmul, assert_within, gamma, rtol_for, ulps
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import onnxnn
-from onnxnn.runtime import executor
+from onnxnn.runtime import realization as executor
 from onnxnn.runtime.sessions import CompiledSession
 from onnxnn.runtime.tensor import apply_op
 

@@ -20,7 +20,7 @@ from gradcheck import check_gradients
 import onnxnn
 from onnxnn.runtime.ops import pad_constant, slice_axis
 from onnxnn.runtime.ops._common import int64_constant
-from onnxnn.runtime.registry import gradient_rules
+from onnxnn.ir.registry import gradient_rules
 from onnxnn.runtime.tensor import apply_op
 
 # Rules whose finite-difference checks live in another test file (path relative to tests/).
@@ -497,7 +497,7 @@ def test_third_derivative_of_tanh() -> None:
 
 
 def test_a_second_rule_for_one_op_type_is_refused_naming_both():
-    from onnxnn.runtime.registry import Registry
+    from onnxnn.ir.registry import Registry
 
     rules = Registry("gradient rule")
 

@@ -19,8 +19,8 @@ from onnx import TensorProto
 import onnxnn  # noqa: F401  (registers every rule)
 import onnxnn.import_  # noqa: F401  (and the importer's)
 from onnxnn.import_.ops import IMPORTERS
-from onnxnn.runtime.executor import OPSET_VERSION
-from onnxnn.runtime.registry import NON_DIFFERENTIABLE, gradient_rules
+from onnxnn.ir.plan import OPSET_VERSION
+from onnxnn.ir.registry import gradient_rules, non_differentiable
 
 _FLOATS = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
 
@@ -85,7 +85,7 @@ def node_test_float_ops() -> frozenset:
 
 
 def _handled(op_type: str) -> bool:
-    return gradient_rules.get(op_type) is not None or ("", op_type) in NON_DIFFERENTIABLE
+    return gradient_rules.get(op_type) is not None or ("", op_type) in non_differentiable
 
 
 def test_every_differentiable_node_test_op_has_a_gradient_rule() -> None:

@@ -14,7 +14,7 @@ from tolerances import TRANSCENDENTAL_ULPS, assert_within, gamma, normalization_
 
 import onnxnn
 from onnxnn.runtime import ops
-from onnxnn.runtime.executor import realize
+from onnxnn.runtime.realization import realize
 from onnxnn.runtime.tensor import apply_op
 
 from .test_conv_ops import check_gradients_float32, onnx_node_cases, replay_node

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import onnxnn
-from onnxnn.runtime.dtypes import as_dtype
+from onnxnn.ir.dtypes import as_dtype
 
 from tolerances import accumulation_bound, assert_within
 

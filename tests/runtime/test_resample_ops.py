@@ -16,8 +16,8 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import onnxnn
-from onnxnn.runtime import dtypes
-from onnxnn.runtime.graph import static_constant
+from onnxnn.ir import dtypes
+from onnxnn.ir.graph import static_constant
 from onnxnn.runtime.tensor import apply_op
 
 from .test_conv_ops import check_gradients_float32

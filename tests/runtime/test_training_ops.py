@@ -13,8 +13,10 @@ import pytest
 import onnxnn
 
 from tolerances import assert_within, gamma
-from onnxnn.runtime import dtypes
-from onnxnn.runtime.graph import constant, record, static_constant
+from onnxnn.ir import dtypes
+from onnxnn.ir.graph import constant, static_constant
+from onnxnn.runtime.realization import data_of
+from onnxnn.runtime.recording import record
 from onnxnn.runtime.ops.training import TRAINING_DOMAIN
 
 SHAPES = [(3, 2), (4,), ()]
@@ -62,7 +64,7 @@ def test_momentum_follows_the_spec(case, dtype, executor, monkeypatch):
                        scalar(case["norm_coefficient"]) if case["norm_coefficient"] != 0 else None)
     outputs = record("Momentum", (*hyperparameters, *xs, *gs, *vs), {"mode": case["mode"]}, TRAINING_DOMAIN)
     with onnxnn.set_executor(executor):
-        results = [output.numpy() for output in outputs]
+        results = [data_of(output) for output in outputs]
     attributes = {k: case[k] for k in ("alpha", "beta", "norm_coefficient", "mode")}
     expected_xs, expected_vs = spec_momentum(0.1, case["t"], *arrays, **attributes)
     # Elementwise: at most 6 roundings per element (the weight decay's product and sum, alpha * v,

@@ -11,9 +11,9 @@ import warnings
 
 import numpy as np
 
-from ...runtime import dtypes
+from ...ir import dtypes
 from ...runtime import ops as _ops
-from ...runtime import random as _random
+from ...ir import random as _random
 from ...runtime.tensor import Tensor, apply_op
 from ._common import lacks_kernels, stable_softplus
 

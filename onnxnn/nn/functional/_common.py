@@ -1,7 +1,7 @@
 """Helpers shared by the functional submodules."""
 from __future__ import annotations
 
-from ...runtime import dtypes
+from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...runtime.tensor import Tensor
 

@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 
 from ...runtime import ops as _ops
-from ...runtime import random as _random
+from ...ir import random as _random
 from ...runtime.tensor import Tensor
 
 __all__ = ["dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...runtime import dtypes
+from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...runtime.grad_mode import is_grad_enabled, no_grad
 from ...runtime.tensor import Tensor

@@ -9,9 +9,9 @@ import warnings
 
 import numpy as np
 
-from ...runtime import dtypes
+from ...ir import dtypes
 from ...runtime import ops as _ops
-from ...runtime.graph import static_constant
+from ...ir.graph import static_constant
 from ...runtime.tensor import Tensor, apply_op
 from ._common import scalar_type_name, stable_softplus
 

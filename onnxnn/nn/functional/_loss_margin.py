@@ -10,9 +10,9 @@ from typing import Callable
 
 import numpy as np
 
-from ...runtime import dtypes
+from ...ir import dtypes
 from ...runtime import ops as _ops
-from ...runtime.graph import static_constant
+from ...ir.graph import static_constant
 from ...runtime.tensor import Tensor
 from ._common import scalar_type_name, stable_softplus
 from ._loss import _check_reduction, _class_mask, _legacy_reduction, _reduce_loss

@@ -2,7 +2,7 @@
 normalize."""
 from __future__ import annotations
 
-from ...runtime import dtypes
+from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...runtime.grad_mode import no_grad
 from ...runtime.tensor import Tensor, apply_op

@@ -24,7 +24,7 @@ import functools
 
 import numpy as np
 
-from ...runtime import dtypes
+from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...runtime.creation import rand
 from ...runtime.ops.conv import batched, expand_param

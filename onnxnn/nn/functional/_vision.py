@@ -23,8 +23,8 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from ...runtime import dtypes
-from ...runtime.graph import static_constant
+from ...ir import dtypes
+from ...ir.graph import static_constant
 from ...runtime.ops._common import int64_constant
 from ...runtime.ops.sampling import affine_base
 from ...runtime.tensor import Tensor, apply_op

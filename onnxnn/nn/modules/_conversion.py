@@ -10,9 +10,9 @@ from typing import Callable
 
 import numpy as np
 
-from ...runtime import dtypes as _dtypes
+from ...ir import dtypes as _dtypes
 from ...runtime.creation import empty_like
-from ...runtime.device import as_device, cuda_is_available, device as _device_type
+from ...ir.device import as_device, cuda_is_available, device as _device_type
 from ...runtime.grad_mode import no_grad
 from ...runtime.tensor import Tensor
 

@@ -14,9 +14,9 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from ...runtime.autograd import Function, RemovableHandle, add_hook
-from ...runtime.grad_mode import STATE as _GRAD_MODE
-from ...runtime.graph import Node
-from ...runtime.registry import gradient_rules
+from ...ir.mode import MODE
+from ...ir.graph import Node
+from ...ir.registry import gradient_rules
 from ...runtime.tensor import Tensor
 
 __all__ = [
@@ -224,7 +224,7 @@ class BackwardHook:
     def _apply_on_tensors(self, attach: Callable, args: tuple) -> tuple[tuple, list | None]:
         positions = [i for i, arg in enumerate(args) if isinstance(arg, Tensor)]
         tensors = [args[i] for i in positions]
-        if not (_GRAD_MODE.enabled and any(t._requires_grad for t in tensors)):
+        if not (MODE.grad_enabled and any(t._requires_grad for t in tensors)):
             return args, None
         new_tensors, function = _backward_hook_function(tensors)
         attach(function)

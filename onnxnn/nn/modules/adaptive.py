@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import namedtuple
 from typing import Sequence
 
-from ...runtime import dtypes
+from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...runtime.tensor import Tensor
 from .. import functional as F

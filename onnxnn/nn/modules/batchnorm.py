@@ -1,7 +1,7 @@
 """Batch normalization layers: BatchNorm1d, BatchNorm2d and BatchNorm3d."""
 from __future__ import annotations
 
-from ...runtime import dtypes
+from ...ir import dtypes
 from ...runtime.creation import empty, ones, tensor, zeros
 from ...runtime.tensor import Tensor
 from .. import functional as F

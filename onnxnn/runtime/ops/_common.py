@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-from ..graph import Value, constant, static_constant
+from ...ir import dtypes
+from ...ir.graph import Value, constant, static_constant
 
 __all__ = ["broadcast_shapes", "broadcast_values", "promote_pair", "promote_operands", "as_tensor_operand", "axes_constant",
            "int64_constant", "static_scalar", "same_shape", "normalize_axes", "Tensor", "apply_op"]

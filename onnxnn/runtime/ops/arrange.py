@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from ...ir import dtypes
 from ._common import Tensor, apply_op, broadcast_shapes, normalize_axes
 from .elementwise import where
 from .shape import cat, flip, slice_axis

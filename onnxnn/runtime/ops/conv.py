@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..registry import gradient_rules, shape_rules
+from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op, int64_constant
 from .shape import _constant_list
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import string
 
-from ..registry import gradient_rules, shape_rules
+from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op
 
 __all__ = ["einsum"]

@@ -9,9 +9,9 @@ from __future__ import annotations
 import builtins
 import math
 
-from .. import dtypes
-from ..graph import Value
-from ..registry import gradient_rules, non_differentiable, shape_rules
+from ...ir import dtypes
+from ...ir.graph import Value
+from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ._common import (Tensor, apply_op, as_tensor_operand, broadcast_values, promote_operands, promote_pair,
                       same_shape, static_scalar)
 
@@ -55,7 +55,7 @@ def _where_shape(inputs, attrs):
     return [(broadcast_values(inputs), inputs[1].dtype)]
 
 
-non_differentiable("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor",
+non_differentiable.mark("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor",
                    "Not", "IsNaN", "IsInf", "Sign", "Floor", "Ceil", "Round", "BitwiseNot")
 
 # ---------------------------------------------------------------- gradient rules

@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from .. import dtypes
-from .. import random as _random
+from ...ir import dtypes
+from ...ir import random as _random
 from ._common import Tensor, normalize_axes
 from . import elementwise as _e
 from . import reduce as _r

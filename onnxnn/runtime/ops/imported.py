@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-from ..graph import Value, constant
-from ..registry import gradient_rules, non_differentiable
+from ...ir import dtypes
+from ...ir.graph import Value, constant
+from ...ir.registry import gradient_rules, non_differentiable
 from ._common import Tensor, apply_op, int64_constant, normalize_axes
 from .elementwise import where
+from ..realization import data_of
 
 __all__: list[str] = []
 
 # Outputs that do not depend on the float input's values (EyeLike reads only its shape) or are
 # random draws (Bernoulli: PyTorch's derivative is zero as well).
-non_differentiable("EyeLike", "Bernoulli")
+non_differentiable.mark("EyeLike", "Bernoulli")
 
 
 def _zeros(shape: tuple, dtype, device) -> Tensor:
@@ -125,10 +126,10 @@ def _dft_grad(ctx, g):
     shape = ctx.input_shape(0)
     rank = len(shape)
     axis_value = ctx.input_value(2) if ctx.num_inputs > 2 else None
-    axis = int(axis_value.numpy()) if axis_value is not None else int(ctx.attrs.get("axis", -2))
+    axis = int(data_of(axis_value)) if axis_value is not None else int(ctx.attrs.get("axis", -2))
     axis %= rank
     length_value = ctx.input_value(1) if ctx.num_inputs > 1 else None
-    length = int(length_value.numpy()) if length_value is not None else shape[axis]
+    length = int(data_of(length_value)) if length_value is not None else shape[axis]
     inverse = int(ctx.attrs.get("inverse", 0))
     if inverse and ctx.attrs.get("onesided", 0):
         raise NotImplementedError("gradient of an inverse one-sided DFT (irfft)")

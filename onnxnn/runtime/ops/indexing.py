@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-from ..registry import gradient_rules, non_differentiable, shape_rules
+from ...ir import dtypes
+from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ._common import Tensor, apply_op, broadcast_shapes, int64_constant, normalize_axes
+from ..realization import data_of
 
 __all__ = ["getitem", "setitem", "index_select", "gather", "take", "take_along_dim", "scatter", "scatter_add",
            "masked_select", "nonzero", "argwhere"]
@@ -68,11 +69,11 @@ def _scatter_shape(inputs, attrs):
 
 @shape_rules.register("NonZero")
 def _nonzero_shape(inputs, attrs):
-    data = inputs[0].numpy()  # the count of nonzeros is data: realize it (principle 2)
+    data = data_of(inputs[0])  # the count of nonzeros is data: realize it (principle 2)
     return [((len(data.shape), int(np.count_nonzero(data))), dtypes.int64)]
 
 
-non_differentiable("NonZero")
+non_differentiable.mark("NonZero")
 
 
 # ---------------------------------------------------------------- gradient rules

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-from ..graph import constant
-from ..registry import gradient_rules, shape_rules
+from ...ir import dtypes
+from ...ir.graph import constant
+from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op, broadcast_shapes, int64_constant, normalize_axes, promote_operands
 
 
@@ -187,7 +187,7 @@ def _softmax_input(input: Tensor, dtype) -> Tensor:
     if dtype is not None:
         return input.to(dtype)
     if not input.dtype.is_floating_point:
-        from .. import dtypes
+        from ...ir import dtypes
         return input.to(dtypes.get_default_dtype())
     return input
 

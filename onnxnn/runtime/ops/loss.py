@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-from ..graph import static_constant
-from ..registry import gradient_rules, shape_rules
+from ...ir import dtypes
+from ...ir.graph import static_constant
+from ...ir.registry import gradient_rules, shape_rules
 from ..tensor import Tensor
 from .elementwise import eq, ne, where
 from .linalg import log_softmax

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-from ..registry import gradient_rules, shape_rules
+from ...ir import dtypes
+from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op, int64_constant, normalize_axes
 from ._common import broadcast_shapes as _broadcast_shapes
 from .linalg import bmm, matmul, mm

@@ -12,7 +12,7 @@ from ``normalization.batch_normalization_training_grad``.
 """
 from __future__ import annotations
 
-from ..registry import gradient_rules, non_differentiable, shape_rules
+from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ._common import normalize_axes, same_shape
 from .conv import needs_input_grad
 from .elementwise import abs, exp, log, relu, sigmoid, tanh, where
@@ -62,7 +62,7 @@ def _batch_normalization_grad(ctx, g, *statistics_grads):
 # ---------------------------------------------------------------- activations with attributes
 
 # Hardmax's one-hot output is piecewise constant: no gradient flows through it (as through Floor).
-non_differentiable("Hardmax")
+non_differentiable.mark("Hardmax")
 
 # Shrink is the one elementwise.py's unary shape list leaves out. Swish (opset 24) gets none: ops
 # newer than onnxnn's opset 21 are imported through their ONNX function bodies (x * Sigmoid(alpha x)),

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from ...ir import dtypes
 from ..grad_mode import no_grad
-from ..registry import gradient_rules, shape_rules
+from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op, normalize_axes
 from .conv import channel_sum, needs_input_grad
 from .shape import pad_constant

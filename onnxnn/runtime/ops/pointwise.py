@@ -12,8 +12,8 @@ from collections import namedtuple
 
 import numpy as np
 
-from .. import dtypes
-from ..registry import non_differentiable, shape_rules
+from ...ir import dtypes
+from ...ir.registry import non_differentiable, shape_rules
 from ._common import Tensor, apply_op, broadcast_values, promote_operands
 from . import elementwise as _e
 from . import reduce as _r
@@ -34,7 +34,7 @@ def _bitwise_shape(inputs, attrs):
     return [(broadcast_values(inputs), inputs[0].dtype)]
 
 
-non_differentiable("BitwiseAnd", "BitwiseOr", "BitwiseXor")
+non_differentiable.mark("BitwiseAnd", "BitwiseOr", "BitwiseXor")
 
 
 def lerp(input: Tensor, end: Tensor, weight) -> Tensor:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-from ..registry import gradient_rules, shape_rules
+from ...ir import dtypes
+from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op
 from .elementwise import where
 from .conv import batched, expand_param, pooled_size, scatter_windows, window_geometry

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..registry import gradient_rules, shape_rules
+from ...ir.registry import gradient_rules, shape_rules
 from ._common import apply_op, int64_constant, normalize_axes
 from .shape import _constant_list
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..grad_mode import enable_grad
 from ..recurrence import unroll
-from ..registry import gradient_rules
+from ...ir.registry import gradient_rules
 from ._common import Tensor, apply_op
 from .elementwise import where
 from .shape import stack

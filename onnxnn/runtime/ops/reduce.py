@@ -7,10 +7,11 @@ from __future__ import annotations
 import builtins
 from collections import namedtuple
 
-from .. import dtypes
-from ..registry import gradient_rules, non_differentiable, shape_rules
+from ...ir import dtypes
+from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ._common import Tensor, apply_op, int64_constant, normalize_axes
 from .elementwise import where
+from ..realization import data_of
 
 _REDUCE_OPS = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2",
                "ReduceLogSumExp", "ReduceSumSquare", "ReduceL1", "ReduceLogSum")
@@ -24,7 +25,7 @@ def _reduced_axes(inputs, attrs) -> list[int]:
         if axes is None:
             return [] if attrs.get("noop_with_empty_axes", 0) else list(range(rank))
     else:
-        axes = axes_value.numpy().tolist()  # data-dependent axes are realized first (principle 2)
+        axes = data_of(axes_value).tolist()  # data-dependent axes are realized first (principle 2)
         if not axes and not attrs.get("noop_with_empty_axes", 0):
             return list(range(rank))
     return normalize_axes(axes, rank)
@@ -52,7 +53,7 @@ def _arg_reduce_shape(inputs, attrs):
     return [(shape[:axis] + shape[axis + 1:], dtypes.int64)]
 
 
-non_differentiable("ArgMax", "ArgMin")
+non_differentiable.mark("ArgMax", "ArgMin")
 
 
 def _gradient_with_kept_dims(ctx, g: Tensor) -> tuple[Tensor, list[int]]:

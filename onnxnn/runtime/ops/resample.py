@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from ..registry import gradient_rules, shape_rules
+from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor
 from .shape import _constant_list
 

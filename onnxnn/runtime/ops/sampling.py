@@ -27,8 +27,8 @@ import itertools
 
 import numpy as np
 
-from .. import dtypes
-from ..registry import gradient_rules, shape_rules
+from ...ir import dtypes
+from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor
 from .elementwise import where
 from .shape import _constant_list, stack

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from ...ir import dtypes
 from ._common import Tensor, apply_op, broadcast_shapes, normalize_axes
 from . import elementwise as _e
 from .indexing import setitem

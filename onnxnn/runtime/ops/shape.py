@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-from ..registry import gradient_rules, non_differentiable, shape_rules
+from ...ir import dtypes
+from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ._common import Tensor, apply_op, broadcast_shapes, int64_constant, normalize_axes
+from ..realization import data_of
 
 
 def _constant_list(value) -> list[int]:
@@ -24,7 +25,7 @@ def _constant_list(value) -> list[int]:
                 _STATIC_LISTS.clear()
             cached = _STATIC_LISTS[value.static] = value.data.reshape(-1).tolist()
         return list(cached)
-    return value.numpy().reshape(-1).tolist()
+    return data_of(value).reshape(-1).tolist()
 
 
 _STATIC_LISTS: dict = {}
@@ -306,7 +307,7 @@ def _shape_shape(inputs, attrs):
     return [((max(0, min(end, rank) - max(start, 0)),), dtypes.int64)]
 
 
-non_differentiable("Shape")
+non_differentiable.mark("Shape")
 
 
 # ---------------------------------------------------------------- tensor functions

@@ -12,8 +12,8 @@ from collections import namedtuple
 
 import numpy as np
 
-from .. import dtypes
-from ..registry import gradient_rules, shape_rules
+from ...ir import dtypes
+from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op, int64_constant, normalize_axes
 from .shape import _constant_list
 

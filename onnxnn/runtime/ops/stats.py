@@ -13,7 +13,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from .. import dtypes
+from ...ir import dtypes
 from ._common import Tensor, normalize_axes
 from . import elementwise as _e
 from . import reduce as _r

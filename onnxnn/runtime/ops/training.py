@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ..registry import decompositions, non_differentiable, shape_rules
+from ...ir.registry import decompositions, non_differentiable, shape_rules
 
 __all__ = ["TRAINING_DOMAIN", "MOMENTUM_TENSORS_START"]
 
@@ -45,7 +45,7 @@ def _momentum_shape(inputs, attrs):
     return [(x.shape, x.dtype) for x in tensors[:count]] + [(v.shape, v.dtype) for v in tensors[2 * count:]]
 
 
-non_differentiable("Momentum", domain=TRAINING_DOMAIN)
+non_differentiable.mark("Momentum", domain=TRAINING_DOMAIN)
 
 
 @decompositions.register("Momentum", domain=TRAINING_DOMAIN)

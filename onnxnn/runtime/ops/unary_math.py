@@ -6,7 +6,7 @@ ops, so second derivatives come from the same rules.
 """
 from __future__ import annotations
 
-from ..registry import gradient_rules
+from ...ir.registry import gradient_rules
 from ._common import apply_op
 
 

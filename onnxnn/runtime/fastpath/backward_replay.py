@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import itertools
 
-from . import autograd as _autograd  # circular (autograd calls backward()): read at call time
-from . import graph as _graph
-from .executor import bound_depth
-from .graph import MAX_PENDING_DEPTH, Node, Value
+from ...ir.caches import register_cache
+from ...ir.graph import Node, Value
+from ...ir.mode import MODE, RecordingTrace
+from ..depth import MAX_PENDING_DEPTH, bound_depth
 
-__all__ = ["backward", "clear_templates", "replay_info", "ENABLED"]
-
-ENABLED = True  # False sends every backward to the general driver (to compare the two)
+__all__ = ["backward", "clear_templates", "replay_info"]
 
 _LEAF = object()  # marks a leaf's part of a structural key
 _UNREPLAYABLE = object()  # a structure whose trace depended on more than structure
@@ -38,18 +36,20 @@ TEMPLATE_LIMIT = 256  # a loop has a handful of structures; more means they neve
 _INPUT, _OUTPUT, _ROOT_GRADIENT, _LEAF_GRADIENT = range(4)
 
 
-def backward(root: tuple, root_gradient, retain_graph: bool) -> bool:
+def backward(root: tuple, root_gradient, retain_graph: bool, engine) -> bool:
     """Runs ``root_gradient.backward()``-style accumulation through the graph behind ``root``.
 
     Args:
         root: the (function, output_nr) edge the gradient enters at.
         root_gradient: the Tensor that enters there.
         retain_graph: keep the functions' saved values for another backward.
+        engine: the autograd engine (``runtime.autograd.ENGINE``): its general driver
+            ``execute``, and the ``Function``, ``AccumulateGrad`` and ``Tensor`` types.
 
     Returns:
         False when the graph must take the general driver (nothing was done), True when done.
     """
-    found = _structure_key(root, root_gradient._value)
+    found = _structure_key(root, root_gradient._value, engine)
     if found is None:
         return False
     key, order = found
@@ -57,7 +57,7 @@ def backward(root: tuple, root_gradient, retain_graph: bool) -> bool:
     if template is None:
         if not _worth_tracing(key):
             return False
-        _trace(key, order, root, root_gradient, retain_graph)
+        _trace(key, order, root, root_gradient, retain_graph, engine)
         return True
     if template is _UNREPLAYABLE:
         return False
@@ -72,6 +72,9 @@ def clear_templates() -> None:
     _size_families.clear()
     _sightings.clear()
     _counts.update(traced=0, replayed=0)
+
+
+register_cache("backward replay templates", clear_templates)
 
 
 def replay_info() -> dict:
@@ -136,7 +139,7 @@ def _size_family(key: tuple) -> tuple:
     return tuple(parts)
 
 
-def _structure_key(root: tuple, root_gradient: Value):
+def _structure_key(root: tuple, root_gradient: Value, engine):
     """The structural key of the backward graph behind ``root``, and its functions in key order.
 
     Functions are numbered in the order they are first reached, values (the nodes' inputs and
@@ -147,7 +150,7 @@ def _structure_key(root: tuple, root_gradient: Value):
     leaf's shape and its ``.grad`` like an input. None when the graph must not be replayed (hooks,
     a freed graph).
     """
-    Function, AccumulateGrad = _autograd.Function, _autograd.AccumulateGrad
+    Function, AccumulateGrad = engine.Function, engine.AccumulateGrad
     root_function, root_output = root
     numbers: dict = {}
     if root_gradient.static is not None:
@@ -208,36 +211,36 @@ def _structure_key(root: tuple, root_gradient: Value):
     return tuple(key), order
 
 
-def _trace(key: tuple, order: list, root: tuple, root_gradient, retain_graph: bool) -> None:
+def _trace(key: tuple, order: list, root: tuple, root_gradient, retain_graph: bool, engine) -> None:
     """Runs the general driver under a trace and keeps its Template for ``key`` (or that it has none)."""
-    if _graph.TRACE is not None:  # a backward inside a traced one (a rule calling backward): no nesting
-        _autograd._execute([root], [root_gradient], retain_graph=retain_graph, create_graph=False)
+    if MODE.trace is not None:  # a backward inside a traced one (a rule calling backward): no nesting
+        engine.execute([root], [root_gradient], retain_graph=retain_graph, create_graph=False)
         return
-    locations = _locations(order, root_gradient._value)
-    gradients_before = [function.variable.grad if type(function) is _autograd.AccumulateGrad else None
+    locations = _locations(order, root_gradient._value, engine.AccumulateGrad)
+    gradients_before = [function.variable.grad if type(function) is engine.AccumulateGrad else None
                         for function in order]
     values_before = [None if gradient is None else gradient._value for gradient in gradients_before]
-    trace = _graph.TRACE = _graph.RecordingTrace()
+    trace = MODE.trace = RecordingTrace()
     _counts["traced"] += 1
     try:
-        _autograd._execute([root], [root_gradient], retain_graph=retain_graph, create_graph=False)
+        engine.execute([root], [root_gradient], retain_graph=retain_graph, create_graph=False)
     finally:
-        _graph.TRACE = None
+        MODE.trace = None
     template = None
     if not trace.read_data:
-        template = _Template.build(trace, order, locations, gradients_before, values_before)
+        template = _Template.build(trace, order, locations, gradients_before, values_before, engine)
     if len(_templates) >= TEMPLATE_LIMIT:
         _templates.clear()
     _templates[key] = _UNREPLAYABLE if template is None else template
 
 
-def _locations(order: list, root_gradient: Value) -> dict:
+def _locations(order: list, root_gradient: Value, AccumulateGrad: type) -> dict:
     """Where each value of the graph sits (a function's input or output, a gradient), first seen first."""
     locations: dict = {}
     if root_gradient.static is None:
         locations[root_gradient] = (0, _ROOT_GRADIENT, 0)
     for position, function in enumerate(order):
-        if type(function) is _autograd.AccumulateGrad:
+        if type(function) is AccumulateGrad:
             gradient = function.variable.grad
             if gradient is not None:
                 locations.setdefault(gradient._value, (position, _LEAF_GRADIENT, 0))
@@ -262,9 +265,9 @@ class _Template:
     __slots__ = ("checks", "constants", "gathers", "steps", "effects", "functions", "source", "replay")
 
     @classmethod
-    def build(cls, trace, order: list, locations: dict, gradients_before: list, values_before: list):
+    def build(cls, trace, order: list, locations: dict, gradients_before: list, values_before: list, engine):
         """The Template of a traced backward, or None where it used a value it cannot find again."""
-        AccumulateGrad = _autograd.AccumulateGrad
+        AccumulateGrad = engine.AccumulateGrad
         produced = {}  # value -> index of the traced node that recorded it
         for index, (_, outputs) in enumerate(trace.records):
             for value in outputs:
@@ -329,17 +332,17 @@ class _Template:
                                   if function in position_of})
         template.functions = [position for position, function in enumerate(order)
                               if type(function) is not AccumulateGrad]
-        template.source, template.replay = template._write_replay()
+        template.source, template.replay = template._write_replay(engine.Tensor)
         return template
 
-    def _write_replay(self) -> tuple:
+    def _write_replay(self, Tensor: type) -> tuple:
         """The source of ``replay(order, root_gradient, retain_graph) -> bool`` and the function itself.
 
         It returns False, having done nothing, when a saved value was changed in place since it
         was saved (the general driver then raises PyTorch's error), and True once it has recorded
         the nodes and set each leaf's ``.grad``.
         """
-        namespace = {"Node": Node, "Value": Value, "Tensor": _autograd._tensor.Tensor,
+        namespace = {"Node": Node, "Value": Value, "Tensor": Tensor,
                      "MAX_PENDING_DEPTH": MAX_PENDING_DEPTH, "bound_depth": bound_depth}
         lines = ["def replay(order, root_gradient, retain_graph):"]
         for position, index in self.checks:

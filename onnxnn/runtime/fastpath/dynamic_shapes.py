@@ -31,10 +31,13 @@ structure's first takes the general backward driver until it has come back a few
 """
 from __future__ import annotations
 
-from .graph import Node, Value
-from .plan import GraphPlan, build_model
-from .registry import decompositions
-from .sessions import SINGLE_THREAD_ELEMENTS, CompiledSession, SessionCache, _work_estimate
+from ...ir.graph import Node, Value
+from ...ir.plan import GraphPlan, build_model
+from ...ir.registry import decompositions
+from ...ir.caches import register_cache
+from ...ir.executors import executor
+from ...ir.mode import MODE
+from .straight_line import accelerate
 
 __all__ = ["ENABLED", "shared_runner", "dynamic_info", "clear"]
 
@@ -157,13 +160,13 @@ class _SharedRunner:
         return results
 
 
-def shared_runner(graph: GraphPlan, kind: str, sessions: SessionCache):
-    """The family's shared runner for ``graph`` on ``kind`` ("session" or "kernels"), or None.
+def shared_runner(graph: GraphPlan, kind: str):
+    """The family's shared runner for ``graph`` on executor ``kind`` ("onnxruntime" or "kernels"), or None.
 
     None means ``graph`` takes the static path: the feature is off, its family is new (this key
     becomes its first anchor), no anchor differs from it in sizes only, or the shared graph
-    cannot be compiled. Compiling the shared graph counts as a miss of the cache that holds it
-    (``sessions`` or the kernels' plan cache).
+    cannot be compiled. Compiling the shared graph counts as a miss of the executor's cache, which
+    holds it.
     """
     if not ENABLED:
         return None
@@ -185,7 +188,7 @@ def shared_runner(graph: GraphPlan, kind: str, sessions: SessionCache):
     runner = variant.runners.get(kind)
     if runner is None:
         try:
-            runner = variant.runners[kind] = _compile(family, variant, fed, graph, kind, family_key, sessions)
+            runner = variant.runners[kind] = _compile(family, variant, fed, graph, kind, family_key)
         except (RuntimeError, NotImplementedError, TypeError):
             variant.refused.add(kind)
             return None
@@ -216,36 +219,13 @@ def _fed_plan(family: _Family, fed: list, graph: GraphPlan, key) -> GraphPlan:
     return GraphPlan(nodes, list(graph.inputs) + fed_values, graph.outputs, key)
 
 
-def _compile(family: _Family, variant: _Variant, fed: list, graph: GraphPlan, kind: str, family_key: tuple,
-             sessions: SessionCache):
-    """The shared graph of ``variant`` on ``kind``, compiled from ``graph`` (one of its keys)."""
+def _compile(family: _Family, variant: _Variant, fed: list, graph: GraphPlan, kind: str, family_key: tuple):
+    """The shared graph of ``variant`` on executor ``kind``, compiled from ``graph`` (one of its keys)."""
     key = ("symbolic sizes", family_key, variant.dims, tuple(fed), tuple(variant.shapes))
-    fed_plan = _fed_plan(family, fed, graph, key)
-    if kind == "kernels":
-        from ..kernels.executor import array_module, compile_shared
-        return compile_shared(fed_plan, array_module(graph.key[3]))
-    model = build_model(fed_plan)
-    # Threads as the static graph of this key would get (sizes are unknown once symbolic).
-    threads = 1 if _work_estimate(model) < SINGLE_THREAD_ELEMENTS else 0
-    symbolic_inputs(model, variant.dims)
-    sessions.misses += 1
-    compiled = CompiledSession(model, graph.key[3], threads=threads)
-    sessions.sessions[key] = compiled
-    if len(sessions.sessions) > sessions.capacity:
-        sessions.sessions.popitem(last=False)
-    return compiled
-
-
-def symbolic_inputs(model, dims) -> None:
-    """Names the symbolic input dims (``input_{i}_dim_{axis}``) and leaves every output dim unknown, in place."""
-    graph_inputs = model.graph.input
-    for position, axis in dims:
-        dim = graph_inputs[position].type.tensor_type.shape.dim[axis]
-        dim.Clear()
-        dim.dim_param = f"input_{position}_dim_{axis}"
-    for graph_output in model.graph.output:
-        for dim in graph_output.type.tensor_type.shape.dim:
-            dim.Clear()
+    runner = executor(kind).compile_shared(_fed_plan(family, fed, graph, key), variant.dims, graph.key[3])
+    if kind == "kernels" and MODE.fast_path:
+        accelerate(runner)
+    return runner
 
 
 def dynamic_info() -> dict:
@@ -258,3 +238,6 @@ def clear() -> None:
     """Forgets every family and resets the counters (compiled graphs live in the executors' caches)."""
     _families.clear()
     _counts.update(generalized=0, shared_runs=0)
+
+
+register_cache("symbolic-size families", clear)

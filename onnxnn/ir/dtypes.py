@@ -26,7 +26,7 @@ _BOOL, _INTEGER, _FLOATING = 0, 1, 2
 class dtype:
     """A tensor element type. Instances are singletons compared by identity, like ``torch.dtype``."""
 
-    __slots__ = ("name", "onnx_type", "numpy_dtype", "category", "itemsize", "_rank")
+    __slots__ = ("name", "onnx_type", "numpy_dtype", "category", "itemsize", "_rank", "differentiable")
 
     def __init__(self, name: str, onnx_type: int, numpy_dtype, category: int, rank: int):
         self.name = name
@@ -35,6 +35,8 @@ class dtype:
         self.category = category
         self.itemsize = self.numpy_dtype.itemsize
         self._rank = rank
+        # Whether gradients flow through values of this type (floating point only, as in PyTorch).
+        self.differentiable = category == _FLOATING
 
     @property
     def is_floating_point(self) -> builtins.bool:

@@ -7,12 +7,12 @@ computation finds the same compiled executable. ``build_model`` turns a plan int
 """
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import onnx
 from onnx import helper
 
+from .dtypes import dtype
+from .graph import is_held
 from .registry import decompositions
 
 __all__ = ["GraphPlan", "plan", "build_model", "OPSET_VERSION", "IR_VERSION"]
@@ -35,54 +35,14 @@ class GraphPlan:
         self.key = key
 
 
-def _externally_referenced(values: list, skip: set) -> list:
-    """Pending values used inside the plan that something outside the plan also references.
-
-    ``value.plan_count`` holds each value's consumers inside the subgraph. A reference count
-    beyond them means a live Tensor, a value saved for backward or an unrelated pending node
-    holds the value: computing it in this run saves a rerun later.
-    """
-    found = []
-    baseline = _REFCOUNT_BASELINE
-    for value in values:
-        if id(value) in skip:
-            continue
-        if sys.getrefcount(value) - baseline > value.plan_count:
-            found.append(value)
-    return found
-
-
-def _calibrate_refcount_baseline() -> int:
-    """Measures how many references the scan above holds by itself on this Python version.
-
-    Interpreters differ (newer ones borrow references for loop variables), so instead of a
-    constant the scan is run on a probe whose value is referenced by one consumer only.
-    """
-    global _REFCOUNT_BASELINE
-
-    class _Pending:
-        __slots__ = ("plan_count",)
-
-    consumer_inputs = (_Pending(),)
-    consumer_inputs[0].plan_count = 1
-    values = [consumer_inputs[0]]
-    for baseline in range(8):
-        _REFCOUNT_BASELINE = baseline
-        if not _externally_referenced(values, set()):
-            return baseline
-    raise RuntimeError("could not calibrate the reference-count baseline")
-
-
-_REFCOUNT_BASELINE = 3
-_calibrate_refcount_baseline()
 _plan_counter = [0]
 
 
 def plan(targets: list, include_shared: bool = True) -> GraphPlan:
     """Walks the pending history of ``targets`` and builds its canonical plan and cache key.
 
-    With ``include_shared`` (realization), pending intermediates referenced elsewhere become
-    extra outputs; without it (export), the outputs are exactly ``targets``, which may also
+    With ``include_shared`` (realization), pending intermediates still needed elsewhere (a live
+    Tensor holds them, a backward function saved them: ``graph.is_held``) become extra outputs; without it (export), the outputs are exactly ``targets``, which may also
     be realized values.
 
     This runs on every realization, cache hit or not, so it is written for speed: one walk
@@ -91,7 +51,7 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
     # A post-order depth-first walk: a topological order that depends only on the structure
     # (input order, target order), never on object addresses or on when values were realized.
     # Each node's part of the key is built while its inputs are visited. Recursion is bounded:
-    # pending histories are at most MAX_PENDING_DEPTH nodes deep (graph.py).
+    # pending histories are at most MAX_PENDING_DEPTH nodes deep (runtime/depth.py).
     _plan_counter[0] += 1
     mark = _plan_counter[0]  # visited nodes and values carry it (cheaper than sets keyed by id)
     order: list = []
@@ -140,7 +100,8 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
 
     outputs = list(targets)
     if include_shared:
-        outputs += _externally_referenced(pending, {id(t) for t in targets})
+        wanted = set(map(id, targets))
+        outputs += [value for value in pending if id(value) not in wanted and is_held(value)]
     del pending
     plan_key = (
         tuple(key),
@@ -153,7 +114,6 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
 
 def onnx_attribute_value(value):
     """An attribute value as onnx.helper takes it (dtypes as ONNX element types, arrays as tensors)."""
-    from .dtypes import dtype
     if isinstance(value, dtype):
         return value.onnx_type
     if isinstance(value, np.ndarray):

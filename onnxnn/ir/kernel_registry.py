@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from ..runtime.registry import Registry
+from .registry import Registry
 
 __all__ = ["KernelRegistry", "DirectForm", "kernels", "FLOATING", "SIGNED", "UNSIGNED", "INTEGER", "NUMERIC", "BOOL",
            "ALL_TYPES", "LOW_PRECISION"]
@@ -114,7 +114,7 @@ class KernelRegistry(Registry):
         def decorate(function: Callable) -> Callable:
             for op_type in op_types:
                 key = (domain, op_type)
-                self._table[key] = function
+                self.table[key] = function
                 self.types[key] = types
                 self.direct_forms.pop(key, None)
                 if native_low_precision:
@@ -157,7 +157,7 @@ class KernelRegistry(Registry):
             kernels.register_direct("Gemm", np.matmul, defaults=GEMM_DEFAULTS)
         """
         key = (domain, op_type)
-        if key not in self._table:
+        if key not in self.table:
             raise KeyError(f"no kernel registered for op_type '{op_type}' (domain '{domain or 'ai.onnx'}'): "
                            f"register the kernel before its direct forms")
         defaults = dict(defaults or {})
@@ -165,7 +165,7 @@ class KernelRegistry(Registry):
         unknown = sorted(set(required) - set(defaults))
         if unknown:
             raise ValueError(f"{op_type} direct form: attributes {unknown} in `when` have no declared default")
-        form = DirectForm(function, self._table[key], defaults, required, types, output_shape)
+        form = DirectForm(function, self.table[key], defaults, required, types, output_shape)
         self.direct_forms.setdefault(key, []).append(form)
         return function
 
@@ -175,7 +175,7 @@ class KernelRegistry(Registry):
         A form declared for another kernel than the one now in the table (a kernel replaced in
         the table, as tests do) never applies: the direct form must compute what the kernel does.
         """
-        kernel = self._table.get((domain, op_type))
+        kernel = self.table.get((domain, op_type))
         for form in self.direct_forms.get((domain, op_type), ()):
             if form.kernel is kernel and form.applies(attrs, dtype_name):
                 return form
@@ -184,7 +184,7 @@ class KernelRegistry(Registry):
     def lookup(self, op_type: str, domain: str = "", *, opset: int | None = None,
                node_name: str | None = None) -> Callable:
         """The kernel of an op; NotImplementedError naming the op, its domain and this executor otherwise."""
-        function = self._table.get((domain, op_type))
+        function = self.table.get((domain, op_type))
         if function is None:
             raise NotImplementedError(
                 f"onnxnn kernels executor has no kernel for op_type '{op_type}' (domain '{domain or 'ai.onnx'}')")

@@ -1,0 +1,192 @@
+"""The recorded graph's two objects: ``Node`` (one ONNX node) and ``Value`` (one of its outputs).
+
+Recording (``runtime.recording``) creates them for every Tensor op; the planner (``ir.plan``)
+walks them; nothing here runs anything. A ``Value`` is either realized (``data`` holds an array,
+``node`` is None) or pending (``node`` and ``index`` say which node output computes it).
+Realizing drops the link to the producer, so computed graphs are freed by reference counting.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .caches import register_cache
+from .device import CPU, device
+from .dtypes import dtype
+
+__all__ = ["Value", "Node", "constant", "static_constant", "is_held"]
+
+
+class Node:
+    """One recorded ONNX node. Kept tiny: it is created for every op of every call."""
+
+    __slots__ = ("op_type", "domain", "inputs", "attrs", "num_outputs", "depth", "_signature", "position",
+                 "plan_mark", "function")
+
+    def __init__(self, op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int, depth: int = 1,
+                 signature: tuple | None = None):
+        self.op_type = op_type
+        self.domain = domain
+        self.inputs = inputs
+        self.attrs = attrs
+        self.num_outputs = num_outputs
+        self.depth = depth  # longer than the depth of every pending input: sorting by it is topological
+        self._signature = signature  # computed when first asked for, unless the caller knows it
+        self.position = 0  # scratch of the planner: the node's index in the plan being built
+        self.plan_mark = 0  # scratch of the planner: the number of the last plan that visited it
+        # A weak reference to the backward function that saved this node's outputs (None without
+        # one): while it lives and keeps them, the outputs are needed again (see ``is_held``).
+        self.function = None
+
+    @property
+    def signature(self) -> tuple:
+        """The node's part of a structural cache key: op, domain, attributes, output count."""
+        if self._signature is None:
+            attrs = self.attrs
+            if attrs:
+                frozen = tuple(sorted((k, _freeze(v)) for k, v in attrs.items()))
+                self._signature = (self.domain, self.op_type, frozen, self.num_outputs)
+            else:
+                # Shared by every node of the op: cache keys then compare them by identity.
+                short = (self.domain, self.op_type, self.num_outputs)
+                signature = _PLAIN_SIGNATURES.get(short)
+                if signature is None:
+                    signature = _PLAIN_SIGNATURES[short] = (self.domain, self.op_type, (), self.num_outputs)
+                self._signature = signature
+        return self._signature
+
+    def __repr__(self) -> str:
+        return f"Node({self.domain + '.' if self.domain else ''}{self.op_type}, attrs={self.attrs})"
+
+
+def _freeze(value):
+    """A hashable form of an attribute value (lists become tuples, arrays their bytes)."""
+    if type(value) in _PLAIN:
+        return value
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, dtype):
+        return value.name
+    return value
+
+
+_PLAIN = {int, float, str, bool, bytes}
+_PLAIN_SIGNATURES: dict = {}
+
+
+class Value:
+    """A value in the recorded graph: pending (produced by ``node``) or realized (``data``).
+
+    ``static`` is set on small constants that describe structure rather than data (axes, shapes,
+    slice bounds) and holds their cache-key form: they are embedded in compiled graphs and keyed
+    by content, while ordinary realized values are fed as inputs and keyed by shape and dtype only.
+
+    ``holder`` is a weak reference to the handle (a Tensor) that last took this value for its
+    user, or None: liveness is explicit, never read from reference counts (see ``is_held``).
+    """
+
+    __slots__ = ("node", "index", "shape", "dtype", "device", "data", "static", "plan_mark", "plan_count",
+                 "holder")
+
+    def __init__(self, node, index, shape, dtype, device, data=None, static=None):
+        self.node = node
+        self.index = index
+        self.shape = shape
+        self.dtype = dtype
+        self.device = device
+        self.data = data
+        self.static = static
+        # Scratch of the planner: the last plan that saw this value, and there its consumer count
+        # (pending values) or input position (realized ones).
+        self.plan_mark = 0
+        self.plan_count = 0
+        self.holder = None
+
+    @property
+    def realized(self) -> bool:
+        return self.data is not None
+
+    def __repr__(self) -> str:
+        state = "realized" if self.data is not None else f"pending {self.node.op_type}:{self.index}"
+        return f"Value({state}, shape={self.shape}, dtype={self.dtype.name})"
+
+
+def is_held(value: Value) -> bool:
+    """Whether something outside a plan still needs ``value``: its handle holds it, or a live
+    backward function keeps it saved. A plan computes such intermediates among its outputs, so a
+    later read or backward does not compute them again."""
+    holder = value.holder
+    if holder is not None:
+        handle = holder()
+        if handle is not None and handle._value is value:
+            return True
+    function = value.node.function if value.node is not None else None
+    if function is not None:
+        function = function()
+        return function is not None and function.outputs is not None
+    return False
+
+
+def constant(array: np.ndarray, value_dtype: dtype, on: device = CPU) -> Value:
+    """A realized value holding ``array`` (already of ``value_dtype``'s numpy dtype)."""
+    return Value(None, 0, array.shape, value_dtype, on, array)
+
+
+def static_constant(values, value_dtype: dtype, on: device = CPU) -> Value:
+    """A small structural constant (axes, shape, bounds) that compiled graphs embed by content.
+
+    Static values are immutable and keyed by content, so equal ones are shared from a small cache.
+    Ints and lists of ints (axes, shapes: one or more per recorded op) are found by their Python
+    form first, without building an array.
+    """
+    python_key = _python_key(values)
+    if python_key is not None:
+        cached = _STATIC_BY_PYTHON_FORM.get((python_key, value_dtype, on))
+        if cached is not None:
+            return cached
+    array = np.asarray(values, dtype=value_dtype.numpy_dtype)
+    key = (value_dtype.name, array.shape, array.tobytes(), on)
+    cached = _STATIC_CACHE.get(key)
+    if cached is None:
+        if len(_STATIC_CACHE) >= _STATIC_CACHE_LIMIT:
+            _STATIC_CACHE.clear()
+            _STATIC_BY_PYTHON_FORM.clear()
+        array.flags.writeable = False
+        cached = _STATIC_CACHE[key] = Value(None, 0, array.shape, value_dtype, on, array, ("c",) + key[:3])
+    if python_key is not None:
+        _STATIC_BY_PYTHON_FORM[(python_key, value_dtype, on)] = cached
+    return cached
+
+
+def _python_key(values):
+    """A hashable form of an int or a (nested) list or tuple of ints, which determines its array.
+
+    Anything else gives None. Floats are left out on purpose: 0.0 == -0.0 would share a key.
+    """
+    if type(values) is int:
+        return values
+    if type(values) is list or type(values) is tuple:
+        key = []
+        for item in values:
+            item_key = item if type(item) is int else _python_key(item)
+            if item_key is None:
+                return None
+            key.append(item_key)
+        return tuple(key)
+    return None
+
+
+_STATIC_CACHE: dict = {}
+_STATIC_BY_PYTHON_FORM: dict = {}
+_STATIC_CACHE_LIMIT = 4096
+
+
+def _clear_static_constants() -> None:
+    _STATIC_CACHE.clear()
+    _STATIC_BY_PYTHON_FORM.clear()
+
+
+register_cache("static constants", _clear_static_constants)

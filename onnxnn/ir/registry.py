@@ -1,0 +1,104 @@
+"""The op tables: one registry per concern, each keyed by ``(domain, op_type)``.
+
+Every per-op fact onnxnn has lives in exactly one of these tables, and adding an op means
+adding entries through their decorators, never editing a dispatcher::
+
+    @shape_rules.register("Relu")
+    def _relu_shape(inputs, attrs):
+        return [(inputs[0].shape, inputs[0].dtype)]
+
+- ``shape_rules``: output shapes and dtypes of a node (``runtime/ops/``).
+- ``gradient_rules``: the backward of a node (``runtime/ops/``).
+- ``non_differentiable``: ops whose outputs carry no gradient (comparisons, indices, shapes).
+- ``decompositions``: how to write an op onnxruntime lacks as standard ONNX (``runtime/ops/``).
+- ``kernels``: onnxnn's own array kernels (``kernels/``; see ``kernel_registry``).
+- ``importers``: how an imported model's node becomes Tensor ops (``import_/``).
+
+All share one shape: ``register`` (a decorator), ``get``, ``lookup`` (a clear
+NotImplementedError), ``in``, ``op_types`` and the read-only mapping ``table``, which hot paths
+bind once (``table.get``) instead of calling ``get`` per op.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+__all__ = ["Registry", "MarkRegistry", "shape_rules", "gradient_rules", "non_differentiable", "decompositions",
+           "importers"]
+
+
+class Registry:
+    """A table from ``(domain, op_type)`` to one entry, with a clear error for missing entries.
+
+    Args:
+        concern: what an entry is, for error messages ("shape rule", "kernel", ...).
+    """
+
+    def __init__(self, concern: str):
+        self.concern = concern
+        self.table: dict[tuple[str, str], Callable] = {}
+
+    def register(self, *op_types: str, domain: str = "") -> Callable[[Callable], Callable]:
+        """Decorator registering the function for each of ``op_types`` in ``domain``.
+
+        Each op has one entry per concern: registering a second raises ValueError naming both, so
+        two modules can never silently disagree on which rule runs (the last import would win).
+        """
+        def decorate(function: Callable) -> Callable:
+            for op_type in op_types:
+                self._claim(op_type, domain, function)
+                self.table[(domain, op_type)] = function
+            return function
+        return decorate
+
+    def _claim(self, op_type: str, domain: str, entry) -> None:
+        existing = self.table.get((domain, op_type))
+        if existing is not None and existing is not entry:
+            raise ValueError(f"two {self.concern}s for op_type '{op_type}' (domain '{domain or 'ai.onnx'}'): "
+                             f"{_describe(existing)} and {_describe(entry)}")
+
+    def get(self, op_type: str, domain: str = "") -> Callable | None:
+        return self.table.get((domain, op_type))
+
+    def lookup(self, op_type: str, domain: str = "", *, opset: int | None = None,
+               node_name: str | None = None) -> Callable:
+        """Returns the entry, raising NotImplementedError that names the op when there is none."""
+        function = self.table.get((domain, op_type))
+        if function is None:
+            where = f"domain '{domain or 'ai.onnx'}'"
+            if opset is not None:
+                where += f", opset {opset}"
+            if node_name:
+                where += f", node '{node_name}'"
+            raise NotImplementedError(f"onnxnn has no {self.concern} for op_type '{op_type}' ({where})")
+        return function
+
+    def __contains__(self, key: tuple[str, str]) -> bool:
+        return key in self.table
+
+    def op_types(self, domain: str = "") -> list[str]:
+        return sorted(op for d, op in self.table if d == domain)
+
+
+def _describe(entry) -> str:
+    return f"{getattr(entry, '__module__', '?')}.{getattr(entry, '__qualname__', repr(entry))}"
+
+
+class MarkRegistry(Registry):
+    """A registry whose entries are a mark (``True``): ``mark("Shape")`` declares the op."""
+
+    def mark(self, *op_types: str, domain: str = "") -> None:
+        for op_type in op_types:
+            self.table[(domain, op_type)] = True
+
+
+shape_rules = Registry("shape rule")
+gradient_rules = Registry("gradient rule")
+# Ops whose outputs carry no gradient (comparisons, index results, shapes): autograd records no
+# backward node for them, as JAX's defjvp_zero does.
+non_differentiable = MarkRegistry("non-differentiability mark")
+# Ops onnxnn records as one node but onnxruntime lacks (the ai.onnx.preview.training optimizers):
+# ``expand(node, input_names, output_names, fresh_name) -> (onnx nodes, initializers)`` writes the
+# node as standard ONNX when a model is built. onnxnn's own kernels run such nodes directly.
+decompositions = Registry("decomposition")
+# ``importer(call) -> tuple of outputs``: how a node of an imported model runs as Tensor ops.
+importers = Registry("importer")

@@ -1,0 +1,78 @@
+"""Depth bounding, in one place: how deep a pending history may grow before part of it runs.
+
+Every node records its depth (one more than its deepest pending input's), so recording knows
+at no cost when a history passes ``MAX_PENDING_DEPTH``: a buffer updated on every call (a running
+mean) or a loop that never reads its result must not grow one unbounded graph. ``bound_depth``
+then realizes the deep outputs; whether it does follows from the structure recorded so far,
+never from data, so a backward being traced for replay stays replayable. Exporting a model
+(``unbounded_depth``) must keep everything pending instead.
+"""
+from __future__ import annotations
+
+from ..ir.mode import MODE
+from .realization import realize
+
+__all__ = ["MAX_PENDING_DEPTH", "pending_depth", "refresh_depth", "bound_depth", "unbounded_depth"]
+
+MAX_PENDING_DEPTH = 200
+
+
+def pending_depth(value) -> int:
+    """How many pending nodes lie behind ``value`` at most (0 when realized or absent)."""
+    if value is None or value.data is not None:
+        return 0
+    return value.node.depth
+
+
+def refresh_depth(node: Node) -> int:
+    """Recomputes ``node.depth`` (and that of its pending ancestors) from what is pending now.
+
+    Depths are set when a node is recorded; values realized since then make them overestimates,
+    which would otherwise grow step after step in a loop that records on top of a pending update.
+    """
+    order, stack, seen = [], [node], set()
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        order.append(current)
+        stack.extend(value.node for value in current.inputs if value is not None and value.data is None)
+    # Recorded depths still order nodes topologically, so one pass in that order is enough.
+    for current in sorted(order, key=_recorded_depth):
+        current.depth = 1 + max(map(pending_depth, current.inputs), default=0)
+    return node.depth
+
+
+def _recorded_depth(node: Node) -> int:
+    return node.depth
+
+
+def bound_depth(node, outputs) -> None:
+    """Realizes ``outputs`` (of ``node``) when their pending history is deeper than MAX_PENDING_DEPTH.
+
+    Recording an op calls it (``tensor.apply_op``, when ``node.depth`` passes the bound), and so
+    does a replayed backward.
+    """
+    if refresh_depth(node) <= MAX_PENDING_DEPTH or MODE.unbounded_depth:
+        return
+    trace = MODE.trace
+    read_data = trace is not None and trace.read_data
+    realize(outputs)
+    if trace is not None:
+        trace.read_data = read_data
+
+
+class unbounded_depth:
+    """Within this block a deep pending history stays pending: ``bound_depth`` realizes nothing.
+
+    Exporting traces a model into one graph; a value realized on the way would reach the exported
+    file as a constant computed from the example input, not as a function of the graph's inputs.
+    """
+
+    def __enter__(self) -> "unbounded_depth":
+        MODE.unbounded_depth += 1
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        MODE.unbounded_depth -= 1

@@ -1,0 +1,46 @@
+"""The fast path: every speed trick onnxnn plays, fenced in one package behind one switch.
+
+- ``backward_replay``: a backward whose structure was seen before replays generated code that
+  records the same nodes, instead of running the gradient rules again.
+- ``straight_line``: a kernels plan runs as one generated Python function, not a loop.
+- ``plan_cache``: per structure, the runner the executor choice (a deterministic cost model)
+  gave it, and specialized sessions for inference with unchanged weights.
+- ``dynamic_shapes``: a structure seen at several sizes shares one graph with symbolic sizes.
+
+``set_fast_path(False)`` (or ``ONNXNN_FAST_PATH=0`` in the environment) turns off the generated
+code and identity-keyed reuse, so a user can rule them out when debugging; results are bitwise
+the same either way (the tests check it), only slower. Plan caching and the executor choice
+stay on: they decide what runs, never how a value rounds. ``clear_caches()`` drops every cache
+onnxnn keeps.
+"""
+from __future__ import annotations
+
+from ...ir.caches import clear_caches
+from ...ir.mode import MODE
+
+__all__ = ["set_fast_path", "is_fast_path_enabled", "clear_caches"]
+
+
+class set_fast_path:
+    """Turns the fast path on or off; takes effect at once and also works as a context manager.
+
+    Example::
+
+        >>> with onnxnn.set_fast_path(False):
+        ...     loss.backward()   # the general autograd driver, no generated code
+    """
+
+    def __init__(self, enabled: bool):
+        self._previous = MODE.fast_path
+        MODE.fast_path = bool(enabled)
+
+    def __enter__(self) -> "set_fast_path":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        MODE.fast_path = self._previous
+
+
+def is_fast_path_enabled() -> bool:
+    """Whether the fast path may run (``set_fast_path``, ``ONNXNN_FAST_PATH``)."""
+    return MODE.fast_path

@@ -1,0 +1,240 @@
+"""What realization keeps per plan structure: the runner the executor choice gave it, and for
+inference with unchanged weights a specialized session.
+
+``entry(plan)`` is one dict lookup on a hit. On a miss the executor is chosen by ``choose`` (a
+deterministic cost model over sizes and op kinds, never timing: a program's results never depend
+on the machine's load), a structure family seen at several sizes may share one graph with
+symbolic sizes (``dynamic_shapes``), and otherwise the chosen executor compiles the plan.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from ...ir.caches import register_cache
+from ...ir.dtypes import float16
+from ...ir.executors import executor
+from ...ir.mode import EXECUTORS, MODE
+from ...ir.plan import GraphPlan, build_model
+from . import dynamic_shapes
+from .straight_line import accelerate
+
+__all__ = ["Entry", "entry", "choose", "clear", "set_capacity", "watch_stable_inputs"]
+
+# ---------------------------------------------------------------- the executor choice
+#
+# "auto" runs a plan on onnxnn's kernels when both hold:
+# - every value is small (at most AUTO_KERNELS_MAX_ELEMENTS elements) and none is float16: numpy
+#   runs one thread per op, onnxruntime many, and a float16 plan must not switch executors (both
+#   round per op, but a last-bit difference in float32 can round to a whole float16 ulp);
+# - the kernels' estimated time is below a session run's: per node the kernels pay Python's call
+#   overhead, a session pays one fixed cost per run and less per node; contractions (MatMul, Conv,
+#   recurrences) cost the kernels more per element than onnxruntime's blocked routines.
+# Otherwise onnxruntime runs it; an op or dtype one executor lacks sends the plan to the other.
+# The constants are microseconds measured once on a 2-core x86 machine (numpy 2, onnxruntime 1.2x);
+# they only move the boundary, and the choice depends on nothing but the plan's structure.
+AUTO_KERNELS_MAX_ELEMENTS = 4096
+KERNEL_NODE_COST = 1.5
+KERNEL_ELEMENT_COST = 0.001
+SESSION_RUN_COST = 40.0
+SESSION_NODE_COST = 0.6
+SESSION_ELEMENT_COST = 0.0005
+CONTRACTIONS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "LSTM", "GRU", "RNN"})
+CONTRACTION_KERNEL_FACTOR = 4.0
+
+
+def _elements(shape) -> int:
+    size = 1
+    for dim in shape:
+        size *= dim
+    return size
+
+
+def choose(plan: GraphPlan) -> str:
+    """The executor "auto" gives ``plan``: "kernels" or "onnxruntime" (see the rules above)."""
+    if plan.key[3].type != "cpu":
+        return "onnxruntime"
+    for value in plan.inputs:
+        if value.dtype is float16 or _elements(value.shape) > AUTO_KERNELS_MAX_ELEMENTS:
+            return "onnxruntime"
+    kernel_cost = 0.0
+    session_cost = SESSION_RUN_COST
+    for node in plan.nodes:
+        elements = 0
+        for value in node.inputs:
+            if value is None:
+                continue
+            if value.dtype is float16:
+                return "onnxruntime"
+            size = _elements(value.shape)
+            if size > AUTO_KERNELS_MAX_ELEMENTS:
+                return "onnxruntime"
+            elements += size
+        factor = CONTRACTION_KERNEL_FACTOR if node.op_type in CONTRACTIONS else 1.0
+        kernel_cost += KERNEL_NODE_COST + elements * KERNEL_ELEMENT_COST * factor
+        session_cost += SESSION_NODE_COST + elements * SESSION_ELEMENT_COST
+    for value in plan.outputs:
+        if value.dtype is float16 or _elements(value.shape) > AUTO_KERNELS_MAX_ELEMENTS:
+            return "onnxruntime"
+    return "kernels" if kernel_cost <= session_cost else "onnxruntime"
+
+
+def _other(name: str) -> str:
+    return "onnxruntime" if name == "kernels" else "kernels"
+
+
+def _compiled(plan: GraphPlan, name: str):
+    runner = executor(name).compile(plan)
+    if name == "kernels" and MODE.fast_path:
+        accelerate(runner)
+    return runner, name
+
+
+def _compile(plan: GraphPlan, name: str):
+    """The runner of ``plan`` on the executor ``name`` selects, falling back for "auto"."""
+    if name != "auto":
+        return _compiled(plan, name)
+    chosen = choose(plan)
+    try:
+        return _compiled(plan, chosen)
+    except (RuntimeError, NotImplementedError, TypeError) as error:
+        # One executor lacks an op or dtype here (onnxruntime has no float64 Erf): the other may have it.
+        try:
+            return _compiled(plan, _other(chosen))
+        except (RuntimeError, NotImplementedError, TypeError):
+            raise error from None
+
+
+class Entry:
+    """What is kept for one structure on one executor: its runner and inference specialization."""
+
+    __slots__ = ("runner", "is_session", "specialization", "stable_runs", "stable_inputs")
+
+    def __init__(self, runner, executor_name: str):
+        self.runner = runner
+        self.is_session = executor_name == "onnxruntime"
+        self.specialization = None
+        self.stable_runs = 0
+        self.stable_inputs = None
+
+
+_entries = {name: OrderedDict() for name in EXECUTORS}
+_capacity = [512]
+
+
+def _shared_entry(plan: GraphPlan, name: str) -> Entry | None:
+    """An entry running the graph its structure family shares across sizes (``dynamic_shapes``), or None.
+
+    The executor is chosen as for the plan itself, but with no inference specialization: that is
+    per size, and sizes that keep changing never repeat.
+    """
+    kind = choose(plan) if name == "auto" else name
+    sessions = executor("onnxruntime").cache
+    compiled = sessions.misses
+    runner = dynamic_shapes.shared_runner(plan, kind)
+    if runner is None and name == "auto":
+        kind = _other(kind)  # one executor cannot take the shared graph: the other may
+        runner = dynamic_shapes.shared_runner(plan, kind)
+    if runner is None:
+        return None
+    shared = Entry(runner, kind)
+    shared.stable_runs = _NEVER
+    if shared.is_session and sessions.misses == compiled:
+        sessions.hits += 1  # found, not compiled: a hit of the session cache like any other
+    return shared
+
+
+def entry(plan: GraphPlan) -> Entry:
+    """The entry of ``plan``'s structure under the current executor selection, compiling on a miss."""
+    name = MODE.executor
+    table = _entries[name]
+    found = table.get(plan.key)
+    if found is not None:
+        if found.is_session:
+            executor("onnxruntime").cache.hits += 1  # the session cache counts every run, found here or there
+        return found
+    found = _shared_entry(plan, name)
+    if found is None:
+        found = Entry(*_compile(plan, name))
+    table[plan.key] = found
+    if len(table) > _capacity[0]:
+        table.popitem(last=False)
+    return found
+
+
+# ---------------------------------------------------------------- inference specialization
+#
+# Parameters are data: a training step feeds them to the compiled graph like any input. When the
+# same large inputs (the weights of a model serving requests) come back unchanged run after run,
+# a second session is compiled with every unchanged input embedded as an initializer, so
+# onnxruntime can fold constants, fuse BatchNormalization into convolutions and pre-pack weights.
+# Values never change in place, so "the same Value object" means "the same data"; the
+# specialization holds those objects, and any other input falls back to the general session.
+SPECIALIZE_AFTER_RUNS = 3
+SPECIALIZE_MIN_ELEMENTS = 4096
+_NEVER = -(1 << 30)
+
+
+class Specialization:
+    __slots__ = ("positions", "values", "rest", "session")
+
+    def __init__(self, plan: GraphPlan, positions: list[int]):
+        self.positions = positions
+        self.values = [plan.inputs[position] for position in positions]
+        embedded = set(positions)
+        self.rest = [i for i in range(len(plan.inputs)) if i not in embedded]
+        roles = [("initializer", f"weight_{i}") if i in embedded else ("input", f"input_{i}")
+                 for i in range(len(plan.inputs))]
+        self.session = executor("onnxruntime").compile_model(build_model(plan, roles), plan.key[3])
+
+    def matches(self, inputs: list) -> bool:
+        for position, value in zip(self.positions, self.values):
+            if inputs[position] is not value:
+                return False
+        return True
+
+    def __call__(self, inputs: list) -> list:
+        return self.session([inputs[i] for i in self.rest])
+
+
+def watch_stable_inputs(found: Entry, plan: GraphPlan) -> None:
+    """Counts runs in which a structure's inputs were the very same values; specializes after a few.
+
+    Only structures with a large stable input (weights) are specialized; every input that stayed
+    the same is embedded then (BatchNormalization statistics too, so they fold into the
+    convolutions), while per-call values (the batch, scalars) stay inputs.
+    """
+    seen = found.stable_inputs
+    if seen is None:
+        if any(v.data.size >= SPECIALIZE_MIN_ELEMENTS for v in plan.inputs):
+            found.stable_runs, found.stable_inputs = 1, list(plan.inputs)
+        else:
+            found.stable_runs = _NEVER  # input shapes are part of the structure: never any large input
+        return
+    stable = [before if before is value else None for before, value in zip(seen, plan.inputs)]
+    if not any(v is not None and v.data.size >= SPECIALIZE_MIN_ELEMENTS for v in stable):
+        found.stable_runs, found.stable_inputs = 1, list(plan.inputs)
+        return
+    found.stable_runs += 1
+    found.stable_inputs = stable
+    if found.stable_runs >= SPECIALIZE_AFTER_RUNS:
+        found.stable_inputs = None
+        try:
+            found.specialization = Specialization(plan, [i for i, v in enumerate(stable) if v is not None])
+        except RuntimeError:
+            found.stable_runs = _NEVER  # onnxruntime could not compile it: never try again
+
+
+def clear() -> None:
+    """Drops every entry (runners and specializations)."""
+    for table in _entries.values():
+        table.clear()
+
+
+def set_capacity(capacity: int) -> None:
+    _capacity[0] = capacity
+    for table in _entries.values():
+        while len(table) > capacity:
+            table.popitem(last=False)
+
+
+register_cache("plan entries", clear)

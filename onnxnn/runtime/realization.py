@@ -1,0 +1,128 @@
+"""Realization: computing pending values, through caches keyed by structure.
+
+``realize(values)`` plans the pending subgraph behind ``values`` (``ir.plan``: one walk builds its
+canonical structural key, never data) and runs it with the runner kept for that structure
+(``fastpath.plan_cache``: an onnxruntime session or onnxnn's kernels, chosen by a deterministic
+cost model, and for inference with unchanged weights a specialized session). Pending
+intermediates something else still needs (a live Tensor, a value saved for backward) are
+returned by the same run, so nothing is computed twice.
+"""
+from __future__ import annotations
+
+from ..ir.caches import clear_caches
+from ..ir.executors import executor
+from ..ir.mode import EXECUTORS, MODE, trace_data_read
+from ..ir.plan import plan
+from .fastpath import dynamic_shapes, plan_cache
+
+__all__ = ["realize", "data_of", "recording_only", "set_executor", "get_executor", "cache_info", "dynamic_info",
+           "clear_cache", "set_cache_size"]
+
+
+def realize(values) -> None:
+    """Computes every pending value in ``values`` (and the pending values still needed elsewhere)."""
+    if MODE.recording_only:
+        return
+    if len(values) == 1:  # reading one tensor: the common case
+        targets = [values[0]] if values[0].data is None else None
+    else:
+        targets = [value for value in dict.fromkeys(values) if value.data is None]  # Values hash by identity
+    if not targets:
+        return
+    trace_data_read()
+    graph = plan(targets)
+    entry = plan_cache.entry(graph)
+    inputs = [value.data for value in graph.inputs]
+    specialization = entry.specialization
+    if specialization is not None and specialization.matches(graph.inputs):
+        results = specialization(inputs)
+    else:
+        results = entry.runner(inputs)
+        if entry.is_session and entry.stable_runs >= 0:
+            plan_cache.watch_stable_inputs(entry, graph)
+    for value, result in zip(graph.outputs, results):
+        value.data = result
+        value.node = None
+
+
+def data_of(value):
+    """The array of ``value``, realizing it (and its pending history) first if needed."""
+    if value.static is None:
+        trace_data_read()
+    if value.data is None:
+        realize((value,))
+    return value.data
+
+
+class set_executor:
+    """Chooses what runs recorded graphs: ``"auto"`` (default), ``"onnxruntime"`` or ``"kernels"``.
+
+    Takes effect at once, and also works as a context manager that restores the previous choice.
+    ``eager=True`` realizes every op as it is recorded (a debugging mode: each intermediate value
+    can be inspected, and an error points at the op that caused it).
+
+    Example::
+
+        >>> with onnxnn.set_executor("kernels", eager=True):
+        ...     y = (x * 2).relu()   # computed op by op by onnxnn's numpy kernels
+    """
+
+    def __init__(self, name: str = "auto", *, eager: bool = False):
+        if name not in EXECUTORS:
+            raise ValueError(f"set_executor: unknown executor {name!r}; choose one of {EXECUTORS}")
+        self._previous = (MODE.executor, MODE.eager)
+        MODE.executor, MODE.eager = name, bool(eager)
+
+    def __enter__(self) -> "set_executor":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        MODE.executor, MODE.eager = self._previous
+
+
+def get_executor() -> str:
+    """The executor selected by ``set_executor``: "auto", "onnxruntime" or "kernels"."""
+    return MODE.executor
+
+
+class recording_only:
+    """Within this block explicit realizations are skipped: a whole step is recorded, not run.
+
+    Used to export a training step as one graph; reading a pending value inside raises.
+    """
+
+    def __enter__(self) -> "recording_only":
+        MODE.recording_only += 1
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        MODE.recording_only -= 1
+
+
+def cache_info() -> dict:
+    """Counters of the session cache: ``{"sessions", "hits", "misses", "capacity"}``.
+
+    ``hits + misses`` counts the onnxruntime runs; ``misses`` the compilations, including the
+    graphs with symbolic sizes that a structure seen at several sizes shares (``dynamic_info()``).
+    """
+    return executor("onnxruntime").cache_info()
+
+
+def dynamic_info() -> dict:
+    """Counters of the symbolic-size sharing: ``{"families", "generalized", "shared_runs"}``.
+
+    ``generalized`` counts the signatures widened (each compiles one shared graph per executor
+    that runs it); ``shared_runs`` the keys that took a shared graph instead of compiling their own.
+    """
+    return dynamic_shapes.dynamic_info()
+
+
+def clear_cache() -> None:
+    """Drops every compiled session, runner and specialization (every cache: ``clear_caches``)."""
+    clear_caches()
+
+
+def set_cache_size(capacity: int) -> None:
+    """Bounds the number of compiled sessions and plan entries kept (least recently used go first)."""
+    executor("onnxruntime").set_cache_size(capacity)
+    plan_cache.set_capacity(capacity)
