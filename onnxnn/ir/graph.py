@@ -7,13 +7,15 @@ Realizing drops the link to the producer, so computed graphs are freed by refere
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .caches import register_cache
 from .device import CPU, device
 from .dtypes import dtype
 
-__all__ = ["Value", "Node", "constant", "static_constant", "is_held"]
+__all__ = ["Value", "Node", "constant", "static_constant", "is_held", "hold"]
 
 
 class Node:
@@ -115,19 +117,46 @@ class Value:
 
 
 def is_held(value: Value) -> bool:
-    """Whether something outside a plan still needs ``value``: its handle holds it, or a live
-    backward function keeps it saved. A plan computes such intermediates among its outputs, so a
-    later read or backward does not compute them again."""
+    """Whether something outside a plan still needs ``value``; a plan computes such intermediates
+    among its outputs, so a later read or backward does not compute them again.
+
+    A value is needed while a backward function that saved it lives and keeps it, or while its
+    handle lives and either still holds it or holds a value that is still pending: a tensor
+    updated in place (``w -= lr * w.grad``) holds a new value computed from the old one, so the
+    old one is needed until the new one is computed. The answer follows from what the program
+    holds, never from reference counts, so a debugger or a stray local changes nothing.
+    """
     holder = value.holder
     if holder is not None:
         handle = holder()
-        if handle is not None and handle._value is value:
-            return True
+        if handle is not None:
+            held = handle._value
+            if held is value or held.data is None:
+                return True
     function = value.node.function if value.node is not None else None
     if function is not None:
         function = function()
         return function is not None and function.outputs is not None
     return False
+
+
+def hold(value: Value, handle, rebound: bool = True) -> None:
+    """Records ``handle`` (a Tensor) as the holder of a pending ``value`` (see ``is_held``).
+
+    A handle rebound to the value (an in-place op, an optimizer update) takes it over from the
+    temporary result it was created with; a handle merely created over it (an in-place op's
+    alias, a detached view) takes it only when no live handle holds it already.
+    """
+    if value.data is not None:
+        return
+    if not rebound:
+        holder = value.holder
+        if holder is not None and holder() is not None:
+            return
+    value.holder = _weak_reference(handle)
+
+
+_weak_reference = weakref.ref
 
 
 def constant(array: np.ndarray, value_dtype: dtype, on: device = CPU) -> Value:

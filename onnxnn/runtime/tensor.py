@@ -12,7 +12,7 @@ import numpy as np
 
 from ..ir import dtypes as _dtypes
 from ..ir.device import CPU, as_device, cuda_is_available
-from ..ir.graph import Value, constant
+from ..ir.graph import Value, constant, hold
 from ..ir.mode import MODE
 from ..ir.registry import non_differentiable
 from .autograd import AccumulateGrad, Function, RemovableHandle, VersionCounter, _HookDict, add_hook, run_backward
@@ -120,19 +120,6 @@ _weak_reference = weakref.ref
 _NON_DIFFERENTIABLE = non_differentiable.table  # bound once: apply_op runs for every op
 
 
-def _hold(value: Value, tensor) -> None:
-    """Makes ``tensor`` the handle that keeps a pending ``value`` needed (``ir.graph.is_held``),
-    unless another live handle already holds it."""
-    if value.data is not None:
-        return
-    holder = value.holder
-    if holder is not None:
-        current = holder()
-        if current is not None and current is not tensor and current._value is value:
-            return
-    value.holder = _weak_reference(tensor)
-
-
 class Tensor(TensorOps, TensorAPI):
     """A multi-dimensional array whose operations are recorded as ONNX nodes and run lazily.
 
@@ -173,7 +160,7 @@ class Tensor(TensorOps, TensorAPI):
         tensor._requires_grad = requires_grad or grad_fn is not None
         tensor._version_counter = None
         if value.data is None:
-            _hold(value, tensor)
+            hold(value, tensor, rebound=False)
         return tensor
 
     @classmethod
@@ -346,7 +333,7 @@ class Tensor(TensorOps, TensorAPI):
     @data.setter
     def data(self, other: "Tensor") -> None:
         self._value = other._value
-        _hold(self._value, self)
+        hold(self._value, self)
 
     # ----------------------------------------------------------------- in place
     def _alias(self) -> "Tensor":
@@ -369,7 +356,7 @@ class Tensor(TensorOps, TensorAPI):
         if result._value.shape != self._value.shape:
             result = result._broadcast_for_assignment(self._value.shape)
         self._value = result._value
-        _hold(self._value, self)
+        hold(self._value, self)
         if result._grad_fn is not None:
             self._grad_fn = result._grad_fn
             self._output_nr = result._output_nr
@@ -397,7 +384,7 @@ class Tensor(TensorOps, TensorAPI):
     def _rebind(self, value: Value) -> None:
         """Replaces the value without autograd checks (gradient accumulation, optimizer updates)."""
         self._value = value
-        _hold(value, self)
+        hold(value, self)
         self._bump_version()
 
     def _bump_version(self) -> None:

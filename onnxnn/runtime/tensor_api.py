@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import tensor_ops as _tensor_ops
+from ..ir.graph import hold
 
 # Methods ``x.name(*args, **kwargs)`` that are ``onnxnn.name(x, *args, **kwargs)``.
 DELEGATED = (
@@ -70,6 +71,7 @@ def _in_place_reshaping(name: str):
     def method(self, *args, **kwargs):
         result = getattr(self._alias(), name)(*args, **kwargs)
         self._value = result._value
+        hold(self._value, self)
         if result._grad_fn is not None:
             self._grad_fn, self._output_nr, self._requires_grad = result._grad_fn, result._output_nr, True
         self._bump_version()

@@ -9,7 +9,9 @@ import pytest
 import onnxnn
 from onnxnn.runtime.fastpath import dynamic_shapes
 from onnxnn.runtime import realization as executor
-from onnxnn.ir import graph
+from onnxnn.ir.plan import IR_VERSION, build_model
+from onnxnn.runtime import depth
+from onnxnn.runtime.fastpath import plan_cache
 from onnxnn.ir.graph import Node
 
 from tolerances import TRANSCENDENTAL_ULPS, assert_close_to_matmul, assert_within, gamma, rtol_for, ulps
@@ -80,13 +82,13 @@ def test_ten_thousand_steps_keep_nodes_sessions_and_memory_bounded(on_onnxruntim
 def test_a_buffer_updated_every_call_never_grows_an_unbounded_graph():
     running_mean = onnxnn.zeros(8)
     batch = onnxnn.randn(8)
-    for _ in range(5 * graph.MAX_PENDING_DEPTH):
+    for _ in range(5 * depth.MAX_PENDING_DEPTH):
         running_mean.mul_(0.9).add_(batch * 0.1)
-        assert graph.pending_depth(running_mean._value) <= graph.MAX_PENDING_DEPTH
+        assert depth.pending_depth(running_mean._value) <= depth.MAX_PENDING_DEPTH
     # Each update rounds three times (two products, a sum) relative to |batch|, and 0.9 damps
     # earlier errors: at most 3u|b| / (1 - 0.9) = 30u|b|. 0.9 and 0.1 are not float32 numbers: the
     # fixed point 0.1f / (1 - 0.9f) is 1 within 10u. Together gamma(40) |batch|.
-    assert_within(running_mean.numpy(), batch.numpy() * (1 - 0.9 ** (5 * graph.MAX_PENDING_DEPTH)),
+    assert_within(running_mean.numpy(), batch.numpy() * (1 - 0.9 ** (5 * depth.MAX_PENDING_DEPTH)),
                   gamma(40) * np.abs(batch.numpy()))
 
 
@@ -133,9 +135,9 @@ def test_built_models_load_in_the_installed_onnxruntime():
     x = onnxnn.randn(2, 3)
     y = (x.softmax(1) * 2).sum(0)
     plan = executor.plan([y._value])
-    model = executor.build_model(plan)
+    model = build_model(plan)
     onnx.checker.check_model(model, full_check=True)
-    assert model.ir_version == executor.IR_VERSION
+    assert model.ir_version == IR_VERSION
     session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     feeds = {graph_input.name: value.data for graph_input, value in zip(session.get_inputs(), plan.inputs)}
     (result,) = session.run(None, feeds)
@@ -180,9 +182,9 @@ def test_inference_with_unchanged_weights_gets_a_specialized_session_and_stays_c
         return (onnxnn.from_numpy(batch) @ weight + bias).relu().numpy()
 
     batches = [np.random.default_rng(i).standard_normal((8, 128)).astype(np.float32) for i in range(6)]
-    for batch in batches[:executor.SPECIALIZE_AFTER_RUNS]:
+    for batch in batches[:plan_cache.SPECIALIZE_AFTER_RUNS]:
         serve(batch)
-    assert any(entry.specialization is not None for entry in executor._entries["onnxruntime"].values())
+    assert any(entry.specialization is not None for entry in plan_cache._entries["onnxruntime"].values())
     for batch in batches:
         # Relu is 1-Lipschitz, so the matmul's rounding bound carries through it.
         assert_close_to_matmul(serve(batch), batch, weight.numpy(), bias.numpy(), then=relu)

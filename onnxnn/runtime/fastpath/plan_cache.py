@@ -33,10 +33,10 @@ __all__ = ["Entry", "entry", "choose", "clear", "set_capacity", "watch_stable_in
 # The constants are microseconds measured once on a 2-core x86 machine (numpy 2, onnxruntime 1.2x);
 # they only move the boundary, and the choice depends on nothing but the plan's structure.
 AUTO_KERNELS_MAX_ELEMENTS = 4096
-KERNEL_NODE_COST = 1.5
+KERNEL_NODE_COST = 1.0
 KERNEL_ELEMENT_COST = 0.001
 SESSION_RUN_COST = 40.0
-SESSION_NODE_COST = 0.6
+SESSION_NODE_COST = 0.8
 SESSION_ELEMENT_COST = 0.0005
 CONTRACTIONS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "LSTM", "GRU", "RNN"})
 CONTRACTION_KERNEL_FACTOR = 4.0

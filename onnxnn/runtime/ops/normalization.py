@@ -20,6 +20,7 @@ from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op, normalize_axes
 from .conv import channel_sum, needs_input_grad
 from .shape import pad_constant
+from ..realization import data_of
 
 __all__ = ["layer_norm", "group_norm", "instance_norm", "local_response_norm"]
 
@@ -266,7 +267,7 @@ def _dropout_shape(inputs, attrs):
 def _dropout_training(ctx) -> bool:
     if ctx.num_inputs < 3 or ctx.input_value(2) is None:
         return False
-    return bool(np.asarray(ctx.input_value(2).numpy()))  # a (usually constant) flag: realized if pending
+    return bool(np.asarray(data_of(ctx.input_value(2))))  # a (usually constant) flag: realized if pending
 
 
 @gradient_rules.register("Dropout")
