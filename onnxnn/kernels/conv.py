@@ -12,7 +12,7 @@ import itertools
 
 import numpy as np
 
-from ..runtime.ops.conv import auto_pad_mode  # the shape rules read it the same way
+from ..ir.attributes import auto_pad_mode  # the shape rules read it the same way
 from ._common import auto_pads, spatial_attributes
 from ..ir.kernel_registry import FLOATING, kernels
 

@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..ir.executors import executor
+from ..ir.plan import GraphPlan, plan as _plan
+from .executor import CompiledKernelPlan
+
 __all__ = ["compare_with_onnxruntime", "NodeComparison", "ComparisonReport"]
 
 # Default tolerances per result dtype (relative, absolute).
@@ -70,10 +74,6 @@ def compare_with_onnxruntime(tensors, rtol: float | None = None, atol: float | N
     Returns:
         A ComparisonReport with one NodeComparison per node output that anything reads.
     """
-    from ..ir.plan import GraphPlan, build_model, plan as _plan
-    from ..runtime.sessions import CompiledSession
-    from .executor import CompiledKernelPlan
-
     values = [getattr(tensor, "_value", tensor) for tensor in tensors]
     pending = [value for value in values if value.data is None]
     if not pending:
@@ -89,7 +89,7 @@ def compare_with_onnxruntime(tensors, rtol: float | None = None, atol: float | N
     ordered = [every_output[key] for key in sorted(every_output)]
     full = GraphPlan(plan.nodes, plan.inputs, ordered, None)
     feeds = [value.data for value in plan.inputs]
-    reference = CompiledSession(build_model(full), pending[0].device)(feeds)
+    reference = executor("onnxruntime").compile_uncached(full, pending[0].device)(feeds)
     compiled = CompiledKernelPlan(full)
     ours = compiled(feeds)
     descriptions = compiled.descriptions

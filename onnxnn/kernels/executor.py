@@ -44,7 +44,6 @@ from ..ir.executors import register_executor
 from ..ir.mode import MODE
 from ..ir.registry import decompositions
 from ..ir.kernel_registry import kernels
-from ..runtime.fastpath.straight_line import generate, ignore_float_errors, restore_float_errors
 
 __all__ = ["run_plan", "compile_plan", "compile_shared", "CompiledKernelPlan", "array_module", "cache_info",
            "clear_cache", "set_cache_size"]
@@ -71,7 +70,7 @@ def array_module(where="cpu"):
     if kind != "cuda":
         raise RuntimeError(f"onnxnn kernels executor: unknown device {where!r} (expected cpu or cuda)")
     try:
-        import cupy
+        import cupy  # deferred: CuPy is optional and heavy; only CUDA runs need it
     except ImportError:
         raise RuntimeError("onnxnn kernels executor: running on CUDA needs CuPy, which is not installed "
                            "(pip install cupy-cuda12x)") from None
@@ -372,7 +371,6 @@ def _as_serialized(node) -> dict:
 def _is_bfloat16(value) -> bool:
     if value is None:
         return False
-    from ..ir.dtypes import as_dtype
     return as_dtype(value).numpy_dtype == _BFLOAT16
 
 

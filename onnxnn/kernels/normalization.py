@@ -13,6 +13,7 @@ import numpy as np
 
 from ._common import normalize_axis, reduce_mean, reduce_sum, to_scalar
 from ..ir.kernel_registry import FLOATING, kernels
+from ..ir.random import uniform as onnxnn_uniform
 
 __all__: list[str] = []
 
@@ -144,7 +145,6 @@ def dropout(xp, inputs, attrs):
     if "seed" in attrs:
         uniform = np.random.RandomState(int(attrs["seed"])).uniform(0, 1.0, x.shape)
     else:
-        from ..ir.random import uniform as onnxnn_uniform
         uniform = onnxnn_uniform(x.shape, np.float64)
     mask = xp.asarray(uniform >= ratio)
     return [x * mask * x.dtype.type(1.0 / (1.0 - ratio)), mask]

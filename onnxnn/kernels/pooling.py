@@ -11,7 +11,7 @@ import itertools
 
 import numpy as np
 
-from ..runtime.ops.conv import auto_pad_mode  # the shape rules read it the same way
+from ..ir.attributes import auto_pad_mode  # the shape rules read it the same way
 from ._common import auto_pads, lowest, reduce_max, reduce_mean, reduce_sum, spatial_attributes
 from .conv import pad_spatial, sliding_windows
 from ..ir.kernel_registry import FLOATING, kernels

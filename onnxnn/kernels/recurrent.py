@@ -4,7 +4,7 @@ The recurrence itself lives in onnxnn/runtime/recurrence.py, shared with the gra
 """
 from __future__ import annotations
 
-from ..runtime.recurrence import unroll
+from ..ir.recurrence import unroll
 from ..ir.kernel_registry import FLOATING, kernels
 
 __all__: list[str] = []

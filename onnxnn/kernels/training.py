@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from operator import is_
 
-from ..runtime.ops.training import MOMENTUM_TENSORS_START, TRAINING_DOMAIN
+from ..ir.domains import MOMENTUM_TENSORS_START, TRAINING_DOMAIN
+from ..ir.caches import register_cache
 from ..ir.kernel_registry import FLOATING, kernels
+from ..ir.mode import MODE
 
 __all__: list[str] = []
 
@@ -68,6 +70,14 @@ class _Layout:
         return [flat[part] if shape is None else flat[part].reshape(shape) for part, shape in self.parts]
 
 
+def _clear() -> None:
+    _recent.clear()
+    _layouts.clear()
+
+
+register_cache("momentum flat updates", _clear)
+
+
 def _layout_of(xs) -> _Layout:
     shapes = tuple(x.shape for x in xs)
     layout = _layouts.get(shapes)
@@ -92,7 +102,9 @@ def momentum(xp, inputs, attrs):
     tensors = inputs[MOMENTUM_TENSORS_START:]
     count = len(tensors) // 3
     xs, gs, vs = tensors[:count], tensors[count:2 * count], tensors[2 * count:]
-    record = _recent.pop(id(xs[0]), None)
+    # Reading the last update by identity is a fast-path trick: with the fast path off, every
+    # update concatenates afresh (same values, the flat vector holds the views' contents).
+    record = _recent.pop(id(xs[0]), None) if MODE.fast_path else None
     if record is not None and record.layout.size <= FLAT_UPDATE_MAX_ELEMENTS and _are(xs, record.values):
         layout, flat_x = record.layout, record.flat_values
     elif count > 1 and _flat_update_applies(xs):
@@ -105,9 +117,10 @@ def momentum(xp, inputs, attrs):
         flat_v = xp.concatenate(vs, axis=None)
     new_x, new_v = _update(flat_x, xp.concatenate(gs, axis=None), flat_v, *hyperparameters)
     new_values, new_velocities = layout.views(new_x), layout.views(new_v)
-    if len(_recent) >= _RECENT_LIMIT:
-        _recent.clear()
-    _recent[id(new_values[0])] = _FlatUpdate(layout, new_values, new_velocities, new_x, new_v)
+    if MODE.fast_path:
+        if len(_recent) >= _RECENT_LIMIT:
+            _recent.clear()
+        _recent[id(new_values[0])] = _FlatUpdate(layout, new_values, new_velocities, new_x, new_v)
     return new_values + new_velocities
 
 

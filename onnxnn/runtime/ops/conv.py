@@ -19,6 +19,7 @@ import numpy as np
 from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op, int64_constant
 from .shape import _constant_list
+from ...ir.attributes import auto_pad_mode
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"]
 
@@ -34,12 +35,6 @@ class WindowGeometry(NamedTuple):
     dilations: list[int]
     pads_begin: list[int]
     pads_end: list[int]
-
-
-def auto_pad_mode(attrs: dict) -> str:
-    """A node's ``auto_pad`` attribute as a str (models may store it as bytes), NOTSET by default."""
-    mode = attrs.get("auto_pad", "NOTSET")
-    return mode.decode() if isinstance(mode, bytes) else mode
 
 
 def _per_axis(attrs: dict, name: str, rank: int, default: int) -> list[int]:

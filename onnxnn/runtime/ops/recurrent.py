@@ -12,7 +12,7 @@ flow through it like through any other recorded op.
 from __future__ import annotations
 
 from ..grad_mode import enable_grad
-from ..recurrence import unroll
+from ...ir.recurrence import unroll
 from ...ir.registry import gradient_rules
 from ._common import Tensor, apply_op
 from .elementwise import where

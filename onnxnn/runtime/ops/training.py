@@ -20,11 +20,10 @@ import onnx
 from onnx import helper
 
 from ...ir.registry import decompositions, non_differentiable, shape_rules
+from ...ir.domains import MOMENTUM_TENSORS_START, TRAINING_DOMAIN
 
 __all__ = ["TRAINING_DOMAIN", "MOMENTUM_TENSORS_START"]
 
-TRAINING_DOMAIN = "onnxnn.training"
-MOMENTUM_TENSORS_START = 5  # R, T, alpha, beta, norm_coefficient come first
 
 
 @shape_rules.register("Momentum", domain=TRAINING_DOMAIN)

@@ -1,0 +1,9 @@
+"""onnxnn's custom op domain and the layout of its ops' inputs, shared by rules, kernels and importers."""
+from __future__ import annotations
+
+__all__ = ["TRAINING_DOMAIN", "MOMENTUM_TENSORS_START"]
+
+# onnxnn records its fused optimizer updates (Momentum, as in ai.onnx.preview.training) in this
+# domain; ``decompositions`` write them as standard ONNX whenever a model is built.
+TRAINING_DOMAIN = "onnxnn.training"
+MOMENTUM_TENSORS_START = 5  # R, T, alpha, beta, norm_coefficient come first
