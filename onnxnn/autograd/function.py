@@ -85,12 +85,10 @@ class BackwardCFunction(FunctionCtx, _Node):
     @property
     def saved_tensors(self) -> tuple:
         """The tensors given to ``save_for_backward``, checked for in-place changes since."""
-        if self._saved is None:
-            if self.outputs is None:
-                raise RuntimeError(FREED_MESSAGE)
-            return tuple(self._to_save)  # before apply resolved them (read in forward)
         if self.outputs is None:
             raise RuntimeError(FREED_MESSAGE)
+        if self._saved is None:
+            return tuple(self._to_save)  # read in forward, before apply resolved them
         tensors = []
         for entry in self._saved:
             if entry is None:

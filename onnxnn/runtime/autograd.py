@@ -2,8 +2,9 @@
 
 Each op recorded on tensors that require grad gets a ``Function`` (its ``grad_fn``) that keeps
 the forward ``Node``, its output values and the edges to the functions of its inputs. Backward
-walks these in reverse topological order and asks the gradient rule of each node's op_type for
-the gradients of its inputs. Rules emit ordinary tensor ops, so the whole backward pass is
+walks these in reverse topological order and asks each function for the gradients of its inputs:
+a recorded op's runs the gradient rule of its op_type, a custom ``autograd.Function``'s (a
+subclass) runs the user's backward. Rules emit ordinary tensor ops, so the whole backward pass is
 recorded lazily as ONNX nodes (with ``create_graph=True`` it is itself differentiable). The
 gradients stay pending: the backward graph runs when a gradient is read or, in a training loop,
 together with the optimizer's update, so a whole step is typically one session run. The driver, not the rules, sums broadcast

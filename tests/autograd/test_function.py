@@ -462,8 +462,8 @@ class _WrongShape(Function):
     (lambda x: _ReturnsTooFew.apply(x, x), RuntimeError,
      r"function _ReturnsTooFewBackward returned an incorrect number of gradients \(expected 2, got 1\)"),
     (lambda x: _GradientForANumber.apply(x, 2.0), RuntimeError,
-     "returned a gradient different than None at position 2, but the corresponding forward input was not a "
-     "Variable"),
+     ("returned a gradient different than None at position 2, but the corresponding forward input was not a "
+      "Variable")),
     (lambda x: _WrongShape.apply(x), RuntimeError,
      r"returned an invalid gradient at index 0 - got \[5\] but expected shape compatible with \[2\]"),
 ], ids=["too_many", "too_few", "gradient_for_a_number", "wrong_shape"])
