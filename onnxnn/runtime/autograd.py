@@ -2,8 +2,9 @@
 
 Each op recorded on tensors that require grad gets a ``Function`` (its ``grad_fn``) that keeps
 the forward ``Node``, its output values and the edges to the functions of its inputs. Backward
-walks these in reverse topological order and asks the gradient rule of each node's op_type for
-the gradients of its inputs. Rules emit ordinary tensor ops, so the whole backward pass is
+walks these in reverse topological order and asks each function for the gradients of its inputs:
+a recorded op's runs the gradient rule of its op_type, a custom ``autograd.Function``'s (a
+subclass) runs the user's backward. Rules emit ordinary tensor ops, so the whole backward pass is
 recorded lazily as ONNX nodes (with ``create_graph=True`` it is itself differentiable). The
 gradients stay pending: the backward graph runs when a gradient is read or, in a training loop,
 together with the optimizer's update, so a whole step is typically one session run. The driver, not the rules, sums broadcast
@@ -24,7 +25,8 @@ from . import tensor as _tensor  # circular (tensor imports autograd): attribute
 from .fastpath import backward_replay
 from .grad_mode import no_grad, set_grad_enabled
 
-__all__ = ["Function", "AccumulateGrad", "run_backward", "grad", "VersionCounter", "RemovableHandle", "add_hook"]
+__all__ = ["Function", "AccumulateGrad", "run_backward", "grad", "VersionCounter", "RemovableHandle", "add_hook",
+           "fit_gradients", "modified_in_place_error", "FREED_MESSAGE"]
 
 
 class VersionCounter:
@@ -79,10 +81,19 @@ class _HookDict(OrderedDict):
 
 
 class Function:
-    """The backward node of one recorded op (what ``tensor.grad_fn`` returns)."""
+    """The backward node of one recorded op (what ``tensor.grad_fn`` returns).
+
+    The engine asks each node for its input gradients (``input_gradients``) and frees it
+    (``release``) through methods, so other kinds of node (``onnxnn.autograd.Function``'s, whose
+    backward is user Python) subclass this one and need no special case in the engine.
+    """
 
     __slots__ = ("node", "outputs", "next_functions", "_saved_versions", "_name", "_hooks",
                  "_pre_hooks", "_tensor_hooks", "_retained", "__weakref__")
+
+    # Whether the engine passes zeros (True) or None (False) for outputs no gradient reached.
+    # Recorded ops' rules expect tensors; a custom Function may ask for None instead.
+    materialize_grads = True
 
     def __init__(self, node, outputs: tuple, next_functions: tuple, saved_versions: tuple, name: str):
         self.node = node
@@ -118,6 +129,24 @@ class Function:
             self._tensor_hooks = {}
         hooks = self._tensor_hooks.setdefault(output_nr, _HookDict())
         return add_hook(hooks, hook)
+
+    def input_gradients(self, grad_outputs: list, create_graph: bool) -> list:
+        """The gradients of this node's inputs from those of its outputs, one per edge.
+
+        Runs the gradient rule of the node's op; what it returns is fitted to the inputs (see
+        :func:`fit_gradients`).
+        """
+        node = self.node
+        rule = _GRADIENT_RULES.get((node.domain, node.op_type)) or gradient_rules.lookup(node.op_type, node.domain)
+        input_grads = rule(GradContext(self, create_graph), *grad_outputs)
+        if not isinstance(input_grads, tuple):
+            input_grads = tuple(input_grads) if isinstance(input_grads, list) else (input_grads,)
+        return fit_gradients(input_grads, node.inputs, self.next_functions)
+
+    def release(self) -> None:
+        """Frees what backward needed (after a backward without ``retain_graph``)."""
+        self.node = None
+        self.outputs = None
 
 
 class AccumulateGrad:
@@ -177,11 +206,7 @@ class GradContext:
     def input(self, index: int):
         saved = self.function._saved_versions[index]
         if saved is not None and saved[0].value != saved[1]:
-            value = self.function.node.inputs[index]
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified by an inplace "
-                f"operation: [{value.dtype.name} {list(value.shape)}] is at version {saved[0].value}; "
-                f"expected version {saved[1]} instead. (saved by {self.function.name()})")
+            raise modified_in_place_error(self.function.node.inputs[index], saved, self.function.name())
         trace = MODE.trace
         if trace is not None:
             trace.saved_reads.append((self.function, index))
@@ -202,7 +227,15 @@ class GradContext:
         return _tensor.Tensor._from_value(value, self.function, index)
 
 
-_FREED_MESSAGE = (
+def modified_in_place_error(value, saved: tuple, saved_by: str) -> RuntimeError:
+    """PyTorch's error for a saved ``value`` whose ``(VersionCounter, version)`` shows an in-place change."""
+    return RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an inplace "
+        f"operation: [{value.dtype.name} {list(value.shape)}] is at version {saved[0].value}; "
+        f"expected version {saved[1]} instead. (saved by {saved_by})")
+
+
+FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved tensors after they "
     "have already been freed). Saved intermediate values of the graph are freed when you call "
     ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the "
@@ -343,8 +376,7 @@ def _execute(roots: list, root_grads: list, *, retain_graph: bool, create_graph:
                 if remaining == 0:
                     ready.append(next_function)
             if not retain_graph:
-                function.node = None
-                function.outputs = None
+                function.release()
     results = []
     if capture is not None:
         for edge in capture:
@@ -369,12 +401,11 @@ def _deposit(buffers: dict, function, output_nr: int, gradient) -> None:
         slots[output_nr] = gradient
 
 
-def _run_function(function: Function, slots: dict, create_graph: bool) -> tuple:
-    """Runs tensor hooks, node pre-hooks, the gradient rule and node hooks of one function."""
-    node = function.node
-    if node is None:
-        raise RuntimeError(_FREED_MESSAGE)
+def _run_function(function: Function, slots: dict, create_graph: bool) -> list:
+    """Runs tensor hooks, node pre-hooks, the node's backward and node hooks of one function."""
     outputs = function.outputs
+    if outputs is None:
+        raise RuntimeError(FREED_MESSAGE)
     gradient = slots.get(0)
     if len(outputs) == 1 and gradient is not None and not (function._tensor_hooks or function._retained):
         grad_outputs = [gradient]  # the common case: one output, its gradient arrived, no hooks
@@ -384,7 +415,7 @@ def _run_function(function: Function, slots: dict, create_graph: bool) -> tuple:
             gradient = slots.get(output_nr)
             if gradient is not None and (function._tensor_hooks or function._retained):
                 gradient = _output_gradient_hooks(function, output_nr, gradient, create_graph)
-            if gradient is None:
+            if gradient is None and value is not None and function.materialize_grads:
                 gradient = _tensor.Tensor._zeros(value.shape, value.dtype, value.device)
             grad_outputs.append(gradient)
     if function._pre_hooks:
@@ -392,26 +423,32 @@ def _run_function(function: Function, slots: dict, create_graph: bool) -> tuple:
             result = hook(tuple(grad_outputs))
             if result is not None:
                 grad_outputs = list(result)
-    rule = _GRADIENT_RULES.get((node.domain, node.op_type)) or gradient_rules.lookup(node.op_type, node.domain)
-    input_grads = rule(GradContext(function, create_graph), *grad_outputs)
-    if not isinstance(input_grads, tuple):
-        input_grads = tuple(input_grads) if isinstance(input_grads, list) else (input_grads,)
+    fitted = function.input_gradients(grad_outputs, create_graph)
+    if function._hooks:
+        for hook in list(function._hooks.values()):
+            result = hook(tuple(fitted), tuple(grad_outputs))
+            if result is not None:
+                fitted = list(result)
+    return fitted
+
+
+def fit_gradients(input_grads, inputs: tuple, next_functions: tuple) -> list:
+    """Fits a node's input gradients to its inputs: one per edge, in the input's dtype and shape.
+
+    Nothing flows to a constant or an input without an edge (None); a broadcast gradient is
+    summed back to its input's shape (the driver's job, never a rule's).
+    """
     fitted = []
-    for value, gradient, edge in zip(node.inputs, input_grads, function.next_functions):
+    for value, gradient, edge in zip(inputs, input_grads, next_functions):
         if gradient is None or value is None or edge is None:
-            fitted.append(None)  # nothing flows to a constant or an input that needs no gradient
+            fitted.append(None)
             continue
         if gradient._value.dtype is not value.dtype:
             gradient = gradient.to(value.dtype)
         if gradient._value.shape != value.shape:
             gradient = _sum_to_shape(gradient, value.shape)
         fitted.append(gradient)
-    fitted.extend([None] * (len(node.inputs) - len(fitted)))
-    if function._hooks:
-        for hook in list(function._hooks.values()):
-            result = hook(tuple(fitted), tuple(grad_outputs))
-            if result is not None:
-                fitted = list(result)
+    fitted.extend([None] * (len(inputs) - len(fitted)))
     return fitted
 
 

@@ -1,9 +1,10 @@
 """Module hooks: global hook tables, per-module hook registration, and the backward-hook machinery.
 
 Forward hooks run in ``Module._call_impl``. Full backward hooks follow PyTorch's ``BackwardHook``:
-the tensors going into and out of a module are passed through one identity autograd node each
-way (``BackwardHookFunctionBackward``); a pre-hook on the output node sees the gradients of the
-module's outputs, a hook on the input node sees the gradients of its inputs and may replace them.
+the tensors going into and out of a module are passed through one identity
+``onnxnn.autograd.Function`` each way (``BackwardHookFunction``); a pre-hook on the output node
+sees the gradients of the module's outputs, a hook on the input node sees the gradients of its
+inputs and may replace them.
 """
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ import weakref
 from collections import OrderedDict
 from typing import Any, Callable
 
-from ...runtime.autograd import Function, RemovableHandle, add_hook
+from ...autograd.function import Function
 from ...ir.mode import MODE
-from ...ir.graph import Node
-from ...ir.registry import gradient_rules
+from ...runtime.autograd import Function as BackwardNode
+from ...runtime.autograd import RemovableHandle, add_hook
 from ...runtime.tensor import Tensor
 
 __all__ = [
@@ -153,42 +154,20 @@ class _WrappedHook:
 
 
 # ----------------------------------------------------------------------------- backward hooks
-# The identity node that module backward hooks attach to. It is an autograd node only: its
-# outputs are the very Values of its inputs, so no ONNX node is recorded and compiled graphs
-# (and their cache keys) are the same with or without hooks.
-_HOOK_DOMAIN = "onnxnn.autograd"
-_HOOK_OP = "BackwardHookFunction"
+class BackwardHookFunction(Function):
+    """The identity that module backward hooks attach to (PyTorch's ``BackwardHookFunction``).
 
-
-@gradient_rules.register(_HOOK_OP, domain=_HOOK_DOMAIN)
-def _backward_hook_function_gradient(ctx, *grad_outputs):
-    return grad_outputs
-
-
-def _autograd_edge(tensor: Tensor) -> tuple:
-    if tensor._grad_fn is not None:
-        return tensor._grad_fn, tensor._output_nr
-    return tensor._grad_accumulator(), 0
-
-
-def _backward_hook_function(tensors: list) -> tuple[list, Function]:
-    """Passes the tensors that require grad through one identity autograd node.
-
-    Returns the new tensors (the others unchanged) and the node.
+    Its outputs are new handles on the very Values of its inputs, so no ONNX node is recorded
+    and compiled graphs (and their cache keys) are the same with or without hooks.
     """
-    differentiable = [t for t in tensors if t._requires_grad]
-    node = Node(_HOOK_OP, _HOOK_DOMAIN, tuple(t._value for t in differentiable), {}, len(differentiable))
-    function = Function(node, node.inputs, tuple(_autograd_edge(t) for t in differentiable),
-                        (None,) * len(differentiable), "BackwardHookFunctionBackward")
-    results = []
-    output_nr = 0
-    for tensor in tensors:
-        if tensor._requires_grad:
-            results.append(Tensor._from_value(tensor._value, function, output_nr))
-            output_nr += 1
-        else:
-            results.append(tensor)
-    return results, function
+
+    @staticmethod
+    def forward(ctx, *tensors: Tensor) -> tuple:
+        return tensors
+
+    @staticmethod
+    def backward(ctx, *grad_outputs: Tensor) -> tuple:
+        return grad_outputs
 
 
 class BackwardHook:
@@ -222,19 +201,21 @@ class BackwardHook:
         return tuple(values[index] for index in indices)
 
     def _apply_on_tensors(self, attach: Callable, args: tuple) -> tuple[tuple, list | None]:
-        positions = [i for i, arg in enumerate(args) if isinstance(arg, Tensor)]
-        tensors = [args[i] for i in positions]
-        if not (MODE.grad_enabled and any(t._requires_grad for t in tensors)):
+        """Passes the tensors among ``args`` that require grad through one ``BackwardHookFunction``.
+
+        Returns the new arguments and the positions that went through the node (None when
+        nothing requires grad); ``attach`` gets the node. The other tensors get None gradients.
+        """
+        if not MODE.grad_enabled:
             return args, None
-        new_tensors, function = _backward_hook_function(tensors)
-        attach(function)
+        differentiable = [i for i, arg in enumerate(args) if isinstance(arg, Tensor) and arg._requires_grad]
+        if not differentiable:
+            return args, None
+        new_tensors = BackwardHookFunction.apply(*(args[i] for i in differentiable))
+        attach(new_tensors[0].grad_fn)
         arguments = list(args)
-        # Only tensors that require grad pass through the node; the others get None gradients.
-        differentiable = []
-        for position, tensor in zip(positions, new_tensors):
+        for position, tensor in zip(differentiable, new_tensors):
             arguments[position] = tensor
-            if tensor._requires_grad:
-                differentiable.append(position)
         return tuple(arguments), differentiable
 
     def setup_input_hook(self, args: tuple) -> tuple:
@@ -243,7 +224,7 @@ class BackwardHook:
         self.n_inputs = len(args)
         return result
 
-    def _set_user_hook(self, function: Function) -> None:
+    def _set_user_hook(self, function: BackwardNode) -> None:
         def hook(grad_inputs, _grad_outputs):
             if self.grad_outputs is None:
                 # The gradient reached the inputs without passing through the outputs
@@ -271,7 +252,7 @@ class BackwardHook:
         self.n_outputs = len(args)
         return result if is_tuple else result[0]
 
-    def _set_output_pre_hook(self, function: Function) -> None:
+    def _set_output_pre_hook(self, function: BackwardNode) -> None:
         def pre_hook(grad_outputs):
             self.grad_outputs = self._pack_with_none(self.output_tensors_index, grad_outputs, self.n_outputs)
             for user_pre_hook in self.user_pre_hooks:
@@ -352,7 +333,7 @@ def _warn_non_full_backward_hook(inputs, result, grad_fn) -> None:
 
 def _attach_non_full_backward_hooks(module, hooks: list, args: tuple, result) -> None:
     grad_fn = _first_tensor(result).grad_fn
-    if grad_fn is None or not isinstance(grad_fn, Function):
+    if grad_fn is None or not isinstance(grad_fn, BackwardNode):
         return
     for hook in hooks:
         grad_fn.register_hook(_WrappedHook(hook, module))

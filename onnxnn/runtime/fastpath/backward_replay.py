@@ -148,7 +148,8 @@ def _structure_key(root: tuple, root_gradient: Value, engine):
     ``(shape, dtype, device)`` or a seen value's number, then its outputs' numbers and its edges'
     function numbers (``(number, output_nr)`` where output_nr is not 0). Per leaf it lists the
     leaf's shape and its ``.grad`` like an input. None when the graph must not be replayed (hooks,
-    a freed graph).
+    a freed graph, a node of another kind than a recorded op's: a custom ``autograd.Function``'s
+    backward is user Python, which may do anything).
     """
     Function, AccumulateGrad = engine.Function, engine.AccumulateGrad
     root_function, root_output = root
@@ -180,7 +181,7 @@ def _structure_key(root: tuple, root_gradient: Value, engine):
             gradient = variable.grad
             inputs, outputs, edges = (None if gradient is None else gradient._value,), (), ()
         else:
-            return None
+            return None  # a subclass of Function (a custom autograd.Function): never replayed
         for value in inputs:
             if value is None:
                 append(None)
