@@ -24,13 +24,13 @@ from ..ir import dtypes
 from ..ir.plan import OPSET_VERSION
 from ..runtime.grad_mode import no_grad
 from ..ir.graph import static_constant
-from ..ir.registry import shape_rules
+from ..ir.registry import importers, shape_rules
 from ..runtime.tensor import Tensor, apply_op
 from .attributes import attribute_value, sparse_to_dense, tensor_to_array
 from .limits import check_allocation
 from .loading import DEFAULT_DOMAINS
 from .ml import ML_DOMAIN, MLNode, check_ml_node
-from .ops import EMPTY_OPTIONAL, IMPORTERS, EagerNode, FunctionBody, NodeCall, make_constant
+from .importers import EMPTY_OPTIONAL, EagerNode, FunctionBody, NodeCall, make_constant
 from ..runtime.realization import realize
 
 __all__ = ["GraphModule", "ModelMetadata", "compile_graph", "run_program"]
@@ -104,7 +104,7 @@ def _static_output_type(info: onnx.ValueInfoProto) -> tuple[tuple | None, int | 
 
 def is_implemented(op_type: str, domain: str) -> bool:
     """Whether onnxnn can replay ``op_type`` of ``domain`` (default domain spelled ``""``)."""
-    if (domain, op_type) in IMPORTERS or shape_rules.get(op_type, domain) is not None:
+    if (domain, op_type) in importers or shape_rules.get(op_type, domain) is not None:
         return True
     try:
         return onnx.defs.has(op_type, domain)
@@ -176,7 +176,7 @@ def compile_graph(graph: onnx.GraphProto, opsets: dict[str, int], with_initializ
             continue
         if not is_implemented(node.op_type, domain):
             raise _unavailable(node, domain, opsets, name)
-        function = IMPORTERS.get((domain, node.op_type))
+        function = importers.get(node.op_type, domain)
         if function is None and domain == "" and _schema(node.op_type, OPSET_VERSION) is None:
             # An op added after opset 21: its ONNX function body, or onnxruntime at its own opset.
             schema = _schema(node.op_type, max(source_opset, OPSET_VERSION))

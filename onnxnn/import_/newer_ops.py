@@ -20,7 +20,8 @@ from ..ir import dtypes
 from ..ir.mode import MODE
 from ..runtime.ops import where
 from ..runtime.tensor import Tensor, apply_op
-from .ops import NodeCall, importer
+from ..ir.registry import importers
+from .importers import NodeCall
 
 __all__: list[str] = []
 
@@ -33,7 +34,7 @@ def _window(n: int, exclusive: bool, reverse: bool) -> np.ndarray:
     return i < j if exclusive else i <= j
 
 
-@importer("CumProd")
+@importers.register("CumProd")
 def CumProd(call: NodeCall, x, axis, *, exclusive=0, reverse=0):
     rank = len(x.shape)
     position = int(np.asarray(axis.detach()._realized_data()).reshape(()))
@@ -58,7 +59,7 @@ def CumProd(call: NodeCall, x, axis, *, exclusive=0, reverse=0):
     return (factors.prod(-1).transpose(position, -1),)
 
 
-@importer("TensorScatter")
+@importers.register("TensorScatter")
 def TensorScatter(call: NodeCall, past_cache, update, write_indices=None, *, mode="linear", axis=-2):
     rank = len(past_cache.shape)
     if not -rank <= axis < rank or axis % rank == 0:

@@ -11,7 +11,8 @@ import numpy as np
 from ..ir import dtypes
 from ..ir.graph import constant, static_constant
 from ..runtime.tensor import apply_op
-from .ops import NodeCall, importer
+from ..ir.registry import importers
+from .importers import NodeCall
 
 __all__: list[str] = []
 
@@ -20,7 +21,7 @@ def _as_int(tensor) -> int:
     return int(np.asarray(tensor.detach()._realized_data()).reshape(()))
 
 
-@importer("STFT")
+@importers.register("STFT")
 def STFT(call: NodeCall, signal, frame_step, window=None, frame_length=None, *, onesided=1):
     step = _as_int(frame_step)
     if frame_length is not None:

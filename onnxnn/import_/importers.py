@@ -1,6 +1,7 @@
 """Importer functions: ONNX ops that replay as Python rather than as one recorded node.
 
-Each function is named after its ONNX op and registered by op_type. It is called as
+Each function is named after its ONNX op and registered by op_type in ``ir.registry.importers``
+(``@importers.register("Loop")``), the table every per-op fact of onnxnn shares. It is called as
 ``function(call, *inputs, **attributes)``: ``call`` is the :class:`NodeCall` of the node (its
 name, how many outputs are wanted, the module's training flag, and ``run_graph`` for subgraphs),
 ``inputs`` are Tensors (None for omitted optional inputs, Python lists for ONNX sequences) and
@@ -26,10 +27,9 @@ from ..ir.mode import MODE
 from ..ir.graph import static_constant
 from ..runtime.tensor import Tensor, apply_op
 from ..ir.plan import IR_VERSION
+from ..ir.registry import importers
 
-__all__ = ["IMPORTERS", "importer", "NodeCall", "EMPTY_OPTIONAL", "make_constant", "EagerNode", "FunctionBody"]
-
-IMPORTERS: dict[tuple[str, str], Callable] = {}
+__all__ = ["NodeCall", "EMPTY_OPTIONAL", "make_constant", "EagerNode", "FunctionBody"]
 
 class _EmptyOptional:
     """The value of an ONNX ``Optional`` without an element: distinct from an omitted input (None)."""
@@ -45,15 +45,6 @@ EMPTY_OPTIONAL = _EmptyOptional()
 # Integer constants up to this many elements are structural (axes, shapes, pads): compiled
 # graphs embed them by content, as onnxnn's own recording does.
 _STATIC_CONSTANT_LIMIT = 64
-
-
-def importer(*op_types: str, domain: str = "") -> Callable[[Callable], Callable]:
-    """Registers an importer function for ``op_types`` of ``domain``."""
-    def decorate(function: Callable) -> Callable:
-        for op_type in op_types:
-            IMPORTERS[(domain, op_type)] = function
-        return function
-    return decorate
 
 
 class NodeCall:
@@ -125,7 +116,7 @@ def _take(tensor: Tensor, axis: int, index: int) -> Tensor:
 
 # ----------------------------------------------------------------------------- constants, identity
 
-@importer("Constant")
+@importers.register("Constant")
 def Constant(call: NodeCall, *, value=None, sparse_value=None, value_float=None, value_floats=None,
              value_int=None, value_ints=None, value_string=None, value_strings=None):
     if value is not None:
@@ -143,24 +134,24 @@ def Constant(call: NodeCall, *, value=None, sparse_value=None, value_float=None,
     raise TypeError(f"Constant node '{call.name}': onnxnn tensors cannot hold strings")
 
 
-@importer("Identity")
+@importers.register("Identity")
 def Identity(call: NodeCall, input):
     # A pass-through records nothing: re-exporting an imported model adds no extra Identity nodes.
     return (input,)
 
 
-@importer("Shape")
+@importers.register("Shape")
 def Shape(call: NodeCall, data, *, start=0, end=None):
     # Shapes are known when recorded (principle 2): a structural constant, no node to run.
     return (_int64_vector(list(data.shape)[start:end]),)
 
 
-@importer("Size")
+@importers.register("Size")
 def Size(call: NodeCall, data):
     return (_int64_scalar(data.numel()),)
 
 
-@importer("Dropout")
+@importers.register("Dropout")
 def Dropout(call: NodeCall, data, ratio=None, training_mode=None, *, seed=None):
     """ONNX Dropout: active when ``training_mode`` says so, or (input omitted) in ``train()`` mode.
 
@@ -186,7 +177,7 @@ def Dropout(call: NodeCall, data, ratio=None, training_mode=None, *, seed=None):
     return (apply_op("Mul", (data, noise)), mask)
 
 
-@importer("BatchNormalization")
+@importers.register("BatchNormalization")
 def BatchNormalization(call: NodeCall, X, scale, B, input_mean, input_var, *, epsilon=1e-5, momentum=0.9,
                        training_mode=0):
     """Inference: the fused node. ``training_mode=1``: decomposed with ONNX's semantics.
@@ -216,7 +207,7 @@ def BatchNormalization(call: NodeCall, X, scale, B, input_mean, input_var, *, ep
     return outputs
 
 
-@importer("Range")
+@importers.register("Range")
 def Range(call: NodeCall, start, limit, delta):
     # onnxruntime accepts one-element 1-D bounds where ONNX asks for scalars; so does onnxnn.
     bounds = [value.reshape(()) if value.shape == (1,) else value for value in (start, limit, delta)]
@@ -356,7 +347,7 @@ class FunctionBody:
 
 # ----------------------------------------------------------------------------- control flow
 
-@importer("If")
+@importers.register("If")
 def If(call: NodeCall, cond, *, then_branch, else_branch):
     if cond is None or cond.numel() != 1:
         raise RuntimeError(f"If node '{call.name}': the condition must hold one element")
@@ -373,7 +364,7 @@ def _empty_scan_output(program, position: int) -> Tensor:
     return Tensor._from_array(np.zeros((0,) + tuple(shape), dtype=value_dtype.numpy_dtype), value_dtype)
 
 
-@importer("Loop")
+@importers.register("Loop")
 def Loop(call: NodeCall, trip_count=None, cond=None, *initial_values, body):
     """Unrolls an ONNX Loop: the trip count and the condition are realized on each iteration."""
     max_trips = None if trip_count is None else _as_int(trip_count)
@@ -401,7 +392,7 @@ def Loop(call: NodeCall, trip_count=None, cond=None, *initial_values, body):
     return carried + stacked
 
 
-@importer("Scan")
+@importers.register("Scan")
 def Scan(call: NodeCall, *inputs, body, num_scan_inputs, scan_input_axes=None, scan_input_directions=None,
          scan_output_axes=None, scan_output_directions=None):
     """Unrolls an ONNX Scan (opset 9 and later): the body runs once per slice of the scan inputs."""
@@ -447,17 +438,17 @@ def _position(position, length: int, inserting: bool = False) -> int:
     return index + bound if index < 0 else index
 
 
-@importer("SequenceEmpty")
+@importers.register("SequenceEmpty")
 def SequenceEmpty(call: NodeCall, *, dtype=None):
     return ([],)
 
 
-@importer("SequenceConstruct")
+@importers.register("SequenceConstruct")
 def SequenceConstruct(call: NodeCall, *inputs):
     return (list(inputs),)
 
 
-@importer("SequenceInsert")
+@importers.register("SequenceInsert")
 def SequenceInsert(call: NodeCall, sequence, tensor, position=None):
     result = list(sequence)
     index = len(result) if position is None else _position(position, len(result), inserting=True)
@@ -465,12 +456,12 @@ def SequenceInsert(call: NodeCall, sequence, tensor, position=None):
     return (result,)
 
 
-@importer("SequenceAt")
+@importers.register("SequenceAt")
 def SequenceAt(call: NodeCall, sequence, position):
     return (sequence[_position(position, len(sequence))],)
 
 
-@importer("SequenceErase")
+@importers.register("SequenceErase")
 def SequenceErase(call: NodeCall, sequence, position=None):
     result = list(sequence)
     index = len(result) - 1 if position is None else _position(position, len(result))
@@ -478,12 +469,12 @@ def SequenceErase(call: NodeCall, sequence, position=None):
     return (result,)
 
 
-@importer("SequenceLength")
+@importers.register("SequenceLength")
 def SequenceLength(call: NodeCall, sequence):
     return (Tensor._from_array(np.array(len(sequence), dtype=np.int64)),)
 
 
-@importer("ConcatFromSequence")
+@importers.register("ConcatFromSequence")
 def ConcatFromSequence(call: NodeCall, sequence, *, axis, new_axis=0):
     if new_axis:
         return (_stack(list(sequence), axis),)
@@ -492,7 +483,7 @@ def ConcatFromSequence(call: NodeCall, sequence, *, axis, new_axis=0):
     return (apply_op("Concat", tuple(sequence), {"axis": axis}),)
 
 
-@importer("SplitToSequence")
+@importers.register("SplitToSequence")
 def SplitToSequence(call: NodeCall, input, split=None, *, axis=0, keepdims=1):
     axis = axis + len(input.shape) if axis < 0 else axis
     length = input.shape[axis]
@@ -512,7 +503,7 @@ def SplitToSequence(call: NodeCall, input, split=None, *, axis=0, keepdims=1):
     return (list(pieces),)
 
 
-@importer("SequenceMap")
+@importers.register("SequenceMap")
 def SequenceMap(call: NodeCall, sequence, *additional, body):
     outputs: list[list] = [[] for _ in body.output_names]
     for index in range(len(sequence)):
@@ -522,18 +513,18 @@ def SequenceMap(call: NodeCall, sequence, *additional, body):
     return outputs
 
 
-@importer("Optional")
+@importers.register("Optional")
 def Optional(call: NodeCall, input=None, *, type=None):
     return (EMPTY_OPTIONAL if input is None else input,)
 
 
-@importer("OptionalHasElement")
+@importers.register("OptionalHasElement")
 def OptionalHasElement(call: NodeCall, input=None):
     present = input is not None and input is not EMPTY_OPTIONAL
     return (Tensor._from_array(np.array(present)),)
 
 
-@importer("OptionalGetElement")
+@importers.register("OptionalGetElement")
 def OptionalGetElement(call: NodeCall, input):
     if input is None or input is EMPTY_OPTIONAL:
         raise RuntimeError(f"OptionalGetElement node '{call.name}': the optional is empty")
