@@ -11,8 +11,11 @@ sequence with one entry per node output.
 Every other op records one node with ``apply_op`` (its shape rule, or ONNX shape inference).
 Control flow is unrolled here: the condition or trip count is realized, as PyTorch would
 synchronize, and the chosen body is replayed with ordinary ops, so gradients flow through it.
-Ops added after opset 21 replay the function body ONNX defines them by (:class:`FunctionBody`)
+Ops added after opset 21 replay the function body ONNX defines them by (``program.FunctionBody``)
 or, without one, run at their own opset in onnxruntime (:class:`EagerNode`).
+
+This module imports nothing of the package's compiler (``program``): subgraphs are replayed through
+``NodeCall.run_graph``, so the compiler imports the importers and never the other way round.
 """
 from __future__ import annotations
 
@@ -23,13 +26,14 @@ import numpy as np
 import onnx
 
 from ..ir import dtypes
-from ..ir.mode import MODE
 from ..ir.graph import static_constant
-from ..runtime.tensor import Tensor, apply_op
+from ..ir.mode import MODE
 from ..ir.plan import IR_VERSION
+from ..ir.random import Generator, bernoulli
 from ..ir.registry import importers
+from ..runtime.tensor import Tensor, apply_op
 
-__all__ = ["NodeCall", "EMPTY_OPTIONAL", "make_constant", "EagerNode", "FunctionBody"]
+__all__ = ["NodeCall", "EMPTY_OPTIONAL", "make_constant", "EagerNode"]
 
 class _EmptyOptional:
     """The value of an ONNX ``Optional`` without an element: distinct from an omitted input (None)."""
@@ -167,7 +171,6 @@ def Dropout(call: NodeCall, data, ratio=None, training_mode=None, *, seed=None):
         if call.num_outputs > 1:
             mask = Tensor._from_array(np.ones(tuple(data.shape), dtype=np.bool_))
         return (data, mask)
-    from ..ir.random import Generator, bernoulli
     generator = None if seed is None else Generator().manual_seed(int(seed))
     keep = bernoulli(tuple(data.shape), 1.0 - probability, generator)
     scale = 1.0 / (1.0 - probability) if probability < 1.0 else 0.0
@@ -233,7 +236,7 @@ class EagerNode:
         return {"node": self.node, "opsets": self.opsets, "sessions": {}}
 
     def _session(self, inputs: tuple):
-        import onnxruntime
+        import onnxruntime  # deferred: importing onnxruntime costs ~0.3 s, paid only when such a node runs
         helper = onnx.helper
         names = [f"input_{index}" if value is not None else "" for index, value in enumerate(inputs)]
         graph_inputs = [helper.make_tensor_value_info(name, value.dtype.onnx_type, tuple(value.shape))
@@ -266,83 +269,6 @@ class EagerNode:
         results = iter(session.run(None, feeds))
         return [Tensor._from_array(np.asarray(next(results), order="C")) if name else None
                 for name in self.node.output]
-
-
-class FunctionBody:
-    """The importer of an op newer than opset 21: replays the function body ONNX defines it by.
-
-    Context-dependent bodies (Attention, RMSNormalization, RotaryEmbedding) depend on the input
-    types, so a body is built and compiled per input signature and cached.
-    """
-
-    def __init__(self, node: onnx.NodeProto, opset: int, opsets: dict):
-        self.node = node
-        self.opset = opset
-        self.opsets = opsets
-        self.programs: dict = {}
-
-    @property
-    def schema(self):
-        from ..ir.plan import OPSET_VERSION
-        return onnx.defs.get_schema(self.node.op_type, max(self.opset, OPSET_VERSION), "")
-
-    def __getstate__(self) -> dict:
-        # Compiled bodies are a cache (and hold tensors): copies and pickles rebuild them.
-        return {"node": self.node, "opset": self.opset, "opsets": self.opsets, "programs": {}}
-
-    def _function(self, inputs: tuple) -> onnx.FunctionProto:
-        schema, function = self.schema, onnx.FunctionProto()
-        if schema.has_function:
-            versions = [v for v in schema.function_opset_versions if v <= self.opset] or [schema.since_version]
-            function.ParseFromString(schema.get_function_with_opset_version(max(versions)))
-            return function
-        types = [onnx.TypeProto() if value is None
-                 else onnx.helper.make_tensor_type_proto(value.dtype.onnx_type, tuple(value.shape))
-                 for value in inputs]
-        versions = [v for v in schema.context_dependent_function_opset_versions if v <= self.opset]
-        function.ParseFromString(schema.get_context_dependent_function_with_opset_version(
-            max(versions or [schema.since_version]), self.node.SerializeToString(),
-            [proto.SerializeToString() for proto in types]))
-        return function
-
-    def _compile(self, inputs: tuple):
-        from .graph_module import compile_graph  # the program compiler imports this module
-        function = self._function(inputs)
-        given = {attribute.name: attribute for attribute in self.node.attribute}
-        defaults = {attribute.name: attribute for attribute in function.attribute_proto}
-        nodes = []
-        for body_node in function.node:
-            resolved = onnx.NodeProto()
-            resolved.CopyFrom(body_node)
-            del resolved.attribute[:]
-            for attribute in body_node.attribute:
-                if attribute.ref_attr_name:
-                    source = given.get(attribute.ref_attr_name, defaults.get(attribute.ref_attr_name))
-                    if source is None:
-                        continue  # an unset optional attribute: the body op's own default applies
-                    replaced = onnx.AttributeProto()
-                    replaced.CopyFrom(source)
-                    replaced.name = attribute.name
-                    attribute = replaced
-                resolved.attribute.append(attribute)
-            nodes.append(resolved)
-        # Outputs the node omits may be left undefined by the body: they are not read back.
-        wanted = [name if position < len(self.node.output) and self.node.output[position] else ""
-                  for position, name in enumerate(function.output)]
-        graph = onnx.helper.make_graph(nodes, function.name, [onnx.ValueInfoProto(name=n) for n in function.input],
-                                       [onnx.ValueInfoProto(name=n) for n in wanted])
-        body_opset = next((entry.version for entry in function.opset_import if entry.domain in ("", "ai.onnx")),
-                          self.opset)
-        return compile_graph(graph, self.opsets, source_opset=body_opset)
-
-    def __call__(self, call: NodeCall, *inputs):
-        key = tuple(None if not isinstance(value, Tensor) else (value.dtype, tuple(value.shape)) for value in inputs)
-        program = self.programs.get(key)
-        if program is None:
-            program = self.programs[key] = self._compile(inputs)
-        arguments = list(inputs) + [None] * (len(program.input_names) - len(inputs))
-        outputs = call.run_graph(program, arguments)
-        return outputs[:call.num_outputs]
 
 
 # ----------------------------------------------------------------------------- control flow

@@ -61,7 +61,7 @@ class MLNode:
         return {"node": self.node, "opsets": self.opsets, "sessions": {}}
 
     def _session(self, arrays: list):
-        import onnxruntime
+        import onnxruntime  # deferred: importing onnxruntime costs ~0.3 s, paid only by models with ai.onnx.ml nodes
         helper = onnx.helper
         names = [f"input_{index}" if array is not None else "" for index, array in enumerate(arrays)]
         graph_inputs = [helper.make_tensor_value_info(name, _tensor_type(array), array.shape)
