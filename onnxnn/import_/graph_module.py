@@ -19,7 +19,7 @@ from ..nn.modules.module import Module
 from ..nn.parameter import Parameter
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Tensor
-from .importers import EMPTY_OPTIONAL
+from .importers import EMPTY_OPTIONAL, constant_tensor
 from .loading import DEFAULT_DOMAINS
 from .program import Scope, compile_graph, initializer_arrays, initializer_constant, run_program, value_type
 
@@ -205,8 +205,8 @@ class GraphModule(Module):
         super()._apply(fn, recurse)
         with no_grad():
             self._constants = {name: fn(value) for name, value in self._constants.items()}
-            as32 = fn(Tensor._zeros((), dtypes.float32))
-            as64 = fn(Tensor._zeros((), dtypes.float64))
+            as32 = fn(constant_tensor(np.zeros((), np.float32)))
+            as64 = fn(constant_tensor(np.zeros((), np.float64)))
         if not (as32.dtype is dtypes.float32 and as64.dtype is dtypes.float64):
             self._float_dtype = None if as32.dtype is dtypes.float32 else as32.dtype
         return self
@@ -259,7 +259,7 @@ class GraphModule(Module):
             return value
         if isinstance(value, (np.ndarray, np.generic)):
             try:
-                return Tensor._from_array(np.asarray(value, order="C"))
+                return constant_tensor(np.asarray(value, order="C"))
             except TypeError:
                 raise TypeError(f"GraphModule: input '{name}' is a numpy array of dtype {value.dtype}, "
                                 "which onnxnn tensors cannot hold") from None
@@ -318,7 +318,7 @@ def _state_tensor(name: str, array: np.ndarray) -> Tensor:
     except TypeError:
         raise ModelLoadError(f"initializer '{name}' holds {array.dtype} values, which onnxnn tensors "
                              "cannot hold") from None
-    tensor = Tensor._from_array(np.asarray(array, order="C"), value_dtype)
+    tensor = constant_tensor(np.asarray(array, order="C"), value_dtype)
     if value_dtype.is_floating_point:
         return Parameter(tensor)
     return tensor

@@ -26,14 +26,15 @@ import numpy as np
 import onnx
 
 from ..ir import dtypes
-from ..ir.graph import static_constant
+from ..ir.graph import constant, static_constant
 from ..ir.mode import MODE
 from ..ir.plan import IR_VERSION
 from ..ir.random import Generator, bernoulli
 from ..ir.registry import importers
+from ..runtime.internal import tensor_of
 from ..runtime.tensor import Tensor, apply_op
 
-__all__ = ["NodeCall", "EMPTY_OPTIONAL", "make_constant", "EagerNode"]
+__all__ = ["NodeCall", "EMPTY_OPTIONAL", "make_constant", "constant_tensor", "array_of", "EagerNode"]
 
 class _EmptyOptional:
     """The value of an ONNX ``Optional`` without an element: distinct from an omitted input (None)."""
@@ -82,24 +83,34 @@ def make_constant(array: np.ndarray) -> Tensor:
     array = np.asarray(array)
     value_dtype = dtypes.as_dtype(array.dtype)
     if value_dtype.category == 1 and array.size <= _STATIC_CONSTANT_LIMIT:
-        return Tensor._from_value(static_constant(array, value_dtype))
-    return Tensor._from_array(np.asarray(array, order="C"), value_dtype)
+        return tensor_of(static_constant(array, value_dtype))
+    return constant_tensor(np.asarray(array, order="C"), value_dtype)
+
+
+def constant_tensor(array: np.ndarray, dtype: dtypes.dtype | None = None) -> Tensor:
+    """A Tensor holding ``array`` (computed, C-ordered) as ``dtype``, by default the array's own."""
+    return tensor_of(constant(array, dtype or dtypes.as_dtype(array.dtype)))
+
+
+def array_of(tensor: Tensor) -> np.ndarray:
+    """The data of ``tensor``, computed first if pending (a data-dependent op, where PyTorch would sync)."""
+    return np.asarray(tensor.numpy(force=True))
 
 
 def _int64_scalar(value: int) -> Tensor:
-    return Tensor._from_value(static_constant(np.array(value, dtype=np.int64), dtypes.int64))
+    return tensor_of(static_constant(np.array(value, dtype=np.int64), dtypes.int64))
 
 
 def _int64_vector(values) -> Tensor:
-    return Tensor._from_value(static_constant(np.array(values, dtype=np.int64).reshape(-1), dtypes.int64))
+    return tensor_of(static_constant(np.array(values, dtype=np.int64).reshape(-1), dtypes.int64))
 
 
 def _as_int(tensor: Tensor) -> int:
-    return int(np.asarray(tensor.detach()._realized_data()).reshape(()))
+    return int(array_of(tensor).reshape(()))
 
 
 def _as_bool(tensor: Tensor) -> bool:
-    return bool(np.asarray(tensor.detach()._realized_data()).reshape(()))
+    return bool(array_of(tensor).reshape(()))
 
 
 def _unsqueeze(tensor: Tensor, axis: int) -> Tensor:
@@ -163,20 +174,20 @@ def Dropout(call: NodeCall, data, ratio=None, training_mode=None, *, seed=None):
     they are reproducible under ``manual_seed`` (DESIGN principle 7).
     """
     training = call.training if training_mode is None else _as_bool(training_mode)
-    probability = 0.5 if ratio is None else float(np.asarray(ratio.detach()._realized_data()).reshape(()))
+    probability = 0.5 if ratio is None else float(array_of(ratio).reshape(()))
     if not 0.0 <= probability <= 1.0:
         raise ValueError(f"Dropout node '{call.name}': ratio must be in [0, 1], got {probability}")
     if not training or probability == 0.0:
         mask = None
         if call.num_outputs > 1:
-            mask = Tensor._from_array(np.ones(tuple(data.shape), dtype=np.bool_))
+            mask = constant_tensor(np.ones(tuple(data.shape), dtype=np.bool_))
         return (data, mask)
     generator = None if seed is None else Generator().manual_seed(int(seed))
     keep = bernoulli(tuple(data.shape), 1.0 - probability, generator)
     scale = 1.0 / (1.0 - probability) if probability < 1.0 else 0.0
     numpy_dtype = data.dtype.numpy_dtype
-    noise = Tensor._from_array(np.asarray(keep.astype(numpy_dtype) * numpy_dtype.type(scale), order="C"), data.dtype)
-    mask = Tensor._from_array(np.asarray(keep, order="C")) if call.num_outputs > 1 else None
+    noise = constant_tensor(np.asarray(keep.astype(numpy_dtype) * numpy_dtype.type(scale), order="C"), data.dtype)
+    mask = constant_tensor(np.asarray(keep, order="C")) if call.num_outputs > 1 else None
     return (apply_op("Mul", (data, noise)), mask)
 
 
@@ -221,9 +232,10 @@ class EagerNode:
     """Runs one node at once in onnxruntime, at the opsets it was written for.
 
     For ops the recorded opset-21 graphs cannot express: ops added after opset 21 without an
-    ONNX function body (BitCast; CumProd and TensorScatter have importers in newer_ops.py) and ops of other domains at versions
-    above 1 (``ai.onnx.ml`` TreeEnsemble). The inputs are realized, as for data-dependent ops;
-    the outputs are constants, so no gradient flows through such a node.
+    ONNX function body (BitCast; CumProd and TensorScatter have importers in newer_ops.py) and
+    ops of other domains at versions above 1 (``ai.onnx.ml`` TreeEnsemble). The inputs are
+    realized, as for data-dependent ops; the outputs are constants, so no gradient flows through
+    such a node.
     """
 
     def __init__(self, node: onnx.NodeProto, opsets: dict[str, int]):
@@ -264,10 +276,10 @@ class EagerNode:
         session = self.sessions.get(key)
         if session is None:
             session = self.sessions[key] = self._session(inputs)
-        feeds = {f"input_{index}": np.asarray(value.detach()._realized_data())
+        feeds = {f"input_{index}": array_of(value)
                  for index, value in enumerate(inputs) if value is not None}
         results = iter(session.run(None, feeds))
-        return [Tensor._from_array(np.asarray(next(results), order="C")) if name else None
+        return [constant_tensor(np.asarray(next(results), order="C")) if name else None
                 for name in self.node.output]
 
 
@@ -287,7 +299,7 @@ def _empty_scan_output(program, position: int) -> Tensor:
     if shape is None or any(size is None for size in shape):
         raise RuntimeError("a Loop/Scan that runs zero iterations needs static shapes for its scan outputs")
     value_dtype = dtypes.as_dtype(element_type)
-    return Tensor._from_array(np.zeros((0,) + tuple(shape), dtype=value_dtype.numpy_dtype), value_dtype)
+    return constant_tensor(np.zeros((0,) + tuple(shape), dtype=value_dtype.numpy_dtype), value_dtype)
 
 
 @importers.register("Loop")
@@ -299,7 +311,7 @@ def Loop(call: NodeCall, trip_count=None, cond=None, *initial_values, body):
     num_carried = len(carried)
     num_scan_outputs = len(body.output_names) - 1 - num_carried
     scans: list[list] = [[] for _ in range(num_scan_outputs)]
-    condition = Tensor._from_array(np.array(keep_going))
+    condition = constant_tensor(np.array(keep_going))
     iteration = 0
     while keep_going and (max_trips is None or iteration < max_trips):
         outputs = call.run_graph(body, [_int64_scalar(iteration), condition, *carried])
@@ -397,7 +409,7 @@ def SequenceErase(call: NodeCall, sequence, position=None):
 
 @importers.register("SequenceLength")
 def SequenceLength(call: NodeCall, sequence):
-    return (Tensor._from_array(np.array(len(sequence), dtype=np.int64)),)
+    return (constant_tensor(np.array(len(sequence), dtype=np.int64)),)
 
 
 @importers.register("ConcatFromSequence")
@@ -419,8 +431,9 @@ def SplitToSequence(call: NodeCall, input, split=None, *, axis=0, keepdims=1):
                                           _int64_vector([axis])))
                   for index in range(length)]
         return (pieces,)
-    sizes = np.asarray(split.detach()._realized_data()).reshape(-1).tolist()
-    if np.ndim(split.detach()._realized_data()) == 0:
+    split_data = array_of(split)
+    sizes = split_data.reshape(-1).tolist()
+    if split_data.ndim == 0:
         chunk = int(sizes[0])
         sizes = [chunk] * (length // chunk) + ([length % chunk] if length % chunk else [])
     if len(sizes) == 1:
@@ -447,7 +460,7 @@ def Optional(call: NodeCall, input=None, *, type=None):
 @importers.register("OptionalHasElement")
 def OptionalHasElement(call: NodeCall, input=None):
     present = input is not None and input is not EMPTY_OPTIONAL
-    return (Tensor._from_array(np.array(present)),)
+    return (constant_tensor(np.array(present)),)
 
 
 @importers.register("OptionalGetElement")

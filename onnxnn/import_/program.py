@@ -25,6 +25,7 @@ from ..errors import ModelLoadError
 from ..ir.graph import static_constant
 from ..ir.plan import OPSET_VERSION
 from ..ir.registry import importers, shape_rules
+from ..runtime.internal import tensor_of, value_of
 from ..runtime.realization import realize
 from ..runtime.tensor import Tensor, apply_op
 from .attributes import attribute_value, sparse_to_dense, tensor_to_array
@@ -268,15 +269,16 @@ def _foldable(step: Step, arguments: list, results) -> bool:
     if step.op_type in _NONDETERMINISTIC:
         return False
     for argument in arguments:
-        if argument is not None and (not isinstance(argument, Tensor) or argument._value.static is None):
+        if argument is not None and (not isinstance(argument, Tensor) or value_of(argument).static is None):
             return False
     return all(isinstance(result, Tensor) and result.dtype.category != 2 and result.numel() <= _FOLD_LIMIT
                for result in results)
 
 
 def _fold(results) -> tuple:
-    realize([result._value for result in results])
-    return tuple(Tensor._from_value(static_constant(result._value.data, result.dtype)) for result in results)
+    values = [value_of(result) for result in results]
+    realize(values)
+    return tuple(tensor_of(static_constant(value.data, value.dtype)) for value in values)
 
 
 def _describe(arguments: list) -> str:

@@ -12,13 +12,13 @@ from ..ir import dtypes
 from ..ir.graph import constant, static_constant
 from ..runtime.tensor import apply_op
 from ..ir.registry import importers
-from .importers import NodeCall
+from .importers import NodeCall, array_of
 
 __all__: list[str] = []
 
 
 def _as_int(tensor) -> int:
-    return int(np.asarray(tensor.detach()._realized_data()).reshape(()))
+    return int(array_of(tensor).reshape(()))
 
 
 @importers.register("STFT")
