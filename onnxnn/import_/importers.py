@@ -36,6 +36,7 @@ from ..runtime.tensor import Tensor, apply_op
 
 __all__ = ["NodeCall", "EMPTY_OPTIONAL", "make_constant", "constant_tensor", "array_of", "EagerNode"]
 
+
 class _EmptyOptional:
     """The value of an ONNX ``Optional`` without an element: distinct from an omitted input (None)."""
 
