@@ -18,7 +18,8 @@ import time
 
 import onnxnn
 from onnxnn import nn
-from onnxnn.runtime import executor, sessions
+from onnxnn.runtime import realization as executor
+from onnxnn.runtime import sessions
 
 
 def _make_step(dtype, batch: int, width: int):

@@ -45,6 +45,7 @@ import onnxnn
 from onnxnn import nn
 from onnxnn.export import to_onnx
 from onnxnn.runtime import realization as executor
+from onnxnn.runtime.fastpath import plan_cache
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_conv_pool import LAYERS as CONV_POOL_LAYERS  # noqa: E402
@@ -111,7 +112,7 @@ def forward_breakdown(build, shape, calls: int = 60) -> dict:
             output = layer(next_input())
             recorded = time.perf_counter()
             graph = executor.plan([output._value])
-            entry = executor._entry(graph)
+            entry = plan_cache.entry(graph)
             arrays = [value.data for value in graph.inputs]
             specialization = entry.specialization
             matches = specialization is not None and specialization.matches(graph.inputs)

@@ -24,7 +24,9 @@ from ..runtime.autograd import Function
 from ..ir.mode import MODE
 from ..ir.graph import Node
 from ..ir.registry import gradient_rules
+from ..runtime.internal import grad_function, tensor_of, value_of
 from ..runtime.tensor import Tensor
+from .importers import array_of, constant_tensor
 from .validation import ML_DOMAIN
 from ..ir.plan import IR_VERSION
 
@@ -61,7 +63,7 @@ class MLNode:
         return {"node": self.node, "opsets": self.opsets, "sessions": {}}
 
     def _session(self, arrays: list):
-        import onnxruntime
+        import onnxruntime  # deferred: importing onnxruntime costs ~0.3 s, paid only by models with ai.onnx.ml nodes
         helper = onnx.helper
         names = [f"input_{index}" if array is not None else "" for index, array in enumerate(arrays)]
         graph_inputs = [helper.make_tensor_value_info(name, _tensor_type(array), array.shape)
@@ -92,7 +94,7 @@ class MLNode:
             if value is None or isinstance(value, np.ndarray):
                 arrays.append(value)
             elif isinstance(value, Tensor):
-                arrays.append(np.asarray(value.detach()._realized_data()))
+                arrays.append(array_of(value))
             else:
                 raise RuntimeError(f"{call.op_type} node '{call.name}' (domain {ML_DOMAIN}) got a "
                                    f"{type(value).__name__} input; onnxnn passes only tensors to ai.onnx.ml ops")
@@ -127,18 +129,20 @@ class MLNode:
         for value in inputs:
             if not isinstance(value, Tensor) or not value.requires_grad:
                 edges.append(None)
-                values.append(None if not isinstance(value, Tensor) else value._value)
+                values.append(None if not isinstance(value, Tensor) else value_of(value))
                 continue
-            values.append(value._value)
-            edges.append((value._grad_fn, value._output_nr) if value._grad_fn is not None
-                         else (value._grad_accumulator(), 0))
+            values.append(value_of(value))
+            producer = grad_function(value)
+            # A leaf's edge is its gradient accumulator; no public or internal API names it yet
+            # (a custom onnxnn.autograd.Function whose backward raises would replace this node).
+            edges.append((producer, value.output_nr) if producer is not None else (value._grad_accumulator(), 0))
         node = Node(self.node.op_type, ML_DOMAIN, tuple(values), {"node_name": call.name}, len(outputs))
-        produced = tuple(value._value for value in outputs if isinstance(value, Tensor))
+        produced = tuple(value_of(value) for value in outputs if isinstance(value, Tensor))
         function = Function(node, produced, tuple(edges), (None,) * len(edges), f"{self.node.op_type}Backward")
         result = list(outputs)
         for position, index in enumerate(index for index, value in enumerate(outputs) if isinstance(value, Tensor)):
             if index in floats:
-                result[index] = Tensor._from_value(outputs[index]._value, function, position)
+                result[index] = tensor_of(value_of(outputs[index]), function, position)
         return result
 
 
@@ -146,7 +150,7 @@ def _as_output(value):
     """onnxruntime's result as onnxnn gives it back: tensors where onnxnn can hold them."""
     if isinstance(value, np.ndarray):
         try:
-            return Tensor._from_array(np.asarray(value, order="C"), dtypes.as_dtype(value.dtype))
+            return constant_tensor(np.asarray(value, order="C"), dtypes.as_dtype(value.dtype))
         except TypeError:
             return value  # strings: kept as onnxruntime returns them
     return value  # ZipMap's list of dicts

@@ -19,8 +19,10 @@ from ..ir.graph import constant
 from ..ir import dtypes
 from ..ir.mode import MODE
 from ..runtime.ops import where
-from ..runtime.tensor import Tensor, apply_op
-from .ops import NodeCall, importer
+from ..ir.registry import importers
+from ..runtime.internal import tensor_of
+from ..runtime.tensor import apply_op
+from .importers import NodeCall, array_of, constant_tensor
 
 __all__: list[str] = []
 
@@ -33,15 +35,15 @@ def _window(n: int, exclusive: bool, reverse: bool) -> np.ndarray:
     return i < j if exclusive else i <= j
 
 
-@importer("CumProd")
+@importers.register("CumProd")
 def CumProd(call: NodeCall, x, axis, *, exclusive=0, reverse=0):
     rank = len(x.shape)
-    position = int(np.asarray(axis.detach()._realized_data()).reshape(()))
+    position = int(array_of(axis).reshape(()))
     if not -rank <= position < rank:
         raise ValueError(f"CumProd node '{call.name}': axis {position} is out of range for rank {rank}")
     position %= rank
     if not (MODE.grad_enabled and x.requires_grad):
-        data = np.asarray(x.detach()._realized_data())
+        data = array_of(x)
         moved = np.moveaxis(data, position, -1)
         if reverse:
             moved = moved[..., ::-1]
@@ -50,15 +52,15 @@ def CumProd(call: NodeCall, x, axis, *, exclusive=0, reverse=0):
         result = np.cumprod(moved, axis=-1, dtype=data.dtype)
         if reverse:
             result = result[..., ::-1]
-        return (Tensor._from_array(np.ascontiguousarray(np.moveaxis(result, -1, position)), x.dtype),)
+        return (constant_tensor(np.ascontiguousarray(np.moveaxis(result, -1, position)), x.dtype),)
     n = x.shape[position]
-    mask = Tensor._from_value(constant(_window(n, bool(exclusive), bool(reverse)), dtypes.bool, x.device))
+    mask = tensor_of(constant(_window(n, bool(exclusive), bool(reverse)), dtypes.bool, x.device))
     moved = x.transpose(position, -1)
     factors = where(mask, moved.unsqueeze(-2), 1.0)  # [..., j, i]
     return (factors.prod(-1).transpose(position, -1),)
 
 
-@importer("TensorScatter")
+@importers.register("TensorScatter")
 def TensorScatter(call: NodeCall, past_cache, update, write_indices=None, *, mode="linear", axis=-2):
     rank = len(past_cache.shape)
     if not -rank <= axis < rank or axis % rank == 0:
@@ -70,13 +72,13 @@ def TensorScatter(call: NodeCall, past_cache, update, write_indices=None, *, mod
     length = update.shape[axis]
     along = [1] * rank
     along[axis] = length
-    positions = Tensor._from_value(constant(np.arange(length, dtype=np.int64).reshape(along), dtypes.int64,
+    positions = tensor_of(constant(np.arange(length, dtype=np.int64).reshape(along), dtypes.int64,
                                             past_cache.device))
     if write_indices is not None:
         starts = write_indices.detach().to(dtypes.int64).reshape((past_cache.shape[0],) + (1,) * (rank - 1))
         positions = positions + starts
     if mode == "circular":
-        size = Tensor._from_value(constant(np.array(past_cache.shape[axis], dtype=np.int64), dtypes.int64,
+        size = tensor_of(constant(np.array(past_cache.shape[axis], dtype=np.int64), dtypes.int64,
                                            past_cache.device))
         positions = apply_op("Mod", (positions, size))
     positions = positions.expand(tuple(update.shape))

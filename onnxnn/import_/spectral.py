@@ -11,16 +11,17 @@ import numpy as np
 from ..ir import dtypes
 from ..ir.graph import constant, static_constant
 from ..runtime.tensor import apply_op
-from .ops import NodeCall, importer
+from ..ir.registry import importers
+from .importers import NodeCall, array_of
 
 __all__: list[str] = []
 
 
 def _as_int(tensor) -> int:
-    return int(np.asarray(tensor.detach()._realized_data()).reshape(()))
+    return int(array_of(tensor).reshape(()))
 
 
-@importer("STFT")
+@importers.register("STFT")
 def STFT(call: NodeCall, signal, frame_step, window=None, frame_length=None, *, onesided=1):
     step = _as_int(frame_step)
     if frame_length is not None:

@@ -28,8 +28,9 @@ from ..errors import ModelLoadError
 __all__ = ["check_strings", "check_domains", "check_shapes", "RUNNABLE_DOMAINS", "ML_DOMAIN"]
 
 ML_DOMAIN = "ai.onnx.ml"
-TRAINING_DOMAIN = "ai.onnx.preview.training"
-RUNNABLE_DOMAINS = frozenset({"", "ai.onnx", ML_DOMAIN, TRAINING_DOMAIN})
+# ONNX's own training ops (not onnxnn's custom-op domain, runtime.ops.training.TRAINING_DOMAIN).
+PREVIEW_TRAINING_DOMAIN = "ai.onnx.preview.training"
+RUNNABLE_DOMAINS = frozenset({"", "ai.onnx", ML_DOMAIN, PREVIEW_TRAINING_DOMAIN})
 
 _STRING = FieldDescriptor.TYPE_STRING
 _MESSAGE = FieldDescriptor.TYPE_MESSAGE

@@ -5,5 +5,5 @@ __all__ = ["TRAINING_DOMAIN", "MOMENTUM_TENSORS_START"]
 
 # onnxnn records its fused optimizer updates (Momentum, as in ai.onnx.preview.training) in this
 # domain; ``decompositions`` write them as standard ONNX whenever a model is built.
-TRAINING_DOMAIN = "onnxnn.training"
+TRAINING_DOMAIN = "ai.onnxnn"  # onnxnn's custom-op domain (DESIGN principle 1)
 MOMENTUM_TENSORS_START = 5  # R, T, alpha, beta, norm_coefficient come first

@@ -1,4 +1,4 @@
-"""onnxnn's optimizer kernels (domain ``onnxnn.training``): Momentum.
+"""onnxnn's optimizer kernels (domain ``ai.onnxnn``, ``TRAINING_DOMAIN``): Momentum.
 
 The arithmetic is the decomposition's (``runtime/ops/training.py``) op for op, so both executors
 round alike: ``V_new = alpha * V + beta' * (G + norm_coefficient * X)`` and ``X_new = X - R * V_new``

@@ -1,6 +1,6 @@
 """An exported graph follows its inputs however deep the model: nothing the trace computed is baked in.
 
-Recording realizes a pending history deeper than ``graph.MAX_PENDING_DEPTH`` (``executor.bound_depth``).
+Recording realizes a pending history deeper than ``depth.MAX_PENDING_DEPTH`` (``runtime/depth.py``).
 During ``to_onnx``'s trace such realized values must stay computed from the graph inputs, never become
 constants. The model is a residual stack, ``x = x + linear(x)`` (a value used twice per layer, as in
 every transformer and ResNet), in float64, fed an input other than the traced one; the exported
@@ -19,7 +19,7 @@ import pytest
 
 import onnxnn
 from onnxnn import nn
-from onnxnn.ir import graph
+from onnxnn.runtime import depth
 from tolerances import gamma
 
 WIDTH = 8
@@ -42,7 +42,7 @@ class ResidualStack(nn.Module):
         return m
 
 
-@pytest.mark.parametrize("layers", [graph.MAX_PENDING_DEPTH // 8, graph.MAX_PENDING_DEPTH])
+@pytest.mark.parametrize("layers", [depth.MAX_PENDING_DEPTH // 8, depth.MAX_PENDING_DEPTH])
 def test_exported_deep_residual_model_follows_a_new_input(layers):
     onnxnn.manual_seed(layers)
     model = ResidualStack(layers).double().eval()

@@ -18,7 +18,7 @@ from onnx import TensorProto
 
 import onnxnn  # noqa: F401  (registers every rule)
 import onnxnn.import_  # noqa: F401  (and the importer's)
-from onnxnn.import_.ops import IMPORTERS
+from onnxnn.ir.registry import importers
 from onnxnn.ir.plan import OPSET_VERSION
 from onnxnn.ir.registry import gradient_rules, non_differentiable
 
@@ -116,7 +116,7 @@ def test_the_tables_do_not_overlap() -> None:
 
 def test_replayed_ops_really_are_replayed() -> None:
     for op_type in sorted(REPLAYED_AS_OTHER_OPS):
-        if ("", op_type) in IMPORTERS:
+        if ("", op_type) in importers:
             continue
         # Newer than onnxnn's opset, with a function body the importer replays (FunctionBody).
         with pytest.raises(onnx.defs.SchemaError):

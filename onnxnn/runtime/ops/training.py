@@ -2,8 +2,9 @@
 
 An SGD step records one Momentum node per group of parameters instead of six elementwise nodes per
 parameter, which keeps a training step's recording and planning short. The op is ONNX's
-``ai.onnx.preview.training`` Momentum with its hyperparameters as inputs instead of attributes, so
-a scheduler changing the momentum or the weight decay feeds new data to the same compiled step:
+``ai.onnx.preview.training`` Momentum with its hyperparameters as inputs instead of attributes (so
+it lives in onnxnn's own custom-op domain, ``ai.onnxnn``), so a scheduler changing the momentum or
+the weight decay feeds new data to the same compiled step:
 
     Momentum(R, T, alpha, beta?, norm_coefficient?, X_1..X_n, G_1..G_n, V_1..V_n; mode)
         -> X_1_new..X_n_new, V_1_new..V_n_new

@@ -1,6 +1,7 @@
 """Importer functions: ONNX ops that replay as Python rather than as one recorded node.
 
-Each function is named after its ONNX op and registered by op_type. It is called as
+Each function is named after its ONNX op and registered by op_type in ``ir.registry.importers``
+(``@importers.register("Loop")``), the table every per-op fact of onnxnn shares. It is called as
 ``function(call, *inputs, **attributes)``: ``call`` is the :class:`NodeCall` of the node (its
 name, how many outputs are wanted, the module's training flag, and ``run_graph`` for subgraphs),
 ``inputs`` are Tensors (None for omitted optional inputs, Python lists for ONNX sequences) and
@@ -10,8 +11,11 @@ sequence with one entry per node output.
 Every other op records one node with ``apply_op`` (its shape rule, or ONNX shape inference).
 Control flow is unrolled here: the condition or trip count is realized, as PyTorch would
 synchronize, and the chosen body is replayed with ordinary ops, so gradients flow through it.
-Ops added after opset 21 replay the function body ONNX defines them by (:class:`FunctionBody`)
+Ops added after opset 21 replay the function body ONNX defines them by (``program.FunctionBody``)
 or, without one, run at their own opset in onnxruntime (:class:`EagerNode`).
+
+This module imports nothing of the package's compiler (``program``): subgraphs are replayed through
+``NodeCall.run_graph``, so the compiler imports the importers and never the other way round.
 """
 from __future__ import annotations
 
@@ -22,14 +26,16 @@ import numpy as np
 import onnx
 
 from ..ir import dtypes
+from ..ir.graph import constant, static_constant
 from ..ir.mode import MODE
-from ..ir.graph import static_constant
-from ..runtime.tensor import Tensor, apply_op
 from ..ir.plan import IR_VERSION
+from ..ir.random import Generator, bernoulli
+from ..ir.registry import importers
+from ..runtime.internal import tensor_of
+from ..runtime.tensor import Tensor, apply_op
 
-__all__ = ["IMPORTERS", "importer", "NodeCall", "EMPTY_OPTIONAL", "make_constant", "EagerNode", "FunctionBody"]
+__all__ = ["NodeCall", "EMPTY_OPTIONAL", "make_constant", "constant_tensor", "array_of", "EagerNode"]
 
-IMPORTERS: dict[tuple[str, str], Callable] = {}
 
 class _EmptyOptional:
     """The value of an ONNX ``Optional`` without an element: distinct from an omitted input (None)."""
@@ -45,15 +51,6 @@ EMPTY_OPTIONAL = _EmptyOptional()
 # Integer constants up to this many elements are structural (axes, shapes, pads): compiled
 # graphs embed them by content, as onnxnn's own recording does.
 _STATIC_CONSTANT_LIMIT = 64
-
-
-def importer(*op_types: str, domain: str = "") -> Callable[[Callable], Callable]:
-    """Registers an importer function for ``op_types`` of ``domain``."""
-    def decorate(function: Callable) -> Callable:
-        for op_type in op_types:
-            IMPORTERS[(domain, op_type)] = function
-        return function
-    return decorate
 
 
 class NodeCall:
@@ -87,24 +84,34 @@ def make_constant(array: np.ndarray) -> Tensor:
     array = np.asarray(array)
     value_dtype = dtypes.as_dtype(array.dtype)
     if value_dtype.category == 1 and array.size <= _STATIC_CONSTANT_LIMIT:
-        return Tensor._from_value(static_constant(array, value_dtype))
-    return Tensor._from_array(np.asarray(array, order="C"), value_dtype)
+        return tensor_of(static_constant(array, value_dtype))
+    return constant_tensor(np.asarray(array, order="C"), value_dtype)
+
+
+def constant_tensor(array: np.ndarray, dtype: dtypes.dtype | None = None) -> Tensor:
+    """A Tensor holding ``array`` (computed, C-ordered) as ``dtype``, by default the array's own."""
+    return tensor_of(constant(array, dtype or dtypes.as_dtype(array.dtype)))
+
+
+def array_of(tensor: Tensor) -> np.ndarray:
+    """The data of ``tensor``, computed first if pending (a data-dependent op, where PyTorch would sync)."""
+    return np.asarray(tensor.numpy(force=True))
 
 
 def _int64_scalar(value: int) -> Tensor:
-    return Tensor._from_value(static_constant(np.array(value, dtype=np.int64), dtypes.int64))
+    return tensor_of(static_constant(np.array(value, dtype=np.int64), dtypes.int64))
 
 
 def _int64_vector(values) -> Tensor:
-    return Tensor._from_value(static_constant(np.array(values, dtype=np.int64).reshape(-1), dtypes.int64))
+    return tensor_of(static_constant(np.array(values, dtype=np.int64).reshape(-1), dtypes.int64))
 
 
 def _as_int(tensor: Tensor) -> int:
-    return int(np.asarray(tensor.detach()._realized_data()).reshape(()))
+    return int(array_of(tensor).reshape(()))
 
 
 def _as_bool(tensor: Tensor) -> bool:
-    return bool(np.asarray(tensor.detach()._realized_data()).reshape(()))
+    return bool(array_of(tensor).reshape(()))
 
 
 def _unsqueeze(tensor: Tensor, axis: int) -> Tensor:
@@ -125,7 +132,7 @@ def _take(tensor: Tensor, axis: int, index: int) -> Tensor:
 
 # ----------------------------------------------------------------------------- constants, identity
 
-@importer("Constant")
+@importers.register("Constant")
 def Constant(call: NodeCall, *, value=None, sparse_value=None, value_float=None, value_floats=None,
              value_int=None, value_ints=None, value_string=None, value_strings=None):
     if value is not None:
@@ -143,24 +150,24 @@ def Constant(call: NodeCall, *, value=None, sparse_value=None, value_float=None,
     raise TypeError(f"Constant node '{call.name}': onnxnn tensors cannot hold strings")
 
 
-@importer("Identity")
+@importers.register("Identity")
 def Identity(call: NodeCall, input):
     # A pass-through records nothing: re-exporting an imported model adds no extra Identity nodes.
     return (input,)
 
 
-@importer("Shape")
+@importers.register("Shape")
 def Shape(call: NodeCall, data, *, start=0, end=None):
     # Shapes are known when recorded (principle 2): a structural constant, no node to run.
     return (_int64_vector(list(data.shape)[start:end]),)
 
 
-@importer("Size")
+@importers.register("Size")
 def Size(call: NodeCall, data):
     return (_int64_scalar(data.numel()),)
 
 
-@importer("Dropout")
+@importers.register("Dropout")
 def Dropout(call: NodeCall, data, ratio=None, training_mode=None, *, seed=None):
     """ONNX Dropout: active when ``training_mode`` says so, or (input omitted) in ``train()`` mode.
 
@@ -168,25 +175,24 @@ def Dropout(call: NodeCall, data, ratio=None, training_mode=None, *, seed=None):
     they are reproducible under ``manual_seed`` (DESIGN principle 7).
     """
     training = call.training if training_mode is None else _as_bool(training_mode)
-    probability = 0.5 if ratio is None else float(np.asarray(ratio.detach()._realized_data()).reshape(()))
+    probability = 0.5 if ratio is None else float(array_of(ratio).reshape(()))
     if not 0.0 <= probability <= 1.0:
         raise ValueError(f"Dropout node '{call.name}': ratio must be in [0, 1], got {probability}")
     if not training or probability == 0.0:
         mask = None
         if call.num_outputs > 1:
-            mask = Tensor._from_array(np.ones(tuple(data.shape), dtype=np.bool_))
+            mask = constant_tensor(np.ones(tuple(data.shape), dtype=np.bool_))
         return (data, mask)
-    from ..ir.random import Generator, bernoulli
     generator = None if seed is None else Generator().manual_seed(int(seed))
     keep = bernoulli(tuple(data.shape), 1.0 - probability, generator)
     scale = 1.0 / (1.0 - probability) if probability < 1.0 else 0.0
     numpy_dtype = data.dtype.numpy_dtype
-    noise = Tensor._from_array(np.asarray(keep.astype(numpy_dtype) * numpy_dtype.type(scale), order="C"), data.dtype)
-    mask = Tensor._from_array(np.asarray(keep, order="C")) if call.num_outputs > 1 else None
+    noise = constant_tensor(np.asarray(keep.astype(numpy_dtype) * numpy_dtype.type(scale), order="C"), data.dtype)
+    mask = constant_tensor(np.asarray(keep, order="C")) if call.num_outputs > 1 else None
     return (apply_op("Mul", (data, noise)), mask)
 
 
-@importer("BatchNormalization")
+@importers.register("BatchNormalization")
 def BatchNormalization(call: NodeCall, X, scale, B, input_mean, input_var, *, epsilon=1e-5, momentum=0.9,
                        training_mode=0):
     """Inference: the fused node. ``training_mode=1``: decomposed with ONNX's semantics.
@@ -216,7 +222,7 @@ def BatchNormalization(call: NodeCall, X, scale, B, input_mean, input_var, *, ep
     return outputs
 
 
-@importer("Range")
+@importers.register("Range")
 def Range(call: NodeCall, start, limit, delta):
     # onnxruntime accepts one-element 1-D bounds where ONNX asks for scalars; so does onnxnn.
     bounds = [value.reshape(()) if value.shape == (1,) else value for value in (start, limit, delta)]
@@ -227,9 +233,10 @@ class EagerNode:
     """Runs one node at once in onnxruntime, at the opsets it was written for.
 
     For ops the recorded opset-21 graphs cannot express: ops added after opset 21 without an
-    ONNX function body (BitCast; CumProd and TensorScatter have importers in newer_ops.py) and ops of other domains at versions
-    above 1 (``ai.onnx.ml`` TreeEnsemble). The inputs are realized, as for data-dependent ops;
-    the outputs are constants, so no gradient flows through such a node.
+    ONNX function body (BitCast; CumProd and TensorScatter have importers in newer_ops.py) and
+    ops of other domains at versions above 1 (``ai.onnx.ml`` TreeEnsemble). The inputs are
+    realized, as for data-dependent ops; the outputs are constants, so no gradient flows through
+    such a node.
     """
 
     def __init__(self, node: onnx.NodeProto, opsets: dict[str, int]):
@@ -242,7 +249,7 @@ class EagerNode:
         return {"node": self.node, "opsets": self.opsets, "sessions": {}}
 
     def _session(self, inputs: tuple):
-        import onnxruntime
+        import onnxruntime  # deferred: importing onnxruntime costs ~0.3 s, paid only when such a node runs
         helper = onnx.helper
         names = [f"input_{index}" if value is not None else "" for index, value in enumerate(inputs)]
         graph_inputs = [helper.make_tensor_value_info(name, value.dtype.onnx_type, tuple(value.shape))
@@ -270,93 +277,16 @@ class EagerNode:
         session = self.sessions.get(key)
         if session is None:
             session = self.sessions[key] = self._session(inputs)
-        feeds = {f"input_{index}": np.asarray(value.detach()._realized_data())
+        feeds = {f"input_{index}": array_of(value)
                  for index, value in enumerate(inputs) if value is not None}
         results = iter(session.run(None, feeds))
-        return [Tensor._from_array(np.asarray(next(results), order="C")) if name else None
+        return [constant_tensor(np.asarray(next(results), order="C")) if name else None
                 for name in self.node.output]
-
-
-class FunctionBody:
-    """The importer of an op newer than opset 21: replays the function body ONNX defines it by.
-
-    Context-dependent bodies (Attention, RMSNormalization, RotaryEmbedding) depend on the input
-    types, so a body is built and compiled per input signature and cached.
-    """
-
-    def __init__(self, node: onnx.NodeProto, opset: int, opsets: dict):
-        self.node = node
-        self.opset = opset
-        self.opsets = opsets
-        self.programs: dict = {}
-
-    @property
-    def schema(self):
-        from ..ir.plan import OPSET_VERSION
-        return onnx.defs.get_schema(self.node.op_type, max(self.opset, OPSET_VERSION), "")
-
-    def __getstate__(self) -> dict:
-        # Compiled bodies are a cache (and hold tensors): copies and pickles rebuild them.
-        return {"node": self.node, "opset": self.opset, "opsets": self.opsets, "programs": {}}
-
-    def _function(self, inputs: tuple) -> onnx.FunctionProto:
-        schema, function = self.schema, onnx.FunctionProto()
-        if schema.has_function:
-            versions = [v for v in schema.function_opset_versions if v <= self.opset] or [schema.since_version]
-            function.ParseFromString(schema.get_function_with_opset_version(max(versions)))
-            return function
-        types = [onnx.TypeProto() if value is None
-                 else onnx.helper.make_tensor_type_proto(value.dtype.onnx_type, tuple(value.shape))
-                 for value in inputs]
-        versions = [v for v in schema.context_dependent_function_opset_versions if v <= self.opset]
-        function.ParseFromString(schema.get_context_dependent_function_with_opset_version(
-            max(versions or [schema.since_version]), self.node.SerializeToString(),
-            [proto.SerializeToString() for proto in types]))
-        return function
-
-    def _compile(self, inputs: tuple):
-        from .graph_module import compile_graph  # the program compiler imports this module
-        function = self._function(inputs)
-        given = {attribute.name: attribute for attribute in self.node.attribute}
-        defaults = {attribute.name: attribute for attribute in function.attribute_proto}
-        nodes = []
-        for body_node in function.node:
-            resolved = onnx.NodeProto()
-            resolved.CopyFrom(body_node)
-            del resolved.attribute[:]
-            for attribute in body_node.attribute:
-                if attribute.ref_attr_name:
-                    source = given.get(attribute.ref_attr_name, defaults.get(attribute.ref_attr_name))
-                    if source is None:
-                        continue  # an unset optional attribute: the body op's own default applies
-                    replaced = onnx.AttributeProto()
-                    replaced.CopyFrom(source)
-                    replaced.name = attribute.name
-                    attribute = replaced
-                resolved.attribute.append(attribute)
-            nodes.append(resolved)
-        # Outputs the node omits may be left undefined by the body: they are not read back.
-        wanted = [name if position < len(self.node.output) and self.node.output[position] else ""
-                  for position, name in enumerate(function.output)]
-        graph = onnx.helper.make_graph(nodes, function.name, [onnx.ValueInfoProto(name=n) for n in function.input],
-                                       [onnx.ValueInfoProto(name=n) for n in wanted])
-        body_opset = next((entry.version for entry in function.opset_import if entry.domain in ("", "ai.onnx")),
-                          self.opset)
-        return compile_graph(graph, self.opsets, source_opset=body_opset)
-
-    def __call__(self, call: NodeCall, *inputs):
-        key = tuple(None if not isinstance(value, Tensor) else (value.dtype, tuple(value.shape)) for value in inputs)
-        program = self.programs.get(key)
-        if program is None:
-            program = self.programs[key] = self._compile(inputs)
-        arguments = list(inputs) + [None] * (len(program.input_names) - len(inputs))
-        outputs = call.run_graph(program, arguments)
-        return outputs[:call.num_outputs]
 
 
 # ----------------------------------------------------------------------------- control flow
 
-@importer("If")
+@importers.register("If")
 def If(call: NodeCall, cond, *, then_branch, else_branch):
     if cond is None or cond.numel() != 1:
         raise RuntimeError(f"If node '{call.name}': the condition must hold one element")
@@ -370,10 +300,10 @@ def _empty_scan_output(program, position: int) -> Tensor:
     if shape is None or any(size is None for size in shape):
         raise RuntimeError("a Loop/Scan that runs zero iterations needs static shapes for its scan outputs")
     value_dtype = dtypes.as_dtype(element_type)
-    return Tensor._from_array(np.zeros((0,) + tuple(shape), dtype=value_dtype.numpy_dtype), value_dtype)
+    return constant_tensor(np.zeros((0,) + tuple(shape), dtype=value_dtype.numpy_dtype), value_dtype)
 
 
-@importer("Loop")
+@importers.register("Loop")
 def Loop(call: NodeCall, trip_count=None, cond=None, *initial_values, body):
     """Unrolls an ONNX Loop: the trip count and the condition are realized on each iteration."""
     max_trips = None if trip_count is None else _as_int(trip_count)
@@ -382,7 +312,7 @@ def Loop(call: NodeCall, trip_count=None, cond=None, *initial_values, body):
     num_carried = len(carried)
     num_scan_outputs = len(body.output_names) - 1 - num_carried
     scans: list[list] = [[] for _ in range(num_scan_outputs)]
-    condition = Tensor._from_array(np.array(keep_going))
+    condition = constant_tensor(np.array(keep_going))
     iteration = 0
     while keep_going and (max_trips is None or iteration < max_trips):
         outputs = call.run_graph(body, [_int64_scalar(iteration), condition, *carried])
@@ -401,7 +331,7 @@ def Loop(call: NodeCall, trip_count=None, cond=None, *initial_values, body):
     return carried + stacked
 
 
-@importer("Scan")
+@importers.register("Scan")
 def Scan(call: NodeCall, *inputs, body, num_scan_inputs, scan_input_axes=None, scan_input_directions=None,
          scan_output_axes=None, scan_output_directions=None):
     """Unrolls an ONNX Scan (opset 9 and later): the body runs once per slice of the scan inputs."""
@@ -447,17 +377,17 @@ def _position(position, length: int, inserting: bool = False) -> int:
     return index + bound if index < 0 else index
 
 
-@importer("SequenceEmpty")
+@importers.register("SequenceEmpty")
 def SequenceEmpty(call: NodeCall, *, dtype=None):
     return ([],)
 
 
-@importer("SequenceConstruct")
+@importers.register("SequenceConstruct")
 def SequenceConstruct(call: NodeCall, *inputs):
     return (list(inputs),)
 
 
-@importer("SequenceInsert")
+@importers.register("SequenceInsert")
 def SequenceInsert(call: NodeCall, sequence, tensor, position=None):
     result = list(sequence)
     index = len(result) if position is None else _position(position, len(result), inserting=True)
@@ -465,12 +395,12 @@ def SequenceInsert(call: NodeCall, sequence, tensor, position=None):
     return (result,)
 
 
-@importer("SequenceAt")
+@importers.register("SequenceAt")
 def SequenceAt(call: NodeCall, sequence, position):
     return (sequence[_position(position, len(sequence))],)
 
 
-@importer("SequenceErase")
+@importers.register("SequenceErase")
 def SequenceErase(call: NodeCall, sequence, position=None):
     result = list(sequence)
     index = len(result) - 1 if position is None else _position(position, len(result))
@@ -478,12 +408,12 @@ def SequenceErase(call: NodeCall, sequence, position=None):
     return (result,)
 
 
-@importer("SequenceLength")
+@importers.register("SequenceLength")
 def SequenceLength(call: NodeCall, sequence):
-    return (Tensor._from_array(np.array(len(sequence), dtype=np.int64)),)
+    return (constant_tensor(np.array(len(sequence), dtype=np.int64)),)
 
 
-@importer("ConcatFromSequence")
+@importers.register("ConcatFromSequence")
 def ConcatFromSequence(call: NodeCall, sequence, *, axis, new_axis=0):
     if new_axis:
         return (_stack(list(sequence), axis),)
@@ -492,7 +422,7 @@ def ConcatFromSequence(call: NodeCall, sequence, *, axis, new_axis=0):
     return (apply_op("Concat", tuple(sequence), {"axis": axis}),)
 
 
-@importer("SplitToSequence")
+@importers.register("SplitToSequence")
 def SplitToSequence(call: NodeCall, input, split=None, *, axis=0, keepdims=1):
     axis = axis + len(input.shape) if axis < 0 else axis
     length = input.shape[axis]
@@ -502,8 +432,9 @@ def SplitToSequence(call: NodeCall, input, split=None, *, axis=0, keepdims=1):
                                           _int64_vector([axis])))
                   for index in range(length)]
         return (pieces,)
-    sizes = np.asarray(split.detach()._realized_data()).reshape(-1).tolist()
-    if np.ndim(split.detach()._realized_data()) == 0:
+    split_data = array_of(split)
+    sizes = split_data.reshape(-1).tolist()
+    if split_data.ndim == 0:
         chunk = int(sizes[0])
         sizes = [chunk] * (length // chunk) + ([length % chunk] if length % chunk else [])
     if len(sizes) == 1:
@@ -512,7 +443,7 @@ def SplitToSequence(call: NodeCall, input, split=None, *, axis=0, keepdims=1):
     return (list(pieces),)
 
 
-@importer("SequenceMap")
+@importers.register("SequenceMap")
 def SequenceMap(call: NodeCall, sequence, *additional, body):
     outputs: list[list] = [[] for _ in body.output_names]
     for index in range(len(sequence)):
@@ -522,18 +453,18 @@ def SequenceMap(call: NodeCall, sequence, *additional, body):
     return outputs
 
 
-@importer("Optional")
+@importers.register("Optional")
 def Optional(call: NodeCall, input=None, *, type=None):
     return (EMPTY_OPTIONAL if input is None else input,)
 
 
-@importer("OptionalHasElement")
+@importers.register("OptionalHasElement")
 def OptionalHasElement(call: NodeCall, input=None):
     present = input is not None and input is not EMPTY_OPTIONAL
-    return (Tensor._from_array(np.array(present)),)
+    return (constant_tensor(np.array(present)),)
 
 
-@importer("OptionalGetElement")
+@importers.register("OptionalGetElement")
 def OptionalGetElement(call: NodeCall, input):
     if input is None or input is EMPTY_OPTIONAL:
         raise RuntimeError(f"OptionalGetElement node '{call.name}': the optional is empty")
