@@ -25,7 +25,7 @@ import onnxnn.nn as nn
 from onnxnn.import_ import from_onnx
 from onnxnn.runtime.fastpath import backward_replay
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def _both_ways(workload) -> tuple:

@@ -1,6 +1,6 @@
-"""The kernels executor's generated straight-line code (onnxnn/kernels/straight_line.py).
+"""The fast path's straight-line code for kernels plans (onnxnn/runtime/fastpath/straight_line.py).
 
-For numpy plans ``compile_plan`` writes one Python function per plan; ordinary calls run it,
+For numpy plans the fast path (``accelerate``) writes one Python function per plan; ordinary calls run it,
 debug calls run the interpreted loop. The specification is that both give exactly the same
 outputs (values, dtypes, shapes, memory layout), that errors name the node as the loop does, and
 that the commonest ops call their direct form (``kernels.register_direct``), each of which equals
@@ -24,7 +24,7 @@ from onnxnn.runtime.ops._common import int64_constant
 from onnxnn.ir.plan import plan as _plan
 from onnxnn.runtime.tensor import Tensor, apply_op
 
-from .differential_cases import make
+from kernels.differential_cases import make
 
 
 def _op(op_type, *inputs, **attrs):
