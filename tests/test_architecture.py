@@ -118,3 +118,17 @@ def test_no_module_imports_onnxnn_inside_a_function():
 def test_the_bottom_layer_imports_nothing_above_it(module):
     targets = {_package_of(target) for name, _, target, _, _ in EDGES if name == module}
     assert targets <= {"onnxnn.ir", "onnxnn.errors"}, targets
+
+
+def test_every_per_op_table_has_one_shape_and_a_public_lookup():
+    import onnxnn  # noqa: F401  (registers every rule, kernel and importer)
+    from onnxnn import ir
+
+    for name, registry in ir.REGISTRIES.items():
+        assert isinstance(registry, ir.Registry), name
+    assert ir.lookup("gradient_rules", "Relu") is not None
+    assert ir.lookup("kernels", "Relu") is not None
+    assert ir.lookup("importers", "Relu") is None or callable(ir.lookup("importers", "Relu"))
+    assert ir.lookup("shape_rules", "NoSuchOp") is None
+    with pytest.raises(ValueError, match="unknown registry"):
+        ir.lookup("recipes", "Relu")
