@@ -15,12 +15,18 @@ import collections
 import sys
 
 import numpy as np
+import onnx
+
+# The onnxnn package (which imports onnx and import_) is loaded before this module anyway, so these
+# cost ``onnxnn --help`` nothing.
+from .import_ import from_onnx
+from .runtime.creation import from_numpy
+from .runtime.grad_mode import no_grad
 
 __all__ = ["main"]
 
 
 def _random_inputs(model, seed: int) -> dict:
-    import onnx
     rng = np.random.default_rng(seed)
     initializers = {init.name for init in model.graph.initializer}
     feeds = {}
@@ -42,8 +48,6 @@ def _random_inputs(model, seed: int) -> dict:
 
 
 def _inspect(path: str) -> int:
-    import onnx
-    from .import_ import from_onnx
     module = from_onnx(path)  # validates the file before anything else reads it
     model = onnx.load(path, load_external_data=False)
     print(module)
@@ -56,15 +60,12 @@ def _inspect(path: str) -> int:
 
 
 def _check(path: str, seed: int, rtol: float, atol: float) -> int:
-    import onnx
-    import onnxruntime
-    import onnxnn
-    from .import_ import from_onnx
+    import onnxruntime  # deferred: costs ~0.3 s, which only ``check`` needs (not ``inspect`` nor ``--help``)
     module = from_onnx(path).eval()  # validates the file before anything else reads it
     model = onnx.load(path)
     feeds = _random_inputs(model, seed)
-    with onnxnn.no_grad():
-        outputs = module(*[onnxnn.from_numpy(array) for array in feeds.values()])
+    with no_grad():
+        outputs = module(*[from_numpy(array) for array in feeds.values()])
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
     try:
         session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])

@@ -396,8 +396,7 @@ class Tensor(TensorOps, TensorAPI):
     def copy_(self, source, non_blocking: bool = False) -> "Tensor":
         """Copies ``source`` (broadcast, converted to this dtype and device) into this tensor."""
         if not isinstance(source, Tensor):
-            from .creation import as_tensor
-            source = as_tensor(source)
+            source = creation.as_tensor(source)
         return self._assign(source.to(self._value.device))
 
     def zero_(self) -> "Tensor":
@@ -618,3 +617,8 @@ _SCALAR_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half"
 
 def _rebuild_tensor(array: np.ndarray, dtype_name: str, requires_grad: bool) -> Tensor:
     return Tensor._from_array(np.asarray(array, order="C"), _dtypes.as_dtype(dtype_name), requires_grad=requires_grad)
+
+
+# The constructors build Tensors, so they can load only once the class above exists. ``copy_`` and
+# TensorAPI's ``new_*`` methods (a base class of Tensor, loaded before it) reach them through here.
+from . import creation  # noqa: E402

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import tensor as _tensor  # circular (Tensor subclasses TensorAPI): attributes are read at call time
 from . import tensor_ops as _tensor_ops
 from ..ir.graph import hold
 
@@ -96,16 +97,15 @@ class TensorAPI:
     # ---------------------------------------------------------------- constructors like this tensor
     def new_tensor(self, data, *, dtype=None, device=None, requires_grad: bool = False):
         """A new tensor of ``data`` with this tensor's dtype and device unless given."""
-        from .creation import tensor
-        from .tensor import Tensor
-        if isinstance(data, Tensor):
+        if isinstance(data, _tensor.Tensor):
             data = data.detach()
-        return tensor(data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+        # The constructors are reached through the tensor module: they load after this base class.
+        return _tensor.creation.tensor(data, dtype=dtype or self.dtype, device=device or self.device,
+                                       requires_grad=requires_grad)
 
     def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False):
-        from .creation import full
-        return full(tuple(size), fill_value, dtype=dtype or self.dtype, device=device or self.device,
-                    requires_grad=requires_grad)
+        return _tensor.creation.full(tuple(size), fill_value, dtype=dtype or self.dtype, device=device or self.device,
+                                     requires_grad=requires_grad)
 
     def new_zeros(self, *size, dtype=None, device=None, requires_grad: bool = False):
         return self.new_full(_size(size), 0, dtype=dtype, device=device, requires_grad=requires_grad)

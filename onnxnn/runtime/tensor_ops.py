@@ -516,5 +516,9 @@ class TensorOps:
         return self._fill_random(_random.integers(low, high, self.shape, self.dtype.numpy_dtype, generator))
 
     def _fill_random(self, array):
-        from .tensor import Tensor
-        return self._assign(Tensor._from_array(array, self.dtype, self.device))
+        return self._assign(_tensor.Tensor._from_array(array, self.dtype, self.device))
+
+
+# Tensor subclasses TensorOps, so tensor.py can load only once the class above exists (this module
+# is imported first: onnxnn/runtime/__init__.py). A module reference: ``Tensor`` is read at call time.
+from . import tensor as _tensor  # noqa: E402

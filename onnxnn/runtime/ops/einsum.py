@@ -10,7 +10,7 @@ from __future__ import annotations
 import string
 
 from ...ir.registry import gradient_rules, shape_rules
-from ._common import Tensor, apply_op
+from ._common import Tensor, apply_op, promote_operands
 
 __all__ = ["einsum"]
 
@@ -109,7 +109,6 @@ def einsum(equation: str, *operands) -> Tensor:
         terms, output = explicit_equation(equation, [operand.dim() for operand in operands])
     except ValueError as error:
         raise RuntimeError(str(error)) from None
-    from ._common import promote_operands
     tensors, _ = promote_operands(list(operands))
     explicit = ",".join(terms) + "->" + output
     return apply_op("Einsum", tuple(tensors), {"equation": explicit}, "EinsumBackward0")

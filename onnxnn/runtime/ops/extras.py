@@ -13,9 +13,11 @@ import numpy as np
 
 from ...ir import dtypes
 from ...ir import random as _random
+from ..creation import _float_dtype, _make
 from ._common import Tensor, normalize_axes
 from . import elementwise as _e
 from . import reduce as _r
+from .shape import chunk, split, stack
 
 __all__ = ["vander", "pdist", "renorm", "frobenius_norm", "unravel_index", "range", "histogram", "nonzero_static",
            "bernoulli", "split_with_sizes", "unsafe_split", "unsafe_chunk", "unsafe_split_with_sizes", "unflatten",
@@ -32,7 +34,6 @@ def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
     powers = np.arange(count) if increasing else np.arange(count)[::-1]
     base = x if x.dtype.is_floating_point else x.to(dtypes.int64)
     columns = [base.new_ones(x.shape[0]) if p == 0 else (base if p == 1 else _e.pow(base, int(p))) for p in powers]
-    from .shape import stack
     if not columns:
         return Tensor._zeros((x.shape[0], 0), base.dtype, x.device)
     return stack(columns, 1)
@@ -92,7 +93,6 @@ def unravel_index(indices, shape) -> tuple:
 
 def range(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """``torch.range``: from ``start`` to ``end`` inclusive, in the default float dtype."""
-    from ..creation import _float_dtype, _make
     if end is None:
         start, end = 0, start
     target = _float_dtype(dtype)
@@ -127,7 +127,6 @@ def bernoulli(input: Tensor, p: float | None = None, *, generator=None) -> Tenso
 
 
 def split_with_sizes(input: Tensor, split_sizes, dim: int = 0) -> tuple:
-    from .shape import split
     return split(input, list(split_sizes), dim)
 
 
@@ -135,12 +134,10 @@ unsafe_split_with_sizes = split_with_sizes
 
 
 def unsafe_split(input: Tensor, split_size, dim: int = 0) -> tuple:
-    from .shape import split
     return split(input, split_size, dim)
 
 
 def unsafe_chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
-    from .shape import chunk
     return chunk(input, chunks, dim)
 
 

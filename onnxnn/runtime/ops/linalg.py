@@ -187,7 +187,6 @@ def _softmax_input(input: Tensor, dtype) -> Tensor:
     if dtype is not None:
         return input.to(dtype)
     if not input.dtype.is_floating_point:
-        from ...ir import dtypes
         return input.to(dtypes.get_default_dtype())
     return input
 

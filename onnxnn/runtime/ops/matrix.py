@@ -11,9 +11,12 @@ import numpy as np
 
 from ...ir import dtypes
 from ...ir.registry import gradient_rules, shape_rules
-from ._common import Tensor, apply_op, int64_constant, normalize_axes
+from ..tensor import Size
+from ._common import Tensor, apply_op, int64_constant, normalize_axes, promote_operands
 from ._common import broadcast_shapes as _broadcast_shapes
-from .linalg import bmm, matmul, mm
+from .arrange import meshgrid
+from .linalg import bmm, dot, matmul, mm
+from .shape import cat, stack
 
 __all__ = ["addmm", "addbmm", "baddbmm", "addmv", "addr", "mv", "outer", "ger", "inner", "kron", "tril", "triu",
            "diagonal", "diag", "diag_embed", "diagflat", "trace", "cross", "vdot"]
@@ -112,7 +115,6 @@ def inner(input: Tensor, other: Tensor) -> Tensor:
 def vdot(input: Tensor, other: Tensor) -> Tensor:
     """Dot product of two 1-D tensors (real dtypes: no conjugation)."""
     _need_rank(input, 1, "1D tensors expected, but got input")
-    from .linalg import dot
     return dot(input, other)
 
 
@@ -278,7 +280,6 @@ def matrix_power(input: Tensor, n: int) -> Tensor:
 
 def broadcast_shapes(*shapes):
     """The shape that tensors of ``shapes`` broadcast to."""
-    from ..tensor import Size
     return Size(_broadcast(*[(shape,) if isinstance(shape, int) else tuple(shape) for shape in shapes]))
 
 
@@ -294,8 +295,6 @@ def cartesian_prod(*tensors) -> Tensor:
     """All tuples of one element from each 1-D tensor, as rows (itertools.product order)."""
     if len(tensors) == 1:
         return tensors[0]
-    from .arrange import meshgrid
-    from .shape import stack
     grids = meshgrid(*tensors, indexing="ij")
     return stack([grid.reshape(-1) for grid in grids], 1)
 
@@ -315,8 +314,6 @@ def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> T
 
 def block_diag(*tensors) -> Tensor:
     """A block-diagonal matrix of the given (0-, 1- or 2-D) tensors, zeros elsewhere."""
-    from ._common import promote_operands
-    from .shape import cat
     blocks = [t.reshape(1, 1) if t.dim() == 0 else t.reshape(1, -1) if t.dim() == 1 else t for t in tensors]
     for index, block in enumerate(blocks):
         if block.dim() != 2:

@@ -16,6 +16,7 @@ from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ._common import normalize_axes, same_shape
 from .conv import needs_input_grad
 from .elementwise import abs, exp, log, relu, sigmoid, tanh, where
+from .normalization import batch_normalization_training_grad  # the normalization family owns it
 
 __all__: list[str] = []
 
@@ -40,7 +41,6 @@ def _batch_normalization_shape(inputs, attrs):
 @gradient_rules.register("BatchNormalization")
 def _batch_normalization_grad(ctx, g, *statistics_grads):
     if ctx.attrs.get("training_mode", 0):
-        from .normalization import batch_normalization_training_grad  # the normalization family owns it
         return batch_normalization_training_grad(ctx, g, *statistics_grads)
     x, scale, mean, variance = ctx.input(0), ctx.input(1), ctx.input(3), ctx.input(4)
     rank = x.dim()

@@ -14,7 +14,7 @@ import numpy as np
 
 from ...ir import dtypes
 from ...ir.registry import non_differentiable, shape_rules
-from ._common import Tensor, apply_op, broadcast_values, promote_operands
+from ._common import Tensor, apply_op, broadcast_values, normalize_axes, promote_operands
 from . import elementwise as _e
 from . import reduce as _r
 from .shape import cat, slice_axis
@@ -282,7 +282,6 @@ def diff(input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None
         raise RuntimeError("diff expects input to be at least one-dimensional")
     if n < 0:
         raise RuntimeError(f"order must be non-negative but got {n}")
-    from ._common import normalize_axes
     axis = normalize_axes([dim], input.dim())[0]
     parts = [t for t in (prepend, input, append) if t is not None]
     result = cat(parts, axis) if len(parts) > 1 else input

@@ -14,7 +14,7 @@ from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op
 from .elementwise import where
 from .conv import batched, expand_param, pooled_size, scatter_windows, window_geometry
-from .shape import _constant_list
+from .shape import _constant_list, pad_constant
 
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
            "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d"]
@@ -312,7 +312,6 @@ def _avg_pool(input: Tensor, kernel_size, stride, padding, ceil_mode: bool, coun
         # Window sums: zero-pad so that every window (ceil_mode's last one too) lies inside, where
         # an average counting the padding is the sum over the kernel size.
         ends = [(out - 1) * s + k - size - p for size, out, k, s, p in zip(x.shape[2:], output, kernel, strides, pads)]
-        from .shape import pad_constant
         padded = pad_constant(x, [0, 0] + pads + [0, 0] + [max(e, 0) for e in ends])
         attrs = {"kernel_shape": kernel, "strides": strides, "count_include_pad": 1}
         averaged = apply_op("AveragePool", (padded,), attrs, name)

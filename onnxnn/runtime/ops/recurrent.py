@@ -11,6 +11,7 @@ flow through it like through any other recorded op.
 """
 from __future__ import annotations
 
+from ..autograd import grad
 from ..grad_mode import enable_grad
 from ...ir.recurrence import unroll
 from ...ir.registry import gradient_rules
@@ -62,7 +63,6 @@ class _TensorBackend:
 
 
 def _recurrent_grad(ctx, *grads):
-    from ..autograd import grad
     op_type = ctx.node.op_type
     inputs, wanted = [], []
     for index in range(ctx.num_inputs):

@@ -10,7 +10,7 @@ from collections import namedtuple
 from ...ir import dtypes
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ._common import Tensor, apply_op, int64_constant, normalize_axes
-from .elementwise import where
+from .elementwise import maximum, minimum, where
 from ..realization import data_of
 
 _REDUCE_OPS = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2",
@@ -224,7 +224,6 @@ def max(input: Tensor, dim=None, keepdim: bool = False):
     A Tensor as second argument means the elementwise maximum, as in PyTorch.
     """
     if isinstance(dim, Tensor):
-        from .elementwise import maximum
         return maximum(input, dim)
     if dim is None:
         return _reduce("ReduceMax", input, None, False, "MaxBackward1")
@@ -234,7 +233,6 @@ def max(input: Tensor, dim=None, keepdim: bool = False):
 def min(input: Tensor, dim=None, keepdim: bool = False):
     """Without ``dim``, the smallest element; with ``dim``, a ``(values, indices)`` named tuple."""
     if isinstance(dim, Tensor):
-        from .elementwise import minimum
         return minimum(input, dim)
     if dim is None:
         return _reduce("ReduceMin", input, None, False, "MinBackward1")

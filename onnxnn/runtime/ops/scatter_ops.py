@@ -14,6 +14,8 @@ from ...ir import dtypes
 from ._common import Tensor, apply_op, broadcast_shapes, normalize_axes
 from . import elementwise as _e
 from .indexing import setitem
+from .matrix import _diagonal_positions
+from .shape import cat
 
 __all__ = ["index_put", "put", "scatter_reduce", "select_scatter", "slice_scatter", "diagonal_scatter",
            "fill_diagonal"]
@@ -38,7 +40,6 @@ def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tenso
         raise IndexError(f"too many indices for tensor of dimension {input.dim()} (got {len(indices)})")
     shape = broadcast_shapes(*[tuple(index.shape) for index in indices])
     columns = [_wrapped(index, input.shape[axis]).expand(shape).unsqueeze(-1) for axis, index in enumerate(indices)]
-    from .shape import cat
     table = cat(columns, -1) if len(columns) > 1 else columns[0]
     if not isinstance(values, Tensor):
         values = Tensor._full((), values, input.dtype, input.device)
@@ -111,7 +112,6 @@ def slice_scatter(input: Tensor, src: Tensor, dim: int = 0, start: int | None = 
 
 def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     """A copy of ``input`` with ``src`` written on the ``offset`` diagonal of the (dim1, dim2) planes."""
-    from .matrix import _diagonal_positions
     axis1, axis2 = normalize_axes([dim1, dim2], input.dim())
     rest = [axis for axis in range(input.dim()) if axis not in (axis1, axis2)]
     order = rest + [axis1, axis2]

@@ -15,6 +15,7 @@ import numpy as np
 from ...ir import dtypes
 from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op, int64_constant, normalize_axes
+from .elementwise import where as _where  # ``where`` is a local name below (gather positions)
 from .shape import _constant_list
 
 __all__ = ["topk", "sort", "argsort", "msort", "kthvalue", "median", "nanmedian", "cumsum", "cumprod",
@@ -194,11 +195,6 @@ def _prefix_lines(input: Tensor, axis: int, fill) -> Tensor:
     mask = np.tril(np.ones((size, size), dtype=bool)).reshape(mask_shape)
     mask = Tensor._from_array(mask, dtypes.bool, input.device)
     return _where(mask, input.unsqueeze(axis), fill)
-
-
-def _where(condition, a, b):
-    from .elementwise import where
-    return where(condition, a, b)
 
 
 def cumprod(input: Tensor, dim: int, *, dtype=None) -> Tensor:

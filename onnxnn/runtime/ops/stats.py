@@ -17,7 +17,8 @@ from ...ir import dtypes
 from ._common import Tensor, normalize_axes
 from . import elementwise as _e
 from . import reduce as _r
-from .sorting import sort
+from .shape import stack
+from .sorting import cumsum, sort
 
 __all__ = ["quantile", "nanquantile", "std_mean", "var_mean", "cov", "corrcoef", "dist", "cdist", "trapezoid",
            "trapz", "cumulative_trapezoid", "unique", "unique_consecutive", "bincount", "histc", "mode"]
@@ -66,7 +67,6 @@ def quantile(input: Tensor, q, dim: int | None = None, keepdim: bool = False, *,
         results.append(value)
     if qs.ndim == 0:
         return results[0]
-    from .shape import stack
     return stack(results, 0)
 
 
@@ -176,7 +176,6 @@ def trapz(y: Tensor, x: Tensor | None = None, *, dx: float | None = None, dim: i
 
 def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None, dim: int = -1) -> Tensor:
     """Running trapezoidal integrals along ``dim`` (one fewer element than ``y``)."""
-    from .sorting import cumsum
     axis = normalize_axes([dim], y.dim())[0]
     size = y.shape[axis]
     pairs = y.narrow(axis, 1, size - 1) + y.narrow(axis, 0, size - 1)
