@@ -1,11 +1,11 @@
-"""The recording runtime: Tensor, dtypes, devices, the recorded graph, op rules, autodiff, executor."""
+"""The recording runtime: the lazy Tensor, recording, realization, autodiff and the op families.
+
+The op families (``runtime/ops``) are imported first: they import ``Tensor``, and Tensor's
+methods call them through a module reference read at call time, so with this order every module
+of the package imports what it needs at its top.
+"""
 from __future__ import annotations
 
-from ..ir import dtypes
-from . import tensor_ops
-from .tensor import Size, Tensor, apply_op
 from . import ops
-
-tensor_ops.ops = ops  # the op families import Tensor, so Tensor's methods find them only now
-
-from . import creation  # noqa: E402
+from .tensor import Size, Tensor, apply_op
+from . import creation

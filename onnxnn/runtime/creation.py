@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import builtins
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -10,7 +11,10 @@ from ..ir import dtypes
 from ..ir import random as _random
 from ..ir.device import CPU, as_device, cuda_is_available
 from ..ir.graph import constant
-from .tensor import Tensor
+from . import tensor as _tensor  # circular (Tensor methods build tensors here): read at call time
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange", "linspace",
            "eye", "randn", "rand", "randint", "randperm", "normal", "zeros_like", "ones_like",
@@ -43,7 +47,7 @@ def _make(array: np.ndarray, dtype, device, requires_grad: bool) -> Tensor:
     value_dtype = dtypes.as_dtype(array.dtype) if dtype is None else dtype
     if array.dtype != value_dtype.numpy_dtype or not array.flags.c_contiguous:
         array = np.asarray(array, dtype=value_dtype.numpy_dtype, order="C")
-    result = Tensor._from_value(constant(array, value_dtype, _device(device)))
+    result = _tensor.Tensor._from_value(constant(array, value_dtype, _device(device)))
     if requires_grad:
         result.requires_grad_(True)
     return result
@@ -51,7 +55,7 @@ def _make(array: np.ndarray, dtype, device, requires_grad: bool) -> Tensor:
 
 def _infer_array(data) -> tuple[np.ndarray, object]:
     """numpy form of Python data plus the dtype PyTorch would give it (floats are the default dtype)."""
-    if isinstance(data, Tensor):
+    if isinstance(data, _tensor.Tensor):
         return np.array(data._realized_data()), data.dtype
     if isinstance(data, np.ndarray):
         return data, dtypes.as_dtype(data.dtype)
@@ -70,7 +74,7 @@ def _infer_array(data) -> tuple[np.ndarray, object]:
 
 
 def _nested(item):
-    if isinstance(item, Tensor):
+    if isinstance(item, _tensor.Tensor):
         return item._realized_data()
     if isinstance(item, (list, tuple)):
         return [_nested(inner) for inner in item]
@@ -93,7 +97,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False, pin_me
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
     """Converts ``data`` to a tensor, sharing it when it already is one of the right dtype and device."""
-    if isinstance(data, Tensor):
+    if isinstance(data, _tensor.Tensor):
         return data.to(device=device, dtype=dtype)
     if isinstance(data, np.ndarray) and dtype is None:
         return from_numpy(data) if device is None else from_numpy(data).to(device)
@@ -105,7 +109,7 @@ def from_numpy(array: np.ndarray) -> Tensor:
     if not isinstance(array, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(array).__name__})")
     value_dtype = dtypes.as_dtype(array.dtype)
-    return Tensor._from_value(constant(np.asarray(array, order="C"), value_dtype, CPU))
+    return _tensor.Tensor._from_value(constant(np.asarray(array, order="C"), value_dtype, CPU))
 
 
 def scalar_tensor(value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -142,8 +146,8 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
     """Values from ``start`` to ``end`` (exclusive) by ``step``; integer arguments give int64."""
     if end is None:
         start, end = 0, start
-    numbers = [float(x) if isinstance(x, Tensor) and x.is_floating_point() else x for x in (start, end, step)]
-    numbers = [x.item() if isinstance(x, Tensor) else x for x in numbers]
+    numbers = [float(x) if isinstance(x, _tensor.Tensor) and x.is_floating_point() else x for x in (start, end, step)]
+    numbers = [x.item() if isinstance(x, _tensor.Tensor) else x for x in numbers]
     if step == 0:
         raise RuntimeError("step must be nonzero")
     target = dtypes.as_dtype(dtype) if dtype is not None else dtypes.result_type([], numbers)
@@ -197,8 +201,8 @@ def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: 
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None) -> Tensor:
-    if isinstance(mean, Tensor) or isinstance(std, Tensor):
-        shape = (mean if isinstance(mean, Tensor) else std).shape
+    if isinstance(mean, _tensor.Tensor) or isinstance(std, _tensor.Tensor):
+        shape = (mean if isinstance(mean, _tensor.Tensor) else std).shape
         return randn(shape, generator=generator, dtype=dtype, device=device) * std + mean
     target = _float_dtype(dtype)
     return _make(_random.normal(_shape((size,)), target.numpy_dtype, mean, std, generator), target, device, False)

@@ -15,13 +15,14 @@ from ..ir.device import CPU, as_device, cuda_is_available
 from ..ir.graph import Value, constant, hold
 from ..ir.mode import MODE
 from ..ir.registry import non_differentiable
+from . import creation
 from .autograd import AccumulateGrad, Function, RemovableHandle, VersionCounter, _HookDict, add_hook, run_backward
 from .depth import MAX_PENDING_DEPTH, bound_depth
 from .printing import format_tensor
 from .realization import data_of, realize
 from .recording import different_devices, record_scanned
 from .tensor_api import TensorAPI
-from .tensor_ops import TensorOps
+from .tensor_methods import TensorMethods
 
 __all__ = ["Tensor", "Size", "apply_op"]
 
@@ -120,7 +121,7 @@ _weak_reference = weakref.ref
 _NON_DIFFERENTIABLE = non_differentiable.table  # bound once: apply_op runs for every op
 
 
-class Tensor(TensorOps, TensorAPI):
+class Tensor(TensorMethods, TensorAPI):
     """A multi-dimensional array whose operations are recorded as ONNX nodes and run lazily.
 
     Create tensors with :func:`onnxnn.tensor`, :func:`onnxnn.zeros`, :func:`onnxnn.randn`, ...
@@ -618,7 +619,3 @@ _SCALAR_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half"
 def _rebuild_tensor(array: np.ndarray, dtype_name: str, requires_grad: bool) -> Tensor:
     return Tensor._from_array(np.asarray(array, order="C"), _dtypes.as_dtype(dtype_name), requires_grad=requires_grad)
 
-
-# The constructors build Tensors, so they can load only once the class above exists. ``copy_`` and
-# TensorAPI's ``new_*`` methods (a base class of Tensor, loaded before it) reach them through here.
-from . import creation  # noqa: E402

@@ -1,7 +1,7 @@
 """More of torch.Tensor's methods: those that only call one function of ``runtime/ops`` with the
 tensor first, their in-place variants, and the ``new_*`` constructors.
 
-Kept apart from ``tensor_ops.py`` (operators and the original math methods) so each file stays
+Kept apart from ``tensor_methods.py`` (operators and the original math methods) so each file stays
 one readable idea: a method here is a row of a table, documented by the function it calls
 (``Tensor.topk`` is ``onnxnn.topk``). ``docs/api_status.md`` lists what is covered.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import creation, ops
 from . import tensor as _tensor  # circular (Tensor subclasses TensorAPI): attributes are read at call time
-from . import tensor_ops as _tensor_ops
 from ..ir.graph import hold
 
 # Methods ``x.name(*args, **kwargs)`` that are ``onnxnn.name(x, *args, **kwargs)``.
@@ -62,7 +62,7 @@ IN_PLACE = (
 
 def _delegate(name: str):
     def method(self, *args, **kwargs):
-        return getattr(_tensor_ops.ops, name)(self, *args, **kwargs)
+        return getattr(ops, name)(self, *args, **kwargs)
     method.__name__ = method.__qualname__ = name
     method.__doc__ = f"See :func:`onnxnn.{name}`."
     return method
@@ -99,12 +99,11 @@ class TensorAPI:
         """A new tensor of ``data`` with this tensor's dtype and device unless given."""
         if isinstance(data, _tensor.Tensor):
             data = data.detach()
-        # The constructors are reached through the tensor module: they load after this base class.
-        return _tensor.creation.tensor(data, dtype=dtype or self.dtype, device=device or self.device,
+        return creation.tensor(data, dtype=dtype or self.dtype, device=device or self.device,
                                        requires_grad=requires_grad)
 
     def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False):
-        return _tensor.creation.full(tuple(size), fill_value, dtype=dtype or self.dtype, device=device or self.device,
+        return creation.full(tuple(size), fill_value, dtype=dtype or self.dtype, device=device or self.device,
                                      requires_grad=requires_grad)
 
     def new_zeros(self, *size, dtype=None, device=None, requires_grad: bool = False):
@@ -133,7 +132,7 @@ class TensorAPI:
 
     def fill_diagonal_(self, fill_value, wrap: bool = False):
         """Writes ``fill_value`` on the main diagonal (rows past the square part too when ``wrap``)."""
-        return self._assign(_tensor_ops.ops.fill_diagonal(self._alias(), fill_value, wrap))
+        return self._assign(ops.fill_diagonal(self._alias(), fill_value, wrap))
 
     # ---------------------------------------------------------------- metadata
     def ndimension(self) -> int:
@@ -193,16 +192,16 @@ class TensorAPI:
 
     # ---------------------------------------------------------------- shape helpers
     def split_with_sizes(self, split_sizes, dim: int = 0):
-        return _tensor_ops.ops.split(self, list(split_sizes), dim)
+        return ops.split(self, list(split_sizes), dim)
 
     def unsafe_split(self, split_size, dim: int = 0):
-        return _tensor_ops.ops.split(self, split_size, dim)
+        return ops.split(self, split_size, dim)
 
     def unsafe_chunk(self, chunks: int, dim: int = 0):
-        return _tensor_ops.ops.chunk(self, chunks, dim)
+        return ops.chunk(self, chunks, dim)
 
     def narrow_copy(self, dim: int, start: int, length: int):
-        return _tensor_ops.ops.narrow(self, dim, start, length)
+        return ops.narrow(self, dim, start, length)
 
     def sum_to_size(self, *size):
         """Sums the broadcast dims away so the result has ``size`` (which must broadcast to this shape)."""

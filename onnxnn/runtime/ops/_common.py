@@ -5,6 +5,7 @@ import numpy as np
 
 from ...ir import dtypes
 from ...ir.graph import Value, constant, static_constant
+from ..tensor import Tensor, apply_op
 
 __all__ = ["broadcast_shapes", "broadcast_values", "promote_pair", "promote_operands", "as_tensor_operand", "axes_constant",
            "int64_constant", "static_scalar", "same_shape", "normalize_axes", "Tensor", "apply_op"]
@@ -159,5 +160,3 @@ def as_tensor_operand(value, like: "Tensor"):
         return value
     return scalar_constant(value, like._value.dtype, like._value.device)
 
-
-from ..tensor import Tensor, apply_op  # noqa: E402  (tensor.py imports the op families lazily)

@@ -1,16 +1,17 @@
 """Tensor's operator and math methods, each a thin call into the op families of ``runtime/ops``.
 
 Kept apart from ``tensor.py`` (identity, autograd, materialization) so each file holds one idea.
-``ops`` is bound by ``onnxnn.runtime`` once the op families are imported (they import Tensor).
+The op families import Tensor (which subclasses this class), so both ``ops`` and ``tensor`` are
+module references here, read at call time; ``onnxnn/runtime/__init__.py`` imports the op families first.
 """
 from __future__ import annotations
 
 from ..ir import random as _random
+from . import ops
+from . import tensor as _tensor
 
-ops = None  # the onnxnn.runtime.ops package, bound at import time by onnxnn/runtime/__init__.py
 
-
-class TensorOps:
+class TensorMethods:
     __slots__ = ()
 
     # ---------------------------------------------------------------- arithmetic operators
@@ -518,7 +519,3 @@ class TensorOps:
     def _fill_random(self, array):
         return self._assign(_tensor.Tensor._from_array(array, self.dtype, self.device))
 
-
-# Tensor subclasses TensorOps, so tensor.py can load only once the class above exists (this module
-# is imported first: onnxnn/runtime/__init__.py). A module reference: ``Tensor`` is read at call time.
-from . import tensor as _tensor  # noqa: E402
