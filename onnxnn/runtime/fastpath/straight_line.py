@@ -46,6 +46,8 @@ import weakref
 
 import numpy as np
 
+from ...ir.caches import register_cache
+
 __all__ = ["StraightLinePlan", "accelerate", "generate", "ignore_float_errors", "restore_float_errors"]
 
 _file_numbers = itertools.count()
@@ -362,6 +364,7 @@ except ImportError:  # pragma: no cover - numpy < 2
     _error_state = None
 
 _ignoring_states: dict = {}
+register_cache("ignoring float-error states", _ignoring_states.clear)
 
 
 def ignore_float_errors():

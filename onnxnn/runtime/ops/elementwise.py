@@ -12,6 +12,7 @@ import math
 from ...ir import dtypes
 from ...ir.graph import Value
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
+from ...ir.caches import register_cache
 from ._common import (Tensor, apply_op, as_tensor_operand, broadcast_values, promote_operands, promote_pair,
                       same_shape, static_scalar)
 
@@ -343,6 +344,7 @@ def _is_all_ones(value) -> bool:
 
 
 _ALL_ONES: dict = {}  # static constants' keys (their content) -> whether every element is one
+register_cache("all-ones constants", _ALL_ONES.clear)
 
 
 def div(input, other, *, rounding_mode: str | None = None) -> Tensor:

@@ -11,6 +11,7 @@ from ...ir import dtypes
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ._common import Tensor, apply_op, broadcast_shapes, int64_constant, normalize_axes
 from ..realization import data_of
+from ...ir.caches import register_cache
 
 
 def _constant_list(value) -> list[int]:
@@ -29,6 +30,7 @@ def _constant_list(value) -> list[int]:
 
 
 _STATIC_LISTS: dict = {}
+register_cache("static constants as lists", _STATIC_LISTS.clear)
 
 
 def _numel(shape) -> int:
