@@ -34,7 +34,7 @@ _TWO_GIGABYTES = 2 ** 31
 @functools.lru_cache(maxsize=None)
 def max_opset_version() -> int:
     """The newest default-domain opset the installed onnxruntime loads (found by trying, once)."""
-    import onnxruntime
+    import onnxruntime  # deferred: a heavy import that only exporting needs
     newest = OPSET_VERSION
     for candidate in range(OPSET_VERSION + 1, onnx.defs.onnx_opset_version() + 1):
         graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe",
@@ -211,7 +211,7 @@ def to_onnx(model, args, f=None, *, input_names=None, output_names=None, dynamic
         if is_module and training:
             model.train(previous_mode)
     if opset != OPSET_VERSION:
-        from onnx import version_converter
+        from onnx import version_converter  # deferred: only a non-default opset needs the converter
         proto = version_converter.convert_version(proto, opset)
         proto.ir_version = IR_VERSION
     onnx.checker.check_model(proto, full_check=True)

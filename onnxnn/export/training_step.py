@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 import onnx
+from onnx import helper
 
 from ..ir.plan import IR_VERSION, OPSET_VERSION, build_model, plan as plan_of
 from ..runtime.creation import as_tensor
@@ -193,7 +194,7 @@ def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, b
                                  graph_name=f"{type(model).__name__}_training_step")
     _declare_every_input(proto, names, batch, carried, start_values)
     if opset != OPSET_VERSION:
-        from onnx import version_converter
+        from onnx import version_converter  # deferred: only a non-default opset needs the converter
         proto = version_converter.convert_version(proto, opset)
         proto.ir_version = IR_VERSION
     onnx.checker.check_model(proto, full_check=True)
@@ -207,7 +208,6 @@ def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, b
 
 def _declare_every_input(proto: onnx.ModelProto, names, batch, carried, start_values) -> None:
     """Graph inputs in a stable order (batch, then carried state), unused ones declared too."""
-    from onnx import helper
     existing = {graph_input.name: graph_input for graph_input in proto.graph.input}
     ordered = []
     for name, tensor in zip(names, batch):
