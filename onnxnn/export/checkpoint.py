@@ -57,7 +57,8 @@ import numpy as np
 from ..errors import CheckpointError
 from ..ir import dtypes
 from ..ir.device import CPU, as_device, cuda_is_available, device
-from ..runtime.realization import realize
+from ..nn.parameter import Parameter
+from ..runtime.internal import constant_tensor, realize_values
 from ..runtime.tensor import Size, Tensor
 from .atomic_write import write_atomically
 from .restricted_unpickler import MAX_DEPTH, describe
@@ -197,7 +198,7 @@ def _is_parameter(tensor: Tensor) -> bool:
 
 def _tensor_arrays(tensors: dict[str, Tensor]) -> dict[str, np.ndarray]:
     # One realize call computes all pending tensors in one graph run, rather than one run per tensor.
-    realize([tensor._value for tensor in tensors.values()])
+    realize_values(tensors.values())
     arrays = {}
     for name, tensor in tensors.items():
         array = tensor.detach().cpu().numpy()
@@ -505,15 +506,10 @@ class _DeviceMap:
 
 
 def _make_tensor(pending: PendingTensor, device_map: _DeviceMap) -> Tensor:
-    tensor = Tensor._from_array(pending.array, pending.dtype, device_map(pending.location))
+    tensor = constant_tensor(pending.array, pending.dtype, device_map(pending.location))
     requires_grad = pending.requires_grad and pending.dtype.is_floating_point
     if pending.parameter:
-        try:
-            from ..nn import Parameter
-        except ImportError:
-            Parameter = None
-        if Parameter is not None:
-            return Parameter(tensor, requires_grad=requires_grad)
+        return Parameter(tensor, requires_grad=requires_grad)
     return tensor.requires_grad_(requires_grad)
 
 

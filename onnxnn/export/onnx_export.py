@@ -19,9 +19,9 @@ from onnx import helper
 
 from ..ir.plan import IR_VERSION, OPSET_VERSION, build_model, plan as plan_of
 from ..runtime.depth import unbounded_depth
-from ..runtime.realization import realize
 from ..runtime.creation import as_tensor
 from ..runtime.grad_mode import no_grad
+from ..runtime.internal import realize_values, value_of
 from ..runtime.tensor import Tensor
 from .dynamic_shapes import make_shapes_dynamic
 
@@ -34,7 +34,7 @@ _TWO_GIGABYTES = 2 ** 31
 @functools.lru_cache(maxsize=None)
 def max_opset_version() -> int:
     """The newest default-domain opset the installed onnxruntime loads (found by trying, once)."""
-    import onnxruntime
+    import onnxruntime  # deferred: a heavy import that only exporting needs
     newest = OPSET_VERSION
     for candidate in range(OPSET_VERSION + 1, onnx.defs.onnx_opset_version() + 1):
         graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe",
@@ -98,16 +98,16 @@ def _as_arguments(args) -> tuple:
 
 
 def _trace(model, args: tuple, input_names: list[str], state: dict) -> _Trace:
-    arg_values = [arg._value for arg in args]
-    realize(arg_values)
+    arg_values = [value_of(arg) for arg in args]
+    realize_values(args)
     with no_grad(), unbounded_depth():
         outputs = model(*args)
     flat, structure = _flatten_outputs(outputs)
-    plan = plan_of([tensor._value for tensor in flat], include_shared=False)
+    plan = plan_of([value_of(tensor) for tensor in flat], include_shared=False)
     arg_ids = {id(value): name for value, name in zip(arg_values, input_names)}
     state_ids: dict = {}
     for key, tensor in state.items():
-        state_ids.setdefault(id(tensor._value), key)
+        state_ids.setdefault(id(value_of(tensor)), key)
     roles, constants = [], 0
     for value in plan.inputs:
         if id(value) in arg_ids:
@@ -196,7 +196,7 @@ def to_onnx(model, args, f=None, *, input_names=None, output_names=None, dynamic
                           "statistics included). Call model.eval() first for an inference graph.",
                           UserWarning, stacklevel=2)
     state = model.state_dict(keep_vars=True) if is_module else {}
-    realize([tensor._value for tensor in state.values()])
+    realize_values(state.values())
     try:
         trace = _trace(model, args, input_names, state)
         names_out = _output_names(output_names, len(trace.plan.outputs))
@@ -211,7 +211,7 @@ def to_onnx(model, args, f=None, *, input_names=None, output_names=None, dynamic
         if is_module and training:
             model.train(previous_mode)
     if opset != OPSET_VERSION:
-        from onnx import version_converter
+        from onnx import version_converter  # deferred: only a non-default opset needs the converter
         proto = version_converter.convert_version(proto, opset)
         proto.ir_version = IR_VERSION
     onnx.checker.check_model(proto, full_check=True)

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..ir import dtypes
 from ..ir.device import CPU, device
-from ..runtime.realization import realize
+from ..runtime.internal import realize_values
 from ..runtime.tensor import Size, Tensor
 from .torch_checkpoint import STORAGE_TYPES
 
@@ -303,7 +303,7 @@ def write_torch_zip(obj: Any, write: Callable[[bytes], object], is_parameter: Ca
     pickler = _Pickler(is_parameter)
     pickled = pickler.dump(obj, [])
     # One realize call computes all pending tensors in one graph run, rather than one run per tensor.
-    realize([tensor._value for tensor in pickler.tensors])
+    realize_values(pickler.tensors)
     archive = _ZipWriter(write)
     archive.add(f"{_ARCHIVE}/data.pkl", pickled)
     archive.add(f"{_ARCHIVE}/.format_version", b"1")

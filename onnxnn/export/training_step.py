@@ -12,11 +12,13 @@ import warnings
 
 import numpy as np
 import onnx
+from onnx import helper
 
 from ..ir.plan import IR_VERSION, OPSET_VERSION, build_model, plan as plan_of
-from ..runtime.realization import realize, recording_only
 from ..runtime.creation import as_tensor
 from ..runtime.grad_mode import enable_grad, no_grad
+from ..runtime.internal import full_tensor, realize_values, rebind, restore_state, save_state, value_of
+from ..runtime.realization import recording_only
 from ..runtime.tensor import Tensor
 from .onnx_export import MIN_OPSET_VERSION, max_opset_version, write_model
 
@@ -45,17 +47,15 @@ class TrainingStepSignature:
 
 
 class _Snapshot:
-    """Values and versions of every tensor a step rebinds, to put back after recording."""
+    """Values, versions and gradients of every tensor a step rebinds, to put back after recording."""
 
     def __init__(self, tensors: list[Tensor]):
-        self.entries = [(t, t._value, t._version_counter.value if t._version_counter else None, t.grad)
-                        for t in tensors]
+        self.entries = [(tensor, save_state(tensor), tensor.grad) for tensor in tensors]
 
     def restore(self) -> None:
-        for tensor, value, version, grad in self.entries:
-            tensor._value = value
-            if version is not None:
-                tensor._version_counter.value = version
+        for tensor, state, grad in self.entries:
+            # The recorded step was never run nor read: as if it never happened, versions included.
+            restore_state(tensor, state, rewind_version=True)
             tensor.grad = grad
 
 
@@ -81,13 +81,13 @@ def _initialize_state(model, optimizer, parameters: list[Tensor]) -> None:
     snapshot = _Snapshot(parameters)
     with no_grad():
         for param in parameters:
-            param.grad = Tensor._zeros(tuple(param.shape), param.dtype, param.device)
+            param.grad = full_tensor(param.shape, 0, param.dtype, param.device)
         optimizer.step()
     snapshot.restore()
     for param, key, value in _state_tensors(optimizer):
         if (id(param), key) not in existing:
-            value._rebind(Tensor._zeros(tuple(value.shape), value.dtype, value.device)._value)
-    realize([value._value for _, _, value in _state_tensors(optimizer)])
+            rebind(value, value_of(full_tensor(value.shape, 0, value.dtype, value.device)))
+    realize_values([value for _, _, value in _state_tensors(optimizer)])
 
 
 def _use_capturable_steps(optimizer) -> list:
@@ -150,14 +150,14 @@ def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, b
     buffers = dict(model.named_buffers())
     previous_mode = model.training
     capturable_groups = _use_capturable_steps(optimizer)
-    realize([t._value for t in list(named_parameters.values()) + list(buffers.values()) + batch])
+    realize_values(list(named_parameters.values()) + list(buffers.values()) + batch)
     try:
         _initialize_state(model, optimizer, trained)
         state_entries = _state_tensors(optimizer)
         carried: list[tuple[str, Tensor]] = [(name, p) for name, p in named_parameters.items()]
         carried += [(name, b) for name, b in buffers.items()]
         carried += [(f"optimizer.{name_of_parameter[id(param)]}.{key}", value) for param, key, value in state_entries]
-        start_values = {name: tensor._value for name, tensor in carried}
+        start_values = {name: value_of(tensor) for name, tensor in carried}
         snapshot = _Snapshot([tensor for _, tensor in carried])
         model.train(True)
         try:
@@ -170,7 +170,7 @@ def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, b
                 with recording_only():
                     loss.backward()
                     optimizer.step()
-            end_values = {name: tensor._value for name, tensor in carried}
+            end_values = {name: value_of(tensor) for name, tensor in carried}
         finally:
             snapshot.restore()
             model.train(previous_mode)
@@ -178,10 +178,10 @@ def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, b
         for group in capturable_groups:
             group["capturable"] = False
 
-    outputs = [loss.detach()._value] + [end_values[name] for name, _ in carried]
+    outputs = [value_of(loss)] + [end_values[name] for name, _ in carried]
     output_names = ["loss"] + [f"{name}.next" for name, _ in carried]
     plan = plan_of(outputs, include_shared=False)
-    input_ids = {id(value): name for name, value in zip(names, [t._value for t in batch])}
+    input_ids = {id(value): name for name, value in zip(names, [value_of(t) for t in batch])}
     input_ids.update({id(start_values[name]): name for name, _ in carried})
     roles, constants = [], 0
     for value in plan.inputs:
@@ -194,7 +194,7 @@ def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, b
                                  graph_name=f"{type(model).__name__}_training_step")
     _declare_every_input(proto, names, batch, carried, start_values)
     if opset != OPSET_VERSION:
-        from onnx import version_converter
+        from onnx import version_converter  # deferred: only a non-default opset needs the converter
         proto = version_converter.convert_version(proto, opset)
         proto.ir_version = IR_VERSION
     onnx.checker.check_model(proto, full_check=True)
@@ -208,7 +208,6 @@ def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, b
 
 def _declare_every_input(proto: onnx.ModelProto, names, batch, carried, start_values) -> None:
     """Graph inputs in a stable order (batch, then carried state), unused ones declared too."""
-    from onnx import helper
     existing = {graph_input.name: graph_input for graph_input in proto.graph.input}
     ordered = []
     for name, tensor in zip(names, batch):

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..ir import random as _random
 from ..runtime.grad_mode import no_grad
+from ..runtime.internal import constant_tensor
 from ..runtime.tensor import Tensor
 
 __all__ = [
@@ -47,7 +48,7 @@ def _fill(tensor: Tensor, array: np.ndarray) -> Tensor:
     """Rebinds ``tensor`` to ``array`` (converted to its dtype and device), outside autograd."""
     data = np.asarray(np.asarray(array).reshape(tuple(tensor.shape)), dtype=tensor.dtype.numpy_dtype)
     with no_grad():
-        tensor.copy_(Tensor._from_array(data, tensor.dtype, tensor.device))
+        tensor.copy_(constant_tensor(data, tensor.dtype, tensor.device))
     return tensor
 
 

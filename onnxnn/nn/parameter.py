@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..runtime.creation import empty
+from ..runtime.internal import requires_grad_flag, tensor_of, value_of
 from ..runtime.tensor import Tensor
 
 __all__ = ["Parameter", "Buffer"]
@@ -40,7 +41,7 @@ class Parameter(Tensor):
         data = _check_data(data, "Parameter")
         if requires_grad and not data.is_floating_point():
             raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
-        return cls._from_value(data._value, requires_grad=bool(requires_grad))
+        return tensor_of(value_of(data), requires_grad=bool(requires_grad), tensor_type=cls)
 
     def __init__(self, data: Tensor | None = None, requires_grad: bool = True) -> None:
         # Tensor.__init__ refuses direct construction; __new__ has done all the work.
@@ -53,7 +54,7 @@ class Parameter(Tensor):
 
     def __reduce_ex__(self, protocol):
         # The value pickles as a plain tensor (Tensor's own format); the wrapper restores the type.
-        return (_rebuild_parameter, (self.detach(), self._requires_grad, dict(self.__dict__)))
+        return (_rebuild_parameter, (self.detach(), requires_grad_flag(self), dict(self.__dict__)))
 
 
 def _rebuild_parameter(data: Tensor, requires_grad: bool, state: dict) -> Parameter:
@@ -78,7 +79,7 @@ class Buffer(Tensor):
 
     def __new__(cls, data: Tensor | None = None, *, persistent: bool = True) -> "Buffer":
         data = _check_data(data, "Buffer")
-        buffer = cls._from_value(data._value, requires_grad=data.requires_grad and data.is_leaf)
+        buffer = tensor_of(value_of(data), requires_grad=data.requires_grad and data.is_leaf, tensor_type=cls)
         buffer.persistent = persistent
         return buffer
 
@@ -86,10 +87,9 @@ class Buffer(Tensor):
         pass
 
     def __reduce_ex__(self, protocol):
-        return (_rebuild_buffer, (self.detach(), self._requires_grad, self.persistent))
+        return (_rebuild_buffer, (self.detach(), requires_grad_flag(self), self.persistent))
 
 
 def _rebuild_buffer(data: Tensor, requires_grad: bool, persistent: bool) -> Buffer:
     buffer = Buffer(data, persistent=persistent)
-    buffer._requires_grad = requires_grad
-    return buffer
+    return buffer.requires_grad_(requires_grad)  # a leaf: the data was detached when pickled

@@ -4,9 +4,10 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..runtime.grad_mode import no_grad
+from ..runtime.internal import full_tensor, record_update
 from ..runtime.tensor import Tensor
 from .optimizer import (
-    Optimizer, _assign, _check_differentiable, _hyperparameter, _increment_step,
+    Optimizer, _check_differentiable, _hyperparameter, _increment_step,
     _new_step_tensor,
 )
 
@@ -66,8 +67,7 @@ class Adagrad(Optimizer):
     def _init_state(self, param: Tensor, group: dict) -> None:
         state = self.state[param]
         state["step"] = _new_step_tensor()
-        state["sum"] = Tensor._full(tuple(param.shape), group["initial_accumulator_value"], param.dtype,
-                                    param.device)
+        state["sum"] = full_tensor(param.shape, group["initial_accumulator_value"], param.dtype, param.device)
 
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
@@ -113,5 +113,5 @@ def adagrad(params: list[Tensor], grads: list[Tensor], state_sums: list[Tensor],
             decayed_lr = lr / (1 + (step - 1) * lr_decay)
             new_sum = state_sum + grad * grad
             std = new_sum.sqrt() + _hyperparameter("eps", eps, param)
-            _assign(param, param - grad / std * _hyperparameter("clr", decayed_lr, param))
-            _assign(state_sum, new_sum)
+            record_update(param, param - grad / std * _hyperparameter("clr", decayed_lr, param))
+            record_update(state_sum, new_sum)

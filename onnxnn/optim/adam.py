@@ -5,9 +5,10 @@ import math
 from typing import Iterable
 
 from ..runtime.grad_mode import no_grad
+from ..runtime.internal import record_update
 from ..runtime.tensor import Tensor
 from .optimizer import (
-    Optimizer, _assign, _check_differentiable, _hyperparameter, _increment_step,
+    Optimizer, _check_differentiable, _hyperparameter, _increment_step,
     _new_step_tensor, _zeros_like,
 )
 
@@ -157,7 +158,7 @@ def adam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_
             exp_avg, exp_avg_sq = exp_avgs[index], exp_avg_sqs[index]
             if capturable:
                 step = state_steps[index] + 1.0
-                _assign(state_steps[index], step)
+                record_update(state_steps[index], step)
             else:
                 step = _increment_step(state_steps[index])
             new_param = param
@@ -180,7 +181,7 @@ def adam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_
             second_moment = new_exp_avg_sq
             if amsgrad:
                 second_moment = max_exp_avg_sqs[index].maximum(new_exp_avg_sq)
-                _assign(max_exp_avg_sqs[index], second_moment)
+                record_update(max_exp_avg_sqs[index], second_moment)
             if capturable:
                 denom = (second_moment.sqrt() / bias_correction2_sqrt.to(param.dtype)
                          + _hyperparameter("eps", eps, param))
@@ -189,9 +190,9 @@ def adam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_
                 denom = (second_moment.sqrt() / _hyperparameter("bias_correction2_sqrt", bias_correction2_sqrt, param)
                          + _hyperparameter("eps", eps, param))
                 new_param = new_param - new_exp_avg / denom * _hyperparameter("step_size", step_size, param)
-            _assign(exp_avg, new_exp_avg)
-            _assign(exp_avg_sq, new_exp_avg_sq)
-            _assign(param, new_param)
+            record_update(exp_avg, new_exp_avg)
+            record_update(exp_avg_sq, new_exp_avg_sq)
+            record_update(param, new_param)
 
 
 def adamw(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_avg_sqs: list[Tensor],

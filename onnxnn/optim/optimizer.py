@@ -20,11 +20,10 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..ir import dtypes
-from ..runtime.autograd import RemovableHandle, _HookDict, add_hook
-from ..runtime.realization import realize
 from ..ir.graph import Value, constant
-from ..runtime.recording import record
+from ..runtime.autograd import RemovableHandle, _HookDict, add_hook
 from ..runtime.grad_mode import enable_grad, no_grad
+from ..runtime.internal import full_tensor, realize_values, rebind, record_op, tensor_of, value_of
 from ..runtime.tensor import Tensor
 
 __all__ = ["Optimizer", "required", "register_optimizer_step_pre_hook", "register_optimizer_step_post_hook"]
@@ -250,7 +249,7 @@ class Optimizer:
                 else:
                     grad.requires_grad_(False)
                 # A realized zero array: zeroing records no graph of its own.
-                grad._rebind(Tensor._zeros(tuple(grad.shape), grad.dtype, grad.device)._value)
+                rebind(grad, value_of(full_tensor(grad.shape, 0, grad.dtype, grad.device)))
 
     def step(self, closure: Callable[[], Any] | None = None):
         """Performs one optimization step: every parameter update is one graph and one session run.
@@ -279,7 +278,7 @@ class Optimizer:
     @staticmethod
     def _realize_step(tensors: Iterable[Tensor]) -> None:
         """Computes every new parameter and state value of one step in a single session run."""
-        realize([tensor._value for tensor in tensors])
+        realize_values(tensors)
 
     # ------------------------------------------------------------------ state dict
     def state_dict(self) -> dict[str, Any]:
@@ -367,7 +366,7 @@ def _hyperparameter(name: str, value, like: Tensor) -> Tensor:
     Each distinct (name, value, dtype, device) is one graph input, shared by every parameter that
     uses it. Values are data, not structure: a scheduler changing ``lr`` reuses the session.
     """
-    return Tensor._from_value(_hyperparameter_value(name, value, like._value))
+    return tensor_of(_hyperparameter_value(name, value, value_of(like)))
 
 
 def _hyperparameter_value(name: str, value, like: Value) -> Value:
@@ -390,42 +389,35 @@ _HYPERPARAMETER_VALUES: dict = {}
 
 
 def update_node(op_type: str, *inputs: Value) -> Value:
-    """Records one node of an optimizer update directly on values.
+    """Records one node of an optimizer update directly on values (``internal.record_op``).
 
     Updates run under ``no_grad`` on values of one dtype, so the Tensor layer (promotion, autograd
     bookkeeping, wrappers) would only cost time: a step records dozens of these per parameter group.
     """
-    return record(op_type, inputs)[0]
+    return record_op(op_type, inputs)[0]
 
 
 def _new_step_tensor() -> Tensor:
     """The ``step`` state entry: a float32 0-d tensor, as PyTorch keeps it."""
-    return Tensor._full((), 0.0, dtypes.float32)
+    return full_tensor((), 0.0, dtypes.float32)
 
 
 def _as_step_tensor(step) -> Tensor:
     """``step`` from an old checkpoint (a Python number) as a tensor; tensors pass through."""
     if isinstance(step, Tensor):
         return step
-    return Tensor._full((), float(step), dtypes.float32)
+    return full_tensor((), float(step), dtypes.float32)
 
 
 def _increment_step(step: Tensor) -> float:
     """``step += 1`` on the host (it is a counter, not data of the graph); returns the new count."""
     count = float(step.item()) + 1.0
-    step._rebind(Tensor._full((), count, step.dtype, step.device)._value)
+    rebind(step, value_of(full_tensor((), count, step.dtype, step.device)))
     return count
 
 
-def _assign(tensor: Tensor, new_value: Tensor) -> None:
-    """The in-place write of an optimizer: rebinds ``tensor`` to ``new_value`` (no autograd checks)."""
-    if new_value._value.dtype is not tensor._value.dtype:
-        new_value = new_value.to(tensor._value.dtype)
-    tensor._rebind(new_value._value)
-
-
 def _zeros_like(param: Tensor) -> Tensor:
-    return Tensor._zeros(tuple(param.shape), param.dtype, param.device)
+    return full_tensor(param.shape, 0, param.dtype, param.device)
 
 
 def _check_differentiable(differentiable: bool) -> None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..runtime.grad_mode import no_grad
+from ..runtime.internal import record_update
 from ..runtime.tensor import Tensor
 from .optimizer import (
-    Optimizer, _assign, _check_differentiable, _hyperparameter, _increment_step,
+    Optimizer, _check_differentiable, _hyperparameter, _increment_step,
     _new_step_tensor, _zeros_like,
 )
 
@@ -119,15 +120,15 @@ def rmsprop(params: list[Tensor], grads: list[Tensor], square_avgs: list[Tensor]
                 grad_avg = grad_avgs[index]
                 new_grad_avg = grad_avg + (grad - grad_avg) * _hyperparameter("1-alpha", 1 - alpha, grad_avg)
                 average = (new_square_avg - new_grad_avg * new_grad_avg).sqrt()
-                _assign(grad_avg, new_grad_avg)
+                record_update(grad_avg, new_grad_avg)
             else:
                 average = new_square_avg.sqrt()
             average = average + _hyperparameter("eps", eps, param)
             if momentum > 0:
                 buffer = momentum_buffer_list[index]
                 new_buffer = buffer * _hyperparameter("momentum", momentum, buffer) + grad / average
-                _assign(buffer, new_buffer)
-                _assign(param, param - new_buffer * _hyperparameter("lr", lr, param))
+                record_update(buffer, new_buffer)
+                record_update(param, param - new_buffer * _hyperparameter("lr", lr, param))
             else:
-                _assign(param, param - grad / average * _hyperparameter("lr", lr, param))
-            _assign(square_avg, new_square_avg)
+                record_update(param, param - grad / average * _hyperparameter("lr", lr, param))
+            record_update(square_avg, new_square_avg)

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..ir import dtypes
 from ..ir.graph import Value, constant, static_constant
-from ..runtime.recording import record
+from ..runtime.internal import record_op, record_update, tensor_of, value_of
 from ..runtime.ops.training import TRAINING_DOMAIN
 from ..runtime.tensor import Tensor
 from .optimizer import Optimizer, _check_differentiable, _hyperparameter_value, update_node
@@ -101,19 +101,19 @@ def sgd(params: list[Tensor], d_p_list: list[Tensor], momentum_buffer_list: list
     """
     gradients = []
     for param, gradient in zip(params, d_p_list):
-        gradient = _same_dtype(gradient._value, param._value)
+        gradient = _same_dtype(value_of(gradient), value_of(param))
         gradients.append(update_node("Neg", gradient) if maximize else gradient)
     if momentum != 0:
         _momentum_updates(params, gradients, momentum_buffer_list, weight_decay=weight_decay,
                           momentum=momentum, lr=lr, dampening=dampening, nesterov=nesterov)
         return
     for param, gradient in zip(params, gradients):
-        weight = param._value
+        weight = value_of(param)
         if weight_decay != 0:
             decay = _hyperparameter_value("weight_decay", weight_decay, weight)
             gradient = update_node("Add", update_node("Mul", weight, decay), gradient)
         step = update_node("Mul", _hyperparameter_value("lr", lr, weight), gradient)
-        param._rebind(update_node("Sub", weight, step))
+        record_update(param, update_node("Sub", weight, step))
 
 
 def _momentum_updates(params: list[Tensor], gradients: list[Value], buffers: list[Tensor | None], *,
@@ -126,25 +126,25 @@ def _momentum_updates(params: list[Tensor], gradients: list[Value], buffers: lis
     attributes = {"mode": "nesterov" if nesterov else "standard"}
     groups: dict = {}
     for index, param in enumerate(params):
-        weight = param._value
+        weight = value_of(param)
         groups.setdefault((weight.dtype, weight.device, buffers[index] is None), []).append(index)
     for (_, _, first_update), indices in groups.items():
-        weights = [params[i]._value for i in indices]
+        weights = [value_of(params[i]) for i in indices]
         like = weights[0]
-        velocities = [_zeros_value(weights[k]) if first_update else buffers[i]._value for k, i in enumerate(indices)]
+        velocities = [_zeros_value(weights[k]) if first_update else value_of(buffers[i]) for k, i in enumerate(indices)]
         inputs = (_hyperparameter_value("lr", lr, like), _UPDATE_COUNTS[not first_update],
                   _hyperparameter_value("momentum", momentum, like),
                   _hyperparameter_value("1-dampening", 1 - dampening, like) if dampening != 0 else None,
                   _hyperparameter_value("weight_decay", weight_decay, like) if weight_decay != 0 else None,
                   *weights, *[gradients[i] for i in indices], *velocities)
-        outputs = record("Momentum", inputs, attributes, TRAINING_DOMAIN)
+        outputs = record_op("Momentum", inputs, attributes, TRAINING_DOMAIN)
         for position, index in enumerate(indices):
-            params[index]._rebind(outputs[position])
+            record_update(params[index], outputs[position])
             velocity = outputs[len(indices) + position]
             if first_update:
-                buffers[index] = Tensor._from_value(velocity)
+                buffers[index] = tensor_of(velocity)
             else:
-                buffers[index]._rebind(velocity)
+                record_update(buffers[index], velocity)
 
 
 _UPDATE_COUNTS = (static_constant(0, dtypes.int64), static_constant(1, dtypes.int64))
@@ -157,4 +157,4 @@ def _zeros_value(like: Value) -> Value:
 def _same_dtype(gradient: Value, weight: Value) -> Value:
     if gradient.dtype is weight.dtype:
         return gradient
-    return Tensor._from_value(gradient).to(weight.dtype)._value
+    return record_op("Cast", (gradient,), {"to": weight.dtype})[0]

@@ -1,39 +1,47 @@
 """The runtime's internal API: what the layers above it (nn, optim, export, import_) may use of a Tensor's insides.
 
 A user never needs these; upper layers do: the recorded ``Value`` behind a Tensor, a Tensor around
-a Value, rebinding a Tensor to a new value, recording a node on Values without autograd. These
-functions are the one way they do it, so Tensor's private attributes and the runtime's liveness and
-depth bookkeeping stay in the runtime (DESIGN principle 10).
+a Value, rebinding a Tensor to a new value (an optimizer update, a state_dict load), recording a
+node on Values without autograd. These functions are the one way they do it, so Tensor's private
+attributes and the runtime's liveness and depth bookkeeping stay in the runtime (DESIGN principle 10).
 
 Example::
 
     >>> from onnxnn.runtime import internal
     >>> value = internal.value_of(param)
     >>> (new_value,) = internal.record_op("Sub", (value, internal.value_of(step)))
-    >>> internal.rebind(param, new_value)   # param now holds the pending update
+    >>> internal.record_update(param, new_value)   # param now holds the pending update
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, NamedTuple, Sequence
 
-from ..ir.graph import Value
+import numpy as np
+
+from ..ir.device import CPU
+from ..ir.graph import Value, hold
 from ..ir.mode import MODE
-from .autograd import Function
+from .autograd import Function, VersionCounter
 from .depth import MAX_PENDING_DEPTH, bound_depth
-from .realization import realize
+from .realization import data_of as _data_of_value, realize
 from .recording import record
 from .tensor import Tensor
 
-__all__ = ["value_of", "tensor_of", "rebind", "record_op", "grad_function", "requires_grad_flag"]
+__all__ = [
+    "value_of", "tensor_of", "constant_tensor", "full_tensor", "rebind", "record_op", "record_update",
+    "apply_in_place", "grad_function", "requires_grad_flag", "realize_values", "data_of", "known_data",
+    "TensorState", "save_state", "restore_state",
+]
 
 
+# ---------------------------------------------------------------------- values and tensors
 def value_of(tensor: Tensor) -> Value:
     """The recorded :class:`~onnxnn.ir.graph.Value` a tensor currently holds (pending or computed)."""
     return tensor._value
 
 
-def tensor_of(value: Value, grad_fn: Function | None = None, output_nr: int = 0,
-              requires_grad: bool = False) -> Tensor:
+def tensor_of(value: Value, grad_fn: Function | None = None, output_nr: int = 0, requires_grad: bool = False,
+              *, tensor_type: type = Tensor) -> Tensor:
     """A new Tensor handle on ``value``.
 
     Args:
@@ -41,16 +49,28 @@ def tensor_of(value: Value, grad_fn: Function | None = None, output_nr: int = 0,
         grad_fn: the autograd function that produced it (its ``output_nr``-th output), if any.
         output_nr: which output of ``grad_fn`` the tensor is.
         requires_grad: whether a leaf (no ``grad_fn``) requires gradient; implied by ``grad_fn``.
+        tensor_type: the Tensor subclass to create (``Parameter``, ``Buffer``, ...).
     """
-    return Tensor._from_value(value, grad_fn, output_nr, requires_grad)
+    return tensor_type._from_value(value, grad_fn, output_nr, requires_grad)
 
 
+def constant_tensor(array: np.ndarray, dtype=None, device=CPU, requires_grad: bool = False) -> Tensor:
+    """A leaf tensor holding ``array`` (already computed), of ``dtype`` (default: the array's) on ``device``."""
+    return Tensor._from_array(array, dtype, device, requires_grad)
+
+
+def full_tensor(shape: tuple, fill, dtype, device=CPU) -> Tensor:
+    """A leaf tensor of ``shape`` filled with ``fill`` (already computed): zeros, ones, a 0-d scalar."""
+    return Tensor._full(tuple(shape), fill, dtype, device)
+
+
+# ---------------------------------------------------------------------- writes
 def rebind(tensor: Tensor, value: Value) -> None:
     """Replaces the value ``tensor`` holds, without autograd checks, and bumps its version.
 
     For writes autograd must not refuse (gradient accumulation, optimizer updates, restoring a
-    state): the tensor keeps its ``grad_fn`` and flags, and becomes the handle that keeps a pending
-    ``value`` needed.
+    state): the tensor keeps its ``grad_fn`` and flags. It becomes the handle that keeps a pending
+    ``value`` needed, so realizations compute and keep it.
     """
     tensor._rebind(value)
 
@@ -59,9 +79,10 @@ def record_op(op_type: str, inputs: Sequence[Value | None], attrs: dict | None =
               num_outputs: int | None = None) -> tuple[Value, ...]:
     """Records one ONNX node on Values, without autograd, and returns its output Values.
 
-    The node is recorded as :func:`~onnxnn.runtime.tensor.apply_op` records one (computed at once
-    in eager mode, a history deeper than ``MAX_PENDING_DEPTH`` realized), but no Tensor or
-    ``grad_fn`` is made.
+    The node is recorded as :func:`~onnxnn.runtime.tensor.apply_op` records one (eagerly computed
+    in ``set_executor(..., eager=True)``, a history deeper than ``MAX_PENDING_DEPTH`` realized) but
+    no Tensor, promotion or ``grad_fn`` is made: optimizer updates and other bookkeeping record
+    dozens of nodes per step on values of one dtype.
 
     Raises:
         NotImplementedError: no shape rule is registered for the op.
@@ -78,6 +99,34 @@ def record_op(op_type: str, inputs: Sequence[Value | None], attrs: dict | None =
     return outputs
 
 
+def record_update(tensor: Tensor, new: Tensor | Value) -> None:
+    """The in-place write of an optimizer step: rebinds ``tensor`` to ``new``, cast to its dtype.
+
+    Both ways a step computes its new values (nodes recorded on Values with :func:`record_op`, as
+    SGD's fused Momentum node, or Tensor arithmetic under ``no_grad``, as Adam's) end here. No
+    autograd checks: parameters are leaves that require grad. The version bumps, so a backward
+    through a graph that saved the old value refuses to run.
+    """
+    value = new if type(new) is Value else new._value
+    target = tensor._value.dtype
+    if value.dtype is not target:
+        (value,) = record_op("Cast", (value,), {"to": target})
+    tensor._rebind(value)
+
+
+def apply_in_place(tensor: Tensor, function: Callable, *args) -> Tensor:
+    """Runs ``function(tensor, *args)`` and writes the result into ``tensor`` (an in-place op); returns it.
+
+    The write goes through autograd as PyTorch's in-place ops do: the result's history becomes the
+    tensor's, the version bumps, and a leaf that requires grad is refused while gradients are recorded.
+
+    Raises:
+        RuntimeError: ``tensor`` is a leaf that requires grad and gradients are enabled.
+    """
+    return tensor._assign(function(tensor._alias(), *args))
+
+
+# ---------------------------------------------------------------------- autograd state
 def grad_function(tensor: Tensor) -> Function | None:
     """The autograd function that produced ``tensor`` (its ``grad_fn``), None for a leaf."""
     return tensor._grad_fn
@@ -86,3 +135,64 @@ def grad_function(tensor: Tensor) -> Function | None:
 def requires_grad_flag(tensor: Tensor) -> bool:
     """Whether ``tensor`` requires gradient (the flag itself: no leaf or dtype checks)."""
     return tensor._requires_grad
+
+
+class TensorState(NamedTuple):
+    """What :func:`save_state` keeps of a tensor: its value, autograd history and version."""
+
+    value: Value
+    grad_fn: Function | None
+    output_nr: int
+    requires_grad: bool
+    version: int | None  # None: nothing had written the tensor in place yet
+
+
+def save_state(tensor: Tensor) -> TensorState:
+    """Remembers ``tensor``'s value, autograd history and version, for :func:`restore_state`."""
+    counter = tensor._version_counter
+    return TensorState(tensor._value, tensor._grad_fn, tensor._output_nr, tensor._requires_grad,
+                       None if counter is None else counter.value)
+
+
+def restore_state(tensor: Tensor, state: TensorState, *, rewind_version: bool = False) -> None:
+    """Puts back what :func:`save_state` remembered of ``tensor``.
+
+    Args:
+        tensor: the tensor ``state`` was saved from.
+        state: from :func:`save_state`.
+        rewind_version: also put the version counter back, as if the writes since never
+            happened (they were only recorded, never read: an exported training step). By
+            default the restore is one more write, and the version bumps.
+    """
+    tensor._grad_fn = state.grad_fn
+    tensor._output_nr = state.output_nr
+    tensor._requires_grad = state.requires_grad
+    if not rewind_version:
+        tensor._rebind(state.value)
+        return
+    tensor._value = state.value
+    hold(state.value, tensor)
+    if state.version is not None:
+        counter = tensor._version_counter
+        if counter is None:
+            counter = tensor._version_counter = VersionCounter()
+        counter.value = state.version
+
+
+# ---------------------------------------------------------------------- data
+def realize_values(tensors) -> None:
+    """Computes the pending values of every tensor in ``tensors`` in one run."""
+    realize([tensor._value for tensor in tensors])
+
+
+def data_of(tensor: Tensor) -> np.ndarray:
+    """The array of ``tensor``'s value, computing it (and its pending history) first if needed."""
+    return _data_of_value(tensor._value)
+
+
+def known_data(tensor: Tensor) -> np.ndarray | None:
+    """The array of ``tensor``'s value if it is already computed, else None; never runs anything.
+
+    For checks PyTorch makes on data (target indices in range) that would otherwise need a run.
+    """
+    return tensor._value.data

@@ -122,13 +122,11 @@ class TensorAPI:
 
     def hardshrink(self, lambd: float = 0.5):
         """See :func:`onnxnn.nn.functional.hardshrink`."""
-        from ..nn import functional
-        return functional.hardshrink(self, lambd)
+        return ops.hardshrink(self, lambd)
 
     def prelu(self, weight):
         """See :func:`onnxnn.nn.functional.prelu`."""
-        from ..nn import functional
-        return functional.prelu(self, weight)
+        return ops.prelu(self, weight)
 
     def fill_diagonal_(self, fill_value, wrap: bool = False):
         """Writes ``fill_value`` on the main diagonal (rows past the square part too when ``wrap``)."""

@@ -14,6 +14,7 @@ import numpy as np
 from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...ir import random as _random
+from ...runtime.internal import apply_in_place, constant_tensor, full_tensor
 from ...runtime.tensor import Tensor, apply_op
 from ._common import lacks_kernels, stable_softplus
 
@@ -49,7 +50,7 @@ def _erf_float64(x: Tensor) -> Tensor:
 
 def _in_place(input: Tensor, function, *args) -> Tensor:
     """Runs ``function`` on the tensor's current value and rebinds the tensor to the result."""
-    return input._assign(function(input._alias(), *args))
+    return apply_in_place(input, function, *args)
 
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -167,7 +168,7 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dty
 # ---------------------------------------------------------------- the rest of torch.nn.functional's activations
 
 def _float_scalar(input: Tensor, value: float) -> Tensor:
-    return Tensor._full((), value, input.dtype, input.device)
+    return full_tensor((), value, input.dtype, input.device)
 
 
 def _threshold(input: Tensor, threshold_value: float, value: float) -> Tensor:
@@ -273,11 +274,7 @@ def tanhshrink(input: Tensor) -> Tensor:
     return input - _ops.tanh(input)
 
 
-def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
-    """Returns ``x`` where ``|x| > lambd``, else 0."""
-    if lacks_kernels(input):
-        return _ops.where((input > lambd) | (input < -lambd), input, _float_scalar(input, 0.0))
-    return apply_op("Shrink", (input,), {"lambd": float(lambd), "bias": 0.0}, "HardshrinkBackward0")
+hardshrink = _ops.hardshrink  # a tensor op (runtime/ops/nn_ops.py): Tensor.hardshrink calls it too
 
 
 def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
@@ -290,32 +287,7 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     return apply_op("Shrink", (input,), {"lambd": float(lambd), "bias": float(lambd)}, "SoftshrinkBackward0")
 
 
-def prelu(input: Tensor, weight: Tensor) -> Tensor:
-    """Applies ``max(0, x) + weight * min(0, x)``; ``weight`` has one slope, or one per channel (dim 1).
-
-    Example::
-
-        >>> F.prelu(onnxnn.tensor([[-2.0, 3.0]]), onnxnn.tensor([0.25]))
-        tensor([[-0.5000,  3.0000]])
-    """
-    if weight.dim() > 1:
-        raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: ndim = {weight.dim()}")
-    count = weight.numel()
-    if count != 1:
-        if input.dim() == 0:
-            raise RuntimeError("Not allow zero-dim input tensor.")
-        channels = input.shape[1] if input.dim() >= 2 else 1  # PyTorch: a 1-D input has one channel
-        if channels != count:
-            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
-                               f"{count} and channel size = {channels}.")
-        # ONNX broadcasts trailing-aligned: per-channel slopes become (C, 1, ..., 1).
-        slope = weight.reshape((count,) + (1,) * max(input.dim() - 2, 0))
-    else:
-        slope = weight.reshape(())
-    slope = slope.to(input.dtype)
-    if lacks_kernels(input):
-        return _ops.where(input < 0, input * slope, input)
-    return apply_op("PRelu", (input, slope), None, "PreluKernelBackward0")
+prelu = _ops.prelu  # a tensor op (runtime/ops/nn_ops.py): Tensor.prelu calls it too
 
 
 def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
@@ -331,7 +303,7 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
         return leaky_relu(input, (lower + upper) / 2)
     numpy_dtype = input.dtype.numpy_dtype
     slopes = _random.uniform(tuple(input.shape), np.float64, lower, upper).astype(numpy_dtype)
-    slope_tensor = Tensor._from_array(np.ascontiguousarray(slopes), input.dtype, input.device)
+    slope_tensor = constant_tensor(np.ascontiguousarray(slopes), input.dtype, input.device)
     return _ops.where(input >= 0, input, input * slope_tensor)
 
 
@@ -373,12 +345,12 @@ def gumbel_softmax(logits: Tensor, tau: float = 1, hard: bool = False, eps: floa
     uniform = _random.uniform(tuple(logits.shape), np.float64)
     # -log(Exponential(1)) is standard Gumbel; 1 - u lies in (0, 1], so the logarithms stay finite.
     exponential = np.maximum(-np.log1p(-uniform), np.finfo(np.float64).tiny)
-    gumbels = Tensor._from_array(np.ascontiguousarray(-np.log(exponential)).astype(logits.dtype.numpy_dtype),
+    gumbels = constant_tensor(np.ascontiguousarray(-np.log(exponential)).astype(logits.dtype.numpy_dtype),
                                  logits.dtype, logits.device)
     y_soft = _ops.softmax((logits + gumbels) / tau, dim, None)
     if not hard:
         return y_soft
     index = y_soft.argmax(dim, keepdim=True)
-    y_hard = _ops.scatter(Tensor._full(tuple(logits.shape), 0.0, logits.dtype, logits.device), dim, index,
+    y_hard = _ops.scatter(full_tensor(tuple(logits.shape), 0.0, logits.dtype, logits.device), dim, index,
                           value=1.0)
     return y_hard - y_soft.detach() + y_soft

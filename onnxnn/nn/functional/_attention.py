@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 
+from ...runtime.internal import constant_tensor
 from ...runtime.ops.shape import cat as _cat
 from ...runtime.tensor import Tensor
 from ._dropout import dropout
@@ -33,7 +34,7 @@ def _cpp_type_name(dtype) -> str:
 
 
 def _constant(like: Tensor, array) -> Tensor:
-    return Tensor._from_array(np.ascontiguousarray(array, dtype=like.dtype.numpy_dtype), like.dtype, like.device)
+    return constant_tensor(np.ascontiguousarray(array, dtype=like.dtype.numpy_dtype), like.dtype, like.device)
 
 
 def _is_bool(tensor: Tensor) -> bool:

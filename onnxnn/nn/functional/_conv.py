@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...runtime import ops as _ops
+from ...runtime.internal import constant_tensor
 from ...runtime.ops.conv import (
     conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d, expand_param, im2col,
 )
@@ -209,7 +210,7 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
                            f"{blocks[0] * blocks[1]}, but got input.size(2)={x.shape[2]}.")
     channels = x.shape[1] // taps
     planes = x.reshape((x.shape[0], channels * taps, blocks[0], blocks[1]))
-    weight = Tensor._from_array(_one_hot_kernel(channels, kernel, x.dtype), x.dtype, x.device)
+    weight = constant_tensor(_one_hot_kernel(channels, kernel, x.dtype), x.dtype, x.device)
     # ConvTranspose writes stride * (blocks - 1) + dilated kernel positions before cropping the
     # padding; output_padding makes up the rows past the last block that no block reaches.
     extra = [size + 2 * p - (s * (b - 1) + d * (k - 1) + 1)

@@ -14,6 +14,7 @@ import numpy as np
 
 from ...runtime import ops as _ops
 from ...ir import random as _random
+from ...runtime.internal import apply_in_place, constant_tensor
 from ...runtime.tensor import Tensor
 
 __all__ = ["dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"]
@@ -27,12 +28,12 @@ def _check_probability(p: float) -> None:
 
 
 def _data(input: Tensor, array: np.ndarray) -> Tensor:
-    return Tensor._from_array(np.ascontiguousarray(array, dtype=input.dtype.numpy_dtype), input.dtype, input.device)
+    return constant_tensor(np.ascontiguousarray(array, dtype=input.dtype.numpy_dtype), input.dtype, input.device)
 
 
 def _apply(input: Tensor, inplace: bool, function) -> Tensor:
     if inplace:
-        return input._assign(function(input._alias()))
+        return apply_in_place(input, function)
     return function(input)
 
 
@@ -80,7 +81,7 @@ def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
     if not training or p == 0.0:
         return input  # no batch dim to add and remove: nothing is recorded
     if input.dim() == 2 and inplace:
-        return input._assign(dropout1d(input._alias(), p, training))
+        return apply_in_place(input, dropout1d, p, training)
     return _unbatched(input, 3, lambda x: _masked(x, p, training, inplace, feature=True, alpha=False))
 
 
@@ -117,7 +118,7 @@ def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
     if not training or p == 0.0:
         return input  # no batch dim to add and remove: nothing is recorded
     if input.dim() != 5 and inplace:
-        return input._assign(dropout3d(input._alias(), p, training))
+        return apply_in_place(input, dropout3d, p, training)
     return _unbatched(input, 5, lambda x: _masked(x, p, training, inplace, feature=True, alpha=False))
 
 

@@ -15,6 +15,7 @@ import numpy as np
 from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...runtime.grad_mode import is_grad_enabled, no_grad
+from ...runtime.internal import constant_tensor, full_tensor
 from ...runtime.tensor import Tensor
 
 __all__ = ["embedding", "embedding_bag"]
@@ -55,7 +56,7 @@ def _renorm_rows(weight: Tensor, values: np.ndarray, max_norm: float, norm_type:
     if unique.size == 0:
         return
     with no_grad():
-        index = Tensor._from_array(unique)
+        index = constant_tensor(unique)
         rows = weight.index_select(0, index)
         if norm_type == float("inf"):
             norms = rows.abs().amax(1, keepdim=True)
@@ -88,7 +89,7 @@ def _lookup(values: np.ndarray, input: Tensor, weight: Tensor, padding_idx: int 
     if scale_grad_by_freq and values.size:
         flat = values.reshape(-1)
         _, inverse, counts = np.unique(flat, return_inverse=True, return_counts=True)
-        frequency = Tensor._from_array((1.0 / counts[inverse]).astype(weight.dtype.numpy_dtype), weight.dtype,
+        frequency = constant_tensor((1.0 / counts[inverse]).astype(weight.dtype.numpy_dtype), weight.dtype,
                                        weight.device)
         factor = frequency if factor is None else factor * frequency
     return _gradient_scaled(rows, factor)
@@ -158,9 +159,9 @@ def _bag_ids(input: Tensor, offsets: Tensor | None, bags: int, include_last_offs
     """Each index's bag number, computed in the graph from ``offsets`` (a graph input when exported):
     the number of bag starts at or before the position, minus one."""
     if input.dim() == 2:
-        return Tensor._from_array(np.repeat(np.arange(input.shape[0], dtype=np.int64), input.shape[1]))
+        return constant_tensor(np.repeat(np.arange(input.shape[0], dtype=np.int64), input.shape[1]))
     starts = offsets.narrow(0, 0, bags) if include_last_offset else offsets
-    positions = Tensor._from_array(np.arange(input.shape[0], dtype=np.int64)).reshape((-1, 1))
+    positions = constant_tensor(np.arange(input.shape[0], dtype=np.int64)).reshape((-1, 1))
     started = _ops.ge(positions, starts.to(dtypes.int64).reshape((1, -1)))
     return started.to(dtypes.int64).sum(1) - 1
 
@@ -218,7 +219,7 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
     if max_norm is not None:
         _renorm_rows(weight, values, max_norm, norm_type)
     if values.size == 0 or bags == 0:
-        return Tensor._zeros((bags, width), weight.dtype, weight.device)
+        return full_tensor((bags, width), 0, weight.dtype, weight.device)
     flat = input.reshape(-1)
     gathered = _lookup(values, flat, weight, None, scale_grad_by_freq)
     bag = _bag_ids(input, offsets, bags, include_last_offset)
@@ -230,24 +231,24 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
     if member is not None:
         gathered = gathered * member.to(weight.dtype).reshape((-1, 1))  # padding entries add zero, get zero gradient
     index = bag.reshape((-1, 1)).expand((values.size, width))
-    zeros = Tensor._zeros((bags, width), weight.dtype, weight.device)
+    zeros = full_tensor((bags, width), 0, weight.dtype, weight.device)
     totals = _ops.scatter_add(zeros, 0, index, gathered)
     if mode == "sum":
         return totals
-    ones = Tensor._full((values.size,), 1.0, weight.dtype, weight.device)
+    ones = full_tensor((values.size,), 1.0, weight.dtype, weight.device)
     counted = ones if member is None else member.to(weight.dtype)
-    counts = _ops.scatter_add(Tensor._zeros((bags,), weight.dtype, weight.device), 0, bag, counted)
+    counts = _ops.scatter_add(full_tensor((bags,), 0, weight.dtype, weight.device), 0, bag, counted)
     return totals / _ops.clamp(counts, min=1.0).reshape((-1, 1))
 
 
 def _bag_max(gathered: Tensor, bag: Tensor, member: Tensor | None, bags: int) -> Tensor:
     """The elementwise max over each bag's rows, from a ``(bags, L)`` membership mask (empty bags: 0)."""
-    bag_numbers = Tensor._from_array(np.arange(bags, dtype=np.int64)).reshape((-1, 1))
+    bag_numbers = constant_tensor(np.arange(bags, dtype=np.int64)).reshape((-1, 1))
     inside = _ops.eq(bag.reshape((1, -1)), bag_numbers)
     if member is not None:
         inside = inside & member.reshape((1, -1))
-    lowest = Tensor._full((), -np.inf, gathered.dtype, gathered.device)
+    lowest = full_tensor((), -np.inf, gathered.dtype, gathered.device)
     candidates = _ops.where(inside.unsqueeze(-1), gathered.unsqueeze(0), lowest)
     maxima = candidates.amax(1)
     empty = (inside.to(dtypes.int64).sum(1, keepdim=True) == 0)
-    return _ops.where(empty, Tensor._full((), 0.0, gathered.dtype, gathered.device), maxima)
+    return _ops.where(empty, full_tensor((), 0.0, gathered.dtype, gathered.device), maxima)

@@ -12,6 +12,7 @@ import numpy as np
 from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...ir.graph import static_constant
+from ...runtime.internal import known_data, tensor_of
 from ...runtime.tensor import Tensor, apply_op
 from ._common import scalar_type_name, stable_softplus
 
@@ -112,7 +113,7 @@ def _class_mask(target: Tensor, num_classes: int, class_dim: int) -> Tensor:
     """Boolean ``target == c`` for every class c, laid out along ``class_dim`` (where target has size 1)."""
     shape = [1] * target.dim()
     shape[class_dim] = num_classes
-    classes = Tensor._from_value(static_constant(np.arange(num_classes).reshape(shape), dtypes.int64, target.device))
+    classes = tensor_of(static_constant(np.arange(num_classes).reshape(shape), dtypes.int64, target.device))
     if target.dtype is not dtypes.int64:
         target = target.to(dtypes.int64)
     return _ops.eq(target, classes)
@@ -140,7 +141,7 @@ def _check_class_targets(input: Tensor, target: Tensor, weight: Tensor | None, i
         raise RuntimeError(f"weight tensor should be defined either for all {classes} classes or no classes but "
                            f"got weight tensor of shape: {list(weight.shape)}")
     # Indices already in memory are checked as PyTorch's CPU kernel does; pending ones would need a run.
-    data = target._value.data
+    data = known_data(target)
     if data is not None:
         invalid = (data != ignore_index) & ((data < 0) | (data >= classes))
         if invalid.any():

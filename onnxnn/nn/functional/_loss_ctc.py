@@ -15,6 +15,7 @@ import numpy as np
 from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...ir.graph import static_constant
+from ...runtime.internal import known_data, tensor_of
 from ...runtime.tensor import Tensor, apply_op
 from ._common import scalar_type_name
 
@@ -26,7 +27,7 @@ _REPORTED_INFINITE = -0.5 * _IMPOSSIBLE
 
 
 def _constant(array, dtype, device) -> Tensor:
-    return Tensor._from_value(static_constant(np.asarray(array), dtype, device))
+    return tensor_of(static_constant(np.asarray(array), dtype, device))
 
 
 def _as_lengths(lengths, device) -> Tensor:
@@ -38,7 +39,7 @@ def _as_lengths(lengths, device) -> Tensor:
 def _known(lengths):
     """The lengths' values when they are already in memory (a sequence, or a computed tensor), else None."""
     if isinstance(lengths, Tensor):
-        return lengths._value.data
+        return known_data(lengths)
     return np.asarray(lengths, np.int64)
 
 

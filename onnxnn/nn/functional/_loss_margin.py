@@ -13,6 +13,7 @@ import numpy as np
 from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...ir.graph import static_constant
+from ...runtime.internal import known_data, tensor_of
 from ...runtime.tensor import Tensor
 from ._common import scalar_type_name, stable_softplus
 from ._loss import _check_reduction, _class_mask, _legacy_reduction, _reduce_loss
@@ -116,13 +117,13 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, red
     if target.shape != input.shape:
         raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: {list(input.shape)}")
     classes = input.shape[-1]
-    data = target._value.data
+    data = known_data(target)
     if data is not None and ((data < -1) | (data >= classes)).any():
         raise RuntimeError("argument #2 'target' is out of range")
     x, y = _as_matrix(input), _as_matrix(target)
     # Entry j counts while no -1 comes at or before it: the -1s' running count (a triangular matmul) is 0.
     ends = _ops.eq(y, -1).to(x.dtype)
-    at_or_before = Tensor._from_value(static_constant(np.triu(np.ones((classes, classes))), x.dtype, x.device))
+    at_or_before = tensor_of(static_constant(np.triu(np.ones((classes, classes))), x.dtype, x.device))
     listed = _ops.eq(ends.matmul(at_or_before), 0)                            # (N, J)
     is_listed_class = _class_mask(y.unsqueeze(2), classes, 2)                 # (N, J, C)
     chosen = _ops.logical_and(is_listed_class, listed.unsqueeze(2))
@@ -161,7 +162,7 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
                            f"Input has shape {list(input.shape)}.")
     if weight is not None and weight.numel() != classes:
         raise RuntimeError(f"inconsistent weight size, expected {classes} but got {list(weight.shape)}")
-    data = target._value.data
+    data = known_data(target)
     if data is not None and ((data < 0) | (data >= classes)).any():
         raise RuntimeError("target out of range")
     x = _as_matrix(input)

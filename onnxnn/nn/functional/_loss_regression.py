@@ -9,6 +9,7 @@ import math
 import warnings
 
 from ...runtime import ops as _ops
+from ...runtime.internal import known_data
 from ...runtime.tensor import Tensor
 from ._loss import _check_reduction, _check_weight_shape, _legacy_reduction, _reduce_loss, _warn_size_mismatch
 
@@ -97,7 +98,7 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: 
         if var < 0:
             raise ValueError("var has negative entry/entries")
     else:
-        data = var._value.data
+        data = known_data(var)
         # Values already in memory are checked as PyTorch does; a pending var would need a run to check.
         if data is not None and (data < 0).any():
             raise ValueError("var has negative entry/entries")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...runtime.grad_mode import no_grad
+from ...runtime.internal import full_tensor
 from ...runtime.tensor import Tensor, apply_op
 
 __all__ = ["batch_norm", "rms_norm", "normalize"]
@@ -54,8 +55,8 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     if running_mean is None or running_var is None:
         raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
     like = input.dtype
-    scale = weight.to(like) if weight is not None else Tensor._full((channels,), 1, like, input.device)
-    shift = bias.to(like) if bias is not None else Tensor._full((channels,), 0, like, input.device)
+    scale = weight.to(like) if weight is not None else full_tensor((channels,), 1, like, input.device)
+    shift = bias.to(like) if bias is not None else full_tensor((channels,), 0, like, input.device)
     return apply_op("BatchNormalization", (input, scale, shift, running_mean.to(like), running_var.to(like)),
                     {"epsilon": float(eps)}, "NativeBatchNormBackward0")
 

@@ -27,6 +27,7 @@ import numpy as np
 from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...runtime.creation import rand
+from ...runtime.internal import constant_tensor, full_tensor, known_data
 from ...runtime.ops.conv import batched, expand_param
 from ...runtime.ops.pooling import (
     adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, avg_pool1d, avg_pool2d, avg_pool3d, max_pool1d,
@@ -79,7 +80,7 @@ def _max_over_windows(x: Tensor, table: np.ndarray, sizes: list[int], return_ind
     """
     batch, channels = x.shape[0], x.shape[1]
     planes = x.reshape((batch, channels, int(np.prod(x.shape[2:]))))
-    positions = Tensor._from_array(table, dtypes.int64, x.device)
+    positions = constant_tensor(table, dtypes.int64, x.device)
     windows_count, taps = table.shape[-2], table.shape[-1]
     if table.ndim == 2:
         windows = apply_op("Gather", (planes.detach(), positions), {"axis": 2})
@@ -318,12 +319,12 @@ def _max_unpool(input: Tensor, indices: Tensor, kernel_size, stride, padding, ou
     i, _ = batched(indices, rank, function)
     batch, channels = x.shape[0], x.shape[1]
     plane = int(np.prod(sizes))
-    known = indices._value.data  # indices already computed are checked here, pending ones by the executor
+    known = known_data(indices)  # indices already computed are checked here, pending ones by the executor
     if known is not None and known.size and (known.min() < 0 or known.max() >= plane):
         bad = int(known.max()) if known.max() >= plane else int(known.min())
         raise RuntimeError(f"Found an invalid max index: {bad} (output volumes are of size "
                            f"{'x'.join(str(s) for s in sizes)}")
-    zeros = Tensor._zeros((batch, channels, plane), x.dtype, x.device)
+    zeros = full_tensor((batch, channels, plane), 0, x.dtype, x.device)
     flat_x = x.reshape((batch, channels, -1))
     flat_i = i.detach().reshape((batch, channels, -1))
     result = apply_op("ScatterElements", (zeros, flat_i, flat_x), {"axis": 2}, f"MaxUnpool{rank}DBackward0")

@@ -25,6 +25,7 @@ from typing import Sequence
 
 from ...ir import dtypes
 from ...ir.graph import static_constant
+from ...runtime.internal import constant_tensor
 from ...runtime.ops._common import int64_constant
 from ...runtime.ops.sampling import affine_base
 from ...runtime.tensor import Tensor, apply_op
@@ -319,7 +320,7 @@ def affine_grid(theta: Tensor, size: Sequence[int], align_corners: bool | None =
         for axis, length in enumerate(size[2:]):
             if length == 1:
                 base[:, len(size) - 3 - axis] = 0.0
-        constant = Tensor._from_array(base.T.astype(theta.dtype.numpy_dtype), theta.dtype, theta.device)
+        constant = constant_tensor(base.T.astype(theta.dtype.numpy_dtype), theta.dtype, theta.device)
         return (theta @ constant).transpose(1, 2).reshape(size[0], *size[2:], len(size) - 2)
     return apply_op("AffineGrid", (theta, int64_constant(size)), {"align_corners": int(bool(align_corners))},
                     "AffineGridGeneratorBackward0")

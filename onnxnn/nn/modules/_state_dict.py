@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from ...runtime.autograd import RemovableHandle, add_hook
 from ...runtime.grad_mode import no_grad
+from ...runtime.internal import restore_state, save_state
 from ...runtime.tensor import Tensor
 from ..parameter import Parameter
 from ._hooks import _WrappedHook
@@ -92,8 +93,8 @@ class _Undo:
             table = module._parameters if is_parameter else module._buffers
             self.steps.append(lambda: table.__setitem__(name, current))
         else:
-            saved = (current._value, current._requires_grad, current._grad_fn, current._output_nr)
-            self.steps.append(lambda: _restore_value(current, saved))
+            saved = save_state(current)
+            self.steps.append(lambda: restore_state(current, saved))
 
     def record_extra_state(self, module) -> None:
         previous = module.get_extra_state()
@@ -102,11 +103,6 @@ class _Undo:
     def undo(self) -> None:
         for step in reversed(self.steps):
             step()
-
-
-def _restore_value(tensor: Tensor, saved: tuple) -> None:
-    value, tensor._requires_grad, tensor._grad_fn, tensor._output_nr = saved
-    tensor._rebind(value)
 
 
 class StateDictMixin:

@@ -12,6 +12,7 @@ from typing import Sequence
 
 from ...ir import dtypes
 from ...runtime import ops as _ops
+from ...runtime.internal import known_data
 from ...runtime.tensor import Tensor
 from .. import functional as F
 from .container import ModuleList, Sequential
@@ -97,7 +98,7 @@ class AdaptiveLogSoftmaxWithLoss(Module):
                                    f"{input.size()}")
         else:
             raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
-        data = target._value.data
+        data = known_data(target)
         if data is not None and data.size and (data.min() < 0 or data.max() >= self.n_classes):
             raise RuntimeError(f"Target values should be in [0, {self.n_classes - 1}], but values in range "
                                f"[{int(data.min())}, {int(data.max())}] were found. ")

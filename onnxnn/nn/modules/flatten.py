@@ -70,9 +70,8 @@ class Unflatten(Module):
         self.unflattened_size = unflattened_size
 
     def forward(self, input: Tensor) -> Tensor:
-        dim = input._normalize_dim(self.dim)
         sizes = list(self.unflattened_size)
-        extent = input.shape[dim]
+        extent = input.size(self.dim)  # raises for a dim out of range
         known = 1
         for size in sizes:
             if size != -1:
@@ -81,7 +80,7 @@ class Unflatten(Module):
         if inferred > 1 or (inferred == 0 and known != extent) or (inferred == 1 and (known == 0 or extent % known)):
             raise RuntimeError(f"unflatten: Provided sizes {sizes} don't multiply up to the size of dim {self.dim} "
                                f"({extent}) in the input tensor")
-        return input.unflatten(dim, sizes)
+        return input.unflatten(self.dim, sizes)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"

@@ -13,6 +13,7 @@ import itertools
 import warnings
 
 from ...runtime.creation import empty
+from ...runtime.internal import requires_grad_flag, tensor_of, value_of
 from ..parameter import Parameter
 
 __all__ = ["LazyModuleMixin", "UninitializedParameter"]
@@ -31,7 +32,7 @@ class UninitializedParameter(Parameter):
 
     def __new__(cls, requires_grad: bool = True, device=None, dtype=None) -> "UninitializedParameter":
         placeholder = empty(0, device=device, dtype=dtype)
-        return cls._from_value(placeholder._value, requires_grad=bool(requires_grad))
+        return tensor_of(value_of(placeholder), requires_grad=bool(requires_grad), tensor_type=cls)
 
     def __init__(self, requires_grad: bool = True, device=None, dtype=None) -> None:
         pass
@@ -40,7 +41,7 @@ class UninitializedParameter(Parameter):
         """Gives the parameter ``shape`` (uninitialized values) and makes it a plain Parameter, in place."""
         placeholder = empty(tuple(shape), device=device if device is not None else self.device,
                             dtype=dtype if dtype is not None else self.dtype)
-        self._value = placeholder._value
+        self.data = placeholder  # as PyTorch's materialize: no version bump, no autograd check
         self.__class__ = self.cls_to_become
 
     def __repr__(self) -> str:
@@ -49,10 +50,10 @@ class UninitializedParameter(Parameter):
     __str__ = __repr__
 
     def __reduce_ex__(self, protocol):
-        return (UninitializedParameter, (self._requires_grad, self.device, self.dtype))
+        return (UninitializedParameter, (requires_grad_flag(self), self.device, self.dtype))
 
     def __deepcopy__(self, memo):
-        result = UninitializedParameter(self._requires_grad, self.device, self.dtype)
+        result = UninitializedParameter(requires_grad_flag(self), self.device, self.dtype)
         memo[id(self)] = result
         return result
 

@@ -11,6 +11,7 @@ from collections import OrderedDict
 from typing import Any, Callable, Iterator
 
 from ...runtime.autograd import RemovableHandle  # noqa: F401  (PyTorch code reaches it through this module)
+from ...runtime.compilation import compile as compile_callable
 from ...runtime.tensor import Tensor
 from ..parameter import Buffer, Parameter
 from . import _hooks
@@ -142,15 +143,10 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
     def compile(self, *args, **kwargs) -> None:
         """Compiles this module's ``__call__`` with ``onnxnn.compile`` (arguments passed as-is).
 
-        The runtime already caches compiled ONNX sessions by graph structure, so without an
-        ``onnxnn.compile`` the call implementation is stored unchanged.
+        The runtime already caches compiled ONNX sessions by graph structure, so ``onnxnn.compile``
+        checks its arguments and keeps the call implementation as it is.
         """
-        import onnxnn  # deferred: onnxnn imports nn at package import time
-        compiler = getattr(onnxnn, "compile", None)
-        if compiler is None:
-            self._compiled_call_impl = self._call_impl
-        else:
-            self._compiled_call_impl = compiler(self._call_impl, *args, **kwargs)
+        self._compiled_call_impl = compile_callable(self._call_impl, *args, **kwargs)
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()

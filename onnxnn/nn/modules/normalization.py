@@ -6,6 +6,7 @@ import numbers
 import numpy as np
 
 from ...runtime.creation import empty
+from ...runtime.internal import constant_tensor
 from ...runtime.ops.normalization import _channel_window_sum
 from ...runtime.tensor import Tensor
 from .. import functional as F
@@ -84,7 +85,7 @@ class CrossMapLRN2d(LocalResponseNorm):
             # symmetric windows start after it.
             first = squares.narrow(1, 0, 1)
             stuck = [0.0] * (half + 1) + [1.0] * (channels - half - 1)
-            mask = Tensor._from_array(np.asarray(stuck, dtype=input.dtype.numpy_dtype)
+            mask = constant_tensor(np.asarray(stuck, dtype=input.dtype.numpy_dtype)
                                       .reshape(1, channels, 1, 1), input.dtype, input.device)
             energy = energy + first * mask
         return input * (energy * (self.alpha / self.size) + self.k).pow(-self.beta)

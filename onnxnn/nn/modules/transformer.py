@@ -15,10 +15,13 @@ from typing import Callable
 
 import numpy as np
 
+from ...ir.dtypes import float32
+from ...runtime.creation import tensor
 from ...runtime.grad_mode import is_grad_enabled
 from ...runtime.tensor import Tensor
 from .. import functional as F
 from .. import init
+from .activation import GELU, ReLU
 from .attention import MultiheadAttention
 from .container import ModuleList
 from .dropout import Dropout
@@ -42,7 +45,6 @@ def _activation(activation: str | Callable[[Tensor], Tensor]) -> Callable[[Tenso
 
 def _relu_or_gelu(activation) -> int:
     """PyTorch's activation_relu_or_gelu: 1 for relu, 2 for gelu, 0 for anything else."""
-    from .activation import GELU, ReLU
     if activation is F.relu or isinstance(activation, ReLU):
         return 1
     if activation is F.gelu or isinstance(activation, GELU):
@@ -77,7 +79,6 @@ def _why_no_nested_tensor(layer: Module) -> str:
 
 
 def _square_subsequent_mask(size: int, dtype=None) -> Tensor:
-    from ... import float32, tensor
     return tensor(np.triu(np.full((size, size), -np.inf), 1), dtype=dtype or float32)
 
 

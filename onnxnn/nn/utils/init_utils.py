@@ -4,6 +4,7 @@ from __future__ import annotations
 import inspect
 
 from .. import init as _init
+from ..modules.module import Module
 
 __all__ = ["skip_init"]
 
@@ -21,8 +22,6 @@ def skip_init(module_cls, *args, **kwargs):
         >>> m = nn.utils.skip_init(nn.Linear, 5, 1)
         >>> nn.init.orthogonal_(m.weight)
     """
-    from ..modules.module import Module  # the nn package imports this one: resolve at call time
-
     if not (inspect.isclass(module_cls) and issubclass(module_cls, Module)):
         raise RuntimeError(f"Expected a Module; got {module_cls}")
     if "device" not in inspect.signature(module_cls).parameters:

@@ -4,6 +4,8 @@ The activations (Selu, Celu, HardSigmoid, HardSwish, Mish, Softsign, Shrink, Thr
 get gradient rules written with ops onnxruntime runs in float64 too (Where, Exp, Tanh, ...), so a
 model imported with these nodes trains. Their derivatives follow PyTorch's backward formulas at
 the kinks (HardSwish's slope at -3 is 0, at 3 it is x / 3 + 1 / 2; Shrink's at +-lambd is 0).
+``hardshrink`` and ``prelu`` live here too, as tensor ops: ``Tensor`` methods and
+``onnxnn.nn.functional`` both call them.
 
 ``onnxnn.nn.functional.batch_norm`` decomposes training-mode normalization (onnxruntime runs
 ``training_mode=1`` only in its training builds) and records this one fused node in evaluation, which
@@ -12,13 +14,14 @@ from ``normalization.batch_normalization_training_grad``.
 """
 from __future__ import annotations
 
+from ...ir import dtypes
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
-from ._common import normalize_axes, same_shape
+from ._common import Tensor, apply_op, normalize_axes, same_shape
 from .conv import needs_input_grad
 from .elementwise import abs, exp, log, relu, sigmoid, tanh, where
 from .normalization import batch_normalization_training_grad  # the normalization family owns it
 
-__all__: list[str] = []
+__all__ = ["hardshrink", "prelu"]
 
 
 @shape_rules.register("BatchNormalization")
@@ -139,3 +142,41 @@ def _prelu_grad(ctx, g):
     grad_slope = where(negative, g * x, g * 0.0) if needs_input_grad(ctx, 1) else None
     return grad_x, grad_slope
 
+
+
+# ---------------------------------------------------------------- tensor ops
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """Returns ``x`` where ``|x| > lambd``, else 0."""
+    if input.dtype is dtypes.float64:  # onnxruntime's float64 Shrink rounds through float32
+        zero = Tensor._full((), 0.0, input.dtype, input.device)
+        return where((input > lambd) | (input < -lambd), input, zero)
+    return apply_op("Shrink", (input,), {"lambd": float(lambd), "bias": 0.0}, "HardshrinkBackward0")
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """Applies ``max(0, x) + weight * min(0, x)``; ``weight`` has one slope, or one per channel (dim 1).
+
+    Example::
+
+        >>> F.prelu(onnxnn.tensor([[-2.0, 3.0]]), onnxnn.tensor([0.25]))
+        tensor([[-0.5000,  3.0000]])
+    """
+    if weight.dim() > 1:
+        raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: ndim = {weight.dim()}")
+    count = weight.numel()
+    if count != 1:
+        if input.dim() == 0:
+            raise RuntimeError("Not allow zero-dim input tensor.")
+        channels = input.shape[1] if input.dim() >= 2 else 1  # PyTorch: a 1-D input has one channel
+        if channels != count:
+            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
+                               f"{count} and channel size = {channels}.")
+        # ONNX broadcasts trailing-aligned: per-channel slopes become (C, 1, ..., 1).
+        slope = weight.reshape((count,) + (1,) * max(input.dim() - 2, 0))
+    else:
+        slope = weight.reshape(())
+    slope = slope.to(input.dtype)
+    if input.dtype is dtypes.float64:  # onnxruntime's CPU provider has no float64 PRelu
+        return where(input < 0, input * slope, input)
+    return apply_op("PRelu", (input, slope), None, "PreluKernelBackward0")
