@@ -46,6 +46,9 @@ def _imports(path: Path):
     is_package = path.name == "__init__.py"
     tree = ast.parse(path.read_text(), str(path))
     top_level = {id(node) for node in tree.body}
+    for node in tree.body:  # ``if TYPE_CHECKING:`` imports run for type checkers only
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            top_level.update(id(child) for child in node.body)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]

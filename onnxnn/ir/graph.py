@@ -121,17 +121,19 @@ def is_held(value: Value) -> bool:
     among its outputs, so a later read or backward does not compute them again.
 
     A value is needed while a backward function that saved it lives and keeps it, or while its
-    handle lives and either still holds it or holds a value that is still pending: a tensor
-    updated in place (``w -= lr * w.grad``) holds a new value computed from the old one, so the
-    old one is needed until the new one is computed. The answer follows from what the program
-    holds, never from reference counts, so a debugger or a stray local changes nothing.
+    handle lives and either still holds it or was rebound in place to a pending value computed
+    directly from it (``w -= lr * w.grad``: the new value's node reads the old one). The answer
+    follows from what the program holds, never from reference counts, so a debugger or a stray
+    local changes nothing.
     """
     holder = value.holder
     if holder is not None:
         handle = holder()
         if handle is not None:
             held = handle._value
-            if held is value or held.data is None:
+            if held is value:
+                return True
+            if held.data is None and value in held.node.inputs:
                 return True
     function = value.node.function if value.node is not None else None
     if function is not None:

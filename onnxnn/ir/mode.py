@@ -32,6 +32,9 @@ class Mode(threading.local):
             (``runtime.fastpath``); results are bitwise the same either way.
         recording_only: depth of ``recording_only`` blocks: realizations are skipped.
         unbounded_depth: depth of ``unbounded_depth`` blocks: deep histories stay pending.
+        in_backward: depth of backward passes running (the general driver or a replay). A
+            realization inside one computes exactly its targets: which intermediates are still
+            held differs between the driver and a replay, and the plans must not.
         trace: the ``RecordingTrace`` of a backward being traced for replay, else None.
     """
 
@@ -41,6 +44,7 @@ class Mode(threading.local):
     fast_path = fast_path_from_environment()
     recording_only = 0
     unbounded_depth = 0
+    in_backward = 0
     trace = None
 
 

@@ -326,6 +326,17 @@ def _execute(roots: list, root_grads: list, *, retain_graph: bool, create_graph:
     Returns:
         The captured gradients (None where nothing flowed), in the order of ``capture``.
     """
+    MODE.in_backward += 1
+    try:
+        return _drive(roots, root_grads, retain_graph=retain_graph, create_graph=create_graph, capture=capture,
+                      accumulate_only=accumulate_only)
+    finally:
+        MODE.in_backward -= 1
+
+
+def _drive(roots: list, root_grads: list, *, retain_graph: bool, create_graph: bool,
+           capture: list | None, accumulate_only: set | None) -> list:
+    """``_execute``'s body, run while ``MODE.in_backward`` counts it."""
     # Incoming gradients per function, by output number. This loop runs for every backward of a
     # training step, so its tables are keyed by the functions (identity hashes) and it merges the
     # passes over each node's edges.

@@ -30,7 +30,7 @@ def realize(values) -> None:
     if not targets:
         return
     trace_data_read()
-    graph = plan(targets)
+    graph = plan(targets, not MODE.in_backward)
     entry = plan_cache.entry(graph)
     inputs = [value.data for value in graph.inputs]
     specialization = entry.specialization

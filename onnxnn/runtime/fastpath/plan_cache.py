@@ -27,8 +27,9 @@ __all__ = ["Entry", "entry", "choose", "clear", "set_capacity", "watch_stable_in
 #   runs one thread per op, onnxruntime many, and a float16 plan must not switch executors (both
 #   round per op, but a last-bit difference in float32 can round to a whole float16 ulp);
 # - the kernels' estimated time is below a session run's: per node the kernels pay Python's call
-#   overhead, a session pays one fixed cost per run and less per node; contractions (MatMul, Conv,
-#   recurrences) cost the kernels more per element than onnxruntime's blocked routines.
+#   overhead, a session pays one fixed cost per run and less per node; convolutions and recurrences
+#   cost the kernels more per element (im2col copies, a Python loop over time steps) than
+#   onnxruntime's fused routines. (Matrix products call BLAS on both sides: no extra weight.)
 # Otherwise onnxruntime runs it; an op or dtype one executor lacks sends the plan to the other.
 # The constants are microseconds measured once on a 2-core x86 machine (numpy 2, onnxruntime 1.2x);
 # they only move the boundary, and the choice depends on nothing but the plan's structure.
@@ -38,8 +39,8 @@ KERNEL_ELEMENT_COST = 0.001
 SESSION_RUN_COST = 40.0
 SESSION_NODE_COST = 0.8
 SESSION_ELEMENT_COST = 0.0005
-CONTRACTIONS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "LSTM", "GRU", "RNN"})
-CONTRACTION_KERNEL_FACTOR = 4.0
+HEAVY_FOR_KERNELS = frozenset({"Conv", "ConvTranspose", "LSTM", "GRU", "RNN"})
+HEAVY_KERNEL_FACTOR = 4.0
 
 
 def _elements(shape) -> int:
@@ -69,7 +70,7 @@ def choose(plan: GraphPlan) -> str:
             if size > AUTO_KERNELS_MAX_ELEMENTS:
                 return "onnxruntime"
             elements += size
-        factor = CONTRACTION_KERNEL_FACTOR if node.op_type in CONTRACTIONS else 1.0
+        factor = HEAVY_KERNEL_FACTOR if node.op_type in HEAVY_FOR_KERNELS else 1.0
         kernel_cost += KERNEL_NODE_COST + elements * KERNEL_ELEMENT_COST * factor
         session_cost += SESSION_NODE_COST + elements * SESSION_ELEMENT_COST
     for value in plan.outputs:
