@@ -20,11 +20,8 @@ import onnx
 
 from ..errors import ModelLoadError
 from ..ir import dtypes
-from ..runtime.autograd import Function
+from ..autograd.function import Function
 from ..ir.mode import MODE
-from ..ir.graph import Node
-from ..ir.registry import gradient_rules
-from ..runtime.internal import grad_function, tensor_of, value_of
 from ..runtime.tensor import Tensor
 from .importers import array_of, constant_tensor
 from .validation import ML_DOMAIN
@@ -33,15 +30,19 @@ from ..ir.plan import IR_VERSION
 __all__ = ["MLNode", "ML_DOMAIN"]
 
 
-def _no_gradient(ctx, *grad_outputs):
-    node = ctx.attrs.get("node_name", "?")
-    raise RuntimeError(f"backward through {ctx.node.op_type} node '{node}' (domain {ML_DOMAIN}) is not possible: "
-                       "onnxnn runs ai.onnx.ml ops in onnxruntime without gradients; detach its inputs, or "
-                       "train only the parts of the model after it")
+class _NoGradient(Function):
+    """The outputs of an ai.onnx.ml node, unchanged, with a backward that refuses: onnxnn runs these
+    ops in onnxruntime, which has no gradients for them, and a silent zero would leave the
+    parameters before the node untrained without a word."""
 
+    @staticmethod
+    def forward(ctx, message: str, count: int, *tensors: Tensor):
+        ctx.message = message
+        return tensors[:count]  # the outputs; the tracked inputs after them only give the edges
 
-_ML_OPS = sorted({schema.name for schema in onnx.defs.get_all_schemas_with_history() if schema.domain == ML_DOMAIN})
-gradient_rules.register(*_ML_OPS, domain=ML_DOMAIN)(_no_gradient)
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise RuntimeError(ctx.message)
 
 
 def _tensor_type(array: np.ndarray) -> int:
@@ -121,28 +122,16 @@ class MLNode:
         tracked = [value for value in inputs if isinstance(value, Tensor) and value.requires_grad]
         if not (MODE.grad_enabled and tracked):
             return outputs
-        floats = [index for index, value in enumerate(outputs)
-                  if isinstance(value, Tensor) and value.dtype.category == 2]
+        floats = [index for index, value in enumerate(outputs) if isinstance(value, Tensor) and value.is_floating_point()]
         if not floats:
             return outputs
-        edges, values = [], []
-        for value in inputs:
-            if not isinstance(value, Tensor) or not value.requires_grad:
-                edges.append(None)
-                values.append(None if not isinstance(value, Tensor) else value_of(value))
-                continue
-            values.append(value_of(value))
-            producer = grad_function(value)
-            # A leaf's edge is its gradient accumulator; no public or internal API names it yet
-            # (a custom onnxnn.autograd.Function whose backward raises would replace this node).
-            edges.append((producer, value.output_nr) if producer is not None else (value._grad_accumulator(), 0))
-        node = Node(self.node.op_type, ML_DOMAIN, tuple(values), {"node_name": call.name}, len(outputs))
-        produced = tuple(value_of(value) for value in outputs if isinstance(value, Tensor))
-        function = Function(node, produced, tuple(edges), (None,) * len(edges), f"{self.node.op_type}Backward")
+        message = (f"backward through {self.node.op_type} node '{call.name}' (domain {ML_DOMAIN}) is not possible: "
+                   "onnxnn runs ai.onnx.ml ops in onnxruntime without gradients; detach its inputs, or "
+                   "train only the parts of the model after it")
+        tracked_outputs = _NoGradient.apply(message, len(floats), *[outputs[index] for index in floats], *tracked)
         result = list(outputs)
-        for position, index in enumerate(index for index, value in enumerate(outputs) if isinstance(value, Tensor)):
-            if index in floats:
-                result[index] = tensor_of(value_of(outputs[index]), function, position)
+        for index, tensor in zip(floats, tracked_outputs):
+            result[index] = tensor
         return result
 
 

@@ -25,6 +25,7 @@ from ..runtime.autograd import RemovableHandle, _HookDict, add_hook
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.internal import full_tensor, realize_values, rebind, record_op, tensor_of, value_of
 from ..runtime.tensor import Tensor
+from ..ir.caches import register_cache
 
 __all__ = ["Optimizer", "required", "register_optimizer_step_pre_hook", "register_optimizer_step_post_hook"]
 
@@ -386,6 +387,7 @@ def _hyperparameter_value(name: str, value, like: Value) -> Value:
 
 
 _HYPERPARAMETER_VALUES: dict = {}
+register_cache("optimizer hyperparameter constants", _HYPERPARAMETER_VALUES.clear)
 
 
 def update_node(op_type: str, *inputs: Value) -> Value:

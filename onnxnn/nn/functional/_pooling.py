@@ -34,6 +34,7 @@ from ...runtime.ops.pooling import (
     max_pool2d, max_pool3d,
 )
 from ...runtime.tensor import Tensor, apply_op
+from ...ir.caches import register_cache
 
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
            "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
@@ -70,6 +71,9 @@ def _window_table(spatial: tuple, sizes: tuple) -> np.ndarray:
     table = table.astype(np.int64)
     table.flags.writeable = False
     return table
+
+
+register_cache("pooling window tables", _window_table.cache_clear)
 
 
 def _max_over_windows(x: Tensor, table: np.ndarray, sizes: list[int], return_indices: bool, name: str):

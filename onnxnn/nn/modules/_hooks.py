@@ -208,7 +208,7 @@ class BackwardHook:
         """
         if not MODE.grad_enabled:
             return args, None
-        differentiable = [i for i, arg in enumerate(args) if isinstance(arg, Tensor) and arg._requires_grad]
+        differentiable = [i for i, arg in enumerate(args) if isinstance(arg, Tensor) and arg.requires_grad]
         if not differentiable:
             return args, None
         new_tensors = BackwardHookFunction.apply(*(args[i] for i in differentiable))
