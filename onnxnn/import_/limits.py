@@ -34,7 +34,7 @@ def _read_limit() -> int:
     except (AttributeError, ValueError, OSError):
         pass
     try:
-        import resource
+        import resource  # POSIX only: imported where it is used, inside the guard
         for kind in (resource.RLIMIT_AS, resource.RLIMIT_DATA):
             soft, _ = resource.getrlimit(kind)
             if soft != resource.RLIM_INFINITY and 0 < soft < limit:

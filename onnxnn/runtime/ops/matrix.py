@@ -7,6 +7,8 @@ scatters (no multiplication by a 0/1 mask, which would turn an infinite entry in
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from ...ir import dtypes
@@ -301,7 +303,6 @@ def cartesian_prod(*tensors) -> Tensor:
 
 def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:
     """The length-``r`` combinations of the elements of a 1-D tensor, as rows (itertools order)."""
-    import itertools
     if input.dim() != 1:
         raise RuntimeError(f"Expect a 1D vector, but got shape {list(input.shape)}")
     choose = itertools.combinations_with_replacement if with_replacement else itertools.combinations
