@@ -55,3 +55,11 @@ def fresh_caches():
     a finished test's sessions and weights would only add to the next one's peak."""
     yield
     drop_caches()
+
+
+@pytest.fixture
+def fast_path_on():
+    """For tests of the fast path's own machinery: on even when the suite runs with ONNXNN_FAST_PATH=0
+    (the whole suite must pass both ways; these tests check what the fast path does when it runs)."""
+    with onnxnn.set_fast_path(True):
+        yield

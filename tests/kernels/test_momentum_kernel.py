@@ -91,6 +91,7 @@ def _forget_earlier_updates():
     training._recent.clear()
 
 
+@pytest.mark.usefixtures("fast_path_on")  # reads the flat-update memory, a fast-path trick
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("mode", MODES)
 def test_a_chain_of_updates_reads_its_flat_vectors_and_equals_the_formula(mode, dtype):
@@ -108,6 +109,7 @@ def test_a_chain_of_updates_reads_its_flat_vectors_and_equals_the_formula(mode, 
         xs, vs = results[:4], results[4:]
 
 
+@pytest.mark.usefixtures("fast_path_on")  # reads the flat-update memory, a fast-path trick
 @pytest.mark.parametrize("replaced,concatenated", [
     ("velocities", 2), ("one parameter", 2), ("one parameter, equal values", 2),
     ("parameters", 3), ("parameters swapped", 3),  # the update is found by its first parameter
@@ -202,6 +204,7 @@ def _momentum_plan(xs, vs, gs, mode, dtype=onnxnn.float32):
                   TRAINING_DOMAIN)
 
 
+@pytest.mark.usefixtures("fast_path_on")  # reads the flat-update memory, a fast-path trick
 def test_views_of_one_plan_fed_to_another_plan_equal_the_formula():
     first_mode, second_mode = MODES[0], MODES[4]  # different structures: two compiled plans
     xs, vs = _arrays(SHAPES, seed=1), _arrays(SHAPES, seed=2)
