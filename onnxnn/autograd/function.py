@@ -100,7 +100,7 @@ class BackwardCFunction(FunctionCtx, _Node):
             if kind == _SAVED_OUTPUT:
                 # A differentiable output has this node as its history while gradients are
                 # recorded (create_graph), so a backward that uses it is differentiable.
-                differentiable = item is not None and MODE.grad_enabled
+                differentiable = item is not None and MODE.grad.enabled
                 tensors.append(Tensor._from_value(value, self, item) if differentiable else Tensor._from_value(value))
             else:
                 tensors.append(item)
@@ -310,7 +310,7 @@ class Function:
         if kwargs or uses_setup_context:
             args, kwargs = _bind_arguments(cls, args, kwargs, uses_setup_context)
         ctx = cls._backward_cls()
-        recording = MODE.grad_enabled and any(isinstance(arg, Tensor) and arg._requires_grad for arg in args)
+        recording = MODE.grad.enabled and any(isinstance(arg, Tensor) and arg._requires_grad for arg in args)
         if recording and any(isinstance(value, Tensor) and value._requires_grad for value in kwargs.values()):
             raise RuntimeError(f"{cls.__name__}.apply: a tensor that requires grad was passed as a keyword-only "
                                "argument of forward; pass it positionally so that backward can return its gradient")
@@ -363,7 +363,7 @@ def once_differentiable(backward: Callable) -> Callable:
     def wrapper(ctx, *grad_outputs):
         with no_grad():
             results = backward(ctx, *grad_outputs)
-        if not MODE.grad_enabled:
+        if not MODE.grad.enabled:
             return results
         if not any(isinstance(gradient, Tensor) and gradient._requires_grad for gradient in grad_outputs):
             return results

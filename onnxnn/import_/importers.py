@@ -270,7 +270,7 @@ class EagerNode:
         return onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
     def __call__(self, call: NodeCall, *inputs):
-        if MODE.grad_enabled and any(isinstance(value, Tensor) and value.requires_grad for value in inputs):
+        if MODE.grad.enabled and any(isinstance(value, Tensor) and value.requires_grad for value in inputs):
             warnings.warn(f"{call.op_type} node '{call.name}' runs eagerly in onnxruntime: no gradient flows "
                           "through it", UserWarning, stacklevel=2)
         key = tuple(None if value is None else (value.dtype, tuple(value.shape)) for value in inputs)

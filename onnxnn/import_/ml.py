@@ -120,7 +120,7 @@ class MLNode:
     def _attach_no_gradient(self, call, inputs: tuple, outputs: list) -> list:
         """Outputs carrying a backward node that refuses, when an input requires grad."""
         tracked = [value for value in inputs if isinstance(value, Tensor) and value.requires_grad]
-        if not (MODE.grad_enabled and tracked):
+        if not (MODE.grad.enabled and tracked):
             return outputs
         floats = [index for index, value in enumerate(outputs) if isinstance(value, Tensor) and value.is_floating_point()]
         if not floats:

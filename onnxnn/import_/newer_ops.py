@@ -42,7 +42,7 @@ def CumProd(call: NodeCall, x, axis, *, exclusive=0, reverse=0):
     if not -rank <= position < rank:
         raise ValueError(f"CumProd node '{call.name}': axis {position} is out of range for rank {rank}")
     position %= rank
-    if not (MODE.grad_enabled and x.requires_grad):
+    if not (MODE.grad.enabled and x.requires_grad):
         data = array_of(x)
         moved = np.moveaxis(data, position, -1)
         if reverse:

@@ -2,16 +2,19 @@
 
 Every switch that changes how onnxnn runs lives here, read by the hot paths as attributes of
 ``MODE``: whether gradients are recorded, which executor runs plans, whether the fast path may
-take over, and the scoped states of a trace being recorded. Each is per thread, as PyTorch's grad
-mode is; a new thread starts from the defaults below. The public switches
+take over, and the scoped states of a trace being recorded. The public switches
 (``onnxnn.no_grad``, ``set_executor``, ``set_fast_path``, ...) are context managers over it.
+
+Grad mode is per thread, as PyTorch's is (``MODE.grad.enabled``; a new thread starts with
+gradients enabled); the other modes are per process. ``MODE`` is a plain object because recording
+reads it for every op, and a thread-local attribute costs several times a plain one.
 """
 from __future__ import annotations
 
 import os
 import threading
 
-__all__ = ["Mode", "MODE", "EXECUTORS", "fast_path_from_environment", "RecordingTrace", "trace_data_read"]
+__all__ = ["Mode", "GradMode", "MODE", "EXECUTORS", "fast_path_from_environment", "RecordingTrace", "trace_data_read"]
 
 EXECUTORS = ("auto", "onnxruntime", "kernels")
 
@@ -21,11 +24,17 @@ def fast_path_from_environment() -> bool:
     return os.environ.get("ONNXNN_FAST_PATH", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-class Mode(threading.local):
-    """The current modes. Class attributes are the defaults each thread starts from.
+class GradMode(threading.local):
+    """Whether operations on tensors that require grad are recorded for backward, per thread."""
+
+    enabled = True
+
+
+class Mode:
+    """The current modes.
 
     Attributes:
-        grad_enabled: operations on tensors that require grad are recorded for backward.
+        grad: the per-thread ``GradMode`` (``MODE.grad.enabled``).
         executor: what runs plans: one of ``EXECUTORS``.
         eager: every op is realized as it is recorded (a debugging mode).
         fast_path: generated code, replayed backwards and cached specializations may run
@@ -38,14 +47,18 @@ class Mode(threading.local):
         trace: the ``RecordingTrace`` of a backward being traced for replay, else None.
     """
 
-    grad_enabled = True
-    executor = "auto"
-    eager = False
-    fast_path = fast_path_from_environment()
-    recording_only = 0
-    unbounded_depth = 0
-    in_backward = 0
-    trace = None
+    __slots__ = ("grad", "executor", "eager", "fast_path", "recording_only", "unbounded_depth", "in_backward",
+                 "trace")
+
+    def __init__(self):
+        self.grad = GradMode()
+        self.executor = "auto"
+        self.eager = False
+        self.fast_path = fast_path_from_environment()
+        self.recording_only = 0
+        self.unbounded_depth = 0
+        self.in_backward = 0
+        self.trace = None
 
 
 MODE = Mode()

@@ -10,7 +10,7 @@ __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inf
 
 def is_grad_enabled() -> bool:
     """True when operations on tensors that require grad are recorded for backward."""
-    return MODE.grad_enabled
+    return MODE.grad.enabled
 
 
 class _GradModeContext:
@@ -19,12 +19,12 @@ class _GradModeContext:
     mode = True
 
     def __enter__(self):
-        self._previous = MODE.grad_enabled
-        MODE.grad_enabled = self.mode
+        self._previous = MODE.grad.enabled
+        MODE.grad.enabled = self.mode
         return None
 
     def __exit__(self, *exc_info) -> None:
-        MODE.grad_enabled = self._previous
+        MODE.grad.enabled = self._previous
 
     def __call__(self, function):
         @functools.wraps(function)
@@ -65,18 +65,18 @@ class set_grad_enabled(_GradModeContext):
     """Sets gradient recording on or off; takes effect at once and also works as a context manager."""
 
     def __init__(self, mode: bool):
-        self._previous = MODE.grad_enabled
+        self._previous = MODE.grad.enabled
         self.mode = bool(mode)
-        MODE.grad_enabled = self.mode
+        MODE.grad.enabled = self.mode
 
     def __enter__(self):
         return None
 
     def __exit__(self, *exc_info) -> None:
-        MODE.grad_enabled = self._previous
+        MODE.grad.enabled = self._previous
 
     def __call__(self, function):
-        MODE.grad_enabled = self._previous  # used as a decorator: the call above must not leak
+        MODE.grad.enabled = self._previous  # used as a decorator: the call above must not leak
 
         @functools.wraps(function)
         def wrapper(*args, **kwargs):

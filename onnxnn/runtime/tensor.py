@@ -79,7 +79,7 @@ def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str |
                 depth = value.node.depth
     outputs = record_scanned(op_type, tuple(values), attrs, domain, num_outputs, where, depth)
     function = None
-    if requires_grad and MODE.grad_enabled and (domain, op_type) not in _NON_DIFFERENTIABLE:
+    if requires_grad and MODE.grad.enabled and (domain, op_type) not in _NON_DIFFERENTIABLE:
         edges = []
         versions = []
         for item in inputs:
@@ -343,14 +343,14 @@ class Tensor(TensorMethods, TensorAPI):
         Raises for a leaf that requires grad while gradients are recorded, as PyTorch does.
         """
         if self._grad_fn is None:
-            if self._requires_grad and MODE.grad_enabled:
+            if self._requires_grad and MODE.grad.enabled:
                 raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
             return Tensor._from_value(self._value)
         return Tensor._from_value(self._value, self._grad_fn, self._output_nr)
 
     def _assign(self, result: "Tensor") -> "Tensor":
         """Rebinds this tensor to ``result`` (the in-place write), keeping its dtype and shape."""
-        if self._grad_fn is None and self._requires_grad and MODE.grad_enabled:
+        if self._grad_fn is None and self._requires_grad and MODE.grad.enabled:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
         if result._value.dtype is not self._value.dtype:
             result = result.to(self._value.dtype)
@@ -548,7 +548,7 @@ class Tensor(TensorMethods, TensorAPI):
                                "loaded on this machine (no GPU, or onnxruntime-gpu/CUDA libraries missing)")
         data = self._realized_data()
         moved = Tensor._from_value(constant(data, self._value.dtype, target))
-        if self._requires_grad and MODE.grad_enabled:
+        if self._requires_grad and MODE.grad.enabled:
             # Device copies keep the gradient path: an Identity node whose gradient is copied back.
             moved = apply_op("Identity", (self,), None, "ToCopyBackward0")
             moved._value.device = target

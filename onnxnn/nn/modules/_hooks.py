@@ -206,7 +206,7 @@ class BackwardHook:
         Returns the new arguments and the positions that went through the node (None when
         nothing requires grad); ``attach`` gets the node. The other tensors get None gradients.
         """
-        if not MODE.grad_enabled:
+        if not MODE.grad.enabled:
             return args, None
         differentiable = [i for i, arg in enumerate(args) if isinstance(arg, Tensor) and arg.requires_grad]
         if not differentiable:

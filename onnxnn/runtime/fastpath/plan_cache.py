@@ -106,13 +106,18 @@ def _compile(plan: GraphPlan, name: str):
 
 
 class Entry:
-    """What is kept for one structure on one executor: its runner and inference specialization."""
+    """What is kept for one structure on one executor: its runner and inference specialization.
 
-    __slots__ = ("runner", "is_session", "specialization", "stable_runs", "stable_inputs")
+    ``sessions`` is the onnxruntime executor's session cache when a session runs the structure
+    (its counters count every run, found here or there), else None.
+    """
+
+    __slots__ = ("runner", "is_session", "sessions", "specialization", "stable_runs", "stable_inputs")
 
     def __init__(self, runner, executor_name: str):
         self.runner = runner
         self.is_session = executor_name == "onnxruntime"
+        self.sessions = executor("onnxruntime").cache if self.is_session else None
         self.specialization = None
         self.stable_runs = 0
         self.stable_inputs = None
@@ -150,8 +155,9 @@ def entry(plan: GraphPlan) -> Entry:
     table = _entries[name]
     found = table.get(plan.key)
     if found is not None:
-        if found.is_session:
-            executor("onnxruntime").cache.hits += 1  # the session cache counts every run, found here or there
+        sessions = found.sessions
+        if sessions is not None:
+            sessions.hits += 1
         return found
     found = _shared_entry(plan, name)
     if found is None:
