@@ -9,6 +9,7 @@ never from data, so a backward being traced for replay stays replayable. Exporti
 """
 from __future__ import annotations
 
+from ..ir.graph import Node
 from ..ir.mode import MODE
 from .realization import realize
 

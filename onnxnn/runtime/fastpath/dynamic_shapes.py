@@ -32,7 +32,7 @@ structure's first takes the general backward driver until it has come back a few
 from __future__ import annotations
 
 from ...ir.graph import Node, Value
-from ...ir.plan import GraphPlan, build_model
+from ...ir.plan import GraphPlan
 from ...ir.registry import decompositions
 from ...ir.caches import register_cache
 from ...ir.executors import executor
