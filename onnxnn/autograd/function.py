@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import weakref
 from typing import Any, Callable
 
 from ..ir.mode import MODE
@@ -81,6 +80,7 @@ class BackwardCFunction(FunctionCtx, _Node):
         self._input_values: tuple = ()  # the Values of the tensor inputs, one per edge
         self._tensor_positions: tuple = ()  # where the tensor inputs are among forward's arguments
         self._num_inputs = 0
+        self._kept_nodes: list = []  # nodes whose outputs this node keeps saved (``_keep_for_backward``)
 
     @property
     def saved_tensors(self) -> tuple:
@@ -142,6 +142,9 @@ class BackwardCFunction(FunctionCtx, _Node):
         _Node.release(self)
         self._saved = None
         self._to_save = ()
+        for node in self._kept_nodes:
+            node.saved = False
+        self._kept_nodes = []
 
     # ------------------------------------------------------------------ what apply sets up
     def _connect(self, args: tuple) -> None:
@@ -222,10 +225,12 @@ class BackwardCFunction(FunctionCtx, _Node):
 
 def _keep_for_backward(value, function: BackwardCFunction) -> None:
     """Tells the planner a live backward node needs this pending value (``ir.graph.is_held``),
-    so computing the output keeps it instead of computing it again in backward."""
+    so computing the output keeps it instead of computing it again in backward; ``release``
+    takes the mark back."""
     node = value.node
-    if value.data is None and node is not None and node.function is None:
-        node.function = weakref.ref(function)
+    if value.data is None and node is not None and not node.saved:
+        node.saved = True
+        function._kept_nodes.append(node)
 
 
 def _expandable_to(shape: tuple, desired: tuple) -> bool:

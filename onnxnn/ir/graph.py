@@ -22,7 +22,7 @@ class Node:
     """One recorded ONNX node. Kept tiny: it is created for every op of every call."""
 
     __slots__ = ("op_type", "domain", "inputs", "attrs", "num_outputs", "depth", "_signature", "position",
-                 "plan_mark", "function")
+                 "plan_mark", "saved")
 
     def __init__(self, op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int, depth: int = 1,
                  signature: tuple | None = None):
@@ -35,9 +35,9 @@ class Node:
         self._signature = signature  # computed when first asked for, unless the caller knows it
         self.position = 0  # scratch of the planner: the node's index in the plan being built
         self.plan_mark = 0  # scratch of the planner: the number of the last plan that visited it
-        # A weak reference to the backward function that saved this node's outputs (None without
-        # one): while it lives and keeps them, the outputs are needed again (see ``is_held``).
-        self.function = None
+        # Whether a backward function keeps this node (its inputs and outputs) for backward: set
+        # when one is made, cleared when it is released. Its outputs are then needed again.
+        self.saved = False
 
     @property
     def signature(self) -> tuple:
@@ -120,7 +120,7 @@ def is_held(value: Value) -> bool:
     """Whether something outside a plan still needs ``value``; a plan computes such intermediates
     among its outputs, so a later read or backward does not compute them again.
 
-    A value is needed while a backward function that saved it lives and keeps it, or while its
+    A value is needed while a backward function keeps its node (``Node.saved``), or while its
     handle lives and either still holds it or was rebound in place to a pending value computed
     directly from it (``w -= lr * w.grad``: the new value's node reads the old one). The answer
     follows from what the program holds, never from reference counts, so a debugger or a stray
@@ -135,11 +135,8 @@ def is_held(value: Value) -> bool:
                 return True
             if held.data is None and value in held.node.inputs:
                 return True
-    function = value.node.function if value.node is not None else None
-    if function is not None:
-        function = function()
-        return function is not None and function.outputs is not None
-    return False
+    node = value.node
+    return node is not None and node.saved
 
 
 def hold(value: Value, handle, rebound: bool = True) -> None:

@@ -145,6 +145,8 @@ class Function:
 
     def release(self) -> None:
         """Frees what backward needed (after a backward without ``retain_graph``)."""
+        if self.node is not None:
+            self.node.saved = False
         self.node = None
         self.outputs = None
 

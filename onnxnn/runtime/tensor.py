@@ -79,7 +79,8 @@ def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str |
                 depth = value.node.depth
     outputs = record_scanned(op_type, tuple(values), attrs, domain, num_outputs, where, depth)
     function = None
-    if requires_grad and MODE.grad.enabled and (domain, op_type) not in _NON_DIFFERENTIABLE:
+    function_needed = requires_grad and MODE.grad.enabled and (domain, op_type) not in _NON_DIFFERENTIABLE
+    if function_needed:
         edges = []
         versions = []
         for item in inputs:
@@ -93,10 +94,10 @@ def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str |
             if counter is None:
                 counter = item._version_counter = VersionCounter()
             versions.append((counter, counter.value))
-        function = Function(outputs[0].node, outputs, tuple(edges), tuple(versions),
-                            name or _torch_name(op_type))
-        outputs[0].node.function = _weak_reference(function)
     node = outputs[0].node
+    if function_needed:
+        function = Function(node, outputs, tuple(edges), tuple(versions), name or _torch_name(op_type))
+        node.saved = True
     if MODE.eager:
         realize(outputs)
     elif node.depth > MAX_PENDING_DEPTH and outputs[0].data is None:
