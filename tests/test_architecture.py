@@ -135,3 +135,24 @@ def test_every_per_op_table_has_one_shape_and_a_public_lookup():
     assert ir.lookup("shape_rules", "NoSuchOp") is None
     with pytest.raises(ValueError, match="unknown registry"):
         ir.lookup("recipes", "Relu")
+
+
+def test_the_planner_inlines_is_held_faithfully():
+    # plan() inlines graph.is_held for speed: both must pick the same extra outputs.
+    import onnxnn
+    from onnxnn.ir.graph import is_held
+    from onnxnn.ir.plan import plan
+
+    weight = onnxnn.randn(3, 2, requires_grad=True)
+    x = onnxnn.randn(4, 3)
+    hidden = (x @ weight).tanh()
+    loss = hidden.square().mean()
+    with onnxnn.no_grad():
+        kept = (x * 2).exp()
+        total = (kept + 1).sum()
+    for target in (loss, total):
+        graph = plan([target._value])
+        pending = [value for node in graph.nodes for value in node.inputs if value is not None and value.data is None]
+        expected = [value for value in dict.fromkeys(pending) if is_held(value)]
+        assert graph.outputs[1:] == expected
+    assert hidden._value in plan([loss._value]).outputs and kept._value in plan([total._value]).outputs

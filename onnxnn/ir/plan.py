@@ -12,7 +12,6 @@ import onnx
 from onnx import helper
 
 from .dtypes import dtype
-from .graph import is_held
 from .registry import decompositions
 
 __all__ = ["GraphPlan", "plan", "build_model", "OPSET_VERSION", "IR_VERSION"]
@@ -42,8 +41,9 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
     """Walks the pending history of ``targets`` and builds its canonical plan and cache key.
 
     With ``include_shared`` (realization), pending intermediates still needed elsewhere (a live
-    Tensor holds them, a backward function saved them: ``graph.is_held``) become extra outputs; without it (export), the outputs are exactly ``targets``, which may also
-    be realized values.
+    Tensor holds them, a backward function saved them: ``graph.is_held``) become extra outputs;
+    without it (export, a backward pass), the outputs are exactly ``targets``, which may also be
+    realized values.
 
     This runs on every realization, cache hit or not, so it is written for speed: one walk
     that orders the nodes, counts consumers, collects the fed inputs and builds the key.
@@ -100,8 +100,21 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
 
     outputs = list(targets)
     if include_shared:
-        wanted = set(map(id, targets))
-        outputs += [value for value in pending if id(value) not in wanted and is_held(value)]
+        # ``graph.is_held``, inlined: it runs for every pending value of every realization.
+        wanted = targets[0] if len(targets) == 1 else set(map(id, targets))
+        for value in pending:
+            if value is wanted or (type(wanted) is set and id(value) in wanted):
+                continue
+            if value.node.saved:
+                outputs.append(value)
+                continue
+            holder = value.holder
+            if holder is not None:
+                handle = holder()
+                if handle is not None:
+                    held = handle._value
+                    if held is value or (held.data is None and value in held.node.inputs):
+                        outputs.append(value)
     del pending
     plan_key = (
         tuple(key),
