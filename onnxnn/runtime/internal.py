@@ -108,10 +108,12 @@ def record_update(tensor: Tensor, new: Tensor | Value) -> None:
     through a graph that saved the old value refuses to run.
     """
     value = new if type(new) is Value else new._value
-    target = tensor._value.dtype
-    if value.dtype is not target:
-        (value,) = record_op("Cast", (value,), {"to": target})
-    tensor._rebind(value)
+    if value.dtype is not tensor._value.dtype:
+        (value,) = record_op("Cast", (value,), {"to": tensor._value.dtype})
+    # Not ``Tensor._rebind``: a step realizes every value it writes before it returns, so the
+    # value needs no holder for liveness, and a weak reference per parameter per step is its cost.
+    tensor._value = value
+    tensor._bump_version()
 
 
 def apply_in_place(tensor: Tensor, function: Callable, *args) -> Tensor:
