@@ -69,14 +69,18 @@ def test_ten_thousand_steps_keep_nodes_sessions_and_memory_bounded(on_onnxruntim
     nodes, sessions = _live_nodes(), executor.cache_info()["sessions"]
     misses = executor.cache_info()["misses"]
     process = psutil.Process()
+    for _ in range(5_000):
+        _training_step(weight, bias, x, y)
+    # The first thousands of steps may still grow the allocator's arenas once (onnxruntime's threads
+    # get their own); what must not happen is growth per step, measured over the next 5,000.
     resident = process.memory_info().rss
-    for _ in range(10_000):
+    for _ in range(5_000):
         _training_step(weight, bias, x, y)
     assert _live_nodes() <= nodes
     assert executor.cache_info()["sessions"] == sessions
     assert executor.cache_info()["misses"] == misses, "no new graph structure appeared"
-    # Resident memory stays flat: allow allocator noise, not growth per step (10k steps x 1 KB = 10 MB).
-    assert process.memory_info().rss - resident < 8 * 2**20
+    # Resident memory stays flat: allow allocator noise, not growth per step (5k steps x 1 KB = 5 MB).
+    assert process.memory_info().rss - resident < 4 * 2**20
 
 
 def test_a_buffer_updated_every_call_never_grows_an_unbounded_graph():
