@@ -24,6 +24,7 @@ from ..runtime.grad_mode import no_grad
 from ..runtime.internal import realize_values, value_of
 from ..runtime.tensor import Tensor
 from .dynamic_shapes import make_shapes_dynamic
+from .opset_conversion import convert_opset
 
 __all__ = ["to_onnx", "max_opset_version", "MIN_OPSET_VERSION"]
 
@@ -211,8 +212,7 @@ def to_onnx(model, args, f=None, *, input_names=None, output_names=None, dynamic
         if is_module and training:
             model.train(previous_mode)
     if opset != OPSET_VERSION:
-        from onnx import version_converter  # deferred: only a non-default opset needs the converter
-        proto = version_converter.convert_version(proto, opset)
+        proto = convert_opset(proto, opset)
         proto.ir_version = IR_VERSION
     onnx.checker.check_model(proto, full_check=True)
     if f is not None:

@@ -4,10 +4,9 @@ The convolutions themselves live in ``runtime/ops/conv.py`` (one ``Conv``/``Conv
 each, with their shape and gradient rules); this module re-exports them and adds what the layers
 need around them.
 
-``pad_for_conv`` pads the spatial axes in the non-zero modes of ``Conv*d(padding_mode=...)``. It is
-a decomposition into ``Slice``, ``Expand`` (replicate) and ``Concat``, whose
-gradient rules exist, rather than ONNX ``Pad`` with ``mode="reflect"/"edge"/"wrap"``: that keeps
-the backward graph standard and the recorded graph runnable at every opset onnxnn exports.
+``pad_for_conv`` pads the spatial axes in the non-zero modes of ``Conv*d(padding_mode=...)``:
+reflect and replicate as one ONNX ``Pad`` node (modes ``reflect``/``edge``), circular as ``Slice``
+and ``Concat`` (``Pad``'s ``wrap`` mode needs opset 19, above the lowest opset onnxnn exports).
 
 ``unfold`` is ``runtime/ops/conv.py``'s ``im2col``, one ``Conv`` against a constant one-hot kernel
 (one output channel per input channel and kernel tap): its gradient is the existing Conv rule.
@@ -29,6 +28,8 @@ __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
            "conv_tbc", "unfold", "fold", "pad_for_conv"]
 
 _PADDING_MODES = ("reflect", "replicate", "circular")
+# ONNX Pad's wrap mode needs opset 19, above the lowest opset onnxnn exports: circular is Slice/Concat.
+_ONNX_PAD_MODES = {"reflect": "reflect", "replicate": "edge"}
 
 
 def pad_for_conv(input: Tensor, pad: list[int], mode: str) -> Tensor:
@@ -41,13 +42,12 @@ def pad_for_conv(input: Tensor, pad: list[int], mode: str) -> Tensor:
     if len(pad) % 2 or len(pad) // 2 > input.dim():
         raise RuntimeError(f"Padding length must be divisible by 2 and at most twice the input's rank "
                            f"{input.dim()}, got {len(pad)}")
-    result = input
+    rank = input.dim()
+    begins, ends = [0] * rank, [0] * rank
     for i in range(len(pad) // 2):
-        axis = input.dim() - 1 - i
+        axis = rank - 1 - i
         begin, end = int(pad[2 * i]), int(pad[2 * i + 1])
-        if begin == 0 and end == 0:
-            continue
-        size = result.shape[axis]
+        size = input.shape[axis]
         if mode == "reflect" and (begin >= size or end >= size):
             raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding input dimension, "
                                f"but got: padding ({begin}, {end}) at dimension {axis} of input "
@@ -56,30 +56,20 @@ def pad_for_conv(input: Tensor, pad: list[int], mode: str) -> Tensor:
             raise RuntimeError("Padding value causes wrapping around more than once.")
         if begin < 0 or end < 0:
             raise RuntimeError(f"pad_for_conv: negative padding ({begin}, {end}) is not supported in mode '{mode}'")
-        pieces = []
-        if begin:
-            pieces.append(_border(result, axis, begin, size, mode, at_end=False))
-        pieces.append(result)
-        if end:
-            pieces.append(_border(result, axis, end, size, mode, at_end=True))
-        result = _ops.cat(pieces, axis)
+        begins[axis], ends[axis] = begin, end
+    if mode != "circular":
+        return _ops.pad_mode(input, begins + ends, _ONNX_PAD_MODES[mode])
+    result = input
+    for axis in range(rank):
+        begin, end = begins[axis], ends[axis]
+        if begin or end:
+            size = input.shape[axis]
+            pieces = [_ops.narrow(result, axis, size - begin, begin)] if begin else []
+            pieces.append(result)
+            if end:
+                pieces.append(_ops.narrow(result, axis, 0, end))
+            result = _ops.cat(pieces, axis)
     return result
-
-
-def _border(x: Tensor, axis: int, width: int, size: int, mode: str, at_end: bool) -> Tensor:
-    if mode == "circular":  # the other end of the axis, in order
-        return _ops.narrow(x, axis, 0, width) if at_end else _ops.narrow(x, axis, size - width, width)
-    if mode == "replicate":  # the edge element repeated
-        edge = _ops.narrow(x, axis, size - 1 if at_end else 0, 1)
-        shape = list(x.shape)
-        shape[axis] = width
-        return edge.expand(shape)
-    # reflect: the elements next to the edge (the edge itself excluded), mirrored. One-element
-    # slices in reverse order rather than a reversed Slice: the gradient of a unit-step Slice is a
-    # Pad, while a reversed one needs a ScatterElements add, which onnxruntime lacks for float16.
-    positions = range(size - 2, size - 2 - width, -1) if at_end else range(width, 0, -1)
-    pieces = [_ops.narrow(x, axis, position, 1) for position in positions]
-    return pieces[0] if len(pieces) == 1 else _ops.cat(pieces, axis)
 
 
 def conv_tbc(input: Tensor, weight: Tensor, bias: Tensor, pad: int = 0) -> Tensor:

@@ -2,15 +2,15 @@
 
 Constant padding is one ONNX ``Pad`` node (negative pads crop; its gradient rule pads by the negated
 pads). The other modes crop their negative pads with ``Slice`` first (PyTorch's result, checked for
-all three modes) and then reuse ``pad_for_conv``'s decomposition into ``Slice``/``Expand``/``Concat``,
-whose gradient rules exist, rather than ``Pad`` with ``mode="reflect"/"edge"/"wrap"``, which has none.
+all three modes) and then pad as ``pad_for_conv`` does: reflect and replicate as one ``Pad`` node,
+circular as ``Slice``/``Concat``.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
 from ...runtime import ops as _ops
-from ...runtime.ops.shape import pad_constant
+from ...runtime.ops.padding import pad_constant
 from ...runtime.tensor import Tensor
 from ._conv import pad_for_conv
 

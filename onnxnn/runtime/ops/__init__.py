@@ -8,6 +8,7 @@ from __future__ import annotations
 from .elementwise import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
+from .padding import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403

@@ -14,7 +14,8 @@ from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op
 from .elementwise import where
 from .conv import batched, expand_param, pooled_size, scatter_windows, window_geometry
-from .shape import _constant_list, pad_constant
+from .padding import pad_constant
+from .shape import _constant_list
 
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
            "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d"]

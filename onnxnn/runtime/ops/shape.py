@@ -1,4 +1,4 @@
-"""Shape ops: Reshape, Transpose, Squeeze/Unsqueeze, Expand, Concat, Split, Slice, Flatten, Tile, Pad.
+"""Shape ops: Reshape, Transpose, Squeeze/Unsqueeze, Expand, Concat, Split, Slice, Flatten, Tile (Pad: padding.py).
 
 Structural arguments (target shapes, axes, bounds) enter as static constants, so compiled graphs
 embed them and the shape rules read them at record time.
@@ -247,7 +247,7 @@ def _slice_grad(ctx, g):
             begin, _, count = slice_bounds(shape[axis], start, end, step)
             pads[axis] = begin
             pads[len(shape) + axis] = shape[axis] - begin - count
-        return (pad_constant(g, pads),) + nones
+        return (apply_op("Pad", (g, int64_constant(pads)), {"mode": "constant"}),) + nones
     for axis, start, end, step in arguments:
         begin, _, count = slice_bounds(shape[axis], start, end, step)
         indices = np.arange(count, dtype=np.int64) * step + begin
@@ -263,39 +263,6 @@ def scatter_add_along(g: Tensor, axis: int, indices: np.ndarray, size: int) -> T
     index = Tensor._from_array(indices.reshape(index_shape), dtypes.int64, g.device).expand(g.shape)
     zeros = Tensor._zeros(target_shape, g.dtype, g.device)
     return apply_op("ScatterElements", (zeros, index, g), {"axis": axis, "reduction": "add"})
-
-
-# ---------------------------------------------------------------- Pad
-
-@shape_rules.register("Pad")
-def _pad_shape(inputs, attrs):
-    shape = list(inputs[0].shape)
-    pads = _constant_list(inputs[1])
-    axes = (normalize_axes(_constant_list(inputs[3]), len(shape))
-            if len(inputs) > 3 and inputs[3] is not None else list(range(len(shape))))
-    for position, axis in enumerate(axes):
-        shape[axis] += pads[position] + pads[position + len(axes)]
-    return [(tuple(shape), inputs[0].dtype)]
-
-
-@gradient_rules.register("Pad")
-def _pad_grad(ctx, g):
-    if ctx.attrs.get("mode", "constant") != "constant":
-        raise NotImplementedError(f"gradient of Pad with mode '{ctx.attrs['mode']}'")
-    shape = ctx.input_shape(0)
-    pads = _constant_list(ctx.input_value(1))
-    axes = (normalize_axes(_constant_list(ctx.input_value(3)), len(shape))
-            if ctx.num_inputs > 3 and ctx.input_value(3) is not None else list(range(len(shape))))
-    # Padding by the negated pads crops what was added and zero-fills what negative pads cropped.
-    cropped = apply_op("Pad", (g, int64_constant([-pad for pad in pads]), None, int64_constant(axes)),
-                       {"mode": "constant"})
-    return (cropped,) + (None,) * (ctx.num_inputs - 1)
-
-
-def pad_constant(input: Tensor, pads: list[int], value: float = 0.0) -> Tensor:
-    """ONNX-ordered pads (all begins, then all ends) with a constant fill."""
-    fill = Tensor._full((), value, input.dtype, input.device)
-    return apply_op("Pad", (input, int64_constant(pads), fill), {"mode": "constant"}, "ConstantPadNdBackward0")
 
 
 # ---------------------------------------------------------------- Shape (for imported graphs)

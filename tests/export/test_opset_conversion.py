@@ -1,0 +1,51 @@
+"""Exporting at every supported opset: ops onnx's version converter cannot adapt are carried across.
+
+onnx's converter has no adapter taking ``Pad`` below opset 18; a ``Pad`` without ``axes`` means
+the same from opset 11 on, so models with padding export at every opset onnxnn supports.
+"""
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime
+import pytest
+
+import onnxnn
+import onnxnn.nn.functional as F
+from onnxnn import nn
+from onnxnn.export import to_onnx
+from onnxnn.export.onnx_export import MIN_OPSET_VERSION
+from onnxnn.ir.plan import OPSET_VERSION
+
+
+class _Padded(nn.Module):
+    def __init__(self, mode: str):
+        super().__init__()
+        self.mode = mode
+
+    def forward(self, x):
+        return F.pad(x, (1, 2, 2, 1), mode=self.mode) * 2.0
+
+
+MODELS = {
+    "constant_pad": lambda: _Padded("constant"),
+    "reflect_pad": lambda: _Padded("reflect"),
+    "replicate_pad": lambda: _Padded("replicate"),
+    "conv_reflect": lambda: nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect"),
+    "conv_replicate": lambda: nn.Conv2d(3, 4, 3, padding=1, padding_mode="replicate"),
+    "avg_pool_padded": lambda: nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True),
+}
+
+
+@pytest.mark.parametrize("opset", range(MIN_OPSET_VERSION, OPSET_VERSION + 1))
+@pytest.mark.parametrize("name", MODELS)
+def test_padding_models_export_at_every_opset(name, opset):
+    model = MODELS[name]().eval()
+    x = onnxnn.randn(2, 3, 6, 7)
+    proto = to_onnx(model, x, input_names=["x"], opset_version=opset)
+    assert {(entry.domain, entry.version) for entry in proto.opset_import} == {("", opset)}
+    assert all(node.domain == "" for node in proto.graph.node)
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    with onnxnn.no_grad():
+        expected = model(x).numpy()
+    # The same float32 ops in the same order on both sides: equal up to a few roundings of the conv's sums.
+    np.testing.assert_allclose(session.run(None, {"x": x.numpy()})[0], expected, rtol=1e-5, atol=1e-6)
