@@ -21,6 +21,7 @@ from ..runtime.internal import full_tensor, realize_values, rebind, restore_stat
 from ..runtime.realization import recording_only
 from ..runtime.tensor import Tensor
 from .onnx_export import MIN_OPSET_VERSION, max_opset_version, write_model
+from .opset_conversion import convert_opset
 
 __all__ = ["training_step_to_onnx", "TrainingStepSignature"]
 
@@ -194,8 +195,7 @@ def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, b
                                  graph_name=f"{type(model).__name__}_training_step")
     _declare_every_input(proto, names, batch, carried, start_values)
     if opset != OPSET_VERSION:
-        from onnx import version_converter  # deferred: only a non-default opset needs the converter
-        proto = version_converter.convert_version(proto, opset)
+        proto = convert_opset(proto, opset)
         proto.ir_version = IR_VERSION
     onnx.checker.check_model(proto, full_check=True)
     if f is not None:

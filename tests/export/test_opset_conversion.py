@@ -12,7 +12,7 @@ import pytest
 import onnxnn
 import onnxnn.nn.functional as F
 from onnxnn import nn
-from onnxnn.export import to_onnx
+from onnxnn.export import to_onnx, training_step_to_onnx
 from onnxnn.export.onnx_export import MIN_OPSET_VERSION
 from onnxnn.ir.plan import OPSET_VERSION
 
@@ -49,3 +49,19 @@ def test_padding_models_export_at_every_opset(name, opset):
         expected = model(x).numpy()
     # The same float32 ops in the same order on both sides: equal up to a few roundings of the conv's sums.
     np.testing.assert_allclose(session.run(None, {"x": x.numpy()})[0], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_training_step_with_padding_exports_at_the_lowest_opset():
+    onnxnn.manual_seed(0)
+    model = nn.Conv2d(2, 3, 3, padding=1, padding_mode="reflect")
+    x, target = onnxnn.randn(2, 2, 5, 5), onnxnn.randn(2, 3, 5, 5)
+    optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.1)
+    proto, signature = training_step_to_onnx(model, F.mse_loss, optimizer, (x, target),
+                                             opset_version=MIN_OPSET_VERSION)
+    assert {(entry.domain, entry.version) for entry in proto.opset_import} == {("", MIN_OPSET_VERSION)}
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    outputs = dict(zip([output.name for output in session.get_outputs()],
+                       session.run(None, {**signature.initial_state, **dict(zip(signature.batch, (x.numpy(), target.numpy())))})))
+    loss = F.mse_loss(model(x), target)
+    # A mean of 150 squared float32 differences: within a few hundred roundings of the value.
+    np.testing.assert_allclose(outputs[signature.loss], loss.item(), rtol=1e-5)
