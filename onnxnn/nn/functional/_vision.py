@@ -264,7 +264,7 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
         padding_mode: what locations outside the input read: ``'zeros'``, ``'border'`` or ``'reflection'``.
         align_corners: whether -1 and 1 are the corner pixels' centres (``True``) or edges. Default: ``False``.
 
-    Records one ONNX ``GridSample`` (opset 20 names); the gradient of the cubic mode is not provided.
+    Records one ONNX ``GridSample`` (opset 20 names), differentiable w.r.t. ``input`` and ``grid`` in every mode.
     """
     if mode not in _GRID_MODES:
         raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', "
