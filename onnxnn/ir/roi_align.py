@@ -100,8 +100,8 @@ def roi_align_taps(rois: np.ndarray, height: int, width: int, attrs: dict) -> Ro
         if not a["half_pixel"]:  # malformed regions are forced to 1 x 1
             roi_w, roi_h = max(roi_w, 1.0), max(roi_h, 1.0)
         ratio = a["sampling_ratio"]
-        grid_h = ratio if ratio > 0 else int(math.ceil(roi_h / out_h))
-        grid_w = ratio if ratio > 0 else int(math.ceil(roi_w / out_w))
+        grid_h = ratio if ratio > 0 else math.ceil(roi_h / out_h)
+        grid_w = ratio if ratio > 0 else math.ceil(roi_w / out_w)
         counts[r] = max(grid_h * grid_w, 1)
         grid_h, grid_w = max(grid_h, 0), max(grid_w, 0)
         lattices.append((_axis_samples(start_h, roi_h, out_h, grid_h), _axis_samples(start_w, roi_w, out_w, grid_w)))

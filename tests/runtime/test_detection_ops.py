@@ -149,7 +149,7 @@ def _deform_arrays(case, dtype=np.float32, seed=0):
 
 
 def _deform_bound(case, arrays):
-    x_shape, w_shape = case[1], case[2]
+    w_shape = case[2]
     terms = 4 * w_shape[1] * w_shape[2] * w_shape[3] + 2
     # |W| * |X| summed over the terms (bilinear weights sum to at most 1, the mask to at most 1).
     return 2 * gamma(terms, np.float32) * np.abs(arrays[1]).max() * np.abs(arrays[0]).max() * terms
