@@ -37,7 +37,7 @@ import numpy as np
 from . import (  # noqa: F401  (registration)
     conv, elementwise, indexing, linalg, loss, normalization, pooling, reduce, shape
 )
-from . import crop, quantize, recurrent, resize, spectral  # noqa: F401  (registration)
+from . import crop, detection, quantize, recurrent, resize, spectral  # noqa: F401  (registration)
 from ..ir.caches import register_cache
 from ..ir.dtypes import as_dtype
 from ..ir.executors import register_executor

@@ -247,7 +247,9 @@ def _grid_taps(x, size: int, mode: str, padding_mode: str, align_corners: bool):
     if mode == "nearest":
         x = np.rint(x)  # ties to even, as PyTorch rounds
     outside = (x < low) | (x > high)
-    if padding_mode == "border":
+    if padding_mode == "border" and mode != "cubic":
+        # Cubic clamps each tap instead (below), as PyTorch and onnxruntime do; onnx's reference
+        # clamps the coordinate first, which differs within two pixels outside the edge.
         x = np.where(outside, np.clip(x, 0, size - 1), x)
     elif padding_mode == "reflection":
         x = np.where(outside, _reflect(x, low, high), x)

@@ -24,10 +24,6 @@ REQUIRED_SHARE = 0.90
 # onnxnn/kernels has no kernel for yet, and one float16 rounding difference.
 KNOWN_KERNEL_FAILURES: dict[str, str] = {
     **dict.fromkeys([
-        "test_basic_deform_conv_with_padding", "test_basic_deform_conv_without_padding",
-        "test_deform_conv_with_mask_bias", "test_deform_conv_with_multiple_offset_groups",
-    ], "no DeformConv kernel in onnxnn/kernels"),
-    **dict.fromkeys([
         "test_matmulinteger",
     ], "no MatMulInteger kernel in onnxnn/kernels"),
     **dict.fromkeys([

@@ -10,8 +10,9 @@ bicubic the 4 x 4 neighbours with Keys' kernel (``a = -0.75``); taps outside the
 ``affine_grid`` is ``theta @ (x, y[, z], 1)`` at the output's normalized pixel centres (or corners).
 Each output sums at most 16 weighted taps (Higham's ``gamma``); the source coordinates are computed
 in the dtype, off by up to ``size * u``. Gradients are checked against float64 finite differences on
-the kernels executor (onnxruntime's CPU provider has no float64 GridSample) and in float32 on onnxruntime; bicubic with
-border padding has no gradient (onnx's reference and onnxruntime disagree on its forward).
+the kernels executor (onnxruntime's CPU provider has no float64 GridSample) and in float32 on onnxruntime. Bicubic
+with border padding clamps each tap, as PyTorch and onnxruntime do (onnx's reference clamps the coordinate first,
+which differs within two pixels outside the edge).
 """
 from __future__ import annotations
 
@@ -101,6 +102,7 @@ SAMPLE_SHAPES = [
 FORWARD_CASES = [(c, p, a) for c in SAMPLE_SHAPES for p in ("zeros", "border", "reflection") for a in (False, True)]
 FORWARD_CASES += [(("2d-bicubic", (1, 2, 4, 5), (1, 3, 2, 2), "bicubic"), "zeros", a) for a in (False, True)]
 FORWARD_CASES += [(("2d-bicubic", (1, 2, 4, 5), (1, 3, 2, 2), "bicubic"), "reflection", False)]
+FORWARD_CASES += [(("2d-bicubic", (1, 2, 4, 5), (1, 3, 2, 2), "bicubic"), "border", a) for a in (False, True)]
 
 
 @pytest.mark.parametrize("executor, dtype", EXECUTOR_DTYPES, ids=lambda v: str(v).replace("onnxnn.", ""))
@@ -152,7 +154,7 @@ def test_grid_sample_gradients_in_float32_on_onnxruntime(padding_mode):
                                 [RNG.standard_normal((1, 2, 4, 5)), grid])
 
 
-@pytest.mark.parametrize("padding_mode", ["zeros", "reflection"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("align_corners", [False, True])
 def test_bicubic_grid_sample_gradients_match_finite_differences(padding_mode, align_corners):
     x = RNG.standard_normal((1, 2, 4, 5))
@@ -166,12 +168,20 @@ def test_bicubic_grid_sample_gradients_match_finite_differences(padding_mode, al
                                 [x, grid])
 
 
-def test_bicubic_grid_sample_with_border_padding_has_no_gradient():
-    # onnx's reference clips the coordinate before taking taps, onnxruntime (and PyTorch) each tap.
-    x = onnxnn.randn(1, 1, 3, 3, requires_grad=True)
-    out = F.grid_sample(x, onnxnn.zeros(1, 1, 1, 2), "bicubic", "border")
-    with pytest.raises(NotImplementedError, match="'cubic' and padding_mode 'border'"):
-        out.sum().backward()
+def test_bicubic_grid_sample_with_border_padding_matches_onnxruntime_on_the_kernels():
+    # Points up to two pixels outside the edge, where clamping each tap and clamping the coordinate differ.
+    x = RNG.standard_normal((1, 2, 4, 5))
+    grid = RNG.uniform(-1.9, 1.9, (1, 4, 3, 2))
+    results = {}
+    for executor in ("kernels", "onnxruntime"):
+        with onnxnn.set_executor(executor):
+            results[executor] = F.grid_sample(onnxnn.tensor(x, dtype=onnxnn.float32),
+                                              onnxnn.tensor(grid, dtype=onnxnn.float32), "bicubic", "border").numpy()
+    expected, magnitude = grid_sample_reference(x.astype(np.float32).astype(np.float64),
+                                                grid.astype(np.float32).astype(np.float64), "bicubic", "border", False)
+    bound = 2 * gamma(16 + 2 * 5 + 1, np.float32) * (magnitude + np.max(np.abs(x)) * 4)
+    for executor, actual in results.items():
+        assert np.all(np.abs(actual - expected) <= bound), executor
 
 
 def affine_grid_reference(theta, size, align_corners, absolute=False):

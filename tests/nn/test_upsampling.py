@@ -147,10 +147,14 @@ def test_interpolate_gradients_in_float32_on_onnxruntime(case_id, shape, kwargs,
         check_gradients_float32(lambda x: F.interpolate(x, **kwargs), [RNG.standard_normal(shape)])
 
 
-def antialias_matrix(size_in, size_out, mode, scale_factor=None):
+def antialias_matrix(size_in, size_out, mode, scale_factor=None, align_corners=False):
     """PyTorch's antialiased (out, in) matrix: the kernel stretched by the downscale factor around
-    ``scale * (dst + 0.5)``, cut to the input and renormalized (a = -0.5 for the cubic)."""
-    scale = 1.0 / scale_factor if scale_factor is not None else size_in / size_out
+    ``scale * (dst + 0.5)``, cut to the input and renormalized (a = -0.5 for the cubic). With
+    align_corners the scale is ``(in - 1) / (out - 1)`` (0 for one output), the centre the same."""
+    if align_corners:
+        scale = (size_in - 1) / (size_out - 1) if size_out > 1 else 0.0
+    else:
+        scale = 1.0 / scale_factor if scale_factor is not None else size_in / size_out
     support = (1.0 if mode == "bilinear" else 2.0) * max(scale, 1.0)
     inverse = 1.0 / scale if scale >= 1.0 else 1.0
     matrix = np.zeros((size_out, size_in))
@@ -165,14 +169,20 @@ def antialias_matrix(size_in, size_out, mode, scale_factor=None):
 
 ANTIALIAS_CASES = [("bilinear", (9, 10), (4, 3)), ("bilinear", (9, 10), (12, 4)), ("bicubic", (9, 10), (4, 7)),
                    ("bicubic", (6, 5), (2, 11))]
+# With align_corners PyTorch's filter placement is not ONNX Resize's: recorded as two MatMuls.
+ALIGNED_ANTIALIAS_CASES = [("bilinear", (9, 10), (4, 3)), ("bilinear", (5, 6), (1, 8)), ("bicubic", (9, 10), (4, 7)),
+                           ("bicubic", (6, 5), (2, 11))]
+ALL_ANTIALIAS_CASES = ([case + (False,) for case in ANTIALIAS_CASES]
+                       + [case + (True,) for case in ALIGNED_ANTIALIAS_CASES])
+ANTIALIAS_IDS = [f"{m}-{i}-{o}-{'aligned' if a else 'edges'}" for m, i, o, a in ALL_ANTIALIAS_CASES]
 
 
 @pytest.mark.parametrize("executor, dtype", EXECUTOR_DTYPES, ids=lambda v: str(v).replace("onnxnn.", ""))
-@pytest.mark.parametrize("mode, size_in, size_out", ANTIALIAS_CASES)
-def test_antialias_filters_as_pytorch_documents(mode, size_in, size_out, executor, dtype):
+@pytest.mark.parametrize("mode, size_in, size_out, align_corners", ALL_ANTIALIAS_CASES, ids=ANTIALIAS_IDS)
+def test_antialias_filters_as_pytorch_documents(mode, size_in, size_out, align_corners, executor, dtype):
     x = RNG.standard_normal((1, 2) + size_in)
-    _, actual = _run(executor, dtype, x, dict(size=size_out, mode=mode, antialias=True))
-    rows, cols = (antialias_matrix(i, o, mode) for i, o in zip(size_in, size_out))
+    _, actual = _run(executor, dtype, x, dict(size=size_out, mode=mode, antialias=True, align_corners=align_corners))
+    rows, cols = (antialias_matrix(i, o, mode, align_corners=align_corners) for i, o in zip(size_in, size_out))
     expected = np.einsum("ai,ncij,bj->ncab", rows, x, cols)
     magnitude = np.einsum("ai,ncij,bj->ncab", np.abs(rows), np.abs(x), np.abs(cols))
     numpy_dtype = np.float32 if dtype == onnxnn.float32 else np.float64
@@ -180,11 +190,31 @@ def test_antialias_filters_as_pytorch_documents(mode, size_in, size_out, executo
     assert np.all(np.abs(actual - expected) <= 2 * gamma(taps, numpy_dtype) * magnitude)
 
 
-@pytest.mark.parametrize("mode, size_in, size_out", ANTIALIAS_CASES)
-def test_antialias_gradients_match_finite_differences(mode, size_in, size_out):
+@pytest.mark.parametrize("mode, size_in, size_out, align_corners", ALL_ANTIALIAS_CASES, ids=ANTIALIAS_IDS)
+def test_antialias_gradients_match_finite_differences(mode, size_in, size_out, align_corners):
     with onnxnn.set_executor("kernels"):
-        check_gradients(lambda x: F.interpolate(x, size=size_out, mode=mode, antialias=True),
+        check_gradients(lambda x: F.interpolate(x, size=size_out, mode=mode, antialias=True,
+                                                align_corners=align_corners),
                         [RNG.standard_normal((1, 1) + size_in)])
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_aligned_antialias_gradients_on_onnxruntime_and_export(mode):
+    x = RNG.standard_normal((1, 2, 7, 6))
+    with onnxnn.set_executor("onnxruntime"):
+        check_gradients(lambda x: F.interpolate(x, size=(3, 4), mode=mode, antialias=True, align_corners=True), [x])
+
+    class AlignedAntialias(nn.Module):
+        def forward(self, input):
+            return F.interpolate(input, size=(3, 4), mode=mode, antialias=True, align_corners=True)
+
+    module = AlignedAntialias()
+    rows, cols = antialias_matrix(7, 3, mode, align_corners=True), antialias_matrix(6, 4, mode, align_corners=True)
+    x32 = x.astype(np.float32)
+    expected = np.einsum("ai,ncij,bj->ncab", rows, x32, cols)
+    magnitude = np.einsum("ai,ncij,bj->ncab", np.abs(rows), np.abs(x32), np.abs(cols))
+    actual = exported_output(module, onnxnn.tensor(x32))
+    assert np.all(np.abs(actual - expected) <= 2 * gamma(7 + 6 + 2, np.float32) * magnitude)
 
 
 @pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
@@ -253,8 +283,6 @@ def test_repr_matches_pytorch(module, text):
     (lambda x: F.interpolate(x, size=4, align_corners=True), ValueError, "align_corners option can only be set"),
     (lambda x: F.interpolate(x, size=(4, 5, 6)), ValueError, "same number of spatial dimensions"),
     (lambda x: F.interpolate(x, size=4, mode="linear", antialias=True), ValueError, "Anti-alias option"),
-    (lambda x: F.interpolate(x, size=(2, 2), mode="bilinear", antialias=True, align_corners=True),
-     NotImplementedError, "antialias=True with align_corners=True"),
 ])
 def test_bad_arguments_raise_pytorchs_errors(call, error, message):
     with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -269,11 +297,13 @@ def test_interpolate_matches_torch():
         with onnxnn.set_executor("kernels"):
             actual = F.interpolate(onnxnn.tensor(x, dtype=onnxnn.float64), **kwargs)
         np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-12, atol=1e-12, err_msg=case_id)
-    for mode, size_in, size_out in ANTIALIAS_CASES:
+    for mode, size_in, size_out, align_corners in ALL_ANTIALIAS_CASES:
         x = RNG.standard_normal((1, 2) + size_in)
-        expected = torch.nn.functional.interpolate(torch.tensor(x), size=size_out, mode=mode, antialias=True)
+        expected = torch.nn.functional.interpolate(torch.tensor(x), size=size_out, mode=mode, antialias=True,
+                                                   align_corners=align_corners)
         with onnxnn.set_executor("kernels"):
-            actual = F.interpolate(onnxnn.tensor(x, dtype=onnxnn.float64), size=size_out, mode=mode, antialias=True)
+            actual = F.interpolate(onnxnn.tensor(x, dtype=onnxnn.float64), size=size_out, mode=mode, antialias=True,
+                                   align_corners=align_corners)
         np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-12, atol=1e-12)
 
 

@@ -63,6 +63,8 @@ COVERED_ELSEWHERE = {
                                                                "SpaceToDepth", "CenterCropPad")},
     # recurrent nodes: finite differences over directions, sequence_lens and initial states, both executors.
     **{op_type: "runtime/test_recurrent_ops.py" for op_type in ("RNN", "LSTM", "GRU")},
+    # detection nodes: sampling re-recorded and differentiated, both executors, against onnx's reference.
+    **{op_type: "runtime/test_detection_ops.py" for op_type in ("RoiAlign", "DeformConv")},
 }
 
 

@@ -12,6 +12,11 @@ PyTorch does unless ``recompute_scale_factor=True`` or ``align_corners=True`` (w
 from the rounded sizes, where Resize would use ``scale * size`` unrounded); Resize's scales are float32, so a factor that
 float32 cannot represent (0.45) samples at coordinates off by about 1e-7 relative to PyTorch's float64.
 
+``antialias=True`` records Resize's ``antialias`` filter, except with ``align_corners=True``: there
+PyTorch centres each output's filter at ``s * (i + 0.5)`` with ``s = (in - 1) / (out - 1)``, which no
+Resize coordinate mode expresses (its ``align_corners`` maps ``i`` to ``s * i``; onnxruntime and onnx's
+reference then differ from PyTorch by O(1)), so the filter is applied as one ``MatMul`` per axis.
+
 ``grid_sample`` and ``affine_grid`` record one ``GridSample``/``AffineGrid`` node (opset 20); their rules
 are in ``runtime/ops/sampling.py``.
 
@@ -22,6 +27,8 @@ from __future__ import annotations
 
 import math
 from typing import Sequence
+
+import numpy as np
 
 from ...ir import dtypes
 from ...ir.graph import static_constant
@@ -56,8 +63,9 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         recompute_scale_factor: with ``scale_factor``, sample with the ratio of the rounded output size
             instead of ``scale_factor`` itself.
         antialias: low-pass filter when downsampling (``bilinear`` and ``bicubic`` on 4-D input), as
-            ONNX Resize's ``antialias`` (opset 18) with ``exclude_outside`` does; not with
-            ``align_corners=True`` (``NotImplementedError``). Default: ``False``.
+            ONNX Resize's ``antialias`` (opset 18) with ``exclude_outside`` does; with
+            ``align_corners=True``, whose filter placement Resize cannot express, two ``MatMul``
+            nodes with PyTorch's per-axis filter matrices. Default: ``False``.
 
     Example::
 
@@ -82,10 +90,9 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
                          "linear | bilinear | bicubic | trilinear")
     if align_corners is None:
         align_corners = False
-    if antialias and align_corners:
-        raise NotImplementedError("interpolate: antialias=True with align_corners=True is not supported: ONNX "
-                                  "Resize's antialiasing filter does not reproduce PyTorch's for aligned corners")
     output_size, scales = _output_geometry(input, size, scale_factor, recompute_scale_factor, spatial)
+    if antialias and align_corners:
+        return _antialiased_with_aligned_corners(input, output_size, mode)
     if mode == "area":
         pool = (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[spatial - 1]
         return pool(input, output_size)
@@ -118,6 +125,47 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     if mode.startswith("nearest"):
         backward += f"{spatial}D"
     return apply_op("Resize", inputs, attrs, backward + "Backward0")
+
+
+def _antialias_aligned_matrix(size_in: int, size_out: int, mode: str) -> np.ndarray:
+    """PyTorch's ``(size_out, size_in)`` antialiasing matrix of one axis with ``align_corners=True``.
+
+    PyTorch (``_upsample_bilinear2d_aa``/``_upsample_bicubic2d_aa``) takes the scale
+    ``s = (in - 1) / (out - 1)`` (0 for one output) but centres output ``i``'s filter at
+    ``s * (i + 0.5)`` in edge coordinates, as without aligned corners; the filter (triangle, or
+    Keys' cubic with ``a = -0.5``) is stretched by ``s`` when ``s > 1``, cut to the input and
+    renormalized. ONNX Resize's ``align_corners`` maps output ``i`` to ``s * i`` instead and stretches
+    by ``in / out``, so this is recorded as a ``MatMul`` per axis with this matrix.
+    """
+    scale = (size_in - 1) / (size_out - 1) if size_out > 1 else 0.0
+    support = (1.0 if mode == "bilinear" else 2.0) * max(scale, 1.0)
+    stretch = 1.0 / scale if scale >= 1.0 else 1.0
+    matrix = np.zeros((size_out, size_in))
+    for index in range(size_out):
+        centre = scale * (index + 0.5)
+        # PyTorch truncates toward zero (an int64 cast) before clamping to the input.
+        low, high = max(int(centre - support + 0.5), 0), min(int(centre + support + 0.5), size_in)
+        distance = np.abs((np.arange(low, high) - centre + 0.5) * stretch)
+        if mode == "bilinear":
+            weights = np.clip(1.0 - distance, 0.0, None)
+        else:
+            a = -0.5
+            weights = np.where(distance < 1, ((a + 2) * distance - (a + 3)) * distance * distance + 1,
+                               np.where(distance < 2, ((a * distance - 5 * a) * distance + 8 * a) * distance - 4 * a,
+                                        0.0))
+        total = weights.sum()
+        matrix[index, low:high] = weights / total if total != 0 else weights
+    return matrix
+
+
+def _antialiased_with_aligned_corners(input: Tensor, output_size: list[int], mode: str) -> Tensor:
+    """``rows @ input @ columns``: two ``MatMul`` nodes with PyTorch's per-axis filter matrices."""
+    numpy_dtype = input.dtype.numpy_dtype
+    rows = _antialias_aligned_matrix(input.shape[2], output_size[0], mode)
+    columns = _antialias_aligned_matrix(input.shape[3], output_size[1], mode).T
+    rows = constant_tensor(np.ascontiguousarray(rows.astype(numpy_dtype)), input.dtype, input.device)
+    columns = constant_tensor(np.ascontiguousarray(columns.astype(numpy_dtype)), input.dtype, input.device)
+    return rows @ input @ columns
 
 
 def _output_geometry(input: Tensor, size, scale_factor, recompute_scale_factor, spatial: int):
@@ -264,7 +312,7 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
         padding_mode: what locations outside the input read: ``'zeros'``, ``'border'`` or ``'reflection'``.
         align_corners: whether -1 and 1 are the corner pixels' centres (``True``) or edges. Default: ``False``.
 
-    Records one ONNX ``GridSample`` (opset 20 names); the gradient of the cubic mode is not provided.
+    Records one ONNX ``GridSample`` (opset 20 names), differentiable w.r.t. ``input`` and ``grid`` in every mode.
     """
     if mode not in _GRID_MODES:
         raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', "

@@ -32,3 +32,4 @@ from . import rearrange  # noqa: F401,E402  (DepthToSpace, SpaceToDepth, CenterC
 from . import unary_math  # noqa: F401,E402  (trigonometric, hyperbolic and Mod gradient rules)
 from . import imported  # noqa: F401,E402  (rules of ops only imported models record: TopK, CumSum, ...)
 from . import recurrent  # noqa: F401,E402  (RNN, LSTM, GRU: backward through the unrolled recurrence)
+from . import detection  # noqa: F401,E402  (RoiAlign, DeformConv: backward through the re-recorded sampling)

@@ -21,6 +21,9 @@ __all__: list[str] = []
 # Outputs that do not depend on the float input's values (EyeLike reads only its shape) or are
 # random draws (Bernoulli: PyTorch's derivative is zero as well).
 non_differentiable.mark("EyeLike", "Bernoulli")
+# MelWeightMatrix reads its float edge frequencies only through the integer DFT bins they fall in
+# (``((dft_length + 1) * hz) // sample_rate``): piecewise constant, derivative zero wherever it exists.
+non_differentiable.mark("MelWeightMatrix")
 
 
 def _zeros(shape: tuple, dtype, device) -> Tensor:

@@ -18,8 +18,8 @@ Tap positions and weights are computed from the grid's values by graph ops (neve
 time), so a replayed backward on new data stays exact; ``floor``/``round`` read detached
 coordinates, having zero derivative. ``cubic`` reads the 4 x 4 taps around ``floor(src)`` with Keys'
 kernel (``a = -0.75``), folding each tap's index by the padding mode on its own, as PyTorch and
-onnxruntime do; cubic with ``border`` padding has no gradient, because there the forwards differ
-(onnx's reference and the kernels executor clip the coordinate first, onnxruntime each tap).
+onnxruntime do (with ``border`` padding each tap is clamped, not the coordinate first as onnx's
+reference does; the kernels executor follows PyTorch and onnxruntime).
 """
 from __future__ import annotations
 
@@ -136,10 +136,6 @@ def _grid_sample_grad(ctx, g):
     mode = _text(ctx.attrs.get("mode"), "linear")
     mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
     padding_mode = _text(ctx.attrs.get("padding_mode"), "zeros")
-    if mode == "cubic" and padding_mode == "border":
-        # onnx's reference (and the kernels executor) clip the coordinate before taking the taps,
-        # PyTorch and onnxruntime clip each tap: the forward differs between executors.
-        raise NotImplementedError("gradient of GridSample with mode 'cubic' and padding_mode 'border'")
     align_corners = bool(ctx.attrs.get("align_corners", 0))
     x, grid = ctx.input(0), ctx.input(1)
     batch, channels, *sizes = x.shape
