@@ -3,9 +3,8 @@
 Both ops sample their input bilinearly. Each rule records the node's forward once more with
 ``Gather``/``GatherElements``, elementwise weights and a reduction or ``MatMul`` (the sampling the
 kernels compute, from the same geometry in onnxnn/ir/roi_align.py and onnxnn/ir/deform_conv.py)
-on the node's inputs, and returns that graph's vector-Jacobian product (``autograd.grad``), as the
-recurrent rules do. With ``create_graph`` the recomputation hangs off the inputs' own history, so
-second derivatives flow through it.
+on the node's inputs, and returns that graph's vector-Jacobian product (recomputation.py), as the
+recurrent rules do.
 
 - **RoiAlign** is differentiable in ``X`` only (``rois`` enter through the floor of sample
   coordinates and the lattice size; ``batch_indices`` are integers). Its sampling table is
@@ -20,8 +19,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autograd import grad
-from ..grad_mode import enable_grad
 from ..realization import data_of
 from ...ir import dtypes
 from ...ir.deform_conv import deform_conv_base, deform_conv_geometry
@@ -29,37 +26,9 @@ from ...ir.registry import gradient_rules
 from ...ir.roi_align import roi_align_attributes, roi_align_taps
 from ._common import Tensor, apply_op
 from .elementwise import where
+from .recomputation import gradient_by_recomputation
 
 __all__: list[str] = []
-
-
-def _vector_jacobian_product(ctx, forward, differentiable: tuple, grad_output) -> tuple:
-    """The gradients of ``forward(*inputs)`` w.r.t. the ``differentiable`` inputs the backward needs."""
-    inputs, wanted = [], []
-    for index in range(ctx.num_inputs):
-        value = ctx.input_value(index)
-        if value is None:
-            inputs.append(None)
-        elif index not in differentiable or not ctx.needs_input_grad(index):
-            inputs.append(Tensor._from_value(value).detach())
-        elif ctx.create_graph:
-            inputs.append(ctx.input(index))
-            wanted.append(index)
-        else:
-            # A fresh leaf: the recomputed graph is then all the inner backward walks (and frees).
-            inputs.append(ctx.input(index).detach().requires_grad_())
-            wanted.append(index)
-    result = [None] * ctx.num_inputs
-    if not wanted:
-        return tuple(result)
-    with enable_grad():
-        output = forward(*inputs)
-    found = grad([output], [inputs[index] for index in wanted], grad_outputs=[grad_output],
-                 retain_graph=ctx.create_graph, create_graph=ctx.create_graph, allow_unused=True,
-                 materialize_grads=True)
-    for index, gradient in zip(wanted, found):
-        result[index] = gradient
-    return tuple(result)
 
 
 def _constant(array: np.ndarray, like: Tensor) -> Tensor:
@@ -96,7 +65,7 @@ def _roi_align_recorded(x: Tensor, rois_value, batch_value, attrs: dict) -> Tens
 def _roi_align_grad(ctx, g):
     attrs = dict(ctx.attrs)
     rois, batch_indices = ctx.input_value(1), ctx.input_value(2)
-    return _vector_jacobian_product(ctx, lambda x, *_: _roi_align_recorded(x, rois, batch_indices, attrs), (0,), g)
+    return gradient_by_recomputation(ctx, lambda x, *_: [_roi_align_recorded(x, rois, batch_indices, attrs)], (0,), [g])
 
 
 # ---------------------------------------------------------------- DeformConv
@@ -134,5 +103,5 @@ def _deform_conv_grad(ctx, g):
     attrs = dict(ctx.attrs)
 
     def forward(x, w, offset, bias=None, mask=None):
-        return _deform_conv_recorded(x, w, offset, bias, mask, attrs)
-    return _vector_jacobian_product(ctx, forward, (0, 1, 2, 3, 4), g)
+        return [_deform_conv_recorded(x, w, offset, bias, mask, attrs)]
+    return gradient_by_recomputation(ctx, forward, (0, 1, 2, 3, 4), [g])

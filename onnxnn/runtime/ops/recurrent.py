@@ -11,12 +11,11 @@ flow through it like through any other recorded op.
 """
 from __future__ import annotations
 
-from ..autograd import grad
-from ..grad_mode import enable_grad
 from ...ir.recurrence import unroll
 from ...ir.registry import gradient_rules
 from ._common import Tensor, apply_op
 from .elementwise import where
+from .recomputation import gradient_by_recomputation
 from .shape import stack
 
 __all__: list[str] = []
@@ -63,33 +62,10 @@ class _TensorBackend:
 
 
 def _recurrent_grad(ctx, *grads):
-    op_type = ctx.node.op_type
-    inputs, wanted = [], []
-    for index in range(ctx.num_inputs):
-        value = ctx.input_value(index)
-        if value is None:
-            inputs.append(None)
-        elif index == _SEQUENCE_LENS or not ctx.needs_input_grad(index):
-            inputs.append(Tensor._from_value(value))
-        elif ctx.create_graph:
-            inputs.append(ctx.input(index))
-            wanted.append(index)
-        else:
-            # A fresh leaf: the recomputed graph is then all the inner backward walks (and frees).
-            inputs.append(ctx.input(index).detach().requires_grad_())
-            wanted.append(index)
-    if not wanted:
-        return (None,) * ctx.num_inputs
-    attrs = dict(ctx.attrs)
-    with enable_grad():
-        outputs = unroll(_TensorBackend(), op_type, inputs, attrs, len(grads))
-    found = grad(outputs, [inputs[index] for index in wanted], grad_outputs=list(grads),
-                 retain_graph=ctx.create_graph, create_graph=ctx.create_graph, allow_unused=True,
-                 materialize_grads=True)
-    result = [None] * ctx.num_inputs
-    for index, gradient in zip(wanted, found):
-        result[index] = gradient
-    return tuple(result)
+    op_type, attrs = ctx.node.op_type, dict(ctx.attrs)
+    differentiable = [index for index in range(ctx.num_inputs) if index != _SEQUENCE_LENS]
+    return gradient_by_recomputation(
+        ctx, lambda *inputs: unroll(_TensorBackend(), op_type, list(inputs), attrs, len(grads)), differentiable, grads)
 
 
 gradient_rules.register("RNN", "GRU", "LSTM")(_recurrent_grad)
