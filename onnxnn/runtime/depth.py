@@ -13,7 +13,7 @@ from ..ir.graph import Node
 from ..ir.mode import MODE
 from .realization import realize
 
-__all__ = ["MAX_PENDING_DEPTH", "pending_depth", "refresh_depth", "bound_depth", "unbounded_depth"]
+__all__ = ["MAX_PENDING_DEPTH", "pending_depth", "refresh_depth", "bound_depth", "after_recording", "unbounded_depth"]
 
 MAX_PENDING_DEPTH = 200
 
@@ -62,6 +62,21 @@ def bound_depth(node, outputs) -> None:
     realize(outputs)
     if trace is not None:
         trace.read_data = read_data
+
+
+def after_recording(node, outputs) -> None:
+    """What recording an op does once its node exists: computes it at once in eager mode
+    (``set_executor(..., eager=True)``), or bounds a history deeper than ``MAX_PENDING_DEPTH``.
+
+    Recording Tensor ops (``tensor.apply_op``, which calls it only when one of the two applies)
+    and recording on Values (``internal.record_op``) both end here.
+    """
+    if outputs[0].data is not None:  # an op without a shape rule, computed on the spot
+        return
+    if MODE.eager:
+        realize(outputs)
+    elif node.depth > MAX_PENDING_DEPTH:
+        bound_depth(node, outputs)
 
 
 class unbounded_depth:

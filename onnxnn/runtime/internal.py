@@ -20,9 +20,8 @@ import numpy as np
 
 from ..ir.device import CPU
 from ..ir.graph import Value, hold
-from ..ir.mode import MODE
 from .autograd import Function, VersionCounter
-from .depth import MAX_PENDING_DEPTH, bound_depth
+from .depth import after_recording
 from .realization import data_of as _data_of_value, realize
 from .recording import record
 from .tensor import Tensor
@@ -89,13 +88,7 @@ def record_op(op_type: str, inputs: Sequence[Value | None], attrs: dict | None =
         RuntimeError: the inputs live on different devices, or the shape rule rejects them.
     """
     outputs = record(op_type, tuple(inputs), attrs, domain, num_outputs)
-    first = outputs[0]
-    if first.data is not None:  # an op without a shape rule, computed on the spot
-        return outputs
-    if MODE.eager:
-        realize(outputs)
-    elif first.node.depth > MAX_PENDING_DEPTH:
-        bound_depth(first.node, outputs)
+    after_recording(outputs[0].node, outputs)
     return outputs
 
 

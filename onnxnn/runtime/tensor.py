@@ -17,9 +17,9 @@ from ..ir.mode import MODE
 from ..ir.registry import non_differentiable
 from . import creation
 from .autograd import AccumulateGrad, Function, RemovableHandle, VersionCounter, _HookDict, add_hook, run_backward
-from .depth import MAX_PENDING_DEPTH, bound_depth
+from .depth import MAX_PENDING_DEPTH, after_recording
 from .printing import format_tensor
-from .realization import data_of, realize
+from .realization import data_of
 from .recording import different_devices, record_scanned
 from .tensor_api import TensorAPI
 from .tensor_methods import TensorMethods
@@ -98,10 +98,8 @@ def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str |
     if function_needed:
         function = Function(node, outputs, tuple(edges), tuple(versions), name or _torch_name(op_type))
         node.saved = True
-    if MODE.eager:
-        realize(outputs)
-    elif node.depth > MAX_PENDING_DEPTH and outputs[0].data is None:
-        bound_depth(node, outputs)
+    if MODE.eager or node.depth > MAX_PENDING_DEPTH:
+        after_recording(node, outputs)
     if len(outputs) == 1:
         # Tensor._from_value, inlined: this line runs for every op.
         value = outputs[0]
