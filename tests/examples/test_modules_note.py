@@ -5,34 +5,22 @@ checks compare what the note's printouts say structurally: names, shapes, reprs,
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import re
-import runpy
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from example_scripts import EXAMPLES, run_script
 
 import onnxnn
 
-NOTE = Path(__file__).resolve().parents[2] / "examples" / "modules_note"
+NOTE = EXAMPLES / "modules_note"
 
 
 @pytest.fixture
 def run_example(tmp_path, monkeypatch):
     """Runs one example script in a temporary directory and returns what it printed."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(NOTE))
-
-    def run(name: str) -> tuple[str, dict]:
-        sys.modules.pop("common", None)
-        output = io.StringIO()
-        with contextlib.redirect_stdout(output):
-            namespace = runpy.run_path(str(NOTE / name), run_name="__main__")
-        return output.getvalue(), namespace
-    return run
+    return lambda name: run_script(NOTE / name, monkeypatch)
 
 
 FLOAT = r"-?\d+\.\d+(?:e[+-]\d+)?"

@@ -7,10 +7,7 @@ also checks that the fast path really took part when on, and stayed out when off
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import os
-import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -18,14 +15,13 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from example_scripts import EXAMPLES, run_script
 from onnx import helper, numpy_helper
 
 import onnxnn
 import onnxnn.nn as nn
 from onnxnn.import_ import from_onnx
 from onnxnn.runtime.fastpath import backward_replay
-
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def _both_ways(workload) -> tuple:
@@ -128,33 +124,29 @@ def test_an_imported_model_is_bitwise_the_same_with_the_fast_path_off():
 NOTE_SCRIPTS = sorted(path.name for path in (EXAMPLES / "modules_note").glob("0*.py"))
 
 
-def _run_script(path: Path):
+def _run_script(path: Path, monkeypatch):
     def workload() -> list:
-        output = io.StringIO()
-        with contextlib.redirect_stdout(output):
-            namespace = runpy.run_path(str(path), run_name="__main__")
+        output, namespace = run_script(path, monkeypatch)
         arrays = []
         for name, value in sorted(namespace.items()):
             if isinstance(value, onnxnn.Tensor):
                 arrays.append(value.detach().numpy())
             elif isinstance(value, nn.Module):
                 arrays += [tensor.detach().numpy() for tensor in value.state_dict().values()]
-        return [output.getvalue()] + arrays
+        return [output] + arrays
     return workload
 
 
 @pytest.mark.parametrize("script", NOTE_SCRIPTS)
 def test_the_modules_note_examples_are_bitwise_the_same_with_the_fast_path_off(script, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(EXAMPLES / "modules_note"))
-    sys.modules.pop("common", None)
-    fast, plain, _, _ = _both_ways(_run_script(EXAMPLES / "modules_note" / script))
+    fast, plain, _, _ = _both_ways(_run_script(EXAMPLES / "modules_note" / script, monkeypatch))
     _assert_bitwise_equal(fast, plain)
 
 
 def test_the_linear_regression_example_is_bitwise_the_same_with_the_fast_path_off(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    fast, plain, fast_counts, _ = _both_ways(_run_script(EXAMPLES / "linear_regression.py"))
+    fast, plain, fast_counts, _ = _both_ways(_run_script(EXAMPLES / "linear_regression.py", monkeypatch))
     _assert_bitwise_equal(fast, plain)
 
 
