@@ -132,6 +132,18 @@ class TensorAPI:
         """Writes ``fill_value`` on the main diagonal (rows past the square part too when ``wrap``)."""
         return self._assign(ops.fill_diagonal(self._alias(), fill_value, wrap))
 
+    def as_subclass(self, cls):
+        """This tensor's values as an instance of ``cls`` (a subclass of Tensor), still attached to autograd.
+
+        As PyTorch's: a tensor that requires grad gives a non-leaf whose gradient flows back into it
+        (through an Identity node, AliasBackward0); one that does not gives a new leaf.
+        """
+        if not (isinstance(cls, type) and issubclass(cls, _tensor.Tensor)):
+            raise TypeError("Creating a Tensor subclass from a class that does not inherit from Tensor is not "
+                            "possible. Make sure your class inherits from Tensor.")
+        source = _tensor.apply_op("Identity", (self,), None, "AliasBackward0") if self.requires_grad else self
+        return cls._from_value(source._value, source._grad_fn, source._output_nr, False)
+
     # ---------------------------------------------------------------- metadata
     def ndimension(self) -> int:
         return self.dim()
