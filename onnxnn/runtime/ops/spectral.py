@@ -22,7 +22,7 @@ from .arrange import index_add
 from .padding import pad_constant, pad_mode
 from .shape import cat
 
-__all__ = ["stft", "istft"]
+__all__ = ["istft", "stft"]
 
 _PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
