@@ -56,7 +56,6 @@ NOT_APPLICABLE = [
      "ONNX values (copy instead: onnxnn.from_numpy(numpy.from_dlpack(x)))"),
     (r"^segment_reduce$", "an undocumented prototype op of PyTorch (its semantics are not specified)"),
     (r"^grad_dtype$", "gradients always have their tensor's dtype: the backward graph is typed by the forward one"),
-    (r"^hash_tensor$", "hashes the bit patterns of the elements; ONNX has no bit-cast of floats to integers"),
     (r"^index$", "functorch first-class dimensions (binding positions to Dim objects)"),
     (r"^layout$", "memory layout: onnxnn values have no layout (PyTorch's strided/sparse distinction)"),
     (r"^name$", "named tensors"),

@@ -38,8 +38,8 @@ DELEGATED = (
     "quantile", "nanquantile", "cov", "corrcoef", "dist", "unique", "unique_consecutive", "bincount", "histc", "mode",
     "matrix_power", "index_put", "put", "scatter_reduce", "select_scatter", "slice_scatter", "diagonal_scatter",
     "renorm", "histogram", "nonzero_static", "bernoulli", "unsafe_split_with_sizes", "is_inference",
-    # spectral
-    "stft", "istft",
+    # spectral; bit hashing
+    "stft", "istft", "hash_tensor",
 )
 
 # ``x.name_(...)`` rebinds x to ``x.name(...)`` (DESIGN principle 5). Arithmetic ones refuse a result

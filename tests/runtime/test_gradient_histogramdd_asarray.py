@@ -165,3 +165,35 @@ def test_as_subclass_keeps_the_autograd_edge():
     assert type(z) is Marked and z.is_leaf and not z.requires_grad
     with pytest.raises(TypeError, match="does not inherit from Tensor"):
         x.as_subclass(int)
+
+
+@pytest.mark.parametrize("values, dtype", [
+    (RNG.standard_normal((3, 4)), onnxnn.float64), (RNG.standard_normal((3, 4)), onnxnn.float32),
+    (np.array([[1, -2, 3], [4, 5, -6]]), onnxnn.int32), (np.array([[1, 2, 250]]), onnxnn.uint8),
+    (np.array([[True, False], [True, True]]), onnxnn.bool),
+])
+@pytest.mark.parametrize("dim, keepdim", [(None, False), (1, False), ([0], True), ((0, 1), False)])
+def test_hash_tensor_xors_the_64_bit_patterns(values, dtype, dim, keepdim):
+    x = onnxnn.tensor(values).to(dtype)
+    data = x.numpy()
+    wide = data.astype(np.float64) if dtype.is_floating_point else data.astype(
+        np.uint64 if data.dtype.kind in "ub" else np.int64)
+    axes = tuple(range(data.ndim)) if dim is None else ((dim,) if isinstance(dim, int) else tuple(dim))
+    expected = np.bitwise_xor.reduce(wide.view(np.uint64), axis=axes, keepdims=keepdim)
+    actual = onnxnn.hash_tensor(x, dim, keepdim=keepdim)
+    assert actual.dtype == onnxnn.uint64
+    np.testing.assert_array_equal(actual.numpy(), expected)
+    np.testing.assert_array_equal(x.hash_tensor(dim, keepdim=keepdim).numpy(), expected)
+    torch = pytest.importorskip("torch")
+    theirs = torch.hash_tensor(torch.from_numpy(data), dim, keepdim=keepdim) if dim is not None \
+        else torch.hash_tensor(torch.from_numpy(data))
+    np.testing.assert_array_equal(actual.numpy(), theirs.numpy())
+
+
+def test_hash_tensor_errors_use_torchs_wording():
+    with pytest.raises(RuntimeError, match="Unknown hash_tensor mode: 1"):
+        onnxnn.hash_tensor(onnxnn.ones(2), mode=1)
+    with pytest.raises(RuntimeError, match="Expected reduction dim to be specified for input.numel\\(\\) == 0"):
+        onnxnn.hash_tensor(onnxnn.zeros(0))
+    with pytest.raises(IndexError, match="Expected reduction dim 0 to have non-zero size"):
+        onnxnn.hash_tensor(onnxnn.zeros(0, 3), 0)
