@@ -65,7 +65,7 @@ from .runtime.ops import (  # noqa: E402,F401
     adjoint, bernoulli, frobenius_norm, get_device, histogram, is_inference, is_same_size, is_signed, nonzero_static,
     pdist, range, renorm, split_with_sizes, unflatten, unravel_index, unsafe_chunk, unsafe_split,
     unsafe_split_with_sizes, vander,
-    gradient, hash_tensor, histogramdd, istft, stft,
+    gradient, hash_tensor, histogramdd, istft, segment_reduce, stft,
 )
 from .runtime.windows import (  # noqa: E402,F401
     bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window,

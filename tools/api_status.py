@@ -54,7 +54,6 @@ NOT_APPLICABLE = [
      "SyncBatchNorm's kernel internals (statistics and backward pieces); onnxnn's batch_norm is one op"),
     (r"^(from_dlpack|to_dlpack)$", "DLPack shares one buffer between libraries; onnxnn values are immutable "
      "ONNX values (copy instead: onnxnn.from_numpy(numpy.from_dlpack(x)))"),
-    (r"^segment_reduce$", "an undocumented prototype op of PyTorch (its semantics are not specified)"),
     (r"^grad_dtype$", "gradients always have their tensor's dtype: the backward graph is typed by the forward one"),
     (r"^index$", "functorch first-class dimensions (binding positions to Dim objects)"),
     (r"^layout$", "memory layout: onnxnn values have no layout (PyTorch's strided/sparse distinction)"),
