@@ -42,7 +42,7 @@ from .runtime.ops import (  # noqa: F401  (the math functions of the top level)
     var, where, nonzero, argwhere, take, take_along_dim, scatter, scatter_add, masked_select,
 )
 # Tensor and top-level API parity (issue #12, l5-tensor-api): see docs/api_status.md
-from .runtime.creation import logspace  # noqa: E402,F401
+from .runtime.creation import asarray, empty_permuted, logspace  # noqa: E402,F401
 from .runtime.ops import (  # noqa: E402,F401
     absolute, acos, acosh, adaptive_avg_pool1d, addbmm, addcdiv, addcmul, addmm, addmv, addr, aminmax, arccos,
     arccosh, arcsin, arcsinh, arctan, arctanh, argsort, asin, asinh, atan, atanh, atleast_1d, atleast_2d, atleast_3d,
@@ -65,6 +65,7 @@ from .runtime.ops import (  # noqa: E402,F401
     adjoint, bernoulli, frobenius_norm, get_device, histogram, is_inference, is_same_size, is_signed, nonzero_static,
     pdist, range, renorm, split_with_sizes, unflatten, unravel_index, unsafe_chunk, unsafe_split,
     unsafe_split_with_sizes, vander,
+    gradient, hash_tensor, histogramdd, istft, segment_reduce, stft,
 )
 from .runtime.windows import (  # noqa: E402,F401
     bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window,
@@ -79,6 +80,19 @@ from .compile import compile  # noqa: E402,A001
 from .nn.functional import (  # noqa: E402,F401
     alpha_dropout, celu, dropout, feature_alpha_dropout, hardshrink, pairwise_distance, prelu, rms_norm, rrelu, selu,
     threshold,
+)
+# torch's top-level forms of nn.functional ops with torch's own signatures (batch_norm, embedding, the losses'
+# integer reductions, native_*) and its low-level recurrent functions
+from .nn.torch_aliases import (  # noqa: E402,F401
+    adaptive_max_pool1d, affine_grid_generator, batch_norm, bilinear, binary_cross_entropy_with_logits,
+    channel_shuffle, constant_pad_nd, conv_tbc, convolution, cosine_embedding_loss, cosine_similarity, ctc_loss,
+    embedding, embedding_bag, embedding_renorm_, feature_dropout, feature_dropout_, grid_sampler, grid_sampler_2d,
+    grid_sampler_3d, hinge_embedding_loss, kl_div, margin_ranking_loss, max_pool1d_with_indices, native_batch_norm,
+    native_channel_shuffle, native_dropout, native_group_norm, native_layer_norm, norm_except_dim, pixel_shuffle,
+    pixel_unshuffle, poisson_nll_loss, triplet_margin_loss,
+)
+from .nn.torch_recurrent import (  # noqa: E402,F401
+    gru, gru_cell, lstm, lstm_cell, rnn_relu, rnn_relu_cell, rnn_tanh, rnn_tanh_cell,
 )
 from .runtime.tensor_api import top_level_in_place as _top_level_in_place  # noqa: E402
 

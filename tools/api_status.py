@@ -23,7 +23,8 @@ TABLE = Path(__file__).resolve().parent.parent / "docs" / "api_status.md"
 # "done" whatever its pattern says.
 NOT_APPLICABLE = [
     (r"sparse|coalesce|^(crow|ccol|col|row)_indices$|^indices$|^values$|to_dense|^smm$|sspaddmm|_cs[rc]|_bs[rc]|"
-     r"_coo|dense_dim|to_sparse", "sparse layouts: onnxnn tensors are dense"),
+     r"_coo|dense_dim|to_sparse|^(dsmm|hsmm|hspmm|saddmm|spmm)$|^native_norm$",
+     "sparse layouts: onnxnn tensors are dense (native_norm is sparse-only in PyTorch)"),
     (r"^q_|quantiz|int_repr|qscheme|qparams|fake_quant|per_channel|per_tensor|fbgemm|^quantized",
      "quantized tensors: export QuantizeLinear/DequantizeLinear graphs instead"),
     (r"complex|conj|^real$|^imag$|angle|polar|view_as_real|view_as_complex|^chalf$|^cfloat$|^cdouble$|"
@@ -33,7 +34,7 @@ NOT_APPLICABLE = [
      r"^is_storage$|^storage_offset$|_copy$",
      "memory layout and aliasing: values are immutable ONNX values (in place means rebinding)"),
     (r"^(is_)?(xpu|ipu|mps|mtia|maia|vulkan|xla|meta|hpu)$|mkldnn|cudnn|miopen|xnnpack|^is_distributed$|"
-     r"get_device_module|^cuda$", "other device backends: onnxnn runs on onnxruntime's CPU/CUDA providers"),
+     r"get_device_module|^cuda$|^is_vulkan_available$", "other device backends: onnxnn runs on onnxruntime's CPU/CUDA providers"),
     (r"names|^rename_?$|^align_(to|as)$", "named tensors"),
     (r"nested|to_padded_tensor", "nested tensors"),
     (r"^sym_|^(compile|compiled_with_cxx11_abi|vmap|cond|while_loop|export|jit|library|fx|_dynamo|"
@@ -48,6 +49,17 @@ NOT_APPLICABLE = [
      r"is_nonzero|promote_types|can_cast|result_type|get_rng_state|set_rng_state|"
      r"register_.*|classproperty|lobpcg|pca_lowrank|svd_lowrank|save|load|manual_seed|seed|initial_seed)$",
      "PyTorch runtime machinery (compilers, threads, global switches) with no onnxnn counterpart"),
+    (r"^profiler_|^thread_safe_generator$", "PyTorch runtime machinery (profiler, per-thread generators)"),
+    (r"^batch_norm_(stats|elemt|update_stats|gather_stats|gather_stats_with_counts|backward_elemt|backward_reduce)$",
+     "SyncBatchNorm's kernel internals (statistics and backward pieces); onnxnn's batch_norm is one op"),
+    (r"^(from_dlpack|to_dlpack)$", "DLPack shares one buffer between libraries; onnxnn values are immutable "
+     "ONNX values (copy instead: onnxnn.from_numpy(numpy.from_dlpack(x)))"),
+    (r"^grad_dtype$", "gradients always have their tensor's dtype: the backward graph is typed by the forward one"),
+    (r"^index$", "functorch first-class dimensions (binding positions to Dim objects)"),
+    (r"^layout$", "memory layout: onnxnn values have no layout (PyTorch's strided/sparse distinction)"),
+    (r"^name$", "named tensors"),
+    (r"^(reinforce|volatile)$", "removed from PyTorch (reinforce raises, volatile is always False)"),
+    (r"^slice_inverse$", "functionalization internals: the inverse of a slice view, onnxnn has no views"),
 ]
 
 

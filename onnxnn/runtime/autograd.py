@@ -44,9 +44,22 @@ class RemovableHandle:
     _next_id = 0
 
     def __init__(self, *hooks_dicts: dict):
-        self.hooks_dicts = [weakref.ref(d) if _weakrefable(d) else (lambda d=d: d) for d in hooks_dicts]
+        self._refer_to(hooks_dicts)
         self.id = RemovableHandle._next_id
         RemovableHandle._next_id += 1
+
+    def _refer_to(self, hooks_dicts) -> None:
+        self.hooks_dicts = [weakref.ref(d) if _weakrefable(d) else (lambda d=d: d) for d in hooks_dicts]
+
+    # Pickled with the dicts themselves (a module's pickle holds them anyway), as PyTorch's handle is,
+    # so a module holding handles (a lazy module's initialization hook) pickles; a dead one stays dead.
+    def __getstate__(self):
+        return tuple(reference() for reference in self.hooks_dicts), self.id
+
+    def __setstate__(self, state) -> None:
+        hooks_dicts, self.id = state
+        self._refer_to([_HookDict() if hooks is None else hooks for hooks in hooks_dicts])
+        RemovableHandle._next_id = max(RemovableHandle._next_id, self.id + 1)
 
     def remove(self) -> None:
         for reference in self.hooks_dicts:

@@ -16,8 +16,8 @@ from . import tensor as _tensor  # circular (Tensor methods build tensors here):
 if TYPE_CHECKING:
     from .tensor import Tensor
 
-__all__ = ["tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange", "linspace",
-           "eye", "randn", "rand", "randint", "randperm", "normal", "zeros_like", "ones_like",
+__all__ = ["tensor", "as_tensor", "asarray", "empty_permuted", "from_numpy", "zeros", "ones", "empty", "full",
+           "arange", "linspace", "eye", "randn", "rand", "randint", "randperm", "normal", "zeros_like", "ones_like",
            "empty_like", "full_like", "randn_like", "rand_like", "randint_like", "scalar_tensor"]
 
 
@@ -102,6 +102,49 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     if isinstance(data, np.ndarray) and dtype is None:
         return from_numpy(data) if device is None else from_numpy(data).to(device)
     return tensor(data, dtype=dtype, device=device)
+
+
+def asarray(obj, *, dtype=None, device=None, copy: bool | None = None, requires_grad: bool = False) -> Tensor:
+    """Converts ``obj`` (a tensor, numpy array, number or nested sequence) to a tensor.
+
+    A tensor or array of the right dtype and device is shared unless ``copy=True``; ``copy=False``
+    refuses a conversion that would have to copy, as PyTorch does. ``requires_grad`` makes the result a
+    leaf that requires gradient.
+    """
+    if isinstance(obj, _tensor.Tensor):
+        target = obj.dtype if dtype is None else dtypes.as_dtype(dtype)
+        if copy is False and target != obj.dtype:
+            raise ValueError("can't alias tensor from object of type Tensor: a copy is needed to change its dtype")
+        result = obj.to(dtype=target, device=device)
+        result = result.clone() if copy and result is obj else result
+    elif isinstance(obj, np.ndarray) and dtype is None and not copy:
+        result = from_numpy(obj) if device is None else from_numpy(obj).to(device)
+    else:
+        if copy is False and not isinstance(obj, np.ndarray):
+            raise ValueError(f"can't alias tensor from object of type {type(obj).__name__}: it is not a buffer")
+        result = tensor(obj, dtype=dtype, device=device)
+    if requires_grad:
+        result = result.detach().requires_grad_(True)
+    return result
+
+
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None, requires_grad: bool = False,
+                   pin_memory: bool = False) -> Tensor:
+    """:func:`empty` of ``size``; ``physical_layout`` (a permutation of the dims) only orders memory in
+    PyTorch, and onnxnn values have no memory order, so it is checked and otherwise ignored."""
+    size, layout_dims = _shape((size,)), list(physical_layout)
+    if len(layout_dims) != len(size):
+        raise RuntimeError(f"Number of dimensions in size does not match the length of the physical_layout; "
+                           f"i.e. len(size) = {len(size)} is not equal to len(physical_layout) = {len(layout_dims)}")
+    seen = set()
+    for axis in layout_dims:
+        if not 0 <= axis < len(size):
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-len(size)}, {len(size) - 1}], "
+                             f"but got {axis})")
+        if axis in seen:
+            raise RuntimeError("Duplicate dim not allowed")
+        seen.add(axis)
+    return empty(size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def from_numpy(array: np.ndarray) -> Tensor:

@@ -38,6 +38,8 @@ DELEGATED = (
     "quantile", "nanquantile", "cov", "corrcoef", "dist", "unique", "unique_consecutive", "bincount", "histc", "mode",
     "matrix_power", "index_put", "put", "scatter_reduce", "select_scatter", "slice_scatter", "diagonal_scatter",
     "renorm", "histogram", "nonzero_static", "bernoulli", "unsafe_split_with_sizes", "is_inference",
+    # spectral; bit hashing
+    "stft", "istft", "hash_tensor",
 )
 
 # ``x.name_(...)`` rebinds x to ``x.name(...)`` (DESIGN principle 5). Arithmetic ones refuse a result
@@ -131,6 +133,18 @@ class TensorAPI:
     def fill_diagonal_(self, fill_value, wrap: bool = False):
         """Writes ``fill_value`` on the main diagonal (rows past the square part too when ``wrap``)."""
         return self._assign(ops.fill_diagonal(self._alias(), fill_value, wrap))
+
+    def as_subclass(self, cls):
+        """This tensor's values as an instance of ``cls`` (a subclass of Tensor), still attached to autograd.
+
+        As PyTorch's: a tensor that requires grad gives a non-leaf whose gradient flows back into it
+        (through an Identity node, AliasBackward0); one that does not gives a new leaf.
+        """
+        if not (isinstance(cls, type) and issubclass(cls, _tensor.Tensor)):
+            raise TypeError("Creating a Tensor subclass from a class that does not inherit from Tensor is not "
+                            "possible. Make sure your class inherits from Tensor.")
+        source = _tensor.apply_op("Identity", (self,), None, "AliasBackward0") if self.requires_grad else self
+        return cls._from_value(source._value, source._grad_fn, source._output_nr, False)
 
     # ---------------------------------------------------------------- metadata
     def ndimension(self) -> int:

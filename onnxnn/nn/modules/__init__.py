@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from .module import Module
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
-from .lazy import LazyModuleMixin, UninitializedParameter
-from .linear import Identity, Linear
+from .lazy import LazyModuleMixin, UninitializedBuffer, UninitializedParameter
+from .linear import Identity, LazyLinear, Linear
 from .flatten import Flatten, Unflatten
 from .activation import (
     CELU, ELU, GELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish,
@@ -21,8 +21,10 @@ from .pooling import (
     AvgPool1d, AvgPool2d, AvgPool3d, FractionalMaxPool2d, FractionalMaxPool3d, LPPool1d, LPPool2d, LPPool3d,
     MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d,
 )
-from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
-from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d, LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d
+from .instancenorm import (
+    InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LazyInstanceNorm1d, LazyInstanceNorm2d, LazyInstanceNorm3d,
+)
 from .normalization import CrossMapLRN2d, GroupNorm, LayerNorm, LocalResponseNorm, RMSNorm
 from .dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
 from .sparse import Embedding, EmbeddingBag
@@ -56,9 +58,9 @@ from .transformer import (
 __all__ = [
     # modules and containers
     "Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
-    "LazyModuleMixin", "UninitializedParameter",
+    "LazyModuleMixin", "UninitializedBuffer", "UninitializedParameter",
     # linear and shape layers
-    "Linear", "Identity", "Flatten", "Unflatten",
+    "Linear", "LazyLinear", "Identity", "Flatten", "Unflatten",
     # activations
     "CELU", "ELU", "GELU", "GLU", "SELU", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh", "LeakyReLU",
     "LogSigmoid", "LogSoftmax", "Mish", "PReLU", "ReLU", "ReLU6", "RReLU", "Sigmoid", "SiLU", "Softmax", "Softmax2d",
@@ -73,6 +75,8 @@ __all__ = [
     "FractionalMaxPool2d", "FractionalMaxPool3d",
     # normalization
     "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
+    "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d",
+    "LazyInstanceNorm3d",
     "GroupNorm", "LayerNorm", "RMSNorm", "LocalResponseNorm", "CrossMapLRN2d",
     # dropout
     "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",

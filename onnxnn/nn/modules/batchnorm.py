@@ -1,4 +1,4 @@
-"""Batch normalization layers: BatchNorm1d, BatchNorm2d and BatchNorm3d."""
+"""Batch normalization layers: BatchNorm1d, BatchNorm2d, BatchNorm3d and their Lazy* forms."""
 from __future__ import annotations
 
 from ...ir import dtypes
@@ -7,9 +7,10 @@ from ...runtime.tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
+from .lazy import LazyModuleMixin, UninitializedBuffer, UninitializedParameter
 from .module import Module
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d"]
 
 
 class _NormBase(Module):
@@ -158,3 +159,76 @@ class BatchNorm3d(_BatchNorm):
     def _check_input_dim(self, input: Tensor) -> None:
         if input.dim() != 5:
             raise ValueError(f"expected 5D input (got {input.dim()}D input)")
+
+
+# ---------------------------------------------------------------- lazy forms
+
+class _LazyNormBase(LazyModuleMixin, _NormBase):
+    """``num_features`` from the first input's ``size(1)``: weight, bias, running_mean and running_var
+    are uninitialized until then (PyTorch's ``_LazyNormBase``), ``num_batches_tracked`` exists at once."""
+
+    def __init__(self, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
+                 track_running_stats: bool = True, device=None, dtype=None, *, bias: bool = True) -> None:
+        factory_kwargs = {"device": device, "dtype": dtype}
+        # affine, bias and track_running_stats False here: their tensors are registered uninitialized below.
+        super().__init__(0, eps, momentum, False, False, device, dtype, bias=False)
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        if self.affine:
+            self.weight = UninitializedParameter(**factory_kwargs)
+            if bias:
+                self.bias = UninitializedParameter(**factory_kwargs)
+        if self.track_running_stats:
+            self.running_mean = UninitializedBuffer(**factory_kwargs)
+            self.running_var = UninitializedBuffer(**factory_kwargs)
+            self.num_batches_tracked = tensor(0, dtype=dtypes.long, device=device)
+
+    def reset_parameters(self) -> None:
+        if not self.has_uninitialized_params() and self.num_features != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input: Tensor, *args, **kwargs) -> None:
+        if self.has_uninitialized_params():
+            self.num_features = input.shape[1]
+            if self.affine:
+                self.weight.materialize((self.num_features,))
+                if self.bias is not None:
+                    self.bias.materialize((self.num_features,))
+            if self.track_running_stats:
+                self.running_mean.materialize((self.num_features,))
+                self.running_var.materialize((self.num_features,))
+            self.reset_parameters()
+
+
+class LazyBatchNorm1d(_LazyNormBase, _BatchNorm):
+    """A :class:`BatchNorm1d` whose ``num_features`` is taken from the first input's ``size(1)``.
+
+    Arguments as :class:`BatchNorm1d` without ``num_features``. Until the first forward (or a loaded
+    ``state_dict``) ``weight`` and ``bias`` are :class:`UninitializedParameter` and the running
+    statistics :class:`UninitializedBuffer`; then the module becomes a :class:`BatchNorm1d`.
+
+    Example::
+
+        >>> m = nn.LazyBatchNorm1d()
+        >>> m(onnxnn.randn(20, 100)).shape
+        onnxnn.Size([20, 100])
+        >>> type(m).__name__, m.num_features
+        ('BatchNorm1d', 100)
+    """
+
+    cls_to_become = BatchNorm1d
+    _check_input_dim = BatchNorm1d._check_input_dim
+
+
+class LazyBatchNorm2d(_LazyNormBase, _BatchNorm):
+    """A :class:`BatchNorm2d` whose ``num_features`` is taken from the first input; see :class:`LazyBatchNorm1d`."""
+
+    cls_to_become = BatchNorm2d
+    _check_input_dim = BatchNorm2d._check_input_dim
+
+
+class LazyBatchNorm3d(_LazyNormBase, _BatchNorm):
+    """A :class:`BatchNorm3d` whose ``num_features`` is taken from the first input; see :class:`LazyBatchNorm1d`."""
+
+    cls_to_become = BatchNorm3d
+    _check_input_dim = BatchNorm3d._check_input_dim

@@ -1,13 +1,14 @@
-"""Instance normalization layers: InstanceNorm1d, InstanceNorm2d and InstanceNorm3d."""
+"""Instance normalization layers: InstanceNorm1d, InstanceNorm2d, InstanceNorm3d and their Lazy* forms."""
 from __future__ import annotations
 
 import warnings
 
 from ...runtime.tensor import Tensor
 from .. import functional as F
-from .batchnorm import _NormBase
+from .batchnorm import _LazyNormBase, _NormBase
 
-__all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
+__all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d",
+           "LazyInstanceNorm3d"]
 
 
 class _InstanceNorm(_NormBase):
@@ -100,4 +101,42 @@ class InstanceNorm2d(_InstanceNorm):
 class InstanceNorm3d(_InstanceNorm):
     """Instance normalization over ``(N, C, D, H, W)`` or ``(C, D, H, W)``; see :class:`InstanceNorm1d`."""
 
+    _no_batch_dim = 4
+
+
+# ---------------------------------------------------------------- lazy forms
+# As in PyTorch, the lazy forms take _LazyNormBase's defaults (affine=True, track_running_stats=True,
+# unlike InstanceNorm's False) and read num_features from input.size(1), batched or not.
+
+class LazyInstanceNorm1d(_LazyNormBase, _InstanceNorm):
+    """An :class:`InstanceNorm1d` whose ``num_features`` is taken from the first input's ``size(1)``.
+
+    Arguments as :class:`InstanceNorm1d` without ``num_features``, with PyTorch's lazy defaults
+    ``affine=True`` and ``track_running_stats=True``; the module becomes an :class:`InstanceNorm1d`
+    after its first forward.
+
+    Example::
+
+        >>> m = nn.LazyInstanceNorm1d()
+        >>> m(onnxnn.randn(2, 3, 8)).shape
+        onnxnn.Size([2, 3, 8])
+    """
+
+    cls_to_become = InstanceNorm1d
+    _no_batch_dim = 2
+
+
+class LazyInstanceNorm2d(_LazyNormBase, _InstanceNorm):
+    """An :class:`InstanceNorm2d` whose ``num_features`` is taken from the first input; see
+    :class:`LazyInstanceNorm1d`."""
+
+    cls_to_become = InstanceNorm2d
+    _no_batch_dim = 3
+
+
+class LazyInstanceNorm3d(_LazyNormBase, _InstanceNorm):
+    """An :class:`InstanceNorm3d` whose ``num_features`` is taken from the first input; see
+    :class:`LazyInstanceNorm1d`."""
+
+    cls_to_become = InstanceNorm3d
     _no_batch_dim = 4

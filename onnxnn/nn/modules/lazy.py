@@ -2,7 +2,8 @@
 
 An :class:`UninitializedParameter` is a Parameter without a shape yet; :meth:`materialize` gives it
 one (a fresh uninitialized tensor) and turns it into a plain :class:`~onnxnn.nn.Parameter` in
-place, so references to it held elsewhere (an optimizer built before the first forward) stay
+place (an :class:`UninitializedBuffer`, a buffer such as a lazy norm's running statistics, turns into
+a plain Tensor), so references to it held elsewhere (an optimizer built before the first forward) stay
 valid. :class:`LazyModuleMixin` calls ``initialize_parameters(*args, **kwargs)`` from a forward
 pre-hook on the first call, or materializes from the shapes of a loaded ``state_dict``; once
 everything is materialized the module becomes its ``cls_to_become`` (``LazyConv2d`` -> ``Conv2d``).
@@ -14,9 +15,10 @@ import warnings
 
 from ...runtime.creation import empty
 from ...runtime.internal import requires_grad_flag, tensor_of, value_of
+from ...runtime.tensor import Tensor
 from ..parameter import Parameter
 
-__all__ = ["LazyModuleMixin", "UninitializedParameter"]
+__all__ = ["LazyModuleMixin", "UninitializedBuffer", "UninitializedParameter"]
 
 
 class UninitializedParameter(Parameter):
@@ -58,8 +60,57 @@ class UninitializedParameter(Parameter):
         return result
 
 
+class UninitializedBuffer(Tensor):
+    """A buffer that is not initialized yet: no shape, no values, until :meth:`materialize`.
+
+    Assigned to a module attribute that is a registered buffer, it stays a buffer; materialized, it
+    becomes a plain Tensor in place. ``to``/``float``/``double``/... give another uninitialized
+    buffer of the new dtype or device, so a module converted before its first forward stays lazy.
+
+    Args:
+        requires_grad: whether the materialized buffer requires gradient. Default: ``False``.
+        device, dtype: of the materialized tensor.
+        persistent: whether the buffer goes into the ``state_dict``. Default: ``True``.
+    """
+
+    __slots__ = ()
+    cls_to_become = Tensor
+
+    def __new__(cls, requires_grad: bool = False, device=None, dtype=None,
+                persistent: bool = True) -> "UninitializedBuffer":
+        placeholder = empty(0, device=device, dtype=dtype)
+        buffer = tensor_of(value_of(placeholder), requires_grad=bool(requires_grad), tensor_type=cls)
+        buffer.persistent = persistent
+        return buffer
+
+    def __init__(self, requires_grad: bool = False, device=None, dtype=None, persistent: bool = True) -> None:
+        pass
+
+    materialize = UninitializedParameter.materialize
+
+    def to(self, *args, **kwargs) -> "UninitializedBuffer":
+        placeholder = Tensor.to(empty(0, device=self.device, dtype=self.dtype), *args, **kwargs)
+        return UninitializedBuffer(requires_grad_flag(self), placeholder.device, placeholder.dtype,
+                                   self.__dict__.get("persistent", True))
+
+    def __repr__(self) -> str:
+        return "<UninitializedBuffer>"
+
+    __str__ = __repr__
+
+    def __reduce_ex__(self, protocol):
+        return (UninitializedBuffer, (requires_grad_flag(self), self.device, self.dtype,
+                                      self.__dict__.get("persistent", True)))
+
+    def __deepcopy__(self, memo):
+        result = UninitializedBuffer(requires_grad_flag(self), self.device, self.dtype,
+                                     self.__dict__.get("persistent", True))
+        memo[id(self)] = result
+        return result
+
+
 def is_lazy(value) -> bool:
-    return isinstance(value, UninitializedParameter)
+    return isinstance(value, (UninitializedParameter, UninitializedBuffer))
 
 
 class LazyModuleMixin:
@@ -94,7 +145,7 @@ class LazyModuleMixin:
                 destination[prefix + name] = param if keep_vars or is_lazy(param) else param.detach()
         for name, buffer in self._buffers.items():
             if buffer is not None and name not in self._non_persistent_buffers_set:
-                destination[prefix + name] = buffer if keep_vars else buffer.detach()
+                destination[prefix + name] = buffer if keep_vars or is_lazy(buffer) else buffer.detach()
 
     def _lazy_load_hook(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                         error_msgs) -> None:

@@ -1,4 +1,4 @@
-"""Identity and Linear layers."""
+"""Identity, Linear and LazyLinear layers."""
 from __future__ import annotations
 
 import math
@@ -7,10 +7,12 @@ from ...runtime.creation import empty
 from ...runtime.tensor import Tensor
 from .. import functional as F
 from .. import init
+from ...runtime.grad_mode import no_grad
 from ..parameter import Parameter
+from .lazy import LazyModuleMixin, UninitializedParameter
 from .module import Module
 
-__all__ = ["Identity", "Linear"]
+__all__ = ["Identity", "LazyLinear", "Linear"]
 
 
 def reset_weight_and_bias(weight: Tensor, bias: Tensor | None) -> None:
@@ -84,3 +86,48 @@ class Linear(Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class LazyLinear(LazyModuleMixin, Linear):
+    """A :class:`Linear` whose ``in_features`` is taken from the first input's last dim.
+
+    Until then ``weight`` and ``bias`` are :class:`UninitializedParameter`; the first forward (or a
+    loaded ``state_dict``) materializes and initializes them, and the module becomes a :class:`Linear`.
+
+    Args:
+        out_features: size of each output sample.
+        bias: whether to learn an additive bias. Default: ``True``.
+        device, dtype: where and in which dtype to create the parameters.
+
+    Example::
+
+        >>> m = nn.LazyLinear(30)
+        >>> m(onnxnn.randn(128, 20)).shape
+        onnxnn.Size([128, 30])
+        >>> type(m).__name__, m.in_features
+        ('Linear', 20)
+    """
+
+    cls_to_become = Linear
+
+    def __init__(self, out_features: int, bias: bool = True, device=None, dtype=None) -> None:
+        factory_kwargs = {"device": device, "dtype": dtype}
+        # bias=False here: the bias is an UninitializedParameter too, registered below.
+        super().__init__(0, 0, False)
+        self.weight = UninitializedParameter(**factory_kwargs)
+        self.out_features = out_features
+        if bias:
+            self.bias = UninitializedParameter(**factory_kwargs)
+
+    def reset_parameters(self) -> None:
+        if not self.has_uninitialized_params() and self.in_features != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input: Tensor, *args, **kwargs) -> None:
+        if self.has_uninitialized_params():
+            with no_grad():
+                self.in_features = input.shape[-1]
+                self.weight.materialize((self.out_features, self.in_features))
+                if self.bias is not None:
+                    self.bias.materialize((self.out_features,))
+                self.reset_parameters()

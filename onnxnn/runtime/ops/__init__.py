@@ -23,6 +23,9 @@ from .pointwise import *  # noqa: F401,F403
 from .stats import *  # noqa: F401,F403
 from .scatter_ops import *  # noqa: F401,F403
 from .extras import *  # noqa: F401,F403
+from .finite_differences import *  # noqa: F401,F403
+from .spectral import *  # noqa: F401,F403
+from .segments import *  # noqa: F401,F403
 from .nn_ops import *  # noqa: F401,F403,E402  (BatchNormalization rules; hardshrink, prelu)
 from . import training  # noqa: F401,E402  (Momentum: the fused SGD update)
 from . import loss  # noqa: F401,E402  (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss rules)

@@ -1,7 +1,7 @@
 """The rest of the parity batch: vander, pdist, renorm, frobenius_norm, unravel_index, range,
-histogram, nonzero_static, bernoulli, and torch's top-level spellings of shape helpers.
+histogram, histogramdd, hash_tensor, nonzero_static, bernoulli, and torch's top-level spellings of shape helpers.
 
-All recorded with existing ops except the documented data readers (histogram, nonzero_static)
+All recorded with existing ops except the documented data readers (histogram, histogramdd, hash_tensor, nonzero_static)
 and bernoulli, whose samples come from onnxnn's seeded generator like every random value.
 """
 from __future__ import annotations
@@ -19,7 +19,8 @@ from . import elementwise as _e
 from . import reduce as _r
 from .shape import chunk, split, stack
 
-__all__ = ["vander", "pdist", "renorm", "frobenius_norm", "unravel_index", "range", "histogram", "nonzero_static",
+__all__ = ["vander", "pdist", "renorm", "frobenius_norm", "unravel_index", "range", "histogram", "histogramdd",
+           "hash_tensor", "nonzero_static",
            "bernoulli", "split_with_sizes", "unsafe_split", "unsafe_chunk", "unsafe_split_with_sizes", "unflatten",
            "is_same_size", "is_signed", "get_device", "adjoint", "is_inference"]
 
@@ -109,6 +110,58 @@ def histogram(input: Tensor, bins=100, *, range=None, weight: Tensor | None = No
     hist, bin_edges = np.histogram(data, edges, range=range, weights=weights, density=density)
     make = lambda array: Tensor._from_array(array.astype(input.dtype.numpy_dtype), input.dtype, input.device)  # noqa: E731
     return make(hist), make(bin_edges)
+
+
+def histogramdd(input: Tensor, bins=10, *, range=None, weight: Tensor | None = None, density: bool = False):
+    """``(hist, bin_edges)`` of the rows of ``input`` (``(..., D)``: points in D dimensions), as numpy's
+    histogramdd computes them. ``bins`` is one count, one count per dimension, or one edge tensor per
+    dimension; ``range`` is ``[min_0, max_0, ..., min_D-1, max_D-1]``. Reads the data.
+    """
+    if input.dim() < 1:
+        raise RuntimeError("torch.histogramdd: input tensor should have at least 1 dimension, but got 0")
+    dimensions = input.shape[-1]
+    points = np.asarray(input._realized_data(), dtype=np.float64).reshape(-1, dimensions)
+    if isinstance(bins, Tensor) or (not isinstance(bins, int) and len(bins) and isinstance(bins[0], Tensor)):
+        edges = [np.asarray(edge._realized_data(), np.float64) for edge in bins]
+    else:
+        edges = bins
+    if isinstance(edges, (list, tuple)) and len(edges) != dimensions:
+        raise RuntimeError(f"torch.histogramdd: expected {dimensions} sequences of bin edges for each of the "
+                           f"{dimensions} dimensions of input but got {len(edges)}")
+    pairs = None if range is None else [(range[2 * axis], range[2 * axis + 1]) for axis in builtins.range(dimensions)]
+    weights = None if weight is None else np.asarray(weight._realized_data(), np.float64).reshape(-1)
+    hist, bin_edges = np.histogramdd(points, edges, range=pairs, weights=weights, density=density)
+    make = lambda array: Tensor._from_array(array.astype(input.dtype.numpy_dtype), input.dtype, input.device)  # noqa: E731
+    return make(hist), [make(edge) for edge in bin_edges]
+
+
+def hash_tensor(input: Tensor, dim=None, *, keepdim: bool = False, mode: int = 0) -> Tensor:
+    """The xor of the elements' 64-bit patterns (``mode=0``, the only one) over ``dim`` (default: all),
+    a ``uint64`` tensor: floats are widened to float64 and integers to 64 bits before their bits are
+    read, as PyTorch does. Reads the data (ONNX has no op that reinterprets a float's bits).
+    """
+    if mode != 0:
+        raise RuntimeError(f"Unknown hash_tensor mode: {mode}")
+    data = np.asarray(input._realized_data())
+    if input.dtype.is_floating_point:
+        wide = data.astype(np.float64)
+    elif data.dtype.kind == "u" or data.dtype == np.bool_:
+        wide = data.astype(np.uint64)
+    else:
+        wide = data.astype(np.int64)
+    bits = wide.view(np.uint64)
+    if dim is None:
+        if data.size == 0:
+            raise RuntimeError("hash_tensor: Expected reduction dim to be specified for input.numel() == 0. "
+                               "Specify the reduction dim with the 'dim' argument.")
+        axes = tuple(builtins.range(data.ndim))
+    else:
+        axes = tuple(normalize_axes([dim] if isinstance(dim, int) else list(dim), data.ndim))
+        for axis in axes:
+            if data.ndim and data.shape[axis] == 0:
+                raise IndexError(f"hash_tensor: Expected reduction dim {axis} to have non-zero size.")
+    hashed = np.bitwise_xor.reduce(bits, axis=axes, keepdims=keepdim) if data.ndim else bits
+    return Tensor._from_array(np.asarray(hashed, dtype=np.uint64), dtypes.uint64, input.device)
 
 
 def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
