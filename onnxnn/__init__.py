@@ -18,6 +18,7 @@ from . import runtime
 from .ir.caches import clear_caches
 from .runtime import ops as _ops
 from .runtime.fastpath import is_fast_path_enabled, set_fast_path
+from .runtime.threads import get_num_interop_threads, get_num_threads, set_num_interop_threads, set_num_threads
 from .runtime.creation import (
     arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace, normal, ones, ones_like,
     rand, rand_like, randint, randint_like, randn, randn_like, randperm, scalar_tensor, tensor, zeros, zeros_like,

@@ -41,7 +41,7 @@ NOT_APPLICABLE = [
      r"use_deterministic_algorithms|are_deterministic_algorithms_enabled|is_deterministic_algorithms_warn_only_enabled|"
      r"set_deterministic_debug_mode|get_deterministic_debug_mode|set_float32_matmul_precision|"
      r"get_float32_matmul_precision|set_warn_always|is_warn_always_enabled|set_default_device|get_default_device|"
-     r"set_default_tensor_type|get_num_threads|set_num_threads|get_num_interop_threads|set_num_interop_threads|"
+     r"set_default_tensor_type|"
      r"set_flush_denormal|get_autocast.*|set_autocast.*|is_autocast.*|clear_autocast_cache|autocast_.*|"
      r"import_ir_module.*|get_file_path|prepare_multiprocessing_environment|typename|is_anomaly.*|"
      r"set_anomaly_enabled|unify_type_list|fork|wait|merge_type_from_type_comment|parse_.*|"

@@ -45,10 +45,14 @@ class Mode:
             realization inside one computes exactly its targets: which intermediates are still
             held differs between the driver and a replay, and the plans must not.
         trace: the ``RecordingTrace`` of a backward being traced for replay, else None.
+        intra_op_threads: threads of one session's kernels (``set_num_threads``); 0 leaves
+            onnxruntime's default (one per core).
+        inter_op_threads: threads running independent nodes at once (``set_num_interop_threads``);
+            0 leaves onnxruntime's default.
     """
 
     __slots__ = ("grad", "executor", "eager", "fast_path", "recording_only", "unbounded_depth", "in_backward",
-                 "trace")
+                 "trace", "intra_op_threads", "inter_op_threads")
 
     def __init__(self):
         self.grad = GradMode()
@@ -59,6 +63,8 @@ class Mode:
         self.unbounded_depth = 0
         self.in_backward = 0
         self.trace = None
+        self.intra_op_threads = 0
+        self.inter_op_threads = 0
 
 
 MODE = Mode()

@@ -16,6 +16,7 @@ from onnx import helper
 from ..ir.caches import register_cache
 from ..ir.dtypes import bfloat16
 from ..ir.executors import register_executor
+from ..ir.mode import MODE
 from ..ir.plan import GraphPlan, build_model
 
 __all__ = ["CompiledSession", "SessionCache", "create_session", "SINGLE_THREAD_ELEMENTS"]
@@ -152,6 +153,7 @@ def create_session(model: onnx.ModelProto | bytes, providers=("CPUExecutionProvi
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3
     options.intra_op_num_threads = threads
+    options.inter_op_num_threads = MODE.inter_op_threads
     data = model if isinstance(model, bytes) else model.SerializeToString()
     return onnxruntime.InferenceSession(data, options, providers=list(providers))
 
@@ -174,7 +176,7 @@ class CompiledSession:
         if device.type == "cuda":
             providers = [("CUDAExecutionProvider", {"device_id": device.index or 0}), "CPUExecutionProvider"]
         if threads is None:
-            threads = 1 if _work_estimate(model) < SINGLE_THREAD_ELEMENTS else 0
+            threads = 1 if _work_estimate(model) < SINGLE_THREAD_ELEMENTS else MODE.intra_op_threads
         if ROUND_LOW_PRECISION_PER_OP and _mentions_low_precision(model):
             model = _round_per_op(model)
         try:
@@ -262,7 +264,7 @@ class OnnxruntimeExecutor:
         """A session for every size of the inputs' ``dims`` (``(input position, axis)`` pairs)."""
         model = build_model(plan)
         # Threads as the static graph of this key would get (sizes are unknown once symbolic).
-        threads = 1 if _work_estimate(model) < SINGLE_THREAD_ELEMENTS else 0
+        threads = 1 if _work_estimate(model) < SINGLE_THREAD_ELEMENTS else MODE.intra_op_threads
         symbolic_inputs(model, dims)
         cache = self.cache
         cache.misses += 1
