@@ -22,6 +22,7 @@ import re
 from pathlib import Path
 
 import pytest
+from threadpoolctl import threadpool_limits
 
 import onnxnn
 from onnxnn.ir.mode import MODE
@@ -81,7 +82,12 @@ def _importable(name: str) -> bool:
 def restored_switches():
     executor, eager = onnxnn.get_executor(), MODE.eager
     fast_path, dtype, grad = onnxnn.is_fast_path_enabled(), onnxnn.get_default_dtype(), onnxnn.is_grad_enabled()
-    yield
+    threads = MODE.intra_op_threads
+    with threadpool_limits(limits=None):  # restores numpy's BLAS threads (set_num_threads limits them)
+        yield
+    if MODE.intra_op_threads != threads:
+        MODE.intra_op_threads = threads
+        onnxnn.clear_caches()
     onnxnn.set_executor(executor, eager=eager)
     onnxnn.set_fast_path(fast_path)
     onnxnn.set_default_dtype(dtype)
