@@ -181,11 +181,15 @@ def test_packed_forward_zeroes_padding_and_keeps_each_sequences_last_state(case_
         np.testing.assert_allclose(c_n.detach().numpy(), c_expected, rtol=0, atol=atol)
 
 
-@pytest.mark.parametrize("cls, kwargs", [(nn.LSTM, {"proj_size": 2}), (nn.LSTM, {}), (nn.GRU, {}),
-                                         (nn.RNN, {"nonlinearity": "relu"})],
-                         ids=["lstm-proj", "lstm", "gru", "rnn-relu"])
-@pytest.mark.parametrize("executor", EXECUTORS)
-def test_packed_bidirectional_two_layer_gradients_match_finite_differences(cls, kwargs, executor):
+# float64 records ONNX nodes on the kernels only (onnxruntime's recurrent kernels are float32):
+# there LSTM and RNN check the nodes' gradients; on onnxruntime the unrolled steps' are checked.
+@pytest.mark.parametrize("executor, cls, kwargs", [
+    ("onnxruntime", nn.LSTM, {"proj_size": 2}), ("kernels", nn.LSTM, {"proj_size": 2}),
+    ("onnxruntime", nn.GRU, {}), ("kernels", nn.GRU, {}),
+    ("kernels", nn.LSTM, {}), ("kernels", nn.RNN, {"nonlinearity": "relu"}),
+], ids=["onnxruntime-lstm-proj", "kernels-lstm-proj", "onnxruntime-gru", "kernels-gru", "kernels-lstm",
+        "kernels-rnn-relu"])
+def test_packed_bidirectional_two_layer_gradients_match_finite_differences(executor, cls, kwargs):
     module, state = make(cls, kwargs)
     names = list(state)
     h0, c0 = initial_states(module, 3)
@@ -471,3 +475,44 @@ def test_float64_recurrent_plans_run_on_the_kernels_under_auto():
     output = lstm.double()(onnxnn.randn(40, 16, 8, dtype=onnxnn.float64))[0]
     assert plan_cache.choose(plan_of([output._value])) == "kernels"
     assert np.all(np.isfinite(output.detach().numpy()))
+
+
+@pytest.mark.parametrize("cls, kwargs", [(nn.LSTM, {})], ids=["lstm"])  # GRU's is the same path (~10 s)
+def test_float32_gradients_on_onnxruntime_match_the_checked_float64_gradients(cls, kwargs):
+    # onnxruntime runs the ONNX nodes in float32 only: its gradients must match the float64 ones
+    # on the kernels (checked by finite differences above). The backward is the same recurrence
+    # linearized (same weights, same Lipschitz growth), so each output's contribution errs by at
+    # most the forward's float32 bound per unit of cotangent; the cotangent (all ones) sums every
+    # output entry into each gradient.
+    module32, state = make_float32(cls, kwargs)
+    module64 = cls(2, 3, num_layers=2, bidirectional=True, **kwargs).double()
+    module64.load_state_dict({name: onnxnn.tensor(value) for name, value in state.items()})
+    x = RNG.standard_normal((4, 3, 2)).astype(np.float32).astype(np.float64)
+    gradients = {}
+    for executor, module, dtype in (("onnxruntime", module32, onnxnn.float32), ("kernels", module64, onnxnn.float64)):
+        with onnxnn.set_executor(executor):
+            packed = rnn_utils.pack_padded_sequence(onnxnn.tensor(x, dtype=dtype), LENGTHS, enforce_sorted=False)
+            output, hidden = module(packed)
+            final_h = hidden[0] if module.mode == "LSTM" else hidden
+            (output.data.sum() + final_h.sum()).backward()
+            gradients[executor] = {name: p.grad.numpy().astype(np.float64) for name, p in module.named_parameters()}
+    outputs = sum(LENGTHS) * 6 + 4 * 3 * 3
+    atol = recurrence_atol(state, np.abs(x).max() + 0 * x, 4, 2, np.float32) * outputs
+    for name in state:
+        assert np.abs(gradients["onnxruntime"][name]).max() > 0, name  # the gradient reached every weight
+        np.testing.assert_allclose(gradients["onnxruntime"][name], gradients["kernels"][name], rtol=0, atol=atol,
+                                   err_msg=name)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_float32_dropout_between_onnx_nodes_applies_in_training_only(executor):
+    module, state = make_float32(nn.LSTM, {}, dropout=1.0)
+    x = RNG.standard_normal((3, 2, 2)).astype(np.float32).astype(np.float64)
+    atol = recurrence_atol(state, np.abs(x).max() + 0 * x, 3, 2, np.float32)
+    zeros = np.zeros((4, 2, 3))
+    for training in (False, True):
+        module.train(training)
+        with onnxnn.set_executor(executor):
+            output, _ = module(onnxnn.tensor(x, dtype=onnxnn.float32))
+        expected, _, _ = network_reference("LSTM", state, x, [3, 3], zeros, zeros, 2, 2, drop_between=training)
+        np.testing.assert_allclose(output.detach().numpy(), expected, rtol=0, atol=atol)
