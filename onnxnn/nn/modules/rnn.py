@@ -269,15 +269,15 @@ class RNNBase(Module):
             output, h_n, c_n = fused_layers(self, padded, lengths, states[0], cx)
             output = repack_steps(output, batch_sizes)
         else:
-            output, h_n, c_n = fused_layers(self, input, None, states[0], cx)
-            output = output.reshape((length * batch, output.shape[-1]))
+            output, h_n, c_n = fused_layers(self, input, None, states[0], cx)  # already (L, N, D * H_out)
         if unsorted_indices is not None:
             h_n = h_n.index_select(1, unsorted_indices)
             c_n = None if c_n is None else c_n.index_select(1, unsorted_indices)
         if packed:
             output = PackedSequence(output, batch_sizes_tensor, sorted_indices, unsorted_indices)
         else:
-            output = output.reshape((len(batch_sizes), batch, output.shape[-1]))
+            if output.dim() == 2:  # the unrolled steps' rows
+                output = output.reshape((len(batch_sizes), batch, output.shape[-1]))
             if self.batch_first:
                 output = output.transpose(0, 1)
             if not is_batched:
