@@ -378,7 +378,8 @@ def test_each_layer_records_one_onnx_recurrent_node_and_no_per_step_matmuls(case
     module, _ = make_float32(cls, kwargs, dropout=0.5)
     packed = rnn_utils.pack_padded_sequence(onnxnn.randn(4, 3, 2), LENGTHS, enforce_sorted=False)
     module.eval()
-    output, hidden = module(packed)
+    with onnxnn.no_grad():  # inference: no gradient wanted (a differentiated forward stays unrolled)
+        output, hidden = module(packed)
     states = hidden if mode == "LSTM" else (hidden,)
     op_types = recorded_op_types(output.data, *states)
     assert op_types.count(FUSED_OP_TYPE[mode]) == 2, op_types
@@ -393,10 +394,26 @@ def test_each_layer_records_one_onnx_recurrent_node_and_no_per_step_matmuls(case
     # Training, the second layer reads the first one's output times F.dropout's mask (a Mul by
     # data drawn from onnxnn's generator, so a new mask does not change the graph).
     module.train()
-    nodes = [node for node in plan_of([module(onnxnn.randn(4, 3, 2))[0]._value]).nodes
-             if node.op_type == FUSED_OP_TYPE[mode]]
+    with onnxnn.no_grad():
+        nodes = [node for node in plan_of([module(onnxnn.randn(4, 3, 2))[0]._value]).nodes
+                 if node.op_type == FUSED_OP_TYPE[mode]]
     assert len(nodes) == 2 and nodes[1].inputs[0].node.op_type == "Mul"
     assert nodes[0].inputs[4] is None  # every sequence full: no sequence_lens
+
+
+@pytest.mark.parametrize("case_id, cls, kwargs, mode", FUSED[:1] + FUSED[-1:], ids=[FUSED[0][0], FUSED[-1][0]])
+def test_a_forward_that_will_be_differentiated_records_the_unrolled_steps(case_id, cls, kwargs, mode):
+    # The nodes' gradient rule re-records the unrolled recurrence inside the backward: training
+    # differentiates the unrolled forward directly instead.
+    module, _ = make_float32(cls, kwargs)
+    x = onnxnn.randn(4, 3, 2)
+    trained = recorded_op_types(module(x)[0])
+    assert FUSED_OP_TYPE[mode] not in trained and "MatMul" in trained
+    with onnxnn.no_grad():
+        assert recorded_op_types(module(x)[0]).count(FUSED_OP_TYPE[mode]) == 2
+    module.requires_grad_(False)
+    assert recorded_op_types(module(x)[0]).count(FUSED_OP_TYPE[mode]) == 2  # nothing requires grad
+    assert FUSED_OP_TYPE[mode] not in recorded_op_types(module(x.requires_grad_())[0])
 
 
 def test_projection_and_float64_on_onnxruntime_keep_the_unrolled_steps():
@@ -404,9 +421,10 @@ def test_projection_and_float64_on_onnxruntime_keep_the_unrolled_steps():
     op_types = recorded_op_types(nn.LSTM(2, 3, proj_size=2)(onnxnn.randn(4, 1, 2))[0])
     assert "LSTM" not in op_types and "MatMul" in op_types
     lstm = nn.LSTM(2, 3).double()
-    with onnxnn.set_executor("onnxruntime"):
-        assert "LSTM" not in recorded_op_types(lstm(onnxnn.randn(4, 1, 2, dtype=onnxnn.float64))[0])
-    assert recorded_op_types(lstm(onnxnn.randn(4, 1, 2, dtype=onnxnn.float64))[0]).count("LSTM") == 1
+    with onnxnn.no_grad():
+        with onnxnn.set_executor("onnxruntime"):
+            assert "LSTM" not in recorded_op_types(lstm(onnxnn.randn(4, 1, 2, dtype=onnxnn.float64))[0])
+        assert recorded_op_types(lstm(onnxnn.randn(4, 1, 2, dtype=onnxnn.float64))[0]).count("LSTM") == 1
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
@@ -468,7 +486,7 @@ def test_float32_export_writes_onnx_recurrent_nodes_that_onnxruntime_runs(case_i
 
 
 def test_float64_recurrent_plans_run_on_the_kernels_under_auto():
-    lstm = nn.LSTM(8, 16)
+    lstm = nn.LSTM(8, 16).requires_grad_(False)  # inference: one LSTM node
     # Large enough that the cost model alone would pick onnxruntime, which lacks float64 LSTM.
     output = lstm(onnxnn.randn(40, 16, 8))[0]
     assert plan_cache.choose(plan_of([output._value])) == "onnxruntime"
@@ -479,8 +497,8 @@ def test_float64_recurrent_plans_run_on_the_kernels_under_auto():
 
 @pytest.mark.parametrize("cls, kwargs", [(nn.LSTM, {})], ids=["lstm"])  # GRU's is the same path (~10 s)
 def test_float32_gradients_on_onnxruntime_match_the_checked_float64_gradients(cls, kwargs):
-    # onnxruntime runs the ONNX nodes in float32 only: its gradients must match the float64 ones
-    # on the kernels (checked by finite differences above). The backward is the same recurrence
+    # A float32 training step on onnxruntime must match the float64 gradients on the kernels
+    # (checked by finite differences above). The backward is the same recurrence
     # linearized (same weights, same Lipschitz growth), so each output's contribution errs by at
     # most the forward's float32 bound per unit of cotangent; the cotangent (all ones) sums every
     # output entry into each gradient.

@@ -38,15 +38,22 @@ _GATE_ORDER = {"RNN_TANH": (0,), "RNN_RELU": (0,), "LSTM": (0, 3, 1, 2), "GRU": 
 _ACTIVATION = {"RNN_TANH": "Tanh", "RNN_RELU": "Relu"}
 
 
-def records_fused_nodes(proj_size: int, dtype) -> bool:
+def records_fused_nodes(proj_size: int, dtype, needs_grad: bool) -> bool:
     """Whether a recurrent module's forward records ONNX recurrent nodes (else the unrolled steps).
 
-    Unrolled remain: an LSTM with ``proj_size > 0`` (ONNX's LSTM has no projection), and float64
+    The nodes are recorded when no gradient is wanted: inference, ``no_grad`` and export (which
+    traces under ``no_grad``), so served and exported models get onnxruntime's fused kernels and
+    PyTorch's graph. A forward that will be differentiated stays unrolled: the nodes' gradient
+    rule (``runtime/ops/recurrent.py``) records the same unrolled recurrence again inside the
+    backward, which made a training step two to three times slower than differentiating the
+    unrolled forward directly.
+
+    Also unrolled: an LSTM with ``proj_size > 0`` (ONNX's LSTM has no projection), and float64
     while the "onnxruntime" executor is selected (its CPU recurrent kernels take float32 only; the
     "auto" executor sends float64 recurrent nodes to onnxnn's kernels instead). Export a float64
     module under ``set_executor("onnxruntime")`` to get a graph onnxruntime can run.
     """
-    if proj_size > 0:
+    if proj_size > 0 or needs_grad:
         return False
     return not (dtype is dtypes.float64 and MODE.executor == "onnxruntime")
 

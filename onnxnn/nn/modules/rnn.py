@@ -22,6 +22,7 @@ import numbers
 import warnings
 
 from ...runtime.creation import empty, zeros
+from ...runtime.grad_mode import is_grad_enabled
 from ...runtime.ops.shape import cat, stack
 from ...runtime.tensor import Tensor
 from .. import functional as F
@@ -262,7 +263,9 @@ class RNNBase(Module):
             # The caller's states are in the original batch order; the packed batch is sorted.
             states = tuple(state.index_select(1, sorted_indices) for state in states)
         cx = states[1] if is_lstm else None
-        if not records_fused_nodes(self.proj_size, data.dtype):
+        needs_grad = is_grad_enabled() and (data.requires_grad or any(state.requires_grad for state in states)
+                                            or any(weight.requires_grad for weight in self.parameters(recurse=False)))
+        if not records_fused_nodes(self.proj_size, data.dtype, needs_grad):
             output, h_n, c_n = self._recur(data, batch_sizes, states[0], cx)
         elif packed:
             padded, lengths = pad_packed_steps(data, batch_sizes)
