@@ -1,10 +1,19 @@
 """Recurrent layers: RNN, LSTM, GRU and their single-step cells.
 
-The recurrence is recorded unrolled, one group of standard ops per time step (MatMul, Add, Sigmoid,
-Tanh, Mul, Slice, Concat), so gradients come from the existing rules and both executors run it;
-the input projection of every step is one MatMul over the whole sequence. A PackedSequence input
-is run as PyTorch runs it: at step ``t`` only the first ``batch_sizes[t]`` (longest) sequences
-advance, the others keep their state, so each final state is taken at its sequence's last step.
+RNN, LSTM and GRU record one ONNX ``RNN``/``LSTM``/``GRU`` node per layer (``_rnn_fused.py``:
+PyTorch's gate order converted, packed input as ``sequence_lens``), which onnxruntime runs as
+fused kernels and which export as PyTorch exports them.
+
+Two cases keep the recurrence unrolled, one group of standard ops per time step (MatMul, Add,
+Sigmoid, Tanh, Mul, Slice, Concat), whose gradients come from the existing rules: an LSTM with
+``proj_size > 0`` (ONNX's LSTM has no projection), and float64 while the "onnxruntime" executor is
+selected (its recurrent kernels are float32 only). There the input projection of every step is one
+MatMul over the whole sequence, and a PackedSequence runs as PyTorch runs it: at step ``t`` only
+the first ``batch_sizes[t]`` (longest) sequences advance, the others keep their state, so each
+final state is taken at its sequence's last step.
+
+The cells stay single unrolled steps of standard ops: PyTorch's exporter writes ``RNNCell``,
+``LSTMCell`` and ``GRUCell`` as plain Gemm/MatMul and activations too (no ONNX recurrent node).
 """
 from __future__ import annotations
 
@@ -13,12 +22,14 @@ import numbers
 import warnings
 
 from ...runtime.creation import empty, zeros
+from ...runtime.grad_mode import is_grad_enabled
 from ...runtime.ops.shape import cat, stack
 from ...runtime.tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
 from ..utils.rnn import PackedSequence
+from ._rnn_fused import fused_layers, pad_packed_steps, records_fused_nodes, repack_steps
 from .module import Module
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
@@ -251,14 +262,25 @@ class RNNBase(Module):
         if sorted_indices is not None:
             # The caller's states are in the original batch order; the packed batch is sorted.
             states = tuple(state.index_select(1, sorted_indices) for state in states)
-        output, h_n, c_n = self._recur(data, batch_sizes, states[0], states[1] if is_lstm else None)
+        cx = states[1] if is_lstm else None
+        needs_grad = is_grad_enabled() and (data.requires_grad or any(state.requires_grad for state in states)
+                                            or any(weight.requires_grad for weight in self.parameters(recurse=False)))
+        if not records_fused_nodes(self.proj_size, data.dtype, needs_grad):
+            output, h_n, c_n = self._recur(data, batch_sizes, states[0], cx)
+        elif packed:
+            padded, lengths = pad_packed_steps(data, batch_sizes)
+            output, h_n, c_n = fused_layers(self, padded, lengths, states[0], cx)
+            output = repack_steps(output, batch_sizes)
+        else:
+            output, h_n, c_n = fused_layers(self, input, None, states[0], cx)  # already (L, N, D * H_out)
         if unsorted_indices is not None:
             h_n = h_n.index_select(1, unsorted_indices)
             c_n = None if c_n is None else c_n.index_select(1, unsorted_indices)
         if packed:
             output = PackedSequence(output, batch_sizes_tensor, sorted_indices, unsorted_indices)
         else:
-            output = output.reshape((len(batch_sizes), batch, output.shape[-1]))
+            if output.dim() == 2:  # the unrolled steps' rows
+                output = output.reshape((len(batch_sizes), batch, output.shape[-1]))
             if self.batch_first:
                 output = output.transpose(0, 1)
             if not is_batched:

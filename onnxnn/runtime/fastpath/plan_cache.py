@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from ...ir.caches import register_cache
-from ...ir.dtypes import float16
+from ...ir.dtypes import float16, float64
 from ...ir.executors import executor
 from ...ir.mode import EXECUTORS, MODE
 from ...ir.plan import GraphPlan, build_model
@@ -30,7 +30,8 @@ __all__ = ["Entry", "entry", "choose", "clear", "set_capacity", "watch_stable_in
 #   overhead, a session pays one fixed cost per run and less per node; convolutions and recurrences
 #   cost the kernels more per element (im2col copies, a Python loop over time steps) than
 #   onnxruntime's fused routines. (Matrix products call BLAS on both sides: no extra weight.)
-# Otherwise onnxruntime runs it; an op or dtype one executor lacks sends the plan to the other.
+# Otherwise onnxruntime runs it; an op or dtype one executor lacks sends the plan to the other
+# (float64 recurrent nodes go to the kernels before any cost is weighed).
 # The constants are microseconds measured once on a 2-core x86 machine (numpy 2, onnxruntime 1.2x);
 # they only move the boundary, and the choice depends on nothing but the plan's structure.
 AUTO_KERNELS_MAX_ELEMENTS = 4096
@@ -41,6 +42,9 @@ SESSION_NODE_COST = 0.8
 SESSION_ELEMENT_COST = 0.0005
 HEAVY_FOR_KERNELS = frozenset({"Conv", "ConvTranspose", "LSTM", "GRU", "RNN"})
 HEAVY_KERNEL_FACTOR = 4.0
+# Ops onnxruntime's CPU provider has float32 kernels for only: a plan computing one in float64
+# runs on the kernels, whatever its size (compiling a session would fail).
+FLOAT32_ONLY_IN_ONNXRUNTIME = frozenset({"LSTM", "GRU", "RNN"})
 
 
 def _elements(shape) -> int:
@@ -54,6 +58,9 @@ def choose(plan: GraphPlan) -> str:
     """The executor "auto" gives ``plan``: "kernels" or "onnxruntime" (see the rules above)."""
     if plan.key[3].type != "cpu":
         return "onnxruntime"
+    for node in plan.nodes:
+        if node.op_type in FLOAT32_ONLY_IN_ONNXRUNTIME and not node.domain and node.inputs[0].dtype is float64:
+            return "kernels"
     for value in plan.inputs:
         if value.dtype is float16 or _elements(value.shape) > AUTO_KERNELS_MAX_ELEMENTS:
             return "onnxruntime"
