@@ -65,11 +65,12 @@ from .runtime.ops import (  # noqa: E402,F401
     adjoint, bernoulli, frobenius_norm, get_device, histogram, is_inference, is_same_size, is_signed, nonzero_static,
     pdist, range, renorm, split_with_sizes, unflatten, unravel_index, unsafe_chunk, unsafe_split,
     unsafe_split_with_sizes, vander,
+    digamma, erfinv, i0, lgamma, mvlgamma, polygamma,
 )
 from .runtime.windows import (  # noqa: E402,F401
     bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window,
 )
-from . import autograd, cuda  # noqa: E402
+from . import autograd, cuda, special  # noqa: E402
 from .errors import CheckpointError, ModelLoadError  # noqa: E402
 from .export.checkpoint import load, save  # noqa: E402
 from . import nn, optim  # noqa: E402
@@ -87,7 +88,7 @@ globals().update(_top_level_in_place(
      "atanh", "ceil", "clamp", "clamp_max", "clamp_min", "clip", "cos", "cosh", "deg2rad", "erf", "erfc", "exp", "exp2",
      "expm1", "fix", "floor", "frac", "log", "log10", "log1p", "log2", "logit", "nan_to_num", "neg", "negative",
      "rad2deg", "reciprocal", "relu", "round", "rsqrt", "sigmoid", "sin", "sinc", "sinh", "sqrt", "square", "tan",
-     "tanh", "trunc", "xlogy", "zero", "fill", "detach", "index_put", "addmv", "ldexp"),
+     "tanh", "trunc", "xlogy", "zero", "fill", "detach", "index_put", "addmv", "ldexp", "i0"),
     {name: getattr(nn.functional, name) for name in ("selu", "celu", "threshold", "dropout", "alpha_dropout",
                                                         "feature_alpha_dropout", "rrelu")},
 ))

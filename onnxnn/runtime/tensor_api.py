@@ -38,6 +38,8 @@ DELEGATED = (
     "quantile", "nanquantile", "cov", "corrcoef", "dist", "unique", "unique_consecutive", "bincount", "histc", "mode",
     "matrix_power", "index_put", "put", "scatter_reduce", "select_scatter", "slice_scatter", "diagonal_scatter",
     "renorm", "histogram", "nonzero_static", "bernoulli", "unsafe_split_with_sizes", "is_inference",
+    # special functions
+    "lgamma", "digamma", "mvlgamma", "erfinv", "i0",
 )
 
 # ``x.name_(...)`` rebinds x to ``x.name(...)`` (DESIGN principle 5). Arithmetic ones refuse a result
@@ -49,7 +51,8 @@ IN_PLACE_ARITHMETIC = (
     "cos", "tan", "asin", "arcsin", "acos", "arccos", "atan", "arctan", "sinh", "cosh", "asinh", "arcsinh",
     "acosh", "arccosh", "atanh", "arctanh", "erf", "floor", "ceil", "round", "trunc", "logit", "nan_to_num",
     "index_add", "cumsum", "cumprod", "float_power", "heaviside", "atan2", "arctan2", "copysign", "erfc", "sinc",
-    "fix", "ldexp", "index_put", "put", "scatter_reduce", "renorm",
+    "fix", "ldexp", "index_put", "put", "scatter_reduce", "renorm", "lgamma", "digamma", "mvlgamma", "erfinv", "i0",
+    "polygamma",
 )
 # In-place ops that change the shape: the handle takes the new shape (no broadcast back).
 IN_PLACE_RESHAPING = ("squeeze", "unsqueeze", "t", "transpose", "swapaxes", "swapdims")
@@ -127,6 +130,10 @@ class TensorAPI:
     def prelu(self, weight):
         """See :func:`onnxnn.nn.functional.prelu`."""
         return ops.prelu(self, weight)
+
+    def polygamma(self, n: int):
+        """``onnxnn.polygamma(n, self)``: the ``n``-th derivative of digamma (torch's argument order)."""
+        return ops.polygamma(n, self)
 
     def fill_diagonal_(self, fill_value, wrap: bool = False):
         """Writes ``fill_value`` on the main diagonal (rows past the square part too when ``wrap``)."""
