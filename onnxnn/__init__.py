@@ -66,6 +66,7 @@ from .runtime.ops import (  # noqa: E402,F401
     pdist, range, renorm, split_with_sizes, unflatten, unravel_index, unsafe_chunk, unsafe_split,
     unsafe_split_with_sizes, vander,
     digamma, erfinv, i0, lgamma, mvlgamma, polygamma,
+    bitwise_left_shift, bitwise_right_shift, frexp, gcd, lcm, nextafter,
 )
 from .runtime.windows import (  # noqa: E402,F401
     bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window,
@@ -88,7 +89,7 @@ globals().update(_top_level_in_place(
      "atanh", "ceil", "clamp", "clamp_max", "clamp_min", "clip", "cos", "cosh", "deg2rad", "erf", "erfc", "exp", "exp2",
      "expm1", "fix", "floor", "frac", "log", "log10", "log1p", "log2", "logit", "nan_to_num", "neg", "negative",
      "rad2deg", "reciprocal", "relu", "round", "rsqrt", "sigmoid", "sin", "sinc", "sinh", "sqrt", "square", "tan",
-     "tanh", "trunc", "xlogy", "zero", "fill", "detach", "index_put", "addmv", "ldexp", "i0"),
+     "tanh", "trunc", "xlogy", "zero", "fill", "detach", "index_put", "addmv", "ldexp", "i0", "gcd", "lcm"),
     {name: getattr(nn.functional, name) for name in ("selu", "celu", "threshold", "dropout", "alpha_dropout",
                                                         "feature_alpha_dropout", "rrelu")},
 ))

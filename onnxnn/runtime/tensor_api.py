@@ -40,6 +40,8 @@ DELEGATED = (
     "renorm", "histogram", "nonzero_static", "bernoulli", "unsafe_split_with_sizes", "is_inference",
     # special functions
     "lgamma", "digamma", "mvlgamma", "erfinv", "i0",
+    # integers and float representation
+    "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift", "frexp", "nextafter",
 )
 
 # ``x.name_(...)`` rebinds x to ``x.name(...)`` (DESIGN principle 5). Arithmetic ones refuse a result
@@ -52,14 +54,14 @@ IN_PLACE_ARITHMETIC = (
     "acosh", "arccosh", "atanh", "arctanh", "erf", "floor", "ceil", "round", "trunc", "logit", "nan_to_num",
     "index_add", "cumsum", "cumprod", "float_power", "heaviside", "atan2", "arctan2", "copysign", "erfc", "sinc",
     "fix", "ldexp", "index_put", "put", "scatter_reduce", "renorm", "lgamma", "digamma", "mvlgamma", "erfinv", "i0",
-    "polygamma",
+    "polygamma", "nextafter",
 )
 # In-place ops that change the shape: the handle takes the new shape (no broadcast back).
 IN_PLACE_RESHAPING = ("squeeze", "unsqueeze", "t", "transpose", "swapaxes", "swapdims")
 IN_PLACE = (
     "tril", "triu", "index_copy", "index_fill", "masked_scatter", "eq", "ne", "lt", "le", "gt", "ge", "greater",
     "greater_equal", "less", "less_equal", "not_equal", "logical_and", "logical_or", "logical_not", "logical_xor",
-    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift",
 )
 
 
@@ -134,6 +136,24 @@ class TensorAPI:
     def polygamma(self, n: int):
         """``onnxnn.polygamma(n, self)``: the ``n``-th derivative of digamma (torch's argument order)."""
         return ops.polygamma(n, self)
+
+    def __lshift__(self, other):
+        return ops.bitwise_left_shift(self, other)
+
+    def __rshift__(self, other):
+        return ops.bitwise_right_shift(self, other)
+
+    def __rlshift__(self, other):
+        return ops.bitwise_left_shift(other, self)
+
+    def __rrshift__(self, other):
+        return ops.bitwise_right_shift(other, self)
+
+    def __ilshift__(self, other):
+        return self.bitwise_left_shift_(other)
+
+    def __irshift__(self, other):
+        return self.bitwise_right_shift_(other)
 
     def fill_diagonal_(self, fill_value, wrap: bool = False):
         """Writes ``fill_value`` on the main diagonal (rows past the square part too when ``wrap``)."""
