@@ -42,6 +42,8 @@ DELEGATED = (
     "lgamma", "digamma", "mvlgamma", "erfinv", "i0",
     # integers and float representation
     "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift", "frexp", "nextafter",
+    # random samples
+    "multinomial",
 )
 
 # ``x.name_(...)`` rebinds x to ``x.name(...)`` (DESIGN principle 5). Arithmetic ones refuse a result
@@ -136,6 +138,23 @@ class TensorAPI:
     def polygamma(self, n: int):
         """``onnxnn.polygamma(n, self)``: the ``n``-th derivative of digamma (torch's argument order)."""
         return ops.polygamma(n, self)
+
+    # ---------------------------------------------------------------- random fills (onnxnn's generator)
+    def exponential_(self, lambd: float = 1.0, *, generator=None):
+        """Fills with samples of the exponential distribution of rate ``lambd``."""
+        return self._fill_random(ops.exponential_fill(self.shape, lambd, generator).astype(self.dtype.numpy_dtype))
+
+    def geometric_(self, p: float, *, generator=None):
+        """Fills with the number of Bernoulli(``p``) trials up to the first success (1, 2, ...)."""
+        return self._fill_random(ops.geometric_fill(self.shape, p, generator).astype(self.dtype.numpy_dtype))
+
+    def cauchy_(self, median: float = 0.0, sigma: float = 1.0, *, generator=None):
+        """Fills with samples of the Cauchy distribution ``median + sigma tan(pi (u - 1/2))``."""
+        return self._fill_random(ops.cauchy_fill(self.shape, median, sigma, generator).astype(self.dtype.numpy_dtype))
+
+    def log_normal_(self, mean: float = 1.0, std: float = 2.0, *, generator=None):
+        """Fills with ``exp(N(mean, std^2))`` samples."""
+        return self._fill_random(ops.log_normal_fill(self.shape, mean, std, generator).astype(self.dtype.numpy_dtype))
 
     def __lshift__(self, other):
         return ops.bitwise_left_shift(self, other)
