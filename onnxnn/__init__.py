@@ -67,7 +67,7 @@ from .runtime.ops import (  # noqa: E402,F401
     unsafe_split_with_sizes, vander,
     digamma, erfinv, i0, lgamma, mvlgamma, polygamma,
     bitwise_left_shift, bitwise_right_shift, frexp, gcd, lcm, nextafter,
-    binomial, multinomial, poisson,
+    binomial, multinomial, poisson, index_reduce,
 )
 from .runtime.windows import (  # noqa: E402,F401
     bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window,

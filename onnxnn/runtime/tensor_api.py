@@ -42,8 +42,8 @@ DELEGATED = (
     "lgamma", "digamma", "mvlgamma", "erfinv", "i0",
     # integers and float representation
     "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift", "frexp", "nextafter",
-    # random samples
-    "multinomial",
+    # random samples; index reductions
+    "multinomial", "index_reduce",
 )
 
 # ``x.name_(...)`` rebinds x to ``x.name(...)`` (DESIGN principle 5). Arithmetic ones refuse a result
@@ -56,7 +56,7 @@ IN_PLACE_ARITHMETIC = (
     "acosh", "arccosh", "atanh", "arctanh", "erf", "floor", "ceil", "round", "trunc", "logit", "nan_to_num",
     "index_add", "cumsum", "cumprod", "float_power", "heaviside", "atan2", "arctan2", "copysign", "erfc", "sinc",
     "fix", "ldexp", "index_put", "put", "scatter_reduce", "renorm", "lgamma", "digamma", "mvlgamma", "erfinv", "i0",
-    "polygamma", "nextafter",
+    "polygamma", "nextafter", "index_reduce",
 )
 # In-place ops that change the shape: the handle takes the new shape (no broadcast back).
 IN_PLACE_RESHAPING = ("squeeze", "unsqueeze", "t", "transpose", "swapaxes", "swapdims")

@@ -24,6 +24,7 @@ from .scatter_ops import *  # noqa: F401,F403
 from .extras import *  # noqa: F401,F403
 from .special_functions import *  # noqa: F401,F403  (lgamma, digamma, erfinv, Bessel: issue #12)
 from .integer_ops import *  # noqa: F401,F403  (gcd, lcm, shifts, frexp, nextafter: issue #12)
+from .index_reduce import *  # noqa: F401,F403  (index_reduce: issue #12)
 from .random_samplers import *  # noqa: F401,F403  (multinomial, poisson, binomial, random fills: issue #12)
 from .nn_ops import *  # noqa: F401,F403,E402  (BatchNormalization rules; hardshrink, prelu)
 from . import training  # noqa: F401,E402  (Momentum: the fused SGD update)
