@@ -65,7 +65,7 @@ from .runtime.ops import (  # noqa: E402,F401
     adjoint, bernoulli, frobenius_norm, get_device, histogram, is_inference, is_same_size, is_signed, nonzero_static,
     pdist, range, renorm, split_with_sizes, unflatten, unravel_index, unsafe_chunk, unsafe_split,
     unsafe_split_with_sizes, vander,
-    digamma, erfinv, i0, lgamma, mvlgamma, polygamma,
+    digamma, erfinv, i0, igamma, igammac, lgamma, mvlgamma, polygamma,
     bitwise_left_shift, bitwise_right_shift, frexp, gcd, lcm, nextafter,
     binomial, multinomial, poisson, index_reduce,
 )

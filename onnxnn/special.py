@@ -17,9 +17,11 @@ from .runtime.ops import (  # noqa: F401  (torch.special's names for functions o
 )
 from .runtime.ops import lgamma as gammaln  # noqa: F401
 from .runtime.ops import mvlgamma as multigammaln  # noqa: F401
+from .runtime.ops import igamma as gammainc  # noqa: F401
+from .runtime.ops import igammac as gammaincc  # noqa: F401
 from .runtime.tensor import Tensor
 
-__all__ = ["digamma", "psi", "polygamma", "gammaln", "multigammaln", "erf", "erfc", "erfinv", "i0", "i0e", "i1",
+__all__ = ["digamma", "psi", "polygamma", "gammaln", "multigammaln", "gammainc", "gammaincc", "erf", "erfc", "erfinv", "i0", "i0e", "i1",
            "i1e", "modified_bessel_i0", "modified_bessel_i1", "exp2", "expm1", "log1p", "logit", "logsumexp",
            "round", "sinc", "xlogy", "expit", "log_softmax", "softmax", "ndtr", "ndtri", "log_ndtr", "entr",
            "xlog1py"]

@@ -39,7 +39,7 @@ DELEGATED = (
     "matrix_power", "index_put", "put", "scatter_reduce", "select_scatter", "slice_scatter", "diagonal_scatter",
     "renorm", "histogram", "nonzero_static", "bernoulli", "unsafe_split_with_sizes", "is_inference",
     # special functions
-    "lgamma", "digamma", "mvlgamma", "erfinv", "i0",
+    "lgamma", "digamma", "mvlgamma", "erfinv", "i0", "igamma", "igammac",
     # integers and float representation
     "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift", "frexp", "nextafter",
     # random samples; index reductions
@@ -56,7 +56,7 @@ IN_PLACE_ARITHMETIC = (
     "acosh", "arccosh", "atanh", "arctanh", "erf", "floor", "ceil", "round", "trunc", "logit", "nan_to_num",
     "index_add", "cumsum", "cumprod", "float_power", "heaviside", "atan2", "arctan2", "copysign", "erfc", "sinc",
     "fix", "ldexp", "index_put", "put", "scatter_reduce", "renorm", "lgamma", "digamma", "mvlgamma", "erfinv", "i0",
-    "polygamma", "nextafter", "index_reduce",
+    "polygamma", "nextafter", "index_reduce", "igamma", "igammac",
 )
 # In-place ops that change the shape: the handle takes the new shape (no broadcast back).
 IN_PLACE_RESHAPING = ("squeeze", "unsqueeze", "t", "transpose", "swapaxes", "swapdims")

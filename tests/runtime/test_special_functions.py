@@ -175,6 +175,47 @@ def test_integer_inputs_become_the_default_float_dtype():
     _close(onnxnn.lgamma(onnxnn.tensor([4])).numpy(), [math.log(6)], rtol=1e-6)
 
 
+INCOMPLETE_A = np.array([0.5, 0.5, 1.0, 1.0, 3.0, 3.0, 0.5, 7.0])
+INCOMPLETE_X = np.array([0.2, 4.0, 0.7, 9.5, 0.5, 12.0, 30.0, 6.0])
+
+
+def _lower_incomplete_reference(a: float, x: float) -> float:
+    """P(1/2, x) = erf(sqrt x); for integer a, P(n, x) = 1 - e^-x sum_{k<n} x^k / k!."""
+    if a == 0.5:
+        return math.erf(math.sqrt(x))
+    return 1 - math.exp(-x) * math.fsum(x ** k / math.factorial(k) for k in range(int(a)))
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_igamma_and_igammac_match_closed_forms(executor):
+    with onnxnn.set_executor(executor):
+        a, x = onnxnn.tensor(INCOMPLETE_A, dtype=onnxnn.float64), onnxnn.tensor(INCOMPLETE_X, dtype=onnxnn.float64)
+        lower, upper = onnxnn.igamma(a, x).numpy(), a.igammac(x).numpy()
+        edges_a = onnxnn.tensor([0.0, 0.0, 1.0, -1.0, 1.0, 1.0, math.inf, 2.0], dtype=onnxnn.float64)
+        edges_x = onnxnn.tensor([1.0, 0.0, 0.0, 1.0, -1.0, math.inf, 1.0, math.nan], dtype=onnxnn.float64)
+        edges = onnxnn.special.gammainc(edges_a, edges_x).numpy()
+    expected = np.array([_lower_incomplete_reference(p, q) for p, q in zip(INCOMPLETE_A, INCOMPLETE_X)])
+    np.testing.assert_allclose(lower, expected, rtol=1e-13)
+    # The upper tail is checked against erfc and the integer-a sum directly (1 - P would lose its digits).
+    tail = [math.erfc(math.sqrt(q)) if p == 0.5 else math.exp(-q) * math.fsum(q ** k / math.factorial(k)
+                                                                               for k in range(int(p)))
+            for p, q in zip(INCOMPLETE_A, INCOMPLETE_X)]
+    np.testing.assert_allclose(upper, tail, rtol=1e-12)
+    np.testing.assert_array_equal(edges, [1.0, np.nan, 0.0, np.nan, np.nan, 1.0, 0.0, np.nan])
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_igamma_recurrence_at_large_a(executor):
+    # P(a + 1, x) = P(a, x) - x^a e^-x / Gamma(a + 1), with math.lgamma; a up to 80, x on both branches.
+    a = np.array([12.3, 40.5, 79.9, 79.9])
+    x = np.array([10.0, 44.0, 60.0, 95.0])
+    with onnxnn.set_executor(executor):
+        here = _run(lambda t: onnxnn.igamma(t, onnxnn.tensor(x, dtype=onnxnn.float64)), a)
+        above = _run(lambda t: onnxnn.igamma(t, onnxnn.tensor(x, dtype=onnxnn.float64)), a + 1)
+    step = np.exp(a * np.log(x) - x - np.array([math.lgamma(v + 1) for v in a]))
+    np.testing.assert_allclose(above, here - step, rtol=1e-11, atol=1e-15)
+
+
 GRADIENT_CASES = [
     ("lgamma", onnxnn.lgamma, [np.array([-2.6, -0.3, 0.4, 1.5, 4.2, 25.0])]),
     ("digamma", onnxnn.digamma, [np.array([-2.6, -0.3, 0.4, 1.5, 4.2, 25.0])]),
@@ -184,6 +225,11 @@ GRADIENT_CASES = [
     # Unscaled Bessel values grow like e^|x|: small |x| keeps the finite differences' rounding small.
     ("i0", onnxnn.i0, [np.array([-3.0, 0.5, 2.2, 4.0])]),
     ("i1e", onnxnn.special.i1e, [np.array([-25.0, -3.0, 0.5, 19.0, 22.0])]),
+    # Differentiable in x only (as PyTorch's), on both branches (x < a + 1 and above).
+    ("igamma_x", lambda x: onnxnn.igamma(onnxnn.tensor([0.5, 2.0, 6.0], dtype=onnxnn.float64), x),
+     [np.array([0.3, 4.5, 5.0])]),
+    ("igammac_x", lambda x: onnxnn.igammac(onnxnn.tensor([0.5, 2.0, 6.0], dtype=onnxnn.float64), x),
+     [np.array([1.7, 0.4, 9.0])]),
 ]
 
 
