@@ -137,7 +137,7 @@ class _Integers(nn.Module):
 
 
 def test_exported_model_runs_in_plain_onnxruntime_like_onnxnn():
-    a, b = onnxnn.tensor([12, -9, 7, 0]), onnxnn.tensor([18, 6, 0, 0])
+    a, b = onnxnn.tensor([12, -9, 7, 0], dtype=onnxnn.int32), onnxnn.tensor([18, 6, 0, 0], dtype=onnxnn.int32)
     module = _Integers().eval()
     expected = module(a, b).numpy()
     proto = to_onnx(module, (a, b))

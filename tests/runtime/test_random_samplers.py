@@ -147,9 +147,9 @@ def test_poisson_samples_have_the_rates_mean_and_variance(executor):
 
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_binomial_samples_have_the_mean_and_variance(executor):
-    counts = np.array([10.0, 10.0, 0.0, 40.0, 200.0])
+    counts = np.array([10.0, 10.0, 0.0, 40.0, 120.0])
     probs = np.array([0.0, 1.0, 0.5, 0.25, 0.6])
-    draws = 2500
+    draws = 2000
     onnxnn.manual_seed(5)
     with onnxnn.set_executor(executor):
         samples = onnxnn.binomial(onnxnn.tensor(counts).expand(draws, 5), onnxnn.tensor(probs)).numpy()
