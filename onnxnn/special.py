@@ -13,7 +13,12 @@ from __future__ import annotations
 
 from .runtime import ops as _ops
 from .runtime.ops import (  # noqa: F401  (torch.special's names for functions of the top level)
-    digamma, erf, erfc, erfinv, exp2, expm1, i0, i0e, i1, i1e, log1p, logit, logsumexp, polygamma, round, sinc, xlogy,
+    digamma, erf, erfc, erfcx, erfinv, exp2, expm1, i0, i0e, i1, i1e, log1p, logit, logsumexp, polygamma, round, sinc,
+    spherical_bessel_j0, xlogy, zeta,
+    chebyshev_polynomial_t, chebyshev_polynomial_u, chebyshev_polynomial_v, chebyshev_polynomial_w,
+    shifted_chebyshev_polynomial_t, shifted_chebyshev_polynomial_u, shifted_chebyshev_polynomial_v,
+    shifted_chebyshev_polynomial_w, hermite_polynomial_h, hermite_polynomial_he, laguerre_polynomial_l,
+    legendre_polynomial_p,
 )
 from .runtime.ops import lgamma as gammaln  # noqa: F401
 from .runtime.ops import mvlgamma as multigammaln  # noqa: F401
@@ -24,7 +29,10 @@ from .runtime.tensor import Tensor
 __all__ = ["digamma", "psi", "polygamma", "gammaln", "multigammaln", "gammainc", "gammaincc", "erf", "erfc", "erfinv", "i0", "i0e", "i1",
            "i1e", "modified_bessel_i0", "modified_bessel_i1", "exp2", "expm1", "log1p", "logit", "logsumexp",
            "round", "sinc", "xlogy", "expit", "log_softmax", "softmax", "ndtr", "ndtri", "log_ndtr", "entr",
-           "xlog1py"]
+           "xlog1py", "erfcx", "spherical_bessel_j0", "zeta", "chebyshev_polynomial_t", "chebyshev_polynomial_u",
+           "chebyshev_polynomial_v", "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
+           "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w",
+           "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p"]
 
 psi = digamma
 modified_bessel_i0 = i0

@@ -44,7 +44,8 @@ from ._common import Tensor, promote_operands
 from . import elementwise as _e
 from .sorting import cumsum
 
-__all__ = ["lgamma", "digamma", "polygamma", "mvlgamma", "erfinv", "i0", "i0e", "i1", "i1e", "igamma", "igammac"]
+__all__ = ["lgamma", "digamma", "polygamma", "mvlgamma", "erfinv", "erfcx", "i0", "i0e", "i1", "i1e", "igamma", "igammac",
+           "spherical_bessel_j0"]
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 # Lanczos' coefficients for g = 7, n = 9 (Numerical Recipes / Godfrey): Gamma(z + 1) =
@@ -243,24 +244,48 @@ def _erf_series_coefficients() -> list[float]:
 _ERF_SERIES = _erf_series_coefficients()
 
 
-def _erf_and_erfc_of_magnitude(a: Tensor) -> tuple[Tensor, Tensor]:
-    """``(erf(a), erfc(|a|))`` in float64 without the Erf op (onnxruntime has no float64 kernel for it).
+def _erf_series(near: Tensor) -> Tensor:
+    """``erf(a) = 2a / sqrt(pi) e^(-a^2) sum (2a^2)^n / (2n+1)!!`` for ``|a| < 2`` (positive terms, no
+    cancellation; odd in a, so its derivative at 0 is right)."""
+    return _horner(near * near * 2.0, _ERF_SERIES) * near * (near * near).neg().exp() * (2 / math.sqrt(math.pi))
 
-    ``|a| < 2``: ``erf(a) = 2a / sqrt(pi) e^(-a^2) sum (2a^2)^n / (2n+1)!!`` (positive terms, no
-    cancellation; odd in a, so its derivative at 0 is right); above, the continued fraction
-    ``erfc(a) = e^(-a^2) / sqrt(pi) / (a + (1/2) / (a + 1 / (a + (3/2) / ...)))``, relatively accurate.
-    """
-    magnitude = a.abs()
-    small = magnitude < 2.0
-    near = _e.where(small, a, 0.0)
-    series = _horner(near * near * 2.0, _ERF_SERIES) * near * (near * near).neg().exp() * (2 / math.sqrt(math.pi))
-    far = _e.where(small, 2.0, magnitude)
+
+def _erfc_scaled_tail(far: Tensor) -> Tensor:
+    """``e^(a^2) erfc(a)`` for ``a >= 2`` by the continued fraction
+    ``1 / sqrt(pi) / (a + (1/2) / (a + 1 / (a + (3/2) / ...)))`` (relative error 2e-16 there)."""
     fraction = far
     for k in range(_ERFC_FRACTION_TERMS, 0, -1):
         fraction = far + (k / 2) / fraction
-    tail = (far * far).neg().exp() / (fraction * math.sqrt(math.pi))
+    return 1.0 / (fraction * math.sqrt(math.pi))
+
+
+def _erf_and_erfc_of_magnitude(a: Tensor) -> tuple[Tensor, Tensor]:
+    """``(erf(a), erfc(|a|))`` in float64 without the Erf op (onnxruntime has no float64 kernel for it):
+    the series below ``|a| = 2``, the continued fraction above, relatively accurate in the tail."""
+    magnitude = a.abs()
+    small = magnitude < 2.0
+    series = _erf_series(_e.where(small, a, 0.0))
+    far = _e.where(small, 2.0, magnitude)
+    tail = (far * far).neg().exp() * _erfc_scaled_tail(far)
     sign = a.sign()
     return _e.where(small, series, (1.0 - tail) * sign), _e.where(small, 1.0 - series * sign, tail)
+
+
+def erfcx(input: Tensor) -> Tensor:
+    """The scaled complementary error function ``exp(x^2) erfc(x)``, without overflow for large x.
+
+    Computed in float64 (then rounded once); ``erfcx(-a) = 2 exp(a^2) - erfcx(a)`` for negative x.
+    """
+    x = _e._floating(input)
+    out = x.dtype
+    x = x.to(dtypes.float64)
+    a = x.abs()
+    small = a < 2.0
+    near = _e.where(small, a, 0.0)
+    scaled_near = (near * near).exp() * (1.0 - _erf_series(near))
+    positive = _e.where(small, scaled_near, _erfc_scaled_tail(_e.where(small, 2.0, a)))
+    negative = (a * a).exp() * 2.0 - positive
+    return _e.where(x < 0, negative, positive).to(out)
 
 
 def _erfinv_start(y: Tensor) -> Tensor:
@@ -456,3 +481,56 @@ def igammac(input: Tensor, other: Tensor) -> Tensor:
     """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``, accurate in its tail."""
     _, upper, out = _incomplete_gamma(input, other)
     return upper.to(out)
+
+
+def spherical_bessel_j0(input: Tensor) -> Tensor:
+    """The spherical Bessel function of the first kind of order 0, ``sin(x) / x`` (1 at 0)."""
+    x = _e._floating(input)
+    zero = x == 0
+    safe = _e.where(zero, 1.0, x)
+    return _e.where(zero, 1.0, safe.sin() / safe)
+
+
+def _finite_data(values: Tensor) -> np.ndarray:
+    data = np.asarray(values._realized_data(), dtype=np.float64).reshape(-1)
+    return data[np.isfinite(data)]
+
+
+def zeta(input, other) -> Tensor:
+    """The Hurwitz zeta function ``zeta(s, q) = sum_k (q + k)^(-s)`` (``input`` is s, ``other`` is q).
+
+    The first ``N`` terms are summed directly (along a new axis) and the Euler-Maclaurin series
+    finishes from ``q + N``; ``N`` makes ``q + N >= max(10, s + 10)`` for every element, read from
+    the data. As PyTorch's: inf at ``s = 1`` and at non-positive integer ``q``, NaN for ``s < 1`` and for
+    negative non-integer ``q`` with non-integer ``s``. Differentiable in ``q``.
+    """
+    (s, q), out = promote_operands([_e._floating(input) if isinstance(input, Tensor) else input,
+                                    _e._floating(other) if isinstance(other, Tensor) else other])
+    s = (s if isinstance(s, Tensor) else Tensor._from_value(s)).detach().to(dtypes.float64)
+    q = (q if isinstance(q, Tensor) else Tensor._from_value(q)).to(dtypes.float64)
+    shape = tuple(np.broadcast_shapes(tuple(s.shape), tuple(q.shape)))
+    s, q = s.expand(*shape), q.expand(*shape)
+    exponents, offsets = _finite_data(s), _finite_data(q)
+    largest_s = float(exponents.max()) if exponents.size else 2.0
+    smallest_q = float(offsets.min()) if offsets.size else 1.0
+    count = int(math.ceil(max(10.0, largest_s + 10.0))) + max(0, int(math.ceil(-smallest_q)))
+    convergent = s > 1.0
+    safe_s = _e.where(convergent, s, 2.0)
+    ks = Tensor._from_array(np.arange(count, dtype=np.float64), dtypes.float64, q.device)
+    direct = _e.pow(q.unsqueeze(-1) + ks, safe_s.neg().unsqueeze(-1)).sum(-1)
+    y = q + float(count)
+    inverse_square = 1.0 / (y * y)
+    correction = y * 0.0
+    rising = safe_s  # s (s + 1) ... (s + 2j - 2)
+    power = inverse_square
+    for j, b in enumerate(_BERNOULLI, start=1):
+        correction = correction + rising * power * float(b / math.factorial(2 * j))
+        rising = rising * (safe_s + float(2 * j - 1)) * (safe_s + float(2 * j))
+        power = power * inverse_square
+    tail = _e.pow(y, safe_s.neg()) * (y / (safe_s - 1.0) + 0.5 + y * correction)
+    value = direct + tail
+    value = _e.where(s == 1.0, math.inf, _e.where(convergent, value, math.nan))
+    return value.to(out)
+
+
+__all__ += ["zeta"]
