@@ -386,12 +386,3 @@ def _same(x):
 
 
 kernels.register_direct("Identity", _named(_same, "Identity"))
-
-
-@kernels.register("BitShift", types=frozenset({"uint8", "uint16", "uint32", "uint64"}))
-def bit_shift(xp, inputs, attrs):
-    """ONNX BitShift on unsigned integers; the shift must be below the bit width (as in C)."""
-    a, b = inputs
-    direction = attrs.get("direction", b"LEFT")
-    direction = direction.decode() if isinstance(direction, bytes) else direction
-    return [xp.left_shift(a, b) if direction == "LEFT" else xp.right_shift(a, b)]
