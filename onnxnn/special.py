@@ -26,8 +26,9 @@ from .runtime.ops import igamma as gammainc  # noqa: F401
 from .runtime.ops import igammac as gammaincc  # noqa: F401
 from .runtime.tensor import Tensor
 
-__all__ = ["digamma", "psi", "polygamma", "gammaln", "multigammaln", "gammainc", "gammaincc", "erf", "erfc", "erfinv", "i0", "i0e", "i1",
-           "i1e", "modified_bessel_i0", "modified_bessel_i1", "exp2", "expm1", "log1p", "logit", "logsumexp",
+__all__ = ["digamma", "psi", "polygamma", "gammaln", "multigammaln", "gammainc", "gammaincc", "erf", "erfc", "erfinv",
+           "i0", "i0e", "i1", "i1e", "modified_bessel_i0", "modified_bessel_i1", "exp2", "expm1", "log1p", "logit",
+           "logsumexp",
            "round", "sinc", "xlogy", "expit", "log_softmax", "softmax", "ndtr", "ndtri", "log_ndtr", "entr",
            "xlog1py", "erfcx", "spherical_bessel_j0", "zeta", "chebyshev_polynomial_t", "chebyshev_polynomial_u",
            "chebyshev_polynomial_v", "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",

@@ -63,7 +63,8 @@ IN_PLACE_RESHAPING = ("squeeze", "unsqueeze", "t", "transpose", "swapaxes", "swa
 IN_PLACE = (
     "tril", "triu", "index_copy", "index_fill", "masked_scatter", "eq", "ne", "lt", "le", "gt", "ge", "greater",
     "greater_equal", "less", "less_equal", "not_equal", "logical_and", "logical_or", "logical_not", "logical_xor",
-    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "gcd", "lcm", "bitwise_left_shift",
+    "bitwise_right_shift",
 )
 
 

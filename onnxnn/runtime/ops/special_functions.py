@@ -20,17 +20,21 @@ Accuracy (float64, checked against float64 series in tests/runtime/test_special_
   ``|x| <= 20``, the asymptotic expansion (34 terms, next term < 1e-18 relative) beyond.
 - ``erfinv``: Giles' single-precision approximation (an asymptotic inversion of erfc beyond its
   range), then two Newton steps in float64 (each squares the relative error: 5e-5 -> 1e-10 ->
-  rounding). onnxruntime has no
-  float64 Erf, so erfc is written out (series below 2, continued fraction above).
-
+  rounding). onnxruntime has no float64 Erf, so erf/erfc are written out (series below 2, continued
+  fraction above); ``erfcx`` reuses them.
 - ``igamma``/``igammac``: the series ``P = x^a e^-x / Gamma(a+1) sum x^n / ((a+1)...(a+n))`` below
   ``x = a + 1`` (its terms summed at once along a new axis from a CumSum of log-ratios), Legendre's
   continued fraction for ``Q`` above; ``80 + 10 sqrt(max a)`` terms each, read from the data
   (relative error about 1e-13 for a <= 100; the ``exp`` of ``a log x - x - lgamma(a)`` loses
   ``|a log x|`` ulps for larger a).
 
+- ``zeta(s, q)``: the direct sum up to ``q + N >= max(10, s + 10)`` (N read from the data), then the
+  same Euler-Maclaurin series.
+
 Float16 and bfloat16 inputs are computed in float32 and rounded once at the end, as PyTorch's CPU
-kernels do; integer inputs become the default float dtype.
+kernels do (erfinv, erfcx, igamma and zeta compute in float64 for every dtype); integer inputs
+become the default float dtype. Functions whose number of terms depends on the data (igamma, zeta)
+read it when they are called, as ``histc`` does.
 """
 from __future__ import annotations
 
@@ -44,8 +48,8 @@ from ._common import Tensor, promote_operands
 from . import elementwise as _e
 from .sorting import cumsum
 
-__all__ = ["lgamma", "digamma", "polygamma", "mvlgamma", "erfinv", "erfcx", "i0", "i0e", "i1", "i1e", "igamma", "igammac",
-           "spherical_bessel_j0"]
+__all__ = ["lgamma", "digamma", "polygamma", "mvlgamma", "erfinv", "erfcx", "i0", "i0e", "i1", "i1e", "igamma",
+           "igammac", "spherical_bessel_j0"]
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 # Lanczos' coefficients for g = 7, n = 9 (Numerical Recipes / Godfrey): Gamma(z + 1) =
@@ -87,7 +91,8 @@ def _horner(z: Tensor, coefficients) -> Tensor:
 
 
 def _pi_fraction(x: Tensor) -> Tensor:
-    """``x - round(x)`` in [-1/2, 1/2] (exact): ``|sin(pi x)|`` and ``cot(pi x)`` read from it are exact near integers."""
+    """``x - round(x)`` in [-1/2, 1/2] (exact): ``|sin(pi x)|`` and ``cot(pi x)`` read from it stay exact
+    near the integers."""
     return x - x.round()
 
 
@@ -351,7 +356,8 @@ def _bessel_series_coefficients(order: int) -> list[float]:
 
 
 def _bessel_asymptotic_coefficients(order: int) -> list[float]:
-    """``I_order(x) e^(-x) sqrt(2 pi x) ~ sum_k c_k x^(-k)``, ``c_k = (-1)^k prod (4 order^2 - (2j-1)^2) / (k! 8^k)``."""
+    """``I_order(x) e^(-x) sqrt(2 pi x) ~ sum_k c_k x^(-k)``, with
+    ``c_k = (-1)^k prod_j (4 order^2 - (2j-1)^2) / (k! 8^k)``."""
     mu, coefficient, coefficients = 4 * order * order, 1.0, [1.0]
     for k in range(1, _BESSEL_ASYMPTOTIC_TERMS):
         coefficient *= -(mu - (2 * k - 1) ** 2) / (8 * k)
