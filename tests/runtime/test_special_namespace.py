@@ -81,7 +81,37 @@ def test_erfcx_and_spherical_bessel_j0(executor):
     np.testing.assert_allclose(j0, [1.0, math.sin(1e-3) / 1e-3, math.sin(2.5) / 2.5], rtol=1e-15)
 
 
+K_POINTS = np.array([1e-6, 0.3, 1.5, 2.0, 2.5, 7.0, 19.9, 20.1, 45.0, 300.0])
+
+
+def _k_integral(order: int, x: float) -> float:
+    """``e^x K_order(x) = int_0^inf exp(-x (cosh t - 1)) cosh(order t) dt``: a fine trapezoid (step 1/200)."""
+    step = 0.005
+    nodes = np.arange(0, 40.0, step)
+    values = np.exp(-x * 2 * np.sinh(nodes / 2) ** 2) * np.cosh(order * nodes)
+    return step * (math.fsum(values) - values[0] / 2)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_modified_bessel_k_matches_its_integral_and_the_wronskian(executor):
+    with onnxnn.set_executor(executor):
+        x = onnxnn.tensor(K_POINTS, dtype=onnxnn.float64)
+        k0, k1 = special.modified_bessel_k0(x).numpy(), special.modified_bessel_k1(x).numpy()
+        k0e, k1e = special.scaled_modified_bessel_k0(x).numpy(), special.scaled_modified_bessel_k1(x).numpy()
+        i0, i1 = special.i0(x).numpy(), special.i1(x).numpy()
+        edges = special.modified_bessel_k0(onnxnn.tensor([0.0, -1.0])).numpy()
+    np.testing.assert_allclose(k0e, [_k_integral(0, v) for v in K_POINTS], rtol=1e-13)
+    np.testing.assert_allclose(k1e, [_k_integral(1, v) for v in K_POINTS], rtol=1e-13)
+    np.testing.assert_allclose(k0, k0e * np.exp(-K_POINTS), rtol=1e-14, atol=1e-300)
+    np.testing.assert_allclose(k1, k1e * np.exp(-K_POINTS), rtol=1e-14, atol=1e-300)
+    moderate = K_POINTS < 700  # I overflows where K underflows
+    wronskian = (i0 * k1 + i1 * k0)[moderate] * K_POINTS[moderate]
+    np.testing.assert_allclose(wronskian, 1.0, rtol=1e-13)  # I0 K1 + I1 K0 = 1 / x
+    assert edges[0] == np.inf and np.isnan(edges[1])
+
+
 GRADIENT_CASES = [
+    ("bessel_k0", special.modified_bessel_k0, [np.array([0.7, 1.99, 2.01, 12.0, 19.9, 20.1, 25.0])]),
     ("legendre", lambda x: special.legendre_polynomial_p(x, 4), [X]),
     ("hermite_tensor_n", lambda x: special.hermite_polynomial_h(x, onnxnn.tensor([0, 1, 2, 3, 4, 5, 3, 2, 1])), [X]),
     ("zeta_q", lambda q: special.zeta(onnxnn.tensor([2.0, 3.5, 6.0], dtype=onnxnn.float64), q),
@@ -111,8 +141,6 @@ NOT_YET = {
     "airy_ai": "missing: needs Cephes' rational approximations",
     "bessel_j0": "missing: needs Cephes' rational approximations", "bessel_j1": "missing: as bessel_j0",
     "bessel_y0": "missing: as bessel_j0", "bessel_y1": "missing: as bessel_j0",
-    "modified_bessel_k0": "missing: as bessel_j0", "modified_bessel_k1": "missing: as bessel_j0",
-    "scaled_modified_bessel_k0": "missing: as bessel_j0", "scaled_modified_bessel_k1": "missing: as bessel_j0",
     "common_args": "a docstring table, not a function", "multi_dim_common": "a docstring table, not a function",
     "torch": "the torch module",
 }
