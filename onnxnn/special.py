@@ -18,7 +18,8 @@ from .runtime.ops import (  # noqa: F401  (torch.special's names for functions o
     chebyshev_polynomial_t, chebyshev_polynomial_u, chebyshev_polynomial_v, chebyshev_polynomial_w,
     shifted_chebyshev_polynomial_t, shifted_chebyshev_polynomial_u, shifted_chebyshev_polynomial_v,
     shifted_chebyshev_polynomial_w, hermite_polynomial_h, hermite_polynomial_he, laguerre_polynomial_l,
-    legendre_polynomial_p, modified_bessel_k0, modified_bessel_k1, scaled_modified_bessel_k0, scaled_modified_bessel_k1,
+    legendre_polynomial_p, bessel_j0, bessel_j1, modified_bessel_k0, modified_bessel_k1, scaled_modified_bessel_k0,
+    scaled_modified_bessel_k1,
 )
 from .runtime.ops import lgamma as gammaln  # noqa: F401
 from .runtime.ops import mvlgamma as multigammaln  # noqa: F401
@@ -34,7 +35,8 @@ __all__ = ["digamma", "psi", "polygamma", "gammaln", "multigammaln", "gammainc",
            "chebyshev_polynomial_v", "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
            "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w",
            "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p",
-           "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1"]
+           "bessel_j0", "bessel_j1", "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0",
+           "scaled_modified_bessel_k1"]
 
 psi = digamma
 modified_bessel_i0 = i0

@@ -23,7 +23,7 @@ from .stats import *  # noqa: F401,F403
 from .scatter_ops import *  # noqa: F401,F403
 from .extras import *  # noqa: F401,F403
 from .special_functions import *  # noqa: F401,F403  (lgamma, digamma, erfinv, Bessel: issue #12)
-from .bessel_k import *  # noqa: F401,F403  (torch.special's modified_bessel_k0/k1)
+from .bessel import *  # noqa: F401,F403  (torch.special's bessel_j0/j1, modified_bessel_k0/k1)
 from .orthogonal_polynomials import *  # noqa: F401,F403  (torch.special's polynomials)
 from .integer_ops import *  # noqa: F401,F403  (gcd, lcm, shifts, frexp, nextafter: issue #12)
 from .index_reduce import *  # noqa: F401,F403  (index_reduce: issue #12)
