@@ -67,11 +67,14 @@ from .runtime.ops import (  # noqa: E402,F401
     pdist, range, renorm, split_with_sizes, unflatten, unravel_index, unsafe_chunk, unsafe_split,
     unsafe_split_with_sizes, vander,
     gradient, hash_tensor, histogramdd, istft, segment_reduce, stft,
+    digamma, erfinv, i0, igamma, igammac, lgamma, mvlgamma, polygamma,
+    bitwise_left_shift, bitwise_right_shift, frexp, gcd, lcm, nextafter,
+    binomial, multinomial, poisson, index_reduce,
 )
 from .runtime.windows import (  # noqa: E402,F401
     bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window,
 )
-from . import autograd, cuda  # noqa: E402
+from . import autograd, cuda, special  # noqa: E402
 from .errors import CheckpointError, ModelLoadError  # noqa: E402
 from .export.checkpoint import load, save  # noqa: E402
 from . import nn, optim  # noqa: E402
@@ -102,7 +105,7 @@ globals().update(_top_level_in_place(
      "atanh", "ceil", "clamp", "clamp_max", "clamp_min", "clip", "cos", "cosh", "deg2rad", "erf", "erfc", "exp", "exp2",
      "expm1", "fix", "floor", "frac", "log", "log10", "log1p", "log2", "logit", "nan_to_num", "neg", "negative",
      "rad2deg", "reciprocal", "relu", "round", "rsqrt", "sigmoid", "sin", "sinc", "sinh", "sqrt", "square", "tan",
-     "tanh", "trunc", "xlogy", "zero", "fill", "detach", "index_put", "addmv", "ldexp"),
+     "tanh", "trunc", "xlogy", "zero", "fill", "detach", "index_put", "addmv", "ldexp", "i0", "gcd", "lcm"),
     {name: getattr(nn.functional, name) for name in ("selu", "celu", "threshold", "dropout", "alpha_dropout",
                                                         "feature_alpha_dropout", "rrelu")},
 ))

@@ -40,6 +40,12 @@ DELEGATED = (
     "renorm", "histogram", "nonzero_static", "bernoulli", "unsafe_split_with_sizes", "is_inference",
     # spectral; bit hashing
     "stft", "istft", "hash_tensor",
+    # special functions
+    "lgamma", "digamma", "mvlgamma", "erfinv", "i0", "igamma", "igammac",
+    # integers and float representation
+    "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift", "frexp", "nextafter",
+    # random samples; index reductions
+    "multinomial", "index_reduce",
 )
 
 # ``x.name_(...)`` rebinds x to ``x.name(...)`` (DESIGN principle 5). Arithmetic ones refuse a result
@@ -51,14 +57,16 @@ IN_PLACE_ARITHMETIC = (
     "cos", "tan", "asin", "arcsin", "acos", "arccos", "atan", "arctan", "sinh", "cosh", "asinh", "arcsinh",
     "acosh", "arccosh", "atanh", "arctanh", "erf", "floor", "ceil", "round", "trunc", "logit", "nan_to_num",
     "index_add", "cumsum", "cumprod", "float_power", "heaviside", "atan2", "arctan2", "copysign", "erfc", "sinc",
-    "fix", "ldexp", "index_put", "put", "scatter_reduce", "renorm",
+    "fix", "ldexp", "index_put", "put", "scatter_reduce", "renorm", "lgamma", "digamma", "mvlgamma", "erfinv", "i0",
+    "polygamma", "nextafter", "index_reduce", "igamma", "igammac",
 )
 # In-place ops that change the shape: the handle takes the new shape (no broadcast back).
 IN_PLACE_RESHAPING = ("squeeze", "unsqueeze", "t", "transpose", "swapaxes", "swapdims")
 IN_PLACE = (
     "tril", "triu", "index_copy", "index_fill", "masked_scatter", "eq", "ne", "lt", "le", "gt", "ge", "greater",
     "greater_equal", "less", "less_equal", "not_equal", "logical_and", "logical_or", "logical_not", "logical_xor",
-    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "gcd", "lcm", "bitwise_left_shift",
+    "bitwise_right_shift",
 )
 
 
@@ -129,6 +137,45 @@ class TensorAPI:
     def prelu(self, weight):
         """See :func:`onnxnn.nn.functional.prelu`."""
         return ops.prelu(self, weight)
+
+    def polygamma(self, n: int):
+        """``onnxnn.polygamma(n, self)``: the ``n``-th derivative of digamma (torch's argument order)."""
+        return ops.polygamma(n, self)
+
+    # ---------------------------------------------------------------- random fills (onnxnn's generator)
+    def exponential_(self, lambd: float = 1.0, *, generator=None):
+        """Fills with samples of the exponential distribution of rate ``lambd``."""
+        return self._fill_random(ops.exponential_fill(self.shape, lambd, generator).astype(self.dtype.numpy_dtype))
+
+    def geometric_(self, p: float, *, generator=None):
+        """Fills with the number of Bernoulli(``p``) trials up to the first success (1, 2, ...)."""
+        return self._fill_random(ops.geometric_fill(self.shape, p, generator).astype(self.dtype.numpy_dtype))
+
+    def cauchy_(self, median: float = 0.0, sigma: float = 1.0, *, generator=None):
+        """Fills with samples of the Cauchy distribution ``median + sigma tan(pi (u - 1/2))``."""
+        return self._fill_random(ops.cauchy_fill(self.shape, median, sigma, generator).astype(self.dtype.numpy_dtype))
+
+    def log_normal_(self, mean: float = 1.0, std: float = 2.0, *, generator=None):
+        """Fills with ``exp(N(mean, std^2))`` samples."""
+        return self._fill_random(ops.log_normal_fill(self.shape, mean, std, generator).astype(self.dtype.numpy_dtype))
+
+    def __lshift__(self, other):
+        return ops.bitwise_left_shift(self, other)
+
+    def __rshift__(self, other):
+        return ops.bitwise_right_shift(self, other)
+
+    def __rlshift__(self, other):
+        return ops.bitwise_left_shift(other, self)
+
+    def __rrshift__(self, other):
+        return ops.bitwise_right_shift(other, self)
+
+    def __ilshift__(self, other):
+        return self.bitwise_left_shift_(other)
+
+    def __irshift__(self, other):
+        return self.bitwise_right_shift_(other)
 
     def fill_diagonal_(self, fill_value, wrap: bool = False):
         """Writes ``fill_value`` on the main diagonal (rows past the square part too when ``wrap``)."""

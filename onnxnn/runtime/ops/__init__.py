@@ -26,6 +26,12 @@ from .extras import *  # noqa: F401,F403
 from .finite_differences import *  # noqa: F401,F403
 from .spectral import *  # noqa: F401,F403
 from .segments import *  # noqa: F401,F403
+from .special_functions import *  # noqa: F401,F403  (lgamma, digamma, erfinv, Bessel: issue #12)
+from .bessel import *  # noqa: F401,F403  (torch.special's bessel_j0/j1, modified_bessel_k0/k1)
+from .orthogonal_polynomials import *  # noqa: F401,F403  (torch.special's polynomials)
+from .integer_ops import *  # noqa: F401,F403  (gcd, lcm, shifts, frexp, nextafter: issue #12)
+from .index_reduce import *  # noqa: F401,F403  (index_reduce: issue #12)
+from .random_samplers import *  # noqa: F401,F403  (multinomial, poisson, binomial, random fills: issue #12)
 from .nn_ops import *  # noqa: F401,F403,E402  (BatchNormalization rules; hardshrink, prelu)
 from . import training  # noqa: F401,E402  (Momentum: the fused SGD update)
 from . import loss  # noqa: F401,E402  (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss rules)

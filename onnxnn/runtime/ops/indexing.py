@@ -134,7 +134,53 @@ def _scatter_nd_grad(ctx, g):
 
 @gradient_rules.register("ScatterElements")
 def _scatter_elements_grad(ctx, g):
-    return _scatter_grad(ctx, g, "GatherElements", {"axis": _rank_axis(ctx.attrs, len(ctx.input_shape(0)))})
+    attrs = {"axis": _rank_axis(ctx.attrs, len(ctx.input_shape(0)))}
+    reduction = ctx.attrs.get("reduction", "none")
+    if reduction in ("max", "min"):
+        return _scatter_extremum_grad(ctx, g, attrs)
+    if reduction == "mul":
+        return _scatter_product_grad(ctx, g, attrs)
+    return _scatter_grad(ctx, g, "GatherElements", attrs)
+
+
+def _scatter_add(shape, index: Tensor, updates: Tensor, attrs: dict, reduction: str = "add") -> Tensor:
+    start = Tensor._full(shape, 0 if reduction == "add" else 1, updates.dtype, updates.device)
+    return apply_op("ScatterElements", (start, index, updates), {**attrs, "reduction": reduction})
+
+
+def _scatter_extremum_grad(ctx, g, attrs):
+    """max/min: the gradient goes to every value equal to the result, split evenly among ties (PyTorch's
+    scatter_reduce amax/amin backward)."""
+    data, index, updates, out = ctx.input(0), ctx.input(1), ctx.input(2), ctx.output()
+    data_hit = (data == out).to(g.dtype)
+    update_hit = (updates == apply_op("GatherElements", (out, index), attrs)).to(g.dtype)
+    ties = data_hit + _scatter_add(tuple(data.shape), index, update_hit, attrs)
+    share = g / (ties + (ties == 0).to(g.dtype))  # positions no value reached get no gradient anyway
+    return share * data_hit, None, apply_op("GatherElements", (share, index), attrs) * update_hit
+
+
+def _scatter_product_grad(ctx, g, attrs):
+    """mul: each factor's gradient is the product of the other factors at its position (the data value
+    and the updates scattered there), written without dividing by a zero factor: with ``z`` zero
+    factors and ``p`` the product of the non-zero ones, it is ``p / f`` for ``f != 0`` when ``z = 0``,
+    ``p`` for the zero factor when ``z = 1``, else 0."""
+    data, index, updates = ctx.input(0), ctx.input(1), ctx.input(2)
+    shape = tuple(data.shape)
+    zero_data, zero_updates = (data == 0).to(g.dtype), (updates == 0).to(g.dtype)
+    zeros = zero_data + _scatter_add(shape, index, zero_updates, attrs)
+    one = Tensor._full((), 1, g.dtype, g.device)
+    nonzero = apply_op("Where", (data == 0, one, data)) * _scatter_add(
+        shape, index, apply_op("Where", (updates == 0, one, updates)), attrs, "mul")
+
+    def others(factor, zero_factor, zero_count, product):
+        safe = apply_op("Where", (factor == 0, one, factor))
+        alone = (zero_count == 0).to(g.dtype) * product / safe
+        return alone * (1 - zero_factor) + (zero_count == 1).to(g.dtype) * product * zero_factor
+
+    data_grad = g * others(data, zero_data, zeros, nonzero)
+    gather = lambda t: apply_op("GatherElements", (t, index), attrs)  # noqa: E731
+    updates_grad = gather(g) * others(updates, zero_updates, gather(zeros), gather(nonzero))
+    return data_grad, None, updates_grad
 
 
 # ---------------------------------------------------------------- keys

@@ -1,0 +1,206 @@
+"""Integer and float-representation functions: gcd, lcm, bitwise shifts, frexp, nextafter.
+
+All are standard ONNX. ``gcd`` is Euclid's algorithm unrolled to the number of steps the dtype can
+need (Lame's theorem: consecutive Fibonacci numbers are the worst case, so 92 steps cover int64),
+each step a Mod guarded by Where. The shifts use ONNX BitShift, which is defined on unsigned
+integers only: signed values are reinterpreted as unsigned of their width (Cast wraps), and a right
+shift of a negative value is ``~((~a) >> b)``, PyTorch's arithmetic shift. ``frexp`` and ``nextafter``
+read the exponent from ``log2`` and correct it by one where rounding put it off, so every result is
+exact. None of these has a gradient except frexp's mantissa (``grad / 2^exponent``, as PyTorch's).
+"""
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+
+import numpy as np
+
+from ...ir import dtypes
+from ...ir.registry import non_differentiable, shape_rules
+from ._common import Tensor, apply_op, broadcast_values, promote_operands
+from . import elementwise as _e
+from .pointwise import bitwise_not
+
+__all__ = ["gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift", "frexp", "nextafter"]
+
+FrexpResult = namedtuple("frexp", ["mantissa", "exponent"])
+
+
+@shape_rules.register("BitShift")
+def _bit_shift_shape(inputs, attrs):
+    return [(broadcast_values(inputs), inputs[0].dtype)]
+
+
+non_differentiable.mark("BitShift")
+
+_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "bool": "Bool"}
+
+
+# PyTorch's CPU kernels of these ops take uint8 and the signed dtypes. int16 is computed in int32 (where
+# onnxruntime's Where has a kernel) and wrapped back, which gives the same bits.
+_SUPPORTED = {"uint8": dtypes.uint8, "int8": dtypes.int8, "int16": dtypes.int32, "int32": dtypes.int32,
+              "int64": dtypes.int64}
+
+
+def _integer_operands(input, other, name: str) -> tuple[Tensor, Tensor, dtypes.DType]:
+    """The operands promoted and cast to the dtype the op runs in, and the result dtype."""
+    (a, b), result = promote_operands([input, other])
+    if result.name not in _SUPPORTED:
+        type_name = _TYPE_NAMES.get(result.name) or result.name.replace("uint", "UInt").replace("int", "Int")
+        raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{type_name}'")
+    a = a if isinstance(a, Tensor) else Tensor._from_value(a)  # promoted numbers come back as Values
+    b = b if isinstance(b, Tensor) else Tensor._from_value(b)
+    work = _SUPPORTED[result.name]
+    return a.to(result).to(work), b.to(result).to(work), result
+
+
+def _euclid_steps(value_dtype: dtypes.DType) -> int:
+    """The most steps Euclid's algorithm takes on values of ``value_dtype`` (Lame's theorem)."""
+    largest = int(np.iinfo(value_dtype.numpy_dtype).max)
+    previous, current, steps = 1, 2, 1
+    while current <= largest:
+        previous, current, steps = current, previous + current, steps + 1
+    return steps + 1
+
+
+def gcd(input: Tensor, other: Tensor) -> Tensor:
+    """The greatest common divisor of each pair of integers (non-negative; ``gcd(0, 0) = 0``).
+
+    Example::
+
+        >>> onnxnn.gcd(onnxnn.tensor([12, -9, 0]), onnxnn.tensor([18, 6, 0]))
+        tensor([6, 3, 0])
+    """
+    a, b, result = _integer_operands(input, other, "gcd")
+    shape = broadcast_values([a._value, b._value])
+    a, b = _e.abs(a).expand(*shape), _e.abs(b).expand(*shape)
+    # (a, b) -> (b mod a, a) while a != 0; then b is the gcd. A zero a takes a safe divisor of 1.
+    for _ in range(_euclid_steps(result)):
+        running = _e.ne(a, 0)
+        remainder = _e.remainder(b, _e.where(running, a, 1))
+        a, b = _e.where(running, remainder, a), _e.where(running, a, b)
+    return b.to(result)
+
+
+def lcm(input: Tensor, other: Tensor) -> Tensor:
+    """The least common multiple of each pair of integers (``|a / gcd * b|``; 0 when either is 0)."""
+    a, b, result = _integer_operands(input, other, "lcm")
+    divisor = gcd(a, b)
+    zero = _e.eq(divisor, 0)
+    quotient = _e.div(a, _e.where(zero, 1, divisor), rounding_mode="trunc")
+    if np.iinfo(result.numpy_dtype).bits < 32:  # (int16 runs in int32: the product is exact there)
+        # PyTorch's C++ promotes 8- and 16-bit operands to int: |a / g * b| is taken before wrapping.
+        product = _e.abs(quotient) * _e.abs(b)
+    else:
+        product = _e.abs(quotient * b)
+    return _e.where(zero, 0, product).to(result)
+
+
+# Each integer dtype shifts as the unsigned dtype of its width that onnxruntime's BitShift has.
+_UNSIGNED_OF = {"int8": dtypes.uint8, "uint8": dtypes.uint8, "int16": dtypes.uint32, "uint16": dtypes.uint32,
+                "int32": dtypes.uint32, "uint32": dtypes.uint32, "int64": dtypes.uint64, "uint64": dtypes.uint64}
+
+
+def _shift(a: Tensor, amount: Tensor, direction: str, unsigned: dtypes.DType) -> Tensor:
+    return apply_op("BitShift", (a.to(unsigned), amount.to(unsigned)), {"direction": direction})
+
+
+def bitwise_left_shift(input, other) -> Tensor:
+    """``input << other`` (two's complement, wrapping); 0 where ``other`` is negative or at least the width."""
+    a, b, result = _integer_operands(input, other, "lshift")
+    width = np.iinfo(result.numpy_dtype).bits
+    valid = _e.logical_and(_e.ge(b, 0), _e.lt(b, width))
+    shifted = _shift(a, _e.where(valid, b, 0), "LEFT", _UNSIGNED_OF[result.name]).to(result).to(a.dtype)
+    return _e.where(valid, shifted, 0).to(result)
+
+
+def bitwise_right_shift(input, other) -> Tensor:
+    """``input >> other``, arithmetic for signed dtypes; a shift outside ``[0, width)`` gives the sign fill."""
+    a, b, result = _integer_operands(input, other, "rshift")
+    width = np.iinfo(result.numpy_dtype).bits
+    unsigned = _UNSIGNED_OF[result.name]
+    valid = _e.logical_and(_e.ge(b, 0), _e.lt(b, width))
+    amount = _e.where(valid, b, width - 1)
+    if result is dtypes.uint8:
+        return _e.where(valid, _shift(a, amount, "RIGHT", unsigned).to(result), 0).to(result)
+    negative = _e.lt(a, 0)
+    # For negative a, ~a >= 0: shift it logically and complement back (PyTorch's arithmetic shift).
+    magnitude = _e.where(negative, bitwise_not(a), a)
+    shifted = _shift(magnitude, amount, "RIGHT", unsigned).to(a.dtype)
+    return _e.where(negative, bitwise_not(shifted), shifted).to(result)
+
+
+def _exponent(x64: Tensor) -> Tensor:
+    """``e`` with ``|x| = m 2^e``, ``0.5 <= m < 1``, for finite non-zero float64 ``x`` (float64 result).
+
+    ``floor(log2 |x|) + 1`` can be one off near powers of two (log2 rounds); the scaled value says
+    which way, and the correction is exact.
+    """
+    magnitude = x64.abs()
+    exponent = (magnitude.log() * (1 / math.log(2))).floor() + 1.0
+    scaled = _scale(magnitude, exponent.neg())
+    exponent = exponent + _e.ge(scaled, 1.0).to(dtypes.float64) - _e.lt(scaled, 0.5).to(dtypes.float64)
+    return exponent
+
+
+def _scale(x64: Tensor, exponent: Tensor) -> Tensor:
+    """``x 2^exponent`` in two exact steps, so neither power overflows or goes subnormal."""
+    half = (exponent * 0.5).floor()
+    return x64 * _pow2(half) * _pow2(exponent - half)
+
+
+def _pow2(exponent: Tensor) -> Tensor:
+    return _e.pow(Tensor._full((), 2.0, dtypes.float64, exponent.device), exponent)
+
+
+def frexp(input: Tensor) -> FrexpResult:
+    """``(mantissa, exponent)`` with ``input = mantissa * 2^exponent`` and ``0.5 <= |mantissa| < 1``.
+
+    Zero, infinities and NaN give ``(input, 0)``; the exponent is int32, as PyTorch's. Example::
+
+        >>> onnxnn.frexp(onnxnn.tensor([8.0, -3.0]))
+        frexp(mantissa=tensor([ 0.5000, -0.7500]), exponent=tensor([4, 2], dtype=onnxnn.int32))
+    """
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+    x64 = input.to(dtypes.float64)
+    plain = x64.detach()
+    regular = _e.logical_and(_e.isfinite(plain), _e.ne(plain, 0))
+    exponent = _e.where(regular, _exponent(_e.where(regular, plain, 1.0)), 0.0)
+    mantissa = _scale(x64, exponent.neg()).to(input.dtype)
+    return FrexpResult(mantissa, exponent.to(dtypes.int32))
+
+
+# The significand bits and the smallest subnormal's exponent of each float dtype.
+_PRECISION = {"float64": (53, -1074), "float32": (24, -149), "float16": (11, -24), "bfloat16": (8, -133)}
+_LARGEST = {"float64": np.finfo(np.float64).max, "float32": np.finfo(np.float32).max,
+            "float16": np.finfo(np.float16).max, "bfloat16": 3.3895313892515355e38}
+
+
+def nextafter(input: Tensor, other: Tensor) -> Tensor:
+    """The next representable value after ``input`` toward ``other`` (``other`` itself when equal).
+
+    Computed in float64, where ``input`` plus or minus its spacing in its own dtype is exact.
+    Not differentiable (PyTorch has no derivative for it).
+    """
+    (a, b), result = promote_operands([input, other])
+    if not result.is_floating_point:
+        raise RuntimeError(f"\"nextafter_cpu\" not implemented for '{result.name.capitalize()}'")
+    a = a if isinstance(a, Tensor) else Tensor._from_value(a)
+    b = b if isinstance(b, Tensor) else Tensor._from_value(b)
+    x, y = a.detach().to(dtypes.float64), b.detach().to(dtypes.float64)
+    bits, tiny_exponent = _PRECISION[result.name]
+    regular = _e.logical_and(_e.isfinite(x), _e.ne(x, 0))
+    exponent = _exponent(_e.where(regular, x, 1.0))
+    # Away from zero the spacing is 2^(e - bits); toward zero from a power of two it halves.
+    toward_zero = _e.lt(_e.abs(y), _e.abs(x))
+    power_of_two = _e.eq(_scale(x.abs(), exponent.neg()), 0.5)
+    step_exponent = exponent - float(bits) - _e.logical_and(toward_zero, power_of_two).to(dtypes.float64)
+    spacing = _pow2(_e.maximum(step_exponent, Tensor._full((), float(tiny_exponent), dtypes.float64, x.device)))
+    spacing = _e.where(regular, spacing, math.ldexp(1.0, tiny_exponent))  # from zero: the smallest subnormal
+    moved = x + _e.sign(y - x) * spacing
+    largest = float(_LARGEST[result.name])
+    moved = _e.where(_e.isinf(x), _e.sign(x) * largest, moved)  # from +-inf toward anything: the largest finite
+    same = _e.eq(x, y)
+    nan = _e.logical_or(_e.isnan(x), _e.isnan(y))
+    return _e.where(nan, math.nan, _e.where(same, y, moved)).to(result)

@@ -1,0 +1,215 @@
+"""Random samplers: the in-place fills ``exponential_``, ``geometric_``, ``cauchy_``, ``log_normal_``, and
+``multinomial``, ``poisson``, ``binomial``.
+
+Randomness works as everywhere in onnxnn (``ir/random.py``): uniform numbers come from onnxnn's
+seeded generator and enter the graph as data, so ``manual_seed`` (or a ``Generator``) repeats every
+sample on every executor. The fills transform their uniforms by the inverse CDF (their parameters are
+numbers, so there is nothing to record). The samplers whose parameters are tensors record the
+transform as standard ONNX ops:
+
+- ``multinomial`` with replacement: inverse CDF, ``index = #{k : cdf_k <= u}`` over the normalized
+  CumSum (its last entry divided by itself is exactly 1, so ``u < 1`` never runs past the end and a
+  zero-weight category is never drawn); without replacement: Gumbel-top-k, the ``num_samples``
+  largest ``log w_k - log(-log u_k)``, which draws in the order of sequential sampling.
+- ``poisson`` and ``binomial``: the inverse CDF over a window of ``2 W + 1`` consecutive counts around
+  the mean, ``W = ceil(12 sd + 20)`` with ``sd`` the largest standard deviation in the input (read from
+  the data: the window's length is the graph's shape). The mass outside the window is below
+  ``exp(-72)``, far under float64's resolution of ``u``; the pmf is ``exp`` of a log-pmf written with
+  ``lgamma``, so large counts neither overflow nor lose accuracy. The cost is a window per element:
+  ``elements x (24 sd + 41)`` float64s (a rate of 1e4 takes 2.4e3 per element).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...ir import dtypes
+from ...ir import random as _random
+from ._common import Tensor
+from . import elementwise as _e
+from . import reduce as _r
+from .sorting import cumsum, topk
+from .special_functions import lgamma
+
+__all__ = ["multinomial", "poisson", "binomial", "exponential_fill", "geometric_fill", "cauchy_fill",
+           "log_normal_fill"]
+
+
+def _uniform(shape: tuple, generator, device=None) -> Tensor:
+    """Uniform numbers on [0, 1) from onnxnn's generator, as float64 data."""
+    return Tensor._from_array(_random.uniform(tuple(shape), np.float64, 0.0, 1.0, generator), dtypes.float64, device)
+
+
+# ---------------------------------------------------------------- fills (numbers as parameters)
+
+def _uniform_array(shape: tuple, generator) -> np.ndarray:
+    return _random.uniform(tuple(shape), np.float64, 0.0, 1.0, generator)
+
+
+def exponential_fill(shape: tuple, lambd: float, generator=None) -> np.ndarray:
+    """Exp(lambd) samples ``-log(1 - u) / lambd`` (``1 - u`` in (0, 1], so never inf)."""
+    if not lambd > 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
+    return -np.log1p(-_uniform_array(shape, generator)) / lambd
+
+
+def geometric_fill(shape: tuple, p: float, generator=None) -> np.ndarray:
+    """The number of Bernoulli(p) trials up to the first success: ``ceil(log(1 - u) / log(1 - p))``, at least 1."""
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+    trials = np.ceil(np.log1p(-_uniform_array(shape, generator)) / math.log1p(-p))
+    return np.maximum(trials, 1.0)
+
+
+def cauchy_fill(shape: tuple, median: float, sigma: float, generator=None) -> np.ndarray:
+    """Cauchy(median, sigma) samples ``median + sigma tan(pi (u - 1/2))``."""
+    if not sigma > 0:
+        raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
+    return median + sigma * np.tan(math.pi * (_uniform_array(shape, generator) - 0.5))
+
+
+def log_normal_fill(shape: tuple, mean: float, std: float, generator=None) -> np.ndarray:
+    """``exp(N(mean, std^2))`` samples."""
+    if not std > 0:
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
+    return np.exp(_random.normal(tuple(shape), np.float64, mean, std, generator))
+
+
+# ---------------------------------------------------------------- multinomial
+
+def _check_distribution(input: Tensor) -> None:
+    """PyTorch's value checks, made when the weights are already known (they are never computed for it)."""
+    data = input._value.data
+    if data is None:
+        return
+    data = np.asarray(data, dtype=np.float64)
+    if not np.all(np.isfinite(data)) or np.any(data < 0):
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    if data.size and np.any(data.reshape(-1, data.shape[-1]).sum(-1) <= 0):
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+
+
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, generator=None) -> Tensor:
+    """Category indices drawn from the (unnormalized) weights in each row of ``input``.
+
+    Args:
+        input: 1-D or 2-D non-negative float weights (a row need not sum to 1).
+        num_samples: draws per row.
+        replacement: draw with replacement (else each category at most once per row).
+
+    Returns an int64 tensor ``(num_samples,)`` or ``(rows, num_samples)``. Example::
+
+        >>> onnxnn.manual_seed(0)
+        >>> onnxnn.multinomial(onnxnn.tensor([0.0, 1.0, 3.0]), 4, replacement=True).shape
+        onnxnn.Size([4])
+    """
+    if input.dim() not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
+                           f"{input.dtype.name.capitalize().replace('Int64', 'Long')}")
+    if num_samples <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
+    categories = input.shape[-1]
+    if not replacement and num_samples > categories:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    _check_distribution(input)
+    weights = input.detach().to(dtypes.float64)
+    rows = weights if input.dim() == 2 else weights.unsqueeze(0)
+    if replacement:
+        running = cumsum(rows, -1)
+        cdf = running / running[:, -1:]
+        u = _uniform((rows.shape[0], num_samples), generator, input.device)
+        below = _e.le(cdf.unsqueeze(1), u.unsqueeze(-1))  # (rows, samples, categories)
+        samples = _r.sum(below.to(dtypes.int64), -1)
+    else:
+        u = _uniform(tuple(rows.shape), generator, input.device)
+        gumbel = (u.log().neg()).log().neg()
+        samples = topk(rows.log() + gumbel, num_samples, -1).indices
+    return samples if input.dim() == 2 else samples.squeeze(0)
+
+
+# ---------------------------------------------------------------- Poisson and binomial
+
+def _window_half_width(largest_sd: float) -> int:
+    return int(math.ceil(12 * largest_sd + 20))
+
+
+def _inverse_cdf_in_window(start: Tensor, log_pmf, half_width: int, u: Tensor) -> Tensor:
+    """``start + #{j : cdf(start + j) <= u}`` over the counts ``start .. start + 2 W``.
+
+    ``log_pmf(k)`` gives the log-probabilities of the counts ``k`` (shape ``(..., 2W + 1)``).
+    """
+    offsets = Tensor._from_array(np.arange(2 * half_width + 1, dtype=np.float64), dtypes.float64, start.device)
+    counts = start.unsqueeze(-1) + offsets
+    running = cumsum(log_pmf(counts).exp(), -1)
+    # Divided by its last entry the CDF ends at exactly 1, so u < 1 never runs past the window (or
+    # past n for a binomial, whose counts above n add no mass).
+    cdf = running / running[..., -1:]
+    below = _e.le(cdf, u.unsqueeze(-1))
+    return start + _r.sum(below.to(dtypes.float64), -1)
+
+
+def _largest(values: Tensor) -> float:
+    data = np.asarray(values._realized_data(), dtype=np.float64)
+    return float(data.max()) if data.size else 0.0
+
+
+def poisson(input: Tensor, generator=None) -> Tensor:
+    """Poisson samples with the rates in ``input`` (same shape and dtype; a rate of 0 gives 0).
+
+    Reads the largest rate (the sampling window's length depends on it). Not differentiable.
+    Example::
+
+        >>> onnxnn.poisson(onnxnn.tensor([0.0, 4.0])).shape
+        onnxnn.Size([2])
+    """
+    rate = input.detach().to(dtypes.float64)
+    data = np.asarray(rate._realized_data())
+    if data.size and (np.any(data < 0) or not np.all(np.isfinite(data))):
+        raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
+    half_width = _window_half_width(math.sqrt(_largest(rate)))
+    positive = _e.gt(rate, 0)
+    safe_rate = _e.where(positive, rate, 1.0)
+    start = _e.maximum((safe_rate - half_width).floor(), Tensor._full((), 0.0, dtypes.float64, rate.device))
+    log_rate = safe_rate.log().unsqueeze(-1)
+
+    def log_pmf(k):
+        return k * log_rate - safe_rate.unsqueeze(-1) - lgamma(k + 1.0)
+
+    samples = _inverse_cdf_in_window(start, log_pmf, half_width, _uniform(rate.shape, generator, input.device))
+    return _e.where(positive, samples, 0.0).to(input.dtype)
+
+
+def binomial(count: Tensor, prob: Tensor, generator=None) -> Tensor:
+    """Binomial samples: successes in ``count`` trials of probability ``prob`` (float tensors, broadcast).
+
+    Reads the largest standard deviation (the sampling window's length depends on it). Not
+    differentiable.
+    """
+    for name, value in (("count", count), ("prob", prob)):
+        if not value.dtype.is_floating_point:
+            raise ValueError(f"binomial only supports floating-point dtypes for {name}, got: "
+                             f"{value.dtype.name.capitalize().replace('Int64', 'Long')}")
+    n, p = count.detach().to(dtypes.float64), prob.detach().to(dtypes.float64)
+    shape = tuple(np.broadcast_shapes(tuple(n.shape), tuple(p.shape)))
+    n, p = n.expand(*shape), p.expand(*shape)
+    inner = _e.logical_and(_e.gt(p, 0), _e.lt(p, 1))
+    safe_p = _e.where(inner, p, 0.5)
+    mean = n * safe_p
+    half_width = _window_half_width(math.sqrt(max(_largest(mean * (1.0 - safe_p)), 0.0)))
+    start = _e.maximum((mean - half_width).floor(), Tensor._full((), 0.0, dtypes.float64, n.device))
+    n_k, log_p, log_q = n.unsqueeze(-1), safe_p.log().unsqueeze(-1), (1.0 - safe_p).log().unsqueeze(-1)
+    log_choose_n = lgamma(n + 1.0).unsqueeze(-1)
+
+    def log_pmf(k):
+        # counts past n have no mass (their lgamma(n - k + 1) argument is replaced by a harmless 1).
+        inside = _e.le(k, n_k)
+        rest = _e.where(inside, n_k - k, 0.0)
+        value = log_choose_n - lgamma(k + 1.0) - lgamma(rest + 1.0) + k * log_p + rest * log_q
+        return _e.where(inside, value, -math.inf)
+
+    samples = _inverse_cdf_in_window(start, log_pmf, half_width, _uniform(shape, generator, count.device))
+    samples = _e.where(inner, samples, _e.where(_e.ge(p, 1), n, 0.0))
+    return samples.to(count.dtype)

@@ -1,0 +1,542 @@
+"""Special functions (``torch.special`` and the Tensor API's gamma, Bessel and error-function
+inverses), written as standard ONNX arithmetic.
+
+ONNX has no Lgamma, Digamma or Bessel op, so each function is a fixed formula of elementwise ops
+(Add, Mul, Div, Log, Exp, Sin, Cos, Where, ...): it records, exports and runs on every executor like
+any other arithmetic, and its gradient comes from the gradient rules of those ops (the derivative of
+the approximation, which matches the derivative of the function to the same relative accuracy).
+Branches are chosen with Where over *safe* operands (the unused branch sees a harmless value), so
+an unused branch cannot put NaN or inf into the gradient.
+
+Accuracy (float64, checked against float64 series in tests/runtime/test_special_functions.py):
+
+- ``lgamma``: Lanczos' approximation (g = 7, 9 terms; relative error about 1e-15) for ``x >= 0.5``,
+  the reflection ``lgamma(x) = log(pi / |sin(pi x)|) - lgamma(1 - x)`` below.
+- ``digamma``/``polygamma(n, .)``: the recurrence shifts ``x`` up to ``10 + n`` and the asymptotic
+  (Euler-Maclaurin) series with 10 Bernoulli terms finishes; its next term is below ``2 (s / 2 pi y)^20``
+  ``< 1e-16`` relative there. Negative ``x`` uses the reflection formula, whose ``n``-th derivative of
+  ``cot`` is a polynomial in ``cot`` built here once per ``n``.
+- ``i0``/``i1`` (and the scaled ``i0e``/``i1e``): the power series (36 terms, every term positive) for
+  ``|x| <= 20``, the asymptotic expansion (34 terms, next term < 1e-18 relative) beyond.
+- ``erfinv``: Giles' single-precision approximation (an asymptotic inversion of erfc beyond its
+  range), then two Newton steps in float64 (each squares the relative error: 5e-5 -> 1e-10 ->
+  rounding). onnxruntime has no float64 Erf, so erf/erfc are written out (series below 2, continued
+  fraction above); ``erfcx`` reuses them.
+- ``igamma``/``igammac``: the series ``P = x^a e^-x / Gamma(a+1) sum x^n / ((a+1)...(a+n))`` below
+  ``x = a + 1`` (its terms summed at once along a new axis from a CumSum of log-ratios), Legendre's
+  continued fraction for ``Q`` above; ``80 + 10 sqrt(max a)`` terms each, read from the data
+  (relative error about 1e-13 for a <= 100; the ``exp`` of ``a log x - x - lgamma(a)`` loses
+  ``|a log x|`` ulps for larger a).
+
+- ``zeta(s, q)``: the direct sum up to ``q + N >= max(10, s + 10)`` (N read from the data), then the
+  same Euler-Maclaurin series.
+
+Float16 and bfloat16 inputs are computed in float32 and rounded once at the end, as PyTorch's CPU
+kernels do (erfinv, erfcx, igamma and zeta compute in float64 for every dtype); integer inputs
+become the default float dtype. Functions whose number of terms depends on the data (igamma, zeta)
+read it when they are called, as ``histc`` does.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from ...ir import dtypes
+from ._common import Tensor, promote_operands
+from . import elementwise as _e
+from .sorting import cumsum
+
+__all__ = ["lgamma", "digamma", "polygamma", "mvlgamma", "erfinv", "erfcx", "i0", "i0e", "i1", "i1e", "igamma",
+           "igammac", "spherical_bessel_j0"]
+
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+# Lanczos' coefficients for g = 7, n = 9 (Numerical Recipes / Godfrey): Gamma(z + 1) =
+# sqrt(2 pi) t^(z + 1/2) e^(-t) A(z), t = z + g + 1/2, A(z) = c0 + sum c_i / (z + i).
+_LANCZOS_G = 7.0
+_LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313,
+            -176.61502916214059, 12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6,
+            1.5056327351493116e-7)
+_ASYMPTOTIC_TERMS = 10  # Bernoulli numbers B2 .. B20 in the digamma / Hurwitz zeta series
+_SHIFT = 10  # the recurrence moves x to at least 10 + n before the asymptotic series
+
+
+def _bernoulli_numbers(count: int) -> list[Fraction]:
+    """B_2, B_4, ..., B_(2 count), from the recurrence sum_k C(m + 1, k) B_k = 0."""
+    numbers = [Fraction(1)]
+    for m in range(1, 2 * count + 1):
+        numbers.append(-sum(math.comb(m + 1, k) * numbers[k] for k in range(m)) / (m + 1))
+    return [numbers[2 * j] for j in range(1, count + 1)]
+
+
+_BERNOULLI = _bernoulli_numbers(_ASYMPTOTIC_TERMS)
+
+
+def _compute_dtype(input: Tensor) -> tuple[Tensor, dtypes.DType]:
+    """``input`` as the dtype the formula runs in, and the dtype of the result."""
+    x = _e._floating(input)
+    out = x.dtype
+    if out in (dtypes.float16, dtypes.bfloat16):
+        return x.to(dtypes.float32), out
+    return x, out
+
+
+def _horner(z: Tensor, coefficients) -> Tensor:
+    """``sum c_k z^k`` for ``coefficients`` in increasing powers."""
+    result = z * 0.0 + float(coefficients[-1])
+    for c in reversed(coefficients[:-1]):
+        result = result * z + float(c)
+    return result
+
+
+def _pi_fraction(x: Tensor) -> Tensor:
+    """``x - round(x)`` in [-1/2, 1/2] (exact): ``|sin(pi x)|`` and ``cot(pi x)`` read from it stay exact
+    near the integers."""
+    return x - x.round()
+
+
+# ---------------------------------------------------------------- gamma family
+
+def _lanczos_lgamma(x: Tensor) -> Tensor:
+    """lgamma for ``x >= 0.5``."""
+    z = x - 1.0
+    series = z * 0.0 + _LANCZOS[0]
+    for i, c in enumerate(_LANCZOS[1:], start=1):
+        series = series + c / (z + float(i))
+    t = z + (_LANCZOS_G + 0.5)
+    return (z + 0.5) * t.log() - t + series.log() + _HALF_LOG_2PI
+
+
+def lgamma(input: Tensor) -> Tensor:
+    """The natural logarithm of the absolute value of the gamma function, elementwise.
+
+    ``+inf`` at the poles (0, -1, -2, ...), as PyTorch's. Example::
+
+        >>> onnxnn.lgamma(onnxnn.tensor([0.5, 3.0]))
+        tensor([0.5724, 0.6931])
+    """
+    x, out = _compute_dtype(input)
+    reflect = x < 0.5
+    positive = _lanczos_lgamma(_e.where(reflect, 1.0 - x, x))
+    # log(pi / |sin(pi x)|): |sin(pi x)| = sin(pi frac(x)); 0 at the poles gives +inf.
+    sine = (_pi_fraction(x) * math.pi).sin().abs()
+    safe_sine = _e.where(reflect, sine, 1.0)
+    reflected = (math.pi / safe_sine).log() - positive
+    return _e.where(reflect, reflected, positive).to(out)
+
+
+def mvlgamma(input: Tensor, p: int) -> Tensor:
+    """The multivariate log-gamma of dimension ``p``: ``sum_j lgamma(x - j / 2) + p (p - 1) / 4 log(pi)``."""
+    if p < 1:
+        raise RuntimeError("p has to be greater than or equal to 1")
+    x, out = _compute_dtype(input)
+    total = lgamma(x)
+    for j in range(1, p):
+        total = total + lgamma(x - j / 2)
+    return (total + p * (p - 1) / 4 * math.log(math.pi)).to(out)
+
+
+def _digamma_asymptotic(y: Tensor) -> Tensor:
+    """psi(y) for ``y >= 10``: log y - 1/(2y) - sum B_2k / (2k y^2k)."""
+    inverse_square = 1.0 / (y * y)
+    coefficients = [0.0] + [-float(b / (2 * k)) for k, b in enumerate(_BERNOULLI, start=1)]
+    return y.log() - 0.5 / y + _horner(inverse_square, coefficients)
+
+
+def _zeta_asymptotic(s: int, y: Tensor) -> Tensor:
+    """The Hurwitz zeta ``zeta(s, y)`` for integer ``s >= 2`` and ``y >= 10 + s``: Euler-Maclaurin."""
+    power = y ** float(-s)
+    inverse_square = 1.0 / (y * y)
+    coefficients = [0.0]
+    rising = Fraction(s)  # s (s + 1) ... (s + 2j - 2)
+    for j, b in enumerate(_BERNOULLI, start=1):
+        coefficients.append(float(b / math.factorial(2 * j) * rising))
+        rising *= (s + 2 * j - 1) * (s + 2 * j)
+    return power * (y / (s - 1) + 0.5 + y * _horner(inverse_square, coefficients))
+
+
+def _cot_derivative_polynomial(n: int) -> list[int]:
+    """Coefficients (increasing powers of c) of P_n with ``d^n/dx^n cot(pi x) = pi^n P_n(cot(pi x))``."""
+    poly = [0, 1]  # P_0(c) = c
+    for _ in range(n):
+        derivative = [k * poly[k] for k in range(1, len(poly))] + [0]
+        # P_(k+1) = -(1 + c^2) P_k'
+        next_poly = [0] * (len(derivative) + 2)
+        for k, coefficient in enumerate(derivative):
+            next_poly[k] -= coefficient
+            next_poly[k + 2] -= coefficient
+        poly = next_poly
+    return poly
+
+
+def _polygamma_nonnegative(n: int, x: Tensor) -> Tensor:
+    """psi^(n)(x) for ``x >= 0`` by the recurrence up to ``10 + n`` and the asymptotic series."""
+    bound = float(_SHIFT + n)
+    shift = x < bound
+    shifted = _e.where(shift, x + bound, x)
+    if n == 0:
+        # 1 / x for k = 0 (not 1 / (x + 0), which is +0 for x = -0.0): psi(-0.0) = +inf as PyTorch's.
+        sum_terms = sum((1.0 / (x + float(k)) for k in range(1, _SHIFT)), start=1.0 / x)
+        return _digamma_asymptotic(shifted) - _e.where(shift, sum_terms, 0.0)
+    s = n + 1
+    sum_terms = sum(((x + float(k)) ** float(-s) for k in range(_SHIFT + n)), start=x * 0.0)
+    zeta = _zeta_asymptotic(s, shifted) + _e.where(shift, sum_terms, 0.0)
+    return zeta * float((-1) ** (n + 1) * math.factorial(n))
+
+
+def _polygamma(n: int, x: Tensor) -> Tensor:
+    """psi^(n) on the whole line: the reflection formula for ``x < 0``
+
+    ``psi^(n)(x) = (-1)^(n+1) [(-1)^n pi^(n+1) P_n(cot pi x) - psi^(n)(1 - x)]``,
+    with a pole at each non-positive integer: -inf at 0 for digamma (+inf at -0.0), NaN at the
+    negative integers; ``(-1)^(n+1) inf`` for ``n >= 1``, PyTorch's values.
+    """
+    reflect = x < 0
+    positive = _polygamma_nonnegative(n, _e.where(reflect, 1.0 - x, x))
+    fraction = _pi_fraction(x)
+    pole = reflect & (fraction == 0)
+    angle = _e.where(pole | ~reflect, 0.5, fraction) * math.pi  # cot(pi / 2) = 0 keeps P_n finite
+    cot = angle.cos() / angle.sin()
+    trig = _horner(cot, _cot_derivative_polynomial(n)) * float((-1) ** n * math.pi ** (n + 1))
+    reflected = (trig - positive) * float((-1) ** (n + 1))
+    pole_value = math.nan if n == 0 else (-1) ** (n + 1) * math.inf
+    return _e.where(pole, pole_value, _e.where(reflect, reflected, positive))
+
+
+def digamma(input: Tensor) -> Tensor:
+    """The logarithmic derivative of the gamma function, ``psi(x) = Gamma'(x) / Gamma(x)``.
+
+    ``-inf`` at 0 and NaN at the negative integers, as PyTorch's. Example::
+
+        >>> onnxnn.digamma(onnxnn.tensor([1.0]))
+        tensor([-0.5772])
+    """
+    x, out = _compute_dtype(input)
+    return _polygamma(0, x).to(out)
+
+
+def polygamma(n: int, input: Tensor) -> Tensor:
+    """The ``n``-th derivative of the digamma function (``polygamma(0, x)`` is ``digamma(x)``)."""
+    if isinstance(n, Tensor):
+        n = int(n.item())
+    if n < 0:
+        raise RuntimeError("polygamma(n, x) does not support negative n.")
+    x, out = _compute_dtype(input)
+    return _polygamma(int(n), x).to(out)
+
+
+# ---------------------------------------------------------------- error function inverse
+
+# Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011), single precision.
+_GILES_CENTRAL = (1.50140941, 0.246640727, -0.00417768164, -0.00125372503, 0.00021858087, -4.39150654e-06,
+                  -3.5233877e-06, 3.43273939e-07, 2.81022636e-08)
+_GILES_TAIL = (2.83297682, 1.00167406, 0.00943887047, -0.0076224613, 0.00573950773, -0.00367342844,
+               0.00134934322, 0.000100950558, -0.000200214257)
+_ERF_SERIES_TERMS = 51  # sum (2a^2)^n / (2n+1)!! below a = 2: far past the terms that matter
+_ERFC_FRACTION_TERMS = 60  # the continued fraction of erfc above a = 2 (relative error 2e-16 there)
+_ERFINV_FAR = 16.0  # w = -log(1 - y^2) past which Giles' approximation is replaced by an asymptotic one
+
+
+def _erf_series_coefficients() -> list[float]:
+    coefficients, double_factorial = [], 1.0
+    for n in range(_ERF_SERIES_TERMS):
+        coefficients.append(1.0 / double_factorial)
+        double_factorial *= 2 * n + 3
+    return coefficients
+
+
+_ERF_SERIES = _erf_series_coefficients()
+
+
+def _erf_series(near: Tensor) -> Tensor:
+    """``erf(a) = 2a / sqrt(pi) e^(-a^2) sum (2a^2)^n / (2n+1)!!`` for ``|a| < 2`` (positive terms, no
+    cancellation; odd in a, so its derivative at 0 is right)."""
+    return _horner(near * near * 2.0, _ERF_SERIES) * near * (near * near).neg().exp() * (2 / math.sqrt(math.pi))
+
+
+def _erfc_scaled_tail(far: Tensor) -> Tensor:
+    """``e^(a^2) erfc(a)`` for ``a >= 2`` by the continued fraction
+    ``1 / sqrt(pi) / (a + (1/2) / (a + 1 / (a + (3/2) / ...)))`` (relative error 2e-16 there)."""
+    fraction = far
+    for k in range(_ERFC_FRACTION_TERMS, 0, -1):
+        fraction = far + (k / 2) / fraction
+    return 1.0 / (fraction * math.sqrt(math.pi))
+
+
+def _erf_and_erfc_of_magnitude(a: Tensor) -> tuple[Tensor, Tensor]:
+    """``(erf(a), erfc(|a|))`` in float64 without the Erf op (onnxruntime has no float64 kernel for it):
+    the series below ``|a| = 2``, the continued fraction above, relatively accurate in the tail."""
+    magnitude = a.abs()
+    small = magnitude < 2.0
+    series = _erf_series(_e.where(small, a, 0.0))
+    far = _e.where(small, 2.0, magnitude)
+    tail = (far * far).neg().exp() * _erfc_scaled_tail(far)
+    sign = a.sign()
+    return _e.where(small, series, (1.0 - tail) * sign), _e.where(small, 1.0 - series * sign, tail)
+
+
+def erfcx(input: Tensor) -> Tensor:
+    """The scaled complementary error function ``exp(x^2) erfc(x)``, without overflow for large x.
+
+    Computed in float64 (then rounded once); ``erfcx(-a) = 2 exp(a^2) - erfcx(a)`` for negative x.
+    """
+    x = _e._floating(input)
+    out = x.dtype
+    x = x.to(dtypes.float64)
+    a = x.abs()
+    small = a < 2.0
+    near = _e.where(small, a, 0.0)
+    scaled_near = (near * near).exp() * (1.0 - _erf_series(near))
+    positive = _e.where(small, scaled_near, _erfc_scaled_tail(_e.where(small, 2.0, a)))
+    negative = (a * a).exp() * 2.0 - positive
+    return _e.where(x < 0, negative, positive).to(out)
+
+
+def _erfinv_start(y: Tensor) -> Tensor:
+    """A first guess of ``erfinv(y)`` for ``-1 < y < 1``, relative error below 5e-5."""
+    b = y.abs()
+    t = 1.0 - b
+    w = (t * (1.0 + b)).log().neg()
+    central, tail = w < 5.0, w < _ERFINV_FAR
+    central_p = _horner(_e.where(central, w, 5.0) - 2.5, _GILES_CENTRAL) * y  # odd in y, also at 0
+    tail_p = _horner(_e.where(central, 5.0, _e.where(tail, w, 5.0)).sqrt() - 3.0, _GILES_TAIL) * b
+    # Past Giles' single-precision range, invert erfc(a) ~ e^(-a^2) / (a sqrt(pi)) (1 - 1/(2a^2) + 3/(4a^4))
+    # by fixed-point steps from a = sqrt(-log t).
+    minus_log_t = _e.where(tail, 1.0, t).log().neg()
+    far = minus_log_t.sqrt()
+    for _ in range(3):
+        inverse_square = 1.0 / (far * far)
+        correction = (1.0 - 0.5 * inverse_square + 0.75 * inverse_square * inverse_square).log()
+        far = (minus_log_t - (far * math.sqrt(math.pi)).log() + correction).sqrt()
+    return _e.where(central, central_p, _e.where(tail, tail_p, far) * y.sign())
+
+
+def erfinv(input: Tensor) -> Tensor:
+    """The inverse error function: ``erf(erfinv(y)) = y`` on (-1, 1); +-inf at +-1, NaN outside.
+
+    Computed in float64 whatever the dtype (then rounded once). Two Newton steps refine
+    ``_erfinv_start``: on ``erf(x) = y`` below ``|y| = 1/2``; above, on ``log erfc(|x|) = log(1 - |y|)``
+    (``1 - |y|`` is exact there and erfc keeps its relative accuracy in the tail, so the steps keep
+    the digits near +-1 that ``erf(x) - y`` would lose; the logarithm makes the step converge from
+    far out in the tail). Example::
+
+        >>> onnxnn.erfinv(onnxnn.tensor([0.0, 0.5]))
+        tensor([0.0000, 0.4769])
+    """
+    y = _e._floating(input)
+    out = y.dtype
+    y = y.to(dtypes.float64)
+    inside = y.abs() < 1.0
+    safe = _e.where(inside, y, 0.0)
+    low = safe.abs() < 0.5
+    safe_t = _e.where(low, 1.0, 1.0 - safe.abs())
+    x = _erfinv_start(safe)
+    for _ in range(2):
+        erf, erfc = _erf_and_erfc_of_magnitude(x)
+        slope = (x * x).neg().exp() * (2 / math.sqrt(math.pi))
+        near_step = (erf - safe) / slope
+        tail_step = (safe_t.log() - _e.where(low, 1.0, erfc).log()) * erfc / slope * x.sign()
+        x = x - _e.where(low, near_step, tail_step)
+    # +-inf at +-1; NaN beyond and for NaN (from the detached y: no inf * 0 in the gradient).
+    edge = _e.where(y.abs() == 1.0, y.detach() * math.inf, math.nan)
+    return _e.where(inside, x, edge).to(out)
+
+
+# ---------------------------------------------------------------- modified Bessel functions
+
+_BESSEL_SPLIT = 20.0
+_BESSEL_SERIES_TERMS = 37
+_BESSEL_ASYMPTOTIC_TERMS = 35
+
+
+def _bessel_series_coefficients(order: int) -> list[float]:
+    """``I_order(x) = (x/2)^order sum_k (x^2/4)^k / (k! (k + order)!)``."""
+    return [1.0 / (math.factorial(k) * math.factorial(k + order)) for k in range(_BESSEL_SERIES_TERMS)]
+
+
+def _bessel_asymptotic_coefficients(order: int) -> list[float]:
+    """``I_order(x) e^(-x) sqrt(2 pi x) ~ sum_k c_k x^(-k)``, with
+    ``c_k = (-1)^k prod_j (4 order^2 - (2j-1)^2) / (k! 8^k)``."""
+    mu, coefficient, coefficients = 4 * order * order, 1.0, [1.0]
+    for k in range(1, _BESSEL_ASYMPTOTIC_TERMS):
+        coefficient *= -(mu - (2 * k - 1) ** 2) / (8 * k)
+        coefficients.append(coefficient)
+    return coefficients
+
+
+_BESSEL_SERIES = {order: _bessel_series_coefficients(order) for order in (0, 1)}
+_BESSEL_ASYMPTOTIC = {order: _bessel_asymptotic_coefficients(order) for order in (0, 1)}
+
+
+def _bessel_i(order: int, input: Tensor, scaled: bool) -> Tensor:
+    """``I_order(x)``, or ``e^(-|x|) I_order(x)`` when ``scaled``; odd in x for order 1."""
+    x, out = _compute_dtype(input)
+    a = x.abs()
+    small = a <= _BESSEL_SPLIT
+    near = _e.where(small, a, 0.0)
+    series = _horner(near * near * 0.25, _BESSEL_SERIES[order])
+    if order:
+        series = series * near * 0.5
+    far = _e.where(small, _BESSEL_SPLIT, a)
+    asymptotic = _horner(1.0 / far, _BESSEL_ASYMPTOTIC[order]) / (far * (2 * math.pi)).sqrt()
+    if scaled:
+        value = _e.where(small, series * near.neg().exp(), asymptotic)
+    else:
+        # e^far / sqrt(2 pi far) overflows (to inf, as I_order does) past about 710 in float64.
+        value = _e.where(small, series, asymptotic * far.exp())
+    if order:
+        value = value * x.sign()
+    return value.to(out)
+
+
+def i0(input: Tensor) -> Tensor:
+    """The modified Bessel function of the first kind of order 0, elementwise.
+
+    Example::
+
+        >>> onnxnn.i0(onnxnn.tensor([0.0, 1.0]))
+        tensor([1.0000, 1.2661])
+    """
+    return _bessel_i(0, input, scaled=False)
+
+
+def i0e(input: Tensor) -> Tensor:
+    """The exponentially scaled ``i0``: ``exp(-|x|) i0(x)``."""
+    return _bessel_i(0, input, scaled=True)
+
+
+def i1(input: Tensor) -> Tensor:
+    """The modified Bessel function of the first kind of order 1, elementwise."""
+    return _bessel_i(1, input, scaled=False)
+
+
+def i1e(input: Tensor) -> Tensor:
+    """The exponentially scaled ``i1``: ``exp(-|x|) i1(x)``."""
+    return _bessel_i(1, input, scaled=True)
+
+
+# ---------------------------------------------------------------- regularized incomplete gamma
+
+_GAMMA_TERMS_BASE = 80  # terms of the series / continued fraction: 80 + 10 sqrt(largest a), see below
+
+
+def _incomplete_gamma_terms(a: Tensor) -> int:
+    """The number of terms both expansions need for the largest finite ``a`` in the data.
+
+    The series' terms ``x^n / ((a+1)...(a+n))`` fall like ``exp(-n^2 / 2a)`` at its worst (``x`` near
+    ``a + 1``), and the continued fraction converges at a like rate, so ``80 + 10 sqrt(a)`` terms reach
+    float64's rounding (checked against mpmath for a from 0.01 to 1e4).
+    """
+    data = np.asarray(a._realized_data(), dtype=np.float64)
+    finite = data[np.isfinite(data) & (data > 0)]
+    largest = float(finite.max()) if finite.size else 1.0
+    return int(math.ceil(_GAMMA_TERMS_BASE + 10 * math.sqrt(largest)))
+
+
+def _incomplete_gamma(input: Tensor, other: Tensor) -> tuple[Tensor, Tensor, dtypes.DType]:
+    """``(P(a, x), Q(a, x), result dtype)`` in float64: the series for ``x < a + 1``, Legendre's
+    continued fraction (evaluated from its ``K``-th term up) above, each giving the other as ``1 - .``."""
+    (a, x), out = promote_operands([_e._floating(input) if isinstance(input, Tensor) else input,
+                                    _e._floating(other) if isinstance(other, Tensor) else other])
+    a = (a if isinstance(a, Tensor) else Tensor._from_value(a)).detach().to(dtypes.float64)
+    x = (x if isinstance(x, Tensor) else Tensor._from_value(x)).to(dtypes.float64)
+    shape = tuple(np.broadcast_shapes(tuple(a.shape), tuple(x.shape)))
+    a, x = a.expand(*shape), x.expand(*shape)
+    terms = _incomplete_gamma_terms(a)
+    valid = (a > 0) & (x > 0) & _e.isfinite(a) & _e.isfinite(x)
+    safe_a, safe_x = _e.where(valid, a, 1.0), _e.where(valid, x, 1.0)
+    series_side = safe_x < safe_a + 1.0
+    xs = _e.where(series_side, safe_x, safe_a)  # where each expansion is unused, a point where it converges
+    xc = _e.where(series_side, safe_a + 1.0, safe_x)
+    steps = Tensor._from_array(np.arange(1, terms, dtype=np.float64), dtypes.float64, a.device)
+    log_terms = cumsum(xs.log().unsqueeze(-1) - (safe_a.unsqueeze(-1) + steps).log(), -1)
+    series = (log_terms.exp().sum(-1) + 1.0) * (safe_a * xs.log() - xs - lgamma(safe_a + 1.0)).exp()
+    fraction = xc + float(2 * terms + 1) - safe_a
+    for k in range(terms, 0, -1):
+        fraction = xc + float(2 * k - 1) - safe_a - (safe_a.neg() + float(k)) * float(k) / fraction
+    continued = (safe_a * xc.log() - xc - lgamma(safe_a)).exp() / fraction
+    lower = _e.where(series_side, series, 1.0 - continued)
+    upper = _e.where(series_side, 1.0 - series, continued)
+    # Edges, as PyTorch's: P(a, 0) = 0, P(0, x > 0) = 1, P(a, inf) = 1, P(inf, x) = 0; NaN otherwise.
+    finite_a, finite_x = _e.isfinite(a), _e.isfinite(x)
+    zero_x = (x == 0) & (a > 0)
+    zero_a = (a == 0) & (x > 0)
+    infinite_x = (x == math.inf) & finite_a & (a >= 0)
+    infinite_a = (a == math.inf) & finite_x & (x >= 0)
+    reaches = zero_a | infinite_x
+    lower = _e.where(valid, lower, _e.where(reaches, 1.0, _e.where(zero_x | infinite_a, 0.0, math.nan)))
+    upper = _e.where(valid, upper, _e.where(reaches, 0.0, _e.where(zero_x | infinite_a, 1.0, math.nan)))
+    return lower, upper, out
+
+
+def igamma(input: Tensor, other: Tensor) -> Tensor:
+    """The regularized lower incomplete gamma function ``P(a, x) = gamma(a, x) / Gamma(a)``.
+
+    ``input`` is ``a``, ``other`` is ``x``. Reads the largest ``a`` (the number of terms depends on
+    it). Differentiable in ``x`` only, as PyTorch's. Example::
+
+        >>> onnxnn.igamma(onnxnn.tensor([1.0]), onnxnn.tensor([2.0]))  # 1 - exp(-2)
+        tensor([0.8647])
+    """
+    lower, _, out = _incomplete_gamma(input, other)
+    return lower.to(out)
+
+
+def igammac(input: Tensor, other: Tensor) -> Tensor:
+    """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``, accurate in its tail."""
+    _, upper, out = _incomplete_gamma(input, other)
+    return upper.to(out)
+
+
+def spherical_bessel_j0(input: Tensor) -> Tensor:
+    """The spherical Bessel function of the first kind of order 0, ``sin(x) / x`` (1 at 0)."""
+    x = _e._floating(input)
+    zero = x == 0
+    safe = _e.where(zero, 1.0, x)
+    return _e.where(zero, 1.0, safe.sin() / safe)
+
+
+def _finite_data(values: Tensor) -> np.ndarray:
+    data = np.asarray(values._realized_data(), dtype=np.float64).reshape(-1)
+    return data[np.isfinite(data)]
+
+
+def zeta(input, other) -> Tensor:
+    """The Hurwitz zeta function ``zeta(s, q) = sum_k (q + k)^(-s)`` (``input`` is s, ``other`` is q).
+
+    The first ``N`` terms are summed directly (along a new axis) and the Euler-Maclaurin series
+    finishes from ``q + N``; ``N`` makes ``q + N >= max(10, s + 10)`` for every element, read from
+    the data. As PyTorch's: inf at ``s = 1`` and at non-positive integer ``q``, NaN for ``s < 1`` and for
+    negative non-integer ``q`` with non-integer ``s``. Differentiable in ``q``.
+    """
+    (s, q), out = promote_operands([_e._floating(input) if isinstance(input, Tensor) else input,
+                                    _e._floating(other) if isinstance(other, Tensor) else other])
+    s = (s if isinstance(s, Tensor) else Tensor._from_value(s)).detach().to(dtypes.float64)
+    q = (q if isinstance(q, Tensor) else Tensor._from_value(q)).to(dtypes.float64)
+    shape = tuple(np.broadcast_shapes(tuple(s.shape), tuple(q.shape)))
+    s, q = s.expand(*shape), q.expand(*shape)
+    exponents, offsets = _finite_data(s), _finite_data(q)
+    largest_s = float(exponents.max()) if exponents.size else 2.0
+    smallest_q = float(offsets.min()) if offsets.size else 1.0
+    count = int(math.ceil(max(10.0, largest_s + 10.0))) + max(0, int(math.ceil(-smallest_q)))
+    convergent = s > 1.0
+    safe_s = _e.where(convergent, s, 2.0)
+    ks = Tensor._from_array(np.arange(count, dtype=np.float64), dtypes.float64, q.device)
+    direct = _e.pow(q.unsqueeze(-1) + ks, safe_s.neg().unsqueeze(-1)).sum(-1)
+    y = q + float(count)
+    inverse_square = 1.0 / (y * y)
+    correction = y * 0.0
+    rising = safe_s  # s (s + 1) ... (s + 2j - 2)
+    power = inverse_square
+    for j, b in enumerate(_BERNOULLI, start=1):
+        correction = correction + rising * power * float(b / math.factorial(2 * j))
+        rising = rising * (safe_s + float(2 * j - 1)) * (safe_s + float(2 * j))
+        power = power * inverse_square
+    tail = _e.pow(y, safe_s.neg()) * (y / (safe_s - 1.0) + 0.5 + y * correction)
+    value = direct + tail
+    value = _e.where(s == 1.0, math.inf, _e.where(convergent, value, math.nan))
+    return value.to(out)
+
+
+__all__ += ["zeta"]

@@ -1,0 +1,169 @@
+"""gcd, lcm, the bitwise shifts, frexp and nextafter (issue #12): exact results against Python's
+integers and ``math.frexp``/``math.nextafter`` (numpy's nextafter for float32/float16) on both
+executors, PyTorch's edge cases (zeros, shifts past the width, infinities, subnormals), frexp's
+mantissa gradient, export run by onnxruntime, and PyTorch's errors.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+from gradcheck import check_gradients
+
+import onnxnn
+from onnxnn import nn
+from onnxnn.export import to_onnx
+
+EXECUTORS = ("onnxruntime", "kernels")
+INT_DTYPES = [(onnxnn.int64, np.int64), (onnxnn.int32, np.int32), (onnxnn.int16, np.int16), (onnxnn.int8, np.int8)]
+# Consecutive Fibonacci numbers: Euclid's worst case (Lame), here the longest int32 run.
+A = [0, -4, 6, -9, 12, 7, 1836311903, 0, 120]
+B = [0, 6, -4, 0, 18, -7, 1134903170, -5, 84]
+
+
+def _wrap(value: int, numpy_dtype) -> int:
+    return int(np.array(value & ((1 << np.iinfo(numpy_dtype).bits) - 1), dtype=np.uint64).astype(numpy_dtype))
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("dtype,numpy_dtype", INT_DTYPES)
+def test_gcd_and_lcm_match_python_integers(executor, dtype, numpy_dtype):
+    limit = np.iinfo(numpy_dtype).max
+    a = [v if abs(v) <= limit else v % 97 for v in A]
+    b = [v if abs(v) <= limit else v % 89 for v in B]
+    with onnxnn.set_executor(executor):
+        x, y = onnxnn.tensor(a, dtype=dtype), onnxnn.tensor(b, dtype=dtype)
+        g, l = onnxnn.gcd(x, y), onnxnn.lcm(x, y)
+    np.testing.assert_array_equal(g.numpy(), [math.gcd(p, q) for p, q in zip(a, b)])
+    np.testing.assert_array_equal(l.numpy(), [_lcm_reference(p, q, numpy_dtype) for p, q in zip(a, b)])
+    assert g.dtype is dtype and l.dtype is dtype
+
+
+def _lcm_reference(a: int, b: int, numpy_dtype) -> int:
+    """PyTorch's ``|a / gcd * b|`` in C++: 8- and 16-bit operands are promoted to int (the product is
+    exact, then wrapped); 32- and 64-bit products wrap before the absolute value."""
+    g = math.gcd(a, b)
+    if g == 0:
+        return 0
+    product = (abs(a) // g) * b if a >= 0 else -(abs(a) // g) * b
+    if np.iinfo(numpy_dtype).bits < 32:
+        return _wrap(abs(product), numpy_dtype)
+    return _wrap(abs(_wrap(product, numpy_dtype)), numpy_dtype)
+
+
+def test_lcm_overflow_wraps_like_pytorch():
+    torch = pytest.importorskip("torch")
+    for dtype, torch_dtype in ((onnxnn.int32, torch.int32), (onnxnn.int16, torch.int16)):
+        a, b = [1836311903 % 30011, -1836311903 % 1000003, 1836311903], [1134903170 % 30011, 999983, -1134903170]
+        if dtype is onnxnn.int16:
+            a, b = [v % 32000 for v in a], [v % 32000 - 16000 for v in b]
+        ours = onnxnn.lcm(onnxnn.tensor(a, dtype=dtype), onnxnn.tensor(b, dtype=dtype)).numpy()
+        theirs = torch.lcm(torch.tensor(a, dtype=torch_dtype), torch.tensor(b, dtype=torch_dtype)).numpy()
+        np.testing.assert_array_equal(ours, theirs)
+
+
+def _shift_reference(value: int, amount: int, bits: int, left: bool, signed: bool) -> int:
+    """PyTorch's shifts: out-of-range amounts give 0 (left) or the sign fill (right)."""
+    if left:
+        result = 0 if not 0 <= amount < bits else value << amount
+        return result
+    if not 0 <= amount < bits:
+        return -1 if (signed and value < 0) else 0
+    return value >> amount  # Python's >> is arithmetic, like PyTorch's on signed dtypes
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("dtype,numpy_dtype", INT_DTYPES + [(onnxnn.uint8, np.uint8)])
+def test_shifts_match_python_integers(executor, dtype, numpy_dtype):
+    info = np.iinfo(numpy_dtype)
+    values = [5, -5, info.max, info.min, -1, 7, 3] if info.min else [5, 250, info.max, 0, 1, 7, 128]
+    amounts = [1, info.bits, -1 if info.min else 200, 0, 3, info.bits - 1, 2]
+    with onnxnn.set_executor(executor):
+        x, s = onnxnn.tensor(values, dtype=dtype), onnxnn.tensor(amounts, dtype=dtype)
+        left, right = onnxnn.bitwise_left_shift(x, s), x >> s
+        method = x.bitwise_left_shift(2)
+    signed = bool(info.min)
+    amounts = [int(np.array(a).astype(numpy_dtype)) for a in amounts]
+    expected_left = [_wrap(_shift_reference(v, a, info.bits, True, signed), numpy_dtype)
+                     for v, a in zip(values, amounts)]
+    expected_right = [_shift_reference(v, a, info.bits, False, signed) for v, a in zip(values, amounts)]
+    np.testing.assert_array_equal(left.numpy(), expected_left)
+    np.testing.assert_array_equal(right.numpy(), expected_right)
+    np.testing.assert_array_equal(method.numpy(), [_wrap(v << 2, numpy_dtype) for v in values])
+
+
+FLOATS = [0.0, -0.0, 1.0, -3.0, 0.1, 1024.0, 1 - 2 ** -53, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308,
+          math.inf, -math.inf, math.nan]
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_frexp_matches_math_frexp(executor):
+    with onnxnn.set_executor(executor):
+        mantissa, exponent = onnxnn.frexp(onnxnn.tensor(FLOATS, dtype=onnxnn.float64))
+        single = onnxnn.tensor([3.0, 1e-45, -0.375], dtype=onnxnn.float32).frexp()
+    # PyTorch (like C's frexp) returns (x, 0) for infinities and NaN; math.frexp agrees.
+    expected = [math.frexp(v) for v in FLOATS]
+    np.testing.assert_array_equal(mantissa.numpy(), [m for m, _ in expected])
+    np.testing.assert_array_equal(exponent.numpy(), [e for _, e in expected])
+    assert exponent.dtype is onnxnn.int32 and single.mantissa.dtype is onnxnn.float32
+    single_expected = [math.frexp(float(np.float32(v))) for v in (3.0, 1e-45, -0.375)]
+    np.testing.assert_array_equal(single.mantissa.numpy(), [m for m, _ in single_expected])
+    np.testing.assert_array_equal(single.exponent.numpy(), [e for _, e in single_expected])
+
+
+def test_frexp_mantissa_gradient():
+    # d mantissa / dx = 2^-exponent, piecewise constant: finite differences away from powers of two.
+    check_gradients(lambda t: onnxnn.frexp(t).mantissa, [np.array([3.0, -0.1, 700.0, 1e-5])])
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("dtype,numpy_dtype", [(onnxnn.float64, np.float64), (onnxnn.float32, np.float32),
+                                               (onnxnn.float16, np.float16)])
+def test_nextafter_matches_numpy(executor, dtype, numpy_dtype):
+    finite = [v for v in FLOATS if not math.isnan(v)]
+    x = np.array(finite + [1.0, 0.5, -0.5, 2.0], numpy_dtype)
+    y = np.array(list(reversed(finite)) + [1.0, 0.0, -1.0, 0.0], numpy_dtype)
+    with onnxnn.set_executor(executor):
+        actual = onnxnn.nextafter(onnxnn.tensor(x, dtype=dtype), onnxnn.tensor(y, dtype=dtype)).numpy()
+        nan = onnxnn.tensor([1.0, math.nan], dtype=dtype).nextafter(onnxnn.tensor([math.nan, 1.0], dtype=dtype))
+    np.testing.assert_array_equal(actual, np.nextafter(x, y))
+    assert np.isnan(nan.numpy()).all()
+
+
+class _Integers(nn.Module):
+    def forward(self, a, b):
+        return onnxnn.stack([onnxnn.gcd(a, b), onnxnn.lcm(a, b), a << 2, a >> 1])
+
+
+def test_exported_model_runs_in_plain_onnxruntime_like_onnxnn():
+    a, b = onnxnn.tensor([12, -9, 7, 0], dtype=onnxnn.int32), onnxnn.tensor([18, 6, 0, 0], dtype=onnxnn.int32)
+    module = _Integers().eval()
+    expected = module(a, b).numpy()
+    proto = to_onnx(module, (a, b))
+    onnx.checker.check_model(proto, full_check=True)
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = {i.name: t.numpy() for i, t in zip(session.get_inputs(), (a, b))}
+    np.testing.assert_array_equal(session.run(None, feeds)[0], expected)
+
+
+def test_in_place_variants():
+    a = onnxnn.tensor([12, 9])
+    a.gcd_(onnxnn.tensor([8, 6]))
+    np.testing.assert_array_equal(a.numpy(), [4, 3])
+    a <<= 1
+    np.testing.assert_array_equal(a.numpy(), [8, 6])
+    x = onnxnn.tensor([1.0])
+    x.nextafter_(onnxnn.tensor([2.0]))
+    assert x.item() == float(np.nextafter(np.float32(1), np.float32(2)))
+
+
+def test_bad_dtypes_raise_pytorchs_errors():
+    with pytest.raises(NotImplementedError, match="\"gcd_cpu\" not implemented for 'Float'"):
+        onnxnn.gcd(onnxnn.tensor([1.0]), onnxnn.tensor([2.0]))
+    with pytest.raises(NotImplementedError, match="\"lshift_cpu\" not implemented for 'Double'"):
+        onnxnn.bitwise_left_shift(onnxnn.tensor([1.0], dtype=onnxnn.float64), 1)
+    with pytest.raises(RuntimeError, match="only supports floating-point dtypes"):
+        onnxnn.frexp(onnxnn.tensor([1]))
