@@ -67,11 +67,13 @@ from .runtime.ops import (  # noqa: E402,F401
     pdist, range, renorm, split_with_sizes, unflatten, unravel_index, unsafe_chunk, unsafe_split,
     unsafe_split_with_sizes, vander,
     gradient, hash_tensor, histogramdd, istft, segment_reduce, stft,
+    cholesky, cholesky_inverse, cholesky_solve, det, geqrf, inverse, logdet, lu, lu_solve, lu_unpack, matrix_exp,
+    orgqr, ormqr, qr, slogdet, triangular_solve,
 )
 from .runtime.windows import (  # noqa: E402,F401
     bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window,
 )
-from . import autograd, cuda  # noqa: E402
+from . import autograd, cuda, linalg  # noqa: E402
 from .errors import CheckpointError, ModelLoadError  # noqa: E402
 from .export.checkpoint import load, save  # noqa: E402
 from . import nn, optim  # noqa: E402

@@ -26,6 +26,8 @@ from .extras import *  # noqa: F401,F403
 from .finite_differences import *  # noqa: F401,F403
 from .spectral import *  # noqa: F401,F403
 from .segments import *  # noqa: F401,F403
+from .linalg_lu import *  # noqa: F401,F403  (LU, determinants, solves, inverses, Cholesky)
+from .linalg_qr import *  # noqa: F401,F403  (Householder QR, least squares, matrix_exp)
 from .nn_ops import *  # noqa: F401,F403,E402  (BatchNormalization rules; hardshrink, prelu)
 from . import training  # noqa: F401,E402  (Momentum: the fused SGD update)
 from . import loss  # noqa: F401,E402  (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss rules)
