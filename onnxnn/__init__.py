@@ -68,7 +68,7 @@ from .runtime.ops import (  # noqa: E402,F401
     unsafe_split_with_sizes, vander,
     gradient, hash_tensor, histogramdd, istft, segment_reduce, stft,
     cholesky, cholesky_inverse, cholesky_solve, det, geqrf, inverse, logdet, lu, lu_solve, lu_unpack, matrix_exp,
-    orgqr, ormqr, qr, slogdet, triangular_solve,
+    orgqr, ormqr, qr, slogdet, triangular_solve, svd, pinverse, nuclear_norm,
 )
 from .runtime.windows import (  # noqa: E402,F401
     bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window,

@@ -6,11 +6,12 @@ plain ONNX, and are differentiable. Data-dependent errors PyTorch raises after r
 (a singular matrix, one that is not positive-definite) become inf/NaN in the lazy result; the
 ``*_ex`` variants return LAPACK's ``info``.
 
-Not provided: the eigen and singular value decompositions (``eig``, ``eigh``, ``eigvals``,
-``eigvalsh``, ``svd``, ``svdvals``) and what is defined by them (``pinv``, ``matrix_rank``, ``cond``,
-``matrix_norm`` with ``ord`` 2, -2 or ``'nuc'``): they need iterations run until the values
-converge, which a graph unrolled at record time cannot promise for every input. Nor the LDL
-factorization (``ldl_factor``, ``ldl_solve``: Bunch-Kaufman pivoting on 2x2 blocks).
+The singular value and symmetric eigen decompositions (``svd``, ``svdvals``, ``eigh``, ``eigvalsh``,
+and ``pinv``, ``matrix_rank``, ``cond``, the 2- and nuclear norms built on them) are cyclic Jacobi
+rotations with a fixed number of sweeps (``runtime/ops/linalg_jacobi.py``): they suit small matrices.
+
+Not provided: ``eig``/``eigvals`` (a real matrix's eigenvalues are complex, and onnxnn has no complex
+dtypes) and the LDL factorization (``ldl_factor``, ``ldl_solve``: Bunch-Kaufman pivoting on 2x2 blocks).
 
 Example::
 
@@ -23,14 +24,16 @@ from __future__ import annotations
 from collections import namedtuple
 
 from .runtime import ops as _ops
+from .runtime.ops import linalg_jacobi as _jacobi
 from .runtime.ops import linalg_lu as _lu
 from .runtime.ops import linalg_qr as _qr
 from .runtime.tensor import Tensor
 
-__all__ = ["cholesky", "cholesky_ex", "cross", "det", "diagonal", "householder_product", "inv", "inv_ex", "lstsq",
-           "lu", "lu_factor", "lu_factor_ex", "lu_solve", "matmul", "matrix_exp", "matrix_norm", "matrix_power",
-           "multi_dot", "norm", "qr", "slogdet", "solve", "solve_ex", "solve_triangular", "tensorinv", "tensorsolve",
-           "vander", "vecdot", "vector_norm"]
+__all__ = ["cholesky", "cholesky_ex", "cond", "cross", "det", "diagonal", "eigh", "eigvalsh", "householder_product",
+           "inv", "inv_ex", "lstsq", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "matmul", "matrix_exp",
+           "matrix_norm", "matrix_power", "matrix_rank", "multi_dot", "norm", "pinv", "qr", "slogdet", "solve",
+           "solve_ex", "solve_triangular", "svd", "svdvals", "tensorinv", "tensorsolve", "vander", "vecdot",
+           "vector_norm"]
 
 SolveExResult = namedtuple("linalg_solve_ex", ["result", "info"])
 
@@ -52,8 +55,25 @@ lstsq = _qr.linalg_lstsq
 matrix_exp = _qr.matrix_exp
 matmul = _ops.matmul
 matrix_power = _ops.matrix_power
+svd = _jacobi.linalg_svd
+svdvals = _jacobi.svdvals
+eigh = _jacobi.eigh
+eigvalsh = _jacobi.eigvalsh
+pinv = _jacobi.pinv
+matrix_rank = _jacobi.matrix_rank
 
 _SVD_ORDERS = (2, -2, "nuc")
+
+
+def cond(A: Tensor, p=None) -> Tensor:
+    """``torch.linalg.cond``: the condition number ``norm(A, p) * norm(inv(A), p)``; for p in (None, 2, -2)
+    the ratio of the extreme singular values (then A need not be square)."""
+    if p in (None, 2, -2):
+        return _jacobi.svd_cond(A, p)
+    if A.dim() < 2:
+        raise RuntimeError("linalg.cond: The input tensor must have at least 2 dimensions.")
+    _lu.check_matrix(f"linalg.cond(ord={p})", A)
+    return matrix_norm(A, p) * matrix_norm(inv(A), p)
 
 
 def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = False) -> SolveExResult:
@@ -126,16 +146,15 @@ def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None
 
 
 def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None) -> Tensor:
-    """``torch.linalg.matrix_norm``: ``'fro'``, or ``1``/``-1``/``inf``/``-inf`` (max/min absolute column/row
-    sum) over the two dims ``dim``. ``2``, ``-2`` and ``'nuc'`` need singular values: NotImplementedError."""
+    """``torch.linalg.matrix_norm`` over the two dims ``dim``: ``'fro'``; ``1``/``-1``/``inf``/``-inf`` (max/min
+    absolute column/row sum); ``2``/``-2``/``'nuc'`` (largest, smallest, sum of the singular values)."""
     if A.dim() < 2:
         raise RuntimeError(f"linalg.matrix_norm: The input tensor A must have at least 2 dimensions.")
     if dtype is not None:
         A = A.to(dtype)
     rows, columns = _ops.normalize_axes(list(dim), A.dim())
     if ord in _SVD_ORDERS:
-        raise NotImplementedError(f"onnxnn.linalg.matrix_norm: ord={ord!r} needs the singular values, which onnxnn "
-                                  "does not compute (see onnxnn.linalg's docstring)")
+        return _jacobi.svd_matrix_norm(A, ord, (rows, columns), keepdim)
     if ord == "fro":
         return _ops.norm(A, 2, [rows, columns], keepdim)
     inf = float("inf")

@@ -42,7 +42,7 @@ DELEGATED = (
     "stft", "istft", "hash_tensor",
     # linear algebra (runtime/ops/linalg_lu.py, linalg_qr.py)
     "det", "slogdet", "logdet", "inverse", "cholesky", "cholesky_solve", "cholesky_inverse", "triangular_solve",
-    "lu", "lu_solve", "matrix_exp", "qr", "geqrf", "orgqr", "ormqr",
+    "lu", "lu_solve", "matrix_exp", "qr", "geqrf", "orgqr", "ormqr", "svd", "pinverse",
 )
 
 # ``x.name_(...)`` rebinds x to ``x.name(...)`` (DESIGN principle 5). Arithmetic ones refuse a result

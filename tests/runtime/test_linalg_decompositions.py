@@ -182,7 +182,49 @@ FORWARD_CASES = [
     ("tensorinv", lambda a: L.tensorinv(a, ind=1), lambda a: np.linalg.tensorinv(a, 1),
      [_well_conditioned(6, 6).reshape(6, 2, 3)], 6),
     ("tensorsolve", L.tensorsolve, np.linalg.tensorsolve, [_well_conditioned(6, 6).reshape(2, 3, 6), C4[:3].T], 6),
+    # Jacobi: singular values and sign-invariant products of the vectors
+    ("svd-S", lambda a: L.svd(a)[1], lambda a: np.linalg.svd(a, compute_uv=False), [T4], 4),
+    ("svdvals-batch-wide", L.svdvals, lambda a: np.linalg.svd(a, compute_uv=False), [np.swapaxes(TB, -1, -2)], 5),
+    ("svd-reconstructs", lambda a: _usv(*L.svd(a, full_matrices=False)), lambda a: a, [W3], 5),
+    ("svd-U-projector", lambda a: _projector(L.svd(a, full_matrices=False).U),
+     lambda a: _projector_np(np.linalg.svd(a, full_matrices=False)[0]), [TB], 5),
+    ("svd-full-U-orthogonal", lambda a: _gram(L.svd(a).U), lambda a: np.eye(4), [T4], 4),
+    ("svd-rank-deficient-U-orthonormal", lambda a: _gram(onnxnn.svd(a).U), lambda a: np.eye(3), [SINGULAR], 3),
+    ("torch.svd-V", lambda a: _usv(onnxnn.svd(a)[0], a.svd()[1], onnxnn.svd(a)[2].mT), lambda a: a, [A4B], 4),
+    ("pinverse", onnxnn.pinverse, np.linalg.pinv, [T4], 4),
+    ("pinv-wide", L.pinv, np.linalg.pinv, [W3], 5),
+    ("nuclear_norm", onnxnn.nuclear_norm, lambda a: np.linalg.norm(a, "nuc"), [T4], 4),
+    ("matrix_norm-2", lambda a: L.matrix_norm(a, 2), lambda a: np.linalg.norm(a, 2, (-2, -1)), [TB], 5),
+    ("matrix_norm--2-dims", lambda a: L.matrix_norm(a, -2, dim=(0, 2)), lambda a: np.linalg.norm(a, -2, (0, 2)),
+     [TB], 5),
+    ("cond", L.cond, np.linalg.cond, [A4B], 4),
+    ("cond-1", lambda a: L.cond(a, 1), lambda a: np.linalg.cond(a, 1), [A3], 3),
+    ("eigvalsh", L.eigvalsh, np.linalg.eigvalsh, [S4B], 4),
+    ("eigh-reconstructs", lambda a: _vwv(*L.eigh(a)), lambda a: np.tril(a) + np.swapaxes(np.tril(a, -1), -1, -2),
+     [A4B], 4),
+    ("eigh-upper-values", lambda a: L.eigh(a, UPLO="U")[0],
+     lambda a: np.linalg.eigvalsh(np.triu(a) + np.triu(a, 1).T), [A3], 3),
 ]
+
+
+def _usv(U, S, Vh):
+    return (U * S.unsqueeze(-2)) @ Vh
+
+
+def _vwv(w, V):
+    return (V * w.unsqueeze(-2)) @ V.mT
+
+
+def _projector(U):
+    return U @ U.mT
+
+
+def _projector_np(U):
+    return U @ np.swapaxes(U, -1, -2)
+
+
+def _gram(U):
+    return U.mT @ U
 
 
 def _product(P, lower, upper):
@@ -233,6 +275,18 @@ def test_singular_and_indefinite_inputs_give_info_and_nan_not_errors():
                 L.cholesky_ex(onnxnn.tensor(indefinite), check_errors=True)
 
 
+def test_rank_and_pseudoinverse_of_rank_deficient_matrices():
+    for executor in EXECUTORS:
+        with onnxnn.set_executor(executor):
+            ranks = L.matrix_rank(onnxnn.tensor(np.stack([SINGULAR, A3, np.zeros((3, 3))])))
+            assert ranks.dtype is onnxnn.int64
+            np.testing.assert_array_equal(ranks.numpy(), [2, 3, 0])
+            assert L.matrix_rank(onnxnn.tensor(SINGULAR), atol=0.5, rtol=0.0).item() == 2  # S = 8.5, 0.64, 0
+            actual = L.pinv(onnxnn.tensor(SINGULAR)).numpy()
+            expected = np.linalg.pinv(SINGULAR)
+            np.testing.assert_allclose(actual, expected, rtol=0, atol=_bound(expected, 3, np.float64, condition=1e2))
+
+
 # ---------------------------------------------------------------- gradients (float64 finite differences)
 
 def _symmetric(f):
@@ -266,12 +320,21 @@ GRADIENT_CASES = [
     ("matrix_exp", onnxnn.matrix_exp, [rng.standard_normal((3, 3))]),
     ("matrix_exp-squared", L.matrix_exp, [3 * rng.standard_normal((2, 2))]),
     ("matrix_norm-inf", lambda a: L.matrix_norm(a, float("inf")), [T4]),
+    ("svdvals", L.svdvals, [T4]),
+    ("svd-U", lambda a: L.svd(a, full_matrices=False).U, [T4[:, :2]]),
+    ("svd-Vh-wide", lambda a: L.svd(a, full_matrices=False).Vh, [W3[:2, :4]]),
+    ("pinverse", onnxnn.pinverse, [T4[:, :2]]),
+    ("eigh-values", lambda a: L.eigh(a).eigenvalues, [S3[:2, :2]]),
+    ("eigh-vectors", lambda a: L.eigh(a).eigenvectors, [S3]),
 ]
+# Jacobi graphs are long (sweeps x rounds of rotations): their gradients are checked along a random
+# direction (two evaluations) instead of element by element.
+DIRECTIONAL = {"svdvals", "svd-U", "svd-Vh-wide", "pinverse", "eigh-values", "eigh-vectors"}
 
 
 # The backward graphs are made of the same standard ops as the forward ones (checked on both executors
 # above), so every rule is checked on the kernels executor and one case per family on onnxruntime too.
-ON_BOTH = {"det", "inverse", "cholesky", "qr-Q", "matrix_exp", "lu_solve"}
+ON_BOTH = {"det", "inverse", "cholesky", "qr-Q", "matrix_exp", "lu_solve", "svd-U"}
 GRADIENT_PARAMS = [pytest.param(*case, "kernels", id=f"{case[0]}-kernels") for case in GRADIENT_CASES] + [
     pytest.param(*case, "onnxruntime", id=f"{case[0]}-onnxruntime") for case in GRADIENT_CASES if case[0] in ON_BOTH]
 
@@ -279,7 +342,8 @@ GRADIENT_PARAMS = [pytest.param(*case, "kernels", id=f"{case[0]}-kernels") for c
 @pytest.mark.parametrize("case_id,function,inputs,executor", GRADIENT_PARAMS)
 def test_gradients_match_finite_differences(case_id, function, inputs, executor):
     with onnxnn.set_executor(executor):
-        check_gradients(function, [np.asarray(a, np.float64) for a in inputs])
+        check_gradients(function, [np.asarray(a, np.float64) for a in inputs],
+                        exhaustive_limit=0 if case_id in DIRECTIONAL else 64)
 
 
 def test_second_order_gradient_of_inverse():
@@ -319,6 +383,22 @@ def test_exported_model_runs_in_plain_onnxruntime_like_onnxnn(dtype):
     feeds = {graph_input.name: t.numpy() for graph_input, t in zip(session.get_inputs(), (a, b))}
     actual = session.run(None, feeds)[0]
     np.testing.assert_allclose(actual, expected, rtol=0, atol=_bound(expected, 4, dtype.numpy_dtype) * 8)
+
+
+class _Spectral(nn.Module):
+    def forward(self, a):
+        U, S, Vh = onnxnn.linalg.svd(a, full_matrices=False)
+        return U.abs().sum() + S.sum() + onnxnn.linalg.eigvalsh(a.mT @ a).sum() + onnxnn.pinverse(a).sum()
+
+
+def test_exported_jacobi_decompositions_run_in_plain_onnxruntime():
+    a = onnxnn.tensor(T4[:, :2])
+    module = _Spectral()
+    expected = module(a).numpy()
+    proto = to_onnx(module.eval(), (a,))
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    actual = session.run(None, {session.get_inputs()[0].name: a.numpy()})[0]
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=_bound(expected, 3, np.float64) * 8)
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
@@ -381,7 +461,15 @@ ERROR_CASES = [
      "linalg.matrix_exp: A must be batches of square matrices, but they are 2 by 3 matrices"),
     (lambda: L.multi_dot([onnxnn.eye(2), onnxnn.ones(2, 2, 2)]), RuntimeError,
      "multi_dot(): the last tensor must be 1D or 2D but got 3D"),
-    (lambda: L.matrix_norm(onnxnn.eye(2), "nuc"), NotImplementedError, "needs the singular values"),
+    (lambda: onnxnn.svd(onnxnn.ones(3)), RuntimeError,
+     "linalg.svd: input should have at least 2 dimensions, but has 1 dimensions instead"),
+    (lambda: L.eigh(onnxnn.ones(3, 2)), RuntimeError,
+     "linalg.eigh: A must be batches of square matrices, but they are 3 by 2 matrices"),
+    (lambda: L.eigh(onnxnn.eye(3), "X"), RuntimeError, "Expected UPLO argument to be 'L' or 'U', but got X"),
+    (lambda: onnxnn.pinverse(onnxnn.ones(3, 3, dtype=onnxnn.int64)), RuntimeError,
+     "linalg.pinv(Long{[3, 3]}): expected a tensor with 2 or more dimensions of float, double, cfloat or cdouble types"),
+    (lambda: L.cond(onnxnn.ones(3, 2), 1), RuntimeError,
+     "linalg.cond(ord=1): A must be batches of square matrices, but they are 3 by 2 matrices"),
 ]
 
 

@@ -28,6 +28,7 @@ from .spectral import *  # noqa: F401,F403
 from .segments import *  # noqa: F401,F403
 from .linalg_lu import *  # noqa: F401,F403  (LU, determinants, solves, inverses, Cholesky)
 from .linalg_qr import *  # noqa: F401,F403  (Householder QR, least squares, matrix_exp)
+from .linalg_jacobi import *  # noqa: F401,F403  (svd, eigh and what singular values define)
 from .nn_ops import *  # noqa: F401,F403,E402  (BatchNormalization rules; hardshrink, prelu)
 from . import training  # noqa: F401,E402  (Momentum: the fused SGD update)
 from . import loss  # noqa: F401,E402  (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss rules)
