@@ -149,7 +149,7 @@ def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dt
     """``torch.linalg.matrix_norm`` over the two dims ``dim``: ``'fro'``; ``1``/``-1``/``inf``/``-inf`` (max/min
     absolute column/row sum); ``2``/``-2``/``'nuc'`` (largest, smallest, sum of the singular values)."""
     if A.dim() < 2:
-        raise RuntimeError(f"linalg.matrix_norm: The input tensor A must have at least 2 dimensions.")
+        raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.")
     if dtype is not None:
         A = A.to(dtype)
     rows, columns = _ops.normalize_axes(list(dim), A.dim())

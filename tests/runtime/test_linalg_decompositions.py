@@ -387,7 +387,7 @@ def test_exported_model_runs_in_plain_onnxruntime_like_onnxnn(dtype):
 
 class _Spectral(nn.Module):
     def forward(self, a):
-        U, S, Vh = onnxnn.linalg.svd(a, full_matrices=False)
+        U, S, _ = onnxnn.linalg.svd(a, full_matrices=False)
         return U.abs().sum() + S.sum() + onnxnn.linalg.eigvalsh(a.mT @ a).sum() + onnxnn.pinverse(a).sum()
 
 
@@ -467,7 +467,8 @@ ERROR_CASES = [
      "linalg.eigh: A must be batches of square matrices, but they are 3 by 2 matrices"),
     (lambda: L.eigh(onnxnn.eye(3), "X"), RuntimeError, "Expected UPLO argument to be 'L' or 'U', but got X"),
     (lambda: onnxnn.pinverse(onnxnn.ones(3, 3, dtype=onnxnn.int64)), RuntimeError,
-     "linalg.pinv(Long{[3, 3]}): expected a tensor with 2 or more dimensions of float, double, cfloat or cdouble types"),
+     ("linalg.pinv(Long{[3, 3]}): expected a tensor with 2 or more dimensions of float, double, cfloat or "
+      "cdouble types")),
     (lambda: L.cond(onnxnn.ones(3, 2), 1), RuntimeError,
      "linalg.cond(ord=1): A must be batches of square matrices, but they are 3 by 2 matrices"),
 ]

@@ -28,12 +28,12 @@ from ._common import Tensor
 from .elementwise import where
 from .indexing import take_along_dim
 from .linalg import matmul
-from .linalg_lu import _dtype_name, check_matrix, constant_like, eye_like
+from .linalg_lu import check_matrix, constant_like, eye_like, torch_dtype_name
 from .linalg_qr import linalg_qr
 from .shape import cat
 from .sorting import topk
 
-__all__ = ["svd", "pinverse", "nuclear_norm"]
+__all__ = ["nuclear_norm", "pinverse", "svd"]
 
 SvdResult = namedtuple("svd", ["U", "S", "V"])
 LinalgSvdResult = namedtuple("linalg_svd", ["U", "S", "Vh"])
@@ -262,7 +262,7 @@ def pinv(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> Tensor:
     """``torch.linalg.pinv``: the pseudoinverse ``V diag(1/S) U^T``, singular values at or below
     ``max(atol, rtol * S_max)`` treated as zero."""
     if A.dim() < 2 or A.dtype not in (dtypes.float32, dtypes.float64):
-        raise RuntimeError(f"linalg.pinv({_dtype_name(A.dtype)}{{{list(A.shape)}}}): expected a tensor with 2 or more "
+        raise RuntimeError(f"linalg.pinv({torch_dtype_name(A.dtype)}{{{list(A.shape)}}}): expected a tensor with 2 or more "
                            "dimensions of float, double, cfloat or cdouble types")
     U, S, V = _thin_svd(A)
     keep = S.gt(_tolerance(S, atol, rtol, A))

@@ -29,8 +29,8 @@ from .linalg import matmul
 from .shape import cat, stack
 
 # torch's top-level names; torch.linalg's (linalg_solve, linalg_lu, ...) are read by onnxnn.linalg
-__all__ = ["det", "slogdet", "logdet", "inverse", "triangular_solve", "cholesky", "cholesky_solve",
-           "cholesky_inverse", "lu", "lu_unpack", "lu_solve"]
+__all__ = ["cholesky", "cholesky_inverse", "cholesky_solve", "det", "inverse", "logdet", "lu", "lu_solve",
+           "lu_unpack", "slogdet", "triangular_solve"]
 
 SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
 TriangularSolveResult = namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
@@ -48,7 +48,8 @@ _DTYPE_NAMES = {"float16": "Half", "bfloat16": "BFloat16", "int64": "Long", "int
 
 # ---------------------------------------------------------------- argument checks (PyTorch's words)
 
-def _dtype_name(dtype) -> str:
+def torch_dtype_name(dtype) -> str:
+    """The dtype as PyTorch's messages name it (Float, Double, Half, Long...)."""
     return {"float32": "Float", "float64": "Double"}.get(dtype.name, _DTYPE_NAMES.get(dtype.name, dtype.name))
 
 
@@ -72,20 +73,20 @@ def check_matrix(name: str, A: Tensor, *, square: bool = True, argument: str = "
             raise RuntimeError(f"{name}: input must have at least 2 dimensions.")
         raise RuntimeError(f"{name}: The input tensor {argument} must have at least 2 dimensions.")
     if floating and not A.dtype.is_floating_point:
-        raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. Got {_dtype_name(A.dtype)}")
+        raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. Got {torch_dtype_name(A.dtype)}")
     if square and A.shape[-1] != A.shape[-2]:
         raise RuntimeError(f"{name}: {argument} must be batches of square matrices, but they are "
                            f"{A.shape[-2]} by {A.shape[-1]} matrices")
     if A.dtype not in (dtypes.float32, dtypes.float64) and not half_precision:
         if kernel is not None:
-            raise NotImplementedError(f'"{kernel}" not implemented for \'{_dtype_name(A.dtype)}\'')
-        raise RuntimeError(f"{name}: Low precision dtypes not supported. Got {_dtype_name(A.dtype)}")
+            raise NotImplementedError(f'"{kernel}" not implemented for \'{torch_dtype_name(A.dtype)}\'')
+        raise RuntimeError(f"{name}: Low precision dtypes not supported. Got {torch_dtype_name(A.dtype)}")
 
 
 def check_same_dtype(name: str, A: Tensor, B: Tensor) -> None:
     if A.dtype is not B.dtype:
         raise RuntimeError(f"{name}: Expected A and B to have the same dtype, but found A of type "
-                           f"{_dtype_name(A.dtype)} and B of type {_dtype_name(B.dtype)} instead")
+                           f"{torch_dtype_name(A.dtype)} and B of type {torch_dtype_name(B.dtype)} instead")
 
 
 # ---------------------------------------------------------------- constants of a factorization
@@ -95,7 +96,8 @@ def constant_like(array, like: Tensor) -> Tensor:
     return Tensor._from_value(static_constant(np.asarray(array, like.dtype.numpy_dtype), like.dtype, like.device))
 
 
-def _mask(array, like: Tensor) -> Tensor:
+def mask_like(array, like: Tensor) -> Tensor:
+    """A fixed bool array on ``like``'s device, embedded in the compiled graph."""
     return Tensor._from_value(static_constant(np.asarray(array, bool), dtypes.bool, like.device))
 
 
@@ -135,7 +137,7 @@ def _lu_steps(A: Tensor, pivot: bool = True):
         column = work.select(-1, j)  # (..., m)
         if pivot:
             # rows above j are out of the running: -1 is below every magnitude (NaN aside)
-            candidates = where(_mask(rows >= j, A), column.abs(), constant_like(-1.0, A))
+            candidates = where(mask_like(rows >= j, A), column.abs(), constant_like(-1.0, A))
             target = candidates.argmax(-1, keepdim=True)  # (..., 1)
             swap = _row_swap(m, j, target, A)
             work = matmul(swap, work)
@@ -147,12 +149,12 @@ def _lu_steps(A: Tensor, pivot: bool = True):
         is_zero = pivot_value.eq(0.0)
         # A zero pivot column is left as it is (its multipliers are 0, as LAPACK leaves them).
         safe_pivot = where(is_zero, constant_like(1.0, A), pivot_value)
-        multipliers = where(_mask(rows > j, A), column / safe_pivot, constant_like(0.0, A))  # (..., m)
+        multipliers = where(mask_like(rows > j, A), column / safe_pivot, constant_like(0.0, A))  # (..., m)
         pivot_row = work.select(-2, j) * constant_like(np.arange(n) > j, A)  # (..., n), columns after j
         work = work - multipliers.unsqueeze(-1) * pivot_row.unsqueeze(-2)
         store = np.zeros((m, n), bool)
         store[j + 1:, j] = True
-        work = where(_mask(store, A), multipliers.unsqueeze(-1), work)
+        work = where(mask_like(store, A), multipliers.unsqueeze(-1), work)
         step_info = where(is_zero.squeeze(-1), constant_like(j + 1, info_like), constant_like(0, info_like))
         info = step_info if info is None else where(info.eq(0), step_info, info)
     if not pivot or steps == 0:
@@ -246,6 +248,8 @@ def _diagonal(A: Tensor) -> Tensor:
 
 def _product_of_columns(x: Tensor) -> Tensor:
     """The product over the last dim as a chain of Mul (its gradient is exact where factors are 0)."""
+    if x.shape[-1] == 0:
+        return x.sum(-1) + 1.0  # the empty product
     result = x.select(-1, 0)
     for j in range(1, x.shape[-1]):
         result = result * x.select(-1, j)
@@ -261,8 +265,6 @@ def det(A: Tensor) -> Tensor:
         tensor(5.)
     """
     check_matrix("linalg.det", A, kernel="lu_cpu")
-    if A.shape[-1] == 0:
-        return constant_like(np.ones(tuple(A.shape[:-2])), A) + A.sum((-2, -1)) * 0
     packed, _, _, signs, _ = _lu_steps(A)
     return _product_of_columns(signs) * _product_of_columns(_diagonal(packed))
 
@@ -289,6 +291,8 @@ def logdet(A: Tensor) -> Tensor:
 def _substitute(T: Tensor, B: Tensor, upper: bool, unit: bool) -> Tensor:
     """``T^-1 B`` for triangular T (..., n, n) and B (..., n, k), one row of the solution per step."""
     n = T.shape[-1]
+    if n == 0:
+        return B
     solved: dict = {}
     order = range(n - 1, -1, -1) if upper else range(n)
     for i in order:
@@ -437,7 +441,7 @@ def _cholesky_lower(A: Tensor) -> tuple:
         step_info = where(failed, constant_like(j + 1, info_like), constant_like(0, info_like))
         info = step_info if info is None else where(info.eq(0), step_info, info)
         root = pivot.sqrt()
-        columns.append(where(_mask(np.arange(n) >= j, A), column / root, constant_like(0.0, A)))
+        columns.append(where(mask_like(np.arange(n) >= j, A), column / root, constant_like(0.0, A)))
     if not columns:
         return A, constant_like(np.zeros(tuple(A.shape[:-2])), info_like)
     return stack(columns, -1), info
@@ -486,10 +490,10 @@ def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
     check_matrix("torch.cholesky_solve", B, square=False, argument="b", rank_style="input", floating=False)
     check_matrix("torch.cholesky_solve", L, argument="A", rank_style="input", floating=False)
     if B.dtype is not L.dtype:
-        raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type {_dtype_name(B.dtype)} "
-                           f"and A of type {_dtype_name(L.dtype)} instead.")
+        raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type {torch_dtype_name(B.dtype)} "
+                           f"and A of type {torch_dtype_name(L.dtype)} instead.")
     if B.dtype not in (dtypes.float32, dtypes.float64):
-        raise NotImplementedError(f'"cholesky_solve_cpu" not implemented for \'{_dtype_name(B.dtype)}\'')
+        raise NotImplementedError(f'"cholesky_solve_cpu" not implemented for \'{torch_dtype_name(B.dtype)}\'')
     if B.shape[-2] != L.shape[-1]:
         raise RuntimeError(f"Incompatible matrix sizes for cholesky_solve: each A matrix is {L.shape[-2]} by "
                            f"{L.shape[-1]} but each b matrix is {B.shape[-2]} by {B.shape[-1]}")

@@ -20,11 +20,18 @@ from ...ir import dtypes
 from ._common import Tensor
 from .elementwise import where
 from .linalg import matmul
-from .linalg_lu import _dtype_name, _mask, check_matrix, constant_like, eye_like, solve_triangular
+from .linalg_lu import (
+    check_matrix,
+    constant_like,
+    eye_like,
+    mask_like,
+    solve_triangular,
+    torch_dtype_name,
+)
 from .shape import stack
 
 # torch's top-level names; torch.linalg's (linalg_qr, householder_product, ...) are read by onnxnn.linalg
-__all__ = ["qr", "geqrf", "orgqr", "ormqr", "matrix_exp"]
+__all__ = ["geqrf", "matrix_exp", "orgqr", "ormqr", "qr"]
 
 QRResult = namedtuple("qr", ["Q", "R"])
 GeqrfResult = namedtuple("geqrf", ["a", "tau"])
@@ -44,7 +51,7 @@ def _householder(A: Tensor) -> tuple:
     for j in range(min(m, n)):
         column = work.select(-1, j)  # (..., m)
         alpha = column.select(-1, j).unsqueeze(-1)  # (..., 1)
-        below = where(_mask(rows > j, A), column, constant_like(0.0, A))
+        below = where(mask_like(rows > j, A), column, constant_like(0.0, A))
         tail = (below * below).sum(-1, keepdim=True)  # sigma^2 of LAPACK's dlarfg
         no_reflection = tail.eq(0.0)
         norm = (alpha * alpha + where(no_reflection, constant_like(1.0, A), tail)).sqrt()
@@ -66,7 +73,7 @@ def _householder(A: Tensor) -> tuple:
 
 def _q_from_reflectors(vectors: Tensor, tau: Tensor, m: int, like: Tensor) -> Tensor:
     """``Q = H_0 H_1 ... H_{k-1}`` (..., m, m) from reflectors (..., m, k) and tau (..., k)."""
-    Q = eye_like(m, like)
+    Q = eye_like(m, like).expand(tuple(vectors.shape[:-2]) + (m, m))
     for j in range(vectors.shape[-1]):
         v = vectors.select(-1, j).unsqueeze(-1)  # (..., m, 1)
         t = tau.narrow(-1, j, 1).unsqueeze(-1)  # (..., 1, 1)
@@ -114,7 +121,7 @@ def geqrf(A: Tensor) -> GeqrfResult:
     check_matrix("torch.geqrf", A, square=False, kernel="geqrf_cpu", rank_style="input",
                  floating=False)
     R, vectors, tau = _householder(A)
-    m, n = A.shape[-2], A.shape[-1]
+    n = A.shape[-1]
     packed = R
     if vectors.shape[-1]:
         below = vectors.tril(-1)  # (..., m, k)
@@ -180,7 +187,7 @@ def linalg_lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: st
         raise RuntimeError("This function doesn't handle types other than float and double")
     if A.dtype is not B.dtype:
         raise RuntimeError(f"torch.linalg.lstsq: Expected input and other to have the same dtype, but got input's "
-                           f"dtype {_dtype_name(A.dtype)} and other's dtype {_dtype_name(B.dtype)}")
+                           f"dtype {torch_dtype_name(A.dtype)} and other's dtype {torch_dtype_name(B.dtype)}")
     if driver not in (None, "gels", "gelsy", "gelsd", "gelss"):
         raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)")
     vector = B.dim() == A.dim() - 1
