@@ -1,8 +1,10 @@
 """``onnxnn.linalg``: torch.linalg's functions over onnxnn tensors, with PyTorch's signatures.
 
-Factorizations and solves are unrolled over the (static) matrix size into standard ONNX ops
+Factorizations are unrolled over the (static) matrix size into standard ONNX ops
 (``runtime/ops/linalg_lu.py``, ``runtime/ops/linalg_qr.py``): they run on both executors, export to
-plain ONNX, and are differentiable. Data-dependent errors PyTorch raises after reading the values
+plain ONNX, and are differentiable. ``solve`` and ``inv`` record onnxnn's ``Solve`` op
+(``runtime/ops/linalg_solve.py``): LAPACK on the kernels executor, standard ONNX elsewhere, and
+closed-form gradients. Data-dependent errors PyTorch raises after reading the values
 (a singular matrix, one that is not positive-definite) become inf/NaN in the lazy result; the
 ``*_ex`` variants return LAPACK's ``info``.
 

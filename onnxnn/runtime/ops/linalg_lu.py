@@ -26,6 +26,7 @@ from ...ir.graph import static_constant
 from ._common import Tensor
 from .elementwise import where
 from .linalg import matmul
+from .linalg_solve import solve
 from .shape import cat, stack
 
 # torch's top-level names; torch.linalg's (linalg_solve, linalg_lu, ...) are read by onnxnn.linalg
@@ -364,7 +365,9 @@ def _as_matrix_rhs(A: Tensor, B: Tensor) -> tuple:
 
 
 def linalg_solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
-    """``torch.linalg.solve``: X with ``A X = B`` (``X A = B`` when not ``left``), by LU with pivoting.
+    """``torch.linalg.solve``: X with ``A X = B`` (``X A = B`` when not ``left``): onnxnn's Solve op (LAPACK on
+    the kernels executor, Gauss-Jordan elimination with partial pivoting as standard ONNX elsewhere),
+    whose gradient is the closed form ``dB = solve(A^T, G)``, ``dA = -dB X^T``.
 
     A singular A gives inf/NaN instead of PyTorch's error (the values are not read at the call).
 
@@ -383,8 +386,7 @@ def linalg_solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
         raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation AX = B "
                            f"({A.shape[-2]}x{A.shape[-1]} and {B.shape[-2]}x{B.shape[-1]})")
     A, B = _broadcast_batches(A, B)
-    packed, _, row_permutation, _, _ = _lu_steps(A)
-    X = _lu_solve_packed(packed, row_permutation, B, adjoint=False)
+    X = solve(A, B)
     return X.squeeze(-1) if vector else X
 
 
@@ -408,11 +410,10 @@ def lu_solve(b: Tensor, LU_data: Tensor, LU_pivots: Tensor) -> Tensor:
 
 
 def inverse(A: Tensor) -> Tensor:
-    """``torch.linalg.inv``: the inverse of each square matrix (inf/NaN for a singular one)."""
+    """``torch.linalg.inv``: the inverse of each square matrix (inf/NaN for a singular one), as ``solve(A, I)``:
+    its gradient is the closed form ``-A^-T G A^-T``."""
     check_matrix("linalg.inv", A)
-    packed, _, row_permutation, _, _ = _lu_steps(A)
-    identity = eye_like(A.shape[-1], A).expand(tuple(A.shape))
-    return _lu_solve_packed(packed, row_permutation, identity, adjoint=False)
+    return solve(A, eye_like(A.shape[-1], A).expand(tuple(A.shape)), "LinalgInvExBackward0")
 
 
 def inv_ex(A: Tensor, *, check_errors: bool = False) -> InvExResult:
