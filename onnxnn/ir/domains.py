@@ -1,7 +1,7 @@
 """onnxnn's custom op domain and the layout of its ops' inputs, shared by rules, kernels and importers."""
 from __future__ import annotations
 
-__all__ = ["ONNXNN_DOMAIN", "TRAINING_DOMAIN", "MOMENTUM_TENSORS_START"]
+__all__ = ["MOMENTUM_TENSORS_START", "ONNXNN_DOMAIN", "TRAINING_DOMAIN"]
 
 # onnxnn's custom-op domain (DESIGN principle 1): ops that onnxnn's kernels run directly and that
 # ``decompositions`` write as standard ONNX whenever a model is built (linalg's Solve).

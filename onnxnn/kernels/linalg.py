@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import normalize_axis, reduce_max, reduce_sum
 from ..ir.domains import ONNXNN_DOMAIN
 from ..ir.kernel_registry import FLOATING, NUMERIC, kernels
+from ._common import normalize_axis, reduce_max, reduce_sum
 
 __all__: list[str] = []
 

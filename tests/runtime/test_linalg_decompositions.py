@@ -345,6 +345,12 @@ def test_gradients_match_finite_differences(case_id, function, inputs, executor)
                         exhaustive_limit=0 if case_id in DIRECTIONAL else 64)
 
 
+def test_solve_and_inverse_have_closed_form_backward_nodes():
+    x = onnxnn.tensor(A3, requires_grad=True)
+    assert L.inv(x).grad_fn.name() == "LinalgInvExBackward0"
+    assert L.solve(x, onnxnn.tensor(B3V)).grad_fn is not None
+
+
 def test_second_order_gradient_of_inverse():
     # d/dA <grad of sum(inv(A)), V> by finite differences: the unrolled elimination is differentiable twice.
     direction = rng.standard_normal((3, 3))
