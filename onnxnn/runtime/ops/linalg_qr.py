@@ -93,7 +93,7 @@ def linalg_qr(A: Tensor, mode: str = "reduced") -> QRResult:
         >>> Q, R = onnxnn.linalg.qr(onnxnn.tensor([[3.0, 1.0], [4.0, 2.0]]))
         >>> R
         tensor([[-5.0000, -2.2000],
-                [ 0.0000, -0.4000]])
+                [ 0.0000,  0.4000]])
     """
     check_matrix("linalg.qr", A, square=False, kernel="geqrf_cpu")
     if mode not in ("reduced", "complete", "r"):
