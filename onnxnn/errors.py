@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import pickle
 
-__all__ = ["CheckpointError", "ModelLoadError"]
+__all__ = ["CheckpointError", "LinAlgError", "ModelLoadError"]
 
 
 class CheckpointError(RuntimeError, pickle.UnpicklingError):
@@ -46,3 +46,10 @@ class ModelLoadError(ValueError):
     given inputs (the shape rule's exception is its ``__cause__``); computations that fail
     raise ``RuntimeError`` there, as in PyTorch.
     """
+
+
+class LinAlgError(RuntimeError):
+    """A linear-algebra function asked to check its result (``check_errors=True`` of ``linalg.inv_ex``,
+    ``cholesky_ex``...) found the input singular or not positive-definite: ``torch.linalg.LinAlgError``,
+    also a RuntimeError. Without ``check_errors`` onnxnn does not read the values at the call (the
+    result then holds inf or NaN)."""

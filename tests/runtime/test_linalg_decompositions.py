@@ -267,11 +267,17 @@ def test_singular_and_indefinite_inputs_give_info_and_nan_not_errors():
             assert L.lu_factor_ex(onnxnn.tensor(SINGULAR)).info.item() == 3
             assert L.lu_factor_ex(onnxnn.tensor(A3)).info.item() == 0
             assert not np.isfinite(L.inv(onnxnn.tensor(SINGULAR)).numpy()).all()
+            inverse, info = L.inv_ex(onnxnn.tensor(A3))
+            assert info.item() == 0
+            np.testing.assert_allclose(inverse.numpy(), np.linalg.inv(A3), rtol=0, atol=_bound(inverse.numpy(), 3,
+                                                                                                  np.float64))
+            with pytest.raises(L.LinAlgError, match="The diagonal element 3 is zero"):
+                L.inv_ex(onnxnn.tensor(SINGULAR), check_errors=True)
             indefinite = np.diag([2.0, -1.0, 3.0])
             factor, info = L.cholesky_ex(onnxnn.tensor(indefinite))
             assert info.dtype is onnxnn.int32 and info.item() == 2
             assert np.isnan(factor.numpy()[1:, 1]).all()
-            with pytest.raises(RuntimeError, match="not positive-definite"):
+            with pytest.raises(L.LinAlgError, match=r"the leading minor of order 2 is not positive-definite"):
                 L.cholesky_ex(onnxnn.tensor(indefinite), check_errors=True)
 
 

@@ -21,6 +21,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from ...errors import LinAlgError
 from ...ir import dtypes
 from ...ir.graph import static_constant
 from ._common import Tensor
@@ -88,6 +89,17 @@ def check_same_dtype(name: str, A: Tensor, B: Tensor) -> None:
     if A.dtype is not B.dtype:
         raise RuntimeError(f"{name}: Expected A and B to have the same dtype, but found A of type "
                            f"{torch_dtype_name(A.dtype)} and B of type {torch_dtype_name(B.dtype)} instead")
+
+
+def raise_for_info(info: Tensor, batched: bool, message, error=LinAlgError) -> None:
+    """Reads LAPACK's ``info`` (the one place these functions read values: ``check_errors=True``) and
+    raises PyTorch's error for the first failed matrix, ``message(info)`` prefixed with its batch index."""
+    values = info.numpy().reshape(-1)
+    failed = np.flatnonzero(values)
+    if failed.size:
+        first = int(failed[0])
+        prefix = f"(Batch element {first}): " if batched else ""
+        raise error(message(prefix, int(values[first])))
 
 
 # ---------------------------------------------------------------- constants of a factorization
@@ -183,11 +195,12 @@ def lu_factor_ex(A: Tensor, *, pivot: bool = True, check_errors: bool = False) -
     1-based index of the first zero pivot, 0 if none). ``check_errors=True`` reads the values."""
     check_matrix("torch.lu_factor_ex", A, square=False, kernel="lu_cpu", rank_style="size", floating=False)
     packed, pivot_rows, _, _, info = _lu_steps(A, pivot)
-    result = LuFactorExResult(packed, (pivot_rows + 1).to(dtypes.int32), info)
-    if check_errors and bool((info != 0).any()):
-        raise RuntimeError("torch.linalg.lu_factor_ex: The factorization could not be completed because the "
-                           "input is singular.")
-    return result
+    if check_errors:
+        raise_for_info(info, A.dim() > 2, lambda prefix, i: (
+            f"torch.linalg.lu_factor_ex: {prefix}U[{i},{i}] is zero and using it on lu_solve would result in a "
+            "division by zero. If you still want to perform the factorization, consider calling "
+            "linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)"), RuntimeError)
+    return LuFactorExResult(packed, (pivot_rows + 1).to(dtypes.int32), info)
 
 
 def lu_factor(A: Tensor, *, pivot: bool = True) -> LuFactorResult:
@@ -419,9 +432,12 @@ def inverse(A: Tensor) -> Tensor:
 def inv_ex(A: Tensor, *, check_errors: bool = False) -> InvExResult:
     """``torch.linalg.inv_ex``: the inverse and LAPACK's ``info`` (the first zero pivot, 1-based; 0 if none)."""
     check_matrix("linalg.inv_ex", A)
-    packed, _, row_permutation, _, info = _lu_steps(A)
-    identity = eye_like(A.shape[-1], A).expand(tuple(A.shape))
-    return InvExResult(_lu_solve_packed(packed, row_permutation, identity, adjoint=False), info)
+    info = _lu_steps(A)[4]
+    if check_errors:
+        raise_for_info(info, A.dim() > 2, lambda prefix, i: (
+            f"linalg.inv_ex: {prefix}The diagonal element {i} is zero, the inversion could not be completed "
+            "because the input matrix is singular."))
+    return InvExResult(solve(A, eye_like(A.shape[-1], A).expand(tuple(A.shape)), "LinalgInvExBackward0"), info)
 
 
 # ---------------------------------------------------------------- Cholesky
@@ -453,9 +469,10 @@ def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False) -
     minor that is not positive-definite; the factor then holds NaN)."""
     check_matrix("linalg.cholesky_ex", A, kernel="cholesky_cpu")
     lower, info = _cholesky_lower(A)
-    if check_errors and bool((info != 0).any()):
-        raise RuntimeError("linalg.cholesky_ex: The factorization could not be completed because the input is "
-                           "not positive-definite.")
+    if check_errors:
+        raise_for_info(info, A.dim() > 2, lambda prefix, i: (
+            f"linalg.cholesky_ex: {prefix}The factorization could not be completed because the input is not "
+            f"positive-definite (the leading minor of order {i} is not positive-definite)."))
     return CholeskyExResult(lower.mT if upper else lower, info)
 
 
