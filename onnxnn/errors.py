@@ -8,6 +8,8 @@ written against PyTorch or onnx keeps working:
   a CheckpointError is both.
 - :class:`ModelLoadError` for ``onnxnn.import_.from_onnx`` and ``onnxnn.backend``: a ``ValueError``,
   as onnx raises for models that fail its checker.
+- :class:`LinAlgError` (not about files) for ``onnxnn.linalg``'s ``check_errors=True``: a
+  ``RuntimeError``, as ``torch.linalg.LinAlgError``.
 
 Messages name the file (or "the given file object") and what is wrong with it. For checkpoints that
 covers every way a file can be bad, hostile ones included: truncated or damaged archives, refused
