@@ -256,6 +256,15 @@ def test_pivots_are_lapack_s():
             np.testing.assert_array_equal(pivots.numpy(), expected)
 
 
+def test_lu_without_pivoting():
+    # PyTorch computes it on CUDA only (its CPU refuses); the factors are Doolittle's, P is empty.
+    a = _well_conditioned(3, 3)
+    P, lower, upper = L.lu(onnxnn.tensor(a), pivot=False)
+    assert P.numel() == 0
+    np.testing.assert_allclose((lower @ upper).numpy(), a, rtol=0, atol=_bound(a, 3, np.float64))
+    np.testing.assert_array_equal(L.lu_factor(onnxnn.tensor(a), pivot=False).pivots.numpy(), [1, 2, 3])
+
+
 def test_singular_and_indefinite_inputs_give_info_and_nan_not_errors():
     # PyTorch reads the values to raise; a lazy op cannot, so the *_ex variants report LAPACK's info.
     for executor in EXECUTORS:

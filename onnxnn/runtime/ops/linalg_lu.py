@@ -225,11 +225,12 @@ def lu(A: Tensor, pivot: bool = True, get_infos: bool = False):
 
 
 def linalg_lu(A: Tensor, *, pivot: bool = True) -> LuResult:
-    """``torch.linalg.lu``: ``P, L, U`` with ``A = P @ L @ U``."""
+    """``torch.linalg.lu``: ``P, L, U`` with ``A = P @ L @ U``. ``pivot=False`` (which PyTorch runs on CUDA
+    only) factors without row swaps and returns an empty P, as PyTorch."""
     check_matrix("linalg.lu", A, square=False, kernel="lu_cpu", rank_style="size", floating=False)
     packed, _, row_permutation, _, _ = _lu_steps(A, pivot)
     lower, upper = _unpack_lu(packed)
-    return LuResult(row_permutation.mT, lower, upper)
+    return LuResult(row_permutation.mT if pivot else A.new_zeros(0), lower, upper)
 
 
 def _permutation_from_pivots(pivots: Tensor, m: int, like: Tensor) -> Tensor:
