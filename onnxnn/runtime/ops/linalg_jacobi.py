@@ -262,8 +262,8 @@ def pinv(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> Tensor:
     """``torch.linalg.pinv``: the pseudoinverse ``V diag(1/S) U^T``, singular values at or below
     ``max(atol, rtol * S_max)`` treated as zero."""
     if A.dim() < 2 or A.dtype not in (dtypes.float32, dtypes.float64):
-        raise RuntimeError(f"linalg.pinv({torch_dtype_name(A.dtype)}{{{list(A.shape)}}}): expected a tensor with 2 or more "
-                           "dimensions of float, double, cfloat or cdouble types")
+        raise RuntimeError(f"linalg.pinv({torch_dtype_name(A.dtype)}{{{list(A.shape)}}}): expected a tensor with 2 or "
+                           "more dimensions of float, double, cfloat or cdouble types")
     U, S, V = _thin_svd(A)
     keep = S.gt(_tolerance(S, atol, rtol, A))
     safe = where(keep, S, constant_like(1.0, A))

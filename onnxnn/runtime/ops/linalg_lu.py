@@ -75,7 +75,8 @@ def check_matrix(name: str, A: Tensor, *, square: bool = True, argument: str = "
             raise RuntimeError(f"{name}: input must have at least 2 dimensions.")
         raise RuntimeError(f"{name}: The input tensor {argument} must have at least 2 dimensions.")
     if floating and not A.dtype.is_floating_point:
-        raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. Got {torch_dtype_name(A.dtype)}")
+        raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. "
+                           f"Got {torch_dtype_name(A.dtype)}")
     if square and A.shape[-1] != A.shape[-2]:
         raise RuntimeError(f"{name}: {argument} must be batches of square matrices, but they are "
                            f"{A.shape[-2]} by {A.shape[-1]} matrices")
@@ -104,9 +105,11 @@ def raise_for_info(info: Tensor, batched: bool, message, error=LinAlgError) -> N
 
 # ---------------------------------------------------------------- constants of a factorization
 
-def constant_like(array, like: Tensor) -> Tensor:
-    """A fixed array (a mask, an identity) in ``like``'s dtype, embedded in the compiled graph."""
-    return Tensor._from_value(static_constant(np.asarray(array, like.dtype.numpy_dtype), like.dtype, like.device))
+def constant_like(array, like: Tensor, dtype=None) -> Tensor:
+    """A fixed array (a mask, an identity) in ``dtype`` (default ``like``'s) on ``like``'s device, embedded in
+    the compiled graph."""
+    dtype = dtype or like.dtype
+    return Tensor._from_value(static_constant(np.asarray(array, dtype.numpy_dtype), dtype, like.device))
 
 
 def mask_like(array, like: Tensor) -> Tensor:
@@ -123,7 +126,7 @@ def _row_swap(rows: int, j: int, target: Tensor, like: Tensor) -> Tensor:
 
     ``I - e_j e_j^T - e_p e_p^T + e_j e_p^T + e_p e_j^T`` is the identity when ``p == j``.
     """
-    one_hot = target.eq(constant_like(np.arange(rows), target)).to(like.dtype)  # (..., rows)
+    one_hot = target.eq(constant_like(np.arange(rows), target)).to(like.dtype)  # (..., rows); target is int64
     e_j = constant_like(np.eye(rows)[j], like)
     column, row = one_hot.unsqueeze(-1), one_hot.unsqueeze(-2)
     e_column, e_row = e_j.unsqueeze(-1), e_j.unsqueeze(-2)
@@ -145,7 +148,6 @@ def _lu_steps(A: Tensor, pivot: bool = True):
     work, permutation = A, None
     pivots, signs = [], []
     info = None
-    info_like = A.new_zeros((), dtype=dtypes.int32)
     for j in range(steps):
         column = work.select(-1, j)  # (..., m)
         if pivot:
@@ -168,15 +170,15 @@ def _lu_steps(A: Tensor, pivot: bool = True):
         store = np.zeros((m, n), bool)
         store[j + 1:, j] = True
         work = where(mask_like(store, A), multipliers.unsqueeze(-1), work)
-        step_info = where(is_zero.squeeze(-1), constant_like(j + 1, info_like), constant_like(0, info_like))
+        step_info = where(is_zero.squeeze(-1), constant_like(j + 1, A, dtypes.int32),
+                          constant_like(0, A, dtypes.int32))
         info = step_info if info is None else where(info.eq(0), step_info, info)
     if not pivot or steps == 0:
         batch = tuple(A.shape[:-2])
         identity = eye_like(m, A)
-        pivot_rows = constant_like(np.broadcast_to(np.arange(steps), batch + (steps,)),
-                                   A.new_zeros((), dtype=dtypes.int64))
+        pivot_rows = constant_like(np.broadcast_to(np.arange(steps), batch + (steps,)), A, dtypes.int64)
         sign = constant_like(np.ones(batch + (steps,)), A)
-        info = info if info is not None else constant_like(np.zeros(batch), info_like)
+        info = info if info is not None else constant_like(np.zeros(batch), A, dtypes.int32)
         return work, pivot_rows, identity, sign, info
     return work, stack(pivots, -1), permutation, stack(signs, -1), info
 
@@ -448,7 +450,6 @@ def _cholesky_lower(A: Tensor) -> tuple:
     first leading minor that is not positive-definite, 0 if none). A non-positive pivot gives NaN."""
     n = A.shape[-1]
     columns, info = [], None
-    info_like = A.new_zeros((), dtype=dtypes.int32)
     for j in range(n):
         column = A.select(-1, j)  # (..., n): rows j.. of it are read
         if columns:
@@ -456,12 +457,12 @@ def _cholesky_lower(A: Tensor) -> tuple:
             column = column - matmul(done, done.select(-2, j).unsqueeze(-1)).squeeze(-1)
         pivot = column.select(-1, j).unsqueeze(-1)
         failed = pivot.le(0.0).squeeze(-1) | pivot.isnan().squeeze(-1)
-        step_info = where(failed, constant_like(j + 1, info_like), constant_like(0, info_like))
+        step_info = where(failed, constant_like(j + 1, A, dtypes.int32), constant_like(0, A, dtypes.int32))
         info = step_info if info is None else where(info.eq(0), step_info, info)
         root = pivot.sqrt()
         columns.append(where(mask_like(np.arange(n) >= j, A), column / root, constant_like(0.0, A)))
     if not columns:
-        return A, constant_like(np.zeros(tuple(A.shape[:-2])), info_like)
+        return A, constant_like(np.zeros(tuple(A.shape[:-2])), A, dtypes.int32)
     return stack(columns, -1), info
 
 
