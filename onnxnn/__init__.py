@@ -70,11 +70,13 @@ from .runtime.ops import (  # noqa: E402,F401
     digamma, erfinv, i0, igamma, igammac, lgamma, mvlgamma, polygamma,
     bitwise_left_shift, bitwise_right_shift, frexp, gcd, lcm, nextafter,
     binomial, multinomial, poisson, index_reduce,
+    cholesky, cholesky_inverse, cholesky_solve, det, geqrf, inverse, logdet, lu, lu_solve, lu_unpack, matrix_exp,
+    orgqr, ormqr, qr, slogdet, triangular_solve, svd, pinverse, nuclear_norm,
 )
 from .runtime.windows import (  # noqa: E402,F401
     bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window,
 )
-from . import autograd, cuda, special  # noqa: E402
+from . import autograd, cuda, linalg, special  # noqa: E402
 from .errors import CheckpointError, ModelLoadError  # noqa: E402
 from .export.checkpoint import load, save  # noqa: E402
 from . import nn, optim  # noqa: E402

@@ -8,6 +8,8 @@ written against PyTorch or onnx keeps working:
   a CheckpointError is both.
 - :class:`ModelLoadError` for ``onnxnn.import_.from_onnx`` and ``onnxnn.backend``: a ``ValueError``,
   as onnx raises for models that fail its checker.
+- :class:`LinAlgError` (not about files) for ``onnxnn.linalg``'s ``check_errors=True``: a
+  ``RuntimeError``, as ``torch.linalg.LinAlgError``.
 
 Messages name the file (or "the given file object") and what is wrong with it. For checkpoints that
 covers every way a file can be bad, hostile ones included: truncated or damaged archives, refused
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import pickle
 
-__all__ = ["CheckpointError", "ModelLoadError"]
+__all__ = ["CheckpointError", "LinAlgError", "ModelLoadError"]
 
 
 class CheckpointError(RuntimeError, pickle.UnpicklingError):
@@ -46,3 +48,10 @@ class ModelLoadError(ValueError):
     given inputs (the shape rule's exception is its ``__cause__``); computations that fail
     raise ``RuntimeError`` there, as in PyTorch.
     """
+
+
+class LinAlgError(RuntimeError):
+    """A linear-algebra function asked to check its result (``check_errors=True`` of ``linalg.inv_ex``,
+    ``cholesky_ex``...) found the input singular or not positive-definite: ``torch.linalg.LinAlgError``,
+    also a RuntimeError. Without ``check_errors`` onnxnn does not read the values at the call (the
+    result then holds inf or NaN)."""

@@ -60,6 +60,9 @@ NOT_APPLICABLE = [
     (r"^name$", "named tensors"),
     (r"^(reinforce|volatile)$", "removed from PyTorch (reinforce raises, volatile is always False)"),
     (r"^slice_inverse$", "functionalization internals: the inverse of a slice view, onnxnn has no views"),
+    (r"^(solve|lstsq|eig|symeig|matrix_rank)$",
+     "removed from PyTorch (since 1.9 the name only raises, pointing to torch.linalg): onnxnn.linalg has solve and "
+     "lstsq, eigh and matrix_rank; eig's complex results have no dtype in onnxnn"),
 ]
 
 

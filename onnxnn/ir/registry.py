@@ -96,7 +96,7 @@ gradient_rules = Registry("gradient rule")
 # Ops whose outputs carry no gradient (comparisons, index results, shapes): autograd records no
 # backward node for them, as JAX's defjvp_zero does.
 non_differentiable = MarkRegistry("non-differentiability mark")
-# Ops onnxnn records as one node but onnxruntime lacks (the ai.onnx.preview.training optimizers):
+# Ops onnxnn records as one node but onnxruntime lacks (the ai.onnx.preview.training optimizers, Solve):
 # ``expand(node, input_names, output_names, fresh_name) -> (onnx nodes, initializers)`` writes the
 # node as standard ONNX when a model is built. onnxnn's own kernels run such nodes directly.
 decompositions = Registry("decomposition")

@@ -1,5 +1,5 @@
 """Linear algebra and normalized-exponential kernels: MatMul, Gemm, Einsum, Det, Softmax,
-LogSoftmax, Hardmax.
+LogSoftmax, Hardmax, and onnxnn's Solve (domain ``ai.onnxnn``).
 
 Matrix products go to BLAS through ``xp.matmul`` (float16 and bfloat16 arrive widened to float32,
 numpy has no fast half-precision GEMM). Softmax subtracts the row maximum before exponentiating.
@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import normalize_axis, reduce_max, reduce_sum
+from ..ir.domains import ONNXNN_DOMAIN
 from ..ir.kernel_registry import FLOATING, NUMERIC, kernels
+from ._common import normalize_axis, reduce_max, reduce_sum
 
 __all__: list[str] = []
 
@@ -106,3 +107,20 @@ def hardmax(xp, inputs, attrs):
     positions = xp.arange(x.shape[axis]).reshape([-1 if a == axis else 1 for a in range(x.ndim)])
     return [(positions == winner).astype(x.dtype)]
 
+
+
+@kernels.register("Solve", domain=ONNXNN_DOMAIN, types=FLOATING)
+def solve(xp, inputs, attrs):
+    """onnxnn's Solve (``runtime/ops/linalg_solve.py``): LAPACK's gesv; a singular matrix gives NaN
+    (the decomposition onnxruntime runs gives inf/NaN there too, and PyTorch would raise)."""
+    a, b = inputs[0], inputs[1]
+    try:
+        return [xp.linalg.solve(a, b)]
+    except np.linalg.LinAlgError:
+        result = xp.empty(b.shape, dtype=b.dtype)
+        for index in np.ndindex(a.shape[:-2]):
+            try:
+                result[index] = xp.linalg.solve(a[index], b[index])
+            except np.linalg.LinAlgError:
+                result[index] = np.nan
+        return [result]

@@ -46,6 +46,9 @@ DELEGATED = (
     "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift", "frexp", "nextafter",
     # random samples; index reductions
     "multinomial", "index_reduce",
+    # linear algebra (runtime/ops/linalg_lu.py, linalg_qr.py)
+    "det", "slogdet", "logdet", "inverse", "cholesky", "cholesky_solve", "cholesky_inverse", "triangular_solve",
+    "lu", "lu_solve", "matrix_exp", "qr", "geqrf", "orgqr", "ormqr", "svd", "pinverse",
 )
 
 # ``x.name_(...)`` rebinds x to ``x.name(...)`` (DESIGN principle 5). Arithmetic ones refuse a result
