@@ -2,17 +2,21 @@
 
 Both models learn to predict the next character of ``examples/data/nursery_rhymes.txt`` (traditional
 English nursery rhymes, in the public domain, about 3.5 KB). Each prints a seeded sample before
-training, trains with Adam on random windows of the text (printing the falling cross entropy),
-prints a sample again, and is exported with ``onnxnn.export.to_onnx`` (dynamic batch axis); plain
-onnxruntime then runs the file on a batch of another size and gives the logits onnxnn gives.
+training, trains with Adam (printing the falling cross entropy, in nats per character), prints a
+sample again, and is exported with ``onnxnn.export.to_onnx``; plain onnxruntime then runs the file
+and gives the logits onnxnn gives.
 
-- LSTM: ``nn.Embedding`` + ``nn.LSTM`` (batch_first) + ``nn.Linear``. Sampling carries the LSTM's
-  state ``(h, c)`` from one character to the next, as one would in PyTorch.
+- LSTM: ``nn.Embedding`` + ``nn.LSTM`` (batch_first) + ``nn.Linear``, trained by truncated
+  backpropagation through time: 32 streams read the text 16 characters per step, the LSTM's state
+  carried (detached) from step to step. Sampling carries the state from one character to the next.
+  Exported for a fixed batch size (onnxnn's LSTM is recorded unrolled over Python-int sizes).
 - Transformer: ``nn.Embedding`` for tokens and for positions + a pre-norm ``nn.TransformerEncoder``
   given a causal mask (``nn.Transformer.generate_square_subsequent_mask``) with ``is_causal=True`` +
-  ``nn.Linear``. Sampling slides a window of ``context`` characters over the text generated so far.
+  ``nn.Linear``, trained on random 48-character windows. Sampling slides a 48-character window over
+  the text generated so far. Exported with a dynamic batch axis, checked on a batch of another size.
 
-The same code runs on PyTorch with ``import torch`` in place of ``import onnxnn as torch``.
+The models, the training loop and the samplers use only PyTorch's API (``import onnxnn as torch``);
+``onnxnn.export.to_onnx`` stands where PyTorch has ``torch.onnx.export``.
 
 Run: python examples/char_language_model.py [steps]   (default 200 steps per model, about a minute on
 two CPU cores; the environment variable ONNXNN_EXAMPLE_STEPS sets it too, as the test does)
