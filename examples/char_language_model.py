@@ -237,22 +237,24 @@ def run(steps: int, seed: int = 0, sample_length: int = SAMPLE_LENGTH, temperatu
     print(f"{len(text)} characters, {len(vocabulary)} distinct; uniform guessing costs "
           f"log({len(vocabulary)}) = {np.log(len(vocabulary)):.3f} nats per character")
     results = {"vocabulary": vocabulary}
-    examples = windows(tokens, 4, CONTEXT, generator)[0], windows(tokens, 7, CONTEXT, generator)[0]
 
     lstm = results["lstm"] = LSTMLanguageModel(len(vocabulary))
     transformer = results["transformer"] = TransformerLanguageModel(len(vocabulary))
-    for label, model, sampler, losses, lr in [
-            ("lstm", lstm, sample_lstm, lstm_losses(lstm, tokens), 1e-2),
-            ("transformer", transformer, sample_transformer, transformer_losses(transformer, tokens, generator), 1e-2)]:
+    for label, model, sampler, losses, lr, length in [
+            ("lstm", lstm, sample_lstm, lstm_losses(lstm, tokens), 1e-2, LSTM_CHUNK),
+            ("transformer", transformer, sample_transformer, transformer_losses(transformer, tokens, generator), 1e-2,
+             CONTEXT)]:
         results[f"{label}_sample_before"] = sampler(model, vocabulary, PROMPT, sample_length, temperature, seed)
         _show(label, "before", results[f"{label}_sample_before"])
         results[f"{label}_losses"] = train(model, losses, steps, lr, label)
         results[f"{label}_sample_after"] = sampler(model, vocabulary, PROMPT, sample_length, temperature, seed)
         _show(label, "after", results[f"{label}_sample_after"])
-        # The LSTM is exported for a fixed batch size: onnxnn's LSTM is recorded unrolled over
-        # Python-int batch sizes, which the exported graph keeps as constants.
+        # Each model is exported for the sequence length it was trained on. The LSTM has a fixed
+        # batch size too: onnxnn's LSTM is recorded unrolled over Python-int batch sizes, which the
+        # exported graph keeps as constants.
         results[f"{label}_export_difference"] = export_and_compare(
-            model, *examples, label, dynamic_batch=label == "transformer")
+            model, windows(tokens, 4, length, generator)[0], windows(tokens, 7, length, generator)[0], label,
+            dynamic_batch=label == "transformer")
     return results
 
 
