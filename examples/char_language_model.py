@@ -72,6 +72,8 @@ def windows(tokens: np.ndarray, batch: int, length: int, generator: np.random.Ge
 
 
 class LSTMLanguageModel(nn.Module):
+    """Embedding -> one-layer LSTM -> Linear: next-character logits at every position."""
+
     def __init__(self, vocab_size: int, embedding_dim: int = 32, hidden_size: int = 128):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, embedding_dim)
@@ -88,6 +90,8 @@ class LSTMLanguageModel(nn.Module):
 
 
 class TransformerLanguageModel(nn.Module):
+    """Token + learned position embeddings -> pre-norm causal TransformerEncoder -> Linear."""
+
     def __init__(self, vocab_size: int, context: int = CONTEXT, d_model: int = 64, nhead: int = 4,
                  num_layers: int = 2, dim_feedforward: int = 128, dropout: float = 0.0):
         super().__init__()
