@@ -29,10 +29,12 @@ Every input is new per call (a repeated one may be served from onnxnn's result c
 library uses its own default thread count. A sanity check prints the largest forward difference
 between onnxnn, the raw session and PyTorch.
 
-Run: python benchmarks/bench_sequence_models.py [rounds] [name-substring]   (default 5 rounds)
+Run: python benchmarks/bench_sequence_models.py [rounds] [name-substring] [--measures forward,...]
+     [--lstm-sequence N]   (default 5 rounds, every case and measure, the LSTM at sequence 64)
 """
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
@@ -218,20 +220,34 @@ def _table(results: dict) -> str:
 
 
 def main() -> None:
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
-    selected = sys.argv[2] if len(sys.argv) > 2 else ""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("rounds", nargs="?", type=int, default=5, help="alternating rounds (default 5)")
+    parser.add_argument("only", nargs="?", default="", help="run the cases whose name contains this")
+    parser.add_argument("--measures", default="forward,training_step,training_step_loss_read_first",
+                        help="comma-separated measures to run (default: all three)")
+    parser.add_argument("--lstm-sequence", type=int, default=64,
+                        help="the LSTM's sequence length (default 64, issue 13's size)")
+    arguments = parser.parse_args()
+    measures = arguments.measures.split(",")
     onnxnn.manual_seed(0)
     results = {}
     with onnxnn.set_executor("onnxruntime"):
         for name, build, shape in CASES:
-            if selected not in name:
+            if build is _lstm and arguments.lstm_sequence != shape[0]:
+                name = name.replace(f"seq{shape[0]}", f"seq{arguments.lstm_sequence}")
+                shape = (arguments.lstm_sequence,) + shape[1:]
+            if arguments.only not in name:
                 continue
-            print(f"{name}: forward", file=sys.stderr, flush=True)
-            results[name] = {"input": list(shape), "forward": bench_forward(build, shape, rounds)}
-            for measure, read_first in (("training_step", False), ("training_step_loss_read_first", True)):
-                print(f"{name}: {measure}", file=sys.stderr, flush=True)
-                results[name][measure] = bench_training_step(build, shape, rounds, read_first,
-                                                             with_raw=not read_first)
+            results[name] = {"input": list(shape)}
+            for measure in measures:
+                if measure == "forward":
+                    results[name][measure] = bench_forward(build, shape, arguments.rounds)
+                else:
+                    read_first = measure == "training_step_loss_read_first"
+                    results[name][measure] = bench_training_step(build, shape, arguments.rounds, read_first,
+                                                                 with_raw=not read_first)
+                # One line per finished measure, so a long run that is stopped keeps what it measured.
+                print(json.dumps({name: {measure: results[name][measure]}}), file=sys.stderr, flush=True)
     print(_table(results))
     print(json.dumps(results, indent=1))
 
