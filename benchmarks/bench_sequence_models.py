@@ -20,14 +20,32 @@ falls on all alike), medians of per-call times and of per-round ratios:
   ``training_step_to_onnx`` exports for the same step (its state fed back each call): the
   like-for-like onnxruntime baseline; a forward graph alone is not one.
 - ``training_step_loss_read_first``: the same step with ``loss.item()`` before ``backward()`` (as
-  a loop that logs its loss does): onnxnn then runs the forward on its own, so the backward graph
-  starts from computed values. For the LSTM, recorded unrolled (one group of ops per time step),
-  this keeps the pending graph under ``MAX_PENDING_DEPTH``, which the forward and backward of 64
-  steps together pass, and it makes the step run as two graphs instead of many pieces.
+  a loop that logs its loss does, and examples/char_language_model.py): onnxnn then runs the
+  forward as a graph of its own and records the backward over computed values, which moves where
+  its depth bound (``MAX_PENDING_DEPTH``) splits an unrolled recurrence's pending graph.
 
 Every input is new per call (a repeated one may be served from onnxnn's result cache). Each
 library uses its own default thread count. A sanity check prints the largest forward difference
 between onnxnn, the raw session and PyTorch.
+
+What it showed (2026-11-23, 2 CPU cores shared with other jobs: load average 11-14, so absolute
+times are inflated and PyTorch's threads suffer the contention most; ratios are medians of
+alternating rounds). nn.LSTM was then recorded unrolled (one group of standard ops per time step):
+
+| case | measure | onnxnn / raw onnxruntime | onnxnn / PyTorch |
+|---|---|---|---|
+| TransformerEncoderLayer, seq 128, batch 16 | forward | 1.02 | 0.59 |
+| | training step | 1.21 (to the exported training step) | 0.56 |
+| | training step, loss read first | - | 0.69 |
+| LSTM 2x256, seq 64, batch 32 | forward | 1.55 | 0.35 |
+| LSTM 2x256, seq 16 (64 did not finish) | training step | 6.4 (to the exported training step) | 2.0 |
+| | training step, loss read first | - | 4.2 |
+
+At sequence 64 the unrolled LSTM's onnxnn training step grew past 22 GB of resident memory and
+was killed (at sequence 32 one step took 40-70 s and memory grew 2.1 -> 4.2 GB over three
+steps): its forward and backward pass ``MAX_PENDING_DEPTH`` many times over and run in many
+pieces. The exported training step itself (``training_step_to_onnx``, 1408 nodes at sequence 16)
+runs in raw onnxruntime in 0.43 s.
 
 Run: python benchmarks/bench_sequence_models.py [rounds] [name-substring] [--measures forward,...]
      [--lstm-sequence N]   (default 5 rounds, every case and measure, the LSTM at sequence 64)
