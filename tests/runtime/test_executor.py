@@ -100,6 +100,27 @@ def test_a_buffer_updated_every_call_never_grows_an_unbounded_graph():
                   gamma(40) * np.abs(batch.numpy()))
 
 
+def test_a_deep_recurrence_is_bounded_in_a_few_runs_not_one_per_step(on_onnxruntime):
+    # A 64-step LSTM's training step is ~1,300 nodes deep (forward and backward). Bounding the
+    # depth realizes the deep half of the history at once: about one run per MAX_PENDING_DEPTH / 2
+    # levels. Realizing only the node that passed the bound left its siblings (the other gates,
+    # the other gradient paths) just below it, and the step ran as ~250 small runs.
+    onnxnn.manual_seed(0)
+    lstm = onnxnn.nn.LSTM(8, 8)
+    optimizer = onnxnn.optim.SGD(lstm.parameters(), lr=0.01)
+    x, target = onnxnn.randn(64, 2, 8), onnxnn.randn(64, 2, 8)
+    runs = []
+    for _ in range(4):
+        before = executor.cache_info()
+        loss = onnxnn.nn.functional.mse_loss(lstm(x)[0], target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        after = executor.cache_info()
+        runs.append(after["hits"] + after["misses"] - before["hits"] - before["misses"])
+    assert runs[-1] <= 2 * 1300 // depth.MAX_PENDING_DEPTH + 4, runs
+
+
 def test_values_still_referenced_are_computed_in_the_same_run(on_onnxruntime):
     x = onnxnn.randn(5)
     hidden = x.exp()
