@@ -1,0 +1,86 @@
+"""The opset an imported node is recorded at: the oldest, from onnxnn's on, that means what the model's does.
+
+A model written at a newer opset than onnxnn's (21) is imported as it is, not converted down:
+onnx's version converter cannot bring every op down (a type or an attribute a newer opset added),
+and nothing needs it to. Each default-domain node is recorded at the oldest opset, from 21 up to
+the model's, whose schema of its op declares every attribute the node sets and allows the types
+of its inputs. Schemas only ever added attributes with defaults that keep the old meaning and
+allowed more types past opset 21 (``tests/ir/test_opsets.py`` checks it for the installed onnx),
+so that opset means the same as the model's. Most nodes land at 21 and mix with onnxnn's own ops
+in graphs onnxruntime runs; a node that needs more (``BitShift`` of int32 at opset 28) is
+recorded at its opset (``ir.graph.VersionedNode``), and a graph holding it is built at that opset.
+
+Example::
+
+    >>> recorded_opset("Add", 28, {}, [x, y])  # float32 inputs: Add means the same at 21
+    >>> recorded_opset("BitShift", 28, {"direction": "LEFT"}, [a, b])  # int32 inputs: only 28 allows them
+    28
+"""
+from __future__ import annotations
+
+import functools
+
+import onnx
+
+from ..ir.plan import OPSET_VERSION
+from ..runtime.tensor import Tensor
+
+__all__ = ["recorded_opset", "attribute_opset"]
+
+
+def recorded_opset(op_type: str, model_opset: int, attrs: dict, arguments: list) -> int | None:
+    """The opset a default-domain node of a ``model_opset`` model is recorded at; None for onnxnn's own.
+
+    Args:
+        op_type: the node's op.
+        model_opset: the model's default-domain opset (above onnxnn's).
+        attrs: the attributes the node sets.
+        arguments: its inputs (Tensors; None for omitted ones; lists for sequences).
+    """
+    input_types = tuple(argument._value.dtype.onnx_type if isinstance(argument, Tensor) else None
+                        for argument in arguments)
+    return _oldest_opset(op_type, model_opset, frozenset(attrs), input_types)
+
+
+def attribute_opset(op_type: str, model_opset: int, attribute_names) -> int:
+    """The oldest opset, from onnxnn's up to ``model_opset``, whose schema of ``op_type`` declares every
+    attribute in ``attribute_names`` (``model_opset`` when none does)."""
+    return _oldest_opset(op_type, model_opset, frozenset(attribute_names), ()) or OPSET_VERSION
+
+
+def _type_name(onnx_type: int) -> str:
+    return f"tensor({onnx.TensorProto.DataType.Name(onnx_type).lower()})"
+
+
+def _accepts(schema, attribute_names: frozenset, input_types: tuple) -> bool:
+    """Whether ``schema`` declares every attribute and allows every input type of the node."""
+    if not attribute_names <= set(schema.attributes):
+        return False
+    formals = schema.inputs
+    if len(input_types) > len(formals) and (not formals or formals[-1].option != formals[-1].option.Variadic):
+        return False
+    allowed = {constraint.type_param_str: set(constraint.allowed_type_strs) for constraint in schema.type_constraints}
+    for position, onnx_type in enumerate(input_types):
+        if onnx_type is None:
+            continue
+        type_str = formals[min(position, len(formals) - 1)].type_str
+        if _type_name(onnx_type) not in allowed.get(type_str, {type_str}):
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=4096)
+def _oldest_opset(op_type: str, model_opset: int, attribute_names: frozenset, input_types: tuple) -> int | None:
+    since = None
+    for opset in range(OPSET_VERSION, model_opset + 1):
+        try:
+            schema = onnx.defs.get_schema(op_type, opset, "")
+        except onnx.defs.SchemaError:
+            continue  # an op added after onnxnn's opset
+        if schema.since_version == since:
+            continue  # the same schema as the opset before
+        since = schema.since_version
+        if _accepts(schema, attribute_names, input_types):
+            return None if opset == OPSET_VERSION else opset
+    # Nothing accepts the node: its own opset's shape inference (or kernel) says what is wrong.
+    return model_opset
