@@ -68,6 +68,10 @@ class Node:
                 self._signature = signature
         return self._signature
 
+    def rewired(self, inputs: tuple) -> "Node":
+        """A copy of the node reading ``inputs`` instead: the same op, attributes, signature and opset."""
+        return Node(self.op_type, self.domain, inputs, self.attrs, self.num_outputs, self.depth, self._signature)
+
     def __repr__(self) -> str:
         return f"Node({self.domain + '.' if self.domain else ''}{self.op_type}, attrs={self.attrs})"
 
@@ -83,9 +87,13 @@ class VersionedNode(Node):
     __slots__ = ("opset",)
 
     def __init__(self, op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int, depth: int,
-                 opset: int):
-        super().__init__(op_type, domain, inputs, attrs, num_outputs, depth)
+                 opset: int, signature: tuple | None = None):
+        super().__init__(op_type, domain, inputs, attrs, num_outputs, depth, signature)
         self.opset = opset
+
+    def rewired(self, inputs: tuple) -> "VersionedNode":
+        return VersionedNode(self.op_type, self.domain, inputs, self.attrs, self.num_outputs, self.depth, self.opset,
+                             self._signature)
 
     @property
     def signature(self) -> tuple:

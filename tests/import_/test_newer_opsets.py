@@ -135,6 +135,9 @@ def test_only_nodes_that_need_a_newer_opset_are_recorded_at_it():
         assert type(shift) is VersionedNode and shift.opset == 28
         # The opset is part of the structural key: the same op at another opset compiles apart.
         assert shift.signature != Node("BitShift", "", (), shift.attrs, 1).signature
+        # A plan rewired for shared sizes (runtime/fastpath/dynamic_shapes.py) keeps it.
+        copy = shift.rewired(shift.inputs)
+        assert type(copy) is VersionedNode and copy.opset == 28 and copy.signature == shift.signature
 
 
 def _topk_model(opset: int) -> onnx.ModelProto:
