@@ -21,6 +21,8 @@ from onnxnn.ir.graph import Node, VersionedNode
 from onnxnn.ir.plan import OPSET_VERSION
 from onnxnn.runtime.sessions import newest_onnxruntime_opset
 
+from .onnxruntime_node_results import failing_cases, node_test_cases, onnxnn_runner
+
 NEWEST_ONNX_OPSET = onnx.defs.onnx_opset_version()
 
 
@@ -214,3 +216,25 @@ def test_models_at_or_below_opset_21_still_convert_to_it():
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     with onnxnn.no_grad():
         np.testing.assert_array_equal(module(onnxnn.tensor(x)).numpy(), x.sum(1))
+
+
+# Official node tests at opset 28 that onnxruntime 1.31 cannot load and onnxnn's kernels pass:
+# before, onnx's converter could not bring them down to 21, or opset 21's shape inference
+# refused their types. (The tests onnxruntime passes are in test_backend_node_tests.py.)
+KERNELS_PASS_AT_OPSET_28 = [
+    *[f"test_bitshift_{direction}_{case}" for direction, cases in (
+        ("left", ["int16", "int32", "int32_negative_shift", "int32_overflow", "int32_shift_ge_width", "int64", "int8",
+                  "int8_negative_shift", "int8_overflow", "int8_shift_ge_width"]),
+        ("right", ["int16", "int32", "int32_negative_input", "int32_negative_shift", "int32_shift_ge_width", "int64",
+                   "int8", "int8_negative_input", "int8_negative_shift", "int8_shift_ge_width"])) for case in cases],
+    "test_celu_bfloat16_expanded", "test_onehot_with_bfloat16_values", "test_reversesequence_bfloat16",
+    "test_spacetodepth_crd_mode_example",
+]
+
+
+def test_node_tests_newer_than_onnxruntime_pass_on_the_kernels():
+    cases = [case for case in node_test_cases() if case[0] in set(KERNELS_PASS_AT_OPSET_28)]
+    assert sorted(case[0] for case in cases) == sorted(KERNELS_PASS_AT_OPSET_28)
+    with onnxnn.set_executor("kernels"):
+        failures = failing_cases(cases, set(KERNELS_PASS_AT_OPSET_28), onnxnn_runner)
+    assert not failures, failures
