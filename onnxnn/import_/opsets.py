@@ -12,8 +12,8 @@ recorded at its opset (``ir.graph.VersionedNode``), and a graph holding it is bu
 
 Example::
 
-    >>> recorded_opset("Add", 28, {}, [x, y])  # float32 inputs: Add means the same at 21
-    >>> recorded_opset("BitShift", 28, {"direction": "LEFT"}, [a, b])  # int32 inputs: only 28 allows them
+    >>> recorded_opset("Add", 28, frozenset(), [x, y])  # float32 inputs: Add means the same at 21
+    >>> recorded_opset("BitShift", 28, frozenset({"direction"}), [a, b])  # int32: only 28 allows them
     28
 """
 from __future__ import annotations
@@ -28,18 +28,19 @@ from ..runtime.tensor import Tensor
 __all__ = ["recorded_opset", "attribute_opset"]
 
 
-def recorded_opset(op_type: str, model_opset: int, attrs: dict, arguments: list) -> int | None:
+def recorded_opset(op_type: str, model_opset: int, attribute_names: frozenset, arguments: list) -> int | None:
     """The opset a default-domain node of a ``model_opset`` model is recorded at; None for onnxnn's own.
 
     Args:
         op_type: the node's op.
         model_opset: the model's default-domain opset (above onnxnn's).
-        attrs: the attributes the node sets.
-        arguments: its inputs (Tensors; None for omitted ones; lists for sequences).
+        attribute_names: the attributes the node sets.
+        arguments: its inputs (Tensors; None for omitted ones; lists for sequences, whose element
+            types no opset past 21 changed).
     """
-    input_types = tuple(argument._value.dtype.onnx_type if isinstance(argument, Tensor) else None
+    input_types = tuple(argument.dtype.onnx_type if isinstance(argument, Tensor) else None
                         for argument in arguments)
-    return _oldest_opset(op_type, model_opset, frozenset(attrs), input_types)
+    return _oldest_opset(op_type, model_opset, attribute_names, input_types)
 
 
 def attribute_opset(op_type: str, model_opset: int, attribute_names) -> int:

@@ -6,6 +6,9 @@ to nested programs) and checks that each op can run: it has an importer function
 onnxruntime handle. Replaying walks the steps with ``apply_op``, so an imported model records the
 same lazy nodes as code written with onnxnn's own ops.
 
+A model newer than opset 21 is replayed as written: each of its nodes is recorded at the oldest
+opset that means the same (``opsets.recorded_opset``), most at 21.
+
 Ops newer than onnxnn's opset 21 replay the function body ONNX defines them by
 (:class:`FunctionBody`, which compiles that body into a Program of its own, hence here) or, without
 one, run at their own opset in onnxruntime (``importers.EagerNode``).
@@ -68,8 +71,9 @@ class Step:
         self.importer = importer
         self.name = name
         self.num_outputs = num_outputs
-        # The model's default-domain opset when it is newer than onnxnn's and the node is recorded
-        # directly: the node may need it (``opsets.recorded_opset``). None otherwise.
+        # ``(opset, attribute names)``: the model's default-domain opset when it is newer than
+        # onnxnn's and the node is recorded directly, which the node may need
+        # (``opsets.recorded_opset``), and the attributes it sets. None otherwise.
         self.model_opset = model_opset
 
 
@@ -223,7 +227,9 @@ def compile_graph(graph: onnx.GraphProto, opsets: dict[str, int], with_initializ
             attrs[attribute.name] = value
         if isinstance(function, (FunctionBody, EagerNode)):
             attrs = {}  # these read the node's attributes themselves
-        newer = source_opset if function is None and domain == "" and source_opset > OPSET_VERSION else None
+        newer = None
+        if function is None and domain == "" and source_opset > OPSET_VERSION:
+            newer = (source_opset, frozenset(attrs))
         steps.append(Step(node.op_type, domain, tuple(node.input), tuple(node.output), attrs, function, name,
                           _num_outputs(node), newer))
     constants = {}
@@ -318,8 +324,8 @@ def run_program(program: Program, scope: Scope, training: bool) -> list:
                 call = NodeCall(step.name, step.op_type, step.num_outputs, training, run_graph)
                 results = step.importer(call, *arguments, **step.attrs)
             else:
-                opset = None if step.model_opset is None else recorded_opset(step.op_type, step.model_opset,
-                                                                             step.attrs, arguments)
+                opset = None if step.model_opset is None else recorded_opset(step.op_type, *step.model_opset,
+                                                                             arguments)
                 results = apply_op(step.op_type, tuple(arguments), step.attrs, domain=step.domain,
                                    num_outputs=step.num_outputs, opset=opset)
         except (ModelLoadError, RuntimeError, MemoryError) as error:
