@@ -18,7 +18,9 @@ import onnxnn.backend
 from gradcheck import check_gradients
 from onnxnn.export import to_onnx
 from onnxnn.import_ import from_onnx
+from onnxnn.ir.caches import clear_caches
 from onnxnn.ir.graph import Node, VersionedNode
+from onnxnn.ir.kernel_registry import kernels
 from onnxnn.ir.plan import OPSET_VERSION
 from onnxnn.runtime.sessions import newest_onnxruntime_opset
 
@@ -125,6 +127,18 @@ def test_opset_28_model_runs_on_kernels_and_onnxruntime_names_the_opset():
         with pytest.raises(RuntimeError, match=r"needs ONNX opset 28 \(for \['BitShift'\].*runs opsets up to "
                                                rf"{newest_onnxruntime_opset()}.*set_executor\('kernels'\)"):
             onnxnn.backend.run_model(_bitshift_model(), [A, B])
+
+
+def test_auto_executor_without_the_kernel_says_both_reasons(monkeypatch):
+    # Without a BitShift kernel, neither executor runs the opset-28 node: the error says why for each.
+    if newest_onnxruntime_opset() >= 28:
+        pytest.skip("the installed onnxruntime runs opset 28")
+    monkeypatch.delitem(kernels.table, ("", "BitShift"))
+    clear_caches()  # no runner compiled for this structure before
+    with onnxnn.set_executor("auto"):
+        with pytest.raises(NotImplementedError, match="no kernel for op_type 'BitShift'") as caught:
+            onnxnn.backend.run_model(_bitshift_model(), [A, B])
+    assert any("needs ONNX opset 28" in note for note in caught.value.__notes__)
 
 
 def test_only_nodes_that_need_a_newer_opset_are_recorded_at_it():
