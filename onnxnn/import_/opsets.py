@@ -6,14 +6,15 @@ and nothing needs it to. Each default-domain node is recorded at the oldest opse
 the model's, whose schema of its op declares every attribute the node sets and allows the types
 of its inputs. Schemas only ever added attributes with defaults that keep the old meaning and
 allowed more types past opset 21 (``tests/ir/test_opsets.py`` checks it for the installed onnx),
-so that opset means the same as the model's. Most nodes land at 21 and mix with onnxnn's own ops
+so that opset means the same as the model's (``NEWLY_DEFINED`` lists the few meanings a newer
+opset gave to nodes an older schema already admitted, such as Mod's fmod=0 on floats at 28). Most nodes land at 21 and mix with onnxnn's own ops
 in graphs onnxruntime runs; a node that needs more (``BitShift`` of int32 at opset 28) is
 recorded at its opset (``ir.graph.VersionedNode``), and a graph holding it is built at that opset.
 
 Example::
 
-    >>> recorded_opset("Add", 28, frozenset(), [x, y])  # float32 inputs: Add means the same at 21
-    >>> recorded_opset("BitShift", 28, frozenset({"direction"}), [a, b])  # int32: only 28 allows them
+    >>> recorded_opset("Add", 28, frozenset(), {}, [x, y])  # float32 inputs: Add means the same at 21
+    >>> recorded_opset("BitShift", 28, frozenset({"direction"}), {"direction": "LEFT"}, [a, b])  # int32: 28
     28
 """
 from __future__ import annotations
@@ -28,19 +29,38 @@ from ..runtime.tensor import Tensor
 __all__ = ["recorded_opset", "attribute_opset"]
 
 
-def recorded_opset(op_type: str, model_opset: int, attribute_names: frozenset, arguments: list) -> int | None:
+_FLOATING = frozenset({onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.FLOAT,
+                       onnx.TensorProto.DOUBLE})
+
+# Meanings a newer opset gave to nodes whose types and attributes an older schema already allowed,
+# which schemas cannot tell: ``{op_type: (opset, applies(attrs, input_types))}``. Opset 28 defined
+# Mod with fmod=0 for floating-point inputs (A - floor(A / B) * B); before, fmod=0 took integers only.
+def _floor_mod_of_floats(attrs: dict, input_types: tuple) -> bool:
+    return not attrs.get("fmod", 0) and bool(input_types) and input_types[0] in _FLOATING
+
+
+NEWLY_DEFINED = {"Mod": (28, _floor_mod_of_floats)}
+
+
+def recorded_opset(op_type: str, model_opset: int, attribute_names: frozenset, attrs: dict,
+                   arguments: list) -> int | None:
     """The opset a default-domain node of a ``model_opset`` model is recorded at; None for onnxnn's own.
 
     Args:
         op_type: the node's op.
         model_opset: the model's default-domain opset (above onnxnn's).
-        attribute_names: the attributes the node sets.
+        attribute_names: the attributes the node sets (``frozenset(attrs)``, kept by the caller).
+        attrs: the attributes' values.
         arguments: its inputs (Tensors; None for omitted ones; lists for sequences, whose element
             types no opset past 21 changed).
     """
     input_types = tuple(argument.dtype.onnx_type if isinstance(argument, Tensor) else None
                         for argument in arguments)
-    return _oldest_opset(op_type, model_opset, attribute_names, input_types)
+    opset = _oldest_opset(op_type, model_opset, attribute_names, input_types)
+    newly_defined = NEWLY_DEFINED.get(op_type)
+    if newly_defined is not None and newly_defined[0] <= model_opset and newly_defined[1](attrs, input_types):
+        opset = max(opset or OPSET_VERSION, newly_defined[0])
+    return opset
 
 
 def attribute_opset(op_type: str, model_opset: int, attribute_names) -> int:

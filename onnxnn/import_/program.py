@@ -324,8 +324,8 @@ def run_program(program: Program, scope: Scope, training: bool) -> list:
                 call = NodeCall(step.name, step.op_type, step.num_outputs, training, run_graph)
                 results = step.importer(call, *arguments, **step.attrs)
             else:
-                opset = None if step.model_opset is None else recorded_opset(step.op_type, *step.model_opset,
-                                                                             arguments)
+                opset = None if step.model_opset is None else recorded_opset(
+                    step.op_type, *step.model_opset, step.attrs, arguments)
                 results = apply_op(step.op_type, tuple(arguments), step.attrs, domain=step.domain,
                                    num_outputs=step.num_outputs, opset=opset)
         except (ModelLoadError, RuntimeError, MemoryError) as error:
