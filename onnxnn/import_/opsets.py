@@ -4,12 +4,13 @@ A model written at a newer opset than onnxnn's (21) is imported as it is, not co
 onnx's version converter cannot bring every op down (a type or an attribute a newer opset added),
 and nothing needs it to. Each default-domain node is recorded at the oldest opset, from 21 up to
 the model's, whose schema of its op declares every attribute the node sets and allows the types
-of its inputs. Schemas only ever added attributes with defaults that keep the old meaning and
-allowed more types past opset 21 (``tests/ir/test_opsets.py`` checks it for the installed onnx),
-so that opset means the same as the model's (``NEWLY_DEFINED`` lists the few meanings a newer
-opset gave to nodes an older schema already admitted, such as Mod's fmod=0 on floats at 28). Most nodes land at 21 and mix with onnxnn's own ops
-in graphs onnxruntime runs; a node that needs more (``BitShift`` of int32 at opset 28) is
-recorded at its opset (``ir.graph.VersionedNode``), and a graph holding it is built at that opset.
+of its inputs. Past opset 21 schemas only ever added attributes with defaults that keep the old
+meaning and allowed more types (``tests/import_/test_newer_opsets.py`` checks it for the
+installed onnx), so that opset means the same as the model's. ``NEWLY_DEFINED`` lists the few
+meanings a newer opset gave to nodes an older schema already admitted (Mod's fmod=0 on floats at
+28). Most nodes land at 21 and mix with onnxnn's own ops in graphs onnxruntime runs; a node that
+needs more (``BitShift`` of int32 at opset 28) is recorded at its opset
+(``ir.graph.VersionedNode``), and a graph holding it is built at that opset.
 
 Example::
 
@@ -32,13 +33,13 @@ __all__ = ["recorded_opset", "attribute_opset"]
 _FLOATING = frozenset({onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.FLOAT,
                        onnx.TensorProto.DOUBLE})
 
-# Meanings a newer opset gave to nodes whose types and attributes an older schema already allowed,
-# which schemas cannot tell: ``{op_type: (opset, applies(attrs, input_types))}``. Opset 28 defined
-# Mod with fmod=0 for floating-point inputs (A - floor(A / B) * B); before, fmod=0 took integers only.
 def _floor_mod_of_floats(attrs: dict, input_types: tuple) -> bool:
     return not attrs.get("fmod", 0) and bool(input_types) and input_types[0] in _FLOATING
 
 
+# Meanings a newer opset gave to nodes whose types and attributes an older schema already allowed,
+# which schemas cannot tell: ``{op_type: (opset, applies(attrs, input_types))}``. Opset 28 defined
+# Mod with fmod=0 for floating-point inputs (A - floor(A / B) * B); before, fmod=0 took integers only.
 NEWLY_DEFINED = {"Mod": (28, _floor_mod_of_floats)}
 
 

@@ -19,8 +19,8 @@ __all__ = ["Value", "Node", "VersionedNode", "OPSET_VERSION", "constant", "stati
 
 # The default-domain opset onnxnn's own ops are recorded at (``ir.plan`` re-exports it). Every
 # change to an op's schema from here to the newest opset onnx defines only added attributes whose
-# defaults keep the old meaning, or allowed more types (tests/ir/test_opsets.py checks it), so a
-# node recorded at this opset means the same in a graph built at a newer one.
+# defaults keep the old meaning, or allowed more types (tests/import_/test_newer_opsets.py checks
+# it), so a node recorded at this opset means the same in a graph built at a newer one.
 OPSET_VERSION = 21
 
 

@@ -65,9 +65,10 @@ def check_onnxruntime_opset(model: onnx.ModelProto) -> None:
             except onnx.defs.SchemaError:
                 continue
     import onnxruntime  # deferred, as above (already imported by newest_onnxruntime_opset)
-    raise RuntimeError(f"this graph needs ONNX opset {opset} (for {sorted(newer)} as that opset defines them), but the "
-                       f"installed onnxruntime {onnxruntime.__version__} runs opsets up to {newest}: run it with "
-                       f"onnxnn's kernels (onnxnn.set_executor('kernels')) or install a newer onnxruntime")
+    needing = f" (for {sorted(newer)} as that opset defines them)" if newer else ""
+    raise RuntimeError(f"this graph needs ONNX opset {opset}{needing}, but the installed onnxruntime "
+                       f"{onnxruntime.__version__} runs opsets up to {newest}: run it with onnxnn's kernels "
+                       f"(onnxnn.set_executor('kernels')) or install a newer onnxruntime")
 
 
 def _widen_bfloat16_io(model: onnx.ModelProto) -> tuple[list[int], list[int]]:
