@@ -156,8 +156,10 @@ class Backend(_OnnxBackend):
         domains = [helper.make_opsetid("", opset)]
         if node.domain not in ("", "ai.onnx"):
             domains.append(helper.make_opsetid(node.domain, 1))
-        model = convert_opset(helper.make_model(graph, opset_imports=domains, ir_version=IR_VERSION))
-        rep = BackendRep(GraphModule(model), device)
+        model = helper.make_model(graph, opset_imports=domains, ir_version=IR_VERSION)
+        if opset < OPSET_VERSION:
+            model = convert_opset(model)  # a newer opset's node is recorded at its own (see import_.opsets)
+        rep = BackendRep(GraphModule(model, original_opset_version=opset), device)
         return rep.run(feeds)
 
     @classmethod

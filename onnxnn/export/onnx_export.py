@@ -9,7 +9,6 @@ as a graph that runs at any batch size.
 """
 from __future__ import annotations
 
-import functools
 import os
 import warnings
 
@@ -17,11 +16,12 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ..ir.plan import IR_VERSION, OPSET_VERSION, build_model, plan as plan_of
+from ..ir.plan import IR_VERSION, build_model, plan as plan_of
 from ..runtime.depth import unbounded_depth
 from ..runtime.creation import as_tensor
 from ..runtime.grad_mode import no_grad
 from ..runtime.internal import realize_values, value_of
+from ..runtime.sessions import newest_onnxruntime_opset
 from ..runtime.tensor import Tensor
 from .dynamic_shapes import make_shapes_dynamic
 from .opset_conversion import convert_opset
@@ -32,23 +32,13 @@ MIN_OPSET_VERSION = 17
 _TWO_GIGABYTES = 2 ** 31
 
 
-@functools.lru_cache(maxsize=None)
 def max_opset_version() -> int:
     """The newest default-domain opset the installed onnxruntime loads (found by trying, once)."""
-    import onnxruntime  # deferred: a heavy import that only exporting needs
-    newest = OPSET_VERSION
-    for candidate in range(OPSET_VERSION + 1, onnx.defs.onnx_opset_version() + 1):
-        graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe",
-                                  [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
-                                  [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", candidate)],
-                                  ir_version=IR_VERSION)
-        try:
-            onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-        except Exception:
-            break
-        newest = candidate
-    return newest
+    return newest_onnxruntime_opset()
+
+
+def declared_opset(proto: onnx.ModelProto) -> int:
+    return next(entry.version for entry in proto.opset_import if entry.domain in ("", "ai.onnx"))
 
 
 class _Trace:
@@ -164,7 +154,9 @@ def to_onnx(model, args, f=None, *, input_names=None, output_names=None, dynamic
         input_names, output_names: graph input and output names (default ``input_0``, ``output_0``...).
         dynamic_axes: ``{name: {axis: "symbol"}}`` or ``{name: [axis, ...]}``: axes that may change
             size; the exported graph computes every size-dependent shape from its inputs.
-        opset_version: default-domain opset, from 17 to ``max_opset_version()`` (default 21).
+        opset_version: default-domain opset, from 17 to ``max_opset_version()``; by default the
+            opset the recorded ops need: 21 (onnxnn's), or newer for a model imported at a newer
+            opset whose nodes need it.
         training: export in training mode (dropout active, batch statistics); by default a
             module in training mode is exported as is, with a warning, as PyTorch does.
         external_data: True to always store weights as external data next to ``f``, an int to do
@@ -179,8 +171,8 @@ def to_onnx(model, args, f=None, *, input_names=None, output_names=None, dynamic
         >>> proto = onnxnn.export.to_onnx(model, onnxnn.randn(1, 4), "model.onnx",
         ...                               input_names=["x"], dynamic_axes={"x": {0: "batch"}})
     """
-    opset = OPSET_VERSION if opset_version is None else int(opset_version)
-    if not MIN_OPSET_VERSION <= opset <= max_opset_version():
+    opset = None if opset_version is None else int(opset_version)
+    if opset is not None and not MIN_OPSET_VERSION <= opset <= max_opset_version():
         raise ValueError(f"to_onnx: opset_version {opset} is not supported; choose one from {MIN_OPSET_VERSION} "
                          f"to {max_opset_version()} (the newest the installed onnxruntime runs)")
     args = _as_arguments(args)
@@ -201,8 +193,7 @@ def to_onnx(model, args, f=None, *, input_names=None, output_names=None, dynamic
     try:
         trace = _trace(model, args, input_names, state)
         names_out = _output_names(output_names, len(trace.plan.outputs))
-        proto = build_model(trace.plan, trace.roles, names_out, OPSET_VERSION,
-                                     graph_name=type(model).__name__)
+        proto = build_model(trace.plan, trace.roles, names_out, graph_name=type(model).__name__)
         _order_graph_inputs(proto, trace, input_names)
         _order_initializers(proto, list(state))
         if dynamic_axes:
@@ -211,7 +202,10 @@ def to_onnx(model, args, f=None, *, input_names=None, output_names=None, dynamic
     finally:
         if is_module and training:
             model.train(previous_mode)
-    if opset != OPSET_VERSION:
+    recorded = declared_opset(proto)
+    if opset is None:
+        opset = recorded  # what the recorded ops need: onnxnn's opset, or an imported model's newer one
+    if opset != recorded:
         proto = convert_opset(proto, opset)
         proto.ir_version = IR_VERSION
     onnx.checker.check_model(proto, full_check=True)

@@ -14,13 +14,13 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ..ir.plan import IR_VERSION, OPSET_VERSION, build_model, plan as plan_of
+from ..ir.plan import IR_VERSION, build_model, plan as plan_of
 from ..runtime.creation import as_tensor
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.internal import full_tensor, realize_values, rebind, restore_state, save_state, value_of
 from ..runtime.realization import recording_only
 from ..runtime.tensor import Tensor
-from .onnx_export import MIN_OPSET_VERSION, max_opset_version, write_model
+from .onnx_export import MIN_OPSET_VERSION, declared_opset, max_opset_version, write_model
 from .opset_conversion import convert_opset
 
 __all__ = ["training_step_to_onnx", "TrainingStepSignature"]
@@ -112,7 +112,8 @@ def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, b
         example_batch: ``(input, *targets)`` tensors or numpy arrays; the first is passed to the model.
         f: optional path or binary file to write the model to.
         batch_names: names of the batch inputs (default ``input``, ``target``, ``target_1``, ...).
-        opset_version: default-domain opset (17 up to what the installed onnxruntime runs).
+        opset_version: default-domain opset (17 up to what the installed onnxruntime runs); by
+            default the opset the recorded ops need (21, or an imported model's newer one).
 
     Returns:
         ``(model_proto, signature)``; ``signature`` names the carried inputs/outputs and holds
@@ -129,8 +130,8 @@ def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, b
         ...                        session.run(None, {**feeds, "input": x_np, "target": y_np})))
         ...     feeds = {name: outputs[next_name] for name, next_name in sig.state.items()}
     """
-    opset = OPSET_VERSION if opset_version is None else int(opset_version)
-    if not MIN_OPSET_VERSION <= opset <= max_opset_version():
+    opset = None if opset_version is None else int(opset_version)
+    if opset is not None and not MIN_OPSET_VERSION <= opset <= max_opset_version():
         raise ValueError(f"training_step_to_onnx: opset_version {opset} is not supported; choose one from "
                          f"{MIN_OPSET_VERSION} to {max_opset_version()}")
     batch = [arg if isinstance(arg, Tensor) else as_tensor(np.asarray(arg)) for arg in example_batch]
@@ -191,10 +192,12 @@ def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, b
         else:
             roles.append(("initializer", f"onnxnn::constant_{constants}"))
             constants += 1
-    proto = build_model(plan, roles, output_names, OPSET_VERSION,
-                                 graph_name=f"{type(model).__name__}_training_step")
+    proto = build_model(plan, roles, output_names, graph_name=f"{type(model).__name__}_training_step")
     _declare_every_input(proto, names, batch, carried, start_values)
-    if opset != OPSET_VERSION:
+    recorded = declared_opset(proto)
+    if opset is None:
+        opset = recorded  # what the recorded ops need: onnxnn's opset, or an imported model's newer one
+    if opset != recorded:
         proto = convert_opset(proto, opset)
         proto.ir_version = IR_VERSION
     onnx.checker.check_model(proto, full_check=True)

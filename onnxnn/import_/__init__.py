@@ -25,8 +25,12 @@ def from_onnx(path_or_model: str | os.PathLike | bytes | onnx.ModelProto, *,
     """Loads an ONNX model as a :class:`GraphModule` (an ``nn.Module`` that replays the graph).
 
     The model is checked with ``onnx.checker`` and onnx's strict shape inference, its external
-    data is read from files in the model's folder, and a default-domain opset other than 21 is
-    converted with ``onnx.version_converter``. Floating-point initializers become Parameters and
+    data is read from files in the model's folder, and a default-domain opset older than 21 is
+    converted up to it with ``onnx.version_converter``. A newer opset (up to the newest the
+    installed onnx defines) is kept: each node is recorded at the oldest opset that means the same,
+    so most run in onnxruntime beside onnxnn's own ops; a node that needs an opset newer than
+    onnxruntime runs is computed by onnxnn's kernels, or raises a RuntimeError naming that opset
+    when it runs. Floating-point initializers become Parameters and
     the rest buffers, named as in the file. ``ai.onnx.ml`` nodes (scikit-learn pipelines) run in
     onnxruntime, without gradients.
 
@@ -52,7 +56,7 @@ def from_onnx(path_or_model: str | os.PathLike | bytes | onnx.ModelProto, *,
             not UTF-8, a model failing ``onnx.checker`` or strict shape inference, external data
             that is missing, outside the model's folder or out of range, an op or domain onnxnn
             cannot run (naming op_type, domain and node), an attribute or constant it cannot
-            read, or an opset that cannot be converted.
+            read, or an opset older than 21 that cannot be converted.
         TypeError: ``path_or_model`` is none of the accepted kinds.
 
     Calling the module raises :class:`ModelLoadError` naming the node and op_type when a node

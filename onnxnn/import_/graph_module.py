@@ -77,8 +77,8 @@ class GraphModule(Module):
     initializer. ``If``, ``Loop`` and ``Scan`` are unrolled at call time.
 
     Args:
-        model: a checked model at onnxnn's opset 21, as ``loading.load_model`` returns it
-            (:func:`from_onnx` does the reading, checking and conversion).
+        model: a checked model at onnxnn's opset 21 or newer, as ``loading.load_model`` returns it
+            (:func:`from_onnx` does the reading, checking and conversion of older opsets).
         original_opset_version: the default-domain opset the model was written for.
 
     Attributes:
@@ -214,7 +214,7 @@ class GraphModule(Module):
     # ------------------------------------------------------------------ calling
     @property
     def opset_version(self) -> int | None:
-        """The default-domain opset the graph runs at (onnxnn's, after conversion)."""
+        """The default-domain opset of the graph: the model's own from opset 21 on, else 21 (converted)."""
         return self.metadata.opset_imports.get("")
 
     def extra_repr(self) -> str:

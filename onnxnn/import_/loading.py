@@ -169,7 +169,10 @@ def convert_opset(model: onnx.ModelProto, target: int = OPSET_VERSION) -> onnx.M
 
 
 def load_model(path_or_model, base_dir: str | os.PathLike | None = None) -> tuple[onnx.ModelProto, int | None]:
-    """Reads and validates a model; returns it (at onnxnn's opset) and its original default opset.
+    """Reads and validates a model; returns it and its original default opset.
+
+    A model older than onnxnn's opset 21 is converted up to it (``convert_opset``); a newer one is
+    returned as written, its nodes recorded at their own opsets (``import_.opsets``).
 
     Args:
         path_or_model: a path (``str`` / ``os.PathLike``), the serialized bytes, or an
@@ -210,6 +213,10 @@ def load_model(path_or_model, base_dir: str | os.PathLike | None = None) -> tupl
     _check(model, path, source)
     check_shapes(model, source)
     original_opset = default_opset(model)
+    if original_opset is not None and original_opset > OPSET_VERSION:
+        # Imported as written: each node is recorded at the oldest opset that means the same
+        # (``import_.opsets``), so nothing is converted down and nothing is lost.
+        return model, original_opset
     try:
         converted = convert_opset(model)
     except ModelLoadError as error:

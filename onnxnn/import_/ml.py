@@ -25,7 +25,7 @@ from ..ir.mode import MODE
 from ..runtime.tensor import Tensor
 from .importers import array_of, constant_tensor
 from .validation import ML_DOMAIN
-from ..ir.plan import IR_VERSION
+from ..ir.plan import IR_VERSION, OPSET_VERSION
 
 __all__ = ["MLNode", "ML_DOMAIN"]
 
@@ -56,7 +56,9 @@ class MLNode:
 
     def __init__(self, node: onnx.NodeProto, opsets: dict[str, int]):
         self.node = node
-        self.opsets = {"": opsets.get("", 21), ML_DOMAIN: opsets.get(ML_DOMAIN, 1)}
+        # The default domain at onnxnn's opset: a model newer than it is not converted down, but
+        # its ai.onnx.ml node reads no default-domain op, and onnxruntime may not load the newer opset.
+        self.opsets = {"": OPSET_VERSION, ML_DOMAIN: opsets.get(ML_DOMAIN, 1)}
         self.sessions: dict = {}
 
     def __getstate__(self) -> dict:

@@ -6,6 +6,9 @@ to nested programs) and checks that each op can run: it has an importer function
 onnxruntime handle. Replaying walks the steps with ``apply_op``, so an imported model records the
 same lazy nodes as code written with onnxnn's own ops.
 
+A model newer than opset 21 is replayed as written: each of its nodes is recorded at the oldest
+opset that means the same (``opsets.recorded_opset``), most at 21.
+
 Ops newer than onnxnn's opset 21 replay the function body ONNX defines them by
 (:class:`FunctionBody`, which compiles that body into a Program of its own, hence here) or, without
 one, run at their own opset in onnxruntime (``importers.EagerNode``).
@@ -33,6 +36,7 @@ from .importers import EagerNode, NodeCall, make_constant
 from .limits import check_allocation
 from .loading import DEFAULT_DOMAINS
 from .ml import ML_DOMAIN, MLNode, check_ml_node
+from .opsets import attribute_opset, recorded_opset
 
 __all__ = ["Program", "Scope", "compile_graph", "run_program", "initializer_arrays", "initializer_constant",
            "value_type", "is_implemented", "FunctionBody"]
@@ -56,9 +60,9 @@ class Scope(dict):
 class Step:
     """One node to replay: an importer function call, or one recorded ``apply_op`` node."""
 
-    __slots__ = ("op_type", "domain", "inputs", "outputs", "attrs", "importer", "name", "num_outputs")
+    __slots__ = ("op_type", "domain", "inputs", "outputs", "attrs", "importer", "name", "num_outputs", "model_opset")
 
-    def __init__(self, op_type, domain, inputs, outputs, attrs, importer, name, num_outputs):
+    def __init__(self, op_type, domain, inputs, outputs, attrs, importer, name, num_outputs, model_opset=None):
         self.op_type = op_type
         self.domain = domain
         self.inputs = inputs
@@ -67,6 +71,10 @@ class Step:
         self.importer = importer
         self.name = name
         self.num_outputs = num_outputs
+        # ``(opset, attribute names)``: the model's default-domain opset when it is newer than
+        # onnxnn's and the node is recorded directly, which the node may need
+        # (``opsets.recorded_opset``), and the attributes it sets. None otherwise.
+        self.model_opset = model_opset
 
 
 class Program:
@@ -194,8 +202,13 @@ def compile_graph(graph: onnx.GraphProto, opsets: dict[str, int], with_initializ
             # Recorded graphs declare other domains at version 1; later versions run on their own.
             function = EagerNode(node, {"": OPSET_VERSION, domain: opsets[domain]})
         elif function is None:
-            # Shape inference of ops defined by functions needs every attribute spelled out.
-            schema = _schema(node.op_type, opsets.get(domain, OPSET_VERSION), domain)
+            # Shape inference of ops defined by functions needs every attribute spelled out: those
+            # of the opset the node is recorded at (not a newer one's added attributes, which would
+            # make the node need that opset).
+            schema_opset = opsets.get(domain, OPSET_VERSION)
+            if domain == "" and source_opset > OPSET_VERSION:
+                schema_opset = attribute_opset(node.op_type, source_opset, {a.name for a in node.attribute})
+            schema = _schema(node.op_type, schema_opset, domain)
             if schema is not None:
                 node = _with_defaults(node, schema)
         attrs: dict[str, Any] = {}
@@ -214,8 +227,11 @@ def compile_graph(graph: onnx.GraphProto, opsets: dict[str, int], with_initializ
             attrs[attribute.name] = value
         if isinstance(function, (FunctionBody, EagerNode)):
             attrs = {}  # these read the node's attributes themselves
+        newer = None
+        if function is None and domain == "" and source_opset > OPSET_VERSION:
+            newer = (source_opset, frozenset(attrs))
         steps.append(Step(node.op_type, domain, tuple(node.input), tuple(node.output), attrs, function, name,
-                          _num_outputs(node)))
+                          _num_outputs(node), newer))
     constants = {}
     if with_initializers:
         for name, array in initializer_arrays(graph):
@@ -308,8 +324,10 @@ def run_program(program: Program, scope: Scope, training: bool) -> list:
                 call = NodeCall(step.name, step.op_type, step.num_outputs, training, run_graph)
                 results = step.importer(call, *arguments, **step.attrs)
             else:
+                opset = None if step.model_opset is None else recorded_opset(
+                    step.op_type, *step.model_opset, step.attrs, arguments)
                 results = apply_op(step.op_type, tuple(arguments), step.attrs, domain=step.domain,
-                                   num_outputs=step.num_outputs)
+                                   num_outputs=step.num_outputs, opset=opset)
         except (ModelLoadError, RuntimeError, MemoryError) as error:
             # Already documented types: a failure for these inputs (RuntimeError, as PyTorch and
             # onnxruntime raise), or a node of an enclosing body that named itself.

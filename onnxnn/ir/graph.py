@@ -15,11 +15,23 @@ from .caches import register_cache
 from .device import CPU, device
 from .dtypes import dtype
 
-__all__ = ["Value", "Node", "constant", "static_constant", "is_held", "hold"]
+__all__ = ["Value", "Node", "VersionedNode", "OPSET_VERSION", "constant", "static_constant", "is_held", "hold"]
+
+# The default-domain opset onnxnn's own ops are recorded at (``ir.plan`` re-exports it). Every
+# change to an op's schema from here to the newest opset onnx defines only added attributes whose
+# defaults keep the old meaning, or allowed more types (tests/import_/test_newer_opsets.py checks
+# it), so a node recorded at this opset means the same in a graph built at a newer one.
+OPSET_VERSION = 21
 
 
 class Node:
-    """One recorded ONNX node. Kept tiny: it is created for every op of every call."""
+    """One recorded ONNX node. Kept tiny: it is created for every op of every call.
+
+    ``opset`` is the default-domain opset whose meaning of the op the node has: onnxnn's opset for
+    every node made here, a newer one for a :class:`VersionedNode`.
+    """
+
+    opset = OPSET_VERSION  # a class attribute, not a slot: nodes at onnxnn's opset store nothing
 
     __slots__ = ("op_type", "domain", "inputs", "attrs", "num_outputs", "depth", "_signature", "position",
                  "plan_mark", "saved")
@@ -56,8 +68,41 @@ class Node:
                 self._signature = signature
         return self._signature
 
+    def rewired(self, inputs: tuple) -> "Node":
+        """A copy of the node reading ``inputs`` instead: the same op, attributes, signature and opset."""
+        return Node(self.op_type, self.domain, inputs, self.attrs, self.num_outputs, self.depth, self._signature)
+
     def __repr__(self) -> str:
         return f"Node({self.domain + '.' if self.domain else ''}{self.op_type}, attrs={self.attrs})"
+
+
+class VersionedNode(Node):
+    """A node recorded at a default-domain opset newer than onnxnn's: an imported node that means
+    something only that opset defines (a type it newly allows, an attribute it added).
+
+    Its opset is part of its signature, so plans (and their compiled graphs) that differ only in it
+    are cached apart, and ``build_model`` declares at least that opset.
+    """
+
+    __slots__ = ("opset",)
+
+    def __init__(self, op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int, depth: int,
+                 opset: int, signature: tuple | None = None):
+        super().__init__(op_type, domain, inputs, attrs, num_outputs, depth, signature)
+        self.opset = opset
+
+    def rewired(self, inputs: tuple) -> "VersionedNode":
+        return VersionedNode(self.op_type, self.domain, inputs, self.attrs, self.num_outputs, self.depth, self.opset,
+                             self._signature)
+
+    @property
+    def signature(self) -> tuple:
+        if self._signature is None:
+            self._signature = Node.signature.fget(self) + (self.opset,)
+        return self._signature
+
+    def __repr__(self) -> str:
+        return f"{super().__repr__()[:-1]}, opset={self.opset})"
 
 
 def _freeze(value):

@@ -12,13 +12,14 @@ import onnx
 from onnx import helper
 
 from .dtypes import dtype
+from .graph import OPSET_VERSION
 from .registry import decompositions
 
-__all__ = ["GraphPlan", "plan", "build_model", "OPSET_VERSION", "IR_VERSION"]
+__all__ = ["GraphPlan", "plan", "build_model", "plan_opset", "OPSET_VERSION", "IR_VERSION"]
 
-# The opset and IR version of every graph onnxnn builds. onnx's default ir_version can be newer
-# than what the installed onnxruntime reads, so both are pinned to values onnxruntime >= 1.20 accepts.
-OPSET_VERSION = 21
+# The IR version of every graph onnxnn builds, and (``OPSET_VERSION``, defined with ``Node``) the
+# default-domain opset of a graph of onnxnn's own ops. onnx's default ir_version can be newer than
+# what the installed onnxruntime reads, so it is pinned to a value onnxruntime >= 1.20 accepts.
 IR_VERSION = 10
 
 
@@ -134,8 +135,22 @@ def onnx_attribute_value(value):
     return value
 
 
+def plan_opset(plan: GraphPlan) -> int:
+    """The default-domain opset a plan's graph is built at: the newest its nodes were recorded at.
+
+    onnxnn's own ops are recorded at ``OPSET_VERSION``; an imported node that means something only
+    a newer opset defines carries that opset (``ir.graph.VersionedNode``). Older nodes mean the same
+    at the newer opset (see ``OPSET_VERSION``), so one graph holds them all.
+    """
+    opset = OPSET_VERSION
+    for node in plan.nodes:
+        if node.opset > opset:
+            opset = node.opset
+    return opset
+
+
 def build_model(plan: GraphPlan, input_roles: list | None = None, output_names: list | None = None,
-                opset_version: int = OPSET_VERSION, graph_name: str = "onnxnn") -> onnx.ModelProto:
+                opset_version: int | None = None, graph_name: str = "onnxnn") -> onnx.ModelProto:
     """Builds the ONNX model of a plan.
 
     Args:
@@ -144,8 +159,15 @@ def build_model(plan: GraphPlan, input_roles: list | None = None, output_names: 
             ``("initializer", name)`` to embed its value; by default all are graph inputs
             ``input_0, input_1, ...``. Static constants (axes, shapes) are always initializers.
         output_names: names of the plan's outputs (default ``output_0, ...``).
-        opset_version: the default-domain opset to declare.
+        opset_version: the default-domain opset to declare; by default the plan's (``plan_opset``).
+            One older than a node's opset raises ValueError: the node means nothing there.
     """
+    newest = plan_opset(plan)
+    if opset_version is None:
+        opset_version = newest
+    elif opset_version < newest:
+        raise ValueError(f"build_model: the plan has nodes recorded at opset {newest}, which cannot be declared at "
+                         f"opset {opset_version}")
     names: dict = {}
     graph_inputs, initializers, onnx_nodes = [], [], []
     for position, value in enumerate(plan.inputs):

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from ..ir.device import CPU
 from ..ir.dtypes import as_dtype
-from ..ir.graph import Node, Value
+from ..ir.graph import Node, Value, VersionedNode
 from ..ir.mode import MODE, trace_data_read
+from ..ir.plan import OPSET_VERSION
 from ..ir.registry import shape_rules
 from .depth import pending_depth
 from .shape_inference import infer_node_outputs, run_node_eagerly
@@ -48,17 +49,23 @@ def different_devices(op_type: str, first, second) -> RuntimeError:
 
 
 def record_scanned(op_type: str, inputs: tuple, attrs: dict | None, domain: str, num_outputs: int | None,
-                   where, depth: int) -> tuple:
-    """``record`` once the caller has found the inputs' device and deepest pending node."""
+                   where, depth: int, opset: int | None = None) -> tuple:
+    """``record`` once the caller has found the inputs' device and deepest pending node.
+
+    ``opset``, when given, records a default-domain op at that (newer) opset: a ``VersionedNode``.
+    """
     if attrs is None:
         attrs = _NO_ATTRIBUTES
     rule = _SHAPE_RULES.get((domain, op_type))
     if rule is None:
-        return _record_without_rule(op_type, inputs, attrs, domain, num_outputs)
+        return _record_without_rule(op_type, inputs, attrs, domain, num_outputs, opset)
     metas = rule(inputs, attrs)
     if num_outputs is not None and num_outputs < len(metas):
         metas = metas[:num_outputs]  # optional outputs the caller does not want (MaxPool's Indices)
-    node = Node(op_type, domain, inputs, attrs, len(metas), depth + 1)
+    if opset is None:
+        node = Node(op_type, domain, inputs, attrs, len(metas), depth + 1)
+    else:
+        node = VersionedNode(op_type, domain, inputs, attrs, len(metas), depth + 1, opset)
     if where is None:
         where = CPU
     if len(metas) == 1:
@@ -72,21 +79,30 @@ def record_scanned(op_type: str, inputs: tuple, attrs: dict | None, domain: str,
     return outputs
 
 
+def _node(op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int, depth: int,
+          opset: int | None) -> Node:
+    if opset is None:
+        return Node(op_type, domain, inputs, attrs, num_outputs, depth)
+    return VersionedNode(op_type, domain, inputs, attrs, num_outputs, depth, opset)
+
+
 _SHAPE_RULES = shape_rules.table  # bound once: record() runs for every op
 _NO_ATTRIBUTES: dict = {}  # shared by every node without attributes; node attributes are never mutated
 
 
-def _record_without_rule(op_type: str, inputs: tuple, attrs: dict, domain: str, num_outputs: int | None) -> tuple:
+def _record_without_rule(op_type: str, inputs: tuple, attrs: dict, domain: str, num_outputs: int | None,
+                         opset: int | None) -> tuple:
     """Ops with no registered shape rule: ONNX shape inference, or computing the node at once."""
     where = next((value.device for value in inputs if value is not None), CPU)
-    metas = infer_node_outputs(op_type, domain, inputs, attrs, num_outputs)
+    at = OPSET_VERSION if opset is None else opset
+    metas = infer_node_outputs(op_type, domain, inputs, attrs, num_outputs, at)
     if metas is None:
         trace_data_read()  # the node is computed now: what follows depends on its data
-        arrays = run_node_eagerly(op_type, domain, inputs, attrs, num_outputs)
-        node = Node(op_type, domain, inputs, attrs, len(arrays), 1)
+        arrays = run_node_eagerly(op_type, domain, inputs, attrs, num_outputs, at)
+        node = _node(op_type, domain, inputs, attrs, len(arrays), 1, opset)
         return tuple(Value(node, i, array.shape, as_dtype(array.dtype), where, array)
                      for i, array in enumerate(arrays))
-    node = Node(op_type, domain, inputs, attrs, len(metas), 1 + max(map(pending_depth, inputs), default=0))
+    node = _node(op_type, domain, inputs, attrs, len(metas), 1 + max(map(pending_depth, inputs), default=0), opset)
     outputs = tuple(Value(node, i, shape, out_dtype, where) for i, (shape, out_dtype) in enumerate(metas))
     trace = MODE.trace
     if trace is not None:

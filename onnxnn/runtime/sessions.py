@@ -7,6 +7,7 @@ result rounded back, as PyTorch and onnxnn's kernels compute them.
 """
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 
 import numpy as np
@@ -17,9 +18,57 @@ from ..ir.caches import register_cache
 from ..ir.dtypes import bfloat16
 from ..ir.executors import register_executor
 from ..ir.mode import MODE
-from ..ir.plan import GraphPlan, build_model
+from ..ir.plan import IR_VERSION, OPSET_VERSION, GraphPlan, build_model
 
-__all__ = ["CompiledSession", "SessionCache", "create_session", "SINGLE_THREAD_ELEMENTS"]
+__all__ = ["CompiledSession", "SessionCache", "create_session", "newest_onnxruntime_opset", "check_onnxruntime_opset",
+           "SINGLE_THREAD_ELEMENTS"]
+
+
+@functools.lru_cache(maxsize=None)
+def newest_onnxruntime_opset() -> int:
+    """The newest default-domain opset the installed onnxruntime loads (found by trying, once)."""
+    import onnxruntime  # deferred: importing onnxruntime costs ~0.3 s, paid only when a session is built
+    newest = OPSET_VERSION
+    for candidate in range(OPSET_VERSION + 1, onnx.defs.onnx_opset_version() + 1):
+        graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe",
+                                  [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
+                                  [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", candidate)], ir_version=IR_VERSION)
+        try:
+            onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        except Exception:
+            break
+        newest = candidate
+    return newest
+
+
+def _default_opset(model: onnx.ModelProto) -> int | None:
+    return next((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), None)
+
+
+def check_onnxruntime_opset(model: onnx.ModelProto) -> None:
+    """Raises a RuntimeError naming the opset ``model`` needs when the installed onnxruntime cannot load it.
+
+    A graph is built at the newest opset its nodes were recorded at (``ir.plan.plan_opset``): an
+    imported node that means something only a newer opset defines needs that opset.
+    """
+    opset = _default_opset(model)
+    newest = newest_onnxruntime_opset()
+    if opset is None or opset <= newest:
+        return
+    newer = set()
+    for node in model.graph.node:
+        if node.domain in ("", "ai.onnx"):
+            try:
+                if onnx.defs.get_schema(node.op_type, opset, "").since_version > newest:
+                    newer.add(node.op_type)
+            except onnx.defs.SchemaError:
+                continue
+    import onnxruntime  # deferred, as above (already imported by newest_onnxruntime_opset)
+    needing = f" (for {sorted(newer)} as that opset defines them)" if newer else ""
+    raise RuntimeError(f"this graph needs ONNX opset {opset}{needing}, but the installed onnxruntime "
+                       f"{onnxruntime.__version__} runs opsets up to {newest}: run it with onnxnn's kernels "
+                       f"(onnxnn.set_executor('kernels')) or install a newer onnxruntime")
 
 
 def _widen_bfloat16_io(model: onnx.ModelProto) -> tuple[list[int], list[int]]:
@@ -177,6 +226,7 @@ class CompiledSession:
             providers = [("CUDAExecutionProvider", {"device_id": device.index or 0}), "CPUExecutionProvider"]
         if threads is None:
             threads = 1 if _work_estimate(model) < SINGLE_THREAD_ELEMENTS else MODE.intra_op_threads
+        check_onnxruntime_opset(model)
         if ROUND_LOW_PRECISION_PER_OP and _mentions_low_precision(model):
             model = _round_per_op(model)
         try:

@@ -14,7 +14,7 @@ from onnx import helper
 from ..ir import dtypes
 from ..ir.plan import OPSET_VERSION, onnx_attribute_value
 from .realization import realize
-from .sessions import create_session
+from .sessions import check_onnxruntime_opset, create_session
 
 __all__ = ["infer_node_outputs", "run_node_eagerly"]
 
@@ -46,9 +46,10 @@ def _default_output_count(op_type: str, domain: str, opset: int) -> int:
     return max(1, len(required))
 
 
-def infer_node_outputs(op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int | None = None):
-    """Output (shape, dtype) pairs by ONNX shape inference, or None when a shape depends on data."""
-    model, output_names = _node_model(op_type, domain, inputs, attrs, num_outputs, OPSET_VERSION)
+def infer_node_outputs(op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int | None = None,
+                       opset: int = OPSET_VERSION):
+    """Output (shape, dtype) pairs by ONNX shape inference at ``opset``, or None when a shape depends on data."""
+    model, output_names = _node_model(op_type, domain, inputs, attrs, num_outputs, opset)
     try:
         inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     except Exception as error:
@@ -67,13 +68,15 @@ def infer_node_outputs(op_type: str, domain: str, inputs: tuple, attrs: dict, nu
     return metas
 
 
-def run_node_eagerly(op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int | None = None) -> list:
-    """Realizes the inputs and computes the node with onnxruntime now; returns the output arrays."""
+def run_node_eagerly(op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int | None = None,
+                     opset: int = OPSET_VERSION) -> list:
+    """Realizes the inputs and computes the node (at ``opset``) with onnxruntime now; returns the output arrays."""
     realize([value for value in inputs if value is not None])
-    model, output_names = _node_model(op_type, domain, inputs, attrs, num_outputs, OPSET_VERSION)
+    model, output_names = _node_model(op_type, domain, inputs, attrs, num_outputs, opset)
     del model.graph.initializer[:]
     for output in model.graph.output:
         output.type.tensor_type.elem_type = onnx.TensorProto.UNDEFINED
+    check_onnxruntime_opset(model)
     model = onnx.shape_inference.infer_shapes(model)
     session = create_session(model, threads=1)
     feeds = {f"input_{i}": value.data for i, value in enumerate(inputs) if value is not None}

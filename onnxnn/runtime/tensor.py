@@ -45,12 +45,14 @@ def _torch_name(op_type: str) -> str:
 
 
 def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str | None = None,
-             domain: str = "", num_outputs: int | None = None):
+             domain: str = "", num_outputs: int | None = None, opset: int | None = None):
     """Records ``op_type`` over tensors (or constant Values) and wraps the outputs as Tensors.
 
     When gradients are enabled and an input requires grad, the outputs get a ``grad_fn`` that
     keeps the node for backward. ``num_outputs`` limits the outputs to the first ones (ONNX
-    optional outputs). Returns one Tensor, or a tuple for multi-output ops.
+    optional outputs). ``opset`` records a default-domain op at a newer opset than onnxnn's
+    (an imported node that means something only that opset defines). Returns one Tensor, or a
+    tuple for multi-output ops.
     """
     # One pass over the inputs finds their values, whether any requires grad, their device and the
     # deepest pending node (graph.record's scan, merged here because this runs for every op).
@@ -77,7 +79,7 @@ def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str |
                 raise different_devices(op_type, where, value.device)
             if value.data is None and value.node.depth > depth:
                 depth = value.node.depth
-    outputs = record_scanned(op_type, tuple(values), attrs, domain, num_outputs, where, depth)
+    outputs = record_scanned(op_type, tuple(values), attrs, domain, num_outputs, where, depth, opset)
     function = None
     function_needed = requires_grad and MODE.grad.enabled and (domain, op_type) not in _NON_DIFFERENTIABLE
     if function_needed:

@@ -31,7 +31,7 @@ structure's first takes the general backward driver until it has come back a few
 """
 from __future__ import annotations
 
-from ...ir.graph import Node, Value
+from ...ir.graph import Value
 from ...ir.plan import GraphPlan
 from ...ir.registry import decompositions
 from ...ir.caches import register_cache
@@ -212,8 +212,7 @@ def _fed_plan(family: _Family, fed: list, graph: GraphPlan, key) -> GraphPlan:
         fed_values.append(inputs[input_index])
     for node_index, inputs in rewired.items():
         node = nodes[node_index]
-        copy = Node(node.op_type, node.domain, tuple(inputs), node.attrs, node.num_outputs, node.depth,
-                    node._signature)
+        copy = node.rewired(tuple(inputs))
         copy.position = node.position  # the plan's pending values name their producers by position
         nodes[node_index] = copy
     return GraphPlan(nodes, list(graph.inputs) + fed_values, graph.outputs, key)

@@ -108,7 +108,9 @@ def _compile(plan: GraphPlan, name: str):
         # One executor lacks an op or dtype here (onnxruntime has no float64 Erf): the other may have it.
         try:
             return _compiled(plan, _other(chosen))
-        except (RuntimeError, NotImplementedError, TypeError):
+        except (RuntimeError, NotImplementedError, TypeError) as other_error:
+            # Both reasons matter: an op one executor lacks, an opset the other cannot load.
+            error.add_note(f"(the {_other(chosen)} executor cannot run it either: {other_error})")
             raise error from None
 
 
