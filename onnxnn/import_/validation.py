@@ -6,8 +6,9 @@ onnx's checker validates structure; these cover what it lets through or reports 
   back as ``bytes`` (or raises ``UnicodeDecodeError`` on access, depending on the protobuf
   build), so a malformed name or attribute string would fail far from its cause;
 - domains: every node's domain must be one onnxnn runs (the default domain, ``ai.onnx.ml``
-  through onnxruntime, ``ai.onnx.preview.training``), so an unknown one is refused at load time,
-  naming the op and the domain, rather than at the first forward;
+  through onnxruntime, ``ai.onnx.preview.training``) or the node an op onnxnn has an importer
+  for in its domain (onnxruntime's ``com.microsoft`` ops, ``contrib``), so an unknown one is
+  refused at load time, naming the op, the domain and its opset, rather than at the first forward;
 - shapes: onnx's strict shape inference (what ``check_model(full_check=True)`` runs) over the
   declared input shapes finds attributes that contradict their inputs (a Transpose ``perm`` out
   of range, a Concat ``axis`` beyond the rank), naming the node. It runs on the model as written,
@@ -24,6 +25,7 @@ import onnx
 from google.protobuf.descriptor import FieldDescriptor
 
 from ..errors import ModelLoadError
+from ..ir.registry import importers
 
 __all__ = ["check_strings", "check_domains", "check_shapes", "RUNNABLE_DOMAINS", "ML_DOMAIN"]
 
@@ -103,12 +105,14 @@ def check_domains(model: onnx.ModelProto, source: str) -> None:
     """
     versions = {entry.domain: entry.version for entry in model.opset_import}
     for node, index in _nodes(model.graph):
-        if node.domain not in RUNNABLE_DOMAINS:
+        if node.domain not in RUNNABLE_DOMAINS and (node.domain, node.op_type) not in importers:
             name = f"'{node.name}'" if node.name else f"#{index}"
+            other_domains = sorted({domain for domain, _ in importers.table if domain not in RUNNABLE_DOMAINS})
             raise ModelLoadError(
                 f"{source}: onnxnn has no implementation for op_type '{node.op_type}' of domain '{node.domain}' "
                 f"(opset {versions.get(node.domain, 'not imported')}), used by node {name}; onnxnn runs the "
-                f"default domain and {sorted(d for d in RUNNABLE_DOMAINS if d and d != 'ai.onnx')}")
+                f"default domain, {sorted(d for d in RUNNABLE_DOMAINS if d and d != 'ai.onnx')} and some ops "
+                f"of {other_domains} (onnxnn.import_.contrib)")
 
 
 def _without_weights(model: onnx.ModelProto) -> onnx.ModelProto:

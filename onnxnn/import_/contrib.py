@@ -1,0 +1,257 @@
+"""Importers of onnxruntime's ``com.microsoft`` contrib ops, written in onnxnn's own Tensor ops.
+
+Models optimized for onnxruntime (its transformer optimizer, Hugging Face optimum) replace
+subgraphs by fused ``com.microsoft`` ops: FusedMatMul, the Gelu family, SkipLayerNormalization,
+Attention... Each importer here replays one such node as the standard ops it fuses, following
+onnxruntime's contrib op documentation (``docs/ContribOperators.md``) and checked against
+onnxruntime itself in ``tests/import_/test_contrib_ops.py``. Replaying them as ordinary ops means
+that recording stays lazy (every op has its shape rule), gradients come from the ordinary
+gradient rules (an optimized model fine-tunes like its plain export), both executors run them,
+and a re-exported module is standard ONNX that any runtime runs.
+
+What a node asks for that onnxnn does not replay (an attention cache, a packed layout) raises
+NotImplementedError naming the node, its op and the input or attribute, when the module runs.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ir import dtypes
+from ..ir.registry import importers
+from ..nn import functional as F
+from ..runtime import creation, ops
+from ..runtime.tensor import Tensor
+from .importers import NodeCall, constant_tensor
+
+__all__ = ["CONTRIB_DOMAIN"]
+
+CONTRIB_DOMAIN = "com.microsoft"
+
+# onnxruntime's defaults (contrib_defs.cc): SkipLayerNormalization's epsilon and the value
+# attention adds to the scores of masked keys.
+_SKIP_LAYER_NORM_EPSILON = 1e-12
+_MASK_FILTER_VALUE = -10000.0
+
+
+def _as_float32(value: float) -> float:
+    # onnxruntime reads FLOAT attributes as float32, whatever the data's dtype.
+    return float(np.float32(value))
+
+
+def _unsupported(call: NodeCall, what: str) -> NotImplementedError:
+    return NotImplementedError(f"{call.op_type} node '{call.name}' (domain '{CONTRIB_DOMAIN}'): onnxnn does not "
+                               f"replay {what}")
+
+
+# ----------------------------------------------------------------------------- matrix products
+
+def _transposed_operand(tensor: Tensor, trans: int, trans_batch: int) -> Tensor:
+    """FusedMatMul's operand as MatMul sees it: transBatch moves dim 0 before the matrix's last
+    dim (``[M, b..., K] -> [b..., M, K]``), then trans swaps the last two dims."""
+    rank = len(tensor.shape)
+    if rank < 2:
+        return tensor
+    if trans_batch and rank > 2:
+        tensor = tensor.permute(*range(1, rank - 1), 0, rank - 1)
+    if trans:
+        tensor = tensor.transpose(-1, -2)
+    return tensor
+
+
+@importers.register("FusedMatMul", domain=CONTRIB_DOMAIN)
+def FusedMatMul(call: NodeCall, A, B, *, alpha=1.0, transA=0, transB=0, transBatchA=0, transBatchB=0):
+    product = ops.matmul(_transposed_operand(A, transA, transBatchA), _transposed_operand(B, transB, transBatchB))
+    return (product if alpha == 1.0 else product * _as_float32(alpha),)
+
+
+# ----------------------------------------------------------------------------- the Gelu family
+
+@importers.register("Gelu", domain=CONTRIB_DOMAIN)
+def Gelu(call: NodeCall, X):
+    return (F.gelu(X),)
+
+
+@importers.register("BiasGelu", domain=CONTRIB_DOMAIN)
+def BiasGelu(call: NodeCall, A, B):
+    return (F.gelu(A + B),)
+
+
+@importers.register("FastGelu", domain=CONTRIB_DOMAIN)
+def FastGelu(call: NodeCall, X, bias=None):
+    # 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))): Gelu's tanh approximation.
+    return (F.gelu(X if bias is None else X + bias, approximate="tanh"),)
+
+
+@importers.register("QuickGelu", domain=CONTRIB_DOMAIN)
+def QuickGelu(call: NodeCall, X, *, alpha=1.702):
+    return (X * ops.sigmoid(X * _as_float32(alpha)),)
+
+
+@importers.register("BiasSplitGelu", domain=CONTRIB_DOMAIN)
+def BiasSplitGelu(call: NodeCall, X, bias):
+    # Stable Diffusion's GEGLU: the biased input's first half gated by the Gelu of its second half.
+    left, right = (X + bias).chunk(2, dim=-1)
+    return (left * F.gelu(right),)
+
+
+@importers.register("BiasAdd", domain=CONTRIB_DOMAIN)
+def BiasAdd(call: NodeCall, X, bias, skip):
+    return (X + bias + skip,)
+
+
+# ----------------------------------------------------------------------------- layer normalizations
+
+def _skip_sum(input: Tensor, skip: Tensor, bias: Tensor | None) -> Tensor:
+    total = input + skip
+    return total if bias is None else total + bias
+
+
+def _normalized(total: Tensor, epsilon: float, centered: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """``(normalized, mean, inv_std_var)`` over the last dim, statistics kept as ``[..., 1]``."""
+    mean = total.mean(-1, keepdim=True)
+    centered_total = total - mean if centered else total
+    variance = (centered_total * centered_total).mean(-1, keepdim=True)
+    inv_std_var = (variance + _as_float32(epsilon)).rsqrt()
+    return centered_total * inv_std_var, mean, inv_std_var
+
+
+@importers.register("SkipLayerNormalization", domain=CONTRIB_DOMAIN)
+def SkipLayerNormalization(call: NodeCall, input, skip, gamma, beta=None, bias=None, *,
+                           epsilon=_SKIP_LAYER_NORM_EPSILON):
+    """LayerNorm(input + skip + bias) * gamma + beta; also the mean, 1/std and the sum."""
+    total = _skip_sum(input, skip, bias)
+    normalized, mean, inv_std_var = _normalized(total, epsilon, centered=True)
+    output = normalized * gamma
+    if beta is not None:
+        output = output + beta
+    return (output, mean, inv_std_var, total)[:call.num_outputs]
+
+
+@importers.register("SkipSimplifiedLayerNormalization", domain=CONTRIB_DOMAIN)
+def SkipSimplifiedLayerNormalization(call: NodeCall, input, skip, gamma, bias=None, *,
+                                     epsilon=_SKIP_LAYER_NORM_EPSILON):
+    """RMSNorm(input + skip + bias) * gamma; outputs as SkipLayerNormalization's.
+
+    The mean output is zeros, as onnxruntime writes it: RMSNorm subtracts no mean.
+    """
+    total = _skip_sum(input, skip, bias)
+    normalized, mean, inv_std_var = _normalized(total, epsilon, centered=False)
+    return (normalized * gamma, creation.zeros_like(mean), inv_std_var, total)[:call.num_outputs]
+
+
+# ----------------------------------------------------------------------------- attention
+
+def _split_heads(tensor: Tensor, num_heads: int) -> Tensor:
+    """``[B, S, N * H] -> [B, N, S, H]``."""
+    batch, length, hidden = tensor.shape
+    return tensor.reshape(batch, length, num_heads, hidden // num_heads).transpose(1, 2)
+
+
+def _merge_heads(tensor: Tensor) -> Tensor:
+    """``[B, N, S, H] -> [B, S, N * H]``."""
+    batch, heads, length, size = tensor.shape
+    return tensor.transpose(1, 2).reshape(batch, length, heads * size)
+
+
+def _key_mask_bias(call: NodeCall, mask: Tensor, batch: int, query_length: int, key_length: int,
+                   filter_value: float, dtype) -> Tensor:
+    """The additive score bias of a key mask, broadcast to ``[B, 1, S, T]``.
+
+    A mask of shape ``[B, T]`` (or ``[B, S, T]``) holds 1 for keys to attend and 0 for masked ones;
+    one of shape ``[B]`` holds each sequence's length (keys at and after it are masked).
+    """
+    shape = tuple(mask.shape)
+    if shape == (batch,):
+        positions = creation.arange(key_length, dtype=dtypes.int64)
+        keep = positions.reshape(1, key_length) < mask.to(dtypes.int64).reshape(batch, 1)
+        keep = keep.reshape(batch, 1, 1, key_length)
+    elif shape == (batch, key_length):
+        keep = (mask != 0).reshape(batch, 1, 1, key_length)
+    elif shape == (batch, query_length, key_length):
+        keep = (mask != 0).reshape(batch, 1, query_length, key_length)
+    else:
+        raise _unsupported(call, f"a mask of shape {list(shape)} (only [batch], [batch, total_sequence] and "
+                                 f"[batch, sequence, total_sequence])")
+    return ops.where(keep, constant_tensor(np.zeros((), dtype.numpy_dtype)),
+                     constant_tensor(np.array(filter_value, dtype.numpy_dtype)))
+
+
+def _attend(call: NodeCall, query: Tensor, key: Tensor, value: Tensor, *, scale: float, bias: Tensor | None,
+            causal: bool, filter_value: float) -> Tensor:
+    """softmax(q k^T * scale + bias) v over ``[B, N, S, H]`` heads, future keys masked when causal."""
+    scale = scale or 1.0 / math.sqrt(query.shape[-1])
+    scores = ops.matmul(query, key.transpose(-1, -2)) * _as_float32(scale)
+    if bias is not None:
+        scores = scores + bias
+    if causal:
+        query_length, key_length = scores.shape[-2], scores.shape[-1]
+        # With a cache the queries are the last query_length of the keys' positions.
+        allowed = np.tril(np.ones((query_length, key_length), dtype=bool), key_length - query_length)
+        causal_bias = np.where(allowed, 0, filter_value).astype(scores.dtype.numpy_dtype)
+        scores = scores + constant_tensor(causal_bias)
+    return ops.matmul(ops.softmax(scores, -1), value)
+
+
+@importers.register("Attention", domain=CONTRIB_DOMAIN)
+def Attention(call: NodeCall, input, weights, bias=None, mask_index=None, past=None, attention_bias=None,
+              past_sequence_length=None, *, num_heads, unidirectional=0, qkv_hidden_sizes=None,
+              mask_filter_value=_MASK_FILTER_VALUE, scale=0.0, do_rotary=0, past_present_share_buffer=0,
+              rotary_embedding_dim=0):
+    """BERT's and GPT-2's self-attention with its input projection: ``[B, S, D] -> [B, S, Hv]``."""
+    if past is not None or past_sequence_length is not None:
+        raise _unsupported(call, "a past key/value cache (input 'past')")
+    if do_rotary:
+        raise _unsupported(call, "do_rotary=1")
+    projected = ops.matmul(input, weights)
+    if bias is not None:
+        projected = projected + bias
+    hidden = weights.shape[-1] // 3
+    sizes = list(qkv_hidden_sizes) if qkv_hidden_sizes else [hidden] * 3
+    query, key, value = (_split_heads(part, num_heads) for part in projected.split(sizes, dim=-1))
+    batch, query_length = input.shape[0], input.shape[1]
+    score_bias = attention_bias
+    if mask_index is not None:
+        mask_bias = _key_mask_bias(call, mask_index, batch, query_length, query_length,
+                                   _as_float32(mask_filter_value), input.dtype)
+        score_bias = mask_bias if score_bias is None else score_bias + mask_bias
+    attended = _attend(call, query, key, value, scale=scale, bias=score_bias, causal=bool(unidirectional),
+                       filter_value=_as_float32(mask_filter_value))
+    outputs = [_merge_heads(attended)]
+    if call.num_outputs > 1:
+        outputs.append(ops.stack([key, value], 0))  # present: [2, B, N, T, H]
+    return tuple(outputs)
+
+
+@importers.register("MultiHeadAttention", domain=CONTRIB_DOMAIN)
+def MultiHeadAttention(call: NodeCall, query, key=None, value=None, bias=None, key_padding_mask=None,
+                       attention_bias=None, past_key=None, past_value=None, *args, num_heads,
+                       mask_filter_value=_MASK_FILTER_VALUE, scale=0.0, unidirectional=0):
+    """Attention over projected query, key and value ``[B, S, D]`` (key/value also as ``[B, N, L, H]``)."""
+    if past_key is not None or past_value is not None or args:
+        raise _unsupported(call, "a past key/value cache or the packed cache inputs")
+    if key is None or value is None or len(query.shape) != 3:
+        raise _unsupported(call, "packed query/key/value layouts (key or value omitted)")
+    if len(key.shape) == 5:
+        raise _unsupported(call, "a packed key/value input of rank 5")
+    hidden = query.shape[-1]
+    if bias is not None:
+        key_hidden = hidden if len(key.shape) == 3 else 0
+        query_bias, key_bias, value_bias = bias.split([hidden, hidden, bias.shape[0] - 2 * hidden], dim=0)
+        query = query + query_bias
+        if key_hidden:
+            key = key + key_bias
+            value = value + value_bias
+    heads_query = _split_heads(query, num_heads)
+    heads_key = key if len(key.shape) == 4 else _split_heads(key, num_heads)
+    heads_value = value if len(value.shape) == 4 else _split_heads(value, num_heads)
+    batch, query_length, key_length = query.shape[0], query.shape[1], heads_key.shape[2]
+    score_bias = attention_bias
+    if key_padding_mask is not None:
+        mask_bias = _key_mask_bias(call, key_padding_mask, batch, query_length, key_length,
+                                   _as_float32(mask_filter_value), query.dtype)
+        score_bias = mask_bias if score_bias is None else score_bias + mask_bias
+    attended = _attend(call, heads_query, heads_key, heads_value, scale=scale, bias=score_bias,
+                       causal=bool(unidirectional), filter_value=_as_float32(mask_filter_value))
+    return (_merge_heads(attended), heads_key, heads_value)[:call.num_outputs]

@@ -1,0 +1,228 @@
+"""onnxruntime's com.microsoft contrib ops in imported models (onnxnn/import_/contrib.py).
+
+One row per case: a one-node model (opset_import ai.onnx 21 and com.microsoft 1) imported with
+``from_onnx`` must compute what onnxruntime's own kernel computes on the same model, on both of
+onnxnn's executors, and its gradients must match float64 central differences (the same node
+with DOUBLE inputs, which onnxnn replays in float64 ops; onnxruntime has no float64 kernels for
+most contrib ops, so the forward comparison is in float32).
+
+Forward tolerance: both sides round each of the ``terms`` operations of the longest chain
+(reductions count their length) once in float32, so they differ by at most
+``2 * gamma(terms) * magnitude`` plus a few ulps of the transcendental functions; ``magnitude``
+bounds the absolute values the chain sums (``1 + |result|`` times the row's ``scale``, the
+largest sum of absolute products relative to the result: inputs are standard normal).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+from gradcheck import check_gradients
+from onnx import TensorProto, helper
+from tolerances import accumulation_bound, assert_within, ulps
+
+import onnxnn
+from onnxnn.errors import ModelLoadError
+from onnxnn.import_ import from_onnx
+
+MS = "com.microsoft"
+OPSETS = [helper.make_opsetid("", 21), helper.make_opsetid(MS, 1)]
+
+
+@dataclasses.dataclass
+class Case:
+    op_type: str
+    make_inputs: Callable[[np.random.Generator], list]  # arrays (None: an omitted optional input)
+    attrs: dict = dataclasses.field(default_factory=dict)
+    num_outputs: int = 1
+    terms: int = 8      # rounded operations along the longest chain (see the module docstring)
+    scale: float = 4.0  # magnitude of the summed terms relative to 1 + |result|
+    id: str = ""
+    # For ops onnxruntime's CPU provider lacks (its CUDA provider has them): the op's definition
+    # in numpy, float64, from onnxruntime's contrib op documentation.
+    reference: Callable | None = None
+
+    def __str__(self) -> str:
+        return self.id or self.op_type
+
+
+def _normal(*shape):
+    return lambda rng: rng.standard_normal(shape)
+
+
+def _inputs(*makers):
+    def make(rng):
+        return [None if maker is None else maker(rng) if callable(maker) else maker for maker in makers]
+    return make
+
+
+def _gelu(x):
+    return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+
+
+def _bias_split_gelu(x, bias):
+    left, right = np.split(x + bias, 2, axis=-1)
+    return [left * _gelu(right)]
+
+
+def _mask(batch, length, valid):
+    """A [batch, length] int32 key mask: 1 for the first ``valid[b]`` keys of each row."""
+    return lambda rng: (np.arange(length)[None, :] < np.array(valid)[:, None]).astype(np.int32)
+
+
+HIDDEN, HEADS = 8, 2
+CASES = [
+    Case("FusedMatMul", _inputs(_normal(2, 3, 4), _normal(2, 4, 5)), {}, terms=4, id="FusedMatMul"),
+    Case("FusedMatMul", _inputs(_normal(2, 4, 3), _normal(2, 5, 4)),
+         {"alpha": 0.125, "transA": 1, "transB": 1}, terms=5, id="FusedMatMul-trans-alpha"),
+    Case("FusedMatMul", _inputs(_normal(3, 2, 4), _normal(2, 4, 5)), {"transBatchA": 1}, terms=4,
+         id="FusedMatMul-transBatchA"),
+    Case("FusedMatMul", _inputs(_normal(4, 2, 3), _normal(2, 4, 5)), {"transBatchA": 1, "transA": 1}, terms=4,
+         id="FusedMatMul-transBatchA-transA"),
+    Case("FusedMatMul", _inputs(_normal(2, 3, 4), _normal(5, 2, 4)), {"transBatchB": 1, "transB": 1}, terms=4,
+         id="FusedMatMul-transBatchB-transB"),
+    Case("Gelu", _inputs(_normal(2, 3, 4)), terms=4),
+    Case("BiasGelu", _inputs(_normal(2, 3, 4), _normal(4)), terms=5),
+    Case("FastGelu", _inputs(_normal(2, 3, 4)), terms=8, id="FastGelu"),
+    Case("FastGelu", _inputs(_normal(2, 3, 4), _normal(4)), terms=9, id="FastGelu-bias"),
+    Case("QuickGelu", _inputs(_normal(2, 3, 4)), {"alpha": 1.5}, terms=4),
+    Case("BiasSplitGelu", _inputs(_normal(2, 3, 8), _normal(8)), terms=6, reference=_bias_split_gelu),
+    Case("BiasAdd", _inputs(_normal(2, 3, 4), _normal(4), _normal(2, 3, 4)), terms=2,
+         reference=lambda x, bias, skip: [x + bias + skip]),
+    Case("SkipLayerNormalization", _inputs(_normal(2, 3, 8), _normal(2, 3, 8), _normal(8), _normal(8), _normal(8)),
+         {"epsilon": 1e-5}, num_outputs=4, terms=24, id="SkipLayerNormalization-all-outputs"),
+    Case("SkipLayerNormalization", _inputs(_normal(2, 3, 8), _normal(2, 3, 8), _normal(8)), terms=24,
+         id="SkipLayerNormalization-no-beta-no-bias"),
+    Case("SkipSimplifiedLayerNormalization", _inputs(_normal(2, 3, 8), _normal(2, 3, 8), _normal(8), _normal(8)),
+         {"epsilon": 1e-6}, num_outputs=4, terms=24),
+    Case("Attention", _inputs(_normal(2, 4, HIDDEN), _normal(HIDDEN, 3 * HIDDEN), _normal(3 * HIDDEN)),
+         {"num_heads": HEADS}, terms=40, scale=64.0, id="Attention"),
+    Case("Attention", _inputs(_normal(2, 4, HIDDEN), _normal(HIDDEN, 3 * HIDDEN), _normal(3 * HIDDEN),
+                              _mask(2, 4, [4, 2])),
+         {"num_heads": HEADS}, terms=40, scale=64.0, id="Attention-mask-2d"),
+    Case("Attention", _inputs(_normal(2, 4, HIDDEN), _normal(HIDDEN, 3 * HIDDEN), _normal(3 * HIDDEN),
+                              np.array([3, 1], np.int32)),
+         {"num_heads": HEADS}, terms=40, scale=64.0, id="Attention-mask-lengths"),
+    Case("Attention", _inputs(_normal(2, 4, HIDDEN), _normal(HIDDEN, 3 * HIDDEN), _normal(3 * HIDDEN)),
+         {"num_heads": HEADS, "unidirectional": 1, "scale": 0.3}, num_outputs=2, terms=40, scale=64.0,
+         id="Attention-causal-present"),
+    Case("MultiHeadAttention", _inputs(_normal(2, 3, HIDDEN), _normal(2, 5, HIDDEN), _normal(2, 5, HIDDEN)),
+         {"num_heads": HEADS}, terms=24, scale=16.0, id="MultiHeadAttention"),
+    Case("MultiHeadAttention", _inputs(_normal(2, 3, HIDDEN), _normal(2, 5, HIDDEN), _normal(2, 5, HIDDEN),
+                                       _normal(3 * HIDDEN), _mask(2, 5, [5, 3]), _normal(2, HEADS, 3, 5)),
+         {"num_heads": HEADS, "scale": 0.4}, num_outputs=3, terms=24, scale=16.0,
+         id="MultiHeadAttention-bias-mask-attention_bias-present"),
+    Case("MultiHeadAttention", _inputs(_normal(2, 4, HIDDEN), _normal(2, 4, HIDDEN), _normal(2, 4, HIDDEN)),
+         {"num_heads": HEADS, "unidirectional": 1}, terms=24, scale=16.0, id="MultiHeadAttention-causal"),
+]
+
+_ONNX_TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float64): TensorProto.DOUBLE,
+               np.dtype(np.int32): TensorProto.INT32, np.dtype(np.int64): TensorProto.INT64}
+
+
+def _model(case: Case, arrays: list, output_shapes=None) -> onnx.ModelProto:
+    """The one-node model; onnx's checker wants output shapes, which onnxruntime's run tells
+    (``output_shapes``; None for the model that onnxruntime runs first)."""
+    names = ["" if array is None else f"in_{position}" for position, array in enumerate(arrays)]
+    while names and not names[-1]:
+        names.pop()
+    outputs = [f"out_{position}" for position in range(case.num_outputs)]
+    node = helper.make_node(case.op_type, names, outputs, domain=MS, **case.attrs)
+    graph = helper.make_graph(
+        [node], "contrib",
+        [helper.make_tensor_value_info(name, _ONNX_TYPES[array.dtype], array.shape)
+         for name, array in zip(names, arrays) if name],
+        [helper.make_tensor_value_info(name, _ONNX_TYPES[arrays[0].dtype], shape)
+         for name, shape in zip(outputs, output_shapes or [None] * len(outputs))])
+    return helper.make_model(graph, opset_imports=OPSETS, ir_version=10)
+
+
+def _arrays(case: Case, dtype) -> list:
+    arrays = case.make_inputs(np.random.default_rng(0))
+    return [None if array is None else array.astype(dtype) if array.dtype.kind == "f" else array
+            for array in arrays]
+
+
+def _onnxruntime_outputs(case: Case) -> list:
+    """onnxruntime's outputs for the float32 inputs of ``case`` (or its reference's, rounded to float32)."""
+    arrays = _arrays(case, np.float32)
+    if case.reference is not None:
+        return [np.asarray(output, np.float32)
+                for output in case.reference(*(a.astype(np.float64) for a in arrays if a is not None))]
+    session = onnxruntime.InferenceSession(_model(case, arrays).SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    return session.run(None, {f"in_{i}": a for i, a in enumerate(arrays) if a is not None})
+
+
+def _imported(case: Case, dtype):
+    """(module, its inputs) for ``case`` with floating inputs of ``dtype``."""
+    arrays = _arrays(case, dtype)
+    shapes = [output.shape for output in _onnxruntime_outputs(case)]
+    return from_onnx(_model(case, arrays, shapes)), [array for array in arrays if array is not None]
+
+
+def _as_tuple(result) -> tuple:
+    return result if isinstance(result, tuple) else (result,)
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_forward_matches_onnxruntime(case, executor):
+    expected = _onnxruntime_outputs(case)
+    module, feeds = _imported(case, np.float32)
+    with onnxnn.set_executor(executor), onnxnn.no_grad():
+        actual = _as_tuple(module(*feeds))
+    assert len(actual) == len(expected)
+    for position, (got, want) in enumerate(zip(actual, expected)):
+        got = got.numpy()
+        assert got.dtype == want.dtype, f"output {position}"
+        bound = accumulation_bound((1 + np.abs(want)) * case.scale, case.terms) + ulps(want)
+        assert_within(got, want, bound, f"output {position} of {case}")
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_gradients_match_finite_differences(case, executor):
+    module, feeds = _imported(case, np.float64)
+    differentiable = [array.dtype.kind == "f" for array in feeds]
+
+    def first_output(*tensors):
+        return _as_tuple(module(*tensors))[0]
+
+    with onnxnn.set_executor(executor):
+        check_gradients(first_output, feeds, requires_grad=differentiable)
+
+
+def test_other_outputs_carry_gradients():
+    """SkipLayerNormalization's sum (the next layer's residual) and statistics are differentiable too."""
+    module, feeds = _imported(CASES[12], np.float64)
+
+    def all_outputs(*tensors):
+        output, mean, inv_std_var, total = module(*tensors)
+        return output + total * inv_std_var + mean
+
+    check_gradients(all_outputs, feeds)
+
+
+@pytest.mark.parametrize("op_type, domain", [("NoSuchOp", MS), ("Gelu", "my.custom.domain")])
+def test_unknown_op_or_domain_is_refused_at_import_naming_op_domain_and_opset(op_type, domain):
+    node = helper.make_node(op_type, ["x"], ["y"], domain=domain, name="the_node")
+    graph = helper.make_graph([node], "unknown", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(domain, 3)])
+    with pytest.raises(ModelLoadError, match=f"op_type '{op_type}' of domain '{domain}' \\(opset 3\\).*'the_node'"):
+        from_onnx(model)
+
+
+def test_unsupported_attention_input_names_node_and_input():
+    arrays = _arrays(CASES[15], np.float32)
+    past = np.zeros((2, 2, HEADS, 1, HIDDEN // HEADS), np.float32)
+    case = dataclasses.replace(CASES[15], make_inputs=_inputs(*arrays, None, past), num_outputs=2)
+    module = from_onnx(_model(case, arrays + [None, past], [(2, 4, HIDDEN), (2, 2, HEADS, 5, HIDDEN // HEADS)]))
+    with pytest.raises(NotImplementedError, match="Attention node 'Attention_0'.*past"):
+        module(*arrays, past)
