@@ -22,7 +22,7 @@ from ..ir import dtypes
 from ..ir.registry import importers
 from ..nn import functional as F
 from ..runtime import creation, ops
-from ..runtime.tensor import Tensor
+from ..runtime.tensor import Tensor, apply_op
 from .importers import NodeCall, constant_tensor
 
 __all__ = ["CONTRIB_DOMAIN"]
@@ -255,3 +255,114 @@ def MultiHeadAttention(call: NodeCall, query, key=None, value=None, bias=None, k
     attended = _attend(call, heads_query, heads_key, heads_value, scale=scale, bias=score_bias,
                        causal=bool(unidirectional), filter_value=_as_float32(mask_filter_value))
     return (_merge_heads(attended), heads_key, heads_value)[:call.num_outputs]
+
+
+# ----------------------------------------------------------------------------- rotary embedding
+
+def _rotated(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor:
+    """``x`` (last dim = rotary dim) rotated pairwise by the angles whose cos/sin are given (half size).
+
+    Pairs are ``(x[i], x[i + d/2])``, or ``(x[2i], x[2i + 1])`` when interleaved.
+    """
+    if interleaved:
+        pairs = x.unflatten(-1, (x.shape[-1] // 2, 2))
+        even, odd = pairs[..., 0], pairs[..., 1]
+        return ops.stack([even * cos - odd * sin, odd * cos + even * sin], -1).flatten(-2)
+    first, second = x.chunk(2, dim=-1)
+    return ops.cat([first * cos - second * sin, second * cos + first * sin], -1)
+
+
+@importers.register("RotaryEmbedding", domain=CONTRIB_DOMAIN)
+def RotaryEmbedding(call: NodeCall, input, position_ids, cos_cache, sin_cache, *, interleaved=0,
+                    is_packed_batching=0, num_heads=0, rotary_embedding_dim=0, scale=1.0):
+    """RoPE on ``[B, S, N * H]`` or ``[B, N, S, H]``: the first ``rotary_embedding_dim`` of each head rotated.
+
+    ``position_ids`` is ``[B, S]``, or ``[1]``: the first position, the others following it.
+    """
+    if is_packed_batching:
+        raise _unsupported(call, "is_packed_batching=1")
+    rotary_half = cos_cache.shape[-1]
+    batch = input.shape[0]
+    if len(input.shape) == 3:
+        length = input.shape[1]
+        head_size = input.shape[2] // num_heads if num_heads else 2 * rotary_half
+        heads = input.reshape(batch, length, input.shape[2] // head_size, head_size).transpose(1, 2)
+    else:
+        heads, length = input, input.shape[2]
+    if tuple(position_ids.shape) == (1,):
+        offsets = creation.arange(length, dtype=dtypes.int64).reshape(1, length)
+        position_ids = position_ids.to(dtypes.int64).reshape(1, 1) + offsets
+    position_ids = position_ids.to(dtypes.int64)
+    cos = apply_op("Gather", (cos_cache, position_ids), {"axis": 0}).unsqueeze(1)  # [B or 1, 1, S, d/2]
+    sin = apply_op("Gather", (sin_cache, position_ids), {"axis": 0}).unsqueeze(1)
+    rotary_dim = 2 * rotary_half
+    rotated = _rotated(heads[..., :rotary_dim], cos, sin, bool(interleaved))
+    if rotary_dim < heads.shape[-1]:
+        rotated = ops.cat([rotated, heads[..., rotary_dim:]], -1)
+    if len(input.shape) == 3:
+        rotated = _merge_heads(rotated)
+    return (rotated,)
+
+
+# ----------------------------------------------------------------------------- embeddings
+
+@importers.register("EmbedLayerNormalization", domain=CONTRIB_DOMAIN)
+def EmbedLayerNormalization(call: NodeCall, input_ids, segment_ids, word_embedding, position_embedding,
+                            segment_embedding=None, gamma=None, beta=None, mask=None, position_ids=None, *,
+                            epsilon=_SKIP_LAYER_NORM_EPSILON, mask_index_type=1):
+    """BERT's embeddings: LayerNorm(word + position + segment embeddings); also the mask's lengths.
+
+    Outputs: the normalized embeddings ``[B, S, H]``, ``mask_index`` ``[B]`` (int32: the number
+    of ones in each mask row, zeros without a mask) and the sum before normalization.
+    """
+    batch, length = input_ids.shape
+    if position_ids is None:
+        position_ids = creation.arange(length, dtype=dtypes.int64).reshape(1, length)
+    total = (apply_op("Gather", (word_embedding, input_ids), {"axis": 0})
+             + apply_op("Gather", (position_embedding, position_ids), {"axis": 0}))
+    if segment_embedding is not None and segment_ids is not None:
+        total = total + apply_op("Gather", (segment_embedding, segment_ids), {"axis": 0})
+    normalized, _, _ = _normalized(total, epsilon, centered=True)
+    output = normalized * gamma + beta
+    if mask is None:
+        mask_index = creation.zeros(batch, dtype=dtypes.int32)
+    else:
+        mask_index = (mask != 0).to(dtypes.int32).sum(1).to(dtypes.int32)
+    return (output, mask_index, total)[:call.num_outputs]
+
+
+# ----------------------------------------------------------------------------- convolution
+
+def _clip(x: Tensor, params: list) -> Tensor:
+    low, high = (list(params) + [-math.inf, math.inf][len(params):])[:2]
+    return ops.clamp(x, _as_float32(low), _as_float32(high))
+
+
+def _hard_sigmoid(x: Tensor, params: list) -> Tensor:
+    alpha, beta = (list(params) + [0.2, 0.5][len(params):])[:2]
+    return ops.clamp(x * _as_float32(alpha) + _as_float32(beta), 0.0, 1.0)
+
+
+# FusedConv's activation by name, with its activation_params (onnxruntime's fusable activations).
+_FUSED_ACTIVATIONS = {
+    "Relu": lambda x, params: ops.relu(x),
+    "Tanh": lambda x, params: ops.tanh(x),
+    "Sigmoid": lambda x, params: ops.sigmoid(x),
+    "LeakyRelu": lambda x, params: F.leaky_relu(x, _as_float32(params[0]) if params else 0.01),
+    "Clip": _clip,
+    "HardSigmoid": _hard_sigmoid,
+}
+
+
+@importers.register("FusedConv", domain=CONTRIB_DOMAIN)
+def FusedConv(call: NodeCall, X, W, B=None, Z=None, *, activation=None, activation_params=None, **conv_attributes):
+    """``activation(Conv(X, W, B) + Z)``: a Conv with ONNX's attributes, a residual, an activation."""
+    output = apply_op("Conv", (X, W) if B is None else (X, W, B), conv_attributes)
+    if Z is not None:
+        output = output + Z
+    if activation is None:
+        return (output,)
+    function = _FUSED_ACTIVATIONS.get(activation)
+    if function is None:
+        raise _unsupported(call, f"activation {activation!r} (known: {sorted(_FUSED_ACTIVATIONS)})")
+    return (function(output, list(activation_params or [])),)

@@ -46,6 +46,8 @@ class Case:
     # For ops onnxruntime's CPU provider lacks (its CUDA provider has them): the op's definition
     # in numpy, float64, from onnxruntime's contrib op documentation.
     reference: Callable | None = None
+    # onnxruntime's CPU provider has no float64 Conv: FusedConv's float64 gradients run on the kernels.
+    gradient_executors: tuple = ("onnxruntime", "kernels")
 
     def __str__(self) -> str:
         return self.id or self.op_type
@@ -121,13 +123,64 @@ CASES = [
          {"num_heads": HEADS, "unidirectional": 1}, terms=24, scale=16.0, id="MultiHeadAttention-causal"),
 ]
 
+def _integers(high, *shape, dtype=np.int64):
+    return lambda rng: rng.integers(0, high, shape).astype(dtype)
+
+
+def _angles(positions, half):
+    """cos and sin caches [positions, half] of RoPE's angles (base 10000)."""
+    angles = np.arange(positions)[:, None] * 10000.0 ** (-np.arange(half)[None, :] / half)
+    return (lambda rng: np.cos(angles)), (lambda rng: np.sin(angles))
+
+
+COS, SIN = _angles(8, 2)
+COS_PARTIAL, SIN_PARTIAL = _angles(8, 1)
+CONV = {"pads": [1, 1, 1, 1], "kernel_shape": [3, 3]}
+CASES += [
+    Case("RotaryEmbedding", _inputs(_normal(2, 3, HIDDEN), _integers(8, 2, 3), COS, SIN), {"num_heads": HEADS},
+         terms=3, id="RotaryEmbedding"),
+    Case("RotaryEmbedding", _inputs(_normal(2, 3, HIDDEN), _integers(8, 2, 3), COS, SIN),
+         {"num_heads": HEADS, "interleaved": 1}, terms=3, id="RotaryEmbedding-interleaved"),
+    Case("RotaryEmbedding", _inputs(_normal(2, HEADS, 3, 4), np.array([2], np.int64), COS, SIN),
+         terms=3, id="RotaryEmbedding-4d-offset"),
+    Case("RotaryEmbedding", _inputs(_normal(2, 3, HIDDEN), _integers(8, 2, 3), COS_PARTIAL, SIN_PARTIAL),
+         {"num_heads": HEADS, "rotary_embedding_dim": 2}, terms=3, id="RotaryEmbedding-partial"),
+    Case("EmbedLayerNormalization",
+         _inputs(_integers(10, 2, 3, dtype=np.int32), _integers(2, 2, 3, dtype=np.int32), _normal(10, HIDDEN),
+                 _normal(5, HIDDEN), _normal(2, HIDDEN), _normal(HIDDEN), _normal(HIDDEN),
+                 np.array([[1, 1, 1], [1, 1, 0]], np.int32)),
+         {"epsilon": 1e-5}, num_outputs=3, terms=24, id="EmbedLayerNormalization"),
+    Case("EmbedLayerNormalization",
+         _inputs(_integers(10, 2, 3, dtype=np.int32), None, _normal(10, HIDDEN), _normal(5, HIDDEN), None,
+                 _normal(HIDDEN), _normal(HIDDEN)),
+         {"epsilon": 1e-5}, num_outputs=2, terms=24, id="EmbedLayerNormalization-no-segment-no-mask"),
+    Case("FusedConv", _inputs(_normal(1, 2, 5, 5), _normal(3, 2, 3, 3), _normal(3), _normal(1, 3, 5, 5)),
+         {**CONV, "activation": "Relu"}, terms=20, id="FusedConv-Relu-residual", gradient_executors=("kernels",)),
+    Case("FusedConv", _inputs(_normal(1, 2, 5, 5), _normal(3, 2, 3, 3), _normal(3)),
+         {**CONV, "activation": "LeakyRelu", "activation_params": [0.2]}, terms=20, id="FusedConv-LeakyRelu",
+         gradient_executors=("kernels",)),
+    Case("FusedConv", _inputs(_normal(1, 2, 5, 5), _normal(3, 2, 3, 3)),
+         {**CONV, "activation": "Clip", "activation_params": [-0.5, 1.0]}, terms=20, id="FusedConv-Clip",
+         gradient_executors=("kernels",)),
+    Case("FusedConv", _inputs(_normal(1, 2, 5, 5), _normal(3, 2, 3, 3), _normal(3)),
+         {**CONV, "activation": "Tanh", "strides": [2, 2]}, terms=24, id="FusedConv-Tanh-strided",
+         gradient_executors=("kernels",)),
+    Case("FusedConv", _inputs(_normal(1, 2, 5, 5), _normal(3, 2, 3, 3), _normal(3)),
+         {**CONV, "activation": "Sigmoid"}, terms=24, id="FusedConv-Sigmoid",
+         gradient_executors=("kernels",)),
+    Case("FusedConv", _inputs(_normal(1, 2, 5, 5), _normal(3, 2, 3, 3), _normal(3)),
+         {**CONV, "activation": "HardSigmoid", "activation_params": [0.3, 0.4]}, terms=20,
+         id="FusedConv-HardSigmoid",
+         gradient_executors=("kernels",)),
+]
+
 _ONNX_TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float64): TensorProto.DOUBLE,
                np.dtype(np.int32): TensorProto.INT32, np.dtype(np.int64): TensorProto.INT64}
 
 
-def _model(case: Case, arrays: list, output_shapes=None) -> onnx.ModelProto:
+def _model(case: Case, arrays: list, output_types=None) -> onnx.ModelProto:
     """The one-node model; onnx's checker wants output shapes, which onnxruntime's run tells
-    (``output_shapes``; None for the model that onnxruntime runs first)."""
+    (``output_types``: (shape, dtype) pairs; None for the model that onnxruntime runs first)."""
     names = ["" if array is None else f"in_{position}" for position, array in enumerate(arrays)]
     while names and not names[-1]:
         names.pop()
@@ -137,8 +190,9 @@ def _model(case: Case, arrays: list, output_shapes=None) -> onnx.ModelProto:
         [node], "contrib",
         [helper.make_tensor_value_info(name, _ONNX_TYPES[array.dtype], array.shape)
          for name, array in zip(names, arrays) if name],
-        [helper.make_tensor_value_info(name, _ONNX_TYPES[arrays[0].dtype], shape)
-         for name, shape in zip(outputs, output_shapes or [None] * len(outputs))])
+        [onnx.ValueInfoProto(name=name) for name in outputs] if output_types is None else
+        [helper.make_tensor_value_info(name, _ONNX_TYPES[dtype], shape)
+         for name, (shape, dtype) in zip(outputs, output_types)])
     return helper.make_model(graph, opset_imports=OPSETS, ir_version=10)
 
 
@@ -162,8 +216,9 @@ def _onnxruntime_outputs(case: Case) -> list:
 def _imported(case: Case, dtype):
     """(module, its inputs) for ``case`` with floating inputs of ``dtype``."""
     arrays = _arrays(case, dtype)
-    shapes = [output.shape for output in _onnxruntime_outputs(case)]
-    return from_onnx(_model(case, arrays, shapes)), [array for array in arrays if array is not None]
+    types = [(output.shape, np.dtype(dtype) if output.dtype.kind == "f" else output.dtype)
+             for output in _onnxruntime_outputs(case)]
+    return from_onnx(_model(case, arrays, types)), [array for array in arrays if array is not None]
 
 
 def _as_tuple(result) -> tuple:
@@ -185,8 +240,8 @@ def test_forward_matches_onnxruntime(case, executor):
         assert_within(got, want, bound, f"output {position} of {case}")
 
 
-@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
-@pytest.mark.parametrize("case", CASES, ids=str)
+@pytest.mark.parametrize("case, executor", [(case, executor) for case in CASES for executor in case.gradient_executors],
+                         ids=lambda value: str(value))
 def test_gradients_match_finite_differences(case, executor):
     module, feeds = _imported(case, np.float64)
     differentiable = [array.dtype.kind == "f" for array in feeds]
@@ -223,6 +278,8 @@ def test_unsupported_attention_input_names_node_and_input():
     arrays = _arrays(CASES[15], np.float32)
     past = np.zeros((2, 2, HEADS, 1, HIDDEN // HEADS), np.float32)
     case = dataclasses.replace(CASES[15], make_inputs=_inputs(*arrays, None, past), num_outputs=2)
-    module = from_onnx(_model(case, arrays + [None, past], [(2, 4, HIDDEN), (2, 2, HEADS, 5, HIDDEN // HEADS)]))
+    float32 = np.dtype(np.float32)
+    module = from_onnx(_model(case, arrays + [None, past],
+                              [((2, 4, HIDDEN), float32), ((2, 2, HEADS, 5, HIDDEN // HEADS), float32)]))
     with pytest.raises(NotImplementedError, match="Attention node 'Attention_0'.*past"):
         module(*arrays, past)
