@@ -366,3 +366,66 @@ def FusedConv(call: NodeCall, X, W, B=None, Z=None, *, activation=None, activati
     if function is None:
         raise _unsupported(call, f"activation {activation!r} (known: {sorted(_FUSED_ACTIVATIONS)})")
     return (function(output, list(activation_params or [])),)
+
+
+# ----------------------------------------------------------------------------- grouped-query attention
+
+def _repeat_heads(tensor: Tensor, times: int) -> Tensor:
+    """``[B, Nkv, T, H] -> [B, Nkv * times, T, H]``, each key/value head serving ``times`` query heads."""
+    if times == 1:
+        return tensor
+    batch, heads, length, size = tensor.shape
+    return tensor.unsqueeze(2).expand(batch, heads, times, length, size).reshape(batch, heads * times, length, size)
+
+
+@importers.register("GroupQueryAttention", domain=CONTRIB_DOMAIN)
+def GroupQueryAttention(call: NodeCall, query, key=None, value=None, past_key=None, past_value=None, seqlens_k=None,
+                        total_sequence_length=None, cos_cache=None, sin_cache=None, *args, num_heads, kv_num_heads,
+                        scale=0.0, do_rotary=0, rotary_interleaved=0, local_window_size=-1, softcap=0.0,
+                        smooth_softmax=0, **unused):
+    """Causal attention of ``num_heads`` query heads over ``kv_num_heads`` key/value heads, for a prompt.
+
+    Replays the first pass over a prompt (no past keys, every sequence ``total_sequence_length``
+    long): rotary embedding of queries and keys from position 0 when ``do_rotary``, a sliding
+    window (each query sees the ``local_window_size`` keys ending at its own position) when
+    ``local_window_size >= 0`` and a tanh soft cap when ``softcap > 0``. Outputs the
+    attention ``[B, S, N * H]`` and the keys and values ``[B, Nkv, S, H]`` (present).
+    """
+    if past_key is not None and past_key.shape[2] != 0:
+        raise _unsupported(call, "a past key/value cache (decoding steps)")
+    if args and any(argument is not None for argument in args):
+        raise _unsupported(call, "position_ids, attention_bias or head_sink inputs")
+    if smooth_softmax:
+        raise _unsupported(call, "smooth_softmax=1")
+    if key is None:
+        head_size = query.shape[-1] // (num_heads + 2 * kv_num_heads)
+        query, key, value = query.split([num_heads * head_size, kv_num_heads * head_size,
+                                         kv_num_heads * head_size], dim=-1)
+    heads_query, heads_key = _split_heads(query, num_heads), _split_heads(key, kv_num_heads)
+    heads_value = _split_heads(value, kv_num_heads)
+    length = query.shape[1]
+    if do_rotary:
+        positions = creation.arange(length, dtype=dtypes.int64).reshape(1, length)
+        cos = apply_op("Gather", (cos_cache, positions), {"axis": 0}).unsqueeze(1)
+        sin = apply_op("Gather", (sin_cache, positions), {"axis": 0}).unsqueeze(1)
+        rotary_dim = 2 * cos_cache.shape[-1]
+
+        def rotate(heads: Tensor) -> Tensor:
+            rotated = _rotated(heads[..., :rotary_dim], cos, sin, bool(rotary_interleaved))
+            return rotated if rotary_dim == heads.shape[-1] else ops.cat([rotated, heads[..., rotary_dim:]], -1)
+
+        heads_query, heads_key = rotate(heads_query), rotate(heads_key)
+    groups = num_heads // kv_num_heads
+    scale = _as_float32(scale or 1.0 / math.sqrt(heads_query.shape[-1]))
+    scores = ops.matmul(heads_query, _repeat_heads(heads_key, groups).transpose(-1, -2)) * scale
+    if softcap > 0:
+        scores = ops.tanh(scores * (1.0 / _as_float32(softcap))) * _as_float32(softcap)
+    query_position = np.arange(length)[:, None]
+    key_position = np.arange(length)[None, :]
+    allowed = key_position <= query_position
+    if local_window_size >= 0:
+        allowed &= key_position > query_position - local_window_size
+    scores = ops.where(constant_tensor(allowed), scores, constant_tensor(
+        np.array(np.finfo(scores.dtype.numpy_dtype).min, scores.dtype.numpy_dtype)))
+    attended = ops.matmul(ops.softmax(scores, -1), _repeat_heads(heads_value, groups))
+    return (_merge_heads(attended), heads_key, heads_value)[:call.num_outputs]

@@ -174,6 +174,27 @@ CASES += [
          gradient_executors=("kernels",)),
 ]
 
+SEQUENCE = 4
+GQA_HEAD = 16  # onnxruntime's CPU kernel wants head sizes that are multiples of 16 (with rotary)
+GQA_COS, GQA_SIN = _angles(8, GQA_HEAD // 2)
+GQA_LENGTHS = (np.full(2, SEQUENCE - 1, np.int32), np.array(SEQUENCE, np.int32))  # seqlens_k, total_sequence_length
+CASES += [
+    Case("GroupQueryAttention", _inputs(_normal(2, SEQUENCE, 2 * GQA_HEAD), _normal(2, SEQUENCE, GQA_HEAD),
+                                        _normal(2, SEQUENCE, GQA_HEAD), None, None, *GQA_LENGTHS),
+         {"num_heads": HEADS, "kv_num_heads": 1}, num_outputs=3, terms=24, scale=16.0, id="GroupQueryAttention"),
+    Case("GroupQueryAttention", _inputs(_normal(2, SEQUENCE, 2 * GQA_HEAD), _normal(2, SEQUENCE, GQA_HEAD),
+                                        _normal(2, SEQUENCE, GQA_HEAD), None, None, *GQA_LENGTHS, GQA_COS, GQA_SIN),
+         {"num_heads": HEADS, "kv_num_heads": 1, "do_rotary": 1}, num_outputs=3, terms=24, scale=16.0,
+         id="GroupQueryAttention-rotary"),
+    Case("GroupQueryAttention", _inputs(_normal(2, SEQUENCE, 4 * GQA_HEAD), None, None, None, None, *GQA_LENGTHS),
+         {"num_heads": HEADS, "kv_num_heads": 1, "softcap": 2.0, "scale": 0.3},
+         num_outputs=1, terms=30, scale=16.0, id="GroupQueryAttention-packed-softcap"),
+    Case("GroupQueryAttention", _inputs(_normal(2, SEQUENCE, 2 * GQA_HEAD), _normal(2, SEQUENCE, GQA_HEAD),
+                                        _normal(2, SEQUENCE, GQA_HEAD), None, None, *GQA_LENGTHS),
+         {"num_heads": HEADS, "kv_num_heads": 1, "local_window_size": 2}, terms=24, scale=16.0,
+         id="GroupQueryAttention-window"),
+]
+
 _ONNX_TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float64): TensorProto.DOUBLE,
                np.dtype(np.int32): TensorProto.INT32, np.dtype(np.int64): TensorProto.INT64}
 
