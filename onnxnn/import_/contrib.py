@@ -108,11 +108,13 @@ def _skip_sum(input: Tensor, skip: Tensor, bias: Tensor | None) -> Tensor:
     return total if bias is None else total + bias
 
 
-def _normalized(total: Tensor, epsilon: float, centered: bool) -> tuple[Tensor, Tensor, Tensor]:
-    """``(normalized, mean, inv_std_var)`` over the last dim, statistics kept as ``[..., 1]``."""
-    mean = total.mean(-1, keepdim=True)
+def _normalized(total: Tensor, epsilon: float, centered: bool, axis: int = -1) -> tuple[Tensor, Tensor, Tensor]:
+    """``(normalized, mean, inv_std_var)`` over the dims from ``axis`` on, statistics kept as size-1 dims."""
+    rank = len(total.shape)
+    dims = list(range(axis % rank, rank))
+    mean = total.mean(dims, keepdim=True)
     centered_total = total - mean if centered else total
-    variance = (centered_total * centered_total).mean(-1, keepdim=True)
+    variance = (centered_total * centered_total).mean(dims, keepdim=True)
     inv_std_var = (variance + _as_float32(epsilon)).rsqrt()
     return centered_total * inv_std_var, mean, inv_std_var
 
@@ -139,6 +141,27 @@ def SkipSimplifiedLayerNormalization(call: NodeCall, input, skip, gamma, bias=No
     total = _skip_sum(input, skip, bias)
     normalized, mean, inv_std_var = _normalized(total, epsilon, centered=False)
     return (normalized * gamma, creation.zeros_like(mean), inv_std_var, total)[:call.num_outputs]
+
+
+@importers.register("LayerNormalization", domain=CONTRIB_DOMAIN)
+def LayerNormalization(call: NodeCall, X, Scale, B=None, *, axis=-1, epsilon=1e-5, stash_type=1):
+    """onnxruntime's LayerNormalization (before ONNX had one, opset 17): also the mean and 1/std.
+
+    Models write it in the default domain; loading reads it as this op (``validation``).
+    """
+    normalized, mean, inv_std_var = _normalized(X, epsilon, centered=True, axis=axis)
+    output = normalized * Scale
+    return (output if B is None else output + B, mean, inv_std_var)[:call.num_outputs]
+
+
+@importers.register("SimplifiedLayerNormalization", domain=CONTRIB_DOMAIN)
+def SimplifiedLayerNormalization(call: NodeCall, X, scale, *, axis=-1, epsilon=1e-5, stash_type=1):
+    """onnxruntime's RMSNorm, ``X / sqrt(mean(X^2) + epsilon) * scale``; also 1/rms.
+
+    Models write it in the default domain; loading reads it as this op (``validation``).
+    """
+    normalized, _, inv_std_var = _normalized(X, epsilon, centered=False, axis=axis)
+    return (normalized * scale, inv_std_var)[:call.num_outputs]
 
 
 # ----------------------------------------------------------------------------- attention

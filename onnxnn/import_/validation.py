@@ -27,7 +27,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from ..errors import ModelLoadError
 from ..ir.registry import importers
 
-__all__ = ["check_strings", "check_domains", "check_shapes", "RUNNABLE_DOMAINS", "ML_DOMAIN"]
+__all__ = ["check_strings", "adopt_onnxruntime_ops", "check_domains", "check_shapes", "RUNNABLE_DOMAINS", "ML_DOMAIN"]
 
 ML_DOMAIN = "ai.onnx.ml"
 # ONNX's own training ops (not onnxnn's custom-op domain, runtime.ops.training.TRAINING_DOMAIN).
@@ -95,6 +95,29 @@ def _nodes(graph: onnx.GraphProto) -> Iterator[tuple[onnx.NodeProto, int]]:
             subgraphs = [attribute.g] if attribute.HasField("g") else []
             for subgraph in subgraphs + list(attribute.graphs):
                 yield from _nodes(subgraph)
+
+
+# onnxruntime registers some contrib ops in the default domain, where ONNX defines them not at all
+# or only from a later opset (op -> the first opset that does; None: none), and its transformer
+# optimizer writes them there. onnxnn reads them as the com.microsoft ops of the same name.
+_ONNXRUNTIME_DEFAULT_DOMAIN_OPS = {"SimplifiedLayerNormalization": None, "LayerNormalization": 17}
+_CONTRIB_DOMAIN = "com.microsoft"
+
+
+def adopt_onnxruntime_ops(model: onnx.ModelProto) -> None:
+    """Moves onnxruntime's default-domain contrib ops (SimplifiedLayerNormalization, and
+    LayerNormalization below opset 17) to com.microsoft, in place, so that onnx's checker and
+    onnxnn's importers see ops they know."""
+    opset = next((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), None)
+    moved = False
+    for node, _ in _nodes(model.graph):
+        if node.domain in ("", "ai.onnx") and node.op_type in _ONNXRUNTIME_DEFAULT_DOMAIN_OPS:
+            since = _ONNXRUNTIME_DEFAULT_DOMAIN_OPS[node.op_type]
+            if since is None or (opset is not None and opset < since):
+                node.domain = _CONTRIB_DOMAIN
+                moved = True
+    if moved and all(entry.domain != _CONTRIB_DOMAIN for entry in model.opset_import):
+        model.opset_import.append(onnx.helper.make_opsetid(_CONTRIB_DOMAIN, 1))
 
 
 def check_domains(model: onnx.ModelProto, source: str) -> None:

@@ -48,6 +48,9 @@ class Case:
     reference: Callable | None = None
     # onnxruntime's CPU provider has no float64 Conv: FusedConv's float64 gradients run on the kernels.
     gradient_executors: tuple = ("onnxruntime", "kernels")
+    # onnxruntime writes a few contrib ops in the default domain (see onnxnn/import_/validation.py).
+    domain: str = MS
+    opset: int = 21
 
     def __str__(self) -> str:
         return self.id or self.op_type
@@ -104,6 +107,12 @@ CASES = [
          {"epsilon": 1e-6}, num_outputs=4, terms=24),
     Case("Attention", _inputs(_normal(2, 4, HIDDEN), _normal(HIDDEN, 3 * HIDDEN), _normal(3 * HIDDEN)),
          {"num_heads": HEADS}, terms=40, scale=64.0, id="Attention"),
+    Case("SimplifiedLayerNormalization", _inputs(_normal(2, 3, 8), _normal(8)), {"epsilon": 1e-6}, num_outputs=2,
+         terms=12, domain="", id="SimplifiedLayerNormalization-default-domain"),
+    Case("LayerNormalization", _inputs(_normal(2, 3, 8), _normal(8), _normal(8)), {"epsilon": 1e-5}, num_outputs=3,
+         terms=24, domain="", opset=16, id="LayerNormalization-default-domain-opset-16"),
+    Case("LayerNormalization", _inputs(_normal(2, 3, 4), _normal(3, 4)), {"axis": 1}, num_outputs=3,
+         terms=28, domain="", opset=14, id="LayerNormalization-default-domain-opset-14-axis-1"),
     Case("Attention", _inputs(_normal(2, 4, HIDDEN), _normal(HIDDEN, 3 * HIDDEN), _normal(3 * HIDDEN),
                               _mask(2, 4, [4, 2])),
          {"num_heads": HEADS}, terms=40, scale=64.0, id="Attention-mask-2d"),
@@ -207,7 +216,7 @@ def _model(case: Case, arrays: list, output_types=None) -> onnx.ModelProto:
     while names and not names[-1]:
         names.pop()
     outputs = [f"out_{position}" for position in range(case.num_outputs)]
-    node = helper.make_node(case.op_type, names, outputs, domain=MS, **case.attrs)
+    node = helper.make_node(case.op_type, names, outputs, domain=case.domain, **case.attrs)
     graph = helper.make_graph(
         [node], "contrib",
         [helper.make_tensor_value_info(name, _ONNX_TYPES[array.dtype], array.shape)
@@ -215,7 +224,7 @@ def _model(case: Case, arrays: list, output_types=None) -> onnx.ModelProto:
         [onnx.ValueInfoProto(name=name) for name in outputs] if output_types is None else
         [helper.make_tensor_value_info(name, _ONNX_TYPES[dtype], shape)
          for name, (shape, dtype) in zip(outputs, output_types)])
-    return helper.make_model(graph, opset_imports=OPSETS, ir_version=10)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", case.opset), OPSETS[1]], ir_version=10)
 
 
 def _arrays(case: Case, dtype) -> list:
@@ -241,6 +250,10 @@ def _imported(case: Case, dtype):
     types = [(output.shape, np.dtype(dtype) if output.dtype.kind == "f" else output.dtype)
              for output in _onnxruntime_outputs(case)]
     return from_onnx(_model(case, arrays, types)), [array for array in arrays if array is not None]
+
+
+def _case(name: str) -> Case:
+    return next(case for case in CASES if str(case) == name)
 
 
 def _as_tuple(result) -> tuple:
@@ -277,7 +290,7 @@ def test_gradients_match_finite_differences(case, executor):
 
 def test_other_outputs_carry_gradients():
     """SkipLayerNormalization's sum (the next layer's residual) and statistics are differentiable too."""
-    module, feeds = _imported(CASES[12], np.float64)
+    module, feeds = _imported(_case("SkipLayerNormalization-all-outputs"), np.float64)
 
     def all_outputs(*tensors):
         output, mean, inv_std_var, total = module(*tensors)
@@ -297,9 +310,10 @@ def test_unknown_op_or_domain_is_refused_at_import_naming_op_domain_and_opset(op
 
 
 def test_unsupported_attention_input_names_node_and_input():
-    arrays = _arrays(CASES[15], np.float32)
+    attention = _case("Attention")
+    arrays = _arrays(attention, np.float32)
     past = np.zeros((2, 2, HEADS, 1, HIDDEN // HEADS), np.float32)
-    case = dataclasses.replace(CASES[15], make_inputs=_inputs(*arrays, None, past), num_outputs=2)
+    case = dataclasses.replace(attention, make_inputs=_inputs(*arrays, None, past), num_outputs=2)
     float32 = np.dtype(np.float32)
     module = from_onnx(_model(case, arrays + [None, past],
                               [((2, 4, HIDDEN), float32), ((2, 2, HEADS, 5, HIDDEN // HEADS), float32)]))
