@@ -9,7 +9,8 @@ that recording stays lazy (every op has its shape rule), gradients come from the
 gradient rules (an optimized model fine-tunes like its plain export), both executors run them,
 and a re-exported module is standard ONNX that any runtime runs.
 
-What a node asks for that onnxnn does not replay (an attention cache, a packed layout) raises
+What a node asks for that onnxnn does not replay (a preallocated or beam-search attention cache,
+a packed layout, GroupQueryAttention decoding) raises
 NotImplementedError naming the node, its op and the input or attribute, when the module runs.
 """
 from __future__ import annotations
@@ -222,9 +223,14 @@ def Attention(call: NodeCall, input, weights, bias=None, mask_index=None, past=N
               past_sequence_length=None, *, num_heads, unidirectional=0, qkv_hidden_sizes=None,
               mask_filter_value=_MASK_FILTER_VALUE, scale=0.0, do_rotary=0, past_present_share_buffer=0,
               rotary_embedding_dim=0):
-    """BERT's and GPT-2's self-attention with its input projection: ``[B, S, D] -> [B, S, Hv]``."""
-    if past is not None or past_sequence_length is not None:
-        raise _unsupported(call, "a past key/value cache (input 'past')")
+    """BERT's and GPT-2's self-attention with its input projection: ``[B, S, D] -> [B, S, Hv]``.
+
+    With ``past`` (``[2, B, N, P, H]``: the keys and values of earlier steps) the new keys and
+    values are appended to it, queries take the positions after the past's (causal masks and the
+    ``[B, P + S]`` key mask cover all of them) and ``present`` is the appended cache.
+    """
+    if past_present_share_buffer or past_sequence_length is not None:
+        raise _unsupported(call, "past_present_share_buffer=1 (a cache preallocated to its maximum length)")
     if do_rotary:
         raise _unsupported(call, "do_rotary=1")
     projected = ops.matmul(input, weights)
@@ -233,10 +239,12 @@ def Attention(call: NodeCall, input, weights, bias=None, mask_index=None, past=N
     hidden = weights.shape[-1] // 3
     sizes = list(qkv_hidden_sizes) if qkv_hidden_sizes else [hidden] * 3
     query, key, value = (_split_heads(part, num_heads) for part in projected.split(sizes, dim=-1))
-    batch, query_length = input.shape[0], input.shape[1]
+    if past is not None:
+        key, value = ops.cat([past[0], key], 2), ops.cat([past[1], value], 2)
+    batch, query_length, key_length = input.shape[0], input.shape[1], key.shape[2]
     score_bias = attention_bias
     if mask_index is not None:
-        mask_bias = _key_mask_bias(call, mask_index, batch, query_length, query_length,
+        mask_bias = _key_mask_bias(call, mask_index, batch, query_length, key_length,
                                    _as_float32(mask_filter_value), input.dtype)
         score_bias = mask_bias if score_bias is None else score_bias + mask_bias
     attended = _attend(call, query, key, value, scale=scale, bias=score_bias, causal=bool(unidirectional),
@@ -251,9 +259,13 @@ def Attention(call: NodeCall, input, weights, bias=None, mask_index=None, past=N
 def MultiHeadAttention(call: NodeCall, query, key=None, value=None, bias=None, key_padding_mask=None,
                        attention_bias=None, past_key=None, past_value=None, *args, num_heads,
                        mask_filter_value=_MASK_FILTER_VALUE, scale=0.0, unidirectional=0):
-    """Attention over projected query, key and value ``[B, S, D]`` (key/value also as ``[B, N, L, H]``)."""
-    if past_key is not None or past_value is not None or args:
-        raise _unsupported(call, "a past key/value cache or the packed cache inputs")
+    """Attention over projected query, key and value ``[B, S, D]`` (key/value also as ``[B, N, L, H]``).
+
+    ``past_key`` and ``past_value`` (``[B, N, P, H]``) are prepended to the keys and values, and
+    ``present_key``/``present_value`` are the results.
+    """
+    if args and any(argument is not None for argument in args):
+        raise _unsupported(call, "the past_sequence_length, cache_indirection inputs (beam search)")
     if key is None or value is None or len(query.shape) != 3:
         raise _unsupported(call, "packed query/key/value layouts (key or value omitted)")
     if len(key.shape) == 5:
@@ -269,6 +281,8 @@ def MultiHeadAttention(call: NodeCall, query, key=None, value=None, bias=None, k
     heads_query = _split_heads(query, num_heads)
     heads_key = key if len(key.shape) == 4 else _split_heads(key, num_heads)
     heads_value = value if len(value.shape) == 4 else _split_heads(value, num_heads)
+    if past_key is not None and past_value is not None:
+        heads_key, heads_value = ops.cat([past_key, heads_key], 2), ops.cat([past_value, heads_value], 2)
     batch, query_length, key_length = query.shape[0], query.shape[1], heads_key.shape[2]
     score_bias = attention_bias
     if key_padding_mask is not None:

@@ -124,6 +124,15 @@ CASES = [
          id="Attention-causal-present"),
     Case("MultiHeadAttention", _inputs(_normal(2, 3, HIDDEN), _normal(2, 5, HIDDEN), _normal(2, 5, HIDDEN)),
          {"num_heads": HEADS}, terms=24, scale=16.0, id="MultiHeadAttention"),
+    Case("Attention", _inputs(_normal(2, 1, HIDDEN), _normal(HIDDEN, 3 * HIDDEN), _normal(3 * HIDDEN),
+                              _mask(2, 4, [4, 3]), _normal(2, 2, HEADS, 3, HIDDEN // HEADS)),
+         {"num_heads": HEADS, "unidirectional": 1}, num_outputs=2, terms=40, scale=64.0,
+         id="Attention-past-decoding-step"),
+    Case("MultiHeadAttention", _inputs(_normal(2, 2, HIDDEN), _normal(2, 2, HIDDEN), _normal(2, 2, HIDDEN),
+                                       _normal(3 * HIDDEN), None, None, _normal(2, HEADS, 3, HIDDEN // HEADS),
+                                       _normal(2, HEADS, 3, HIDDEN // HEADS)),
+         {"num_heads": HEADS, "unidirectional": 1}, num_outputs=3, terms=24, scale=16.0,
+         id="MultiHeadAttention-past-causal"),
     Case("MultiHeadAttention", _inputs(_normal(2, 3, HIDDEN), _normal(2, 5, HIDDEN), _normal(2, 5, HIDDEN),
                                        _normal(3 * HIDDEN), _mask(2, 5, [5, 3]), _normal(2, HEADS, 3, 5)),
          {"num_heads": HEADS, "scale": 0.4}, num_outputs=3, terms=24, scale=16.0,
@@ -313,11 +322,12 @@ def test_unsupported_attention_input_names_node_and_input():
     attention = _case("Attention")
     arrays = _arrays(attention, np.float32)
     past = np.zeros((2, 2, HEADS, 1, HIDDEN // HEADS), np.float32)
-    case = dataclasses.replace(attention, make_inputs=_inputs(*arrays, None, past), num_outputs=2)
+    case = dataclasses.replace(attention, make_inputs=_inputs(*arrays, None, past), num_outputs=2,
+                               attrs={**attention.attrs, "past_present_share_buffer": 1})
     float32 = np.dtype(np.float32)
     module = from_onnx(_model(case, arrays + [None, past],
                               [((2, 4, HIDDEN), float32), ((2, 2, HEADS, 5, HIDDEN // HEADS), float32)]))
-    with pytest.raises(NotImplementedError, match="Attention node 'Attention_0'.*past"):
+    with pytest.raises(NotImplementedError, match="Attention node 'Attention_0'.*past_present_share_buffer"):
         module(*arrays, past)
 
 
