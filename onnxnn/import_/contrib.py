@@ -9,8 +9,8 @@ that recording stays lazy (every op has its shape rule), gradients come from the
 gradient rules (an optimized model fine-tunes like its plain export), both executors run them,
 and a re-exported module is standard ONNX that any runtime runs.
 
-What a node asks for that onnxnn does not replay (a preallocated or beam-search attention cache,
-a packed layout, GroupQueryAttention decoding) raises
+What a node asks for that onnxnn does not replay (a preallocated or beam-search attention
+cache, a packed layout, a batch of sequences of different lengths in GroupQueryAttention) raises
 NotImplementedError naming the node, its op and the input or attribute, when the module runs.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ..ir.registry import importers
 from ..nn import functional as F
 from ..runtime import creation, ops
 from ..runtime.tensor import Tensor, apply_op
-from .importers import NodeCall, constant_tensor
+from .importers import NodeCall, array_of, constant_tensor
 
 __all__ = ["CONTRIB_DOMAIN"]
 
@@ -420,16 +420,16 @@ def GroupQueryAttention(call: NodeCall, query, key=None, value=None, past_key=No
                         total_sequence_length=None, cos_cache=None, sin_cache=None, *args, num_heads, kv_num_heads,
                         scale=0.0, do_rotary=0, rotary_interleaved=0, local_window_size=-1, softcap=0.0,
                         smooth_softmax=0, **unused):
-    """Causal attention of ``num_heads`` query heads over ``kv_num_heads`` key/value heads, for a prompt.
+    """Causal attention of ``num_heads`` query heads over ``kv_num_heads`` key/value heads.
 
-    Replays the first pass over a prompt (no past keys, every sequence ``total_sequence_length``
-    long): rotary embedding of queries and keys from position 0 when ``do_rotary``, a sliding
-    window (each query sees the ``local_window_size`` keys ending at its own position) when
-    ``local_window_size >= 0`` and a tanh soft cap when ``softcap > 0``. Outputs the
-    attention ``[B, S, N * H]`` and the keys and values ``[B, Nkv, S, H]`` (present).
+    The new keys and values are appended to ``past_key``/``past_value`` (``[B, Nkv, P, H]``, P may
+    be 0) and the queries take the positions after the past's: rotary embedding of queries and
+    keys at those positions when ``do_rotary``, a sliding window (each query sees the
+    ``local_window_size`` keys ending at its own position) when ``local_window_size >= 0`` and a
+    tanh soft cap when ``softcap > 0``. Every sequence of the batch must be ``P + S`` long
+    (``seqlens_k`` all ``P + S - 1``; it is read to check). Outputs the attention
+    ``[B, S, N * H]`` and the appended keys and values (present).
     """
-    if past_key is not None and past_key.shape[2] != 0:
-        raise _unsupported(call, "a past key/value cache (decoding steps)")
     if args and any(argument is not None for argument in args):
         raise _unsupported(call, "position_ids, attention_bias or head_sink inputs")
     if smooth_softmax:
@@ -441,8 +441,12 @@ def GroupQueryAttention(call: NodeCall, query, key=None, value=None, past_key=No
     heads_query, heads_key = _split_heads(query, num_heads), _split_heads(key, kv_num_heads)
     heads_value = _split_heads(value, kv_num_heads)
     length = query.shape[1]
+    past_length = 0 if past_key is None else past_key.shape[2]
+    if seqlens_k is not None and np.any(array_of(seqlens_k) != past_length + length - 1):
+        raise _unsupported(call, f"sequences of different lengths (seqlens_k {array_of(seqlens_k).tolist()} with "
+                                 f"{past_length} past and {length} new positions; a preallocated cache)")
     if do_rotary:
-        positions = creation.arange(length, dtype=dtypes.int64).reshape(1, length)
+        positions = creation.arange(past_length, past_length + length, dtype=dtypes.int64).reshape(1, length)
         cos = apply_op("Gather", (cos_cache, positions), {"axis": 0}).unsqueeze(1)
         sin = apply_op("Gather", (sin_cache, positions), {"axis": 0}).unsqueeze(1)
         rotary_dim = 2 * cos_cache.shape[-1]
@@ -452,13 +456,15 @@ def GroupQueryAttention(call: NodeCall, query, key=None, value=None, past_key=No
             return rotated if rotary_dim == heads.shape[-1] else ops.cat([rotated, heads[..., rotary_dim:]], -1)
 
         heads_query, heads_key = rotate(heads_query), rotate(heads_key)
+    if past_length:
+        heads_key, heads_value = ops.cat([past_key, heads_key], 2), ops.cat([past_value, heads_value], 2)
     groups = num_heads // kv_num_heads
     scale = _as_float32(scale or 1.0 / math.sqrt(heads_query.shape[-1]))
     scores = ops.matmul(heads_query, _repeat_heads(heads_key, groups).transpose(-1, -2)) * scale
     if softcap > 0:
         scores = ops.tanh(scores * (1.0 / _as_float32(softcap))) * _as_float32(softcap)
-    query_position = np.arange(length)[:, None]
-    key_position = np.arange(length)[None, :]
+    query_position = past_length + np.arange(length)[:, None]
+    key_position = np.arange(past_length + length)[None, :]
     allowed = key_position <= query_position
     if local_window_size >= 0:
         allowed &= key_position > query_position - local_window_size

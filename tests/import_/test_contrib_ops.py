@@ -211,6 +211,11 @@ CASES += [
                                         _normal(2, SEQUENCE, GQA_HEAD), None, None, *GQA_LENGTHS),
          {"num_heads": HEADS, "kv_num_heads": 1, "local_window_size": 2}, terms=24, scale=16.0,
          id="GroupQueryAttention-window"),
+    Case("GroupQueryAttention", _inputs(_normal(2, 1, 2 * GQA_HEAD), _normal(2, 1, GQA_HEAD), _normal(2, 1, GQA_HEAD),
+                                        _normal(2, 1, 3, GQA_HEAD), _normal(2, 1, 3, GQA_HEAD),
+                                        np.full(2, 3, np.int32), np.array(4, np.int32), GQA_COS, GQA_SIN),
+         {"num_heads": HEADS, "kv_num_heads": 1, "do_rotary": 1}, num_outputs=3, terms=24, scale=16.0,
+         id="GroupQueryAttention-decoding-step-rotary"),
 ]
 
 _ONNX_TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float64): TensorProto.DOUBLE,
@@ -415,3 +420,13 @@ def test_quantized_forward_matches_onnxruntime(case, executor):
         assert np.abs(actual.astype(np.int64) - expected.astype(np.int64)).max() <= 1
     else:
         assert_within(actual, expected, accumulation_bound((1 + np.abs(expected)) * case.scale, case.terms))
+
+
+def test_group_query_attention_over_sequences_of_different_lengths_is_refused_naming_the_node():
+    step = _case("GroupQueryAttention-decoding-step-rotary")
+    arrays = _arrays(step, np.float32)
+    arrays[5] = np.array([3, 2], np.int32)  # seqlens_k: the second sequence is one shorter (padded)
+    outputs = [(output.shape, output.dtype) for output in _onnxruntime_outputs(step)]
+    module = from_onnx(_model(step, arrays, outputs))
+    with pytest.raises(NotImplementedError, match="GroupQueryAttention node .* sequences of different lengths"):
+        module(*arrays)
