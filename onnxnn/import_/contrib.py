@@ -110,7 +110,13 @@ def _skip_sum(input: Tensor, skip: Tensor, bias: Tensor | None) -> Tensor:
 
 
 def _normalized(total: Tensor, epsilon: float, centered: bool, axis: int = -1) -> tuple[Tensor, Tensor, Tensor]:
-    """``(normalized, mean, inv_std_var)`` over the dims from ``axis`` on, statistics kept as size-1 dims."""
+    """``(normalized, mean, inv_std_var)`` over the dims from ``axis`` on, statistics kept as size-1 dims.
+
+    float16 and bfloat16 are normalized in float32 and rounded once, as onnxruntime's kernels do.
+    """
+    if total.dtype in (dtypes.float16, dtypes.bfloat16):
+        results = _normalized(total.to(dtypes.float32), epsilon, centered, axis)
+        return tuple(result.to(total.dtype) for result in results)
     rank = len(total.shape)
     dims = list(range(axis % rank, rank))
     mean = total.mean(dims, keepdim=True)

@@ -248,3 +248,19 @@ def test_training_steps_lower_the_loss_and_the_result_re_exports(exported, tmp_p
     # into the file (they are the module's buffers now), and "Attempt to replace the existing
     # tensor" fails the session. Unoptimized, onnxruntime runs the graph as written.
     assert_within(_onnxruntime_run(exported_again, inputs, optimize=False), expected, _bound(expected))
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+def test_the_float16_conversion_imports_and_runs(exported, executor):
+    """optimize_model's float16 conversion (weights and fused ops in float16, float32 inputs and
+    outputs): within float16 rounding along the chain of the float32 model's result."""
+    onnx_model = pytest.importorskip("onnxruntime.transformers.onnx_model")
+    _, _, optimized, inputs = exported
+    halved = onnx.ModelProto()
+    halved.CopyFrom(optimized)
+    converted = onnx_model.OnnxModel(halved)
+    converted.convert_float_to_float16(keep_io_types=True)
+    expected = _onnxruntime_run(optimized, inputs)
+    with onnxnn.set_executor(executor), onnxnn.no_grad():
+        actual = from_onnx(converted.model)(*inputs.values()).numpy()
+    assert_within(actual, expected, accumulation_bound(4 * (1 + np.abs(expected)), CHAIN, dtype=np.float16))
