@@ -2,7 +2,7 @@
 
 Quantization tools (``onnxruntime.quantization``, Intel Neural Compressor, optimum) write these:
 
-- ``QLinear*`` (Add, Mul, Sigmoid, LeakyRelu, GlobalAveragePool, Concat): each quantized input
+- ``QLinear*`` (Add, Mul, Sigmoid, LeakyRelu, Softmax, AveragePool, GlobalAveragePool, Concat): each quantized input
   is dequantized (``DequantizeLinear``), the float op applied and the result quantized to the
   output's scale and zero point (``QuantizeLinear``), which is how onnxruntime defines them; its
   kernels use lookup tables or fixed-point arithmetic, so a result may differ from it by one
@@ -82,6 +82,44 @@ def QLinearConcat(call: NodeCall, Y_scale, Y_zero_point, *inputs, axis):
     """Inputs come in (tensor, scale, zero point) triples after the output's scale and zero point."""
     pieces = [_dequantize(inputs[i], inputs[i + 1], inputs[i + 2]) for i in range(0, len(inputs), 3)]
     return (_quantize(ops.cat(pieces, axis), Y_scale, Y_zero_point),)
+
+
+def _channels_first(tensor: Tensor) -> Tensor:
+    rank = len(tensor.shape)
+    return tensor.permute(0, rank - 1, *range(1, rank - 1))
+
+
+def _channels_last(tensor: Tensor) -> Tensor:
+    rank = len(tensor.shape)
+    return tensor.permute(0, *range(2, rank), 1)
+
+
+@importers.register("QLinearAveragePool", domain=CONTRIB_DOMAIN)
+def QLinearAveragePool(call: NodeCall, X, x_scale, x_zero_point, y_scale, y_zero_point=None, *, channels_last=0,
+                       **pool_attributes):
+    """ONNX's AveragePool (its attributes) between dequantization and quantization."""
+    values = _dequantize(X, x_scale, x_zero_point)
+    if channels_last:
+        values = _channels_first(values)
+    pooled = apply_op("AveragePool", (values,), pool_attributes)
+    if channels_last:
+        pooled = _channels_last(pooled)
+    return (_quantize(pooled, y_scale, y_zero_point),)
+
+
+@importers.register("QLinearSoftmax", domain=CONTRIB_DOMAIN)
+def QLinearSoftmax(call: NodeCall, X, X_scale, x_zero_point, y_scale, y_zero_point=None, *, axis=-1, opset):
+    """Softmax with the semantics of ``opset``: over one axis from 13 on, over every axis from
+    ``axis`` on (flattened) before."""
+    values = _dequantize(X, X_scale, x_zero_point)
+    rank = len(X.shape)
+    axis %= rank
+    if opset >= 13 or axis == rank - 1:
+        probabilities = ops.softmax(values, axis)
+    else:
+        flat = values.reshape(*X.shape[:axis], -1)
+        probabilities = ops.softmax(flat, axis).reshape(*X.shape)
+    return (_quantize(probabilities, y_scale, y_zero_point),)
 
 
 # ----------------------------------------------------------------------------- quantized matrix products
