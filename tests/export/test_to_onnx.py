@@ -8,14 +8,13 @@ import numpy as np
 import onnx
 import onnxruntime
 import pytest
+from layer_chains import assert_same_model_output, chain_steps, relu_step
+from onnx import TensorProto, helper
 
 import onnxnn
-from onnx import TensorProto, helper
 from onnxnn import nn
 from onnxnn.export import max_opset_version, to_onnx
 from onnxnn.import_ import from_onnx
-
-from layer_chains import assert_same_model_output, chain_steps, relu_step
 
 
 class FlattenNet(nn.Module):

@@ -23,6 +23,7 @@ Gradients run the chain twice (forward and backward).
 from __future__ import annotations
 
 import collections
+import itertools
 import math
 
 import numpy as np
@@ -237,7 +238,7 @@ def test_training_steps_lower_the_loss_and_the_result_re_exports(exported, tmp_p
         loss.backward()
         sgd.step()
         losses.append(float(loss.item()))
-    assert all(later < earlier for earlier, later in zip(losses, losses[1:])), losses
+    assert all(later < earlier for earlier, later in itertools.pairwise(losses)), losses
     module.eval()
     with onnxnn.no_grad():
         expected = module(*inputs.values()).numpy()
