@@ -100,12 +100,16 @@ def _trace(model, args: tuple, input_names: list[str], state: dict) -> _Trace:
     for key, tensor in state.items():
         state_ids.setdefault(id(value_of(tensor)), key)
     roles, constants = [], 0
+    # A re-exported model may hold state named like onnxnn's anonymous constants.
+    taken = set(input_names) | set(state)
     for value in plan.inputs:
         if id(value) in arg_ids:
             roles.append(("input", arg_ids[id(value)]))
         elif id(value) in state_ids:
             roles.append(("initializer", state_ids[id(value)]))
         else:
+            while f"onnxnn::constant_{constants}" in taken:
+                constants += 1
             roles.append(("initializer", f"onnxnn::constant_{constants}"))
             constants += 1
     return _Trace(plan, roles, structure, arg_values, [v.shape for v in arg_values],

@@ -17,7 +17,7 @@ from onnx import version_converter
 from ..errors import ModelLoadError
 from ..ir.plan import OPSET_VERSION
 from .external_data import load_external_data
-from .validation import check_domains, check_shapes, check_strings
+from .validation import adopt_onnxruntime_ops, check_domains, check_shapes, check_strings
 
 __all__ = ["load_model", "default_opset", "convert_opset", "DEFAULT_DOMAINS"]
 
@@ -208,6 +208,7 @@ def load_model(path_or_model, base_dir: str | os.PathLike | None = None) -> tupl
         raise TypeError(f"from_onnx() expects a path, bytes or an onnx.ModelProto, "
                         f"got {type(path_or_model).__name__}")
     check_strings(model, source)
+    adopt_onnxruntime_ops(model)  # onnxruntime's contrib ops written in the default domain
     check_domains(model, source)
     load_external_data(model, None if base_dir is None else os.fspath(base_dir), source)
     _check(model, path, source)

@@ -6,8 +6,9 @@ onnx's checker validates structure; these cover what it lets through or reports 
   back as ``bytes`` (or raises ``UnicodeDecodeError`` on access, depending on the protobuf
   build), so a malformed name or attribute string would fail far from its cause;
 - domains: every node's domain must be one onnxnn runs (the default domain, ``ai.onnx.ml``
-  through onnxruntime, ``ai.onnx.preview.training``), so an unknown one is refused at load time,
-  naming the op and the domain, rather than at the first forward;
+  through onnxruntime, ``ai.onnx.preview.training``) or the node an op onnxnn has an importer
+  for in its domain (onnxruntime's ``com.microsoft`` ops, ``contrib``), so an unknown one is
+  refused at load time, naming the op, the domain and its opset, rather than at the first forward;
 - shapes: onnx's strict shape inference (what ``check_model(full_check=True)`` runs) over the
   declared input shapes finds attributes that contradict their inputs (a Transpose ``perm`` out
   of range, a Concat ``axis`` beyond the rank), naming the node. It runs on the model as written,
@@ -24,8 +25,9 @@ import onnx
 from google.protobuf.descriptor import FieldDescriptor
 
 from ..errors import ModelLoadError
+from ..ir.registry import importers
 
-__all__ = ["check_strings", "check_domains", "check_shapes", "RUNNABLE_DOMAINS", "ML_DOMAIN"]
+__all__ = ["check_strings", "adopt_onnxruntime_ops", "check_domains", "check_shapes", "RUNNABLE_DOMAINS", "ML_DOMAIN"]
 
 ML_DOMAIN = "ai.onnx.ml"
 # ONNX's own training ops (not onnxnn's custom-op domain, runtime.ops.training.TRAINING_DOMAIN).
@@ -95,6 +97,29 @@ def _nodes(graph: onnx.GraphProto) -> Iterator[tuple[onnx.NodeProto, int]]:
                 yield from _nodes(subgraph)
 
 
+# onnxruntime registers some contrib ops in the default domain, where ONNX defines them not at all
+# or only from a later opset (op -> the first opset that does; None: none), and its transformer
+# optimizer writes them there. onnxnn reads them as the com.microsoft ops of the same name.
+_ONNXRUNTIME_DEFAULT_DOMAIN_OPS = {"SimplifiedLayerNormalization": None, "LayerNormalization": 17}
+_CONTRIB_DOMAIN = "com.microsoft"
+
+
+def adopt_onnxruntime_ops(model: onnx.ModelProto) -> None:
+    """Moves onnxruntime's default-domain contrib ops (SimplifiedLayerNormalization, and
+    LayerNormalization below opset 17) to com.microsoft, in place, so that onnx's checker and
+    onnxnn's importers see ops they know."""
+    opset = next((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), None)
+    moved = False
+    for node, _ in _nodes(model.graph):
+        if node.domain in ("", "ai.onnx") and node.op_type in _ONNXRUNTIME_DEFAULT_DOMAIN_OPS:
+            since = _ONNXRUNTIME_DEFAULT_DOMAIN_OPS[node.op_type]
+            if since is None or (opset is not None and opset < since):
+                node.domain = _CONTRIB_DOMAIN
+                moved = True
+    if moved and all(entry.domain != _CONTRIB_DOMAIN for entry in model.opset_import):
+        model.opset_import.append(onnx.helper.make_opsetid(_CONTRIB_DOMAIN, 1))
+
+
 def check_domains(model: onnx.ModelProto, source: str) -> None:
     """Refuses nodes of a domain onnxnn cannot run, naming the op, the domain and the node.
 
@@ -103,12 +128,14 @@ def check_domains(model: onnx.ModelProto, source: str) -> None:
     """
     versions = {entry.domain: entry.version for entry in model.opset_import}
     for node, index in _nodes(model.graph):
-        if node.domain not in RUNNABLE_DOMAINS:
+        if node.domain not in RUNNABLE_DOMAINS and (node.domain, node.op_type) not in importers:
             name = f"'{node.name}'" if node.name else f"#{index}"
+            other_domains = sorted({domain for domain, _ in importers.table if domain not in RUNNABLE_DOMAINS})
             raise ModelLoadError(
                 f"{source}: onnxnn has no implementation for op_type '{node.op_type}' of domain '{node.domain}' "
                 f"(opset {versions.get(node.domain, 'not imported')}), used by node {name}; onnxnn runs the "
-                f"default domain and {sorted(d for d in RUNNABLE_DOMAINS if d and d != 'ai.onnx')}")
+                f"default domain, {sorted(d for d in RUNNABLE_DOMAINS if d and d != 'ai.onnx')} and some ops "
+                f"of {other_domains} (onnxnn.import_.contrib)")
 
 
 def _without_weights(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -180,6 +180,15 @@ def build_model(plan: GraphPlan, input_roles: list | None = None, output_names: 
     # Pending outputs are named by the node that computes them: no Identity renames, which also
     # sidestep an onnxruntime optimizer bug (EliminateIdentity) on graphs with many outputs.
     output_names = output_names or [f"output_{position}" for position in range(len(plan.outputs))]
+    # Names given to inputs and initializers (an imported model's weights may be called
+    # "node_7_0") are never reused for the names generated below, which would break SSA.
+    taken = {name for _, name in (input_roles or ())} | set(output_names)
+
+    def generated(name: str) -> str:
+        while name in taken:
+            name = "onnxnn::" + name
+        return name
+
     produced: dict = {}
     renames = []
     for name, value in zip(output_names, plan.outputs):
@@ -192,17 +201,18 @@ def build_model(plan: GraphPlan, input_roles: list | None = None, output_names: 
     def name_of(value) -> str:
         if value.data is None:
             key = (value.node.position, value.index)
-            return produced.get(key) or f"node_{key[0]}_{key[1]}"
+            return produced.get(key) or generated(f"node_{key[0]}_{key[1]}")
         name = names.get(id(value))
         if name is None:
-            name = names[id(value)] = f"constant_{len(initializers)}"
+            name = names[id(value)] = generated(f"constant_{len(initializers)}")
             initializers.append(onnx.numpy_helper.from_array(value.data, name))
         return name
 
     domains = {""}
     for node_index, node in enumerate(plan.nodes):
         inputs = ["" if value is None else name_of(value) for value in node.inputs]
-        outputs = [produced.get((node_index, i)) or f"node_{node_index}_{i}" for i in range(node.num_outputs)]
+        outputs = [produced.get((node_index, i)) or generated(f"node_{node_index}_{i}")
+                   for i in range(node.num_outputs)]
         expand = decompositions.get(node.op_type, node.domain)
         if expand is not None:
             names_used = [0]

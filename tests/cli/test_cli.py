@@ -62,8 +62,8 @@ def _truncated(path):
 
 
 def _unknown_domain(path):
-    _write_model(path, [helper.make_node("FastGelu", ["x"], ["y"], domain="com.microsoft")], ["com.microsoft"])
-    return "'FastGelu' of domain 'com.microsoft'"
+    _write_model(path, [helper.make_node("FastGelu", ["x"], ["y"], domain="com.example")], ["com.example"])
+    return "'FastGelu' of domain 'com.example'"
 
 
 def _escaping_external_data(path):

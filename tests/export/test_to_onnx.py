@@ -8,12 +8,13 @@ import numpy as np
 import onnx
 import onnxruntime
 import pytest
+from layer_chains import assert_same_model_output, chain_steps, relu_step
+from onnx import TensorProto, helper
 
 import onnxnn
 from onnxnn import nn
 from onnxnn.export import max_opset_version, to_onnx
-
-from layer_chains import assert_same_model_output, chain_steps, relu_step
+from onnxnn.import_ import from_onnx
 
 
 class FlattenNet(nn.Module):
@@ -150,3 +151,23 @@ def test_bad_arguments_are_clear_errors(kwargs, error, message):
 def test_a_non_tensor_argument_is_a_type_error():
     with pytest.raises(TypeError, match="argument 0 must be a Tensor"):
         to_onnx(nn.Linear(2, 2).eval(), "not a tensor")
+
+
+def test_state_named_like_generated_names_re_exports():
+    """Optimized models name folded weights like onnxnn's generated names ("node_0_0",
+    "onnxnn::constant_0"); re-exporting the imported module must keep the graph SSA."""
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "node_0_0"], ["a"]),
+         helper.make_node("Mul", ["a", "onnxnn::constant_0"], ["b"]),
+         helper.make_node("Constant", [], ["c"], value=helper.make_tensor("c", TensorProto.FLOAT, [2], [3.0, 4.0])),
+         helper.make_node("Add", ["b", "c"], ["y"])],
+        "names", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+        [helper.make_tensor("node_0_0", TensorProto.FLOAT, [2], [1.0, 2.0]),
+         helper.make_tensor("onnxnn::constant_0", TensorProto.FLOAT, [2], [5.0, 6.0])])
+    module = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])).eval()
+    x = np.array([0.5, -1.0], np.float32)
+    proto = to_onnx(module, onnxnn.tensor(x), input_names=["x"])
+    assert {"node_0_0", "onnxnn::constant_0"} <= {tensor.name for tensor in proto.graph.initializer}
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(session.run(None, {"x": x})[0], (x + [1.0, 2.0]) * [5.0, 6.0] + [3.0, 4.0])
