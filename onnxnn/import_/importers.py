@@ -28,11 +28,11 @@ import onnx
 from ..ir import dtypes
 from ..ir.graph import constant, static_constant
 from ..ir.mode import MODE
-from ..ir.plan import IR_VERSION
 from ..ir.random import Generator, bernoulli
 from ..ir.registry import importers
 from ..runtime.internal import tensor_of
 from ..runtime.tensor import Tensor, apply_op
+from .single_node import single_node_session
 
 __all__ = ["NodeCall", "EMPTY_OPTIONAL", "make_constant", "constant_tensor", "array_of", "EagerNode"]
 
@@ -249,25 +249,8 @@ class EagerNode:
         return {"node": self.node, "opsets": self.opsets, "sessions": {}}
 
     def _session(self, inputs: tuple):
-        import onnxruntime  # deferred: importing onnxruntime costs ~0.3 s, paid only when such a node runs
-        helper = onnx.helper
-        names = [f"input_{index}" if value is not None else "" for index, value in enumerate(inputs)]
-        graph_inputs = [helper.make_tensor_value_info(name, value.dtype.onnx_type, tuple(value.shape))
-                        for name, value in zip(names, inputs) if value is not None]
-        node = onnx.NodeProto()
-        node.CopyFrom(self.node)
-        del node.input[:]
-        node.input.extend(names)
-        del node.output[:]
-        node.output.extend([f"output_{index}" if name else "" for index, name in enumerate(self.node.output)])
-        outputs = [onnx.ValueInfoProto(name=name) for name in node.output if name]
-        graph = helper.make_graph([node], self.node.op_type, graph_inputs, outputs)
-        opsets = [helper.make_opsetid(domain, version) for domain, version in self.opsets.items()]
-        model = helper.make_model(graph, opset_imports=opsets, ir_version=IR_VERSION)
-        model = onnx.shape_inference.infer_shapes(model)
-        options = onnxruntime.SessionOptions()
-        options.log_severity_level = 3
-        return onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        types = [None if value is None else (value.dtype.onnx_type, value.shape) for value in inputs]
+        return single_node_session(self.node, self.opsets, types)
 
     def __call__(self, call: NodeCall, *inputs):
         if MODE.grad.enabled and any(isinstance(value, Tensor) and value.requires_grad for value in inputs):

@@ -24,8 +24,9 @@ from ..autograd.function import Function
 from ..ir.mode import MODE
 from ..runtime.tensor import Tensor
 from .importers import array_of, constant_tensor
+from .single_node import single_node_session
 from .validation import ML_DOMAIN
-from ..ir.plan import IR_VERSION, OPSET_VERSION
+from ..ir.plan import OPSET_VERSION
 
 __all__ = ["MLNode", "ML_DOMAIN"]
 
@@ -66,30 +67,9 @@ class MLNode:
         return {"node": self.node, "opsets": self.opsets, "sessions": {}}
 
     def _session(self, arrays: list):
-        import onnxruntime  # deferred: importing onnxruntime costs ~0.3 s, paid only by models with ai.onnx.ml nodes
-        helper = onnx.helper
-        names = [f"input_{index}" if array is not None else "" for index, array in enumerate(arrays)]
-        graph_inputs = [helper.make_tensor_value_info(name, _tensor_type(array), array.shape)
-                        for name, array in zip(names, arrays) if array is not None]
-        node = onnx.NodeProto()
-        node.CopyFrom(self.node)
-        del node.input[:]
-        node.input.extend(names)
-        del node.output[:]
-        node.output.extend([f"output_{index}" if name else "" for index, name in enumerate(self.node.output)])
-        graph = helper.make_graph([node], self.node.op_type, graph_inputs,
-                                  [onnx.ValueInfoProto(name=name) for name in node.output if name])
-        opsets = [helper.make_opsetid(domain, version) for domain, version in self.opsets.items()]
-        model = helper.make_model(graph, opset_imports=opsets, ir_version=IR_VERSION)
         # onnxruntime needs typed graph outputs: onnx's type inference for the ML ops gives them.
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
-        types = {info.name: info.type for info in inferred.graph.value_info}
-        for output in model.graph.output:
-            if output.name in types:
-                output.type.CopyFrom(types[output.name])
-        options = onnxruntime.SessionOptions()
-        options.log_severity_level = 3
-        return onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        types = [None if array is None else (_tensor_type(array), array.shape) for array in arrays]
+        return single_node_session(self.node, self.opsets, types, typed_outputs=True)
 
     def __call__(self, call, *inputs):
         arrays = []
