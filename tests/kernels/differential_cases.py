@@ -388,6 +388,11 @@ _TENSOR_API = [
     Case("Trilu_upper", "Trilu", lambda d: op("Trilu", make((4, 3), d), ints(-1), upper=1), ("float32", "float64")),
     *[Case(f"{name}_int", name, lambda d, name=name: op(name, make((3, 4), d, -50, 50, 1), make((4,), d, -50, 50, 2)),
            ("int64", "int32")) for name in ("BitwiseAnd", "BitwiseOr", "BitwiseXor")],
+    # Shift amounts below the narrowest width (8): ONNX leaves wider shifts to the implementation.
+    *[Case(f"BitShift_{direction}", "BitShift",
+           lambda d, direction=direction: op("BitShift", make((3, 4), d, 0, 200, 1), make((4,), d, 0, 7, 2),
+                                             direction=direction), ("uint8", "uint32", "uint64"))
+      for direction in ("LEFT", "RIGHT")],
 ]
 
 # Resampling and rearranging (padding/resampling family): one case per op the layers record.
