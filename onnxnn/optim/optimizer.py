@@ -371,18 +371,22 @@ def _hyperparameter(name: str, value, like: Tensor) -> Tensor:
 
 
 def _hyperparameter_value(name: str, value, like: Value) -> Value:
-    """:func:`_hyperparameter` as a realized 0-d Value of ``like``'s dtype and device.
+    """:func:`_hyperparameter` as a realized 0-d Value of ``like``'s dtype and device."""
+    return _hyperparameter_scalar(name, value, like.dtype, like.device)
+
+
+def _hyperparameter_scalar(name: str, value, dtype: dtypes.dtype, device) -> Value:
+    """A hyperparameter as a realized 0-d Value of ``dtype`` on ``device``.
 
     Values never change, so the same ones serve every step until a scheduler changes them.
     """
     value = float(value)
-    key = (name, value, like.dtype, like.device)
+    key = (name, value, dtype, device)
     scalar = _HYPERPARAMETER_VALUES.get(key)
     if scalar is None:
-        if len(_HYPERPARAMETER_VALUES) >= 1024:  # schedulers make new values every step
+        if len(_HYPERPARAMETER_VALUES) >= 1024:  # schedulers and step counts make new values every step
             _HYPERPARAMETER_VALUES.clear()
-        scalar = _HYPERPARAMETER_VALUES[key] = constant(np.array(value, dtype=like.dtype.numpy_dtype),
-                                                        like.dtype, like.device)
+        scalar = _HYPERPARAMETER_VALUES[key] = constant(np.array(value, dtype=dtype.numpy_dtype), dtype, device)
     return scalar
 
 
@@ -397,6 +401,13 @@ def update_node(op_type: str, *inputs: Value) -> Value:
     bookkeeping, wrappers) would only cost time: a step records dozens of these per parameter group.
     """
     return record_op(op_type, inputs)[0]
+
+
+def _same_dtype(gradient: Value, weight: Value) -> Value:
+    """``gradient`` in ``weight``'s dtype (a Cast node where they differ)."""
+    if gradient.dtype is weight.dtype:
+        return gradient
+    return record_op("Cast", (gradient,), {"to": weight.dtype})[0]
 
 
 def _new_step_tensor() -> Tensor:

@@ -1,18 +1,38 @@
-"""onnxnn's optimizer ops: Momentum (shape rule and decomposition).
+"""onnxnn's fused optimizer ops, Momentum and Adam: shape rules and decompositions.
 
-An SGD step records one Momentum node per group of parameters instead of six elementwise nodes per
-parameter, which keeps a training step's recording and planning short. The op is ONNX's
-``ai.onnx.preview.training`` Momentum with its hyperparameters as inputs instead of attributes (so
-it lives in onnxnn's own custom-op domain, ``ai.onnxnn``), so a scheduler changing the momentum or
-the weight decay feeds new data to the same compiled step:
+An SGD or Adam step records one node per group of parameters instead of six to fifteen elementwise
+nodes per parameter, which keeps a training step's recording and planning short and lets the
+kernels update all parameters in one pass. The ops follow ONNX's ``ai.onnx.preview.training``
+Momentum and Adam with their hyperparameters as inputs instead of attributes (so they live in
+onnxnn's own custom-op domain, ``ai.onnxnn``), so a scheduler changing the learning rate, the
+momentum or the weight decay feeds new data to the same compiled step:
 
     Momentum(R, T, alpha, beta?, norm_coefficient?, X_1..X_n, G_1..G_n, V_1..V_n; mode)
         -> X_1_new..X_n_new, V_1_new..V_n_new
 
-An omitted ``beta`` means 1 and an omitted ``norm_coefficient`` means no weight decay (whether they
-are given is structure, as PyTorch's ``if weight_decay != 0`` is). onnxruntime lacks the op, so
-``build_model`` writes it as standard ONNX through its decomposition; onnxnn's kernels run it
-directly.
+    Adam(R, T, beta1, beta2, epsilon, weight_decay?, X_1..X_n, G_1..G_n, M_1..M_n, V_1..V_n,
+         [Vmax_1..Vmax_n]; decoupled_weight_decay, amsgrad, maximize)
+        -> X_new.., M_new.., V_new.., [Vmax_new..]
+
+Momentum: an omitted ``beta`` means 1 and an omitted ``norm_coefficient`` means no weight decay
+(whether they are given is structure, as PyTorch's ``if weight_decay != 0`` is).
+
+Adam is ``torch.optim.Adam``'s step (not the preview spec's, whose bias corrections and epsilon
+differ): its hyperparameters are 0-d tensors of one floating dtype (the optimizer feeds float64,
+the Python numbers themselves) and ``T`` is the step count after this step's increment. The
+derived factors, ``R / (1 - beta1**T)``, ``sqrt(1 - beta2**T)``, ``1 - beta1``, ``1 - beta2``
+and ``1 - R * weight_decay``, are computed in that dtype and then cast to each tensor's dtype, as
+PyTorch's host-side step computes them in Python floats. Per tensor, in the tensor's dtype:
+
+    G' = -G if maximize else G;  G' = G' + X * weight_decay  (L2 decay)
+    X' = X * (1 - R * weight_decay)  (decoupled decay), else X
+    M_new = M + (G' - M) * (1 - beta1);   V_new = V * beta2 + G' * G' * (1 - beta2)
+    Vmax_new = max(Vmax, V_new)  (amsgrad; it replaces V_new in the denominator)
+    X_new = X' - M_new / (sqrt(V_new) / sqrt(1 - beta2**T) + epsilon) * (R / (1 - beta1**T))
+
+An omitted ``weight_decay`` means none. onnxruntime lacks both ops, so ``build_model`` writes them
+as standard ONNX through their decompositions; onnxnn's kernels (``kernels/training.py``) run them
+directly, op for op the same arithmetic.
 """
 from __future__ import annotations
 
@@ -21,11 +41,9 @@ import onnx
 from onnx import helper
 
 from ...ir.registry import decompositions, non_differentiable, shape_rules
-from ...ir.domains import MOMENTUM_TENSORS_START, TRAINING_DOMAIN
+from ...ir.domains import ADAM_TENSORS_START, MOMENTUM_TENSORS_START, TRAINING_DOMAIN
 
-__all__ = ["TRAINING_DOMAIN", "MOMENTUM_TENSORS_START"]
-
-
+__all__ = ["TRAINING_DOMAIN", "MOMENTUM_TENSORS_START", "ADAM_TENSORS_START"]
 
 @shape_rules.register("Momentum", domain=TRAINING_DOMAIN)
 def _momentum_shape(inputs, attrs):
@@ -58,20 +76,8 @@ def _momentum_decomposition(node, input_names: list, output_names: list, fresh_n
     count = len(tensors) // 3
     nesterov = node.attrs.get("mode", "standard") == "nesterov"
     nodes, initializers = [], []
-    as_dtype: dict = {}
-
-    def emit(op_type: str, *inputs: str, output: str | None = None, **attributes) -> str:
-        output = output or fresh_name(op_type)
-        nodes.append(helper.make_node(op_type, list(inputs), [output], name=fresh_name(op_type), **attributes))
-        return output
-
-    def typed(name: str, dtype) -> str:
-        """A hyperparameter in the tensors' dtype (Cast once, where it differs)."""
-        if dtype is hyperparameter_dtype:
-            return name
-        if (name, dtype) not in as_dtype:
-            as_dtype[(name, dtype)] = emit("Cast", name, to=dtype.onnx_type)
-        return as_dtype[(name, dtype)]
+    emit = _emitter(nodes, fresh_name)
+    typed = _caster(emit, hyperparameter_dtype)
 
     beta_adjusted = None
     if beta:
@@ -95,3 +101,115 @@ def _momentum_decomposition(node, input_names: list, output_names: list, fresh_n
             direction = emit("Add", gradient, emit("Mul", velocity, momentum))
         emit("Sub", x_name, emit("Mul", typed(learning_rate, dtype), direction), output=output_names[index])
     return nodes, initializers
+
+
+# ---------------------------------------------------------------------- Adam
+
+def adam_state_count(attrs: dict) -> int:
+    """How many lists of tensors an Adam node takes after its hyperparameters: X, G, M, V (and Vmax)."""
+    return 5 if attrs.get("amsgrad", 0) else 4
+
+
+@shape_rules.register("Adam", domain=TRAINING_DOMAIN)
+def _adam_shape(inputs, attrs):
+    hyperparameters, tensors = inputs[:ADAM_TENSORS_START], inputs[ADAM_TENSORS_START:]
+    lists = adam_state_count(attrs)
+    if len(hyperparameters) < ADAM_TENSORS_START or len(tensors) == 0 or len(tensors) % lists:
+        raise RuntimeError(f"Adam takes R, T, beta1, beta2, epsilon, weight_decay and then X, G, M, V"
+                           f"{' and Vmax' if lists == 5 else ''} for each tensor, got {len(inputs)} inputs")
+    if any(value is None for value in hyperparameters[:ADAM_TENSORS_START - 1]):
+        raise RuntimeError("Adam: R, T, beta1, beta2 and epsilon are required; only weight_decay may be omitted")
+    given = [value for value in hyperparameters if value is not None]
+    hyperparameter_dtype = hyperparameters[0].dtype
+    for value in given:
+        if value.shape != () or value.dtype is not hyperparameter_dtype or not value.dtype.is_floating_point:
+            raise RuntimeError(f"Adam: the hyperparameters must be 0-d tensors of one floating dtype, got "
+                               f"{', '.join(f'{v.dtype.name}{list(v.shape)}' for v in given)}")
+    count = len(tensors) // lists
+    for index in range(count):
+        group = tensors[index::count]
+        first = group[0]
+        if any(t.shape != first.shape or t.dtype is not first.dtype for t in group):
+            described = ", ".join(f"{name} {t.dtype.name}{list(t.shape)}" for name, t in zip("XGMV", group))
+            raise RuntimeError(f"Adam: tensor {index} has {described}"
+                               f"{f', Vmax {group[4].dtype.name}{list(group[4].shape)}' if lists == 5 else ''}; "
+                               "they must agree")
+    outputs = tensors[:count] + tensors[2 * count:]  # X, then the states M, V (and Vmax)
+    return [(t.shape, t.dtype) for t in outputs]
+
+
+non_differentiable.mark("Adam", domain=TRAINING_DOMAIN)
+
+
+@decompositions.register("Adam", domain=TRAINING_DOMAIN)
+def _adam_decomposition(node, input_names: list, output_names: list, fresh_name):
+    """Adam as standard nodes: the factors once in the hyperparameters' dtype, then ~14 nodes per tensor."""
+    learning_rate, step, beta1, beta2, epsilon, weight_decay = input_names[:ADAM_TENSORS_START]
+    hyperparameter_dtype = node.inputs[0].dtype
+    tensors = node.inputs[ADAM_TENSORS_START:]
+    names = input_names[ADAM_TENSORS_START:]
+    amsgrad = bool(node.attrs.get("amsgrad", 0))
+    decoupled = bool(node.attrs.get("decoupled_weight_decay", 0))
+    maximize = bool(node.attrs.get("maximize", 0))
+    count = len(tensors) // adam_state_count(node.attrs)
+    nodes, initializers = [], []
+    emit = _emitter(nodes, fresh_name)
+    one = fresh_name("one")
+    initializers.append(onnx.numpy_helper.from_array(np.array(1, hyperparameter_dtype.numpy_dtype), one))
+    factors = {
+        "1-beta1": emit("Sub", one, beta1),
+        "beta2": beta2,
+        "1-beta2": emit("Sub", one, beta2),
+        "epsilon": epsilon,
+        "step_size": emit("Div", learning_rate, emit("Sub", one, emit("Pow", beta1, step))),
+        "bias_correction2_sqrt": emit("Sqrt", emit("Sub", one, emit("Pow", beta2, step))),
+    }
+    if weight_decay:
+        factors["decay"] = emit("Sub", one, emit("Mul", learning_rate, weight_decay)) if decoupled else weight_decay
+    typed = _caster(emit, hyperparameter_dtype)
+    for index in range(count):
+        dtype = tensors[index].dtype
+        x, g, m, v = names[index], names[count + index], names[2 * count + index], names[3 * count + index]
+        factor = {name: typed(value, dtype) for name, value in factors.items()}
+        gradient = emit("Neg", g) if maximize else g
+        if weight_decay and not decoupled:
+            gradient = emit("Add", gradient, emit("Mul", x, factor["decay"]))
+        elif weight_decay:
+            x = emit("Mul", x, factor["decay"])
+        new_m = emit("Add", m, emit("Mul", emit("Sub", gradient, m), factor["1-beta1"]),
+                     output=output_names[count + index])
+        new_v = emit("Add", emit("Mul", v, factor["beta2"]),
+                     emit("Mul", emit("Mul", gradient, gradient), factor["1-beta2"]),
+                     output=output_names[2 * count + index])
+        second_moment = new_v
+        if amsgrad:
+            second_moment = emit("Max", names[4 * count + index], new_v, output=output_names[3 * count + index])
+        denominator = emit("Add", emit("Div", emit("Sqrt", second_moment), factor["bias_correction2_sqrt"]),
+                           factor["epsilon"])
+        emit("Sub", x, emit("Mul", emit("Div", new_m, denominator), factor["step_size"]), output=output_names[index])
+    return nodes, initializers
+
+
+def _emitter(nodes: list, fresh_name):
+    """``emit(op_type, *inputs, output=None, **attributes)``: appends one node to ``nodes``, returns its output."""
+
+    def emit(op_type: str, *inputs: str, output: str | None = None, **attributes) -> str:
+        output = output or fresh_name(op_type)
+        nodes.append(helper.make_node(op_type, list(inputs), [output], name=fresh_name(op_type), **attributes))
+        return output
+
+    return emit
+
+
+def _caster(emit, hyperparameter_dtype):
+    """``typed(name, dtype)``: a hyperparameter in a tensor's dtype, cast once per (name, dtype) where they differ."""
+    as_dtype: dict = {}
+
+    def typed(name: str, dtype) -> str:
+        if dtype is hyperparameter_dtype:
+            return name
+        if (name, dtype) not in as_dtype:
+            as_dtype[(name, dtype)] = emit("Cast", name, to=dtype.onnx_type)
+        return as_dtype[(name, dtype)]
+
+    return typed

@@ -1,0 +1,157 @@
+"""Adam and AdamW record one fused ``Adam`` node per group of parameters, and it changes no bit.
+
+The same small model is trained twice for 100 steps: once with ``onnxnn.optim.Adam``, once with
+the elementwise formulas onnxnn used before the fused node (tests/unfused_adam.py, in numpy, fed
+the same gradients). Every op of both is a correctly rounded IEEE operation (add, subtract,
+multiply, divide, square root, maximum) on the same operands in the same order, and the
+hyperparameter factors are computed in float64 and rounded to float32 once in both, so the
+parameters must agree bit for bit on either executor. Against ``torch.optim.Adam`` (when torch
+is installed), which fuses differently (``lerp``, ``addcmul``, ``addcdiv``), the bound is the
+rounding of the steps.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onnxnn
+from onnxnn import nn
+from onnxnn.kernels import training
+from onnxnn.optim import Adam, AdamW
+from onnxnn.runtime import realization as executor
+
+from tolerances import assert_within, gamma
+from unfused_adam import unfused_adam_step
+
+STEPS = 100
+CASES = [
+    (Adam, {"lr": 0.01}),
+    (Adam, {"lr": 0.01, "weight_decay": 0.1}),
+    (AdamW, {"lr": 0.01, "weight_decay": 0.1}),
+    (Adam, {"lr": 0.05, "betas": (0.8, 0.9), "eps": 1e-3, "weight_decay": 0.05, "amsgrad": True, "maximize": True}),
+    (AdamW, {"lr": 0.02, "amsgrad": True}),
+]
+
+
+def case_id(case) -> str:
+    optimizer_class, options = case
+    return optimizer_class.__name__ + "-" + "-".join(f"{k}={v}" for k, v in options.items())
+
+
+def _model_and_data():
+    onnxnn.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
+    generator = np.random.default_rng(0)
+    inputs = onnxnn.tensor(generator.standard_normal((8, 4)), dtype=onnxnn.float32)
+    targets = onnxnn.tensor(generator.standard_normal((8, 1)), dtype=onnxnn.float32)
+    return model, inputs, targets
+
+
+def _backward(model, inputs, targets) -> None:
+    for param in model.parameters():
+        param.grad = None
+    ((model(inputs) - targets) ** 2).mean().backward()
+
+
+def train_fused(optimizer_class, options) -> list:
+    model, inputs, targets = _model_and_data()
+    optimizer = optimizer_class(model.parameters(), **options)
+    for _ in range(STEPS):
+        _backward(model, inputs, targets)
+        optimizer.step()
+    return [param.detach().numpy() for param in model.parameters()]
+
+
+def train_unfused(optimizer_class, options) -> list:
+    decoupled = optimizer_class is AdamW
+    options = {"weight_decay": 1e-2 if decoupled else 0, **options, "decoupled_weight_decay": decoupled}
+    model, inputs, targets = _model_and_data()
+    params = list(model.parameters())
+    states = [[np.zeros(param.shape, np.float32) for _ in range(3)] for param in params]
+    for step in range(1, STEPS + 1):
+        _backward(model, inputs, targets)
+        for param, state in zip(params, states):
+            new_param, *state[:] = unfused_adam_step(param.detach().numpy(), param.grad.numpy(), *state,
+                                                     float(step), **options)
+            with onnxnn.no_grad():
+                param.copy_(onnxnn.tensor(new_param))
+    return [param.detach().numpy() for param in params]
+
+
+@pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels", "kernels-one-by-one"])
+@pytest.mark.parametrize("case", CASES, ids=[case_id(case) for case in CASES])
+def test_fused_adam_equals_the_unfused_formulas_bitwise_over_100_steps(case, executor_name, monkeypatch):
+    if executor_name == "kernels-one-by-one":  # the kernel's path for large models: no flat buffer
+        monkeypatch.setattr(training, "FLAT_UPDATE_MAX_ELEMENTS", 0)
+        executor_name = "kernels"
+    with onnxnn.set_executor(executor_name):
+        fused = train_fused(*case)
+        unfused = train_unfused(*case)
+    for result, expected in zip(fused, unfused):
+        assert result.dtype == np.float32 and result.tobytes() == expected.tobytes()
+
+
+def test_adam_records_one_node_per_dtype_and_step_count():
+    first = onnxnn.ones(3, requires_grad=True)
+    late = onnxnn.ones(2, requires_grad=True)  # no gradient on the first step: one step behind
+    wide = onnxnn.ones(2, dtype=onnxnn.float64, requires_grad=True)
+    optimizer = Adam([first, late, wide], lr=0.1, amsgrad=True)
+    for step, expected_nodes in enumerate([2, 3]):  # float32 and float64; then float32 at steps 2 and 1
+        first.grad, wide.grad = onnxnn.full((3,), 0.5), onnxnn.full((2,), 0.5, dtype=onnxnn.float64)
+        late.grad = onnxnn.full((2,), 0.5) if step == 1 else None
+        with executor.recording_only():
+            optimizer.step()
+        updated = [param for param in (first, late, wide) if param.grad is not None]
+        assert len({id(param._value.node) for param in updated}) == expected_nodes
+        for param in updated:  # the parameter and its state are written by one node
+            node = param._value.node
+            assert node.op_type == "Adam"
+            assert all(optimizer.state[param][key]._value.node is node
+                       for key in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"))
+        for param in updated:
+            param.detach().numpy()
+    assert [optimizer.state[param]["step"].item() for param in (first, late, wide)] == [2.0, 1.0, 2.0]
+    # A parameter's first step moves it by lr against the gradient's sign (m / sqrt(v) = 1 after
+    # the bias corrections; eps shifts it by 2e-8 relatively).
+    np.testing.assert_allclose(late.detach().numpy(), 0.9, rtol=1e-6)
+
+
+def test_capturable_adam_keeps_its_step_counts_in_the_graph():
+    param = onnxnn.ones(3, requires_grad=True)
+    optimizer = Adam([param], lr=0.1, capturable=True)
+    param.grad = onnxnn.full((3,), 0.5)
+    with executor.recording_only():
+        optimizer.step()
+    assert param._value.node.op_type != "Adam"
+    assert optimizer.state[param]["step"]._value.node is not None  # counted in the graph, not on the host
+    np.testing.assert_allclose(param.detach().numpy(), 0.9, rtol=1e-6)
+    assert optimizer.state[param]["step"].item() == 1.0
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case_id(case) for case in CASES])
+def test_adam_matches_torch_over_100_steps(case):
+    torch = pytest.importorskip("torch")
+    optimizer_class, options = case
+    generator = np.random.default_rng(1)
+    shapes = [(3, 2), (4,), ()]
+    initial = [generator.standard_normal(shape).astype(np.float32) for shape in shapes]
+    gradients = [[(generator.standard_normal(shape) * scale).astype(np.float32) for shape in shapes]
+                 for scale in np.linspace(0.1, 2.0, STEPS)]
+    params = [onnxnn.tensor(array, requires_grad=True) for array in initial]
+    torch_params = [torch.tensor(array, requires_grad=True) for array in initial]
+    optimizer = optimizer_class(params, **options)
+    torch_optimizer = getattr(torch.optim, optimizer_class.__name__)(torch_params, **options)
+    for step_gradients in gradients:
+        for param, torch_param, gradient in zip(params, torch_params, step_gradients):
+            param.grad = onnxnn.tensor(gradient)
+            torch_param.grad = torch.tensor(gradient)
+        optimizer.step()
+        torch_optimizer.step()
+    # 16 roundings per element per step at most (test_optimizers.py's ROUNDINGS_PER_STEP), each
+    # relative to at most the initial value plus every gradient so far; errors carry over with
+    # factors <= 1 (the decays), so they add up over the steps.
+    magnitude = max(np.abs(a).max() for a in initial) + sum(max(np.abs(g).max() for g in s) for s in gradients)
+    for param, torch_param in zip(params, torch_params):
+        expected = torch_param.detach().numpy().astype(np.float64)
+        assert_within(param.detach().numpy().astype(np.float64), expected,
+                      2 * gamma(16 * STEPS, np.float32) * (np.abs(expected) + magnitude))

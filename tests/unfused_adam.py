@@ -1,0 +1,41 @@
+"""Adam's update as onnxnn computed it before the fused ``Adam`` node: elementwise ops, in order.
+
+The reference of the fused op's exactness tests. Before the node existed, ``optim/adam.py`` recorded
+these Tensor ops per parameter, each rounded to the parameter's dtype, with every hyperparameter a
+Python number computed in float64 (``1 - beta1``, ``lr / (1 - beta1 ** step)``, ...) and cast to the
+parameter's dtype once. The fused node must give the same bits.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def unfused_adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step: float, *, lr: float,
+                      betas: tuple = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False,
+                      maximize: bool = False, decoupled_weight_decay: bool = False) -> tuple:
+    """One parameter's step ``step`` (counted from 1): its new (param, exp_avg, exp_avg_sq, max_exp_avg_sq).
+
+    ``max_exp_avg_sq`` is returned unchanged (None stays None) without amsgrad.
+    """
+    dtype = param.dtype.type
+    beta1, beta2 = betas
+    grad = -grad if maximize else grad
+    new_param = param
+    if weight_decay != 0:
+        if decoupled_weight_decay:
+            new_param = param * dtype(1 - lr * weight_decay)
+        else:
+            grad = grad + param * dtype(weight_decay)
+    new_exp_avg = exp_avg + (grad - exp_avg) * dtype(1 - beta1)
+    new_exp_avg_sq = exp_avg_sq * dtype(beta2) + grad * grad * dtype(1 - beta2)
+    bias_correction1 = 1 - beta1 ** step
+    bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
+    second_moment = new_exp_avg_sq
+    if amsgrad:
+        max_exp_avg_sq = second_moment = np.maximum(max_exp_avg_sq, new_exp_avg_sq)
+    denominator = np.sqrt(second_moment) / dtype(bias_correction2_sqrt) + dtype(eps)
+    new_param = new_param - new_exp_avg / denominator * dtype(lr / bias_correction1)
+    return tuple(None if array is None else np.asarray(array, param.dtype)
+                 for array in (new_param, new_exp_avg, new_exp_avg_sq, max_exp_avg_sq))
