@@ -207,34 +207,50 @@ def adam(xp, inputs, attrs):
 def _adam_update(x, g, m, v, v_max, xp, factors, options) -> tuple:
     """One tensor's (or one flat vector's) Adam update: new X, M, V (and Vmax when given).
 
-    Each product and sum is the decomposition's, in its order up to commutativity (exact in IEEE
-    arithmetic); results go into arrays this update made, never into an input.
+    Each product and sum is the decomposition's, in its order up to commutativity and negation
+    (both exact in IEEE arithmetic). A large update's time goes to fresh memory, not arithmetic, so
+    it allocates its outputs and one scratch array (that becomes the new X) and writes everything
+    else in place, never into an input.
     """
     if x.ndim == 0:  # numpy's 0-d arithmetic makes scalars, which the writes below cannot target
         results = _adam_update(*(None if a is None else a.reshape(1) for a in (x, g, m, v, v_max)), xp, factors, options)
         return tuple(result.reshape(()) for result in results)
+    # One layout for all: a transposed gradient (a weight's, from the backward's Gemm) mixed with
+    # C-ordered states would make every elementwise pass strided and every result need a copy.
+    x, g, m, v = (xp.ascontiguousarray(array) for array in (x, g, m, v))
     dtype = x.dtype
     one_minus_beta1, beta2, one_minus_beta2, epsilon, step_size, bias_correction2_sqrt, decay = (
         None if factor is None else _as_dtype(factor, dtype) for factor in factors)
     decoupled, maximize = options
-    gradient = -g if maximize else g
+    negated = False  # whether the gradient G' is -gradient (maximize, not yet applied)
     if decay is not None and not decoupled:
-        decayed = x * decay
-        decayed += gradient
-        gradient = decayed
-    elif decay is not None:
-        x = x * decay
-    new_m = gradient - m
+        gradient = x * decay  # G' = G + X * weight_decay, or -G + X * weight_decay when maximizing
+        if maximize:
+            gradient -= g
+        else:
+            gradient += g
+    else:
+        gradient, negated = g, maximize
+    if negated:  # (-G) - M == -(G + M) exactly
+        new_m = xp.add(gradient, m)
+        xp.negative(new_m, out=new_m)
+    else:
+        new_m = gradient - m
     new_m *= one_minus_beta1
     new_m += m
-    new_v = gradient * gradient
-    new_v *= one_minus_beta2
-    new_v += v * beta2
-    new_v_max = None if v_max is None else xp.maximum(v_max, new_v)
-    denominator = xp.sqrt(new_v if v_max is None else new_v_max)
+    new_v = v * beta2
+    scratch = gradient * gradient if gradient is g else xp.multiply(gradient, gradient, out=gradient)
+    scratch *= one_minus_beta2
+    new_v += scratch
+    new_v_max = None if v_max is None else xp.maximum(xp.ascontiguousarray(v_max), new_v)
+    denominator = xp.sqrt(new_v if v_max is None else new_v_max, out=scratch)
     denominator /= bias_correction2_sqrt
     denominator += epsilon
     step = xp.divide(new_m, denominator, out=denominator)
     step *= step_size
-    new_x = xp.subtract(x, step, out=step)
+    if decay is not None and decoupled:
+        new_x = x * decay
+        new_x -= step
+    else:
+        new_x = xp.subtract(x, step, out=step)
     return (new_x, new_m, new_v) if v_max is None else (new_x, new_m, new_v, new_v_max)
