@@ -177,7 +177,10 @@ def _as_dtype(hyperparameter, dtype):
 
 # ---------------------------------------------------------------------- Adam
 
-@kernels.register("Adam", domain=TRAINING_DOMAIN, types=FLOATING, finished_results=True)
+# native_low_precision: float16/bfloat16 parameters are updated op by op in their own dtype (numpy
+# computes each op in float32 and rounds it), as the unfused update and onnxruntime's decomposition
+# round, rather than widened for the whole update and rounded once.
+@kernels.register("Adam", domain=TRAINING_DOMAIN, types=FLOATING, finished_results=True, native_low_precision=True)
 def adam(xp, inputs, attrs):
     learning_rate, step, beta1, beta2, epsilon, weight_decay = inputs[:ADAM_TENSORS_START]
     amsgrad = bool(attrs.get("amsgrad", 0))

@@ -155,3 +155,26 @@ def test_adam_matches_torch_over_100_steps(case):
         expected = torch_param.detach().numpy().astype(np.float64)
         assert_within(param.detach().numpy().astype(np.float64), expected,
                       2 * gamma(16 * STEPS, np.float32) * (np.abs(expected) + magnitude))
+
+
+@pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("dtype", [onnxnn.float16, onnxnn.bfloat16], ids=["float16", "bfloat16"])
+def test_low_precision_parameters_round_per_op_as_the_unfused_update(dtype, executor_name):
+    """float16/bfloat16 ops compute in float32 and round each result, the fused update's too."""
+    options = {"lr": 0.05, "weight_decay": 0.1, "amsgrad": True}
+    generator = np.random.default_rng(2)
+    shapes = [(3, 2), (4,), ()]
+    initial = [np.asarray(generator.standard_normal(shape), dtype.numpy_dtype) for shape in shapes]
+    params = [onnxnn.tensor(array, dtype=dtype, requires_grad=True) for array in initial]
+    optimizer = Adam(params, **options)
+    expected = [[array, *(np.zeros(array.shape, dtype.numpy_dtype) for _ in range(3))] for array in initial]
+    with onnxnn.set_executor(executor_name):
+        for step in range(1, 11):
+            gradients = [np.asarray(generator.standard_normal(shape), dtype.numpy_dtype) for shape in shapes]
+            for param, state, gradient in zip(params, expected, gradients):
+                param.grad = onnxnn.tensor(gradient, dtype=dtype)
+                state[:] = unfused_adam_step(state[0], gradient, *state[1:], float(step), **options)
+            optimizer.step()
+    for param, state in zip(params, expected):
+        assert param.detach().numpy().tobytes() == state[0].tobytes()
+        assert optimizer.state[param]["exp_avg_sq"].numpy().tobytes() == state[2].tobytes()
