@@ -1,9 +1,10 @@
-"""onnxnn's optimizer kernels (domain ``ai.onnxnn``, ``TRAINING_DOMAIN``): Momentum and Adam.
+"""onnxnn's optimizer kernels (domain ``ai.onnxnn``, ``TRAINING_DOMAIN``): Momentum, Adam, Adagrad.
 
 The arithmetic is the decompositions' (``runtime/ops/training.py``) op for op, so both executors
 round alike. Momentum: ``V_new = alpha * V + beta' * (G + norm_coefficient * X)`` and
 ``X_new = X - R * V_new`` (Nesterov: ``X - R * (G' + alpha * V_new)``), with ``beta' = 1`` on the
-first update (``T == 0``). Adam: torch.optim.Adam's step, written out in runtime/ops/training.py.
+first update (``T == 0``). Adam and Adagrad: torch.optim's steps, written out in
+runtime/ops/training.py.
 
 Parameters of a small model are updated as one flat vector, and the new parameters and optimizer
 states are returned as views of new flat vectors. A training loop feeds exactly those views back
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from operator import is_
 
-from ..ir.domains import ADAM_TENSORS_START, MOMENTUM_TENSORS_START, TRAINING_DOMAIN
+from ..ir.domains import ADAGRAD_TENSORS_START, ADAM_TENSORS_START, MOMENTUM_TENSORS_START, TRAINING_DOMAIN
 from ..ir.caches import register_cache
 from ..ir.kernel_registry import FLOATING, kernels
 from ..ir.mode import MODE
@@ -257,3 +258,49 @@ def _adam_update(x, g, m, v, v_max, xp, factors, options) -> tuple:
     else:
         new_x = xp.subtract(x, step, out=step)
     return (new_x, new_m, new_v) if v_max is None else (new_x, new_m, new_v, new_v_max)
+
+
+# ---------------------------------------------------------------------- Adagrad
+
+@kernels.register("Adagrad", domain=TRAINING_DOMAIN, types=FLOATING, finished_results=True, native_low_precision=True)
+def adagrad(xp, inputs, attrs):
+    learning_rate, step, lr_decay, epsilon, weight_decay = inputs[:ADAGRAD_TENSORS_START]
+    one = learning_rate.dtype.type(1)
+    factors = (epsilon, learning_rate / (one + (step - one) * lr_decay), weight_decay)
+    maximize = bool(attrs.get("maximize", 0))
+    tensors = inputs[ADAGRAD_TENSORS_START:]
+    count = len(tensors) // 3
+    xs, gs, sums = tensors[:count], tensors[count:2 * count], tensors[2 * count:]
+    flat = _flat_inputs(xp, (xs, sums))
+    if flat is None:
+        return _one_by_one(xp, _adagrad_update, (xs, gs, sums), (xp, factors, maximize))
+    layout, (flat_x, flat_sum) = flat
+    return _flat_results(layout, _adagrad_update(flat_x, xp.concatenate(gs, axis=None), flat_sum, xp, factors, maximize))
+
+
+def _adagrad_update(x, g, state_sum, xp, factors, maximize: bool) -> tuple:
+    """One tensor's (or flat vector's) Adagrad update: new X and S, the decomposition's ops in place
+    where they may be (as :func:`_adam_update`)."""
+    if x.ndim == 0:  # numpy's 0-d arithmetic makes scalars, which the writes below cannot target
+        results = _adagrad_update(x.reshape(1), g.reshape(1), state_sum.reshape(1), xp, factors, maximize)
+        return tuple(result.reshape(()) for result in results)
+    x, g, state_sum = (xp.ascontiguousarray(array) for array in (x, g, state_sum))
+    epsilon, decayed_lr, weight_decay = (None if factor is None else _as_dtype(factor, x.dtype) for factor in factors)
+    negated = maximize  # G' = -gradient, not yet applied: (-G)^2 == G^2 and (-G) / s == -(G / s) exactly
+    if weight_decay is not None:
+        gradient = x * weight_decay
+        if maximize:
+            gradient -= g
+        else:
+            gradient += g
+        negated = False
+    else:
+        gradient = g
+    new_sum = gradient * gradient
+    new_sum += state_sum
+    std = xp.sqrt(new_sum)
+    std += epsilon
+    step = xp.divide(gradient, std, out=std)
+    step *= decayed_lr
+    new_x = xp.add(x, step, out=step) if negated else xp.subtract(x, step, out=step)
+    return new_x, new_sum

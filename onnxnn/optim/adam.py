@@ -3,15 +3,11 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..ir import dtypes
-from ..ir.graph import Value
 from ..runtime.grad_mode import no_grad
-from ..runtime.internal import record_op, record_update, value_of
-from ..runtime.ops.training import TRAINING_DOMAIN
+from ..runtime.internal import record_update
 from ..runtime.tensor import Tensor
 from .optimizer import (
-    Optimizer, _check_differentiable, _hyperparameter, _hyperparameter_scalar, _increment_step,
-    _new_step_tensor, _same_dtype, _zeros_like,
+    Optimizer, _check_differentiable, _hyperparameter, _new_step_tensor, _record_fused_updates, _zeros_like,
 )
 
 __all__ = ["Adam", "AdamW", "adam", "adamw"]
@@ -168,33 +164,16 @@ def adam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_
 
 def _fused_updates(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, decoupled_weight_decay, *,
                    amsgrad, beta1, beta2, lr, weight_decay, eps, maximize) -> None:
-    """Records one Adam node per dtype, device and step count of the parameters.
-
-    The hyperparameters are fed as float64 0-d values, the Python numbers themselves, so the node's
-    bias corrections equal PyTorch's host-side ones before they are cast to the parameters' dtype.
-    """
+    """Records one Adam node per dtype, device and step count of the parameters."""
     attributes = {"decoupled_weight_decay": int(bool(decoupled_weight_decay)), "amsgrad": int(bool(amsgrad)),
                   "maximize": int(bool(maximize))}
-    groups: dict = {}
-    for index, param in enumerate(params):
-        step = _increment_step(state_steps[index])
-        weight = value_of(param)
-        groups.setdefault((weight.dtype, weight.device, step), []).append(index)
-    for (_, device, step), indices in groups.items():
-        def hyperparameter(name: str, value, device=device) -> Value:
-            return _hyperparameter_scalar(name, value, dtypes.float64, device)
 
-        weights = [value_of(params[i]) for i in indices]
-        states = [exp_avgs, exp_avg_sqs] + ([max_exp_avg_sqs] if amsgrad else [])
-        inputs = (hyperparameter("lr", lr), hyperparameter("step", step), hyperparameter("beta1", beta1),
-                  hyperparameter("beta2", beta2), hyperparameter("eps", eps),
-                  hyperparameter("weight_decay", weight_decay) if weight_decay != 0 else None,
-                  *weights, *[_same_dtype(value_of(grads[i]), weights[k]) for k, i in enumerate(indices)],
-                  *[value_of(state[i]) for state in states for i in indices])
-        outputs = record_op("Adam", inputs, attributes, TRAINING_DOMAIN)
-        for kind, tensors in enumerate([params] + states):
-            for position, index in enumerate(indices):
-                record_update(tensors[index], outputs[kind * len(indices) + position])
+    def hyperparameters(step: float, scalar) -> tuple:
+        return (scalar("lr", lr), scalar("step", step), scalar("beta1", beta1), scalar("beta2", beta2),
+                scalar("eps", eps), scalar("weight_decay", weight_decay) if weight_decay != 0 else None)
+
+    states = [exp_avgs, exp_avg_sqs] + ([max_exp_avg_sqs] if amsgrad else [])
+    _record_fused_updates("Adam", attributes, params, grads, states, state_steps, hyperparameters)
 
 
 def _capturable_updates(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, decoupled_weight_decay,

@@ -20,10 +20,11 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..ir import dtypes
+from ..ir.domains import TRAINING_DOMAIN
 from ..ir.graph import Value, constant
 from ..runtime.autograd import RemovableHandle, _HookDict, add_hook
 from ..runtime.grad_mode import enable_grad, no_grad
-from ..runtime.internal import full_tensor, realize_values, rebind, record_op, tensor_of, value_of
+from ..runtime.internal import full_tensor, realize_values, rebind, record_op, record_update, tensor_of, value_of
 from ..runtime.tensor import Tensor
 from ..ir.caches import register_cache
 
@@ -408,6 +409,34 @@ def _same_dtype(gradient: Value, weight: Value) -> Value:
     if gradient.dtype is weight.dtype:
         return gradient
     return record_op("Cast", (gradient,), {"to": weight.dtype})[0]
+
+
+def _record_fused_updates(op_type: str, attributes: dict, params: list[Tensor], grads: list[Tensor],
+                          state_lists: list[list[Tensor]], state_steps: list[Tensor], hyperparameters: Callable) -> None:
+    """Records one fused update node (runtime/ops/training.py) per dtype, device and step count of ``params``.
+
+    Increments every ``step`` on the host first. The node's inputs are ``hyperparameters(step,
+    scalar)`` (``scalar(name, value)`` makes a fed float64 0-d value: the Python number itself, so
+    factors computed from it in the node equal the host's), then the parameters, their gradients
+    and each list of ``state_lists``; its outputs rebind the parameters and the states, in that order.
+    """
+    groups: dict = {}
+    for index, param in enumerate(params):
+        step = _increment_step(state_steps[index])
+        weight = value_of(param)
+        groups.setdefault((weight.dtype, weight.device, step), []).append(index)
+    for (_, device, step), indices in groups.items():
+        def scalar(name: str, value, device=device) -> Value:
+            return _hyperparameter_scalar(name, value, dtypes.float64, device)
+
+        weights = [value_of(params[i]) for i in indices]
+        inputs = (*hyperparameters(step, scalar), *weights,
+                  *[_same_dtype(value_of(grads[i]), weight) for i, weight in zip(indices, weights)],
+                  *[value_of(states[i]) for states in state_lists for i in indices])
+        outputs = record_op(op_type, inputs, attributes, TRAINING_DOMAIN)
+        for kind, tensors in enumerate([params, *state_lists]):
+            for position, index in enumerate(indices):
+                record_update(tensors[index], outputs[kind * len(indices) + position])
 
 
 def _new_step_tensor() -> Tensor:

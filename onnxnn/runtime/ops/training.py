@@ -1,4 +1,4 @@
-"""onnxnn's fused optimizer ops, Momentum and Adam: shape rules and decompositions.
+"""onnxnn's fused optimizer ops, Momentum, Adam and Adagrad: shape rules and decompositions.
 
 An SGD or Adam step records one node per group of parameters instead of six to fifteen elementwise
 nodes per parameter, which keeps a training step's recording and planning short and lets the
@@ -13,6 +13,9 @@ momentum or the weight decay feeds new data to the same compiled step:
     Adam(R, T, beta1, beta2, epsilon, weight_decay?, X_1..X_n, G_1..G_n, M_1..M_n, V_1..V_n,
          [Vmax_1..Vmax_n]; decoupled_weight_decay, amsgrad, maximize)
         -> X_new.., M_new.., V_new.., [Vmax_new..]
+
+    Adagrad(R, T, lr_decay, epsilon, weight_decay?, X_1..X_n, G_1..G_n, S_1..S_n; maximize)
+        -> X_new.., S_new..
 
 Momentum: an omitted ``beta`` means 1 and an omitted ``norm_coefficient`` means no weight decay
 (whether they are given is structure, as PyTorch's ``if weight_decay != 0`` is).
@@ -30,7 +33,11 @@ PyTorch's host-side step computes them in Python floats. Per tensor, in the tens
     Vmax_new = max(Vmax, V_new)  (amsgrad; it replaces V_new in the denominator)
     X_new = X' - M_new / (sqrt(V_new) / sqrt(1 - beta2**T) + epsilon) * (R / (1 - beta1**T))
 
-An omitted ``weight_decay`` means none. onnxruntime lacks both ops, so ``build_model`` writes them
+Adagrad is ``torch.optim.Adagrad``'s step, its factor ``R / (1 + (T - 1) * lr_decay)`` computed
+in the hyperparameters' dtype as Adam's are; per tensor: ``G'`` as Adam's (L2 decay),
+``S_new = S + G' * G'`` and ``X_new = X - G' / (sqrt(S_new) + epsilon) * factor``.
+
+An omitted ``weight_decay`` means none. onnxruntime lacks these ops, so ``build_model`` writes them
 as standard ONNX through their decompositions; onnxnn's kernels (``kernels/training.py``) run them
 directly, op for op the same arithmetic.
 """
@@ -41,9 +48,9 @@ import onnx
 from onnx import helper
 
 from ...ir.registry import decompositions, non_differentiable, shape_rules
-from ...ir.domains import ADAM_TENSORS_START, MOMENTUM_TENSORS_START, TRAINING_DOMAIN
+from ...ir.domains import ADAGRAD_TENSORS_START, ADAM_TENSORS_START, MOMENTUM_TENSORS_START, TRAINING_DOMAIN
 
-__all__ = ["TRAINING_DOMAIN", "MOMENTUM_TENSORS_START", "ADAM_TENSORS_START"]
+__all__ = ["TRAINING_DOMAIN", "MOMENTUM_TENSORS_START", "ADAM_TENSORS_START", "ADAGRAD_TENSORS_START"]
 
 @shape_rules.register("Momentum", domain=TRAINING_DOMAIN)
 def _momentum_shape(inputs, attrs):
@@ -105,36 +112,47 @@ def _momentum_decomposition(node, input_names: list, output_names: list, fresh_n
 
 # ---------------------------------------------------------------------- Adam
 
-def adam_state_count(attrs: dict) -> int:
-    """How many lists of tensors an Adam node takes after its hyperparameters: X, G, M, V (and Vmax)."""
-    return 5 if attrs.get("amsgrad", 0) else 4
+ADAM_HYPERPARAMETERS = ("R", "T", "beta1", "beta2", "epsilon", "weight_decay")
+
+
+def adam_tensor_lists(attrs: dict) -> tuple:
+    """The lists of tensors an Adam node takes after its hyperparameters: X, G, M, V (and Vmax)."""
+    return ("X", "G", "M", "V", "Vmax") if attrs.get("amsgrad", 0) else ("X", "G", "M", "V")
 
 
 @shape_rules.register("Adam", domain=TRAINING_DOMAIN)
 def _adam_shape(inputs, attrs):
-    hyperparameters, tensors = inputs[:ADAM_TENSORS_START], inputs[ADAM_TENSORS_START:]
-    lists = adam_state_count(attrs)
-    if len(hyperparameters) < ADAM_TENSORS_START or len(tensors) == 0 or len(tensors) % lists:
-        raise RuntimeError(f"Adam takes R, T, beta1, beta2, epsilon, weight_decay and then X, G, M, V"
-                           f"{' and Vmax' if lists == 5 else ''} for each tensor, got {len(inputs)} inputs")
-    if any(value is None for value in hyperparameters[:ADAM_TENSORS_START - 1]):
-        raise RuntimeError("Adam: R, T, beta1, beta2 and epsilon are required; only weight_decay may be omitted")
+    return _fused_update_shapes("Adam", inputs, ADAM_HYPERPARAMETERS, {"weight_decay"}, adam_tensor_lists(attrs))
+
+
+def _fused_update_shapes(op_type: str, inputs, hyperparameter_names: tuple, optional: set, list_names: tuple):
+    """The shape rule of a fused optimizer update: its outputs are the new X and states (every list but G).
+
+    The inputs are 0-d hyperparameters of one floating dtype (those in ``optional`` may be omitted),
+    then one list of tensors per name in ``list_names``, where the tensors of one index agree.
+    """
+    start = len(hyperparameter_names)
+    hyperparameters, tensors = inputs[:start], inputs[start:]
+    lists = len(list_names)
+    if len(hyperparameters) < start or len(tensors) == 0 or len(tensors) % lists:
+        raise RuntimeError(f"{op_type} takes {', '.join(hyperparameter_names)} and then "
+                           f"{', '.join(list_names[:-1])} and {list_names[-1]} for each tensor, got {len(inputs)} inputs")
+    missing = [name for name, value in zip(hyperparameter_names, hyperparameters) if value is None and name not in optional]
+    if missing:
+        raise RuntimeError(f"{op_type}: {', '.join(missing)} omitted; only {' and '.join(sorted(optional))} may be")
     given = [value for value in hyperparameters if value is not None]
     hyperparameter_dtype = hyperparameters[0].dtype
     for value in given:
         if value.shape != () or value.dtype is not hyperparameter_dtype or not value.dtype.is_floating_point:
-            raise RuntimeError(f"Adam: the hyperparameters must be 0-d tensors of one floating dtype, got "
+            raise RuntimeError(f"{op_type}: the hyperparameters must be 0-d tensors of one floating dtype, got "
                                f"{', '.join(f'{v.dtype.name}{list(v.shape)}' for v in given)}")
     count = len(tensors) // lists
     for index in range(count):
         group = tensors[index::count]
-        first = group[0]
-        if any(t.shape != first.shape or t.dtype is not first.dtype for t in group):
-            described = ", ".join(f"{name} {t.dtype.name}{list(t.shape)}" for name, t in zip("XGMV", group))
-            raise RuntimeError(f"Adam: tensor {index} has {described}"
-                               f"{f', Vmax {group[4].dtype.name}{list(group[4].shape)}' if lists == 5 else ''}; "
-                               "they must agree")
-    outputs = tensors[:count] + tensors[2 * count:]  # X, then the states M, V (and Vmax)
+        if any(t.shape != group[0].shape or t.dtype is not group[0].dtype for t in group):
+            described = ", ".join(f"{name} {t.dtype.name}{list(t.shape)}" for name, t in zip(list_names, group))
+            raise RuntimeError(f"{op_type}: tensor {index} has {described}; they must agree")
+    outputs = tensors[:count] + tensors[2 * count:]  # X, then the states (G is only read)
     return [(t.shape, t.dtype) for t in outputs]
 
 
@@ -151,7 +169,7 @@ def _adam_decomposition(node, input_names: list, output_names: list, fresh_name)
     amsgrad = bool(node.attrs.get("amsgrad", 0))
     decoupled = bool(node.attrs.get("decoupled_weight_decay", 0))
     maximize = bool(node.attrs.get("maximize", 0))
-    count = len(tensors) // adam_state_count(node.attrs)
+    count = len(tensors) // len(adam_tensor_lists(node.attrs))
     nodes, initializers = [], []
     emit = _emitter(nodes, fresh_name)
     one = fresh_name("one")
@@ -187,6 +205,50 @@ def _adam_decomposition(node, input_names: list, output_names: list, fresh_name)
         denominator = emit("Add", emit("Div", emit("Sqrt", second_moment), factor["bias_correction2_sqrt"]),
                            factor["epsilon"])
         emit("Sub", x, emit("Mul", emit("Div", new_m, denominator), factor["step_size"]), output=output_names[index])
+    return nodes, initializers
+
+
+# ---------------------------------------------------------------------- Adagrad
+
+ADAGRAD_HYPERPARAMETERS = ("R", "T", "lr_decay", "epsilon", "weight_decay")
+ADAGRAD_TENSOR_LISTS = ("X", "G", "S")
+
+
+@shape_rules.register("Adagrad", domain=TRAINING_DOMAIN)
+def _adagrad_shape(inputs, attrs):
+    return _fused_update_shapes("Adagrad", inputs, ADAGRAD_HYPERPARAMETERS, {"weight_decay"}, ADAGRAD_TENSOR_LISTS)
+
+
+non_differentiable.mark("Adagrad", domain=TRAINING_DOMAIN)
+
+
+@decompositions.register("Adagrad", domain=TRAINING_DOMAIN)
+def _adagrad_decomposition(node, input_names: list, output_names: list, fresh_name):
+    """Adagrad as standard nodes: the decayed learning rate once, then 6 to 9 nodes per tensor."""
+    learning_rate, step, lr_decay, epsilon, weight_decay = input_names[:ADAGRAD_TENSORS_START]
+    hyperparameter_dtype = node.inputs[0].dtype
+    tensors = node.inputs[ADAGRAD_TENSORS_START:]
+    names = input_names[ADAGRAD_TENSORS_START:]
+    maximize = bool(node.attrs.get("maximize", 0))
+    count = len(tensors) // len(ADAGRAD_TENSOR_LISTS)
+    nodes, initializers = [], []
+    emit = _emitter(nodes, fresh_name)
+    one = fresh_name("one")
+    initializers.append(onnx.numpy_helper.from_array(np.array(1, hyperparameter_dtype.numpy_dtype), one))
+    factors = {"epsilon": epsilon,
+               "clr": emit("Div", learning_rate, emit("Add", one, emit("Mul", emit("Sub", step, one), lr_decay)))}
+    if weight_decay:
+        factors["weight_decay"] = weight_decay
+    typed = _caster(emit, hyperparameter_dtype)
+    for index in range(count):
+        x, g, state_sum = names[index], names[count + index], names[2 * count + index]
+        factor = {name: typed(value, tensors[index].dtype) for name, value in factors.items()}
+        gradient = emit("Neg", g) if maximize else g
+        if weight_decay:
+            gradient = emit("Add", gradient, emit("Mul", x, factor["weight_decay"]))
+        new_sum = emit("Add", state_sum, emit("Mul", gradient, gradient), output=output_names[count + index])
+        std = emit("Add", emit("Sqrt", new_sum), factor["epsilon"])
+        emit("Sub", x, emit("Mul", emit("Div", gradient, std), factor["clr"]), output=output_names[index])
     return nodes, initializers
 
 

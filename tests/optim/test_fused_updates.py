@@ -1,12 +1,12 @@
-"""Adam and AdamW record one fused ``Adam`` node per group of parameters, and it changes no bit.
+"""Adam, AdamW and Adagrad record one fused node per group of parameters, and it changes no bit.
 
-The same small model is trained twice for 100 steps: once with ``onnxnn.optim.Adam``, once with
-the elementwise formulas onnxnn used before the fused node (tests/unfused_adam.py, in numpy, fed
-the same gradients). Every op of both is a correctly rounded IEEE operation (add, subtract,
+The same small model is trained twice for 100 steps: once with the onnxnn optimizer, once with
+the elementwise formulas onnxnn used before the fused nodes (tests/unfused_updates.py, in numpy,
+fed the same gradients). Every op of both is a correctly rounded IEEE operation (add, subtract,
 multiply, divide, square root, maximum) on the same operands in the same order, and the
 hyperparameter factors are computed in float64 and rounded to float32 once in both, so the
-parameters must agree bit for bit on either executor. Against ``torch.optim.Adam`` (when torch
-is installed), which fuses differently (``lerp``, ``addcmul``, ``addcdiv``), the bound is the
+parameters must agree bit for bit on either executor. Against ``torch.optim`` (when torch is
+installed), which fuses differently (``lerp``, ``addcmul``, ``addcdiv``), the bound is the
 rounding of the steps.
 """
 from __future__ import annotations
@@ -17,11 +17,11 @@ import pytest
 import onnxnn
 from onnxnn import nn
 from onnxnn.kernels import training
-from onnxnn.optim import Adam, AdamW
+from onnxnn.optim import Adagrad, Adam, AdamW
 from onnxnn.runtime import realization as executor
 
 from tolerances import assert_within, gamma
-from unfused_adam import unfused_adam_step
+from unfused_updates import unfused_adagrad_step, unfused_adam_step
 
 STEPS = 100
 CASES = [
@@ -30,6 +30,9 @@ CASES = [
     (AdamW, {"lr": 0.01, "weight_decay": 0.1}),
     (Adam, {"lr": 0.05, "betas": (0.8, 0.9), "eps": 1e-3, "weight_decay": 0.05, "amsgrad": True, "maximize": True}),
     (AdamW, {"lr": 0.02, "amsgrad": True}),
+    (Adagrad, {"lr": 0.1}),
+    (Adagrad, {"lr": 0.1, "lr_decay": 0.01, "weight_decay": 0.1, "eps": 1e-3, "initial_accumulator_value": 0.1,
+               "maximize": True}),
 ]
 
 
@@ -63,16 +66,22 @@ def train_fused(optimizer_class, options) -> list:
 
 
 def train_unfused(optimizer_class, options) -> list:
-    decoupled = optimizer_class is AdamW
-    options = {"weight_decay": 1e-2 if decoupled else 0, **options, "decoupled_weight_decay": decoupled}
     model, inputs, targets = _model_and_data()
     params = list(model.parameters())
-    states = [[np.zeros(param.shape, np.float32) for _ in range(3)] for param in params]
+    if optimizer_class is Adagrad:
+        options = dict(options)
+        initial_sum = options.pop("initial_accumulator_value", 0)
+        states = [[np.full(param.shape, initial_sum, np.float32)] for param in params]
+        update = unfused_adagrad_step
+    else:
+        decoupled = optimizer_class is AdamW
+        options = {"weight_decay": 1e-2 if decoupled else 0, **options, "decoupled_weight_decay": decoupled}
+        states = [[np.zeros(param.shape, np.float32) for _ in range(3)] for param in params]
+        update = unfused_adam_step
     for step in range(1, STEPS + 1):
         _backward(model, inputs, targets)
         for param, state in zip(params, states):
-            new_param, *state[:] = unfused_adam_step(param.detach().numpy(), param.grad.numpy(), *state,
-                                                     float(step), **options)
+            new_param, *state[:] = update(param.detach().numpy(), param.grad.numpy(), *state, float(step), **options)
             with onnxnn.no_grad():
                 param.copy_(onnxnn.tensor(new_param))
     return [param.detach().numpy() for param in params]
@@ -80,7 +89,7 @@ def train_unfused(optimizer_class, options) -> list:
 
 @pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels", "kernels-one-by-one"])
 @pytest.mark.parametrize("case", CASES, ids=[case_id(case) for case in CASES])
-def test_fused_adam_equals_the_unfused_formulas_bitwise_over_100_steps(case, executor_name, monkeypatch):
+def test_fused_updates_equal_the_unfused_formulas_bitwise_over_100_steps(case, executor_name, monkeypatch):
     if executor_name == "kernels-one-by-one":  # the kernel's path for large models: no flat buffer
         monkeypatch.setattr(training, "FLAT_UPDATE_MAX_ELEMENTS", 0)
         executor_name = "kernels"
@@ -129,7 +138,7 @@ def test_capturable_adam_keeps_its_step_counts_in_the_graph():
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case_id(case) for case in CASES])
-def test_adam_matches_torch_over_100_steps(case):
+def test_fused_updates_match_torch_over_100_steps(case):
     torch = pytest.importorskip("torch")
     optimizer_class, options = case
     generator = np.random.default_rng(1)
@@ -159,22 +168,42 @@ def test_adam_matches_torch_over_100_steps(case):
 
 @pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels"])
 @pytest.mark.parametrize("dtype", [onnxnn.float16, onnxnn.bfloat16], ids=["float16", "bfloat16"])
-def test_low_precision_parameters_round_per_op_as_the_unfused_update(dtype, executor_name):
-    """float16/bfloat16 ops compute in float32 and round each result, the fused update's too."""
-    options = {"lr": 0.05, "weight_decay": 0.1, "amsgrad": True}
+@pytest.mark.parametrize("optimizer_class", [Adam, Adagrad])
+def test_low_precision_parameters_round_per_op_as_the_unfused_update(optimizer_class, dtype, executor_name):
+    """float16/bfloat16 ops compute in float32 and round each result, the fused updates' too."""
+    if optimizer_class is Adam:
+        options, update, state_count = {"lr": 0.05, "weight_decay": 0.1, "amsgrad": True}, unfused_adam_step, 3
+    else:
+        options, update, state_count = {"lr": 0.05, "weight_decay": 0.1, "lr_decay": 0.1}, unfused_adagrad_step, 1
     generator = np.random.default_rng(2)
     shapes = [(3, 2), (4,), ()]
     initial = [np.asarray(generator.standard_normal(shape), dtype.numpy_dtype) for shape in shapes]
     params = [onnxnn.tensor(array, dtype=dtype, requires_grad=True) for array in initial]
-    optimizer = Adam(params, **options)
-    expected = [[array, *(np.zeros(array.shape, dtype.numpy_dtype) for _ in range(3))] for array in initial]
+    optimizer = optimizer_class(params, **options)
+    expected = [[array, *(np.zeros(array.shape, dtype.numpy_dtype) for _ in range(state_count))] for array in initial]
     with onnxnn.set_executor(executor_name):
         for step in range(1, 11):
             gradients = [np.asarray(generator.standard_normal(shape), dtype.numpy_dtype) for shape in shapes]
             for param, state, gradient in zip(params, expected, gradients):
                 param.grad = onnxnn.tensor(gradient, dtype=dtype)
-                state[:] = unfused_adam_step(state[0], gradient, *state[1:], float(step), **options)
+                state[:] = update(state[0], gradient, *state[1:], float(step), **options)
             optimizer.step()
     for param, state in zip(params, expected):
         assert param.detach().numpy().tobytes() == state[0].tobytes()
-        assert optimizer.state[param]["exp_avg_sq"].numpy().tobytes() == state[2].tobytes()
+        second_moment = optimizer.state[param]["exp_avg_sq" if optimizer_class is Adam else "sum"]
+        assert second_moment.numpy().tobytes() == state[2 if optimizer_class is Adam else 1].tobytes()
+
+
+def test_adagrad_records_one_node_per_group():
+    params = [onnxnn.ones(3, requires_grad=True), onnxnn.ones(2, requires_grad=True)]
+    optimizer = Adagrad(params, lr=0.1)
+    for param in params:
+        param.grad = onnxnn.full(param.shape, 0.5)
+    with executor.recording_only():
+        optimizer.step()
+    node = params[0]._value.node
+    assert node.op_type == "Adagrad" and params[1]._value.node is node
+    assert all(optimizer.state[param]["sum"]._value.node is node for param in params)
+    # The first step moves each parameter by lr (g / sqrt(g^2)), and adds g^2 to the sum.
+    np.testing.assert_allclose(params[0].detach().numpy(), 0.9, rtol=1e-6)
+    np.testing.assert_allclose(optimizer.state[params[1]]["sum"].numpy(), 0.25, rtol=0)

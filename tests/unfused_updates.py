@@ -1,9 +1,9 @@
-"""Adam's update as onnxnn computed it before the fused ``Adam`` node: elementwise ops, in order.
+"""Adam's and Adagrad's updates as onnxnn computed them before their fused nodes: elementwise ops, in order.
 
-The reference of the fused op's exactness tests. Before the node existed, ``optim/adam.py`` recorded
-these Tensor ops per parameter, each rounded to the parameter's dtype, with every hyperparameter a
+The reference of the fused ops' exactness tests. Before the nodes existed, ``optim/adam.py`` and
+``optim/adagrad.py`` recorded these Tensor ops per parameter, each rounded to the parameter's dtype, with every hyperparameter a
 Python number computed in float64 (``1 - beta1``, ``lr / (1 - beta1 ** step)``, ...) and cast to the
-parameter's dtype once. The fused node must give the same bits.
+parameter's dtype once. The fused nodes must give the same bits.
 """
 from __future__ import annotations
 
@@ -39,3 +39,17 @@ def unfused_adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step: fl
     new_param = new_param - new_exp_avg / denominator * dtype(lr / bias_correction1)
     return tuple(None if array is None else np.asarray(array, param.dtype)
                  for array in (new_param, new_exp_avg, new_exp_avg_sq, max_exp_avg_sq))
+
+
+def unfused_adagrad_step(param, grad, state_sum, step: float, *, lr: float = 1e-2, lr_decay: float = 0,
+                         weight_decay: float = 0, eps: float = 1e-10, maximize: bool = False) -> tuple:
+    """One parameter's step ``step`` (counted from 1): its new (param, sum)."""
+    dtype = param.dtype.type
+    grad = -grad if maximize else grad
+    if weight_decay != 0:
+        grad = grad + param * dtype(weight_decay)
+    decayed_lr = lr / (1 + (step - 1) * lr_decay)
+    new_sum = state_sum + grad * grad
+    std = np.sqrt(new_sum) + dtype(eps)
+    new_param = param - grad / std * dtype(decayed_lr)
+    return np.asarray(new_param, param.dtype), np.asarray(new_sum, param.dtype)

@@ -1,4 +1,4 @@
-"""onnxnn's Adam op: torch.optim.Adam's documented step on both executors, bad input.
+"""onnxnn's Adam and Adagrad ops: torch.optim's documented steps on both executors, bad input.
 
 Its hyperparameters are 0-d inputs (float64 as the optimizer feeds them, or the tensors' own
 dtype), an omitted weight_decay meaning none. onnxruntime runs it through onnxnn's decomposition
@@ -113,12 +113,12 @@ def _hyperparameters(dtype=onnxnn.float64):
 
 
 @pytest.mark.parametrize("inputs, attributes, message", [
-    (lambda: (*_hyperparameters(), *_values([(2,)] * 3)), {}, "and then X, G, M, V for each tensor, got 9"),
+    (lambda: (*_hyperparameters(), *_values([(2,)] * 3)), {}, "and then X, G, M and V for each tensor, got 9"),
     (lambda: (*_hyperparameters(), *_values([(2,)] * 4)), {"amsgrad": 1}, "X, G, M, V and Vmax for each tensor"),
     (lambda: (*_hyperparameters(), *_values([(2,), (2,), (3,), (2,)])), {}, "tensor 0 has X float32[2], G float32[2], "
                                                                            "M float32[3], V float32[2]"),
     (lambda: (*_hyperparameters(), *_values([(2,)] * 3), *_values([(2,)], onnxnn.float64)), {}, "they must agree"),
-    (lambda: (*_hyperparameters()[:4], None, None, *_values([(2,)] * 4)), {}, "only weight_decay may be omitted"),
+    (lambda: (*_hyperparameters()[:4], None, None, *_values([(2,)] * 4)), {}, "epsilon omitted; only weight_decay may be"),
     (lambda: (*_values([(1,)]), *_hyperparameters()[1:], *_values([(2,)] * 4)), {}, "0-d tensors of one floating"),
     (lambda: (*_hyperparameters(onnxnn.float32)[:4], *_values([()], onnxnn.float64), None, *_values([(2,)] * 4)), {},
      "0-d tensors of one floating dtype"),
@@ -126,3 +126,69 @@ def _hyperparameters(dtype=onnxnn.float64):
 def test_adam_rejects_inconsistent_inputs(inputs, attributes, message):
     with pytest.raises(RuntimeError, match=message.replace("[", r"\[").replace("]", r"\]")):
         record("Adam", inputs(), attributes, TRAINING_DOMAIN)
+
+
+# ---------------------------------------------------------------------- Adagrad
+
+def documented_adagrad(xs, gs, sums, *, lr, step, lr_decay, eps, weight_decay, maximize):
+    """The pseudo code of torch.optim.Adagrad's documentation, in float64."""
+    new_xs, new_sums = [], []
+    for x, g, state_sum in zip(xs, gs, sums):
+        g = -g if maximize else g
+        g = g + weight_decay * x
+        decayed_lr = lr / (1 + (step - 1) * lr_decay)
+        state_sum = state_sum + g ** 2
+        new_xs.append(x - decayed_lr * g / (np.sqrt(state_sum) + eps))
+        new_sums.append(state_sum)
+    return new_xs + new_sums
+
+
+ADAGRAD_CASES = [
+    dict(weight_decay=0.0, maximize=False, step=1, lr_decay=0.0),
+    dict(weight_decay=0.1, maximize=True, step=4, lr_decay=0.1),
+    dict(weight_decay=0.0, maximize=True, step=2, lr_decay=0.5),
+]
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels", "kernels-one-by-one"])
+@pytest.mark.parametrize("dtype", [onnxnn.float32, onnxnn.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("case", ADAGRAD_CASES, ids=lambda case: "-".join(f"{k}={v}" for k, v in case.items()))
+def test_adagrad_follows_the_documented_algorithm(case, dtype, executor, monkeypatch):
+    if executor == "kernels-one-by-one":
+        monkeypatch.setattr(training, "FLAT_UPDATE_MAX_ELEMENTS", 0)
+        executor = "kernels"
+    generator = np.random.default_rng(0)
+    arrays = [[generator.standard_normal(shape) for shape in SHAPES] for _ in range(3)]
+    arrays[2] = [np.abs(array) + 0.5 for array in arrays[2]]  # accumulated squares
+    arrays = [[np.asarray(array, dtype.numpy_dtype).astype(np.float64) for array in group] for group in arrays]
+    hyperparameters = dict(lr=0.1, step=case["step"], lr_decay=case["lr_decay"], eps=1e-3,
+                           weight_decay=case["weight_decay"])
+    scalar = lambda name: constant(np.array(hyperparameters[name], np.float64), onnxnn.float64)  # noqa: E731
+    inputs = [scalar(name) for name in ("lr", "step", "lr_decay", "eps")]
+    inputs.append(scalar("weight_decay") if case["weight_decay"] else None)
+    inputs += [constant(np.asarray(array, dtype.numpy_dtype), dtype) for group in arrays for array in group]
+    outputs = record("Adagrad", inputs, {"maximize": int(case["maximize"])}, TRAINING_DOMAIN)
+    with onnxnn.set_executor(executor):
+        results = [data_of(output) for output in outputs]
+    expected = documented_adagrad(*arrays, **hyperparameters, maximize=case["maximize"])
+    # At most 9 roundings per element, relative to the inputs (and their squares, for the sum);
+    # the step's quotient is at most |g'| / sqrt(0.5) times the decayed learning rate (S >= 0.5).
+    # The factor 2 covers the factors' rounding to the tensors' dtype.
+    magnitude = max(np.abs(array).max() for group in arrays for array in group)
+    scales = [magnitude + 0.1 * 2 * magnitude / np.sqrt(0.5), magnitude ** 2 + magnitude]
+    for position, (result, reference) in enumerate(zip(results, expected)):
+        assert result.dtype == dtype.numpy_dtype and result.shape == reference.shape
+        assert_within(result, reference,
+                      2 * gamma(9, dtype.numpy_dtype) * (np.abs(reference) + scales[position // len(SHAPES)]))
+
+
+@pytest.mark.parametrize("inputs, message", [
+    (lambda: (*_hyperparameters()[:4], *_values([(2,)] * 2)), "Adagrad takes R, T, lr_decay, epsilon, weight_decay "
+                                                              "and then X, G and S for each tensor, got 6"),
+    (lambda: (*_hyperparameters()[:3], None, None, *_values([(2,)] * 3)), "epsilon omitted"),
+    (lambda: (*_hyperparameters()[:4], None, *_values([(2,), (2,), (1,)])), "tensor 0 has X float32[2], G float32[2], "
+                                                                         "S float32[1]; they must agree"),
+], ids=["count", "epsilon omitted", "shapes"])
+def test_adagrad_rejects_inconsistent_inputs(inputs, message):
+    with pytest.raises(RuntimeError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        record("Adagrad", inputs(), {}, TRAINING_DOMAIN)

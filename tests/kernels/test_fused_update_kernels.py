@@ -1,9 +1,9 @@
-"""The Adam kernel's fast paths (onnxnn/kernels/training.py) and its finished results.
+"""The Adam and Adagrad kernels' fast paths (onnxnn/kernels/training.py) and their finished results.
 
 As Momentum's, a small group of parameters is updated as one flat vector, returned as views of the
 new flat vectors, and an update fed exactly the views of the last one reads the remembered flat
-vectors (parameters, both moments, the running maximum) instead of concatenating them. The
-specification: every result equals onnxnn's unfused formulas (tests/unfused_adam.py) bit for bit
+vectors (parameters, both moments, the running maximum, Adagrad's sums) instead of concatenating them. The
+specification: every result equals onnxnn's unfused formulas (tests/unfused_updates.py) bit for bit
 whichever path ran, no input or earlier result is ever written, and the results are C-contiguous
 arrays of the inputs' dtypes and shapes.
 """
@@ -15,7 +15,7 @@ import pytest
 import onnxnn
 from onnxnn.kernels import training
 
-from unfused_adam import unfused_adam_step
+from unfused_updates import unfused_adagrad_step, unfused_adam_step
 
 SHAPES = [(4, 3), (3,), (3, 1), (1,)]
 OPTIONS = [
@@ -140,3 +140,24 @@ def test_one_by_one_updates_return_contiguous_arrays(shapes, monkeypatch):
     vs = [np.asfortranarray(a) if a.ndim else a for a in _arrays(shapes, seed=4, positive=True)]
     results = _run(options, 3, xs, gs, ms, vs, vs)
     _assert_equal_bitwise(results, _expected(options, 3, xs, gs, ms, vs, vs))
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast path", "no fast path"])
+@pytest.mark.parametrize("maximize, weight_decay", [(False, 0.0), (True, 0.1), (True, 0.0)])
+def test_a_chain_of_adagrad_updates_equals_the_unfused_formulas(maximize, weight_decay, fast_path):
+    options = dict(lr=0.1, lr_decay=0.05, eps=1e-6, weight_decay=weight_decay, maximize=maximize)
+    scalar = lambda value: np.array(value, np.float64)  # noqa: E731
+    xs, sums = _arrays(SHAPES, seed=1), _arrays(SHAPES, seed=2, positive=True)
+    counting = _CountingNumpy()
+    with onnxnn.set_fast_path(fast_path):
+        for step in range(1, 5):
+            gs = _arrays(SHAPES, seed=10 + step)
+            updates = [unfused_adagrad_step(x, g, s, float(step), **options) for x, g, s in zip(xs, gs, sums)]
+            expected = [update[0] for update in updates] + [update[1] for update in updates]
+            inputs = [scalar(0.1), scalar(step), scalar(0.05), scalar(1e-6), scalar(weight_decay) if weight_decay else None,
+                      *xs, *gs, *sums]
+            before = counting.concatenate_calls
+            results = training.adagrad(counting, inputs, {"maximize": int(maximize)})
+            _assert_equal_bitwise(results, expected)
+            assert counting.concatenate_calls - before == (1 if fast_path and step > 1 else 3)
+            xs, sums = results[:len(SHAPES)], results[len(SHAPES):]
