@@ -1,7 +1,7 @@
-"""Adam's and Adagrad's updates as onnxnn computed them before their fused nodes: elementwise ops, in order.
+"""Adam's, Adagrad's and RMSprop's updates as onnxnn computed them before their fused nodes: elementwise ops.
 
 The reference of the fused ops' exactness tests. Before the nodes existed, ``optim/adam.py`` and
-``optim/adagrad.py`` recorded these Tensor ops per parameter, each rounded to the parameter's dtype, with every hyperparameter a
+``optim/adagrad.py`` and ``optim/rmsprop.py`` recorded these Tensor ops per parameter, each rounded to the parameter's dtype, with every hyperparameter a
 Python number computed in float64 (``1 - beta1``, ``lr / (1 - beta1 ** step)``, ...) and cast to the
 parameter's dtype once. The fused nodes must give the same bits.
 """
@@ -53,3 +53,29 @@ def unfused_adagrad_step(param, grad, state_sum, step: float, *, lr: float = 1e-
     std = np.sqrt(new_sum) + dtype(eps)
     new_param = param - grad / std * dtype(decayed_lr)
     return np.asarray(new_param, param.dtype), np.asarray(new_sum, param.dtype)
+
+
+def unfused_rmsprop_step(param, grad, square_avg, grad_avg, buffer, step: float, *, lr: float = 1e-2,
+                         alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0, momentum: float = 0,
+                         centered: bool = False, maximize: bool = False) -> tuple:
+    """One parameter's step: its new (param, square_avg, grad_avg, momentum_buffer).
+
+    ``grad_avg`` (without ``centered``) and ``buffer`` (without momentum) are returned unchanged.
+    """
+    dtype = param.dtype.type
+    grad = -grad if maximize else grad
+    if weight_decay != 0:
+        grad = grad + param * dtype(weight_decay)
+    new_square_avg = square_avg * dtype(alpha) + grad * grad * dtype(1 - alpha)
+    if centered:
+        grad_avg = grad_avg + (grad - grad_avg) * dtype(1 - alpha)
+        average = np.sqrt(new_square_avg - grad_avg * grad_avg)
+    else:
+        average = np.sqrt(new_square_avg)
+    average = average + dtype(eps)
+    if momentum > 0:
+        buffer = buffer * dtype(momentum) + grad / average
+        new_param = param - buffer * dtype(lr)
+    else:
+        new_param = param - grad / average * dtype(lr)
+    return tuple(np.asarray(array, param.dtype) for array in (new_param, new_square_avg, grad_avg, buffer))

@@ -1,9 +1,9 @@
-"""onnxnn's optimizer kernels (domain ``ai.onnxnn``, ``TRAINING_DOMAIN``): Momentum, Adam, Adagrad.
+"""onnxnn's optimizer kernels (domain ``ai.onnxnn``, ``TRAINING_DOMAIN``): Momentum, Adam, Adagrad, RMSprop.
 
 The arithmetic is the decompositions' (``runtime/ops/training.py``) op for op, so both executors
 round alike. Momentum: ``V_new = alpha * V + beta' * (G + norm_coefficient * X)`` and
 ``X_new = X - R * V_new`` (Nesterov: ``X - R * (G' + alpha * V_new)``), with ``beta' = 1`` on the
-first update (``T == 0``). Adam and Adagrad: torch.optim's steps, written out in
+first update (``T == 0``). Adam, Adagrad and RMSprop: torch.optim's steps, written out in
 runtime/ops/training.py.
 
 Parameters of a small model are updated as one flat vector, and the new parameters and optimizer
@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from operator import is_
 
-from ..ir.domains import ADAGRAD_TENSORS_START, ADAM_TENSORS_START, MOMENTUM_TENSORS_START, TRAINING_DOMAIN
+from ..ir.domains import (
+    ADAGRAD_TENSORS_START, ADAM_TENSORS_START, MOMENTUM_TENSORS_START, RMSPROP_TENSORS_START, TRAINING_DOMAIN,
+)
 from ..ir.caches import register_cache
 from ..ir.kernel_registry import FLOATING, kernels
 from ..ir.mode import MODE
@@ -304,3 +306,86 @@ def _adagrad_update(x, g, state_sum, xp, factors, maximize: bool) -> tuple:
     step *= decayed_lr
     new_x = xp.add(x, step, out=step) if negated else xp.subtract(x, step, out=step)
     return new_x, new_sum
+
+
+# ---------------------------------------------------------------------- RMSprop
+
+@kernels.register("RMSprop", domain=TRAINING_DOMAIN, types=FLOATING, finished_results=True, native_low_precision=True)
+def rmsprop(xp, inputs, attrs):
+    learning_rate, alpha, epsilon, weight_decay, momentum = inputs[:RMSPROP_TENSORS_START]
+    factors = (learning_rate, alpha, learning_rate.dtype.type(1) - alpha, epsilon, weight_decay, momentum)
+    centered, maximize = bool(attrs.get("centered", 0)), bool(attrs.get("maximize", 0))
+    tensors = inputs[RMSPROP_TENSORS_START:]
+    lists = 3 + centered + (momentum is not None)
+    count = len(tensors) // lists
+    columns = [tensors[kind * count:(kind + 1) * count] for kind in range(lists)]
+    grad_avgs = columns[3] if centered else [None] * count
+    buffers = columns[-1] if momentum is not None else [None] * count
+    carried = [column for kind, column in enumerate(columns) if kind != 1]  # X and the states
+    flat = _flat_inputs(xp, carried)
+    if flat is None:
+        return _one_by_one(xp, _rmsprop_update, (columns[0], columns[1], columns[2], grad_avgs, buffers),
+                           (xp, factors, maximize))
+    layout, flats = flat
+    flat_grad_avg = flats[2] if centered else None
+    flat_buffer = flats[-1] if momentum is not None else None
+    return _flat_results(layout, _rmsprop_update(flats[0], xp.concatenate(columns[1], axis=None), flats[1],
+                                                 flat_grad_avg, flat_buffer, xp, factors, maximize))
+
+
+def _rmsprop_update(x, g, square_avg, grad_avg, buffer, xp, factors, maximize: bool) -> tuple:
+    """One tensor's (or flat vector's) RMSprop update: new X, SQ (, GA) (, B), the decomposition's ops
+    in place where they may be (as :func:`_adam_update`)."""
+    if x.ndim == 0:  # numpy's 0-d arithmetic makes scalars, which the writes below cannot target
+        results = _rmsprop_update(*(None if a is None else a.reshape(1) for a in (x, g, square_avg, grad_avg, buffer)),
+                                  xp, factors, maximize)
+        return tuple(result.reshape(()) for result in results)
+    x, g, square_avg = (xp.ascontiguousarray(array) for array in (x, g, square_avg))
+    learning_rate, alpha, one_minus_alpha, epsilon, weight_decay, momentum = (
+        None if factor is None else _as_dtype(factor, x.dtype) for factor in factors)
+    negated = maximize  # G' = -gradient, not yet applied (negation commutes exactly with every op used)
+    if weight_decay is not None:
+        gradient = x * weight_decay
+        if maximize:
+            gradient -= g
+        else:
+            gradient += g
+        negated = False
+    else:
+        gradient = g
+    new_square_avg = square_avg * alpha
+    scratch = gradient * gradient
+    scratch *= one_minus_alpha
+    new_square_avg += scratch
+    new_grad_avg = None
+    if grad_avg is not None:
+        grad_avg = xp.ascontiguousarray(grad_avg)
+        if negated:  # (-G) - GA == -(G + GA)
+            new_grad_avg = xp.add(gradient, grad_avg)
+            xp.negative(new_grad_avg, out=new_grad_avg)
+        else:
+            new_grad_avg = gradient - grad_avg
+        new_grad_avg *= one_minus_alpha
+        new_grad_avg += grad_avg
+        xp.multiply(new_grad_avg, new_grad_avg, out=scratch)
+        xp.subtract(new_square_avg, scratch, out=scratch)
+        xp.sqrt(scratch, out=scratch)
+    else:
+        xp.sqrt(new_square_avg, out=scratch)
+    scratch += epsilon
+    quotient = xp.divide(gradient, scratch, out=scratch)  # G' / A, or -(G' / A) while negated
+    results = [None, new_square_avg] + ([new_grad_avg] if new_grad_avg is not None else [])
+    if buffer is not None:
+        new_buffer = xp.ascontiguousarray(buffer) * momentum
+        if negated:
+            new_buffer -= quotient
+        else:
+            new_buffer += quotient
+        step = xp.multiply(new_buffer, learning_rate, out=quotient)
+        new_x = xp.subtract(x, step, out=step)
+        results.append(new_buffer)
+    else:
+        quotient *= learning_rate
+        new_x = xp.add(x, quotient, out=quotient) if negated else xp.subtract(x, quotient, out=quotient)
+    results[0] = new_x
+    return tuple(results)

@@ -412,19 +412,21 @@ def _same_dtype(gradient: Value, weight: Value) -> Value:
 
 
 def _record_fused_updates(op_type: str, attributes: dict, params: list[Tensor], grads: list[Tensor],
-                          state_lists: list[list[Tensor]], state_steps: list[Tensor], hyperparameters: Callable) -> None:
+                          state_lists: list[list[Tensor]], state_steps: list[Tensor], hyperparameters: Callable,
+                          reads_step: bool = True) -> None:
     """Records one fused update node (runtime/ops/training.py) per dtype, device and step count of ``params``.
 
     Increments every ``step`` on the host first. The node's inputs are ``hyperparameters(step,
     scalar)`` (``scalar(name, value)`` makes a fed float64 0-d value: the Python number itself, so
     factors computed from it in the node equal the host's), then the parameters, their gradients
     and each list of ``state_lists``; its outputs rebind the parameters and the states, in that order.
+    An update that ``reads_step`` not (RMSprop only counts) groups parameters of any step count.
     """
     groups: dict = {}
     for index, param in enumerate(params):
         step = _increment_step(state_steps[index])
         weight = value_of(param)
-        groups.setdefault((weight.dtype, weight.device, step), []).append(index)
+        groups.setdefault((weight.dtype, weight.device, step if reads_step else None), []).append(index)
     for (_, device, step), indices in groups.items():
         def scalar(name: str, value, device=device) -> Value:
             return _hyperparameter_scalar(name, value, dtypes.float64, device)

@@ -1,8 +1,8 @@
-"""The Adam and Adagrad kernels' fast paths (onnxnn/kernels/training.py) and their finished results.
+"""The Adam, Adagrad and RMSprop kernels' fast paths (onnxnn/kernels/training.py) and their finished results.
 
 As Momentum's, a small group of parameters is updated as one flat vector, returned as views of the
 new flat vectors, and an update fed exactly the views of the last one reads the remembered flat
-vectors (parameters, both moments, the running maximum, Adagrad's sums) instead of concatenating them. The
+vectors (parameters, both moments, the running maximum, Adagrad's sums, RMSprop's averages and buffers) instead of concatenating them. The
 specification: every result equals onnxnn's unfused formulas (tests/unfused_updates.py) bit for bit
 whichever path ran, no input or earlier result is ever written, and the results are C-contiguous
 arrays of the inputs' dtypes and shapes.
@@ -15,7 +15,7 @@ import pytest
 import onnxnn
 from onnxnn.kernels import training
 
-from unfused_updates import unfused_adagrad_step, unfused_adam_step
+from unfused_updates import unfused_adagrad_step, unfused_adam_step, unfused_rmsprop_step
 
 SHAPES = [(4, 3), (3,), (3, 1), (1,)]
 OPTIONS = [
@@ -161,3 +161,34 @@ def test_a_chain_of_adagrad_updates_equals_the_unfused_formulas(maximize, weight
             _assert_equal_bitwise(results, expected)
             assert counting.concatenate_calls - before == (1 if fast_path and step > 1 else 3)
             xs, sums = results[:len(SHAPES)], results[len(SHAPES):]
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast path", "no fast path"])
+@pytest.mark.parametrize("centered, momentum, maximize, weight_decay", [
+    (False, 0.0, False, 0.0), (True, 0.5, True, 0.1), (True, 0.0, True, 0.0), (False, 0.3, False, 0.05)])
+def test_a_chain_of_rmsprop_updates_equals_the_unfused_formulas(centered, momentum, maximize, weight_decay, fast_path):
+    options = dict(lr=0.01, alpha=0.9, eps=1e-6, weight_decay=weight_decay, momentum=momentum, centered=centered,
+                   maximize=maximize)
+    scalar = lambda value: np.array(value, np.float64)  # noqa: E731
+    xs, grad_avgs, buffers = _arrays(SHAPES, seed=1), _arrays(SHAPES, seed=2), _arrays(SHAPES, seed=3)
+    square_avgs = [a + 10 for a in _arrays(SHAPES, seed=4, positive=True)]
+    counting = _CountingNumpy()
+    carried = 2 + centered + (momentum > 0)
+    with onnxnn.set_fast_path(fast_path):
+        for step in range(1, 5):
+            gs = _arrays(SHAPES, seed=10 + step)
+            updates = [unfused_rmsprop_step(*arrays, float(step), **options)
+                       for arrays in zip(xs, gs, square_avgs, grad_avgs, buffers)]
+            kinds = [0, 1] + ([2] if centered else []) + ([3] if momentum else [])
+            expected = [update[kind] for kind in kinds for update in updates]
+            inputs = [scalar(0.01), scalar(0.9), scalar(1e-6), scalar(weight_decay) if weight_decay else None,
+                      scalar(momentum) if momentum else None, *xs, *gs, *square_avgs]
+            inputs += (grad_avgs if centered else []) + (buffers if momentum else [])
+            before = counting.concatenate_calls
+            results = training.rmsprop(counting, inputs, {"centered": int(centered), "maximize": int(maximize)})
+            _assert_equal_bitwise(results, expected)
+            assert counting.concatenate_calls - before == (1 if fast_path and step > 1 else carried + 1)
+            count = len(SHAPES)
+            xs, square_avgs = results[:count], results[count:2 * count]
+            grad_avgs = results[2 * count:3 * count] if centered else grad_avgs
+            buffers = results[-count:] if momentum else buffers

@@ -1,4 +1,4 @@
-"""Adam, AdamW and Adagrad record one fused node per group of parameters, and it changes no bit.
+"""Adam, AdamW, Adagrad and RMSprop record one fused node per group of parameters, and it changes no bit.
 
 The same small model is trained twice for 100 steps: once with the onnxnn optimizer, once with
 the elementwise formulas onnxnn used before the fused nodes (tests/unfused_updates.py, in numpy,
@@ -17,11 +17,11 @@ import pytest
 import onnxnn
 from onnxnn import nn
 from onnxnn.kernels import training
-from onnxnn.optim import Adagrad, Adam, AdamW
+from onnxnn.optim import Adagrad, Adam, AdamW, RMSprop
 from onnxnn.runtime import realization as executor
 
 from tolerances import assert_within, gamma
-from unfused_updates import unfused_adagrad_step, unfused_adam_step
+from unfused_updates import unfused_adagrad_step, unfused_adam_step, unfused_rmsprop_step
 
 STEPS = 100
 CASES = [
@@ -32,6 +32,10 @@ CASES = [
     (AdamW, {"lr": 0.02, "amsgrad": True}),
     (Adagrad, {"lr": 0.1}),
     (Adagrad, {"lr": 0.1, "lr_decay": 0.01, "weight_decay": 0.1, "eps": 1e-3, "initial_accumulator_value": 0.1,
+               "maximize": True}),
+    (RMSprop, {"lr": 0.01}),
+    (RMSprop, {"lr": 0.01, "momentum": 0.5, "centered": True}),
+    (RMSprop, {"lr": 0.01, "alpha": 0.9, "eps": 1e-4, "weight_decay": 0.05, "momentum": 0.3, "centered": True,
                "maximize": True}),
 ]
 
@@ -73,6 +77,9 @@ def train_unfused(optimizer_class, options) -> list:
         initial_sum = options.pop("initial_accumulator_value", 0)
         states = [[np.full(param.shape, initial_sum, np.float32)] for param in params]
         update = unfused_adagrad_step
+    elif optimizer_class is RMSprop:
+        states = [[np.zeros(param.shape, np.float32) for _ in range(3)] for param in params]
+        update = unfused_rmsprop_step
     else:
         decoupled = optimizer_class is AdamW
         options = {"weight_decay": 1e-2 if decoupled else 0, **options, "decoupled_weight_decay": decoupled}
@@ -168,13 +175,16 @@ def test_fused_updates_match_torch_over_100_steps(case):
 
 @pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels"])
 @pytest.mark.parametrize("dtype", [onnxnn.float16, onnxnn.bfloat16], ids=["float16", "bfloat16"])
-@pytest.mark.parametrize("optimizer_class", [Adam, Adagrad])
+@pytest.mark.parametrize("optimizer_class", [Adam, Adagrad, RMSprop])
 def test_low_precision_parameters_round_per_op_as_the_unfused_update(optimizer_class, dtype, executor_name):
     """float16/bfloat16 ops compute in float32 and round each result, the fused updates' too."""
     if optimizer_class is Adam:
         options, update, state_count = {"lr": 0.05, "weight_decay": 0.1, "amsgrad": True}, unfused_adam_step, 3
-    else:
+    elif optimizer_class is Adagrad:
         options, update, state_count = {"lr": 0.05, "weight_decay": 0.1, "lr_decay": 0.1}, unfused_adagrad_step, 1
+    else:
+        options = {"lr": 0.05, "weight_decay": 0.1, "momentum": 0.5, "centered": True}
+        update, state_count = unfused_rmsprop_step, 3
     generator = np.random.default_rng(2)
     shapes = [(3, 2), (4,), ()]
     initial = [np.asarray(generator.standard_normal(shape), dtype.numpy_dtype) for shape in shapes]
@@ -190,20 +200,26 @@ def test_low_precision_parameters_round_per_op_as_the_unfused_update(optimizer_c
             optimizer.step()
     for param, state in zip(params, expected):
         assert param.detach().numpy().tobytes() == state[0].tobytes()
-        second_moment = optimizer.state[param]["exp_avg_sq" if optimizer_class is Adam else "sum"]
-        assert second_moment.numpy().tobytes() == state[2 if optimizer_class is Adam else 1].tobytes()
+        key, position = {Adam: ("exp_avg_sq", 2), Adagrad: ("sum", 1), RMSprop: ("square_avg", 1)}[optimizer_class]
+        assert optimizer.state[param][key].numpy().tobytes() == state[position].tobytes()
 
 
-def test_adagrad_records_one_node_per_group():
+@pytest.mark.parametrize("optimizer_class, options, state_keys", [
+    (Adagrad, {"lr": 0.1}, ["sum"]),
+    (RMSprop, {"lr": 0.1, "centered": True, "momentum": 0.5}, ["square_avg", "momentum_buffer", "grad_avg"]),
+])
+def test_adagrad_and_rmsprop_record_one_node_per_group(optimizer_class, options, state_keys):
     params = [onnxnn.ones(3, requires_grad=True), onnxnn.ones(2, requires_grad=True)]
-    optimizer = Adagrad(params, lr=0.1)
+    optimizer = optimizer_class(params, **options)
     for param in params:
         param.grad = onnxnn.full(param.shape, 0.5)
     with executor.recording_only():
         optimizer.step()
     node = params[0]._value.node
-    assert node.op_type == "Adagrad" and params[1]._value.node is node
-    assert all(optimizer.state[param]["sum"]._value.node is node for param in params)
-    # The first step moves each parameter by lr (g / sqrt(g^2)), and adds g^2 to the sum.
-    np.testing.assert_allclose(params[0].detach().numpy(), 0.9, rtol=1e-6)
-    np.testing.assert_allclose(optimizer.state[params[1]]["sum"].numpy(), 0.25, rtol=0)
+    assert node.op_type == optimizer_class.__name__ and params[1]._value.node is node
+    assert all(optimizer.state[param][key]._value.node is node for param in params for key in state_keys)
+    if optimizer_class is Adagrad:
+        # The first step moves each parameter by lr (g / sqrt(g^2)), and adds g^2 to the sum.
+        np.testing.assert_allclose(params[0].detach().numpy(), 0.9, rtol=1e-6)
+        np.testing.assert_allclose(optimizer.state[params[1]]["sum"].numpy(), 0.25, rtol=0)
+    assert [optimizer.state[param]["step"].item() for param in params] == [1.0, 1.0]

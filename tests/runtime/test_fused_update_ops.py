@@ -1,4 +1,4 @@
-"""onnxnn's Adam and Adagrad ops: torch.optim's documented steps on both executors, bad input.
+"""onnxnn's Adam, Adagrad and RMSprop ops: torch.optim's documented steps on both executors, bad input.
 
 Its hyperparameters are 0-d inputs (float64 as the optimizer feeds them, or the tensors' own
 dtype), an omitted weight_decay meaning none. onnxruntime runs it through onnxnn's decomposition
@@ -192,3 +192,81 @@ def test_adagrad_follows_the_documented_algorithm(case, dtype, executor, monkeyp
 def test_adagrad_rejects_inconsistent_inputs(inputs, message):
     with pytest.raises(RuntimeError, match=message.replace("[", r"\[").replace("]", r"\]")):
         record("Adagrad", inputs(), {}, TRAINING_DOMAIN)
+
+
+# ---------------------------------------------------------------------- RMSprop
+
+def documented_rmsprop(xs, gs, square_avgs, grad_avgs, buffers, *, lr, alpha, eps, weight_decay, momentum, centered,
+                       maximize):
+    """The pseudo code of torch.optim.RMSprop's documentation, in float64: new X, SQ (, GA) (, B)."""
+    results = [[], [], [], []]
+    for index, (x, g, v) in enumerate(zip(xs, gs, square_avgs)):
+        g = -g if maximize else g
+        g = g + weight_decay * x
+        v = alpha * v + (1 - alpha) * g ** 2
+        v_tilde, grad_avg, buffer = v, None, None
+        if centered:
+            grad_avg = grad_avgs[index] * alpha + (1 - alpha) * g
+            v_tilde = v_tilde - grad_avg ** 2
+        if momentum > 0:
+            buffer = momentum * buffers[index] + g / (np.sqrt(v_tilde) + eps)
+            x = x - lr * buffer
+        else:
+            x = x - lr * g / (np.sqrt(v_tilde) + eps)
+        for kind, array in enumerate((x, v, grad_avg, buffer)):
+            results[kind].append(array)
+    return [array for kind, group in enumerate(results) if group[0] is not None for array in group]
+
+
+RMSPROP_CASES = [
+    dict(weight_decay=0.0, momentum=0.0, centered=False, maximize=False),
+    dict(weight_decay=0.1, momentum=0.5, centered=False, maximize=True),
+    dict(weight_decay=0.0, momentum=0.0, centered=True, maximize=True),
+    dict(weight_decay=0.05, momentum=0.3, centered=True, maximize=False),
+]
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels", "kernels-one-by-one"])
+@pytest.mark.parametrize("dtype", [onnxnn.float32, onnxnn.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("case", RMSPROP_CASES, ids=lambda case: "-".join(f"{k}={v}" for k, v in case.items()))
+def test_rmsprop_follows_the_documented_algorithm(case, dtype, executor, monkeypatch):
+    if executor == "kernels-one-by-one":
+        monkeypatch.setattr(training, "FLAT_UPDATE_MAX_ELEMENTS", 0)
+        executor = "kernels"
+    generator = np.random.default_rng(0)
+    xs, gs, grad_avgs, buffers = ([generator.standard_normal(shape) for shape in SHAPES] for _ in range(4))
+    # The centered variance SQ - GA^2 stays >= 0.5: SQ is at least 0.5 plus every GA^2 it may meet.
+    square_avgs = [np.abs(generator.standard_normal(shape)) + 0.5 + (np.abs(ga) + 5) ** 2 for shape, ga
+                   in zip(SHAPES, grad_avgs)]
+    groups = [xs, gs, square_avgs] + ([grad_avgs] if case["centered"] else []) + ([buffers] if case["momentum"] else [])
+    groups = [[np.asarray(array, dtype.numpy_dtype).astype(np.float64) for array in group] for group in groups]
+    hyperparameters = dict(lr=0.01, alpha=0.9, eps=1e-3, weight_decay=case["weight_decay"], momentum=case["momentum"])
+    scalar = lambda name: constant(np.array(hyperparameters[name], np.float64), onnxnn.float64)  # noqa: E731
+    inputs = [scalar("lr"), scalar("alpha"), scalar("eps"), scalar("weight_decay") if case["weight_decay"] else None,
+              scalar("momentum") if case["momentum"] else None]
+    inputs += [constant(np.asarray(array, dtype.numpy_dtype), dtype) for group in groups for array in group]
+    outputs = record("RMSprop", inputs, {"centered": int(case["centered"]), "maximize": int(case["maximize"])},
+                     TRAINING_DOMAIN)
+    with onnxnn.set_executor(executor):
+        results = [data_of(output) for output in outputs]
+    expected = documented_rmsprop(groups[0], groups[1], groups[2], groups[3] if case["centered"] else None,
+                                  groups[-1] if case["momentum"] else None, **hyperparameters,
+                                  centered=case["centered"], maximize=case["maximize"])
+    # At most 16 roundings per element, each relative to the largest quantity it combines: the
+    # inputs, their squares (the averages) and the quotient G' / A <= |G'| / sqrt(0.5) (the
+    # variance stays >= 0.5), times lr for the parameters. The factor 2 covers the factors'
+    # rounding to the tensors' dtype.
+    magnitude = max(np.abs(array).max() for group in groups for array in group)
+    quotient = 2 * magnitude / np.sqrt(0.5)
+    bound_scale = magnitude ** 2 + magnitude + quotient
+    for result, reference in zip(results, expected):
+        assert result.dtype == dtype.numpy_dtype and result.shape == reference.shape
+        assert_within(result, reference, 2 * gamma(16, dtype.numpy_dtype) * (np.abs(reference) + bound_scale))
+
+
+def test_rmsprop_takes_momentum_buffers_only_with_a_momentum():
+    with pytest.raises(RuntimeError, match="and then X, G, SQ and B for each tensor, got 10"):
+        record("RMSprop", (*_hyperparameters()[:5], *_values([(2,)] * 5)), {}, TRAINING_DOMAIN)
+    without_momentum = (*_hyperparameters()[:4], None)
+    outputs = record("RMSprop", (*without_momentum, *_values([(2,)] * 4)), {"centered": 1}, TRAINING_DOMAIN)
+    assert len(outputs) == 3  # X, SQ, GA

@@ -1,4 +1,4 @@
-"""onnxnn's fused optimizer ops, Momentum, Adam and Adagrad: shape rules and decompositions.
+"""onnxnn's fused optimizer ops, Momentum, Adam, Adagrad, RMSprop: shape rules and decompositions.
 
 An SGD or Adam step records one node per group of parameters instead of six to fifteen elementwise
 nodes per parameter, which keeps a training step's recording and planning short and lets the
@@ -16,6 +16,10 @@ momentum or the weight decay feeds new data to the same compiled step:
 
     Adagrad(R, T, lr_decay, epsilon, weight_decay?, X_1..X_n, G_1..G_n, S_1..S_n; maximize)
         -> X_new.., S_new..
+
+    RMSprop(R, alpha, epsilon, weight_decay?, momentum?, X_1..X_n, G_1..G_n, SQ_1..SQ_n,
+            [GA_1..GA_n], [B_1..B_n]; centered, maximize)
+        -> X_new.., SQ_new.., [GA_new..], [B_new..]
 
 Momentum: an omitted ``beta`` means 1 and an omitted ``norm_coefficient`` means no weight decay
 (whether they are given is structure, as PyTorch's ``if weight_decay != 0`` is).
@@ -37,6 +41,12 @@ Adagrad is ``torch.optim.Adagrad``'s step, its factor ``R / (1 + (T - 1) * lr_de
 in the hyperparameters' dtype as Adam's are; per tensor: ``G'`` as Adam's (L2 decay),
 ``S_new = S + G' * G'`` and ``X_new = X - G' / (sqrt(S_new) + epsilon) * factor``.
 
+RMSprop is ``torch.optim.RMSprop``'s step: the gradient averages (GA) are there when
+``centered``, the momentum buffers (B) when ``momentum`` is given (omitted: 0). Per tensor, with
+``G'`` as Adam's (L2 decay): ``SQ_new = SQ * alpha + G' * G' * (1 - alpha)``, ``GA_new = GA +
+(G' - GA) * (1 - alpha)``, the average ``A = sqrt(SQ_new [- GA_new * GA_new]) + epsilon``,
+``B_new = B * momentum + G' / A`` and ``X_new = X - B_new * R`` (without momentum ``X - G' / A * R``).
+
 An omitted ``weight_decay`` means none. onnxruntime lacks these ops, so ``build_model`` writes them
 as standard ONNX through their decompositions; onnxnn's kernels (``kernels/training.py``) run them
 directly, op for op the same arithmetic.
@@ -48,9 +58,12 @@ import onnx
 from onnx import helper
 
 from ...ir.registry import decompositions, non_differentiable, shape_rules
-from ...ir.domains import ADAGRAD_TENSORS_START, ADAM_TENSORS_START, MOMENTUM_TENSORS_START, TRAINING_DOMAIN
+from ...ir.domains import (
+    ADAGRAD_TENSORS_START, ADAM_TENSORS_START, MOMENTUM_TENSORS_START, RMSPROP_TENSORS_START, TRAINING_DOMAIN,
+)
 
-__all__ = ["TRAINING_DOMAIN", "MOMENTUM_TENSORS_START", "ADAM_TENSORS_START", "ADAGRAD_TENSORS_START"]
+__all__ = ["TRAINING_DOMAIN", "MOMENTUM_TENSORS_START", "ADAM_TENSORS_START", "ADAGRAD_TENSORS_START",
+           "RMSPROP_TENSORS_START"]
 
 @shape_rules.register("Momentum", domain=TRAINING_DOMAIN)
 def _momentum_shape(inputs, attrs):
@@ -249,6 +262,72 @@ def _adagrad_decomposition(node, input_names: list, output_names: list, fresh_na
         new_sum = emit("Add", state_sum, emit("Mul", gradient, gradient), output=output_names[count + index])
         std = emit("Add", emit("Sqrt", new_sum), factor["epsilon"])
         emit("Sub", x, emit("Mul", emit("Div", gradient, std), factor["clr"]), output=output_names[index])
+    return nodes, initializers
+
+
+# ---------------------------------------------------------------------- RMSprop
+
+RMSPROP_HYPERPARAMETERS = ("R", "alpha", "epsilon", "weight_decay", "momentum")
+
+
+def rmsprop_tensor_lists(inputs, attrs: dict) -> tuple:
+    """The lists of tensors an RMSprop node takes: X, G, SQ, GA when centered, B with a momentum input."""
+    with_momentum = len(inputs) > RMSPROP_TENSORS_START - 1 and inputs[RMSPROP_TENSORS_START - 1] is not None
+    return ("X", "G", "SQ") + (("GA",) if attrs.get("centered", 0) else ()) + (("B",) if with_momentum else ())
+
+
+@shape_rules.register("RMSprop", domain=TRAINING_DOMAIN)
+def _rmsprop_shape(inputs, attrs):
+    return _fused_update_shapes("RMSprop", inputs, RMSPROP_HYPERPARAMETERS, {"weight_decay", "momentum"},
+                                rmsprop_tensor_lists(inputs, attrs))
+
+
+non_differentiable.mark("RMSprop", domain=TRAINING_DOMAIN)
+
+
+@decompositions.register("RMSprop", domain=TRAINING_DOMAIN)
+def _rmsprop_decomposition(node, input_names: list, output_names: list, fresh_name):
+    """RMSprop as standard nodes: ``1 - alpha`` once, then 7 to 14 nodes per tensor."""
+    learning_rate, alpha, epsilon, weight_decay, momentum = input_names[:RMSPROP_TENSORS_START]
+    hyperparameter_dtype = node.inputs[0].dtype
+    tensors = node.inputs[RMSPROP_TENSORS_START:]
+    names = input_names[RMSPROP_TENSORS_START:]
+    lists = rmsprop_tensor_lists(node.inputs, node.attrs)
+    centered, maximize = bool(node.attrs.get("centered", 0)), bool(node.attrs.get("maximize", 0))
+    count = len(tensors) // len(lists)
+    nodes, initializers = [], []
+    emit = _emitter(nodes, fresh_name)
+    one = fresh_name("one")
+    initializers.append(onnx.numpy_helper.from_array(np.array(1, hyperparameter_dtype.numpy_dtype), one))
+    factors = {"lr": learning_rate, "alpha": alpha, "1-alpha": emit("Sub", one, alpha), "epsilon": epsilon}
+    if weight_decay:
+        factors["weight_decay"] = weight_decay
+    if momentum:
+        factors["momentum"] = momentum
+    typed = _caster(emit, hyperparameter_dtype)
+    for index in range(count):
+        named = {name: names[kind * count + index] for kind, name in enumerate(lists)}
+        new_name = {name: output_names[kind * count + index] for kind, name in enumerate(n for n in lists if n != "G")}
+        factor = {name: typed(value, tensors[index].dtype) for name, value in factors.items()}
+        x = named["X"]
+        gradient = emit("Neg", named["G"]) if maximize else named["G"]
+        if weight_decay:
+            gradient = emit("Add", gradient, emit("Mul", x, factor["weight_decay"]))
+        square_avg = emit("Add", emit("Mul", named["SQ"], factor["alpha"]),
+                          emit("Mul", emit("Mul", gradient, gradient), factor["1-alpha"]), output=new_name["SQ"])
+        if centered:
+            grad_avg = emit("Add", named["GA"], emit("Mul", emit("Sub", gradient, named["GA"]), factor["1-alpha"]),
+                            output=new_name["GA"])
+            average = emit("Sqrt", emit("Sub", square_avg, emit("Mul", grad_avg, grad_avg)))
+        else:
+            average = emit("Sqrt", square_avg)
+        average = emit("Add", average, factor["epsilon"])
+        if momentum:
+            buffer = emit("Add", emit("Mul", named["B"], factor["momentum"]), emit("Div", gradient, average),
+                          output=new_name["B"])
+            emit("Sub", x, emit("Mul", buffer, factor["lr"]), output=new_name["X"])
+        else:
+            emit("Sub", x, emit("Mul", emit("Div", gradient, average), factor["lr"]), output=new_name["X"])
     return nodes, initializers
 
 
