@@ -1,9 +1,10 @@
 """Adam's, Adagrad's and RMSprop's updates as onnxnn computed them before their fused nodes: elementwise ops.
 
-The reference of the fused ops' exactness tests. Before the nodes existed, ``optim/adam.py`` and
-``optim/adagrad.py`` and ``optim/rmsprop.py`` recorded these Tensor ops per parameter, each rounded to the parameter's dtype, with every hyperparameter a
-Python number computed in float64 (``1 - beta1``, ``lr / (1 - beta1 ** step)``, ...) and cast to the
-parameter's dtype once. The fused nodes must give the same bits.
+The reference of the fused ops' exactness tests. Before the nodes existed, ``optim/adam.py``,
+``optim/adagrad.py`` and ``optim/rmsprop.py`` recorded these Tensor ops per parameter, each
+rounded to the parameter's dtype, with every hyperparameter a Python number computed in float64
+(``1 - beta1``, ``lr / (1 - beta1 ** step)``, ...) and cast to the parameter's dtype once. The
+fused nodes must give the same bits.
 """
 from __future__ import annotations
 

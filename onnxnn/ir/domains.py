@@ -1,10 +1,12 @@
 """onnxnn's custom op domain and the layout of its ops' inputs, shared by rules, kernels and importers."""
 from __future__ import annotations
 
-__all__ = ["TRAINING_DOMAIN", "MOMENTUM_TENSORS_START", "ADAM_TENSORS_START", "ADAGRAD_TENSORS_START", "RMSPROP_TENSORS_START"]
+__all__ = ["TRAINING_DOMAIN", "MOMENTUM_TENSORS_START", "ADAM_TENSORS_START", "ADAGRAD_TENSORS_START",
+           "RMSPROP_TENSORS_START"]
 
-# onnxnn records its fused optimizer updates (Momentum, Adam, Adagrad, RMSprop, after ai.onnx.preview.training's) in this
-# domain; ``decompositions`` write them as standard ONNX whenever a model is built.
+# onnxnn records its fused optimizer updates (Momentum, Adam, Adagrad, RMSprop, after
+# ai.onnx.preview.training's) in this domain; ``decompositions`` write them as standard ONNX
+# whenever a model is built.
 TRAINING_DOMAIN = "ai.onnxnn"  # onnxnn's custom-op domain (DESIGN principle 1)
 MOMENTUM_TENSORS_START = 5  # R, T, alpha, beta, norm_coefficient come first
 ADAM_TENSORS_START = 6  # R, T, beta1, beta2, epsilon, weight_decay come first

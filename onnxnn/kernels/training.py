@@ -219,7 +219,8 @@ def _adam_update(x, g, m, v, v_max, xp, factors, options) -> tuple:
     else in place, never into an input.
     """
     if x.ndim == 0:  # numpy's 0-d arithmetic makes scalars, which the writes below cannot target
-        results = _adam_update(*(None if a is None else a.reshape(1) for a in (x, g, m, v, v_max)), xp, factors, options)
+        arrays = (None if a is None else a.reshape(1) for a in (x, g, m, v, v_max))
+        results = _adam_update(*arrays, xp, factors, options)
         return tuple(result.reshape(()) for result in results)
     # One layout for all: a transposed gradient (a weight's, from the backward's Gemm) mixed with
     # C-ordered states would make every elementwise pass strided and every result need a copy.
@@ -277,7 +278,8 @@ def adagrad(xp, inputs, attrs):
     if flat is None:
         return _one_by_one(xp, _adagrad_update, (xs, gs, sums), (xp, factors, maximize))
     layout, (flat_x, flat_sum) = flat
-    return _flat_results(layout, _adagrad_update(flat_x, xp.concatenate(gs, axis=None), flat_sum, xp, factors, maximize))
+    flat_g = xp.concatenate(gs, axis=None)
+    return _flat_results(layout, _adagrad_update(flat_x, flat_g, flat_sum, xp, factors, maximize))
 
 
 def _adagrad_update(x, g, state_sum, xp, factors, maximize: bool) -> tuple:

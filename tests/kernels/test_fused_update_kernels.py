@@ -2,10 +2,10 @@
 
 As Momentum's, a small group of parameters is updated as one flat vector, returned as views of the
 new flat vectors, and an update fed exactly the views of the last one reads the remembered flat
-vectors (parameters, both moments, the running maximum, Adagrad's sums, RMSprop's averages and buffers) instead of concatenating them. The
-specification: every result equals onnxnn's unfused formulas (tests/unfused_updates.py) bit for bit
-whichever path ran, no input or earlier result is ever written, and the results are C-contiguous
-arrays of the inputs' dtypes and shapes.
+vectors (parameters, both moments, the running maximum, Adagrad's sums, RMSprop's averages and
+buffers) instead of concatenating them. The specification: every result equals onnxnn's unfused
+formulas (tests/unfused_updates.py) bit for bit whichever path ran, no input or earlier result is
+ever written, and the results are C-contiguous arrays of the inputs' dtypes and shapes.
 """
 from __future__ import annotations
 
@@ -154,7 +154,8 @@ def test_a_chain_of_adagrad_updates_equals_the_unfused_formulas(maximize, weight
             gs = _arrays(SHAPES, seed=10 + step)
             updates = [unfused_adagrad_step(x, g, s, float(step), **options) for x, g, s in zip(xs, gs, sums)]
             expected = [update[0] for update in updates] + [update[1] for update in updates]
-            inputs = [scalar(0.1), scalar(step), scalar(0.05), scalar(1e-6), scalar(weight_decay) if weight_decay else None,
+            inputs = [scalar(0.1), scalar(step), scalar(0.05), scalar(1e-6),
+                      scalar(weight_decay) if weight_decay else None,
                       *xs, *gs, *sums]
             before = counting.concatenate_calls
             results = training.adagrad(counting, inputs, {"maximize": int(maximize)})

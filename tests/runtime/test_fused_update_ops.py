@@ -94,7 +94,8 @@ def test_adam_follows_the_documented_algorithm(case, dtype, hyperparameter_dtype
     # (v >= 0.5 * beta2). The factor 2 covers the factors' own rounding to the tensors' dtype.
     magnitude = max(np.abs(array).max() for group in arrays for array in group)
     bias_correction1 = 1 - hyperparameters["beta1"] ** hyperparameters["step"]
-    smallest_denominator = np.sqrt(0.5 * hyperparameters["beta2"] / (1 - hyperparameters["beta2"] ** hyperparameters["step"]))
+    beta2, step = hyperparameters["beta2"], hyperparameters["step"]
+    smallest_denominator = np.sqrt(0.5 * beta2 / (1 - beta2 ** step))
     quotient = hyperparameters["lr"] / bias_correction1 * 2 * magnitude / smallest_denominator
     scales = [magnitude + quotient, magnitude, magnitude ** 2 + magnitude, magnitude ** 2 + magnitude]
     count = len(SHAPES)
@@ -118,7 +119,8 @@ def _hyperparameters(dtype=onnxnn.float64):
     (lambda: (*_hyperparameters(), *_values([(2,), (2,), (3,), (2,)])), {}, "tensor 0 has X float32[2], G float32[2], "
                                                                            "M float32[3], V float32[2]"),
     (lambda: (*_hyperparameters(), *_values([(2,)] * 3), *_values([(2,)], onnxnn.float64)), {}, "they must agree"),
-    (lambda: (*_hyperparameters()[:4], None, None, *_values([(2,)] * 4)), {}, "epsilon omitted; only weight_decay may be"),
+    (lambda: (*_hyperparameters()[:4], None, None, *_values([(2,)] * 4)), {},
+     "epsilon omitted; only weight_decay may be"),
     (lambda: (*_values([(1,)]), *_hyperparameters()[1:], *_values([(2,)] * 4)), {}, "0-d tensors of one floating"),
     (lambda: (*_hyperparameters(onnxnn.float32)[:4], *_values([()], onnxnn.float64), None, *_values([(2,)] * 4)), {},
      "0-d tensors of one floating dtype"),

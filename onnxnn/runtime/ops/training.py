@@ -149,8 +149,10 @@ def _fused_update_shapes(op_type: str, inputs, hyperparameter_names: tuple, opti
     lists = len(list_names)
     if len(hyperparameters) < start or len(tensors) == 0 or len(tensors) % lists:
         raise RuntimeError(f"{op_type} takes {', '.join(hyperparameter_names)} and then "
-                           f"{', '.join(list_names[:-1])} and {list_names[-1]} for each tensor, got {len(inputs)} inputs")
-    missing = [name for name, value in zip(hyperparameter_names, hyperparameters) if value is None and name not in optional]
+                           f"{', '.join(list_names[:-1])} and {list_names[-1]} for each tensor, "
+                           f"got {len(inputs)} inputs")
+    missing = [name for name, value in zip(hyperparameter_names, hyperparameters)
+               if value is None and name not in optional]
     if missing:
         raise RuntimeError(f"{op_type}: {', '.join(missing)} omitted; only {' and '.join(sorted(optional))} may be")
     given = [value for value in hyperparameters if value is not None]
