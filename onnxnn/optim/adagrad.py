@@ -4,12 +4,9 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..runtime.grad_mode import no_grad
-from ..runtime.internal import full_tensor, record_update
+from ..runtime.internal import full_tensor
 from ..runtime.tensor import Tensor
-from .optimizer import (
-    Optimizer, _check_differentiable, _hyperparameter, _increment_step,
-    _new_step_tensor,
-)
+from .optimizer import Optimizer, _check_differentiable, _new_step_tensor, _record_fused_updates
 
 __all__ = ["Adagrad", "adagrad"]
 
@@ -102,16 +99,16 @@ class Adagrad(Optimizer):
 
 def adagrad(params: list[Tensor], grads: list[Tensor], state_sums: list[Tensor], state_steps: list[Tensor], *,
             lr: float, weight_decay: float, lr_decay: float, eps: float, maximize: bool) -> None:
-    """Functional Adagrad: records the update of every tensor in ``params`` and its state (lazily, in place)."""
+    """Functional Adagrad: records the update of every tensor in ``params`` and its state (lazily, in place).
+
+    Each group of parameters with one dtype, device and step count is updated by one fused
+    ``Adagrad`` node (runtime/ops/training.py) whose hyperparameters, step count included, are fed data.
+    """
+
+    def hyperparameters(step: float, scalar) -> tuple:
+        return (scalar("lr", lr), scalar("step", step), scalar("lr_decay", lr_decay), scalar("eps", eps),
+                scalar("weight_decay", weight_decay) if weight_decay != 0 else None)
+
     with no_grad():
-        for index, param in enumerate(params):
-            grad = grads[index] if not maximize else -grads[index]
-            state_sum = state_sums[index]
-            step = _increment_step(state_steps[index])
-            if weight_decay != 0:
-                grad = grad + param * _hyperparameter("weight_decay", weight_decay, param)
-            decayed_lr = lr / (1 + (step - 1) * lr_decay)
-            new_sum = state_sum + grad * grad
-            std = new_sum.sqrt() + _hyperparameter("eps", eps, param)
-            record_update(param, param - grad / std * _hyperparameter("clr", decayed_lr, param))
-            record_update(state_sum, new_sum)
+        _record_fused_updates("Adagrad", {"maximize": int(bool(maximize))}, params, grads, [state_sums], state_steps,
+                              hyperparameters)

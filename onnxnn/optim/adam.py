@@ -1,15 +1,13 @@
 """Adam and AdamW: adaptive moment estimation, with L2 or decoupled weight decay, sharing one core."""
 from __future__ import annotations
 
-import math
 from typing import Iterable
 
 from ..runtime.grad_mode import no_grad
 from ..runtime.internal import record_update
 from ..runtime.tensor import Tensor
 from .optimizer import (
-    Optimizer, _check_differentiable, _hyperparameter, _increment_step,
-    _new_step_tensor, _zeros_like,
+    Optimizer, _check_differentiable, _hyperparameter, _new_step_tensor, _record_fused_updates, _zeros_like,
 )
 
 __all__ = ["Adam", "AdamW", "adam", "adamw"]
@@ -146,53 +144,67 @@ def adam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_
          maximize: bool, capturable: bool = False) -> None:
     """Functional Adam: records the update of every tensor in ``params`` and its state (lazily, in place).
 
-    ``state_steps`` are float32 0-d tensors. By default they are incremented on the host and the
-    bias corrections are Python numbers fed to the graph like the other hyperparameters. With
+    ``state_steps`` are float32 0-d tensors. By default they are incremented on the host and each
+    group of parameters with one dtype, device and step count is updated by one fused ``Adam``
+    node (runtime/ops/training.py) whose hyperparameters, step count included, are fed data. With
     ``capturable`` (PyTorch's name for a step that runs without the host), the step count and the
     bias corrections are computed in the graph, so a recorded step can be replayed as it is
     (``onnxnn.export.training_step_to_onnx`` relies on this).
     """
     with no_grad():
-        for index, param in enumerate(params):
-            grad = grads[index] if not maximize else -grads[index]
-            exp_avg, exp_avg_sq = exp_avgs[index], exp_avg_sqs[index]
-            if capturable:
-                step = state_steps[index] + 1.0
-                record_update(state_steps[index], step)
+        if capturable:
+            _capturable_updates(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps,
+                                decoupled_weight_decay, amsgrad=amsgrad, beta1=beta1, beta2=beta2, lr=lr,
+                                weight_decay=weight_decay, eps=eps, maximize=maximize)
+            return
+        _fused_updates(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, decoupled_weight_decay,
+                       amsgrad=amsgrad, beta1=beta1, beta2=beta2, lr=lr, weight_decay=weight_decay, eps=eps,
+                       maximize=maximize)
+
+
+def _fused_updates(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, decoupled_weight_decay, *,
+                   amsgrad, beta1, beta2, lr, weight_decay, eps, maximize) -> None:
+    """Records one Adam node per dtype, device and step count of the parameters."""
+    attributes = {"decoupled_weight_decay": int(bool(decoupled_weight_decay)), "amsgrad": int(bool(amsgrad)),
+                  "maximize": int(bool(maximize))}
+
+    def hyperparameters(step: float, scalar) -> tuple:
+        return (scalar("lr", lr), scalar("step", step), scalar("beta1", beta1), scalar("beta2", beta2),
+                scalar("eps", eps), scalar("weight_decay", weight_decay) if weight_decay != 0 else None)
+
+    states = [exp_avgs, exp_avg_sqs] + ([max_exp_avg_sqs] if amsgrad else [])
+    _record_fused_updates("Adam", attributes, params, grads, states, state_steps, hyperparameters)
+
+
+def _capturable_updates(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, decoupled_weight_decay,
+                        *, amsgrad, beta1, beta2, lr, weight_decay, eps, maximize) -> None:
+    """Adam with the step count and bias corrections in the graph, as Tensor arithmetic per parameter."""
+    for index, param in enumerate(params):
+        grad = grads[index] if not maximize else -grads[index]
+        exp_avg, exp_avg_sq = exp_avgs[index], exp_avg_sqs[index]
+        step = state_steps[index] + 1.0
+        record_update(state_steps[index], step)
+        new_param = param
+        if weight_decay != 0:
+            if decoupled_weight_decay:
+                new_param = param * _hyperparameter("1-lr*weight_decay", 1 - lr * weight_decay, param)
             else:
-                step = _increment_step(state_steps[index])
-            new_param = param
-            if weight_decay != 0:
-                if decoupled_weight_decay:
-                    new_param = param * _hyperparameter("1-lr*weight_decay", 1 - lr * weight_decay, param)
-                else:
-                    grad = grad + param * _hyperparameter("weight_decay", weight_decay, param)
-            new_exp_avg = exp_avg + (grad - exp_avg) * _hyperparameter("1-beta1", 1 - beta1, exp_avg)
-            new_exp_avg_sq = (exp_avg_sq * _hyperparameter("beta2", beta2, exp_avg_sq)
-                              + grad * grad * _hyperparameter("1-beta2", 1 - beta2, exp_avg_sq))
-            if capturable:
-                bias_correction1 = 1 - _hyperparameter("beta1", beta1, step) ** step
-                bias_correction2_sqrt = (1 - _hyperparameter("beta2", beta2, step) ** step).sqrt()
-                step_size = _hyperparameter("lr", lr, step) / bias_correction1
-            else:
-                bias_correction1 = 1 - beta1 ** step
-                bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
-                step_size = lr / bias_correction1
-            second_moment = new_exp_avg_sq
-            if amsgrad:
-                second_moment = max_exp_avg_sqs[index].maximum(new_exp_avg_sq)
-                record_update(max_exp_avg_sqs[index], second_moment)
-            if capturable:
-                denom = (second_moment.sqrt() / bias_correction2_sqrt.to(param.dtype)
-                         + _hyperparameter("eps", eps, param))
-                new_param = new_param - new_exp_avg / denom * step_size.to(param.dtype)
-            else:
-                denom = (second_moment.sqrt() / _hyperparameter("bias_correction2_sqrt", bias_correction2_sqrt, param)
-                         + _hyperparameter("eps", eps, param))
-                new_param = new_param - new_exp_avg / denom * _hyperparameter("step_size", step_size, param)
-            record_update(exp_avg, new_exp_avg)
-            record_update(exp_avg_sq, new_exp_avg_sq)
-            record_update(param, new_param)
+                grad = grad + param * _hyperparameter("weight_decay", weight_decay, param)
+        new_exp_avg = exp_avg + (grad - exp_avg) * _hyperparameter("1-beta1", 1 - beta1, exp_avg)
+        new_exp_avg_sq = (exp_avg_sq * _hyperparameter("beta2", beta2, exp_avg_sq)
+                          + grad * grad * _hyperparameter("1-beta2", 1 - beta2, exp_avg_sq))
+        bias_correction1 = 1 - _hyperparameter("beta1", beta1, step) ** step
+        bias_correction2_sqrt = (1 - _hyperparameter("beta2", beta2, step) ** step).sqrt()
+        step_size = _hyperparameter("lr", lr, step) / bias_correction1
+        second_moment = new_exp_avg_sq
+        if amsgrad:
+            second_moment = max_exp_avg_sqs[index].maximum(new_exp_avg_sq)
+            record_update(max_exp_avg_sqs[index], second_moment)
+        denom = (second_moment.sqrt() / bias_correction2_sqrt.to(param.dtype) + _hyperparameter("eps", eps, param))
+        new_param = new_param - new_exp_avg / denom * step_size.to(param.dtype)
+        record_update(exp_avg, new_exp_avg)
+        record_update(exp_avg_sq, new_exp_avg_sq)
+        record_update(param, new_param)
 
 
 def adamw(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_avg_sqs: list[Tensor],

@@ -20,10 +20,11 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..ir import dtypes
+from ..ir.domains import TRAINING_DOMAIN
 from ..ir.graph import Value, constant
 from ..runtime.autograd import RemovableHandle, _HookDict, add_hook
 from ..runtime.grad_mode import enable_grad, no_grad
-from ..runtime.internal import full_tensor, realize_values, rebind, record_op, tensor_of, value_of
+from ..runtime.internal import full_tensor, realize_values, rebind, record_op, record_update, tensor_of, value_of
 from ..runtime.tensor import Tensor
 from ..ir.caches import register_cache
 
@@ -371,18 +372,22 @@ def _hyperparameter(name: str, value, like: Tensor) -> Tensor:
 
 
 def _hyperparameter_value(name: str, value, like: Value) -> Value:
-    """:func:`_hyperparameter` as a realized 0-d Value of ``like``'s dtype and device.
+    """:func:`_hyperparameter` as a realized 0-d Value of ``like``'s dtype and device."""
+    return _hyperparameter_scalar(name, value, like.dtype, like.device)
+
+
+def _hyperparameter_scalar(name: str, value, dtype: dtypes.dtype, device) -> Value:
+    """A hyperparameter as a realized 0-d Value of ``dtype`` on ``device``.
 
     Values never change, so the same ones serve every step until a scheduler changes them.
     """
     value = float(value)
-    key = (name, value, like.dtype, like.device)
+    key = (name, value, dtype, device)
     scalar = _HYPERPARAMETER_VALUES.get(key)
     if scalar is None:
-        if len(_HYPERPARAMETER_VALUES) >= 1024:  # schedulers make new values every step
+        if len(_HYPERPARAMETER_VALUES) >= 1024:  # schedulers and step counts make new values every step
             _HYPERPARAMETER_VALUES.clear()
-        scalar = _HYPERPARAMETER_VALUES[key] = constant(np.array(value, dtype=like.dtype.numpy_dtype),
-                                                        like.dtype, like.device)
+        scalar = _HYPERPARAMETER_VALUES[key] = constant(np.array(value, dtype=dtype.numpy_dtype), dtype, device)
     return scalar
 
 
@@ -397,6 +402,43 @@ def update_node(op_type: str, *inputs: Value) -> Value:
     bookkeeping, wrappers) would only cost time: a step records dozens of these per parameter group.
     """
     return record_op(op_type, inputs)[0]
+
+
+def _same_dtype(gradient: Value, weight: Value) -> Value:
+    """``gradient`` in ``weight``'s dtype (a Cast node where they differ)."""
+    if gradient.dtype is weight.dtype:
+        return gradient
+    return record_op("Cast", (gradient,), {"to": weight.dtype})[0]
+
+
+def _record_fused_updates(op_type: str, attributes: dict, params: list[Tensor], grads: list[Tensor],
+                          state_lists: list[list[Tensor]], state_steps: list[Tensor], hyperparameters: Callable,
+                          reads_step: bool = True) -> None:
+    """Records one fused update node (runtime/ops/training.py) per dtype, device and step count of ``params``.
+
+    Increments every ``step`` on the host first. The node's inputs are ``hyperparameters(step,
+    scalar)`` (``scalar(name, value)`` makes a fed float64 0-d value: the Python number itself, so
+    factors computed from it in the node equal the host's), then the parameters, their gradients
+    and each list of ``state_lists``; its outputs rebind the parameters and the states, in that order.
+    An update that ``reads_step`` not (RMSprop only counts) groups parameters of any step count.
+    """
+    groups: dict = {}
+    for index, param in enumerate(params):
+        step = _increment_step(state_steps[index])
+        weight = value_of(param)
+        groups.setdefault((weight.dtype, weight.device, step if reads_step else None), []).append(index)
+    for (_, device, step), indices in groups.items():
+        def scalar(name: str, value, device=device) -> Value:
+            return _hyperparameter_scalar(name, value, dtypes.float64, device)
+
+        weights = [value_of(params[i]) for i in indices]
+        inputs = (*hyperparameters(step, scalar), *weights,
+                  *[_same_dtype(value_of(grads[i]), weight) for i, weight in zip(indices, weights)],
+                  *[value_of(states[i]) for states in state_lists for i in indices])
+        outputs = record_op(op_type, inputs, attributes, TRAINING_DOMAIN)
+        for kind, tensors in enumerate([params, *state_lists]):
+            for position, index in enumerate(indices):
+                record_update(tensors[index], outputs[kind * len(indices) + position])
 
 
 def _new_step_tensor() -> Tensor:

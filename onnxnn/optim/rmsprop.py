@@ -4,12 +4,8 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..runtime.grad_mode import no_grad
-from ..runtime.internal import record_update
 from ..runtime.tensor import Tensor
-from .optimizer import (
-    Optimizer, _check_differentiable, _hyperparameter, _increment_step,
-    _new_step_tensor, _zeros_like,
-)
+from .optimizer import Optimizer, _check_differentiable, _new_step_tensor, _record_fused_updates, _zeros_like
 
 __all__ = ["RMSprop", "rmsprop"]
 
@@ -106,29 +102,19 @@ class RMSprop(Optimizer):
 def rmsprop(params: list[Tensor], grads: list[Tensor], square_avgs: list[Tensor], grad_avgs: list[Tensor],
             momentum_buffer_list: list[Tensor], state_steps: list[Tensor], *, lr: float, alpha: float,
             eps: float, weight_decay: float, momentum: float, centered: bool, maximize: bool) -> None:
-    """Functional RMSprop: records the update of every tensor in ``params`` and its state (lazily, in place)."""
+    """Functional RMSprop: records the update of every tensor in ``params`` and its state (lazily, in place).
+
+    Each group of parameters with one dtype and device is updated by one fused ``RMSprop`` node
+    (runtime/ops/training.py) whose hyperparameters are fed data; the step counts are kept on the host.
+    """
+
+    def hyperparameters(step, scalar) -> tuple:
+        return (scalar("lr", lr), scalar("alpha", alpha), scalar("eps", eps),
+                scalar("weight_decay", weight_decay) if weight_decay != 0 else None,
+                scalar("momentum", momentum) if momentum > 0 else None)
+
+    states = [square_avgs] + ([grad_avgs] if centered else []) + ([momentum_buffer_list] if momentum > 0 else [])
+    attributes = {"centered": int(bool(centered)), "maximize": int(bool(maximize))}
     with no_grad():
-        for index, param in enumerate(params):
-            grad = grads[index] if not maximize else -grads[index]
-            square_avg = square_avgs[index]
-            _increment_step(state_steps[index])
-            if weight_decay != 0:
-                grad = grad + param * _hyperparameter("weight_decay", weight_decay, param)
-            new_square_avg = (square_avg * _hyperparameter("alpha", alpha, square_avg)
-                              + grad * grad * _hyperparameter("1-alpha", 1 - alpha, square_avg))
-            if centered:
-                grad_avg = grad_avgs[index]
-                new_grad_avg = grad_avg + (grad - grad_avg) * _hyperparameter("1-alpha", 1 - alpha, grad_avg)
-                average = (new_square_avg - new_grad_avg * new_grad_avg).sqrt()
-                record_update(grad_avg, new_grad_avg)
-            else:
-                average = new_square_avg.sqrt()
-            average = average + _hyperparameter("eps", eps, param)
-            if momentum > 0:
-                buffer = momentum_buffer_list[index]
-                new_buffer = buffer * _hyperparameter("momentum", momentum, buffer) + grad / average
-                record_update(buffer, new_buffer)
-                record_update(param, param - new_buffer * _hyperparameter("lr", lr, param))
-            else:
-                record_update(param, param - grad / average * _hyperparameter("lr", lr, param))
-            record_update(square_avg, new_square_avg)
+        _record_fused_updates("RMSprop", attributes, params, grads, states, state_steps, hyperparameters,
+                              reads_step=False)

@@ -10,7 +10,7 @@ from ..ir.graph import Value, constant, static_constant
 from ..runtime.internal import record_op, record_update, tensor_of, value_of
 from ..runtime.ops.training import TRAINING_DOMAIN
 from ..runtime.tensor import Tensor
-from .optimizer import Optimizer, _check_differentiable, _hyperparameter_value, update_node
+from .optimizer import Optimizer, _check_differentiable, _hyperparameter_value, _same_dtype, update_node
 
 __all__ = ["SGD", "sgd"]
 
@@ -152,9 +152,3 @@ _UPDATE_COUNTS = (static_constant(0, dtypes.int64), static_constant(1, dtypes.in
 
 def _zeros_value(like: Value) -> Value:
     return constant(np.zeros(like.shape, like.dtype.numpy_dtype), like.dtype, like.device)
-
-
-def _same_dtype(gradient: Value, weight: Value) -> Value:
-    if gradient.dtype is weight.dtype:
-        return gradient
-    return record_op("Cast", (gradient,), {"to": weight.dtype})[0]

@@ -1,0 +1,228 @@
+"""Adam, AdamW, Adagrad and RMSprop record one fused node per group of parameters, and it changes no bit.
+
+The same small model is trained twice for 100 steps: once with the onnxnn optimizer, once with
+the elementwise formulas onnxnn used before the fused nodes (tests/unfused_updates.py, in numpy,
+fed the same gradients). Every op of both is a correctly rounded IEEE operation (add, subtract,
+multiply, divide, square root, maximum) on the same operands in the same order, and the
+hyperparameter factors are computed in float64 and rounded to float32 once in both, so the
+parameters must agree bit for bit on either executor. Against ``torch.optim`` (when torch is
+installed), which fuses differently (``lerp``, ``addcmul``, ``addcdiv``), the bound is the
+rounding of the steps.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onnxnn
+from onnxnn import nn
+from onnxnn.kernels import training
+from onnxnn.optim import Adagrad, Adam, AdamW, RMSprop
+from onnxnn.runtime import realization as executor
+
+from tolerances import assert_within, gamma
+from unfused_updates import unfused_adagrad_step, unfused_adam_step, unfused_rmsprop_step
+
+STEPS = 100
+CASES = [
+    (Adam, {"lr": 0.01}),
+    (Adam, {"lr": 0.01, "weight_decay": 0.1}),
+    (AdamW, {"lr": 0.01, "weight_decay": 0.1}),
+    (Adam, {"lr": 0.05, "betas": (0.8, 0.9), "eps": 1e-3, "weight_decay": 0.05, "amsgrad": True, "maximize": True}),
+    (AdamW, {"lr": 0.02, "amsgrad": True}),
+    (Adagrad, {"lr": 0.1}),
+    (Adagrad, {"lr": 0.1, "lr_decay": 0.01, "weight_decay": 0.1, "eps": 1e-3, "initial_accumulator_value": 0.1,
+               "maximize": True}),
+    (RMSprop, {"lr": 0.01}),
+    (RMSprop, {"lr": 0.01, "momentum": 0.5, "centered": True}),
+    (RMSprop, {"lr": 0.01, "alpha": 0.9, "eps": 1e-4, "weight_decay": 0.05, "momentum": 0.3, "centered": True,
+               "maximize": True}),
+]
+
+
+def case_id(case) -> str:
+    optimizer_class, options = case
+    return optimizer_class.__name__ + "-" + "-".join(f"{k}={v}" for k, v in options.items())
+
+
+def _model_and_data():
+    onnxnn.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
+    generator = np.random.default_rng(0)
+    inputs = onnxnn.tensor(generator.standard_normal((8, 4)), dtype=onnxnn.float32)
+    targets = onnxnn.tensor(generator.standard_normal((8, 1)), dtype=onnxnn.float32)
+    return model, inputs, targets
+
+
+def _backward(model, inputs, targets) -> None:
+    for param in model.parameters():
+        param.grad = None
+    ((model(inputs) - targets) ** 2).mean().backward()
+
+
+def train_fused(optimizer_class, options) -> list:
+    model, inputs, targets = _model_and_data()
+    optimizer = optimizer_class(model.parameters(), **options)
+    for _ in range(STEPS):
+        _backward(model, inputs, targets)
+        optimizer.step()
+    return [param.detach().numpy() for param in model.parameters()]
+
+
+def train_unfused(optimizer_class, options) -> list:
+    model, inputs, targets = _model_and_data()
+    params = list(model.parameters())
+    if optimizer_class is Adagrad:
+        options = dict(options)
+        initial_sum = options.pop("initial_accumulator_value", 0)
+        states = [[np.full(param.shape, initial_sum, np.float32)] for param in params]
+        update = unfused_adagrad_step
+    elif optimizer_class is RMSprop:
+        states = [[np.zeros(param.shape, np.float32) for _ in range(3)] for param in params]
+        update = unfused_rmsprop_step
+    else:
+        decoupled = optimizer_class is AdamW
+        options = {"weight_decay": 1e-2 if decoupled else 0, **options, "decoupled_weight_decay": decoupled}
+        states = [[np.zeros(param.shape, np.float32) for _ in range(3)] for param in params]
+        update = unfused_adam_step
+    for step in range(1, STEPS + 1):
+        _backward(model, inputs, targets)
+        for param, state in zip(params, states):
+            new_param, *state[:] = update(param.detach().numpy(), param.grad.numpy(), *state, float(step), **options)
+            with onnxnn.no_grad():
+                param.copy_(onnxnn.tensor(new_param))
+    return [param.detach().numpy() for param in params]
+
+
+@pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels", "kernels-one-by-one"])
+@pytest.mark.parametrize("case", CASES, ids=[case_id(case) for case in CASES])
+def test_fused_updates_equal_the_unfused_formulas_bitwise_over_100_steps(case, executor_name, monkeypatch):
+    if executor_name == "kernels-one-by-one":  # the kernel's path for large models: no flat buffer
+        monkeypatch.setattr(training, "FLAT_UPDATE_MAX_ELEMENTS", 0)
+        executor_name = "kernels"
+    with onnxnn.set_executor(executor_name):
+        fused = train_fused(*case)
+        unfused = train_unfused(*case)
+    for result, expected in zip(fused, unfused):
+        assert result.dtype == np.float32 and result.tobytes() == expected.tobytes()
+
+
+def test_adam_records_one_node_per_dtype_and_step_count():
+    first = onnxnn.ones(3, requires_grad=True)
+    late = onnxnn.ones(2, requires_grad=True)  # no gradient on the first step: one step behind
+    wide = onnxnn.ones(2, dtype=onnxnn.float64, requires_grad=True)
+    optimizer = Adam([first, late, wide], lr=0.1, amsgrad=True)
+    for step, expected_nodes in enumerate([2, 3]):  # float32 and float64; then float32 at steps 2 and 1
+        first.grad, wide.grad = onnxnn.full((3,), 0.5), onnxnn.full((2,), 0.5, dtype=onnxnn.float64)
+        late.grad = onnxnn.full((2,), 0.5) if step == 1 else None
+        with executor.recording_only():
+            optimizer.step()
+        updated = [param for param in (first, late, wide) if param.grad is not None]
+        assert len({id(param._value.node) for param in updated}) == expected_nodes
+        for param in updated:  # the parameter and its state are written by one node
+            node = param._value.node
+            assert node.op_type == "Adam"
+            assert all(optimizer.state[param][key]._value.node is node
+                       for key in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"))
+        for param in updated:
+            param.detach().numpy()
+    assert [optimizer.state[param]["step"].item() for param in (first, late, wide)] == [2.0, 1.0, 2.0]
+    # A parameter's first step moves it by lr against the gradient's sign (m / sqrt(v) = 1 after
+    # the bias corrections; eps shifts it by 2e-8 relatively).
+    np.testing.assert_allclose(late.detach().numpy(), 0.9, rtol=1e-6)
+
+
+def test_capturable_adam_keeps_its_step_counts_in_the_graph():
+    param = onnxnn.ones(3, requires_grad=True)
+    optimizer = Adam([param], lr=0.1, capturable=True)
+    param.grad = onnxnn.full((3,), 0.5)
+    with executor.recording_only():
+        optimizer.step()
+    assert param._value.node.op_type != "Adam"
+    assert optimizer.state[param]["step"]._value.node is not None  # counted in the graph, not on the host
+    np.testing.assert_allclose(param.detach().numpy(), 0.9, rtol=1e-6)
+    assert optimizer.state[param]["step"].item() == 1.0
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case_id(case) for case in CASES])
+def test_fused_updates_match_torch_over_100_steps(case):
+    torch = pytest.importorskip("torch")
+    optimizer_class, options = case
+    generator = np.random.default_rng(1)
+    shapes = [(3, 2), (4,), ()]
+    initial = [generator.standard_normal(shape).astype(np.float32) for shape in shapes]
+    gradients = [[(generator.standard_normal(shape) * scale).astype(np.float32) for shape in shapes]
+                 for scale in np.linspace(0.1, 2.0, STEPS)]
+    params = [onnxnn.tensor(array, requires_grad=True) for array in initial]
+    torch_params = [torch.tensor(array, requires_grad=True) for array in initial]
+    optimizer = optimizer_class(params, **options)
+    torch_optimizer = getattr(torch.optim, optimizer_class.__name__)(torch_params, **options)
+    moved = 0.0  # the sum over steps of the largest change of a parameter
+    for step_gradients in gradients:
+        before = [torch_param.detach().numpy().copy() for torch_param in torch_params]
+        for param, torch_param, gradient in zip(params, torch_params, step_gradients):
+            param.grad = onnxnn.tensor(gradient)
+            torch_param.grad = torch.tensor(gradient)
+        optimizer.step()
+        torch_optimizer.step()
+        moved += max(np.abs(p.detach().numpy() - b).max() for p, b in zip(torch_params, before))
+    # 16 roundings per element per step at most (test_optimizers.py's ROUNDINGS_PER_STEP), each
+    # relative to the parameter or to the step's change (state errors enter the change through its
+    # quotient, relatively); errors carry over with factors <= 1 (the decays), so they add up.
+    magnitude = max(np.abs(a).max() for a in initial) + moved
+    for param, torch_param in zip(params, torch_params):
+        expected = torch_param.detach().numpy().astype(np.float64)
+        assert_within(param.detach().numpy().astype(np.float64), expected,
+                      2 * gamma(16 * STEPS, np.float32) * (np.abs(expected) + magnitude))
+
+
+@pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("dtype", [onnxnn.float16, onnxnn.bfloat16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("optimizer_class", [Adam, Adagrad, RMSprop])
+def test_low_precision_parameters_round_per_op_as_the_unfused_update(optimizer_class, dtype, executor_name):
+    """float16/bfloat16 ops compute in float32 and round each result, the fused updates' too."""
+    if optimizer_class is Adam:
+        options, update, state_count = {"lr": 0.05, "weight_decay": 0.1, "amsgrad": True}, unfused_adam_step, 3
+    elif optimizer_class is Adagrad:
+        options, update, state_count = {"lr": 0.05, "weight_decay": 0.1, "lr_decay": 0.1}, unfused_adagrad_step, 1
+    else:
+        options = {"lr": 0.05, "weight_decay": 0.1, "momentum": 0.5, "centered": True}
+        update, state_count = unfused_rmsprop_step, 3
+    generator = np.random.default_rng(2)
+    shapes = [(3, 2), (4,), ()]
+    initial = [np.asarray(generator.standard_normal(shape), dtype.numpy_dtype) for shape in shapes]
+    params = [onnxnn.tensor(array, dtype=dtype, requires_grad=True) for array in initial]
+    optimizer = optimizer_class(params, **options)
+    expected = [[array, *(np.zeros(array.shape, dtype.numpy_dtype) for _ in range(state_count))] for array in initial]
+    with onnxnn.set_executor(executor_name):
+        for step in range(1, 11):
+            gradients = [np.asarray(generator.standard_normal(shape), dtype.numpy_dtype) for shape in shapes]
+            for param, state, gradient in zip(params, expected, gradients):
+                param.grad = onnxnn.tensor(gradient, dtype=dtype)
+                state[:] = update(state[0], gradient, *state[1:], float(step), **options)
+            optimizer.step()
+    for param, state in zip(params, expected):
+        assert param.detach().numpy().tobytes() == state[0].tobytes()
+        key, position = {Adam: ("exp_avg_sq", 2), Adagrad: ("sum", 1), RMSprop: ("square_avg", 1)}[optimizer_class]
+        assert optimizer.state[param][key].numpy().tobytes() == state[position].tobytes()
+
+
+@pytest.mark.parametrize("optimizer_class, options, state_keys", [
+    (Adagrad, {"lr": 0.1}, ["sum"]),
+    (RMSprop, {"lr": 0.1, "centered": True, "momentum": 0.5}, ["square_avg", "momentum_buffer", "grad_avg"]),
+])
+def test_adagrad_and_rmsprop_record_one_node_per_group(optimizer_class, options, state_keys):
+    params = [onnxnn.ones(3, requires_grad=True), onnxnn.ones(2, requires_grad=True)]
+    optimizer = optimizer_class(params, **options)
+    for param in params:
+        param.grad = onnxnn.full(param.shape, 0.5)
+    with executor.recording_only():
+        optimizer.step()
+    node = params[0]._value.node
+    assert node.op_type == optimizer_class.__name__ and params[1]._value.node is node
+    assert all(optimizer.state[param][key]._value.node is node for param in params for key in state_keys)
+    if optimizer_class is Adagrad:
+        # The first step moves each parameter by lr (g / sqrt(g^2)), and adds g^2 to the sum.
+        np.testing.assert_allclose(params[0].detach().numpy(), 0.9, rtol=1e-6)
+        np.testing.assert_allclose(optimizer.state[params[1]]["sum"].numpy(), 0.25, rtol=0)
+    assert [optimizer.state[param]["step"].item() for param in params] == [1.0, 1.0]
