@@ -28,24 +28,20 @@ Every input is new per call (a repeated one may be served from onnxnn's result c
 library uses its own default thread count. A sanity check prints the largest forward difference
 between onnxnn, the raw session and PyTorch.
 
-What it showed (2026-11-23, 2 CPU cores shared with other jobs: load average 11-14, so absolute
-times are inflated and PyTorch's threads suffer the contention most; ratios are medians of
-alternating rounds). nn.LSTM was then recorded unrolled (one group of standard ops per time step):
+What it showed (2026-11-23, 2 CPU cores, otherwise idle: load average below 1; 3 alternating rounds;
+``python benchmarks/bench_sequence_models.py 3``). nn.LSTM records one ONNX LSTM node per layer for
+inference and the unrolled steps for a forward that will be differentiated:
 
-| case | measure | onnxnn / raw onnxruntime | onnxnn / PyTorch |
-|---|---|---|---|
-| TransformerEncoderLayer, seq 128, batch 16 | forward | 1.02 | 0.59 |
-| | training step | 1.21 (to the exported training step) | 0.56 |
-| | training step, loss read first | - | 0.69 |
-| LSTM 2x256, seq 64, batch 32 | forward | 1.55 | 0.35 |
-| LSTM 2x256, seq 16 (64 did not finish) | training step | 6.4 (to the exported training step) | 2.0 |
-| | training step, loss read first | - | 4.2 |
+| case | measure | onnxnn ms | / raw onnxruntime | / PyTorch |
+|---|---|---|---|---|
+| LSTM 2x256, seq 64, batch 32 | forward | 53 | 0.84 | 0.34 |
+| | training step | 1072 | 3.01 (to the exported training step, 322 ms) | 5.17 |
+| TransformerEncoderLayer, seq 128, batch 16 | forward | 69 | 0.69 | 0.60 |
+| | training step | 283 | 1.12 (to the exported training step, 261 ms) | 1.13 |
 
-At sequence 64 the unrolled LSTM's onnxnn training step grew past 22 GB of resident memory and
-was killed (at sequence 32 one step took 40-70 s and memory grew 2.1 -> 4.2 GB over three
-steps): its forward and backward pass ``MAX_PENDING_DEPTH`` many times over and run in many
-pieces. The exported training step itself (``training_step_to_onnx``, 1408 nodes at sequence 16)
-runs in raw onnxruntime in 0.43 s.
+The LSTM training step is the unrolled recurrence (~2,000 recorded ops, forward and backward),
+split by ``MAX_PENDING_DEPTH`` into 14 runs; before depth bounding realized the deep half of a
+history at once it ran as hundreds of small runs and did not finish at sequence 64.
 
 Run: python benchmarks/bench_sequence_models.py [rounds] [name-substring] [--measures forward,...]
      [--lstm-sequence N]   (default 5 rounds, every case and measure, the LSTM at sequence 64)
