@@ -34,7 +34,8 @@ NOT_APPLICABLE = [
      r"^is_storage$|^storage_offset$|_copy$",
      "memory layout and aliasing: values are immutable ONNX values (in place means rebinding)"),
     (r"^(is_)?(xpu|ipu|mps|mtia|maia|vulkan|xla|meta|hpu)$|mkldnn|cudnn|miopen|xnnpack|^is_distributed$|"
-     r"get_device_module|^cuda$|^is_vulkan_available$", "other device backends: onnxnn runs on onnxruntime's CPU/CUDA providers"),
+     r"get_device_module|^cuda$|^is_vulkan_available$",
+     "other device backends: onnxnn runs on onnxruntime's CPU/CUDA providers"),
     (r"names|^rename_?$|^align_(to|as)$", "named tensors"),
     (r"nested|to_padded_tensor", "nested tensors"),
     (r"^sym_|^(compile|compiled_with_cxx11_abi|vmap|cond|while_loop|export|jit|library|fx|_dynamo|"

@@ -1,4 +1,5 @@
-"""``onnxnn.autograd``: ``grad``, ``backward``, custom ``Function`` classes and the grad-mode switches, as in ``torch.autograd``."""
+"""``onnxnn.autograd``: ``grad``, ``backward``, custom ``Function`` classes and the grad-mode switches, as in
+``torch.autograd``."""
 from __future__ import annotations
 
 from ..runtime.autograd import grad, run_backward

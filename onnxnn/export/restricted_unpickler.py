@@ -146,7 +146,8 @@ class RestrictedUnpickler:
         self._hash_budget -= size
         if self._hash_budget < 0:
             raise self._error(position, "its dict keys and set members expand to more elements than "
-                                        f"{HASHED_ELEMENTS_PER_BYTE} per byte of pickle (large keys used over and over)")
+                                        f"{HASHED_ELEMENTS_PER_BYTE} per byte of pickle "
+                                        "(large keys used over and over)")
         return key
 
     # ------------------------------------------------------------------------------------- reading

@@ -137,7 +137,10 @@ def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, b
     batch = [arg if isinstance(arg, Tensor) else as_tensor(np.asarray(arg)) for arg in example_batch]
     if not batch:
         raise ValueError("training_step_to_onnx: example_batch must hold at least the model input")
-    names = list(batch_names) if batch_names else ["input", "target"] + [f"target_{i}" for i in range(1, len(batch) - 1)]
+    if batch_names:
+        names = list(batch_names)
+    else:
+        names = ["input", "target"] + [f"target_{i}" for i in range(1, len(batch) - 1)]
     names = names[:len(batch)]
     if any(type(module).__name__.startswith("Dropout") and module.p > 0 for module in model.modules()):
         warnings.warn("training_step_to_onnx: the model has Dropout; its mask is drawn once while recording and "
@@ -148,7 +151,8 @@ def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, b
     trained = [p for group in optimizer.param_groups for p in group["params"]]
     for param in trained:
         if id(param) not in name_of_parameter:
-            raise ValueError("training_step_to_onnx: the optimizer updates a tensor that is not a parameter of the model")
+            raise ValueError("training_step_to_onnx: the optimizer updates a tensor that is not a parameter of "
+                             "the model")
     buffers = dict(model.named_buffers())
     previous_mode = model.training
     capturable_groups = _use_capturable_steps(optimizer)

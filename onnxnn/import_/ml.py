@@ -88,7 +88,8 @@ class MLNode:
                 session = self.sessions[key] = self._session(arrays)
             except Exception as error:  # onnxruntime's and onnx's own exception types
                 raise RuntimeError(f"onnxruntime cannot run {call.op_type} node '{call.name}' (domain {ML_DOMAIN}) "
-                                   f"on inputs {[None if a is None else (a.dtype.name, list(a.shape)) for a in arrays]}: "
+                                   "on inputs "
+                                   f"{[None if a is None else (a.dtype.name, list(a.shape)) for a in arrays]}: "
                                    f"{' '.join(str(error).split())}") from None
         feeds = {f"input_{index}": array for index, array in enumerate(arrays) if array is not None}
         try:
@@ -104,7 +105,8 @@ class MLNode:
         tracked = [value for value in inputs if isinstance(value, Tensor) and value.requires_grad]
         if not (MODE.grad.enabled and tracked):
             return outputs
-        floats = [index for index, value in enumerate(outputs) if isinstance(value, Tensor) and value.is_floating_point()]
+        floats = [index for index, value in enumerate(outputs)
+                  if isinstance(value, Tensor) and value.is_floating_point()]
         if not floats:
             return outputs
         message = (f"backward through {self.node.op_type} node '{call.name}' (domain {ML_DOMAIN}) is not possible: "

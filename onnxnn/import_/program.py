@@ -216,7 +216,8 @@ def compile_graph(graph: onnx.GraphProto, opsets: dict[str, int], with_initializ
             try:
                 value = attribute_value(attribute)
             except ModelLoadError as error:
-                raise ModelLoadError(f"node '{name}' ({node.op_type}), attribute '{attribute.name}': {error}") from error
+                raise ModelLoadError(
+                    f"node '{name}' ({node.op_type}), attribute '{attribute.name}': {error}") from error
             except (ValueError, TypeError, KeyError, IndexError, NotImplementedError, OverflowError) as error:
                 raise ModelLoadError(f"node '{name}' ({node.op_type}): attribute '{attribute.name}' cannot be read: "
                                      f"{type(error).__name__}: {error}") from error

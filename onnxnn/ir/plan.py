@@ -72,7 +72,9 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
             elif value.data is None:
                 producer = value.node
                 if producer.plan_mark != mark:
-                    visit(producer)
+                    # ruff reports the recursive call as undefined because of the ``del visit``
+                    # below, but it only runs while visit is bound (astral-sh/ruff#7733, #9349).
+                    visit(producer)  # noqa: F821
                 index = value.index
                 append(~((producer.position << 16) | index) if index < 65536 else (producer.position, index))
                 if value.plan_mark == mark:
@@ -116,7 +118,6 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
                     held = handle._value
                     if held is value or (held.data is None and value in held.node.inputs):
                         outputs.append(value)
-    del pending
     plan_key = (
         tuple(key),
         tuple([(v.shape, v.dtype) for v in inputs]),

@@ -77,7 +77,8 @@ def array_module(where="cpu"):
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as error:  # CuPy raises its own CUDARuntimeError when no driver is present
-        raise RuntimeError(f"onnxnn kernels executor: CuPy is installed but found no usable CUDA GPU ({error})") from None
+        raise RuntimeError(
+            f"onnxnn kernels executor: CuPy is installed but found no usable CUDA GPU ({error})") from None
     if count == 0:
         raise RuntimeError("onnxnn kernels executor: CuPy is installed but found no CUDA GPU")
     return cupy

@@ -49,7 +49,8 @@ def gather_elements(xp, inputs, attrs):
     axis = normalize_axis(attrs.get("axis", 0), data.ndim)
     # ONNX lets the indices be smaller than the data on the other axes: gather from that corner.
     corner = tuple(slice(None) if a == axis else slice(0, size) for a, size in enumerate(indices.shape))
-    return [xp.take_along_axis(data[corner], _wrap_in_range(xp, indices, data.shape[axis], "GatherElements"), axis=axis)]
+    wrapped = _wrap_in_range(xp, indices, data.shape[axis], "GatherElements")
+    return [xp.take_along_axis(data[corner], wrapped, axis=axis)]
 
 
 def _nd_index(xp, data_shape, indices, batch_dims: int, op_type: str):

@@ -212,5 +212,6 @@ def adamw(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp
           beta2: float, lr: float, weight_decay: float, eps: float, maximize: bool,
           capturable: bool = False) -> None:
     """Functional AdamW: :func:`adam` with decoupled weight decay."""
-    adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, True, amsgrad=amsgrad, capturable=capturable,
-         beta1=beta1, beta2=beta2, lr=lr, weight_decay=weight_decay, eps=eps, maximize=maximize)
+    adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, True, amsgrad=amsgrad,
+         capturable=capturable, beta1=beta1, beta2=beta2, lr=lr, weight_decay=weight_decay, eps=eps,
+         maximize=maximize)

@@ -506,7 +506,8 @@ class Tensor(TensorMethods, TensorAPI):
 
     def __deepcopy__(self, memo):
         if not self.is_leaf:
-            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol")
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
+                               "protocol")
         copied = type(self)._from_value(self._value, requires_grad=self._requires_grad)
         if type(self) is not Tensor:
             copied.__dict__.update(self.__dict__)

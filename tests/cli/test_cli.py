@@ -109,10 +109,12 @@ def test_a_bad_model_gets_one_line_on_stderr_and_exit_status_2(case, command, tm
 def test_check_compares_an_ml_pipeline_with_onnxruntime(tmp_path, capsys):
     scaler = helper.make_node("Scaler", ["x"], ["scaled"], domain="ai.onnx.ml", offset=[0.5, 0.0], scale=[2.0, 1.0])
     regressor = helper.make_node("LinearRegressor", ["scaled"], ["y"], domain="ai.onnx.ml", coefficients=[1.0, -1.0])
-    graph = helper.make_graph([scaler, regressor], "pipeline", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2])],
+    graph = helper.make_graph([scaler, regressor], "pipeline",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 1])])
     path = tmp_path / "pipeline.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("ai.onnx.ml", 1)],
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                      helper.make_opsetid("ai.onnx.ml", 1)],
                                 ir_version=10), str(path))
     assert main(["check", str(path)]) == 0
     assert "y: ok" in capsys.readouterr().out

@@ -60,8 +60,8 @@ def test_a_training_step_with_padding_exports_at_the_lowest_opset():
                                              opset_version=MIN_OPSET_VERSION)
     assert {(entry.domain, entry.version) for entry in proto.opset_import} == {("", MIN_OPSET_VERSION)}
     session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
-    outputs = dict(zip([output.name for output in session.get_outputs()],
-                       session.run(None, {**signature.initial_state, **dict(zip(signature.batch, (x.numpy(), target.numpy())))})))
+    feeds = {**signature.initial_state, **dict(zip(signature.batch, (x.numpy(), target.numpy())))}
+    outputs = dict(zip([output.name for output in session.get_outputs()], session.run(None, feeds)))
     loss = F.mse_loss(model(x), target)
     # A mean of 150 squared float32 differences: within a few hundred roundings of the value.
     np.testing.assert_allclose(outputs[signature.loss], loss.item(), rtol=1e-5)

@@ -42,7 +42,8 @@ def cnn() -> onnx.ModelProto:
     weights = [_init("conv.weight", rng.standard_normal((4, 3, 3, 3)).astype(np.float32)),
                _init("conv.bias", np.zeros(4, np.float32)), _init("bn.scale", np.ones(4, np.float32)),
                _init("bn.bias", np.zeros(4, np.float32)), _init("bn.mean", np.zeros(4, np.float32)),
-               _init("bn.var", np.ones(4, np.float32)), _init("fc.weight", rng.standard_normal((4, 3)).astype(np.float32)),
+               _init("bn.var", np.ones(4, np.float32)),
+               _init("fc.weight", rng.standard_normal((4, 3)).astype(np.float32)),
                _init("perm_shape", np.array([0, -1], np.int64))]
     nodes = [helper.make_node("Conv", ["x", "conv.weight", "conv.bias"], ["c"], name="conv", kernel_shape=[3, 3],
                               pads=[1, 1, 1, 1], strides=[1, 1], dilations=[1, 1], group=1),

@@ -181,7 +181,8 @@ def test_models_given_in_memory_need_base_dir_for_external_data(kind, folders):
 # ----------------------------------------------------------------------------- malformed files and strings
 
 def relu_model() -> onnx.ModelProto:
-    model = make_model([helper.make_node("Relu", ["x"], ["y"], name="NODE")], [helper.make_tensor_value_info("x", FLOAT, [4])],
+    model = make_model([helper.make_node("Relu", ["x"], ["y"], name="NODE")],
+                       [helper.make_tensor_value_info("x", FLOAT, [4])],
                        [helper.make_tensor_value_info("y", FLOAT, [4])])
     model.doc_string = "DOCS"
     return model
@@ -266,7 +267,8 @@ def test_a_sparse_initializer_declaring_huge_dims_is_refused_before_allocating()
 @pytest.mark.parametrize("indices, message", [([4], "out of range"), ([-1], "out of range"), ([0, 1], "indices")])
 def test_sparse_indices_must_match_values_and_dims(indices, message):
     values = numpy_helper.from_array(np.ones(1, np.float32), "w")
-    model = make_model([helper.make_node("Identity", ["w"], ["y"])], [], [helper.make_tensor_value_info("y", FLOAT, [4])],
+    model = make_model([helper.make_node("Identity", ["w"], ["y"])], [],
+                       [helper.make_tensor_value_info("y", FLOAT, [4])],
                        sparse=[helper.make_sparse_tensor(values, numpy_helper.from_array(np.array(indices), "i"), [4])])
     with pytest.raises(ModelLoadError, match=message):
         from_onnx(model)

@@ -65,7 +65,8 @@ def tree_classifier_zipmap():
                               classlabels_int64s=[10, 20])
     map_type = helper.make_map_type_proto(INT64, helper.make_tensor_type_proto(FLOAT, []))
     return ml_model([tree, zipmap], [helper.make_tensor_value_info("label", INT64, [None]),
-                                     helper.make_value_info("output_probability", helper.make_sequence_type_proto(map_type))])
+                                     helper.make_value_info("output_probability",
+                                                            helper.make_sequence_type_proto(map_type))])
 
 
 MODELS = {"linear_regressor": linear_regressor, "scaler_normalizer_regressor": scaler_normalizer_regressor,

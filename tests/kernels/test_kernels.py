@@ -183,7 +183,8 @@ def _single_node_plan(op_type, domain="", dtype=onnxnn.float32):
     ("Fused", "com.example", "op_type 'Fused' (domain 'com.example')"),
 ])
 def test_op_without_kernel_raises_not_implemented(op_type, domain, named):
-    with pytest.raises(NotImplementedError, match="onnxnn kernels executor has no kernel for " + named.replace("(", r"\(").replace(")", r"\)")):
+    escaped = named.replace("(", r"\(").replace(")", r"\)")
+    with pytest.raises(NotImplementedError, match="onnxnn kernels executor has no kernel for " + escaped):
         run_plan(_single_node_plan(op_type, domain))
 
 
@@ -254,7 +255,8 @@ def test_debug_mode_traces_every_node_and_checks_shapes(monkeypatch):
     assert seen == ["Relu", "Add", "ReduceSum"]
     clear_cache()
     monkeypatch.setitem(kernels.table, ("", "Relu"), lambda xp, inputs, attrs: [inputs[0].reshape(-1)])
-    with pytest.raises(RuntimeError, match=r"Relu .* output 0 has shape \[6\], but the recorded graph expects \[2, 3\]"):
+    with pytest.raises(RuntimeError,
+                       match=r"Relu .* output 0 has shape \[6\], but the recorded graph expects \[2, 3\]"):
         run_plan(plan, debug=True)
     clear_cache()
 

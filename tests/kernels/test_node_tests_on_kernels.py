@@ -38,7 +38,8 @@ KNOWN_KERNEL_FAILURES: dict[str, str] = {
         "test_tfidfvectorizer_tf_onlybigrams_levelempty", "test_tfidfvectorizer_tf_onlybigrams_skip5",
         "test_tfidfvectorizer_tf_uniandbigrams_skip5",
     ], "no TfIdfVectorizer kernel in onnxnn/kernels"),
-    "test_attention_4d_causal_fp16_expanded": "float16: an exp of the expanded causal attention rounds differently from onnxruntime in 2 of 192 elements (rtol 1e-3)",
+    "test_attention_4d_causal_fp16_expanded": "float16: an exp of the expanded causal attention rounds differently "
+                                              "from onnxruntime in 2 of 192 elements (rtol 1e-3)",
 }
 
 

@@ -25,7 +25,8 @@ def _model(op_type: str, data_shape, index_shape, output_shape, update_shape=Non
         inputs.append(helper.make_tensor_value_info("updates", TensorProto.FLOAT, update_shape))
         names.append("updates")
     node = helper.make_node(op_type, names, ["out"], **attributes)
-    graph = helper.make_graph([node], op_type, inputs, [helper.make_tensor_value_info("out", TensorProto.FLOAT, output_shape)])
+    graph = helper.make_graph([node], op_type, inputs,
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, output_shape)])
     return from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
 
 

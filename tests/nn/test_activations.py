@@ -341,7 +341,8 @@ def _imported(op_type: str, opset: int, extra_inputs=(), **attrs):
                     for name, value in zip(names[1:], extra_inputs)]
     graph = helper.make_graph([helper.make_node(op_type, names, ["y"], **attrs)], "g",
                               [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [3, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [3, 4])], initializer=initializers)
+                              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [3, 4])],
+                              initializer=initializers)
     return from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
 
 

@@ -332,7 +332,8 @@ def test_multihead_attention_equals_pytorch_with_its_state_dict(name):
     torch.manual_seed(0)
     reference = torch.nn.MultiheadAttention(E, H, **ctor).double()
     module = nn.MultiheadAttention(E, H, **ctor).double()
-    module.load_state_dict({key: onnxnn.tensor(value.detach().numpy()) for key, value in reference.state_dict().items()})
+    module.load_state_dict({key: onnxnn.tensor(value.detach().numpy())
+                            for key, value in reference.state_dict().items()})
     arrays, kwargs = _mha_arrays(ctor, call)
     expected = reference(*(torch.tensor(a) for a in arrays),
                          **{k: torch.tensor(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()})

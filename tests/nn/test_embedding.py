@@ -230,7 +230,8 @@ def test_embedding_bag_module_matches_torch():
                                                        padding_idx=padding_idx)
         o = ours(onnxnn.tensor(indices), onnxnn.tensor(offsets),
                  None if per_sample is None else onnxnn.tensor(per_sample))
-        t = theirs(torch.tensor(indices), torch.tensor(offsets), None if per_sample is None else torch.tensor(per_sample))
+        t = theirs(torch.tensor(indices), torch.tensor(offsets),
+                   None if per_sample is None else torch.tensor(per_sample))
         np.testing.assert_allclose(o.detach().numpy(), t.detach().numpy(), rtol=1e-14, atol=1e-14)
         cotangent = RNG.standard_normal(tuple(t.shape))
         o.backward(onnxnn.tensor(cotangent))

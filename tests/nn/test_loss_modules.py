@@ -49,7 +49,8 @@ def test_weight_buffer_follows_the_module_dtype():
     (nn.KLDivLoss(reduction="batchmean", log_target=True), "KLDivLoss()"),
     (nn.HuberLoss(delta=2.0), "HuberLoss()"),
     (nn.PairwiseDistance(), "PairwiseDistance()"),
-    (nn.TripletMarginWithDistanceLoss(), "TripletMarginWithDistanceLoss(\n  (distance_function): PairwiseDistance()\n)"),
+    (nn.TripletMarginWithDistanceLoss(),
+     "TripletMarginWithDistanceLoss(\n  (distance_function): PairwiseDistance()\n)"),
 ])
 def test_repr_matches_pytorch(module, text):
     assert repr(module) == text

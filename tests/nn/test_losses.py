@@ -243,7 +243,8 @@ def test_poisson_full_loss_is_finite_at_zero_targets_with_finite_gradients():
     t = onnxnn.tensor([0.0, 1.0, 3.0], dtype=onnxnn.float64, requires_grad=True)
     loss = F.poisson_nll_loss(x, t, full=True, reduction="sum")
     loss.backward()
-    np.testing.assert_allclose(loss.detach().numpy(), ref_poisson(x.detach().numpy(), t.detach().numpy(), full=True).sum(),
+    np.testing.assert_allclose(loss.detach().numpy(),
+                               ref_poisson(x.detach().numpy(), t.detach().numpy(), full=True).sum(),
                                rtol=2 * gamma(DEPTH, np.float64))
     assert np.isfinite(x.grad.numpy()).all() and np.isfinite(t.grad.numpy()).all()
 
@@ -263,7 +264,8 @@ ERRORS = [
     (lambda: F.mse_loss(X, X, weight=onnxnn.ones(4)), ValueError, "Weights and input must have the same size."),
     (lambda: F.l1_loss(X, X, weight=onnxnn.ones(3, 1)), ValueError, "Weights and input must have the same size."),
     (lambda: F.huber_loss(X, X, reduction="avg"), ValueError, "avg is not a valid value for reduction"),
-    (lambda: F.smooth_l1_loss(X, X, beta=-1), RuntimeError, "smooth_l1_loss does not support negative values for beta."),
+    (lambda: F.smooth_l1_loss(X, X, beta=-1), RuntimeError,
+     "smooth_l1_loss does not support negative values for beta."),
     (lambda: F.poisson_nll_loss(X, X, reduction="avg"), ValueError, "avg is not a valid value for reduction"),
     (lambda: F.gaussian_nll_loss(X, X, onnxnn.ones(2, 4)), ValueError, "var is of incorrect size"),
     (lambda: F.gaussian_nll_loss(X, X, -1.0), ValueError, "var has negative entry/entries"),

@@ -1,4 +1,5 @@
-"""Normalization layers: LayerNorm, GroupNorm, RMSNorm, BatchNorm3d, InstanceNorm1/2/3d, LocalResponseNorm, CrossMapLRN2d.
+"""Normalization layers: LayerNorm, GroupNorm, RMSNorm, BatchNorm3d, InstanceNorm1/2/3d, LocalResponseNorm,
+CrossMapLRN2d.
 
 Forward values come from the numpy formulas below (float32 on both executors, float64 through
 "auto"); gradients of input and parameters from float64 finite differences; running statistics

@@ -137,8 +137,8 @@ def test_pad_layers_pad_as_documented_and_export(layer, text, mode, pad, value, 
      "Padding length should be less than or equal to two times the input dimension but got padding length 10 and "
      "input of dimension 4"),
     (lambda x: F.pad(x, (1, 1), "foo"), NotImplementedError, "Unrecognised padding mode foo"),
-    (lambda x: F.pad(x, (3, 3, 0, 0), "reflect"), RuntimeError, "Padding size should be less than the corresponding input "
-                                                          "dimension"),
+    (lambda x: F.pad(x, (3, 3, 0, 0), "reflect"), RuntimeError,
+     "Padding size should be less than the corresponding input dimension"),
     (lambda x: F.pad(x, (1, 1), "reflect", 2.0), RuntimeError, "doesn't take in value argument"),
     (lambda x: F.pad(x[0, 0, 0], (1, 1), "replicate"), NotImplementedError,
      "Padding size 2 is not supported for 1D input tensor"),

@@ -116,7 +116,8 @@ def test_shuffle_layers_repr_and_export(layer, text, reference, factor, shape):
     (lambda: F.pixel_unshuffle(onnxnn.randn(1, 2, 4, 3), 2), r"width to be divisible by downscale_factor, but "
                                                              r"input.size\(-1\)=3"),
     (lambda: F.channel_shuffle(onnxnn.randn(1, 5, 2), 2), "Got 5 channels and 2 groups"),
-    (lambda: F.channel_shuffle(onnxnn.randn(5, 2), 1), r"expects input with > 2 dims, but got input with sizes \[5, 2\]"),
+    (lambda: F.channel_shuffle(onnxnn.randn(5, 2), 1),
+     r"expects input with > 2 dims, but got input with sizes \[5, 2\]"),
     (lambda: F.channel_shuffle(onnxnn.randn(1, 4, 2), 0), "must be positive. Value of groups:0"),
 ])
 def test_bad_shuffles_raise_pytorchs_errors(call, message):

@@ -103,7 +103,8 @@ CASES = [
     ("grid_sampler-bilinear-border", lambda m, x, g: m.grid_sampler(x, g, 0, 1, True),
      lambda x, g: F.grid_sample(x, g, "bilinear", "border", True), [_normal(1, 2, 3, 4), _normal(1, 2, 3, 2)]),
     ("grid_sampler_2d-nearest-zeros", lambda m, x, g: m.grid_sampler_2d(x, g, 1, 0, False),
-     lambda x, g: F.grid_sample(x, g, "nearest", "zeros", False), [_normal(1, 2, 3, 4), RNG.uniform(-.9, .9, (1, 2, 3, 2))]),
+     lambda x, g: F.grid_sample(x, g, "nearest", "zeros", False),
+     [_normal(1, 2, 3, 4), RNG.uniform(-.9, .9, (1, 2, 3, 2))]),
     ("grid_sampler_3d", lambda m, x, g: m.grid_sampler_3d(x, g, 0, 0, False),
      lambda x, g: F.grid_sample(x, g, "bilinear", "zeros", False), [_normal(1, 2, 2, 3, 3), _normal(1, 1, 2, 2, 3)]),
     ("pixel_shuffle", lambda m, x: m.pixel_shuffle(x, 2), lambda x: F.pixel_shuffle(x, 2), [_normal(1, 8, 2, 3)]),
@@ -169,7 +170,8 @@ def test_alias_matches_torch(case_id, alias, functional, arrays):
 
 
 GRADIENT_CASES = ["batch_norm-train", "native_layer_norm", "norm_except_dim-0", "kl_div-1", "convolution-2d",
-                  "convolution-transposed-1d", "constant_pad_nd", "grid_sampler-bilinear-border", "embedding-no-padding"]
+                  "convolution-transposed-1d", "constant_pad_nd", "grid_sampler-bilinear-border",
+                  "embedding-no-padding"]
 
 
 @pytest.mark.parametrize("case_id", GRADIENT_CASES)

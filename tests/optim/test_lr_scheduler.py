@@ -94,7 +94,8 @@ def test_chainable_lrs_follow_the_closed_form(name, make_scheduler, closed_form)
     assert scheduler.base_lrs == list(base_lrs)
 
 
-@pytest.mark.parametrize("name, make_scheduler, closed_form", CLOSED_FORM_CASES[:4], ids=[c[0] for c in CLOSED_FORM_CASES[:4]])
+@pytest.mark.parametrize("name, make_scheduler, closed_form", CLOSED_FORM_CASES[:4],
+                         ids=[c[0] for c in CLOSED_FORM_CASES[:4]])
 def test_step_with_an_epoch_uses_the_closed_form_and_warns(name, make_scheduler, closed_form):
     optimizer = make_optimizer((0.1,))
     scheduler = make_scheduler(optimizer)
@@ -167,7 +168,8 @@ def test_one_cycle_lr_and_momentum_follow_the_schedule(options):
         assert math.isclose(group["momentum"], expected_momentum, rel_tol=1e-12), step
         optimizer.step()
         scheduler.step()
-    with pytest.raises(ValueError, match=f"Tried to step {total + 1} times. The specified number of total steps is {total}"):
+    with pytest.raises(ValueError,
+                       match=f"Tried to step {total + 1} times. The specified number of total steps is {total}"):
         scheduler.step()
 
 

@@ -74,7 +74,8 @@ def _model(layers: list[dict]) -> onnx.ModelProto:
         ]
         current = f"relu{index}"
     shape = [BATCH, CHANNELS, SIZE, SIZE]
-    graph = helper.make_graph(nodes, "conv_bn_relu_stack", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+    graph = helper.make_graph(nodes, "conv_bn_relu_stack",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
                               [helper.make_tensor_value_info(current, TensorProto.FLOAT, shape)], initializers)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
 

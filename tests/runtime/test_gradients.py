@@ -375,8 +375,8 @@ CASES = [
                                                  constant(np.array([1, 0, -2], dtype=np.int8)), axis=1),
          [np.array([0.1, 0.02, 0.3])], IN_FLOAT32),
     Case("dequantize_blocked", lambda scale: op("DequantizeLinear", constant(_QUANTIZED.T), scale.float(),
-                                                axis=1, block_size=2), [np.array([[0.1, 0.2], [0.3, 0.05], [0.2, 0.4]])],
-         IN_FLOAT32),
+                                                axis=1, block_size=2),
+         [np.array([[0.1, 0.2], [0.3, 0.05], [0.2, 0.4]])], IN_FLOAT32),
     # DFT: real and complex signals, inverse, onesided, dft_length padding and cutting the signal.
     Case("dft_real_axis_1", lambda a: op("DFT", a, None, int64_constant(1)), [randn(2, 5, 1)]),
     Case("dft_complex_default_axis", lambda a: op("DFT", a), [randn(2, 4, 2)]),

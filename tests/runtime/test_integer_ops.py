@@ -36,10 +36,10 @@ def test_gcd_and_lcm_match_python_integers(executor, dtype, numpy_dtype):
     b = [v if abs(v) <= limit else v % 89 for v in B]
     with onnxnn.set_executor(executor):
         x, y = onnxnn.tensor(a, dtype=dtype), onnxnn.tensor(b, dtype=dtype)
-        g, l = onnxnn.gcd(x, y), onnxnn.lcm(x, y)
-    np.testing.assert_array_equal(g.numpy(), [math.gcd(p, q) for p, q in zip(a, b)])
-    np.testing.assert_array_equal(l.numpy(), [_lcm_reference(p, q, numpy_dtype) for p, q in zip(a, b)])
-    assert g.dtype is dtype and l.dtype is dtype
+        gcd, lcm = onnxnn.gcd(x, y), onnxnn.lcm(x, y)
+    np.testing.assert_array_equal(gcd.numpy(), [math.gcd(p, q) for p, q in zip(a, b)])
+    np.testing.assert_array_equal(lcm.numpy(), [_lcm_reference(p, q, numpy_dtype) for p, q in zip(a, b)])
+    assert gcd.dtype is dtype and lcm.dtype is dtype
 
 
 def _lcm_reference(a: int, b: int, numpy_dtype) -> int:

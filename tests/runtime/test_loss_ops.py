@@ -28,7 +28,8 @@ def reference(op_type, inputs, attrs, num_outputs):
     outputs = [f"output{i}" for i in range(num_outputs)]
     node = helper.make_node(op_type, names, outputs, **attrs)
     graph = helper.make_graph([node], "case", graph_inputs,
-                              [helper.make_tensor_value_info(name, onnx.TensorProto.UNDEFINED, None) for name in outputs])
+                              [helper.make_tensor_value_info(name, onnx.TensorProto.UNDEFINED, None)
+                               for name in outputs])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     return ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))
 

@@ -158,7 +158,8 @@ def test_instance_norm_with_running_statistics_instead_of_input_statistics():
     x = randn(2, 3, 4).astype(np.float32)
     mean, variance = randn(3).astype(np.float32), np.abs(randn(3)).astype(np.float32) + 0.5
     result = ops.instance_norm(onnxnn.tensor(x), onnxnn.tensor(mean), onnxnn.tensor(variance), use_input_stats=False)
-    shift, spread = mean.reshape(1, 3, 1).astype(np.float64), np.sqrt(variance.reshape(1, 3, 1).astype(np.float64) + 1e-5)
+    shift = mean.reshape(1, 3, 1).astype(np.float64)
+    spread = np.sqrt(variance.reshape(1, 3, 1).astype(np.float64) + 1e-5)
     expected = (x - shift) / spread
     # A subtraction, a sum, a square root and a division (or a product with the reciprocal), each
     # relative to |x| + |mean| over the spread.

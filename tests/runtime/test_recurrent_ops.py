@@ -149,7 +149,8 @@ def test_gradients_on_onnxruntime_match_the_checked_float64_gradients(case):
     names = list(arrays)
     function = _concatenated(op_type, attrs, names)
     cotangent = np.random.default_rng(3).standard_normal(
-        sum(int(np.prod(o.shape)) for o in _node_outputs(op_type, attrs, names, [onnxnn.tensor(a) for a in arrays.values()])))
+        sum(int(np.prod(o.shape))
+            for o in _node_outputs(op_type, attrs, names, [onnxnn.tensor(a) for a in arrays.values()])))
     gradients = {}
     for executor, dtype in (("kernels", onnxnn.float64), ("onnxruntime", onnxnn.float32)):
         with onnxnn.set_executor(executor):

@@ -336,7 +336,8 @@ ERROR_CASES = [
                                                           "median"), RuntimeError, "sum, prod, mean, amax or amin"),
     ("put_sizes", lambda: onnxnn.put(onnxnn.zeros(3), onnxnn.tensor([0, 1]), onnxnn.ones(1)), RuntimeError,
      "same number of elements"),
-    ("fill_diagonal_vector", lambda: onnxnn.zeros(3).fill_diagonal_(1.0), RuntimeError, "dimensions must larger than 1"),
+    ("fill_diagonal_vector", lambda: onnxnn.zeros(3).fill_diagonal_(1.0), RuntimeError,
+     "dimensions must larger than 1"),
     ("block_diag_rank", lambda: onnxnn.block_diag(onnxnn.zeros(1, 1, 1)), RuntimeError, "2 or fewer dimensions"),
 ]
 

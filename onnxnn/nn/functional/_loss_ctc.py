@@ -81,7 +81,8 @@ def _check_lengths(values, name: str, bound: int, batch: int) -> None:
                            f"{int(values[values > bound][0])} (while checking arguments for ctc_loss_allocate_outputs)")
     if name == "target_lengths" and (values > bound).any():
         raise RuntimeError(f"Expected tensor to have size at least {int(values.max())} at dimension 1, but got size "
-                           f"{bound} for argument #2 'targets' (while checking arguments for ctc_loss_allocate_outputs)")
+                           f"{bound} for argument #2 'targets' "
+                           "(while checking arguments for ctc_loss_allocate_outputs)")
 
 
 def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, blank: int = 0,

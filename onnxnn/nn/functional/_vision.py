@@ -6,11 +6,12 @@ with the attributes that reproduce PyTorch's sampling: ``nearest`` is ``asymmetr
 with ``floor`` rounding, ``nearest-exact`` is ``half_pixel`` with ``round_prefer_ceil``, the linear
 modes and ``bicubic`` (Keys' kernel with ``a = -0.75``) use ``half_pixel`` or ``align_corners``
 (not ``pytorch_half_pixel``, whose special case for an output of length 1 PyTorch does not make;
-a negative source coordinate reads the edge either way, as PyTorch's clamp does). ``area`` is adaptive average pooling, as in PyTorch. A given ``scale_factor`` is
-passed as Resize's ``scales`` so the coordinate map uses it (not the rounded size ratio), as
-PyTorch does unless ``recompute_scale_factor=True`` or ``align_corners=True`` (whose map PyTorch takes
-from the rounded sizes, where Resize would use ``scale * size`` unrounded); Resize's scales are float32, so a factor that
-float32 cannot represent (0.45) samples at coordinates off by about 1e-7 relative to PyTorch's float64.
+a negative source coordinate reads the edge either way, as PyTorch's clamp does). ``area`` is adaptive
+average pooling, as in PyTorch. A given ``scale_factor`` is passed as Resize's ``scales`` so the
+coordinate map uses it (not the rounded size ratio), as PyTorch does unless ``recompute_scale_factor=True``
+or ``align_corners=True`` (whose map PyTorch takes from the rounded sizes, where Resize would use
+``scale * size`` unrounded); Resize's scales are float32, so a factor that float32 cannot represent
+(0.45) samples at coordinates off by about 1e-7 relative to PyTorch's float64.
 
 ``antialias=True`` records Resize's ``antialias`` filter, except with ``align_corners=True``: there
 PyTorch centres each output's filter at ``s * (i + 0.5)`` with ``s = (in - 1) / (out - 1)``, which no
@@ -38,8 +39,8 @@ from ...runtime.ops.sampling import affine_base
 from ...runtime.tensor import Tensor, apply_op
 from ._pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
 
-__all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "grid_sample", "affine_grid", "pixel_shuffle",
-           "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle"]
+__all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "grid_sample", "affine_grid",
+           "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle"]
 
 _MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "area", "nearest-exact")
 _INTERPOLATING = ("linear", "bilinear", "bicubic", "trilinear")

@@ -163,7 +163,8 @@ class EmbeddingBag(Module):
         self.norm_type = norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
         self.padding_idx = _check_padding_idx(padding_idx, num_embeddings)
-        self.weight, fresh = _make_weight(num_embeddings, embedding_dim, _weight, False, {"device": device, "dtype": dtype})
+        self.weight, fresh = _make_weight(num_embeddings, embedding_dim, _weight, False,
+                                          {"device": device, "dtype": dtype})
         if fresh:
             self.reset_parameters()
         self.mode = mode

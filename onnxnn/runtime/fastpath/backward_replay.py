@@ -389,8 +389,8 @@ class _Template:
         if self.functions:
             lines.append("    if not retain_graph:  # what the general driver frees, as it runs each function")
             for position in self.functions:
-                lines.append(f"        function = order[{position}]; function.node.saved = False; function.node = None; "
-                         f"function.outputs = None")
+                lines.append(f"        function = order[{position}]; function.node.saved = False; "
+                             "function.node = None; function.outputs = None")
         lines.append("    return True")
         source = "\n".join(lines) + "\n"
         exec(compile(source, f"<onnxnn backward replay {next(_replay_numbers)}>", "exec"), namespace)

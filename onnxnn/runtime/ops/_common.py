@@ -7,8 +7,8 @@ from ...ir import dtypes
 from ...ir.graph import Value, constant, static_constant
 from ..tensor import Tensor, apply_op
 
-__all__ = ["broadcast_shapes", "broadcast_values", "promote_pair", "promote_operands", "as_tensor_operand", "axes_constant",
-           "int64_constant", "static_scalar", "same_shape", "normalize_axes", "Tensor", "apply_op"]
+__all__ = ["broadcast_shapes", "broadcast_values", "promote_pair", "promote_operands", "as_tensor_operand",
+           "axes_constant", "int64_constant", "static_scalar", "same_shape", "normalize_axes", "Tensor", "apply_op"]
 
 
 def broadcast_shapes(*shapes: tuple) -> tuple:

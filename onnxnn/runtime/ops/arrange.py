@@ -161,7 +161,8 @@ def _split_even(input: Tensor, sections, axis: int, name: str) -> tuple:
 
 def hsplit(input: Tensor, sections) -> tuple:
     if input.dim() < 1:
-        raise RuntimeError("torch.hsplit requires a tensor with at least 1 dimension, but got a tensor with 0 dimensions!")
+        raise RuntimeError("torch.hsplit requires a tensor with at least 1 dimension, but got a tensor with "
+                           "0 dimensions!")
     return _split_even(input, sections, 1 if input.dim() > 1 else 0, "hsplit")
 
 

@@ -276,7 +276,8 @@ def bitwise_not(input: Tensor) -> Tensor:
     return apply_op("BitwiseNot", (input,), None, "BitwiseNotBackward0")
 
 
-def diff(input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None, append: Tensor | None = None) -> Tensor:
+def diff(input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None,
+         append: Tensor | None = None) -> Tensor:
     """``n``-th forward differences along ``dim`` (bool inputs: ``!=`` of neighbours)."""
     if input.dim() == 0:
         raise RuntimeError("diff expects input to be at least one-dimensional")

@@ -126,7 +126,8 @@ def test_the_shared_session_declares_the_varying_dims_symbolic():
         for size in [3, 5, 7]:
             (onnxnn.randn(size, 4) * 2).numpy()
     assert executor.cache_info()["misses"] == 2  # the first size's static graph, then the shared one
-    shapes = [compiled.session.get_inputs()[0].shape for compiled in executor_named("onnxruntime").cache.sessions.values()]
+    shapes = [compiled.session.get_inputs()[0].shape
+              for compiled in executor_named("onnxruntime").cache.sessions.values()]
     assert [3, 4] in shapes and ["input_0_dim_0", 4] in shapes
     assert executor.dynamic_info()["shared_runs"] == 2
 
