@@ -210,6 +210,20 @@ def adam(xp, inputs, attrs):
                                               xp, factors, options))
 
 
+def _decayed_gradient(x, g, weight_decay, maximize: bool) -> tuple:
+    """``(G', negated)``: the gradient with L2 weight decay, ``G + X * weight_decay`` (``-G + ...``
+    when maximizing), or G itself, ``negated`` saying that maximize's negation is still to apply
+    (negation commutes exactly with every op the updates use)."""
+    if weight_decay is None:
+        return g, maximize
+    gradient = x * weight_decay
+    if maximize:
+        gradient -= g
+    else:
+        gradient += g
+    return gradient, False
+
+
 def _adam_update(x, g, m, v, v_max, xp, factors, options) -> tuple:
     """One tensor's (or one flat vector's) Adam update: new X, M, V (and Vmax when given).
 
@@ -229,15 +243,7 @@ def _adam_update(x, g, m, v, v_max, xp, factors, options) -> tuple:
     one_minus_beta1, beta2, one_minus_beta2, epsilon, step_size, bias_correction2_sqrt, decay = (
         None if factor is None else _as_dtype(factor, dtype) for factor in factors)
     decoupled, maximize = options
-    negated = False  # whether the gradient G' is -gradient (maximize, not yet applied)
-    if decay is not None and not decoupled:
-        gradient = x * decay  # G' = G + X * weight_decay, or -G + X * weight_decay when maximizing
-        if maximize:
-            gradient -= g
-        else:
-            gradient += g
-    else:
-        gradient, negated = g, maximize
+    gradient, negated = _decayed_gradient(x, g, None if decoupled else decay, maximize)
     if negated:  # (-G) - M == -(G + M) exactly
         new_m = xp.add(gradient, m)
         xp.negative(new_m, out=new_m)
@@ -290,16 +296,7 @@ def _adagrad_update(x, g, state_sum, xp, factors, maximize: bool) -> tuple:
         return tuple(result.reshape(()) for result in results)
     x, g, state_sum = (xp.ascontiguousarray(array) for array in (x, g, state_sum))
     epsilon, decayed_lr, weight_decay = (None if factor is None else _as_dtype(factor, x.dtype) for factor in factors)
-    negated = maximize  # G' = -gradient, not yet applied: (-G)^2 == G^2 and (-G) / s == -(G / s) exactly
-    if weight_decay is not None:
-        gradient = x * weight_decay
-        if maximize:
-            gradient -= g
-        else:
-            gradient += g
-        negated = False
-    else:
-        gradient = g
+    gradient, negated = _decayed_gradient(x, g, weight_decay, maximize)
     new_sum = gradient * gradient
     new_sum += state_sum
     std = xp.sqrt(new_sum)
@@ -345,16 +342,7 @@ def _rmsprop_update(x, g, square_avg, grad_avg, buffer, xp, factors, maximize: b
     x, g, square_avg = (xp.ascontiguousarray(array) for array in (x, g, square_avg))
     learning_rate, alpha, one_minus_alpha, epsilon, weight_decay, momentum = (
         None if factor is None else _as_dtype(factor, x.dtype) for factor in factors)
-    negated = maximize  # G' = -gradient, not yet applied (negation commutes exactly with every op used)
-    if weight_decay is not None:
-        gradient = x * weight_decay
-        if maximize:
-            gradient -= g
-        else:
-            gradient += g
-        negated = False
-    else:
-        gradient = g
+    gradient, negated = _decayed_gradient(x, g, weight_decay, maximize)
     new_square_avg = square_avg * alpha
     scratch = gradient * gradient
     scratch *= one_minus_alpha
