@@ -247,18 +247,24 @@ def Attention(call: NodeCall, input, weights, bias=None, mask_index=None, past=N
     query, key, value = (_split_heads(part, num_heads) for part in projected.split(sizes, dim=-1))
     if past is not None:
         key, value = ops.cat([past[0], key], 2), ops.cat([past[1], value], 2)
-    batch, query_length, key_length = input.shape[0], input.shape[1], key.shape[2]
-    score_bias = attention_bias
-    if mask_index is not None:
-        mask_bias = _key_mask_bias(call, mask_index, batch, query_length, key_length,
-                                   _as_float32(mask_filter_value), input.dtype)
-        score_bias = mask_bias if score_bias is None else score_bias + mask_bias
-    attended = _attend(call, query, key, value, scale=scale, bias=score_bias, causal=bool(unidirectional),
-                       filter_value=_as_float32(mask_filter_value))
+    attended = _masked_attention(call, query, key, value, mask_index, attention_bias, scale, unidirectional,
+                                 mask_filter_value)
     outputs = [_merge_heads(attended)]
     if call.num_outputs > 1:
         outputs.append(ops.stack([key, value], 0))  # present: [2, B, N, T, H]
     return tuple(outputs)
+
+
+def _masked_attention(call: NodeCall, query, key, value, key_mask, attention_bias, scale, unidirectional,
+                      mask_filter_value):
+    """``_attend`` over ``[B, N, S, H]`` heads with the attention bias plus the key mask's bias."""
+    score_bias = attention_bias
+    if key_mask is not None:
+        mask_bias = _key_mask_bias(call, key_mask, query.shape[0], query.shape[2], key.shape[2],
+                                   _as_float32(mask_filter_value), query.dtype)
+        score_bias = mask_bias if score_bias is None else score_bias + mask_bias
+    return _attend(call, query, key, value, scale=scale, bias=score_bias, causal=bool(unidirectional),
+                   filter_value=_as_float32(mask_filter_value))
 
 
 @importers.register("MultiHeadAttention", domain=CONTRIB_DOMAIN)
@@ -289,14 +295,8 @@ def MultiHeadAttention(call: NodeCall, query, key=None, value=None, bias=None, k
     heads_value = value if len(value.shape) == 4 else _split_heads(value, num_heads)
     if past_key is not None and past_value is not None:
         heads_key, heads_value = ops.cat([past_key, heads_key], 2), ops.cat([past_value, heads_value], 2)
-    batch, query_length, key_length = query.shape[0], query.shape[1], heads_key.shape[2]
-    score_bias = attention_bias
-    if key_padding_mask is not None:
-        mask_bias = _key_mask_bias(call, key_padding_mask, batch, query_length, key_length,
-                                   _as_float32(mask_filter_value), query.dtype)
-        score_bias = mask_bias if score_bias is None else score_bias + mask_bias
-    attended = _attend(call, heads_query, heads_key, heads_value, scale=scale, bias=score_bias,
-                       causal=bool(unidirectional), filter_value=_as_float32(mask_filter_value))
+    attended = _masked_attention(call, heads_query, heads_key, heads_value, key_padding_mask, attention_bias,
+                                 scale, unidirectional, mask_filter_value)
     return (_merge_heads(attended), heads_key, heads_value)[:call.num_outputs]
 
 
