@@ -8,6 +8,7 @@ pair after pair, and prints each timing's median ratio head/base over the pairs.
 Run: python benchmarks/ab_against_revision.py REVISION PAIRS SCRIPT [ARGS...]
      e.g. python benchmarks/ab_against_revision.py HEAD~1 8 benchmarks/bench_runtime.py
 """
+
 from __future__ import annotations
 
 import json
@@ -30,10 +31,16 @@ def _timings(report: dict, prefix: str = ""):
 
 
 def _run(tree: Path, script: str, arguments: list[str]) -> dict:
-    completed = subprocess.run([sys.executable, script, *arguments], cwd=tree, env={"PYTHONPATH": str(tree)},
-                               capture_output=True, text=True, check=True)
+    completed = subprocess.run(
+        [sys.executable, script, *arguments],
+        cwd=tree,
+        env={"PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     text = completed.stdout
-    return dict(_timings(json.loads(text[text.index("{"):])))
+    return dict(_timings(json.loads(text[text.index("{") :])))
 
 
 def main() -> None:
@@ -53,8 +60,11 @@ def main() -> None:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=True)
     result = {"revision": revision, "pairs": pairs, "script": script}
     for key, values in samples.items():
-        result[key] = {"base": statistics.median(b for b, _ in values), "head": statistics.median(h for _, h in values),
-                       "median_ratio_head_over_base": statistics.median(h / b for b, h in values)}
+        result[key] = {
+            "base": statistics.median(b for b, _ in values),
+            "head": statistics.median(h for _, h in values),
+            "median_ratio_head_over_base": statistics.median(h / b for b, h in values),
+        }
     print(json.dumps(result, indent=2))
 
 

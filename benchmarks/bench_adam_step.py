@@ -10,6 +10,7 @@ revisions with ``python benchmarks/ab_against_revision.py REVISION PAIRS $PWD/be
 
 Run: python benchmarks/bench_adam_step.py [--executor auto|onnxruntime|kernels] [--optimizer Adam|AdamW]
 """
+
 from __future__ import annotations
 
 import argparse

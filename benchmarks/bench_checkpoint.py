@@ -7,6 +7,7 @@ reported, with their ratio when PyTorch is there to compare with.
 
 Run: python benchmarks/bench_checkpoint.py [--tensors 5000] [--repeats 7]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,9 +30,13 @@ except ImportError:
 
 def _write(path: str, count: int) -> str:
     rng = np.random.default_rng(0)
-    arrays = OrderedDict((f"layers.{index // 4}.{('weight', 'bias', 'scale', 'shift')[index % 4]}",
-                          rng.standard_normal((16, 16) if index % 4 == 0 else (16,)).astype(np.float32))
-                         for index in range(count))
+    arrays = OrderedDict(
+        (
+            f"layers.{index // 4}.{('weight', 'bias', 'scale', 'shift')[index % 4]}",
+            rng.standard_normal((16, 16) if index % 4 == 0 else (16,)).astype(np.float32),
+        )
+        for index in range(count)
+    )
     if torch is not None:
         torch.save(OrderedDict((key, torch.from_numpy(value)) for key, value in arrays.items()), path)
         return "torch.save"
@@ -58,8 +63,12 @@ def main() -> None:
             onnxnn_times.append(_time(lambda: onnxnn.load(path)))
             if torch is not None:
                 torch_times.append(_time(lambda: torch.load(path, weights_only=True)))
-        result = {"tensors": options.tensors, "file_bytes": os.path.getsize(path), "written_by": writer,
-                  "onnxnn_load_s": statistics.median(onnxnn_times)}
+        result = {
+            "tensors": options.tensors,
+            "file_bytes": os.path.getsize(path),
+            "written_by": writer,
+            "onnxnn_load_s": statistics.median(onnxnn_times),
+        }
         if torch_times:
             result["torch_load_s"] = statistics.median(torch_times)
             result["onnxnn_over_torch"] = result["onnxnn_load_s"] / result["torch_load_s"]

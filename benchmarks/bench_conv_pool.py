@@ -11,6 +11,7 @@ measured side by side in one process and printed as JSON with their ratios (onnx
 Target (issue 12): forward within 1.1x of the raw session.
 Run: python benchmarks/bench_conv_pool.py [rounds]   (default 9 alternating rounds; medians reported)
 """
+
 from __future__ import annotations
 
 import json
@@ -55,8 +56,11 @@ def _compare(ours, raw, rounds: int) -> dict:
             for _ in range(repeats):
                 function()
             times.append((time.perf_counter() - start) / repeats)
-    return {"onnxnn_ms": statistics.median(ours_times) * 1e3, "raw_onnxruntime_ms": statistics.median(raw_times) * 1e3,
-            "ratio": statistics.median(o / r for o, r in zip(ours_times, raw_times))}
+    return {
+        "onnxnn_ms": statistics.median(ours_times) * 1e3,
+        "raw_onnxruntime_ms": statistics.median(raw_times) * 1e3,
+        "ratio": statistics.median(o / r for o, r in zip(ours_times, raw_times)),
+    }
 
 
 def _repeats(function) -> int:
@@ -74,6 +78,7 @@ def _cycle(items):
     def next_item():
         state["index"] = (state["index"] + 1) % len(items)
         return items[state["index"]]
+
     return next_item
 
 
@@ -129,8 +134,11 @@ def main() -> None:
     results = {}
     with onnxnn.set_executor("onnxruntime"):
         for name, build, shape in LAYERS:
-            results[name] = {"input": list(shape), "forward": bench_forward(build, shape, rounds),
-                             "training_step": bench_training_step(build, shape, rounds)}
+            results[name] = {
+                "input": list(shape),
+                "forward": bench_forward(build, shape, rounds),
+                "training_step": bench_training_step(build, shape, rounds),
+            }
     print(json.dumps(results, indent=1))
 
 

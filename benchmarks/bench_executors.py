@@ -6,6 +6,7 @@ the same process, interleaved, and auto's time is reported against the faster of
 
 Run: python benchmarks/bench_executors.py [note_steps]   (default 2000)
 """
+
 from __future__ import annotations
 
 import json
@@ -35,14 +36,16 @@ def _compare(workload, repeats: int, rounds: int = 6) -> dict:
     samples = {name: [] for name in EXECUTORS}
     for round_index in range(rounds):
         # Rotate the order: a run right after numpy's BLAS threads (kernels) starts on a busy CPU.
-        order = EXECUTORS[round_index % 3:] + EXECUTORS[:round_index % 3]
+        order = EXECUTORS[round_index % 3 :] + EXECUTORS[: round_index % 3]
         for name in order:
             with onnxnn.set_executor(name):
                 samples[name].append(workload(repeats))
     seconds = {name: statistics.median(values) for name, values in samples.items()}
     fastest = min(seconds["onnxruntime"], seconds["kernels"])
-    return {**{f"{name}_ms": value * 1e3 for name, value in seconds.items()},
-            "auto_over_fastest": seconds["auto"] / fastest}
+    return {
+        **{f"{name}_ms": value * 1e3 for name, value in seconds.items()},
+        "auto_over_fastest": seconds["auto"] / fastest,
+    }
 
 
 def main() -> None:

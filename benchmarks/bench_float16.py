@@ -9,6 +9,7 @@ step in float32 for scale. Rounds alternate between the variants so machine load
 
 Run: python benchmarks/bench_float16.py [--batch 128] [--width 512] [--steps 50]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,9 @@ from onnxnn.runtime import sessions
 
 def _make_step(dtype, batch: int, width: int):
     onnxnn.manual_seed(0)
-    model = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
-                          nn.Linear(width, 10)).to(dtype)
+    model = nn.Sequential(
+        nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 10)
+    ).to(dtype)
     optimizer = onnxnn.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
     x = onnxnn.randn(batch, width).to(dtype)
     target = onnxnn.randn(batch, 10).to(dtype)
@@ -56,9 +58,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    variants = {"float16_rounded_per_op": (onnxnn.float16, True),
-                "float16_unrounded_as_before": (onnxnn.float16, False),
-                "float32": (onnxnn.float32, True)}
+    variants = {
+        "float16_rounded_per_op": (onnxnn.float16, True),
+        "float16_unrounded_as_before": (onnxnn.float16, False),
+        "float32": (onnxnn.float32, True),
+    }
     samples: dict = {name: [] for name in variants}
     with onnxnn.set_executor("onnxruntime"):
         steps = {}
@@ -74,12 +78,17 @@ def main() -> None:
                 samples[name].append(_time_steps(steps[name], args.steps))
         sessions.ROUND_LOW_PRECISION_PER_OP = True
     ms = {name: statistics.median(values) for name, values in samples.items()}
-    print(json.dumps({
-        "config": vars(args),
-        "ms_per_step": ms,
-        "rounded_over_unrounded": ms["float16_rounded_per_op"] / ms["float16_unrounded_as_before"],
-        "rounded_float16_over_float32": ms["float16_rounded_per_op"] / ms["float32"],
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "config": vars(args),
+                "ms_per_step": ms,
+                "rounded_over_unrounded": ms["float16_rounded_per_op"] / ms["float16_unrounded_as_before"],
+                "rounded_float16_over_float32": ms["float16_rounded_per_op"] / ms["float32"],
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ timed against InferenceSession.run on the model file, interleaved in one process
 Target (issue 4): the Module forward within 10% of the direct session.
 Run: python benchmarks/bench_import.py
 """
+
 from __future__ import annotations
 
 import json
@@ -69,8 +70,11 @@ def _compare(module, session, feeds: dict, repeats: int, rounds: int = 5) -> dic
                 function()
             samples[name].append((time.perf_counter() - start) / repeats)
     module_time, direct_time = statistics.median(samples["module"]), statistics.median(samples["direct"])
-    return {"module_forward_ms": module_time * 1e3, "direct_session_ms": direct_time * 1e3,
-            "ratio_module_to_direct": module_time / direct_time}
+    return {
+        "module_forward_ms": module_time * 1e3,
+        "direct_session_ms": direct_time * 1e3,
+        "ratio_module_to_direct": module_time / direct_time,
+    }
 
 
 def main() -> None:

@@ -31,6 +31,7 @@ us). Layers whose raw run is under ~1 ms (pools, BatchNorm2d, InstanceNorm2d at 
 cannot be within 1.1x while that fixed cost stays.
 Run: python benchmarks/bench_layers.py [rounds] [name-substring] [--sizes small|model|all] [--forward-only]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,11 +65,13 @@ def _loaded(build):
     """``build`` with the module's state realized, as in a model loaded from a checkpoint: a fresh
     module's buffers (BatchNorm's running statistics) are pending Expand nodes of a scalar, which
     every forward would otherwise recompute and feed as scalars."""
+
     def build_loaded():
         layer = build()
         for tensor in layer.state_dict().values():
             tensor.numpy()
         return layer
+
     return build_loaded
 
 
@@ -90,8 +93,11 @@ MODEL_SIZED_LAYERS = [
     ("InstanceNorm2d_64", lambda: nn.InstanceNorm2d(64, affine=True), (8, 64, 56, 56)),
 ]
 
-SIZES = {"small": CONV_POOL_LAYERS + NORM_LAYERS, "model": MODEL_SIZED_LAYERS,
-         "all": CONV_POOL_LAYERS + NORM_LAYERS + MODEL_SIZED_LAYERS}
+SIZES = {
+    "small": CONV_POOL_LAYERS + NORM_LAYERS,
+    "model": MODEL_SIZED_LAYERS,
+    "all": CONV_POOL_LAYERS + NORM_LAYERS + MODEL_SIZED_LAYERS,
+}
 
 
 def _weights_as_inputs(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
@@ -102,8 +108,7 @@ def _weights_as_inputs(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
     for initializer in fed.graph.initializer:
         array = onnx.numpy_helper.to_array(initializer)
         feeds[initializer.name] = array
-        fed.graph.input.append(onnx.helper.make_tensor_value_info(
-            initializer.name, initializer.data_type, array.shape))
+        fed.graph.input.append(onnx.helper.make_tensor_value_info(initializer.name, initializer.data_type, array.shape))
     del fed.graph.initializer[:]
     return fed, feeds
 
@@ -116,8 +121,9 @@ def bench_weights_fed(build, shape, rounds: int) -> dict:
     fed_proto, weights = _weights_as_inputs(proto)
     embedded, fed = _session(proto), _session(fed_proto)
     next_array = _cycle([onnxnn.randn(*shape).numpy() for _ in range(4)])
-    result = _compare(lambda: fed.run(None, {"x": next_array(), **weights}),
-                      lambda: embedded.run(None, {"x": next_array()}), rounds)
+    result = _compare(
+        lambda: fed.run(None, {"x": next_array(), **weights}), lambda: embedded.run(None, {"x": next_array()}), rounds
+    )
     return {"fed_ms": result["onnxnn_ms"], "embedded_ms": result["raw_onnxruntime_ms"], "ratio": result["ratio"]}
 
 
@@ -154,8 +160,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("rounds", nargs="?", type=int, default=9, help="alternating rounds (default 9)")
     parser.add_argument("only", nargs="?", default="", help="only layers whose name contains this")
-    parser.add_argument("--sizes", choices=sorted(SIZES), default="all",
-                        help="small: the sizes below 1 ms; model: sizes inside common models (default: all)")
+    parser.add_argument(
+        "--sizes",
+        choices=sorted(SIZES),
+        default="all",
+        help="small: the sizes below 1 ms; model: sizes inside common models (default: all)",
+    )
     parser.add_argument("--forward-only", action="store_true", help="skip the training step and the diagnostics")
     arguments = parser.parse_args()
     onnxnn.manual_seed(0)
@@ -168,16 +178,22 @@ def main() -> None:
             results[name] = {"input": list(shape), "forward": bench_forward(build, shape, arguments.rounds)}
             if not arguments.forward_only:
                 breakdown = forward_breakdown(build, shape)
-                results[name].update({
-                    "training_step": bench_training_step(build, shape, arguments.rounds),
-                    "raw_weights_fed": bench_weights_fed(build, shape, arguments.rounds),
-                    "specialized": breakdown.pop("specialized"), "forward_breakdown_us": breakdown})
+                results[name].update(
+                    {
+                        "training_step": bench_training_step(build, shape, arguments.rounds),
+                        "raw_weights_fed": bench_weights_fed(build, shape, arguments.rounds),
+                        "specialized": breakdown.pop("specialized"),
+                        "forward_breakdown_us": breakdown,
+                    }
+                )
     print(json.dumps(results, indent=1))
     print(f"\n{'layer':28s} {'input':22s} {'raw ms':>8s} {'onnxnn ms':>10s} {'forward ratio':>14s}  (target <= 1.1)")
     for name, result in results.items():
         forward = result["forward"]
-        print(f"{name:28s} {str(tuple(result['input'])):22s} {forward['raw_onnxruntime_ms']:8.3f} "
-              f"{forward['onnxnn_ms']:10.3f} {forward['ratio']:14.3f}")
+        print(
+            f"{name:28s} {str(tuple(result['input'])):22s} {forward['raw_onnxruntime_ms']:8.3f} "
+            f"{forward['onnxnn_ms']:10.3f} {forward['ratio']:14.3f}"
+        )
 
 
 if __name__ == "__main__":

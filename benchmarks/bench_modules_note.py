@@ -5,6 +5,7 @@ same process, and prints both times per step and their ratio as JSON.
 
 Run: python benchmarks/bench_modules_note.py [steps]   (default 10000, as in the note)
 """
+
 from __future__ import annotations
 
 import json
@@ -68,6 +69,7 @@ class _NoteLoop:
 def main() -> None:
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
     import onnxnn
+
     loops = {"onnxnn": _NoteLoop(onnxnn)}
     result = {"steps": steps}
     try:
@@ -85,7 +87,7 @@ def main() -> None:
     chunks = 20
     names = list(loops)
     for round_index in range(chunks):
-        for name in (names if round_index % 2 == 0 else names[::-1]):
+        for name in names if round_index % 2 == 0 else names[::-1]:
             samples[name].append(loops[name].run(max(steps // chunks, 1)))
     for name, values in samples.items():
         result[f"{name}_us_per_step"] = statistics.median(values) * 1e6

@@ -9,6 +9,7 @@
 Targets (issue 2): recording under 5 us per op; cached realization adds under 30 us.
 Run: python benchmarks/bench_runtime.py
 """
+
 from __future__ import annotations
 
 import json
@@ -128,8 +129,12 @@ def bench_training_loop(steps: int = 1000) -> dict:
         loss = step()
     loss = loss.item()
     elapsed = time.perf_counter() - start
-    return {"steps": steps, "us_per_step": elapsed / steps * 1e6, "final_loss": loss,
-            "sessions_compiled": executor.cache_info()["sessions"]}
+    return {
+        "steps": steps,
+        "us_per_step": elapsed / steps * 1e6,
+        "final_loss": loss,
+        "sessions_compiled": executor.cache_info()["sessions"],
+    }
 
 
 def main() -> None:

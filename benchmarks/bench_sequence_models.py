@@ -46,6 +46,7 @@ history at once it ran as hundreds of small runs and did not finish at sequence 
 Run: python benchmarks/bench_sequence_models.py [rounds] [name-substring] [--measures forward,...]
      [--lstm-sequence N]   (default 5 rounds, every case and measure, the LSTM at sequence 64)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,8 +68,10 @@ try:  # PyTorch is optional: without it the PyTorch columns are left out
 except ImportError:
     torch = None
 
+
 def _lstm(library_nn):
     """A 2-layer LSTM returning its output sequence (what the loss reads), built with ``library_nn``."""
+
     class LSTMOutput(library_nn.Module):
         def __init__(self):
             super().__init__()
@@ -76,6 +79,7 @@ def _lstm(library_nn):
 
         def forward(self, x):
             return self.lstm(x)[0]
+
     return LSTMOutput()
 
 
@@ -101,6 +105,7 @@ def _cycle(items):
     def next_item():
         state["index"] = (state["index"] + 1) % len(items)
         return items[state["index"]]
+
     return next_item
 
 
@@ -120,15 +125,17 @@ def _compare(functions: dict, rounds: int, baseline: str) -> dict:
     for name in functions:
         if name != baseline:
             result[f"{baseline}_over_{name}"] = statistics.median(
-                ours / theirs for ours, theirs in zip(times[baseline], times[name]))
+                ours / theirs for ours, theirs in zip(times[baseline], times[name])
+            )
     return result
 
 
 def _torch_twin(build, module):
     """The same module built with torch.nn, holding ``module``'s weights (copied via numpy)."""
     twin = build(torch.nn)
-    twin.load_state_dict({name: torch.from_numpy(np.array(tensor.numpy()))
-                          for name, tensor in module.state_dict().items()})
+    twin.load_state_dict(
+        {name: torch.from_numpy(np.array(tensor.numpy())) for name, tensor in module.state_dict().items()}
+    )
     return twin
 
 
@@ -219,10 +226,26 @@ def bench_training_step(build, shape, rounds: int, read_loss_first: bool, with_r
 
 
 def _table(results: dict) -> str:
-    columns = ["onnxnn_ms", "raw_onnxruntime_ms", "raw_onnxruntime_training_step_ms", "torch_ms",
-               "onnxnn_over_raw_onnxruntime", "onnxnn_over_raw_onnxruntime_training_step", "onnxnn_over_torch"]
-    headers = ["case", "measure", "onnxnn ms", "raw ORT ms", "raw ORT step ms", "torch ms",
-               "/raw ORT", "/raw ORT step", "/torch"]
+    columns = [
+        "onnxnn_ms",
+        "raw_onnxruntime_ms",
+        "raw_onnxruntime_training_step_ms",
+        "torch_ms",
+        "onnxnn_over_raw_onnxruntime",
+        "onnxnn_over_raw_onnxruntime_training_step",
+        "onnxnn_over_torch",
+    ]
+    headers = [
+        "case",
+        "measure",
+        "onnxnn ms",
+        "raw ORT ms",
+        "raw ORT step ms",
+        "torch ms",
+        "/raw ORT",
+        "/raw ORT step",
+        "/torch",
+    ]
     rows = [headers]
     for case, measures in results.items():
         for measure, values in measures.items():
@@ -237,10 +260,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("rounds", nargs="?", type=int, default=5, help="alternating rounds (default 5)")
     parser.add_argument("only", nargs="?", default="", help="run the cases whose name contains this")
-    parser.add_argument("--measures", default="forward,training_step,training_step_loss_read_first",
-                        help="comma-separated measures to run (default: all three)")
-    parser.add_argument("--lstm-sequence", type=int, default=64,
-                        help="the LSTM's sequence length (default 64, issue 13's size)")
+    parser.add_argument(
+        "--measures",
+        default="forward,training_step,training_step_loss_read_first",
+        help="comma-separated measures to run (default: all three)",
+    )
+    parser.add_argument(
+        "--lstm-sequence", type=int, default=64, help="the LSTM's sequence length (default 64, issue 13's size)"
+    )
     arguments = parser.parse_args()
     measures = arguments.measures.split(",")
     onnxnn.manual_seed(0)
@@ -258,8 +285,9 @@ def main() -> None:
                     results[name][measure] = bench_forward(build, shape, arguments.rounds)
                 else:
                     read_first = measure == "training_step_loss_read_first"
-                    results[name][measure] = bench_training_step(build, shape, arguments.rounds, read_first,
-                                                                 with_raw=not read_first)
+                    results[name][measure] = bench_training_step(
+                        build, shape, arguments.rounds, read_first, with_raw=not read_first
+                    )
                 # One line per finished measure, so a long run that is stopped keeps what it measured.
                 print(json.dumps({name: {measure: results[name][measure]}}), file=sys.stderr, flush=True)
     print(_table(results))

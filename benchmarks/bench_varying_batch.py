@@ -10,6 +10,7 @@ as before them.
 
 Run: python benchmarks/bench_varying_batch.py [--steps 2100] [--static]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,12 +51,15 @@ def _loop(steps: int, sizes: list[int]) -> dict:
         step(size)
     compiled = _compilations()
     start = time.perf_counter()
-    for size in sizes[WARMUP_STEPS:WARMUP_STEPS + steps]:
+    for size in sizes[WARMUP_STEPS : WARMUP_STEPS + steps]:
         loss = step(size)
     loss.item()
     elapsed = time.perf_counter() - start
-    return {"ms_per_step": elapsed / steps * 1e3, "compilations": _compilations() - compiled,
-            "compilations_in_warmup": compiled}
+    return {
+        "ms_per_step": elapsed / steps * 1e3,
+        "compilations": _compilations() - compiled,
+        "compilations_in_warmup": compiled,
+    }
 
 
 def bench(executor_name: str, steps: int) -> dict:

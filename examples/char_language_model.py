@@ -21,6 +21,7 @@ The models, the training loop and the samplers use only PyTorch's API (``import 
 Run: python examples/char_language_model.py [steps]   (default 200 steps per model, about a minute on
 two CPU cores; the environment variable ONNXNN_EXAMPLE_STEPS sets it too, as the test does)
 """
+
 from __future__ import annotations
 
 import os
@@ -36,8 +37,8 @@ import onnxnn.nn.functional as F
 from onnxnn import nn
 
 TEXT_PATH = Path(__file__).resolve().parent / "data" / "nursery_rhymes.txt"
-CONTEXT = 48        # the transformer's training windows and attention span, in characters
-LSTM_CHUNK = 16     # characters per LSTM training step (its state carries over from step to step)
+CONTEXT = 48  # the transformer's training windows and attention span, in characters
+LSTM_CHUNK = 16  # characters per LSTM training step (its state carries over from step to step)
 BATCH = 32
 SAMPLE_LENGTH = 160
 PROMPT = "Little "
@@ -92,15 +93,23 @@ class LSTMLanguageModel(nn.Module):
 class TransformerLanguageModel(nn.Module):
     """Token + learned position embeddings -> pre-norm causal TransformerEncoder -> Linear."""
 
-    def __init__(self, vocab_size: int, context: int = CONTEXT, d_model: int = 64, nhead: int = 4,
-                 num_layers: int = 2, dim_feedforward: int = 128, dropout: float = 0.0):
+    def __init__(
+        self,
+        vocab_size: int,
+        context: int = CONTEXT,
+        d_model: int = 64,
+        nhead: int = 4,
+        num_layers: int = 2,
+        dim_feedforward: int = 128,
+        dropout: float = 0.0,
+    ):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, d_model)
         self.positions = nn.Embedding(context, d_model)
-        layer = nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation="gelu",
-                                           batch_first=True, norm_first=True)
-        self.encoder = nn.TransformerEncoder(layer, num_layers, norm=nn.LayerNorm(d_model),
-                                             enable_nested_tensor=False)
+        layer = nn.TransformerEncoderLayer(
+            d_model, nhead, dim_feedforward, dropout, activation="gelu", batch_first=True, norm_first=True
+        )
+        self.encoder = nn.TransformerEncoder(layer, num_layers, norm=nn.LayerNorm(d_model), enable_nested_tensor=False)
         self.head = nn.Linear(d_model, vocab_size)
 
     def forward(self, tokens):
@@ -120,8 +129,9 @@ def _draw(logits: np.ndarray, temperature: float, generator: np.random.Generator
     return int(generator.choice(len(probabilities), p=probabilities / probabilities.sum()))
 
 
-def sample_lstm(model: LSTMLanguageModel, vocabulary: Vocabulary, prompt: str, length: int,
-                temperature: float, seed: int) -> str:
+def sample_lstm(
+    model: LSTMLanguageModel, vocabulary: Vocabulary, prompt: str, length: int, temperature: float, seed: int
+) -> str:
     """Runs the prompt through the LSTM, then feeds back one drawn character at a time with its state."""
     generator = np.random.default_rng(seed)
     model.eval()
@@ -139,8 +149,15 @@ def sample_lstm(model: LSTMLanguageModel, vocabulary: Vocabulary, prompt: str, l
     return prompt + vocabulary.decode(drawn)
 
 
-def sample_transformer(model: TransformerLanguageModel, vocabulary: Vocabulary, prompt: str, length: int,
-                       temperature: float, seed: int, context: int = CONTEXT) -> str:
+def sample_transformer(
+    model: TransformerLanguageModel,
+    vocabulary: Vocabulary,
+    prompt: str,
+    length: int,
+    temperature: float,
+    seed: int,
+    context: int = CONTEXT,
+) -> str:
     """Slides a window of ``context`` characters (the prompt left-padded with newlines, as between
     rhymes) over the text generated so far; every call has the same shape, so one graph serves all."""
     generator = np.random.default_rng(seed)
@@ -150,7 +167,7 @@ def sample_transformer(model: TransformerLanguageModel, vocabulary: Vocabulary, 
         for _ in range(length):
             window = np.array(tokens[-context:], dtype=np.int64)[None, :]
             tokens.append(_draw(model(torch.from_numpy(window))[0, -1].numpy(), temperature, generator))
-    return prompt + vocabulary.decode(tokens[context + len(prompt):])
+    return prompt + vocabulary.decode(tokens[context + len(prompt) :])
 
 
 # ------------------------------------------------------------------------------------- training, export
@@ -205,8 +222,9 @@ def train(model: nn.Module, losses, steps: int, lr: float, label: str, log_every
     return history
 
 
-def export_and_compare(model: nn.Module, example: np.ndarray, other: np.ndarray, label: str,
-                       dynamic_batch: bool = True) -> float:
+def export_and_compare(
+    model: nn.Module, example: np.ndarray, other: np.ndarray, label: str, dynamic_batch: bool = True
+) -> float:
     """Exports ``model`` (eval mode), runs the file on plain onnxruntime and returns the largest
     difference from onnxnn's logits. With ``dynamic_batch`` the batch axis is dynamic and ``other``
     (a batch of another size) is what both run; without, both run ``example``'s batch size."""
@@ -214,9 +232,14 @@ def export_and_compare(model: nn.Module, example: np.ndarray, other: np.ndarray,
     batch = other if dynamic_batch else np.resize(other, example.shape)
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, f"{label}.onnx")
-        torch.export.to_onnx(model, torch.from_numpy(example), path, input_names=["tokens"],
-                             output_names=["logits"],
-                             dynamic_axes={"tokens": {0: "batch"}} if dynamic_batch else None)
+        torch.export.to_onnx(
+            model,
+            torch.from_numpy(example),
+            path,
+            input_names=["tokens"],
+            output_names=["logits"],
+            dynamic_axes={"tokens": {0: "batch"}} if dynamic_batch else None,
+        )
         session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
     (served,) = session.run(None, {"tokens": batch})
     with torch.no_grad():
@@ -238,16 +261,25 @@ def run(steps: int, seed: int = 0, sample_length: int = SAMPLE_LENGTH, temperatu
     text = TEXT_PATH.read_text(encoding="utf-8")
     vocabulary = Vocabulary(text)
     tokens = vocabulary.encode(text)
-    print(f"{len(text)} characters, {len(vocabulary)} distinct; uniform guessing costs "
-          f"log({len(vocabulary)}) = {np.log(len(vocabulary)):.3f} nats per character")
+    print(
+        f"{len(text)} characters, {len(vocabulary)} distinct; uniform guessing costs "
+        f"log({len(vocabulary)}) = {np.log(len(vocabulary)):.3f} nats per character"
+    )
     results = {"vocabulary": vocabulary}
 
     lstm = results["lstm"] = LSTMLanguageModel(len(vocabulary))
     transformer = results["transformer"] = TransformerLanguageModel(len(vocabulary))
     for label, model, sampler, losses, lr, length in [
-            ("lstm", lstm, sample_lstm, lstm_losses(lstm, tokens), 1e-2, LSTM_CHUNK),
-            ("transformer", transformer, sample_transformer, transformer_losses(transformer, tokens, generator), 1e-2,
-             CONTEXT)]:
+        ("lstm", lstm, sample_lstm, lstm_losses(lstm, tokens), 1e-2, LSTM_CHUNK),
+        (
+            "transformer",
+            transformer,
+            sample_transformer,
+            transformer_losses(transformer, tokens, generator),
+            1e-2,
+            CONTEXT,
+        ),
+    ]:
         results[f"{label}_sample_before"] = sampler(model, vocabulary, PROMPT, sample_length, temperature, seed)
         _show(label, "before", results[f"{label}_sample_before"])
         results[f"{label}_losses"] = train(model, losses, steps, lr, label)
@@ -257,8 +289,12 @@ def run(steps: int, seed: int = 0, sample_length: int = SAMPLE_LENGTH, temperatu
         # batch size too: onnxnn's LSTM is recorded unrolled over Python-int batch sizes, which the
         # exported graph keeps as constants.
         results[f"{label}_export_difference"] = export_and_compare(
-            model, windows(tokens, 4, length, generator)[0], windows(tokens, 7, length, generator)[0], label,
-            dynamic_batch=label == "transformer")
+            model,
+            windows(tokens, 4, length, generator)[0],
+            windows(tokens, 7, length, generator)[0],
+            label,
+            dynamic_batch=label == "transformer",
+        )
     return results
 
 

@@ -3,6 +3,7 @@
 Every step records the forward pass as ONNX nodes, backward() turns it into one ONNX gradient
 graph, and the update runs as one more; after the first step each is a session-cache hit.
 """
+
 from __future__ import annotations
 
 import onnxnn

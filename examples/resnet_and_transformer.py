@@ -16,6 +16,7 @@ gives the outputs onnxnn gives.
 Run: python examples/resnet_and_transformer.py [steps]   (default 300 steps per model; the
 environment variable ONNXNN_EXAMPLE_STEPS sets it too, as the test does)
 """
+
 from __future__ import annotations
 
 import math
@@ -43,8 +44,9 @@ class BasicBlock(nn.Module):
         self.relu = nn.ReLU()
         self.shortcut = nn.Identity()
         if stride != 1 or in_channels != out_channels:
-            self.shortcut = nn.Sequential(nn.Conv2d(in_channels, out_channels, 1, stride=stride, bias=False),
-                                          nn.BatchNorm2d(out_channels))
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(in_channels, out_channels, 1, stride=stride, bias=False), nn.BatchNorm2d(out_channels)
+            )
 
     def forward(self, x):
         out = self.relu(self.bn1(self.conv1(x)))
@@ -55,8 +57,9 @@ class BasicBlock(nn.Module):
 class SmallResNet(nn.Module):
     def __init__(self, in_channels: int = 1, width: int = 8, num_classes: int = 4):
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(in_channels, width, 3, padding=1, bias=False),
-                                  nn.BatchNorm2d(width), nn.ReLU())
+        self.stem = nn.Sequential(
+            nn.Conv2d(in_channels, width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU()
+        )
         self.layer1 = BasicBlock(width, width)
         self.layer2 = BasicBlock(width, 2 * width, stride=2)
         self.pool = nn.AdaptiveAvgPool2d(1)
@@ -73,7 +76,7 @@ def quadrant_images(batch: int, generator: np.random.Generator) -> tuple[np.ndar
     labels = generator.integers(0, 4, size=batch)
     for index, label in enumerate(labels):
         top, left = 4 * (label // 2) + generator.integers(0, 3), 4 * (label % 2) + generator.integers(0, 3)
-        images[index, 0, top:top + 2, left:left + 2] += 2.0
+        images[index, 0, top : top + 2, left : left + 2] += 2.0
     return images, labels.astype(np.int64)
 
 
@@ -105,8 +108,9 @@ class EncoderLayer(nn.Module):
         self.norm1 = nn.LayerNorm(d_model)
         self.attention = SelfAttention(d_model, num_heads, dropout)
         self.norm2 = nn.LayerNorm(d_model)
-        self.mlp = nn.Sequential(nn.Linear(d_model, d_hidden), nn.GELU(), nn.Dropout(dropout),
-                                 nn.Linear(d_hidden, d_model))
+        self.mlp = nn.Sequential(
+            nn.Linear(d_model, d_hidden), nn.GELU(), nn.Dropout(dropout), nn.Linear(d_hidden, d_model)
+        )
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x, key_padding_mask):
@@ -115,8 +119,16 @@ class EncoderLayer(nn.Module):
 
 
 class SmallEncoder(nn.Module):
-    def __init__(self, vocab: int = 16, max_length: int = 12, d_model: int = 32, num_heads: int = 4,
-                 num_layers: int = 2, num_classes: int = 4, dropout: float = 0.1):
+    def __init__(
+        self,
+        vocab: int = 16,
+        max_length: int = 12,
+        d_model: int = 32,
+        num_heads: int = 4,
+        num_layers: int = 2,
+        num_classes: int = 4,
+        dropout: float = 0.1,
+    ):
         super().__init__()
         self.tokens = nn.Embedding(vocab, d_model, padding_idx=0)
         self.positions = nn.Embedding(max_length, d_model)
@@ -135,8 +147,9 @@ class SmallEncoder(nn.Module):
         return self.head(pooled)
 
 
-def token_sequences(batch: int, generator: np.random.Generator, vocab: int = 16,
-                    max_length: int = 12) -> tuple[np.ndarray, np.ndarray]:
+def token_sequences(
+    batch: int, generator: np.random.Generator, vocab: int = 16, max_length: int = 12
+) -> tuple[np.ndarray, np.ndarray]:
     """Sequences of tokens 1..vocab-1 of random lengths, padded with 0; the label is the first
     token's class (token mod 4)."""
     tokens = generator.integers(1, vocab, size=(batch, max_length))
@@ -171,8 +184,14 @@ def export_and_compare(model: nn.Module, example: np.ndarray, other_batch: np.nd
     model.eval()
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, f"{label}.onnx")
-        torch.export.to_onnx(model, torch.from_numpy(example), path, input_names=["input"],
-                             output_names=["logits"], dynamic_axes={"input": {0: "batch"}})
+        torch.export.to_onnx(
+            model,
+            torch.from_numpy(example),
+            path,
+            input_names=["input"],
+            output_names=["logits"],
+            dynamic_axes={"input": {0: "batch"}},
+        )
         session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
     (served,) = session.run(None, {"input": other_batch})
     with torch.no_grad():
@@ -191,12 +210,14 @@ def run(steps: int, seed: int = 0) -> dict:
     resnet = results["resnet"] = SmallResNet()
     results["resnet_losses"] = train(resnet, lambda: quadrant_images(32, generator), steps, 1e-2, "resnet")
     results["resnet_export_difference"] = export_and_compare(
-        resnet, quadrant_images(4, generator)[0], quadrant_images(7, generator)[0], "resnet")
+        resnet, quadrant_images(4, generator)[0], quadrant_images(7, generator)[0], "resnet"
+    )
 
     encoder = results["encoder"] = SmallEncoder()
     results["encoder_losses"] = train(encoder, lambda: token_sequences(32, generator), steps, 3e-3, "encoder")
     results["encoder_export_difference"] = export_and_compare(
-        encoder, token_sequences(4, generator)[0], token_sequences(7, generator)[0], "encoder")
+        encoder, token_sequences(4, generator)[0], token_sequences(7, generator)[0], "encoder"
+    )
     return results
 
 

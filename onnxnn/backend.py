@@ -11,6 +11,7 @@ Example::
     >>> outputs[0].shape
     (2, 3)
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -126,9 +127,14 @@ class Backend(_OnnxBackend):
         return cls.prepare(model, device, **kwargs).run(inputs)
 
     @classmethod
-    def run_node(cls, node: onnx.NodeProto, inputs: Any, device: str = "CPU",
-                 outputs_info: Sequence[tuple[np.dtype, tuple[int, ...]]] | None = None,
-                 **kwargs: Any) -> tuple:
+    def run_node(
+        cls,
+        node: onnx.NodeProto,
+        inputs: Any,
+        device: str = "CPU",
+        outputs_info: Sequence[tuple[np.dtype, tuple[int, ...]]] | None = None,
+        **kwargs: Any,
+    ) -> tuple:
         """Runs a single node on ``inputs`` (a list of arrays for the node's inputs, or a dict by name).
 
         Args:
@@ -147,8 +153,9 @@ class Backend(_OnnxBackend):
             if not name or array is None or any(name == existing.name for existing in graph_inputs):
                 continue
             array = np.asarray(array)
-            graph_inputs.append(helper.make_tensor_value_info(
-                name, helper.np_dtype_to_tensor_dtype(array.dtype), array.shape))
+            graph_inputs.append(
+                helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(array.dtype), array.shape)
+            )
             feeds.append(array)
         graph_outputs = [onnx.ValueInfoProto(name=name) for name in node.output if name]
         graph = helper.make_graph([node], "run_node", graph_inputs, graph_outputs)

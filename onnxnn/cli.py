@@ -8,6 +8,7 @@ Usage::
 Exit status: 0 on success, 1 when ``check`` finds a mismatch, 2 when the model cannot be loaded or
 run; the reason is then one line on stderr naming the file, without a traceback.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,6 +62,7 @@ def _inspect(path: str) -> int:
 
 def _check(path: str, seed: int, rtol: float, atol: float) -> int:
     import onnxruntime  # deferred: costs ~0.3 s, which only ``check`` needs (not ``inspect`` nor ``--help``)
+
     module = from_onnx(path).eval()  # validates the file before anything else reads it
     model = onnx.load(path)
     feeds = _random_inputs(model, seed)
@@ -94,7 +96,8 @@ def _check(path: str, seed: int, rtol: float, atol: float) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="onnxnn", description="Inspect an ONNX model as an onnxnn module, or check it against onnxruntime.")
+        prog="onnxnn", description="Inspect an ONNX model as an onnxnn module, or check it against onnxruntime."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     inspect = commands.add_parser("inspect", help="print an ONNX model as an onnxnn module")
     inspect.add_argument("model")

@@ -1,4 +1,5 @@
 """``onnxnn.cuda``: whether onnxruntime's CUDA execution provider really works here."""
+
 from __future__ import annotations
 
 from .ir.device import cuda_is_available

@@ -18,6 +18,7 @@ storage, sizes beyond what the file can back; no other exception type escapes ``
 bad file. (Failures to *write* a checkpoint are ``OSError``s naming the target path.) This module imports
 nothing of onnxnn, so every layer may raise these.
 """
+
 from __future__ import annotations
 
 import pickle

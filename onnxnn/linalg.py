@@ -21,6 +21,7 @@ Example::
     >>> onnxnn.linalg.solve(A, onnxnn.tensor([2.0, 1.0]))
     tensor([0.5000, 0.0000])
 """
+
 from __future__ import annotations
 
 from collections import namedtuple
@@ -32,11 +33,45 @@ from .runtime.ops import linalg_lu as _lu
 from .runtime.ops import linalg_qr as _qr
 from .runtime.tensor import Tensor
 
-__all__ = ["LinAlgError", "cholesky", "cholesky_ex", "cond", "cross", "det", "diagonal", "eigh", "eigvalsh",
-           "householder_product", "inv", "inv_ex", "lstsq", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "matmul",
-           "matrix_exp", "matrix_norm", "matrix_power", "matrix_rank", "multi_dot", "norm", "pinv", "qr", "slogdet",
-           "solve", "solve_ex", "solve_triangular", "svd", "svdvals", "tensorinv", "tensorsolve", "vander", "vecdot",
-           "vector_norm"]
+__all__ = [
+    "LinAlgError",
+    "cholesky",
+    "cholesky_ex",
+    "cond",
+    "cross",
+    "det",
+    "diagonal",
+    "eigh",
+    "eigvalsh",
+    "householder_product",
+    "inv",
+    "inv_ex",
+    "lstsq",
+    "lu",
+    "lu_factor",
+    "lu_factor_ex",
+    "lu_solve",
+    "matmul",
+    "matrix_exp",
+    "matrix_norm",
+    "matrix_power",
+    "matrix_rank",
+    "multi_dot",
+    "norm",
+    "pinv",
+    "qr",
+    "slogdet",
+    "solve",
+    "solve_ex",
+    "solve_triangular",
+    "svd",
+    "svdvals",
+    "tensorinv",
+    "tensorsolve",
+    "vander",
+    "vecdot",
+    "vector_norm",
+]
 
 SolveExResult = namedtuple("linalg_solve_ex", ["result", "info"])
 
@@ -178,8 +213,9 @@ def norm(A: Tensor, ord=None, dim=None, keepdim: bool = False, *, dtype=None) ->
         return vector_norm(A, 2, dim, keepdim, dtype=dtype)
     if dim is None:
         if A.dim() not in (1, 2):
-            raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. "
-                               f"Got {A.dim()}D.")
+            raise RuntimeError(
+                f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got {A.dim()}D."
+            )
         dim = tuple(range(A.dim()))
     if len(dim) == 1:
         return vector_norm(A, ord, dim, keepdim, dtype=dtype)
@@ -198,8 +234,10 @@ def tensorinv(A: Tensor, ind: int = 2) -> Tensor:
     for size in inner:
         columns *= size
     if rows != columns:
-        raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[ind:]) == "
-                           f"prod(self.shape[:ind]), but got {columns} != {rows}")
+        raise RuntimeError(
+            f"Expected self to satisfy the requirement prod(self.shape[ind:]) == "
+            f"prod(self.shape[:ind]), but got {columns} != {rows}"
+        )
     return inv(A.reshape(rows, columns)).reshape(inner + outer)
 
 
@@ -208,11 +246,13 @@ def tensorsolve(A: Tensor, B: Tensor, dims=None) -> Tensor:
     if dims is not None:
         dims = [d % A.dim() for d in dims]
         A = A.permute([d for d in range(A.dim()) if d not in dims] + list(dims))
-    result_shape = tuple(A.shape[B.dim():])
+    result_shape = tuple(A.shape[B.dim() :])
     size = 1
     for length in result_shape:
         size *= length
     if B.numel() != size:
-        raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[other.ndim:]) == other.numel(), "
-                           f"but got {size} != {B.numel()}")
+        raise RuntimeError(
+            f"Expected self to satisfy the requirement prod(self.shape[other.ndim:]) == other.numel(), "
+            f"but got {size} != {B.numel()}"
+        )
     return solve(A.reshape(B.numel(), size), B.reshape(-1)).reshape(result_shape)

@@ -7,6 +7,7 @@ each onnxruntime session holding its own memory arena and a specialized session 
 weights as initializers. Dropping them after every module keeps the suite's peak resident memory
 near that of its largest single test.
 """
+
 from __future__ import annotations
 
 import ctypes

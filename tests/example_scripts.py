@@ -1,4 +1,5 @@
 """Running an example script as its user would, capturing what it prints and the names it leaves."""
+
 from __future__ import annotations
 
 import contextlib

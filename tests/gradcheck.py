@@ -6,6 +6,7 @@ central differences: for small inputs element by element, for large ones along a
 runs backward again on other data, where the structure's first backward is replayed
 (``runtime/fastpath/backward_replay.py``), and requires exactly the general driver's gradients.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,8 +15,10 @@ import onnxnn
 
 
 def _as_tensors(arrays, requires_grad):
-    return [onnxnn.tensor(a, dtype=onnxnn.float64, requires_grad=r) if r else onnxnn.tensor(a)
-            for a, r in zip(arrays, requires_grad)]
+    return [
+        onnxnn.tensor(a, dtype=onnxnn.float64, requires_grad=r) if r else onnxnn.tensor(a)
+        for a, r in zip(arrays, requires_grad)
+    ]
 
 
 def _gradients(function, arrays, requires_grad, cotangent) -> list:
@@ -27,14 +30,17 @@ def _gradients(function, arrays, requires_grad, cotangent) -> list:
 
 def _check_replayed_backward(function, arrays, requires_grad, cotangent, rng) -> None:
     """Backward of a structure seen before (a replay) gives the general driver's gradients, on new data."""
-    moved = [array + 0.01 * rng.standard_normal(array.shape) if differentiated else array
-             for array, differentiated in zip(arrays, requires_grad)]
+    moved = [
+        array + 0.01 * rng.standard_normal(array.shape) if differentiated else array
+        for array, differentiated in zip(arrays, requires_grad)
+    ]
     replayed = _gradients(function, moved, requires_grad, cotangent)
     with onnxnn.set_fast_path(False):
         general = _gradients(function, moved, requires_grad, cotangent)
     for index, (replayed_gradient, general_gradient) in enumerate(zip(replayed, general)):
-        np.testing.assert_array_equal(replayed_gradient, general_gradient,
-                                      err_msg=f"replayed gradient of input {index}")
+        np.testing.assert_array_equal(
+            replayed_gradient, general_gradient, err_msg=f"replayed gradient of input {index}"
+        )
 
 
 def _evaluate(function, arrays, requires_grad, cotangent):
@@ -43,8 +49,17 @@ def _evaluate(function, arrays, requires_grad, cotangent):
     return float(np.sum(np.asarray(output.numpy(), dtype=np.float64) * cotangent))
 
 
-def check_gradients(function, inputs, *, requires_grad=None, eps: float = 1e-6, rtol: float = 1e-5,
-                    atol: float = 1e-7, seed: int = 0, exhaustive_limit: int = 64) -> None:
+def check_gradients(
+    function,
+    inputs,
+    *,
+    requires_grad=None,
+    eps: float = 1e-6,
+    rtol: float = 1e-5,
+    atol: float = 1e-7,
+    seed: int = 0,
+    exhaustive_limit: int = 64,
+) -> None:
     """Asserts that backward through ``function`` matches finite differences of ``function``.
 
     Args:
@@ -81,8 +96,7 @@ def check_gradients(function, inputs, *, requires_grad=None, eps: float = 1e-6, 
                 shifted[index][position] -= 2 * eps
                 down = _evaluate(function, shifted, requires_grad, cotangent)
                 numeric[position] = (up - down) / (2 * eps)
-            np.testing.assert_allclose(analytic, numeric, rtol=rtol, atol=atol,
-                                       err_msg=f"gradient of input {index}")
+            np.testing.assert_allclose(analytic, numeric, rtol=rtol, atol=atol, err_msg=f"gradient of input {index}")
         else:
             direction = rng.standard_normal(array.shape)
             shifted = [a.copy() for a in arrays]
@@ -92,6 +106,7 @@ def check_gradients(function, inputs, *, requires_grad=None, eps: float = 1e-6, 
             down = _evaluate(function, shifted, requires_grad, cotangent)
             numeric = (up - down) / (2 * eps)
             projected = float(np.sum(analytic * direction))
-            np.testing.assert_allclose(projected, numeric, rtol=rtol * 10, atol=atol * 10,
-                                       err_msg=f"directional gradient of input {index}")
+            np.testing.assert_allclose(
+                projected, numeric, rtol=rtol * 10, atol=atol * 10, err_msg=f"directional gradient of input {index}"
+            )
     _check_replayed_backward(function, arrays, requires_grad, cotangent, rng)

@@ -1,4 +1,5 @@
 """The layer chains of the small test models, as ``tolerances.chain_bound`` steps."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -51,6 +52,7 @@ def relu_step() -> tuple:
 def assert_same_model_output(actual, model, x) -> None:
     """``actual`` is ``model(x)`` up to the rounding two float32 computations of its layer chain may do."""
     import onnxnn
+
     x = np.asarray(x.numpy() if hasattr(x, "numpy") else x)
     with onnxnn.no_grad():
         expected = model(onnxnn.tensor(x)).numpy()

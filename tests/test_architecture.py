@@ -4,6 +4,7 @@ Each package sits in a layer and may import only its own layer or those below; p
 one another without cycles; ``runtime`` and ``kernels`` never import each other (executors are
 found by name); and no module imports onnxnn modules inside functions (which would hide a cycle).
 """
+
 from __future__ import annotations
 
 import ast
@@ -55,7 +56,7 @@ def _imports(path: Path):
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = module.split(".") if is_package else module.split(".")[:-1]
-                base = base[:len(base) - (node.level - 1)]
+                base = base[: len(base) - (node.level - 1)]
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
@@ -68,8 +69,9 @@ def _imports(path: Path):
 
 
 MODULES = sorted(ROOT.rglob("*.py"))
-EDGES = [(_module_name(path), path, target, line, nested) for path in MODULES
-         for target, line, nested in _imports(path)]
+EDGES = [
+    (_module_name(path), path, target, line, nested) for path in MODULES for target, line, nested in _imports(path)
+]
 
 
 def test_every_package_has_a_layer():
@@ -96,7 +98,7 @@ def test_packages_import_one_another_without_cycles():
 
     def visit(package: str, path: list[str]) -> None:
         if package in visiting:
-            cycles.append(" -> ".join(path[path.index(package):] + [package]))
+            cycles.append(" -> ".join(path[path.index(package) :] + [package]))
             return
         if package in done:
             return
@@ -112,8 +114,9 @@ def test_packages_import_one_another_without_cycles():
 
 
 def test_no_module_imports_onnxnn_inside_a_function():
-    nested = [f"{path.relative_to(ROOT.parent)}:{line}: imports {target}"
-              for _, path, target, line, inside in EDGES if inside]
+    nested = [
+        f"{path.relative_to(ROOT.parent)}:{line}: imports {target}" for _, path, target, line, inside in EDGES if inside
+    ]
     assert not nested, "\n".join(nested)
 
 

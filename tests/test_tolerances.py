@@ -6,14 +6,25 @@ may produce; the exact values come from float64. The last tests show why a const
 tolerance is not enough: with cancellation, legitimate orders differ by far more than 1e-5
 relative to the result, and still stay inside the bound.
 """
+
 from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-from tolerances import (accumulation_bound, assert_within, chain_bound, conv_bound, gamma, matmul_bound,
-                        normalization_bound, sum_bound, ulps, unit_roundoff)
+from tolerances import (
+    accumulation_bound,
+    assert_within,
+    chain_bound,
+    conv_bound,
+    gamma,
+    matmul_bound,
+    normalization_bound,
+    sum_bound,
+    ulps,
+    unit_roundoff,
+)
 
 RNG = np.random.default_rng(1234)
 
@@ -28,15 +39,18 @@ def sequential_sum(terms: np.ndarray, axis: int = -1, reverse: bool = False) -> 
 
 def float32_orders(terms: np.ndarray, axis: int = -1) -> list:
     """The same float32 sum in three orders."""
-    return [sequential_sum(terms, axis), sequential_sum(terms, axis, reverse=True),
-            np.asarray(terms, np.float32).sum(axis=axis, dtype=np.float32)]
+    return [
+        sequential_sum(terms, axis),
+        sequential_sum(terms, axis, reverse=True),
+        np.asarray(terms, np.float32).sum(axis=axis, dtype=np.float32),
+    ]
 
 
 def test_unit_roundoff_and_gamma_follow_higham():
-    assert unit_roundoff(np.float32) == 2.0 ** -24
-    assert unit_roundoff(np.float64) == 2.0 ** -53
-    assert unit_roundoff(ml_dtypes.bfloat16) == 2.0 ** -8
-    assert gamma(10) == pytest.approx(10 * 2.0 ** -24 / (1 - 10 * 2.0 ** -24), rel=1e-15)
+    assert unit_roundoff(np.float32) == 2.0**-24
+    assert unit_roundoff(np.float64) == 2.0**-53
+    assert unit_roundoff(ml_dtypes.bfloat16) == 2.0**-8
+    assert gamma(10) == pytest.approx(10 * 2.0**-24 / (1 - 10 * 2.0**-24), rel=1e-15)
 
 
 @pytest.mark.parametrize("k", [3, 128, 4096])
@@ -78,7 +92,7 @@ def _conv2d_float32_sequential(x, w, bias):
     for i in range(c):
         for p in range(kh):
             for q in range(kw):
-                patch = x[:, None, i, p:p + out.shape[2], q:q + out.shape[3]]
+                patch = x[:, None, i, p : p + out.shape[2], q : q + out.shape[3]]
                 out = (out + patch * w[None, :, i, p, q, None, None]).astype(np.float32)
     return (out + bias[None, :, None, None]).astype(np.float32)
 
@@ -113,8 +127,7 @@ def test_chain_bound_covers_a_float32_mlp():
     exact = np.tanh(np.maximum(x.astype(np.float64) @ w1 + b1, 0) @ w2 + b2)
     hidden = np.maximum(sequential_sum(x[:, :, None] * w1[None], axis=1) + b1, 0)
     result = np.tanh(sequential_sum(hidden[:, :, None] * w2[None], axis=1, reverse=True) + b2)
-    steps = [("affine", w1, b1), ("apply", lambda v: np.maximum(v, 0), 0), ("affine", w2, b2),
-             ("apply", np.tanh, 8)]
+    steps = [("affine", w1, b1), ("apply", lambda v: np.maximum(v, 0), 0), ("affine", w2, b2), ("apply", np.tanh, 8)]
     assert_within(result, exact, chain_bound(x, steps))
 
 
@@ -122,7 +135,7 @@ def test_ulps_are_the_spacing_of_the_dtype():
     values = np.array([1.0, 3.0, 1e-3, -5.0])
     np.testing.assert_array_equal(ulps(values, 1, np.float32), np.spacing(np.abs(values).astype(np.float32)))
     np.testing.assert_array_equal(ulps(values, 2, np.float64), 2 * np.spacing(np.abs(values)))
-    np.testing.assert_array_equal(ulps([1.0, 3.0], 1, ml_dtypes.bfloat16), [2.0 ** -7, 2.0 ** -6])
+    np.testing.assert_array_equal(ulps([1.0, 3.0], 1, ml_dtypes.bfloat16), [2.0**-7, 2.0**-6])
 
 
 def test_assert_within_names_the_worst_element():

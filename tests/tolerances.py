@@ -17,6 +17,7 @@ What counts as a term:
 - a chain of such steps: the bounds add, each propagated through the later steps' Lipschitz
   constants; the tests that need one say how in a comment.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,6 +36,7 @@ def _finfo(dtype):
         return np.finfo(dtype)
     except ValueError:  # bfloat16 and friends: numpy does not know them, ml_dtypes does
         import ml_dtypes
+
         return ml_dtypes.finfo(dtype)
 
 
@@ -139,11 +141,12 @@ def normalization_bound(x, axes, eps: float, dtype=np.float32) -> np.ndarray:
     centered = x64 - mean
     std = np.sqrt(x64.var(axis=axes, keepdims=True) + eps)
     mean_error = gamma(n + 1, dtype) * np.abs(x64).mean(axis=axes, keepdims=True)
-    var_error = gamma(n + 3, dtype) * ((x64 ** 2).mean(axis=axes, keepdims=True) + mean ** 2) + 2 * mean_error * (
-        np.abs(centered).mean(axis=axes, keepdims=True))
+    var_error = gamma(n + 3, dtype) * ((x64**2).mean(axis=axes, keepdims=True) + mean**2) + 2 * mean_error * (
+        np.abs(centered).mean(axis=axes, keepdims=True)
+    )
     centered_error = mean_error + 2 * u * (np.abs(x64) + np.abs(mean))
     normalized = np.abs(centered) / std
-    rsqrt_relative = var_error / (2 * std ** 2) + TRANSCENDENTAL_ULPS * u
+    rsqrt_relative = var_error / (2 * std**2) + TRANSCENDENTAL_ULPS * u
     return 2 * (centered_error / std + normalized * (rsqrt_relative + 2 * u))
 
 
@@ -209,7 +212,8 @@ def assert_within(actual, expected, bound, err_msg: str = "") -> None:
     raise AssertionError(
         f"|actual - expected| exceeds the float rounding bound at {worst}: {error[worst]:.3g} > "
         f"{bound[worst]:.3g} (actual {float(actual64[worst])!r}, expected {float(expected64[worst])!r}) "
-        f"{err_msg}".rstrip())
+        f"{err_msg}".rstrip()
+    )
 
 
 def assert_close_to_matmul(actual, a, b, *added, dtype=np.float32, then=None) -> None:

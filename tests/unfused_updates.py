@@ -6,6 +6,7 @@ rounded to the parameter's dtype, with every hyperparameter a Python number comp
 (``1 - beta1``, ``lr / (1 - beta1 ** step)``, ...) and cast to the parameter's dtype once. The
 fused nodes must give the same bits.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,9 +14,22 @@ import math
 import numpy as np
 
 
-def unfused_adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step: float, *, lr: float,
-                      betas: tuple = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False,
-                      maximize: bool = False, decoupled_weight_decay: bool = False) -> tuple:
+def unfused_adam_step(
+    param,
+    grad,
+    exp_avg,
+    exp_avg_sq,
+    max_exp_avg_sq,
+    step: float,
+    *,
+    lr: float,
+    betas: tuple = (0.9, 0.999),
+    eps: float = 1e-8,
+    weight_decay: float = 0,
+    amsgrad: bool = False,
+    maximize: bool = False,
+    decoupled_weight_decay: bool = False,
+) -> tuple:
     """One parameter's step ``step`` (counted from 1): its new (param, exp_avg, exp_avg_sq, max_exp_avg_sq).
 
     ``max_exp_avg_sq`` is returned unchanged (None stays None) without amsgrad.
@@ -31,19 +45,31 @@ def unfused_adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step: fl
             grad = grad + param * dtype(weight_decay)
     new_exp_avg = exp_avg + (grad - exp_avg) * dtype(1 - beta1)
     new_exp_avg_sq = exp_avg_sq * dtype(beta2) + grad * grad * dtype(1 - beta2)
-    bias_correction1 = 1 - beta1 ** step
-    bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
+    bias_correction1 = 1 - beta1**step
+    bias_correction2_sqrt = math.sqrt(1 - beta2**step)
     second_moment = new_exp_avg_sq
     if amsgrad:
         max_exp_avg_sq = second_moment = np.maximum(max_exp_avg_sq, new_exp_avg_sq)
     denominator = np.sqrt(second_moment) / dtype(bias_correction2_sqrt) + dtype(eps)
     new_param = new_param - new_exp_avg / denominator * dtype(lr / bias_correction1)
-    return tuple(None if array is None else np.asarray(array, param.dtype)
-                 for array in (new_param, new_exp_avg, new_exp_avg_sq, max_exp_avg_sq))
+    return tuple(
+        None if array is None else np.asarray(array, param.dtype)
+        for array in (new_param, new_exp_avg, new_exp_avg_sq, max_exp_avg_sq)
+    )
 
 
-def unfused_adagrad_step(param, grad, state_sum, step: float, *, lr: float = 1e-2, lr_decay: float = 0,
-                         weight_decay: float = 0, eps: float = 1e-10, maximize: bool = False) -> tuple:
+def unfused_adagrad_step(
+    param,
+    grad,
+    state_sum,
+    step: float,
+    *,
+    lr: float = 1e-2,
+    lr_decay: float = 0,
+    weight_decay: float = 0,
+    eps: float = 1e-10,
+    maximize: bool = False,
+) -> tuple:
     """One parameter's step ``step`` (counted from 1): its new (param, sum)."""
     dtype = param.dtype.type
     grad = -grad if maximize else grad
@@ -56,9 +82,22 @@ def unfused_adagrad_step(param, grad, state_sum, step: float, *, lr: float = 1e-
     return np.asarray(new_param, param.dtype), np.asarray(new_sum, param.dtype)
 
 
-def unfused_rmsprop_step(param, grad, square_avg, grad_avg, buffer, step: float, *, lr: float = 1e-2,
-                         alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0, momentum: float = 0,
-                         centered: bool = False, maximize: bool = False) -> tuple:
+def unfused_rmsprop_step(
+    param,
+    grad,
+    square_avg,
+    grad_avg,
+    buffer,
+    step: float,
+    *,
+    lr: float = 1e-2,
+    alpha: float = 0.99,
+    eps: float = 1e-8,
+    weight_decay: float = 0,
+    momentum: float = 0,
+    centered: bool = False,
+    maximize: bool = False,
+) -> tuple:
     """One parameter's step: its new (param, square_avg, grad_avg, momentum_buffer).
 
     ``grad_avg`` (without ``centered``) and ``buffer`` (without momentum) are returned unchanged.

@@ -9,6 +9,7 @@ Run after adding or removing an API name (needs torch installed; onnxnn never im
 ``tests/runtime/test_api_parity.py`` keeps the table true without torch (every "done" exists,
 nothing else does, every onnxnn name is listed) and, with torch, checks it lists every torch name.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -22,48 +23,68 @@ TABLE = Path(__file__).resolve().parent.parent / "docs" / "api_status.md"
 # (pattern on the name, why onnxnn does not provide it). First match wins; a name onnxnn has is
 # "done" whatever its pattern says.
 NOT_APPLICABLE = [
-    (r"sparse|coalesce|^(crow|ccol|col|row)_indices$|^indices$|^values$|to_dense|^smm$|sspaddmm|_cs[rc]|_bs[rc]|"
-     r"_coo|dense_dim|to_sparse|^(dsmm|hsmm|hspmm|saddmm|spmm)$|^native_norm$",
-     "sparse layouts: onnxnn tensors are dense (native_norm is sparse-only in PyTorch)"),
-    (r"^q_|quantiz|int_repr|qscheme|qparams|fake_quant|per_channel|per_tensor|fbgemm|^quantized",
-     "quantized tensors: export QuantizeLinear/DequantizeLinear graphs instead"),
-    (r"complex|conj|^real$|^imag$|angle|polar|view_as_real|view_as_complex|^chalf$|^cfloat$|^cdouble$|"
-     r"resolve_neg|is_neg$", "complex dtypes: onnxnn has none"),
-    (r"storage|data_ptr|^stride$|^set_$|resize|record_stream|^dim_order$|as_strided|is_set_to|^is_pinned$|"
-     r"^nbytes$|^module_load$|^apply_$|^map2?_$|^from_file$|frombuffer|^new$|^new_empty_strided$|^empty_strided$|"
-     r"^is_storage$|^storage_offset$|_copy$",
-     "memory layout and aliasing: values are immutable ONNX values (in place means rebinding)"),
-    (r"^(is_)?(xpu|ipu|mps|mtia|maia|vulkan|xla|meta|hpu)$|mkldnn|cudnn|miopen|xnnpack|^is_distributed$|"
-     r"get_device_module|^cuda$|^is_vulkan_available$",
-     "other device backends: onnxnn runs on onnxruntime's CPU/CUDA providers"),
+    (
+        r"sparse|coalesce|^(crow|ccol|col|row)_indices$|^indices$|^values$|to_dense|^smm$|sspaddmm|_cs[rc]|_bs[rc]|"
+        r"_coo|dense_dim|to_sparse|^(dsmm|hsmm|hspmm|saddmm|spmm)$|^native_norm$",
+        "sparse layouts: onnxnn tensors are dense (native_norm is sparse-only in PyTorch)",
+    ),
+    (
+        r"^q_|quantiz|int_repr|qscheme|qparams|fake_quant|per_channel|per_tensor|fbgemm|^quantized",
+        "quantized tensors: export QuantizeLinear/DequantizeLinear graphs instead",
+    ),
+    (
+        r"complex|conj|^real$|^imag$|angle|polar|view_as_real|view_as_complex|^chalf$|^cfloat$|^cdouble$|"
+        r"resolve_neg|is_neg$",
+        "complex dtypes: onnxnn has none",
+    ),
+    (
+        r"storage|data_ptr|^stride$|^set_$|resize|record_stream|^dim_order$|as_strided|is_set_to|^is_pinned$|"
+        r"^nbytes$|^module_load$|^apply_$|^map2?_$|^from_file$|frombuffer|^new$|^new_empty_strided$|^empty_strided$|"
+        r"^is_storage$|^storage_offset$|_copy$",
+        "memory layout and aliasing: values are immutable ONNX values (in place means rebinding)",
+    ),
+    (
+        r"^(is_)?(xpu|ipu|mps|mtia|maia|vulkan|xla|meta|hpu)$|mkldnn|cudnn|miopen|xnnpack|^is_distributed$|"
+        r"get_device_module|^cuda$|^is_vulkan_available$",
+        "other device backends: onnxnn runs on onnxruntime's CPU/CUDA providers",
+    ),
     (r"names|^rename_?$|^align_(to|as)$", "named tensors"),
     (r"nested|to_padded_tensor", "nested tensors"),
-    (r"^sym_|^(compile|compiled_with_cxx11_abi|vmap|cond|while_loop|export|jit|library|fx|_dynamo|"
-     r"use_deterministic_algorithms|are_deterministic_algorithms_enabled|is_deterministic_algorithms_warn_only_enabled|"
-     r"set_deterministic_debug_mode|get_deterministic_debug_mode|set_float32_matmul_precision|"
-     r"get_float32_matmul_precision|set_warn_always|is_warn_always_enabled|set_default_device|get_default_device|"
-     r"set_default_tensor_type|"
-     r"set_flush_denormal|get_autocast.*|set_autocast.*|is_autocast.*|clear_autocast_cache|autocast_.*|"
-     r"import_ir_module.*|get_file_path|prepare_multiprocessing_environment|typename|is_anomaly.*|"
-     r"set_anomaly_enabled|unify_type_list|fork|wait|merge_type_from_type_comment|parse_.*|"
-     r"vitals_enabled|set_vital|read_vitals|init_num_threads|is_inference_mode_enabled|"
-     r"is_nonzero|promote_types|can_cast|result_type|get_rng_state|set_rng_state|"
-     r"register_.*|classproperty|lobpcg|pca_lowrank|svd_lowrank|save|load|manual_seed|seed|initial_seed)$",
-     "PyTorch runtime machinery (compilers, threads, global switches) with no onnxnn counterpart"),
+    (
+        r"^sym_|^(compile|compiled_with_cxx11_abi|vmap|cond|while_loop|export|jit|library|fx|_dynamo|"
+        r"use_deterministic_algorithms|are_deterministic_algorithms_enabled|is_deterministic_algorithms_warn_only_enabled|"
+        r"set_deterministic_debug_mode|get_deterministic_debug_mode|set_float32_matmul_precision|"
+        r"get_float32_matmul_precision|set_warn_always|is_warn_always_enabled|set_default_device|get_default_device|"
+        r"set_default_tensor_type|"
+        r"set_flush_denormal|get_autocast.*|set_autocast.*|is_autocast.*|clear_autocast_cache|autocast_.*|"
+        r"import_ir_module.*|get_file_path|prepare_multiprocessing_environment|typename|is_anomaly.*|"
+        r"set_anomaly_enabled|unify_type_list|fork|wait|merge_type_from_type_comment|parse_.*|"
+        r"vitals_enabled|set_vital|read_vitals|init_num_threads|is_inference_mode_enabled|"
+        r"is_nonzero|promote_types|can_cast|result_type|get_rng_state|set_rng_state|"
+        r"register_.*|classproperty|lobpcg|pca_lowrank|svd_lowrank|save|load|manual_seed|seed|initial_seed)$",
+        "PyTorch runtime machinery (compilers, threads, global switches) with no onnxnn counterpart",
+    ),
     (r"^profiler_|^thread_safe_generator$", "PyTorch runtime machinery (profiler, per-thread generators)"),
-    (r"^batch_norm_(stats|elemt|update_stats|gather_stats|gather_stats_with_counts|backward_elemt|backward_reduce)$",
-     "SyncBatchNorm's kernel internals (statistics and backward pieces); onnxnn's batch_norm is one op"),
-    (r"^(from_dlpack|to_dlpack)$", "DLPack shares one buffer between libraries; onnxnn values are immutable "
-     "ONNX values (copy instead: onnxnn.from_numpy(numpy.from_dlpack(x)))"),
+    (
+        r"^batch_norm_(stats|elemt|update_stats|gather_stats|gather_stats_with_counts|backward_elemt|backward_reduce)$",
+        "SyncBatchNorm's kernel internals (statistics and backward pieces); onnxnn's batch_norm is one op",
+    ),
+    (
+        r"^(from_dlpack|to_dlpack)$",
+        "DLPack shares one buffer between libraries; onnxnn values are immutable "
+        "ONNX values (copy instead: onnxnn.from_numpy(numpy.from_dlpack(x)))",
+    ),
     (r"^grad_dtype$", "gradients always have their tensor's dtype: the backward graph is typed by the forward one"),
     (r"^index$", "functorch first-class dimensions (binding positions to Dim objects)"),
     (r"^layout$", "memory layout: onnxnn values have no layout (PyTorch's strided/sparse distinction)"),
     (r"^name$", "named tensors"),
     (r"^(reinforce|volatile)$", "removed from PyTorch (reinforce raises, volatile is always False)"),
     (r"^slice_inverse$", "functionalization internals: the inverse of a slice view, onnxnn has no views"),
-    (r"^(solve|lstsq|eig|symeig|matrix_rank)$",
-     "removed from PyTorch (since 1.9 the name only raises, pointing to torch.linalg): onnxnn.linalg has solve and "
-     "lstsq, eigh and matrix_rank; eig's complex results have no dtype in onnxnn"),
+    (
+        r"^(solve|lstsq|eig|symeig|matrix_rank)$",
+        "removed from PyTorch (since 1.9 the name only raises, pointing to torch.linalg): onnxnn.linalg has solve and "
+        "lstsq, eigh and matrix_rank; eig's complex results have no dtype in onnxnn",
+    ),
 ]
 
 
@@ -137,10 +158,16 @@ def render(torch, onnxnn) -> str:
         f"- torch functions: {function_counts['done']}/{len(function_names)} done, {function_counts['n/a']} n/a, "
         f"{function_counts['missing']} missing",
         "",
-        *tensor_rows, "", *function_rows, "",
-        "## onnxnn only", "",
-        "Names onnxnn has that the torch version above does not (aliases, onnxnn's own switches).", "",
-        "| name | kind |", "|---|---|",
+        *tensor_rows,
+        "",
+        *function_rows,
+        "",
+        "## onnxnn only",
+        "",
+        "Names onnxnn has that the torch version above does not (aliases, onnxnn's own switches).",
+        "",
+        "| name | kind |",
+        "|---|---|",
         *[f"| `{name}` | Tensor |" for name in extra_tensor],
         *[f"| `{name}` | function |" for name in extra_functions],
         "",
@@ -152,6 +179,7 @@ def main(argv: list[str]) -> int:
     import torch
 
     import onnxnn
+
     text = render(torch, onnxnn)
     if "--check" in argv:
         current = TABLE.read_text() if TABLE.exists() else ""

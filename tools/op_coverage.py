@@ -10,6 +10,7 @@ kernels), never written by hand. Run after adding or removing an entry::
 ``tests/docs/test_op_coverage.py`` checks that the file is what this tool writes and that each of
 its rows says what the registries say.
 """
+
 from __future__ import annotations
 
 import sys
@@ -81,8 +82,8 @@ def render(registries: dict) -> str:
         "- *gradient*: *rule*, a gradient rule (`runtime/ops/`); *none needed*, the op is marked "
         "non-differentiable (its outputs carry no gradient); empty, no rule: `backward()` through a "
         "floating-point output of it raises NotImplementedError naming the op.",
-        "- *kernel*: onnxnn's own numpy/CuPy kernel (`kernels/`), so the \"kernels\" executor runs it; "
-        "without one, \"auto\" runs the op on onnxruntime and \"kernels\" raises NotImplementedError.",
+        '- *kernel*: onnxnn\'s own numpy/CuPy kernel (`kernels/`), so the "kernels" executor runs it; '
+        'without one, "auto" runs the op on onnxruntime and "kernels" raises NotImplementedError.',
         "- *decomposition*: written as standard ONNX when a graph is built, for ops onnxruntime lacks.",
         "- *importer*: `onnxnn.import_.from_onnx` replays the node as Python (control flow, sequences, "
         "newer opsets) instead of recording it as one node.",
@@ -95,21 +96,36 @@ def render(registries: dict) -> str:
         for column, cell in cells.items():
             counts[(column, cell)] = counts.get((column, cell), 0) + 1
         rows_by_domain.setdefault(key[0], []).append(
-            f"| `{key[1]}` | " + " | ".join(cells[column] for column in COLUMNS) + " |")
-    summary = [(("shape rule", YES), "shape rules"), (("gradient", "rule"), "gradient rules"),
-               (("gradient", "none needed"), "marked non-differentiable"), (("kernel", YES), "kernels"),
-               (("decomposition", YES), "decompositions"), (("importer", YES), "importers")]
+            f"| `{key[1]}` | " + " | ".join(cells[column] for column in COLUMNS) + " |"
+        )
+    summary = [
+        (("shape rule", YES), "shape rules"),
+        (("gradient", "rule"), "gradient rules"),
+        (("gradient", "none needed"), "marked non-differentiable"),
+        (("kernel", YES), "kernels"),
+        (("decomposition", YES), "decompositions"),
+        (("importer", YES), "importers"),
+    ]
     lines.append(f"- {len(keys)} ops; " + ", ".join(f"{counts.get(cell, 0)} {what}" for cell, what in summary))
     lines.append("")
     for domain, rows in rows_by_domain.items():
-        lines += [f"## {domain_title(domain)}", "",
-                  "| op | " + " | ".join(COLUMNS) + " |", "|---|" + "---|" * len(COLUMNS), *rows, ""]
+        lines += [
+            f"## {domain_title(domain)}",
+            "",
+            "| op | " + " | ".join(COLUMNS) + " |",
+            "|---|" + "---|" * len(COLUMNS),
+            *rows,
+            "",
+        ]
     missing = standard_ops_without_entries(registries)
     lines += [
-        f"## Standard ops without an entry (opset {RECORDED_OPSET})", "",
+        f"## Standard ops without an entry (opset {RECORDED_OPSET})",
+        "",
         "No onnxnn entry at all: `from_onnx` still imports a model that uses one (the node is recorded with "
-        "ONNX's shape inference) and the \"auto\" and \"onnxruntime\" executors run it, without a gradient.", "",
-        ", ".join(f"`{op}`" for op in missing) if missing else "(none)", "",
+        'ONNX\'s shape inference) and the "auto" and "onnxruntime" executors run it, without a gradient.',
+        "",
+        ", ".join(f"`{op}`" for op in missing) if missing else "(none)",
+        "",
     ]
     return "\n".join(lines)
 

@@ -1,4 +1,5 @@
 """A Simple Custom Module: MyLinear, calling it, and its named parameters."""
+
 import onnxnn as torch
 from common import MyLinear
 

@@ -1,13 +1,10 @@
 """Modules as Building Blocks: Sequential, children, and named_modules of a nested network."""
+
 import onnxnn as torch
 from onnxnn import nn
 from common import MyLinear, Net
 
-net = nn.Sequential(
-    MyLinear(4, 3),
-    nn.ReLU(),
-    MyLinear(3, 1)
-)
+net = nn.Sequential(MyLinear(4, 3), nn.ReLU(), MyLinear(3, 1))
 
 sample_input = torch.randn(4)
 print(net(sample_input))

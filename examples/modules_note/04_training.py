@@ -1,4 +1,5 @@
 """Neural Network Training with Modules: teach Net to output zero, then eval mode."""
+
 import onnxnn as torch
 from onnxnn import nn
 from common import Net
@@ -34,7 +35,7 @@ class ModalModule(nn.Module):
     def forward(self, x):
         if self.training:
             # Add a constant only in training mode.
-            return x + 1.
+            return x + 1.0
         else:
             return x
 
@@ -42,7 +43,7 @@ class ModalModule(nn.Module):
 m = ModalModule()
 x = torch.randn(4)
 
-print('training mode output: {}'.format(m(x)))
+print("training mode output: {}".format(m(x)))
 
 m.eval()
-print('evaluation mode output: {}'.format(m(x)))
+print("evaluation mode output: {}".format(m(x)))

@@ -1,10 +1,11 @@
 """Module Initialization: device and dtype arguments, skip_init, and buffers that follow dtype."""
+
 import onnxnn as torch
 from onnxnn import nn
 
 # Initialize module directly onto GPU (where onnxruntime's CUDA provider works here).
 if torch.cuda.is_available():
-    m = nn.Linear(5, 3, device='cuda')
+    m = nn.Linear(5, 3, device="cuda")
 
 # Initialize module with 16-bit floating point parameters.
 m = nn.Linear(5, 3, dtype=torch.half)

@@ -1,4 +1,5 @@
 """The modules shared by several sections of the note (the note defines them once and reuses them)."""
+
 import onnxnn as torch
 from onnxnn import nn
 import onnxnn.nn.functional as F

@@ -1,13 +1,22 @@
 """``onnxnn.autograd``: ``grad``, ``backward``, custom ``Function`` classes and the grad-mode switches, as in
 ``torch.autograd``."""
+
 from __future__ import annotations
 
 from ..runtime.autograd import grad, run_backward
 from ..runtime.grad_mode import enable_grad, no_grad, set_grad_enabled
 from .function import Function, FunctionCtx, once_differentiable
 
-__all__ = ["grad", "backward", "Function", "FunctionCtx", "once_differentiable", "no_grad", "enable_grad",
-           "set_grad_enabled"]
+__all__ = [
+    "grad",
+    "backward",
+    "Function",
+    "FunctionCtx",
+    "once_differentiable",
+    "no_grad",
+    "enable_grad",
+    "set_grad_enabled",
+]
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:

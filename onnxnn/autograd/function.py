@@ -9,6 +9,7 @@ user's backward takes part in ``retain_graph``, ``create_graph`` and ``autograd.
 gradient rule. Its gradients are pending Tensors like a rule's. The fast path's backward replay
 never replays it: it keys only recorded ops, and custom backward is Python that may do anything.
 """
+
 from __future__ import annotations
 
 import functools
@@ -41,8 +42,10 @@ class FunctionCtx:
         """
         for tensor in tensors:
             if tensor is not None and not isinstance(tensor, Tensor):
-                raise TypeError(f"save_for_backward can only save variables, but argument {tensors.index(tensor)} "
-                                f"is of type {type(tensor).__name__}")
+                raise TypeError(
+                    f"save_for_backward can only save variables, but argument {tensors.index(tensor)} "
+                    f"is of type {type(tensor).__name__}"
+                )
         self._to_save = tensors
 
     def mark_non_differentiable(self, *tensors: Tensor) -> None:
@@ -57,8 +60,10 @@ class FunctionCtx:
     def mark_dirty(self, *tensors: Tensor) -> None:
         """Not supported: onnxnn's in-place ops rebind a tensor to a new value, so forward need not
         mark anything; return a new tensor instead of the changed input."""
-        raise NotImplementedError("ctx.mark_dirty is not supported by onnxnn: in-place ops record a new value, "
-                                  "so return the result as a new tensor")
+        raise NotImplementedError(
+            "ctx.mark_dirty is not supported by onnxnn: in-place ops record a new value, "
+            "so return the result as a new tensor"
+        )
 
 
 class BackwardCFunction(FunctionCtx, _Node):
@@ -115,26 +120,34 @@ class BackwardCFunction(FunctionCtx, _Node):
         if len(results) > expected and all(result is None for result in results[expected:]):
             results = results[:expected]  # trailing Nones (for defaulted arguments) are allowed
         if len(results) != expected:
-            raise RuntimeError(f"function {self.name()} returned an incorrect number of gradients "
-                               f"(expected {expected}, got {len(results)})")
+            raise RuntimeError(
+                f"function {self.name()} returned an incorrect number of gradients "
+                f"(expected {expected}, got {len(results)})"
+            )
         tensor_positions = set(self._tensor_positions)
         per_edge = []
         for position, gradient in enumerate(results):
             if position not in tensor_positions:
                 if gradient is not None:
-                    raise RuntimeError(f"function {self.name()} returned a gradient different than None at "
-                                       f"position {position + 1}, but the corresponding forward input was not "
-                                       "a Variable")
+                    raise RuntimeError(
+                        f"function {self.name()} returned a gradient different than None at "
+                        f"position {position + 1}, but the corresponding forward input was not "
+                        "a Variable"
+                    )
                 continue
             if gradient is not None:
                 if not isinstance(gradient, Tensor):
-                    raise TypeError(f"function {self.name()} returned a gradient of type {type(gradient).__name__} "
-                                    f"at position {position + 1}; expected a Tensor or None")
+                    raise TypeError(
+                        f"function {self.name()} returned a gradient of type {type(gradient).__name__} "
+                        f"at position {position + 1}; expected a Tensor or None"
+                    )
                 shape = self._input_values[len(per_edge)].shape
                 if not _expandable_to(shape, gradient._value.shape):
-                    raise RuntimeError(f"Function {self.name()} returned an invalid gradient at index {position} - "
-                                       f"got {list(gradient._value.shape)} but expected shape compatible with "
-                                       f"{list(shape)}")
+                    raise RuntimeError(
+                        f"Function {self.name()} returned an invalid gradient at index {position} - "
+                        f"got {list(gradient._value.shape)} but expected shape compatible with "
+                        f"{list(shape)}"
+                    )
             per_edge.append(gradient)
         return fit_gradients(per_edge, self._input_values, self.next_functions)
 
@@ -278,14 +291,18 @@ class Function:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         # The node class of this Function: grad_fn.name() is "<Name>Backward", as in PyTorch.
-        cls._backward_cls = type(f"{cls.__name__}Backward", (BackwardCFunction,),
-                                 {"_forward_cls": cls, "__module__": cls.__module__,
-                                  "__qualname__": f"{cls.__qualname__}Backward"})
+        cls._backward_cls = type(
+            f"{cls.__name__}Backward",
+            (BackwardCFunction,),
+            {"_forward_cls": cls, "__module__": cls.__module__, "__qualname__": f"{cls.__qualname__}Backward"},
+        )
 
     def __call__(self, *args: Any, **kwargs: Any):
-        raise RuntimeError("Legacy autograd function with non-static forward method is deprecated. Please use "
-                           "new-style autograd function with static forward method. (Example: "
-                           "https://pytorch.org/docs/stable/autograd.html#torch.autograd.Function)")
+        raise RuntimeError(
+            "Legacy autograd function with non-static forward method is deprecated. Please use "
+            "new-style autograd function with static forward method. (Example: "
+            "https://pytorch.org/docs/stable/autograd.html#torch.autograd.Function)"
+        )
 
     @staticmethod
     def forward(ctx: Any, *args: Any, **kwargs: Any) -> Any:
@@ -300,8 +317,10 @@ class Function:
     @staticmethod
     def backward(ctx: Any, *grad_outputs: Any) -> Any:
         """Computes the gradients of the arguments from those of the outputs; subclasses must define it."""
-        raise NotImplementedError("You must implement either the backward or vjp method for your custom "
-                                  "autograd.Function to use it with backward mode AD.")
+        raise NotImplementedError(
+            "You must implement either the backward or vjp method for your custom "
+            "autograd.Function to use it with backward mode AD."
+        )
 
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
@@ -317,8 +336,10 @@ class Function:
         ctx = cls._backward_cls()
         recording = MODE.grad.enabled and any(isinstance(arg, Tensor) and arg._requires_grad for arg in args)
         if recording and any(isinstance(value, Tensor) and value._requires_grad for value in kwargs.values()):
-            raise RuntimeError(f"{cls.__name__}.apply: a tensor that requires grad was passed as a keyword-only "
-                               "argument of forward; pass it positionally so that backward can return its gradient")
+            raise RuntimeError(
+                f"{cls.__name__}.apply: a tensor that requires grad was passed as a keyword-only "
+                "argument of forward; pass it positionally so that backward can return its gradient"
+            )
         ctx.needs_input_grad = tuple(recording and isinstance(arg, Tensor) and arg._requires_grad for arg in args)
         if recording:
             ctx._connect(args)
@@ -375,10 +396,13 @@ def once_differentiable(backward: Callable) -> Callable:
         single = not isinstance(results, tuple)
         results = (results,) if single else results
         # Leaves that require grad, so the error node gets recorded on them.
-        marked = [Tensor._from_value(result._value, requires_grad=True) if isinstance(result, Tensor) else result
-                  for result in results]
+        marked = [
+            Tensor._from_value(result._value, requires_grad=True) if isinstance(result, Tensor) else result
+            for result in results
+        ]
         wrapped = _DelayedError.apply(
-            "trying to differentiate twice a function that was marked with @once_differentiable", *marked)
+            "trying to differentiate twice a function that was marked with @once_differentiable", *marked
+        )
         return wrapped[0] if single else wrapped
 
     return wrapper

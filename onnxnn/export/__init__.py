@@ -1,4 +1,5 @@
 """Export: Module -> ONNX (``to_onnx``) and the checkpoint file formats (``save``/``load``)."""
+
 from __future__ import annotations
 
 from .checkpoint import load, save

@@ -8,6 +8,7 @@ target removes the temporaries of that target whose lock it can take, so a live 
 never removed, whichever process or thread it belongs to. Where ``flock`` is unavailable (Windows,
 some network filesystems) a temporary is removed only when the process its name records is gone.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -81,8 +82,11 @@ def remove_stale_temporaries(target: str) -> list[str]:
             locked = _lock(descriptor, blocking=False)
             stale = locked if locked is not None else _process_is_gone(int(match.group(1)))
             # The name must still be the file we locked, or a new writer may own it.
-            if stale and stat.S_ISREG(os.fstat(descriptor).st_mode) and os.path.samestat(
-                    os.fstat(descriptor), os.lstat(path)):
+            if (
+                stale
+                and stat.S_ISREG(os.fstat(descriptor).st_mode)
+                and os.path.samestat(os.fstat(descriptor), os.lstat(path))
+            ):
                 os.remove(path)
                 removed.append(path)
         except OSError:

@@ -41,6 +41,7 @@ can be wrong ends in :class:`onnxnn.CheckpointError` naming the file (or "the gi
 object>") and what is wrong; loading takes time and memory bounded by the file's size (objects the
 file shares are built once and stay shared; tensors viewing one storage stay views of it).
 """
+
 from __future__ import annotations
 
 import base64
@@ -164,9 +165,11 @@ def _parse(data: bytes, source: str):
     if data.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         return read_torch_zip(data, source)
     if data.startswith(LEGACY_MAGIC):
-        raise CheckpointError(f"cannot load {source}: it uses PyTorch's legacy format (PyTorch before 1.6, or "
-                              "_use_new_zipfile_serialization=False), which onnxnn does not read; re-save it with "
-                              "a recent torch.save")
+        raise CheckpointError(
+            f"cannot load {source}: it uses PyTorch's legacy format (PyTorch before 1.6, or "
+            "_use_new_zipfile_serialization=False), which onnxnn does not read; re-save it with "
+            "a recent torch.save"
+        )
     if len(data) >= 9 and data[8:9] == b"{":
         return _read_safetensors(data, source)
     raise CheckpointError(f"cannot load {source}: {_NOT_A_CHECKPOINT}")
@@ -186,8 +189,11 @@ def _safetensors_contents(obj) -> tuple[dict[str, np.ndarray], dict[str, str]]:
 
 
 def _is_state_dict(obj) -> bool:
-    return (type(obj) in (dict, OrderedDict) and "__metadata__" not in obj
-            and all(type(key) is str and isinstance(value, Tensor) for key, value in obj.items()))
+    return (
+        type(obj) in (dict, OrderedDict)
+        and "__metadata__" not in obj
+        and all(type(key) is str and isinstance(value, Tensor) for key, value in obj.items())
+    )
 
 
 def _is_parameter(tensor: Tensor) -> bool:
@@ -209,8 +215,12 @@ def _tensor_arrays(tensors: dict[str, Tensor]) -> dict[str, np.ndarray]:
 
 def _encode_state_dict(state_dict) -> tuple[dict, dict]:
     arrays = _tensor_arrays(state_dict)
-    document = {"version": FORMAT_VERSION, "kind": "state_dict", "container": type(state_dict).__name__,
-                "keys": list(state_dict)}
+    document = {
+        "version": FORMAT_VERSION,
+        "kind": "state_dict",
+        "container": type(state_dict).__name__,
+        "keys": list(state_dict),
+    }
     devices = {key: str(tensor.device) for key, tensor in state_dict.items() if tensor.device != CPU}
     requires_grad = [key for key, tensor in state_dict.items() if tensor.requires_grad]
     parameters = [key for key, tensor in state_dict.items() if _is_parameter(tensor)]
@@ -313,8 +323,9 @@ def _read_input(f) -> tuple[bytes, str]:
         raise TypeError(f"load() expected a path or a binary file object for f, got {type(f).__name__}")
     data = f.read()
     if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError("load() expected a binary file object (opened with 'rb'), but read() returned "
-                        f"{type(data).__name__}")
+        raise TypeError(
+            f"load() expected a binary file object (opened with 'rb'), but read() returned {type(data).__name__}"
+        )
     name = getattr(f, "name", None)
     return bytes(data), (repr(name) if isinstance(name, str) else "the given file object")
 
@@ -329,20 +340,24 @@ def _read_safetensors(data: bytes, source: str):
         if type(document) is not dict or type(document.get("version")) is not int:
             raise ValueError("it is not an object with an int version")
         if document["version"] > FORMAT_VERSION:
-            raise CheckpointError(f"cannot load {source}: it was written by a newer onnxnn (format version "
-                                  f"{document['version']}, this onnxnn reads up to {FORMAT_VERSION})")
+            raise CheckpointError(
+                f"cannot load {source}: it was written by a newer onnxnn (format version "
+                f"{document['version']}, this onnxnn reads up to {FORMAT_VERSION})"
+            )
         if document.get("kind") == "state_dict":
             return _decode_state_dict(document, tensors)
         if document.get("kind") == "object":
             return _Decoder(tensors).decode(document["object"], 0)
         raise ValueError(f"unknown kind {describe(document.get('kind'))}")
     except _TooDeep:
-        raise CheckpointError(f"cannot load {source}: its onnxnn metadata is nested more than {MAX_DEPTH} levels "
-                              "deep") from None
+        raise CheckpointError(
+            f"cannot load {source}: its onnxnn metadata is nested more than {MAX_DEPTH} levels deep"
+        ) from None
     except (ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError, RecursionError) as error:
         reason = str(error) if isinstance(error, ValueError) else f"{type(error).__name__}: {error}"
-        raise CheckpointError(f"cannot load {source}: its onnxnn metadata is malformed "
-                              f"({describe(reason, 200)[1:-1]})") from None
+        raise CheckpointError(
+            f"cannot load {source}: its onnxnn metadata is malformed ({describe(reason, 200)[1:-1]})"
+        ) from None
 
 
 class _TooDeep(Exception):
@@ -363,8 +378,10 @@ def _decode_state_dict(document: dict, tensors: dict):
     keys = _str_list(document["keys"], "keys")
     _expect(len(keys) == len(tensors) and set(keys) == set(tensors), "the recorded keys differ from the stored tensors")
     devices = document.get("devices", {})
-    _expect(type(devices) is dict and all(type(value) is str for value in devices.values()),
-            "devices is not a map of strings")
+    _expect(
+        type(devices) is dict and all(type(value) is str for value in devices.values()),
+        "devices is not a map of strings",
+    )
     requires_grad = set(_str_list(document.get("requires_grad", []), "requires_grad"))
     parameters = set(_str_list(document.get("parameters", []), "parameters"))
     _expect(document.get("container") in ("OrderedDict", "dict"), "container is neither OrderedDict nor dict")
@@ -413,7 +430,7 @@ class _Decoder:
                 result._metadata = self.decode(value["metadata"], depth)
             return result
         _expect(len(value) == 1 and next(iter(value)) in self._TAGS, f"unknown entry with fields {sorted(value)[:8]}")
-        (tag, content), = value.items()
+        ((tag, content),) = value.items()
         if tag == "dict":
             return dict(self._pairs(content, depth))
         if tag in ("tuple", "set", "frozenset"):
@@ -421,8 +438,10 @@ class _Decoder:
             items = [self.decode(item, depth) for item in content]
             return tuple(items) if tag == "tuple" else {"set": set, "frozenset": frozenset}[tag](map(self._key, items))
         if tag == "Size":
-            _expect(type(content) is list and all(type(size) is int and size >= 0 for size in content),
-                    "Size of something other than non-negative ints")
+            _expect(
+                type(content) is list and all(type(size) is int and size >= 0 for size in content),
+                "Size of something other than non-negative ints",
+            )
             return Size(content)
         if tag == "float":
             _expect(content in ("inf", "-inf", "nan"), f"float {describe(content)}, expected inf, -inf or nan")
@@ -455,8 +474,10 @@ class _Decoder:
     def _tensor(self, reference: dict) -> PendingTensor:
         _expect(set(reference) <= self._TENSOR_FIELDS, f"unexpected fields {sorted(reference)[:8]} in a tensor")
         name, location = reference["tensor"], reference.get("device", "cpu")
-        _expect(type(name) is str and name in self._tensors, f"reference to a tensor {describe(name)} the file "
-                                                             "does not hold")
+        _expect(
+            type(name) is str and name in self._tensors,
+            f"reference to a tensor {describe(name)} the file does not hold",
+        )
         _expect(type(location) is str, f"tensor device {describe(location)}, expected a string")
         pending = self._references.get(name)
         if pending is None:
@@ -479,8 +500,10 @@ class _DeviceMap:
         elif isinstance(map_location, (str, device)):
             self._target = as_device(map_location)
         elif map_location is not None:
-            raise TypeError("map_location should be None, a device, a device string or a dict of locations, got "
-                            f"{type(map_location).__name__} (onnxnn has no storages to pass to a callable)")
+            raise TypeError(
+                "map_location should be None, a device, a device string or a dict of locations, got "
+                f"{type(map_location).__name__} (onnxnn has no storages to pass to a callable)"
+            )
         self._resolved: dict[str, device] = {}
 
     def __call__(self, location: str) -> device:
@@ -495,12 +518,15 @@ class _DeviceMap:
             try:
                 resolved = device(location)
             except RuntimeError:
-                raise RuntimeError(f"don't know how to restore data location {location!r}: pass map_location, "
-                                   "e.g. map_location='cpu'") from None
+                raise RuntimeError(
+                    f"don't know how to restore data location {location!r}: pass map_location, e.g. map_location='cpu'"
+                ) from None
         if resolved.type == "cuda" and not cuda_is_available():
-            raise RuntimeError("Attempting to deserialize object on a CUDA device but onnxnn.cuda.is_available() "
-                               "is False. If you are running on a CPU-only machine, please use onnxnn.load with "
-                               "map_location='cpu' to map your tensors to the CPU.")
+            raise RuntimeError(
+                "Attempting to deserialize object on a CUDA device but onnxnn.cuda.is_available() "
+                "is False. If you are running on a CPU-only machine, please use onnxnn.load with "
+                "map_location='cpu' to map your tensors to the CPU."
+            )
         self._resolved[location] = resolved
         return resolved
 

@@ -6,6 +6,7 @@ axis: each such constant ``k * size + c`` is replaced by a small ``Shape -> Gath
 -> Concat`` subgraph over the graph input, so the exported model runs at any size. Graph inputs
 and outputs get symbolic dimensions.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -24,8 +25,9 @@ def normalize_dynamic_axes(dynamic_axes: dict, names: list[str]) -> dict[str, di
     normalized = {}
     for name, axes in dynamic_axes.items():
         if name not in names:
-            raise ValueError(f"to_onnx: dynamic_axes names '{name}', which is neither an input nor an output "
-                             f"name (names: {names})")
+            raise ValueError(
+                f"to_onnx: dynamic_axes names '{name}', which is neither an input nor an output name (names: {names})"
+            )
         if isinstance(axes, dict):
             normalized[name] = {int(axis): str(symbol) for axis, symbol in axes.items()}
         else:
@@ -104,13 +106,24 @@ def _size_expression(graph_nodes: list, initializers: list, cache: dict, source,
 
 def _check_same_structure(first, second) -> None:
     if len(first.plan.nodes) != len(second.plan.nodes) or any(
-            a.signature != b.signature for a, b in zip(first.plan.nodes, second.plan.nodes)):
-        raise RuntimeError("to_onnx: the traced graph changes structure when a dynamic axis changes size "
-                           "(Python control flow on a size?); export with fixed sizes instead")
+        a.signature != b.signature for a, b in zip(first.plan.nodes, second.plan.nodes)
+    ):
+        raise RuntimeError(
+            "to_onnx: the traced graph changes structure when a dynamic axis changes size "
+            "(Python control flow on a size?); export with fixed sizes instead"
+        )
 
 
-def make_shapes_dynamic(proto: onnx.ModelProto, model, args: tuple, input_names: list[str],
-                        output_names: list[str], dynamic_axes: dict, trace, retrace) -> None:
+def make_shapes_dynamic(
+    proto: onnx.ModelProto,
+    model,
+    args: tuple,
+    input_names: list[str],
+    output_names: list[str],
+    dynamic_axes: dict,
+    trace,
+    retrace,
+) -> None:
     """Rewrites ``proto`` in place so every ``dynamic_axes`` axis may change size at run time."""
     axes = normalize_dynamic_axes(dynamic_axes, list(input_names) + list(output_names))
     resized_args, sources = _resized_arguments(args, input_names, axes)
@@ -130,22 +143,27 @@ def make_shapes_dynamic(proto: onnx.ModelProto, model, args: tuple, input_names:
                     continue
                 first, later = value_a.data.reshape(-1), value_b.data.reshape(-1)
                 if value_a.data.ndim != 1 or first.shape != later.shape:
-                    raise RuntimeError(f"to_onnx: a shape argument of {node_a.op_type} depends on a dynamic axis "
-                                       "in a way onnxnn cannot express")
+                    raise RuntimeError(
+                        f"to_onnx: a shape argument of {node_a.op_type} depends on a dynamic axis "
+                        "in a way onnxnn cannot express"
+                    )
                 pieces = []
                 for element_a, element_b in zip(first.tolist(), later.tolist()):
                     if element_a == element_b:
                         constant_name = f"onnxnn::dim_constant_{element_a}"
                         if constant_name not in cache:
-                            new_initializers.append(numpy_helper.from_array(np.array([element_a], np.int64),
-                                                                            constant_name))
+                            new_initializers.append(
+                                numpy_helper.from_array(np.array([element_a], np.int64), constant_name)
+                            )
                             cache[constant_name] = constant_name
                         pieces.append(constant_name)
                         continue
                     fitted = _fit(element_a, element_b, sources)
                     if fitted is None:
-                        raise RuntimeError(f"to_onnx: a size used by {node_a.op_type} ({element_a} at the traced "
-                                           "size) is not a multiple of a dynamic axis plus a constant")
+                        raise RuntimeError(
+                            f"to_onnx: a size used by {node_a.op_type} ({element_a} at the traced "
+                            "size) is not a multiple of a dynamic axis plus a constant"
+                        )
                     pieces.append(_size_expression(prologue, new_initializers, cache, *fitted))
                 computed = f"onnxnn::dynamic_shape_{position}_{slot}"
                 prologue.append(helper.make_node("Concat", pieces, [computed], axis=0))
@@ -153,8 +171,12 @@ def make_shapes_dynamic(proto: onnx.ModelProto, model, args: tuple, input_names:
             elif any(value_a is arg for arg in trace.arg_values):
                 continue
             elif value_a.shape != value_b.shape or not np.array_equal(value_a.data, value_b.data):
-                warnings.warn(f"to_onnx: a constant used by {node_a.op_type} was computed from a traced size and "
-                              "is baked into the graph; it will be wrong at other sizes", UserWarning, stacklevel=3)
+                warnings.warn(
+                    f"to_onnx: a constant used by {node_a.op_type} was computed from a traced size and "
+                    "is baked into the graph; it will be wrong at other sizes",
+                    UserWarning,
+                    stacklevel=3,
+                )
 
     if prologue:
         nodes = prologue + list(graph_nodes)

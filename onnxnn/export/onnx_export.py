@@ -7,6 +7,7 @@ reshape target, an expand shape) that follows the size of a dynamic input axis i
 small subgraph reading that size from the input's ``Shape``, so ``x.view(x.size(0), -1)`` exports
 as a graph that runs at any batch size.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,7 +30,7 @@ from .opset_conversion import convert_opset
 __all__ = ["to_onnx", "max_opset_version", "MIN_OPSET_VERSION"]
 
 MIN_OPSET_VERSION = 17
-_TWO_GIGABYTES = 2 ** 31
+_TWO_GIGABYTES = 2**31
 
 
 def max_opset_version() -> int:
@@ -70,8 +71,10 @@ def _flatten_outputs(outputs) -> tuple[list[Tensor], object]:
             flat.extend(inner)
             structure.append((key, inner_structure))
         return flat, ("dict", structure)
-    raise TypeError(f"to_onnx: model outputs must be tensors or (nested) tuples/lists/dicts of tensors, "
-                    f"got {type(outputs).__name__}")
+    raise TypeError(
+        f"to_onnx: model outputs must be tensors or (nested) tuples/lists/dicts of tensors, "
+        f"got {type(outputs).__name__}"
+    )
 
 
 def _as_arguments(args) -> tuple:
@@ -112,8 +115,7 @@ def _trace(model, args: tuple, input_names: list[str], state: dict) -> _Trace:
                 constants += 1
             roles.append(("initializer", f"onnxnn::constant_{constants}"))
             constants += 1
-    return _Trace(plan, roles, structure, arg_values, [v.shape for v in arg_values],
-                  [tensor.shape for tensor in flat])
+    return _Trace(plan, roles, structure, arg_values, [v.shape for v in arg_values], [tensor.shape for tensor in flat])
 
 
 def _output_names(given, count: int) -> list[str]:
@@ -146,9 +148,18 @@ def _order_initializers(model: onnx.ModelProto, state_keys: list[str]) -> None:
     model.graph.initializer.extend(ordered)
 
 
-def to_onnx(model, args, f=None, *, input_names=None, output_names=None, dynamic_axes=None,
-            opset_version: int | None = None, training: bool = False,
-            external_data: bool | int | None = None) -> onnx.ModelProto:
+def to_onnx(
+    model,
+    args,
+    f=None,
+    *,
+    input_names=None,
+    output_names=None,
+    dynamic_axes=None,
+    opset_version: int | None = None,
+    training: bool = False,
+    external_data: bool | int | None = None,
+) -> onnx.ModelProto:
     """Exports a Module (or any callable over tensors) to an ONNX model.
 
     Args:
@@ -177,8 +188,10 @@ def to_onnx(model, args, f=None, *, input_names=None, output_names=None, dynamic
     """
     opset = None if opset_version is None else int(opset_version)
     if opset is not None and not MIN_OPSET_VERSION <= opset <= max_opset_version():
-        raise ValueError(f"to_onnx: opset_version {opset} is not supported; choose one from {MIN_OPSET_VERSION} "
-                         f"to {max_opset_version()} (the newest the installed onnxruntime runs)")
+        raise ValueError(
+            f"to_onnx: opset_version {opset} is not supported; choose one from {MIN_OPSET_VERSION} "
+            f"to {max_opset_version()} (the newest the installed onnxruntime runs)"
+        )
     args = _as_arguments(args)
     input_names = list(input_names) if input_names is not None else [f"input_{i}" for i in range(len(args))]
     if len(input_names) != len(args):
@@ -189,9 +202,12 @@ def to_onnx(model, args, f=None, *, input_names=None, output_names=None, dynamic
         if training:
             model.train(True)
         elif previous_mode:
-            warnings.warn("to_onnx: the model is in training mode; it is exported as is (dropout and batch "
-                          "statistics included). Call model.eval() first for an inference graph.",
-                          UserWarning, stacklevel=2)
+            warnings.warn(
+                "to_onnx: the model is in training mode; it is exported as is (dropout and batch "
+                "statistics included). Call model.eval() first for an inference graph.",
+                UserWarning,
+                stacklevel=2,
+            )
     state = model.state_dict(keep_vars=True) if is_module else {}
     realize_values(state.values())
     try:
@@ -201,8 +217,16 @@ def to_onnx(model, args, f=None, *, input_names=None, output_names=None, dynamic
         _order_graph_inputs(proto, trace, input_names)
         _order_initializers(proto, list(state))
         if dynamic_axes:
-            make_shapes_dynamic(proto, model, args, input_names, names_out, dynamic_axes, trace,
-                                lambda resized: _trace(model, resized, input_names, state))
+            make_shapes_dynamic(
+                proto,
+                model,
+                args,
+                input_names,
+                names_out,
+                dynamic_axes,
+                trace,
+                lambda resized: _trace(model, resized, input_names, state),
+            )
     finally:
         if is_module and training:
             model.train(previous_mode)
@@ -240,7 +264,13 @@ def write_model(proto: onnx.ModelProto, f, external_data: bool | int | None = No
         raise ValueError("to_onnx: a model written with external data needs a path, not a file object")
     path = os.fspath(f)
     location = os.path.basename(path) + ".data"
-    onnx.save_model(proto, path, save_as_external_data=True, all_tensors_to_one_file=True,
-                    location=location, size_threshold=max(threshold, 0))
+    onnx.save_model(
+        proto,
+        path,
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location=location,
+        size_threshold=max(threshold, 0),
+    )
     # save_model moved the weights out of ``proto``; load them back so the caller's proto is whole.
     onnx.load_external_data_for_model(proto, os.path.dirname(os.path.abspath(path)))

@@ -6,6 +6,7 @@ mode). A ``Pad`` without ``axes`` and in another mode means the same at opset 11
 is carried across unchanged: moved into a private domain for the conversion (the converter leaves
 other domains alone) and moved back after it.
 """
+
 from __future__ import annotations
 
 import onnx

@@ -21,6 +21,7 @@ counting each shared tuple every time it occurs, stays under ``MAX_KEY_ELEMENTS`
 time and memory linear in the size of the pickle, whatever sharing it sets up; walks over the result
 must respect sharing too (memoize by ``id``), as :func:`onnxnn.export.checkpoint.load` does.
 """
+
 from __future__ import annotations
 
 import struct
@@ -97,8 +98,9 @@ class RestrictedUnpickler:
         source: how error messages name the file.
     """
 
-    def __init__(self, data: bytes, find_global: Callable[[str, str], Any],
-                 persistent_load: Callable[[Any], Any], source: str):
+    def __init__(
+        self, data: bytes, find_global: Callable[[str, str], Any], persistent_load: Callable[[Any], Any], source: str
+    ):
         self._data = memoryview(data).cast("B") if not isinstance(data, bytes) else data
         self._find_global = find_global
         self._persistent_load = persistent_load
@@ -141,13 +143,19 @@ class RestrictedUnpickler:
         if size == _UNHASHABLE:
             raise self._error(position, f"a dict key or set member is {describe(key)}, which is unhashable")
         if size > MAX_KEY_ELEMENTS:
-            raise self._error(position, f"a dict key or set member expands to more than {MAX_KEY_ELEMENTS} "
-                                        "elements (a tuple sharing itself over and over)")
+            raise self._error(
+                position,
+                f"a dict key or set member expands to more than {MAX_KEY_ELEMENTS} "
+                "elements (a tuple sharing itself over and over)",
+            )
         self._hash_budget -= size
         if self._hash_budget < 0:
-            raise self._error(position, "its dict keys and set members expand to more elements than "
-                                        f"{HASHED_ELEMENTS_PER_BYTE} per byte of pickle "
-                                        "(large keys used over and over)")
+            raise self._error(
+                position,
+                "its dict keys and set members expand to more elements than "
+                f"{HASHED_ELEMENTS_PER_BYTE} per byte of pickle "
+                "(large keys used over and over)",
+            )
         return key
 
     # ------------------------------------------------------------------------------------- reading
@@ -392,9 +400,19 @@ class RestrictedUnpickler:
             except UnicodeDecodeError:
                 raise self._error(start, "UNICODE with malformed text") from None
         else:
-            name = {0x69: "INST", 0x6F: "OBJ", 0x81: "NEWOBJ", 0x92: "NEWOBJ_EX", 0x50: "PERSID", 0x82: "EXT1",
-                    0x83: "EXT2", 0x84: "EXT4", 0x97: "NEXT_BUFFER", 0x98: "READONLY_BUFFER",
-                    0x53: "STRING"}.get(opcode)
+            name = {
+                0x69: "INST",
+                0x6F: "OBJ",
+                0x81: "NEWOBJ",
+                0x92: "NEWOBJ_EX",
+                0x50: "PERSID",
+                0x82: "EXT1",
+                0x83: "EXT2",
+                0x84: "EXT4",
+                0x97: "NEXT_BUFFER",
+                0x98: "READONLY_BUFFER",
+                0x53: "STRING",
+            }.get(opcode)
             what = f"opcode {name}, which checkpoints do not need" if name else f"unknown opcode 0x{opcode:02x}"
             raise self._error(start, what)
         return position
@@ -404,18 +422,18 @@ class RestrictedUnpickler:
         """Reads a ``width``-byte little-endian length and that many bytes after it."""
         if position + width > end:
             raise self._error(start, "truncated length")
-        length = int.from_bytes(self._data[position:position + width], "little")
+        length = int.from_bytes(self._data[position : position + width], "little")
         position += width
         if length > end - position:
             raise self._error(start, f"a string of {length} bytes runs past the end of the pickle")
-        return position + length, self._data[position:position + length]
+        return position + length, self._data[position : position + length]
 
     def _line(self, position: int, end: int, start: int):
         data = self._data
         if isinstance(data, bytes):
             newline = data.find(b"\n", position, min(end, position + 4096))
         else:
-            newline = bytes(data[position:position + 4096]).find(b"\n")
+            newline = bytes(data[position : position + 4096]).find(b"\n")
             newline = -1 if newline < 0 else position + newline
         if newline < 0:
             raise self._error(start, "a text argument without its newline")
@@ -471,10 +489,16 @@ class RestrictedUnpickler:
     def _build(self, target, state, start: int) -> None:
         # PyTorch's state_dicts are OrderedDicts carrying ``_metadata``; nothing else gets attributes.
         if type(target) is not OrderedDict or type(state) is not dict or not all(type(k) is str for k in state):
-            raise self._error(start, f"a checkpoint tried to set attributes on {describe(target)} (pickle BUILD); "
-                                     "only an OrderedDict's _metadata may be set")
+            raise self._error(
+                start,
+                f"a checkpoint tried to set attributes on {describe(target)} (pickle BUILD); "
+                "only an OrderedDict's _metadata may be set",
+            )
         for key, value in state.items():
             if key != "_metadata":
-                raise self._error(start, f"a checkpoint tried to set the attribute {describe(key)} on an "
-                                         "OrderedDict; only _metadata may be set")
+                raise self._error(
+                    start,
+                    f"a checkpoint tried to set the attribute {describe(key)} on an "
+                    "OrderedDict; only _metadata may be set",
+                )
             target._metadata = value

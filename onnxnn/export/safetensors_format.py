@@ -13,6 +13,7 @@ dtypes outside the table, shapes that are not lists of non-negative ints (``1e40
 ``true``), byte ranges that disagree with shape and dtype, and byte ranges that overlap, repeat,
 leave gaps or leave bytes over at the end: the entries must tile the data section exactly.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,15 @@ from .torch_checkpoint import PendingTensor
 __all__ = ["read_safetensors", "write_safetensors", "DTYPES", "parse_json"]
 
 DTYPES = {
-    "F64": dtypes.float64, "F32": dtypes.float32, "F16": dtypes.float16, "BF16": dtypes.bfloat16,
-    "I64": dtypes.int64, "I32": dtypes.int32, "I16": dtypes.int16, "I8": dtypes.int8, "U8": dtypes.uint8,
+    "F64": dtypes.float64,
+    "F32": dtypes.float32,
+    "F16": dtypes.float16,
+    "BF16": dtypes.bfloat16,
+    "I64": dtypes.int64,
+    "I32": dtypes.int32,
+    "I16": dtypes.int16,
+    "I8": dtypes.int8,
+    "U8": dtypes.uint8,
     "BOOL": dtypes.bool,
 }
 _NAMES = {value: name for name, value in DTYPES.items()}
@@ -82,18 +90,22 @@ def read_safetensors(data: bytes, source: str) -> tuple[dict[str, PendingTensor]
         raise CheckpointError(f"cannot load {source}: the file is truncated ({len(data)} bytes)")
     header_size = int.from_bytes(data[:8], "little")
     if header_size > len(data) - 8:
-        raise CheckpointError(f"cannot load {source}: the file is truncated (its safetensors header needs "
-                              f"{header_size} bytes, {len(data) - 8} are present)")
+        raise CheckpointError(
+            f"cannot load {source}: the file is truncated (its safetensors header needs "
+            f"{header_size} bytes, {len(data) - 8} are present)"
+        )
     if header_size > MAX_HEADER_BYTES:
-        raise CheckpointError(f"cannot load {source}: its safetensors header of {header_size} bytes exceeds the "
-                              f"format's limit of {MAX_HEADER_BYTES}")
-    header = parse_json(memoryview(data)[8:8 + header_size], source, "safetensors header")
+        raise CheckpointError(
+            f"cannot load {source}: its safetensors header of {header_size} bytes exceeds the "
+            f"format's limit of {MAX_HEADER_BYTES}"
+        )
+    header = parse_json(memoryview(data)[8 : 8 + header_size], source, "safetensors header")
     if type(header) is not dict:
         raise CheckpointError(f"cannot load {source}: unreadable safetensors header (it is not a JSON object)")
     metadata = header.pop("__metadata__", {})
     if type(metadata) is not dict or not all(type(value) is str for value in metadata.values()):
         raise CheckpointError(f"cannot load {source}: the safetensors __metadata__ is not a map of strings")
-    buffer = memoryview(data)[8 + header_size:]
+    buffer = memoryview(data)[8 + header_size :]
     ranges = []
     for name, entry in header.items():
         ranges.append((*_check_entry(name, entry, len(buffer), source), name))
@@ -110,28 +122,39 @@ def _check_entry(name: str, entry, available: int, source: str) -> tuple[int, in
     prefix = f"cannot load {source}: tensor {describe(name)}"
     if type(entry) is not dict or set(entry) != _ENTRY_FIELDS:
         fields = sorted(entry) if type(entry) is dict else describe(entry)
-        raise CheckpointError(f"{prefix} has a malformed safetensors entry (fields {fields}, expected "
-                              f"{sorted(_ENTRY_FIELDS)})")
+        raise CheckpointError(
+            f"{prefix} has a malformed safetensors entry (fields {fields}, expected {sorted(_ENTRY_FIELDS)})"
+        )
     dtype_name, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
     if type(dtype_name) is str and dtype_name in _KNOWN_UNSUPPORTED:
-        raise CheckpointError(f"{prefix} has dtype {dtype_name}, which onnxnn does not support (supported: "
-                              f"{', '.join(DTYPES)})")
+        raise CheckpointError(
+            f"{prefix} has dtype {dtype_name}, which onnxnn does not support (supported: {', '.join(DTYPES)})"
+        )
     if type(dtype_name) is not str or dtype_name not in DTYPES:
         raise CheckpointError(f"{prefix} has the unknown dtype {describe(dtype_name)}")
-    if (type(shape) is not list or len(shape) > 64
-            or not all(type(size) is int and 0 <= size <= sys.maxsize for size in shape)):
-        raise CheckpointError(f"{prefix} has shape {describe(shape) if type(shape) is not list else _brief(shape)}; "
-                              "a shape is a list of at most 64 non-negative ints (below 2**63)")
+    if (
+        type(shape) is not list
+        or len(shape) > 64
+        or not all(type(size) is int and 0 <= size <= sys.maxsize for size in shape)
+    ):
+        raise CheckpointError(
+            f"{prefix} has shape {describe(shape) if type(shape) is not list else _brief(shape)}; "
+            "a shape is a list of at most 64 non-negative ints (below 2**63)"
+        )
     if type(offsets) is not list or len(offsets) != 2 or not all(type(offset) is int for offset in offsets):
         raise CheckpointError(f"{prefix} has data_offsets {_brief(offsets)}; expected [begin, end] ints")
     begin, end = offsets
     if end > available:
-        raise CheckpointError(f"cannot load {source}: the file is truncated (tensor {describe(name)} ends at byte "
-                              f"{end} of the data section, which holds {available} bytes)")
+        raise CheckpointError(
+            f"cannot load {source}: the file is truncated (tensor {describe(name)} ends at byte "
+            f"{end} of the data section, which holds {available} bytes)"
+        )
     expected = math.prod(shape) * DTYPES[dtype_name].itemsize
     if not 0 <= begin <= end or end - begin != expected:
-        raise CheckpointError(f"{prefix} of shape {_brief(shape)} and dtype {dtype_name} spans bytes "
-                              f"[{begin}, {end}), expected {expected} bytes")
+        raise CheckpointError(
+            f"{prefix} of shape {_brief(shape)} and dtype {dtype_name} spans bytes "
+            f"[{begin}, {end}), expected {expected} bytes"
+        )
     return begin, end
 
 
@@ -148,14 +171,19 @@ def _check_tiling(ranges: list, available: int, source: str) -> None:
     for begin, end, name in sorted(ranges):
         if begin != position:
             if begin < position:
-                raise CheckpointError(f"cannot load {source}: tensors {describe(previous)} and {describe(name)} "
-                                      f"overlap (bytes [{begin}, {position}) belong to both)")
-            raise CheckpointError(f"cannot load {source}: bytes [{position}, {begin}) of the data section belong "
-                                  f"to no tensor (a gap before {describe(name)})")
+                raise CheckpointError(
+                    f"cannot load {source}: tensors {describe(previous)} and {describe(name)} "
+                    f"overlap (bytes [{begin}, {position}) belong to both)"
+                )
+            raise CheckpointError(
+                f"cannot load {source}: bytes [{position}, {begin}) of the data section belong "
+                f"to no tensor (a gap before {describe(name)})"
+            )
         position, previous = end, name
     if position != available:
-        raise CheckpointError(f"cannot load {source}: the data section holds {available} bytes but its tensors "
-                              f"cover {position}")
+        raise CheckpointError(
+            f"cannot load {source}: the data section holds {available} bytes but its tensors cover {position}"
+        )
 
 
 def _array(raw: memoryview, value_dtype: dtypes.dtype, shape: list) -> np.ndarray:
@@ -170,8 +198,9 @@ def _array(raw: memoryview, value_dtype: dtypes.dtype, shape: list) -> np.ndarra
 
 
 # ---------------------------------------------------------------------------------------------- writing
-def write_safetensors(write: Callable[[bytes], object], arrays: dict[str, np.ndarray],
-                      metadata: dict[str, str]) -> None:
+def write_safetensors(
+    write: Callable[[bytes], object], arrays: dict[str, np.ndarray], metadata: dict[str, str]
+) -> None:
     """Writes ``arrays`` (C-contiguous, onnxnn dtypes) as a safetensors file through ``write``.
 
     Tensors are stored in the order given; each array's bytes are written straight from its memory.
@@ -180,8 +209,11 @@ def write_safetensors(write: Callable[[bytes], object], arrays: dict[str, np.nda
     offset = 0
     for name, array in arrays.items():
         size = array.nbytes
-        header[name] = {"dtype": _NAMES[dtypes.as_dtype(array.dtype)], "shape": list(array.shape),
-                        "data_offsets": [offset, offset + size]}
+        header[name] = {
+            "dtype": _NAMES[dtypes.as_dtype(array.dtype)],
+            "shape": list(array.shape),
+            "data_offsets": [offset, offset + size],
+        }
         offset += size
     encoded = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     encoded += b" " * (-len(encoded) % 8)  # the reference writer aligns the data section to 8 bytes

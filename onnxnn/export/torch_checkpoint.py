@@ -27,6 +27,7 @@ The archive is checked before anything is inflated: only stored and deflated mem
 stored member's size must equal its compressed size, and a deflated one may not claim more than
 deflate's largest ratio (1032:1) allows, so the memory a load takes is bounded by the file's size.
 """
+
 from __future__ import annotations
 
 import _compat_pickle
@@ -63,8 +64,14 @@ class PendingTensor:
 
     __slots__ = ("array", "dtype", "location", "requires_grad", "parameter")
 
-    def __init__(self, array: np.ndarray, dtype: dtypes.dtype, location: str = "cpu",
-                 requires_grad: bool = False, parameter: bool = False):
+    def __init__(
+        self,
+        array: np.ndarray,
+        dtype: dtypes.dtype,
+        location: str = "cpu",
+        requires_grad: bool = False,
+        parameter: bool = False,
+    ):
         self.array = array
         self.dtype = dtype
         self.location = location
@@ -89,8 +96,9 @@ class _Marker:
         return self.qualified_name
 
     def __call__(self, *args):
-        raise CheckpointError(f"a checkpoint tried to call {self.qualified_name!r}, which onnxnn.load "
-                              "only accepts as a type marker")
+        raise CheckpointError(
+            f"a checkpoint tried to call {self.qualified_name!r}, which onnxnn.load only accepts as a type marker"
+        )
 
 
 class _Global:
@@ -132,10 +140,17 @@ class _Storage:
 
 
 _STORAGE_DTYPES = {
-    "FloatStorage": dtypes.float32, "DoubleStorage": dtypes.float64, "HalfStorage": dtypes.float16,
-    "BFloat16Storage": dtypes.bfloat16, "LongStorage": dtypes.int64, "IntStorage": dtypes.int32,
-    "ShortStorage": dtypes.int16, "CharStorage": dtypes.int8, "ByteStorage": dtypes.uint8,
-    "BoolStorage": dtypes.bool, "UntypedStorage": dtypes.uint8,
+    "FloatStorage": dtypes.float32,
+    "DoubleStorage": dtypes.float64,
+    "HalfStorage": dtypes.float16,
+    "BFloat16Storage": dtypes.bfloat16,
+    "LongStorage": dtypes.int64,
+    "IntStorage": dtypes.int32,
+    "ShortStorage": dtypes.int16,
+    "CharStorage": dtypes.int8,
+    "ByteStorage": dtypes.uint8,
+    "BoolStorage": dtypes.bool,
+    "UntypedStorage": dtypes.uint8,
 }
 STORAGE_TYPES = {value: name for name, value in _STORAGE_DTYPES.items() if name != "UntypedStorage"}
 """The typed storage class ``torch.save`` names for each dtype that has one."""
@@ -156,8 +171,7 @@ def _check_int_tuple(value, what: str) -> tuple:
         raise _malformed(f"{what} is {describe(value)}, expected a tuple of at most {_MAX_DIMENSIONS} ints")
     for item in value:
         if type(item) is not int or item < 0:
-            raise _malformed(f"{what} {describe(tuple(value))} must hold non-negative ints "
-                             f"(found {describe(item)})")
+            raise _malformed(f"{what} {describe(tuple(value))} must hold non-negative ints (found {describe(item)})")
     return tuple(value)
 
 
@@ -178,18 +192,21 @@ def _strided_view(elements: np.ndarray, offset, size, stride) -> np.ndarray:
             return np.empty(size, dtype=elements.dtype)
         last = offset + sum((extent - 1) * step for extent, step in zip(size, stride))
         if last >= len(elements):
-            raise CheckpointError(f"tensor of size {list(size)}, stride {list(stride)} and storage offset {offset} "
-                                  f"reaches past the end of its storage of {len(elements)} elements "
-                                  "(the file is damaged or truncated)")
+            raise CheckpointError(
+                f"tensor of size {list(size)}, stride {list(stride)} and storage offset {offset} "
+                f"reaches past the end of its storage of {len(elements)} elements "
+                "(the file is damaged or truncated)"
+            )
         count = 1
         contiguous = True
         for extent, step in zip(reversed(size), reversed(stride)):
             contiguous = contiguous and (extent == 1 or step == count)
             count *= extent
         if contiguous:
-            return elements[offset:offset + count].reshape(size)
-        return np.lib.stride_tricks.as_strided(elements[offset:], shape=size, writeable=False,
-                                               strides=[step * elements.itemsize for step in stride])
+            return elements[offset : offset + count].reshape(size)
+        return np.lib.stride_tricks.as_strided(
+            elements[offset:], shape=size, writeable=False, strides=[step * elements.itemsize for step in stride]
+        )
     except ValueError as error:  # numpy: more elements than an index can address
         raise _malformed(f"size {list(size)} cannot be represented ({error})") from None
 
@@ -201,16 +218,18 @@ def _rebuild_tensor(storage, storage_offset, size, stride) -> PendingTensor:
     return PendingTensor(array, storage.dtype, storage.location)
 
 
-def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=False, backward_hooks=None,
-                       metadata=None) -> PendingTensor:
+def _rebuild_tensor_v2(
+    storage, storage_offset, size, stride, requires_grad=False, backward_hooks=None, metadata=None
+) -> PendingTensor:
     # backward_hooks is always an empty OrderedDict in files PyTorch writes; hooks are never restored.
     tensor = _rebuild_tensor(storage, storage_offset, size, stride)
     tensor.requires_grad = requires_grad is True
     return tensor
 
 
-def _rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad, backward_hooks, dtype,
-                       metadata=None) -> PendingTensor:
+def _rebuild_tensor_v3(
+    storage, storage_offset, size, stride, requires_grad, backward_hooks, dtype, metadata=None
+) -> PendingTensor:
     # Used for dtypes without a typed storage class: the storage holds raw bytes, the dtype comes separately.
     if not isinstance(storage, _Storage):
         raise _malformed(f"expected a storage, got {describe(storage)}")
@@ -246,8 +265,14 @@ def _bytes(*args) -> bytes:
 
 
 def _size(*args) -> Size:
-    if len(args) > 1 or (args and (type(args[0]) not in (tuple, list) or len(args[0]) > _MAX_DIMENSIONS
-                                   or not all(type(item) is int for item in args[0]))):
+    if len(args) > 1 or (
+        args
+        and (
+            type(args[0]) not in (tuple, list)
+            or len(args[0]) > _MAX_DIMENSIONS
+            or not all(type(item) is int for item in args[0])
+        )
+    ):
         raise CheckpointError("malformed torch.Size record")
     return Size(*args)
 
@@ -274,8 +299,12 @@ def _encode(text, encoding="utf-8") -> bytes:
 def _allowed_globals() -> dict:
     table = {"collections.OrderedDict": ORDERED_DICT, "builtins.set": SET, "builtins.frozenset": FROZENSET}
     for name, function in [
-        ("_codecs.encode", _encode), ("builtins.bytes", _bytes), ("torch.Size", _size), ("torch.device", _torch_device),
-        ("torch._utils._rebuild_tensor", _rebuild_tensor), ("torch._utils._rebuild_tensor_v2", _rebuild_tensor_v2),
+        ("_codecs.encode", _encode),
+        ("builtins.bytes", _bytes),
+        ("torch.Size", _size),
+        ("torch.device", _torch_device),
+        ("torch._utils._rebuild_tensor", _rebuild_tensor),
+        ("torch._utils._rebuild_tensor_v2", _rebuild_tensor_v2),
         ("torch._utils._rebuild_tensor_v3", _rebuild_tensor_v3),
         ("torch._utils._rebuild_parameter", _rebuild_parameter),
         ("torch._utils._rebuild_parameter_with_state", _rebuild_parameter),
@@ -304,8 +333,7 @@ def resolve_marker(value):
     if isinstance(value, _Marker) and value.kind == "dtype":
         return value.value
     name = getattr(value, "qualified_name", type(value).__name__)
-    raise CheckpointError(f"the checkpoint holds {name!r} outside a tensor record, which onnxnn.load does "
-                          "not support")
+    raise CheckpointError(f"the checkpoint holds {name!r} outside a tensor record, which onnxnn.load does not support")
 
 
 # ------------------------------------------------------------------------------------------ the archive
@@ -318,8 +346,17 @@ class _Archive:
         try:
             with zipfile.ZipFile(io.BytesIO(data)) as archive:
                 infos = archive.infolist()
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError, struct.error,
-                NotImplementedError, UnicodeDecodeError, IndexError) as error:
+        except (
+            zipfile.BadZipFile,
+            zipfile.LargeZipFile,
+            EOFError,
+            OSError,
+            ValueError,
+            struct.error,
+            NotImplementedError,
+            UnicodeDecodeError,
+            IndexError,
+        ) as error:
             raise self._damaged(f"{type(error).__name__}: {error}") from None
         self.members: dict[str, zipfile.ZipInfo] = {}
         for info in infos:
@@ -336,18 +373,21 @@ class _Archive:
         if info.flag_bits & 0x1:
             raise CheckpointError(f"cannot load {self._source}: zip member {name!r} is encrypted")
         if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-            raise CheckpointError(f"cannot load {self._source}: zip member {name!r} uses compression method "
-                                  f"{info.compress_type}; only stored and deflated members are supported")
+            raise CheckpointError(
+                f"cannot load {self._source}: zip member {name!r} uses compression method "
+                f"{info.compress_type}; only stored and deflated members are supported"
+            )
         if info.compress_size > len(self._data):
             raise self._damaged(f"member {name!r} claims {info.compress_size} bytes, more than the file holds")
         if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
-            raise self._damaged(f"stored member {name!r} claims {info.file_size} bytes but stores "
-                                f"{info.compress_size}")
+            raise self._damaged(f"stored member {name!r} claims {info.file_size} bytes but stores {info.compress_size}")
         if info.file_size > _MAX_DEFLATE_RATIO * info.compress_size + 64:
-            raise self._damaged(f"member {name!r} claims to inflate {info.compress_size} bytes to "
-                                f"{info.file_size}, beyond deflate's largest ratio")
+            raise self._damaged(
+                f"member {name!r} claims to inflate {info.compress_size} bytes to "
+                f"{info.file_size}, beyond deflate's largest ratio"
+            )
         begin = self._data_offset(info)
-        stored = memoryview(self._data)[begin:begin + info.compress_size]
+        stored = memoryview(self._data)[begin : begin + info.compress_size]
         if len(stored) != info.compress_size:
             raise self._damaged(f"member {name!r} runs past the end of the file")
         if info.compress_type == zipfile.ZIP_STORED:
@@ -366,7 +406,7 @@ class _Archive:
 
     def _data_offset(self, info: zipfile.ZipInfo) -> int:
         header = info.header_offset
-        if header < 0 or header + 30 > len(self._data) or self._data[header:header + 4] != b"PK\x03\x04":
+        if header < 0 or header + 30 > len(self._data) or self._data[header : header + 4] != b"PK\x03\x04":
             raise self._damaged(f"member {info.filename!r} has no local header at byte {header}")
         name_length, extra_length = struct.unpack_from("<HH", self._data, header + 26)
         return header + 30 + name_length + extra_length
@@ -376,17 +416,19 @@ def _find_record_prefix(archive: _Archive, source: str) -> str:
     names = archive.members
     if "data.pkl" in names:
         return ""
-    prefixes = [name[: -len("data.pkl")] for name in names
-                if name.endswith("/data.pkl") and name.count("/") == 1]
+    prefixes = [name[: -len("data.pkl")] for name in names if name.endswith("/data.pkl") and name.count("/") == 1]
     if len(prefixes) == 1:
         return prefixes[0]
     if any(name.endswith("constants.pkl") or "/code/" in name for name in names):
-        raise CheckpointError(f"cannot load {source}: it is a TorchScript archive (torch.jit.save); onnxnn.load "
-                              "reads checkpoints written by torch.save")
+        raise CheckpointError(
+            f"cannot load {source}: it is a TorchScript archive (torch.jit.save); onnxnn.load "
+            "reads checkpoints written by torch.save"
+        )
     if len(prefixes) > 1:
         raise CheckpointError(f"cannot load {source}: the zip archive holds several data.pkl records")
-    raise CheckpointError(f"cannot load {source}: the zip archive has no data.pkl record, so it is not a PyTorch "
-                          "checkpoint")
+    raise CheckpointError(
+        f"cannot load {source}: the zip archive has no data.pkl record, so it is not a PyTorch checkpoint"
+    )
 
 
 class _TorchUnpickler:
@@ -427,12 +469,15 @@ class _TorchUnpickler:
     def _read_storage(self, key: str, storage_dtype: dtypes.dtype, location: str, numel: int) -> _Storage:
         entry = f"{self._prefix}data/{key}"
         if entry not in self._archive.members:
-            raise CheckpointError(f"{self._source} is damaged or truncated: storage {entry!r} is missing "
-                                  "from the archive")
+            raise CheckpointError(
+                f"{self._source} is damaged or truncated: storage {entry!r} is missing from the archive"
+            )
         raw = self._archive.read(entry)
         if len(raw) < numel * storage_dtype.itemsize:
-            raise CheckpointError(f"{self._source} is damaged or truncated: storage {entry!r} holds "
-                                  f"{len(raw)} bytes, expected {numel * storage_dtype.itemsize}")
+            raise CheckpointError(
+                f"{self._source} is damaged or truncated: storage {entry!r} holds "
+                f"{len(raw)} bytes, expected {numel * storage_dtype.itemsize}"
+            )
         return _Storage(key, raw, storage_dtype, location, numel, self._byteorder)
 
 
@@ -459,8 +504,19 @@ def read_torch_zip(data: bytes, source: str):
         if str(error).startswith("cannot load") or source in str(error):
             raise
         raise CheckpointError(f"cannot load {source}: {error}") from None
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError, MemoryError,
-            UnicodeError, OverflowError, struct.error) as error:
+    except (
+        ValueError,
+        TypeError,
+        KeyError,
+        IndexError,
+        AttributeError,
+        RecursionError,
+        MemoryError,
+        UnicodeError,
+        OverflowError,
+        struct.error,
+    ) as error:
         # A call of an allowed global with arguments of the wrong number or kind.
-        raise CheckpointError(f"cannot load {source}: malformed data.pkl ({type(error).__name__}: "
-                              f"{describe(str(error), 200)})") from None
+        raise CheckpointError(
+            f"cannot load {source}: malformed data.pkl ({type(error).__name__}: {describe(str(error), 200)})"
+        ) from None

@@ -22,6 +22,7 @@ bytes are ``_codecs.encode(text, "latin1")``, sets ``builtins.set(list)``, sizes
 devices ``torch.device(...)``, dtypes ``torch.float32`` and kin. One tensor object saved at two places
 is one memo entry, so it loads as one tensor, as with ``torch.save``.
 """
+
 from __future__ import annotations
 
 import math
@@ -104,7 +105,7 @@ class _Pickler:
             self.out += b"("
         for index, item in enumerate(items):
             self._save(item, path + [index])
-        self.out += b"t" if len(items) > 3 else b"\x84\x85\x86\x87"[len(items):len(items) + 1]
+        self.out += b"t" if len(items) > 3 else b"\x84\x85\x86\x87"[len(items) : len(items) + 1]
 
     def _call(self, module: str, name: str, arguments: tuple, path: list) -> None:
         self._global(module, name)
@@ -142,8 +143,11 @@ class _Pickler:
             finally:
                 self._open.discard(id(value))
         else:
-            hint = (" in PyTorch's format, whose weights_only loader refuses it; save to a .safetensors name"
-                    if isinstance(value, frozenset) else "")
+            hint = (
+                " in PyTorch's format, whose weights_only loader refuses it; save to a .safetensors name"
+                if isinstance(value, frozenset)
+                else ""
+            )
             raise TypeError(f"cannot save value of type {type(value).__name__} at {_format_path(path)}{hint}")
 
     def _container(self, value, path: list) -> None:
@@ -172,7 +176,7 @@ class _Pickler:
         items = list(value.items())
         for start in range(0, len(items), 1000):
             self.out += b"("
-            for key, item in items[start:start + 1000]:
+            for key, item in items[start : start + 1000]:
                 if isinstance(key, (Tensor, list, dict, set)):
                     raise TypeError(f"cannot save a dict key of type {type(key).__name__} at {_format_path(path)}")
                 self._save(key, path)
@@ -195,7 +199,7 @@ class _Pickler:
         key = str(len(self.tensors))
         self.tensors.append(tensor)
         shape = tuple(int(size) for size in tensor.shape)
-        strides = tuple(math.prod(shape[index + 1:]) for index in range(len(shape)))
+        strides = tuple(math.prod(shape[index + 1 :]) for index in range(len(shape)))
         location = "cpu" if tensor.device == CPU else str(tensor.device)
         typed = STORAGE_TYPES.get(tensor.dtype)
         self._global("torch._utils", "_rebuild_tensor_v2" if typed else "_rebuild_tensor_v3")
@@ -255,20 +259,59 @@ class _ZipWriter:
         extra = zip64_extra + struct.pack("<HH", 0x4246, padding) + b"Z" * padding
         stored_size = _ESCAPE if zip64 else size
         version = 45 if zip64 else 20
-        self._emit(struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", version, 0x800, 0, 0, 0x21, crc,
-                               stored_size, stored_size, len(encoded), len(extra)) + encoded + extra)
+        self._emit(
+            struct.pack(
+                "<4sHHHHHIIIHH",
+                b"PK\x03\x04",
+                version,
+                0x800,
+                0,
+                0,
+                0x21,
+                crc,
+                stored_size,
+                stored_size,
+                len(encoded),
+                len(extra),
+            )
+            + encoded
+            + extra
+        )
         if size:
             self._emit(content)
         central_zip64 = [size, size] if zip64 else []
         if offset >= _ZIP64_THRESHOLD:
             central_zip64.append(offset)
-        central_extra = struct.pack(f"<HH{len(central_zip64)}Q", 1, 8 * len(central_zip64), *central_zip64) \
-            if central_zip64 else b""
+        central_extra = (
+            struct.pack(f"<HH{len(central_zip64)}Q", 1, 8 * len(central_zip64), *central_zip64)
+            if central_zip64
+            else b""
+        )
         central_version = 45 if central_extra else 20
-        self._central.append(struct.pack(
-            "<4sHHHHHHIIIHHHHHII", b"PK\x01\x02", central_version, central_version, 0x800, 0, 0, 0x21, crc,
-            stored_size, stored_size, len(encoded), len(central_extra), 0, 0, 0, 0,
-            _ESCAPE if offset >= _ZIP64_THRESHOLD else offset) + encoded + central_extra)
+        self._central.append(
+            struct.pack(
+                "<4sHHHHHHIIIHHHHHII",
+                b"PK\x01\x02",
+                central_version,
+                central_version,
+                0x800,
+                0,
+                0,
+                0x21,
+                crc,
+                stored_size,
+                stored_size,
+                len(encoded),
+                len(central_extra),
+                0,
+                0,
+                0,
+                0,
+                _ESCAPE if offset >= _ZIP64_THRESHOLD else offset,
+            )
+            + encoded
+            + central_extra
+        )
 
     def finish(self) -> None:
         start = self._position
@@ -281,8 +324,19 @@ class _ZipWriter:
             self._emit(struct.pack("<4sQHHIIQQQQ", b"PK\x06\x06", 44, 45, 45, 0, 0, count, count, size, start))
             self._emit(struct.pack("<4sIQI", b"PK\x06\x07", 0, end64, 1))
         entries = 0xFFFF if zip64 else count
-        self._emit(struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, entries, entries,
-                               _ESCAPE if zip64 else size, _ESCAPE if zip64 else start, 0))
+        self._emit(
+            struct.pack(
+                "<4sHHHHIIH",
+                b"PK\x05\x06",
+                0,
+                0,
+                entries,
+                entries,
+                _ESCAPE if zip64 else size,
+                _ESCAPE if zip64 else start,
+                0,
+            )
+        )
 
 
 def _element_bytes(tensor: Tensor) -> memoryview:

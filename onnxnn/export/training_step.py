@@ -6,6 +6,7 @@ parameters, the buffers and the optimizer state; its outputs are the loss and th
 parameters, buffers and state. Feeding each run's outputs back as the next run's inputs trains
 the model in onnxruntime alone (no training build needed), step for step as onnxnn would.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -101,8 +102,9 @@ def _use_capturable_steps(optimizer) -> list:
     return changed
 
 
-def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, batch_names=None,
-                          opset_version: int | None = None) -> tuple[onnx.ModelProto, TrainingStepSignature]:
+def training_step_to_onnx(
+    model, loss_fn, optimizer, example_batch, f=None, *, batch_names=None, opset_version: int | None = None
+) -> tuple[onnx.ModelProto, TrainingStepSignature]:
     """Exports one training step (forward, loss, backward, optimizer update) as an ONNX model.
 
     Args:
@@ -132,8 +134,10 @@ def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, b
     """
     opset = None if opset_version is None else int(opset_version)
     if opset is not None and not MIN_OPSET_VERSION <= opset <= max_opset_version():
-        raise ValueError(f"training_step_to_onnx: opset_version {opset} is not supported; choose one from "
-                         f"{MIN_OPSET_VERSION} to {max_opset_version()}")
+        raise ValueError(
+            f"training_step_to_onnx: opset_version {opset} is not supported; choose one from "
+            f"{MIN_OPSET_VERSION} to {max_opset_version()}"
+        )
     batch = [arg if isinstance(arg, Tensor) else as_tensor(np.asarray(arg)) for arg in example_batch]
     if not batch:
         raise ValueError("training_step_to_onnx: example_batch must hold at least the model input")
@@ -141,18 +145,23 @@ def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, b
         names = list(batch_names)
     else:
         names = ["input", "target"] + [f"target_{i}" for i in range(1, len(batch) - 1)]
-    names = names[:len(batch)]
+    names = names[: len(batch)]
     if any(type(module).__name__.startswith("Dropout") and module.p > 0 for module in model.modules()):
-        warnings.warn("training_step_to_onnx: the model has Dropout; its mask is drawn once while recording and "
-                      "is the same in every exported step", UserWarning, stacklevel=2)
+        warnings.warn(
+            "training_step_to_onnx: the model has Dropout; its mask is drawn once while recording and "
+            "is the same in every exported step",
+            UserWarning,
+            stacklevel=2,
+        )
 
     named_parameters = dict(model.named_parameters())
     name_of_parameter = {id(p): name for name, p in named_parameters.items()}
     trained = [p for group in optimizer.param_groups for p in group["params"]]
     for param in trained:
         if id(param) not in name_of_parameter:
-            raise ValueError("training_step_to_onnx: the optimizer updates a tensor that is not a parameter of "
-                             "the model")
+            raise ValueError(
+                "training_step_to_onnx: the optimizer updates a tensor that is not a parameter of the model"
+            )
     buffers = dict(model.named_buffers())
     previous_mode = model.training
     capturable_groups = _use_capturable_steps(optimizer)
@@ -208,8 +217,11 @@ def training_step_to_onnx(model, loss_fn, optimizer, example_batch, f=None, *, b
     if f is not None:
         write_model(proto, f)
     signature = TrainingStepSignature(
-        names, {name: f"{name}.next" for name, _ in carried}, "loss",
-        {name: np.array(start_values[name].data) for name, _ in carried})
+        names,
+        {name: f"{name}.next" for name, _ in carried},
+        "loss",
+        {name: np.array(start_values[name].data) for name, _ in carried},
+    )
     return proto, signature
 
 

@@ -6,6 +6,7 @@ Example::
     >>> model = from_onnx("model.onnx")
     >>> output = model(onnxnn.randn(1, 4))
 """
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,9 @@ from .loading import load_model
 __all__ = ["from_onnx", "GraphModule", "ModelMetadata"]
 
 
-def from_onnx(path_or_model: str | os.PathLike | bytes | onnx.ModelProto, *,
-              base_dir: str | os.PathLike | None = None) -> GraphModule:
+def from_onnx(
+    path_or_model: str | os.PathLike | bytes | onnx.ModelProto, *, base_dir: str | os.PathLike | None = None
+) -> GraphModule:
     """Loads an ONNX model as a :class:`GraphModule` (an ``nn.Module`` that replays the graph).
 
     The model is checked with ``onnx.checker`` and onnx's strict shape inference, its external

@@ -4,6 +4,7 @@ Ints, floats and strings become Python scalars, their repeated forms lists, tens
 sparse tensors dense numpy arrays; graph attributes (the bodies of ``If``, ``Loop``, ``Scan``) are
 returned as ``GraphProto`` and compiled by the caller.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -29,8 +30,9 @@ def tensor_to_array(tensor: onnx.TensorProto) -> np.ndarray:
         ModelLoadError: the tensor's data is still external.
     """
     if tensor.data_location == onnx.TensorProto.EXTERNAL:
-        raise ModelLoadError(f"tensor '{tensor.name}' keeps its data in an external file that was not read "
-                             "through the model's folder")
+        raise ModelLoadError(
+            f"tensor '{tensor.name}' keeps its data in an external file that was not read through the model's folder"
+        )
     return numpy_helper.to_array(tensor)
 
 
@@ -56,16 +58,27 @@ def sparse_to_dense(sparse: onnx.SparseTensorProto) -> np.ndarray:
         problem = f"negative dims {list(dims)}"
     elif indices.dtype.kind not in "iu":
         problem = f"indices of type {indices.dtype}, not integers"
-    elif not (indices.ndim == 1 and len(indices) == len(values)
-              or indices.ndim == 2 and indices.shape == (len(values), len(dims))):
-        problem = (f"indices of shape {list(indices.shape)} for {len(values)} values in {len(dims)} dims "
-                   f"(ONNX asks for [{len(values)}] or [{len(values)}, {len(dims)}])")
-    elif indices.size and (indices.min() < 0 or (indices.ndim == 1 and indices.max() >= count)
-                           or (indices.ndim == 2 and np.any(indices >= np.asarray(dims)))):
+    elif not (
+        indices.ndim == 1
+        and len(indices) == len(values)
+        or indices.ndim == 2
+        and indices.shape == (len(values), len(dims))
+    ):
+        problem = (
+            f"indices of shape {list(indices.shape)} for {len(values)} values in {len(dims)} dims "
+            f"(ONNX asks for [{len(values)}] or [{len(values)}, {len(dims)}])"
+        )
+    elif indices.size and (
+        indices.min() < 0
+        or (indices.ndim == 1 and indices.max() >= count)
+        or (indices.ndim == 2 and np.any(indices >= np.asarray(dims)))
+    ):
         problem = f"an index out of range for dims {list(dims)}"
     elif nbytes(dims, values.dtype.itemsize) > allocation_limit():
-        problem = (f"dims {list(dims)}, whose dense form ({nbytes(dims, values.dtype.itemsize):,} bytes) is more "
-                   "than this process may allocate")
+        problem = (
+            f"dims {list(dims)}, whose dense form ({nbytes(dims, values.dtype.itemsize):,} bytes) is more "
+            "than this process may allocate"
+        )
     if problem is not None:
         raise ModelLoadError(f"sparse tensor '{name}' has {problem}")
     dense = np.zeros(count, dtype=values.dtype)
@@ -91,8 +104,10 @@ def attribute_value(attribute: AttributeProto) -> Any:
             outside a function body, or has a type with no Python form here.
     """
     if attribute.ref_attr_name:
-        raise NotImplementedError(f"attribute '{attribute.name}' refers to the function attribute "
-                                  f"'{attribute.ref_attr_name}', which only a function body may do")
+        raise NotImplementedError(
+            f"attribute '{attribute.name}' refers to the function attribute "
+            f"'{attribute.ref_attr_name}', which only a function body may do"
+        )
     kind = attribute.type
     if kind == AttributeProto.FLOAT:
         return float(attribute.f)
@@ -122,8 +137,9 @@ def attribute_value(attribute: AttributeProto) -> Any:
         return list(attribute.graphs)
     if kind == AttributeProto.TYPE_PROTOS:
         return list(attribute.type_protos)
-    raise NotImplementedError(f"attribute '{attribute.name}' has type "
-                              f"{AttributeProto.AttributeType.Name(kind)}, which onnxnn cannot read")
+    raise NotImplementedError(
+        f"attribute '{attribute.name}' has type {AttributeProto.AttributeType.Name(kind)}, which onnxnn cannot read"
+    )
 
 
 def node_attributes(node: onnx.NodeProto) -> dict[str, Any]:

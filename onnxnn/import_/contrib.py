@@ -13,6 +13,7 @@ What a node asks for that onnxnn does not replay (a preallocated or beam-search 
 cache, a packed layout, a batch of sequences of different lengths in GroupQueryAttention) raises
 NotImplementedError naming the node, its op and the input or attribute, when the module runs.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,11 +43,13 @@ def _as_float32(value: float) -> float:
 
 
 def _unsupported(call: NodeCall, what: str) -> NotImplementedError:
-    return NotImplementedError(f"{call.op_type} node '{call.name}' (domain '{CONTRIB_DOMAIN}'): onnxnn does not "
-                               f"replay {what}")
+    return NotImplementedError(
+        f"{call.op_type} node '{call.name}' (domain '{CONTRIB_DOMAIN}'): onnxnn does not replay {what}"
+    )
 
 
 # ----------------------------------------------------------------------------- matrix products
+
 
 def _transposed_operand(tensor: Tensor, trans: int, trans_batch: int) -> Tensor:
     """FusedMatMul's operand as MatMul sees it: transBatch moves dim 0 before the matrix's last
@@ -68,6 +71,7 @@ def FusedMatMul(call: NodeCall, A, B, *, alpha=1.0, transA=0, transB=0, transBat
 
 
 # ----------------------------------------------------------------------------- the Gelu family
+
 
 @importers.register("Gelu", domain=CONTRIB_DOMAIN)
 def Gelu(call: NodeCall, X):
@@ -104,6 +108,7 @@ def BiasAdd(call: NodeCall, X, bias, skip):
 
 # ----------------------------------------------------------------------------- layer normalizations
 
+
 def _skip_sum(input: Tensor, skip: Tensor, bias: Tensor | None) -> Tensor:
     total = input + skip
     return total if bias is None else total + bias
@@ -127,27 +132,29 @@ def _normalized(total: Tensor, epsilon: float, centered: bool, axis: int = -1) -
 
 
 @importers.register("SkipLayerNormalization", domain=CONTRIB_DOMAIN)
-def SkipLayerNormalization(call: NodeCall, input, skip, gamma, beta=None, bias=None, *,
-                           epsilon=_SKIP_LAYER_NORM_EPSILON):
+def SkipLayerNormalization(
+    call: NodeCall, input, skip, gamma, beta=None, bias=None, *, epsilon=_SKIP_LAYER_NORM_EPSILON
+):
     """LayerNorm(input + skip + bias) * gamma + beta; also the mean, 1/std and the sum."""
     total = _skip_sum(input, skip, bias)
     normalized, mean, inv_std_var = _normalized(total, epsilon, centered=True)
     output = normalized * gamma
     if beta is not None:
         output = output + beta
-    return (output, mean, inv_std_var, total)[:call.num_outputs]
+    return (output, mean, inv_std_var, total)[: call.num_outputs]
 
 
 @importers.register("SkipSimplifiedLayerNormalization", domain=CONTRIB_DOMAIN)
-def SkipSimplifiedLayerNormalization(call: NodeCall, input, skip, gamma, bias=None, *,
-                                     epsilon=_SKIP_LAYER_NORM_EPSILON):
+def SkipSimplifiedLayerNormalization(
+    call: NodeCall, input, skip, gamma, bias=None, *, epsilon=_SKIP_LAYER_NORM_EPSILON
+):
     """RMSNorm(input + skip + bias) * gamma; outputs as SkipLayerNormalization's.
 
     The mean output is zeros, as onnxruntime writes it: RMSNorm subtracts no mean.
     """
     total = _skip_sum(input, skip, bias)
     normalized, mean, inv_std_var = _normalized(total, epsilon, centered=False)
-    return (normalized * gamma, creation.zeros_like(mean), inv_std_var, total)[:call.num_outputs]
+    return (normalized * gamma, creation.zeros_like(mean), inv_std_var, total)[: call.num_outputs]
 
 
 @importers.register("LayerNormalization", domain=CONTRIB_DOMAIN)
@@ -158,7 +165,7 @@ def LayerNormalization(call: NodeCall, X, Scale, B=None, *, axis=-1, epsilon=1e-
     """
     normalized, mean, inv_std_var = _normalized(X, epsilon, centered=True, axis=axis)
     output = normalized * Scale
-    return (output if B is None else output + B, mean, inv_std_var)[:call.num_outputs]
+    return (output if B is None else output + B, mean, inv_std_var)[: call.num_outputs]
 
 
 @importers.register("SimplifiedLayerNormalization", domain=CONTRIB_DOMAIN)
@@ -168,10 +175,11 @@ def SimplifiedLayerNormalization(call: NodeCall, X, scale, *, axis=-1, epsilon=1
     Models write it in the default domain; loading reads it as this op (``validation``).
     """
     normalized, _, inv_std_var = _normalized(X, epsilon, centered=False, axis=axis)
-    return (normalized * scale, inv_std_var)[:call.num_outputs]
+    return (normalized * scale, inv_std_var)[: call.num_outputs]
 
 
 # ----------------------------------------------------------------------------- attention
+
 
 def _split_heads(tensor: Tensor, num_heads: int) -> Tensor:
     """``[B, S, N * H] -> [B, N, S, H]``."""
@@ -185,8 +193,9 @@ def _merge_heads(tensor: Tensor) -> Tensor:
     return tensor.transpose(1, 2).reshape(batch, length, heads * size)
 
 
-def _key_mask_bias(call: NodeCall, mask: Tensor, batch: int, query_length: int, key_length: int,
-                   filter_value: float, dtype) -> Tensor:
+def _key_mask_bias(
+    call: NodeCall, mask: Tensor, batch: int, query_length: int, key_length: int, filter_value: float, dtype
+) -> Tensor:
     """The additive score bias of a key mask, broadcast to ``[B, 1, S, T]``.
 
     A mask of shape ``[B, T]`` (or ``[B, S, T]``) holds 1 for keys to attend and 0 for masked ones;
@@ -202,14 +211,29 @@ def _key_mask_bias(call: NodeCall, mask: Tensor, batch: int, query_length: int, 
     elif shape == (batch, query_length, key_length):
         keep = (mask != 0).reshape(batch, 1, query_length, key_length)
     else:
-        raise _unsupported(call, f"a mask of shape {list(shape)} (only [batch], [batch, total_sequence] and "
-                                 f"[batch, sequence, total_sequence])")
-    return ops.where(keep, constant_tensor(np.zeros((), dtype.numpy_dtype)),
-                     constant_tensor(np.array(filter_value, dtype.numpy_dtype)))
+        raise _unsupported(
+            call,
+            f"a mask of shape {list(shape)} (only [batch], [batch, total_sequence] and "
+            f"[batch, sequence, total_sequence])",
+        )
+    return ops.where(
+        keep,
+        constant_tensor(np.zeros((), dtype.numpy_dtype)),
+        constant_tensor(np.array(filter_value, dtype.numpy_dtype)),
+    )
 
 
-def _attend(call: NodeCall, query: Tensor, key: Tensor, value: Tensor, *, scale: float, bias: Tensor | None,
-            causal: bool, filter_value: float) -> Tensor:
+def _attend(
+    call: NodeCall,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    *,
+    scale: float,
+    bias: Tensor | None,
+    causal: bool,
+    filter_value: float,
+) -> Tensor:
     """softmax(q k^T * scale + bias) v over ``[B, N, S, H]`` heads, future keys masked when causal."""
     scale = scale or 1.0 / math.sqrt(query.shape[-1])
     scores = ops.matmul(query, key.transpose(-1, -2)) * _as_float32(scale)
@@ -225,10 +249,25 @@ def _attend(call: NodeCall, query: Tensor, key: Tensor, value: Tensor, *, scale:
 
 
 @importers.register("Attention", domain=CONTRIB_DOMAIN)
-def Attention(call: NodeCall, input, weights, bias=None, mask_index=None, past=None, attention_bias=None,
-              past_sequence_length=None, *, num_heads, unidirectional=0, qkv_hidden_sizes=None,
-              mask_filter_value=_MASK_FILTER_VALUE, scale=0.0, do_rotary=0, past_present_share_buffer=0,
-              rotary_embedding_dim=0):
+def Attention(
+    call: NodeCall,
+    input,
+    weights,
+    bias=None,
+    mask_index=None,
+    past=None,
+    attention_bias=None,
+    past_sequence_length=None,
+    *,
+    num_heads,
+    unidirectional=0,
+    qkv_hidden_sizes=None,
+    mask_filter_value=_MASK_FILTER_VALUE,
+    scale=0.0,
+    do_rotary=0,
+    past_present_share_buffer=0,
+    rotary_embedding_dim=0,
+):
     """BERT's and GPT-2's self-attention with its input projection: ``[B, S, D] -> [B, S, Hv]``.
 
     With ``past`` (``[2, B, N, P, H]``: the keys and values of earlier steps) the new keys and
@@ -247,30 +286,54 @@ def Attention(call: NodeCall, input, weights, bias=None, mask_index=None, past=N
     query, key, value = (_split_heads(part, num_heads) for part in projected.split(sizes, dim=-1))
     if past is not None:
         key, value = ops.cat([past[0], key], 2), ops.cat([past[1], value], 2)
-    attended = _masked_attention(call, query, key, value, mask_index, attention_bias, scale, unidirectional,
-                                 mask_filter_value)
+    attended = _masked_attention(
+        call, query, key, value, mask_index, attention_bias, scale, unidirectional, mask_filter_value
+    )
     outputs = [_merge_heads(attended)]
     if call.num_outputs > 1:
         outputs.append(ops.stack([key, value], 0))  # present: [2, B, N, T, H]
     return tuple(outputs)
 
 
-def _masked_attention(call: NodeCall, query, key, value, key_mask, attention_bias, scale, unidirectional,
-                      mask_filter_value):
+def _masked_attention(
+    call: NodeCall, query, key, value, key_mask, attention_bias, scale, unidirectional, mask_filter_value
+):
     """``_attend`` over ``[B, N, S, H]`` heads with the attention bias plus the key mask's bias."""
     score_bias = attention_bias
     if key_mask is not None:
-        mask_bias = _key_mask_bias(call, key_mask, query.shape[0], query.shape[2], key.shape[2],
-                                   _as_float32(mask_filter_value), query.dtype)
+        mask_bias = _key_mask_bias(
+            call, key_mask, query.shape[0], query.shape[2], key.shape[2], _as_float32(mask_filter_value), query.dtype
+        )
         score_bias = mask_bias if score_bias is None else score_bias + mask_bias
-    return _attend(call, query, key, value, scale=scale, bias=score_bias, causal=bool(unidirectional),
-                   filter_value=_as_float32(mask_filter_value))
+    return _attend(
+        call,
+        query,
+        key,
+        value,
+        scale=scale,
+        bias=score_bias,
+        causal=bool(unidirectional),
+        filter_value=_as_float32(mask_filter_value),
+    )
 
 
 @importers.register("MultiHeadAttention", domain=CONTRIB_DOMAIN)
-def MultiHeadAttention(call: NodeCall, query, key=None, value=None, bias=None, key_padding_mask=None,
-                       attention_bias=None, past_key=None, past_value=None, *args, num_heads,
-                       mask_filter_value=_MASK_FILTER_VALUE, scale=0.0, unidirectional=0):
+def MultiHeadAttention(
+    call: NodeCall,
+    query,
+    key=None,
+    value=None,
+    bias=None,
+    key_padding_mask=None,
+    attention_bias=None,
+    past_key=None,
+    past_value=None,
+    *args,
+    num_heads,
+    mask_filter_value=_MASK_FILTER_VALUE,
+    scale=0.0,
+    unidirectional=0,
+):
     """Attention over projected query, key and value ``[B, S, D]`` (key/value also as ``[B, N, L, H]``).
 
     ``past_key`` and ``past_value`` (``[B, N, P, H]``) are prepended to the keys and values, and
@@ -295,12 +358,22 @@ def MultiHeadAttention(call: NodeCall, query, key=None, value=None, bias=None, k
     heads_value = value if len(value.shape) == 4 else _split_heads(value, num_heads)
     if past_key is not None and past_value is not None:
         heads_key, heads_value = ops.cat([past_key, heads_key], 2), ops.cat([past_value, heads_value], 2)
-    attended = _masked_attention(call, heads_query, heads_key, heads_value, key_padding_mask, attention_bias,
-                                 scale, unidirectional, mask_filter_value)
-    return (_merge_heads(attended), heads_key, heads_value)[:call.num_outputs]
+    attended = _masked_attention(
+        call,
+        heads_query,
+        heads_key,
+        heads_value,
+        key_padding_mask,
+        attention_bias,
+        scale,
+        unidirectional,
+        mask_filter_value,
+    )
+    return (_merge_heads(attended), heads_key, heads_value)[: call.num_outputs]
 
 
 # ----------------------------------------------------------------------------- rotary embedding
+
 
 def _rotated(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor:
     """``x`` (last dim = rotary dim) rotated pairwise by the angles whose cos/sin are given (half size).
@@ -316,8 +389,19 @@ def _rotated(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor:
 
 
 @importers.register("RotaryEmbedding", domain=CONTRIB_DOMAIN)
-def RotaryEmbedding(call: NodeCall, input, position_ids, cos_cache, sin_cache, *, interleaved=0,
-                    is_packed_batching=0, num_heads=0, rotary_embedding_dim=0, scale=1.0):
+def RotaryEmbedding(
+    call: NodeCall,
+    input,
+    position_ids,
+    cos_cache,
+    sin_cache,
+    *,
+    interleaved=0,
+    is_packed_batching=0,
+    num_heads=0,
+    rotary_embedding_dim=0,
+    scale=1.0,
+):
     """RoPE on ``[B, S, N * H]`` or ``[B, N, S, H]``: the first ``rotary_embedding_dim`` of each head rotated.
 
     ``position_ids`` is ``[B, S]``, or ``[1]``: the first position, the others following it.
@@ -349,10 +433,23 @@ def RotaryEmbedding(call: NodeCall, input, position_ids, cos_cache, sin_cache, *
 
 # ----------------------------------------------------------------------------- embeddings
 
+
 @importers.register("EmbedLayerNormalization", domain=CONTRIB_DOMAIN)
-def EmbedLayerNormalization(call: NodeCall, input_ids, segment_ids, word_embedding, position_embedding,
-                            segment_embedding=None, gamma=None, beta=None, mask=None, position_ids=None, *,
-                            epsilon=_SKIP_LAYER_NORM_EPSILON, mask_index_type=1):
+def EmbedLayerNormalization(
+    call: NodeCall,
+    input_ids,
+    segment_ids,
+    word_embedding,
+    position_embedding,
+    segment_embedding=None,
+    gamma=None,
+    beta=None,
+    mask=None,
+    position_ids=None,
+    *,
+    epsilon=_SKIP_LAYER_NORM_EPSILON,
+    mask_index_type=1,
+):
     """BERT's embeddings: LayerNorm(word + position + segment embeddings); also the mask's lengths.
 
     Outputs: the normalized embeddings ``[B, S, H]``, ``mask_index`` ``[B]`` (int32: the number
@@ -361,8 +458,9 @@ def EmbedLayerNormalization(call: NodeCall, input_ids, segment_ids, word_embeddi
     batch, length = input_ids.shape
     if position_ids is None:
         position_ids = creation.arange(length, dtype=dtypes.int64).reshape(1, length)
-    total = (apply_op("Gather", (word_embedding, input_ids), {"axis": 0})
-             + apply_op("Gather", (position_embedding, position_ids), {"axis": 0}))
+    total = apply_op("Gather", (word_embedding, input_ids), {"axis": 0}) + apply_op(
+        "Gather", (position_embedding, position_ids), {"axis": 0}
+    )
     if segment_embedding is not None and segment_ids is not None:
         total = total + apply_op("Gather", (segment_embedding, segment_ids), {"axis": 0})
     normalized, _, _ = _normalized(total, epsilon, centered=True)
@@ -371,18 +469,19 @@ def EmbedLayerNormalization(call: NodeCall, input_ids, segment_ids, word_embeddi
         mask_index = creation.zeros(batch, dtype=dtypes.int32)
     else:
         mask_index = (mask != 0).to(dtypes.int32).sum(1).to(dtypes.int32)
-    return (output, mask_index, total)[:call.num_outputs]
+    return (output, mask_index, total)[: call.num_outputs]
 
 
 # ----------------------------------------------------------------------------- convolution
 
+
 def _clip(x: Tensor, params: list) -> Tensor:
-    low, high = (list(params) + [-math.inf, math.inf][len(params):])[:2]
+    low, high = (list(params) + [-math.inf, math.inf][len(params) :])[:2]
     return ops.clamp(x, _as_float32(low), _as_float32(high))
 
 
 def _hard_sigmoid(x: Tensor, params: list) -> Tensor:
-    alpha, beta = (list(params) + [0.2, 0.5][len(params):])[:2]
+    alpha, beta = (list(params) + [0.2, 0.5][len(params) :])[:2]
     return ops.clamp(x * _as_float32(alpha) + _as_float32(beta), 0.0, 1.0)
 
 
@@ -413,6 +512,7 @@ def FusedConv(call: NodeCall, X, W, B=None, Z=None, *, activation=None, activati
 
 # ----------------------------------------------------------------------------- grouped-query attention
 
+
 def _repeat_heads(tensor: Tensor, times: int) -> Tensor:
     """``[B, Nkv, T, H] -> [B, Nkv * times, T, H]``, each key/value head serving ``times`` query heads."""
     if times == 1:
@@ -422,10 +522,28 @@ def _repeat_heads(tensor: Tensor, times: int) -> Tensor:
 
 
 @importers.register("GroupQueryAttention", domain=CONTRIB_DOMAIN)
-def GroupQueryAttention(call: NodeCall, query, key=None, value=None, past_key=None, past_value=None, seqlens_k=None,
-                        total_sequence_length=None, cos_cache=None, sin_cache=None, *args, num_heads, kv_num_heads,
-                        scale=0.0, do_rotary=0, rotary_interleaved=0, local_window_size=-1, softcap=0.0,
-                        smooth_softmax=0, **unused):
+def GroupQueryAttention(
+    call: NodeCall,
+    query,
+    key=None,
+    value=None,
+    past_key=None,
+    past_value=None,
+    seqlens_k=None,
+    total_sequence_length=None,
+    cos_cache=None,
+    sin_cache=None,
+    *args,
+    num_heads,
+    kv_num_heads,
+    scale=0.0,
+    do_rotary=0,
+    rotary_interleaved=0,
+    local_window_size=-1,
+    softcap=0.0,
+    smooth_softmax=0,
+    **unused,
+):
     """Causal attention of ``num_heads`` query heads over ``kv_num_heads`` key/value heads.
 
     The new keys and values are appended to ``past_key``/``past_value`` (``[B, Nkv, P, H]``, P may
@@ -442,15 +560,19 @@ def GroupQueryAttention(call: NodeCall, query, key=None, value=None, past_key=No
         raise _unsupported(call, "smooth_softmax=1")
     if key is None:
         head_size = query.shape[-1] // (num_heads + 2 * kv_num_heads)
-        query, key, value = query.split([num_heads * head_size, kv_num_heads * head_size,
-                                         kv_num_heads * head_size], dim=-1)
+        query, key, value = query.split(
+            [num_heads * head_size, kv_num_heads * head_size, kv_num_heads * head_size], dim=-1
+        )
     heads_query, heads_key = _split_heads(query, num_heads), _split_heads(key, kv_num_heads)
     heads_value = _split_heads(value, kv_num_heads)
     length = query.shape[1]
     past_length = 0 if past_key is None else past_key.shape[2]
     if seqlens_k is not None and np.any(array_of(seqlens_k) != past_length + length - 1):
-        raise _unsupported(call, f"sequences of different lengths (seqlens_k {array_of(seqlens_k).tolist()} with "
-                                 f"{past_length} past and {length} new positions; a preallocated cache)")
+        raise _unsupported(
+            call,
+            f"sequences of different lengths (seqlens_k {array_of(seqlens_k).tolist()} with "
+            f"{past_length} past and {length} new positions; a preallocated cache)",
+        )
     if do_rotary:
         positions = creation.arange(past_length, past_length + length, dtype=dtypes.int64).reshape(1, length)
         cos = apply_op("Gather", (cos_cache, positions), {"axis": 0}).unsqueeze(1)
@@ -474,7 +596,10 @@ def GroupQueryAttention(call: NodeCall, query, key=None, value=None, past_key=No
     allowed = key_position <= query_position
     if local_window_size >= 0:
         allowed &= key_position > query_position - local_window_size
-    scores = ops.where(constant_tensor(allowed), scores, constant_tensor(
-        np.array(np.finfo(scores.dtype.numpy_dtype).min, scores.dtype.numpy_dtype)))
+    scores = ops.where(
+        constant_tensor(allowed),
+        scores,
+        constant_tensor(np.array(np.finfo(scores.dtype.numpy_dtype).min, scores.dtype.numpy_dtype)),
+    )
     attended = ops.matmul(ops.softmax(scores, -1), _repeat_heads(heads_value, groups))
-    return (_merge_heads(attended), heads_key, heads_value)[:call.num_outputs]
+    return (_merge_heads(attended), heads_key, heads_value)[: call.num_outputs]

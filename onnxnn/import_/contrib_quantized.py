@@ -17,6 +17,7 @@ Quantization tools (``onnxruntime.quantization``, Intel Neural Compressor, optim
 None of them is differentiable (integer outputs, or weights that are not Parameters); the
 tensors they return carry no gradient.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -40,6 +41,7 @@ def _quantize(x: Tensor, scale: Tensor, zero_point: Tensor | None) -> Tensor:
 
 
 # ----------------------------------------------------------------------------- QLinear elementwise ops
+
 
 @importers.register("QLinearAdd", domain=CONTRIB_DOMAIN)
 def QLinearAdd(call: NodeCall, A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale, C_zero_point=None):
@@ -65,8 +67,7 @@ def QLinearLeakyRelu(call: NodeCall, X, X_scale, X_zero_point, Y_scale, Y_zero_p
 
 
 @importers.register("QLinearGlobalAveragePool", domain=CONTRIB_DOMAIN)
-def QLinearGlobalAveragePool(call: NodeCall, X, x_scale, x_zero_point, y_scale, y_zero_point=None, *,
-                             channels_last=0):
+def QLinearGlobalAveragePool(call: NodeCall, X, x_scale, x_zero_point, y_scale, y_zero_point=None, *, channels_last=0):
     values = _dequantize(X, x_scale, x_zero_point)
     if channels_last:
         rank = len(X.shape)
@@ -95,8 +96,9 @@ def _channels_last(tensor: Tensor) -> Tensor:
 
 
 @importers.register("QLinearAveragePool", domain=CONTRIB_DOMAIN)
-def QLinearAveragePool(call: NodeCall, X, x_scale, x_zero_point, y_scale, y_zero_point=None, *, channels_last=0,
-                       **pool_attributes):
+def QLinearAveragePool(
+    call: NodeCall, X, x_scale, x_zero_point, y_scale, y_zero_point=None, *, channels_last=0, **pool_attributes
+):
     """ONNX's AveragePool (its attributes) between dequantization and quantization."""
     values = _dequantize(X, x_scale, x_zero_point)
     if channels_last:
@@ -124,6 +126,7 @@ def QLinearSoftmax(call: NodeCall, X, X_scale, x_zero_point, y_scale, y_zero_poi
 
 # ----------------------------------------------------------------------------- quantized matrix products
 
+
 @importers.register("DynamicQuantizeMatMul", domain=CONTRIB_DOMAIN)
 def DynamicQuantizeMatMul(call: NodeCall, A, B, b_scale, b_zero_point=None, bias=None):
     quantized, a_scale, a_zero_point = apply_op("DynamicQuantizeLinear", (A,), num_outputs=3)
@@ -143,12 +146,28 @@ def _unpacked(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
 
 
 @importers.register("MatMulNBits", domain=CONTRIB_DOMAIN)
-def MatMulNBits(call: NodeCall, A, B, scales, zero_points=None, g_idx=None, bias=None, *, K, N, bits=4,
-                block_size, accuracy_level=0, **unused):
+def MatMulNBits(
+    call: NodeCall,
+    A,
+    B,
+    scales,
+    zero_points=None,
+    g_idx=None,
+    bias=None,
+    *,
+    K,
+    N,
+    bits=4,
+    block_size,
+    accuracy_level=0,
+    **unused,
+):
     """``A @ W^T`` for the block-quantized ``W`` [N, K] stored in ``B`` [N, blocks, block_size * bits / 8]."""
     if g_idx is not None:
-        raise NotImplementedError(f"MatMulNBits node '{call.name}' (domain '{CONTRIB_DOMAIN}'): onnxnn does not "
-                                  "replay the g_idx input (act-order quantization)")
+        raise NotImplementedError(
+            f"MatMulNBits node '{call.name}' (domain '{CONTRIB_DOMAIN}'): onnxnn does not "
+            "replay the g_idx input (act-order quantization)"
+        )
     blocks = (K + block_size - 1) // block_size
     quantized = _unpacked(array_of(B), bits, blocks * block_size).reshape(N, blocks, block_size).astype(np.float32)
     scale = array_of(scales).astype(np.float32).reshape(N, blocks, 1)

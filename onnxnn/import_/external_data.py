@@ -10,6 +10,7 @@ resolved folder), names a regular file, and ``offset``/``length`` select exactly
 tensor's dims and element type need, inside the file. Only then are the bytes read into
 ``raw_data``, so nothing is read for a model that is refused.
 """
+
 from __future__ import annotations
 
 import math
@@ -89,8 +90,10 @@ def _nbytes(tensor: TensorProto, where: str, source: str) -> int:
     if kind in _PACKED_BITS:
         return (count * _PACKED_BITS[kind] + 7) // 8
     if kind in (TensorProto.UNDEFINED, TensorProto.STRING):
-        raise ModelLoadError(f"{source}: {where} is stored externally with element type "
-                             f"{TensorProto.DataType.Name(kind)}, which has no fixed size")
+        raise ModelLoadError(
+            f"{source}: {where} is stored externally with element type "
+            f"{TensorProto.DataType.Name(kind)}, which has no fixed size"
+        )
     try:
         return count * onnx.helper.tensor_dtype_to_np_dtype(kind).itemsize
     except (KeyError, ValueError, TypeError):
@@ -110,16 +113,21 @@ def _resolve(location: str, root: str, where: str, source: str) -> str:
     if not location or "\0" in location:
         raise ModelLoadError(f"{source}: {where} is stored externally but names no valid location ({location!r})")
     if os.path.isabs(location) or location.startswith(("/", "\\")) or os.path.splitdrive(location)[0]:
-        raise ModelLoadError(f"{source}: external data location '{location}' of {where} is an absolute path; "
-                             "locations must be relative to the model's folder")
+        raise ModelLoadError(
+            f"{source}: external data location '{location}' of {where} is an absolute path; "
+            "locations must be relative to the model's folder"
+        )
     path = os.path.realpath(os.path.join(root, location))
     # Resolving first catches '..' and symbolic links alike: what counts is where the bytes are.
     if os.path.commonpath([root, path]) != root:
-        raise ModelLoadError(f"{source}: external data location '{location}' of {where} points outside "
-                             f"the model's folder '{root}'")
+        raise ModelLoadError(
+            f"{source}: external data location '{location}' of {where} points outside the model's folder '{root}'"
+        )
     if not os.path.isfile(path):
-        raise ModelLoadError(f"{source}: external data file '{location}' of {where} was not found in the "
-                             f"model's folder (looked for '{path}')")
+        raise ModelLoadError(
+            f"{source}: external data file '{location}' of {where} was not found in the "
+            f"model's folder (looked for '{path}')"
+        )
     return path
 
 
@@ -138,9 +146,11 @@ def load_external_data(model: onnx.ModelProto, base_dir: str | None, source: str
     if not external:
         return
     if base_dir is None:
-        raise ModelLoadError(f"{source}: the model keeps tensor data in external files ({external[0][1]} in "
-                             f"'{_location(external[0][0])}'), but was not given as a file: pass "
-                             "base_dir= (the folder holding those files) to say where to read them")
+        raise ModelLoadError(
+            f"{source}: the model keeps tensor data in external files ({external[0][1]} in "
+            f"'{_location(external[0][0])}'), but was not given as a file: pass "
+            "base_dir= (the folder holding those files) to say where to read them"
+        )
     root = os.path.realpath(base_dir)
     plan = []
     for tensor, where in external:
@@ -152,12 +162,16 @@ def load_external_data(model: onnx.ModelProto, base_dir: str | None, source: str
         length = _entry_int(entries, "length", where, source)
         needed = _nbytes(tensor, where, source)
         if length is not None and length != needed:
-            raise ModelLoadError(f"{source}: external data of {where} has length {length}, but its dims "
-                                 f"{list(tensor.dims)} and element type need {needed} bytes")
+            raise ModelLoadError(
+                f"{source}: external data of {where} has length {length}, but its dims "
+                f"{list(tensor.dims)} and element type need {needed} bytes"
+            )
         size = os.path.getsize(path)
         if offset + needed > size:
-            raise ModelLoadError(f"{source}: external data of {where} asks for bytes {offset}..{offset + needed} "
-                                 f"of '{entries['location']}', which holds only {size} bytes")
+            raise ModelLoadError(
+                f"{source}: external data of {where} asks for bytes {offset}..{offset + needed} "
+                f"of '{entries['location']}', which holds only {size} bytes"
+            )
         plan.append((tensor, path, offset, needed))
     for tensor, path, offset, needed in plan:
         try:

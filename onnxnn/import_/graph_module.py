@@ -4,6 +4,7 @@ The graph is compiled once, when the module is built, into a :class:`~onnxnn.imp
 ``forward`` replays it (``program.run_program``) with the module's parameters and buffers bound to
 the initializers' names.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -98,8 +99,9 @@ class GraphModule(Module):
     def __init__(self, model: onnx.ModelProto, original_opset_version: int | None = None) -> None:
         super().__init__()
         graph = model.graph
-        opsets = {("" if entry.domain in DEFAULT_DOMAINS else entry.domain): entry.version
-                  for entry in model.opset_import}
+        opsets = {
+            ("" if entry.domain in DEFAULT_DOMAINS else entry.domain): entry.version for entry in model.opset_import
+        }
         program = compile_graph(graph, opsets, with_initializers=False, source_opset=original_opset_version)
         arrays = initializer_arrays(graph)
         anonymous = model.producer_name == "onnxnn"
@@ -115,15 +117,22 @@ class GraphModule(Module):
         self.optional_input_names = [info.name for info in inputs if info.name in initializer_names]
         self.output_names = list(program.output_names)
         self.metadata = ModelMetadata(
-            producer_name=model.producer_name, producer_version=model.producer_version, domain=model.domain,
-            model_version=model.model_version, doc_string=model.doc_string, ir_version=model.ir_version,
-            graph_name=graph.name, opset_imports=opsets, original_opset_version=original_opset_version,
-            metadata_props={entry.key: entry.value for entry in model.metadata_props})
+            producer_name=model.producer_name,
+            producer_version=model.producer_version,
+            domain=model.domain,
+            model_version=model.model_version,
+            doc_string=model.doc_string,
+            ir_version=model.ir_version,
+            graph_name=graph.name,
+            opset_imports=opsets,
+            original_opset_version=original_opset_version,
+            metadata_props={entry.key: entry.value for entry in model.metadata_props},
+        )
         self._program = program
         self._constants = constants
         self._float_dtype = None  # set by .double(), .half(), .to(dtype): what float inputs must be
         self._input_types = {info.name: value_type(info) for info in inputs}
-        self._renamed: dict[str, str] = {}     # attribute on this module -> ONNX name
+        self._renamed: dict[str, str] = {}  # attribute on this module -> ONNX name
         self._attribute_of: dict[str, str] = {}  # ONNX name -> attribute on this module
         self._state_paths: list[tuple[str, tuple[str, ...], str]] = []
         self._register_state(state)
@@ -165,7 +174,7 @@ class GraphModule(Module):
             child = owner._modules.get(part)
             if child is None:
                 # The rest of the path goes into new plain containers.
-                return not hasattr(owner, part) and not any(hasattr(_PLAIN_MODULE, p) for p in parts[depth + 1:])
+                return not hasattr(owner, part) and not any(hasattr(_PLAIN_MODULE, p) for p in parts[depth + 1 :])
             owner = child
         return not hasattr(owner, parts[-1])
 
@@ -177,26 +186,29 @@ class GraphModule(Module):
         local: dict = OrderedDict()
         super()._save_to_state_dict(local, prefix, keep_vars)
         for key, value in local.items():
-            name = key[len(prefix):]
+            name = key[len(prefix) :]
             destination[prefix + self._renamed.get(name, name)] = value
 
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
-                              unexpected_keys, error_msgs) -> None:
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ) -> None:
         if not self._renamed:
-            super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
-                                          unexpected_keys, error_msgs)
+            super()._load_from_state_dict(
+                state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+            )
             return
         translated: dict = OrderedDict()
         for key, value in state_dict.items():
-            if key.startswith(prefix) and key[len(prefix):] in self._attribute_of:
-                key = prefix + self._attribute_of[key[len(prefix):]]
+            if key.startswith(prefix) and key[len(prefix) :] in self._attribute_of:
+                key = prefix + self._attribute_of[key[len(prefix) :]]
             translated[key] = value
         first_missing, first_unexpected = len(missing_keys), len(unexpected_keys)
-        super()._load_from_state_dict(translated, prefix, local_metadata, strict, missing_keys,
-                                      unexpected_keys, error_msgs)
+        super()._load_from_state_dict(
+            translated, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
         for keys, start in ((missing_keys, first_missing), (unexpected_keys, first_unexpected)):
             for position in range(start, len(keys)):
-                name = keys[position][len(prefix):]
+                name = keys[position][len(prefix) :]
                 keys[position] = prefix + self._renamed.get(name, name)
 
     def _apply(self, fn, recurse: bool = True):
@@ -232,8 +244,9 @@ class GraphModule(Module):
             if value is None:
                 value = owner._buffers.get(attribute)
             if value is None:
-                raise RuntimeError(f"GraphModule: initializer '{name}' was removed from the module "
-                                   "(its parameter or buffer is None)")
+                raise RuntimeError(
+                    f"GraphModule: initializer '{name}' was removed from the module (its parameter or buffer is None)"
+                )
             scope[name] = value
 
     def _convert_input(self, name: str, value):
@@ -244,13 +257,15 @@ class GraphModule(Module):
         if self._float_dtype is not None and elem_type in _FLOAT_TYPES:
             elem_type = self._float_dtype.onnx_type
         if elem_type is not None and elem_type != onnx.TensorProto.UNDEFINED and tensor.dtype.onnx_type != elem_type:
-            raise TypeError(f"GraphModule: input '{name}' expects dtype {_tensor_type_name(elem_type)}, "
-                            f"but got {tensor.dtype.name}")
+            raise TypeError(
+                f"GraphModule: input '{name}' expects dtype {_tensor_type_name(elem_type)}, but got {tensor.dtype.name}"
+            )
         if dims is not None:
             shape = tuple(tensor.shape)
             if len(shape) != len(dims) or any(isinstance(size, int) and size != got for size, got in zip(dims, shape)):
-                raise ValueError(f"GraphModule: input '{name}' expects shape {_format_dims(dims)}, "
-                                 f"but got {list(shape)}")
+                raise ValueError(
+                    f"GraphModule: input '{name}' expects shape {_format_dims(dims)}, but got {list(shape)}"
+                )
         return tensor
 
     @staticmethod
@@ -261,29 +276,35 @@ class GraphModule(Module):
             try:
                 return constant_tensor(np.asarray(value, order="C"))
             except TypeError:
-                raise TypeError(f"GraphModule: input '{name}' is a numpy array of dtype {value.dtype}, "
-                                "which onnxnn tensors cannot hold") from None
-        raise TypeError(f"GraphModule: input '{name}' must be a Tensor or a numpy array, "
-                        f"got {type(value).__name__}")
+                raise TypeError(
+                    f"GraphModule: input '{name}' is a numpy array of dtype {value.dtype}, "
+                    "which onnxnn tensors cannot hold"
+                ) from None
+        raise TypeError(f"GraphModule: input '{name}' must be a Tensor or a numpy array, got {type(value).__name__}")
 
     def _bind_inputs(self, args: tuple, kwargs: dict) -> dict:
         required, optional = self.input_names, self.optional_input_names
         if len(args) > len(required) + len(optional):
             more = f" (and {len(optional)} optional)" if optional else ""
-            raise TypeError(f"GraphModule.forward() takes {len(required)} positional inputs{more} "
-                            f"but {len(args)} were given")
+            raise TypeError(
+                f"GraphModule.forward() takes {len(required)} positional inputs{more} but {len(args)} were given"
+            )
         bound = dict(zip(required + optional, args))
         for name, value in kwargs.items():
             if name not in self._input_types:
-                raise TypeError(f"GraphModule.forward() got an unexpected input '{name}'; "
-                                f"the graph inputs are {required + optional}")
+                raise TypeError(
+                    f"GraphModule.forward() got an unexpected input '{name}'; "
+                    f"the graph inputs are {required + optional}"
+                )
             if name in bound:
                 raise TypeError(f"GraphModule.forward() got multiple values for input '{name}'")
             bound[name] = value
         missing = [name for name in required if name not in bound]
         if missing:
-            raise TypeError(f"GraphModule.forward() missing {len(missing)} required input(s): "
-                            + ", ".join(f"'{name}'" for name in missing))
+            raise TypeError(
+                f"GraphModule.forward() missing {len(missing)} required input(s): "
+                + ", ".join(f"'{name}'" for name in missing)
+            )
         return {name: self._convert_input(name, value) for name, value in bound.items()}
 
     def forward(self, *inputs, **named_inputs):
@@ -302,22 +323,25 @@ class GraphModule(Module):
         scope.update(self._constants)
         self._state_values(scope)
         scope.update(feeds)
-        outputs = [None if value is EMPTY_OPTIONAL else value
-                   for value in run_program(self._program, scope, self.training)]
+        outputs = [
+            None if value is EMPTY_OPTIONAL else value for value in run_program(self._program, scope, self.training)
+        ]
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
 _PLAIN_MODULE = Module()
-_FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
-                          onnx.TensorProto.BFLOAT16})
+_FLOAT_TYPES = frozenset(
+    {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
+)
 
 
 def _state_tensor(name: str, array: np.ndarray) -> Tensor:
     try:
         value_dtype = dtypes.as_dtype(array.dtype)
     except TypeError:
-        raise ModelLoadError(f"initializer '{name}' holds {array.dtype} values, which onnxnn tensors "
-                             "cannot hold") from None
+        raise ModelLoadError(
+            f"initializer '{name}' holds {array.dtype} values, which onnxnn tensors cannot hold"
+        ) from None
     tensor = constant_tensor(np.asarray(array, order="C"), value_dtype)
     if value_dtype.is_floating_point:
         return Parameter(tensor)

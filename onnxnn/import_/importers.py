@@ -17,6 +17,7 @@ or, without one, run at their own opset in onnxruntime (:class:`EagerNode`).
 This module imports nothing of the package's compiler (``program``): subgraphs are replayed through
 ``NodeCall.run_graph``, so the compiler imports the importers and never the other way round.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -132,9 +133,20 @@ def _take(tensor: Tensor, axis: int, index: int) -> Tensor:
 
 # ----------------------------------------------------------------------------- constants, identity
 
+
 @importers.register("Constant")
-def Constant(call: NodeCall, *, value=None, sparse_value=None, value_float=None, value_floats=None,
-             value_int=None, value_ints=None, value_string=None, value_strings=None):
+def Constant(
+    call: NodeCall,
+    *,
+    value=None,
+    sparse_value=None,
+    value_float=None,
+    value_floats=None,
+    value_int=None,
+    value_ints=None,
+    value_string=None,
+    value_strings=None,
+):
     if value is not None:
         return (make_constant(value),)
     if sparse_value is not None:
@@ -193,8 +205,9 @@ def Dropout(call: NodeCall, data, ratio=None, training_mode=None, *, seed=None):
 
 
 @importers.register("BatchNormalization")
-def BatchNormalization(call: NodeCall, X, scale, B, input_mean, input_var, *, epsilon=1e-5, momentum=0.9,
-                       training_mode=0):
+def BatchNormalization(
+    call: NodeCall, X, scale, B, input_mean, input_var, *, epsilon=1e-5, momentum=0.9, training_mode=0
+):
     """Inference: the fused node. ``training_mode=1``: decomposed with ONNX's semantics.
 
     In training mode the batch statistics normalize ``X`` and the running statistics become
@@ -202,8 +215,9 @@ def BatchNormalization(call: NodeCall, X, scale, B, input_mean, input_var, *, ep
     PyTorch's layer uses the unbiased one). Decomposed ops give the node gradients too.
     """
     if not training_mode:
-        return (apply_op("BatchNormalization", (X, scale, B, input_mean, input_var), {"epsilon": epsilon},
-                         num_outputs=1),)
+        return (
+            apply_op("BatchNormalization", (X, scale, B, input_mean, input_var), {"epsilon": epsilon}, num_outputs=1),
+        )
     rank = len(X.shape)
     axes = [0] + list(range(2, rank))
     stat_shape = (1, X.shape[1]) + (1,) * (rank - 2)
@@ -254,20 +268,22 @@ class EagerNode:
 
     def __call__(self, call: NodeCall, *inputs):
         if MODE.grad.enabled and any(isinstance(value, Tensor) and value.requires_grad for value in inputs):
-            warnings.warn(f"{call.op_type} node '{call.name}' runs eagerly in onnxruntime: no gradient flows "
-                          "through it", UserWarning, stacklevel=2)
+            warnings.warn(
+                f"{call.op_type} node '{call.name}' runs eagerly in onnxruntime: no gradient flows through it",
+                UserWarning,
+                stacklevel=2,
+            )
         key = tuple(None if value is None else (value.dtype, tuple(value.shape)) for value in inputs)
         session = self.sessions.get(key)
         if session is None:
             session = self.sessions[key] = self._session(inputs)
-        feeds = {f"input_{index}": array_of(value)
-                 for index, value in enumerate(inputs) if value is not None}
+        feeds = {f"input_{index}": array_of(value) for index, value in enumerate(inputs) if value is not None}
         results = iter(session.run(None, feeds))
-        return [constant_tensor(np.asarray(next(results), order="C")) if name else None
-                for name in self.node.output]
+        return [constant_tensor(np.asarray(next(results), order="C")) if name else None for name in self.node.output]
 
 
 # ----------------------------------------------------------------------------- control flow
+
 
 @importers.register("If")
 def If(call: NodeCall, cond, *, then_branch, else_branch):
@@ -300,8 +316,8 @@ def Loop(call: NodeCall, trip_count=None, cond=None, *initial_values, body):
     while keep_going and (max_trips is None or iteration < max_trips):
         outputs = call.run_graph(body, [_int64_scalar(iteration), condition, *carried])
         condition = outputs[0]
-        carried = list(outputs[1:1 + num_carried])
-        for collected, value in zip(scans, outputs[1 + num_carried:]):
+        carried = list(outputs[1 : 1 + num_carried])
+        for collected, value in zip(scans, outputs[1 + num_carried :]):
             collected.append(value)
         keep_going = _as_bool(condition)
         iteration += 1
@@ -315,8 +331,16 @@ def Loop(call: NodeCall, trip_count=None, cond=None, *initial_values, body):
 
 
 @importers.register("Scan")
-def Scan(call: NodeCall, *inputs, body, num_scan_inputs, scan_input_axes=None, scan_input_directions=None,
-         scan_output_axes=None, scan_output_directions=None):
+def Scan(
+    call: NodeCall,
+    *inputs,
+    body,
+    num_scan_inputs,
+    scan_input_axes=None,
+    scan_input_directions=None,
+    scan_output_axes=None,
+    scan_output_directions=None,
+):
     """Unrolls an ONNX Scan (opset 9 and later): the body runs once per slice of the scan inputs."""
     num_states = len(inputs) - num_scan_inputs
     states = list(inputs[:num_states])
@@ -331,8 +355,10 @@ def Scan(call: NodeCall, *inputs, body, num_scan_inputs, scan_input_axes=None, s
     num_scan_outputs = len(body.output_names) - num_states
     scans: list[list] = [[] for _ in range(num_scan_outputs)]
     for step in range(length):
-        slices = [_take(x, axis, length - 1 - step if direction else step)
-                  for x, axis, direction in zip(scan_inputs, input_axes, input_directions)]
+        slices = [
+            _take(x, axis, length - 1 - step if direction else step)
+            for x, axis, direction in zip(scan_inputs, input_axes, input_directions)
+        ]
         outputs = call.run_graph(body, [*states, *slices])
         states = list(outputs[:num_states])
         for collected, value in zip(scans, outputs[num_states:]):
@@ -351,6 +377,7 @@ def Scan(call: NodeCall, *inputs, body, num_scan_inputs, scan_input_axes=None, s
 
 
 # ----------------------------------------------------------------------------- sequences and optionals
+
 
 def _position(position, length: int, inserting: bool = False) -> int:
     index = _as_int(position)
@@ -410,10 +437,12 @@ def SplitToSequence(call: NodeCall, input, split=None, *, axis=0, keepdims=1):
     axis = axis + len(input.shape) if axis < 0 else axis
     length = input.shape[axis]
     if split is None:
-        pieces = [_take(input, axis, index) if not keepdims
-                  else apply_op("Slice", (input, _int64_vector([index]), _int64_vector([index + 1]),
-                                          _int64_vector([axis])))
-                  for index in range(length)]
+        pieces = [
+            _take(input, axis, index)
+            if not keepdims
+            else apply_op("Slice", (input, _int64_vector([index]), _int64_vector([index + 1]), _int64_vector([axis])))
+            for index in range(length)
+        ]
         return (pieces,)
     split_data = array_of(split)
     sizes = split_data.reshape(-1).tolist()

@@ -7,6 +7,7 @@ may not exceed the memory this process may use at all (the physical memory, or t
 space limit ``RLIMIT_AS`` / ``RLIMIT_DATA`` when one is set), since asking for more can only fail
 or drive the machine into swap.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,13 +29,14 @@ def allocation_limit() -> int:
 
 
 def _read_limit() -> int:
-    limit = 2 ** 63 - 1
+    limit = 2**63 - 1
     try:
         limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):
         pass
     try:
         import resource  # POSIX only: imported where it is used, inside the guard
+
         for kind in (resource.RLIMIT_AS, resource.RLIMIT_DATA):
             soft, _ = resource.getrlimit(kind)
             if soft != resource.RLIM_INFINITY and 0 < soft < limit:
@@ -65,6 +67,8 @@ def check_allocation(node: str, op_type: str, results) -> None:
             continue
         size = nbytes(shape, itemsize)
         if size > allocation_limit():
-            raise RuntimeError(f"ONNX node '{node}' of op_type '{op_type}' would create a tensor of shape "
-                               f"{list(shape)} ({size:,} bytes), more than this process may allocate "
-                               f"({allocation_limit():,} bytes)")
+            raise RuntimeError(
+                f"ONNX node '{node}' of op_type '{op_type}' would create a tensor of shape "
+                f"{list(shape)} ({size:,} bytes), more than this process may allocate "
+                f"({allocation_limit():,} bytes)"
+            )

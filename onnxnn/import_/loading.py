@@ -5,6 +5,7 @@ half made (DESIGN principle 8). Loading never executes code from the file and ne
 outside the model's folder (``external_data``); every refusal is a :class:`ModelLoadError` naming
 the file (or "the given bytes") and what is wrong.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,18 +31,22 @@ def _parse(data: bytes, source: str) -> onnx.ModelProto:
     try:
         model.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError, UnicodeDecodeError) as error:
-        raise ModelLoadError(f"not a valid ONNX model: {source} could not be parsed as an ONNX ModelProto "
-                             f"(truncated or corrupt file?): {error}") from None
+        raise ModelLoadError(
+            f"not a valid ONNX model: {source} could not be parsed as an ONNX ModelProto "
+            f"(truncated or corrupt file?): {error}"
+        ) from None
     # An empty or foreign protobuf may parse without error: a model has an IR version and a graph.
     if model.ir_version <= 0 or not model.HasField("graph"):
-        raise ModelLoadError(f"not a valid ONNX model: {source} has no IR version or no graph "
-                             f"(ir_version={model.ir_version}); is it an ONNX file?")
+        raise ModelLoadError(
+            f"not a valid ONNX model: {source} has no IR version or no graph "
+            f"(ir_version={model.ir_version}); is it an ONNX file?"
+        )
     return model
 
 
 def _check(model: onnx.ModelProto, path: str | None, source: str) -> None:
     try:
-        if path is not None and model.ByteSize() > 2 ** 31 - 1:
+        if path is not None and model.ByteSize() > 2**31 - 1:
             onnx.checker.check_model(path)  # protos over 2 GB can only be checked from their file
         else:
             onnx.checker.check_model(model)
@@ -60,9 +65,12 @@ def default_opset(model: onnx.ModelProto) -> int | None:
 
 def _signature(schema) -> tuple:
     """What a node can say to an op: input/output names and arity, attribute names, types, defaults."""
-    attributes = tuple(sorted(
-        (name, int(attribute.type), attribute.required, attribute.default_value.SerializeToString())
-        for name, attribute in schema.attributes.items()))
+    attributes = tuple(
+        sorted(
+            (name, int(attribute.type), attribute.required, attribute.default_value.SerializeToString())
+            for name, attribute in schema.attributes.items()
+        )
+    )
     inputs = tuple((formal.name, int(formal.option)) for formal in schema.inputs)
     outputs = tuple((formal.name, int(formal.option)) for formal in schema.outputs)
     return attributes, inputs, outputs, schema.min_input, schema.max_input, schema.min_output, schema.max_output
@@ -117,19 +125,23 @@ def _same_type(declared: onnx.TypeProto, converted: onnx.TypeProto) -> bool:
             return True
         if not new.HasField("shape") or len(old.shape.dim) != len(new.shape.dim):
             return False
-        return all(not a.HasField("dim_value") or a.dim_value == b.dim_value
-                   for a, b in zip(old.shape.dim, new.shape.dim))
+        return all(
+            not a.HasField("dim_value") or a.dim_value == b.dim_value for a, b in zip(old.shape.dim, new.shape.dim)
+        )
     if kind in ("sequence_type", "optional_type"):
         return _same_type(getattr(declared, kind).elem_type, getattr(converted, kind).elem_type)
     return True
 
 
 def _same_interface(original: onnx.ModelProto, converted: onnx.ModelProto) -> bool:
-    pairs = list(zip(original.graph.input, converted.graph.input)) + list(zip(original.graph.output,
-                                                                             converted.graph.output))
-    return (len(original.graph.input) == len(converted.graph.input)
-            and len(original.graph.output) == len(converted.graph.output)
-            and all(a.name == b.name and _same_type(a.type, b.type) for a, b in pairs))
+    pairs = list(zip(original.graph.input, converted.graph.input)) + list(
+        zip(original.graph.output, converted.graph.output)
+    )
+    return (
+        len(original.graph.input) == len(converted.graph.input)
+        and len(original.graph.output) == len(converted.graph.output)
+        and all(a.name == b.name and _same_type(a.type, b.type) for a, b in pairs)
+    )
 
 
 def convert_opset(model: onnx.ModelProto, target: int = OPSET_VERSION) -> onnx.ModelProto:
@@ -152,16 +164,20 @@ def convert_opset(model: onnx.ModelProto, target: int = OPSET_VERSION) -> onnx.M
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         changed = _changed_ops(model, source, target)
         if changed:
-            raise ModelLoadError(f"cannot convert the model from opset {source} to opset {target}, the opset "
-                             f"onnxnn runs: onnx.version_converter failed ({reason}) and the ops "
-                             f"{changed} differ between the two opsets") from None
+            raise ModelLoadError(
+                f"cannot convert the model from opset {source} to opset {target}, the opset "
+                f"onnxnn runs: onnx.version_converter failed ({reason}) and the ops "
+                f"{changed} differ between the two opsets"
+            ) from None
         converted = onnx.ModelProto()
         converted.CopyFrom(model)
     if not _same_interface(model, converted):
         # onnx's Scan 8->9 adapter, for one, drops the batch axis of the graph's inputs.
-        raise ModelLoadError(f"cannot convert the model from opset {source} to opset {target}, the opset onnxnn "
-                         "runs: onnx.version_converter changed the types or shapes of the graph's inputs or "
-                         "outputs, so the converted model would not mean the same")
+        raise ModelLoadError(
+            f"cannot convert the model from opset {source} to opset {target}, the opset onnxnn "
+            "runs: onnx.version_converter changed the types or shapes of the graph's inputs or "
+            "outputs, so the converted model would not mean the same"
+        )
     for entry in converted.opset_import:
         if entry.domain in DEFAULT_DOMAINS:
             entry.version = target
@@ -205,8 +221,7 @@ def load_model(path_or_model, base_dir: str | os.PathLike | None = None) -> tupl
         if base_dir is None:
             base_dir = os.path.dirname(os.path.abspath(path))
     else:
-        raise TypeError(f"from_onnx() expects a path, bytes or an onnx.ModelProto, "
-                        f"got {type(path_or_model).__name__}")
+        raise TypeError(f"from_onnx() expects a path, bytes or an onnx.ModelProto, got {type(path_or_model).__name__}")
     check_strings(model, source)
     adopt_onnxruntime_ops(model)  # onnxruntime's contrib ops written in the default domain
     check_domains(model, source)

@@ -13,6 +13,7 @@ backward node whose gradient rule raises a RuntimeError naming the op and node, 
 that would need it fails clearly instead of silently leaving earlier parameters without a
 gradient.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -79,24 +80,30 @@ class MLNode:
             elif isinstance(value, Tensor):
                 arrays.append(array_of(value))
             else:
-                raise RuntimeError(f"{call.op_type} node '{call.name}' (domain {ML_DOMAIN}) got a "
-                                   f"{type(value).__name__} input; onnxnn passes only tensors to ai.onnx.ml ops")
+                raise RuntimeError(
+                    f"{call.op_type} node '{call.name}' (domain {ML_DOMAIN}) got a "
+                    f"{type(value).__name__} input; onnxnn passes only tensors to ai.onnx.ml ops"
+                )
         key = tuple(None if array is None else (array.dtype.str, array.shape) for array in arrays)
         session = self.sessions.get(key)
         if session is None:
             try:
                 session = self.sessions[key] = self._session(arrays)
             except Exception as error:  # onnxruntime's and onnx's own exception types
-                raise RuntimeError(f"onnxruntime cannot run {call.op_type} node '{call.name}' (domain {ML_DOMAIN}) "
-                                   "on inputs "
-                                   f"{[None if a is None else (a.dtype.name, list(a.shape)) for a in arrays]}: "
-                                   f"{' '.join(str(error).split())}") from None
+                raise RuntimeError(
+                    f"onnxruntime cannot run {call.op_type} node '{call.name}' (domain {ML_DOMAIN}) "
+                    "on inputs "
+                    f"{[None if a is None else (a.dtype.name, list(a.shape)) for a in arrays]}: "
+                    f"{' '.join(str(error).split())}"
+                ) from None
         feeds = {f"input_{index}": array for index, array in enumerate(arrays) if array is not None}
         try:
             results = iter(session.run(None, feeds))
         except Exception as error:
-            raise RuntimeError(f"onnxruntime failed to run {call.op_type} node '{call.name}' (domain {ML_DOMAIN}): "
-                               f"{' '.join(str(error).split())}") from None
+            raise RuntimeError(
+                f"onnxruntime failed to run {call.op_type} node '{call.name}' (domain {ML_DOMAIN}): "
+                f"{' '.join(str(error).split())}"
+            ) from None
         outputs = [_as_output(next(results)) if name else None for name in self.node.output]
         return self._attach_no_gradient(call, inputs, outputs)
 
@@ -105,13 +112,16 @@ class MLNode:
         tracked = [value for value in inputs if isinstance(value, Tensor) and value.requires_grad]
         if not (MODE.grad.enabled and tracked):
             return outputs
-        floats = [index for index, value in enumerate(outputs)
-                  if isinstance(value, Tensor) and value.is_floating_point()]
+        floats = [
+            index for index, value in enumerate(outputs) if isinstance(value, Tensor) and value.is_floating_point()
+        ]
         if not floats:
             return outputs
-        message = (f"backward through {self.node.op_type} node '{call.name}' (domain {ML_DOMAIN}) is not possible: "
-                   "onnxnn runs ai.onnx.ml ops in onnxruntime without gradients; detach its inputs, or "
-                   "train only the parts of the model after it")
+        message = (
+            f"backward through {self.node.op_type} node '{call.name}' (domain {ML_DOMAIN}) is not possible: "
+            "onnxnn runs ai.onnx.ml ops in onnxruntime without gradients; detach its inputs, or "
+            "train only the parts of the model after it"
+        )
         tracked_outputs = _NoGradient.apply(message, len(floats), *[outputs[index] for index in floats], *tracked)
         result = list(outputs)
         for index, tensor in zip(floats, tracked_outputs):
@@ -134,5 +144,7 @@ def check_ml_node(node: onnx.NodeProto, opsets: dict, name: str) -> None:
     try:
         onnx.defs.get_schema(node.op_type, opsets.get(ML_DOMAIN, 1), ML_DOMAIN)
     except onnx.defs.SchemaError:
-        raise ModelLoadError(f"op_type '{node.op_type}' of domain {ML_DOMAIN} (opset {opsets.get(ML_DOMAIN, 1)}), "
-                             f"used by node '{name}', is not an ONNX ML operator") from None
+        raise ModelLoadError(
+            f"op_type '{node.op_type}' of domain {ML_DOMAIN} (opset {opsets.get(ML_DOMAIN, 1)}), "
+            f"used by node '{name}', is not an ONNX ML operator"
+        ) from None

@@ -11,6 +11,7 @@ Otherwise the product is taken at once in numpy, as for the other data-reading o
 TensorScatter (a KV-cache write): one ``ScatterElements`` along the sequence axis, its indices
 computed from ``write_indices`` with recorded ops, so nothing is read back.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -64,22 +65,21 @@ def CumProd(call: NodeCall, x, axis, *, exclusive=0, reverse=0):
 def TensorScatter(call: NodeCall, past_cache, update, write_indices=None, *, mode="linear", axis=-2):
     rank = len(past_cache.shape)
     if not -rank <= axis < rank or axis % rank == 0:
-        raise ValueError(f"TensorScatter node '{call.name}': axis {axis} must name a non-batch axis of a "
-                         f"rank-{rank} cache")
+        raise ValueError(
+            f"TensorScatter node '{call.name}': axis {axis} must name a non-batch axis of a rank-{rank} cache"
+        )
     if mode not in ("linear", "circular"):
         raise ValueError(f"TensorScatter node '{call.name}': mode must be 'linear' or 'circular', got {mode!r}")
     axis %= rank
     length = update.shape[axis]
     along = [1] * rank
     along[axis] = length
-    positions = tensor_of(constant(np.arange(length, dtype=np.int64).reshape(along), dtypes.int64,
-                                            past_cache.device))
+    positions = tensor_of(constant(np.arange(length, dtype=np.int64).reshape(along), dtypes.int64, past_cache.device))
     if write_indices is not None:
         starts = write_indices.detach().to(dtypes.int64).reshape((past_cache.shape[0],) + (1,) * (rank - 1))
         positions = positions + starts
     if mode == "circular":
-        size = tensor_of(constant(np.array(past_cache.shape[axis], dtype=np.int64), dtypes.int64,
-                                           past_cache.device))
+        size = tensor_of(constant(np.array(past_cache.shape[axis], dtype=np.int64), dtypes.int64, past_cache.device))
         positions = apply_op("Mod", (positions, size))
     positions = positions.expand(tuple(update.shape))
     return (apply_op("ScatterElements", (past_cache, positions, update), {"axis": axis}),)

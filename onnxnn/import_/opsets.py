@@ -18,6 +18,7 @@ Example::
     >>> recorded_opset("BitShift", 28, frozenset({"direction"}), {"direction": "LEFT"}, [a, b])  # int32: 28
     28
 """
+
 from __future__ import annotations
 
 import functools
@@ -30,8 +31,10 @@ from ..runtime.tensor import Tensor
 __all__ = ["recorded_opset", "attribute_opset"]
 
 
-_FLOATING = frozenset({onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.FLOAT,
-                       onnx.TensorProto.DOUBLE})
+_FLOATING = frozenset(
+    {onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE}
+)
+
 
 def _floor_mod_of_floats(attrs: dict, input_types: tuple) -> bool:
     return not attrs.get("fmod", 0) and bool(input_types) and input_types[0] in _FLOATING
@@ -43,8 +46,9 @@ def _floor_mod_of_floats(attrs: dict, input_types: tuple) -> bool:
 NEWLY_DEFINED = {"Mod": (28, _floor_mod_of_floats)}
 
 
-def recorded_opset(op_type: str, model_opset: int, attribute_names: frozenset, attrs: dict,
-                   arguments: list) -> int | None:
+def recorded_opset(
+    op_type: str, model_opset: int, attribute_names: frozenset, attrs: dict, arguments: list
+) -> int | None:
     """The opset a default-domain node of a ``model_opset`` model is recorded at; None for onnxnn's own.
 
     Args:
@@ -55,8 +59,7 @@ def recorded_opset(op_type: str, model_opset: int, attribute_names: frozenset, a
         arguments: its inputs (Tensors; None for omitted ones; lists for sequences, whose element
             types no opset past 21 changed).
     """
-    input_types = tuple(argument.dtype.onnx_type if isinstance(argument, Tensor) else None
-                        for argument in arguments)
+    input_types = tuple(argument.dtype.onnx_type if isinstance(argument, Tensor) else None for argument in arguments)
     opset = _oldest_opset(op_type, model_opset, attribute_names, input_types)
     newly_defined = NEWLY_DEFINED.get(op_type)
     if newly_defined is not None and newly_defined[0] <= model_opset and newly_defined[1](attrs, input_types):

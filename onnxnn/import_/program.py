@@ -16,6 +16,7 @@ one, run at their own opset in onnxruntime (``importers.EagerNode``).
 The package's modules import one another in one direction: ``importers`` (and the importer
 modules beside it) <- ``program`` <- ``graph_module``.
 """
+
 from __future__ import annotations
 
 import functools
@@ -38,8 +39,17 @@ from .loading import DEFAULT_DOMAINS
 from .ml import ML_DOMAIN, MLNode, check_ml_node
 from .opsets import attribute_opset, recorded_opset
 
-__all__ = ["Program", "Scope", "compile_graph", "run_program", "initializer_arrays", "initializer_constant",
-           "value_type", "is_implemented", "FunctionBody"]
+__all__ = [
+    "Program",
+    "Scope",
+    "compile_graph",
+    "run_program",
+    "initializer_arrays",
+    "initializer_constant",
+    "value_type",
+    "is_implemented",
+    "FunctionBody",
+]
 
 
 class Scope(dict):
@@ -100,8 +110,9 @@ def value_type(info: onnx.ValueInfoProto) -> tuple[tuple | None, int | None]:
     tensor_type = info.type.tensor_type
     if not tensor_type.HasField("shape"):
         return None, tensor_type.elem_type
-    dims = tuple(dim.dim_value if dim.HasField("dim_value") else (dim.dim_param or None)
-                 for dim in tensor_type.shape.dim)
+    dims = tuple(
+        dim.dim_value if dim.HasField("dim_value") else (dim.dim_param or None) for dim in tensor_type.shape.dim
+    )
     return dims, tensor_type.elem_type
 
 
@@ -154,11 +165,13 @@ def _with_defaults(node: onnx.NodeProto, schema) -> onnx.NodeProto:
 def _unavailable(node: onnx.NodeProto, domain: str, opsets: dict, name: str, reason: str = "") -> ModelLoadError:
     return ModelLoadError(
         f"onnxnn has no implementation for op_type '{node.op_type}' of domain '{domain or 'ai.onnx'}' "
-        f"(opset {opsets.get(domain, 'not imported')}), used by node '{name}'{reason}")
+        f"(opset {opsets.get(domain, 'not imported')}), used by node '{name}'{reason}"
+    )
 
 
-def compile_graph(graph: onnx.GraphProto, opsets: dict[str, int], with_initializers: bool = True,
-                  source_opset: int | None = None) -> Program:
+def compile_graph(
+    graph: onnx.GraphProto, opsets: dict[str, int], with_initializers: bool = True, source_opset: int | None = None
+) -> Program:
     """Compiles ``graph`` (and its subgraphs) into a :class:`Program`.
 
     Args:
@@ -181,8 +194,18 @@ def compile_graph(graph: onnx.GraphProto, opsets: dict[str, int], with_initializ
         name = node.name or f"{node.op_type}_{index}"
         if domain == ML_DOMAIN:
             check_ml_node(node, opsets, name)
-            steps.append(Step(node.op_type, domain, tuple(node.input), tuple(node.output), {},
-                              MLNode(node, opsets), name, _num_outputs(node)))
+            steps.append(
+                Step(
+                    node.op_type,
+                    domain,
+                    tuple(node.input),
+                    tuple(node.output),
+                    {},
+                    MLNode(node, opsets),
+                    name,
+                    _num_outputs(node),
+                )
+            )
             continue
         if not is_implemented(node.op_type, domain):
             raise _unavailable(node, domain, opsets, name)
@@ -217,10 +240,13 @@ def compile_graph(graph: onnx.GraphProto, opsets: dict[str, int], with_initializ
                 value = attribute_value(attribute)
             except ModelLoadError as error:
                 raise ModelLoadError(
-                    f"node '{name}' ({node.op_type}), attribute '{attribute.name}': {error}") from error
+                    f"node '{name}' ({node.op_type}), attribute '{attribute.name}': {error}"
+                ) from error
             except (ValueError, TypeError, KeyError, IndexError, NotImplementedError, OverflowError) as error:
-                raise ModelLoadError(f"node '{name}' ({node.op_type}): attribute '{attribute.name}' cannot be read: "
-                                     f"{type(error).__name__}: {error}") from error
+                raise ModelLoadError(
+                    f"node '{name}' ({node.op_type}): attribute '{attribute.name}' cannot be read: "
+                    f"{type(error).__name__}: {error}"
+                ) from error
             if isinstance(value, onnx.GraphProto):
                 value = compile_graph(value, opsets, source_opset=source_opset)
             elif isinstance(value, list) and value and isinstance(value[0], onnx.GraphProto):
@@ -231,14 +257,30 @@ def compile_graph(graph: onnx.GraphProto, opsets: dict[str, int], with_initializ
         newer = None
         if function is None and domain == "" and source_opset > OPSET_VERSION:
             newer = (source_opset, frozenset(attrs))
-        steps.append(Step(node.op_type, domain, tuple(node.input), tuple(node.output), attrs, function, name,
-                          _num_outputs(node), newer))
+        steps.append(
+            Step(
+                node.op_type,
+                domain,
+                tuple(node.input),
+                tuple(node.output),
+                attrs,
+                function,
+                name,
+                _num_outputs(node),
+                newer,
+            )
+        )
     constants = {}
     if with_initializers:
         for name, array in initializer_arrays(graph):
             constants[name] = initializer_constant(name, array)
-    return Program(steps, [info.name for info in graph.input], [info.name for info in graph.output],
-                   [_static_output_type(info) for info in graph.output], constants)
+    return Program(
+        steps,
+        [info.name for info in graph.input],
+        [info.name for info in graph.output],
+        [_static_output_type(info) for info in graph.output],
+        constants,
+    )
 
 
 def initializer_arrays(graph: onnx.GraphProto) -> list[tuple[str, np.ndarray]]:
@@ -252,8 +294,9 @@ def initializer_arrays(graph: onnx.GraphProto) -> list[tuple[str, np.ndarray]]:
         try:
             arrays.append((tensor.name, tensor_to_array(tensor)))
         except (ValueError, TypeError, KeyError, IndexError, OverflowError) as error:
-            raise ModelLoadError(f"initializer '{tensor.name}' cannot be read: {type(error).__name__}: "
-                                 f"{error}") from error
+            raise ModelLoadError(
+                f"initializer '{tensor.name}' cannot be read: {type(error).__name__}: {error}"
+            ) from error
     for sparse in graph.sparse_initializer:
         arrays.append((sparse.values.name, sparse_to_dense(sparse)))
     return arrays
@@ -268,12 +311,14 @@ def initializer_constant(name: str, array: np.ndarray) -> Tensor:
     try:
         return make_constant(array)
     except TypeError:
-        raise ModelLoadError(f"initializer '{name}' holds {array.dtype} values, which onnxnn tensors "
-                             "cannot hold") from None
+        raise ModelLoadError(
+            f"initializer '{name}' holds {array.dtype} values, which onnxnn tensors cannot hold"
+        ) from None
 
 
-_NONDETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-                               "Bernoulli", "Multinomial"})
+_NONDETERMINISTIC = frozenset(
+    {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial"}
+)
 _FOLD_LIMIT = 64
 
 
@@ -288,8 +333,10 @@ def _foldable(step: Step, arguments: list, results) -> bool:
     for argument in arguments:
         if argument is not None and (not isinstance(argument, Tensor) or value_of(argument).static is None):
             return False
-    return all(isinstance(result, Tensor) and result.dtype.category != 2 and result.numel() <= _FOLD_LIMIT
-               for result in results)
+    return all(
+        isinstance(result, Tensor) and result.dtype.category != 2 and result.numel() <= _FOLD_LIMIT
+        for result in results
+    )
 
 
 def _fold(results) -> tuple:
@@ -299,9 +346,18 @@ def _fold(results) -> tuple:
 
 
 def _describe(arguments: list) -> str:
-    return "[" + ", ".join("None" if value is None
-                           else f"{value.dtype.name}{list(value.shape)}" if isinstance(value, Tensor)
-                           else type(value).__name__ for value in arguments) + "]"
+    return (
+        "["
+        + ", ".join(
+            "None"
+            if value is None
+            else f"{value.dtype.name}{list(value.shape)}"
+            if isinstance(value, Tensor)
+            else type(value).__name__
+            for value in arguments
+        )
+        + "]"
+    )
 
 
 def run_program(program: Program, scope: Scope, training: bool) -> list:
@@ -318,17 +374,28 @@ def run_program(program: Program, scope: Scope, training: bool) -> list:
         try:
             arguments = [scope[name] if name else None for name in step.inputs]
         except KeyError as missing:
-            raise RuntimeError(f"node '{step.name}' ({step.op_type}) reads '{missing.args[0]}', which no "
-                               "graph input, initializer or earlier node defines") from None
+            raise RuntimeError(
+                f"node '{step.name}' ({step.op_type}) reads '{missing.args[0]}', which no "
+                "graph input, initializer or earlier node defines"
+            ) from None
         try:
             if step.importer is not None:
                 call = NodeCall(step.name, step.op_type, step.num_outputs, training, run_graph)
                 results = step.importer(call, *arguments, **step.attrs)
             else:
-                opset = None if step.model_opset is None else recorded_opset(
-                    step.op_type, *step.model_opset, step.attrs, arguments)
-                results = apply_op(step.op_type, tuple(arguments), step.attrs, domain=step.domain,
-                                   num_outputs=step.num_outputs, opset=opset)
+                opset = (
+                    None
+                    if step.model_opset is None
+                    else recorded_opset(step.op_type, *step.model_opset, step.attrs, arguments)
+                )
+                results = apply_op(
+                    step.op_type,
+                    tuple(arguments),
+                    step.attrs,
+                    domain=step.domain,
+                    num_outputs=step.num_outputs,
+                    opset=opset,
+                )
         except (ModelLoadError, RuntimeError, MemoryError) as error:
             # Already documented types: a failure for these inputs (RuntimeError, as PyTorch and
             # onnxruntime raise), or a node of an enclosing body that named itself.
@@ -337,8 +404,10 @@ def run_program(program: Program, scope: Scope, training: bool) -> list:
         except Exception as error:
             # A shape rule or importer tripping over the node's attributes (a Transpose perm out
             # of range): the model is malformed, and the message must say which node.
-            raise ModelLoadError(f"ONNX node '{step.name}' of op_type '{step.op_type}' is invalid for inputs "
-                                 f"{_describe(arguments)}: {type(error).__name__}: {error}") from error
+            raise ModelLoadError(
+                f"ONNX node '{step.name}' of op_type '{step.op_type}' is invalid for inputs "
+                f"{_describe(arguments)}: {type(error).__name__}: {error}"
+            ) from error
         if isinstance(results, Tensor):
             results = (results,)
         check_allocation(step.name, step.op_type, results)
@@ -377,13 +446,20 @@ class FunctionBody:
             versions = [v for v in schema.function_opset_versions if v <= self.opset] or [schema.since_version]
             function.ParseFromString(schema.get_function_with_opset_version(max(versions)))
             return function
-        types = [onnx.TypeProto() if value is None
-                 else onnx.helper.make_tensor_type_proto(value.dtype.onnx_type, tuple(value.shape))
-                 for value in inputs]
+        types = [
+            onnx.TypeProto()
+            if value is None
+            else onnx.helper.make_tensor_type_proto(value.dtype.onnx_type, tuple(value.shape))
+            for value in inputs
+        ]
         versions = [v for v in schema.context_dependent_function_opset_versions if v <= self.opset]
-        function.ParseFromString(schema.get_context_dependent_function_with_opset_version(
-            max(versions or [schema.since_version]), self.node.SerializeToString(),
-            [proto.SerializeToString() for proto in types]))
+        function.ParseFromString(
+            schema.get_context_dependent_function_with_opset_version(
+                max(versions or [schema.since_version]),
+                self.node.SerializeToString(),
+                [proto.SerializeToString() for proto in types],
+            )
+        )
         return function
 
     def _compile(self, inputs: tuple):
@@ -407,12 +483,19 @@ class FunctionBody:
                 resolved.attribute.append(attribute)
             nodes.append(resolved)
         # Outputs the node omits may be left undefined by the body: they are not read back.
-        wanted = [name if position < len(self.node.output) and self.node.output[position] else ""
-                  for position, name in enumerate(function.output)]
-        graph = onnx.helper.make_graph(nodes, function.name, [onnx.ValueInfoProto(name=n) for n in function.input],
-                                       [onnx.ValueInfoProto(name=n) for n in wanted])
-        body_opset = next((entry.version for entry in function.opset_import if entry.domain in ("", "ai.onnx")),
-                          self.opset)
+        wanted = [
+            name if position < len(self.node.output) and self.node.output[position] else ""
+            for position, name in enumerate(function.output)
+        ]
+        graph = onnx.helper.make_graph(
+            nodes,
+            function.name,
+            [onnx.ValueInfoProto(name=n) for n in function.input],
+            [onnx.ValueInfoProto(name=n) for n in wanted],
+        )
+        body_opset = next(
+            (entry.version for entry in function.opset_import if entry.domain in ("", "ai.onnx")), self.opset
+        )
         return compile_graph(graph, self.opsets, source_opset=body_opset)
 
     def __call__(self, call: NodeCall, *inputs):
@@ -422,4 +505,4 @@ class FunctionBody:
             program = self.programs[key] = self._compile(inputs)
         arguments = list(inputs) + [None] * (len(program.input_names) - len(inputs))
         outputs = call.run_graph(program, arguments)
-        return outputs[:call.num_outputs]
+        return outputs[: call.num_outputs]

@@ -4,6 +4,7 @@ Written as ``Gather`` (the frames, by a constant index table) ``* window`` then 
 frame, so gradients reach the signal and the window through those ops' rules and both executors
 run it (the kernels executor has no STFT kernel of its own).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,12 +32,14 @@ def STFT(call: NodeCall, signal, frame_step, window=None, frame_length=None, *, 
     else:
         raise ValueError(f"STFT node '{call.name}': needs a window or a frame_length")
     if window is not None and tuple(window.shape) != (length,):
-        raise ValueError(f"STFT node '{call.name}': window of shape {list(window.shape)} does not match "
-                         f"frame_length {length}")
+        raise ValueError(
+            f"STFT node '{call.name}': window of shape {list(window.shape)} does not match frame_length {length}"
+        )
     size = signal.shape[1]
     if step < 1 or not 1 <= length <= size:
-        raise ValueError(f"STFT node '{call.name}': frame_step {step} and frame_length {length} do not fit a "
-                         f"signal of length {size}")
+        raise ValueError(
+            f"STFT node '{call.name}': frame_step {step} and frame_length {length} do not fit a signal of length {size}"
+        )
     count = (size - length) // step + 1
     table = np.arange(count, dtype=np.int64)[:, None] * step + np.arange(length, dtype=np.int64)[None, :]
     frames = apply_op("Gather", (signal, constant(table, dtypes.int64, signal.device)), {"axis": 1})

@@ -17,6 +17,7 @@ onnx's checker validates structure; these cover what it lets through or reports 
   cannot infer some bodies whose attributes keep their defaults (MeanVarianceNormalization
   without ``axes``), and replay checks every node as it records it anyway.
 """
+
 from __future__ import annotations
 
 from typing import Iterator
@@ -47,8 +48,9 @@ def _is_repeated(descriptor) -> bool:
 
 # Tensor payloads hold no string fields; skipping them keeps the walk proportional to the
 # graph's structure, not its weights.
-_PAYLOAD_FIELDS = frozenset({"float_data", "int32_data", "string_data", "int64_data", "raw_data", "double_data",
-                             "uint64_data"})
+_PAYLOAD_FIELDS = frozenset(
+    {"float_data", "int32_data", "string_data", "int64_data", "raw_data", "double_data", "uint64_data"}
+)
 
 
 def _bad_string(message, path: str) -> str | None:
@@ -135,7 +137,8 @@ def check_domains(model: onnx.ModelProto, source: str) -> None:
                 f"{source}: onnxnn has no implementation for op_type '{node.op_type}' of domain '{node.domain}' "
                 f"(opset {versions.get(node.domain, 'not imported')}), used by node {name}; onnxnn runs the "
                 f"default domain, {sorted(d for d in RUNNABLE_DOMAINS if d and d != 'ai.onnx')} and some ops "
-                f"of {other_domains} (onnxnn.import_.contrib)")
+                f"of {other_domains} (onnxnn.import_.contrib)"
+            )
 
 
 def _without_weights(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -162,8 +165,9 @@ def _without_weights(model: onnx.ModelProto) -> onnx.ModelProto:
             lean.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
     for sparse in graph.sparse_initializer:
         if sparse.values.name not in declared:
-            lean.input.append(onnx.helper.make_tensor_value_info(sparse.values.name, sparse.values.data_type,
-                                                                 list(sparse.dims)))
+            lean.input.append(
+                onnx.helper.make_tensor_value_info(sparse.values.name, sparse.values.data_type, list(sparse.dims))
+            )
     return light
 
 

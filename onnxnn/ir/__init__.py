@@ -10,6 +10,7 @@ Example::
     >>> ir.lookup("gradient_rules", "Relu") is not None
     True
 """
+
 from __future__ import annotations
 
 from .caches import clear_caches, register_cache
@@ -20,13 +21,38 @@ from .mode import MODE
 from .plan import GraphPlan, build_model, plan
 from .registry import Registry, decompositions, gradient_rules, importers, non_differentiable, shape_rules
 
-__all__ = ["Node", "Value", "GraphPlan", "plan", "build_model", "Registry", "REGISTRIES", "lookup", "shape_rules",
-           "gradient_rules", "non_differentiable", "decompositions", "importers", "kernels", "executor",
-           "executor_names", "register_executor", "clear_caches", "register_cache", "MODE"]
+__all__ = [
+    "Node",
+    "Value",
+    "GraphPlan",
+    "plan",
+    "build_model",
+    "Registry",
+    "REGISTRIES",
+    "lookup",
+    "shape_rules",
+    "gradient_rules",
+    "non_differentiable",
+    "decompositions",
+    "importers",
+    "kernels",
+    "executor",
+    "executor_names",
+    "register_executor",
+    "clear_caches",
+    "register_cache",
+    "MODE",
+]
 
 # Every per-op_type table by the name of its concern.
-REGISTRIES = {"shape_rules": shape_rules, "gradient_rules": gradient_rules, "non_differentiable": non_differentiable,
-              "decompositions": decompositions, "importers": importers, "kernels": kernels}
+REGISTRIES = {
+    "shape_rules": shape_rules,
+    "gradient_rules": gradient_rules,
+    "non_differentiable": non_differentiable,
+    "decompositions": decompositions,
+    "importers": importers,
+    "kernels": kernels,
+}
 
 
 def lookup(concern: str, op_type: str, domain: str = ""):

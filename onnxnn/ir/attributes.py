@@ -1,4 +1,5 @@
 """Reading ONNX node attributes the same way everywhere (shape rules, gradient rules, kernels)."""
+
 from __future__ import annotations
 
 __all__ = ["auto_pad_mode"]

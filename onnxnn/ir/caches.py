@@ -5,6 +5,7 @@ by count. ``onnxnn.clear_caches()`` drops every one (compiled sessions and kerne
 generated code, replay templates, symbolic-size families, shared constants, ...): a program then
 runs as on its first step, with the same results.
 """
+
 from __future__ import annotations
 
 from typing import Callable

@@ -7,6 +7,7 @@ records the same sampling as standard ops. Only 2-D DeformConv is supported (as 
 
 This module imports nothing of onnxnn's, so kernels and gradient rules may both use it.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,13 +25,23 @@ def deform_conv_geometry(x_shape: tuple, w_shape: tuple, offset_shape: tuple, at
     dilations = [int(d) for d in attrs.get("dilations") or [1, 1]]
     pads = [int(p) for p in attrs.get("pads") or [0, 0, 0, 0]]
     if x_shape[1] != w_shape[1] * group or w_shape[0] % group or x_shape[1] % offset_group:
-        raise ValueError(f"DeformConv: X {x_shape}, W {w_shape}, group {group} and offset_group {offset_group} "
-                         "are inconsistent")
+        raise ValueError(
+            f"DeformConv: X {x_shape}, W {w_shape}, group {group} and offset_group {offset_group} are inconsistent"
+        )
     if offset_shape[1] != offset_group * kernel[0] * kernel[1] * 2:
-        raise ValueError(f"DeformConv: offset has {offset_shape[1]} channels, expected offset_group * kH * kW * 2 = "
-                         f"{offset_group * kernel[0] * kernel[1] * 2}")
-    return {"group": group, "offset_group": offset_group, "kernel": kernel, "strides": strides,
-            "dilations": dilations, "pads": pads, "output": tuple(offset_shape[2:])}
+        raise ValueError(
+            f"DeformConv: offset has {offset_shape[1]} channels, expected offset_group * kH * kW * 2 = "
+            f"{offset_group * kernel[0] * kernel[1] * 2}"
+        )
+    return {
+        "group": group,
+        "offset_group": offset_group,
+        "kernel": kernel,
+        "strides": strides,
+        "dilations": dilations,
+        "pads": pads,
+        "output": tuple(offset_shape[2:]),
+    }
 
 
 def deform_conv_base(geometry: dict) -> tuple[np.ndarray, np.ndarray]:

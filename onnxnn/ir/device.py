@@ -1,4 +1,5 @@
 """Devices: where a tensor's value lives and which onnxruntime execution provider computes it."""
+
 from __future__ import annotations
 
 import functools
@@ -79,12 +80,15 @@ def cuda_is_available() -> bool:
     without the CUDA libraries, and then silently falls back to the CPU.
     """
     import onnxruntime  # deferred: importing onnxruntime costs ~0.3 s, paid only when CUDA is asked about
+
     if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
         return False
     graph = helper.make_graph(
-        [helper.make_node("Identity", ["x"], ["y"])], "probe",
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "probe",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 4  # the failed CUDA load is the expected answer here, not a warning
@@ -92,7 +96,8 @@ def cuda_is_available() -> bool:
     onnxruntime.set_default_logger_severity(4)  # ... and onnxruntime logs it through the default logger
     try:
         session = onnxruntime.InferenceSession(
-            model.SerializeToString(), options, providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+            model.SerializeToString(), options, providers=["CUDAExecutionProvider", "CPUExecutionProvider"]
+        )
     except Exception:
         return False
     finally:

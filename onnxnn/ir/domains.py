@@ -1,8 +1,15 @@
 """onnxnn's custom op domain and the layout of its ops' inputs, shared by rules, kernels and importers."""
+
 from __future__ import annotations
 
-__all__ = ["ONNXNN_DOMAIN", "TRAINING_DOMAIN", "MOMENTUM_TENSORS_START", "ADAM_TENSORS_START",
-           "ADAGRAD_TENSORS_START", "RMSPROP_TENSORS_START"]
+__all__ = [
+    "ONNXNN_DOMAIN",
+    "TRAINING_DOMAIN",
+    "MOMENTUM_TENSORS_START",
+    "ADAM_TENSORS_START",
+    "ADAGRAD_TENSORS_START",
+    "RMSPROP_TENSORS_START",
+]
 
 # onnxnn's custom-op domain (DESIGN principle 1): ops that onnxnn's kernels run directly and that
 # ``decompositions`` write as standard ONNX whenever a model is built (linalg's Solve).

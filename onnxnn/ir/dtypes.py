@@ -5,6 +5,7 @@ Type promotion follows PyTorch: a Python scalar never widens a tensor of its own
 (``int_tensor * 0.5`` is float32); zero-dimensional tensors behave like scalars against
 dimensioned tensors of the same category.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -14,9 +15,31 @@ import numpy as np
 from onnx import TensorProto
 
 __all__ = [
-    "dtype", "float32", "float", "float64", "double", "float16", "half", "bfloat16",
-    "int64", "long", "int32", "int", "int16", "short", "int8", "uint8", "bool", "uint16", "uint32", "uint64",
-    "get_default_dtype", "set_default_dtype", "promote_types", "result_type", "as_dtype",
+    "dtype",
+    "float32",
+    "float",
+    "float64",
+    "double",
+    "float16",
+    "half",
+    "bfloat16",
+    "int64",
+    "long",
+    "int32",
+    "int",
+    "int16",
+    "short",
+    "int8",
+    "uint8",
+    "bool",
+    "uint16",
+    "uint32",
+    "uint64",
+    "get_default_dtype",
+    "set_default_dtype",
+    "promote_types",
+    "result_type",
+    "as_dtype",
 ]
 
 # Categories order the promotion lattice: bool < integer < floating.
@@ -110,8 +133,9 @@ def as_dtype(value) -> dtype:
         except TypeError:
             found = None
     if found is None:
-        raise TypeError(f"unsupported dtype {value!r}: onnxnn tensors hold one of "
-                        f"{', '.join(d.name for d in ALL_DTYPES)}")
+        raise TypeError(
+            f"unsupported dtype {value!r}: onnxnn tensors hold one of {', '.join(d.name for d in ALL_DTYPES)}"
+        )
     return found
 
 
@@ -126,8 +150,9 @@ def promote_types(a: dtype, b: dtype) -> dtype:
     if {a, b} == {uint8, int8}:
         return int16
     if a in _WIDE_UNSIGNED or b in _WIDE_UNSIGNED:
-        raise RuntimeError(f"Promotion for uint16, uint32, uint64 types is not supported, attempted to promote "
-                           f"{a.name} and {b.name}")
+        raise RuntimeError(
+            f"Promotion for uint16, uint32, uint64 types is not supported, attempted to promote {a.name} and {b.name}"
+        )
     return a if a._rank > b._rank else b
 
 
@@ -154,8 +179,7 @@ def result_type(tensor_dtypes_dims: list[tuple[dtype, builtins.int]], scalars: l
     result = dimensioned
     if zero_dim is not None:
         if result is None or zero_dim.category > result.category:
-            result = zero_dim if result is None else (
-                zero_dim if zero_dim.category > result.category else result)
+            result = zero_dim if result is None else (zero_dim if zero_dim.category > result.category else result)
     for s in scalars:
         category = scalar_category(s)
         if result is None:

@@ -11,6 +11,7 @@ kernels package never imports the runtime. An executor provides:
   inputs' ``dims`` (``(input position, axis)`` pairs; see ``runtime/fastpath/dynamic_shapes.py``).
 - ``cache_info() -> dict`` and ``clear_cache()``.
 """
+
 from __future__ import annotations
 
 __all__ = ["register_executor", "executor", "executor_names"]
@@ -34,8 +35,10 @@ def executor(name: str):
     """
     implementation = _EXECUTORS.get(name)
     if implementation is None:
-        raise RuntimeError(f"no executor named {name!r} is registered (registered: {sorted(_EXECUTORS)}); "
-                           f"importing onnxnn registers 'onnxruntime' and 'kernels'")
+        raise RuntimeError(
+            f"no executor named {name!r} is registered (registered: {sorted(_EXECUTORS)}); "
+            f"importing onnxnn registers 'onnxruntime' and 'kernels'"
+        )
     return implementation
 
 

@@ -5,6 +5,7 @@ walks them; nothing here runs anything. A ``Value`` is either realized (``data``
 ``node`` is None) or pending (``node`` and ``index`` say which node output computes it).
 Realizing drops the link to the producer, so computed graphs are freed by reference counting.
 """
+
 from __future__ import annotations
 
 import weakref
@@ -33,11 +34,29 @@ class Node:
 
     opset = OPSET_VERSION  # a class attribute, not a slot: nodes at onnxnn's opset store nothing
 
-    __slots__ = ("op_type", "domain", "inputs", "attrs", "num_outputs", "depth", "_signature", "position",
-                 "plan_mark", "saved")
+    __slots__ = (
+        "op_type",
+        "domain",
+        "inputs",
+        "attrs",
+        "num_outputs",
+        "depth",
+        "_signature",
+        "position",
+        "plan_mark",
+        "saved",
+    )
 
-    def __init__(self, op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int, depth: int = 1,
-                 signature: tuple | None = None):
+    def __init__(
+        self,
+        op_type: str,
+        domain: str,
+        inputs: tuple,
+        attrs: dict,
+        num_outputs: int,
+        depth: int = 1,
+        signature: tuple | None = None,
+    ):
         self.op_type = op_type
         self.domain = domain
         self.inputs = inputs
@@ -86,14 +105,24 @@ class VersionedNode(Node):
 
     __slots__ = ("opset",)
 
-    def __init__(self, op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int, depth: int,
-                 opset: int, signature: tuple | None = None):
+    def __init__(
+        self,
+        op_type: str,
+        domain: str,
+        inputs: tuple,
+        attrs: dict,
+        num_outputs: int,
+        depth: int,
+        opset: int,
+        signature: tuple | None = None,
+    ):
         super().__init__(op_type, domain, inputs, attrs, num_outputs, depth, signature)
         self.opset = opset
 
     def rewired(self, inputs: tuple) -> "VersionedNode":
-        return VersionedNode(self.op_type, self.domain, inputs, self.attrs, self.num_outputs, self.depth, self.opset,
-                             self._signature)
+        return VersionedNode(
+            self.op_type, self.domain, inputs, self.attrs, self.num_outputs, self.depth, self.opset, self._signature
+        )
 
     @property
     def signature(self) -> tuple:
@@ -135,8 +164,7 @@ class Value:
     user, or None: liveness is explicit, never read from reference counts (see ``is_held``).
     """
 
-    __slots__ = ("node", "index", "shape", "dtype", "device", "data", "static", "plan_mark", "plan_count",
-                 "holder")
+    __slots__ = ("node", "index", "shape", "dtype", "device", "data", "static", "plan_mark", "plan_count", "holder")
 
     def __init__(self, node, index, shape, dtype, device, data=None, static=None):
         self.node = node

@@ -31,14 +31,26 @@ Example::
     def relu(xp, inputs, attrs):
         return [xp.maximum(inputs[0], 0)]
 """
+
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
 from .registry import Registry
 
-__all__ = ["KernelRegistry", "DirectForm", "kernels", "FLOATING", "SIGNED", "UNSIGNED", "INTEGER", "NUMERIC", "BOOL",
-           "ALL_TYPES", "LOW_PRECISION"]
+__all__ = [
+    "KernelRegistry",
+    "DirectForm",
+    "kernels",
+    "FLOATING",
+    "SIGNED",
+    "UNSIGNED",
+    "INTEGER",
+    "NUMERIC",
+    "BOOL",
+    "ALL_TYPES",
+    "LOW_PRECISION",
+]
 
 FLOATING = frozenset({"float16", "bfloat16", "float32", "float64"})
 LOW_PRECISION = frozenset({"float16", "bfloat16"})
@@ -62,11 +74,11 @@ class DirectForm(NamedTuple):
     """
 
     function: Callable
-    kernel: Callable         # the kernel it stands for: a kernel replaced later voids the form
-    defaults: dict           # the attributes the form depends on, with ONNX's default values
-    required: dict           # the values those attributes must have (defaults filled in)
+    kernel: Callable  # the kernel it stands for: a kernel replaced later voids the form
+    defaults: dict  # the attributes the form depends on, with ONNX's default values
+    required: dict  # the values those attributes must have (defaults filled in)
     types: frozenset | None  # dtype names the first input may have (None: any the kernel takes)
-    output_shape: bool       # called as function(first_input, recorded_output_shape)
+    output_shape: bool  # called as function(first_input, recorded_output_shape)
 
     def applies(self, attrs: dict, dtype_name: str | None) -> bool:
         """Whether a node with these attributes and first-input dtype may use this form."""
@@ -90,9 +102,15 @@ class KernelRegistry(Registry):
         self.finished_results: dict[tuple[str, str], Callable] = {}
         self.direct_forms: dict[tuple[str, str], list[DirectForm]] = {}
 
-    def register(self, *op_types: str, domain: str = "", types: frozenset = ALL_TYPES,
-                 native_low_precision: bool = False, direct: Callable | None = None,
-                 finished_results: bool = False) -> Callable[[Callable], Callable]:
+    def register(
+        self,
+        *op_types: str,
+        domain: str = "",
+        types: frozenset = ALL_TYPES,
+        native_low_precision: bool = False,
+        direct: Callable | None = None,
+        finished_results: bool = False,
+    ) -> Callable[[Callable], Callable]:
         """Decorator registering ``kernel(xp, inputs, attrs) -> list[array]`` for each of ``op_types``.
 
         Args:
@@ -111,6 +129,7 @@ class KernelRegistry(Registry):
             def add(xp, inputs, attrs):
                 return [xp.add(inputs[0], inputs[1])]
         """
+
         def decorate(function: Callable) -> Callable:
             for op_type in op_types:
                 key = (domain, op_type)
@@ -128,11 +147,20 @@ class KernelRegistry(Registry):
                 if direct is not None:
                     self.register_direct(op_type, direct, domain=domain)
             return function
+
         return decorate
 
-    def register_direct(self, op_type: str, function: Callable, *, domain: str = "",
-                        defaults: dict | None = None, when: dict | None = None,
-                        types: frozenset | None = None, output_shape: bool = False) -> Callable:
+    def register_direct(
+        self,
+        op_type: str,
+        function: Callable,
+        *,
+        domain: str = "",
+        defaults: dict | None = None,
+        when: dict | None = None,
+        types: frozenset | None = None,
+        output_shape: bool = False,
+    ) -> Callable:
         """Declares a direct form of an already registered kernel (several may be declared; the first
         that applies to a node is used).
 
@@ -158,8 +186,10 @@ class KernelRegistry(Registry):
         """
         key = (domain, op_type)
         if key not in self.table:
-            raise KeyError(f"no kernel registered for op_type '{op_type}' (domain '{domain or 'ai.onnx'}'): "
-                           f"register the kernel before its direct forms")
+            raise KeyError(
+                f"no kernel registered for op_type '{op_type}' (domain '{domain or 'ai.onnx'}'): "
+                f"register the kernel before its direct forms"
+            )
         defaults = dict(defaults or {})
         required = {**defaults, **(when or {})}
         unknown = sorted(set(required) - set(defaults))
@@ -181,13 +211,15 @@ class KernelRegistry(Registry):
                 return form
         return None
 
-    def lookup(self, op_type: str, domain: str = "", *, opset: int | None = None,
-               node_name: str | None = None) -> Callable:
+    def lookup(
+        self, op_type: str, domain: str = "", *, opset: int | None = None, node_name: str | None = None
+    ) -> Callable:
         """The kernel of an op; NotImplementedError naming the op, its domain and this executor otherwise."""
         function = self.table.get((domain, op_type))
         if function is None:
             raise NotImplementedError(
-                f"onnxnn kernels executor has no kernel for op_type '{op_type}' (domain '{domain or 'ai.onnx'}')")
+                f"onnxnn kernels executor has no kernel for op_type '{op_type}' (domain '{domain or 'ai.onnx'}')"
+            )
         return function
 
     def check_dtype(self, op_type: str, domain: str, dtype_name: str) -> None:
@@ -196,7 +228,8 @@ class KernelRegistry(Registry):
         if dtype_name not in allowed:
             raise TypeError(
                 f"onnxnn kernels executor: {op_type} does not support dtype {dtype_name} "
-                f"(supported: {', '.join(sorted(allowed))})")
+                f"(supported: {', '.join(sorted(allowed))})"
+            )
 
 
 kernels = KernelRegistry()

@@ -9,6 +9,7 @@ Grad mode is per thread, as PyTorch's is (``MODE.grad.enabled``; a new thread st
 gradients enabled); the other modes are per process. ``MODE`` is a plain object because recording
 reads it for every op, and a thread-local attribute costs several times a plain one.
 """
+
 from __future__ import annotations
 
 import os
@@ -51,8 +52,18 @@ class Mode:
             0 leaves onnxruntime's default.
     """
 
-    __slots__ = ("grad", "executor", "eager", "fast_path", "recording_only", "unbounded_depth", "in_backward",
-                 "trace", "intra_op_threads", "inter_op_threads")
+    __slots__ = (
+        "grad",
+        "executor",
+        "eager",
+        "fast_path",
+        "recording_only",
+        "unbounded_depth",
+        "in_backward",
+        "trace",
+        "intra_op_threads",
+        "inter_op_threads",
+    )
 
     def __init__(self):
         self.grad = GradMode()

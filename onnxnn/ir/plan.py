@@ -5,6 +5,7 @@ types, attributes, topology, input shapes and dtypes, never data, so every repet
 computation finds the same compiled executable. ``build_model`` turns a plan into an ONNX model
 (for onnxruntime sessions and for export).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,9 +30,9 @@ class GraphPlan:
     __slots__ = ("nodes", "inputs", "outputs", "key")
 
     def __init__(self, nodes, inputs, outputs, key):
-        self.nodes = nodes        # list[Node], topological order
-        self.inputs = inputs      # list[Value]: realized values fed to the graph
-        self.outputs = outputs    # list[Value]: pending values the run computes
+        self.nodes = nodes  # list[Node], topological order
+        self.inputs = inputs  # list[Value]: realized values fed to the graph
+        self.outputs = outputs  # list[Value]: pending values the run computes
         self.key = key
 
 
@@ -150,8 +151,13 @@ def plan_opset(plan: GraphPlan) -> int:
     return opset
 
 
-def build_model(plan: GraphPlan, input_roles: list | None = None, output_names: list | None = None,
-                opset_version: int | None = None, graph_name: str = "onnxnn") -> onnx.ModelProto:
+def build_model(
+    plan: GraphPlan,
+    input_roles: list | None = None,
+    output_names: list | None = None,
+    opset_version: int | None = None,
+    graph_name: str = "onnxnn",
+) -> onnx.ModelProto:
     """Builds the ONNX model of a plan.
 
     Args:
@@ -167,8 +173,10 @@ def build_model(plan: GraphPlan, input_roles: list | None = None, output_names: 
     if opset_version is None:
         opset_version = newest
     elif opset_version < newest:
-        raise ValueError(f"build_model: the plan has nodes recorded at opset {newest}, which cannot be declared at "
-                         f"opset {opset_version}")
+        raise ValueError(
+            f"build_model: the plan has nodes recorded at opset {newest}, which cannot be declared at "
+            f"opset {opset_version}"
+        )
     names: dict = {}
     graph_inputs, initializers, onnx_nodes = [], [], []
     for position, value in enumerate(plan.inputs):
@@ -212,8 +220,9 @@ def build_model(plan: GraphPlan, input_roles: list | None = None, output_names: 
     domains = {""}
     for node_index, node in enumerate(plan.nodes):
         inputs = ["" if value is None else name_of(value) for value in node.inputs]
-        outputs = [produced.get((node_index, i)) or generated(f"node_{node_index}_{i}")
-                   for i in range(node.num_outputs)]
+        outputs = [
+            produced.get((node_index, i)) or generated(f"node_{node_index}_{i}") for i in range(node.num_outputs)
+        ]
         expand = decompositions.get(node.op_type, node.domain)
         if expand is not None:
             names_used = [0]
@@ -227,12 +236,22 @@ def build_model(plan: GraphPlan, input_roles: list | None = None, output_names: 
             initializers.extend(expanded_initializers)
             continue
         attributes = {k: onnx_attribute_value(v) for k, v in node.attrs.items()}
-        onnx_nodes.append(helper.make_node(node.op_type, inputs, outputs, name=f"{node.op_type}_{node_index}",
-                                           domain=node.domain or None, **attributes))
+        onnx_nodes.append(
+            helper.make_node(
+                node.op_type,
+                inputs,
+                outputs,
+                name=f"{node.op_type}_{node_index}",
+                domain=node.domain or None,
+                **attributes,
+            )
+        )
         domains.add(node.domain)
     identity_nodes = [helper.make_node("Identity", [name_of(value)], [name]) for name, value in renames]
-    graph_outputs = [helper.make_tensor_value_info(name, value.dtype.onnx_type, value.shape)
-                     for name, value in zip(output_names, plan.outputs)]
+    graph_outputs = [
+        helper.make_tensor_value_info(name, value.dtype.onnx_type, value.shape)
+        for name, value in zip(output_names, plan.outputs)
+    ]
     graph = helper.make_graph(onnx_nodes + identity_nodes, graph_name, graph_inputs, graph_outputs, initializers)
     opsets = [helper.make_opsetid(domain, opset_version if domain == "" else 1) for domain in sorted(domains)]
     return helper.make_model(graph, opset_imports=opsets, ir_version=IR_VERSION, producer_name="onnxnn")

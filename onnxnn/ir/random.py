@@ -3,12 +3,12 @@
 Random values are drawn here (numpy's PCG64) rather than by ONNX's RandomNormal ops, so a seed
 gives the same numbers on every executor and every device.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_seed",
-           "get_rng_state", "set_rng_state"]
+__all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state"]
 
 
 class Generator:
@@ -21,11 +21,11 @@ class Generator:
 
     def manual_seed(self, seed: int) -> "Generator":
         self._seed = int(seed)
-        self._numpy = np.random.Generator(np.random.PCG64(self._seed & (2 ** 128 - 1)))
+        self._numpy = np.random.Generator(np.random.PCG64(self._seed & (2**128 - 1)))
         return self
 
     def seed(self) -> int:
-        new_seed = int(np.random.SeedSequence().entropy) & (2 ** 63 - 1)
+        new_seed = int(np.random.SeedSequence().entropy) & (2**63 - 1)
         self.manual_seed(new_seed)
         return new_seed
 

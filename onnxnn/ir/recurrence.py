@@ -14,6 +14,7 @@ sequence axes of X, Y, the initial states and the final states.
 
 This module imports nothing of the runtime's, so the kernels may use it without cycles.
 """
+
 from __future__ import annotations
 
 __all__ = ["unroll", "activation_functions", "GATES", "DEFAULT_ACTIVATIONS"]
@@ -24,8 +25,12 @@ DEFAULT_ACTIVATIONS = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Si
 # (alpha, beta) defaults of the activations that take them, as onnxruntime reads them; each
 # activation consumes the next entries of activation_alpha/activation_beta only if it takes them.
 _PARAMETERS = {
-    "Affine": (1.0, 0.0), "LeakyRelu": (0.01, None), "ThresholdedRelu": (1.0, None), "ScaledTanh": (1.0, 1.0),
-    "HardSigmoid": (0.2, 0.5), "Elu": (1.0, None),
+    "Affine": (1.0, 0.0),
+    "LeakyRelu": (0.01, None),
+    "ThresholdedRelu": (1.0, None),
+    "ScaledTanh": (1.0, 1.0),
+    "HardSigmoid": (0.2, 0.5),
+    "Elu": (1.0, None),
 }
 _KNOWN = {"Relu", "Tanh", "Sigmoid", "Softsign", "Softplus"} | set(_PARAMETERS)
 
@@ -41,8 +46,10 @@ def activation_functions(op_type: str, attrs: dict, directions: int) -> list[lis
     elif op_type == "RNN" and directions == 1 and len(names) == 2:
         names = names[:1]  # the RNN schema's own default lists one activation per direction of a pair
     if len(names) != per_direction * directions:
-        raise ValueError(f"{op_type}: {len(names)} activations given; {per_direction * directions} expected "
-                         f"({per_direction} per direction, {directions} direction(s))")
+        raise ValueError(
+            f"{op_type}: {len(names)} activations given; {per_direction * directions} expected "
+            f"({per_direction} per direction, {directions} direction(s))"
+        )
     alphas = list(attrs.get("activation_alpha") or [])
     betas = list(attrs.get("activation_beta") or [])
     result = []
@@ -56,7 +63,7 @@ def activation_functions(op_type: str, attrs: dict, directions: int) -> list[lis
         if beta is not None and betas:
             beta = float(betas.pop(0))
         result.append((canonical, alpha, beta))
-    return [result[d * per_direction:(d + 1) * per_direction] for d in range(directions)]
+    return [result[d * per_direction : (d + 1) * per_direction] for d in range(directions)]
 
 
 def _input(inputs, index):
@@ -104,7 +111,7 @@ def unroll(backend, op_type: str, inputs, attrs: dict, num_outputs: int) -> list
         w_t = backend.transpose(w[d], (1, 0))
         r_t = backend.transpose(r[d], (1, 0))
         if bias is not None:
-            wb, rb = bias[d][:gates * hidden], bias[d][gates * hidden:]
+            wb, rb = bias[d][: gates * hidden], bias[d][gates * hidden :]
         else:
             wb = rb = None
         h = backend.zeros((batch, hidden), x) if initial_h is None else initial_h[d]
@@ -112,32 +119,32 @@ def unroll(backend, op_type: str, inputs, attrs: dict, num_outputs: int) -> list
         if op_type == "LSTM":
             c = backend.zeros((batch, hidden), x) if initial_c is None else initial_c[d]
         if peepholes is not None:
-            p_i, p_o, p_f = (peepholes[d][k * hidden:(k + 1) * hidden] for k in range(3))
+            p_i, p_o, p_f = (peepholes[d][k * hidden : (k + 1) * hidden] for k in range(3))
         reverse = direction == "reverse" or d == 1
         outputs = [None] * steps
         # The input projection does not depend on the state: one product for every step.
         projected = x @ w_t if steps else None
         if wb is not None and steps:
             projected = projected + wb
-        for t in (reversed(range(steps)) if reverse else range(steps)):
+        for t in reversed(range(steps)) if reverse else range(steps):
             xw = projected[t]
             if op_type == "GRU":
-                hr = h @ r_t[:, :2 * hidden]
+                hr = h @ r_t[:, : 2 * hidden]
                 if rb is not None:
-                    hr = hr + rb[:2 * hidden]
+                    hr = hr + rb[: 2 * hidden]
                 z = act(clipped(xw[:, :hidden] + hr[:, :hidden]), f)
-                reset = act(clipped(xw[:, hidden:2 * hidden] + hr[:, hidden:]), f)
-                rh_t = r_t[:, 2 * hidden:]
+                reset = act(clipped(xw[:, hidden : 2 * hidden] + hr[:, hidden:]), f)
+                rh_t = r_t[:, 2 * hidden :]
                 if linear_before_reset:
                     recurrent = h @ rh_t
                     if rb is not None:
-                        recurrent = recurrent + rb[2 * hidden:]
+                        recurrent = recurrent + rb[2 * hidden :]
                     recurrent = reset * recurrent
                 else:
                     recurrent = (reset * h) @ rh_t
                     if rb is not None:
-                        recurrent = recurrent + rb[2 * hidden:]
-                candidate = act(clipped(xw[:, 2 * hidden:] + recurrent), g)
+                        recurrent = recurrent + rb[2 * hidden :]
+                candidate = act(clipped(xw[:, 2 * hidden :] + recurrent), g)
                 new_h = (1 - z) * candidate + z * h
                 new_c = None
             else:
@@ -148,8 +155,8 @@ def unroll(backend, op_type: str, inputs, attrs: dict, num_outputs: int) -> list
                     new_h = act(clipped(pre), f)
                     new_c = None
                 else:
-                    i_pre, o_pre = pre[:, :hidden], pre[:, hidden:2 * hidden]
-                    f_pre, c_pre = pre[:, 2 * hidden:3 * hidden], pre[:, 3 * hidden:]
+                    i_pre, o_pre = pre[:, :hidden], pre[:, hidden : 2 * hidden]
+                    f_pre, c_pre = pre[:, 2 * hidden : 3 * hidden], pre[:, 3 * hidden :]
                     if peepholes is not None:
                         i_pre = i_pre + p_i * c
                         f_pre = f_pre + p_f * c

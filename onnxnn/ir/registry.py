@@ -18,12 +18,20 @@ All share one shape: ``register`` (a decorator), ``get``, ``lookup`` (a clear
 NotImplementedError), ``in``, ``op_types`` and the read-only mapping ``table``, which hot paths
 bind once (``table.get``) instead of calling ``get`` per op.
 """
+
 from __future__ import annotations
 
 from typing import Callable
 
-__all__ = ["Registry", "MarkRegistry", "shape_rules", "gradient_rules", "non_differentiable", "decompositions",
-           "importers"]
+__all__ = [
+    "Registry",
+    "MarkRegistry",
+    "shape_rules",
+    "gradient_rules",
+    "non_differentiable",
+    "decompositions",
+    "importers",
+]
 
 
 class Registry:
@@ -43,24 +51,29 @@ class Registry:
         Each op has one entry per concern: registering a second raises ValueError naming both, so
         two modules can never silently disagree on which rule runs (the last import would win).
         """
+
         def decorate(function: Callable) -> Callable:
             for op_type in op_types:
                 self._claim(op_type, domain, function)
                 self.table[(domain, op_type)] = function
             return function
+
         return decorate
 
     def _claim(self, op_type: str, domain: str, entry) -> None:
         existing = self.table.get((domain, op_type))
         if existing is not None and existing is not entry:
-            raise ValueError(f"two {self.concern}s for op_type '{op_type}' (domain '{domain or 'ai.onnx'}'): "
-                             f"{_describe(existing)} and {_describe(entry)}")
+            raise ValueError(
+                f"two {self.concern}s for op_type '{op_type}' (domain '{domain or 'ai.onnx'}'): "
+                f"{_describe(existing)} and {_describe(entry)}"
+            )
 
     def get(self, op_type: str, domain: str = "") -> Callable | None:
         return self.table.get((domain, op_type))
 
-    def lookup(self, op_type: str, domain: str = "", *, opset: int | None = None,
-               node_name: str | None = None) -> Callable:
+    def lookup(
+        self, op_type: str, domain: str = "", *, opset: int | None = None, node_name: str | None = None
+    ) -> Callable:
         """Returns the entry, raising NotImplementedError that names the op when there is none."""
         function = self.table.get((domain, op_type))
         if function is None:

@@ -16,6 +16,7 @@ follows the reference: a sample's value is the largest of its 4 weighted taps, n
 
 This module imports nothing of onnxnn's, so kernels and gradient rules may both use it.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,11 +29,12 @@ __all__ = ["RoiAlignTaps", "roi_align_taps", "roi_align_attributes"]
 
 class RoiAlignTaps(NamedTuple):
     """The sampling table of a RoiAlign node; ``M = output_height * output_width * samples * 4``."""
+
     positions: np.ndarray  # (R, M) int64: flat ``y * width + x`` index into the region's image
-    weights: np.ndarray    # (R, M) float64: bilinear weight of each tap (0 outside or for padding)
-    valid: np.ndarray      # (R, output_height, output_width, samples) bool: real (not padding) samples
-    counts: np.ndarray     # (R,) float64: the divisor of mode "avg" (at least 1)
-    samples: int           # lattice points per bin after padding (at least 1)
+    weights: np.ndarray  # (R, M) float64: bilinear weight of each tap (0 outside or for padding)
+    valid: np.ndarray  # (R, output_height, output_width, samples) bool: real (not padding) samples
+    counts: np.ndarray  # (R,) float64: the divisor of mode "avg" (at least 1)
+    samples: int  # lattice points per bin after padding (at least 1)
 
 
 def _text(value, default: str) -> str:
@@ -56,8 +58,7 @@ def roi_align_attributes(attrs: dict) -> dict:
 def _axis_samples(start: float, size: float, bins: int, grid: int) -> np.ndarray:
     """Sample coordinates ``(bins, grid)`` along one axis of a region."""
     bin_size = size / bins
-    return (start + np.arange(bins)[:, None] * bin_size
-            + (np.arange(grid)[None, :] + 0.5) * bin_size / max(grid, 1))
+    return start + np.arange(bins)[:, None] * bin_size + (np.arange(grid)[None, :] + 0.5) * bin_size / max(grid, 1)
 
 
 def _bilinear(y: np.ndarray, x: np.ndarray, height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -73,8 +74,9 @@ def _bilinear(y: np.ndarray, x: np.ndarray, height: int, width: int) -> tuple[np
     ly = np.where(at_bottom, 0.0, y - y_low)
     lx = np.where(at_right, 0.0, x - x_low)
     hy, hx = 1.0 - ly, 1.0 - lx
-    positions = np.stack([y_low * width + x_low, y_low * width + x_high,
-                          y_high * width + x_low, y_high * width + x_high], axis=-1)
+    positions = np.stack(
+        [y_low * width + x_low, y_low * width + x_high, y_high * width + x_low, y_high * width + x_high], axis=-1
+    )
     weights = np.stack([hy * hx, hy * lx, ly * hx, ly * lx], axis=-1)
     positions = np.where(outside[..., None], 0, positions)
     weights = np.where(outside[..., None], 0.0, weights)

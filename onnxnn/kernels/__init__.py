@@ -13,14 +13,34 @@ Example::
     >>> run_plan(_plan([x.relu()._value]))
     [array([1., 0.], dtype=float32)]
 """
+
 from __future__ import annotations
 
 from .debug import ComparisonReport, NodeComparison, compare_with_onnxruntime
-from .executor import (CompiledKernelPlan, array_module, cache_info, cached_plan, clear_cache, compile_plan,
-                       run_plan, set_cache_size)
+from .executor import (
+    CompiledKernelPlan,
+    array_module,
+    cache_info,
+    cached_plan,
+    clear_cache,
+    compile_plan,
+    run_plan,
+    set_cache_size,
+)
 from ..ir.kernel_registry import kernels
 from . import training  # noqa: F401,E402  (registers the optimizer kernels)
 
-__all__ = ["kernels", "run_plan", "compile_plan", "cached_plan", "CompiledKernelPlan", "array_module",
-           "cache_info", "clear_cache", "set_cache_size", "compare_with_onnxruntime", "ComparisonReport",
-           "NodeComparison"]
+__all__ = [
+    "kernels",
+    "run_plan",
+    "compile_plan",
+    "cached_plan",
+    "CompiledKernelPlan",
+    "array_module",
+    "cache_info",
+    "clear_cache",
+    "set_cache_size",
+    "compare_with_onnxruntime",
+    "ComparisonReport",
+    "NodeComparison",
+]

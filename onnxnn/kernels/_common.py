@@ -1,13 +1,26 @@
 """Helpers shared by the kernel families: reading structural inputs, axes, dtypes, padding."""
+
 from __future__ import annotations
 
 import numpy as np
 
 from ..ir.dtypes import as_dtype
 
-__all__ = ["to_list", "to_scalar", "normalize_axis", "numpy_dtype", "lowest", "highest",
-           "axes_argument", "spatial_attributes", "auto_pads", "reduce_sum", "reduce_max", "reduce_min",
-           "reduce_mean"]
+__all__ = [
+    "to_list",
+    "to_scalar",
+    "normalize_axis",
+    "numpy_dtype",
+    "lowest",
+    "highest",
+    "axes_argument",
+    "spatial_attributes",
+    "auto_pads",
+    "reduce_sum",
+    "reduce_max",
+    "reduce_min",
+    "reduce_mean",
+]
 
 
 def to_list(array) -> list:
@@ -19,6 +32,7 @@ def to_list(array) -> list:
 
 # numpy's ufunc.reduce skips the argument handling of np.sum/np.max (several microseconds a call,
 # which is most of the cost of a small reduction); CuPy gets its own functions.
+
 
 def reduce_sum(xp, x, axis=None, keepdims=False, dtype=None):
     if xp is np:

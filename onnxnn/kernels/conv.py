@@ -6,6 +6,7 @@ column matrix ``(N, group, C/group * prod(kernel), prod(output))`` (the one copy
 that ``weights @ columns`` lands in ``(N, M, *output)`` order with no transpose afterwards. Large
 batches are processed in chunks to bound the column buffer.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -40,9 +41,11 @@ def sliding_windows(xp, padded, kernel_shape, strides, dilations, output_shape):
     spatial = len(kernel_shape)
     element_strides = padded.strides
     shape = tuple(padded.shape[:2]) + tuple(output_shape) + tuple(kernel_shape)
-    strides = (tuple(element_strides[:2])
-               + tuple(element_strides[2 + i] * strides[i] for i in range(spatial))
-               + tuple(element_strides[2 + i] * dilations[i] for i in range(spatial)))
+    strides = (
+        tuple(element_strides[:2])
+        + tuple(element_strides[2 + i] * strides[i] for i in range(spatial))
+        + tuple(element_strides[2 + i] * dilations[i] for i in range(spatial))
+    )
     return xp.lib.stride_tricks.as_strided(padded, shape=shape, strides=strides)
 
 
@@ -64,8 +67,9 @@ def conv(xp, inputs, attrs):
     spatial = x.ndim - 2
     batch, channels = x.shape[:2]
     out_channels = w.shape[0]
-    output_shape = [output_size(x.shape[2 + i], kernel[i], strides[i], dilations[i], begins[i], ends[i])
-                    for i in range(spatial)]
+    output_shape = [
+        output_size(x.shape[2 + i], kernel[i], strides[i], dilations[i], begins[i], ends[i]) for i in range(spatial)
+    ]
     padded = pad_spatial(xp, x, begins, ends)
     windows = sliding_windows(xp, padded, kernel, strides, dilations, output_shape)
     # (N, C, *out, *k) -> (N, C, *k, *out): rows of the column matrix are (channel, kernel offset).
@@ -95,8 +99,9 @@ def _transpose_geometry(x, w, attrs):
     output_padding = list(attrs.get("output_padding") or [0] * spatial)
     auto_pad = auto_pad_mode(attrs)
     inputs = x.shape[2:]
-    natural = [strides[i] * (inputs[i] - 1) + output_padding[i] + (kernel[i] - 1) * dilations[i] + 1
-               for i in range(spatial)]
+    natural = [
+        strides[i] * (inputs[i] - 1) + output_padding[i] + (kernel[i] - 1) * dilations[i] + 1 for i in range(spatial)
+    ]
     output_shape = attrs.get("output_shape")
     if output_shape is None and auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         # onnxruntime (and the shape rule) never pad beyond the uncropped size: min(in * stride, full).
@@ -130,14 +135,21 @@ def conv_transpose(xp, inputs, attrs):
     columns = xp.matmul(weights, x.reshape(batch, group, channels // group, -1))
     columns = columns.reshape((batch, out_channels) + tuple(kernel) + tuple(in_shape))
     # col2im: every kernel offset adds a strided block into the full (uncropped) output.
-    full = [max((in_shape[i] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1,
-                begins[i] + output_shape[i]) for i in range(spatial)]
+    full = [
+        max((in_shape[i] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1, begins[i] + output_shape[i])
+        for i in range(spatial)
+    ]
     shift = [max(-b, 0) for b in begins]
     canvas = xp.zeros((batch, out_channels) + tuple(f + s for f, s in zip(full, shift)), dtype=columns.dtype)
     for offset in itertools.product(*(range(k) for k in kernel)):
-        target = tuple(slice(shift[i] + offset[i] * dilations[i],
-                             shift[i] + offset[i] * dilations[i] + (in_shape[i] - 1) * strides[i] + 1, strides[i])
-                       for i in range(spatial))
+        target = tuple(
+            slice(
+                shift[i] + offset[i] * dilations[i],
+                shift[i] + offset[i] * dilations[i] + (in_shape[i] - 1) * strides[i] + 1,
+                strides[i],
+            )
+            for i in range(spatial)
+        )
         canvas[(slice(None), slice(None)) + target] += columns[(slice(None), slice(None)) + offset]
     crop = tuple(slice(shift[i] + begins[i], shift[i] + begins[i] + output_shape[i]) for i in range(spatial))
     out = canvas[(slice(None), slice(None)) + crop]

@@ -1,4 +1,5 @@
 """Cropping and folding kernels: CenterCropPad and Col2Im."""
+
 from __future__ import annotations
 
 import itertools
@@ -50,15 +51,19 @@ def col2im(xp, inputs, attrs):
     block_size = int(np.prod(block_shape))
     channels = columns.shape[1] // block_size
     # How many block positions fit along each axis of the padded image.
-    counts = [(image_shape[i] + begins[i] + ends[i] - ((block_shape[i] - 1) * dilations[i] + 1)) // strides[i] + 1
-              for i in range(spatial)]
+    counts = [
+        (image_shape[i] + begins[i] + ends[i] - ((block_shape[i] - 1) * dilations[i] + 1)) // strides[i] + 1
+        for i in range(spatial)
+    ]
     blocks = columns.reshape([batch, channels] + block_shape + counts)
     padded_shape = [image_shape[i] + begins[i] + ends[i] for i in range(spatial)]
     image = xp.zeros([batch, channels] + padded_shape, dtype=columns.dtype)
     # One strided scatter-add per kernel offset: the positions one offset writes never collide.
     for offset in itertools.product(*(range(size) for size in block_shape)):
-        target = tuple(slice(offset[i] * dilations[i], offset[i] * dilations[i] + (counts[i] - 1) * strides[i] + 1,
-                             strides[i]) for i in range(spatial))
+        target = tuple(
+            slice(offset[i] * dilations[i], offset[i] * dilations[i] + (counts[i] - 1) * strides[i] + 1, strides[i])
+            for i in range(spatial)
+        )
         image[(slice(None), slice(None)) + target] += blocks[(slice(None), slice(None)) + offset]
     crop = tuple(slice(begins[i], begins[i] + image_shape[i]) for i in range(spatial))
     return [image[(slice(None), slice(None)) + crop]]

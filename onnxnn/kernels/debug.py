@@ -8,6 +8,7 @@ whose results disagree is where to look::
     >>> report.first_mismatch          # None when everything agrees
     >>> print(report)                  # one line per node output
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -21,8 +22,7 @@ from .executor import CompiledKernelPlan
 __all__ = ["compare_with_onnxruntime", "NodeComparison", "ComparisonReport"]
 
 # Default tolerances per result dtype (relative, absolute).
-_TOLERANCES = {"float64": (1e-9, 1e-12), "float32": (1e-4, 1e-5), "float16": (1e-2, 1e-2),
-               "bfloat16": (5e-2, 5e-2)}
+_TOLERANCES = {"float64": (1e-9, 1e-12), "float32": (1e-4, 1e-5), "float16": (1e-2, 1e-2), "bfloat16": (5e-2, 5e-2)}
 
 
 @dataclass
@@ -39,8 +39,10 @@ class NodeComparison:
 
     def __str__(self) -> str:
         verdict = "ok" if self.matches else "MISMATCH"
-        return (f"{verdict:8s} {self.description} output {self.output_index} {self.dtype}{list(self.shape)}: "
-                f"max abs error {self.max_abs_error:.3g}, max rel error {self.max_rel_error:.3g}")
+        return (
+            f"{verdict:8s} {self.description} output {self.output_index} {self.dtype}{list(self.shape)}: "
+            f"max abs error {self.max_abs_error:.3g}, max rel error {self.max_rel_error:.3g}"
+        )
 
 
 @dataclass

@@ -8,6 +8,7 @@ input, as ONNX's reference reads it through GridSample with ``align_corners=1``)
 ``out[n, m] = sum(W[m, c, ki, kj] * mask * X[n, c](y, x)) + B[m]`` with
 ``y = -pad_top + i * stride + ki * dilation + offset_y`` (and likewise ``x``).
 """
+
 from __future__ import annotations
 
 import numpy as np

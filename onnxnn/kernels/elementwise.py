@@ -4,6 +4,7 @@ Broadcasting is numpy's, which is ONNX's multidirectional broadcasting. Integer 
 follows ONNX (and C): Div truncates toward zero, Mod with fmod=1 takes the dividend's sign, and
 an integer divisor of zero raises RuntimeError, as on onnxruntime.
 """
+
 from __future__ import annotations
 
 import functools
@@ -21,16 +22,19 @@ __all__: list[str] = []
 def _unary(op_type: str, types=FLOATING, direct=None):
     """Registers a one-input kernel from a function of (xp, x); its direct form is the function on
     numpy (or ``direct``, a numpy ufunc computing the same)."""
+
     def decorate(function):
         @kernels.register(op_type, types=types)
         def kernel(xp, inputs, attrs):
             return [function(xp, inputs[0])]
+
         kernel.__name__ = op_type
         if direct is not None:
             kernels.register_direct(op_type, direct)
         else:
             kernels.register_direct(op_type, _named(functools.partial(function, np), op_type))
         return function
+
     return decorate
 
 
@@ -40,11 +44,26 @@ def _named(function, op_type: str):
     return function
 
 
-for _name, _ufunc in [("Exp", "exp"), ("Log", "log"), ("Sqrt", "sqrt"), ("Sin", "sin"), ("Cos", "cos"),
-                      ("Tan", "tan"), ("Asin", "arcsin"), ("Acos", "arccos"), ("Atan", "arctan"),
-                      ("Sinh", "sinh"), ("Cosh", "cosh"), ("Asinh", "arcsinh"), ("Acosh", "arccosh"),
-                      ("Atanh", "arctanh"), ("Tanh", "tanh"), ("Floor", "floor"), ("Ceil", "ceil"),
-                      ("Round", "rint")]:
+for _name, _ufunc in [
+    ("Exp", "exp"),
+    ("Log", "log"),
+    ("Sqrt", "sqrt"),
+    ("Sin", "sin"),
+    ("Cos", "cos"),
+    ("Tan", "tan"),
+    ("Asin", "arcsin"),
+    ("Acos", "arccos"),
+    ("Atan", "arctan"),
+    ("Sinh", "sinh"),
+    ("Cosh", "cosh"),
+    ("Asinh", "arcsinh"),
+    ("Acosh", "arccosh"),
+    ("Atanh", "arctanh"),
+    ("Tanh", "tanh"),
+    ("Floor", "floor"),
+    ("Ceil", "ceil"),
+    ("Round", "rint"),
+]:
     _unary(_name, direct=getattr(np, _ufunc))(lambda xp, x, _ufunc=_ufunc: getattr(xp, _ufunc)(x))
 
 _unary("Neg", FLOATING | SIGNED, direct=np.negative)(lambda xp, x: xp.negative(x))
@@ -107,6 +126,7 @@ def is_inf(xp, inputs, attrs):
 
 
 # ---------------------------------------------------------------- binary arithmetic
+
 
 @kernels.register("Add", types=NUMERIC, direct=np.add)
 def add(xp, inputs, attrs):
@@ -209,6 +229,7 @@ def _variadic(function):
         for other in inputs[1:]:
             result = function(xp, result, other)
         return [result]
+
     return kernel
 
 
@@ -231,14 +252,22 @@ def prelu(xp, inputs, attrs):
 
 # ---------------------------------------------------------------- comparisons and logic
 
-for _name, _ufunc, _types in [("Equal", "equal", ALL_TYPES), ("Less", "less", NUMERIC),
-                              ("Greater", "greater", NUMERIC), ("LessOrEqual", "less_equal", NUMERIC),
-                              ("GreaterOrEqual", "greater_equal", NUMERIC), ("And", "logical_and", BOOL),
-                              ("Or", "logical_or", BOOL), ("Xor", "logical_xor", BOOL),
-                              ("BitwiseAnd", "bitwise_and", INTEGER), ("BitwiseOr", "bitwise_or", INTEGER),
-                              ("BitwiseXor", "bitwise_xor", INTEGER)]:
+for _name, _ufunc, _types in [
+    ("Equal", "equal", ALL_TYPES),
+    ("Less", "less", NUMERIC),
+    ("Greater", "greater", NUMERIC),
+    ("LessOrEqual", "less_equal", NUMERIC),
+    ("GreaterOrEqual", "greater_equal", NUMERIC),
+    ("And", "logical_and", BOOL),
+    ("Or", "logical_or", BOOL),
+    ("Xor", "logical_xor", BOOL),
+    ("BitwiseAnd", "bitwise_and", INTEGER),
+    ("BitwiseOr", "bitwise_or", INTEGER),
+    ("BitwiseXor", "bitwise_xor", INTEGER),
+]:
     kernels.register(_name, types=_types, direct=getattr(np, _ufunc))(
-        lambda xp, inputs, attrs, _ufunc=_ufunc: [getattr(xp, _ufunc)(inputs[0], inputs[1])])
+        lambda xp, inputs, attrs, _ufunc=_ufunc: [getattr(xp, _ufunc)(inputs[0], inputs[1])]
+    )
 
 
 @kernels.register("BitShift", types=INTEGER)
@@ -256,6 +285,7 @@ def where(xp, inputs, attrs):
 
 
 # ---------------------------------------------------------------- activations with attributes
+
 
 @kernels.register("LeakyRelu", types=FLOATING)
 def leaky_relu(xp, inputs, attrs):
@@ -331,6 +361,7 @@ def gelu(xp, inputs, attrs):
 
 
 # ---------------------------------------------------------------- Cast, Clip
+
 
 @kernels.register("Cast", native_low_precision=True)
 def cast(xp, inputs, attrs):

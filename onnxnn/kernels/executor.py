@@ -27,6 +27,7 @@ Example::
     >>> run_plan(plan)[0].shape
     (3,)
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -35,7 +36,15 @@ import ml_dtypes
 import numpy as np
 
 from . import (  # noqa: F401  (registration)
-    conv, elementwise, indexing, linalg, loss, normalization, pooling, reduce, shape
+    conv,
+    elementwise,
+    indexing,
+    linalg,
+    loss,
+    normalization,
+    pooling,
+    reduce,
+    shape,
 )
 from . import crop, detection, quantize, recurrent, resize, spectral  # noqa: F401  (registration)
 from ..ir.caches import register_cache
@@ -45,8 +54,16 @@ from ..ir.mode import MODE
 from ..ir.registry import decompositions
 from ..ir.kernel_registry import kernels
 
-__all__ = ["run_plan", "compile_plan", "compile_shared", "CompiledKernelPlan", "array_module", "cache_info",
-           "clear_cache", "set_cache_size"]
+__all__ = [
+    "run_plan",
+    "compile_plan",
+    "compile_shared",
+    "CompiledKernelPlan",
+    "array_module",
+    "cache_info",
+    "clear_cache",
+    "set_cache_size",
+]
 
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 _FLOAT32 = np.dtype(np.float32)
@@ -72,13 +89,15 @@ def array_module(where="cpu"):
     try:
         import cupy  # deferred: CuPy is optional and heavy; only CUDA runs need it
     except ImportError:
-        raise RuntimeError("onnxnn kernels executor: running on CUDA needs CuPy, which is not installed "
-                           "(pip install cupy-cuda12x)") from None
+        raise RuntimeError(
+            "onnxnn kernels executor: running on CUDA needs CuPy, which is not installed (pip install cupy-cuda12x)"
+        ) from None
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as error:  # CuPy raises its own CUDARuntimeError when no driver is present
         raise RuntimeError(
-            f"onnxnn kernels executor: CuPy is installed but found no usable CUDA GPU ({error})") from None
+            f"onnxnn kernels executor: CuPy is installed but found no usable CUDA GPU ({error})"
+        ) from None
     if count == 0:
         raise RuntimeError("onnxnn kernels executor: CuPy is installed but found no CUDA GPU")
     return cupy
@@ -86,9 +105,12 @@ def array_module(where="cpu"):
 
 def _widened(kernel):
     """The kernel run on float32 copies of its float16/bfloat16 inputs."""
+
     def widened(xp, inputs, attrs):
-        return kernel(xp, [x.astype(_FLOAT32) if x is not None and x.dtype in _LOW_PRECISION else x
-                           for x in inputs], attrs)
+        return kernel(
+            xp, [x.astype(_FLOAT32) if x is not None and x.dtype in _LOW_PRECISION else x for x in inputs], attrs
+        )
+
     widened.__name__ = getattr(kernel, "__name__", "kernel")
     return widened
 
@@ -108,9 +130,26 @@ class CompiledKernelPlan:
     the plan's structural constants and the node outputs.
     """
 
-    __slots__ = ("xp", "steps", "template", "input_count", "input_dtypes", "input_shapes", "output_slots",
-                 "output_shapes", "output_dtypes", "emulate_bfloat16", "descriptions", "slot_shapes", "cacheable",
-                 "straight_line", "dynamic_shapes", "directs", "finished_steps", "accelerable")
+    __slots__ = (
+        "xp",
+        "steps",
+        "template",
+        "input_count",
+        "input_dtypes",
+        "input_shapes",
+        "output_slots",
+        "output_shapes",
+        "output_dtypes",
+        "emulate_bfloat16",
+        "descriptions",
+        "slot_shapes",
+        "cacheable",
+        "straight_line",
+        "dynamic_shapes",
+        "directs",
+        "finished_steps",
+        "accelerable",
+    )
 
     def __init__(self, plan, xp=np, *, emulate_bfloat16: bool | None = None, dynamic_shapes: bool = False):
         self.xp = xp
@@ -160,8 +199,9 @@ class CompiledKernelPlan:
                         template.append(self._to_device(value.data))
                     input_slots.append(slot)
             outputs = []
-            low_precision = any(value is not None and value.dtype.numpy_dtype in _LOW_PRECISION
-                                for value in node.inputs)
+            low_precision = any(
+                value is not None and value.dtype.numpy_dtype in _LOW_PRECISION for value in node.inputs
+            )
             for index in range(node.num_outputs):
                 value = produced.get((node.position, index))
                 if value is None:
@@ -262,9 +302,9 @@ class CompiledKernelPlan:
         xp = self.xp
         env = self.template[:]
         if xp is np and not self.emulate_bfloat16:
-            env[1:1 + self.input_count] = inputs
+            env[1 : 1 + self.input_count] = inputs
         else:
-            env[1:1 + self.input_count] = [self._to_device(array) for array in inputs]
+            env[1 : 1 + self.input_count] = [self._to_device(array) for array in inputs]
         step = None
         try:
             with np.errstate(all="ignore"):
@@ -288,8 +328,9 @@ class CompiledKernelPlan:
                             env[slot] = None
         except Exception as error:
             if step is not None and hasattr(error, "add_note"):
-                error.add_note(f"while running {self.descriptions[self.steps.index(step)]} "
-                               f"in the onnxnn kernels executor")
+                error.add_note(
+                    f"while running {self.descriptions[self.steps.index(step)]} in the onnxnn kernels executor"
+                )
             raise
         return [self._finish(env[slot], position) for position, slot in enumerate(self.output_slots)]
 
@@ -305,14 +346,17 @@ class CompiledKernelPlan:
                     error.add_note(f"while running {self.descriptions[position]} in the onnxnn kernels executor")
                 raise
             if len(results) < max((index + 1 for index, *_ in outputs), default=0):
-                raise RuntimeError(f"onnxnn kernels executor: the kernel of {self.descriptions[position]} "
-                                   f"returned {len(results)} outputs")
+                raise RuntimeError(
+                    f"onnxnn kernels executor: the kernel of {self.descriptions[position]} "
+                    f"returned {len(results)} outputs"
+                )
             for index, slot, dtype, rounds in outputs:
                 result = xp.asarray(results[index])
                 if not _shape_matches(tuple(result.shape), self.slot_shapes[slot]):
                     raise RuntimeError(
                         f"onnxnn kernels executor: {self.descriptions[position]} output {index} has shape "
-                        f"{list(result.shape)}, but the recorded graph expects {list(self.slot_shapes[slot])}")
+                        f"{list(result.shape)}, but the recorded graph expects {list(self.slot_shapes[slot])}"
+                    )
                 result = result.astype(dtype, copy=False)
                 env[slot] = round_to_bfloat16(xp, result) if rounds else result
             if trace is not None:
@@ -328,8 +372,10 @@ class CompiledKernelPlan:
 
     def __repr__(self) -> str:
         module = self.xp.__name__
-        return f"CompiledKernelPlan({len(self.steps)} nodes, {self.input_count} inputs, " \
-               f"{len(self.output_slots)} outputs, on {module})"
+        return (
+            f"CompiledKernelPlan({len(self.steps)} nodes, {self.input_count} inputs, "
+            f"{len(self.output_slots)} outputs, on {module})"
+        )
 
 
 def _finished(result, dtype: np.dtype, recorded_shape: tuple, position: int) -> np.ndarray:
@@ -340,8 +386,10 @@ def _finished(result, dtype: np.dtype, recorded_shape: tuple, position: int) -> 
     if not result.flags.c_contiguous:
         result = np.ascontiguousarray(result)
     if recorded_shape is not None and result.shape != recorded_shape:
-        raise RuntimeError(f"onnxnn kernels executor: output {position} has shape {list(result.shape)}, "
-                           f"but the recorded graph expects {list(recorded_shape)}")
+        raise RuntimeError(
+            f"onnxnn kernels executor: output {position} has shape {list(result.shape)}, "
+            f"but the recorded graph expects {list(recorded_shape)}"
+        )
     return result
 
 

@@ -5,6 +5,7 @@ Negative indices count from the end of their axis, as in ONNX. Scatters copy the
 write into the copy; their reductions (add, mul, max, min) accumulate duplicate indices with
 unbuffered ``ufunc.at``, so every update counts.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -59,7 +60,7 @@ def _nd_index(xp, data_shape, indices, batch_dims: int, op_type: str):
     batch = int(np.prod(data_shape[:batch_dims], dtype=np.int64))
     per_batch = int(np.prod(indices.shape[batch_dims:-1], dtype=np.int64))
     flat = indices.reshape(batch, per_batch, depth)
-    sizes = xp.asarray(data_shape[batch_dims:batch_dims + depth], dtype=np.int64)
+    sizes = xp.asarray(data_shape[batch_dims : batch_dims + depth], dtype=np.int64)
     flat = _wrap_in_range(xp, flat, sizes, op_type)
     index = (xp.arange(batch).reshape(batch, 1),) + tuple(flat[..., j] for j in range(depth))
     return index, batch, per_batch
@@ -72,7 +73,7 @@ def gather_nd(xp, inputs, attrs):
     depth = indices.shape[-1]
     index, batch, _ = _nd_index(xp, data.shape, indices, batch_dims, "GatherND")
     gathered = data.reshape((batch,) + data.shape[batch_dims:])[index]
-    return [gathered.reshape(indices.shape[:-1] + data.shape[batch_dims + depth:])]
+    return [gathered.reshape(indices.shape[:-1] + data.shape[batch_dims + depth :])]
 
 
 _REDUCTIONS = {"add": "add", "mul": "multiply", "max": "maximum", "min": "minimum"}
@@ -89,6 +90,7 @@ def _scatter(xp, out, index: tuple, updates, reduction: str):
         at(out, index, updates)
         return out
     import cupyx  # CuPy ufuncs have no .at; cupyx provides the scatter reductions it supports
+
     function = {"add": cupyx.scatter_add, "max": cupyx.scatter_max, "min": cupyx.scatter_min}.get(reduction)
     if function is None:
         raise TypeError(f"scatter reduction {reduction!r} is not available on CuPy arrays")

@@ -4,6 +4,7 @@ LogSoftmax, Hardmax, and onnxnn's Solve (domain ``ai.onnxnn``).
 Matrix products go to BLAS through ``xp.matmul`` (float16 and bfloat16 arrive widened to float32,
 numpy has no fast half-precision GEMM). Softmax subtracts the row maximum before exponentiating.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -44,9 +45,11 @@ def gemm(xp, inputs, attrs):
 
 def _plain_gemm(transpose_a: bool, transpose_b: bool):
     """Gemm with alpha = beta = 1 (what autograd and nn.Linear record) as a function of (a, b, c)."""
+
     def gemm(a, b, c=None):
         result = np.matmul(a.T if transpose_a else a, b.T if transpose_b else b)
         return result if c is None else result + c
+
     gemm.__name__ = "gemm" + "_transposed_a" * transpose_a + "_transposed_b" * transpose_b
     return gemm
 
@@ -54,8 +57,12 @@ def _plain_gemm(transpose_a: bool, transpose_b: bool):
 _GEMM_DEFAULTS = {"transA": 0, "transB": 0, "alpha": 1.0, "beta": 1.0}
 for _transpose_a in (0, 1):
     for _transpose_b in (0, 1):
-        kernels.register_direct("Gemm", _plain_gemm(_transpose_a, _transpose_b), defaults=_GEMM_DEFAULTS,
-                                when={"transA": _transpose_a, "transB": _transpose_b})
+        kernels.register_direct(
+            "Gemm",
+            _plain_gemm(_transpose_a, _transpose_b),
+            defaults=_GEMM_DEFAULTS,
+            when={"transA": _transpose_a, "transB": _transpose_b},
+        )
 
 
 @kernels.register("Einsum", types=NUMERIC)
@@ -106,7 +113,6 @@ def hardmax(xp, inputs, attrs):
     winner = xp.expand_dims(xp.argmax(x, axis=axis), axis)
     positions = xp.arange(x.shape[axis]).reshape([-1 if a == axis else 1 for a in range(x.ndim)])
     return [(positions == winner).astype(x.dtype)]
-
 
 
 @kernels.register("Solve", domain=ONNXNN_DOMAIN, types=FLOATING)

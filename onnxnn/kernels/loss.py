@@ -5,6 +5,7 @@ Both pick, for every sample and spatial position, the class that the target name
 1); ``ignore_index`` targets contribute nothing and weigh nothing. ``reduction="mean"`` divides
 by the summed weights of the counted targets, not by their number, as ONNX specifies.
 """
+
 from __future__ import annotations
 
 import numpy as np

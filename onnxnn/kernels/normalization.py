@@ -5,6 +5,7 @@ MeanVarianceNormalization, LRN, and Dropout.
 Statistics are computed in float32 or wider (float16/bfloat16 inputs arrive widened, which is
 what ``stash_type=1`` asks for). Variances are population variances, as ONNX specifies.
 """
+
 from __future__ import annotations
 
 import math
@@ -129,7 +130,7 @@ def local_response_normalization(xp, inputs, attrs):
     widths = [(0, 0), (before + 1, after)] + [(0, 0)] * (x.ndim - 2)
     prefix = xp.cumsum(xp.pad(squares, widths), axis=1)
     channels = x.shape[1]
-    window = prefix[:, before + after + 1:before + after + 1 + channels] - prefix[:, :channels]
+    window = prefix[:, before + after + 1 : before + after + 1 + channels] - prefix[:, :channels]
     return [x / (x.dtype.type(bias) + x.dtype.type(alpha / size) * window) ** x.dtype.type(beta)]
 
 

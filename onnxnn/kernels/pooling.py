@@ -5,6 +5,7 @@ Output sizes follow ONNX (and PyTorch): floor or ceil mode, where ceil mode drop
 that would start in the end padding; the windows ceil mode adds past the end never count as
 padding for ``count_include_pad``.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -46,7 +47,7 @@ def _pool_geometry(x, attrs):
 def _fold_windows(xp, windows, spatial: int, combine):
     """Combines the window elements offset by offset: one vectorized pass over the output per
     kernel offset, much faster than reducing the small, strided kernel axes of the view."""
-    kernel_shape = windows.shape[2 + spatial:]
+    kernel_shape = windows.shape[2 + spatial :]
     result = None
     for offset in itertools.product(*(range(size) for size in kernel_shape)):
         part = windows[(Ellipsis,) + offset]
@@ -66,8 +67,12 @@ def max_pool(xp, inputs, attrs):
     flat = windows.reshape(x.shape[:2] + tuple(output_shape) + (-1,))
     winner = xp.argmax(flat, axis=-1)
     values = xp.take_along_axis(flat, winner[..., None], axis=-1)[..., 0]
-    return [values, _max_pool_indices(xp, x.shape, winner, kernel, strides, dilations, begins, output_shape,
-                                      attrs.get("storage_order", 0))]
+    return [
+        values,
+        _max_pool_indices(
+            xp, x.shape, winner, kernel, strides, dilations, begins, output_shape, attrs.get("storage_order", 0)
+        ),
+    ]
 
 
 def _max_pool_indices(xp, shape, winner, kernel, strides, dilations, begins, output_shape, storage_order):
@@ -150,7 +155,6 @@ def global_lp_pool(xp, inputs, attrs):
     return [reduce_sum(xp, xp.abs(x) ** p, _spatial_axes(x), True) ** (1.0 / p)]
 
 
-
 @kernels.register("MaxUnpool", types=FLOATING)
 def max_unpool(xp, inputs, attrs):
     x, indices = inputs[0], inputs[1]
@@ -161,8 +165,9 @@ def max_unpool(xp, inputs, attrs):
         spatial = x.ndim - 2
         kernel = list(attrs["kernel_shape"])
         strides, _, pads = spatial_attributes(attrs, spatial)
-        shape = list(x.shape[:2]) + [(x.shape[2 + i] - 1) * strides[i] + kernel[i] - pads[i] - pads[spatial + i]
-                                     for i in range(spatial)]
+        shape = list(x.shape[:2]) + [
+            (x.shape[2 + i] - 1) * strides[i] + kernel[i] - pads[i] - pads[spatial + i] for i in range(spatial)
+        ]
     # Indices count over the whole output tensor, as MaxPool's Indices output does.
     result = xp.zeros(int(np.prod(shape)), dtype=x.dtype)
     result[indices.reshape(-1)] = x.reshape(-1)

@@ -5,6 +5,7 @@ block (``block_size`` consecutive elements along ``axis`` share one); ``_broadca
 them to broadcast against the data. Quantizing rounds half to even and saturates to the target
 type's range, as the spec says.
 """
+
 from __future__ import annotations
 
 import ml_dtypes

@@ -2,6 +2,7 @@
 
 The recurrence itself lives in onnxnn/runtime/recurrence.py, shared with the gradient rules.
 """
+
 from __future__ import annotations
 
 from ..ir.recurrence import unroll
@@ -69,6 +70,7 @@ def _recurrent(op_type):
         results = unroll(_ArrayBackend(xp), op_type, inputs, attrs, attrs.get("_num_outputs", 3))
         dtype = inputs[0].dtype
         return [xp.ascontiguousarray(result, dtype=dtype) for result in results]
+
     kernel.__name__ = kernel.__qualname__ = op_type.lower()
     return kernel
 

@@ -5,12 +5,21 @@ Axes come from the ``axes`` input (opset 18; 13 for ReduceSum) or, for older mod
 attribute. No axes reduces everything unless ``noop_with_empty_axes`` is set. Reducing an empty
 set gives the operation's identity (0 for sums, 1 for products, -inf for max, +inf for min).
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-from ._common import axes_argument, highest, lowest, normalize_axis, reduce_max as _max, reduce_min as _min, \
-    reduce_sum as _sum, to_scalar
+from ._common import (
+    axes_argument,
+    highest,
+    lowest,
+    normalize_axis,
+    reduce_max as _max,
+    reduce_min as _min,
+    reduce_sum as _sum,
+    to_scalar,
+)
 from ..ir.kernel_registry import NUMERIC, kernels
 
 __all__: list[str] = []
@@ -18,6 +27,7 @@ __all__: list[str] = []
 
 def _reduction(op_type: str, types=NUMERIC):
     """Registers ``function(xp, x, axes, keepdims)`` as the kernel of a Reduce* op."""
+
     def decorate(function):
         @kernels.register(op_type, types=types)
         def kernel(xp, inputs, attrs):
@@ -30,8 +40,10 @@ def _reduction(op_type: str, types=NUMERIC):
             else:
                 axes = tuple(sorted({normalize_axis(axis, x.ndim) for axis in axes}))
             return [function(xp, x, axes, bool(attrs.get("keepdims", 1)))]
+
         kernel.__name__ = op_type
         return function
+
     return decorate
 
 
@@ -85,8 +97,7 @@ def reduce_prod(xp, x, axes, keepdims):
 
 
 def _reduced_shape(x, axes, keepdims) -> tuple:
-    return tuple(1 if axis in axes else size for axis, size in enumerate(x.shape)
-                 if keepdims or axis not in axes)
+    return tuple(1 if axis in axes else size for axis, size in enumerate(x.shape) if keepdims or axis not in axes)
 
 
 @_reduction("ReduceMax", types=NUMERIC | {"bool"})
@@ -124,6 +135,7 @@ def reduce_log_sum_exp(xp, x, axes, keepdims):
 
 # ---------------------------------------------------------------- ArgMax / ArgMin
 
+
 def _arg_reduction(function_name: str):
     def kernel(xp, inputs, attrs):
         x = inputs[0]
@@ -138,6 +150,7 @@ def _arg_reduction(function_name: str):
         if attrs.get("keepdims", 1):
             index = xp.expand_dims(index, axis)
         return [index.astype(np.int64, copy=False)]
+
     return kernel
 
 
@@ -146,6 +159,7 @@ kernels.register("ArgMin", types=NUMERIC)(_arg_reduction("argmin"))
 
 
 # ---------------------------------------------------------------- cumulative ops
+
 
 def _cumulative(function_name: str, identity: int):
     def kernel(xp, inputs, attrs):
@@ -165,6 +179,7 @@ def _cumulative(function_name: str, identity: int):
         if reverse:
             result = xp.flip(result, axis)
         return [result]
+
     return kernel
 
 

@@ -10,6 +10,7 @@ which generated the official test data: source coordinates per ``coordinate_tran
 taps chosen around ``left = ceil(x) - 1`` with ``ratio = x - left`` in (0, 1], edge-clamped
 indices, antialiasing by stretching the filter by ``1 / scale`` when downsampling.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -151,7 +152,7 @@ def _resize_axis(xp, data, axis, indices, weights, input_size, outside, extrapol
         result = xp.take(data, xp.asarray(clamped[:, 0]), axis=axis)
     else:
         gathered = xp.take(data, xp.asarray(clamped.reshape(-1)), axis=axis)
-        gathered = gathered.reshape(data.shape[:axis] + (output_size, taps) + data.shape[axis + 1:])
+        gathered = gathered.reshape(data.shape[:axis] + (output_size, taps) + data.shape[axis + 1 :])
         shape = (1,) * axis + (output_size, taps) + (1,) * (data.ndim - axis - 1)
         result = (gathered * xp.asarray(weights.astype(data.dtype).reshape(shape))).sum(axis=axis + 1)
     if outside is not None and outside.any():
@@ -197,14 +198,16 @@ def resize(xp, inputs, attrs):
     for axis in resized_axes:
         size, scale = full_sizes[axis], full_scales[axis]
         trivial_roi = transform != "tf_crop_and_resize" or (
-            math.isclose(float(roi_begin[axis]), 0.0) and math.isclose(float(roi_end[axis]), 1.0))
+            math.isclose(float(roi_begin[axis]), 0.0) and math.isclose(float(roi_end[axis]), 1.0)
+        )
         if size == x.shape[axis] and math.isclose(scale, 1.0) and trivial_roi:
             continue  # the identity along this axis
         if size == 0:
             result = xp.take(result, xp.zeros(0, dtype=np.int64), axis=axis)
             continue
-        coordinates, outside = _source_coordinates(transform, size, x.shape[axis], scale,
-                                                   roi_begin[axis], roi_end[axis])
+        coordinates, outside = _source_coordinates(
+            transform, size, x.shape[axis], scale, roi_begin[axis], roi_end[axis]
+        )
         if mode == "nearest":
             indices, weights = _nearest_taps(coordinates, nearest_mode)
         else:
@@ -296,7 +299,7 @@ def grid_sample(xp, inputs, attrs):
             source = ((n + 1) * size - 1) / 2
         taps.append(_grid_taps(source.astype(normalized.dtype), size, mode, padding_mode, align_corners))
     flat = x.reshape(batch, channels, -1)
-    strides = [int(np.prod(sizes[axis + 1:])) for axis in range(spatial)]
+    strides = [int(np.prod(sizes[axis + 1 :])) for axis in range(spatial)]
     batch_index = xp.arange(batch)[:, None, None]
     channel_index = xp.arange(channels)[None, :, None]
     result = xp.zeros((batch, channels, points), dtype=x.dtype)

@@ -6,6 +6,7 @@ These move data without arithmetic, so they run on float16/bfloat16 arrays as th
 return views of their inputs. Structural inputs (shapes, axes, bounds) are read as Python lists;
 older opsets that carried them as attributes are accepted too.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -176,8 +177,7 @@ def pad(xp, inputs, attrs):
         widths[axis] = [pads[position], pads[position + len(axes)]]
     # Negative pads crop: apply them as a slice first, then pad with the positive parts.
     if any(w < 0 for pair in widths for w in pair):
-        crop = tuple(slice(max(-begin, 0), x.shape[axis] - max(-end, 0))
-                     for axis, (begin, end) in enumerate(widths))
+        crop = tuple(slice(max(-begin, 0), x.shape[axis] - max(-end, 0)) for axis, (begin, end) in enumerate(widths))
         x = x[crop]
         widths = [[max(begin, 0), max(end, 0)] for begin, end in widths]
     if not any(w for pair in widths for w in pair):
@@ -222,8 +222,9 @@ def constant(xp, inputs, attrs):
         return [xp.asarray(attrs["value_int"], dtype=np.int64)]
     if "value_ints" in attrs:
         return [xp.asarray(attrs["value_ints"], dtype=np.int64)]
-    raise TypeError(f"Constant: unsupported attributes {sorted(attrs)} (string and sparse constants "
-                    f"are not onnxnn tensors)")
+    raise TypeError(
+        f"Constant: unsupported attributes {sorted(attrs)} (string and sparse constants are not onnxnn tensors)"
+    )
 
 
 @kernels.register("Range", types=ALL_TYPES)

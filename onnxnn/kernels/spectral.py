@@ -3,6 +3,7 @@
 Signals are real (last dim 1) or complex (last dim 2, real and imaginary parts); the result is
 complex in that layout, except for an inverse one-sided transform (a real signal, last dim 1).
 """
+
 from __future__ import annotations
 
 import numpy as np

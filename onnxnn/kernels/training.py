@@ -13,12 +13,17 @@ one group's arrays are the very views they returned, read the flat vector instea
 concatenating them again. That is sound because values are never modified in place: a view and
 its flat vector share memory, so the flat vector always holds the views' contents in order.
 """
+
 from __future__ import annotations
 
 from operator import is_
 
 from ..ir.domains import (
-    ADAGRAD_TENSORS_START, ADAM_TENSORS_START, MOMENTUM_TENSORS_START, RMSPROP_TENSORS_START, TRAINING_DOMAIN,
+    ADAGRAD_TENSORS_START,
+    ADAM_TENSORS_START,
+    MOMENTUM_TENSORS_START,
+    RMSPROP_TENSORS_START,
+    TRAINING_DOMAIN,
 )
 from ..ir.caches import register_cache
 from ..ir.kernel_registry import FLOATING, kernels
@@ -103,7 +108,7 @@ def momentum(xp, inputs, attrs):
     hyperparameters = (learning_rate, alpha, beta, norm_coefficient, attrs.get("mode", "standard") == "nesterov")
     tensors = inputs[MOMENTUM_TENSORS_START:]
     count = len(tensors) // 3
-    xs, gs, vs = tensors[:count], tensors[count:2 * count], tensors[2 * count:]
+    xs, gs, vs = tensors[:count], tensors[count : 2 * count], tensors[2 * count :]
     flat = _flat_inputs(xp, (xs, vs))
     if flat is None:
         return _one_by_one(xp, _update, (xs, gs, vs), hyperparameters)
@@ -180,6 +185,7 @@ def _as_dtype(hyperparameter, dtype):
 
 # ---------------------------------------------------------------------- Adam
 
+
 # native_low_precision: float16/bfloat16 parameters are updated op by op in their own dtype (numpy
 # computes each op in float32 and rounds it), as the unfused update and onnxruntime's decomposition
 # round, rather than widened for the whole update and rounded once.
@@ -190,15 +196,21 @@ def adam(xp, inputs, attrs):
     decoupled = bool(attrs.get("decoupled_weight_decay", 0))
     # The factors in the hyperparameters' dtype, as the decomposition computes them (then cast per tensor).
     one = learning_rate.dtype.type(1)
-    factors = (one - beta1, beta2, one - beta2, epsilon, learning_rate / (one - beta1 ** step),
-               xp.sqrt(one - beta2 ** step),
-               None if weight_decay is None else (one - learning_rate * weight_decay) if decoupled else weight_decay)
+    factors = (
+        one - beta1,
+        beta2,
+        one - beta2,
+        epsilon,
+        learning_rate / (one - beta1**step),
+        xp.sqrt(one - beta2**step),
+        None if weight_decay is None else (one - learning_rate * weight_decay) if decoupled else weight_decay,
+    )
     options = (decoupled, bool(attrs.get("maximize", 0)))
     tensors = inputs[ADAM_TENSORS_START:]
     lists = 5 if amsgrad else 4
     count = len(tensors) // lists
-    xs, gs, ms, vs = (tensors[kind * count:(kind + 1) * count] for kind in range(4))
-    v_maxes = tensors[4 * count:] if amsgrad else None
+    xs, gs, ms, vs = (tensors[kind * count : (kind + 1) * count] for kind in range(4))
+    v_maxes = tensors[4 * count :] if amsgrad else None
     carried = (xs, ms, vs, v_maxes) if amsgrad else (xs, ms, vs)
     flat = _flat_inputs(xp, carried)
     if flat is None:
@@ -206,8 +218,10 @@ def adam(xp, inputs, attrs):
         return _one_by_one(xp, _adam_update, columns, (xp, factors, options))
     layout, flats = flat
     flat_v_max = flats[3] if amsgrad else None
-    return _flat_results(layout, _adam_update(flats[0], xp.concatenate(gs, axis=None), flats[1], flats[2], flat_v_max,
-                                              xp, factors, options))
+    return _flat_results(
+        layout,
+        _adam_update(flats[0], xp.concatenate(gs, axis=None), flats[1], flats[2], flat_v_max, xp, factors, options),
+    )
 
 
 def _decayed_gradient(x, g, weight_decay, maximize: bool) -> tuple:
@@ -241,7 +255,8 @@ def _adam_update(x, g, m, v, v_max, xp, factors, options) -> tuple:
     x, g, m, v = (xp.ascontiguousarray(array) for array in (x, g, m, v))
     dtype = x.dtype
     one_minus_beta1, beta2, one_minus_beta2, epsilon, step_size, bias_correction2_sqrt, decay = (
-        None if factor is None else _as_dtype(factor, dtype) for factor in factors)
+        None if factor is None else _as_dtype(factor, dtype) for factor in factors
+    )
     decoupled, maximize = options
     gradient, negated = _decayed_gradient(x, g, None if decoupled else decay, maximize)
     if negated:  # (-G) - M == -(G + M) exactly
@@ -271,6 +286,7 @@ def _adam_update(x, g, m, v, v_max, xp, factors, options) -> tuple:
 
 # ---------------------------------------------------------------------- Adagrad
 
+
 @kernels.register("Adagrad", domain=TRAINING_DOMAIN, types=FLOATING, finished_results=True, native_low_precision=True)
 def adagrad(xp, inputs, attrs):
     learning_rate, step, lr_decay, epsilon, weight_decay = inputs[:ADAGRAD_TENSORS_START]
@@ -279,7 +295,7 @@ def adagrad(xp, inputs, attrs):
     maximize = bool(attrs.get("maximize", 0))
     tensors = inputs[ADAGRAD_TENSORS_START:]
     count = len(tensors) // 3
-    xs, gs, sums = tensors[:count], tensors[count:2 * count], tensors[2 * count:]
+    xs, gs, sums = tensors[:count], tensors[count : 2 * count], tensors[2 * count :]
     flat = _flat_inputs(xp, (xs, sums))
     if flat is None:
         return _one_by_one(xp, _adagrad_update, (xs, gs, sums), (xp, factors, maximize))
@@ -309,6 +325,7 @@ def _adagrad_update(x, g, state_sum, xp, factors, maximize: bool) -> tuple:
 
 # ---------------------------------------------------------------------- RMSprop
 
+
 @kernels.register("RMSprop", domain=TRAINING_DOMAIN, types=FLOATING, finished_results=True, native_low_precision=True)
 def rmsprop(xp, inputs, attrs):
     learning_rate, alpha, epsilon, weight_decay, momentum = inputs[:RMSPROP_TENSORS_START]
@@ -317,31 +334,38 @@ def rmsprop(xp, inputs, attrs):
     tensors = inputs[RMSPROP_TENSORS_START:]
     lists = 3 + centered + (momentum is not None)
     count = len(tensors) // lists
-    columns = [tensors[kind * count:(kind + 1) * count] for kind in range(lists)]
+    columns = [tensors[kind * count : (kind + 1) * count] for kind in range(lists)]
     grad_avgs = columns[3] if centered else [None] * count
     buffers = columns[-1] if momentum is not None else [None] * count
     carried = [column for kind, column in enumerate(columns) if kind != 1]  # X and the states
     flat = _flat_inputs(xp, carried)
     if flat is None:
-        return _one_by_one(xp, _rmsprop_update, (columns[0], columns[1], columns[2], grad_avgs, buffers),
-                           (xp, factors, maximize))
+        return _one_by_one(
+            xp, _rmsprop_update, (columns[0], columns[1], columns[2], grad_avgs, buffers), (xp, factors, maximize)
+        )
     layout, flats = flat
     flat_grad_avg = flats[2] if centered else None
     flat_buffer = flats[-1] if momentum is not None else None
-    return _flat_results(layout, _rmsprop_update(flats[0], xp.concatenate(columns[1], axis=None), flats[1],
-                                                 flat_grad_avg, flat_buffer, xp, factors, maximize))
+    return _flat_results(
+        layout,
+        _rmsprop_update(
+            flats[0], xp.concatenate(columns[1], axis=None), flats[1], flat_grad_avg, flat_buffer, xp, factors, maximize
+        ),
+    )
 
 
 def _rmsprop_update(x, g, square_avg, grad_avg, buffer, xp, factors, maximize: bool) -> tuple:
     """One tensor's (or flat vector's) RMSprop update: new X, SQ (, GA) (, B), the decomposition's ops
     in place where they may be (as :func:`_adam_update`)."""
     if x.ndim == 0:  # numpy's 0-d arithmetic makes scalars, which the writes below cannot target
-        results = _rmsprop_update(*(None if a is None else a.reshape(1) for a in (x, g, square_avg, grad_avg, buffer)),
-                                  xp, factors, maximize)
+        results = _rmsprop_update(
+            *(None if a is None else a.reshape(1) for a in (x, g, square_avg, grad_avg, buffer)), xp, factors, maximize
+        )
         return tuple(result.reshape(()) for result in results)
     x, g, square_avg = (xp.ascontiguousarray(array) for array in (x, g, square_avg))
     learning_rate, alpha, one_minus_alpha, epsilon, weight_decay, momentum = (
-        None if factor is None else _as_dtype(factor, x.dtype) for factor in factors)
+        None if factor is None else _as_dtype(factor, x.dtype) for factor in factors
+    )
     gradient, negated = _decayed_gradient(x, g, weight_decay, maximize)
     new_square_avg = square_avg * alpha
     scratch = gradient * gradient

@@ -3,6 +3,7 @@
 Models load state_dicts in torchvision's and Hugging Face's layouts. The package is empty for now;
 the zoo issue fills it.
 """
+
 from __future__ import annotations
 
 __all__: list[str] = []

@@ -1,4 +1,5 @@
 """onnxnn.nn: PyTorch's torch.nn API (Module, Parameter, containers, layers) recording ONNX graphs."""
+
 from __future__ import annotations
 
 from .modules import *  # noqa: F401,F403

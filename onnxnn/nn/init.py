@@ -10,6 +10,7 @@ Example::
     >>> w = onnxnn.empty(3, 5)
     >>> nn.init.kaiming_uniform_(w, a=math.sqrt(5))
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -24,8 +25,20 @@ from ..runtime.internal import constant_tensor
 from ..runtime.tensor import Tensor
 
 __all__ = [
-    "calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_",
-    "dirac_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_",
+    "calculate_gain",
+    "uniform_",
+    "normal_",
+    "trunc_normal_",
+    "constant_",
+    "ones_",
+    "zeros_",
+    "eye_",
+    "dirac_",
+    "xavier_uniform_",
+    "xavier_normal_",
+    "kaiming_uniform_",
+    "kaiming_normal_",
+    "orthogonal_",
     "sparse_",
 ]
 
@@ -86,8 +99,15 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
         nonlinearity: the function's name (``"relu"``, ``"leaky_relu"``, ...).
         param: the negative slope of ``"leaky_relu"`` (default 0.01).
     """
-    linear_functions = ["linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-                        "conv_transpose3d"]
+    linear_functions = [
+        "linear",
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "conv_transpose1d",
+        "conv_transpose2d",
+        "conv_transpose3d",
+    ]
     if nonlinearity in linear_functions or nonlinearity == "sigmoid":
         return 1
     if nonlinearity == "tanh":
@@ -101,7 +121,7 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
             negative_slope = param
         else:
             raise ValueError(f"negative_slope {param} not a valid number")
-        return math.sqrt(2.0 / (1 + negative_slope ** 2))
+        return math.sqrt(2.0 / (1 + negative_slope**2))
     if nonlinearity == "selu":
         # The value that keeps the variance of SELU networks stable in practice (see PyTorch's docs).
         return 3.0 / 4
@@ -148,27 +168,47 @@ def _erfinv(y: np.ndarray) -> np.ndarray:
     central = w < 5.0
     w_central = w - 2.5
     p_central = np.full_like(y, 2.81022636e-08)
-    for coefficient in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
-                        -0.00417768164, 0.246640727, 1.50140941):
+    for coefficient in (
+        3.43273939e-07,
+        -3.5233877e-06,
+        -4.39150654e-06,
+        0.00021858087,
+        -0.00125372503,
+        -0.00417768164,
+        0.246640727,
+        1.50140941,
+    ):
         p_central = coefficient + p_central * w_central
     w_tail = np.sqrt(np.maximum(w, 5.0)) - 3.0
     p_tail = np.full_like(y, -0.000200214257)
-    for coefficient in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
-                        0.00943887047, 1.00167406, 2.83297682):
+    for coefficient in (
+        0.000100950558,
+        0.00134934322,
+        -0.00367342844,
+        0.00573950773,
+        -0.0076224613,
+        0.00943887047,
+        1.00167406,
+        2.83297682,
+    ):
         p_tail = coefficient + p_tail * w_tail
     return np.where(central, p_central, p_tail) * y
 
 
-def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0,
-                  generator=None) -> Tensor:
+def trunc_normal_(
+    tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0, generator=None
+) -> Tensor:
     """Fills ``tensor`` with samples of N(mean, std^2) truncated to ``[a, b]``.
 
     Uses the inverse-CDF method PyTorch uses: uniform samples between the CDF values of the bounds,
     mapped back through the inverse normal CDF.
     """
     if mean < a - 2 * std or mean > b + 2 * std:
-        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The distribution of values "
-                      "may be incorrect.", stacklevel=2)
+        warnings.warn(
+            "mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The distribution of values "
+            "may be incorrect.",
+            stacklevel=2,
+        )
     if _skip_depth:
         return tensor
 
@@ -250,8 +290,9 @@ def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     return _sample_normal(tensor, 0.0, std, generator)
 
 
-def kaiming_uniform_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
-                     generator=None) -> Tensor:
+def kaiming_uniform_(
+    tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", generator=None
+) -> Tensor:
     """He uniform: U(-bound, bound) with ``bound = gain * sqrt(3 / fan_mode)``.
 
     Args:
@@ -268,8 +309,9 @@ def kaiming_uniform_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonline
     return _sample_uniform(tensor, -bound, bound, generator)
 
 
-def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
-                    generator=None) -> Tensor:
+def kaiming_normal_(
+    tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", generator=None
+) -> Tensor:
     """He normal: N(0, std^2) with ``std = gain / sqrt(fan_mode)``."""
     if 0 in tuple(tensor.shape):
         warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)

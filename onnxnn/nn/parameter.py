@@ -1,4 +1,5 @@
 """Parameter and Buffer: tensors that a Module registers when they are assigned as attributes."""
+
 from __future__ import annotations
 
 from ..runtime.creation import empty

@@ -6,6 +6,7 @@ integer (0 none, 1 mean, 2 sum), ``torch.embedding`` takes the weight first, and
 forms also return the statistics autograd would save. Each function here maps torch's argument order
 onto the functional that records the ops, so values and gradients are the functional's.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -24,12 +25,39 @@ from .functional._dropout import _check_probability, _masked
 from .functional._embedding import _index_values, _renorm_rows
 
 __all__ = [
-    "adaptive_max_pool1d", "affine_grid_generator", "batch_norm", "bilinear", "binary_cross_entropy_with_logits",
-    "channel_shuffle", "constant_pad_nd", "conv_tbc", "convolution", "cosine_embedding_loss", "cosine_similarity",
-    "ctc_loss", "embedding", "embedding_bag", "embedding_renorm_", "feature_dropout", "feature_dropout_",
-    "grid_sampler", "grid_sampler_2d", "grid_sampler_3d", "hinge_embedding_loss", "kl_div", "margin_ranking_loss",
-    "max_pool1d_with_indices", "native_batch_norm", "native_channel_shuffle", "native_dropout", "native_group_norm",
-    "native_layer_norm", "norm_except_dim", "pixel_shuffle", "pixel_unshuffle", "poisson_nll_loss",
+    "adaptive_max_pool1d",
+    "affine_grid_generator",
+    "batch_norm",
+    "bilinear",
+    "binary_cross_entropy_with_logits",
+    "channel_shuffle",
+    "constant_pad_nd",
+    "conv_tbc",
+    "convolution",
+    "cosine_embedding_loss",
+    "cosine_similarity",
+    "ctc_loss",
+    "embedding",
+    "embedding_bag",
+    "embedding_renorm_",
+    "feature_dropout",
+    "feature_dropout_",
+    "grid_sampler",
+    "grid_sampler_2d",
+    "grid_sampler_3d",
+    "hinge_embedding_loss",
+    "kl_div",
+    "margin_ranking_loss",
+    "max_pool1d_with_indices",
+    "native_batch_norm",
+    "native_channel_shuffle",
+    "native_dropout",
+    "native_group_norm",
+    "native_layer_norm",
+    "norm_except_dim",
+    "pixel_shuffle",
+    "pixel_unshuffle",
+    "poisson_nll_loss",
     "triplet_margin_loss",
 ]
 
@@ -57,17 +85,33 @@ def _reduction(reduction: int) -> str:
 
 # --- normalization -------------------------------------------------------------------------------------------
 
-def batch_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None, running_mean: Tensor | None,
-               running_var: Tensor | None, training: bool, momentum: float, eps: float,
-               cudnn_enabled: bool) -> Tensor:
+
+def batch_norm(
+    input: Tensor,
+    weight: Tensor | None,
+    bias: Tensor | None,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    training: bool,
+    momentum: float,
+    eps: float,
+    cudnn_enabled: bool,
+) -> Tensor:
     """torch.batch_norm: :func:`~onnxnn.nn.functional.batch_norm` with torch's argument order
     (``cudnn_enabled`` only picks a backend in PyTorch and is ignored)."""
     return F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
 
 
-def native_batch_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None, running_mean: Tensor | None,
-                      running_var: Tensor | None, training: bool, momentum: float,
-                      eps: float) -> tuple[Tensor, Tensor, Tensor]:
+def native_batch_norm(
+    input: Tensor,
+    weight: Tensor | None,
+    bias: Tensor | None,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    training: bool,
+    momentum: float,
+    eps: float,
+) -> tuple[Tensor, Tensor, Tensor]:
     """torch.native_batch_norm: ``(output, save_mean, save_invstd)``.
 
     Training, ``save_mean`` and ``save_invstd`` are the batch's per-channel mean and
@@ -85,8 +129,9 @@ def native_batch_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None,
     return output, mean, (variance + eps).rsqrt()
 
 
-def native_layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None, bias: Tensor | None,
-                      eps: float) -> tuple[Tensor, Tensor, Tensor]:
+def native_layer_norm(
+    input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None, bias: Tensor | None, eps: float
+) -> tuple[Tensor, Tensor, Tensor]:
     """torch.native_layer_norm: ``(output, mean, rstd)``, the statistics over the last
     ``len(normalized_shape)`` dims kept as size-1 dims."""
     output = F.layer_norm(input, list(normalized_shape), weight, bias, eps)
@@ -95,12 +140,12 @@ def native_layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Te
     return output, mean, (input.var(axes, correction=0, keepdim=True) + eps).rsqrt()
 
 
-def native_group_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None, N: int, C: int, HxW: int,
-                      group: int, eps: float) -> tuple[Tensor, Tensor, Tensor]:
+def native_group_norm(
+    input: Tensor, weight: Tensor | None, bias: Tensor | None, N: int, C: int, HxW: int, group: int, eps: float
+) -> tuple[Tensor, Tensor, Tensor]:
     """torch.native_group_norm: ``(output, mean, rstd)`` with the statistics of shape ``(N, group)``."""
     if input.numel() != N * C * HxW:
-        raise RuntimeError(f"Expected input to have {N * C * HxW} elements (N * C * HxW), but got "
-                           f"{input.numel()}")
+        raise RuntimeError(f"Expected input to have {N * C * HxW} elements (N * C * HxW), but got {input.numel()}")
     output = F.group_norm(input, group, weight, bias, eps)
     grouped = input.reshape((N, group, -1))
     mean = grouped.mean(-1)
@@ -121,21 +166,32 @@ def norm_except_dim(v: Tensor, pow: float = 2, dim: int = 0) -> Tensor:
 
 # --- losses --------------------------------------------------------------------------------------------------
 
-def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
-                                     pos_weight: Tensor | None = None, reduction: int = 1) -> Tensor:
+
+def binary_cross_entropy_with_logits(
+    input: Tensor, target: Tensor, weight: Tensor | None = None, pos_weight: Tensor | None = None, reduction: int = 1
+) -> Tensor:
     """torch.binary_cross_entropy_with_logits: ``reduction`` as ATen's integer (0 none, 1 mean, 2 sum)."""
-    return F.binary_cross_entropy_with_logits(input, target, weight, reduction=_reduction(reduction),
-                                              pos_weight=pos_weight)
+    return F.binary_cross_entropy_with_logits(
+        input, target, weight, reduction=_reduction(reduction), pos_weight=pos_weight
+    )
 
 
-def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
-                          reduction: int = 1) -> Tensor:
+def cosine_embedding_loss(
+    input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, reduction: int = 1
+) -> Tensor:
     """torch.cosine_embedding_loss: ``reduction`` as ATen's integer."""
     return F.cosine_embedding_loss(input1, input2, target, margin, reduction=_reduction(reduction))
 
 
-def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, blank: int = 0,
-             reduction: int = 1, zero_infinity: bool = False) -> Tensor:
+def ctc_loss(
+    log_probs: Tensor,
+    targets: Tensor,
+    input_lengths,
+    target_lengths,
+    blank: int = 0,
+    reduction: int = 1,
+    zero_infinity: bool = False,
+) -> Tensor:
     """torch.ctc_loss: ``reduction`` as ATen's integer."""
     return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, _reduction(reduction), zero_infinity)
 
@@ -153,20 +209,28 @@ def kl_div(input: Tensor, target: Tensor, reduction: int = 1, *, log_target: boo
         return F.kl_div(input, target, reduction=_reduction(reduction), log_target=log_target)
 
 
-def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
-                        reduction: int = 1) -> Tensor:
+def margin_ranking_loss(
+    input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, reduction: int = 1
+) -> Tensor:
     """torch.margin_ranking_loss: ``reduction`` as ATen's integer."""
     return F.margin_ranking_loss(input1, input2, target, margin, reduction=_reduction(reduction))
 
 
-def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool, full: bool, eps: float,
-                     reduction: int) -> Tensor:
+def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool, full: bool, eps: float, reduction: int) -> Tensor:
     """torch.poisson_nll_loss: every argument required, ``reduction`` as ATen's integer."""
     return F.poisson_nll_loss(input, target, log_input, full, eps=eps, reduction=_reduction(reduction))
 
 
-def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0, p: float = 2.0,
-                        eps: float = 1e-6, swap: bool = False, reduction: int = 1) -> Tensor:
+def triplet_margin_loss(
+    anchor: Tensor,
+    positive: Tensor,
+    negative: Tensor,
+    margin: float = 1.0,
+    p: float = 2.0,
+    eps: float = 1e-6,
+    swap: bool = False,
+    reduction: int = 1,
+) -> Tensor:
     """torch.triplet_margin_loss: ``reduction`` as ATen's integer."""
     return F.triplet_margin_loss(anchor, positive, negative, margin, p, eps, swap, reduction=_reduction(reduction))
 
@@ -177,17 +241,26 @@ _CONVOLUTIONS = {1: _ops.conv1d, 2: _ops.conv2d, 3: _ops.conv3d}
 _TRANSPOSED_CONVOLUTIONS = {1: _ops.conv_transpose1d, 2: _ops.conv_transpose2d, 3: _ops.conv_transpose3d}
 
 
-def convolution(input: Tensor, weight: Tensor, bias: Tensor | None, stride: Sequence[int], padding: Sequence[int],
-                dilation: Sequence[int], transposed: bool, output_padding: Sequence[int], groups: int) -> Tensor:
+def convolution(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    transposed: bool,
+    output_padding: Sequence[int],
+    groups: int,
+) -> Tensor:
     """torch.convolution: the 1-, 2- or 3-d (transposed) convolution that ``weight``'s rank names."""
     spatial = weight.dim() - 2
     if spatial not in _CONVOLUTIONS:
-        raise RuntimeError(f"Expected 3D, 4D or 5D weight for convolution, but got weight of size "
-                           f"{list(weight.shape)}")
+        raise RuntimeError(f"Expected 3D, 4D or 5D weight for convolution, but got weight of size {list(weight.shape)}")
     stride, padding, dilation = list(stride), list(padding), list(dilation)
     if transposed:
-        return _TRANSPOSED_CONVOLUTIONS[spatial](input, weight, bias, stride, padding, list(output_padding), groups,
-                                                 dilation)
+        return _TRANSPOSED_CONVOLUTIONS[spatial](
+            input, weight, bias, stride, padding, list(output_padding), groups, dilation
+        )
     if any(output_padding):
         raise RuntimeError("output_padding is only supported for transposed convolutions")
     return _CONVOLUTIONS[spatial](input, weight, bias, stride, padding, dilation, groups)
@@ -203,8 +276,9 @@ def adaptive_max_pool1d(input: Tensor, output_size) -> tuple[Tensor, Tensor]:
     return F.adaptive_max_pool1d(input, output_size, return_indices=True)
 
 
-def max_pool1d_with_indices(input: Tensor, kernel_size, stride=(), padding=0, dilation=1,
-                            ceil_mode: bool = False) -> tuple[Tensor, Tensor]:
+def max_pool1d_with_indices(
+    input: Tensor, kernel_size, stride=(), padding=0, dilation=1, ceil_mode: bool = False
+) -> tuple[Tensor, Tensor]:
     """torch.max_pool1d_with_indices: ``(output, indices)``; an empty ``stride`` means ``kernel_size``."""
     if isinstance(stride, Sequence) and len(stride) == 0:
         stride = None
@@ -216,26 +290,30 @@ def affine_grid_generator(theta: Tensor, size: Sequence[int], align_corners: boo
     return F.affine_grid(theta, list(size), align_corners=align_corners)
 
 
-def grid_sampler(input: Tensor, grid: Tensor, interpolation_mode: int, padding_mode: int,
-                 align_corners: bool) -> Tensor:
+def grid_sampler(
+    input: Tensor, grid: Tensor, interpolation_mode: int, padding_mode: int, align_corners: bool
+) -> Tensor:
     """torch.grid_sampler: :func:`~onnxnn.nn.functional.grid_sample` with ATen's integer modes
     (interpolation 0 bilinear, 1 nearest, 2 bicubic; padding 0 zeros, 1 border, 2 reflection)."""
     if interpolation_mode not in _GRID_INTERPOLATIONS:
         raise RuntimeError(f"grid_sampler(): unknown interpolation mode {interpolation_mode}")
     if padding_mode not in _GRID_PADDINGS:
         raise RuntimeError(f"grid_sampler(): unknown padding mode {padding_mode}")
-    return F.grid_sample(input, grid, _GRID_INTERPOLATIONS[interpolation_mode], _GRID_PADDINGS[padding_mode],
-                         align_corners)
+    return F.grid_sample(
+        input, grid, _GRID_INTERPOLATIONS[interpolation_mode], _GRID_PADDINGS[padding_mode], align_corners
+    )
 
 
 def _grid_sampler_of_rank(rank: int):
-    def sampler(input: Tensor, grid: Tensor, interpolation_mode: int, padding_mode: int,
-                align_corners: bool) -> Tensor:
+    def sampler(input: Tensor, grid: Tensor, interpolation_mode: int, padding_mode: int, align_corners: bool) -> Tensor:
         if input.dim() != rank:
-            raise RuntimeError(f"grid_sampler(): expected {rank}D input and grid with same number of dimensions, "
-                               f"but got input with sizes {list(input.shape)} and grid with sizes "
-                               f"{list(grid.shape)}")
+            raise RuntimeError(
+                f"grid_sampler(): expected {rank}D input and grid with same number of dimensions, "
+                f"but got input with sizes {list(input.shape)} and grid with sizes "
+                f"{list(grid.shape)}"
+            )
         return grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)
+
     sampler.__name__ = sampler.__qualname__ = f"grid_sampler_{rank - 2}d"
     sampler.__doc__ = f"torch.grid_sampler_{rank - 2}d: :func:`grid_sampler` for {rank}-d input only."
     return sampler
@@ -246,6 +324,7 @@ grid_sampler_3d = _grid_sampler_of_rank(5)
 
 
 # --- dropout -------------------------------------------------------------------------------------------------
+
 
 def feature_dropout(input: Tensor, p: float, train: bool) -> Tensor:
     """torch.feature_dropout: zeroes whole channels (dim 1) with probability ``p``, any rank >= 2."""
@@ -264,31 +343,45 @@ def native_dropout(input: Tensor, p: float, train: bool | None) -> tuple[Tensor,
     if not train:
         return input.clone(), ones(tuple(input.shape), dtype=_bool)
     _check_probability(p)
-    keep = _random.bernoulli(tuple(input.shape), 1.0 - p).astype(bool) if p < 1.0 else \
-        np.zeros(tuple(input.shape), dtype=bool)
+    keep = (
+        _random.bernoulli(tuple(input.shape), 1.0 - p).astype(bool)
+        if p < 1.0
+        else np.zeros(tuple(input.shape), dtype=bool)
+    )
     scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
-    factor = constant_tensor(np.ascontiguousarray(keep * scale, dtype=input.dtype.numpy_dtype), input.dtype,
-                             input.device)
+    factor = constant_tensor(
+        np.ascontiguousarray(keep * scale, dtype=input.dtype.numpy_dtype), input.dtype, input.device
+    )
     return _ops.mul(input, factor), constant_tensor(keep)
 
 
 # --- embeddings ----------------------------------------------------------------------------------------------
 
-def embedding(weight: Tensor, indices: Tensor, padding_idx: int = -1, scale_grad_by_freq: bool = False,
-              sparse: bool = False) -> Tensor:
+
+def embedding(
+    weight: Tensor, indices: Tensor, padding_idx: int = -1, scale_grad_by_freq: bool = False, sparse: bool = False
+) -> Tensor:
     """torch.embedding: weight first; a negative ``padding_idx`` means none (torch's F.embedding has already
     made a user's negative index positive when it calls this)."""
-    return F.embedding(indices, weight, padding_idx if padding_idx >= 0 else None,
-                       scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
+    return F.embedding(
+        indices, weight, padding_idx if padding_idx >= 0 else None, scale_grad_by_freq=scale_grad_by_freq, sparse=sparse
+    )
 
 
 _BAG_MODES = {0: "sum", 1: "mean", 2: "max"}
 
 
-def embedding_bag(weight: Tensor, indices: Tensor, offsets: Tensor, scale_grad_by_freq: bool = False,
-                  mode: int = 0, sparse: bool = False, per_sample_weights: Tensor | None = None,
-                  include_last_offset: bool = False,
-                  padding_idx: int | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def embedding_bag(
+    weight: Tensor,
+    indices: Tensor,
+    offsets: Tensor,
+    scale_grad_by_freq: bool = False,
+    mode: int = 0,
+    sparse: bool = False,
+    per_sample_weights: Tensor | None = None,
+    include_last_offset: bool = False,
+    padding_idx: int | None = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """torch.embedding_bag: ``(output, offset2bag, bag_size, max_indices)`` with ``mode`` 0 sum, 1 mean, 2 max.
 
     ``output`` is :func:`~onnxnn.nn.functional.embedding_bag`'s; the other three are the integer
@@ -298,9 +391,17 @@ def embedding_bag(weight: Tensor, indices: Tensor, offsets: Tensor, scale_grad_b
     """
     if mode not in _BAG_MODES:
         raise ValueError(f"mode has to be one of sum, mean or max, but got {mode}")
-    output = F.embedding_bag(indices, weight, offsets, scale_grad_by_freq=scale_grad_by_freq,
-                             mode=_BAG_MODES[mode], sparse=sparse, per_sample_weights=per_sample_weights,
-                             include_last_offset=include_last_offset, padding_idx=padding_idx)
+    output = F.embedding_bag(
+        indices,
+        weight,
+        offsets,
+        scale_grad_by_freq=scale_grad_by_freq,
+        mode=_BAG_MODES[mode],
+        sparse=sparse,
+        per_sample_weights=per_sample_weights,
+        include_last_offset=include_last_offset,
+        padding_idx=padding_idx,
+    )
     bags = output.shape[0]
     values = _index_values(indices, "embedding_bag").reshape(-1)
     starts = [int(start) for start in _index_values(offsets, "embedding_bag").reshape(-1)][:bags]
@@ -330,4 +431,3 @@ def embedding_renorm_(weight: Tensor, indices: Tensor, max_norm: float, norm_typ
     ``indices`` names whose ``norm_type``-norm exceeds ``max_norm`` to norm ``max_norm``; returns ``weight``."""
     _renorm_rows(weight, _index_values(indices, "embedding_renorm_").reshape(-1), max_norm, norm_type)
     return weight
-

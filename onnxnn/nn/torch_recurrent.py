@@ -7,6 +7,7 @@ its ``batch_sizes`` instead: ``torch.lstm(data, batch_sizes, hx, params, has_bia
 dropout, train, bidirectional)``. Both run the same unrolled recurrence as the modules
 (:mod:`onnxnn.nn.modules.rnn`), so gradients and both executors come with it.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -21,31 +22,49 @@ __all__ = ["gru", "gru_cell", "lstm", "lstm_cell", "rnn_relu", "rnn_relu_cell", 
 
 # --- single steps --------------------------------------------------------------------------------------------
 
-def _cell(mode: str, input: Tensor, hx: Tensor, c: Tensor | None, w_ih: Tensor, w_hh: Tensor,
-          b_ih: Tensor | None, b_hh: Tensor | None):
+
+def _cell(
+    mode: str,
+    input: Tensor,
+    hx: Tensor,
+    c: Tensor | None,
+    w_ih: Tensor,
+    w_hh: Tensor,
+    b_ih: Tensor | None,
+    b_hh: Tensor | None,
+):
     return _step(mode, _linear(input, w_ih, b_ih), hx, c, w_hh, b_hh, None)
 
 
-def rnn_tanh_cell(input: Tensor, hx: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor | None = None,
-                  b_hh: Tensor | None = None) -> Tensor:
+def rnn_tanh_cell(
+    input: Tensor, hx: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor | None = None, b_hh: Tensor | None = None
+) -> Tensor:
     """torch.rnn_tanh_cell: ``tanh(input w_ih^T + b_ih + hx w_hh^T + b_hh)``."""
     return _cell("RNN_TANH", input, hx, None, w_ih, w_hh, b_ih, b_hh)[0]
 
 
-def rnn_relu_cell(input: Tensor, hx: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor | None = None,
-                  b_hh: Tensor | None = None) -> Tensor:
+def rnn_relu_cell(
+    input: Tensor, hx: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor | None = None, b_hh: Tensor | None = None
+) -> Tensor:
     """torch.rnn_relu_cell: ``relu(input w_ih^T + b_ih + hx w_hh^T + b_hh)``."""
     return _cell("RNN_RELU", input, hx, None, w_ih, w_hh, b_ih, b_hh)[0]
 
 
-def gru_cell(input: Tensor, hx: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor | None = None,
-             b_hh: Tensor | None = None) -> Tensor:
+def gru_cell(
+    input: Tensor, hx: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor | None = None, b_hh: Tensor | None = None
+) -> Tensor:
     """torch.gru_cell: one GRU step (gates r, z, n in that order), returns the new hidden state."""
     return _cell("GRU", input, hx, None, w_ih, w_hh, b_ih, b_hh)[0]
 
 
-def lstm_cell(input: Tensor, hx: Sequence[Tensor], w_ih: Tensor, w_hh: Tensor, b_ih: Tensor | None = None,
-              b_hh: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def lstm_cell(
+    input: Tensor,
+    hx: Sequence[Tensor],
+    w_ih: Tensor,
+    w_hh: Tensor,
+    b_ih: Tensor | None = None,
+    b_hh: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
     """torch.lstm_cell: one LSTM step (gates i, f, g, o); ``hx`` is ``[h, c]``; returns ``(h', c')``."""
     if len(hx) != 2:
         raise RuntimeError(f"lstm_cell: Expected hx to have 2 tensors, got {len(hx)}")
@@ -54,16 +73,19 @@ def lstm_cell(input: Tensor, hx: Sequence[Tensor], w_ih: Tensor, w_hh: Tensor, b
 
 # --- flat-weight multi-layer forms ---------------------------------------------------------------------------
 
+
 def _layer_weights(params: Sequence[Tensor], has_biases: bool, num_layers: int, directions: int):
     """Splits ``params`` into ``(w_ih, w_hh, b_ih, b_hh, w_hr)`` per layer and direction."""
     per_direction = len(params) // (num_layers * directions) if num_layers * directions else 0
     expected = (4, 5) if has_biases else (2, 3)
     if per_direction not in expected or per_direction * num_layers * directions != len(params):
-        raise RuntimeError(f"got an incorrect number of RNN parameters: {len(params)} for {num_layers} layer(s)"
-                           f"{' bidirectional' if directions == 2 else ''} with has_biases={has_biases}")
+        raise RuntimeError(
+            f"got an incorrect number of RNN parameters: {len(params)} for {num_layers} layer(s)"
+            f"{' bidirectional' if directions == 2 else ''} with has_biases={has_biases}"
+        )
     weights = []
     for start in range(0, len(params), per_direction):
-        group = list(params[start:start + per_direction])
+        group = list(params[start : start + per_direction])
         w_ih, w_hh = group[0], group[1]
         b_ih, b_hh = (group[2], group[3]) if has_biases else (None, None)
         w_hr = group[-1] if per_direction in (3, 5) else None
@@ -71,27 +93,46 @@ def _layer_weights(params: Sequence[Tensor], has_biases: bool, num_layers: int, 
     return weights
 
 
-def _recurrence(mode: str, data: Tensor, batch_sizes: list[int], h0: Tensor, c0: Tensor | None,
-                params: Sequence[Tensor], has_biases: bool, num_layers: int, dropout: float, train: bool,
-                bidirectional: bool):
+def _recurrence(
+    mode: str,
+    data: Tensor,
+    batch_sizes: list[int],
+    h0: Tensor,
+    c0: Tensor | None,
+    params: Sequence[Tensor],
+    has_biases: bool,
+    num_layers: int,
+    dropout: float,
+    train: bool,
+    bidirectional: bool,
+):
     """Every layer over packed ``data`` split by ``batch_sizes``; returns (output data, h_n, c_n)."""
     directions = 2 if bidirectional else 1
     weights = _layer_weights(params, has_biases, num_layers, directions)
     if h0.dim() != 3 or h0.shape[0] != num_layers * directions:
-        raise RuntimeError(f"Expected hidden size {(num_layers * directions, batch_sizes[0] if batch_sizes else 0)}"
-                           f" + (hidden_size,), got {list(h0.shape)}")
+        raise RuntimeError(
+            f"Expected hidden size {(num_layers * directions, batch_sizes[0] if batch_sizes else 0)}"
+            f" + (hidden_size,), got {list(h0.shape)}"
+        )
     offsets = [sum(batch_sizes[:t]) for t in range(len(batch_sizes) + 1)]
-    steps = [data[offsets[t]:offsets[t + 1]] for t in range(len(batch_sizes))]
+    steps = [data[offsets[t] : offsets[t + 1]] for t in range(len(batch_sizes))]
     final_h, final_c = [], []
     for layer in range(num_layers):
         if layer > 0 and dropout > 0 and train:
             dropped = F.dropout(cat(steps, 0), dropout, True)
-            steps = [dropped[offsets[t]:offsets[t + 1]] for t in range(len(batch_sizes))]
+            steps = [dropped[offsets[t] : offsets[t + 1]] for t in range(len(batch_sizes))]
         per_direction = []
         for direction in range(directions):
             index = layer * directions + direction
-            outputs, h, c = _run_direction(mode, steps, batch_sizes, h0[index], None if c0 is None else c0[index],
-                                           weights[index], reverse=direction == 1)
+            outputs, h, c = _run_direction(
+                mode,
+                steps,
+                batch_sizes,
+                h0[index],
+                None if c0 is None else c0[index],
+                weights[index],
+                reverse=direction == 1,
+            )
             per_direction.append(outputs)
             final_h.append(h)
             final_c.append(c)
@@ -117,8 +158,19 @@ def _flat(mode: str, args: tuple):
         batch_sizes = [batch] * length
         data = input.reshape((length * batch, input.shape[2]))
     h0, c0 = (hx[0], hx[1]) if mode == "LSTM" else (hx, None)
-    output, h_n, c_n = _recurrence(mode, data, batch_sizes, h0, c0, params, bool(has_biases), int(num_layers),
-                                   float(dropout), bool(train), bool(bidirectional))
+    output, h_n, c_n = _recurrence(
+        mode,
+        data,
+        batch_sizes,
+        h0,
+        c0,
+        params,
+        bool(has_biases),
+        int(num_layers),
+        float(dropout),
+        bool(train),
+        bool(bidirectional),
+    )
     if not packed:
         output = output.reshape((len(batch_sizes), batch_sizes[0], output.shape[-1]))
         if batch_first:

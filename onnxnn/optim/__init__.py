@@ -13,6 +13,7 @@ Example::
     ...     optimizer.step()
     ...     scheduler.step()
 """
+
 from __future__ import annotations
 
 from . import lr_scheduler

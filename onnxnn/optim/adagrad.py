@@ -1,4 +1,5 @@
 """Adagrad: per-coordinate learning rates scaled by the accumulated squared gradients."""
+
 from __future__ import annotations
 
 from typing import Iterable
@@ -37,9 +38,20 @@ class Adagrad(Optimizer):
         >>> optimizer = onnxnn.optim.Adagrad(model.parameters(), lr=0.1)
     """
 
-    def __init__(self, params: Iterable, lr: float = 1e-2, lr_decay: float = 0, weight_decay: float = 0,
-                 initial_accumulator_value: float = 0, eps: float = 1e-10, foreach: bool | None = None, *,
-                 maximize: bool = False, differentiable: bool = False, fused: bool | None = None) -> None:
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float = 1e-2,
+        lr_decay: float = 0,
+        weight_decay: float = 0,
+        initial_accumulator_value: float = 0,
+        eps: float = 1e-10,
+        foreach: bool | None = None,
+        *,
+        maximize: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
+    ) -> None:
         if isinstance(lr, Tensor) and lr.numel() != 1:
             raise ValueError("Tensor lr must be 1-element")
         if not 0.0 <= lr:
@@ -53,9 +65,17 @@ class Adagrad(Optimizer):
         if not 0.0 <= eps:
             raise ValueError(f"Invalid epsilon value: {eps}")
         _check_differentiable(differentiable)
-        defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
-                        initial_accumulator_value=initial_accumulator_value, foreach=foreach, maximize=maximize,
-                        differentiable=differentiable, fused=fused)
+        defaults = dict(
+            lr=lr,
+            lr_decay=lr_decay,
+            eps=eps,
+            weight_decay=weight_decay,
+            initial_accumulator_value=initial_accumulator_value,
+            foreach=foreach,
+            maximize=maximize,
+            differentiable=differentiable,
+            fused=fused,
+        )
         super().__init__(params, defaults)
         for group in self.param_groups:
             for param in group["params"]:
@@ -92,13 +112,32 @@ class Adagrad(Optimizer):
 
     def _update_group(self, group: dict) -> list[Tensor]:
         params, grads, state_sums, steps = self._init_group(group)
-        adagrad(params, grads, state_sums, steps, lr=group["lr"], weight_decay=group["weight_decay"],
-                lr_decay=group["lr_decay"], eps=group["eps"], maximize=group["maximize"])
+        adagrad(
+            params,
+            grads,
+            state_sums,
+            steps,
+            lr=group["lr"],
+            weight_decay=group["weight_decay"],
+            lr_decay=group["lr_decay"],
+            eps=group["eps"],
+            maximize=group["maximize"],
+        )
         return params + state_sums
 
 
-def adagrad(params: list[Tensor], grads: list[Tensor], state_sums: list[Tensor], state_steps: list[Tensor], *,
-            lr: float, weight_decay: float, lr_decay: float, eps: float, maximize: bool) -> None:
+def adagrad(
+    params: list[Tensor],
+    grads: list[Tensor],
+    state_sums: list[Tensor],
+    state_steps: list[Tensor],
+    *,
+    lr: float,
+    weight_decay: float,
+    lr_decay: float,
+    eps: float,
+    maximize: bool,
+) -> None:
     """Functional Adagrad: records the update of every tensor in ``params`` and its state (lazily, in place).
 
     Each group of parameters with one dtype, device and step count is updated by one fused
@@ -106,9 +145,15 @@ def adagrad(params: list[Tensor], grads: list[Tensor], state_sums: list[Tensor],
     """
 
     def hyperparameters(step: float, scalar) -> tuple:
-        return (scalar("lr", lr), scalar("step", step), scalar("lr_decay", lr_decay), scalar("eps", eps),
-                scalar("weight_decay", weight_decay) if weight_decay != 0 else None)
+        return (
+            scalar("lr", lr),
+            scalar("step", step),
+            scalar("lr_decay", lr_decay),
+            scalar("eps", eps),
+            scalar("weight_decay", weight_decay) if weight_decay != 0 else None,
+        )
 
     with no_grad():
-        _record_fused_updates("Adagrad", {"maximize": int(bool(maximize))}, params, grads, [state_sums], state_steps,
-                              hyperparameters)
+        _record_fused_updates(
+            "Adagrad", {"maximize": int(bool(maximize))}, params, grads, [state_sums], state_steps, hyperparameters
+        )

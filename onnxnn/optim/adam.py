@@ -1,4 +1,5 @@
 """Adam and AdamW: adaptive moment estimation, with L2 or decoupled weight decay, sharing one core."""
+
 from __future__ import annotations
 
 from typing import Iterable
@@ -7,7 +8,12 @@ from ..runtime.grad_mode import no_grad
 from ..runtime.internal import record_update
 from ..runtime.tensor import Tensor
 from .optimizer import (
-    Optimizer, _check_differentiable, _hyperparameter, _new_step_tensor, _record_fused_updates, _zeros_like,
+    Optimizer,
+    _check_differentiable,
+    _hyperparameter,
+    _new_step_tensor,
+    _record_fused_updates,
+    _zeros_like,
 )
 
 __all__ = ["Adam", "AdamW", "adam", "adamw"]
@@ -42,16 +48,37 @@ class Adam(Optimizer):
         >>> optimizer = onnxnn.optim.Adam(model.parameters(), lr=1e-3)
     """
 
-    def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *,
-                 foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
-                 differentiable: bool = False, fused: bool | None = None,
-                 decoupled_weight_decay: bool = False) -> None:
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0,
+        amsgrad: bool = False,
+        *,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
+        decoupled_weight_decay: bool = False,
+    ) -> None:
         _validate_adam_arguments(lr, betas, eps, weight_decay)
         _check_differentiable(differentiable)
-        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-                        maximize=maximize, foreach=foreach, capturable=capturable,
-                        differentiable=differentiable, fused=fused, decoupled_weight_decay=decoupled_weight_decay)
+        defaults = dict(
+            lr=lr,
+            betas=betas,
+            eps=eps,
+            weight_decay=weight_decay,
+            amsgrad=amsgrad,
+            maximize=maximize,
+            foreach=foreach,
+            capturable=capturable,
+            differentiable=differentiable,
+            fused=fused,
+            decoupled_weight_decay=decoupled_weight_decay,
+        )
         super().__init__(params, defaults)
 
     def __setstate__(self, state: dict) -> None:
@@ -87,10 +114,23 @@ class Adam(Optimizer):
         params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps = self._init_group(group)
         beta1, beta2 = group["betas"]
         capturable = group.get("capturable", False)
-        adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps,
-             amsgrad=group["amsgrad"], beta1=beta1, beta2=beta2, lr=group["lr"],
-             weight_decay=group["weight_decay"], eps=group["eps"], maximize=group["maximize"],
-             decoupled_weight_decay=group["decoupled_weight_decay"], capturable=capturable)
+        adam(
+            params,
+            grads,
+            exp_avgs,
+            exp_avg_sqs,
+            max_exp_avg_sqs,
+            steps,
+            amsgrad=group["amsgrad"],
+            beta1=beta1,
+            beta2=beta2,
+            lr=group["lr"],
+            weight_decay=group["weight_decay"],
+            eps=group["eps"],
+            maximize=group["maximize"],
+            decoupled_weight_decay=group["decoupled_weight_decay"],
+            capturable=capturable,
+        )
         return params + exp_avgs + exp_avg_sqs + max_exp_avg_sqs + (steps if capturable else [])
 
 
@@ -114,13 +154,35 @@ class AdamW(Adam):
         >>> optimizer = onnxnn.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.05)
     """
 
-    def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
-                 maximize: bool = False, foreach: bool | None = None, capturable: bool = False,
-                 differentiable: bool = False, fused: bool | None = None) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
-                         capturable=capturable, differentiable=differentiable, fused=fused,
-                         decoupled_weight_decay=True)
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+        amsgrad: bool = False,
+        *,
+        maximize: bool = False,
+        foreach: bool | None = None,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
+    ) -> None:
+        super().__init__(
+            params,
+            lr,
+            betas,
+            eps,
+            weight_decay,
+            amsgrad,
+            foreach=foreach,
+            maximize=maximize,
+            capturable=capturable,
+            differentiable=differentiable,
+            fused=fused,
+            decoupled_weight_decay=True,
+        )
 
 
 def _validate_adam_arguments(lr, betas, eps, weight_decay) -> None:
@@ -138,10 +200,24 @@ def _validate_adam_arguments(lr, betas, eps, weight_decay) -> None:
         raise ValueError(f"Invalid weight_decay value: {weight_decay}")
 
 
-def adam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_avg_sqs: list[Tensor],
-         max_exp_avg_sqs: list[Tensor], state_steps: list[Tensor], decoupled_weight_decay: bool = False, *,
-         amsgrad: bool, beta1: float, beta2: float, lr: float, weight_decay: float, eps: float,
-         maximize: bool, capturable: bool = False) -> None:
+def adam(
+    params: list[Tensor],
+    grads: list[Tensor],
+    exp_avgs: list[Tensor],
+    exp_avg_sqs: list[Tensor],
+    max_exp_avg_sqs: list[Tensor],
+    state_steps: list[Tensor],
+    decoupled_weight_decay: bool = False,
+    *,
+    amsgrad: bool,
+    beta1: float,
+    beta2: float,
+    lr: float,
+    weight_decay: float,
+    eps: float,
+    maximize: bool,
+    capturable: bool = False,
+) -> None:
     """Functional Adam: records the update of every tensor in ``params`` and its state (lazily, in place).
 
     ``state_steps`` are float32 0-d tensors. By default they are incremented on the host and each
@@ -153,31 +229,96 @@ def adam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_
     """
     with no_grad():
         if capturable:
-            _capturable_updates(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps,
-                                decoupled_weight_decay, amsgrad=amsgrad, beta1=beta1, beta2=beta2, lr=lr,
-                                weight_decay=weight_decay, eps=eps, maximize=maximize)
+            _capturable_updates(
+                params,
+                grads,
+                exp_avgs,
+                exp_avg_sqs,
+                max_exp_avg_sqs,
+                state_steps,
+                decoupled_weight_decay,
+                amsgrad=amsgrad,
+                beta1=beta1,
+                beta2=beta2,
+                lr=lr,
+                weight_decay=weight_decay,
+                eps=eps,
+                maximize=maximize,
+            )
             return
-        _fused_updates(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, decoupled_weight_decay,
-                       amsgrad=amsgrad, beta1=beta1, beta2=beta2, lr=lr, weight_decay=weight_decay, eps=eps,
-                       maximize=maximize)
+        _fused_updates(
+            params,
+            grads,
+            exp_avgs,
+            exp_avg_sqs,
+            max_exp_avg_sqs,
+            state_steps,
+            decoupled_weight_decay,
+            amsgrad=amsgrad,
+            beta1=beta1,
+            beta2=beta2,
+            lr=lr,
+            weight_decay=weight_decay,
+            eps=eps,
+            maximize=maximize,
+        )
 
 
-def _fused_updates(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, decoupled_weight_decay, *,
-                   amsgrad, beta1, beta2, lr, weight_decay, eps, maximize) -> None:
+def _fused_updates(
+    params,
+    grads,
+    exp_avgs,
+    exp_avg_sqs,
+    max_exp_avg_sqs,
+    state_steps,
+    decoupled_weight_decay,
+    *,
+    amsgrad,
+    beta1,
+    beta2,
+    lr,
+    weight_decay,
+    eps,
+    maximize,
+) -> None:
     """Records one Adam node per dtype, device and step count of the parameters."""
-    attributes = {"decoupled_weight_decay": int(bool(decoupled_weight_decay)), "amsgrad": int(bool(amsgrad)),
-                  "maximize": int(bool(maximize))}
+    attributes = {
+        "decoupled_weight_decay": int(bool(decoupled_weight_decay)),
+        "amsgrad": int(bool(amsgrad)),
+        "maximize": int(bool(maximize)),
+    }
 
     def hyperparameters(step: float, scalar) -> tuple:
-        return (scalar("lr", lr), scalar("step", step), scalar("beta1", beta1), scalar("beta2", beta2),
-                scalar("eps", eps), scalar("weight_decay", weight_decay) if weight_decay != 0 else None)
+        return (
+            scalar("lr", lr),
+            scalar("step", step),
+            scalar("beta1", beta1),
+            scalar("beta2", beta2),
+            scalar("eps", eps),
+            scalar("weight_decay", weight_decay) if weight_decay != 0 else None,
+        )
 
     states = [exp_avgs, exp_avg_sqs] + ([max_exp_avg_sqs] if amsgrad else [])
     _record_fused_updates("Adam", attributes, params, grads, states, state_steps, hyperparameters)
 
 
-def _capturable_updates(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, decoupled_weight_decay,
-                        *, amsgrad, beta1, beta2, lr, weight_decay, eps, maximize) -> None:
+def _capturable_updates(
+    params,
+    grads,
+    exp_avgs,
+    exp_avg_sqs,
+    max_exp_avg_sqs,
+    state_steps,
+    decoupled_weight_decay,
+    *,
+    amsgrad,
+    beta1,
+    beta2,
+    lr,
+    weight_decay,
+    eps,
+    maximize,
+) -> None:
     """Adam with the step count and bias corrections in the graph, as Tensor arithmetic per parameter."""
     for index, param in enumerate(params):
         grad = grads[index] if not maximize else -grads[index]
@@ -191,8 +332,9 @@ def _capturable_updates(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, s
             else:
                 grad = grad + param * _hyperparameter("weight_decay", weight_decay, param)
         new_exp_avg = exp_avg + (grad - exp_avg) * _hyperparameter("1-beta1", 1 - beta1, exp_avg)
-        new_exp_avg_sq = (exp_avg_sq * _hyperparameter("beta2", beta2, exp_avg_sq)
-                          + grad * grad * _hyperparameter("1-beta2", 1 - beta2, exp_avg_sq))
+        new_exp_avg_sq = exp_avg_sq * _hyperparameter("beta2", beta2, exp_avg_sq) + grad * grad * _hyperparameter(
+            "1-beta2", 1 - beta2, exp_avg_sq
+        )
         bias_correction1 = 1 - _hyperparameter("beta1", beta1, step) ** step
         bias_correction2_sqrt = (1 - _hyperparameter("beta2", beta2, step) ** step).sqrt()
         step_size = _hyperparameter("lr", lr, step) / bias_correction1
@@ -200,18 +342,45 @@ def _capturable_updates(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, s
         if amsgrad:
             second_moment = max_exp_avg_sqs[index].maximum(new_exp_avg_sq)
             record_update(max_exp_avg_sqs[index], second_moment)
-        denom = (second_moment.sqrt() / bias_correction2_sqrt.to(param.dtype) + _hyperparameter("eps", eps, param))
+        denom = second_moment.sqrt() / bias_correction2_sqrt.to(param.dtype) + _hyperparameter("eps", eps, param)
         new_param = new_param - new_exp_avg / denom * step_size.to(param.dtype)
         record_update(exp_avg, new_exp_avg)
         record_update(exp_avg_sq, new_exp_avg_sq)
         record_update(param, new_param)
 
 
-def adamw(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_avg_sqs: list[Tensor],
-          max_exp_avg_sqs: list[Tensor], state_steps: list[Tensor], *, amsgrad: bool, beta1: float,
-          beta2: float, lr: float, weight_decay: float, eps: float, maximize: bool,
-          capturable: bool = False) -> None:
+def adamw(
+    params: list[Tensor],
+    grads: list[Tensor],
+    exp_avgs: list[Tensor],
+    exp_avg_sqs: list[Tensor],
+    max_exp_avg_sqs: list[Tensor],
+    state_steps: list[Tensor],
+    *,
+    amsgrad: bool,
+    beta1: float,
+    beta2: float,
+    lr: float,
+    weight_decay: float,
+    eps: float,
+    maximize: bool,
+    capturable: bool = False,
+) -> None:
     """Functional AdamW: :func:`adam` with decoupled weight decay."""
-    adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, True, amsgrad=amsgrad,
-         capturable=capturable, beta1=beta1, beta2=beta2, lr=lr, weight_decay=weight_decay, eps=eps,
-         maximize=maximize)
+    adam(
+        params,
+        grads,
+        exp_avgs,
+        exp_avg_sqs,
+        max_exp_avg_sqs,
+        state_steps,
+        True,
+        amsgrad=amsgrad,
+        capturable=capturable,
+        beta1=beta1,
+        beta2=beta2,
+        lr=lr,
+        weight_decay=weight_decay,
+        eps=eps,
+        maximize=maximize,
+    )

@@ -3,6 +3,7 @@
 A scheduler writes ``group["lr"]`` (a Python number) into the optimizer's param groups; the
 optimizer feeds it to the step graph as data, so changing it never recompiles the step.
 """
+
 from __future__ import annotations
 
 import math
@@ -14,8 +15,16 @@ from typing import Any, Callable
 
 from .optimizer import Optimizer
 
-__all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LambdaLR",
-           "OneCycleLR", "ReduceLROnPlateau"]
+__all__ = [
+    "LRScheduler",
+    "StepLR",
+    "MultiStepLR",
+    "ExponentialLR",
+    "CosineAnnealingLR",
+    "LambdaLR",
+    "OneCycleLR",
+    "ReduceLROnPlateau",
+]
 
 EPOCH_DEPRECATION_WARNING = (
     "The epoch parameter in `scheduler.step()` was not necessary and is being deprecated where possible. "
@@ -35,8 +44,10 @@ def _format_param(name: str, optimizer: Optimizer, param) -> list:
     """One value per param group: a list/tuple of the right length, or one value repeated."""
     if isinstance(param, (list, tuple)):
         if len(param) != len(optimizer.param_groups):
-            raise ValueError(f"{name} must have the same length as optimizer.param_groups. {name} has "
-                             f"{len(param)} values, param_groups has {len(optimizer.param_groups)}.")
+            raise ValueError(
+                f"{name} must have the same length as optimizer.param_groups. {name} has "
+                f"{len(param)} values, param_groups has {len(optimizer.param_groups)}."
+            )
         return list(param)
     return [param] * len(optimizer.param_groups)
 
@@ -64,13 +75,16 @@ class LRScheduler:
         else:
             for index, group in enumerate(optimizer.param_groups):
                 if "initial_lr" not in group:
-                    raise KeyError(f"param 'initial_lr' is not specified in param_groups[{index}] when resuming "
-                                   "an optimizer")
+                    raise KeyError(
+                        f"param 'initial_lr' is not specified in param_groups[{index}] when resuming an optimizer"
+                    )
         self.base_lrs: list[float] = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
         if verbose != "deprecated":
-            warnings.warn("The verbose parameter is deprecated. Please use get_last_lr() to access the "
-                          "learning rate.", UserWarning)
+            warnings.warn(
+                "The verbose parameter is deprecated. Please use get_last_lr() to access the learning rate.",
+                UserWarning,
+            )
         self.verbose = False if verbose == "deprecated" else bool(verbose)
         self._initial_step()
 
@@ -97,17 +111,23 @@ class LRScheduler:
 
     def _warn_get_lr_called_outside_step(self) -> None:
         if not self._get_lr_called_within_step:
-            warnings.warn("To get the last learning rate computed by the scheduler, please use `get_last_lr()`.",
-                          UserWarning, stacklevel=3)
+            warnings.warn(
+                "To get the last learning rate computed by the scheduler, please use `get_last_lr()`.",
+                UserWarning,
+                stacklevel=3,
+            )
 
     def step(self, epoch: int | None = None) -> None:
         """Advances the schedule by one epoch (or, deprecated, to ``epoch``) and writes the lrs."""
         if self._step_count == 1 and not getattr(self.optimizer, "_opt_called", False):
-            warnings.warn("Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and "
-                          "later, you should call them in the opposite order: `optimizer.step()` before "
-                          "`lr_scheduler.step()`.  Failure to do this will result in PyTorch skipping the first "
-                          "value of the learning rate schedule. See more details at "
-                          "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate", UserWarning)
+            warnings.warn(
+                "Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and "
+                "later, you should call them in the opposite order: `optimizer.step()` before "
+                "`lr_scheduler.step()`.  Failure to do this will result in PyTorch skipping the first "
+                "value of the learning rate schedule. See more details at "
+                "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate",
+                UserWarning,
+            )
         self._step_count += 1
         self._get_lr_called_within_step = True
         try:
@@ -136,8 +156,9 @@ class StepLR(LRScheduler):
         >>> scheduler = StepLR(optimizer, step_size=30, gamma=0.1)  # lr 0.05 -> 0.005 at epoch 30
     """
 
-    def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1,
-                 verbose="deprecated") -> None:
+    def __init__(
+        self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1, verbose="deprecated"
+    ) -> None:
         self.step_size = step_size
         self.gamma = gamma
         super().__init__(optimizer, last_epoch, verbose)
@@ -160,8 +181,9 @@ class MultiStepLR(LRScheduler):
         >>> scheduler = MultiStepLR(optimizer, milestones=[30, 80], gamma=0.1)
     """
 
-    def __init__(self, optimizer: Optimizer, milestones, gamma: float = 0.1, last_epoch: int = -1,
-                 verbose="deprecated") -> None:
+    def __init__(
+        self, optimizer: Optimizer, milestones, gamma: float = 0.1, last_epoch: int = -1, verbose="deprecated"
+    ) -> None:
         self.milestones = Counter(milestones)
         self.gamma = gamma
         super().__init__(optimizer, last_epoch, verbose)
@@ -191,7 +213,7 @@ class ExponentialLR(LRScheduler):
         return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
 
     def _get_closed_form_lr(self) -> list[float]:
-        return [base_lr * self.gamma ** self.last_epoch for base_lr in self.base_lrs]
+        return [base_lr * self.gamma**self.last_epoch for base_lr in self.base_lrs]
 
 
 class CosineAnnealingLR(LRScheduler):
@@ -202,8 +224,9 @@ class CosineAnnealingLR(LRScheduler):
     computed recursively (so it composes with other changes of the lr), as PyTorch does.
     """
 
-    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1,
-                 verbose="deprecated") -> None:
+    def __init__(
+        self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1, verbose="deprecated"
+    ) -> None:
         self.T_max = T_max
         self.eta_min = eta_min
         super().__init__(optimizer, last_epoch, verbose)
@@ -214,19 +237,28 @@ class CosineAnnealingLR(LRScheduler):
         if self.last_epoch == 0:
             return [group["lr"] for group in groups]
         if self._step_count == 1 and self.last_epoch > 0:
-            return [self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(self.last_epoch * math.pi / self.T_max)) / 2
-                    for base_lr in self.base_lrs]
+            return [
+                self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(self.last_epoch * math.pi / self.T_max)) / 2
+                for base_lr in self.base_lrs
+            ]
         if (self.last_epoch - 1 - self.T_max) % (2 * self.T_max) == 0:
-            return [group["lr"] + (base_lr - self.eta_min) * (1 - math.cos(math.pi / self.T_max)) / 2
-                    for base_lr, group in zip(self.base_lrs, groups)]
-        return [(1 + math.cos(math.pi * self.last_epoch / self.T_max))
-                / (1 + math.cos(math.pi * (self.last_epoch - 1) / self.T_max))
-                * (group["lr"] - self.eta_min) + self.eta_min
-                for group in groups]
+            return [
+                group["lr"] + (base_lr - self.eta_min) * (1 - math.cos(math.pi / self.T_max)) / 2
+                for base_lr, group in zip(self.base_lrs, groups)
+            ]
+        return [
+            (1 + math.cos(math.pi * self.last_epoch / self.T_max))
+            / (1 + math.cos(math.pi * (self.last_epoch - 1) / self.T_max))
+            * (group["lr"] - self.eta_min)
+            + self.eta_min
+            for group in groups
+        ]
 
     def _get_closed_form_lr(self) -> list[float]:
-        return [self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
-                for base_lr in self.base_lrs]
+        return [
+            self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+            for base_lr in self.base_lrs
+        ]
 
 
 class LambdaLR(LRScheduler):
@@ -237,8 +269,9 @@ class LambdaLR(LRScheduler):
         >>> scheduler = LambdaLR(optimizer, lr_lambda=lambda epoch: 0.95 ** epoch)
     """
 
-    def __init__(self, optimizer: Optimizer, lr_lambda: Callable[[int], float] | list, last_epoch: int = -1,
-                 verbose="deprecated") -> None:
+    def __init__(
+        self, optimizer: Optimizer, lr_lambda: Callable[[int], float] | list, last_epoch: int = -1, verbose="deprecated"
+    ) -> None:
         _check_optimizer(optimizer)
         self.optimizer = optimizer
         if not isinstance(lr_lambda, (list, tuple)):
@@ -294,11 +327,24 @@ class OneCycleLR(LRScheduler):
         >>> scheduler = OneCycleLR(optimizer, max_lr=0.01, steps_per_epoch=len(loader), epochs=10)
     """
 
-    def __init__(self, optimizer: Optimizer, max_lr, total_steps: int | None = None, epochs: int | None = None,
-                 steps_per_epoch: int | None = None, pct_start: float = 0.3, anneal_strategy: str = "cos",
-                 cycle_momentum: bool = True, base_momentum=0.85, max_momentum=0.95, div_factor: float = 25.0,
-                 final_div_factor: float = 1e4, three_phase: bool = False, last_epoch: int = -1,
-                 verbose="deprecated") -> None:
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        max_lr,
+        total_steps: int | None = None,
+        epochs: int | None = None,
+        steps_per_epoch: int | None = None,
+        pct_start: float = 0.3,
+        anneal_strategy: str = "cos",
+        cycle_momentum: bool = True,
+        base_momentum=0.85,
+        max_momentum=0.95,
+        div_factor: float = 25.0,
+        final_div_factor: float = 1e4,
+        three_phase: bool = False,
+        last_epoch: int = -1,
+        verbose="deprecated",
+    ) -> None:
         _check_optimizer(optimizer)
         self.optimizer = optimizer
         if total_steps is not None:
@@ -319,19 +365,44 @@ class OneCycleLR(LRScheduler):
             raise ValueError(f"anneal_strategy must be one of 'cos' or 'linear', instead got {anneal_strategy}")
         if three_phase:
             self._schedule_phases = [
-                {"end_step": float(pct_start * self.total_steps) - 1, "start_lr": "initial_lr",
-                 "end_lr": "max_lr", "start_momentum": "max_momentum", "end_momentum": "base_momentum"},
-                {"end_step": float(2 * pct_start * self.total_steps) - 2, "start_lr": "max_lr",
-                 "end_lr": "initial_lr", "start_momentum": "base_momentum", "end_momentum": "max_momentum"},
-                {"end_step": self.total_steps - 1, "start_lr": "initial_lr", "end_lr": "min_lr",
-                 "start_momentum": "max_momentum", "end_momentum": "max_momentum"},
+                {
+                    "end_step": float(pct_start * self.total_steps) - 1,
+                    "start_lr": "initial_lr",
+                    "end_lr": "max_lr",
+                    "start_momentum": "max_momentum",
+                    "end_momentum": "base_momentum",
+                },
+                {
+                    "end_step": float(2 * pct_start * self.total_steps) - 2,
+                    "start_lr": "max_lr",
+                    "end_lr": "initial_lr",
+                    "start_momentum": "base_momentum",
+                    "end_momentum": "max_momentum",
+                },
+                {
+                    "end_step": self.total_steps - 1,
+                    "start_lr": "initial_lr",
+                    "end_lr": "min_lr",
+                    "start_momentum": "max_momentum",
+                    "end_momentum": "max_momentum",
+                },
             ]
         else:
             self._schedule_phases = [
-                {"end_step": float(pct_start * self.total_steps) - 1, "start_lr": "initial_lr",
-                 "end_lr": "max_lr", "start_momentum": "max_momentum", "end_momentum": "base_momentum"},
-                {"end_step": self.total_steps - 1, "start_lr": "max_lr", "end_lr": "min_lr",
-                 "start_momentum": "base_momentum", "end_momentum": "max_momentum"},
+                {
+                    "end_step": float(pct_start * self.total_steps) - 1,
+                    "start_lr": "initial_lr",
+                    "end_lr": "max_lr",
+                    "start_momentum": "max_momentum",
+                    "end_momentum": "base_momentum",
+                },
+                {
+                    "end_step": self.total_steps - 1,
+                    "start_lr": "max_lr",
+                    "end_lr": "min_lr",
+                    "start_momentum": "base_momentum",
+                    "end_momentum": "max_momentum",
+                },
             ]
         self._anneal_func_type = anneal_strategy
         max_lrs = _format_param("max_lr", optimizer, max_lr)
@@ -367,8 +438,9 @@ class OneCycleLR(LRScheduler):
         self._warn_get_lr_called_outside_step()
         step_num = self.last_epoch
         if step_num > self.total_steps:
-            raise ValueError(f"Tried to step {step_num} times. The specified number of total steps is "
-                             f"{self.total_steps}")
+            raise ValueError(
+                f"Tried to step {step_num} times. The specified number of total steps is {self.total_steps}"
+            )
         lrs = []
         for group in self.optimizer.param_groups:
             start_step = 0.0
@@ -378,8 +450,7 @@ class OneCycleLR(LRScheduler):
                     pct = (step_num - start_step) / (end_step - start_step)
                     lr = self._anneal_func(group[phase["start_lr"]], group[phase["end_lr"]], pct)
                     if self.cycle_momentum:
-                        momentum = self._anneal_func(group[phase["start_momentum"]], group[phase["end_momentum"]],
-                                                     pct)
+                        momentum = self._anneal_func(group[phase["start_momentum"]], group[phase["end_momentum"]], pct)
                     break
                 start_step = phase["end_step"]
             lrs.append(lr)
@@ -412,9 +483,19 @@ class ReduceLROnPlateau(LRScheduler):
         ...     scheduler.step(validate(model))
     """
 
-    def __init__(self, optimizer: Optimizer, mode: str = "min", factor: float = 0.1, patience: int = 10,
-                 threshold: float = 1e-4, threshold_mode: str = "rel", cooldown: int = 0, min_lr=0,
-                 eps: float = 1e-8, verbose="deprecated") -> None:
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        mode: str = "min",
+        factor: float = 0.1,
+        patience: int = 10,
+        threshold: float = 1e-4,
+        threshold_mode: str = "rel",
+        cooldown: int = 0,
+        min_lr=0,
+        eps: float = 1e-8,
+        verbose="deprecated",
+    ) -> None:
         if factor >= 1.0:
             raise ValueError("Factor should be < 1.0.")
         _check_optimizer(optimizer)
@@ -485,10 +566,12 @@ class ReduceLROnPlateau(LRScheduler):
         groups = self.optimizer.param_groups
         if len(groups) != len(self.min_lrs):
             if self.default_min_lr is None:
-                raise RuntimeError(f"The number of param groups in the `optimizer` ({len(groups)}) differs from "
-                                   f"when `ReduceLROnPlateau` was initialized ({len(self.min_lrs)}), usually due "
-                                   "to a new param group being added to the optimizer. Please modify the "
-                                   "`min_lrs` field to match the length of the `optimizer` param groups.")
+                raise RuntimeError(
+                    f"The number of param groups in the `optimizer` ({len(groups)}) differs from "
+                    f"when `ReduceLROnPlateau` was initialized ({len(self.min_lrs)}), usually due "
+                    "to a new param group being added to the optimizer. Please modify the "
+                    "`min_lrs` field to match the length of the `optimizer` param groups."
+                )
             self.min_lrs = [self.default_min_lr] * len(groups)
         for index, group in enumerate(groups):
             old_lr = float(group["lr"])

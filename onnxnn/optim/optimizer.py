@@ -8,6 +8,7 @@ optimizer step is one ONNX graph and one onnxruntime session run. Hyperparameter
 as fed 0-d inputs, never as embedded constants, so a scheduler changing ``lr`` reuses the compiled
 session.
 """
+
 from __future__ import annotations
 
 import copy
@@ -86,8 +87,10 @@ class Optimizer:
         self._optimizer_step_post_hooks: OrderedDict = _HookDict()
         self._patch_step_function()
         if isinstance(params, Tensor):
-            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
-                            f"but got {_typename(params)}")
+            raise TypeError(
+                "params argument given to the optimizer should be an iterable of Tensors or dicts, "
+                f"but got {_typename(params)}"
+            )
         self.state: defaultdict = defaultdict(dict)
         self.param_groups: list[dict[str, Any]] = []
         param_groups = list(params)
@@ -147,8 +150,9 @@ class Optimizer:
                     if isinstance(result, tuple) and len(result) == 2:
                         args, kwargs = result
                     else:
-                        raise RuntimeError(f"{func} must return None or a tuple of (new_args, new_kwargs), "
-                                           f"but got {result}.")
+                        raise RuntimeError(
+                            f"{func} must return None or a tuple of (new_args, new_kwargs), but got {result}."
+                        )
             output = func(self, *args, **kwargs)
             # Learning-rate schedulers read this to warn about stepping them before the optimizer.
             self._opt_called = True
@@ -189,8 +193,10 @@ class Optimizer:
         if isinstance(params, Tensor):
             params = [params]
         elif isinstance(params, set):
-            raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering "
-                            "of tensors in sets will change between runs. Please use a list instead.")
+            raise TypeError(
+                "optimizer parameters need to be organized in ordered collections, but the ordering "
+                "of tensors in sets will change between runs. Please use a list instead."
+            )
         else:
             params = list(params)
         tensors, names = [], []
@@ -214,14 +220,18 @@ class Optimizer:
         for group in self.param_groups:
             existing.update(group["params"])
             if bool(names) != ("param_names" in group):
-                raise ValueError("all optimizer param groups should be with/without names. "
-                                 f"cannot add param group {'with' if names else 'without'} names to the optimizer")
+                raise ValueError(
+                    "all optimizer param groups should be with/without names. "
+                    f"cannot add param group {'with' if names else 'without'} names to the optimizer"
+                )
         if not existing.isdisjoint(tensors):
             raise ValueError("some parameters appear in more than one parameter group")
         if len(tensors) != len(set(tensors)):
-            warnings.warn("optimizer contains a parameter group with duplicate parameters; in future, this will "
-                          "cause an error; see github.com/pytorch/pytorch/issues/40967 for more information",
-                          stacklevel=3)
+            warnings.warn(
+                "optimizer contains a parameter group with duplicate parameters; in future, this will "
+                "cause an error; see github.com/pytorch/pytorch/issues/40967 for more information",
+                stacklevel=3,
+            )
         # Validated: now the group (the caller's dict, as in PyTorch) is completed and added.
         param_group["params"] = tensors
         if names:
@@ -296,15 +306,21 @@ class Optimizer:
         def pack_group(group: dict) -> dict:
             nonlocal start_index
             packed = {key: value for key, value in group.items() if key != "params"}
-            mapping.update({id(param): index for index, param in enumerate(group["params"], start_index)
-                            if id(param) not in mapping})
+            mapping.update(
+                {
+                    id(param): index
+                    for index, param in enumerate(group["params"], start_index)
+                    if id(param) not in mapping
+                }
+            )
             packed["params"] = [mapping[id(param)] for param in group["params"]]
             start_index += len(packed["params"])
             return packed
 
         param_groups = [pack_group(group) for group in self.param_groups]
-        packed_state = {(mapping[id(key)] if isinstance(key, Tensor) else key): value
-                        for key, value in self.state.items()}
+        packed_state = {
+            (mapping[id(key)] if isinstance(key, Tensor) else key): value for key, value in self.state.items()
+        }
         return {"state": packed_state, "param_groups": param_groups}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -321,10 +337,15 @@ class Optimizer:
         if len(groups) != len(saved_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")
         if any(len(group["params"]) != len(saved["params"]) for group, saved in zip(groups, saved_groups)):
-            raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
-                             "optimizer's group")
-        id_map = dict(zip(chain.from_iterable(saved["params"] for saved in saved_groups),
-                          chain.from_iterable(group["params"] for group in groups)))
+            raise ValueError(
+                "loaded state dict contains a parameter group that doesn't match the size of optimizer's group"
+            )
+        id_map = dict(
+            zip(
+                chain.from_iterable(saved["params"] for saved in saved_groups),
+                chain.from_iterable(group["params"] for group in groups),
+            )
+        )
         state: defaultdict = defaultdict(dict)
         for key, value in state_dict["state"].items():
             if key in id_map:
@@ -411,9 +432,16 @@ def _same_dtype(gradient: Value, weight: Value) -> Value:
     return record_op("Cast", (gradient,), {"to": weight.dtype})[0]
 
 
-def _record_fused_updates(op_type: str, attributes: dict, params: list[Tensor], grads: list[Tensor],
-                          state_lists: list[list[Tensor]], state_steps: list[Tensor], hyperparameters: Callable,
-                          reads_step: bool = True) -> None:
+def _record_fused_updates(
+    op_type: str,
+    attributes: dict,
+    params: list[Tensor],
+    grads: list[Tensor],
+    state_lists: list[list[Tensor]],
+    state_steps: list[Tensor],
+    hyperparameters: Callable,
+    reads_step: bool = True,
+) -> None:
     """Records one fused update node (runtime/ops/training.py) per dtype, device and step count of ``params``.
 
     Increments every ``step`` on the host first. The node's inputs are ``hyperparameters(step,
@@ -428,13 +456,17 @@ def _record_fused_updates(op_type: str, attributes: dict, params: list[Tensor], 
         weight = value_of(param)
         groups.setdefault((weight.dtype, weight.device, step if reads_step else None), []).append(index)
     for (_, device, step), indices in groups.items():
+
         def scalar(name: str, value, device=device) -> Value:
             return _hyperparameter_scalar(name, value, dtypes.float64, device)
 
         weights = [value_of(params[i]) for i in indices]
-        inputs = (*hyperparameters(step, scalar), *weights,
-                  *[_same_dtype(value_of(grads[i]), weight) for i, weight in zip(indices, weights)],
-                  *[value_of(states[i]) for states in state_lists for i in indices])
+        inputs = (
+            *hyperparameters(step, scalar),
+            *weights,
+            *[_same_dtype(value_of(grads[i]), weight) for i, weight in zip(indices, weights)],
+            *[value_of(states[i]) for states in state_lists for i in indices],
+        )
         outputs = record_op(op_type, inputs, attributes, TRAINING_DOMAIN)
         for kind, tensors in enumerate([params, *state_lists]):
             for position, index in enumerate(indices):
@@ -471,5 +503,6 @@ def _check_differentiable(differentiable: bool) -> None:
     one fused graph.
     """
     if differentiable:
-        raise NotImplementedError("onnxnn optimizers do not support differentiable=True: the step is "
-                                  "computed outside autograd")
+        raise NotImplementedError(
+            "onnxnn optimizers do not support differentiable=True: the step is computed outside autograd"
+        )

@@ -1,4 +1,5 @@
 """RMSprop: gradient steps divided by a running root mean square of the gradients."""
+
 from __future__ import annotations
 
 from typing import Iterable
@@ -38,10 +39,20 @@ class RMSprop(Optimizer):
         >>> optimizer = onnxnn.optim.RMSprop(model.parameters(), lr=1e-2, momentum=0.9)
     """
 
-    def __init__(self, params: Iterable, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
-                 weight_decay: float = 0, momentum: float = 0, centered: bool = False,
-                 capturable: bool = False, foreach: bool | None = None, maximize: bool = False,
-                 differentiable: bool = False) -> None:
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float = 1e-2,
+        alpha: float = 0.99,
+        eps: float = 1e-8,
+        weight_decay: float = 0,
+        momentum: float = 0,
+        centered: bool = False,
+        capturable: bool = False,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        differentiable: bool = False,
+    ) -> None:
         if isinstance(lr, Tensor) and lr.numel() != 1:
             raise ValueError("Tensor lr must be 1-element")
         if not 0.0 <= lr:
@@ -55,9 +66,18 @@ class RMSprop(Optimizer):
         if not 0.0 <= alpha:
             raise ValueError(f"Invalid alpha value: {alpha}")
         _check_differentiable(differentiable)
-        defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
-                        weight_decay=weight_decay, capturable=capturable, foreach=foreach, maximize=maximize,
-                        differentiable=differentiable)
+        defaults = dict(
+            lr=lr,
+            momentum=momentum,
+            alpha=alpha,
+            eps=eps,
+            centered=centered,
+            weight_decay=weight_decay,
+            capturable=capturable,
+            foreach=foreach,
+            maximize=maximize,
+            differentiable=differentiable,
+        )
         super().__init__(params, defaults)
 
     def __setstate__(self, state: dict) -> None:
@@ -93,15 +113,40 @@ class RMSprop(Optimizer):
 
     def _update_group(self, group: dict) -> list[Tensor]:
         params, grads, square_avgs, grad_avgs, momentum_buffers, steps = self._init_group(group)
-        rmsprop(params, grads, square_avgs, grad_avgs, momentum_buffers, steps, lr=group["lr"],
-                alpha=group["alpha"], eps=group["eps"], weight_decay=group["weight_decay"],
-                momentum=group["momentum"], centered=group["centered"], maximize=group["maximize"])
+        rmsprop(
+            params,
+            grads,
+            square_avgs,
+            grad_avgs,
+            momentum_buffers,
+            steps,
+            lr=group["lr"],
+            alpha=group["alpha"],
+            eps=group["eps"],
+            weight_decay=group["weight_decay"],
+            momentum=group["momentum"],
+            centered=group["centered"],
+            maximize=group["maximize"],
+        )
         return params + square_avgs + grad_avgs + momentum_buffers
 
 
-def rmsprop(params: list[Tensor], grads: list[Tensor], square_avgs: list[Tensor], grad_avgs: list[Tensor],
-            momentum_buffer_list: list[Tensor], state_steps: list[Tensor], *, lr: float, alpha: float,
-            eps: float, weight_decay: float, momentum: float, centered: bool, maximize: bool) -> None:
+def rmsprop(
+    params: list[Tensor],
+    grads: list[Tensor],
+    square_avgs: list[Tensor],
+    grad_avgs: list[Tensor],
+    momentum_buffer_list: list[Tensor],
+    state_steps: list[Tensor],
+    *,
+    lr: float,
+    alpha: float,
+    eps: float,
+    weight_decay: float,
+    momentum: float,
+    centered: bool,
+    maximize: bool,
+) -> None:
     """Functional RMSprop: records the update of every tensor in ``params`` and its state (lazily, in place).
 
     Each group of parameters with one dtype and device is updated by one fused ``RMSprop`` node
@@ -109,12 +154,17 @@ def rmsprop(params: list[Tensor], grads: list[Tensor], square_avgs: list[Tensor]
     """
 
     def hyperparameters(step, scalar) -> tuple:
-        return (scalar("lr", lr), scalar("alpha", alpha), scalar("eps", eps),
-                scalar("weight_decay", weight_decay) if weight_decay != 0 else None,
-                scalar("momentum", momentum) if momentum > 0 else None)
+        return (
+            scalar("lr", lr),
+            scalar("alpha", alpha),
+            scalar("eps", eps),
+            scalar("weight_decay", weight_decay) if weight_decay != 0 else None,
+            scalar("momentum", momentum) if momentum > 0 else None,
+        )
 
     states = [square_avgs] + ([grad_avgs] if centered else []) + ([momentum_buffer_list] if momentum > 0 else [])
     attributes = {"centered": int(bool(centered)), "maximize": int(bool(maximize))}
     with no_grad():
-        _record_fused_updates("RMSprop", attributes, params, grads, states, state_steps, hyperparameters,
-                              reads_step=False)
+        _record_fused_updates(
+            "RMSprop", attributes, params, grads, states, state_steps, hyperparameters, reads_step=False
+        )

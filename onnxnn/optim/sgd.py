@@ -1,4 +1,5 @@
 """SGD: stochastic gradient descent with optional momentum, dampening, Nesterov and weight decay."""
+
 from __future__ import annotations
 
 from typing import Iterable
@@ -42,9 +43,20 @@ class SGD(Optimizer):
         >>> optimizer.step()
     """
 
-    def __init__(self, params: Iterable, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
-                 weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
-                 foreach: bool | None = None, differentiable: bool = False, fused: bool | None = None) -> None:
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float = 1e-3,
+        momentum: float = 0,
+        dampening: float = 0,
+        weight_decay: float = 0,
+        nesterov: bool = False,
+        *,
+        maximize: bool = False,
+        foreach: bool | None = None,
+        differentiable: bool = False,
+        fused: bool | None = None,
+    ) -> None:
         if isinstance(lr, Tensor) and lr.numel() != 1:
             raise ValueError("Tensor lr must be 1-element")
         if lr < 0.0:
@@ -56,9 +68,17 @@ class SGD(Optimizer):
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         _check_differentiable(differentiable)
-        defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                        nesterov=nesterov, maximize=maximize, foreach=foreach, differentiable=differentiable,
-                        fused=fused)
+        defaults = dict(
+            lr=lr,
+            momentum=momentum,
+            dampening=dampening,
+            weight_decay=weight_decay,
+            nesterov=nesterov,
+            maximize=maximize,
+            foreach=foreach,
+            differentiable=differentiable,
+            fused=fused,
+        )
         super().__init__(params, defaults)
 
     def __setstate__(self, state: dict) -> None:
@@ -80,9 +100,17 @@ class SGD(Optimizer):
 
     def _update_group(self, group: dict) -> list[Tensor]:
         params, grads, momentum_buffers = self._init_group(group)
-        sgd(params, grads, momentum_buffers, weight_decay=group["weight_decay"],
-            momentum=group["momentum"], lr=group["lr"], dampening=group["dampening"],
-            nesterov=group["nesterov"], maximize=group["maximize"])
+        sgd(
+            params,
+            grads,
+            momentum_buffers,
+            weight_decay=group["weight_decay"],
+            momentum=group["momentum"],
+            lr=group["lr"],
+            dampening=group["dampening"],
+            nesterov=group["nesterov"],
+            maximize=group["maximize"],
+        )
         updated = list(params)
         if group["momentum"] != 0:
             for param, buffer in zip(params, momentum_buffers):
@@ -91,9 +119,18 @@ class SGD(Optimizer):
         return updated
 
 
-def sgd(params: list[Tensor], d_p_list: list[Tensor], momentum_buffer_list: list[Tensor | None], *,
-        weight_decay: float, momentum: float, lr: float, dampening: float, nesterov: bool,
-        maximize: bool) -> None:
+def sgd(
+    params: list[Tensor],
+    d_p_list: list[Tensor],
+    momentum_buffer_list: list[Tensor | None],
+    *,
+    weight_decay: float,
+    momentum: float,
+    lr: float,
+    dampening: float,
+    nesterov: bool,
+    maximize: bool,
+) -> None:
     """Functional SGD: records the update of every tensor in ``params`` (lazily, in place).
 
     ``momentum_buffer_list`` entries that are None are filled with new buffers (the first step
@@ -104,8 +141,16 @@ def sgd(params: list[Tensor], d_p_list: list[Tensor], momentum_buffer_list: list
         gradient = _same_dtype(value_of(gradient), value_of(param))
         gradients.append(update_node("Neg", gradient) if maximize else gradient)
     if momentum != 0:
-        _momentum_updates(params, gradients, momentum_buffer_list, weight_decay=weight_decay,
-                          momentum=momentum, lr=lr, dampening=dampening, nesterov=nesterov)
+        _momentum_updates(
+            params,
+            gradients,
+            momentum_buffer_list,
+            weight_decay=weight_decay,
+            momentum=momentum,
+            lr=lr,
+            dampening=dampening,
+            nesterov=nesterov,
+        )
         return
     for param, gradient in zip(params, gradients):
         weight = value_of(param)
@@ -116,8 +161,17 @@ def sgd(params: list[Tensor], d_p_list: list[Tensor], momentum_buffer_list: list
         record_update(param, update_node("Sub", weight, step))
 
 
-def _momentum_updates(params: list[Tensor], gradients: list[Value], buffers: list[Tensor | None], *,
-                      weight_decay: float, momentum: float, lr: float, dampening: float, nesterov: bool) -> None:
+def _momentum_updates(
+    params: list[Tensor],
+    gradients: list[Value],
+    buffers: list[Tensor | None],
+    *,
+    weight_decay: float,
+    momentum: float,
+    lr: float,
+    dampening: float,
+    nesterov: bool,
+) -> None:
     """Records one fused Momentum node (runtime/ops/training.py) per dtype and device of the parameters.
 
     Its update count is 0 for parameters without a buffer yet (their buffer starts as the whole
@@ -132,11 +186,16 @@ def _momentum_updates(params: list[Tensor], gradients: list[Value], buffers: lis
         weights = [value_of(params[i]) for i in indices]
         like = weights[0]
         velocities = [_zeros_value(weights[k]) if first_update else value_of(buffers[i]) for k, i in enumerate(indices)]
-        inputs = (_hyperparameter_value("lr", lr, like), _UPDATE_COUNTS[not first_update],
-                  _hyperparameter_value("momentum", momentum, like),
-                  _hyperparameter_value("1-dampening", 1 - dampening, like) if dampening != 0 else None,
-                  _hyperparameter_value("weight_decay", weight_decay, like) if weight_decay != 0 else None,
-                  *weights, *[gradients[i] for i in indices], *velocities)
+        inputs = (
+            _hyperparameter_value("lr", lr, like),
+            _UPDATE_COUNTS[not first_update],
+            _hyperparameter_value("momentum", momentum, like),
+            _hyperparameter_value("1-dampening", 1 - dampening, like) if dampening != 0 else None,
+            _hyperparameter_value("weight_decay", weight_decay, like) if weight_decay != 0 else None,
+            *weights,
+            *[gradients[i] for i in indices],
+            *velocities,
+        )
         outputs = record_op("Momentum", inputs, attributes, TRAINING_DOMAIN)
         for position, index in enumerate(indices):
             record_update(params[index], outputs[position])

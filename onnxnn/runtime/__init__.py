@@ -4,6 +4,7 @@ The op families (``runtime/ops``) are imported first: they import ``Tensor``, an
 methods call them through a module reference read at call time, so with this order every module
 of the package imports what it needs at its top.
 """
+
 from __future__ import annotations
 
 from . import ops

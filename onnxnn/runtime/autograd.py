@@ -10,6 +10,7 @@ gradients stay pending: the backward graph runs when a gradient is read or, in a
 together with the optimizer's update, so a whole step is typically one session run. The driver, not the rules,
 sums broadcast gradients back to input shapes, accumulates gradients of shared inputs and fills symbolic zeros.
 """
+
 from __future__ import annotations
 
 import weakref
@@ -25,8 +26,18 @@ from . import tensor as _tensor  # circular (tensor imports autograd): attribute
 from .fastpath import backward_replay
 from .grad_mode import no_grad, set_grad_enabled
 
-__all__ = ["Function", "AccumulateGrad", "run_backward", "grad", "VersionCounter", "RemovableHandle", "add_hook",
-           "fit_gradients", "modified_in_place_error", "FREED_MESSAGE"]
+__all__ = [
+    "Function",
+    "AccumulateGrad",
+    "run_backward",
+    "grad",
+    "VersionCounter",
+    "RemovableHandle",
+    "add_hook",
+    "fit_gradients",
+    "modified_in_place_error",
+    "FREED_MESSAGE",
+]
 
 
 class VersionCounter:
@@ -101,8 +112,18 @@ class Function:
     backward is user Python) subclass this one and need no special case in the engine.
     """
 
-    __slots__ = ("node", "outputs", "next_functions", "_saved_versions", "_name", "_hooks",
-                 "_pre_hooks", "_tensor_hooks", "_retained", "__weakref__")
+    __slots__ = (
+        "node",
+        "outputs",
+        "next_functions",
+        "_saved_versions",
+        "_name",
+        "_hooks",
+        "_pre_hooks",
+        "_tensor_hooks",
+        "_retained",
+        "__weakref__",
+    )
 
     # Whether the engine passes zeros (True) or None (False) for outputs no gradient reached.
     # Recorded ops' rules expect tensors; a custom Function may ask for None instead.
@@ -247,14 +268,16 @@ def modified_in_place_error(value, saved: tuple, saved_by: str) -> RuntimeError:
     return RuntimeError(
         "one of the variables needed for gradient computation has been modified by an inplace "
         f"operation: [{value.dtype.name} {list(value.shape)}] is at version {saved[0].value}; "
-        f"expected version {saved[1]} instead. (saved by {saved_by})")
+        f"expected version {saved[1]} instead. (saved by {saved_by})"
+    )
 
 
 FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved tensors after they "
     "have already been freed). Saved intermediate values of the graph are freed when you call "
     ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the "
-    "graph a second time or if you need to access saved tensors after calling backward.")
+    "graph a second time or if you need to access saved tensors after calling backward."
+)
 
 
 def _edge_of(tensor):
@@ -313,8 +336,8 @@ def _needed(order: list, targets: set) -> set:
             if function in needed:
                 continue
             if function in targets or any(
-                    edge is not None and edge[0] is not None and edge[0] in needed
-                    for edge in function.next_functions):
+                edge is not None and edge[0] is not None and edge[0] in needed for edge in function.next_functions
+            ):
                 needed.add(function)
                 changed = True
     return needed
@@ -328,8 +351,15 @@ def _apply_hooks(hooks, value):
     return value
 
 
-def _execute(roots: list, root_grads: list, *, retain_graph: bool, create_graph: bool,
-             capture: list | None = None, accumulate_only: set | None = None) -> list:
+def _execute(
+    roots: list,
+    root_grads: list,
+    *,
+    retain_graph: bool,
+    create_graph: bool,
+    capture: list | None = None,
+    accumulate_only: set | None = None,
+) -> list:
     """The backward engine shared by ``Tensor.backward`` and ``autograd.grad``.
 
     Args:
@@ -343,14 +373,27 @@ def _execute(roots: list, root_grads: list, *, retain_graph: bool, create_graph:
     """
     MODE.in_backward += 1
     try:
-        return _drive(roots, root_grads, retain_graph=retain_graph, create_graph=create_graph, capture=capture,
-                      accumulate_only=accumulate_only)
+        return _drive(
+            roots,
+            root_grads,
+            retain_graph=retain_graph,
+            create_graph=create_graph,
+            capture=capture,
+            accumulate_only=accumulate_only,
+        )
     finally:
         MODE.in_backward -= 1
 
 
-def _drive(roots: list, root_grads: list, *, retain_graph: bool, create_graph: bool,
-           capture: list | None, accumulate_only: set | None) -> list:
+def _drive(
+    roots: list,
+    root_grads: list,
+    *,
+    retain_graph: bool,
+    create_graph: bool,
+    capture: list | None,
+    accumulate_only: set | None,
+) -> list:
     """``_execute``'s body, run while ``MODE.in_backward`` counts it."""
     # Incoming gradients per function, by output number. This loop runs for every backward of a
     # training step, so its tables are keyed by the functions (identity hashes) and it merges the
@@ -381,8 +424,11 @@ def _drive(roots: list, root_grads: list, *, retain_graph: bool, create_graph: b
                         captured[(function, output_nr)] = gradient
             if type(function) is AccumulateGrad:
                 gradient = slots.get(0)
-                if gradient is not None and capture is None and (
-                        accumulate_only is None or function in accumulate_only):
+                if (
+                    gradient is not None
+                    and capture is None
+                    and (accumulate_only is None or function in accumulate_only)
+                ):
                     _accumulate(function.variable, gradient, create_graph)
                 continue
             if needed is not None and function not in needed:
@@ -521,11 +567,14 @@ def _root_gradients(tensors: list, grad_tensors: list) -> list:
                 ones = [ones]
             gradient = _tensor.Tensor._from_value(static_constant(ones, value.dtype, value.device))
         elif not isinstance(gradient, _tensor.Tensor):
-            gradient = _tensor.Tensor._from_array(np.asarray(gradient, dtype=tensor.dtype.numpy_dtype), tensor.dtype,
-                                                  tensor.device)
+            gradient = _tensor.Tensor._from_array(
+                np.asarray(gradient, dtype=tensor.dtype.numpy_dtype), tensor.dtype, tensor.device
+            )
         if gradient._value.shape != tensor._value.shape:
-            raise RuntimeError(f"Mismatch in shape: grad_output[{index}] has a shape of {gradient.shape} "
-                               f"and output[{index}] has a shape of {tensor.shape}.")
+            raise RuntimeError(
+                f"Mismatch in shape: grad_output[{index}] has a shape of {gradient.shape} "
+                f"and output[{index}] has a shape of {tensor.shape}."
+            )
         result.append(gradient)
     return result
 
@@ -549,18 +598,31 @@ def run_backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bo
         accumulate_only = set()
         for tensor in inputs:
             if not tensor.is_leaf:
-                raise NotImplementedError("backward(inputs=...) with non-leaf tensors is not supported; "
-                                          "use autograd.grad for them")
+                raise NotImplementedError(
+                    "backward(inputs=...) with non-leaf tensors is not supported; use autograd.grad for them"
+                )
             accumulate_only.add(tensor._grad_accumulator())
-    if (MODE.fast_path and accumulate_only is None and not create_graph and len(roots) == 1
-            and not MODE.eager and backward_replay.backward(roots[0], root_grads[0], retain_graph, ENGINE)):
+    if (
+        MODE.fast_path
+        and accumulate_only is None
+        and not create_graph
+        and len(roots) == 1
+        and not MODE.eager
+        and backward_replay.backward(roots[0], root_grads[0], retain_graph, ENGINE)
+    ):
         return  # a structure seen before: its traced backward was replayed
-    _execute(roots, root_grads, retain_graph=retain_graph, create_graph=create_graph,
-             accumulate_only=accumulate_only)
+    _execute(roots, root_grads, retain_graph=retain_graph, create_graph=create_graph, accumulate_only=accumulate_only)
 
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False,
-         allow_unused=None, materialize_grads: bool = False) -> tuple:
+def grad(
+    outputs,
+    inputs,
+    grad_outputs=None,
+    retain_graph=None,
+    create_graph: bool = False,
+    allow_unused=None,
+    materialize_grads: bool = False,
+) -> tuple:
     """Computes and returns the gradients of ``outputs`` with respect to ``inputs`` (without touching ``.grad``).
 
     Example::
@@ -592,8 +654,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
             if materialize_grads:
                 gradient = _tensor.Tensor._zeros(tensor.shape, tensor.dtype, tensor.device)
             elif not allow_unused:
-                raise RuntimeError("One of the differentiated Tensors appears to not have been used in the "
-                                   "graph. Set allow_unused=True if this is the desired behavior.")
+                raise RuntimeError(
+                    "One of the differentiated Tensors appears to not have been used in the "
+                    "graph. Set allow_unused=True if this is the desired behavior."
+                )
         final.append(gradient)
     return tuple(final)
 

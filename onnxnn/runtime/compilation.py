@@ -6,6 +6,7 @@ key; inference with unchanged weights gets a specialized session with the weight
 ``compile`` therefore returns the function or module itself, after checking its arguments, so
 code written for ``torch.compile`` runs unchanged.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -15,9 +16,16 @@ __all__ = ["compile"]
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
-def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: bool | None = None,
-            backend: str | Callable = "onnxnn", mode: str | None = None, options: dict | None = None,
-            disable: bool = False):
+def compile(
+    model: Callable | None = None,
+    *,
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
+    backend: str | Callable = "onnxnn",
+    mode: str | None = None,
+    options: dict | None = None,
+    disable: bool = False,
+):
     """Returns ``model`` ready to run as compiled graphs (onnxnn always compiles; see the module doc).
 
     Args:
@@ -36,8 +44,9 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: 
     if isinstance(backend, str) and backend not in ("onnxnn", "inductor", "eager", "aot_eager"):
         raise RuntimeError(f"invalid backend {backend!r}: onnxnn compiles to ONNX graphs itself ('onnxnn')")
     if model is None:
-        return lambda function: compile(function, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
-                                        mode=mode, options=options, disable=disable)
+        return lambda function: compile(
+            function, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode, options=options, disable=disable
+        )
     if not callable(model):
         raise TypeError(f"onnxnn.compile expects a callable, got {type(model).__name__}")
     return model

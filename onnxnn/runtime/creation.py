@@ -1,4 +1,5 @@
 """Tensor constructors: tensor, as_tensor, from_numpy, zeros, ones, full, arange, randn, ... and *_like."""
+
 from __future__ import annotations
 
 import builtins
@@ -16,9 +17,33 @@ from . import tensor as _tensor  # circular (Tensor methods build tensors here):
 if TYPE_CHECKING:
     from .tensor import Tensor
 
-__all__ = ["tensor", "as_tensor", "asarray", "empty_permuted", "from_numpy", "zeros", "ones", "empty", "full",
-           "arange", "linspace", "eye", "randn", "rand", "randint", "randperm", "normal", "zeros_like", "ones_like",
-           "empty_like", "full_like", "randn_like", "rand_like", "randint_like", "scalar_tensor"]
+__all__ = [
+    "tensor",
+    "as_tensor",
+    "asarray",
+    "empty_permuted",
+    "from_numpy",
+    "zeros",
+    "ones",
+    "empty",
+    "full",
+    "arange",
+    "linspace",
+    "eye",
+    "randn",
+    "rand",
+    "randint",
+    "randperm",
+    "normal",
+    "zeros_like",
+    "ones_like",
+    "empty_like",
+    "full_like",
+    "randn_like",
+    "rand_like",
+    "randint_like",
+    "scalar_tensor",
+]
 
 
 def _device(device) -> "object":
@@ -26,8 +51,10 @@ def _device(device) -> "object":
         return CPU
     target = as_device(device)
     if target.type == "cuda" and not cuda_is_available():
-        raise RuntimeError("CUDA is not available: onnxruntime's CUDA execution provider could not be "
-                           "loaded on this machine (no GPU, or onnxruntime-gpu/CUDA libraries missing)")
+        raise RuntimeError(
+            "CUDA is not available: onnxruntime's CUDA execution provider could not be "
+            "loaded on this machine (no GPU, or onnxruntime-gpu/CUDA libraries missing)"
+        )
     return target
 
 
@@ -128,19 +155,30 @@ def asarray(obj, *, dtype=None, device=None, copy: bool | None = None, requires_
     return result
 
 
-def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None, requires_grad: bool = False,
-                   pin_memory: bool = False) -> Tensor:
+def empty_permuted(
+    size,
+    physical_layout,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    requires_grad: bool = False,
+    pin_memory: bool = False,
+) -> Tensor:
     """:func:`empty` of ``size``; ``physical_layout`` (a permutation of the dims) only orders memory in
     PyTorch, and onnxnn values have no memory order, so it is checked and otherwise ignored."""
     size, layout_dims = _shape((size,)), list(physical_layout)
     if len(layout_dims) != len(size):
-        raise RuntimeError(f"Number of dimensions in size does not match the length of the physical_layout; "
-                           f"i.e. len(size) = {len(size)} is not equal to len(physical_layout) = {len(layout_dims)}")
+        raise RuntimeError(
+            f"Number of dimensions in size does not match the length of the physical_layout; "
+            f"i.e. len(size) = {len(size)} is not equal to len(physical_layout) = {len(layout_dims)}"
+        )
     seen = set()
     for axis in layout_dims:
         if not 0 <= axis < len(size):
-            raise IndexError(f"Dimension out of range (expected to be in range of [{-len(size)}, {len(size) - 1}], "
-                             f"but got {axis})")
+            raise IndexError(
+                f"Dimension out of range (expected to be in range of [{-len(size)}, {len(size) - 1}], but got {axis})"
+            )
         if axis in seen:
             raise RuntimeError("Duplicate dim not allowed")
         seen.add(axis)
@@ -203,8 +241,9 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
 
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     target = _float_dtype(dtype)
-    return _make(np.linspace(start, end, steps, dtype=np.float64).astype(target.numpy_dtype), target, device,
-                 requires_grad)
+    return _make(
+        np.linspace(start, end, steps, dtype=np.float64).astype(target.numpy_dtype), target, device, requires_grad
+    )
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -215,27 +254,27 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad:
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Samples of the standard normal distribution, from onnxnn's seeded generator."""
     target = _float_dtype(dtype)
-    return _make(_random.normal(_shape(size), target.numpy_dtype, generator=generator), target, device,
-                 requires_grad)
+    return _make(_random.normal(_shape(size), target.numpy_dtype, generator=generator), target, device, requires_grad)
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Samples of the uniform distribution on [0, 1)."""
     target = _float_dtype(dtype)
-    return _make(_random.uniform(_shape(size), target.numpy_dtype, generator=generator), target, device,
-                 requires_grad)
+    return _make(_random.uniform(_shape(size), target.numpy_dtype, generator=generator), target, device, requires_grad)
 
 
-def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
-            requires_grad: bool = False) -> Tensor:
+def randint(
+    low, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad: bool = False
+) -> Tensor:
     """Random integers in [low, high); ``randint(high, size)`` starts at 0."""
     if size is None:
         low, high, size = 0, low, high
     if size is None:
         raise TypeError("randint() missing required argument 'size'")
     target = dtypes.int64 if dtype is None else dtypes.as_dtype(dtype)
-    return _make(_random.integers(low, high, _shape((size,)), target.numpy_dtype, generator), target, device,
-                 requires_grad)
+    return _make(
+        _random.integers(low, high, _shape((size,)), target.numpy_dtype, generator), target, device, requires_grad
+    )
 
 
 def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -269,8 +308,9 @@ def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = 
     return zeros_like(input, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def full_like(input: Tensor, fill_value, *, dtype=None, device=None, requires_grad: bool = False,
-              memory_format=None) -> Tensor:
+def full_like(
+    input: Tensor, fill_value, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None
+) -> Tensor:
     target, where = _like(input, dtype, device)
     return full(input.shape, fill_value, dtype=target, device=where, requires_grad=requires_grad)
 
@@ -290,8 +330,9 @@ def randint_like(input: Tensor, low, high=None, *, dtype=None, device=None, requ
     return randint(low, high, input.shape, dtype=target, device=where, requires_grad=requires_grad)
 
 
-def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None,
-             requires_grad: bool = False) -> Tensor:
+def logspace(
+    start, end, steps: int, base: float = 10.0, *, dtype=None, device=None, requires_grad: bool = False
+) -> Tensor:
     """``steps`` values ``base ** e`` for ``e`` evenly spaced from ``start`` to ``end``."""
     target = _float_dtype(dtype)
     exponents = np.linspace(start, end, steps, dtype=np.float64)

@@ -7,6 +7,7 @@ then realizes the deep outputs; whether it does follows from the structure recor
 never from data, so a backward being traced for replay stays replayable. Exporting a model
 (``unbounded_depth``) must keep everything pending instead.
 """
+
 from __future__ import annotations
 
 from ..ir.graph import Node

@@ -1,4 +1,5 @@
 """Gradient mode: ``no_grad``, ``enable_grad`` and ``set_grad_enabled``, as context managers and decorators."""
+
 from __future__ import annotations
 
 import functools
@@ -31,6 +32,7 @@ class _GradModeContext:
         def wrapper(*args, **kwargs):
             with self.__class__():
                 return function(*args, **kwargs)
+
         return wrapper
 
 
@@ -82,4 +84,5 @@ class set_grad_enabled(_GradModeContext):
         def wrapper(*args, **kwargs):
             with set_grad_enabled(self.mode):
                 return function(*args, **kwargs)
+
         return wrapper

@@ -12,6 +12,7 @@ Example::
     >>> (new_value,) = internal.record_op("Sub", (value, internal.value_of(step)))
     >>> internal.record_update(param, new_value)   # param now holds the pending update
 """
+
 from __future__ import annotations
 
 from typing import Callable, NamedTuple, Sequence
@@ -27,9 +28,22 @@ from .recording import record
 from .tensor import Tensor
 
 __all__ = [
-    "value_of", "tensor_of", "constant_tensor", "full_tensor", "rebind", "record_op", "record_update",
-    "apply_in_place", "grad_function", "requires_grad_flag", "realize_values", "data_of", "known_data",
-    "TensorState", "save_state", "restore_state",
+    "value_of",
+    "tensor_of",
+    "constant_tensor",
+    "full_tensor",
+    "rebind",
+    "record_op",
+    "record_update",
+    "apply_in_place",
+    "grad_function",
+    "requires_grad_flag",
+    "realize_values",
+    "data_of",
+    "known_data",
+    "TensorState",
+    "save_state",
+    "restore_state",
 ]
 
 
@@ -39,8 +53,14 @@ def value_of(tensor: Tensor) -> Value:
     return tensor._value
 
 
-def tensor_of(value: Value, grad_fn: Function | None = None, output_nr: int = 0, requires_grad: bool = False,
-              *, tensor_type: type = Tensor) -> Tensor:
+def tensor_of(
+    value: Value,
+    grad_fn: Function | None = None,
+    output_nr: int = 0,
+    requires_grad: bool = False,
+    *,
+    tensor_type: type = Tensor,
+) -> Tensor:
     """A new Tensor handle on ``value``.
 
     Args:
@@ -74,8 +94,13 @@ def rebind(tensor: Tensor, value: Value) -> None:
     tensor._rebind(value)
 
 
-def record_op(op_type: str, inputs: Sequence[Value | None], attrs: dict | None = None, domain: str = "",
-              num_outputs: int | None = None) -> tuple[Value, ...]:
+def record_op(
+    op_type: str,
+    inputs: Sequence[Value | None],
+    attrs: dict | None = None,
+    domain: str = "",
+    num_outputs: int | None = None,
+) -> tuple[Value, ...]:
     """Records one ONNX node on Values, without autograd, and returns its output Values.
 
     The node is recorded as :func:`~onnxnn.runtime.tensor.apply_op` records one (eagerly computed
@@ -145,8 +170,13 @@ class TensorState(NamedTuple):
 def save_state(tensor: Tensor) -> TensorState:
     """Remembers ``tensor``'s value, autograd history and version, for :func:`restore_state`."""
     counter = tensor._version_counter
-    return TensorState(tensor._value, tensor._grad_fn, tensor._output_nr, tensor._requires_grad,
-                       None if counter is None else counter.value)
+    return TensorState(
+        tensor._value,
+        tensor._grad_fn,
+        tensor._output_nr,
+        tensor._requires_grad,
+        None if counter is None else counter.value,
+    )
 
 
 def restore_state(tensor: Tensor, state: TensorState, *, rewind_version: bool = False) -> None:

@@ -17,6 +17,7 @@ nonfinite values do not take part in the width computation, ``_add_suffixes`` ov
 the last line by two characters, and a forced ``sci_mode=False`` keeps the width computed
 for scientific notation.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,8 +47,9 @@ _PROFILES = {
 }
 
 
-def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None,
-                     profile=None, sci_mode=None) -> None:
+def set_printoptions(
+    precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None, sci_mode=None
+) -> None:
     """Same contract as ``torch.set_printoptions``.
 
     A profile is applied first and explicit arguments override it.  Like torch, ``sci_mode``
@@ -132,8 +134,7 @@ def _format_value(value, real: _Formatter, imag: _Formatter | None) -> str:
     return re_str + im_str if im_str[0] in "+-" else re_str + "+" + im_str
 
 
-def _vector_str(vec: np.ndarray, indent: int, summarize: bool,
-                real: _Formatter, imag: _Formatter | None) -> str:
+def _vector_str(vec: np.ndarray, indent: int, summarize: bool, real: _Formatter, imag: _Formatter | None) -> str:
     # Each element costs its width plus ", "; complex adds the imaginary width and a sign.
     element_length = real.max_width + 2 + (imag.max_width + 1 if imag is not None else 0)
     per_line = max(1, (_OPTS.linewidth - indent) // element_length)
@@ -142,17 +143,19 @@ def _vector_str(vec: np.ndarray, indent: int, summarize: bool,
         data = ["..."]
     elif summarize and vec.shape[0] > 2 * edge:
         # The leading space makes "  ..." line up like a right-aligned element.
-        data = ([_format_value(v, real, imag) for v in vec[:edge].tolist()] + [" ..."]
-                + [_format_value(v, real, imag) for v in vec[-edge:].tolist()])
+        data = (
+            [_format_value(v, real, imag) for v in vec[:edge].tolist()]
+            + [" ..."]
+            + [_format_value(v, real, imag) for v in vec[-edge:].tolist()]
+        )
     else:
         data = [_format_value(v, real, imag) for v in vec.tolist()]
-    lines = [", ".join(data[i:i + per_line]) for i in range(0, len(data), per_line)]
+    lines = [", ".join(data[i : i + per_line]) for i in range(0, len(data), per_line)]
     # Continuation lines start just after the opening bracket.
     return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
 
 
-def _tensor_str(arr: np.ndarray, indent: int, summarize: bool,
-                real: _Formatter, imag: _Formatter | None) -> str:
+def _tensor_str(arr: np.ndarray, indent: int, summarize: bool, real: _Formatter, imag: _Formatter | None) -> str:
     if arr.ndim == 0:
         return _format_value(arr.item(), real, imag)
     if arr.ndim == 1:
@@ -160,10 +163,11 @@ def _tensor_str(arr: np.ndarray, indent: int, summarize: bool,
     edge = _OPTS.edgeitems
     n = arr.shape[0]
     if summarize and n > 2 * edge:
-        slices = ([_tensor_str(arr[i], indent + 1, summarize, real, imag) for i in range(edge)]
-                  + ["..."]
-                  + [_tensor_str(arr[i], indent + 1, summarize, real, imag)
-                     for i in range(n - edge, n)])
+        slices = (
+            [_tensor_str(arr[i], indent + 1, summarize, real, imag) for i in range(edge)]
+            + ["..."]
+            + [_tensor_str(arr[i], indent + 1, summarize, real, imag) for i in range(n - edge, n)]
+        )
     else:
         slices = [_tensor_str(arr[i], indent + 1, summarize, real, imag) for i in range(n)]
     # ndim-1 newlines: 2-d rows are adjacent, 3-d blocks get one blank line, and so on.
@@ -211,8 +215,7 @@ def _add_suffixes(text: str, suffixes: Sequence[str], indent: int) -> str:
     return "".join(parts)
 
 
-def format_tensor(array: np.ndarray, *, suffixes: Sequence[str] = (),
-                  prefix: str = "tensor(") -> str:
+def format_tensor(array: np.ndarray, *, suffixes: Sequence[str] = (), prefix: str = "tensor(") -> str:
     """Return what ``repr`` of the equivalent torch tensor prints.
 
     ``suffixes`` are the caller's ``key=value`` annotations in torch's order (device, dtype,

@@ -7,6 +7,7 @@ cost model, and for inference with unchanged weights a specialized session). Pen
 intermediates something else still needs (a live Tensor, a value saved for backward) are
 returned by the same run, so nothing is computed twice.
 """
+
 from __future__ import annotations
 
 from ..ir.caches import clear_caches
@@ -15,8 +16,17 @@ from ..ir.mode import EXECUTORS, MODE, trace_data_read
 from ..ir.plan import plan
 from .fastpath import dynamic_shapes, plan_cache
 
-__all__ = ["realize", "data_of", "recording_only", "set_executor", "get_executor", "cache_info", "dynamic_info",
-           "clear_cache", "set_cache_size"]
+__all__ = [
+    "realize",
+    "data_of",
+    "recording_only",
+    "set_executor",
+    "get_executor",
+    "cache_info",
+    "dynamic_info",
+    "clear_cache",
+    "set_cache_size",
+]
 
 
 def realize(values) -> None:

@@ -4,6 +4,7 @@
 returns at once: nothing runs until a value is needed. Ops without a rule (standard ops of an
 imported model) get their shapes from onnx's shape inference, or are computed on the spot.
 """
+
 from __future__ import annotations
 
 from ..ir.device import CPU
@@ -18,8 +19,9 @@ from .shape_inference import infer_node_outputs, run_node_eagerly
 __all__ = ["record", "record_scanned", "different_devices"]
 
 
-def record(op_type: str, inputs: tuple, attrs: dict | None = None, domain: str = "",
-           num_outputs: int | None = None) -> tuple:
+def record(
+    op_type: str, inputs: tuple, attrs: dict | None = None, domain: str = "", num_outputs: int | None = None
+) -> tuple:
     """Records one ONNX node over ``inputs`` and returns its output values, shapes already known.
 
     Callers bound the pending depth (see ``MAX_PENDING_DEPTH`` and ``refresh_depth``) once they
@@ -44,12 +46,22 @@ def record(op_type: str, inputs: tuple, attrs: dict | None = None, domain: str =
 
 
 def different_devices(op_type: str, first, second) -> RuntimeError:
-    return RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
-                        f"{first} and {second}! (when checking arguments for {op_type})")
+    return RuntimeError(
+        f"Expected all tensors to be on the same device, but found at least two devices, "
+        f"{first} and {second}! (when checking arguments for {op_type})"
+    )
 
 
-def record_scanned(op_type: str, inputs: tuple, attrs: dict | None, domain: str, num_outputs: int | None,
-                   where, depth: int, opset: int | None = None) -> tuple:
+def record_scanned(
+    op_type: str,
+    inputs: tuple,
+    attrs: dict | None,
+    domain: str,
+    num_outputs: int | None,
+    where,
+    depth: int,
+    opset: int | None = None,
+) -> tuple:
     """``record`` once the caller has found the inputs' device and deepest pending node.
 
     ``opset``, when given, records a default-domain op at that (newer) opset: a ``VersionedNode``.
@@ -79,8 +91,9 @@ def record_scanned(op_type: str, inputs: tuple, attrs: dict | None, domain: str,
     return outputs
 
 
-def _node(op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int, depth: int,
-          opset: int | None) -> Node:
+def _node(
+    op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int, depth: int, opset: int | None
+) -> Node:
     if opset is None:
         return Node(op_type, domain, inputs, attrs, num_outputs, depth)
     return VersionedNode(op_type, domain, inputs, attrs, num_outputs, depth, opset)
@@ -90,8 +103,9 @@ _SHAPE_RULES = shape_rules.table  # bound once: record() runs for every op
 _NO_ATTRIBUTES: dict = {}  # shared by every node without attributes; node attributes are never mutated
 
 
-def _record_without_rule(op_type: str, inputs: tuple, attrs: dict, domain: str, num_outputs: int | None,
-                         opset: int | None) -> tuple:
+def _record_without_rule(
+    op_type: str, inputs: tuple, attrs: dict, domain: str, num_outputs: int | None, opset: int | None
+) -> tuple:
     """Ops with no registered shape rule: ONNX shape inference, or computing the node at once."""
     where = next((value.device for value in inputs if value is not None), CPU)
     at = OPSET_VERSION if opset is None else opset
@@ -100,8 +114,7 @@ def _record_without_rule(op_type: str, inputs: tuple, attrs: dict, domain: str, 
         trace_data_read()  # the node is computed now: what follows depends on its data
         arrays = run_node_eagerly(op_type, domain, inputs, attrs, num_outputs, at)
         node = _node(op_type, domain, inputs, attrs, len(arrays), 1, opset)
-        return tuple(Value(node, i, array.shape, as_dtype(array.dtype), where, array)
-                     for i, array in enumerate(arrays))
+        return tuple(Value(node, i, array.shape, as_dtype(array.dtype), where, array) for i, array in enumerate(arrays))
     node = _node(op_type, domain, inputs, attrs, len(metas), 1 + max(map(pending_depth, inputs), default=0), opset)
     outputs = tuple(Value(node, i, shape, out_dtype, where) for i, (shape, out_dtype) in enumerate(metas))
     trace = MODE.trace

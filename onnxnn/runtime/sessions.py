@@ -5,6 +5,7 @@ intra-op thread for small graphs, bfloat16 exchanged as float32 at the boundary 
 binding cannot pass bfloat16 arrays), and float16/bfloat16 ops computed in float32 with each
 result rounded back, as PyTorch and onnxnn's kernels compute them.
 """
+
 from __future__ import annotations
 
 import functools
@@ -20,19 +21,29 @@ from ..ir.executors import register_executor
 from ..ir.mode import MODE
 from ..ir.plan import IR_VERSION, OPSET_VERSION, GraphPlan, build_model
 
-__all__ = ["CompiledSession", "SessionCache", "create_session", "newest_onnxruntime_opset", "check_onnxruntime_opset",
-           "SINGLE_THREAD_ELEMENTS"]
+__all__ = [
+    "CompiledSession",
+    "SessionCache",
+    "create_session",
+    "newest_onnxruntime_opset",
+    "check_onnxruntime_opset",
+    "SINGLE_THREAD_ELEMENTS",
+]
 
 
 @functools.lru_cache(maxsize=None)
 def newest_onnxruntime_opset() -> int:
     """The newest default-domain opset the installed onnxruntime loads (found by trying, once)."""
     import onnxruntime  # deferred: importing onnxruntime costs ~0.3 s, paid only when a session is built
+
     newest = OPSET_VERSION
     for candidate in range(OPSET_VERSION + 1, onnx.defs.onnx_opset_version() + 1):
-        graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe",
-                                  [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
-                                  [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])])
+        graph = helper.make_graph(
+            [helper.make_node("Identity", ["x"], ["y"])],
+            "probe",
+            [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
+            [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])],
+        )
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", candidate)], ir_version=IR_VERSION)
         try:
             onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -65,10 +76,13 @@ def check_onnxruntime_opset(model: onnx.ModelProto) -> None:
             except onnx.defs.SchemaError:
                 continue
     import onnxruntime  # deferred, as above (already imported by newest_onnxruntime_opset)
+
     needing = f" (for {sorted(newer)} as that opset defines them)" if newer else ""
-    raise RuntimeError(f"this graph needs ONNX opset {opset}{needing}, but the installed onnxruntime "
-                       f"{onnxruntime.__version__} runs opsets up to {newest}: run it with onnxnn's kernels "
-                       f"(onnxnn.set_executor('kernels')) or install a newer onnxruntime")
+    raise RuntimeError(
+        f"this graph needs ONNX opset {opset}{needing}, but the installed onnxruntime "
+        f"{onnxruntime.__version__} runs opsets up to {newest}: run it with onnxnn's kernels "
+        f"(onnxnn.set_executor('kernels')) or install a newer onnxruntime"
+    )
 
 
 def _widen_bfloat16_io(model: onnx.ModelProto) -> tuple[list[int], list[int]]:
@@ -150,8 +164,11 @@ def _round_per_op(model: onnx.ModelProto) -> onnx.ModelProto:
     for node in model.graph.node:
         # A node whose output types inference cannot tell (a custom domain) is left to onnxruntime:
         # widening its inputs could silently change the type of its outputs.
-        if (node.op_type in _VALUE_BLIND_OPS or not any(types.get(name) in _LOW_PRECISION for name in node.input)
-                or not all(types.get(name) for name in node.output)):
+        if (
+            node.op_type in _VALUE_BLIND_OPS
+            or not any(types.get(name) in _LOW_PRECISION for name in node.input)
+            or not all(types.get(name) for name in node.output)
+        ):
             rewritten.append(node)
             continue
         widened = onnx.NodeProto()
@@ -199,6 +216,7 @@ def _work_estimate(model: onnx.ModelProto) -> int:
 def create_session(model: onnx.ModelProto | bytes, providers=("CPUExecutionProvider",), threads: int = 0):
     """An onnxruntime InferenceSession with onnxnn's options (``threads=0``: onnxruntime's default)."""
     import onnxruntime  # deferred: importing onnxruntime costs ~0.3 s, paid only when a session is built
+
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3
     options.intra_op_num_threads = threads
@@ -209,8 +227,10 @@ def create_session(model: onnx.ModelProto | bytes, providers=("CPUExecutionProvi
 
 def _writes_its_inputs(model: onnx.ModelProto) -> bool:
     """onnxruntime's training-mode BatchNormalization updates the fed running mean/var arrays in place."""
-    return any(node.op_type == "BatchNormalization" and any(a.name == "training_mode" and a.i for a in node.attribute)
-               for node in model.graph.node)
+    return any(
+        node.op_type == "BatchNormalization" and any(a.name == "training_mode" and a.i for a in node.attribute)
+        for node in model.graph.node
+    )
 
 
 class CompiledSession:
@@ -326,8 +346,7 @@ class OnnxruntimeExecutor:
 
     def cache_info(self) -> dict:
         cache = self.cache
-        return {"sessions": len(cache.sessions), "hits": cache.hits, "misses": cache.misses,
-                "capacity": cache.capacity}
+        return {"sessions": len(cache.sessions), "hits": cache.hits, "misses": cache.misses, "capacity": cache.capacity}
 
     def clear_cache(self) -> None:
         self.cache.sessions.clear()

@@ -5,6 +5,7 @@ them cheaply; any other standard op (typically from an imported model) is inferr
 shape inference on a one-node model, and when the output shape depends on data (NonZero,
 Unique, ...) the node is computed right away, as PyTorch synchronizes for such ops.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,15 +20,24 @@ from .sessions import check_onnxruntime_opset, create_session
 __all__ = ["infer_node_outputs", "run_node_eagerly"]
 
 
-def _node_model(op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int | None,
-                opset: int) -> tuple[onnx.ModelProto, list[str]]:
+def _node_model(
+    op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int | None, opset: int
+) -> tuple[onnx.ModelProto, list[str]]:
     input_names = ["" if value is None else f"input_{i}" for i, value in enumerate(inputs)]
-    graph_inputs = [helper.make_tensor_value_info(name, value.dtype.onnx_type, value.shape)
-                    for name, value in zip(input_names, inputs) if value is not None]
+    graph_inputs = [
+        helper.make_tensor_value_info(name, value.dtype.onnx_type, value.shape)
+        for name, value in zip(input_names, inputs)
+        if value is not None
+    ]
     count = num_outputs if num_outputs is not None else _default_output_count(op_type, domain, opset)
     output_names = [f"output_{i}" for i in range(count)]
-    node = helper.make_node(op_type, input_names, output_names, domain=domain or None,
-                            **{k: onnx_attribute_value(v) for k, v in attrs.items()})
+    node = helper.make_node(
+        op_type,
+        input_names,
+        output_names,
+        domain=domain or None,
+        **{k: onnx_attribute_value(v) for k, v in attrs.items()},
+    )
     graph = helper.make_graph([node], "node", graph_inputs, [helper.ValueInfoProto(name=n) for n in output_names])
     # Constant inputs (axes, shapes) help inference resolve data-dependent shapes.
     for name, value in zip(input_names, inputs):
@@ -46,15 +56,18 @@ def _default_output_count(op_type: str, domain: str, opset: int) -> int:
     return max(1, len(required))
 
 
-def infer_node_outputs(op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int | None = None,
-                       opset: int = OPSET_VERSION):
+def infer_node_outputs(
+    op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int | None = None, opset: int = OPSET_VERSION
+):
     """Output (shape, dtype) pairs by ONNX shape inference at ``opset``, or None when a shape depends on data."""
     model, output_names = _node_model(op_type, domain, inputs, attrs, num_outputs, opset)
     try:
         inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     except Exception as error:
-        raise RuntimeError(f"{op_type}: ONNX shape inference rejected the inputs "
-                           f"{[None if v is None else list(v.shape) for v in inputs]}: {error}") from None
+        raise RuntimeError(
+            f"{op_type}: ONNX shape inference rejected the inputs "
+            f"{[None if v is None else list(v.shape) for v in inputs]}: {error}"
+        ) from None
     found = {info.name: info for info in list(inferred.graph.value_info) + list(inferred.graph.output)}
     metas = []
     for name in output_names:
@@ -68,8 +81,9 @@ def infer_node_outputs(op_type: str, domain: str, inputs: tuple, attrs: dict, nu
     return metas
 
 
-def run_node_eagerly(op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int | None = None,
-                     opset: int = OPSET_VERSION) -> list:
+def run_node_eagerly(
+    op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int | None = None, opset: int = OPSET_VERSION
+) -> list:
     """Realizes the inputs and computes the node (at ``opset``) with onnxruntime now; returns the output arrays."""
     realize([value for value in inputs if value is not None])
     model, output_names = _node_model(op_type, domain, inputs, attrs, num_outputs, opset)

@@ -4,6 +4,7 @@ Ops record nodes at once (see ``apply_op``); values are computed when needed: ``
 ``.item()``, ``print``, ``bool()``, ``backward()``. In-place methods rebind the handle to a new
 value and bump a version counter (DESIGN principle 5).
 """
+
 from __future__ import annotations
 
 import weakref
@@ -44,8 +45,15 @@ def _torch_name(op_type: str) -> str:
     return f"{op_type}Backward0"
 
 
-def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str | None = None,
-             domain: str = "", num_outputs: int | None = None, opset: int | None = None):
+def apply_op(
+    op_type: str,
+    inputs: tuple,
+    attrs: dict | None = None,
+    name: str | None = None,
+    domain: str = "",
+    num_outputs: int | None = None,
+    opset: int | None = None,
+):
     """Records ``op_type`` over tensors (or constant Values) and wraps the outputs as Tensors.
 
     When gradients are enabled and an input requires grad, the outputs get a ``grad_fn`` that
@@ -90,8 +98,9 @@ def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str |
                 edges.append(None)
                 versions.append(None)
                 continue
-            edges.append((item._grad_fn, item._output_nr) if item._grad_fn is not None
-                         else (item._grad_accumulator(), 0))
+            edges.append(
+                (item._grad_fn, item._output_nr) if item._grad_fn is not None else (item._grad_accumulator(), 0)
+            )
             counter = item._version_counter
             if counter is None:
                 counter = item._version_counter = VersionCounter()
@@ -113,8 +122,12 @@ def apply_op(op_type: str, inputs: tuple, attrs: dict | None = None, name: str |
         tensor._version_counter = None
         value.holder = _weak_reference(tensor)
         return tensor
-    return tuple([Tensor._from_value(value, function if value.dtype.differentiable else None, index)
-                  for index, value in enumerate(outputs)])
+    return tuple(
+        [
+            Tensor._from_value(value, function if value.dtype.differentiable else None, index)
+            for index, value in enumerate(outputs)
+        ]
+    )
 
 
 _new_object = object.__new__
@@ -136,8 +149,7 @@ class Tensor(TensorMethods, TensorAPI):
         tensor([2., 4.])
     """
 
-    __slots__ = ("_value", "_grad_fn", "_output_nr", "_requires_grad", "_version_counter", "__dict__",
-                 "__weakref__")
+    __slots__ = ("_value", "_grad_fn", "_output_nr", "_requires_grad", "_version_counter", "__dict__", "__weakref__")
 
     # Rarely set per tensor: class-level defaults, so creating a tensor (on every op) sets only the
     # slots above; an assignment stores the attribute in the instance's own dict. (The version
@@ -153,8 +165,9 @@ class Tensor(TensorMethods, TensorAPI):
         raise TypeError("create tensors with onnxnn.tensor(...), onnxnn.zeros(...), onnxnn.empty(...) and friends")
 
     @classmethod
-    def _from_value(cls, value: Value, grad_fn: Function | None = None, output_nr: int = 0,
-                    requires_grad: bool = False) -> "Tensor":
+    def _from_value(
+        cls, value: Value, grad_fn: Function | None = None, output_nr: int = 0, requires_grad: bool = False
+    ) -> "Tensor":
         tensor = object.__new__(cls)
         tensor._value = value
         tensor._grad_fn = grad_fn
@@ -229,8 +242,9 @@ class Tensor(TensorMethods, TensorAPI):
         rank = len(self._value.shape) if rank is None else rank
         bound = max(rank, 1)
         if not -bound <= dim < bound:
-            raise IndexError(f"Dimension out of range (expected to be in range of [{-bound}, {bound - 1}], "
-                             f"but got {dim})")
+            raise IndexError(
+                f"Dimension out of range (expected to be in range of [{-bound}, {bound - 1}], but got {dim})"
+            )
         return dim % bound
 
     # ----------------------------------------------------------------- autograd
@@ -246,9 +260,11 @@ class Tensor(TensorMethods, TensorAPI):
         """Sets whether autograd records operations on this (leaf) tensor; returns self."""
         if self._grad_fn is not None:
             if not requires_grad:
-                raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to "
-                                   "use a computed variable in a subgraph that doesn't require differentiation "
-                                   "use var_no_grad = var.detach().")
+                raise RuntimeError(
+                    "you can only change requires_grad flags of leaf variables. If you want to "
+                    "use a computed variable in a subgraph that doesn't require differentiation "
+                    "use var_no_grad = var.detach()."
+                )
             return self
         if requires_grad and self._value.dtype.category != 2:
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
@@ -278,8 +294,9 @@ class Tensor(TensorMethods, TensorAPI):
             self._accumulator = weakref.ref(accumulator)
         return accumulator
 
-    def backward(self, gradient=None, retain_graph: bool | None = None, create_graph: bool = False,
-                 inputs=None) -> None:
+    def backward(
+        self, gradient=None, retain_graph: bool | None = None, create_graph: bool = False, inputs=None
+    ) -> None:
         """Computes the gradient of this tensor with respect to graph leaves, accumulating into ``.grad``.
 
         Args:
@@ -315,9 +332,12 @@ class Tensor(TensorMethods, TensorAPI):
     @property
     def retains_grad(self) -> bool:
         function = self._grad_fn
-        return bool(function is not None and function._retained
-                    and function._retained.get(self._output_nr) is not None
-                    and function._retained[self._output_nr]() is self)
+        return bool(
+            function is not None
+            and function._retained
+            and function._retained.get(self._output_nr) is not None
+            and function._retained[self._output_nr]() is self
+        )
 
     def detach(self) -> "Tensor":
         """A new tensor with the same value and no autograd history."""
@@ -373,8 +393,10 @@ class Tensor(TensorMethods, TensorAPI):
     def _assign_arithmetic(self, result: "Tensor") -> "Tensor":
         """``_assign`` for in-place arithmetic: refuses a result of a higher category (int += 2.5)."""
         if result._value.dtype.category > self._value.dtype.category:
-            raise RuntimeError(f"result type {_SCALAR_TYPE_NAMES[result._value.dtype.name]} can't be cast to the "
-                               f"desired output type {_SCALAR_TYPE_NAMES[self._value.dtype.name]}")
+            raise RuntimeError(
+                f"result type {_SCALAR_TYPE_NAMES[result._value.dtype.name]} can't be cast to the "
+                f"desired output type {_SCALAR_TYPE_NAMES[self._value.dtype.name]}"
+            )
         return self._assign(result)
 
     def _broadcast_for_assignment(self, shape: tuple) -> "Tensor":
@@ -408,8 +430,9 @@ class Tensor(TensorMethods, TensorAPI):
         if not isinstance(value, Tensor):
             value = Tensor._full((), value, self._value.dtype, self._value.device)
         elif value.dim() != 0:
-            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
-                               f"{value.dim()} dimensions.")
+            raise RuntimeError(
+                f"fill_ only supports 0-dimension value tensor but got tensor with {value.dim()} dimensions."
+            )
         return self._assign(value)
 
     # ----------------------------------------------------------------- materialization
@@ -418,15 +441,19 @@ class Tensor(TensorMethods, TensorAPI):
         if self._requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
         if self.device.type != "cpu" and not force:
-            raise TypeError(f"can't convert {self.device} device type tensor to numpy. "
-                            "Use Tensor.cpu() to copy the tensor to host memory first.")
+            raise TypeError(
+                f"can't convert {self.device} device type tensor to numpy. "
+                "Use Tensor.cpu() to copy the tensor to host memory first."
+            )
         return self._realized_data()
 
     def _realized_data(self) -> np.ndarray:
         data = data_of(self._value)
         if data is None:
-            raise RuntimeError("a value was read while a step is only being recorded (e.g. by "
-                               "training_step_to_onnx): the recorded step must not depend on computed data")
+            raise RuntimeError(
+                "a value was read while a step is only being recorded (e.g. by "
+                "training_step_to_onnx): the recorded step must not depend on computed data"
+            )
         if data.flags.writeable:
             data.flags.writeable = False  # values are immutable: a write would corrupt shared history
         return data
@@ -506,8 +533,9 @@ class Tensor(TensorMethods, TensorAPI):
 
     def __deepcopy__(self, memo):
         if not self.is_leaf:
-            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
-                               "protocol")
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol"
+            )
         copied = type(self)._from_value(self._value, requires_grad=self._requires_grad)
         if type(self) is not Tensor:
             copied.__dict__.update(self.__dict__)
@@ -546,8 +574,10 @@ class Tensor(TensorMethods, TensorAPI):
         if target is self._value.device:
             return self
         if target.type == "cuda" and not cuda_is_available():
-            raise RuntimeError("CUDA is not available: onnxruntime's CUDA execution provider could not be "
-                               "loaded on this machine (no GPU, or onnxruntime-gpu/CUDA libraries missing)")
+            raise RuntimeError(
+                "CUDA is not available: onnxruntime's CUDA execution provider could not be "
+                "loaded on this machine (no GPU, or onnxruntime-gpu/CUDA libraries missing)"
+            )
         data = self._realized_data()
         moved = Tensor._from_value(constant(data, self._value.dtype, target))
         if self._requires_grad and MODE.grad.enabled:
@@ -565,10 +595,21 @@ class Tensor(TensorMethods, TensorAPI):
     def type(self, dtype=None):
         """Without arguments, the type name (``"onnxnn.FloatTensor"``); otherwise a cast."""
         if dtype is None:
-            names = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
-                     "bfloat16": "BFloat16Tensor", "int64": "LongTensor", "int32": "IntTensor",
-                     "int16": "ShortTensor", "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor",
-                     "uint16": "UInt16Tensor", "uint32": "UInt32Tensor", "uint64": "UInt64Tensor"}
+            names = {
+                "float32": "FloatTensor",
+                "float64": "DoubleTensor",
+                "float16": "HalfTensor",
+                "bfloat16": "BFloat16Tensor",
+                "int64": "LongTensor",
+                "int32": "IntTensor",
+                "int16": "ShortTensor",
+                "int8": "CharTensor",
+                "uint8": "ByteTensor",
+                "bool": "BoolTensor",
+                "uint16": "UInt16Tensor",
+                "uint32": "UInt32Tensor",
+                "uint64": "UInt64Tensor",
+            }
             return f"onnxnn.{names[self._value.dtype.name]}"
         return self.to(dtype)
 
@@ -613,11 +654,22 @@ class Tensor(TensorMethods, TensorAPI):
 
 
 # PyTorch's ScalarType names, which its error messages use.
-_SCALAR_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
-                      "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
-                      "bool": "Bool", "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64"}
+_SCALAR_TYPE_NAMES = {
+    "float32": "Float",
+    "float64": "Double",
+    "float16": "Half",
+    "bfloat16": "BFloat16",
+    "int64": "Long",
+    "int32": "Int",
+    "int16": "Short",
+    "int8": "Char",
+    "uint8": "Byte",
+    "bool": "Bool",
+    "uint16": "UInt16",
+    "uint32": "UInt32",
+    "uint64": "UInt64",
+}
 
 
 def _rebuild_tensor(array: np.ndarray, dtype_name: str, requires_grad: bool) -> Tensor:
     return Tensor._from_array(np.asarray(array, order="C"), _dtypes.as_dtype(dtype_name), requires_grad=requires_grad)
-

@@ -5,6 +5,7 @@ Kept apart from ``tensor_methods.py`` (operators and the original math methods) 
 one readable idea: a method here is a row of a table, documented by the function it calls
 (``Tensor.topk`` is ``onnxnn.topk``). ``docs/api_status.md`` lists what is covered.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,59 +17,316 @@ from ..ir.graph import hold
 # Methods ``x.name(*args, **kwargs)`` that are ``onnxnn.name(x, *args, **kwargs)``.
 DELEGATED = (
     # sorting and scans
-    "topk", "sort", "argsort", "msort", "kthvalue", "median", "nanmedian", "cumsum", "cumprod", "logcumsumexp",
-    "cummax", "cummin",
+    "topk",
+    "sort",
+    "argsort",
+    "msort",
+    "kthvalue",
+    "median",
+    "nanmedian",
+    "cumsum",
+    "cumprod",
+    "logcumsumexp",
+    "cummax",
+    "cummin",
     # matrices
-    "addmm", "addbmm", "baddbmm", "addmv", "addr", "mv", "outer", "ger", "inner", "kron", "tril", "triu",
-    "diagonal", "diag", "diag_embed", "diagflat", "trace", "cross", "vdot",
+    "addmm",
+    "addbmm",
+    "baddbmm",
+    "addmv",
+    "addr",
+    "mv",
+    "outer",
+    "ger",
+    "inner",
+    "kron",
+    "tril",
+    "triu",
+    "diagonal",
+    "diag",
+    "diag_embed",
+    "diagflat",
+    "trace",
+    "cross",
+    "vdot",
     # rearranging and index writes
-    "roll", "fliplr", "flipud", "rot90", "tensor_split", "hsplit", "vsplit", "dsplit", "repeat_interleave",
-    "movedim", "moveaxis", "swapaxes", "swapdims", "unfold", "select", "ravel", "index_add", "index_copy",
-    "index_fill", "masked_scatter",
+    "roll",
+    "fliplr",
+    "flipud",
+    "rot90",
+    "tensor_split",
+    "hsplit",
+    "vsplit",
+    "dsplit",
+    "repeat_interleave",
+    "movedim",
+    "moveaxis",
+    "swapaxes",
+    "swapdims",
+    "unfold",
+    "select",
+    "ravel",
+    "index_add",
+    "index_copy",
+    "index_fill",
+    "masked_scatter",
     # pointwise
-    "addcmul", "addcdiv", "nan_to_num", "square", "log1p", "expm1", "log2", "log10", "exp2", "logaddexp",
-    "logaddexp2", "xlogy", "hypot", "deg2rad", "rad2deg", "frac", "fmod", "remainder", "floor_divide",
-    "clamp_min", "clamp_max", "sgn", "positive", "negative", "absolute", "multiply", "subtract", "divide",
-    "true_divide", "greater", "greater_equal", "less", "less_equal", "not_equal", "float_power", "heaviside",
-    "signbit", "nansum", "nanmean", "logit", "isposinf", "isneginf", "isreal", "logical_xor", "bitwise_and",
-    "bitwise_or", "bitwise_xor", "bitwise_not", "diff", "count_nonzero", "aminmax", "tan", "asin", "arcsin",
-    "acos", "arccos", "atan", "arctan", "sinh", "cosh", "asinh", "arcsinh", "acosh", "arccosh", "atanh",
-    "arctanh", "atan2", "arctan2", "copysign", "fmax", "fmin", "erfc", "sinc", "fix", "ldexp",
+    "addcmul",
+    "addcdiv",
+    "nan_to_num",
+    "square",
+    "log1p",
+    "expm1",
+    "log2",
+    "log10",
+    "exp2",
+    "logaddexp",
+    "logaddexp2",
+    "xlogy",
+    "hypot",
+    "deg2rad",
+    "rad2deg",
+    "frac",
+    "fmod",
+    "remainder",
+    "floor_divide",
+    "clamp_min",
+    "clamp_max",
+    "sgn",
+    "positive",
+    "negative",
+    "absolute",
+    "multiply",
+    "subtract",
+    "divide",
+    "true_divide",
+    "greater",
+    "greater_equal",
+    "less",
+    "less_equal",
+    "not_equal",
+    "float_power",
+    "heaviside",
+    "signbit",
+    "nansum",
+    "nanmean",
+    "logit",
+    "isposinf",
+    "isneginf",
+    "isreal",
+    "logical_xor",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "bitwise_not",
+    "diff",
+    "count_nonzero",
+    "aminmax",
+    "tan",
+    "asin",
+    "arcsin",
+    "acos",
+    "arccos",
+    "atan",
+    "arctan",
+    "sinh",
+    "cosh",
+    "asinh",
+    "arcsinh",
+    "acosh",
+    "arccosh",
+    "atanh",
+    "arctanh",
+    "atan2",
+    "arctan2",
+    "copysign",
+    "fmax",
+    "fmin",
+    "erfc",
+    "sinc",
+    "fix",
+    "ldexp",
     # statistics, data-dependent results, out-of-place writes
-    "quantile", "nanquantile", "cov", "corrcoef", "dist", "unique", "unique_consecutive", "bincount", "histc", "mode",
-    "matrix_power", "index_put", "put", "scatter_reduce", "select_scatter", "slice_scatter", "diagonal_scatter",
-    "renorm", "histogram", "nonzero_static", "bernoulli", "unsafe_split_with_sizes", "is_inference",
+    "quantile",
+    "nanquantile",
+    "cov",
+    "corrcoef",
+    "dist",
+    "unique",
+    "unique_consecutive",
+    "bincount",
+    "histc",
+    "mode",
+    "matrix_power",
+    "index_put",
+    "put",
+    "scatter_reduce",
+    "select_scatter",
+    "slice_scatter",
+    "diagonal_scatter",
+    "renorm",
+    "histogram",
+    "nonzero_static",
+    "bernoulli",
+    "unsafe_split_with_sizes",
+    "is_inference",
     # spectral; bit hashing
-    "stft", "istft", "hash_tensor",
+    "stft",
+    "istft",
+    "hash_tensor",
     # special functions
-    "lgamma", "digamma", "mvlgamma", "erfinv", "i0", "igamma", "igammac",
+    "lgamma",
+    "digamma",
+    "mvlgamma",
+    "erfinv",
+    "i0",
+    "igamma",
+    "igammac",
     # integers and float representation
-    "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift", "frexp", "nextafter",
+    "gcd",
+    "lcm",
+    "bitwise_left_shift",
+    "bitwise_right_shift",
+    "frexp",
+    "nextafter",
     # random samples; index reductions
-    "multinomial", "index_reduce",
+    "multinomial",
+    "index_reduce",
     # linear algebra (runtime/ops/linalg_lu.py, linalg_qr.py)
-    "det", "slogdet", "logdet", "inverse", "cholesky", "cholesky_solve", "cholesky_inverse", "triangular_solve",
-    "lu", "lu_solve", "matrix_exp", "qr", "geqrf", "orgqr", "ormqr", "svd", "pinverse",
+    "det",
+    "slogdet",
+    "logdet",
+    "inverse",
+    "cholesky",
+    "cholesky_solve",
+    "cholesky_inverse",
+    "triangular_solve",
+    "lu",
+    "lu_solve",
+    "matrix_exp",
+    "qr",
+    "geqrf",
+    "orgqr",
+    "ormqr",
+    "svd",
+    "pinverse",
 )
 
 # ``x.name_(...)`` rebinds x to ``x.name(...)`` (DESIGN principle 5). Arithmetic ones refuse a result
 # of a higher dtype category (an int tensor cannot take a float result in place), as PyTorch does.
 IN_PLACE_ARITHMETIC = (
-    "addmm", "addbmm", "baddbmm", "addmv", "addr", "square", "log1p", "expm1", "log2", "log10", "exp2", "xlogy",
-    "hypot", "deg2rad", "rad2deg", "frac", "fmod", "remainder", "floor_divide", "clamp_min", "clamp_max", "sgn",
-    "negative", "absolute", "multiply", "subtract", "divide", "true_divide", "reciprocal", "rsqrt", "sign", "sin",
-    "cos", "tan", "asin", "arcsin", "acos", "arccos", "atan", "arctan", "sinh", "cosh", "asinh", "arcsinh",
-    "acosh", "arccosh", "atanh", "arctanh", "erf", "floor", "ceil", "round", "trunc", "logit", "nan_to_num",
-    "index_add", "cumsum", "cumprod", "float_power", "heaviside", "atan2", "arctan2", "copysign", "erfc", "sinc",
-    "fix", "ldexp", "index_put", "put", "scatter_reduce", "renorm", "lgamma", "digamma", "mvlgamma", "erfinv", "i0",
-    "polygamma", "nextafter", "index_reduce", "igamma", "igammac",
+    "addmm",
+    "addbmm",
+    "baddbmm",
+    "addmv",
+    "addr",
+    "square",
+    "log1p",
+    "expm1",
+    "log2",
+    "log10",
+    "exp2",
+    "xlogy",
+    "hypot",
+    "deg2rad",
+    "rad2deg",
+    "frac",
+    "fmod",
+    "remainder",
+    "floor_divide",
+    "clamp_min",
+    "clamp_max",
+    "sgn",
+    "negative",
+    "absolute",
+    "multiply",
+    "subtract",
+    "divide",
+    "true_divide",
+    "reciprocal",
+    "rsqrt",
+    "sign",
+    "sin",
+    "cos",
+    "tan",
+    "asin",
+    "arcsin",
+    "acos",
+    "arccos",
+    "atan",
+    "arctan",
+    "sinh",
+    "cosh",
+    "asinh",
+    "arcsinh",
+    "acosh",
+    "arccosh",
+    "atanh",
+    "arctanh",
+    "erf",
+    "floor",
+    "ceil",
+    "round",
+    "trunc",
+    "logit",
+    "nan_to_num",
+    "index_add",
+    "cumsum",
+    "cumprod",
+    "float_power",
+    "heaviside",
+    "atan2",
+    "arctan2",
+    "copysign",
+    "erfc",
+    "sinc",
+    "fix",
+    "ldexp",
+    "index_put",
+    "put",
+    "scatter_reduce",
+    "renorm",
+    "lgamma",
+    "digamma",
+    "mvlgamma",
+    "erfinv",
+    "i0",
+    "polygamma",
+    "nextafter",
+    "index_reduce",
+    "igamma",
+    "igammac",
 )
 # In-place ops that change the shape: the handle takes the new shape (no broadcast back).
 IN_PLACE_RESHAPING = ("squeeze", "unsqueeze", "t", "transpose", "swapaxes", "swapdims")
 IN_PLACE = (
-    "tril", "triu", "index_copy", "index_fill", "masked_scatter", "eq", "ne", "lt", "le", "gt", "ge", "greater",
-    "greater_equal", "less", "less_equal", "not_equal", "logical_and", "logical_or", "logical_not", "logical_xor",
-    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "gcd", "lcm", "bitwise_left_shift",
+    "tril",
+    "triu",
+    "index_copy",
+    "index_fill",
+    "masked_scatter",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "greater",
+    "greater_equal",
+    "less",
+    "less_equal",
+    "not_equal",
+    "logical_and",
+    "logical_or",
+    "logical_not",
+    "logical_xor",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "bitwise_not",
+    "gcd",
+    "lcm",
+    "bitwise_left_shift",
     "bitwise_right_shift",
 )
 
@@ -76,6 +334,7 @@ IN_PLACE = (
 def _delegate(name: str):
     def method(self, *args, **kwargs):
         return getattr(ops, name)(self, *args, **kwargs)
+
     method.__name__ = method.__qualname__ = name
     method.__doc__ = f"See :func:`onnxnn.{name}`."
     return method
@@ -90,6 +349,7 @@ def _in_place_reshaping(name: str):
             self._grad_fn, self._output_nr, self._requires_grad = result._grad_fn, result._output_nr, True
         self._bump_version()
         return self
+
     method.__name__ = method.__qualname__ = name + "_"
     method.__doc__ = f"In-place :meth:`Tensor.{name}`: this tensor takes the result's shape."
     return method
@@ -99,6 +359,7 @@ def _in_place(name: str, arithmetic: bool):
     def method(self, *args, **kwargs):
         result = getattr(self._alias(), name)(*args, **kwargs)
         return self._assign_arithmetic(result) if arithmetic else self._assign(result)
+
     method.__name__ = method.__qualname__ = name + "_"
     method.__doc__ = f"In-place :meth:`Tensor.{name}` (rebinds this tensor to the result)."
     return method
@@ -112,12 +373,18 @@ class TensorAPI:
         """A new tensor of ``data`` with this tensor's dtype and device unless given."""
         if isinstance(data, _tensor.Tensor):
             data = data.detach()
-        return creation.tensor(data, dtype=dtype or self.dtype, device=device or self.device,
-                                       requires_grad=requires_grad)
+        return creation.tensor(
+            data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad
+        )
 
     def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False):
-        return creation.full(tuple(size), fill_value, dtype=dtype or self.dtype, device=device or self.device,
-                                     requires_grad=requires_grad)
+        return creation.full(
+            tuple(size),
+            fill_value,
+            dtype=dtype or self.dtype,
+            device=device or self.device,
+            requires_grad=requires_grad,
+        )
 
     def new_zeros(self, *size, dtype=None, device=None, requires_grad: bool = False):
         return self.new_full(_size(size), 0, dtype=dtype, device=device, requires_grad=requires_grad)
@@ -191,8 +458,10 @@ class TensorAPI:
         (through an Identity node, AliasBackward0); one that does not gives a new leaf.
         """
         if not (isinstance(cls, type) and issubclass(cls, _tensor.Tensor)):
-            raise TypeError("Creating a Tensor subclass from a class that does not inherit from Tensor is not "
-                            "possible. Make sure your class inherits from Tensor.")
+            raise TypeError(
+                "Creating a Tensor subclass from a class that does not inherit from Tensor is not "
+                "possible. Make sure your class inherits from Tensor."
+            )
         source = _tensor.apply_op("Identity", (self,), None, "AliasBackward0") if self.requires_grad else self
         return cls._from_value(source._value, source._grad_fn, source._output_nr, False)
 
@@ -271,8 +540,9 @@ class TensorAPI:
         shape = tuple(self.shape)
         lead = len(shape) - len(size)
         if lead < 0 or any(s != 1 and s != shape[lead + i] for i, s in enumerate(size)):
-            raise RuntimeError(f"size {{{', '.join(map(str, size))}}} is not expandable to size "
-                               f"{{{', '.join(map(str, shape))}}}.")
+            raise RuntimeError(
+                f"size {{{', '.join(map(str, size))}}} is not expandable to size {{{', '.join(map(str, shape))}}}."
+            )
         dims = list(range(lead)) + [lead + i for i, s in enumerate(size) if s == 1 and shape[lead + i] != 1]
         result = self.sum(dim=dims, keepdim=True) if dims else self
         return result.reshape(size)
@@ -311,6 +581,7 @@ def top_level_in_place(method_names, functional: dict) -> dict:
 def _call_method(method: str):
     def function(input, *args, **kwargs):
         return getattr(input, method)(*args, **kwargs)
+
     function.__name__ = function.__qualname__ = method
     function.__doc__ = f"``input.{method}(...)``."
     return function
@@ -319,6 +590,7 @@ def _call_method(method: str):
 def _assign_functional(name: str, functional):
     def function(input, *args, **kwargs):
         return input._assign(functional(input._alias(), *args, **kwargs))
+
     function.__name__ = function.__qualname__ = name + "_"
     function.__doc__ = f"In-place ``{name}``: rebinds ``input`` to the result."
     return function

@@ -4,6 +4,7 @@ Kept apart from ``tensor.py`` (identity, autograd, materialization) so each file
 The op families import Tensor (which subclasses this class), so both ``ops`` and ``tensor`` are
 module references here, read at call time; ``onnxnn/runtime/__init__.py`` imports the op families first.
 """
+
 from __future__ import annotations
 
 from ..ir import random as _random
@@ -341,7 +342,7 @@ class TensorMethods:
 
     def unflatten(self, dim, sizes):
         dim = self._normalize_dim(dim)
-        return ops.reshape(self, self.shape[:dim] + tuple(sizes) + self.shape[dim + 1:])
+        return ops.reshape(self, self.shape[:dim] + tuple(sizes) + self.shape[dim + 1 :])
 
     def permute(self, *dims):
         return ops.permute(self, *dims)
@@ -518,4 +519,3 @@ class TensorMethods:
 
     def _fill_random(self, array):
         return self._assign(_tensor.Tensor._from_array(array, self.dtype, self.device))
-

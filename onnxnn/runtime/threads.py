@@ -5,6 +5,7 @@
 kernels executor's matrix products use. Sessions already built keep their thread pools, so the
 caches holding them are emptied when the count changes.
 """
+
 from __future__ import annotations
 
 import os
@@ -78,8 +79,10 @@ def set_num_interop_threads(count: int) -> None:
     """
     count = _check_count("set_num_interop_threads", count)
     if _interop_set[0]:
-        raise RuntimeError("Error: cannot set number of interop threads after parallel work has started or "
-                           "set_num_interop_threads called")
+        raise RuntimeError(
+            "Error: cannot set number of interop threads after parallel work has started or "
+            "set_num_interop_threads called"
+        )
     _interop_set[0] = True
     MODE.inter_op_threads = count
     clear_caches()

@@ -5,6 +5,7 @@ Gradients of differentiable functions are compared with float64 central differen
 analysis); straight-through and hand-built cases against the numpy formula of what backward
 returns, exactly where backward only copies or scales by exact factors.
 """
+
 from __future__ import annotations
 
 import gc
@@ -116,15 +117,19 @@ def _sin_cos_combined(x):
     return sin * 2.0 + cos * cos
 
 
-@pytest.mark.parametrize("function, arrays", [
-    (Exp.apply, [np.array([-1.5, 0.0, 0.7, 2.0])]),
-    (ExpNoCtx.apply, [np.array([[-1.5, 0.0], [0.7, 2.0]])]),
-    (Cube.apply, [np.array([-1.2, 0.3, 1.7])]),
-    (_sin_cos_combined, [np.array([-2.0, 0.1, 1.3])]),
-    (lambda a, b: ScaledProduct.apply(a, 2.5, b), [np.array([1.0, -2.0, 0.5]), np.array([0.3, 4.0, -1.0])]),
-    (lambda a, b: ScaledProduct.apply(a, factor=-1.5, b=b), [np.array([1.0, -2.0]), np.array([0.3, 4.0])]),
-    (lambda a: Exp.apply(a * 2.0).sum(dim=0), [np.array([[0.1, 0.2, -0.3], [1.0, -1.0, 0.5]])]),
-], ids=["exp", "setup_context", "cube", "two_outputs", "non_tensor_arg", "keyword_args", "inside_a_graph"])
+@pytest.mark.parametrize(
+    "function, arrays",
+    [
+        (Exp.apply, [np.array([-1.5, 0.0, 0.7, 2.0])]),
+        (ExpNoCtx.apply, [np.array([[-1.5, 0.0], [0.7, 2.0]])]),
+        (Cube.apply, [np.array([-1.2, 0.3, 1.7])]),
+        (_sin_cos_combined, [np.array([-2.0, 0.1, 1.3])]),
+        (lambda a, b: ScaledProduct.apply(a, 2.5, b), [np.array([1.0, -2.0, 0.5]), np.array([0.3, 4.0, -1.0])]),
+        (lambda a, b: ScaledProduct.apply(a, factor=-1.5, b=b), [np.array([1.0, -2.0]), np.array([0.3, 4.0])]),
+        (lambda a: Exp.apply(a * 2.0).sum(dim=0), [np.array([[0.1, 0.2, -0.3], [1.0, -1.0, 0.5]])]),
+    ],
+    ids=["exp", "setup_context", "cube", "two_outputs", "non_tensor_arg", "keyword_args", "inside_a_graph"],
+)
 def test_custom_gradients_match_finite_differences(function, arrays):
     check_gradients(function, [a.astype(np.float64) for a in arrays])
 
@@ -206,7 +211,7 @@ def test_non_tensor_arguments_and_outputs_pass_through():
         def forward(ctx, x, label, power):
             ctx.power = power
             ctx.save_for_backward(x)
-            return x ** power, f"{label}:{power}"
+            return x**power, f"{label}:{power}"
 
         @staticmethod
         def backward(ctx, grad_output, grad_label):
@@ -295,7 +300,7 @@ def test_create_graph_gives_second_derivatives_through_the_users_backward():
     assert first.requires_grad
     (second,) = onnxnn.autograd.grad(first.sum(), x)
     # 3 x^2 and 6 x: a few exact-factor products, at most a few roundings apart.
-    np.testing.assert_allclose(first.detach().numpy(), 3 * values ** 2, rtol=1e-15)
+    np.testing.assert_allclose(first.detach().numpy(), 3 * values**2, rtol=1e-15)
     np.testing.assert_allclose(second.numpy(), 6 * values, rtol=1e-15)
     # A saved output keeps the node as its history: d2/dx2 exp = exp.
     y = _leaf(values)
@@ -309,8 +314,9 @@ def test_double_backward_matches_finite_differences_of_the_first_gradient():
         # Finite differences evaluate it under no_grad on plain tensors: differentiate a leaf then.
         with onnxnn.enable_grad():
             leaf = x if x.requires_grad else x.detach().requires_grad_()
-            (gradient,) = onnxnn.autograd.grad((Cube.apply(leaf) * leaf.sin()).sum(), leaf,
-                                               create_graph=x.requires_grad)
+            (gradient,) = onnxnn.autograd.grad(
+                (Cube.apply(leaf) * leaf.sin()).sum(), leaf, create_graph=x.requires_grad
+            )
         return gradient
 
     check_gradients(first_gradient, [np.array([-0.7, 0.2, 1.1])])
@@ -375,8 +381,9 @@ def test_the_backward_replay_never_takes_a_custom_function():
         for step in range(4):
             x.grad = None
             (Exp.apply(x * (step + 1.0)) * 2.0).sum().backward()
-            np.testing.assert_allclose(x.grad.numpy(), 2.0 * (step + 1.0) * np.exp((step + 1.0) * x.detach().numpy()),
-                                       rtol=1e-14)
+            np.testing.assert_allclose(
+                x.grad.numpy(), 2.0 * (step + 1.0) * np.exp((step + 1.0) * x.detach().numpy()), rtol=1e-14
+            )
         info = backward_replay.replay_info()
     assert info["traced"] == 0 and info["replayed"] == 0 and info["templates"] == 0
 
@@ -410,8 +417,9 @@ def test_once_differentiable_refuses_double_backward():
     np.testing.assert_allclose(x.grad.numpy(), np.exp([0.0, 1.0]), rtol=1e-15)
     direction = _leaf([1.0, 1.0])
     (first,) = onnxnn.autograd.grad(OnceExp.apply(x), x, grad_outputs=direction, create_graph=True)
-    with pytest.raises(RuntimeError, match="trying to differentiate twice a function that was marked with "
-                                           "@once_differentiable"):
+    with pytest.raises(
+        RuntimeError, match="trying to differentiate twice a function that was marked with @once_differentiable"
+    ):
         first.sum().backward()
 
 
@@ -456,17 +464,35 @@ class _WrongShape(Function):
         return onnxnn.ones(5, dtype=onnxnn.float64)
 
 
-@pytest.mark.parametrize("call, error, message", [
-    (lambda x: _ReturnsTooMany.apply(x), RuntimeError,
-     r"function _ReturnsTooManyBackward returned an incorrect number of gradients \(expected 1, got 2\)"),
-    (lambda x: _ReturnsTooFew.apply(x, x), RuntimeError,
-     r"function _ReturnsTooFewBackward returned an incorrect number of gradients \(expected 2, got 1\)"),
-    (lambda x: _GradientForANumber.apply(x, 2.0), RuntimeError,
-     ("returned a gradient different than None at position 2, but the corresponding forward input was not a "
-      "Variable")),
-    (lambda x: _WrongShape.apply(x), RuntimeError,
-     r"returned an invalid gradient at index 0 - got \[5\] but expected shape compatible with \[2\]"),
-], ids=["too_many", "too_few", "gradient_for_a_number", "wrong_shape"])
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (
+            lambda x: _ReturnsTooMany.apply(x),
+            RuntimeError,
+            r"function _ReturnsTooManyBackward returned an incorrect number of gradients \(expected 1, got 2\)",
+        ),
+        (
+            lambda x: _ReturnsTooFew.apply(x, x),
+            RuntimeError,
+            r"function _ReturnsTooFewBackward returned an incorrect number of gradients \(expected 2, got 1\)",
+        ),
+        (
+            lambda x: _GradientForANumber.apply(x, 2.0),
+            RuntimeError,
+            (
+                "returned a gradient different than None at position 2, but the corresponding forward input was not a "
+                "Variable"
+            ),
+        ),
+        (
+            lambda x: _WrongShape.apply(x),
+            RuntimeError,
+            r"returned an invalid gradient at index 0 - got \[5\] but expected shape compatible with \[2\]",
+        ),
+    ],
+    ids=["too_many", "too_few", "gradient_for_a_number", "wrong_shape"],
+)
 def test_backward_returning_wrong_gradients_raises_pytorchs_errors(call, error, message):
     x = _leaf([1.0, 2.0])
     with pytest.raises(error, match=message):

@@ -1,4 +1,5 @@
 """The onnxnn command: inspect and check an exported model; bad files get one clear line and exit status 2."""
+
 from __future__ import annotations
 
 import os
@@ -48,9 +49,14 @@ def test_a_missing_or_broken_file_is_a_clear_error(tmp_path, capsys):
 
 # ----------------------------------------------------------------------------- bad models, as a real process
 
+
 def _write_model(path, nodes, domain_opsets=(), declared=(4,)) -> None:
-    graph = helper.make_graph(nodes, "bad", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(declared))],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None if declared == () else [4])])
+    graph = helper.make_graph(
+        nodes,
+        "bad",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(declared))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None if declared == () else [4])],
+    )
     opsets = [helper.make_opsetid("", 21)] + [helper.make_opsetid(domain, 1) for domain in domain_opsets]
     onnx.save(helper.make_model(graph, opset_imports=opsets, ir_version=10), str(path))
 
@@ -71,9 +77,13 @@ def _escaping_external_data(path):
     onnx.external_data_helper.set_external_data(weight, location="../secret.bin", offset=0, length=16)
     weight.ClearField("raw_data")
     weight.data_location = TensorProto.EXTERNAL
-    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "bad",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [weight])
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["y"])],
+        "bad",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        [weight],
+    )
     (path.parent.parent / "secret.bin").write_bytes(bytes(16))
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10), str(path))
     return "points outside the model's folder"
@@ -84,8 +94,12 @@ def _perm_out_of_range(path):
     return "Transpose.*flip"
 
 
-BAD_MODELS = {"truncated": _truncated, "unknown_domain": _unknown_domain,
-              "escaping_external_data": _escaping_external_data, "perm_out_of_range": _perm_out_of_range}
+BAD_MODELS = {
+    "truncated": _truncated,
+    "unknown_domain": _unknown_domain,
+    "escaping_external_data": _escaping_external_data,
+    "perm_out_of_range": _perm_out_of_range,
+}
 
 
 @pytest.mark.parametrize("command", ["inspect", "check"])
@@ -97,8 +111,13 @@ def test_a_bad_model_gets_one_line_on_stderr_and_exit_status_2(case, command, tm
     expected = BAD_MODELS[case](path)
     root = os.path.dirname(os.path.dirname(os.path.abspath(onnxnn.__file__)))
     environment = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    done = subprocess.run([sys.executable, "-m", "onnxnn.cli", command, str(path)], capture_output=True, text=True,
-                          env=environment, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "onnxnn.cli", command, str(path)],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+    )
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
@@ -109,12 +128,18 @@ def test_a_bad_model_gets_one_line_on_stderr_and_exit_status_2(case, command, tm
 def test_check_compares_an_ml_pipeline_with_onnxruntime(tmp_path, capsys):
     scaler = helper.make_node("Scaler", ["x"], ["scaled"], domain="ai.onnx.ml", offset=[0.5, 0.0], scale=[2.0, 1.0])
     regressor = helper.make_node("LinearRegressor", ["scaled"], ["y"], domain="ai.onnx.ml", coefficients=[1.0, -1.0])
-    graph = helper.make_graph([scaler, regressor], "pipeline",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 1])])
+    graph = helper.make_graph(
+        [scaler, regressor],
+        "pipeline",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 1])],
+    )
     path = tmp_path / "pipeline.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
-                                                      helper.make_opsetid("ai.onnx.ml", 1)],
-                                ir_version=10), str(path))
+    onnx.save(
+        helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("ai.onnx.ml", 1)], ir_version=10
+        ),
+        str(path),
+    )
     assert main(["check", str(path)]) == 0
     assert "y: ok" in capsys.readouterr().out

@@ -15,6 +15,7 @@ A block that includes a file (``--8<-- "examples/..."``, pymdownx.snippets) is n
 included scripts are run by their own tests, and ``test_included_examples_are_tested`` checks that
 each has one.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -29,8 +30,9 @@ from onnxnn.ir.mode import MODE
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-PAGES = sorted([DOCS / "index.md", DOCS / "differences.md", *(DOCS / "tutorials").glob("*.md"),
-                *(DOCS / "how-to").glob("*.md")])
+PAGES = sorted(
+    [DOCS / "index.md", DOCS / "differences.md", *(DOCS / "tutorials").glob("*.md"), *(DOCS / "how-to").glob("*.md")]
+)
 
 FENCE = re.compile(r"^```(\w*)\s*$")
 MARKER = re.compile(r"^<!--\s*docs-test:\s*(skip|needs\s+[\w., ]+?)\s*-->\s*$")
@@ -49,7 +51,7 @@ class Block:
     def needs(self) -> list[str]:
         if self.marker is None or not self.marker.startswith("needs"):
             return []
-        return [name.strip() for name in self.marker[len("needs"):].split(",") if name.strip()]
+        return [name.strip() for name in self.marker[len("needs") :].split(",") if name.strip()]
 
 
 def code_blocks(page: Path) -> list[Block]:
@@ -64,8 +66,15 @@ def code_blocks(page: Path) -> list[Block]:
         start = index
         end = next(i for i in range(start + 1, len(lines)) if lines[i].strip() == "```")
         marker = MARKER.match(lines[start - 1]) if start > 0 else None
-        blocks.append(Block(page, start + 1, match.group(1), "\n".join(lines[start + 1:end]) + "\n",
-                            marker.group(1) if marker else None))
+        blocks.append(
+            Block(
+                page,
+                start + 1,
+                match.group(1),
+                "\n".join(lines[start + 1 : end]) + "\n",
+                marker.group(1) if marker else None,
+            )
+        )
         index = end + 1
     return blocks
 

@@ -1,5 +1,6 @@
 """docs/op_coverage.md is what tools/op_coverage.py writes from the registries, and each row says
 what the registries say (regenerate with ``PYTHONPATH=. python tools/op_coverage.py``)."""
+
 from __future__ import annotations
 
 import re
@@ -30,8 +31,9 @@ def _rows() -> dict[tuple[str, str], list[str]]:
 
 
 def test_op_coverage_file_is_current():
-    assert TABLE.read_text() == op_coverage.render(ir.REGISTRIES), \
+    assert TABLE.read_text() == op_coverage.render(ir.REGISTRIES), (
         "docs/op_coverage.md is stale: run PYTHONPATH=. python tools/op_coverage.py"
+    )
 
 
 def test_every_registered_op_has_a_row_that_says_what_is_registered():
@@ -51,7 +53,7 @@ def test_every_registered_op_has_a_row_that_says_what_is_registered():
 
 def test_the_gap_list_names_only_ops_without_entries():
     text = TABLE.read_text()
-    gap = text[text.index("## Standard ops without an entry"):]
+    gap = text[text.index("## Standard ops without an entry") :]
     named = re.findall(r"`(\w+)`", gap)
     registered = {op_type for registry in ir.REGISTRIES.values() for domain, op_type in registry.table if domain == ""}
     assert named and not set(named) & registered

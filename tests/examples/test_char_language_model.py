@@ -16,6 +16,7 @@ is the logits' magnitude and ``K`` the network's amplification of relative error
 the bound allows any ``K`` up to ``gamma_float32(T) / gamma_float64(T)`` (2**29): a wrong graph (a
 dropped causal mask, a state not carried, a misplaced transpose) changes the logits by far more.
 """
+
 from __future__ import annotations
 
 import runpy
@@ -105,10 +106,13 @@ def _onnxruntime(path, tokens):
     return onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"tokens": tokens})
 
 
-@pytest.mark.parametrize("model, length_name, batch, dynamic, terms, run_exported", [
-    ("lstm", "LSTM_CHUNK", 3, False, _lstm_terms, _reference),
-    ("transformer", "CONTEXT", 5, True, _transformer_terms, _onnxruntime),
-])
+@pytest.mark.parametrize(
+    "model, length_name, batch, dynamic, terms, run_exported",
+    [
+        ("lstm", "LSTM_CHUNK", 3, False, _lstm_terms, _reference),
+        ("transformer", "CONTEXT", 5, True, _transformer_terms, _onnxruntime),
+    ],
+)
 def test_float64_export_matches_onnxnn(trained, model, length_name, batch, dynamic, terms, run_exported, tmp_path):
     namespace, results = trained
     module = results[model].double().eval()
@@ -118,8 +122,13 @@ def test_float64_export_matches_onnxnn(trained, model, length_name, batch, dynam
     example = namespace["windows"](tokens, 2 if dynamic else batch, length, rng)[0]
     inputs = namespace["windows"](tokens, batch, length, rng)[0]
     path = tmp_path / f"{model}.onnx"
-    onnxnn.export.to_onnx(module, onnxnn.from_numpy(example), str(path), input_names=["tokens"],
-                          dynamic_axes={"tokens": {0: "batch"}} if dynamic else None)
+    onnxnn.export.to_onnx(
+        module,
+        onnxnn.from_numpy(example),
+        str(path),
+        input_names=["tokens"],
+        dynamic_axes={"tokens": {0: "batch"}} if dynamic else None,
+    )
     (served,) = run_exported(str(path), inputs)
     with onnxnn.no_grad():
         ours = module(onnxnn.from_numpy(inputs)).numpy()

@@ -3,6 +3,7 @@
 The scripts live in examples/modules_note/. Values are random (onnxnn's own generator), so the
 checks compare what the note's printouts say structurally: names, shapes, reprs, key order.
 """
+
 from __future__ import annotations
 
 import re
@@ -62,8 +63,16 @@ def test_modules_as_building_blocks(run_example):
 def test_dynamic_net_parameters_dtype_and_apply(run_example):
     printed, namespace = run_example("03_dynamic_net.py")
     names = re.findall(r"^\('([\w.]+)', Parameter containing:", printed, flags=re.M)
-    assert names == ["linears.0.weight", "linears.0.bias", "linears.1.weight", "linears.1.bias",
-                     "linears.2.weight", "linears.2.bias", "final.weight", "final.bias"]
+    assert names == [
+        "linears.0.weight",
+        "linears.0.bias",
+        "linears.1.weight",
+        "linears.1.bias",
+        "linears.2.weight",
+        "linears.2.bias",
+        "final.weight",
+        "final.bias",
+    ]
     assert re.search(rf"tensor\(\[{FLOAT}\], dtype=onnxnn.float64, grad_fn=<AddBackward0>\)", printed)
     net = namespace["dynamic_net"]
     assert all(p.dtype is onnxnn.float64 for p in net.parameters())
@@ -75,10 +84,12 @@ def test_training_drives_the_last_layer_to_zero_and_modes_differ(run_example):
     assert weights.shape == (3, 1)
     assert np.abs(weights).max() < 0.01, weights
     assert not namespace["net"].training
-    training = np.array(re.search(r"training mode output: tensor\(\[([^\]]*)\]\)", printed).group(1).split(","),
-                        dtype=float)
-    evaluation = np.array(re.search(r"evaluation mode output: tensor\(\[([^\]]*)\]\)", printed).group(1).split(","),
-                          dtype=float)
+    training = np.array(
+        re.search(r"training mode output: tensor\(\[([^\]]*)\]\)", printed).group(1).split(","), dtype=float
+    )
+    evaluation = np.array(
+        re.search(r"evaluation mode output: tensor\(\[([^\]]*)\]\)", printed).group(1).split(","), dtype=float
+    )
     # Values parsed from printed tensors (4 decimals: each within 5e-5), one of them twice.
     np.testing.assert_allclose(training - evaluation, 1.0, atol=2e-4)
 
@@ -89,8 +100,18 @@ def test_module_state_saving_buffers_and_key_order(run_example, tmp_path):
     assert re.search(rf"OrderedDict\(\[\('mean', tensor\(\[{FLOAT}(,\s+{FLOAT}){{3}}\]\)\)\]\)", printed)
     assert re.search(r"\('mean', tensor\(\[.*\], dtype=onnxnn.float64\)\)", printed)
     keys = re.findall(r"\('([\w.]+)', tensor", printed.split("\n", 3)[-1])
-    assert keys == ["param1", "param2", "buffer1", "param_list.0", "param_list.1", "param_list.2",
-                    "param_dict.bar", "param_dict.foo", "linear.weight", "linear.bias"]
+    assert keys == [
+        "param1",
+        "param2",
+        "buffer1",
+        "param_list.0",
+        "param_list.1",
+        "param_list.2",
+        "param_dict.bar",
+        "param_dict.foo",
+        "linear.weight",
+        "linear.bias",
+    ]
     assert (tmp_path / "net.pt").exists() and (tmp_path / "state.pt").exists()
     loaded = namespace["m_loaded"].state_dict()
     original = namespace["m"].state_dict()

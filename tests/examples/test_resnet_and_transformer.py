@@ -15,6 +15,7 @@ the network's amplification of relative errors. We run in float64 and allow any 
 ``gamma_float32(T) / gamma_float64(T)`` (2**29): a wrong graph (a dropped mask, a misplaced
 transpose, training-mode BatchNorm) changes the logits by orders of magnitude more.
 """
+
 from __future__ import annotations
 
 import runpy
@@ -73,15 +74,17 @@ def _reference(path, batch):
     return ReferenceEvaluator(path).run(None, {"input": batch})
 
 
-@pytest.mark.parametrize("model, other_batch, terms, run_exported", [
-    # onnxruntime has no float64 Conv on CPU: the ResNet's float64 graph runs on onnx's reference
-    # implementation (its float32 graph on onnxruntime is what the example itself checks).
-    ("resnet", lambda ns, rng: ns["quadrant_images"](5, rng)[0], _resnet_terms, _reference),
-    # The float64 encoder's trace is deeper than graph.MAX_PENDING_DEPTH: it must stay one graph.
-    ("encoder", lambda ns, rng: ns["token_sequences"](5, rng)[0], _encoder_terms, _onnxruntime),
-])
-def test_float64_export_with_dynamic_batch_matches_onnxnn(trained, model, other_batch, terms, run_exported,
-                                                          tmp_path):
+@pytest.mark.parametrize(
+    "model, other_batch, terms, run_exported",
+    [
+        # onnxruntime has no float64 Conv on CPU: the ResNet's float64 graph runs on onnx's reference
+        # implementation (its float32 graph on onnxruntime is what the example itself checks).
+        ("resnet", lambda ns, rng: ns["quadrant_images"](5, rng)[0], _resnet_terms, _reference),
+        # The float64 encoder's trace is deeper than graph.MAX_PENDING_DEPTH: it must stay one graph.
+        ("encoder", lambda ns, rng: ns["token_sequences"](5, rng)[0], _encoder_terms, _onnxruntime),
+    ],
+)
+def test_float64_export_with_dynamic_batch_matches_onnxnn(trained, model, other_batch, terms, run_exported, tmp_path):
     namespace, results = trained
     module = results[model].double().eval()
     rng = np.random.default_rng(1)
@@ -90,8 +93,9 @@ def test_float64_export_with_dynamic_batch_matches_onnxnn(trained, model, other_
     if batch.dtype == np.float32:
         example, batch = example.astype(np.float64), batch.astype(np.float64)
     path = tmp_path / f"{model}.onnx"
-    onnxnn.export.to_onnx(module, onnxnn.from_numpy(example), str(path), input_names=["input"],
-                          dynamic_axes={"input": {0: "batch"}})
+    onnxnn.export.to_onnx(
+        module, onnxnn.from_numpy(example), str(path), input_names=["input"], dynamic_axes={"input": {0: "batch"}}
+    )
     (served,) = run_exported(str(path), batch)
     with onnxnn.no_grad():
         ours = module(onnxnn.from_numpy(batch)).numpy()

@@ -3,6 +3,7 @@
 Pickles are written opcode by opcode (the names in comments are pickletools'), zips with
 ``zipfile`` or patched afterwards, safetensors files from a header dict and a data section.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -69,14 +70,47 @@ def torch_zip(pickled: bytes, members: dict | None = None, prefix: str = "archiv
 
 def tensor_pickle(storage_numel: int, size: tuple, stride: tuple, offset: int = 0) -> bytes:
     """``{"w": _rebuild_tensor_v2(float storage "0" of storage_numel elements, offset, size, stride)}``."""
+
     def ints(values):
-        return MARK + b"".join(b"J" + struct.pack("<i", v) if -2**31 <= v < 2**31 else
-                               b"\x8a\x09" + v.to_bytes(9, "little", signed=True) for v in values) + b"t"
-    return (PROTO2 + EMPTY_DICT + unicode("w") + global_("torch._utils", "_rebuild_tensor_v2") + MARK
-            + MARK + unicode("storage") + global_("torch", "FloatStorage") + unicode("0") + unicode("cpu")
-            + b"J" + struct.pack("<i", storage_numel) + b"t" + b"Q"
-            + b"J" + struct.pack("<i", offset) + ints(size) + ints(stride) + b"\x89"
-            + global_("collections", "OrderedDict") + EMPTY_TUPLE + REDUCE + b"t" + REDUCE + SETITEM + STOP)
+        return (
+            MARK
+            + b"".join(
+                b"J" + struct.pack("<i", v)
+                if -(2**31) <= v < 2**31
+                else b"\x8a\x09" + v.to_bytes(9, "little", signed=True)
+                for v in values
+            )
+            + b"t"
+        )
+
+    return (
+        PROTO2
+        + EMPTY_DICT
+        + unicode("w")
+        + global_("torch._utils", "_rebuild_tensor_v2")
+        + MARK
+        + MARK
+        + unicode("storage")
+        + global_("torch", "FloatStorage")
+        + unicode("0")
+        + unicode("cpu")
+        + b"J"
+        + struct.pack("<i", storage_numel)
+        + b"t"
+        + b"Q"
+        + b"J"
+        + struct.pack("<i", offset)
+        + ints(size)
+        + ints(stride)
+        + b"\x89"
+        + global_("collections", "OrderedDict")
+        + EMPTY_TUPLE
+        + REDUCE
+        + b"t"
+        + REDUCE
+        + SETITEM
+        + STOP
+    )
 
 
 def safetensors_bytes(header, data: bytes = b"", raw_header: bytes | None = None) -> bytes:
@@ -94,11 +128,15 @@ def patch_zip_member(data: bytes, name: str, **fields) -> bytes:
     central = data.index(b"PK\x01\x02")
     while True:  # the central records follow one another; find this member's
         name_length = struct.unpack_from("<H", data, central + 28)[0]
-        if data[central + 46:central + 46 + name_length].decode() == name:
+        if data[central + 46 : central + 46 + name_length].decode() == name:
             break
         central = data.index(b"PK\x01\x02", central + 4)
-    layout = {"compress_type": ("<H", 8, 10), "crc": ("<I", 14, 16), "compress_size": ("<I", 18, 20),
-              "file_size": ("<I", 22, 24)}
+    layout = {
+        "compress_type": ("<H", 8, 10),
+        "crc": ("<I", 14, 16),
+        "compress_size": ("<I", 18, 20),
+        "file_size": ("<I", 22, 24),
+    }
     for field, value in fields.items():
         form, local, central_offset = layout[field]
         struct.pack_into(form, patched, info.header_offset + local, value)
@@ -113,6 +151,7 @@ class Hang(Exception):
 @contextlib.contextmanager
 def bounded(seconds: float):
     """Raises Hang inside the block after ``seconds`` (SIGALRM; main thread, POSIX)."""
+
     def expire(signum, frame):
         raise Hang(f"still running after {seconds} s")
 

@@ -18,6 +18,7 @@ uncompressed under one folder (``archive/``)::
 
 ``_TorchPickler`` below emits exactly those pickle records from stand-in objects.
 """
+
 from __future__ import annotations
 
 import io
@@ -98,8 +99,9 @@ DTYPE_VALUES = [
 @pytest.mark.parametrize("target", ["path", "file object"])
 @pytest.mark.parametrize("dtype,values", DTYPE_VALUES, ids=[d.name for d, _ in DTYPE_VALUES])
 def test_state_dict_round_trip_keeps_every_dtype(tmp_path, target, dtype, values):
-    state_dict = OrderedDict(weight=make(values), scalar=make(values.reshape(-1)[0]),
-                             empty=make(np.zeros((0, 3), values.dtype)))
+    state_dict = OrderedDict(
+        weight=make(values), scalar=make(values.reshape(-1)[0]), empty=make(np.zeros((0, 3), values.dtype))
+    )
     loaded = round_trip(state_dict, tmp_path, target)
     assert_same(loaded, state_dict)
     assert loaded["weight"].dtype is dtype and loaded["scalar"].dim() == 0
@@ -157,26 +159,68 @@ def test_requires_grad_and_shared_tensors_survive(tmp_path, container):
 # ------------------------------------------------------------------------------------------ nested objects
 def optimizer_state() -> dict:
     return {
-        "state": {0: {"step": make(np.array(3.0, np.float32)), "exp_avg": make(np.ones((2, 2), np.float32)),
-                      "exp_avg_sq": make(np.full((2, 2), 0.25, np.float32))},
-                  1: {"step": make(np.array(3.0, np.float32)), "momentum_buffer": None}},
-        "param_groups": [{"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.0, "amsgrad": False,
-                          "maximize": False, "foreach": None, "capturable": False, "params": [0, 1]}],
+        "state": {
+            0: {
+                "step": make(np.array(3.0, np.float32)),
+                "exp_avg": make(np.ones((2, 2), np.float32)),
+                "exp_avg_sq": make(np.full((2, 2), 0.25, np.float32)),
+            },
+            1: {"step": make(np.array(3.0, np.float32)), "momentum_buffer": None},
+        },
+        "param_groups": [
+            {
+                "lr": 1e-3,
+                "betas": (0.9, 0.999),
+                "eps": 1e-8,
+                "weight_decay": 0.0,
+                "amsgrad": False,
+                "maximize": False,
+                "foreach": None,
+                "capturable": False,
+                "params": [0, 1],
+            }
+        ],
     }
 
 
 NESTED_CASES = {
     "optimizer state_dict": optimizer_state(),
-    "training checkpoint": {"model": mixed_state_dict(), "optimizer": optimizer_state(), "epoch": 7,
-                            "best": float("inf"), "history": [0.5, float("nan"), -0.0],
-                            "layer._extra_state": {"calibrated": True, "scale": 0.125, "name": "ünïcode"}},
+    "training checkpoint": {
+        "model": mixed_state_dict(),
+        "optimizer": optimizer_state(),
+        "epoch": 7,
+        "best": float("inf"),
+        "history": [0.5, float("nan"), -0.0],
+        "layer._extra_state": {"calibrated": True, "scale": 0.125, "name": "ünïcode"},
+    },
     "a tensor": make(np.arange(6, dtype=np.int16).reshape(2, 3)),
     "a 0-d tensor": make(np.array(2.0, np.float64)),
     "keys of every kind": {7: "int", 2.5: "float", True: "bool", None: "none", (1, "a"): "tuple", "s": "str"},
-    "plain values": [None, True, False, 0, -(2**70), 1.5, float("-inf"), "", b"\x00\xffbytes", b"",
-                     (), [], {}, OrderedDict(), ((1,),), {"a", 1}, frozenset({2.5})],
-    "dtypes, devices and sizes": {"dtype": onnxnn.bfloat16, "device": onnxnn.device("cpu"),
-                                  "size": Size([2, 3]), "sizes": [Size([])]},
+    "plain values": [
+        None,
+        True,
+        False,
+        0,
+        -(2**70),
+        1.5,
+        float("-inf"),
+        "",
+        b"\x00\xffbytes",
+        b"",
+        (),
+        [],
+        {},
+        OrderedDict(),
+        ((1,),),
+        {"a", 1},
+        frozenset({2.5}),
+    ],
+    "dtypes, devices and sizes": {
+        "dtype": onnxnn.bfloat16,
+        "device": onnxnn.device("cpu"),
+        "size": Size([2, 3]),
+        "sizes": [Size([])],
+    },
     "dict with a state_dict value": {"model": mixed_state_dict(), "__metadata__": "not a tensor name"},
     "state_dict named __metadata__": OrderedDict(__metadata__=make(np.ones(2, np.float32))),
 }
@@ -192,8 +236,12 @@ def test_nested_objects_round_trip(tmp_path, name, target):
 def test_object_file_is_a_safetensors_file_with_tensors_named_by_path(tmp_path):
     save({"optimizer": optimizer_state(), "epoch": 1}, tmp_path / "ckpt.safetensors")
     arrays = safetensors.numpy.load_file(tmp_path / "ckpt.safetensors")
-    assert sorted(arrays) == ["optimizer.state.0.exp_avg", "optimizer.state.0.exp_avg_sq",
-                              "optimizer.state.0.step", "optimizer.state.1.step"]
+    assert sorted(arrays) == [
+        "optimizer.state.0.exp_avg",
+        "optimizer.state.0.exp_avg_sq",
+        "optimizer.state.0.step",
+        "optimizer.state.1.step",
+    ]
     np.testing.assert_array_equal(arrays["optimizer.state.0.exp_avg_sq"], np.full((2, 2), 0.25, np.float32))
 
 
@@ -273,11 +321,18 @@ REBUILD_TENSOR_V2 = TorchGlobal("torch._utils._rebuild_tensor_v2")
 REBUILD_TENSOR_V3 = TorchGlobal("torch._utils._rebuild_tensor_v3")
 REBUILD_PARAMETER = TorchGlobal("torch._utils._rebuild_parameter")
 REBUILD_FROM_TYPE_V2 = TorchGlobal("torch._tensor._rebuild_from_type_v2")
-STORAGE_TYPES = {np.dtype(np.float32): "FloatStorage", np.dtype(np.float64): "DoubleStorage",
-                 np.dtype(np.float16): "HalfStorage", np.dtype(BF16): "BFloat16Storage",
-                 np.dtype(np.int64): "LongStorage", np.dtype(np.int32): "IntStorage",
-                 np.dtype(np.int16): "ShortStorage", np.dtype(np.int8): "CharStorage",
-                 np.dtype(np.uint8): "ByteStorage", np.dtype(np.bool_): "BoolStorage"}
+STORAGE_TYPES = {
+    np.dtype(np.float32): "FloatStorage",
+    np.dtype(np.float64): "DoubleStorage",
+    np.dtype(np.float16): "HalfStorage",
+    np.dtype(BF16): "BFloat16Storage",
+    np.dtype(np.int64): "LongStorage",
+    np.dtype(np.int32): "IntStorage",
+    np.dtype(np.int16): "ShortStorage",
+    np.dtype(np.int8): "CharStorage",
+    np.dtype(np.uint8): "ByteStorage",
+    np.dtype(np.bool_): "BoolStorage",
+}
 
 
 class FakeStorage:
@@ -291,10 +346,18 @@ class FakeStorage:
 class FakeTensor:
     """Pickles like a torch.Tensor: ``_rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks)``."""
 
-    def __init__(self, storage: FakeStorage, size, stride=None, offset: int = 0, requires_grad: bool = False,
-                 rebuild=REBUILD_TENSOR_V2, extra=()):
+    def __init__(
+        self,
+        storage: FakeStorage,
+        size,
+        stride=None,
+        offset: int = 0,
+        requires_grad: bool = False,
+        rebuild=REBUILD_TENSOR_V2,
+        extra=(),
+    ):
         if stride is None:
-            stride = tuple(int(np.prod(size[index + 1:])) for index in range(len(size)))
+            stride = tuple(int(np.prod(size[index + 1 :])) for index in range(len(size)))
         self.arguments = (storage, offset, tuple(size), tuple(stride), requires_grad, OrderedDict()) + tuple(extra)
         self.rebuild = rebuild
 
@@ -348,7 +411,7 @@ def torch_save(obj, path, prefix: str = "archive", byteorder: str = "little", pi
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
         archive.writestr(f"{prefix}/data.pkl", pickled)
         archive.writestr(f"{prefix}/byteorder", byteorder)
-        for key, storage in (pickler.storages.items() if pickler else ()):
+        for key, storage in pickler.storages.items() if pickler else ():
             elements = storage.elements if byteorder == sys.byteorder else storage.elements.byteswap()
             archive.writestr(f"{prefix}/data/{key}", elements.tobytes())
         archive.writestr(f"{prefix}/version", "3\n")
@@ -362,38 +425,88 @@ def storage_of(values, dtype=None, location="cpu") -> FakeStorage:
 SHARED = storage_of(np.arange(12.0), np.float32)
 TORCH_CASES = {
     # name: (object pickled as torch.save would, the object onnxnn.load must return)
-    **{f"{dtype.name} tensor": (
-        OrderedDict(weight=FakeTensor(storage_of(values), values.shape)), OrderedDict(weight=make(values)))
-        for dtype, values in DTYPE_VALUES},
+    **{
+        f"{dtype.name} tensor": (
+            OrderedDict(weight=FakeTensor(storage_of(values), values.shape)),
+            OrderedDict(weight=make(values)),
+        )
+        for dtype, values in DTYPE_VALUES
+    },
     "0-d and empty tensors": (
         {"scalar": FakeTensor(storage_of([7], np.int64), ()), "empty": FakeTensor(storage_of([], np.float32), (0, 4))},
-        {"scalar": make(np.array(7, np.int64)), "empty": make(np.zeros((0, 4), np.float32))}),
+        {"scalar": make(np.array(7, np.int64)), "empty": make(np.zeros((0, 4), np.float32))},
+    ),
     "non-contiguous strides": (
         {"t": FakeTensor(SHARED, (4, 3), stride=(1, 4))},
-        {"t": make(np.arange(12.0, dtype=np.float32).reshape(3, 4).T)}),
+        {"t": make(np.arange(12.0, dtype=np.float32).reshape(3, 4).T)},
+    ),
     "storage offset": (
         {"row": FakeTensor(SHARED, (2, 2), stride=(4, 1), offset=5)},
-        {"row": make(np.array([[5.0, 6.0], [9.0, 10.0]], np.float32))}),
+        {"row": make(np.array([[5.0, 6.0], [9.0, 10.0]], np.float32))},
+    ),
     "tensors sharing a storage": (
         OrderedDict(whole=FakeTensor(SHARED, (12,)), view=FakeTensor(SHARED, (2, 3), stride=(6, 2), offset=1)),
-        OrderedDict(whole=make(np.arange(12.0, dtype=np.float32)),
-                    view=make(np.array([[1.0, 3.0, 5.0], [7.0, 9.0, 11.0]], np.float32)))),
+        OrderedDict(
+            whole=make(np.arange(12.0, dtype=np.float32)),
+            view=make(np.array([[1.0, 3.0, 5.0], [7.0, 9.0, 11.0]], np.float32)),
+        ),
+    ),
     "optimizer state": (
-        {"state": {0: {"step": FakeTensor(storage_of([3.0], np.float32), ()),
-                       "exp_avg": FakeTensor(storage_of([0.5, -0.5], np.float32), (2,))}},
-         "param_groups": [{"lr": 0.01, "betas": (0.9, 0.999), "params": [0], "foreach": None, "amsgrad": False,
-                           "tags": {"a", "b"}, "blob": b"\x00\x01", "empty": b""}]},
-        {"state": {0: {"step": make(np.array(3.0, np.float32)), "exp_avg": make(np.array([0.5, -0.5], np.float32))}},
-         "param_groups": [{"lr": 0.01, "betas": (0.9, 0.999), "params": [0], "foreach": None, "amsgrad": False,
-                           "tags": {"a", "b"}, "blob": b"\x00\x01", "empty": b""}]}),
+        {
+            "state": {
+                0: {
+                    "step": FakeTensor(storage_of([3.0], np.float32), ()),
+                    "exp_avg": FakeTensor(storage_of([0.5, -0.5], np.float32), (2,)),
+                }
+            },
+            "param_groups": [
+                {
+                    "lr": 0.01,
+                    "betas": (0.9, 0.999),
+                    "params": [0],
+                    "foreach": None,
+                    "amsgrad": False,
+                    "tags": {"a", "b"},
+                    "blob": b"\x00\x01",
+                    "empty": b"",
+                }
+            ],
+        },
+        {
+            "state": {0: {"step": make(np.array(3.0, np.float32)), "exp_avg": make(np.array([0.5, -0.5], np.float32))}},
+            "param_groups": [
+                {
+                    "lr": 0.01,
+                    "betas": (0.9, 0.999),
+                    "params": [0],
+                    "foreach": None,
+                    "amsgrad": False,
+                    "tags": {"a", "b"},
+                    "blob": b"\x00\x01",
+                    "empty": b"",
+                }
+            ],
+        },
+    ),
     "untyped storage with _rebuild_tensor_v3": (
-        {"t": FakeTensor(FakeStorage(np.array([1.0, 2.0], np.float64), untyped=True), (2,),
-                         rebuild=REBUILD_TENSOR_V3, extra=(TorchGlobal("torch.float64"),))},
-        {"t": make(np.array([1.0, 2.0]))}),
+        {
+            "t": FakeTensor(
+                FakeStorage(np.array([1.0, 2.0], np.float64), untyped=True),
+                (2,),
+                rebuild=REBUILD_TENSOR_V3,
+                extra=(TorchGlobal("torch.float64"),),
+            )
+        },
+        {"t": make(np.array([1.0, 2.0]))},
+    ),
     "torch.Size, torch.device and dtypes": (
-        {"size": Reduced(TorchGlobal("torch.Size"), (2, 3)), "device": Reduced(TorchGlobal("torch.device"), "cpu"),
-         "dtype": TorchGlobal("torch.bfloat16")},
-        {"size": Size([2, 3]), "device": onnxnn.device("cpu"), "dtype": onnxnn.bfloat16}),
+        {
+            "size": Reduced(TorchGlobal("torch.Size"), (2, 3)),
+            "device": Reduced(TorchGlobal("torch.device"), "cpu"),
+            "dtype": TorchGlobal("torch.bfloat16"),
+        },
+        {"size": Size([2, 3]), "device": onnxnn.device("cpu"), "dtype": onnxnn.bfloat16},
+    ),
 }
 
 
@@ -406,8 +519,9 @@ def test_pytorch_zip_checkpoint_loads_and_saves_again(tmp_path, name):
     assert_same(round_trip(loaded, tmp_path, "path"), expected)
 
 
-@pytest.mark.parametrize("prefix,byteorder", [("archive", "little"), ("resnet18-f37072fd", "little"),
-                                              ("archive", "big")])
+@pytest.mark.parametrize(
+    "prefix,byteorder", [("archive", "little"), ("resnet18-f37072fd", "little"), ("archive", "big")]
+)
 def test_pytorch_archive_folder_and_byte_order(tmp_path, prefix, byteorder):
     values = np.array([[1.5, -2.0], [3.0, 4.25]], np.float32)
     state = OrderedDict(b=FakeTensor(storage_of(values), (2, 2)), a=FakeTensor(storage_of([1, -2], np.int64), (2,)))
@@ -416,12 +530,17 @@ def test_pytorch_archive_folder_and_byte_order(tmp_path, prefix, byteorder):
 
 
 def test_pytorch_parameters_and_state_dict_metadata(tmp_path):
-    state = OrderedDict(weight=Reduced(REBUILD_PARAMETER, FakeTensor(storage_of([1.0, 2.0], np.float32), (2,)),
-                                       True, OrderedDict()),
-                        subclass=Reduced(REBUILD_FROM_TYPE_V2, REBUILD_TENSOR_V2,
-                                         TorchGlobal("torch.nn.parameter.Parameter"),
-                                         FakeTensor(storage_of([3.0], np.float32), (1,)).arguments, {}),
-                        running_mean=FakeTensor(storage_of([0.0], np.float32), (1,), requires_grad=False))
+    state = OrderedDict(
+        weight=Reduced(REBUILD_PARAMETER, FakeTensor(storage_of([1.0, 2.0], np.float32), (2,)), True, OrderedDict()),
+        subclass=Reduced(
+            REBUILD_FROM_TYPE_V2,
+            REBUILD_TENSOR_V2,
+            TorchGlobal("torch.nn.parameter.Parameter"),
+            FakeTensor(storage_of([3.0], np.float32), (1,)).arguments,
+            {},
+        ),
+        running_mean=FakeTensor(storage_of([0.0], np.float32), (1,), requires_grad=False),
+    )
     state._metadata = OrderedDict([("", {"version": 1})])
     torch_save(state, tmp_path / "model.pt")
     loaded = load(tmp_path / "model.pt")
@@ -448,10 +567,13 @@ def test_tensor_saved_on_cuda_without_map_location(tmp_path):
             load(tmp_path / "gpu.pt")
 
 
-@pytest.mark.parametrize("location,map_location,error,message", [
-    ("mps", None, RuntimeError, "don't know how to restore data location 'mps'"),
-    ("cpu", lambda storage, location: storage, TypeError, "map_location should be"),
-])
+@pytest.mark.parametrize(
+    "location,map_location,error,message",
+    [
+        ("mps", None, RuntimeError, "don't know how to restore data location 'mps'"),
+        ("cpu", lambda storage, location: storage, TypeError, "map_location should be"),
+    ],
+)
 def test_unusable_locations_are_reported(tmp_path, location, map_location, error, message):
     torch_save({"w": FakeTensor(storage_of([1.0], np.float32, location=location), (1,))}, tmp_path / "x.pt")
     with pytest.raises(error, match=message):
@@ -471,6 +593,7 @@ class ReducesTo:
 
 def evil_pickles(sentinel: str) -> dict:
     import subprocess
+
     command = f"touch {sentinel}"
     return {  # raw pickle bytes, or an object to save with torch_save
         "os.system": b"cos\nsystem\n(V" + command.encode() + b"\ntR.",
@@ -481,7 +604,8 @@ def evil_pickles(sentinel: str) -> dict:
         "torch.nn.modules.linear.Linear": b"\x80\x02ctorch.nn.modules.linear\nLinear\n)\x81.",
         "numpy.core.multiarray._reconstruct": b"\x80\x02cnumpy.core.multiarray\n_reconstruct\n)R.",
         f"{os.system.__module__}.system in a state_dict": OrderedDict(
-            w=FakeTensor(storage_of([1.0], np.float32), (1,)), hook=ReducesTo(os.system, command)),
+            w=FakeTensor(storage_of([1.0], np.float32), (1,)), hook=ReducesTo(os.system, command)
+        ),
     }
 
 
@@ -509,24 +633,30 @@ def test_bare_pickle_file_is_not_unpickled(tmp_path):
     assert not sentinel.exists()
 
 
-@pytest.mark.parametrize("pickled,message", [
-    # BUILD on an allowed global would overwrite attributes of onnxnn's own rebuild function.
-    (b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\nN}X\x0c\x00\x00\x00__defaults__)s\x86b.", "set attributes"),
-    # Calling a storage type (only valid inside a persistent id).
-    (b"\x80\x02ctorch\nFloatStorage\n)R.", "only accepts as a type marker"),
-])
+@pytest.mark.parametrize(
+    "pickled,message",
+    [
+        # BUILD on an allowed global would overwrite attributes of onnxnn's own rebuild function.
+        (b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\nN}X\x0c\x00\x00\x00__defaults__)s\x86b.", "set attributes"),
+        # Calling a storage type (only valid inside a persistent id).
+        (b"\x80\x02ctorch\nFloatStorage\n)R.", "only accepts as a type marker"),
+    ],
+)
 def test_misuse_of_allowed_globals_is_refused(tmp_path, pickled, message):
     torch_save(None, tmp_path / "odd.pt", pickled=pickled)
     with pytest.raises(pickle.UnpicklingError, match=message):
         load(tmp_path / "odd.pt")
 
 
-@pytest.mark.parametrize("tensor,message", [
-    (FakeTensor(storage_of([1.0, 2.0], np.float32), (100,)), "reaches past the end of its storage of 2 elements"),
-    (FakeTensor(storage_of([1.0, 2.0], np.float32), (2,), offset=1), "reaches past the end"),
-    (FakeTensor(storage_of([1.0, 2.0], np.float32), (2,), stride=(-1,)), "non-negative"),
-    (FakeTensor(storage_of([1.0, 2.0], np.float32), (2, 1), stride=(1,)), "differ in length"),
-])
+@pytest.mark.parametrize(
+    "tensor,message",
+    [
+        (FakeTensor(storage_of([1.0, 2.0], np.float32), (100,)), "reaches past the end of its storage of 2 elements"),
+        (FakeTensor(storage_of([1.0, 2.0], np.float32), (2,), offset=1), "reaches past the end"),
+        (FakeTensor(storage_of([1.0, 2.0], np.float32), (2,), stride=(-1,)), "non-negative"),
+        (FakeTensor(storage_of([1.0, 2.0], np.float32), (2, 1), stride=(1,)), "differ in length"),
+    ],
+)
 def test_tensor_records_outside_their_storage_are_refused(tmp_path, tensor, message):
     torch_save({"w": tensor}, tmp_path / "bad.pt")
     with pytest.raises(pickle.UnpicklingError, match=message):
@@ -577,14 +707,20 @@ def zip_with(entries: dict) -> bytes:
 
 NOT_CHECKPOINTS = {
     "empty file": (b"", "the file is empty"),
-    "random bytes": (np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8).tobytes(),
-                     "not an onnxnn, safetensors or PyTorch checkpoint"),
+    "random bytes": (
+        np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8).tobytes(),
+        "not an onnxnn, safetensors or PyTorch checkpoint",
+    ),
     "text": (b"hello, world\n" * 10, "not an onnxnn, safetensors or PyTorch checkpoint"),
-    "legacy torch.save": (b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.\x80\x02M\xe9\x03.",
-                          "legacy format"),
+    "legacy torch.save": (
+        b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.\x80\x02M\xe9\x03.",
+        "legacy format",
+    ),
     "zip of something else": (zip_with({"readme.txt": "hi"}), "no data.pkl record"),
-    "TorchScript archive": (zip_with({"model/code/__torch__.py": "", "model/constants.pkl": b"\x80\x02)."}),
-                            "TorchScript"),
+    "TorchScript archive": (
+        zip_with({"model/code/__torch__.py": "", "model/constants.pkl": b"\x80\x02)."}),
+        "TorchScript",
+    ),
     "corrupt safetensors header": (b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all", "unreadable safetensors"),
 }
 

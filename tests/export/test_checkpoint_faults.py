@@ -6,6 +6,7 @@ file intact and its temporary behind; the next save of that target removes tempo
 is gone and never one whose writer still runs. Write errors are OSErrors naming the target.
 The kills are real: a child process is stopped with SIGKILL in the middle of writing.
 """
+
 from __future__ import annotations
 
 import errno
@@ -57,8 +58,9 @@ def start_blocked_writer(target) -> subprocess.Popen:
         checkpoint.write_torch_zip = stalled
         onnxnn.save({{"w": onnxnn.tensor(np.full(4, 2.0, np.float32))}}, {str(target)!r})
     """)
-    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, cwd=ROOT,
-                             env=dict(os.environ, PYTHONPATH=ROOT))
+    child = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT)
+    )
     assert child.stdout.readline() == b"writing\n"
     return child
 
@@ -132,8 +134,13 @@ def test_full_disk_is_an_oserror_naming_the_target_and_keeps_the_old_file(tmp_pa
             print(json.dumps({{"raised": type(error).__name__, "errno": getattr(error, "errno", None),
                               "message": str(error)}}))
     """)
-    finished = subprocess.run([sys.executable, "-c", script], capture_output=True, cwd=ROOT, timeout=300,
-                              env=dict(os.environ, PYTHONPATH=ROOT))
+    finished = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        cwd=ROOT,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+    )
     outcome = json.loads(finished.stdout.decode().strip().splitlines()[-1])
     assert outcome["raised"] == "OSError" and outcome["errno"] == errno.EFBIG, outcome
     assert str(target) in outcome["message"]

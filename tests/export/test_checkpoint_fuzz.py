@@ -21,6 +21,7 @@ The suite runs for ``ONNXNN_FUZZ_SECONDS`` seconds in all (default 30, split acr
 ``ONNXNN_FUZZ_SEED`` (default 0) picks the sequence of cases. A failure names its seed and case index,
 and the mutations applied, so ``ONNXNN_FUZZ_SEED=<seed>`` replays it. Run with ``-s`` to see case counts.
 """
+
 from __future__ import annotations
 
 import io
@@ -52,12 +53,54 @@ ALLOCATION_PER_BYTE = 256
 ALLOCATION_SLACK = 8 << 20
 FORMATS = ["torch zip", "safetensors state_dict", "nested format"]
 
-INTERESTING_INTS = [0, 1, -1, 2, 255, 256, 2**15, 2**16 - 1, 2**31 - 1, -(2**31), 2**32 - 1, 2**40, 2**62,
-                    2**63 - 1, -(2**63), 2**64]
-HOSTILE_JSON = [None, True, -1, 0, 2**64, 1e400, -1e400, 2.5, "", "x", "F32", [], {}, [1], [-1], [2**40],
-                [1e400], {"device": [1]}, {"tensor": "nope"}, {"Size": [1e400]}, {"set": [[1]]},
-                {"dict": [[[1], 2]]}, {"float": "zzz"}, {"bytes": "!!"}, {"dtype": "float99"},
-                {"tuple": {"a": 1}}, {"OrderedDict": 5}, [[[[[[[[[[[]]]]]]]]]]]]
+INTERESTING_INTS = [
+    0,
+    1,
+    -1,
+    2,
+    255,
+    256,
+    2**15,
+    2**16 - 1,
+    2**31 - 1,
+    -(2**31),
+    2**32 - 1,
+    2**40,
+    2**62,
+    2**63 - 1,
+    -(2**63),
+    2**64,
+]
+HOSTILE_JSON = [
+    None,
+    True,
+    -1,
+    0,
+    2**64,
+    1e400,
+    -1e400,
+    2.5,
+    "",
+    "x",
+    "F32",
+    [],
+    {},
+    [1],
+    [-1],
+    [2**40],
+    [1e400],
+    {"device": [1]},
+    {"tensor": "nope"},
+    {"Size": [1e400]},
+    {"set": [[1]]},
+    {"dict": [[[1], 2]]},
+    {"float": "zzz"},
+    {"bytes": "!!"},
+    {"dtype": "float99"},
+    {"tuple": {"a": 1}},
+    {"OrderedDict": 5},
+    [[[[[[[[[[[]]]]]]]]]]],
+]
 
 
 # ------------------------------------------------------------------------------------------------ seeds
@@ -68,9 +111,20 @@ def _tensor(shape, dtype=np.float32):
 def _checkpoint():
     model = onnxnn.nn.Sequential(onnxnn.nn.Linear(3, 2), onnxnn.nn.BatchNorm1d(2))
     ids = _tensor((3,), np.int64)
-    return {"model": model.state_dict(), "epoch": 3, "lr": 1e-3, "betas": (0.9, 0.999), "tags": {"a"},
-            "blob": b"\x00\xff", "ids": ids, "again": ids, "half": _tensor((2, 2), np.float16),
-            "flags": onnxnn.tensor(np.array([True, False])), "scalar": _tensor(()), "nested": [{1: [None, 2.5]}]}
+    return {
+        "model": model.state_dict(),
+        "epoch": 3,
+        "lr": 1e-3,
+        "betas": (0.9, 0.999),
+        "tags": {"a"},
+        "blob": b"\x00\xff",
+        "ids": ids,
+        "again": ids,
+        "half": _tensor((2, 2), np.float16),
+        "flags": onnxnn.tensor(np.array([True, False])),
+        "scalar": _tensor(()),
+        "nested": [{1: [None, 2.5]}],
+    }
 
 
 def _seeds(fmt: str, directory) -> list[bytes]:
@@ -107,8 +161,8 @@ def _bytes_mutation(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     if choice == 3:
         return bytes(data[:at] + bytes(rng.randrange(256) for _ in range(rng.randint(1, 16))) + data[at:]), "insert"
     if choice == 4:
-        return bytes(data[:at] + data[at + rng.randint(1, 64):]), f"delete at {at}"
-    chunk = data[at:at + rng.randint(1, 256)]
+        return bytes(data[:at] + data[at + rng.randint(1, 64) :]), f"delete at {at}"
+    chunk = data[at : at + rng.randint(1, 256)]
     return bytes(data[:at] + chunk * rng.randint(2, 20) + data[at:]), f"repeat chunk at {at}"
 
 
@@ -134,17 +188,17 @@ def _pickle_mutation(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     if choice == 0 and isinstance(argument, int) and end - begin > 1:  # an extreme value of the same width
         width = end - begin - 1
         value = rng.choice(INTERESTING_INTS) % (1 << (8 * width))
-        mutated = pickled[:begin + 1] + value.to_bytes(width, "little") + pickled[end:]
+        mutated = pickled[: begin + 1] + value.to_bytes(width, "little") + pickled[end:]
         description = f"{opcode.name} argument -> {value}"
     elif choice == 1:
         replacement = rng.choice(b"()]}NtRbeusaq0h12\x85\x86\x87\x88\x89\x8f\x90\x91\x93\x94QKJM")
-        mutated = pickled[:begin] + bytes([replacement]) + pickled[begin + 1:]
+        mutated = pickled[:begin] + bytes([replacement]) + pickled[begin + 1 :]
         description = f"{opcode.name} -> opcode {replacement:#x}"
     elif choice == 2:
         mutated = pickled[:begin] + pickled[end:]
         description = f"drop {opcode.name}"
     elif choice == 3:
-        span = pickled[begin:positions[min(index + rng.randint(1, 8), len(operations))]]
+        span = pickled[begin : positions[min(index + rng.randint(1, 8), len(operations))]]
         mutated = pickled[:begin] + span * rng.randint(2, 50) + pickled[begin:]
         description = f"repeat from {opcode.name}"
     else:
@@ -156,15 +210,31 @@ def _pickle_mutation(data: bytes, rng: random.Random) -> tuple[bytes, str]:
 
 
 def _zip_mutation(data: bytes, rng: random.Random) -> tuple[bytes, str]:
-    offsets = [index for index in range(len(data) - 4) if data[index:index + 4] in (b"PK\x01\x02", b"PK\x03\x04")]
+    offsets = [index for index in range(len(data) - 4) if data[index : index + 4] in (b"PK\x01\x02", b"PK\x03\x04")]
     if not offsets:
         return _bytes_mutation(data, rng)
     record = rng.choice(offsets)
-    central = data[record:record + 4] == b"PK\x01\x02"
-    fields = ({"method": (10, "<H"), "crc": (16, "<I"), "compressed": (20, "<I"), "size": (24, "<I"),
-               "name length": (28, "<H"), "extra length": (30, "<H"), "offset": (42, "<I")} if central else
-              {"method": (8, "<H"), "crc": (14, "<I"), "compressed": (18, "<I"), "size": (22, "<I"),
-               "name length": (26, "<H"), "extra length": (28, "<H")})
+    central = data[record : record + 4] == b"PK\x01\x02"
+    fields = (
+        {
+            "method": (10, "<H"),
+            "crc": (16, "<I"),
+            "compressed": (20, "<I"),
+            "size": (24, "<I"),
+            "name length": (28, "<H"),
+            "extra length": (30, "<H"),
+            "offset": (42, "<I"),
+        }
+        if central
+        else {
+            "method": (8, "<H"),
+            "crc": (14, "<I"),
+            "compressed": (18, "<I"),
+            "size": (22, "<I"),
+            "name length": (26, "<H"),
+            "extra length": (28, "<H"),
+        }
+    )
     field = rng.choice(list(fields))
     where, form = fields[field]
     value = rng.choice([0, 1, 8, 9, 12, 14, 99, 0xFFFF, 0xFFFFFFFF, 2**31, len(data), len(data) * 2000])
@@ -177,7 +247,7 @@ def _zip_mutation(data: bytes, rng: random.Random) -> tuple[bytes, str]:
 
 def _split_safetensors(data: bytes):
     size = int.from_bytes(data[:8], "little")
-    return json.loads(data[8:8 + size]), data[8 + size:]
+    return json.loads(data[8 : 8 + size]), data[8 + size :]
 
 
 def _join_safetensors(header, rest: bytes, rng: random.Random) -> bytes:
@@ -197,8 +267,10 @@ def _header_mutation(data: bytes, rng: random.Random) -> tuple[bytes, str]:
         description = f"{name}.{field} = {str(header[name][field])[:40]}"
     elif choice == 1 and len(names) > 1:
         other = rng.choice(names)
-        header[name]["data_offsets"], header[other]["data_offsets"] = (header[other]["data_offsets"],
-                                                                       header[name]["data_offsets"])
+        header[name]["data_offsets"], header[other]["data_offsets"] = (
+            header[other]["data_offsets"],
+            header[name]["data_offsets"],
+        )
         description = f"swap offsets of {name} and {other}"
     elif choice == 2:
         header[name + "#copy"] = dict(header[name])
@@ -231,8 +303,11 @@ def _document_mutation(data: bytes, rng: random.Random) -> tuple[bytes, str]:
 
 
 def _mutate(fmt: str, data: bytes, rng: random.Random) -> tuple[bytes, list[str]]:
-    structured = {"torch zip": [_pickle_mutation, _zip_mutation], "safetensors state_dict": [_header_mutation],
-                  "nested format": [_header_mutation, _document_mutation]}[fmt]
+    structured = {
+        "torch zip": [_pickle_mutation, _zip_mutation],
+        "safetensors state_dict": [_header_mutation],
+        "nested format": [_header_mutation, _document_mutation],
+    }[fmt]
     steps = []
     for _ in range(rng.randint(1, 3)):
         mutator = rng.choice(structured + [_bytes_mutation])

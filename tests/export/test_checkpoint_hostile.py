@@ -7,6 +7,7 @@ the cases finish in milliseconds), ``peak_allocation`` measures with tracemalloc
 its buffers to. The allocation bounds are a small multiple of the file's size plus a constant for
 Python's own objects, never the sizes the file declares.
 """
+
 from __future__ import annotations
 
 import io
@@ -22,8 +23,21 @@ from onnxnn import CheckpointError
 from onnxnn.export import load, save
 
 from .hostile_files import (
-    EMPTY_DICT, NONE, PROTO2, SETITEM, STOP, billion_laughs, bounded, global_, patch_zip_member, peak_allocation,
-    safetensors_bytes, shared_tuple_key, tensor_pickle, torch_zip, unicode,
+    EMPTY_DICT,
+    NONE,
+    PROTO2,
+    SETITEM,
+    STOP,
+    billion_laughs,
+    bounded,
+    global_,
+    patch_zip_member,
+    peak_allocation,
+    safetensors_bytes,
+    shared_tuple_key,
+    tensor_pickle,
+    torch_zip,
+    unicode,
 )
 
 _MIB = 1 << 20
@@ -75,27 +89,39 @@ def test_huge_memo_index_allocates_nothing(tmp_path):
 def test_error_message_does_not_print_what_a_hostile_pickle_built(tmp_path):
     # A billion-laughs list where a tensor's storage_offset belongs: its repr would never end.
     laughs = billion_laughs(9)[2:-1]  # the list-building opcodes, without PROTO and STOP
-    pickled = (PROTO2 + EMPTY_DICT + unicode("w") + global_("torch._utils", "_rebuild_tensor_v2") + b"("
-               + laughs + b"tR" + SETITEM + STOP)
+    pickled = (
+        PROTO2
+        + EMPTY_DICT
+        + unicode("w")
+        + global_("torch._utils", "_rebuild_tensor_v2")
+        + b"("
+        + laughs
+        + b"tR"
+        + SETITEM
+        + STOP
+    )
     refused(torch_zip(pickled), tmp_path, "malformed|expected")
 
 
-@pytest.mark.parametrize("pickled,message", [
-    (PROTO2 + b"X\xff\xff\xff\x7f", "runs past the end"),
-    (PROTO2 + b"X\x02\x00\x00\x00\xff\xfe.", "not valid UTF-8"),
-    (PROTO2 + b"h\x05.", "never set"),
-    (PROTO2 + b"N", "truncated"),
-    (PROTO2 + b"\x8b\x00\x00\x01\x00" + b"\x01" * 65536 + b".", "an int of 65536 bytes"),
-    (PROTO2 + b"(N\x81.", "NEWOBJ"),
-    (PROTO2 + b"\xff.", "unknown opcode 0xff"),
-    (PROTO2 + b"NN.", "exactly one value"),
-    (PROTO2 + b"NNs.", "SETITEM"),
-    (PROTO2 + global_("torch._utils", "_rebuild_tensor_v2") + b")R.", "malformed data.pkl"),
-    (PROTO2 + global_("torch", "Size") + b"(N\x85tR.", "malformed torch.Size"),
-    (PROTO2 + global_("torch", "device") + b"X\x07\x00\x00\x00quantum\x85R.", "unsupported device"),
-    (PROTO2 + global_("collections", "OrderedDict") + b")R}X\x01\x00\x00\x00xNsb.", "only _metadata"),
-    (PROTO2 + b"}(]Nu.", "unhashable"),
-])
+@pytest.mark.parametrize(
+    "pickled,message",
+    [
+        (PROTO2 + b"X\xff\xff\xff\x7f", "runs past the end"),
+        (PROTO2 + b"X\x02\x00\x00\x00\xff\xfe.", "not valid UTF-8"),
+        (PROTO2 + b"h\x05.", "never set"),
+        (PROTO2 + b"N", "truncated"),
+        (PROTO2 + b"\x8b\x00\x00\x01\x00" + b"\x01" * 65536 + b".", "an int of 65536 bytes"),
+        (PROTO2 + b"(N\x81.", "NEWOBJ"),
+        (PROTO2 + b"\xff.", "unknown opcode 0xff"),
+        (PROTO2 + b"NN.", "exactly one value"),
+        (PROTO2 + b"NNs.", "SETITEM"),
+        (PROTO2 + global_("torch._utils", "_rebuild_tensor_v2") + b")R.", "malformed data.pkl"),
+        (PROTO2 + global_("torch", "Size") + b"(N\x85tR.", "malformed torch.Size"),
+        (PROTO2 + global_("torch", "device") + b"X\x07\x00\x00\x00quantum\x85R.", "unsupported device"),
+        (PROTO2 + global_("collections", "OrderedDict") + b")R}X\x01\x00\x00\x00xNsb.", "only _metadata"),
+        (PROTO2 + b"}(]Nu.", "unhashable"),
+    ],
+)
 def test_malformed_pickles_are_refused_naming_the_file(tmp_path, pickled, message):
     refused(torch_zip(pickled), tmp_path, message)
 
@@ -117,16 +143,19 @@ def test_zero_stride_tensor_stays_a_view_of_its_small_storage(size):
     np.testing.assert_array_equal(array[size[0] // 3], [2.0, 2.0])
 
 
-@pytest.mark.parametrize("size,stride,offset,message", [
-    ((2**29, 2), (1, 0), 0, "reaches past the end of its storage of 4 elements"),
-    ((3,), (2,), 0, "reaches past the end"),
-    ((2,), (1,), 3, "reaches past the end"),
-    ((2**62, 2**62), (0, 0), 0, "cannot be represented"),
-    ((2,), (-1,), 1, "non-negative"),
-    ((-2,), (1,), 0, "non-negative"),
-    ((2,), (1,), -1, "negative storage_offset"),
-    ((1,) * 65, (0,) * 65, 0, "at most 64"),
-])
+@pytest.mark.parametrize(
+    "size,stride,offset,message",
+    [
+        ((2**29, 2), (1, 0), 0, "reaches past the end of its storage of 4 elements"),
+        ((3,), (2,), 0, "reaches past the end"),
+        ((2,), (1,), 3, "reaches past the end"),
+        ((2**62, 2**62), (0, 0), 0, "cannot be represented"),
+        ((2,), (-1,), 1, "non-negative"),
+        ((-2,), (1,), 0, "non-negative"),
+        ((2,), (1,), -1, "negative storage_offset"),
+        ((1,) * 65, (0,) * 65, 0, "at most 64"),
+    ],
+)
 def test_tensor_records_that_reach_outside_their_storage_are_refused(tmp_path, size, stride, offset, message):
     data = torch_zip(tensor_pickle(4, size, stride, offset), {"data/0": storage_bytes(4)})
     refused(data, tmp_path, message)
@@ -138,18 +167,22 @@ def small_torch_file(tmp_path) -> bytes:
     return (tmp_path / "seed.pt").read_bytes()
 
 
-@pytest.mark.parametrize("method,message", [(9, "compression method 9"), (14, "compression method 14"),
-                                            (99, "compression method 99")])
+@pytest.mark.parametrize(
+    "method,message", [(9, "compression method 9"), (14, "compression method 14"), (99, "compression method 99")]
+)
 def test_zip_members_with_other_compression_methods_are_refused(tmp_path, method, message):
     data = patch_zip_member(small_torch_file(tmp_path), "archive/data.pkl", compress_type=method)
     refused(data, tmp_path, message)
 
 
-@pytest.mark.parametrize("fields,message", [
-    ({"file_size": 0xFFFFFFF0}, "claims 4294967280 bytes but stores"),
-    ({"compress_size": 0xFFFFFFF0, "file_size": 0xFFFFFFF0}, "more than the file holds"),
-    ({"crc": 0}, "CRC"),
-])
+@pytest.mark.parametrize(
+    "fields,message",
+    [
+        ({"file_size": 0xFFFFFFF0}, "claims 4294967280 bytes but stores"),
+        ({"compress_size": 0xFFFFFFF0, "file_size": 0xFFFFFFF0}, "more than the file holds"),
+        ({"crc": 0}, "CRC"),
+    ],
+)
 def test_zip_members_whose_sizes_disagree_with_the_file_are_refused(tmp_path, fields, message):
     data = patch_zip_member(small_torch_file(tmp_path), "archive/data/0", **fields)
     refused(data, tmp_path, message)
@@ -193,44 +226,79 @@ def test_zip_with_two_members_of_one_name_is_refused(tmp_path):
 F32x2 = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
 SAFETENSORS_CASES = {
     # name: (file bytes, message)
-    "overlapping ranges": (safetensors_bytes({"a": F32x2, "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}},
-                                             bytes(12)), "overlap"),
+    "overlapping ranges": (
+        safetensors_bytes({"a": F32x2, "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}, bytes(12)),
+        "overlap",
+    ),
     "repeated range": (safetensors_bytes({"a": F32x2, "b": F32x2}, bytes(8)), "overlap"),
-    "gap between ranges": (safetensors_bytes({"a": F32x2,
-                                              "b": {"dtype": "F32", "shape": [2], "data_offsets": [12, 20]}},
-                                             bytes(20)), "belong to no tensor"),
+    "gap between ranges": (
+        safetensors_bytes({"a": F32x2, "b": {"dtype": "F32", "shape": [2], "data_offsets": [12, 20]}}, bytes(20)),
+        "belong to no tensor",
+    ),
     "bytes left over": (safetensors_bytes({"a": F32x2}, bytes(12)), "holds 12 bytes but its tensors cover 8"),
-    "range shorter than shape": (safetensors_bytes({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}},
-                                                   bytes(8)), "expected 12 bytes"),
-    "range past the data": (safetensors_bytes({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}},
-                                              bytes(8)), "truncated"),
-    "float shape": (safetensors_bytes({"a": {"dtype": "F32", "shape": [2.0], "data_offsets": [0, 8]}}, bytes(8)),
-                    "non-negative ints"),
-    "shape 1e400": (safetensors_bytes(None, bytes(8), raw_header=b'{"a": {"dtype": "F32", "shape": [1e400], '
-                                                                 b'"data_offsets": [0, 8]}}'), "non-negative ints"),
-    "bool shape": (safetensors_bytes({"a": {"dtype": "F32", "shape": [True, 2], "data_offsets": [0, 8]}}, bytes(8)),
-                   "non-negative ints"),
-    "negative shape": (safetensors_bytes({"a": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}}, bytes(8)),
-                       "non-negative ints"),
-    "shape of a huge int": (safetensors_bytes({"a": {"dtype": "F32", "shape": [10**30, 0], "data_offsets": [0, 0]}}),
-                            "below 2\\*\\*63"),
-    "unknown dtype": (safetensors_bytes({"a": {"dtype": "F128", "shape": [2], "data_offsets": [0, 8]}}, bytes(8)),
-                      "unknown dtype 'F128'"),
-    "dtype not a string": (safetensors_bytes({"a": {"dtype": ["F32"], "shape": [2], "data_offsets": [0, 8]}},
-                                             bytes(8)), "unknown dtype"),
+    "range shorter than shape": (
+        safetensors_bytes({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, bytes(8)),
+        "expected 12 bytes",
+    ),
+    "range past the data": (
+        safetensors_bytes({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}, bytes(8)),
+        "truncated",
+    ),
+    "float shape": (
+        safetensors_bytes({"a": {"dtype": "F32", "shape": [2.0], "data_offsets": [0, 8]}}, bytes(8)),
+        "non-negative ints",
+    ),
+    "shape 1e400": (
+        safetensors_bytes(
+            None, bytes(8), raw_header=b'{"a": {"dtype": "F32", "shape": [1e400], "data_offsets": [0, 8]}}'
+        ),
+        "non-negative ints",
+    ),
+    "bool shape": (
+        safetensors_bytes({"a": {"dtype": "F32", "shape": [True, 2], "data_offsets": [0, 8]}}, bytes(8)),
+        "non-negative ints",
+    ),
+    "negative shape": (
+        safetensors_bytes({"a": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}}, bytes(8)),
+        "non-negative ints",
+    ),
+    "shape of a huge int": (
+        safetensors_bytes({"a": {"dtype": "F32", "shape": [10**30, 0], "data_offsets": [0, 0]}}),
+        "below 2\\*\\*63",
+    ),
+    "unknown dtype": (
+        safetensors_bytes({"a": {"dtype": "F128", "shape": [2], "data_offsets": [0, 8]}}, bytes(8)),
+        "unknown dtype 'F128'",
+    ),
+    "dtype not a string": (
+        safetensors_bytes({"a": {"dtype": ["F32"], "shape": [2], "data_offsets": [0, 8]}}, bytes(8)),
+        "unknown dtype",
+    ),
     "extra field": (safetensors_bytes({"a": dict(F32x2, device="cuda")}, bytes(8)), "malformed safetensors entry"),
-    "offsets not a pair": (safetensors_bytes({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4, 8]}},
-                                             bytes(8)), "data_offsets"),
-    "offsets reversed": (safetensors_bytes({"a": {"dtype": "F32", "shape": [0], "data_offsets": [8, 0]}}, bytes(8)),
-                         "spans bytes"),
+    "offsets not a pair": (
+        safetensors_bytes({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4, 8]}}, bytes(8)),
+        "data_offsets",
+    ),
+    "offsets reversed": (
+        safetensors_bytes({"a": {"dtype": "F32", "shape": [0], "data_offsets": [8, 0]}}, bytes(8)),
+        "spans bytes",
+    ),
     "header larger than the file": (struct.pack("<Q", 2**63) + b"{}", "truncated"),
     "header not UTF-8": (safetensors_bytes(None, raw_header=b'{"\xff": 1}'), "not UTF-8"),
     "entry not an object": (safetensors_bytes({"a": [1]}), "malformed safetensors entry"),
     "header a JSON list": (struct.pack("<Q", 3) + b"[1]", "not an onnxnn, safetensors or PyTorch checkpoint"),
-    "header nested 100000 deep": (safetensors_bytes(None, raw_header=b'{"a":' + b"[" * 100000 + b"]" * 100000 + b"}"),
-                                  "nested too deeply"),
-    "repeated tensor name": (safetensors_bytes(None, bytes(8), raw_header=b'{"a": ' + json.dumps(F32x2).encode()
-                                               + b', "a": ' + json.dumps(F32x2).encode() + b"}"), "appears twice"),
+    "header nested 100000 deep": (
+        safetensors_bytes(None, raw_header=b'{"a":' + b"[" * 100000 + b"]" * 100000 + b"}"),
+        "nested too deeply",
+    ),
+    "repeated tensor name": (
+        safetensors_bytes(
+            None,
+            bytes(8),
+            raw_header=b'{"a": ' + json.dumps(F32x2).encode() + b', "a": ' + json.dumps(F32x2).encode() + b"}",
+        ),
+        "appears twice",
+    ),
     "NaN in the header": (safetensors_bytes(None, raw_header=b'{"a": NaN}'), "NaN is not JSON"),
     "metadata not a map of strings": (safetensors_bytes({"__metadata__": {"format": 1}}), "map of strings"),
 }
@@ -244,9 +312,11 @@ def test_malformed_safetensors_files_are_refused(tmp_path, name):
 
 def test_safetensors_tensors_that_tile_the_data_in_any_order_load():
     data = np.arange(3, dtype=np.float32).tobytes() + np.array([7], np.int64).tobytes()
-    header = {"late": {"dtype": "I64", "shape": [], "data_offsets": [12, 20]},
-              "empty": {"dtype": "F16", "shape": [0, 5], "data_offsets": [12, 12]},
-              "early": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]}}
+    header = {
+        "late": {"dtype": "I64", "shape": [], "data_offsets": [12, 20]},
+        "empty": {"dtype": "F16", "shape": [0, 5], "data_offsets": [12, 12]},
+        "early": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]},
+    }
     loaded = load_bytes(safetensors_bytes(header, data))
     assert list(loaded) == ["early", "empty", "late"]
     np.testing.assert_array_equal(loaded["early"].numpy(), [0.0, 1.0, 2.0])
@@ -259,8 +329,11 @@ def nested_file(document, tensors: dict | None = None) -> bytes:
     header, data, offset = {}, b"", 0
     for name, array in (tensors or {}).items():
         raw = array.tobytes()
-        header[name] = {"dtype": {"float32": "F32"}[array.dtype.name], "shape": list(array.shape),
-                        "data_offsets": [offset, offset + len(raw)]}
+        header[name] = {
+            "dtype": {"float32": "F32"}[array.dtype.name],
+            "shape": list(array.shape),
+            "data_offsets": [offset, offset + len(raw)],
+        }
         data, offset = data + raw, offset + len(raw)
     text = document if isinstance(document, str) else json.dumps(document)
     header["__metadata__"] = {"onnxnn": text}
@@ -288,22 +361,43 @@ NESTED_CASES = {
     "reference to a missing tensor": (obj({"tensor": "nope"}), W, "does not hold"),
     "unknown tag": (obj({"pickle": "cos\nsystem\n"}), {}, "unknown entry"),
     "two tags": (obj({"tuple": [], "set": []}), {}, "unknown entry"),
-    "nested 250 deep": ('{"version": 1, "kind": "object", "object": ' + "[" * 250 + "]" * 250 + "}", {},
-                        "nested more than 200 levels"),
-    "nested 100000 deep": ('{"version": 1, "kind": "object", "object": ' + "[" * 100000 + "]" * 100000 + "}", {},
-                           "nested too deeply"),
+    "nested 250 deep": (
+        '{"version": 1, "kind": "object", "object": ' + "[" * 250 + "]" * 250 + "}",
+        {},
+        "nested more than 200 levels",
+    ),
+    "nested 100000 deep": (
+        '{"version": 1, "kind": "object", "object": ' + "[" * 100000 + "]" * 100000 + "}",
+        {},
+        "nested too deeply",
+    ),
     "version a string": ({"version": "1", "kind": "object", "object": None}, {}, "int version"),
     "unknown kind": ({"version": 1, "kind": "hologram"}, {}, "unknown kind"),
-    "state_dict keys not strings": ({"version": 1, "kind": "state_dict", "container": "dict", "keys": [1]}, W,
-                                    "keys is not a list of strings"),
-    "state_dict keys repeated": ({"version": 1, "kind": "state_dict", "container": "dict", "keys": ["w", "w"]}, W,
-                                 "differ from the stored tensors"),
-    "state_dict devices not strings": ({"version": 1, "kind": "state_dict", "container": "dict", "keys": ["w"],
-                                        "devices": {"w": [1]}}, W, "devices is not a map of strings"),
-    "state_dict unknown container": ({"version": 1, "kind": "state_dict", "container": "set", "keys": ["w"]}, W,
-                                     "container"),
-    "repeated key in the document": ('{"version": 1, "version": 1, "kind": "object", "object": null}', {},
-                                     "appears twice"),
+    "state_dict keys not strings": (
+        {"version": 1, "kind": "state_dict", "container": "dict", "keys": [1]},
+        W,
+        "keys is not a list of strings",
+    ),
+    "state_dict keys repeated": (
+        {"version": 1, "kind": "state_dict", "container": "dict", "keys": ["w", "w"]},
+        W,
+        "differ from the stored tensors",
+    ),
+    "state_dict devices not strings": (
+        {"version": 1, "kind": "state_dict", "container": "dict", "keys": ["w"], "devices": {"w": [1]}},
+        W,
+        "devices is not a map of strings",
+    ),
+    "state_dict unknown container": (
+        {"version": 1, "kind": "state_dict", "container": "set", "keys": ["w"]},
+        W,
+        "container",
+    ),
+    "repeated key in the document": (
+        '{"version": 1, "version": 1, "kind": "object", "object": null}',
+        {},
+        "appears twice",
+    ),
 }
 
 

@@ -6,6 +6,7 @@ onnxnn.load must read what ``torch.save`` writes. The archive layout follows PyT
 ``archive/data.pkl`` (protocol 2), ``archive/data/<key>`` aligned to 64 bytes, ``archive/version``,
 ``archive/byteorder``.
 """
+
 from __future__ import annotations
 
 import pickletools
@@ -32,6 +33,7 @@ def torch():
 
 def to_numpy(torch_tensor) -> np.ndarray:
     import torch
+
     if torch_tensor.dtype == torch.bfloat16:
         return torch_tensor.view(torch.int16).numpy().view(BF16)
     return torch_tensor.numpy()
@@ -67,11 +69,26 @@ def test_torch_load_reads_every_dtype(tmp_path, torch, name, suffix):
 def training_checkpoint():
     model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
     shared = make(np.arange(3, dtype=np.int64))
-    return {"model": model.state_dict(), "epoch": 3, "best": float("inf"), "lr": 1e-3, "name": "ünï",
-            "history": [0.5, -0.0, None, True], "betas": (0.9, 0.999), "tags": {"a", "b"}, "blob": b"\x00\xff",
-            "empty": b"", "size": Size([2, 3]), "dtype": onnxnn.bfloat16, "device": onnxnn.device("cpu"),
-            "big": -(2**70), "ids": shared, "same_ids": shared, "nested": {1: [{"deep": (shared,)}]},
-            "many": list(range(2500))}
+    return {
+        "model": model.state_dict(),
+        "epoch": 3,
+        "best": float("inf"),
+        "lr": 1e-3,
+        "name": "ünï",
+        "history": [0.5, -0.0, None, True],
+        "betas": (0.9, 0.999),
+        "tags": {"a", "b"},
+        "blob": b"\x00\xff",
+        "empty": b"",
+        "size": Size([2, 3]),
+        "dtype": onnxnn.bfloat16,
+        "device": onnxnn.device("cpu"),
+        "big": -(2**70),
+        "ids": shared,
+        "same_ids": shared,
+        "nested": {1: [{"deep": (shared,)}]},
+        "many": list(range(2500)),
+    }
 
 
 def test_torch_load_reads_a_nested_training_checkpoint(tmp_path, torch):
@@ -92,8 +109,12 @@ def test_torch_load_reads_a_nested_training_checkpoint(tmp_path, torch):
 def test_parameters_and_requires_grad_reach_torch(tmp_path, torch):
     weight = nn.Parameter(make(np.ones(2, np.float32)))
     frozen = nn.Parameter(make(np.zeros(1, np.float32)), requires_grad=False)
-    state = {"weight": weight, "frozen": frozen, "grad": make(np.ones(1, np.float32)).requires_grad_(),
-             "plain": make(np.ones(1, np.float32))}
+    state = {
+        "weight": weight,
+        "frozen": frozen,
+        "grad": make(np.ones(1, np.float32)).requires_grad_(),
+        "plain": make(np.ones(1, np.float32)),
+    }
     save(state, tmp_path / "p.pt")
     loaded = torch.load(tmp_path / "p.pt", weights_only=True)
     assert isinstance(loaded["weight"], torch.nn.Parameter) and loaded["weight"].requires_grad
@@ -120,9 +141,17 @@ def test_onnxnn_reads_what_torch_save_writes(tmp_path, torch):
     torch_model(torch.randn(5, 3)).sum().backward()
     optimizer.step()
     view = torch.arange(12.0).reshape(3, 4).t()  # non-contiguous: a strided view of its storage
-    torch.save({"model": torch_model.state_dict(), "optimizer": optimizer.state_dict(), "view": view,
-                "half": torch.ones(2, dtype=torch.float16), "size": torch.Size([1, 2]), "empty": b""},
-               tmp_path / "torch.pt")
+    torch.save(
+        {
+            "model": torch_model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "view": view,
+            "half": torch.ones(2, dtype=torch.float16),
+            "size": torch.Size([1, 2]),
+            "empty": b"",
+        },
+        tmp_path / "torch.pt",
+    )
     loaded = load(tmp_path / "torch.pt")
     for key, value in torch_model.state_dict().items():
         np.testing.assert_array_equal(loaded["model"][key].numpy(), value.numpy(), err_msg=key)
@@ -155,8 +184,15 @@ def local_data_offsets(path) -> dict[str, int]:
 def test_archive_layout_is_pytorchs(tmp_path):
     save(OrderedDict(a=make(np.ones(3, np.float32)), b=make(np.ones((2, 2), np.float16))), tmp_path / "m.pt")
     offsets = local_data_offsets(tmp_path / "m.pt")
-    assert list(offsets) == ["archive/data.pkl", "archive/.format_version", "archive/.storage_alignment",
-                             "archive/byteorder", "archive/data/0", "archive/data/1", "archive/version"]
+    assert list(offsets) == [
+        "archive/data.pkl",
+        "archive/.format_version",
+        "archive/.storage_alignment",
+        "archive/byteorder",
+        "archive/data/0",
+        "archive/data/1",
+        "archive/version",
+    ]
     assert all(offset % 64 == 0 for offset in offsets.values())
     with zipfile.ZipFile(tmp_path / "m.pt") as archive:
         assert archive.read("archive/version") == b"3\n"

@@ -11,6 +11,7 @@ whose magnitudes are ``(I + |W|) |x| + |b|``; an error carried in from earlier l
 most ``I + |W|``. So two evaluations differ by at most ``2 * gamma(layers * (width + 2)) * M``, with
 ``M`` the chain run on ``|x|`` with ``I + |W|`` and ``|b|`` (Higham, section 3.5).
 """
+
 from __future__ import annotations
 
 import numpy as np

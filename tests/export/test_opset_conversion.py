@@ -3,6 +3,7 @@
 onnx's converter has no adapter taking ``Pad`` below opset 18; a ``Pad`` without ``axes`` means
 the same from opset 11 on, so models with padding export at every opset onnxnn supports.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -56,8 +57,7 @@ def test_a_training_step_with_padding_exports_at_the_lowest_opset():
     model = nn.Conv2d(2, 3, 3, padding=1, padding_mode="reflect")
     x, target = onnxnn.randn(2, 2, 5, 5), onnxnn.randn(2, 3, 5, 5)
     optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.1)
-    proto, signature = training_step_to_onnx(model, F.mse_loss, optimizer, (x, target),
-                                             opset_version=MIN_OPSET_VERSION)
+    proto, signature = training_step_to_onnx(model, F.mse_loss, optimizer, (x, target), opset_version=MIN_OPSET_VERSION)
     assert {(entry.domain, entry.version) for entry in proto.opset_import} == {("", MIN_OPSET_VERSION)}
     session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     feeds = {**signature.initial_state, **dict(zip(signature.batch, (x.numpy(), target.numpy())))}

@@ -1,4 +1,5 @@
 """to_onnx: exported graphs run in plain onnxruntime with the module's outputs and names."""
+
 from __future__ import annotations
 
 import io
@@ -31,8 +32,12 @@ class FlattenNet(nn.Module):
         return self.head(self.norm(hidden.view(x.size(0), -1)))
 
     def chain_steps(self, shape):
-        return (chain_steps(self.features) + [relu_step(), ("reshape", (shape[0], -1))]
-                + chain_steps(self.norm) + chain_steps(self.head))
+        return (
+            chain_steps(self.features)
+            + [relu_step(), ("reshape", (shape[0], -1))]
+            + chain_steps(self.norm)
+            + chain_steps(self.head)
+        )
 
 
 def _session(proto):
@@ -68,8 +73,13 @@ def test_exported_model_matches_the_module_in_onnxruntime(name, build, shape):
 @pytest.mark.parametrize("name, build, shape", MODELS, ids=[m[0] for m in MODELS])
 def test_dynamic_batch_axis_runs_at_other_sizes(name, build, shape):
     model = build().eval()
-    proto = to_onnx(model, onnxnn.randn(*shape), input_names=["x"], output_names=["y"],
-                    dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    proto = to_onnx(
+        model,
+        onnxnn.randn(*shape),
+        input_names=["x"],
+        output_names=["y"],
+        dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
+    )
     assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
     assert proto.graph.output[0].type.tensor_type.shape.dim[0].dim_param == "batch"
     session = _session(proto)
@@ -137,12 +147,15 @@ def test_multiple_inputs_and_outputs_keep_their_names_and_order():
     np.testing.assert_array_equal(product, a.numpy() * b.numpy())
 
 
-@pytest.mark.parametrize("kwargs, error, message", [
-    ({"opset_version": 12}, ValueError, "opset_version 12 is not supported"),
-    ({"opset_version": 99}, ValueError, "opset_version 99 is not supported"),
-    ({"input_names": ["a", "b"]}, ValueError, "2 input_names given for 1 inputs"),
-    ({"dynamic_axes": {"nope": [0]}}, ValueError, "dynamic_axes names 'nope'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"opset_version": 12}, ValueError, "opset_version 12 is not supported"),
+        ({"opset_version": 99}, ValueError, "opset_version 99 is not supported"),
+        ({"input_names": ["a", "b"]}, ValueError, "2 input_names given for 1 inputs"),
+        ({"dynamic_axes": {"nope": [0]}}, ValueError, "dynamic_axes names 'nope'"),
+    ],
+)
 def test_bad_arguments_are_clear_errors(kwargs, error, message):
     with pytest.raises(error, match=message):
         to_onnx(nn.Linear(2, 2).eval(), onnxnn.randn(1, 2), **kwargs)
@@ -157,14 +170,20 @@ def test_state_named_like_generated_names_re_exports():
     """Optimized models name folded weights like onnxnn's generated names ("node_0_0",
     "onnxnn::constant_0"); re-exporting the imported module must keep the graph SSA."""
     graph = helper.make_graph(
-        [helper.make_node("Add", ["x", "node_0_0"], ["a"]),
-         helper.make_node("Mul", ["a", "onnxnn::constant_0"], ["b"]),
-         helper.make_node("Constant", [], ["c"], value=helper.make_tensor("c", TensorProto.FLOAT, [2], [3.0, 4.0])),
-         helper.make_node("Add", ["b", "c"], ["y"])],
-        "names", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [
+            helper.make_node("Add", ["x", "node_0_0"], ["a"]),
+            helper.make_node("Mul", ["a", "onnxnn::constant_0"], ["b"]),
+            helper.make_node("Constant", [], ["c"], value=helper.make_tensor("c", TensorProto.FLOAT, [2], [3.0, 4.0])),
+            helper.make_node("Add", ["b", "c"], ["y"]),
+        ],
+        "names",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
-        [helper.make_tensor("node_0_0", TensorProto.FLOAT, [2], [1.0, 2.0]),
-         helper.make_tensor("onnxnn::constant_0", TensorProto.FLOAT, [2], [5.0, 6.0])])
+        [
+            helper.make_tensor("node_0_0", TensorProto.FLOAT, [2], [1.0, 2.0]),
+            helper.make_tensor("onnxnn::constant_0", TensorProto.FLOAT, [2], [5.0, 6.0]),
+        ],
+    )
     module = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])).eval()
     x = np.array([0.5, -1.0], np.float32)
     proto = to_onnx(module, onnxnn.tensor(x), input_names=["x"])

@@ -1,4 +1,5 @@
 """training_step_to_onnx: N runs in plain onnxruntime equal N onnxnn training steps."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -85,8 +86,9 @@ def test_a_loss_that_is_not_a_scalar_is_rejected_and_nothing_changes():
     optimizer = onnxnn.optim.SGD(net.parameters(), lr=0.1)
     before = net.weight.detach().numpy().copy()
     with pytest.raises(ValueError, match="one-element tensor"):
-        training_step_to_onnx(net, lambda out, target: out - target, optimizer,
-                              (onnxnn.randn(3, 2), onnxnn.randn(3, 2)))
+        training_step_to_onnx(
+            net, lambda out, target: out - target, optimizer, (onnxnn.randn(3, 2), onnxnn.randn(3, 2))
+        )
     np.testing.assert_array_equal(net.weight.detach().numpy(), before)
 
 

@@ -4,6 +4,7 @@
 when the seed has them) into ``folder`` and returns a short description of what was mutated.
 Everything is drawn from ``rng``, so a seed gives the same sequence of cases on every machine.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,55 +29,104 @@ def _model(nodes, inputs, outputs, initializers=(), sparse=(), opset=21) -> onnx
 
 def mlp() -> onnx.ModelProto:
     rng = np.random.default_rng(1)
-    weights = [_init("w1", rng.standard_normal((4, 8)).astype(np.float32)), _init("b1", np.zeros(8, np.float32)),
-               _init("w2", rng.standard_normal((8, 2)).astype(np.float32)), _init("b2", np.ones(2, np.float32))]
-    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h0"], name="fc1"), helper.make_node("Add", ["h0", "b1"], ["h1"]),
-             helper.make_node("Relu", ["h1"], ["h2"], name="relu"),
-             helper.make_node("Gemm", ["h2", "w2", "b2"], ["y"], name="fc2", alpha=1.0, beta=1.0, transB=0)]
-    return _model(nodes, [helper.make_tensor_value_info("x", FLOAT, ["batch", 4])],
-                  [helper.make_tensor_value_info("y", FLOAT, ["batch", 2])], weights)
+    weights = [
+        _init("w1", rng.standard_normal((4, 8)).astype(np.float32)),
+        _init("b1", np.zeros(8, np.float32)),
+        _init("w2", rng.standard_normal((8, 2)).astype(np.float32)),
+        _init("b2", np.ones(2, np.float32)),
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h0"], name="fc1"),
+        helper.make_node("Add", ["h0", "b1"], ["h1"]),
+        helper.make_node("Relu", ["h1"], ["h2"], name="relu"),
+        helper.make_node("Gemm", ["h2", "w2", "b2"], ["y"], name="fc2", alpha=1.0, beta=1.0, transB=0),
+    ]
+    return _model(
+        nodes,
+        [helper.make_tensor_value_info("x", FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("y", FLOAT, ["batch", 2])],
+        weights,
+    )
 
 
 def cnn() -> onnx.ModelProto:
     rng = np.random.default_rng(2)
-    weights = [_init("conv.weight", rng.standard_normal((4, 3, 3, 3)).astype(np.float32)),
-               _init("conv.bias", np.zeros(4, np.float32)), _init("bn.scale", np.ones(4, np.float32)),
-               _init("bn.bias", np.zeros(4, np.float32)), _init("bn.mean", np.zeros(4, np.float32)),
-               _init("bn.var", np.ones(4, np.float32)),
-               _init("fc.weight", rng.standard_normal((4, 3)).astype(np.float32)),
-               _init("perm_shape", np.array([0, -1], np.int64))]
-    nodes = [helper.make_node("Conv", ["x", "conv.weight", "conv.bias"], ["c"], name="conv", kernel_shape=[3, 3],
-                              pads=[1, 1, 1, 1], strides=[1, 1], dilations=[1, 1], group=1),
-             helper.make_node("BatchNormalization", ["c", "bn.scale", "bn.bias", "bn.mean", "bn.var"], ["n"], name="bn",
-                              epsilon=1e-5),
-             helper.make_node("Relu", ["n"], ["r"]),
-             helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
-             helper.make_node("Transpose", ["p"], ["t"], name="transpose", perm=[0, 2, 3, 1]),
-             helper.make_node("GlobalAveragePool", ["p"], ["g"], name="gap"),
-             helper.make_node("Reshape", ["g", "perm_shape"], ["f"], name="flatten"),
-             helper.make_node("MatMul", ["f", "fc.weight"], ["logits"], name="fc"),
-             helper.make_node("Softmax", ["logits"], ["y"], name="softmax", axis=-1),
-             helper.make_node("Concat", ["t", "t"], ["tt"], name="concat", axis=3)]
-    return _model(nodes, [helper.make_tensor_value_info("x", FLOAT, ["batch", 3, 8, 8])],
-                  [helper.make_tensor_value_info("y", FLOAT, ["batch", 3]),
-                   helper.make_tensor_value_info("tt", FLOAT, ["batch", 4, 4, 8])], weights)
+    weights = [
+        _init("conv.weight", rng.standard_normal((4, 3, 3, 3)).astype(np.float32)),
+        _init("conv.bias", np.zeros(4, np.float32)),
+        _init("bn.scale", np.ones(4, np.float32)),
+        _init("bn.bias", np.zeros(4, np.float32)),
+        _init("bn.mean", np.zeros(4, np.float32)),
+        _init("bn.var", np.ones(4, np.float32)),
+        _init("fc.weight", rng.standard_normal((4, 3)).astype(np.float32)),
+        _init("perm_shape", np.array([0, -1], np.int64)),
+    ]
+    nodes = [
+        helper.make_node(
+            "Conv",
+            ["x", "conv.weight", "conv.bias"],
+            ["c"],
+            name="conv",
+            kernel_shape=[3, 3],
+            pads=[1, 1, 1, 1],
+            strides=[1, 1],
+            dilations=[1, 1],
+            group=1,
+        ),
+        helper.make_node(
+            "BatchNormalization", ["c", "bn.scale", "bn.bias", "bn.mean", "bn.var"], ["n"], name="bn", epsilon=1e-5
+        ),
+        helper.make_node("Relu", ["n"], ["r"]),
+        helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Transpose", ["p"], ["t"], name="transpose", perm=[0, 2, 3, 1]),
+        helper.make_node("GlobalAveragePool", ["p"], ["g"], name="gap"),
+        helper.make_node("Reshape", ["g", "perm_shape"], ["f"], name="flatten"),
+        helper.make_node("MatMul", ["f", "fc.weight"], ["logits"], name="fc"),
+        helper.make_node("Softmax", ["logits"], ["y"], name="softmax", axis=-1),
+        helper.make_node("Concat", ["t", "t"], ["tt"], name="concat", axis=3),
+    ]
+    return _model(
+        nodes,
+        [helper.make_tensor_value_info("x", FLOAT, ["batch", 3, 8, 8])],
+        [
+            helper.make_tensor_value_info("y", FLOAT, ["batch", 3]),
+            helper.make_tensor_value_info("tt", FLOAT, ["batch", 4, 4, 8]),
+        ],
+        weights,
+    )
 
 
 def with_if() -> onnx.ModelProto:
     then_branch = helper.make_graph(
-        [helper.make_node("Constant", [], ["k"], value=_init("k_value", np.full(4, 2.0, np.float32)), name="k"),
-         helper.make_node("Mul", ["x", "k"], ["then_out"], name="scale")],
-        "then", [], [helper.make_tensor_value_info("then_out", FLOAT, ["batch", 4])])
+        [
+            helper.make_node("Constant", [], ["k"], value=_init("k_value", np.full(4, 2.0, np.float32)), name="k"),
+            helper.make_node("Mul", ["x", "k"], ["then_out"], name="scale"),
+        ],
+        "then",
+        [],
+        [helper.make_tensor_value_info("then_out", FLOAT, ["batch", 4])],
+    )
     else_branch = helper.make_graph(
-        [helper.make_node("Gather", ["x", "index"], ["gathered"], name="gather", axis=1),
-         helper.make_node("Tile", ["gathered", "repeats"], ["else_out"], name="tile")],
-        "else", [], [helper.make_tensor_value_info("else_out", FLOAT, ["batch", 4])],
-        [_init("index", np.array([0, 1], np.int64)), _init("repeats", np.array([1, 2], np.int64))])
-    nodes = [helper.make_node("ReduceSum", ["x"], ["total"], name="sum", keepdims=0),
-             helper.make_node("Greater", ["total", "zero"], ["cond"], name="positive"),
-             helper.make_node("If", ["cond"], ["y"], name="branch", then_branch=then_branch, else_branch=else_branch)]
-    return _model(nodes, [helper.make_tensor_value_info("x", FLOAT, ["batch", 4])],
-                  [helper.make_tensor_value_info("y", FLOAT, ["batch", 4])], [_init("zero", np.float32(0.0))])
+        [
+            helper.make_node("Gather", ["x", "index"], ["gathered"], name="gather", axis=1),
+            helper.make_node("Tile", ["gathered", "repeats"], ["else_out"], name="tile"),
+        ],
+        "else",
+        [],
+        [helper.make_tensor_value_info("else_out", FLOAT, ["batch", 4])],
+        [_init("index", np.array([0, 1], np.int64)), _init("repeats", np.array([1, 2], np.int64))],
+    )
+    nodes = [
+        helper.make_node("ReduceSum", ["x"], ["total"], name="sum", keepdims=0),
+        helper.make_node("Greater", ["total", "zero"], ["cond"], name="positive"),
+        helper.make_node("If", ["cond"], ["y"], name="branch", then_branch=then_branch, else_branch=else_branch),
+    ]
+    return _model(
+        nodes,
+        [helper.make_tensor_value_info("x", FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("y", FLOAT, ["batch", 4])],
+        [_init("zero", np.float32(0.0))],
+    )
 
 
 def external() -> onnx.ModelProto:
@@ -121,10 +171,30 @@ def _set_external(tensor: TensorProto, location: str, offset: int, length: int) 
 
 # ----------------------------------------------------------------------------- structure-aware mutations
 
-INTERESTING_INTS = [-2 ** 63, -2 ** 31, -5, -2, -1, 0, 1, 2, 3, 4, 5, 7, 2 ** 20, 2 ** 31, 2 ** 40, 2 ** 63 - 1]
+INTERESTING_INTS = [-(2**63), -(2**31), -5, -2, -1, 0, 1, 2, 3, 4, 5, 7, 2**20, 2**31, 2**40, 2**63 - 1]
 INTERESTING_FLOATS = [float("nan"), float("inf"), -float("inf"), -1.0, 0.0, 1e-30, 1e30]
-OP_TYPES = ["Transpose", "Reshape", "Concat", "Gather", "Softmax", "Conv", "MaxPool", "If", "Loop", "Split", "Slice",
-            "ConstantOfShape", "Expand", "Tile", "Pad", "Resize", "TopK", "NonZero", "Einsum", "Unknown"]
+OP_TYPES = [
+    "Transpose",
+    "Reshape",
+    "Concat",
+    "Gather",
+    "Softmax",
+    "Conv",
+    "MaxPool",
+    "If",
+    "Loop",
+    "Split",
+    "Slice",
+    "ConstantOfShape",
+    "Expand",
+    "Tile",
+    "Pad",
+    "Resize",
+    "TopK",
+    "NonZero",
+    "Einsum",
+    "Unknown",
+]
 DOMAINS = ["", "ai.onnx.ml", "com.microsoft", "ai.onnx.preview.training", "org.example"]
 
 
@@ -154,8 +224,12 @@ def _tensors(model):
 
 
 def _value_infos(model):
-    return [info for graph in _all_graphs(model.graph) for info in list(graph.input) + list(graph.output)
-            + list(graph.value_info) if info.type.HasField("tensor_type")]
+    return [
+        info
+        for graph in _all_graphs(model.graph)
+        for info in list(graph.input) + list(graph.output) + list(graph.value_info)
+        if info.type.HasField("tensor_type")
+    ]
 
 
 def _pick(rng, items):
@@ -190,16 +264,16 @@ def mutate_dims(rng, model):
         if tensor is None:
             return "no tensor"
         if len(tensor.dims) and rng.random() < 0.7:
-            tensor.dims[int(rng.integers(len(tensor.dims)))] = int(_pick(rng, [2 ** 40, 2 ** 31, -1, 0, 3, 2 ** 62]))
+            tensor.dims[int(rng.integers(len(tensor.dims)))] = int(_pick(rng, [2**40, 2**31, -1, 0, 3, 2**62]))
         else:
-            tensor.dims.append(int(_pick(rng, [2 ** 40, 0, 2])))
+            tensor.dims.append(int(_pick(rng, [2**40, 0, 2])))
         return f"dims of tensor {tensor.name}"
     info = _pick(rng, _value_infos(model))
     dims = info.type.tensor_type.shape.dim
     if len(dims):
-        dims[int(rng.integers(len(dims)))].dim_value = int(_pick(rng, [2 ** 40, 0, 1, 7, 2 ** 62]))
+        dims[int(rng.integers(len(dims)))].dim_value = int(_pick(rng, [2**40, 0, 1, 7, 2**62]))
     else:
-        dims.add().dim_value = 2 ** 40
+        dims.add().dim_value = 2**40
     return f"dims of value {info.name}"
 
 
@@ -254,10 +328,21 @@ def mutate_external(rng, model):
     if tensor.data_location != TensorProto.EXTERNAL:
         _set_external(tensor, "weights.bin", 0, 16)
     entry = _pick(rng, tensor.external_data)
-    values = {"location": ["../secret.bin", "/etc/hostname", "missing.bin", "sub/../../secret.bin", "", ".",
-                           "weights.bin\0x", "link.bin", "sparse.bin"],
-              "offset": ["-1", "99999999999", "1e3", "0", "4", " 8", "18446744073709551617"],
-              "length": ["-4", "0", "3", "99999999999", "abc", "16"]}
+    values = {
+        "location": [
+            "../secret.bin",
+            "/etc/hostname",
+            "missing.bin",
+            "sub/../../secret.bin",
+            "",
+            ".",
+            "weights.bin\0x",
+            "link.bin",
+            "sparse.bin",
+        ],
+        "offset": ["-1", "99999999999", "1e3", "0", "4", " 8", "18446744073709551617"],
+        "length": ["-4", "0", "3", "99999999999", "abc", "16"],
+    }
     key = _pick(rng, ["location", "offset", "length"])
     if entry is not None and rng.random() < 0.2:
         entry.key = _pick(rng, ["checksum", "basepath", "locatio"])
@@ -284,6 +369,7 @@ STRUCTURAL = [mutate_attribute, mutate_dims, mutate_dtype, mutate_values, mutate
 
 # ----------------------------------------------------------------------------- byte-level mutations
 
+
 def _names(model) -> list[str]:
     names = [node.name for node in _nodes(model) if node.name]
     names += [tensor.name for tensor in _tensors(model) if tensor.name]
@@ -298,7 +384,7 @@ def bad_utf8(rng, model, data: bytes) -> tuple[bytes, str]:
     if position < 0:
         return data, "no name"
     index = position + int(rng.integers(len(name)))
-    return data[:index] + bytes([int(_pick(rng, [0xff, 0xc3, 0x80, 0xed]))]) + data[index + 1:], "bad utf-8"
+    return data[:index] + bytes([int(_pick(rng, [0xFF, 0xC3, 0x80, 0xED]))]) + data[index + 1 :], "bad utf-8"
 
 
 def bytes_level(rng, data: bytes) -> tuple[bytes, str]:
@@ -309,13 +395,13 @@ def bytes_level(rng, data: bytes) -> tuple[bytes, str]:
             array[int(rng.integers(len(array)))] = int(rng.integers(256))
         return bytes(array), "byte flips"
     if choice == 1:
-        return bytes(array[:int(rng.integers(len(array)))]), "truncated"
+        return bytes(array[: int(rng.integers(len(array)))]), "truncated"
     if choice == 2:
         start = int(rng.integers(len(array)))
-        return bytes(array[:start] + array[start:start + int(rng.integers(1, 64))] * 2 + array[start:]), "duplicated"
+        return bytes(array[:start] + array[start : start + int(rng.integers(1, 64))] * 2 + array[start:]), "duplicated"
     if choice == 3:
         start = int(rng.integers(len(array)))
-        del array[start:start + int(rng.integers(1, 16))]
+        del array[start : start + int(rng.integers(1, 16))]
         return bytes(array), "deleted"
     position = int(rng.integers(len(array)))
     array[position:position] = bytes(rng.integers(0, 256, int(rng.integers(1, 16)), dtype=np.uint8))
@@ -323,6 +409,7 @@ def bytes_level(rng, data: bytes) -> tuple[bytes, str]:
 
 
 # ----------------------------------------------------------------------------- cases
+
 
 def make_case(rng: np.random.Generator, folder: str) -> str:
     """Writes one mutated seed model (and its data files) into ``folder``; returns what was done."""

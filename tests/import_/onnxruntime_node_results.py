@@ -12,6 +12,7 @@ onnxruntime::
 
     .venv/bin/python tests/import_/onnxruntime_node_results.py
 """
+
 from __future__ import annotations
 
 import functools
@@ -30,6 +31,7 @@ RESULTS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "onnxrun
 def node_test_cases() -> tuple:
     """Every node test case of the installed onnx: ``(name, model, data_sets, rtol, atol)`` tuples."""
     from onnx.backend.test.case import node
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the case generators overflow casts on purpose
         cases = node.collect_testcases(None)
@@ -76,7 +78,7 @@ def mismatch(expected, actual, rtol: float, atol: float) -> str | None:
         return f"dtype {actual.dtype}, expected {expected.dtype}"
     tolerance = rtol
     if actual.dtype.name == "bfloat16":
-        tolerance = max(rtol, 2 ** -6)
+        tolerance = max(rtol, 2**-6)
         actual, expected = actual.astype(np.float32), expected.astype(np.float32)
     try:
         np.testing.assert_allclose(actual, expected, rtol=tolerance, atol=atol)
@@ -109,6 +111,7 @@ def onnxnn_runner(model: onnx.ModelProto):
     import onnxnn.backend
     from onnxnn.kernels import executor as kernels_executor
     from onnxnn.runtime import realization as executor
+
     executor.clear_cache()
     kernels_executor.clear_cache()
     return onnxnn.backend.prepare(model).run
@@ -133,6 +136,7 @@ def failing_cases(cases, selected: set, make_runner) -> dict[str, str]:
 
 def _onnxruntime_runner(model: onnx.ModelProto):
     import onnxruntime
+
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 4
     session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
@@ -156,6 +160,7 @@ def onnxruntime_passing(cases=None) -> list[str]:
 
 def versions() -> dict:
     import onnxruntime
+
     return {"onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
 
 

@@ -6,6 +6,7 @@ Every node test case that ships with onnx (``onnx.backend.test.case.node``) is r
 machine (stored by ``onnxruntime_node_results.py``): onnxnn must pass at least 95% of it, and the
 tests it fails must be exactly ``KNOWN_FAILURES``, each with its reason.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,13 @@ import pytest
 import onnxnn
 import onnxnn.backend
 
-from .onnxruntime_node_results import (failing_cases, node_test_cases, onnxnn_runner, onnxruntime_passing,
-                                      stored_onnxruntime_passing)
+from .onnxruntime_node_results import (
+    failing_cases,
+    node_test_cases,
+    onnxnn_runner,
+    onnxruntime_passing,
+    stored_onnxruntime_passing,
+)
 
 REQUIRED_SHARE = 0.95
 
@@ -32,22 +38,36 @@ def _by_dtype(reason: str, *names: str) -> dict[str, str]:
 # cannot hold (as PyTorch's cannot), one opset conversion onnx's converter gets wrong, and one float16
 # case where rounding every op to float16 lands 2 ulps from the expected output.
 KNOWN_FAILURES: dict[str, str] = {
-    **_by_dtype(_STRING, "test_ai_onnx_ml_label_encoder_string_int",
-                "test_ai_onnx_ml_label_encoder_string_int_no_default", "test_ai_onnx_ml_label_encoder_tensor_mapping",
-                "test_ai_onnx_ml_label_encoder_tensor_value_only_mapping", "test_equal_string",
-                "test_equal_string_broadcast", "test_regex_full_match_basic", "test_regex_full_match_email_domain",
-                "test_regex_full_match_empty", "test_string_concat", "test_string_concat_broadcasting",
-                "test_string_concat_empty_string", "test_string_concat_utf8", "test_string_concat_zero_dimensional",
-                "test_string_split_basic", "test_string_split_consecutive_delimiters",
-                "test_string_split_empty_string_delimiter", "test_string_split_empty_tensor",
-                "test_string_split_maxsplit", "test_string_split_no_delimiter",
-                "test_strnormalizer_export_monday_casesensintive_nochangecase",
-                "test_strnormalizer_nostopwords_nochangecase"),
+    **_by_dtype(
+        _STRING,
+        "test_ai_onnx_ml_label_encoder_string_int",
+        "test_ai_onnx_ml_label_encoder_string_int_no_default",
+        "test_ai_onnx_ml_label_encoder_tensor_mapping",
+        "test_ai_onnx_ml_label_encoder_tensor_value_only_mapping",
+        "test_equal_string",
+        "test_equal_string_broadcast",
+        "test_regex_full_match_basic",
+        "test_regex_full_match_email_domain",
+        "test_regex_full_match_empty",
+        "test_string_concat",
+        "test_string_concat_broadcasting",
+        "test_string_concat_empty_string",
+        "test_string_concat_utf8",
+        "test_string_concat_zero_dimensional",
+        "test_string_split_basic",
+        "test_string_split_consecutive_delimiters",
+        "test_string_split_empty_string_delimiter",
+        "test_string_split_empty_tensor",
+        "test_string_split_maxsplit",
+        "test_string_split_no_delimiter",
+        "test_strnormalizer_export_monday_casesensintive_nochangecase",
+        "test_strnormalizer_nostopwords_nochangecase",
+    ),
     "test_attention_4d_causal_fp16_expanded": "float16: every op of the expanded graph rounds its result to "
-                                              "float16 (as PyTorch's and the kernels executor's do); 2 of 192 "
-                                              "elements land 2 ulps from the expected output, beyond rtol 1e-3",
+    "float16 (as PyTorch's and the kernels executor's do); 2 of 192 "
+    "elements land 2 ulps from the expected output, beyond rtol 1e-3",
     "test_scan_sum": "opset 8 Scan: onnx.version_converter's Scan 8->9 adapter drops the batch axis of the "
-                     "graph inputs, so from_onnx refuses the conversion",
+    "graph inputs, so from_onnx refuses the conversion",
 }
 
 
@@ -62,8 +82,10 @@ def conformance() -> dict:
     failures = failing_cases(cases, set(passing), onnxnn_runner)
     total = len(cases)
     passed = len(passing) - len(failures)
-    print(f"\nONNX node tests: onnxruntime passes {len(passing)} of {total}; onnxnn passes {passed} of those "
-          f"{len(passing)} ({100.0 * passed / max(len(passing), 1):.1f}%)")
+    print(
+        f"\nONNX node tests: onnxruntime passes {len(passing)} of {total}; onnxnn passes {passed} of those "
+        f"{len(passing)} ({100.0 * passed / max(len(passing), 1):.1f}%)"
+    )
     return {"onnxruntime": passing, "failures": failures}
 
 
@@ -72,8 +94,8 @@ def test_onnxnn_passes_most_node_tests_onnxruntime_passes(conformance):
     passed = len(passing) - len(conformance["failures"])
     assert len(passing) > 1000, "the node test collection looks incomplete"
     assert passed >= REQUIRED_SHARE * len(passing), (
-        f"onnxnn passes {passed} of the {len(passing)} node tests onnxruntime passes, "
-        f"below {REQUIRED_SHARE:.0%}")
+        f"onnxnn passes {passed} of the {len(passing)} node tests onnxruntime passes, below {REQUIRED_SHARE:.0%}"
+    )
 
 
 def test_failing_node_tests_are_exactly_the_known_failures(conformance):
@@ -81,7 +103,8 @@ def test_failing_node_tests_are_exactly_the_known_failures(conformance):
     new = {name: problem for name, problem in sorted(failures.items()) if name not in KNOWN_FAILURES}
     fixed = sorted(set(KNOWN_FAILURES) & set(conformance["onnxruntime"]) - set(failures))
     assert not new, "node tests failing that are not in KNOWN_FAILURES:\n" + "\n".join(
-        f"  {name}: {problem}" for name, problem in new.items())
+        f"  {name}: {problem}" for name, problem in new.items()
+    )
     assert not fixed, f"KNOWN_FAILURES lists tests that pass now; remove them: {fixed}"
 
 
@@ -93,11 +116,16 @@ def test_known_failures_are_tests_onnxruntime_passes(conformance):
 
 # ----------------------------------------------------------------------------- the backend API
 
+
 def _add_model():
     from onnx import TensorProto, helper
-    graph = helper.make_graph([helper.make_node("Add", ["a", "b"], ["sum"]), helper.make_node("Neg", ["a"], ["neg"])],
-                              "add", [helper.make_tensor_value_info(name, TensorProto.FLOAT, [2]) for name in "ab"],
-                              [helper.make_tensor_value_info(name, TensorProto.FLOAT, [2]) for name in ("sum", "neg")])
+
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["sum"]), helper.make_node("Neg", ["a"], ["neg"])],
+        "add",
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, [2]) for name in "ab"],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, [2]) for name in ("sum", "neg")],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
 
 
@@ -118,6 +146,7 @@ def test_prepare_runs_a_model_repeatedly(inputs):
 def test_run_model_and_run_node():
     np.testing.assert_array_equal(onnxnn.backend.run_model(_add_model(), [A, B])[0], A + B)
     from onnx import helper
+
     node = helper.make_node("Mul", ["x", "y"], ["z"])
     np.testing.assert_array_equal(onnxnn.backend.run_node(node, [A, B])[0], A * B)
     softmax = helper.make_node("Softmax", ["x"], ["y"], axis=0)
@@ -137,10 +166,12 @@ def test_onnx_backend_test_machinery_runs_on_onnxnn():
     import unittest
 
     import onnx.backend.test
+
     backend_test = onnx.backend.test.BackendTest(onnxnn.backend, __name__)
     backend_test.include(r"^test_(single_relu_model|sign_model|expand_shape_model1|operator_add_broadcast)_cpu$")
-    suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(case)
-                               for case in backend_test.test_cases.values())
+    suite = unittest.TestSuite(
+        unittest.defaultTestLoader.loadTestsFromTestCase(case) for case in backend_test.test_cases.values()
+    )
     result = unittest.TextTestRunner(stream=open(os.devnull, "w")).run(suite)
     assert result.testsRun - len(result.skipped) == 4
     assert result.wasSuccessful(), result.failures + result.errors

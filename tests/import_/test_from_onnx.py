@@ -3,6 +3,7 @@
 Expected values come from the onnxnn modules that were exported, from onnxruntime running the
 same ONNX model, and from finite differences.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,6 +26,7 @@ FLOAT, INT64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 
 
 # ----------------------------------------------------------------------------- helpers
+
 
 def make_model(nodes, inputs, outputs, initializers=(), opset=21, **kwargs) -> onnx.ModelProto:
     graph = helper.make_graph(nodes, "test", inputs, outputs, list(initializers))
@@ -106,6 +108,7 @@ def exported_state(model: nn.Module) -> dict:
 
 # ----------------------------------------------------------------------------- round trips
 
+
 @pytest.mark.parametrize("name", sorted(ROUND_TRIP_MODELS))
 def test_round_trip_gives_the_same_outputs(name):
     model, x, proto = exported(name)
@@ -168,10 +171,12 @@ def test_round_trip_loads_the_original_state_dict():
 def test_parameters_are_trainable_and_other_initializers_are_buffers():
     weight = numpy_helper.from_array(np.ones((2, 2), np.float32), "weight")
     shape = numpy_helper.from_array(np.array([4], np.int64), "shape")
-    proto = make_model([helper.make_node("MatMul", ["x", "weight"], ["h"]),
-                        helper.make_node("Reshape", ["h", "shape"], ["y"])],
-                       [helper.make_tensor_value_info("x", FLOAT, [2, 2])],
-                       [helper.make_tensor_value_info("y", FLOAT, [4])], [weight, shape])
+    proto = make_model(
+        [helper.make_node("MatMul", ["x", "weight"], ["h"]), helper.make_node("Reshape", ["h", "shape"], ["y"])],
+        [helper.make_tensor_value_info("x", FLOAT, [2, 2])],
+        [helper.make_tensor_value_info("y", FLOAT, [4])],
+        [weight, shape],
+    )
     imported = from_onnx(proto)
     assert [name for name, p in imported.named_parameters() if p.requires_grad] == ["weight"]
     assert [name for name, _ in imported.named_buffers()] == ["shape"]
@@ -180,16 +185,29 @@ def test_parameters_are_trainable_and_other_initializers_are_buffers():
 
 # ----------------------------------------------------------------------------- names
 
-ODD_NAMES = ["layer1.0.conv1.weight", "layer1.0.conv1.bias", "onnx::Add_12", "block", "block.scale", "x..y",
-             "training", "forward.weight"]
+ODD_NAMES = [
+    "layer1.0.conv1.weight",
+    "layer1.0.conv1.bias",
+    "onnx::Add_12",
+    "block",
+    "block.scale",
+    "x..y",
+    "training",
+    "forward.weight",
+]
 
 
 def odd_names_model() -> onnx.ModelProto:
-    initializers = [numpy_helper.from_array(np.full((2,), index + 1, np.float32), name)
-                    for index, name in enumerate(ODD_NAMES)]
+    initializers = [
+        numpy_helper.from_array(np.full((2,), index + 1, np.float32), name) for index, name in enumerate(ODD_NAMES)
+    ]
     node = helper.make_node("Sum", ["x"] + ODD_NAMES, ["y"])
-    return make_model([node], [helper.make_tensor_value_info("x", FLOAT, [2])],
-                      [helper.make_tensor_value_info("y", FLOAT, [2])], initializers)
+    return make_model(
+        [node],
+        [helper.make_tensor_value_info("x", FLOAT, [2])],
+        [helper.make_tensor_value_info("y", FLOAT, [2])],
+        initializers,
+    )
 
 
 def test_state_dict_keys_are_the_initializer_names_whatever_they_are():
@@ -213,12 +231,14 @@ def test_odd_names_load_back_from_their_own_state_dict(prefix):
     assert not result.missing_keys and not result.unexpected_keys
     with onnxnn.no_grad():
         np.testing.assert_allclose(imported(np.zeros(2, np.float32)).numpy(), [16.0, 16.0])
-    with pytest.raises(RuntimeError, match=r'Missing key\(s\) in state_dict: "' + prefix.replace(".", r"\.")
-                       + 'onnx::Add_12"'):
+    with pytest.raises(
+        RuntimeError, match=r'Missing key\(s\) in state_dict: "' + prefix.replace(".", r"\.") + 'onnx::Add_12"'
+    ):
         container.load_state_dict({k: v for k, v in state.items() if k != prefix + "onnx::Add_12"})
 
 
 # ----------------------------------------------------------------------------- training
+
 
 def test_backward_fills_gradients_matching_finite_differences():
     model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)).double().eval()
@@ -288,76 +308,117 @@ def test_hooks_on_an_imported_model_fire():
         zeros_out = imported.get_parameter("0.bias").detach().relu() @ imported.get_parameter("2.weight").detach().t()
     first_bias = np.maximum(imported.get_parameter("0.bias").detach().numpy(), 0)
     second_weight = imported.get_parameter("2.weight").detach().numpy()
-    assert_close_to_matmul(output.detach().numpy(), np.broadcast_to(first_bias, (3, first_bias.size)),
-                           second_weight.T, bias)
+    assert_close_to_matmul(
+        output.detach().numpy(), np.broadcast_to(first_bias, (3, first_bias.size)), second_weight.T, bias
+    )
     assert_close_to_matmul(zeros_out.numpy() + bias, first_bias, second_weight.T, bias)
 
 
 # ----------------------------------------------------------------------------- control flow
 
+
 def _if_model() -> onnx.ModelProto:
-    then_branch = helper.make_graph([helper.make_node("Mul", ["x", "x"], ["t"])], "then", [],
-                                    [helper.make_tensor_value_info("t", FLOAT, [3])])
-    else_branch = helper.make_graph([helper.make_node("Sub", ["x", "one"], ["e"])], "else", [],
-                                    [helper.make_tensor_value_info("e", FLOAT, [3])])
+    then_branch = helper.make_graph(
+        [helper.make_node("Mul", ["x", "x"], ["t"])], "then", [], [helper.make_tensor_value_info("t", FLOAT, [3])]
+    )
+    else_branch = helper.make_graph(
+        [helper.make_node("Sub", ["x", "one"], ["e"])], "else", [], [helper.make_tensor_value_info("e", FLOAT, [3])]
+    )
     one = numpy_helper.from_array(np.array(1.0, np.float32), "one")
     node = helper.make_node("If", ["cond"], ["y"], then_branch=then_branch, else_branch=else_branch)
-    return make_model([node], [helper.make_tensor_value_info("cond", BOOL, []),
-                               helper.make_tensor_value_info("x", FLOAT, [3])],
-                      [helper.make_tensor_value_info("y", FLOAT, [3])], [one])
+    return make_model(
+        [node],
+        [helper.make_tensor_value_info("cond", BOOL, []), helper.make_tensor_value_info("x", FLOAT, [3])],
+        [helper.make_tensor_value_info("y", FLOAT, [3])],
+        [one],
+    )
 
 
 def _loop_model() -> onnx.ModelProto:
     # for i in range(M) while cond: total += x * i; stack x + i; stop once total's sum exceeds 20.
     body = helper.make_graph(
-        [helper.make_node("Cast", ["i"], ["i_float"], to=FLOAT),
-         helper.make_node("Mul", ["x", "i_float"], ["scaled"]),
-         helper.make_node("Add", ["total_in", "scaled"], ["total_out"]),
-         helper.make_node("Add", ["x", "i_float"], ["shifted"]),
-         helper.make_node("ReduceSum", ["total_out"], ["sum"], keepdims=0),
-         helper.make_node("Less", ["sum", "limit"], ["cond_out"])],
-        "body", [helper.make_tensor_value_info("i", INT64, []), helper.make_tensor_value_info("cond_in", BOOL, []),
-                 helper.make_tensor_value_info("total_in", FLOAT, [3])],
-        [helper.make_tensor_value_info("cond_out", BOOL, []), helper.make_tensor_value_info("total_out", FLOAT, [3]),
-         helper.make_tensor_value_info("shifted", FLOAT, [3])])
+        [
+            helper.make_node("Cast", ["i"], ["i_float"], to=FLOAT),
+            helper.make_node("Mul", ["x", "i_float"], ["scaled"]),
+            helper.make_node("Add", ["total_in", "scaled"], ["total_out"]),
+            helper.make_node("Add", ["x", "i_float"], ["shifted"]),
+            helper.make_node("ReduceSum", ["total_out"], ["sum"], keepdims=0),
+            helper.make_node("Less", ["sum", "limit"], ["cond_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", INT64, []),
+            helper.make_tensor_value_info("cond_in", BOOL, []),
+            helper.make_tensor_value_info("total_in", FLOAT, [3]),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", BOOL, []),
+            helper.make_tensor_value_info("total_out", FLOAT, [3]),
+            helper.make_tensor_value_info("shifted", FLOAT, [3]),
+        ],
+    )
     limit = numpy_helper.from_array(np.array(20.0, np.float32), "limit")
     node = helper.make_node("Loop", ["M", "cond", "start"], ["total", "stacked"], body=body)
-    return make_model([node], [helper.make_tensor_value_info("M", INT64, []),
-                               helper.make_tensor_value_info("cond", BOOL, []),
-                               helper.make_tensor_value_info("start", FLOAT, [3]),
-                               helper.make_tensor_value_info("x", FLOAT, [3])],
-                      [helper.make_tensor_value_info("total", FLOAT, [3]),
-                       helper.make_tensor_value_info("stacked", FLOAT, ["steps", 3])], [limit])
+    return make_model(
+        [node],
+        [
+            helper.make_tensor_value_info("M", INT64, []),
+            helper.make_tensor_value_info("cond", BOOL, []),
+            helper.make_tensor_value_info("start", FLOAT, [3]),
+            helper.make_tensor_value_info("x", FLOAT, [3]),
+        ],
+        [
+            helper.make_tensor_value_info("total", FLOAT, [3]),
+            helper.make_tensor_value_info("stacked", FLOAT, ["steps", 3]),
+        ],
+        [limit],
+    )
 
 
 def _scan_model(axis: int, direction: int) -> onnx.ModelProto:
     # Running sum over the scan axis, and each step's running sum times 2.
-    body = helper.make_graph([helper.make_node("Add", ["sum_in", "row"], ["sum_out"]),
-                              helper.make_node("Add", ["sum_out", "sum_out"], ["doubled"])],
-                             "body", [helper.make_tensor_value_info("sum_in", FLOAT, [2]),
-                                      helper.make_tensor_value_info("row", FLOAT, [2])],
-                             [helper.make_tensor_value_info("sum_out", FLOAT, [2]),
-                              helper.make_tensor_value_info("doubled", FLOAT, [2])])
-    node = helper.make_node("Scan", ["initial", "xs"], ["final", "steps"], body=body, num_scan_inputs=1,
-                            scan_input_axes=[axis], scan_input_directions=[direction],
-                            scan_output_axes=[axis], scan_output_directions=[direction])
+    body = helper.make_graph(
+        [
+            helper.make_node("Add", ["sum_in", "row"], ["sum_out"]),
+            helper.make_node("Add", ["sum_out", "sum_out"], ["doubled"]),
+        ],
+        "body",
+        [helper.make_tensor_value_info("sum_in", FLOAT, [2]), helper.make_tensor_value_info("row", FLOAT, [2])],
+        [helper.make_tensor_value_info("sum_out", FLOAT, [2]), helper.make_tensor_value_info("doubled", FLOAT, [2])],
+    )
+    node = helper.make_node(
+        "Scan",
+        ["initial", "xs"],
+        ["final", "steps"],
+        body=body,
+        num_scan_inputs=1,
+        scan_input_axes=[axis],
+        scan_input_directions=[direction],
+        scan_output_axes=[axis],
+        scan_output_directions=[direction],
+    )
     shape = [4, 2] if axis == 0 else [2, 4]
-    return make_model([node], [helper.make_tensor_value_info("initial", FLOAT, [2]),
-                               helper.make_tensor_value_info("xs", FLOAT, shape)],
-                      [helper.make_tensor_value_info("final", FLOAT, [2]),
-                       helper.make_tensor_value_info("steps", FLOAT, shape)])
+    return make_model(
+        [node],
+        [helper.make_tensor_value_info("initial", FLOAT, [2]), helper.make_tensor_value_info("xs", FLOAT, shape)],
+        [helper.make_tensor_value_info("final", FLOAT, [2]), helper.make_tensor_value_info("steps", FLOAT, shape)],
+    )
 
 
 X3 = np.array([1.0, -2.0, 3.0], np.float32)
 CONTROL_FLOW_CASES = {
     "if_true": (_if_model, (np.array(True), X3)),
     "if_false": (_if_model, (np.array(False), X3)),
-    "loop_trip_count": (_loop_model, (np.array(3, np.int64), np.array(True), np.zeros(3, np.float32),
-                                      np.array([0.5, 0.25, 0.125], np.float32))),
+    "loop_trip_count": (
+        _loop_model,
+        (np.array(3, np.int64), np.array(True), np.zeros(3, np.float32), np.array([0.5, 0.25, 0.125], np.float32)),
+    ),
     "loop_until_condition": (_loop_model, (np.array(100, np.int64), np.array(True), np.zeros(3, np.float32), X3)),
     "scan_axis0": (lambda: _scan_model(0, 0), (np.ones(2, np.float32), np.arange(8, dtype=np.float32).reshape(4, 2))),
-    "scan_axis1_reverse": (lambda: _scan_model(1, 1), (np.ones(2, np.float32),
-                                                       np.arange(8, dtype=np.float32).reshape(2, 4))),
+    "scan_axis1_reverse": (
+        lambda: _scan_model(1, 1),
+        (np.ones(2, np.float32), np.arange(8, dtype=np.float32).reshape(2, 4)),
+    ),
 }
 
 
@@ -380,33 +441,46 @@ def test_gradients_flow_through_the_chosen_branch():
 def test_constant_and_dropout_nodes():
     value = helper.make_tensor("c", FLOAT, [3], [1.0, 2.0, 3.0])
     ratio = numpy_helper.from_array(np.array(0.5, np.float32), "ratio")
-    proto = make_model([helper.make_node("Constant", [], ["c"], value=value),
-                        helper.make_node("Dropout", ["x", "ratio"], ["d"]),
-                        helper.make_node("Tile", ["c", "repeats"], ["c_tiled"]),
-                        helper.make_node("Slice", ["c_tiled", "zero", "thousand"], ["c_long"]),
-                        helper.make_node("Add", ["d", "c_long"], ["y"])],
-                       [helper.make_tensor_value_info("x", FLOAT, [1000])],
-                       [helper.make_tensor_value_info("y", FLOAT, [1000])],
-                       [ratio, numpy_helper.from_array(np.array([334], np.int64), "repeats"),
-                        numpy_helper.from_array(np.array([0], np.int64), "zero"),
-                        numpy_helper.from_array(np.array([1000], np.int64), "thousand")])
+    proto = make_model(
+        [
+            helper.make_node("Constant", [], ["c"], value=value),
+            helper.make_node("Dropout", ["x", "ratio"], ["d"]),
+            helper.make_node("Tile", ["c", "repeats"], ["c_tiled"]),
+            helper.make_node("Slice", ["c_tiled", "zero", "thousand"], ["c_long"]),
+            helper.make_node("Add", ["d", "c_long"], ["y"]),
+        ],
+        [helper.make_tensor_value_info("x", FLOAT, [1000])],
+        [helper.make_tensor_value_info("y", FLOAT, [1000])],
+        [
+            ratio,
+            numpy_helper.from_array(np.array([334], np.int64), "repeats"),
+            numpy_helper.from_array(np.array([0], np.int64), "zero"),
+            numpy_helper.from_array(np.array([1000], np.int64), "thousand"),
+        ],
+    )
     imported = from_onnx(proto)
     x = np.ones(1000, np.float32)
     c = np.tile([1.0, 2.0, 3.0], 334)[:1000]
     with onnxnn.no_grad():
-        np.testing.assert_allclose(imported.eval()(x).numpy(), 1.0 + c)   # Dropout is the identity in eval
+        np.testing.assert_allclose(imported.eval()(x).numpy(), 1.0 + c)  # Dropout is the identity in eval
         dropped = imported.train()(x).numpy() - c
     assert set(np.round(dropped, 5)) == {0.0, 2.0} and 300 < np.count_nonzero(dropped) < 700
 
 
 # ----------------------------------------------------------------------------- opsets and files
 
+
 def test_an_older_opset_is_converted():
     # Opset 11: ReduceSum takes its axes as an attribute and Squeeze as well; opset 13 made them inputs.
-    proto = make_model([helper.make_node("ReduceSum", ["x"], ["s"], axes=[1], keepdims=1),
-                        helper.make_node("Squeeze", ["s"], ["y"], axes=[1])],
-                       [helper.make_tensor_value_info("x", FLOAT, [2, 3])],
-                       [helper.make_tensor_value_info("y", FLOAT, [2])], opset=11)
+    proto = make_model(
+        [
+            helper.make_node("ReduceSum", ["x"], ["s"], axes=[1], keepdims=1),
+            helper.make_node("Squeeze", ["s"], ["y"], axes=[1]),
+        ],
+        [helper.make_tensor_value_info("x", FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", FLOAT, [2])],
+        opset=11,
+    )
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     assert_matches_onnxruntime(proto, x)
     metadata = from_onnx(proto).metadata
@@ -414,18 +488,21 @@ def test_an_older_opset_is_converted():
 
 
 def test_an_op_newer_than_opset_21_runs_its_function_body():
-    proto = make_model([helper.make_node("RMSNormalization", ["x", "scale"], ["y"], epsilon=1e-3)],
-                       [helper.make_tensor_value_info("x", FLOAT, [2, 4]),
-                        helper.make_tensor_value_info("scale", FLOAT, [4])],
-                       [helper.make_tensor_value_info("y", FLOAT, [2, 4])], opset=23)
+    proto = make_model(
+        [helper.make_node("RMSNormalization", ["x", "scale"], ["y"], epsilon=1e-3)],
+        [helper.make_tensor_value_info("x", FLOAT, [2, 4]), helper.make_tensor_value_info("scale", FLOAT, [4])],
+        [helper.make_tensor_value_info("y", FLOAT, [2, 4])],
+        opset=23,
+    )
     x = np.arange(8, dtype=np.float32).reshape(2, 4) - 3.0
     scale = np.array([1.0, 0.5, 2.0, -1.0], np.float32)
     expected = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-3) * scale
     with onnxnn.no_grad():
         # mean(x * x) sums 4 positive terms (no cancellation: a relative bound), then +eps, the
         # square root (a few ulps) and two products.
-        np.testing.assert_allclose(from_onnx(proto)(x, scale).numpy(), expected,
-                                   rtol=rtol_for(4 + 3 + TRANSCENDENTAL_ULPS))
+        np.testing.assert_allclose(
+            from_onnx(proto)(x, scale).numpy(), expected, rtol=rtol_for(4 + 3 + TRANSCENDENTAL_ULPS)
+        )
 
 
 @pytest.mark.parametrize("kind", ["path", "pathlike", "bytes", "proto"])
@@ -443,8 +520,14 @@ def test_accepted_sources(kind, tmp_path):
 def test_external_data_next_to_the_model_is_loaded(tmp_path):
     model, x, proto = exported("mlp")
     path = tmp_path / "model.onnx"
-    onnx.save_model(proto, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
-                    location="weights.bin", size_threshold=0)
+    onnx.save_model(
+        proto,
+        str(path),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location="weights.bin",
+        size_threshold=0,
+    )
     assert (tmp_path / "weights.bin").exists()
     with onnxnn.no_grad():
         assert_same_model_output(from_onnx(path)(x), model, x)
@@ -452,9 +535,12 @@ def test_external_data_next_to_the_model_is_loaded(tmp_path):
 
 def test_initializers_that_are_graph_inputs_are_optional_inputs():
     weight = numpy_helper.from_array(np.array([2.0, 3.0], np.float32), "w")
-    proto = make_model([helper.make_node("Mul", ["x", "w"], ["y"])],
-                       [helper.make_tensor_value_info("x", FLOAT, [2]), helper.make_tensor_value_info("w", FLOAT, [2])],
-                       [helper.make_tensor_value_info("y", FLOAT, [2])], [weight])
+    proto = make_model(
+        [helper.make_node("Mul", ["x", "w"], ["y"])],
+        [helper.make_tensor_value_info("x", FLOAT, [2]), helper.make_tensor_value_info("w", FLOAT, [2])],
+        [helper.make_tensor_value_info("y", FLOAT, [2])],
+        [weight],
+    )
     imported = from_onnx(proto)
     assert (imported.input_names, imported.optional_input_names) == (["x"], ["w"])
     x = np.ones(2, np.float32)
@@ -466,6 +552,7 @@ def test_initializers_that_are_graph_inputs_are_optional_inputs():
 
 # ----------------------------------------------------------------------------- errors
 
+
 def _write(tmp_path, name: str, data: bytes) -> str:
     path = tmp_path / name
     path.write_bytes(data)
@@ -475,36 +562,51 @@ def _write(tmp_path, name: str, data: bytes) -> str:
 def _missing_external_data(tmp_path) -> str:
     _, _, proto = exported("mlp")
     path = tmp_path / "model.onnx"
-    onnx.save_model(proto, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
-                    location="weights.bin", size_threshold=0)
+    onnx.save_model(
+        proto,
+        str(path),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location="weights.bin",
+        size_threshold=0,
+    )
     os.remove(tmp_path / "weights.bin")
     return str(path)
 
 
 def _fails_checker(tmp_path) -> bytes:
     node = helper.make_node("Relu", ["undefined"], ["y"])
-    return make_model([node], [helper.make_tensor_value_info("x", FLOAT, [2])],
-                      [helper.make_tensor_value_info("y", FLOAT, [2])]).SerializeToString()
+    return make_model(
+        [node], [helper.make_tensor_value_info("x", FLOAT, [2])], [helper.make_tensor_value_info("y", FLOAT, [2])]
+    ).SerializeToString()
 
 
 def _custom_domain_op(tmp_path) -> onnx.ModelProto:
     node = helper.make_node("FancyOp", ["x"], ["y"], domain="com.example", name="fancy_1")
-    return make_model([node], [helper.make_tensor_value_info("x", FLOAT, [2])],
-                      [helper.make_tensor_value_info("y", FLOAT, [2])],
-                      opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.example", 3)])
+    return make_model(
+        [node],
+        [helper.make_tensor_value_info("x", FLOAT, [2])],
+        [helper.make_tensor_value_info("y", FLOAT, [2])],
+        opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.example", 3)],
+    )
 
 
 BAD_SOURCES = {
     "missing_file": (lambda tmp: str(tmp / "absent.onnx"), FileNotFoundError, "absent.onnx"),
-    "truncated": (lambda tmp: _write(tmp, "cut.onnx", exported("mlp")[2].SerializeToString()[:150]),
-                  ModelLoadError, "not a valid ONNX model"),
-    "not_onnx": (lambda tmp: _write(tmp, "text.onnx", b"name,value\nlearning_rate,0.1\n"),
-                 ModelLoadError, "not a valid ONNX model"),
+    "truncated": (
+        lambda tmp: _write(tmp, "cut.onnx", exported("mlp")[2].SerializeToString()[:150]),
+        ModelLoadError,
+        "not a valid ONNX model",
+    ),
+    "not_onnx": (
+        lambda tmp: _write(tmp, "text.onnx", b"name,value\nlearning_rate,0.1\n"),
+        ModelLoadError,
+        "not a valid ONNX model",
+    ),
     "empty_file": (lambda tmp: _write(tmp, "empty.onnx", b""), ModelLoadError, "not a valid ONNX model"),
     "fails_checker": (_fails_checker, ModelLoadError, "check_model.*undefined"),
     "missing_external_data": (_missing_external_data, ModelLoadError, "weights.bin.*not found"),
-    "custom_domain_op": (_custom_domain_op, ModelLoadError,
-                         "'FancyOp'.*'com.example'.*opset 3.*'fancy_1'"),
+    "custom_domain_op": (_custom_domain_op, ModelLoadError, "'FancyOp'.*'com.example'.*opset 3.*'fancy_1'"),
     "wrong_type": (lambda tmp: 42, TypeError, "path, bytes or an onnx.ModelProto"),
 }
 
@@ -517,10 +619,11 @@ def test_bad_sources_raise_clear_errors(case, tmp_path):
 
 
 def _typed_model() -> onnx.ModelProto:
-    return make_model([helper.make_node("Add", ["x", "y"], ["z"])],
-                      [helper.make_tensor_value_info("x", FLOAT, ["batch", 4]),
-                       helper.make_tensor_value_info("y", FLOAT, [1, 4])],
-                      [helper.make_tensor_value_info("z", FLOAT, ["batch", 4])])
+    return make_model(
+        [helper.make_node("Add", ["x", "y"], ["z"])],
+        [helper.make_tensor_value_info("x", FLOAT, ["batch", 4]), helper.make_tensor_value_info("y", FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("z", FLOAT, ["batch", 4])],
+    )
 
 
 ONE_FOUR = np.zeros((1, 4), np.float32)
@@ -528,8 +631,11 @@ BAD_CALLS = {
     "too_few_inputs": ((np.zeros((2, 4), np.float32),), TypeError, "missing 1 required input.*'y'"),
     "too_many_inputs": ((ONE_FOUR, ONE_FOUR, ONE_FOUR), TypeError, "takes 2 positional inputs but 3 were given"),
     "wrong_dtype": ((np.zeros((2, 4), np.float64), ONE_FOUR), TypeError, "'x' expects dtype float32, but got float64"),
-    "wrong_static_dim": ((ONE_FOUR, np.zeros((1, 5), np.float32)), ValueError,
-                         r"'y' expects shape \[1, 4\], but got \[1, 5\]"),
+    "wrong_static_dim": (
+        (ONE_FOUR, np.zeros((1, 5), np.float32)),
+        ValueError,
+        r"'y' expects shape \[1, 4\], but got \[1, 5\]",
+    ),
     "wrong_rank": ((np.zeros(4, np.float32), ONE_FOUR), ValueError, r"'x' expects shape \['batch', 4\], but got \[4\]"),
     "not_a_tensor": (([[0.0] * 4], ONE_FOUR), TypeError, "'x' must be a Tensor or a numpy array"),
 }

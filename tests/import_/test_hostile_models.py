@@ -5,6 +5,7 @@ of tensor it is and wherever it sits; malformed files, strings, attributes and d
 :class:`ModelLoadError` naming what is wrong (or, at replay, the node and op), never in a raw
 ``UnicodeDecodeError``/``IndexError`` or a huge allocation. Expected values come from numpy.
 """
+
 from __future__ import annotations
 
 import os
@@ -46,9 +47,12 @@ def sparse_external_model(location: str = "secret.bin", **where) -> onnx.ModelPr
     """y = x + w, w a sparse initializer whose values are read from ``location``."""
     values = external(numpy_helper.from_array(np.zeros(4, np.float32), "w"), location, **where)
     indices = numpy_helper.from_array(np.arange(4, dtype=np.int64), "w_indices")
-    return make_model([helper.make_node("Add", ["x", "w"], ["y"])], [helper.make_tensor_value_info("x", FLOAT, [4])],
-                      [helper.make_tensor_value_info("y", FLOAT, [4])],
-                      sparse=[helper.make_sparse_tensor(values, indices, [4])])
+    return make_model(
+        [helper.make_node("Add", ["x", "w"], ["y"])],
+        [helper.make_tensor_value_info("x", FLOAT, [4])],
+        [helper.make_tensor_value_info("y", FLOAT, [4])],
+        sparse=[helper.make_sparse_tensor(values, indices, [4])],
+    )
 
 
 def run(model, base_dir=None) -> np.ndarray:
@@ -68,6 +72,7 @@ def folders(tmp_path, monkeypatch):
 
 
 # ----------------------------------------------------------------------------- external data
+
 
 def test_sparse_initializer_data_in_the_working_directory_is_not_read(folders):
     model_dir, _ = folders
@@ -96,21 +101,33 @@ def test_sparse_indices_are_checked_like_values(folders):
 def if_model_with_external_branch_constant(location: str) -> onnx.ModelProto:
     """y = If(c) then Constant(external tensor) else x: the external tensor sits in a subgraph."""
     value = external(numpy_helper.from_array(np.zeros(4, np.float32), "k"), location)
-    then_branch = helper.make_graph([helper.make_node("Constant", [], ["k_out"], value=value, name="inner")], "then",
-                                    [], [helper.make_tensor_value_info("k_out", FLOAT, [4])])
-    else_branch = helper.make_graph([helper.make_node("Identity", ["x"], ["x_out"])], "else", [],
-                                    [helper.make_tensor_value_info("x_out", FLOAT, [4])])
+    then_branch = helper.make_graph(
+        [helper.make_node("Constant", [], ["k_out"], value=value, name="inner")],
+        "then",
+        [],
+        [helper.make_tensor_value_info("k_out", FLOAT, [4])],
+    )
+    else_branch = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["x_out"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("x_out", FLOAT, [4])],
+    )
     node = helper.make_node("If", ["c"], ["y"], then_branch=then_branch, else_branch=else_branch, name="branch")
-    return make_model([node], [helper.make_tensor_value_info("x", FLOAT, [4]),
-                               helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
-                      [helper.make_tensor_value_info("y", FLOAT, [4])])
+    return make_model(
+        [node],
+        [helper.make_tensor_value_info("x", FLOAT, [4]), helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", FLOAT, [4])],
+    )
 
 
 def test_attribute_tensors_inside_subgraphs_are_checked(folders):
     model_dir, _ = folders
     onnx.save(if_model_with_external_branch_constant("../cwd/secret.bin"), str(model_dir / "model.onnx"))
-    with pytest.raises(ModelLoadError, match="'../cwd/secret.bin' of attribute 'value' of node 'inner'.*"
-                                             "points outside the model's folder"):
+    with pytest.raises(
+        ModelLoadError,
+        match="'../cwd/secret.bin' of attribute 'value' of node 'inner'.*points outside the model's folder",
+    ):
         from_onnx(model_dir / "model.onnx")
 
 
@@ -149,7 +166,7 @@ RANGES = {
     "offset_past_the_end": ({"offset": 8}, "asks for bytes 8..24 of 'w.bin', which holds only 16 bytes"),
     "length_disagreeing_with_dims": ({"length": 8}, "has length 8, but its dims \\[4\\] and element type need 16"),
     "length_beyond_the_file": ({"offset": 0, "length": 16, "dims": [8]}, "length 16, but its dims \\[8\\]"),
-    "huge_dims": ({"dims": [2 ** 40]}, "asks for bytes 0..4398046511104"),
+    "huge_dims": ({"dims": [2**40]}, "asks for bytes 0..4398046511104"),
     "offset_not_a_number": ({"offset": "1e3"}, "'offset' of .* is '1e3', not a non-negative integer"),
 }
 
@@ -160,8 +177,12 @@ def test_offsets_and_lengths_must_lie_within_the_file(case, tmp_path):
     dims = settings.pop("dims", [4])
     weight = external(TensorProto(name="w", data_type=FLOAT, dims=dims), "w.bin", **settings)
     (tmp_path / "w.bin").write_bytes(SECRET.tobytes())
-    model = make_model([helper.make_node("Add", ["x", "w"], ["y"])], [helper.make_tensor_value_info("x", FLOAT, dims)],
-                       [helper.make_tensor_value_info("y", FLOAT, dims)], [weight])
+    model = make_model(
+        [helper.make_node("Add", ["x", "w"], ["y"])],
+        [helper.make_tensor_value_info("x", FLOAT, dims)],
+        [helper.make_tensor_value_info("y", FLOAT, dims)],
+        [weight],
+    )
     onnx.save(model, str(tmp_path / "model.onnx"))
     with pytest.raises(ModelLoadError, match=message):
         from_onnx(tmp_path / "model.onnx")
@@ -180,10 +201,13 @@ def test_models_given_in_memory_need_base_dir_for_external_data(kind, folders):
 
 # ----------------------------------------------------------------------------- malformed files and strings
 
+
 def relu_model() -> onnx.ModelProto:
-    model = make_model([helper.make_node("Relu", ["x"], ["y"], name="NODE")],
-                       [helper.make_tensor_value_info("x", FLOAT, [4])],
-                       [helper.make_tensor_value_info("y", FLOAT, [4])])
+    model = make_model(
+        [helper.make_node("Relu", ["x"], ["y"], name="NODE")],
+        [helper.make_tensor_value_info("x", FLOAT, [4])],
+        [helper.make_tensor_value_info("y", FLOAT, [4])],
+    )
     model.doc_string = "DOCS"
     return model
 
@@ -207,8 +231,11 @@ def test_strings_that_are_not_utf8_are_refused_naming_the_field(case):
 
 def test_string_attributes_that_are_not_utf8_are_refused_naming_the_attribute():
     node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2], auto_pad="VALID", name="pool")
-    model = make_model([node], [helper.make_tensor_value_info("x", FLOAT, [1, 1, 4])],
-                       [helper.make_tensor_value_info("y", FLOAT, [1, 1, 3])])
+    model = make_model(
+        [node],
+        [helper.make_tensor_value_info("x", FLOAT, [1, 1, 4])],
+        [helper.make_tensor_value_info("y", FLOAT, [1, 1, 3])],
+    )
     next(attribute for attribute in model.graph.node[0].attribute if attribute.name == "auto_pad").s = b"VAL\xffD"
     with pytest.raises(ModelLoadError, match="'auto_pad'.*not valid UTF-8"):
         from_onnx(model)
@@ -218,26 +245,33 @@ def test_string_attributes_that_are_not_utf8_are_refused_naming_the_attribute():
 def test_truncated_protobuf_is_refused(cut):
     data = relu_model().SerializeToString()
     with pytest.raises(ModelLoadError, match="not a valid ONNX model|fails onnx.checker"):
-        from_onnx(data[:int(len(data) * cut)])
+        from_onnx(data[: int(len(data) * cut)])
 
 
 # ----------------------------------------------------------------------------- attributes, domains, dims
 
+
 def test_a_perm_out_of_range_is_refused_at_load_naming_the_node():
-    model = make_model([helper.make_node("Transpose", ["x"], ["y"], perm=[0, 5], name="swap")],
-                       [helper.make_tensor_value_info("x", FLOAT, [2, 3])],
-                       [helper.make_tensor_value_info("y", FLOAT, [3, 2])])
+    model = make_model(
+        [helper.make_node("Transpose", ["x"], ["y"], perm=[0, 5], name="swap")],
+        [helper.make_tensor_value_info("x", FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", FLOAT, [3, 2])],
+    )
     with pytest.raises(ModelLoadError, match="Transpose.*swap.*perm"):
         from_onnx(model)
 
 
 def test_a_perm_out_of_range_found_at_replay_names_the_node_and_keeps_the_cause():
     # The Reshape target is a graph input, so the Transpose's input rank is unknown until replay.
-    nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"]),
-             helper.make_node("Transpose", ["r"], ["y"], perm=[0, 5], name="swap")]
-    model = make_model(nodes, [helper.make_tensor_value_info("x", FLOAT, [2, 3]),
-                               helper.make_tensor_value_info("shape", INT64, ["rank"])],
-                       [helper.make_tensor_value_info("y", FLOAT, ["a", "b"])])
+    nodes = [
+        helper.make_node("Reshape", ["x", "shape"], ["r"]),
+        helper.make_node("Transpose", ["r"], ["y"], perm=[0, 5], name="swap"),
+    ]
+    model = make_model(
+        nodes,
+        [helper.make_tensor_value_info("x", FLOAT, [2, 3]), helper.make_tensor_value_info("shape", INT64, ["rank"])],
+        [helper.make_tensor_value_info("y", FLOAT, ["a", "b"])],
+    )
     module = from_onnx(model)
     with pytest.raises(ModelLoadError, match="node 'swap' of op_type 'Transpose' is invalid") as caught:
         module(np.zeros((2, 3), np.float32), np.array([3, 2]))
@@ -247,8 +281,9 @@ def test_a_perm_out_of_range_found_at_replay_names_the_node_and_keeps_the_cause(
 def test_an_unknown_domain_is_refused_at_load_naming_op_and_domain():
     # com.microsoft's Gelu imports now (onnxnn/import_/contrib.py); an op of no known domain does not.
     node = helper.make_node("Gelu", ["x"], ["y"], domain="com.example", name="gelu")
-    model = make_model([node], [helper.make_tensor_value_info("x", FLOAT, [4])],
-                       [helper.make_tensor_value_info("y", FLOAT, [4])])
+    model = make_model(
+        [node], [helper.make_tensor_value_info("x", FLOAT, [4])], [helper.make_tensor_value_info("y", FLOAT, [4])]
+    )
     model.opset_import.append(helper.make_opsetid("com.example", 1))
     with pytest.raises(ModelLoadError, match="'Gelu' of domain 'com.example'.*'gelu'"):
         from_onnx(model)
@@ -257,9 +292,12 @@ def test_an_unknown_domain_is_refused_at_load_naming_op_and_domain():
 def test_a_sparse_initializer_declaring_huge_dims_is_refused_before_allocating():
     values = numpy_helper.from_array(np.ones(1, np.float32), "w")
     indices = numpy_helper.from_array(np.zeros(1, np.int64), "w_indices")
-    model = make_model([helper.make_node("Identity", ["w"], ["y"])], [],
-                       [helper.make_tensor_value_info("y", FLOAT, [2 ** 20, 2 ** 20])],
-                       sparse=[helper.make_sparse_tensor(values, indices, [2 ** 20, 2 ** 20])])
+    model = make_model(
+        [helper.make_node("Identity", ["w"], ["y"])],
+        [],
+        [helper.make_tensor_value_info("y", FLOAT, [2**20, 2**20])],
+        sparse=[helper.make_sparse_tensor(values, indices, [2**20, 2**20])],
+    )
     with pytest.raises(ModelLoadError, match="sparse tensor 'w' has dims .* more than this process may allocate"):
         from_onnx(model)
 
@@ -267,18 +305,28 @@ def test_a_sparse_initializer_declaring_huge_dims_is_refused_before_allocating()
 @pytest.mark.parametrize("indices, message", [([4], "out of range"), ([-1], "out of range"), ([0, 1], "indices")])
 def test_sparse_indices_must_match_values_and_dims(indices, message):
     values = numpy_helper.from_array(np.ones(1, np.float32), "w")
-    model = make_model([helper.make_node("Identity", ["w"], ["y"])], [],
-                       [helper.make_tensor_value_info("y", FLOAT, [4])],
-                       sparse=[helper.make_sparse_tensor(values, numpy_helper.from_array(np.array(indices), "i"), [4])])
+    model = make_model(
+        [helper.make_node("Identity", ["w"], ["y"])],
+        [],
+        [helper.make_tensor_value_info("y", FLOAT, [4])],
+        sparse=[helper.make_sparse_tensor(values, numpy_helper.from_array(np.array(indices), "i"), [4])],
+    )
     with pytest.raises(ModelLoadError, match=message):
         from_onnx(model)
 
 
 def test_a_huge_tensor_computed_at_replay_is_refused_before_allocating():
-    shape = numpy_helper.from_array(np.array([2 ** 40], np.int64), "shape")
-    model = make_model([helper.make_node("ConstantOfShape", ["shape"], ["y"], name="fill")], [],
-                       [helper.make_tensor_value_info("y", FLOAT, [2 ** 40])], [shape])
+    shape = numpy_helper.from_array(np.array([2**40], np.int64), "shape")
+    model = make_model(
+        [helper.make_node("ConstantOfShape", ["shape"], ["y"], name="fill")],
+        [],
+        [helper.make_tensor_value_info("y", FLOAT, [2**40])],
+        [shape],
+    )
     module = from_onnx(model)
-    with pytest.raises(RuntimeError, match="node 'fill' of op_type 'ConstantOfShape' would create a tensor of shape "
-                                           r"\[1099511627776\]"):
+    with pytest.raises(
+        RuntimeError,
+        match="node 'fill' of op_type 'ConstantOfShape' would create a tensor of shape "
+        r"\[1099511627776\]",
+    ):
         module()

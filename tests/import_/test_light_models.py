@@ -8,6 +8,7 @@ Softmax is dropped, so the output cannot saturate, and whose hidden fully connec
 narrowed (``HIDDEN_WIDTH``); its backward pass must agree with finite differences along a random
 direction, for the input and for the parameters.
 """
+
 from __future__ import annotations
 
 import glob
@@ -27,12 +28,21 @@ LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", 
 # Each test runs a different model: nothing compiled for one is reused by the next.
 pytestmark = pytest.mark.usefixtures("fresh_caches")
 
-MODELS = sorted(os.path.basename(path)[len("light_"):-len(".onnx")] for path in glob.glob(f"{LIGHT}/light_*.onnx"))
+MODELS = sorted(os.path.basename(path)[len("light_") : -len(".onnx")] for path in glob.glob(f"{LIGHT}/light_*.onnx"))
 
 
 def test_all_nine_light_models_are_here():
-    assert MODELS == ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet",
-                      "squeezenet", "vgg19", "zfnet512"]
+    assert MODELS == [
+        "bvlc_alexnet",
+        "densenet121",
+        "inception_v1",
+        "inception_v2",
+        "resnet50",
+        "shufflenet",
+        "squeezenet",
+        "vgg19",
+        "zfnet512",
+    ]
 
 
 def _dummy_inputs(model: onnx.ModelProto) -> dict:
@@ -86,14 +96,19 @@ def _narrowed_shapes(graph: onnx.GraphProto) -> dict:
     The first Gemm keeps its input width (the flattened features), the last its output width (the
     classes); a model with a single Gemm is left as it is.
     """
-    gemms = [node for node in graph.node if node.op_type == "Gemm"
-             and any(a.name == "transB" and a.i == 1 for a in node.attribute)]
+    gemms = [
+        node
+        for node in graph.node
+        if node.op_type == "Gemm" and any(a.name == "transB" and a.i == 1 for a in node.attribute)
+    ]
     narrowed = {}
     for position, node in enumerate(gemms):
         last = position == len(gemms) - 1
         first = position == 0
         narrowed[node.input[1]] = lambda shape, first=first, last=last: (
-            shape[0] if last else HIDDEN_WIDTH, shape[1] if first else HIDDEN_WIDTH)
+            shape[0] if last else HIDDEN_WIDTH,
+            shape[1] if first else HIDDEN_WIDTH,
+        )
         if len(node.input) > 2 and not last:
             narrowed[node.input[2]] = lambda shape: (HIDDEN_WIDTH,)
     return narrowed
@@ -133,8 +148,12 @@ def _trainable_copy(proto: onnx.ModelProto, rng: np.random.Generator) -> onnx.Mo
                 output.name = last.input[0]
     del graph.node[:]
     graph.node.extend(kept)
-    float_initializers = [numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float64), init.name)
-                          if init.data_type == onnx.TensorProto.FLOAT else init for init in graph.initializer]
+    float_initializers = [
+        numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float64), init.name)
+        if init.data_type == onnx.TensorProto.FLOAT
+        else init
+        for init in graph.initializer
+    ]
     del graph.initializer[:]
     graph.initializer.extend(float_initializers + new_initializers)
     for info in list(graph.input) + list(graph.output) + list(graph.value_info):
@@ -147,6 +166,7 @@ def _trainable_copy(proto: onnx.ModelProto, rng: np.random.Generator) -> onnx.Mo
 
 def _directional_derivative(module, inputs, direction_input, directions, cotangent, parameters, eps):
     """(f(x + eps v) - f(x - eps v)) / 2 eps of sum(output * cotangent)."""
+
     def evaluate(sign):
         with onnxnn.no_grad():
             for param, direction in zip(parameters, directions):
@@ -157,6 +177,7 @@ def _directional_derivative(module, inputs, direction_input, directions, cotange
             for param, direction in zip(parameters, directions):
                 param.sub_(direction * (sign * eps))
         return value
+
     return (evaluate(1) - evaluate(-1)) / (2 * eps)
 
 
@@ -180,8 +201,9 @@ def test_random_weight_copy_backward_matches_finite_differences(name):
     direction_input = onnxnn.from_numpy(rng.standard_normal(tuple(x.shape)))
     analytic = float(np.sum(x.grad.numpy() * direction_input.numpy()))
     analytic += sum(float(np.sum(p.grad.numpy() * d.numpy())) for p, d in zip(checked, directions))
-    numeric = _directional_derivative(module, [x.detach()] + others, direction_input, directions, cotangent,
-                                      checked, eps=1e-8)
+    numeric = _directional_derivative(
+        module, [x.detach()] + others, direction_input, directions, cotangent, checked, eps=1e-8
+    )
     # ReLU and MaxPool kinks crossed by the perturbation limit the agreement to about 1e-3 here
     # (a wrong rule is off by far more: a transposed or mis-scaled gradient gives O(1) errors).
     assert abs(analytic - numeric) <= 1e-3 * max(abs(numeric), 1.0), (analytic, numeric)

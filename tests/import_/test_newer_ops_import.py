@@ -7,6 +7,7 @@ the node tests' expected outputs (onnx's numpy reference) and gradients against 
 differences on both executors: CumProd with inputs holding one and two zeros (where out / x is
 undefined), TensorScatter in both modes, with and without write indices, wrapping around.
 """
+
 from __future__ import annotations
 
 import functools
@@ -27,6 +28,7 @@ ATTRIBUTES = [{}, {"exclusive": 1}, {"reverse": 1}, {"exclusive": 1, "reverse": 
 @functools.lru_cache(maxsize=1)
 def _all_node_cases() -> tuple:
     from onnx.backend.test.case.node import collect_testcases
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return tuple(collect_testcases())
@@ -39,9 +41,12 @@ def _node_cases(op_type: str) -> list:
 def _model(attributes: dict, axis: int, shape: tuple) -> onnx.ModelProto:
     node = helper.make_node("CumProd", ["x", "axis"], ["y"], **attributes)
     graph = helper.make_graph(
-        [node], "cumprod", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, shape)],
+        [node],
+        "cumprod",
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, shape)],
         [helper.make_tensor_value_info("y", TensorProto.DOUBLE, shape)],
-        [helper.make_tensor("axis", TensorProto.INT64, (), [axis])])
+        [helper.make_tensor("axis", TensorProto.INT64, (), [axis])],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
 
 
@@ -51,8 +56,11 @@ def _reference(x: np.ndarray, axis: int, exclusive: int = 0, reverse: int = 0) -
     n = moved.shape[-1]
     out = np.empty_like(moved)
     for j in range(n):
-        chosen = [i for i in range(n) if (i > j if exclusive else i >= j)] if reverse else \
-                 [i for i in range(n) if (i < j if exclusive else i <= j)]
+        chosen = (
+            [i for i in range(n) if (i > j if exclusive else i >= j)]
+            if reverse
+            else [i for i in range(n) if (i < j if exclusive else i <= j)]
+        )
         out[..., j] = np.prod(moved[..., chosen], axis=-1)
     return np.moveaxis(out, -1, axis)
 
@@ -67,8 +75,9 @@ def test_node_tests_match_the_expected_outputs(op_type, requires_grad):
     for case in _node_cases(op_type):
         module = from_onnx(case.model)
         for inputs, outputs in case.data_sets:
-            tensors = [onnxnn.tensor(array, requires_grad=requires_grad and array.dtype.kind == "f")
-                       for array in inputs]
+            tensors = [
+                onnxnn.tensor(array, requires_grad=requires_grad and array.dtype.kind == "f") for array in inputs
+            ]
             result = module(*tensors)
             # A handful of products of small integers or short float rows: exact or within a few
             # ulps whichever order the factors are multiplied in.
@@ -77,18 +86,23 @@ def test_node_tests_match_the_expected_outputs(op_type, requires_grad):
 
 @pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
 @pytest.mark.parametrize("attributes", ATTRIBUTES, ids=lambda a: "_".join(a) or "inclusive")
-@pytest.mark.parametrize("axis, x", [
-    (1, np.random.default_rng(0).uniform(0.5, 1.5, (2, 4)) * np.array([1, -1, 1, -1])),
-    (-2, np.random.default_rng(1).uniform(-1.5, 1.5, (3, 2))),
-    (0, np.array([1.5, 0.0, -2.0, 0.7])),
-    (0, np.array([0.0, 1.3, 0.0, -0.8, 2.0])),
-], ids=["axis_1", "axis_minus_2", "one_zero", "two_zeros"])
+@pytest.mark.parametrize(
+    "axis, x",
+    [
+        (1, np.random.default_rng(0).uniform(0.5, 1.5, (2, 4)) * np.array([1, -1, 1, -1])),
+        (-2, np.random.default_rng(1).uniform(-1.5, 1.5, (3, 2))),
+        (0, np.array([1.5, 0.0, -2.0, 0.7])),
+        (0, np.array([0.0, 1.3, 0.0, -0.8, 2.0])),
+    ],
+    ids=["axis_1", "axis_minus_2", "one_zero", "two_zeros"],
+)
 def test_cumprod_gradient_matches_finite_differences(executor, attributes, axis, x):
     with onnxnn.set_executor(executor):
         module = from_onnx(_model(attributes, axis, x.shape))
         with onnxnn.no_grad():
-            np.testing.assert_allclose(module(onnxnn.tensor(x)).numpy(), _reference(x, axis % x.ndim, **attributes),
-                                       rtol=1e-12)
+            np.testing.assert_allclose(
+                module(onnxnn.tensor(x)).numpy(), _reference(x, axis % x.ndim, **attributes), rtol=1e-12
+            )
         check_gradients(lambda t: module(t), [x])
 
 
@@ -96,11 +110,15 @@ def _tensor_scatter_model(mode: str, axis: int, cache: tuple, update: tuple, wit
     inputs = ["cache", "update"] + (["write_indices"] if with_indices else [])
     node = helper.make_node("TensorScatter", inputs, ["present"], mode=mode, axis=axis)
     graph = helper.make_graph(
-        [node], "tensor_scatter",
-        [helper.make_tensor_value_info("cache", TensorProto.DOUBLE, cache),
-         helper.make_tensor_value_info("update", TensorProto.DOUBLE, update)]
+        [node],
+        "tensor_scatter",
+        [
+            helper.make_tensor_value_info("cache", TensorProto.DOUBLE, cache),
+            helper.make_tensor_value_info("update", TensorProto.DOUBLE, update),
+        ]
         + ([helper.make_tensor_value_info("write_indices", TensorProto.INT64, (cache[0],))] if with_indices else []),
-        [helper.make_tensor_value_info("present", TensorProto.DOUBLE, cache)])
+        [helper.make_tensor_value_info("present", TensorProto.DOUBLE, cache)],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 24)])
 
 
@@ -118,12 +136,16 @@ def _tensor_scatter_reference(cache, update, write_indices, mode, axis):
 
 
 @pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
-@pytest.mark.parametrize("mode, axis, cache, update, write_indices", [
-    ("linear", -2, (2, 5, 3), (2, 2, 3), np.array([0, 3])),
-    ("linear", 1, (2, 4, 2), (2, 4, 2), None),
-    ("circular", -1, (2, 2, 4), (2, 2, 3), np.array([3, 1])),
-    ("circular", 2, (1, 2, 3, 2), (1, 2, 2, 2), np.array([2])),
-], ids=["linear_decode", "linear_prefill_full", "circular_wraps", "circular_4d"])
+@pytest.mark.parametrize(
+    "mode, axis, cache, update, write_indices",
+    [
+        ("linear", -2, (2, 5, 3), (2, 2, 3), np.array([0, 3])),
+        ("linear", 1, (2, 4, 2), (2, 4, 2), None),
+        ("circular", -1, (2, 2, 4), (2, 2, 3), np.array([3, 1])),
+        ("circular", 2, (1, 2, 3, 2), (1, 2, 2, 2), np.array([2])),
+    ],
+    ids=["linear_decode", "linear_prefill_full", "circular_wraps", "circular_4d"],
+)
 def test_tensor_scatter_gradient_matches_finite_differences(executor, mode, axis, cache, update, write_indices):
     rng = np.random.default_rng(3)
     arrays = [rng.standard_normal(cache), rng.standard_normal(update)]

@@ -5,6 +5,7 @@ Expectations come from ``onnx.reference`` (onnx's own evaluator of every opset) 
 or order arithmetic; both executors run what their opset allows, and onnxruntime's refusal of an
 opset newer than it runs names the opset.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -42,6 +43,7 @@ def _info(name: str, elem_type: int, shape) -> onnx.ValueInfoProto:
 
 # ----------------------------------------------------------------------------- the invariant
 
+
 def _schemas_from_21(op_type: str):
     since, schemas = None, []
     for opset in range(OPSET_VERSION, NEWEST_ONNX_OPSET + 1):
@@ -62,12 +64,22 @@ def _changes_that_change_meaning(old, new) -> list[str]:
         if kept is None:
             problems.append(f"attribute {name} removed")
         elif (kept.type, kept.required, kept.default_value.SerializeToString()) != (
-                attribute.type, attribute.required, attribute.default_value.SerializeToString()):
+            attribute.type,
+            attribute.required,
+            attribute.default_value.SerializeToString(),
+        ):
             problems.append(f"attribute {name} changed its type, requiredness or default")
-    problems += [f"attribute {name} added as required" for name, attribute in new.attributes.items()
-                 if name not in old.attributes and attribute.required]
-    if new.min_input > old.min_input or new.max_input < old.max_input or new.min_output > old.min_output \
-            or new.max_output < old.max_output:
+    problems += [
+        f"attribute {name} added as required"
+        for name, attribute in new.attributes.items()
+        if name not in old.attributes and attribute.required
+    ]
+    if (
+        new.min_input > old.min_input
+        or new.max_input < old.max_input
+        or new.min_output > old.min_output
+        or new.max_output < old.max_output
+    ):
         problems.append("input or output counts narrowed")
     old_types = {c.type_param_str: set(c.allowed_type_strs) for c in old.type_constraints}
     new_types = {c.type_param_str: set(c.allowed_type_strs) for c in new.type_constraints}
@@ -103,12 +115,19 @@ def test_schema_changes_past_opset_21_only_add():
 
 # ----------------------------------------------------------------------------- importing at a newer opset
 
+
 def _bitshift_model() -> onnx.ModelProto:
     # BitShift of int32 exists from opset 28 on; the Add beside it means the same at opset 21.
-    nodes = [helper.make_node("BitShift", ["a", "b"], ["shifted"], direction="LEFT"),
-             helper.make_node("Add", ["shifted", "a"], ["y"])]
-    return _model(nodes, [_info("a", TensorProto.INT32, [4]), _info("b", TensorProto.INT32, [4])],
-                  [_info("y", TensorProto.INT32, [4])], 28)
+    nodes = [
+        helper.make_node("BitShift", ["a", "b"], ["shifted"], direction="LEFT"),
+        helper.make_node("Add", ["shifted", "a"], ["y"]),
+    ]
+    return _model(
+        nodes,
+        [_info("a", TensorProto.INT32, [4]), _info("b", TensorProto.INT32, [4])],
+        [_info("y", TensorProto.INT32, [4])],
+        28,
+    )
 
 
 A = np.array([1, -2, 3, 70000], np.int32)
@@ -124,8 +143,11 @@ def test_opset_28_model_runs_on_kernels_and_onnxruntime_names_the_opset():
     if newest_onnxruntime_opset() >= 28:
         pytest.skip("the installed onnxruntime runs opset 28")
     with onnxnn.set_executor("onnxruntime"):
-        with pytest.raises(RuntimeError, match=r"needs ONNX opset 28 \(for \['BitShift'\].*runs opsets up to "
-                                               rf"{newest_onnxruntime_opset()}.*set_executor\('kernels'\)"):
+        with pytest.raises(
+            RuntimeError,
+            match=r"needs ONNX opset 28 \(for \['BitShift'\].*runs opsets up to "
+            rf"{newest_onnxruntime_opset()}.*set_executor\('kernels'\)",
+        ):
             onnxnn.backend.run_model(_bitshift_model(), [A, B])
 
 
@@ -159,15 +181,23 @@ def test_only_nodes_that_need_a_newer_opset_are_recorded_at_it():
 
 def _topk_model(opset: int) -> onnx.ModelProto:
     # TopK of bfloat16 exists from opset 24 on: float32 in and out, so onnxruntime can be fed.
-    nodes = [helper.make_node("Cast", ["x"], ["x16"], to=TensorProto.BFLOAT16),
-             helper.make_node("TopK", ["x16", "k"], ["values", "indices"], axis=-1),
-             helper.make_node("Cast", ["values"], ["values32"], to=TensorProto.FLOAT),
-             helper.make_node("Mul", ["values32", "x_scale"], ["y"])]
-    initializers = [helper.make_tensor("k", TensorProto.INT64, [1], [3]),
-                    helper.make_tensor("x_scale", TensorProto.FLOAT, [], [0.5])]
-    graph = helper.make_graph(nodes, "topk", [_info("x", TensorProto.FLOAT, [2, 5])],
-                              [_info("y", TensorProto.FLOAT, [2, 3]), _info("indices", TensorProto.INT64, [2, 3])],
-                              initializers)
+    nodes = [
+        helper.make_node("Cast", ["x"], ["x16"], to=TensorProto.BFLOAT16),
+        helper.make_node("TopK", ["x16", "k"], ["values", "indices"], axis=-1),
+        helper.make_node("Cast", ["values"], ["values32"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["values32", "x_scale"], ["y"]),
+    ]
+    initializers = [
+        helper.make_tensor("k", TensorProto.INT64, [1], [3]),
+        helper.make_tensor("x_scale", TensorProto.FLOAT, [], [0.5]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "topk",
+        [_info("x", TensorProto.FLOAT, [2, 5])],
+        [_info("y", TensorProto.FLOAT, [2, 3]), _info("indices", TensorProto.INT64, [2, 3])],
+        initializers,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
     onnx.checker.check_model(model, full_check=True)
     return model
@@ -198,12 +228,21 @@ def test_opset_24_model_with_an_op_changed_at_24_on_both_executors(executor):
 def test_spacetodepth_mode_added_at_opset_28_runs_on_kernels():
     # Opset 28 added SpaceToDepth's mode; "CRD" means a different channel order than opset 21's.
     x = np.arange(2 * 2 * 4 * 4, dtype=np.float32).reshape(2, 2, 4, 4)
-    model = _model([helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2, mode="CRD")],
-                   [_info("x", TensorProto.FLOAT, list(x.shape))], [_info("y", TensorProto.FLOAT, [2, 8, 2, 2])], 28)
+    model = _model(
+        [helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2, mode="CRD")],
+        [_info("x", TensorProto.FLOAT, list(x.shape))],
+        [_info("y", TensorProto.FLOAT, [2, 8, 2, 2])],
+        28,
+    )
     expected = ReferenceEvaluator(model).run(None, {"x": x})[0]
-    dcr = ReferenceEvaluator(_model([helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2)],
-                                    [_info("x", TensorProto.FLOAT, list(x.shape))],
-                                    [_info("y", TensorProto.FLOAT, [2, 8, 2, 2])], 28)).run(None, {"x": x})[0]
+    dcr = ReferenceEvaluator(
+        _model(
+            [helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2)],
+            [_info("x", TensorProto.FLOAT, list(x.shape))],
+            [_info("y", TensorProto.FLOAT, [2, 8, 2, 2])],
+            28,
+        )
+    ).run(None, {"x": x})[0]
     assert not np.array_equal(expected, dcr)  # the mode matters for this input
     with onnxnn.set_executor("kernels"):
         np.testing.assert_array_equal(onnxnn.backend.run_model(model, [x])[0], expected)
@@ -214,8 +253,10 @@ def test_a_node_nothing_here_runs_names_the_opset_it_needs():
     # cannot load opset 28 (where Unique takes bfloat16).
     if newest_onnxruntime_opset() >= 28:
         pytest.skip("the installed onnxruntime runs opset 28")
-    nodes = [helper.make_node("Cast", ["x"], ["x16"], to=TensorProto.BFLOAT16),
-             helper.make_node("Unique", ["x16"], ["y"])]
+    nodes = [
+        helper.make_node("Cast", ["x"], ["x16"], to=TensorProto.BFLOAT16),
+        helper.make_node("Unique", ["x16"], ["y"]),
+    ]
     model = _model(nodes, [_info("x", TensorProto.FLOAT, [4])], [_info("y", TensorProto.BFLOAT16, ["n"])], 28)
     for executor in ("kernels", "onnxruntime"):
         with onnxnn.set_executor(executor):
@@ -225,13 +266,19 @@ def test_a_node_nothing_here_runs_names_the_opset_it_needs():
 
 def _layer_model(opset: int) -> onnx.ModelProto:
     rng = np.random.default_rng(0)
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["z"]),
-             helper.make_node("Tanh", ["z"], ["g"]),
-             helper.make_node("LayerNormalization", ["g", "gamma", "beta"], ["y"], axis=-1)]
-    initializers = [helper.make_tensor(name, TensorProto.DOUBLE, shape, rng.standard_normal(shape).ravel())
-                    for name, shape in (("w", [4, 5]), ("b", [5]), ("gamma", [5]), ("beta", [5]))]
-    graph = helper.make_graph(nodes, "layer", [_info("x", TensorProto.DOUBLE, [3, 4])],
-                              [_info("y", TensorProto.DOUBLE, [3, 5])], initializers)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Add", ["h", "b"], ["z"]),
+        helper.make_node("Tanh", ["z"], ["g"]),
+        helper.make_node("LayerNormalization", ["g", "gamma", "beta"], ["y"], axis=-1),
+    ]
+    initializers = [
+        helper.make_tensor(name, TensorProto.DOUBLE, shape, rng.standard_normal(shape).ravel())
+        for name, shape in (("w", [4, 5]), ("b", [5]), ("gamma", [5]), ("beta", [5]))
+    ]
+    graph = helper.make_graph(
+        nodes, "layer", [_info("x", TensorProto.DOUBLE, [3, 4])], [_info("y", TensorProto.DOUBLE, [3, 5])], initializers
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
     onnx.checker.check_model(model, full_check=True)
     return model
@@ -268,15 +315,49 @@ def test_models_at_or_below_opset_21_still_convert_to_it():
 # before, onnx's converter could not bring them down to 21, or opset 21's shape inference
 # refused their types. (The tests onnxruntime passes are in test_backend_node_tests.py.)
 KERNELS_PASS_AT_OPSET_28 = [
-    *[f"test_bitshift_{direction}_{case}" for direction, cases in (
-        ("left", ["int16", "int32", "int32_negative_shift", "int32_overflow", "int32_shift_ge_width", "int64", "int8",
-                  "int8_negative_shift", "int8_overflow", "int8_shift_ge_width"]),
-        ("right", ["int16", "int32", "int32_negative_input", "int32_negative_shift", "int32_shift_ge_width", "int64",
-                   "int8", "int8_negative_input", "int8_negative_shift", "int8_shift_ge_width"])) for case in cases],
-    "test_celu_bfloat16_expanded", "test_onehot_with_bfloat16_values", "test_reversesequence_bfloat16",
+    *[
+        f"test_bitshift_{direction}_{case}"
+        for direction, cases in (
+            (
+                "left",
+                [
+                    "int16",
+                    "int32",
+                    "int32_negative_shift",
+                    "int32_overflow",
+                    "int32_shift_ge_width",
+                    "int64",
+                    "int8",
+                    "int8_negative_shift",
+                    "int8_overflow",
+                    "int8_shift_ge_width",
+                ],
+            ),
+            (
+                "right",
+                [
+                    "int16",
+                    "int32",
+                    "int32_negative_input",
+                    "int32_negative_shift",
+                    "int32_shift_ge_width",
+                    "int64",
+                    "int8",
+                    "int8_negative_input",
+                    "int8_negative_shift",
+                    "int8_shift_ge_width",
+                ],
+            ),
+        )
+        for case in cases
+    ],
+    "test_celu_bfloat16_expanded",
+    "test_onehot_with_bfloat16_values",
+    "test_reversesequence_bfloat16",
     "test_spacetodepth_crd_mode_example",
     # Mod with fmod=0 on floats, defined from opset 28 on (onnxruntime refuses it for float16).
-    "test_mod_float16_mixed_sign_fmod_0", "test_mod_float_edge_cases_fmod_0_float16",
+    "test_mod_float16_mixed_sign_fmod_0",
+    "test_mod_float_edge_cases_fmod_0_float16",
 ]
 
 

@@ -26,6 +26,7 @@ The suite runs for about 30 seconds; set ``ONNXNN_FUZZ_SECONDS`` for a longer ru
 ``ONNXNN_FUZZ_SEED`` for another sequence of cases). The cases are the same on every machine; a
 slower machine runs fewer of them.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,16 +42,18 @@ import numpy as np
 import pytest
 
 CASE_SECONDS = 60.0
-MEMORY_LIMIT = 3 * 2 ** 30
+MEMORY_LIMIT = 3 * 2**30
 FUZZ_SECONDS = float(os.environ.get("ONNXNN_FUZZ_SECONDS", "30"))
 FUZZ_SEED = int(os.environ.get("ONNXNN_FUZZ_SEED", "0"))
 
 
 # ----------------------------------------------------------------------------- the worker process
 
+
 def _feeds(module) -> list | None:
     """Small inputs for the module's graph inputs, or None when onnxnn cannot hold one."""
     from onnxnn.ir import dtypes
+
     feeds = []
     for name in module.input_names:
         dims, elem_type = module._input_types[name]
@@ -69,6 +72,7 @@ def _feeds(module) -> list | None:
 
 def _realize(outputs) -> None:
     from onnxnn.runtime.tensor import Tensor
+
     for value in outputs if isinstance(outputs, (tuple, list)) else (outputs,):
         if isinstance(value, Tensor):
             value.numpy()
@@ -81,6 +85,7 @@ def run_case(path: str) -> str:
     import onnxnn
     from onnxnn import ModelLoadError
     from onnxnn.import_ import from_onnx
+
     try:
         module = from_onnx(path)
     except ModelLoadError:
@@ -109,6 +114,7 @@ def run_case(path: str) -> str:
 def worker() -> None:
     """Reads case paths from stdin, one a line; writes one JSON outcome a line."""
     import warnings
+
     warnings.simplefilter("ignore")
     for line in sys.stdin:
         outcome = run_case(line.strip())
@@ -118,19 +124,28 @@ def worker() -> None:
 
 # ----------------------------------------------------------------------------- the test
 
+
 def _limit_memory() -> None:
     import resource
+
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
 class Worker:
     def __init__(self):
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        environment = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                           OMP_NUM_THREADS="1")
-        self.process = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=environment,
-                                        preexec_fn=_limit_memory, text=True)
+        environment = dict(
+            os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1"
+        )
+        self.process = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=environment,
+            preexec_fn=_limit_memory,
+            text=True,
+        )
 
     def run(self, path: str) -> str:
         self.process.stdin.write(path + "\n")

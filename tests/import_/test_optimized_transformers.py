@@ -20,6 +20,7 @@ computations round each of at most ``CHAIN`` operations along any path different
 differ by at most ``2 * gamma(CHAIN)`` relative to the magnitudes summed (``accumulation_bound``).
 Gradients run the chain twice (forward and backward).
 """
+
 from __future__ import annotations
 
 import collections
@@ -103,8 +104,9 @@ class GPT2Block(nn.Module):
         self.ln_1, self.ln_2 = nn.LayerNorm(HIDDEN), nn.LayerNorm(HIDDEN)
         self.c_attn, self.attn_proj = nn.Linear(HIDDEN, 3 * HIDDEN), nn.Linear(HIDDEN, HIDDEN)
         self.c_fc, self.c_proj = nn.Linear(HIDDEN, 4 * HIDDEN), nn.Linear(4 * HIDDEN, HIDDEN)
-        self.register_buffer("bias", onnxnn.tril(onnxnn.ones(LENGTH, LENGTH, dtype=onnxnn.bool)).reshape(
-            1, 1, LENGTH, LENGTH))
+        self.register_buffer(
+            "bias", onnxnn.tril(onnxnn.ones(LENGTH, LENGTH, dtype=onnxnn.bool)).reshape(1, 1, LENGTH, LENGTH)
+        )
 
     def forward(self, x):
         query, key, value = self.c_attn(self.ln_1(x)).split(HIDDEN, dim=2)
@@ -130,9 +132,11 @@ class GPT2(nn.Module):
 
 def _bert_inputs():
     rng = np.random.default_rng(1)
-    return {"input_ids": rng.integers(0, VOCAB, (BATCH, LENGTH)),
-            "attention_mask": np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]),
-            "token_type_ids": np.array([[0, 0, 1, 1, 1], [0, 0, 0, 1, 1]])}
+    return {
+        "input_ids": rng.integers(0, VOCAB, (BATCH, LENGTH)),
+        "attention_mask": np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]),
+        "token_type_ids": np.array([[0, 0, 1, 1, 1], [0, 0, 0, 1, 1]]),
+    }
 
 
 def _gpt2_inputs():
@@ -152,8 +156,9 @@ def exported(request, tmp_path_factory):
     onnxnn.manual_seed(0)
     inputs = make_inputs()
     path = str(tmp_path_factory.mktemp(request.param) / "plain.onnx")
-    onnxnn.export.to_onnx(build().eval(), tuple(onnxnn.tensor(a) for a in inputs.values()), path,
-                          input_names=list(inputs))
+    onnxnn.export.to_onnx(
+        build().eval(), tuple(onnxnn.tensor(a) for a in inputs.values()), path, input_names=list(inputs)
+    )
     # optimize_model's default (opt_level=1) is onnxruntime's basic graph optimizations, then the
     # fusions. Its helper for the first part imports torch (a GPU-build check), which the test
     # environment does not have, so the same session-level optimization is run here directly.
@@ -161,11 +166,17 @@ def exported(request, tmp_path_factory):
     options = onnxruntime.SessionOptions()
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
     options.optimized_model_filepath = basic_path
-    onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"],
-                                 disabled_optimizers=["ConstantSharing"])
+    onnxruntime.InferenceSession(
+        path, options, providers=["CPUExecutionProvider"], disabled_optimizers=["ConstantSharing"]
+    )
     optimized_path = path.replace("plain.onnx", "optimized.onnx")
-    optimizer.optimize_model(basic_path, model_type="bert" if request.param == "bert" else "gpt2", num_heads=HEADS,
-                             hidden_size=HIDDEN, opt_level=0).save_model_to_file(optimized_path)
+    optimizer.optimize_model(
+        basic_path,
+        model_type="bert" if request.param == "bert" else "gpt2",
+        num_heads=HEADS,
+        hidden_size=HIDDEN,
+        opt_level=0,
+    ).save_model_to_file(optimized_path)
     return request.param, path, onnx.load(optimized_path), inputs
 
 
@@ -223,8 +234,9 @@ def test_gradients_equal_those_of_the_unoptimized_model(exported):
     for label, source in (("plain", path), ("optimized", optimized)):
         module = from_onnx(source)
         _loss(module, inputs).backward()
-        gradients[label] = {key: parameter.grad.numpy() for key, parameter in module.named_parameters()
-                            if parameter.grad is not None}
+        gradients[label] = {
+            key: parameter.grad.numpy() for key, parameter in module.named_parameters() if parameter.grad is not None
+        }
     plain, fused = gradients["plain"], gradients["optimized"]
     shared = sorted(set(plain) & set(fused))
     assert len(shared) >= 10, shared
@@ -252,8 +264,9 @@ def test_training_steps_lower_the_loss_and_the_result_re_exports(exported, tmp_p
     module.eval()
     with onnxnn.no_grad():
         expected = module(*inputs.values()).numpy()
-    exported_again = onnxnn.export.to_onnx(module, tuple(onnxnn.tensor(a) for a in inputs.values()),
-                                           input_names=list(inputs))
+    exported_again = onnxnn.export.to_onnx(
+        module, tuple(onnxnn.tensor(a) for a in inputs.values()), input_names=list(inputs)
+    )
     # onnxruntime's own graph optimizations refuse this model: its MatMul+Add -> Gemm fusion adds
     # initializers under fixed names ("gemm_input_shape", ...) that the optimizer already wrote
     # into the file (they are the module's buffers now), and "Attempt to replace the existing

@@ -4,6 +4,7 @@ Forward against the official node tests (onnx's numpy reference) on both executo
 tolerance from the arithmetic; gradients with respect to the signal and the window against
 float64 central differences on both executors.
 """
+
 from __future__ import annotations
 
 import functools
@@ -23,6 +24,7 @@ from onnxnn.import_ import from_onnx
 @functools.lru_cache(maxsize=1)
 def _node_cases() -> tuple:
     from onnx.backend.test.case.node import collect_testcases
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return tuple(case for case in collect_testcases() if case.model.graph.node[0].op_type == "STFT")
@@ -51,26 +53,33 @@ def _model(onesided: int, signal: tuple, length: int, step: int, with_window: bo
     frames = (signal[1] - length) // step + 1
     bins = length // 2 + 1 if onesided else length
     graph = helper.make_graph(
-        [node], "stft",
+        [node],
+        "stft",
         [helper.make_tensor_value_info("signal", TensorProto.DOUBLE, signal)]
         + ([helper.make_tensor_value_info("window", TensorProto.DOUBLE, (length,))] if with_window else []),
         [helper.make_tensor_value_info("spectrum", TensorProto.DOUBLE, (signal[0], frames, bins, 2))],
-        [helper.make_tensor("frame_step", TensorProto.INT64, (), [step]),
-         helper.make_tensor("frame_length", TensorProto.INT64, (), [length])])
+        [
+            helper.make_tensor("frame_step", TensorProto.INT64, (), [step]),
+            helper.make_tensor("frame_length", TensorProto.INT64, (), [length]),
+        ],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
 @pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
-@pytest.mark.parametrize("onesided, signal, length, step, with_window", [
-    (1, (1, 9, 1), 4, 2, True),
-    (0, (2, 7, 1), 3, 2, True),
-    (0, (1, 6, 2), 4, 1, True),
-    (1, (2, 8, 1), 5, 3, False),
-], ids=["onesided_windowed", "twosided_windowed", "complex_signal", "no_window"])
+@pytest.mark.parametrize(
+    "onesided, signal, length, step, with_window",
+    [
+        (1, (1, 9, 1), 4, 2, True),
+        (0, (2, 7, 1), 3, 2, True),
+        (0, (1, 6, 2), 4, 1, True),
+        (1, (2, 8, 1), 5, 3, False),
+    ],
+    ids=["onesided_windowed", "twosided_windowed", "complex_signal", "no_window"],
+)
 def test_gradient_matches_finite_differences(executor, onesided, signal, length, step, with_window):
     rng = np.random.default_rng(5)
     arrays = [rng.standard_normal(signal)] + ([rng.uniform(0.2, 1.0, length)] if with_window else [])
     with onnxnn.set_executor(executor):
         module = from_onnx(_model(onesided, signal, length, step, with_window))
         check_gradients(lambda *tensors: module(*tensors), arrays)
-

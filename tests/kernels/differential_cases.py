@@ -6,6 +6,7 @@ dtype; ``positive``/``unit`` keep inputs inside an op's domain. A case whose op 
 yet (a family another engineer is adding) is left out of the table until it has one; the
 coverage test in test_kernels.py notices ops with a shape rule but no case.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,6 +29,7 @@ def make(shape, dtype="float32", low=-3.0, high=3.0, seed=0) -> Tensor:
         array = np.floor(rng.uniform(low, high, shape)).astype(dtype)
     else:
         from onnxnn.ir.dtypes import as_dtype
+
         array = rng.uniform(low, high, shape).astype(np.float32).astype(as_dtype(dtype).numpy_dtype)
     return Tensor._from_array(np.asarray(array))
 
@@ -47,14 +49,21 @@ class Case:
 
 
 def _unary(op_type, dtypes=FLOATS, low=-3.0, high=3.0, **attrs):
-    return Case(f"{op_type}{'_' + '_'.join(f'{k}{v}' for k, v in attrs.items()) if attrs else ''}", op_type,
-                lambda d: op(op_type, make((3, 5), d, low, high), **attrs), dtypes)
+    return Case(
+        f"{op_type}{'_' + '_'.join(f'{k}{v}' for k, v in attrs.items()) if attrs else ''}",
+        op_type,
+        lambda d: op(op_type, make((3, 5), d, low, high), **attrs),
+        dtypes,
+    )
 
 
 def _binary(op_type, dtypes=FLOATS, shapes=((3, 4), (4,)), low=-3.0, high=3.0, name=None, **attrs):
-    return Case(name or f"{op_type}_{'x'.join(map(str, shapes[0]))}_{'x'.join(map(str, shapes[1]))}", op_type,
-                lambda d: op(op_type, make(shapes[0], d, low, high, 1), make(shapes[1], d, low, high, 2), **attrs),
-                dtypes)
+    return Case(
+        name or f"{op_type}_{'x'.join(map(str, shapes[0]))}_{'x'.join(map(str, shapes[1]))}",
+        op_type,
+        lambda d: op(op_type, make(shapes[0], d, low, high, 1), make(shapes[1], d, low, high, 2), **attrs),
+        dtypes,
+    )
 
 
 # onnxruntime's CPU provider implements float64 for only part of the ops: the dtype lists say where
@@ -63,22 +72,47 @@ HALF = ("float32", "float16")
 WIDE = FLOATS
 
 _UNARY = [
-    _unary("Abs", WIDE + ("int64", "int32")), _unary("Neg", ALL_FLOATS + ("int64",)),
-    _unary("Exp", ALL_FLOATS), _unary("Log", WIDE, 0.1, 5.0), _unary("Sqrt", ALL_FLOATS, 0.0, 5.0),
-    _unary("Reciprocal", WIDE, 0.5, 3.0), _unary("Sin", WIDE), _unary("Cos", WIDE), _unary("Tan", HALF, -1.0, 1.0),
-    _unary("Asin", HALF, -0.99, 0.99), _unary("Acos", HALF, -0.99, 0.99), _unary("Atan", HALF),
-    _unary("Sinh", HALF), _unary("Cosh", HALF), _unary("Asinh", HALF), _unary("Acosh", HALF, 1.0, 4.0),
-    _unary("Atanh", HALF, -0.99, 0.99), _unary("Tanh", ALL_FLOATS), _unary("Sigmoid", ALL_FLOATS),
-    _unary("Sigmoid", ("float32", "float64"), -60.0, 60.0), _unary("Relu", ALL_FLOATS + ("int32",)),
-    _unary("Floor", WIDE), _unary("Ceil", WIDE), _unary("Round", WIDE, -4.0, 4.0),
-    _unary("Sign", WIDE + ("int64",)), _unary("Erf", ("float32", "float16", "bfloat16"), -5.0, 5.0),
-    _unary("Softplus", HALF, -30.0, 30.0), _unary("Softsign", HALF), _unary("Mish", ("float32",)),
-    _unary("Gelu", ("float32", "float16", "bfloat16")), _unary("Gelu", HALF, approximate="tanh"),
-    _unary("Elu", HALF, alpha=0.7), _unary("Selu", HALF), _unary("Celu", ("float32",), alpha=1.5),
+    _unary("Abs", WIDE + ("int64", "int32")),
+    _unary("Neg", ALL_FLOATS + ("int64",)),
+    _unary("Exp", ALL_FLOATS),
+    _unary("Log", WIDE, 0.1, 5.0),
+    _unary("Sqrt", ALL_FLOATS, 0.0, 5.0),
+    _unary("Reciprocal", WIDE, 0.5, 3.0),
+    _unary("Sin", WIDE),
+    _unary("Cos", WIDE),
+    _unary("Tan", HALF, -1.0, 1.0),
+    _unary("Asin", HALF, -0.99, 0.99),
+    _unary("Acos", HALF, -0.99, 0.99),
+    _unary("Atan", HALF),
+    _unary("Sinh", HALF),
+    _unary("Cosh", HALF),
+    _unary("Asinh", HALF),
+    _unary("Acosh", HALF, 1.0, 4.0),
+    _unary("Atanh", HALF, -0.99, 0.99),
+    _unary("Tanh", ALL_FLOATS),
+    _unary("Sigmoid", ALL_FLOATS),
+    _unary("Sigmoid", ("float32", "float64"), -60.0, 60.0),
+    _unary("Relu", ALL_FLOATS + ("int32",)),
+    _unary("Floor", WIDE),
+    _unary("Ceil", WIDE),
+    _unary("Round", WIDE, -4.0, 4.0),
+    _unary("Sign", WIDE + ("int64",)),
+    _unary("Erf", ("float32", "float16", "bfloat16"), -5.0, 5.0),
+    _unary("Softplus", HALF, -30.0, 30.0),
+    _unary("Softsign", HALF),
+    _unary("Mish", ("float32",)),
+    _unary("Gelu", ("float32", "float16", "bfloat16")),
+    _unary("Gelu", HALF, approximate="tanh"),
+    _unary("Elu", HALF, alpha=0.7),
+    _unary("Selu", HALF),
+    _unary("Celu", ("float32",), alpha=1.5),
     _unary("LeakyRelu", ("float32", "float16", "bfloat16"), alpha=0.2),
-    _unary("HardSigmoid", HALF, alpha=0.3, beta=0.4), _unary("HardSwish", HALF),
-    _unary("ThresholdedRelu", HALF, alpha=0.5), _unary("Identity", ALL_FLOATS + ("int64", "bool")),
-    _unary("Not", ("bool",)), _unary("BitwiseNot", ("int32", "int64", "uint8")),
+    _unary("HardSigmoid", HALF, alpha=0.3, beta=0.4),
+    _unary("HardSwish", HALF),
+    _unary("ThresholdedRelu", HALF, alpha=0.5),
+    _unary("Identity", ALL_FLOATS + ("int64", "bool")),
+    _unary("Not", ("bool",)),
+    _unary("BitwiseNot", ("int32", "int64", "uint8")),
 ]
 
 _SPECIAL_VALUES = np.array([0.0, -1.5, np.inf, -np.inf, np.nan, 2.0], dtype=np.float32)
@@ -86,31 +120,55 @@ _SPECIAL_VALUES = np.array([0.0, -1.5, np.inf, -np.inf, np.nan, 2.0], dtype=np.f
 _PREDICATES = [
     Case("IsNaN", "IsNaN", lambda d: op("IsNaN", Tensor._from_array(_SPECIAL_VALUES.astype(d))), FLOATS),
     Case("IsInf", "IsInf", lambda d: op("IsInf", Tensor._from_array(_SPECIAL_VALUES.astype(d))), FLOATS),
-    Case("IsInf_positive_only", "IsInf",
-         lambda d: op("IsInf", Tensor._from_array(_SPECIAL_VALUES), detect_negative=0)),
+    Case("IsInf_positive_only", "IsInf", lambda d: op("IsInf", Tensor._from_array(_SPECIAL_VALUES), detect_negative=0)),
 ]
 
 _BINARY = [
-    _binary("Add", ALL_FLOATS + ("int64", "int32")), _binary("Sub", FLOATS + ("int64",), ((2, 1, 4), (3, 1))),
-    _binary("Mul", ALL_FLOATS + ("int64", "int32"), ((3, 4), ())), _binary("Div", ALL_FLOATS, low=0.5),
+    _binary("Add", ALL_FLOATS + ("int64", "int32")),
+    _binary("Sub", FLOATS + ("int64",), ((2, 1, 4), (3, 1))),
+    _binary("Mul", ALL_FLOATS + ("int64", "int32"), ((3, 4), ())),
+    _binary("Div", ALL_FLOATS, low=0.5),
     _binary("Div", ("int64", "int32"), ((4, 6), (6,)), low=-9.0, high=9.0, name="Div_integers_truncate"),
     _binary("Pow", ("float32", "float64"), low=0.5, high=2.0),
-    _binary("Mod", ("int64", "int32"), ((4, 6), (6,)), low=-9.0, high=9.0, name="Mod_integers_python_sign",
-            fmod=0),
-    _binary("Mod", ("float32", "float64", "int64"), ((4, 6), (6,)), low=-9.0, high=9.0,
-            name="Mod_fmod_dividend_sign", fmod=1),
-    _binary("Max", ALL_FLOATS + ("int64",)), _binary("Min", FLOATS + ("int64",), ((2, 3, 4), (3, 1))),
-    _binary("PRelu", HALF), _binary("Equal", FLOATS + ("int64", "bool")), _binary("Less", FLOATS + ("int64",)),
-    _binary("Greater", FLOATS + ("int32",)), _binary("LessOrEqual", ("float32", "int64")),
-    _binary("GreaterOrEqual", ("float32", "int64")), _binary("And", ("bool",)), _binary("Or", ("bool",)),
+    _binary("Mod", ("int64", "int32"), ((4, 6), (6,)), low=-9.0, high=9.0, name="Mod_integers_python_sign", fmod=0),
+    _binary(
+        "Mod",
+        ("float32", "float64", "int64"),
+        ((4, 6), (6,)),
+        low=-9.0,
+        high=9.0,
+        name="Mod_fmod_dividend_sign",
+        fmod=1,
+    ),
+    _binary("Max", ALL_FLOATS + ("int64",)),
+    _binary("Min", FLOATS + ("int64",), ((2, 3, 4), (3, 1))),
+    _binary("PRelu", HALF),
+    _binary("Equal", FLOATS + ("int64", "bool")),
+    _binary("Less", FLOATS + ("int64",)),
+    _binary("Greater", FLOATS + ("int32",)),
+    _binary("LessOrEqual", ("float32", "int64")),
+    _binary("GreaterOrEqual", ("float32", "int64")),
+    _binary("And", ("bool",)),
+    _binary("Or", ("bool",)),
     _binary("Xor", ("bool",)),
-    Case("Pow_integer_base", "Pow", lambda d: op("Pow", make((3, 4), d, -4, 5, 1), make((3, 4), d, 0, 4, 2)),
-         ("int64", "int32")),
-    Case("Max_three_inputs", "Max", lambda d: op("Max", make((2, 3), d, seed=1), make((3,), d, seed=2),
-                                                   make((2, 1), d, seed=3))),
+    Case(
+        "Pow_integer_base",
+        "Pow",
+        lambda d: op("Pow", make((3, 4), d, -4, 5, 1), make((3, 4), d, 0, 4, 2)),
+        ("int64", "int32"),
+    ),
+    Case(
+        "Max_three_inputs",
+        "Max",
+        lambda d: op("Max", make((2, 3), d, seed=1), make((3,), d, seed=2), make((2, 1), d, seed=3)),
+    ),
     Case("Min_one_input", "Min", lambda d: op("Min", make((2, 3), d))),
-    Case("Sum_three_inputs", "Sum", lambda d: op("Sum", make((2, 3), d, seed=1), make((3,), d, seed=2),
-                                                 make((2, 1), d, seed=3)), ("float32", "float64", "int64")),
+    Case(
+        "Sum_three_inputs",
+        "Sum",
+        lambda d: op("Sum", make((2, 3), d, seed=1), make((3,), d, seed=2), make((2, 1), d, seed=3)),
+        ("float32", "float64", "int64"),
+    ),
     Case("Mean_two_inputs", "Mean", lambda d: op("Mean", make((2, 3), d, seed=1), make((3,), d, seed=2))),
 ]
 
@@ -138,11 +196,13 @@ def _cast(source, target):
         else:
             x = Tensor._from_array(_FRACTIONS.astype(_dtype(source).numpy_dtype))
         return op("Cast", x, to=_dtype(target))
+
     return Case(f"Cast_{source}_to_{target}", "Cast", build)
 
 
 def _dtype(name):
     from onnxnn.ir.dtypes import as_dtype
+
     return as_dtype(name)
 
 
@@ -153,10 +213,19 @@ _MISC = [
     Case("Clip_max_only", "Clip", lambda d: _clip(d, None, 1), ("float32",)),
     Case("Clip_min_above_max", "Clip", lambda d: _clip(d, 2, 1), ("float32",)),
     Case("Clip_no_bounds", "Clip", lambda d: op("Clip", make((3, 4), d))),
-    _cast("float32", "int64"), _cast("float32", "int32"), _cast("float32", "bool"), _cast("bool", "float32"),
-    _cast("float32", "float16"), _cast("float32", "bfloat16"), _cast("bfloat16", "float32"),
-    _cast("float64", "float32"), _cast("int64", "float64"), _cast("int64", "int32"), _cast("float16", "int64"),
-    _cast("int32", "bool"), _cast("bfloat16", "int64"),
+    _cast("float32", "int64"),
+    _cast("float32", "int32"),
+    _cast("float32", "bool"),
+    _cast("bool", "float32"),
+    _cast("float32", "float16"),
+    _cast("float32", "bfloat16"),
+    _cast("bfloat16", "float32"),
+    _cast("float64", "float32"),
+    _cast("int64", "float64"),
+    _cast("int64", "int32"),
+    _cast("float16", "int64"),
+    _cast("int32", "bool"),
+    _cast("bfloat16", "int64"),
 ]
 
 
@@ -164,79 +233,148 @@ def _reduce(op_type, dtypes=FLOATS, low=-3.0, high=3.0):
     shape = (3, 4, 5)
     return [
         Case(f"{op_type}_axis1_keepdims", op_type, lambda d: op(op_type, make(shape, d, low, high), ints([1])), dtypes),
-        Case(f"{op_type}_axes_neg_dropped", op_type,
-             lambda d: op(op_type, make(shape, d, low, high), ints([-1, 0]), keepdims=0), dtypes),
+        Case(
+            f"{op_type}_axes_neg_dropped",
+            op_type,
+            lambda d: op(op_type, make(shape, d, low, high), ints([-1, 0]), keepdims=0),
+            dtypes,
+        ),
         Case(f"{op_type}_all", op_type, lambda d: op(op_type, make(shape, d, low, high), keepdims=0), dtypes[:1]),
-        Case(f"{op_type}_noop_with_empty_axes", op_type,
-             lambda d: op(op_type, make(shape, d, low, high), noop_with_empty_axes=1), dtypes[:1]),
+        Case(
+            f"{op_type}_noop_with_empty_axes",
+            op_type,
+            lambda d: op(op_type, make(shape, d, low, high), noop_with_empty_axes=1),
+            dtypes[:1],
+        ),
     ]
 
 
-_REDUCE = (_reduce("ReduceSum", ALL_FLOATS + ("int64", "int32")) + _reduce("ReduceMean", ALL_FLOATS)
-           + _reduce("ReduceMax", FLOATS + ("int64",)) + _reduce("ReduceMin", FLOATS + ("int32",))
-           + _reduce("ReduceProd", ("float32", "float64", "int64"), 0.5, 1.5) + _reduce("ReduceL1")
-           + _reduce("ReduceL2", ("float32", "float64")) + _reduce("ReduceSumSquare")
-           + _reduce("ReduceLogSum", ("float32", "float64"), 0.1, 2.0)
-           + _reduce("ReduceLogSumExp", ("float32", "float64"), -50.0, 50.0))
+_REDUCE = (
+    _reduce("ReduceSum", ALL_FLOATS + ("int64", "int32"))
+    + _reduce("ReduceMean", ALL_FLOATS)
+    + _reduce("ReduceMax", FLOATS + ("int64",))
+    + _reduce("ReduceMin", FLOATS + ("int32",))
+    + _reduce("ReduceProd", ("float32", "float64", "int64"), 0.5, 1.5)
+    + _reduce("ReduceL1")
+    + _reduce("ReduceL2", ("float32", "float64"))
+    + _reduce("ReduceSumSquare")
+    + _reduce("ReduceLogSum", ("float32", "float64"), 0.1, 2.0)
+    + _reduce("ReduceLogSumExp", ("float32", "float64"), -50.0, 50.0)
+)
 
 _ARG = [
-    Case(f"{name}_{variant}", name,
-         lambda d, name=name, attrs=attrs: op(name, make((4, 6), d, -2, 2), **attrs), ("float32", "int64"))
+    Case(
+        f"{name}_{variant}",
+        name,
+        lambda d, name=name, attrs=attrs: op(name, make((4, 6), d, -2, 2), **attrs),
+        ("float32", "int64"),
+    )
     for name in ("ArgMax", "ArgMin")
-    for variant, attrs in [("axis0", {}), ("axis1_dropped", {"axis": 1, "keepdims": 0}),
-                           ("last_index_of_ties", {"axis": -1, "select_last_index": 1})]
+    for variant, attrs in [
+        ("axis0", {}),
+        ("axis1_dropped", {"axis": 1, "keepdims": 0}),
+        ("last_index_of_ties", {"axis": -1, "select_last_index": 1}),
+    ]
 ]
 
 _SHAPE = [
-    Case("Reshape_zero_copies_and_minus_one", "Reshape", lambda d: op("Reshape", make((2, 3, 4), d), ints([0, -1])),
-         ("float32", "bfloat16", "int64", "bool")),
+    Case(
+        "Reshape_zero_copies_and_minus_one",
+        "Reshape",
+        lambda d: op("Reshape", make((2, 3, 4), d), ints([0, -1])),
+        ("float32", "bfloat16", "int64", "bool"),
+    ),
     Case("Reshape_allowzero", "Reshape", lambda d: op("Reshape", make((2, 0, 4), d), ints([0, 4, 2]), allowzero=1)),
     Case("Flatten_axis0", "Flatten", lambda d: op("Flatten", make((2, 3, 4), d), axis=0)),
     Case("Flatten_axis2", "Flatten", lambda d: op("Flatten", make((2, 3, 4), d), axis=2), ("float32", "int64")),
     Case("Flatten_negative_axis", "Flatten", lambda d: op("Flatten", make((2, 3, 4), d), axis=-1)),
-    Case("Transpose_perm", "Transpose", lambda d: op("Transpose", make((2, 3, 4), d), perm=[1, 2, 0]),
-         ("float32", "float16", "int64")),
+    Case(
+        "Transpose_perm",
+        "Transpose",
+        lambda d: op("Transpose", make((2, 3, 4), d), perm=[1, 2, 0]),
+        ("float32", "float16", "int64"),
+    ),
     Case("Transpose_default_reverses", "Transpose", lambda d: op("Transpose", make((2, 3, 4), d))),
     Case("Squeeze_axes", "Squeeze", lambda d: op("Squeeze", make((1, 3, 1, 2), d), ints([0, -2]))),
     Case("Squeeze_all", "Squeeze", lambda d: op("Squeeze", make((1, 3, 1, 2), d))),
-    Case("Unsqueeze_negative", "Unsqueeze", lambda d: op("Unsqueeze", make((3, 2), d), ints([0, -1])),
-         ("float32", "bool")),
-    Case("Expand_bidirectional", "Expand", lambda d: op("Expand", make((3, 1), d), ints([2, 1, 4])),
-         ("float32", "int64")),
+    Case(
+        "Unsqueeze_negative",
+        "Unsqueeze",
+        lambda d: op("Unsqueeze", make((3, 2), d), ints([0, -1])),
+        ("float32", "bool"),
+    ),
+    Case(
+        "Expand_bidirectional", "Expand", lambda d: op("Expand", make((3, 1), d), ints([2, 1, 4])), ("float32", "int64")
+    ),
     Case("Tile", "Tile", lambda d: op("Tile", make((2, 3), d), ints([2, 3])), ("float32", "int64")),
-    Case("Concat_negative_axis", "Concat",
-         lambda d: op("Concat", make((2, 3), d, seed=1), make((2, 1), d, seed=2), make((2, 2), d, seed=3), axis=-1),
-         ("float32", "float16", "int64", "bool")),
+    Case(
+        "Concat_negative_axis",
+        "Concat",
+        lambda d: op("Concat", make((2, 3), d, seed=1), make((2, 1), d, seed=2), make((2, 2), d, seed=3), axis=-1),
+        ("float32", "float16", "int64", "bool"),
+    ),
     Case("Split_sizes", "Split", lambda d: op("Split", make((6, 4), d), ints([1, 2, 3])), ("float32", "int64")),
     Case("Split_num_outputs_uneven", "Split", lambda d: op("Split", make((3, 5), d), axis=1, num_outputs=3)),
     Case("Slice_basic", "Slice", lambda d: op("Slice", make((5, 6), d), ints([1, 0]), ints([4, 5]))),
-    Case("Slice_negative_step_clamped", "Slice",
-         lambda d: op("Slice", make((5, 6), d), ints([-1, 100]), ints([-100, 0]), ints([0, 1]), ints([-2, -1])),
-         ("float32", "int64")),
-    Case("Slice_steps_beyond_end", "Slice",
-         lambda d: op("Slice", make((5, 6), d), ints([1]), ints([1000]), ints([-1]), ints([2]))),
-    Case("Pad_constant", "Pad", lambda d: op("Pad", make((2, 3), d), ints([0, 1, 2, 0]),
-                                              Tensor._from_array(np.array(1.5, _dtype(d).numpy_dtype))),
-         ("float32", "float64")),
+    Case(
+        "Slice_negative_step_clamped",
+        "Slice",
+        lambda d: op("Slice", make((5, 6), d), ints([-1, 100]), ints([-100, 0]), ints([0, 1]), ints([-2, -1])),
+        ("float32", "int64"),
+    ),
+    Case(
+        "Slice_steps_beyond_end",
+        "Slice",
+        lambda d: op("Slice", make((5, 6), d), ints([1]), ints([1000]), ints([-1]), ints([2])),
+    ),
+    Case(
+        "Pad_constant",
+        "Pad",
+        lambda d: op(
+            "Pad", make((2, 3), d), ints([0, 1, 2, 0]), Tensor._from_array(np.array(1.5, _dtype(d).numpy_dtype))
+        ),
+        ("float32", "float64"),
+    ),
     Case("Pad_reflect", "Pad", lambda d: op("Pad", make((3, 4), d), ints([1, 2, 1, 2]), mode="reflect")),
-    Case("Pad_edge", "Pad", lambda d: op("Pad", make((3, 4), d), ints([2, 0, 0, 3]), mode="edge"),
-         ("float32", "int64")),
+    Case(
+        "Pad_edge", "Pad", lambda d: op("Pad", make((3, 4), d), ints([2, 0, 0, 3]), mode="edge"), ("float32", "int64")
+    ),
     Case("Pad_negative_crops", "Pad", lambda d: op("Pad", make((4, 5), d), ints([-1, 1, 0, -2]))),
     Case("Shape", "Shape", lambda d: op("Shape", make((2, 3, 4), d))),
     Case("Shape_start_end", "Shape", lambda d: op("Shape", make((2, 3, 4), d), start=1, end=-1)),
 ]
 
 _LINALG = [
-    Case("MatMul_2d", "MatMul", lambda d: op("MatMul", make((3, 4), d, seed=1), make((4, 5), d, seed=2)),
-         ALL_FLOATS + ("int64",)),
-    Case("MatMul_batched_broadcast", "MatMul",
-         lambda d: op("MatMul", make((2, 1, 3, 4), d, seed=1), make((5, 4, 2), d, seed=2)), FLOATS),
+    Case(
+        "MatMul_2d",
+        "MatMul",
+        lambda d: op("MatMul", make((3, 4), d, seed=1), make((4, 5), d, seed=2)),
+        ALL_FLOATS + ("int64",),
+    ),
+    Case(
+        "MatMul_batched_broadcast",
+        "MatMul",
+        lambda d: op("MatMul", make((2, 1, 3, 4), d, seed=1), make((5, 4, 2), d, seed=2)),
+        FLOATS,
+    ),
     Case("MatMul_vector_matrix", "MatMul", lambda d: op("MatMul", make((4,), d, seed=1), make((4, 5), d, seed=2))),
     Case("MatMul_matrix_vector", "MatMul", lambda d: op("MatMul", make((3, 4), d, seed=1), make((4,), d, seed=2))),
     Case("Gemm_plain", "Gemm", lambda d: op("Gemm", make((3, 4), d, seed=1), make((4, 5), d, seed=2)), FLOATS),
-    Case("Gemm_transposed_scaled_bias", "Gemm",
-         lambda d: op("Gemm", make((4, 3), d, seed=1), make((5, 4), d, seed=2), make((5,), d, seed=3),
-                      transA=1, transB=1, alpha=0.5, beta=2.0), ("float32", "float64")),
+    Case(
+        "Gemm_transposed_scaled_bias",
+        "Gemm",
+        lambda d: op(
+            "Gemm",
+            make((4, 3), d, seed=1),
+            make((5, 4), d, seed=2),
+            make((5,), d, seed=3),
+            transA=1,
+            transB=1,
+            alpha=0.5,
+            beta=2.0,
+        ),
+        ("float32", "float64"),
+    ),
     Case("Softmax_last", "Softmax", lambda d: op("Softmax", make((3, 5), d, -20, 20)), ALL_FLOATS),
     Case("Softmax_axis0", "Softmax", lambda d: op("Softmax", make((3, 5, 2), d), axis=0), ("float32", "float64")),
     Case("LogSoftmax_last", "LogSoftmax", lambda d: op("LogSoftmax", make((3, 5), d, -50, 50)), FLOATS),
@@ -250,109 +388,237 @@ def _indices(values):
     return Tensor._from_array(np.array(values, dtype=np.int64))
 
 
-_INDEXING = [
-    Case("Gather_axis0_negative", "Gather", lambda d: op("Gather", make((5, 3), d), _indices([[0, -1], [2, 4]])),
-         ("float32", "float16", "int64", "bool")),
-    Case("Gather_axis1", "Gather", lambda d: op("Gather", make((2, 5, 3), d), _indices([4, 0, -2]), axis=1)),
-    Case("Gather_scalar_index", "Gather", lambda d: op("Gather", make((5, 3), d), _indices(3))),
-    Case("GatherElements_axis1", "GatherElements",
-         lambda d: op("GatherElements", make((3, 4), d), _indices([[0, 3], [-1, 1], [2, 2]]), axis=1),
-         ("float32", "int64")),
-    Case("GatherND", "GatherND", lambda d: op("GatherND", make((3, 4, 2), d), _indices([[0, 1], [2, -1]]))),
-    Case("GatherND_batch_dims", "GatherND",
-         lambda d: op("GatherND", make((2, 3, 4), d), _indices([[[1], [2]], [[0], [0]]]), batch_dims=1)),
-    Case("ScatterND_replace", "ScatterND",
-         lambda d: op("ScatterND", make((4, 3), d), _indices([[1], [3]]), make((2, 3), d, seed=5)),
-         ("float32", "int64")),
-] + [
-    Case(f"ScatterND_{reduction}_duplicates", "ScatterND",
-         lambda d, reduction=reduction: op("ScatterND", make((4, 3), d), _indices([[1], [1], [-1]]),
-                                           make((3, 3), d, seed=5), reduction=reduction), ("float32", "float64"))
-    for reduction in ("add", "mul", "max", "min")
-] + [
-    Case("ScatterElements_axis1", "ScatterElements",
-         lambda d: op("ScatterElements", make((3, 4), d), _indices([[1, 0], [3, -1], [2, 0]]),
-                      make((3, 2), d, seed=4), axis=1), ("float32", "int64")),
-] + [
-    Case(f"ScatterElements_{reduction}_duplicates", "ScatterElements",
-         lambda d, reduction=reduction: op("ScatterElements", make((3, 4), d), _indices([[1, 1], [0, 0], [2, 2]]),
-                                           make((3, 2), d, seed=4), axis=1, reduction=reduction))
-    for reduction in ("add", "mul", "max", "min")
-] + [
-    Case("NonZero", "NonZero", lambda d: op("NonZero", make((3, 4), d, -1, 2)), ("float32", "int64", "bool")),
-]
+_INDEXING = (
+    [
+        Case(
+            "Gather_axis0_negative",
+            "Gather",
+            lambda d: op("Gather", make((5, 3), d), _indices([[0, -1], [2, 4]])),
+            ("float32", "float16", "int64", "bool"),
+        ),
+        Case("Gather_axis1", "Gather", lambda d: op("Gather", make((2, 5, 3), d), _indices([4, 0, -2]), axis=1)),
+        Case("Gather_scalar_index", "Gather", lambda d: op("Gather", make((5, 3), d), _indices(3))),
+        Case(
+            "GatherElements_axis1",
+            "GatherElements",
+            lambda d: op("GatherElements", make((3, 4), d), _indices([[0, 3], [-1, 1], [2, 2]]), axis=1),
+            ("float32", "int64"),
+        ),
+        Case("GatherND", "GatherND", lambda d: op("GatherND", make((3, 4, 2), d), _indices([[0, 1], [2, -1]]))),
+        Case(
+            "GatherND_batch_dims",
+            "GatherND",
+            lambda d: op("GatherND", make((2, 3, 4), d), _indices([[[1], [2]], [[0], [0]]]), batch_dims=1),
+        ),
+        Case(
+            "ScatterND_replace",
+            "ScatterND",
+            lambda d: op("ScatterND", make((4, 3), d), _indices([[1], [3]]), make((2, 3), d, seed=5)),
+            ("float32", "int64"),
+        ),
+    ]
+    + [
+        Case(
+            f"ScatterND_{reduction}_duplicates",
+            "ScatterND",
+            lambda d, reduction=reduction: op(
+                "ScatterND", make((4, 3), d), _indices([[1], [1], [-1]]), make((3, 3), d, seed=5), reduction=reduction
+            ),
+            ("float32", "float64"),
+        )
+        for reduction in ("add", "mul", "max", "min")
+    ]
+    + [
+        Case(
+            "ScatterElements_axis1",
+            "ScatterElements",
+            lambda d: op(
+                "ScatterElements", make((3, 4), d), _indices([[1, 0], [3, -1], [2, 0]]), make((3, 2), d, seed=4), axis=1
+            ),
+            ("float32", "int64"),
+        ),
+    ]
+    + [
+        Case(
+            f"ScatterElements_{reduction}_duplicates",
+            "ScatterElements",
+            lambda d, reduction=reduction: op(
+                "ScatterElements",
+                make((3, 4), d),
+                _indices([[1, 1], [0, 0], [2, 2]]),
+                make((3, 2), d, seed=4),
+                axis=1,
+                reduction=reduction,
+            ),
+        )
+        for reduction in ("add", "mul", "max", "min")
+    ]
+    + [
+        Case("NonZero", "NonZero", lambda d: op("NonZero", make((3, 4), d, -1, 2)), ("float32", "int64", "bool")),
+    ]
+)
 
 
 def _batch_norm(d):
     channels = 3
-    return op("BatchNormalization", make((2, channels, 4, 5), d), make((channels,), d, 0.5, 2, 1),
-              make((channels,), d, seed=2), make((channels,), d, seed=3), make((channels,), d, 0.5, 2, 4),
-              epsilon=1e-3)
+    return op(
+        "BatchNormalization",
+        make((2, channels, 4, 5), d),
+        make((channels,), d, 0.5, 2, 1),
+        make((channels,), d, seed=2),
+        make((channels,), d, seed=3),
+        make((channels,), d, 0.5, 2, 4),
+        epsilon=1e-3,
+    )
 
 
 def _conv(d, **attrs):
-    return op("Conv", make((2, 4, 7, 6), d, seed=1), make((6, 4 // attrs.get("group", 1), 3, 2), d, seed=2),
-              make((6,), d, seed=3), **attrs)
+    return op(
+        "Conv",
+        make((2, 4, 7, 6), d, seed=1),
+        make((6, 4 // attrs.get("group", 1), 3, 2), d, seed=2),
+        make((6,), d, seed=3),
+        **attrs,
+    )
 
 
 _NN = [
     Case("BatchNormalization_inference", "BatchNormalization", _batch_norm, HALF),
-    Case("Conv_padded_strided_dilated", "Conv",
-         lambda d: _conv(d, pads=[1, 0, 2, 1], strides=[2, 1], dilations=[1, 2]), HALF),
+    Case(
+        "Conv_padded_strided_dilated",
+        "Conv",
+        lambda d: _conv(d, pads=[1, 0, 2, 1], strides=[2, 1], dilations=[1, 2]),
+        HALF,
+    ),
     Case("Conv_groups_same_upper", "Conv", lambda d: _conv(d, group=2, auto_pad="SAME_UPPER")),
-    Case("ConvTranspose_strided_output_padding", "ConvTranspose",
-         lambda d: op("ConvTranspose", make((2, 4, 5, 4), d, seed=1), make((4, 3, 3, 3), d, seed=2),
-                      make((3,), d, seed=3), strides=[2, 2], pads=[1, 0, 0, 1], output_padding=[1, 0])),
-    Case("MaxPool_ceil_padded_values_only", "MaxPool",
-         lambda d: op("MaxPool", make((2, 3, 7, 6), d), kernel_shape=[3, 2], strides=[2, 2], pads=[1, 0, 1, 0],
-                      ceil_mode=1)[0], ("float32", "float64")),
-    Case("AveragePool_exclude_pad", "AveragePool",
-         lambda d: op("AveragePool", make((2, 3, 7, 6), d), kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
-    Case("AveragePool_include_pad", "AveragePool",
-         lambda d: op("AveragePool", make((2, 3, 7, 6), d), kernel_shape=[3, 3], strides=[2, 1], pads=[1, 1, 1, 1],
-                      count_include_pad=1)),
+    Case(
+        "ConvTranspose_strided_output_padding",
+        "ConvTranspose",
+        lambda d: op(
+            "ConvTranspose",
+            make((2, 4, 5, 4), d, seed=1),
+            make((4, 3, 3, 3), d, seed=2),
+            make((3,), d, seed=3),
+            strides=[2, 2],
+            pads=[1, 0, 0, 1],
+            output_padding=[1, 0],
+        ),
+    ),
+    Case(
+        "MaxPool_ceil_padded_values_only",
+        "MaxPool",
+        lambda d: op(
+            "MaxPool", make((2, 3, 7, 6), d), kernel_shape=[3, 2], strides=[2, 2], pads=[1, 0, 1, 0], ceil_mode=1
+        )[0],
+        ("float32", "float64"),
+    ),
+    Case(
+        "AveragePool_exclude_pad",
+        "AveragePool",
+        lambda d: op("AveragePool", make((2, 3, 7, 6), d), kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+    ),
+    Case(
+        "AveragePool_include_pad",
+        "AveragePool",
+        lambda d: op(
+            "AveragePool",
+            make((2, 3, 7, 6), d),
+            kernel_shape=[3, 3],
+            strides=[2, 1],
+            pads=[1, 1, 1, 1],
+            count_include_pad=1,
+        ),
+    ),
     Case("GlobalAveragePool", "GlobalAveragePool", lambda d: op("GlobalAveragePool", make((2, 3, 4, 5), d))),
-    Case("LayerNormalization_last_two", "LayerNormalization",
-         lambda d: op("LayerNormalization", make((2, 3, 4), d), make((3, 4), d, seed=1), make((3, 4), d, seed=2),
-                      axis=-2), ("float32", "float64", "float16")),
-    Case("GroupNormalization", "GroupNormalization",
-         lambda d: op("GroupNormalization", make((2, 6, 3, 2), d), make((6,), d, seed=1), make((6,), d, seed=2),
-                      num_groups=3, epsilon=1e-3)),
-    Case("InstanceNormalization", "InstanceNormalization",
-         lambda d: op("InstanceNormalization", make((2, 3, 4, 5), d), make((3,), d, seed=1), make((3,), d, seed=2))),
+    Case(
+        "LayerNormalization_last_two",
+        "LayerNormalization",
+        lambda d: op(
+            "LayerNormalization", make((2, 3, 4), d), make((3, 4), d, seed=1), make((3, 4), d, seed=2), axis=-2
+        ),
+        ("float32", "float64", "float16"),
+    ),
+    Case(
+        "GroupNormalization",
+        "GroupNormalization",
+        lambda d: op(
+            "GroupNormalization",
+            make((2, 6, 3, 2), d),
+            make((6,), d, seed=1),
+            make((6,), d, seed=2),
+            num_groups=3,
+            epsilon=1e-3,
+        ),
+    ),
+    Case(
+        "InstanceNormalization",
+        "InstanceNormalization",
+        lambda d: op("InstanceNormalization", make((2, 3, 4, 5), d), make((3,), d, seed=1), make((3,), d, seed=2)),
+    ),
     Case("LRN", "LRN", lambda d: op("LRN", make((2, 5, 3, 3), d), size=3, alpha=0.01, beta=0.6, bias=2.0)),
     # layer library (norm/activation family): ops that gained shape rules with their gradient rules
     Case("LpNormalization_p1_axis0", "LpNormalization", lambda d: op("LpNormalization", make((3, 4), d), p=1, axis=0)),
     Case("LpNormalization_p2", "LpNormalization", lambda d: op("LpNormalization", make((2, 3, 4), d), axis=1)),
-    Case("MeanVarianceNormalization", "MeanVarianceNormalization",
-         lambda d: op("MeanVarianceNormalization", make((2, 3, 2, 2), d))),
+    Case(
+        "MeanVarianceNormalization",
+        "MeanVarianceNormalization",
+        lambda d: op("MeanVarianceNormalization", make((2, 3, 2, 2), d)),
+    ),
     Case("Shrink_soft", "Shrink", lambda d: op("Shrink", make((3, 5), d), lambd=0.7, bias=0.7), HALF),
     Case("Shrink_hard", "Shrink", lambda d: op("Shrink", make((3, 5), d), lambd=0.5)),
     Case("Dropout_inference", "Dropout", lambda d: op("Dropout", make((3, 4), d))),
-    Case("MaxPool_with_indices", "MaxPool",
-         lambda d: op("MaxPool", make((2, 3, 6, 5), d), kernel_shape=[2, 3], strides=[2, 1], pads=[0, 1, 1, 1],
-                      dilations=[2, 1])),
-    Case("LpPool", "LpPool", lambda d: op("LpPool", make((2, 3, 6, 5), d), kernel_shape=[3, 2], strides=[2, 2],
-                                           pads=[1, 0, 1, 1], p=3)),
+    Case(
+        "MaxPool_with_indices",
+        "MaxPool",
+        lambda d: op(
+            "MaxPool", make((2, 3, 6, 5), d), kernel_shape=[2, 3], strides=[2, 1], pads=[0, 1, 1, 1], dilations=[2, 1]
+        ),
+    ),
+    Case(
+        "LpPool",
+        "LpPool",
+        lambda d: op("LpPool", make((2, 3, 6, 5), d), kernel_shape=[3, 2], strides=[2, 2], pads=[1, 0, 1, 1], p=3),
+    ),
     Case("GlobalMaxPool", "GlobalMaxPool", lambda d: op("GlobalMaxPool", make((2, 3, 4, 5), d))),
     Case("GlobalLpPool", "GlobalLpPool", lambda d: op("GlobalLpPool", make((2, 3, 4, 5), d), p=2)),
-    Case("MaxUnpool_output_shape", "MaxUnpool",
-         lambda d: op("MaxUnpool", *op("MaxPool", make((2, 3, 6, 5), d), kernel_shape=[2, 2], strides=[2, 2]),
-                      ints([2, 3, 6, 5]), kernel_shape=[2, 2], strides=[2, 2])),
+    Case(
+        "MaxUnpool_output_shape",
+        "MaxUnpool",
+        lambda d: op(
+            "MaxUnpool",
+            *op("MaxPool", make((2, 3, 6, 5), d), kernel_shape=[2, 2], strides=[2, 2]),
+            ints([2, 3, 6, 5]),
+            kernel_shape=[2, 2],
+            strides=[2, 2],
+        ),
+    ),
 ]
 # losses (layer family L3): ONNX's loss ops, with weights, ignore_index and spatial targets.
 _NN += [
-    Case("NegativeLogLikelihoodLoss_weighted_ignored", "NegativeLogLikelihoodLoss",
-         lambda d: op("NegativeLogLikelihoodLoss", make((4, 3, 2), d), make((4, 2), "int64", 0, 3, seed=1),
-                      make((3,), d, 0.5, 2.0, seed=2), ignore_index=1), ("float32", "float64")),
-    Case("SoftmaxCrossEntropyLoss_none_two_outputs", "SoftmaxCrossEntropyLoss",
-         lambda d: op("SoftmaxCrossEntropyLoss", make((4, 3), d), make((4,), "int64", 0, 3, seed=1),
-                      reduction="none"), ("float32", "float64")),
+    Case(
+        "NegativeLogLikelihoodLoss_weighted_ignored",
+        "NegativeLogLikelihoodLoss",
+        lambda d: op(
+            "NegativeLogLikelihoodLoss",
+            make((4, 3, 2), d),
+            make((4, 2), "int64", 0, 3, seed=1),
+            make((3,), d, 0.5, 2.0, seed=2),
+            ignore_index=1,
+        ),
+        ("float32", "float64"),
+    ),
+    Case(
+        "SoftmaxCrossEntropyLoss_none_two_outputs",
+        "SoftmaxCrossEntropyLoss",
+        lambda d: op("SoftmaxCrossEntropyLoss", make((4, 3), d), make((4,), "int64", 0, 3, seed=1), reduction="none"),
+        ("float32", "float64"),
+    ),
 ]
 
 
 def _mlp(d):
     import onnxnn
+
     x, w1, w2 = make((4, 8), d, seed=1), make((8, 16), d, seed=2), make((16, 3), d, seed=3)
     hidden = onnxnn.relu(x @ w1 + 0.5)
     logits = hidden @ w2
@@ -372,43 +638,91 @@ _GRAPHS = [
 
 # Tensor API parity (l5-tensor-api): the ops behind topk/sort, cumsum, einsum, tril/triu and bitwise_*.
 _TENSOR_API = [
-    Case("TopK_largest", "TopK", lambda d: op("TopK", make((3, 6), d), ints([2]), axis=-1, largest=1, sorted=1),
-         ("float32", "float64", "int64")),
-    Case("TopK_smallest_axis0", "TopK", lambda d: op("TopK", make((5, 3), d), ints([5]), axis=0, largest=0, sorted=1),
-         ("float32", "float64")),
+    Case(
+        "TopK_largest",
+        "TopK",
+        lambda d: op("TopK", make((3, 6), d), ints([2]), axis=-1, largest=1, sorted=1),
+        ("float32", "float64", "int64"),
+    ),
+    Case(
+        "TopK_smallest_axis0",
+        "TopK",
+        lambda d: op("TopK", make((5, 3), d), ints([5]), axis=0, largest=0, sorted=1),
+        ("float32", "float64"),
+    ),
     Case("CumSum", "CumSum", lambda d: op("CumSum", make((3, 5), d), ints(1)), ("float32", "float64", "int64")),
-    Case("CumSum_exclusive_reverse", "CumSum",
-         lambda d: op("CumSum", make((3, 5), d), ints(0), exclusive=1, reverse=1), ("float32", "float64")),
-    Case("Einsum_matmul", "Einsum", lambda d: op("Einsum", make((3, 4), d, seed=1), make((4, 5), d, seed=2),
-                                                 equation="ij,jk->ik"), ("float32", "float64")),
-    Case("Einsum_batched_sum_out", "Einsum",
-         lambda d: op("Einsum", make((2, 3, 4), d, seed=1), make((5,), d, seed=2), equation="bij,k->bk")),
-    Case("Trilu_lower", "Trilu", lambda d: op("Trilu", make((2, 3, 4), d), ints(1), upper=0),
-         ("float32", "float64", "int64")),
+    Case(
+        "CumSum_exclusive_reverse",
+        "CumSum",
+        lambda d: op("CumSum", make((3, 5), d), ints(0), exclusive=1, reverse=1),
+        ("float32", "float64"),
+    ),
+    Case(
+        "Einsum_matmul",
+        "Einsum",
+        lambda d: op("Einsum", make((3, 4), d, seed=1), make((4, 5), d, seed=2), equation="ij,jk->ik"),
+        ("float32", "float64"),
+    ),
+    Case(
+        "Einsum_batched_sum_out",
+        "Einsum",
+        lambda d: op("Einsum", make((2, 3, 4), d, seed=1), make((5,), d, seed=2), equation="bij,k->bk"),
+    ),
+    Case(
+        "Trilu_lower",
+        "Trilu",
+        lambda d: op("Trilu", make((2, 3, 4), d), ints(1), upper=0),
+        ("float32", "float64", "int64"),
+    ),
     Case("Trilu_upper", "Trilu", lambda d: op("Trilu", make((4, 3), d), ints(-1), upper=1), ("float32", "float64")),
-    *[Case(f"{name}_int", name, lambda d, name=name: op(name, make((3, 4), d, -50, 50, 1), make((4,), d, -50, 50, 2)),
-           ("int64", "int32")) for name in ("BitwiseAnd", "BitwiseOr", "BitwiseXor")],
+    *[
+        Case(
+            f"{name}_int",
+            name,
+            lambda d, name=name: op(name, make((3, 4), d, -50, 50, 1), make((4,), d, -50, 50, 2)),
+            ("int64", "int32"),
+        )
+        for name in ("BitwiseAnd", "BitwiseOr", "BitwiseXor")
+    ],
     # Shift amounts below the narrowest width (8): ONNX leaves wider shifts to the implementation.
-    *[Case(f"BitShift_{direction}", "BitShift",
-           lambda d, direction=direction: op("BitShift", make((3, 4), d, 0, 200, 1), make((4,), d, 0, 7, 2),
-                                             direction=direction), ("uint8", "uint32", "uint64"))
-      for direction in ("LEFT", "RIGHT")],
+    *[
+        Case(
+            f"BitShift_{direction}",
+            "BitShift",
+            lambda d, direction=direction: op(
+                "BitShift", make((3, 4), d, 0, 200, 1), make((4,), d, 0, 7, 2), direction=direction
+            ),
+            ("uint8", "uint32", "uint64"),
+        )
+        for direction in ("LEFT", "RIGHT")
+    ],
 ]
 
 # Resampling and rearranging (padding/resampling family): one case per op the layers record.
 _RESAMPLE = [
-    Case("Resize_linear_scales", "Resize",
-         lambda d: op("Resize", make((1, 2, 3, 4), d), None, _floats([1.0, 1.0, 2.0, 1.5]), mode="linear")),
-    Case("Resize_nearest_sizes", "Resize",
-         lambda d: op("Resize", make((1, 2, 3, 4), d), None, None, ints([1, 2, 5, 7]), mode="nearest")),
-    Case("GridSample_bilinear", "GridSample",
-         lambda d: op("GridSample", make((1, 2, 4, 5), d, seed=1), make((1, 3, 3, 2), d, -1.0, 1.0, seed=2))),
+    Case(
+        "Resize_linear_scales",
+        "Resize",
+        lambda d: op("Resize", make((1, 2, 3, 4), d), None, _floats([1.0, 1.0, 2.0, 1.5]), mode="linear"),
+    ),
+    Case(
+        "Resize_nearest_sizes",
+        "Resize",
+        lambda d: op("Resize", make((1, 2, 3, 4), d), None, None, ints([1, 2, 5, 7]), mode="nearest"),
+    ),
+    Case(
+        "GridSample_bilinear",
+        "GridSample",
+        lambda d: op("GridSample", make((1, 2, 4, 5), d, seed=1), make((1, 3, 3, 2), d, -1.0, 1.0, seed=2)),
+    ),
     Case("AffineGrid", "AffineGrid", lambda d: op("AffineGrid", make((2, 2, 3), d, -1.0, 1.0), ints([2, 3, 4, 5]))),
-    Case("DepthToSpace_crd", "DepthToSpace", lambda d: op("DepthToSpace", make((1, 8, 2, 3), d), blocksize=2,
-                                                          mode="CRD")),
+    Case(
+        "DepthToSpace_crd", "DepthToSpace", lambda d: op("DepthToSpace", make((1, 8, 2, 3), d), blocksize=2, mode="CRD")
+    ),
     Case("SpaceToDepth", "SpaceToDepth", lambda d: op("SpaceToDepth", make((1, 2, 4, 6), d), blocksize=2)),
-    Case("CenterCropPad", "CenterCropPad", lambda d: op("CenterCropPad", make((5, 6, 3), d), ints([4, 8]),
-                                                        axes=[0, 1])),
+    Case(
+        "CenterCropPad", "CenterCropPad", lambda d: op("CenterCropPad", make((5, 6, 3), d), ints([4, 8]), axes=[0, 1])
+    ),
 ]
 
 
@@ -416,5 +730,18 @@ def _floats(values):
     return Tensor._from_array(np.asarray(values, dtype=np.float32))
 
 
-CASES = (_UNARY + _PREDICATES + _BINARY + _MISC + _REDUCE + _ARG + _SHAPE + _LINALG + _INDEXING + _NN + _GRAPHS
-         + _TENSOR_API + _RESAMPLE)
+CASES = (
+    _UNARY
+    + _PREDICATES
+    + _BINARY
+    + _MISC
+    + _REDUCE
+    + _ARG
+    + _SHAPE
+    + _LINALG
+    + _INDEXING
+    + _NN
+    + _GRAPHS
+    + _TENSOR_API
+    + _RESAMPLE
+)

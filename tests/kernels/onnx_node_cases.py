@@ -8,6 +8,7 @@ outputs. The plan is built directly rather than through ``apply_op`` so that the
 kernel alone: onnxnn's shape rules cover the PyTorch-shaped subset of each op that the Tensor
 API records, while the node tests exercise every attribute of the ONNX spec.
 """
+
 from __future__ import annotations
 
 import functools
@@ -34,6 +35,7 @@ class Unrepresentable(Exception):
 def node_cases() -> tuple:
     """Every single-node ONNX test case whose op has a kernel, sorted by name."""
     from onnx.backend.test.case.node import collect_testcases
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cases = collect_testcases()
@@ -46,8 +48,12 @@ def node_cases() -> tuple:
 
 
 def _attribute(attribute: onnx.AttributeProto):
-    if attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS,
-                          onnx.AttributeProto.SPARSE_TENSOR, onnx.AttributeProto.TYPE_PROTO):
+    if attribute.type in (
+        onnx.AttributeProto.GRAPH,
+        onnx.AttributeProto.GRAPHS,
+        onnx.AttributeProto.SPARSE_TENSOR,
+        onnx.AttributeProto.TYPE_PROTO,
+    ):
         raise Unrepresentable(f"attribute {attribute.name} of type {attribute.type}")
     value = helper.get_attribute_value(attribute)
     if isinstance(value, onnx.TensorProto):
@@ -123,8 +129,10 @@ def run_case(case) -> str | None:
         return f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"
     for position, (result, reference) in enumerate(zip(results, wanted)):
         if result.dtype != reference.dtype or result.shape != reference.shape:
-            return f"output {position}: got {result.dtype}{list(result.shape)}, " \
-                   f"expected {reference.dtype}{list(reference.shape)}"
+            return (
+                f"output {position}: got {result.dtype}{list(result.shape)}, "
+                f"expected {reference.dtype}{list(reference.shape)}"
+            )
         if reference.dtype.kind in "fV" or reference.dtype == np.float16:
             actual, desired = result.astype(np.float64), reference.astype(np.float64)
             if not np.allclose(actual, desired, rtol=case.rtol, atol=case.atol, equal_nan=True):

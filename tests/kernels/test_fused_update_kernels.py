@@ -7,6 +7,7 @@ buffers) instead of concatenating them. The specification: every result equals o
 formulas (tests/unfused_updates.py) bit for bit whichever path ran, no input or earlier result is
 ever written, and the results are C-contiguous arrays of the inputs' dtypes and shapes.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -43,26 +44,40 @@ class _CountingNumpy:
 def _run(options, step, xs, gs, ms, vs, v_maxes, xp=np):
     scalar = lambda value: np.array(value, np.float64)  # noqa: E731  (as the optimizer feeds them)
     beta1, beta2 = HYPERPARAMETERS["betas"]
-    inputs = [scalar(HYPERPARAMETERS["lr"]), scalar(step), scalar(beta1), scalar(beta2), scalar(HYPERPARAMETERS["eps"]),
-              scalar(options["weight_decay"]) if options["weight_decay"] else None, *xs, *gs, *ms, *vs]
+    inputs = [
+        scalar(HYPERPARAMETERS["lr"]),
+        scalar(step),
+        scalar(beta1),
+        scalar(beta2),
+        scalar(HYPERPARAMETERS["eps"]),
+        scalar(options["weight_decay"]) if options["weight_decay"] else None,
+        *xs,
+        *gs,
+        *ms,
+        *vs,
+    ]
     if options["amsgrad"]:
         inputs += v_maxes
-    attrs = {"decoupled_weight_decay": int(options["decoupled_weight_decay"]), "amsgrad": int(options["amsgrad"]),
-             "maximize": int(options["maximize"])}
+    attrs = {
+        "decoupled_weight_decay": int(options["decoupled_weight_decay"]),
+        "amsgrad": int(options["amsgrad"]),
+        "maximize": int(options["maximize"]),
+    }
     return training.adam(xp, inputs, attrs)
 
 
 def _expected(options, step, xs, gs, ms, vs, v_maxes) -> list:
-    updates = [unfused_adam_step(*arrays, float(step), **HYPERPARAMETERS, **options)
-               for arrays in zip(xs, gs, ms, vs, v_maxes)]
+    updates = [
+        unfused_adam_step(*arrays, float(step), **HYPERPARAMETERS, **options) for arrays in zip(xs, gs, ms, vs, v_maxes)
+    ]
     kinds = 4 if options["amsgrad"] else 3
     return [update[kind] for kind in range(kinds) for update in updates]
 
 
 def _split(results, options) -> tuple:
     count = len(results) // (4 if options["amsgrad"] else 3)
-    xs, ms, vs = results[:count], results[count:2 * count], results[2 * count:3 * count]
-    return xs, ms, vs, results[3 * count:] if options["amsgrad"] else [None] * count
+    xs, ms, vs = results[:count], results[count : 2 * count], results[2 * count : 3 * count]
+    return xs, ms, vs, results[3 * count :] if options["amsgrad"] else [None] * count
 
 
 def _arrays(shapes, dtype=np.float32, seed=0, positive=False):
@@ -154,22 +169,32 @@ def test_a_chain_of_adagrad_updates_equals_the_unfused_formulas(maximize, weight
             gs = _arrays(SHAPES, seed=10 + step)
             updates = [unfused_adagrad_step(x, g, s, float(step), **options) for x, g, s in zip(xs, gs, sums)]
             expected = [update[0] for update in updates] + [update[1] for update in updates]
-            inputs = [scalar(0.1), scalar(step), scalar(0.05), scalar(1e-6),
-                      scalar(weight_decay) if weight_decay else None,
-                      *xs, *gs, *sums]
+            inputs = [
+                scalar(0.1),
+                scalar(step),
+                scalar(0.05),
+                scalar(1e-6),
+                scalar(weight_decay) if weight_decay else None,
+                *xs,
+                *gs,
+                *sums,
+            ]
             before = counting.concatenate_calls
             results = training.adagrad(counting, inputs, {"maximize": int(maximize)})
             _assert_equal_bitwise(results, expected)
             assert counting.concatenate_calls - before == (1 if fast_path and step > 1 else 3)
-            xs, sums = results[:len(SHAPES)], results[len(SHAPES):]
+            xs, sums = results[: len(SHAPES)], results[len(SHAPES) :]
 
 
 @pytest.mark.parametrize("fast_path", [True, False], ids=["fast path", "no fast path"])
-@pytest.mark.parametrize("centered, momentum, maximize, weight_decay", [
-    (False, 0.0, False, 0.0), (True, 0.5, True, 0.1), (True, 0.0, True, 0.0), (False, 0.3, False, 0.05)])
+@pytest.mark.parametrize(
+    "centered, momentum, maximize, weight_decay",
+    [(False, 0.0, False, 0.0), (True, 0.5, True, 0.1), (True, 0.0, True, 0.0), (False, 0.3, False, 0.05)],
+)
 def test_a_chain_of_rmsprop_updates_equals_the_unfused_formulas(centered, momentum, maximize, weight_decay, fast_path):
-    options = dict(lr=0.01, alpha=0.9, eps=1e-6, weight_decay=weight_decay, momentum=momentum, centered=centered,
-                   maximize=maximize)
+    options = dict(
+        lr=0.01, alpha=0.9, eps=1e-6, weight_decay=weight_decay, momentum=momentum, centered=centered, maximize=maximize
+    )
     scalar = lambda value: np.array(value, np.float64)  # noqa: E731
     xs, grad_avgs, buffers = _arrays(SHAPES, seed=1), _arrays(SHAPES, seed=2), _arrays(SHAPES, seed=3)
     square_avgs = [a + 10 for a in _arrays(SHAPES, seed=4, positive=True)]
@@ -178,18 +203,28 @@ def test_a_chain_of_rmsprop_updates_equals_the_unfused_formulas(centered, moment
     with onnxnn.set_fast_path(fast_path):
         for step in range(1, 5):
             gs = _arrays(SHAPES, seed=10 + step)
-            updates = [unfused_rmsprop_step(*arrays, float(step), **options)
-                       for arrays in zip(xs, gs, square_avgs, grad_avgs, buffers)]
+            updates = [
+                unfused_rmsprop_step(*arrays, float(step), **options)
+                for arrays in zip(xs, gs, square_avgs, grad_avgs, buffers)
+            ]
             kinds = [0, 1] + ([2] if centered else []) + ([3] if momentum else [])
             expected = [update[kind] for kind in kinds for update in updates]
-            inputs = [scalar(0.01), scalar(0.9), scalar(1e-6), scalar(weight_decay) if weight_decay else None,
-                      scalar(momentum) if momentum else None, *xs, *gs, *square_avgs]
+            inputs = [
+                scalar(0.01),
+                scalar(0.9),
+                scalar(1e-6),
+                scalar(weight_decay) if weight_decay else None,
+                scalar(momentum) if momentum else None,
+                *xs,
+                *gs,
+                *square_avgs,
+            ]
             inputs += (grad_avgs if centered else []) + (buffers if momentum else [])
             before = counting.concatenate_calls
             results = training.rmsprop(counting, inputs, {"centered": int(centered), "maximize": int(maximize)})
             _assert_equal_bitwise(results, expected)
             assert counting.concatenate_calls - before == (1 if fast_path and step > 1 else carried + 1)
             count = len(SHAPES)
-            xs, square_avgs = results[:count], results[count:2 * count]
-            grad_avgs = results[2 * count:3 * count] if centered else grad_avgs
+            xs, square_avgs = results[:count], results[count : 2 * count]
+            grad_avgs = results[2 * count : 3 * count] if centered else grad_avgs
             buffers = results[-count:] if momentum else buffers

@@ -4,6 +4,7 @@ The cases are the gradient table of tests/runtime/test_gradients.py; here each i
 with onnxruntime and once with onnxnn's kernels, and the outputs and input gradients compared at
 float32 tolerance (each executor's own correctness is checked elsewhere).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -15,7 +16,8 @@ import pytest
 import onnxnn
 
 _spec = importlib.util.spec_from_file_location(
-    "gradient_table", Path(__file__).resolve().parents[1] / "runtime" / "test_gradients.py")
+    "gradient_table", Path(__file__).resolve().parents[1] / "runtime" / "test_gradients.py"
+)
 gradient_table = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gradient_table)
 CASES = gradient_table.CASES
@@ -25,19 +27,26 @@ CASES = gradient_table.CASES
 ONNXRUNTIME_LACKS = {
     "mean_variadic_broadcast": "no float64 Mean kernel in onnxruntime's CPU provider",
     # Their float32 variants (case id + "_float32") run here on both executors.
-    **{op_type: f"no float64 {op_type.capitalize()} kernel in onnxruntime's CPU provider"
-       for op_type in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")},
+    **{
+        op_type: f"no float64 {op_type.capitalize()} kernel in onnxruntime's CPU provider"
+        for op_type in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")
+    },
     "global_lp_pool_p2_float64": "no float64 GlobalLpPool kernel in onnxruntime's CPU provider",
-    **dict.fromkeys(["det_3x3", "det_batched_2x2", "det_1x1", "det_singular"],
-                    "no float64 Det kernel in onnxruntime's CPU provider"),
+    **dict.fromkeys(
+        ["det_3x3", "det_batched_2x2", "det_1x1", "det_singular"], "no float64 Det kernel in onnxruntime's CPU provider"
+    ),
     "one_hot_values": "no OneHot kernel with float64 values in onnxruntime's CPU provider",
 }
 
 
 def _forward_and_backward(case, executor: str):
     with onnxnn.set_executor(executor):
-        tensors = [onnxnn.tensor(a, dtype=onnxnn.float64, requires_grad=True) if np.asarray(a).dtype.kind == "f"
-                   else onnxnn.tensor(a) for a in case.inputs]
+        tensors = [
+            onnxnn.tensor(a, dtype=onnxnn.float64, requires_grad=True)
+            if np.asarray(a).dtype.kind == "f"
+            else onnxnn.tensor(a)
+            for a in case.inputs
+        ]
         output = case.function(*tensors)
         cotangent = np.random.default_rng(0).standard_normal(output.shape)
         output.backward(onnxnn.tensor(cotangent, dtype=output.dtype))

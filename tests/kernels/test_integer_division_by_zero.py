@@ -5,6 +5,7 @@ zero") and onnxnn surfaces that as RuntimeError; PyTorch raises RuntimeError too
 with a warning, which the kernels executor used to pass on as a result. Divisors without a zero
 give C's (ONNX's) quotients and remainders on both, computed here in Python's exact integers.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -89,10 +90,10 @@ ONNX_CASES = [
 
 @pytest.mark.parametrize("executor", EXECUTORS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
-@pytest.mark.parametrize("op_type, attributes, exact", ONNX_CASES,
-                         ids=["Div", "Mod_fmod0", "Mod_fmod1"])
+@pytest.mark.parametrize("op_type, attributes, exact", ONNX_CASES, ids=["Div", "Mod_fmod0", "Mod_fmod1"])
 def test_an_imported_integer_div_or_mod_node_behaves_the_same_on_both_executors(
-        executor, dtype, op_type, attributes, exact):
+    executor, dtype, op_type, attributes, exact
+):
     module = from_onnx(_binary_model(op_type, dtype.onnx_type, **attributes))
     a = onnxnn.tensor(DIVIDEND, dtype=dtype)
     with onnxnn.set_executor(executor):

@@ -5,6 +5,7 @@ The differential table (differential_cases.py) records graphs, runs them through
 dtypes and shapes, equal values for integer and boolean results and per-dtype tolerances for
 floating-point ones. The official ONNX node tests are in test_onnx_node_tests.py.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,8 +42,18 @@ TOLERANCES = {
 # running the same plan on |inputs| gives each output's sum of |terms| (Higham's magnitude),
 # and the inputs' element count bounds the terms accumulated, so these get the accumulation
 # bound rather than a per-dtype constant. Cancellation in them is common (inputs of both signs).
-MULTILINEAR = {"MatMul", "Gemm", "Conv", "ConvTranspose", "AveragePool", "GlobalAveragePool", "ReduceSum",
-               "ReduceMean", "ReduceL1", "ReduceSumSquare"}
+MULTILINEAR = {
+    "MatMul",
+    "Gemm",
+    "Conv",
+    "ConvTranspose",
+    "AveragePool",
+    "GlobalAveragePool",
+    "ReduceSum",
+    "ReduceMean",
+    "ReduceL1",
+    "ReduceSumSquare",
+}
 
 _RECORDABLE = [case for case in CASES if ("", case.op_type) in shape_rules]
 
@@ -64,15 +75,17 @@ def _assert_matches(actual: np.ndarray, expected: np.ndarray, dtype_name: str, b
         np.testing.assert_allclose(actual.astype(np.float64), expected.astype(np.float64), rtol=rtol, atol=atol)
 
 
-@pytest.mark.parametrize("case,dtype", [pytest.param(case, dtype, id=f"{case.name}-{dtype}")
-                                        for case in _RECORDABLE for dtype in case.dtypes])
+@pytest.mark.parametrize(
+    "case,dtype",
+    [pytest.param(case, dtype, id=f"{case.name}-{dtype}") for case in _RECORDABLE for dtype in case.dtypes],
+)
 def test_kernels_agree_with_onnxruntime(case, dtype):
     outputs = _outputs(case.build(dtype))
     plan = _plan([tensor._value for tensor in outputs])
     bounds = [None] * len(outputs)
     if case.op_type in MULTILINEAR and dtype in ("float32", "float64") and len(plan.nodes) == 1:
-        bounds = _multilinear_bounds(plan, dtype)[:len(outputs)]
-    ours = run_plan(plan)[:len(outputs)]
+        bounds = _multilinear_bounds(plan, dtype)[: len(outputs)]
+    ours = run_plan(plan)[: len(outputs)]
     for mine, tensor, bound in zip(ours, outputs, bounds):
         reference = tensor.numpy()
         _assert_matches(mine, reference, reference.dtype.name if reference.dtype.kind == "f" else dtype, bound)
@@ -120,29 +133,41 @@ def test_every_recordable_op_has_a_differential_case():
 
 # ---------------------------------------------------------------- semantics worth pinning by value
 
-@pytest.mark.parametrize("op_type,a,b,expected", [
-    ("Div", [7, -7, 7, -7], [2, 2, -2, -2], [3, -3, -3, 3]),
-    ("Mod", [7, -7, 7, -7], [3, 3, -3, -3], [1, 2, -2, -1]),
-])
+
+@pytest.mark.parametrize(
+    "op_type,a,b,expected",
+    [
+        ("Div", [7, -7, 7, -7], [2, 2, -2, -2], [3, -3, -3, 3]),
+        ("Mod", [7, -7, 7, -7], [3, 3, -3, -3], [1, 2, -2, -1]),
+    ],
+)
 def test_integer_division_semantics(op_type, a, b, expected):
-    result = apply_op(op_type, (Tensor._from_array(np.array(a)), Tensor._from_array(np.array(b))),
-                      {"fmod": 0} if op_type == "Mod" else None)
+    result = apply_op(
+        op_type,
+        (Tensor._from_array(np.array(a)), Tensor._from_array(np.array(b))),
+        {"fmod": 0} if op_type == "Mod" else None,
+    )
     np.testing.assert_array_equal(run_plan(_plan([result._value]))[0], expected)
 
 
 def test_erf_is_float64_accurate():
     import math
+
     values = np.linspace(-7, 7, 2001)
     result = apply_op("Erf", (Tensor._from_array(values),))
     expected = np.array([math.erf(v) for v in values])
     # math.erf is accurate to about an ulp; the kernel's own approximation must stay within a
     # few float64 ulps (the documented budget for ulp-accurate functions; atol: erf near 0 ~ x).
-    assert_within(run_plan(_plan([result._value]))[0], expected,
-                  ulps(expected, TRANSCENDENTAL_ULPS, np.float64) + ulps(values, TRANSCENDENTAL_ULPS, np.float64))
+    assert_within(
+        run_plan(_plan([result._value]))[0],
+        expected,
+        ulps(expected, TRANSCENDENTAL_ULPS, np.float64) + ulps(values, TRANSCENDENTAL_ULPS, np.float64),
+    )
 
 
 def test_bfloat16_computes_per_op_in_float32_and_rounds():
     import ml_dtypes
+
     a = np.array([1.0, 3.0, 100.0], dtype=ml_dtypes.bfloat16)
     b = np.array([0.00390625, 1 / 3, 0.3], dtype=ml_dtypes.bfloat16)
     result = apply_op("Div", (Tensor._from_array(a), Tensor._from_array(b)))
@@ -167,10 +192,12 @@ def test_bfloat16_held_in_float32_matches_native_bfloat16():
 
 # ---------------------------------------------------------------- errors
 
+
 def _single_node_plan(op_type, domain="", dtype=onnxnn.float32):
     from onnxnn.ir.device import CPU
     from onnxnn.ir.plan import GraphPlan
     from onnxnn.ir.graph import Node, Value
+
     data = np.zeros((2,), dtype.numpy_dtype)
     source = Value(None, 0, (2,), dtype, CPU, data)
     node = Node(op_type, domain, (source,), {}, 1)
@@ -178,10 +205,13 @@ def _single_node_plan(op_type, domain="", dtype=onnxnn.float32):
     return GraphPlan([node], [source], [output], ((op_type, domain), (), (), CPU))
 
 
-@pytest.mark.parametrize("op_type,domain,named", [
-    ("Foo", "", "op_type 'Foo' (domain 'ai.onnx')"),
-    ("Fused", "com.example", "op_type 'Fused' (domain 'com.example')"),
-])
+@pytest.mark.parametrize(
+    "op_type,domain,named",
+    [
+        ("Foo", "", "op_type 'Foo' (domain 'ai.onnx')"),
+        ("Fused", "com.example", "op_type 'Fused' (domain 'com.example')"),
+    ],
+)
 def test_op_without_kernel_raises_not_implemented(op_type, domain, named):
     escaped = named.replace("(", r"\(").replace(")", r"\)")
     with pytest.raises(NotImplementedError, match="onnxnn kernels executor has no kernel for " + escaped):
@@ -214,6 +244,7 @@ def test_kernel_errors_name_the_node():
 
 
 # ---------------------------------------------------------------- cache, wiring, debug mode
+
 
 def test_same_structure_reuses_one_compiled_plan():
     clear_cache()
@@ -255,8 +286,9 @@ def test_debug_mode_traces_every_node_and_checks_shapes(monkeypatch):
     assert seen == ["Relu", "Add", "ReduceSum"]
     clear_cache()
     monkeypatch.setitem(kernels.table, ("", "Relu"), lambda xp, inputs, attrs: [inputs[0].reshape(-1)])
-    with pytest.raises(RuntimeError,
-                       match=r"Relu .* output 0 has shape \[6\], but the recorded graph expects \[2, 3\]"):
+    with pytest.raises(
+        RuntimeError, match=r"Relu .* output 0 has shape \[6\], but the recorded graph expects \[2, 3\]"
+    ):
         run_plan(plan, debug=True)
     clear_cache()
 
@@ -294,19 +326,27 @@ def test_export_plan_with_realized_output_is_not_cached():
 
 # ---------------------------------------------------------------- differential debugging
 
+
 def test_compare_with_onnxruntime_reports_every_node():
     from onnxnn.kernels.debug import compare_with_onnxruntime
+
     x, w = make((3, 4), seed=1), make((4, 5), seed=2)
     y = ((x @ w).tanh() * 2).softmax(-1).sum()
     report = compare_with_onnxruntime([y])
     assert report.matches and report.first_mismatch is None
-    assert [item.description.split()[2] for item in report.comparisons] == \
-        ["MatMul", "Tanh", "Mul", "Softmax", "ReduceSum"]
+    assert [item.description.split()[2] for item in report.comparisons] == [
+        "MatMul",
+        "Tanh",
+        "Mul",
+        "Softmax",
+        "ReduceSum",
+    ]
     assert y._value.data is None  # nothing was realized
 
 
 def test_compare_with_onnxruntime_finds_the_first_diverging_node(monkeypatch):
     from onnxnn.kernels.debug import compare_with_onnxruntime
+
     tanh = kernels.get("Tanh")
     monkeypatch.setitem(kernels.table, ("", "Tanh"), lambda xp, inputs, attrs: [tanh(xp, inputs, attrs)[0] + 0.01])
     x = make((3, 4))
@@ -317,6 +357,7 @@ def test_compare_with_onnxruntime_finds_the_first_diverging_node(monkeypatch):
 
 
 # ---------------------------------------------------------------- the non-numpy (CuPy) code path
+
 
 class _ForeignArrayModule:
     """numpy under another name: drives the executor's CuPy code path (device transfers,
@@ -335,8 +376,9 @@ class _ForeignArrayModule:
 _FOREIGN = _ForeignArrayModule()
 
 
-@pytest.mark.parametrize("case,dtype", [pytest.param(case, case.dtypes[-1], id=f"{case.name}-{case.dtypes[-1]}")
-                                        for case in _RECORDABLE])
+@pytest.mark.parametrize(
+    "case,dtype", [pytest.param(case, case.dtypes[-1], id=f"{case.name}-{case.dtypes[-1]}") for case in _RECORDABLE]
+)
 def test_array_module_path_matches_numpy(case, dtype):
     outputs = _outputs(case.build(dtype))
     plan = _plan([tensor._value for tensor in outputs])
@@ -350,8 +392,9 @@ def test_array_module_path_matches_numpy(case, dtype):
 def test_zero_dimensional_intermediates_stay_arrays():
     x = make((3, 4))
     total = x.sum()
-    scattered = apply_op("ScatterND", (total.reshape(()), Tensor._from_array(np.zeros((0,), np.int64)),
-                                       total.reshape(())))
+    scattered = apply_op(
+        "ScatterND", (total.reshape(()), Tensor._from_array(np.zeros((0,), np.int64)), total.reshape(()))
+    )
     y = (total * 2).reshape(1) + scattered
     data = x._value.data.astype(np.float64)
     # (sum * 2) + sum: a 12-term sum, two more roundings, all scaled by 3.

@@ -7,6 +7,7 @@ the decomposition's formula op for op (bitwise, in the tensors' dtype) whichever
 input or earlier result is ever written, and the results are C-contiguous arrays of the recorded
 dtypes and shapes (the generated code checks nothing after the call).
 """
+
 from __future__ import annotations
 
 import types
@@ -110,10 +111,16 @@ def test_a_chain_of_updates_reads_its_flat_vectors_and_equals_the_formula(mode, 
 
 
 @pytest.mark.usefixtures("fast_path_on")  # reads the flat-update memory, a fast-path trick
-@pytest.mark.parametrize("replaced,concatenated", [
-    ("velocities", 2), ("one parameter", 2), ("one parameter, equal values", 2),
-    ("parameters", 3), ("parameters swapped", 3),  # the update is found by its first parameter
-])
+@pytest.mark.parametrize(
+    "replaced,concatenated",
+    [
+        ("velocities", 2),
+        ("one parameter", 2),
+        ("one parameter, equal values", 2),
+        ("parameters", 3),
+        ("parameters swapped", 3),  # the update is found by its first parameter
+    ],
+)
 def test_arrays_that_are_not_all_the_previous_views_are_concatenated(replaced, concatenated):
     shapes = [(3,), (3,), (2, 2)]  # two parameters of one shape, so a swap keeps the layout
     hyperparameters = _hyperparameters(MODES[0])
@@ -132,8 +139,9 @@ def test_arrays_that_are_not_all_the_previous_views_are_concatenated(replaced, c
         xs = [xs[1], xs[0], xs[2]]
     gs = _arrays(shapes, seed=4)
     counting = _CountingNumpy()
-    _assert_equal_bitwise(_run(hyperparameters, xs, gs, vs, False, counting),
-                          formula(hyperparameters, xs, gs, vs, False))
+    _assert_equal_bitwise(
+        _run(hyperparameters, xs, gs, vs, False, counting), formula(hyperparameters, xs, gs, vs, False)
+    )
     assert counting.concatenate_calls == concatenated  # the gradients and what was not reused
 
 
@@ -186,22 +194,30 @@ def test_flat_updates_stop_when_the_size_limit_is_lowered(monkeypatch):
     monkeypatch.setattr(training, "FLAT_UPDATE_MAX_ELEMENTS", 0)
     xs, gs, vs = results[:4], _arrays(SHAPES, seed=4), results[4:]
     counting = _CountingNumpy()
-    _assert_equal_bitwise(_run(hyperparameters, xs, gs, vs, False, counting),
-                          formula(hyperparameters, xs, gs, vs, False))
+    _assert_equal_bitwise(
+        _run(hyperparameters, xs, gs, vs, False, counting), formula(hyperparameters, xs, gs, vs, False)
+    )
     assert counting.concatenate_calls == 0
 
 
 # ---------------------------------------------------------------- through compiled plans
 
+
 def _momentum_plan(xs, vs, gs, mode, dtype=onnxnn.float32):
     """A recorded Momentum node over constants holding these very arrays; its outputs' Values."""
     norm_coefficient, beta, nesterov, update_count = mode
     scalar = lambda value: None if value is None else constant(np.array(value, dtype.numpy_dtype), dtype)  # noqa: E731
-    hyperparameters = (scalar(0.05), static_constant(update_count, dtypes.int64), scalar(0.9), scalar(beta),
-                       scalar(norm_coefficient))
+    hyperparameters = (
+        scalar(0.05),
+        static_constant(update_count, dtypes.int64),
+        scalar(0.9),
+        scalar(beta),
+        scalar(norm_coefficient),
+    )
     values = [constant(array, dtype) for array in (*xs, *gs, *vs)]
-    return record("Momentum", (*hyperparameters, *values), {"mode": "nesterov" if nesterov else "standard"},
-                  TRAINING_DOMAIN)
+    return record(
+        "Momentum", (*hyperparameters, *values), {"mode": "nesterov" if nesterov else "standard"}, TRAINING_DOMAIN
+    )
 
 
 @pytest.mark.usefixtures("fast_path_on")  # reads the flat-update memory, a fast-path trick
@@ -231,16 +247,19 @@ def test_the_generated_code_checks_nothing_after_a_finished_kernel():
 def test_a_replaced_momentum_kernel_is_checked(monkeypatch):
     def careless(xp, inputs, attrs):  # float64, transposed, scalars: everything the checks repair
         results = training.momentum(xp, inputs, attrs)
-        return [np.asfortranarray(result.astype(np.float64)) if result.ndim > 1 else result.astype(np.float64)
-                for result in results]
+        return [
+            np.asfortranarray(result.astype(np.float64)) if result.ndim > 1 else result.astype(np.float64)
+            for result in results
+        ]
 
     monkeypatch.setitem(kernels.table, (TRAINING_DOMAIN, "Momentum"), careless)
     xs, vs, gs = _arrays(SHAPES, seed=1), _arrays(SHAPES, seed=2), _arrays(SHAPES, seed=3)
     graph = _plan(_momentum_plan(xs, vs, gs, MODES[0]))
     compiled = accelerated_plan(graph)
     results = compiled([value.data for value in graph.inputs])
-    _assert_equal_bitwise(results, [r.astype(np.float32) for r in formula(_hyperparameters(MODES[0]), xs, gs, vs,
-                                                                          False)])
+    _assert_equal_bitwise(
+        results, [r.astype(np.float32) for r in formula(_hyperparameters(MODES[0]), xs, gs, vs, False)]
+    )
 
 
 def test_widened_float16_updates_keep_their_checks():

@@ -5,6 +5,7 @@ new case fails and when a known failure starts passing, so the list stays true. 
 something an onnxnn tensor cannot hold (uint16/32/64, float8/float4/int4 and string element
 types, sequences, optionals) are counted separately: they are outside onnxnn, not kernel bugs.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -38,8 +39,10 @@ def test_node_tests_fail_exactly_as_known(outcomes):
     failing = {name: reason for name, reason in outcomes.items() if isinstance(reason, str)}
     passed = [name for name, reason in outcomes.items() if reason is None]
     outside = [name for name, reason in outcomes.items() if isinstance(reason, Unrepresentable)]
-    print(f"\nONNX node tests through the kernels executor: {len(passed)} passed, {len(failing)} failed, "
-          f"{len(outside)} use types outside onnxnn")
+    print(
+        f"\nONNX node tests through the kernels executor: {len(passed)} passed, {len(failing)} failed, "
+        f"{len(outside)} use types outside onnxnn"
+    )
     new_failures = {name: failing[name] for name in sorted(set(failing) - set(KNOWN_FAILURES))}
     now_passing = sorted(set(KNOWN_FAILURES) - set(failing))
     assert not new_failures, f"new failures: {new_failures}"
@@ -53,10 +56,30 @@ def test_node_tests_pass_rate(outcomes):
     assert passed / len(runnable) >= MINIMUM_PASS_RATE
 
 
-@pytest.mark.parametrize("op_type", ["Conv", "ConvTranspose", "MaxPool", "AveragePool", "BatchNormalization",
-                                     "LayerNormalization", "ScatterND", "ScatterElements", "GatherND", "Slice",
-                                     "Pad", "Cast", "ReduceLogSumExp", "Split", "Einsum", "TopK"])
+@pytest.mark.parametrize(
+    "op_type",
+    [
+        "Conv",
+        "ConvTranspose",
+        "MaxPool",
+        "AveragePool",
+        "BatchNormalization",
+        "LayerNormalization",
+        "ScatterND",
+        "ScatterElements",
+        "GatherND",
+        "Slice",
+        "Pad",
+        "Cast",
+        "ReduceLogSumExp",
+        "Split",
+        "Einsum",
+        "TopK",
+    ],
+)
 def test_op_families_are_exercised(outcomes, op_type):
     names = [case.name for case in node_cases() if case.model.graph.node[0].op_type == op_type]
-    assert names and all(outcomes[name] is None or name in KNOWN_FAILURES
-                         or isinstance(outcomes[name], Unrepresentable) for name in names)
+    assert names and all(
+        outcomes[name] is None or name in KNOWN_FAILURES or isinstance(outcomes[name], Unrepresentable)
+        for name in names
+    )

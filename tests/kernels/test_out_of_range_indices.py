@@ -5,6 +5,7 @@ indices); indices computed in the graph are only known when it runs, where onnxr
 ("indices element out of data bounds") and the kernels executor must refuse them too rather than
 let numpy raise IndexError or wrap a write silently.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,15 +19,18 @@ EXECUTORS = ["onnxruntime", "kernels"]
 
 
 def _model(op_type: str, data_shape, index_shape, output_shape, update_shape=None, **attributes):
-    inputs = [helper.make_tensor_value_info("data", TensorProto.FLOAT, data_shape),
-              helper.make_tensor_value_info("indices", TensorProto.INT64, index_shape)]
+    inputs = [
+        helper.make_tensor_value_info("data", TensorProto.FLOAT, data_shape),
+        helper.make_tensor_value_info("indices", TensorProto.INT64, index_shape),
+    ]
     names = ["data", "indices"]
     if update_shape is not None:
         inputs.append(helper.make_tensor_value_info("updates", TensorProto.FLOAT, update_shape))
         names.append("updates")
     node = helper.make_node(op_type, names, ["out"], **attributes)
-    graph = helper.make_graph([node], op_type, inputs,
-                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, output_shape)])
+    graph = helper.make_graph(
+        [node], op_type, inputs, [helper.make_tensor_value_info("out", TensorProto.FLOAT, output_shape)]
+    )
     return from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
 
 
@@ -43,28 +47,38 @@ CASES = [
 
 def _feeds(data_shape, indices, update_shape):
     rng = np.random.default_rng(0)
-    feeds = [onnxnn.from_numpy(rng.standard_normal(data_shape).astype(np.float32)),
-             onnxnn.tensor(indices, dtype=onnxnn.int64)]
+    feeds = [
+        onnxnn.from_numpy(rng.standard_normal(data_shape).astype(np.float32)),
+        onnxnn.tensor(indices, dtype=onnxnn.int64),
+    ]
     if update_shape is not None:
         feeds.append(onnxnn.from_numpy(rng.standard_normal(update_shape).astype(np.float32)))
     return feeds
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
-@pytest.mark.parametrize("op_type, data_shape, good, bad, output_shape, update_shape, attributes", CASES,
-                         ids=[f"{case[0]}-{i}" for i, case in enumerate(CASES)])
-def test_computed_indices_out_of_range_raise_runtime_error(executor, op_type, data_shape, good, bad,
-                                                           output_shape, update_shape, attributes):
+@pytest.mark.parametrize(
+    "op_type, data_shape, good, bad, output_shape, update_shape, attributes",
+    CASES,
+    ids=[f"{case[0]}-{i}" for i, case in enumerate(CASES)],
+)
+def test_computed_indices_out_of_range_raise_runtime_error(
+    executor, op_type, data_shape, good, bad, output_shape, update_shape, attributes
+):
     model = _model(op_type, data_shape, np.shape(bad), output_shape, update_shape, **attributes)
     with onnxnn.set_executor(executor):
         with pytest.raises(RuntimeError):
             model(*_feeds(data_shape, bad, update_shape)).numpy()
 
 
-@pytest.mark.parametrize("op_type, data_shape, good, bad, output_shape, update_shape, attributes", CASES,
-                         ids=[f"{case[0]}-{i}" for i, case in enumerate(CASES)])
-def test_indices_in_range_negative_ones_included_agree_across_executors(op_type, data_shape, good, bad,
-                                                                        output_shape, update_shape, attributes):
+@pytest.mark.parametrize(
+    "op_type, data_shape, good, bad, output_shape, update_shape, attributes",
+    CASES,
+    ids=[f"{case[0]}-{i}" for i, case in enumerate(CASES)],
+)
+def test_indices_in_range_negative_ones_included_agree_across_executors(
+    op_type, data_shape, good, bad, output_shape, update_shape, attributes
+):
     model = _model(op_type, data_shape, np.shape(good), output_shape, update_shape, **attributes)
     results = []
     for executor in EXECUTORS:

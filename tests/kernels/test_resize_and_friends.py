@@ -6,6 +6,7 @@ GridSample, AffineGrid, CenterCropPad, Col2Im, QuantizeLinear, DequantizeLinear 
 DynamicQuantizeLinear. The last test runs the official ONNX node tests of these ops through
 ``onnxnn.backend`` on the kernels executor and requires every case onnxruntime passes to pass.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,11 +27,22 @@ _REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__
 if _REPOSITORY not in sys.path:
     sys.path.insert(0, _REPOSITORY)
 from tests.import_.onnxruntime_node_results import (  # noqa: E402
-    node_test_cases, run_case, stored_onnxruntime_passing)
+    node_test_cases,
+    run_case,
+    stored_onnxruntime_passing,
+)
 
 OPSET = 22
-RESAMPLING_OPS = ("Resize", "GridSample", "AffineGrid", "CenterCropPad", "Col2Im", "QuantizeLinear",
-                  "DequantizeLinear", "DynamicQuantizeLinear")
+RESAMPLING_OPS = (
+    "Resize",
+    "GridSample",
+    "AffineGrid",
+    "CenterCropPad",
+    "Col2Im",
+    "QuantizeLinear",
+    "DequantizeLinear",
+    "DynamicQuantizeLinear",
+)
 
 
 def reference(op_type: str, inputs: list, attrs: dict, num_outputs: int = 1) -> list:
@@ -38,13 +50,19 @@ def reference(op_type: str, inputs: list, attrs: dict, num_outputs: int = 1) -> 
     names = [f"input{i}" if value is not None else "" for i, value in enumerate(inputs)]
     while names and names[-1] == "":
         names.pop()
-    graph_inputs = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape)
-                    for name, value in zip(names, inputs) if name]
+    graph_inputs = [
+        helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape)
+        for name, value in zip(names, inputs)
+        if name
+    ]
     outputs = [f"output{i}" for i in range(num_outputs)]
     node = helper.make_node(op_type, names, outputs, **attrs)
-    graph = helper.make_graph([node], "case", graph_inputs,
-                              [helper.make_tensor_value_info(name, onnx.TensorProto.UNDEFINED, None)
-                               for name in outputs])
+    graph = helper.make_graph(
+        [node],
+        "case",
+        graph_inputs,
+        [helper.make_tensor_value_info(name, onnx.TensorProto.UNDEFINED, None) for name in outputs],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     feeds = {name: value for name, value in zip(names, inputs) if name}
     return ReferenceEvaluator(model).run(None, feeds)
@@ -53,12 +71,17 @@ def reference(op_type: str, inputs: list, attrs: dict, num_outputs: int = 1) -> 
 def onnxruntime_outputs(op_type: str, inputs: list, attrs: dict) -> list:
     """The outputs of a one-node opset-20 model of ``op_type`` run by onnxruntime (every input given)."""
     import onnxruntime  # deferred: heavy, and only two cases need it
+
     names = [f"input{i}" for i in range(len(inputs))]
     graph = helper.make_graph(
-        [helper.make_node(op_type, names, ["output0"], **attrs)], "case",
-        [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape)
-         for name, value in zip(names, inputs)],
-        [helper.make_tensor_value_info("output0", helper.np_dtype_to_tensor_dtype(inputs[0].dtype), None)])
+        [helper.make_node(op_type, names, ["output0"], **attrs)],
+        "case",
+        [
+            helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape)
+            for name, value in zip(names, inputs)
+        ],
+        [helper.make_tensor_value_info("output0", helper.np_dtype_to_tensor_dtype(inputs[0].dtype), None)],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
     session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     return session.run(None, dict(zip(names, inputs)))
@@ -119,13 +142,20 @@ def _scales_for(transform: str) -> list:
 
 RESIZE_CASES = (
     # nearest: every rounding rule under every transform, up and down.
-    [("nearest", {"nearest_mode": rounding, "coordinate_transformation_mode": transform}, scales)
-     for rounding in ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]
-     for transform in TRANSFORMS for scales in _scales_for(transform)[:2] + _scales_for(transform)[4:]]
+    [
+        ("nearest", {"nearest_mode": rounding, "coordinate_transformation_mode": transform}, scales)
+        for rounding in ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]
+        for transform in TRANSFORMS
+        for scales in _scales_for(transform)[:2] + _scales_for(transform)[4:]
+    ]
     # linear and cubic under every transform, with and without antialiasing.
-    + [(mode, {"coordinate_transformation_mode": transform, "antialias": antialias}, scales)
-       for mode in ["linear", "cubic"] for transform in TRANSFORMS for antialias in [0, 1]
-       for scales in _scales_for(transform)]
+    + [
+        (mode, {"coordinate_transformation_mode": transform, "antialias": antialias}, scales)
+        for mode in ["linear", "cubic"]
+        for transform in TRANSFORMS
+        for antialias in [0, 1]
+        for scales in _scales_for(transform)
+    ]
     # cubic's coefficient and exclude_outside.
     + [("cubic", {"cubic_coeff_a": -0.5, "exclude_outside": 1}, scales) for scales in SCALES]
     + [("cubic", {"cubic_coeff_a": -0.5, "exclude_outside": 1, "antialias": 1}, scales) for scales in SCALES]
@@ -140,13 +170,16 @@ def test_resize_with_scales_matches_reference(mode, attrs, scales):
 
 @pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
 @pytest.mark.parametrize("policy", ["stretch", "not_larger", "not_smaller"])
-@pytest.mark.parametrize("sizes, axes", [
-    ([1, 2, 9, 4], None),
-    ([1, 2, 3, 11], None),
-    ([9, 4], [2, 3]),
-    ([4, 9], [3, 2]),
-    ([6], [3]),
-])
+@pytest.mark.parametrize(
+    "sizes, axes",
+    [
+        ([1, 2, 9, 4], None),
+        ([1, 2, 3, 11], None),
+        ([9, 4], [2, 3]),
+        ([4, 9], [3, 2]),
+        ([6], [3]),
+    ],
+)
 def test_resize_with_sizes_matches_reference(mode, policy, sizes, axes):
     x = _data((1, 2, 5, 6))
     attrs = {"mode": mode, "keep_aspect_ratio_policy": policy}
@@ -159,20 +192,23 @@ def test_resize_with_sizes_matches_reference(mode, policy, sizes, axes):
 def test_resize_negative_axes_count_from_the_end(negative, positive):
     # The reference implementation does not take negative axes, so they are checked against positive ones.
     x = _data((1, 2, 5, 6))
-    sizes = _ints([7, 3][:len(negative)])
+    sizes = _ints([7, 3][: len(negative)])
     (expected,) = run_kernel("Resize", [x, None, None, sizes], {"mode": "linear", "axes": positive})
     (actual,) = run_kernel("Resize", [x, None, None, sizes], {"mode": "linear", "axes": negative})
     np.testing.assert_array_equal(actual, expected)
 
 
 @pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
-@pytest.mark.parametrize("roi, axes, sizes", [
-    ([0, 0, 0.4, 0.6, 1, 1, 0.6, 0.8], None, [1, 2, 3, 3]),
-    ([0, 0, -0.2, 0.3, 1, 1, 1.2, 0.9], None, [1, 2, 4, 5]),  # partly outside: extrapolated
-    ([0.4, 0.6, 0.6, 0.8], [2, 3], [3, 3]),
-    ([0.6, 0.4, 0.8, 0.6], [3, 2], [3, 3]),
-    ([0, 0, 0.2, 0.2, 1, 1, 0.8, 0.8], None, [1, 2, 1, 1]),  # one output: the roi's centre
-])
+@pytest.mark.parametrize(
+    "roi, axes, sizes",
+    [
+        ([0, 0, 0.4, 0.6, 1, 1, 0.6, 0.8], None, [1, 2, 3, 3]),
+        ([0, 0, -0.2, 0.3, 1, 1, 1.2, 0.9], None, [1, 2, 4, 5]),  # partly outside: extrapolated
+        ([0.4, 0.6, 0.6, 0.8], [2, 3], [3, 3]),
+        ([0.6, 0.4, 0.8, 0.6], [3, 2], [3, 3]),
+        ([0, 0, 0.2, 0.2, 1, 1, 0.8, 0.8], None, [1, 2, 1, 1]),  # one output: the roi's centre
+    ],
+)
 def test_resize_tf_crop_and_resize_matches_reference(mode, roi, axes, sizes):
     x = _data((1, 2, 5, 6))
     attrs = {"mode": mode, "coordinate_transformation_mode": "tf_crop_and_resize", "extrapolation_value": 10.0}
@@ -202,17 +238,21 @@ def test_resize_identity_scales_copies_input():
     assert result is not x
 
 
-@pytest.mark.parametrize("attrs, message", [
-    ({"mode": "bilinear"}, "unknown mode"),
-    ({"mode": "nearest", "nearest_mode": "round"}, "unknown nearest_mode"),
-    ({"mode": "linear", "coordinate_transformation_mode": "corners"}, "unknown coordinate_transformation_mode"),
-])
+@pytest.mark.parametrize(
+    "attrs, message",
+    [
+        ({"mode": "bilinear"}, "unknown mode"),
+        ({"mode": "nearest", "nearest_mode": "round"}, "unknown nearest_mode"),
+        ({"mode": "linear", "coordinate_transformation_mode": "corners"}, "unknown coordinate_transformation_mode"),
+    ],
+)
 def test_resize_rejects_unknown_attribute_values(attrs, message):
     with pytest.raises(ValueError, match=message):
         run_kernel("Resize", [_data((1, 1, 2, 2)), None, _floats([1, 1, 2, 2])], attrs)
 
 
 # ------------------------------------------------------------------------------ GridSample, AffineGrid
+
 
 @pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
 @pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
@@ -252,36 +292,45 @@ def test_affine_grid_matches_reference(size, align_corners):
 
 # ----------------------------------------------------------------------------- CenterCropPad, Col2Im
 
-@pytest.mark.parametrize("shape, target, axes", [
-    ((5, 6, 3), [3, 4, 3], None),       # crop, odd and even differences
-    ((3, 4, 2), [6, 7, 2], None),       # pad
-    ((5, 3, 2), [2, 6, 2], None),       # crop one axis, pad another
-    ((5, 6, 3), [3, 3], [0, 1]),
-    ((5, 6, 3), [4, 9], [-3, -2]),
-    ((3, 5, 6), [4, 4], [2, 1]),
-    ((4, 4), [4, 4], None),             # unchanged
-])
+
+@pytest.mark.parametrize(
+    "shape, target, axes",
+    [
+        ((5, 6, 3), [3, 4, 3], None),  # crop, odd and even differences
+        ((3, 4, 2), [6, 7, 2], None),  # pad
+        ((5, 3, 2), [2, 6, 2], None),  # crop one axis, pad another
+        ((5, 6, 3), [3, 3], [0, 1]),
+        ((5, 6, 3), [4, 9], [-3, -2]),
+        ((3, 5, 6), [4, 4], [2, 1]),
+        ((4, 4), [4, 4], None),  # unchanged
+    ],
+)
 def test_center_crop_pad_matches_reference(shape, target, axes):
     attrs = {} if axes is None else {"axes": axes}
     assert_same("CenterCropPad", [_data(shape), _ints(target)], attrs)
 
 
-@pytest.mark.parametrize("image, block, attrs", [
-    ([5, 5], [1, 5], {}),
-    ([5, 5], [2, 2], {}),
-    ([5, 5], [2, 2], {"strides": [2, 2]}),
-    ([5, 5], [2, 2], {"pads": [1, 0, 1, 2]}),
-    ([6, 6], [2, 2], {"dilations": [2, 2]}),
-    ([6, 7], [3, 2], {"strides": [2, 1], "pads": [1, 1, 0, 2], "dilations": [1, 2]}),
-    ([3, 4, 5], [2, 2, 2], {"strides": [1, 2, 1]}),
-])
+@pytest.mark.parametrize(
+    "image, block, attrs",
+    [
+        ([5, 5], [1, 5], {}),
+        ([5, 5], [2, 2], {}),
+        ([5, 5], [2, 2], {"strides": [2, 2]}),
+        ([5, 5], [2, 2], {"pads": [1, 0, 1, 2]}),
+        ([6, 6], [2, 2], {"dilations": [2, 2]}),
+        ([6, 7], [3, 2], {"strides": [2, 1], "pads": [1, 1, 0, 2], "dilations": [1, 2]}),
+        ([3, 4, 5], [2, 2, 2], {"strides": [1, 2, 1]}),
+    ],
+)
 def test_col2im_matches_reference(image, block, attrs):
     spatial = len(image)
     strides = attrs.get("strides", [1] * spatial)
     dilations = attrs.get("dilations", [1] * spatial)
     pads = attrs.get("pads", [0] * 2 * spatial)
-    counts = [(image[i] + pads[i] + pads[i + spatial] - (block[i] - 1) * dilations[i] - 1) // strides[i] + 1
-              for i in range(spatial)]
+    counts = [
+        (image[i] + pads[i] + pads[i + spatial] - (block[i] - 1) * dilations[i] - 1) // strides[i] + 1
+        for i in range(spatial)
+    ]
     columns = _data((2, 3 * int(np.prod(block)), int(np.prod(counts))))
     assert_same("Col2Im", [columns, _ints(image), _ints(block)], attrs)
 
@@ -291,14 +340,13 @@ def test_col2im_matches_reference(image, block, attrs):
 QUANTIZE_CASES = [
     # (x shape, scale, zero point, attrs)
     ((3, 4), _floats(0.5), None, {}),
-    ((3, 4), _floats(0.02), np.array(128, np.uint8), {}),               # saturates at 0 and 255
+    ((3, 4), _floats(0.02), np.array(128, np.uint8), {}),  # saturates at 0 and 255
     ((3, 4), _floats(0.1), np.array(-3, np.int8), {}),
     ((3, 4), _floats(0.01), np.array(5, np.int16), {}),
     ((3, 4), _floats(0.5), None, {"output_dtype": onnx.TensorProto.INT8}),
     ((2, 3, 4), _floats([0.1, 0.2, 0.5]), np.array([1, 2, 3], np.uint8), {"axis": 1}),
     ((2, 3, 4), _floats([0.1, 0.2, 0.3, 0.5]), np.array([0, -1, 2, 4], np.int8), {"axis": -1}),
-    ((2, 6), _floats([[0.1, 0.2], [0.3, 0.4]]), np.array([[1, 2], [3, 4]], np.uint8),
-     {"axis": 1, "block_size": 3}),
+    ((2, 6), _floats([[0.1, 0.2], [0.3, 0.4]]), np.array([[1, 2], [3, 4]], np.uint8), {"axis": 1, "block_size": 3}),
     ((5, 2), _floats([[0.1, 0.2], [0.3, 0.4]]), None, {"axis": 0, "block_size": 3}),  # a short last block
 ]
 
@@ -329,22 +377,29 @@ def test_dequantize_linear_of_int32_has_no_zero_point_requirement():
     assert_same("DequantizeLinear", [x, _floats(0.25)], {})
 
 
-@pytest.mark.parametrize("values", [
-    [-1.0, 0.0, 2.5, 3.1, -0.4],
-    [0.5, 1.0, 2.0, 4.0],        # all positive: the zero point is 0
-    [-3.0, -2.0, -0.25],         # all negative: the zero point is 255
-    [0.0, 0.0, 0.0],             # an empty range: scale 1/255
-])
+@pytest.mark.parametrize(
+    "values",
+    [
+        [-1.0, 0.0, 2.5, 3.1, -0.4],
+        [0.5, 1.0, 2.0, 4.0],  # all positive: the zero point is 0
+        [-3.0, -2.0, -0.25],  # all negative: the zero point is 255
+        [0.0, 0.0, 0.0],  # an empty range: scale 1/255
+    ],
+)
 def test_dynamic_quantize_linear_matches_reference(values):
     assert_same("DynamicQuantizeLinear", [_floats(values).reshape(1, -1)], {}, num_outputs=3)
 
 
 # ----------------------------------------------------------------------------- official node tests
 
+
 def _official_cases() -> list:
     passing = set(stored_onnxruntime_passing() or [])
-    return [case for case in node_test_cases()
-            if case[0] in passing and {node.op_type for node in case[1].graph.node} & set(RESAMPLING_OPS)]
+    return [
+        case
+        for case in node_test_cases()
+        if case[0] in passing and {node.op_type for node in case[1].graph.node} & set(RESAMPLING_OPS)
+    ]
 
 
 @pytest.mark.parametrize("case", _official_cases(), ids=lambda case: case[0])

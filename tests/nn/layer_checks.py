@@ -1,4 +1,5 @@
 """Checks shared by the layer-family tests: both executors, export to plain onnxruntime."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,8 +15,9 @@ EXECUTORS = ("onnxruntime", "kernels")
 def forward_on(executor: str, function, *arrays, dtype=onnxnn.float32):
     """``function`` of tensors made from ``arrays`` (floating ones in ``dtype``), run on ``executor``, as float64."""
     with onnxnn.set_executor(executor):
-        tensors = [onnxnn.tensor(a, dtype=dtype) if np.asarray(a).dtype.kind == "f" else onnxnn.tensor(a)
-                   for a in arrays]
+        tensors = [
+            onnxnn.tensor(a, dtype=dtype) if np.asarray(a).dtype.kind == "f" else onnxnn.tensor(a) for a in arrays
+        ]
         return np.asarray(function(*tensors).detach().numpy(), dtype=np.float64)
 
 

@@ -6,6 +6,7 @@ through the decompositions); gradients from float64 finite differences; exported
 onnxruntime. The ONNX ops these record (HardSwish, HardSigmoid, PRelu, Selu, Celu, Mish, Softsign,
 Shrink, ThresholdedRelu) get their gradient rules checked on the ops themselves too.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,48 +37,100 @@ def _sigmoid(x):
 
 class Case(NamedTuple):
     name: str
-    function: Callable        # onnxnn functional form
-    formula: Callable         # numpy float64 formula
-    module: Callable | None   # builds the nn module computing the same
-    torch_function: str       # torch.nn.functional attribute name, or an expression of F and x
+    function: Callable  # onnxnn functional form
+    formula: Callable  # numpy float64 formula
+    module: Callable | None  # builds the nn module computing the same
+    torch_function: str  # torch.nn.functional attribute name, or an expression of F and x
 
 
 CASES = [
-    Case("threshold", lambda x: F.threshold(x, 0.3, -2.0), lambda x: np.where(x > 0.3, x, -2.0),
-         lambda: nn.Threshold(0.3, -2.0), "F.threshold(x, 0.3, -2.0)"),
-    Case("hardtanh", lambda x: F.hardtanh(x, -0.5, 1.5), lambda x: np.clip(x, -0.5, 1.5),
-         lambda: nn.Hardtanh(-0.5, 1.5), "F.hardtanh(x, -0.5, 1.5)"),
+    Case(
+        "threshold",
+        lambda x: F.threshold(x, 0.3, -2.0),
+        lambda x: np.where(x > 0.3, x, -2.0),
+        lambda: nn.Threshold(0.3, -2.0),
+        "F.threshold(x, 0.3, -2.0)",
+    ),
+    Case(
+        "hardtanh",
+        lambda x: F.hardtanh(x, -0.5, 1.5),
+        lambda x: np.clip(x, -0.5, 1.5),
+        lambda: nn.Hardtanh(-0.5, 1.5),
+        "F.hardtanh(x, -0.5, 1.5)",
+    ),
     Case("relu6", F.relu6, lambda x: np.clip(x, 0, 6), nn.ReLU6, "F.relu6(x)"),
-    Case("elu", lambda x: F.elu(x, 0.7), lambda x: np.where(x > 0, x, 0.7 * np.expm1(x)),
-         lambda: nn.ELU(0.7), "F.elu(x, 0.7)"),
-    Case("selu", F.selu, lambda x: SELU_SCALE * np.where(x > 0, x, SELU_ALPHA * np.expm1(x)), nn.SELU,
-         "F.selu(x)"),
-    Case("celu", lambda x: F.celu(x, 1.5), lambda x: np.maximum(x, 0) + np.minimum(0, 1.5 * np.expm1(x / 1.5)),
-         lambda: nn.CELU(1.5), "F.celu(x, 1.5)"),
+    Case(
+        "elu",
+        lambda x: F.elu(x, 0.7),
+        lambda x: np.where(x > 0, x, 0.7 * np.expm1(x)),
+        lambda: nn.ELU(0.7),
+        "F.elu(x, 0.7)",
+    ),
+    Case("selu", F.selu, lambda x: SELU_SCALE * np.where(x > 0, x, SELU_ALPHA * np.expm1(x)), nn.SELU, "F.selu(x)"),
+    Case(
+        "celu",
+        lambda x: F.celu(x, 1.5),
+        lambda x: np.maximum(x, 0) + np.minimum(0, 1.5 * np.expm1(x / 1.5)),
+        lambda: nn.CELU(1.5),
+        "F.celu(x, 1.5)",
+    ),
     Case("hardsigmoid", F.hardsigmoid, lambda x: np.clip(x + 3, 0, 6) / 6, nn.Hardsigmoid, "F.hardsigmoid(x)"),
     Case("hardswish", F.hardswish, lambda x: x * np.clip(x + 3, 0, 6) / 6, nn.Hardswish, "F.hardswish(x)"),
     Case("silu", F.silu, lambda x: x * _sigmoid(x), nn.SiLU, "F.silu(x)"),
     Case("mish", F.mish, lambda x: x * np.tanh(_softplus(x)), nn.Mish, "F.mish(x)"),
     Case("softsign", F.softsign, lambda x: x / (1 + np.abs(x)), nn.Softsign, "F.softsign(x)"),
     Case("tanhshrink", F.tanhshrink, lambda x: x - np.tanh(x), nn.Tanhshrink, "F.tanhshrink(x)"),
-    Case("hardshrink", lambda x: F.hardshrink(x, 0.8), lambda x: np.where(np.abs(x) > 0.8, x, 0.0),
-         lambda: nn.Hardshrink(0.8), "F.hardshrink(x, 0.8)"),
-    Case("softshrink", lambda x: F.softshrink(x, 0.8), lambda x: np.sign(x) * np.maximum(np.abs(x) - 0.8, 0),
-         lambda: nn.Softshrink(0.8), "F.softshrink(x, 0.8)"),
+    Case(
+        "hardshrink",
+        lambda x: F.hardshrink(x, 0.8),
+        lambda x: np.where(np.abs(x) > 0.8, x, 0.0),
+        lambda: nn.Hardshrink(0.8),
+        "F.hardshrink(x, 0.8)",
+    ),
+    Case(
+        "softshrink",
+        lambda x: F.softshrink(x, 0.8),
+        lambda x: np.sign(x) * np.maximum(np.abs(x) - 0.8, 0),
+        lambda: nn.Softshrink(0.8),
+        "F.softshrink(x, 0.8)",
+    ),
     Case("logsigmoid", F.logsigmoid, lambda x: -_softplus(-x), nn.LogSigmoid, "F.logsigmoid(x)"),
-    Case("softplus", lambda x: F.softplus(x, 2.0, 3.0),
-         lambda x: np.where(2 * x > 3, x, _softplus(2 * x) / 2), lambda: nn.Softplus(2.0, 3.0),
-         "F.softplus(x, 2.0, 3.0)"),
-    Case("leaky_relu", lambda x: F.leaky_relu(x, 0.2), lambda x: np.where(x > 0, x, 0.2 * x),
-         lambda: nn.LeakyReLU(0.2), "F.leaky_relu(x, 0.2)"),
-    Case("rrelu_eval", F.rrelu, lambda x: np.where(x >= 0, x, x * (1 / 8 + 1 / 3) / 2),
-         lambda: nn.RReLU().eval(), "F.rrelu(x)"),
-    Case("glu", lambda x: F.glu(x, 1), lambda x: x[:, :2] * _sigmoid(x[:, 2:]), lambda: nn.GLU(1),
-         "F.glu(x, 1)"),
-    Case("softmin", lambda x: F.softmin(x, 1), lambda x: np.exp(-x) / np.exp(-x).sum(1, keepdims=True),
-         lambda: nn.Softmin(1), "F.softmin(x, 1)"),
-    Case("softmax2d", lambda x: F.softmax(x, -3),
-         lambda x: np.exp(x) / np.exp(x).sum(-3, keepdims=True), nn.Softmax2d, "F.softmax(x, -3)"),
+    Case(
+        "softplus",
+        lambda x: F.softplus(x, 2.0, 3.0),
+        lambda x: np.where(2 * x > 3, x, _softplus(2 * x) / 2),
+        lambda: nn.Softplus(2.0, 3.0),
+        "F.softplus(x, 2.0, 3.0)",
+    ),
+    Case(
+        "leaky_relu",
+        lambda x: F.leaky_relu(x, 0.2),
+        lambda x: np.where(x > 0, x, 0.2 * x),
+        lambda: nn.LeakyReLU(0.2),
+        "F.leaky_relu(x, 0.2)",
+    ),
+    Case(
+        "rrelu_eval",
+        F.rrelu,
+        lambda x: np.where(x >= 0, x, x * (1 / 8 + 1 / 3) / 2),
+        lambda: nn.RReLU().eval(),
+        "F.rrelu(x)",
+    ),
+    Case("glu", lambda x: F.glu(x, 1), lambda x: x[:, :2] * _sigmoid(x[:, 2:]), lambda: nn.GLU(1), "F.glu(x, 1)"),
+    Case(
+        "softmin",
+        lambda x: F.softmin(x, 1),
+        lambda x: np.exp(-x) / np.exp(-x).sum(1, keepdims=True),
+        lambda: nn.Softmin(1),
+        "F.softmin(x, 1)",
+    ),
+    Case(
+        "softmax2d",
+        lambda x: F.softmax(x, -3),
+        lambda x: np.exp(x) / np.exp(x).sum(-3, keepdims=True),
+        nn.Softmax2d,
+        "F.softmax(x, -3)",
+    ),
 ]
 IDS = [case.name for case in CASES]
 
@@ -129,8 +182,9 @@ def test_low_precision_runs_near_the_formula(case, dtype, bits):
     out = case.function(x)
     assert out.dtype is dtype
     # A few roundings to the format's ``bits`` significant bits, relative to the largest value.
-    np.testing.assert_allclose(out.float().numpy(), expected, rtol=0,
-                               atol=8 * 2.0 ** -bits * max(np.abs(expected).max(), 1.0))
+    np.testing.assert_allclose(
+        out.float().numpy(), expected, rtol=0, atol=8 * 2.0**-bits * max(np.abs(expected).max(), 1.0)
+    )
 
 
 # ---------------------------------------------------------------- against torch
@@ -140,6 +194,7 @@ def test_low_precision_runs_near_the_formula(case, dtype, bits):
 def test_forward_and_gradient_match_torch(case):
     torch = pytest.importorskip("torch")
     import torch.nn.functional as TF  # noqa: F401  (used by the expressions)
+
     x = _input(case)
     expression = case.torch_function
     tx = torch.tensor(x, requires_grad=True)
@@ -151,13 +206,36 @@ def test_forward_and_gradient_match_torch(case):
     oy.backward(onnxnn.tensor(cotangent))
     # PyTorch's float64 kernels hold some constants in float32 (hardsigmoid's backward multiplies by
     # float(1/6)), so agreement is to float32's relative precision, not float64's.
-    np.testing.assert_allclose(oy.detach().numpy(), ty.detach().numpy(), rtol=2.0 ** -23, atol=1e-14)
-    np.testing.assert_allclose(ox.grad.numpy(), tx.grad.numpy(), rtol=2.0 ** -23, atol=1e-14)
+    np.testing.assert_allclose(oy.detach().numpy(), ty.detach().numpy(), rtol=2.0**-23, atol=1e-14)
+    np.testing.assert_allclose(ox.grad.numpy(), tx.grad.numpy(), rtol=2.0**-23, atol=1e-14)
 
 
-@pytest.mark.parametrize("name", ["Threshold", "RReLU", "Hardtanh", "ReLU6", "Hardsigmoid", "SiLU", "Mish",
-                                  "Hardswish", "ELU", "CELU", "SELU", "GLU", "Hardshrink", "LogSigmoid", "Softplus",
-                                  "Softshrink", "PReLU", "Softsign", "Tanhshrink", "Softmin", "Softmax2d"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Threshold",
+        "RReLU",
+        "Hardtanh",
+        "ReLU6",
+        "Hardsigmoid",
+        "SiLU",
+        "Mish",
+        "Hardswish",
+        "ELU",
+        "CELU",
+        "SELU",
+        "GLU",
+        "Hardshrink",
+        "LogSigmoid",
+        "Softplus",
+        "Softshrink",
+        "PReLU",
+        "Softsign",
+        "Tanhshrink",
+        "Softmin",
+        "Softmax2d",
+    ],
+)
 def test_repr_and_state_dict_match_torch(name):
     torch = pytest.importorskip("torch")
     args = (0.1, 2.0) if name == "Threshold" else ()
@@ -168,25 +246,29 @@ def test_repr_and_state_dict_match_torch(name):
             continue  # no inplace option
         ours = getattr(nn, name)(*args, **kwargs)
         assert repr(ours) == repr(reference)
-        assert {k: tuple(v.shape) for k, v in ours.state_dict().items()} == \
-            {k: tuple(v.shape) for k, v in reference.state_dict().items()}
+        assert {k: tuple(v.shape) for k, v in ours.state_dict().items()} == {
+            k: tuple(v.shape) for k, v in reference.state_dict().items()
+        }
 
 
 # ---------------------------------------------------------------- in-place forms
 
 
-@pytest.mark.parametrize("in_place, out_of_place", [
-    (lambda x: F.threshold_(x, 0.1, 5.0), lambda x: F.threshold(x, 0.1, 5.0)),
-    (lambda x: F.hardtanh_(x, -0.3, 0.3), lambda x: F.hardtanh(x, -0.3, 0.3)),
-    (lambda x: F.elu_(x, 0.5), lambda x: F.elu(x, 0.5)),
-    (F.selu_, F.selu),
-    (lambda x: F.celu_(x, 2.0), lambda x: F.celu(x, 2.0)),
-    (lambda x: F.rrelu_(x), lambda x: F.rrelu(x)),
-    (lambda x: F.hardswish(x, inplace=True), F.hardswish),
-    (lambda x: F.hardsigmoid(x, inplace=True), F.hardsigmoid),
-    (lambda x: F.mish(x, inplace=True), F.mish),
-    (lambda x: nn.SELU(inplace=True)(x), F.selu),
-])
+@pytest.mark.parametrize(
+    "in_place, out_of_place",
+    [
+        (lambda x: F.threshold_(x, 0.1, 5.0), lambda x: F.threshold(x, 0.1, 5.0)),
+        (lambda x: F.hardtanh_(x, -0.3, 0.3), lambda x: F.hardtanh(x, -0.3, 0.3)),
+        (lambda x: F.elu_(x, 0.5), lambda x: F.elu(x, 0.5)),
+        (F.selu_, F.selu),
+        (lambda x: F.celu_(x, 2.0), lambda x: F.celu(x, 2.0)),
+        (lambda x: F.rrelu_(x), lambda x: F.rrelu(x)),
+        (lambda x: F.hardswish(x, inplace=True), F.hardswish),
+        (lambda x: F.hardsigmoid(x, inplace=True), F.hardsigmoid),
+        (lambda x: F.mish(x, inplace=True), F.mish),
+        (lambda x: nn.SELU(inplace=True)(x), F.selu),
+    ],
+)
 def test_in_place_forms_rebind_the_input_to_the_result(in_place, out_of_place):
     x = onnxnn.randn(3, 4)
     expected = out_of_place(x).numpy()
@@ -198,8 +280,9 @@ def test_in_place_forms_rebind_the_input_to_the_result(in_place, out_of_place):
 # ---------------------------------------------------------------- PReLU and RReLU
 
 
-@pytest.mark.parametrize("shape, num_parameters", [((4,), 1), ((), 1), ((2, 3), 3), ((2, 3, 5), 3), ((2, 3, 2, 2), 3),
-                                                   ((2, 3, 2, 2), 1)])
+@pytest.mark.parametrize(
+    "shape, num_parameters", [((4,), 1), ((), 1), ((2, 3), 3), ((2, 3, 5), 3), ((2, 3, 2, 2), 3), ((2, 3, 2, 2), 1)]
+)
 def test_prelu_scales_negative_inputs_per_channel(shape, num_parameters):
     module = nn.PReLU(num_parameters)
     assert [(k, tuple(v.shape)) for k, v in module.state_dict().items()] == [("weight", (num_parameters,))]
@@ -242,14 +325,21 @@ def test_rrelu_in_training_draws_slopes_between_lower_and_upper():
 # ---------------------------------------------------------------- errors with PyTorch's wording
 
 
-@pytest.mark.parametrize("call, error, message", [
-    (lambda: F.glu(onnxnn.randn(2, 3)), RuntimeError, "Halving dimension must be even, but dimension 1 is size 3"),
-    (lambda: F.glu(onnxnn.tensor(1.0)), RuntimeError, "glu does not support scalars"),
-    (lambda: F.softshrink(onnxnn.randn(2), -1.0), RuntimeError, "lambda must be greater or equal to 0"),
-    (lambda: nn.Hardtanh(1.0, -1.0), AssertionError, r"max_val \(-1.0\) must be greater than min_val \(1.0\)"),
-    (lambda: nn.Softmax2d()(onnxnn.randn(2, 3)), ValueError, "Softmax2d: expected input to be 3D or 4D, got 2D"),
-    (lambda: F.prelu(onnxnn.randn(2, 3), onnxnn.randn(3, 1)), RuntimeError, "scalar or 1D tensor, but got: ndim = 2"),
-])
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda: F.glu(onnxnn.randn(2, 3)), RuntimeError, "Halving dimension must be even, but dimension 1 is size 3"),
+        (lambda: F.glu(onnxnn.tensor(1.0)), RuntimeError, "glu does not support scalars"),
+        (lambda: F.softshrink(onnxnn.randn(2), -1.0), RuntimeError, "lambda must be greater or equal to 0"),
+        (lambda: nn.Hardtanh(1.0, -1.0), AssertionError, r"max_val \(-1.0\) must be greater than min_val \(1.0\)"),
+        (lambda: nn.Softmax2d()(onnxnn.randn(2, 3)), ValueError, "Softmax2d: expected input to be 3D or 4D, got 2D"),
+        (
+            lambda: F.prelu(onnxnn.randn(2, 3), onnxnn.randn(3, 1)),
+            RuntimeError,
+            "scalar or 1D tensor, but got: ndim = 2",
+        ),
+    ],
+)
 def test_bad_input_raises_pytorchs_error(call, error, message):
     with pytest.raises(error, match=message):
         call()
@@ -259,17 +349,25 @@ def test_softmin_without_dim_warns_and_picks_the_legacy_dim():
     x = onnxnn.randn(2, 3)
     with pytest.warns(UserWarning, match="Implicit dimension choice for softmin"):
         out = F.softmin(x)
-    np.testing.assert_allclose(out.numpy().sum(1), np.ones(2), rtol=0, atol=4 * 2.0 ** -23 * 3)
+    np.testing.assert_allclose(out.numpy().sum(1), np.ones(2), rtol=0, atol=4 * 2.0**-23 * 3)
 
 
 # ---------------------------------------------------------------- the ONNX ops' gradient rules
 
 
 OP_CASES = [
-    ("Selu", {}), ("Selu", {"alpha": 1.2, "gamma": 0.8}), ("Celu", {"alpha": 0.7}),
-    ("HardSigmoid", {}), ("HardSigmoid", {"alpha": 1 / 6, "beta": 0.5}), ("HardSwish", {}), ("Mish", {}),
-    ("Softsign", {}), ("Shrink", {"lambd": 0.6, "bias": 0.2}),
-    ("Shrink", {}), ("ThresholdedRelu", {"alpha": 0.4}), ("ThresholdedRelu", {}),
+    ("Selu", {}),
+    ("Selu", {"alpha": 1.2, "gamma": 0.8}),
+    ("Celu", {"alpha": 0.7}),
+    ("HardSigmoid", {}),
+    ("HardSigmoid", {"alpha": 1 / 6, "beta": 0.5}),
+    ("HardSwish", {}),
+    ("Mish", {}),
+    ("Softsign", {}),
+    ("Shrink", {"lambd": 0.6, "bias": 0.2}),
+    ("Shrink", {}),
+    ("ThresholdedRelu", {"alpha": 0.4}),
+    ("ThresholdedRelu", {}),
 ]
 
 
@@ -284,14 +382,25 @@ def test_onnx_activation_op_gradient_matches_finite_differences(op_type, attrs):
 @pytest.mark.parametrize("slope_shape", [(), (1,), (3, 1), (4,)])
 def test_onnx_prelu_gradient_reaches_input_and_slope(slope_shape):
     with onnxnn.set_executor("kernels"):
-        check_gradients(lambda x, s: apply_op("PRelu", (x, s)), [RNG.standard_normal((2, 3, 4)),
-                                                               RNG.uniform(0.1, 0.5, slope_shape)])
+        check_gradients(
+            lambda x, s: apply_op("PRelu", (x, s)), [RNG.standard_normal((2, 3, 4)), RNG.uniform(0.1, 0.5, slope_shape)]
+        )
 
 
 def test_every_op_recorded_by_the_activations_has_a_gradient_rule():
     from onnxnn.ir.registry import gradient_rules
-    for op_type in ("Selu", "Celu", "HardSigmoid", "HardSwish", "Mish", "Softsign", "Shrink", "ThresholdedRelu",
-                    "PRelu"):
+
+    for op_type in (
+        "Selu",
+        "Celu",
+        "HardSigmoid",
+        "HardSwish",
+        "Mish",
+        "Softsign",
+        "Shrink",
+        "ThresholdedRelu",
+        "PRelu",
+    ):
         assert gradient_rules.get(op_type) is not None, op_type
     assert math.isclose(SELU_ALPHA * SELU_SCALE, 1.7580993408473766, rel_tol=1e-15)
 
@@ -303,7 +412,7 @@ def test_gumbel_softmax_argmax_is_distributed_as_softmax_of_the_logits():
     logits = np.log(np.array([0.2, 0.5, 0.3]))
     n = 6000
     samples = F.gumbel_softmax(onnxnn.tensor(np.tile(logits, (n, 1))), tau=0.7).numpy()
-    np.testing.assert_allclose(samples.sum(1), np.ones(n), rtol=0, atol=4 * 2.0 ** -23 * 3)
+    np.testing.assert_allclose(samples.sum(1), np.ones(n), rtol=0, atol=4 * 2.0**-23 * 3)
     counts = np.bincount(samples.argmax(1), minlength=3)
     probabilities = np.array([0.2, 0.5, 0.3])
     # The Gumbel-max trick: argmax of logits + Gumbel noise is a draw from softmax(logits).
@@ -336,13 +445,18 @@ def _imported(op_type: str, opset: int, extra_inputs=(), **attrs):
     from onnx import TensorProto, helper
 
     from onnxnn.import_ import from_onnx
+
     names = ["x"] + [f"extra_{i}" for i in range(len(extra_inputs))]
-    initializers = [onnx.numpy_helper.from_array(np.asarray(value), name)
-                    for name, value in zip(names[1:], extra_inputs)]
-    graph = helper.make_graph([helper.make_node(op_type, names, ["y"], **attrs)], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [3, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [3, 4])],
-                              initializer=initializers)
+    initializers = [
+        onnx.numpy_helper.from_array(np.asarray(value), name) for name, value in zip(names[1:], extra_inputs)
+    ]
+    graph = helper.make_graph(
+        [helper.make_node(op_type, names, ["y"], **attrs)],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [3, 4])],
+        initializer=initializers,
+    )
     return from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
 
 

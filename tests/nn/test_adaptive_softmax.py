@@ -3,6 +3,7 @@
 The numpy reference computes every class's log-probability from the module's weights (head
 log-softmax, plus a cluster's log-softmax for tail classes) and picks the targets' entries.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -36,16 +37,15 @@ def reference_log_prob(module, x):
     w = _weights(module)
     head = x @ w["head.weight"].T + w.get("head.bias", 0.0)
     head_logprob = _log_softmax(head)
-    pieces = [head_logprob[:, :CUTOFFS[0]]]
+    pieces = [head_logprob[:, : CUTOFFS[0]]]
     for i in range(len(CUTOFFS)):
         cluster = (x @ w[f"tail.{i}.0.weight"].T) @ w[f"tail.{i}.1.weight"].T
-        pieces.append(_log_softmax(cluster) + head_logprob[:, CUTOFFS[0] + i:CUTOFFS[0] + i + 1])
+        pieces.append(_log_softmax(cluster) + head_logprob[:, CUTOFFS[0] + i : CUTOFFS[0] + i + 1])
     return np.concatenate(pieces, 1)
 
 
 def _module(dtype=onnxnn.float64, head_bias=True):
-    return nn.AdaptiveLogSoftmaxWithLoss(IN_FEATURES, CLASSES, CUTOFFS, div_value=2.0, head_bias=head_bias,
-                                         dtype=dtype)
+    return nn.AdaptiveLogSoftmaxWithLoss(IN_FEATURES, CLASSES, CUTOFFS, div_value=2.0, head_bias=head_bias, dtype=dtype)
 
 
 def test_state_dict_keys_and_shapes_follow_pytorch():
@@ -54,9 +54,16 @@ def test_state_dict_keys_and_shapes_follow_pytorch():
         module = nn.AdaptiveLogSoftmaxWithLoss(16, 20, [5, 10, 15], head_bias=True)
     shapes = {k: tuple(v.shape) for k, v in module.state_dict().items()}
     # Head: the 5 shortlist classes and one entry per cluster; tail i: in -> in // 4^(i+1) -> cluster size.
-    assert shapes == {"head.weight": (8, 16), "head.bias": (8,), "tail.0.0.weight": (4, 16),
-                      "tail.0.1.weight": (5, 4), "tail.1.0.weight": (1, 16), "tail.1.1.weight": (5, 1),
-                      "tail.2.0.weight": (0, 16), "tail.2.1.weight": (5, 0)}
+    assert shapes == {
+        "head.weight": (8, 16),
+        "head.bias": (8,),
+        "tail.0.0.weight": (4, 16),
+        "tail.0.1.weight": (5, 4),
+        "tail.1.0.weight": (1, 16),
+        "tail.1.1.weight": (5, 1),
+        "tail.2.0.weight": (0, 16),
+        "tail.2.1.weight": (5, 0),
+    }
 
 
 @pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
@@ -79,8 +86,10 @@ def test_log_prob_and_predict():
     np.testing.assert_allclose(log_prob, expected, rtol=0, atol=1e-12)
     np.testing.assert_allclose(np.exp(log_prob).sum(1), 1.0, rtol=1e-12)
     scaled = X * 5
-    assert module.predict(onnxnn.tensor(scaled, dtype=onnxnn.float64)).numpy().tolist() == \
-        reference_log_prob(module, scaled).argmax(1).tolist()
+    assert (
+        module.predict(onnxnn.tensor(scaled, dtype=onnxnn.float64)).numpy().tolist()
+        == reference_log_prob(module, scaled).argmax(1).tolist()
+    )
 
 
 def test_unbatched_input_gives_a_scalar_output():
@@ -104,8 +113,9 @@ def test_forward_and_parameter_gradients_match_torch():
     ours(onnxnn.tensor(X, dtype=onnxnn.float64), onnxnn.tensor(TARGET)).loss.backward()
     theirs(torch.tensor(X), torch.tensor(TARGET)).loss.backward()
     for (name, ours_parameter), (_, theirs_parameter) in zip(ours.named_parameters(), theirs.named_parameters()):
-        np.testing.assert_allclose(ours_parameter.grad.numpy(), theirs_parameter.grad.numpy(), rtol=1e-10,
-                                   atol=1e-14, err_msg=name)
+        np.testing.assert_allclose(
+            ours_parameter.grad.numpy(), theirs_parameter.grad.numpy(), rtol=1e-10, atol=1e-14, err_msg=name
+        )
 
 
 def test_exported_module_takes_the_targets_as_an_input():
@@ -123,24 +133,42 @@ def test_exported_module_takes_the_targets_as_an_input():
     np.testing.assert_allclose(loss, -expected.mean(), rtol=0, atol=tolerance)
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: nn.AdaptiveLogSoftmaxWithLoss(8, 10, []), "cutoffs should be a sequence of length larger than 0"),
-    (lambda: nn.AdaptiveLogSoftmaxWithLoss(8, 10, [6, 3]), "cutoffs should be a sequence of unique, positive"),
-    (lambda: nn.AdaptiveLogSoftmaxWithLoss(8, 10, [3, 10]), "each value is between 1 and n_classes-1"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: nn.AdaptiveLogSoftmaxWithLoss(8, 10, []), "cutoffs should be a sequence of length larger than 0"),
+        (lambda: nn.AdaptiveLogSoftmaxWithLoss(8, 10, [6, 3]), "cutoffs should be a sequence of unique, positive"),
+        (lambda: nn.AdaptiveLogSoftmaxWithLoss(8, 10, [3, 10]), "each value is between 1 and n_classes-1"),
+    ],
+)
 def test_bad_cutoffs_raise_value_error(call, message):
     with pytest.raises(ValueError, match=message):
         call()
 
 
-@pytest.mark.parametrize("x, target, message", [
-    (onnxnn.randn(3, 8), onnxnn.tensor([0, 1]), "Input and target should have the same size in the batch dimension."),
-    (onnxnn.randn(3, 8), onnxnn.tensor([[0, 1, 2]]), "0D or 1D target tensor expected, multi-target not supported"),
-    (onnxnn.randn(3, 8), onnxnn.tensor(1), r"0D target tensor expects 1D input tensors, but found inputs with size "
-                                           r"onnxnn.Size\(\[3, 8\]\)"),
-    (onnxnn.randn(3, 8), onnxnn.tensor([0, 10, 2]), r"Target values should be in \[0, 9\], but values in range "
-                                                    r"\[0, 10\] were found."),
-])
+@pytest.mark.parametrize(
+    "x, target, message",
+    [
+        (
+            onnxnn.randn(3, 8),
+            onnxnn.tensor([0, 1]),
+            "Input and target should have the same size in the batch dimension.",
+        ),
+        (onnxnn.randn(3, 8), onnxnn.tensor([[0, 1, 2]]), "0D or 1D target tensor expected, multi-target not supported"),
+        (
+            onnxnn.randn(3, 8),
+            onnxnn.tensor(1),
+            r"0D target tensor expects 1D input tensors, but found inputs with size "
+            r"onnxnn.Size\(\[3, 8\]\)",
+        ),
+        (
+            onnxnn.randn(3, 8),
+            onnxnn.tensor([0, 10, 2]),
+            r"Target values should be in \[0, 9\], but values in range "
+            r"\[0, 10\] were found.",
+        ),
+    ],
+)
 def test_bad_targets_raise_pytorchs_errors(x, target, message):
     with pytest.raises(RuntimeError, match=message):
         _module(onnxnn.float32)(x, target)

@@ -7,6 +7,7 @@ off by ``2 gamma(E) * scale * |q| |k|``; softmax turns an absolute score error `
 weight error of at most ``2 d`` plus a few roundings; the output sums ``S`` products, adding
 ``gamma(S)`` relative to ``|w| |v|``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -68,8 +69,12 @@ SDPA_CASES = {
     "causal rectangular": dict(q=(1, 2, 3, 4), k=(1, 2, 6, 4), v=(1, 2, 6, 4), is_causal=True),
     "scale": dict(q=(2, 4, 8), k=(2, 4, 8), v=(2, 4, 3), scale=0.7),
     "grouped-query": dict(q=(1, 4, 3, 8), k=(1, 2, 5, 8), v=(1, 2, 5, 8), enable_gqa=True),
-    "fully masked row": dict(q=(1, 1, 3, 4), k=(1, 1, 4, 4), v=(1, 1, 4, 4),
-                             mask=("fixed", np.array([[False] * 4, [True, False, True, False], [True] * 4]))),
+    "fully masked row": dict(
+        q=(1, 1, 3, 4),
+        k=(1, 1, 4, 4),
+        v=(1, 1, 4, 4),
+        mask=("fixed", np.array([[False] * 4, [True, False, True, False], [True] * 4])),
+    ),
 }
 
 
@@ -78,8 +83,7 @@ def _sdpa_inputs(case):
     mask = None
     if "mask" in case:
         kind, spec = case["mask"]
-        mask = (spec if kind == "fixed" else _bool_mask(spec) if kind == "bool"
-                else RNG.standard_normal(spec))
+        mask = spec if kind == "fixed" else _bool_mask(spec) if kind == "bool" else RNG.standard_normal(spec)
     options = {name: case[name] for name in ("is_causal", "scale", "enable_gqa") if name in case}
     return arrays, mask, options
 
@@ -92,21 +96,26 @@ def test_scaled_dot_product_attention_matches_the_softmax_formula(name, executor
     if mask is None:
         actual = forward_on(executor, lambda a, b, c: F.scaled_dot_product_attention(a, b, c, **options), q, k, v)
     else:
-        actual = forward_on(executor, lambda a, b, c, m: F.scaled_dot_product_attention(a, b, c, m, **options),
-                            q, k, v, mask)
+        actual = forward_on(
+            executor, lambda a, b, c, m: F.scaled_dot_product_attention(a, b, c, m, **options), q, k, v, mask
+        )
     assert not np.any(np.isnan(actual))
     assert_within(actual, expected, attention_bound(q, k, v, weights, scale, np.float32))
 
 
-@pytest.mark.parametrize("name", ["bool mask broadcast", "float mask", "causal rectangular", "grouped-query",
-                                  "fully masked row"])
+@pytest.mark.parametrize(
+    "name", ["bool mask broadcast", "float mask", "causal rectangular", "grouped-query", "fully masked row"]
+)
 def test_scaled_dot_product_attention_gradients_match_finite_differences(name):
     (q, k, v), mask, options = _sdpa_inputs(SDPA_CASES[name])
     if mask is None:
         check_gradients(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, **options), [q, k, v])
     else:
-        check_gradients(lambda a, b, c, m: F.scaled_dot_product_attention(a, b, c, m, **options), [q, k, v, mask],
-                        requires_grad=[True, True, True, False])
+        check_gradients(
+            lambda a, b, c, m: F.scaled_dot_product_attention(a, b, c, m, **options),
+            [q, k, v, mask],
+            requires_grad=[True, True, True, False],
+        )
 
 
 def test_scaled_dot_product_attention_dropout_one_drops_every_weight():
@@ -128,11 +137,17 @@ def test_scaled_dot_product_attention_dropout_keeps_rows_as_scaled_subsets():
 
 
 SDPA_ERRORS = [
-    (dict(attn_mask=np.zeros((3, 3), np.int64)), RuntimeError, "Expected attn_mask dtype to be bool or float .*"
-                                                               "attn_mask.dtype: long int and  query.dtype: float"),
+    (
+        dict(attn_mask=np.zeros((3, 3), np.int64)),
+        RuntimeError,
+        "Expected attn_mask dtype to be bool or float .*attn_mask.dtype: long int and  query.dtype: float",
+    ),
     (dict(attn_mask=np.zeros((3, 3), np.float64)), RuntimeError, "attn_mask.dtype: double and  query.dtype: float"),
-    (dict(attn_mask=np.zeros((4, 3), bool)), RuntimeError,
-     "The size of tensor a \\(3\\) must match the size of tensor b \\(4\\) at non-singleton dimension 2"),
+    (
+        dict(attn_mask=np.zeros((4, 3), bool)),
+        RuntimeError,
+        "The size of tensor a \\(3\\) must match the size of tensor b \\(4\\) at non-singleton dimension 2",
+    ),
     (dict(key_shape=(1, 2, 3, 5)), RuntimeError, "Expected size for first two dimensions of batch2 tensor"),
     (dict(key_shape=(1, 3, 3, 4), enable_gqa=True), RuntimeError, "Number of heads in key and value must divide"),
 ]
@@ -152,8 +167,17 @@ def test_scaled_dot_product_attention_rejects_bad_masks_and_shapes_as_pytorch_do
 # --- multi-head attention ---------------------------------------------------------------------------
 
 
-def mha_reference(module, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True,
-                  average_attn_weights=True, batch_first=False):
+def mha_reference(
+    module,
+    query,
+    key,
+    value,
+    key_padding_mask=None,
+    attn_mask=None,
+    need_weights=True,
+    average_attn_weights=True,
+    batch_first=False,
+):
     """PyTorch's documented multi-head attention, from the module's parameters, in float64 numpy."""
     p = {name: t.detach().numpy().astype(np.float64) for name, t in module.named_parameters()}
     if batch_first:
@@ -195,8 +219,10 @@ MHA_CASES = {
     "packed": ({}, {}),
     "kdim and vdim": (dict(kdim=6, vdim=5), {}),
     "no bias": (dict(bias=False), dict(need_weights=False)),
-    "bias_kv and zero attention with masks": (dict(add_bias_kv=True, add_zero_attn=True),
-                                              dict(key_padding_mask="bool", attn_mask="bool2d")),
+    "bias_kv and zero attention with masks": (
+        dict(add_bias_kv=True, add_zero_attn=True),
+        dict(key_padding_mask="bool", attn_mask="bool2d"),
+    ),
     "float 3-D mask, per-head weights": ({}, dict(attn_mask="float3d", average_attn_weights=False)),
     "batch first, padding, no weights": (dict(batch_first=True), dict(key_padding_mask="bool", need_weights=False)),
 }
@@ -206,8 +232,11 @@ L, S, N, E, H = 4, 5, 3, 8, 2
 def _mha_arrays(ctor, call):
     batch_first = ctor.get("batch_first", False)
     shape = (lambda seq, dim: (N, seq, dim)) if batch_first else (lambda seq, dim: (seq, N, dim))
-    arrays = [RNG.standard_normal(shape(L, E)), RNG.standard_normal(shape(S, ctor.get("kdim", E))),
-              RNG.standard_normal(shape(S, ctor.get("vdim", E)))]
+    arrays = [
+        RNG.standard_normal(shape(L, E)),
+        RNG.standard_normal(shape(S, ctor.get("kdim", E))),
+        RNG.standard_normal(shape(S, ctor.get("vdim", E))),
+    ]
     kwargs = dict(call)
     if kwargs.get("key_padding_mask") == "bool":
         mask = np.zeros((N, S), bool)
@@ -235,10 +264,10 @@ def test_multihead_attention_matches_the_per_head_formula(name, executor):
     ctor, call = MHA_CASES[name]
     module = _module(ctor)
     arrays, kwargs = _mha_arrays(ctor, call)
-    expected, expected_weights = mha_reference(module, *arrays, batch_first=ctor.get("batch_first", False),
-                                               **kwargs)
-    tensor_kwargs = {key: onnxnn.tensor(value) if isinstance(value, np.ndarray) else value
-                     for key, value in kwargs.items()}
+    expected, expected_weights = mha_reference(module, *arrays, batch_first=ctor.get("batch_first", False), **kwargs)
+    tensor_kwargs = {
+        key: onnxnn.tensor(value) if isinstance(value, np.ndarray) else value for key, value in kwargs.items()
+    }
     with onnxnn.set_executor(executor):
         out, weights = module(*(onnxnn.tensor(a) for a in arrays), **tensor_kwargs)
     # float64 throughout: each value is a chain of a few dot products of at most 3 * E terms.
@@ -269,19 +298,48 @@ def test_multi_head_attention_forward_gradients_match_finite_differences(need_we
     padding = np.array([[False, False, True], [False, False, False]])
 
     def attend(q, k, v, in_w, in_b, out_w, out_b, bias_k, bias_v, padding):
-        return F.multi_head_attention_forward(q, k, v, 4, 2, in_w, in_b, bias_k, bias_v, True, 0.0, out_w, out_b,
-                                              key_padding_mask=padding, need_weights=need_weights)[0]
-    check_gradients(attend, [q, k, v, in_w, in_b, out_w, out_b, bias_k, bias_v, padding],
-                    requires_grad=[True] * 9 + [False])
+        return F.multi_head_attention_forward(
+            q,
+            k,
+            v,
+            4,
+            2,
+            in_w,
+            in_b,
+            bias_k,
+            bias_v,
+            True,
+            0.0,
+            out_w,
+            out_b,
+            key_padding_mask=padding,
+            need_weights=need_weights,
+        )[0]
+
+    check_gradients(
+        attend, [q, k, v, in_w, in_b, out_w, out_b, bias_k, bias_v, padding], requires_grad=[True] * 9 + [False]
+    )
 
 
 def test_multihead_attention_parameters_are_named_and_shaped_as_pytorch():
     shapes = {name: tuple(t.shape) for name, t in nn.MultiheadAttention(8, 2, add_bias_kv=True).state_dict().items()}
-    assert shapes == {"in_proj_weight": (24, 8), "in_proj_bias": (24,), "bias_k": (1, 1, 8), "bias_v": (1, 1, 8),
-                      "out_proj.weight": (8, 8), "out_proj.bias": (8,)}
+    assert shapes == {
+        "in_proj_weight": (24, 8),
+        "in_proj_bias": (24,),
+        "bias_k": (1, 1, 8),
+        "bias_v": (1, 1, 8),
+        "out_proj.weight": (8, 8),
+        "out_proj.bias": (8,),
+    }
     shapes = {name: tuple(t.shape) for name, t in nn.MultiheadAttention(8, 2, kdim=3, vdim=5).state_dict().items()}
-    assert shapes == {"q_proj_weight": (8, 8), "k_proj_weight": (8, 3), "v_proj_weight": (8, 5),
-                      "in_proj_bias": (24,), "out_proj.weight": (8, 8), "out_proj.bias": (8,)}
+    assert shapes == {
+        "q_proj_weight": (8, 8),
+        "k_proj_weight": (8, 3),
+        "v_proj_weight": (8, 5),
+        "in_proj_bias": (24,),
+        "out_proj.weight": (8, 8),
+        "out_proj.bias": (8,),
+    }
     module = nn.MultiheadAttention(8, 2)
     np.testing.assert_array_equal(module.in_proj_bias.detach().numpy(), np.zeros(24))
     np.testing.assert_array_equal(module.out_proj.bias.detach().numpy(), np.zeros(8))
@@ -297,13 +355,20 @@ def test_multihead_attention_exports_to_onnxruntime():
 
 
 MHA_ERRORS = [
-    (dict(attn_mask=np.zeros((L, L), bool)), RuntimeError, r"The shape of the 2D attn_mask is .*4, 4.*"
-                                                           r"should be \(4, 5\)"),
+    (
+        dict(attn_mask=np.zeros((L, L), bool)),
+        RuntimeError,
+        r"The shape of the 2D attn_mask is .*4, 4.*"
+        r"should be \(4, 5\)",
+    ),
     (dict(attn_mask=np.zeros((N, L, S), bool)), RuntimeError, "The shape of the 3D attn_mask is"),
     (dict(attn_mask=np.zeros((1, 1, L, S), bool)), AssertionError, "expected `attn_mask` to be `None`, 2-D or 3-D"),
     (dict(attn_mask=np.zeros((L, S), np.int64)), AssertionError, "only bool and floating types of attn_mask"),
-    (dict(key_padding_mask=np.zeros((N, S), np.int32)), AssertionError,
-     "only bool and floating types of key_padding_mask"),
+    (
+        dict(key_padding_mask=np.zeros((N, S), np.int32)),
+        AssertionError,
+        "only bool and floating types of key_padding_mask",
+    ),
     (dict(key_padding_mask=np.zeros((N, L), bool)), AssertionError, "expecting key_padding_mask shape of"),
     (dict(is_causal=True), RuntimeError, "Need attn_mask if specifying the is_causal hint"),
 ]
@@ -332,13 +397,18 @@ def test_multihead_attention_equals_pytorch_with_its_state_dict(name):
     torch.manual_seed(0)
     reference = torch.nn.MultiheadAttention(E, H, **ctor).double()
     module = nn.MultiheadAttention(E, H, **ctor).double()
-    module.load_state_dict({key: onnxnn.tensor(value.detach().numpy())
-                            for key, value in reference.state_dict().items()})
+    module.load_state_dict(
+        {key: onnxnn.tensor(value.detach().numpy()) for key, value in reference.state_dict().items()}
+    )
     arrays, kwargs = _mha_arrays(ctor, call)
-    expected = reference(*(torch.tensor(a) for a in arrays),
-                         **{k: torch.tensor(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()})
-    actual = module(*(onnxnn.tensor(a) for a in arrays),
-                    **{k: onnxnn.tensor(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()})
+    expected = reference(
+        *(torch.tensor(a) for a in arrays),
+        **{k: torch.tensor(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()},
+    )
+    actual = module(
+        *(onnxnn.tensor(a) for a in arrays),
+        **{k: onnxnn.tensor(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()},
+    )
     np.testing.assert_allclose(actual[0].detach().numpy(), expected[0].detach().numpy(), rtol=0, atol=1e-12)
     if expected[1] is not None:
         np.testing.assert_allclose(actual[1].detach().numpy(), expected[1].detach().numpy(), rtol=0, atol=1e-12)
@@ -377,8 +447,11 @@ def test_attention_runs_in_half_precision(dtype, executor):
     assert out.dtype is dtype
     expected, _, _ = sdpa_reference(q, q, q, mask)
     # Smoke test: a coarse bound of a few units of the half type's precision on O(1) values.
-    np.testing.assert_allclose(out.float().numpy(), expected, atol=16 * float(np.finfo(np.float16).eps)
-                               if dtype is onnxnn.float16 else 16 * 2.0 ** -7)
+    np.testing.assert_allclose(
+        out.float().numpy(),
+        expected,
+        atol=16 * float(np.finfo(np.float16).eps) if dtype is onnxnn.float16 else 16 * 2.0**-7,
+    )
 
 
 def test_scaled_dot_product_attention_combines_an_explicit_mask_with_is_causal():

@@ -6,6 +6,7 @@ held to Higham's bound for its ``in1 * in2`` products; ``cosine_similarity`` is
 norm's and the dot product's sums. Gradients are checked against float64 finite differences on both
 executors; the default initialization is U(-1/sqrt(in1), 1/sqrt(in1)) as PyTorch's.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,8 +51,12 @@ def test_bilinear_is_x1_A_x2_plus_b(batch, with_bias, dtype, executor):
 
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_bilinear_gradients_match_finite_differences(executor):
-    inputs = [RNG.standard_normal((2, 3)), RNG.standard_normal((2, 4)), RNG.standard_normal((2, 3, 4)),
-              RNG.standard_normal(2)]
+    inputs = [
+        RNG.standard_normal((2, 3)),
+        RNG.standard_normal((2, 4)),
+        RNG.standard_normal((2, 3, 4)),
+        RNG.standard_normal(2),
+    ]
     with onnxnn.set_executor(executor):
         check_gradients(F.bilinear, inputs)
 
@@ -66,23 +71,34 @@ def test_bilinear_layer_parameters_init_repr_and_export():
     # 24000 draws of U(-b, b): the mean is within 5 standard errors (b / sqrt(3 * 24000)) of 0 and
     # the variance within 5 standard errors (b^2 * sqrt(4/45 / 24000)) of b^2 / 3.
     assert abs(weight.mean()) < 5 * bound / math.sqrt(3 * weight.size)
-    assert abs(weight.var() - bound ** 2 / 3) < 5 * bound ** 2 * math.sqrt(4 / 45 / weight.size)
+    assert abs(weight.var() - bound**2 / 3) < 5 * bound**2 * math.sqrt(4 / 45 / weight.size)
     assert nn.Bilinear(2, 3, 4, bias=False).bias is None
     x1, x2 = onnxnn.randn(5, 20), onnxnn.randn(5, 30)
     expected, magnitude = bilinear_reference(x1.numpy(), x2.numpy(), weight, layer.bias.detach().numpy())
     assert np.all(np.abs(exported_output(layer, x1, x2) - expected) <= 2 * gamma(600 + 5, np.float32) * magnitude)
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: F.bilinear(onnxnn.randn(2, 3), onnxnn.randn(2, 4), onnxnn.randn(5, 3, 3)),
-     "input2 size does not match weight size: got 4 but expected 3"),
-    (lambda: F.bilinear(onnxnn.randn(2, 3), onnxnn.randn(3, 4), onnxnn.randn(5, 3, 4)),
-     "input batch dimensions do not match at dim 0: got 2 and 3"),
-    (lambda: F.bilinear(onnxnn.randn(2, 3), onnxnn.randn(2, 4), onnxnn.randn(5, 3, 4), onnxnn.randn(4)),
-     "bias size does not match weight size: got 4 but expected 5"),
-    (lambda: F.bilinear(onnxnn.randn(2, 2), onnxnn.randn(2, 4), onnxnn.randn(5, 3, 4)),
-     "input1 size does not match weight size: got 2 but expected 3"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (
+            lambda: F.bilinear(onnxnn.randn(2, 3), onnxnn.randn(2, 4), onnxnn.randn(5, 3, 3)),
+            "input2 size does not match weight size: got 4 but expected 3",
+        ),
+        (
+            lambda: F.bilinear(onnxnn.randn(2, 3), onnxnn.randn(3, 4), onnxnn.randn(5, 3, 4)),
+            "input batch dimensions do not match at dim 0: got 2 and 3",
+        ),
+        (
+            lambda: F.bilinear(onnxnn.randn(2, 3), onnxnn.randn(2, 4), onnxnn.randn(5, 3, 4), onnxnn.randn(4)),
+            "bias size does not match weight size: got 4 but expected 5",
+        ),
+        (
+            lambda: F.bilinear(onnxnn.randn(2, 2), onnxnn.randn(2, 4), onnxnn.randn(5, 3, 4)),
+            "input1 size does not match weight size: got 2 but expected 3",
+        ),
+    ],
+)
 def test_bad_bilinear_inputs_raise_pytorchs_errors(call, message):
     with pytest.raises(RuntimeError, match=message):
         call()
@@ -122,16 +138,22 @@ def test_cosine_similarity_matches_formula(case_id, shape1, shape2, dim, eps, sc
 @pytest.mark.parametrize("case_id, shape1, shape2, dim, eps, scale", COSINE_CASES, ids=[c[0] for c in COSINE_CASES])
 def test_cosine_similarity_gradients_match_finite_differences(case_id, shape1, shape2, dim, eps, scale, executor):
     with onnxnn.set_executor(executor):
-        check_gradients(lambda a, b: F.cosine_similarity(a, b, dim, eps),
-                        [RNG.standard_normal(shape1) * scale, RNG.standard_normal(shape2)])
+        check_gradients(
+            lambda a, b: F.cosine_similarity(a, b, dim, eps),
+            [RNG.standard_normal(shape1) * scale, RNG.standard_normal(shape2)],
+        )
 
 
 def test_cosine_similarity_layer_repr_and_export():
     layer = nn.CosineSimilarity(dim=1, eps=1e-6)
     assert repr(layer) == "CosineSimilarity()" and len(layer.state_dict()) == 0
     x1, x2 = onnxnn.randn(3, 7), onnxnn.randn(3, 7)
-    np.testing.assert_allclose(exported_output(layer, x1, x2), cosine_reference(x1.numpy(), x2.numpy(), 1, 1e-6),
-                               rtol=0, atol=4 * gamma(11, np.float32))
+    np.testing.assert_allclose(
+        exported_output(layer, x1, x2),
+        cosine_reference(x1.numpy(), x2.numpy(), 1, 1e-6),
+        rtol=0,
+        atol=4 * gamma(11, np.float32),
+    )
 
 
 def test_bilinear_and_cosine_similarity_match_torch():
@@ -143,7 +165,8 @@ def test_bilinear_and_cosine_similarity_match_torch():
     for case_id, shape1, shape2, dim, eps, scale in COSINE_CASES:
         a, b = RNG.standard_normal(shape1) * scale, RNG.standard_normal(shape2)
         expected = torch.nn.functional.cosine_similarity(torch.tensor(a), torch.tensor(b), dim, eps).numpy()
-        actual = F.cosine_similarity(onnxnn.tensor(a, dtype=onnxnn.float64), onnxnn.tensor(b, dtype=onnxnn.float64),
-                                     dim, eps).numpy()
+        actual = F.cosine_similarity(
+            onnxnn.tensor(a, dtype=onnxnn.float64), onnxnn.tensor(b, dtype=onnxnn.float64), dim, eps
+        ).numpy()
         np.testing.assert_allclose(actual, expected, rtol=1e-12, atol=1e-12, err_msg=case_id)
     assert repr(torch.nn.Bilinear(20, 30, 40)) == repr(nn.Bilinear(20, 30, 40))

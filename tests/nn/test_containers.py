@@ -1,4 +1,5 @@
 """Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict."""
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -143,19 +144,20 @@ def test_module_list_mutation():
 
 def test_module_list_repr_collapses_runs_of_identical_modules_like_pytorch():
     layers = nn.ModuleList([AddConst(1.0), AddConst(1.0), AddConst(1.0), AddConst(2.0)])
-    assert repr(layers) == ("ModuleList(\n"
-                            "  (0-2): 3 x AddConst(value=1.0)\n"
-                            "  (3): AddConst(value=2.0)\n"
-                            ")")
+    assert repr(layers) == ("ModuleList(\n  (0-2): 3 x AddConst(value=1.0)\n  (3): AddConst(value=2.0)\n)")
     assert repr(nn.ModuleList()) == "ModuleList()"
 
 
 # ----------------------------------------------------------------------------- ModuleDict
-@pytest.mark.parametrize("source", [
-    {"relu": "r", "lrelu": "l"},
-    OrderedDict([("relu", "r"), ("lrelu", "l")]),
-    [("relu", "r"), ("lrelu", "l")],
-], ids=["dict", "OrderedDict", "pairs"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        {"relu": "r", "lrelu": "l"},
+        OrderedDict([("relu", "r"), ("lrelu", "l")]),
+        [("relu", "r"), ("lrelu", "l")],
+    ],
+    ids=["dict", "OrderedDict", "pairs"],
+)
 def test_module_dict_keeps_insertion_order(source):
     modules = {"r": AddConst(1.0), "l": AddConst(2.0)}
     if isinstance(source, dict):
@@ -213,10 +215,9 @@ def test_parameter_list_holds_other_objects_outside_the_parameters():
 
 def test_parameter_list_repr_and_call():
     plist = nn.ParameterList([onnxnn.ones(2, 3), "x"])
-    assert repr(plist) == ("ParameterList(\n"
-                           "    (0): Parameter containing: [onnxnn.float32 of size 2x3]\n"
-                           "    (1): Object of type: str\n"
-                           ")")
+    assert repr(plist) == (
+        "ParameterList(\n    (0): Parameter containing: [onnxnn.float32 of size 2x3]\n    (1): Object of type: str\n)"
+    )
     with pytest.raises(RuntimeError, match="ParameterList should not be called."):
         plist()
 

@@ -7,6 +7,7 @@ Expected values come from the direct numpy convolutions of ``tests/runtime/test_
 differences on the kernels executor (onnxruntime's CPU provider has no float64 Conv) and in
 float32 on onnxruntime. The comparison with PyTorch at the end runs only where torch is installed.
 """
+
 from __future__ import annotations
 
 import copy
@@ -32,8 +33,12 @@ EXECUTOR_DTYPE_IDS = ["onnxruntime-float32", "kernels-float32", "kernels-float64
 
 
 def _values(tensor) -> np.ndarray:
-    return np.asarray(tensor.detach().float().numpy() if tensor.dtype in (onnxnn.float16, onnxnn.bfloat16)
-                      else tensor.detach().numpy(), dtype=np.float64)
+    return np.asarray(
+        tensor.detach().float().numpy()
+        if tensor.dtype in (onnxnn.float16, onnxnn.bfloat16)
+        else tensor.detach().numpy(),
+        dtype=np.float64,
+    )
 
 
 def _parameters(layer):
@@ -60,6 +65,7 @@ def assert_within_conv_rounding(actual, expected, magnitude, terms, dtype) -> No
 
 # ---------------------------------------------------------------- Conv*d against numpy
 
+
 def conv_layer_reference(layer, x, weight, bias):
     """What PyTorch documents Conv*d computes, from the layer's settings, in float64."""
     unbatched = x.ndim == layer.weight.dim() - 1
@@ -83,22 +89,42 @@ def conv_layer_reference(layer, x, weight, bias):
 CONV_CASES = [
     # id, class, positional arguments, keyword arguments, input shape
     ("1d", nn.Conv1d, (3, 4, 3), {}, (2, 3, 7)),
-    ("1d_stride_dilation_groups", nn.Conv1d, (4, 6, 3), {"stride": 2, "dilation": 2, "groups": 2, "padding": 1},
-     (2, 4, 11)),
+    (
+        "1d_stride_dilation_groups",
+        nn.Conv1d,
+        (4, 6, 3),
+        {"stride": 2, "dilation": 2, "groups": 2, "padding": 1},
+        (2, 4, 11),
+    ),
     ("1d_unbatched_same_even_kernel", nn.Conv1d, (2, 3, 4), {"padding": "same"}, (2, 9)),
     ("1d_circular", nn.Conv1d, (2, 2, 3), {"padding": 2, "padding_mode": "circular"}, (1, 2, 5)),
-    ("2d_tuples_no_bias", nn.Conv2d, (3, 4, (2, 3)), {"stride": (2, 1), "padding": (1, 2), "bias": False},
-     (2, 3, 6, 5)),
+    (
+        "2d_tuples_no_bias",
+        nn.Conv2d,
+        (3, 4, (2, 3)),
+        {"stride": (2, 1), "padding": (1, 2), "bias": False},
+        (2, 3, 6, 5),
+    ),
     ("2d_valid_depthwise", nn.Conv2d, (4, 4, 3), {"padding": "valid", "groups": 4}, (1, 4, 5, 5)),
     ("2d_same_dilated", nn.Conv2d, (2, 3, (3, 4)), {"padding": "same", "dilation": (2, 1)}, (1, 2, 7, 6)),
     ("2d_reflect", nn.Conv2d, (2, 3, 3), {"padding": (1, 2), "padding_mode": "reflect"}, (1, 2, 5, 6)),
-    ("2d_replicate_strided", nn.Conv2d, (2, 3, 3), {"padding": 2, "stride": 2, "padding_mode": "replicate"},
-     (2, 2, 5, 4)),
+    (
+        "2d_replicate_strided",
+        nn.Conv2d,
+        (2, 3, 3),
+        {"padding": 2, "stride": 2, "padding_mode": "replicate"},
+        (2, 2, 5, 4),
+    ),
     ("2d_circular_same", nn.Conv2d, (2, 2, (2, 4)), {"padding": "same", "padding_mode": "circular"}, (1, 2, 4, 5)),
     ("2d_unbatched_reflect", nn.Conv2d, (2, 2, 3), {"padding": 1, "padding_mode": "reflect"}, (2, 4, 4)),
     ("3d", nn.Conv3d, (2, 4, (2, 3, 2)), {"stride": (1, 2, 1), "padding": 1}, (1, 2, 4, 5, 3)),
-    ("3d_reflect_groups", nn.Conv3d, (2, 4, 3), {"padding": 1, "padding_mode": "reflect", "groups": 2},
-     (1, 2, 3, 4, 4)),
+    (
+        "3d_reflect_groups",
+        nn.Conv3d,
+        (2, 4, 3),
+        {"padding": 1, "padding_mode": "reflect", "groups": 2},
+        (1, 2, 3, 4, 4),
+    ),
 ]
 
 
@@ -113,8 +139,9 @@ def test_conv_layer_matches_numpy(case_id, cls, args, kwargs, input_shape, execu
     assert out.dtype is dtype
     weight, bias = _parameters(layer)
     expected = conv_layer_reference(layer, x.astype(np.float64), weight, bias)
-    magnitude = conv_layer_reference(layer, np.abs(x.astype(np.float64)), np.abs(weight),
-                                     None if bias is None else np.abs(bias))
+    magnitude = conv_layer_reference(
+        layer, np.abs(x.astype(np.float64)), np.abs(weight), None if bias is None else np.abs(bias)
+    )
     assert_within_conv_rounding(actual, expected, magnitude, int(np.prod(weight.shape[1:])), dtype.numpy_dtype)
 
 
@@ -134,8 +161,9 @@ def test_padded_conv_gradients_in_float32_on_onnxruntime():
     layer = nn.Conv2d(2, 2, 3, padding=(1, 2), padding_mode="reflect")
     weight, bias = _parameters(layer)
     with onnxnn.set_executor("onnxruntime"):
-        check_gradients_float32(lambda x, w, b: _call_with(layer, w, b, x),
-                                [RNG.standard_normal((1, 2, 4, 5)), weight, bias])
+        check_gradients_float32(
+            lambda x, w, b: _call_with(layer, w, b, x), [RNG.standard_normal((1, 2, 4, 5)), weight, bias]
+        )
 
 
 # ---------------------------------------------------------------- ConvTranspose*d against numpy
@@ -143,10 +171,22 @@ def test_padded_conv_gradients_in_float32_on_onnxruntime():
 TRANSPOSE_CASES = [
     # id, class, positional arguments, keyword arguments, input shape, forward's output_size
     ("1d_strided", nn.ConvTranspose1d, (3, 2, 3), {"stride": 2}, (2, 3, 4), None),
-    ("1d_output_padding_dilation", nn.ConvTranspose1d, (2, 4, 3),
-     {"stride": 3, "padding": 1, "output_padding": 2, "dilation": 2}, (1, 2, 4), None),
-    ("2d_groups_no_bias", nn.ConvTranspose2d, (4, 6, (3, 2)),
-     {"stride": (2, 1), "padding": (1, 0), "groups": 2, "bias": False}, (2, 4, 3, 4), None),
+    (
+        "1d_output_padding_dilation",
+        nn.ConvTranspose1d,
+        (2, 4, 3),
+        {"stride": 3, "padding": 1, "output_padding": 2, "dilation": 2},
+        (1, 2, 4),
+        None,
+    ),
+    (
+        "2d_groups_no_bias",
+        nn.ConvTranspose2d,
+        (4, 6, (3, 2)),
+        {"stride": (2, 1), "padding": (1, 0), "groups": 2, "bias": False},
+        (2, 4, 3, 4),
+        None,
+    ),
     ("2d_output_size", nn.ConvTranspose2d, (3, 2, 3), {"stride": 2, "padding": 1}, (1, 3, 4, 4), [8, 7]),
     ("2d_unbatched_output_size_with_channels", nn.ConvTranspose2d, (3, 2, 3), {"stride": 2}, (3, 4, 4), [2, 10, 9]),
     ("3d", nn.ConvTranspose3d, (2, 3, 2), {"stride": 2}, (1, 2, 2, 3, 2), None),
@@ -159,20 +199,27 @@ def transpose_layer_reference(layer, x, weight, bias, output_size):
         x = x[None]
     rank = x.ndim - 2
     # The documented output length; output_size picks one of the `stride` lengths from there up.
-    smallest = [(x.shape[2 + i] - 1) * layer.stride[i] - 2 * layer.padding[i]
-                + layer.dilation[i] * (layer.kernel_size[i] - 1) + 1 for i in range(rank)]
+    smallest = [
+        (x.shape[2 + i] - 1) * layer.stride[i]
+        - 2 * layer.padding[i]
+        + layer.dilation[i] * (layer.kernel_size[i] - 1)
+        + 1
+        for i in range(rank)
+    ]
     if output_size is None:
         extra = list(layer.output_padding)
     else:
         extra = [size - low for size, low in zip(list(output_size)[-rank:], smallest)]
-    y = conv_transpose_reference(x, weight, bias, list(layer.stride), list(layer.padding), None,
-                                 list(layer.dilation), layer.groups, extra)
+    y = conv_transpose_reference(
+        x, weight, bias, list(layer.stride), list(layer.padding), None, list(layer.dilation), layer.groups, extra
+    )
     return y[0] if unbatched else y
 
 
 @pytest.mark.parametrize("executor, dtype", EXECUTOR_DTYPES, ids=EXECUTOR_DTYPE_IDS)
-@pytest.mark.parametrize("case_id, cls, args, kwargs, input_shape, output_size", TRANSPOSE_CASES,
-                         ids=[c[0] for c in TRANSPOSE_CASES])
+@pytest.mark.parametrize(
+    "case_id, cls, args, kwargs, input_shape, output_size", TRANSPOSE_CASES, ids=[c[0] for c in TRANSPOSE_CASES]
+)
 def test_conv_transpose_layer_matches_numpy(case_id, cls, args, kwargs, input_shape, output_size, executor, dtype):
     layer = cls(*args, **kwargs, dtype=dtype)
     x = RNG.standard_normal(input_shape).astype(dtype.numpy_dtype)
@@ -181,9 +228,10 @@ def test_conv_transpose_layer_matches_numpy(case_id, cls, args, kwargs, input_sh
     weight, bias = _parameters(layer)
     expected = transpose_layer_reference(layer, x.astype(np.float64), weight, bias, output_size)
     if output_size is not None:
-        assert list(actual.shape[-len(layer.kernel_size):]) == list(output_size)[-len(layer.kernel_size):]
-    magnitude = transpose_layer_reference(layer, np.abs(x.astype(np.float64)), np.abs(weight),
-                                          None if bias is None else np.abs(bias), output_size)
+        assert list(actual.shape[-len(layer.kernel_size) :]) == list(output_size)[-len(layer.kernel_size) :]
+    magnitude = transpose_layer_reference(
+        layer, np.abs(x.astype(np.float64)), np.abs(weight), None if bias is None else np.abs(bias), output_size
+    )
     terms = weight.shape[0] // layer.groups * int(np.prod(weight.shape[2:]))
     assert_within_conv_rounding(actual, expected, magnitude, terms, dtype.numpy_dtype)
 
@@ -192,21 +240,28 @@ def test_conv_transpose_with_output_size_gradients_match_finite_differences():
     layer = nn.ConvTranspose2d(2, 2, 3, stride=2, padding=1, dtype=onnxnn.float64)
     weight, bias = _parameters(layer)
     with onnxnn.set_executor("kernels"):
-        check_gradients(lambda x, w, b: _call_with(layer, w, b, x, output_size=[6, 5]),
-                        [RNG.standard_normal((1, 2, 3, 3)), weight, bias])
+        check_gradients(
+            lambda x, w, b: _call_with(layer, w, b, x, output_size=[6, 5]),
+            [RNG.standard_normal((1, 2, 3, 3)), weight, bias],
+        )
 
 
 # ---------------------------------------------------------------- parameters, initialization, repr
 
-@pytest.mark.parametrize("layer, weight_shape, bias_shape", [
-    (nn.Conv1d(4, 6, 3, groups=2), (6, 2, 3), (6,)),
-    (nn.Conv2d(3, 8, (2, 5)), (8, 3, 2, 5), (8,)),
-    (nn.Conv2d(3, 8, 3, bias=False), (8, 3, 3, 3), None),
-    (nn.Conv3d(2, 4, (1, 2, 3)), (4, 2, 1, 2, 3), (4,)),
-    (nn.ConvTranspose1d(4, 6, 3, groups=2), (4, 3, 3), (6,)),
-    (nn.ConvTranspose2d(3, 8, (2, 5)), (3, 8, 2, 5), (8,)),
-    (nn.ConvTranspose3d(2, 4, 2, bias=False), (2, 4, 2, 2, 2), None),
-], ids=lambda value: repr(value) if isinstance(value, nn.Module) else None)
+
+@pytest.mark.parametrize(
+    "layer, weight_shape, bias_shape",
+    [
+        (nn.Conv1d(4, 6, 3, groups=2), (6, 2, 3), (6,)),
+        (nn.Conv2d(3, 8, (2, 5)), (8, 3, 2, 5), (8,)),
+        (nn.Conv2d(3, 8, 3, bias=False), (8, 3, 3, 3), None),
+        (nn.Conv3d(2, 4, (1, 2, 3)), (4, 2, 1, 2, 3), (4,)),
+        (nn.ConvTranspose1d(4, 6, 3, groups=2), (4, 3, 3), (6,)),
+        (nn.ConvTranspose2d(3, 8, (2, 5)), (3, 8, 2, 5), (8,)),
+        (nn.ConvTranspose3d(2, 4, 2, bias=False), (2, 4, 2, 2, 2), None),
+    ],
+    ids=lambda value: repr(value) if isinstance(value, nn.Module) else None,
+)
 def test_state_dict_keys_and_shapes_are_pytorchs(layer, weight_shape, bias_shape):
     state = layer.state_dict()
     expected = {"weight": weight_shape} if bias_shape is None else {"weight": weight_shape, "bias": bias_shape}
@@ -216,11 +271,14 @@ def test_state_dict_keys_and_shapes_are_pytorchs(layer, weight_shape, bias_shape
     assert list(layer.buffers()) == []
 
 
-@pytest.mark.parametrize("layer, fan_in", [
-    (nn.Conv2d(32, 64, 3, groups=2), 16 * 9),          # in_channels / groups * kernel size
-    (nn.Conv1d(16, 400, 5), 80),
-    (nn.ConvTranspose2d(64, 32, 3, groups=4), 8 * 9),  # PyTorch uses weight.size(1) = out / groups
-])
+@pytest.mark.parametrize(
+    "layer, fan_in",
+    [
+        (nn.Conv2d(32, 64, 3, groups=2), 16 * 9),  # in_channels / groups * kernel size
+        (nn.Conv1d(16, 400, 5), 80),
+        (nn.ConvTranspose2d(64, 32, 3, groups=4), 8 * 9),  # PyTorch uses weight.size(1) = out / groups
+    ],
+)
 def test_default_initialization_is_uniform_with_bound_one_over_sqrt_fan_in(layer, fan_in):
     # kaiming_uniform_(a=sqrt(5)) gives U(-b, b) with b = sqrt(6 / ((1 + 5) * fan_in)) = 1 / sqrt(fan_in).
     bound = 1 / math.sqrt(fan_in)
@@ -239,20 +297,32 @@ def test_reset_parameters_redraws_weight_and_bias():
     assert all(not np.array_equal(old, _values(p)) for old, p in zip(before, layer.parameters()))
 
 
-@pytest.mark.parametrize("layer, text", [
-    (nn.Conv1d(16, 33, 3, stride=2), "Conv1d(16, 33, kernel_size=(3,), stride=(2,))"),
-    (nn.Conv2d(16, 33, (3, 5), stride=(2, 1), padding=(4, 2), dilation=(3, 1)),
-     "Conv2d(16, 33, kernel_size=(3, 5), stride=(2, 1), padding=(4, 2), dilation=(3, 1))"),
-    (nn.Conv2d(4, 4, 3, padding="same", groups=4, bias=False, padding_mode="reflect"),
-     "Conv2d(4, 4, kernel_size=(3, 3), stride=(1, 1), padding=same, groups=4, bias=False, padding_mode=reflect)"),
-    (nn.Conv3d(2, 4, 3, padding="valid"), "Conv3d(2, 4, kernel_size=(3, 3, 3), stride=(1, 1, 1), padding=valid)"),
-    (nn.ConvTranspose2d(16, 33, 3, stride=2, output_padding=1),
-     "ConvTranspose2d(16, 33, kernel_size=(3, 3), stride=(2, 2), output_padding=(1, 1))"),
-    (nn.ConvTranspose1d(4, 2, 3, padding=1, dilation=2, groups=2),
-     "ConvTranspose1d(4, 2, kernel_size=(3,), stride=(1,), padding=(1,), dilation=(2,), groups=2)"),
-    (nn.Unfold((2, 3), padding=1), "Unfold(kernel_size=(2, 3), dilation=1, padding=1, stride=1)"),
-    (nn.Fold((4, 5), 2, stride=2), "Fold(output_size=(4, 5), kernel_size=2, dilation=1, padding=0, stride=2)"),
-], ids=lambda value: type(value).__name__ if isinstance(value, nn.Module) else None)
+@pytest.mark.parametrize(
+    "layer, text",
+    [
+        (nn.Conv1d(16, 33, 3, stride=2), "Conv1d(16, 33, kernel_size=(3,), stride=(2,))"),
+        (
+            nn.Conv2d(16, 33, (3, 5), stride=(2, 1), padding=(4, 2), dilation=(3, 1)),
+            "Conv2d(16, 33, kernel_size=(3, 5), stride=(2, 1), padding=(4, 2), dilation=(3, 1))",
+        ),
+        (
+            nn.Conv2d(4, 4, 3, padding="same", groups=4, bias=False, padding_mode="reflect"),
+            "Conv2d(4, 4, kernel_size=(3, 3), stride=(1, 1), padding=same, groups=4, bias=False, padding_mode=reflect)",
+        ),
+        (nn.Conv3d(2, 4, 3, padding="valid"), "Conv3d(2, 4, kernel_size=(3, 3, 3), stride=(1, 1, 1), padding=valid)"),
+        (
+            nn.ConvTranspose2d(16, 33, 3, stride=2, output_padding=1),
+            "ConvTranspose2d(16, 33, kernel_size=(3, 3), stride=(2, 2), output_padding=(1, 1))",
+        ),
+        (
+            nn.ConvTranspose1d(4, 2, 3, padding=1, dilation=2, groups=2),
+            "ConvTranspose1d(4, 2, kernel_size=(3,), stride=(1,), padding=(1,), dilation=(2,), groups=2)",
+        ),
+        (nn.Unfold((2, 3), padding=1), "Unfold(kernel_size=(2, 3), dilation=1, padding=1, stride=1)"),
+        (nn.Fold((4, 5), 2, stride=2), "Fold(output_size=(4, 5), kernel_size=2, dilation=1, padding=0, stride=2)"),
+    ],
+    ids=lambda value: type(value).__name__ if isinstance(value, nn.Module) else None,
+)
 def test_repr_matches_pytorch(layer, text):
     assert repr(layer) == text
 
@@ -269,6 +339,7 @@ def test_conv_layers_train_and_survive_deepcopy():
 
 # ---------------------------------------------------------------- conv_tbc
 
+
 @pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
 @pytest.mark.parametrize("pad", [0, 2])
 def test_conv_tbc_convolves_time_major_sequences(pad, executor):
@@ -280,19 +351,23 @@ def test_conv_tbc_convolves_time_major_sequences(pad, executor):
     # y[t, b, o] = bias[o] + sum_{k, c} x_padded[t + k, b, c] * weight[k, c, o]
     padded = np.pad(x.astype(np.float64), [(pad, pad), (0, 0), (0, 0)])
     steps = padded.shape[0] - weight.shape[0] + 1
-    expected = np.stack([np.einsum("kbc,kco->bo", padded[t:t + 3], weight) for t in range(steps)]) + bias
-    magnitude = np.stack([np.einsum("kbc,kco->bo", np.abs(padded[t:t + 3]), np.abs(weight))
-                          for t in range(steps)]) + np.abs(bias)
+    expected = np.stack([np.einsum("kbc,kco->bo", padded[t : t + 3], weight) for t in range(steps)]) + bias
+    magnitude = np.stack(
+        [np.einsum("kbc,kco->bo", np.abs(padded[t : t + 3]), np.abs(weight)) for t in range(steps)]
+    ) + np.abs(bias)
     assert_within_conv_rounding(actual, expected, magnitude, 9, np.float32)
 
 
 def test_conv_tbc_gradients_match_finite_differences():
     with onnxnn.set_executor("kernels"):
-        check_gradients(lambda x, w, b: F.conv_tbc(x, w, b, 1),
-                        [RNG.standard_normal((5, 2, 2)), RNG.standard_normal((2, 2, 3)), RNG.standard_normal(3)])
+        check_gradients(
+            lambda x, w, b: F.conv_tbc(x, w, b, 1),
+            [RNG.standard_normal((5, 2, 2)), RNG.standard_normal((2, 2, 3)), RNG.standard_normal(3)],
+        )
 
 
 # ---------------------------------------------------------------- Fold / Unfold
+
 
 def unfold_reference(x, kernel, dilation, padding, stride):
     """Block (c, i, j) of position (p, q) is x_padded[c, p * s + i * d, q * s + j * d], channel-major."""
@@ -346,27 +421,38 @@ def test_fold_is_the_adjoint_of_unfold(kernel, dilation, padding, stride, size, 
 
 def test_fold_and_unfold_gradients_match_finite_differences():
     with onnxnn.set_executor("kernels"):
-        check_gradients(lambda x: F.unfold(x, (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
-                        [RNG.standard_normal((1, 2, 5, 6))])
-        check_gradients(lambda c: F.fold(c, (5, 6), (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
-                        [RNG.standard_normal((1, 12, 12))])
+        check_gradients(
+            lambda x: F.unfold(x, (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
+            [RNG.standard_normal((1, 2, 5, 6))],
+        )
+        check_gradients(
+            lambda c: F.fold(c, (5, 6), (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
+            [RNG.standard_normal((1, 12, 12))],
+        )
 
 
 def test_unfold_accepts_unbatched_input():
     x = RNG.standard_normal((3, 4, 4)).astype(np.float32)
-    np.testing.assert_array_equal(F.unfold(onnxnn.tensor(x), 2).numpy(), unfold_reference(x[None], (2, 2), (1, 1),
-                                                                                            (0, 0), (1, 1))[0])
+    np.testing.assert_array_equal(
+        F.unfold(onnxnn.tensor(x), 2).numpy(), unfold_reference(x[None], (2, 2), (1, 1), (0, 0), (1, 1))[0]
+    )
 
 
 # ---------------------------------------------------------------- low precision
 
+
 @pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
-@pytest.mark.parametrize("dtype, u", [(onnxnn.float16, 2.0 ** -11), (onnxnn.bfloat16, 2.0 ** -8)],
-                         ids=["float16", "bfloat16"])
-@pytest.mark.parametrize("cls, args, input_shape", [
-    (nn.Conv2d, (3, 4, 3), (1, 3, 5, 5)),
-    (nn.ConvTranspose2d, (3, 4, 3), (1, 3, 3, 3)),
-], ids=["Conv2d", "ConvTranspose2d"])
+@pytest.mark.parametrize(
+    "dtype, u", [(onnxnn.float16, 2.0**-11), (onnxnn.bfloat16, 2.0**-8)], ids=["float16", "bfloat16"]
+)
+@pytest.mark.parametrize(
+    "cls, args, input_shape",
+    [
+        (nn.Conv2d, (3, 4, 3), (1, 3, 5, 5)),
+        (nn.ConvTranspose2d, (3, 4, 3), (1, 3, 3, 3)),
+    ],
+    ids=["Conv2d", "ConvTranspose2d"],
+)
 def test_low_precision_layers_compute_in_their_dtype(cls, args, input_shape, dtype, u, executor):
     layer = cls(*args, dtype=dtype)
     x = onnxnn.randn(*input_shape, dtype=dtype)
@@ -383,16 +469,20 @@ def test_low_precision_layers_compute_in_their_dtype(cls, args, input_shape, dty
         expected = _values(exact(x.double()))
         magnitude = _values(absolute(x.double().abs()))
     # A sum of `terms` products rounded in the dtype at worst, then the result rounded to it.
-    terms = int(np.prod(layer.weight.shape[1:])) if not layer.transposed else \
-        layer.weight.shape[0] * int(np.prod(layer.weight.shape[2:]))
+    terms = (
+        int(np.prod(layer.weight.shape[1:]))
+        if not layer.transposed
+        else layer.weight.shape[0] * int(np.prod(layer.weight.shape[2:]))
+    )
     gamma_low = (terms + 1) * u / (1 - (terms + 1) * u)
     bound = gamma_low * magnitude + u * np.abs(expected)
     assert np.all(np.abs(actual - expected) <= bound)
 
 
 @pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
-@pytest.mark.parametrize("dtype, u", [(onnxnn.float16, 2.0 ** -11), (onnxnn.bfloat16, 2.0 ** -8)],
-                         ids=["float16", "bfloat16"])
+@pytest.mark.parametrize(
+    "dtype, u", [(onnxnn.float16, 2.0**-11), (onnxnn.bfloat16, 2.0**-8)], ids=["float16", "bfloat16"]
+)
 @pytest.mark.parametrize("padding_mode", ["reflect", "replicate", "circular"])
 def test_low_precision_padded_conv_backward(padding_mode, dtype, u, executor):
     layer = nn.Conv1d(2, 3, 3, padding=2, padding_mode=padding_mode, dtype=dtype)
@@ -402,8 +492,10 @@ def test_low_precision_padded_conv_backward(padding_mode, dtype, u, executor):
         actual = _values(x.grad)
     assert x.grad.dtype is dtype
     # d sum(y) / dx from the float64 layer with the same weights, and with |w| for the magnitude.
-    exact, absolute = nn.Conv1d(2, 3, 3, padding=2, padding_mode=padding_mode, dtype=onnxnn.float64), \
-        nn.Conv1d(2, 3, 3, padding=2, padding_mode=padding_mode, dtype=onnxnn.float64)
+    exact, absolute = (
+        nn.Conv1d(2, 3, 3, padding=2, padding_mode=padding_mode, dtype=onnxnn.float64),
+        nn.Conv1d(2, 3, 3, padding=2, padding_mode=padding_mode, dtype=onnxnn.float64),
+    )
     state = {key: value.double() for key, value in layer.state_dict().items()}
     exact.load_state_dict(state)
     absolute.load_state_dict({key: value.abs() for key, value in state.items()})
@@ -453,36 +545,87 @@ def test_export_runs_in_plain_onnxruntime_like_the_layer(case_id, build, input_s
 
 ERROR_CASES = [
     ("groups_in_channels", lambda: nn.Conv2d(3, 4, 3, groups=2), ValueError, "in_channels must be divisible by groups"),
-    ("groups_out_channels", lambda: nn.Conv2d(4, 3, 3, groups=2), ValueError,
-     "out_channels must be divisible by groups"),
+    (
+        "groups_out_channels",
+        lambda: nn.Conv2d(4, 3, 3, groups=2),
+        ValueError,
+        "out_channels must be divisible by groups",
+    ),
     ("groups_zero", lambda: nn.Conv2d(4, 4, 3, groups=0), ValueError, "groups must be a positive integer"),
     ("padding_string", lambda: nn.Conv2d(2, 2, 3, padding="full"), ValueError, "Invalid padding string 'full'"),
-    ("same_strided", lambda: nn.Conv1d(2, 2, 3, stride=2, padding="same"), ValueError,
-     "padding='same' is not supported for strided convolutions"),
-    ("padding_mode", lambda: nn.Conv2d(2, 2, 3, padding_mode="mirror"), ValueError,
-     "padding_mode must be one of"),
-    ("transpose_padding_mode", lambda: nn.ConvTranspose2d(2, 2, 3, padding_mode="reflect"), ValueError,
-     'Only "zeros" padding mode is supported for ConvTranspose2d'),
-    ("rank", lambda: nn.Conv2d(3, 4, 3)(onnxnn.randn(5, 5)), RuntimeError,
-     "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: [5, 5]"),
-    ("channels", lambda: nn.Conv2d(3, 4, 3)(onnxnn.randn(1, 2, 5, 5)), RuntimeError,
-     "expected input[1, 2, 5, 5] to have 3 channels, but got 2 channels instead"),
-    ("transpose_channels", lambda: nn.ConvTranspose1d(3, 4, 3)(onnxnn.randn(1, 2, 5)), RuntimeError,
-     "expected input[1, 2, 5] to have 3 channels, but got 2 channels instead"),
-    ("kernel_too_big", lambda: nn.Conv2d(1, 1, 5)(onnxnn.randn(1, 1, 3, 3)), RuntimeError,
-     "Kernel size can't be greater than actual input size"),
-    ("reflect_too_wide", lambda: nn.Conv1d(1, 1, 3, padding=3, padding_mode="reflect")(onnxnn.randn(1, 1, 3)),
-     RuntimeError, "Padding size should be less than the corresponding input dimension"),
-    ("circular_wraps_twice", lambda: nn.Conv1d(1, 1, 3, padding=4, padding_mode="circular")(onnxnn.randn(1, 1, 3)),
-     RuntimeError, "Padding value causes wrapping around more than once"),
-    ("output_size_range", lambda: nn.ConvTranspose2d(3, 2, 3, stride=2)(onnxnn.randn(1, 3, 4, 4), output_size=[20, 20]),
-     ValueError, "requested an output size of [20, 20], but valid sizes range from [9, 9] to [10, 10]"),
-    ("output_size_length", lambda: nn.ConvTranspose2d(3, 2, 3)(onnxnn.randn(1, 3, 4, 4), output_size=[6, 6, 6]),
-     ValueError, "ConvTranspose2D: for 4D input, output_size must have 2 or 4 elements (got 3)"),
-    ("fold_blocks", lambda: F.fold(onnxnn.randn(1, 12, 10), (5, 6), 2), RuntimeError,
-     "expected size of input's dimension 2 to match the calculated number of sliding blocks 4 * 5 = 20"),
-    ("fold_kernel_divides", lambda: F.fold(onnxnn.randn(1, 10, 20), (5, 6), 2), RuntimeError,
-     "Expected size of input's dimension 1 to be divisible by the product of kernel_size"),
+    (
+        "same_strided",
+        lambda: nn.Conv1d(2, 2, 3, stride=2, padding="same"),
+        ValueError,
+        "padding='same' is not supported for strided convolutions",
+    ),
+    ("padding_mode", lambda: nn.Conv2d(2, 2, 3, padding_mode="mirror"), ValueError, "padding_mode must be one of"),
+    (
+        "transpose_padding_mode",
+        lambda: nn.ConvTranspose2d(2, 2, 3, padding_mode="reflect"),
+        ValueError,
+        'Only "zeros" padding mode is supported for ConvTranspose2d',
+    ),
+    (
+        "rank",
+        lambda: nn.Conv2d(3, 4, 3)(onnxnn.randn(5, 5)),
+        RuntimeError,
+        "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: [5, 5]",
+    ),
+    (
+        "channels",
+        lambda: nn.Conv2d(3, 4, 3)(onnxnn.randn(1, 2, 5, 5)),
+        RuntimeError,
+        "expected input[1, 2, 5, 5] to have 3 channels, but got 2 channels instead",
+    ),
+    (
+        "transpose_channels",
+        lambda: nn.ConvTranspose1d(3, 4, 3)(onnxnn.randn(1, 2, 5)),
+        RuntimeError,
+        "expected input[1, 2, 5] to have 3 channels, but got 2 channels instead",
+    ),
+    (
+        "kernel_too_big",
+        lambda: nn.Conv2d(1, 1, 5)(onnxnn.randn(1, 1, 3, 3)),
+        RuntimeError,
+        "Kernel size can't be greater than actual input size",
+    ),
+    (
+        "reflect_too_wide",
+        lambda: nn.Conv1d(1, 1, 3, padding=3, padding_mode="reflect")(onnxnn.randn(1, 1, 3)),
+        RuntimeError,
+        "Padding size should be less than the corresponding input dimension",
+    ),
+    (
+        "circular_wraps_twice",
+        lambda: nn.Conv1d(1, 1, 3, padding=4, padding_mode="circular")(onnxnn.randn(1, 1, 3)),
+        RuntimeError,
+        "Padding value causes wrapping around more than once",
+    ),
+    (
+        "output_size_range",
+        lambda: nn.ConvTranspose2d(3, 2, 3, stride=2)(onnxnn.randn(1, 3, 4, 4), output_size=[20, 20]),
+        ValueError,
+        "requested an output size of [20, 20], but valid sizes range from [9, 9] to [10, 10]",
+    ),
+    (
+        "output_size_length",
+        lambda: nn.ConvTranspose2d(3, 2, 3)(onnxnn.randn(1, 3, 4, 4), output_size=[6, 6, 6]),
+        ValueError,
+        "ConvTranspose2D: for 4D input, output_size must have 2 or 4 elements (got 3)",
+    ),
+    (
+        "fold_blocks",
+        lambda: F.fold(onnxnn.randn(1, 12, 10), (5, 6), 2),
+        RuntimeError,
+        "expected size of input's dimension 2 to match the calculated number of sliding blocks 4 * 5 = 20",
+    ),
+    (
+        "fold_kernel_divides",
+        lambda: F.fold(onnxnn.randn(1, 10, 20), (5, 6), 2),
+        RuntimeError,
+        "Expected size of input's dimension 1 to be divisible by the product of kernel_size",
+    ),
     ("unfold_rank", lambda: F.unfold(onnxnn.randn(2, 3), 2), RuntimeError, "Expected 3D or 4D (batch mode) tensor"),
 ]
 
@@ -495,6 +638,7 @@ def test_errors_in_pytorch_words(case_id, call, error, message):
 
 
 # ---------------------------------------------------------------- against PyTorch, where installed
+
 
 @pytest.mark.parametrize("case_id, cls, args, kwargs, input_shape", CONV_CASES, ids=[c[0] for c in CONV_CASES])
 def test_conv_layer_agrees_with_pytorch(case_id, cls, args, kwargs, input_shape):
@@ -517,8 +661,9 @@ def test_conv_layer_agrees_with_pytorch(case_id, cls, args, kwargs, input_shape)
         np.testing.assert_allclose(layer.weight.grad.numpy(), reference.weight.grad.numpy(), rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("case_id, cls, args, kwargs, input_shape, output_size", TRANSPOSE_CASES,
-                         ids=[c[0] for c in TRANSPOSE_CASES])
+@pytest.mark.parametrize(
+    "case_id, cls, args, kwargs, input_shape, output_size", TRANSPOSE_CASES, ids=[c[0] for c in TRANSPOSE_CASES]
+)
 def test_conv_transpose_layer_agrees_with_pytorch(case_id, cls, args, kwargs, input_shape, output_size):
     torch = pytest.importorskip("torch")
     reference = getattr(torch.nn, cls.__name__)(*args, **kwargs).double()
@@ -546,8 +691,9 @@ LAZY_CASES = [
 
 
 @pytest.mark.filterwarnings("ignore:Lazy modules are a new feature")
-@pytest.mark.parametrize("lazy_cls, args, input_shape, becomes, weight_shape", LAZY_CASES,
-                         ids=[c[0].__name__ for c in LAZY_CASES])
+@pytest.mark.parametrize(
+    "lazy_cls, args, input_shape, becomes, weight_shape", LAZY_CASES, ids=[c[0].__name__ for c in LAZY_CASES]
+)
 def test_lazy_conv_takes_in_channels_from_the_first_input(lazy_cls, args, input_shape, becomes, weight_shape):
     layer = lazy_cls(*args, dtype=onnxnn.float64)
     assert layer.has_uninitialized_params() and isinstance(layer.weight, nn.UninitializedParameter)
@@ -562,8 +708,9 @@ def test_lazy_conv_takes_in_channels_from_the_first_input(lazy_cls, args, input_
     bound = 1 / math.sqrt(int(np.prod(weight_shape[1:])))
     assert np.abs(_values(layer.weight)).max() <= bound and np.abs(_values(layer.bias)).max() <= bound
     # ... and it computes what the eager layer with the same parameters computes.
-    eager = becomes(*((layer.in_channels, layer.out_channels) + (layer.kernel_size,)), stride=layer.stride,
-                    dtype=onnxnn.float64)
+    eager = becomes(
+        *((layer.in_channels, layer.out_channels) + (layer.kernel_size,)), stride=layer.stride, dtype=onnxnn.float64
+    )
     eager.load_state_dict(layer.state_dict())
     with onnxnn.set_executor("kernels"):
         np.testing.assert_array_equal(out.detach().numpy(), eager(onnxnn.tensor(x)).detach().numpy())
@@ -597,12 +744,21 @@ def test_lazy_conv_state_dict_before_and_after_loading():
 
 
 @pytest.mark.filterwarnings("ignore:Lazy modules are a new feature")
-@pytest.mark.parametrize("call, error, message", [
-    (lambda: nn.LazyConv2d(4, 3)(onnxnn.randn(5, 5)), RuntimeError,
-     "Expected 3D (unbatched) or 4D (batch mode) input to LazyConv2d, but got input of size"),
-    (lambda: nn.LazyConv1d(4, 3, groups=2)(onnxnn.randn(1, 3, 5)), ValueError,
-     "in_channels must be divisible by groups"),
-])
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (
+            lambda: nn.LazyConv2d(4, 3)(onnxnn.randn(5, 5)),
+            RuntimeError,
+            "Expected 3D (unbatched) or 4D (batch mode) input to LazyConv2d, but got input of size",
+        ),
+        (
+            lambda: nn.LazyConv1d(4, 3, groups=2)(onnxnn.randn(1, 3, 5)),
+            ValueError,
+            "in_channels must be divisible by groups",
+        ),
+    ],
+)
 def test_lazy_conv_errors_in_pytorch_words(call, error, message):
     with pytest.raises(error) as info:
         call()

@@ -6,6 +6,7 @@ values are held to Higham's bound ``2 * gamma(n) * m``: ``n`` the longest chain 
 terms through the network, ``m`` the same network run with ``|weights|`` on ``|x|`` (every layer
 here is monotone in those, so ``m`` bounds every intermediate magnitude).
 """
+
 from __future__ import annotations
 
 import copy

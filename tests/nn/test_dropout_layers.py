@@ -7,6 +7,7 @@ tests read the mask off the output and check every element against it, that chan
 keep or drop whole channels, and that the drop rate is ``p`` within 5 binomial standard deviations
 (seeded, so the check is deterministic).
 """
+
 from __future__ import annotations
 
 import math
@@ -26,7 +27,7 @@ SATURATION = 1.0507009873554804934193349852946 * 1.67326324235437728481704299167
 
 
 def _alpha_constants(p):
-    a = 1 / math.sqrt((SATURATION ** 2 * p + 1) * (1 - p))
+    a = 1 / math.sqrt((SATURATION**2 * p + 1) * (1 - p))
     return a, SATURATION * a * p, SATURATION * a * (p - 1)
 
 
@@ -43,9 +44,9 @@ def _read_mask(x, out, p, alpha):
         kept_value = a * x64 + shift
     else:
         kept_value, dropped_value = x64 / (1 - p), 0.0
-    tolerance = 4 * 2.0 ** -24 * np.maximum(np.abs(kept_value), 1)
+    tolerance = 4 * 2.0**-24 * np.maximum(np.abs(kept_value), 1)
     kept = np.abs(out64 - kept_value) <= tolerance
-    dropped = np.abs(out64 - dropped_value) <= 4 * 2.0 ** -24 * max(abs(dropped_value), 1)
+    dropped = np.abs(out64 - dropped_value) <= 4 * 2.0**-24 * max(abs(dropped_value), 1)
     assert np.all(kept ^ dropped), "every element is either the kept or the dropped value"
     return kept
 
@@ -82,15 +83,16 @@ def test_training_output_is_the_masked_formula(name, function, module_class, sha
 
 @pytest.mark.parametrize("executor", EXECUTORS)
 @pytest.mark.parametrize("name, function, module_class, shape, channel_wise, alpha", VARIANTS, ids=IDS)
-def test_same_seed_gives_the_same_mask_on_both_executors(name, function, module_class, shape, channel_wise, alpha,
-                                                         executor):
+def test_same_seed_gives_the_same_mask_on_both_executors(
+    name, function, module_class, shape, channel_wise, alpha, executor
+):
     x = _positive(shape)
     onnxnn.manual_seed(7)
     expected = function(onnxnn.tensor(x), 0.3, True).numpy()
     onnxnn.manual_seed(7)
     with onnxnn.set_executor(executor):
         actual = function(onnxnn.tensor(x), 0.3, True).numpy()
-    np.testing.assert_allclose(actual, expected, rtol=2.0 ** -23, atol=0)
+    np.testing.assert_allclose(actual, expected, rtol=2.0**-23, atol=0)
 
 
 @pytest.mark.parametrize("name, function, module_class, shape, channel_wise, alpha", VARIANTS, ids=IDS)
@@ -100,13 +102,13 @@ def test_eval_mode_is_the_identity_and_exports_as_such(name, function, module_cl
     assert module(x) is x
     assert function(x, 0.4, False) is x
     # Tanh after the dropout, so the exported graph has a node; onnxruntime's float32 tanh is within ulps.
-    np.testing.assert_allclose(exported_output(nn.Sequential(module, nn.Tanh()), x), np.tanh(x.numpy()), rtol=0,
-                               atol=float32_atol(np.ones(1)))
+    np.testing.assert_allclose(
+        exported_output(nn.Sequential(module, nn.Tanh()), x), np.tanh(x.numpy()), rtol=0, atol=float32_atol(np.ones(1))
+    )
 
 
 @pytest.mark.parametrize("name, function, module_class, shape, channel_wise, alpha", VARIANTS, ids=IDS)
-def test_gradient_matches_finite_differences_for_a_fixed_mask(name, function, module_class, shape, channel_wise,
-                                                              alpha):
+def test_gradient_matches_finite_differences_for_a_fixed_mask(name, function, module_class, shape, channel_wise, alpha):
     small = tuple(min(extent, 4) for extent in shape)
 
     def masked(x):
@@ -116,8 +118,7 @@ def test_gradient_matches_finite_differences_for_a_fixed_mask(name, function, mo
     check_gradients(masked, [RNG.standard_normal(small)], exhaustive_limit=16)
 
 
-@pytest.mark.parametrize("function", [F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout,
-                                      F.feature_alpha_dropout])
+@pytest.mark.parametrize("function", [F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout, F.feature_alpha_dropout])
 def test_p_one_gives_zeros_and_p_zero_the_input(function):
     shape = (2, 3, 2) if function is F.dropout1d else (2, 3, 2, 2) if function is F.dropout2d else (2, 3, 2, 2, 2)
     x = onnxnn.tensor(_positive(shape))
@@ -144,24 +145,37 @@ def test_in_place_channel_dropout_rebinds_the_input(module_class):
     _read_mask(original, x.numpy(), 0.5, alpha=False)
 
 
-@pytest.mark.parametrize("module, text", [
-    (nn.Dropout1d(), "Dropout1d(p=0.5, inplace=False)"), (nn.Dropout2d(0.2), "Dropout2d(p=0.2, inplace=False)"),
-    (nn.Dropout3d(inplace=True), "Dropout3d(p=0.5, inplace=True)"), (nn.AlphaDropout(0.1), "AlphaDropout(p=0.1, "
-                                                                                            "inplace=False)"),
-    (nn.FeatureAlphaDropout(), "FeatureAlphaDropout(p=0.5, inplace=False)"),
-])
+@pytest.mark.parametrize(
+    "module, text",
+    [
+        (nn.Dropout1d(), "Dropout1d(p=0.5, inplace=False)"),
+        (nn.Dropout2d(0.2), "Dropout2d(p=0.2, inplace=False)"),
+        (nn.Dropout3d(inplace=True), "Dropout3d(p=0.5, inplace=True)"),
+        (nn.AlphaDropout(0.1), "AlphaDropout(p=0.1, inplace=False)"),
+        (nn.FeatureAlphaDropout(), "FeatureAlphaDropout(p=0.5, inplace=False)"),
+    ],
+)
 def test_repr_matches_pytorch(module, text):
     assert repr(module) == text and module.state_dict() == {}
 
 
-@pytest.mark.parametrize("call, error, message", [
-    (lambda: nn.Dropout2d(1.5), ValueError, "dropout probability has to be between 0 and 1, but got 1.5"),
-    (lambda: F.alpha_dropout(onnxnn.randn(3), -0.1, True), ValueError, "but got -0.1"),
-    (lambda: F.dropout1d(onnxnn.randn(2, 3, 4, 5)), RuntimeError, "dropout1d: Expected 2D or 3D input, but received "
-                                                                  "a 4D input"),
-    (lambda: F.feature_alpha_dropout(onnxnn.randn(3), 0.5, True), RuntimeError,
-     "Feature dropout requires at least 2 dimensions in the input"),
-])
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda: nn.Dropout2d(1.5), ValueError, "dropout probability has to be between 0 and 1, but got 1.5"),
+        (lambda: F.alpha_dropout(onnxnn.randn(3), -0.1, True), ValueError, "but got -0.1"),
+        (
+            lambda: F.dropout1d(onnxnn.randn(2, 3, 4, 5)),
+            RuntimeError,
+            "dropout1d: Expected 2D or 3D input, but received a 4D input",
+        ),
+        (
+            lambda: F.feature_alpha_dropout(onnxnn.randn(3), 0.5, True),
+            RuntimeError,
+            "Feature dropout requires at least 2 dimensions in the input",
+        ),
+    ],
+)
 def test_bad_input_raises_pytorchs_error(call, error, message):
     with pytest.raises(error, match=message):
         call()

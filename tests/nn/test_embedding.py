@@ -6,6 +6,7 @@ and of per_sample_weights against float64 finite differences, and the gradient-s
 (padding_idx, scale_grad_by_freq) against their definitions. float32 sums of ``n`` rows agree to
 ``gamma(n)`` relative to the sum of magnitudes (tests/tolerances.py).
 """
+
 from __future__ import annotations
 
 import math
@@ -32,8 +33,11 @@ def _weight(rows=7, width=3, dtype=np.float32):
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
-@pytest.mark.parametrize("indices", [np.array([3, 0, 6, 3]), np.array([[1, 2], [6, 0], [2, 2]]), np.array(4),
-                                     np.zeros((2, 0), np.int64)], ids=["1d", "2d", "scalar", "empty"])
+@pytest.mark.parametrize(
+    "indices",
+    [np.array([3, 0, 6, 3]), np.array([[1, 2], [6, 0], [2, 2]]), np.array(4), np.zeros((2, 0), np.int64)],
+    ids=["1d", "2d", "scalar", "empty"],
+)
 def test_embedding_looks_up_rows(indices, executor):
     weight = _weight()
     with onnxnn.set_executor(executor):
@@ -83,8 +87,9 @@ def test_scale_grad_by_freq_divides_each_rows_gradient_by_its_count():
     np.testing.assert_array_equal(out.detach().numpy(), weight.detach().numpy()[indices])
     out.backward(onnxnn.ones(5, 2))
     # Each occurrence contributes 1 / count: every row that occurs gets 1 in total.
-    np.testing.assert_allclose(weight.grad.numpy(), np.array([[0, 0], [1, 1], [0, 0], [1, 1], [1, 1]]),
-                               rtol=0, atol=2 * gamma(3))
+    np.testing.assert_allclose(
+        weight.grad.numpy(), np.array([[0, 0], [1, 1], [0, 0], [1, 1], [1, 1]]), rtol=0, atol=2 * gamma(3)
+    )
 
 
 @pytest.mark.parametrize("norm_type", [2.0, 1.0, float("inf")])
@@ -98,7 +103,7 @@ def test_max_norm_renormalizes_the_looked_up_rows_in_place(norm_type):
         norm = np.linalg.norm(expected[row], ord=norm_type)
         if norm > 1.5:
             expected[row] *= 1.5 / (norm + 1e-7)
-    np.testing.assert_allclose(module.weight.detach().numpy(), expected, rtol=8 * 2.0 ** -24, atol=0)
+    np.testing.assert_allclose(module.weight.detach().numpy(), expected, rtol=8 * 2.0**-24, atol=0)
     np.testing.assert_array_equal(out, module.weight.detach().numpy()[indices])
     untouched = [1, 3, 4]
     np.testing.assert_array_equal(module.weight.detach().numpy()[untouched], values[untouched])
@@ -120,14 +125,23 @@ def test_weight_is_drawn_from_a_standard_normal():
     assert abs(weight.var() - 1) < 5 * math.sqrt(2 / n)  # Var of a sample variance of N(0, 1): 2 / n
 
 
-@pytest.mark.parametrize("module, text, keys", [
-    (nn.Embedding(10, 3), "Embedding(10, 3)", {"weight": (10, 3)}),
-    (nn.Embedding(10, 3, padding_idx=0, max_norm=1.0, norm_type=1.0, scale_grad_by_freq=True),
-     "Embedding(10, 3, padding_idx=0, max_norm=1.0, norm_type=1.0, scale_grad_by_freq=True)", {"weight": (10, 3)}),
-    (nn.EmbeddingBag(10, 3), "EmbeddingBag(10, 3, mode='mean')", {"weight": (10, 3)}),
-    (nn.EmbeddingBag(10, 3, mode="max", padding_idx=1), "EmbeddingBag(10, 3, mode='max', padding_idx=1)",
-     {"weight": (10, 3)}),
-])
+@pytest.mark.parametrize(
+    "module, text, keys",
+    [
+        (nn.Embedding(10, 3), "Embedding(10, 3)", {"weight": (10, 3)}),
+        (
+            nn.Embedding(10, 3, padding_idx=0, max_norm=1.0, norm_type=1.0, scale_grad_by_freq=True),
+            "Embedding(10, 3, padding_idx=0, max_norm=1.0, norm_type=1.0, scale_grad_by_freq=True)",
+            {"weight": (10, 3)},
+        ),
+        (nn.EmbeddingBag(10, 3), "EmbeddingBag(10, 3, mode='mean')", {"weight": (10, 3)}),
+        (
+            nn.EmbeddingBag(10, 3, mode="max", padding_idx=1),
+            "EmbeddingBag(10, 3, mode='max', padding_idx=1)",
+            {"weight": (10, 3)},
+        ),
+    ],
+)
 def test_repr_and_state_dict_are_pytorchs(module, text, keys):
     assert repr(module) == text
     assert {k: tuple(v.shape) for k, v in module.state_dict().items()} == keys
@@ -135,8 +149,11 @@ def test_repr_and_state_dict_are_pytorchs(module, text, keys):
 
 def test_repr_matches_torch():
     torch = pytest.importorskip("torch")
-    for args, kwargs in (((10, 3), {}), ((10, 3), {"padding_idx": -2, "max_norm": 2.0}),
-                         ((5, 2), {"scale_grad_by_freq": True, "norm_type": 3.0})):
+    for args, kwargs in (
+        ((10, 3), {}),
+        ((10, 3), {"padding_idx": -2, "max_norm": 2.0}),
+        ((5, 2), {"scale_grad_by_freq": True, "norm_type": 3.0}),
+    ):
         assert repr(nn.Embedding(*args, **kwargs)) == repr(torch.nn.Embedding(*args, **kwargs))
         assert repr(nn.EmbeddingBag(*args, **kwargs)) == repr(torch.nn.EmbeddingBag(*args, **kwargs))
 
@@ -187,17 +204,24 @@ def _bag_layout(indices, offsets, include_last_offset):
 
 @pytest.mark.parametrize("executor", EXECUTORS)
 @pytest.mark.parametrize("mode", ["sum", "mean", "max"])
-@pytest.mark.parametrize("name, indices, offsets, include_last_offset, padding_idx", BAG_CASES,
-                         ids=[c[0] for c in BAG_CASES])
-def test_embedding_bag_matches_a_loop_over_the_bags(name, indices, offsets, include_last_offset, padding_idx, mode,
-                                                    executor):
+@pytest.mark.parametrize(
+    "name, indices, offsets, include_last_offset, padding_idx", BAG_CASES, ids=[c[0] for c in BAG_CASES]
+)
+def test_embedding_bag_matches_a_loop_over_the_bags(
+    name, indices, offsets, include_last_offset, padding_idx, mode, executor
+):
     weight = _weight()
     flat, starts, ends = _bag_layout(indices, offsets, include_last_offset)
     expected = bag_reference(weight, flat, starts, ends, mode, padding_idx=padding_idx)
     with onnxnn.set_executor(executor):
-        out = F.embedding_bag(onnxnn.tensor(indices), onnxnn.tensor(weight),
-                              None if offsets is None else onnxnn.tensor(offsets), mode=mode,
-                              include_last_offset=include_last_offset, padding_idx=padding_idx).numpy()
+        out = F.embedding_bag(
+            onnxnn.tensor(indices),
+            onnxnn.tensor(weight),
+            None if offsets is None else onnxnn.tensor(offsets),
+            mode=mode,
+            include_last_offset=include_last_offset,
+            padding_idx=padding_idx,
+        ).numpy()
     terms = max(int(np.max(ends - starts)), 1)
     bound = 2 * gamma(terms + 1) * np.abs(weight).max() * terms
     np.testing.assert_allclose(out, expected, rtol=0, atol=bound)
@@ -212,12 +236,22 @@ def test_embedding_bag_gradient_matches_finite_differences(mode):
 def test_per_sample_weights_scale_each_row_and_get_a_gradient():
     indices, offsets = np.array([1, 2, 4, 5, 4]), np.array([0, 2])
     weight, samples = _weight(dtype=np.float64), RNG.uniform(0.5, 2, 5)
-    out = F.embedding_bag(onnxnn.tensor(indices), onnxnn.tensor(weight), onnxnn.tensor(offsets), mode="sum",
-                          per_sample_weights=onnxnn.tensor(samples)).numpy()
-    np.testing.assert_allclose(out, bag_reference(weight, indices, [0, 2], [2, 5], "sum", samples), rtol=1e-14,
-                               atol=1e-14)
-    check_gradients(lambda w, s: F.embedding_bag(onnxnn.tensor(indices), w, onnxnn.tensor(offsets), mode="sum",
-                                                 per_sample_weights=s), [weight, samples])
+    out = F.embedding_bag(
+        onnxnn.tensor(indices),
+        onnxnn.tensor(weight),
+        onnxnn.tensor(offsets),
+        mode="sum",
+        per_sample_weights=onnxnn.tensor(samples),
+    ).numpy()
+    np.testing.assert_allclose(
+        out, bag_reference(weight, indices, [0, 2], [2, 5], "sum", samples), rtol=1e-14, atol=1e-14
+    )
+    check_gradients(
+        lambda w, s: F.embedding_bag(
+            onnxnn.tensor(indices), w, onnxnn.tensor(offsets), mode="sum", per_sample_weights=s
+        ),
+        [weight, samples],
+    )
 
 
 def test_embedding_bag_module_matches_torch():
@@ -226,12 +260,15 @@ def test_embedding_bag_module_matches_torch():
     indices, offsets, samples = [1, 2, 4, 0, 4, 3], [0, 2, 2, 5], RNG.uniform(0.5, 2, 6)
     for mode, padding_idx, per_sample in (("mean", None, None), ("max", 0, None), ("sum", 4, samples)):
         ours = nn.EmbeddingBag.from_pretrained(onnxnn.tensor(weight), freeze=False, mode=mode, padding_idx=padding_idx)
-        theirs = torch.nn.EmbeddingBag.from_pretrained(torch.tensor(weight), freeze=False, mode=mode,
-                                                       padding_idx=padding_idx)
-        o = ours(onnxnn.tensor(indices), onnxnn.tensor(offsets),
-                 None if per_sample is None else onnxnn.tensor(per_sample))
-        t = theirs(torch.tensor(indices), torch.tensor(offsets),
-                   None if per_sample is None else torch.tensor(per_sample))
+        theirs = torch.nn.EmbeddingBag.from_pretrained(
+            torch.tensor(weight), freeze=False, mode=mode, padding_idx=padding_idx
+        )
+        o = ours(
+            onnxnn.tensor(indices), onnxnn.tensor(offsets), None if per_sample is None else onnxnn.tensor(per_sample)
+        )
+        t = theirs(
+            torch.tensor(indices), torch.tensor(offsets), None if per_sample is None else torch.tensor(per_sample)
+        )
         np.testing.assert_allclose(o.detach().numpy(), t.detach().numpy(), rtol=1e-14, atol=1e-14)
         cotangent = RNG.standard_normal(tuple(t.shape))
         o.backward(onnxnn.tensor(cotangent))
@@ -242,31 +279,60 @@ def test_embedding_bag_module_matches_torch():
 # ---------------------------------------------------------------- errors
 
 
-@pytest.mark.parametrize("call, error, message", [
-    (lambda: nn.Embedding(5, 2)(onnxnn.tensor([1, 5])), IndexError, r"index out of range in self: index 5 is not in "
-                                                                    r"\[0, 5\)"),
-    (lambda: nn.Embedding(5, 2)(onnxnn.tensor([-1])), IndexError, "index out of range in self"),
-    (lambda: nn.Embedding(5, 2)(onnxnn.tensor([1.0])), RuntimeError, "'indices' to have one of the following scalar "
-                                                                     "types: Long, Int"),
-    (lambda: nn.Embedding(5, 2, padding_idx=5), AssertionError, "Padding_idx must be within num_embeddings"),
-    (lambda: nn.Embedding(5, 2, padding_idx=-6), AssertionError, "Padding_idx must be within num_embeddings"),
-    (lambda: nn.Embedding(5, 2, sparse=True), NotImplementedError, "onnxnn has no sparse gradients"),
-    (lambda: nn.EmbeddingBag(5, 2, sparse=True), NotImplementedError, "onnxnn has no sparse gradients"),
-    (lambda: nn.Embedding(5, 2, _weight=onnxnn.zeros(4, 2)), AssertionError, "Shape of weight does not match"),
-    (lambda: nn.Embedding.from_pretrained(onnxnn.zeros(4)), AssertionError, "expected to be 2-dimensional"),
-    (lambda: nn.EmbeddingBag(5, 2)(onnxnn.tensor([1, 2])), ValueError, "offsets has to be a 1D Tensor but got None"),
-    (lambda: nn.EmbeddingBag(5, 2)(onnxnn.tensor([[1, 2]]), onnxnn.tensor([0])), ValueError,
-     "if input is 2D, then offsets has to be None"),
-    (lambda: nn.EmbeddingBag(5, 2)(onnxnn.tensor([1, 2]), onnxnn.tensor([1])), RuntimeError, "offsets\\[0\\] has to "
-                                                                                             "be 0"),
-    (lambda: nn.EmbeddingBag(5, 2, mode="min"), None, None),
-    (lambda: F.embedding_bag(onnxnn.tensor([1]), onnxnn.zeros(5, 2), onnxnn.tensor([0]), mode="min"), ValueError,
-     "mode has to be one of sum, mean or max"),
-    (lambda: nn.EmbeddingBag(5, 2)(onnxnn.tensor([1, 2]), onnxnn.tensor([0]), onnxnn.ones(2)), NotImplementedError,
-     "per_sample_weights is only supported for mode='sum' \\(got mode='mean'\\)"),
-    (lambda: nn.EmbeddingBag(5, 2, mode="sum")(onnxnn.tensor([1, 2]), onnxnn.tensor([0]), onnxnn.ones(3)),
-     ValueError, "must have the same shape as the input"),
-])
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (
+            lambda: nn.Embedding(5, 2)(onnxnn.tensor([1, 5])),
+            IndexError,
+            r"index out of range in self: index 5 is not in "
+            r"\[0, 5\)",
+        ),
+        (lambda: nn.Embedding(5, 2)(onnxnn.tensor([-1])), IndexError, "index out of range in self"),
+        (
+            lambda: nn.Embedding(5, 2)(onnxnn.tensor([1.0])),
+            RuntimeError,
+            "'indices' to have one of the following scalar types: Long, Int",
+        ),
+        (lambda: nn.Embedding(5, 2, padding_idx=5), AssertionError, "Padding_idx must be within num_embeddings"),
+        (lambda: nn.Embedding(5, 2, padding_idx=-6), AssertionError, "Padding_idx must be within num_embeddings"),
+        (lambda: nn.Embedding(5, 2, sparse=True), NotImplementedError, "onnxnn has no sparse gradients"),
+        (lambda: nn.EmbeddingBag(5, 2, sparse=True), NotImplementedError, "onnxnn has no sparse gradients"),
+        (lambda: nn.Embedding(5, 2, _weight=onnxnn.zeros(4, 2)), AssertionError, "Shape of weight does not match"),
+        (lambda: nn.Embedding.from_pretrained(onnxnn.zeros(4)), AssertionError, "expected to be 2-dimensional"),
+        (
+            lambda: nn.EmbeddingBag(5, 2)(onnxnn.tensor([1, 2])),
+            ValueError,
+            "offsets has to be a 1D Tensor but got None",
+        ),
+        (
+            lambda: nn.EmbeddingBag(5, 2)(onnxnn.tensor([[1, 2]]), onnxnn.tensor([0])),
+            ValueError,
+            "if input is 2D, then offsets has to be None",
+        ),
+        (
+            lambda: nn.EmbeddingBag(5, 2)(onnxnn.tensor([1, 2]), onnxnn.tensor([1])),
+            RuntimeError,
+            "offsets\\[0\\] has to be 0",
+        ),
+        (lambda: nn.EmbeddingBag(5, 2, mode="min"), None, None),
+        (
+            lambda: F.embedding_bag(onnxnn.tensor([1]), onnxnn.zeros(5, 2), onnxnn.tensor([0]), mode="min"),
+            ValueError,
+            "mode has to be one of sum, mean or max",
+        ),
+        (
+            lambda: nn.EmbeddingBag(5, 2)(onnxnn.tensor([1, 2]), onnxnn.tensor([0]), onnxnn.ones(2)),
+            NotImplementedError,
+            "per_sample_weights is only supported for mode='sum' \\(got mode='mean'\\)",
+        ),
+        (
+            lambda: nn.EmbeddingBag(5, 2, mode="sum")(onnxnn.tensor([1, 2]), onnxnn.tensor([0]), onnxnn.ones(3)),
+            ValueError,
+            "must have the same shape as the input",
+        ),
+    ],
+)
 def test_bad_input_raises_pytorchs_error(call, error, message):
     if error is None:
         call()  # PyTorch checks the mode at the call, not at construction
@@ -281,9 +347,11 @@ def test_exported_embedding_bag_takes_new_indices_and_offsets(mode):
     import onnxruntime
 
     from onnxnn.export import to_onnx
+
     module = nn.EmbeddingBag(7, 3, mode=mode, padding_idx=0).eval()
-    proto = to_onnx(module, (onnxnn.tensor([1, 2, 4, 5, 4, 3]), onnxnn.tensor([0, 2, 2])),
-                    input_names=["input", "offsets"])
+    proto = to_onnx(
+        module, (onnxnn.tensor([1, 2, 4, 5, 4, 3]), onnxnn.tensor([0, 2, 2])), input_names=["input", "offsets"]
+    )
     onnx.checker.check_model(proto, full_check=True)
     session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     indices, offsets = np.array([6, 0, 0, 1, 2, 2]), np.array([0, 1, 5])  # other values, same lengths

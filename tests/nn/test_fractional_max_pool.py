@@ -5,6 +5,7 @@ formula; given the same ``_random_samples`` the result must equal PyTorch's exac
 selects, so there is no rounding). Gradients are checked against float64 finite differences on
 both executors.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,6 +19,7 @@ from onnxnn import nn
 from .test_pooling import EXECUTOR_DTYPE_IDS, EXECUTOR_DTYPES, RNG, _triple, distinct
 
 # ---------------------------------------------------------------- fractional max pooling
+
 
 def fractional_reference(x, kernel, sizes, samples, dtype):
     """Graham's fractional max pooling with PyTorch's intervals: along an axis of length L with
@@ -53,24 +55,30 @@ FRACTIONAL_CASES = [
 
 
 @pytest.mark.parametrize("executor, dtype", EXECUTOR_DTYPES, ids=EXECUTOR_DTYPE_IDS)
-@pytest.mark.parametrize("case_id, cls, kernel, output_size, output_ratio, input_shape", FRACTIONAL_CASES,
-                         ids=[c[0] for c in FRACTIONAL_CASES])
-def test_fractional_max_pool_follows_pytorchs_intervals(case_id, cls, kernel, output_size, output_ratio, input_shape,
-                                                        executor, dtype):
+@pytest.mark.parametrize(
+    "case_id, cls, kernel, output_size, output_ratio, input_shape",
+    FRACTIONAL_CASES,
+    ids=[c[0] for c in FRACTIONAL_CASES],
+)
+def test_fractional_max_pool_follows_pytorchs_intervals(
+    case_id, cls, kernel, output_size, output_ratio, input_shape, executor, dtype
+):
     rank = 2 if cls is nn.FractionalMaxPool2d else 3
     unbatched = len(input_shape) == rank + 1
     x = distinct(*input_shape)
     batch = 1 if unbatched else input_shape[0]
     samples = RNG.uniform(size=(batch, input_shape[-rank - 1], rank))
-    layer = cls(kernel, output_size, output_ratio, return_indices=True,
-                _random_samples=onnxnn.tensor(samples, dtype=dtype))
+    layer = cls(
+        kernel, output_size, output_ratio, return_indices=True, _random_samples=onnxnn.tensor(samples, dtype=dtype)
+    )
     with onnxnn.set_executor(executor):
         values, indices = layer(onnxnn.tensor(x, dtype=dtype))
         values, indices = values.numpy(), indices.numpy()
     kernel = _triple(kernel, rank)
     sizes = list(output_size) if output_size else [int(size * r) for size, r in zip(input_shape[-rank:], output_ratio)]
-    expected, expected_indices = fractional_reference(x[None] if unbatched else x, kernel, sizes,
-                                                      samples.astype(dtype.numpy_dtype), dtype.numpy_dtype.type)
+    expected, expected_indices = fractional_reference(
+        x[None] if unbatched else x, kernel, sizes, samples.astype(dtype.numpy_dtype), dtype.numpy_dtype.type
+    )
     if unbatched:
         expected, expected_indices = expected[0], expected_indices[0]
     np.testing.assert_array_equal(values, expected)
@@ -92,8 +100,7 @@ def test_fractional_max_pool_draws_samples_per_call_and_picks_window_maxima():
 def test_fractional_max_pool_gradients_match_finite_differences(executor):
     samples = onnxnn.tensor(RNG.uniform(size=(1, 2, 3)), dtype=onnxnn.float64)
     with onnxnn.set_executor(executor):
-        check_gradients(nn.FractionalMaxPool2d(2, (3, 4), _random_samples=samples[:, :, :2]),
-                        [distinct(1, 2, 6, 7)])
+        check_gradients(nn.FractionalMaxPool2d(2, (3, 4), _random_samples=samples[:, :, :2]), [distinct(1, 2, 6, 7)])
         check_gradients(nn.FractionalMaxPool3d(2, (2, 2, 3), _random_samples=samples), [distinct(1, 2, 4, 4, 5)])
 
 
@@ -105,16 +112,36 @@ def test_fractional_max_pool_keeps_given_samples_as_a_buffer():
 
 
 ERROR_CASES = [
-    ("fractional_no_size", lambda: nn.FractionalMaxPool2d(2), ValueError,
-     "FractionalMaxPool2d requires specifying either an output size, or a pooling ratio"),
-    ("fractional_both", lambda: nn.FractionalMaxPool2d(2, 3, 0.5), ValueError,
-     "only one of output_size and output_ratio may be specified"),
-    ("fractional_ratio", lambda: nn.FractionalMaxPool3d(2, output_ratio=1.5), ValueError,
-     "output_ratio must be between 0 and 1 (got 1.5)"),
-    ("fractional_pool_too_large", lambda: F.fractional_max_pool2d(onnxnn.randn(1, 1, 5, 5), 3, (4, 3)), RuntimeError,
-     "fractional_max_pool2d_out(): pool height 3 too large relative to input height 5"),
-    ("fractional_3d_strict", lambda: F.fractional_max_pool3d(onnxnn.randn(1, 1, 5, 5, 5), 2, (4, 3, 3)), RuntimeError,
-     "fractional_max_pool3d_out(): pool time 2 too large relative to input time 5"),
+    (
+        "fractional_no_size",
+        lambda: nn.FractionalMaxPool2d(2),
+        ValueError,
+        "FractionalMaxPool2d requires specifying either an output size, or a pooling ratio",
+    ),
+    (
+        "fractional_both",
+        lambda: nn.FractionalMaxPool2d(2, 3, 0.5),
+        ValueError,
+        "only one of output_size and output_ratio may be specified",
+    ),
+    (
+        "fractional_ratio",
+        lambda: nn.FractionalMaxPool3d(2, output_ratio=1.5),
+        ValueError,
+        "output_ratio must be between 0 and 1 (got 1.5)",
+    ),
+    (
+        "fractional_pool_too_large",
+        lambda: F.fractional_max_pool2d(onnxnn.randn(1, 1, 5, 5), 3, (4, 3)),
+        RuntimeError,
+        "fractional_max_pool2d_out(): pool height 3 too large relative to input height 5",
+    ),
+    (
+        "fractional_3d_strict",
+        lambda: F.fractional_max_pool3d(onnxnn.randn(1, 1, 5, 5, 5), 2, (4, 3, 3)),
+        RuntimeError,
+        "fractional_max_pool3d_out(): pool time 2 too large relative to input time 5",
+    ),
 ]
 
 
@@ -127,20 +154,35 @@ def test_errors_in_pytorch_words(case_id, call, error, message):
 
 # ---------------------------------------------------------------- against PyTorch, where installed
 
-@pytest.mark.parametrize("rank, kernel, output_size, input_shape", [
-    (2, 3, (5, 4), (2, 3, 10, 9)), (2, (2, 3), (6, 3), (1, 2, 7, 8)), (3, 2, (3, 4, 5), (1, 2, 6, 7, 8)),
-])
+
+@pytest.mark.parametrize(
+    "rank, kernel, output_size, input_shape",
+    [
+        (2, 3, (5, 4), (2, 3, 10, 9)),
+        (2, (2, 3), (6, 3), (1, 2, 7, 8)),
+        (3, 2, (3, 4, 5), (1, 2, 6, 7, 8)),
+    ],
+)
 def test_fractional_max_pool_agrees_with_pytorch(rank, kernel, output_size, input_shape):
     torch = pytest.importorskip("torch")
     x = RNG.standard_normal(input_shape)
     samples = RNG.uniform(size=(input_shape[0], input_shape[1], rank))
     function = getattr(torch.nn.functional, f"fractional_max_pool{rank}d")
     for dtype, torch_dtype in ((np.float32, torch.float32), (np.float64, torch.float64)):
-        expected, expected_indices = function(torch.tensor(x.astype(dtype)), kernel, output_size, return_indices=True,
-                                              _random_samples=torch.tensor(samples.astype(dtype)))
+        expected, expected_indices = function(
+            torch.tensor(x.astype(dtype)),
+            kernel,
+            output_size,
+            return_indices=True,
+            _random_samples=torch.tensor(samples.astype(dtype)),
+        )
         values, indices = getattr(F, f"fractional_max_pool{rank}d")(
-            onnxnn.tensor(x.astype(dtype)), kernel, output_size, return_indices=True,
-            _random_samples=onnxnn.tensor(samples.astype(dtype)))
+            onnxnn.tensor(x.astype(dtype)),
+            kernel,
+            output_size,
+            return_indices=True,
+            _random_samples=onnxnn.tensor(samples.astype(dtype)),
+        )
         np.testing.assert_array_equal(values.numpy(), expected.numpy())
         np.testing.assert_array_equal(indices.numpy(), expected_indices.numpy())
 

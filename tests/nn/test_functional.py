@@ -1,4 +1,5 @@
 """onnxnn.nn.functional against numpy formulas, finite differences and PyTorch's error messages."""
+
 from __future__ import annotations
 
 import math
@@ -50,12 +51,15 @@ def test_linear_matches_numpy(input_shape, with_bias):
     np.testing.assert_allclose(result.numpy(), expected, rtol=1e-12)
 
 
-@pytest.mark.parametrize("input_shape, with_bias, grad_fn", [
-    ((3, 4), True, "AddmmBackward0"),
-    ((3, 4), False, "MmBackward0"),
-    ((2, 3, 4), True, "ViewBackward0"),
-    ((4,), True, "AddBackward0"),
-])
+@pytest.mark.parametrize(
+    "input_shape, with_bias, grad_fn",
+    [
+        ((3, 4), True, "AddmmBackward0"),
+        ((3, 4), False, "MmBackward0"),
+        ((2, 3, 4), True, "ViewBackward0"),
+        ((4,), True, "AddBackward0"),
+    ],
+)
 def test_linear_grad_fn_names_follow_pytorch(input_shape, with_bias, grad_fn):
     x = onnxnn.randn(*input_shape, requires_grad=True)
     out = F.linear(x, onnxnn.randn(5, 4), onnxnn.randn(5) if with_bias else None)
@@ -88,8 +92,11 @@ ACTIVATIONS = [
     ("sigmoid", F.sigmoid, lambda x: 1 / (1 + np.exp(-x))),
     ("tanh", F.tanh, np.tanh),
     ("gelu", F.gelu, lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2)))),
-    ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"),
-     lambda x: 0.5 * x * (1 + np.tanh(_GELU_TANH_K * (x + 0.044715 * x ** 3)))),
+    (
+        "gelu_tanh",
+        lambda x: F.gelu(x, approximate="tanh"),
+        lambda x: 0.5 * x * (1 + np.tanh(_GELU_TANH_K * (x + 0.044715 * x**3))),
+    ),
     ("silu", F.silu, lambda x: x / (1 + np.exp(-x))),
     ("elu", lambda x: F.elu(x, alpha=0.7), lambda x: np.where(x > 0, x, 0.7 * (np.exp(x) - 1))),
     ("softplus", lambda x: F.softplus(x, beta=2.0), lambda x: np.log1p(np.exp(2 * x)) / 2),
@@ -102,8 +109,14 @@ ACTIVATIONS = [
     ("log_softmax_last", lambda x: F.log_softmax(x, dim=-1), lambda x: _log_softmax(x, -1)),
 ]
 
-_KINKS = {"relu": (0.0,), "leaky_relu": (0.0,), "leaky_relu_default": (0.0,), "elu": (0.0,),
-          "hardtanh": (-0.5, 0.5), "relu6": (0.0, 1.5)}
+_KINKS = {
+    "relu": (0.0,),
+    "leaky_relu": (0.0,),
+    "leaky_relu_default": (0.0,),
+    "elu": (0.0,),
+    "hardtanh": (-0.5, 0.5),
+    "relu6": (0.0, 1.5),
+}
 
 
 # Each activation is a chain of at most 6 roundings and ulp-accurate functions (exp, log1p, erf,
@@ -131,12 +144,15 @@ def test_activation_gradients(name, function, reference):
     check_gradients(function, [x])
 
 
-@pytest.mark.parametrize("function, reference", [
-    (lambda t: F.relu(t, inplace=True), lambda x: np.maximum(x, 0)),
-    (F.relu_, lambda x: np.maximum(x, 0)),
-    (lambda t: F.leaky_relu(t, 0.1, inplace=True), lambda x: np.where(x > 0, x, 0.1 * x)),
-    (lambda t: F.hardtanh(t, inplace=True), lambda x: np.clip(x, -1, 1)),
-])
+@pytest.mark.parametrize(
+    "function, reference",
+    [
+        (lambda t: F.relu(t, inplace=True), lambda x: np.maximum(x, 0)),
+        (F.relu_, lambda x: np.maximum(x, 0)),
+        (lambda t: F.leaky_relu(t, 0.1, inplace=True), lambda x: np.where(x > 0, x, 0.1 * x)),
+        (lambda t: F.hardtanh(t, inplace=True), lambda x: np.clip(x, -1, 1)),
+    ],
+)
 def test_inplace_activation_rebinds_the_input(function, reference):
     x = _randn(6)
     t = onnxnn.tensor(x)
@@ -216,6 +232,7 @@ def test_dropout_gradient_is_the_mask_scaled():
     def function(x):
         onnxnn.manual_seed(3)
         return F.dropout(x, 0.4)
+
     check_gradients(function, [_randn(5, 6)])
 
 
@@ -245,12 +262,20 @@ def test_batch_norm_training_normalizes_with_batch_statistics_and_updates_runnin
     weight, bias = (_randn(3), _randn(3)) if affine else (None, None)
     running_mean, running_var = onnxnn.tensor(_randn(3)), onnxnn.tensor(np.abs(_randn(3)) + 0.5)
     old_mean, old_var = running_mean.numpy().copy(), running_var.numpy().copy()
-    out = F.batch_norm(onnxnn.tensor(x), running_mean, running_var,
-                       onnxnn.tensor(weight) if affine else None, onnxnn.tensor(bias) if affine else None,
-                       training=True, momentum=0.2, eps=1e-3)
+    out = F.batch_norm(
+        onnxnn.tensor(x),
+        running_mean,
+        running_var,
+        onnxnn.tensor(weight) if affine else None,
+        onnxnn.tensor(bias) if affine else None,
+        training=True,
+        momentum=0.2,
+        eps=1e-3,
+    )
     mean, biased, unbiased = _batch_stats(x)
-    np.testing.assert_allclose(out.numpy(), _numpy_batch_norm(x, mean, biased, weight, bias, 1e-3), rtol=1e-10,
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        out.numpy(), _numpy_batch_norm(x, mean, biased, weight, bias, 1e-3), rtol=1e-10, atol=1e-12
+    )
     np.testing.assert_allclose(running_mean.numpy(), 0.8 * old_mean + 0.2 * mean, rtol=1e-12)
     np.testing.assert_allclose(running_var.numpy(), 0.8 * old_var + 0.2 * unbiased, rtol=1e-12)
 
@@ -259,11 +284,15 @@ def test_batch_norm_momentum_as_tensor_gives_the_cumulative_average():
     running_mean, running_var = onnxnn.zeros(3, dtype=onnxnn.float64), onnxnn.ones(3, dtype=onnxnn.float64)
     batches = [_randn(6, 3) for _ in range(3)]
     for step, batch in enumerate(batches, start=1):
-        F.batch_norm(onnxnn.tensor(batch), running_mean, running_var, training=True,
-                     momentum=1.0 / onnxnn.tensor(step, dtype=onnxnn.float64))
+        F.batch_norm(
+            onnxnn.tensor(batch),
+            running_mean,
+            running_var,
+            training=True,
+            momentum=1.0 / onnxnn.tensor(step, dtype=onnxnn.float64),
+        )
     np.testing.assert_allclose(running_mean.numpy(), np.mean([b.mean(0) for b in batches], axis=0), rtol=1e-12)
-    np.testing.assert_allclose(running_var.numpy(), np.mean([b.var(0, ddof=1) for b in batches], axis=0),
-                               rtol=1e-12)
+    np.testing.assert_allclose(running_var.numpy(), np.mean([b.var(0, ddof=1) for b in batches], axis=0), rtol=1e-12)
 
 
 @pytest.mark.parametrize("shape", [(8, 3), (4, 3, 5), (2, 3, 4, 4)])
@@ -293,8 +322,11 @@ def test_batch_norm_half_precision():
     x64 = x.numpy().astype(np.float64)
     # float16 rounds every op: the mean of 6 values (7 roundings), the momentum blend (3 more).
     assert_within(running_mean.numpy(), 0.1 * x64.mean(0), gamma(6 + 4, np.float16) * np.abs(x64).mean(0))
-    assert_within(train.numpy(), (x64 - x64.mean(0)) / np.sqrt(x64.var(0) + 1e-5),
-                  normalization_bound(x64, (0,), 1e-5, dtype=np.float16))
+    assert_within(
+        train.numpy(),
+        (x64 - x64.mean(0)) / np.sqrt(x64.var(0) + 1e-5),
+        normalization_bound(x64, (0,), 1e-5, dtype=np.float16),
+    )
 
 
 @pytest.mark.parametrize("name, position", [("running_mean", 1), ("running_var", 2), ("weight", 3), ("bias", 4)])
@@ -306,8 +338,11 @@ def test_batch_norm_wrong_channel_count_names_the_shapes(name, position):
 
 
 def test_batch_norm_training_needs_more_than_one_value_per_channel():
-    with pytest.raises(ValueError, match=r"Expected more than 1 value per channel when training, "
-                                         r"got input size \[1, 3\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"Expected more than 1 value per channel when training, "
+        r"got input size \[1, 3\]",
+    ):
         F.batch_norm(onnxnn.randn(1, 3), onnxnn.zeros(3), onnxnn.ones(3), training=True)
 
 
@@ -318,15 +353,18 @@ def test_batch_norm_eval_needs_running_statistics():
 
 @pytest.mark.parametrize("shape", [(6, 3), (3, 3, 4)])
 def test_batch_norm_training_gradients(shape):
-    check_gradients(lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
-                    [_randn(*shape), _randn(3), _randn(3)])
+    check_gradients(
+        lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), [_randn(*shape), _randn(3), _randn(3)]
+    )
 
 
 @pytest.mark.parametrize("shape", [(6, 3), (3, 3, 4)])
 def test_batch_norm_eval_gradients_for_every_input(shape):
     # The BatchNormalization gradient rule, including the (rarely needed) statistics gradients.
-    check_gradients(lambda x, m, v, w, b: F.batch_norm(x, m, v, w, b, training=False, eps=0.1),
-                    [_randn(*shape), _randn(3), np.abs(_randn(3)) + 0.5, _randn(3), _randn(3)])
+    check_gradients(
+        lambda x, m, v, w, b: F.batch_norm(x, m, v, w, b, training=False, eps=0.1),
+        [_randn(*shape), _randn(3), np.abs(_randn(3)) + 0.5, _randn(3), _randn(3)],
+    )
 
 
 def test_batch_normalization_node_in_training_mode_has_rules():
@@ -338,6 +376,7 @@ def test_batch_normalization_node_in_training_mode_has_rules():
         outputs = apply_op("BatchNormalization", (x, w, b) + stats, {"training_mode": 1, "epsilon": 1e-5})
         assert [tuple(o.shape) for o in outputs] == [tuple(x.shape), (3,), (3,)]
         return outputs[0]
+
     x, w, b = _randn(5, 3, 2), _randn(3), _randn(3)
     mean, biased, _ = _batch_stats(x)
     result = normalized(onnxnn.tensor(x), onnxnn.tensor(w), onnxnn.tensor(b))
@@ -358,10 +397,13 @@ _NUMPY_REDUCE = {"mean": np.mean, "sum": np.sum, "none": lambda a: a}
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
-@pytest.mark.parametrize("loss, reference", [
-    (F.mse_loss, lambda x, t: (x - t) ** 2),
-    (F.l1_loss, lambda x, t: np.abs(x - t)),
-])
+@pytest.mark.parametrize(
+    "loss, reference",
+    [
+        (F.mse_loss, lambda x, t: (x - t) ** 2),
+        (F.l1_loss, lambda x, t: np.abs(x - t)),
+    ],
+)
 def test_regression_losses(loss, reference, reduction):
     x, t = _randn(4, 5), _randn(4, 5)
     result = loss(onnxnn.tensor(x), onnxnn.tensor(t), reduction=reduction)
@@ -376,9 +418,14 @@ def test_mse_loss_grad_fn_and_broadcast_warning():
     assert loss.shape == () and loss.grad_fn.name() == "MseLossBackward0"
 
 
-@pytest.mark.parametrize("size_average, reduce, equivalent", [
-    (None, False, "none"), (False, None, "sum"), (True, True, "mean"),
-])
+@pytest.mark.parametrize(
+    "size_average, reduce, equivalent",
+    [
+        (None, False, "none"),
+        (False, None, "sum"),
+        (True, True, "mean"),
+    ],
+)
 def test_legacy_size_average_and_reduce_map_to_a_reduction(size_average, reduce, equivalent):
     x, t = onnxnn.randn(3, 4), onnxnn.randn(3, 4)
     with pytest.warns(UserWarning, match="size_average and reduce args will be deprecated"):
@@ -434,25 +481,30 @@ def _class_targets(shape, classes, ignore_index):
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("input_shape, target_shape, weighted, ignore_index", CLASS_CASES)
-def test_nll_loss_and_cross_entropy_with_class_indices(input_shape, target_shape, weighted, ignore_index,
-                                                       reduction):
+def test_nll_loss_and_cross_entropy_with_class_indices(input_shape, target_shape, weighted, ignore_index, reduction):
     x = _randn(*input_shape)
     target = _class_targets(target_shape, input_shape[1], ignore_index)
     weight = np.abs(_randn(input_shape[1])) + 0.1 if weighted else None
     log_probs = _log_softmax(x, 1)
     expected = _numpy_nll(log_probs, target, weight, ignore_index, reduction)
     weight_tensor = onnxnn.tensor(weight) if weighted else None
-    nll = F.nll_loss(onnxnn.tensor(log_probs), onnxnn.tensor(target), weight_tensor, ignore_index=ignore_index,
-                     reduction=reduction)
-    ce = F.cross_entropy(onnxnn.tensor(x), onnxnn.tensor(target), weight_tensor, ignore_index=ignore_index,
-                         reduction=reduction)
+    nll = F.nll_loss(
+        onnxnn.tensor(log_probs), onnxnn.tensor(target), weight_tensor, ignore_index=ignore_index, reduction=reduction
+    )
+    ce = F.cross_entropy(
+        onnxnn.tensor(x), onnxnn.tensor(target), weight_tensor, ignore_index=ignore_index, reduction=reduction
+    )
     np.testing.assert_allclose(nll.numpy(), expected, rtol=1e-10)
     np.testing.assert_allclose(ce.numpy(), expected, rtol=1e-10)
     extra = [weight] if weighted else []
-    check_gradients(lambda a, t, *w: F.cross_entropy(a, t, *w, ignore_index=ignore_index, reduction=reduction),
-                    [x, target] + extra)
-    check_gradients(lambda a, t, *w: F.nll_loss(a, t, *w, ignore_index=ignore_index, reduction=reduction),
-                    [log_probs, target] + extra, requires_grad=[True, False] + [False] * len(extra))
+    check_gradients(
+        lambda a, t, *w: F.cross_entropy(a, t, *w, ignore_index=ignore_index, reduction=reduction), [x, target] + extra
+    )
+    check_gradients(
+        lambda a, t, *w: F.nll_loss(a, t, *w, ignore_index=ignore_index, reduction=reduction),
+        [log_probs, target] + extra,
+        requires_grad=[True, False] + [False] * len(extra),
+    )
 
 
 def _numpy_label_smoothing(x, target, weight, ignore_index, reduction, smoothing):
@@ -473,38 +525,56 @@ def _numpy_label_smoothing(x, target, weight, ignore_index, reduction, smoothing
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("input_shape, target_shape, weighted, ignore_index", CLASS_CASES)
-def test_cross_entropy_label_smoothing_with_class_indices(input_shape, target_shape, weighted, ignore_index,
-                                                          reduction):
+def test_cross_entropy_label_smoothing_with_class_indices(input_shape, target_shape, weighted, ignore_index, reduction):
     x = _randn(*input_shape)
     target = _class_targets(target_shape, input_shape[1], ignore_index)
     weight = np.abs(_randn(input_shape[1])) + 0.1 if weighted else None
-    result = F.cross_entropy(onnxnn.tensor(x), onnxnn.tensor(target), onnxnn.tensor(weight) if weighted else None,
-                             ignore_index=ignore_index, reduction=reduction, label_smoothing=0.2)
+    result = F.cross_entropy(
+        onnxnn.tensor(x),
+        onnxnn.tensor(target),
+        onnxnn.tensor(weight) if weighted else None,
+        ignore_index=ignore_index,
+        reduction=reduction,
+        label_smoothing=0.2,
+    )
     expected = _numpy_label_smoothing(x, target, weight, ignore_index, reduction, 0.2)
     np.testing.assert_allclose(result.numpy(), expected, rtol=1e-10)
-    check_gradients(lambda a, t: F.cross_entropy(a, t, ignore_index=ignore_index, reduction=reduction,
-                                                 label_smoothing=0.2), [x, target])
+    check_gradients(
+        lambda a, t: F.cross_entropy(a, t, ignore_index=ignore_index, reduction=reduction, label_smoothing=0.2),
+        [x, target],
+    )
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
-@pytest.mark.parametrize("shape, weighted, smoothing", [
-    ((4, 5), False, 0.0), ((4, 5), True, 0.0), ((4, 5), True, 0.3), ((2, 3, 4), False, 0.1),
-])
+@pytest.mark.parametrize(
+    "shape, weighted, smoothing",
+    [
+        ((4, 5), False, 0.0),
+        ((4, 5), True, 0.0),
+        ((4, 5), True, 0.3),
+        ((2, 3, 4), False, 0.1),
+    ],
+)
 def test_cross_entropy_with_class_probabilities(shape, weighted, smoothing, reduction):
     x = _randn(*shape)
     probabilities = np.exp(_log_softmax(_randn(*shape), 1))
     weight = np.abs(_randn(shape[1])) + 0.1 if weighted else None
-    result = F.cross_entropy(onnxnn.tensor(x), onnxnn.tensor(probabilities),
-                             onnxnn.tensor(weight) if weighted else None, reduction=reduction,
-                             label_smoothing=smoothing)
+    result = F.cross_entropy(
+        onnxnn.tensor(x),
+        onnxnn.tensor(probabilities),
+        onnxnn.tensor(weight) if weighted else None,
+        reduction=reduction,
+        label_smoothing=smoothing,
+    )
     classes = shape[1]
     target = probabilities * (1 - smoothing) + smoothing / classes
     weight_shape = (1, classes) + (1,) * (len(shape) - 2)
     terms = _log_softmax(x, 1) * target * (np.ones(weight_shape) if weight is None else weight.reshape(weight_shape))
     expected = {"none": -terms.sum(1), "sum": -terms.sum(), "mean": -terms.sum() / (x.size / classes)}[reduction]
     np.testing.assert_allclose(result.numpy(), expected, rtol=1e-10)
-    check_gradients(lambda a, p: F.cross_entropy(a, p, reduction=reduction, label_smoothing=smoothing),
-                    [x, probabilities])
+    check_gradients(
+        lambda a, p: F.cross_entropy(a, p, reduction=reduction, label_smoothing=smoothing), [x, probabilities]
+    )
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
@@ -520,31 +590,57 @@ def test_cross_entropy_with_every_target_ignored_is_nan_for_mean():
     assert math.isnan(result.item())
 
 
-@pytest.mark.parametrize("input_shape, target, error, message", [
-    ((3, 4), [0, 1], ValueError, r"Expected input batch_size \(3\) to match target batch_size \(2\)\."),
-    ((2, 4), [0, 4], IndexError, r"Target 4 is out of bounds\."),
-    ((2, 4), [-1, 0], IndexError, r"Target -1 is out of bounds\."),
-    ((2, 4, 3), [[0, 1], [1, 2]], RuntimeError, r"Expected target size \[2, 3\], got \[2, 2\]"),
-    ((2, 4), [[0, 1], [1, 2]], RuntimeError, "0D or 1D target tensor expected, multi-target not supported"),
-])
+@pytest.mark.parametrize(
+    "input_shape, target, error, message",
+    [
+        ((3, 4), [0, 1], ValueError, r"Expected input batch_size \(3\) to match target batch_size \(2\)\."),
+        ((2, 4), [0, 4], IndexError, r"Target 4 is out of bounds\."),
+        ((2, 4), [-1, 0], IndexError, r"Target -1 is out of bounds\."),
+        ((2, 4, 3), [[0, 1], [1, 2]], RuntimeError, r"Expected target size \[2, 3\], got \[2, 2\]"),
+        ((2, 4), [[0, 1], [1, 2]], RuntimeError, "0D or 1D target tensor expected, multi-target not supported"),
+    ],
+)
 def test_class_index_errors_follow_pytorch(input_shape, target, error, message):
     with pytest.raises(error, match=message):
         F.cross_entropy(onnxnn.randn(*input_shape), onnxnn.tensor(target))
 
 
-@pytest.mark.parametrize("call, error, message", [
-    (lambda: F.nll_loss(onnxnn.randn(2, 3), onnxnn.rand(2)), RuntimeError, "expected scalar type Long but found Float"),
-    (lambda: F.cross_entropy(onnxnn.randn(2, 3), onnxnn.tensor([0, 1]), onnxnn.ones(4)), RuntimeError,
-     r"weight tensor should be defined either for all 3 classes or no classes but got weight tensor of shape: \[4\]"),
-    (lambda: F.cross_entropy(onnxnn.randn(2, 3), onnxnn.tensor([0, 1]), label_smoothing=1.5), RuntimeError,
-     "label_smoothing must be between 0.0 and 1.0. Got: 1.5"),
-    (lambda: F.cross_entropy(onnxnn.randn(2, 3), onnxnn.rand(2, 3), ignore_index=1), RuntimeError,
-     "ignore_index is not supported for floating point target"),
-    (lambda: F.cross_entropy(onnxnn.randn(2, 3), onnxnn.tensor([[0, 1, 2], [1, 1, 0]])), RuntimeError,
-     "Expected floating point type for target with class probabilities, got Long"),
-    (lambda: F.cross_entropy(onnxnn.randn(2, 3), onnxnn.tensor([0, 1]), reduction="avg"), ValueError,
-     "avg is not a valid value for reduction"),
-])
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (
+            lambda: F.nll_loss(onnxnn.randn(2, 3), onnxnn.rand(2)),
+            RuntimeError,
+            "expected scalar type Long but found Float",
+        ),
+        (
+            lambda: F.cross_entropy(onnxnn.randn(2, 3), onnxnn.tensor([0, 1]), onnxnn.ones(4)),
+            RuntimeError,
+            r"weight tensor should be defined either for all 3 classes or no classes "
+            r"but got weight tensor of shape: \[4\]",
+        ),
+        (
+            lambda: F.cross_entropy(onnxnn.randn(2, 3), onnxnn.tensor([0, 1]), label_smoothing=1.5),
+            RuntimeError,
+            "label_smoothing must be between 0.0 and 1.0. Got: 1.5",
+        ),
+        (
+            lambda: F.cross_entropy(onnxnn.randn(2, 3), onnxnn.rand(2, 3), ignore_index=1),
+            RuntimeError,
+            "ignore_index is not supported for floating point target",
+        ),
+        (
+            lambda: F.cross_entropy(onnxnn.randn(2, 3), onnxnn.tensor([[0, 1, 2], [1, 1, 0]])),
+            RuntimeError,
+            "Expected floating point type for target with class probabilities, got Long",
+        ),
+        (
+            lambda: F.cross_entropy(onnxnn.randn(2, 3), onnxnn.tensor([0, 1]), reduction="avg"),
+            ValueError,
+            "avg is not a valid value for reduction",
+        ),
+    ],
+)
 def test_cross_entropy_argument_errors(call, error, message):
     with pytest.raises(error, match=message):
         call()
@@ -575,8 +671,9 @@ def test_binary_cross_entropy(reduction, weighted):
     extra = [onnxnn.tensor(weight)] if weighted else []
     result = F.binary_cross_entropy(onnxnn.tensor(x), onnxnn.tensor(t), *extra, reduction=reduction)
     np.testing.assert_allclose(result.numpy(), _NUMPY_REDUCE[reduction](expected), rtol=1e-10)
-    check_gradients(lambda a, b, *w: F.binary_cross_entropy(a, b, *w, reduction=reduction),
-                    [x, t] + ([weight] if weighted else []))
+    check_gradients(
+        lambda a, b, *w: F.binary_cross_entropy(a, b, *w, reduction=reduction), [x, t] + ([weight] if weighted else [])
+    )
 
 
 def test_binary_cross_entropy_clamps_the_log_at_minus_100():
@@ -594,26 +691,47 @@ def test_binary_cross_entropy_with_logits(reduction, weighted, pos_weighted):
     positive = t * np.log(sigmoid) * (1 if pos_weight is None else pos_weight)
     expected = -(positive + (1 - t) * np.log(1 - sigmoid)) * (1 if weight is None else weight)
     result = F.binary_cross_entropy_with_logits(
-        onnxnn.tensor(x), onnxnn.tensor(t), onnxnn.tensor(weight) if weighted else None, reduction=reduction,
-        pos_weight=onnxnn.tensor(pos_weight) if pos_weighted else None)
+        onnxnn.tensor(x),
+        onnxnn.tensor(t),
+        onnxnn.tensor(weight) if weighted else None,
+        reduction=reduction,
+        pos_weight=onnxnn.tensor(pos_weight) if pos_weighted else None,
+    )
     np.testing.assert_allclose(result.numpy(), _NUMPY_REDUCE[reduction](expected), rtol=1e-9)
-    check_gradients(lambda a, b: F.binary_cross_entropy_with_logits(
-        a, b, onnxnn.tensor(weight) if weighted else None, reduction=reduction,
-        pos_weight=onnxnn.tensor(pos_weight) if pos_weighted else None), [x, t])
+    check_gradients(
+        lambda a, b: F.binary_cross_entropy_with_logits(
+            a,
+            b,
+            onnxnn.tensor(weight) if weighted else None,
+            reduction=reduction,
+            pos_weight=onnxnn.tensor(pos_weight) if pos_weighted else None,
+        ),
+        [x, t],
+    )
 
 
 def test_binary_cross_entropy_with_logits_is_stable_for_large_logits():
-    loss = F.binary_cross_entropy_with_logits(onnxnn.tensor([100.0, -100.0, 1000.0]),
-                                              onnxnn.tensor([0.0, 1.0, 1.0]), reduction="none")
+    loss = F.binary_cross_entropy_with_logits(
+        onnxnn.tensor([100.0, -100.0, 1000.0]), onnxnn.tensor([0.0, 1.0, 1.0]), reduction="none"
+    )
     np.testing.assert_allclose(loss.numpy(), [100.0, 100.0, 0.0], atol=1e-5)
 
 
-@pytest.mark.parametrize("loss, message", [
-    (F.binary_cross_entropy, r"Using a target size \(onnxnn.Size\(\[3\]\)\) that is different to the input size "
-                             r"\(onnxnn.Size\(\[3, 1\]\)\) is deprecated"),
-    (F.binary_cross_entropy_with_logits, r"Target size \(onnxnn.Size\(\[3\]\)\) must be the same as input size "
-                                         r"\(onnxnn.Size\(\[3, 1\]\)\)"),
-])
+@pytest.mark.parametrize(
+    "loss, message",
+    [
+        (
+            F.binary_cross_entropy,
+            r"Using a target size \(onnxnn.Size\(\[3\]\)\) that is different to the input size "
+            r"\(onnxnn.Size\(\[3, 1\]\)\) is deprecated",
+        ),
+        (
+            F.binary_cross_entropy_with_logits,
+            r"Target size \(onnxnn.Size\(\[3\]\)\) must be the same as input size "
+            r"\(onnxnn.Size\(\[3, 1\]\)\)",
+        ),
+    ],
+)
 def test_binary_losses_require_matching_shapes(loss, message):
     with pytest.raises(ValueError, match=message):
         loss(onnxnn.rand(3, 1), onnxnn.rand(3))

@@ -14,6 +14,7 @@ the kernels executor (onnxruntime's CPU provider has no float64 GridSample) and 
 with border padding clamps each tap, as PyTorch and onnxruntime do (onnx's reference clamps the coordinate first,
 which differs within two pixels outside the edge).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -72,8 +73,12 @@ def grid_sample_reference(x, grid, mode, padding_mode, align_corners):
                 src = (n + 1) / 2 * (size - 1) if align_corners else ((n + 1) * size - 1) / 2
                 if mode == "bicubic":  # each tap folded on its own, as PyTorch's bicubic does
                     base = math.floor(src)
-                    taps_per_axis.append([(_fold(base + k, size, padding_mode, align_corners),
-                                           _cubic(src - (base + k))) for k in range(-1, 3)])
+                    taps_per_axis.append(
+                        [
+                            (_fold(base + k, size, padding_mode, align_corners), _cubic(src - (base + k)))
+                            for k in range(-1, 3)
+                        ]
+                    )
                     continue
                 src = _fold(src, size, padding_mode, align_corners)
                 if mode == "nearest":
@@ -106,15 +111,19 @@ FORWARD_CASES += [(("2d-bicubic", (1, 2, 4, 5), (1, 3, 2, 2), "bicubic"), "borde
 
 
 @pytest.mark.parametrize("executor, dtype", EXECUTOR_DTYPES, ids=lambda v: str(v).replace("onnxnn.", ""))
-@pytest.mark.parametrize("case, padding_mode, align_corners", FORWARD_CASES,
-                         ids=[f"{c[0]}-{p}-{'aligned' if a else 'edges'}" for c, p, a in FORWARD_CASES])
+@pytest.mark.parametrize(
+    "case, padding_mode, align_corners",
+    FORWARD_CASES,
+    ids=[f"{c[0]}-{p}-{'aligned' if a else 'edges'}" for c, p, a in FORWARD_CASES],
+)
 def test_grid_sample_matches_the_documented_sampling(case, padding_mode, align_corners, executor, dtype):
     _, shape, grid_shape, mode = case
     x = RNG.standard_normal(shape)
     grid = RNG.uniform(-1.3, 1.3, grid_shape)
     with onnxnn.set_executor(executor):
-        actual = F.grid_sample(onnxnn.tensor(x, dtype=dtype), onnxnn.tensor(grid, dtype=dtype), mode, padding_mode,
-                               align_corners).numpy()
+        actual = F.grid_sample(
+            onnxnn.tensor(x, dtype=dtype), onnxnn.tensor(grid, dtype=dtype), mode, padding_mode, align_corners
+        ).numpy()
     numpy_dtype = np.float32 if dtype == onnxnn.float32 else np.float64
     # In float32 nearest may round a coordinate rounded near a half the other way: compare on the
     # grid as the dtype holds it, and skip points within the coordinate's rounding of a tie.
@@ -132,17 +141,27 @@ def test_grid_sample_matches_the_documented_sampling(case, padding_mode, align_c
     assert np.all(error <= bound), f"max error {np.max(error - bound):.3g} above the bound"
 
 
-GRADIENT_CASES = [(c, p, a) for c in SAMPLE_SHAPES for p in ("zeros", "border", "reflection") for a in (False, True)
-                  if c[0].endswith("bilinear") or (p == "reflection")]
+GRADIENT_CASES = [
+    (c, p, a)
+    for c in SAMPLE_SHAPES
+    for p in ("zeros", "border", "reflection")
+    for a in (False, True)
+    if c[0].endswith("bilinear") or (p == "reflection")
+]
 
 
-@pytest.mark.parametrize("case, padding_mode, align_corners", GRADIENT_CASES,
-                         ids=[f"{c[0]}-{p}-{'aligned' if a else 'edges'}" for c, p, a in GRADIENT_CASES])
+@pytest.mark.parametrize(
+    "case, padding_mode, align_corners",
+    GRADIENT_CASES,
+    ids=[f"{c[0]}-{p}-{'aligned' if a else 'edges'}" for c, p, a in GRADIENT_CASES],
+)
 def test_grid_sample_gradients_match_finite_differences(case, padding_mode, align_corners):
     _, shape, grid_shape, mode = case
     with onnxnn.set_executor("kernels"):
-        check_gradients(lambda x, grid: F.grid_sample(x, grid, mode, padding_mode, align_corners),
-                        [RNG.standard_normal(shape), RNG.uniform(-1.3, 1.3, grid_shape)])
+        check_gradients(
+            lambda x, grid: F.grid_sample(x, grid, mode, padding_mode, align_corners),
+            [RNG.standard_normal(shape), RNG.uniform(-1.3, 1.3, grid_shape)],
+        )
 
 
 @pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
@@ -150,8 +169,9 @@ def test_grid_sample_gradients_in_float32_on_onnxruntime(padding_mode):
     # Grid points kept 0.1 pixel away from integer coordinates, where bilinear's slope jumps.
     grid = np.array([[[[-0.83, 0.41], [0.17, -0.62]], [[0.93, 1.21], [-1.17, 0.05]]]])
     with onnxnn.set_executor("onnxruntime"):
-        check_gradients_float32(lambda x, g: F.grid_sample(x, g, "bilinear", padding_mode, False),
-                                [RNG.standard_normal((1, 2, 4, 5)), grid])
+        check_gradients_float32(
+            lambda x, g: F.grid_sample(x, g, "bilinear", padding_mode, False), [RNG.standard_normal((1, 2, 4, 5)), grid]
+        )
 
 
 @pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
@@ -159,13 +179,16 @@ def test_grid_sample_gradients_in_float32_on_onnxruntime(padding_mode):
 def test_bicubic_grid_sample_gradients_match_finite_differences(padding_mode, align_corners):
     x = RNG.standard_normal((1, 2, 4, 5))
     with onnxnn.set_executor("kernels"):
-        check_gradients(lambda x, grid: F.grid_sample(x, grid, "bicubic", padding_mode, align_corners),
-                        [x, RNG.uniform(-1.3, 1.3, (1, 2, 3, 2))])
+        check_gradients(
+            lambda x, grid: F.grid_sample(x, grid, "bicubic", padding_mode, align_corners),
+            [x, RNG.uniform(-1.3, 1.3, (1, 2, 3, 2))],
+        )
     # float32 differences need points away from integer coordinates, where the cubic's curvature jumps.
     grid = np.array([[[[-0.83, 0.41], [0.17, -0.62]], [[0.93, 1.21], [-1.17, 0.05]]]])
     with onnxnn.set_executor("onnxruntime"):
-        check_gradients_float32(lambda x, grid: F.grid_sample(x, grid, "bicubic", padding_mode, align_corners),
-                                [x, grid])
+        check_gradients_float32(
+            lambda x, grid: F.grid_sample(x, grid, "bicubic", padding_mode, align_corners), [x, grid]
+        )
 
 
 def test_bicubic_grid_sample_with_border_padding_matches_onnxruntime_on_the_kernels():
@@ -175,10 +198,12 @@ def test_bicubic_grid_sample_with_border_padding_matches_onnxruntime_on_the_kern
     results = {}
     for executor in ("kernels", "onnxruntime"):
         with onnxnn.set_executor(executor):
-            results[executor] = F.grid_sample(onnxnn.tensor(x, dtype=onnxnn.float32),
-                                              onnxnn.tensor(grid, dtype=onnxnn.float32), "bicubic", "border").numpy()
-    expected, magnitude = grid_sample_reference(x.astype(np.float32).astype(np.float64),
-                                                grid.astype(np.float32).astype(np.float64), "bicubic", "border", False)
+            results[executor] = F.grid_sample(
+                onnxnn.tensor(x, dtype=onnxnn.float32), onnxnn.tensor(grid, dtype=onnxnn.float32), "bicubic", "border"
+            ).numpy()
+    expected, magnitude = grid_sample_reference(
+        x.astype(np.float32).astype(np.float64), grid.astype(np.float32).astype(np.float64), "bicubic", "border", False
+    )
     bound = 2 * gamma(16 + 2 * 5 + 1, np.float32) * (magnitude + np.max(np.abs(x)) * 4)
     for executor, actual in results.items():
         assert np.all(np.abs(actual - expected) <= bound), executor
@@ -187,8 +212,10 @@ def test_bicubic_grid_sample_with_border_padding_matches_onnxruntime_on_the_kern
 def affine_grid_reference(theta, size, align_corners, absolute=False):
     sizes = size[2:]
     # PyTorch puts a unit-size axis at 0 with align_corners too.
-    axes = [(np.linspace(-1, 1, s) if s > 1 else np.zeros(1)) if align_corners else (2 * np.arange(s) + 1) / s - 1
-            for s in sizes]
+    axes = [
+        (np.linspace(-1, 1, s) if s > 1 else np.zeros(1)) if align_corners else (2 * np.arange(s) + 1) / s - 1
+        for s in sizes
+    ]
     out = np.zeros([size[0]] + sizes + [len(sizes)])
     for b in range(size[0]):
         for point in np.ndindex(*sizes):
@@ -218,8 +245,9 @@ def test_affine_grid_maps_pixel_centres(size, align_corners, executor, dtype):
 def test_affine_grid_gradients_match_finite_differences(size, align_corners):
     spatial = len(size) - 2
     with onnxnn.set_executor("kernels"):
-        check_gradients(lambda t: F.affine_grid(t, size, align_corners),
-                        [RNG.standard_normal((size[0], spatial, spatial + 1))])
+        check_gradients(
+            lambda t: F.affine_grid(t, size, align_corners), [RNG.standard_normal((size[0], spatial, spatial + 1))]
+        )
 
 
 def test_spatial_transformer_exports_and_runs_on_onnxruntime():
@@ -242,19 +270,34 @@ def test_spatial_transformer_exports_and_runs_on_onnxruntime():
     assert np.all(np.abs(actual - expected) <= 2 * gamma(30, np.float32) * (magnitude + np.abs(x.numpy()).max() * 4))
 
 
-@pytest.mark.parametrize("call, error, message", [
-    (lambda: F.grid_sample(onnxnn.randn(1, 1, 3, 3), onnxnn.zeros(1, 2, 2, 2), "area"), ValueError,
-     "expected mode to be 'bilinear', 'nearest' or 'bicubic', but got: 'area'"),
-    (lambda: F.grid_sample(onnxnn.randn(1, 1, 3, 3), onnxnn.zeros(1, 2, 2, 2), padding_mode="wrap"), ValueError,
-     "expected padding_mode to be 'zeros', 'border', or 'reflection'"),
-    (lambda: F.grid_sample(onnxnn.randn(1, 1, 3, 3), onnxnn.zeros(2, 2, 2, 2)), RuntimeError, "same batch size"),
-    (lambda: F.grid_sample(onnxnn.randn(1, 1, 3, 3), onnxnn.zeros(1, 2, 2, 3)), RuntimeError,
-     "expected grid to have size 2 in last dimension"),
-    (lambda: F.grid_sample(onnxnn.randn(1, 1, 3, 3, 3), onnxnn.zeros(1, 2, 2, 2, 3), "bicubic"), RuntimeError,
-     "bicubic interpolation only supports 4D input"),
-    (lambda: F.affine_grid(onnxnn.randn(1, 3, 4), [1, 1, 2, 2]), ValueError, "Nx2x3"),
-    (lambda: F.affine_grid(onnxnn.randn(1, 2, 3), [1, 1, 2]), NotImplementedError, "only supports 4D and 5D sizes"),
-])
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (
+            lambda: F.grid_sample(onnxnn.randn(1, 1, 3, 3), onnxnn.zeros(1, 2, 2, 2), "area"),
+            ValueError,
+            "expected mode to be 'bilinear', 'nearest' or 'bicubic', but got: 'area'",
+        ),
+        (
+            lambda: F.grid_sample(onnxnn.randn(1, 1, 3, 3), onnxnn.zeros(1, 2, 2, 2), padding_mode="wrap"),
+            ValueError,
+            "expected padding_mode to be 'zeros', 'border', or 'reflection'",
+        ),
+        (lambda: F.grid_sample(onnxnn.randn(1, 1, 3, 3), onnxnn.zeros(2, 2, 2, 2)), RuntimeError, "same batch size"),
+        (
+            lambda: F.grid_sample(onnxnn.randn(1, 1, 3, 3), onnxnn.zeros(1, 2, 2, 3)),
+            RuntimeError,
+            "expected grid to have size 2 in last dimension",
+        ),
+        (
+            lambda: F.grid_sample(onnxnn.randn(1, 1, 3, 3, 3), onnxnn.zeros(1, 2, 2, 2, 3), "bicubic"),
+            RuntimeError,
+            "bicubic interpolation only supports 4D input",
+        ),
+        (lambda: F.affine_grid(onnxnn.randn(1, 3, 4), [1, 1, 2, 2]), ValueError, "Nx2x3"),
+        (lambda: F.affine_grid(onnxnn.randn(1, 2, 3), [1, 1, 2]), NotImplementedError, "only supports 4D and 5D sizes"),
+    ],
+)
 def test_bad_arguments_raise_pytorchs_errors(call, error, message):
     with pytest.raises(error, match=message):
         call()
@@ -264,11 +307,17 @@ def test_grid_sample_and_affine_grid_match_torch():
     torch = pytest.importorskip("torch")
     for (case_id, shape, grid_shape, mode), padding_mode, align_corners in FORWARD_CASES:
         x, grid = RNG.standard_normal(shape), RNG.uniform(-1.3, 1.3, grid_shape)
-        expected = torch.nn.functional.grid_sample(torch.tensor(x), torch.tensor(grid), mode, padding_mode,
-                                                   align_corners).numpy()
+        expected = torch.nn.functional.grid_sample(
+            torch.tensor(x), torch.tensor(grid), mode, padding_mode, align_corners
+        ).numpy()
         with onnxnn.set_executor("kernels"):
-            actual = F.grid_sample(onnxnn.tensor(x, dtype=onnxnn.float64), onnxnn.tensor(grid, dtype=onnxnn.float64),
-                                   mode, padding_mode, align_corners).numpy()
+            actual = F.grid_sample(
+                onnxnn.tensor(x, dtype=onnxnn.float64),
+                onnxnn.tensor(grid, dtype=onnxnn.float64),
+                mode,
+                padding_mode,
+                align_corners,
+            ).numpy()
         np.testing.assert_allclose(actual, expected, rtol=1e-12, atol=1e-12, err_msg=case_id)
     for size, align_corners in AFFINE_CASES:
         theta = RNG.standard_normal((size[0], len(size) - 2, len(size) - 1))

@@ -1,4 +1,5 @@
 """Module hooks: forward pre/post hooks, global hooks, full backward (pre-)hooks, registration hooks."""
+
 from __future__ import annotations
 
 
@@ -43,6 +44,7 @@ def _recorder(log, label, result=None):
     def hook(*args):
         log.append(label)
         return result
+
     return hook
 
 
@@ -54,8 +56,10 @@ def test_global_hooks_fire_before_local_ones_and_prepend_moves_to_front():
     m.register_forward_pre_hook(_recorder(log, "pre local 0"), prepend=True)
     m.register_forward_hook(_recorder(log, "post local 1"))
     m.register_forward_hook(_recorder(log, "post local 0"), prepend=True)
-    with module_globals.register_module_forward_pre_hook(_recorder(log, "pre global")), \
-            module_globals.register_module_forward_hook(_recorder(log, "post global")):
+    with (
+        module_globals.register_module_forward_pre_hook(_recorder(log, "pre global")),
+        module_globals.register_module_forward_hook(_recorder(log, "post global")),
+    ):
         m(onnxnn.ones(1))
     assert log == ["pre global", "pre local 0", "pre local 1", "post global", "post local 0", "post local 1"]
     log.clear()
@@ -87,11 +91,14 @@ def test_handle_remove_is_idempotent_and_only_removes_its_hook():
 
 
 # ----------------------------------------------------------------------------- forward hooks: values
-@pytest.mark.parametrize("returned, expected", [
-    (None, [1.0, 2.0]),                                   # None keeps the inputs
-    (onnxnn.tensor([5.0, 6.0]), [5.0, 6.0]),              # a single value is wrapped in a tuple
-    ((onnxnn.tensor([7.0, 8.0]),), [7.0, 8.0]),           # a tuple replaces the args
-])
+@pytest.mark.parametrize(
+    "returned, expected",
+    [
+        (None, [1.0, 2.0]),  # None keeps the inputs
+        (onnxnn.tensor([5.0, 6.0]), [5.0, 6.0]),  # a single value is wrapped in a tuple
+        ((onnxnn.tensor([7.0, 8.0]),), [7.0, 8.0]),  # a tuple replaces the args
+    ],
+)
 def test_forward_pre_hook_replaces_inputs(returned, expected):
     m = Identity()
     m.register_forward_pre_hook(lambda module, args: returned)
@@ -138,8 +145,7 @@ def test_forward_hook_with_kwargs_receives_the_kwargs():
 
     calls = []
     m = Shift()
-    m.register_forward_hook(lambda module, args, kwargs, output: calls.append((len(args), kwargs)),
-                            with_kwargs=True)
+    m.register_forward_hook(lambda module, args, kwargs, output: calls.append((len(args), kwargs)), with_kwargs=True)
     m(onnxnn.ones(1), shift=1.0)
     assert calls == [(1, {"shift": 1.0})]
 
@@ -204,8 +210,7 @@ def test_errors_of_always_call_hooks_after_a_failure_become_warnings():
 def test_fast_path_skips_the_hook_machinery(monkeypatch):
     calls = []
     original = nn.Module._call_with_hooks
-    monkeypatch.setattr(nn.Module, "_call_with_hooks",
-                        lambda self, *a: calls.append(1) or original(self, *a))
+    monkeypatch.setattr(nn.Module, "_call_with_hooks", lambda self, *a: calls.append(1) or original(self, *a))
     m = Identity()
     m(onnxnn.ones(1))
     assert calls == []
@@ -263,8 +268,9 @@ def test_full_backward_hook_replacing_grad_input_sets_input_grad():
     reference_weight_grad = m.weight.grad.numpy().copy()
     m.zero_grad()
     x.grad.zero_()
-    m.register_full_backward_hook(lambda module, grad_input, grad_output:
-                                  [onnxnn.full_like(g, 42.0) for g in grad_input])
+    m.register_full_backward_hook(
+        lambda module, grad_input, grad_output: [onnxnn.full_like(g, 42.0) for g in grad_input]
+    )
     m(x).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), np.full((2, 3), 42.0))
     np.testing.assert_allclose(m.weight.grad.numpy(), reference_weight_grad)
@@ -296,9 +302,9 @@ def test_full_backward_hook_sees_gradients_of_several_inputs_at_once():
     y = onnxnn.tensor([3.0, 4.0], requires_grad=True)
     m(x, 2.0, y).sum().backward()
     assert len(captured) == 1
-    np.testing.assert_allclose(captured[0][0], [6.0, 8.0])     # d/dx = y * scale
+    np.testing.assert_allclose(captured[0][0], [6.0, 8.0])  # d/dx = y * scale
     assert captured[0][1] is None
-    np.testing.assert_allclose(captured[0][2], [3.0, 5.0])     # d/dy = x * scale + 1
+    np.testing.assert_allclose(captured[0][2], [3.0, 5.0])  # d/dy = x * scale + 1
 
 
 def test_full_backward_hook_without_input_gradients_gets_none():
@@ -314,8 +320,9 @@ def test_full_backward_hook_returning_wrong_count_raises():
     m = Affine()
     m.register_full_backward_hook(lambda module, gi, go: (gi[0], gi[0]))
     x = onnxnn.randn(2, 3, dtype=onnxnn.float64, requires_grad=True)
-    with pytest.raises(RuntimeError, match="Backward hook returned an invalid number of grad_input, got 2, "
-                                           "but expected 1"):
+    with pytest.raises(
+        RuntimeError, match="Backward hook returned an invalid number of grad_input, got 2, but expected 1"
+    ):
         m(x).sum().backward()
 
 
@@ -339,8 +346,10 @@ def test_backward_pre_hook_feeds_the_full_hook_and_global_hooks_fire_first():
     m = Affine()
     m.register_full_backward_hook(lambda module, gi, go: log.append(("local", float(go[0].sum()))))
     m.register_full_backward_pre_hook(lambda module, go: (go[0] * 2,))
-    with module_globals.register_module_full_backward_hook(lambda module, gi, go: log.append(("global", 0.0))), \
-            module_globals.register_module_full_backward_pre_hook(lambda module, go: log.append(("global pre", 0.0))):
+    with (
+        module_globals.register_module_full_backward_hook(lambda module, gi, go: log.append(("global", 0.0))),
+        module_globals.register_module_full_backward_pre_hook(lambda module, go: log.append(("global pre", 0.0))),
+    ):
         m(onnxnn.randn(2, 3, dtype=onnxnn.float64, requires_grad=True)).sum().backward()
     assert log == [("global pre", 0.0), ("global", 0.0), ("local", 8.0)]
 
@@ -393,10 +402,13 @@ def test_register_backward_hook_is_called_and_warns_that_it_is_deprecated():
     assert calls == [1]
 
 
-@pytest.mark.parametrize("first, second", [
-    ("register_backward_hook", "register_full_backward_hook"),
-    ("register_full_backward_hook", "register_backward_hook"),
-])
+@pytest.mark.parametrize(
+    "first, second",
+    [
+        ("register_backward_hook", "register_full_backward_hook"),
+        ("register_full_backward_hook", "register_backward_hook"),
+    ],
+)
 def test_mixing_full_and_legacy_backward_hooks_is_refused(first, second):
     m = Affine()
     getattr(m, first)(lambda *args: None)
@@ -405,18 +417,32 @@ def test_mixing_full_and_legacy_backward_hooks_is_refused(first, second):
 
 
 # ----------------------------------------------------------------------------- registration hooks
-@pytest.mark.parametrize("register, perform, table", [
-    (module_globals.register_module_parameter_registration_hook,
-     lambda m, value: setattr(m, "p", value), "_parameters"),
-    (module_globals.register_module_buffer_registration_hook,
-     lambda m, value: m.register_buffer("b", value), "_buffers"),
-    (module_globals.register_module_module_registration_hook,
-     lambda m, value: m.add_module("c", value), "_modules"),
-])
+@pytest.mark.parametrize(
+    "register, perform, table",
+    [
+        (
+            module_globals.register_module_parameter_registration_hook,
+            lambda m, value: setattr(m, "p", value),
+            "_parameters",
+        ),
+        (
+            module_globals.register_module_buffer_registration_hook,
+            lambda m, value: m.register_buffer("b", value),
+            "_buffers",
+        ),
+        (
+            module_globals.register_module_module_registration_hook,
+            lambda m, value: m.add_module("c", value),
+            "_modules",
+        ),
+    ],
+)
 def test_registration_hooks_see_and_may_replace_the_value(register, perform, table):
-    values = {"_parameters": (nn.Parameter(onnxnn.ones(1)), nn.Parameter(onnxnn.zeros(1))),
-              "_buffers": (onnxnn.ones(1), onnxnn.zeros(1)),
-              "_modules": (Identity(), Identity())}[table]
+    values = {
+        "_parameters": (nn.Parameter(onnxnn.ones(1)), nn.Parameter(onnxnn.zeros(1))),
+        "_buffers": (onnxnn.ones(1), onnxnn.zeros(1)),
+        "_modules": (Identity(), Identity()),
+    }[table]
     seen = []
 
     def hook(module, name, value):

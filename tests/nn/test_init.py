@@ -1,4 +1,5 @@
 """onnxnn.nn.init: distributions, fans and gains against PyTorch's formulas, exact structured fills."""
+
 from __future__ import annotations
 
 import math
@@ -17,39 +18,63 @@ def _values(tensor):
 
 # ---------------------------------------------------------------- gains and fans
 
-@pytest.mark.parametrize("nonlinearity, param, gain", [
-    ("linear", None, 1.0), ("conv1d", None, 1.0), ("conv2d", None, 1.0), ("conv3d", None, 1.0),
-    ("conv_transpose1d", None, 1.0), ("conv_transpose2d", None, 1.0), ("conv_transpose3d", None, 1.0),
-    ("sigmoid", None, 1.0), ("tanh", None, 5.0 / 3), ("relu", None, math.sqrt(2.0)),
-    ("leaky_relu", None, math.sqrt(2.0 / (1 + 0.01 ** 2))), ("leaky_relu", 0.2, math.sqrt(2.0 / 1.04)),
-    ("leaky_relu", 1, 1.0), ("leaky_relu", math.sqrt(5), math.sqrt(2.0 / 6)), ("selu", None, 0.75),
-])
+
+@pytest.mark.parametrize(
+    "nonlinearity, param, gain",
+    [
+        ("linear", None, 1.0),
+        ("conv1d", None, 1.0),
+        ("conv2d", None, 1.0),
+        ("conv3d", None, 1.0),
+        ("conv_transpose1d", None, 1.0),
+        ("conv_transpose2d", None, 1.0),
+        ("conv_transpose3d", None, 1.0),
+        ("sigmoid", None, 1.0),
+        ("tanh", None, 5.0 / 3),
+        ("relu", None, math.sqrt(2.0)),
+        ("leaky_relu", None, math.sqrt(2.0 / (1 + 0.01**2))),
+        ("leaky_relu", 0.2, math.sqrt(2.0 / 1.04)),
+        ("leaky_relu", 1, 1.0),
+        ("leaky_relu", math.sqrt(5), math.sqrt(2.0 / 6)),
+        ("selu", None, 0.75),
+    ],
+)
 def test_calculate_gain(nonlinearity, param, gain):
     assert init.calculate_gain(nonlinearity, param) == pytest.approx(gain, rel=1e-15)
 
 
-@pytest.mark.parametrize("nonlinearity, param, message", [
-    ("leaky_relu", True, "negative_slope True not a valid number"),
-    ("leaky_relu", "0.1", "negative_slope 0.1 not a valid number"),
-    ("softsign", None, "Unsupported nonlinearity softsign"),
-])
+@pytest.mark.parametrize(
+    "nonlinearity, param, message",
+    [
+        ("leaky_relu", True, "negative_slope True not a valid number"),
+        ("leaky_relu", "0.1", "negative_slope 0.1 not a valid number"),
+        ("softsign", None, "Unsupported nonlinearity softsign"),
+    ],
+)
 def test_calculate_gain_errors(nonlinearity, param, message):
     with pytest.raises(ValueError, match=message):
         init.calculate_gain(nonlinearity, param)
 
 
-@pytest.mark.parametrize("shape, fans", [
-    ((3, 5), (5, 3)), ((16, 8, 3, 3), (72, 144)), ((4, 2, 5), (10, 20)), ((6, 3, 2, 2, 2), (24, 48)),
-    ((7, 0), (0, 7)),
-])
+@pytest.mark.parametrize(
+    "shape, fans",
+    [
+        ((3, 5), (5, 3)),
+        ((16, 8, 3, 3), (72, 144)),
+        ((4, 2, 5), (10, 20)),
+        ((6, 3, 2, 2, 2), (24, 48)),
+        ((7, 0), (0, 7)),
+    ],
+)
 def test_fan_in_and_fan_out(shape, fans):
     assert init._calculate_fan_in_and_fan_out(onnxnn.empty(*shape)) == fans
 
 
 @pytest.mark.parametrize("shape", [(5,), ()])
 def test_fans_need_two_dimensions(shape):
-    with pytest.raises(ValueError, match="Fan in and fan out can not be computed for tensor with fewer than 2 "
-                                         "dimensions"):
+    with pytest.raises(
+        ValueError, match="Fan in and fan out can not be computed for tensor with fewer than 2 dimensions"
+    ):
         init._calculate_fan_in_and_fan_out(onnxnn.empty(*shape))
 
 
@@ -63,10 +88,13 @@ def test_kaiming_rejects_unknown_mode():
 SHAPE = (400, 500)
 
 
-@pytest.mark.parametrize("fill, low, high", [
-    (lambda t: init.uniform_(t), 0.0, 1.0),
-    (lambda t: init.uniform_(t, -3.0, 5.0), -3.0, 5.0),
-])
+@pytest.mark.parametrize(
+    "fill, low, high",
+    [
+        (lambda t: init.uniform_(t), 0.0, 1.0),
+        (lambda t: init.uniform_(t, -3.0, 5.0), -3.0, 5.0),
+    ],
+)
 def test_uniform_bounds_and_moments(fill, low, high):
     values = _values(fill(onnxnn.empty(*SHAPE)))
     assert values.min() >= low and values.max() < high
@@ -87,7 +115,7 @@ def _truncated_normal_moments(mean, std, a, b):
     cdf = lambda x: (1 + math.erf(x / math.sqrt(2))) / 2  # noqa: E731
     z = cdf(beta) - cdf(alpha)
     shift = (pdf(alpha) - pdf(beta)) / z
-    variance = 1 + (alpha * pdf(alpha) - beta * pdf(beta)) / z - shift ** 2
+    variance = 1 + (alpha * pdf(alpha) - beta * pdf(beta)) / z - shift**2
     return mean + std * shift, std * math.sqrt(variance)
 
 
@@ -117,10 +145,16 @@ def test_xavier_uniform_and_normal_follow_glorot():
     assert normal.mean() == pytest.approx(0.0, abs=0.01 * std)
 
 
-@pytest.mark.parametrize("a, mode, nonlinearity", [
-    (0, "fan_in", "leaky_relu"), (math.sqrt(5), "fan_in", "leaky_relu"), (0, "fan_out", "relu"),
-    (0, "FAN_OUT", "tanh"), (0.1, "fan_in", "leaky_relu"),
-])
+@pytest.mark.parametrize(
+    "a, mode, nonlinearity",
+    [
+        (0, "fan_in", "leaky_relu"),
+        (math.sqrt(5), "fan_in", "leaky_relu"),
+        (0, "fan_out", "relu"),
+        (0, "FAN_OUT", "tanh"),
+        (0.1, "fan_in", "leaky_relu"),
+    ],
+)
 def test_kaiming_uniform_and_normal_follow_he(a, mode, nonlinearity):
     shape = (250, 120, 2, 2)
     fan = 120 * 4 if mode.lower() == "fan_in" else 250 * 4
@@ -143,12 +177,15 @@ def test_kaiming_on_zero_element_tensor_warns_and_does_nothing(fill):
 # ---------------------------------------------------------------- structured fills
 
 
-@pytest.mark.parametrize("fill, expected", [
-    (lambda t: init.constant_(t, 0.25), np.full((3, 4), 0.25)),
-    (init.ones_, np.ones((3, 4))),
-    (init.zeros_, np.zeros((3, 4))),
-    (init.eye_, np.eye(3, 4)),
-])
+@pytest.mark.parametrize(
+    "fill, expected",
+    [
+        (lambda t: init.constant_(t, 0.25), np.full((3, 4), 0.25)),
+        (init.ones_, np.ones((3, 4))),
+        (init.zeros_, np.zeros((3, 4))),
+        (init.eye_, np.eye(3, 4)),
+    ],
+)
 def test_constant_fills(fill, expected):
     tensor = onnxnn.randn(3, 4)
     assert fill(tensor) is tensor
@@ -178,10 +215,13 @@ def test_dirac_with_groups():
     assert init.dirac_(onnxnn.randn(2, 2, 2, 2, 4)).numpy()[1, 1, 1, 1, 2] == 1
 
 
-@pytest.mark.parametrize("shape, groups, message", [
-    ((3, 3), 1, "Only tensors with 3, 4, or 5 dimensions are supported"),
-    ((5, 2, 3), 2, "dim 0 must be divisible by groups"),
-])
+@pytest.mark.parametrize(
+    "shape, groups, message",
+    [
+        ((3, 3), 1, "Only tensors with 3, 4, or 5 dimensions are supported"),
+        ((5, 2, 3), 2, "dim 0 must be divisible by groups"),
+    ],
+)
 def test_dirac_errors(shape, groups, message):
     with pytest.raises(ValueError, match=message):
         init.dirac_(onnxnn.empty(*shape), groups=groups)
@@ -220,11 +260,19 @@ def test_sparse_needs_a_matrix():
 # ---------------------------------------------------------------- behaviour shared by every fill
 
 ALL_FILLS = [
-    ("uniform_", init.uniform_), ("normal_", init.normal_), ("trunc_normal_", init.trunc_normal_),
-    ("constant_", lambda t: init.constant_(t, 3.0)), ("ones_", init.ones_), ("zeros_", init.zeros_),
-    ("eye_", init.eye_), ("xavier_uniform_", init.xavier_uniform_), ("xavier_normal_", init.xavier_normal_),
-    ("kaiming_uniform_", init.kaiming_uniform_), ("kaiming_normal_", init.kaiming_normal_),
-    ("orthogonal_", init.orthogonal_), ("sparse_", lambda t: init.sparse_(t, 0.5)),
+    ("uniform_", init.uniform_),
+    ("normal_", init.normal_),
+    ("trunc_normal_", init.trunc_normal_),
+    ("constant_", lambda t: init.constant_(t, 3.0)),
+    ("ones_", init.ones_),
+    ("zeros_", init.zeros_),
+    ("eye_", init.eye_),
+    ("xavier_uniform_", init.xavier_uniform_),
+    ("xavier_normal_", init.xavier_normal_),
+    ("kaiming_uniform_", init.kaiming_uniform_),
+    ("kaiming_normal_", init.kaiming_normal_),
+    ("orthogonal_", init.orthogonal_),
+    ("sparse_", lambda t: init.sparse_(t, 0.5)),
 ]
 
 
@@ -243,8 +291,10 @@ def test_fills_keep_the_dtype(dtype):
     assert np.abs(_values(tensor)).max() <= math.sqrt(3) * init.calculate_gain("leaky_relu", 0) / math.sqrt(8) + 1e-3
 
 
-@pytest.mark.parametrize("fill", [init.uniform_, init.normal_, init.trunc_normal_, init.xavier_uniform_,
-                                  init.kaiming_normal_, init.orthogonal_])
+@pytest.mark.parametrize(
+    "fill",
+    [init.uniform_, init.normal_, init.trunc_normal_, init.xavier_uniform_, init.kaiming_normal_, init.orthogonal_],
+)
 def test_seeded_fills_repeat_and_generators_are_honoured(fill):
     onnxnn.manual_seed(11)
     first = _values(fill(onnxnn.empty(5, 6)))

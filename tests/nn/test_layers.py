@@ -1,4 +1,5 @@
 """The layers: PyTorch's constructors, defaults, initialization, reprs, state and train/eval behaviour."""
+
 from __future__ import annotations
 
 import copy
@@ -22,30 +23,39 @@ def _values(tensor):
 
 # ---------------------------------------------------------------- reprs
 
-@pytest.mark.parametrize("module, text", [
-    (nn.Linear(4, 3), "Linear(in_features=4, out_features=3, bias=True)"),
-    (nn.Linear(4, 3, bias=False), "Linear(in_features=4, out_features=3, bias=False)"),
-    (nn.Identity(54, unused=1), "Identity()"),
-    (nn.ReLU(), "ReLU()"),
-    (nn.ReLU(inplace=True), "ReLU(inplace=True)"),
-    (nn.LeakyReLU(), "LeakyReLU(negative_slope=0.01)"),
-    (nn.LeakyReLU(0.2, inplace=True), "LeakyReLU(negative_slope=0.2, inplace=True)"),
-    (nn.Sigmoid(), "Sigmoid()"),
-    (nn.Tanh(), "Tanh()"),
-    (nn.GELU(), "GELU(approximate='none')"),
-    (nn.GELU("tanh"), "GELU(approximate='tanh')"),
-    (nn.Softmax(dim=1), "Softmax(dim=1)"),
-    (nn.Softmax(), "Softmax(dim=None)"),
-    (nn.LogSoftmax(dim=-1), "LogSoftmax(dim=-1)"),
-    (nn.Dropout(), "Dropout(p=0.5, inplace=False)"),
-    (nn.Dropout(0.25, inplace=True), "Dropout(p=0.25, inplace=True)"),
-    (nn.Flatten(), "Flatten(start_dim=1, end_dim=-1)"),
-    (nn.Flatten(0, 2), "Flatten(start_dim=0, end_dim=2)"),
-    (nn.Unflatten(1, (2, 5, 5)), "Unflatten(dim=1, unflattened_size=(2, 5, 5))"),
-    (nn.BatchNorm1d(3), "BatchNorm1d(3, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)"),
-    (nn.BatchNorm2d(8, eps=1e-3, momentum=None, affine=False, track_running_stats=False),
-     "BatchNorm2d(8, eps=0.001, momentum=None, affine=False, bias=False, track_running_stats=False)"),
-])
+
+@pytest.mark.parametrize(
+    "module, text",
+    [
+        (nn.Linear(4, 3), "Linear(in_features=4, out_features=3, bias=True)"),
+        (nn.Linear(4, 3, bias=False), "Linear(in_features=4, out_features=3, bias=False)"),
+        (nn.Identity(54, unused=1), "Identity()"),
+        (nn.ReLU(), "ReLU()"),
+        (nn.ReLU(inplace=True), "ReLU(inplace=True)"),
+        (nn.LeakyReLU(), "LeakyReLU(negative_slope=0.01)"),
+        (nn.LeakyReLU(0.2, inplace=True), "LeakyReLU(negative_slope=0.2, inplace=True)"),
+        (nn.Sigmoid(), "Sigmoid()"),
+        (nn.Tanh(), "Tanh()"),
+        (nn.GELU(), "GELU(approximate='none')"),
+        (nn.GELU("tanh"), "GELU(approximate='tanh')"),
+        (nn.Softmax(dim=1), "Softmax(dim=1)"),
+        (nn.Softmax(), "Softmax(dim=None)"),
+        (nn.LogSoftmax(dim=-1), "LogSoftmax(dim=-1)"),
+        (nn.Dropout(), "Dropout(p=0.5, inplace=False)"),
+        (nn.Dropout(0.25, inplace=True), "Dropout(p=0.25, inplace=True)"),
+        (nn.Flatten(), "Flatten(start_dim=1, end_dim=-1)"),
+        (nn.Flatten(0, 2), "Flatten(start_dim=0, end_dim=2)"),
+        (nn.Unflatten(1, (2, 5, 5)), "Unflatten(dim=1, unflattened_size=(2, 5, 5))"),
+        (
+            nn.BatchNorm1d(3),
+            "BatchNorm1d(3, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)",
+        ),
+        (
+            nn.BatchNorm2d(8, eps=1e-3, momentum=None, affine=False, track_running_stats=False),
+            "BatchNorm2d(8, eps=0.001, momentum=None, affine=False, bias=False, track_running_stats=False)",
+        ),
+    ],
+)
 def test_repr_matches_pytorch(module, text):
     assert repr(module) == text
 
@@ -94,8 +104,9 @@ def test_linear_backward_reaches_both_parameters():
     x = onnxnn.randn(6, 4)
     layer(x).sum().backward()
     # Each weight gradient is a sum over the 6 rows of x (times a cotangent of ones).
-    assert_within(layer.weight.grad.numpy(), np.tile(x.numpy().sum(0, dtype=np.float64), (3, 1)),
-                  sum_bound(x.numpy(), 0))
+    assert_within(
+        layer.weight.grad.numpy(), np.tile(x.numpy().sum(0, dtype=np.float64), (3, 1)), sum_bound(x.numpy(), 0)
+    )
     np.testing.assert_allclose(layer.bias.grad.numpy(), np.full(3, 6.0))
 
 
@@ -112,11 +123,19 @@ def test_identity_returns_its_input():
 # ---------------------------------------------------------------- activations
 
 
-@pytest.mark.parametrize("module, function", [
-    (nn.ReLU(), F.relu), (nn.LeakyReLU(0.3), lambda x: F.leaky_relu(x, 0.3)), (nn.Sigmoid(), F.sigmoid),
-    (nn.Tanh(), F.tanh), (nn.GELU(), F.gelu), (nn.GELU("tanh"), lambda x: F.gelu(x, "tanh")),
-    (nn.Softmax(dim=0), lambda x: F.softmax(x, 0)), (nn.LogSoftmax(dim=1), lambda x: F.log_softmax(x, 1)),
-])
+@pytest.mark.parametrize(
+    "module, function",
+    [
+        (nn.ReLU(), F.relu),
+        (nn.LeakyReLU(0.3), lambda x: F.leaky_relu(x, 0.3)),
+        (nn.Sigmoid(), F.sigmoid),
+        (nn.Tanh(), F.tanh),
+        (nn.GELU(), F.gelu),
+        (nn.GELU("tanh"), lambda x: F.gelu(x, "tanh")),
+        (nn.Softmax(dim=0), lambda x: F.softmax(x, 0)),
+        (nn.LogSoftmax(dim=1), lambda x: F.log_softmax(x, 1)),
+    ],
+)
 def test_activation_modules_apply_their_function(module, function):
     x = onnxnn.randn(4, 5)
     np.testing.assert_array_equal(module(x).numpy(), function(x).numpy())
@@ -158,14 +177,17 @@ def test_dropout_module_rejects_bad_probabilities(p):
 # ---------------------------------------------------------------- Flatten and Unflatten
 
 
-@pytest.mark.parametrize("module, input_shape, output_shape", [
-    (nn.Flatten(), (32, 1, 5, 5), (32, 25)),
-    (nn.Flatten(0, 2), (32, 1, 5, 5), (160, 5)),
-    (nn.Flatten(-2), (2, 3, 4), (2, 12)),
-    (nn.Unflatten(1, (2, 5, 5)), (2, 50), (2, 2, 5, 5)),
-    (nn.Unflatten(-1, (5, -1)), (2, 3, 10), (2, 3, 5, 2)),
-    (nn.Unflatten(0, [2, 2]), (4, 3), (2, 2, 3)),
-])
+@pytest.mark.parametrize(
+    "module, input_shape, output_shape",
+    [
+        (nn.Flatten(), (32, 1, 5, 5), (32, 25)),
+        (nn.Flatten(0, 2), (32, 1, 5, 5), (160, 5)),
+        (nn.Flatten(-2), (2, 3, 4), (2, 12)),
+        (nn.Unflatten(1, (2, 5, 5)), (2, 50), (2, 2, 5, 5)),
+        (nn.Unflatten(-1, (5, -1)), (2, 3, 10), (2, 3, 5, 2)),
+        (nn.Unflatten(0, [2, 2]), (4, 3), (2, 2, 3)),
+    ],
+)
 def test_flatten_and_unflatten_shapes(module, input_shape, output_shape):
     x = onnxnn.randn(*input_shape)
     out = module(x)
@@ -173,13 +195,22 @@ def test_flatten_and_unflatten_shapes(module, input_shape, output_shape):
     np.testing.assert_array_equal(out.numpy().reshape(-1), x.numpy().reshape(-1))
 
 
-@pytest.mark.parametrize("make, error, message", [
-    (lambda: nn.Unflatten(1, (2, 2.5)), TypeError,
-     "unflattened_size must be tuple of ints, but found element of type float at pos 1"),
-    (lambda: nn.Unflatten(1, 4), TypeError, "unflattened_size must be a tuple of ints, but found type int"),
-    (lambda: nn.Unflatten(1, (2, 3))(onnxnn.randn(2, 5)), RuntimeError,
-     r"unflatten: Provided sizes \[2, 3\] don't multiply up to the size of dim 1 \(5\) in the input tensor"),
-])
+@pytest.mark.parametrize(
+    "make, error, message",
+    [
+        (
+            lambda: nn.Unflatten(1, (2, 2.5)),
+            TypeError,
+            "unflattened_size must be tuple of ints, but found element of type float at pos 1",
+        ),
+        (lambda: nn.Unflatten(1, 4), TypeError, "unflattened_size must be a tuple of ints, but found type int"),
+        (
+            lambda: nn.Unflatten(1, (2, 3))(onnxnn.randn(2, 5)),
+            RuntimeError,
+            r"unflatten: Provided sizes \[2, 3\] don't multiply up to the size of dim 1 \(5\) in the input tensor",
+        ),
+    ],
+)
 def test_unflatten_errors(make, error, message):
     with pytest.raises(error, match=message):
         make()
@@ -190,8 +221,7 @@ def test_unflatten_errors(make, error, message):
 
 def test_batch_norm_parameters_and_buffers_in_pytorchs_order():
     layer = nn.BatchNorm2d(3)
-    assert list(layer.state_dict().keys()) == ["weight", "bias", "running_mean", "running_var",
-                                               "num_batches_tracked"]
+    assert list(layer.state_dict().keys()) == ["weight", "bias", "running_mean", "running_var", "num_batches_tracked"]
     assert [name for name, _ in layer.named_parameters()] == ["weight", "bias"]
     np.testing.assert_array_equal(layer.weight.numpy(force=True), np.ones(3))
     np.testing.assert_array_equal(layer.bias.numpy(force=True), np.zeros(3))
@@ -201,11 +231,14 @@ def test_batch_norm_parameters_and_buffers_in_pytorchs_order():
     assert layer.num_batches_tracked.item() == 0
 
 
-@pytest.mark.parametrize("affine, track, keys", [
-    (False, True, ["running_mean", "running_var", "num_batches_tracked"]),
-    (True, False, ["weight", "bias"]),
-    (False, False, []),
-])
+@pytest.mark.parametrize(
+    "affine, track, keys",
+    [
+        (False, True, ["running_mean", "running_var", "num_batches_tracked"]),
+        (True, False, ["weight", "bias"]),
+        (False, False, []),
+    ],
+)
 def test_batch_norm_options_change_the_registered_state(affine, track, keys):
     layer = nn.BatchNorm1d(4, affine=affine, track_running_stats=track)
     assert list(layer.state_dict().keys()) == keys
@@ -231,8 +264,9 @@ def _numpy_running_stats(batches, momentum):
     return mean, var
 
 
-@pytest.mark.parametrize("layer_class, shape", [(nn.BatchNorm1d, (8, 3)), (nn.BatchNorm1d, (4, 3, 5)),
-                                                (nn.BatchNorm2d, (2, 3, 4, 4))])
+@pytest.mark.parametrize(
+    "layer_class, shape", [(nn.BatchNorm1d, (8, 3)), (nn.BatchNorm1d, (4, 3, 5)), (nn.BatchNorm2d, (2, 3, 4, 4))]
+)
 @pytest.mark.parametrize("momentum", [0.1, 0.5, None])
 def test_batch_norm_running_statistics_over_three_training_steps(layer_class, shape, momentum):
     layer = layer_class(3, momentum=momentum)
@@ -241,8 +275,9 @@ def test_batch_norm_running_statistics_over_three_training_steps(layer_class, sh
         out = layer(onnxnn.tensor(batch, dtype=onnxnn.float32))
         axes = (0,) + tuple(range(2, batch.ndim))
         batch32 = batch.astype(np.float32).astype(np.float64)  # what the layer sees
-        expected = (batch32 - batch32.mean(axis=axes, keepdims=True)) / np.sqrt(batch32.var(axis=axes, keepdims=True)
-                                                                             + 1e-5)
+        expected = (batch32 - batch32.mean(axis=axes, keepdims=True)) / np.sqrt(
+            batch32.var(axis=axes, keepdims=True) + 1e-5
+        )
         assert_within(_values(out), expected, normalization_bound(batch32, axes, 1e-5))
     mean, var = _numpy_running_stats([batch.astype(np.float32).astype(np.float64) for batch in batches], momentum)
     # Each update blends in a mean/variance over n elements (a sum's rounding) plus a few roundings;
@@ -250,7 +285,7 @@ def test_batch_norm_running_statistics_over_three_training_steps(layer_class, sh
     n = shape[0] * math.prod(shape[2:])
     scale = sum(np.abs(b).max() for b in batches) + 1
     np.testing.assert_array_less(np.abs(_values(layer.running_mean) - mean), 2 * 3 * gamma(n + 4) * scale)
-    np.testing.assert_array_less(np.abs(_values(layer.running_var) - var), 2 * 3 * gamma(n + 6) * scale ** 2)
+    np.testing.assert_array_less(np.abs(_values(layer.running_var) - var), 2 * 3 * gamma(n + 6) * scale**2)
     assert layer.num_batches_tracked.item() == 3
 
     layer.eval()
@@ -261,8 +296,17 @@ def test_batch_norm_running_statistics_over_three_training_steps(layer_class, sh
     running_mean, running_var = _values(layer.running_mean), _values(layer.running_var)
     expected = (test_batch32 - running_mean.reshape(stat_shape)) / np.sqrt(running_var.reshape(stat_shape) + 1e-5)
     # (x - mean) and the variance's rsqrt: a handful of roundings per element, a few ulps for the rsqrt.
-    assert_within(_values(evaluated), expected, 2 * gamma(4) * (np.abs(expected) + np.abs(
-        running_mean.reshape(stat_shape) / np.sqrt(running_var.reshape(stat_shape) + 1e-5))) + ulps(expected))
+    assert_within(
+        _values(evaluated),
+        expected,
+        2
+        * gamma(4)
+        * (
+            np.abs(expected)
+            + np.abs(running_mean.reshape(stat_shape) / np.sqrt(running_var.reshape(stat_shape) + 1e-5))
+        )
+        + ulps(expected),
+    )
     np.testing.assert_array_equal(_values(layer.running_mean), running_mean)  # eval leaves them
     assert layer.num_batches_tracked.item() == 3
 
@@ -273,8 +317,9 @@ def test_batch_norm_without_running_statistics_uses_batch_statistics_in_eval_too
     expected = (batch - batch.mean(0)) / np.sqrt(batch.var(0) + 1e-5)
     batch32 = batch.astype(np.float32).astype(np.float64)
     expected = (batch32 - batch32.mean(0)) / np.sqrt(batch32.var(0) + 1e-5)
-    assert_within(_values(layer(onnxnn.tensor(batch, dtype=onnxnn.float32))), expected,
-                  normalization_bound(batch32, (0,), 1e-5))
+    assert_within(
+        _values(layer(onnxnn.tensor(batch, dtype=onnxnn.float32))), expected, normalization_bound(batch32, (0,), 1e-5)
+    )
 
 
 def test_batch_norm_backward_reaches_weight_and_bias():
@@ -298,11 +343,14 @@ def test_batch_norm_reset_running_stats():
     assert layer.num_batches_tracked.item() == 0
 
 
-@pytest.mark.parametrize("layer, shape, message", [
-    (nn.BatchNorm1d(3), (2, 3, 4, 4), r"expected 2D or 3D input \(got 4D input\)"),
-    (nn.BatchNorm2d(3), (2, 3, 4), r"expected 4D input \(got 3D input\)"),
-    (nn.BatchNorm1d(3), (1, 3), r"Expected more than 1 value per channel when training, got input size \[1, 3\]"),
-])
+@pytest.mark.parametrize(
+    "layer, shape, message",
+    [
+        (nn.BatchNorm1d(3), (2, 3, 4, 4), r"expected 2D or 3D input \(got 4D input\)"),
+        (nn.BatchNorm2d(3), (2, 3, 4), r"expected 4D input \(got 3D input\)"),
+        (nn.BatchNorm1d(3), (1, 3), r"Expected more than 1 value per channel when training, got input size \[1, 3\]"),
+    ],
+)
 def test_batch_norm_input_errors(layer, shape, message):
     with pytest.raises(ValueError, match=message):
         layer(onnxnn.randn(*shape))
@@ -315,8 +363,12 @@ def test_batch_norm_wrong_channel_count_names_the_shapes():
 
 def test_batch_norm_loads_checkpoints_without_num_batches_tracked():
     layer = nn.BatchNorm1d(3)
-    old_checkpoint = {"weight": onnxnn.full((3,), 2.0), "bias": onnxnn.zeros(3),
-                      "running_mean": onnxnn.ones(3), "running_var": onnxnn.ones(3)}
+    old_checkpoint = {
+        "weight": onnxnn.full((3,), 2.0),
+        "bias": onnxnn.zeros(3),
+        "running_mean": onnxnn.ones(3),
+        "running_var": onnxnn.ones(3),
+    }
     layer.load_state_dict(old_checkpoint)
     np.testing.assert_array_equal(layer.weight.numpy(force=True), np.full(3, 2.0))
     assert layer.num_batches_tracked.item() == 0
@@ -348,10 +400,13 @@ class _NoDevice(nn.Module):
         super().__init__()
 
 
-@pytest.mark.parametrize("module_class, message", [
-    (_NoDevice, "Module must support a 'device' arg to skip initialization"),
-    (int, "Expected a Module; got <class 'int'>"),
-])
+@pytest.mark.parametrize(
+    "module_class, message",
+    [
+        (_NoDevice, "Module must support a 'device' arg to skip initialization"),
+        (int, "Expected a Module; got <class 'int'>"),
+    ],
+)
 def test_skip_init_errors(module_class, message):
     with pytest.raises(RuntimeError, match=message):
         nn.utils.skip_init(module_class, 3)

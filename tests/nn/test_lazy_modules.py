@@ -4,6 +4,7 @@ class and then computes exactly what the eager layer with the same state compute
 uninitialized parameters and buffers until then; loading a state_dict materializes them; errors and
 reprs are PyTorch's.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,11 +44,13 @@ def _eager(becomes, eager_args, kwargs):
 
 @pytest.mark.parametrize("executor", EXECUTORS)
 @pytest.mark.parametrize("lazy_cls, kwargs, input_shape, becomes, eager_args", LAZY_CASES, ids=IDS)
-def test_lazy_module_infers_its_size_and_computes_as_the_eager_one(lazy_cls, kwargs, input_shape, becomes,
-                                                                   eager_args, executor):
+def test_lazy_module_infers_its_size_and_computes_as_the_eager_one(
+    lazy_cls, kwargs, input_shape, becomes, eager_args, executor
+):
     layer = lazy_cls(**kwargs, dtype=onnxnn.float64)
-    assert layer.has_uninitialized_params() or not (getattr(layer, "affine", True)
-                                                     or getattr(layer, "track_running_stats", True))
+    assert layer.has_uninitialized_params() or not (
+        getattr(layer, "affine", True) or getattr(layer, "track_running_stats", True)
+    )
     x = onnxnn.tensor(RNG.standard_normal(input_shape))
     eager = _eager(becomes, eager_args, kwargs)
     # The eager layer starts from the lazy one's freshly initialized state (parameters and statistics).
@@ -63,8 +66,7 @@ def test_lazy_module_infers_its_size_and_computes_as_the_eager_one(lazy_cls, kwa
         for (name, got), (_, want) in zip(layer.state_dict().items(), eager.state_dict().items()):
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12, err_msg=name)
     if becomes is nn.Linear:
-        assert layer.in_features == input_shape[-1] and layer.weight.shape == (kwargs["out_features"],
-                                                                              input_shape[-1])
+        assert layer.in_features == input_shape[-1] and layer.weight.shape == (kwargs["out_features"], input_shape[-1])
     else:
         assert layer.num_features == input_shape[1]
 
@@ -98,8 +100,10 @@ def test_lazy_norm_state_dict_before_initialization(lazy_cls):
     assert isinstance(state["running_mean"], nn.UninitializedBuffer)
     assert state["num_batches_tracked"].dtype == onnxnn.int64 and state["num_batches_tracked"].item() == 0
     assert repr(layer.running_var) == "<UninitializedBuffer>"
-    assert repr(layer) == f"{lazy_cls.__name__}(0, eps=1e-05, momentum=0.1, affine=True, bias=True, " \
-                          "track_running_stats=True)"
+    assert (
+        repr(layer) == f"{lazy_cls.__name__}(0, eps=1e-05, momentum=0.1, affine=True, bias=True, "
+        "track_running_stats=True)"
+    )
 
 
 def test_loading_a_state_dict_materializes_the_lazy_norm():
@@ -150,14 +154,20 @@ def test_optimizer_built_before_the_first_forward_trains_lazy_linear():
     np.testing.assert_allclose(layer.weight.detach().numpy(), before - 0.5 * gradient, rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.parametrize("call, error, message", [
-    (lambda: nn.LazyLinear(5)(onnxnn.randn(())), IndexError, "tuple index out of range"),
-    (lambda: nn.LazyBatchNorm2d()(onnxnn.randn(2, 3)), ValueError, "expected 4D input (got 2D input)"),
-    (lambda: nn.LazyBatchNorm1d()(onnxnn.randn(2, 3, 4, 5)), ValueError, "expected 2D or 3D input (got 4D input)"),
-    # as in PyTorch, num_features comes from size(1) even for an unbatched input, which then mismatches
-    (lambda: nn.LazyInstanceNorm1d()(onnxnn.randn(3, 5)), ValueError,
-     "expected input's size at dim=0 to match num_features (5), but got: 3."),
-])
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda: nn.LazyLinear(5)(onnxnn.randn(())), IndexError, "tuple index out of range"),
+        (lambda: nn.LazyBatchNorm2d()(onnxnn.randn(2, 3)), ValueError, "expected 4D input (got 2D input)"),
+        (lambda: nn.LazyBatchNorm1d()(onnxnn.randn(2, 3, 4, 5)), ValueError, "expected 2D or 3D input (got 4D input)"),
+        # as in PyTorch, num_features comes from size(1) even for an unbatched input, which then mismatches
+        (
+            lambda: nn.LazyInstanceNorm1d()(onnxnn.randn(3, 5)),
+            ValueError,
+            "expected input's size at dim=0 to match num_features (5), but got: 3.",
+        ),
+    ],
+)
 def test_lazy_errors_in_pytorch_words(call, error, message):
     with pytest.raises(error) as info:
         call()

@@ -14,6 +14,7 @@ activations, weights below 1), and each later step scales an earlier error by it
 constant, at most ``HIDDEN`` for a matmul. The bound is ``gamma(16 * HIDDEN) * 256 * max(1, |out|)``,
 the same chain bound test_transformer.py uses for the encoder layer.
 """
+
 from __future__ import annotations
 
 import numpy as np

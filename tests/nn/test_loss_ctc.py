@@ -4,6 +4,7 @@ The reference collapses each of the ``C^T`` frame labellings (repeats merged, bl
 sums the probabilities of those that spell the target, which is the definition the forward
 recursion computes. Tolerances: a float64 sum of at most ``C^T`` products of ``T`` factors.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -49,10 +50,15 @@ INPUT_LENGTHS = [5, 4, 3]
 TARGET_LENGTHS = [3, 2, 0]
 
 
-def _expected_none(log_probs=LOG_PROBS, targets=TARGETS, input_lengths=INPUT_LENGTHS, target_lengths=TARGET_LENGTHS,
-                   blank=0):
-    return np.array([reference_nll(log_probs[:, n], targets[n, :target_lengths[n]], input_lengths[n], blank)
-                     for n in range(len(input_lengths))])
+def _expected_none(
+    log_probs=LOG_PROBS, targets=TARGETS, input_lengths=INPUT_LENGTHS, target_lengths=TARGET_LENGTHS, blank=0
+):
+    return np.array(
+        [
+            reference_nll(log_probs[:, n], targets[n, : target_lengths[n]], input_lengths[n], blank)
+            for n in range(len(input_lengths))
+        ]
+    )
 
 
 def _reduce(losses, reduction, target_lengths=TARGET_LENGTHS):
@@ -63,21 +69,27 @@ def _reduce(losses, reduction, target_lengths=TARGET_LENGTHS):
     return (losses / np.maximum(target_lengths, 1)).mean()
 
 
-TOLERANCE = 4 * gamma(CLASSES ** FRAMES + FRAMES + 8, np.float64)
+TOLERANCE = 4 * gamma(CLASSES**FRAMES + FRAMES + 8, np.float64)
 
 
 @pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
 @pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
 def test_ctc_loss_sums_every_alignment(reduction, executor):
     with onnxnn.set_executor(executor):
-        result = F.ctc_loss(onnxnn.tensor(LOG_PROBS), onnxnn.tensor(TARGETS), INPUT_LENGTHS, TARGET_LENGTHS,
-                            reduction=reduction).numpy()
+        result = F.ctc_loss(
+            onnxnn.tensor(LOG_PROBS), onnxnn.tensor(TARGETS), INPUT_LENGTHS, TARGET_LENGTHS, reduction=reduction
+        ).numpy()
     np.testing.assert_allclose(result, _reduce(_expected_none(), reduction), rtol=TOLERANCE)
 
 
 def test_ctc_loss_in_float32_within_its_rounding():
-    result = F.ctc_loss(onnxnn.tensor(LOG_PROBS, dtype=onnxnn.float32), onnxnn.tensor(TARGETS), INPUT_LENGTHS,
-                        TARGET_LENGTHS, reduction="none").numpy()
+    result = F.ctc_loss(
+        onnxnn.tensor(LOG_PROBS, dtype=onnxnn.float32),
+        onnxnn.tensor(TARGETS),
+        INPUT_LENGTHS,
+        TARGET_LENGTHS,
+        reduction="none",
+    ).numpy()
     expected = _expected_none(LOG_PROBS.astype(np.float32).astype(np.float64))
     assert result.dtype == np.float32
     # Each frame's logsumexp and sum are a few dozen rounded operations on values of the loss's size.
@@ -86,25 +98,33 @@ def test_ctc_loss_in_float32_within_its_rounding():
 
 
 def test_ctc_loss_takes_concatenated_targets_and_tensor_lengths():
-    flat = np.concatenate([TARGETS[n, :TARGET_LENGTHS[n]] for n in range(BATCH)])
-    result = F.ctc_loss(onnxnn.tensor(LOG_PROBS), onnxnn.tensor(flat), onnxnn.tensor(INPUT_LENGTHS),
-                        onnxnn.tensor(TARGET_LENGTHS), reduction="none").numpy()
+    flat = np.concatenate([TARGETS[n, : TARGET_LENGTHS[n]] for n in range(BATCH)])
+    result = F.ctc_loss(
+        onnxnn.tensor(LOG_PROBS),
+        onnxnn.tensor(flat),
+        onnxnn.tensor(INPUT_LENGTHS),
+        onnxnn.tensor(TARGET_LENGTHS),
+        reduction="none",
+    ).numpy()
     np.testing.assert_allclose(result, _expected_none(), rtol=TOLERANCE)
 
 
 def test_ctc_loss_unbatched_input():
-    result = F.ctc_loss(onnxnn.tensor(LOG_PROBS[:, 0]), onnxnn.tensor(TARGETS[0]), onnxnn.tensor(5), onnxnn.tensor(3),
-                        reduction="none")
+    result = F.ctc_loss(
+        onnxnn.tensor(LOG_PROBS[:, 0]), onnxnn.tensor(TARGETS[0]), onnxnn.tensor(5), onnxnn.tensor(3), reduction="none"
+    )
     assert result.shape == ()
     np.testing.assert_allclose(result.numpy(), reference_nll(LOG_PROBS[:, 0], TARGETS[0], 5), rtol=TOLERANCE)
 
 
 def test_ctc_loss_with_another_blank():
     targets = np.array([[0, 1, 0], [1, 1, 1], [0, 0, 0]])
-    result = F.ctc_loss(onnxnn.tensor(LOG_PROBS), onnxnn.tensor(targets), INPUT_LENGTHS, [3, 1, 1], blank=2,
-                        reduction="none").numpy()
-    np.testing.assert_allclose(result, _expected_none(targets=targets, target_lengths=[3, 1, 1], blank=2),
-                               rtol=TOLERANCE)
+    result = F.ctc_loss(
+        onnxnn.tensor(LOG_PROBS), onnxnn.tensor(targets), INPUT_LENGTHS, [3, 1, 1], blank=2, reduction="none"
+    ).numpy()
+    np.testing.assert_allclose(
+        result, _expected_none(targets=targets, target_lengths=[3, 1, 1], blank=2), rtol=TOLERANCE
+    )
 
 
 @pytest.mark.parametrize("zero_infinity, expected", [(False, np.inf), (True, 0.0)])
@@ -120,8 +140,10 @@ def test_impossible_alignment_is_inf_or_zero(zero_infinity, expected):
 
 @pytest.mark.parametrize("reduction", ["none", "mean"])
 def test_ctc_loss_gradients_match_finite_differences(reduction):
-    check_gradients(lambda lp: F.ctc_loss(lp, onnxnn.tensor(TARGETS), INPUT_LENGTHS, TARGET_LENGTHS,
-                                          reduction=reduction), [LOG_PROBS])
+    check_gradients(
+        lambda lp: F.ctc_loss(lp, onnxnn.tensor(TARGETS), INPUT_LENGTHS, TARGET_LENGTHS, reduction=reduction),
+        [LOG_PROBS],
+    )
 
 
 def test_ctc_loss_gradients_through_log_softmax_match_torch():
@@ -130,8 +152,7 @@ def test_ctc_loss_gradients_through_log_softmax_match_torch():
     ours = onnxnn.tensor(logits, dtype=onnxnn.float64, requires_grad=True)
     theirs = torch.tensor(logits, requires_grad=True)
     loss = F.ctc_loss(ours.log_softmax(2), onnxnn.tensor(TARGETS), INPUT_LENGTHS, TARGET_LENGTHS)
-    expected = torch.nn.functional.ctc_loss(theirs.log_softmax(2), torch.tensor(TARGETS), INPUT_LENGTHS,
-                                            TARGET_LENGTHS)
+    expected = torch.nn.functional.ctc_loss(theirs.log_softmax(2), torch.tensor(TARGETS), INPUT_LENGTHS, TARGET_LENGTHS)
     loss.backward()
     expected.backward()
     np.testing.assert_allclose(loss.item(), expected.item(), rtol=TOLERANCE)
@@ -140,18 +161,24 @@ def test_ctc_loss_gradients_through_log_softmax_match_torch():
 
 def test_exported_ctc_loss_takes_new_lengths():
     module = nn.CTCLoss(reduction="none")
-    args = (onnxnn.tensor(LOG_PROBS), onnxnn.tensor(TARGETS), onnxnn.tensor(INPUT_LENGTHS),
-            onnxnn.tensor(TARGET_LENGTHS))
+    args = (
+        onnxnn.tensor(LOG_PROBS),
+        onnxnn.tensor(TARGETS),
+        onnxnn.tensor(INPUT_LENGTHS),
+        onnxnn.tensor(TARGET_LENGTHS),
+    )
     names = ["log_probs", "targets", "input_lengths", "target_lengths"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         proto = to_onnx(module, args, input_names=names)
     session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     lengths, label_counts = np.array([5, 5, 2]), np.array([2, 1, 0])
-    (result,) = session.run(None, {"log_probs": LOG_PROBS, "targets": TARGETS, "input_lengths": lengths,
-                                   "target_lengths": label_counts})
-    np.testing.assert_allclose(result, _expected_none(input_lengths=lengths, target_lengths=label_counts),
-                               rtol=TOLERANCE)
+    (result,) = session.run(
+        None, {"log_probs": LOG_PROBS, "targets": TARGETS, "input_lengths": lengths, "target_lengths": label_counts}
+    )
+    np.testing.assert_allclose(
+        result, _expected_none(input_lengths=lengths, target_lengths=label_counts), rtol=TOLERANCE
+    )
 
 
 def test_ctc_loss_module_repr_and_state():
@@ -160,21 +187,39 @@ def test_ctc_loss_module_repr_and_state():
     assert list(module.state_dict()) == []
 
 
-@pytest.mark.parametrize("call, error, message", [
-    (lambda lp, t: F.ctc_loss(lp, t, [6, 5, 3], [3, 2, 0]), RuntimeError,
-     r"Expected input_lengths to have value at most 5, but got value 6 \(while checking arguments for "
-     r"ctc_loss_allocate_outputs\)"),
-    (lambda lp, t: F.ctc_loss(lp, t, [5, 5, 3], [4, 2, 0]), RuntimeError,
-     "Expected tensor to have size at least 4 at dimension 1, but got size 3 for argument #2 'targets'"),
-    (lambda lp, t: F.ctc_loss(lp, t, [5, 5], [3, 2, 0]), RuntimeError, "input_lengths must be of size batch_size"),
-    (lambda lp, t: F.ctc_loss(lp, t, [5, 5, 3], [3, -1, 0]), RuntimeError,
-     "Expected target_lengths to have value at least 0, but got value -1"),
-    (lambda lp, t: F.ctc_loss(lp, t, [5, 5, 3], [3, 2, 0], blank=3), RuntimeError, "blank must be in label range"),
-    (lambda lp, t: F.ctc_loss(lp, t, [5, 5, 3], [3, 2, 0], reduction="avg"), ValueError,
-     "avg is not a valid value for reduction"),
-    (lambda lp, t: F.ctc_loss(lp.half(), t, [5, 5, 3], [3, 2, 0]), NotImplementedError,
-     "\"ctc_loss\" not implemented for 'Half'"),
-])
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (
+            lambda lp, t: F.ctc_loss(lp, t, [6, 5, 3], [3, 2, 0]),
+            RuntimeError,
+            r"Expected input_lengths to have value at most 5, but got value 6 \(while checking arguments for "
+            r"ctc_loss_allocate_outputs\)",
+        ),
+        (
+            lambda lp, t: F.ctc_loss(lp, t, [5, 5, 3], [4, 2, 0]),
+            RuntimeError,
+            "Expected tensor to have size at least 4 at dimension 1, but got size 3 for argument #2 'targets'",
+        ),
+        (lambda lp, t: F.ctc_loss(lp, t, [5, 5], [3, 2, 0]), RuntimeError, "input_lengths must be of size batch_size"),
+        (
+            lambda lp, t: F.ctc_loss(lp, t, [5, 5, 3], [3, -1, 0]),
+            RuntimeError,
+            "Expected target_lengths to have value at least 0, but got value -1",
+        ),
+        (lambda lp, t: F.ctc_loss(lp, t, [5, 5, 3], [3, 2, 0], blank=3), RuntimeError, "blank must be in label range"),
+        (
+            lambda lp, t: F.ctc_loss(lp, t, [5, 5, 3], [3, 2, 0], reduction="avg"),
+            ValueError,
+            "avg is not a valid value for reduction",
+        ),
+        (
+            lambda lp, t: F.ctc_loss(lp.half(), t, [5, 5, 3], [3, 2, 0]),
+            NotImplementedError,
+            "\"ctc_loss\" not implemented for 'Half'",
+        ),
+    ],
+)
 def test_ctc_loss_argument_errors(call, error, message):
     with pytest.raises(error, match=message):
         call(onnxnn.tensor(LOG_PROBS, dtype=onnxnn.float32), onnxnn.tensor(TARGETS))

@@ -8,6 +8,7 @@ executors. Results are held to a rounding bound: each unreduced element is withi
 ``gamma(DEPTH + inner terms)`` of a magnitude that dominates its intermediate values, and a
 reduction over ``n`` elements adds ``gamma(n)`` of their summed magnitudes (tests/tolerances.py).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,7 +27,15 @@ from gradcheck import check_gradients
 from tolerances import gamma
 
 from .loss_cases import (
-    CASES, IDS, MODULE_CASES, REDUCTIONS, log_probabilities, normal, ref_gaussian, ref_kl, ref_poisson,
+    CASES,
+    IDS,
+    MODULE_CASES,
+    REDUCTIONS,
+    log_probabilities,
+    normal,
+    ref_gaussian,
+    ref_kl,
+    ref_poisson,
 )
 
 RNG = np.random.default_rng(4321)
@@ -36,6 +45,7 @@ DEPTH = 24
 
 
 # ---------------------------------------------------------------- helpers
+
 
 def _tensor(array, dtype):
     array = np.asarray(array)
@@ -55,8 +65,13 @@ def _expected(case, inputs, reduction):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         loss = case.reference(*inputs, **case.kwargs)
-    return loss if reduction == "none" else loss.sum() / _mean_divisor(case, loss, inputs) if reduction == "mean" \
+    return (
+        loss
+        if reduction == "none"
+        else loss.sum() / _mean_divisor(case, loss, inputs)
+        if reduction == "mean"
         else loss.sum()
+    )
 
 
 def _mean_divisor(case, loss, inputs=None):
@@ -94,6 +109,7 @@ def _call(case, reduction, dtype=onnxnn.float32, through_module=False):
 
 # ---------------------------------------------------------------- forward
 
+
 @pytest.mark.parametrize("executor", EXECUTORS)
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -112,11 +128,11 @@ def test_module_computes_its_functional_form_in_float64(case, reduction):
     result = _call(case, reduction, onnxnn.float64, through_module=True).numpy()
     expected = _expected(case, case.inputs, reduction)
     assert result.dtype == np.float64
-    np.testing.assert_allclose(result, expected, rtol=0,
-                               atol=np.max(_bound(case, case.inputs, reduction, np.float64)))
+    np.testing.assert_allclose(result, expected, rtol=0, atol=np.max(_bound(case, case.inputs, reduction, np.float64)))
 
 
 # ---------------------------------------------------------------- gradients
+
 
 @pytest.mark.parametrize("reduction", ["none", "mean"])
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -134,6 +150,7 @@ def test_gradients_match_finite_differences(case, reduction):
 
 
 # ---------------------------------------------------------------- torch
+
 
 @pytest.mark.parametrize("executor", EXECUTORS)
 @pytest.mark.parametrize("reduction", REDUCTIONS)
@@ -162,11 +179,13 @@ def test_forward_and_gradients_match_torch(case, reduction, executor):
     bound = np.max(_bound(case, case.inputs, reduction, np.float64))
     np.testing.assert_allclose(value, expected.detach().numpy(), rtol=0, atol=bound)
     for index in differentiated:
-        np.testing.assert_allclose(gradients[index], theirs[index].grad.numpy(), rtol=1e-9, atol=1e-12,
-                                   err_msg=f"gradient of input {index}")
+        np.testing.assert_allclose(
+            gradients[index], theirs[index].grad.numpy(), rtol=1e-9, atol=1e-12, err_msg=f"gradient of input {index}"
+        )
 
 
 # ---------------------------------------------------------------- export
+
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_exported_module_runs_in_onnxruntime_as_onnxnn_does(case):
@@ -174,8 +193,10 @@ def test_exported_module_runs_in_onnxruntime_as_onnxnn_does(case):
     if case.module is not None:
         module = case.module(reduction="none", **kwargs)
     else:
+
         def module(*tensors):
             return case.function(*tensors, reduction="none", **kwargs)
+
     tensors = [_tensor(a, onnxnn.float32) for a in case.inputs]
     names = [f"input_{i}" for i in range(len(tensors))]
     with warnings.catch_warnings():
@@ -183,8 +204,9 @@ def test_exported_module_runs_in_onnxruntime_as_onnxnn_does(case):
         proto = to_onnx(module, tuple(tensors), input_names=names, output_names=["loss"])
         ours = module(*tensors).numpy()
     session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
-    feeds = {name: tensor.numpy() for name, tensor in zip(names, tensors) if name in
-             {i.name for i in session.get_inputs()}}
+    feeds = {
+        name: tensor.numpy() for name, tensor in zip(names, tensors) if name in {i.name for i in session.get_inputs()}
+    }
     (exported,) = session.run(None, feeds)
     bound = _bound(case, _rounded(case, np.float32), "none", np.float32)
     assert exported.shape == ours.shape and np.all(np.abs(exported - ours) <= bound)
@@ -192,23 +214,30 @@ def test_exported_module_runs_in_onnxruntime_as_onnxnn_does(case):
 
 # ---------------------------------------------------------------- dtypes
 
+
 # float16 keeps 11 significant bits (unit roundoff 2^-11), bfloat16 8 (2^-8).
-@pytest.mark.parametrize("dtype, unit", [(onnxnn.float16, 2.0 ** -11), (onnxnn.bfloat16, 2.0 ** -8)],
-                         ids=["float16", "bfloat16"])
+@pytest.mark.parametrize(
+    "dtype, unit", [(onnxnn.float16, 2.0**-11), (onnxnn.bfloat16, 2.0**-8)], ids=["float16", "bfloat16"]
+)
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_half_precision_keeps_the_dtype_and_the_value(case, dtype, unit):
     result = _call(case, "sum", dtype)
     assert result.dtype is dtype
     # The reference sees the inputs as the half dtype holds them; class weights are rounded too.
     inputs = [_tensor(a, dtype).to(onnxnn.float64).numpy() if a.dtype.kind == "f" else a for a in case.inputs]
-    rounded = dataclasses.replace(case, kwargs={
-        k: _tensor(v, dtype).to(onnxnn.float64).numpy() if isinstance(v, np.ndarray) else v
-        for k, v in case.kwargs.items()})
+    rounded = dataclasses.replace(
+        case,
+        kwargs={
+            k: _tensor(v, dtype).to(onnxnn.float64).numpy() if isinstance(v, np.ndarray) else v
+            for k, v in case.kwargs.items()
+        },
+    )
     expected = _expected(rounded, inputs, "sum")
     assert abs(float(result.to(onnxnn.float64).item()) - expected) <= _bound(rounded, inputs, "sum", unit=unit)
 
 
 # ---------------------------------------------------------------- special reductions and values
+
 
 def test_kl_div_batchmean_divides_the_sum_by_the_batch_size():
     x, t = log_probabilities(3, 4), np.exp(log_probabilities(3, 4))
@@ -224,18 +253,20 @@ def test_kl_div_mean_warns_as_pytorch_does():
 
 def test_gaussian_nll_loss_takes_a_float_variance():
     x, t = normal(3, 4), normal(3, 4)
-    result = F.gaussian_nll_loss(onnxnn.tensor(x, dtype=onnxnn.float64), onnxnn.tensor(t, dtype=onnxnn.float64),
-                                 0.5, reduction="none")
+    result = F.gaussian_nll_loss(
+        onnxnn.tensor(x, dtype=onnxnn.float64), onnxnn.tensor(t, dtype=onnxnn.float64), 0.5, reduction="none"
+    )
     np.testing.assert_allclose(result.numpy(), ref_gaussian(x, t, 0.5), rtol=2 * gamma(DEPTH, np.float64))
 
 
 def test_gaussian_nll_loss_gradient_passes_the_clamp_unchanged():
     # PyTorch clamps the variance under no_grad: below eps the value is eps, the gradient is d/dvar at eps.
     var = onnxnn.tensor([0.0, 2.0], dtype=onnxnn.float64, requires_grad=True)
-    F.gaussian_nll_loss(onnxnn.zeros(2, dtype=onnxnn.float64), onnxnn.ones(2, dtype=onnxnn.float64), var,
-                        eps=0.5, reduction="sum").backward()
+    F.gaussian_nll_loss(
+        onnxnn.zeros(2, dtype=onnxnn.float64), onnxnn.ones(2, dtype=onnxnn.float64), var, eps=0.5, reduction="sum"
+    ).backward()
     clamped = np.array([0.5, 2.0])
-    np.testing.assert_allclose(var.grad.numpy(), 0.5 / clamped - 0.5 / clamped ** 2, rtol=1e-15)
+    np.testing.assert_allclose(var.grad.numpy(), 0.5 / clamped - 0.5 / clamped**2, rtol=1e-15)
 
 
 def test_poisson_full_loss_is_finite_at_zero_targets_with_finite_gradients():
@@ -243,9 +274,11 @@ def test_poisson_full_loss_is_finite_at_zero_targets_with_finite_gradients():
     t = onnxnn.tensor([0.0, 1.0, 3.0], dtype=onnxnn.float64, requires_grad=True)
     loss = F.poisson_nll_loss(x, t, full=True, reduction="sum")
     loss.backward()
-    np.testing.assert_allclose(loss.detach().numpy(),
-                               ref_poisson(x.detach().numpy(), t.detach().numpy(), full=True).sum(),
-                               rtol=2 * gamma(DEPTH, np.float64))
+    np.testing.assert_allclose(
+        loss.detach().numpy(),
+        ref_poisson(x.detach().numpy(), t.detach().numpy(), full=True).sum(),
+        rtol=2 * gamma(DEPTH, np.float64),
+    )
     assert np.isfinite(x.grad.numpy()).all() and np.isfinite(t.grad.numpy()).all()
 
 
@@ -264,49 +297,94 @@ ERRORS = [
     (lambda: F.mse_loss(X, X, weight=onnxnn.ones(4)), ValueError, "Weights and input must have the same size."),
     (lambda: F.l1_loss(X, X, weight=onnxnn.ones(3, 1)), ValueError, "Weights and input must have the same size."),
     (lambda: F.huber_loss(X, X, reduction="avg"), ValueError, "avg is not a valid value for reduction"),
-    (lambda: F.smooth_l1_loss(X, X, beta=-1), RuntimeError,
-     "smooth_l1_loss does not support negative values for beta."),
+    (
+        lambda: F.smooth_l1_loss(X, X, beta=-1),
+        RuntimeError,
+        "smooth_l1_loss does not support negative values for beta.",
+    ),
     (lambda: F.poisson_nll_loss(X, X, reduction="avg"), ValueError, "avg is not a valid value for reduction"),
     (lambda: F.gaussian_nll_loss(X, X, onnxnn.ones(2, 4)), ValueError, "var is of incorrect size"),
     (lambda: F.gaussian_nll_loss(X, X, -1.0), ValueError, "var has negative entry/entries"),
     (lambda: F.gaussian_nll_loss(X, X, onnxnn.tensor(-np.ones((3, 4)))), ValueError, "var has negative entry/entries"),
     (lambda: F.gaussian_nll_loss(X, X, onnxnn.ones(3, 4), reduction="avg"), ValueError, "avg is not valid"),
     (lambda: F.kl_div(X, X, reduction="avg"), ValueError, "avg is not a valid value for reduction"),
-    (lambda: F.margin_ranking_loss(X, X[0], X), RuntimeError,
-     r"margin_ranking_loss : All input tensors should have same dimension but got sizes: input1: "
-     r"onnxnn.Size\(\[3, 4\]\), input2: onnxnn.Size\(\[4\]\), target: onnxnn.Size\(\[3, 4\]\)"),
+    (
+        lambda: F.margin_ranking_loss(X, X[0], X),
+        RuntimeError,
+        r"margin_ranking_loss : All input tensors should have same dimension but got sizes: input1: "
+        r"onnxnn.Size\(\[3, 4\]\), input2: onnxnn.Size\(\[4\]\), target: onnxnn.Size\(\[3, 4\]\)",
+    ),
     (lambda: F.multilabel_soft_margin_loss(X, X, reduction="avg"), ValueError, "avg is not valid"),
-    (lambda: F.multi_margin_loss(X, onnxnn.tensor([0, 1])), RuntimeError,
-     r"multi_margin_loss: target tensor should be 1-D with size equal to the number of input samples \(batch size\)."
-     r" Expected target size \[3\], but got \[2\]. Input has shape \[3, 4\]."),
+    (
+        lambda: F.multi_margin_loss(X, onnxnn.tensor([0, 1])),
+        RuntimeError,
+        r"multi_margin_loss: target tensor should be 1-D with size equal to the number of input samples \(batch size\)."
+        r" Expected target size \[3\], but got \[2\]. Input has shape \[3, 4\].",
+    ),
     (lambda: F.multi_margin_loss(X, onnxnn.tensor([0, 1, 4])), RuntimeError, "target out of range"),
-    (lambda: F.multi_margin_loss(X, onnxnn.tensor([0, 1, 2]), weight=onnxnn.ones(3)), RuntimeError,
-     r"inconsistent weight size, expected 4 but got \[3\]"),
+    (
+        lambda: F.multi_margin_loss(X, onnxnn.tensor([0, 1, 2]), weight=onnxnn.ones(3)),
+        RuntimeError,
+        r"inconsistent weight size, expected 4 but got \[3\]",
+    ),
     (lambda: F.multi_margin_loss(X, onnxnn.tensor([0, 1, 2]), p=3), ValueError, "only p == 1 and p == 2 supported"),
-    (lambda: F.multi_margin_loss(X, onnxnn.tensor([0.0, 1.0, 2.0])), RuntimeError,
-     "expected scalar type Long but found Float"),
-    (lambda: F.multi_margin_loss(onnxnn.randn(2, 3, 4), onnxnn.tensor([0, 1])), RuntimeError,
-     r"Expected non-empty vector or matrix with optional 0-dim batch size, but got: \[2, 3, 4\]"),
-    (lambda: F.multilabel_margin_loss(X, onnxnn.tensor([[0, 1, 2, -1]])), RuntimeError,
-     r"inconsistent target size: \[1, 4\] for input of size: \[3, 4\]"),
-    (lambda: F.multilabel_margin_loss(X, onnxnn.tensor([[0, 1, 2, 4]] * 3)), RuntimeError,
-     "argument #2 'target' is out of range"),
-    (lambda: F.cosine_embedding_loss(X, X, onnxnn.ones(3, 1)), RuntimeError,
-     "0D or 1D target tensor expected, multi-target not supported"),
-    (lambda: F.cosine_embedding_loss(X, X, onnxnn.ones(())), RuntimeError,
-     r"0D target tensor expects 1D input tensors, but found inputs with sizes \[3, 4\] and \[3, 4\]."),
-    (lambda: F.triplet_margin_loss(X, X, X[0]), RuntimeError,
-     "The anchor, positive, and negative tensors are expected to have the same number of dimensions, but got: "
-     "anchor 2D, positive 2D, and negative 1D inputs"),
+    (
+        lambda: F.multi_margin_loss(X, onnxnn.tensor([0.0, 1.0, 2.0])),
+        RuntimeError,
+        "expected scalar type Long but found Float",
+    ),
+    (
+        lambda: F.multi_margin_loss(onnxnn.randn(2, 3, 4), onnxnn.tensor([0, 1])),
+        RuntimeError,
+        r"Expected non-empty vector or matrix with optional 0-dim batch size, but got: \[2, 3, 4\]",
+    ),
+    (
+        lambda: F.multilabel_margin_loss(X, onnxnn.tensor([[0, 1, 2, -1]])),
+        RuntimeError,
+        r"inconsistent target size: \[1, 4\] for input of size: \[3, 4\]",
+    ),
+    (
+        lambda: F.multilabel_margin_loss(X, onnxnn.tensor([[0, 1, 2, 4]] * 3)),
+        RuntimeError,
+        "argument #2 'target' is out of range",
+    ),
+    (
+        lambda: F.cosine_embedding_loss(X, X, onnxnn.ones(3, 1)),
+        RuntimeError,
+        "0D or 1D target tensor expected, multi-target not supported",
+    ),
+    (
+        lambda: F.cosine_embedding_loss(X, X, onnxnn.ones(())),
+        RuntimeError,
+        r"0D target tensor expects 1D input tensors, but found inputs with sizes \[3, 4\] and \[3, 4\].",
+    ),
+    (
+        lambda: F.triplet_margin_loss(X, X, X[0]),
+        RuntimeError,
+        "The anchor, positive, and negative tensors are expected to have the same number of dimensions, but got: "
+        "anchor 2D, positive 2D, and negative 1D inputs",
+    ),
     (lambda: F.triplet_margin_loss(X, X, X, margin=0), ValueError, "margin must be greater than 0, got 0"),
-    (lambda: F.triplet_margin_with_distance_loss(X, X, X, reduction="avg"), ValueError,
-     "avg is not a valid value for reduction"),
-    (lambda: nn.TripletMarginLoss(margin=-1.0), ValueError,
-     "TripletMarginLoss: expected margin to be greater than 0, got -1.0 instead"),
-    (lambda: nn.TripletMarginWithDistanceLoss(margin=0.0), ValueError,
-     "TripletMarginWithDistanceLoss: expected margin to be greater than 0, got 0.0 instead"),
-    (lambda: nn.MultiMarginLoss(weight=onnxnn.ones(2, 2)), ValueError,
-     "MultiMarginLoss: expected weight to be None or 1D tensor, got 2D instead"),
+    (
+        lambda: F.triplet_margin_with_distance_loss(X, X, X, reduction="avg"),
+        ValueError,
+        "avg is not a valid value for reduction",
+    ),
+    (
+        lambda: nn.TripletMarginLoss(margin=-1.0),
+        ValueError,
+        "TripletMarginLoss: expected margin to be greater than 0, got -1.0 instead",
+    ),
+    (
+        lambda: nn.TripletMarginWithDistanceLoss(margin=0.0),
+        ValueError,
+        "TripletMarginWithDistanceLoss: expected margin to be greater than 0, got 0.0 instead",
+    ),
+    (
+        lambda: nn.MultiMarginLoss(weight=onnxnn.ones(2, 2)),
+        ValueError,
+        "MultiMarginLoss: expected weight to be None or 1D tensor, got 2D instead",
+    ),
     (lambda: nn.HuberLoss(delta="1"), TypeError, "delta must be a float or int, got: <class 'str'>"),
 ]
 
@@ -326,9 +404,12 @@ def test_size_mismatch_warns_as_pytorch_does():
 
 def test_pairwise_distance_is_the_norm_of_the_shifted_difference():
     x1, x2 = normal(3, 5), normal(5)
-    result = nn.PairwiseDistance(p=1.0, eps=0.1, keepdim=True)(onnxnn.tensor(x1, dtype=onnxnn.float64),
-                                                              onnxnn.tensor(x2, dtype=onnxnn.float64))
-    np.testing.assert_allclose(result.numpy(), np.abs(x1 - x2 + 0.1).sum(-1, keepdims=True),
-                               rtol=2 * gamma(8, np.float64))
-    assert math.isclose(float(F.pairwise_distance(onnxnn.zeros(3), onnxnn.ones(3), eps=0.0).item()), math.sqrt(3),
-                        rel_tol=1e-6)
+    result = nn.PairwiseDistance(p=1.0, eps=0.1, keepdim=True)(
+        onnxnn.tensor(x1, dtype=onnxnn.float64), onnxnn.tensor(x2, dtype=onnxnn.float64)
+    )
+    np.testing.assert_allclose(
+        result.numpy(), np.abs(x1 - x2 + 0.1).sum(-1, keepdims=True), rtol=2 * gamma(8, np.float64)
+    )
+    assert math.isclose(
+        float(F.pairwise_distance(onnxnn.zeros(3), onnxnn.ones(3), eps=0.0).item()), math.sqrt(3), rel_tol=1e-6
+    )

@@ -1,4 +1,5 @@
 """nn.Module and nn.Parameter: registration, attribute routing, iteration, lookup, modes, conversion, repr."""
+
 from __future__ import annotations
 
 import copy
@@ -82,8 +83,9 @@ def test_parameter_defaults_to_empty_and_refuses_integer_gradients():
         nn.Parameter([1.0, 2.0])
 
 
-@pytest.mark.parametrize("roundtrip", [copy.deepcopy, lambda p: pickle.loads(pickle.dumps(p))],
-                         ids=["deepcopy", "pickle"])
+@pytest.mark.parametrize(
+    "roundtrip", [copy.deepcopy, lambda p: pickle.loads(pickle.dumps(p))], ids=["deepcopy", "pickle"]
+)
 @pytest.mark.parametrize("requires_grad", [True, False])
 def test_parameter_copies_stay_parameters(roundtrip, requires_grad):
     p = nn.Parameter(onnxnn.tensor([1.5, -2.0]), requires_grad=requires_grad)
@@ -107,10 +109,13 @@ def test_missing_forward_raises_not_implemented_naming_the_module():
         Empty()(onnxnn.ones(1))
 
 
-@pytest.mark.parametrize("args, kwargs, message", [
-    ((1,), {}, r"Empty.__init__\(\) takes 1 positional argument but 2 were given"),
-    ((), {"x": 1}, r"Empty.__init__\(\) got an unexpected keyword argument 'x'"),
-])
+@pytest.mark.parametrize(
+    "args, kwargs, message",
+    [
+        ((1,), {}, r"Empty.__init__\(\) takes 1 positional argument but 2 were given"),
+        ((), {"x": 1}, r"Empty.__init__\(\) got an unexpected keyword argument 'x'"),
+    ],
+)
 def test_init_rejects_arguments(args, kwargs, message):
     with pytest.raises(TypeError, match=message):
         Empty(*args, **kwargs)
@@ -178,34 +183,52 @@ def _before_init(value):
     return Early
 
 
-@pytest.mark.parametrize("action, error, message", [
-    (lambda m: setattr(m, "weight", onnxnn.ones(3)), TypeError,
-     "cannot assign 'onnxnn.FloatTensor' as parameter 'weight' (torch.nn.Parameter or None expected)"),
-    (lambda m: setattr(m, "child", 5), TypeError,
-     "cannot assign 'int' as child module 'child' (torch.nn.Module or None expected)"),
-    (lambda m: setattr(m, "buf", "text"), TypeError,
-     "cannot assign 'str' as buffer 'buf' (torch.nn.Buffer, torch.Tensor or None expected)"),
-    (lambda m: m.register_parameter("a.b", None), KeyError, 'parameter name can\'t contain "."'),
-    (lambda m: m.register_parameter("", None), KeyError, 'parameter name can\'t be empty string ""'),
-    (lambda m: m.register_parameter(3, None), TypeError, "parameter name should be a string. Got int"),
-    (lambda m: m.register_parameter("buf", None), KeyError, "attribute 'buf' already exists"),
-    (lambda m: m.register_parameter("plain", None), KeyError, "attribute 'plain' already exists"),
-    (lambda m: m.register_parameter("w", onnxnn.ones(1)), TypeError,
-     "cannot assign 'onnxnn.FloatTensor' object to parameter 'w' (torch.nn.Parameter or None required)"),
-    (lambda m: m.register_buffer("a.b", None), KeyError, 'buffer name can\'t contain "."'),
-    (lambda m: m.register_buffer("", None), KeyError, 'buffer name can\'t be empty string ""'),
-    (lambda m: m.register_buffer(1.5, None), TypeError, "buffer name should be a string. Got float"),
-    (lambda m: m.register_buffer("weight", None), KeyError, "attribute 'weight' already exists"),
-    (lambda m: m.register_buffer("child", None), KeyError, "attribute 'child' already exists"),
-    (lambda m: m.register_buffer("b2", [1.0]), TypeError,
-     "cannot assign 'list' object to buffer 'b2' (torch Tensor or None required)"),
-    (lambda m: m.add_module("a.b", Empty()), KeyError, 'module name can\'t contain ".", got: a.b'),
-    (lambda m: m.add_module("", Empty()), KeyError, 'module name can\'t be empty string ""'),
-    (lambda m: m.add_module(7, Empty()), TypeError, "module name should be a string. Got int"),
-    (lambda m: m.add_module("weight", Empty()), KeyError, "attribute 'weight' already exists"),
-    (lambda m: m.add_module("x", 3), TypeError, "int is not a Module subclass"),
-    (lambda m: m.register_module("forward", Empty()), KeyError, "attribute 'forward' already exists"),
-])
+@pytest.mark.parametrize(
+    "action, error, message",
+    [
+        (
+            lambda m: setattr(m, "weight", onnxnn.ones(3)),
+            TypeError,
+            "cannot assign 'onnxnn.FloatTensor' as parameter 'weight' (torch.nn.Parameter or None expected)",
+        ),
+        (
+            lambda m: setattr(m, "child", 5),
+            TypeError,
+            "cannot assign 'int' as child module 'child' (torch.nn.Module or None expected)",
+        ),
+        (
+            lambda m: setattr(m, "buf", "text"),
+            TypeError,
+            "cannot assign 'str' as buffer 'buf' (torch.nn.Buffer, torch.Tensor or None expected)",
+        ),
+        (lambda m: m.register_parameter("a.b", None), KeyError, 'parameter name can\'t contain "."'),
+        (lambda m: m.register_parameter("", None), KeyError, 'parameter name can\'t be empty string ""'),
+        (lambda m: m.register_parameter(3, None), TypeError, "parameter name should be a string. Got int"),
+        (lambda m: m.register_parameter("buf", None), KeyError, "attribute 'buf' already exists"),
+        (lambda m: m.register_parameter("plain", None), KeyError, "attribute 'plain' already exists"),
+        (
+            lambda m: m.register_parameter("w", onnxnn.ones(1)),
+            TypeError,
+            "cannot assign 'onnxnn.FloatTensor' object to parameter 'w' (torch.nn.Parameter or None required)",
+        ),
+        (lambda m: m.register_buffer("a.b", None), KeyError, 'buffer name can\'t contain "."'),
+        (lambda m: m.register_buffer("", None), KeyError, 'buffer name can\'t be empty string ""'),
+        (lambda m: m.register_buffer(1.5, None), TypeError, "buffer name should be a string. Got float"),
+        (lambda m: m.register_buffer("weight", None), KeyError, "attribute 'weight' already exists"),
+        (lambda m: m.register_buffer("child", None), KeyError, "attribute 'child' already exists"),
+        (
+            lambda m: m.register_buffer("b2", [1.0]),
+            TypeError,
+            "cannot assign 'list' object to buffer 'b2' (torch Tensor or None required)",
+        ),
+        (lambda m: m.add_module("a.b", Empty()), KeyError, 'module name can\'t contain ".", got: a.b'),
+        (lambda m: m.add_module("", Empty()), KeyError, 'module name can\'t be empty string ""'),
+        (lambda m: m.add_module(7, Empty()), TypeError, "module name should be a string. Got int"),
+        (lambda m: m.add_module("weight", Empty()), KeyError, "attribute 'weight' already exists"),
+        (lambda m: m.add_module("x", 3), TypeError, "int is not a Module subclass"),
+        (lambda m: m.register_module("forward", Empty()), KeyError, "attribute 'forward' already exists"),
+    ],
+)
 def test_registration_errors(action, error, message):
     m = Empty()
     m.weight = nn.Parameter(onnxnn.ones(3))
@@ -228,11 +251,14 @@ def test_registering_a_non_leaf_parameter_is_refused():
         m.register_parameter("w", non_leaf)
 
 
-@pytest.mark.parametrize("value, message", [
-    (nn.Parameter(onnxnn.ones(1)), "cannot assign parameters before Module.__init__() call"),
-    (Empty(), "cannot assign module before Module.__init__() call"),
-    (nn.Buffer(onnxnn.ones(1)), "cannot assign buffer before Module.__init__() call"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        (nn.Parameter(onnxnn.ones(1)), "cannot assign parameters before Module.__init__() call"),
+        (Empty(), "cannot assign module before Module.__init__() call"),
+        (nn.Buffer(onnxnn.ones(1)), "cannot assign buffer before Module.__init__() call"),
+    ],
+)
 def test_assignment_before_init_is_refused(value, message):
     with pytest.raises(AttributeError) as info:
         _before_init(value)()
@@ -270,20 +296,26 @@ class Shared(nn.Module):
         self.c = WithBuffers()
 
 
-@pytest.mark.parametrize("method, kwargs, expected", [
-    ("named_parameters", {}, ["tied", "a.bias", "c.scale"]),  # a.weight is tied: listed once
-    ("named_parameters", {"remove_duplicate": False},
-     ["tied", "a.weight", "a.bias", "b.weight", "b.bias", "c.scale"]),
-    ("named_parameters", {"prefix": "net"}, ["net.tied", "net.a.bias", "net.c.scale"]),
-    ("named_parameters", {"recurse": False}, ["tied"]),
-    ("named_buffers", {}, ["c.running", "c.count", "c.scratch"]),
-    ("named_buffers", {"prefix": "m", "recurse": True}, ["m.c.running", "m.c.count", "m.c.scratch"]),
-    ("named_buffers", {"recurse": False}, []),
-    ("named_modules", {}, ["", "a", "c"]),
-    ("named_modules", {"remove_duplicate": False}, ["", "a", "b", "c"]),
-    ("named_modules", {"prefix": "top"}, ["top", "top.a", "top.c"]),
-    ("named_children", {}, ["a", "c"]),
-])
+@pytest.mark.parametrize(
+    "method, kwargs, expected",
+    [
+        ("named_parameters", {}, ["tied", "a.bias", "c.scale"]),  # a.weight is tied: listed once
+        (
+            "named_parameters",
+            {"remove_duplicate": False},
+            ["tied", "a.weight", "a.bias", "b.weight", "b.bias", "c.scale"],
+        ),
+        ("named_parameters", {"prefix": "net"}, ["net.tied", "net.a.bias", "net.c.scale"]),
+        ("named_parameters", {"recurse": False}, ["tied"]),
+        ("named_buffers", {}, ["c.running", "c.count", "c.scratch"]),
+        ("named_buffers", {"prefix": "m", "recurse": True}, ["m.c.running", "m.c.count", "m.c.scratch"]),
+        ("named_buffers", {"recurse": False}, []),
+        ("named_modules", {}, ["", "a", "c"]),
+        ("named_modules", {"remove_duplicate": False}, ["", "a", "b", "c"]),
+        ("named_modules", {"prefix": "top"}, ["top", "top.a", "top.c"]),
+        ("named_children", {}, ["a", "c"]),
+    ],
+)
 def test_named_iterators(method, kwargs, expected):
     assert [name for name, _ in getattr(Shared(), method)(**kwargs)] == expected
 
@@ -320,17 +352,20 @@ def test_get_submodule_parameter_and_buffer_by_path():
     assert m.get_buffer("net_b.net_c.count") is m.net_b.net_c.count
 
 
-@pytest.mark.parametrize("method, target, message", [
-    ("get_submodule", "net_b.l3", "Module has no attribute `l3`"),
-    ("get_submodule", "l3", "Deep has no attribute `l3`"),
-    ("get_submodule", "plain", "`plain` is not an nn.Module"),
-    ("get_submodule", "net_b.net_c.scale", "`scale` is not an nn.Module"),
-    ("get_parameter", "net_b.linear.missing", "TinyLinear has no attribute `missing`"),
-    ("get_parameter", "net_b.net_c.running", "`running` is not an nn.Parameter"),
-    ("get_parameter", "nope.weight", "Deep has no attribute `nope`"),
-    ("get_buffer", "net_b.net_c.scale", "`scale` is not a buffer"),
-    ("get_buffer", "net_b.net_c.missing", "WithBuffers has no attribute `missing`"),
-])
+@pytest.mark.parametrize(
+    "method, target, message",
+    [
+        ("get_submodule", "net_b.l3", "Module has no attribute `l3`"),
+        ("get_submodule", "l3", "Deep has no attribute `l3`"),
+        ("get_submodule", "plain", "`plain` is not an nn.Module"),
+        ("get_submodule", "net_b.net_c.scale", "`scale` is not an nn.Module"),
+        ("get_parameter", "net_b.linear.missing", "TinyLinear has no attribute `missing`"),
+        ("get_parameter", "net_b.net_c.running", "`running` is not an nn.Parameter"),
+        ("get_parameter", "nope.weight", "Deep has no attribute `nope`"),
+        ("get_buffer", "net_b.net_c.scale", "`scale` is not a buffer"),
+        ("get_buffer", "net_b.net_c.missing", "WithBuffers has no attribute `missing`"),
+    ],
+)
 def test_lookup_errors_name_the_missing_path(method, target, message):
     with pytest.raises(AttributeError) as info:
         getattr(Deep(), method)(target)
@@ -397,18 +432,21 @@ def test_zero_grad(set_to_none):
 
 
 # ----------------------------------------------------------------------------- conversion
-@pytest.mark.parametrize("convert, float_dtype", [
-    (lambda m: m.to(onnxnn.float64), onnxnn.float64),
-    (lambda m: m.to(dtype=onnxnn.float16), onnxnn.float16),
-    (lambda m: m.to("cpu", onnxnn.float64), onnxnn.float64),
-    (lambda m: m.to(onnxnn.zeros(1, dtype=onnxnn.float64)), onnxnn.float64),
-    (lambda m: m.double(), onnxnn.float64),
-    (lambda m: m.half(), onnxnn.float16),
-    (lambda m: m.bfloat16(), onnxnn.bfloat16),
-    (lambda m: m.double().float(), onnxnn.float32),
-    (lambda m: m.to("cpu"), onnxnn.float32),
-    (lambda m: m.cpu(), onnxnn.float32),
-])
+@pytest.mark.parametrize(
+    "convert, float_dtype",
+    [
+        (lambda m: m.to(onnxnn.float64), onnxnn.float64),
+        (lambda m: m.to(dtype=onnxnn.float16), onnxnn.float16),
+        (lambda m: m.to("cpu", onnxnn.float64), onnxnn.float64),
+        (lambda m: m.to(onnxnn.zeros(1, dtype=onnxnn.float64)), onnxnn.float64),
+        (lambda m: m.double(), onnxnn.float64),
+        (lambda m: m.half(), onnxnn.float16),
+        (lambda m: m.bfloat16(), onnxnn.bfloat16),
+        (lambda m: m.double().float(), onnxnn.float32),
+        (lambda m: m.to("cpu"), onnxnn.float32),
+        (lambda m: m.cpu(), onnxnn.float32),
+    ],
+)
 def test_conversions_cast_floating_state_only_and_keep_parameter_objects(convert, float_dtype):
     m = WithBuffers()
     m.scale.grad = onnxnn.ones(2)
@@ -430,8 +468,10 @@ def test_type_casts_every_parameter_and_buffer():
 
 def test_to_rejects_integer_dtypes_without_changing_anything():
     m = WithBuffers()
-    with pytest.raises(TypeError, match="nn.Module.to only accepts floating point or complex dtypes, but got "
-                                        "desired dtype=onnxnn.int64"):
+    with pytest.raises(
+        TypeError,
+        match="nn.Module.to only accepts floating point or complex dtypes, but got desired dtype=onnxnn.int64",
+    ):
         m.to(onnxnn.int64)
     assert m.scale.dtype == onnxnn.float32
 
@@ -469,20 +509,24 @@ def test_repr_nests_children_with_indentation():
             self.l1 = TinyLinear(5, 4)
             self.net = Net()
 
-    assert repr(Net()) == ("Net(\n"
-                           "  (l1): TinyLinear(in_features=4, out_features=3, bias=True)\n"
-                           "  (l2): TinyLinear(in_features=3, out_features=2, bias=True)\n"
-                           ")")
+    assert repr(Net()) == (
+        "Net(\n"
+        "  (l1): TinyLinear(in_features=4, out_features=3, bias=True)\n"
+        "  (l2): TinyLinear(in_features=3, out_features=2, bias=True)\n"
+        ")"
+    )
     big = BigNet()
     big.add_module("missing", None)
-    assert repr(big) == ("BigNet(\n"
-                         "  (l1): TinyLinear(in_features=5, out_features=4, bias=True)\n"
-                         "  (net): Net(\n"
-                         "    (l1): TinyLinear(in_features=4, out_features=3, bias=True)\n"
-                         "    (l2): TinyLinear(in_features=3, out_features=2, bias=True)\n"
-                         "  )\n"
-                         "  (missing): None\n"
-                         ")")
+    assert repr(big) == (
+        "BigNet(\n"
+        "  (l1): TinyLinear(in_features=5, out_features=4, bias=True)\n"
+        "  (net): Net(\n"
+        "    (l1): TinyLinear(in_features=4, out_features=3, bias=True)\n"
+        "    (l2): TinyLinear(in_features=3, out_features=2, bias=True)\n"
+        "  )\n"
+        "  (missing): None\n"
+        ")"
+    )
 
 
 def test_repr_of_leaf_and_multiline_extra_repr():
@@ -505,8 +549,9 @@ def test_repeated_children_are_not_collapsed_by_module_repr():
 
 
 # ----------------------------------------------------------------------------- copies and compile
-@pytest.mark.parametrize("roundtrip", [copy.deepcopy, lambda m: pickle.loads(pickle.dumps(m))],
-                         ids=["deepcopy", "pickle"])
+@pytest.mark.parametrize(
+    "roundtrip", [copy.deepcopy, lambda m: pickle.loads(pickle.dumps(m))], ids=["deepcopy", "pickle"]
+)
 def test_module_copies_are_independent_and_equal(roundtrip):
     m = WithBuffers()
     clone = roundtrip(m)

@@ -7,6 +7,7 @@ from numpy's mean and unbiased variance; exported graphs run in plain onnxruntim
 a normalization sums ``n`` terms twice (mean, variance), so float32 results agree to ``gamma(2n)``
 relative to the normalized magnitudes, taken here with a few roundings more for rsqrt and affine.
 """
+
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
@@ -24,7 +25,7 @@ from .layer_checks import EXECUTORS, exported_output, forward_on
 
 RNG = np.random.default_rng(21)
 # torch.finfo(dtype).eps: RMSNorm's eps=None default.
-MACHINE_EPSILON = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
+MACHINE_EPSILON = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}
 
 
 def _standardize(x, axes, eps):
@@ -72,7 +73,7 @@ def cross_map_lrn_reference(x, size, alpha, beta, k):
     squares = x * x
     pre_pad = int((size - 1) / 2 + 1)
     scale = np.zeros_like(x)
-    scale[:, 0] = squares[:, :min(pre_pad, channels)].sum(axis=1)
+    scale[:, 0] = squares[:, : min(pre_pad, channels)].sum(axis=1)
     for c in range(1, channels):
         scale[:, c] = scale[:, c - 1]
         if c < channels - pre_pad + 1:
@@ -84,10 +85,10 @@ def cross_map_lrn_reference(x, size, alpha, beta, k):
 
 class Case(NamedTuple):
     name: str
-    expression: str          # the constructor call, evaluated with ``nn`` = onnxnn.nn or torch.nn
+    expression: str  # the constructor call, evaluated with ``nn`` = onnxnn.nn or torch.nn
     shape: tuple
-    reference: Callable      # (x, module parameters as float64 dict) -> expected
-    reduced: int             # terms per statistic (for the tolerance)
+    reference: Callable  # (x, module parameters as float64 dict) -> expected
+    reduced: int  # terms per statistic (for the tolerance)
 
 
 def _build(case: "Case"):
@@ -105,41 +106,129 @@ def _p(module, name):
 
 
 CASES = [
-    Case("layer_norm_last", "nn.LayerNorm(5)", (3, 4, 5),
-         lambda x, m: layer_norm_reference(x, (5,), _p(m, "weight"), _p(m, "bias"), 1e-5), 5),
-    Case("layer_norm_two_dims_no_bias", "nn.LayerNorm([4, 5], eps=1e-3, bias=False)",
-         (3, 4, 5), lambda x, m: layer_norm_reference(x, (4, 5), _p(m, "weight"), None, 1e-3), 20),
-    Case("layer_norm_no_affine", "nn.LayerNorm(6, elementwise_affine=False)", (2, 6),
-         lambda x, m: layer_norm_reference(x, (6,), None, None, 1e-5), 6),
-    Case("group_norm", "nn.GroupNorm(2, 6)", (2, 6, 3, 2),
-         lambda x, m: group_norm_reference(x, 2, _p(m, "weight"), _p(m, "bias"), 1e-5), 18),
-    Case("group_norm_2d_input", "nn.GroupNorm(3, 6, eps=0.1)", (4, 6),
-         lambda x, m: group_norm_reference(x, 3, _p(m, "weight"), _p(m, "bias"), 0.1), 2),
-    Case("group_norm_no_affine", "nn.GroupNorm(1, 4, affine=False)", (2, 4, 5),
-         lambda x, m: group_norm_reference(x, 1, None, None, 1e-5), 20),
-    Case("rms_norm", "nn.RMSNorm(5, eps=1e-6)", (3, 4, 5),
-         lambda x, m: rms_norm_reference(x, (5,), _p(m, "weight"), 1e-6), 5),
-    Case("rms_norm_default_eps", "nn.RMSNorm([4, 5])", (3, 4, 5),
-         lambda x, m: rms_norm_reference(x, (4, 5), _p(m, "weight"), MACHINE_EPSILON[m.weight.dtype.name]), 20),
-    Case("instance_norm_1d", "nn.InstanceNorm1d(3)", (2, 3, 7),
-         lambda x, m: instance_norm_reference(x, None, None, 1e-5), 7),
-    Case("instance_norm_2d_affine", "nn.InstanceNorm2d(3, affine=True)", (2, 3, 4, 3),
-         lambda x, m: instance_norm_reference(x, _p(m, "weight"), _p(m, "bias"), 1e-5), 12),
-    Case("instance_norm_3d", "nn.InstanceNorm3d(2, affine=True, bias=False)",
-         (2, 2, 2, 3, 2), lambda x, m: instance_norm_reference(x, _p(m, "weight"), None, 1e-5), 12),
-    Case("instance_norm_unbatched", "nn.InstanceNorm2d(3)", (3, 4, 4),
-         lambda x, m: instance_norm_reference(x[None], None, None, 1e-5)[0], 16),
-    Case("local_response_norm_odd", "nn.LocalResponseNorm(3, alpha=0.5, beta=0.75, k=2.0)", (2, 5, 3, 3),
-         lambda x, m: lrn_reference(x, 3, 0.5, 0.75, 2.0), 3),
-    Case("local_response_norm_even_3d", "nn.LocalResponseNorm(2, alpha=0.3)", (2, 4, 5),
-         lambda x, m: lrn_reference(x, 2, 0.3, 0.75, 1.0), 2),
-    Case("cross_map_lrn_2d", "nn.CrossMapLRN2d(3, alpha=0.5, beta=0.6, k=1.5)", (2, 7, 2, 2),
-         lambda x, m: cross_map_lrn_reference(x, 3, 0.5, 0.6, 1.5), 4),
-    Case("cross_map_lrn_2d_even", "nn.CrossMapLRN2d(4, alpha=0.5)", (2, 6, 2, 2),
-         lambda x, m: cross_map_lrn_reference(x, 4, 0.5, 0.75, 1), 4),
-    Case("batch_norm_3d_training", "nn.BatchNorm3d(3)", (2, 3, 2, 2, 2),
-         lambda x, m: instance_norm_reference(np.moveaxis(x, 1, 0)[None], None, None, 1e-5)[0].swapaxes(0, 1)
-         * _p(m, "weight").reshape(1, 3, 1, 1, 1) + _p(m, "bias").reshape(1, 3, 1, 1, 1), 16),
+    Case(
+        "layer_norm_last",
+        "nn.LayerNorm(5)",
+        (3, 4, 5),
+        lambda x, m: layer_norm_reference(x, (5,), _p(m, "weight"), _p(m, "bias"), 1e-5),
+        5,
+    ),
+    Case(
+        "layer_norm_two_dims_no_bias",
+        "nn.LayerNorm([4, 5], eps=1e-3, bias=False)",
+        (3, 4, 5),
+        lambda x, m: layer_norm_reference(x, (4, 5), _p(m, "weight"), None, 1e-3),
+        20,
+    ),
+    Case(
+        "layer_norm_no_affine",
+        "nn.LayerNorm(6, elementwise_affine=False)",
+        (2, 6),
+        lambda x, m: layer_norm_reference(x, (6,), None, None, 1e-5),
+        6,
+    ),
+    Case(
+        "group_norm",
+        "nn.GroupNorm(2, 6)",
+        (2, 6, 3, 2),
+        lambda x, m: group_norm_reference(x, 2, _p(m, "weight"), _p(m, "bias"), 1e-5),
+        18,
+    ),
+    Case(
+        "group_norm_2d_input",
+        "nn.GroupNorm(3, 6, eps=0.1)",
+        (4, 6),
+        lambda x, m: group_norm_reference(x, 3, _p(m, "weight"), _p(m, "bias"), 0.1),
+        2,
+    ),
+    Case(
+        "group_norm_no_affine",
+        "nn.GroupNorm(1, 4, affine=False)",
+        (2, 4, 5),
+        lambda x, m: group_norm_reference(x, 1, None, None, 1e-5),
+        20,
+    ),
+    Case(
+        "rms_norm",
+        "nn.RMSNorm(5, eps=1e-6)",
+        (3, 4, 5),
+        lambda x, m: rms_norm_reference(x, (5,), _p(m, "weight"), 1e-6),
+        5,
+    ),
+    Case(
+        "rms_norm_default_eps",
+        "nn.RMSNorm([4, 5])",
+        (3, 4, 5),
+        lambda x, m: rms_norm_reference(x, (4, 5), _p(m, "weight"), MACHINE_EPSILON[m.weight.dtype.name]),
+        20,
+    ),
+    Case(
+        "instance_norm_1d",
+        "nn.InstanceNorm1d(3)",
+        (2, 3, 7),
+        lambda x, m: instance_norm_reference(x, None, None, 1e-5),
+        7,
+    ),
+    Case(
+        "instance_norm_2d_affine",
+        "nn.InstanceNorm2d(3, affine=True)",
+        (2, 3, 4, 3),
+        lambda x, m: instance_norm_reference(x, _p(m, "weight"), _p(m, "bias"), 1e-5),
+        12,
+    ),
+    Case(
+        "instance_norm_3d",
+        "nn.InstanceNorm3d(2, affine=True, bias=False)",
+        (2, 2, 2, 3, 2),
+        lambda x, m: instance_norm_reference(x, _p(m, "weight"), None, 1e-5),
+        12,
+    ),
+    Case(
+        "instance_norm_unbatched",
+        "nn.InstanceNorm2d(3)",
+        (3, 4, 4),
+        lambda x, m: instance_norm_reference(x[None], None, None, 1e-5)[0],
+        16,
+    ),
+    Case(
+        "local_response_norm_odd",
+        "nn.LocalResponseNorm(3, alpha=0.5, beta=0.75, k=2.0)",
+        (2, 5, 3, 3),
+        lambda x, m: lrn_reference(x, 3, 0.5, 0.75, 2.0),
+        3,
+    ),
+    Case(
+        "local_response_norm_even_3d",
+        "nn.LocalResponseNorm(2, alpha=0.3)",
+        (2, 4, 5),
+        lambda x, m: lrn_reference(x, 2, 0.3, 0.75, 1.0),
+        2,
+    ),
+    Case(
+        "cross_map_lrn_2d",
+        "nn.CrossMapLRN2d(3, alpha=0.5, beta=0.6, k=1.5)",
+        (2, 7, 2, 2),
+        lambda x, m: cross_map_lrn_reference(x, 3, 0.5, 0.6, 1.5),
+        4,
+    ),
+    Case(
+        "cross_map_lrn_2d_even",
+        "nn.CrossMapLRN2d(4, alpha=0.5)",
+        (2, 6, 2, 2),
+        lambda x, m: cross_map_lrn_reference(x, 4, 0.5, 0.75, 1),
+        4,
+    ),
+    Case(
+        "batch_norm_3d_training",
+        "nn.BatchNorm3d(3)",
+        (2, 3, 2, 2, 2),
+        lambda x, m: (
+            instance_norm_reference(np.moveaxis(x, 1, 0)[None], None, None, 1e-5)[0].swapaxes(0, 1)
+            * _p(m, "weight").reshape(1, 3, 1, 1, 1)
+            + _p(m, "bias").reshape(1, 3, 1, 1, 1)
+        ),
+        16,
+    ),
 ]
 IDS = [case.name for case in CASES]
 
@@ -193,8 +282,9 @@ def test_exported_module_matches_in_onnxruntime(case):
     np.testing.assert_allclose(exported_output(module, x), expected, rtol=0, atol=_tolerance(case, expected))
 
 
-@pytest.mark.parametrize("dtype, unit_roundoff", [(onnxnn.float16, 2.0 ** -11), (onnxnn.bfloat16, 2.0 ** -8)],
-                         ids=["float16", "bfloat16"])
+@pytest.mark.parametrize(
+    "dtype, unit_roundoff", [(onnxnn.float16, 2.0**-11), (onnxnn.bfloat16, 2.0**-8)], ids=["float16", "bfloat16"]
+)
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_low_precision_runs_close_to_the_formula(case, dtype, unit_roundoff):
     module = _build(case).to(dtype)
@@ -211,62 +301,95 @@ def test_low_precision_runs_close_to_the_formula(case, dtype, unit_roundoff):
 # ---------------------------------------------------------------- parameters, buffers, reprs
 
 
-@pytest.mark.parametrize("module, keys", [
-    (nn.LayerNorm((4, 5)), {"weight": (4, 5), "bias": (4, 5)}),
-    (nn.LayerNorm(4, bias=False), {"weight": (4,)}),
-    (nn.LayerNorm(4, elementwise_affine=False), {}),
-    (nn.GroupNorm(2, 6), {"weight": (6,), "bias": (6,)}),
-    (nn.GroupNorm(2, 6, affine=False), {}),
-    (nn.RMSNorm([2, 3]), {"weight": (2, 3)}),
-    (nn.RMSNorm(3, elementwise_affine=False), {}),
-    (nn.InstanceNorm2d(3), {}),
-    (nn.InstanceNorm1d(3, affine=True, track_running_stats=True),
-     {"weight": (3,), "bias": (3,), "running_mean": (3,), "running_var": (3,), "num_batches_tracked": ()}),
-    (nn.BatchNorm3d(4), {"weight": (4,), "bias": (4,), "running_mean": (4,), "running_var": (4,),
-                         "num_batches_tracked": ()}),
-    (nn.BatchNorm3d(4, bias=False), {"weight": (4,), "running_mean": (4,), "running_var": (4,),
-                                     "num_batches_tracked": ()}),
-    (nn.LocalResponseNorm(3), {}),
-    (nn.CrossMapLRN2d(3), {}),
-])
+@pytest.mark.parametrize(
+    "module, keys",
+    [
+        (nn.LayerNorm((4, 5)), {"weight": (4, 5), "bias": (4, 5)}),
+        (nn.LayerNorm(4, bias=False), {"weight": (4,)}),
+        (nn.LayerNorm(4, elementwise_affine=False), {}),
+        (nn.GroupNorm(2, 6), {"weight": (6,), "bias": (6,)}),
+        (nn.GroupNorm(2, 6, affine=False), {}),
+        (nn.RMSNorm([2, 3]), {"weight": (2, 3)}),
+        (nn.RMSNorm(3, elementwise_affine=False), {}),
+        (nn.InstanceNorm2d(3), {}),
+        (
+            nn.InstanceNorm1d(3, affine=True, track_running_stats=True),
+            {"weight": (3,), "bias": (3,), "running_mean": (3,), "running_var": (3,), "num_batches_tracked": ()},
+        ),
+        (
+            nn.BatchNorm3d(4),
+            {"weight": (4,), "bias": (4,), "running_mean": (4,), "running_var": (4,), "num_batches_tracked": ()},
+        ),
+        (
+            nn.BatchNorm3d(4, bias=False),
+            {"weight": (4,), "running_mean": (4,), "running_var": (4,), "num_batches_tracked": ()},
+        ),
+        (nn.LocalResponseNorm(3), {}),
+        (nn.CrossMapLRN2d(3), {}),
+    ],
+)
 def test_state_dict_keys_and_shapes_are_pytorchs(module, keys):
     assert [(k, tuple(v.shape)) for k, v in module.state_dict().items()] == list(keys.items())
 
 
 def test_parameters_start_at_ones_and_zeros():
-    for module in (nn.LayerNorm(3), nn.GroupNorm(1, 3), nn.RMSNorm(3), nn.InstanceNorm2d(3, affine=True),
-                   nn.BatchNorm3d(3)):
+    for module in (
+        nn.LayerNorm(3),
+        nn.GroupNorm(1, 3),
+        nn.RMSNorm(3),
+        nn.InstanceNorm2d(3, affine=True),
+        nn.BatchNorm3d(3),
+    ):
         np.testing.assert_array_equal(module.weight.detach().numpy(), np.ones(3, np.float32))
         if getattr(module, "bias", None) is not None:
             np.testing.assert_array_equal(module.bias.detach().numpy(), np.zeros(3, np.float32))
 
 
-@pytest.mark.parametrize("module, text", [
-    (nn.LayerNorm(4), "LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=True)"),
-    (nn.LayerNorm([2, 3], eps=1e-3, bias=False), "LayerNorm((2, 3), eps=0.001, elementwise_affine=True, bias=False)"),
-    (nn.GroupNorm(2, 4), "GroupNorm(2, 4, eps=1e-05, affine=True, bias=True)"),
-    (nn.RMSNorm([2, 3]), "RMSNorm((2, 3), eps=None, elementwise_affine=True)"),
-    (nn.InstanceNorm2d(3), "InstanceNorm2d(3, eps=1e-05, momentum=0.1, affine=False, bias=False, "
-                           "track_running_stats=False)"),
-    (nn.BatchNorm3d(3), "BatchNorm3d(3, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)"),
-    (nn.LocalResponseNorm(2), "LocalResponseNorm(2, alpha=0.0001, beta=0.75, k=1.0)"),
-    (nn.CrossMapLRN2d(3), "CrossMapLRN2d(3, alpha=0.0001, beta=0.75, k=1)"),
-])
+@pytest.mark.parametrize(
+    "module, text",
+    [
+        (nn.LayerNorm(4), "LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=True)"),
+        (
+            nn.LayerNorm([2, 3], eps=1e-3, bias=False),
+            "LayerNorm((2, 3), eps=0.001, elementwise_affine=True, bias=False)",
+        ),
+        (nn.GroupNorm(2, 4), "GroupNorm(2, 4, eps=1e-05, affine=True, bias=True)"),
+        (nn.RMSNorm([2, 3]), "RMSNorm((2, 3), eps=None, elementwise_affine=True)"),
+        (
+            nn.InstanceNorm2d(3),
+            "InstanceNorm2d(3, eps=1e-05, momentum=0.1, affine=False, bias=False, track_running_stats=False)",
+        ),
+        (
+            nn.BatchNorm3d(3),
+            "BatchNorm3d(3, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)",
+        ),
+        (nn.LocalResponseNorm(2), "LocalResponseNorm(2, alpha=0.0001, beta=0.75, k=1.0)"),
+        (nn.CrossMapLRN2d(3), "CrossMapLRN2d(3, alpha=0.0001, beta=0.75, k=1)"),
+    ],
+)
 def test_repr_matches_pytorch(module, text):
     assert repr(module) == text
 
 
-@pytest.mark.parametrize("name, args, kwargs", [
-    ("LayerNorm", ((2, 3),), {"bias": False}), ("GroupNorm", (2, 4), {}), ("RMSNorm", (3,), {"eps": 1e-4}),
-    ("InstanceNorm3d", (3,), {"affine": True, "track_running_stats": True}), ("BatchNorm3d", (5,), {}),
-    ("LocalResponseNorm", (3,), {"k": 2.0}), ("CrossMapLRN2d", (5,), {}),
-])
+@pytest.mark.parametrize(
+    "name, args, kwargs",
+    [
+        ("LayerNorm", ((2, 3),), {"bias": False}),
+        ("GroupNorm", (2, 4), {}),
+        ("RMSNorm", (3,), {"eps": 1e-4}),
+        ("InstanceNorm3d", (3,), {"affine": True, "track_running_stats": True}),
+        ("BatchNorm3d", (5,), {}),
+        ("LocalResponseNorm", (3,), {"k": 2.0}),
+        ("CrossMapLRN2d", (5,), {}),
+    ],
+)
 def test_repr_and_state_dict_match_torch(name, args, kwargs):
     torch = pytest.importorskip("torch")
     ours, reference = getattr(nn, name)(*args, **kwargs), getattr(torch.nn, name)(*args, **kwargs)
     assert repr(ours) == repr(reference)
-    assert [(k, tuple(v.shape)) for k, v in ours.state_dict().items()] == \
-        [(k, tuple(v.shape)) for k, v in reference.state_dict().items()]
+    assert [(k, tuple(v.shape)) for k, v in ours.state_dict().items()] == [
+        (k, tuple(v.shape)) for k, v in reference.state_dict().items()
+    ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -286,15 +409,16 @@ def test_forward_and_gradients_match_torch(case):
         return  # PyTorch's hand-written CrossMapLRN2d backward is not its forward's gradient (ours is checked above)
     np.testing.assert_allclose(ox.grad.numpy(), tx.grad.numpy(), rtol=1e-9, atol=1e-11)
     for name, parameter in module.named_parameters():
-        np.testing.assert_allclose(parameter.grad.numpy(), getattr(reference, name).grad.numpy(), rtol=1e-9,
-                                   atol=1e-11)
+        np.testing.assert_allclose(parameter.grad.numpy(), getattr(reference, name).grad.numpy(), rtol=1e-9, atol=1e-11)
 
 
 # ---------------------------------------------------------------- running statistics and train/eval
 
 
-@pytest.mark.parametrize("module_class, shape", [(nn.InstanceNorm1d, (4, 3, 6)), (nn.InstanceNorm2d, (2, 3, 3, 4)),
-                                                 (nn.InstanceNorm3d, (2, 3, 2, 2, 3))])
+@pytest.mark.parametrize(
+    "module_class, shape",
+    [(nn.InstanceNorm1d, (4, 3, 6)), (nn.InstanceNorm2d, (2, 3, 3, 4)), (nn.InstanceNorm3d, (2, 3, 2, 2, 3))],
+)
 def test_instance_norm_tracks_running_statistics_and_uses_them_in_eval(module_class, shape):
     module = module_class(3, momentum=0.2, track_running_stats=True)
     x = RNG.standard_normal(shape) * 2 + 1
@@ -308,8 +432,7 @@ def test_instance_norm_tracks_running_statistics_and_uses_them_in_eval(module_cl
     y = RNG.standard_normal(shape).astype(np.float32)
     mean = module.running_mean.numpy().reshape((1, 3) + (1,) * len(axes))
     var = module.running_var.numpy().reshape((1, 3) + (1,) * len(axes))
-    np.testing.assert_allclose(module(onnxnn.tensor(y)).numpy(), (y - mean) / np.sqrt(var + 1e-5), rtol=1e-5,
-                               atol=1e-5)
+    np.testing.assert_allclose(module(onnxnn.tensor(y)).numpy(), (y - mean) / np.sqrt(var + 1e-5), rtol=1e-5, atol=1e-5)
 
 
 def test_instance_norm_without_tracking_normalizes_by_the_input_in_eval_too():
@@ -331,8 +454,9 @@ def test_batch_norm_3d_updates_running_statistics_in_training_and_uses_them_in_e
     y = RNG.standard_normal((1, 2, 2, 2, 2)).astype(np.float32)
     mean = module.running_mean.numpy().reshape(1, 2, 1, 1, 1)
     var = module.running_var.numpy().reshape(1, 2, 1, 1, 1)
-    np.testing.assert_allclose(module(onnxnn.tensor(y)).detach().numpy(), (y - mean) / np.sqrt(var + 1e-5),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        module(onnxnn.tensor(y)).detach().numpy(), (y - mean) / np.sqrt(var + 1e-5), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_instance_norm_drops_running_statistics_of_old_checkpoints_with_an_error_message():
@@ -344,32 +468,44 @@ def test_instance_norm_drops_running_statistics_of_old_checkpoints_with_an_error
 
 def test_rms_norm_half_is_computed_in_float32_and_rounded_once():
     x = RNG.standard_normal((4, 8)).astype(np.float16)
-    expected = rms_norm_reference(x.astype(np.float64), (8,), None, 2.0 ** -10).astype(np.float16)
+    expected = rms_norm_reference(x.astype(np.float64), (8,), None, 2.0**-10).astype(np.float16)
     actual = F.rms_norm(onnxnn.tensor(x), [8]).numpy()
     assert actual.dtype == np.float16
     # one float16 rounding of a float32 result: at most one float16 step apart
-    np.testing.assert_allclose(actual.astype(np.float64), expected.astype(np.float64), rtol=2.0 ** -10, atol=0)
+    np.testing.assert_allclose(actual.astype(np.float64), expected.astype(np.float64), rtol=2.0**-10, atol=0)
 
 
 # ---------------------------------------------------------------- errors with PyTorch's wording
 
 
-@pytest.mark.parametrize("call, error, message", [
-    ("nn.GroupNorm(4, 6)", ValueError, r"num_channels \(6\) must be divisible by num_groups \(4\)"),
-    ("nn.LayerNorm(4)(onnxnn.randn(2, 5))", RuntimeError,
-     r"Given normalized_shape=\[4\], expected input with shape \[\*, 4\], but got input of size\[2, 5\]"),
-    ("nn.RMSNorm(4)(onnxnn.randn(2, 5))", RuntimeError,
-     r"Given normalized_shape=\[4\], expected input with shape \[\*, 4\], but got input of size\[2, 5\]"),
-    ("nn.GroupNorm(2, 4)(onnxnn.randn(2, 6, 3))", RuntimeError, "shape"),
-    ("nn.InstanceNorm1d(3)(onnxnn.randn(2, 3, 4, 5))", ValueError, r"expected 2D or 3D input \(got 4D input\)"),
-    ("nn.InstanceNorm2d(3)(onnxnn.randn(3, 4))", ValueError, r"expected 3D or 4D input \(got 2D input\)"),
-    ("nn.InstanceNorm3d(3)(onnxnn.randn(3, 4, 2))", ValueError, r"expected 4D or 5D input \(got 3D input\)"),
-    ("nn.InstanceNorm2d(3, affine=True)(onnxnn.randn(2, 4, 3, 3))", ValueError,
-     r"expected input's size at dim=1 to match num_features \(3\), but got: 4\."),
-    ("nn.BatchNorm3d(3)(onnxnn.randn(2, 3, 4, 4))", ValueError, r"expected 5D input \(got 4D input\)"),
-    ("nn.CrossMapLRN2d(3)(onnxnn.randn(2, 3, 4))", ValueError, "CrossMapLRN2d: Expected input to be 4D, got 3D"),
-    ("nn.LocalResponseNorm(3)(onnxnn.randn(2, 3))", ValueError, "Expected 3D or higher dimensionality input"),
-])
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        ("nn.GroupNorm(4, 6)", ValueError, r"num_channels \(6\) must be divisible by num_groups \(4\)"),
+        (
+            "nn.LayerNorm(4)(onnxnn.randn(2, 5))",
+            RuntimeError,
+            r"Given normalized_shape=\[4\], expected input with shape \[\*, 4\], but got input of size\[2, 5\]",
+        ),
+        (
+            "nn.RMSNorm(4)(onnxnn.randn(2, 5))",
+            RuntimeError,
+            r"Given normalized_shape=\[4\], expected input with shape \[\*, 4\], but got input of size\[2, 5\]",
+        ),
+        ("nn.GroupNorm(2, 4)(onnxnn.randn(2, 6, 3))", RuntimeError, "shape"),
+        ("nn.InstanceNorm1d(3)(onnxnn.randn(2, 3, 4, 5))", ValueError, r"expected 2D or 3D input \(got 4D input\)"),
+        ("nn.InstanceNorm2d(3)(onnxnn.randn(3, 4))", ValueError, r"expected 3D or 4D input \(got 2D input\)"),
+        ("nn.InstanceNorm3d(3)(onnxnn.randn(3, 4, 2))", ValueError, r"expected 4D or 5D input \(got 3D input\)"),
+        (
+            "nn.InstanceNorm2d(3, affine=True)(onnxnn.randn(2, 4, 3, 3))",
+            ValueError,
+            r"expected input's size at dim=1 to match num_features \(3\), but got: 4\.",
+        ),
+        ("nn.BatchNorm3d(3)(onnxnn.randn(2, 3, 4, 4))", ValueError, r"expected 5D input \(got 4D input\)"),
+        ("nn.CrossMapLRN2d(3)(onnxnn.randn(2, 3, 4))", ValueError, "CrossMapLRN2d: Expected input to be 4D, got 3D"),
+        ("nn.LocalResponseNorm(3)(onnxnn.randn(2, 3))", ValueError, "Expected 3D or higher dimensionality input"),
+    ],
+)
 def test_bad_input_raises_pytorchs_error(call, error, message):
     with pytest.raises(error, match=message):
         eval(call, {"nn": nn, "onnxnn": onnxnn})

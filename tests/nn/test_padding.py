@@ -4,6 +4,7 @@ Expected values come from ``np.pad`` (constant, reflect, edge, wrap) after cropp
 pads, which is PyTorch's result for every mode. Padding copies values, so forward results are exact;
 gradients (sums of copies) are checked against float64 finite differences on both executors.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -100,21 +101,45 @@ def test_pad_copies_half_precision_values_exactly(mode, dtype):
 # (layer, its repr, mode, the pad F.pad gets, value, an input shape)
 LAYER_CASES = [
     (nn.ConstantPad1d(2, 3.5), "ConstantPad1d(padding=(2, 2), value=3.5)", "constant", (2, 2), 3.5, (2, 3, 4)),
-    (nn.ConstantPad2d((1, 0, 2, 1), -1.0), "ConstantPad2d(padding=(1, 0, 2, 1), value=-1.0)", "constant",
-     (1, 0, 2, 1), -1.0, (1, 2, 3, 3)),
-    (nn.ConstantPad3d(1, 0.5), "ConstantPad3d(padding=(1, 1, 1, 1, 1, 1), value=0.5)", "constant", (1,) * 6, 0.5,
-     (1, 2, 2, 2)),
+    (
+        nn.ConstantPad2d((1, 0, 2, 1), -1.0),
+        "ConstantPad2d(padding=(1, 0, 2, 1), value=-1.0)",
+        "constant",
+        (1, 0, 2, 1),
+        -1.0,
+        (1, 2, 3, 3),
+    ),
+    (
+        nn.ConstantPad3d(1, 0.5),
+        "ConstantPad3d(padding=(1, 1, 1, 1, 1, 1), value=0.5)",
+        "constant",
+        (1,) * 6,
+        0.5,
+        (1, 2, 2, 2),
+    ),
     (nn.ZeroPad1d((1, 2)), "ZeroPad1d((1, 2))", "constant", (1, 2), 0.0, (2, 3)),
     (nn.ZeroPad2d(1), "ZeroPad2d((1, 1, 1, 1))", "constant", (1, 1, 1, 1), 0.0, (1, 2, 3, 3)),
-    (nn.ZeroPad3d((1, 0, 0, 1, 2, 0)), "ZeroPad3d((1, 0, 0, 1, 2, 0))", "constant", (1, 0, 0, 1, 2, 0), 0.0,
-     (1, 1, 2, 2, 2)),
+    (
+        nn.ZeroPad3d((1, 0, 0, 1, 2, 0)),
+        "ZeroPad3d((1, 0, 0, 1, 2, 0))",
+        "constant",
+        (1, 0, 0, 1, 2, 0),
+        0.0,
+        (1, 1, 2, 2, 2),
+    ),
     (nn.ReflectionPad1d(2), "ReflectionPad1d((2, 2))", "reflect", (2, 2), 0.0, (1, 2, 4)),
     (nn.ReflectionPad2d((1, 2, 0, 1)), "ReflectionPad2d((1, 2, 0, 1))", "reflect", (1, 2, 0, 1), 0.0, (1, 1, 3, 4)),
     (nn.ReflectionPad3d(1), "ReflectionPad3d((1, 1, 1, 1, 1, 1))", "reflect", (1,) * 6, 0.0, (1, 1, 2, 3, 2)),
     (nn.ReplicationPad1d((0, 3)), "ReplicationPad1d((0, 3))", "replicate", (0, 3), 0.0, (2, 3)),
     (nn.ReplicationPad2d(2), "ReplicationPad2d((2, 2, 2, 2))", "replicate", (2,) * 4, 0.0, (1, 1, 2, 3)),
-    (nn.ReplicationPad3d((1, 0, 1, 0, 1, 0)), "ReplicationPad3d((1, 0, 1, 0, 1, 0))", "replicate",
-     (1, 0, 1, 0, 1, 0), 0.0, (1, 2, 2, 2, 2)),
+    (
+        nn.ReplicationPad3d((1, 0, 1, 0, 1, 0)),
+        "ReplicationPad3d((1, 0, 1, 0, 1, 0))",
+        "replicate",
+        (1, 0, 1, 0, 1, 0),
+        0.0,
+        (1, 2, 2, 2, 2),
+    ),
     (nn.CircularPad1d(1), "CircularPad1d((1, 1))", "circular", (1, 1), 0.0, (1, 2, 3)),
     (nn.CircularPad2d((1, 2, 2, 1)), "CircularPad2d((1, 2, 2, 1))", "circular", (1, 2, 2, 1), 0.0, (2, 3, 4)),
     (nn.CircularPad3d(1), "CircularPad3d((1, 1, 1, 1, 1, 1))", "circular", (1,) * 6, 0.0, (1, 1, 2, 2, 3)),
@@ -131,22 +156,34 @@ def test_pad_layers_pad_as_documented_and_export(layer, text, mode, pad, value, 
     np.testing.assert_array_equal(exported_output(layer, onnxnn.tensor(x)), expected)
 
 
-@pytest.mark.parametrize("call, error, message", [
-    (lambda x: F.pad(x, (1, 2, 3)), RuntimeError, "Padding length must be divisible by 2"),
-    (lambda x: F.pad(x, (1,) * 10), RuntimeError,
-     "Padding length should be less than or equal to two times the input dimension but got padding length 10 and "
-     "input of dimension 4"),
-    (lambda x: F.pad(x, (1, 1), "foo"), NotImplementedError, "Unrecognised padding mode foo"),
-    (lambda x: F.pad(x, (3, 3, 0, 0), "reflect"), RuntimeError,
-     "Padding size should be less than the corresponding input dimension"),
-    (lambda x: F.pad(x, (1, 1), "reflect", 2.0), RuntimeError, "doesn't take in value argument"),
-    (lambda x: F.pad(x[0, 0, 0], (1, 1), "replicate"), NotImplementedError,
-     "Padding size 2 is not supported for 1D input tensor"),
-    (lambda x: F.pad(x, (-2, -2)), RuntimeError, "resulted in a negative output size"),
-    (lambda x: F.pad(x, (4, 4, 0, 0), "circular"), RuntimeError, "wrapping around more than once"),
-    (lambda x: nn.CircularPad2d(1)(x[0, 0]), ValueError, r"expected 3D or 4D input \(got 2D input\)"),
-    (lambda x: nn.ZeroPad2d((1, 2, 3)), ValueError, "padding must be an int or a tuple of 4 ints"),
-])
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda x: F.pad(x, (1, 2, 3)), RuntimeError, "Padding length must be divisible by 2"),
+        (
+            lambda x: F.pad(x, (1,) * 10),
+            RuntimeError,
+            "Padding length should be less than or equal to two times the input dimension "
+            "but got padding length 10 and input of dimension 4",
+        ),
+        (lambda x: F.pad(x, (1, 1), "foo"), NotImplementedError, "Unrecognised padding mode foo"),
+        (
+            lambda x: F.pad(x, (3, 3, 0, 0), "reflect"),
+            RuntimeError,
+            "Padding size should be less than the corresponding input dimension",
+        ),
+        (lambda x: F.pad(x, (1, 1), "reflect", 2.0), RuntimeError, "doesn't take in value argument"),
+        (
+            lambda x: F.pad(x[0, 0, 0], (1, 1), "replicate"),
+            NotImplementedError,
+            "Padding size 2 is not supported for 1D input tensor",
+        ),
+        (lambda x: F.pad(x, (-2, -2)), RuntimeError, "resulted in a negative output size"),
+        (lambda x: F.pad(x, (4, 4, 0, 0), "circular"), RuntimeError, "wrapping around more than once"),
+        (lambda x: nn.CircularPad2d(1)(x[0, 0]), ValueError, r"expected 3D or 4D input \(got 2D input\)"),
+        (lambda x: nn.ZeroPad2d((1, 2, 3)), ValueError, "padding must be an int or a tuple of 4 ints"),
+    ],
+)
 def test_bad_padding_raises_pytorchs_errors(call, error, message):
     with pytest.raises(error, match=message):
         call(onnxnn.randn(1, 2, 3, 3))
@@ -157,10 +194,11 @@ def test_pad_and_layers_match_torch():
     for case_id, shape, pad, mode, value in PAD_CASES:
         x = RNG.standard_normal(shape)
         expected = torch.nn.functional.pad(torch.tensor(x), pad, mode, value).numpy()
-        np.testing.assert_array_equal(F.pad(onnxnn.tensor(x, dtype=onnxnn.float64), pad, mode, value).numpy(),
-                                      expected, err_msg=case_id)
+        np.testing.assert_array_equal(
+            F.pad(onnxnn.tensor(x, dtype=onnxnn.float64), pad, mode, value).numpy(), expected, err_msg=case_id
+        )
     for layer, text, *_ in LAYER_CASES:
-        twin = getattr(torch.nn, type(layer).__name__)(*([layer.padding, layer.value]
-                                                         if type(layer).__name__.startswith("ConstantPad")
-                                                         else [layer.padding]))
+        twin = getattr(torch.nn, type(layer).__name__)(
+            *([layer.padding, layer.value] if type(layer).__name__.startswith("ConstantPad") else [layer.padding])
+        )
         assert repr(twin) == text

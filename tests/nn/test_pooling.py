@@ -10,6 +10,7 @@ window order and reports its position flattened per ``(n, c)`` plane. Max poolin
 finite differences on the kernels executor (onnxruntime's CPU provider has no float64 AveragePool)
 and, for the max pools, on onnxruntime too. FractionalMaxPool is in test_fractional_max_pool.py.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,18 +35,30 @@ def distinct(*shape) -> np.ndarray:
 
 
 def _values(out) -> np.ndarray:
-    return np.asarray(out.detach().float().numpy() if out.dtype in (onnxnn.float16, onnxnn.bfloat16)
-                      else out.detach().numpy(), dtype=np.float64)
+    return np.asarray(
+        out.detach().float().numpy() if out.dtype in (onnxnn.float16, onnxnn.bfloat16) else out.detach().numpy(),
+        dtype=np.float64,
+    )
 
 
 # ---------------------------------------------------------------- numpy references
+
 
 def _triple(value, rank):
     return list(value) if isinstance(value, (tuple, list)) else [value] * rank
 
 
-def window_pool(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, mode="max", count_include_pad=True,
-                divisor_override=None):
+def window_pool(
+    x,
+    kernel_size,
+    stride=None,
+    padding=0,
+    dilation=1,
+    ceil_mode=False,
+    mode="max",
+    count_include_pad=True,
+    divisor_override=None,
+):
     """Pools ``(N, C, *spatial)`` window by window; returns (pooled, per-plane argmax)."""
     rank = x.ndim - 2
     kernel = _triple(kernel_size, rank)
@@ -87,8 +100,10 @@ def adaptive_pool(x, output_size, mode):
     pooled = np.zeros(x.shape[:2] + tuple(sizes))
     argmax = np.zeros(x.shape[:2] + tuple(sizes), dtype=np.int64)
     for position in np.ndindex(*sizes):
-        bounds = [(position[i] * x.shape[2 + i] // sizes[i], -(-(position[i] + 1) * x.shape[2 + i] // sizes[i]))
-                  for i in range(rank)]
+        bounds = [
+            (position[i] * x.shape[2 + i] // sizes[i], -(-(position[i] + 1) * x.shape[2 + i] // sizes[i]))
+            for i in range(rank)
+        ]
         window = x[(slice(None), slice(None)) + tuple(slice(a, b) for a, b in bounds)]
         flat_window = window.reshape(x.shape[:2] + (-1,))
         if mode == "max":
@@ -96,7 +111,8 @@ def adaptive_pool(x, output_size, mode):
             pooled[(slice(None), slice(None)) + position] = np.max(flat_window, axis=2)
             coords = np.unravel_index(local, window.shape[2:])
             argmax[(slice(None), slice(None)) + position] = np.ravel_multi_index(
-                tuple(coords[i] + bounds[i][0] for i in range(rank)), x.shape[2:])
+                tuple(coords[i] + bounds[i][0] for i in range(rank)), x.shape[2:]
+            )
         else:
             pooled[(slice(None), slice(None)) + position] = flat_window.mean(axis=2)
     return pooled, argmax
@@ -113,11 +129,19 @@ def assert_within_sum_rounding(actual, expected, magnitude, terms, dtype=np.floa
 MAX_CASES = [
     # id, class, constructor arguments, input shape
     ("1d", nn.MaxPool1d, {"kernel_size": 3}, (2, 3, 10)),
-    ("1d_stride_pad_dilation_ceil", nn.MaxPool1d,
-     {"kernel_size": 3, "stride": 2, "padding": 1, "dilation": 2, "ceil_mode": True}, (1, 2, 12)),
+    (
+        "1d_stride_pad_dilation_ceil",
+        nn.MaxPool1d,
+        {"kernel_size": 3, "stride": 2, "padding": 1, "dilation": 2, "ceil_mode": True},
+        (1, 2, 12),
+    ),
     ("2d", nn.MaxPool2d, {"kernel_size": 2}, (2, 2, 6, 5)),
-    ("2d_tuples_ceil", nn.MaxPool2d, {"kernel_size": (3, 2), "stride": (2, 1), "padding": (1, 0), "ceil_mode": True},
-     (1, 2, 6, 5)),
+    (
+        "2d_tuples_ceil",
+        nn.MaxPool2d,
+        {"kernel_size": (3, 2), "stride": (2, 1), "padding": (1, 0), "ceil_mode": True},
+        (1, 2, 6, 5),
+    ),
     ("2d_unbatched_dilated", nn.MaxPool2d, {"kernel_size": 2, "stride": 1, "dilation": (2, 1)}, (3, 5, 4)),
     ("3d", nn.MaxPool3d, {"kernel_size": 2, "stride": (1, 2, 2), "padding": (0, 1, 1)}, (1, 2, 3, 4, 5)),
 ]
@@ -151,17 +175,37 @@ def test_max_pool_gradients_match_finite_differences(case_id, cls, kwargs, input
 
 AVG_CASES = [
     ("1d", nn.AvgPool1d, {"kernel_size": 3}, (2, 3, 10)),
-    ("1d_pad_ceil_exclude_pad", nn.AvgPool1d,
-     {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False}, (1, 2, 8)),
-    ("2d_pad_ceil_include_pad", nn.AvgPool2d, {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
-     (1, 2, 6, 7)),
-    ("2d_divisor_override", nn.AvgPool2d, {"kernel_size": (2, 3), "padding": (1, 1), "divisor_override": 4},
-     (2, 2, 5, 5)),
+    (
+        "1d_pad_ceil_exclude_pad",
+        nn.AvgPool1d,
+        {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False},
+        (1, 2, 8),
+    ),
+    (
+        "2d_pad_ceil_include_pad",
+        nn.AvgPool2d,
+        {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
+        (1, 2, 6, 7),
+    ),
+    (
+        "2d_divisor_override",
+        nn.AvgPool2d,
+        {"kernel_size": (2, 3), "padding": (1, 1), "divisor_override": 4},
+        (2, 2, 5, 5),
+    ),
     ("2d_unbatched", nn.AvgPool2d, {"kernel_size": 2}, (3, 4, 4)),
-    ("3d_divisor_override_ceil", nn.AvgPool3d,
-     {"kernel_size": 2, "stride": 2, "ceil_mode": True, "divisor_override": 3}, (1, 2, 3, 5, 4)),
-    ("3d_exclude_pad", nn.AvgPool3d, {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False},
-     (1, 1, 4, 5, 3)),
+    (
+        "3d_divisor_override_ceil",
+        nn.AvgPool3d,
+        {"kernel_size": 2, "stride": 2, "ceil_mode": True, "divisor_override": 3},
+        (1, 2, 3, 5, 4),
+    ),
+    (
+        "3d_exclude_pad",
+        nn.AvgPool3d,
+        {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False},
+        (1, 1, 4, 5, 3),
+    ),
 ]
 
 
@@ -227,8 +271,9 @@ def test_adaptive_avg_pool_averages_pytorchs_windows(case_id, rank, output_size,
 
 @pytest.mark.parametrize("executor, dtype", EXECUTOR_DTYPES, ids=EXECUTOR_DTYPE_IDS)
 @pytest.mark.parametrize("case_id, rank, output_size, input_shape", ADAPTIVE_CASES, ids=[c[0] for c in ADAPTIVE_CASES])
-def test_adaptive_max_pool_picks_first_maxima_of_pytorchs_windows(case_id, rank, output_size, input_shape, executor,
-                                                                  dtype):
+def test_adaptive_max_pool_picks_first_maxima_of_pytorchs_windows(
+    case_id, rank, output_size, input_shape, executor, dtype
+):
     unbatched = len(input_shape) == rank + 1
     x = distinct(*input_shape)
     expected, expected_indices = adaptive_pool(x[None] if unbatched else x, output_size, "max")
@@ -249,8 +294,9 @@ def test_adaptive_max_pool_keeps_the_first_of_tied_maxima():
 
 
 @pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
-@pytest.mark.parametrize("case_id, rank, output_size, input_shape", ADAPTIVE_CASES[::2],
-                         ids=[c[0] for c in ADAPTIVE_CASES[::2]])
+@pytest.mark.parametrize(
+    "case_id, rank, output_size, input_shape", ADAPTIVE_CASES[::2], ids=[c[0] for c in ADAPTIVE_CASES[::2]]
+)
 def test_adaptive_pool_gradients_match_finite_differences(case_id, rank, output_size, input_shape, executor):
     with onnxnn.set_executor(executor):
         check_gradients(ADAPTIVE_MAX[rank](output_size), [distinct(*input_shape)])
@@ -280,7 +326,7 @@ def test_lp_pool_is_the_p_norm_of_each_window(case_id, cls, args, kwargs, input_
     x = RNG.uniform(0.5, 2.0, input_shape).astype(dtype.numpy_dtype)  # PyTorch's x ** p needs x >= 0 for fractional p
     x64 = x.astype(np.float64)[None] if unbatched else x.astype(np.float64)
     kernel = _triple(kernel, rank)
-    sums, _ = window_pool(x64 ** p, kernel, kwargs.get("stride"), mode="avg")
+    sums, _ = window_pool(x64**p, kernel, kwargs.get("stride"), mode="avg")
     expected = (sums * np.prod(kernel)) ** (1 / p)
     with onnxnn.set_executor(executor):
         actual = cls(*args, **kwargs)(onnxnn.tensor(x)).numpy()
@@ -315,27 +361,35 @@ MAX_UNPOOL = {1: nn.MaxUnpool1d, 2: nn.MaxUnpool2d, 3: nn.MaxUnpool3d}
 
 
 def unpool_reference(values, indices, spatial):
-    planes = values.reshape(-1, int(np.prod(values.shape[-len(spatial):])))
+    planes = values.reshape(-1, int(np.prod(values.shape[-len(spatial) :])))
     flat_indices = indices.reshape(planes.shape)
     out = np.zeros((planes.shape[0], int(np.prod(spatial))))
     for plane in range(planes.shape[0]):
         out[plane, flat_indices[plane]] = planes[plane]
-    return out.reshape(values.shape[:-len(spatial)] + tuple(spatial))
+    return out.reshape(values.shape[: -len(spatial)] + tuple(spatial))
 
 
 @pytest.mark.parametrize("executor, dtype", EXECUTOR_DTYPES, ids=EXECUTOR_DTYPE_IDS)
-@pytest.mark.parametrize("case_id, rank, kernel, stride, padding, input_shape, output_size", UNPOOL_CASES,
-                         ids=[c[0] for c in UNPOOL_CASES])
-def test_max_unpool_puts_maxima_back_and_zeros_elsewhere(case_id, rank, kernel, stride, padding, input_shape,
-                                                         output_size, executor, dtype):
+@pytest.mark.parametrize(
+    "case_id, rank, kernel, stride, padding, input_shape, output_size", UNPOOL_CASES, ids=[c[0] for c in UNPOOL_CASES]
+)
+def test_max_unpool_puts_maxima_back_and_zeros_elsewhere(
+    case_id, rank, kernel, stride, padding, input_shape, output_size, executor, dtype
+):
     x = distinct(*input_shape)
     with onnxnn.set_executor(executor):
         values, indices = MAX_POOL[rank](onnxnn.tensor(x, dtype=dtype), kernel, stride, padding, return_indices=True)
         unpool = MAX_UNPOOL[rank](kernel, stride, padding)
         actual = unpool(values, indices, output_size=output_size).numpy()
     pooled = values.numpy().astype(np.float64)
-    spatial = input_shape[-rank:] if output_size is not None else [
-        (size - 1) * s - 2 * padding + kernel for size, s in zip(pooled.shape[-rank:], _triple(stride or kernel, rank))]
+    spatial = (
+        input_shape[-rank:]
+        if output_size is not None
+        else [
+            (size - 1) * s - 2 * padding + kernel
+            for size, s in zip(pooled.shape[-rank:], _triple(stride or kernel, rank))
+        ]
+    )
     np.testing.assert_array_equal(actual, unpool_reference(pooled, indices.numpy(), list(spatial)[-rank:]))
 
 
@@ -347,14 +401,18 @@ def test_max_unpool_gradients_match_finite_differences():
             check_gradients(lambda v: F.max_unpool2d(v, indices, 2), [values.numpy().astype(np.float64)])
 
 
-@pytest.mark.parametrize("with_indices, plain, args", [
-    (F.max_pool1d_with_indices, F.max_pool1d, (3, 2, 1)),
-    (F.max_pool2d_with_indices, F.max_pool2d, (2,)),
-    (F.max_pool3d_with_indices, F.max_pool3d, (2, 1)),
-    (F.adaptive_max_pool1d_with_indices, F.adaptive_max_pool1d, (3,)),
-    (F.adaptive_max_pool2d_with_indices, F.adaptive_max_pool2d, ((3, 2),)),
-    (F.adaptive_max_pool3d_with_indices, F.adaptive_max_pool3d, (2,)),
-], ids=lambda value: getattr(value, "__name__", None))
+@pytest.mark.parametrize(
+    "with_indices, plain, args",
+    [
+        (F.max_pool1d_with_indices, F.max_pool1d, (3, 2, 1)),
+        (F.max_pool2d_with_indices, F.max_pool2d, (2,)),
+        (F.max_pool3d_with_indices, F.max_pool3d, (2, 1)),
+        (F.adaptive_max_pool1d_with_indices, F.adaptive_max_pool1d, (3,)),
+        (F.adaptive_max_pool2d_with_indices, F.adaptive_max_pool2d, ((3, 2),)),
+        (F.adaptive_max_pool3d_with_indices, F.adaptive_max_pool3d, (2,)),
+    ],
+    ids=lambda value: getattr(value, "__name__", None),
+)
 def test_with_indices_forms_always_return_values_and_indices(with_indices, plain, args):
     rank = int(plain.__name__[-2])
     x = onnxnn.tensor(distinct(*((1, 2) + (5,) * rank)))
@@ -366,22 +424,34 @@ def test_with_indices_forms_always_return_values_and_indices(with_indices, plain
 
 # ---------------------------------------------------------------- reprs and state
 
-@pytest.mark.parametrize("layer, text", [
-    (nn.MaxPool2d(3, stride=2), "MaxPool2d(kernel_size=3, stride=2, padding=0, dilation=1, ceil_mode=False)"),
-    (nn.MaxPool1d(2, padding=1, dilation=2, ceil_mode=True, return_indices=True),
-     "MaxPool1d(kernel_size=2, stride=2, padding=1, dilation=2, ceil_mode=True)"),
-    (nn.MaxPool3d((1, 2, 2)), "MaxPool3d(kernel_size=(1, 2, 2), stride=(1, 2, 2), padding=0, dilation=1, "
-                              "ceil_mode=False)"),
-    (nn.AvgPool1d(3), "AvgPool1d(kernel_size=(3,), stride=(3,), padding=(0,))"),
-    (nn.AvgPool2d(3, stride=2, divisor_override=2), "AvgPool2d(kernel_size=3, stride=2, padding=0)"),
-    (nn.AvgPool3d((2, 2, 1), padding=1), "AvgPool3d(kernel_size=(2, 2, 1), stride=(2, 2, 1), padding=1)"),
-    (nn.AdaptiveAvgPool2d((5, None)), "AdaptiveAvgPool2d(output_size=(5, None))"),
-    (nn.AdaptiveMaxPool1d(3, return_indices=True), "AdaptiveMaxPool1d(output_size=3)"),
-    (nn.LPPool2d(2, 3, stride=2), "LPPool2d(norm_type=2, kernel_size=3, stride=2, ceil_mode=False)"),
-    (nn.LPPool1d(1.5, 2), "LPPool1d(norm_type=1.5, kernel_size=2, stride=None, ceil_mode=False)"),
-    (nn.MaxUnpool2d(2), "MaxUnpool2d(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0))"),
-    (nn.MaxUnpool3d(2, stride=1, padding=1), "MaxUnpool3d(kernel_size=(2, 2, 2), stride=(1, 1, 1), padding=(1, 1, 1))"),
-], ids=lambda value: type(value).__name__ if isinstance(value, nn.Module) else None)
+
+@pytest.mark.parametrize(
+    "layer, text",
+    [
+        (nn.MaxPool2d(3, stride=2), "MaxPool2d(kernel_size=3, stride=2, padding=0, dilation=1, ceil_mode=False)"),
+        (
+            nn.MaxPool1d(2, padding=1, dilation=2, ceil_mode=True, return_indices=True),
+            "MaxPool1d(kernel_size=2, stride=2, padding=1, dilation=2, ceil_mode=True)",
+        ),
+        (
+            nn.MaxPool3d((1, 2, 2)),
+            "MaxPool3d(kernel_size=(1, 2, 2), stride=(1, 2, 2), padding=0, dilation=1, ceil_mode=False)",
+        ),
+        (nn.AvgPool1d(3), "AvgPool1d(kernel_size=(3,), stride=(3,), padding=(0,))"),
+        (nn.AvgPool2d(3, stride=2, divisor_override=2), "AvgPool2d(kernel_size=3, stride=2, padding=0)"),
+        (nn.AvgPool3d((2, 2, 1), padding=1), "AvgPool3d(kernel_size=(2, 2, 1), stride=(2, 2, 1), padding=1)"),
+        (nn.AdaptiveAvgPool2d((5, None)), "AdaptiveAvgPool2d(output_size=(5, None))"),
+        (nn.AdaptiveMaxPool1d(3, return_indices=True), "AdaptiveMaxPool1d(output_size=3)"),
+        (nn.LPPool2d(2, 3, stride=2), "LPPool2d(norm_type=2, kernel_size=3, stride=2, ceil_mode=False)"),
+        (nn.LPPool1d(1.5, 2), "LPPool1d(norm_type=1.5, kernel_size=2, stride=None, ceil_mode=False)"),
+        (nn.MaxUnpool2d(2), "MaxUnpool2d(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0))"),
+        (
+            nn.MaxUnpool3d(2, stride=1, padding=1),
+            "MaxUnpool3d(kernel_size=(2, 2, 2), stride=(1, 1, 1), padding=(1, 1, 1))",
+        ),
+    ],
+    ids=lambda value: type(value).__name__ if isinstance(value, nn.Module) else None,
+)
 def test_repr_matches_pytorch(layer, text):
     assert repr(layer) == text
     assert layer.state_dict() == {} or len(layer.state_dict()) == 0
@@ -390,10 +460,14 @@ def test_repr_matches_pytorch(layer, text):
 
 # ---------------------------------------------------------------- low precision
 
+
 @pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
 @pytest.mark.parametrize("dtype", [onnxnn.float16, onnxnn.bfloat16], ids=["float16", "bfloat16"])
-@pytest.mark.parametrize("layer", [nn.MaxPool2d(2), nn.AdaptiveMaxPool2d((2, 3)), nn.AvgPool2d(2),
-                                   nn.AdaptiveAvgPool2d(2)], ids=lambda layer: type(layer).__name__)
+@pytest.mark.parametrize(
+    "layer",
+    [nn.MaxPool2d(2), nn.AdaptiveMaxPool2d((2, 3)), nn.AvgPool2d(2), nn.AdaptiveAvgPool2d(2)],
+    ids=lambda layer: type(layer).__name__,
+)
 def test_low_precision_pooling_forward_and_backward(layer, dtype, executor):
     x = distinct(1, 2, 4, 5) / 8  # small multiples of 1/32: exact in float16 and bfloat16
     xt = onnxnn.tensor(x, dtype=dtype, requires_grad=True)
@@ -406,7 +480,7 @@ def test_low_precision_pooling_forward_and_backward(layer, dtype, executor):
         x64 = onnxnn.tensor(x, requires_grad=True)
         layer(x64).sum().backward()
         expected, expected_grad = _values(layer(x64)), _values(x64.grad)
-    u = 2.0 ** -11 if dtype is onnxnn.float16 else 2.0 ** -8
+    u = 2.0**-11 if dtype is onnxnn.float16 else 2.0**-8
     # Max pools select (exact); averages of <= 4 exact terms round once or twice.
     np.testing.assert_array_less(np.abs(actual - expected), 3 * u * np.abs(expected) + 1e-12)
     np.testing.assert_array_less(np.abs(grad - expected_grad), 3 * u * np.abs(expected_grad) + 1e-12)
@@ -449,30 +523,67 @@ def test_export_of_max_unpool_with_indices_as_an_input():
 # ---------------------------------------------------------------- errors in PyTorch's words
 
 ERROR_CASES = [
-    ("max_pad_too_big", lambda: nn.MaxPool2d(2, padding=2)(onnxnn.randn(1, 1, 4, 4)), RuntimeError,
-     "pad should be at most half of effective kernel size"),
-    ("avg_pad_too_big", lambda: nn.AvgPool1d(2, padding=2)(onnxnn.randn(1, 1, 4)), RuntimeError,
-     "pad should be at most half of kernel size"),
-    ("max_rank", lambda: nn.MaxPool2d(2)(onnxnn.randn(4, 4)), RuntimeError,
-     "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input"),
-    ("output_too_small", lambda: nn.MaxPool2d(3)(onnxnn.randn(1, 1, 2, 2)), RuntimeError,
-     "Output size is too small"),
-    ("adaptive_max_rank", lambda: nn.AdaptiveMaxPool2d(2)(onnxnn.randn(4, 4)), RuntimeError,
-     "adaptive_max_pool2d(): Expected 3D or 4D tensor"),
-    ("adaptive_max_output", lambda: nn.AdaptiveMaxPool1d(0)(onnxnn.randn(1, 1, 4)), RuntimeError,
-     "Expected output_size to be positive"),
-    ("adaptive_avg_rank", lambda: nn.AdaptiveAvgPool3d(2)(onnxnn.randn(1, 4, 4)), RuntimeError,
-     "adaptive_avg_pool3d(): Expected 4D or 5D tensor"),
-    ("unpool_output_size", lambda: nn.MaxUnpool2d(2)(*F.max_pool2d(onnxnn.randn(1, 1, 4, 4), 2, return_indices=True),
-                                                     output_size=[8, 8]),
-     ValueError, 'invalid output_size "[8, 8]" (dim 0 must be between 2 and 6)'),
-    ("unpool_output_size_length", lambda: nn.MaxUnpool1d(2)(*F.max_pool1d(onnxnn.randn(1, 1, 4), 2,
-                                                                          return_indices=True), output_size=[4, 4]),
-     ValueError, "output_size should be a sequence containing 1 or 3 elements, but it has a length of '2'"),
-    ("unpool_index_range", lambda: F.max_unpool1d(onnxnn.ones(1, 1, 2), onnxnn.tensor([[[0, 9]]]), 2), RuntimeError,
-     "Found an invalid max index: 9"),
-    ("unpool_index_shape", lambda: F.max_unpool1d(onnxnn.ones(1, 1, 2), onnxnn.tensor([[[0]]]), 2), RuntimeError,
-     "Expected shape of indices to be same as that of the input tensor"),
+    (
+        "max_pad_too_big",
+        lambda: nn.MaxPool2d(2, padding=2)(onnxnn.randn(1, 1, 4, 4)),
+        RuntimeError,
+        "pad should be at most half of effective kernel size",
+    ),
+    (
+        "avg_pad_too_big",
+        lambda: nn.AvgPool1d(2, padding=2)(onnxnn.randn(1, 1, 4)),
+        RuntimeError,
+        "pad should be at most half of kernel size",
+    ),
+    (
+        "max_rank",
+        lambda: nn.MaxPool2d(2)(onnxnn.randn(4, 4)),
+        RuntimeError,
+        "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input",
+    ),
+    ("output_too_small", lambda: nn.MaxPool2d(3)(onnxnn.randn(1, 1, 2, 2)), RuntimeError, "Output size is too small"),
+    (
+        "adaptive_max_rank",
+        lambda: nn.AdaptiveMaxPool2d(2)(onnxnn.randn(4, 4)),
+        RuntimeError,
+        "adaptive_max_pool2d(): Expected 3D or 4D tensor",
+    ),
+    (
+        "adaptive_max_output",
+        lambda: nn.AdaptiveMaxPool1d(0)(onnxnn.randn(1, 1, 4)),
+        RuntimeError,
+        "Expected output_size to be positive",
+    ),
+    (
+        "adaptive_avg_rank",
+        lambda: nn.AdaptiveAvgPool3d(2)(onnxnn.randn(1, 4, 4)),
+        RuntimeError,
+        "adaptive_avg_pool3d(): Expected 4D or 5D tensor",
+    ),
+    (
+        "unpool_output_size",
+        lambda: nn.MaxUnpool2d(2)(*F.max_pool2d(onnxnn.randn(1, 1, 4, 4), 2, return_indices=True), output_size=[8, 8]),
+        ValueError,
+        'invalid output_size "[8, 8]" (dim 0 must be between 2 and 6)',
+    ),
+    (
+        "unpool_output_size_length",
+        lambda: nn.MaxUnpool1d(2)(*F.max_pool1d(onnxnn.randn(1, 1, 4), 2, return_indices=True), output_size=[4, 4]),
+        ValueError,
+        "output_size should be a sequence containing 1 or 3 elements, but it has a length of '2'",
+    ),
+    (
+        "unpool_index_range",
+        lambda: F.max_unpool1d(onnxnn.ones(1, 1, 2), onnxnn.tensor([[[0, 9]]]), 2),
+        RuntimeError,
+        "Found an invalid max index: 9",
+    ),
+    (
+        "unpool_index_shape",
+        lambda: F.max_unpool1d(onnxnn.ones(1, 1, 2), onnxnn.tensor([[[0]]]), 2),
+        RuntimeError,
+        "Expected shape of indices to be same as that of the input tensor",
+    ),
 ]
 
 
@@ -488,10 +599,18 @@ def test_errors_in_pytorch_words(case_id, call, error, message):
 TORCH_CASES = [
     ("MaxPool2d", (), {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}, (2, 2, 7, 6)),
     ("MaxPool3d", (), {"kernel_size": 2, "dilation": (1, 2, 1)}, (1, 2, 3, 5, 4)),
-    ("AvgPool1d", (), {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False},
-     (2, 3, 8)),
-    ("AvgPool2d", (), {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "divisor_override": 5},
-     (1, 2, 6, 7)),
+    (
+        "AvgPool1d",
+        (),
+        {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False},
+        (2, 3, 8),
+    ),
+    (
+        "AvgPool2d",
+        (),
+        {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "divisor_override": 5},
+        (1, 2, 6, 7),
+    ),
     ("AvgPool3d", (), {"kernel_size": 2, "ceil_mode": True}, (1, 2, 3, 5, 3)),
     ("AdaptiveAvgPool3d", ((2, 3, None),), {}, (1, 2, 5, 7, 3)),
     ("AdaptiveMaxPool2d", ((3, 4),), {}, (2, 2, 7, 5)),

@@ -13,6 +13,7 @@ so after ``n`` steps of all layers the bound is the step's error times ``sum_k (
 forward checks run in float64, where that worst case is still ~1e-9 while a wrong gate or a wrong
 state gives errors of order 0.1.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -49,8 +50,8 @@ def cell_reference(mode, x, h, c, p):
     if mode == "GRU":
         size = h.shape[0]
         r = sigmoid(gx[:size] + gh[:size])
-        z = sigmoid(gx[size:2 * size] + gh[size:2 * size])
-        n = np.tanh(gx[2 * size:] + r * gh[2 * size:])
+        z = sigmoid(gx[size : 2 * size] + gh[size : 2 * size])
+        n = np.tanh(gx[2 * size :] + r * gh[2 * size :])
         return (1 - z) * n + z * h, None
     i, f, g, o = np.split(gx + gh, 4)
     c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
@@ -60,9 +61,16 @@ def cell_reference(mode, x, h, c, p):
 
 def layer_params(state, layer, direction):
     suffix = f"_l{layer}" + ("_reverse" if direction else "")
-    return {key: state.get(name + suffix) for key, name in
-            [("w_ih", "weight_ih"), ("w_hh", "weight_hh"), ("b_ih", "bias_ih"), ("b_hh", "bias_hh"),
-             ("w_hr", "weight_hr")]}
+    return {
+        key: state.get(name + suffix)
+        for key, name in [
+            ("w_ih", "weight_ih"),
+            ("w_hh", "weight_hh"),
+            ("b_ih", "bias_ih"),
+            ("b_hh", "bias_hh"),
+            ("w_hr", "weight_hr"),
+        ]
+    }
 
 
 def network_reference(mode, state, x, lengths, h0, c0, num_layers, directions, drop_between=False):
@@ -72,7 +80,7 @@ def network_reference(mode, state, x, lengths, h0, c0, num_layers, directions, d
     output = np.zeros((steps, batch, out_size))
     h_n, c_n = np.zeros_like(h0), None if c0 is None else np.zeros_like(c0)
     for b in range(batch):
-        sequence = x[:lengths[b], b]
+        sequence = x[: lengths[b], b]
         for layer in range(num_layers):
             if layer and drop_between:
                 sequence = np.zeros_like(sequence)
@@ -90,7 +98,7 @@ def network_reference(mode, state, x, lengths, h0, c0, num_layers, directions, d
                 if c is not None:
                     c_n[index, b] = c
             sequence = np.concatenate(outputs, -1)
-        output[:lengths[b], b] = sequence
+        output[: lengths[b], b] = sequence
     return output, h_n, c_n
 
 
@@ -183,12 +191,25 @@ def test_packed_forward_zeroes_padding_and_keeps_each_sequences_last_state(case_
 
 # float64 records ONNX nodes on the kernels only (onnxruntime's recurrent kernels are float32):
 # there LSTM and RNN check the nodes' gradients; on onnxruntime the unrolled steps' are checked.
-@pytest.mark.parametrize("executor, cls, kwargs", [
-    ("onnxruntime", nn.LSTM, {"proj_size": 2}), ("kernels", nn.LSTM, {"proj_size": 2}),
-    ("onnxruntime", nn.GRU, {}), ("kernels", nn.GRU, {}),
-    ("kernels", nn.LSTM, {}), ("kernels", nn.RNN, {"nonlinearity": "relu"}),
-], ids=["onnxruntime-lstm-proj", "kernels-lstm-proj", "onnxruntime-gru", "kernels-gru", "kernels-lstm",
-        "kernels-rnn-relu"])
+@pytest.mark.parametrize(
+    "executor, cls, kwargs",
+    [
+        ("onnxruntime", nn.LSTM, {"proj_size": 2}),
+        ("kernels", nn.LSTM, {"proj_size": 2}),
+        ("onnxruntime", nn.GRU, {}),
+        ("kernels", nn.GRU, {}),
+        ("kernels", nn.LSTM, {}),
+        ("kernels", nn.RNN, {"nonlinearity": "relu"}),
+    ],
+    ids=[
+        "onnxruntime-lstm-proj",
+        "kernels-lstm-proj",
+        "onnxruntime-gru",
+        "kernels-gru",
+        "kernels-lstm",
+        "kernels-rnn-relu",
+    ],
+)
 def test_packed_bidirectional_two_layer_gradients_match_finite_differences(executor, cls, kwargs):
     module, state = make(cls, kwargs)
     names = list(state)
@@ -212,8 +233,13 @@ def test_packed_bidirectional_two_layer_gradients_match_finite_differences(execu
 @pytest.mark.parametrize("cls, mode", [(nn.RNNCell, "RNN_TANH"), (nn.LSTMCell, "LSTM"), (nn.GRUCell, "GRU")])
 def test_cells_match_one_numpy_step_and_their_gradients(cls, mode, executor):
     cell = cls(3, 4).double()
-    p = {"w_ih": cell.weight_ih.detach().numpy(), "w_hh": cell.weight_hh.detach().numpy(),
-         "b_ih": cell.bias_ih.detach().numpy(), "b_hh": cell.bias_hh.detach().numpy(), "w_hr": None}
+    p = {
+        "w_ih": cell.weight_ih.detach().numpy(),
+        "w_hh": cell.weight_hh.detach().numpy(),
+        "b_ih": cell.bias_ih.detach().numpy(),
+        "b_hh": cell.bias_hh.detach().numpy(),
+        "w_hr": None,
+    }
     x, h, c = RNG.standard_normal((2, 3)), RNG.standard_normal((2, 4)), RNG.standard_normal((2, 4))
     with onnxnn.set_executor(executor):
         hx = (onnxnn.tensor(h), onnxnn.tensor(c)) if mode == "LSTM" else onnxnn.tensor(h)
@@ -221,8 +247,9 @@ def test_cells_match_one_numpy_step_and_their_gradients(cls, mode, executor):
         unbatched = cell(onnxnn.tensor(x[0]))
         actual = (result[0] if mode == "LSTM" else result).detach().numpy()
         expected = np.stack([cell_reference(mode, x[b], h[b], c[b], p)[0] for b in range(2)])
-        np.testing.assert_allclose(actual, expected, rtol=0, atol=gamma(3 + 4 + 2 + 3 * TRANSCENDENTAL_ULPS,
-                                                                            np.float64) * 20)
+        np.testing.assert_allclose(
+            actual, expected, rtol=0, atol=gamma(3 + 4 + 2 + 3 * TRANSCENDENTAL_ULPS, np.float64) * 20
+        )
         first = unbatched[0] if mode == "LSTM" else unbatched
         assert tuple(first.shape) == (4,)
         if mode == "LSTM":
@@ -239,13 +266,17 @@ def test_parameter_names_shapes_and_init_follow_pytorch():
     assert shapes["weight_ih_l1_reverse"] == (16, 4) and shapes["weight_hr_l1_reverse"] == (2, 4)
     assert len(shapes) == 20
     gru = nn.GRU(3, 6, bias=False)
-    assert {name: tuple(v.shape) for name, v in gru.state_dict().items()} == {"weight_ih_l0": (18, 3),
-                                                                              "weight_hh_l0": (18, 6)}
+    assert {name: tuple(v.shape) for name, v in gru.state_dict().items()} == {
+        "weight_ih_l0": (18, 3),
+        "weight_hh_l0": (18, 6),
+    }
     bound = 1 / np.sqrt(6)
     values = np.concatenate([p.detach().numpy().ravel() for p in nn.RNN(6, 6).parameters()])
     assert np.all(np.abs(values) <= bound)
-    assert repr(nn.LSTM(4, 5, num_layers=2, proj_size=2, bidirectional=True)) == \
-        "LSTM(4, 5, proj_size=2, num_layers=2, bidirectional=True)"
+    assert (
+        repr(nn.LSTM(4, 5, num_layers=2, proj_size=2, bidirectional=True))
+        == "LSTM(4, 5, proj_size=2, num_layers=2, bidirectional=True)"
+    )
     assert repr(nn.RNN(2, 3, nonlinearity="relu")) == "RNN(2, 3, nonlinearity=relu)"
 
 
@@ -278,34 +309,56 @@ def test_export_runs_in_onnxruntime(case_id, cls, kwargs, mode):
     # records the unrolled steps, which it runs.
     module, state = make(cls, kwargs)
     x = onnxnn.randn(4, 3, 2, dtype=onnxnn.float64)
-    expected, _, _ = network_reference(mode, state, x.numpy(), [4, 4, 4],
-                                       np.zeros((4, 3, 3)), np.zeros((4, 3, 3)) if mode == "LSTM" else None, 2, 2)
+    expected, _, _ = network_reference(
+        mode, state, x.numpy(), [4, 4, 4], np.zeros((4, 3, 3)), np.zeros((4, 3, 3)) if mode == "LSTM" else None, 2, 2
+    )
     with onnxnn.set_executor("onnxruntime"):
         actual = exported_output(module, x)
     assert actual.dtype == np.float64
     np.testing.assert_allclose(actual, expected, rtol=0, atol=recurrence_atol(state, x.numpy(), 4, 2))
 
 
-@pytest.mark.parametrize("call, error, message", [
-    (lambda: nn.LSTM(3, 4)(onnxnn.randn(5, 2, 2)), RuntimeError,
-     "input.size\\(-1\\) must be equal to input_size. Expected 3, got 2"),
-    (lambda: nn.GRU(3, 4)(onnxnn.randn(5, 2, 3), onnxnn.randn(1, 3, 4)), RuntimeError,
-     r"Expected hidden size \(1, 2, 4\), got \[1, 3, 4\]"),
-    (lambda: nn.LSTM(3, 4)(onnxnn.randn(5, 2, 3), (onnxnn.randn(1, 2, 4), onnxnn.randn(1, 2, 5))), RuntimeError,
-     r"Expected hidden\[1\] size \(1, 2, 4\), got \[1, 2, 5\]"),
-    (lambda: nn.RNN(3, 4)(onnxnn.randn(5, 2, 3), onnxnn.randn(2, 4)), RuntimeError,
-     "For batched 3-D input, hx should also be 3-D but got 2-D tensor"),
-    (lambda: nn.RNN(3, 4)(onnxnn.randn(1, 5, 2, 3)), ValueError, "RNN: Expected input to be 2D or 3D, got 4D"),
-    (lambda: nn.GRU(3, 4, proj_size=2), ValueError, "proj_size argument is only supported for LSTM"),
-    (lambda: nn.LSTM(3, 4, proj_size=4), ValueError, "proj_size has to be smaller than hidden_size"),
-    (lambda: nn.RNN(3, 4, nonlinearity="gelu"), ValueError, "Unknown nonlinearity 'gelu'"),
-    (lambda: nn.RNN(3, 4, dropout=1.5), ValueError, "dropout should be a number in range"),
-    (lambda: nn.GRUCell(3, 4)(onnxnn.randn(2, 5)), RuntimeError,
-     "input has inconsistent input_size: got 5 expected 3"),
-    (lambda: nn.LSTMCell(3, 4)(onnxnn.randn(2, 3), (onnxnn.randn(2, 5), onnxnn.randn(2, 4))), RuntimeError,
-     "hidden0 has inconsistent hidden_size: got 5, expected 4"),
-    (lambda: nn.RNNCell(3, 4)(onnxnn.randn(1, 2, 3)), ValueError, "RNNCell: Expected input to be 1D or 2D, got 3D"),
-])
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (
+            lambda: nn.LSTM(3, 4)(onnxnn.randn(5, 2, 2)),
+            RuntimeError,
+            "input.size\\(-1\\) must be equal to input_size. Expected 3, got 2",
+        ),
+        (
+            lambda: nn.GRU(3, 4)(onnxnn.randn(5, 2, 3), onnxnn.randn(1, 3, 4)),
+            RuntimeError,
+            r"Expected hidden size \(1, 2, 4\), got \[1, 3, 4\]",
+        ),
+        (
+            lambda: nn.LSTM(3, 4)(onnxnn.randn(5, 2, 3), (onnxnn.randn(1, 2, 4), onnxnn.randn(1, 2, 5))),
+            RuntimeError,
+            r"Expected hidden\[1\] size \(1, 2, 4\), got \[1, 2, 5\]",
+        ),
+        (
+            lambda: nn.RNN(3, 4)(onnxnn.randn(5, 2, 3), onnxnn.randn(2, 4)),
+            RuntimeError,
+            "For batched 3-D input, hx should also be 3-D but got 2-D tensor",
+        ),
+        (lambda: nn.RNN(3, 4)(onnxnn.randn(1, 5, 2, 3)), ValueError, "RNN: Expected input to be 2D or 3D, got 4D"),
+        (lambda: nn.GRU(3, 4, proj_size=2), ValueError, "proj_size argument is only supported for LSTM"),
+        (lambda: nn.LSTM(3, 4, proj_size=4), ValueError, "proj_size has to be smaller than hidden_size"),
+        (lambda: nn.RNN(3, 4, nonlinearity="gelu"), ValueError, "Unknown nonlinearity 'gelu'"),
+        (lambda: nn.RNN(3, 4, dropout=1.5), ValueError, "dropout should be a number in range"),
+        (
+            lambda: nn.GRUCell(3, 4)(onnxnn.randn(2, 5)),
+            RuntimeError,
+            "input has inconsistent input_size: got 5 expected 3",
+        ),
+        (
+            lambda: nn.LSTMCell(3, 4)(onnxnn.randn(2, 3), (onnxnn.randn(2, 5), onnxnn.randn(2, 4))),
+            RuntimeError,
+            "hidden0 has inconsistent hidden_size: got 5, expected 4",
+        ),
+        (lambda: nn.RNNCell(3, 4)(onnxnn.randn(1, 2, 3)), ValueError, "RNNCell: Expected input to be 1D or 2D, got 3D"),
+    ],
+)
 def test_bad_inputs_raise_pytorchs_errors(call, error, message):
     with pytest.raises(error, match=message):
         call()
@@ -327,8 +380,7 @@ def test_matches_torch_with_the_same_state_dict(name):
     theirs.load_state_dict({k: torch.tensor(v.numpy()) for k, v in ours.state_dict().items()})
     x = RNG.standard_normal((4, 3, 2))
     packed = rnn_utils.pack_padded_sequence(onnxnn.tensor(x), LENGTHS, enforce_sorted=False)
-    torch_packed = torch.nn.utils.rnn.pack_padded_sequence(torch.tensor(x), torch.tensor(LENGTHS),
-                                                           enforce_sorted=False)
+    torch_packed = torch.nn.utils.rnn.pack_padded_sequence(torch.tensor(x), torch.tensor(LENGTHS), enforce_sorted=False)
     output, hidden = ours(packed)
     torch_output, torch_hidden = theirs(torch_packed)
     state = {k: v.detach().numpy() for k, v in ours.state_dict().items()}
@@ -384,8 +436,7 @@ def test_each_layer_records_one_onnx_recurrent_node_and_no_per_step_matmuls(case
     op_types = recorded_op_types(output.data, *states)
     assert op_types.count(FUSED_OP_TYPE[mode]) == 2, op_types
     assert "MatMul" not in op_types and "Gemm" not in op_types, op_types
-    nodes = [node for node in plan_of([output.data._value]).nodes
-             if node.op_type == FUSED_OP_TYPE[mode]]
+    nodes = [node for node in plan_of([output.data._value]).nodes if node.op_type == FUSED_OP_TYPE[mode]]
     assert all(node.attrs["direction"] == "bidirectional" and node.attrs["hidden_size"] == 3 for node in nodes)
     assert all(node.inputs[4] is not None for node in nodes)  # mixed lengths: sequence_lens
     if mode == "GRU":
@@ -395,8 +446,11 @@ def test_each_layer_records_one_onnx_recurrent_node_and_no_per_step_matmuls(case
     # data drawn from onnxnn's generator, so a new mask does not change the graph).
     module.train()
     with onnxnn.no_grad():
-        nodes = [node for node in plan_of([module(onnxnn.randn(4, 3, 2))[0]._value]).nodes
-                 if node.op_type == FUSED_OP_TYPE[mode]]
+        nodes = [
+            node
+            for node in plan_of([module(onnxnn.randn(4, 3, 2))[0]._value]).nodes
+            if node.op_type == FUSED_OP_TYPE[mode]
+        ]
     assert len(nodes) == 2 and nodes[1].inputs[0].node.op_type == "Mul"
     assert nodes[0].inputs[4] is None  # every sequence full: no sequence_lens
 
@@ -452,8 +506,9 @@ def test_float32_packed_onnx_nodes_match_numpy_and_torch(case_id, cls, kwargs, m
     torch = pytest.importorskip("torch")
     theirs = getattr(torch.nn, cls.__name__)(2, 3, num_layers=2, bidirectional=True, **kwargs)
     theirs.load_state_dict({name: torch.tensor(value, dtype=torch.float32) for name, value in state.items()})
-    torch_packed = torch.nn.utils.rnn.pack_padded_sequence(torch.tensor(x, dtype=torch.float32),
-                                                           torch.tensor(LENGTHS), enforce_sorted=False)
+    torch_packed = torch.nn.utils.rnn.pack_padded_sequence(
+        torch.tensor(x, dtype=torch.float32), torch.tensor(LENGTHS), enforce_sorted=False
+    )
     torch_hidden = torch.tensor(h0, dtype=torch.float32)
     if c0 is not None:
         torch_hidden = (torch_hidden, torch.tensor(c0, dtype=torch.float32))
@@ -475,8 +530,9 @@ def test_float32_export_writes_onnx_recurrent_nodes_that_onnxruntime_runs(case_i
     assert {init.name for init in proto.graph.initializer} >= {"weight_ih_l0", "weight_hh_l1_reverse"}
     actual = exported_output(module, onnxnn.tensor(x))
     zeros = np.zeros((4, 3, 3))
-    expected, _, _ = network_reference(mode, state, np.swapaxes(x, 0, 1).astype(np.float64), [4, 4, 4], zeros,
-                                       zeros if mode == "LSTM" else None, 2, 2)
+    expected, _, _ = network_reference(
+        mode, state, np.swapaxes(x, 0, 1).astype(np.float64), [4, 4, 4], zeros, zeros if mode == "LSTM" else None, 2, 2
+    )
     atol = recurrence_atol(state, np.abs(x).max() + 0 * x, 4, 2, np.float32)
     np.testing.assert_allclose(np.swapaxes(actual, 0, 1), expected, rtol=0, atol=atol)
     # The session onnxnn runs is onnxruntime's own kernel on the same graph.
@@ -518,8 +574,9 @@ def test_float32_gradients_on_onnxruntime_match_the_checked_float64_gradients(cl
     atol = recurrence_atol(state, np.abs(x).max() + 0 * x, 4, 2, np.float32) * outputs
     for name in state:
         assert np.abs(gradients["onnxruntime"][name]).max() > 0, name  # the gradient reached every weight
-        np.testing.assert_allclose(gradients["onnxruntime"][name], gradients["kernels"][name], rtol=0, atol=atol,
-                                   err_msg=name)
+        np.testing.assert_allclose(
+            gradients["onnxruntime"][name], gradients["kernels"][name], rtol=0, atol=atol, err_msg=name
+        )
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)

@@ -5,6 +5,7 @@ than ``t`` in decreasing-length order; ``batch_sizes[t]`` counts them. The expec
 that layout with numpy loops over the sequences. Packing only moves elements, so values must match
 exactly; gradients (a scatter back through the gathers) are checked by float64 finite differences.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -43,8 +44,9 @@ def test_pack_padded_sequence_lists_steps_of_running_sequences(case_id, shape, l
     padded = RNG.standard_normal(shape).astype(np.float32)
     data, batch_sizes, order = packed_reference(padded, lengths, batch_first)
     with onnxnn.set_executor(executor):
-        packed = rnn.pack_padded_sequence(onnxnn.tensor(padded), onnxnn.tensor(lengths), batch_first=batch_first,
-                                          enforce_sorted=False)
+        packed = rnn.pack_padded_sequence(
+            onnxnn.tensor(padded), onnxnn.tensor(lengths), batch_first=batch_first, enforce_sorted=False
+        )
         np.testing.assert_array_equal(packed.data.numpy(), data)
     np.testing.assert_array_equal(packed.batch_sizes.numpy(), batch_sizes)
     assert packed.batch_sizes.dtype == onnxnn.int64
@@ -55,8 +57,7 @@ def test_pack_padded_sequence_lists_steps_of_running_sequences(case_id, shape, l
 def test_sorted_input_packs_without_a_permutation():
     packed = rnn.pack_padded_sequence(onnxnn.randn(3, 2, 1), [3, 2])
     assert packed.sorted_indices is None and packed.unsorted_indices is None
-    assert isinstance(packed, tuple) and packed._fields == ("data", "batch_sizes", "sorted_indices",
-                                                             "unsorted_indices")
+    assert isinstance(packed, tuple) and packed._fields == ("data", "batch_sizes", "sorted_indices", "unsorted_indices")
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
@@ -65,10 +66,10 @@ def test_pad_packed_sequence_restores_order_and_pads(batch_first, executor):
     lengths = [2, 4, 1]
     padded = RNG.standard_normal((3, 4, 2) if batch_first else (4, 3, 2))
     with onnxnn.set_executor(executor):
-        packed = rnn.pack_padded_sequence(onnxnn.tensor(padded), lengths, batch_first=batch_first,
-                                          enforce_sorted=False)
-        unpacked, out_lengths = rnn.pad_packed_sequence(packed, batch_first=batch_first, padding_value=-7.0,
-                                                        total_length=6)
+        packed = rnn.pack_padded_sequence(onnxnn.tensor(padded), lengths, batch_first=batch_first, enforce_sorted=False)
+        unpacked, out_lengths = rnn.pad_packed_sequence(
+            packed, batch_first=batch_first, padding_value=-7.0, total_length=6
+        )
         unpacked = unpacked.numpy()
     np.testing.assert_array_equal(out_lengths.numpy(), lengths)
     assert out_lengths.dtype == onnxnn.int64
@@ -84,14 +85,15 @@ def test_pad_packed_sequence_restores_order_and_pads(batch_first, executor):
 def test_pad_sequence_stacks_and_pads_on_the_chosen_side(batch_first, side, executor):
     sequences = [RNG.standard_normal((n, 2)) for n in (2, 4, 1)]
     with onnxnn.set_executor(executor):
-        result = rnn.pad_sequence([onnxnn.tensor(s) for s in sequences], batch_first=batch_first,
-                                  padding_value=3.0, padding_side=side).numpy()
+        result = rnn.pad_sequence(
+            [onnxnn.tensor(s) for s in sequences], batch_first=batch_first, padding_value=3.0, padding_side=side
+        ).numpy()
     expected = np.full((3, 4, 2), 3.0)
     for b, sequence in enumerate(sequences):
         if side == "right":
-            expected[b, :len(sequence)] = sequence
+            expected[b, : len(sequence)] = sequence
         else:
-            expected[b, 4 - len(sequence):] = sequence
+            expected[b, 4 - len(sequence) :] = sequence
     np.testing.assert_array_equal(result, expected if batch_first else np.swapaxes(expected, 0, 1))
 
 
@@ -117,22 +119,38 @@ def test_gradients_flow_through_pack_and_pad(executor):
     def pack_then_pad(x, scale):
         packed = rnn.pack_padded_sequence(x * scale, [2, 3, 1], enforce_sorted=False)
         return rnn.pad_packed_sequence(packed, padding_value=0.5)[0] * scale
+
     with onnxnn.set_executor(executor):
         check_gradients(pack_then_pad, [RNG.standard_normal((3, 3, 2)), RNG.standard_normal(2)])
 
 
-@pytest.mark.parametrize("call, error, message", [
-    (lambda: rnn.pack_padded_sequence(onnxnn.randn(3, 2, 1), [2, 3]), RuntimeError,
-     "`lengths` array must be sorted in decreasing order when `enforce_sorted` is True"),
-    (lambda: rnn.pack_padded_sequence(onnxnn.randn(3, 2, 1), [2, 0]), RuntimeError,
-     "Length of all samples has to be greater than 0"),
-    (lambda: rnn.pack_padded_sequence(onnxnn.randn(3, 2, 1), [2, 1, 1]), RuntimeError,
-     r"Expected `len\(lengths\)` to be equal to batch_size, but got 3 \(batch_size=2\)"),
-    (lambda: rnn.pad_packed_sequence(rnn.pack_padded_sequence(onnxnn.randn(3, 2, 1), [3, 1]), total_length=2),
-     ValueError, "Expected total_length to be at least the length of the longest sequence in input, but got "
-     "total_length=2 and max sequence length being 3"),
-    (lambda: rnn.pad_sequence(5), RuntimeError, "pad_sequence: Expected iterable for input sequences"),
-])
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (
+            lambda: rnn.pack_padded_sequence(onnxnn.randn(3, 2, 1), [2, 3]),
+            RuntimeError,
+            "`lengths` array must be sorted in decreasing order when `enforce_sorted` is True",
+        ),
+        (
+            lambda: rnn.pack_padded_sequence(onnxnn.randn(3, 2, 1), [2, 0]),
+            RuntimeError,
+            "Length of all samples has to be greater than 0",
+        ),
+        (
+            lambda: rnn.pack_padded_sequence(onnxnn.randn(3, 2, 1), [2, 1, 1]),
+            RuntimeError,
+            r"Expected `len\(lengths\)` to be equal to batch_size, but got 3 \(batch_size=2\)",
+        ),
+        (
+            lambda: rnn.pad_packed_sequence(rnn.pack_padded_sequence(onnxnn.randn(3, 2, 1), [3, 1]), total_length=2),
+            ValueError,
+            "Expected total_length to be at least the length of the longest sequence in input, but got "
+            "total_length=2 and max sequence length being 3",
+        ),
+        (lambda: rnn.pad_sequence(5), RuntimeError, "pad_sequence: Expected iterable for input sequences"),
+    ],
+)
 def test_bad_arguments_raise_pytorchs_errors(call, error, message):
     with pytest.raises(error, match=message):
         call()
@@ -143,8 +161,7 @@ def test_matches_torch_packing():
     padded = RNG.standard_normal((5, 4, 2)).astype(np.float32)
     lengths = [3, 5, 1, 4]  # distinct, so torch's (unstable) sort agrees with the stable one
     ours = rnn.pack_padded_sequence(onnxnn.tensor(padded), lengths, enforce_sorted=False)
-    theirs = torch.nn.utils.rnn.pack_padded_sequence(torch.tensor(padded), torch.tensor(lengths),
-                                                     enforce_sorted=False)
+    theirs = torch.nn.utils.rnn.pack_padded_sequence(torch.tensor(padded), torch.tensor(lengths), enforce_sorted=False)
     for field in ("data", "batch_sizes", "sorted_indices", "unsorted_indices"):
         np.testing.assert_array_equal(getattr(ours, field).numpy(), getattr(theirs, field).numpy())
     padded_ours, _ = rnn.pad_packed_sequence(ours, batch_first=True, padding_value=2.0)

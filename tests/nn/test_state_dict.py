@@ -1,4 +1,5 @@
 """state_dict / load_state_dict: key order, metadata, hooks, strict errors, no partial loads, assign."""
+
 from __future__ import annotations
 
 import copy
@@ -31,8 +32,7 @@ class Stateful(nn.Module):
         self.register_parameter("param2", nn.Parameter(onnxnn.randn(3)))
         self.register_parameter("param3", None)
         self.param_list = nn.ParameterList([nn.Parameter(onnxnn.randn(2)) for _ in range(3)])
-        self.param_dict = nn.ParameterDict({"foo": nn.Parameter(onnxnn.randn(3)),
-                                            "bar": nn.Parameter(onnxnn.randn(4))})
+        self.param_dict = nn.ParameterDict({"foo": nn.Parameter(onnxnn.randn(3)), "bar": nn.Parameter(onnxnn.randn(4))})
         self.register_buffer("buffer1", onnxnn.randn(4), persistent=True)
         self.register_buffer("buffer2", onnxnn.randn(5), persistent=False)
         self.register_buffer("buffer3", None)
@@ -62,8 +62,9 @@ class Net(nn.Module):
 
 
 def _values(module) -> dict:
-    return {key: np.array(value.numpy()) for key, value in module.state_dict().items()
-            if isinstance(value, onnxnn.Tensor)}
+    return {
+        key: np.array(value.numpy()) for key, value in module.state_dict().items() if isinstance(value, onnxnn.Tensor)
+    }
 
 
 def _assert_same_values(module, expected: dict) -> None:
@@ -76,10 +77,16 @@ def _assert_same_values(module, expected: dict) -> None:
 # ----------------------------------------------------------------------------- state_dict
 def test_state_dict_key_order_follows_the_modules_note():
     assert list(Stateful().state_dict()) == [
-        "param1", "param2", "buffer1",
-        "param_list.0", "param_list.1", "param_list.2",
-        "param_dict.bar", "param_dict.foo",
-        "linear.weight", "linear.bias",
+        "param1",
+        "param2",
+        "buffer1",
+        "param_list.0",
+        "param_list.1",
+        "param_list.2",
+        "param_dict.bar",
+        "param_dict.foo",
+        "linear.weight",
+        "linear.bias",
     ]
 
 
@@ -94,8 +101,7 @@ def test_state_dict_orders_params_buffers_extra_state_then_children():
         def get_extra_state(self):
             return 1
 
-    assert list(Parent().state_dict()) == ["p", "b", "_extra_state", "child.scale", "child.steps",
-                                           "child._extra_state"]
+    assert list(Parent().state_dict()) == ["p", "b", "_extra_state", "child.scale", "child.steps", "child._extra_state"]
 
 
 def test_state_dict_metadata_and_prefix():
@@ -172,8 +178,13 @@ def test_load_copies_into_the_existing_parameters():
 
 def test_load_converts_to_the_parameter_dtype_and_accepts_1d_for_0d():
     m = WithExtraState()
-    m.load_state_dict({"scale": onnxnn.tensor([2.0, 3.0], dtype=onnxnn.float64),
-                       "steps": onnxnn.tensor([5]), "_extra_state": {"mode": "c"}})
+    m.load_state_dict(
+        {
+            "scale": onnxnn.tensor([2.0, 3.0], dtype=onnxnn.float64),
+            "steps": onnxnn.tensor([5]),
+            "_extra_state": {"mode": "c"},
+        }
+    )
     assert m.scale.dtype == onnxnn.float32 and m.steps.shape == () and m.steps.item() == 5
 
 
@@ -193,7 +204,8 @@ def test_strict_load_lists_every_problem_and_changes_nothing():
         '\tMissing key(s) in state_dict: "l1.weight". \n'
         '\tUnexpected key(s) in state_dict: "x". \n'
         "\tsize mismatch for l2.bias: copying a param with shape onnxnn.Size([5]) from checkpoint, "
-        "the shape in current model is onnxnn.Size([4]).")
+        "the shape in current model is onnxnn.Size([4])."
+    )
     _assert_same_values(m, before)
     assert m.extra.config == config
 
@@ -207,17 +219,21 @@ def test_missing_and_unexpected_keys_message():
     state = {"l1.bias": onnxnn.zeros(3), "x": onnxnn.zeros(1)}
     with pytest.raises(RuntimeError) as info:
         Single().load_state_dict(state)
-    assert str(info.value) == ('Error(s) in loading state_dict for Single:\n'
-                               '\tMissing key(s) in state_dict: "l1.weight". \n'
-                               '\tUnexpected key(s) in state_dict: "x". ')
+    assert str(info.value) == (
+        "Error(s) in loading state_dict for Single:\n"
+        '\tMissing key(s) in state_dict: "l1.weight". \n'
+        '\tUnexpected key(s) in state_dict: "x". '
+    )
 
 
 def test_size_mismatch_message_names_both_shapes():
     m = Leaf(3)
     with pytest.raises(RuntimeError) as info:
         m.load_state_dict({"weight": onnxnn.zeros(2, 3), "bias": onnxnn.zeros(3)})
-    assert ("size mismatch for weight: copying a param with shape onnxnn.Size([2, 3]) from checkpoint, "
-            "the shape in current model is onnxnn.Size([3, 2]).") in str(info.value)
+    assert (
+        "size mismatch for weight: copying a param with shape onnxnn.Size([2, 3]) from checkpoint, "
+        "the shape in current model is onnxnn.Size([3, 2])."
+    ) in str(info.value)
 
 
 def test_non_strict_load_reports_keys_and_loads_the_rest():
@@ -230,8 +246,9 @@ def test_non_strict_load_reports_keys_and_loads_the_rest():
     result = m.load_state_dict(state, strict=False)
     assert result.missing_keys == ["l2.bias"]
     assert result.unexpected_keys == ["unknown.weight", "l1.extra_param"]
-    assert repr(result) == ("_IncompatibleKeys(missing_keys=['l2.bias'], "
-                            "unexpected_keys=['unknown.weight', 'l1.extra_param'])")
+    assert repr(result) == (
+        "_IncompatibleKeys(missing_keys=['l2.bias'], unexpected_keys=['unknown.weight', 'l1.extra_param'])"
+    )
     np.testing.assert_array_equal(m.l1.weight.detach().numpy(), source.l1.weight.detach().numpy())
 
 
@@ -265,8 +282,7 @@ def test_load_requires_a_mapping():
 
 def test_load_does_not_modify_the_callers_dict():
     m = Leaf()
-    m.register_load_state_dict_pre_hook(
-        lambda module, state_dict, prefix, *rest: state_dict.pop(prefix + "bias", None))
+    m.register_load_state_dict_pre_hook(lambda module, state_dict, prefix, *rest: state_dict.pop(prefix + "bias", None))
     state = Leaf().state_dict()
     result = m.load_state_dict(state, strict=False)
     assert list(state) == ["weight", "bias"] and result.missing_keys == ["bias"]
@@ -278,8 +294,9 @@ def test_assign_puts_the_given_tensors_into_the_module(strict):
     m.scale.requires_grad_(False)
     new_scale = onnxnn.tensor([4.0, 5.0], dtype=onnxnn.float64)
     new_steps = onnxnn.tensor(9)
-    m.load_state_dict({"scale": new_scale, "steps": new_steps, "_extra_state": {"mode": "z"}},
-                      strict=strict, assign=True)
+    m.load_state_dict(
+        {"scale": new_scale, "steps": new_steps, "_extra_state": {"mode": "z"}}, strict=strict, assign=True
+    )
     assert isinstance(m.scale, nn.Parameter) and m.scale._value is new_scale._value
     assert m.scale.dtype == onnxnn.float64 and not m.scale.requires_grad
     assert m.steps is new_steps
@@ -355,6 +372,7 @@ def test_load_post_hook_must_not_return_a_value():
 
 def test_incompatible_keys_repr():
     from onnxnn.nn.modules.module import _IncompatibleKeys
+
     assert repr(_IncompatibleKeys([], [])) == "<All keys matched successfully>"
     assert str(_IncompatibleKeys(["a"], [])) == "_IncompatibleKeys(missing_keys=['a'], unexpected_keys=[])"
     assert _IncompatibleKeys(["a"], ["b"]).unexpected_keys == ["b"]

@@ -5,6 +5,7 @@ Forward values come from numpy formulas composed of the attention reference of t
 float64, so the tolerance is float64's rounding of a few chained dot products; gradients from
 float64 finite differences; exported graphs run in plain onnxruntime.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,8 +23,10 @@ from .test_attention import mha_reference
 
 RNG = np.random.default_rng(131)
 D, NHEAD, FF = 8, 2, 12
-ACTIVATIONS = {"relu": lambda x: np.maximum(x, 0),
-               "gelu": lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / np.sqrt(2)))}
+ACTIVATIONS = {
+    "relu": lambda x: np.maximum(x, 0),
+    "gelu": lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / np.sqrt(2))),
+}
 
 
 def _layer_norm(x, norm):
@@ -43,8 +46,17 @@ def _feedforward(x, layer, activation):
 
 def encoder_layer_reference(layer, x, activation, mask=None, padding=None, batch_first=False):
     def attend(y):
-        return mha_reference(layer.self_attn, y, y, y, key_padding_mask=padding, attn_mask=mask,
-                             need_weights=False, batch_first=batch_first)[0]
+        return mha_reference(
+            layer.self_attn,
+            y,
+            y,
+            y,
+            key_padding_mask=padding,
+            attn_mask=mask,
+            need_weights=False,
+            batch_first=batch_first,
+        )[0]
+
     if layer.norm_first:
         x = x + attend(_layer_norm(x, layer.norm1))
         return x + _feedforward(_layer_norm(x, layer.norm2), layer, activation)
@@ -57,8 +69,10 @@ def decoder_layer_reference(layer, x, memory, activation, tgt_mask=None, memory_
         return mha_reference(layer.self_attn, y, y, y, attn_mask=tgt_mask, need_weights=False)[0]
 
     def cross_attend(y):
-        return mha_reference(layer.multihead_attn, y, memory, memory, key_padding_mask=memory_padding,
-                             need_weights=False)[0]
+        return mha_reference(
+            layer.multihead_attn, y, memory, memory, key_padding_mask=memory_padding, need_weights=False
+        )[0]
+
     if layer.norm_first:
         x = x + self_attend(_layer_norm(x, layer.norm1))
         x = x + cross_attend(_layer_norm(x, layer.norm2))
@@ -115,8 +129,13 @@ def test_decoder_layer_matches_the_residual_formula(norm_first, executor):
     padding = np.array([[False] * 6, [False] * 4 + [True] * 2])
     expected = decoder_layer_reference(layer, x, memory, "relu", tgt_mask.numpy(), padding)
     with onnxnn.set_executor(executor):
-        actual = layer(onnxnn.tensor(x), onnxnn.tensor(memory), tgt_mask=tgt_mask,
-                       memory_key_padding_mask=onnxnn.tensor(padding), tgt_is_causal=True)
+        actual = layer(
+            onnxnn.tensor(x),
+            onnxnn.tensor(memory),
+            tgt_mask=tgt_mask,
+            memory_key_padding_mask=onnxnn.tensor(padding),
+            tgt_is_causal=True,
+        )
     assert_within(actual.detach().numpy(), expected, _bound(expected))
 
 
@@ -161,9 +180,14 @@ def test_generate_square_subsequent_mask_is_minus_infinity_above_the_diagonal():
 def test_transformer_parameters_are_named_as_pytorch_and_xavier_initialized():
     model = nn.Transformer(D, NHEAD, 1, 1, FF)
     names = set(model.state_dict())
-    for name in ("encoder.layers.0.self_attn.in_proj_weight", "encoder.layers.0.linear1.weight", "encoder.norm.weight",
-                 "decoder.layers.0.multihead_attn.out_proj.weight", "decoder.layers.0.norm3.bias",
-                 "decoder.norm.bias"):
+    for name in (
+        "encoder.layers.0.self_attn.in_proj_weight",
+        "encoder.layers.0.linear1.weight",
+        "encoder.norm.weight",
+        "decoder.layers.0.multihead_attn.out_proj.weight",
+        "decoder.layers.0.norm3.bias",
+        "decoder.norm.bias",
+    ):
         assert name in names
     # xavier_uniform_ draws from U(-a, a), a = sqrt(6 / (fan_in + fan_out)).
     weight = model.encoder.layers[0].linear1.weight.detach().numpy()
@@ -179,22 +203,39 @@ def test_encoder_layer_exports_to_onnxruntime():
     assert_within(exported_output(layer, x), expected, bound)
 
 
-@pytest.mark.parametrize("build, error, message", [
-    (lambda: nn.TransformerEncoderLayer(D, NHEAD, activation="tanh"), RuntimeError, "activation should be relu/gelu"),
-    (lambda: nn.Transformer(D, NHEAD, 1, 1, FF)(onnxnn.randn(5, 3, D), onnxnn.randn(4, 2, D)), RuntimeError,
-     "the batch number of src and tgt must be equal"),
-    (lambda: nn.Transformer(D, NHEAD, 1, 1, FF)(onnxnn.randn(5, 3, D), onnxnn.randn(4, 3, 6)), RuntimeError,
-     "the feature number of src and tgt must be equal to d_model"),
-    (lambda: nn.TransformerEncoderLayer(D, NHEAD, FF)(onnxnn.randn(5, 3, D), src_mask=onnxnn.zeros(4, 4)),
-     RuntimeError, "The shape of the 2D attn_mask is"),
-])
+@pytest.mark.parametrize(
+    "build, error, message",
+    [
+        (
+            lambda: nn.TransformerEncoderLayer(D, NHEAD, activation="tanh"),
+            RuntimeError,
+            "activation should be relu/gelu",
+        ),
+        (
+            lambda: nn.Transformer(D, NHEAD, 1, 1, FF)(onnxnn.randn(5, 3, D), onnxnn.randn(4, 2, D)),
+            RuntimeError,
+            "the batch number of src and tgt must be equal",
+        ),
+        (
+            lambda: nn.Transformer(D, NHEAD, 1, 1, FF)(onnxnn.randn(5, 3, D), onnxnn.randn(4, 3, 6)),
+            RuntimeError,
+            "the feature number of src and tgt must be equal to d_model",
+        ),
+        (
+            lambda: nn.TransformerEncoderLayer(D, NHEAD, FF)(onnxnn.randn(5, 3, D), src_mask=onnxnn.zeros(4, 4)),
+            RuntimeError,
+            "The shape of the 2D attn_mask is",
+        ),
+    ],
+)
 def test_transformer_rejects_bad_arguments_as_pytorch_does(build, error, message):
     with pytest.raises(error, match=message):
         build()
 
 
-@pytest.mark.parametrize("options", [dict(), dict(norm_first=True, activation="gelu", bias=False),
-                                     dict(batch_first=True)])
+@pytest.mark.parametrize(
+    "options", [dict(), dict(norm_first=True, activation="gelu", bias=False), dict(batch_first=True)]
+)
 def test_transformer_equals_pytorch_with_its_state_dict(options):
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
@@ -206,12 +247,26 @@ def test_transformer_equals_pytorch_with_its_state_dict(options):
     src, tgt = RNG.standard_normal(shape(5)), RNG.standard_normal(shape(4))
     padding = np.zeros((3, 5), bool)
     padding[1, 3:] = True
-    expected = reference(torch.tensor(src), torch.tensor(tgt),
-                         tgt_mask=torch.nn.Transformer.generate_square_subsequent_mask(4, dtype=torch.float64),
-                         memory_key_padding_mask=torch.tensor(padding)).detach().numpy()
-    actual = model(onnxnn.tensor(src), onnxnn.tensor(tgt),
-                   tgt_mask=nn.Transformer.generate_square_subsequent_mask(4, dtype=onnxnn.float64),
-                   memory_key_padding_mask=onnxnn.tensor(padding)).detach().numpy()
+    expected = (
+        reference(
+            torch.tensor(src),
+            torch.tensor(tgt),
+            tgt_mask=torch.nn.Transformer.generate_square_subsequent_mask(4, dtype=torch.float64),
+            memory_key_padding_mask=torch.tensor(padding),
+        )
+        .detach()
+        .numpy()
+    )
+    actual = (
+        model(
+            onnxnn.tensor(src),
+            onnxnn.tensor(tgt),
+            tgt_mask=nn.Transformer.generate_square_subsequent_mask(4, dtype=onnxnn.float64),
+            memory_key_padding_mask=onnxnn.tensor(padding),
+        )
+        .detach()
+        .numpy()
+    )
     np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-12)
 
 
@@ -244,8 +299,9 @@ def test_encoder_zeroes_padding_positions_where_pytorch_takes_the_nested_tensor_
 
 @pytest.mark.parametrize("condition", ["grad enabled", "not batch first", "not left aligned", "training"])
 def test_encoder_keeps_padding_positions_where_pytorch_takes_the_padded_path(condition):
-    encoder, x, padding = _nested_case(batch_first=condition != "not batch first",
-                                       left_aligned=condition != "not left aligned")
+    encoder, x, padding = _nested_case(
+        batch_first=condition != "not batch first", left_aligned=condition != "not left aligned"
+    )
     if condition == "training":
         encoder.train()
     with onnxnn.set_grad_enabled(condition == "grad enabled"):
@@ -263,13 +319,22 @@ def test_encoder_warns_as_pytorch_when_nested_tensors_cannot_be_used():
 def test_encoder_equals_pytorch_on_and_off_its_nested_tensor_path(left_aligned):
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
-    reference = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(D, NHEAD, FF, batch_first=True), 2,
-                                            norm=torch.nn.LayerNorm(D)).double().eval()
+    reference = (
+        torch.nn.TransformerEncoder(
+            torch.nn.TransformerEncoderLayer(D, NHEAD, FF, batch_first=True), 2, norm=torch.nn.LayerNorm(D)
+        )
+        .double()
+        .eval()
+    )
     _, x, padding = _nested_case(left_aligned=left_aligned)
-    encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(D, NHEAD, FF, batch_first=True), 2,
-                                    norm=nn.LayerNorm(D)).double().eval()
-    encoder.load_state_dict({key: onnxnn.tensor(value.detach().numpy())
-                             for key, value in reference.state_dict().items()})
+    encoder = (
+        nn.TransformerEncoder(nn.TransformerEncoderLayer(D, NHEAD, FF, batch_first=True), 2, norm=nn.LayerNorm(D))
+        .double()
+        .eval()
+    )
+    encoder.load_state_dict(
+        {key: onnxnn.tensor(value.detach().numpy()) for key, value in reference.state_dict().items()}
+    )
     with torch.no_grad():
         expected = reference(torch.tensor(x), src_key_padding_mask=torch.tensor(padding)).numpy()
     # On the nested path the padding positions are LayerNorm(0): its bias.
@@ -284,10 +349,25 @@ def test_transformer_unbatched_inputs_equal_a_batch_of_one():
     model = _randomize_biases(nn.Transformer(D, NHEAD, 1, 1, FF, dropout=0.0).double()).eval()
     src, tgt = RNG.standard_normal((5, D)), RNG.standard_normal((4, D))
     padding = np.array([False] * 4 + [True])
-    unbatched = model(onnxnn.tensor(src), onnxnn.tensor(tgt), src_key_padding_mask=onnxnn.tensor(padding),
-                      memory_key_padding_mask=onnxnn.tensor(padding)).detach().numpy()
-    batched = model(onnxnn.tensor(src[:, None]), onnxnn.tensor(tgt[:, None]),
-                    src_key_padding_mask=onnxnn.tensor(padding[None]),
-                    memory_key_padding_mask=onnxnn.tensor(padding[None])).detach().numpy()
+    unbatched = (
+        model(
+            onnxnn.tensor(src),
+            onnxnn.tensor(tgt),
+            src_key_padding_mask=onnxnn.tensor(padding),
+            memory_key_padding_mask=onnxnn.tensor(padding),
+        )
+        .detach()
+        .numpy()
+    )
+    batched = (
+        model(
+            onnxnn.tensor(src[:, None]),
+            onnxnn.tensor(tgt[:, None]),
+            src_key_padding_mask=onnxnn.tensor(padding[None]),
+            memory_key_padding_mask=onnxnn.tensor(padding[None]),
+        )
+        .detach()
+        .numpy()
+    )
     # The same arithmetic on the same numbers, arranged with one more axis.
     assert_within(unbatched, batched[:, 0], _bound(batched))

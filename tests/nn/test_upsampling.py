@@ -9,6 +9,7 @@ edge-replicated taps; ``area`` averages the adaptive pooling windows. Each outpu
 of at most 4 taps per axis (64 in 3-d), held to Higham's ``gamma(taps)`` times the sum of
 ``|weight * x|``. Gradients are checked against float64 finite differences on both executors.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,10 +32,12 @@ EXECUTOR_DTYPES = [("onnxruntime", onnxnn.float32), ("kernels", onnxnn.float32),
 
 # ---------------------------------------------------------------- numpy reference
 
+
 def _cubic(d, a=-0.75):
     d = np.abs(d)
-    return np.where(d <= 1, ((a + 2) * d - (a + 3)) * d * d + 1,
-                    np.where(d < 2, ((a * d - 5 * a) * d + 8 * a) * d - 4 * a, 0.0))
+    return np.where(
+        d <= 1, ((a + 2) * d - (a + 3)) * d * d + 1, np.where(d < 2, ((a * d - 5 * a) * d + 8 * a) * d - 4 * a, 0.0)
+    )
 
 
 def axis_matrix(size_in, size_out, mode, align_corners, scale_factor):
@@ -93,8 +96,13 @@ CASES = [
     ("linear-1d-align", (2, 2, 5), dict(size=8, mode="linear", align_corners=True), [8], None),
     ("bilinear-scale", (1, 2, 4, 3), dict(scale_factor=(2.5, 1.5), mode="bilinear"), [10, 4], [2.5, 1.5]),
     ("bilinear-down", (1, 2, 7, 6), dict(size=(3, 4), mode="bilinear"), [3, 4], None),
-    ("bilinear-align-fractional-scale", (1, 1, 5, 3), dict(scale_factor=1.7, mode="bilinear", align_corners=True),
-     [8, 5], None),
+    (
+        "bilinear-align-fractional-scale",
+        (1, 1, 5, 3),
+        dict(scale_factor=1.7, mode="bilinear", align_corners=True),
+        [8, 5],
+        None,
+    ),
     ("bilinear-align", (1, 2, 4, 3), dict(size=(7, 5), mode="bilinear", align_corners=True), [7, 5], None),
     ("bilinear-to-one", (1, 1, 4, 3), dict(size=(1, 1), mode="bilinear"), [1, 1], None),
     ("bicubic", (1, 2, 4, 5), dict(size=(7, 3), mode="bicubic"), [7, 3], None),
@@ -117,8 +125,9 @@ def test_interpolate_matches_the_documented_sampling(case_id, shape, kwargs, out
     x = RNG.standard_normal(shape)
     out_shape, actual = _run(executor, dtype, x, kwargs)
     assert tuple(out_shape) == shape[:2] + tuple(out_sizes)
-    expected, magnitude = interpolate_reference(x, out_sizes, kwargs.get("mode", "nearest"),
-                                                kwargs.get("align_corners", False), factors)
+    expected, magnitude = interpolate_reference(
+        x, out_sizes, kwargs.get("mode", "nearest"), kwargs.get("align_corners", False), factors
+    )
     numpy_dtype = np.float32 if dtype == onnxnn.float32 else np.float64
     # Rounding the input to the dtype, up to 4 taps per axis summed (the area windows are smaller), and
     # source coordinates computed in the dtype: off by up to (size * u), which moves a weight by at most
@@ -128,20 +137,36 @@ def test_interpolate_matches_the_documented_sampling(case_id, shape, kwargs, out
     assert np.all(np.abs(actual - expected) <= bound), f"max error {np.max(np.abs(actual - expected)):.3g}"
 
 
-GRADIENT_CASES = [case for case in CASES if case[0] in (
-    "nearest-fractional-2d", "nearest-exact-2d", "linear-1d", "bilinear-scale", "bilinear-down", "bilinear-align",
-    "bicubic", "bicubic-align", "trilinear", "area-2d")]
+GRADIENT_CASES = [
+    case
+    for case in CASES
+    if case[0]
+    in (
+        "nearest-fractional-2d",
+        "nearest-exact-2d",
+        "linear-1d",
+        "bilinear-scale",
+        "bilinear-down",
+        "bilinear-align",
+        "bicubic",
+        "bicubic-align",
+        "trilinear",
+        "area-2d",
+    )
+]
 
 
-@pytest.mark.parametrize("case_id, shape, kwargs, out_sizes, factors", GRADIENT_CASES,
-                         ids=[c[0] for c in GRADIENT_CASES])
+@pytest.mark.parametrize(
+    "case_id, shape, kwargs, out_sizes, factors", GRADIENT_CASES, ids=[c[0] for c in GRADIENT_CASES]
+)
 def test_interpolate_gradients_match_finite_differences(case_id, shape, kwargs, out_sizes, factors):
     with onnxnn.set_executor("kernels"):
         check_gradients(lambda x: F.interpolate(x, **kwargs), [RNG.standard_normal(shape)])
 
 
-@pytest.mark.parametrize("case_id, shape, kwargs, out_sizes, factors", GRADIENT_CASES,
-                         ids=[c[0] for c in GRADIENT_CASES])
+@pytest.mark.parametrize(
+    "case_id, shape, kwargs, out_sizes, factors", GRADIENT_CASES, ids=[c[0] for c in GRADIENT_CASES]
+)
 def test_interpolate_gradients_in_float32_on_onnxruntime(case_id, shape, kwargs, out_sizes, factors):
     with onnxnn.set_executor("onnxruntime"):
         check_gradients_float32(lambda x: F.interpolate(x, **kwargs), [RNG.standard_normal(shape)])
@@ -167,13 +192,22 @@ def antialias_matrix(size_in, size_out, mode, scale_factor=None, align_corners=F
     return matrix
 
 
-ANTIALIAS_CASES = [("bilinear", (9, 10), (4, 3)), ("bilinear", (9, 10), (12, 4)), ("bicubic", (9, 10), (4, 7)),
-                   ("bicubic", (6, 5), (2, 11))]
+ANTIALIAS_CASES = [
+    ("bilinear", (9, 10), (4, 3)),
+    ("bilinear", (9, 10), (12, 4)),
+    ("bicubic", (9, 10), (4, 7)),
+    ("bicubic", (6, 5), (2, 11)),
+]
 # With align_corners PyTorch's filter placement is not ONNX Resize's: recorded as two MatMuls.
-ALIGNED_ANTIALIAS_CASES = [("bilinear", (9, 10), (4, 3)), ("bilinear", (5, 6), (1, 8)), ("bicubic", (9, 10), (4, 7)),
-                           ("bicubic", (6, 5), (2, 11))]
-ALL_ANTIALIAS_CASES = ([case + (False,) for case in ANTIALIAS_CASES]
-                       + [case + (True,) for case in ALIGNED_ANTIALIAS_CASES])
+ALIGNED_ANTIALIAS_CASES = [
+    ("bilinear", (9, 10), (4, 3)),
+    ("bilinear", (5, 6), (1, 8)),
+    ("bicubic", (9, 10), (4, 7)),
+    ("bicubic", (6, 5), (2, 11)),
+]
+ALL_ANTIALIAS_CASES = [case + (False,) for case in ANTIALIAS_CASES] + [
+    case + (True,) for case in ALIGNED_ANTIALIAS_CASES
+]
 ANTIALIAS_IDS = [f"{m}-{i}-{o}-{'aligned' if a else 'edges'}" for m, i, o, a in ALL_ANTIALIAS_CASES]
 
 
@@ -193,9 +227,10 @@ def test_antialias_filters_as_pytorch_documents(mode, size_in, size_out, align_c
 @pytest.mark.parametrize("mode, size_in, size_out, align_corners", ALL_ANTIALIAS_CASES, ids=ANTIALIAS_IDS)
 def test_antialias_gradients_match_finite_differences(mode, size_in, size_out, align_corners):
     with onnxnn.set_executor("kernels"):
-        check_gradients(lambda x: F.interpolate(x, size=size_out, mode=mode, antialias=True,
-                                                align_corners=align_corners),
-                        [RNG.standard_normal((1, 1) + size_in)])
+        check_gradients(
+            lambda x: F.interpolate(x, size=size_out, mode=mode, antialias=True, align_corners=align_corners),
+            [RNG.standard_normal((1, 1) + size_in)],
+        )
 
 
 @pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
@@ -218,17 +253,24 @@ def test_aligned_antialias_gradients_on_onnxruntime_and_export(mode):
 
 
 @pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
-@pytest.mark.parametrize("dtype, u", [(onnxnn.float16, 2.0 ** -11), (onnxnn.bfloat16, 2.0 ** -8)])
-@pytest.mark.parametrize("kwargs", [dict(scale_factor=2), dict(size=(5, 3), mode="bilinear"),
-                                    dict(size=(5, 7), mode="bicubic", align_corners=True)], ids=str)
+@pytest.mark.parametrize("dtype, u", [(onnxnn.float16, 2.0**-11), (onnxnn.bfloat16, 2.0**-8)])
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(scale_factor=2), dict(size=(5, 3), mode="bilinear"), dict(size=(5, 7), mode="bicubic", align_corners=True)],
+    ids=str,
+)
 def test_interpolate_runs_in_half_precision(kwargs, dtype, u, executor):
     x = onnxnn.tensor(RNG.standard_normal((1, 2, 3, 4))).to(dtype)
     with onnxnn.set_executor(executor):
         out = F.interpolate(x, **kwargs)
     assert out.dtype == dtype
-    expected, magnitude = interpolate_reference(x.float().numpy(), list(out.shape[2:]), kwargs.get("mode", "nearest"),
-                                                kwargs.get("align_corners", False),
-                                                [2.0, 2.0] if "scale_factor" in kwargs else None)
+    expected, magnitude = interpolate_reference(
+        x.float().numpy(),
+        list(out.shape[2:]),
+        kwargs.get("mode", "nearest"),
+        kwargs.get("align_corners", False),
+        [2.0, 2.0] if "scale_factor" in kwargs else None,
+    )
     # 16 taps and the output's own rounding in the half type, plus coordinates computed in it (size * u).
     assert np.all(np.abs(out.float().numpy() - expected) <= (16 + 2 + 2 * 7) * u * magnitude + u * np.abs(expected))
 
@@ -236,26 +278,40 @@ def test_interpolate_runs_in_half_precision(kwargs, dtype, u, executor):
 def test_resize_gradient_is_itself_differentiable():
     x = onnxnn.tensor(RNG.standard_normal((1, 1, 3, 4)), dtype=onnxnn.float64, requires_grad=True)
     with onnxnn.set_executor("kernels"):
-        (grad,) = onnxnn.autograd.grad(F.interpolate(x, size=(5, 6), mode="bilinear").pow(2).sum(), [x],
-                                       create_graph=True)
+        (grad,) = onnxnn.autograd.grad(
+            F.interpolate(x, size=(5, 6), mode="bilinear").pow(2).sum(), [x], create_graph=True
+        )
         check_gradients(lambda v: F.interpolate(v, size=(5, 6), mode="bilinear").pow(2).sum(), [x.detach().numpy()])
     assert grad.requires_grad
 
 
-@pytest.mark.parametrize("module, kwargs, shape", [
-    (nn.Upsample(scale_factor=2, mode="nearest"), dict(scale_factor=2), (1, 2, 3, 4)),
-    (nn.Upsample(size=(5, 7), mode="bilinear", align_corners=False), dict(size=(5, 7), mode="bilinear"),
-     (1, 2, 3, 4)),
-    (nn.UpsamplingNearest2d(scale_factor=3), dict(scale_factor=3), (2, 1, 2, 3)),
-    (nn.UpsamplingBilinear2d(size=(4, 5)), dict(size=(4, 5), mode="bilinear", align_corners=True), (1, 1, 3, 3)),
-])
+@pytest.mark.parametrize(
+    "module, kwargs, shape",
+    [
+        (nn.Upsample(scale_factor=2, mode="nearest"), dict(scale_factor=2), (1, 2, 3, 4)),
+        (
+            nn.Upsample(size=(5, 7), mode="bilinear", align_corners=False),
+            dict(size=(5, 7), mode="bilinear"),
+            (1, 2, 3, 4),
+        ),
+        (nn.UpsamplingNearest2d(scale_factor=3), dict(scale_factor=3), (2, 1, 2, 3)),
+        (nn.UpsamplingBilinear2d(size=(4, 5)), dict(size=(4, 5), mode="bilinear", align_corners=True), (1, 1, 3, 3)),
+    ],
+)
 def test_upsampling_modules_are_interpolate_and_export(module, kwargs, shape):
     x = RNG.standard_normal(shape).astype(np.float32)
     expected, magnitude = interpolate_reference(
-        x, [int(v) for v in (kwargs["size"] if "size" in kwargs
-                             else [math.floor(s * kwargs["scale_factor"]) for s in shape[2:]])],
-        kwargs.get("mode", "nearest"), kwargs.get("align_corners", False),
-        None if "size" in kwargs else [kwargs["scale_factor"]] * 2)
+        x,
+        [
+            int(v)
+            for v in (
+                kwargs["size"] if "size" in kwargs else [math.floor(s * kwargs["scale_factor"]) for s in shape[2:]]
+            )
+        ],
+        kwargs.get("mode", "nearest"),
+        kwargs.get("align_corners", False),
+        None if "size" in kwargs else [kwargs["scale_factor"]] * 2,
+    )
     bound = 2 * gamma(17, np.float32) * magnitude
     actual = module(onnxnn.tensor(x)).numpy()
     assert np.all(np.abs(actual - expected) <= bound)
@@ -263,27 +319,36 @@ def test_upsampling_modules_are_interpolate_and_export(module, kwargs, shape):
     assert module.state_dict() == {} or len(module.state_dict()) == 0
 
 
-@pytest.mark.parametrize("module, text", [
-    (nn.Upsample(scale_factor=2), "Upsample(scale_factor=2.0, mode='nearest')"),
-    (nn.Upsample(size=(3, 4), mode="bilinear"), "Upsample(size=(3, 4), mode='bilinear')"),
-    (nn.UpsamplingNearest2d(scale_factor=2), "UpsamplingNearest2d(scale_factor=2.0, mode='nearest')"),
-    (nn.UpsamplingBilinear2d(size=4), "UpsamplingBilinear2d(size=4, mode='bilinear')"),
-])
+@pytest.mark.parametrize(
+    "module, text",
+    [
+        (nn.Upsample(scale_factor=2), "Upsample(scale_factor=2.0, mode='nearest')"),
+        (nn.Upsample(size=(3, 4), mode="bilinear"), "Upsample(size=(3, 4), mode='bilinear')"),
+        (nn.UpsamplingNearest2d(scale_factor=2), "UpsamplingNearest2d(scale_factor=2.0, mode='nearest')"),
+        (nn.UpsamplingBilinear2d(size=4), "UpsamplingBilinear2d(size=4, mode='bilinear')"),
+    ],
+)
 def test_repr_matches_pytorch(module, text):
     assert repr(module) == text
 
 
-@pytest.mark.parametrize("call, error, message", [
-    (lambda x: F.interpolate(x[0, 0], scale_factor=2), NotImplementedError, "Only 3D, 4D and 5D input"),
-    (lambda x: F.interpolate(x, scale_factor=2, mode="lanczos2"), NotImplementedError, "(got lanczos2)"),
-    (lambda x: F.interpolate(x[0], scale_factor=2, mode="bilinear"), NotImplementedError,
-     "Got 3D input, but bilinear mode needs 4D input"),
-    (lambda x: F.interpolate(x, size=4, scale_factor=2), ValueError, "only one of size or scale_factor"),
-    (lambda x: F.interpolate(x), ValueError, "either size or scale_factor should be defined"),
-    (lambda x: F.interpolate(x, size=4, align_corners=True), ValueError, "align_corners option can only be set"),
-    (lambda x: F.interpolate(x, size=(4, 5, 6)), ValueError, "same number of spatial dimensions"),
-    (lambda x: F.interpolate(x, size=4, mode="linear", antialias=True), ValueError, "Anti-alias option"),
-])
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda x: F.interpolate(x[0, 0], scale_factor=2), NotImplementedError, "Only 3D, 4D and 5D input"),
+        (lambda x: F.interpolate(x, scale_factor=2, mode="lanczos2"), NotImplementedError, "(got lanczos2)"),
+        (
+            lambda x: F.interpolate(x[0], scale_factor=2, mode="bilinear"),
+            NotImplementedError,
+            "Got 3D input, but bilinear mode needs 4D input",
+        ),
+        (lambda x: F.interpolate(x, size=4, scale_factor=2), ValueError, "only one of size or scale_factor"),
+        (lambda x: F.interpolate(x), ValueError, "either size or scale_factor should be defined"),
+        (lambda x: F.interpolate(x, size=4, align_corners=True), ValueError, "align_corners option can only be set"),
+        (lambda x: F.interpolate(x, size=(4, 5, 6)), ValueError, "same number of spatial dimensions"),
+        (lambda x: F.interpolate(x, size=4, mode="linear", antialias=True), ValueError, "Anti-alias option"),
+    ],
+)
 def test_bad_arguments_raise_pytorchs_errors(call, error, message):
     with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
         call(onnxnn.randn(1, 2, 3, 3))
@@ -299,11 +364,17 @@ def test_interpolate_matches_torch():
         np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-12, atol=1e-12, err_msg=case_id)
     for mode, size_in, size_out, align_corners in ALL_ANTIALIAS_CASES:
         x = RNG.standard_normal((1, 2) + size_in)
-        expected = torch.nn.functional.interpolate(torch.tensor(x), size=size_out, mode=mode, antialias=True,
-                                                   align_corners=align_corners)
+        expected = torch.nn.functional.interpolate(
+            torch.tensor(x), size=size_out, mode=mode, antialias=True, align_corners=align_corners
+        )
         with onnxnn.set_executor("kernels"):
-            actual = F.interpolate(onnxnn.tensor(x, dtype=onnxnn.float64), size=size_out, mode=mode, antialias=True,
-                                   align_corners=align_corners)
+            actual = F.interpolate(
+                onnxnn.tensor(x, dtype=onnxnn.float64),
+                size=size_out,
+                mode=mode,
+                antialias=True,
+                align_corners=align_corners,
+            )
         np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-12, atol=1e-12)
 
 
@@ -313,9 +384,16 @@ def test_resampling_and_padding_layers_train_together(executor):
     # step after step: the loss of this fixed regression falls.
     with onnxnn.set_executor(executor):
         onnxnn.manual_seed(0)
-        model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.PixelShuffle(2), nn.ReflectionPad2d(1),
-                              nn.Conv2d(2, 4, 3), nn.Upsample(scale_factor=0.5, mode="bilinear"), nn.ChannelShuffle(2),
-                              nn.ReplicationPad2d((1, 0, 0, 1)), nn.Conv2d(4, 3, (2, 2)))
+        model = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1),
+            nn.PixelShuffle(2),
+            nn.ReflectionPad2d(1),
+            nn.Conv2d(2, 4, 3),
+            nn.Upsample(scale_factor=0.5, mode="bilinear"),
+            nn.ChannelShuffle(2),
+            nn.ReplicationPad2d((1, 0, 0, 1)),
+            nn.Conv2d(4, 3, (2, 2)),
+        )
         optimizer = onnxnn.optim.Adam(model.parameters(), lr=1e-2)
         x = onnxnn.randn(4, 3, 6, 6)
         target = x * 0.5 + onnxnn.randn(4, 3, 6, 6) * 0.1

@@ -9,6 +9,7 @@ parameters must agree bit for bit on either executor. Against ``torch.optim`` (w
 installed), which fuses differently (``lerp``, ``addcmul``, ``addcdiv``), the bound is the
 rounding of the steps.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,12 +32,31 @@ CASES = [
     (Adam, {"lr": 0.05, "betas": (0.8, 0.9), "eps": 1e-3, "weight_decay": 0.05, "amsgrad": True, "maximize": True}),
     (AdamW, {"lr": 0.02, "amsgrad": True}),
     (Adagrad, {"lr": 0.1}),
-    (Adagrad, {"lr": 0.1, "lr_decay": 0.01, "weight_decay": 0.1, "eps": 1e-3, "initial_accumulator_value": 0.1,
-               "maximize": True}),
+    (
+        Adagrad,
+        {
+            "lr": 0.1,
+            "lr_decay": 0.01,
+            "weight_decay": 0.1,
+            "eps": 1e-3,
+            "initial_accumulator_value": 0.1,
+            "maximize": True,
+        },
+    ),
     (RMSprop, {"lr": 0.01}),
     (RMSprop, {"lr": 0.01, "momentum": 0.5, "centered": True}),
-    (RMSprop, {"lr": 0.01, "alpha": 0.9, "eps": 1e-4, "weight_decay": 0.05, "momentum": 0.3, "centered": True,
-               "maximize": True}),
+    (
+        RMSprop,
+        {
+            "lr": 0.01,
+            "alpha": 0.9,
+            "eps": 1e-4,
+            "weight_decay": 0.05,
+            "momentum": 0.3,
+            "centered": True,
+            "maximize": True,
+        },
+    ),
 ]
 
 
@@ -122,8 +142,9 @@ def test_adam_records_one_node_per_dtype_and_step_count():
         for param in updated:  # the parameter and its state are written by one node
             node = param._value.node
             assert node.op_type == "Adam"
-            assert all(optimizer.state[param][key]._value.node is node
-                       for key in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"))
+            assert all(
+                optimizer.state[param][key]._value.node is node for key in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
+            )
         for param in updated:
             param.detach().numpy()
     assert [optimizer.state[param]["step"].item() for param in (first, late, wide)] == [2.0, 1.0, 2.0]
@@ -151,8 +172,10 @@ def test_fused_updates_match_torch_over_100_steps(case):
     generator = np.random.default_rng(1)
     shapes = [(3, 2), (4,), ()]
     initial = [generator.standard_normal(shape).astype(np.float32) for shape in shapes]
-    gradients = [[(generator.standard_normal(shape) * scale).astype(np.float32) for shape in shapes]
-                 for scale in np.linspace(0.1, 2.0, STEPS)]
+    gradients = [
+        [(generator.standard_normal(shape) * scale).astype(np.float32) for shape in shapes]
+        for scale in np.linspace(0.1, 2.0, STEPS)
+    ]
     params = [onnxnn.tensor(array, requires_grad=True) for array in initial]
     torch_params = [torch.tensor(array, requires_grad=True) for array in initial]
     optimizer = optimizer_class(params, **options)
@@ -172,8 +195,11 @@ def test_fused_updates_match_torch_over_100_steps(case):
     magnitude = max(np.abs(a).max() for a in initial) + moved
     for param, torch_param in zip(params, torch_params):
         expected = torch_param.detach().numpy().astype(np.float64)
-        assert_within(param.detach().numpy().astype(np.float64), expected,
-                      2 * gamma(16 * STEPS, np.float32) * (np.abs(expected) + magnitude))
+        assert_within(
+            param.detach().numpy().astype(np.float64),
+            expected,
+            2 * gamma(16 * STEPS, np.float32) * (np.abs(expected) + magnitude),
+        )
 
 
 @pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels"])
@@ -207,10 +233,13 @@ def test_low_precision_parameters_round_per_op_as_the_unfused_update(optimizer_c
         assert optimizer.state[param][key].numpy().tobytes() == state[position].tobytes()
 
 
-@pytest.mark.parametrize("optimizer_class, options, state_keys", [
-    (Adagrad, {"lr": 0.1}, ["sum"]),
-    (RMSprop, {"lr": 0.1, "centered": True, "momentum": 0.5}, ["square_avg", "momentum_buffer", "grad_avg"]),
-])
+@pytest.mark.parametrize(
+    "optimizer_class, options, state_keys",
+    [
+        (Adagrad, {"lr": 0.1}, ["sum"]),
+        (RMSprop, {"lr": 0.1, "centered": True, "momentum": 0.5}, ["square_avg", "momentum_buffer", "grad_avg"]),
+    ],
+)
 def test_adagrad_and_rmsprop_record_one_node_per_group(optimizer_class, options, state_keys):
     params = [onnxnn.ones(3, requires_grad=True), onnxnn.ones(2, requires_grad=True)]
     optimizer = optimizer_class(params, **options)

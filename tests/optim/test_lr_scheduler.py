@@ -1,4 +1,5 @@
 """onnxnn.optim.lr_scheduler: learning-rate sequences against closed forms, state dicts, and recompilation."""
+
 from __future__ import annotations
 
 import math
@@ -12,7 +13,14 @@ import pytest
 import onnxnn
 from onnxnn.optim import SGD, Adagrad, Adam, AdamW, RMSprop
 from onnxnn.optim.lr_scheduler import (
-    CosineAnnealingLR, ExponentialLR, LambdaLR, LRScheduler, MultiStepLR, OneCycleLR, ReduceLROnPlateau, StepLR,
+    CosineAnnealingLR,
+    ExponentialLR,
+    LambdaLR,
+    LRScheduler,
+    MultiStepLR,
+    OneCycleLR,
+    ReduceLROnPlateau,
+    StepLR,
 )
 from onnxnn.runtime import realization as executor
 
@@ -37,25 +45,42 @@ def closed_form_cosine(base_lr, eta_min, T_max, epoch):
     return eta_min + (base_lr - eta_min) * (1 + math.cos(math.pi * epoch / T_max)) / 2
 
 
-def closed_form_one_cycle(step, total_steps, max_lr, pct_start=0.3, anneal_strategy="cos", div_factor=25.0,
-                          final_div_factor=1e4, three_phase=False, base_momentum=0.85, max_momentum=0.95):
+def closed_form_one_cycle(
+    step,
+    total_steps,
+    max_lr,
+    pct_start=0.3,
+    anneal_strategy="cos",
+    div_factor=25.0,
+    final_div_factor=1e4,
+    three_phase=False,
+    base_momentum=0.85,
+    max_momentum=0.95,
+):
     """The 1cycle schedule (lr, momentum) at ``step``, as PyTorch's documentation lays out its phases."""
     initial_lr = max_lr / div_factor
     min_lr = initial_lr / final_div_factor
     if anneal_strategy == "cos":
+
         def anneal(start, end, pct):
             return end + (start - end) / 2 * (math.cos(math.pi * pct) + 1)
     else:
+
         def anneal(start, end, pct):
             return start + (end - start) * pct
+
     warmup_end = pct_start * total_steps - 1
     if three_phase:
-        phases = [(warmup_end, initial_lr, max_lr, max_momentum, base_momentum),
-                  (2 * pct_start * total_steps - 2, max_lr, initial_lr, base_momentum, max_momentum),
-                  (total_steps - 1, initial_lr, min_lr, max_momentum, max_momentum)]
+        phases = [
+            (warmup_end, initial_lr, max_lr, max_momentum, base_momentum),
+            (2 * pct_start * total_steps - 2, max_lr, initial_lr, base_momentum, max_momentum),
+            (total_steps - 1, initial_lr, min_lr, max_momentum, max_momentum),
+        ]
     else:
-        phases = [(warmup_end, initial_lr, max_lr, max_momentum, base_momentum),
-                  (total_steps - 1, max_lr, min_lr, base_momentum, max_momentum)]
+        phases = [
+            (warmup_end, initial_lr, max_lr, max_momentum, base_momentum),
+            (total_steps - 1, max_lr, min_lr, base_momentum, max_momentum),
+        ]
     start = 0.0
     for index, (end, lr_start, lr_end, momentum_start, momentum_end) in enumerate(phases):
         if step <= end or index == len(phases) - 1:
@@ -65,18 +90,28 @@ def closed_form_one_cycle(step, total_steps, max_lr, pct_start=0.3, anneal_strat
 
 
 CLOSED_FORM_CASES = [
-    ("StepLR", lambda opt: StepLR(opt, step_size=3, gamma=0.5),
-     lambda base, epoch: base * 0.5 ** (epoch // 3)),
-    ("MultiStepLR", lambda opt: MultiStepLR(opt, milestones=[2, 5, 5, 9], gamma=0.1),
-     lambda base, epoch: base * 0.1 ** bisect_right([2, 5, 5, 9], epoch)),
-    ("ExponentialLR", lambda opt: ExponentialLR(opt, gamma=0.9),
-     lambda base, epoch: base * 0.9 ** epoch),
-    ("CosineAnnealingLR", lambda opt: CosineAnnealingLR(opt, T_max=5, eta_min=0.001),
-     lambda base, epoch: closed_form_cosine(base, 0.001, 5, epoch)),
-    ("CosineAnnealingLR-eta_min=0", lambda opt: CosineAnnealingLR(opt, T_max=4),
-     lambda base, epoch: closed_form_cosine(base, 0.0, 4, epoch)),
-    ("LambdaLR", lambda opt: LambdaLR(opt, lr_lambda=lambda epoch: 1 / (1 + epoch)),
-     lambda base, epoch: base / (1 + epoch)),
+    ("StepLR", lambda opt: StepLR(opt, step_size=3, gamma=0.5), lambda base, epoch: base * 0.5 ** (epoch // 3)),
+    (
+        "MultiStepLR",
+        lambda opt: MultiStepLR(opt, milestones=[2, 5, 5, 9], gamma=0.1),
+        lambda base, epoch: base * 0.1 ** bisect_right([2, 5, 5, 9], epoch),
+    ),
+    ("ExponentialLR", lambda opt: ExponentialLR(opt, gamma=0.9), lambda base, epoch: base * 0.9**epoch),
+    (
+        "CosineAnnealingLR",
+        lambda opt: CosineAnnealingLR(opt, T_max=5, eta_min=0.001),
+        lambda base, epoch: closed_form_cosine(base, 0.001, 5, epoch),
+    ),
+    (
+        "CosineAnnealingLR-eta_min=0",
+        lambda opt: CosineAnnealingLR(opt, T_max=4),
+        lambda base, epoch: closed_form_cosine(base, 0.0, 4, epoch),
+    ),
+    (
+        "LambdaLR",
+        lambda opt: LambdaLR(opt, lr_lambda=lambda epoch: 1 / (1 + epoch)),
+        lambda base, epoch: base / (1 + epoch),
+    ),
 ]
 
 
@@ -94,8 +129,9 @@ def test_chainable_lrs_follow_the_closed_form(name, make_scheduler, closed_form)
     assert scheduler.base_lrs == list(base_lrs)
 
 
-@pytest.mark.parametrize("name, make_scheduler, closed_form", CLOSED_FORM_CASES[:4],
-                         ids=[c[0] for c in CLOSED_FORM_CASES[:4]])
+@pytest.mark.parametrize(
+    "name, make_scheduler, closed_form", CLOSED_FORM_CASES[:4], ids=[c[0] for c in CLOSED_FORM_CASES[:4]]
+)
 def test_step_with_an_epoch_uses_the_closed_form_and_warns(name, make_scheduler, closed_form):
     optimizer = make_optimizer((0.1,))
     scheduler = make_scheduler(optimizer)
@@ -107,7 +143,7 @@ def test_step_with_an_epoch_uses_the_closed_form_and_warns(name, make_scheduler,
 
 def test_lambda_lr_takes_one_function_per_group():
     optimizer = make_optimizer((1.0, 2.0))
-    scheduler = LambdaLR(optimizer, [lambda epoch: 0.5 ** epoch, lambda epoch: epoch + 1])
+    scheduler = LambdaLR(optimizer, [lambda epoch: 0.5**epoch, lambda epoch: epoch + 1])
     sequence = lr_sequence(scheduler, optimizer, 4)
     np.testing.assert_allclose(sequence, [[1.0, 2.0], [0.5, 4.0], [0.25, 6.0], [0.125, 8.0]])
     with pytest.raises(ValueError, match="Expected 2 lr_lambdas, but got 1"):
@@ -120,7 +156,7 @@ def test_lambda_lr_state_dict_saves_callable_objects_but_not_functions():
             self.factor = factor
 
         def __call__(self, epoch):
-            return self.factor ** epoch
+            return self.factor**epoch
 
     optimizer = make_optimizer((1.0, 1.0))
     scheduler = LambdaLR(optimizer, [Decay(0.5), lambda epoch: 1.0])
@@ -150,12 +186,15 @@ def test_scheduler_requires_an_optimizer():
         StepLR([], step_size=2)
 
 
-@pytest.mark.parametrize("options", [
-    dict(total_steps=20),
-    dict(epochs=4, steps_per_epoch=5, pct_start=0.25, anneal_strategy="linear"),
-    dict(total_steps=20, three_phase=True, div_factor=10.0, final_div_factor=100.0),
-    dict(total_steps=20, base_momentum=0.8, max_momentum=0.9, pct_start=0.4),
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(total_steps=20),
+        dict(epochs=4, steps_per_epoch=5, pct_start=0.25, anneal_strategy="linear"),
+        dict(total_steps=20, three_phase=True, div_factor=10.0, final_div_factor=100.0),
+        dict(total_steps=20, base_momentum=0.8, max_momentum=0.9, pct_start=0.4),
+    ],
+)
 def test_one_cycle_lr_and_momentum_follow_the_schedule(options):
     optimizer = make_optimizer((0.1,), momentum=0.9)
     scheduler = OneCycleLR(optimizer, max_lr=1.0, **options)
@@ -168,8 +207,9 @@ def test_one_cycle_lr_and_momentum_follow_the_schedule(options):
         assert math.isclose(group["momentum"], expected_momentum, rel_tol=1e-12), step
         optimizer.step()
         scheduler.step()
-    with pytest.raises(ValueError,
-                       match=f"Tried to step {total + 1} times. The specified number of total steps is {total}"):
+    with pytest.raises(
+        ValueError, match=f"Tried to step {total + 1} times. The specified number of total steps is {total}"
+    ):
         scheduler.step()
 
 
@@ -191,14 +231,20 @@ def test_one_cycle_anchors_and_adam_betas():
     assert group["betas"][1] == 0.99
 
 
-@pytest.mark.parametrize("options, message", [
-    (dict(), "You must define either total_steps OR \\(epochs AND steps_per_epoch\\)"),
-    (dict(total_steps=0), "Expected positive integer total_steps, but got 0"),
-    (dict(epochs=0, steps_per_epoch=3), "Expected positive integer epochs, but got 0"),
-    (dict(total_steps=10, pct_start=1.5), "Expected float between 0 and 1 pct_start, but got 1.5"),
-    (dict(total_steps=10, anneal_strategy="exp"), "anneal_strategy must be one of 'cos' or 'linear', instead got exp"),
-    (dict(total_steps=10, max_lr=[1.0, 2.0]), "max_lr must have the same length as optimizer.param_groups"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(), "You must define either total_steps OR \\(epochs AND steps_per_epoch\\)"),
+        (dict(total_steps=0), "Expected positive integer total_steps, but got 0"),
+        (dict(epochs=0, steps_per_epoch=3), "Expected positive integer epochs, but got 0"),
+        (dict(total_steps=10, pct_start=1.5), "Expected float between 0 and 1 pct_start, but got 1.5"),
+        (
+            dict(total_steps=10, anneal_strategy="exp"),
+            "anneal_strategy must be one of 'cos' or 'linear', instead got exp",
+        ),
+        (dict(total_steps=10, max_lr=[1.0, 2.0]), "max_lr must have the same length as optimizer.param_groups"),
+    ],
+)
 def test_one_cycle_rejects_bad_arguments_without_touching_the_optimizer(options, message):
     optimizer = make_optimizer((0.1,), momentum=0.9)
     options = {"max_lr": 1.0, **options}
@@ -215,21 +261,31 @@ def test_one_cycle_momentum_needs_an_optimizer_with_momentum():
 
 PLATEAU_CASES = [
     # (options, metrics, expected lr after each step), traced by hand from the documented rules.
-    (dict(mode="min", factor=0.5, patience=2),
-     [10, 9, 9, 9, 9, 8, 8, 8, 8, 8, 8],
-     [1, 1, 1, 1, 0.5, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25]),
-    (dict(mode="min", factor=0.5, patience=2, cooldown=2),
-     [10, 9, 9, 9, 9, 8, 8, 8, 8, 8, 8],
-     [1, 1, 1, 1, 0.5, 0.5, 0.5, 0.5, 0.5, 0.25, 0.25]),
-    (dict(mode="min", factor=0.5, patience=0, threshold=0.5, threshold_mode="abs"),
-     [10, 9.6, 9.4, 9.0, 8.5],
-     [1, 0.5, 0.5, 0.25, 0.25]),
-    (dict(mode="max", factor=0.1, patience=1, threshold=0.1, threshold_mode="rel", min_lr=0.05),
-     [0.5, 0.54, 0.56, 0.7, 0.7, 0.71, 0.72, 0.73, 0.74, 0.75],
-     [1, 1, 1, 1, 1, 0.1, 0.1, 0.05, 0.05, 0.05]),
-    (dict(mode="max", factor=0.5, patience=1, threshold=0.05, threshold_mode="abs"),
-     [1.0, 1.04, 1.06, 1.08, 1.2],
-     [1, 1, 1, 1, 1]),
+    (
+        dict(mode="min", factor=0.5, patience=2),
+        [10, 9, 9, 9, 9, 8, 8, 8, 8, 8, 8],
+        [1, 1, 1, 1, 0.5, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25],
+    ),
+    (
+        dict(mode="min", factor=0.5, patience=2, cooldown=2),
+        [10, 9, 9, 9, 9, 8, 8, 8, 8, 8, 8],
+        [1, 1, 1, 1, 0.5, 0.5, 0.5, 0.5, 0.5, 0.25, 0.25],
+    ),
+    (
+        dict(mode="min", factor=0.5, patience=0, threshold=0.5, threshold_mode="abs"),
+        [10, 9.6, 9.4, 9.0, 8.5],
+        [1, 0.5, 0.5, 0.25, 0.25],
+    ),
+    (
+        dict(mode="max", factor=0.1, patience=1, threshold=0.1, threshold_mode="rel", min_lr=0.05),
+        [0.5, 0.54, 0.56, 0.7, 0.7, 0.71, 0.72, 0.73, 0.74, 0.75],
+        [1, 1, 1, 1, 1, 0.1, 0.1, 0.05, 0.05, 0.05],
+    ),
+    (
+        dict(mode="max", factor=0.5, patience=1, threshold=0.05, threshold_mode="abs"),
+        [1.0, 1.04, 1.06, 1.08, 1.2],
+        [1, 1, 1, 1, 1],
+    ),
 ]
 
 
@@ -256,11 +312,14 @@ def test_reduce_lr_on_plateau_accepts_a_tensor_metric_and_per_group_min_lrs():
         ReduceLROnPlateau(optimizer, min_lr=[0.1])
 
 
-@pytest.mark.parametrize("options, message", [
-    (dict(factor=1.0), "Factor should be < 1.0."),
-    (dict(mode="middle"), "mode middle is unknown!"),
-    (dict(threshold_mode="ratio"), "threshold mode ratio is unknown!"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(factor=1.0), "Factor should be < 1.0."),
+        (dict(mode="middle"), "mode middle is unknown!"),
+        (dict(threshold_mode="ratio"), "threshold mode ratio is unknown!"),
+    ],
+)
 def test_reduce_lr_on_plateau_rejects_bad_arguments(options, message):
     with pytest.raises(ValueError, match=message):
         ReduceLROnPlateau(make_optimizer((1.0,)), **options)
@@ -323,7 +382,7 @@ def test_get_lr_outside_step_warns_to_use_get_last_lr():
 def test_custom_scheduler_subclass():
     class Halving(LRScheduler):
         def get_lr(self):
-            return [base_lr / 2 ** self.last_epoch for base_lr in self.base_lrs]
+            return [base_lr / 2**self.last_epoch for base_lr in self.base_lrs]
 
     optimizer = make_optimizer((0.8,))
     scheduler = Halving(optimizer)
@@ -333,7 +392,7 @@ def test_custom_scheduler_subclass():
 def test_scheduled_lr_drives_the_update():
     param = onnxnn.tensor([0.0], requires_grad=True)
     optimizer = SGD([param], lr=1.0)
-    scheduler = LambdaLR(optimizer, lambda epoch: 0.5 ** epoch)
+    scheduler = LambdaLR(optimizer, lambda epoch: 0.5**epoch)
     positions = []
     for _ in range(4):
         param.grad = onnxnn.tensor([1.0])
@@ -353,8 +412,11 @@ SESSION_CASES = [
 ]
 
 
-@pytest.mark.parametrize("optimizer_class, options, make_scheduler", SESSION_CASES,
-                         ids=[f"{case[0].__name__}-{i}" for i, case in enumerate(SESSION_CASES)])
+@pytest.mark.parametrize(
+    "optimizer_class, options, make_scheduler",
+    SESSION_CASES,
+    ids=[f"{case[0].__name__}-{i}" for i, case in enumerate(SESSION_CASES)],
+)
 def test_changing_hyperparameters_do_not_recompile_the_step(optimizer_class, options, make_scheduler):
     params = [onnxnn.randn(3, requires_grad=True), onnxnn.randn(2, 2, requires_grad=True)]
     optimizer = optimizer_class(params, **options)

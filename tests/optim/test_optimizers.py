@@ -3,6 +3,7 @@
 Each reference below transcribes the pseudo-code of the PyTorch documentation page of its
 optimizer, in float64; the optimizers run on float32 (and float64) tensors with fixed gradients.
 """
+
 from __future__ import annotations
 
 import copy
@@ -33,8 +34,7 @@ def make_problem(seed: int = 0):
 
 
 # ---------------------------------------------------------------------- numpy references (PyTorch docs)
-def reference_sgd(initial, gradients, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
-                  maximize=False):
+def reference_sgd(initial, gradients, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, maximize=False):
     params = [theta.copy() for theta in initial]
     buffers = [None] * len(params)
     for step_gradients in gradients:
@@ -54,8 +54,17 @@ def reference_sgd(initial, gradients, lr=1e-3, momentum=0, dampening=0, weight_d
     return params, states
 
 
-def reference_adam(initial, gradients, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False,
-                   maximize=False, decoupled_weight_decay=False):
+def reference_adam(
+    initial,
+    gradients,
+    lr=1e-3,
+    betas=(0.9, 0.999),
+    eps=1e-8,
+    weight_decay=0,
+    amsgrad=False,
+    maximize=False,
+    decoupled_weight_decay=False,
+):
     beta1, beta2 = betas
     params = [theta.copy() for theta in initial]
     m = [np.zeros_like(theta) for theta in params]
@@ -71,13 +80,13 @@ def reference_adam(initial, gradients, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, we
                 else:
                     g = g + weight_decay * params[index]
             m[index] = beta1 * m[index] + (1 - beta1) * g
-            v[index] = beta2 * v[index] + (1 - beta2) * g ** 2
-            m_hat = m[index] / (1 - beta1 ** t)
+            v[index] = beta2 * v[index] + (1 - beta2) * g**2
+            m_hat = m[index] / (1 - beta1**t)
             if amsgrad:
                 v_max[index] = np.maximum(v_max[index], v[index])
-                v_hat = v_max[index] / (1 - beta2 ** t)
+                v_hat = v_max[index] / (1 - beta2**t)
             else:
-                v_hat = v[index] / (1 - beta2 ** t)
+                v_hat = v[index] / (1 - beta2**t)
             params[index] = theta - lr * m_hat / (np.sqrt(v_hat) + eps)
     states = []
     for index in range(len(params)):
@@ -92,8 +101,9 @@ def reference_adamw(initial, gradients, weight_decay=1e-2, **options):
     return reference_adam(initial, gradients, weight_decay=weight_decay, decoupled_weight_decay=True, **options)
 
 
-def reference_rmsprop(initial, gradients, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
-                      centered=False, maximize=False):
+def reference_rmsprop(
+    initial, gradients, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False, maximize=False
+):
     params = [theta.copy() for theta in initial]
     v = [np.zeros_like(theta) for theta in params]
     buffers = [np.zeros_like(theta) for theta in params]
@@ -104,7 +114,7 @@ def reference_rmsprop(initial, gradients, lr=1e-2, alpha=0.99, eps=1e-8, weight_
             g = -gradient if maximize else gradient
             if weight_decay != 0:
                 g = g + weight_decay * theta
-            v[index] = alpha * v[index] + (1 - alpha) * g ** 2
+            v[index] = alpha * v[index] + (1 - alpha) * g**2
             v_tilde = v[index]
             if centered:
                 g_ave[index] = g_ave[index] * alpha + (1 - alpha) * g
@@ -125,8 +135,9 @@ def reference_rmsprop(initial, gradients, lr=1e-2, alpha=0.99, eps=1e-8, weight_
     return params, states
 
 
-def reference_adagrad(initial, gradients, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
-                      eps=1e-10, maximize=False):
+def reference_adagrad(
+    initial, gradients, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10, maximize=False
+):
     params = [theta.copy() for theta in initial]
     sums = [np.full_like(theta, initial_accumulator_value) for theta in params]
     for t, step_gradients in enumerate(gradients, start=1):
@@ -136,14 +147,19 @@ def reference_adagrad(initial, gradients, lr=1e-2, lr_decay=0, weight_decay=0, i
             decayed_lr = lr / (1 + (t - 1) * lr_decay)
             if weight_decay != 0:
                 g = g + weight_decay * theta
-            sums[index] = sums[index] + g ** 2
+            sums[index] = sums[index] + g**2
             params[index] = theta - decayed_lr * g / (np.sqrt(sums[index]) + eps)
     states = [{"step": float(len(gradients)), "sum": state_sum} for state_sum in sums]
     return params, states
 
 
-REFERENCES = {SGD: reference_sgd, Adam: reference_adam, AdamW: reference_adamw, RMSprop: reference_rmsprop,
-              Adagrad: reference_adagrad}
+REFERENCES = {
+    SGD: reference_sgd,
+    Adam: reference_adam,
+    AdamW: reference_adamw,
+    RMSprop: reference_rmsprop,
+    Adagrad: reference_adagrad,
+}
 
 OPTION_CASES = [
     (SGD, {"lr": 0.1}),
@@ -170,8 +186,18 @@ OPTION_CASES = [
     (RMSprop, {"centered": True, "momentum": 0.5}),
     (RMSprop, {"weight_decay": 0.1}),
     (RMSprop, {"maximize": True}),
-    (RMSprop, {"lr": 0.05, "alpha": 0.9, "eps": 1e-4, "weight_decay": 0.05, "momentum": 0.3, "centered": True,
-               "maximize": True}),
+    (
+        RMSprop,
+        {
+            "lr": 0.05,
+            "alpha": 0.9,
+            "eps": 1e-4,
+            "weight_decay": 0.05,
+            "momentum": 0.3,
+            "centered": True,
+            "maximize": True,
+        },
+    ),
     (Adagrad, {}),
     (Adagrad, {"lr": 0.1, "lr_decay": 0.5}),
     (Adagrad, {"lr": 0.1, "weight_decay": 0.1}),
@@ -203,8 +229,10 @@ def assert_matches_reference(actual, expected, initial, gradients, dtype) -> Non
 def rounded_problem(initial, gradients, dtype):
     """The inputs as the optimizer sees them in ``dtype``: the reference starts from the same values."""
     numpy_dtype = np.float32 if dtype is onnxnn.float32 else np.float64
-    return ([a.astype(numpy_dtype).astype(np.float64) for a in initial],
-            [[g.astype(numpy_dtype).astype(np.float64) for g in step] for step in gradients])
+    return (
+        [a.astype(numpy_dtype).astype(np.float64) for a in initial],
+        [[g.astype(numpy_dtype).astype(np.float64) for g in step] for step in gradients],
+    )
 
 
 def case_id(case) -> str:
@@ -249,13 +277,16 @@ def test_parameters_and_state_match_the_documented_algorithm(case, dtype):
                 assert_matches_reference(value(state[key]), expected_value, initial, gradients, dtype)
 
 
-@pytest.mark.parametrize("optimizer_class, options", [
-    (SGD, {"lr": 0.1, "momentum": 0.9, "weight_decay": 0.1}),
-    (Adam, {"amsgrad": True}),
-    (AdamW, {}),
-    (RMSprop, {"centered": True, "momentum": 0.9}),
-    (Adagrad, {"lr_decay": 0.1}),
-])
+@pytest.mark.parametrize(
+    "optimizer_class, options",
+    [
+        (SGD, {"lr": 0.1, "momentum": 0.9, "weight_decay": 0.1}),
+        (Adam, {"amsgrad": True}),
+        (AdamW, {}),
+        (RMSprop, {"centered": True, "momentum": 0.9}),
+        (Adagrad, {"lr_decay": 0.1}),
+    ],
+)
 def test_one_step_is_one_session_run(optimizer_class, options):
     initial, gradients = make_problem()
     params = [onnxnn.tensor(theta, dtype=onnxnn.float32, requires_grad=True) for theta in initial]
@@ -301,8 +332,7 @@ def test_step_bumps_the_version_counter_and_keeps_parameters_leaves():
 def test_param_groups_use_their_own_hyperparameters():
     initial, gradients = make_problem()
     params = [onnxnn.tensor(theta, dtype=onnxnn.float32, requires_grad=True) for theta in initial]
-    optimizer = SGD([{"params": params[:1]}, {"params": params[1:], "lr": 0.01, "momentum": 0.5}],
-                    lr=0.1, momentum=0.9)
+    optimizer = SGD([{"params": params[:1]}, {"params": params[1:], "lr": 0.01, "momentum": 0.5}], lr=0.1, momentum=0.9)
     assert [group["lr"] for group in optimizer.param_groups] == [0.1, 0.01]
     assert [group["momentum"] for group in optimizer.param_groups] == [0.9, 0.5]
     for step_gradients in gradients:
@@ -332,12 +362,15 @@ def test_add_param_group_fills_defaults_and_is_optimized():
     np.testing.assert_allclose(value(second), [0.5, 1.5], rtol=1e-6)
 
 
-@pytest.mark.parametrize("make_group, error, message", [
-    (lambda p: [p], TypeError, "param_group must be a dict, but got list"),
-    (lambda p: {"params": {p}}, TypeError, "ordering of tensors in sets will change"),
-    (lambda p: {"params": [p, 3]}, TypeError, "optimizer can only optimize Tensors, but one of the params is int"),
-    (lambda p: {"params": [p * 2]}, ValueError, "can't optimize a non-leaf Tensor"),
-])
+@pytest.mark.parametrize(
+    "make_group, error, message",
+    [
+        (lambda p: [p], TypeError, "param_group must be a dict, but got list"),
+        (lambda p: {"params": {p}}, TypeError, "ordering of tensors in sets will change"),
+        (lambda p: {"params": [p, 3]}, TypeError, "optimizer can only optimize Tensors, but one of the params is int"),
+        (lambda p: {"params": [p * 2]}, ValueError, "can't optimize a non-leaf Tensor"),
+    ],
+)
 def test_add_param_group_rejects_bad_groups_without_modifying(make_group, error, message):
     existing = onnxnn.tensor([1.0], requires_grad=True)
     optimizer = SGD([existing], lr=0.1)
@@ -358,12 +391,19 @@ def test_parameters_in_two_groups_are_rejected():
         SGD([{"params": [shared]}, {"params": [shared]}])
 
 
-@pytest.mark.parametrize("params, error, message", [
-    ([], ValueError, "optimizer got an empty parameter list"),
-    ("tensor", TypeError, "params argument given to the optimizer should be an iterable of Tensors or dicts, "
-                          "but got onnxnn.FloatTensor"),
-    ([1.0], TypeError, "optimizer can only optimize Tensors, but one of the params is float"),
-])
+@pytest.mark.parametrize(
+    "params, error, message",
+    [
+        ([], ValueError, "optimizer got an empty parameter list"),
+        (
+            "tensor",
+            TypeError,
+            "params argument given to the optimizer should be an iterable of Tensors or dicts, "
+            "but got onnxnn.FloatTensor",
+        ),
+        ([1.0], TypeError, "optimizer can only optimize Tensors, but one of the params is float"),
+    ],
+)
 def test_constructor_rejects_bad_params(params, error, message):
     if params == "tensor":
         params = onnxnn.tensor([1.0], requires_grad=True)
@@ -371,35 +411,41 @@ def test_constructor_rejects_bad_params(params, error, message):
         SGD(params)
 
 
-@pytest.mark.parametrize("optimizer_class, options, message", [
-    (SGD, {"lr": -1}, "Invalid learning rate: -1"),
-    (SGD, {"momentum": -0.5}, "Invalid momentum value: -0.5"),
-    (SGD, {"weight_decay": -1e-3}, "Invalid weight_decay value: -0.001"),
-    (SGD, {"nesterov": True}, "Nesterov momentum requires a momentum and zero dampening"),
-    (SGD, {"nesterov": True, "momentum": 0.9, "dampening": 0.1}, "Nesterov momentum requires a momentum and zero"),
-    (Adam, {"lr": -0.1}, "Invalid learning rate: -0.1"),
-    (Adam, {"eps": -1e-8}, "Invalid epsilon value: -1e-08"),
-    (Adam, {"betas": (1.0, 0.999)}, "Invalid beta parameter at index 0: 1.0"),
-    (Adam, {"betas": (0.9, -0.1)}, "Invalid beta parameter at index 1: -0.1"),
-    (AdamW, {"weight_decay": -1}, "Invalid weight_decay value: -1"),
-    (RMSprop, {"alpha": -0.5}, "Invalid alpha value: -0.5"),
-    (RMSprop, {"momentum": -1}, "Invalid momentum value: -1"),
-    (RMSprop, {"eps": -1}, "Invalid epsilon value: -1"),
-    (Adagrad, {"lr_decay": -1}, "Invalid lr_decay value: -1"),
-    (Adagrad, {"initial_accumulator_value": -1}, "Invalid initial_accumulator_value value: -1"),
-])
+@pytest.mark.parametrize(
+    "optimizer_class, options, message",
+    [
+        (SGD, {"lr": -1}, "Invalid learning rate: -1"),
+        (SGD, {"momentum": -0.5}, "Invalid momentum value: -0.5"),
+        (SGD, {"weight_decay": -1e-3}, "Invalid weight_decay value: -0.001"),
+        (SGD, {"nesterov": True}, "Nesterov momentum requires a momentum and zero dampening"),
+        (SGD, {"nesterov": True, "momentum": 0.9, "dampening": 0.1}, "Nesterov momentum requires a momentum and zero"),
+        (Adam, {"lr": -0.1}, "Invalid learning rate: -0.1"),
+        (Adam, {"eps": -1e-8}, "Invalid epsilon value: -1e-08"),
+        (Adam, {"betas": (1.0, 0.999)}, "Invalid beta parameter at index 0: 1.0"),
+        (Adam, {"betas": (0.9, -0.1)}, "Invalid beta parameter at index 1: -0.1"),
+        (AdamW, {"weight_decay": -1}, "Invalid weight_decay value: -1"),
+        (RMSprop, {"alpha": -0.5}, "Invalid alpha value: -0.5"),
+        (RMSprop, {"momentum": -1}, "Invalid momentum value: -1"),
+        (RMSprop, {"eps": -1}, "Invalid epsilon value: -1"),
+        (Adagrad, {"lr_decay": -1}, "Invalid lr_decay value: -1"),
+        (Adagrad, {"initial_accumulator_value": -1}, "Invalid initial_accumulator_value value: -1"),
+    ],
+)
 def test_invalid_hyperparameters_raise_value_error(optimizer_class, options, message):
     with pytest.raises(ValueError, match=message):
         optimizer_class([onnxnn.tensor([1.0], requires_grad=True)], **options)
 
 
-@pytest.mark.parametrize("optimizer_class, defaults", [
-    (SGD, dict(lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, maximize=False)),
-    (Adam, dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, maximize=False)),
-    (AdamW, dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, maximize=False)),
-    (RMSprop, dict(lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False, maximize=False)),
-    (Adagrad, dict(lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10, maximize=False)),
-])
+@pytest.mark.parametrize(
+    "optimizer_class, defaults",
+    [
+        (SGD, dict(lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, maximize=False)),
+        (Adam, dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, maximize=False)),
+        (AdamW, dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, maximize=False)),
+        (RMSprop, dict(lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False, maximize=False)),
+        (Adagrad, dict(lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10, maximize=False)),
+    ],
+)
 def test_defaults_are_pytorchs(optimizer_class, defaults):
     optimizer = optimizer_class([onnxnn.tensor([1.0], requires_grad=True)])
     for name, expected in defaults.items():
@@ -421,7 +467,8 @@ def test_repr_lists_each_group_with_sorted_keys():
         "    momentum: 0.9\n"
         "    nesterov: False\n"
         "    weight_decay: 0\n"
-        ")")
+        ")"
+    )
 
 
 def test_state_dict_has_pytorchs_format():
@@ -442,13 +489,16 @@ def test_state_dict_has_pytorchs_format():
     assert state_dict["param_groups"][0]["betas"] == (0.9, 0.999)
 
 
-@pytest.mark.parametrize("optimizer_class, options", [
-    (SGD, {"lr": 0.1, "momentum": 0.9, "nesterov": True}),
-    (Adam, {"lr": 0.1, "amsgrad": True}),
-    (AdamW, {"lr": 0.1}),
-    (RMSprop, {"centered": True, "momentum": 0.5}),
-    (Adagrad, {"lr": 0.1, "lr_decay": 0.1}),
-])
+@pytest.mark.parametrize(
+    "optimizer_class, options",
+    [
+        (SGD, {"lr": 0.1, "momentum": 0.9, "nesterov": True}),
+        (Adam, {"lr": 0.1, "amsgrad": True}),
+        (AdamW, {"lr": 0.1}),
+        (RMSprop, {"centered": True, "momentum": 0.5}),
+        (Adagrad, {"lr": 0.1, "lr_decay": 0.1}),
+    ],
+)
 def test_state_dict_round_trip_continues_like_an_uninterrupted_run(optimizer_class, options):
     initial, gradients = make_problem()
     uninterrupted, _ = run_steps(optimizer_class, options, initial, gradients)
@@ -496,10 +546,19 @@ def test_load_state_dict_restores_hyperparameters_but_keeps_params():
     assert target.param_groups[0]["params"][0] is other
 
 
-@pytest.mark.parametrize("groups, message", [
-    (lambda a, b: [{"params": [a]}, {"params": [b]}], "loaded state dict has a different number of parameter groups"),
-    (lambda a, b: [a], "loaded state dict contains a parameter group that doesn't match the size of optimizer's group"),
-])
+@pytest.mark.parametrize(
+    "groups, message",
+    [
+        (
+            lambda a, b: [{"params": [a]}, {"params": [b]}],
+            "loaded state dict has a different number of parameter groups",
+        ),
+        (
+            lambda a, b: [a],
+            "loaded state dict contains a parameter group that doesn't match the size of optimizer's group",
+        ),
+    ],
+)
 def test_load_state_dict_rejects_mismatched_groups_without_modifying(groups, message):
     a = onnxnn.tensor([1.0], requires_grad=True)
     b = onnxnn.tensor([2.0], requires_grad=True)
@@ -564,10 +623,20 @@ def test_step_hooks_run_around_step_and_can_be_removed():
 
 def test_functional_sgd_records_lazily_on_lists_of_tensors():
     from onnxnn.optim.sgd import sgd
+
     params = [onnxnn.tensor([1.0, 2.0], requires_grad=True)]
     buffers = [None]
-    sgd(params, [onnxnn.tensor([1.0, 1.0])], buffers, weight_decay=0, momentum=0.9, lr=0.1, dampening=0,
-        nesterov=False, maximize=False)
+    sgd(
+        params,
+        [onnxnn.tensor([1.0, 1.0])],
+        buffers,
+        weight_decay=0,
+        momentum=0.9,
+        lr=0.1,
+        dampening=0,
+        nesterov=False,
+        maximize=False,
+    )
     assert isinstance(buffers[0], onnxnn.Tensor)
     np.testing.assert_allclose(value(params[0]), [0.9, 1.9], rtol=1e-6)
 

@@ -2,6 +2,7 @@
 onnxnn.Tensor attribute and onnxnn function is listed. With torch installed, it also lists every
 public torch.Tensor method and torch function (regenerate with ``tools/api_status.py``).
 """
+
 from __future__ import annotations
 
 import re

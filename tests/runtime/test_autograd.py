@@ -1,4 +1,5 @@
 """Autograd: backward, .grad accumulation, grad modes, hooks, autograd.grad, version counters."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -50,20 +51,23 @@ def test_explicit_gradient_for_non_scalar_outputs():
     np.testing.assert_allclose(x.grad.numpy(), [2.0, 40.0])
 
 
-@pytest.mark.parametrize("build, grad_fn_name", [
-    (lambda x: x + 1, "AddBackward0"),
-    (lambda x: x * x, "MulBackward0"),
-    (lambda x: x / 2, "DivBackward0"),
-    (lambda x: x - 1, "SubBackward0"),
-    (lambda x: -x, "NegBackward0"),
-    (lambda x: x.sum(), "SumBackward0"),
-    (lambda x: x.mean(), "MeanBackward0"),
-    (lambda x: x.exp(), "ExpBackward0"),
-    (lambda x: x.relu(), "ReluBackward0"),
-    (lambda x: x.sigmoid(), "SigmoidBackward0"),
-    (lambda x: x.reshape(2, 1), "ViewBackward0"),
-    (lambda x: x.unsqueeze(0) @ x.unsqueeze(1), "MmBackward0"),
-])
+@pytest.mark.parametrize(
+    "build, grad_fn_name",
+    [
+        (lambda x: x + 1, "AddBackward0"),
+        (lambda x: x * x, "MulBackward0"),
+        (lambda x: x / 2, "DivBackward0"),
+        (lambda x: x - 1, "SubBackward0"),
+        (lambda x: -x, "NegBackward0"),
+        (lambda x: x.sum(), "SumBackward0"),
+        (lambda x: x.mean(), "MeanBackward0"),
+        (lambda x: x.exp(), "ExpBackward0"),
+        (lambda x: x.relu(), "ReluBackward0"),
+        (lambda x: x.sigmoid(), "SigmoidBackward0"),
+        (lambda x: x.reshape(2, 1), "ViewBackward0"),
+        (lambda x: x.unsqueeze(0) @ x.unsqueeze(1), "MmBackward0"),
+    ],
+)
 def test_grad_fn_names_follow_pytorch(build, grad_fn_name):
     out = build(_leaf([1.0, 2.0]))
     assert out.grad_fn.name() == grad_fn_name
@@ -121,14 +125,14 @@ def test_backward_with_inputs_accumulates_only_into_those():
 
 def test_autograd_grad_returns_gradients_without_touching_dot_grad():
     x = _leaf([1.0, 2.0])
-    (gradient,) = onnxnn.autograd.grad((x ** 3).sum(), x)
+    (gradient,) = onnxnn.autograd.grad((x**3).sum(), x)
     np.testing.assert_allclose(gradient.numpy(), [3.0, 12.0])
     assert x.grad is None
 
 
 def test_autograd_grad_with_create_graph_gives_second_derivatives():
     x = _leaf([1.0, 2.0])
-    (first,) = onnxnn.autograd.grad((x ** 3).sum(), x, create_graph=True)
+    (first,) = onnxnn.autograd.grad((x**3).sum(), x, create_graph=True)
     assert first.requires_grad
     (second,) = onnxnn.autograd.grad(first.sum(), x)
     np.testing.assert_allclose(second.numpy(), [6.0, 12.0])
@@ -238,10 +242,13 @@ def test_numpy_of_a_tensor_that_requires_grad():
         _leaf([1.0]).numpy()
 
 
-@pytest.mark.parametrize("reduce, expected", [
-    (lambda x: x.max(1), [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]),
-    (lambda x: x.min(1), [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]),
-])
+@pytest.mark.parametrize(
+    "reduce, expected",
+    [
+        (lambda x: x.max(1), [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]),
+        (lambda x: x.min(1), [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]),
+    ],
+)
 def test_max_and_min_along_a_dim_send_the_gradient_to_the_returned_index_on_ties(reduce, expected):
     x = _leaf([[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]])
     values, indices = reduce(x)
@@ -251,9 +258,15 @@ def test_max_and_min_along_a_dim_send_the_gradient_to_the_returned_index_on_ties
     np.testing.assert_array_equal(indices.numpy(), np.argmax(np.array(expected), axis=1))
 
 
-@pytest.mark.parametrize("update", [
-    lambda x: x.add_(2.5), lambda x: x.mul_(0.5), lambda x: x.div_(2), lambda x: x.sub_(onnxnn.tensor([0.5, 1.0])),
-])
+@pytest.mark.parametrize(
+    "update",
+    [
+        lambda x: x.add_(2.5),
+        lambda x: x.mul_(0.5),
+        lambda x: x.div_(2),
+        lambda x: x.sub_(onnxnn.tensor([0.5, 1.0])),
+    ],
+)
 def test_in_place_arithmetic_refuses_a_result_the_tensor_cannot_hold(update):
     x = onnxnn.tensor([1, 2])
     with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
@@ -266,6 +279,7 @@ def test_the_implicit_seed_gradient_is_not_multiplied_in():
     # backward() of a one-element loss seeds it with a static one; the first rule's product with it
     # (here Abs: seed * sign(x)) records no node, and the gradient is still exact.
     from onnxnn.ir.plan import plan
+
     x = onnxnn.tensor([-2.5], requires_grad=True)
     x.abs().backward()
     ops = [node.op_type for node in plan([x.grad._value]).nodes]
@@ -275,6 +289,7 @@ def test_the_implicit_seed_gradient_is_not_multiplied_in():
 
 def test_multiplying_by_a_static_one_gives_a_new_handle_on_the_same_values():
     from onnxnn.ir.graph import static_constant
+
     t = onnxnn.randn(2, 3)
     one = onnxnn.Tensor._from_value(static_constant(np.ones((1, 3)), onnxnn.float32))
     product = one * t

@@ -17,6 +17,7 @@ the other side of zero than float64 changes a gradient by O(1), whichever execut
 (on resnet18 exported by torch, which executor shows such a jump changes with the input). The
 case checks that no pre-activation comes within the forward error bound of zero.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,13 +48,15 @@ def _parameters(seed: int = 0) -> list[dict]:
     layers = []
     for _ in range(LAYERS):
         fan_in = CHANNELS * 9
-        layers.append({
-            "weight": (rng.standard_normal((CHANNELS, CHANNELS, 3, 3)) * math.sqrt(2 / fan_in)).astype(np.float32),
-            "bias": (OFFSET + rng.standard_normal(CHANNELS)).astype(np.float32),
-            "scale": rng.uniform(0.5, 1.5, CHANNELS).astype(np.float32),
-            # Shifts away from zero: fewer pre-activations near ReLU's kink (see the module docstring).
-            "shift": (rng.choice([-1.0, 1.0], CHANNELS) * rng.uniform(0.5, 1.5, CHANNELS)).astype(np.float32),
-        })
+        layers.append(
+            {
+                "weight": (rng.standard_normal((CHANNELS, CHANNELS, 3, 3)) * math.sqrt(2 / fan_in)).astype(np.float32),
+                "bias": (OFFSET + rng.standard_normal(CHANNELS)).astype(np.float32),
+                "scale": rng.uniform(0.5, 1.5, CHANNELS).astype(np.float32),
+                # Shifts away from zero: fewer pre-activations near ReLU's kink (see the module docstring).
+                "shift": (rng.choice([-1.0, 1.0], CHANNELS) * rng.uniform(0.5, 1.5, CHANNELS)).astype(np.float32),
+            }
+        )
     return layers
 
 
@@ -62,25 +65,42 @@ def _model(layers: list[dict]) -> onnx.ModelProto:
     for index, layer in enumerate(layers):
         names = {key: f"layer{index}.{key}" for key in layer}
         initializers += [numpy_helper.from_array(value, names[key]) for key, value in layer.items()]
-        initializers += [numpy_helper.from_array(np.zeros(CHANNELS, np.float32), f"layer{index}.running_mean"),
-                         numpy_helper.from_array(np.ones(CHANNELS, np.float32), f"layer{index}.running_var")]
+        initializers += [
+            numpy_helper.from_array(np.zeros(CHANNELS, np.float32), f"layer{index}.running_mean"),
+            numpy_helper.from_array(np.ones(CHANNELS, np.float32), f"layer{index}.running_var"),
+        ]
         nodes += [
             helper.make_node("Conv", [current, names["weight"], names["bias"]], [f"conv{index}"], pads=[1, 1, 1, 1]),
-            helper.make_node("BatchNormalization", [f"conv{index}", names["scale"], names["shift"],
-                                                    f"layer{index}.running_mean", f"layer{index}.running_var"],
-                             [f"bn{index}", f"mean_out{index}", f"var_out{index}"],
-                             epsilon=EPSILON, momentum=0.9, training_mode=1),
+            helper.make_node(
+                "BatchNormalization",
+                [
+                    f"conv{index}",
+                    names["scale"],
+                    names["shift"],
+                    f"layer{index}.running_mean",
+                    f"layer{index}.running_var",
+                ],
+                [f"bn{index}", f"mean_out{index}", f"var_out{index}"],
+                epsilon=EPSILON,
+                momentum=0.9,
+                training_mode=1,
+            ),
             helper.make_node("Relu", [f"bn{index}"], [f"relu{index}"]),
         ]
         current = f"relu{index}"
     shape = [BATCH, CHANNELS, SIZE, SIZE]
-    graph = helper.make_graph(nodes, "conv_bn_relu_stack",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                              [helper.make_tensor_value_info(current, TensorProto.FLOAT, shape)], initializers)
+    graph = helper.make_graph(
+        nodes,
+        "conv_bn_relu_stack",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info(current, TensorProto.FLOAT, shape)],
+        initializers,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
 
 
 # ---------------------------------------------------------------- float64 reference
+
 
 def _windows(x: np.ndarray) -> np.ndarray:
     """(N, C, H, W, 3, 3) views of the zero-padded input: the 3x3 neighbourhood of every pixel."""
@@ -107,14 +127,15 @@ def _reference(x: np.ndarray, layers: list[dict], upstream: np.ndarray):
         g = g * (pre > 0)
         grad_scale, grad_shift = (g * normalized).sum(axes), g.sum(axes)
         g_hat = g * layer["scale"].reshape(shape)
-        g = inv_std * (g_hat - g_hat.mean(axes, keepdims=True)
-                       - normalized * (g_hat * normalized).mean(axes, keepdims=True))
+        g = inv_std * (
+            g_hat - g_hat.mean(axes, keepdims=True) - normalized * (g_hat * normalized).mean(axes, keepdims=True)
+        )
         grad_weight = np.einsum("nohw,nchwij->ocij", g, windows)
         grad_bias = g.sum(axes)
         padded = np.zeros((BATCH, CHANNELS, SIZE + 2, SIZE + 2))
         for i in range(3):
             for j in range(3):
-                padded[:, :, i:i + SIZE, j:j + SIZE] += np.einsum("nohw,oc->nchw", g, layer["weight"][:, :, i, j])
+                padded[:, :, i : i + SIZE, j : j + SIZE] += np.einsum("nohw,oc->nchw", g, layer["weight"][:, :, i, j])
         g = padded[:, :, 1:-1, 1:-1]
         gradients.append({"weight": grad_weight, "bias": grad_bias, "scale": grad_scale, "shift": grad_shift})
     return gradients[::-1], pre_activations
@@ -145,7 +166,7 @@ def _gradient_tolerance() -> float:
 
 def test_the_tolerance_is_below_what_a_cancelling_variance_loses():
     """E[x^2] - E[x]^2 loses OFFSET^2 * u of the variance in every layer: far beyond the bound."""
-    assert _gradient_tolerance() < OFFSET ** 2 * U32 / 4
+    assert _gradient_tolerance() < OFFSET**2 * U32 / 4
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)

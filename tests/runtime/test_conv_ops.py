@@ -9,6 +9,7 @@ InstanceNormalization or the global pools, so gradients through them are checked
 :func:`check_gradients_float32` (wider eps and tolerance; exact for these linear ops up to rounding).
 The helpers at the top are shared with the pooling and normalization tests.
 """
+
 from __future__ import annotations
 
 import glob
@@ -31,8 +32,16 @@ from tolerances import assert_within, conv_bound, conv_transpose_bound, sum_boun
 # ---------------------------------------------------------------- shared helpers
 
 
-def check_gradients_float32(function: Callable, inputs: list, *, eps: float = 1e-2, rtol: float = 1e-2,
-                            atol: float = 2e-3, seed: int = 0, exhaustive_limit: int = 48) -> None:
+def check_gradients_float32(
+    function: Callable,
+    inputs: list,
+    *,
+    eps: float = 1e-2,
+    rtol: float = 1e-2,
+    atol: float = 2e-3,
+    seed: int = 0,
+    exhaustive_limit: int = 48,
+) -> None:
     """Backward through ``function`` against central differences, all in float32.
 
     For ops onnxruntime runs only in float32. Small inputs are checked element by element, larger
@@ -77,9 +86,13 @@ def check_gradients_float32(function: Callable, inputs: list, *, eps: float = 1e
             up = evaluate(shifted)
             shifted[index] = array - eps * direction
             numeric = (up - evaluate(shifted)) / (2 * eps)
-            np.testing.assert_allclose(float(np.sum(analytic * direction)), numeric, rtol=rtol,
-                                       atol=atol * np.sqrt(array.size),
-                                       err_msg=f"directional gradient of input {index}")
+            np.testing.assert_allclose(
+                float(np.sum(analytic * direction)),
+                numeric,
+                rtol=rtol,
+                atol=atol * np.sqrt(array.size),
+                err_msg=f"directional gradient of input {index}",
+            )
 
 
 def onnx_node_cases(module_name: str, op_type: str, skip: tuple = ()) -> list:
@@ -90,6 +103,7 @@ def onnx_node_cases(module_name: str, op_type: str, skip: tuple = ()) -> list:
     """
     module = importlib.import_module(f"onnx.backend.test.case.node.{module_name}")
     from onnx.backend.test.case.base import Base
+
     captured = []
 
     def capture(node, inputs, outputs, name, **kwargs):
@@ -137,7 +151,7 @@ def pytorch_converted_cases(prefixes: tuple, op_types: set) -> list:
     base = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "pytorch-converted")
     cases = []
     for directory in sorted(glob.glob(os.path.join(base, "test_*"))):
-        name = os.path.basename(directory)[len("test_"):]
+        name = os.path.basename(directory)[len("test_") :]
         if not name.startswith(prefixes):
             continue
         model = onnx.load(os.path.join(directory, "model.onnx"))
@@ -187,14 +201,16 @@ def conv_reference(x, w, b=None, strides=None, pads_begin=None, pads_end=None, d
             for g in range(group):
                 taps = w[(slice(g * per_group_out, (g + 1) * per_group_out), slice(None)) + offset]
                 y[(slice(None), slice(g * per_group_out, (g + 1) * per_group_out)) + position] += (
-                    patch[:, g * per_group_in:(g + 1) * per_group_in] @ taps.T)
+                    patch[:, g * per_group_in : (g + 1) * per_group_in] @ taps.T
+                )
     if b is not None:
         y += b.reshape((1, -1) + (1,) * rank)
     return y
 
 
-def conv_transpose_reference(x, w, b=None, strides=None, pads_begin=None, output=None, dilations=None, group=1,
-                             output_padding=None):
+def conv_transpose_reference(
+    x, w, b=None, strides=None, pads_begin=None, output=None, dilations=None, group=1, output_padding=None
+):
     """Scatter every input element times the kernel, then crop ``pads_begin`` and keep ``output`` positions."""
     rank = x.ndim - 2
     strides = strides or [1] * rank
@@ -203,8 +219,9 @@ def conv_transpose_reference(x, w, b=None, strides=None, pads_begin=None, output
     output_padding = output_padding or [0] * rank
     kernel = w.shape[2:]
     per_group_in, per_group_out = x.shape[1] // group, w.shape[1]
-    full = [strides[i] * (x.shape[2 + i] - 1) + output_padding[i] + (kernel[i] - 1) * dilations[i] + 1
-            for i in range(rank)]
+    full = [
+        strides[i] * (x.shape[2 + i] - 1) + output_padding[i] + (kernel[i] - 1) * dilations[i] + 1 for i in range(rank)
+    ]
     scattered = np.zeros((x.shape[0], per_group_out * group, *full))
     for position in np.ndindex(*x.shape[2:]):
         for offset in np.ndindex(*kernel):
@@ -236,32 +253,80 @@ def randn(*shape: int) -> np.ndarray:
 CONV_CASES = [
     # id, function, input shape, weight shape, keyword arguments, reference arguments
     ("1d_default", ops.conv1d, (2, 3, 7), (4, 3, 3), {}, {}),
-    ("1d_stride2_pad1", ops.conv1d, (2, 2, 8), (3, 2, 3), {"stride": 2, "padding": 1},
-     {"strides": [2], "pads_begin": [1]}),
-    ("1d_dilation2_groups2", ops.conv1d, (1, 4, 9), (4, 2, 3), {"dilation": 2, "groups": 2},
-     {"dilations": [2], "group": 2}),
+    (
+        "1d_stride2_pad1",
+        ops.conv1d,
+        (2, 2, 8),
+        (3, 2, 3),
+        {"stride": 2, "padding": 1},
+        {"strides": [2], "pads_begin": [1]},
+    ),
+    (
+        "1d_dilation2_groups2",
+        ops.conv1d,
+        (1, 4, 9),
+        (4, 2, 3),
+        {"dilation": 2, "groups": 2},
+        {"dilations": [2], "group": 2},
+    ),
     ("2d_default", ops.conv2d, (2, 3, 6, 5), (4, 3, 3, 3), {}, {}),
-    ("2d_stride2_pad1", ops.conv2d, (1, 2, 7, 6), (3, 2, 3, 3), {"stride": 2, "padding": 1},
-     {"strides": [2, 2], "pads_begin": [1, 1]}),
-    ("2d_rectangular_arguments", ops.conv2d, (1, 2, 7, 8), (2, 2, 3, 2), {"stride": (2, 1), "padding": (0, 1),
-                                                                           "dilation": (1, 2)},
-     {"strides": [2, 1], "pads_begin": [0, 1], "dilations": [1, 2]}),
+    (
+        "2d_stride2_pad1",
+        ops.conv2d,
+        (1, 2, 7, 6),
+        (3, 2, 3, 3),
+        {"stride": 2, "padding": 1},
+        {"strides": [2, 2], "pads_begin": [1, 1]},
+    ),
+    (
+        "2d_rectangular_arguments",
+        ops.conv2d,
+        (1, 2, 7, 8),
+        (2, 2, 3, 2),
+        {"stride": (2, 1), "padding": (0, 1), "dilation": (1, 2)},
+        {"strides": [2, 1], "pads_begin": [0, 1], "dilations": [1, 2]},
+    ),
     ("2d_groups2", ops.conv2d, (2, 4, 5, 5), (6, 2, 3, 3), {"groups": 2}, {"group": 2}),
-    ("2d_depthwise", ops.conv2d, (1, 3, 5, 5), (3, 1, 3, 3), {"groups": 3, "padding": 1},
-     {"group": 3, "pads_begin": [1, 1]}),
-    ("2d_same_even_kernel", ops.conv2d, (1, 2, 5, 5), (2, 2, 4, 4), {"padding": "same"},
-     {"pads_begin": [1, 1], "pads_end": [2, 2]}),
-    ("2d_same_dilated", ops.conv2d, (1, 2, 6, 6), (2, 2, 3, 3), {"padding": "same", "dilation": 2},
-     {"pads_begin": [2, 2], "dilations": [2, 2]}),
+    (
+        "2d_depthwise",
+        ops.conv2d,
+        (1, 3, 5, 5),
+        (3, 1, 3, 3),
+        {"groups": 3, "padding": 1},
+        {"group": 3, "pads_begin": [1, 1]},
+    ),
+    (
+        "2d_same_even_kernel",
+        ops.conv2d,
+        (1, 2, 5, 5),
+        (2, 2, 4, 4),
+        {"padding": "same"},
+        {"pads_begin": [1, 1], "pads_end": [2, 2]},
+    ),
+    (
+        "2d_same_dilated",
+        ops.conv2d,
+        (1, 2, 6, 6),
+        (2, 2, 3, 3),
+        {"padding": "same", "dilation": 2},
+        {"pads_begin": [2, 2], "dilations": [2, 2]},
+    ),
     ("2d_valid", ops.conv2d, (1, 2, 5, 4), (2, 2, 2, 2), {"padding": "valid"}, {}),
-    ("3d_stride_padding", ops.conv3d, (1, 2, 4, 5, 4), (2, 2, 2, 3, 2), {"stride": 2, "padding": 1},
-     {"strides": [2, 2, 2], "pads_begin": [1, 1, 1]}),
+    (
+        "3d_stride_padding",
+        ops.conv3d,
+        (1, 2, 4, 5, 4),
+        (2, 2, 2, 3, 2),
+        {"stride": 2, "padding": 1},
+        {"strides": [2, 2, 2], "pads_begin": [1, 1, 1]},
+    ),
 ]
 
 
 @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no_bias"])
-@pytest.mark.parametrize("case_id, function, input_shape, weight_shape, kwargs, reference", CONV_CASES,
-                         ids=[case[0] for case in CONV_CASES])
+@pytest.mark.parametrize(
+    "case_id, function, input_shape, weight_shape, kwargs, reference", CONV_CASES, ids=[case[0] for case in CONV_CASES]
+)
 def test_conv_matches_numpy(case_id, function, input_shape, weight_shape, kwargs, reference, with_bias):
     x, w = randn(*input_shape).astype(np.float32), randn(*weight_shape).astype(np.float32)
     b = randn(weight_shape[0]).astype(np.float32) if with_bias else None
@@ -291,22 +356,41 @@ def test_conv2d_records_one_conv_node_with_pytorch_grad_fn_name():
 CONV_TRANSPOSE_CASES = [
     # id, function, input shape, weight shape, keyword arguments, reference arguments
     ("1d_default", ops.conv_transpose1d, (2, 3, 4), (3, 2, 3), {}, {}),
-    ("1d_stride2_pad1_output_padding1", ops.conv_transpose1d, (1, 2, 5), (2, 3, 3),
-     {"stride": 2, "padding": 1, "output_padding": 1}, {"strides": [2], "pads_begin": [1], "output": [10],
-                                                        "output_padding": [1]}),
+    (
+        "1d_stride2_pad1_output_padding1",
+        ops.conv_transpose1d,
+        (1, 2, 5),
+        (2, 3, 3),
+        {"stride": 2, "padding": 1, "output_padding": 1},
+        {"strides": [2], "pads_begin": [1], "output": [10], "output_padding": [1]},
+    ),
     ("2d_stride2", ops.conv_transpose2d, (1, 2, 3, 4), (2, 3, 3, 3), {"stride": 2}, {"strides": [2, 2]}),
-    ("2d_stride3_2_output_padding", ops.conv_transpose2d, (2, 2, 3, 3), (2, 2, 3, 3),
-     {"stride": (3, 2), "padding": 1, "output_padding": (2, 1)},
-     {"strides": [3, 2], "pads_begin": [1, 1], "output": [9, 6], "output_padding": [2, 1]}),
-    ("2d_groups2_dilation2", ops.conv_transpose2d, (1, 4, 3, 3), (4, 1, 2, 2), {"groups": 2, "dilation": 2},
-     {"group": 2, "dilations": [2, 2]}),
+    (
+        "2d_stride3_2_output_padding",
+        ops.conv_transpose2d,
+        (2, 2, 3, 3),
+        (2, 2, 3, 3),
+        {"stride": (3, 2), "padding": 1, "output_padding": (2, 1)},
+        {"strides": [3, 2], "pads_begin": [1, 1], "output": [9, 6], "output_padding": [2, 1]},
+    ),
+    (
+        "2d_groups2_dilation2",
+        ops.conv_transpose2d,
+        (1, 4, 3, 3),
+        (4, 1, 2, 2),
+        {"groups": 2, "dilation": 2},
+        {"group": 2, "dilations": [2, 2]},
+    ),
     ("3d_stride2", ops.conv_transpose3d, (1, 2, 2, 3, 2), (2, 1, 2, 2, 2), {"stride": 2}, {"strides": [2, 2, 2]}),
 ]
 
 
 @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no_bias"])
-@pytest.mark.parametrize("case_id, function, input_shape, weight_shape, kwargs, reference", CONV_TRANSPOSE_CASES,
-                         ids=[case[0] for case in CONV_TRANSPOSE_CASES])
+@pytest.mark.parametrize(
+    "case_id, function, input_shape, weight_shape, kwargs, reference",
+    CONV_TRANSPOSE_CASES,
+    ids=[case[0] for case in CONV_TRANSPOSE_CASES],
+)
 def test_conv_transpose_matches_numpy(case_id, function, input_shape, weight_shape, kwargs, reference, with_bias):
     x, w = randn(*input_shape).astype(np.float32), randn(*weight_shape).astype(np.float32)
     channels = weight_shape[1] * kwargs.get("groups", 1)
@@ -320,10 +404,12 @@ def test_conv_transpose_matches_numpy(case_id, function, input_shape, weight_sha
 def test_conv_transpose_is_the_adjoint_of_conv():
     # <conv(x, w), y> == <x, conv_transpose(y, w)> for matching stride/padding/dilation.
     x, w, y = randn(1, 2, 7, 7), randn(3, 2, 3, 3), randn(1, 3, 4, 4)
-    forward = ops.conv2d(onnxnn.tensor(x, dtype=onnxnn.float32), onnxnn.tensor(w, dtype=onnxnn.float32),
-                         stride=2, padding=1).numpy()
-    backward = ops.conv_transpose2d(onnxnn.tensor(y, dtype=onnxnn.float32), onnxnn.tensor(w, dtype=onnxnn.float32),
-                                    stride=2, padding=1).numpy()
+    forward = ops.conv2d(
+        onnxnn.tensor(x, dtype=onnxnn.float32), onnxnn.tensor(w, dtype=onnxnn.float32), stride=2, padding=1
+    ).numpy()
+    backward = ops.conv_transpose2d(
+        onnxnn.tensor(y, dtype=onnxnn.float32), onnxnn.tensor(w, dtype=onnxnn.float32), stride=2, padding=1
+    ).numpy()
     # Exactly equal in exact arithmetic on the float32-rounded x, w, y. Each side errs by its float32
     # convolution's rounding (weighted by the other factor) plus the rounding of x and y to float32.
     x32, w32, y32 = (a.astype(np.float32) for a in (x, w, y))
@@ -335,8 +421,10 @@ def test_conv_transpose_is_the_adjoint_of_conv():
 
 # ---------------------------------------------------------------- the ONNX spec's node cases
 
-@pytest.mark.parametrize("node, inputs, outputs", onnx_node_cases("conv", "Conv") +
-                         onnx_node_cases("convtranspose", "ConvTranspose"))
+
+@pytest.mark.parametrize(
+    "node, inputs, outputs", onnx_node_cases("conv", "Conv") + onnx_node_cases("convtranspose", "ConvTranspose")
+)
 def test_onnx_backend_node_case(node, inputs, outputs):
     for actual, expected in zip(replay_node(node, inputs), outputs):
         np.testing.assert_allclose(actual, expected, rtol=1e-3, atol=1e-5)
@@ -347,12 +435,15 @@ def test_pytorch_exported_model(directory):
     replay_pytorch_converted(directory)
 
 
-@pytest.mark.parametrize("attrs, input_shape, weight_shape, expected_spatial", [
-    ({"auto_pad": "SAME_UPPER", "strides": [2, 2]}, (1, 1, 5, 6), (1, 1, 3, 3), (3, 3)),
-    ({"auto_pad": "SAME_LOWER", "strides": [1, 1]}, (1, 1, 5, 6), (1, 1, 4, 4), (5, 6)),
-    ({"auto_pad": "VALID", "strides": [2, 1]}, (1, 1, 5, 6), (1, 1, 3, 3), (2, 4)),
-    ({"pads": [0, 1, 2, 0], "dilations": [2, 1]}, (1, 1, 5, 6), (1, 1, 3, 3), (3, 5)),
-])
+@pytest.mark.parametrize(
+    "attrs, input_shape, weight_shape, expected_spatial",
+    [
+        ({"auto_pad": "SAME_UPPER", "strides": [2, 2]}, (1, 1, 5, 6), (1, 1, 3, 3), (3, 3)),
+        ({"auto_pad": "SAME_LOWER", "strides": [1, 1]}, (1, 1, 5, 6), (1, 1, 4, 4), (5, 6)),
+        ({"auto_pad": "VALID", "strides": [2, 1]}, (1, 1, 5, 6), (1, 1, 3, 3), (2, 4)),
+        ({"pads": [0, 1, 2, 0], "dilations": [2, 1]}, (1, 1, 5, 6), (1, 1, 3, 3), (3, 5)),
+    ],
+)
 def test_conv_node_shape_rule_follows_the_spec(attrs, input_shape, weight_shape, expected_spatial):
     x = onnxnn.tensor(randn(*input_shape).astype(np.float32))
     w = onnxnn.tensor(randn(*weight_shape).astype(np.float32))
@@ -361,13 +452,16 @@ def test_conv_node_shape_rule_follows_the_spec(attrs, input_shape, weight_shape,
     assert result.numpy().shape == tuple(result.shape)
 
 
-@pytest.mark.parametrize("attrs, expected_spatial", [
-    ({"strides": [2], "output_shape": [10]}, (10,)),
-    ({"strides": [2], "output_shape": [8], "auto_pad": "SAME_UPPER"}, (8,)),
-    ({"strides": [2], "auto_pad": "SAME_LOWER"}, (8,)),
-    ({"strides": [4], "auto_pad": "SAME_UPPER"}, (15,)),  # onnxruntime never grows past the uncropped size
-    ({"strides": [2], "pads": [1, 2], "output_padding": [1]}, (7,)),
-])
+@pytest.mark.parametrize(
+    "attrs, expected_spatial",
+    [
+        ({"strides": [2], "output_shape": [10]}, (10,)),
+        ({"strides": [2], "output_shape": [8], "auto_pad": "SAME_UPPER"}, (8,)),
+        ({"strides": [2], "auto_pad": "SAME_LOWER"}, (8,)),
+        ({"strides": [4], "auto_pad": "SAME_UPPER"}, (15,)),  # onnxruntime never grows past the uncropped size
+        ({"strides": [2], "pads": [1, 2], "output_padding": [1]}, (7,)),
+    ],
+)
 def test_conv_transpose_node_shape_rule(attrs, expected_spatial):
     x = onnxnn.tensor(randn(1, 2, 4).astype(np.float32))
     w = onnxnn.tensor(randn(2, 2, 3).astype(np.float32))
@@ -384,44 +478,93 @@ GRADIENT_CASES = [
     ("conv1d_stride2_uneven", "Conv", {"strides": [2]}, (1, 2, 6), (2, 2, 3), 2),
     ("conv1d_dilation2_pads", "Conv", {"dilations": [2], "pads": [2, 1]}, (2, 1, 6), (2, 1, 3), 2),
     ("conv2d_stride2_pad1", "Conv", {"strides": [2, 2], "pads": [1, 1, 1, 1]}, (1, 2, 5, 4), (2, 2, 3, 3), 2),
-    ("conv2d_stride3_pads_not_dividing", "Conv", {"strides": [3, 2], "pads": [0, 1, 1, 0]}, (1, 1, 6, 5),
-     (2, 1, 2, 2), 2),
+    (
+        "conv2d_stride3_pads_not_dividing",
+        "Conv",
+        {"strides": [3, 2], "pads": [0, 1, 1, 0]},
+        (1, 1, 6, 5),
+        (2, 1, 2, 2),
+        2,
+    ),
     ("conv2d_dilation2", "Conv", {"dilations": [2, 2]}, (1, 2, 5, 5), (2, 2, 2, 2), 2),
     ("conv2d_groups2", "Conv", {"group": 2, "pads": [1, 0, 1, 0]}, (2, 4, 3, 3), (4, 2, 2, 2), 4),
     ("conv2d_depthwise", "Conv", {"group": 3, "strides": [2, 2]}, (1, 3, 4, 4), (3, 1, 2, 2), 3),
-    ("conv2d_same_upper_stride2", "Conv", {"auto_pad": "SAME_UPPER", "strides": [2, 2]}, (1, 1, 4, 5),
-     (2, 1, 2, 3), 2),
+    ("conv2d_same_upper_stride2", "Conv", {"auto_pad": "SAME_UPPER", "strides": [2, 2]}, (1, 1, 4, 5), (2, 1, 2, 3), 2),
     ("conv2d_same_lower", "Conv", {"auto_pad": "SAME_LOWER"}, (1, 1, 4, 4), (1, 1, 2, 2), 1),
-    ("conv3d_stride2_pad1", "Conv", {"strides": [2, 1, 2], "pads": [1, 0, 0, 1, 1, 0]}, (1, 2, 3, 3, 4),
-     (2, 2, 2, 2, 2), 2),
+    (
+        "conv3d_stride2_pad1",
+        "Conv",
+        {"strides": [2, 1, 2], "pads": [1, 0, 0, 1, 1, 0]},
+        (1, 2, 3, 3, 4),
+        (2, 2, 2, 2, 2),
+        2,
+    ),
     ("conv_transpose1d_plain", "ConvTranspose", {}, (2, 2, 3), (2, 3, 3), 3),
-    ("conv_transpose1d_stride2_output_padding", "ConvTranspose", {"strides": [2], "output_padding": [1],
-                                                                  "pads": [1, 1]}, (1, 2, 4), (2, 2, 3), 2),
-    ("conv_transpose1d_output_shape", "ConvTranspose", {"strides": [2], "output_shape": [10]}, (1, 1, 4),
-     (1, 2, 3), 2),
-    ("conv_transpose1d_same_upper", "ConvTranspose", {"strides": [2], "auto_pad": "SAME_UPPER"}, (1, 1, 3),
-     (1, 1, 4), 1),
-    ("conv_transpose2d_stride2_pads", "ConvTranspose", {"strides": [2, 2], "pads": [1, 0, 0, 1]}, (1, 2, 3, 3),
-     (2, 2, 3, 2), 2),
-    ("conv_transpose2d_groups2_dilation2", "ConvTranspose", {"group": 2, "dilations": [2, 2]}, (1, 4, 2, 2),
-     (4, 1, 2, 2), 2),
+    (
+        "conv_transpose1d_stride2_output_padding",
+        "ConvTranspose",
+        {"strides": [2], "output_padding": [1], "pads": [1, 1]},
+        (1, 2, 4),
+        (2, 2, 3),
+        2,
+    ),
+    ("conv_transpose1d_output_shape", "ConvTranspose", {"strides": [2], "output_shape": [10]}, (1, 1, 4), (1, 2, 3), 2),
+    (
+        "conv_transpose1d_same_upper",
+        "ConvTranspose",
+        {"strides": [2], "auto_pad": "SAME_UPPER"},
+        (1, 1, 3),
+        (1, 1, 4),
+        1,
+    ),
+    (
+        "conv_transpose2d_stride2_pads",
+        "ConvTranspose",
+        {"strides": [2, 2], "pads": [1, 0, 0, 1]},
+        (1, 2, 3, 3),
+        (2, 2, 3, 2),
+        2,
+    ),
+    (
+        "conv_transpose2d_groups2_dilation2",
+        "ConvTranspose",
+        {"group": 2, "dilations": [2, 2]},
+        (1, 4, 2, 2),
+        (4, 1, 2, 2),
+        2,
+    ),
     ("conv_transpose3d_stride2", "ConvTranspose", {"strides": [2, 2, 1]}, (1, 2, 2, 2, 2), (2, 1, 2, 2, 2), 1),
-    ("conv_transpose2d_depthwise_stride3", "ConvTranspose", {"group": 2, "strides": [3, 3], "output_padding": [2, 1]},
-     (1, 2, 2, 2), (2, 1, 2, 2), 2),
+    (
+        "conv_transpose2d_depthwise_stride3",
+        "ConvTranspose",
+        {"group": 2, "strides": [3, 3], "output_padding": [2, 1]},
+        (1, 2, 2, 2),
+        (2, 1, 2, 2),
+        2,
+    ),
 ]
 
 
-@pytest.mark.parametrize("case_id, op_type, attrs, input_shape, weight_shape, bias_size", GRADIENT_CASES,
-                         ids=[case[0] for case in GRADIENT_CASES])
+@pytest.mark.parametrize(
+    "case_id, op_type, attrs, input_shape, weight_shape, bias_size",
+    GRADIENT_CASES,
+    ids=[case[0] for case in GRADIENT_CASES],
+)
 def test_gradients_match_finite_differences(case_id, op_type, attrs, input_shape, weight_shape, bias_size):
     # Conv and ConvTranspose are bilinear, so a wide eps is exact up to float32 rounding.
-    check_gradients_float32(lambda x, w, b: apply_op(op_type, (x, w, b), attrs),
-                            [randn(*input_shape), randn(*weight_shape), randn(bias_size)], eps=0.25)
+    check_gradients_float32(
+        lambda x, w, b: apply_op(op_type, (x, w, b), attrs),
+        [randn(*input_shape), randn(*weight_shape), randn(bias_size)],
+        eps=0.25,
+    )
 
 
 def test_conv2d_gradient_through_the_tensor_function():
-    check_gradients_float32(lambda x, w, b: ops.conv2d(x, w, b, stride=2, padding="valid", dilation=(1, 2)),
-                            [randn(2, 2, 5, 6), randn(3, 2, 2, 2), randn(3)], eps=0.25)
+    check_gradients_float32(
+        lambda x, w, b: ops.conv2d(x, w, b, stride=2, padding="valid", dilation=(1, 2)),
+        [randn(2, 2, 5, 6), randn(3, 2, 2, 2), randn(3)],
+        eps=0.25,
+    )
 
 
 def test_second_order_gradient_of_conv():
@@ -431,8 +574,9 @@ def test_second_order_gradient_of_conv():
     def input_gradient_projection(w):
         with onnxnn.enable_grad():  # the finite differences evaluate this under no_grad
             x = onnxnn.tensor(x0, requires_grad=True)
-            (grad_x,) = onnxnn.autograd.grad(ops.conv2d(x, w, stride=2, padding=1), x, onnxnn.tensor(c),
-                                             create_graph=True)
+            (grad_x,) = onnxnn.autograd.grad(
+                ops.conv2d(x, w, stride=2, padding=1), x, onnxnn.tensor(c), create_graph=True
+            )
             return (grad_x * onnxnn.tensor(u.astype(np.float32))).sum().reshape(1)
 
     check_gradients_float32(input_gradient_projection, [randn(2, 2, 3, 3)], eps=0.25)
@@ -451,50 +595,110 @@ def test_weight_gradient_of_a_sum_is_the_sum_of_input_patches():
 # ---------------------------------------------------------------- errors in PyTorch's words
 
 ERROR_CASES = [
-    ("wrong_in_channels", lambda: ops.conv2d(onnxnn.zeros(2, 3, 16, 16), onnxnn.zeros(8, 4, 3, 3)), RuntimeError,
-     "Given groups=1, weight of size [8, 4, 3, 3], expected input[2, 3, 16, 16] to have 4 channels, but got 3 "
-     "channels instead"),
-    ("groups_not_dividing_out_channels", lambda: ops.conv2d(onnxnn.zeros(1, 4, 5, 5), onnxnn.zeros(7, 2, 3, 3),
-                                                            groups=2), RuntimeError,
-     "Given groups=2, expected weight to be divisible by 2 at dimension 0, but got weight of size [7, 2, 3, 3] "
-     "instead"),
-    ("bad_bias", lambda: ops.conv2d(onnxnn.zeros(1, 3, 5, 5), onnxnn.zeros(8, 3, 3, 3), onnxnn.zeros(7)),
-     RuntimeError, "Given weight of size [8, 3, 3, 3], expected bias to be 1-dimensional with 8 elements, but got "
-                   "bias of size [7] instead"),
-    ("kernel_larger_than_input", lambda: ops.conv2d(onnxnn.zeros(1, 1, 2, 2), onnxnn.zeros(1, 1, 3, 3)),
-     RuntimeError, "Calculated padded input size per channel: (2 x 2). Kernel size: (3 x 3). Kernel size can't be "
-                   "greater than actual input size"),
-    ("input_rank", lambda: ops.conv2d(onnxnn.zeros(3, 16), onnxnn.zeros(8, 3, 3, 3)), RuntimeError,
-     "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: [3, 16]"),
-    ("weight_rank", lambda: ops.conv1d(onnxnn.zeros(2, 4, 16), onnxnn.zeros(8, 4, 3, 3)), RuntimeError,
-     "Expected 4-dimensional input for 4-dimensional weight [8, 4, 3, 3], but got 3-dimensional input of size "
-     "[2, 4, 16] instead"),
-    ("same_with_stride", lambda: ops.conv2d(onnxnn.zeros(1, 1, 5, 5), onnxnn.zeros(1, 1, 3, 3), stride=2,
-                                            padding="same"), RuntimeError,
-     "padding='same' is not supported for strided convolutions"),
-    ("bad_padding_string", lambda: ops.conv2d(onnxnn.zeros(1, 1, 5, 5), onnxnn.zeros(1, 1, 3, 3), padding="full"),
-     ValueError, "Invalid padding string 'full'"),
-    ("negative_padding", lambda: ops.conv2d(onnxnn.zeros(1, 1, 5, 5), onnxnn.zeros(1, 1, 3, 3), padding=-1),
-     RuntimeError, "negative padding is not supported"),
-    ("zero_stride", lambda: ops.conv2d(onnxnn.zeros(1, 1, 5, 5), onnxnn.zeros(1, 1, 3, 3), stride=0),
-     RuntimeError, "non-positive stride is not supported"),
-    ("stride_tuple_length", lambda: ops.conv2d(onnxnn.zeros(1, 1, 5, 5), onnxnn.zeros(1, 1, 3, 3), stride=(1, 1, 1)),
-     RuntimeError, "expected stride to be a single integer value or a list of 2 values to match the convolution "
-                   "dimensions, but got stride=[1, 1, 1]"),
-    ("dtype_mismatch", lambda: ops.conv2d(onnxnn.zeros(1, 1, 5, 5, dtype=onnxnn.float64), onnxnn.zeros(1, 1, 3, 3)),
-     RuntimeError, "expected scalar type Double but found Float"),
-    ("transposed_in_channels", lambda: ops.conv_transpose2d(onnxnn.zeros(2, 3, 4, 4), onnxnn.zeros(4, 8, 3, 3)),
-     RuntimeError, "Given transposed=1, weight of size [4, 8, 3, 3], expected input[2, 3, 4, 4] to have 4 channels, "
-                   "but got 3 channels instead"),
-    ("transposed_output_padding", lambda: ops.conv_transpose2d(onnxnn.zeros(1, 1, 4, 4), onnxnn.zeros(1, 1, 3, 3),
-                                                               output_padding=1), RuntimeError,
-     "output padding must be smaller than either stride or dilation"),
-    ("transposed_bias", lambda: ops.conv_transpose2d(onnxnn.zeros(1, 4, 4, 4), onnxnn.zeros(4, 2, 3, 3),
-                                                     onnxnn.zeros(3), groups=2), RuntimeError,
-     "Given transposed=1, weight of size [4, 2, 3, 3], expected bias to be 1-dimensional with 4 elements, but got "
-     "bias of size [3] instead"),
-    ("node_channels", lambda: apply_op("Conv", (onnxnn.zeros(1, 3, 5, 5), onnxnn.zeros(2, 2, 3, 3))),
-     RuntimeError, "Conv: given group=1, weight of size [2, 2, 3, 3], expected input[1, 3, 5, 5] to have 2 channels"),
+    (
+        "wrong_in_channels",
+        lambda: ops.conv2d(onnxnn.zeros(2, 3, 16, 16), onnxnn.zeros(8, 4, 3, 3)),
+        RuntimeError,
+        "Given groups=1, weight of size [8, 4, 3, 3], expected input[2, 3, 16, 16] to have 4 channels, but got 3 "
+        "channels instead",
+    ),
+    (
+        "groups_not_dividing_out_channels",
+        lambda: ops.conv2d(onnxnn.zeros(1, 4, 5, 5), onnxnn.zeros(7, 2, 3, 3), groups=2),
+        RuntimeError,
+        "Given groups=2, expected weight to be divisible by 2 at dimension 0, but got weight of size [7, 2, 3, 3] "
+        "instead",
+    ),
+    (
+        "bad_bias",
+        lambda: ops.conv2d(onnxnn.zeros(1, 3, 5, 5), onnxnn.zeros(8, 3, 3, 3), onnxnn.zeros(7)),
+        RuntimeError,
+        "Given weight of size [8, 3, 3, 3], expected bias to be 1-dimensional with 8 elements, but got "
+        "bias of size [7] instead",
+    ),
+    (
+        "kernel_larger_than_input",
+        lambda: ops.conv2d(onnxnn.zeros(1, 1, 2, 2), onnxnn.zeros(1, 1, 3, 3)),
+        RuntimeError,
+        "Calculated padded input size per channel: (2 x 2). Kernel size: (3 x 3). Kernel size can't be "
+        "greater than actual input size",
+    ),
+    (
+        "input_rank",
+        lambda: ops.conv2d(onnxnn.zeros(3, 16), onnxnn.zeros(8, 3, 3, 3)),
+        RuntimeError,
+        "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: [3, 16]",
+    ),
+    (
+        "weight_rank",
+        lambda: ops.conv1d(onnxnn.zeros(2, 4, 16), onnxnn.zeros(8, 4, 3, 3)),
+        RuntimeError,
+        "Expected 4-dimensional input for 4-dimensional weight [8, 4, 3, 3], but got 3-dimensional input of size "
+        "[2, 4, 16] instead",
+    ),
+    (
+        "same_with_stride",
+        lambda: ops.conv2d(onnxnn.zeros(1, 1, 5, 5), onnxnn.zeros(1, 1, 3, 3), stride=2, padding="same"),
+        RuntimeError,
+        "padding='same' is not supported for strided convolutions",
+    ),
+    (
+        "bad_padding_string",
+        lambda: ops.conv2d(onnxnn.zeros(1, 1, 5, 5), onnxnn.zeros(1, 1, 3, 3), padding="full"),
+        ValueError,
+        "Invalid padding string 'full'",
+    ),
+    (
+        "negative_padding",
+        lambda: ops.conv2d(onnxnn.zeros(1, 1, 5, 5), onnxnn.zeros(1, 1, 3, 3), padding=-1),
+        RuntimeError,
+        "negative padding is not supported",
+    ),
+    (
+        "zero_stride",
+        lambda: ops.conv2d(onnxnn.zeros(1, 1, 5, 5), onnxnn.zeros(1, 1, 3, 3), stride=0),
+        RuntimeError,
+        "non-positive stride is not supported",
+    ),
+    (
+        "stride_tuple_length",
+        lambda: ops.conv2d(onnxnn.zeros(1, 1, 5, 5), onnxnn.zeros(1, 1, 3, 3), stride=(1, 1, 1)),
+        RuntimeError,
+        "expected stride to be a single integer value or a list of 2 values to match the convolution "
+        "dimensions, but got stride=[1, 1, 1]",
+    ),
+    (
+        "dtype_mismatch",
+        lambda: ops.conv2d(onnxnn.zeros(1, 1, 5, 5, dtype=onnxnn.float64), onnxnn.zeros(1, 1, 3, 3)),
+        RuntimeError,
+        "expected scalar type Double but found Float",
+    ),
+    (
+        "transposed_in_channels",
+        lambda: ops.conv_transpose2d(onnxnn.zeros(2, 3, 4, 4), onnxnn.zeros(4, 8, 3, 3)),
+        RuntimeError,
+        "Given transposed=1, weight of size [4, 8, 3, 3], expected input[2, 3, 4, 4] to have 4 channels, "
+        "but got 3 channels instead",
+    ),
+    (
+        "transposed_output_padding",
+        lambda: ops.conv_transpose2d(onnxnn.zeros(1, 1, 4, 4), onnxnn.zeros(1, 1, 3, 3), output_padding=1),
+        RuntimeError,
+        "output padding must be smaller than either stride or dilation",
+    ),
+    (
+        "transposed_bias",
+        lambda: ops.conv_transpose2d(onnxnn.zeros(1, 4, 4, 4), onnxnn.zeros(4, 2, 3, 3), onnxnn.zeros(3), groups=2),
+        RuntimeError,
+        "Given transposed=1, weight of size [4, 2, 3, 3], expected bias to be 1-dimensional with 4 elements, but got "
+        "bias of size [3] instead",
+    ),
+    (
+        "node_channels",
+        lambda: apply_op("Conv", (onnxnn.zeros(1, 3, 5, 5), onnxnn.zeros(2, 2, 3, 3))),
+        RuntimeError,
+        "Conv: given group=1, weight of size [2, 2, 3, 3], expected input[1, 3, 5, 5] to have 2 channels",
+    ),
 ]
 
 

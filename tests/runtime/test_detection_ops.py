@@ -12,6 +12,7 @@ accumulates in float64 and rounds once; the kernels round each of at most
 Gradients: float64 central differences (tests/gradcheck.py) of the node run by each executor,
 w.r.t. every float input (RoiAlign: ``X`` only), and a second derivative of DeformConv.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,10 +36,15 @@ EXECUTORS = ["kernels", "onnxruntime"]
 def _reference(op_type: str, inputs: list, attrs: dict) -> np.ndarray:
     names = [f"in{i}" if value is not None else "" for i, value in enumerate(inputs)]
     graph = helper.make_graph(
-        [helper.make_node(op_type, names, ["out"], **attrs)], "case",
-        [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape)
-         for name, value in zip(names, inputs) if name],
-        [helper.make_tensor_value_info("out", onnx.TensorProto.UNDEFINED, None)])
+        [helper.make_node(op_type, names, ["out"], **attrs)],
+        "case",
+        [
+            helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape)
+            for name, value in zip(names, inputs)
+            if name
+        ],
+        [helper.make_tensor_value_info("out", onnx.TensorProto.UNDEFINED, None)],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     feeds = {name: value for name, value in zip(names, inputs) if name}
     return ReferenceEvaluator(model).run(None, feeds)[0]
@@ -50,20 +56,39 @@ def _tensor(array):
 
 # ---------------------------------------------------------------- RoiAlign
 
-ROIS = np.array([[0.3, 1.1, 8.2, 7.7],      # inside
-                 [2.5, -3.0, 13.4, 9.1],    # partly past the top and right
-                 [1.0, 1.0, 1.5, 1.2],      # smaller than a bin
-                 [4.0, 4.0, 4.0, 4.0]])     # empty
+ROIS = np.array(
+    [
+        [0.3, 1.1, 8.2, 7.7],  # inside
+        [2.5, -3.0, 13.4, 9.1],  # partly past the top and right
+        [1.0, 1.0, 1.5, 1.2],  # smaller than a bin
+        [4.0, 4.0, 4.0, 4.0],
+    ]
+)  # empty
 BATCH_INDICES = np.array([1, 0, 1, 0], dtype=np.int64)
 
 # (id, attributes)
 ROI_CASES = [
     ("avg_adaptive", {"output_height": 2, "output_width": 3, "spatial_scale": 0.5}),
-    ("avg_ratio_2_output_half_pixel", {"output_height": 3, "output_width": 2, "sampling_ratio": 2,
-                                       "coordinate_transformation_mode": "output_half_pixel"}),
+    (
+        "avg_ratio_2_output_half_pixel",
+        {
+            "output_height": 3,
+            "output_width": 2,
+            "sampling_ratio": 2,
+            "coordinate_transformation_mode": "output_half_pixel",
+        },
+    ),
     ("max_ratio_2", {"mode": "max", "output_height": 2, "output_width": 2, "sampling_ratio": 2, "spatial_scale": 0.5}),
-    ("max_adaptive_output_half_pixel", {"mode": "max", "output_height": 2, "output_width": 3,
-                                        "coordinate_transformation_mode": "output_half_pixel", "spatial_scale": 0.5}),
+    (
+        "max_adaptive_output_half_pixel",
+        {
+            "mode": "max",
+            "output_height": 2,
+            "output_width": 3,
+            "coordinate_transformation_mode": "output_half_pixel",
+            "spatial_scale": 0.5,
+        },
+    ),
 ]
 ROI_IDS = [case[0] for case in ROI_CASES]
 
@@ -96,8 +121,9 @@ def test_recorded_roi_align_matches_the_reference(case, executor):
     inputs = _roi_arrays()
     with onnxnn.set_executor(executor):
         actual = apply_op("RoiAlign", tuple(_tensor(a) for a in inputs), dict(attrs)).numpy()
-    np.testing.assert_allclose(actual, _reference("RoiAlign", list(inputs), attrs), rtol=0,
-                               atol=_roi_bound(inputs[0], attrs))
+    np.testing.assert_allclose(
+        actual, _reference("RoiAlign", list(inputs), attrs), rtol=0, atol=_roi_bound(inputs[0], attrs)
+    )
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
@@ -106,8 +132,11 @@ def test_roi_align_gradients_match_finite_differences(case, executor):
     _, attrs = case
     x, rois, batch_indices = _roi_arrays(np.float64, seed=1)
     with onnxnn.set_executor(executor):
-        check_gradients(lambda x, r, b: apply_op("RoiAlign", (x, r, b), dict(attrs)), [x, rois, batch_indices],
-                        requires_grad=[True, False, False])
+        check_gradients(
+            lambda x, r, b: apply_op("RoiAlign", (x, r, b), dict(attrs)),
+            [x, rois, batch_indices],
+            requires_grad=[True, False, False],
+        )
 
 
 def test_roi_align_regions_take_no_gradient():
@@ -124,8 +153,14 @@ def test_roi_align_regions_take_no_gradient():
 DEFORM_CASES = [
     ("defaults", (1, 2, 4, 4), (3, 2, 2, 2), {}, False, False),
     ("pads_strides_bias_mask", (2, 2, 5, 4), (2, 2, 3, 2), {"pads": [1, 0, 1, 1], "strides": [2, 1]}, True, True),
-    ("dilations_groups", (1, 4, 5, 5), (4, 2, 2, 2), {"dilations": [2, 1], "group": 2, "pads": [1, 1, 0, 0]},
-     True, False),
+    (
+        "dilations_groups",
+        (1, 4, 5, 5),
+        (4, 2, 2, 2),
+        {"dilations": [2, 1], "group": 2, "pads": [1, 1, 0, 0]},
+        True,
+        False,
+    ),
     ("offset_groups_mask", (1, 4, 4, 5), (2, 4, 2, 2), {"offset_group": 2, "strides": [1, 2]}, False, True),
 ]
 DEFORM_IDS = [case[0] for case in DEFORM_CASES]
@@ -137,14 +172,19 @@ def _deform_arrays(case, dtype=np.float32, seed=0):
     kernel = w_shape[2:]
     strides, dilations = attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1])
     pads = attrs.get("pads", [0, 0, 0, 0])
-    output = [(x_shape[2 + i] + pads[i] + pads[2 + i] - (kernel[i] - 1) * dilations[i] - 1) // strides[i] + 1
-              for i in range(2)]
+    output = [
+        (x_shape[2 + i] + pads[i] + pads[2 + i] - (kernel[i] - 1) * dilations[i] - 1) // strides[i] + 1
+        for i in range(2)
+    ]
     offset_group = attrs.get("offset_group", 1)
     taps = offset_group * kernel[0] * kernel[1]
-    arrays = [rng.standard_normal(x_shape), rng.standard_normal(w_shape),
-              rng.uniform(-1.7, 1.7, (x_shape[0], 2 * taps, *output)),  # taps up to 2 pixels outside
-              rng.standard_normal(w_shape[0]) if with_bias else None,
-              rng.uniform(0.2, 1.0, (x_shape[0], taps, *output)) if with_mask else None]
+    arrays = [
+        rng.standard_normal(x_shape),
+        rng.standard_normal(w_shape),
+        rng.uniform(-1.7, 1.7, (x_shape[0], 2 * taps, *output)),  # taps up to 2 pixels outside
+        rng.standard_normal(w_shape[0]) if with_bias else None,
+        rng.uniform(0.2, 1.0, (x_shape[0], taps, *output)) if with_mask else None,
+    ]
     return [None if a is None else a.astype(dtype) for a in arrays]
 
 
@@ -171,8 +211,9 @@ def test_recorded_deform_conv_matches_the_reference(case, executor):
     arrays = _deform_arrays(case)
     with onnxnn.set_executor(executor):
         actual = apply_op("DeformConv", tuple(_tensor(a) for a in arrays), dict(case[3])).numpy()
-    np.testing.assert_allclose(actual, _reference("DeformConv", arrays, case[3]), rtol=0,
-                               atol=_deform_bound(case, arrays))
+    np.testing.assert_allclose(
+        actual, _reference("DeformConv", arrays, case[3]), rtol=0, atol=_deform_bound(case, arrays)
+    )
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
@@ -187,6 +228,7 @@ def test_deform_conv_gradients_match_finite_differences(case, executor):
         for index, tensor in zip(given, tensors):
             inputs[index] = tensor
         return apply_op("DeformConv", tuple(inputs), attrs)
+
     with onnxnn.set_executor(executor):
         check_gradients(deform_conv, [arrays[index] for index in given])
 
@@ -202,9 +244,12 @@ def test_deform_conv_second_derivative_matches_finite_differences_of_the_gradien
     def gradient(offset_values, create_graph):
         x = onnxnn.tensor(x_array, requires_grad=True)
         offset = onnxnn.tensor(offset_values, requires_grad=True)
-        out = apply_op("DeformConv", (x, onnxnn.tensor(w_array), offset, onnxnn.tensor(bias_array),
-                                      onnxnn.tensor(mask_array)), dict(case[3]))
-        (g,) = onnxnn.autograd.grad((out ** 2).sum(), x, create_graph=create_graph)
+        out = apply_op(
+            "DeformConv",
+            (x, onnxnn.tensor(w_array), offset, onnxnn.tensor(bias_array), onnxnn.tensor(mask_array)),
+            dict(case[3]),
+        )
+        (g,) = onnxnn.autograd.grad((out**2).sum(), x, create_graph=create_graph)
         return offset, g
 
     eps = 1e-6
@@ -212,8 +257,18 @@ def test_deform_conv_second_derivative_matches_finite_differences_of_the_gradien
         offset, g = gradient(offset_array, True)
         (second,) = onnxnn.autograd.grad((g * onnxnn.tensor(v)).sum(), offset)
         analytic = float((second.numpy() * u).sum())
-        numeric = float((((gradient(offset_array + eps * u, False)[1].numpy()
-                           - gradient(offset_array - eps * u, False)[1].numpy()) / (2 * eps)) * v).sum())
+        numeric = float(
+            (
+                (
+                    (
+                        gradient(offset_array + eps * u, False)[1].numpy()
+                        - gradient(offset_array - eps * u, False)[1].numpy()
+                    )
+                    / (2 * eps)
+                )
+                * v
+            ).sum()
+        )
     # Central differences in float64 at eps 1e-6 (see gradcheck.py): ~1e-9 relative.
     assert abs(analytic - numeric) <= 1e-6 * max(1.0, abs(numeric))
 
@@ -238,11 +293,14 @@ def test_deform_conv_graph_exports_and_runs_on_onnxruntime():
     np.testing.assert_allclose(actual, expected, rtol=0, atol=_deform_bound(DEFORM_CASES[1], arrays))
 
 
-@pytest.mark.parametrize("op_type, shapes, message", [
-    ("DeformConv", [(1, 2, 4, 4), (3, 3, 2, 2), (1, 8, 3, 3)], "inconsistent"),
-    ("DeformConv", [(1, 2, 4, 4), (3, 2, 2, 2), (1, 6, 3, 3)], "offset has 6 channels"),
-    ("DeformConv", [(1, 2, 4), (3, 2, 2), (1, 4, 3)], "only 2-D inputs"),
-])
+@pytest.mark.parametrize(
+    "op_type, shapes, message",
+    [
+        ("DeformConv", [(1, 2, 4, 4), (3, 3, 2, 2), (1, 8, 3, 3)], "inconsistent"),
+        ("DeformConv", [(1, 2, 4, 4), (3, 2, 2, 2), (1, 6, 3, 3)], "offset has 6 channels"),
+        ("DeformConv", [(1, 2, 4), (3, 2, 2), (1, 4, 3)], "only 2-D inputs"),
+    ],
+)
 def test_deform_conv_kernel_rejects_inconsistent_shapes(op_type, shapes, message):
     arrays = [np.zeros(shape, dtype=np.float32) for shape in shapes]
     with pytest.raises((ValueError, NotImplementedError), match=message):

@@ -1,4 +1,5 @@
 """dtypes: every dtype of DESIGN.md round-trips and computes; unsupported ones are refused clearly."""
+
 from __future__ import annotations
 
 import ml_dtypes
@@ -9,8 +10,21 @@ import onnxnn
 
 from tolerances import TRANSCENDENTAL_ULPS, assert_within, ulps
 
-ALL = [onnxnn.float32, onnxnn.float64, onnxnn.float16, onnxnn.bfloat16, onnxnn.int64, onnxnn.int32,
-       onnxnn.int16, onnxnn.int8, onnxnn.uint8, onnxnn.bool, onnxnn.uint16, onnxnn.uint32, onnxnn.uint64]
+ALL = [
+    onnxnn.float32,
+    onnxnn.float64,
+    onnxnn.float16,
+    onnxnn.bfloat16,
+    onnxnn.int64,
+    onnxnn.int32,
+    onnxnn.int16,
+    onnxnn.int8,
+    onnxnn.uint8,
+    onnxnn.bool,
+    onnxnn.uint16,
+    onnxnn.uint32,
+    onnxnn.uint64,
+]
 
 
 @pytest.mark.parametrize("dtype", ALL, ids=lambda d: d.name)
@@ -24,8 +38,10 @@ def test_each_dtype_round_trips_through_a_graph(dtype):
     np.testing.assert_array_equal(y.numpy().astype(np.float64), expected.astype(np.float64))
 
 
-@pytest.mark.parametrize("dtype, numpy_dtype", [
-    (onnxnn.float16, np.float16), (onnxnn.bfloat16, ml_dtypes.bfloat16), (onnxnn.float64, np.float64)])
+@pytest.mark.parametrize(
+    "dtype, numpy_dtype",
+    [(onnxnn.float16, np.float16), (onnxnn.bfloat16, ml_dtypes.bfloat16), (onnxnn.float64, np.float64)],
+)
 def test_low_and_high_precision_arithmetic_rounds_per_op(dtype, numpy_dtype):
     a = np.array([0.1, 1.7, -2.3, 3.14159])
     b = np.array([2.5, -0.3, 0.7, 1.1])

@@ -1,4 +1,5 @@
 """The executor: structural session cache, shared intermediates, bounded graphs, no leaks."""
+
 from __future__ import annotations
 
 import gc
@@ -96,8 +97,11 @@ def test_a_buffer_updated_every_call_never_grows_an_unbounded_graph():
     # Each update rounds three times (two products, a sum) relative to |batch|, and 0.9 damps
     # earlier errors: at most 3u|b| / (1 - 0.9) = 30u|b|. 0.9 and 0.1 are not float32 numbers: the
     # fixed point 0.1f / (1 - 0.9f) is 1 within 10u. Together gamma(40) |batch|.
-    assert_within(running_mean.numpy(), batch.numpy() * (1 - 0.9 ** (5 * depth.MAX_PENDING_DEPTH)),
-                  gamma(40) * np.abs(batch.numpy()))
+    assert_within(
+        running_mean.numpy(),
+        batch.numpy() * (1 - 0.9 ** (5 * depth.MAX_PENDING_DEPTH)),
+        gamma(40) * np.abs(batch.numpy()),
+    )
 
 
 def test_a_deep_recurrence_is_bounded_in_a_few_runs_not_one_per_step(on_onnxruntime):
@@ -161,6 +165,7 @@ def test_different_shapes_compile_separately_without_symbolic_sizes(on_onnxrunti
 def test_built_models_load_in_the_installed_onnxruntime():
     import onnx
     import onnxruntime
+
     x = onnxnn.randn(2, 3)
     y = (x.softmax(1) * 2).sum(0)
     plan = executor.plan([y._value])
@@ -211,7 +216,7 @@ def test_inference_with_unchanged_weights_gets_a_specialized_session_and_stays_c
         return (onnxnn.from_numpy(batch) @ weight + bias).relu().numpy()
 
     batches = [np.random.default_rng(i).standard_normal((8, 128)).astype(np.float32) for i in range(6)]
-    for batch in batches[:plan_cache.SPECIALIZE_AFTER_RUNS]:
+    for batch in batches[: plan_cache.SPECIALIZE_AFTER_RUNS]:
         serve(batch)
     assert any(entry.specialization is not None for entry in plan_cache._entries["onnxruntime"].values())
     for batch in batches:

@@ -15,6 +15,7 @@ the dtype after it.
 Each case ends in ``.float()``: onnxruntime used to drop the float16 -> float32 Cast pair it
 had put around an op without a float16 kernel, so the op's result reached ``.float()`` unrounded.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,7 +27,7 @@ from tolerances import gamma
 
 EXECUTORS = ["onnxruntime", "kernels"]
 MANTISSA_BITS = {"float16": 11, "bfloat16": 8}
-SMALLEST_SPACING = {"float16": 2.0 ** -24, "bfloat16": 2.0 ** -133}
+SMALLEST_SPACING = {"float16": 2.0**-24, "bfloat16": 2.0**-133}
 
 
 def round_to(dtype_name: str, values) -> np.ndarray:
@@ -76,7 +77,8 @@ EXACT_CASES = [
 @pytest.mark.parametrize("executor", EXECUTORS)
 @pytest.mark.parametrize("name, program, reference", EXACT_CASES, ids=[case[0] for case in EXACT_CASES])
 def test_elementwise_arithmetic_rounds_each_result_exactly_as_float32_then_rounding(
-        executor, dtype_name, name, program, reference):
+    executor, dtype_name, name, program, reference
+):
     r = lambda values: round_to(dtype_name, values)  # noqa: E731
     a, b = r(A), r(B)
     expected = reference(r, a, b)

@@ -2,6 +2,7 @@
 Tensor.as_subclass: forward against numpy's definitions (numpy.gradient, numpy.histogramdd),
 gradients against float64 finite differences, both executors, and torch when it is installed.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -53,8 +54,9 @@ def test_gradient_matches_numpy(case_id, shape, kwargs, spacing, dims, executor)
     assert len(actual) == len(expected)
     for got, want in zip(actual, expected):
         # three float32 terms of at most ~4/h each: a few float32 roundings of the largest term
-        scale = np.max(np.abs(array)) * 8.0 / min(np.min(np.diff(s)) if isinstance(s, np.ndarray) else s
-                                                 for s in spacing)
+        scale = (
+            np.max(np.abs(array)) * 8.0 / min(np.min(np.diff(s)) if isinstance(s, np.ndarray) else s for s in spacing)
+        )
         np.testing.assert_allclose(got, want, rtol=0, atol=8 * np.finfo(np.float32).eps * scale)
 
 
@@ -74,8 +76,7 @@ def test_gradient_matches_torch(case_id, shape, kwargs, spacing, dims):
 @pytest.mark.parametrize("case_id", ["scalar-spacing-2d", "coordinates-edge-order-2", "edge-order-2"])
 def test_gradient_gradients_match_finite_differences(case_id):
     _, shape, kwargs, _, _ = next(case for case in GRADIENT_CASES if case[0] == case_id)
-    check_gradients(lambda x: onnxnn.stack(onnxnn.gradient(x, **_onnxnn_kwargs(kwargs))),
-                    [RNG.standard_normal(shape)])
+    check_gradients(lambda x: onnxnn.stack(onnxnn.gradient(x, **_onnxnn_kwargs(kwargs))), [RNG.standard_normal(shape)])
 
 
 def test_gradient_exports_to_onnxruntime():
@@ -104,28 +105,33 @@ def test_gradient_errors_use_torchs_wording():
         onnxnn.gradient(x, dim=2)
 
 
-@pytest.mark.parametrize("bins, kwargs", [
-    (3, {}), ([2, 4], {"range": [-1.0, 1.0, -2.0, 2.0]}), (4, {"density": True}),
-    ([np.array([-3.0, 0.0, 3.0]), np.array([-1.0, -0.5, 0.5, 1.0])], {}), (2, {"weight": True}),
-])
+@pytest.mark.parametrize(
+    "bins, kwargs",
+    [
+        (3, {}),
+        ([2, 4], {"range": [-1.0, 1.0, -2.0, 2.0]}),
+        (4, {"density": True}),
+        ([np.array([-3.0, 0.0, 3.0]), np.array([-1.0, -0.5, 0.5, 1.0])], {}),
+        (2, {"weight": True}),
+    ],
+)
 def test_histogramdd_matches_numpy(bins, kwargs):
     points = RNG.standard_normal((20, 2))
     weight = RNG.uniform(0.0, 1.0, 20)
-    ours_bins = [onnxnn.tensor(b) for b in bins] if isinstance(bins, list) and isinstance(bins[0], np.ndarray) \
-        else bins
+    ours_bins = [onnxnn.tensor(b) for b in bins] if isinstance(bins, list) and isinstance(bins[0], np.ndarray) else bins
     ours_kwargs = {**kwargs, "weight": onnxnn.tensor(weight)} if "weight" in kwargs else kwargs
     hist, edges = onnxnn.histogramdd(onnxnn.tensor(points), ours_bins, **ours_kwargs)
     numpy_kwargs = {key: value for key, value in kwargs.items() if key != "weight"}
     if "range" in kwargs:
         numpy_kwargs["range"] = [(-1.0, 1.0), (-2.0, 2.0)]
-    want_hist, want_edges = np.histogramdd(points, bins, weights=weight if "weight" in kwargs else None,
-                                           **numpy_kwargs)
+    want_hist, want_edges = np.histogramdd(points, bins, weights=weight if "weight" in kwargs else None, **numpy_kwargs)
     np.testing.assert_allclose(hist.numpy(), want_hist, rtol=1e-12)
     for got, want in zip(edges, want_edges):
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
     torch = pytest.importorskip("torch")
-    torch_bins = [torch.from_numpy(b) for b in bins] if isinstance(bins, list) and isinstance(bins[0], np.ndarray) \
-        else bins
+    torch_bins = (
+        [torch.from_numpy(b) for b in bins] if isinstance(bins, list) and isinstance(bins[0], np.ndarray) else bins
+    )
     torch_kwargs = {**kwargs, "weight": torch.from_numpy(weight)} if "weight" in kwargs else kwargs
     theirs, _ = torch.histogramdd(torch.from_numpy(points), torch_bins, **torch_kwargs)
     np.testing.assert_allclose(hist.numpy(), theirs.numpy(), rtol=1e-12)
@@ -167,17 +173,25 @@ def test_as_subclass_keeps_the_autograd_edge():
         x.as_subclass(int)
 
 
-@pytest.mark.parametrize("values, dtype", [
-    (RNG.standard_normal((3, 4)), onnxnn.float64), (RNG.standard_normal((3, 4)), onnxnn.float32),
-    (np.array([[1, -2, 3], [4, 5, -6]]), onnxnn.int32), (np.array([[1, 2, 250]]), onnxnn.uint8),
-    (np.array([[True, False], [True, True]]), onnxnn.bool),
-])
+@pytest.mark.parametrize(
+    "values, dtype",
+    [
+        (RNG.standard_normal((3, 4)), onnxnn.float64),
+        (RNG.standard_normal((3, 4)), onnxnn.float32),
+        (np.array([[1, -2, 3], [4, 5, -6]]), onnxnn.int32),
+        (np.array([[1, 2, 250]]), onnxnn.uint8),
+        (np.array([[True, False], [True, True]]), onnxnn.bool),
+    ],
+)
 @pytest.mark.parametrize("dim, keepdim", [(None, False), (1, False), ([0], True), ((0, 1), False)])
 def test_hash_tensor_xors_the_64_bit_patterns(values, dtype, dim, keepdim):
     x = onnxnn.tensor(values).to(dtype)
     data = x.numpy()
-    wide = data.astype(np.float64) if dtype.is_floating_point else data.astype(
-        np.uint64 if data.dtype.kind in "ub" else np.int64)
+    wide = (
+        data.astype(np.float64)
+        if dtype.is_floating_point
+        else data.astype(np.uint64 if data.dtype.kind in "ub" else np.int64)
+    )
     axes = tuple(range(data.ndim)) if dim is None else ((dim,) if isinstance(dim, int) else tuple(dim))
     expected = np.bitwise_xor.reduce(wide.view(np.uint64), axis=axes, keepdims=keepdim)
     actual = onnxnn.hash_tensor(x, dim, keepdim=keepdim)
@@ -185,8 +199,11 @@ def test_hash_tensor_xors_the_64_bit_patterns(values, dtype, dim, keepdim):
     np.testing.assert_array_equal(actual.numpy(), expected)
     np.testing.assert_array_equal(x.hash_tensor(dim, keepdim=keepdim).numpy(), expected)
     torch = pytest.importorskip("torch")
-    theirs = torch.hash_tensor(torch.from_numpy(data), dim, keepdim=keepdim) if dim is not None \
+    theirs = (
+        torch.hash_tensor(torch.from_numpy(data), dim, keepdim=keepdim)
+        if dim is not None
         else torch.hash_tensor(torch.from_numpy(data))
+    )
     np.testing.assert_array_equal(actual.numpy(), theirs.numpy())
 
 

@@ -8,6 +8,7 @@ differentiable (relu/abs at 0, clip bounds), except where a tie is the point of 
 ``test_every_gradient_rule_has_a_case`` keeps the table complete: it reads which ONNX op types
 each case records from the autograd graph, and fails when a registered rule has no case.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -53,14 +54,28 @@ COVERED_ELSEWHERE = {
     "NegativeLogLikelihoodLoss": "runtime/test_loss_ops.py",
     "SoftmaxCrossEntropyLoss": "runtime/test_loss_ops.py",
     # layer library (norm/activation family): activation nodes, and normalization nodes imported models contain.
-    **{op_type: "nn/test_activations.py" for op_type in ("Selu", "Celu", "HardSigmoid", "HardSwish", "Mish",
-                                                         "Softsign", "Shrink", "ThresholdedRelu", "PRelu")},
+    **{
+        op_type: "nn/test_activations.py"
+        for op_type in (
+            "Selu",
+            "Celu",
+            "HardSigmoid",
+            "HardSwish",
+            "Mish",
+            "Softsign",
+            "Shrink",
+            "ThresholdedRelu",
+            "PRelu",
+        )
+    },
     "LpNormalization": "runtime/test_normalization_ops.py",
     "MeanVarianceNormalization": "runtime/test_normalization_ops.py",
     "CastLike": "nn/test_activations.py",  # in the function bodies of imported Swish and RMSNormalization
     # layer library (padding/resampling family): resampling and rearranging nodes, against onnx's reference.
-    **{op_type: "runtime/test_resample_ops.py" for op_type in ("Resize", "GridSample", "AffineGrid", "DepthToSpace",
-                                                               "SpaceToDepth", "CenterCropPad")},
+    **{
+        op_type: "runtime/test_resample_ops.py"
+        for op_type in ("Resize", "GridSample", "AffineGrid", "DepthToSpace", "SpaceToDepth", "CenterCropPad")
+    },
     # recurrent nodes: finite differences over directions, sequence_lens and initial states, both executors.
     **{op_type: "runtime/test_recurrent_ops.py" for op_type in ("RNN", "LSTM", "GRU")},
     # detection nodes: sampling re-recorded and differentiated, both executors, against onnx's reference.
@@ -157,14 +172,14 @@ CASES = [
     Case("div_zero_dim_divisor", lambda a, b: a / b, [randn(3), nonzero()]),
     Case("rdiv_scalar", lambda a: 2.0 / a, [nonzero(2, 3)]),
     Case("neg", lambda a: -a, [randn(3, 2)]),
-    Case("pow_tensor_exponent", lambda a, b: a ** b, [positive(2, 3), randn(3)]),
-    Case("pow_scalar_exponent", lambda a: a ** 3.0, [randn(4)]),
-    Case("pow_fractional_exponent", lambda a: a ** 0.5, [positive(2, 2)]),
+    Case("pow_tensor_exponent", lambda a, b: a**b, [positive(2, 3), randn(3)]),
+    Case("pow_scalar_exponent", lambda a: a**3.0, [randn(4)]),
+    Case("pow_fractional_exponent", lambda a: a**0.5, [positive(2, 2)]),
     Case("pow_negative_exponent", lambda a: onnxnn.pow(a, -2), [positive(3)]),
-    Case("pow_square_is_mul", lambda a: a ** 2, [randn(3)]),
-    Case("rpow_scalar_base", lambda a: 2.0 ** a, [randn(3)]),
-    Case("pow_zero_dim_base", lambda a, b: a ** b, [positive(), randn(2, 2)]),
-    Case("pow_zero_exponent_at_zero_base", lambda a: a ** 0.0, [np.array([0.0, 1.5])]),
+    Case("pow_square_is_mul", lambda a: a**2, [randn(3)]),
+    Case("rpow_scalar_base", lambda a: 2.0**a, [randn(3)]),
+    Case("pow_zero_dim_base", lambda a, b: a**b, [positive(), randn(2, 2)]),
+    Case("pow_zero_exponent_at_zero_base", lambda a: a**0.0, [np.array([0.0, 1.5])]),
     # ---------------------------------------------------------------- unary math
     Case("abs", lambda a: a.abs(), [nonzero(2, 3)]),
     Case("exp", lambda a: a.exp(), [randn(2, 3)]),
@@ -185,25 +200,32 @@ CASES = [
     Case("sigmoid", lambda a: a.sigmoid(), [randn(3, 4)]),
     Case("tanh", lambda a: a.tanh(), [randn(3, 4)]),
     Case("softplus", in_float32(lambda a: op("Softplus", a)), [randn(3, 4)], IN_FLOAT32),
-    Case("softplus_beta_2", in_float32(lambda a: onnxnn.runtime.ops.softplus(a, beta=2.0)), [randn(3, 4)],
-         IN_FLOAT32),
+    Case("softplus_beta_2", in_float32(lambda a: onnxnn.runtime.ops.softplus(a, beta=2.0)), [randn(3, 4)], IN_FLOAT32),
     Case("gelu_erf", in_float32(lambda a: onnxnn.gelu(a)), [randn(3, 4)], IN_FLOAT32),
     Case("gelu_tanh", lambda a: onnxnn.gelu(a, approximate="tanh"), [randn(3, 4)]),
     # ---------------------------------------------------------------- casts, clamps, selection
-    Case("cast_float64_float32_float64", lambda a, b: a.to(onnxnn.float32).to(onnxnn.float64) * b,
-         [randn(3), randn(3)], {"eps": 1e-3, "rtol": 1e-3, "atol": 1e-6}),
+    Case(
+        "cast_float64_float32_float64",
+        lambda a, b: a.to(onnxnn.float32).to(onnxnn.float64) * b,
+        [randn(3), randn(3)],
+        {"eps": 1e-3, "rtol": 1e-3, "atol": 1e-6},
+    ),
     Case("clamp_min_only", lambda a: a.clamp(min=-0.5), [avoiding(randn(3, 4), -0.5)]),
     Case("clamp_max_only", lambda a: a.clamp(max=0.5), [avoiding(randn(3, 4), 0.5)]),
     Case("clamp_both", lambda a: a.clamp(-0.5, 0.5), [avoiding(randn(3, 4), -0.5, 0.5)]),
-    Case("clamp_tensor_bounds", lambda a, low, high: a.clamp(low, high),
-         [np.array([-2.0, -0.2, 0.3, 2.0]), np.array([-1.0]), np.array([0.1, 0.1, 0.5, 1.0])]),
+    Case(
+        "clamp_tensor_bounds",
+        lambda a, low, high: a.clamp(low, high),
+        [np.array([-2.0, -0.2, 0.3, 2.0]), np.array([-1.0]), np.array([0.1, 0.1, 0.5, 1.0])],
+    ),
     Case("where_broadcast", lambda a, b: onnxnn.where(constant(_CONDITION), a, b), [randn(4), randn()]),
     Case("where_scalar_other", lambda a: onnxnn.where(a > 0, a, 0.5), [nonzero(2, 3)]),
     Case("maximum_ties", lambda a, b: onnxnn.maximum(a, b), [_TIES_A, _TIES_B]),
     Case("minimum_ties", lambda a, b: onnxnn.minimum(a, b), [_TIES_A, _TIES_B]),
     Case("maximum_broadcast", lambda a, b: onnxnn.maximum(a, b), [randn(3, 1), randn(4)]),
-    Case("max_three_inputs_tie", lambda a, b, c: op("Max", a, b, c),
-         [_TIES_A, _TIES_B, np.array([0.0, 0.0, 0.0, -3.0])]),
+    Case(
+        "max_three_inputs_tie", lambda a, b, c: op("Max", a, b, c), [_TIES_A, _TIES_B, np.array([0.0, 0.0, 0.0, -3.0])]
+    ),
     Case("min_three_inputs", lambda a, b, c: op("Min", a, b, c), [randn(2, 3), randn(3), randn(2, 1)]),
     # ---------------------------------------------------------------- matrix products
     Case("matmul_2d_2d", lambda a, b: a @ b, [randn(3, 4), randn(4, 2)]),
@@ -217,10 +239,16 @@ CASES = [
     Case("matmul_2d_with_batch", lambda a, b: a @ b, [randn(3, 4), randn(2, 4, 5)]),
     Case("gemm_plain", lambda a, b, c: op("Gemm", a, b, c), [randn(3, 4), randn(4, 2), randn(3, 2)]),
     Case("gemm_transA", lambda a, b, c: op("Gemm", a, b, c, transA=1), [randn(4, 3), randn(4, 2), randn(2)]),
-    Case("gemm_transB_alpha_beta", lambda a, b, c: op("Gemm", a, b, c, transB=1, alpha=0.5, beta=-2.0),
-         [randn(3, 4), randn(2, 4), randn(3, 1)]),
-    Case("gemm_both_transposed_scalar_c", lambda a, b, c: op("Gemm", a, b, c, transA=1, transB=1, alpha=1.5),
-         [randn(4, 3), randn(2, 4), randn()]),
+    Case(
+        "gemm_transB_alpha_beta",
+        lambda a, b, c: op("Gemm", a, b, c, transB=1, alpha=0.5, beta=-2.0),
+        [randn(3, 4), randn(2, 4), randn(3, 1)],
+    ),
+    Case(
+        "gemm_both_transposed_scalar_c",
+        lambda a, b, c: op("Gemm", a, b, c, transA=1, transB=1, alpha=1.5),
+        [randn(4, 3), randn(2, 4), randn()],
+    ),
     Case("gemm_without_c", lambda a, b: op("Gemm", a, b, transB=1), [randn(3, 4), randn(2, 4)]),
     # ---------------------------------------------------------------- softmax family
     Case("softmax_last", lambda a: a.softmax(-1), [randn(3, 4)]),
@@ -256,11 +284,15 @@ CASES = [
     Case("logsumexp_dim", lambda a: a.logsumexp(1), [randn(3, 4)]),
     Case("reduce_l2_all", lambda a: op("ReduceL2", a, keepdims=0), [randn(3, 4)]),
     Case("reduce_l2_axes", lambda a: op("ReduceL2", a, int64_constant([1])), [randn(3, 4)]),
-    Case("reduce_sum_square_axes", lambda a: op("ReduceSumSquare", a, int64_constant([0, 2]), keepdims=0),
-         [randn(2, 3, 4)]),
+    Case(
+        "reduce_sum_square_axes",
+        lambda a: op("ReduceSumSquare", a, int64_constant([0, 2]), keepdims=0),
+        [randn(2, 3, 4)],
+    ),
     Case("reduce_sum_square_all", lambda a: op("ReduceSumSquare", a), [randn(3, 4)]),
-    Case("reduce_log_sum_exp_axes", lambda a: op("ReduceLogSumExp", a, int64_constant([-1]), keepdims=0),
-         [randn(3, 4)]),
+    Case(
+        "reduce_log_sum_exp_axes", lambda a: op("ReduceLogSumExp", a, int64_constant([-1]), keepdims=0), [randn(3, 4)]
+    ),
     Case("reduce_log_sum_exp_all", lambda a: op("ReduceLogSumExp", a), [randn(2, 3)]),
     # ---------------------------------------------------------------- shapes
     Case("reshape_inferred", lambda a: a.reshape(2, -1) * 1.0, [randn(3, 4)]),
@@ -281,12 +313,12 @@ CASES = [
     Case("tile_same_rank", lambda a: a.tile((2, 3)), [randn(2, 3)]),
     Case("repeat_more_dims", lambda a: a.repeat(2, 1, 2), [randn(2, 3)]),
     Case("cat_dim_0", lambda a, b: onnxnn.cat([a, b]), [randn(2, 3), randn(1, 3)]),
-    Case("cat_dim_last_three", lambda a, b, c: onnxnn.cat([a, b, c], -1),
-         [randn(2, 1), randn(2, 3), randn(2, 2)]),
+    Case("cat_dim_last_three", lambda a, b, c: onnxnn.cat([a, b, c], -1), [randn(2, 1), randn(2, 3), randn(2, 2)]),
     Case("cat_same_tensor_twice", lambda a: onnxnn.cat([a, a * 2.0], 1), [randn(2, 2)]),
     Case("stack_dim_1", lambda a, b: onnxnn.stack([a, b], 1), [randn(2, 3), randn(2, 3)]),
-    Case("split_sizes", lambda a: onnxnn.cat([p * (i + 1.0) for i, p in enumerate(a.split([1, 3], 1))], 1),
-         [randn(2, 4)]),
+    Case(
+        "split_sizes", lambda a: onnxnn.cat([p * (i + 1.0) for i, p in enumerate(a.split([1, 3], 1))], 1), [randn(2, 4)]
+    ),
     Case("split_only_one_part_used", lambda a: a.split(2, 0)[1], [randn(5, 2)]),
     Case("chunk_dim_last", lambda a: a.chunk(3, -1)[2] * a.chunk(3, -1)[0], [randn(2, 6)]),
     Case("unbind", lambda a: a.unbind(1)[0] - a.unbind(1)[2], [randn(2, 3)]),
@@ -294,34 +326,59 @@ CASES = [
     Case("slice_step_2", lambda a: slice_axis(a, 1, 0, 5, 2), [randn(2, 5)]),
     Case("slice_negative_bounds", lambda a: slice_axis(a, 0, -3, -1), [randn(5, 2)]),
     Case("slice_negative_step", lambda a: slice_axis(a, 0, -1, -6, -2), [randn(5, 2)]),
-    Case("slice_op_two_axes", lambda a: op("Slice", a, int64_constant([1, 3]), int64_constant([3, 0]),
-                                           int64_constant([0, -1]), int64_constant([1, -1])), [randn(4, 5)]),
+    Case(
+        "slice_op_two_axes",
+        lambda a: op(
+            "Slice", a, int64_constant([1, 3]), int64_constant([3, 0]), int64_constant([0, -1]), int64_constant([1, -1])
+        ),
+        [randn(4, 5)],
+    ),
     Case("flip", lambda a: a.flip((0, 1)), [randn(2, 3)]),
     Case("pad_constant", lambda a: pad_constant(a, [1, 0, 2, 3], 0.5), [randn(2, 3)]),
-    Case("pad_op_with_axes", lambda a: op("Pad", a, int64_constant([2, 1]), None, int64_constant([-1])),
-         [randn(2, 3)]),
+    Case("pad_op_with_axes", lambda a: op("Pad", a, int64_constant([2, 1]), None, int64_constant([-1])), [randn(2, 3)]),
     Case("pad_negative_crops", lambda a: pad_constant(a, [-1, 1, 0, -2]), [randn(3, 4)]),
     # Non-constant modes (imported models and F.pad record them): borders wider than half the axis,
     # so that reflected and wrapped borders overlap in the input they fold back onto.
-    *[Case(f"pad_{mode}_{name}", lambda a, mode=mode, pads=pads, axes=axes: op(
-        "Pad", a, int64_constant(pads), None, None if axes is None else int64_constant(axes), mode=mode),
-        [randn(3, 4, 5)])
-      for mode in ("reflect", "edge", "wrap")
-      for name, pads, axes in (("all_axes", [0, 2, 3, 0, 3, 1], None), ("one_axis_with_axes", [1, 3], [1]),
-                               ("two_axes", [2, 1, 1, 2], [-1, 0]))],
+    *[
+        Case(
+            f"pad_{mode}_{name}",
+            lambda a, mode=mode, pads=pads, axes=axes: op(
+                "Pad", a, int64_constant(pads), None, None if axes is None else int64_constant(axes), mode=mode
+            ),
+            [randn(3, 4, 5)],
+        )
+        for mode in ("reflect", "edge", "wrap")
+        for name, pads, axes in (
+            ("all_axes", [0, 2, 3, 0, 3, 1], None),
+            ("one_axis_with_axes", [1, 3], [1]),
+            ("two_axes", [2, 1, 1, 2], [-1, 0]),
+        )
+    ],
     # ---------------------------------------------------------------- ops only imported models record
     # Trigonometric and hyperbolic functions: each in float64 (onnxruntime lacks float64 Tan, Asin,
     # Acos, Acosh, Atanh: "auto" runs those on the kernels) and on float32 casts for both executors.
     # Asin, Acos and Atanh stay within |x| <= 0.7: the float32 cases' finite-difference step (1e-2)
     # has a truncation error f'''(x) eps^2 / 6 under 3e-4 of f'(x) there (at 0.9 it reaches rtol).
-    *[Case(f"{op_type.lower()}{suffix}", wrap(lambda a, op_type=op_type: op(op_type, a)), [values], options)
-      for op_type, values in [("Tan", uniform(-1.2, 1.2, 2, 3)), ("Asin", uniform(-0.7, 0.7, 2, 3)),
-                              ("Acos", uniform(-0.7, 0.7, 2, 3)), ("Atan", randn(2, 3)), ("Sinh", randn(2, 3)),
-                              ("Cosh", randn(2, 3)), ("Asinh", randn(2, 3)), ("Acosh", uniform(1.2, 3.0, 2, 3)),
-                              ("Atanh", uniform(-0.7, 0.7, 2, 3))]
-      for suffix, wrap, options in [("", lambda f: f, {}), ("_float32", in_float32, IN_FLOAT32)]],
-    Case("fmod_broadcast", lambda a, b: op("Mod", a, b, fmod=1),
-         [np.array([[5.3, -5.3, 2.2], [-0.7, 7.9, -3.1]]), np.array([2.0, 1.5, -0.9])]),
+    *[
+        Case(f"{op_type.lower()}{suffix}", wrap(lambda a, op_type=op_type: op(op_type, a)), [values], options)
+        for op_type, values in [
+            ("Tan", uniform(-1.2, 1.2, 2, 3)),
+            ("Asin", uniform(-0.7, 0.7, 2, 3)),
+            ("Acos", uniform(-0.7, 0.7, 2, 3)),
+            ("Atan", randn(2, 3)),
+            ("Sinh", randn(2, 3)),
+            ("Cosh", randn(2, 3)),
+            ("Asinh", randn(2, 3)),
+            ("Acosh", uniform(1.2, 3.0, 2, 3)),
+            ("Atanh", uniform(-0.7, 0.7, 2, 3)),
+        ]
+        for suffix, wrap, options in [("", lambda f: f, {}), ("_float32", in_float32, IN_FLOAT32)]
+    ],
+    Case(
+        "fmod_broadcast",
+        lambda a, b: op("Mod", a, b, fmod=1),
+        [np.array([[5.3, -5.3, 2.2], [-0.7, 7.9, -3.1]]), np.array([2.0, 1.5, -0.9])],
+    ),
     Case("reduce_l1_axes", lambda a: op("ReduceL1", a, int64_constant([1]), keepdims=0), [nonzero(3, 4)]),
     Case("reduce_l1_all", lambda a: op("ReduceL1", a), [nonzero(2, 3)]),
     Case("reduce_log_sum_axes", lambda a: op("ReduceLogSum", a, int64_constant([0, 2])), [positive(2, 3, 2)]),
@@ -330,53 +387,88 @@ CASES = [
     Case("global_lp_pool_p3", in_float32(lambda a: op("GlobalLpPool", a, p=3)), [nonzero(1, 2, 3)], IN_FLOAT32),
     Case("global_lp_pool_p2_float64", lambda a: op("GlobalLpPool", a), [nonzero(1, 2, 2, 2)]),
     Case("cumsum_axis_1", lambda a: op("CumSum", a, int64_constant(1)), [randn(3, 4)]),
-    Case("cumsum_exclusive_reverse", lambda a: op("CumSum", a, int64_constant(-2), exclusive=1, reverse=1),
-         [randn(4, 3)]),
+    Case(
+        "cumsum_exclusive_reverse", lambda a: op("CumSum", a, int64_constant(-2), exclusive=1, reverse=1), [randn(4, 3)]
+    ),
     Case("cumsum_reverse", lambda a: op("CumSum", a, int64_constant(0), reverse=1), [randn(5)]),
     Case("topk_largest_last_axis", lambda a: op("TopK", a, int64_constant([2]))[0], [distinct(3, 5)]),
-    Case("topk_smallest_axis_0", lambda a: op("TopK", a, int64_constant([3]), axis=0, largest=0)[0],
-         [distinct(4, 2)]),
-    Case("compress_axis_1", lambda a: op("Compress", a, constant([True, False, True, True]), axis=1),
-         [randn(2, 4)]),
-    Case("compress_short_condition_axis_0", lambda a: op("Compress", a, constant([False, True]), axis=0),
-         [randn(3, 2)]),
-    Case("compress_flattened", lambda a: op("Compress", a, constant([True, False, False, True, True])),
-         [randn(2, 3)]),
+    Case("topk_smallest_axis_0", lambda a: op("TopK", a, int64_constant([3]), axis=0, largest=0)[0], [distinct(4, 2)]),
+    Case("compress_axis_1", lambda a: op("Compress", a, constant([True, False, True, True]), axis=1), [randn(2, 4)]),
+    Case(
+        "compress_short_condition_axis_0", lambda a: op("Compress", a, constant([False, True]), axis=0), [randn(3, 2)]
+    ),
+    Case("compress_flattened", lambda a: op("Compress", a, constant([True, False, False, True, True])), [randn(2, 3)]),
     Case("trilu_upper_k1", lambda a: op("Trilu", a, int64_constant(1)), [randn(3, 4)]),
     Case("trilu_lower_batched", lambda a: op("Trilu", a, upper=0), [randn(2, 3, 3)]),
-    Case("reverse_sequence_time_major", lambda a: op("ReverseSequence", a, constant([4, 1, 2])),
-         [randn(4, 3, 2)]),
-    Case("reverse_sequence_batch_major", lambda a: op("ReverseSequence", a, constant([1, 3]), batch_axis=0,
-                                                      time_axis=1), [randn(2, 3)]),
+    Case("reverse_sequence_time_major", lambda a: op("ReverseSequence", a, constant([4, 1, 2])), [randn(4, 3, 2)]),
+    Case(
+        "reverse_sequence_batch_major",
+        lambda a: op("ReverseSequence", a, constant([1, 3]), batch_axis=0, time_axis=1),
+        [randn(2, 3)],
+    ),
     Case("depth_to_space_dcr", lambda a: op("DepthToSpace", a, blocksize=2), [randn(1, 8, 2, 3)]),
     Case("depth_to_space_crd", lambda a: op("DepthToSpace", a, blocksize=2, mode="CRD"), [randn(2, 4, 2, 1)]),
     Case("space_to_depth", lambda a: op("SpaceToDepth", a, blocksize=2), [randn(1, 2, 4, 2)]),
-    Case("range_float_bounds", lambda start, delta: op("Range", start, constant(np.array(2.0)), delta),
-         [np.array(-1.0), np.array(0.4)]),
-    Case("one_hot_values", lambda values: op("OneHot", constant([[1, 0], [2, -1]]), constant(np.array(3)), values),
-         [np.array([-0.5, 2.0])]),
-    Case("one_hot_values_float32", in_float32(lambda values: op("OneHot", constant([[0, 2, 1]]), constant(np.array(4)),
-                                                                values, axis=0)),
-         [np.array([0.25, -1.5])], IN_FLOAT32),
+    Case(
+        "range_float_bounds",
+        lambda start, delta: op("Range", start, constant(np.array(2.0)), delta),
+        [np.array(-1.0), np.array(0.4)],
+    ),
+    Case(
+        "one_hot_values",
+        lambda values: op("OneHot", constant([[1, 0], [2, -1]]), constant(np.array(3)), values),
+        [np.array([-0.5, 2.0])],
+    ),
+    Case(
+        "one_hot_values_float32",
+        in_float32(lambda values: op("OneHot", constant([[0, 2, 1]]), constant(np.array(4)), values, axis=0)),
+        [np.array([0.25, -1.5])],
+        IN_FLOAT32,
+    ),
     Case("einsum_matmul", lambda a, b: op("Einsum", a, b, equation="ij,jk->ik"), [randn(3, 4), randn(4, 2)]),
-    Case("einsum_batch_ellipsis", lambda a, b: op("Einsum", a, b, equation="...ij,...jk->...ik"),
-         [randn(2, 3, 4), randn(2, 4, 2)]),
+    Case(
+        "einsum_batch_ellipsis",
+        lambda a, b: op("Einsum", a, b, equation="...ij,...jk->...ik"),
+        [randn(2, 3, 4), randn(2, 4, 2)],
+    ),
     Case("einsum_implicit_output", lambda a, b: op("Einsum", a, b, equation="ij,jk"), [randn(2, 3), randn(3, 4)]),
-    Case("einsum_summed_within_operand", lambda a, b: op("Einsum", a, b, equation="ij,k->jk"),
-         [randn(3, 2), randn(4)]),
-    Case("einsum_three_operands_same_input", lambda a, b: op("Einsum", a, b, a, equation="ab,bc,ad->cd"),
-         [randn(2, 3), randn(3, 2)]),
-    Case("einsum_float32", in_float32(lambda a, b: op("Einsum", a, b, equation="bij,bkj->bik")),
-         [randn(2, 2, 3), randn(2, 4, 3)], IN_FLOAT32),
+    Case("einsum_summed_within_operand", lambda a, b: op("Einsum", a, b, equation="ij,k->jk"), [randn(3, 2), randn(4)]),
+    Case(
+        "einsum_three_operands_same_input",
+        lambda a, b: op("Einsum", a, b, a, equation="ab,bc,ad->cd"),
+        [randn(2, 3), randn(3, 2)],
+    ),
+    Case(
+        "einsum_float32",
+        in_float32(lambda a, b: op("Einsum", a, b, equation="bij,bkj->bik")),
+        [randn(2, 2, 3), randn(2, 4, 3)],
+        IN_FLOAT32,
+    ),
     # DequantizeLinear: only the scale is float (onnxruntime's scale types stop at float32).
-    Case("dequantize_per_tensor", lambda scale: op("DequantizeLinear", constant(_QUANTIZED), scale.float(),
-                                                   constant(np.int8(-3))), [np.array(0.05)], IN_FLOAT32),
-    Case("dequantize_per_axis", lambda scale: op("DequantizeLinear", constant(_QUANTIZED), scale.float(),
-                                                 constant(np.array([1, 0, -2], dtype=np.int8)), axis=1),
-         [np.array([0.1, 0.02, 0.3])], IN_FLOAT32),
-    Case("dequantize_blocked", lambda scale: op("DequantizeLinear", constant(_QUANTIZED.T), scale.float(),
-                                                axis=1, block_size=2),
-         [np.array([[0.1, 0.2], [0.3, 0.05], [0.2, 0.4]])], IN_FLOAT32),
+    Case(
+        "dequantize_per_tensor",
+        lambda scale: op("DequantizeLinear", constant(_QUANTIZED), scale.float(), constant(np.int8(-3))),
+        [np.array(0.05)],
+        IN_FLOAT32,
+    ),
+    Case(
+        "dequantize_per_axis",
+        lambda scale: op(
+            "DequantizeLinear",
+            constant(_QUANTIZED),
+            scale.float(),
+            constant(np.array([1, 0, -2], dtype=np.int8)),
+            axis=1,
+        ),
+        [np.array([0.1, 0.02, 0.3])],
+        IN_FLOAT32,
+    ),
+    Case(
+        "dequantize_blocked",
+        lambda scale: op("DequantizeLinear", constant(_QUANTIZED.T), scale.float(), axis=1, block_size=2),
+        [np.array([[0.1, 0.2], [0.3, 0.05], [0.2, 0.4]])],
+        IN_FLOAT32,
+    ),
     # DFT: real and complex signals, inverse, onesided, dft_length padding and cutting the signal.
     Case("dft_real_axis_1", lambda a: op("DFT", a, None, int64_constant(1)), [randn(2, 5, 1)]),
     Case("dft_complex_default_axis", lambda a: op("DFT", a), [randn(2, 4, 2)]),
@@ -384,22 +476,33 @@ CASES = [
     Case("dft_onesided_real_odd", lambda a: op("DFT", a, None, int64_constant(0), onesided=1), [randn(5, 2, 1)]),
     Case("dft_onesided_real_even", lambda a: op("DFT", a, None, int64_constant(1), onesided=1), [randn(2, 6, 1)]),
     Case("dft_length_pads", lambda a: op("DFT", a, int64_constant(6), int64_constant(1)), [randn(1, 4, 2)]),
-    Case("dft_length_cuts_inverse", lambda a: op("DFT", a, int64_constant(3), int64_constant(1), inverse=1),
-         [randn(2, 5, 1)]),
-    Case("dft_float32_onesided", in_float32(lambda a: op("DFT", a, int64_constant(4), int64_constant(1), onesided=1)),
-         [randn(2, 6, 1)], IN_FLOAT32),
+    Case(
+        "dft_length_cuts_inverse",
+        lambda a: op("DFT", a, int64_constant(3), int64_constant(1), inverse=1),
+        [randn(2, 5, 1)],
+    ),
+    Case(
+        "dft_float32_onesided",
+        in_float32(lambda a: op("DFT", a, int64_constant(4), int64_constant(1), onesided=1)),
+        [randn(2, 6, 1)],
+        IN_FLOAT32,
+    ),
     Case("det_3x3", lambda a: op("Det", a), [randn(3, 3)]),
     Case("det_batched_2x2", lambda a: op("Det", a), [randn(2, 2, 2)]),
     Case("det_1x1", lambda a: op("Det", a), [randn(1, 1)]),
     Case("det_singular", lambda a: op("Det", a), [np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0.5, -1.0, 2.0]])]),
     Case("det_float32", in_float32(lambda a: op("Det", a)), [randn(2, 3, 3)], IN_FLOAT32),
     # ---------------------------------------------------------------- neural-network ops
-    Case("batch_norm_inference_4d",
-         lambda x, scale, bias, mean, var: op("BatchNormalization", x, scale, bias, mean, var, epsilon=1e-3),
-         [randn(2, 3, 2, 2), randn(3), randn(3), randn(3), positive(3)]),
-    Case("batch_norm_inference_2d", lambda x, scale, bias, mean, var: op("BatchNormalization", x, scale, bias,
-                                                                         mean, var),
-         [randn(4, 3), randn(3), randn(3), randn(3), positive(3)]),
+    Case(
+        "batch_norm_inference_4d",
+        lambda x, scale, bias, mean, var: op("BatchNormalization", x, scale, bias, mean, var, epsilon=1e-3),
+        [randn(2, 3, 2, 2), randn(3), randn(3), randn(3), positive(3)],
+    ),
+    Case(
+        "batch_norm_inference_2d",
+        lambda x, scale, bias, mean, var: op("BatchNormalization", x, scale, bias, mean, var),
+        [randn(4, 3), randn(3), randn(3), randn(3), positive(3)],
+    ),
 ]
 
 
@@ -451,16 +554,20 @@ def test_big_inputs_use_the_directional_check() -> None:
 
 # ---------------------------------------------------------------- higher order
 
+
 def _first_gradient(function: Callable, cotangent: np.ndarray) -> Callable:
     """x -> d<function(x), cotangent>/dx, recorded with create_graph so it is differentiable again."""
+
     def gradient(x):
         with onnxnn.enable_grad():
             leaf = x if x.requires_grad else x.detach().requires_grad_()
             output = function(leaf)
-            (result,) = onnxnn.autograd.grad(output, leaf, onnxnn.tensor(cotangent, dtype=output.dtype),
-                                             create_graph=True)
+            (result,) = onnxnn.autograd.grad(
+                output, leaf, onnxnn.tensor(cotangent, dtype=output.dtype), create_graph=True
+            )
         # Differentiated again only when the caller's x carries history; otherwise a plain value.
         return result if x.requires_grad else result.detach()
+
     return gradient
 
 
@@ -469,7 +576,7 @@ SECOND_ORDER_CASES = [
     ("sigmoid", lambda x: x.sigmoid(), randn(2, 3)),
     ("exp_times_sin", lambda x: x.exp() * x.sin(), randn(4)),
     ("log", lambda x: x.log(), positive(3)),
-    ("pow_tensor_exponent", lambda x: x ** x, positive(3)),
+    ("pow_tensor_exponent", lambda x: x**x, positive(3)),
     ("softmax", lambda x: x.softmax(-1), randn(2, 3)),
     ("log_softmax", lambda x: x.log_softmax(0), randn(3, 2)),
     ("matmul_with_itself", lambda x: x @ x, randn(3, 3)),
@@ -478,7 +585,7 @@ SECOND_ORDER_CASES = [
     ("norm_then_sqrt", lambda x: (x * x).sum(1).sqrt(), randn(2, 3)),
     ("norm_reduce_l2", lambda x: x.norm(dim=0), randn(3, 2)),
     ("prod", lambda x: x.prod(1), nonzero(2, 3)),
-    ("pow_scalar_exponent", lambda x: x ** 3.0, randn(3)),
+    ("pow_scalar_exponent", lambda x: x**3.0, randn(3)),
     ("gemm_transposed", lambda x: op("Gemm", x, x, x, transB=1, alpha=0.5), randn(2, 2)),
     ("strided_slice_of_square", lambda x: slice_axis(x * x, 0, 0, 5, 2), randn(5)),
     ("padded_square", lambda x: pad_constant(x * x, [1, 2]), randn(3)),
@@ -501,10 +608,11 @@ def test_third_derivative_of_tanh() -> None:
             (second,) = onnxnn.autograd.grad(first.sum(), leaf, create_graph=True)
             (result,) = onnxnn.autograd.grad(second.sum(), leaf, create_graph=True)
         return result if x.requires_grad else result.detach()
+
     x = np.array([-0.7, 0.1, 0.9])
     t = np.tanh(x)
     # d^3/dx^3 tanh = -2 (1 - t^2) (1 - 3 t^2)
-    np.testing.assert_allclose(third(onnxnn.tensor(x)).numpy(), -2 * (1 - t ** 2) * (1 - 3 * t ** 2), rtol=1e-10)
+    np.testing.assert_allclose(third(onnxnn.tensor(x)).numpy(), -2 * (1 - t**2) * (1 - 3 * t**2), rtol=1e-10)
     check_gradients(third, [x], rtol=1e-4, atol=1e-6)
 
 
@@ -518,7 +626,9 @@ def test_a_second_rule_for_one_op_type_is_refused_naming_both():
         return (g,)
 
     with pytest.raises(ValueError, match=r"two gradient rules for op_type 'Sin'.*first.*second"):
+
         @rules.register("Sin")
         def second(ctx, g):
             return (g,)
+
     assert rules.get("Sin") is first

@@ -4,6 +4,7 @@ gradients against float64 finite differences, export run by onnxruntime, PyTorch
 prod/amax/amin of a few exactly representable values are exact; the mean divides a sum of at most
 3 terms, so it is within gamma(4) of its magnitude (tests/tolerances.py).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -41,10 +42,14 @@ def _reference(x, dim, index, source, reduce, include_self):
 @pytest.mark.parametrize("include_self", [True, False])
 def test_index_reduce_matches_a_loop(executor, reduce, include_self):
     with onnxnn.set_executor(executor):
-        rows = onnxnn.tensor(X).index_reduce(0, onnxnn.tensor(INDEX), onnxnn.tensor(SOURCE), reduce,
-                                             include_self=include_self).numpy()
-        columns = onnxnn.index_reduce(onnxnn.tensor(X.T), 1, onnxnn.tensor(INDEX), onnxnn.tensor(SOURCE.T), reduce,
-                                      include_self=include_self).numpy()
+        rows = (
+            onnxnn.tensor(X)
+            .index_reduce(0, onnxnn.tensor(INDEX), onnxnn.tensor(SOURCE), reduce, include_self=include_self)
+            .numpy()
+        )
+        columns = onnxnn.index_reduce(
+            onnxnn.tensor(X.T), 1, onnxnn.tensor(INDEX), onnxnn.tensor(SOURCE.T), reduce, include_self=include_self
+        ).numpy()
     expected = _reference(X, 0, INDEX, SOURCE, reduce, include_self)
     tolerance = gamma(4) * np.abs(expected).max() if reduce == "mean" else 0
     np.testing.assert_allclose(rows, expected, rtol=0, atol=tolerance)

@@ -4,6 +4,7 @@ Expected values are numpy's ``array[key]`` and in-place assignment for the same 
 PyTorch's one documented difference (ints select before advanced indexing), whose cases state the
 equivalent numpy expression. Gradients are checked by finite differences in float64.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -83,6 +84,7 @@ PYTORCH_ONLY_CASES = [
 
 def _convert_key(key, form: str):
     """Replaces numpy arrays in ``key`` by onnxnn tensors: realized ones or still-pending ones."""
+
     def convert(item):
         if not isinstance(item, np.ndarray) or form == "numpy":
             return item
@@ -91,6 +93,7 @@ def _convert_key(key, form: str):
             return tensor if form == "tensor" else ops.ne(onnxnn.tensor(item.astype(np.int64)), 0)
         tensor = onnxnn.tensor(item, dtype=onnxnn.int32 if form == "int32" else onnxnn.int64)
         return tensor if form in ("tensor", "int32") else tensor + 0
+
     if isinstance(key, tuple):
         return tuple(convert(item) for item in key)
     return convert(key)
@@ -101,8 +104,11 @@ def _has_array(key) -> bool:
     return any(isinstance(item, np.ndarray) and item.ndim for item in items)
 
 
-KEY_FORMS = [(name, key, form) for name, key in GETITEM_CASES
-             for form in (["numpy", "tensor", "pending", "int32"] if _has_array(key) else ["numpy"])]
+KEY_FORMS = [
+    (name, key, form)
+    for name, key in GETITEM_CASES
+    for form in (["numpy", "tensor", "pending", "int32"] if _has_array(key) else ["numpy"])
+]
 
 
 def recorded_op_types(tensor: Tensor) -> set[str]:
@@ -118,6 +124,7 @@ def recorded_op_types(tensor: Tensor) -> set[str]:
 
 
 # ---------------------------------------------------------------- getitem
+
 
 @pytest.mark.parametrize("name, key, form", KEY_FORMS, ids=[f"{n}-{f}" for n, _, f in KEY_FORMS])
 def test_getitem_matches_numpy(name, key, form):
@@ -142,13 +149,17 @@ def test_list_holding_slices_is_a_tuple():
     np.testing.assert_array_equal(onnxnn.tensor(BASE)[[slice(None), 1]].numpy(), BASE[:, 1])
 
 
-@pytest.mark.parametrize("key, op_types", [
-    ((1, slice(None, None, 2)), {"Slice", "Reshape"}),
-    ((slice(1, None), None), {"Slice", "Reshape"}),
-    (np.array([2, 0]), {"Gather"}),
-    (MASK_FULL, {"GatherND"}),
-    ((np.array([0, 2]), slice(None), np.array([1, 3])), {"Transpose", "GatherND"}),
-], ids=["basic", "basic_new_axis", "one_array", "full_mask", "separated_arrays"])
+@pytest.mark.parametrize(
+    "key, op_types",
+    [
+        ((1, slice(None, None, 2)), {"Slice", "Reshape"}),
+        ((slice(1, None), None), {"Slice", "Reshape"}),
+        (np.array([2, 0]), {"Gather"}),
+        (MASK_FULL, {"GatherND"}),
+        ((np.array([0, 2]), slice(None), np.array([1, 3])), {"Transpose", "GatherND"}),
+    ],
+    ids=["basic", "basic_new_axis", "one_array", "full_mask", "separated_arrays"],
+)
 def test_getitem_records_slice_reshape_or_gather(key, op_types):
     assert recorded_op_types(onnxnn.tensor(BASE)[key]) == op_types
 
@@ -160,10 +171,17 @@ def test_getitem_mask_realizes_into_known_indices():
     np.testing.assert_array_equal(selected.numpy(), BASE[BASE > 40])
 
 
-@pytest.mark.parametrize("key, grad_fn", [
-    (0, "SelectBackward0"), (slice(1, None), "SliceBackward0"), (None, "UnsqueezeBackward0"),
-    ([0, 2], "IndexBackward0"), (MASK_FULL, "IndexBackward0"), (Ellipsis, "AliasBackward0"),
-])
+@pytest.mark.parametrize(
+    "key, grad_fn",
+    [
+        (0, "SelectBackward0"),
+        (slice(1, None), "SliceBackward0"),
+        (None, "UnsqueezeBackward0"),
+        ([0, 2], "IndexBackward0"),
+        (MASK_FULL, "IndexBackward0"),
+        (Ellipsis, "AliasBackward0"),
+    ],
+)
 def test_getitem_grad_fn_names(key, grad_fn):
     x = onnxnn.tensor(BASE, requires_grad=True)
     assert x[key].grad_fn.name() == grad_fn
@@ -180,8 +198,11 @@ GRADIENT_KEYS = [
     ("mask_partial", (Ellipsis, MASK_LAST)),
     ("bool", (slice(1, None), True)),
 ]
-GRADIENT_FORMS = [(name, key, form) for name, key in GRADIENT_KEYS
-                  for form in (["numpy", "pending"] if _has_array(key) else ["numpy"])]
+GRADIENT_FORMS = [
+    (name, key, form)
+    for name, key in GRADIENT_KEYS
+    for form in (["numpy", "pending"] if _has_array(key) else ["numpy"])
+]
 
 
 @pytest.mark.parametrize("name, key, form", GRADIENT_FORMS, ids=[f"{n}-{f}" for n, _, f in GRADIENT_FORMS])
@@ -215,8 +236,11 @@ SETITEM_CASES = [
     ("empty_slice", slice(2, 1), 9.0),
     ("zero_dim_value", (1, 2), ()),
 ]
-SETITEM_FORMS = [(name, key, value, form) for name, key, value in SETITEM_CASES
-                 for form in (["numpy", "tensor", "pending"] if _has_array(key) else ["numpy"])]
+SETITEM_FORMS = [
+    (name, key, value, form)
+    for name, key, value in SETITEM_CASES
+    for form in (["numpy", "tensor", "pending"] if _has_array(key) else ["numpy"])
+]
 
 
 def _value(spec, seed: int = 2):
@@ -317,14 +341,18 @@ def test_setitem_after_save_fails_backward():
         z.sum().backward()
 
 
-@pytest.mark.parametrize("key, value, error, message", [
-    (5, 1.0, IndexError, "index 5 is out of bounds for dimension 0 with size 3"),
-    (0, onnxnn.ones(3), RuntimeError, r"shape mismatch: value tensor of shape \[3\] cannot be broadcast"),
-    (MASK_ROWS, onnxnn.ones(2, 4, 3), RuntimeError, "shape mismatch"),
-    (np.array([True, False]), 1.0, IndexError, "The shape of the mask"),
-    (0, [1.0, 2.0], TypeError, "can't assign a list"),
-    (([0, 1], [0, 1, 2]), 1.0, IndexError, "shape mismatch: indexing tensors could not be broadcast"),
-], ids=["out_of_bounds", "value_shape", "mask_value_shape", "mask_shape", "list_value", "index_broadcast"])
+@pytest.mark.parametrize(
+    "key, value, error, message",
+    [
+        (5, 1.0, IndexError, "index 5 is out of bounds for dimension 0 with size 3"),
+        (0, onnxnn.ones(3), RuntimeError, r"shape mismatch: value tensor of shape \[3\] cannot be broadcast"),
+        (MASK_ROWS, onnxnn.ones(2, 4, 3), RuntimeError, "shape mismatch"),
+        (np.array([True, False]), 1.0, IndexError, "The shape of the mask"),
+        (0, [1.0, 2.0], TypeError, "can't assign a list"),
+        (([0, 1], [0, 1, 2]), 1.0, IndexError, "shape mismatch: indexing tensors could not be broadcast"),
+    ],
+    ids=["out_of_bounds", "value_shape", "mask_value_shape", "mask_shape", "list_value", "index_broadcast"],
+)
 def test_setitem_bad_input_leaves_tensor_unchanged(key, value, error, message):
     x = onnxnn.tensor(BASE)
     version = x._version
@@ -336,22 +364,45 @@ def test_setitem_bad_input_leaves_tensor_unchanged(key, value, error, message):
 
 # ---------------------------------------------------------------- errors
 
-@pytest.mark.parametrize("shape, key, error, message", [
-    ((3,), 5, IndexError, "index 5 is out of bounds for dimension 0 with size 3"),
-    ((3, 4), (slice(None), -5), IndexError, "index -5 is out of bounds for dimension 1 with size 4"),
-    ((3,), [0, 3], IndexError, "index 3 is out of bounds for dimension 0 with size 3"),
-    ((3,), onnxnn.tensor([-4]), IndexError, "index -4 is out of bounds for dimension 0 with size 3"),
-    ((2, 2), (0, 0, 0), IndexError, "too many indices for tensor of dimension 2"),
-    ((2, 2), (Ellipsis, 0, Ellipsis), IndexError, "an index can only have a single ellipsis"),
-    ((3, 4), np.ones((3, 3), dtype=bool), IndexError, r"The shape of the mask \[3, 3\] at index 1 does not match"),
-    ((3, 4), onnxnn.tensor([True, False]), IndexError, "The shape of the mask"),
-    ((3,), slice(None, None, -1), ValueError, "step must be greater than zero"),
-    ((3,), onnxnn.tensor([0.0, 1.0]), IndexError, "tensors used as indices must be long, int, byte or bool tensors"),
-    ((3,), [0.5], IndexError, "tensors used as indices must be long, int, byte or bool tensors"),
-    ((3,), "a", IndexError, "only integers, slices"),
-    ((3, 4), ([0, 1], [0, 1, 2]), IndexError, "shape mismatch: indexing tensors could not be broadcast"),
-], ids=["int", "negative_int", "list", "tensor", "too_many", "two_ellipses", "mask_shape", "mask_tensor_shape",
-        "negative_step", "float_tensor", "float_list", "string", "broadcast"])
+
+@pytest.mark.parametrize(
+    "shape, key, error, message",
+    [
+        ((3,), 5, IndexError, "index 5 is out of bounds for dimension 0 with size 3"),
+        ((3, 4), (slice(None), -5), IndexError, "index -5 is out of bounds for dimension 1 with size 4"),
+        ((3,), [0, 3], IndexError, "index 3 is out of bounds for dimension 0 with size 3"),
+        ((3,), onnxnn.tensor([-4]), IndexError, "index -4 is out of bounds for dimension 0 with size 3"),
+        ((2, 2), (0, 0, 0), IndexError, "too many indices for tensor of dimension 2"),
+        ((2, 2), (Ellipsis, 0, Ellipsis), IndexError, "an index can only have a single ellipsis"),
+        ((3, 4), np.ones((3, 3), dtype=bool), IndexError, r"The shape of the mask \[3, 3\] at index 1 does not match"),
+        ((3, 4), onnxnn.tensor([True, False]), IndexError, "The shape of the mask"),
+        ((3,), slice(None, None, -1), ValueError, "step must be greater than zero"),
+        (
+            (3,),
+            onnxnn.tensor([0.0, 1.0]),
+            IndexError,
+            "tensors used as indices must be long, int, byte or bool tensors",
+        ),
+        ((3,), [0.5], IndexError, "tensors used as indices must be long, int, byte or bool tensors"),
+        ((3,), "a", IndexError, "only integers, slices"),
+        ((3, 4), ([0, 1], [0, 1, 2]), IndexError, "shape mismatch: indexing tensors could not be broadcast"),
+    ],
+    ids=[
+        "int",
+        "negative_int",
+        "list",
+        "tensor",
+        "too_many",
+        "two_ellipses",
+        "mask_shape",
+        "mask_tensor_shape",
+        "negative_step",
+        "float_tensor",
+        "float_list",
+        "string",
+        "broadcast",
+    ],
+)
 def test_getitem_errors(shape, key, error, message):
     x = onnxnn.zeros(*shape)
     with pytest.raises(error, match=message):
@@ -381,11 +432,14 @@ def test_gather_matches_take_along_axis():
     np.testing.assert_array_equal(onnxnn.tensor(MATRIX).gather(1, onnxnn.tensor(smaller)).numpy(), [[3.0], [4.0]])
 
 
-@pytest.mark.parametrize("index, message", [
-    (np.array([0, 1]), "Index tensor must have the same number of dimensions as input tensor"),
-    (np.array([[0], [4]]), "index 4 is out of bounds for dimension 1 with size 4"),
-    (np.zeros((4, 1), dtype=np.int64), "Size does not match at dimension 0"),
-])
+@pytest.mark.parametrize(
+    "index, message",
+    [
+        (np.array([0, 1]), "Index tensor must have the same number of dimensions as input tensor"),
+        (np.array([[0], [4]]), "index 4 is out of bounds for dimension 1 with size 4"),
+        (np.zeros((4, 1), dtype=np.int64), "Size does not match at dimension 0"),
+    ],
+)
 def test_gather_errors(index, message):
     with pytest.raises(RuntimeError, match=message):
         onnxnn.gather(onnxnn.tensor(MATRIX), 1, onnxnn.tensor(index))
@@ -423,8 +477,9 @@ def test_masked_select_broadcasts():
     mask = np.array([True, False, False, True])
     result = ops.masked_select(onnxnn.tensor(MATRIX), onnxnn.tensor(mask))
     np.testing.assert_array_equal(result.numpy(), MATRIX[:, mask].reshape(-1))
-    np.testing.assert_array_equal(onnxnn.tensor(MATRIX).masked_select(onnxnn.tensor(MATRIX > 6)).numpy(),
-                                  MATRIX[MATRIX > 6])
+    np.testing.assert_array_equal(
+        onnxnn.tensor(MATRIX).masked_select(onnxnn.tensor(MATRIX > 6)).numpy(), MATRIX[MATRIX > 6]
+    )
 
 
 def test_nonzero():
@@ -460,16 +515,21 @@ def test_function_gradients(name, function):
     check_gradients(function, [np.random.default_rng(5).standard_normal((3, 4))])
 
 
-@pytest.mark.parametrize("name, function", [
-    ("scatter", lambda x, src: ops.scatter(x, 0, onnxnn.tensor([[2, 0, 1, 1]]), src)),
-    ("scatter_add", lambda x, src: ops.scatter_add(x, 1, onnxnn.tensor([[0, 0], [3, 0], [1, 1]]), src)),
-], ids=["scatter", "scatter_add"])
+@pytest.mark.parametrize(
+    "name, function",
+    [
+        ("scatter", lambda x, src: ops.scatter(x, 0, onnxnn.tensor([[2, 0, 1, 1]]), src)),
+        ("scatter_add", lambda x, src: ops.scatter_add(x, 1, onnxnn.tensor([[0, 0], [3, 0], [1, 1]]), src)),
+    ],
+    ids=["scatter", "scatter_add"],
+)
 def test_scatter_function_gradients(name, function):
     rng = np.random.default_rng(6)
     check_gradients(function, [rng.standard_normal((3, 4)), rng.standard_normal((3, 4))])
 
 
 # ---------------------------------------------------------------- gradient rules of the ONNX ops
+
 
 def _constant(array) -> Tensor:
     return onnxnn.tensor(np.asarray(array, dtype=np.int64))
@@ -479,17 +539,31 @@ OP_GRADIENTS = [
     ("Gather_axis1_2d_indices", 1, lambda x: apply_op("Gather", (x, _constant([[0, -1], [2, 0]])), {"axis": 1})),
     ("Gather_axis0_repeated", 1, lambda x: apply_op("Gather", (x, _constant([2, 2, 0])), {"axis": 0})),
     ("Gather_scalar_index", 1, lambda x: apply_op("Gather", (x, _constant(-1)), {"axis": -1})),
-    ("GatherElements", 1, lambda x: apply_op("GatherElements", (x, _constant([[1, 1, 0, 3], [0, 0, 2, 2]])),
-                                             {"axis": 1})),
+    (
+        "GatherElements",
+        1,
+        lambda x: apply_op("GatherElements", (x, _constant([[1, 1, 0, 3], [0, 0, 2, 2]])), {"axis": 1}),
+    ),
     ("GatherND", 1, lambda x: apply_op("GatherND", (x, _constant([[0, 1], [2, 3], [0, 1]])))),
     ("GatherND_rows", 1, lambda x: apply_op("GatherND", (x, _constant([[2], [0]])))),
     ("ScatterND", 2, lambda x, u: apply_op("ScatterND", (x, _constant([[0, 1], [2, -1]]), u[0, :2]))),
-    ("ScatterND_add_repeated", 2, lambda x, u: apply_op("ScatterND", (x, _constant([[1], [1]]), u[:2]),
-                                                        {"reduction": "add"})),
-    ("ScatterElements", 2, lambda x, u: apply_op("ScatterElements", (x, _constant([[2, 0, 1, 0]]), u[:1]),
-                                                 {"axis": 0})),
-    ("ScatterElements_add_repeated", 2, lambda x, u: apply_op(
-        "ScatterElements", (x, _constant([[1, 1, 1], [0, -1, 0]]), u[:2, :3]), {"axis": 1, "reduction": "add"})),
+    (
+        "ScatterND_add_repeated",
+        2,
+        lambda x, u: apply_op("ScatterND", (x, _constant([[1], [1]]), u[:2]), {"reduction": "add"}),
+    ),
+    (
+        "ScatterElements",
+        2,
+        lambda x, u: apply_op("ScatterElements", (x, _constant([[2, 0, 1, 0]]), u[:1]), {"axis": 0}),
+    ),
+    (
+        "ScatterElements_add_repeated",
+        2,
+        lambda x, u: apply_op(
+            "ScatterElements", (x, _constant([[1, 1, 1], [0, -1, 0]]), u[:2, :3]), {"axis": 1, "reduction": "add"}
+        ),
+    ),
 ]
 
 

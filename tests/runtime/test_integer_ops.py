@@ -3,6 +3,7 @@ integers and ``math.frexp``/``math.nextafter`` (numpy's nextafter for float32/fl
 executors, PyTorch's edge cases (zeros, shifts past the width, infinities, subnormals), frexp's
 mantissa gradient, export run by onnxruntime, and PyTorch's errors.
 """
+
 from __future__ import annotations
 
 import math
@@ -87,16 +88,30 @@ def test_shifts_match_python_integers(executor, dtype, numpy_dtype):
         method = x.bitwise_left_shift(2)
     signed = bool(info.min)
     amounts = [int(np.array(a).astype(numpy_dtype)) for a in amounts]
-    expected_left = [_wrap(_shift_reference(v, a, info.bits, True, signed), numpy_dtype)
-                     for v, a in zip(values, amounts)]
+    expected_left = [
+        _wrap(_shift_reference(v, a, info.bits, True, signed), numpy_dtype) for v, a in zip(values, amounts)
+    ]
     expected_right = [_shift_reference(v, a, info.bits, False, signed) for v, a in zip(values, amounts)]
     np.testing.assert_array_equal(left.numpy(), expected_left)
     np.testing.assert_array_equal(right.numpy(), expected_right)
     np.testing.assert_array_equal(method.numpy(), [_wrap(v << 2, numpy_dtype) for v in values])
 
 
-FLOATS = [0.0, -0.0, 1.0, -3.0, 0.1, 1024.0, 1 - 2 ** -53, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308,
-          math.inf, -math.inf, math.nan]
+FLOATS = [
+    0.0,
+    -0.0,
+    1.0,
+    -3.0,
+    0.1,
+    1024.0,
+    1 - 2**-53,
+    5e-324,
+    2.2250738585072014e-308,
+    1.7976931348623157e308,
+    math.inf,
+    -math.inf,
+    math.nan,
+]
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
@@ -120,8 +135,9 @@ def test_frexp_mantissa_gradient():
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
-@pytest.mark.parametrize("dtype,numpy_dtype", [(onnxnn.float64, np.float64), (onnxnn.float32, np.float32),
-                                               (onnxnn.float16, np.float16)])
+@pytest.mark.parametrize(
+    "dtype,numpy_dtype", [(onnxnn.float64, np.float64), (onnxnn.float32, np.float32), (onnxnn.float16, np.float16)]
+)
 def test_nextafter_matches_numpy(executor, dtype, numpy_dtype):
     finite = [v for v in FLOATS if not math.isnan(v)]
     x = np.array(finite + [1.0, 0.5, -0.5, 2.0], numpy_dtype)

@@ -3,6 +3,7 @@
 Expected values are numpy's; each test checks one promise of the API's docstrings (versions,
 autograd history, liveness, depth bounding, casting).
 """
+
 from __future__ import annotations
 
 import numpy as np

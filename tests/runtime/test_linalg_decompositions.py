@@ -9,6 +9,7 @@ exact one, relative to its own magnitude. The test matrices are diagonally domin
 well-conditioned (cond < 50, growth <= 2); ``_bound`` spells the bound out, doubled because
 numpy's LAPACK result carries an error of its own.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -43,15 +44,15 @@ def _lower(*shape) -> np.ndarray:
 
 
 A3 = _well_conditioned(3, 3)
-A4B = _well_conditioned(2, 4, 4)          # a batch
+A4B = _well_conditioned(2, 4, 4)  # a batch
 A_NEG = np.array([[0.0, 2.0, 1.0], [1.0, 0.5, 3.0], [2.0, 1.0, 0.0]])  # negative det, pivoting needed
 B4 = rng.standard_normal((2, 4, 2))
 B3V = rng.standard_normal(3)
 S3, S4B = _spd(3, 3), _spd(2, 4, 4)
 L3 = np.linalg.cholesky(S3)
-T4 = rng.standard_normal((4, 3))           # tall
-W3 = rng.standard_normal((3, 5))           # wide
-TB = rng.standard_normal((2, 5, 3))        # a batch of tall ones
+T4 = rng.standard_normal((4, 3))  # tall
+W3 = rng.standard_normal((3, 5))  # wide
+TB = rng.standard_normal((2, 5, 3))  # a batch of tall ones
 C4 = rng.standard_normal((4, 2))
 SINGULAR = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]])
 
@@ -72,8 +73,8 @@ def _lu_reference(a: np.ndarray):
         pivots.append(p + 1)
         a[[j, p]] = a[[p, j]]
         if a[j, j] != 0:
-            a[j + 1:, j] /= a[j, j]
-            a[j + 1:, j + 1:] -= np.outer(a[j + 1:, j], a[j, j + 1:])
+            a[j + 1 :, j] /= a[j, j]
+            a[j + 1 :, j + 1 :] -= np.outer(a[j + 1 :, j], a[j, j + 1 :])
     return a, np.array(pivots, np.int32)
 
 
@@ -113,23 +114,58 @@ FORWARD_CASES = [
     ("solve-matrix", L.solve, np.linalg.solve, [A4B, B4], 4),
     ("solve-vector", L.solve, lambda a, b: np.linalg.solve(a, b[:, None])[:, 0], [A_NEG, B3V], 3),
     ("solve-broadcast", L.solve, np.linalg.solve, [A4B[0], B4], 4),
-    ("solve-right", lambda a, b: L.solve(a, b, left=False), lambda a, b: np.linalg.solve(a.T, b.T).T,
-     [A3, rng.standard_normal((2, 3))], 3),
-    ("solve_triangular-upper", lambda a, b: L.solve_triangular(a, b, upper=True),
-     lambda a, b: np.linalg.solve(np.triu(a), b), [A4B, B4], 4),
-    ("solve_triangular-unit-lower", lambda a, b: L.solve_triangular(a, b, upper=False, unitriangular=True),
-     lambda a, b: np.linalg.solve(np.tril(a, -1) + np.eye(4), b), [A4B, B4], 4),
-    ("triangular_solve-transpose", lambda b, a: onnxnn.triangular_solve(b, a, transpose=True).solution,
-     lambda b, a: np.linalg.solve(np.swapaxes(np.triu(a), -1, -2), b), [B4, A4B], 4),
-    ("triangular_solve-method", lambda b, a: b.triangular_solve(a, upper=False)[0],
-     lambda b, a: np.linalg.solve(np.tril(a), b), [B4, A4B], 4),
+    (
+        "solve-right",
+        lambda a, b: L.solve(a, b, left=False),
+        lambda a, b: np.linalg.solve(a.T, b.T).T,
+        [A3, rng.standard_normal((2, 3))],
+        3,
+    ),
+    (
+        "solve_triangular-upper",
+        lambda a, b: L.solve_triangular(a, b, upper=True),
+        lambda a, b: np.linalg.solve(np.triu(a), b),
+        [A4B, B4],
+        4,
+    ),
+    (
+        "solve_triangular-unit-lower",
+        lambda a, b: L.solve_triangular(a, b, upper=False, unitriangular=True),
+        lambda a, b: np.linalg.solve(np.tril(a, -1) + np.eye(4), b),
+        [A4B, B4],
+        4,
+    ),
+    (
+        "triangular_solve-transpose",
+        lambda b, a: onnxnn.triangular_solve(b, a, transpose=True).solution,
+        lambda b, a: np.linalg.solve(np.swapaxes(np.triu(a), -1, -2), b),
+        [B4, A4B],
+        4,
+    ),
+    (
+        "triangular_solve-method",
+        lambda b, a: b.triangular_solve(a, upper=False)[0],
+        lambda b, a: np.linalg.solve(np.tril(a), b),
+        [B4, A4B],
+        4,
+    ),
     ("cholesky", L.cholesky, np.linalg.cholesky, [S4B], 4),
     ("cholesky-upper", lambda a: onnxnn.cholesky(a, upper=True), lambda a: np.linalg.cholesky(a).T, [S3], 3),
-    ("cholesky-reads-lower", lambda a: a.cholesky(), lambda a: np.linalg.cholesky(np.tril(a) + np.tril(a, -1).T),
-     [np.triu(S3, 1) * 7 + np.tril(S3)], 3),
+    (
+        "cholesky-reads-lower",
+        lambda a: a.cholesky(),
+        lambda a: np.linalg.cholesky(np.tril(a) + np.tril(a, -1).T),
+        [np.triu(S3, 1) * 7 + np.tril(S3)],
+        3,
+    ),
     ("cholesky_solve", onnxnn.cholesky_solve, lambda b, lower: np.linalg.solve(lower @ lower.T, b), [C4[:3], L3], 3),
-    ("cholesky_solve-upper", lambda b, u: b.cholesky_solve(u, upper=True), lambda b, u: np.linalg.solve(u.T @ u, b),
-     [C4[:3], L3.T], 3),
+    (
+        "cholesky_solve-upper",
+        lambda b, u: b.cholesky_solve(u, upper=True),
+        lambda b, u: np.linalg.solve(u.T @ u, b),
+        [C4[:3], L3.T],
+        3,
+    ),
     ("cholesky_inverse", onnxnn.cholesky_inverse, lambda lower: np.linalg.inv(lower @ lower.T), [L3], 3),
     ("lu_factor-LU", lambda a: L.lu_factor(a).LU, lambda a: np.stack([_lu_reference(m)[0] for m in a]), [A4B], 4),
     ("lu-tall", lambda a: onnxnn.lu(a)[0], lambda a: _lu_reference(a)[0], [T4], 4),
@@ -137,10 +173,20 @@ FORWARD_CASES = [
     ("lu_unpack", lambda a: _product(*onnxnn.lu_unpack(*onnxnn.lu(a))), lambda a: a, [A4B], 4),
     ("linalg.lu", lambda a: _product(*L.lu(a)), lambda a: a, [T4], 4),
     ("lu_solve", lambda a, b: onnxnn.lu_solve(b, *onnxnn.lu(a)), np.linalg.solve, [A4B, B4], 4),
-    ("linalg.lu_solve-adjoint", lambda a, b: L.lu_solve(*L.lu_factor(a), b, adjoint=True),
-     lambda a, b: np.linalg.solve(np.swapaxes(a, -1, -2), b), [A4B, B4], 4),
-    ("linalg.lu_solve-right", lambda a, b: L.lu_solve(*L.lu_factor(a), b, left=False),
-     lambda a, b: np.linalg.solve(a.T, b.T).T, [A3, rng.standard_normal((2, 3))], 3),
+    (
+        "linalg.lu_solve-adjoint",
+        lambda a, b: L.lu_solve(*L.lu_factor(a), b, adjoint=True),
+        lambda a, b: np.linalg.solve(np.swapaxes(a, -1, -2), b),
+        [A4B, B4],
+        4,
+    ),
+    (
+        "linalg.lu_solve-right",
+        lambda a, b: L.lu_solve(*L.lu_factor(a), b, left=False),
+        lambda a, b: np.linalg.solve(a.T, b.T).T,
+        [A3, rng.standard_normal((2, 3))],
+        3,
+    ),
     ("qr-Q-tall", lambda a: onnxnn.qr(a).Q, lambda a: np.linalg.qr(a)[0], [T4], 4),
     ("qr-R-tall", lambda a: a.qr()[1], lambda a: np.linalg.qr(a)[1], [T4], 4),
     ("qr-Q-wide", lambda a: L.qr(a)[0], lambda a: np.linalg.qr(a)[0], [W3], 5),
@@ -152,42 +198,90 @@ FORWARD_CASES = [
     ("geqrf-tau", lambda a: a.geqrf().tau, lambda a: _geqrf_reference(a)[1], [W3], 5),
     ("orgqr", lambda a: onnxnn.orgqr(*onnxnn.geqrf(a)), _householder_q, [T4], 4),
     ("householder_product", lambda a: L.householder_product(*onnxnn.geqrf(a)), _householder_q, [A3], 3),
-    ("ormqr", lambda a, c: onnxnn.ormqr(*onnxnn.geqrf(a), c), lambda a, c: np.linalg.qr(a, "complete")[0] @ c,
-     [T4, C4], 4),
-    ("ormqr-transpose-right", lambda a, c: a.geqrf()[0].ormqr(a.geqrf()[1], c, left=False, transpose=True),
-     lambda a, c: c @ np.linalg.qr(a, "complete")[0].T, [T4, C4.T], 4),
-    ("lstsq-tall", lambda a, b: L.lstsq(a, b).solution, lambda a, b: np.linalg.lstsq(a, b, rcond=None)[0],
-     [T4, C4], 4),
-    ("lstsq-wide-min-norm", lambda a, b: L.lstsq(a, b).solution, lambda a, b: np.linalg.lstsq(a, b, rcond=None)[0],
-     [W3, C4[:3]], 5),
+    (
+        "ormqr",
+        lambda a, c: onnxnn.ormqr(*onnxnn.geqrf(a), c),
+        lambda a, c: np.linalg.qr(a, "complete")[0] @ c,
+        [T4, C4],
+        4,
+    ),
+    (
+        "ormqr-transpose-right",
+        lambda a, c: a.geqrf()[0].ormqr(a.geqrf()[1], c, left=False, transpose=True),
+        lambda a, c: c @ np.linalg.qr(a, "complete")[0].T,
+        [T4, C4.T],
+        4,
+    ),
+    ("lstsq-tall", lambda a, b: L.lstsq(a, b).solution, lambda a, b: np.linalg.lstsq(a, b, rcond=None)[0], [T4, C4], 4),
+    (
+        "lstsq-wide-min-norm",
+        lambda a, b: L.lstsq(a, b).solution,
+        lambda a, b: np.linalg.lstsq(a, b, rcond=None)[0],
+        [W3, C4[:3]],
+        5,
+    ),
     ("matrix_exp", onnxnn.matrix_exp, _expm_reference, [rng.standard_normal((3, 3))], 3),
     ("matrix_exp-large-norm", L.matrix_exp, _expm_reference, [4 * rng.standard_normal((3, 3))], 3),
-    ("matrix_exp-rotation", lambda a: a.matrix_exp(),
-     lambda a: np.array([[np.cos(2.5), -np.sin(2.5)], [np.sin(2.5), np.cos(2.5)]]),
-     [np.array([[0.0, -2.5], [2.5, 0.0]])], 2),
-    ("matrix_exp-nilpotent", L.matrix_exp, lambda a: np.eye(3) + a + a @ a / 2,
-     [np.triu(rng.standard_normal((3, 3)), 1)], 3),
+    (
+        "matrix_exp-rotation",
+        lambda a: a.matrix_exp(),
+        lambda a: np.array([[np.cos(2.5), -np.sin(2.5)], [np.sin(2.5), np.cos(2.5)]]),
+        [np.array([[0.0, -2.5], [2.5, 0.0]])],
+        2,
+    ),
+    (
+        "matrix_exp-nilpotent",
+        L.matrix_exp,
+        lambda a: np.eye(3) + a + a @ a / 2,
+        [np.triu(rng.standard_normal((3, 3)), 1)],
+        3,
+    ),
     ("matrix_exp-zero", L.matrix_exp, lambda a: np.broadcast_to(np.eye(2), a.shape), [np.zeros((2, 2, 2))], 2),
     ("norm-fro", lambda a: L.norm(a), np.linalg.norm, [T4], 4),
     ("norm-1", lambda a: L.norm(a, 1), lambda a: np.linalg.norm(a, 1), [T4], 4),
-    ("matrix_norm-inf", lambda a: L.matrix_norm(a, float("inf")), lambda a: np.linalg.norm(a, np.inf, (-2, -1)),
-     [TB], 5),
-    ("matrix_norm--1-keepdim", lambda a: L.matrix_norm(a, -1, keepdim=True),
-     lambda a: np.linalg.norm(a, -1, (-2, -1), keepdims=True), [TB], 5),
+    (
+        "matrix_norm-inf",
+        lambda a: L.matrix_norm(a, float("inf")),
+        lambda a: np.linalg.norm(a, np.inf, (-2, -1)),
+        [TB],
+        5,
+    ),
+    (
+        "matrix_norm--1-keepdim",
+        lambda a: L.matrix_norm(a, -1, keepdim=True),
+        lambda a: np.linalg.norm(a, -1, (-2, -1), keepdims=True),
+        [TB],
+        5,
+    ),
     ("vector_norm-3", lambda a: L.vector_norm(a, 3, dim=-1), lambda a: np.linalg.norm(a, 3, -1), [TB], 5),
-    ("multi_dot", lambda a, b, c: L.multi_dot([a, b, c]), lambda a, b, c: np.linalg.multi_dot([a, b, c]),
-     [B3V, W3, rng.standard_normal(5)], 5),
+    (
+        "multi_dot",
+        lambda a, b, c: L.multi_dot([a, b, c]),
+        lambda a, b, c: np.linalg.multi_dot([a, b, c]),
+        [B3V, W3, rng.standard_normal(5)],
+        5,
+    ),
     ("vander", lambda x: L.vander(x, N=4), lambda x: np.vander(x, 4, increasing=True), [B3V], 4),
     ("vecdot", lambda x, y: L.vecdot(x, y), lambda x, y: (x * y).sum(-1), [T4, T4[::-1].copy()], 3),
-    ("tensorinv", lambda a: L.tensorinv(a, ind=1), lambda a: np.linalg.tensorinv(a, 1),
-     [_well_conditioned(6, 6).reshape(6, 2, 3)], 6),
+    (
+        "tensorinv",
+        lambda a: L.tensorinv(a, ind=1),
+        lambda a: np.linalg.tensorinv(a, 1),
+        [_well_conditioned(6, 6).reshape(6, 2, 3)],
+        6,
+    ),
     ("tensorsolve", L.tensorsolve, np.linalg.tensorsolve, [_well_conditioned(6, 6).reshape(2, 3, 6), C4[:3].T], 6),
     # Jacobi: singular values and sign-invariant products of the vectors
     ("svd-S", lambda a: L.svd(a)[1], lambda a: np.linalg.svd(a, compute_uv=False), [T4], 4),
     ("svdvals-batch-wide", L.svdvals, lambda a: np.linalg.svd(a, compute_uv=False), [np.swapaxes(TB, -1, -2)], 5),
     ("svd-reconstructs", lambda a: _usv(*L.svd(a, full_matrices=False)), lambda a: a, [W3], 5),
-    ("svd-U-projector", lambda a: _projector(L.svd(a, full_matrices=False).U),
-     lambda a: _projector_np(np.linalg.svd(a, full_matrices=False)[0]), [TB], 5),
+    (
+        "svd-U-projector",
+        lambda a: _projector(L.svd(a, full_matrices=False).U),
+        lambda a: _projector_np(np.linalg.svd(a, full_matrices=False)[0]),
+        [TB],
+        5,
+    ),
     ("svd-full-U-orthogonal", lambda a: _gram(L.svd(a).U), lambda a: np.eye(4), [T4], 4),
     ("svd-rank-deficient-U-orthonormal", lambda a: _gram(onnxnn.svd(a).U), lambda a: np.eye(3), [SINGULAR], 3),
     ("torch.svd-V", lambda a: _usv(onnxnn.svd(a)[0], a.svd()[1], onnxnn.svd(a)[2].mT), lambda a: a, [A4B], 4),
@@ -195,15 +289,30 @@ FORWARD_CASES = [
     ("pinv-wide", L.pinv, np.linalg.pinv, [W3], 5),
     ("nuclear_norm", onnxnn.nuclear_norm, lambda a: np.linalg.norm(a, "nuc"), [T4], 4),
     ("matrix_norm-2", lambda a: L.matrix_norm(a, 2), lambda a: np.linalg.norm(a, 2, (-2, -1)), [TB], 5),
-    ("matrix_norm--2-dims", lambda a: L.matrix_norm(a, -2, dim=(0, 2)), lambda a: np.linalg.norm(a, -2, (0, 2)),
-     [TB], 5),
+    (
+        "matrix_norm--2-dims",
+        lambda a: L.matrix_norm(a, -2, dim=(0, 2)),
+        lambda a: np.linalg.norm(a, -2, (0, 2)),
+        [TB],
+        5,
+    ),
     ("cond", L.cond, np.linalg.cond, [A4B], 4),
     ("cond-1", lambda a: L.cond(a, 1), lambda a: np.linalg.cond(a, 1), [A3], 3),
     ("eigvalsh", L.eigvalsh, np.linalg.eigvalsh, [S4B], 4),
-    ("eigh-reconstructs", lambda a: _vwv(*L.eigh(a)), lambda a: np.tril(a) + np.swapaxes(np.tril(a, -1), -1, -2),
-     [A4B], 4),
-    ("eigh-upper-values", lambda a: L.eigh(a, UPLO="U")[0],
-     lambda a: np.linalg.eigvalsh(np.triu(a) + np.triu(a, 1).T), [A3], 3),
+    (
+        "eigh-reconstructs",
+        lambda a: _vwv(*L.eigh(a)),
+        lambda a: np.tril(a) + np.swapaxes(np.tril(a, -1), -1, -2),
+        [A4B],
+        4,
+    ),
+    (
+        "eigh-upper-values",
+        lambda a: L.eigh(a, UPLO="U")[0],
+        lambda a: np.linalg.eigvalsh(np.triu(a) + np.triu(a, 1).T),
+        [A3],
+        3,
+    ),
 ]
 
 
@@ -278,8 +387,9 @@ def test_singular_and_indefinite_inputs_give_info_and_nan_not_errors():
             assert not np.isfinite(L.inv(onnxnn.tensor(SINGULAR)).numpy()).all()
             inverse, info = L.inv_ex(onnxnn.tensor(A3))
             assert info.item() == 0
-            np.testing.assert_allclose(inverse.numpy(), np.linalg.inv(A3), rtol=0, atol=_bound(inverse.numpy(), 3,
-                                                                                                  np.float64))
+            np.testing.assert_allclose(
+                inverse.numpy(), np.linalg.inv(A3), rtol=0, atol=_bound(inverse.numpy(), 3, np.float64)
+            )
             with pytest.raises(L.LinAlgError, match="The diagonal element 3 is zero"):
                 L.inv_ex(onnxnn.tensor(SINGULAR), check_errors=True)
             indefinite = np.diag([2.0, -1.0, 3.0])
@@ -303,6 +413,7 @@ def test_rank_and_pseudoinverse_of_rank_deficient_matrices():
 
 
 # ---------------------------------------------------------------- gradients (float64 finite differences)
+
 
 def _symmetric(f):
     """f of the symmetric matrix (x + x^T) / 2: Cholesky's domain, on which PyTorch's gradient is defined."""
@@ -350,14 +461,16 @@ DIRECTIONAL = {"svdvals-wide", "svd-U", "pinverse", "eigh-values", "eigh-vectors
 # above), so every rule is checked on the kernels executor and one case per family on onnxruntime too.
 ON_BOTH = {"det", "inverse", "cholesky", "qr-Q", "matrix_exp", "lu_solve", "svd-U"}
 GRADIENT_PARAMS = [pytest.param(*case, "kernels", id=f"{case[0]}-kernels") for case in GRADIENT_CASES] + [
-    pytest.param(*case, "onnxruntime", id=f"{case[0]}-onnxruntime") for case in GRADIENT_CASES if case[0] in ON_BOTH]
+    pytest.param(*case, "onnxruntime", id=f"{case[0]}-onnxruntime") for case in GRADIENT_CASES if case[0] in ON_BOTH
+]
 
 
 @pytest.mark.parametrize("case_id,function,inputs,executor", GRADIENT_PARAMS)
 def test_gradients_match_finite_differences(case_id, function, inputs, executor):
     with onnxnn.set_executor(executor):
-        check_gradients(function, [np.asarray(a, np.float64) for a in inputs],
-                        exhaustive_limit=0 if case_id in DIRECTIONAL else 64)
+        check_gradients(
+            function, [np.asarray(a, np.float64) for a in inputs], exhaustive_limit=0 if case_id in DIRECTIONAL else 64
+        )
 
 
 def test_solve_and_inverse_have_closed_form_backward_nodes():
@@ -382,13 +495,22 @@ def test_second_order_gradient_of_inverse():
 
 # ---------------------------------------------------------------- export, batch sizes, methods, errors
 
+
 class _Solver(nn.Module):
     def forward(self, a, b):
         x = onnxnn.linalg.solve(a, b)
         q, r = onnxnn.linalg.qr(a)
         lower = onnxnn.linalg.cholesky(a @ a.mT + 4 * onnxnn.eye(4))
-        return (x.sum() + onnxnn.det(a) + onnxnn.slogdet(a)[1] + q.sum() + r.sum() + lower.sum()
-                + onnxnn.matrix_exp(a * 0.1).sum() + onnxnn.inverse(a).sum())
+        return (
+            x.sum()
+            + onnxnn.det(a)
+            + onnxnn.slogdet(a)[1]
+            + q.sum()
+            + r.sum()
+            + lower.sum()
+            + onnxnn.matrix_exp(a * 0.1).sum()
+            + onnxnn.inverse(a).sum()
+        )
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
@@ -435,8 +557,18 @@ def test_batch_sizes_share_a_structure_and_stay_right(executor):
 
 def test_tensor_methods_and_top_level_functions_exist():
     x = onnxnn.tensor(A3)
-    for name in ("det", "slogdet", "logdet", "inverse", "cholesky", "cholesky_inverse", "lu", "matrix_exp", "qr",
-                 "geqrf"):
+    for name in (
+        "det",
+        "slogdet",
+        "logdet",
+        "inverse",
+        "cholesky",
+        "cholesky_inverse",
+        "lu",
+        "matrix_exp",
+        "qr",
+        "geqrf",
+    ):
         method, function = getattr(x, name)(), getattr(onnxnn, name)(x)
         first = method[0] if isinstance(method, tuple) else method
         second = function[0] if isinstance(function, tuple) else function
@@ -445,52 +577,120 @@ def test_tensor_methods_and_top_level_functions_exist():
 
 
 ERROR_CASES = [
-    (lambda: onnxnn.det(onnxnn.ones(2, 3)), RuntimeError,
-     "linalg.det: A must be batches of square matrices, but they are 2 by 3 matrices"),
-    (lambda: onnxnn.inverse(onnxnn.ones(3)), RuntimeError,
-     "linalg.inv: The input tensor A must have at least 2 dimensions."),
-    (lambda: onnxnn.logdet(onnxnn.ones(2, 2, dtype=onnxnn.int64)), RuntimeError,
-     "logdet: Expected a floating point or complex tensor as input. Got Long"),
-    (lambda: L.slogdet(onnxnn.ones(2, 2, dtype=onnxnn.float16)), RuntimeError,
-     "linalg.slogdet: Low precision dtypes not supported. Got Half"),
-    (lambda: onnxnn.det(onnxnn.ones(2, 2, dtype=onnxnn.float16)), NotImplementedError,
-     "\"lu_cpu\" not implemented for 'Half'"),
-    (lambda: onnxnn.cholesky(onnxnn.ones(2, 2, dtype=onnxnn.int64)), NotImplementedError,
-     "\"cholesky_cpu\" not implemented for 'Long'"),
-    (lambda: L.solve(onnxnn.eye(3), onnxnn.ones(4, 2)), RuntimeError,
-     "linalg.solve: Incompatible shapes of A and B for the equation AX = B (3x3 and 4x2)"),
-    (lambda: L.solve(onnxnn.eye(3), onnxnn.ones(3, 2, dtype=onnxnn.float64)), RuntimeError,
-     "linalg.solve: Expected A and B to have the same dtype, but found A of type Float and B of type Double instead"),
-    (lambda: onnxnn.triangular_solve(onnxnn.ones(3), onnxnn.eye(3)), RuntimeError,
-     "torch.triangular_solve: Expected b to have at least 2 dimensions, but it has 1 dimensions instead"),
-    (lambda: onnxnn.cholesky_solve(onnxnn.ones(4, 2), onnxnn.eye(3)), RuntimeError,
-     "Incompatible matrix sizes for cholesky_solve: each A matrix is 3 by 3 but each b matrix is 4 by 2"),
-    (lambda: onnxnn.lu_unpack(onnxnn.eye(2), onnxnn.tensor([1, 2])), RuntimeError,
-     "torch.lu_unpack: LU_pivots is expected to be a contiguous tensor of torch.int32 dtype."),
-    (lambda: L.lu_factor(onnxnn.ones(3)), RuntimeError,
-     "torch.lu_factor: Expected tensor with 2 or more dimensions. Got size: [3] instead"),
-    (lambda: L.qr(onnxnn.eye(2), mode="x"), RuntimeError,
-     "qr received unrecognized mode 'x' but expected one of 'reduced' (default), 'r', or 'complete'"),
-    (lambda: L.householder_product(onnxnn.ones(2, 3), onnxnn.ones(2)), RuntimeError,
-     "torch.linalg.householder_product: input.shape[-2] must be greater than or equal to input.shape[-1]"),
-    (lambda: onnxnn.ormqr(onnxnn.eye(3), onnxnn.ones(3), onnxnn.ones(4, 2)), RuntimeError,
-     "torch.ormqr: other.shape[-2] must be equal to input.shape[-2]"),
-    (lambda: L.lstsq(onnxnn.ones(3, 2), onnxnn.ones(2, 1)), RuntimeError,
-     "torch.linalg.lstsq: input.size(-2) should match other.size(-2)"),
-    (lambda: L.matrix_exp(onnxnn.ones(2, 3)), RuntimeError,
-     "linalg.matrix_exp: A must be batches of square matrices, but they are 2 by 3 matrices"),
-    (lambda: L.multi_dot([onnxnn.eye(2), onnxnn.ones(2, 2, 2)]), RuntimeError,
-     "multi_dot(): the last tensor must be 1D or 2D but got 3D"),
-    (lambda: onnxnn.svd(onnxnn.ones(3)), RuntimeError,
-     "linalg.svd: input should have at least 2 dimensions, but has 1 dimensions instead"),
-    (lambda: L.eigh(onnxnn.ones(3, 2)), RuntimeError,
-     "linalg.eigh: A must be batches of square matrices, but they are 3 by 2 matrices"),
+    (
+        lambda: onnxnn.det(onnxnn.ones(2, 3)),
+        RuntimeError,
+        "linalg.det: A must be batches of square matrices, but they are 2 by 3 matrices",
+    ),
+    (
+        lambda: onnxnn.inverse(onnxnn.ones(3)),
+        RuntimeError,
+        "linalg.inv: The input tensor A must have at least 2 dimensions.",
+    ),
+    (
+        lambda: onnxnn.logdet(onnxnn.ones(2, 2, dtype=onnxnn.int64)),
+        RuntimeError,
+        "logdet: Expected a floating point or complex tensor as input. Got Long",
+    ),
+    (
+        lambda: L.slogdet(onnxnn.ones(2, 2, dtype=onnxnn.float16)),
+        RuntimeError,
+        "linalg.slogdet: Low precision dtypes not supported. Got Half",
+    ),
+    (
+        lambda: onnxnn.det(onnxnn.ones(2, 2, dtype=onnxnn.float16)),
+        NotImplementedError,
+        "\"lu_cpu\" not implemented for 'Half'",
+    ),
+    (
+        lambda: onnxnn.cholesky(onnxnn.ones(2, 2, dtype=onnxnn.int64)),
+        NotImplementedError,
+        "\"cholesky_cpu\" not implemented for 'Long'",
+    ),
+    (
+        lambda: L.solve(onnxnn.eye(3), onnxnn.ones(4, 2)),
+        RuntimeError,
+        "linalg.solve: Incompatible shapes of A and B for the equation AX = B (3x3 and 4x2)",
+    ),
+    (
+        lambda: L.solve(onnxnn.eye(3), onnxnn.ones(3, 2, dtype=onnxnn.float64)),
+        RuntimeError,
+        "linalg.solve: Expected A and B to have the same dtype, but found A of type Float and B of type Double instead",
+    ),
+    (
+        lambda: onnxnn.triangular_solve(onnxnn.ones(3), onnxnn.eye(3)),
+        RuntimeError,
+        "torch.triangular_solve: Expected b to have at least 2 dimensions, but it has 1 dimensions instead",
+    ),
+    (
+        lambda: onnxnn.cholesky_solve(onnxnn.ones(4, 2), onnxnn.eye(3)),
+        RuntimeError,
+        "Incompatible matrix sizes for cholesky_solve: each A matrix is 3 by 3 but each b matrix is 4 by 2",
+    ),
+    (
+        lambda: onnxnn.lu_unpack(onnxnn.eye(2), onnxnn.tensor([1, 2])),
+        RuntimeError,
+        "torch.lu_unpack: LU_pivots is expected to be a contiguous tensor of torch.int32 dtype.",
+    ),
+    (
+        lambda: L.lu_factor(onnxnn.ones(3)),
+        RuntimeError,
+        "torch.lu_factor: Expected tensor with 2 or more dimensions. Got size: [3] instead",
+    ),
+    (
+        lambda: L.qr(onnxnn.eye(2), mode="x"),
+        RuntimeError,
+        "qr received unrecognized mode 'x' but expected one of 'reduced' (default), 'r', or 'complete'",
+    ),
+    (
+        lambda: L.householder_product(onnxnn.ones(2, 3), onnxnn.ones(2)),
+        RuntimeError,
+        "torch.linalg.householder_product: input.shape[-2] must be greater than or equal to input.shape[-1]",
+    ),
+    (
+        lambda: onnxnn.ormqr(onnxnn.eye(3), onnxnn.ones(3), onnxnn.ones(4, 2)),
+        RuntimeError,
+        "torch.ormqr: other.shape[-2] must be equal to input.shape[-2]",
+    ),
+    (
+        lambda: L.lstsq(onnxnn.ones(3, 2), onnxnn.ones(2, 1)),
+        RuntimeError,
+        "torch.linalg.lstsq: input.size(-2) should match other.size(-2)",
+    ),
+    (
+        lambda: L.matrix_exp(onnxnn.ones(2, 3)),
+        RuntimeError,
+        "linalg.matrix_exp: A must be batches of square matrices, but they are 2 by 3 matrices",
+    ),
+    (
+        lambda: L.multi_dot([onnxnn.eye(2), onnxnn.ones(2, 2, 2)]),
+        RuntimeError,
+        "multi_dot(): the last tensor must be 1D or 2D but got 3D",
+    ),
+    (
+        lambda: onnxnn.svd(onnxnn.ones(3)),
+        RuntimeError,
+        "linalg.svd: input should have at least 2 dimensions, but has 1 dimensions instead",
+    ),
+    (
+        lambda: L.eigh(onnxnn.ones(3, 2)),
+        RuntimeError,
+        "linalg.eigh: A must be batches of square matrices, but they are 3 by 2 matrices",
+    ),
     (lambda: L.eigh(onnxnn.eye(3), "X"), RuntimeError, "Expected UPLO argument to be 'L' or 'U', but got X"),
-    (lambda: onnxnn.pinverse(onnxnn.ones(3, 3, dtype=onnxnn.int64)), RuntimeError,
-     ("linalg.pinv(Long{[3, 3]}): expected a tensor with 2 or more dimensions of float, double, cfloat or "
-      "cdouble types")),
-    (lambda: L.cond(onnxnn.ones(3, 2), 1), RuntimeError,
-     "linalg.cond(ord=1): A must be batches of square matrices, but they are 3 by 2 matrices"),
+    (
+        lambda: onnxnn.pinverse(onnxnn.ones(3, 3, dtype=onnxnn.int64)),
+        RuntimeError,
+        (
+            "linalg.pinv(Long{[3, 3]}): expected a tensor with 2 or more dimensions of float, double, cfloat or "
+            "cdouble types"
+        ),
+    ),
+    (
+        lambda: L.cond(onnxnn.ones(3, 2), 1),
+        RuntimeError,
+        "linalg.cond(ord=1): A must be batches of square matrices, but they are 3 by 2 matrices",
+    ),
 ]
 
 
@@ -503,9 +703,14 @@ def test_bad_input_gets_pytorchs_error(call, error, message):
 
 def test_error_messages_are_pytorchs():
     torch = pytest.importorskip("torch")
-    calls = [lambda lib: lib.det(lib.ones(2, 3)), lambda lib: lib.linalg.solve(lib.eye(3), lib.ones(4, 2)),
-             lambda lib: lib.cholesky_solve(lib.ones(4, 2), lib.eye(3)), lambda lib: lib.linalg.lu_factor(lib.ones(3)),
-             lambda lib: lib.triangular_solve(lib.ones(3), lib.eye(3)), lambda lib: lib.linalg.qr(lib.eye(2), "x")]
+    calls = [
+        lambda lib: lib.det(lib.ones(2, 3)),
+        lambda lib: lib.linalg.solve(lib.eye(3), lib.ones(4, 2)),
+        lambda lib: lib.cholesky_solve(lib.ones(4, 2), lib.eye(3)),
+        lambda lib: lib.linalg.lu_factor(lib.ones(3)),
+        lambda lib: lib.triangular_solve(lib.ones(3), lib.eye(3)),
+        lambda lib: lib.linalg.qr(lib.eye(2), "x"),
+    ]
     for call in calls:
         messages = []
         for lib in (torch, onnxnn):

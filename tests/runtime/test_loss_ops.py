@@ -4,6 +4,7 @@ Forward values come from onnx's reference evaluator, on both executors; gradient
 the input are checked against float64 finite differences, including through the optional
 log-probability output of SoftmaxCrossEntropyLoss.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,13 +24,18 @@ OPSET = 21
 
 def reference(op_type, inputs, attrs, num_outputs):
     names = [f"input{i}" for i in range(len(inputs))]
-    graph_inputs = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape)
-                    for name, value in zip(names, inputs)]
+    graph_inputs = [
+        helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape)
+        for name, value in zip(names, inputs)
+    ]
     outputs = [f"output{i}" for i in range(num_outputs)]
     node = helper.make_node(op_type, names, outputs, **attrs)
-    graph = helper.make_graph([node], "case", graph_inputs,
-                              [helper.make_tensor_value_info(name, onnx.TensorProto.UNDEFINED, None)
-                               for name in outputs])
+    graph = helper.make_graph(
+        [node],
+        "case",
+        graph_inputs,
+        [helper.make_tensor_value_info(name, onnx.TensorProto.UNDEFINED, None) for name in outputs],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     return ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))
 
@@ -61,8 +67,10 @@ def _record(op_type, tensors, attrs, num_outputs):
 
 
 @pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
-@pytest.mark.parametrize("op_type, num_outputs", [("NegativeLogLikelihoodLoss", 1), ("SoftmaxCrossEntropyLoss", 1),
-                                                  ("SoftmaxCrossEntropyLoss", 2)])
+@pytest.mark.parametrize(
+    "op_type, num_outputs",
+    [("NegativeLogLikelihoodLoss", 1), ("SoftmaxCrossEntropyLoss", 1), ("SoftmaxCrossEntropyLoss", 2)],
+)
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_forward_matches_the_reference_evaluator(case, op_type, num_outputs, executor):
     _, scores, target, weight, attrs = case
@@ -86,8 +94,11 @@ def test_input_gradient_matches_finite_differences(case, op_type):
     _, scores, target, weight, attrs = case
     x = _log_softmax(scores) if op_type == "NegativeLogLikelihoodLoss" else scores
     inputs = [x, target] + ([weight] if weight is not None else [])
-    check_gradients(lambda *tensors: _record(op_type, tensors, attrs, 1), inputs,
-                    requires_grad=[True, False] + [False] * (weight is not None))
+    check_gradients(
+        lambda *tensors: _record(op_type, tensors, attrs, 1),
+        inputs,
+        requires_grad=[True, False] + [False] * (weight is not None),
+    )
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -102,14 +113,25 @@ def test_softmax_cross_entropy_gradient_through_both_outputs(case):
     check_gradients(both, inputs, requires_grad=[True, False] + [False] * (weight is not None))
 
 
-@pytest.mark.parametrize("inputs, message", [
-    (lambda: (onnxnn.randn(4), onnxnn.tensor([0, 1, 2, 0])), r"input of shape \[4\] needs a batch and a class axis"),
-    (lambda: (onnxnn.randn(4, 3), onnxnn.tensor([0, 1])), r"target of shape \[2\] does not match input of shape "
-                                                          r"\[4, 3\]; expected \[4\]"),
-    (lambda: (onnxnn.randn(4, 3), onnxnn.rand(4)), "target must hold integer class indices"),
-    (lambda: (onnxnn.randn(4, 3), onnxnn.tensor([0, 1, 2, 0]), onnxnn.ones(4)),
-     r"weight of shape \[4\] does not match the 3 classes"),
-])
+@pytest.mark.parametrize(
+    "inputs, message",
+    [
+        (
+            lambda: (onnxnn.randn(4), onnxnn.tensor([0, 1, 2, 0])),
+            r"input of shape \[4\] needs a batch and a class axis",
+        ),
+        (
+            lambda: (onnxnn.randn(4, 3), onnxnn.tensor([0, 1])),
+            r"target of shape \[2\] does not match input of shape "
+            r"\[4, 3\]; expected \[4\]",
+        ),
+        (lambda: (onnxnn.randn(4, 3), onnxnn.rand(4)), "target must hold integer class indices"),
+        (
+            lambda: (onnxnn.randn(4, 3), onnxnn.tensor([0, 1, 2, 0]), onnxnn.ones(4)),
+            r"weight of shape \[4\] does not match the 3 classes",
+        ),
+    ],
+)
 @pytest.mark.parametrize("op_type", ["NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"])
 def test_shape_rule_names_the_op_and_the_mismatch(op_type, inputs, message):
     with pytest.raises(RuntimeError, match=f"{op_type}: {message}"):

@@ -7,6 +7,7 @@ registries; every other op must sit in exactly one of the commented tables below
 entry must still be needed (no stale entries), so the tables stay the true list of the gap.
 The rules themselves are checked against finite differences in tests/runtime/test_gradients.py.
 """
+
 from __future__ import annotations
 
 import functools
@@ -47,8 +48,22 @@ NO_GRADIENT = {
 # sequences (onnxnn/import_/ops.py), CumProd and TensorScatter (onnxnn/import_/newer_ops.py), STFT
 # (onnxnn/import_/spectral.py), and ops newer than opset 21 that run their ONNX function body.
 REPLAYED_AS_OTHER_OPS = {
-    "If", "Loop", "Scan", "SequenceMap", "SplitToSequence", "OptionalGetElement", "CumProd", "TensorScatter", "STFT",
-    "Attention", "CausalConvWithState", "LinearAttention", "RMSNormalization", "RotaryEmbedding", "SwiGLU", "Swish",
+    "If",
+    "Loop",
+    "Scan",
+    "SequenceMap",
+    "SplitToSequence",
+    "OptionalGetElement",
+    "CumProd",
+    "TensorScatter",
+    "STFT",
+    "Attention",
+    "CausalConvWithState",
+    "LinearAttention",
+    "RMSNormalization",
+    "RotaryEmbedding",
+    "SwiGLU",
+    "Swish",
 }
 
 # Rewritten by the opset conversion on import (the node tests use opsets before 11).
@@ -60,19 +75,26 @@ KNOWN_GAPS: dict[str, str] = {}
 # Gaps closed by earlier work: a rule (checked in the named test file) or a non-differentiability
 # mark each must keep. The check above would catch a lost one too; this names what was lost.
 CLOSED_GAPS = {
-    "RNN": "rule", "GRU": "rule", "LSTM": "rule",  # tests/runtime/test_recurrent_ops.py
-    "DeformConv": "rule", "RoiAlign": "rule",  # tests/runtime/test_detection_ops.py
+    "RNN": "rule",
+    "GRU": "rule",
+    "LSTM": "rule",  # tests/runtime/test_recurrent_ops.py
+    "DeformConv": "rule",
+    "RoiAlign": "rule",  # tests/runtime/test_detection_ops.py
     "MelWeightMatrix": "non-differentiable",  # reads its edge frequencies only through integer bins
 }
 
-_TABLES = {"NO_GRADIENT": set(NO_GRADIENT), "REPLAYED_AS_OTHER_OPS": REPLAYED_AS_OTHER_OPS,
-           "CONVERTED_ON_IMPORT": set(CONVERTED_ON_IMPORT),
-           "KNOWN_GAPS": set(KNOWN_GAPS)}
+_TABLES = {
+    "NO_GRADIENT": set(NO_GRADIENT),
+    "REPLAYED_AS_OTHER_OPS": REPLAYED_AS_OTHER_OPS,
+    "CONVERTED_ON_IMPORT": set(CONVERTED_ON_IMPORT),
+    "KNOWN_GAPS": set(KNOWN_GAPS),
+}
 
 
 @functools.lru_cache(maxsize=1)
 def node_test_float_ops() -> frozenset:
     from onnx.backend.test.case.node import collect_testcases
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cases = collect_testcases()
@@ -81,8 +103,11 @@ def node_test_float_ops() -> frozenset:
         graph = case.model.graph
         if len(graph.node) != 1 or graph.node[0].domain not in ("", "ai.onnx"):
             continue
-        types = {info.type.tensor_type.elem_type for info in list(graph.input) + list(graph.output)
-                 if info.type.HasField("tensor_type")}
+        types = {
+            info.type.tensor_type.elem_type
+            for info in list(graph.input) + list(graph.output)
+            if info.type.HasField("tensor_type")
+        }
         if types & _FLOATS:
             ops.add(graph.node[0].op_type)
     return frozenset(ops)
@@ -98,8 +123,10 @@ def test_every_differentiable_node_test_op_has_a_gradient_rule() -> None:
     listed = set().union(*_TABLES.values())
     missing = sorted(op for op in ops if not _handled(op) and op not in listed)
     handled = sorted(op for op in ops if _handled(op))
-    print(f"\n{len(handled)} of {len(ops)} float node-test ops have a gradient rule or are non-differentiable; "
-          f"{len(ops) - len(handled)} listed here ({len(KNOWN_GAPS)} known gaps)")
+    print(
+        f"\n{len(handled)} of {len(ops)} float node-test ops have a gradient rule or are non-differentiable; "
+        f"{len(ops) - len(handled)} listed here ({len(KNOWN_GAPS)} known gaps)"
+    )
     assert not missing, f"node-test ops with neither a gradient rule nor a listed reason: {missing}"
 
 

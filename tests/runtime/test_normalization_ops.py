@@ -5,6 +5,7 @@ Expected values come from numpy formulas below and from the ONNX backend node ca
 the ``onnx`` package. LayerNormalization, GroupNormalization, BatchNormalization and Dropout run in
 float64 in onnxruntime (float64 finite differences); InstanceNormalization and LRN only in float32.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,22 +36,28 @@ def normalize(x: np.ndarray, axes: tuple, eps: float) -> np.ndarray:
 def lrn_reference(x: np.ndarray, size: int, alpha: float, beta: float, k: float, before: int, after: int):
     """x / (k + alpha / size * sum of x^2 over channels [c - before, c + after])^beta."""
     squares = np.pad(x * x, [(0, 0), (before, after)] + [(0, 0)] * (x.ndim - 2))
-    energy = sum(squares[:, offset:offset + x.shape[1]] for offset in range(before + after + 1))
+    energy = sum(squares[:, offset : offset + x.shape[1]] for offset in range(before + after + 1))
     return x / (k + alpha / size * energy) ** beta
 
 
 # ---------------------------------------------------------------- the ONNX spec's node cases
 
-RANDOM_DROPOUT_CASES = ("test_training_dropout", "test_training_dropout_default", "test_training_dropout_mask",
-                        "test_training_dropout_default_mask",  # masks from onnxruntime's own generator
-                        "test_dropout_random_old")  # the opset-7 ratio attribute
+RANDOM_DROPOUT_CASES = (
+    "test_training_dropout",
+    "test_training_dropout_default",
+    "test_training_dropout_mask",
+    "test_training_dropout_default_mask",  # masks from onnxruntime's own generator
+    "test_dropout_random_old",
+)  # the opset-7 ratio attribute
 
-NODE_CASES = (onnx_node_cases("layernormalization", "LayerNormalization")
-              + onnx_node_cases("batch_normalization", "BatchNormalization")
-              + onnx_node_cases("instance_normalization", "InstanceNormalization")
-              + onnx_node_cases("groupnormalization", "GroupNormalization")
-              + onnx_node_cases("lrn", "LRN")
-              + onnx_node_cases("dropout", "Dropout", skip=RANDOM_DROPOUT_CASES))
+NODE_CASES = (
+    onnx_node_cases("layernormalization", "LayerNormalization")
+    + onnx_node_cases("batch_normalization", "BatchNormalization")
+    + onnx_node_cases("instance_normalization", "InstanceNormalization")
+    + onnx_node_cases("groupnormalization", "GroupNormalization")
+    + onnx_node_cases("lrn", "LRN")
+    + onnx_node_cases("dropout", "Dropout", skip=RANDOM_DROPOUT_CASES)
+)
 
 
 @pytest.mark.parametrize("node, inputs, outputs", NODE_CASES)
@@ -71,18 +78,27 @@ def test_random_dropout_node_keeps_and_scales_by_its_mask():
 
 # ---------------------------------------------------------------- layer_norm
 
-@pytest.mark.parametrize("input_shape, normalized_shape, affine, eps", [
-    ((2, 3, 4), [4], True, 1e-5),
-    ((2, 3, 4), (3, 4), True, 1e-5),
-    ((5, 6), 6, False, 1e-3),
-    ((2, 2, 3, 2), [2, 3, 2], True, 0.1),
-])
+
+@pytest.mark.parametrize(
+    "input_shape, normalized_shape, affine, eps",
+    [
+        ((2, 3, 4), [4], True, 1e-5),
+        ((2, 3, 4), (3, 4), True, 1e-5),
+        ((5, 6), 6, False, 1e-3),
+        ((2, 2, 3, 2), [2, 3, 2], True, 0.1),
+    ],
+)
 def test_layer_norm_matches_numpy(input_shape, normalized_shape, affine, eps):
     x = randn(*input_shape)
     trailing = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     weight, bias = (randn(*trailing), randn(*trailing)) if affine else (None, None)
-    result = ops.layer_norm(onnxnn.tensor(x), normalized_shape, None if weight is None else onnxnn.tensor(weight),
-                            None if bias is None else onnxnn.tensor(bias), eps)
+    result = ops.layer_norm(
+        onnxnn.tensor(x),
+        normalized_shape,
+        None if weight is None else onnxnn.tensor(weight),
+        None if bias is None else onnxnn.tensor(bias),
+        eps,
+    )
     expected = normalize(x, tuple(range(x.ndim - len(trailing), x.ndim)), eps)
     if affine:
         expected = expected * weight + bias
@@ -96,13 +112,17 @@ LAYER_NORM_GRADIENT_CASES = [
     ("last_axis", lambda x, w, b: ops.layer_norm(x, [4], w, b), [randn(2, 3, 4), randn(4), randn(4)]),
     ("last_two_axes", lambda x, w, b: ops.layer_norm(x, [3, 4], w, b), [randn(2, 3, 4), randn(3, 4), randn(3, 4)]),
     ("without_bias", lambda x, w: ops.layer_norm(x, [5], w), [randn(3, 5), randn(5)]),
-    ("node_axis1_broadcast_scale", lambda x, w, b: apply_op("LayerNormalization", (x, w, b), {"axis": 1},
-                                                            num_outputs=1), [randn(2, 3, 2), randn(2), randn(3, 2)]),
+    (
+        "node_axis1_broadcast_scale",
+        lambda x, w, b: apply_op("LayerNormalization", (x, w, b), {"axis": 1}, num_outputs=1),
+        [randn(2, 3, 2), randn(2), randn(3, 2)],
+    ),
 ]
 
 
-@pytest.mark.parametrize("case_id, function, inputs", LAYER_NORM_GRADIENT_CASES,
-                         ids=[case[0] for case in LAYER_NORM_GRADIENT_CASES])
+@pytest.mark.parametrize(
+    "case_id, function, inputs", LAYER_NORM_GRADIENT_CASES, ids=[case[0] for case in LAYER_NORM_GRADIENT_CASES]
+)
 def test_layer_norm_gradient_matches_finite_differences(case_id, function, inputs):
     check_gradients(function, inputs)
 
@@ -118,6 +138,7 @@ def test_layer_normalization_mean_and_inv_std_outputs_are_differentiable():
 
 # ---------------------------------------------------------------- group_norm and instance_norm
 
+
 @pytest.mark.parametrize("input_shape, groups", [((2, 4, 3), 2), ((1, 6, 2, 2), 3), ((3, 4), 4)])
 def test_group_norm_matches_numpy(input_shape, groups):
     x, weight, bias = randn(*input_shape), randn(input_shape[1]), randn(input_shape[1])
@@ -130,27 +151,33 @@ def test_group_norm_matches_numpy(input_shape, groups):
 
 @pytest.mark.parametrize("input_shape, groups", [((2, 4, 3), 2), ((1, 6, 2, 2), 3), ((2, 3, 2), 1)])
 def test_group_norm_gradient_matches_finite_differences(input_shape, groups):
-    check_gradients(lambda x, w, b: ops.group_norm(x, groups, w, b),
-                    [randn(*input_shape), randn(input_shape[1]), randn(input_shape[1])])
+    check_gradients(
+        lambda x, w, b: ops.group_norm(x, groups, w, b),
+        [randn(*input_shape), randn(input_shape[1]), randn(input_shape[1])],
+    )
 
 
 def test_instance_norm_matches_numpy_and_updates_running_statistics():
     x, weight, bias = randn(2, 3, 4, 5).astype(np.float32), randn(3).astype(np.float32), randn(3).astype(np.float32)
     running_mean, running_var = onnxnn.zeros(3), onnxnn.ones(3)
-    result = ops.instance_norm(onnxnn.tensor(x), running_mean, running_var, onnxnn.tensor(weight),
-                               onnxnn.tensor(bias), momentum=0.1, eps=1e-5)
+    result = ops.instance_norm(
+        onnxnn.tensor(x), running_mean, running_var, onnxnn.tensor(weight), onnxnn.tensor(bias), momentum=0.1, eps=1e-5
+    )
     x64 = x.astype(np.float64)
     normalized = normalize(x64, (2, 3), 1e-5)
     w, b = weight.reshape(1, 3, 1, 1).astype(np.float64), bias.reshape(1, 3, 1, 1).astype(np.float64)
     # The scale and shift add a product and a sum to the normalized values' own bound.
-    assert_within(result.numpy(), normalized * w + b, np.abs(w) * normalization_bound(x64, (2, 3), 1e-5)
-                  + 2 * gamma(2) * (np.abs(normalized * w) + np.abs(b)))
+    assert_within(
+        result.numpy(),
+        normalized * w + b,
+        np.abs(w) * normalization_bound(x64, (2, 3), 1e-5) + 2 * gamma(2) * (np.abs(normalized * w) + np.abs(b)),
+    )
     # Statistics over 20 values per instance, averaged over 2 instances, then blended with
     # momentum: 20 + 2 + 3 roundings relative to the magnitudes summed (the variance's squares
     # and a centered or E[x^2] - mean^2 form included through mean(x^2) + mean^2).
     mean_scale = 0.1 * np.abs(x64).mean(axis=(2, 3)).mean(0)
     assert_within(running_mean.numpy(), 0.1 * x64.mean(axis=(2, 3)).mean(0), 2 * gamma(25) * mean_scale)
-    var_scale = 0.1 * (20 / 19) * ((x64 ** 2).mean(axis=(2, 3)) + x64.mean(axis=(2, 3)) ** 2).mean(0) + 0.9
+    var_scale = 0.1 * (20 / 19) * ((x64**2).mean(axis=(2, 3)) + x64.mean(axis=(2, 3)) ** 2).mean(0) + 0.9
     assert_within(running_var.numpy(), 0.9 + 0.1 * x64.var(axis=(2, 3), ddof=1).mean(0), 2 * gamma(28) * var_scale)
 
 
@@ -168,9 +195,13 @@ def test_instance_norm_with_running_statistics_instead_of_input_statistics():
 
 @pytest.mark.parametrize("input_shape", [(2, 3, 5), (1, 2, 3, 3)])
 def test_instance_normalization_gradient_matches_finite_differences(input_shape):
-    check_gradients_float32(lambda x, w, b: apply_op("InstanceNormalization", (x, w, b), {"epsilon": 1e-3}),
-                            [randn(*input_shape), randn(input_shape[1]), randn(input_shape[1])],
-                            eps=1e-2, rtol=2e-2, atol=3e-3)
+    check_gradients_float32(
+        lambda x, w, b: apply_op("InstanceNormalization", (x, w, b), {"epsilon": 1e-3}),
+        [randn(*input_shape), randn(input_shape[1]), randn(input_shape[1])],
+        eps=1e-2,
+        rtol=2e-2,
+        atol=3e-3,
+    )
 
 
 def test_instance_norm_in_float64_matches_numpy_and_finite_differences():
@@ -183,12 +214,16 @@ def test_instance_norm_in_float64_matches_numpy_and_finite_differences():
 
 # ---------------------------------------------------------------- local response normalization
 
-@pytest.mark.parametrize("input_shape, size", [
-    ((2, 5, 3, 3), 3),  # one ONNX LRN node: the windows agree for odd sizes
-    ((2, 6, 2, 3), 4),  # PyTorch's window for even sizes is ONNX's mirrored
-    ((2, 5, 4), 3),  # 3-D inputs, which onnxruntime's LRN kernel does not take
-    ((1, 4, 2, 2, 2), 2),
-])
+
+@pytest.mark.parametrize(
+    "input_shape, size",
+    [
+        ((2, 5, 3, 3), 3),  # one ONNX LRN node: the windows agree for odd sizes
+        ((2, 6, 2, 3), 4),  # PyTorch's window for even sizes is ONNX's mirrored
+        ((2, 5, 4), 3),  # 3-D inputs, which onnxruntime's LRN kernel does not take
+        ((1, 4, 2, 2, 2), 2),
+    ],
+)
 def test_local_response_norm_matches_pytorch_formula(input_shape, size):
     x = randn(*input_shape).astype(np.float32)
     result = ops.local_response_norm(onnxnn.tensor(x), size, alpha=0.3, beta=0.75, k=2.0)
@@ -206,8 +241,13 @@ def test_local_response_norm_in_float64_matches_pytorch_formula():
 
 
 def test_lrn_gradient_matches_finite_differences():
-    check_gradients_float32(lambda x: apply_op("LRN", (x,), {"size": 3, "alpha": 0.5, "beta": 0.75, "bias": 2.0}),
-                            [randn(2, 4, 2, 2)], eps=1e-2, rtol=2e-2, atol=2e-3)
+    check_gradients_float32(
+        lambda x: apply_op("LRN", (x,), {"size": 3, "alpha": 0.5, "beta": 0.75, "bias": 2.0}),
+        [randn(2, 4, 2, 2)],
+        eps=1e-2,
+        rtol=2e-2,
+        atol=2e-3,
+    )
 
 
 def test_local_response_norm_gradient_through_elementwise_ops():
@@ -216,6 +256,7 @@ def test_local_response_norm_gradient_through_elementwise_ops():
 
 # ---------------------------------------------------------------- BatchNormalization nodes
 
+
 def _batch_norm_node(training: bool):
     attrs = {"epsilon": 1e-3, "training_mode": 1} if training else {"epsilon": 1e-3}
 
@@ -223,6 +264,7 @@ def _batch_norm_node(training: bool):
         # onnxruntime insists on all three outputs (Y and the running statistics) in training mode.
         outputs = apply_op("BatchNormalization", (x, scale, bias, mean, variance), attrs)
         return outputs[0] if training else outputs
+
     return function
 
 
@@ -239,6 +281,7 @@ def test_batch_normalization_training_gradient_matches_finite_differences():
 
 # ---------------------------------------------------------------- Dropout nodes
 
+
 def test_dropout_node_in_inference_is_the_identity_with_a_full_mask():
     x = onnxnn.tensor(randn(3, 4), requires_grad=True)
     output, mask = apply_op("Dropout", (x, onnxnn.tensor(0.5)))
@@ -250,8 +293,11 @@ def test_dropout_node_in_inference_is_the_identity_with_a_full_mask():
 @pytest.mark.parametrize("with_mask_output", [True, False], ids=["mask_output", "no_mask_output"])
 def test_dropout_node_in_training_scales_the_kept_gradients(with_mask_output):
     x = onnxnn.tensor(np.abs(randn(6, 5)) + 0.1, requires_grad=True)
-    outputs = apply_op("Dropout", (x, onnxnn.tensor(0.4, dtype=onnxnn.float64), onnxnn.tensor(True)),
-                       num_outputs=2 if with_mask_output else 1)
+    outputs = apply_op(
+        "Dropout",
+        (x, onnxnn.tensor(0.4, dtype=onnxnn.float64), onnxnn.tensor(True)),
+        num_outputs=2 if with_mask_output else 1,
+    )
     output = outputs[0] if with_mask_output else outputs
     output.backward(onnxnn.ones(6, 5, dtype=onnxnn.float64))
     kept = output.detach().numpy() != 0
@@ -260,28 +306,55 @@ def test_dropout_node_in_training_scales_the_kept_gradients(with_mask_output):
 
 
 def test_dropout_node_gradient_matches_finite_differences_when_nothing_drops():
-    check_gradients(lambda x: apply_op("Dropout", (x, onnxnn.tensor(0.0, dtype=onnxnn.float64), onnxnn.tensor(True)),
-                                       num_outputs=1), [randn(3, 4)])
+    check_gradients(
+        lambda x: apply_op(
+            "Dropout", (x, onnxnn.tensor(0.0, dtype=onnxnn.float64), onnxnn.tensor(True)), num_outputs=1
+        ),
+        [randn(3, 4)],
+    )
 
 
 # ---------------------------------------------------------------- errors in PyTorch's words
 
 ERROR_CASES = [
-    ("layer_norm_shape", lambda: ops.layer_norm(onnxnn.zeros(2, 3), [4]), RuntimeError,
-     "Given normalized_shape=[4], expected input with shape [*, 4], but got input of size[2, 3]"),
-    ("layer_norm_weight", lambda: ops.layer_norm(onnxnn.zeros(2, 4), [4], onnxnn.ones(3)), RuntimeError,
-     "Expected weight to be of same shape as normalized_shape, but got weight of shape [3] and "
-     "normalized_shape = [4]"),
-    ("group_norm_groups", lambda: ops.group_norm(onnxnn.zeros(2, 5, 3), 2), RuntimeError,
-     "Expected number of channels in input to be divisible by num_groups, but got input of shape [2, 5, 3] and "
-     "num_groups=2"),
-    ("local_response_norm_rank", lambda: ops.local_response_norm(onnxnn.zeros(2, 3), 2), ValueError,
-     "Expected 3D or higher dimensionality input (got 2 dimensions)"),
-    ("instance_norm_without_running_statistics", lambda: ops.instance_norm(onnxnn.zeros(2, 3, 4),
-                                                                           use_input_stats=False),
-     RuntimeError, "Expected running_mean and running_var to be defined when use_input_stats is false"),
-    ("layer_normalization_node_scale", lambda: apply_op("LayerNormalization", (onnxnn.zeros(2, 4), onnxnn.ones(3))),
-     RuntimeError, "LayerNormalization: Scale of shape [3] does not broadcast to the normalized shape [4]"),
+    (
+        "layer_norm_shape",
+        lambda: ops.layer_norm(onnxnn.zeros(2, 3), [4]),
+        RuntimeError,
+        "Given normalized_shape=[4], expected input with shape [*, 4], but got input of size[2, 3]",
+    ),
+    (
+        "layer_norm_weight",
+        lambda: ops.layer_norm(onnxnn.zeros(2, 4), [4], onnxnn.ones(3)),
+        RuntimeError,
+        "Expected weight to be of same shape as normalized_shape, but got weight of shape [3] and "
+        "normalized_shape = [4]",
+    ),
+    (
+        "group_norm_groups",
+        lambda: ops.group_norm(onnxnn.zeros(2, 5, 3), 2),
+        RuntimeError,
+        "Expected number of channels in input to be divisible by num_groups, but got input of shape [2, 5, 3] and "
+        "num_groups=2",
+    ),
+    (
+        "local_response_norm_rank",
+        lambda: ops.local_response_norm(onnxnn.zeros(2, 3), 2),
+        ValueError,
+        "Expected 3D or higher dimensionality input (got 2 dimensions)",
+    ),
+    (
+        "instance_norm_without_running_statistics",
+        lambda: ops.instance_norm(onnxnn.zeros(2, 3, 4), use_input_stats=False),
+        RuntimeError,
+        "Expected running_mean and running_var to be defined when use_input_stats is false",
+    ),
+    (
+        "layer_normalization_node_scale",
+        lambda: apply_op("LayerNormalization", (onnxnn.zeros(2, 4), onnxnn.ones(3))),
+        RuntimeError,
+        "LayerNormalization: Scale of shape [3] does not broadcast to the normalized shape [4]",
+    ),
 ]
 
 
@@ -325,8 +398,9 @@ IMPORTED_GRADIENT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case_id, op_type, attrs, inputs", IMPORTED_GRADIENT_CASES,
-                         ids=[case[0] for case in IMPORTED_GRADIENT_CASES])
+@pytest.mark.parametrize(
+    "case_id, op_type, attrs, inputs", IMPORTED_GRADIENT_CASES, ids=[case[0] for case in IMPORTED_GRADIENT_CASES]
+)
 def test_imported_normalization_gradient_matches_finite_differences(case_id, op_type, attrs, inputs):
     with onnxnn.set_executor("kernels"):
         check_gradients(lambda *operands: apply_op(op_type, operands, attrs), inputs)
@@ -347,12 +421,15 @@ def test_imported_rms_normalization_trains_through_its_function_body():
     from onnx import TensorProto, helper, numpy_helper
 
     from onnxnn.import_ import from_onnx
+
     scale = randn(4)
-    graph = helper.make_graph([helper.make_node("RMSNormalization", ["x", "scale"], ["y"], epsilon=0.25,
-                                                 stash_type=TensorProto.DOUBLE)], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [3, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [3, 4])],
-                              initializer=[numpy_helper.from_array(scale, "scale")])
+    graph = helper.make_graph(
+        [helper.make_node("RMSNormalization", ["x", "scale"], ["y"], epsilon=0.25, stash_type=TensorProto.DOUBLE)],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [3, 4])],
+        initializer=[numpy_helper.from_array(scale, "scale")],
+    )
     module = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)]))
     x = randn(3, 4)
     expected = x / np.sqrt((x * x).mean(-1, keepdims=True) + 0.25) * scale

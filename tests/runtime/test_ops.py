@@ -4,6 +4,7 @@ Each case maps onnxnn tensors to a result and numpy arrays to the expected array
 the dtype PyTorch gives (references cast explicitly where numpy's promotion differs). float16 and
 float64 inputs appear wherever onnxruntime has kernels for the op in that dtype.
 """
+
 from __future__ import annotations
 
 import math
@@ -62,21 +63,34 @@ class Case(NamedTuple):
 # 2e-3 = 4 u, each float16 op rounding once after float32 arithmetic). atol is the same budget
 # for results near zero at these inputs' unit scale. Sums of products, where cancellation makes
 # a relative tolerance meaningless, are bounded by ACCUMULATING instead.
-_TOLERANCE = {np.dtype(np.float16): (2e-3, 2e-3), np.dtype(np.float32): (1e-5, 1e-6),
-              np.dtype(np.float64): (1e-12, 1e-12)}
+_TOLERANCE = {
+    np.dtype(np.float16): (2e-3, 2e-3),
+    np.dtype(np.float32): (1e-5, 1e-6),
+    np.dtype(np.float64): (1e-12, 1e-12),
+}
 
 # Cases summing products of their inputs, and the terms summed into one output element (a mean's
 # division counts as one more). Evaluated on |inputs| in float64, their references give each
 # element's sum of |terms|: Higham's magnitude for the accumulation bound.
 ACCUMULATING = {
-    "matmul_2d": 4, "matmul_1d_2d": 4, "matmul_2d_1d": 4, "matmul_1d_1d_is_0d": 4, "matmul_batch_broadcast": 4,
+    "matmul_2d": 4,
+    "matmul_1d_2d": 4,
+    "matmul_2d_1d": 4,
+    "matmul_1d_1d_is_0d": 4,
+    "matmul_batch_broadcast": 4,
     "matmul_float64": 4,
     # (a @ b).sum(1): 3 + 2 terms; (c @ c).sum((0, 1)): 2 + 8 terms; their dot: 2 products. The
     # relative errors of the factors add up, at most 3 + 2 + 2 + 8 + 2 roundings.
     "mm_bmm_dot": 17,
-    "sum_all": 24, "sum_dim": 3, "sum_negative_dim_keepdim": 4, "sum_tuple_dims": 8,
-    "sum_negative_tuple_keepdim": 8, "sum_dtype_argument": 4,
-    "mean_all": 25, "mean_dim_keepdim": 4, "mean_tuple_dims": 9,
+    "sum_all": 24,
+    "sum_dim": 3,
+    "sum_negative_dim_keepdim": 4,
+    "sum_tuple_dims": 8,
+    "sum_negative_tuple_keepdim": 8,
+    "sum_dtype_argument": 4,
+    "mean_all": 25,
+    "mean_dim_keepdim": 4,
+    "mean_tuple_dims": 9,
 }
 
 
@@ -101,8 +115,9 @@ def _run(case: Case) -> None:
     expected = case.reference(*[np.asarray(array) for array in case.inputs])
     if case.id in ACCUMULATING:
         magnitude = case.reference(*[np.abs(np.asarray(array, np.float64)) for array in case.inputs])
-        assert_tensor_equals(result, expected, accumulation_bound(magnitude, ACCUMULATING[case.id],
-                                                                  np.asarray(expected).dtype))
+        assert_tensor_equals(
+            result, expected, accumulation_bound(magnitude, ACCUMULATING[case.id], np.asarray(expected).dtype)
+        )
         return
     if isinstance(expected, list):
         assert isinstance(result, tuple) and len(result) == len(expected)
@@ -141,35 +156,62 @@ ARITHMETIC = [
     Case("mul_float16_scalar", lambda a: a * 0.5, lambda a: a * np.float16(0.5), [f16(4)]),
     Case("rmul_int_scalar", lambda a: 3 * a, lambda a: 3 * a, [ints(2, 2)]),
     Case("truediv", lambda a, b: a / b, lambda a, b: a / b, [f32(2, 3), positive(3)]),
-    Case("truediv_int_int_is_float", lambda a, b: a / b, lambda a, b: (a / b).astype(np.float32),
-         [ints(5), nonzero_ints(5)]),
+    Case(
+        "truediv_int_int_is_float",
+        lambda a, b: a / b,
+        lambda a, b: (a / b).astype(np.float32),
+        [ints(5), nonzero_ints(5)],
+    ),
     Case("rtruediv_scalar", lambda a: 1 / a, lambda a: np.float32(1) / a, [positive(3)]),
     Case("floordiv_float", lambda a, b: a // b, lambda a, b: np.floor_divide(a, b), [f32(6) * 4, positive(6)]),
-    Case("floordiv_int_negative", lambda a, b: a // b, lambda a, b: a // b,
-         [np.array([-7, 7, -8, 9, 0]), np.array([2, -2, 3, 4, -3])]),
+    Case(
+        "floordiv_int_negative",
+        lambda a, b: a // b,
+        lambda a, b: a // b,
+        [np.array([-7, 7, -8, 9, 0]), np.array([2, -2, 3, 4, -3])],
+    ),
     Case("rfloordiv_scalar", lambda a: 7 // a, lambda a: 7 // a, [np.array([2, -3, 4])]),
-    Case("floordiv_int64_beyond_float64", lambda a, b: a // b, lambda a, b: a // b,
-         [np.array([2 ** 60 + 3, -(2 ** 60) - 3]), np.array([2, 2])]),
+    Case(
+        "floordiv_int64_beyond_float64",
+        lambda a, b: a // b,
+        lambda a, b: a // b,
+        [np.array([2**60 + 3, -(2**60) - 3]), np.array([2, 2])],
+    ),
     Case("floordiv_int32_scalar", lambda a: a // -3, lambda a: a // np.int32(-3), [ints(6, dtype=np.int32)]),
-    Case("div_trunc_int", lambda a, b: onnxnn.div(a, b, rounding_mode="trunc"),
-         lambda a, b: np.trunc(a / b).astype(np.int64), [np.array([-7, 7, -8, 9]), np.array([2, -2, 3, 4])]),
-    Case("div_floor_float", lambda a, b: a.div(b, rounding_mode="floor"), lambda a, b: np.floor(a / b),
-         [f32(5) * 3, positive(5)]),
-    Case("div_trunc_float", lambda a: onnxnn.div(a, 0.75, rounding_mode="trunc"),
-         lambda a: np.trunc(a / np.float32(0.75)), [f32(5) * 3]),
+    Case(
+        "div_trunc_int",
+        lambda a, b: onnxnn.div(a, b, rounding_mode="trunc"),
+        lambda a, b: np.trunc(a / b).astype(np.int64),
+        [np.array([-7, 7, -8, 9]), np.array([2, -2, 3, 4])],
+    ),
+    Case(
+        "div_floor_float",
+        lambda a, b: a.div(b, rounding_mode="floor"),
+        lambda a, b: np.floor(a / b),
+        [f32(5) * 3, positive(5)],
+    ),
+    Case(
+        "div_trunc_float",
+        lambda a: onnxnn.div(a, 0.75, rounding_mode="trunc"),
+        lambda a: np.trunc(a / np.float32(0.75)),
+        [f32(5) * 3],
+    ),
     Case("mod_float", lambda a, b: a % b, lambda a, b: np.mod(a, b), [f32(6) * 4, np.float32([1.5, -1.5] * 3)]),
-    Case("mod_int_sign_of_divisor", lambda a, b: a % b, lambda a, b: a % b,
-         [np.array([-7, 7, -8, 9]), np.array([2, -2, 3, -4])]),
+    Case(
+        "mod_int_sign_of_divisor",
+        lambda a, b: a % b,
+        lambda a, b: a % b,
+        [np.array([-7, 7, -8, 9]), np.array([2, -2, 3, -4])],
+    ),
     Case("rmod_scalar", lambda a: 10 % a, lambda a: 10 % a, [np.array([3, -4, 7])]),
-    Case("pow_tensor_tensor", lambda a, b: a ** b, lambda a, b: a ** b, [positive(2, 3), f32(3)]),
-    Case("pow_scalar", lambda a: a ** 3, lambda a: a ** 3, [f32(4)]),
-    Case("pow_half", lambda a: a ** 0.5, lambda a: np.sqrt(a), [positive(4)]),
-    Case("pow_negative", lambda a: a ** -1, lambda a: 1 / a, [positive(4)]),
-    Case("pow_int_int", lambda a: a ** 2, lambda a: a ** 2, [ints(4)]),
-    Case("pow_int_float_one", lambda a: a ** 1.0, lambda a: a.astype(np.float32), [ints(4)]),
-    Case("pow_int_float_exponent", lambda a: a ** 0.5, lambda a: np.sqrt(a).astype(np.float32),
-         [ints(4, low=0)]),
-    Case("rpow_scalar_base", lambda a: 2 ** a, lambda a: np.float32(2) ** a, [f32(4)]),
+    Case("pow_tensor_tensor", lambda a, b: a**b, lambda a, b: a**b, [positive(2, 3), f32(3)]),
+    Case("pow_scalar", lambda a: a**3, lambda a: a**3, [f32(4)]),
+    Case("pow_half", lambda a: a**0.5, lambda a: np.sqrt(a), [positive(4)]),
+    Case("pow_negative", lambda a: a**-1, lambda a: 1 / a, [positive(4)]),
+    Case("pow_int_int", lambda a: a**2, lambda a: a**2, [ints(4)]),
+    Case("pow_int_float_one", lambda a: a**1.0, lambda a: a.astype(np.float32), [ints(4)]),
+    Case("pow_int_float_exponent", lambda a: a**0.5, lambda a: np.sqrt(a).astype(np.float32), [ints(4, low=0)]),
+    Case("rpow_scalar_base", lambda a: 2**a, lambda a: np.float32(2) ** a, [f32(4)]),
     Case("pow_function", lambda a: onnxnn.pow(a, 2), lambda a: a * a, [f64(3)]),
     Case("neg", lambda a: -a, lambda a: -a, [f32(2, 2)]),
     Case("neg_int", lambda a: -a, lambda a: -a, [ints(3)]),
@@ -179,10 +221,18 @@ ARITHMETIC = [
     Case("matmul_1d_1d_is_0d", lambda a, b: a @ b, lambda a, b: np.asarray(a @ b), [f32(4), f32(4)]),
     Case("matmul_batch_broadcast", lambda a, b: a @ b, lambda a, b: a @ b, [f32(2, 1, 3, 4), f32(5, 4, 2)]),
     Case("matmul_float64", lambda a, b: onnxnn.matmul(a, b), lambda a, b: a @ b, [f64(2, 3, 4), f64(4, 5)]),
-    Case("matmul_float16", lambda a, b: a @ b, lambda a, b: (a.astype(np.float32) @ b).astype(np.float16),
-         [f16(3, 4), f16(4, 2)]),
-    Case("mm_bmm_dot", lambda a, b, c: onnxnn.dot(onnxnn.mm(a, b).sum(1), c.bmm(c).sum((0, 1))),
-         lambda a, b, c: np.asarray((a @ b).sum(1) @ (c @ c).sum((0, 1))), [f32(2, 3), f32(3, 2), f32(4, 2, 2)]),
+    Case(
+        "matmul_float16",
+        lambda a, b: a @ b,
+        lambda a, b: (a.astype(np.float32) @ b).astype(np.float16),
+        [f16(3, 4), f16(4, 2)],
+    ),
+    Case(
+        "mm_bmm_dot",
+        lambda a, b, c: onnxnn.dot(onnxnn.mm(a, b).sum(1), c.bmm(c).sum((0, 1))),
+        lambda a, b, c: np.asarray((a @ b).sum(1) @ (c @ c).sum((0, 1))),
+        [f32(2, 3), f32(3, 2), f32(4, 2, 2)],
+    ),
 ]
 
 COMPARISONS = [
@@ -206,8 +256,12 @@ COMPARISONS = [
     Case("eq_bool", lambda a, b: a == b, lambda a, b: a == b, [bools(4), bools(4)]),
     Case("lt_bool", lambda a, b: a < b, lambda a, b: a < b, [bools(6), bools(6)]),
     Case("ge_bool_scalar", lambda a: a >= True, lambda a: a >= True, [bools(6)]),
-    Case("method_forms", lambda a, b: a.eq(b) | a.lt(b).logical_and(a.ne(b)),
-         lambda a, b: (a == b) | ((a < b) & (a != b)), [ints(6, low=0, high=3), ints(6, low=0, high=3)]),
+    Case(
+        "method_forms",
+        lambda a, b: a.eq(b) | a.lt(b).logical_and(a.ne(b)),
+        lambda a, b: (a == b) | ((a < b) & (a != b)),
+        [ints(6, low=0, high=3), ints(6, low=0, high=3)],
+    ),
 ]
 
 UNARY = [
@@ -216,18 +270,38 @@ UNARY = [
         ("abs", lambda a: a.abs(), np.abs, lambda d: f64(2, 3).astype(d), (np.float32, np.float64, np.float16)),
         ("exp", lambda a: a.exp(), np.exp, lambda d: f64(2, 3).astype(d), (np.float32, np.float64, np.float16)),
         ("log", lambda a: a.log(), np.log, lambda d: positive(2, 3, dtype=d), (np.float32, np.float64, np.float16)),
-        ("sqrt", lambda a: onnxnn.sqrt(a), np.sqrt, lambda d: positive(4, dtype=d),
-         (np.float32, np.float64, np.float16)),
-        ("relu", lambda a: a.relu(), lambda a: np.maximum(a, 0), lambda d: f64(5).astype(d),
-         (np.float32, np.float64, np.float16)),
+        (
+            "sqrt",
+            lambda a: onnxnn.sqrt(a),
+            np.sqrt,
+            lambda d: positive(4, dtype=d),
+            (np.float32, np.float64, np.float16),
+        ),
+        (
+            "relu",
+            lambda a: a.relu(),
+            lambda a: np.maximum(a, 0),
+            lambda d: f64(5).astype(d),
+            (np.float32, np.float64, np.float16),
+        ),
         ("sigmoid", lambda a: a.sigmoid(), _sigmoid, lambda d: f64(5).astype(d), (np.float32, np.float64, np.float16)),
         ("tanh", lambda a: onnxnn.tanh(a), np.tanh, lambda d: f64(5).astype(d), (np.float32, np.float64, np.float16)),
         # onnxruntime has no float64 LeakyRelu kernel.
-        ("leaky_relu", lambda a: onnxnn.leaky_relu(a, 0.1), lambda a: np.where(a > 0, a, a * a.dtype.type(0.1)),
-         lambda d: f64(5).astype(d), (np.float32, np.float16)),
+        (
+            "leaky_relu",
+            lambda a: onnxnn.leaky_relu(a, 0.1),
+            lambda a: np.where(a > 0, a, a * a.dtype.type(0.1)),
+            lambda d: f64(5).astype(d),
+            (np.float32, np.float16),
+        ),
         ("abs_int", lambda a: abs(a), np.abs, lambda d: ints(5, dtype=d), (np.int64, np.int32)),
-        ("relu_int", lambda a: onnxnn.relu(a), lambda a: np.maximum(a, 0), lambda d: ints(5, dtype=d),
-         (np.int64, np.int32, np.int8, np.uint8)),
+        (
+            "relu_int",
+            lambda a: onnxnn.relu(a),
+            lambda a: np.maximum(a, 0),
+            lambda d: ints(5, dtype=d),
+            (np.int64, np.int32, np.int8, np.uint8),
+        ),
     ]
     for dtype in dtype_list
 ] + [
@@ -238,45 +312,85 @@ UNARY = [
     Case("clamp_min_only", lambda a: onnxnn.clamp(a, min=0.0), lambda a: np.maximum(a, 0), [f32(6)]),
     Case("clamp_max_only", lambda a: a.clamp(max=0.25), lambda a: np.minimum(a, np.float32(0.25)), [f32(6)]),
     Case("clamp_int", lambda a: a.clamp(-2, 3), lambda a: np.clip(a, -2, 3), [ints(6)]),
-    Case("clamp_int_float_bound", lambda a: a.clamp(max=2.5), lambda a: np.minimum(a, 2.5).astype(np.float32),
-         [ints(6)]),
-    Case("clamp_tensor_bounds", lambda a, low, high: a.clamp(low, high), lambda a, low, high: np.clip(a, low, high),
-         [f32(2, 3), np.float32([-0.1, -1.0, 0.0]), np.float32([[0.2], [1.0]])]),
+    Case(
+        "clamp_int_float_bound", lambda a: a.clamp(max=2.5), lambda a: np.minimum(a, 2.5).astype(np.float32), [ints(6)]
+    ),
+    Case(
+        "clamp_tensor_bounds",
+        lambda a, low, high: a.clamp(low, high),
+        lambda a, low, high: np.clip(a, low, high),
+        [f32(2, 3), np.float32([-0.1, -1.0, 0.0]), np.float32([[0.2], [1.0]])],
+    ),
     Case("clip_float64", lambda a: a.clip(-1, 1), lambda a: np.clip(a, -1, 1), [f64(5) * 2]),
     Case("softmax_last", lambda a: a.softmax(-1), lambda a: _softmax(a, -1), [f32(2, 3, 4)]),
     Case("softmax_dim_0", lambda a: onnxnn.softmax(a, 0), lambda a: _softmax(a, 0), [f32(2, 3, 4)]),
     Case("softmax_dim_1_float64", lambda a: a.softmax(1), lambda a: _softmax(a, 1), [f64(2, 3, 4)]),
     Case("softmax_float16", lambda a: a.softmax(-1), lambda a: _softmax(a, -1), [f16(3, 4)]),
     Case("softmax_int_is_float", lambda a: a.softmax(0), lambda a: _softmax(a.astype(np.float32), 0), [ints(4)]),
-    Case("softmax_dtype_argument", lambda a: a.softmax(-1, dtype=onnxnn.float64),
-         lambda a: _softmax(a.astype(np.float64), -1), [f32(2, 3)]),
+    Case(
+        "softmax_dtype_argument",
+        lambda a: a.softmax(-1, dtype=onnxnn.float64),
+        lambda a: _softmax(a.astype(np.float64), -1),
+        [f32(2, 3)],
+    ),
     Case("log_softmax_last", lambda a: a.log_softmax(-1), lambda a: _log_softmax(a, -1), [f32(2, 3, 4)]),
-    Case("log_softmax_dim_1_float64", lambda a: onnxnn.log_softmax(a, 1), lambda a: _log_softmax(a, 1),
-         [f64(2, 3, 4)]),
-    Case("log_softmax_large_values", lambda a: a.log_softmax(0), lambda a: _log_softmax(a, 0),
-         [np.float32([1000.0, 0.0, -1000.0])]),
-    Case("where_broadcast", lambda c, a, b: onnxnn.where(c, a, b), lambda c, a, b: np.where(c, a, b),
-         [bools(3, 1), f32(4), f32(3, 4)]),
-    Case("where_scalar_other", lambda c, a: onnxnn.where(c, a, 0.0), lambda c, a: np.where(c, a, np.float32(0)),
-         [bools(5), f32(5)]),
-    Case("where_method", lambda c, a, b: a.where(c, b), lambda c, a, b: np.where(c, a, b),
-         [bools(2, 2), ints(2, 2), ints(2)]),
-    Case("where_int_and_float", lambda c, a, b: onnxnn.where(c, a, b),
-         lambda c, a, b: np.where(c, a, b).astype(np.float32), [bools(4), ints(4), f32(4)]),
+    Case("log_softmax_dim_1_float64", lambda a: onnxnn.log_softmax(a, 1), lambda a: _log_softmax(a, 1), [f64(2, 3, 4)]),
+    Case(
+        "log_softmax_large_values",
+        lambda a: a.log_softmax(0),
+        lambda a: _log_softmax(a, 0),
+        [np.float32([1000.0, 0.0, -1000.0])],
+    ),
+    Case(
+        "where_broadcast",
+        lambda c, a, b: onnxnn.where(c, a, b),
+        lambda c, a, b: np.where(c, a, b),
+        [bools(3, 1), f32(4), f32(3, 4)],
+    ),
+    Case(
+        "where_scalar_other",
+        lambda c, a: onnxnn.where(c, a, 0.0),
+        lambda c, a: np.where(c, a, np.float32(0)),
+        [bools(5), f32(5)],
+    ),
+    Case(
+        "where_method",
+        lambda c, a, b: a.where(c, b),
+        lambda c, a, b: np.where(c, a, b),
+        [bools(2, 2), ints(2, 2), ints(2)],
+    ),
+    Case(
+        "where_int_and_float",
+        lambda c, a, b: onnxnn.where(c, a, b),
+        lambda c, a, b: np.where(c, a, b).astype(np.float32),
+        [bools(4), ints(4), f32(4)],
+    ),
 ]
 
 REDUCTIONS = [
     Case("sum_all", lambda a: a.sum(), lambda a: np.asarray(a.sum()), [f32(2, 3, 4)]),
     Case("sum_dim", lambda a: a.sum(1), lambda a: a.sum(1), [f32(2, 3, 4)]),
-    Case("sum_negative_dim_keepdim", lambda a: a.sum(-1, keepdim=True), lambda a: a.sum(-1, keepdims=True),
-         [f32(2, 3, 4)]),
+    Case(
+        "sum_negative_dim_keepdim",
+        lambda a: a.sum(-1, keepdim=True),
+        lambda a: a.sum(-1, keepdims=True),
+        [f32(2, 3, 4)],
+    ),
     Case("sum_tuple_dims", lambda a: onnxnn.sum(a, (0, 2)), lambda a: a.sum((0, 2)), [f32(2, 3, 4)]),
-    Case("sum_negative_tuple_keepdim", lambda a: a.sum((-1, -3), keepdim=True), lambda a: a.sum((0, 2), keepdims=True),
-         [f64(2, 3, 4)]),
+    Case(
+        "sum_negative_tuple_keepdim",
+        lambda a: a.sum((-1, -3), keepdim=True),
+        lambda a: a.sum((0, 2), keepdims=True),
+        [f64(2, 3, 4)],
+    ),
     Case("sum_int32_is_int64", lambda a: a.sum(0), lambda a: a.sum(0).astype(np.int64), [ints(3, 2, dtype=np.int32)]),
     Case("sum_bool_is_int64", lambda a: a.sum(), lambda a: np.asarray(a.sum(), dtype=np.int64), [bools(7)]),
-    Case("sum_dtype_argument", lambda a: a.sum(dtype=onnxnn.float64), lambda a: np.asarray(a.astype(np.float64).sum()),
-         [f32(4)]),
+    Case(
+        "sum_dtype_argument",
+        lambda a: a.sum(dtype=onnxnn.float64),
+        lambda a: np.asarray(a.astype(np.float64).sum()),
+        [f32(4)],
+    ),
     Case("sum_float16", lambda a: a.sum(0), lambda a: a.sum(0), [f16(3, 2)]),
     Case("sum_0d_over_dim_0", lambda a: a.sum(0), lambda a: a, [np.float32(2.5)]),
     Case("max_0d_over_dim_minus_1", lambda a: a.max(-1, keepdim=True), lambda a: [a, np.asarray(0)], [np.float32(2.5)]),
@@ -287,8 +401,12 @@ REDUCTIONS = [
     Case("max_all", lambda a: a.max(), lambda a: np.asarray(a.max()), [f32(3, 4)]),
     Case("max_int", lambda a: onnxnn.max(a), lambda a: np.asarray(a.max()), [ints(3, 4)]),
     Case("max_dim_tuple", lambda a: a.max(1), lambda a: [a.max(1), a.argmax(1)], [f32(3, 4)]),
-    Case("max_dim_keepdim", lambda a: a.max(-1, keepdim=True),
-         lambda a: [a.max(-1, keepdims=True), a.argmax(-1, keepdims=True)], [f32(3, 4)]),
+    Case(
+        "max_dim_keepdim",
+        lambda a: a.max(-1, keepdim=True),
+        lambda a: [a.max(-1, keepdims=True), a.argmax(-1, keepdims=True)],
+        [f32(3, 4)],
+    ),
     Case("maximum_elementwise_via_max", lambda a, b: onnxnn.max(a, b), np.maximum, [f32(3), f32(3)]),
     Case("min_all", lambda a: a.min(), lambda a: np.asarray(a.min()), [f32(3, 4)]),
     Case("min_dim_tuple", lambda a: onnxnn.min(a, 0), lambda a: [a.min(0), a.argmin(0)], [f64(3, 4)]),
@@ -296,50 +414,89 @@ REDUCTIONS = [
     Case("amin_keepdim", lambda a: a.amin(1, keepdim=True), lambda a: a.min(1, keepdims=True), [f32(2, 3, 4)]),
     Case("argmax_flat", lambda a: a.argmax(), lambda a: np.asarray(a.argmax()), [f32(3, 4)]),
     Case("argmax_dim", lambda a: onnxnn.argmax(a, 1), lambda a: a.argmax(1), [f32(3, 4)]),
-    Case("argmax_negative_dim_keepdim", lambda a: a.argmax(-1, keepdim=True), lambda a: a.argmax(-1, keepdims=True),
-         [f32(2, 3, 4)]),
+    Case(
+        "argmax_negative_dim_keepdim",
+        lambda a: a.argmax(-1, keepdim=True),
+        lambda a: a.argmax(-1, keepdims=True),
+        [f32(2, 3, 4)],
+    ),
     Case("argmin_flat", lambda a: a.argmin(), lambda a: np.asarray(a.argmin()), [ints(3, 4)]),
     Case("argmin_dim", lambda a: onnxnn.argmin(a, 0), lambda a: a.argmin(0), [f32(3, 4)]),
     Case("prod_all", lambda a: a.prod(), lambda a: np.asarray(a.prod()), [positive(2, 3)]),
-    Case("prod_dim_keepdim", lambda a: onnxnn.prod(a, 1, keepdim=True), lambda a: a.prod(1, keepdims=True),
-         [f32(2, 3)]),
+    Case(
+        "prod_dim_keepdim", lambda a: onnxnn.prod(a, 1, keepdim=True), lambda a: a.prod(1, keepdims=True), [f32(2, 3)]
+    ),
     Case("prod_int", lambda a: a.prod(0), lambda a: a.prod(0), [ints(3, 2)]),
-    Case("prod_int32_is_int64", lambda a: a.prod(), lambda a: np.asarray(a.prod(), np.int64),
-         [ints(4, dtype=np.int32)]),
+    Case(
+        "prod_int32_is_int64", lambda a: a.prod(), lambda a: np.asarray(a.prod(), np.int64), [ints(4, dtype=np.int32)]
+    ),
     Case("prod_bool_is_int64", lambda a: a.prod(1), lambda a: a.prod(1).astype(np.int64), [bools(3, 2)]),
     Case("var_all_unbiased", lambda a: a.var(), lambda a: np.asarray(a.var(ddof=1)), [f32(3, 4)]),
     Case("var_dim_biased", lambda a: a.var(1, unbiased=False), lambda a: a.var(1), [f32(3, 4)]),
-    Case("var_correction_keepdim", lambda a: onnxnn.var(a, (0, 1), keepdim=True, correction=2),
-         lambda a: a.var((0, 1), ddof=2, keepdims=True), [f64(3, 4, 2)]),
+    Case(
+        "var_correction_keepdim",
+        lambda a: onnxnn.var(a, (0, 1), keepdim=True, correction=2),
+        lambda a: a.var((0, 1), ddof=2, keepdims=True),
+        [f64(3, 4, 2)],
+    ),
     Case("std_all", lambda a: a.std(), lambda a: np.asarray(a.std(ddof=1)), [f32(3, 4)]),
     Case("std_dim", lambda a: onnxnn.std(a, -1), lambda a: a.std(-1, ddof=1), [f64(3, 4)]),
     Case("logsumexp_dim", lambda a: a.logsumexp(1), lambda a: np.log(np.exp(a).sum(1)), [f32(3, 4)]),
-    Case("logsumexp_tuple_keepdim", lambda a: onnxnn.logsumexp(a, (0, 2), keepdim=True),
-         lambda a: np.log(np.exp(a).sum((0, 2), keepdims=True)), [f64(2, 3, 4)]),
-    Case("logsumexp_large_values", lambda a: a.logsumexp(0), lambda a: np.asarray(1000 + np.log(2), np.float32),
-         [np.float32([1000.0, 1000.0])]),
-    Case("logsumexp_all_minus_inf", lambda a: a.logsumexp(0), lambda a: np.asarray(-np.inf, np.float32),
-         [np.float32([-np.inf, -np.inf])]),
-    Case("logsumexp_plus_inf", lambda a: a.logsumexp(-1), lambda a: np.float32([np.inf, 1.0 + np.log(2)]),
-         [np.float32([[np.inf, 1.0], [1.0, 1.0]])]),
+    Case(
+        "logsumexp_tuple_keepdim",
+        lambda a: onnxnn.logsumexp(a, (0, 2), keepdim=True),
+        lambda a: np.log(np.exp(a).sum((0, 2), keepdims=True)),
+        [f64(2, 3, 4)],
+    ),
+    Case(
+        "logsumexp_large_values",
+        lambda a: a.logsumexp(0),
+        lambda a: np.asarray(1000 + np.log(2), np.float32),
+        [np.float32([1000.0, 1000.0])],
+    ),
+    Case(
+        "logsumexp_all_minus_inf",
+        lambda a: a.logsumexp(0),
+        lambda a: np.asarray(-np.inf, np.float32),
+        [np.float32([-np.inf, -np.inf])],
+    ),
+    Case(
+        "logsumexp_plus_inf",
+        lambda a: a.logsumexp(-1),
+        lambda a: np.float32([np.inf, 1.0 + np.log(2)]),
+        [np.float32([[np.inf, 1.0], [1.0, 1.0]])],
+    ),
     Case("all_bool", lambda a: a.all(), lambda a: np.asarray(a.all()), [bools(6)]),
     Case("all_dim", lambda a: onnxnn.all(a, 1), lambda a: a.all(1), [bools(3, 4)]),
     Case("all_float_fractions", lambda a: a.all(), lambda a: np.asarray(True), [np.float32([1.0, 0.5, -0.25])]),
-    Case("any_float_fractions", lambda a: a.any(1), lambda a: np.array([True, False]),
-         [np.float32([[0, 0.2], [0, 0]])]),
+    Case(
+        "any_float_fractions", lambda a: a.any(1), lambda a: np.array([True, False]), [np.float32([[0, 0.2], [0, 0]])]
+    ),
     Case("any_dim_keepdim", lambda a: a.any(0, keepdim=True), lambda a: a.any(0, keepdims=True), [bools(3, 4)]),
     Case("any_int", lambda a: onnxnn.any(a), lambda a: np.asarray(a.any()), [np.array([0, 0, 3])]),
     Case("norm_all", lambda a: a.norm(), lambda a: np.asarray(np.linalg.norm(a)), [f32(3, 4)]),
     Case("norm_dim", lambda a: onnxnn.norm(a, dim=1), lambda a: np.linalg.norm(a, axis=1), [f32(3, 4)]),
-    Case("norm_p1_keepdim", lambda a: a.norm(1, dim=0, keepdim=True), lambda a: np.abs(a).sum(0, keepdims=True),
-         [f32(3, 4)]),
+    Case(
+        "norm_p1_keepdim",
+        lambda a: a.norm(1, dim=0, keepdim=True),
+        lambda a: np.abs(a).sum(0, keepdims=True),
+        [f32(3, 4)],
+    ),
     Case("norm_inf", lambda a: a.norm(float("inf")), lambda a: np.asarray(np.abs(a).max()), [f32(3, 4)]),
     Case("norm_p3", lambda a: a.norm(3, dim=-1), lambda a: (np.abs(a) ** 3).sum(-1) ** (1 / 3), [f64(3, 4)]),
-    Case("norm_p0_counts_nonzeros", lambda a: a.norm(0, dim=1), lambda a: np.float32([2, 0]),
-         [np.float32([[1.5, 0.0, -2.0], [0.0, 0.0, 0.0]])]),
+    Case(
+        "norm_p0_counts_nonzeros",
+        lambda a: a.norm(0, dim=1),
+        lambda a: np.float32([2, 0]),
+        [np.float32([[1.5, 0.0, -2.0], [0.0, 0.0, 0.0]])],
+    ),
     Case("norm_minus_inf", lambda a: a.norm(-float("inf")), lambda a: np.asarray(np.abs(a).min()), [f32(3, 4)]),
-    Case("norm_fro_float16", lambda a: a.norm("fro", dim=(0, 1)),
-         lambda a: np.asarray(np.linalg.norm(a.astype(np.float32)), np.float16), [f16(3, 4)]),
+    Case(
+        "norm_fro_float16",
+        lambda a: a.norm("fro", dim=(0, 1)),
+        lambda a: np.asarray(np.linalg.norm(a.astype(np.float32)), np.float16),
+        [f16(3, 4)],
+    ),
 ]
 
 SHAPES = [
@@ -374,13 +531,22 @@ SHAPES = [
     Case("flip", lambda a: a.flip(0), lambda a: a[::-1], [f32(3, 4)]),
     Case("flip_dims", lambda a: onnxnn.flip(a, (0, -1)), lambda a: a[::-1, :, ::-1], [ints(2, 3, 4)]),
     Case("cat", lambda a, b: onnxnn.cat([a, b]), lambda a, b: np.concatenate([a, b]), [f32(2, 3), f32(1, 3)]),
-    Case("cat_negative_dim", lambda a, b, c: onnxnn.cat((a, b, c), -1), lambda a, b, c: np.concatenate([a, b, c], -1),
-         [f32(2, 1), f32(2, 3), f32(2, 2)]),
-    Case("cat_promotes", lambda a, b: onnxnn.cat([a, b]), lambda a, b: np.concatenate([a, b]).astype(np.float32),
-         [ints(2), f32(3)]),
+    Case(
+        "cat_negative_dim",
+        lambda a, b, c: onnxnn.cat((a, b, c), -1),
+        lambda a, b, c: np.concatenate([a, b, c], -1),
+        [f32(2, 1), f32(2, 3), f32(2, 2)],
+    ),
+    Case(
+        "cat_promotes",
+        lambda a, b: onnxnn.cat([a, b]),
+        lambda a, b: np.concatenate([a, b]).astype(np.float32),
+        [ints(2), f32(3)],
+    ),
     Case("stack", lambda a, b: onnxnn.stack([a, b]), lambda a, b: np.stack([a, b]), [f32(2, 3), f32(2, 3)]),
-    Case("stack_last", lambda a, b: onnxnn.stack([a, b], -1), lambda a, b: np.stack([a, b], -1),
-         [ints(2, 3), ints(2, 3)]),
+    Case(
+        "stack_last", lambda a, b: onnxnn.stack([a, b], -1), lambda a, b: np.stack([a, b], -1), [ints(2, 3), ints(2, 3)]
+    ),
     Case("split_size", lambda a: a.split(2), lambda a: [a[0:2], a[2:4], a[4:5]], [f32(5, 2)]),
     Case("split_sections", lambda a: onnxnn.split(a, [1, 3], 1), lambda a: [a[:, :1], a[:, 1:]], [f32(2, 4)]),
     Case("chunk_uneven", lambda a: a.chunk(3, -1), lambda a: [a[:, 0:2], a[:, 2:4], a[:, 4:5]], [f32(2, 5)]),
@@ -390,8 +556,9 @@ SHAPES = [
     Case("narrow", lambda a: a.narrow(1, 1, 2), lambda a: a[:, 1:3], [f32(3, 4)]),
     Case("narrow_function_negative_dim", lambda a: onnxnn.narrow(a, -1, 0, 1), lambda a: a[:, :1], [f32(3, 4)]),
     Case("narrow_negative_start", lambda a: a.narrow(0, -2, 2), lambda a: a[-2:], [f32(5)]),
-    Case("to_int_truncates", lambda a: a.to(onnxnn.int64), lambda a: a.astype(np.int64),
-         [np.float32([-1.7, 2.9, 0.2])]),
+    Case(
+        "to_int_truncates", lambda a: a.to(onnxnn.int64), lambda a: a.astype(np.int64), [np.float32([-1.7, 2.9, 0.2])]
+    ),
     Case("to_numpy_dtype", lambda a: a.to(np.float64), lambda a: a.astype(np.float64), [f32(3)]),
     Case("to_dtype_keyword", lambda a: a.to(dtype=onnxnn.float16), lambda a: a.astype(np.float16), [f32(3)]),
     Case("to_bool", lambda a: a.to(onnxnn.bool), lambda a: a.astype(bool), [np.float32([0.0, 1.5, -2.0])]),
@@ -429,10 +596,16 @@ IN_PLACE = [
     ("fill_", lambda t: t.fill_(7.0), lambda x: np.full_like(x, 7)),
     ("fill_0d_tensor", lambda t: t.fill_(onnxnn.tensor(2.5)), lambda x: np.full_like(x, 2.5)),
     ("zero_", lambda t: t.zero_(), np.zeros_like),
-    ("copy_broadcast", lambda t: t.copy_(onnxnn.tensor([1.0, 2.0, 3.0])),
-     lambda x: np.broadcast_to([1, 2, 3], x.shape)),
-    ("copy_converts_dtype", lambda t: t.copy_(onnxnn.tensor([[1, 2, 3], [4, 5, 6]])),
-     lambda x: np.arange(1.0, 7).reshape(2, 3)),
+    (
+        "copy_broadcast",
+        lambda t: t.copy_(onnxnn.tensor([1.0, 2.0, 3.0])),
+        lambda x: np.broadcast_to([1, 2, 3], x.shape),
+    ),
+    (
+        "copy_converts_dtype",
+        lambda t: t.copy_(onnxnn.tensor([[1, 2, 3], [4, 5, 6]])),
+        lambda x: np.arange(1.0, 7).reshape(2, 3),
+    ),
     ("clamp_", lambda t: t.clamp_(-0.5, 0.5), lambda x: np.clip(x, -0.5, 0.5)),
     ("clamp_min_only", lambda t: t.clamp_(min=0.0), lambda x: np.maximum(x, 0)),
     ("lerp_", lambda t: t.lerp_(onnxnn.ones(2, 3), 0.25), lambda x: x + (1 - x) * 0.25),
@@ -449,15 +622,16 @@ def test_in_place_rebinds_the_same_tensor(name, method, reference) -> None:
     result = method(target)
     assert result is target
     assert target.dtype is onnxnn.float32 and target.shape == (2, 3)
-    np.testing.assert_allclose(alias.numpy(), np.asarray(reference(original.astype(np.float64)), np.float32),
-                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        alias.numpy(), np.asarray(reference(original.astype(np.float64)), np.float32), rtol=1e-6, atol=1e-6
+    )
     assert target._version > version
 
 
 FRESH_RESULTS = [
     # id, source values, function that must return a new tensor
     ("cat_of_one", [1.0, 2.0], lambda t: onnxnn.cat([t])),
-    ("pow_one", [1.0, 2.0], lambda t: t ** 1),
+    ("pow_one", [1.0, 2.0], lambda t: t**1),
     ("floor_of_int", [1, 2], lambda t: t.floor()),
     ("ceil_of_int", [1, 2], lambda t: onnxnn.ceil(t)),
     ("round_of_int", [1, 2], lambda t: t.round()),
@@ -482,10 +656,13 @@ def test_in_place_keeps_the_integer_dtype() -> None:
     assert counts.tolist() == [9, 12, 15]
 
 
-@pytest.mark.parametrize("name, fill, mean, std", [
-    ("normal_", lambda t: t.normal_(2.0, 0.5), 2.0, 0.5),
-    ("uniform_", lambda t: t.uniform_(-1.0, 3.0), 1.0, 4.0 / math.sqrt(12.0)),
-])
+@pytest.mark.parametrize(
+    "name, fill, mean, std",
+    [
+        ("normal_", lambda t: t.normal_(2.0, 0.5), 2.0, 0.5),
+        ("uniform_", lambda t: t.uniform_(-1.0, 3.0), 1.0, 4.0 / math.sqrt(12.0)),
+    ],
+)
 def test_random_fills_have_the_requested_statistics(name, fill, mean, std) -> None:
     onnxnn.manual_seed(11)
     first = fill(onnxnn.zeros(20000)).numpy().copy()
@@ -504,6 +681,7 @@ def test_uniform_stays_in_its_interval() -> None:
 
 # ---------------------------------------------------------------- materialization
 
+
 def test_numpy_is_a_read_only_array_of_the_value() -> None:
     data = f32(2, 3)
     array = (onnxnn.tensor(data) * 2).numpy()
@@ -520,22 +698,29 @@ def test_numpy_of_a_tensor_that_requires_grad_raises() -> None:
     np.testing.assert_array_equal(x.detach().numpy(), [1.0])
 
 
-@pytest.mark.parametrize("name, convert, expected", [
-    ("item_float", lambda: onnxnn.tensor([[2.5]]).item(), 2.5),
-    ("item_int", lambda: onnxnn.tensor(7).item(), 7),
-    ("item_bool", lambda: (onnxnn.tensor([1.0]) > 0).item(), True),
-    ("tolist_nested", lambda: onnxnn.tensor([[1, 2], [3, 4]]).tolist(), [[1, 2], [3, 4]]),
-    ("tolist_0d", lambda: onnxnn.tensor(1.5).tolist(), 1.5),
-    ("asarray", lambda: np.asarray(onnxnn.tensor([1.0, 2.0]) + 1).tolist(), [2.0, 3.0]),
-    ("asarray_dtype", lambda: np.asarray(onnxnn.tensor([1.5, 2.5]), dtype=np.int64).tolist(), [1, 2]),
-    ("bool_true", lambda: bool(onnxnn.tensor([3.0])), True),
-    ("bool_false_0d", lambda: bool(onnxnn.tensor(0)), False),
-    ("len", lambda: len(onnxnn.zeros(4, 2)), 4),
-    ("iteration", lambda: [row.tolist() for row in onnxnn.tensor([[1, 2], [3, 4], [5, 6]])], [[1, 2], [3, 4], [5, 6]]),
-    ("int", lambda: int(onnxnn.tensor([-2.7])), -2),
-    ("float", lambda: float(onnxnn.tensor(3)), 3.0),
-    ("python_if", lambda: "yes" if onnxnn.tensor(1.0) > 0.5 else "no", "yes"),
-])
+@pytest.mark.parametrize(
+    "name, convert, expected",
+    [
+        ("item_float", lambda: onnxnn.tensor([[2.5]]).item(), 2.5),
+        ("item_int", lambda: onnxnn.tensor(7).item(), 7),
+        ("item_bool", lambda: (onnxnn.tensor([1.0]) > 0).item(), True),
+        ("tolist_nested", lambda: onnxnn.tensor([[1, 2], [3, 4]]).tolist(), [[1, 2], [3, 4]]),
+        ("tolist_0d", lambda: onnxnn.tensor(1.5).tolist(), 1.5),
+        ("asarray", lambda: np.asarray(onnxnn.tensor([1.0, 2.0]) + 1).tolist(), [2.0, 3.0]),
+        ("asarray_dtype", lambda: np.asarray(onnxnn.tensor([1.5, 2.5]), dtype=np.int64).tolist(), [1, 2]),
+        ("bool_true", lambda: bool(onnxnn.tensor([3.0])), True),
+        ("bool_false_0d", lambda: bool(onnxnn.tensor(0)), False),
+        ("len", lambda: len(onnxnn.zeros(4, 2)), 4),
+        (
+            "iteration",
+            lambda: [row.tolist() for row in onnxnn.tensor([[1, 2], [3, 4], [5, 6]])],
+            [[1, 2], [3, 4], [5, 6]],
+        ),
+        ("int", lambda: int(onnxnn.tensor([-2.7])), -2),
+        ("float", lambda: float(onnxnn.tensor(3)), 3.0),
+        ("python_if", lambda: "yes" if onnxnn.tensor(1.0) > 0.5 else "no", "yes"),
+    ],
+)
 def test_conversion_to_python(name, convert, expected) -> None:
     result = convert()
     assert result == expected
@@ -554,19 +739,25 @@ def test_max_with_dim_returns_a_named_tuple() -> None:
     assert smallest.values.tolist() == [[1.0, -1.0, 2.0]] and smallest.indices.tolist() == [[0, 1, 1]]
 
 
-@pytest.mark.parametrize("name, check, expected", [
-    ("allclose_true", lambda: onnxnn.allclose(onnxnn.tensor([1.0, 2.0]), onnxnn.tensor([1.0, 2.0 + 1e-7])), True),
-    ("allclose_false", lambda: onnxnn.allclose(onnxnn.tensor([1.0, 2.0]), onnxnn.tensor([1.0, 2.1])), False),
-    ("allclose_atol", lambda: onnxnn.tensor([1.0]).allclose(onnxnn.tensor([1.05]), atol=0.1), True),
-    ("allclose_broadcast", lambda: onnxnn.allclose(onnxnn.ones(2, 3), onnxnn.ones(3)), True),
-    ("allclose_nan", lambda: onnxnn.allclose(onnxnn.tensor([float("nan")]), onnxnn.tensor([float("nan")])), False),
-    ("allclose_bool", lambda: onnxnn.allclose(onnxnn.tensor([True, False]), onnxnn.tensor([True, False])), True),
-    ("allclose_equal_nan", lambda: onnxnn.allclose(onnxnn.tensor([float("nan")]), onnxnn.tensor([float("nan")]),
-                                                   equal_nan=True), True),
-    ("equal_true", lambda: onnxnn.equal(onnxnn.tensor([1, 2]), onnxnn.tensor([1, 2])), True),
-    ("equal_values_differ", lambda: onnxnn.equal(onnxnn.tensor([1, 2]), onnxnn.tensor([1, 3])), False),
-    ("equal_shapes_differ", lambda: onnxnn.equal(onnxnn.ones(2, 3), onnxnn.ones(3)), False),
-])
+@pytest.mark.parametrize(
+    "name, check, expected",
+    [
+        ("allclose_true", lambda: onnxnn.allclose(onnxnn.tensor([1.0, 2.0]), onnxnn.tensor([1.0, 2.0 + 1e-7])), True),
+        ("allclose_false", lambda: onnxnn.allclose(onnxnn.tensor([1.0, 2.0]), onnxnn.tensor([1.0, 2.1])), False),
+        ("allclose_atol", lambda: onnxnn.tensor([1.0]).allclose(onnxnn.tensor([1.05]), atol=0.1), True),
+        ("allclose_broadcast", lambda: onnxnn.allclose(onnxnn.ones(2, 3), onnxnn.ones(3)), True),
+        ("allclose_nan", lambda: onnxnn.allclose(onnxnn.tensor([float("nan")]), onnxnn.tensor([float("nan")])), False),
+        ("allclose_bool", lambda: onnxnn.allclose(onnxnn.tensor([True, False]), onnxnn.tensor([True, False])), True),
+        (
+            "allclose_equal_nan",
+            lambda: onnxnn.allclose(onnxnn.tensor([float("nan")]), onnxnn.tensor([float("nan")]), equal_nan=True),
+            True,
+        ),
+        ("equal_true", lambda: onnxnn.equal(onnxnn.tensor([1, 2]), onnxnn.tensor([1, 2])), True),
+        ("equal_values_differ", lambda: onnxnn.equal(onnxnn.tensor([1, 2]), onnxnn.tensor([1, 3])), False),
+        ("equal_shapes_differ", lambda: onnxnn.equal(onnxnn.ones(2, 3), onnxnn.ones(3)), False),
+    ],
+)
 def test_allclose_and_equal(name, check, expected) -> None:
     result = check()
     assert type(result) is bool and result is expected
@@ -575,39 +766,78 @@ def test_allclose_and_equal(name, check, expected) -> None:
 # ---------------------------------------------------------------- errors (PyTorch's types and messages)
 
 ERRORS = [
-    ("broadcast_mismatch", lambda: onnxnn.ones(2, 3) + onnxnn.ones(4), RuntimeError,
-     r"size of tensor a \(3\) must match the size of tensor b \(4\) at non-singleton dimension 1"),
+    (
+        "broadcast_mismatch",
+        lambda: onnxnn.ones(2, 3) + onnxnn.ones(4),
+        RuntimeError,
+        r"size of tensor a \(3\) must match the size of tensor b \(4\) at non-singleton dimension 1",
+    ),
     ("matmul_2d_mismatch", lambda: onnxnn.ones(3, 4) @ onnxnn.ones(5, 2), RuntimeError, r"3x4 and 5x2"),
-    ("matmul_batch_mismatch", lambda: onnxnn.ones(2, 3, 4) @ onnxnn.ones(5, 2), RuntimeError,
-     r"\[2, 3, 4\].*\[5, 2\]"),
+    ("matmul_batch_mismatch", lambda: onnxnn.ones(2, 3, 4) @ onnxnn.ones(5, 2), RuntimeError, r"\[2, 3, 4\].*\[5, 2\]"),
     ("matmul_0d", lambda: onnxnn.matmul(onnxnn.tensor(1.0), onnxnn.ones(2)), RuntimeError, r"at least 1D"),
-    ("item_of_many", lambda: onnxnn.ones(2, 3).item(), RuntimeError,
-     r"a Tensor with 6 elements cannot be converted to Scalar"),
-    ("bool_of_many", lambda: bool(onnxnn.ones(2)), RuntimeError,
-     r"Boolean value of Tensor with more than one value is ambiguous"),
+    (
+        "item_of_many",
+        lambda: onnxnn.ones(2, 3).item(),
+        RuntimeError,
+        r"a Tensor with 6 elements cannot be converted to Scalar",
+    ),
+    (
+        "bool_of_many",
+        lambda: bool(onnxnn.ones(2)),
+        RuntimeError,
+        r"Boolean value of Tensor with more than one value is ambiguous",
+    ),
     ("if_on_many", lambda: 1 if onnxnn.ones(2) > 0 else 0, RuntimeError, r"ambiguous"),
     ("len_of_0d", lambda: len(onnxnn.tensor(1.0)), TypeError, r"len\(\) of a 0-d tensor"),
     ("iterate_0d", lambda: list(onnxnn.tensor(1.0)), TypeError, r"iteration over a 0-d tensor"),
-    ("sum_bad_dim", lambda: onnxnn.ones(2, 3).sum(2), IndexError,
-     r"Dimension out of range \(expected to be in range of \[-2, 1\], but got 2\)"),
+    (
+        "sum_bad_dim",
+        lambda: onnxnn.ones(2, 3).sum(2),
+        IndexError,
+        r"Dimension out of range \(expected to be in range of \[-2, 1\], but got 2\)",
+    ),
     ("softmax_bad_dim", lambda: onnxnn.ones(2, 3).softmax(-3), IndexError, r"Dimension out of range"),
     ("transpose_bad_dim", lambda: onnxnn.ones(2, 3).transpose(0, 5), IndexError, r"Dimension out of range"),
     ("cat_bad_dim", lambda: onnxnn.cat([onnxnn.ones(2), onnxnn.ones(2)], 1), IndexError, r"Dimension out of range"),
     ("unsqueeze_bad_dim", lambda: onnxnn.ones(2, 3).unsqueeze(4), IndexError, r"Dimension out of range"),
-    ("reshape_numel", lambda: onnxnn.ones(3, 4).reshape(5, 3), RuntimeError,
-     r"shape '\[5, 3\]' is invalid for input of size 12"),
+    (
+        "reshape_numel",
+        lambda: onnxnn.ones(3, 4).reshape(5, 3),
+        RuntimeError,
+        r"shape '\[5, 3\]' is invalid for input of size 12",
+    ),
     ("view_numel_inferred", lambda: onnxnn.ones(3, 4).view(-1, 5), RuntimeError, r"invalid for input of size 12"),
-    ("expand_non_singleton", lambda: onnxnn.ones(3, 2).expand(3, 4), RuntimeError,
-     r"expanded size of the tensor \(4\) must match the existing size \(2\)"),
-    ("cat_0d", lambda: onnxnn.cat([onnxnn.ones(2), onnxnn.tensor(1.0)]), RuntimeError,
-     r"zero-dimensional tensor \(at position 1\) cannot be concatenated"),
+    (
+        "expand_non_singleton",
+        lambda: onnxnn.ones(3, 2).expand(3, 4),
+        RuntimeError,
+        r"expanded size of the tensor \(4\) must match the existing size \(2\)",
+    ),
+    (
+        "cat_0d",
+        lambda: onnxnn.cat([onnxnn.ones(2), onnxnn.tensor(1.0)]),
+        RuntimeError,
+        r"zero-dimensional tensor \(at position 1\) cannot be concatenated",
+    ),
     ("norm_of_int", lambda: onnxnn.tensor([3, 4]).norm(), RuntimeError, r"Expected a floating point .* Got Long"),
-    ("cat_size_mismatch", lambda: onnxnn.cat([onnxnn.ones(2, 3), onnxnn.ones(2, 4)]), RuntimeError,
-     r"Sizes of tensors must match except in dimension 0"),
-    ("stack_size_mismatch", lambda: onnxnn.stack([onnxnn.ones(2), onnxnn.ones(3)]), RuntimeError,
-     r"stack expects each tensor to be equal size"),
-    ("narrow_past_the_end", lambda: onnxnn.ones(4).narrow(0, 2, 3), RuntimeError,
-     r"start \(2\) \+ length \(3\) exceeds dimension size \(4\)"),
+    (
+        "cat_size_mismatch",
+        lambda: onnxnn.cat([onnxnn.ones(2, 3), onnxnn.ones(2, 4)]),
+        RuntimeError,
+        r"Sizes of tensors must match except in dimension 0",
+    ),
+    (
+        "stack_size_mismatch",
+        lambda: onnxnn.stack([onnxnn.ones(2), onnxnn.ones(3)]),
+        RuntimeError,
+        r"stack expects each tensor to be equal size",
+    ),
+    (
+        "narrow_past_the_end",
+        lambda: onnxnn.ones(4).narrow(0, 2, 3),
+        RuntimeError,
+        r"start \(2\) \+ length \(3\) exceeds dimension size \(4\)",
+    ),
     ("narrow_start_out_of_range", lambda: onnxnn.ones(4).narrow(0, 5, 0), IndexError, r"start out of range"),
     ("split_sections_sum", lambda: onnxnn.ones(5).split([2, 2]), RuntimeError, r"sum exactly to 5"),
     ("clamp_without_bounds", lambda: onnxnn.ones(2).clamp(), RuntimeError, r"At least one of 'min' or 'max'"),
@@ -615,11 +845,19 @@ ERRORS = [
     ("to_complex", lambda: onnxnn.ones(2).to(np.complex64), TypeError, r"complex64"),
     ("complex_dtype_argument", lambda: onnxnn.zeros(2, dtype=np.complex128), TypeError, r"complex128"),
     ("string_data", lambda: onnxnn.tensor(np.array(["a"])), TypeError, r"<U1|str"),
-    ("int_to_negative_power", lambda: onnxnn.tensor([2, 3]) ** -1, RuntimeError,
-     r"Integers to negative integer powers are not allowed"),
+    (
+        "int_to_negative_power",
+        lambda: onnxnn.tensor([2, 3]) ** -1,
+        RuntimeError,
+        r"Integers to negative integer powers are not allowed",
+    ),
     ("mean_of_int", lambda: onnxnn.tensor([1, 2]).mean(), RuntimeError, r"Long"),
-    ("requires_grad_int", lambda: onnxnn.tensor([1, 2], requires_grad=True), RuntimeError,
-     r"only Tensors of floating point"),
+    (
+        "requires_grad_int",
+        lambda: onnxnn.tensor([1, 2], requires_grad=True),
+        RuntimeError,
+        r"only Tensors of floating point",
+    ),
 ]
 
 

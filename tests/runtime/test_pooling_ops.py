@@ -6,6 +6,7 @@ ceil_mode's overhang), from PyTorch-exported models in onnx's test data, and fro
 cases of the global pools. MaxPool runs in float64 in onnxruntime, so its gradients use the float64
 ``check_gradients``; the other pools only run in float32 there (see test_conv_ops.py).
 """
+
 from __future__ import annotations
 
 import math
@@ -19,8 +20,13 @@ import onnxnn
 from onnxnn.runtime import ops
 from onnxnn.runtime.tensor import apply_op
 
-from .test_conv_ops import (check_gradients_float32, onnx_node_cases, pytorch_converted_cases, replay_node,
-                            replay_pytorch_converted)
+from .test_conv_ops import (
+    check_gradients_float32,
+    onnx_node_cases,
+    pytorch_converted_cases,
+    replay_node,
+    replay_pytorch_converted,
+)
 
 
 def output_size(size, kernel, stride, dilation, pad_begin, pad_end, ceil_mode):
@@ -31,8 +37,17 @@ def output_size(size, kernel, stride, dilation, pad_begin, pad_end, ceil_mode):
     return out - 1 if (out - 1) * stride >= size + pad_begin else out
 
 
-def pool_reference(x, kernel, strides=None, pads_begin=None, pads_end=None, dilations=None, ceil_mode=False,
-                   mode="max", count_include_pad=True):
+def pool_reference(
+    x,
+    kernel,
+    strides=None,
+    pads_begin=None,
+    pads_end=None,
+    dilations=None,
+    ceil_mode=False,
+    mode="max",
+    count_include_pad=True,
+):
     """Returns (pooled, per-plane argmax indices) computed window by window."""
     rank = x.ndim - 2
     spatial = x.shape[2:]
@@ -40,8 +55,10 @@ def pool_reference(x, kernel, strides=None, pads_begin=None, pads_end=None, dila
     dilations = dilations or [1] * rank
     pads_begin = pads_begin or [0] * rank
     pads_end = pads_end if pads_end is not None else pads_begin
-    out = [output_size(spatial[i], kernel[i], strides[i], dilations[i], pads_begin[i], pads_end[i], ceil_mode)
-           for i in range(rank)]
+    out = [
+        output_size(spatial[i], kernel[i], strides[i], dilations[i], pads_begin[i], pads_end[i], ceil_mode)
+        for i in range(rank)
+    ]
     pooled = np.zeros(x.shape[:2] + tuple(out))
     indices = np.zeros(x.shape[:2] + tuple(out), dtype=np.int64)
     for n, c in np.ndindex(*x.shape[:2]):
@@ -79,27 +96,55 @@ def randn(*shape: int) -> np.ndarray:
 MAX_POOL_CASES = [
     # id, function, input shape, arguments, reference arguments
     ("1d_kernel3", ops.max_pool1d, (2, 3, 9), {"kernel_size": 3}, {"kernel": [3]}),
-    ("1d_overlapping_dilated_padded", ops.max_pool1d, (1, 2, 10), {"kernel_size": 3, "stride": 2, "padding": 1,
-                                                                    "dilation": 2},
-     {"kernel": [3], "strides": [2], "pads_begin": [1], "dilations": [2]}),
+    (
+        "1d_overlapping_dilated_padded",
+        ops.max_pool1d,
+        (1, 2, 10),
+        {"kernel_size": 3, "stride": 2, "padding": 1, "dilation": 2},
+        {"kernel": [3], "strides": [2], "pads_begin": [1], "dilations": [2]},
+    ),
     ("2d_kernel2", ops.max_pool2d, (2, 2, 6, 4), {"kernel_size": 2}, {"kernel": [2, 2]}),
-    ("2d_overlapping_padded", ops.max_pool2d, (1, 2, 5, 5), {"kernel_size": 3, "stride": 1, "padding": 1},
-     {"kernel": [3, 3], "strides": [1, 1], "pads_begin": [1, 1]}),
-    ("2d_ceil_mode", ops.max_pool2d, (1, 1, 5, 7), {"kernel_size": 2, "ceil_mode": True},
-     {"kernel": [2, 2], "ceil_mode": True}),
-    ("2d_ceil_mode_drops_window_in_padding", ops.max_pool2d, (1, 1, 5, 5), {"kernel_size": 2, "stride": 2,
-                                                                           "padding": 1, "ceil_mode": True},
-     {"kernel": [2, 2], "strides": [2, 2], "pads_begin": [1, 1], "ceil_mode": True}),
-    ("2d_rectangular", ops.max_pool2d, (1, 2, 7, 6), {"kernel_size": (3, 2), "stride": (2, 1), "padding": (1, 0),
-                                                      "dilation": (1, 2)},
-     {"kernel": [3, 2], "strides": [2, 1], "pads_begin": [1, 0], "dilations": [1, 2]}),
-    ("3d_kernel2", ops.max_pool3d, (1, 2, 4, 4, 5), {"kernel_size": 2, "stride": (2, 2, 1)},
-     {"kernel": [2, 2, 2], "strides": [2, 2, 1]}),
+    (
+        "2d_overlapping_padded",
+        ops.max_pool2d,
+        (1, 2, 5, 5),
+        {"kernel_size": 3, "stride": 1, "padding": 1},
+        {"kernel": [3, 3], "strides": [1, 1], "pads_begin": [1, 1]},
+    ),
+    (
+        "2d_ceil_mode",
+        ops.max_pool2d,
+        (1, 1, 5, 7),
+        {"kernel_size": 2, "ceil_mode": True},
+        {"kernel": [2, 2], "ceil_mode": True},
+    ),
+    (
+        "2d_ceil_mode_drops_window_in_padding",
+        ops.max_pool2d,
+        (1, 1, 5, 5),
+        {"kernel_size": 2, "stride": 2, "padding": 1, "ceil_mode": True},
+        {"kernel": [2, 2], "strides": [2, 2], "pads_begin": [1, 1], "ceil_mode": True},
+    ),
+    (
+        "2d_rectangular",
+        ops.max_pool2d,
+        (1, 2, 7, 6),
+        {"kernel_size": (3, 2), "stride": (2, 1), "padding": (1, 0), "dilation": (1, 2)},
+        {"kernel": [3, 2], "strides": [2, 1], "pads_begin": [1, 0], "dilations": [1, 2]},
+    ),
+    (
+        "3d_kernel2",
+        ops.max_pool3d,
+        (1, 2, 4, 4, 5),
+        {"kernel_size": 2, "stride": (2, 2, 1)},
+        {"kernel": [2, 2, 2], "strides": [2, 2, 1]},
+    ),
 ]
 
 
-@pytest.mark.parametrize("case_id, function, input_shape, kwargs, reference", MAX_POOL_CASES,
-                         ids=[case[0] for case in MAX_POOL_CASES])
+@pytest.mark.parametrize(
+    "case_id, function, input_shape, kwargs, reference", MAX_POOL_CASES, ids=[case[0] for case in MAX_POOL_CASES]
+)
 def test_max_pool_matches_numpy(case_id, function, input_shape, kwargs, reference):
     x = distinct(*input_shape).astype(np.float32)
     values, indices = function(onnxnn.tensor(x), return_indices=True, **kwargs)
@@ -114,26 +159,49 @@ def test_max_pool_matches_numpy(case_id, function, input_shape, kwargs, referenc
 AVG_POOL_CASES = [
     # id, function, input shape, arguments, reference arguments
     ("1d_kernel2", ops.avg_pool1d, (2, 3, 8), {"kernel_size": 2}, {"kernel": [2]}),
-    ("1d_padded_excluding_pad", ops.avg_pool1d, (1, 2, 7), {"kernel_size": 3, "stride": 2, "padding": 1,
-                                                            "count_include_pad": False},
-     {"kernel": [3], "strides": [2], "pads_begin": [1], "count_include_pad": False}),
+    (
+        "1d_padded_excluding_pad",
+        ops.avg_pool1d,
+        (1, 2, 7),
+        {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False},
+        {"kernel": [3], "strides": [2], "pads_begin": [1], "count_include_pad": False},
+    ),
     ("2d_kernel2", ops.avg_pool2d, (2, 2, 4, 6), {"kernel_size": 2}, {"kernel": [2, 2]}),
-    ("2d_padded_including_pad", ops.avg_pool2d, (1, 2, 5, 5), {"kernel_size": 3, "stride": 2, "padding": 1},
-     {"kernel": [3, 3], "strides": [2, 2], "pads_begin": [1, 1]}),
-    ("2d_padded_excluding_pad", ops.avg_pool2d, (1, 2, 5, 5), {"kernel_size": 3, "stride": 1, "padding": 1,
-                                                               "count_include_pad": False},
-     {"kernel": [3, 3], "strides": [1, 1], "pads_begin": [1, 1], "count_include_pad": False}),
-    ("2d_ceil_mode_partial_window", ops.avg_pool2d, (1, 1, 5, 5), {"kernel_size": 2, "ceil_mode": True},
-     {"kernel": [2, 2], "ceil_mode": True}),
-    ("2d_ceil_mode_padded", ops.avg_pool2d, (1, 1, 6, 7), {"kernel_size": 3, "stride": 2, "padding": 1,
-                                                           "ceil_mode": True},
-     {"kernel": [3, 3], "strides": [2, 2], "pads_begin": [1, 1], "ceil_mode": True}),
+    (
+        "2d_padded_including_pad",
+        ops.avg_pool2d,
+        (1, 2, 5, 5),
+        {"kernel_size": 3, "stride": 2, "padding": 1},
+        {"kernel": [3, 3], "strides": [2, 2], "pads_begin": [1, 1]},
+    ),
+    (
+        "2d_padded_excluding_pad",
+        ops.avg_pool2d,
+        (1, 2, 5, 5),
+        {"kernel_size": 3, "stride": 1, "padding": 1, "count_include_pad": False},
+        {"kernel": [3, 3], "strides": [1, 1], "pads_begin": [1, 1], "count_include_pad": False},
+    ),
+    (
+        "2d_ceil_mode_partial_window",
+        ops.avg_pool2d,
+        (1, 1, 5, 5),
+        {"kernel_size": 2, "ceil_mode": True},
+        {"kernel": [2, 2], "ceil_mode": True},
+    ),
+    (
+        "2d_ceil_mode_padded",
+        ops.avg_pool2d,
+        (1, 1, 6, 7),
+        {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
+        {"kernel": [3, 3], "strides": [2, 2], "pads_begin": [1, 1], "ceil_mode": True},
+    ),
     ("3d_kernel2", ops.avg_pool3d, (1, 1, 4, 4, 4), {"kernel_size": 2}, {"kernel": [2, 2, 2]}),
 ]
 
 
-@pytest.mark.parametrize("case_id, function, input_shape, kwargs, reference", AVG_POOL_CASES,
-                         ids=[case[0] for case in AVG_POOL_CASES])
+@pytest.mark.parametrize(
+    "case_id, function, input_shape, kwargs, reference", AVG_POOL_CASES, ids=[case[0] for case in AVG_POOL_CASES]
+)
 def test_avg_pool_matches_numpy(case_id, function, input_shape, kwargs, reference):
     x = randn(*input_shape).astype(np.float32)
     result = function(onnxnn.tensor(x), **kwargs)
@@ -151,15 +219,18 @@ def window_sums(x, kernel, stride, padding, ceil_mode):
     padded = np.pad(x, [(0, 0), (0, 0)] + [(padding, padding + kernel[i]) for i in range(2)])
     sums = np.zeros(x.shape[:2] + tuple(out))
     for i, j in np.ndindex(*out):
-        window = padded[:, :, i * stride:i * stride + kernel[0], j * stride:j * stride + kernel[1]]
+        window = padded[:, :, i * stride : i * stride + kernel[0], j * stride : j * stride + kernel[1]]
         sums[:, :, i, j] = window.sum(axis=(2, 3))
     return sums
 
 
-@pytest.mark.parametrize("kernel, stride, padding, ceil_mode, divisor", [
-    (2, 2, 0, False, 3),
-    (3, 2, 1, True, 2),
-])
+@pytest.mark.parametrize(
+    "kernel, stride, padding, ceil_mode, divisor",
+    [
+        (2, 2, 0, False, 3),
+        (3, 2, 1, True, 2),
+    ],
+)
 def test_avg_pool2d_divisor_override_divides_window_sums(kernel, stride, padding, ceil_mode, divisor):
     x = randn(1, 2, 6, 5).astype(np.float32)
     result = ops.avg_pool2d(onnxnn.tensor(x), kernel, stride, padding, ceil_mode, divisor_override=divisor)
@@ -175,12 +246,15 @@ def test_unbatched_input_pools_each_channel():
     np.testing.assert_allclose(result.numpy(), pool_reference(x[None], [2, 2])[0][0])
 
 
-@pytest.mark.parametrize("input_shape, output_size", [
-    ((2, 3, 5, 7), 1),
-    ((1, 2, 6, 4), (3, 2)),
-    ((1, 2, 5, 7), (3, 4)),  # overlapping windows of uneven sizes
-    ((1, 2, 5, 6), (None, 4)),
-])
+@pytest.mark.parametrize(
+    "input_shape, output_size",
+    [
+        ((2, 3, 5, 7), 1),
+        ((1, 2, 6, 4), (3, 2)),
+        ((1, 2, 5, 7), (3, 4)),  # overlapping windows of uneven sizes
+        ((1, 2, 5, 6), (None, 4)),
+    ],
+)
 def test_adaptive_avg_pool2d_uses_pytorch_windows(input_shape, output_size):
     x = randn(*input_shape).astype(np.float32)
     result = ops.adaptive_avg_pool2d(onnxnn.tensor(x), output_size)
@@ -215,6 +289,7 @@ def test_adaptive_avg_pool_records_the_global_pool_for_one_by_one_outputs():
 
 # ---------------------------------------------------------------- ONNX node semantics
 
+
 def same_pads(size, kernel, stride, upper):
     out = -(-size // stride)
     total = max(0, (out - 1) * stride + kernel - size)
@@ -237,27 +312,31 @@ def test_auto_pad_resolves_to_spec_pads(op_type, auto_pad, dilation):
         cols = same_pads(6, 2, 2, auto_pad == "SAME_UPPER")
         pads_begin, pads_end = [rows[0], cols[0]], [rows[1], cols[1]]
     mode = "max" if op_type == "MaxPool" else "avg"
-    expected, _ = pool_reference(x, [3, 2], [2, 2], pads_begin, pads_end, [dilation, dilation], mode=mode,
-                                 count_include_pad=False)
+    expected, _ = pool_reference(
+        x, [3, 2], [2, 2], pads_begin, pads_end, [dilation, dilation], mode=mode, count_include_pad=False
+    )
     (actual,) = replay_node(_node(op_type, attrs), [x])
     if mode == "max":  # a maximum is one of the inputs: exact
         np.testing.assert_array_equal(actual, expected)
     else:
-        magnitude, _ = pool_reference(np.abs(x), [3, 2], [2, 2], pads_begin, pads_end, [dilation, dilation],
-                                      mode=mode, count_include_pad=False)
+        magnitude, _ = pool_reference(
+            np.abs(x), [3, 2], [2, 2], pads_begin, pads_end, [dilation, dilation], mode=mode, count_include_pad=False
+        )
         assert_within(actual, expected, accumulation_bound(magnitude, 3 * 2 + 1))
 
 
 def _node(op_type, attrs, outputs=("y",)):
     import onnx.helper
+
     return onnx.helper.make_node(op_type, ["x"], list(outputs), **attrs)
 
 
 @pytest.mark.parametrize("storage_order", [0, 1])
 def test_max_pool_indices_count_over_the_whole_tensor(storage_order):
     x = distinct(2, 3, 4, 5).astype(np.float32)
-    node = _node("MaxPool", {"kernel_shape": [2, 2], "strides": [2, 1], "storage_order": storage_order},
-                 outputs=("y", "indices"))
+    node = _node(
+        "MaxPool", {"kernel_shape": [2, 2], "strides": [2, 1], "storage_order": storage_order}, outputs=("y", "indices")
+    )
     values, indices = replay_node(node, [x])
     expected, plane_indices = pool_reference(x, [2, 2], [2, 1])
     rows, cols = np.unravel_index(plane_indices, (4, 5))
@@ -267,8 +346,10 @@ def test_max_pool_indices_count_over_the_whole_tensor(storage_order):
     np.testing.assert_array_equal(indices, within + offsets)
 
 
-@pytest.mark.parametrize("node, inputs, outputs", onnx_node_cases("globalaveragepool", "GlobalAveragePool") +
-                         onnx_node_cases("globalmaxpool", "GlobalMaxPool"))
+@pytest.mark.parametrize(
+    "node, inputs, outputs",
+    onnx_node_cases("globalaveragepool", "GlobalAveragePool") + onnx_node_cases("globalmaxpool", "GlobalMaxPool"),
+)
 def test_onnx_backend_node_case(node, inputs, outputs):
     for actual, expected in zip(replay_node(node, inputs), outputs):
         # Stored results of onnx's reference implementation: onnx's backend-test rtol.
@@ -293,12 +374,19 @@ MAX_POOL_GRADIENT_CASES = [
 
 
 @pytest.mark.parametrize("with_indices", [False, True], ids=["values_only", "with_indices_output"])
-@pytest.mark.parametrize("case_id, attrs, input_shape", MAX_POOL_GRADIENT_CASES,
-                         ids=[case[0] for case in MAX_POOL_GRADIENT_CASES])
+@pytest.mark.parametrize(
+    "case_id, attrs, input_shape", MAX_POOL_GRADIENT_CASES, ids=[case[0] for case in MAX_POOL_GRADIENT_CASES]
+)
 def test_max_pool_gradient_matches_finite_differences(case_id, attrs, input_shape, with_indices):
     outputs = 2 if with_indices else 1
-    check_gradients(lambda x: apply_op("MaxPool", (x,), attrs, num_outputs=outputs)[0] if with_indices
-                    else apply_op("MaxPool", (x,), attrs, num_outputs=1), [distinct(*input_shape)])
+    check_gradients(
+        lambda x: (
+            apply_op("MaxPool", (x,), attrs, num_outputs=outputs)[0]
+            if with_indices
+            else apply_op("MaxPool", (x,), attrs, num_outputs=1)
+        ),
+        [distinct(*input_shape)],
+    )
 
 
 def test_max_pool_gradient_routes_ties_to_the_first_maximum():
@@ -316,29 +404,38 @@ def test_max_pool_gradient_adds_where_windows_share_the_maximum():
 AVERAGE_POOL_GRADIENT_CASES = [
     ("1d_kernel2", {"kernel_shape": [2], "strides": [2]}, (2, 2, 6)),
     ("1d_dilated_padded", {"kernel_shape": [2], "dilations": [2], "pads": [1, 1]}, (1, 2, 6)),
-    ("2d_padded_including_pad", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1},
-     (1, 2, 4, 4)),
+    ("2d_padded_including_pad", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1}, (1, 2, 4, 4)),
     ("2d_padded_excluding_pad", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, (1, 2, 4, 4)),
     ("2d_ceil_mode", {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}, (1, 1, 5, 5)),
-    ("2d_ceil_mode_padded_including_pad", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
-                                           "ceil_mode": 1, "count_include_pad": 1}, (1, 1, 6, 5)),
+    (
+        "2d_ceil_mode_padded_including_pad",
+        {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1, "count_include_pad": 1},
+        (1, 1, 6, 5),
+    ),
     ("2d_same_lower", {"kernel_shape": [3, 2], "strides": [2, 1], "auto_pad": "SAME_LOWER"}, (1, 1, 5, 4)),
 ]
 
 
-@pytest.mark.parametrize("case_id, attrs, input_shape", AVERAGE_POOL_GRADIENT_CASES,
-                         ids=[case[0] for case in AVERAGE_POOL_GRADIENT_CASES])
+@pytest.mark.parametrize(
+    "case_id, attrs, input_shape", AVERAGE_POOL_GRADIENT_CASES, ids=[case[0] for case in AVERAGE_POOL_GRADIENT_CASES]
+)
 def test_average_pool_gradient_matches_finite_differences(case_id, attrs, input_shape):
     check_gradients_float32(lambda x: apply_op("AveragePool", (x,), attrs), [randn(*input_shape)], eps=0.25)
 
 
-@pytest.mark.parametrize("case_id, function", [
-    ("global_average", lambda x: apply_op("GlobalAveragePool", (x,))),
-    ("global_max", lambda x: apply_op("GlobalMaxPool", (x,))),
-    ("lp_pool_p2", lambda x: apply_op("LpPool", (x,), {"kernel_shape": [2, 2], "strides": [1, 1]})),
-    ("lp_pool_p3_padded", lambda x: apply_op("LpPool", (x,), {"kernel_shape": [2, 2], "p": 3, "pads": [1, 0, 0, 1]})),
-    ("avg_pool2d_divisor_override_ceil", lambda x: ops.avg_pool2d(x, 2, ceil_mode=True, divisor_override=3)),
-])
+@pytest.mark.parametrize(
+    "case_id, function",
+    [
+        ("global_average", lambda x: apply_op("GlobalAveragePool", (x,))),
+        ("global_max", lambda x: apply_op("GlobalMaxPool", (x,))),
+        ("lp_pool_p2", lambda x: apply_op("LpPool", (x,), {"kernel_shape": [2, 2], "strides": [1, 1]})),
+        (
+            "lp_pool_p3_padded",
+            lambda x: apply_op("LpPool", (x,), {"kernel_shape": [2, 2], "p": 3, "pads": [1, 0, 0, 1]}),
+        ),
+        ("avg_pool2d_divisor_override_ceil", lambda x: ops.avg_pool2d(x, 2, ceil_mode=True, divisor_override=3)),
+    ],
+)
 def test_float32_pool_gradients_match_finite_differences(case_id, function):
     check_gradients_float32(function, [distinct(1, 2, 3, 3)])
 
@@ -352,24 +449,60 @@ def test_adaptive_avg_pool_gradient_with_uneven_windows(output_size):
 # ---------------------------------------------------------------- errors in PyTorch's words
 
 ERROR_CASES = [
-    ("max_pad_too_large", lambda: ops.max_pool2d(onnxnn.zeros(1, 1, 5, 5), 2, padding=2), RuntimeError,
-     "pad should be at most half of effective kernel size"),
-    ("avg_pad_too_large", lambda: ops.avg_pool2d(onnxnn.zeros(1, 1, 5, 5), 3, padding=2), RuntimeError,
-     "pad should be at most half of kernel size, but got pad=[2, 2] and kernel_size=[3, 3]"),
-    ("output_too_small", lambda: ops.max_pool2d(onnxnn.zeros(1, 3, 2, 2), 3), RuntimeError,
-     "Given input size: (3x2x2). Calculated output size: (3x0x0). Output size is too small"),
-    ("input_rank", lambda: ops.max_pool2d(onnxnn.zeros(2, 3), 2), RuntimeError,
-     "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but got: [2, 3]"),
-    ("kernel_tuple_length", lambda: ops.max_pool2d(onnxnn.zeros(1, 1, 4, 4), (2, 2, 2)), RuntimeError,
-     "max_pool2d: kernel_size must either be a single int, or a tuple of two ints"),
-    ("zero_stride", lambda: ops.avg_pool2d(onnxnn.zeros(1, 1, 4, 4), 2, stride=0), RuntimeError,
-     "stride should be greater than zero"),
-    ("zero_divisor", lambda: ops.avg_pool2d(onnxnn.zeros(1, 1, 4, 4), 2, divisor_override=0), RuntimeError,
-     "divisor must be not zero"),
-    ("adaptive_output_size_length", lambda: ops.adaptive_avg_pool2d(onnxnn.zeros(1, 1, 4, 4), (2, 2, 2)),
-     ValueError, "adaptive_avg_pool2d: output_size must be 2"),
-    ("node_without_kernel_shape", lambda: apply_op("MaxPool", (onnxnn.zeros(1, 1, 4, 4),), {}), RuntimeError,
-     "MaxPool: kernel_shape None must give one size per spatial axis"),
+    (
+        "max_pad_too_large",
+        lambda: ops.max_pool2d(onnxnn.zeros(1, 1, 5, 5), 2, padding=2),
+        RuntimeError,
+        "pad should be at most half of effective kernel size",
+    ),
+    (
+        "avg_pad_too_large",
+        lambda: ops.avg_pool2d(onnxnn.zeros(1, 1, 5, 5), 3, padding=2),
+        RuntimeError,
+        "pad should be at most half of kernel size, but got pad=[2, 2] and kernel_size=[3, 3]",
+    ),
+    (
+        "output_too_small",
+        lambda: ops.max_pool2d(onnxnn.zeros(1, 3, 2, 2), 3),
+        RuntimeError,
+        "Given input size: (3x2x2). Calculated output size: (3x0x0). Output size is too small",
+    ),
+    (
+        "input_rank",
+        lambda: ops.max_pool2d(onnxnn.zeros(2, 3), 2),
+        RuntimeError,
+        "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but got: [2, 3]",
+    ),
+    (
+        "kernel_tuple_length",
+        lambda: ops.max_pool2d(onnxnn.zeros(1, 1, 4, 4), (2, 2, 2)),
+        RuntimeError,
+        "max_pool2d: kernel_size must either be a single int, or a tuple of two ints",
+    ),
+    (
+        "zero_stride",
+        lambda: ops.avg_pool2d(onnxnn.zeros(1, 1, 4, 4), 2, stride=0),
+        RuntimeError,
+        "stride should be greater than zero",
+    ),
+    (
+        "zero_divisor",
+        lambda: ops.avg_pool2d(onnxnn.zeros(1, 1, 4, 4), 2, divisor_override=0),
+        RuntimeError,
+        "divisor must be not zero",
+    ),
+    (
+        "adaptive_output_size_length",
+        lambda: ops.adaptive_avg_pool2d(onnxnn.zeros(1, 1, 4, 4), (2, 2, 2)),
+        ValueError,
+        "adaptive_avg_pool2d: output_size must be 2",
+    ),
+    (
+        "node_without_kernel_shape",
+        lambda: apply_op("MaxPool", (onnxnn.zeros(1, 1, 4, 4),), {}),
+        RuntimeError,
+        "MaxPool: kernel_shape None must give one size per spatial axis",
+    ),
 ]
 
 

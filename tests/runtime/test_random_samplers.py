@@ -8,6 +8,7 @@ Standard errors: a mean of ``n`` draws has ``sd / sqrt(n)``; a frequency ``p`` h
 central moment ``mu4`` of the distribution (given per case). Heavy-tailed Cauchy is checked by its
 quartiles (frequencies), whose standard errors exist.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,7 +29,7 @@ def _assert_mean(samples, mean, variance, label=""):
 
 
 def _assert_variance(samples, variance, fourth_moment, label=""):
-    error = SIGMAS * math.sqrt((fourth_moment - variance ** 2) / samples.size)
+    error = SIGMAS * math.sqrt((fourth_moment - variance**2) / samples.size)
     assert abs(samples.var() - variance) <= error, f"{label}: variance {samples.var()} vs {variance} (+-{error})"
 
 
@@ -43,18 +44,18 @@ def test_fills_have_their_distributions_moments(executor):
     with onnxnn.set_executor(executor):
         lam = 2.0
         exponential = onnxnn.empty(N, dtype=onnxnn.float64).exponential_(lam).numpy()
-        _assert_mean(exponential, 1 / lam, 1 / lam ** 2, "exponential")
-        _assert_variance(exponential, 1 / lam ** 2, 9 / lam ** 4, "exponential")  # mu4 = 9 / lambda^4
+        _assert_mean(exponential, 1 / lam, 1 / lam**2, "exponential")
+        _assert_variance(exponential, 1 / lam**2, 9 / lam**4, "exponential")  # mu4 = 9 / lambda^4
         p = 0.3
         geometric = onnxnn.empty(N, dtype=onnxnn.float64).geometric_(p).numpy()
         assert geometric.min() >= 1 and np.all(geometric == np.round(geometric))
-        _assert_mean(geometric, 1 / p, (1 - p) / p ** 2, "geometric")
+        _assert_mean(geometric, 1 / p, (1 - p) / p**2, "geometric")
         _assert_frequency(np.sum(geometric == 1), p, N, "geometric P(1)")
         mean, std = 0.2, 0.5
         log_normal = onnxnn.empty(N, dtype=onnxnn.float64).log_normal_(mean, std).numpy()
         logs = np.log(log_normal)
-        _assert_mean(logs, mean, std ** 2, "log of log-normal")
-        _assert_variance(logs, std ** 2, 3 * std ** 4, "log of log-normal")
+        _assert_mean(logs, mean, std**2, "log of log-normal")
+        _assert_variance(logs, std**2, 3 * std**4, "log of log-normal")
         cauchy = onnxnn.empty(N, dtype=onnxnn.float64).cauchy_(1.0, 2.0).numpy()
         # Quartiles of Cauchy(m, s) are m -+ s.
         _assert_frequency(np.sum(cauchy < -1.0), 0.25, N, "cauchy lower quartile")
@@ -65,8 +66,13 @@ def test_fills_have_their_distributions_moments(executor):
 def test_fills_keep_the_dtype_and_reproduce_under_a_seed():
     def draw():
         onnxnn.manual_seed(7)
-        return [onnxnn.zeros(5).exponential_().numpy(), onnxnn.zeros(5, dtype=onnxnn.int64).geometric_(0.5).numpy(),
-                onnxnn.zeros(5).cauchy_().numpy(), onnxnn.zeros(5, dtype=onnxnn.float16).log_normal_().numpy()]
+        return [
+            onnxnn.zeros(5).exponential_().numpy(),
+            onnxnn.zeros(5, dtype=onnxnn.int64).geometric_(0.5).numpy(),
+            onnxnn.zeros(5).cauchy_().numpy(),
+            onnxnn.zeros(5, dtype=onnxnn.float16).log_normal_().numpy(),
+        ]
+
     first, second = draw(), draw()
     for a, b in zip(first, second):
         np.testing.assert_array_equal(a, b)

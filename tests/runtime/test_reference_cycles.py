@@ -3,6 +3,7 @@
 Cycles would keep recorded graphs (and the arrays they hold) alive until the cycle collector runs,
 and make it run every few steps of a training loop, which costs more than the step's own work.
 """
+
 from __future__ import annotations
 
 import gc
@@ -21,8 +22,9 @@ def _linear_regression_step(model, optimizer, input, target):
 
 
 @pytest.mark.parametrize("executor", ["auto", "onnxruntime", "kernels"])
-@pytest.mark.parametrize("optimizer_options", [dict(momentum=0.9, weight_decay=0.01), dict()],
-                         ids=["momentum", "plain"])
+@pytest.mark.parametrize(
+    "optimizer_options", [dict(momentum=0.9, weight_decay=0.01), dict()], ids=["momentum", "plain"]
+)
 def test_training_steps_leave_no_cyclic_garbage(executor, optimizer_options):
     onnxnn.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 1))

@@ -2,6 +2,7 @@
 ``initial``, from lengths or offsets, against numpy's reductions of the same segments on both
 executors, against torch, and with float64 finite-difference gradients.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,7 +21,7 @@ def numpy_segment_reduce(data, reduce, lengths, initial):
     """Each segment of dim 0 reduced by numpy; ``initial`` joins it as PyTorch documents by example."""
     results, start = [], 0
     for length in lengths:
-        part = data[start:start + length]
+        part = data[start : start + length]
         start += length
         if length == 0:
             results.append(np.full(data.shape[1:], EMPTY[reduce] if initial is None else initial))
@@ -45,10 +46,12 @@ def test_segment_reduce_matches_numpy(reduce, initial, executor):
     expected = numpy_segment_reduce(data, reduce, LENGTHS, initial)
     offsets = np.concatenate([[0], np.cumsum(LENGTHS)])
     with onnxnn.set_executor(executor):
-        by_lengths = onnxnn.segment_reduce(onnxnn.tensor(data), reduce, lengths=onnxnn.tensor(LENGTHS),
-                                           initial=initial).numpy()
-        by_offsets = onnxnn.segment_reduce(onnxnn.tensor(data), reduce, offsets=onnxnn.tensor(offsets),
-                                           initial=initial).numpy()
+        by_lengths = onnxnn.segment_reduce(
+            onnxnn.tensor(data), reduce, lengths=onnxnn.tensor(LENGTHS), initial=initial
+        ).numpy()
+        by_offsets = onnxnn.segment_reduce(
+            onnxnn.tensor(data), reduce, offsets=onnxnn.tensor(offsets), initial=initial
+        ).numpy()
     np.testing.assert_allclose(by_lengths, expected, rtol=1e-12)
     np.testing.assert_array_equal(by_offsets, by_lengths)
     torch = pytest.importorskip("torch")
@@ -66,16 +69,29 @@ def test_segment_reduce_with_batched_lengths_along_a_later_axis():
 
 @pytest.mark.parametrize("reduce", list(NUMPY))
 def test_segment_reduce_gradients_match_finite_differences(reduce):
-    check_gradients(lambda x: onnxnn.segment_reduce(x, reduce, lengths=onnxnn.tensor(LENGTHS), initial=0.25),
-                    [RNG.uniform(0.5, 1.5, (6, 2))])
+    check_gradients(
+        lambda x: onnxnn.segment_reduce(x, reduce, lengths=onnxnn.tensor(LENGTHS), initial=0.25),
+        [RNG.uniform(0.5, 1.5, (6, 2))],
+    )
 
 
-@pytest.mark.parametrize("kwargs, error, message", [
-    ({"reduce": "foo", "lengths": [6]}, RuntimeError, "reduce argument must be either sum, prod, mean, amax or amin"),
-    ({"reduce": "sum"}, RuntimeError, "Either lengths or offsets must be defined"),
-    ({"reduce": "sum", "lengths": [2, 3]}, RuntimeError, "Expected all rows of lengths along axis to sum to"),
-    ({"reduce": "sum", "lengths": [6], "axis": 1}, RuntimeError, "Expected axis to be the last dimension of lengths"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        (
+            {"reduce": "foo", "lengths": [6]},
+            RuntimeError,
+            "reduce argument must be either sum, prod, mean, amax or amin",
+        ),
+        ({"reduce": "sum"}, RuntimeError, "Either lengths or offsets must be defined"),
+        ({"reduce": "sum", "lengths": [2, 3]}, RuntimeError, "Expected all rows of lengths along axis to sum to"),
+        (
+            {"reduce": "sum", "lengths": [6], "axis": 1},
+            RuntimeError,
+            "Expected axis to be the last dimension of lengths",
+        ),
+    ],
+)
 def test_segment_reduce_errors_use_torchs_wording(kwargs, error, message):
     if "lengths" in kwargs:
         kwargs = {**kwargs, "lengths": onnxnn.tensor(kwargs["lengths"])}

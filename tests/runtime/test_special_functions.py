@@ -9,6 +9,7 @@ the formulas' documented relative accuracy (about 1e-15, see special_functions.p
 rounding of a few dozen float64 operations, so 1e-13 relative; near a root of the function
 (lgamma at 1 and 2) the error is absolute, so the bound is ``1e-13 * max(1, |value|)``.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,16 +27,17 @@ from onnxnn.export import to_onnx
 EXECUTORS = ("onnxruntime", "kernels")
 FLOAT64_RTOL = 1e-13
 EULER_GAMMA = 0.5772156649015329
-ZETA = {2: math.pi ** 2 / 6, 3: 1.2020569031595942, 4: math.pi ** 4 / 90}
+ZETA = {2: math.pi**2 / 6, 3: 1.2020569031595942, 4: math.pi**4 / 90}
 
 
 def _close(actual, expected, rtol=FLOAT64_RTOL):
     actual, expected = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
     bound = rtol * np.maximum(1.0, np.abs(expected))
     error = np.abs(actual - expected)
-    assert np.all((error <= bound) | (actual == expected)), \
-        f"worst at index {np.argmax(error / bound)}: {actual.flat[np.argmax(error / bound)]!r} vs " \
+    assert np.all((error <= bound) | (actual == expected)), (
+        f"worst at index {np.argmax(error / bound)}: {actual.flat[np.argmax(error / bound)]!r} vs "
         f"{expected.flat[np.argmax(error / bound)]!r}"
+    )
 
 
 def _run(function, values, dtype=onnxnn.float64):
@@ -43,6 +45,7 @@ def _run(function, values, dtype=onnxnn.float64):
 
 
 # ---------------------------------------------------------------- references
+
 
 def _polygamma_at_half_integers(n: int, x: float) -> float:
     """psi^(n) at a positive integer or half-integer, from zeta values and finite sums."""
@@ -53,9 +56,9 @@ def _polygamma_at_half_integers(n: int, x: float) -> float:
     s = n + 1
     sign_factorial = (-1) ** (n + 1) * math.factorial(n)
     if x == int(x):
-        return sign_factorial * (ZETA[s] - math.fsum(k ** -s for k in range(1, int(x))))
+        return sign_factorial * (ZETA[s] - math.fsum(k**-s for k in range(1, int(x))))
     # zeta(s, 1/2) = (2^s - 1) zeta(s); then the recurrence up to x.
-    return sign_factorial * ((2 ** s - 1) * ZETA[s] - math.fsum((k + 0.5) ** -s for k in range(int(x - 0.5))))
+    return sign_factorial * ((2**s - 1) * ZETA[s] - math.fsum((k + 0.5) ** -s for k in range(int(x - 0.5))))
 
 
 def _bessel_series(order: int, x: float) -> float:
@@ -128,7 +131,7 @@ def test_mvlgamma_is_a_sum_of_lgammas(executor):
 
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_erfinv_inverts_math_erf(executor):
-    y = np.concatenate([np.linspace(-0.999, 0.999, 41), [0.0, 1e-300, 0.5, 1 - 2 ** -52, -(1 - 1e-12)]])
+    y = np.concatenate([np.linspace(-0.999, 0.999, 41), [0.0, 1e-300, 0.5, 1 - 2**-52, -(1 - 1e-12)]])
     with onnxnn.set_executor(executor):
         x = _run(onnxnn.erfinv, y)
         edges = _run(onnxnn.erfinv, [1.0, -1.0, 1.5, np.nan])
@@ -147,14 +150,15 @@ def test_erfinv_inverts_math_erf(executor):
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
-@pytest.mark.parametrize("name,order,scaled", [("i0", 0, False), ("i0e", 0, True), ("i1", 1, False),
-                                               ("i1e", 1, True)])
+@pytest.mark.parametrize("name,order,scaled", [("i0", 0, False), ("i0e", 0, True), ("i1", 1, False), ("i1e", 1, True)])
 def test_modified_bessel_functions_match_their_series(executor, name, order, scaled):
     function = getattr(onnxnn.special, name)
     with onnxnn.set_executor(executor):
         actual = _run(function, BESSEL_POINTS)
-    expected = [math.copysign(_bessel_series(order, abs(x)), x if order else 1.0) * (math.exp(-abs(x)) if scaled else 1)
-                for x in BESSEL_POINTS]
+    expected = [
+        math.copysign(_bessel_series(order, abs(x)), x if order else 1.0) * (math.exp(-abs(x)) if scaled else 1)
+        for x in BESSEL_POINTS
+    ]
     np.testing.assert_allclose(actual, expected, rtol=1e-13, atol=1e-300)
 
 
@@ -166,7 +170,7 @@ def test_lower_precision_dtypes_are_computed_in_float32_and_rounded(dtype):
         assert result.dtype is dtype
         reference = function(onnxnn.tensor(x, dtype=onnxnn.float64)).numpy()
         # float32 arithmetic of ~40 operations (2e-6 relative), then one rounding to the dtype.
-        eps = {onnxnn.float32: 2 ** -23, onnxnn.float16: 2 ** -10, onnxnn.bfloat16: 2 ** -7}[dtype]
+        eps = {onnxnn.float32: 2**-23, onnxnn.float16: 2**-10, onnxnn.bfloat16: 2**-7}[dtype]
         np.testing.assert_allclose(result.to(onnxnn.float64).numpy(), reference, rtol=2e-6 + eps, atol=2e-6)
 
 
@@ -183,7 +187,7 @@ def _lower_incomplete_reference(a: float, x: float) -> float:
     """P(1/2, x) = erf(sqrt x); for integer a, P(n, x) = 1 - e^-x sum_{k<n} x^k / k!."""
     if a == 0.5:
         return math.erf(math.sqrt(x))
-    return 1 - math.exp(-x) * math.fsum(x ** k / math.factorial(k) for k in range(int(a)))
+    return 1 - math.exp(-x) * math.fsum(x**k / math.factorial(k) for k in range(int(a)))
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
@@ -197,9 +201,12 @@ def test_igamma_and_igammac_match_closed_forms(executor):
     expected = np.array([_lower_incomplete_reference(p, q) for p, q in zip(INCOMPLETE_A, INCOMPLETE_X)])
     np.testing.assert_allclose(lower, expected, rtol=1e-13)
     # The upper tail is checked against erfc and the integer-a sum directly (1 - P would lose its digits).
-    tail = [math.erfc(math.sqrt(q)) if p == 0.5 else math.exp(-q) * math.fsum(q ** k / math.factorial(k)
-                                                                               for k in range(int(p)))
-            for p, q in zip(INCOMPLETE_A, INCOMPLETE_X)]
+    tail = [
+        math.erfc(math.sqrt(q))
+        if p == 0.5
+        else math.exp(-q) * math.fsum(q**k / math.factorial(k) for k in range(int(p)))
+        for p, q in zip(INCOMPLETE_A, INCOMPLETE_X)
+    ]
     np.testing.assert_allclose(upper, tail, rtol=1e-12)
     np.testing.assert_array_equal(edges, [1.0, np.nan, 0.0, np.nan, np.nan, 1.0, 0.0, np.nan])
 
@@ -226,10 +233,16 @@ GRADIENT_CASES = [
     ("i0", onnxnn.i0, [np.array([-3.0, 0.5, 2.2, 4.0])]),
     ("i1e", onnxnn.special.i1e, [np.array([-25.0, -3.0, 0.5, 19.0, 22.0])]),
     # Differentiable in x only (as PyTorch's), on both branches (x < a + 1 and above).
-    ("igamma_x", lambda x: onnxnn.igamma(onnxnn.tensor([0.5, 2.0, 6.0], dtype=onnxnn.float64), x),
-     [np.array([0.3, 4.5, 5.0])]),
-    ("igammac_x", lambda x: onnxnn.igammac(onnxnn.tensor([0.5, 2.0, 6.0], dtype=onnxnn.float64), x),
-     [np.array([1.7, 0.4, 9.0])]),
+    (
+        "igamma_x",
+        lambda x: onnxnn.igamma(onnxnn.tensor([0.5, 2.0, 6.0], dtype=onnxnn.float64), x),
+        [np.array([0.3, 4.5, 5.0])],
+    ),
+    (
+        "igammac_x",
+        lambda x: onnxnn.igammac(onnxnn.tensor([0.5, 2.0, 6.0], dtype=onnxnn.float64), x),
+        [np.array([1.7, 0.4, 9.0])],
+    ),
 ]
 
 
@@ -242,8 +255,11 @@ def test_gradient_matches_finite_differences(case):
 def test_gradients_are_the_known_derivatives():
     # d lgamma = digamma, d digamma = polygamma(1), d i0 = i1, d erfinv = sqrt(pi)/2 exp(erfinv^2).
     x = onnxnn.tensor([0.3, 1.7, 6.0], dtype=onnxnn.float64, requires_grad=True)
-    for function, derivative in ((onnxnn.lgamma, onnxnn.digamma), (onnxnn.digamma, lambda t: onnxnn.polygamma(1, t)),
-                                 (onnxnn.i0, onnxnn.special.i1)):
+    for function, derivative in (
+        (onnxnn.lgamma, onnxnn.digamma),
+        (onnxnn.digamma, lambda t: onnxnn.polygamma(1, t)),
+        (onnxnn.i0, onnxnn.special.i1),
+    ):
         (grad,) = onnxnn.autograd.grad(function(x).sum(), [x])
         np.testing.assert_allclose(grad.numpy(), derivative(x.detach()).numpy(), rtol=1e-12)
     y = np.array([-0.4, 0.1, 0.8])
@@ -255,8 +271,16 @@ def test_gradients_are_the_known_derivatives():
 
 class _Special(nn.Module):
     def forward(self, x):
-        return onnxnn.stack([x.lgamma(), x.digamma(), onnxnn.polygamma(1, x), onnxnn.erfinv(x / 4),
-                             onnxnn.special.i0e(x), onnxnn.special.i1(x)])
+        return onnxnn.stack(
+            [
+                x.lgamma(),
+                x.digamma(),
+                onnxnn.polygamma(1, x),
+                onnxnn.erfinv(x / 4),
+                onnxnn.special.i0e(x),
+                onnxnn.special.i1(x),
+            ]
+        )
 
 
 def test_exported_model_runs_in_plain_onnxruntime_like_onnxnn():

@@ -3,6 +3,7 @@
 executors, gradients against float64 finite differences, and the list of torch.special names onnxnn
 does not have yet (each with the reason).
 """
+
 from __future__ import annotations
 
 import math
@@ -27,11 +28,13 @@ CLOSED_FORMS = {
     "chebyshev_polynomial_v": lambda x, n: np.cos((n + 0.5) * np.arccos(x)) / np.cos(np.arccos(x) / 2),
     "chebyshev_polynomial_w": lambda x, n: np.sin((n + 0.5) * np.arccos(x)) / np.sin(np.arccos(x) / 2),
     "shifted_chebyshev_polynomial_t": lambda x, n: np.cos(n * np.arccos(2 * x - 1)),
-    "hermite_polynomial_h": lambda x, n: {3: 8 * x ** 3 - 12 * x, 4: 16 * x ** 4 - 48 * x ** 2 + 12}[n],
-    "hermite_polynomial_he": lambda x, n: {3: x ** 3 - 3 * x, 4: x ** 4 - 6 * x ** 2 + 3}[n],
-    "laguerre_polynomial_l": lambda x, n: {3: (-x ** 3 + 9 * x ** 2 - 18 * x + 6) / 6,
-                                           4: (x ** 4 - 16 * x ** 3 + 72 * x ** 2 - 96 * x + 24) / 24}[n],
-    "legendre_polynomial_p": lambda x, n: {3: (5 * x ** 3 - 3 * x) / 2, 4: (35 * x ** 4 - 30 * x ** 2 + 3) / 8}[n],
+    "hermite_polynomial_h": lambda x, n: {3: 8 * x**3 - 12 * x, 4: 16 * x**4 - 48 * x**2 + 12}[n],
+    "hermite_polynomial_he": lambda x, n: {3: x**3 - 3 * x, 4: x**4 - 6 * x**2 + 3}[n],
+    "laguerre_polynomial_l": lambda x, n: {
+        3: (-(x**3) + 9 * x**2 - 18 * x + 6) / 6,
+        4: (x**4 - 16 * x**3 + 72 * x**2 - 96 * x + 24) / 24,
+    }[n],
+    "legendre_polynomial_p": lambda x, n: {3: (5 * x**3 - 3 * x) / 2, 4: (35 * x**4 - 30 * x**2 + 3) / 8}[n],
 }
 
 
@@ -62,9 +65,9 @@ def test_zeta_values_and_identities(executor):
         here = special.zeta(onnxnn.tensor(s * 0 + 3.0, dtype=onnxnn.float64), onnxnn.tensor(q)).numpy()
         above = special.zeta(onnxnn.tensor(s * 0 + 3.0, dtype=onnxnn.float64), onnxnn.tensor(q + 1)).numpy()
         edges = special.zeta(onnxnn.tensor([1.0, 0.5, 2.0, 2.5]), onnxnn.tensor([1.0, 1.0, -3.0, -1.5])).numpy()
-    np.testing.assert_allclose(riemann, [math.pi ** 2 / 6, math.pi ** 4 / 90], rtol=RTOL)
-    np.testing.assert_allclose(half, (2 ** s - 1) * one, rtol=RTOL)  # zeta(s, 1/2) = (2^s - 1) zeta(s)
-    np.testing.assert_allclose(here, above + q ** -3.0, rtol=RTOL)  # zeta(s, q) = zeta(s, q + 1) + q^-s
+    np.testing.assert_allclose(riemann, [math.pi**2 / 6, math.pi**4 / 90], rtol=RTOL)
+    np.testing.assert_allclose(half, (2**s - 1) * one, rtol=RTOL)  # zeta(s, 1/2) = (2^s - 1) zeta(s)
+    np.testing.assert_allclose(here, above + q**-3.0, rtol=RTOL)  # zeta(s, q) = zeta(s, q + 1) + q^-s
     assert edges[0] == np.inf and np.isnan(edges[1]) and edges[2] == np.inf and np.isnan(edges[3])
 
 
@@ -77,7 +80,7 @@ def test_erfcx_and_spherical_bessel_j0(executor):
         j0 = special.spherical_bessel_j0(onnxnn.tensor([0.0, 1e-3, 2.5], dtype=onnxnn.float64)).numpy()
     # exp(x^2) erfc(x) from libm's erfc, good to a few ulps times the exp's amplification below 5.
     np.testing.assert_allclose(scaled, [math.exp(v * v) * math.erfc(v) for v in x], rtol=1e-13)
-    asymptotic = [1 / (v * math.sqrt(math.pi)) * (1 - 1 / (2 * v * v) + 3 / (4 * v ** 4)) for v in (1e8, 30.0)]
+    asymptotic = [1 / (v * math.sqrt(math.pi)) * (1 - 1 / (2 * v * v) + 3 / (4 * v**4)) for v in (1e8, 30.0)]
     np.testing.assert_allclose(huge, asymptotic, rtol=1e-8)  # next term 15 / (8 x^6) < 1e-8 at x = 30
     np.testing.assert_allclose(j0, [1.0, math.sin(1e-3) / 1e-3, math.sin(2.5) / 2.5], rtol=1e-15)
 
@@ -114,7 +117,7 @@ def test_modified_bessel_k_matches_its_integral_and_the_wronskian(executor):
 def _bessel_j_exact(order: int, x: float) -> float:
     """sum_k (-1)^k (x/2)^(2k+order) / (k! (k+order)!) in exact rational arithmetic, then rounded."""
     half = Fraction(x) / 2
-    total, term = Fraction(0), half ** order / math.factorial(order)
+    total, term = Fraction(0), half**order / math.factorial(order)
     for k in range(140):
         total += term
         term *= -half * half / ((k + 1) * (k + 1 + order))
@@ -144,8 +147,11 @@ GRADIENT_CASES = [
     ("bessel_k0", special.modified_bessel_k0, [np.array([0.7, 1.99, 2.01, 12.0, 19.9, 20.1, 25.0])]),
     ("legendre", lambda x: special.legendre_polynomial_p(x, 4), [X]),
     ("hermite_tensor_n", lambda x: special.hermite_polynomial_h(x, onnxnn.tensor([0, 1, 2, 3, 4, 5, 3, 2, 1])), [X]),
-    ("zeta_q", lambda q: special.zeta(onnxnn.tensor([2.0, 3.5, 6.0], dtype=onnxnn.float64), q),
-     [np.array([0.4, 1.7, 12.0])]),
+    (
+        "zeta_q",
+        lambda q: special.zeta(onnxnn.tensor([2.0, 3.5, 6.0], dtype=onnxnn.float64), q),
+        [np.array([0.4, 1.7, 12.0])],
+    ),
     ("erfcx", special.erfcx, [np.array([-1.2, 0.3, 1.99, 2.01, 6.0])]),
 ]
 
@@ -162,17 +168,19 @@ def test_aliases_are_the_top_level_functions():
     assert special.multigammaln is onnxnn.mvlgamma and special.erfinv is onnxnn.erfinv
     x = onnxnn.tensor([0.25, 0.5], dtype=onnxnn.float64)
     np.testing.assert_allclose(special.expit(x).numpy(), 1 / (1 + np.exp(-x.numpy())), rtol=1e-15)
-    np.testing.assert_allclose(special.log_ndtr(x).numpy(),
-                               [math.log((1 + math.erf(v / math.sqrt(2))) / 2) for v in (0.25, 0.5)], rtol=1e-7)
+    np.testing.assert_allclose(
+        special.log_ndtr(x).numpy(), [math.log((1 + math.erf(v / math.sqrt(2))) / 2) for v in (0.25, 0.5)], rtol=1e-7
+    )
 
 
 # torch.special names onnxnn does not have, and why (besides "torch" and its helper docstring tables).
 NOT_YET = {
     "airy_ai": "missing: as bessel_y0",
     "bessel_y0": "missing: its series cancels for moderate x and its integral is not periodic (needs "
-                 "Cephes-style rational approximations)",
+    "Cephes-style rational approximations)",
     "bessel_y1": "missing: as bessel_y0",
-    "common_args": "a docstring table, not a function", "multi_dim_common": "a docstring table, not a function",
+    "common_args": "a docstring table, not a function",
+    "multi_dim_common": "a docstring table, not a function",
     "torch": "the torch module",
 }
 

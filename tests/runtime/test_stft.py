@@ -2,6 +2,7 @@
 istft as stft's inverse and against torch, gradients against float64 finite differences, both
 executors, export run by onnxruntime, and PyTorch's errors.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -18,21 +19,31 @@ RNG = np.random.default_rng(0)
 NUMPY_PAD_MODES = {"reflect": "reflect", "constant": "constant", "replicate": "edge", "circular": "wrap"}
 
 
-def numpy_stft(x, n_fft, hop_length=None, win_length=None, window=None, center=True, pad_mode="reflect",
-               normalized=False, onesided=True, align_to_window=False):
+def numpy_stft(
+    x,
+    n_fft,
+    hop_length=None,
+    win_length=None,
+    window=None,
+    center=True,
+    pad_mode="reflect",
+    normalized=False,
+    onesided=True,
+    align_to_window=False,
+):
     """The STFT by its definition: numpy pads and frames, numpy.fft transforms each windowed frame."""
     hop_length = hop_length or n_fft // 4
     win_length = win_length or n_fft
     window = np.ones(win_length) if window is None else window
     left = (n_fft - win_length) // 2
     full_window = np.zeros(n_fft)
-    full_window[left:left + win_length] = window
+    full_window[left : left + win_length] = window
     if center:
         x = np.pad(x, [(0, 0)] * (x.ndim - 1) + [(n_fft // 2, n_fft // 2)], mode=NUMPY_PAD_MODES[pad_mode])
     if align_to_window:
         x = np.pad(x, [(0, 0)] * (x.ndim - 1) + [(left, n_fft - win_length - left)])
     count = 1 + (x.shape[-1] - n_fft) // hop_length
-    frames = np.stack([x[..., t * hop_length:t * hop_length + n_fft] * full_window for t in range(count)], -2)
+    frames = np.stack([x[..., t * hop_length : t * hop_length + n_fft] * full_window for t in range(count)], -2)
     spectrum = np.fft.rfft(frames, axis=-1) if onesided else np.fft.fft(frames, axis=-1)
     if normalized:
         spectrum = spectrum / np.sqrt(n_fft)
@@ -48,8 +59,12 @@ CASES = [
     ("normalized-constant", (17,), 8, {"normalized": True, "pad_mode": "constant"}),
     ("replicate", (2, 16), 4, {"pad_mode": "replicate", "hop_length": 2}),
     ("circular-odd-fft", (15,), 5, {"pad_mode": "circular", "hop_length": 2}),
-    ("align-to-window", (20,), 8, {"center": False, "win_length": 5, "window": HANN7[:5], "hop_length": 2,
-                                     "align_to_window": True}),
+    (
+        "align-to-window",
+        (20,),
+        8,
+        {"center": False, "win_length": 5, "window": HANN7[:5], "hop_length": 2, "align_to_window": True},
+    ),
 ]
 
 
@@ -62,8 +77,12 @@ def _kwargs(kwargs, module):
 def test_stft_matches_numpy_fft(case_id, shape, n_fft, kwargs, executor):
     x = RNG.standard_normal(shape)
     with onnxnn.set_executor(executor):
-        actual = onnxnn.stft(onnxnn.tensor(x, dtype=onnxnn.float32), n_fft, return_complex=False,
-                             **_kwargs(kwargs, lambda a: onnxnn.tensor(a, dtype=onnxnn.float32))).numpy()
+        actual = onnxnn.stft(
+            onnxnn.tensor(x, dtype=onnxnn.float32),
+            n_fft,
+            return_complex=False,
+            **_kwargs(kwargs, lambda a: onnxnn.tensor(a, dtype=onnxnn.float32)),
+        ).numpy()
     expected = numpy_stft(x, n_fft, **kwargs)
     assert actual.shape == expected.shape
     # a float32 sum of n_fft products of magnitude <= max|x| (windows and the basis are <= 1)
@@ -96,21 +115,29 @@ def test_istft_inverts_stft(case_id, executor):
     inverse = {key: value for key, value in kwargs.items() if key != "pad_mode"}
     with onnxnn.set_executor(executor), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        spectrum = onnxnn.stft(onnxnn.tensor(x, dtype=onnxnn.float32), n_fft, return_complex=False,
-                               **_kwargs(kwargs, lambda a: onnxnn.tensor(a, dtype=onnxnn.float32)))
-        signal = onnxnn.istft(spectrum, n_fft, length=shape[-1],
-                              **_kwargs(inverse, lambda a: onnxnn.tensor(a, dtype=onnxnn.float32))).numpy()
+        spectrum = onnxnn.stft(
+            onnxnn.tensor(x, dtype=onnxnn.float32),
+            n_fft,
+            return_complex=False,
+            **_kwargs(kwargs, lambda a: onnxnn.tensor(a, dtype=onnxnn.float32)),
+        )
+        signal = onnxnn.istft(
+            spectrum, n_fft, length=shape[-1], **_kwargs(inverse, lambda a: onnxnn.tensor(a, dtype=onnxnn.float32))
+        ).numpy()
     if kwargs.get("center") is False:  # the tail past the last full frame is not covered
-        covered = n_fft + kwargs.get("hop_length", n_fft // 4) * ((shape[-1] - n_fft) // kwargs.get(
-            "hop_length", n_fft // 4))
+        covered = n_fft + kwargs.get("hop_length", n_fft // 4) * (
+            (shape[-1] - n_fft) // kwargs.get("hop_length", n_fft // 4)
+        )
         signal, x = signal[..., :covered], x[..., :covered]
     np.testing.assert_allclose(signal, x, rtol=0, atol=1e-4 * np.abs(x).max())
 
 
 def test_stft_gradients_match_finite_differences():
     window = HANN7[:6]
-    check_gradients(lambda x, w: onnxnn.stft(x, 8, 3, 6, w, return_complex=False, pad_mode="reflect"),
-                    [RNG.standard_normal(12), window])
+    check_gradients(
+        lambda x, w: onnxnn.stft(x, 8, 3, 6, w, return_complex=False, pad_mode="reflect"),
+        [RNG.standard_normal(12), window],
+    )
 
 
 def test_istft_gradients_match_finite_differences():
@@ -157,28 +184,58 @@ def test_istft_exports_to_onnxruntime():
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("call, error, message", [
-    (lambda x: onnxnn.stft(x, 8), RuntimeError, "stft requires the return_complex parameter be given"),
-    (lambda x: onnxnn.stft(x, 8, return_complex=True), RuntimeError, "onnxnn has no complex dtypes"),
-    (lambda x: onnxnn.stft(x, 8, win_length=10, return_complex=False), RuntimeError,
-     "expected 0 < win_length <= n_fft, but got win_length=10"),
-    (lambda x: onnxnn.stft(x, 8, window=onnxnn.ones(5), return_complex=False), RuntimeError,
-     "expected a 1D window tensor of size equal to win_length=8, but got window with size [5]"),
-    (lambda x: onnxnn.stft(x, 8, hop_length=0, return_complex=False), RuntimeError,
-     "expected hop_length > 0, but got hop_length=0"),
-    (lambda x: onnxnn.stft(x.reshape((2, 2, 5)), 4, return_complex=False), RuntimeError,
-     "expected a 1D or 2D tensor"),
-    (lambda x: onnxnn.stft(x[:5], 8, center=False, return_complex=False), RuntimeError,
-     "expected 0 < n_fft < 5, but got n_fft=8"),
-    (lambda x: onnxnn.stft(x, 8, align_to_window=True, return_complex=False), ValueError,
-     "stft align_to_window should only be set when center = false"),
-    (lambda x: onnxnn.istft(onnxnn.stft(x, 8, return_complex=False), 8, window=onnxnn.zeros(8)), RuntimeError,
-     "window overlap add min: 0"),
-    (lambda x: onnxnn.istft(onnxnn.stft(x, 8, return_complex=False), 8, onesided=False), RuntimeError,
-     "to match n_fft when onesided=False, but got 5"),
-    (lambda x: onnxnn.istft(onnxnn.stft(x, 8, return_complex=False), 8, return_complex=True), RuntimeError,
-     "onnxnn has no complex dtypes"),
-])
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda x: onnxnn.stft(x, 8), RuntimeError, "stft requires the return_complex parameter be given"),
+        (lambda x: onnxnn.stft(x, 8, return_complex=True), RuntimeError, "onnxnn has no complex dtypes"),
+        (
+            lambda x: onnxnn.stft(x, 8, win_length=10, return_complex=False),
+            RuntimeError,
+            "expected 0 < win_length <= n_fft, but got win_length=10",
+        ),
+        (
+            lambda x: onnxnn.stft(x, 8, window=onnxnn.ones(5), return_complex=False),
+            RuntimeError,
+            "expected a 1D window tensor of size equal to win_length=8, but got window with size [5]",
+        ),
+        (
+            lambda x: onnxnn.stft(x, 8, hop_length=0, return_complex=False),
+            RuntimeError,
+            "expected hop_length > 0, but got hop_length=0",
+        ),
+        (
+            lambda x: onnxnn.stft(x.reshape((2, 2, 5)), 4, return_complex=False),
+            RuntimeError,
+            "expected a 1D or 2D tensor",
+        ),
+        (
+            lambda x: onnxnn.stft(x[:5], 8, center=False, return_complex=False),
+            RuntimeError,
+            "expected 0 < n_fft < 5, but got n_fft=8",
+        ),
+        (
+            lambda x: onnxnn.stft(x, 8, align_to_window=True, return_complex=False),
+            ValueError,
+            "stft align_to_window should only be set when center = false",
+        ),
+        (
+            lambda x: onnxnn.istft(onnxnn.stft(x, 8, return_complex=False), 8, window=onnxnn.zeros(8)),
+            RuntimeError,
+            "window overlap add min: 0",
+        ),
+        (
+            lambda x: onnxnn.istft(onnxnn.stft(x, 8, return_complex=False), 8, onesided=False),
+            RuntimeError,
+            "to match n_fft when onesided=False, but got 5",
+        ),
+        (
+            lambda x: onnxnn.istft(onnxnn.stft(x, 8, return_complex=False), 8, return_complex=True),
+            RuntimeError,
+            "onnxnn has no complex dtypes",
+        ),
+    ],
+)
 def test_stft_errors_in_pytorch_words(call, error, message):
     with pytest.raises(error) as info:
         call(onnxnn.randn(20))

@@ -1,4 +1,5 @@
 """set_num_threads and friends: PyTorch's functions, applied to onnxruntime sessions and numpy's BLAS."""
+
 from __future__ import annotations
 
 import os
@@ -65,10 +66,16 @@ def test_small_graphs_keep_one_thread(restore_threads):
 
 
 @pytest.mark.parametrize("function", [onnxnn.set_num_threads, onnxnn.set_num_interop_threads])
-@pytest.mark.parametrize("count, message", [(0, "expects a positive integer"), (-2, "expects a positive integer"),
-                                            (1.5, "expects an int, but got float"),
-                                            ("2", "expects an int, but got str"),
-                                            (True, "expects an int, but got bool")])
+@pytest.mark.parametrize(
+    "count, message",
+    [
+        (0, "expects a positive integer"),
+        (-2, "expects a positive integer"),
+        (1.5, "expects an int, but got float"),
+        ("2", "expects an int, but got str"),
+        (True, "expects an int, but got bool"),
+    ],
+)
 def test_bad_counts_are_refused_and_change_nothing(restore_threads, function, count, message):
     before = (MODE.intra_op_threads, MODE.inter_op_threads)
     with pytest.raises(RuntimeError, match=f"{function.__name__} {message}"):

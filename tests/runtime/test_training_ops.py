@@ -5,6 +5,7 @@ norm_coefficient no weight decay. onnxruntime runs it through onnxnn's decomposi
 Mul/Add/Sub nodes); the kernels executor runs its own kernel. Expected values are the spec's pseudo
 code in numpy.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -51,17 +52,23 @@ CASES = [
 def test_momentum_follows_the_spec(case, dtype, executor, monkeypatch):
     if executor == "kernels-one-by-one":  # the kernel's path for large models: no flat buffer
         from onnxnn.kernels import training
+
         monkeypatch.setattr(training, "FLAT_UPDATE_MAX_ELEMENTS", 0)
         executor = "kernels"
     generator = np.random.default_rng(0)
     arrays = [[generator.standard_normal(shape) for shape in SHAPES] for _ in range(3)]
     xs, gs, vs = ([constant(np.asarray(a, dtype.numpy_dtype), dtype) for a in group] for group in arrays)
+
     def scalar(value):
         return constant(np.array(value, dtype.numpy_dtype), dtype)
 
-    hyperparameters = (scalar(0.1), static_constant(case["t"], dtypes.int64), scalar(case["alpha"]),
-                       scalar(case["beta"]) if case["beta"] != 1 else None,
-                       scalar(case["norm_coefficient"]) if case["norm_coefficient"] != 0 else None)
+    hyperparameters = (
+        scalar(0.1),
+        static_constant(case["t"], dtypes.int64),
+        scalar(case["alpha"]),
+        scalar(case["beta"]) if case["beta"] != 1 else None,
+        scalar(case["norm_coefficient"]) if case["norm_coefficient"] != 0 else None,
+    )
     outputs = record("Momentum", (*hyperparameters, *xs, *gs, *vs), {"mode": case["mode"]}, TRAINING_DOMAIN)
     with onnxnn.set_executor(executor):
         results = [data_of(output) for output in outputs]
@@ -86,11 +93,15 @@ def _hyperparameters():
     return (*_values([(), (), ()]), None, None)
 
 
-@pytest.mark.parametrize("inputs, message", [
-    (lambda: (*_hyperparameters(), *_values([(2,), (2,)])), "takes R, T, alpha, beta, norm_coefficient and then"),
-    (lambda: (*_hyperparameters(), *_values([(2,), (3,), (2,)])), "tensor 0 has X float32[2], G float32[3]"),
-    (lambda: (*_hyperparameters(), *_values([(2,), (2,)]), *_values([(2,)], onnxnn.float64)), "they must agree"),
-], ids=["count", "shapes", "dtypes"])
+@pytest.mark.parametrize(
+    "inputs, message",
+    [
+        (lambda: (*_hyperparameters(), *_values([(2,), (2,)])), "takes R, T, alpha, beta, norm_coefficient and then"),
+        (lambda: (*_hyperparameters(), *_values([(2,), (3,), (2,)])), "tensor 0 has X float32[2], G float32[3]"),
+        (lambda: (*_hyperparameters(), *_values([(2,), (2,)]), *_values([(2,)], onnxnn.float64)), "they must agree"),
+    ],
+    ids=["count", "shapes", "dtypes"],
+)
 def test_momentum_rejects_inconsistent_inputs(inputs, message):
     with pytest.raises(RuntimeError, match=message.replace("[", r"\[").replace("]", r"\]")):
         record("Momentum", inputs(), {"mode": "standard"}, TRAINING_DOMAIN)

@@ -4,6 +4,7 @@ Expected values come from onnx's reference implementation (``onnx.reference.Refe
 Gradients are checked against float64 finite differences on the kernels executor, and in float32
 on onnxruntime (whose CPU provider runs MaxUnpool and Col2Im in float32 only).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,8 +25,12 @@ def reference(op_type, inputs, attrs, opset=18):
     names = [f"i{k}" for k in range(len(inputs))]
     types = [TensorProto.INT64 if np.asarray(a).dtype.kind == "i" else TensorProto.FLOAT for a in inputs]
     node = helper.make_node(op_type, names, ["y"], **attrs)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, t, None) for n, t in zip(names, types)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info(n, t, None) for n, t in zip(names, types)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     return ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))[0]
 
@@ -33,8 +38,9 @@ def reference(op_type, inputs, attrs, opset=18):
 def pooled_with_indices(shape, kernel, strides):
     """MaxPool's values and whole-tensor indices for distinct inputs (the pair MaxUnpool takes)."""
     x = (RNG.permutation(int(np.prod(shape))).reshape(shape) - 7.5).astype(np.float32)
-    values, indices = apply_op("MaxPool", (onnxnn.tensor(x),), {"kernel_shape": kernel, "strides": strides},
-                               num_outputs=2)
+    values, indices = apply_op(
+        "MaxPool", (onnxnn.tensor(x),), {"kernel_shape": kernel, "strides": strides}, num_outputs=2
+    )
     return values.numpy(), indices.numpy()
 
 
@@ -48,8 +54,9 @@ UNPOOL_CASES = [
 
 
 @pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
-@pytest.mark.parametrize("case_id, shape, kernel, strides, pads, output_shape", UNPOOL_CASES,
-                         ids=[c[0] for c in UNPOOL_CASES])
+@pytest.mark.parametrize(
+    "case_id, shape, kernel, strides, pads, output_shape", UNPOOL_CASES, ids=[c[0] for c in UNPOOL_CASES]
+)
 def test_max_unpool_node_matches_the_reference(case_id, shape, kernel, strides, pads, output_shape, executor):
     values, indices = pooled_with_indices(shape, kernel, strides)
     attrs = {"kernel_shape": kernel, "strides": strides}
@@ -65,10 +72,12 @@ def test_max_unpool_node_matches_the_reference(case_id, shape, kernel, strides, 
     np.testing.assert_array_equal(actual, expected)
 
 
-@pytest.mark.parametrize("case_id, shape, kernel, strides, pads, output_shape", UNPOOL_CASES[:3],
-                         ids=[c[0] for c in UNPOOL_CASES[:3]])
-def test_max_unpool_gradient_reads_the_output_gradient_at_the_indices(case_id, shape, kernel, strides, pads,
-                                                                     output_shape):
+@pytest.mark.parametrize(
+    "case_id, shape, kernel, strides, pads, output_shape", UNPOOL_CASES[:3], ids=[c[0] for c in UNPOOL_CASES[:3]]
+)
+def test_max_unpool_gradient_reads_the_output_gradient_at_the_indices(
+    case_id, shape, kernel, strides, pads, output_shape
+):
     values, indices = pooled_with_indices(shape, kernel, strides)
     attrs = {"kernel_shape": kernel, "strides": strides}
     extra = () if output_shape is None else (onnxnn.tensor(np.array(output_shape, dtype=np.int64)),)
@@ -96,8 +105,9 @@ def _columns_shape(image, block, attrs, channels=2, batch=2):
     strides = attrs.get("strides", [1] * rank)
     dilations = attrs.get("dilations", [1] * rank)
     pads = attrs.get("pads", [0] * 2 * rank)
-    blocks = [(image[i] + pads[i] + pads[rank + i] - dilations[i] * (block[i] - 1) - 1) // strides[i] + 1
-              for i in range(rank)]
+    blocks = [
+        (image[i] + pads[i] + pads[rank + i] - dilations[i] * (block[i] - 1) - 1) // strides[i] + 1 for i in range(rank)
+    ]
     return (batch, channels * int(np.prod(block)), int(np.prod(blocks)))
 
 

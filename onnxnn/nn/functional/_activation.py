@@ -5,6 +5,7 @@ Celu, HardSigmoid, HardSwish, Mish, Softsign and PRelu (and its float64 Shrink r
 float32), so float64 inputs (gradient checks, scientific use) take decompositions into ops that
 have them; float32 and float16 record the single ONNX op (Celu also lacks a float16 kernel).
 """
+
 from __future__ import annotations
 
 import warnings
@@ -18,11 +19,44 @@ from ...runtime.internal import apply_in_place, constant_tensor, full_tensor
 from ...runtime.tensor import Tensor, apply_op
 from ._common import lacks_kernels, stable_softplus
 
-__all__ = ["relu", "relu_", "leaky_relu", "leaky_relu_", "sigmoid", "tanh", "gelu", "silu", "elu", "softplus",
-           "hardtanh", "relu6", "logsigmoid", "softmax", "log_softmax",
-           "threshold", "threshold_", "hardtanh_", "elu_", "selu", "selu_", "celu", "celu_", "hardsigmoid",
-           "hardswish", "mish", "softsign", "tanhshrink", "hardshrink", "softshrink", "prelu", "rrelu", "rrelu_",
-           "glu", "softmin", "gumbel_softmax"]
+__all__ = [
+    "relu",
+    "relu_",
+    "leaky_relu",
+    "leaky_relu_",
+    "sigmoid",
+    "tanh",
+    "gelu",
+    "silu",
+    "elu",
+    "softplus",
+    "hardtanh",
+    "relu6",
+    "logsigmoid",
+    "softmax",
+    "log_softmax",
+    "threshold",
+    "threshold_",
+    "hardtanh_",
+    "elu_",
+    "selu",
+    "selu_",
+    "celu",
+    "celu_",
+    "hardsigmoid",
+    "hardswish",
+    "mish",
+    "softsign",
+    "tanhshrink",
+    "hardshrink",
+    "softshrink",
+    "prelu",
+    "rrelu",
+    "rrelu_",
+    "glu",
+    "softmin",
+    "gumbel_softmax",
+]
 
 
 def _erf_float64(x: Tensor) -> Tensor:
@@ -146,8 +180,10 @@ def logsigmoid(input: Tensor) -> Tensor:
 
 
 def _softmax_dim(name: str, ndim: int, stacklevel: int) -> int:
-    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. "
-                  "Change the call to include dim=X as an argument.", stacklevel=stacklevel)
+    warnings.warn(
+        f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X as an argument.",
+        stacklevel=stacklevel,
+    )
     return 0 if ndim in (0, 1, 3) else 1
 
 
@@ -166,6 +202,7 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dty
 
 
 # ---------------------------------------------------------------- the rest of torch.nn.functional's activations
+
 
 def _float_scalar(input: Tensor, value: float) -> Tensor:
     return full_tensor((), value, input.dtype, input.device)
@@ -290,8 +327,9 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
 prelu = _ops.prelu  # a tensor op (runtime/ops/nn_ops.py): Tensor.prelu calls it too
 
 
-def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
-          inplace: bool = False) -> Tensor:
+def rrelu(
+    input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False, inplace: bool = False
+) -> Tensor:
     """Randomized leaky ReLU: in training each negative element gets a slope drawn from ``U(lower, upper)``.
 
     Not training, the slope is ``(lower + upper) / 2``. The slopes come from onnxnn's generator and
@@ -345,12 +383,12 @@ def gumbel_softmax(logits: Tensor, tau: float = 1, hard: bool = False, eps: floa
     uniform = _random.uniform(tuple(logits.shape), np.float64)
     # -log(Exponential(1)) is standard Gumbel; 1 - u lies in (0, 1], so the logarithms stay finite.
     exponential = np.maximum(-np.log1p(-uniform), np.finfo(np.float64).tiny)
-    gumbels = constant_tensor(np.ascontiguousarray(-np.log(exponential)).astype(logits.dtype.numpy_dtype),
-                                 logits.dtype, logits.device)
+    gumbels = constant_tensor(
+        np.ascontiguousarray(-np.log(exponential)).astype(logits.dtype.numpy_dtype), logits.dtype, logits.device
+    )
     y_soft = _ops.softmax((logits + gumbels) / tau, dim, None)
     if not hard:
         return y_soft
     index = y_soft.argmax(dim, keepdim=True)
-    y_hard = _ops.scatter(full_tensor(tuple(logits.shape), 0.0, logits.dtype, logits.device), dim, index,
-                          value=1.0)
+    y_hard = _ops.scatter(full_tensor(tuple(logits.shape), 0.0, logits.dtype, logits.device), dim, index, value=1.0)
     return y_hard - y_soft.detach() + y_soft

@@ -5,6 +5,7 @@ gradient rules differentiate them. Boolean masks become additive ``-inf`` biases
 scaled_dot_product_attention gives zeros (not NaN) on rows whose every key is masked, like
 PyTorch's math backend (its ``_safe_softmax``).
 """
+
 from __future__ import annotations
 
 import math
@@ -23,9 +24,17 @@ __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
 
 # C++ type names, as PyTorch's SDPA mask-dtype error prints them.
-_CPP_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
-                   "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
-                   "uint8": "unsigned char"}
+_CPP_TYPE_NAMES = {
+    "float32": "float",
+    "float64": "double",
+    "float16": "c10::Half",
+    "bfloat16": "c10::BFloat16",
+    "int64": "long int",
+    "int32": "int",
+    "int16": "short int",
+    "int8": "signed char",
+    "uint8": "unsigned char",
+}
 
 
 def _cpp_type_name(dtype) -> str:
@@ -46,9 +55,16 @@ def _as_bias(mask: Tensor, like: Tensor) -> Tensor:
     return _constant(like, np.zeros(())).masked_fill(mask.logical_not(), float("-inf"))
 
 
-def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
-                                 dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
-                                 enable_gqa: bool = False) -> Tensor:
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> Tensor:
     """Computes ``softmax(Q K^T * scale + mask) V`` over the last two dimensions.
 
     Args:
@@ -66,13 +82,17 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         ``(N, ..., Hq, L, Ev)``.
     """
     if attn_mask is not None and not _is_bool(attn_mask) and attn_mask.dtype is not query.dtype:
-        raise RuntimeError("Expected attn_mask dtype to be bool or float or to match query dtype, but got "
-                           f"attn_mask.dtype: {_cpp_type_name(attn_mask.dtype)} and  query.dtype: "
-                           f"{_cpp_type_name(query.dtype)} instead.")
+        raise RuntimeError(
+            "Expected attn_mask dtype to be bool or float or to match query dtype, but got "
+            f"attn_mask.dtype: {_cpp_type_name(attn_mask.dtype)} and  query.dtype: "
+            f"{_cpp_type_name(query.dtype)} instead."
+        )
     if key.shape[-1] != query.shape[-1]:
-        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
-                           f"[{query.shape[-3] if query.dim() > 2 else 1}, {query.shape[-1]}] but got: "
-                           f"[{key.shape[-3] if key.dim() > 2 else 1}, {key.shape[-1]}].")
+        raise RuntimeError(
+            f"Expected size for first two dimensions of batch2 tensor to be: "
+            f"[{query.shape[-3] if query.dim() > 2 else 1}, {query.shape[-1]}] but got: "
+            f"[{key.shape[-3] if key.dim() > 2 else 1}, {key.shape[-1]}]."
+        )
     length, source = query.shape[-2], key.shape[-2]
     factor = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     if enable_gqa and query.dim() >= 3 and key.shape[-3] != query.shape[-3]:
@@ -102,16 +122,19 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     return weights @ value
 
 
-def _canonical_mask(mask: Tensor | None, name: str, like: Tensor, other: Tensor | None = None,
-                    other_name: str = "") -> Tensor | None:
+def _canonical_mask(
+    mask: Tensor | None, name: str, like: Tensor, other: Tensor | None = None, other_name: str = ""
+) -> Tensor | None:
     """PyTorch's _canonical_mask: boolean masks (True = masked out) become -inf biases, float ones stay."""
     if mask is None:
         return None
     if not _is_bool(mask) and not mask.is_floating_point():
         raise AssertionError(f"only bool and floating types of {name} are supported")
     if other is not None and other.dtype is not mask.dtype:
-        warnings.warn(f"Support for mismatched {name} and {other_name} is deprecated. Use same type for both "
-                      "instead.", stacklevel=3)
+        warnings.warn(
+            f"Support for mismatched {name} and {other_name} is deprecated. Use same type for both instead.",
+            stacklevel=3,
+        )
     if _is_bool(mask):
         return _constant(like, np.zeros(())).masked_fill(mask, float("-inf")).expand(*mask.shape)
     return mask
@@ -120,43 +143,72 @@ def _canonical_mask(mask: Tensor | None, name: str, like: Tensor, other: Tensor 
 def _shape_check(query, key, value, key_padding_mask, attn_mask, num_heads) -> bool:
     if query.dim() == 3:
         if key.dim() != 3 or value.dim() != 3:
-            raise AssertionError("For batched (3-D) `query`, expected `key` and `value` to be 3-D but found "
-                                 f"{key.dim()}-D and {value.dim()}-D tensors respectively")
+            raise AssertionError(
+                "For batched (3-D) `query`, expected `key` and `value` to be 3-D but found "
+                f"{key.dim()}-D and {value.dim()}-D tensors respectively"
+            )
         if key_padding_mask is not None and key_padding_mask.dim() != 2:
-            raise AssertionError("For batched (3-D) `query`, expected `key_padding_mask` to be `None` or 2-D but "
-                                 f"found {key_padding_mask.dim()}-D tensor instead")
+            raise AssertionError(
+                "For batched (3-D) `query`, expected `key_padding_mask` to be `None` or 2-D but "
+                f"found {key_padding_mask.dim()}-D tensor instead"
+            )
         if attn_mask is not None and attn_mask.dim() not in (2, 3):
-            raise AssertionError("For batched (3-D) `query`, expected `attn_mask` to be `None`, 2-D or 3-D but "
-                                 f"found {attn_mask.dim()}-D tensor instead")
+            raise AssertionError(
+                "For batched (3-D) `query`, expected `attn_mask` to be `None`, 2-D or 3-D but "
+                f"found {attn_mask.dim()}-D tensor instead"
+            )
         return True
     if query.dim() == 2:
         if key.dim() != 2 or value.dim() != 2:
-            raise AssertionError("For unbatched (2-D) `query`, expected `key` and `value` to be 2-D but found "
-                                 f"{key.dim()}-D and {value.dim()}-D tensors respectively")
+            raise AssertionError(
+                "For unbatched (2-D) `query`, expected `key` and `value` to be 2-D but found "
+                f"{key.dim()}-D and {value.dim()}-D tensors respectively"
+            )
         if key_padding_mask is not None and key_padding_mask.dim() != 1:
-            raise AssertionError("For unbatched (2-D) `query`, expected `key_padding_mask` to be `None` or 1-D "
-                                 f"but found {key_padding_mask.dim()}-D tensor instead")
+            raise AssertionError(
+                "For unbatched (2-D) `query`, expected `key_padding_mask` to be `None` or 1-D "
+                f"but found {key_padding_mask.dim()}-D tensor instead"
+            )
         if attn_mask is not None:
             if attn_mask.dim() not in (2, 3):
-                raise AssertionError("For unbatched (2-D) `query`, expected `attn_mask` to be `None`, 2-D or 3-D "
-                                     f"but found {attn_mask.dim()}-D tensor instead")
+                raise AssertionError(
+                    "For unbatched (2-D) `query`, expected `attn_mask` to be `None`, 2-D or 3-D "
+                    f"but found {attn_mask.dim()}-D tensor instead"
+                )
             expected = (num_heads, query.shape[0], key.shape[0])
             if attn_mask.dim() == 3 and tuple(attn_mask.shape) != expected:
                 raise AssertionError(f"Expected `attn_mask` shape to be {expected} but got {attn_mask.shape}")
         return False
-    raise AssertionError(f"query should be unbatched 2D or batched 3D tensor but received {query.dim()}-D query "
-                         "tensor")
+    raise AssertionError(f"query should be unbatched 2D or batched 3D tensor but received {query.dim()}-D query tensor")
 
 
 def multi_head_attention_forward(
-        query: Tensor, key: Tensor, value: Tensor, embed_dim_to_check: int, num_heads: int,
-        in_proj_weight: Tensor | None, in_proj_bias: Tensor | None, bias_k: Tensor | None, bias_v: Tensor | None,
-        add_zero_attn: bool, dropout_p: float, out_proj_weight: Tensor, out_proj_bias: Tensor | None,
-        training: bool = True, key_padding_mask: Tensor | None = None, need_weights: bool = True,
-        attn_mask: Tensor | None = None, use_separate_proj_weight: bool = False,
-        q_proj_weight: Tensor | None = None, k_proj_weight: Tensor | None = None,
-        v_proj_weight: Tensor | None = None, static_k: Tensor | None = None, static_v: Tensor | None = None,
-        average_attn_weights: bool = True, is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    embed_dim_to_check: int,
+    num_heads: int,
+    in_proj_weight: Tensor | None,
+    in_proj_bias: Tensor | None,
+    bias_k: Tensor | None,
+    bias_v: Tensor | None,
+    add_zero_attn: bool,
+    dropout_p: float,
+    out_proj_weight: Tensor,
+    out_proj_bias: Tensor | None,
+    training: bool = True,
+    key_padding_mask: Tensor | None = None,
+    need_weights: bool = True,
+    attn_mask: Tensor | None = None,
+    use_separate_proj_weight: bool = False,
+    q_proj_weight: Tensor | None = None,
+    k_proj_weight: Tensor | None = None,
+    v_proj_weight: Tensor | None = None,
+    static_k: Tensor | None = None,
+    static_v: Tensor | None = None,
+    average_attn_weights: bool = True,
+    is_causal: bool = False,
+) -> tuple[Tensor, Tensor | None]:
     """Multi-head attention over sequence-first inputs; see :class:`onnxnn.nn.MultiheadAttention`.
 
     Args:
@@ -178,8 +230,10 @@ def multi_head_attention_forward(
     src_len = key.shape[0]
     key_padding_mask = _canonical_mask(key_padding_mask, "key_padding_mask", query, attn_mask, "attn_mask")
     if is_causal and attn_mask is None:
-        raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
-                           "method `generate_square_subsequent_mask` to create this mask.")
+        raise RuntimeError(
+            "Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
+            "method `generate_square_subsequent_mask` to create this mask."
+        )
     if is_causal and key_padding_mask is None and not need_weights:
         attn_mask = None
     else:
@@ -193,8 +247,9 @@ def multi_head_attention_forward(
         raise AssertionError(f"embed_dim {embed_dim} not divisible by num_heads {num_heads}")
     if use_separate_proj_weight:
         if tuple(key.shape[:2]) != tuple(value.shape[:2]):
-            raise AssertionError(f"key's sequence and batch dims {key.shape[:2]} do not match value's "
-                                 f"{value.shape[:2]}")
+            raise AssertionError(
+                f"key's sequence and batch dims {key.shape[:2]} do not match value's {value.shape[:2]}"
+            )
         b_q = b_k = b_v = None
         if in_proj_bias is not None:
             b_q, b_k, b_v = in_proj_bias.chunk(3)
@@ -212,13 +267,16 @@ def multi_head_attention_forward(
     if attn_mask is not None:
         if attn_mask.dim() == 2:
             if tuple(attn_mask.shape) != (tgt_len, src_len):
-                raise RuntimeError(f"The shape of the 2D attn_mask is {attn_mask.shape}, but should be "
-                                   f"{(tgt_len, src_len)}.")
+                raise RuntimeError(
+                    f"The shape of the 2D attn_mask is {attn_mask.shape}, but should be {(tgt_len, src_len)}."
+                )
             attn_mask = attn_mask.unsqueeze(0)
         elif attn_mask.dim() == 3:
             if tuple(attn_mask.shape) != (bsz * num_heads, tgt_len, src_len):
-                raise RuntimeError(f"The shape of the 3D attn_mask is {attn_mask.shape}, but should be "
-                                   f"{(bsz * num_heads, tgt_len, src_len)}.")
+                raise RuntimeError(
+                    f"The shape of the 3D attn_mask is {attn_mask.shape}, but should be "
+                    f"{(bsz * num_heads, tgt_len, src_len)}."
+                )
         else:
             raise RuntimeError(f"attn_mask's dimension {attn_mask.dim()} is not supported")
     if bias_k is not None and bias_v is not None:
@@ -229,11 +287,12 @@ def multi_head_attention_forward(
         if key_padding_mask is not None:
             key_padding_mask = pad(key_padding_mask, (0, 1))
     elif bias_k is not None or bias_v is not None:
-        raise AssertionError("bias_k is set but bias_v is None" if bias_k is not None
-                             else "bias_v is set but bias_k is None")
+        raise AssertionError(
+            "bias_k is set but bias_v is None" if bias_k is not None else "bias_v is set but bias_k is None"
+        )
     q = q.reshape(tgt_len, bsz * num_heads, head_dim).transpose(0, 1)
-    k = (k.reshape(k.shape[0], bsz * num_heads, head_dim).transpose(0, 1) if static_k is None else static_k)
-    v = (v.reshape(v.shape[0], bsz * num_heads, head_dim).transpose(0, 1) if static_v is None else static_v)
+    k = k.reshape(k.shape[0], bsz * num_heads, head_dim).transpose(0, 1) if static_k is None else static_k
+    v = v.reshape(v.shape[0], bsz * num_heads, head_dim).transpose(0, 1) if static_v is None else static_v
     if add_zero_attn:
         zeros = _constant(k, np.zeros((bsz * num_heads, 1, head_dim)))
         k = _cat([k, zeros], 1)
@@ -245,8 +304,9 @@ def multi_head_attention_forward(
     src_len = k.shape[1]
     if key_padding_mask is not None:
         if tuple(key_padding_mask.shape) != (bsz, src_len):
-            raise AssertionError(f"expecting key_padding_mask shape of {(bsz, src_len)}, but got "
-                                 f"{key_padding_mask.shape}")
+            raise AssertionError(
+                f"expecting key_padding_mask shape of {(bsz, src_len)}, but got {key_padding_mask.shape}"
+            )
         padding = key_padding_mask.reshape(bsz, 1, 1, src_len).expand(-1, num_heads, -1, -1)
         padding = padding.reshape(bsz * num_heads, 1, src_len)
         attn_mask = padding if attn_mask is None else attn_mask + padding

@@ -1,4 +1,5 @@
 """Helpers shared by the functional submodules."""
+
 from __future__ import annotations
 
 from ...ir import dtypes
@@ -6,9 +7,18 @@ from ...runtime import ops as _ops
 from ...runtime.tensor import Tensor
 
 # PyTorch's scalar type names, used in its dtype-mismatch messages.
-_SCALAR_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
-                      "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
-                      "bool": "Bool"}
+_SCALAR_TYPE_NAMES = {
+    "float32": "Float",
+    "float64": "Double",
+    "float16": "Half",
+    "bfloat16": "BFloat16",
+    "int64": "Long",
+    "int32": "Int",
+    "int16": "Short",
+    "int8": "Char",
+    "uint8": "Byte",
+    "bool": "Bool",
+}
 
 
 def scalar_type_name(value_dtype: dtypes.dtype) -> str:

@@ -13,6 +13,7 @@ and ``Concat`` (``Pad``'s ``wrap`` mode needs opset 19, above the lowest opset o
 ``fold`` is the matching ``ConvTranspose``, the adjoint, rather than ONNX ``Col2Im``, which needs
 opset 18 while onnxnn exports down to 17.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,12 +21,29 @@ import numpy as np
 from ...runtime import ops as _ops
 from ...runtime.internal import constant_tensor
 from ...runtime.ops.conv import (
-    conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d, expand_param, im2col,
+    conv1d,
+    conv2d,
+    conv3d,
+    conv_transpose1d,
+    conv_transpose2d,
+    conv_transpose3d,
+    expand_param,
+    im2col,
 )
 from ...runtime.tensor import Tensor, apply_op
 
-__all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
-           "conv_tbc", "unfold", "fold", "pad_for_conv"]
+__all__ = [
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    "conv_transpose1d",
+    "conv_transpose2d",
+    "conv_transpose3d",
+    "conv_tbc",
+    "unfold",
+    "fold",
+    "pad_for_conv",
+]
 
 _PADDING_MODES = ("reflect", "replicate", "circular")
 # ONNX Pad's wrap mode needs opset 19, above the lowest opset onnxnn exports: circular is Slice/Concat.
@@ -40,8 +58,9 @@ def pad_for_conv(input: Tensor, pad: list[int], mode: str) -> Tensor:
     if mode not in _PADDING_MODES:
         raise ValueError(f"pad_for_conv: mode must be one of {_PADDING_MODES}, got '{mode}'")
     if len(pad) % 2 or len(pad) // 2 > input.dim():
-        raise RuntimeError(f"Padding length must be divisible by 2 and at most twice the input's rank "
-                           f"{input.dim()}, got {len(pad)}")
+        raise RuntimeError(
+            f"Padding length must be divisible by 2 and at most twice the input's rank {input.dim()}, got {len(pad)}"
+        )
     rank = input.dim()
     begins, ends = [0] * rank, [0] * rank
     for i in range(len(pad) // 2):
@@ -49,9 +68,11 @@ def pad_for_conv(input: Tensor, pad: list[int], mode: str) -> Tensor:
         begin, end = int(pad[2 * i]), int(pad[2 * i + 1])
         size = input.shape[axis]
         if mode == "reflect" and (begin >= size or end >= size):
-            raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding input dimension, "
-                               f"but got: padding ({begin}, {end}) at dimension {axis} of input "
-                               f"{list(input.shape)}")
+            raise RuntimeError(
+                f"Argument #4: Padding size should be less than the corresponding input dimension, "
+                f"but got: padding ({begin}, {end}) at dimension {axis} of input "
+                f"{list(input.shape)}"
+            )
         if mode == "circular" and (begin > size or end > size):
             raise RuntimeError("Padding value causes wrapping around more than once.")
         if begin < 0 or end < 0:
@@ -86,26 +107,29 @@ def conv_tbc(input: Tensor, weight: Tensor, bias: Tensor, pad: int = 0) -> Tenso
     if input.dim() != 3:
         raise RuntimeError(f"Input must have 3 dims: time, batch, in_channel, got {input.dim()}")
     if weight.dim() != 3:
-        raise RuntimeError(f"Weight tensor must have 3 dims: kernel_width, in_channels, out_channels, got "
-                           f"{weight.dim()}")
+        raise RuntimeError(
+            f"Weight tensor must have 3 dims: kernel_width, in_channels, out_channels, got {weight.dim()}"
+        )
     if bias.dim() != 1:
         raise RuntimeError(f"Bias must be 1-D, got {bias.dim()} dims")
     if input.shape[2] != weight.shape[1]:
-        raise RuntimeError(f"Input dim 2 (input channels) is not == dim 1 in the weight tensor: {input.shape[2]} vs "
-                           f"{weight.shape[1]}")
+        raise RuntimeError(
+            f"Input dim 2 (input channels) is not == dim 1 in the weight tensor: {input.shape[2]} vs {weight.shape[1]}"
+        )
     if weight.shape[2] != bias.shape[0]:
-        raise RuntimeError(f"Bias size must equal dim 2 in the weight tensor (output channels): {bias.shape[0]} vs "
-                           f"{weight.shape[2]}")
+        raise RuntimeError(
+            f"Bias size must equal dim 2 in the weight tensor (output channels): {bias.shape[0]} vs {weight.shape[2]}"
+        )
     output = conv1d(input.permute(1, 2, 0), weight.permute(2, 1, 0), bias, padding=pad)
     return output.permute(2, 0, 1)
 
 
 # ---------------------------------------------------------------- unfold / fold
 
+
 def _fold_arguments(function: str, kernel_size, dilation, padding, stride):
     values = []
-    for name, value in (("kernel_size", kernel_size), ("dilation", dilation), ("padding", padding),
-                        ("stride", stride)):
+    for name, value in (("kernel_size", kernel_size), ("dilation", dilation), ("padding", padding), ("stride", stride)):
         values.append(expand_param(value, 2, name, function))
     kernel, dilations, pads, strides = values
     if any(k <= 0 for k in kernel):
@@ -146,17 +170,23 @@ def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tenso
     """
     kernel, dilations, pads, strides = _fold_arguments("im2col", kernel_size, dilation, padding, stride)
     if input.dim() not in (3, 4) or 0 in tuple(input.shape[-3:]):
-        raise RuntimeError(f"Expected 3D or 4D (batch mode) tensor with possibly 0 batch size and other non-zero "
-                           f"dimensions for input, but got: {list(input.shape)}")
+        raise RuntimeError(
+            f"Expected 3D or 4D (batch mode) tensor with possibly 0 batch size and other non-zero "
+            f"dimensions for input, but got: {list(input.shape)}"
+        )
     added_batch = input.dim() == 3
     x = input.unsqueeze(0) if added_batch else input
-    blocks = [(size + 2 * p - d * (k - 1) - 1) // s + 1
-              for size, k, d, p, s in zip(x.shape[2:], kernel, dilations, pads, strides)]
+    blocks = [
+        (size + 2 * p - d * (k - 1) - 1) // s + 1
+        for size, k, d, p, s in zip(x.shape[2:], kernel, dilations, pads, strides)
+    ]
     if any(b <= 0 for b in blocks):
-        raise RuntimeError(f"Given input with spatial size ({x.shape[2]}, {x.shape[3]}), kernel_size=({kernel[0]}, "
-                           f"{kernel[1]}), dilation=({dilations[0]}, {dilations[1]}), padding=({pads[0]}, {pads[1]}), "
-                           f"calculated shape of the array of sliding blocks as ({blocks[0]}, {blocks[1]}), but its "
-                           f"components must be at least one.")
+        raise RuntimeError(
+            f"Given input with spatial size ({x.shape[2]}, {x.shape[3]}), kernel_size=({kernel[0]}, "
+            f"{kernel[1]}), dilation=({dilations[0]}, {dilations[1]}), padding=({pads[0]}, {pads[1]}), "
+            f"calculated shape of the array of sliding blocks as ({blocks[0]}, {blocks[1]}), but its "
+            f"components must be at least one."
+        )
     result = im2col(x, kernel, strides, pads, pads, dilations)
     return result.squeeze(0) if added_batch else result
 
@@ -182,31 +212,39 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
     output = expand_param(output_size, 2, "output_size", "col2im")
     kernel, dilations, pads, strides = _fold_arguments("col2im", kernel_size, dilation, padding, stride)
     if input.dim() not in (2, 3) or input.numel() == 0:
-        raise RuntimeError(f"Expected 2D or 3D (batch mode) tensor with possibly 0 batch size and non-zero "
-                           f"dimensions for input, but got: {list(input.shape)}")
+        raise RuntimeError(
+            f"Expected 2D or 3D (batch mode) tensor with possibly 0 batch size and non-zero "
+            f"dimensions for input, but got: {list(input.shape)}"
+        )
     added_batch = input.dim() == 2
     x = input.unsqueeze(0) if added_batch else input
     taps = int(np.prod(kernel))
     if x.shape[1] % taps:
-        raise RuntimeError(f"Expected size of input's dimension 1 to be divisible by the product of kernel_size, "
-                           f"but got input.size(1)={x.shape[1]} and kernel_size=({kernel[0]}, {kernel[1]})")
-    blocks = [(size + 2 * p - d * (k - 1) - 1) // s + 1
-              for size, k, d, p, s in zip(output, kernel, dilations, pads, strides)]
+        raise RuntimeError(
+            f"Expected size of input's dimension 1 to be divisible by the product of kernel_size, "
+            f"but got input.size(1)={x.shape[1]} and kernel_size=({kernel[0]}, {kernel[1]})"
+        )
+    blocks = [
+        (size + 2 * p - d * (k - 1) - 1) // s + 1 for size, k, d, p, s in zip(output, kernel, dilations, pads, strides)
+    ]
     if blocks[0] < 1 or blocks[1] < 1 or blocks[0] * blocks[1] != x.shape[2]:
-        raise RuntimeError(f"Given output_size=({output[0]}, {output[1]}), kernel_size=({kernel[0]}, {kernel[1]}), "
-                           f"dilation=({dilations[0]}, {dilations[1]}), padding=({pads[0]}, {pads[1]}), "
-                           f"stride=({strides[0]}, {strides[1]}), expected size of input's dimension 2 to match the "
-                           f"calculated number of sliding blocks {blocks[0]} * {blocks[1]} = "
-                           f"{blocks[0] * blocks[1]}, but got input.size(2)={x.shape[2]}.")
+        raise RuntimeError(
+            f"Given output_size=({output[0]}, {output[1]}), kernel_size=({kernel[0]}, {kernel[1]}), "
+            f"dilation=({dilations[0]}, {dilations[1]}), padding=({pads[0]}, {pads[1]}), "
+            f"stride=({strides[0]}, {strides[1]}), expected size of input's dimension 2 to match the "
+            f"calculated number of sliding blocks {blocks[0]} * {blocks[1]} = "
+            f"{blocks[0] * blocks[1]}, but got input.size(2)={x.shape[2]}."
+        )
     channels = x.shape[1] // taps
     planes = x.reshape((x.shape[0], channels * taps, blocks[0], blocks[1]))
     weight = constant_tensor(_one_hot_kernel(channels, kernel, x.dtype), x.dtype, x.device)
     # ConvTranspose writes stride * (blocks - 1) + dilated kernel positions before cropping the
     # padding; output_padding makes up the rows past the last block that no block reaches.
-    extra = [size + 2 * p - (s * (b - 1) + d * (k - 1) + 1)
-             for size, p, s, b, d, k in zip(output, pads, strides, blocks, dilations, kernel)]
-    attrs = {"kernel_shape": kernel, "strides": strides, "pads": pads + pads, "dilations": dilations,
-             "group": channels}
+    extra = [
+        size + 2 * p - (s * (b - 1) + d * (k - 1) + 1)
+        for size, p, s, b, d, k in zip(output, pads, strides, blocks, dilations, kernel)
+    ]
+    attrs = {"kernel_shape": kernel, "strides": strides, "pads": pads + pads, "dilations": dilations, "group": channels}
     if any(extra):
         attrs["output_padding"] = extra
     result = apply_op("ConvTranspose", (planes, weight), attrs, "Col2ImBackward0")

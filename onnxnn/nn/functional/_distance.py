@@ -5,6 +5,7 @@ product, as PyTorch's kernel does (not ``x1 . x2 / max(|x1| |x2|, eps)``, which 
 norm is tiny). ``bilinear`` is one ``MatMul`` of ``x1`` against the weight laid out
 ``(in1, out * in2)`` followed by a product with ``x2`` summed over ``in2``.
 """
+
 from __future__ import annotations
 
 from ...runtime import ops as _ops
@@ -43,18 +44,23 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
         raise RuntimeError(f"bilinear(): input dimensions do not match: got {input1.dim()} and {input2.dim()}")
     for axis in range(input1.dim() - 1):
         if input1.shape[axis] != input2.shape[axis]:
-            raise RuntimeError(f"bilinear(): input batch dimensions do not match at dim {axis}: got "
-                               f"{input1.shape[axis]} and {input2.shape[axis]}")
+            raise RuntimeError(
+                f"bilinear(): input batch dimensions do not match at dim {axis}: got "
+                f"{input1.shape[axis]} and {input2.shape[axis]}"
+            )
     out_features, in1, in2 = weight.shape
     if input1.shape[-1] != in1:
-        raise RuntimeError(f"bilinear(): input1 size does not match weight size: got {input1.shape[-1]} but "
-                           f"expected {in1}")
+        raise RuntimeError(
+            f"bilinear(): input1 size does not match weight size: got {input1.shape[-1]} but expected {in1}"
+        )
     if input2.shape[-1] != in2:
-        raise RuntimeError(f"bilinear(): input2 size does not match weight size: got {input2.shape[-1]} but "
-                           f"expected {in2}")
+        raise RuntimeError(
+            f"bilinear(): input2 size does not match weight size: got {input2.shape[-1]} but expected {in2}"
+        )
     if bias is not None and (bias.dim() != 1 or bias.shape[0] != out_features):
-        raise RuntimeError(f"bilinear(): bias size does not match weight size: got {bias.shape[-1]} but expected "
-                           f"{out_features}")
+        raise RuntimeError(
+            f"bilinear(): bias size does not match weight size: got {bias.shape[-1]} but expected {out_features}"
+        )
     batch = input1.shape[:-1]
     left = input1 @ weight.permute(1, 0, 2).reshape(in1, out_features * in2)
     result = (left.reshape(*batch, out_features, in2) * input2.unsqueeze(-2)).sum(-1)

@@ -5,6 +5,7 @@ alpha variants follow ATen's formula: with ``a = 1 / sqrt((alpha^2 p + 1)(1 - p)
 ``alpha``, kept elements become ``a * x + alpha * a * p`` and dropped ones ``alpha * a * (p - 1)``,
 which keeps a SELU network's zero mean and unit variance.
 """
+
 from __future__ import annotations
 
 import math
@@ -49,7 +50,7 @@ def _masked(input: Tensor, p: float, training: bool, inplace: bool, feature: boo
     keep = _random.bernoulli(noise_shape, 1.0 - p).astype(np.float64)
     if not alpha:
         return _apply(input, inplace, lambda x: _ops.mul(x, _data(input, keep * (1.0 / (1.0 - p)))))
-    a = 1.0 / math.sqrt((_SELU_NEGATIVE_SATURATION ** 2 * p + 1) * (1 - p))
+    a = 1.0 / math.sqrt((_SELU_NEGATIVE_SATURATION**2 * p + 1) * (1 - p))
     shift = (keep - 1.0) * (_SELU_NEGATIVE_SATURATION * a) + _SELU_NEGATIVE_SATURATION * a * p
     return _apply(input, inplace, lambda x: _ops.mul(x, _data(input, keep * a)) + _data(input, shift))
 
@@ -76,9 +77,11 @@ def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
     ``1 / (1 - p)``."""
     _check_probability(p)
     if input.dim() not in (2, 3):
-        raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {input.dim()}D input. Note that "
-                           "dropout1d exists to provide channel-wise dropout on inputs with 1 spatial dimension, a "
-                           "channel dimension, and an optional batch dimension (i.e. 2D or 3D inputs).")
+        raise RuntimeError(
+            f"dropout1d: Expected 2D or 3D input, but received a {input.dim()}D input. Note that "
+            "dropout1d exists to provide channel-wise dropout on inputs with 1 spatial dimension, a "
+            "channel dimension, and an optional batch dimension (i.e. 2D or 3D inputs)."
+        )
     if not training or p == 0.0:
         return input  # no batch dim to add and remove: nothing is recorded
     if input.dim() == 2 and inplace:
@@ -93,17 +96,23 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
     """
     _check_probability(p)
     if input.dim() not in (3, 4):
-        warnings.warn(f"dropout2d: Received a {input.dim()}-D input to dropout2d, which is deprecated and will result "
-                      "in an error in a future release. To retain the behavior and silence this warning, please use "
-                      "dropout instead. Note that dropout2d exists to provide channel-wise dropout on inputs with 2 "
-                      "spatial dimensions, a channel dimension, and an optional batch dimension (i.e. 3D or 4D "
-                      "inputs).", stacklevel=2)
+        warnings.warn(
+            f"dropout2d: Received a {input.dim()}-D input to dropout2d, which is deprecated and will result "
+            "in an error in a future release. To retain the behavior and silence this warning, please use "
+            "dropout instead. Note that dropout2d exists to provide channel-wise dropout on inputs with 2 "
+            "spatial dimensions, a channel dimension, and an optional batch dimension (i.e. 3D or 4D "
+            "inputs).",
+            stacklevel=2,
+        )
     if input.dim() == 3:
-        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout behavior "
-                      "is desired - input is interpreted as shape (N, C, L), where C is the channel dim. This behavior "
-                      "will change in a future release to interpret the input as one without a batch dimension, i.e. "
-                      "shape (C, H, W). To maintain the 1D channel-wise dropout behavior, please switch to using "
-                      "dropout1d instead.", stacklevel=2)
+        warnings.warn(
+            "dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout behavior "
+            "is desired - input is interpreted as shape (N, C, L), where C is the channel dim. This behavior "
+            "will change in a future release to interpret the input as one without a batch dimension, i.e. "
+            "shape (C, H, W). To maintain the 1D channel-wise dropout behavior, please switch to using "
+            "dropout1d instead.",
+            stacklevel=2,
+        )
     return _masked(input, p, training, inplace, feature=True, alpha=False)
 
 
@@ -111,11 +120,14 @@ def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
     """Zeroes whole channels of ``(N, C, D, H, W)`` or ``(C, D, H, W)`` with probability ``p``, scaling the rest."""
     _check_probability(p)
     if input.dim() not in (4, 5):
-        warnings.warn(f"dropout3d: Received a {input.dim()}-D input to dropout3d, which is deprecated and will result "
-                      "in an error in a future release. To retain the behavior and silence this warning, please use "
-                      "dropout instead. Note that dropout3d exists to provide channel-wise dropout on inputs with 3 "
-                      "spatial dimensions, a channel dimension, and an optional batch dimension (i.e. 4D or 5D "
-                      "inputs).", stacklevel=2)
+        warnings.warn(
+            f"dropout3d: Received a {input.dim()}-D input to dropout3d, which is deprecated and will result "
+            "in an error in a future release. To retain the behavior and silence this warning, please use "
+            "dropout instead. Note that dropout3d exists to provide channel-wise dropout on inputs with 3 "
+            "spatial dimensions, a channel dimension, and an optional batch dimension (i.e. 4D or 5D "
+            "inputs).",
+            stacklevel=2,
+        )
     if not training or p == 0.0:
         return input  # no batch dim to add and remove: nothing is recorded
     if input.dim() != 5 and inplace:

@@ -8,6 +8,7 @@ for ``scale_grad_by_freq`` (a gradient factor only). Gradients flow through Gath
 ScatterElements' rules to the weight (dense: onnxnn has no sparse gradients) and to
 ``per_sample_weights``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,16 +26,20 @@ def _index_values(input: Tensor, function: str) -> np.ndarray:
     if not isinstance(input, Tensor):
         raise TypeError(f"{function}(): argument 'indices' must be Tensor, not {type(input).__name__}")
     if input.dtype.category != 1:
-        raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
-                           f"Long, Int; but got {input.dtype} instead (while checking arguments for {function})")
+        raise RuntimeError(
+            f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+            f"Long, Int; but got {input.dtype} instead (while checking arguments for {function})"
+        )
     return np.asarray(input.numpy(), dtype=np.int64)
 
 
 def _check_index_range(values: np.ndarray, rows: int) -> None:
     outside = (values < 0) | (values >= rows)
     if outside.any():
-        raise IndexError(f"index out of range in self: index {int(values[outside].flat[0])} is not in [0, {rows}) "
-                         f"(the weight has {rows} rows)")
+        raise IndexError(
+            f"index out of range in self: index {int(values[outside].flat[0])} is not in [0, {rows}) "
+            f"(the weight has {rows} rows)"
+        )
 
 
 def _padding_index(padding_idx: int | None, rows: int) -> int | None:
@@ -76,8 +81,9 @@ def _gradient_scaled(rows: Tensor, factor: Tensor) -> Tensor:
     return detached + (rows - detached) * factor.reshape((-1, 1))
 
 
-def _lookup(values: np.ndarray, input: Tensor, weight: Tensor, padding_idx: int | None,
-            scale_grad_by_freq: bool) -> Tensor:
+def _lookup(
+    values: np.ndarray, input: Tensor, weight: Tensor, padding_idx: int | None, scale_grad_by_freq: bool
+) -> Tensor:
     flat_input = input.reshape(-1)
     rows = weight.index_select(0, flat_input)
     if (padding_idx is None and not scale_grad_by_freq) or not (is_grad_enabled() and weight.requires_grad):
@@ -89,14 +95,22 @@ def _lookup(values: np.ndarray, input: Tensor, weight: Tensor, padding_idx: int 
     if scale_grad_by_freq and values.size:
         flat = values.reshape(-1)
         _, inverse, counts = np.unique(flat, return_inverse=True, return_counts=True)
-        frequency = constant_tensor((1.0 / counts[inverse]).astype(weight.dtype.numpy_dtype), weight.dtype,
-                                       weight.device)
+        frequency = constant_tensor(
+            (1.0 / counts[inverse]).astype(weight.dtype.numpy_dtype), weight.dtype, weight.device
+        )
         factor = frequency if factor is None else factor * frequency
     return _gradient_scaled(rows, factor)
 
 
-def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm: float | None = None,
-              norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
+def embedding(
+    input: Tensor,
+    weight: Tensor,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+) -> Tensor:
     """Looks up the rows of ``weight`` at the integer ``input``: the result has shape ``(*input.shape, D)``.
 
     Args:
@@ -116,8 +130,10 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
                  [5., 6.]]])
     """
     if sparse:
-        raise NotImplementedError("embedding(sparse=True): onnxnn has no sparse gradients; use sparse=False, which "
-                                  "gives the same gradient values as a dense tensor")
+        raise NotImplementedError(
+            "embedding(sparse=True): onnxnn has no sparse gradients; use sparse=False, which "
+            "gives the same gradient values as a dense tensor"
+        )
     if weight.dim() != 2:
         raise RuntimeError(f"'weight' must be 2-D, got a {weight.dim()}-D weight of shape {list(weight.shape)}")
     rows = weight.shape[0]
@@ -134,8 +150,10 @@ def _check_bags(values: np.ndarray, offsets, include_last_offset: bool) -> int:
     """Checks PyTorch's two input forms (2-D fixed-length bags, or 1-D with offsets); returns the bag count."""
     if values.ndim == 2:
         if offsets is not None:
-            raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
-                             f"fixed length sequences. However, found offsets of type {type(offsets).__name__}")
+            raise ValueError(
+                "if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
+                f"fixed length sequences. However, found offsets of type {type(offsets).__name__}"
+            )
         return values.shape[0]
     if values.ndim != 1:
         raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {values.ndim}")
@@ -145,11 +163,14 @@ def _check_bags(values: np.ndarray, offsets, include_last_offset: bool) -> int:
     if starts.ndim != 1:
         raise ValueError("offsets has to be a 1D Tensor")
     if starts.size and starts[0] != 0:
-        raise RuntimeError(f"offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
-                           f"position 0. However, got {int(starts[0])}")
+        raise RuntimeError(
+            f"offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
+            f"position 0. However, got {int(starts[0])}"
+        )
     if starts.size and (np.any(np.diff(starts) < 0) or starts[-1] > values.size):
-        raise RuntimeError(f"offsets must be non-decreasing and at most the input's length {values.size}, got "
-                           f"{starts.tolist()}")
+        raise RuntimeError(
+            f"offsets must be non-decreasing and at most the input's length {values.size}, got {starts.tolist()}"
+        )
     # With include_last_offset the extra last offset only counts the bags: as in PyTorch, the last
     # bag runs to the end of the input.
     return starts.size - 1 if include_last_offset else starts.size
@@ -166,10 +187,19 @@ def _bag_ids(input: Tensor, offsets: Tensor | None, bags: int, include_last_offs
     return started.to(dtypes.int64).sum(1) - 1
 
 
-def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, max_norm: float | None = None,
-                  norm_type: float = 2, scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
-                  per_sample_weights: Tensor | None = None, include_last_offset: bool = False,
-                  padding_idx: int | None = None) -> Tensor:
+def embedding_bag(
+    input: Tensor,
+    weight: Tensor,
+    offsets: Tensor | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2,
+    scale_grad_by_freq: bool = False,
+    mode: str = "mean",
+    sparse: bool = False,
+    per_sample_weights: Tensor | None = None,
+    include_last_offset: bool = False,
+    padding_idx: int | None = None,
+) -> Tensor:
     """Sums, averages or takes the max of bags of embeddings, without materializing ``embedding``'s output per bag.
 
     The bags are laid out in the graph from ``input`` and ``offsets``, so an exported model takes
@@ -197,20 +227,26 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
                 [3., 4.]])
     """
     if sparse:
-        raise NotImplementedError("embedding_bag(sparse=True): onnxnn has no sparse gradients; use sparse=False, "
-                                  "which gives the same gradient values as a dense tensor")
+        raise NotImplementedError(
+            "embedding_bag(sparse=True): onnxnn has no sparse gradients; use sparse=False, "
+            "which gives the same gradient values as a dense tensor"
+        )
     if mode not in ("sum", "mean", "max"):
         raise ValueError("mode has to be one of sum, mean or max")
     if weight.dim() != 2:
         raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension {weight.dim()}")
     if per_sample_weights is not None:
         if mode != "sum":
-            raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
-                                      f"supported for mode='sum' (got mode='{mode}'). Please open a feature request "
-                                      f"on GitHub.")
+            raise NotImplementedError(
+                f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                f"supported for mode='sum' (got mode='{mode}'). Please open a feature request "
+                f"on GitHub."
+            )
         if tuple(per_sample_weights.shape) != tuple(input.shape):
-            raise ValueError(f"embedding_bag: If per_sample_weights ({list(per_sample_weights.shape)}) is not None, "
-                             f"then it must have the same shape as the input ({list(input.shape)})")
+            raise ValueError(
+                f"embedding_bag: If per_sample_weights ({list(per_sample_weights.shape)}) is not None, "
+                f"then it must have the same shape as the input ({list(input.shape)})"
+            )
     rows, width = weight.shape
     padding_idx = _padding_index(padding_idx, rows)
     values = _index_values(input, "embedding_bag")
@@ -250,5 +286,5 @@ def _bag_max(gathered: Tensor, bag: Tensor, member: Tensor | None, bags: int) ->
     lowest = full_tensor((), -np.inf, gathered.dtype, gathered.device)
     candidates = _ops.where(inside.unsqueeze(-1), gathered.unsqueeze(0), lowest)
     maxima = candidates.amax(1)
-    empty = (inside.to(dtypes.int64).sum(1, keepdim=True) == 0)
+    empty = inside.to(dtypes.int64).sum(1, keepdim=True) == 0
     return _ops.where(empty, full_tensor((), 0.0, gathered.dtype, gathered.device), maxima)

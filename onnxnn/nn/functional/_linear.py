@@ -1,4 +1,5 @@
 """linear: ``y = x W^T + b``."""
+
 from __future__ import annotations
 
 from ...runtime import ops as _ops
@@ -27,11 +28,14 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         rows = input.numel() // input.shape[-1] if input.dim() and input.shape[-1] else 1
         columns = input.shape[-1] if input.dim() else 1
         out_features = weight.shape[0] if weight.dim() == 2 else 1
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{columns} and "
-                           f"{in_features}x{out_features})")
+        raise RuntimeError(
+            f"mat1 and mat2 shapes cannot be multiplied ({rows}x{columns} and {in_features}x{out_features})"
+        )
     if input.dtype is not weight.dtype:
-        raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got {scalar_type_name(input.dtype)} "
-                           f"and {scalar_type_name(weight.dtype)}")
+        raise RuntimeError(
+            f"mat1 and mat2 must have the same dtype, but got {scalar_type_name(input.dtype)} "
+            f"and {scalar_type_name(weight.dtype)}"
+        )
     weight_t = weight.t()
     if input.dim() == 2 and weight.dim() == 2:
         product = apply_op("MatMul", (input, weight_t), None, "MmBackward0")

@@ -3,6 +3,7 @@
 Class indices are compared with every class (a one-hot mask) instead of gathered: the comparison
 and a Where are cheap next to the log_softmax over the same (N, C) tensor, and need no indexing op.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -16,8 +17,15 @@ from ...runtime.internal import known_data, tensor_of
 from ...runtime.tensor import Tensor, apply_op
 from ._common import scalar_type_name, stable_softplus
 
-__all__ = ["one_hot", "mse_loss", "l1_loss", "nll_loss", "cross_entropy", "binary_cross_entropy",
-           "binary_cross_entropy_with_logits"]
+__all__ = [
+    "one_hot",
+    "mse_loss",
+    "l1_loss",
+    "nll_loss",
+    "cross_entropy",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+]
 
 
 def _legacy_reduction(size_average, reduce, reduction: str) -> str:
@@ -27,8 +35,9 @@ def _legacy_reduction(size_average, reduce, reduction: str) -> str:
     size_average = True if size_average is None else size_average
     reduce = True if reduce is None else reduce
     result = "mean" if size_average and reduce else "sum" if reduce else "none"
-    warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{result}' instead.",
-                  stacklevel=3)
+    warnings.warn(
+        f"size_average and reduce args will be deprecated, please use reduction='{result}' instead.", stacklevel=3
+    )
     return result
 
 
@@ -49,9 +58,12 @@ def _check_reduction(reduction: str) -> None:
 
 def _warn_size_mismatch(input: Tensor, target: Tensor) -> None:
     if target.shape != input.shape:
-        warnings.warn(f"Using a target size ({target.size()}) that is different to the input size "
-                      f"({input.size()}). This will likely lead to incorrect results due to broadcasting. "
-                      "Please ensure they have the same size.", stacklevel=3)
+        warnings.warn(
+            f"Using a target size ({target.size()}) that is different to the input size "
+            f"({input.size()}). This will likely lead to incorrect results due to broadcasting. "
+            "Please ensure they have the same size.",
+            stacklevel=3,
+        )
 
 
 def _weighted(loss: Tensor, weight: Tensor | None, reduction: str, name: str) -> Tensor:
@@ -69,8 +81,9 @@ def _check_weight_shape(input: Tensor, weight: Tensor | None) -> None:
         raise ValueError("Weights and input must have the same size.")
 
 
-def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
-             weight: Tensor | None = None) -> Tensor:
+def mse_loss(
+    input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean", weight: Tensor | None = None
+) -> Tensor:
     """The mean (or sum, or elementwise) squared error ``(input - target)^2``.
 
     ``weight`` (the input's shape) scales each element; with it, 'mean' divides by the summed weights.
@@ -83,8 +96,9 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
     return _weighted(difference * difference, weight, reduction, "MseLossBackward0")
 
 
-def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
-            weight: Tensor | None = None) -> Tensor:
+def l1_loss(
+    input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean", weight: Tensor | None = None
+) -> Tensor:
     """The mean (or sum, or elementwise) absolute error ``|input - target|``.
 
     ``weight`` (the input's shape) scales each element; with it, 'mean' divides by the summed weights.
@@ -129,8 +143,9 @@ def _check_class_targets(input: Tensor, target: Tensor, weight: Tensor | None, i
     if input.dim() >= 2:
         if target.dim() == 0 or target.shape[0] != input.shape[0]:
             target_batch = target.shape[0] if target.dim() else 1
-            raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
-                             f"({target_batch}).")
+            raise ValueError(
+                f"Expected input batch_size ({input.shape[0]}) to match target batch_size ({target_batch})."
+            )
         expected = input.shape[:1] + input.shape[2:]
         if tuple(target.shape) != tuple(expected):
             if input.dim() == 2:
@@ -138,8 +153,10 @@ def _check_class_targets(input: Tensor, target: Tensor, weight: Tensor | None, i
             raise RuntimeError(f"Expected target size {list(expected)}, got {list(target.shape)}")
     classes = input.shape[1] if input.dim() >= 2 else input.shape[0]
     if weight is not None and (weight.dim() != 1 or weight.numel() != classes):
-        raise RuntimeError(f"weight tensor should be defined either for all {classes} classes or no classes but "
-                           f"got weight tensor of shape: {list(weight.shape)}")
+        raise RuntimeError(
+            f"weight tensor should be defined either for all {classes} classes or no classes but "
+            f"got weight tensor of shape: {list(weight.shape)}"
+        )
     # Indices already in memory are checked as PyTorch's CPU kernel does; pending ones would need a run.
     data = known_data(target)
     if data is not None:
@@ -171,8 +188,9 @@ def _batched(input: Tensor, target: Tensor) -> tuple[Tensor, Tensor, bool]:
     return input, target, False
 
 
-def _nll_from_log_probs(log_probs: Tensor, target: Tensor, weight, ignore_index: int, reduction: str,
-                        name: str) -> Tensor:
+def _nll_from_log_probs(
+    log_probs: Tensor, target: Tensor, weight, ignore_index: int, reduction: str, name: str
+) -> Tensor:
     log_probs, target, unbatched = _batched(log_probs, target)
     loss, sample_weight = _nll_terms(log_probs, target, weight, ignore_index)
     if reduction == "none":
@@ -182,8 +200,15 @@ def _nll_from_log_probs(log_probs: Tensor, target: Tensor, weight, ignore_index:
     return apply_op("Div", (loss.sum(), sample_weight.sum()), None, name)
 
 
-def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
-             ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
+def nll_loss(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average=None,
+    ignore_index: int = -100,
+    reduce=None,
+    reduction: str = "mean",
+) -> Tensor:
     """Negative log likelihood of class indices ``target`` under log-probabilities ``input``.
 
     Args:
@@ -198,9 +223,16 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
     return _nll_from_log_probs(input, target, weight, ignore_index, reduction, "NllLossBackward0")
 
 
-def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
-                  ignore_index: int = -100, reduce=None, reduction: str = "mean",
-                  label_smoothing: float = 0.0) -> Tensor:
+def cross_entropy(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average=None,
+    ignore_index: int = -100,
+    reduce=None,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> Tensor:
     """Cross entropy between ``softmax(input)`` along the class dim and ``target``.
 
     ``target`` holds class indices (shape of ``input`` without the class dim) or, when it has the
@@ -221,8 +253,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     class_dim = 0 if input.dim() == 1 else 1
     classes = input.shape[class_dim]
     if target.shape == input.shape:
-        return _cross_entropy_probabilities(input, target, weight, ignore_index, reduction, label_smoothing,
-                                            class_dim)
+        return _cross_entropy_probabilities(input, target, weight, ignore_index, reduction, label_smoothing, class_dim)
     _check_class_targets(input, target, weight, ignore_index)
     log_probs = _ops.log_softmax(input, class_dim)
     nll = _nll_from_log_probs(log_probs, target, weight, ignore_index, reduction, "NllLossBackward0")
@@ -246,14 +277,17 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
 
 def _cross_entropy_probabilities(input, target, weight, ignore_index, reduction, label_smoothing, class_dim):
     if not target.dtype.is_floating_point:
-        raise RuntimeError(f"Expected floating point type for target with class probabilities, got "
-                           f"{scalar_type_name(target.dtype)}")
+        raise RuntimeError(
+            f"Expected floating point type for target with class probabilities, got {scalar_type_name(target.dtype)}"
+        )
     if ignore_index >= 0:
         raise RuntimeError("ignore_index is not supported for floating point target")
     classes = input.shape[class_dim]
     if weight is not None and (weight.dim() != 1 or weight.numel() != classes):
-        raise RuntimeError(f"weight tensor should be defined either for all {classes} classes or no classes but "
-                           f"got weight tensor of shape: {list(weight.shape)}")
+        raise RuntimeError(
+            f"weight tensor should be defined either for all {classes} classes or no classes but "
+            f"got weight tensor of shape: {list(weight.shape)}"
+        )
     log_probs = _ops.log_softmax(input, class_dim)
     if label_smoothing > 0.0:
         target = target * (1 - label_smoothing) + label_smoothing / classes
@@ -270,14 +304,17 @@ def _cross_entropy_probabilities(input, target, weight, ignore_index, reduction,
     return total / (input.numel() // classes)
 
 
-def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
-                         reduce=None, reduction: str = "mean") -> Tensor:
+def binary_cross_entropy(
+    input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None, reduce=None, reduction: str = "mean"
+) -> Tensor:
     """``-w * (t * log(x) + (1 - t) * log(1 - x))`` for probabilities ``x``; logs clamped at -100 as in PyTorch."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if target.shape != input.shape:
-        raise ValueError(f"Using a target size ({target.size()}) that is different to the input size "
-                         f"({input.size()}) is deprecated. Please ensure they have the same size.")
+        raise ValueError(
+            f"Using a target size ({target.size()}) that is different to the input size "
+            f"({input.size()}) is deprecated. Please ensure they have the same size."
+        )
     log_x = _ops.clamp(_ops.log(input), min=-100.0)
     log_one_minus_x = _ops.clamp(_ops.log(1 - input), min=-100.0)
     loss = -(target * log_x + (1 - target) * log_one_minus_x)
@@ -286,9 +323,15 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     return _reduce_loss(loss, reduction, "BinaryCrossEntropyBackward0")
 
 
-def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
-                                     size_average=None, reduce=None, reduction: str = "mean",
-                                     pos_weight: Tensor | None = None) -> Tensor:
+def binary_cross_entropy_with_logits(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average=None,
+    reduce=None,
+    reduction: str = "mean",
+    pos_weight: Tensor | None = None,
+) -> Tensor:
     """Binary cross entropy of ``sigmoid(input)``, computed stably from the logits.
 
     ``loss = (1 - t) * x + (1 + (pos_weight - 1) * t) * softplus(-x)``, optionally times ``weight``.

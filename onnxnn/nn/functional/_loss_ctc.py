@@ -8,6 +8,7 @@ at that scale (no alignment fits in the input) is reported as inf, as PyTorch do
 Lengths stay tensors in the graph (an exported loss takes new lengths); only 1-D concatenated
 targets need their lengths on the host, to lay the targets out as a padded matrix.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -74,19 +75,32 @@ def _check_lengths(values, name: str, bound: int, batch: int) -> None:
     if values.size != batch:
         raise RuntimeError(f"{name} must be of size batch_size")
     if (values < 0).any():
-        raise RuntimeError(f"Expected {name} to have value at least 0, but got value {int(values[values < 0][0])} "
-                           "(while checking arguments for ctc_loss_allocate_outputs)")
+        raise RuntimeError(
+            f"Expected {name} to have value at least 0, but got value {int(values[values < 0][0])} "
+            "(while checking arguments for ctc_loss_allocate_outputs)"
+        )
     if name == "input_lengths" and (values > bound).any():
-        raise RuntimeError(f"Expected input_lengths to have value at most {bound}, but got value "
-                           f"{int(values[values > bound][0])} (while checking arguments for ctc_loss_allocate_outputs)")
+        raise RuntimeError(
+            f"Expected input_lengths to have value at most {bound}, but got value "
+            f"{int(values[values > bound][0])} (while checking arguments for ctc_loss_allocate_outputs)"
+        )
     if name == "target_lengths" and (values > bound).any():
-        raise RuntimeError(f"Expected tensor to have size at least {int(values.max())} at dimension 1, but got size "
-                           f"{bound} for argument #2 'targets' "
-                           "(while checking arguments for ctc_loss_allocate_outputs)")
+        raise RuntimeError(
+            f"Expected tensor to have size at least {int(values.max())} at dimension 1, but got size "
+            f"{bound} for argument #2 'targets' "
+            "(while checking arguments for ctc_loss_allocate_outputs)"
+        )
 
 
-def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, blank: int = 0,
-             reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
+def ctc_loss(
+    log_probs: Tensor,
+    targets: Tensor,
+    input_lengths,
+    target_lengths,
+    blank: int = 0,
+    reduction: str = "mean",
+    zero_infinity: bool = False,
+) -> Tensor:
     """The negative log likelihood of ``targets`` summed over every CTC alignment to ``log_probs``.
 
     Args:
@@ -105,7 +119,7 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
     if log_probs.dtype not in (dtypes.float32, dtypes.float64):
-        raise NotImplementedError(f'"ctc_loss" not implemented for \'{scalar_type_name(log_probs.dtype)}\'')
+        raise NotImplementedError(f"\"ctc_loss\" not implemented for '{scalar_type_name(log_probs.dtype)}'")
     unbatched = log_probs.dim() == 2
     if unbatched:
         log_probs = log_probs.unsqueeze(1)
@@ -138,11 +152,12 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
     if width:
         labels = _ops.where(_constant(odd, dtypes.bool, device), targets.index_select(1, label_index), blank)
     else:
-        labels = _constant(np.full((batch, states), blank), dtypes.int64, device)          # (N, L)
+        labels = _constant(np.full((batch, states), blank), dtypes.int64, device)  # (N, L)
     shifted = _constant(np.maximum(position - 2, 0), dtypes.int64, device)
-    can_skip = _ops.logical_and(_constant(odd & (position >= 2), dtypes.bool, device),
-                                _ops.ne(labels, labels.index_select(1, shifted)))
-    emissions = log_probs.gather(2, labels.unsqueeze(0).expand(frames, batch, states))    # (T, N, L)
+    can_skip = _ops.logical_and(
+        _constant(odd & (position >= 2), dtypes.bool, device), _ops.ne(labels, labels.index_select(1, shifted))
+    )
+    emissions = log_probs.gather(2, labels.unsqueeze(0).expand(frames, batch, states))  # (T, N, L)
 
     impossible = _constant(np.full((batch, 1), _IMPOSSIBLE), log_probs.dtype, device)
     start = _constant(np.where(position < 2, 0.0, _IMPOSSIBLE), log_probs.dtype, device)

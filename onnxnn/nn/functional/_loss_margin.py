@@ -4,6 +4,7 @@ cosine embedding, triplet margins; and ``pairwise_distance``, the triplet losses
 Class indices select by comparison with every class (``_class_mask``), as the classification losses
 do, so no loss needs a gather and every one records standard ONNX ops only.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -18,9 +19,18 @@ from ...runtime.tensor import Tensor
 from ._common import scalar_type_name, stable_softplus
 from ._loss import _check_reduction, _class_mask, _legacy_reduction, _reduce_loss
 
-__all__ = ["pairwise_distance", "margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss",
-           "multilabel_soft_margin_loss", "multilabel_margin_loss", "multi_margin_loss", "cosine_embedding_loss",
-           "triplet_margin_loss", "triplet_margin_with_distance_loss"]
+__all__ = [
+    "pairwise_distance",
+    "margin_ranking_loss",
+    "hinge_embedding_loss",
+    "soft_margin_loss",
+    "multilabel_soft_margin_loss",
+    "multilabel_margin_loss",
+    "multi_margin_loss",
+    "cosine_embedding_loss",
+    "triplet_margin_loss",
+    "triplet_margin_with_distance_loss",
+]
 
 # PyTorch's cosine_embedding_loss adds this to each squared magnitude.
 _COSINE_EPSILON = 1e-12
@@ -38,20 +48,30 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
     return _ops.norm(x1 - x2 + eps, p, dim, keepdim)
 
 
-def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, size_average=None,
-                        reduce=None, reduction: str = "mean") -> Tensor:
+def margin_ranking_loss(
+    input1: Tensor,
+    input2: Tensor,
+    target: Tensor,
+    margin: float = 0.0,
+    size_average=None,
+    reduce=None,
+    reduction: str = "mean",
+) -> Tensor:
     """``max(0, -target * (input1 - input2) + margin)`` for targets of 1 or -1."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if input1.dim() != input2.dim() or input1.dim() != target.dim():
-        raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension but got sizes: "
-                           f"input1: {input1.size()}, input2: {input2.size()}, target: {target.size()} ")
+        raise RuntimeError(
+            f"margin_ranking_loss : All input tensors should have same dimension but got sizes: "
+            f"input1: {input1.size()}, input2: {input2.size()}, target: {target.size()} "
+        )
     loss = _ops.relu(-target * (input1 - input2) + margin)
     return _reduce_loss(loss, reduction, "ClampMinBackward0")
 
 
-def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, size_average=None, reduce=None,
-                         reduction: str = "mean") -> Tensor:
+def hinge_embedding_loss(
+    input: Tensor, target: Tensor, margin: float = 1.0, size_average=None, reduce=None, reduction: str = "mean"
+) -> Tensor:
     """``input`` where ``target`` is 1, ``max(0, margin - input)`` where it is -1.
 
     Other target values count both terms, as PyTorch's kernel does.
@@ -63,16 +83,16 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, siz
     return _reduce_loss(margin_term + self_term, reduction, "AddBackward0")
 
 
-def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
-                     reduction: str = "mean") -> Tensor:
+def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """``log(1 + exp(-target * input))``, the logistic loss of targets 1 or -1."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     return _reduce_loss(stable_softplus(-input * target), reduction, "SoftMarginLossBackward0")
 
 
-def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
-                                reduce=None, reduction: str = "mean") -> Tensor:
+def multilabel_soft_margin_loss(
+    input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None, reduce=None, reduction: str = "mean"
+) -> Tensor:
     """Per-class logistic losses of 0/1 ``target``, averaged over the last (class) dimension."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     # softplus(-x) = -logsigmoid(x); the pair below is -(t log s(x) + (1 - t) log s(-x)).
@@ -90,8 +110,9 @@ def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | 
 
 def _check_vector_or_matrix(input: Tensor) -> None:
     if input.dim() > 2 or (input.dim() == 2 and input.shape[1] == 0) or (input.dim() < 2 and input.numel() == 0):
-        raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch size, but got: "
-                           f"{list(input.shape)}")
+        raise RuntimeError(
+            f"Expected non-empty vector or matrix with optional 0-dim batch size, but got: {list(input.shape)}"
+        )
 
 
 def _check_long(target: Tensor) -> None:
@@ -103,8 +124,9 @@ def _as_matrix(input: Tensor) -> Tensor:
     return input.reshape(1, -1) if input.dim() < 2 else input
 
 
-def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
-                           reduction: str = "mean") -> Tensor:
+def multilabel_margin_loss(
+    input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean"
+) -> Tensor:
     """Multi-label hinge loss: ``sum_j sum_{i not a target} max(0, 1 - (x[y_j] - x[i])) / C``.
 
     ``target`` has ``input``'s shape ``(C)`` or ``(N, C)`` and lists each sample's class indices,
@@ -124,12 +146,12 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, red
     # Entry j counts while no -1 comes at or before it: the -1s' running count (a triangular matmul) is 0.
     ends = _ops.eq(y, -1).to(x.dtype)
     at_or_before = tensor_of(static_constant(np.triu(np.ones((classes, classes))), x.dtype, x.device))
-    listed = _ops.eq(ends.matmul(at_or_before), 0)                            # (N, J)
-    is_listed_class = _class_mask(y.unsqueeze(2), classes, 2)                 # (N, J, C)
+    listed = _ops.eq(ends.matmul(at_or_before), 0)  # (N, J)
+    is_listed_class = _class_mask(y.unsqueeze(2), classes, 2)  # (N, J, C)
     chosen = _ops.logical_and(is_listed_class, listed.unsqueeze(2))
-    is_target = chosen.any(1)                                                 # (N, C)
-    picked = _ops.where(chosen, x.unsqueeze(1), 0.0).sum(2)                   # x[y_j]: (N, J)
-    hinge = _ops.relu(1 - picked.unsqueeze(2) + x.unsqueeze(1))               # (N, J, C)
+    is_target = chosen.any(1)  # (N, C)
+    picked = _ops.where(chosen, x.unsqueeze(1), 0.0).sum(2)  # x[y_j]: (N, J)
+    hinge = _ops.relu(1 - picked.unsqueeze(2) + x.unsqueeze(1))  # (N, J, C)
     counted = _ops.logical_and(listed.unsqueeze(2), _ops.logical_not(is_target).unsqueeze(1))
     loss = _ops.where(counted, hinge, 0.0).sum((1, 2)) / classes
     if input.dim() < 2:
@@ -137,8 +159,16 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, red
     return _reduce_loss(loss, reduction, "MultilabelMarginLossBackward0")
 
 
-def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0, weight: Tensor | None = None,
-                      size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+def multi_margin_loss(
+    input: Tensor,
+    target: Tensor,
+    p: int = 1,
+    margin: float = 1.0,
+    weight: Tensor | None = None,
+    size_average=None,
+    reduce=None,
+    reduction: str = "mean",
+) -> Tensor:
     """Multi-class hinge loss: ``sum_{i != y} w[y] * max(0, margin - x[y] + x[i])^p / C``.
 
     Args:
@@ -157,16 +187,18 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     samples = input.shape[0] if input.dim() == 2 else 1
     classes = input.shape[-1]
     if target.dim() > 1 or target.numel() != samples:
-        raise RuntimeError(f"multi_margin_loss: target tensor should be 1-D with size equal to the number of input "
-                           f"samples (batch size). Expected target size [{samples}], but got {list(target.shape)}. "
-                           f"Input has shape {list(input.shape)}.")
+        raise RuntimeError(
+            f"multi_margin_loss: target tensor should be 1-D with size equal to the number of input "
+            f"samples (batch size). Expected target size [{samples}], but got {list(target.shape)}. "
+            f"Input has shape {list(input.shape)}."
+        )
     if weight is not None and weight.numel() != classes:
         raise RuntimeError(f"inconsistent weight size, expected {classes} but got {list(weight.shape)}")
     data = known_data(target)
     if data is not None and ((data < 0) | (data >= classes)).any():
         raise RuntimeError("target out of range")
     x = _as_matrix(input)
-    mask = _class_mask(target.reshape(samples, 1), classes, 1)               # (N, C)
+    mask = _class_mask(target.reshape(samples, 1), classes, 1)  # (N, C)
     picked = _ops.where(mask, x, 0.0).sum(1, keepdim=True)
     hinge = _ops.relu(margin - picked + x)
     if p == 2:
@@ -177,8 +209,15 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     return _reduce_loss(loss.reshape(target.shape), reduction, "MultiMarginLossBackward0")
 
 
-def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, size_average=None,
-                          reduce=None, reduction: str = "mean") -> Tensor:
+def cosine_embedding_loss(
+    input1: Tensor,
+    input2: Tensor,
+    target: Tensor,
+    margin: float = 0.0,
+    size_average=None,
+    reduce=None,
+    reduction: str = "mean",
+) -> Tensor:
     """``1 - cos(x1, x2)`` where ``target`` is 1, ``max(0, cos(x1, x2) - margin)`` where it is -1."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
@@ -186,23 +225,28 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
         raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
     expected = target.dim() + 1
     if input1.dim() != expected or input2.dim() != expected:
-        raise RuntimeError(f"{target.dim()}D target tensor expects {expected}D input tensors, but found inputs with "
-                           f"sizes {list(input1.shape)} and {list(input2.shape)}.")
+        raise RuntimeError(
+            f"{target.dim()}D target tensor expects {expected}D input tensors, but found inputs with "
+            f"sizes {list(input1.shape)} and {list(input2.shape)}."
+        )
     dim = target.dim()
     product = (input1 * input2).sum(dim)
     square1 = (input1 * input1).sum(dim) + _COSINE_EPSILON
     square2 = (input2 * input2).sum(dim) + _COSINE_EPSILON
     cosine = product / _ops.sqrt(square1 * square2)
-    loss = (_ops.where(_ops.eq(target, 1), 1 - cosine, 0.0)
-            + _ops.where(_ops.eq(target, -1), _ops.relu(cosine - margin), 0.0))
+    loss = _ops.where(_ops.eq(target, 1), 1 - cosine, 0.0) + _ops.where(
+        _ops.eq(target, -1), _ops.relu(cosine - margin), 0.0
+    )
     return _reduce_loss(loss, reduction, "CosineEmbeddingLossBackward0")
 
 
 def _check_triplet_ranks(anchor: Tensor, positive: Tensor, negative: Tensor) -> None:
     if not anchor.dim() == positive.dim() == negative.dim():
-        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
-                           f"dimensions, but got: anchor {anchor.dim()}D, positive {positive.dim()}D, and negative "
-                           f"{negative.dim()}D inputs")
+        raise RuntimeError(
+            f"The anchor, positive, and negative tensors are expected to have the same number of "
+            f"dimensions, but got: anchor {anchor.dim()}D, positive {positive.dim()}D, and negative "
+            f"{negative.dim()}D inputs"
+        )
 
 
 def _triplet(distance, anchor, positive, negative, margin, swap, reduction):
@@ -213,9 +257,18 @@ def _triplet(distance, anchor, positive, negative, margin, swap, reduction):
     return _reduce_loss(_ops.relu(to_positive - to_negative + margin), reduction, "ClampMinBackward0")
 
 
-def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0, p: float = 2,
-                        eps: float = 1e-6, swap: bool = False, size_average=None, reduce=None,
-                        reduction: str = "mean") -> Tensor:
+def triplet_margin_loss(
+    anchor: Tensor,
+    positive: Tensor,
+    negative: Tensor,
+    margin: float = 1.0,
+    p: float = 2,
+    eps: float = 1e-6,
+    swap: bool = False,
+    size_average=None,
+    reduce=None,
+    reduction: str = "mean",
+) -> Tensor:
     """``max(0, d(a, p) - d(a, n) + margin)`` with ``d`` the ``pairwise_distance`` of norm ``p``.
 
     Args:
@@ -226,13 +279,19 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
     if margin <= 0:
         raise ValueError(f"margin must be greater than 0, got {margin}")
     _check_triplet_ranks(anchor, positive, negative)
-    return _triplet(lambda a, b: pairwise_distance(a, b, p, eps), anchor, positive, negative, margin, swap,
-                    reduction)
+    return _triplet(lambda a, b: pairwise_distance(a, b, p, eps), anchor, positive, negative, margin, swap, reduction)
 
 
-def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative: Tensor, *,
-                                      distance_function: Callable[[Tensor, Tensor], Tensor] | None = None,
-                                      margin: float = 1.0, swap: bool = False, reduction: str = "mean") -> Tensor:
+def triplet_margin_with_distance_loss(
+    anchor: Tensor,
+    positive: Tensor,
+    negative: Tensor,
+    *,
+    distance_function: Callable[[Tensor, Tensor], Tensor] | None = None,
+    margin: float = 1.0,
+    swap: bool = False,
+    reduction: str = "mean",
+) -> Tensor:
     """The triplet margin loss with any distance (default ``pairwise_distance``)."""
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"{reduction} is not a valid value for reduction")

@@ -3,6 +3,7 @@
 Each is an elementwise formula over standard ONNX ops followed by the shared reduction. Piecewise
 formulas pick their branch with Where, so the gradient of the unused branch never reaches the input.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,8 +17,9 @@ from ._loss import _check_reduction, _check_weight_shape, _legacy_reduction, _re
 __all__ = ["huber_loss", "smooth_l1_loss", "poisson_nll_loss", "gaussian_nll_loss", "kl_div"]
 
 
-def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
-               weight: Tensor | None = None) -> Tensor:
+def huber_loss(
+    input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0, weight: Tensor | None = None
+) -> Tensor:
     """``0.5 d^2`` where ``|d| < delta``, else ``delta * (|d| - 0.5 delta)``, with ``d = input - target``.
 
     Args:
@@ -38,8 +40,9 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     return _reduce_loss(loss, reduction, "HuberLossBackward0")
 
 
-def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
-                   beta: float = 1.0) -> Tensor:
+def smooth_l1_loss(
+    input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0
+) -> Tensor:
     """``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``; ``beta=0`` is the L1 loss.
 
     Args:
@@ -58,8 +61,16 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
     return _reduce_loss(loss, reduction, "SmoothL1LossBackward0")
 
 
-def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full: bool = False,
-                     size_average=None, eps: float = 1e-8, reduce=None, reduction: str = "mean") -> Tensor:
+def poisson_nll_loss(
+    input: Tensor,
+    target: Tensor,
+    log_input: bool = True,
+    full: bool = False,
+    size_average=None,
+    eps: float = 1e-8,
+    reduce=None,
+    reduction: str = "mean",
+) -> Tensor:
     """Negative log likelihood of ``target ~ Poisson(rate)``, dropping the constant ``log(target!)``.
 
     Args:
@@ -83,8 +94,9 @@ def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full
     return _reduce_loss(loss, reduction, "PoissonNllLossBackward0")
 
 
-def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: bool = False, eps: float = 1e-6,
-                      reduction: str = "mean") -> Tensor:
+def gaussian_nll_loss(
+    input: Tensor, target: Tensor, var: Tensor | float, full: bool = False, eps: float = 1e-6, reduction: str = "mean"
+) -> Tensor:
     """Negative log likelihood of ``target ~ N(input, var)``: ``0.5 * (log(var) + (input - target)^2 / var)``.
 
     Args:
@@ -105,8 +117,7 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: 
         if var.shape != input.shape:
             if input.shape[:-1] == var.shape:
                 var = var.unsqueeze(-1)
-            elif not (input.dim() == var.dim()
-                      and sum(v for i, v in zip(input.shape, var.shape) if i != v) == 1):
+            elif not (input.dim() == var.dim() and sum(v for i, v in zip(input.shape, var.shape) if i != v) == 1):
                 raise ValueError("var is of incorrect size")
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(reduction + " is not valid")
@@ -123,8 +134,9 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: 
     return _reduce_loss(loss, reduction, "MeanBackward0")
 
 
-def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
-           log_target: bool = False) -> Tensor:
+def kl_div(
+    input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean", log_target: bool = False
+) -> Tensor:
     """Kullback-Leibler divergence ``target * (log(target) - input)`` of log-probabilities ``input``.
 
     Args:
@@ -135,10 +147,12 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
     if size_average is not None or reduce is not None:
         reduction = _legacy_reduction(size_average, reduce, reduction)
     elif reduction == "mean":
-        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
-                      "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
-                      "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
-                      stacklevel=2)
+        warnings.warn(
+            "reduction: 'mean' divides the total loss by both the batch size and the support size."
+            "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+            "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+            stacklevel=2,
+        )
     if reduction not in ("none", "mean", "sum", "batchmean"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
     if log_target:

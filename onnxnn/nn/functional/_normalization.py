@@ -1,5 +1,6 @@
 """batch_norm (training-mode decomposition with running-statistics updates, and the eval-mode node), rms_norm,
 normalize."""
+
 from __future__ import annotations
 
 from ...ir import dtypes
@@ -21,13 +22,22 @@ def _verify_batch_size(size) -> None:
 
 def _check_channel_count(name: str, tensor: Tensor | None, channels: int, input: Tensor) -> None:
     if tensor is not None and tensor.numel() != channels:
-        raise RuntimeError(f"{name} should contain {channels} elements not {tensor.numel()} "
-                           f"(input of shape {list(input.shape)}, {name} of shape {list(tensor.shape)})")
+        raise RuntimeError(
+            f"{name} should contain {channels} elements not {tensor.numel()} "
+            f"(input of shape {list(input.shape)}, {name} of shape {list(tensor.shape)})"
+        )
 
 
-def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
-               weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
-               momentum: float | Tensor = 0.1, eps: float = 1e-5) -> Tensor:
+def batch_norm(
+    input: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    training: bool = False,
+    momentum: float | Tensor = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
     """Normalizes each channel (dim 1) of ``input`` over the other dims, then scales and shifts it.
 
     Training, it normalizes with the batch mean and biased variance and, when running statistics are
@@ -45,8 +55,12 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     if input.dim() < 2:
         raise ValueError(f"expected 2D or more input (got {input.dim()}D input)")
     channels = input.shape[1]
-    for name, tensor in (("running_mean", running_mean), ("running_var", running_var),
-                         ("weight", weight), ("bias", bias)):
+    for name, tensor in (
+        ("running_mean", running_mean),
+        ("running_var", running_var),
+        ("weight", weight),
+        ("bias", bias),
+    ):
         _check_channel_count(name, tensor, channels, input)
     stat_shape = (1, channels) + (1,) * (input.dim() - 2)
     if training:
@@ -57,8 +71,12 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     like = input.dtype
     scale = weight.to(like) if weight is not None else full_tensor((channels,), 1, like, input.device)
     shift = bias.to(like) if bias is not None else full_tensor((channels,), 0, like, input.device)
-    return apply_op("BatchNormalization", (input, scale, shift, running_mean.to(like), running_var.to(like)),
-                    {"epsilon": float(eps)}, "NativeBatchNormBackward0")
+    return apply_op(
+        "BatchNormalization",
+        (input, scale, shift, running_mean.to(like), running_var.to(like)),
+        {"epsilon": float(eps)},
+        "NativeBatchNormBackward0",
+    )
 
 
 def _batch_norm_training(input, running_mean, running_var, weight, bias, momentum, eps, stat_shape):
@@ -83,7 +101,7 @@ def _batch_norm_training(input, running_mean, running_var, weight, bias, momentu
 
 
 # torch.finfo(dtype).eps, rms_norm's default eps (numpy's finfo does not know bfloat16).
-_MACHINE_EPSILON = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
+_MACHINE_EPSILON = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}
 
 
 def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps: float | None = None) -> Tensor:
@@ -100,12 +118,16 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps:
         tensor([[0.8485, 1.1314]])
     """
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(int(s) for s in normalized_shape)
-    if not shape or input.dim() < len(shape) or tuple(input.shape[-len(shape):]) != shape:
-        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
-                           f"[*, {', '.join(str(s) for s in shape)}], but got input of size{list(input.shape)}")
+    if not shape or input.dim() < len(shape) or tuple(input.shape[-len(shape) :]) != shape:
+        raise RuntimeError(
+            f"Given normalized_shape={list(shape)}, expected input with shape "
+            f"[*, {', '.join(str(s) for s in shape)}], but got input of size{list(input.shape)}"
+        )
     if weight is not None and tuple(weight.shape) != shape:
-        raise RuntimeError(f"Expected weight to be of same shape as normalized_shape, but got weight of shape "
-                           f"{list(weight.shape)} and normalized_shape = {list(shape)}")
+        raise RuntimeError(
+            f"Expected weight to be of same shape as normalized_shape, but got weight of shape "
+            f"{list(weight.shape)} and normalized_shape = {list(shape)}"
+        )
     if eps is None:
         eps = _MACHINE_EPSILON.get(input.dtype.name, 0.0)
     narrow = input.dtype in (dtypes.float16, dtypes.bfloat16)
@@ -128,7 +150,8 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, o
         tensor([[0.6000, 0.8000]])
     """
     if out is not None:
-        raise NotImplementedError("normalize(out=...): onnxnn tensors are rebound, not written through; "
-                                  "use the returned tensor")
+        raise NotImplementedError(
+            "normalize(out=...): onnxnn tensors are rebound, not written through; use the returned tensor"
+        )
     denominator = _ops.clamp(_ops.norm(input, p, [dim], keepdim=True), min=eps)
     return input / denominator

@@ -5,6 +5,7 @@ pads). The other modes crop their negative pads with ``Slice`` first (PyTorch's 
 all three modes) and then pad as ``pad_for_conv`` does: reflect and replicate as one ``Pad`` node,
 circular as ``Slice``/``Concat``.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -42,14 +43,16 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
     if len(pad) % 2:
         raise RuntimeError("Padding length must be divisible by 2")
     if len(pad) // 2 > input.dim():
-        raise RuntimeError(f"Padding length should be less than or equal to two times the input dimension but got "
-                           f"padding length {len(pad)} and input of dimension {input.dim()}")
+        raise RuntimeError(
+            f"Padding length should be less than or equal to two times the input dimension but got "
+            f"padding length {len(pad)} and input of dimension {input.dim()}"
+        )
     if mode not in _MODES:
         raise NotImplementedError(f"Unrecognised padding mode {mode}")
     if mode == "constant":
         return _pad_constant(input, pad, 0.0 if value is None else value)
     if value is not None and value != 0:
-        raise RuntimeError(f"Padding mode \"{mode}\" doesn't take in value argument")
+        raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
     spatial = len(pad) // 2
     if not (spatial + 1 <= input.dim() <= spatial + 2) or spatial > 3:
         raise NotImplementedError(
@@ -57,7 +60,8 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
             "Supported combinations for non-constant padding:\n"
             "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
             "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
-            "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
+            "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)"
+        )
     cropped = input
     for i in range(spatial):
         axis = input.dim() - 1 - i
@@ -65,8 +69,10 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
         if begin or end:
             size = cropped.shape[axis]
             if begin + end > size:
-                raise RuntimeError(f"The input size {size}, plus negative padding {-begin} and {-end} resulted in a "
-                                   f"negative output size, which is invalid. Check dimension {axis} of your input.")
+                raise RuntimeError(
+                    f"The input size {size}, plus negative padding {-begin} and {-end} resulted in a "
+                    f"negative output size, which is invalid. Check dimension {axis} of your input."
+                )
             cropped = _ops.narrow(cropped, axis, begin, size - begin - end)
     positive = [max(p, 0) for p in pad]
     if not any(positive):
@@ -83,7 +89,9 @@ def _pad_constant(input: Tensor, pad: list[int], value: float) -> Tensor:
         begins[axis], ends[axis] = pad[2 * i], pad[2 * i + 1]
         size = input.shape[axis] + begins[axis] + ends[axis]
         if size < 0:
-            raise RuntimeError(f"The input size {input.shape[axis]}, plus negative padding {begins[axis]} and "
-                               f"{ends[axis]} resulted in a negative output size, which is invalid. Check "
-                               f"dimension {axis} of your input.")
+            raise RuntimeError(
+                f"The input size {input.shape[axis]}, plus negative padding {begins[axis]} and "
+                f"{ends[axis]} resulted in a negative output size, which is invalid. Check "
+                f"dimension {axis} of your input."
+            )
     return pad_constant(input, begins + ends, value)

@@ -18,6 +18,7 @@ gradients come from existing rules:
   and negative inputs, and scales ceil_mode's partial windows differently.
 - ``max_unpool*d``: ``ScatterElements`` of the values into a zero plane at the per-plane indices.
 """
+
 from __future__ import annotations
 
 import functools
@@ -30,25 +31,56 @@ from ...runtime.creation import rand
 from ...runtime.internal import constant_tensor, full_tensor, known_data
 from ...runtime.ops.conv import batched, expand_param
 from ...runtime.ops.pooling import (
-    adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, avg_pool1d, avg_pool2d, avg_pool3d, max_pool1d,
-    max_pool2d, max_pool3d,
+    adaptive_avg_pool1d,
+    adaptive_avg_pool2d,
+    adaptive_avg_pool3d,
+    avg_pool1d,
+    avg_pool2d,
+    avg_pool3d,
+    max_pool1d,
+    max_pool2d,
+    max_pool3d,
 )
 from ...runtime.tensor import Tensor, apply_op
 from ...ir.caches import register_cache
 
-__all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
-           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
-           "adaptive_max_pool2d", "adaptive_max_pool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_unpool1d",
-           "max_unpool2d", "max_unpool3d", "fractional_max_pool2d", "fractional_max_pool3d", "max_pool1d_with_indices",
-           "max_pool2d_with_indices", "max_pool3d_with_indices", "adaptive_max_pool1d_with_indices",
-           "adaptive_max_pool2d_with_indices", "adaptive_max_pool3d_with_indices", "fractional_max_pool2d_with_indices",
-           "fractional_max_pool3d_with_indices"]
+__all__ = [
+    "max_pool1d",
+    "max_pool2d",
+    "max_pool3d",
+    "avg_pool1d",
+    "avg_pool2d",
+    "avg_pool3d",
+    "adaptive_avg_pool1d",
+    "adaptive_avg_pool2d",
+    "adaptive_avg_pool3d",
+    "adaptive_max_pool1d",
+    "adaptive_max_pool2d",
+    "adaptive_max_pool3d",
+    "lp_pool1d",
+    "lp_pool2d",
+    "lp_pool3d",
+    "max_unpool1d",
+    "max_unpool2d",
+    "max_unpool3d",
+    "fractional_max_pool2d",
+    "fractional_max_pool3d",
+    "max_pool1d_with_indices",
+    "max_pool2d_with_indices",
+    "max_pool3d_with_indices",
+    "adaptive_max_pool1d_with_indices",
+    "adaptive_max_pool2d_with_indices",
+    "adaptive_max_pool3d_with_indices",
+    "fractional_max_pool2d_with_indices",
+    "fractional_max_pool3d_with_indices",
+]
 
 _MAX_POOLS = {1: max_pool1d, 2: max_pool2d, 3: max_pool3d}
 _AVG_POOLS = {1: avg_pool1d, 2: avg_pool2d, 3: avg_pool3d}
 
 
 # ---------------------------------------------------------------- adaptive max pooling
+
 
 def _adaptive_windows(size: int, out: int) -> np.ndarray:
     """``(out, K)`` positions of PyTorch's adaptive windows along one axis, short ones padded with their last."""
@@ -90,8 +122,9 @@ def _max_over_windows(x: Tensor, table: np.ndarray, sizes: list[int], return_ind
         windows = apply_op("Gather", (planes.detach(), positions), {"axis": 2})
         positions = positions.expand((batch, channels) + table.shape)
     else:
-        windows = apply_op("GatherElements", (planes.detach(), positions.reshape((batch, channels, -1))),
-                           {"axis": 2}).reshape((batch, channels, windows_count, taps))
+        windows = apply_op(
+            "GatherElements", (planes.detach(), positions.reshape((batch, channels, -1))), {"axis": 2}
+        ).reshape((batch, channels, windows_count, taps))
     first = _ops.argmax(windows, 3, keepdim=True)  # (N, C, O, 1): ArgMax keeps the first maximum
     flat = apply_op("GatherElements", (positions, first), {"axis": 3}).reshape((batch, channels, windows_count))
     # Gathered in float32 for float16/bfloat16 input: the gradient scatters with reduction="add",
@@ -115,9 +148,11 @@ def _adaptive_max_pool(input: Tensor, output_size, return_indices: bool, rank: i
     spatial = list(x.shape[2:])
     sizes = [size if out is None else int(out) for size, out in zip(spatial, sizes)]
     if any(size <= 0 for size in spatial):
-        raise RuntimeError(f"{function}(): Expected input to have non-zero size for non-batch dimensions, but input "
-                           f"has sizes {list(input.shape)} with dimension {2 + spatial.index(0) - added_batch} being "
-                           f"empty")
+        raise RuntimeError(
+            f"{function}(): Expected input to have non-zero size for non-batch dimensions, but input "
+            f"has sizes {list(input.shape)} with dimension {2 + spatial.index(0) - added_batch} being "
+            f"empty"
+        )
     if any(out <= 0 for out in sizes):
         raise RuntimeError(f"{function}(): Expected output_size to be positive, but got {sizes}")
     if all(size % out == 0 for size, out in zip(spatial, sizes)):
@@ -125,8 +160,9 @@ def _adaptive_max_pool(input: Tensor, output_size, return_indices: bool, rank: i
         kernel = [size // out for size, out in zip(spatial, sizes)]
         result = _MAX_POOLS[rank](x, kernel, kernel, return_indices=return_indices)
     else:
-        result = _max_over_windows(x, _window_table(tuple(spatial), tuple(sizes)), sizes, return_indices,
-                                   f"AdaptiveMaxPool{rank}DBackward0")
+        result = _max_over_windows(
+            x, _window_table(tuple(spatial), tuple(sizes)), sizes, return_indices, f"AdaptiveMaxPool{rank}DBackward0"
+        )
     if not added_batch:
         return result
     return (result[0].squeeze(0), result[1].squeeze(0)) if return_indices else result.squeeze(0)
@@ -160,6 +196,7 @@ def adaptive_max_pool3d(input: Tensor, output_size, return_indices: bool = False
 
 # ---------------------------------------------------------------- fractional max pooling
 
+
 def _fractional_starts(samples: np.ndarray, size: int, out: int, kernel: int, dtype) -> np.ndarray:
     """PyTorch's pseudo-random window starts along one axis: ``(N, C)`` samples -> ``(N, C, out)``.
 
@@ -176,8 +213,9 @@ def _fractional_starts(samples: np.ndarray, size: int, out: int, kernel: int, dt
     return starts
 
 
-def _fractional_max_pool(input: Tensor, kernel_size, output_size, output_ratio, return_indices: bool,
-                         _random_samples, rank: int):
+def _fractional_max_pool(
+    input: Tensor, kernel_size, output_size, output_ratio, return_indices: bool, _random_samples, rank: int
+):
     function = f"fractional_max_pool{rank}d"
     if output_size is None and output_ratio is None:
         raise ValueError(f"{function} requires specifying either an output_size or an output_ratio")
@@ -203,8 +241,10 @@ def _fractional_max_pool(input: Tensor, kernel_size, output_size, output_ratio, 
         samples = np.asarray(rand(batch, channels, rank, dtype=x.dtype).numpy(), dtype=np.float64)
     else:
         if tuple(_random_samples.shape) != (batch, channels, rank):
-            raise RuntimeError(f"{function}(): expected _random_samples of shape {[batch, channels, rank]}, got "
-                               f"{list(_random_samples.shape)}")
+            raise RuntimeError(
+                f"{function}(): expected _random_samples of shape {[batch, channels, rank]}, got "
+                f"{list(_random_samples.shape)}"
+            )
         # The samples decide the windows, so they are read here (like nonzero's data-dependent shape).
         samples = np.asarray(_random_samples.detach().numpy(), dtype=np.float64)
     compute = np.dtype(np.float64) if x.dtype is dtypes.float64 else np.dtype(np.float32)
@@ -222,8 +262,14 @@ def _fractional_max_pool(input: Tensor, kernel_size, output_size, output_ratio, 
     return (result[0].squeeze(0), result[1].squeeze(0)) if return_indices else result.squeeze(0)
 
 
-def fractional_max_pool2d(input: Tensor, kernel_size, output_size=None, output_ratio=None,
-                          return_indices: bool = False, _random_samples: Tensor | None = None):
+def fractional_max_pool2d(
+    input: Tensor,
+    kernel_size,
+    output_size=None,
+    output_ratio=None,
+    return_indices: bool = False,
+    _random_samples: Tensor | None = None,
+):
     """2-D fractional max pooling (Graham, 2014): ``kH x kW`` windows at pseudo-random steps.
 
     Args:
@@ -245,13 +291,20 @@ def fractional_max_pool2d(input: Tensor, kernel_size, output_size=None, output_r
     return _fractional_max_pool(input, kernel_size, output_size, output_ratio, return_indices, _random_samples, 2)
 
 
-def fractional_max_pool3d(input: Tensor, kernel_size, output_size=None, output_ratio=None,
-                          return_indices: bool = False, _random_samples: Tensor | None = None):
+def fractional_max_pool3d(
+    input: Tensor,
+    kernel_size,
+    output_size=None,
+    output_ratio=None,
+    return_indices: bool = False,
+    _random_samples: Tensor | None = None,
+):
     """3-D fractional max pooling over ``(N, C, T, H, W)``; see :func:`fractional_max_pool2d` (samples: N, C, 3)."""
     return _fractional_max_pool(input, kernel_size, output_size, output_ratio, return_indices, _random_samples, 3)
 
 
 # ---------------------------------------------------------------- power-average pooling
+
 
 def _lp_pool(input: Tensor, norm_type: float, kernel_size, stride, ceil_mode: bool, rank: int) -> Tensor:
     kernel = expand_param(kernel_size, rank, "kernel_size", f"lp_pool{rank}d")
@@ -288,6 +341,7 @@ def lp_pool3d(input: Tensor, norm_type: float, kernel_size, stride=None, ceil_mo
 
 # ---------------------------------------------------------------- max unpooling
 
+
 def _unpool_output_size(input: Tensor, kernel: list[int], strides: list[int], pads: list[int], output_size) -> list:
     rank = len(kernel)
     default = [(input.shape[input.dim() - rank + d] - 1) * strides[d] + kernel[d] - 2 * pads[d] for d in range(rank)]
@@ -297,8 +351,10 @@ def _unpool_output_size(input: Tensor, kernel: list[int], strides: list[int], pa
     if len(output_size) == rank + 2:
         output_size = output_size[2:]
     if len(output_size) != rank:
-        raise ValueError(f"output_size should be a sequence containing {rank} or {rank + 2} elements, but it has a "
-                         f"length of '{len(output_size)}'")
+        raise ValueError(
+            f"output_size should be a sequence containing {rank} or {rank + 2} elements, but it has a "
+            f"length of '{len(output_size)}'"
+        )
     for d in range(rank):
         low, high = default[d] - strides[d], default[d] + strides[d]
         if not low < output_size[d] < high:
@@ -314,8 +370,10 @@ def _max_unpool(input: Tensor, indices: Tensor, kernel_size, stride, padding, ou
     if indices.dtype is not dtypes.int64:
         raise RuntimeError(f"elements in indices should be type int64 but got: {indices.dtype.name}")
     if tuple(indices.shape) != tuple(input.shape):
-        raise RuntimeError(f"Expected shape of indices to be same as that of the input tensor ({list(input.shape)}) "
-                           f"but got indices tensor with shape: {list(indices.shape)}")
+        raise RuntimeError(
+            f"Expected shape of indices to be same as that of the input tensor ({list(input.shape)}) "
+            f"but got indices tensor with shape: {list(indices.shape)}"
+        )
     if input.dim() not in (rank + 1, rank + 2):
         raise RuntimeError(f"{function}(): Expected {rank + 1}D or {rank + 2}D tensor, but got {list(input.shape)}")
     sizes = _unpool_output_size(input, kernel, strides, pads, output_size)
@@ -326,8 +384,9 @@ def _max_unpool(input: Tensor, indices: Tensor, kernel_size, stride, padding, ou
     known = known_data(indices)  # indices already computed are checked here, pending ones by the executor
     if known is not None and known.size and (known.min() < 0 or known.max() >= plane):
         bad = int(known.max()) if known.max() >= plane else int(known.min())
-        raise RuntimeError(f"Found an invalid max index: {bad} (output volumes are of size "
-                           f"{'x'.join(str(s) for s in sizes)}")
+        raise RuntimeError(
+            f"Found an invalid max index: {bad} (output volumes are of size {'x'.join(str(s) for s in sizes)}"
+        )
     zeros = full_tensor((batch, channels, plane), 0, x.dtype, x.device)
     flat_x = x.reshape((batch, channels, -1))
     flat_i = i.detach().reshape((batch, channels, -1))
@@ -368,20 +427,42 @@ def max_unpool3d(input: Tensor, indices: Tensor, kernel_size, stride=None, paddi
 # ---------------------------------------------------------------- the *_with_indices forms
 # PyTorch's names for the max pools that always return (values, indices); return_indices is ignored.
 
-def max_pool1d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
-                            return_indices: bool = False):
+
+def max_pool1d_with_indices(
+    input: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    dilation=1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+):
     """:func:`max_pool1d` returning ``(values, indices)``."""
     return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True)
 
 
-def max_pool2d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
-                            return_indices: bool = False):
+def max_pool2d_with_indices(
+    input: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    dilation=1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+):
     """:func:`max_pool2d` returning ``(values, indices)``."""
     return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True)
 
 
-def max_pool3d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
-                            return_indices: bool = False):
+def max_pool3d_with_indices(
+    input: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    dilation=1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+):
     """:func:`max_pool3d` returning ``(values, indices)``."""
     return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True)
 
@@ -401,13 +482,25 @@ def adaptive_max_pool3d_with_indices(input: Tensor, output_size, return_indices:
     return adaptive_max_pool3d(input, output_size, return_indices=True)
 
 
-def fractional_max_pool2d_with_indices(input: Tensor, kernel_size, output_size=None, output_ratio=None,
-                                       return_indices: bool = False, _random_samples: Tensor | None = None):
+def fractional_max_pool2d_with_indices(
+    input: Tensor,
+    kernel_size,
+    output_size=None,
+    output_ratio=None,
+    return_indices: bool = False,
+    _random_samples: Tensor | None = None,
+):
     """:func:`fractional_max_pool2d` returning ``(values, indices)``."""
     return fractional_max_pool2d(input, kernel_size, output_size, output_ratio, True, _random_samples)
 
 
-def fractional_max_pool3d_with_indices(input: Tensor, kernel_size, output_size=None, output_ratio=None,
-                                       return_indices: bool = False, _random_samples: Tensor | None = None):
+def fractional_max_pool3d_with_indices(
+    input: Tensor,
+    kernel_size,
+    output_size=None,
+    output_ratio=None,
+    return_indices: bool = False,
+    _random_samples: Tensor | None = None,
+):
     """:func:`fractional_max_pool3d` returning ``(values, indices)``."""
     return fractional_max_pool3d(input, kernel_size, output_size, output_ratio, True, _random_samples)

@@ -24,6 +24,7 @@ are in ``runtime/ops/sampling.py``.
 The shuffles are a ``Reshape``, a ``Transpose`` and a ``Reshape``, so any number of leading batch
 dimensions works and no rule beyond the existing ones is needed.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,8 +40,18 @@ from ...runtime.ops.sampling import affine_base
 from ...runtime.tensor import Tensor, apply_op
 from ._pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
 
-__all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "grid_sample", "affine_grid",
-           "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle"]
+__all__ = [
+    "interpolate",
+    "upsample",
+    "upsample_nearest",
+    "upsample_bilinear",
+    "grid_sample",
+    "affine_grid",
+    "pixel_shuffle",
+    "pixel_unshuffle",
+    "channel_shuffle",
+    "native_channel_shuffle",
+]
 
 _MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "area", "nearest-exact")
 _INTERPOLATING = ("linear", "bilinear", "bicubic", "trilinear")
@@ -49,8 +60,16 @@ _RANK_OF_MODE = {"linear": 3, "bilinear": 4, "trilinear": 5}
 
 # ---------------------------------------------------------------- interpolate
 
-def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners: bool | None = None,
-                recompute_scale_factor: bool | None = None, antialias: bool = False) -> Tensor:
+
+def interpolate(
+    input: Tensor,
+    size=None,
+    scale_factor=None,
+    mode: str = "nearest",
+    align_corners: bool | None = None,
+    recompute_scale_factor: bool | None = None,
+    antialias: bool = False,
+) -> Tensor:
     """Resamples the spatial dimensions of ``(N, C, d1, ..., dK)`` input (K = 1, 2 or 3).
 
     Args:
@@ -77,18 +96,22 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     if mode not in _MODES or spatial not in (1, 2, 3):
         raise NotImplementedError(
             f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) for the modes: nearest | "
-            f"linear | bilinear | bicubic | trilinear | lanczos | area | nearest-exact (got {mode})")
+            f"linear | bilinear | bicubic | trilinear | lanczos | area | nearest-exact (got {mode})"
+        )
     if antialias:
         if mode not in ("bilinear", "bicubic") or input.dim() != 4:
-            raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires "
-                             "a 4-D tensor as input")
+            raise ValueError(
+                "Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires "
+                "a 4-D tensor as input"
+            )
     if mode in _RANK_OF_MODE and input.dim() != _RANK_OF_MODE[mode]:
         raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs {_RANK_OF_MODE[mode]}D input")
     if mode == "bicubic" and input.dim() != 4:
         raise NotImplementedError(f"Got {input.dim()}D input, but bicubic mode needs 4D input")
     if align_corners is not None and mode not in _INTERPOLATING:
-        raise ValueError("align_corners option can only be set with the interpolating modes: "
-                         "linear | bilinear | bicubic | trilinear")
+        raise ValueError(
+            "align_corners option can only be set with the interpolating modes: linear | bilinear | bicubic | trilinear"
+        )
     if align_corners is None:
         align_corners = False
     output_size, scales = _output_geometry(input, size, scale_factor, recompute_scale_factor, spatial)
@@ -100,11 +123,12 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     if mode == "nearest":
         attrs = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
     elif mode == "nearest-exact":
-        attrs = {"mode": "nearest", "coordinate_transformation_mode": "half_pixel",
-                 "nearest_mode": "round_prefer_ceil"}
+        attrs = {"mode": "nearest", "coordinate_transformation_mode": "half_pixel", "nearest_mode": "round_prefer_ceil"}
     else:
-        attrs = {"mode": "cubic" if mode == "bicubic" else "linear",
-                 "coordinate_transformation_mode": "align_corners" if align_corners else "half_pixel"}
+        attrs = {
+            "mode": "cubic" if mode == "bicubic" else "linear",
+            "coordinate_transformation_mode": "align_corners" if align_corners else "half_pixel",
+        }
         if mode == "bicubic":
             attrs["cubic_coeff_a"] = -0.75
         if antialias:
@@ -118,11 +142,20 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         scale_input = static_constant([1.0, 1.0] + scales, dtypes.float32)
         inputs = (input, empty_roi, scale_input)
     else:
-        inputs = (input, empty_roi, static_constant([], dtypes.float32),
-                  int64_constant(list(input.shape[:2]) + output_size))
-    backward = {"nearest": "UpsampleNearest", "nearest-exact": "UpsampleNearestExact", "linear": "UpsampleLinear1D",
-                "bilinear": "UpsampleBilinear2D", "bicubic": "UpsampleBicubic2D",
-                "trilinear": "UpsampleTrilinear3D"}[mode]
+        inputs = (
+            input,
+            empty_roi,
+            static_constant([], dtypes.float32),
+            int64_constant(list(input.shape[:2]) + output_size),
+        )
+    backward = {
+        "nearest": "UpsampleNearest",
+        "nearest-exact": "UpsampleNearestExact",
+        "linear": "UpsampleLinear1D",
+        "bilinear": "UpsampleBilinear2D",
+        "bicubic": "UpsampleBicubic2D",
+        "trilinear": "UpsampleTrilinear3D",
+    }[mode]
     if mode.startswith("nearest"):
         backward += f"{spatial}D"
     return apply_op("Resize", inputs, attrs, backward + "Backward0")
@@ -151,9 +184,11 @@ def _antialias_aligned_matrix(size_in: int, size_out: int, mode: str) -> np.ndar
             weights = np.clip(1.0 - distance, 0.0, None)
         else:
             a = -0.5
-            weights = np.where(distance < 1, ((a + 2) * distance - (a + 3)) * distance * distance + 1,
-                               np.where(distance < 2, ((a * distance - 5 * a) * distance + 8 * a) * distance - 4 * a,
-                                        0.0))
+            weights = np.where(
+                distance < 1,
+                ((a + 2) * distance - (a + 3)) * distance * distance + 1,
+                np.where(distance < 2, ((a * distance - 5 * a) * distance + 8 * a) * distance - 4 * a, 0.0),
+            )
         total = weights.sum()
         matrix[index, low:high] = weights / total if total != 0 else weights
     return matrix
@@ -180,7 +215,8 @@ def _output_geometry(input: Tensor, size, scale_factor, recompute_scale_factor, 
                 raise ValueError(
                     f"Input and output must have the same number of spatial dimensions, but got input with spatial "
                     f"dimensions of {in_sizes} and output size of {size}. Please provide input tensor in (N, C, d1, "
-                    f"d2, ...,dK) format and output size in (o1, o2, ...,oK) format.")
+                    f"d2, ...,dK) format and output size in (o1, o2, ...,oK) format."
+                )
             sizes = [int(s) for s in size]
         else:
             sizes = [int(size)] * spatial
@@ -194,7 +230,8 @@ def _output_geometry(input: Tensor, size, scale_factor, recompute_scale_factor, 
             raise ValueError(
                 f"Input and scale_factor must have the same number of spatial dimensions, but got input with spatial "
                 f"dimensions of {in_sizes} and scale_factor of shape {scale_factor}. Please provide input tensor in "
-                f"(N, C, d1, d2, ...,dK) format and scale_factor in (s1, s2, ...,sK) format.")
+                f"(N, C, d1, d2, ...,dK) format and scale_factor in (s1, s2, ...,sK) format."
+            )
         factors = [float(f) for f in scale_factor]
     else:
         factors = [float(scale_factor)] * spatial
@@ -204,8 +241,9 @@ def _output_geometry(input: Tensor, size, scale_factor, recompute_scale_factor, 
     return sizes, factors
 
 
-def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",
-             align_corners: bool | None = None) -> Tensor:
+def upsample(
+    input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners: bool | None = None
+) -> Tensor:
     """Deprecated alias of :func:`interpolate`."""
     return interpolate(input, size, scale_factor, mode, align_corners)
 
@@ -222,6 +260,7 @@ def upsample_bilinear(input: Tensor, size=None, scale_factor=None) -> Tensor:
 
 # ---------------------------------------------------------------- shuffles
 
+
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     """Rearranges ``(*, C r^2, H, W)`` into ``(*, C, H r, W r)``, r = ``upscale_factor``.
 
@@ -231,15 +270,18 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
         onnxnn.Size([1, 1, 12, 12])
     """
     if input.dim() < 3:
-        raise RuntimeError(f"pixel_shuffle expects input to have at least 3 dimensions, but got input with "
-                           f"{input.dim()} dimension(s)")
+        raise RuntimeError(
+            f"pixel_shuffle expects input to have at least 3 dimensions, but got input with {input.dim()} dimension(s)"
+        )
     r = int(upscale_factor)
     if r <= 0:
         raise RuntimeError(f"pixel_shuffle expects a positive upscale_factor, but got {r}")
     *batch, channels, height, width = input.shape
     if channels % (r * r):
-        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
-                           f"upscale_factor, but input.size(-3)={channels} is not divisible by {r * r}")
+        raise RuntimeError(
+            f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
+            f"upscale_factor, but input.size(-3)={channels} is not divisible by {r * r}"
+        )
     b = len(batch)
     grouped = input.reshape(*batch, channels // (r * r), r, r, height, width)
     # (..., C, r_h, r_w, H, W) -> (..., C, H, r_h, W, r_w)
@@ -251,18 +293,24 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     """Rearranges ``(*, C, H r, W r)`` into ``(*, C r^2, H, W)``, r = ``downscale_factor``: the inverse of
     :func:`pixel_shuffle`."""
     if input.dim() < 3:
-        raise RuntimeError(f"pixel_unshuffle expects input to have at least 3 dimensions, but got input with "
-                           f"{input.dim()} dimension(s)")
+        raise RuntimeError(
+            f"pixel_unshuffle expects input to have at least 3 dimensions, but got input with "
+            f"{input.dim()} dimension(s)"
+        )
     r = int(downscale_factor)
     if r <= 0:
         raise RuntimeError(f"pixel_unshuffle expects a positive downscale_factor, but got {r}")
     *batch, channels, height, width = input.shape
     if height % r:
-        raise RuntimeError(f"pixel_unshuffle expects height to be divisible by downscale_factor, but "
-                           f"input.size(-2)={height} is not divisible by {r}")
+        raise RuntimeError(
+            f"pixel_unshuffle expects height to be divisible by downscale_factor, but "
+            f"input.size(-2)={height} is not divisible by {r}"
+        )
     if width % r:
-        raise RuntimeError(f"pixel_unshuffle expects width to be divisible by downscale_factor, but "
-                           f"input.size(-1)={width} is not divisible by {r}")
+        raise RuntimeError(
+            f"pixel_unshuffle expects width to be divisible by downscale_factor, but "
+            f"input.size(-1)={width} is not divisible by {r}"
+        )
     b = len(batch)
     grouped = input.reshape(*batch, channels, height // r, r, width // r, r)
     # (..., C, H, r_h, W, r_w) -> (..., C, r_h, r_w, H, W)
@@ -279,15 +327,15 @@ def channel_shuffle(input: Tensor, groups: int) -> Tensor:
         [0.0, 2.0, 1.0, 3.0]
     """
     if input.dim() <= 2:
-        raise RuntimeError(f"channel_shuffle expects input with > 2 dims, but got input with sizes "
-                           f"{list(input.shape)}")
+        raise RuntimeError(f"channel_shuffle expects input with > 2 dims, but got input with sizes {list(input.shape)}")
     groups = int(groups)
     if groups <= 0:
         raise RuntimeError(f"Number of groups to divide channels in must be positive. Value of groups:{groups}")
     batch, channels, *rest = input.shape
     if channels % groups:
-        raise RuntimeError(f"Number of channels must be divisible by groups. Got {channels} channels and "
-                           f"{groups} groups.")
+        raise RuntimeError(
+            f"Number of channels must be divisible by groups. Got {channels} channels and {groups} groups."
+        )
     grouped = input.reshape(batch, groups, channels // groups, *rest)
     return grouped.transpose(1, 2).reshape(batch, channels, *rest)
 
@@ -301,8 +349,9 @@ _GRID_MODES = {"bilinear": "linear", "nearest": "nearest", "bicubic": "cubic"}
 _GRID_PADDINGS = ("zeros", "border", "reflection")
 
 
-def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mode: str = "zeros",
-                align_corners: bool | None = None) -> Tensor:
+def grid_sample(
+    input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mode: str = "zeros", align_corners: bool | None = None
+) -> Tensor:
     """Samples ``input`` ``(N, C, H, W)`` (or ``(N, C, D, H, W)``) at the normalized ``grid`` locations.
 
     Args:
@@ -316,23 +365,34 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
     Records one ONNX ``GridSample`` (opset 20 names), differentiable w.r.t. ``input`` and ``grid`` in every mode.
     """
     if mode not in _GRID_MODES:
-        raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', "
-                         f"but got: '{mode}'")
+        raise ValueError(
+            f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', but got: '{mode}'"
+        )
     if padding_mode not in _GRID_PADDINGS:
-        raise ValueError(f"nn.functional.grid_sample(): expected padding_mode to be 'zeros', 'border', or "
-                         f"'reflection', but got: '{padding_mode}'")
+        raise ValueError(
+            f"nn.functional.grid_sample(): expected padding_mode to be 'zeros', 'border', or "
+            f"'reflection', but got: '{padding_mode}'"
+        )
     if input.dim() not in (4, 5):
-        raise RuntimeError(f"grid_sampler(): expected 4D or 5D input and grid with same number of dimensions, but "
-                           f"got input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
+        raise RuntimeError(
+            f"grid_sampler(): expected 4D or 5D input and grid with same number of dimensions, but "
+            f"got input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}"
+        )
     if grid.dim() != input.dim():
-        raise RuntimeError(f"grid_sampler(): expected grid to have same number of dimensions as input, but got "
-                           f"input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
+        raise RuntimeError(
+            f"grid_sampler(): expected grid to have same number of dimensions as input, but got "
+            f"input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}"
+        )
     if grid.shape[0] != input.shape[0]:
-        raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, but got input with "
-                           f"sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
+        raise RuntimeError(
+            f"grid_sampler(): expected grid and input to have same batch size, but got input with "
+            f"sizes {list(input.shape)} and grid with sizes {list(grid.shape)}"
+        )
     if grid.shape[-1] != input.dim() - 2:
-        raise RuntimeError(f"grid_sampler(): expected grid to have size {input.dim() - 2} in last dimension, but got "
-                           f"grid with sizes {list(grid.shape)}")
+        raise RuntimeError(
+            f"grid_sampler(): expected grid to have size {input.dim() - 2} in last dimension, but got "
+            f"grid with sizes {list(grid.shape)}"
+        )
     if mode == "bicubic" and input.dim() != 4:
         raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
     attrs = {"mode": _GRID_MODES[mode], "padding_mode": padding_mode, "align_corners": int(bool(align_corners))}
@@ -349,15 +409,19 @@ def affine_grid(theta: Tensor, size: Sequence[int], align_corners: bool | None =
         raise ValueError(f"Expected theta to have floating point type, but got {theta.dtype}")
     if len(size) == 4:
         if theta.dim() != 3 or tuple(theta.shape[-2:]) != (2, 3):
-            raise ValueError(f"Expected a batch of 2D affine matrices of shape Nx2x3 for size {size}. Got "
-                             f"{list(theta.shape)}.")
+            raise ValueError(
+                f"Expected a batch of 2D affine matrices of shape Nx2x3 for size {size}. Got {list(theta.shape)}."
+            )
     elif len(size) == 5:
         if theta.dim() != 3 or tuple(theta.shape[-2:]) != (3, 4):
-            raise ValueError(f"Expected a batch of 3D affine matrices of shape Nx3x4 for size {size}. Got "
-                             f"{list(theta.shape)}.")
+            raise ValueError(
+                f"Expected a batch of 3D affine matrices of shape Nx3x4 for size {size}. Got {list(theta.shape)}."
+            )
     else:
-        raise NotImplementedError(f"affine_grid only supports 4D and 5D sizes, for 2D and 3D affine transforms, "
-                                  f"respectively. Got size {size}.")
+        raise NotImplementedError(
+            f"affine_grid only supports 4D and 5D sizes, for 2D and 3D affine transforms, "
+            f"respectively. Got size {size}."
+        )
     if min(size) <= 0:
         raise ValueError(f"Expected non-zero, positive output size. Got {size}")
     if theta.shape[0] != size[0]:
@@ -371,5 +435,9 @@ def affine_grid(theta: Tensor, size: Sequence[int], align_corners: bool | None =
                 base[:, len(size) - 3 - axis] = 0.0
         constant = constant_tensor(base.T.astype(theta.dtype.numpy_dtype), theta.dtype, theta.device)
         return (theta @ constant).transpose(1, 2).reshape(size[0], *size[2:], len(size) - 2)
-    return apply_op("AffineGrid", (theta, int64_constant(size)), {"align_corners": int(bool(align_corners))},
-                    "AffineGridGeneratorBackward0")
+    return apply_op(
+        "AffineGrid",
+        (theta, int64_constant(size)),
+        {"align_corners": int(bool(align_corners))},
+        "AffineGridGeneratorBackward0",
+    )

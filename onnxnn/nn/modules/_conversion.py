@@ -4,6 +4,7 @@ Parameters keep their identity (an optimizer built before ``to()`` still holds t
 is rebound to the converted one, and so is their ``.grad``. Buffers are replaced by the
 converted tensors, as in PyTorch.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -27,8 +28,10 @@ def _parse_to(*args, **kwargs) -> tuple:
     kwargs.pop("copy", None)
     kwargs.pop("memory_format", None)
     if kwargs:
-        raise TypeError(f"to() received an invalid combination of arguments - got unexpected keyword "
-                        f"argument '{next(iter(kwargs))}'")
+        raise TypeError(
+            f"to() received an invalid combination of arguments - got unexpected keyword "
+            f"argument '{next(iter(kwargs))}'"
+        )
     for position, arg in enumerate(args):
         if isinstance(arg, Tensor):
             device, dtype = arg.device, arg.dtype
@@ -39,8 +42,10 @@ def _parse_to(*args, **kwargs) -> tuple:
         elif isinstance(arg, (str, int, _device_type)):
             device = arg
         elif arg is not None:
-            raise TypeError(f"to() received an invalid combination of arguments - got argument {position} "
-                            f"of type {type(arg).__name__}")
+            raise TypeError(
+                f"to() received an invalid combination of arguments - got argument {position} "
+                f"of type {type(arg).__name__}"
+            )
     if device is not None:
         device = as_device(device)
     if dtype is not None:
@@ -51,8 +56,10 @@ def _parse_to(*args, **kwargs) -> tuple:
 def _check_device_available(device) -> None:
     # Checked before converting anything, so that a missing GPU leaves the module as it was.
     if device is not None and device.type == "cuda" and not cuda_is_available():
-        raise RuntimeError("CUDA is not available: onnxruntime's CUDA execution provider could not be "
-                           "loaded on this machine (no GPU, or onnxruntime-gpu/CUDA libraries missing)")
+        raise RuntimeError(
+            "CUDA is not available: onnxruntime's CUDA execution provider could not be "
+            "loaded on this machine (no GPU, or onnxruntime-gpu/CUDA libraries missing)"
+        )
 
 
 class ConversionMixin:
@@ -102,8 +109,9 @@ class ConversionMixin:
         """
         device, dtype, non_blocking = _parse_to(*args, **kwargs)
         if dtype is not None and not dtype.is_floating_point:
-            raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but got desired "
-                            f"dtype={dtype}")
+            raise TypeError(
+                f"nn.Module.to only accepts floating point or complex dtypes, but got desired dtype={dtype}"
+            )
         _check_device_available(device)
 
         def convert(tensor: Tensor) -> Tensor:

@@ -6,6 +6,7 @@ the tensors going into and out of a module are passed through one identity
 sees the gradients of the module's outputs, a hook on the input node sees the gradients of its
 inputs and may replace them.
 """
+
 from __future__ import annotations
 
 import functools
@@ -21,10 +22,14 @@ from ...runtime.autograd import RemovableHandle, add_hook
 from ...runtime.tensor import Tensor
 
 __all__ = [
-    "register_module_forward_pre_hook", "register_module_forward_hook",
-    "register_module_full_backward_pre_hook", "register_module_full_backward_hook",
-    "register_module_backward_hook", "register_module_buffer_registration_hook",
-    "register_module_module_registration_hook", "register_module_parameter_registration_hook",
+    "register_module_forward_pre_hook",
+    "register_module_forward_hook",
+    "register_module_full_backward_pre_hook",
+    "register_module_full_backward_hook",
+    "register_module_backward_hook",
+    "register_module_buffer_registration_hook",
+    "register_module_module_registration_hook",
+    "register_module_parameter_registration_hook",
 ]
 
 # Global hooks, shared by every module. Handles get ids from one counter, so a global and a
@@ -48,8 +53,10 @@ class _GlobalBackwardKind:
     @classmethod
     def choose(cls, full: bool) -> None:
         if cls.is_full is (not full):
-            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as a "
-                               "global Module hook. Please use only one of them.")
+            raise RuntimeError(
+                "Cannot use both regular backward hooks and full backward hooks as a "
+                "global Module hook. Please use only one of them."
+            )
         cls.is_full = full
 
 
@@ -80,16 +87,18 @@ def register_module_forward_pre_hook(hook: Callable) -> RemovableHandle:
     return add_hook(_global_forward_pre_hooks, hook)
 
 
-def register_module_forward_hook(hook: Callable, *, with_kwargs: bool = False,
-                                 always_call: bool = False) -> RemovableHandle:
+def register_module_forward_hook(
+    hook: Callable, *, with_kwargs: bool = False, always_call: bool = False
+) -> RemovableHandle:
     """Registers a forward hook common to all modules, run before every module's own forward hooks.
 
     The hook is called as ``hook(module, args, output)`` (or ``hook(module, args, kwargs, output)``
     with ``with_kwargs=True``) and may return a replacement output. With ``always_call=True`` it
     also runs when forward raises.
     """
-    handle = RemovableHandle(_global_forward_hooks, _global_forward_hooks_with_kwargs,
-                             _global_forward_hooks_always_called)
+    handle = RemovableHandle(
+        _global_forward_hooks, _global_forward_hooks_with_kwargs, _global_forward_hooks_always_called
+    )
     _global_forward_hooks[handle.id] = hook
     if with_kwargs:
         _global_forward_hooks_with_kwargs[handle.id] = True
@@ -116,8 +125,9 @@ def register_module_backward_hook(hook: Callable) -> RemovableHandle:
 
 
 def _has_global_call_hooks() -> bool:
-    return bool(_global_backward_pre_hooks or _global_backward_hooks or _global_forward_hooks
-                or _global_forward_pre_hooks)
+    return bool(
+        _global_backward_pre_hooks or _global_backward_hooks or _global_forward_hooks or _global_forward_pre_hooks
+    )
 
 
 class _WrappedHook:
@@ -236,8 +246,10 @@ class BackwardHook:
                 if replaced is None:
                     continue
                 if len(replaced) != len(packed):
-                    raise RuntimeError("Backward hook returned an invalid number of grad_input, "
-                                       f"got {len(replaced)}, but expected {len(packed)}")
+                    raise RuntimeError(
+                        "Backward hook returned an invalid number of grad_input, "
+                        f"got {len(replaced)}, but expected {len(packed)}"
+                    )
                 packed = tuple(replaced)
             self.grad_outputs = None
             return self._unpack_none(self.input_tensors_index, packed)
@@ -260,8 +272,10 @@ class BackwardHook:
                 if replaced is None:
                     continue
                 if len(replaced) != len(self.grad_outputs):
-                    raise RuntimeError("Backward pre hook returned an invalid number of grad_output, "
-                                       f"got {len(replaced)}, but expected {len(self.grad_outputs)}")
+                    raise RuntimeError(
+                        "Backward pre hook returned an invalid number of grad_output, "
+                        f"got {len(replaced)}, but expected {len(self.grad_outputs)}"
+                    )
                 self.grad_outputs = tuple(replaced)
             local_grad_outputs = self.grad_outputs
             if self.input_tensors_index is None:
@@ -269,10 +283,13 @@ class BackwardHook:
                 grad_inputs = self._pack_with_none([], [], self.n_inputs)
                 for user_hook in self.user_hooks:
                     replaced = user_hook(self.module, grad_inputs, self.grad_outputs)
-                    if replaced is not None and not (isinstance(replaced, tuple)
-                                                     and all(item is None for item in replaced)):
-                        raise RuntimeError("Backward hook for Modules where no input requires gradient "
-                                           "should always return None or None for all gradients.")
+                    if replaced is not None and not (
+                        isinstance(replaced, tuple) and all(item is None for item in replaced)
+                    ):
+                        raise RuntimeError(
+                            "Backward hook for Modules where no input requires gradient "
+                            "should always return None or None for all gradients."
+                        )
                 self.grad_outputs = None
             return self._unpack_none(self.output_tensors_index, local_grad_outputs)
 
@@ -293,42 +310,59 @@ def _warn_non_full_backward_hook(inputs, result, grad_fn) -> None:
     """PyTorch's warnings for the deprecated ``register_backward_hook``: say which grads it misses."""
     if not isinstance(result, Tensor):
         if not (isinstance(result, tuple) and all(isinstance(r, Tensor) for r in result)):
-            warnings.warn("Using non-full backward hooks on a Module that does not return a single Tensor "
-                          "or a tuple of Tensors is deprecated and will be removed in future versions. This "
-                          "hook will be missing some of the grad_output. Please use "
-                          "register_full_backward_hook to get the documented behavior.", FutureWarning,
-                          stacklevel=4)
+            warnings.warn(
+                "Using non-full backward hooks on a Module that does not return a single Tensor "
+                "or a tuple of Tensors is deprecated and will be removed in future versions. This "
+                "hook will be missing some of the grad_output. Please use "
+                "register_full_backward_hook to get the documented behavior.",
+                FutureWarning,
+                stacklevel=4,
+            )
             return
     else:
         result = (result,)
     if not isinstance(inputs, Tensor):
         if not (isinstance(inputs, tuple) and all(isinstance(i, Tensor) for i in inputs)):
-            warnings.warn("Using non-full backward hooks on a Module that does not take as input a single "
-                          "Tensor or a tuple of Tensors is deprecated and will be removed in future versions. "
-                          "This hook will be missing some of the grad_input. Please use "
-                          "register_full_backward_hook to get the documented behavior.", FutureWarning,
-                          stacklevel=4)
+            warnings.warn(
+                "Using non-full backward hooks on a Module that does not take as input a single "
+                "Tensor or a tuple of Tensors is deprecated and will be removed in future versions. "
+                "This hook will be missing some of the grad_input. Please use "
+                "register_full_backward_hook to get the documented behavior.",
+                FutureWarning,
+                stacklevel=4,
+            )
             return
     else:
         inputs = (inputs,)
     output_functions = {id(r.grad_fn) for r in result if r.grad_fn is not None}
     if not output_functions or (len(output_functions) == 1 and id(grad_fn) not in output_functions):
-        warnings.warn("Using a non-full backward hook when outputs are nested in python data structure is "
-                      "deprecated and will be removed in future versions. This hook will be missing some "
-                      "grad_output.", FutureWarning, stacklevel=4)
+        warnings.warn(
+            "Using a non-full backward hook when outputs are nested in python data structure is "
+            "deprecated and will be removed in future versions. This hook will be missing some "
+            "grad_output.",
+            FutureWarning,
+            stacklevel=4,
+        )
     elif len(output_functions) > 1:
-        warnings.warn("Using a non-full backward hook when outputs are generated by different autograd Nodes "
-                      "is deprecated and will be removed in future versions. This hook will be missing some "
-                      "grad_output. Please use register_full_backward_hook to get the documented behavior.",
-                      FutureWarning, stacklevel=4)
+        warnings.warn(
+            "Using a non-full backward hook when outputs are generated by different autograd Nodes "
+            "is deprecated and will be removed in future versions. This hook will be missing some "
+            "grad_output. Please use register_full_backward_hook to get the documented behavior.",
+            FutureWarning,
+            stacklevel=4,
+        )
     else:
         input_functions = {id(i.grad_fn) for i in inputs if i.grad_fn is not None}
         next_functions = {id(edge[0]) for edge in grad_fn.next_functions if edge is not None}
         if input_functions != next_functions:
-            warnings.warn("Using a non-full backward hook when the forward contains multiple autograd Nodes "
-                          "is deprecated and will be removed in future versions. This hook will be missing "
-                          "some grad_input. Please use register_full_backward_hook to get the documented "
-                          "behavior.", FutureWarning, stacklevel=4)
+            warnings.warn(
+                "Using a non-full backward hook when the forward contains multiple autograd Nodes "
+                "is deprecated and will be removed in future versions. This hook will be missing "
+                "some grad_input. Please use register_full_backward_hook to get the documented "
+                "behavior.",
+                FutureWarning,
+                stacklevel=4,
+            )
 
 
 def _attach_non_full_backward_hooks(module, hooks: list, args: tuple, result) -> None:
@@ -343,8 +377,9 @@ def _attach_non_full_backward_hooks(module, hooks: list, args: tuple, result) ->
 class ModuleHooksMixin:
     """The per-module hook registration methods of :class:`~onnxnn.nn.Module`."""
 
-    def register_forward_pre_hook(self, hook: Callable, *, prepend: bool = False,
-                                  with_kwargs: bool = False) -> RemovableHandle:
+    def register_forward_pre_hook(
+        self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False
+    ) -> RemovableHandle:
         """Registers a forward pre-hook, called before every ``forward()``.
 
         The hook is called as ``hook(module, args) -> None or modified input``; a single returned
@@ -368,8 +403,9 @@ class ModuleHooksMixin:
             self._forward_pre_hooks.move_to_end(handle.id, last=False)
         return handle
 
-    def register_forward_hook(self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False,
-                              always_call: bool = False) -> RemovableHandle:
+    def register_forward_hook(
+        self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False, always_call: bool = False
+    ) -> RemovableHandle:
         """Registers a forward hook, called after every ``forward()`` has computed an output.
 
         The hook is called as ``hook(module, args, output) -> None or modified output`` (with
@@ -384,8 +420,9 @@ class ModuleHooksMixin:
         Returns:
             a handle whose ``remove()`` unregisters the hook.
         """
-        handle = RemovableHandle(self._forward_hooks, self._forward_hooks_with_kwargs,
-                                 self._forward_hooks_always_called)
+        handle = RemovableHandle(
+            self._forward_hooks, self._forward_hooks_with_kwargs, self._forward_hooks_always_called
+        )
         self._forward_hooks[handle.id] = hook
         if with_kwargs:
             self._forward_hooks_with_kwargs[handle.id] = True
@@ -426,8 +463,10 @@ class ModuleHooksMixin:
             a handle whose ``remove()`` unregisters the hook.
         """
         if self._is_full_backward_hook is False:
-            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks on a "
-                               "single Module. Please use only one of them.")
+            raise RuntimeError(
+                "Cannot use both regular backward hooks and full backward hooks on a "
+                "single Module. Please use only one of them."
+            )
         self._is_full_backward_hook = True
         handle = RemovableHandle(self._backward_hooks)
         self._backward_hooks[handle.id] = hook
@@ -442,8 +481,10 @@ class ModuleHooksMixin:
         (``FutureWarning``) when the hook will miss part of ``grad_input`` or ``grad_output``.
         """
         if self._is_full_backward_hook is True:
-            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks on a "
-                               "single Module. Please use only one of them.")
+            raise RuntimeError(
+                "Cannot use both regular backward hooks and full backward hooks on a "
+                "single Module. Please use only one of them."
+            )
         self._is_full_backward_hook = False
         return add_hook(self._backward_hooks, hook)
 
@@ -482,8 +523,10 @@ class ModuleHooksMixin:
                         if isinstance(args_kwargs, tuple) and len(args_kwargs) == 2:
                             args, kwargs = args_kwargs
                         else:
-                            raise RuntimeError("forward pre-hook must return None or a tuple of "
-                                               f"(new_args, new_kwargs), but got {args_kwargs}.")
+                            raise RuntimeError(
+                                "forward pre-hook must return None or a tuple of "
+                                f"(new_args, new_kwargs), but got {args_kwargs}."
+                            )
                 else:
                     new_args = hook(self, args)
                     if new_args is not None:
@@ -508,8 +551,11 @@ class ModuleHooksMixin:
 
             if backward_hook is not None:
                 if not isinstance(result, (Tensor, tuple)):
-                    warnings.warn("For backward hooks to be called, module output should be a Tensor or a "
-                                  f"tuple of Tensors but received {type(result)}", stacklevel=3)
+                    warnings.warn(
+                        "For backward hooks to be called, module output should be a Tensor or a "
+                        f"tuple of Tensors but received {type(result)}",
+                        stacklevel=3,
+                    )
                 result = backward_hook.setup_output_hook(result)
 
             if non_full_backward_hooks:
@@ -522,10 +568,19 @@ class ModuleHooksMixin:
     def _run_always_called_hooks(self, args, kwargs, result, already_called: set) -> None:
         """After forward raised: run the ``always_call`` forward hooks that did not run yet."""
         for kind, hooks, always_called, with_kwargs in (
-                ("global module forward hook", _global_forward_hooks, _global_forward_hooks_always_called,
-                 _global_forward_hooks_with_kwargs),
-                ("module forward hook", self._forward_hooks, self._forward_hooks_always_called,
-                 self._forward_hooks_with_kwargs)):
+            (
+                "global module forward hook",
+                _global_forward_hooks,
+                _global_forward_hooks_always_called,
+                _global_forward_hooks_with_kwargs,
+            ),
+            (
+                "module forward hook",
+                self._forward_hooks,
+                self._forward_hooks_always_called,
+                self._forward_hooks_with_kwargs,
+            ),
+        ):
             for hook_id, hook in hooks.items():
                 if hook_id not in always_called or hook_id in already_called:
                     continue
@@ -537,5 +592,7 @@ class ModuleHooksMixin:
                     if hook_result is not None:
                         result = hook_result
                 except Exception as error:
-                    warnings.warn(f"{kind} with ``always_call=True`` raised an exception that was silenced as "
-                                  f"another error was raised in forward: {error}")
+                    warnings.warn(
+                        f"{kind} with ``always_call=True`` raised an exception that was silenced as "
+                        f"another error was raised in forward: {error}"
+                    )

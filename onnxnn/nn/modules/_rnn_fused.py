@@ -19,6 +19,7 @@ PyTorch's packed recurrences compute; the outputs are repacked with one Gather o
 Batch-first input is transposed around the nodes: onnxruntime's CPU recurrent kernels refuse
 ``layout=1``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -92,7 +93,7 @@ def _onnx_gate_rows(weight: Tensor, mode: str, hidden: int) -> Tensor:
     order = _GATE_ORDER[mode]
     if len(order) == 1:
         return weight
-    return cat([weight[k * hidden:(k + 1) * hidden] for k in order], 0)
+    return cat([weight[k * hidden : (k + 1) * hidden] for k in order], 0)
 
 
 def _layer_inputs(module, layer: int, directions: int) -> tuple:

@@ -9,6 +9,7 @@ all checks run before anything is written. If a load post-hook leaves strict err
 copies already made are rolled back: in-place writes are rebindings, so restoring is rebinding
 the previous values.
 """
+
 from __future__ import annotations
 
 import threading
@@ -114,15 +115,19 @@ class StateDictMixin:
 
         Implement it together with :meth:`set_extra_state`; it is only called when overridden.
         """
-        raise RuntimeError("Reached a code path in Module.get_extra_state() that should never be called. "
-                           "Please file an issue at https://github.com/pytorch/pytorch/issues/new?template="
-                           "bug-report.yml to report this bug.")
+        raise RuntimeError(
+            "Reached a code path in Module.get_extra_state() that should never be called. "
+            "Please file an issue at https://github.com/pytorch/pytorch/issues/new?template="
+            "bug-report.yml to report this bug."
+        )
 
     def set_extra_state(self, state: Any) -> None:
         """Restores the extra state found in a ``state_dict`` (the counterpart of :meth:`get_extra_state`)."""
-        raise RuntimeError("Reached a code path in Module.set_extra_state() that should never be called. "
-                           "Please file an issue at https://github.com/pytorch/pytorch/issues/new?template="
-                           "bug-report.yml to report this bug.")
+        raise RuntimeError(
+            "Reached a code path in Module.set_extra_state() that should never be called. "
+            "Please file an issue at https://github.com/pytorch/pytorch/issues/new?template="
+            "bug-report.yml to report this bug."
+        )
 
     def _has_extra_state_getter(self) -> bool:
         return type(self).get_extra_state is not StateDictMixin.get_extra_state
@@ -160,9 +165,13 @@ class StateDictMixin:
             ['weight', 'bias']
         """
         if args:
-            warnings.warn("Positional args are being deprecated, use kwargs instead. Refer to "
-                          "https://pytorch.org/docs/main/generated/torch.nn.Module.html#torch.nn.Module.state_dict"
-                          " for details.", FutureWarning, stacklevel=2)
+            warnings.warn(
+                "Positional args are being deprecated, use kwargs instead. Refer to "
+                "https://pytorch.org/docs/main/generated/torch.nn.Module.html#torch.nn.Module.state_dict"
+                " for details.",
+                FutureWarning,
+                stacklevel=2,
+            )
             if destination is None:
                 destination = args[0]
             if len(args) > 1 and prefix == "":
@@ -226,8 +235,16 @@ class StateDictMixin:
         """
         return add_hook(self._load_state_dict_post_hooks, hook)
 
-    def _load_from_state_dict(self, state_dict: dict, prefix: str, local_metadata: dict, strict: bool,
-                              missing_keys: list, unexpected_keys: list, error_msgs: list) -> None:
+    def _load_from_state_dict(
+        self,
+        state_dict: dict,
+        prefix: str,
+        local_metadata: dict,
+        strict: bool,
+        missing_keys: list,
+        unexpected_keys: list,
+        error_msgs: list,
+    ) -> None:
         """Loads this module's own state (not its children's) from ``state_dict``.
 
         The override point for modules with special formats; called with PyTorch's arguments.
@@ -248,15 +265,19 @@ class StateDictMixin:
                 continue
             input_param = state_dict[key]
             if not isinstance(input_param, Tensor):
-                error_msgs.append(f'While copying the parameter named "{key}", expected torch.Tensor or '
-                                  f"Tensor-like object from checkpoint but received {type(input_param)}")
+                error_msgs.append(
+                    f'While copying the parameter named "{key}", expected torch.Tensor or '
+                    f"Tensor-like object from checkpoint but received {type(input_param)}"
+                )
                 continue
             # Backward compatibility: 1-element checkpoints of what is now a 0-d tensor.
             if len(param.shape) == 0 and len(input_param.shape) == 1:
                 input_param = input_param[0]
             if input_param.shape != param.shape:
-                error_msgs.append(f"size mismatch for {key}: copying a param with shape {input_param.shape} "
-                                  f"from checkpoint, the shape in current model is {param.shape}.")
+                error_msgs.append(
+                    f"size mismatch for {key}: copying a param with shape {input_param.shape} "
+                    f"from checkpoint, the shape in current model is {param.shape}."
+                )
                 continue
             write = (self, name, param, input_param, name in self._parameters, assign)
             if plan is not None:
@@ -277,7 +298,7 @@ class StateDictMixin:
         if strict:
             for key in state_dict.keys():
                 if key.startswith(prefix) and key != extra_state_key:
-                    input_name = key[len(prefix):].split(".", 1)
+                    input_name = key[len(prefix) :].split(".", 1)
                     if len(input_name) > 1:
                         if input_name[0] not in self._modules:
                             unexpected_keys.append(key)
@@ -325,8 +346,9 @@ class StateDictMixin:
             local_metadata = dict({} if metadata is None else metadata.get(prefix[:-1], {}))
             if assign:
                 local_metadata["assign_to_params_buffers"] = assign
-            module._load_from_state_dict(local_state_dict, prefix, local_metadata, True,
-                                         missing_keys, unexpected_keys, error_msgs)
+            module._load_from_state_dict(
+                local_state_dict, prefix, local_metadata, True, missing_keys, unexpected_keys, error_msgs
+            )
             for name, child in module._modules.items():
                 if child is not None:
                     child_prefix = prefix + name + "."
@@ -359,7 +381,8 @@ class StateDictMixin:
                     out = hook(module, incompatible_keys)
                     assert out is None, (
                         "Hooks registered with ``register_load_state_dict_post_hook`` are not expected to "
-                        "return new values, if incompatible_keys need to be modified, it should be done inplace.")
+                        "return new values, if incompatible_keys need to be modified, it should be done inplace."
+                    )
             if strict and (missing_keys or unexpected_keys):
                 raise RuntimeError(self._load_error_message(strict, missing_keys, unexpected_keys, []))
         except BaseException:
@@ -367,14 +390,15 @@ class StateDictMixin:
             raise
         return _IncompatibleKeys(missing_keys, unexpected_keys)
 
-    def _load_error_message(self, strict: bool, missing_keys: list, unexpected_keys: list,
-                            error_msgs: list) -> str:
+    def _load_error_message(self, strict: bool, missing_keys: list, unexpected_keys: list, error_msgs: list) -> str:
         messages = list(error_msgs)
         if strict:
             if unexpected_keys:
-                messages.insert(0, "Unexpected key(s) in state_dict: {}. ".format(
-                    ", ".join(f'"{k}"' for k in unexpected_keys)))
+                messages.insert(
+                    0, "Unexpected key(s) in state_dict: {}. ".format(", ".join(f'"{k}"' for k in unexpected_keys))
+                )
             if missing_keys:
-                messages.insert(0, "Missing key(s) in state_dict: {}. ".format(
-                    ", ".join(f'"{k}"' for k in missing_keys)))
+                messages.insert(
+                    0, "Missing key(s) in state_dict: {}. ".format(", ".join(f'"{k}"' for k in missing_keys))
+                )
         return "Error(s) in loading state_dict for {}:\n\t{}".format(type(self).__name__, "\n\t".join(messages))

@@ -1,4 +1,5 @@
 """Activation layers: every activation module of ``torch.nn`` but MultiheadAttention."""
+
 from __future__ import annotations
 
 import warnings
@@ -10,10 +11,36 @@ from .. import init as _init
 from ..parameter import Parameter
 from .module import Module
 
-__all__ = ["ReLU", "LeakyReLU", "Sigmoid", "Tanh", "GELU", "Softmax", "LogSoftmax",
-           "Threshold", "RReLU", "Hardtanh", "ReLU6", "Hardsigmoid", "SiLU", "Mish", "Hardswish", "ELU", "CELU",
-           "SELU", "GLU", "Hardshrink", "LogSigmoid", "Softplus", "Softshrink", "PReLU", "Softsign", "Tanhshrink",
-           "Softmin", "Softmax2d"]
+__all__ = [
+    "ReLU",
+    "LeakyReLU",
+    "Sigmoid",
+    "Tanh",
+    "GELU",
+    "Softmax",
+    "LogSoftmax",
+    "Threshold",
+    "RReLU",
+    "Hardtanh",
+    "ReLU6",
+    "Hardsigmoid",
+    "SiLU",
+    "Mish",
+    "Hardswish",
+    "ELU",
+    "CELU",
+    "SELU",
+    "GLU",
+    "Hardshrink",
+    "LogSigmoid",
+    "Softplus",
+    "Softshrink",
+    "PReLU",
+    "Softsign",
+    "Tanhshrink",
+    "Softmin",
+    "Softmax2d",
+]
 
 
 class ReLU(Module):
@@ -244,16 +271,24 @@ class Hardtanh(Module):
 
     __constants__ = ["min_val", "max_val", "inplace"]
 
-    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False,
-                 min_value: float | None = None, max_value: float | None = None) -> None:
+    def __init__(
+        self,
+        min_val: float = -1.0,
+        max_val: float = 1.0,
+        inplace: bool = False,
+        min_value: float | None = None,
+        max_value: float | None = None,
+    ) -> None:
         super().__init__()
         if min_value is not None:
-            warnings.warn("keyword argument `min_value` is deprecated and renamed to `min_val`", FutureWarning,
-                          stacklevel=2)
+            warnings.warn(
+                "keyword argument `min_value` is deprecated and renamed to `min_val`", FutureWarning, stacklevel=2
+            )
             min_val = min_value
         if max_value is not None:
-            warnings.warn("keyword argument `max_value` is deprecated and renamed to `max_val`", FutureWarning,
-                          stacklevel=2)
+            warnings.warn(
+                "keyword argument `max_value` is deprecated and renamed to `max_val`", FutureWarning, stacklevel=2
+            )
             max_val = max_value
         self.min_val = min_val
         self.max_val = max_val

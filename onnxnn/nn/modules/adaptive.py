@@ -5,6 +5,7 @@ every cluster runs on the whole batch and a mask keeps each row's own cluster: t
 gradients (rows outside a cluster get a zero gradient from it), with a graph that does not depend on
 the targets, so it records once and exports with the targets as an input.
 """
+
 from __future__ import annotations
 
 from collections import namedtuple
@@ -51,17 +52,32 @@ class AdaptiveLogSoftmaxWithLoss(Module):
     div_value: float
     head_bias: bool
 
-    def __init__(self, in_features: int, n_classes: int, cutoffs: Sequence[int], div_value: float = 4.0,
-                 head_bias: bool = False, device=None, dtype=None) -> None:
+    def __init__(
+        self,
+        in_features: int,
+        n_classes: int,
+        cutoffs: Sequence[int],
+        div_value: float = 4.0,
+        head_bias: bool = False,
+        device=None,
+        dtype=None,
+    ) -> None:
         factory_kwargs = {"device": device, "dtype": dtype}
         super().__init__()
         cutoffs = list(cutoffs)
         if len(cutoffs) == 0:
             raise ValueError("cutoffs should be a sequence of length larger than 0")
-        if (cutoffs != sorted(cutoffs) or min(cutoffs) <= 0 or max(cutoffs) > (n_classes - 1)
-                or len(set(cutoffs)) != len(cutoffs) or any(int(c) != c for c in cutoffs)):
-            raise ValueError("cutoffs should be a sequence of unique, positive integers sorted in an increasing "
-                             "order, where each value is between 1 and n_classes-1")
+        if (
+            cutoffs != sorted(cutoffs)
+            or min(cutoffs) <= 0
+            or max(cutoffs) > (n_classes - 1)
+            or len(set(cutoffs)) != len(cutoffs)
+            or any(int(c) != c for c in cutoffs)
+        ):
+            raise ValueError(
+                "cutoffs should be a sequence of unique, positive integers sorted in an increasing "
+                "order, where each value is between 1 and n_classes-1"
+            )
         self.in_features = in_features
         self.n_classes = n_classes
         self.cutoffs = cutoffs + [n_classes]
@@ -75,8 +91,12 @@ class AdaptiveLogSoftmaxWithLoss(Module):
         for i in range(self.n_clusters):
             hidden = int(self.in_features // (self.div_value ** (i + 1)))
             size = self.cutoffs[i + 1] - self.cutoffs[i]
-            self.tail.append(Sequential(Linear(self.in_features, hidden, bias=False, **factory_kwargs),
-                                        Linear(hidden, size, bias=False, **factory_kwargs)))
+            self.tail.append(
+                Sequential(
+                    Linear(self.in_features, hidden, bias=False, **factory_kwargs),
+                    Linear(hidden, size, bias=False, **factory_kwargs),
+                )
+            )
 
     def reset_parameters(self) -> None:
         """Re-draws every parameter as the constructor did."""
@@ -90,18 +110,22 @@ class AdaptiveLogSoftmaxWithLoss(Module):
             if input.size(0) != target.size(0):
                 raise RuntimeError("Input and target should have the same size in the batch dimension.")
             if input.dim() != 2:
-                raise RuntimeError(f"1D target tensor expects 2D input tensors, but found inputs with size "
-                                   f"{input.size()}")
+                raise RuntimeError(
+                    f"1D target tensor expects 2D input tensors, but found inputs with size {input.size()}"
+                )
         elif target.dim() == 0:
             if input.dim() != 1:
-                raise RuntimeError(f"0D target tensor expects 1D input tensors, but found inputs with size "
-                                   f"{input.size()}")
+                raise RuntimeError(
+                    f"0D target tensor expects 1D input tensors, but found inputs with size {input.size()}"
+                )
         else:
             raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
         data = known_data(target)
         if data is not None and data.size and (data.min() < 0 or data.max() >= self.n_classes):
-            raise RuntimeError(f"Target values should be in [0, {self.n_classes - 1}], but values in range "
-                               f"[{int(data.min())}, {int(data.max())}] were found. ")
+            raise RuntimeError(
+                f"Target values should be in [0, {self.n_classes - 1}], but values in range "
+                f"[{int(data.min())}, {int(data.max())}] were found. "
+            )
 
     def forward(self, input_: Tensor, target_: Tensor) -> _ASMoutput:
         self._check(input_, target_)
@@ -128,7 +152,7 @@ class AdaptiveLogSoftmaxWithLoss(Module):
 
     def _get_full_log_prob(self, input: Tensor, head_output: Tensor) -> Tensor:
         head_logprob = F.log_softmax(head_output, dim=1)
-        pieces = [head_logprob[:, :self.shortlist_size]]
+        pieces = [head_logprob[:, : self.shortlist_size]]
         for i in range(self.n_clusters):
             cluster_logprob = F.log_softmax(self.tail[i](input), dim=1)
             pieces.append(cluster_logprob + head_logprob[:, self.shortlist_size + i].unsqueeze(1))

@@ -1,4 +1,5 @@
 """MultiheadAttention: PyTorch's module, its parameters, initialization and options."""
+
 from __future__ import annotations
 
 from ...runtime.creation import empty
@@ -46,12 +47,25 @@ class MultiheadAttention(Module):
 
     __constants__ = ["batch_first"]
 
-    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
-                 add_bias_kv: bool = False, add_zero_attn: bool = False, kdim: int | None = None,
-                 vdim: int | None = None, batch_first: bool = False, device=None, dtype=None) -> None:
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        add_bias_kv: bool = False,
+        add_zero_attn: bool = False,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        batch_first: bool = False,
+        device=None,
+        dtype=None,
+    ) -> None:
         if embed_dim <= 0 or num_heads <= 0:
-            raise ValueError(f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} and "
-                             f"num_heads={num_heads} instead")
+            raise ValueError(
+                f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} and "
+                f"num_heads={num_heads} instead"
+            )
         factory_kwargs = {"device": device, "dtype": dtype}
         super().__init__()
         self.embed_dim = embed_dim
@@ -102,9 +116,17 @@ class MultiheadAttention(Module):
         if self.bias_v is not None:
             init.xavier_normal_(self.bias_v)
 
-    def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Tensor | None = None,
-                need_weights: bool = True, attn_mask: Tensor | None = None, average_attn_weights: bool = True,
-                is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        key_padding_mask: Tensor | None = None,
+        need_weights: bool = True,
+        attn_mask: Tensor | None = None,
+        average_attn_weights: bool = True,
+        is_causal: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
         """Attends ``query`` to ``key``/``value``; see :func:`onnxnn.nn.functional.multi_head_attention_forward`.
 
         Returns ``(output, weights)``; weights are None unless ``need_weights``.
@@ -112,19 +134,52 @@ class MultiheadAttention(Module):
         batched = query.dim() == 3
         if self.batch_first and batched:
             query, key, value = (t.transpose(1, 0) for t in (query, key, value))
-        common = dict(training=self.training, key_padding_mask=key_padding_mask, need_weights=need_weights,
-                      attn_mask=attn_mask, average_attn_weights=average_attn_weights, is_causal=is_causal)
+        common = dict(
+            training=self.training,
+            key_padding_mask=key_padding_mask,
+            need_weights=need_weights,
+            attn_mask=attn_mask,
+            average_attn_weights=average_attn_weights,
+            is_causal=is_causal,
+        )
         if not self._qkv_same_embed_dim:
             output, weights = F.multi_head_attention_forward(
-                query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias,
-                self.bias_k, self.bias_v, self.add_zero_attn, self.dropout, self.out_proj.weight,
-                self.out_proj.bias, use_separate_proj_weight=True, q_proj_weight=self.q_proj_weight,
-                k_proj_weight=self.k_proj_weight, v_proj_weight=self.v_proj_weight, **common)
+                query,
+                key,
+                value,
+                self.embed_dim,
+                self.num_heads,
+                self.in_proj_weight,
+                self.in_proj_bias,
+                self.bias_k,
+                self.bias_v,
+                self.add_zero_attn,
+                self.dropout,
+                self.out_proj.weight,
+                self.out_proj.bias,
+                use_separate_proj_weight=True,
+                q_proj_weight=self.q_proj_weight,
+                k_proj_weight=self.k_proj_weight,
+                v_proj_weight=self.v_proj_weight,
+                **common,
+            )
         else:
             output, weights = F.multi_head_attention_forward(
-                query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias,
-                self.bias_k, self.bias_v, self.add_zero_attn, self.dropout, self.out_proj.weight,
-                self.out_proj.bias, **common)
+                query,
+                key,
+                value,
+                self.embed_dim,
+                self.num_heads,
+                self.in_proj_weight,
+                self.in_proj_bias,
+                self.bias_k,
+                self.bias_v,
+                self.add_zero_attn,
+                self.dropout,
+                self.out_proj.weight,
+                self.out_proj.bias,
+                **common,
+            )
         if self.batch_first and batched:
             return output.transpose(1, 0), weights
         return output, weights

@@ -1,4 +1,5 @@
 """Batch normalization layers: BatchNorm1d, BatchNorm2d, BatchNorm3d and their Lazy* forms."""
+
 from __future__ import annotations
 
 from ...ir import dtypes
@@ -19,8 +20,18 @@ class _NormBase(Module):
     _version = 2
     __constants__ = ["track_running_stats", "momentum", "eps", "num_features", "affine"]
 
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
-                 track_running_stats: bool = True, device=None, dtype=None, *, bias: bool = True) -> None:
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        device=None,
+        dtype=None,
+        *,
+        bias: bool = True,
+    ) -> None:
         factory_kwargs = {"device": device, "dtype": dtype}
         super().__init__()
         self.num_features = num_features
@@ -67,20 +78,25 @@ class _NormBase(Module):
         raise NotImplementedError
 
     def extra_repr(self) -> str:
-        return ("{num_features}, eps={eps}, momentum={momentum}, affine={affine}, bias={use_bias}, "
-                "track_running_stats={track_running_stats}".format(**self.__dict__, use_bias=self.bias is not None))
+        return (
+            "{num_features}, eps={eps}, momentum={momentum}, affine={affine}, bias={use_bias}, "
+            "track_running_stats={track_running_stats}".format(**self.__dict__, use_bias=self.bias is not None)
+        )
 
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                              error_msgs) -> None:
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ) -> None:
         version = local_metadata.get("version", None) if local_metadata is not None else None
         if (version is None or version < 2) and self.track_running_stats:
             # Checkpoints from before num_batches_tracked existed load with a count of 0, as in PyTorch.
             key = prefix + "num_batches_tracked"
             if key not in state_dict:
-                state_dict[key] = (self.num_batches_tracked if self.num_batches_tracked is not None
-                                   else tensor(0, dtype=dtypes.long))
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                                      error_msgs)
+                state_dict[key] = (
+                    self.num_batches_tracked if self.num_batches_tracked is not None else tensor(0, dtype=dtypes.long)
+                )
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
 
 
 class _BatchNorm(_NormBase):
@@ -96,10 +112,16 @@ class _BatchNorm(_NormBase):
         # In evaluation, batch statistics are used only when there are no running statistics.
         use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
         keep_running = not self.training or self.track_running_stats
-        return F.batch_norm(input,
-                            self.running_mean if keep_running else None,
-                            self.running_var if keep_running else None,
-                            self.weight, self.bias, use_batch_stats, exponential_average_factor, self.eps)
+        return F.batch_norm(
+            input,
+            self.running_mean if keep_running else None,
+            self.running_var if keep_running else None,
+            self.weight,
+            self.bias,
+            use_batch_stats,
+            exponential_average_factor,
+            self.eps,
+        )
 
 
 class BatchNorm1d(_BatchNorm):
@@ -163,12 +185,22 @@ class BatchNorm3d(_BatchNorm):
 
 # ---------------------------------------------------------------- lazy forms
 
+
 class _LazyNormBase(LazyModuleMixin, _NormBase):
     """``num_features`` from the first input's ``size(1)``: weight, bias, running_mean and running_var
     are uninitialized until then (PyTorch's ``_LazyNormBase``), ``num_batches_tracked`` exists at once."""
 
-    def __init__(self, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
-                 track_running_stats: bool = True, device=None, dtype=None, *, bias: bool = True) -> None:
+    def __init__(
+        self,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        device=None,
+        dtype=None,
+        *,
+        bias: bool = True,
+    ) -> None:
         factory_kwargs = {"device": device, "dtype": dtype}
         # affine, bias and track_running_stats False here: their tensors are registered uninitialized below.
         super().__init__(0, eps, momentum, False, False, device, dtype, bias=False)

@@ -1,4 +1,5 @@
 """Bilinear: ``y = x1^T A x2 + b``, a learned bilinear form per output feature."""
+
 from __future__ import annotations
 
 import math
@@ -34,8 +35,9 @@ class Bilinear(Module):
 
     __constants__ = ["in1_features", "in2_features", "out_features"]
 
-    def __init__(self, in1_features: int, in2_features: int, out_features: int, bias: bool = True, device=None,
-                 dtype=None) -> None:
+    def __init__(
+        self, in1_features: int, in2_features: int, out_features: int, bias: bool = True, device=None, dtype=None
+    ) -> None:
         factory_kwargs = {"device": device, "dtype": dtype}
         super().__init__()
         self.in1_features = in1_features
@@ -59,5 +61,7 @@ class Bilinear(Module):
         return F.bilinear(input1, input2, self.weight, self.bias)
 
     def extra_repr(self) -> str:
-        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
-                f"out_features={self.out_features}, bias={self.bias is not None}")
+        return (
+            f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+            f"out_features={self.out_features}, bias={self.bias is not None}"
+        )

@@ -1,4 +1,5 @@
 """ChannelShuffle: interleaving channel groups (ShuffleNet)."""
+
 from __future__ import annotations
 
 from ...runtime.tensor import Tensor

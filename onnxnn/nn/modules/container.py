@@ -1,4 +1,5 @@
 """Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict (as in PyTorch)."""
+
 from __future__ import annotations
 
 import operator
@@ -300,19 +301,30 @@ class ModuleDict(Module):
     def update(self, modules) -> None:
         """Adds the items of a mapping (in its order) or of an iterable of ``(key, module)`` pairs."""
         if not isinstance(modules, container_abcs.Iterable):
-            raise TypeError("ModuleDict.update should be called with an iterable of key/value pairs, but got "
-                            + type(modules).__name__)
+            raise TypeError(
+                "ModuleDict.update should be called with an iterable of key/value pairs, but got "
+                + type(modules).__name__
+            )
         if isinstance(modules, (OrderedDict, ModuleDict, container_abcs.Mapping)):
             for key, module in modules.items():
                 self[key] = module
             return
         for index, pair in enumerate(modules):
             if not isinstance(pair, container_abcs.Iterable):
-                raise TypeError("ModuleDict update sequence element #" + str(index)
-                                + " should be Iterable; is" + type(pair).__name__)
+                raise TypeError(
+                    "ModuleDict update sequence element #"
+                    + str(index)
+                    + " should be Iterable; is"
+                    + type(pair).__name__
+                )
             if not len(pair) == 2:
-                raise ValueError("ModuleDict update sequence element #" + str(index) + " has length "
-                                 + str(len(pair)) + "; 2 is required")
+                raise ValueError(
+                    "ModuleDict update sequence element #"
+                    + str(index)
+                    + " has length "
+                    + str(len(pair))
+                    + "; 2 is required"
+                )
             self[pair[0]] = pair[1]
 
 
@@ -380,8 +392,7 @@ class ParameterList(Module):
         """Appends the values of an iterable; returns self."""
         # A Tensor is iterable but is never unpacked here.
         if not isinstance(values, container_abcs.Iterable) or isinstance(values, Tensor):
-            raise TypeError("ParameterList.extend should be called with an iterable, but got "
-                            + type(values).__name__)
+            raise TypeError("ParameterList.extend should be called with an iterable, but got " + type(values).__name__)
         for value in values:
             self.append(value)
         return self
@@ -412,9 +423,11 @@ class ParameterDict(Module):
 
     def _key_to_attr(self, key: str) -> str:
         if not isinstance(key, str):
-            raise TypeError("Index given to ParameterDict cannot be used as a key as it is not a string "
-                            f"(type is '{type(key).__name__}'). Open an issue on github if you need "
-                            "non-string keys.")
+            raise TypeError(
+                "Index given to ParameterDict cannot be used as a key as it is not a string "
+                f"(type is '{type(key).__name__}'). Open an issue on github if you need "
+                "non-string keys."
+            )
         return key
 
     def __getitem__(self, key: str) -> Any:
@@ -486,8 +499,10 @@ class ParameterDict(Module):
     def update(self, parameters) -> None:
         """Adds the items of a mapping or of an iterable of ``(key, value)`` pairs."""
         if not isinstance(parameters, container_abcs.Iterable):
-            raise TypeError("ParametersDict.update should be called with an iterable of key/value pairs, but got "
-                            + type(parameters).__name__)
+            raise TypeError(
+                "ParametersDict.update should be called with an iterable of key/value pairs, but got "
+                + type(parameters).__name__
+            )
         if isinstance(parameters, (OrderedDict, ParameterDict)):
             for key, parameter in parameters.items():
                 self[key] = parameter
@@ -497,11 +512,20 @@ class ParameterDict(Module):
         else:
             for index, pair in enumerate(parameters):
                 if not isinstance(pair, container_abcs.Iterable):
-                    raise TypeError("ParameterDict update sequence element #" + str(index)
-                                    + " should be Iterable; is" + type(pair).__name__)
+                    raise TypeError(
+                        "ParameterDict update sequence element #"
+                        + str(index)
+                        + " should be Iterable; is"
+                        + type(pair).__name__
+                    )
                 if not len(pair) == 2:
-                    raise ValueError("ParameterDict update sequence element #" + str(index) + " has length "
-                                     + str(len(pair)) + "; 2 is required")
+                    raise ValueError(
+                        "ParameterDict update sequence element #"
+                        + str(index)
+                        + " has length "
+                        + str(len(pair))
+                        + "; 2 is required"
+                    )
                 self[pair[0]] = pair[1]
 
     def extra_repr(self) -> str:

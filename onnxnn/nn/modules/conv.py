@@ -5,6 +5,7 @@ Parameters, defaults, initialization, ``extra_repr`` and error messages follow P
 ``Conv``/``ConvTranspose`` node), preceded for ``padding_mode`` reflect/replicate/circular by the
 explicit padding of ``F.pad_for_conv``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -18,8 +19,20 @@ from .lazy import LazyModuleMixin, UninitializedParameter
 from .linear import reset_weight_and_bias
 from .module import Module
 
-__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "LazyConv1d",
-           "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d"]
+__all__ = [
+    "Conv1d",
+    "Conv2d",
+    "Conv3d",
+    "ConvTranspose1d",
+    "ConvTranspose2d",
+    "ConvTranspose3d",
+    "LazyConv1d",
+    "LazyConv2d",
+    "LazyConv3d",
+    "LazyConvTranspose1d",
+    "LazyConvTranspose2d",
+    "LazyConvTranspose3d",
+]
 
 
 def _ntuple(value, n: int) -> tuple:
@@ -32,13 +45,35 @@ def _ntuple(value, n: int) -> tuple:
 class _ConvNd(Module):
     """Parameters, their initialization and the repr shared by the convolution layers."""
 
-    __constants__ = ["stride", "padding", "dilation", "groups", "padding_mode", "output_padding", "in_channels",
-                     "out_channels", "kernel_size"]
+    __constants__ = [
+        "stride",
+        "padding",
+        "dilation",
+        "groups",
+        "padding_mode",
+        "output_padding",
+        "in_channels",
+        "out_channels",
+        "kernel_size",
+    ]
     _spatial_rank = 0
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: tuple, stride: tuple, padding,
-                 dilation: tuple, transposed: bool, output_padding: tuple, groups: int, bias: bool,
-                 padding_mode: str, device=None, dtype=None) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: tuple,
+        stride: tuple,
+        padding,
+        dilation: tuple,
+        transposed: bool,
+        output_padding: tuple,
+        groups: int,
+        bias: bool,
+        padding_mode: str,
+        device=None,
+        dtype=None,
+    ) -> None:
         factory_kwargs = {"device": device, "dtype": dtype}
         super().__init__()
         if groups <= 0:
@@ -55,8 +90,9 @@ class _ConvNd(Module):
                 raise ValueError("padding='same' is not supported for strided convolutions")
         valid_padding_modes = {"zeros", "reflect", "replicate", "circular"}
         if padding_mode not in valid_padding_modes:
-            raise ValueError(f"padding_mode must be one of {valid_padding_modes}, but got "
-                             f"padding_mode='{padding_mode}'")
+            raise ValueError(
+                f"padding_mode must be one of {valid_padding_modes}, but got padding_mode='{padding_mode}'"
+            )
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.kernel_size = kernel_size
@@ -119,12 +155,36 @@ class _ConvNd(Module):
 class _Conv(_ConvNd):
     _function = None
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
-                 groups: int = 1, bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups: int = 1,
+        bias: bool = True,
+        padding_mode: str = "zeros",
+        device=None,
+        dtype=None,
+    ) -> None:
         n = self._spatial_rank
-        super().__init__(in_channels, out_channels, _ntuple(kernel_size, n), _ntuple(stride, n),
-                         padding if isinstance(padding, str) else _ntuple(padding, n), _ntuple(dilation, n),
-                         False, _ntuple(0, n), groups, bias, padding_mode, device=device, dtype=dtype)
+        super().__init__(
+            in_channels,
+            out_channels,
+            _ntuple(kernel_size, n),
+            _ntuple(stride, n),
+            padding if isinstance(padding, str) else _ntuple(padding, n),
+            _ntuple(dilation, n),
+            False,
+            _ntuple(0, n),
+            groups,
+            bias,
+            padding_mode,
+            device=device,
+            dtype=dtype,
+        )
 
     def _conv_forward(self, input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
         function = type(self)._function
@@ -205,18 +265,43 @@ class Conv3d(_Conv):
 class _ConvTransposeNd(_ConvNd):
     _function = None
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0,
-                 groups: int = 1, bias: bool = True, dilation=1, padding_mode: str = "zeros", device=None,
-                 dtype=None) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        output_padding=0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation=1,
+        padding_mode: str = "zeros",
+        device=None,
+        dtype=None,
+    ) -> None:
         if padding_mode != "zeros":
             raise ValueError(f'Only "zeros" padding mode is supported for {self.__class__.__name__}')
         n = self._spatial_rank
-        super().__init__(in_channels, out_channels, _ntuple(kernel_size, n), _ntuple(stride, n),
-                         _ntuple(padding, n), _ntuple(dilation, n), True, _ntuple(output_padding, n), groups, bias,
-                         padding_mode, device=device, dtype=dtype)
+        super().__init__(
+            in_channels,
+            out_channels,
+            _ntuple(kernel_size, n),
+            _ntuple(stride, n),
+            _ntuple(padding, n),
+            _ntuple(dilation, n),
+            True,
+            _ntuple(output_padding, n),
+            groups,
+            bias,
+            padding_mode,
+            device=device,
+            dtype=dtype,
+        )
 
-    def _output_padding(self, input: Tensor, output_size, stride, padding, kernel_size, num_spatial_dims: int,
-                        dilation=None) -> list[int]:
+    def _output_padding(
+        self, input: Tensor, output_size, stride, padding, kernel_size, num_spatial_dims: int, dilation=None
+    ) -> list[int]:
         """The ``output_padding`` that makes the output ``output_size`` (PyTorch's checks and message)."""
         if output_size is None:
             return list(_ntuple(self.output_padding, 1))
@@ -226,29 +311,39 @@ class _ConvTransposeNd(_ConvNd):
         if len(output_size) == num_non_spatial_dims + num_spatial_dims:
             output_size = output_size[num_non_spatial_dims:]
         if len(output_size) != num_spatial_dims:
-            raise ValueError(f"ConvTranspose{num_spatial_dims}D: for {input.dim()}D input, output_size must have "
-                             f"{num_spatial_dims} or {num_non_spatial_dims + num_spatial_dims} elements (got "
-                             f"{len(output_size)})")
+            raise ValueError(
+                f"ConvTranspose{num_spatial_dims}D: for {input.dim()}D input, output_size must have "
+                f"{num_spatial_dims} or {num_non_spatial_dims + num_spatial_dims} elements (got "
+                f"{len(output_size)})"
+            )
         min_sizes, max_sizes = [], []
         for d in range(num_spatial_dims):
-            size = ((input.shape[d + num_non_spatial_dims] - 1) * stride[d] - 2 * padding[d]
-                    + (dilation[d] if dilation is not None else 1) * (kernel_size[d] - 1) + 1)
+            size = (
+                (input.shape[d + num_non_spatial_dims] - 1) * stride[d]
+                - 2 * padding[d]
+                + (dilation[d] if dilation is not None else 1) * (kernel_size[d] - 1)
+                + 1
+            )
             min_sizes.append(size)
             max_sizes.append(size + stride[d] - 1)
         for size, low, high in zip(output_size, min_sizes, max_sizes):
             if size < low or size > high:
-                raise ValueError(f"requested an output size of {output_size}, but valid sizes range from {min_sizes} "
-                                 f"to {max_sizes} (for an input of {input.shape[num_non_spatial_dims:]})")
+                raise ValueError(
+                    f"requested an output size of {output_size}, but valid sizes range from {min_sizes} "
+                    f"to {max_sizes} (for an input of {input.shape[num_non_spatial_dims:]})"
+                )
         return [int(size) - low for size, low in zip(output_size, min_sizes)]
 
     def forward(self, input: Tensor, output_size: list[int] | None = None) -> Tensor:
         if not isinstance(self.padding, tuple):
             raise ValueError(f"{self.__class__.__name__}: padding must be a tuple of ints, got {self.padding!r}")
         n = self._spatial_rank
-        output_padding = self._output_padding(input, output_size, self.stride, self.padding, self.kernel_size, n,
-                                              self.dilation)
-        return type(self)._function(input, self.weight, self.bias, self.stride, self.padding, output_padding,
-                                    self.groups, self.dilation)
+        output_padding = self._output_padding(
+            input, output_size, self.stride, self.padding, self.kernel_size, n, self.dilation
+        )
+        return type(self)._function(
+            input, self.weight, self.bias, self.stride, self.padding, output_padding, self.groups, self.dilation
+        )
 
 
 class ConvTranspose1d(_ConvTransposeNd):
@@ -309,6 +404,7 @@ class ConvTranspose3d(_ConvTransposeNd):
 
 # ---------------------------------------------------------------- lazy forms
 
+
 class _LazyConvXdMixin(LazyModuleMixin):
     """``in_channels`` from the first input; the weight (and bias) materialize then, and are initialized."""
 
@@ -319,8 +415,10 @@ class _LazyConvXdMixin(LazyModuleMixin):
     def _get_in_channels(self, input: Tensor) -> int:
         no_batch = self._spatial_rank + 1
         if input.dim() not in (no_batch, no_batch + 1):
-            raise RuntimeError(f"Expected {no_batch}D (unbatched) or {no_batch + 1}D (batch mode) input to "
-                               f"{self.__class__.__name__}, but got input of size: {input.shape}")
+            raise RuntimeError(
+                f"Expected {no_batch}D (unbatched) or {no_batch + 1}D (batch mode) input to "
+                f"{self.__class__.__name__}, but got input of size: {input.shape}"
+            )
         return input.shape[1] if input.dim() == no_batch + 1 else input.shape[0]
 
     def initialize_parameters(self, input: Tensor, *args, **kwargs) -> None:
@@ -338,8 +436,19 @@ class _LazyConvXdMixin(LazyModuleMixin):
 
 
 class _LazyConv(_LazyConvXdMixin):
-    def __init__(self, out_channels: int, kernel_size, stride=1, padding=0, dilation=1, groups: int = 1,
-                 bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None) -> None:
+    def __init__(
+        self,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups: int = 1,
+        bias: bool = True,
+        padding_mode: str = "zeros",
+        device=None,
+        dtype=None,
+    ) -> None:
         factory_kwargs = {"device": device, "dtype": dtype}
         # bias=False here: the bias is an UninitializedParameter too, registered below.
         super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False, padding_mode, **factory_kwargs)
@@ -350,11 +459,24 @@ class _LazyConv(_LazyConvXdMixin):
 
 
 class _LazyConvTranspose(_LazyConvXdMixin):
-    def __init__(self, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0, groups: int = 1,
-                 bias: bool = True, dilation=1, padding_mode: str = "zeros", device=None, dtype=None) -> None:
+    def __init__(
+        self,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        output_padding=0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation=1,
+        padding_mode: str = "zeros",
+        device=None,
+        dtype=None,
+    ) -> None:
         factory_kwargs = {"device": device, "dtype": dtype}
-        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False, dilation, padding_mode,
-                         **factory_kwargs)
+        super().__init__(
+            0, 0, kernel_size, stride, padding, output_padding, groups, False, dilation, padding_mode, **factory_kwargs
+        )
         self.weight = UninitializedParameter(**factory_kwargs)
         self.out_channels = out_channels
         if bias:

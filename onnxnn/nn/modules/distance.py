@@ -1,4 +1,5 @@
 """Distance layers: PairwiseDistance (TripletMarginWithDistanceLoss's default distance) and CosineSimilarity."""
+
 from __future__ import annotations
 
 from ...runtime.tensor import Tensor

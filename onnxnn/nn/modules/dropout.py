@@ -1,4 +1,5 @@
 """Dropout layers: Dropout, Dropout1d/2d/3d, AlphaDropout, FeatureAlphaDropout."""
+
 from __future__ import annotations
 
 from ...runtime.tensor import Tensor

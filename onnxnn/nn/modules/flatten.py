@@ -1,4 +1,5 @@
 """Flatten and Unflatten layers."""
+
 from __future__ import annotations
 
 from ...runtime.tensor import Tensor
@@ -38,8 +39,10 @@ def _require_tuple_int(value) -> None:
     if isinstance(value, (tuple, list)):
         for position, element in enumerate(value):
             if not isinstance(element, int):
-                raise TypeError(f"unflattened_size must be tuple of ints, but found element of type "
-                                f"{type(element).__name__} at pos {position}")
+                raise TypeError(
+                    f"unflattened_size must be tuple of ints, but found element of type "
+                    f"{type(element).__name__} at pos {position}"
+                )
         return
     raise TypeError(f"unflattened_size must be a tuple of ints, but found type {type(value).__name__}")
 
@@ -78,8 +81,10 @@ class Unflatten(Module):
                 known *= size
         inferred = sizes.count(-1)
         if inferred > 1 or (inferred == 0 and known != extent) or (inferred == 1 and (known == 0 or extent % known)):
-            raise RuntimeError(f"unflatten: Provided sizes {sizes} don't multiply up to the size of dim {self.dim} "
-                               f"({extent}) in the input tensor")
+            raise RuntimeError(
+                f"unflatten: Provided sizes {sizes} don't multiply up to the size of dim {self.dim} "
+                f"({extent}) in the input tensor"
+            )
         return input.unflatten(self.dim, sizes)
 
     def extra_repr(self) -> str:

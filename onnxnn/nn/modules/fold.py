@@ -1,4 +1,5 @@
 """Fold and Unfold: col2im and im2col as layers (PyTorch's ``torch.nn.Fold``/``Unfold``)."""
+
 from __future__ import annotations
 
 from ...runtime.tensor import Tensor
@@ -38,8 +39,10 @@ class Fold(Module):
         return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding, self.stride)
 
     def extra_repr(self) -> str:
-        return ("output_size={output_size}, kernel_size={kernel_size}, dilation={dilation}, padding={padding}, "
-                "stride={stride}".format(**self.__dict__))
+        return (
+            "output_size={output_size}, kernel_size={kernel_size}, dilation={dilation}, padding={padding}, "
+            "stride={stride}".format(**self.__dict__)
+        )
 
 
 class Unfold(Module):
@@ -72,5 +75,6 @@ class Unfold(Module):
         return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
 
     def extra_repr(self) -> str:
-        return ("kernel_size={kernel_size}, dilation={dilation}, padding={padding}, "
-                "stride={stride}".format(**self.__dict__))
+        return "kernel_size={kernel_size}, dilation={dilation}, padding={padding}, stride={stride}".format(
+            **self.__dict__
+        )

@@ -1,4 +1,5 @@
 """Instance normalization layers: InstanceNorm1d, InstanceNorm2d, InstanceNorm3d and their Lazy* forms."""
+
 from __future__ import annotations
 
 import warnings
@@ -7,8 +8,14 @@ from ...runtime.tensor import Tensor
 from .. import functional as F
 from .batchnorm import _LazyNormBase, _NormBase
 
-__all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d",
-           "LazyInstanceNorm3d"]
+__all__ = [
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "InstanceNorm3d",
+    "LazyInstanceNorm1d",
+    "LazyInstanceNorm2d",
+    "LazyInstanceNorm3d",
+]
 
 
 class _InstanceNorm(_NormBase):
@@ -16,36 +23,59 @@ class _InstanceNorm(_NormBase):
 
     _no_batch_dim = 0  # the rank of an unbatched input: (C, *spatial)
 
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1, affine: bool = False,
-                 track_running_stats: bool = False, device=None, dtype=None, *, bias: bool = True) -> None:
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float = 0.1,
+        affine: bool = False,
+        track_running_stats: bool = False,
+        device=None,
+        dtype=None,
+        *,
+        bias: bool = True,
+    ) -> None:
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
 
     def _check_input_dim(self, input: Tensor) -> None:
         if input.dim() not in (self._no_batch_dim, self._no_batch_dim + 1):
-            raise ValueError(f"expected {self._no_batch_dim}D or {self._no_batch_dim + 1}D input "
-                             f"(got {input.dim()}D input)")
+            raise ValueError(
+                f"expected {self._no_batch_dim}D or {self._no_batch_dim + 1}D input (got {input.dim()}D input)"
+            )
 
     def _apply_instance_norm(self, input: Tensor) -> Tensor:
-        return F.instance_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
-                               self.training or not self.track_running_stats,
-                               self.momentum if self.momentum is not None else 0.0, self.eps)
+        return F.instance_norm(
+            input,
+            self.running_mean,
+            self.running_var,
+            self.weight,
+            self.bias,
+            self.training or not self.track_running_stats,
+            self.momentum if self.momentum is not None else 0.0,
+            self.eps,
+        )
 
     def forward(self, input: Tensor) -> Tensor:
         self._check_input_dim(input)
         feature_dim = input.dim() - self._no_batch_dim
         if input.shape[feature_dim] != self.num_features:
             if self.affine:
-                raise ValueError(f"expected input's size at dim={feature_dim} to match num_features "
-                                 f"({self.num_features}), but got: {input.shape[feature_dim]}.")
-            warnings.warn(f"input's size at dim={feature_dim} does not match num_features. You can silence this "
-                          "warning by not passing in num_features, which is not used because affine=False",
-                          stacklevel=2)
+                raise ValueError(
+                    f"expected input's size at dim={feature_dim} to match num_features "
+                    f"({self.num_features}), but got: {input.shape[feature_dim]}."
+                )
+            warnings.warn(
+                f"input's size at dim={feature_dim} does not match num_features. You can silence this "
+                "warning by not passing in num_features, which is not used because affine=False",
+                stacklevel=2,
+            )
         if input.dim() == self._no_batch_dim:
             return self._apply_instance_norm(input.unsqueeze(0)).squeeze(0)
         return self._apply_instance_norm(input)
 
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                              error_msgs) -> None:
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ) -> None:
         version = local_metadata.get("version", None) if local_metadata is not None else None
         # Checkpoints from before running statistics became optional carry them for layers that no
         # longer track them: PyTorch reports them and drops them, and so does this.
@@ -59,11 +89,13 @@ class _InstanceNorm(_NormBase):
                     f"state_dict is a checkpoint saved before 0.4.0, this may be expected because {klass} does not "
                     f"track running stats by default since 0.4.0. Please remove these keys from state_dict. If the "
                     f"running stats are actually needed, instead set track_running_stats=True in {klass} to enable "
-                    f"them. See the documentation of {klass} for details.")
+                    f"them. See the documentation of {klass} for details."
+                )
                 for key in keys:
                     state_dict.pop(key)
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                                      error_msgs)
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
 
 
 class InstanceNorm1d(_InstanceNorm):
@@ -107,6 +139,7 @@ class InstanceNorm3d(_InstanceNorm):
 # ---------------------------------------------------------------- lazy forms
 # As in PyTorch, the lazy forms take _LazyNormBase's defaults (affine=True, track_running_stats=True,
 # unlike InstanceNorm's False) and read num_features from input.size(1), batched or not.
+
 
 class LazyInstanceNorm1d(_LazyNormBase, _InstanceNorm):
     """An :class:`InstanceNorm1d` whose ``num_features`` is taken from the first input's ``size(1)``.

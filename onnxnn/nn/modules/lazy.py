@@ -8,6 +8,7 @@ valid. :class:`LazyModuleMixin` calls ``initialize_parameters(*args, **kwargs)``
 pre-hook on the first call, or materializes from the shapes of a loaded ``state_dict``; once
 everything is materialized the module becomes its ``cls_to_become`` (``LazyConv2d`` -> ``Conv2d``).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -41,8 +42,11 @@ class UninitializedParameter(Parameter):
 
     def materialize(self, shape, device=None, dtype=None) -> None:
         """Gives the parameter ``shape`` (uninitialized values) and makes it a plain Parameter, in place."""
-        placeholder = empty(tuple(shape), device=device if device is not None else self.device,
-                            dtype=dtype if dtype is not None else self.dtype)
+        placeholder = empty(
+            tuple(shape),
+            device=device if device is not None else self.device,
+            dtype=dtype if dtype is not None else self.dtype,
+        )
         self.data = placeholder  # as PyTorch's materialize: no version bump, no autograd check
         self.__class__ = self.cls_to_become
 
@@ -76,8 +80,9 @@ class UninitializedBuffer(Tensor):
     __slots__ = ()
     cls_to_become = Tensor
 
-    def __new__(cls, requires_grad: bool = False, device=None, dtype=None,
-                persistent: bool = True) -> "UninitializedBuffer":
+    def __new__(
+        cls, requires_grad: bool = False, device=None, dtype=None, persistent: bool = True
+    ) -> "UninitializedBuffer":
         placeholder = empty(0, device=device, dtype=dtype)
         buffer = tensor_of(value_of(placeholder), requires_grad=bool(requires_grad), tensor_type=cls)
         buffer.persistent = persistent
@@ -90,8 +95,9 @@ class UninitializedBuffer(Tensor):
 
     def to(self, *args, **kwargs) -> "UninitializedBuffer":
         placeholder = Tensor.to(empty(0, device=self.device, dtype=self.dtype), *args, **kwargs)
-        return UninitializedBuffer(requires_grad_flag(self), placeholder.device, placeholder.dtype,
-                                   self.__dict__.get("persistent", True))
+        return UninitializedBuffer(
+            requires_grad_flag(self), placeholder.device, placeholder.dtype, self.__dict__.get("persistent", True)
+        )
 
     def __repr__(self) -> str:
         return "<UninitializedBuffer>"
@@ -99,12 +105,15 @@ class UninitializedBuffer(Tensor):
     __str__ = __repr__
 
     def __reduce_ex__(self, protocol):
-        return (UninitializedBuffer, (requires_grad_flag(self), self.device, self.dtype,
-                                      self.__dict__.get("persistent", True)))
+        return (
+            UninitializedBuffer,
+            (requires_grad_flag(self), self.device, self.dtype, self.__dict__.get("persistent", True)),
+        )
 
     def __deepcopy__(self, memo):
-        result = UninitializedBuffer(requires_grad_flag(self), self.device, self.dtype,
-                                     self.__dict__.get("persistent", True))
+        result = UninitializedBuffer(
+            requires_grad_flag(self), self.device, self.dtype, self.__dict__.get("persistent", True)
+        )
         memo[id(self)] = result
         return result
 
@@ -135,8 +144,11 @@ class LazyModuleMixin:
         super().__init__(*args, **kwargs)
         self._load_hook = self._register_load_state_dict_pre_hook(self._lazy_load_hook)
         self._initialize_hook = self.register_forward_pre_hook(self._infer_parameters, with_kwargs=True)
-        warnings.warn("Lazy modules are a new feature under heavy development so changes to the API or "
-                      "functionality can happen at any moment.", stacklevel=2)
+        warnings.warn(
+            "Lazy modules are a new feature under heavy development so changes to the API or "
+            "functionality can happen at any moment.",
+            stacklevel=2,
+        )
 
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
         # Uninitialized parameters are saved as themselves (they have no values to detach).
@@ -147,8 +159,9 @@ class LazyModuleMixin:
             if buffer is not None and name not in self._non_persistent_buffers_set:
                 destination[prefix + name] = buffer if keep_vars or is_lazy(buffer) else buffer.detach()
 
-    def _lazy_load_hook(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                        error_msgs) -> None:
+    def _lazy_load_hook(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ) -> None:
         """Materializes uninitialized parameters from the shapes of the tensors being loaded into them."""
         for name, param in itertools.chain(self._parameters.items(), self._buffers.items()):
             key = prefix + name

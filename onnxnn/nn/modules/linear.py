@@ -1,4 +1,5 @@
 """Identity, Linear and LazyLinear layers."""
+
 from __future__ import annotations
 
 import math

@@ -5,6 +5,7 @@ Attribute assignment routes Parameters, buffers and submodules into ``_parameter
 ``buffers()``. Hooks live in ``_hooks.py``, state_dict in ``_state_dict.py`` and dtype/device
 conversion in ``_conversion.py``.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -17,19 +18,30 @@ from ..parameter import Buffer, Parameter
 from . import _hooks
 from ._conversion import ConversionMixin
 from ._hooks import (
-    ModuleHooksMixin, register_module_backward_hook, register_module_buffer_registration_hook,
-    register_module_forward_hook, register_module_forward_pre_hook, register_module_full_backward_hook,
-    register_module_full_backward_pre_hook, register_module_module_registration_hook,
+    ModuleHooksMixin,
+    register_module_backward_hook,
+    register_module_buffer_registration_hook,
+    register_module_forward_hook,
+    register_module_forward_pre_hook,
+    register_module_full_backward_hook,
+    register_module_full_backward_pre_hook,
+    register_module_module_registration_hook,
     register_module_parameter_registration_hook,
 )
 from ._state_dict import _IncompatibleKeys, StateDictMixin  # noqa: F401  (_IncompatibleKeys: as in PyTorch)
 
 __all__ = [
-    "Module", "register_module_forward_pre_hook", "register_module_forward_hook",
-    "register_module_full_backward_pre_hook", "register_module_full_backward_hook",
-    "register_module_backward_hook", "register_module_buffer_registration_hook",
-    "register_module_module_registration_hook", "register_module_parameter_registration_hook",
+    "Module",
+    "register_module_forward_pre_hook",
+    "register_module_forward_hook",
+    "register_module_full_backward_pre_hook",
+    "register_module_full_backward_hook",
+    "register_module_backward_hook",
+    "register_module_buffer_registration_hook",
+    "register_module_module_registration_hook",
+    "register_module_parameter_registration_hook",
 ]
+
 
 def _typename(obj) -> str:
     """``torch.typename``: the tensor type (``onnxnn.FloatTensor``) or the qualified class name."""
@@ -95,11 +107,13 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         if self.call_super_init is False and kwargs:
-            raise TypeError(f"{type(self).__name__}.__init__() got an unexpected keyword argument "
-                            f"'{next(iter(kwargs))}'")
+            raise TypeError(
+                f"{type(self).__name__}.__init__() got an unexpected keyword argument '{next(iter(kwargs))}'"
+            )
         if self.call_super_init is False and args:
-            raise TypeError(f"{type(self).__name__}.__init__() takes 1 positional argument but "
-                            f"{len(args) + 1} were given")
+            raise TypeError(
+                f"{type(self).__name__}.__init__() takes 1 positional argument but {len(args) + 1} were given"
+            )
         # object.__setattr__: our own __setattr__ needs these tables to exist first.
         setattr_ = super().__setattr__
         setattr_("training", True)
@@ -128,8 +142,13 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
     def _call_impl(self, *args, **kwargs):
         forward_call = self.forward
         # The fast path: without hooks a call is just forward (checked on every call).
-        if not (self._backward_hooks or self._backward_pre_hooks or self._forward_hooks
-                or self._forward_pre_hooks or _hooks._has_global_call_hooks()):
+        if not (
+            self._backward_hooks
+            or self._backward_pre_hooks
+            or self._forward_hooks
+            or self._forward_pre_hooks
+            or _hooks._has_global_call_hooks()
+        ):
             return forward_call(*args, **kwargs)
         return self._call_with_hooks(forward_call, args, kwargs)
 
@@ -156,12 +175,18 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         defaults = {
-            "_forward_pre_hooks": OrderedDict, "_forward_pre_hooks_with_kwargs": OrderedDict,
-            "_forward_hooks": OrderedDict, "_forward_hooks_with_kwargs": OrderedDict,
-            "_forward_hooks_always_called": OrderedDict, "_state_dict_hooks": OrderedDict,
-            "_state_dict_pre_hooks": OrderedDict, "_load_state_dict_pre_hooks": OrderedDict,
-            "_load_state_dict_post_hooks": OrderedDict, "_non_persistent_buffers_set": set,
-            "_backward_pre_hooks": OrderedDict, "_backward_hooks": OrderedDict,
+            "_forward_pre_hooks": OrderedDict,
+            "_forward_pre_hooks_with_kwargs": OrderedDict,
+            "_forward_hooks": OrderedDict,
+            "_forward_hooks_with_kwargs": OrderedDict,
+            "_forward_hooks_always_called": OrderedDict,
+            "_state_dict_hooks": OrderedDict,
+            "_state_dict_pre_hooks": OrderedDict,
+            "_load_state_dict_pre_hooks": OrderedDict,
+            "_load_state_dict_post_hooks": OrderedDict,
+            "_non_persistent_buffers_set": set,
+            "_backward_pre_hooks": OrderedDict,
+            "_backward_hooks": OrderedDict,
         }
         for name, factory in defaults.items():
             if name not in self.__dict__:
@@ -197,8 +222,9 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
         """
         self._check_new_name("buffer", "_buffers", name)
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
-                            "(torch Tensor or None required)")
+            raise TypeError(
+                f"cannot assign '{_typename(tensor)}' object to buffer '{name}' (torch Tensor or None required)"
+            )
         tensor = _registered(_hooks._global_buffer_registration_hooks, self, name, tensor)
         self._buffers[name] = tensor
         if persistent:
@@ -218,12 +244,15 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
             self._parameters[name] = None
             return
         if not isinstance(param, Parameter):
-            raise TypeError(f"cannot assign '{_typename(param)}' object to parameter '{name}' "
-                            "(torch.nn.Parameter or None required)")
+            raise TypeError(
+                f"cannot assign '{_typename(param)}' object to parameter '{name}' (torch.nn.Parameter or None required)"
+            )
         if param.grad_fn is not None:
-            raise ValueError(f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must be "
-                             f"created explicitly. To express '{name}' as a function of another Tensor, "
-                             "compute the value in the forward() method.")
+            raise ValueError(
+                f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must be "
+                f"created explicitly. To express '{name}' as a function of another Tensor, "
+                "compute the value in the forward() method."
+            )
         param = _registered(_hooks._global_parameter_registration_hooks, self, name, param)
         self._parameters[name] = param
 
@@ -276,8 +305,9 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
             return
         if params is not None and name in params:
             if value is not None:
-                raise TypeError(f"cannot assign '{_typename(value)}' as parameter '{name}' "
-                                "(torch.nn.Parameter or None expected)")
+                raise TypeError(
+                    f"cannot assign '{_typename(value)}' as parameter '{name}' (torch.nn.Parameter or None expected)"
+                )
             self.register_parameter(name, value)
             return
         modules = self.__dict__.get("_modules")
@@ -293,8 +323,9 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
             return
         if modules is not None and name in modules:
             if value is not None:
-                raise TypeError(f"cannot assign '{_typename(value)}' as child module '{name}' "
-                                "(torch.nn.Module or None expected)")
+                raise TypeError(
+                    f"cannot assign '{_typename(value)}' as child module '{name}' (torch.nn.Module or None expected)"
+                )
             for hook in _hooks._global_module_registration_hooks.values():
                 output = hook(self, name, value)
                 if output is not None:
@@ -304,8 +335,10 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
         buffers = self.__dict__.get("_buffers")
         if isinstance(value, Buffer) or (buffers is not None and name in buffers):
             if value is not None and not isinstance(value, Tensor):
-                raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
-                                "(torch.nn.Buffer, torch.Tensor or None expected)")
+                raise TypeError(
+                    f"cannot assign '{_typename(value)}' as buffer '{name}' "
+                    "(torch.nn.Buffer, torch.Tensor or None expected)"
+                )
             if isinstance(value, Buffer):
                 persistent = value.persistent
             else:
@@ -330,12 +363,12 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
         return sorted(key for key in keys if not key[0].isdigit())
 
     # ------------------------------------------------------------------------ iteration
-    def _named_members(self, get_members: Callable, prefix: str = "", recurse: bool = True,
-                       remove_duplicate: bool = True) -> Iterator[tuple[str, Any]]:
+    def _named_members(
+        self, get_members: Callable, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Any]]:
         """The one walk behind ``named_parameters`` and ``named_buffers``."""
         seen: set = set()
-        modules = (self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse
-                   else [(prefix, self)])
+        modules = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
         for module_prefix, module in modules:
             for name, value in get_members(module):
                 if value is None or id(value) in seen:
@@ -353,8 +386,9 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
         for _, param in self.named_parameters(recurse=recurse):
             yield param
 
-    def named_parameters(self, prefix: str = "", recurse: bool = True,
-                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
+    def named_parameters(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Parameter]]:
         """Returns an iterator over ``(name, parameter)`` pairs, names dotted from this module.
 
         Args:
@@ -367,19 +401,22 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
             >>> [name for name, _ in net.named_parameters()]
             ['l1.weight', 'l1.bias']
         """
-        yield from self._named_members(lambda module: module._parameters.items(), prefix=prefix,
-                                       recurse=recurse, remove_duplicate=remove_duplicate)
+        yield from self._named_members(
+            lambda module: module._parameters.items(), prefix=prefix, recurse=recurse, remove_duplicate=remove_duplicate
+        )
 
     def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
         """Returns an iterator over module buffers."""
         for _, buffer in self.named_buffers(recurse=recurse):
             yield buffer
 
-    def named_buffers(self, prefix: str = "", recurse: bool = True,
-                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+    def named_buffers(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Tensor]]:
         """Returns an iterator over ``(name, buffer)`` pairs (see :meth:`named_parameters`)."""
-        yield from self._named_members(lambda module: module._buffers.items(), prefix=prefix,
-                                       recurse=recurse, remove_duplicate=remove_duplicate)
+        yield from self._named_members(
+            lambda module: module._buffers.items(), prefix=prefix, recurse=recurse, remove_duplicate=remove_duplicate
+        )
 
     def children(self) -> Iterator["Module"]:
         """Returns an iterator over immediate child modules."""
@@ -399,8 +436,9 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
         for _, module in self.named_modules():
             yield module
 
-    def named_modules(self, memo: set | None = None, prefix: str = "",
-                      remove_duplicate: bool = True) -> Iterator[tuple[str, "Module"]]:
+    def named_modules(
+        self, memo: set | None = None, prefix: str = "", remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, "Module"]]:
         """Returns an iterator over ``(name, module)`` of all modules, this one first with name ``prefix``.
 
         Args:

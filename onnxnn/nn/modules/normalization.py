@@ -1,4 +1,5 @@
 """Normalization layers over features: LayerNorm, GroupNorm, RMSNorm, LocalResponseNorm, CrossMapLRN2d."""
+
 from __future__ import annotations
 
 import numbers
@@ -85,8 +86,9 @@ class CrossMapLRN2d(LocalResponseNorm):
             # symmetric windows start after it.
             first = squares.narrow(1, 0, 1)
             stuck = [0.0] * (half + 1) + [1.0] * (channels - half - 1)
-            mask = constant_tensor(np.asarray(stuck, dtype=input.dtype.numpy_dtype)
-                                      .reshape(1, channels, 1, 1), input.dtype, input.device)
+            mask = constant_tensor(
+                np.asarray(stuck, dtype=input.dtype.numpy_dtype).reshape(1, channels, 1, 1), input.dtype, input.device
+            )
             energy = energy + first * mask
         return input * (energy * (self.alpha / self.size) + self.k).pow(-self.beta)
 
@@ -127,8 +129,15 @@ class LayerNorm(Module):
 
     __constants__ = ["normalized_shape", "eps", "elementwise_affine"]
 
-    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
-                 device=None, dtype=None) -> None:
+    def __init__(
+        self,
+        normalized_shape,
+        eps: float = 1e-5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+        device=None,
+        dtype=None,
+    ) -> None:
         factory_kwargs = {"device": device, "dtype": dtype}
         super().__init__()
         self.normalized_shape = _as_shape(normalized_shape)
@@ -145,8 +154,9 @@ class LayerNorm(Module):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return ("{normalized_shape}, eps={eps}, elementwise_affine={elementwise_affine}, "
-                "bias={use_bias}".format(**self.__dict__, use_bias=self.bias is not None))
+        return "{normalized_shape}, eps={eps}, elementwise_affine={elementwise_affine}, bias={use_bias}".format(
+            **self.__dict__, use_bias=self.bias is not None
+        )
 
 
 class GroupNorm(Module):
@@ -169,8 +179,17 @@ class GroupNorm(Module):
 
     __constants__ = ["num_groups", "num_channels", "eps", "affine"]
 
-    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True, device=None,
-                 dtype=None, *, bias: bool = True) -> None:
+    def __init__(
+        self,
+        num_groups: int,
+        num_channels: int,
+        eps: float = 1e-5,
+        affine: bool = True,
+        device=None,
+        dtype=None,
+        *,
+        bias: bool = True,
+    ) -> None:
         factory_kwargs = {"device": device, "dtype": dtype}
         super().__init__()
         if num_channels % num_groups != 0:
@@ -190,8 +209,9 @@ class GroupNorm(Module):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return ("{num_groups}, {num_channels}, eps={eps}, affine={affine}, "
-                "bias={use_bias}".format(**self.__dict__, use_bias=self.bias is not None))
+        return "{num_groups}, {num_channels}, eps={eps}, affine={affine}, bias={use_bias}".format(
+            **self.__dict__, use_bias=self.bias is not None
+        )
 
 
 class RMSNorm(Module):
@@ -212,8 +232,9 @@ class RMSNorm(Module):
 
     __constants__ = ["normalized_shape", "eps", "elementwise_affine"]
 
-    def __init__(self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True, device=None,
-                 dtype=None) -> None:
+    def __init__(
+        self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True, device=None, dtype=None
+    ) -> None:
         super().__init__()
         self.normalized_shape = _as_shape(normalized_shape)
         self.eps = eps

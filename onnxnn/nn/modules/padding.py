@@ -4,6 +4,7 @@ Each stores ``padding`` as PyTorch does (a tuple of 2, 4 or 6 ints, from the las
 forward) and calls ``F.pad``; the 1/2/3d variants differ in the padding's length and, for the
 non-constant modes, the input ranks they accept.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -12,9 +13,23 @@ from ...runtime.tensor import Tensor
 from .. import functional as F
 from .module import Module
 
-__all__ = ["ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d",
-           "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d",
-           "ReplicationPad3d", "CircularPad1d", "CircularPad2d", "CircularPad3d"]
+__all__ = [
+    "ConstantPad1d",
+    "ConstantPad2d",
+    "ConstantPad3d",
+    "ZeroPad1d",
+    "ZeroPad2d",
+    "ZeroPad3d",
+    "ReflectionPad1d",
+    "ReflectionPad2d",
+    "ReflectionPad3d",
+    "ReplicationPad1d",
+    "ReplicationPad2d",
+    "ReplicationPad3d",
+    "CircularPad1d",
+    "CircularPad2d",
+    "CircularPad3d",
+]
 
 
 def _ntuple(padding, count: int) -> tuple:
@@ -68,8 +83,10 @@ class _ConstantPadNd(_PadNd):
 
 def _doc(kind: str, spatial: int, extra: str = "") -> str:
     names = ["(left, right)", "(left, right, top, bottom)", "(left, right, top, bottom, front, back)"][spatial - 1]
-    return (f"Pads the last {spatial} dimension(s) with {kind}.\n\n    Args:\n        padding: an int for every side, "
-            f"or a {2 * spatial}-tuple {names}.{extra}\n")
+    return (
+        f"Pads the last {spatial} dimension(s) with {kind}.\n\n    Args:\n        padding: an int for every side, "
+        f"or a {2 * spatial}-tuple {names}.{extra}\n"
+    )
 
 
 class ConstantPad1d(_ConstantPadNd):

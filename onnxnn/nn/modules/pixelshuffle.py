@@ -1,4 +1,5 @@
 """PixelShuffle and PixelUnshuffle: moving channels into space and back (sub-pixel convolution)."""
+
 from __future__ import annotations
 
 from ...runtime.tensor import Tensor

@@ -5,16 +5,35 @@ Constructor arguments, stored attributes and ``extra_repr`` follow PyTorch's
 passed); ``forward`` is the matching function of :mod:`onnxnn.nn.functional`. None of them has
 parameters; only FractionalMaxPool may hold a buffer (its fixed ``_random_samples``).
 """
+
 from __future__ import annotations
 
 from ...runtime.tensor import Tensor
 from .. import functional as F
 from .module import Module
 
-__all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
-           "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d",
-           "LPPool1d", "LPPool2d", "LPPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "FractionalMaxPool2d",
-           "FractionalMaxPool3d"]
+__all__ = [
+    "MaxPool1d",
+    "MaxPool2d",
+    "MaxPool3d",
+    "AvgPool1d",
+    "AvgPool2d",
+    "AvgPool3d",
+    "AdaptiveAvgPool1d",
+    "AdaptiveAvgPool2d",
+    "AdaptiveAvgPool3d",
+    "AdaptiveMaxPool1d",
+    "AdaptiveMaxPool2d",
+    "AdaptiveMaxPool3d",
+    "LPPool1d",
+    "LPPool2d",
+    "LPPool3d",
+    "MaxUnpool1d",
+    "MaxUnpool2d",
+    "MaxUnpool3d",
+    "FractionalMaxPool2d",
+    "FractionalMaxPool3d",
+]
 
 
 def _ntuple(value, n: int) -> tuple:
@@ -25,12 +44,14 @@ def _ntuple(value, n: int) -> tuple:
 
 # ---------------------------------------------------------------- max pooling
 
+
 class _MaxPoolNd(Module):
     __constants__ = ["kernel_size", "stride", "padding", "dilation", "return_indices", "ceil_mode"]
     _function = None
 
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices: bool = False,
-                 ceil_mode: bool = False) -> None:
+    def __init__(
+        self, kernel_size, stride=None, padding=0, dilation=1, return_indices: bool = False, ceil_mode: bool = False
+    ) -> None:
         super().__init__()
         self.kernel_size = kernel_size
         self.stride = stride if (stride is not None) else kernel_size
@@ -40,12 +61,21 @@ class _MaxPoolNd(Module):
         self.ceil_mode = ceil_mode
 
     def forward(self, input: Tensor):
-        return type(self)._function(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                                    ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+        return type(self)._function(
+            input,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.dilation,
+            ceil_mode=self.ceil_mode,
+            return_indices=self.return_indices,
+        )
 
     def extra_repr(self) -> str:
-        return ("kernel_size={kernel_size}, stride={stride}, padding={padding}, dilation={dilation}, "
-                "ceil_mode={ceil_mode}".format(**self.__dict__))
+        return (
+            "kernel_size={kernel_size}, stride={stride}, padding={padding}, dilation={dilation}, "
+            "ceil_mode={ceil_mode}".format(**self.__dict__)
+        )
 
 
 class MaxPool1d(_MaxPoolNd):
@@ -88,6 +118,7 @@ class MaxPool3d(_MaxPoolNd):
 
 # ---------------------------------------------------------------- average pooling
 
+
 class _AvgPoolNd(Module):
     __constants__ = ["kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"]
 
@@ -111,8 +142,9 @@ class AvgPool1d(_AvgPoolNd):
         tensor([[[2., 4., 6.]]])
     """
 
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-                 count_include_pad: bool = True) -> None:
+    def __init__(
+        self, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True
+    ) -> None:
         super().__init__()
         self.kernel_size = _ntuple(kernel_size, 1)
         self.stride = _ntuple(stride if stride is not None else kernel_size, 1)
@@ -121,16 +153,22 @@ class AvgPool1d(_AvgPoolNd):
         self.count_include_pad = count_include_pad
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad)
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
 
 
 class _AvgPoolWithDivisor(_AvgPoolNd):
     __constants__ = ["kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"]
     _function = None
 
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True,
-                 divisor_override: int | None = None) -> None:
+    def __init__(
+        self,
+        kernel_size,
+        stride=None,
+        padding=0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+        divisor_override: int | None = None,
+    ) -> None:
         super().__init__()
         self.kernel_size = kernel_size
         self.stride = stride if (stride is not None) else kernel_size
@@ -140,8 +178,15 @@ class _AvgPoolWithDivisor(_AvgPoolNd):
         self.divisor_override = divisor_override
 
     def forward(self, input: Tensor) -> Tensor:
-        return type(self)._function(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                                    self.count_include_pad, self.divisor_override)
+        return type(self)._function(
+            input,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.ceil_mode,
+            self.count_include_pad,
+            self.divisor_override,
+        )
 
 
 class AvgPool2d(_AvgPoolWithDivisor):
@@ -166,6 +211,7 @@ class AvgPool3d(_AvgPoolWithDivisor):
 
 
 # ---------------------------------------------------------------- adaptive pooling
+
 
 class _AdaptiveAvgPoolNd(Module):
     __constants__ = ["output_size"]
@@ -260,6 +306,7 @@ class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
 
 # ---------------------------------------------------------------- power-average pooling
 
+
 class _LPPoolNd(Module):
     __constants__ = ["norm_type", "kernel_size", "stride", "ceil_mode"]
     _function = None
@@ -275,8 +322,9 @@ class _LPPoolNd(Module):
         return type(self)._function(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
 
     def extra_repr(self) -> str:
-        return ("norm_type={norm_type}, kernel_size={kernel_size}, stride={stride}, "
-                "ceil_mode={ceil_mode}".format(**self.__dict__))
+        return "norm_type={norm_type}, kernel_size={kernel_size}, stride={stride}, ceil_mode={ceil_mode}".format(
+            **self.__dict__
+        )
 
 
 class LPPool1d(_LPPoolNd):
@@ -310,6 +358,7 @@ class LPPool3d(_LPPoolNd):
 
 
 # ---------------------------------------------------------------- max unpooling
+
 
 class _MaxUnpoolNd(Module):
     _function = None
@@ -364,12 +413,14 @@ class MaxUnpool3d(_MaxUnpoolNd):
 
 # ---------------------------------------------------------------- fractional max pooling
 
+
 class _FractionalMaxPoolNd(Module):
     _rank = 0
     _function = None
 
-    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices: bool = False,
-                 _random_samples=None) -> None:
+    def __init__(
+        self, kernel_size, output_size=None, output_ratio=None, return_indices: bool = False, _random_samples=None
+    ) -> None:
         super().__init__()
         n = self._rank
         self.kernel_size = _ntuple(kernel_size, n)
@@ -385,8 +436,14 @@ class _FractionalMaxPoolNd(Module):
             raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
 
     def forward(self, input: Tensor):
-        return type(self)._function(input, self.kernel_size, self.output_size, self.output_ratio,
-                                    self.return_indices, _random_samples=self._random_samples)
+        return type(self)._function(
+            input,
+            self.kernel_size,
+            self.output_size,
+            self.output_ratio,
+            self.return_indices,
+            _random_samples=self._random_samples,
+        )
 
 
 class FractionalMaxPool2d(_FractionalMaxPoolNd):

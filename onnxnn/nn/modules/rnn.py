@@ -15,6 +15,7 @@ final state is taken at its sequence's last step.
 The cells stay single unrolled steps of standard ops: PyTorch's exporter writes ``RNNCell``,
 ``LSTMCell`` and ``GRUCell`` as plain Gemm/MatMul and activations too (no ONNX recurrent node).
 """
+
 from __future__ import annotations
 
 import math
@@ -75,7 +76,7 @@ def _run_direction(mode, steps, batch_sizes, h, c, weights, reverse: bool):
     full = h.shape[0]
     for t in order:
         running = batch_sizes[t]
-        gates_x = projected[offsets[t]:offsets[t] + running]
+        gates_x = projected[offsets[t] : offsets[t] + running]
         if running == full:
             h, c = _step(mode, gates_x, h, c, w_hh, b_hh, w_hr)
             outputs[t] = h
@@ -91,21 +92,45 @@ def _run_direction(mode, steps, batch_sizes, h, c, weights, reverse: bool):
 class RNNBase(Module):
     """The multi-layer recurrent network shared by RNN, LSTM and GRU (see those classes)."""
 
-    __constants__ = ["mode", "input_size", "hidden_size", "num_layers", "bias", "batch_first", "dropout",
-                     "bidirectional", "proj_size"]
+    __constants__ = [
+        "mode",
+        "input_size",
+        "hidden_size",
+        "num_layers",
+        "bias",
+        "batch_first",
+        "dropout",
+        "bidirectional",
+        "proj_size",
+    ]
 
-    def __init__(self, mode: str, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
-                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, proj_size: int = 0,
-                 device=None, dtype=None) -> None:
+    def __init__(
+        self,
+        mode: str,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        proj_size: int = 0,
+        device=None,
+        dtype=None,
+    ) -> None:
         factory_kwargs = {"device": device, "dtype": dtype}
         super().__init__()
         if not isinstance(dropout, numbers.Number) or isinstance(dropout, bool) or not 0 <= dropout <= 1:
-            raise ValueError("dropout should be a number in range [0, 1] representing the probability of an "
-                             "element being zeroed")
+            raise ValueError(
+                "dropout should be a number in range [0, 1] representing the probability of an element being zeroed"
+            )
         if dropout > 0 and num_layers == 1:
-            warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
-                          f"expects num_layers greater than 1, but got dropout={dropout} and "
-                          f"num_layers={num_layers}", stacklevel=2)
+            warnings.warn(
+                "dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
+                f"expects num_layers greater than 1, but got dropout={dropout} and "
+                f"num_layers={num_layers}",
+                stacklevel=2,
+            )
         for name, value in (("bias", bias), ("batch_first", batch_first)):
             if not isinstance(value, bool):
                 raise TypeError(f"{name} should be of type bool, got: {type(value).__name__}")
@@ -153,14 +178,22 @@ class RNNBase(Module):
     @property
     def all_weights(self) -> list[list[Parameter]]:
         directions = 2 if self.bidirectional else 1
-        return [[getattr(self, name) for name in self._flat_weights_names
-                 if name.endswith(f"_l{layer}" + ("_reverse" if direction else ""))]
-                for layer in range(self.num_layers) for direction in range(directions)]
+        return [
+            [
+                getattr(self, name)
+                for name in self._flat_weights_names
+                if name.endswith(f"_l{layer}" + ("_reverse" if direction else ""))
+            ]
+            for layer in range(self.num_layers)
+            for direction in range(directions)
+        ]
 
     def _layer_weights(self, layer: int, direction: int):
         suffix = f"_l{layer}" + ("_reverse" if direction else "")
-        return tuple(getattr(self, prefix + suffix, None) for prefix in
-                     ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr"))
+        return tuple(
+            getattr(self, prefix + suffix, None)
+            for prefix in ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr")
+        )
 
     def flatten_parameters(self) -> None:
         """Kept for PyTorch compatibility; parameters are never fused here."""
@@ -168,14 +201,17 @@ class RNNBase(Module):
     def check_input(self, input: Tensor, batch_sizes) -> None:
         if input.dtype != getattr(self, self._flat_weights_names[0]).dtype:
             weight_dtype = getattr(self, self._flat_weights_names[0]).dtype
-            raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype ({weight_dtype}). "
-                             f"Convert input: input.to({weight_dtype}), or convert model: model.to({input.dtype})")
+            raise ValueError(
+                f"RNN input dtype ({input.dtype}) does not match weight dtype ({weight_dtype}). "
+                f"Convert input: input.to({weight_dtype}), or convert model: model.to({input.dtype})"
+            )
         expected_input_dim = 2 if batch_sizes is not None else 3
         if input.dim() != expected_input_dim:
             raise RuntimeError(f"input must have {expected_input_dim} dimensions, got {input.dim()}")
         if self.input_size != input.size(-1):
-            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, "
-                               f"got {input.size(-1)}")
+            raise RuntimeError(
+                f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got {input.size(-1)}"
+            )
 
     def get_expected_hidden_size(self, input: Tensor, batch_sizes) -> tuple[int, int, int]:
         if batch_sizes is not None:
@@ -194,23 +230,28 @@ class RNNBase(Module):
         (output data, h_n, c_n)."""
         directions = 2 if self.bidirectional else 1
         offsets = [sum(batch_sizes[:t]) for t in range(len(batch_sizes) + 1)]
-        steps = [input[offsets[t]:offsets[t + 1]] for t in range(len(batch_sizes))]
+        steps = [input[offsets[t] : offsets[t + 1]] for t in range(len(batch_sizes))]
         final_h, final_c = [], []
         for layer in range(self.num_layers):
             if layer > 0 and self.dropout > 0 and self.training:
                 dropped = F.dropout(cat(steps, 0), self.dropout, True)
-                steps = [dropped[offsets[t]:offsets[t + 1]] for t in range(len(batch_sizes))]
+                steps = [dropped[offsets[t] : offsets[t + 1]] for t in range(len(batch_sizes))]
             per_direction = []
             for direction in range(directions):
                 index = layer * directions + direction
-                outputs, h, c = _run_direction(self.mode, steps, batch_sizes, hx[index],
-                                               None if cx is None else cx[index],
-                                               self._layer_weights(layer, direction), reverse=direction == 1)
+                outputs, h, c = _run_direction(
+                    self.mode,
+                    steps,
+                    batch_sizes,
+                    hx[index],
+                    None if cx is None else cx[index],
+                    self._layer_weights(layer, direction),
+                    reverse=direction == 1,
+                )
                 per_direction.append(outputs)
                 final_h.append(h)
                 final_c.append(c)
-            steps = (per_direction[0] if directions == 1
-                     else [cat([fw, bw], -1) for fw, bw in zip(*per_direction)])
+            steps = per_direction[0] if directions == 1 else [cat([fw, bw], -1) for fw, bw in zip(*per_direction)]
         return cat(steps, 0), stack(final_h, 0), None if cx is None else stack(final_c, 0)
 
     def _forward(self, input, hx, name: str):
@@ -225,8 +266,10 @@ class RNNBase(Module):
             is_batched, batch = True, batch_sizes[0]
         else:
             if input.dim() not in (2, 3):
-                raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.dim()}D "
-                                 + ("instead" if is_lstm else "tensor instead"))
+                raise ValueError(
+                    f"{name}: Expected input to be 2D or 3D, got {input.dim()}D "
+                    + ("instead" if is_lstm else "tensor instead")
+                )
             is_batched = input.dim() == 3
             batch_dim = 0 if self.batch_first else 1
             if not is_batched:
@@ -244,8 +287,10 @@ class RNNBase(Module):
             if any(state.dim() != rank for state in states):
                 kind = "batched 3-D" if is_batched else "unbatched 2-D"
                 if is_lstm:
-                    raise RuntimeError(f"For {kind} input, hx and cx should also be {rank}-D but got "
-                                       f"({states[0].dim()}-D, {states[1].dim()}-D) tensors")
+                    raise RuntimeError(
+                        f"For {kind} input, hx and cx should also be {rank}-D but got "
+                        f"({states[0].dim()}-D, {states[1].dim()}-D) tensors"
+                    )
                 raise RuntimeError(f"For {kind} input, hx should also be {rank}-D but got {hx.dim()}-D tensor")
             if not is_batched:
                 states = tuple(state.unsqueeze(1) for state in states)
@@ -263,8 +308,11 @@ class RNNBase(Module):
             # The caller's states are in the original batch order; the packed batch is sorted.
             states = tuple(state.index_select(1, sorted_indices) for state in states)
         cx = states[1] if is_lstm else None
-        needs_grad = is_grad_enabled() and (data.requires_grad or any(state.requires_grad for state in states)
-                                            or any(weight.requires_grad for weight in self.parameters(recurse=False)))
+        needs_grad = is_grad_enabled() and (
+            data.requires_grad
+            or any(state.requires_grad for state in states)
+            or any(weight.requires_grad for weight in self.parameters(recurse=False))
+        )
         if not records_fused_nodes(self.proj_size, data.dtype, needs_grad):
             output, h_n, c_n = self._recur(data, batch_sizes, states[0], cx)
         elif packed:
@@ -378,8 +426,7 @@ class RNNCellBase(Module):
 
     __constants__ = ["input_size", "hidden_size", "bias"]
 
-    def __init__(self, input_size: int, hidden_size: int, bias: bool, num_chunks: int, device=None,
-                 dtype=None) -> None:
+    def __init__(self, input_size: int, hidden_size: int, bias: bool, num_chunks: int, device=None, dtype=None) -> None:
         factory_kwargs = {"device": device, "dtype": dtype}
         super().__init__()
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
@@ -419,17 +466,30 @@ class RNNCellBase(Module):
             input = input.unsqueeze(0)
         if input.size(1) != self.input_size:
             raise RuntimeError(f"input has inconsistent input_size: got {input.size(1)} expected {self.input_size}")
-        states = [zeros(input.size(0), self.hidden_size, dtype=input.dtype) if state is None
-                  else (state if is_batched else state.unsqueeze(0)) for state in states]
+        states = [
+            zeros(input.size(0), self.hidden_size, dtype=input.dtype)
+            if state is None
+            else (state if is_batched else state.unsqueeze(0))
+            for state in states
+        ]
         for index, state in enumerate(states):
             if state.size(0) != input.size(0):
-                raise RuntimeError(f"Input batch size {input.size(0)} doesn't match hidden{index} batch size "
-                                   f"{state.size(0)}")
+                raise RuntimeError(
+                    f"Input batch size {input.size(0)} doesn't match hidden{index} batch size {state.size(0)}"
+                )
             if state.size(1) != self.hidden_size:
-                raise RuntimeError(f"hidden{index} has inconsistent hidden_size: got {state.size(1)}, "
-                                   f"expected {self.hidden_size}")
-        h, c = _step(mode, _linear(input, self.weight_ih, self.bias_ih), states[0],
-                     states[1] if len(states) > 1 else None, self.weight_hh, self.bias_hh, None)
+                raise RuntimeError(
+                    f"hidden{index} has inconsistent hidden_size: got {state.size(1)}, expected {self.hidden_size}"
+                )
+        h, c = _step(
+            mode,
+            _linear(input, self.weight_ih, self.bias_ih),
+            states[0],
+            states[1] if len(states) > 1 else None,
+            self.weight_hh,
+            self.bias_hh,
+            None,
+        )
         if not is_batched:
             h, c = h.squeeze(0), None if c is None else c.squeeze(0)
         return h if c is None else (h, c)
@@ -440,8 +500,9 @@ class RNNCell(RNNCellBase):
 
     __constants__ = ["input_size", "hidden_size", "bias", "nonlinearity"]
 
-    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh",
-                 device=None, dtype=None) -> None:
+    def __init__(
+        self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh", device=None, dtype=None
+    ) -> None:
         super().__init__(input_size, hidden_size, bias, num_chunks=1, device=device, dtype=dtype)
         self.nonlinearity = nonlinearity
 

@@ -1,4 +1,5 @@
 """Embedding tables: Embedding and EmbeddingBag."""
+
 from __future__ import annotations
 
 from ...runtime.creation import empty
@@ -27,8 +28,10 @@ def _check_padding_idx(padding_idx: int | None, num_embeddings: int) -> int | No
 
 def _refuse_sparse(name: str, sparse: bool) -> None:
     if sparse:
-        raise NotImplementedError(f"{name}(sparse=True): onnxnn has no sparse gradients; use sparse=False, which "
-                                  "gives the same gradient values as a dense tensor")
+        raise NotImplementedError(
+            f"{name}(sparse=True): onnxnn has no sparse gradients; use sparse=False, which "
+            "gives the same gradient values as a dense tensor"
+        )
 
 
 def _make_weight(num_embeddings: int, embedding_dim: int, _weight: Tensor | None, _freeze: bool, factory_kwargs):
@@ -61,13 +64,30 @@ class Embedding(Module):
         onnxnn.Size([1, 4, 3])
     """
 
-    __constants__ = ["num_embeddings", "embedding_dim", "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq",
-                     "sparse"]
+    __constants__ = [
+        "num_embeddings",
+        "embedding_dim",
+        "padding_idx",
+        "max_norm",
+        "norm_type",
+        "scale_grad_by_freq",
+        "sparse",
+    ]
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
-                 max_norm: float | None = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
-                 sparse: bool = False, _weight: Tensor | None = None, _freeze: bool = False, device=None,
-                 dtype=None) -> None:
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        padding_idx: int | None = None,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+        _weight: Tensor | None = None,
+        _freeze: bool = False,
+        device=None,
+        dtype=None,
+    ) -> None:
         super().__init__()
         _refuse_sparse("Embedding", sparse)
         self.num_embeddings = num_embeddings
@@ -76,8 +96,9 @@ class Embedding(Module):
         self.max_norm = max_norm
         self.norm_type = norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
-        self.weight, fresh = _make_weight(num_embeddings, embedding_dim, _weight, _freeze,
-                                     {"device": device, "dtype": dtype})
+        self.weight, fresh = _make_weight(
+            num_embeddings, embedding_dim, _weight, _freeze, {"device": device, "dtype": dtype}
+        )
         if fresh:
             self.reset_parameters()
         self.sparse = sparse
@@ -93,8 +114,9 @@ class Embedding(Module):
                 self.weight[self.padding_idx] = 0.0
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
-                           self.scale_grad_by_freq, self.sparse)
+        return F.embedding(
+            input, self.weight, self.padding_idx, self.max_norm, self.norm_type, self.scale_grad_by_freq, self.sparse
+        )
 
     def extra_repr(self) -> str:
         s = "{num_embeddings}, {embedding_dim}"
@@ -111,9 +133,16 @@ class Embedding(Module):
         return s.format(**self.__dict__)
 
     @classmethod
-    def from_pretrained(cls, embeddings: Tensor, freeze: bool = True, padding_idx: int | None = None,
-                        max_norm: float | None = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
-                        sparse: bool = False) -> "Embedding":
+    def from_pretrained(
+        cls,
+        embeddings: Tensor,
+        freeze: bool = True,
+        padding_idx: int | None = None,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+    ) -> "Embedding":
         """An Embedding whose weight is ``embeddings`` (2-D), frozen unless ``freeze=False``.
 
         Example::
@@ -125,9 +154,17 @@ class Embedding(Module):
         if embeddings.dim() != 2:
             raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
         rows, cols = embeddings.shape
-        return cls(num_embeddings=rows, embedding_dim=cols, _weight=embeddings, _freeze=freeze,
-                   padding_idx=padding_idx, max_norm=max_norm, norm_type=norm_type,
-                   scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
+        return cls(
+            num_embeddings=rows,
+            embedding_dim=cols,
+            _weight=embeddings,
+            _freeze=freeze,
+            padding_idx=padding_idx,
+            max_norm=max_norm,
+            norm_type=norm_type,
+            scale_grad_by_freq=scale_grad_by_freq,
+            sparse=sparse,
+        )
 
 
 class EmbeddingBag(Module):
@@ -148,13 +185,33 @@ class EmbeddingBag(Module):
         onnxnn.Size([2, 3])
     """
 
-    __constants__ = ["num_embeddings", "embedding_dim", "max_norm", "norm_type", "scale_grad_by_freq", "mode",
-                     "sparse", "include_last_offset", "padding_idx"]
+    __constants__ = [
+        "num_embeddings",
+        "embedding_dim",
+        "max_norm",
+        "norm_type",
+        "scale_grad_by_freq",
+        "mode",
+        "sparse",
+        "include_last_offset",
+        "padding_idx",
+    ]
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, max_norm: float | None = None,
-                 norm_type: float = 2.0, scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
-                 _weight: Tensor | None = None, include_last_offset: bool = False, padding_idx: int | None = None,
-                 device=None, dtype=None) -> None:
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        mode: str = "mean",
+        sparse: bool = False,
+        _weight: Tensor | None = None,
+        include_last_offset: bool = False,
+        padding_idx: int | None = None,
+        device=None,
+        dtype=None,
+    ) -> None:
         super().__init__()
         _refuse_sparse("EmbeddingBag", sparse)
         self.num_embeddings = num_embeddings
@@ -163,8 +220,9 @@ class EmbeddingBag(Module):
         self.norm_type = norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
         self.padding_idx = _check_padding_idx(padding_idx, num_embeddings)
-        self.weight, fresh = _make_weight(num_embeddings, embedding_dim, _weight, False,
-                                          {"device": device, "dtype": dtype})
+        self.weight, fresh = _make_weight(
+            num_embeddings, embedding_dim, _weight, False, {"device": device, "dtype": dtype}
+        )
         if fresh:
             self.reset_parameters()
         self.mode = mode
@@ -178,10 +236,20 @@ class EmbeddingBag(Module):
             with no_grad():
                 self.weight[self.padding_idx] = 0.0
 
-    def forward(self, input: Tensor, offsets: Tensor | None = None,
-                per_sample_weights: Tensor | None = None) -> Tensor:
-        return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,
-                               self.mode, self.sparse, per_sample_weights, self.include_last_offset, self.padding_idx)
+    def forward(self, input: Tensor, offsets: Tensor | None = None, per_sample_weights: Tensor | None = None) -> Tensor:
+        return F.embedding_bag(
+            input,
+            self.weight,
+            offsets,
+            self.max_norm,
+            self.norm_type,
+            self.scale_grad_by_freq,
+            self.mode,
+            self.sparse,
+            per_sample_weights,
+            self.include_last_offset,
+            self.padding_idx,
+        )
 
     def extra_repr(self) -> str:
         s = "{num_embeddings}, {embedding_dim}"
@@ -197,16 +265,33 @@ class EmbeddingBag(Module):
         return s.format(**{k: repr(v) for k, v in self.__dict__.items()})
 
     @classmethod
-    def from_pretrained(cls, embeddings: Tensor, freeze: bool = True, max_norm: float | None = None,
-                        norm_type: float = 2.0, scale_grad_by_freq: bool = False, mode: str = "mean",
-                        sparse: bool = False, include_last_offset: bool = False,
-                        padding_idx: int | None = None) -> "EmbeddingBag":
+    def from_pretrained(
+        cls,
+        embeddings: Tensor,
+        freeze: bool = True,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        mode: str = "mean",
+        sparse: bool = False,
+        include_last_offset: bool = False,
+        padding_idx: int | None = None,
+    ) -> "EmbeddingBag":
         """An EmbeddingBag whose weight is ``embeddings`` (2-D), frozen unless ``freeze=False``."""
         if embeddings.dim() != 2:
             raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
         rows, cols = embeddings.shape
-        bag = cls(num_embeddings=rows, embedding_dim=cols, _weight=embeddings, max_norm=max_norm,
-                  norm_type=norm_type, scale_grad_by_freq=scale_grad_by_freq, mode=mode, sparse=sparse,
-                  include_last_offset=include_last_offset, padding_idx=padding_idx)
+        bag = cls(
+            num_embeddings=rows,
+            embedding_dim=cols,
+            _weight=embeddings,
+            max_norm=max_norm,
+            norm_type=norm_type,
+            scale_grad_by_freq=scale_grad_by_freq,
+            mode=mode,
+            sparse=sparse,
+            include_last_offset=include_last_offset,
+            padding_idx=padding_idx,
+        )
         bag.weight.requires_grad = not freeze
         return bag

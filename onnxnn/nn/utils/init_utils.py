@@ -1,4 +1,5 @@
 """``skip_init``: build a module without running its default parameter initialization."""
+
 from __future__ import annotations
 
 import inspect

@@ -6,6 +6,7 @@ lengths are read as numbers when packing (PyTorch requires them on the CPU for t
 the recorded graph gathers rows with constant indices: packing and unpacking are each one Gather
 (plus a Concat for the padding row), and gradients flow through them by the existing rules.
 """
+
 from __future__ import annotations
 
 from typing import Iterable, NamedTuple
@@ -17,8 +18,14 @@ from ...runtime.ops.shape import cat, stack
 from ...runtime.tensor import Tensor
 
 __all__ = [
-    "PackedSequence", "invert_permutation", "pack_padded_sequence", "pad_packed_sequence", "pad_sequence",
-    "pack_sequence", "unpack_sequence", "unpad_sequence",
+    "PackedSequence",
+    "invert_permutation",
+    "pack_padded_sequence",
+    "pad_packed_sequence",
+    "pad_sequence",
+    "pack_sequence",
+    "unpack_sequence",
+    "unpad_sequence",
 ]
 
 
@@ -95,8 +102,9 @@ def _batch_sizes_of(sorted_lengths: np.ndarray) -> np.ndarray:
     return (sorted_lengths[None, :] > steps[:, None]).sum(axis=1).astype(np.int64)
 
 
-def pack_padded_sequence(input: Tensor, lengths, batch_first: bool = False,
-                         enforce_sorted: bool = True) -> PackedSequence:
+def pack_padded_sequence(
+    input: Tensor, lengths, batch_first: bool = False, enforce_sorted: bool = True
+) -> PackedSequence:
     """Packs a padded batch ``(T, B, *)`` (``(B, T, *)`` with ``batch_first``) of sequences of ``lengths``.
 
     Args:
@@ -110,36 +118,45 @@ def pack_padded_sequence(input: Tensor, lengths, batch_first: bool = False,
     batch_dim = 0 if batch_first else 1
     batch_size = input.shape[batch_dim]
     if lengths.size != batch_size:
-        raise RuntimeError(f"Expected `len(lengths)` to be equal to batch_size, but got {lengths.size} "
-                           f"(batch_size={batch_size})")
+        raise RuntimeError(
+            f"Expected `len(lengths)` to be equal to batch_size, but got {lengths.size} (batch_size={batch_size})"
+        )
     if enforce_sorted:
         if np.any(lengths[1:] > lengths[:-1]):
-            raise RuntimeError("`lengths` array must be sorted in decreasing order when `enforce_sorted` is True. "
-                               "You can pass `enforce_sorted=False` to pack_padded_sequence and/or pack_sequence "
-                               "to sidestep this requirement if you do not need ONNX exportability.")
+            raise RuntimeError(
+                "`lengths` array must be sorted in decreasing order when `enforce_sorted` is True. "
+                "You can pass `enforce_sorted=False` to pack_padded_sequence and/or pack_sequence "
+                "to sidestep this requirement if you do not need ONNX exportability."
+            )
         order, sorted_indices = np.arange(batch_size), None
     else:
         order = np.argsort(-lengths, kind="stable")
         sorted_indices = _int64(order)
     sorted_lengths = lengths[order]
     if batch_size and sorted_lengths[-1] <= 0:
-        raise RuntimeError("Length of all samples has to be greater than 0, but found an element in 'lengths' "
-                           "that is <= 0")
+        raise RuntimeError(
+            "Length of all samples has to be greater than 0, but found an element in 'lengths' that is <= 0"
+        )
     steps = input.shape[1 - batch_dim]
     if sorted_lengths[0] > steps:
-        raise RuntimeError(f"Expected each length to be at most the sequence length {steps}, but got "
-                           f"{int(sorted_lengths[0])}")
+        raise RuntimeError(
+            f"Expected each length to be at most the sequence length {steps}, but got {int(sorted_lengths[0])}"
+        )
     batch_sizes = _batch_sizes_of(sorted_lengths)
     # Rows of the input flattened to (T * B, *) or (B * T, *), step after step, running sequences first.
-    rows = [(order[b] * steps + t) if batch_first else (t * batch_size + order[b])
-            for t, running in enumerate(batch_sizes) for b in range(running)]
+    rows = [
+        (order[b] * steps + t) if batch_first else (t * batch_size + order[b])
+        for t, running in enumerate(batch_sizes)
+        for b in range(running)
+    ]
     flat = input.reshape((-1,) + tuple(input.shape[2:]))
     data = flat.index_select(0, _int64(rows))
     return PackedSequence._make_packed(data, _int64(batch_sizes), sorted_indices)
 
 
-def pad_packed_sequence(sequence: PackedSequence, batch_first: bool = False, padding_value: float = 0.0,
-                        total_length: int | None = None) -> tuple[Tensor, Tensor]:
+def pad_packed_sequence(
+    sequence: PackedSequence, batch_first: bool = False, padding_value: float = 0.0, total_length: int | None = None
+) -> tuple[Tensor, Tensor]:
     """Undoes :func:`pack_padded_sequence`: the padded batch and each sequence's length (int64).
 
     Args:
@@ -152,13 +169,18 @@ def pad_packed_sequence(sequence: PackedSequence, batch_first: bool = False, pad
     max_steps = batch_sizes.size
     if total_length is not None:
         if total_length < max_steps:
-            raise ValueError("Expected total_length to be at least the length of the longest sequence in input, "
-                             f"but got total_length={total_length} and max sequence length being {max_steps}")
+            raise ValueError(
+                "Expected total_length to be at least the length of the longest sequence in input, "
+                f"but got total_length={total_length} and max sequence length being {max_steps}"
+            )
         max_steps = total_length
     batch_size = int(batch_sizes[0])
     sorted_lengths = (batch_sizes[None, :] > np.arange(batch_size)[:, None]).sum(axis=1)
-    unsorted = (np.arange(batch_size) if sequence.unsorted_indices is None
-                else np.asarray(sequence.unsorted_indices.numpy(), dtype=np.int64))
+    unsorted = (
+        np.arange(batch_size)
+        if sequence.unsorted_indices is None
+        else np.asarray(sequence.unsorted_indices.numpy(), dtype=np.int64)
+    )
     offsets = np.concatenate([[0], np.cumsum(batch_sizes)])
     data = sequence.data
     padding_row = int(offsets[-1])
@@ -176,8 +198,9 @@ def pad_packed_sequence(sequence: PackedSequence, batch_first: bool = False, pad
     return padded, _int64(sorted_lengths[unsorted])
 
 
-def pad_sequence(sequences, batch_first: bool = False, padding_value: float = 0.0,
-                 padding_side: str = "right") -> Tensor:
+def pad_sequence(
+    sequences, batch_first: bool = False, padding_value: float = 0.0, padding_side: str = "right"
+) -> Tensor:
     """Stacks tensors ``(L_i, *)`` into ``(max L, B, *)`` (``(B, max L, *)`` with ``batch_first``), padded.
 
     Args:
@@ -187,8 +210,9 @@ def pad_sequence(sequences, batch_first: bool = False, padding_value: float = 0.
         padding_side: ``'right'`` pads after each sequence, ``'left'`` before it.
     """
     if not isinstance(sequences, Iterable):
-        raise RuntimeError(f"pad_sequence: Expected iterable for input sequences, but got arg of type: "
-                           f"{type(sequences)}")
+        raise RuntimeError(
+            f"pad_sequence: Expected iterable for input sequences, but got arg of type: {type(sequences)}"
+        )
     if isinstance(sequences, Tensor):
         sequences = sequences.unbind(0)
     sequences = list(sequences)
@@ -201,8 +225,10 @@ def pad_sequence(sequences, batch_first: bool = False, padding_value: float = 0.
     padded = []
     for sequence in sequences:
         if tuple(sequence.shape[1:]) != trailing:
-            raise RuntimeError(f"The size of tensor a ({tuple(sequence.shape[1:])}) must match the size of "
-                               f"tensor b ({trailing}) beyond the first dimension")
+            raise RuntimeError(
+                f"The size of tensor a ({tuple(sequence.shape[1:])}) must match the size of "
+                f"tensor b ({trailing}) beyond the first dimension"
+            )
         missing = longest - sequence.shape[0]
         if missing:
             filler = full((missing,) + trailing, padding_value, dtype=sequence.dtype)
@@ -216,7 +242,7 @@ def unpad_sequence(padded_sequences: Tensor, lengths, batch_first: bool = False)
     lengths = _lengths_array(lengths)
     if not batch_first:
         padded_sequences = padded_sequences.transpose(0, 1)
-    return [padded_sequences[b, :int(length)] for b, length in enumerate(lengths)]
+    return [padded_sequences[b, : int(length)] for b, length in enumerate(lengths)]
 
 
 def pack_sequence(sequences, enforce_sorted: bool = True) -> PackedSequence:
@@ -229,4 +255,3 @@ def unpack_sequence(packed_sequences: PackedSequence) -> list[Tensor]:
     """The list of tensors ``(L_i, *)`` that :func:`pack_sequence` packed, in the original order."""
     padded, lengths = pad_packed_sequence(packed_sequences, batch_first=True)
     return unpad_sequence(padded, lengths, batch_first=True)
-

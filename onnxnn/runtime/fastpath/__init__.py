@@ -13,6 +13,7 @@ the same either way (the tests check it), only slower. Plan caching and the exec
 stay on: they decide what runs, never how a value rounds. ``clear_caches()`` drops every cache
 onnxnn keeps.
 """
+
 from __future__ import annotations
 
 from ...ir.caches import clear_caches

@@ -16,6 +16,7 @@ graphs with no hooks, no higher-order recording (``create_graph``) and nothing t
 computed data while traced (a rule looking at data) are replayed (realizing a pending history
 too deep to keep is structural: replays do it too); every other backward, and every error, takes the general driver.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -169,8 +170,7 @@ def _structure_key(root: tuple, root_gradient: Value, engine):
     for function in order:  # grows while it is walked
         if type(function) is Function:
             node = function.node
-            if (node is None or function._hooks or function._pre_hooks or function._tensor_hooks
-                    or function._retained):
+            if node is None or function._hooks or function._pre_hooks or function._tensor_hooks or function._retained:
                 return None
             inputs, outputs, edges = node.inputs, function.outputs, function.next_functions
             if len(edges) != len(inputs):
@@ -222,8 +222,9 @@ def _trace(key: tuple, order: list, root: tuple, root_gradient, retain_graph: bo
         engine.execute([root], [root_gradient], retain_graph=retain_graph, create_graph=False)
         return
     locations = _locations(order, root_gradient._value, engine.AccumulateGrad)
-    gradients_before = [function.variable.grad if type(function) is engine.AccumulateGrad else None
-                        for function in order]
+    gradients_before = [
+        function.variable.grad if type(function) is engine.AccumulateGrad else None for function in order
+    ]
     values_before = [None if gradient is None else gradient._value for gradient in gradients_before]
     trace = MODE.trace = RecordingTrace()
     _counts["traced"] += 1
@@ -325,18 +326,30 @@ class _Template:
                 slots[value] = next_slot
                 next_slot += 1
             pending_refs = tuple([ref for ref in refs if ref >= len(constants)])  # constants have no history
-            template_steps.append((node.op_type, node.domain, node.attrs, node.signature, refs, pending_refs,
-                                   tuple((value.shape, value.dtype) for value in outputs), outputs[0].device))
+            template_steps.append(
+                (
+                    node.op_type,
+                    node.domain,
+                    node.attrs,
+                    node.signature,
+                    refs,
+                    pending_refs,
+                    tuple((value.shape, value.dtype) for value in outputs),
+                    outputs[0].device,
+                )
+            )
         template = cls()
         template.constants = constants
         template.gathers = gathers
         template.steps = template_steps
         template.effects = [(position, existed, slots[value]) for position, existed, value in effects]
         position_of = {function: position for position, function in enumerate(order)}
-        template.checks = sorted({(position_of[function], index) for function, index in trace.saved_reads
-                                  if function in position_of})
-        template.functions = [position for position, function in enumerate(order)
-                              if type(function) is not AccumulateGrad]
+        template.checks = sorted(
+            {(position_of[function], index) for function, index in trace.saved_reads if function in position_of}
+        )
+        template.functions = [
+            position for position, function in enumerate(order) if type(function) is not AccumulateGrad
+        ]
         template.source, template.replay = template._write_replay(engine.Tensor)
         return template
 
@@ -347,16 +360,25 @@ class _Template:
         was saved (the general driver then raises PyTorch's error), and True once it has recorded
         the nodes and set each leaf's ``.grad``.
         """
-        namespace = {"Node": Node, "Value": Value, "Tensor": Tensor,
-                     "MAX_PENDING_DEPTH": MAX_PENDING_DEPTH, "bound_depth": bound_depth}
+        namespace = {
+            "Node": Node,
+            "Value": Value,
+            "Tensor": Tensor,
+            "MAX_PENDING_DEPTH": MAX_PENDING_DEPTH,
+            "bound_depth": bound_depth,
+        }
         lines = ["def replay(order, root_gradient, retain_graph):"]
         for position, index in self.checks:
             lines.append(f"    saved = order[{position}]._saved_versions[{index}]")
             lines.append("    if saved is not None and saved[0].value != saved[1]: return False")
         for slot, value in enumerate(self.constants):
             namespace[f"value_{slot}"] = value
-        sources = {_INPUT: "order[{}].node.inputs[{}]", _OUTPUT: "order[{}].outputs[{}]",
-                   _ROOT_GRADIENT: "root_gradient", _LEAF_GRADIENT: "order[{}].variable.grad._value"}
+        sources = {
+            _INPUT: "order[{}].node.inputs[{}]",
+            _OUTPUT: "order[{}].outputs[{}]",
+            _ROOT_GRADIENT: "root_gradient",
+            _LEAF_GRADIENT: "order[{}].variable.grad._value",
+        }
         slot = len(self.constants)
         for position, kind, index in self.gathers:
             lines.append(f"    value_{slot} = " + sources[kind].format(position, index))
@@ -370,13 +392,17 @@ class _Template:
                 depths.append(f"depth_{ref}")
             depth = "0" if not depths else depths[0] if len(depths) == 1 else f"max({', '.join(depths)})"
             inputs = "".join(f"value_{ref}, " for ref in refs)
-            lines.append(f"    node = Node({op_type!r}, {domain!r}, ({inputs}), attrs_{step}, {len(metas)}, "
-                         f"{depth} + 1, signature_{step})")
+            lines.append(
+                f"    node = Node({op_type!r}, {domain!r}, ({inputs}), attrs_{step}, {len(metas)}, "
+                f"{depth} + 1, signature_{step})"
+            )
             outputs = []
             for index, (shape, dtype) in enumerate(metas):
                 namespace.update({f"shape_{step}_{index}": shape, f"dtype_{step}_{index}": dtype})
-                lines.append(f"    value_{slot} = Value(node, {index}, shape_{step}_{index}, dtype_{step}_{index}, "
-                             f"device_{step})")
+                lines.append(
+                    f"    value_{slot} = Value(node, {index}, shape_{step}_{index}, dtype_{step}_{index}, "
+                    f"device_{step})"
+                )
                 outputs.append(f"value_{slot}")
                 slot += 1
             if pending_refs:
@@ -389,8 +415,10 @@ class _Template:
         if self.functions:
             lines.append("    if not retain_graph:  # what the general driver frees, as it runs each function")
             for position in self.functions:
-                lines.append(f"        function = order[{position}]; function.node.saved = False; "
-                             "function.node = None; function.outputs = None")
+                lines.append(
+                    f"        function = order[{position}]; function.node.saved = False; "
+                    "function.node = None; function.outputs = None"
+                )
         lines.append("    return True")
         source = "\n".join(lines) + "\n"
         exec(compile(source, f"<onnxnn backward replay {next(_replay_numbers)}>", "exec"), namespace)

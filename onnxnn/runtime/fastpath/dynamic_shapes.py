@@ -29,6 +29,7 @@ structure's first takes the general backward driver until it has come back a few
 
 ``ENABLED = False`` turns this off (every shape then compiles its own graph, as before).
 """
+
 from __future__ import annotations
 
 from ...ir.graph import Value
@@ -63,9 +64,12 @@ def _split_key(key: tuple) -> tuple:
             parts.append(item[:3])
         else:
             parts.append(item)
-    family_key = (tuple(parts), tuple([(len(shape), dtype) for shape, dtype in inputs]),
-                  tuple([None if output is None else (output[0], output[1], len(output[2])) for output in outputs]),
-                  device)
+    family_key = (
+        tuple(parts),
+        tuple([(len(shape), dtype) for shape, dtype in inputs]),
+        tuple([None if output is None else (output[0], output[1], len(output[2])) for output in outputs]),
+        device,
+    )
     return family_key, statics
 
 
@@ -103,8 +107,11 @@ class _Family:
         self.static_positions = positions
         # Constants read by an op onnxnn expands into other nodes when it builds a graph (its
         # expansion may read them, e.g. Momentum's update count): keys differing there never share.
-        self.unfeedable = frozenset(index for index, (node, _) in enumerate(positions)
-                                    if decompositions.get(graph.nodes[node].op_type, graph.nodes[node].domain))
+        self.unfeedable = frozenset(
+            index
+            for index, (node, _) in enumerate(positions)
+            if decompositions.get(graph.nodes[node].op_type, graph.nodes[node].domain)
+        )
 
     def variant_for(self, key: tuple, statics: list):
         """The variant whose shared graph can run ``key`` (widened if needed), or None."""
@@ -155,8 +162,10 @@ class _SharedRunner:
         results = self.runner(list(inputs) + self.constants)
         for position, (result, shape) in enumerate(zip(results, self.shapes)):
             if result.shape != shape:
-                raise RuntimeError(f"onnxnn: output {position} of a graph with symbolic sizes has shape "
-                                   f"{list(result.shape)}, but the recorded graph expects {list(shape)}")
+                raise RuntimeError(
+                    f"onnxnn: output {position} of a graph with symbolic sizes has shape "
+                    f"{list(result.shape)}, but the recorded graph expects {list(shape)}"
+                )
         return results
 
 
@@ -193,8 +202,9 @@ def shared_runner(graph: GraphPlan, kind: str):
             variant.refused.add(kind)
             return None
     _counts["shared_runs"] += 1
-    constants = [graph.nodes[node].inputs[index].data for node, index in
-                 (family.static_positions[position] for position in fed)]
+    constants = [
+        graph.nodes[node].inputs[index].data for node, index in (family.static_positions[position] for position in fed)
+    ]
     return _SharedRunner(runner, constants, [value.shape for value in graph.outputs])
 
 

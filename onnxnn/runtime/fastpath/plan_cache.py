@@ -6,6 +6,7 @@ deterministic cost model over sizes and op kinds, never timing: a program's resu
 on the machine's load), a structure family seen at several sizes may share one graph with
 symbolic sizes (``dynamic_shapes``), and otherwise the chosen executor compiles the plan.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -198,8 +199,10 @@ class Specialization:
         self.values = [plan.inputs[position] for position in positions]
         embedded = set(positions)
         self.rest = [i for i in range(len(plan.inputs)) if i not in embedded]
-        roles = [("initializer", f"weight_{i}") if i in embedded else ("input", f"input_{i}")
-                 for i in range(len(plan.inputs))]
+        roles = [
+            ("initializer", f"weight_{i}") if i in embedded else ("input", f"input_{i}")
+            for i in range(len(plan.inputs))
+        ]
         self.session = executor("onnxruntime").compile_model(build_model(plan, roles), plan.key[3])
 
     def matches(self, inputs: list) -> bool:

@@ -36,6 +36,7 @@ running node ..." note as in the loop, at no cost per node.
 off (``onnxnn.set_fast_path(False)``) the plan runs its loop again, with bitwise the same results.
 ``print(compiled.straight_line.source)`` shows the generated code; tracebacks show its lines.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -125,8 +126,9 @@ def generate(compiled, directs: list, finished_steps: set, finish) -> StraightLi
     writer = _Writer(compiled)
     for step_index, (_, _, _, outputs, _) in enumerate(compiled.steps):
         for index, slot, dtype, _ in outputs:
-            writer.name_node_output(slot, f"node_{step_index}" if index == 0 else f"node_{step_index}_output_{index}",
-                                    dtype)
+            writer.name_node_output(
+                slot, f"node_{step_index}" if index == 0 else f"node_{step_index}_output_{index}", dtype
+            )
     unpacked = ", ".join(writer.slot_name(slot) for slot in range(1, 1 + input_count))
     writer.emit(f"{unpacked}{',' if input_count == 1 else ''} = inputs" if input_count else "pass")
     for step_index, (step, direct) in enumerate(zip(compiled.steps, directs)):
@@ -159,7 +161,7 @@ def _write_direct_call(writer: "_Writer", step_index: int, step: tuple, direct) 
     if not outputs:
         writer.emit(call, step_index)  # nothing reads the result; the call still runs (and may raise)
         return
-    (_, slot, dtype, _), = outputs
+    ((_, slot, dtype, _),) = outputs
     target = writer.slot_name(slot)
     writer.emit(f"{target} = {call}", step_index)
     shape = writer.slot_shapes[slot]
@@ -216,8 +218,12 @@ def _direct_result(direct, input_facts: list) -> tuple:
     if direct.output_shape:
         return dtypes[0], None
     function = direct.function
-    if not _DTYPES_DECIDE_LOOPS or not isinstance(function, np.ufunc) or function.nout != 1 \
-            or function.nin != len(dtypes):
+    if (
+        not _DTYPES_DECIDE_LOOPS
+        or not isinstance(function, np.ufunc)
+        or function.nout != 1
+        or function.nin != len(dtypes)
+    ):
         return None, None
     try:
         result_dtype = function.resolve_dtypes(dtypes + (None,))[-1]
@@ -234,8 +240,9 @@ def _direct_result(direct, input_facts: list) -> tuple:
 def _write_cast(writer: "_Writer", step_index: int, target: str, dtype: np.dtype) -> None:
     # Builtin numpy dtypes are singletons, so the identity test settles the usual case.
     name = writer.bind(dtype, f"dtype_{dtype.name}")
-    writer.emit(f"if {target}.dtype is not {name} and {target}.dtype != {name}: {target} = {target}.astype({name})",
-                step_index)
+    writer.emit(
+        f"if {target}.dtype is not {name} and {target}.dtype != {name}: {target} = {target}.astype({name})", step_index
+    )
 
 
 def _write_outputs(writer: "_Writer", compiled) -> None:

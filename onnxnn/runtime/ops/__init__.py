@@ -3,6 +3,7 @@
 The functions exported here are the tensor-level API (PyTorch names) that ``Tensor`` methods and
 ``onnxnn``'s top level call.
 """
+
 from __future__ import annotations
 
 from .elementwise import *  # noqa: F401,F403
@@ -14,6 +15,7 @@ from .indexing import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .pooling import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
+
 # Tensor and top-level API parity (issue #12, l5-tensor-api)
 from .sorting import *  # noqa: F401,F403
 from .einsum import *  # noqa: F401,F403

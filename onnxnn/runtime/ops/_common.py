@@ -1,4 +1,5 @@
 """Helpers shared by the op families: broadcasting, promotion, constants, reduction axes."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,8 +8,20 @@ from ...ir import dtypes
 from ...ir.graph import Value, constant, static_constant
 from ..tensor import Tensor, apply_op
 
-__all__ = ["broadcast_shapes", "broadcast_values", "promote_pair", "promote_operands", "as_tensor_operand",
-           "axes_constant", "int64_constant", "static_scalar", "same_shape", "normalize_axes", "Tensor", "apply_op"]
+__all__ = [
+    "broadcast_shapes",
+    "broadcast_values",
+    "promote_pair",
+    "promote_operands",
+    "as_tensor_operand",
+    "axes_constant",
+    "int64_constant",
+    "static_scalar",
+    "same_shape",
+    "normalize_axes",
+    "Tensor",
+    "apply_op",
+]
 
 
 def broadcast_shapes(*shapes: tuple) -> tuple:
@@ -48,7 +61,8 @@ def broadcast_shapes(*shapes: tuple) -> tuple:
                 continue
             raise RuntimeError(
                 f"The size of tensor a ({current}) must match the size of tensor b ({size}) at "
-                f"non-singleton dimension {offset + axis}: shapes {[list(s) for s in shapes]} do not broadcast")
+                f"non-singleton dimension {offset + axis}: shapes {[list(s) for s in shapes]} do not broadcast"
+            )
     return tuple(result)
 
 
@@ -72,8 +86,9 @@ def normalize_axes(axes, rank: int) -> list[int]:
     result = []
     for axis in axes:
         if not -bound <= axis < bound:
-            raise IndexError(f"Dimension out of range (expected to be in range of [{-bound}, {bound - 1}], "
-                             f"but got {axis})")
+            raise IndexError(
+                f"Dimension out of range (expected to be in range of [{-bound}, {bound - 1}], but got {axis})"
+            )
         result.append(axis % bound)
     return result
 
@@ -159,4 +174,3 @@ def as_tensor_operand(value, like: "Tensor"):
     if isinstance(value, Tensor):
         return value
     return scalar_constant(value, like._value.dtype, like._value.device)
-

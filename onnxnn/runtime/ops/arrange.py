@@ -6,6 +6,7 @@ ScatterElements, whose gradient rules give the gradients. Index tables that depe
 are built at record time; those that depend on data (a tensor of repeats, a mask for
 masked_scatter) read it, as PyTorch synchronizes with the device for them.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,10 +16,38 @@ from ._common import Tensor, apply_op, broadcast_shapes, normalize_axes
 from .elementwise import where
 from .shape import cat, flip, slice_axis
 
-__all__ = ["roll", "fliplr", "flipud", "rot90", "hstack", "vstack", "row_stack", "dstack", "column_stack",
-           "atleast_1d", "atleast_2d", "atleast_3d", "tensor_split", "hsplit", "vsplit", "dsplit",
-           "repeat_interleave", "movedim", "moveaxis", "swapaxes", "swapdims", "meshgrid", "unfold", "select",
-           "ravel", "index_add", "index_copy", "index_fill", "masked_fill", "masked_scatter"]
+__all__ = [
+    "roll",
+    "fliplr",
+    "flipud",
+    "rot90",
+    "hstack",
+    "vstack",
+    "row_stack",
+    "dstack",
+    "column_stack",
+    "atleast_1d",
+    "atleast_2d",
+    "atleast_3d",
+    "tensor_split",
+    "hsplit",
+    "vsplit",
+    "dsplit",
+    "repeat_interleave",
+    "movedim",
+    "moveaxis",
+    "swapaxes",
+    "swapdims",
+    "meshgrid",
+    "unfold",
+    "select",
+    "ravel",
+    "index_add",
+    "index_copy",
+    "index_fill",
+    "masked_fill",
+    "masked_scatter",
+]
 
 
 def _axis(input: Tensor, dim: int) -> int:
@@ -84,8 +113,9 @@ def atleast_1d(*tensors):
 
 
 def atleast_2d(*tensors):
-    result = tuple(t.reshape((1,) * (2 - t.dim()) + tuple(t.shape)) if t.dim() < 2 else t
-                   for t in _tensor_list(tensors))
+    result = tuple(
+        t.reshape((1,) * (2 - t.dim()) + tuple(t.shape)) if t.dim() < 2 else t for t in _tensor_list(tensors)
+    )
     return result[0] if len(result) == 1 else result
 
 
@@ -98,6 +128,7 @@ def atleast_3d(*tensors):
         if t.dim() == 2:
             return t.unsqueeze(2)
         return t
+
     result = tuple(lift(t) for t in _tensor_list(tensors))
     return result[0] if len(result) == 1 else result
 
@@ -154,29 +185,34 @@ def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple:
 
 def _split_even(input: Tensor, sections, axis: int, name: str) -> tuple:
     if isinstance(sections, int) and input.shape[axis] % sections:
-        raise RuntimeError(f"torch.{name} attempted to split along dimension {axis}, but the size of the dimension "
-                           f"{input.shape[axis]} is not divisible by the split_size {sections}!")
+        raise RuntimeError(
+            f"torch.{name} attempted to split along dimension {axis}, but the size of the dimension "
+            f"{input.shape[axis]} is not divisible by the split_size {sections}!"
+        )
     return tensor_split(input, sections, axis)
 
 
 def hsplit(input: Tensor, sections) -> tuple:
     if input.dim() < 1:
-        raise RuntimeError("torch.hsplit requires a tensor with at least 1 dimension, but got a tensor with "
-                           "0 dimensions!")
+        raise RuntimeError(
+            "torch.hsplit requires a tensor with at least 1 dimension, but got a tensor with 0 dimensions!"
+        )
     return _split_even(input, sections, 1 if input.dim() > 1 else 0, "hsplit")
 
 
 def vsplit(input: Tensor, sections) -> tuple:
     if input.dim() < 2:
-        raise RuntimeError(f"torch.vsplit requires a tensor with at least 2 dimension, but got a tensor with "
-                           f"{input.dim()} dimensions!")
+        raise RuntimeError(
+            f"torch.vsplit requires a tensor with at least 2 dimension, but got a tensor with {input.dim()} dimensions!"
+        )
     return _split_even(input, sections, 0, "vsplit")
 
 
 def dsplit(input: Tensor, sections) -> tuple:
     if input.dim() < 3:
-        raise RuntimeError(f"torch.dsplit requires a tensor with at least 3 dimension, but got a tensor with "
-                           f"{input.dim()} dimensions!")
+        raise RuntimeError(
+            f"torch.dsplit requires a tensor with at least 3 dimension, but got a tensor with {input.dim()} dimensions!"
+        )
     return _split_even(input, sections, 2, "dsplit")
 
 
@@ -221,8 +257,10 @@ def movedim(input: Tensor, source, destination) -> Tensor:
     source = [source] if isinstance(source, int) else list(source)
     destination = [destination] if isinstance(destination, int) else list(destination)
     if len(source) != len(destination):
-        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({source} dims) should contain the "
-                           f"same number of dims as destination ({destination} dims)")
+        raise RuntimeError(
+            f"movedim: Invalid source or destination dims: source ({source} dims) should contain the "
+            f"same number of dims as destination ({destination} dims)"
+        )
     source, destination = normalize_axes(source, input.dim()), normalize_axes(destination, input.dim())
     if len(set(source)) != len(source) or len(set(destination)) != len(destination):
         raise RuntimeError("movedim: repeated dim in `source` or `destination`")
@@ -246,7 +284,7 @@ def meshgrid(*tensors, indexing: str = "ij") -> tuple:
     """Coordinate grids: output ``i`` varies along dim ``i`` (``"xy"`` swaps the first two dims)."""
     tensors = _tensor_list(tensors)
     if indexing not in ("ij", "xy"):
-        raise RuntimeError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: {indexing}")
+        raise RuntimeError(f'torch.meshgrid: indexing must be one of "xy" or "ij", but received: {indexing}')
     flat = [t.reshape(-1) for t in tensors]
     sizes = [t.shape[0] for t in flat]
     swap = indexing == "xy" and len(flat) >= 2
@@ -273,8 +311,9 @@ def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
         raise RuntimeError(f"step is {step} but must be > 0")
     count = (length - size) // step + 1
     table = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).astype(np.int64)
-    windows = apply_op("Gather", (input, Tensor._from_array(table, dtypes.int64, input.device)), {"axis": axis},
-                       "UnfoldBackward0")
+    windows = apply_op(
+        "Gather", (input, Tensor._from_array(table, dtypes.int64, input.device)), {"axis": axis}, "UnfoldBackward0"
+    )
     return movedim(windows, axis + 1, -1)
 
 
@@ -283,8 +322,9 @@ def select(input: Tensor, dim: int, index: int) -> Tensor:
     axis = _axis(input, dim)
     size = input.shape[axis]
     if not -size <= index < size:
-        raise IndexError(f"select(): index {index} out of range for tensor of size {list(input.shape)} at "
-                         f"dimension {axis}")
+        raise IndexError(
+            f"select(): index {index} out of range for tensor of size {list(input.shape)} at dimension {axis}"
+        )
     index %= size
     return slice_axis(input, axis, index, index + 1).squeeze(axis)
 
@@ -306,20 +346,27 @@ def _index_scatter(input: Tensor, dim: int, index: Tensor, source: Tensor, reduc
     expected = list(input.shape)
     expected[axis] = count
     if source.dim() != input.dim() or list(source.shape) != expected:
-        raise RuntimeError(f"{function}(): Source/destination tensor must have same slice shapes. Destination slice "
-                           f"shape: {list(input.shape)} at dimension {axis} and source slice shape: "
-                           f"{list(source.shape)} at dimension {axis}.")
+        raise RuntimeError(
+            f"{function}(): Source/destination tensor must have same slice shapes. Destination slice "
+            f"shape: {list(input.shape)} at dimension {axis} and source slice shape: "
+            f"{list(source.shape)} at dimension {axis}."
+        )
     data = index._value.data
     size = input.shape[axis]
     if data is not None and data.size and ((data < -size) | (data >= size)).any():
-        raise IndexError(f"{function}(): index {int(data[(data < -size) | (data >= size)].flat[0])} is out of bounds "
-                         f"for dimension {axis} with size {size}")
+        raise IndexError(
+            f"{function}(): index {int(data[(data < -size) | (data >= size)].flat[0])} is out of bounds "
+            f"for dimension {axis} with size {size}"
+        )
     shape = [1] * input.dim()
     shape[axis] = count
     positions = index.to(dtypes.int64).reshape(shape).expand(expected)
-    result = apply_op("ScatterElements", (input, positions, source.to(input.dtype)),
-                      {"axis": axis, "reduction": reduction},
-                      "IndexAddBackward0" if reduction == "add" else "IndexCopyBackward0")
+    result = apply_op(
+        "ScatterElements",
+        (input, positions, source.to(input.dtype)),
+        {"axis": axis, "reduction": reduction},
+        "IndexAddBackward0" if reduction == "add" else "IndexCopyBackward0",
+    )
     return result.reshape(()) if scalar else result
 
 
@@ -340,24 +387,31 @@ def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
     shape[axis] = index.numel()
     if isinstance(value, Tensor):
         if value.dim() != 0:
-            raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
-                               f"{value.dim()} dimension(s).")
+            raise RuntimeError(
+                f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                f"{value.dim()} dimension(s)."
+            )
         source = value.to(input.dtype).expand(shape)
     else:
         source = Tensor._full(tuple(shape), value, input.dtype, input.device)
-    return _index_scatter(input, dim, index.reshape(-1), source.reshape(shape if input.dim() else ()), "none",
-                          "index_fill")
+    return _index_scatter(
+        input, dim, index.reshape(-1), source.reshape(shape if input.dim() else ()), "none", "index_fill"
+    )
 
 
 def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     """``value`` where the (broadcast) boolean ``mask`` is true, ``input`` elsewhere."""
     if not isinstance(mask, Tensor) or mask.dtype is not dtypes.bool:
-        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "
-                           f"{getattr(mask, 'dtype', type(mask).__name__)}")
+        raise RuntimeError(
+            "masked_fill_ only supports boolean masks, but got mask with dtype "
+            f"{getattr(mask, 'dtype', type(mask).__name__)}"
+        )
     if isinstance(value, Tensor):
         if value.dim() != 0:
-            raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
-                               f"{value.dim()} dimension(s).")
+            raise RuntimeError(
+                f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                f"{value.dim()} dimension(s)."
+            )
         value = value.to(input.dtype)
     elif not input.dtype.is_floating_point and isinstance(value, float):
         value = int(value)
@@ -377,13 +431,18 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
         raise RuntimeError(f"masked_scatter: expected mask of shape broadcastable to {list(input.shape)}")
     positions = np.flatnonzero(np.broadcast_to(mask._realized_data(), shape)).astype(np.int64)
     if positions.size > source.numel():
-        raise RuntimeError("masked_scatter: expected source to have at least as many elements as ones in mask "
-                           f"({positions.size}), but got {source.numel()}")
+        raise RuntimeError(
+            "masked_scatter: expected source to have at least as many elements as ones in mask "
+            f"({positions.size}), but got {source.numel()}"
+        )
     flat = input.reshape(-1)
     if positions.size == 0:
         return flat.reshape(shape)
     values = slice_axis(source.reshape(-1), 0, 0, int(positions.size)).to(input.dtype)
-    written = apply_op("ScatterElements", (flat, Tensor._from_array(positions, dtypes.int64, input.device), values),
-                       {"axis": 0, "reduction": "none"}, "MaskedScatterBackward0")
+    written = apply_op(
+        "ScatterElements",
+        (flat, Tensor._from_array(positions, dtypes.int64, input.device), values),
+        {"axis": 0, "reduction": "none"},
+        "MaskedScatterBackward0",
+    )
     return written.reshape(shape)
-

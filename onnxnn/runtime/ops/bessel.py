@@ -15,6 +15,7 @@ trapezoid and the Wronskian in tests/runtime/test_special_namespace.py):
 
 ``K(0) = inf`` and negative x give NaN, as PyTorch's.
 """
+
 from __future__ import annotations
 
 import math

@@ -10,6 +10,7 @@ gradient is that Conv.
 
 The window arithmetic here (``window_geometry``) is shared with the pooling ops.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -25,6 +26,7 @@ __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
 
 
 # ---------------------------------------------------------------- window geometry
+
 
 class WindowGeometry(NamedTuple):
     """Where a sliding window (a convolution or pooling kernel) lands, per spatial axis."""
@@ -42,8 +44,9 @@ def _per_axis(attrs: dict, name: str, rank: int, default: int) -> list[int]:
     return [default] * rank if values is None or len(values) == 0 else [int(v) for v in values]
 
 
-def pooled_size(size: int, kernel: int, stride: int, dilation: int, pad_begin: int, pad_end: int,
-                ceil_mode: bool = False) -> int:
+def pooled_size(
+    size: int, kernel: int, stride: int, dilation: int, pad_begin: int, pad_end: int, ceil_mode: bool = False
+) -> int:
     """Output length of a window sliding over ``size`` elements (PyTorch's and ONNX's formula).
 
     With ``ceil_mode`` a last partial window is kept, unless it would start inside the end padding.
@@ -57,8 +60,9 @@ def pooled_size(size: int, kernel: int, stride: int, dilation: int, pad_begin: i
     return output
 
 
-def window_geometry(input_spatial, kernel, attrs: dict, ceil_mode: bool = False,
-                    pooling: bool = False) -> WindowGeometry:
+def window_geometry(
+    input_spatial, kernel, attrs: dict, ceil_mode: bool = False, pooling: bool = False
+) -> WindowGeometry:
     """Resolves ``auto_pad``/``pads``/``strides``/``dilations`` of a Conv or pooling node to explicit pads.
 
     ``SAME_UPPER``/``SAME_LOWER`` aim at ``ceil(size / stride)`` outputs and put the odd padding
@@ -90,8 +94,10 @@ def window_geometry(input_spatial, kernel, attrs: dict, ceil_mode: bool = False,
     else:
         raise RuntimeError(f"unknown auto_pad '{mode}': expected NOTSET, SAME_UPPER, SAME_LOWER or VALID")
     pads_begin, pads_end = pads[:rank], pads[rank:]
-    output = [pooled_size(size, k, s, d, b, e, ceil_mode)
-              for size, k, s, d, b, e in zip(input_spatial, kernel, strides, dilations, pads_begin, pads_end)]
+    output = [
+        pooled_size(size, k, s, d, b, e, ceil_mode)
+        for size, k, s, d, b, e in zip(input_spatial, kernel, strides, dilations, pads_begin, pads_end)
+    ]
     return WindowGeometry(output, kernel, strides, dilations, pads_begin, pads_end)
 
 
@@ -119,14 +125,17 @@ def transpose_geometry(input_spatial, kernel, attrs: dict) -> TransposeGeometry:
     strides = _per_axis(attrs, "strides", rank, 1)
     dilations = _per_axis(attrs, "dilations", rank, 1)
     output_padding = _per_axis(attrs, "output_padding", rank, 0)
-    full = [s * (size - 1) + p + (k - 1) * d + 1
-            for size, k, s, d, p in zip(input_spatial, kernel, strides, dilations, output_padding)]
+    full = [
+        s * (size - 1) + p + (k - 1) * d + 1
+        for size, k, s, d, p in zip(input_spatial, kernel, strides, dilations, output_padding)
+    ]
     mode = auto_pad_mode(attrs)
     requested = attrs.get("output_shape")
     if requested is not None and len(requested) > 0:
         if len(requested) != rank:
-            raise RuntimeError(f"ConvTranspose: output_shape {list(requested)} must give one size per spatial axis "
-                               f"({rank})")
+            raise RuntimeError(
+                f"ConvTranspose: output_shape {list(requested)} must give one size per spatial axis ({rank})"
+            )
         output = [int(v) for v in requested]
     elif mode in ("SAME_UPPER", "SAME_LOWER"):
         # The spec asks for size * stride; onnxruntime never grows the output past ``full``.
@@ -144,6 +153,7 @@ def transpose_geometry(input_spatial, kernel, attrs: dict) -> TransposeGeometry:
 
 # ---------------------------------------------------------------- building blocks of the rules
 
+
 def needs_input_grad(ctx, index: int) -> bool:
     """Whether the gradient for input ``index`` flows anywhere (skips building unused convolutions)."""
     edges = ctx.function.next_functions
@@ -156,8 +166,12 @@ def crop(tensor: Tensor, sizes, first_axis: int = 2) -> Tensor:
     if not axes:
         return tensor
     ends = [sizes[axis - first_axis] for axis in axes]
-    return apply_op("Slice", (tensor, int64_constant([0] * len(axes)), int64_constant(ends), int64_constant(axes)),
-                    None, "SliceBackward0")
+    return apply_op(
+        "Slice",
+        (tensor, int64_constant([0] * len(axes)), int64_constant(ends), int64_constant(axes)),
+        None,
+        "SliceBackward0",
+    )
 
 
 def scatter_windows(g: Tensor, weight: Tensor, input_spatial, geometry: WindowGeometry, group: int) -> Tensor:
@@ -167,27 +181,37 @@ def scatter_windows(g: Tensor, weight: Tensor, input_spatial, geometry: WindowGe
     spatial size (rows that no window reached get zeros).
     """
     pads_end, output_padding = [], []
-    for size, out, k, s, d, b in zip(input_spatial, geometry.output, geometry.kernel, geometry.strides,
-                                     geometry.dilations, geometry.pads_begin):
+    for size, out, k, s, d, b in zip(
+        input_spatial, geometry.output, geometry.kernel, geometry.strides, geometry.dilations, geometry.pads_begin
+    ):
         excess = s * (out - 1) + (k - 1) * d + 1 - b - size
         pads_end.append(max(excess, 0))
         output_padding.append(max(-excess, 0))
-    attrs = {"strides": geometry.strides, "dilations": geometry.dilations,
-             "pads": list(geometry.pads_begin) + pads_end, "group": group}
+    attrs = {
+        "strides": geometry.strides,
+        "dilations": geometry.dilations,
+        "pads": list(geometry.pads_begin) + pads_end,
+        "group": group,
+    }
     if any(output_padding):
         attrs["output_padding"] = output_padding
     return apply_op("ConvTranspose", (g, weight), attrs, "ConvolutionBackward0")
 
 
-def gather_windows(g: Tensor, weight: Tensor, output_spatial, kernel, strides, dilations, pads_begin,
-                   group: int) -> Tensor:
+def gather_windows(
+    g: Tensor, weight: Tensor, output_spatial, kernel, strides, dilations, pads_begin, group: int
+) -> Tensor:
     """The adjoint of ConvTranspose: a Conv of ``g`` producing exactly ``output_spatial`` positions."""
-    pads_end = [max(0, s * (out - 1) + (k - 1) * d + 1 - size - b)
-                for size, out, k, s, d, b in zip(g.shape[2:], output_spatial, kernel, strides, dilations,
-                                                  pads_begin)]
-    result = apply_op("Conv", (g, weight), {"strides": list(strides), "dilations": list(dilations),
-                                             "pads": list(pads_begin) + pads_end, "group": group},
-                      "ConvolutionBackward0")
+    pads_end = [
+        max(0, s * (out - 1) + (k - 1) * d + 1 - size - b)
+        for size, out, k, s, d, b in zip(g.shape[2:], output_spatial, kernel, strides, dilations, pads_begin)
+    ]
+    result = apply_op(
+        "Conv",
+        (g, weight),
+        {"strides": list(strides), "dilations": list(dilations), "pads": list(pads_begin) + pads_end, "group": group},
+        "ConvolutionBackward0",
+    )
     return crop(result, output_spatial)
 
 
@@ -207,11 +231,16 @@ def weight_gradient(x: Tensor, g: Tensor, kernel, strides, dilations, pads_begin
     x_t = x_t.reshape((per_group_in, group * batch) + tuple(x.shape[2:]))
     g_t = g.reshape((batch, group, per_group_out) + tuple(g.shape[2:])).permute([1, 2, 0] + spatial)
     g_t = g_t.reshape((out_channels, batch) + tuple(g.shape[2:]))
-    pads_end = [max(0, (out - 1) * s + (k - 1) * d + 1 - size - b)
-                for size, out, k, s, d, b in zip(x.shape[2:], g.shape[2:], kernel, strides, dilations, pads_begin)]
-    result = apply_op("Conv", (x_t, g_t), {"strides": list(dilations), "dilations": list(strides),
-                                           "pads": list(pads_begin) + pads_end, "group": group},
-                      "ConvolutionBackward0")
+    pads_end = [
+        max(0, (out - 1) * s + (k - 1) * d + 1 - size - b)
+        for size, out, k, s, d, b in zip(x.shape[2:], g.shape[2:], kernel, strides, dilations, pads_begin)
+    ]
+    result = apply_op(
+        "Conv",
+        (x_t, g_t),
+        {"strides": list(dilations), "dilations": list(strides), "pads": list(pads_begin) + pads_end, "group": group},
+        "ConvolutionBackward0",
+    )
     result = crop(result, kernel)  # windows past the kernel's extent (strides not dividing evenly)
     return result.permute([1, 0] + list(range(2, 2 + spatial_rank)))
 
@@ -223,12 +252,14 @@ def channel_sum(g: Tensor) -> Tensor:
 
 # ---------------------------------------------------------------- Conv
 
+
 def _conv_node_kernel(x, w, attrs: dict, op_type: str) -> list[int]:
     kernel = list(w.shape[2:])
     declared = attrs.get("kernel_shape")
     if declared is not None and len(declared) and [int(k) for k in declared] != kernel:
-        raise RuntimeError(f"{op_type}: kernel_shape {list(declared)} does not match the weight of shape "
-                           f"{list(w.shape)}")
+        raise RuntimeError(
+            f"{op_type}: kernel_shape {list(declared)} does not match the weight of shape {list(w.shape)}"
+        )
     return kernel
 
 
@@ -238,18 +269,24 @@ def _conv_shape(inputs, attrs):
     bias = inputs[2] if len(inputs) > 2 else None
     group = int(attrs.get("group", 1))
     if len(x.shape) < 3 or len(w.shape) != len(x.shape):
-        raise RuntimeError(f"Conv expects an input of rank >= 3 and a weight of the same rank, got input "
-                           f"{list(x.shape)} and weight {list(w.shape)}")
+        raise RuntimeError(
+            f"Conv expects an input of rank >= 3 and a weight of the same rank, got input "
+            f"{list(x.shape)} and weight {list(w.shape)}"
+        )
     if group < 1 or w.shape[0] % group or x.shape[1] != w.shape[1] * group:
-        raise RuntimeError(f"Conv: given group={group}, weight of size {list(w.shape)}, expected input"
-                           f"{list(x.shape)} to have {w.shape[1] * group} channels and the weight's first "
-                           f"dimension to be divisible by {group}")
+        raise RuntimeError(
+            f"Conv: given group={group}, weight of size {list(w.shape)}, expected input"
+            f"{list(x.shape)} to have {w.shape[1] * group} channels and the weight's first "
+            f"dimension to be divisible by {group}"
+        )
     if bias is not None and bias.shape != (w.shape[0],):
         raise RuntimeError(f"Conv: expected bias of shape [{w.shape[0]}], got {list(bias.shape)}")
     geometry = window_geometry(x.shape[2:], _conv_node_kernel(x, w, attrs, "Conv"), attrs)
     if any(size <= 0 for size in geometry.output):
-        raise RuntimeError(f"Conv: input of shape {list(x.shape)} is smaller than the dilated kernel of weight "
-                           f"{list(w.shape)} (output size {geometry.output})")
+        raise RuntimeError(
+            f"Conv: input of shape {list(x.shape)} is smaller than the dilated kernel of weight "
+            f"{list(w.shape)} (output size {geometry.output})"
+        )
     return [((x.shape[0], w.shape[0]) + tuple(geometry.output), x.dtype)]
 
 
@@ -262,8 +299,9 @@ def _conv_grad(ctx, g):
     if needs_input_grad(ctx, 0):
         grad_x = scatter_windows(g, ctx.input(1), x_shape[2:], geometry, group)
     if needs_input_grad(ctx, 1):
-        grad_w = weight_gradient(ctx.input(0), g, geometry.kernel, geometry.strides, geometry.dilations,
-                                 geometry.pads_begin, group)
+        grad_w = weight_gradient(
+            ctx.input(0), g, geometry.kernel, geometry.strides, geometry.dilations, geometry.pads_begin, group
+        )
     if ctx.num_inputs > 2 and ctx.input_value(2) is not None and needs_input_grad(ctx, 2):
         grad_b = channel_sum(g)
     return grad_x, grad_w, grad_b
@@ -271,24 +309,30 @@ def _conv_grad(ctx, g):
 
 # ---------------------------------------------------------------- ConvTranspose
 
+
 @shape_rules.register("ConvTranspose")
 def _conv_transpose_shape(inputs, attrs):
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
     group = int(attrs.get("group", 1))
     if len(x.shape) < 3 or len(w.shape) != len(x.shape):
-        raise RuntimeError(f"ConvTranspose expects an input of rank >= 3 and a weight of the same rank, got "
-                           f"input {list(x.shape)} and weight {list(w.shape)}")
+        raise RuntimeError(
+            f"ConvTranspose expects an input of rank >= 3 and a weight of the same rank, got "
+            f"input {list(x.shape)} and weight {list(w.shape)}"
+        )
     if group < 1 or x.shape[1] != w.shape[0] or w.shape[0] % group:
-        raise RuntimeError(f"ConvTranspose: given group={group}, weight of size {list(w.shape)}, expected input"
-                           f"{list(x.shape)} to have {w.shape[0]} channels, divisible by {group}")
+        raise RuntimeError(
+            f"ConvTranspose: given group={group}, weight of size {list(w.shape)}, expected input"
+            f"{list(x.shape)} to have {w.shape[0]} channels, divisible by {group}"
+        )
     channels = w.shape[1] * group
     if bias is not None and bias.shape != (channels,):
         raise RuntimeError(f"ConvTranspose: expected bias of shape [{channels}], got {list(bias.shape)}")
     geometry = transpose_geometry(x.shape[2:], _conv_node_kernel(x, w, attrs, "ConvTranspose"), attrs)
     if any(size <= 0 for size in geometry.output):
-        raise RuntimeError(f"ConvTranspose: input of shape {list(x.shape)} gives a non-positive output size "
-                           f"{geometry.output}")
+        raise RuntimeError(
+            f"ConvTranspose: input of shape {list(x.shape)} gives a non-positive output size {geometry.output}"
+        )
     return [((x.shape[0], channels) + tuple(geometry.output), x.dtype)]
 
 
@@ -299,19 +343,29 @@ def _conv_transpose_grad(ctx, g):
     geometry = transpose_geometry(x_shape[2:], w_shape[2:], ctx.attrs)
     grad_x = grad_w = grad_b = None
     if needs_input_grad(ctx, 0):
-        grad_x = gather_windows(g, ctx.input(1), x_shape[2:], geometry.kernel, geometry.strides,
-                                geometry.dilations, geometry.pads_begin, group)
+        grad_x = gather_windows(
+            g,
+            ctx.input(1),
+            x_shape[2:],
+            geometry.kernel,
+            geometry.strides,
+            geometry.dilations,
+            geometry.pads_begin,
+            group,
+        )
     if needs_input_grad(ctx, 1):
         # ConvTranspose(x, w) is the adjoint of Conv(., w) mapping the output space to the input's:
         # its weight gradient is Conv's weight gradient with the roles of x and g exchanged.
-        grad_w = weight_gradient(g, ctx.input(0), geometry.kernel, geometry.strides, geometry.dilations,
-                                 geometry.pads_begin, group)
+        grad_w = weight_gradient(
+            g, ctx.input(0), geometry.kernel, geometry.strides, geometry.dilations, geometry.pads_begin, group
+        )
     if ctx.num_inputs > 2 and ctx.input_value(2) is not None and needs_input_grad(ctx, 2):
         grad_b = channel_sum(g)
     return grad_x, grad_w, grad_b
 
 
 # ---------------------------------------------------------------- im2col and Col2Im
+
 
 def im2col(x: Tensor, kernel, strides, pads_begin, pads_end, dilations, name: str = "Im2ColBackward0") -> Tensor:
     """``(N, C, *spatial)`` -> ``(N, C * prod(kernel), L)``: every window's elements, channel-major.
@@ -324,8 +378,13 @@ def im2col(x: Tensor, kernel, strides, pads_begin, pads_end, dilations, name: st
     channels, taps = x.shape[1], int(np.prod(kernel))
     eye = np.eye(taps, dtype=x.dtype.numpy_dtype).reshape((taps, 1) + tuple(kernel))
     weight = Tensor._from_array(np.tile(eye, (channels,) + (1,) * (len(kernel) + 1)), x.dtype, x.device)
-    attrs = {"kernel_shape": kernel, "strides": list(strides), "pads": list(pads_begin) + list(pads_end),
-             "dilations": list(dilations), "group": channels}
+    attrs = {
+        "kernel_shape": kernel,
+        "strides": list(strides),
+        "pads": list(pads_begin) + list(pads_end),
+        "dilations": list(dilations),
+        "group": channels,
+    }
     columns = apply_op("Conv", (x, weight), attrs, name)
     return columns.reshape((x.shape[0], channels * taps, int(np.prod(columns.shape[2:]))))
 
@@ -343,6 +402,7 @@ def _col2im_grad(ctx, g):
 
 # ---------------------------------------------------------------- tensor functions
 
+
 def expand_param(value, rank: int, name: str, function: str | None = None) -> list[int]:
     """An int or a sequence of ``rank`` ints as a list (PyTorch's ``_pair``/``_triple`` with its error)."""
     if isinstance(value, bool):
@@ -356,14 +416,17 @@ def expand_param(value, rank: int, name: str, function: str | None = None) -> li
         if function is not None:
             count = {1: "one", 2: "two", 3: "three"}.get(rank, str(rank))
             raise RuntimeError(f"{function}: {name} must either be a single int, or a tuple of {count} ints")
-        raise RuntimeError(f"expected {name} to be a single integer value or a list of {rank} values to match "
-                           f"the convolution dimensions, but got {name}={values}")
+        raise RuntimeError(
+            f"expected {name} to be a single integer value or a list of {rank} values to match "
+            f"the convolution dimensions, but got {name}={values}"
+        )
     return values
 
 
 def _type_name(dtype) -> str:
     return {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16"}.get(
-        dtype.name, dtype.name.capitalize())
+        dtype.name, dtype.name.capitalize()
+    )
 
 
 def batched(input: Tensor, spatial_rank: int, function: str) -> tuple[Tensor, bool]:
@@ -372,48 +435,65 @@ def batched(input: Tensor, spatial_rank: int, function: str) -> tuple[Tensor, bo
         return input, False
     if input.dim() == spatial_rank + 1:
         return input.unsqueeze(0), True
-    raise RuntimeError(f"Expected {spatial_rank + 1}D (unbatched) or {spatial_rank + 2}D (batched) input to "
-                       f"{function}, but got input of size: {list(input.shape)}")
+    raise RuntimeError(
+        f"Expected {spatial_rank + 1}D (unbatched) or {spatial_rank + 2}D (batched) input to "
+        f"{function}, but got input of size: {list(input.shape)}"
+    )
 
 
 def _check_conv_arguments(input: Tensor, weight: Tensor, bias, groups: int, transposed: bool) -> None:
     """PyTorch's ``check_shape_forward`` in its words (the input already has its batch axis)."""
     if weight.dim() != input.dim():
-        raise RuntimeError(f"Expected {weight.dim()}-dimensional input for {weight.dim()}-dimensional weight "
-                           f"{list(weight.shape)}, but got {input.dim()}-dimensional input of size "
-                           f"{list(input.shape)} instead")
+        raise RuntimeError(
+            f"Expected {weight.dim()}-dimensional input for {weight.dim()}-dimensional weight "
+            f"{list(weight.shape)}, but got {input.dim()}-dimensional input of size "
+            f"{list(input.shape)} instead"
+        )
     if input.dtype is not weight.dtype:
         raise RuntimeError(f"expected scalar type {_type_name(input.dtype)} but found {_type_name(weight.dtype)}")
     if bias is not None and bias.dtype is not input.dtype:
-        raise RuntimeError(f"Input type ({_type_name(input.dtype)}) and bias type ({_type_name(bias.dtype)}) "
-                           f"should be the same")
+        raise RuntimeError(
+            f"Input type ({_type_name(input.dtype)}) and bias type ({_type_name(bias.dtype)}) should be the same"
+        )
     if groups <= 0:
         raise RuntimeError("non-positive groups is not supported")
     weight_size = list(weight.shape)
     if not transposed:
         if weight.shape[0] < groups:
-            raise RuntimeError(f"Given groups={groups}, expected weight to be at least {groups} at dimension 0, "
-                               f"but got weight of size {weight_size} instead")
+            raise RuntimeError(
+                f"Given groups={groups}, expected weight to be at least {groups} at dimension 0, "
+                f"but got weight of size {weight_size} instead"
+            )
         if weight.shape[0] % groups:
-            raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
-                               f"but got weight of size {weight_size} instead")
+            raise RuntimeError(
+                f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
+                f"but got weight of size {weight_size} instead"
+            )
         if input.shape[1] != weight.shape[1] * groups:
-            raise RuntimeError(f"Given groups={groups}, weight of size {weight_size}, expected input"
-                               f"{list(input.shape)} to have {weight.shape[1] * groups} channels, but got "
-                               f"{input.shape[1]} channels instead")
+            raise RuntimeError(
+                f"Given groups={groups}, weight of size {weight_size}, expected input"
+                f"{list(input.shape)} to have {weight.shape[1] * groups} channels, but got "
+                f"{input.shape[1]} channels instead"
+            )
         out_channels, prefix = weight.shape[0], ""
     else:
         if input.shape[1] != weight.shape[0]:
-            raise RuntimeError(f"Given transposed=1, weight of size {weight_size}, expected input"
-                               f"{list(input.shape)} to have {weight.shape[0]} channels, but got "
-                               f"{input.shape[1]} channels instead")
+            raise RuntimeError(
+                f"Given transposed=1, weight of size {weight_size}, expected input"
+                f"{list(input.shape)} to have {weight.shape[0]} channels, but got "
+                f"{input.shape[1]} channels instead"
+            )
         if weight.shape[0] % groups:
-            raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
-                               f"but got weight of size {weight_size} instead")
+            raise RuntimeError(
+                f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
+                f"but got weight of size {weight_size} instead"
+            )
         out_channels, prefix = weight.shape[1] * groups, "transposed=1, "
     if bias is not None and tuple(bias.shape) != (out_channels,):
-        raise RuntimeError(f"Given {prefix}weight of size {weight_size}, expected bias to be 1-dimensional with "
-                           f"{out_channels} elements, but got bias of size {list(bias.shape)} instead")
+        raise RuntimeError(
+            f"Given {prefix}weight of size {weight_size}, expected bias to be 1-dimensional with "
+            f"{out_channels} elements, but got bias of size {list(bias.shape)} instead"
+        )
 
 
 def _sizes(values) -> str:
@@ -451,17 +531,25 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
     padded = [size + b + e for size, b, e in zip(spatial, pads_begin, pads_end)]
     dilated = [d * (k - 1) + 1 for k, d in zip(kernel, dilations)]
     if any(p < k for p, k in zip(padded, dilated)):
-        raise RuntimeError(f"Calculated padded input size per channel: ({_sizes(padded)}). Kernel size: "
-                           f"({_sizes(dilated)}). Kernel size can't be greater than actual input size")
-    attrs = {"strides": strides, "pads": list(pads_begin) + list(pads_end), "dilations": dilations, "group": groups,
-             "kernel_shape": kernel}
+        raise RuntimeError(
+            f"Calculated padded input size per channel: ({_sizes(padded)}). Kernel size: "
+            f"({_sizes(dilated)}). Kernel size can't be greater than actual input size"
+        )
+    attrs = {
+        "strides": strides,
+        "pads": list(pads_begin) + list(pads_end),
+        "dilations": dilations,
+        "group": groups,
+        "kernel_shape": kernel,
+    }
     operands = (input, weight) if bias is None else (input, weight, bias)
     output = apply_op("Conv", operands, attrs, "ConvolutionBackward0")
     return output.squeeze(0) if added_batch else output
 
 
-def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
-           groups: int = 1) -> Tensor:
+def conv1d(
+    input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1, groups: int = 1
+) -> Tensor:
     """1-D convolution (cross-correlation) over ``(N, C_in, L)`` or unbatched ``(C_in, L)`` input.
 
     Args:
@@ -478,8 +566,9 @@ def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
     return _conv(input, weight, bias, stride, padding, dilation, groups, 1)
 
 
-def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
-           groups: int = 1) -> Tensor:
+def conv2d(
+    input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1, groups: int = 1
+) -> Tensor:
     """2-D convolution (cross-correlation), recorded as one ONNX ``Conv`` node.
 
     Args:
@@ -502,14 +591,16 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
     return _conv(input, weight, bias, stride, padding, dilation, groups, 2)
 
 
-def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
-           groups: int = 1) -> Tensor:
+def conv3d(
+    input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1, groups: int = 1
+) -> Tensor:
     """3-D convolution over ``(N, C_in, D, H, W)``; arguments as :func:`conv2d` with triples."""
     return _conv(input, weight, bias, stride, padding, dilation, groups, 3)
 
 
-def _conv_transpose(input: Tensor, weight: Tensor, bias, stride, padding, output_padding, groups: int, dilation,
-                    spatial_rank: int) -> Tensor:
+def _conv_transpose(
+    input: Tensor, weight: Tensor, bias, stride, padding, output_padding, groups: int, dilation, spatial_rank: int
+) -> Tensor:
     function = f"conv_transpose{spatial_rank}d"
     input, added_batch = batched(input, spatial_rank, function)
     _check_conv_arguments(input, weight, bias, groups, transposed=True)
@@ -526,17 +617,22 @@ def _conv_transpose(input: Tensor, weight: Tensor, bias, stride, padding, output
     if any(d <= 0 for d in dilations):
         raise RuntimeError("dilation should be greater than zero")
     if any(p >= s and p >= d for p, s, d in zip(extra, strides, dilations)):
-        raise RuntimeError(f"output padding must be smaller than either stride or dilation, but got "
-                           f"output_padding={extra}, stride={strides} and dilation={dilations}")
+        raise RuntimeError(
+            f"output padding must be smaller than either stride or dilation, but got "
+            f"output_padding={extra}, stride={strides} and dilation={dilations}"
+        )
     kernel = list(weight.shape[2:])
     spatial = list(input.shape[2:])
-    output = [s * (size - 1) - 2 * p + d * (k - 1) + e + 1
-              for size, s, p, d, k, e in zip(spatial, strides, pads, dilations, kernel, extra)]
+    output = [
+        s * (size - 1) - 2 * p + d * (k - 1) + e + 1
+        for size, s, p, d, k, e in zip(spatial, strides, pads, dilations, kernel, extra)
+    ]
     if any(size <= 0 for size in output):
-        raise RuntimeError(f"Given input size per channel: ({_sizes(spatial)}). Calculated output size per "
-                           f"channel: ({_sizes(output)}). Output size is too small")
-    attrs = {"strides": strides, "pads": pads + pads, "dilations": dilations, "group": groups,
-             "kernel_shape": kernel}
+        raise RuntimeError(
+            f"Given input size per channel: ({_sizes(spatial)}). Calculated output size per "
+            f"channel: ({_sizes(output)}). Output size is too small"
+        )
+    attrs = {"strides": strides, "pads": pads + pads, "dilations": dilations, "group": groups, "kernel_shape": kernel}
     if any(extra):
         attrs["output_padding"] = extra
     operands = (input, weight) if bias is None else (input, weight, bias)
@@ -544,8 +640,16 @@ def _conv_transpose(input: Tensor, weight: Tensor, bias, stride, padding, output
     return result.squeeze(0) if added_batch else result
 
 
-def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
-                     output_padding=0, groups: int = 1, dilation=1) -> Tensor:
+def conv_transpose1d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    output_padding=0,
+    groups: int = 1,
+    dilation=1,
+) -> Tensor:
     """1-D transposed convolution ("deconvolution"), the gradient of :func:`conv1d` w.r.t. its input.
 
     Args:
@@ -559,8 +663,16 @@ def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
     return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 1)
 
 
-def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
-                     output_padding=0, groups: int = 1, dilation=1) -> Tensor:
+def conv_transpose2d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    output_padding=0,
+    groups: int = 1,
+    dilation=1,
+) -> Tensor:
     """2-D transposed convolution, recorded as one ONNX ``ConvTranspose`` node.
 
     Args:
@@ -580,7 +692,15 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
     return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 2)
 
 
-def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
-                     output_padding=0, groups: int = 1, dilation=1) -> Tensor:
+def conv_transpose3d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    output_padding=0,
+    groups: int = 1,
+    dilation=1,
+) -> Tensor:
     """3-D transposed convolution over ``(N, C_in, D, H, W)``; arguments as :func:`conv_transpose2d`."""
     return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 3)

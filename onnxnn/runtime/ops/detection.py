@@ -15,6 +15,7 @@ recurrent rules do.
   offsets' gradient flows through the weights while ``floor`` reads detached coordinates. The rule
   reads no data. Outputs' shapes come from ONNX shape inference, so neither op has a shape rule.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -41,14 +42,18 @@ def _index(array: np.ndarray, like: Tensor) -> Tensor:
 
 # ---------------------------------------------------------------- RoiAlign
 
+
 def _roi_align_recorded(x: Tensor, rois_value, batch_value, attrs: dict) -> Tensor:
     batch, channels, height, width = x.shape
     options = roi_align_attributes(attrs)
     out_h, out_w = options["output_height"], options["output_width"]
     taps = roi_align_taps(np.asarray(data_of(rois_value)), height, width, attrs)
     regions = taps.positions.shape[0]
-    images = apply_op("Gather", (x.reshape(batch, channels, height * width),
-                                 _index(np.asarray(data_of(batch_value)).reshape(-1), x)), {"axis": 0})
+    images = apply_op(
+        "Gather",
+        (x.reshape(batch, channels, height * width), _index(np.asarray(data_of(batch_value)).reshape(-1), x)),
+        {"axis": 0},
+    )
     positions = _index(taps.positions[:, None, :], x).expand(regions, channels, taps.positions.shape[1])
     values = images.gather(2, positions) * _constant(taps.weights[:, None, :].astype(x.dtype.numpy_dtype), x)
     values = values.reshape(regions, channels, out_h, out_w, taps.samples, 4)
@@ -69,6 +74,7 @@ def _roi_align_grad(ctx, g):
 
 
 # ---------------------------------------------------------------- DeformConv
+
 
 def _deform_conv_recorded(x: Tensor, w: Tensor, offset: Tensor, bias, mask, attrs: dict) -> Tensor:
     geometry = deform_conv_geometry(tuple(x.shape), tuple(w.shape), tuple(offset.shape), attrs)
@@ -104,4 +110,5 @@ def _deform_conv_grad(ctx, g):
 
     def forward(x, w, offset, bias=None, mask=None):
         return [_deform_conv_recorded(x, w, offset, bias, mask, attrs)]
+
     return gradient_by_recomputation(ctx, forward, (0, 1, 2, 3, 4), [g])

@@ -5,6 +5,7 @@ operands onto the operand's subscripts. Subscripts of the operand that appear no
 summed away by the forward node, so the gradient is broadcast back along them. A subscript
 repeated within one operand (a diagonal, ``"ii->i"``) has no such form and is refused.
 """
+
 from __future__ import annotations
 
 import string
@@ -36,7 +37,7 @@ def explicit_equation(equation: str, ranks: list[int]) -> tuple[list[str], str]:
     for index, (term, rank) in enumerate(zip(terms, ranks)):
         if "..." in term:
             covered = rank - (len(term) - 3)
-            term = term.replace("...", fill[len(fill) - covered:] if covered else "")
+            term = term.replace("...", fill[len(fill) - covered :] if covered else "")
         if len(term) != rank or not term.isalpha():
             raise ValueError(f"einsum(): the subscripts '{terms[index]}' do not fit operand {index} of rank {rank}")
         operands.append(term)
@@ -76,8 +77,9 @@ def _einsum_grad(ctx, g):
             grads.append(None)
             continue
         if len(set(term)) != len(term):
-            raise NotImplementedError(f"gradient of Einsum '{ctx.attrs['equation']}': operand {index} repeats a "
-                                      "subscript (a diagonal)")
+            raise NotImplementedError(
+                f"gradient of Einsum '{ctx.attrs['equation']}': operand {index} repeats a subscript (a diagonal)"
+            )
         others = [operands[j] for j in range(len(operands)) if j != index]
         reachable = set(output).union(*others) if others else set(output)
         kept = "".join(letter for letter in term if letter in reachable)

@@ -4,6 +4,7 @@ Each ONNX op's entries sit together: its shape rule, its gradient rule (a one-li
 math allows), then the PyTorch-named functions recording it. Broadcast gradients are summed back
 to input shapes by the autodiff driver, never here.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -13,8 +14,16 @@ from ...ir import dtypes
 from ...ir.graph import Value
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ...ir.caches import register_cache
-from ._common import (Tensor, apply_op, as_tensor_operand, broadcast_values, promote_operands, promote_pair,
-                      same_shape, static_scalar)
+from ._common import (
+    Tensor,
+    apply_op,
+    as_tensor_operand,
+    broadcast_values,
+    promote_operands,
+    promote_pair,
+    same_shape,
+    static_scalar,
+)
 
 # ---------------------------------------------------------------- shape rules
 
@@ -30,10 +39,46 @@ def _comparison_shape(inputs, attrs):
 
 
 shape_rules.register(
-    "Neg", "Abs", "Exp", "Log", "Sqrt", "Reciprocal", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Sign",
-    "Floor", "Ceil", "Round", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh",
-    "Atanh", "Erf", "Softplus", "Softsign", "Identity", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish",
-    "Gelu", "Mish", "ThresholdedRelu", "Not", "BitwiseNot")(same_shape)
+    "Neg",
+    "Abs",
+    "Exp",
+    "Log",
+    "Sqrt",
+    "Reciprocal",
+    "Relu",
+    "LeakyRelu",
+    "Sigmoid",
+    "Tanh",
+    "Sign",
+    "Floor",
+    "Ceil",
+    "Round",
+    "Sin",
+    "Cos",
+    "Tan",
+    "Asin",
+    "Acos",
+    "Atan",
+    "Sinh",
+    "Cosh",
+    "Asinh",
+    "Acosh",
+    "Atanh",
+    "Erf",
+    "Softplus",
+    "Softsign",
+    "Identity",
+    "Elu",
+    "Selu",
+    "Celu",
+    "HardSigmoid",
+    "HardSwish",
+    "Gelu",
+    "Mish",
+    "ThresholdedRelu",
+    "Not",
+    "BitwiseNot",
+)(same_shape)
 
 
 @shape_rules.register("IsNaN", "IsInf")
@@ -56,8 +101,24 @@ def _where_shape(inputs, attrs):
     return [(broadcast_values(inputs), inputs[1].dtype)]
 
 
-non_differentiable.mark("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor",
-                   "Not", "IsNaN", "IsInf", "Sign", "Floor", "Ceil", "Round", "BitwiseNot")
+non_differentiable.mark(
+    "Equal",
+    "Less",
+    "Greater",
+    "LessOrEqual",
+    "GreaterOrEqual",
+    "And",
+    "Or",
+    "Xor",
+    "Not",
+    "IsNaN",
+    "IsInf",
+    "Sign",
+    "Floor",
+    "Ceil",
+    "Round",
+    "BitwiseNot",
+)
 
 # ---------------------------------------------------------------- gradient rules
 
@@ -84,8 +145,10 @@ def _sub_grad(ctx, g):
 
 @gradient_rules.register("Mul")
 def _mul_grad(ctx, g):
-    return (g * ctx.input(1) if ctx.needs_input_grad(0) else None,
-            g * ctx.input(0) if ctx.needs_input_grad(1) else None)
+    return (
+        g * ctx.input(1) if ctx.needs_input_grad(0) else None,
+        g * ctx.input(0) if ctx.needs_input_grad(1) else None,
+    )
 
 
 @gradient_rules.register("Div")
@@ -293,11 +356,15 @@ def _is_bool(operand) -> bool:
 
 def sub(input, other, *, alpha=1) -> Tensor:
     if _is_bool(input) and _is_bool(other):
-        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
-                           "Use the `^` or `logical_xor()` operator instead.")
+        raise RuntimeError(
+            "Subtraction, the `-` operator, with two bool tensors is not supported. "
+            "Use the `^` or `logical_xor()` operator instead."
+        )
     if _is_bool(input) or _is_bool(other):
-        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
-                           "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+        raise RuntimeError(
+            "Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+            "trying to invert a mask, use the `~` or `logical_not()` operator instead."
+        )
     if alpha != 1:
         other = _scaled(other, alpha)
     return _binary("Sub", input, other, "SubBackward0")
@@ -328,8 +395,11 @@ def _times_static_one(a, b) -> Tensor | None:
             continue
         if not one_is_value and one._requires_grad:
             return None
-        if len(value.shape) <= len(x._value.shape) and _is_all_ones(value) and \
-                broadcast_values((x._value, value)) == x._value.shape:
+        if (
+            len(value.shape) <= len(x._value.shape)
+            and _is_all_ones(value)
+            and broadcast_values((x._value, value)) == x._value.shape
+        ):
             return Tensor._from_value(x._value)
     return None
 
@@ -355,8 +425,9 @@ def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
             (a, b), _ = promote_operands([_to_float(input), _to_float(other)])
         return apply_op("Div", (a, b), None, "DivBackward0")
     if rounding_mode not in ("trunc", "floor"):
-        raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
-                         f"'{rounding_mode}'")
+        raise ValueError(
+            f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'"
+        )
     if not result_dtype.is_floating_point:
         return _integer_division(_as_tensor(a), _as_tensor(b), rounding_mode)
     quotient = apply_op("Div", (a, b), None, "DivBackward0")
@@ -427,8 +498,10 @@ def pow(input, exponent) -> Tensor:
 
 def neg(input: Tensor) -> Tensor:
     if input._value.dtype is dtypes.bool:
-        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you are trying "
-                           "to invert a mask, use the `~` or `logical_not()` operator instead.")
+        raise RuntimeError(
+            "Negation, the `-` operator, on a bool tensor is not supported. If you are trying "
+            "to invert a mask, use the `~` or `logical_not()` operator instead."
+        )
     return _unary("Neg", input, "NegBackward0")
 
 
@@ -654,4 +727,3 @@ def allclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equ
 def equal(input: Tensor, other: Tensor) -> bool:
     """True when both tensors have the same shape and elements."""
     return input.shape == other.shape and bool(eq(input, other).all().item())
-

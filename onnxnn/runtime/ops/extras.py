@@ -4,6 +4,7 @@ histogram, histogramdd, hash_tensor, nonzero_static, bernoulli, and torch's top-
 All recorded with existing ops except the documented data readers (histogram, histogramdd, hash_tensor, nonzero_static)
 and bernoulli, whose samples come from onnxnn's seeded generator like every random value.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -19,10 +20,29 @@ from . import elementwise as _e
 from . import reduce as _r
 from .shape import chunk, split, stack
 
-__all__ = ["vander", "pdist", "renorm", "frobenius_norm", "unravel_index", "range", "histogram", "histogramdd",
-           "hash_tensor", "nonzero_static",
-           "bernoulli", "split_with_sizes", "unsafe_split", "unsafe_chunk", "unsafe_split_with_sizes", "unflatten",
-           "is_same_size", "is_signed", "get_device", "adjoint", "is_inference"]
+__all__ = [
+    "vander",
+    "pdist",
+    "renorm",
+    "frobenius_norm",
+    "unravel_index",
+    "range",
+    "histogram",
+    "histogramdd",
+    "hash_tensor",
+    "nonzero_static",
+    "bernoulli",
+    "split_with_sizes",
+    "unsafe_split",
+    "unsafe_chunk",
+    "unsafe_split_with_sizes",
+    "unflatten",
+    "is_same_size",
+    "is_signed",
+    "get_device",
+    "adjoint",
+    "is_inference",
+]
 
 
 def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
@@ -46,8 +66,10 @@ def pdist(input: Tensor, p: float = 2) -> Tensor:
         raise RuntimeError(f"pdist only supports 2D tensors, got: {input.dim()}D")
     rows = input.shape[0]
     first, second = np.triu_indices(rows, 1)
-    pick = lambda positions: input.index_select(0, Tensor._from_array(positions.astype(np.int64), dtypes.int64,  # noqa: E731
-                                                                      input.device))
+
+    def pick(positions):
+        return input.index_select(0, Tensor._from_array(positions.astype(np.int64), dtypes.int64, input.device))
+
     differences = pick(first) - pick(second)
     if p == 2:
         return _e.sqrt(_r.sum(differences * differences, 1))
@@ -126,8 +148,10 @@ def histogramdd(input: Tensor, bins=10, *, range=None, weight: Tensor | None = N
     else:
         edges = bins
     if isinstance(edges, (list, tuple)) and len(edges) != dimensions:
-        raise RuntimeError(f"torch.histogramdd: expected {dimensions} sequences of bin edges for each of the "
-                           f"{dimensions} dimensions of input but got {len(edges)}")
+        raise RuntimeError(
+            f"torch.histogramdd: expected {dimensions} sequences of bin edges for each of the "
+            f"{dimensions} dimensions of input but got {len(edges)}"
+        )
     pairs = None if range is None else [(range[2 * axis], range[2 * axis + 1]) for axis in builtins.range(dimensions)]
     weights = None if weight is None else np.asarray(weight._realized_data(), np.float64).reshape(-1)
     hist, bin_edges = np.histogramdd(points, edges, range=pairs, weights=weights, density=density)
@@ -152,8 +176,10 @@ def hash_tensor(input: Tensor, dim=None, *, keepdim: bool = False, mode: int = 0
     bits = wide.view(np.uint64)
     if dim is None:
         if data.size == 0:
-            raise RuntimeError("hash_tensor: Expected reduction dim to be specified for input.numel() == 0. "
-                               "Specify the reduction dim with the 'dim' argument.")
+            raise RuntimeError(
+                "hash_tensor: Expected reduction dim to be specified for input.numel() == 0. "
+                "Specify the reduction dim with the 'dim' argument."
+            )
         axes = tuple(builtins.range(data.ndim))
     else:
         axes = tuple(normalize_axes([dim] if isinstance(dim, int) else list(dim), data.ndim))
@@ -168,7 +194,7 @@ def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
     """``nonzero`` cut or padded with ``fill_value`` to exactly ``size`` rows. Reads the data."""
     found = np.argwhere(np.asarray(input._realized_data())).astype(np.int64)[:size]
     padded = np.full((size, input.dim()), fill_value, dtype=np.int64)
-    padded[:found.shape[0]] = found
+    padded[: found.shape[0]] = found
     return Tensor._from_array(padded, dtypes.int64, input.device)
 
 

@@ -5,6 +5,7 @@ Mul and Add nodes and is differentiable through the existing rules. Non-uniform 
 per-position weights (numpy's formulas for unevenly spaced samples), computed with Tensor ops from
 the coordinate tensors so they stay in the graph too.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -23,8 +24,9 @@ def _dims(input: Tensor, dim) -> list[int]:
     rank = input.dim()
     for axis in dims:
         if not -rank <= axis < rank:
-            raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got "
-                             f"{axis})")
+            raise IndexError(
+                f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {axis})"
+            )
     normalized = [axis % rank for axis in dims]
     if len(set(normalized)) != len(normalized):
         raise RuntimeError("torch.gradient expected each dimension to be unique")
@@ -38,9 +40,11 @@ def _spacings(spacing, count: int) -> list:
         return [float(step)] * count
     spacing = list(spacing)
     if len(spacing) != count:
-        raise RuntimeError(f"torch.gradient expected spacing to be unspecified, a scalar or it's spacing and dim "
-                           f"arguments to have the same length, but got a spacing argument of length "
-                           f"{len(spacing)} and a dim argument of length {count}.")
+        raise RuntimeError(
+            f"torch.gradient expected spacing to be unspecified, a scalar or it's spacing and dim "
+            f"arguments to have the same length, but got a spacing argument of length "
+            f"{len(spacing)} and a dim argument of length {count}."
+        )
     return [item if isinstance(item, Tensor) and item.dim() == 1 else float(item) for item in spacing]
 
 
@@ -67,8 +71,10 @@ def _uniform(input: Tensor, axis: int, step: float, edge_order: int) -> Tensor:
 def _coordinates(input: Tensor, axis: int, x: Tensor, edge_order: int) -> Tensor:
     size, rank = input.shape[axis], input.dim()
     if x.shape[0] != size:
-        raise RuntimeError(f"torch.gradient expected each tensor to be on the same device and to have as many "
-                           f"coordinates as the dimension has elements ({size}), got {x.shape[0]}")
+        raise RuntimeError(
+            f"torch.gradient expected each tensor to be on the same device and to have as many "
+            f"coordinates as the dimension has elements ({size}), got {x.shape[0]}"
+        )
     x = x.to(input.dtype)
     part = lambda start, length: input.narrow(axis, start, length)  # noqa: E731
     steps = x[1:] - x[:-1]
@@ -76,20 +82,27 @@ def _coordinates(input: Tensor, axis: int, x: Tensor, edge_order: int) -> Tensor
     a = -h2 / (h1 * (h1 + h2))
     b = (h2 - h1) / (h1 * h2)
     c = h1 / (h2 * (h1 + h2))
-    interior = (part(0, size - 2) * _along(a, rank, axis) + part(1, size - 2) * _along(b, rank, axis)
-                + part(2, size - 2) * _along(c, rank, axis))
+    interior = (
+        part(0, size - 2) * _along(a, rank, axis)
+        + part(1, size - 2) * _along(b, rank, axis)
+        + part(2, size - 2) * _along(c, rank, axis)
+    )
     if edge_order == 1:
         first = (part(1, 1) - part(0, 1)) / _along(steps[:1], rank, axis)
         last = (part(size - 1, 1) - part(size - 2, 1)) / _along(steps[-1:], rank, axis)
     else:
         d1, d2 = steps[0:1], steps[1:2]
-        first = (part(0, 1) * _along(-(2.0 * d1 + d2) / (d1 * (d1 + d2)), rank, axis)
-                 + part(1, 1) * _along((d1 + d2) / (d1 * d2), rank, axis)
-                 + part(2, 1) * _along(-d1 / (d2 * (d1 + d2)), rank, axis))
+        first = (
+            part(0, 1) * _along(-(2.0 * d1 + d2) / (d1 * (d1 + d2)), rank, axis)
+            + part(1, 1) * _along((d1 + d2) / (d1 * d2), rank, axis)
+            + part(2, 1) * _along(-d1 / (d2 * (d1 + d2)), rank, axis)
+        )
         d1, d2 = steps[-2:-1], steps[-1:]
-        last = (part(size - 3, 1) * _along(d2 / (d1 * (d1 + d2)), rank, axis)
-                + part(size - 2, 1) * _along(-(d2 + d1) / (d1 * d2), rank, axis)
-                + part(size - 1, 1) * _along((2.0 * d2 + d1) / (d2 * (d1 + d2)), rank, axis))
+        last = (
+            part(size - 3, 1) * _along(d2 / (d1 * (d1 + d2)), rank, axis)
+            + part(size - 2, 1) * _along(-(d2 + d1) / (d1 * d2), rank, axis)
+            + part(size - 1, 1) * _along((2.0 * d2 + d1) / (d2 * (d1 + d2)), rank, axis)
+        )
     return cat([first, interior, last], axis)
 
 
@@ -121,5 +134,3 @@ def gradient(input: Tensor, *, spacing=1, dim=None, edge_order: int = 1) -> tupl
         else:
             results.append(_uniform(input, axis, step, edge_order))
     return tuple(results)
-
-

@@ -5,6 +5,7 @@ outputs), by the importer or by ``apply_op`` directly, and both executors run th
 writes its gradient with recorded ops only and reads no data, so backward passes stay
 structural (replayable) and second derivatives come from the same rules.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,6 +32,7 @@ def _zeros(shape: tuple, dtype, device) -> Tensor:
 
 
 # ---------------------------------------------------------------- scans and selections
+
 
 @gradient_rules.register("Compress")
 def _compress_grad(ctx, g):
@@ -66,6 +68,7 @@ def _reverse_sequence_grad(ctx, g):
 
 # ---------------------------------------------------------------- generators with float parameters
 
+
 @gradient_rules.register("Range")
 def _range_grad(ctx, g):
     # out[i] = start + i * delta; the count depends on limit only through a floor (derivative 0).
@@ -79,13 +82,15 @@ def _one_hot_grad(ctx, g):
     # over the positions it fills.
     # The 0/1 mask is exact in float32, the values type onnxruntime's OneHot supports everywhere.
     off_on = Tensor._from_value(constant(np.array([0, 1], dtype=np.float32), dtypes.float32, g.device))
-    hot = apply_op("OneHot", (ctx.input(0).detach(), ctx.input_value(1), off_on),
-                   {"axis": ctx.attrs.get("axis", -1)}).to(g.dtype)
+    hot = apply_op(
+        "OneHot", (ctx.input(0).detach(), ctx.input_value(1), off_on), {"axis": ctx.attrs.get("axis", -1)}
+    ).to(g.dtype)
     on = (g * hot).sum()
     return None, None, apply_op("Concat", ((g.sum() - on).reshape(1), on.reshape(1)), {"axis": 0})
 
 
 # ---------------------------------------------------------------- quantization
+
 
 @gradient_rules.register("DequantizeLinear")
 def _dequantize_linear_grad(ctx, g):
@@ -108,11 +113,12 @@ def _dequantize_linear_grad(ctx, g):
         return None, product.sum(dim=others) if others else product, None
     if x_shape[axis] % block:
         raise NotImplementedError("gradient of blocked DequantizeLinear whose axis is not a multiple of block_size")
-    split = tuple(x_shape[:axis]) + (x_shape[axis] // block, block) + tuple(x_shape[axis + 1:])
+    split = tuple(x_shape[:axis]) + (x_shape[axis] // block, block) + tuple(x_shape[axis + 1 :])
     return None, product.reshape(split).sum(axis + 1), None
 
 
 # ---------------------------------------------------------------- spectral
+
 
 def _along(rank: int, axis: int, before: int, after: int) -> Value:
     pads = [0] * (2 * rank)
@@ -141,8 +147,9 @@ def _dft_grad(ctx, g):
     adjoint = apply_op("DFT", (g, None, int64_constant(axis)), {"inverse": 1 - inverse}, "FftBackward0")
     adjoint = adjoint * (1.0 / length if inverse else float(length))
     if length > shape[axis]:
-        adjoint = apply_op("Slice", (adjoint, int64_constant([0]), int64_constant([shape[axis]]),
-                                     int64_constant([axis])))
+        adjoint = apply_op(
+            "Slice", (adjoint, int64_constant([0]), int64_constant([shape[axis]]), int64_constant([axis]))
+        )
     elif length < shape[axis]:
         adjoint = apply_op("Pad", (adjoint, _along(rank, axis, 0, shape[axis] - length)))
     if shape[-1] == 1:

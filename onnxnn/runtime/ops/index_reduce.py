@@ -4,6 +4,7 @@ It is ``scatter_reduce`` with the index vector broadcast along ``source``'s othe
 ONNX ScatterElements (reductions mul/max/min, and add for the mean's counts) and differentiates by
 ScatterElements' gradient rule.
 """
+
 from __future__ import annotations
 
 from ...ir import dtypes
@@ -16,13 +17,22 @@ _REDUCTIONS = ("prod", "mean", "amax", "amin")
 
 
 def _type_name(value_dtype) -> str:
-    names = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "bool": "Bool",
-             "int8": "Char", "uint8": "Byte", "int16": "Short"}
+    names = {
+        "float32": "Float",
+        "float64": "Double",
+        "float16": "Half",
+        "bfloat16": "BFloat16",
+        "bool": "Bool",
+        "int8": "Char",
+        "uint8": "Byte",
+        "int16": "Short",
+    }
     return names.get(value_dtype.name, value_dtype.name)
 
 
-def index_reduce(input: Tensor, dim: int, index: Tensor, source: Tensor, reduce: str, *,
-                 include_self: bool = True) -> Tensor:
+def index_reduce(
+    input: Tensor, dim: int, index: Tensor, source: Tensor, reduce: str, *, include_self: bool = True
+) -> Tensor:
     """Reduces ``source[..., i, ...]`` into ``input[..., index[i], ...]`` along ``dim``.
 
     Args:
@@ -40,16 +50,20 @@ def index_reduce(input: Tensor, dim: int, index: Tensor, source: Tensor, reduce:
     if reduce not in _REDUCTIONS:
         raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
     if index.dim() > 1:
-        raise IndexError(f"index_reduce_(): Index is supposed to be a vector, but got dim: {index.dim()} with type: "
-                         f"{'Long' if index.dtype is dtypes.int64 else _type_name(index.dtype)} and size: "
-                         f"{list(index.shape)}")
+        raise IndexError(
+            f"index_reduce_(): Index is supposed to be a vector, but got dim: {index.dim()} with type: "
+            f"{'Long' if index.dtype is dtypes.int64 else _type_name(index.dtype)} and size: "
+            f"{list(index.shape)}"
+        )
     if index.dtype not in (dtypes.int64, dtypes.int32):
         raise RuntimeError(f"index_reduce_(): Expected dtype int32/int64 for index but got: {_type_name(index.dtype)}")
     axis = normalize_axes([dim], input.dim())[0]
     count = index.numel()
     if source.dim() != input.dim() or source.shape[axis] != count:
-        raise RuntimeError(f"index_reduce_(): Number of indices ({count}) should be equal to source.size(dim): "
-                           f"({source.shape[axis] if source.dim() > axis else 1}), for dim: {dim}")
+        raise RuntimeError(
+            f"index_reduce_(): Number of indices ({count}) should be equal to source.size(dim): "
+            f"({source.shape[axis] if source.dim() > axis else 1}), for dim: {dim}"
+        )
     data = index._value.data
     if data is not None and count and ((data < 0) | (data >= input.shape[axis])).any():
         raise IndexError("index out of range in self")

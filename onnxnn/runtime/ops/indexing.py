@@ -14,6 +14,7 @@ together and that advanced indices separated by a slice put their dimensions fir
 Assignment rebinds (DESIGN principle 5): ``x[key] = v`` scatters ``v`` into the flattened value of
 ``x`` at the flat positions the key selects, and assigns the result to ``x``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,13 +24,25 @@ from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ._common import Tensor, apply_op, broadcast_shapes, int64_constant, normalize_axes
 from ..realization import data_of
 
-__all__ = ["getitem", "setitem", "index_select", "gather", "take", "take_along_dim", "scatter", "scatter_add",
-           "masked_select", "nonzero", "argwhere"]
+__all__ = [
+    "getitem",
+    "setitem",
+    "index_select",
+    "gather",
+    "take",
+    "take_along_dim",
+    "scatter",
+    "scatter_add",
+    "masked_select",
+    "nonzero",
+    "argwhere",
+]
 
 _INDEX_TYPE_MESSAGE = "tensors used as indices must be long, int, byte or bool tensors"
 
 
 # ---------------------------------------------------------------- shape rules
+
 
 def _rank_axis(attrs, rank: int) -> int:
     return normalize_axes([attrs.get("axis", 0)], rank)[0]
@@ -44,9 +57,10 @@ def _gather_shape(inputs, attrs):
         # error can name the node; computed indices are checked by the executor running them.
         size, low, high = data.shape[axis], int(indices.data.min()), int(indices.data.max())
         if low < -size or high >= size:
-            raise IndexError(f"Gather: index {high if high >= size else low} is out of range for axis {axis} "
-                             f"of size {size}")
-    return [(data.shape[:axis] + tuple(indices.shape) + data.shape[axis + 1:], data.dtype)]
+            raise IndexError(
+                f"Gather: index {high if high >= size else low} is out of range for axis {axis} of size {size}"
+            )
+    return [(data.shape[:axis] + tuple(indices.shape) + data.shape[axis + 1 :], data.dtype)]
 
 
 @shape_rules.register("GatherElements")
@@ -59,7 +73,7 @@ def _gather_nd_shape(inputs, attrs):
     data, indices = inputs
     batch_dims = attrs.get("batch_dims", 0)
     depth = indices.shape[-1]
-    return [(tuple(indices.shape[:-1]) + tuple(data.shape[batch_dims + depth:]), data.dtype)]
+    return [(tuple(indices.shape[:-1]) + tuple(data.shape[batch_dims + depth :]), data.dtype)]
 
 
 @shape_rules.register("ScatterND", "ScatterElements")
@@ -78,6 +92,7 @@ non_differentiable.mark("NonZero")
 
 # ---------------------------------------------------------------- gradient rules
 
+
 def _as_int64(indices: Tensor) -> Tensor:
     return indices if indices.dtype is dtypes.int64 else indices.to(dtypes.int64)
 
@@ -89,12 +104,13 @@ def _gather_grad(ctx, g):
     flat = _as_int64(ctx.input(1)).reshape(-1)
     count = flat.shape[0]
     # Gather's indices may have any rank: flatten them, then it is a scatter-add along one axis.
-    updates = g.reshape(shape[:axis] + (count,) + shape[axis + 1:])
+    updates = g.reshape(shape[:axis] + (count,) + shape[axis + 1 :])
     index_shape = (1,) * axis + (count,) + (1,) * (len(shape) - axis - 1)
     index = flat.reshape(index_shape).expand(updates.shape)
     zeros = Tensor._zeros(shape, g.dtype, g.device)
-    return apply_op("ScatterElements", (zeros, index, updates), {"axis": axis, "reduction": "add"},
-                    "IndexBackwardBackward0"), None
+    return apply_op(
+        "ScatterElements", (zeros, index, updates), {"axis": axis, "reduction": "add"}, "IndexBackwardBackward0"
+    ), None
 
 
 @gradient_rules.register("GatherElements")
@@ -170,7 +186,8 @@ def _scatter_product_grad(ctx, g, attrs):
     zeros = zero_data + _scatter_add(shape, index, zero_updates, attrs)
     one = Tensor._full((), 1, g.dtype, g.device)
     nonzero = apply_op("Where", (data == 0, one, data)) * _scatter_add(
-        shape, index, apply_op("Where", (updates == 0, one, updates)), attrs, "mul")
+        shape, index, apply_op("Where", (updates == 0, one, updates)), attrs, "mul"
+    )
 
     def others(factor, zero_factor, zero_count, product):
         safe = apply_op("Where", (factor == 0, one, factor))
@@ -185,12 +202,12 @@ def _scatter_product_grad(ctx, g, attrs):
 
 # ---------------------------------------------------------------- keys
 
+
 def _sequence_as_tuple(key) -> bool:
     """PyTorch's (and old numpy's) rule: a short list holding slices, None, ... or sequences is a tuple."""
     if not isinstance(key, list) or len(key) >= 32:
         return False
-    return any(item is None or item is Ellipsis or isinstance(item, (slice, list, tuple, Tensor))
-               for item in key)
+    return any(item is None or item is Ellipsis or isinstance(item, (slice, list, tuple, Tensor)) for item in key)
 
 
 def _array_item(array: np.ndarray):
@@ -230,8 +247,10 @@ def _classify(item):
         if array.size == 0:
             array = array.astype(np.int64)
         return _array_item(array)
-    raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid "
-                     f"indices (got {type(item).__name__})")
+    raise IndexError(
+        "only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid "
+        f"indices (got {type(item).__name__})"
+    )
 
 
 def _key_items(key) -> list:
@@ -316,8 +335,10 @@ class _IndexPlan:
     def _mask(self, dim: int, mask: np.ndarray) -> None:
         for offset, size in enumerate(mask.shape):
             if size != self.shape[dim + offset]:
-                raise IndexError(f"The shape of the mask {list(mask.shape)} at index {offset} does not match the "
-                                 f"shape of the indexed tensor {list(self.shape)} at index {dim + offset}")
+                raise IndexError(
+                    f"The shape of the mask {list(mask.shape)} at index {offset} does not match the "
+                    f"shape of the indexed tensor {list(self.shape)} at index {dim + offset}"
+                )
         for offset, positions in enumerate(np.nonzero(mask)):
             self.advanced.append((len(self.basic_shape), positions.astype(np.int64)))
             self.basic_shape.append(self.shape[dim + offset])
@@ -327,8 +348,10 @@ class _IndexPlan:
         if isinstance(index, np.ndarray):
             outside = (index < -size) | (index >= size)
             if outside.any():
-                raise IndexError(f"index {int(index[outside].flat[0])} is out of bounds for dimension "
-                                 f"{len(self.basic_shape)} with size {size}")
+                raise IndexError(
+                    f"index {int(index[outside].flat[0])} is out of bounds for dimension "
+                    f"{len(self.basic_shape)} with size {size}"
+                )
             index = index % max(size, 1)
         self.advanced.append((len(self.basic_shape), index))
         self.basic_shape.append(size)
@@ -344,8 +367,10 @@ class _IndexPlan:
         try:
             return broadcast_shapes(*shapes)
         except RuntimeError:
-            raise IndexError("shape mismatch: indexing tensors could not be broadcast together with shapes "
-                             + ", ".join(str(list(shape)) for shape in shapes)) from None
+            raise IndexError(
+                "shape mismatch: indexing tensors could not be broadcast together with shapes "
+                + ", ".join(str(list(shape)) for shape in shapes)
+            ) from None
 
     # ------------------------------------------------------------ applying the plan
 
@@ -370,14 +395,16 @@ class _IndexPlan:
             return result
         if len(self.advanced) == 1:
             position, index = self.advanced[0]
-            return apply_op("Gather", (result, self._index_tensor(index, input)), {"axis": position},
-                            "IndexBackward0")
+            return apply_op("Gather", (result, self._index_tensor(index, input)), {"axis": position}, "IndexBackward0")
         return self._apply_gather_nd(result, input)
 
     def _apply_basic(self, input: Tensor) -> Tensor:
         result = input
-        axes = [dim for dim, size in enumerate(self.shape)
-                if (self.starts[dim], self.ends[dim], self.steps[dim]) != (0, size, 1)]
+        axes = [
+            dim
+            for dim, size in enumerate(self.shape)
+            if (self.starts[dim], self.ends[dim], self.steps[dim]) != (0, size, 1)
+        ]
         if axes:
             bounds = [int64_constant([values[dim] for dim in axes]) for values in (self.starts, self.ends)]
             steps = int64_constant([self.steps[dim] for dim in axes])
@@ -417,6 +444,7 @@ class _IndexPlan:
 
 # ---------------------------------------------------------------- getitem / setitem
 
+
 def getitem(input: Tensor, key) -> Tensor:
     """``input[key]`` with PyTorch's semantics: ints, slices, None, ``...``, bools, masks, index tensors.
 
@@ -446,8 +474,10 @@ def _broadcast_value(value: Tensor, shape: tuple) -> Tensor:
     while len(trimmed) > len(shape) and trimmed[0] == 1:
         trimmed = trimmed[1:]
     if len(trimmed) > len(shape) or any(a != b and a != 1 for a, b in zip(reversed(trimmed), reversed(shape))):
-        raise RuntimeError(f"shape mismatch: value tensor of shape {list(own)} cannot be broadcast to indexing "
-                           f"result of shape {list(shape)}")
+        raise RuntimeError(
+            f"shape mismatch: value tensor of shape {list(own)} cannot be broadcast to indexing "
+            f"result of shape {list(shape)}"
+        )
     if trimmed != own:
         value = value.reshape(trimmed)
     return value.expand(shape)
@@ -473,8 +503,10 @@ def _masked_fill(input: Tensor, mask: Tensor, value: Tensor) -> None:
         raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
     for dim, size in enumerate(mask.shape):
         if size != shape[dim]:
-            raise IndexError(f"The shape of the mask {list(mask.shape)} at index {dim} does not match the shape of "
-                             f"the indexed tensor {list(shape)} at index {dim}")
+            raise IndexError(
+                f"The shape of the mask {list(mask.shape)} at index {dim} does not match the shape of "
+                f"the indexed tensor {list(shape)} at index {dim}"
+            )
     mask = mask.to(input.device)
     if mask.dim() < len(shape):
         mask = mask.reshape(tuple(mask.shape) + (1,) * (len(shape) - mask.dim()))
@@ -521,6 +553,7 @@ def setitem(input: Tensor, key, value) -> None:
 
 # ---------------------------------------------------------------- gather / scatter family
 
+
 def _check_index_tensor(index, function: str) -> Tensor:
     if not isinstance(index, Tensor):
         raise TypeError(f"{function}(): argument 'index' must be Tensor, not {type(index).__name__}")
@@ -557,8 +590,9 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     if data is not None and data.size and ((data < -size) | (data >= size)).any():
         raise IndexError("index out of range in self")
     if input.dim() == 0:
-        return apply_op("Gather", (input.reshape(1), index.reshape(-1)), {"axis": 0}, "IndexSelectBackward0") \
-            .reshape(())
+        return apply_op("Gather", (input.reshape(1), index.reshape(-1)), {"axis": 0}, "IndexSelectBackward0").reshape(
+            ()
+        )
     return apply_op("Gather", (input, index.reshape(-1)), {"axis": axis}, "IndexSelectBackward0")
 
 
@@ -567,11 +601,15 @@ def _check_same_rank(input: Tensor, index: Tensor, axis: int, other: Tensor | No
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
     for dim, size in enumerate(index.shape):
         if dim != axis and size > input.shape[dim]:
-            raise RuntimeError(f"Size does not match at dimension {dim} expected index {list(index.shape)} to be "
-                               f"smaller than self {list(input.shape)} apart from dimension {axis}")
+            raise RuntimeError(
+                f"Size does not match at dimension {dim} expected index {list(index.shape)} to be "
+                f"smaller than self {list(input.shape)} apart from dimension {axis}"
+            )
         if other is not None and size > other.shape[dim]:
-            raise RuntimeError(f"Size does not match at dimension {dim} expected index {list(index.shape)} to be "
-                               f"smaller than src {list(other.shape)}")
+            raise RuntimeError(
+                f"Size does not match at dimension {dim} expected index {list(index.shape)} to be "
+                f"smaller than src {list(other.shape)}"
+            )
     _check_bounds(index, input.shape[axis], axis)
 
 
@@ -604,13 +642,15 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
         return take(input, indices.reshape(-1))
     axis = normalize_axes([dim], input.dim())[0]
     if indices.dim() != input.dim():
-        raise RuntimeError(f"torch.take_along_dim(): input and indices should have the same number of dimensions, "
-                           f"but got {input.dim()} dimensions for input, and {indices.dim()} dimensions for indices")
+        raise RuntimeError(
+            f"torch.take_along_dim(): input and indices should have the same number of dimensions, "
+            f"but got {input.dim()} dimensions for input, and {indices.dim()} dimensions for indices"
+        )
     input_shape, index_shape = list(input.shape), list(indices.shape)
     input_shape[axis] = index_shape[axis] = 1
     common = list(broadcast_shapes(tuple(input_shape), tuple(index_shape)))
-    input = input.expand(common[:axis] + [input.shape[axis]] + common[axis + 1:])
-    indices = indices.expand(common[:axis] + [indices.shape[axis]] + common[axis + 1:])
+    input = input.expand(common[:axis] + [input.shape[axis]] + common[axis + 1 :])
+    indices = indices.expand(common[:axis] + [indices.shape[axis]] + common[axis + 1 :])
     return gather(input, axis, indices)
 
 
@@ -665,8 +705,10 @@ def nonzero(input: Tensor, *, as_tuple: bool = False):
     """
     data = input._realized_data()
     if as_tuple:
-        return tuple(Tensor._from_array(np.ascontiguousarray(column, dtype=np.int64), dtypes.int64, input.device)
-                     for column in np.nonzero(np.atleast_1d(data)))
+        return tuple(
+            Tensor._from_array(np.ascontiguousarray(column, dtype=np.int64), dtypes.int64, input.device)
+            for column in np.nonzero(np.atleast_1d(data))
+        )
     return Tensor._from_array(np.argwhere(data).astype(np.int64), dtypes.int64, input.device)
 
 

@@ -8,6 +8,7 @@ shift of a negative value is ``~((~a) >> b)``, PyTorch's arithmetic shift. ``fre
 read the exponent from ``log2`` and correct it by one where rounding put it off, so every result is
 exact. None of these has a gradient except frexp's mantissa (``grad / 2^exponent``, as PyTorch's).
 """
+
 from __future__ import annotations
 
 import math
@@ -38,8 +39,13 @@ _TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bflo
 
 # PyTorch's CPU kernels of these ops take uint8 and the signed dtypes. int16 is computed in int32 (where
 # onnxruntime's Where has a kernel) and wrapped back, which gives the same bits.
-_SUPPORTED = {"uint8": dtypes.uint8, "int8": dtypes.int8, "int16": dtypes.int32, "int32": dtypes.int32,
-              "int64": dtypes.int64}
+_SUPPORTED = {
+    "uint8": dtypes.uint8,
+    "int8": dtypes.int8,
+    "int16": dtypes.int32,
+    "int32": dtypes.int32,
+    "int64": dtypes.int64,
+}
 
 
 def _integer_operands(input, other, name: str) -> tuple[Tensor, Tensor, dtypes.DType]:
@@ -97,8 +103,16 @@ def lcm(input: Tensor, other: Tensor) -> Tensor:
 
 
 # Each integer dtype shifts as the unsigned dtype of its width that onnxruntime's BitShift has.
-_UNSIGNED_OF = {"int8": dtypes.uint8, "uint8": dtypes.uint8, "int16": dtypes.uint32, "uint16": dtypes.uint32,
-                "int32": dtypes.uint32, "uint32": dtypes.uint32, "int64": dtypes.uint64, "uint64": dtypes.uint64}
+_UNSIGNED_OF = {
+    "int8": dtypes.uint8,
+    "uint8": dtypes.uint8,
+    "int16": dtypes.uint32,
+    "uint16": dtypes.uint32,
+    "int32": dtypes.uint32,
+    "uint32": dtypes.uint32,
+    "int64": dtypes.uint64,
+    "uint64": dtypes.uint64,
+}
 
 
 def _shift(a: Tensor, amount: Tensor, direction: str, unsigned: dtypes.DType) -> Tensor:
@@ -173,8 +187,12 @@ def frexp(input: Tensor) -> FrexpResult:
 
 # The significand bits and the smallest subnormal's exponent of each float dtype.
 _PRECISION = {"float64": (53, -1074), "float32": (24, -149), "float16": (11, -24), "bfloat16": (8, -133)}
-_LARGEST = {"float64": np.finfo(np.float64).max, "float32": np.finfo(np.float32).max,
-            "float16": np.finfo(np.float16).max, "bfloat16": 3.3895313892515355e38}
+_LARGEST = {
+    "float64": np.finfo(np.float64).max,
+    "float32": np.finfo(np.float32).max,
+    "float16": np.finfo(np.float16).max,
+    "bfloat16": 3.3895313892515355e38,
+}
 
 
 def nextafter(input: Tensor, other: Tensor) -> Tensor:

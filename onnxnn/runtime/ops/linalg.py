@@ -1,4 +1,5 @@
 """Matrix products and softmax-family ops: MatMul, Gemm, Softmax, LogSoftmax; Det's gradient (Einsum: einsum.py)."""
+
 from __future__ import annotations
 
 
@@ -14,15 +15,16 @@ from ._common import Tensor, apply_op, broadcast_shapes, int64_constant, normali
 def _matmul_shape(inputs, attrs):
     a, b = inputs[0].shape, inputs[1].shape
     if not a or not b:
-        raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
-                           f"{len(a)}D and {len(b)}D")
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {len(a)}D and {len(b)}D")
     left = (1,) + a if len(a) == 1 else a
     right = b + (1,) if len(b) == 1 else b
     if left[-1] != right[-2]:
         if len(a) == 2 and len(b) == 2:
             raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a[0]}x{a[1]} and {b[0]}x{b[1]})")
-        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to match: matmul of shapes "
-                           f"{list(a)} and {list(b)} has inner dimensions {left[-1]} and {right[-2]}")
+        raise RuntimeError(
+            f"Expected size for first two dimensions of batch2 tensor to match: matmul of shapes "
+            f"{list(a)} and {list(b)} has inner dimensions {left[-1]} and {right[-2]}"
+        )
     batch = broadcast_shapes(left[:-2], right[:-2])
     shape = batch + (left[-2], right[-1])
     if len(a) == 1:
@@ -49,8 +51,10 @@ def _matmul_grad(ctx, g):
     need_a, need_b = ctx.needs_input_grad(0), ctx.needs_input_grad(1)
     a_rank, b_rank = len(a._value.shape), len(b._value.shape)
     if a_rank == 2 and b_rank == 2:
-        return (apply_op("Gemm", (g, b), _TRANSPOSE_B, "MmBackward0") if need_a else None,
-                apply_op("Gemm", (a, g), _TRANSPOSE_A, "MmBackward0") if need_b else None)
+        return (
+            apply_op("Gemm", (g, b), _TRANSPOSE_B, "MmBackward0") if need_a else None,
+            apply_op("Gemm", (a, g), _TRANSPOSE_A, "MmBackward0") if need_b else None,
+        )
     if a_rank == 1 and b_rank == 2:
         # The outer product a g^T as a broadcast Mul: one node fewer than a Gemm of two unsqueezed vectors.
         column = apply_op("Unsqueeze", (a, int64_constant([1])), None, "UnsqueezeBackward0") if need_b else None
@@ -84,8 +88,9 @@ def _gemm_shape(inputs, attrs):
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{inner_a} and {inner_b}x{cols})")
     if len(inputs) > 2 and inputs[2] is not None and broadcast_shapes(inputs[2].shape, (rows, cols)) != (rows, cols):
         # ONNX's C broadcasts one way, to the product's shape (an imported model may say otherwise).
-        raise RuntimeError(f"Gemm: C of shape {list(inputs[2].shape)} does not broadcast to the product's "
-                           f"shape {[rows, cols]}")
+        raise RuntimeError(
+            f"Gemm: C of shape {list(inputs[2].shape)} does not broadcast to the product's shape {[rows, cols]}"
+        )
     return [((rows, cols), inputs[0].dtype)]
 
 
@@ -129,6 +134,7 @@ def _log_softmax_grad(ctx, g):
 
 # ---------------------------------------------------------------- Det (imported models)
 
+
 def _minor_indices(n: int) -> np.ndarray:
     """For each (i, j), the flat positions of the (n-1) x (n-1) minor without row i and column j."""
     indices = np.empty((n, n, (n - 1) * (n - 1)), dtype=np.int64)
@@ -161,8 +167,9 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     input_rank, other_rank = len(input._value.shape), len(other._value.shape)
     if input_rank <= 2 and other_rank <= 2:
         return apply_op("MatMul", (input, other), None, "MmBackward0")
-    return apply_op("MatMul", (input, other), None,
-                    "BmmBackward0" if input_rank == other_rank == 3 else "MatmulBackward0")
+    return apply_op(
+        "MatMul", (input, other), None, "BmmBackward0" if input_rank == other_rank == 3 else "MatmulBackward0"
+    )
 
 
 def mm(input: Tensor, mat2: Tensor) -> Tensor:

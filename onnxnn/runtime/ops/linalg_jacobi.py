@@ -17,6 +17,7 @@ eigenvectors are the algorithm's, as LAPACK's are its own: only sign-invariant u
 projections) match PyTorch exactly. Gradients are the exact derivatives of the unrolled rotations,
 which converge with the values where the singular values (eigenvalues) are distinct.
 """
+
 from __future__ import annotations
 
 from collections import namedtuple
@@ -188,8 +189,9 @@ def svd(input: Tensor, some: bool = True, compute_uv: bool = True) -> SvdResult:
     """``torch.svd``: ``(U, S, V)`` with ``input = U diag(S) V^T`` (V, not ``Vh``); ``some=False`` completes
     U and V to square matrices; ``compute_uv=False`` returns zero-filled square U and V, as PyTorch."""
     if input.dim() < 2:
-        raise RuntimeError(f"linalg.svd: input should have at least 2 dimensions, but has {input.dim()} dimensions "
-                           "instead")
+        raise RuntimeError(
+            f"linalg.svd: input should have at least 2 dimensions, but has {input.dim()} dimensions instead"
+        )
     check_matrix("linalg.svd", input, square=False, kernel="linalg_svd_cpu")
     m, n = input.shape[-2], input.shape[-1]
     batch = tuple(input.shape[:-2])
@@ -243,6 +245,7 @@ def eigvalsh(A: Tensor, UPLO: str = "L") -> Tensor:
 
 # ---------------------------------------------------------------- defined by singular values
 
+
 def _default_rtol(A: Tensor) -> float:
     return float(np.finfo(A.dtype.numpy_dtype).eps) * max(A.shape[-2], A.shape[-1])
 
@@ -262,8 +265,10 @@ def pinv(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> Tensor:
     """``torch.linalg.pinv``: the pseudoinverse ``V diag(1/S) U^T``, singular values at or below
     ``max(atol, rtol * S_max)`` treated as zero."""
     if A.dim() < 2 or A.dtype not in (dtypes.float32, dtypes.float64):
-        raise RuntimeError(f"linalg.pinv({torch_dtype_name(A.dtype)}{{{list(A.shape)}}}): expected a tensor with 2 or "
-                           "more dimensions of float, double, cfloat or cdouble types")
+        raise RuntimeError(
+            f"linalg.pinv({torch_dtype_name(A.dtype)}{{{list(A.shape)}}}): expected a tensor with 2 or "
+            "more dimensions of float, double, cfloat or cdouble types"
+        )
     U, S, V = _thin_svd(A)
     keep = S.gt(_tolerance(S, atol, rtol, A))
     safe = where(keep, S, constant_like(1.0, A))
@@ -278,8 +283,7 @@ def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
 
 def matrix_rank(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> Tensor:
     """``torch.linalg.matrix_rank``: the number of singular values above ``max(atol, rtol * S_max)`` (int64)."""
-    check_matrix("torch.linalg.matrix_rank", A, square=False, argument="input", floating=False,
-                 half_precision=True)
+    check_matrix("torch.linalg.matrix_rank", A, square=False, argument="input", floating=False, half_precision=True)
     if A.dtype not in (dtypes.float32, dtypes.float64):
         raise RuntimeError("This function doesn't handle types other than float and double")
     S = _thin_svd(A)[1]
@@ -318,4 +322,3 @@ def svd_cond(A: Tensor, p=None) -> Tensor:
     S = _thin_svd(A)[1]
     largest, smallest = S.select(-1, 0), S.select(-1, S.shape[-1] - 1)
     return smallest / largest if p == -2 else largest / smallest
-

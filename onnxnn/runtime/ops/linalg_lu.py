@@ -15,6 +15,7 @@ that is not positive-definite for ``cholesky``) cannot be raised at the call of 
 running the graph: as PyTorch's ``*_ex`` variants with ``check_errors=False``, the results then
 hold inf or NaN (``lu_factor_ex``/``cholesky_ex`` also return the LAPACK ``info``).
 """
+
 from __future__ import annotations
 
 from collections import namedtuple
@@ -31,8 +32,19 @@ from .linalg_solve import solve
 from .shape import cat, stack
 
 # torch's top-level names; torch.linalg's (linalg_solve, linalg_lu, ...) are read by onnxnn.linalg
-__all__ = ["cholesky", "cholesky_inverse", "cholesky_solve", "det", "inverse", "logdet", "lu", "lu_solve",
-           "lu_unpack", "slogdet", "triangular_solve"]
+__all__ = [
+    "cholesky",
+    "cholesky_inverse",
+    "cholesky_solve",
+    "det",
+    "inverse",
+    "logdet",
+    "lu",
+    "lu_solve",
+    "lu_unpack",
+    "slogdet",
+    "triangular_solve",
+]
 
 SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
 TriangularSolveResult = namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
@@ -43,20 +55,40 @@ LuResult = namedtuple("linalg_lu", ["P", "L", "U"])
 CholeskyExResult = namedtuple("linalg_cholesky_ex", ["L", "info"])
 InvExResult = namedtuple("linalg_inv_ex", ["inverse", "info"])
 
-_DTYPE_NAMES = {"float16": "Half", "bfloat16": "BFloat16", "int64": "Long", "int32": "Int", "int16": "Short",
-                "int8": "Char", "uint8": "Byte", "bool": "Bool", "uint16": "UInt16", "uint32": "UInt32",
-                "uint64": "UInt64"}
+_DTYPE_NAMES = {
+    "float16": "Half",
+    "bfloat16": "BFloat16",
+    "int64": "Long",
+    "int32": "Int",
+    "int16": "Short",
+    "int8": "Char",
+    "uint8": "Byte",
+    "bool": "Bool",
+    "uint16": "UInt16",
+    "uint32": "UInt32",
+    "uint64": "UInt64",
+}
 
 
 # ---------------------------------------------------------------- argument checks (PyTorch's words)
+
 
 def torch_dtype_name(dtype) -> str:
     """The dtype as PyTorch's messages name it (Float, Double, Half, Long...)."""
     return {"float32": "Float", "float64": "Double"}.get(dtype.name, _DTYPE_NAMES.get(dtype.name, dtype.name))
 
 
-def check_matrix(name: str, A: Tensor, *, square: bool = True, argument: str = "A", kernel: str | None = None,
-                 rank_style: str = "tensor", floating: bool = True, half_precision: bool = False) -> None:
+def check_matrix(
+    name: str,
+    A: Tensor,
+    *,
+    square: bool = True,
+    argument: str = "A",
+    kernel: str | None = None,
+    rank_style: str = "tensor",
+    floating: bool = True,
+    half_precision: bool = False,
+) -> None:
     """PyTorch's checks of a (batch of) matrices, in its order and words.
 
     Args:
@@ -75,21 +107,26 @@ def check_matrix(name: str, A: Tensor, *, square: bool = True, argument: str = "
             raise RuntimeError(f"{name}: input must have at least 2 dimensions.")
         raise RuntimeError(f"{name}: The input tensor {argument} must have at least 2 dimensions.")
     if floating and not A.dtype.is_floating_point:
-        raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. "
-                           f"Got {torch_dtype_name(A.dtype)}")
+        raise RuntimeError(
+            f"{name}: Expected a floating point or complex tensor as input. Got {torch_dtype_name(A.dtype)}"
+        )
     if square and A.shape[-1] != A.shape[-2]:
-        raise RuntimeError(f"{name}: {argument} must be batches of square matrices, but they are "
-                           f"{A.shape[-2]} by {A.shape[-1]} matrices")
+        raise RuntimeError(
+            f"{name}: {argument} must be batches of square matrices, but they are "
+            f"{A.shape[-2]} by {A.shape[-1]} matrices"
+        )
     if A.dtype not in (dtypes.float32, dtypes.float64) and not half_precision:
         if kernel is not None:
-            raise NotImplementedError(f'"{kernel}" not implemented for \'{torch_dtype_name(A.dtype)}\'')
+            raise NotImplementedError(f"\"{kernel}\" not implemented for '{torch_dtype_name(A.dtype)}'")
         raise RuntimeError(f"{name}: Low precision dtypes not supported. Got {torch_dtype_name(A.dtype)}")
 
 
 def check_same_dtype(name: str, A: Tensor, B: Tensor) -> None:
     if A.dtype is not B.dtype:
-        raise RuntimeError(f"{name}: Expected A and B to have the same dtype, but found A of type "
-                           f"{torch_dtype_name(A.dtype)} and B of type {torch_dtype_name(B.dtype)} instead")
+        raise RuntimeError(
+            f"{name}: Expected A and B to have the same dtype, but found A of type "
+            f"{torch_dtype_name(A.dtype)} and B of type {torch_dtype_name(B.dtype)} instead"
+        )
 
 
 def raise_for_info(info: Tensor, batched: bool, message, error=LinAlgError) -> None:
@@ -104,6 +141,7 @@ def raise_for_info(info: Tensor, batched: bool, message, error=LinAlgError) -> N
 
 
 # ---------------------------------------------------------------- constants of a factorization
+
 
 def constant_like(array, like: Tensor, dtype=None) -> Tensor:
     """A fixed array (a mask, an identity) in ``dtype`` (default ``like``'s) on ``like``'s device, embedded in
@@ -135,6 +173,7 @@ def _row_swap(rows: int, j: int, target: Tensor, like: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------- LU with partial pivoting
+
 
 def _lu_steps(A: Tensor, pivot: bool = True):
     """Gaussian elimination of ``A`` (..., m, n) with partial pivoting.
@@ -168,10 +207,9 @@ def _lu_steps(A: Tensor, pivot: bool = True):
         pivot_row = work.select(-2, j) * constant_like(np.arange(n) > j, A)  # (..., n), columns after j
         work = work - multipliers.unsqueeze(-1) * pivot_row.unsqueeze(-2)
         store = np.zeros((m, n), bool)
-        store[j + 1:, j] = True
+        store[j + 1 :, j] = True
         work = where(mask_like(store, A), multipliers.unsqueeze(-1), work)
-        step_info = where(is_zero.squeeze(-1), constant_like(j + 1, A, dtypes.int32),
-                          constant_like(0, A, dtypes.int32))
+        step_info = where(is_zero.squeeze(-1), constant_like(j + 1, A, dtypes.int32), constant_like(0, A, dtypes.int32))
         info = step_info if info is None else where(info.eq(0), step_info, info)
     if not pivot or steps == 0:
         batch = tuple(A.shape[:-2])
@@ -198,10 +236,16 @@ def lu_factor_ex(A: Tensor, *, pivot: bool = True, check_errors: bool = False) -
     check_matrix("torch.lu_factor_ex", A, square=False, kernel="lu_cpu", rank_style="size", floating=False)
     packed, pivot_rows, _, _, info = _lu_steps(A, pivot)
     if check_errors:
-        raise_for_info(info, A.dim() > 2, lambda prefix, i: (
-            f"torch.linalg.lu_factor_ex: {prefix}U[{i},{i}] is zero and using it on lu_solve would result in a "
-            "division by zero. If you still want to perform the factorization, consider calling "
-            "linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)"), RuntimeError)
+        raise_for_info(
+            info,
+            A.dim() > 2,
+            lambda prefix, i: (
+                f"torch.linalg.lu_factor_ex: {prefix}U[{i},{i}] is zero and using it on lu_solve would result in a "
+                "division by zero. If you still want to perform the factorization, consider calling "
+                "linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)"
+            ),
+            RuntimeError,
+        )
     return LuFactorExResult(packed, (pivot_rows + 1).to(dtypes.int32), info)
 
 
@@ -259,6 +303,7 @@ def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True, unpa
 
 # ---------------------------------------------------------------- determinants
 
+
 def _diagonal(A: Tensor) -> Tensor:
     return A.diagonal(0, -2, -1)
 
@@ -305,6 +350,7 @@ def logdet(A: Tensor) -> Tensor:
 
 # ---------------------------------------------------------------- triangular and general solves
 
+
 def _substitute(T: Tensor, B: Tensor, upper: bool, unit: bool) -> Tensor:
     """``T^-1 B`` for triangular T (..., n, n) and B (..., n, k), one row of the solution per step."""
     n = T.shape[-1]
@@ -345,19 +391,24 @@ def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True, un
     if not left:
         return solve_triangular(A.mT, B.mT, upper=not upper, unitriangular=unitriangular).mT
     if A.shape[-1] != B.shape[-2]:
-        raise RuntimeError(f"linalg.solve_triangular: Incompatible shapes of A and B for the equation AX = B "
-                           f"({A.shape[-2]}x{A.shape[-1]} and {B.shape[-2]}x{B.shape[-1]})")
+        raise RuntimeError(
+            f"linalg.solve_triangular: Incompatible shapes of A and B for the equation AX = B "
+            f"({A.shape[-2]}x{A.shape[-1]} and {B.shape[-2]}x{B.shape[-1]})"
+        )
     A, B = _broadcast_batches(A, B)
     return _substitute(A, B, upper, unitriangular)
 
 
-def triangular_solve(b: Tensor, A: Tensor, upper: bool = True, transpose: bool = False,
-                     unitriangular: bool = False) -> TriangularSolveResult:
+def triangular_solve(
+    b: Tensor, A: Tensor, upper: bool = True, transpose: bool = False, unitriangular: bool = False
+) -> TriangularSolveResult:
     """``torch.triangular_solve``: ``(X, A)`` with ``op(A) X = b``, ``op`` the transpose when asked."""
     for argument, tensor in (("b", b), ("A", A)):
         if tensor.dim() < 2:
-            raise RuntimeError(f"torch.triangular_solve: Expected {argument} to have at least 2 dimensions, but it "
-                               f"has {tensor.dim()} dimensions instead")
+            raise RuntimeError(
+                f"torch.triangular_solve: Expected {argument} to have at least 2 dimensions, but it "
+                f"has {tensor.dim()} dimensions instead"
+            )
     coefficient = A.mT if transpose else A
     solution = solve_triangular(coefficient, b, upper=upper != transpose, unitriangular=unitriangular)
     batch = tuple(solution.shape[:-2])
@@ -399,8 +450,10 @@ def linalg_solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
         return linalg_solve(A.mT, B.mT).mT
     B, vector = _as_matrix_rhs(A, B)
     if B.shape[-2] != A.shape[-1]:
-        raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation AX = B "
-                           f"({A.shape[-2]}x{A.shape[-1]} and {B.shape[-2]}x{B.shape[-1]})")
+        raise RuntimeError(
+            f"linalg.solve: Incompatible shapes of A and B for the equation AX = B "
+            f"({A.shape[-2]}x{A.shape[-1]} and {B.shape[-2]}x{B.shape[-1]})"
+        )
     A, B = _broadcast_batches(A, B)
     X = solve(A, B)
     return X.squeeze(-1) if vector else X
@@ -413,8 +466,10 @@ def linalg_lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True,
     if not left:
         return linalg_lu_solve(LU, pivots, B.mT, adjoint=not adjoint).mT
     if B.shape[-2] != LU.shape[-1]:
-        raise RuntimeError(f"linalg.lu_solve: Incompatible shapes of A and B for the equation AX = B "
-                           f"({LU.shape[-2]}x{LU.shape[-1]} and {B.shape[-2]}x{B.shape[-1]})")
+        raise RuntimeError(
+            f"linalg.lu_solve: Incompatible shapes of A and B for the equation AX = B "
+            f"({LU.shape[-2]}x{LU.shape[-1]} and {B.shape[-2]}x{B.shape[-1]})"
+        )
     LU_b, B_b = _broadcast_batches(LU, B)
     permutation = _permutation_from_pivots(pivots, LU.shape[-2], LU)
     return _lu_solve_packed(LU_b, permutation, B_b, adjoint)
@@ -437,13 +492,19 @@ def inv_ex(A: Tensor, *, check_errors: bool = False) -> InvExResult:
     check_matrix("linalg.inv_ex", A)
     info = _lu_steps(A)[4]
     if check_errors:
-        raise_for_info(info, A.dim() > 2, lambda prefix, i: (
-            f"linalg.inv_ex: {prefix}The diagonal element {i} is zero, the inversion could not be completed "
-            "because the input matrix is singular."))
+        raise_for_info(
+            info,
+            A.dim() > 2,
+            lambda prefix, i: (
+                f"linalg.inv_ex: {prefix}The diagonal element {i} is zero, the inversion could not be completed "
+                "because the input matrix is singular."
+            ),
+        )
     return InvExResult(solve(A, eye_like(A.shape[-1], A).expand(tuple(A.shape)), "LinalgInvExBackward0"), info)
 
 
 # ---------------------------------------------------------------- Cholesky
+
 
 def _cholesky_lower(A: Tensor) -> tuple:
     """The lower Cholesky factor read from A's lower triangle, and LAPACK's ``info`` (the order of the
@@ -472,9 +533,14 @@ def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False) -
     check_matrix("linalg.cholesky_ex", A, kernel="cholesky_cpu")
     lower, info = _cholesky_lower(A)
     if check_errors:
-        raise_for_info(info, A.dim() > 2, lambda prefix, i: (
-            f"linalg.cholesky_ex: {prefix}The factorization could not be completed because the input is not "
-            f"positive-definite (the leading minor of order {i} is not positive-definite)."))
+        raise_for_info(
+            info,
+            A.dim() > 2,
+            lambda prefix, i: (
+                f"linalg.cholesky_ex: {prefix}The factorization could not be completed because the input is not "
+                f"positive-definite (the leading minor of order {i} is not positive-definite)."
+            ),
+        )
     return CholeskyExResult(lower.mT if upper else lower, info)
 
 
@@ -510,13 +576,17 @@ def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
     check_matrix("torch.cholesky_solve", B, square=False, argument="b", rank_style="input", floating=False)
     check_matrix("torch.cholesky_solve", L, argument="A", rank_style="input", floating=False)
     if B.dtype is not L.dtype:
-        raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type {torch_dtype_name(B.dtype)} "
-                           f"and A of type {torch_dtype_name(L.dtype)} instead.")
+        raise RuntimeError(
+            f"Expected b and A to have the same dtype, but found b of type {torch_dtype_name(B.dtype)} "
+            f"and A of type {torch_dtype_name(L.dtype)} instead."
+        )
     if B.dtype not in (dtypes.float32, dtypes.float64):
-        raise NotImplementedError(f'"cholesky_solve_cpu" not implemented for \'{torch_dtype_name(B.dtype)}\'')
+        raise NotImplementedError(f"\"cholesky_solve_cpu\" not implemented for '{torch_dtype_name(B.dtype)}'")
     if B.shape[-2] != L.shape[-1]:
-        raise RuntimeError(f"Incompatible matrix sizes for cholesky_solve: each A matrix is {L.shape[-2]} by "
-                           f"{L.shape[-1]} but each b matrix is {B.shape[-2]} by {B.shape[-1]}")
+        raise RuntimeError(
+            f"Incompatible matrix sizes for cholesky_solve: each A matrix is {L.shape[-2]} by "
+            f"{L.shape[-1]} but each b matrix is {B.shape[-2]} by {B.shape[-1]}"
+        )
     L, B = _broadcast_batches(L, B)
     lower = L.mT if upper else L
     y = _substitute(lower, B, upper=False, unit=False)

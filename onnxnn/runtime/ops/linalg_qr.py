@@ -9,6 +9,7 @@ return: ``beta = -sign(alpha) * ||x||`` (``sign(0) = +1``) on R's diagonal, ``v[
 (no reflection). Gradients are the algorithm's exact derivatives: where a column is zero, the
 branch not taken is kept finite so its zero cotangent never meets an infinite local derivative.
 """
+
 from __future__ import annotations
 
 import math
@@ -97,8 +98,9 @@ def linalg_qr(A: Tensor, mode: str = "reduced") -> QRResult:
     """
     check_matrix("linalg.qr", A, square=False, kernel="geqrf_cpu")
     if mode not in ("reduced", "complete", "r"):
-        raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), "
-                           "'r', or 'complete'")
+        raise RuntimeError(
+            f"qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), 'r', or 'complete'"
+        )
     m, n = A.shape[-2], A.shape[-1]
     k = min(m, n)
     R, vectors, tau = _householder(A)
@@ -118,8 +120,7 @@ def qr(A: Tensor, some: bool = True) -> QRResult:
 def geqrf(A: Tensor) -> GeqrfResult:
     """``torch.geqrf``: LAPACK's packed QR: R on and above the diagonal, the Householder vectors
     (without their unit first entry) below it, and their scale factors ``tau`` (..., min(m, n))."""
-    check_matrix("torch.geqrf", A, square=False, kernel="geqrf_cpu", rank_style="input",
-                 floating=False)
+    check_matrix("torch.geqrf", A, square=False, kernel="geqrf_cpu", rank_style="input", floating=False)
     R, vectors, tau = _householder(A)
     n = A.shape[-1]
     packed = R
@@ -140,16 +141,19 @@ def _reflectors_of(A: Tensor, k: int) -> Tensor:
 def householder_product(A: Tensor, tau: Tensor) -> Tensor:
     """``torch.linalg.householder_product``: the first n columns of ``H_0 ... H_{k-1}``, with
     ``H_i = I - tau_i v_i v_i^T`` and v_i stored below A's diagonal (``geqrf``'s output)."""
-    check_matrix("torch.linalg.householder_product", A, square=False, kernel="orgqr_cpu", rank_style="input",
-                 floating=False)
+    check_matrix(
+        "torch.linalg.householder_product", A, square=False, kernel="orgqr_cpu", rank_style="input", floating=False
+    )
     m, n = A.shape[-2], A.shape[-1]
     k = tau.shape[-1]
     if m < n:
-        raise RuntimeError("torch.linalg.householder_product: input.shape[-2] must be greater than or equal to "
-                           "input.shape[-1]")
+        raise RuntimeError(
+            "torch.linalg.householder_product: input.shape[-2] must be greater than or equal to input.shape[-1]"
+        )
     if k > n:
-        raise RuntimeError("torch.linalg.householder_product: input.shape[-1] must be greater than or equal to "
-                           "tau.shape[-1]")
+        raise RuntimeError(
+            "torch.linalg.householder_product: input.shape[-1] must be greater than or equal to tau.shape[-1]"
+        )
     Q = _q_from_reflectors(_reflectors_of(A, k), tau, m, A)
     return Q.narrow(-1, 0, n)
 
@@ -186,8 +190,10 @@ def linalg_lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: st
     if A.dtype not in (dtypes.float32, dtypes.float64):
         raise RuntimeError("This function doesn't handle types other than float and double")
     if A.dtype is not B.dtype:
-        raise RuntimeError(f"torch.linalg.lstsq: Expected input and other to have the same dtype, but got input's "
-                           f"dtype {torch_dtype_name(A.dtype)} and other's dtype {torch_dtype_name(B.dtype)}")
+        raise RuntimeError(
+            f"torch.linalg.lstsq: Expected input and other to have the same dtype, but got input's "
+            f"dtype {torch_dtype_name(A.dtype)} and other's dtype {torch_dtype_name(B.dtype)}"
+        )
     if driver not in (None, "gels", "gelsy", "gelsd", "gelss"):
         raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)")
     vector = B.dim() == A.dim() - 1

@@ -19,6 +19,7 @@ The ``size`` attribute repeats n so that graphs of different matrix sizes never 
 graph with symbolic sizes (``runtime/fastpath/dynamic_shapes.py``): the decomposition is unrolled
 over n.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -42,8 +43,9 @@ def solve(A: Tensor, B: Tensor, backward_name: str = "LinalgSolveExBackward0") -
 def _solve_shape(inputs, attrs):
     a, b = inputs[0], inputs[1]
     if len(a.shape) < 2 or a.shape[-1] != a.shape[-2] or a.shape[-1] != attrs.get("size", a.shape[-1]):
-        raise RuntimeError(f"Solve: A must be batches of square matrices of size {attrs.get('size')}, "
-                           f"got shape {list(a.shape)}")
+        raise RuntimeError(
+            f"Solve: A must be batches of square matrices of size {attrs.get('size')}, got shape {list(a.shape)}"
+        )
     if len(b.shape) != len(a.shape) or b.shape[:-2] != a.shape[:-2] or b.shape[-2] != a.shape[-1]:
         raise RuntimeError(f"Solve: B of shape {list(b.shape)} does not match A of shape {list(a.shape)}")
     if a.dtype is not b.dtype:
@@ -69,8 +71,9 @@ class _Emitter:
 
     def op(self, op_type: str, *inputs: str, output: str | None = None, **attributes) -> str:
         output = output or self.fresh_name(op_type)
-        self.nodes.append(helper.make_node(op_type, list(inputs), [output], name=self.fresh_name(op_type),
-                                           **attributes))
+        self.nodes.append(
+            helper.make_node(op_type, list(inputs), [output], name=self.fresh_name(op_type), **attributes)
+        )
         return output
 
     def constant(self, array, stem: str, numpy_dtype=None) -> str:
@@ -94,26 +97,45 @@ def _solve_decomposition(node, input_names: list, output_names: list, fresh_name
         index = emit.constant(j, "index", np.int64)
         column = emit.op("Gather", work, index, axis=-1)  # (..., n)
         # rows above j are out of the running: -1 is below every magnitude; ArgMax takes the first maximum
-        candidates = emit.op("Where", emit.constant(np.arange(n) >= j, "below", bool), emit.op("Abs", column),
-                             minus_one)
+        candidates = emit.op(
+            "Where", emit.constant(np.arange(n) >= j, "below", bool), emit.op("Abs", column), minus_one
+        )
         target = emit.op("ArgMax", candidates, axis=-1, keepdims=1)  # (..., 1)
         one_hot = emit.op("Cast", emit.op("Equal", target, rows), to=emit.dtype.onnx_type)  # (..., n)
         one_hot_column, one_hot_row = emit.op("Unsqueeze", one_hot, last), emit.op("Unsqueeze", one_hot, second_last)
         e_j = identity[j]
         # I - e_j e_j^T - p p^T + e_j p^T + p e_j^T: swaps rows j and p (the identity when p == j)
-        swap = emit.op("Add", emit.op("Sub", emit.constant(identity - np.outer(e_j, e_j), "fixed"),
-                                      emit.op("Mul", one_hot_column, one_hot_row)),
-                       emit.op("Add", emit.op("Mul", emit.constant(e_j[:, None], "e_column"), one_hot_row),
-                               emit.op("Mul", one_hot_column, emit.constant(e_j[None, :], "e_row"))))
+        swap = emit.op(
+            "Add",
+            emit.op(
+                "Sub",
+                emit.constant(identity - np.outer(e_j, e_j), "fixed"),
+                emit.op("Mul", one_hot_column, one_hot_row),
+            ),
+            emit.op(
+                "Add",
+                emit.op("Mul", emit.constant(e_j[:, None], "e_column"), one_hot_row),
+                emit.op("Mul", one_hot_column, emit.constant(e_j[None, :], "e_row")),
+            ),
+        )
         work = emit.op("MatMul", swap, work)
         pivot_row = emit.op("Gather", work, index, axis=-2)  # (..., n + k)
         pivot = emit.op("Unsqueeze", emit.op("Gather", pivot_row, index, axis=-1), last)  # (..., 1)
         normalized = emit.op("Div", pivot_row, pivot)
         others = emit.op("Mul", emit.op("Gather", work, index, axis=-1), emit.constant(1.0 - e_j, "others"))
         update = emit.op("Mul", emit.op("Unsqueeze", others, last), emit.op("Unsqueeze", normalized, second_last))
-        work = emit.op("Where", emit.constant((np.arange(n) == j)[:, None], "row_j", bool),
-                       emit.op("Unsqueeze", normalized, second_last), emit.op("Sub", work, update))
-    emit.op("Slice", work, emit.constant([n], "start", np.int64), emit.constant([np.iinfo(np.int64).max], "end",
-                                                                                np.int64),
-            last, output=output_names[0])
+        work = emit.op(
+            "Where",
+            emit.constant((np.arange(n) == j)[:, None], "row_j", bool),
+            emit.op("Unsqueeze", normalized, second_last),
+            emit.op("Sub", work, update),
+        )
+    emit.op(
+        "Slice",
+        work,
+        emit.constant([n], "start", np.int64),
+        emit.constant([np.iinfo(np.int64).max], "end", np.int64),
+        last,
+        output=output_names[0],
+    )
     return emit.nodes, emit.initializers

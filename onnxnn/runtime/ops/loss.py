@@ -7,6 +7,7 @@ class the target names along axis 1; an ``ignore_index`` target weighs nothing, 
 divides by the summed weights of the counted targets. The gradient with respect to the class
 weights is not provided (PyTorch has none either); targets are integers.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -30,13 +31,16 @@ def _loss_shapes(op_type: str, inputs, attrs):
         raise RuntimeError(f"{op_type}: input of shape {list(scores.shape)} needs a batch and a class axis (rank >= 2)")
     expected = (scores.shape[0],) + tuple(scores.shape[2:])
     if tuple(target.shape) != expected:
-        raise RuntimeError(f"{op_type}: target of shape {list(target.shape)} does not match input of shape "
-                           f"{list(scores.shape)}; expected {list(expected)}")
+        raise RuntimeError(
+            f"{op_type}: target of shape {list(target.shape)} does not match input of shape "
+            f"{list(scores.shape)}; expected {list(expected)}"
+        )
     if target.dtype.is_floating_point:
         raise RuntimeError(f"{op_type}: target must hold integer class indices, got {target.dtype.name}")
     if weight is not None and tuple(weight.shape) != (scores.shape[1],):
-        raise RuntimeError(f"{op_type}: weight of shape {list(weight.shape)} does not match the {scores.shape[1]} "
-                           "classes")
+        raise RuntimeError(
+            f"{op_type}: weight of shape {list(weight.shape)} does not match the {scores.shape[1]} classes"
+        )
     reduction = attrs.get("reduction", "mean")
     if reduction not in _REDUCTIONS:
         raise RuntimeError(f"{op_type}: reduction must be one of {list(_REDUCTIONS)}, got {reduction!r}")
@@ -62,8 +66,9 @@ def _log_probability_gradient(ctx, g: Tensor, log_probabilities: Tensor) -> Tens
     rank = log_probabilities.dim()
     classes = log_probabilities.shape[1]
     class_shape = (1, classes) + (1,) * (rank - 2)
-    class_index = Tensor._from_value(static_constant(np.arange(classes).reshape(class_shape), dtypes.int64,
-                                                     log_probabilities.device))
+    class_index = Tensor._from_value(
+        static_constant(np.arange(classes).reshape(class_shape), dtypes.int64, log_probabilities.device)
+    )
     chosen = eq(target.unsqueeze(1), class_index)
     dtype = log_probabilities.dtype
     if ctx.num_inputs > 2 and ctx.input_value(2) is not None:

@@ -5,6 +5,7 @@ Trilu (shape and gradient rules here: the gradient of keeping a triangle is keep
 Diagonals are gathered with index tables fixed at record time, so their gradients are exact
 scatters (no multiplication by a 0/1 mask, which would turn an infinite entry into NaN).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -20,8 +21,27 @@ from .arrange import meshgrid
 from .linalg import bmm, dot, matmul, mm
 from .shape import cat, stack
 
-__all__ = ["addmm", "addbmm", "baddbmm", "addmv", "addr", "mv", "outer", "ger", "inner", "kron", "tril", "triu",
-           "diagonal", "diag", "diag_embed", "diagflat", "trace", "cross", "vdot"]
+__all__ = [
+    "addmm",
+    "addbmm",
+    "baddbmm",
+    "addmv",
+    "addr",
+    "mv",
+    "outer",
+    "ger",
+    "inner",
+    "kron",
+    "tril",
+    "triu",
+    "diagonal",
+    "diag",
+    "diag_embed",
+    "diagflat",
+    "trace",
+    "cross",
+    "vdot",
+]
 
 
 @shape_rules.register("Trilu")
@@ -107,8 +127,10 @@ def inner(input: Tensor, other: Tensor) -> Tensor:
     if input.dim() == 0 or other.dim() == 0:
         return input * other
     if input.shape[-1] != other.shape[-1]:
-        raise RuntimeError(f"inner() the last dimension must match on both input tensors but got shapes "
-                           f"{list(input.shape)} and {list(other.shape)}")
+        raise RuntimeError(
+            f"inner() the last dimension must match on both input tensors but got shapes "
+            f"{list(input.shape)} and {list(other.shape)}"
+        )
     size = input.shape[-1]
     product = matmul(input.reshape(-1, size), other.reshape(-1, size).transpose(0, 1))
     return product.reshape(tuple(input.shape[:-1]) + tuple(other.shape[:-1]))
@@ -136,8 +158,12 @@ def kron(input: Tensor, other: Tensor) -> Tensor:
 def _triangle(input: Tensor, diagonal: int, upper: bool) -> Tensor:
     if input.dim() < 2:
         raise RuntimeError(f"{'triu' if upper else 'tril'}: input tensor must have at least 2 dimensions")
-    return apply_op("Trilu", (input, int64_constant(int(diagonal))), {"upper": int(upper)},
-                    "TriuBackward0" if upper else "TrilBackward0")
+    return apply_op(
+        "Trilu",
+        (input, int64_constant(int(diagonal))),
+        {"upper": int(upper)},
+        "TriuBackward0" if upper else "TrilBackward0",
+    )
 
 
 def tril(input: Tensor, diagonal: int = 0) -> Tensor:
@@ -178,8 +204,12 @@ def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -
     if axis1 == axis2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
     # Gather from the input with one zero appended: off-diagonal positions read the zero.
-    padded = apply_op("Concat", (input, Tensor._zeros(tuple(input.shape[:-1]) + (1,), input.dtype, input.device)),
-                      {"axis": input.dim() - 1}, "CatBackward0")
+    padded = apply_op(
+        "Concat",
+        (input, Tensor._zeros(tuple(input.shape[:-1]) + (1,), input.dtype, input.device)),
+        {"axis": input.dim() - 1},
+        "CatBackward0",
+    )
     table = np.full(size * size, length, dtype=np.int64)
     table[_diagonal_positions(size, size, offset)] = np.arange(length)
     positions = Tensor._from_array(table, dtypes.int64, input.device)
@@ -225,8 +255,9 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     a, b = input.expand(shape), other.expand(shape)
     first = Tensor._from_array(np.array([1, 2, 0], dtype=np.int64), dtypes.int64, input.device)
     second = Tensor._from_array(np.array([2, 0, 1], dtype=np.int64), dtypes.int64, input.device)
-    return a.index_select(axis, first) * b.index_select(axis, second) - \
-        a.index_select(axis, second) * b.index_select(axis, first)
+    return a.index_select(axis, first) * b.index_select(axis, second) - a.index_select(axis, second) * b.index_select(
+        axis, first
+    )
 
 
 def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
@@ -240,8 +271,10 @@ def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
     dims_a, dims_b = normalize_axes(dims_a, a.dim()), normalize_axes(dims_b, b.dim())
     for da, db in zip(dims_a, dims_b):
         if a.shape[da] != b.shape[db]:
-            raise RuntimeError(f"contracted dimensions need to match, but first has size {a.shape[da]} in dim {da} "
-                               f"and second has size {b.shape[db]} in dim {db}")
+            raise RuntimeError(
+                f"contracted dimensions need to match, but first has size {a.shape[da]} in dim {da} "
+                f"and second has size {b.shape[db]} in dim {db}"
+            )
     free_a = [d for d in range(a.dim()) if d not in dims_a]
     free_b = [d for d in range(b.dim()) if d not in dims_b]
     size = int(np.prod([a.shape[d] for d in dims_a])) if dims_a else 1
@@ -262,9 +295,11 @@ def chain_matmul(*matrices) -> Tensor:
 def matrix_power(input: Tensor, n: int) -> Tensor:
     """``input`` multiplied by itself ``n`` times (square matrices, batched); n >= 0."""
     if input.dim() < 2 or input.shape[-1] != input.shape[-2]:
-        raise RuntimeError("linalg.matrix_power: A must be batches of square matrices, but they are "
-                           f"{input.shape[-2] if input.dim() >= 2 else 1} by {input.shape[-1] if input.dim() else 1} "
-                           "matrices")
+        raise RuntimeError(
+            "linalg.matrix_power: A must be batches of square matrices, but they are "
+            f"{input.shape[-2] if input.dim() >= 2 else 1} by {input.shape[-1] if input.dim() else 1} "
+            "matrices"
+        )
     if n < 0:
         raise NotImplementedError("matrix_power with a negative exponent needs a matrix inverse, which onnxnn lacks")
     if n == 0:
@@ -318,8 +353,10 @@ def block_diag(*tensors) -> Tensor:
     blocks = [t.reshape(1, 1) if t.dim() == 0 else t.reshape(1, -1) if t.dim() == 1 else t for t in tensors]
     for index, block in enumerate(blocks):
         if block.dim() != 2:
-            raise RuntimeError(f"torch.block_diag: Input tensors must have 2 or fewer dimensions. Input {index} has "
-                               f"{block.dim()} dimensions")
+            raise RuntimeError(
+                f"torch.block_diag: Input tensors must have 2 or fewer dimensions. Input {index} has "
+                f"{block.dim()} dimensions"
+            )
     if len(blocks) > 1:
         blocks, _ = promote_operands(blocks)
     width = sum(block.shape[1] for block in blocks)
@@ -355,5 +392,15 @@ def _broadcast(*shapes):
     return _broadcast_shapes(*shapes) if shapes else ()
 
 
-__all__ += ["tensordot", "chain_matmul", "matrix_power", "broadcast_shapes", "broadcast_tensors", "cartesian_prod",
-            "combinations", "block_diag", "tril_indices", "triu_indices"]
+__all__ += [
+    "tensordot",
+    "chain_matmul",
+    "matrix_power",
+    "broadcast_shapes",
+    "broadcast_tensors",
+    "cartesian_prod",
+    "combinations",
+    "block_diag",
+    "tril_indices",
+    "triu_indices",
+]

@@ -12,6 +12,7 @@ the kinks (HardSwish's slope at -3 is 0, at 3 it is x / 3 + 1 / 2; Shrink's at +
 is also what imported inference graphs contain. Imported ``training_mode=1`` nodes get their gradient
 from ``normalization.batch_normalization_training_grad``.
 """
+
 from __future__ import annotations
 
 from ...ir import dtypes
@@ -32,8 +33,10 @@ def _batch_normalization_shape(inputs, attrs):
     channels = x.shape[1]
     for name, value in zip(("scale", "B", "input_mean", "input_var"), inputs[1:5]):
         if value is not None and value.shape != (channels,):
-            raise RuntimeError(f"BatchNormalization: {name} of shape {list(value.shape)} does not match the "
-                               f"{channels} channels of the input of shape {list(x.shape)}")
+            raise RuntimeError(
+                f"BatchNormalization: {name} of shape {list(value.shape)} does not match the "
+                f"{channels} channels of the input of shape {list(x.shape)}"
+            )
     outputs = [(x.shape, x.dtype)]
     if attrs.get("training_mode", 0):
         # running_mean and running_var outputs, typed like the input statistics.
@@ -143,8 +146,8 @@ def _prelu_grad(ctx, g):
     return grad_x, grad_slope
 
 
-
 # ---------------------------------------------------------------- tensor ops
+
 
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """Returns ``x`` where ``|x| > lambd``, else 0."""
@@ -170,8 +173,10 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
             raise RuntimeError("Not allow zero-dim input tensor.")
         channels = input.shape[1] if input.dim() >= 2 else 1  # PyTorch: a 1-D input has one channel
         if channels != count:
-            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
-                               f"{count} and channel size = {channels}.")
+            raise RuntimeError(
+                f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
+                f"{count} and channel size = {channels}."
+            )
         # ONNX broadcasts trailing-aligned: per-channel slopes become (C, 1, ..., 1).
         slope = weight.reshape((count,) + (1,) * max(input.dim() - 2, 0))
     else:

@@ -10,6 +10,7 @@ over the reduced axes and ``ĝ = g * scale``,
 BatchNormalization's rules live in ``nn_ops.py``; :func:`batch_normalization_training_grad` here is
 the gradient of its ``training_mode=1`` form, for that rule to delegate to.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -44,6 +45,7 @@ def _per_channel(parameter: Tensor, rank: int) -> Tensor:
 
 # ---------------------------------------------------------------- LayerNormalization
 
+
 def _layer_norm_axis(attrs: dict, rank: int) -> int:
     return normalize_axes([attrs.get("axis", -1)], rank)[0]
 
@@ -57,10 +59,12 @@ def _layer_normalization_shape(inputs, attrs):
     for name, value in (("Scale", scale), ("B", inputs[2] if len(inputs) > 2 else None)):
         if value is None:
             continue
-        trailing = normalized[len(normalized) - len(value.shape):] if len(value.shape) <= len(normalized) else None
+        trailing = normalized[len(normalized) - len(value.shape) :] if len(value.shape) <= len(normalized) else None
         if trailing is None or any(v not in (1, n) for v, n in zip(value.shape, trailing)):
-            raise RuntimeError(f"LayerNormalization: {name} of shape {list(value.shape)} does not broadcast to the "
-                               f"normalized shape {list(normalized)} of the input of shape {list(x.shape)}")
+            raise RuntimeError(
+                f"LayerNormalization: {name} of shape {list(value.shape)} does not broadcast to the "
+                f"normalized shape {list(normalized)} of the input of shape {list(x.shape)}"
+            )
     stash = dtypes.as_dtype(int(attrs.get("stash_type", 1)))
     statistics = x.shape[:axis] + (1,) * (rank - axis)
     return [(x.shape, x.dtype), (statistics, stash), (statistics, stash)]
@@ -88,13 +92,16 @@ def _layer_normalization_grad(ctx, g, *statistics_grads):
 
 # ---------------------------------------------------------------- Instance and group normalization
 
+
 def _check_per_channel(op_type: str, x, parameters) -> None:
     if len(x.shape) < 3:
         raise RuntimeError(f"{op_type} expects an input of shape (N, C, *spatial), got {list(x.shape)}")
     for name, value in parameters:
         if value is not None and value.shape != (x.shape[1],):
-            raise RuntimeError(f"{op_type}: {name} of shape {list(value.shape)} does not match the {x.shape[1]} "
-                               f"channels of the input of shape {list(x.shape)}")
+            raise RuntimeError(
+                f"{op_type}: {name} of shape {list(value.shape)} does not match the {x.shape[1]} "
+                f"channels of the input of shape {list(x.shape)}"
+            )
 
 
 @shape_rules.register("InstanceNormalization")
@@ -125,8 +132,10 @@ def _group_normalization_shape(inputs, attrs):
     _check_per_channel("GroupNormalization", x, (("scale", inputs[1]), ("bias", inputs[2])))
     groups = int(attrs.get("num_groups", 0))
     if groups <= 0 or x.shape[1] % groups:
-        raise RuntimeError(f"GroupNormalization: num_groups={groups} does not divide the {x.shape[1]} channels of "
-                           f"the input of shape {list(x.shape)}")
+        raise RuntimeError(
+            f"GroupNormalization: num_groups={groups} does not divide the {x.shape[1]} channels of "
+            f"the input of shape {list(x.shape)}"
+        )
     return [(x.shape, x.dtype)]
 
 
@@ -149,6 +158,7 @@ def _group_normalization_grad(ctx, g):
 
 # ---------------------------------------------------------------- BatchNormalization, training form
 
+
 def batch_normalization_training_grad(ctx, g, *statistics_grads) -> tuple:
     """Gradients of ``BatchNormalization(training_mode=1)`` for X, scale and B (None for the statistics).
 
@@ -166,6 +176,7 @@ def batch_normalization_training_grad(ctx, g, *statistics_grads) -> tuple:
 # ---------------------------------------------------------------- Lp and mean-variance normalization
 # (RMSNormalization, opset 23, is imported through its ONNX function body, whose ops have rules.)
 
+
 @shape_rules.register("LpNormalization")
 def _lp_normalization_shape(inputs, attrs):
     x = inputs[0]
@@ -180,10 +191,10 @@ def _lp_normalization_grad(ctx, g):
     axis = normalize_axes([ctx.attrs.get("axis", -1)], x.dim())[0]
     if int(ctx.attrs.get("p", 2)) == 1:
         norm = x.abs().sum([axis], keepdim=True)
-        direction = x.sign()   # d|x|/dx
+        direction = x.sign()  # d|x|/dx
     else:
         norm = (x * x).sum([axis], keepdim=True).sqrt()
-        direction = y          # d||x||/dx = x / ||x||
+        direction = y  # d||x||/dx = x / ||x||
     # dy/dx = (I - direction y^T) / norm applied to g; a zero vector's output is a constant zero.
     zero = norm == 0
     safe = norm + zero.to(norm.dtype)
@@ -212,6 +223,7 @@ def _mean_variance_normalization_grad(ctx, g):
 
 
 # ---------------------------------------------------------------- LRN
+
 
 def _channel_window_sum(t: Tensor, before: int, after: int) -> Tensor:
     """out[:, c] = sum of t[:, c - before : c + after + 1] (zeros outside the channels)."""
@@ -258,6 +270,7 @@ def _lrn_grad(ctx, g):
 
 # ---------------------------------------------------------------- Dropout (as found in imported graphs)
 
+
 @shape_rules.register("Dropout")
 def _dropout_shape(inputs, attrs):
     x = inputs[0]
@@ -287,6 +300,7 @@ def _dropout_grad(ctx, g, *unused):
 
 # ---------------------------------------------------------------- tensor functions
 
+
 def _constant_like(input: Tensor, shape: tuple, fill: float) -> Tensor:
     return Tensor._full((), fill, input.dtype, input.device).expand(shape)
 
@@ -300,8 +314,9 @@ def _attribute_rounds(input: Tensor, eps: float) -> bool:
     return input.dtype is dtypes.float64 and float(np.float32(eps)) != float(eps)
 
 
-def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
-               eps: float = 1e-5) -> Tensor:
+def layer_norm(
+    input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
+) -> Tensor:
     """Normalizes over the last ``len(normalized_shape)`` dims, as one ONNX ``LayerNormalization`` node.
 
     Args:
@@ -317,25 +332,35 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
         True
     """
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(int(s) for s in normalized_shape)
-    if not shape or tuple(input.shape[-len(shape):]) != shape or input.dim() < len(shape):
-        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
-                           f"[*, {', '.join(str(s) for s in shape)}], but got input of size{list(input.shape)}")
+    if not shape or tuple(input.shape[-len(shape) :]) != shape or input.dim() < len(shape):
+        raise RuntimeError(
+            f"Given normalized_shape={list(shape)}, expected input with shape "
+            f"[*, {', '.join(str(s) for s in shape)}], but got input of size{list(input.shape)}"
+        )
     for name, parameter in (("weight", weight), ("bias", bias)):
         if parameter is not None and tuple(parameter.shape) != shape:
-            raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but got {name} of shape "
-                               f"{list(parameter.shape)} and normalized_shape = {list(shape)}")
+            raise RuntimeError(
+                f"Expected {name} to be of same shape as normalized_shape, but got {name} of shape "
+                f"{list(parameter.shape)} and normalized_shape = {list(shape)}"
+            )
     if _attribute_rounds(input, eps):
         result = _standardized(input, list(range(input.dim() - len(shape), input.dim())), float(eps))[0]
         result = result * weight if weight is not None else result
         return result + bias if bias is not None else result
     scale = weight if weight is not None else _constant_like(input, shape, 1.0)
     operands = (input, scale) if bias is None else (input, scale, bias)
-    return apply_op("LayerNormalization", operands, {"axis": -len(shape), "epsilon": float(eps)},
-                    "NativeLayerNormBackward0", num_outputs=1)
+    return apply_op(
+        "LayerNormalization",
+        operands,
+        {"axis": -len(shape), "epsilon": float(eps)},
+        "NativeLayerNormBackward0",
+        num_outputs=1,
+    )
 
 
-def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
-               eps: float = 1e-5) -> Tensor:
+def group_norm(
+    input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
+) -> Tensor:
     """Normalizes each group of ``C / num_groups`` channels of ``(N, C, *)``, then applies a per-channel affine map.
 
     Recorded as one ONNX ``GroupNormalization`` node (opset 21: per-channel scale and bias).
@@ -344,13 +369,17 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
         raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.dim()}")
     channels = input.shape[1]
     if num_groups <= 0 or channels % num_groups:
-        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of "
-                           f"shape {list(input.shape)} and num_groups={num_groups}")
+        raise RuntimeError(
+            f"Expected number of channels in input to be divisible by num_groups, but got input of "
+            f"shape {list(input.shape)} and num_groups={num_groups}"
+        )
     for name, parameter in (("weight", weight), ("bias", bias)):
         if parameter is not None and tuple(parameter.shape) != (channels,):
-            raise RuntimeError(f"Expected {name} to be a vector of size equal to the number of channels in input, "
-                               f"but got {name} of shape {list(parameter.shape)} and input of shape "
-                               f"{list(input.shape)}")
+            raise RuntimeError(
+                f"Expected {name} to be a vector of size equal to the number of channels in input, "
+                f"but got {name} of shape {list(parameter.shape)} and input of shape "
+                f"{list(input.shape)}"
+            )
     x = input.unsqueeze(-1) if input.dim() == 2 else input
     if _attribute_rounds(input, eps):
         grouped = _standardized(x.reshape((x.shape[0], int(num_groups), -1)), [2], float(eps))[0].reshape(input.shape)
@@ -360,15 +389,25 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
     shift = bias if bias is not None else _constant_like(input, (channels,), 0.0)
     # stash_type sets the precision of the statistics: float64 inputs keep float64 (as PyTorch does).
     stash = dtypes.float64 if input.dtype is dtypes.float64 else dtypes.float32
-    result = apply_op("GroupNormalization", (x, scale, shift),
-                      {"num_groups": int(num_groups), "epsilon": float(eps), "stash_type": stash.onnx_type},
-                      "NativeGroupNormBackward0")
+    result = apply_op(
+        "GroupNormalization",
+        (x, scale, shift),
+        {"num_groups": int(num_groups), "epsilon": float(eps), "stash_type": stash.onnx_type},
+        "NativeGroupNormBackward0",
+    )
     return result.squeeze(-1) if input.dim() == 2 else result
 
 
-def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var: Tensor | None = None,
-                  weight: Tensor | None = None, bias: Tensor | None = None, use_input_stats: bool = True,
-                  momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+def instance_norm(
+    input: Tensor,
+    running_mean: Tensor | None = None,
+    running_var: Tensor | None = None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    use_input_stats: bool = True,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
     """Normalizes each ``(n, c)`` plane of ``(N, C, *spatial)`` over its spatial dims.
 
     With ``use_input_stats`` (the default) the statistics come from the input, as one ONNX
@@ -426,7 +465,8 @@ def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: flo
     if input.numel() == 0:
         return input
     if input.dim() == 4 and size % 2 == 1 and input.dtype is not dtypes.float64:
-        return apply_op("LRN", (input,), {"size": int(size), "alpha": float(alpha), "beta": float(beta),
-                                          "bias": float(k)})
+        return apply_op(
+            "LRN", (input,), {"size": int(size), "alpha": float(alpha), "beta": float(beta), "bias": float(k)}
+        )
     energy = _channel_window_sum(input * input, size // 2, (size - 1) // 2)
     return input / (energy * (alpha / size) + k).pow(beta)

@@ -6,6 +6,7 @@ own degree with Where, so a tensor ``n`` works elementwise as in PyTorch (its la
 from the data: it is the number of recurrence steps recorded). Negative degrees give 0; a float ``n``
 is truncated, as PyTorch's integer conversion does.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,10 +17,20 @@ from ...ir import dtypes
 from ._common import Tensor, promote_operands
 from . import elementwise as _e
 
-__all__ = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
-           "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
-           "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
-           "laguerre_polynomial_l", "legendre_polynomial_p"]
+__all__ = [
+    "chebyshev_polynomial_t",
+    "chebyshev_polynomial_u",
+    "chebyshev_polynomial_v",
+    "chebyshev_polynomial_w",
+    "shifted_chebyshev_polynomial_t",
+    "shifted_chebyshev_polynomial_u",
+    "shifted_chebyshev_polynomial_v",
+    "shifted_chebyshev_polynomial_w",
+    "hermite_polynomial_h",
+    "hermite_polynomial_he",
+    "laguerre_polynomial_l",
+    "legendre_polynomial_p",
+]
 
 
 def _operands(input, n) -> tuple[Tensor, Tensor | int]:
@@ -34,6 +45,7 @@ def _operands(input, n) -> tuple[Tensor, Tensor | int]:
 
 def _recurrence(first, step):
     """A polynomial family from ``P_1 = first(x)`` and ``P_(k+1) = step(k, x, P_k, P_(k-1))``."""
+
     def evaluate(input, n) -> Tensor:
         x, degrees = _operands(input, n)
         if isinstance(degrees, int):
@@ -55,6 +67,7 @@ def _recurrence(first, step):
         for k, value in enumerate(values):
             result = _e.where(degrees == k, value, result)
         return result
+
     return evaluate
 
 
@@ -66,6 +79,7 @@ def _shifted(function):
     def evaluate(input, n) -> Tensor:
         x, degrees = _operands(input, n)
         return function(x * 2.0 - 1.0, degrees if isinstance(degrees, int) else degrees)
+
     return evaluate
 
 
@@ -75,32 +89,51 @@ def _named(function, name: str, doc: str):
     return function
 
 
-chebyshev_polynomial_t = _named(_chebyshev(lambda x: x), "chebyshev_polynomial_t",
-                                "Chebyshev polynomials of the first kind ``T_n(x)``.")
-chebyshev_polynomial_u = _named(_chebyshev(lambda x: x * 2.0), "chebyshev_polynomial_u",
-                                "Chebyshev polynomials of the second kind ``U_n(x)``.")
-chebyshev_polynomial_v = _named(_chebyshev(lambda x: x * 2.0 - 1.0), "chebyshev_polynomial_v",
-                                "Chebyshev polynomials of the third kind ``V_n(x)``.")
-chebyshev_polynomial_w = _named(_chebyshev(lambda x: x * 2.0 + 1.0), "chebyshev_polynomial_w",
-                                "Chebyshev polynomials of the fourth kind ``W_n(x)``.")
-shifted_chebyshev_polynomial_t = _named(_shifted(chebyshev_polynomial_t), "shifted_chebyshev_polynomial_t",
-                                        "``T_n(2x - 1)``.")
-shifted_chebyshev_polynomial_u = _named(_shifted(chebyshev_polynomial_u), "shifted_chebyshev_polynomial_u",
-                                        "``U_n(2x - 1)``.")
-shifted_chebyshev_polynomial_v = _named(_shifted(chebyshev_polynomial_v), "shifted_chebyshev_polynomial_v",
-                                        "``V_n(2x - 1)``.")
-shifted_chebyshev_polynomial_w = _named(_shifted(chebyshev_polynomial_w), "shifted_chebyshev_polynomial_w",
-                                        "``W_n(2x - 1)``.")
+chebyshev_polynomial_t = _named(
+    _chebyshev(lambda x: x), "chebyshev_polynomial_t", "Chebyshev polynomials of the first kind ``T_n(x)``."
+)
+chebyshev_polynomial_u = _named(
+    _chebyshev(lambda x: x * 2.0), "chebyshev_polynomial_u", "Chebyshev polynomials of the second kind ``U_n(x)``."
+)
+chebyshev_polynomial_v = _named(
+    _chebyshev(lambda x: x * 2.0 - 1.0), "chebyshev_polynomial_v", "Chebyshev polynomials of the third kind ``V_n(x)``."
+)
+chebyshev_polynomial_w = _named(
+    _chebyshev(lambda x: x * 2.0 + 1.0),
+    "chebyshev_polynomial_w",
+    "Chebyshev polynomials of the fourth kind ``W_n(x)``.",
+)
+shifted_chebyshev_polynomial_t = _named(
+    _shifted(chebyshev_polynomial_t), "shifted_chebyshev_polynomial_t", "``T_n(2x - 1)``."
+)
+shifted_chebyshev_polynomial_u = _named(
+    _shifted(chebyshev_polynomial_u), "shifted_chebyshev_polynomial_u", "``U_n(2x - 1)``."
+)
+shifted_chebyshev_polynomial_v = _named(
+    _shifted(chebyshev_polynomial_v), "shifted_chebyshev_polynomial_v", "``V_n(2x - 1)``."
+)
+shifted_chebyshev_polynomial_w = _named(
+    _shifted(chebyshev_polynomial_w), "shifted_chebyshev_polynomial_w", "``W_n(2x - 1)``."
+)
 hermite_polynomial_h = _named(
     _recurrence(lambda x: x * 2.0, lambda k, x, p, previous: x * 2.0 * p - previous * float(2 * k)),
-    "hermite_polynomial_h", "Physicists' Hermite polynomials ``H_n(x)``.")
+    "hermite_polynomial_h",
+    "Physicists' Hermite polynomials ``H_n(x)``.",
+)
 hermite_polynomial_he = _named(
     _recurrence(lambda x: x, lambda k, x, p, previous: x * p - previous * float(k)),
-    "hermite_polynomial_he", "Probabilists' Hermite polynomials ``He_n(x)``.")
+    "hermite_polynomial_he",
+    "Probabilists' Hermite polynomials ``He_n(x)``.",
+)
 laguerre_polynomial_l = _named(
-    _recurrence(lambda x: 1.0 - x, lambda k, x, p, previous: ((float(2 * k + 1) - x) * p - previous * float(k))
-                / float(k + 1)),
-    "laguerre_polynomial_l", "Laguerre polynomials ``L_n(x)``.")
+    _recurrence(
+        lambda x: 1.0 - x, lambda k, x, p, previous: ((float(2 * k + 1) - x) * p - previous * float(k)) / float(k + 1)
+    ),
+    "laguerre_polynomial_l",
+    "Laguerre polynomials ``L_n(x)``.",
+)
 legendre_polynomial_p = _named(
     _recurrence(lambda x: x, lambda k, x, p, previous: (x * p * float(2 * k + 1) - previous * float(k)) / float(k + 1)),
-    "legendre_polynomial_p", "Legendre polynomials ``P_n(x)``.")
+    "legendre_polynomial_p",
+    "Legendre polynomials ``P_n(x)``.",
+)

@@ -6,6 +6,7 @@ composition of per-axis adjoints): the centre of the output gradient is the inpu
 the borders fold back onto the input, mirrored (reflect), summed into the edge element (edge)
 or onto the other end (wrap), each added through a zero ``Pad`` placing it at its offset.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,8 +24,11 @@ _BIG = np.iinfo(np.int64).max
 def _pad_shape(inputs, attrs):
     shape = list(inputs[0].shape)
     pads = _constant_list(inputs[1])
-    axes = (normalize_axes(_constant_list(inputs[3]), len(shape))
-            if len(inputs) > 3 and inputs[3] is not None else list(range(len(shape))))
+    axes = (
+        normalize_axes(_constant_list(inputs[3]), len(shape))
+        if len(inputs) > 3 and inputs[3] is not None
+        else list(range(len(shape)))
+    )
     for position, axis in enumerate(axes):
         shape[axis] += pads[position] + pads[position + len(axes)]
     return [(tuple(shape), inputs[0].dtype)]
@@ -36,13 +40,17 @@ def _pad_grad(ctx, g):
     mode = mode.decode() if isinstance(mode, bytes) else mode
     shape = ctx.input_shape(0)
     pads = _constant_list(ctx.input_value(1))
-    axes = (normalize_axes(_constant_list(ctx.input_value(3)), len(shape))
-            if ctx.num_inputs > 3 and ctx.input_value(3) is not None else list(range(len(shape))))
+    axes = (
+        normalize_axes(_constant_list(ctx.input_value(3)), len(shape))
+        if ctx.num_inputs > 3 and ctx.input_value(3) is not None
+        else list(range(len(shape)))
+    )
     nones = (None,) * (ctx.num_inputs - 1)
     if mode == "constant":
         # Padding by the negated pads crops what was added and zero-fills what negative pads cropped.
-        cropped = apply_op("Pad", (g, int64_constant([-pad for pad in pads]), None, int64_constant(axes)),
-                           {"mode": "constant"})
+        cropped = apply_op(
+            "Pad", (g, int64_constant([-pad for pad in pads]), None, int64_constant(axes)), {"mode": "constant"}
+        )
         return (cropped,) + nones
     if mode not in _FOLD_BORDERS:
         raise NotImplementedError(f"gradient of Pad with mode '{mode}'")
@@ -56,8 +64,9 @@ def _pad_grad(ctx, g):
 
 
 def _slice(x: Tensor, axis: int, start: int, end: int, step: int = 1) -> Tensor:
-    return apply_op("Slice", (x, int64_constant([start]), int64_constant([end]), int64_constant([axis]),
-                              int64_constant([step])))
+    return apply_op(
+        "Slice", (x, int64_constant([start]), int64_constant([end]), int64_constant([axis]), int64_constant([step]))
+    )
 
 
 def _added_at(total: Tensor, piece: Tensor, axis: int, offset: int) -> Tensor:
@@ -113,6 +122,6 @@ def pad_mode(input: Tensor, pads: list[int], mode: str) -> Tensor:
     (``"wrap"`` needs opset 19, above the lowest opset onnxnn exports to; circular padding is
     recorded as ``Slice``/``Concat`` instead.)
     """
-    padded_axes = sum(1 for begin, end in zip(pads[:input.dim()], pads[input.dim():]) if begin or end)
+    padded_axes = sum(1 for begin, end in zip(pads[: input.dim()], pads[input.dim() :]) if begin or end)
     family = {"reflect": "Reflection", "edge": "Replication"}[mode]
     return apply_op("Pad", (input, int64_constant(pads)), {"mode": mode}, f"{family}Pad{max(padded_axes, 1)}DBackward0")

@@ -5,6 +5,7 @@ bucketize/searchsorted, and the aliases PyTorch keeps (absolute, multiply, great
 Where PyTorch has a fused kernel (log1p, expm1) this records the plain formula: ``log(1 + x)``
 loses the low bits of a tiny ``x`` that a fused kernel keeps; the docstrings say so.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,12 +20,59 @@ from . import elementwise as _e
 from . import reduce as _r
 from .shape import cat, slice_axis
 
-__all__ = ["lerp", "addcmul", "addcdiv", "nan_to_num", "square", "log1p", "expm1", "log2", "log10", "exp2",
-           "logaddexp", "logaddexp2", "xlogy", "hypot", "deg2rad", "rad2deg", "frac", "fmod", "clamp_min",
-           "clamp_max", "sgn", "positive", "negative", "absolute", "multiply", "subtract", "divide", "true_divide",
-           "greater", "greater_equal", "less", "less_equal", "not_equal", "float_power", "heaviside", "signbit",
-           "nansum", "nanmean", "logit", "isposinf", "isneginf", "isreal", "bitwise_and", "bitwise_or",
-           "bitwise_xor", "bitwise_not", "diff", "count_nonzero", "aminmax", "bucketize", "searchsorted"]
+__all__ = [
+    "lerp",
+    "addcmul",
+    "addcdiv",
+    "nan_to_num",
+    "square",
+    "log1p",
+    "expm1",
+    "log2",
+    "log10",
+    "exp2",
+    "logaddexp",
+    "logaddexp2",
+    "xlogy",
+    "hypot",
+    "deg2rad",
+    "rad2deg",
+    "frac",
+    "fmod",
+    "clamp_min",
+    "clamp_max",
+    "sgn",
+    "positive",
+    "negative",
+    "absolute",
+    "multiply",
+    "subtract",
+    "divide",
+    "true_divide",
+    "greater",
+    "greater_equal",
+    "less",
+    "less_equal",
+    "not_equal",
+    "float_power",
+    "heaviside",
+    "signbit",
+    "nansum",
+    "nanmean",
+    "logit",
+    "isposinf",
+    "isneginf",
+    "isreal",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "bitwise_not",
+    "diff",
+    "count_nonzero",
+    "aminmax",
+    "bucketize",
+    "searchsorted",
+]
 
 AminmaxResult = namedtuple("aminmax", ["min", "max"])
 
@@ -51,12 +99,14 @@ def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tens
 def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
     """``input + value * tensor1 / tensor2`` (integer division is refused, as in PyTorch)."""
     if not tensor1.dtype.is_floating_point and not tensor2.dtype.is_floating_point:
-        raise RuntimeError("Integer division with addcdiv is no longer supported, and in a future release addcdiv "
-                           "will perform a true division of tensor1 and tensor2. The historic addcdiv behavior can "
-                           "be implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for "
-                           "integer inputs and as (input + value * tensor1 / tensor2) for float inputs. The future "
-                           "addcdiv behavior is just the latter implementation: (input + value * tensor1 / tensor2), "
-                           "for all dtypes.")
+        raise RuntimeError(
+            "Integer division with addcdiv is no longer supported, and in a future release addcdiv "
+            "will perform a true division of tensor1 and tensor2. The historic addcdiv behavior can "
+            "be implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for "
+            "integer inputs and as (input + value * tensor1 / tensor2) for float inputs. The future "
+            "addcdiv behavior is just the latter implementation: (input + value * tensor1 / tensor2), "
+            "for all dtypes."
+        )
     quotient = tensor1 / tensor2
     return input + (quotient if value == 1 else quotient * value)
 
@@ -247,8 +297,9 @@ def _bitwise(op_type: str, logical, input, other, name: str) -> Tensor:
     if result_dtype.is_floating_point:
         raise RuntimeError(f"\"{name}_cpu\" not implemented for '{_type_name(result_dtype)}'")
     if result_dtype is dtypes.bool:
-        return logical(a if isinstance(a, Tensor) else Tensor._from_value(a),
-                       b if isinstance(b, Tensor) else Tensor._from_value(b))
+        return logical(
+            a if isinstance(a, Tensor) else Tensor._from_value(a), b if isinstance(b, Tensor) else Tensor._from_value(b)
+        )
     return apply_op(op_type, (a, b), None, name)
 
 
@@ -276,8 +327,9 @@ def bitwise_not(input: Tensor) -> Tensor:
     return apply_op("BitwiseNot", (input,), None, "BitwiseNotBackward0")
 
 
-def diff(input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None,
-         append: Tensor | None = None) -> Tensor:
+def diff(
+    input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None, append: Tensor | None = None
+) -> Tensor:
     """``n``-th forward differences along ``dim`` (bool inputs: ``!=`` of neighbours)."""
     if input.dim() == 0:
         raise RuntimeError("diff expects input to be at least one-dimensional")
@@ -303,8 +355,9 @@ def count_nonzero(input: Tensor, dim=None) -> Tensor:
 def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False) -> AminmaxResult:
     """``(amin, amax)`` over ``dim`` (all elements when None)."""
     if input.numel() == 0:
-        raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
-                           "identity.")
+        raise RuntimeError(
+            "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity."
+        )
     dims = () if dim is None else dim
     return AminmaxResult(_r.amin(input, dims, keepdim), _r.amax(input, dims, keepdim))
 
@@ -326,8 +379,15 @@ def bucketize(input, boundaries: Tensor, *, out_int32: bool = False, right: bool
     return result.to(dtypes.int32) if out_int32 else result
 
 
-def searchsorted(sorted_sequence: Tensor, values, *, out_int32: bool = False, right: bool = False, side=None,
-                 sorter: Tensor | None = None) -> Tensor:
+def searchsorted(
+    sorted_sequence: Tensor,
+    values,
+    *,
+    out_int32: bool = False,
+    right: bool = False,
+    side=None,
+    sorter: Tensor | None = None,
+) -> Tensor:
     """Indices at which ``values`` would be inserted to keep each innermost row of ``sorted_sequence`` sorted."""
     if side is not None:
         if side not in ("left", "right"):
@@ -337,10 +397,15 @@ def searchsorted(sorted_sequence: Tensor, values, *, out_int32: bool = False, ri
         sorted_sequence = sorted_sequence.gather(-1, sorter)
     if sorted_sequence.dim() == 1:
         return bucketize(values, sorted_sequence, out_int32=out_int32, right=right)
-    if not isinstance(values, Tensor) or values.dim() != sorted_sequence.dim() or \
-            tuple(values.shape[:-1]) != tuple(sorted_sequence.shape[:-1]):
-        raise RuntimeError("torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions "
-                           "of boundaries tensor and input value tensor must match")
+    if (
+        not isinstance(values, Tensor)
+        or values.dim() != sorted_sequence.dim()
+        or tuple(values.shape[:-1]) != tuple(sorted_sequence.shape[:-1])
+    ):
+        raise RuntimeError(
+            "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions "
+            "of boundaries tensor and input value tensor must match"
+        )
     below = (_e.le if right else _e.lt)(sorted_sequence.unsqueeze(-2), values.unsqueeze(-1))
     result = _r.sum(below.to(dtypes.int64), -1)
     return result.to(dtypes.int32) if out_int32 else result
@@ -349,6 +414,7 @@ def searchsorted(sorted_sequence: Tensor, values, *, out_int32: bool = False, ri
 def _float_unary(op_type: str, name: str):
     def function(input: Tensor) -> Tensor:
         return apply_op(op_type, (_e._floating(input),), None, name)
+
     function.__name__ = function.__qualname__ = op_type.lower()
     function.__doc__ = f"Elementwise {op_type.lower()}; ONNX {op_type} (its gradient rule lives with the op's rules)."
     return function
@@ -364,8 +430,23 @@ asinh = arcsinh = _float_unary("Asinh", "AsinhBackward0")
 acosh = arccosh = _float_unary("Acosh", "AcoshBackward0")
 atanh = arctanh = _float_unary("Atanh", "AtanhBackward0")
 
-__all__ += ["tan", "asin", "arcsin", "acos", "arccos", "atan", "arctan", "sinh", "cosh", "asinh", "arcsinh", "acosh",
-            "arccosh", "atanh", "arctanh"]
+__all__ += [
+    "tan",
+    "asin",
+    "arcsin",
+    "acos",
+    "arccos",
+    "atan",
+    "arctan",
+    "sinh",
+    "cosh",
+    "asinh",
+    "arcsinh",
+    "acosh",
+    "arccosh",
+    "atanh",
+    "arctanh",
+]
 
 
 def atan2(input: Tensor, other: Tensor) -> Tensor:

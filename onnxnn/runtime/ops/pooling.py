@@ -5,6 +5,7 @@ Gradients stay within standard ONNX ops: a max pool routes each output gradient 
 pick the same element add up); an average or Lp pool spreads the gradient back over each window with
 a ``ConvTranspose`` against a kernel of ones, the adjoint of summing a window.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,8 +18,17 @@ from .conv import batched, expand_param, pooled_size, scatter_windows, window_ge
 from .padding import pad_constant
 from .shape import _constant_list
 
-__all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
-           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d"]
+__all__ = [
+    "max_pool1d",
+    "max_pool2d",
+    "max_pool3d",
+    "avg_pool1d",
+    "avg_pool2d",
+    "avg_pool3d",
+    "adaptive_avg_pool1d",
+    "adaptive_avg_pool2d",
+    "adaptive_avg_pool3d",
+]
 
 
 def _pool_geometry(inputs, attrs, op_type: str):
@@ -27,12 +37,16 @@ def _pool_geometry(inputs, attrs, op_type: str):
         raise RuntimeError(f"{op_type} expects an input of shape (N, C, *spatial), got {list(x.shape)}")
     kernel = attrs.get("kernel_shape")
     if kernel is None or len(kernel) != len(x.shape) - 2:
-        raise RuntimeError(f"{op_type}: kernel_shape {None if kernel is None else list(kernel)} must give one size "
-                           f"per spatial axis of the input of shape {list(x.shape)}")
+        raise RuntimeError(
+            f"{op_type}: kernel_shape {None if kernel is None else list(kernel)} must give one size "
+            f"per spatial axis of the input of shape {list(x.shape)}"
+        )
     geometry = window_geometry(x.shape[2:], kernel, attrs, bool(attrs.get("ceil_mode", 0)), pooling=True)
     if any(size <= 0 for size in geometry.output):
-        raise RuntimeError(f"{op_type}: input of shape {list(x.shape)} with kernel_shape {list(kernel)} gives a "
-                           f"non-positive output size {geometry.output}")
+        raise RuntimeError(
+            f"{op_type}: input of shape {list(x.shape)} with kernel_shape {list(kernel)} gives a "
+            f"non-positive output size {geometry.output}"
+        )
     return geometry
 
 
@@ -65,6 +79,7 @@ def _global_pool_shape(inputs, attrs):
 
 # ---------------------------------------------------------------- gradient rules
 
+
 def _route_to_indices(g: Tensor, indices: Tensor, input_shape: tuple, name: str) -> Tensor:
     """Adds each gradient entry at the flat input position ``indices`` names (ONNX MaxPool's Indices)."""
     size = int(np.prod(input_shape))
@@ -72,8 +87,12 @@ def _route_to_indices(g: Tensor, indices: Tensor, input_shape: tuple, name: str)
     # once (PyTorch's CPU kernels accumulate low precision in float32 as well).
     wide = g.to(dtypes.float32) if g.dtype in (dtypes.float16, dtypes.bfloat16) else g
     zeros = Tensor._zeros((), wide.dtype, g.device).expand((size,))
-    routed = apply_op("ScatterElements", (zeros, indices.detach().reshape(-1), wide.reshape(-1)),
-                      {"axis": 0, "reduction": "add"}, name)
+    routed = apply_op(
+        "ScatterElements",
+        (zeros, indices.detach().reshape(-1), wide.reshape(-1)),
+        {"axis": 0, "reduction": "add"},
+        name,
+    )
     return routed.reshape(input_shape).to(g.dtype)
 
 
@@ -110,8 +129,9 @@ def _global_average_pool_grad(ctx, g):
 def _valid_counts(geometry, spatial) -> np.ndarray:
     """How many taps of each window fall inside the unpadded input (an outer product over axes)."""
     counts = np.ones((1, 1), dtype=np.int64)
-    for size, out, k, s, d, b in zip(spatial, geometry.output, geometry.kernel, geometry.strides,
-                                     geometry.dilations, geometry.pads_begin):
+    for size, out, k, s, d, b in zip(
+        spatial, geometry.output, geometry.kernel, geometry.strides, geometry.dilations, geometry.pads_begin
+    ):
         starts = np.arange(out)[:, None] * s + np.arange(k)[None, :] * d - b
         per_axis = ((starts >= 0) & (starts < size)).sum(axis=1)
         counts = counts[..., None] * per_axis.reshape((1,) * counts.ndim + (out,))
@@ -130,8 +150,9 @@ def _spread_over_windows(g: Tensor, input_shape: tuple, geometry) -> Tensor:
 @gradient_rules.register("AveragePool")
 def _average_pool_grad(ctx, g):
     shape = ctx.input_shape(0)
-    geometry = window_geometry(shape[2:], ctx.attrs["kernel_shape"], ctx.attrs, bool(ctx.attrs.get("ceil_mode", 0)),
-                               pooling=True)
+    geometry = window_geometry(
+        shape[2:], ctx.attrs["kernel_shape"], ctx.attrs, bool(ctx.attrs.get("ceil_mode", 0)), pooling=True
+    )
     # Each output is (sum of the valid elements of its window) / divisor. The divisor depends on
     # count_include_pad and on ceil_mode's partial windows; pooling a plane of ones gives
     # valid_count / divisor exactly as the forward node computed it, whatever the attributes.
@@ -146,8 +167,9 @@ def _average_pool_grad(ctx, g):
 def _lp_pool_grad(ctx, g):
     x, y = ctx.input(0), ctx.output(0)
     p = float(ctx.attrs.get("p", 2))
-    geometry = window_geometry(x.shape[2:], ctx.attrs["kernel_shape"], ctx.attrs, bool(ctx.attrs.get("ceil_mode", 0)),
-                               pooling=True)
+    geometry = window_geometry(
+        x.shape[2:], ctx.attrs["kernel_shape"], ctx.attrs, bool(ctx.attrs.get("ceil_mode", 0)), pooling=True
+    )
     # y = (sum |x|^p)^(1/p): dy/dx = (|x| / y)^(p-1) * sign(x) for each window holding x.
     spread = _spread_over_windows(g * y.pow(1.0 - p), x.shape, geometry)
     return (spread * x.abs().pow(p - 1.0) * x.sign(),)
@@ -181,12 +203,12 @@ def _max_unpool_grad(ctx, g, *unused):
     # Y[I[i]] = X[i] over the flattened tensors (ONNX's indices count over the whole tensor), so
     # dX[i] = dY[I[i]]. Indices and output_shape are integer inputs.
     shape = ctx.input_shape(0)
-    gathered = apply_op("Gather", (g.reshape(-1), ctx.input(1).detach().reshape(-1)), {"axis": 0},
-                        "MaxUnpoolBackward0")
+    gathered = apply_op("Gather", (g.reshape(-1), ctx.input(1).detach().reshape(-1)), {"axis": 0}, "MaxUnpoolBackward0")
     return (gathered.reshape(shape),) + (None,) * (ctx.num_inputs - 1)
 
 
 # ---------------------------------------------------------------- tensor functions
+
 
 def _window_arguments(function: str, rank: int, kernel_size, stride, padding, dilation=1):
     """kernel/stride/padding/dilation as lists of ``rank`` ints, with PyTorch's checks and messages."""
@@ -215,31 +237,42 @@ def _check_output(input: Tensor, output: list[int]) -> None:
     if any(size <= 0 for size in output):
         given = "x".join(str(v) for v in input.shape[1:])
         calculated = "x".join(str(v) for v in [input.shape[1]] + list(output))
-        raise RuntimeError(f"Given input size: ({given}). Calculated output size: ({calculated}). "
-                           f"Output size is too small")
+        raise RuntimeError(
+            f"Given input size: ({given}). Calculated output size: ({calculated}). Output size is too small"
+        )
 
 
 def _batched_pool_input(input: Tensor, rank: int, function: str) -> tuple[Tensor, bool]:
     if input.dim() not in (rank + 1, rank + 2):
-        raise RuntimeError(f"{function}: Expected {rank + 1}D or {rank + 2}D (batch mode) tensor with optional 0 dim "
-                           f"batch size for input, but got: {list(input.shape)}")
+        raise RuntimeError(
+            f"{function}: Expected {rank + 1}D or {rank + 2}D (batch mode) tensor with optional 0 dim "
+            f"batch size for input, but got: {list(input.shape)}"
+        )
     return batched(input, rank, function)
 
 
-def _max_pool(input: Tensor, kernel_size, stride, padding, dilation, ceil_mode: bool, return_indices: bool,
-              rank: int):
+def _max_pool(input: Tensor, kernel_size, stride, padding, dilation, ceil_mode: bool, return_indices: bool, rank: int):
     function = f"max_pool{rank}d"
     kernel, strides, pads, dilations = _window_arguments(function, rank, kernel_size, stride, padding, dilation)
     effective = [d * (k - 1) + 1 for k, d in zip(kernel, dilations)]
     if any(p > e // 2 for p, e in zip(pads, effective)):
-        raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={pads}, "
-                           f"kernel_size={kernel} and dilation={dilations}")
+        raise RuntimeError(
+            f"pad should be at most half of effective kernel size, but got pad={pads}, "
+            f"kernel_size={kernel} and dilation={dilations}"
+        )
     x, added_batch = _batched_pool_input(input, rank, function)
-    output = [pooled_size(size, k, s, d, p, p, ceil_mode)
-              for size, k, s, d, p in zip(x.shape[2:], kernel, strides, dilations, pads)]
+    output = [
+        pooled_size(size, k, s, d, p, p, ceil_mode)
+        for size, k, s, d, p in zip(x.shape[2:], kernel, strides, dilations, pads)
+    ]
     _check_output(x, output)
-    attrs = {"kernel_shape": kernel, "strides": strides, "pads": pads + pads, "dilations": dilations,
-             "ceil_mode": int(ceil_mode)}
+    attrs = {
+        "kernel_shape": kernel,
+        "strides": strides,
+        "pads": pads + pads,
+        "dilations": dilations,
+        "ceil_mode": int(ceil_mode),
+    }
     name = f"MaxPool{rank}DWithIndicesBackward0"
     if not return_indices:
         result = apply_op("MaxPool", (x,), attrs, name, num_outputs=1)
@@ -248,21 +281,36 @@ def _max_pool(input: Tensor, kernel_size, stride, padding, dilation, ceil_mode: 
     # ONNX counts positions over the whole (N, C, *spatial) tensor, PyTorch within each (n, c) plane.
     plane = int(np.prod(x.shape[2:]))
     offsets = (np.arange(x.shape[0] * x.shape[1], dtype=np.int64) * plane).reshape(
-        (x.shape[0], x.shape[1]) + (1,) * rank)
+        (x.shape[0], x.shape[1]) + (1,) * rank
+    )
     indices = flat_indices - Tensor._from_array(offsets, dtypes.int64, x.device)
     if added_batch:
         return result.squeeze(0), indices.squeeze(0)
     return result, indices
 
 
-def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
-               return_indices: bool = False):
+def max_pool1d(
+    input: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    dilation=1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+):
     """1-D max pooling over ``(N, C, L)`` or ``(C, L)``; see :func:`max_pool2d`."""
     return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 1)
 
 
-def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
-               return_indices: bool = False):
+def max_pool2d(
+    input: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    dilation=1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+):
     """2-D max pooling, recorded as one ONNX ``MaxPool`` node.
 
     Args:
@@ -287,14 +335,22 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, c
     return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2)
 
 
-def max_pool3d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
-               return_indices: bool = False):
+def max_pool3d(
+    input: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    dilation=1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+):
     """3-D max pooling over ``(N, C, D, H, W)``; see :func:`max_pool2d`."""
     return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3)
 
 
-def _avg_pool(input: Tensor, kernel_size, stride, padding, ceil_mode: bool, count_include_pad: bool,
-              divisor_override, rank: int) -> Tensor:
+def _avg_pool(
+    input: Tensor, kernel_size, stride, padding, ceil_mode: bool, count_include_pad: bool, divisor_override, rank: int
+) -> Tensor:
     function = f"avg_pool{rank}d"
     kernel, strides, pads, _ = _window_arguments(function, rank, kernel_size, stride, padding)
     if any(p > k // 2 for p, k in zip(pads, kernel)):
@@ -306,8 +362,13 @@ def _avg_pool(input: Tensor, kernel_size, stride, padding, ceil_mode: bool, coun
     _check_output(x, output)
     name = f"AvgPool{rank}DBackward0"
     if divisor_override is None:
-        attrs = {"kernel_shape": kernel, "strides": strides, "pads": pads + pads, "ceil_mode": int(ceil_mode),
-                 "count_include_pad": int(count_include_pad)}
+        attrs = {
+            "kernel_shape": kernel,
+            "strides": strides,
+            "pads": pads + pads,
+            "ceil_mode": int(ceil_mode),
+            "count_include_pad": int(count_include_pad),
+        }
         result = apply_op("AveragePool", (x,), attrs, name)
     else:
         # Window sums: zero-pad so that every window (ceil_mode's last one too) lies inside, where
@@ -320,14 +381,22 @@ def _avg_pool(input: Tensor, kernel_size, stride, padding, ceil_mode: bool, coun
     return result.squeeze(0) if added_batch else result
 
 
-def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-               count_include_pad: bool = True) -> Tensor:
+def avg_pool1d(
+    input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True
+) -> Tensor:
     """1-D average pooling over ``(N, C, L)`` or ``(C, L)``; see :func:`avg_pool2d`."""
     return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1)
 
 
-def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-               count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
+def avg_pool2d(
+    input: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> Tensor:
     """2-D average pooling, recorded as one ONNX ``AveragePool`` node.
 
     Args:
@@ -345,8 +414,15 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
     return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2)
 
 
-def avg_pool3d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-               count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
+def avg_pool3d(
+    input: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> Tensor:
     """3-D average pooling over ``(N, C, D, H, W)``; see :func:`avg_pool2d`."""
     return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3)
 

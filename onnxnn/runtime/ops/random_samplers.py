@@ -18,6 +18,7 @@ transform as standard ONNX ops:
   ``lgamma``, so large counts neither overflow nor lose accuracy. The cost is a window per element:
   ``elements x (24 sd + 41)`` float64s (a rate of 1e4 takes 2.4e3 per element).
 """
+
 from __future__ import annotations
 
 import math
@@ -32,8 +33,7 @@ from . import reduce as _r
 from .sorting import cumsum, topk
 from .special_functions import lgamma
 
-__all__ = ["multinomial", "poisson", "binomial", "exponential_fill", "geometric_fill", "cauchy_fill",
-           "log_normal_fill"]
+__all__ = ["multinomial", "poisson", "binomial", "exponential_fill", "geometric_fill", "cauchy_fill", "log_normal_fill"]
 
 
 def _uniform(shape: tuple, generator, device=None) -> Tensor:
@@ -42,6 +42,7 @@ def _uniform(shape: tuple, generator, device=None) -> Tensor:
 
 
 # ---------------------------------------------------------------- fills (numbers as parameters)
+
 
 def _uniform_array(shape: tuple, generator) -> np.ndarray:
     return _random.uniform(tuple(shape), np.float64, 0.0, 1.0, generator)
@@ -78,6 +79,7 @@ def log_normal_fill(shape: tuple, mean: float, std: float, generator=None) -> np
 
 # ---------------------------------------------------------------- multinomial
 
+
 def _check_distribution(input: Tensor) -> None:
     """PyTorch's value checks, made when the weights are already known (they are never computed for it)."""
     data = input._value.data
@@ -107,8 +109,10 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, g
     if input.dim() not in (1, 2):
         raise RuntimeError("prob_dist must be 1 or 2 dim")
     if not input.dtype.is_floating_point:
-        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
-                           f"{input.dtype.name.capitalize().replace('Int64', 'Long')}")
+        raise RuntimeError(
+            f"multinomial only supports floating-point dtypes for input, got: "
+            f"{input.dtype.name.capitalize().replace('Int64', 'Long')}"
+        )
     if num_samples <= 0:
         raise RuntimeError("cannot sample n_sample <= 0 samples")
     categories = input.shape[-1]
@@ -131,6 +135,7 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, g
 
 
 # ---------------------------------------------------------------- Poisson and binomial
+
 
 def _window_half_width(largest_sd: float) -> int:
     return int(math.ceil(12 * largest_sd + 20))
@@ -190,8 +195,10 @@ def binomial(count: Tensor, prob: Tensor, generator=None) -> Tensor:
     """
     for name, value in (("count", count), ("prob", prob)):
         if not value.dtype.is_floating_point:
-            raise ValueError(f"binomial only supports floating-point dtypes for {name}, got: "
-                             f"{value.dtype.name.capitalize().replace('Int64', 'Long')}")
+            raise ValueError(
+                f"binomial only supports floating-point dtypes for {name}, got: "
+                f"{value.dtype.name.capitalize().replace('Int64', 'Long')}"
+            )
     n, p = count.detach().to(dtypes.float64), prob.detach().to(dtypes.float64)
     shape = tuple(np.broadcast_shapes(tuple(n.shape), tuple(p.shape)))
     n, p = n.expand(*shape), p.expand(*shape)

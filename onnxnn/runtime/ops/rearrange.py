@@ -6,6 +6,7 @@ transpose, reshape to the input). CenterCropPad crops or zero-pads each listed a
 centre (an uneven odd element at the end); its gradient is one constant ``Pad`` whose pads undo
 the crop (padding back) or the padding (negative pads crop it away).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -42,6 +43,7 @@ def _shape_rule(op_type: str):
     def rule(inputs, attrs):
         _, _, output = _blocks(op_type, inputs[0].shape, attrs)
         return [(output, inputs[0].dtype)]
+
     return rule
 
 
@@ -51,6 +53,7 @@ def _gradient_rule(op_type: str):
         transposed = tuple(blocked[axis] for axis in order)
         inverse = np.argsort(order).tolist()
         return (g.reshape(*transposed).permute(*inverse).reshape(*ctx.input_shape(0)),)
+
     return rule
 
 

@@ -6,6 +6,7 @@ record that computation over the node's inputs and return its vector-Jacobian pr
 ``create_graph`` the recomputation hangs off the inputs' own history, so second derivatives flow
 through it; without, the inputs are fresh leaves and the inner backward frees what it walks.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -48,9 +49,15 @@ def gradient_by_recomputation(ctx, forward: Callable, differentiable, grad_outpu
         return tuple(result)
     with enable_grad():
         outputs = forward(*inputs)
-    found = grad(list(outputs), [inputs[index] for index in wanted], grad_outputs=list(grad_outputs),
-                 retain_graph=ctx.create_graph, create_graph=ctx.create_graph, allow_unused=True,
-                 materialize_grads=True)
+    found = grad(
+        list(outputs),
+        [inputs[index] for index in wanted],
+        grad_outputs=list(grad_outputs),
+        retain_graph=ctx.create_graph,
+        create_graph=ctx.create_graph,
+        allow_unused=True,
+        materialize_grads=True,
+    )
     for index, gradient in zip(wanted, found):
         result[index] = gradient
     return tuple(result)

@@ -9,6 +9,7 @@ through masks. The outputs' shapes come from ONNX shape inference, so no shape r
 With ``create_graph`` the recomputation hangs off the inputs' own history, so second derivatives
 flow through it like through any other recorded op.
 """
+
 from __future__ import annotations
 
 from ...ir.recurrence import unroll
@@ -65,7 +66,8 @@ def _recurrent_grad(ctx, *grads):
     op_type, attrs = ctx.node.op_type, dict(ctx.attrs)
     differentiable = [index for index in range(ctx.num_inputs) if index != _SEQUENCE_LENS]
     return gradient_by_recomputation(
-        ctx, lambda *inputs: unroll(_TensorBackend(), op_type, list(inputs), attrs, len(grads)), differentiable, grads)
+        ctx, lambda *inputs: unroll(_TensorBackend(), op_type, list(inputs), attrs, len(grads)), differentiable, grads
+    )
 
 
 gradient_rules.register("RNN", "GRU", "LSTM")(_recurrent_grad)

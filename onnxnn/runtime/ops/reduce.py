@@ -2,6 +2,7 @@
 
 This module defines ``sum``, ``max``, ``min``, ``all`` and ``any``: Python's own are reached as ``builtins.*``.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -13,8 +14,18 @@ from ._common import Tensor, apply_op, int64_constant, normalize_axes
 from .elementwise import maximum, minimum, where
 from ..realization import data_of
 
-_REDUCE_OPS = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2",
-               "ReduceLogSumExp", "ReduceSumSquare", "ReduceL1", "ReduceLogSum")
+_REDUCE_OPS = (
+    "ReduceSum",
+    "ReduceMean",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL2",
+    "ReduceLogSumExp",
+    "ReduceSumSquare",
+    "ReduceL1",
+    "ReduceLogSum",
+)
 
 
 def _reduced_axes(inputs, attrs) -> list[int]:
@@ -50,7 +61,7 @@ def _arg_reduce_shape(inputs, attrs):
     axis = normalize_axes([attrs.get("axis", 0)], len(shape))[0]
     if attrs.get("keepdims", 1):
         return [(_kept_shape(shape, [axis]), dtypes.int64)]
-    return [(shape[:axis] + shape[axis + 1:], dtypes.int64)]
+    return [(shape[:axis] + shape[axis + 1 :], dtypes.int64)]
 
 
 non_differentiable.mark("ArgMax", "ArgMin")
@@ -138,6 +149,7 @@ def _reduce_log_sum_grad(ctx, g):
 
 # ---------------------------------------------------------------- tensor functions
 
+
 def _dims(input: Tensor, dim) -> list[int] | None:
     if dim is None:
         return None
@@ -153,9 +165,18 @@ def _reduce(op_type: str, input: Tensor, dim, keepdim: bool, name: str) -> Tenso
     return apply_op(op_type, (input, axes), {"keepdims": int(keepdim)}, name)
 
 
-_SCALAR_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
-                      "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
-                      "bool": "Bool"}
+_SCALAR_TYPE_NAMES = {
+    "float32": "Float",
+    "float64": "Double",
+    "float16": "Half",
+    "bfloat16": "BFloat16",
+    "int64": "Long",
+    "int32": "Int",
+    "int16": "Short",
+    "int8": "Char",
+    "uint8": "Byte",
+    "bool": "Bool",
+}
 
 
 def _integers_as_int64(input: Tensor, dtype) -> Tensor:
@@ -177,8 +198,10 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
     if dtype is not None:
         input = input.to(dtype)
     if not input.dtype.is_floating_point:
-        raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating point "
-                           f"or complex dtype. Got: {_SCALAR_TYPE_NAMES[input.dtype.name]}")
+        raise RuntimeError(
+            f"mean(): could not infer output dtype. Input dtype must be either a floating point "
+            f"or complex dtype. Got: {_SCALAR_TYPE_NAMES[input.dtype.name]}"
+        )
     return _reduce("ReduceMean", input, dim, keepdim, "MeanBackward0" if dim is None else "MeanBackward1")
 
 
@@ -206,8 +229,7 @@ def _arg(op_type: str, input: Tensor, dim, keepdim: bool) -> Tensor:
     axis = normalize_axes([dim], input.dim())[0]
     if input.dim() == 0:
         return apply_op(op_type, (input.reshape(1),), {"axis": 0, "keepdims": 0})
-    return apply_op(op_type, (input,), {"axis": axis, "keepdims": int(keepdim),
-                                        "select_last_index": 0})
+    return apply_op(op_type, (input,), {"axis": axis, "keepdims": int(keepdim), "select_last_index": 0})
 
 
 def argmax(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
@@ -299,8 +321,10 @@ def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
 def norm(input: Tensor, p=2, dim=None, keepdim: bool = False) -> Tensor:
     """The vector ``p``-norm over ``dim`` (all elements when None); ``"fro"`` is the 2-norm."""
     if not input.dtype.is_floating_point:
-        raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as input. "
-                           f"Got {_SCALAR_TYPE_NAMES[input.dtype.name]}")
+        raise RuntimeError(
+            "linalg.vector_norm: Expected a floating point or complex tensor as input. "
+            f"Got {_SCALAR_TYPE_NAMES[input.dtype.name]}"
+        )
     if p == 2 or p == "fro":
         return _reduce("ReduceL2", input, dim, keepdim, "LinalgVectorNormBackward0")
     if p == 1:
@@ -312,4 +336,3 @@ def norm(input: Tensor, p=2, dim=None, keepdim: bool = False) -> Tensor:
     if p == 0:
         return (input != 0).to(input.dtype).sum(dim, keepdim)  # the count of nonzero elements
     return (input.abs() ** p).sum(dim, keepdim) ** (1.0 / p)
-

@@ -15,6 +15,7 @@ indices clamped to the edges. ``runtime`` does not import ``kernels`` (DESIGN.md
 this is the spec's arithmetic written a second time; the finite-difference tests check it against
 both executors' forwards.
 """
+
 from __future__ import annotations
 
 import math
@@ -99,9 +100,12 @@ def interpolation_matrix(input_size: int, scale: float, output_size: int, attrs)
     if mode == "nearest":
         rounding = _text(attrs.get("nearest_mode"), "round_prefer_floor")
         floor = np.floor(x)
-        index = {"round_prefer_floor": np.where(x - floor <= 0.5, floor, floor + 1),
-                 "round_prefer_ceil": np.where(x - floor < 0.5, floor, floor + 1),
-                 "floor": floor, "ceil": np.ceil(x)}[rounding]
+        index = {
+            "round_prefer_floor": np.where(x - floor <= 0.5, floor, floor + 1),
+            "round_prefer_ceil": np.where(x - floor < 0.5, floor, floor + 1),
+            "floor": floor,
+            "ceil": np.ceil(x),
+        }[rounding]
         np.add.at(matrix, (rows, np.clip(index.astype(np.int64), 0, input_size - 1)), 1.0)
         return matrix
     antialias = bool(attrs.get("antialias", 0))
@@ -122,8 +126,9 @@ def interpolation_matrix(input_size: int, scale: float, output_size: int, attrs)
         weights = np.where((indices < 0) | (indices >= input_size), 0.0, weights)
         total = weights.sum(axis=1, keepdims=True)
         weights = weights / np.where(total == 0, 1.0, total)
-    np.add.at(matrix, (np.repeat(rows, len(offsets)), np.clip(indices, 0, input_size - 1).reshape(-1)),
-              weights.reshape(-1))
+    np.add.at(
+        matrix, (np.repeat(rows, len(offsets)), np.clip(indices, 0, input_size - 1).reshape(-1)), weights.reshape(-1)
+    )
     return matrix
 
 

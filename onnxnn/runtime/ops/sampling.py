@@ -21,6 +21,7 @@ kernel (``a = -0.75``), folding each tap's index by the padding mode on its own,
 onnxruntime do (with ``border`` padding each tap is clamped, not the coordinate first as onnx's
 reference does; the kernels executor follows PyTorch and onnxruntime).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -42,6 +43,7 @@ def _text(value, default: str) -> str:
 
 # ---------------------------------------------------------------- AffineGrid
 
+
 @shape_rules.register("AffineGrid")
 def _affine_grid_shape(inputs, attrs):
     size = [int(s) for s in _constant_list(inputs[1])]
@@ -50,8 +52,7 @@ def _affine_grid_shape(inputs, attrs):
 
 def affine_base(sizes: list[int], align_corners: bool) -> np.ndarray:
     """The homogeneous normalized coordinates ``(points, spatial + 1)``, x varying fastest."""
-    axes = [np.linspace(-1.0, 1.0, size) if align_corners else (2 * np.arange(size) + 1) / size - 1
-            for size in sizes]
+    axes = [np.linspace(-1.0, 1.0, size) if align_corners else (2 * np.arange(size) + 1) / size - 1 for size in sizes]
     mesh = np.meshgrid(*axes, indexing="ij")
     return np.stack([m.reshape(-1) for m in mesh[::-1]] + [np.ones(mesh[0].size)], axis=1)
 
@@ -67,6 +68,7 @@ def _affine_grid_grad(ctx, g):
 
 
 # ---------------------------------------------------------------- GridSample
+
 
 @shape_rules.register("GridSample")
 def _grid_sample_shape(inputs, attrs):
@@ -142,7 +144,7 @@ def _grid_sample_grad(ctx, g):
     spatial = len(sizes)
     points = int(np.prod(grid.shape[1:-1]))
     flat_grid = grid.reshape(batch, points, spatial)
-    strides = [int(np.prod(sizes[axis + 1:])) for axis in range(spatial)]
+    strides = [int(np.prod(sizes[axis + 1 :])) for axis in range(spatial)]
     taps = []  # per axis: [(index, weight, d weight / d src, valid)], each (N, points)
     slopes = []
     for axis, size in enumerate(sizes):
@@ -160,8 +162,12 @@ def _grid_sample_grad(ctx, g):
             continue
         left = src.detach().floor()
         fraction = src - left
-        taps.append([(left, 1.0 - fraction, fraction * 0.0 - 1.0, left),
-                     (left + 1.0, fraction, fraction * 0.0 + 1.0, left + 1.0)])
+        taps.append(
+            [
+                (left, 1.0 - fraction, fraction * 0.0 - 1.0, left),
+                (left + 1.0, fraction, fraction * 0.0 + 1.0, left + 1.0),
+            ]
+        )
     g_flat = g.reshape(batch, channels, points)
     x_flat = x.reshape(batch, channels, -1)
     grad_x = Tensor._zeros(tuple(x_flat.shape), g.dtype, g.device)

@@ -6,6 +6,7 @@ from those ops' rules: written positions pass no gradient to the input, the writ
 the gradient of where they landed. ScatterElements with max/min reductions has no gradient rule,
 so scatter_reduce with ``"amax"``/``"amin"`` is forward-only.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,8 +18,7 @@ from .indexing import setitem
 from .matrix import _diagonal_positions
 from .shape import cat
 
-__all__ = ["index_put", "put", "scatter_reduce", "select_scatter", "slice_scatter", "diagonal_scatter",
-           "fill_diagonal"]
+__all__ = ["index_put", "put", "scatter_reduce", "select_scatter", "slice_scatter", "diagonal_scatter", "fill_diagonal"]
 
 
 def _wrapped(index: Tensor, size: int) -> Tensor:
@@ -43,19 +43,25 @@ def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tenso
     table = cat(columns, -1) if len(columns) > 1 else columns[0]
     if not isinstance(values, Tensor):
         values = Tensor._full((), values, input.dtype, input.device)
-    updates = values.to(input.dtype).expand(tuple(shape) + tuple(input.shape[len(indices):]))
+    updates = values.to(input.dtype).expand(tuple(shape) + tuple(input.shape[len(indices) :]))
     return apply_op("ScatterND", (input, table, updates), {"reduction": "add"}, "IndexPutBackward0")
 
 
 def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
     """A copy of ``input`` with ``source`` written at the flat positions ``index``."""
     if index.numel() != source.numel():
-        raise RuntimeError(f"put_(): Expected source and index to have the same number of elements, but got "
-                           f"source.numel() = {source.numel()}, index.numel() = {index.numel()}")
+        raise RuntimeError(
+            f"put_(): Expected source and index to have the same number of elements, but got "
+            f"source.numel() = {source.numel()}, index.numel() = {index.numel()}"
+        )
     flat = input.reshape(-1)
     positions = _wrapped(index.reshape(-1), max(flat.shape[0], 1))
-    written = apply_op("ScatterElements", (flat, positions, source.reshape(-1).to(input.dtype)),
-                       {"axis": 0, "reduction": "add" if accumulate else "none"}, "PutBackward0")
+    written = apply_op(
+        "ScatterElements",
+        (flat, positions, source.reshape(-1).to(input.dtype)),
+        {"axis": 0, "reduction": "add" if accumulate else "none"},
+        "PutBackward0",
+    )
     return written.reshape(input.shape)
 
 
@@ -63,8 +69,9 @@ _IDENTITIES = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "amax": -np.inf, "amin": np
 _ONNX_REDUCTIONS = {"sum": "add", "mean": "add", "prod": "mul", "amax": "max", "amin": "min"}
 
 
-def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
-                   include_self: bool = True) -> Tensor:
+def scatter_reduce(
+    input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *, include_self: bool = True
+) -> Tensor:
     """Reduces ``src`` into ``input`` at ``index`` along ``dim`` with sum, prod, mean, amax or amin."""
     if reduce not in _IDENTITIES:
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
@@ -78,10 +85,15 @@ def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: 
             info = np.iinfo(input.dtype.numpy_dtype)
             identity = info.min if identity < 0 else info.max
         fill = Tensor._full(tuple(index.shape), identity, input.dtype, input.device)
-        base = apply_op("ScatterElements", (input, index, fill), {"axis": axis, "reduction": "none"},
-                        "ScatterBackward0")
-    result = apply_op("ScatterElements", (base, index, src), {"axis": axis, "reduction": _ONNX_REDUCTIONS[reduce]},
-                      "ScatterReduceBackward0")
+        base = apply_op(
+            "ScatterElements", (input, index, fill), {"axis": axis, "reduction": "none"}, "ScatterBackward0"
+        )
+    result = apply_op(
+        "ScatterElements",
+        (base, index, src),
+        {"axis": axis, "reduction": _ONNX_REDUCTIONS[reduce]},
+        "ScatterReduceBackward0",
+    )
     if reduce != "mean":
         return result
     ones = Tensor._full(tuple(index.shape), 1, input.dtype, input.device)
@@ -101,8 +113,9 @@ def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
     return result
 
 
-def slice_scatter(input: Tensor, src: Tensor, dim: int = 0, start: int | None = None, end: int | None = None,
-                  step: int = 1) -> Tensor:
+def slice_scatter(
+    input: Tensor, src: Tensor, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1
+) -> Tensor:
     """A copy of ``input`` with ``src`` written into the slice ``start:end:step`` of ``dim``."""
     axis = normalize_axes([dim], input.dim())[0]
     result = input.clone()
@@ -120,11 +133,14 @@ def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0,
     flat = moved.reshape(tuple(moved.shape[:-2]) + (rows * cols,))
     positions = _diagonal_positions(rows, cols, offset)
     if tuple(src.shape) != tuple(flat.shape[:-1]) + (positions.size,):
-        raise RuntimeError(f"diagonal_scatter: src has shape {list(src.shape)}, expected "
-                           f"{list(flat.shape[:-1]) + [int(positions.size)]}")
+        raise RuntimeError(
+            f"diagonal_scatter: src has shape {list(src.shape)}, expected "
+            f"{list(flat.shape[:-1]) + [int(positions.size)]}"
+        )
     table = Tensor._from_array(np.broadcast_to(positions, tuple(src.shape)).copy(), dtypes.int64, input.device)
-    written = apply_op("ScatterElements", (flat, table, src.to(input.dtype)), {"axis": flat.dim() - 1},
-                       "DiagonalScatterBackward0")
+    written = apply_op(
+        "ScatterElements", (flat, table, src.to(input.dtype)), {"axis": flat.dim() - 1}, "DiagonalScatterBackward0"
+    )
     inverse = list(np.argsort(order))
     return written.reshape(moved.shape).permute(inverse)
 

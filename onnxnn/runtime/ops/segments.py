@@ -4,6 +4,7 @@ The lengths (or offsets) are read, like embedding_bag's offsets, and each segmen
 and a reduction (ReduceSum, ReduceMax, ...), stacked; so values come from recorded ops with gradient
 rules, on both executors, and export as those ops with the segment boundaries fixed.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,8 +34,9 @@ _COMBINE_INITIAL = {
 def _reduce_rows(data: Tensor, lengths: np.ndarray, reduce: str, initial) -> Tensor:
     """``data``'s dim 0 split by the 1-D ``lengths`` (or, for more dims, row by row): one reduction per segment."""
     if lengths.ndim > 1:
-        return stack([_reduce_rows(data.select(0, row), lengths[row], reduce, initial)
-                      for row in range(lengths.shape[0])], 0)
+        return stack(
+            [_reduce_rows(data.select(0, row), lengths[row], reduce, initial) for row in range(lengths.shape[0])], 0
+        )
     reduce_segment, empty_value = _REDUCTIONS[reduce]
     results, start = [], 0
     for length in lengths.tolist():
@@ -52,8 +54,17 @@ def _reduce_rows(data: Tensor, lengths: np.ndarray, reduce: str, initial) -> Ten
     return stack(results, 0)
 
 
-def segment_reduce(data: Tensor, reduce: str, *, lengths: Tensor | None = None, indices: Tensor | None = None,
-                   offsets: Tensor | None = None, axis: int = 0, unsafe: bool = False, initial=None) -> Tensor:
+def segment_reduce(
+    data: Tensor,
+    reduce: str,
+    *,
+    lengths: Tensor | None = None,
+    indices: Tensor | None = None,
+    offsets: Tensor | None = None,
+    axis: int = 0,
+    unsafe: bool = False,
+    initial=None,
+) -> Tensor:
     """Reduces consecutive segments of ``data`` along ``axis`` with ``reduce`` (sum, mean, max, min, prod).
 
     Segments are given by ``lengths`` (or ``offsets``, one more than segments), whose last dim runs
@@ -73,7 +84,7 @@ def segment_reduce(data: Tensor, reduce: str, *, lengths: Tensor | None = None, 
     if lengths is None and offsets is None:
         raise RuntimeError("segment_reduce(): Either lengths or offsets must be defined.")
     if not data.dtype.is_floating_point:
-        raise NotImplementedError(f'"segment_reduce" not implemented for \'{data.dtype}\'')
+        raise NotImplementedError(f"\"segment_reduce\" not implemented for '{data.dtype}'")
     if lengths is not None:
         counts = np.asarray(lengths._realized_data()).astype(np.int64)
     else:
@@ -86,6 +97,8 @@ def segment_reduce(data: Tensor, reduce: str, *, lengths: Tensor | None = None, 
         if (counts < 0).any():
             raise RuntimeError("segment_reduce(): lengths contains negative value!")
         if (counts.sum(-1) != data.shape[axis]).any():
-            raise RuntimeError("segment_reduce(): Expected all rows of lengths along axis to sum to "
-                               "data.size(lengths.dim()-1) when !unsafe.")
+            raise RuntimeError(
+                "segment_reduce(): Expected all rows of lengths along axis to sum to "
+                "data.size(lengths.dim()-1) when !unsafe."
+            )
     return _reduce_rows(data, counts, reduce, initial)

@@ -3,6 +3,7 @@
 Structural arguments (target shapes, axes, bounds) enter as static constants, so compiled graphs
 embed them and the shape rules read them at record time.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -42,6 +43,7 @@ def _numel(shape) -> int:
 
 # ---------------------------------------------------------------- Reshape
 
+
 def infer_shape(shape: list[int], numel: int, source: tuple, allowzero: int = 0) -> tuple:
     """Resolves 0 (copy, unless allowzero) and -1 (inferred) entries of a target shape."""
     shape = list(shape)
@@ -63,8 +65,9 @@ def infer_shape(shape: list[int], numel: int, source: tuple, allowzero: int = 0)
 @shape_rules.register("Reshape")
 def _reshape_shape(inputs, attrs):
     data = inputs[0]
-    return [(infer_shape(_constant_list(inputs[1]), _numel(data.shape), data.shape,
-                         attrs.get("allowzero", 0)), data.dtype)]
+    return [
+        (infer_shape(_constant_list(inputs[1]), _numel(data.shape), data.shape, attrs.get("allowzero", 0)), data.dtype)
+    ]
 
 
 @gradient_rules.register("Reshape", "Flatten", "Squeeze", "Unsqueeze")
@@ -81,6 +84,7 @@ def _flatten_shape(inputs, attrs):
 
 
 # ---------------------------------------------------------------- Transpose
+
 
 @shape_rules.register("Transpose")
 def _transpose_shape(inputs, attrs):
@@ -100,6 +104,7 @@ def _transpose_grad(ctx, g):
 
 # ---------------------------------------------------------------- Squeeze / Unsqueeze
 
+
 @shape_rules.register("Squeeze")
 def _squeeze_shape(inputs, attrs):
     shape = inputs[0].shape
@@ -107,8 +112,10 @@ def _squeeze_shape(inputs, attrs):
         axes = normalize_axes(_constant_list(inputs[1]), len(shape))
         for axis in axes:
             if shape[axis] != 1:
-                raise RuntimeError(f"Squeeze: cannot select an axis to squeeze out which has size not equal to "
-                                   f"one (axis {axis} of shape {list(shape)})")
+                raise RuntimeError(
+                    f"Squeeze: cannot select an axis to squeeze out which has size not equal to "
+                    f"one (axis {axis} of shape {list(shape)})"
+                )
     else:
         axes = [axis for axis, size in enumerate(shape) if size == 1]
     return [(tuple(size for axis, size in enumerate(shape) if axis not in axes), inputs[0].dtype)]
@@ -126,6 +133,7 @@ def _unsqueeze_shape(inputs, attrs):
 
 # ---------------------------------------------------------------- Expand, Tile
 
+
 @shape_rules.register("Expand")
 def _expand_shape(inputs, attrs):
     return [(broadcast_shapes(inputs[0].shape, tuple(_constant_list(inputs[1]))), inputs[0].dtype)]
@@ -139,10 +147,11 @@ def _expand_grad(ctx, g):
 @shape_rules.register("Tile")
 def _tile_shape(inputs, attrs):
     repeats = _constant_list(inputs[1])
-    if (inputs[1].dtype.category != 1 or len(repeats) != len(inputs[0].shape)
-            or any(repeat < 0 for repeat in repeats)):
-        raise ValueError(f"Tile: repeats {repeats} ({inputs[1].dtype.name}) must hold one non-negative integer "
-                         f"per dim of the input of shape {list(inputs[0].shape)}")
+    if inputs[1].dtype.category != 1 or len(repeats) != len(inputs[0].shape) or any(repeat < 0 for repeat in repeats):
+        raise ValueError(
+            f"Tile: repeats {repeats} ({inputs[1].dtype.name}) must hold one non-negative integer "
+            f"per dim of the input of shape {list(inputs[0].shape)}"
+        )
     return [(tuple(size * repeat for size, repeat in zip(inputs[0].shape, repeats)), inputs[0].dtype)]
 
 
@@ -159,6 +168,7 @@ def _tile_grad(ctx, g):
 
 # ---------------------------------------------------------------- Concat, Split
 
+
 @shape_rules.register("Concat")
 def _concat_shape(inputs, attrs):
     first = inputs[0].shape
@@ -167,10 +177,12 @@ def _concat_shape(inputs, attrs):
     for value in inputs:
         shape = value.shape
         if len(shape) != len(first) or any(a != b for i, (a, b) in enumerate(zip(shape, first)) if i != axis):
-            raise RuntimeError(f"Sizes of tensors must match except in dimension {axis}. Expected size "
-                               f"{list(first)} but got size {list(shape)} for a tensor in the list.")
+            raise RuntimeError(
+                f"Sizes of tensors must match except in dimension {axis}. Expected size "
+                f"{list(first)} but got size {list(shape)} for a tensor in the list."
+            )
         total += shape[axis]
-    return [(first[:axis] + (total,) + first[axis + 1:], inputs[0].dtype)]
+    return [(first[:axis] + (total,) + first[axis + 1 :], inputs[0].dtype)]
 
 
 @gradient_rules.register("Concat")
@@ -190,7 +202,7 @@ def _split_shape(inputs, attrs):
         parts = attrs["num_outputs"]
         chunk = -(-shape[axis] // parts)
         sizes = [chunk] * (shape[axis] // chunk) + ([shape[axis] % chunk] if shape[axis] % chunk else [])
-    return [(shape[:axis] + (size,) + shape[axis + 1:], inputs[0].dtype) for size in sizes]
+    return [(shape[:axis] + (size,) + shape[axis + 1 :], inputs[0].dtype) for size in sizes]
 
 
 @gradient_rules.register("Split")
@@ -199,6 +211,7 @@ def _split_grad(ctx, *grads):
 
 
 # ---------------------------------------------------------------- Slice
+
 
 def slice_bounds(size: int, start: int, end: int, step: int) -> tuple[int, int, int]:
     """ONNX Slice's clamping of (start, end) for one axis; returns (start, end, count)."""
@@ -222,8 +235,7 @@ def _slice_arguments(inputs) -> list[tuple[int, int, int, int]]:
     ends = _constant_list(inputs[2])
     axes = _constant_list(inputs[3]) if len(inputs) > 3 and inputs[3] is not None else list(range(len(starts)))
     steps = _constant_list(inputs[4]) if len(inputs) > 4 and inputs[4] is not None else [1] * len(starts)
-    return [(axis, start, end, step) for axis, start, end, step in
-            zip(normalize_axes(axes, rank), starts, ends, steps)]
+    return [(axis, start, end, step) for axis, start, end, step in zip(normalize_axes(axes, rank), starts, ends, steps)]
 
 
 @shape_rules.register("Slice")
@@ -257,7 +269,7 @@ def _slice_grad(ctx, g):
 
 def scatter_add_along(g: Tensor, axis: int, indices: np.ndarray, size: int) -> Tensor:
     """The gradient of gathering ``indices`` along ``axis``: sums ``g`` into a zero tensor of length ``size``."""
-    target_shape = g.shape[:axis] + (size,) + g.shape[axis + 1:]
+    target_shape = g.shape[:axis] + (size,) + g.shape[axis + 1 :]
     index_shape = [1] * g.dim()
     index_shape[axis] = len(indices)
     index = Tensor._from_array(indices.reshape(index_shape), dtypes.int64, g.device).expand(g.shape)
@@ -266,6 +278,7 @@ def scatter_add_along(g: Tensor, axis: int, indices: np.ndarray, size: int) -> T
 
 
 # ---------------------------------------------------------------- Shape (for imported graphs)
+
 
 @shape_rules.register("Shape")
 def _shape_shape(inputs, attrs):
@@ -280,6 +293,7 @@ non_differentiable.mark("Shape")
 
 
 # ---------------------------------------------------------------- tensor functions
+
 
 def reshape(input: Tensor, *shape) -> Tensor:
     """A tensor with the same data and the given shape (one entry may be -1)."""
@@ -300,7 +314,7 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         return input.reshape(1)
     start, end = normalize_axes([start_dim, end_dim], input.dim())
     shape = input.shape
-    return reshape(input, shape[:start] + (_numel(shape[start:end + 1]),) + shape[end + 1:])
+    return reshape(input, shape[:start] + (_numel(shape[start : end + 1]),) + shape[end + 1 :])
 
 
 def permute(input: Tensor, *dims) -> Tensor:
@@ -308,9 +322,11 @@ def permute(input: Tensor, *dims) -> Tensor:
         dims = tuple(dims[0])
     perm = normalize_axes(dims, input.dim())
     if sorted(perm) != list(range(input.dim())):
-        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the "
-                           f"length of the desired ordering of dimensions i.e. input.dim() = {input.dim()} "
-                           f"is not equal to len(dims) = {len(dims)}")
+        raise RuntimeError(
+            f"permute(sparse_coo): number of dimensions in the tensor input does not match the "
+            f"length of the desired ordering of dimensions i.e. input.dim() = {input.dim()} "
+            f"is not equal to len(dims) = {len(dims)}"
+        )
     if perm == list(range(input.dim())):
         return input
     return apply_op("Transpose", (input,), {"perm": perm}, "PermuteBackward0")
@@ -352,8 +368,10 @@ def expand(input: Tensor, *sizes) -> Tensor:
         sizes = tuple(sizes[0])
     shape = input.shape
     if len(sizes) < len(shape):
-        raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal to "
-                           f"the number of dimensions in the tensor ({len(shape)})")
+        raise RuntimeError(
+            f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal to "
+            f"the number of dimensions in the tensor ({len(shape)})"
+        )
     offset = len(sizes) - len(shape)
     target = []
     for axis, size in enumerate(sizes):
@@ -363,9 +381,11 @@ def expand(input: Tensor, *sizes) -> Tensor:
                 raise RuntimeError("expand: -1 is not allowed in a leading, non-existing dimension")
             size = own
         elif own is not None and own != size and own != 1:
-            raise RuntimeError(f"The expanded size of the tensor ({size}) must match the existing size ({own}) at "
-                               f"non-singleton dimension {axis}.  Target sizes: {list(sizes)}.  Tensor sizes: "
-                               f"{list(shape)}")
+            raise RuntimeError(
+                f"The expanded size of the tensor ({size}) must match the existing size ({own}) at "
+                f"non-singleton dimension {axis}.  Target sizes: {list(sizes)}.  Tensor sizes: "
+                f"{list(shape)}"
+            )
         target.append(int(size))
     target = tuple(target)
     if target == shape:
@@ -410,8 +430,10 @@ def stack(tensors, dim: int = 0) -> Tensor:
     first = tensors[0].shape
     for index, tensor in enumerate(tensors):
         if tensor.shape != first:
-            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(first)} at entry 0 "
-                               f"and {list(tensor.shape)} at entry {index}")
+            raise RuntimeError(
+                f"stack expects each tensor to be equal size, but got {list(first)} at entry 0 "
+                f"and {list(tensor.shape)} at entry {index}"
+            )
     axis = normalize_axes([dim], len(first) + 1)[0]
     return cat([unsqueeze(tensor, axis) for tensor in tensors], axis)
 
@@ -426,8 +448,10 @@ def split(input: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
     else:
         sizes = list(split_size_or_sections)
         if sum(sizes) != length:
-            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {length} (input tensor's "
-                               f"size at dimension {axis}), but got split_sizes={sizes}")
+            raise RuntimeError(
+                f"split_with_sizes expects split_sizes to sum exactly to {length} (input tensor's "
+                f"size at dimension {axis}), but got split_sizes={sizes}"
+            )
     if len(sizes) == 1:
         return (input,)
     result = apply_op("Split", (input, int64_constant(sizes)), {"axis": axis}, "SplitWithSizesBackward0")
@@ -461,8 +485,12 @@ def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
 
 def slice_axis(input: Tensor, dim: int, start: int, end: int, step: int = 1) -> Tensor:
     axis = normalize_axes([dim], input.dim())[0]
-    return apply_op("Slice", (input, int64_constant([start]), int64_constant([end]), int64_constant([axis]),
-                              int64_constant([step])), None, "SliceBackward0")
+    return apply_op(
+        "Slice",
+        (input, int64_constant([start]), int64_constant([end]), int64_constant([axis]), int64_constant([step])),
+        None,
+        "SliceBackward0",
+    )
 
 
 def tile(input: Tensor, dims) -> Tensor:
@@ -486,5 +514,15 @@ def flip(input: Tensor, dims) -> Tensor:
     dims = [dims] if isinstance(dims, int) else list(dims)
     axes = normalize_axes(dims, input.dim())
     big = np.iinfo(np.int64).max
-    return apply_op("Slice", (input, int64_constant([-1] * len(axes)), int64_constant([-big] * len(axes)),
-                              int64_constant(axes), int64_constant([-1] * len(axes))), None, "FlipBackward0")
+    return apply_op(
+        "Slice",
+        (
+            input,
+            int64_constant([-1] * len(axes)),
+            int64_constant([-big] * len(axes)),
+            int64_constant(axes),
+            int64_constant([-1] * len(axes)),
+        ),
+        None,
+        "FlipBackward0",
+    )

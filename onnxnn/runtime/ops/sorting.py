@@ -6,6 +6,7 @@ scanned dim (``O(n^2)`` elements for a dim of size n): each prefix is a masked r
 results are exact where a running formula is not (``log(cumsum(exp(x)))`` underflows for prefixes
 far below the maximum) and the reductions' gradient rules apply unchanged (ReduceProd's handles zeros).
 """
+
 from __future__ import annotations
 
 from collections import namedtuple
@@ -18,8 +19,20 @@ from ._common import Tensor, apply_op, int64_constant, normalize_axes
 from .elementwise import where as _where  # ``where`` is a local name below (gather positions)
 from .shape import _constant_list
 
-__all__ = ["topk", "sort", "argsort", "msort", "kthvalue", "median", "nanmedian", "cumsum", "cumprod",
-           "logcumsumexp", "cummax", "cummin"]
+__all__ = [
+    "topk",
+    "sort",
+    "argsort",
+    "msort",
+    "kthvalue",
+    "median",
+    "nanmedian",
+    "cumsum",
+    "cumprod",
+    "logcumsumexp",
+    "cummax",
+    "cummin",
+]
 
 TopkResult = namedtuple("topk", ["values", "indices"])
 SortResult = namedtuple("sort", ["values", "indices"])
@@ -30,6 +43,7 @@ CumminResult = namedtuple("cummin", ["values", "indices"])
 
 
 # ---------------------------------------------------------------- shape and gradient rules
+
 
 @shape_rules.register("TopK")
 def _topk_shape(inputs, attrs):
@@ -67,6 +81,7 @@ def _cumsum_grad(ctx, g):
 
 # ---------------------------------------------------------------- sorting
 
+
 def _axis(input: Tensor, dim: int) -> int:
     return normalize_axes([dim], input.dim())[0]
 
@@ -75,8 +90,9 @@ def _topk(input: Tensor, k: int, axis: int, largest: bool, name: str):
     if input.dim() == 0:
         values, indices = _topk(input.reshape(1), k, 0, largest, name)
         return values.reshape(()), indices.reshape(())
-    values, indices = apply_op("TopK", (input, int64_constant([k])),
-                               {"axis": axis, "largest": int(largest), "sorted": 1}, name)
+    values, indices = apply_op(
+        "TopK", (input, int64_constant([k])), {"axis": axis, "largest": int(largest), "sorted": 1}, name
+    )
     return values, indices
 
 
@@ -112,8 +128,12 @@ def msort(input: Tensor) -> Tensor:
 
 
 def _select(t: Tensor, axis: int, position: int, keepdim: bool) -> Tensor:
-    picked = apply_op("Slice", (t, int64_constant([position]), int64_constant([position + 1]),
-                                int64_constant([axis])), None, "SliceBackward0")
+    picked = apply_op(
+        "Slice",
+        (t, int64_constant([position]), int64_constant([position + 1]), int64_constant([axis])),
+        None,
+        "SliceBackward0",
+    )
     return picked if keepdim else picked.squeeze(axis)
 
 
@@ -166,6 +186,7 @@ def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False):
 
 # ---------------------------------------------------------------- scans
 
+
 def _scan_input(input: Tensor, dtype) -> Tensor:
     if dtype is not None:
         return input.to(dtype)
@@ -177,8 +198,8 @@ def _scan_input(input: Tensor, dtype) -> Tensor:
 def cumsum(input: Tensor, dim: int, *, dtype=None) -> Tensor:
     """Running sums along ``dim``; ONNX CumSum. Example::
 
-        >>> onnxnn.cumsum(onnxnn.tensor([1, 2, 3]), 0)
-        tensor([1, 3, 6])
+    >>> onnxnn.cumsum(onnxnn.tensor([1, 2, 3]), 0)
+    tensor([1, 3, 6])
     """
     input = _scan_input(input, dtype)
     if input.dim() == 0:
@@ -224,8 +245,9 @@ def _cumulative_extremum(input: Tensor, dim: int, largest: bool, result):
         fill = (info.min if largest else info.max) if info is not None else (not largest)
     lines = _prefix_lines(input, axis, fill)
     # PyTorch reports the last position of a repeated extremum.
-    indices = apply_op("ArgMax" if largest else "ArgMin", (lines,),
-                       {"axis": axis + 1, "keepdims": 1, "select_last_index": 1})
+    indices = apply_op(
+        "ArgMax" if largest else "ArgMin", (lines,), {"axis": axis + 1, "keepdims": 1, "select_last_index": 1}
+    )
     values = lines.gather(axis + 1, indices).squeeze(axis + 1)
     return result(values, indices.squeeze(axis + 1))
 

@@ -36,6 +36,7 @@ kernels do (erfinv, erfcx, igamma and zeta compute in float64 for every dtype); 
 become the default float dtype. Functions whose number of terms depends on the data (igamma, zeta)
 read it when they are called, as ``histc`` does.
 """
+
 from __future__ import annotations
 
 import math
@@ -48,16 +49,37 @@ from ._common import Tensor, promote_operands
 from . import elementwise as _e
 from .sorting import cumsum
 
-__all__ = ["lgamma", "digamma", "polygamma", "mvlgamma", "erfinv", "erfcx", "i0", "i0e", "i1", "i1e", "igamma",
-           "igammac", "spherical_bessel_j0"]
+__all__ = [
+    "lgamma",
+    "digamma",
+    "polygamma",
+    "mvlgamma",
+    "erfinv",
+    "erfcx",
+    "i0",
+    "i0e",
+    "i1",
+    "i1e",
+    "igamma",
+    "igammac",
+    "spherical_bessel_j0",
+]
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 # Lanczos' coefficients for g = 7, n = 9 (Numerical Recipes / Godfrey): Gamma(z + 1) =
 # sqrt(2 pi) t^(z + 1/2) e^(-t) A(z), t = z + g + 1/2, A(z) = c0 + sum c_i / (z + i).
 _LANCZOS_G = 7.0
-_LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313,
-            -176.61502916214059, 12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6,
-            1.5056327351493116e-7)
+_LANCZOS = (
+    0.99999999999980993,
+    676.5203681218851,
+    -1259.1392167224028,
+    771.32342877765313,
+    -176.61502916214059,
+    12.507343278686905,
+    -0.13857109526572012,
+    9.9843695780195716e-6,
+    1.5056327351493116e-7,
+)
 _ASYMPTOTIC_TERMS = 10  # Bernoulli numbers B2 .. B20 in the digamma / Hurwitz zeta series
 _SHIFT = 10  # the recurrence moves x to at least 10 + n before the asymptotic series
 
@@ -97,6 +119,7 @@ def _pi_fraction(x: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------- gamma family
+
 
 def _lanczos_lgamma(x: Tensor) -> Tensor:
     """lgamma for ``x >= 0.5``."""
@@ -229,10 +252,28 @@ def polygamma(n: int, input: Tensor) -> Tensor:
 # ---------------------------------------------------------------- error function inverse
 
 # Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011), single precision.
-_GILES_CENTRAL = (1.50140941, 0.246640727, -0.00417768164, -0.00125372503, 0.00021858087, -4.39150654e-06,
-                  -3.5233877e-06, 3.43273939e-07, 2.81022636e-08)
-_GILES_TAIL = (2.83297682, 1.00167406, 0.00943887047, -0.0076224613, 0.00573950773, -0.00367342844,
-               0.00134934322, 0.000100950558, -0.000200214257)
+_GILES_CENTRAL = (
+    1.50140941,
+    0.246640727,
+    -0.00417768164,
+    -0.00125372503,
+    0.00021858087,
+    -4.39150654e-06,
+    -3.5233877e-06,
+    3.43273939e-07,
+    2.81022636e-08,
+)
+_GILES_TAIL = (
+    2.83297682,
+    1.00167406,
+    0.00943887047,
+    -0.0076224613,
+    0.00573950773,
+    -0.00367342844,
+    0.00134934322,
+    0.000100950558,
+    -0.000200214257,
+)
 _ERF_SERIES_TERMS = 51  # sum (2a^2)^n / (2n+1)!! below a = 2: far past the terms that matter
 _ERFC_FRACTION_TERMS = 60  # the continued fraction of erfc above a = 2 (relative error 2e-16 there)
 _ERFINV_FAR = 16.0  # w = -log(1 - y^2) past which Giles' approximation is replaced by an asymptotic one
@@ -437,8 +478,12 @@ def _incomplete_gamma_terms(a: Tensor) -> int:
 def _incomplete_gamma(input: Tensor, other: Tensor) -> tuple[Tensor, Tensor, dtypes.DType]:
     """``(P(a, x), Q(a, x), result dtype)`` in float64: the series for ``x < a + 1``, Legendre's
     continued fraction (evaluated from its ``K``-th term up) above, each giving the other as ``1 - .``."""
-    (a, x), out = promote_operands([_e._floating(input) if isinstance(input, Tensor) else input,
-                                    _e._floating(other) if isinstance(other, Tensor) else other])
+    (a, x), out = promote_operands(
+        [
+            _e._floating(input) if isinstance(input, Tensor) else input,
+            _e._floating(other) if isinstance(other, Tensor) else other,
+        ]
+    )
     a = (a if isinstance(a, Tensor) else Tensor._from_value(a)).detach().to(dtypes.float64)
     x = (x if isinstance(x, Tensor) else Tensor._from_value(x)).to(dtypes.float64)
     shape = tuple(np.broadcast_shapes(tuple(a.shape), tuple(x.shape)))
@@ -510,8 +555,12 @@ def zeta(input, other) -> Tensor:
     the data. As PyTorch's: inf at ``s = 1`` and at non-positive integer ``q``, NaN for ``s < 1`` and for
     negative non-integer ``q`` with non-integer ``s``. Differentiable in ``q``.
     """
-    (s, q), out = promote_operands([_e._floating(input) if isinstance(input, Tensor) else input,
-                                    _e._floating(other) if isinstance(other, Tensor) else other])
+    (s, q), out = promote_operands(
+        [
+            _e._floating(input) if isinstance(input, Tensor) else input,
+            _e._floating(other) if isinstance(other, Tensor) else other,
+        ]
+    )
     s = (s if isinstance(s, Tensor) else Tensor._from_value(s)).detach().to(dtypes.float64)
     q = (q if isinstance(q, Tensor) else Tensor._from_value(q)).to(dtypes.float64)
     shape = tuple(np.broadcast_shapes(tuple(s.shape), tuple(q.shape)))

@@ -9,6 +9,7 @@ window. Every step has a gradient rule and runs on both executors, and the graph
 (Pad, Gather, MatMul, Mul, ScatterElements, Div), so it exports as it is. (ONNX's own STFT/DFT ops would
 need complex handling and gradient rules that onnxnn does not have.)
 """
+
 from __future__ import annotations
 
 import math
@@ -29,8 +30,10 @@ _PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 def _describe(name: str, input: Tensor, n_fft: int, hop_length: int, win_length: int, window) -> str:
     window_text = "None" if window is None else f"Tensor{list(window.shape)}"
-    return (f"{name}(Tensor{list(input.shape)}, n_fft={n_fft}, hop_length={hop_length}, win_length={win_length}, "
-            f"window={window_text})")
+    return (
+        f"{name}(Tensor{list(input.shape)}, n_fft={n_fft}, hop_length={hop_length}, win_length={win_length}, "
+        f"window={window_text})"
+    )
 
 
 def _pad_signal(signal: Tensor, pad: int, mode: str) -> Tensor:
@@ -47,9 +50,11 @@ def _pad_signal(signal: Tensor, pad: int, mode: str) -> Tensor:
         return pad_constant(signal, pads)
     if mode == "reflect":
         if pad >= length:
-            raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding input dimension, "
-                               f"but got: padding ({pad}, {pad}) at dimension {rank - 1} of input "
-                               f"{list(signal.shape)}")
+            raise RuntimeError(
+                f"Argument #4: Padding size should be less than the corresponding input dimension, "
+                f"but got: padding ({pad}, {pad}) at dimension {rank - 1} of input "
+                f"{list(signal.shape)}"
+            )
         return pad_mode(signal, pads, "reflect")
     if mode == "replicate":
         return pad_mode(signal, pads, "edge")
@@ -92,14 +97,25 @@ def _check_stft(input: Tensor, n_fft: int, hop_length: int, win_length: int, win
     if win_length <= 0 or win_length > n_fft:
         raise RuntimeError(f"{described} : expected 0 < win_length <= n_fft, but got win_length={win_length}")
     if window is not None and (window.dim() != 1 or window.shape[0] != win_length):
-        raise RuntimeError(f"{described} : expected a 1D window tensor of size equal to win_length={win_length}, "
-                           f"but got window with size {list(window.shape)}")
+        raise RuntimeError(
+            f"{described} : expected a 1D window tensor of size equal to win_length={win_length}, "
+            f"but got window with size {list(window.shape)}"
+        )
 
 
-def stft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: int | None = None,
-         window: Tensor | None = None, center: bool = True, pad_mode: str = "reflect", normalized: bool = False,
-         onesided: bool | None = None, return_complex: bool | None = None,
-         align_to_window: bool | None = None) -> Tensor:
+def stft(
+    input: Tensor,
+    n_fft: int,
+    hop_length: int | None = None,
+    win_length: int | None = None,
+    window: Tensor | None = None,
+    center: bool = True,
+    pad_mode: str = "reflect",
+    normalized: bool = False,
+    onesided: bool | None = None,
+    return_complex: bool | None = None,
+    align_to_window: bool | None = None,
+) -> Tensor:
     """Short-time Fourier transform of ``input`` (``(L,)`` or ``(B, L)``), as PyTorch's ``return_complex=False``.
 
     ``X[..., k, t, :] = sum_n w[n] x[t * hop_length + n] exp(-2 pi i k n / n_fft)`` as ``(real, imag)``,
@@ -117,11 +133,15 @@ def stft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: i
         onnxnn.Size([5, 5, 2])
     """
     if return_complex is None:
-        raise RuntimeError("stft requires the return_complex parameter be given for real inputs, and will further "
-                           "require that return_complex=True in a future PyTorch release.")
+        raise RuntimeError(
+            "stft requires the return_complex parameter be given for real inputs, and will further "
+            "require that return_complex=True in a future PyTorch release."
+        )
     if return_complex:
-        raise RuntimeError("stft(return_complex=True): onnxnn has no complex dtypes; pass return_complex=False for "
-                           "the real view, whose last dim of 2 holds the real and imaginary parts")
+        raise RuntimeError(
+            "stft(return_complex=True): onnxnn has no complex dtypes; pass return_complex=False for "
+            "the real view, whose last dim of 2 holds the real and imaginary parts"
+        )
     if center and align_to_window is not None:
         raise ValueError("stft align_to_window should only be set when center = false")
     hop_length = n_fft // 4 if hop_length is None else hop_length
@@ -153,7 +173,7 @@ def _inverse_basis(n_fft: int, frequencies: int, onesided: bool, dtype, device) 
     phase = 2.0 * np.pi * np.outer(np.arange(frequencies), np.arange(n_fft)) / n_fft
     weight = np.ones(frequencies)
     if onesided:
-        weight[1:(n_fft + 1) // 2] = 2.0
+        weight[1 : (n_fft + 1) // 2] = 2.0
     basis = np.concatenate([np.cos(phase) * weight[:, None], -np.sin(phase) * weight[:, None]], axis=0) / n_fft
     return Tensor._from_array(basis.astype(dtype.numpy_dtype), dtype, device)
 
@@ -168,9 +188,18 @@ def _overlap_add(frames: Tensor, hop_length: int, length: int) -> Tensor:
     return index_add(zeros, -1, index, flat)
 
 
-def istft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: int | None = None,
-          window: Tensor | None = None, center: bool = True, normalized: bool = False, onesided: bool | None = None,
-          length: int | None = None, return_complex: bool = False) -> Tensor:
+def istft(
+    input: Tensor,
+    n_fft: int,
+    hop_length: int | None = None,
+    win_length: int | None = None,
+    window: Tensor | None = None,
+    center: bool = True,
+    normalized: bool = False,
+    onesided: bool | None = None,
+    length: int | None = None,
+    return_complex: bool = False,
+) -> Tensor:
     """Inverse of :func:`stft`: a signal ``(B?, L)`` from its spectrum's real view ``(B?, n_freq, T, 2)``.
 
     Each frame is the real part of the inverse DFT (one-sided spectra by Hermitian symmetry), times
@@ -188,22 +217,27 @@ def istft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: 
         True
     """
     if return_complex:
-        raise RuntimeError("istft(return_complex=True): onnxnn has no complex dtypes; the output is the real "
-                           "signal")
+        raise RuntimeError("istft(return_complex=True): onnxnn has no complex dtypes; the output is the real signal")
     hop_length = n_fft // 4 if hop_length is None else hop_length
     win_length = n_fft if win_length is None else win_length
     described = _describe("istft", input, n_fft, hop_length, win_length, window)
     if input.dim() not in (3, 4) or input.shape[-1] != 2:
-        raise RuntimeError(f"{described} : expected the real view of a spectrum, (B?, n_freq, n_frames, 2), but got "
-                           f"a tensor of size {list(input.shape)} (onnxnn has no complex dtype)")
+        raise RuntimeError(
+            f"{described} : expected the real view of a spectrum, (B?, n_freq, n_frames, 2), but got "
+            f"a tensor of size {list(input.shape)} (onnxnn has no complex dtype)"
+        )
     frequencies, count = input.shape[-3], input.shape[-2]
     onesided = frequencies != n_fft if onesided is None else onesided
     if onesided and frequencies != n_fft // 2 + 1:
-        raise RuntimeError(f"{described} : expected the frequency dimension (3rd to the last) of the input tensor to "
-                           f"match n_fft / 2 + 1 when onesided=True, but got {frequencies}")
+        raise RuntimeError(
+            f"{described} : expected the frequency dimension (3rd to the last) of the input tensor to "
+            f"match n_fft / 2 + 1 when onesided=True, but got {frequencies}"
+        )
     if not onesided and frequencies != n_fft:
-        raise RuntimeError(f"{described} : expected the frequency dimension (3rd to the last) of the input tensor to "
-                           f"match n_fft when onesided=False, but got {frequencies}")
+        raise RuntimeError(
+            f"{described} : expected the frequency dimension (3rd to the last) of the input tensor to "
+            f"match n_fft when onesided=False, but got {frequencies}"
+        )
     if hop_length <= 0 or hop_length > win_length:
         raise RuntimeError(f"{described} : expected 0 < hop_length <= win_length")
     if win_length <= 0 or win_length > n_fft:
@@ -211,9 +245,12 @@ def istft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: 
     if window is not None and (window.dim() != 1 or window.shape[0] != win_length):
         raise RuntimeError(f"{described} : Invalid window shape. window has to be 1D and length of `win_length`")
     if window is None:
-        warnings.warn("A window was not provided. A rectangular window will be applied.Please provide the same "
-                      "window used by stft to make the inversion lossless.To suppress this warning and use a "
-                      "rectangular window, explicitly set `window=torch.ones(n_fft, device=<device>)`.", stacklevel=2)
+        warnings.warn(
+            "A window was not provided. A rectangular window will be applied.Please provide the same "
+            "window used by stft to make the inversion lossless.To suppress this warning and use a "
+            "rectangular window, explicitly set `window=torch.ones(n_fft, device=<device>)`.",
+            stacklevel=2,
+        )
     full_window = _full_window(window, win_length, n_fft, input)
     # (B?, n_freq, T, 2) -> (B?, T, 2 * n_freq): all real parts, then all imaginary parts, per frame.
     per_frame = input.movedim(-3, -1)
@@ -236,9 +273,11 @@ def istft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: 
         raise RuntimeError(f"{described} window overlap add min: {smallest:g}")
     signal = signal / envelope
     if end > expected_length:
-        warnings.warn("The length of signal is shorter than the length parameter. Result is being padded with zeros "
-                      "in the tail. Please check your center and hop_length settings.", stacklevel=2)
+        warnings.warn(
+            "The length of signal is shorter than the length parameter. Result is being padded with zeros "
+            "in the tail. Please check your center and hop_length settings.",
+            stacklevel=2,
+        )
         rank = signal.dim()
         signal = pad_constant(signal, [0] * rank + [0] * (rank - 1) + [end - expected_length])
     return signal
-

@@ -7,6 +7,7 @@ them; their results are constants of the graph (bincount's and histc's counts ca
 PyTorch either). ``mode``'s values are gathered from the input at the positions found, so its
 gradient flows as PyTorch's does.
 """
+
 from __future__ import annotations
 
 from collections import namedtuple
@@ -20,8 +21,24 @@ from . import reduce as _r
 from .shape import stack
 from .sorting import cumsum, sort
 
-__all__ = ["quantile", "nanquantile", "std_mean", "var_mean", "cov", "corrcoef", "dist", "cdist", "trapezoid",
-           "trapz", "cumulative_trapezoid", "unique", "unique_consecutive", "bincount", "histc", "mode"]
+__all__ = [
+    "quantile",
+    "nanquantile",
+    "std_mean",
+    "var_mean",
+    "cov",
+    "corrcoef",
+    "dist",
+    "cdist",
+    "trapezoid",
+    "trapz",
+    "cumulative_trapezoid",
+    "unique",
+    "unique_consecutive",
+    "bincount",
+    "histc",
+    "mode",
+]
 
 ModeResult = namedtuple("mode", ["values", "indices"])
 
@@ -35,8 +52,9 @@ def quantile(input: Tensor, q, dim: int | None = None, keepdim: bool = False, *,
     if ((qs < 0) | (qs > 1)).any():
         raise RuntimeError("quantile() q values must be in the range [0, 1]")
     if interpolation not in ("linear", "lower", "higher", "nearest", "midpoint"):
-        raise RuntimeError("quantile() interpolation must be one of linear, lower, higher, midpoint or nearest. "
-                           f"Got {interpolation}")
+        raise RuntimeError(
+            f"quantile() interpolation must be one of linear, lower, higher, midpoint or nearest. Got {interpolation}"
+        )
     if not input.dtype.is_floating_point:
         raise RuntimeError("quantile() input tensor must be either float or double dtype")
     source = input.reshape(-1) if dim is None else input
@@ -90,8 +108,9 @@ def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, c
 def cov(input: Tensor, *, correction: int = 1, fweights: Tensor | None = None, aweights: Tensor | None = None):
     """Covariance of the variables in the rows of ``input`` (observations in columns)."""
     if input.dim() > 2:
-        raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an input with "
-                           f"{input.dim()} dimensions")
+        raise RuntimeError(
+            f"cov(): expected input to have two or fewer dimensions but got an input with {input.dim()} dimensions"
+        )
     x = input.reshape(1, -1) if input.dim() < 2 else input
     x = _e._floating(x)
     weights = None
@@ -188,13 +207,19 @@ def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None
 
 # ---------------------------------------------------------------- shapes that depend on the data
 
+
 def _constant(array: np.ndarray, like: Tensor, value_dtype=None) -> Tensor:
     value_dtype = value_dtype or like.dtype
     return Tensor._from_array(np.ascontiguousarray(array, dtype=value_dtype.numpy_dtype), value_dtype, like.device)
 
 
-def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
-           dim: int | None = None):
+def unique(
+    input: Tensor,
+    sorted: bool = True,
+    return_inverse: bool = False,
+    return_counts: bool = False,
+    dim: int | None = None,
+):
     """The distinct values (sorted), with the inverse indices and counts when asked. Reads the data."""
     data = np.asarray(input._realized_data())
     if dim is None:
@@ -212,8 +237,9 @@ def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, ret
     return result[0] if len(result) == 1 else tuple(result)
 
 
-def unique_consecutive(input: Tensor, return_inverse: bool = False, return_counts: bool = False,
-                       dim: int | None = None):
+def unique_consecutive(
+    input: Tensor, return_inverse: bool = False, return_counts: bool = False, dim: int | None = None
+):
     """Collapses runs of equal consecutive values (slices along ``dim``). Reads the data."""
     data = np.asarray(input._realized_data())
     if dim is None:

@@ -51,6 +51,7 @@ An omitted ``weight_decay`` means none. onnxruntime lacks these ops, so ``build_
 as standard ONNX through their decompositions; onnxnn's kernels (``kernels/training.py``) run them
 directly, op for op the same arithmetic.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -59,28 +60,42 @@ from onnx import helper
 
 from ...ir.registry import decompositions, non_differentiable, shape_rules
 from ...ir.domains import (
-    ADAGRAD_TENSORS_START, ADAM_TENSORS_START, MOMENTUM_TENSORS_START, RMSPROP_TENSORS_START, TRAINING_DOMAIN,
+    ADAGRAD_TENSORS_START,
+    ADAM_TENSORS_START,
+    MOMENTUM_TENSORS_START,
+    RMSPROP_TENSORS_START,
+    TRAINING_DOMAIN,
 )
 
-__all__ = ["TRAINING_DOMAIN", "MOMENTUM_TENSORS_START", "ADAM_TENSORS_START", "ADAGRAD_TENSORS_START",
-           "RMSPROP_TENSORS_START"]
+__all__ = [
+    "TRAINING_DOMAIN",
+    "MOMENTUM_TENSORS_START",
+    "ADAM_TENSORS_START",
+    "ADAGRAD_TENSORS_START",
+    "RMSPROP_TENSORS_START",
+]
+
 
 @shape_rules.register("Momentum", domain=TRAINING_DOMAIN)
 def _momentum_shape(inputs, attrs):
     tensors = inputs[MOMENTUM_TENSORS_START:]
     if len(tensors) == 0 or len(tensors) % 3:
-        raise RuntimeError(f"Momentum takes R, T, alpha, beta, norm_coefficient and then X, G and V for each "
-                           f"tensor, got {len(inputs)} inputs")
+        raise RuntimeError(
+            f"Momentum takes R, T, alpha, beta, norm_coefficient and then X, G and V for each "
+            f"tensor, got {len(inputs)} inputs"
+        )
     if attrs.get("mode", "standard") not in ("standard", "nesterov"):
         raise RuntimeError(f"Momentum: mode must be 'standard' or 'nesterov', got {attrs.get('mode')!r}")
     count = len(tensors) // 3
     for index in range(count):
         x, g, v = tensors[index], tensors[count + index], tensors[2 * count + index]
         if not (x.shape == g.shape == v.shape) or not (x.dtype is g.dtype is v.dtype):
-            raise RuntimeError(f"Momentum: tensor {index} has X {x.dtype.name}{list(x.shape)}, "
-                               f"G {g.dtype.name}{list(g.shape)} and V {v.dtype.name}{list(v.shape)}; "
-                               "they must agree")
-    return [(x.shape, x.dtype) for x in tensors[:count]] + [(v.shape, v.dtype) for v in tensors[2 * count:]]
+            raise RuntimeError(
+                f"Momentum: tensor {index} has X {x.dtype.name}{list(x.shape)}, "
+                f"G {g.dtype.name}{list(g.shape)} and V {v.dtype.name}{list(v.shape)}; "
+                "they must agree"
+            )
+    return [(x.shape, x.dtype) for x in tensors[:count]] + [(v.shape, v.dtype) for v in tensors[2 * count :]]
 
 
 non_differentiable.mark("Momentum", domain=TRAINING_DOMAIN)
@@ -148,26 +163,31 @@ def _fused_update_shapes(op_type: str, inputs, hyperparameter_names: tuple, opti
     hyperparameters, tensors = inputs[:start], inputs[start:]
     lists = len(list_names)
     if len(hyperparameters) < start or len(tensors) == 0 or len(tensors) % lists:
-        raise RuntimeError(f"{op_type} takes {', '.join(hyperparameter_names)} and then "
-                           f"{', '.join(list_names[:-1])} and {list_names[-1]} for each tensor, "
-                           f"got {len(inputs)} inputs")
-    missing = [name for name, value in zip(hyperparameter_names, hyperparameters)
-               if value is None and name not in optional]
+        raise RuntimeError(
+            f"{op_type} takes {', '.join(hyperparameter_names)} and then "
+            f"{', '.join(list_names[:-1])} and {list_names[-1]} for each tensor, "
+            f"got {len(inputs)} inputs"
+        )
+    missing = [
+        name for name, value in zip(hyperparameter_names, hyperparameters) if value is None and name not in optional
+    ]
     if missing:
         raise RuntimeError(f"{op_type}: {', '.join(missing)} omitted; only {' and '.join(sorted(optional))} may be")
     given = [value for value in hyperparameters if value is not None]
     hyperparameter_dtype = hyperparameters[0].dtype
     for value in given:
         if value.shape != () or value.dtype is not hyperparameter_dtype or not value.dtype.is_floating_point:
-            raise RuntimeError(f"{op_type}: the hyperparameters must be 0-d tensors of one floating dtype, got "
-                               f"{', '.join(f'{v.dtype.name}{list(v.shape)}' for v in given)}")
+            raise RuntimeError(
+                f"{op_type}: the hyperparameters must be 0-d tensors of one floating dtype, got "
+                f"{', '.join(f'{v.dtype.name}{list(v.shape)}' for v in given)}"
+            )
     count = len(tensors) // lists
     for index in range(count):
         group = tensors[index::count]
         if any(t.shape != group[0].shape or t.dtype is not group[0].dtype for t in group):
             described = ", ".join(f"{name} {t.dtype.name}{list(t.shape)}" for name, t in zip(list_names, group))
             raise RuntimeError(f"{op_type}: tensor {index} has {described}; they must agree")
-    outputs = tensors[:count] + tensors[2 * count:]  # X, then the states (G is only read)
+    outputs = tensors[:count] + tensors[2 * count :]  # X, then the states (G is only read)
     return [(t.shape, t.dtype) for t in outputs]
 
 
@@ -209,16 +229,21 @@ def _adam_decomposition(node, input_names: list, output_names: list, fresh_name)
             gradient = emit("Add", gradient, emit("Mul", x, factor["decay"]))
         elif weight_decay:
             x = emit("Mul", x, factor["decay"])
-        new_m = emit("Add", m, emit("Mul", emit("Sub", gradient, m), factor["1-beta1"]),
-                     output=output_names[count + index])
-        new_v = emit("Add", emit("Mul", v, factor["beta2"]),
-                     emit("Mul", emit("Mul", gradient, gradient), factor["1-beta2"]),
-                     output=output_names[2 * count + index])
+        new_m = emit(
+            "Add", m, emit("Mul", emit("Sub", gradient, m), factor["1-beta1"]), output=output_names[count + index]
+        )
+        new_v = emit(
+            "Add",
+            emit("Mul", v, factor["beta2"]),
+            emit("Mul", emit("Mul", gradient, gradient), factor["1-beta2"]),
+            output=output_names[2 * count + index],
+        )
         second_moment = new_v
         if amsgrad:
             second_moment = emit("Max", names[4 * count + index], new_v, output=output_names[3 * count + index])
-        denominator = emit("Add", emit("Div", emit("Sqrt", second_moment), factor["bias_correction2_sqrt"]),
-                           factor["epsilon"])
+        denominator = emit(
+            "Add", emit("Div", emit("Sqrt", second_moment), factor["bias_correction2_sqrt"]), factor["epsilon"]
+        )
         emit("Sub", x, emit("Mul", emit("Div", new_m, denominator), factor["step_size"]), output=output_names[index])
     return nodes, initializers
 
@@ -250,8 +275,10 @@ def _adagrad_decomposition(node, input_names: list, output_names: list, fresh_na
     emit = _emitter(nodes, fresh_name)
     one = fresh_name("one")
     initializers.append(onnx.numpy_helper.from_array(np.array(1, hyperparameter_dtype.numpy_dtype), one))
-    factors = {"epsilon": epsilon,
-               "clr": emit("Div", learning_rate, emit("Add", one, emit("Mul", emit("Sub", step, one), lr_decay)))}
+    factors = {
+        "epsilon": epsilon,
+        "clr": emit("Div", learning_rate, emit("Add", one, emit("Mul", emit("Sub", step, one), lr_decay))),
+    }
     if weight_decay:
         factors["weight_decay"] = weight_decay
     typed = _caster(emit, hyperparameter_dtype)
@@ -280,8 +307,9 @@ def rmsprop_tensor_lists(inputs, attrs: dict) -> tuple:
 
 @shape_rules.register("RMSprop", domain=TRAINING_DOMAIN)
 def _rmsprop_shape(inputs, attrs):
-    return _fused_update_shapes("RMSprop", inputs, RMSPROP_HYPERPARAMETERS, {"weight_decay", "momentum"},
-                                rmsprop_tensor_lists(inputs, attrs))
+    return _fused_update_shapes(
+        "RMSprop", inputs, RMSPROP_HYPERPARAMETERS, {"weight_decay", "momentum"}, rmsprop_tensor_lists(inputs, attrs)
+    )
 
 
 non_differentiable.mark("RMSprop", domain=TRAINING_DOMAIN)
@@ -315,18 +343,27 @@ def _rmsprop_decomposition(node, input_names: list, output_names: list, fresh_na
         gradient = emit("Neg", named["G"]) if maximize else named["G"]
         if weight_decay:
             gradient = emit("Add", gradient, emit("Mul", x, factor["weight_decay"]))
-        square_avg = emit("Add", emit("Mul", named["SQ"], factor["alpha"]),
-                          emit("Mul", emit("Mul", gradient, gradient), factor["1-alpha"]), output=new_name["SQ"])
+        square_avg = emit(
+            "Add",
+            emit("Mul", named["SQ"], factor["alpha"]),
+            emit("Mul", emit("Mul", gradient, gradient), factor["1-alpha"]),
+            output=new_name["SQ"],
+        )
         if centered:
-            grad_avg = emit("Add", named["GA"], emit("Mul", emit("Sub", gradient, named["GA"]), factor["1-alpha"]),
-                            output=new_name["GA"])
+            grad_avg = emit(
+                "Add",
+                named["GA"],
+                emit("Mul", emit("Sub", gradient, named["GA"]), factor["1-alpha"]),
+                output=new_name["GA"],
+            )
             average = emit("Sqrt", emit("Sub", square_avg, emit("Mul", grad_avg, grad_avg)))
         else:
             average = emit("Sqrt", square_avg)
         average = emit("Add", average, factor["epsilon"])
         if momentum:
-            buffer = emit("Add", emit("Mul", named["B"], factor["momentum"]), emit("Div", gradient, average),
-                          output=new_name["B"])
+            buffer = emit(
+                "Add", emit("Mul", named["B"], factor["momentum"]), emit("Div", gradient, average), output=new_name["B"]
+            )
             emit("Sub", x, emit("Mul", buffer, factor["lr"]), output=new_name["X"])
         else:
             emit("Sub", x, emit("Mul", emit("Div", gradient, average), factor["lr"]), output=new_name["X"])

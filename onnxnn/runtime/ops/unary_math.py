@@ -4,6 +4,7 @@ The Tensor API does not record these yet (their shape rules sit with the other e
 ops); imported models do, so each op needs its rule. Derivatives are written with recorded
 ops, so second derivatives come from the same rules.
 """
+
 from __future__ import annotations
 
 from ...ir.registry import gradient_rules
@@ -75,4 +76,3 @@ def _mod_grad(ctx, g):
     a, b = ctx.input(0), ctx.input(1)
     quotient = _unary("Round", (a - ctx.output()) / b)
     return g, -g * quotient
-

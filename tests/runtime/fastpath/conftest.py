@@ -1,4 +1,5 @@
 """The fast path's tests exercise its machinery, so it is on for them whatever ONNXNN_FAST_PATH says."""
+
 from __future__ import annotations
 
 import pytest

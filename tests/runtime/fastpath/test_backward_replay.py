@@ -3,6 +3,7 @@
 Every gradient-rule check (tests/gradcheck.py) also compares a replayed backward with the general
 driver's on new data; these cases cover what decides whether a backward may be replayed at all.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -53,8 +54,10 @@ def _numpy_mlp_gradient_bounds(weight0, weight1, x) -> list[np.ndarray]:
     gradient_hidden = (gradient_output @ weight1.T) * (hidden > 0)
     hidden_error = gamma(x.shape[1]) * np.abs(x) @ np.abs(weight0)
     gradient_hidden_error = gamma(weight1.shape[1]) * np.abs(gradient_output) @ np.abs(weight1.T)
-    return [matmul_bound(x.T, gradient_hidden) + np.abs(x.T) @ gradient_hidden_error,
-            matmul_bound(np.maximum(hidden, 0).T, gradient_output) + hidden_error.T @ np.abs(gradient_output)]
+    return [
+        matmul_bound(x.T, gradient_hidden) + np.abs(x.T) @ gradient_hidden_error,
+        matmul_bound(np.maximum(hidden, 0).T, gradient_output) + hidden_error.T @ np.abs(gradient_output),
+    ]
 
 
 def test_the_second_backward_of_a_structure_is_replayed_with_the_new_values() -> None:

@@ -8,6 +8,7 @@ same numpy calls in the same order, and onnxruntime's CPU kernels pick their blo
 sizes they are run with, not from the declared ones. Should a future onnxruntime optimize a graph
 with unknown sizes differently (fusing other nodes), these tests are where that shows.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -65,8 +66,7 @@ def _mlp():
     return nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
 
 
-def _train(make_model, sample_shape: tuple, sizes: list[int], executor_name: str, enabled: bool,
-           monkeypatch) -> tuple:
+def _train(make_model, sample_shape: tuple, sizes: list[int], executor_name: str, enabled: bool, monkeypatch) -> tuple:
     """SGD with momentum over one batch per size; returns (losses, parameters, compilations)."""
     monkeypatch.setattr(dynamic_shapes, "ENABLED", enabled)
     executor.clear_cache()
@@ -91,17 +91,22 @@ def _train(make_model, sample_shape: tuple, sizes: list[int], executor_name: str
 
 
 @pytest.mark.parametrize("executor_name", EXECUTORS)
-@pytest.mark.parametrize("make_model, sample_shape, distinct_sizes", [
-    pytest.param(_mlp, (4,), 200, id="mlp"),
-    pytest.param(_SmallCNN, (1, 8, 8), 40, id="cnn"),
-])
+@pytest.mark.parametrize(
+    "make_model, sample_shape, distinct_sizes",
+    [
+        pytest.param(_mlp, (4,), 200, id="mlp"),
+        pytest.param(_SmallCNN, (1, 8, 8), 40, id="cnn"),
+    ],
+)
 def test_a_training_loop_over_many_batch_sizes_compiles_o1_graphs_and_matches_the_static_path(
-        make_model, sample_shape, distinct_sizes, executor_name, monkeypatch):
+    make_model, sample_shape, distinct_sizes, executor_name, monkeypatch
+):
     sizes = _distinct_sizes(distinct_sizes)
     losses, parameters, compilations = _train(make_model, sample_shape, sizes, executor_name, True, monkeypatch)
     assert compilations <= MAX_COMPILATIONS, f"{compilations} graphs compiled for {len(sizes)} batch sizes"
-    static_losses, static_parameters, static_compilations = _train(make_model, sample_shape, sizes,
-                                                                   executor_name, False, monkeypatch)
+    static_losses, static_parameters, static_compilations = _train(
+        make_model, sample_shape, sizes, executor_name, False, monkeypatch
+    )
     assert static_compilations >= len(sizes)  # the switch works: without it every size compiles
     np.testing.assert_array_equal(losses, static_losses)
     for parameter, static_parameter in zip(parameters, static_parameters):
@@ -116,8 +121,7 @@ def test_a_reshape_target_that_holds_the_batch_size_is_right_at_every_size(execu
             x = onnxnn.tensor(data)
             # view(size, -1) records [size, 6]; expand records [2, size, 6]: both must follow the size.
             result = (x.view(size, -1) * 2).expand(2, size, 6) + 1
-            np.testing.assert_array_equal(result.numpy(), np.broadcast_to(data.reshape(size, 6) * 2 + 1,
-                                                                          (2, size, 6)))
+            np.testing.assert_array_equal(result.numpy(), np.broadcast_to(data.reshape(size, 6) * 2 + 1, (2, size, 6)))
         assert _compilations(executor_name) <= 3
 
 
@@ -126,8 +130,9 @@ def test_the_shared_session_declares_the_varying_dims_symbolic():
         for size in [3, 5, 7]:
             (onnxnn.randn(size, 4) * 2).numpy()
     assert executor.cache_info()["misses"] == 2  # the first size's static graph, then the shared one
-    shapes = [compiled.session.get_inputs()[0].shape
-              for compiled in executor_named("onnxruntime").cache.sessions.values()]
+    shapes = [
+        compiled.session.get_inputs()[0].shape for compiled in executor_named("onnxruntime").cache.sessions.values()
+    ]
     assert [3, 4] in shapes and ["input_0_dim_0", 4] in shapes
     assert executor.dynamic_info()["shared_runs"] == 2
 
@@ -145,8 +150,9 @@ def test_inference_over_many_batch_sizes_compiles_o1_sessions():
             expected = hidden @ weight2.T + bias2
             # The hidden layer's rounding (ReLU is 1-Lipschitz) carried through the second layer,
             # plus the second layer's own.
-            bound = (matmul_bound(data, weight.T, np.broadcast_to(bias, hidden.shape)) @ np.abs(weight2.T)
-                     + matmul_bound(hidden, weight2.T, np.broadcast_to(bias2, expected.shape)))
+            bound = matmul_bound(data, weight.T, np.broadcast_to(bias, hidden.shape)) @ np.abs(
+                weight2.T
+            ) + matmul_bound(hidden, weight2.T, np.broadcast_to(bias2, expected.shape))
             assert np.all(np.abs(output - expected) <= bound)
     assert executor.cache_info()["misses"] <= MAX_COMPILATIONS
 

@@ -1,4 +1,5 @@
 """Choosing the executor: auto (default), onnxruntime, kernels; the eager debugging mode."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -126,6 +127,7 @@ def test_executors_read_float_attributes_as_32_bit_like_onnx():
     # ONNX FLOAT attributes are float32: onnxruntime computes with float32(0.1) even on float64
     # data, and so must the kernels, or "auto" moving a plan between them would shift results.
     import onnxnn.nn.functional as F
+
     generator = np.random.default_rng(0)
     arrays = [generator.standard_normal((6, 3)), generator.standard_normal(3), generator.random(3) + 0.5]
     results = {}

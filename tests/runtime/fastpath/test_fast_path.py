@@ -5,6 +5,7 @@ replay, straight-line kernel code, identity-keyed reuse) and once without, and e
 produced (losses, outputs, parameters, gradients, printed text) must match bit for bit. Each
 also checks that the fast path really took part when on, and stayed out when off.
 """
+
 from __future__ import annotations
 
 import os
@@ -50,8 +51,10 @@ def _assert_bitwise_equal(fast, plain) -> None:
 
 def _training_loop() -> list:
     model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 3))
-    optimizers = [onnxnn.optim.SGD(model[0].parameters(), lr=0.05, momentum=0.9, nesterov=True),
-                  onnxnn.optim.Adam(list(model[2].parameters()) + list(model[4].parameters()), lr=0.01)]
+    optimizers = [
+        onnxnn.optim.SGD(model[0].parameters(), lr=0.05, momentum=0.9, nesterov=True),
+        onnxnn.optim.Adam(list(model[2].parameters()) + list(model[4].parameters()), lr=0.01),
+    ]
     inputs, targets = onnxnn.randn(32, 6), onnxnn.randint(0, 3, (32,))
     losses = []
     for _ in range(12):
@@ -84,14 +87,23 @@ def _conv_net_proto(rng: np.random.Generator) -> onnx.ModelProto:
         helper.make_node("Flatten", ["p"], ["f"]),
         helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], transB=1),
     ]
-    initializers = [initializer("w", (8, 3, 3, 3)), initializer("b", (8,)), initializer("scale", (8,)),
-                    initializer("shift", (8,)), initializer("mean", (8,)),
-                    numpy_helper.from_array(rng.uniform(0.5, 1.5, 8).astype(np.float32), "var"),
-                    initializer("fc_w", (4, 8)), initializer("fc_b", (4,))]
-    graph = helper.make_graph(nodes, "conv_net", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT,
-                                                                                ["batch", 3, 12, 12])],
-                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", 4])],
-                              initializers)
+    initializers = [
+        initializer("w", (8, 3, 3, 3)),
+        initializer("b", (8,)),
+        initializer("scale", (8,)),
+        initializer("shift", (8,)),
+        initializer("mean", (8,)),
+        numpy_helper.from_array(rng.uniform(0.5, 1.5, 8).astype(np.float32), "var"),
+        initializer("fc_w", (4, 8)),
+        initializer("fc_b", (4,)),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "conv_net",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 3, 12, 12])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", 4])],
+        initializers,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
@@ -134,6 +146,7 @@ def _run_script(path: Path, monkeypatch):
             elif isinstance(value, nn.Module):
                 arrays += [tensor.detach().numpy() for tensor in value.state_dict().values()]
         return [output] + arrays
+
     return workload
 
 
@@ -154,8 +167,9 @@ def test_the_environment_variable_turns_the_fast_path_off():
     code = "import onnxnn; print(onnxnn.is_fast_path_enabled())"
     for setting, expected in (("0", "False"), ("off", "False"), ("1", "True")):
         environment = {**os.environ, "ONNXNN_FAST_PATH": setting}
-        printed = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True,
-                                 check=True).stdout.strip()
+        printed = subprocess.run(
+            [sys.executable, "-c", code], env=environment, capture_output=True, text=True, check=True
+        ).stdout.strip()
         assert printed == expected, setting
 
 

@@ -6,6 +6,7 @@ outputs (values, dtypes, shapes, memory layout), that errors name the node as th
 that the commonest ops call their direct form (``kernels.register_direct``), each of which equals
 its kernel for every dtype the kernel takes.
 """
+
 from __future__ import annotations
 
 import types
@@ -49,10 +50,16 @@ def _not_a_number(dtype):
 def _matmul_and_gemm(dtype):
     a, b, c = make((3, 2), dtype, seed=1), make((2, 4), dtype, seed=2), make((4,), dtype, seed=3)
     a_t, b_t = make((2, 3), dtype, seed=4), make((4, 2), dtype, seed=5)
-    return [a @ b, make((2,), dtype) @ b, _op("Gemm", a, b, c), _op("Gemm", a, b),
-            _op("Gemm", a_t, b, c, transA=1), _op("Gemm", a, b_t, transB=1),
-            _op("Gemm", a_t, b_t, c, transA=1, transB=1),
-            _op("Gemm", a, b, c, alpha=0.5, beta=2.0)]  # scaled: the generic kernel call
+    return [
+        a @ b,
+        make((2,), dtype) @ b,
+        _op("Gemm", a, b, c),
+        _op("Gemm", a, b),
+        _op("Gemm", a_t, b, c, transA=1),
+        _op("Gemm", a, b_t, transB=1),
+        _op("Gemm", a_t, b_t, c, transA=1, transB=1),
+        _op("Gemm", a, b, c, alpha=0.5, beta=2.0),
+    ]  # scaled: the generic kernel call
 
 
 def _where_greater(dtype):
@@ -62,8 +69,15 @@ def _where_greater(dtype):
 
 def _reshapes(dtype):
     x = make((3, 4), dtype, seed=1)
-    return [x.unsqueeze(0) + 1, x.reshape(6, 2) * 2, x.flatten(), x.reshape(1, 3, 4).squeeze(0) - 1,
-            x.expand(2, 3, 4) * 1, x.t(), x.t() * 2]  # transposes: outputs not C-contiguous before finishing
+    return [
+        x.unsqueeze(0) + 1,
+        x.reshape(6, 2) * 2,
+        x.flatten(),
+        x.reshape(1, 3, 4).squeeze(0) - 1,
+        x.expand(2, 3, 4) * 1,
+        x.t(),
+        x.t() * 2,
+    ]  # transposes: outputs not C-contiguous before finishing
 
 
 def _zero_dimensional(dtype):
@@ -101,8 +115,15 @@ def _strided_inputs(dtype):
     transposed = Tensor._from_array(np.asfortranarray(make((3, 4), dtype, seed=1).numpy()))
     strided = Tensor._from_array(make((8,), dtype, seed=2).numpy()[::2])
     column = Tensor._from_array(make((1, 3), dtype, seed=3).numpy().T)
-    return [transposed + 1, transposed * strided, strided.exp(), column - 2, column + strided, (column * 2).sum(),
-            strided.unsqueeze(1)]
+    return [
+        transposed + 1,
+        transposed * strided,
+        strided.exp(),
+        column - 2,
+        column + strided,
+        (column * 2).sum(),
+        strided.unsqueeze(1),
+    ]
 
 
 GRAPHS = [
@@ -135,8 +156,10 @@ def _assert_identical(actual: list, expected: list) -> None:
         np.testing.assert_array_equal(mine, reference)  # nan equals nan here
 
 
-@pytest.mark.parametrize("build,dtype", [pytest.param(build, dtype, id=f"{name}-{dtype}")
-                                         for name, build, dtypes in GRAPHS for dtype in dtypes])
+@pytest.mark.parametrize(
+    "build,dtype",
+    [pytest.param(build, dtype, id=f"{name}-{dtype}") for name, build, dtypes in GRAPHS for dtype in dtypes],
+)
 def test_generated_code_gives_the_interpreted_loops_outputs(build, dtype):
     outputs = build(dtype)
     compiled, inputs = _compiled(outputs)
@@ -165,12 +188,16 @@ def _casting_nodes(source: str) -> list:
     return casting
 
 
-@pytest.mark.parametrize("build,dtype,casting", [
-    (_elementwise_chain, "float32", ["Relu"]),  # Relu's direct form is no ufunc: its dtype is not known before
-    (_elementwise_chain, "float64", ["Relu"]),  # (an unknown dtype is not float64, though np.dtype(None) is)
-    (_integer_arithmetic, "int64", ["Div", "Mod", "Mod"]),  # integer Div and Mod check their divisor: no ufuncs
-    (_dtype_differs_from_numpy, "float32", ["Add", "Mul", "Add", "Exp", "ReduceSum", "Mul", "Relu"]),
-], ids=["float32 chain", "float64 chain", "integer arithmetic", "numpy's dtype differs"])
+@pytest.mark.parametrize(
+    "build,dtype,casting",
+    [
+        (_elementwise_chain, "float32", ["Relu"]),  # Relu's direct form is no ufunc: its dtype is not known before
+        (_elementwise_chain, "float64", ["Relu"]),  # (an unknown dtype is not float64, though np.dtype(None) is)
+        (_integer_arithmetic, "int64", ["Div", "Mod", "Mod"]),  # integer Div and Mod check their divisor: no ufuncs
+        (_dtype_differs_from_numpy, "float32", ["Add", "Mul", "Add", "Exp", "ReduceSum", "Mul", "Relu"]),
+    ],
+    ids=["float32 chain", "float64 chain", "integer arithmetic", "numpy's dtype differs"],
+)
 def test_casts_only_where_numpy_does_not_decide_the_recorded_dtype(build, dtype, casting):
     compiled, inputs = _compiled(build(dtype))
     assert _casting_nodes(compiled.straight_line.source) == casting  # Add(int32, int64) gives int64: cast
@@ -227,26 +254,61 @@ def _note_step():
     return [weight - (grad_weight + weight * 0.01) * 1e-4, bias - grad_hidden * 1e-4, outer, gate]
 
 
-@pytest.mark.parametrize("build,direct_calls,kernel_calls", [
-    pytest.param(_note_step, {"matmul", "add", "relu", "greater", "where", "reshape_to", "gemm", "gemm_transposed_a",
-                              "multiply", "subtract"}, set(), id="note step"),
-    pytest.param(lambda: _elementwise_chain("float32"), {"add", "multiply", "subtract", "absolute", "divide", "relu",
-                                                         "negative", "exp"}, set(), id="elementwise"),
-    pytest.param(lambda: _reshapes("float32"), {"reshape_to", "broadcast_to", "add", "multiply", "subtract"},
-                 {"transpose"}, id="reshapes"),  # Transpose has a perm attribute: its kernel
-    pytest.param(lambda: _matmul_and_gemm("float32"), {"matmul", "gemm", "gemm_transposed_a", "gemm_transposed_b",
-                                                       "gemm_transposed_a_transposed_b"},
-                 {"gemm"}, id="matmul and gemm"),  # the scaled Gemm: its kernel
-    pytest.param(lambda: _integer_arithmetic("int64"), {"add", "multiply", "remainder", "fmod", "subtract",
-                                                        "absolute", "sign"},
-                 {"div"}, id="integers"),  # integer division truncates: its kernel
-])
+@pytest.mark.parametrize(
+    "build,direct_calls,kernel_calls",
+    [
+        pytest.param(
+            _note_step,
+            {
+                "matmul",
+                "add",
+                "relu",
+                "greater",
+                "where",
+                "reshape_to",
+                "gemm",
+                "gemm_transposed_a",
+                "multiply",
+                "subtract",
+            },
+            set(),
+            id="note step",
+        ),
+        pytest.param(
+            lambda: _elementwise_chain("float32"),
+            {"add", "multiply", "subtract", "absolute", "divide", "relu", "negative", "exp"},
+            set(),
+            id="elementwise",
+        ),
+        pytest.param(
+            lambda: _reshapes("float32"),
+            {"reshape_to", "broadcast_to", "add", "multiply", "subtract"},
+            {"transpose"},
+            id="reshapes",
+        ),  # Transpose has a perm attribute: its kernel
+        pytest.param(
+            lambda: _matmul_and_gemm("float32"),
+            {"matmul", "gemm", "gemm_transposed_a", "gemm_transposed_b", "gemm_transposed_a_transposed_b"},
+            {"gemm"},
+            id="matmul and gemm",
+        ),  # the scaled Gemm: its kernel
+        pytest.param(
+            lambda: _integer_arithmetic("int64"),
+            {"add", "multiply", "remainder", "fmod", "subtract", "absolute", "sign"},
+            {"div"},
+            id="integers",
+        ),  # integer division truncates: its kernel
+    ],
+)
 def test_common_ops_call_their_direct_forms(build, direct_calls, kernel_calls):
     compiled, _ = _compiled(build())
-    calls = [line.split(" = ", 1)[1].split("(")[0] for line in compiled.straight_line.source.splitlines()
-             if line.startswith(("    node_", "    results = ")) and "(" in line and "= results[" not in line]
+    calls = [
+        line.split(" = ", 1)[1].split("(")[0]
+        for line in compiled.straight_line.source.splitlines()
+        if line.startswith(("    node_", "    results = ")) and "(" in line and "= results[" not in line
+    ]
     assert {name for name in calls if not name.endswith("_kernel")} == direct_calls
-    assert {name[:-len("_kernel")] for name in calls if name.endswith("_kernel")} == kernel_calls
+    assert {name[: -len("_kernel")] for name in calls if name.endswith("_kernel")} == kernel_calls
 
 
 def _exp_chain(keep_exponential: bool):
@@ -271,8 +333,9 @@ def test_dead_intermediates_are_released_after_their_last_reader(monkeypatch, ke
         alive_at_the_sum.append(exponentials[-1]() is not None)
         return reduce_sum(xp, inputs, attrs)
 
-    monkeypatch.setitem(kernels.direct_forms, ("", "Exp"),
-                        [DirectForm(recording_exp, kernels.get("Exp"), {}, {}, None, False)])
+    monkeypatch.setitem(
+        kernels.direct_forms, ("", "Exp"), [DirectForm(recording_exp, kernels.get("Exp"), {}, {}, None, False)]
+    )
     monkeypatch.setitem(kernels.table, ("", "ReduceSum"), probing_sum)
     compiled, inputs = _compiled(_exp_chain(keep_exponential))
     compiled(inputs)
@@ -280,13 +343,19 @@ def test_dead_intermediates_are_released_after_their_last_reader(monkeypatch, ke
     assert alive_at_the_sum == [keep_exponential]
 
 
-@pytest.mark.parametrize("emulate,xp_is_numpy,generated", [(False, True, True), (True, True, False),
-                                                           (False, False, False)])
+@pytest.mark.parametrize(
+    "emulate,xp_is_numpy,generated", [(False, True, True), (True, True, False), (False, False, False)]
+)
 def test_generated_only_for_numpy_without_bfloat16_rounding(emulate, xp_is_numpy, generated):
     x = make((2, 3), "bfloat16")
     plan = _plan([(x * 2 + 1)._value])
-    xp = np if xp_is_numpy else types.SimpleNamespace(__name__="other", **{name: getattr(np, name) for name in dir(np)
-                                                                             if not name.startswith("_")})
+    xp = (
+        np
+        if xp_is_numpy
+        else types.SimpleNamespace(
+            __name__="other", **{name: getattr(np, name) for name in dir(np) if not name.startswith("_")}
+        )
+    )
     compiled = CompiledKernelPlan(plan, xp, emulate_bfloat16=emulate)
     accelerate(compiled)
     assert (compiled.straight_line is not None) == generated
@@ -303,8 +372,10 @@ def test_kernel_errors_carry_the_node_note():
         compiled(inputs)
     with pytest.raises(RuntimeError) as interpreted:
         compiled(inputs, debug=True)
-    assert "while running node 1 Gather (domain 'ai.onnx') on (float32[3, 2], int64[1]) in the onnxnn kernels " \
-           "executor" in _notes(generated.value)
+    assert (
+        "while running node 1 Gather (domain 'ai.onnx') on (float32[3, 2], int64[1]) in the onnxnn kernels "
+        "executor" in _notes(generated.value)
+    )
     assert _notes(generated.value) == _notes(interpreted.value)
 
 
@@ -317,8 +388,10 @@ def test_direct_form_errors_carry_the_node_note(monkeypatch):
     compiled, inputs = _compiled([(make((2,)) + 1).exp()])
     with pytest.raises(FloatingPointError, match="exp refused") as raised:
         compiled(inputs)
-    assert _notes(raised.value) == "while running node 1 Exp (domain 'ai.onnx') on (float32[2]) in the onnxnn " \
-                                   "kernels executor"
+    assert (
+        _notes(raised.value) == "while running node 1 Exp (domain 'ai.onnx') on (float32[2]) in the onnxnn "
+        "kernels executor"
+    )
 
 
 def test_a_kernel_replaced_in_the_table_is_not_bypassed(monkeypatch):
@@ -329,32 +402,42 @@ def test_a_kernel_replaced_in_the_table_is_not_bypassed(monkeypatch):
 
 # ---------------------------------------------------------------- the direct-form table
 
-@pytest.mark.parametrize("op_type,attrs,dtype,expected", [
-    ("Add", {}, "float32", "add"),
-    ("Add", {"unknown": 1}, "float32", None),  # an attribute the form knows nothing about
-    ("Div", {}, "float64", "divide"),
-    ("Div", {}, "int64", None),  # integer Div truncates: the kernel
-    ("Mod", {}, "int32", "remainder"),
-    ("Mod", {"fmod": 0}, "float32", "remainder"),
-    ("Mod", {"fmod": 1}, "float32", "fmod"),
-    ("Relu", {}, "int8", "relu"),
-    ("Gemm", {}, "float32", "gemm"),
-    ("Gemm", {"transA": 1}, "float32", "gemm_transposed_a"),
-    ("Gemm", {"transA": 1, "transB": 1, "alpha": 1.0}, "float32", "gemm_transposed_a_transposed_b"),
-    ("Gemm", {"alpha": 2.0}, "float32", None),
-    ("Unsqueeze", {"axes": [0]}, "float32", "_reshape_to"),  # the recorded output shape covers attributes
-    ("Softmax", {}, "float32", None),
-])
+
+@pytest.mark.parametrize(
+    "op_type,attrs,dtype,expected",
+    [
+        ("Add", {}, "float32", "add"),
+        ("Add", {"unknown": 1}, "float32", None),  # an attribute the form knows nothing about
+        ("Div", {}, "float64", "divide"),
+        ("Div", {}, "int64", None),  # integer Div truncates: the kernel
+        ("Mod", {}, "int32", "remainder"),
+        ("Mod", {"fmod": 0}, "float32", "remainder"),
+        ("Mod", {"fmod": 1}, "float32", "fmod"),
+        ("Relu", {}, "int8", "relu"),
+        ("Gemm", {}, "float32", "gemm"),
+        ("Gemm", {"transA": 1}, "float32", "gemm_transposed_a"),
+        ("Gemm", {"transA": 1, "transB": 1, "alpha": 1.0}, "float32", "gemm_transposed_a_transposed_b"),
+        ("Gemm", {"alpha": 2.0}, "float32", None),
+        ("Unsqueeze", {"axes": [0]}, "float32", "_reshape_to"),  # the recorded output shape covers attributes
+        ("Softmax", {}, "float32", None),
+    ],
+)
 def test_direct_form_lookup(op_type, attrs, dtype, expected):
     form = kernels.direct_form(op_type, "", attrs, dtype)
     assert (form.function.__name__ if form is not None else None) == expected
 
 
-@pytest.mark.parametrize("call,error,message", [
-    (lambda: kernels.register_direct("NoSuchOp", np.add), KeyError, "no kernel registered for op_type 'NoSuchOp'"),
-    (lambda: kernels.register_direct("Gemm", np.matmul, defaults={"alpha": 1.0}, when={"transA": 0}), ValueError,
-     r"attributes \['transA'\] in `when` have no declared default"),
-])
+@pytest.mark.parametrize(
+    "call,error,message",
+    [
+        (lambda: kernels.register_direct("NoSuchOp", np.add), KeyError, "no kernel registered for op_type 'NoSuchOp'"),
+        (
+            lambda: kernels.register_direct("Gemm", np.matmul, defaults={"alpha": 1.0}, when={"transA": 0}),
+            ValueError,
+            r"attributes \['transA'\] in `when` have no declared default",
+        ),
+    ],
+)
 def test_register_direct_rejects_bad_declarations(call, error, message):
     before = {key: list(forms) for key, forms in kernels.direct_forms.items()}
     with pytest.raises(error, match=message):
@@ -385,6 +468,7 @@ def _gemm_arguments(dtype, form):
 def _reshaping(shape):
     def arguments(dtype, form):
         return [_array((3, 4), dtype)], shape
+
     return arguments
 
 
@@ -399,14 +483,64 @@ _DIRECT_FORM_ARGUMENTS = {
     # An integer divisor of zero raises: the comparison needs divisors without one.
     "Div": lambda dtype, form: [_array((2, 3), dtype, 1), _array((3,), dtype, 2, nonzero=True)],
     "Mod": lambda dtype, form: [_array((2, 3), dtype, 1), _array((3,), dtype, 2, nonzero=True)],
-    "Reshape": _reshaping((2, 6)), "Flatten": _reshaping((12,)), "Unsqueeze": _reshaping((3, 1, 4)),
-    "Squeeze": _reshaping((3, 4)), "Expand": _reshaping((2, 3, 4)),
+    "Reshape": _reshaping((2, 6)),
+    "Flatten": _reshaping((12,)),
+    "Unsqueeze": _reshaping((3, 1, 4)),
+    "Squeeze": _reshaping((3, 4)),
+    "Expand": _reshaping((2, 3, 4)),
 }
-_BINARY_OPS = {"Add", "Sub", "Mul", "Div", "Mod", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
-               "And", "Or", "Xor", "BitwiseAnd", "BitwiseOr", "BitwiseXor"}
-_UNARY_OPS = {"Exp", "Log", "Sqrt", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh",
-              "Atanh", "Tanh", "Floor", "Ceil", "Round", "Neg", "Abs", "Sign", "Reciprocal", "Relu", "Not",
-              "BitwiseNot", "IsNaN", "Erf", "Softsign", "Sigmoid", "Softplus", "Mish", "Identity"}
+_BINARY_OPS = {
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Mod",
+    "Equal",
+    "Less",
+    "Greater",
+    "LessOrEqual",
+    "GreaterOrEqual",
+    "And",
+    "Or",
+    "Xor",
+    "BitwiseAnd",
+    "BitwiseOr",
+    "BitwiseXor",
+}
+_UNARY_OPS = {
+    "Exp",
+    "Log",
+    "Sqrt",
+    "Sin",
+    "Cos",
+    "Tan",
+    "Asin",
+    "Acos",
+    "Atan",
+    "Sinh",
+    "Cosh",
+    "Asinh",
+    "Acosh",
+    "Atanh",
+    "Tanh",
+    "Floor",
+    "Ceil",
+    "Round",
+    "Neg",
+    "Abs",
+    "Sign",
+    "Reciprocal",
+    "Relu",
+    "Not",
+    "BitwiseNot",
+    "IsNaN",
+    "Erf",
+    "Softsign",
+    "Sigmoid",
+    "Softplus",
+    "Mish",
+    "Identity",
+}
 _STRUCTURAL_INPUTS = {"Reshape": [2, 6], "Flatten": None, "Unsqueeze": [1], "Squeeze": None, "Expand": [2, 3, 4]}
 
 
@@ -454,8 +588,9 @@ def test_every_direct_form_equals_its_kernel(domain, op_type, form, dtype):
 def test_every_op_with_direct_forms_has_an_argument_maker():
     """So that a new direct form is checked against its kernel by the test above."""
     ops = {op_type for (_, op_type) in kernels.direct_forms}
-    assert ops <= _BINARY_OPS | _UNARY_OPS | set(_DIRECT_FORM_ARGUMENTS), \
-        sorted(ops - _BINARY_OPS - _UNARY_OPS - set(_DIRECT_FORM_ARGUMENTS))
+    assert ops <= _BINARY_OPS | _UNARY_OPS | set(_DIRECT_FORM_ARGUMENTS), sorted(
+        ops - _BINARY_OPS - _UNARY_OPS - set(_DIRECT_FORM_ARGUMENTS)
+    )
 
 
 def accelerated_plan(plan):
