@@ -36,12 +36,21 @@ def reference(op_type, inputs, attrs, opset=18):
 
 
 def pooled_with_indices(shape, kernel, strides):
-    """MaxPool's values and whole-tensor indices for distinct inputs (the pair MaxUnpool takes)."""
-    x = (RNG.permutation(int(np.prod(shape))).reshape(shape) - 7.5).astype(np.float32)
-    values, indices = apply_op(
-        "MaxPool", (onnxnn.tensor(x),), {"kernel_shape": kernel, "strides": strides}, num_outputs=2
-    )
-    return values.numpy(), indices.numpy()
+    """MaxPool's values and whole-tensor indices for distinct inputs (the pair MaxUnpool takes).
+
+    Overlapping windows can share their maximum, and MaxUnpool keeps one of the values written to a
+    repeated index (its gradient then differs from finite differences), so draws repeat until every
+    index is distinct. The generator is the function's own: the data must not depend on test order.
+    """
+    rng = np.random.default_rng(len(shape))
+    while True:
+        x = (rng.permutation(int(np.prod(shape))).reshape(shape) - 7.5).astype(np.float32)
+        values, indices = apply_op(
+            "MaxPool", (onnxnn.tensor(x),), {"kernel_shape": kernel, "strides": strides}, num_outputs=2
+        )
+        indices = indices.numpy()
+        if np.unique(indices).size == indices.size:
+            return values.numpy(), indices
 
 
 UNPOOL_CASES = [
