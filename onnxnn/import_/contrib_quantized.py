@@ -25,7 +25,7 @@ import numpy as np
 from ..ir.registry import importers
 from ..runtime import ops
 from ..runtime.tensor import Tensor, apply_op
-from .contrib import CONTRIB_DOMAIN
+from .contrib import CONTRIB_DOMAIN, to_channels_first, to_channels_last
 from .importers import NodeCall, array_of, constant_tensor
 
 __all__: list[str] = []
@@ -85,16 +85,6 @@ def QLinearConcat(call: NodeCall, Y_scale, Y_zero_point, *inputs, axis):
     return (_quantize(ops.cat(pieces, axis), Y_scale, Y_zero_point),)
 
 
-def _channels_first(tensor: Tensor) -> Tensor:
-    rank = len(tensor.shape)
-    return tensor.permute(0, rank - 1, *range(1, rank - 1))
-
-
-def _channels_last(tensor: Tensor) -> Tensor:
-    rank = len(tensor.shape)
-    return tensor.permute(0, *range(2, rank), 1)
-
-
 @importers.register("QLinearAveragePool", domain=CONTRIB_DOMAIN)
 def QLinearAveragePool(
     call: NodeCall, X, x_scale, x_zero_point, y_scale, y_zero_point=None, *, channels_last=0, **pool_attributes
@@ -102,10 +92,10 @@ def QLinearAveragePool(
     """ONNX's AveragePool (its attributes) between dequantization and quantization."""
     values = _dequantize(X, x_scale, x_zero_point)
     if channels_last:
-        values = _channels_first(values)
+        values = to_channels_first(values)
     pooled = apply_op("AveragePool", (values,), pool_attributes)
     if channels_last:
-        pooled = _channels_last(pooled)
+        pooled = to_channels_last(pooled)
     return (_quantize(pooled, y_scale, y_zero_point),)
 
 

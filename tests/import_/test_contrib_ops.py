@@ -559,6 +559,11 @@ def _as_tuple(result) -> tuple:
 @pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_forward_matches_onnxruntime(case, executor):
+    check_forward(case, executor)
+
+
+def check_forward(case: Case, executor: str) -> None:
+    """The imported node's outputs on ``executor`` against onnxruntime's (or the case's reference)."""
     expected = _onnxruntime_outputs(case)
     module, feeds = _imported(case, np.float32)
     with onnxnn.set_executor(executor), onnxnn.no_grad():
@@ -571,12 +576,12 @@ def test_forward_matches_onnxruntime(case, executor):
         assert_within(got, want, bound, f"output {position} of {case}")
 
 
-def _gradient_runs() -> list:
+def gradient_runs(cases: list) -> list:
     """(case, executor) pairs: every case on the kernels executor, the first case of each op on
     onnxruntime's too (both run the same recorded graph and gradient rules; once per op checks
     onnxruntime's kernels on it and keeps the file's run time down)."""
     runs, seen = [], set()
-    for case in CASES:
+    for case in cases:
         for executor in case.gradient_executors:
             if executor == "kernels" or case.op_type not in seen:
                 runs.append((case, executor))
@@ -584,8 +589,13 @@ def _gradient_runs() -> list:
     return runs
 
 
-@pytest.mark.parametrize("case, executor", _gradient_runs(), ids=lambda value: str(value))
+@pytest.mark.parametrize("case, executor", gradient_runs(CASES), ids=lambda value: str(value))
 def test_gradients_match_finite_differences(case, executor):
+    check_first_output_gradients(case, executor)
+
+
+def check_first_output_gradients(case: Case, executor: str) -> None:
+    """The gradients of the imported node's first output (float64) against central differences."""
     module, feeds = _imported(case, np.float64)
     differentiable = [array.dtype.kind == "f" for array in feeds]
 
