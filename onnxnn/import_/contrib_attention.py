@@ -314,6 +314,97 @@ def _repeat_heads(tensor: Tensor, times: int) -> Tensor:
     return tensor.unsqueeze(2).expand(batch, heads, times, length, size).reshape(batch, heads * times, length, size)
 
 
+def _sequence_lengths(call: NodeCall, seqlens_k, total_sequence_length, length: int, capacity: int):
+    """``(totals, pasts, total, first_prompt)``: each sequence's length with the new positions and
+    before them (numpy ``[B]``), their maximum (``total_sequence_length``) and whether this is the
+    first prompt (no past is read).
+
+    As onnxruntime: the first prompt is a call whose ``length`` is ``total_sequence_length``;
+    its sequences are right-padded (``seqlens_k[b] + 1`` real positions). Later calls append
+    ``length`` positions after each sequence's past, ``seqlens_k[b] + 1 - length`` long.
+    """
+    totals = array_of(seqlens_k).astype(np.int64).reshape(-1) + 1
+    total = int(array_of(total_sequence_length).reshape(-1)[0])
+    first_prompt = length == total
+    pasts = np.zeros_like(totals) if first_prompt else totals - length
+    if np.any(pasts < 0) or np.any(pasts > capacity) or np.any(totals > total):
+        raise ValueError(
+            f"{call.op_type} node '{call.name}' (domain '{CONTRIB_DOMAIN}'): seqlens_k {(totals - 1).tolist()} "
+            f"does not fit {length} new positions after a past of {capacity} positions with "
+            f"total_sequence_length {total}"
+        )
+    return totals, pasts, total, first_prompt
+
+
+def _present(cache: Tensor | None, new: Tensor, pasts: np.ndarray, present_length: int) -> Tensor:
+    """Each sequence's past (the first ``pasts[b]`` rows of the cache ``[B, Nkv, P, H]``) followed
+    by its ``new`` positions ``[B, Nkv, S, H]``, then zeros (as onnxruntime writes the rows after
+    a sequence's end): ``[B, Nkv, present_length, H]``."""
+    batch, heads, length, size = new.shape
+    capacity = 0 if cache is None else cache.shape[2]
+    if np.all(pasts == capacity) and present_length == capacity + length:  # one past length: append
+        return new if cache is None else ops.cat([cache, new], 2)
+    # Rows of [cache, new, one zero row] that make up each sequence's present.
+    zero = constant_tensor(np.zeros((batch, heads, 1, size), new.dtype.numpy_dtype))
+    source = ops.cat(([] if cache is None else [cache]) + [new, zero], 2)
+    position, past = np.arange(present_length)[None, :], pasts[:, None]
+    rows = np.where(position < past, position, np.where(position < past + length, capacity + position - past, -1))
+    rows[rows < 0] = capacity + length
+    index = np.ascontiguousarray(np.broadcast_to(rows[:, None, :, None], (batch, heads, present_length, size)))
+    return apply_op("GatherElements", (source, constant_tensor(index)), {"axis": 2})
+
+
+def _rotary_positions(position_ids, pasts: np.ndarray, length: int, first_prompt: bool) -> Tensor:
+    """``[B or 1, S]`` positions of the new queries and keys. With ``position_ids`` onnxruntime
+    reads only its first element in the first prompt (the positions follow it)."""
+    offsets = np.arange(length, dtype=np.int64)[None, :]
+    if position_ids is None:
+        return constant_tensor(pasts[:, None] + offsets)
+    position_ids = position_ids.to(dtypes.int64)
+    if first_prompt:
+        return position_ids[0:1, 0:1] + constant_tensor(offsets)
+    return position_ids
+
+
+def _allowed_keys(totals, pasts, length: int, total: int, causal: bool, local_window_size: int) -> np.ndarray:
+    """``[B, 1, S, total]``: which keys each query attends: the sequence's own (before its total
+    length), not after the query's position when causal, and within the window when one is set."""
+    key = np.arange(total)[None, None, :]
+    query = pasts[:, None, None] + np.arange(length)[None, :, None]
+    allowed = np.broadcast_to(key < totals[:, None, None], (len(totals), length, total))
+    if causal:
+        allowed = allowed & (key <= query)
+    if local_window_size >= 0:
+        allowed = allowed & (key > query - local_window_size)
+    return np.ascontiguousarray(allowed[:, None])
+
+
+def _softmax_with_sink(scores: Tensor, sink: Tensor | None) -> Tensor:
+    """softmax over the last dim with ``exp(sink)`` (``[1, N, 1, 1]``; None: 0) added to its denominator."""
+    batch, heads, length, _ = scores.shape
+    if sink is None:
+        sink = constant_tensor(np.zeros((1, 1, 1, 1), scores.dtype.numpy_dtype))
+    column = sink.expand(batch, heads, length, 1)
+    return ops.softmax(ops.cat([scores, column], -1), -1)[..., :-1]
+
+
+# Inputs after attention_bias (head_sink excepted) and attributes with their values that onnxnn replays.
+_GQA_UNREPLAYED_INPUTS = ("k_scale", "v_scale", "q_norm_weight", "k_norm_weight")
+_GQA_REPLAYED_ATTRIBUTES = {"sliding_window_cache": 0, "qk_output": 0, "k_quant_type": "NONE", "v_quant_type": "NONE"}
+
+
+def _check_group_query_attention(call: NodeCall, args: tuple, attributes: dict) -> None:
+    for name, argument in zip(_GQA_UNREPLAYED_INPUTS, args):
+        if argument is not None:
+            raise unsupported(call, f"the {name} input (a quantized cache or Q/K normalization)")
+    for name, replayed in _GQA_REPLAYED_ATTRIBUTES.items():
+        value = attributes.get(name, replayed)
+        if value != replayed:
+            raise unsupported(call, f"{name}={value!r} (only {replayed!r})")
+    if call.num_outputs > 3:
+        raise unsupported(call, "the output_qk output")
+
+
 @importers.register("GroupQueryAttention", domain=CONTRIB_DOMAIN)
 def GroupQueryAttention(
     call: NodeCall,
@@ -326,6 +417,9 @@ def GroupQueryAttention(
     total_sequence_length=None,
     cos_cache=None,
     sin_cache=None,
+    position_ids=None,
+    attention_bias=None,
+    head_sink=None,
     *args,
     num_heads,
     kv_num_heads,
@@ -335,22 +429,24 @@ def GroupQueryAttention(
     local_window_size=-1,
     softcap=0.0,
     smooth_softmax=0,
-    **unused,
+    causal=1,
+    **attributes,
 ):
-    """Causal attention of ``num_heads`` query heads over ``kv_num_heads`` key/value heads.
+    """Attention of ``num_heads`` query heads over ``kv_num_heads`` key/value heads with a cache.
 
-    The new keys and values are appended to ``past_key``/``past_value`` (``[B, Nkv, P, H]``, P may
-    be 0) and the queries take the positions after the past's: rotary embedding of queries and
-    keys at those positions when ``do_rotary``, a sliding window (each query sees the
-    ``local_window_size`` keys ending at its own position) when ``local_window_size >= 0`` and a
-    tanh soft cap when ``softcap > 0``. Every sequence of the batch must be ``P + S`` long
-    (``seqlens_k`` all ``P + S - 1``; it is read to check). Outputs the attention
-    ``[B, S, N * H]`` and the appended keys and values (present).
+    Each sequence's new keys and values are written into ``past_key``/``past_value``
+    (``[B, Nkv, P, H]``) after its past (``seqlens_k[b] + 1 - S`` positions; none in the first
+    prompt, whose sequences may be right-padded) and its queries take the positions after it.
+    Queries attend the keys of their own sequence: causally (``causal``), within a sliding window
+    (each query sees the ``local_window_size`` keys ending at its own position) when
+    ``local_window_size >= 0``. Rotary embedding of the new queries and keys at their positions
+    (or ``position_ids``) when ``do_rotary``; a tanh soft cap when ``softcap > 0``;
+    ``attention_bias`` (``[B or 1, N or 1, S, total_sequence_length]``) added to the scores; a
+    sink in the softmax's denominator (``head_sink`` per head, or 0 with ``smooth_softmax``).
+    Outputs the attention ``[B, S, N * H]`` and the present keys and values
+    (``[B, Nkv, max(P, total_sequence_length), H]``).
     """
-    if args and any(argument is not None for argument in args):
-        raise unsupported(call, "position_ids, attention_bias or head_sink inputs")
-    if smooth_softmax:
-        raise unsupported(call, "smooth_softmax=1")
+    _check_group_query_attention(call, args, attributes)
     if key is None:
         head_size = query.shape[-1] // (num_heads + 2 * kv_num_heads)
         query, key, value = query.split(
@@ -359,16 +455,11 @@ def GroupQueryAttention(
     heads_query, heads_key = _split_heads(query, num_heads), _split_heads(key, kv_num_heads)
     heads_value = _split_heads(value, kv_num_heads)
     length = query.shape[1]
-    past_length = 0 if past_key is None else past_key.shape[2]
-    if seqlens_k is not None and np.any(array_of(seqlens_k) != past_length + length - 1):
-        raise unsupported(
-            call,
-            f"sequences of different lengths (seqlens_k {array_of(seqlens_k).tolist()} with "
-            f"{past_length} past and {length} new positions; a preallocated cache)",
-        )
+    capacity = 0 if past_key is None else past_key.shape[2]
+    totals, pasts, total, first_prompt = _sequence_lengths(call, seqlens_k, total_sequence_length, length, capacity)
     if do_rotary:
-        positions = creation.arange(past_length, past_length + length, dtype=dtypes.int64).reshape(1, length)
-        cos = apply_op("Gather", (cos_cache, positions), {"axis": 0}).unsqueeze(1)
+        positions = _rotary_positions(position_ids, pasts, length, first_prompt)
+        cos = apply_op("Gather", (cos_cache, positions), {"axis": 0}).unsqueeze(1)  # [B or 1, 1, S, d/2]
         sin = apply_op("Gather", (sin_cache, positions), {"axis": 0}).unsqueeze(1)
         rotary_dim = 2 * cos_cache.shape[-1]
 
@@ -377,22 +468,31 @@ def GroupQueryAttention(
             return rotated if rotary_dim == heads.shape[-1] else ops.cat([rotated, heads[..., rotary_dim:]], -1)
 
         heads_query, heads_key = rotate(heads_query), rotate(heads_key)
-    if past_length:
-        heads_key, heads_value = ops.cat([past_key, heads_key], 2), ops.cat([past_value, heads_value], 2)
+    cache_pasts = np.zeros_like(pasts) if first_prompt else pasts
+    present_length = max(capacity, total)
+    present_key = _present(None if first_prompt else past_key, heads_key, cache_pasts, present_length)
+    present_value = _present(None if first_prompt else past_value, heads_value, cache_pasts, present_length)
+    keys, values = present_key, present_value
+    if present_length > total:
+        keys, values = keys[:, :, :total], values[:, :, :total]
     groups = num_heads // kv_num_heads
     scale = as_float32(scale or 1.0 / math.sqrt(heads_query.shape[-1]))
-    scores = ops.matmul(heads_query, _repeat_heads(heads_key, groups).transpose(-1, -2)) * scale
+    scores = ops.matmul(heads_query, _repeat_heads(keys, groups).transpose(-1, -2)) * scale
     if softcap > 0:
         scores = ops.tanh(scores * (1.0 / as_float32(softcap))) * as_float32(softcap)
-    query_position = past_length + np.arange(length)[:, None]
-    key_position = np.arange(past_length + length)[None, :]
-    allowed = key_position <= query_position
-    if local_window_size >= 0:
-        allowed &= key_position > query_position - local_window_size
+    if attention_bias is not None:
+        scores = scores + attention_bias
+    allowed = _allowed_keys(totals, pasts, length, total, bool(causal), local_window_size)
     scores = ops.where(
         constant_tensor(allowed),
         scores,
         constant_tensor(np.array(np.finfo(scores.dtype.numpy_dtype).min, scores.dtype.numpy_dtype)),
     )
-    attended = ops.matmul(ops.softmax(scores, -1), _repeat_heads(heads_value, groups))
-    return (_merge_heads(attended), heads_key, heads_value)[: call.num_outputs]
+    if head_sink is not None:
+        probabilities = _softmax_with_sink(scores, head_sink.reshape(1, num_heads, 1, 1))
+    elif smooth_softmax:
+        probabilities = _softmax_with_sink(scores, None)
+    else:
+        probabilities = ops.softmax(scores, -1)
+    attended = ops.matmul(probabilities, _repeat_heads(values, groups))
+    return (_merge_heads(attended), present_key, present_value)[: call.num_outputs]

@@ -848,13 +848,3 @@ def test_quantized_forward_matches_onnxruntime(case, executor):
         assert np.abs(actual.astype(np.int64) - expected.astype(np.int64)).max() <= 1
     else:
         assert_within(actual, expected, accumulation_bound((1 + np.abs(expected)) * case.scale, case.terms))
-
-
-def test_group_query_attention_over_sequences_of_different_lengths_is_refused_naming_the_node():
-    step = _case("GroupQueryAttention-decoding-step-rotary")
-    arrays = _arrays(step, np.float32)
-    arrays[5] = np.array([3, 2], np.int32)  # seqlens_k: the second sequence is one shorter (padded)
-    outputs = [(output.shape, output.dtype) for output in _onnxruntime_outputs(step)]
-    module = from_onnx(_model(step, arrays, outputs))
-    with pytest.raises(NotImplementedError, match="GroupQueryAttention node .* sequences of different lengths"):
-        module(*arrays)
