@@ -2,8 +2,9 @@
 
 Quantization tools (``onnxruntime.quantization``, Intel Neural Compressor, optimum) write these:
 
-- ``QLinear*`` (Add, Mul, Sigmoid, LeakyRelu, Softmax, AveragePool, GlobalAveragePool, Concat): each quantized input
-  is dequantized (``DequantizeLinear``), the float op applied and the result quantized to the
+- ``QLinear*`` (Add, Mul, Sigmoid, LeakyRelu, Softmax, AveragePool, GlobalAveragePool, Concat,
+  Conv (channels-last too), Where, ReduceMean) and ``QGemm``: each quantized input is
+  dequantized (``DequantizeLinear``), the float op applied and the result quantized to the
   output's scale and zero point (``QuantizeLinear``), which is how onnxruntime defines them; its
   kernels use lookup tables or fixed-point arithmetic, so a result may differ from it by one
   quantization step where the float value falls on a rounding boundary.
@@ -13,9 +14,10 @@ Quantization tools (``onnxruntime.quantization``, Intel Neural Compressor, optim
 - ``MatMulNBits``: A times the block-quantized weight (2-8 bits per value, packed low bits
   first, one scale and zero point per ``block_size`` values of a column), which is dequantized
   once per call in numpy: weights are constants of the model.
+- ``QAttention``: Attention (``contrib_attention``) over the dequantized input and weight.
 
-None of them is differentiable (integer outputs, or weights that are not Parameters); the
-tensors they return carry no gradient.
+Their quantized inputs are integers and carry no gradient; only a float input such as
+QAttention's bias, a Parameter when it is an initializer, gets one, through the ordinary ops.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ..ir.registry import importers
 from ..runtime import ops
 from ..runtime.tensor import Tensor, apply_op
 from .contrib import CONTRIB_DOMAIN, to_channels_first, to_channels_last
+from .contrib_attention import Attention
 from .importers import NodeCall, array_of, constant_tensor
 
 __all__: list[str] = []
@@ -170,3 +173,114 @@ def MatMulNBits(
     weight = ((quantized - offset) * scale).reshape(N, blocks * block_size)[:, :K]
     product = ops.matmul(A, constant_tensor(np.ascontiguousarray(weight.T).astype(A.dtype.numpy_dtype)))
     return (product if bias is None else product + bias,)
+
+
+def _per_column(scale: Tensor, rank: int, transposed: int) -> int:
+    """DequantizeLinear's axis for a weight's per-column scale: its last dim, or its first when
+    the weight is stored transposed."""
+    return (0 if transposed else rank - 1) if len(scale.shape) else 1
+
+
+@importers.register("QGemm", domain=CONTRIB_DOMAIN)
+def QGemm(
+    call: NodeCall,
+    A,
+    a_scale,
+    a_zero_point,
+    B,
+    b_scale,
+    b_zero_point=None,
+    C=None,
+    y_scale=None,
+    y_zero_point=None,
+    *,
+    alpha=1.0,
+    transA=0,
+    transB=0,
+):
+    """``alpha * A' B' + C`` over the dequantized A and B (per-tensor, or per column of B); C is
+    int32 in the product's units (scale ``alpha * a_scale * b_scale``, zero point 0), added to
+    the integer sums as onnxruntime does. Quantized to ``y_scale``/``y_zero_point`` when given,
+    float32 otherwise."""
+    a_values = _dequantize(A, a_scale, a_zero_point)
+    b_values = _dequantize(B, b_scale, b_zero_point, axis=_per_column(b_scale, 2, transB))
+    if transA:
+        a_values = a_values.transpose(0, 1)
+    if transB:
+        b_values = b_values.transpose(0, 1)
+    alpha = float(np.float32(alpha))
+    product = ops.matmul(a_values, b_values)
+    if alpha != 1.0:
+        product = product * alpha
+    if C is not None:
+        product = product + C.to(product.dtype) * (a_scale * b_scale * alpha)
+    return (product if y_scale is None else _quantize(product, y_scale, y_zero_point),)
+
+
+@importers.register("QLinearConv", domain=CONTRIB_DOMAIN)
+def QLinearConv(
+    call: NodeCall,
+    x,
+    x_scale,
+    x_zero_point,
+    w,
+    w_scale,
+    w_zero_point,
+    y_scale,
+    y_zero_point,
+    B=None,
+    *,
+    channels_last=0,
+    **conv_attributes,
+):
+    """ONNX's QLinearConv; with ``channels_last`` x and y are ``[N, D1, ..., Dn, C]`` (the weight
+    stays ``[M, C / group, k1, ..., kn]``). The int32 bias B is in units of ``x_scale * w_scale``."""
+    values = _dequantize(x, x_scale, x_zero_point)
+    if channels_last:
+        values = to_channels_first(values)
+    weights = _dequantize(w, w_scale, w_zero_point, axis=0)
+    inputs = (values, weights)
+    if B is not None:
+        inputs += (B.to(values.dtype) * (x_scale * w_scale),)
+    output = apply_op("Conv", inputs, conv_attributes)
+    if channels_last:
+        output = to_channels_last(output)
+    return (_quantize(output, y_scale, y_zero_point),)
+
+
+@importers.register("QLinearWhere", domain=CONTRIB_DOMAIN)
+def QLinearWhere(call: NodeCall, condition, X, x_scale, x_zero_point, Y, y_scale, y_zero_point, z_scale, z_zero_point):
+    chosen = ops.where(condition, _dequantize(X, x_scale, x_zero_point), _dequantize(Y, y_scale, y_zero_point))
+    return (_quantize(chosen, z_scale, z_zero_point),)
+
+
+@importers.register("QLinearReduceMean", domain=CONTRIB_DOMAIN)
+def QLinearReduceMean(
+    call: NodeCall, data, data_scale, data_zero_point, reduced_scale, reduced_zero_point=None, *, axes=None, keepdims=1
+):
+    """``Quantize(ReduceMean(Dequantize(data)))``, as onnxruntime's contrib op documentation defines it."""
+    values = _dequantize(data, data_scale, data_zero_point)
+    rank = len(data.shape)
+    dims = list(range(rank)) if not axes else [axis % rank for axis in axes]
+    return (_quantize(values.mean(dims, keepdim=bool(keepdims)), reduced_scale, reduced_zero_point),)
+
+
+@importers.register("QAttention", domain=CONTRIB_DOMAIN)
+def QAttention(
+    call: NodeCall,
+    input,
+    weight,
+    bias,
+    input_scale,
+    weight_scale,
+    mask_index=None,
+    input_zero_point=None,
+    weight_zero_point=None,
+    past=None,
+    **attention_attributes,
+):
+    """Attention (``contrib_attention.Attention``) of the dequantized input and weight (per tensor,
+    or per column of the weight); float32 outputs, present included."""
+    values = _dequantize(input, input_scale, input_zero_point)
+    weights = _dequantize(weight, weight_scale, weight_zero_point, axis=_per_column(weight_scale, 2, 0))
+    return Attention(call, values, weights, bias, mask_index, past, **attention_attributes)

@@ -35,7 +35,7 @@ from .test_contrib_ops import (
 
 def _onnxruntime_run(nodes: list, arrays: list, num_outputs: int = 1) -> list:
     """Runs ``nodes`` (inputs ``in_0``, ``in_1``... where ``arrays`` holds no None; outputs
-    ``out_0``...) in onnxruntime's CPU provider, floating inputs in float32; the results as
+    ``out_0``...) in onnxruntime's CPU provider, floating inputs in float32; floating results as
     float64, as a case's reference returns them."""
     feeds = {
         f"in_{position}": array.astype(np.float32) if array.dtype.kind == "f" else array
@@ -53,7 +53,7 @@ def _onnxruntime_run(nodes: list, arrays: list, num_outputs: int = 1) -> list:
     )
     model = helper.make_model(graph, opset_imports=OPSETS, ir_version=10)
     session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return [output.astype(np.float64) for output in session.run(None, feeds)]
+    return [output if output.dtype.kind in "iub" else output.astype(np.float64) for output in session.run(None, feeds)]
 
 
 # ----------------------------------------------------------------------------- NhwcConv
@@ -141,8 +141,6 @@ def _packed_attention_reference(makers: list, attrs: dict, num_outputs: int):
         arrays = [None] * max(len(makers), 3)
         for position, array in zip(present, given):
             arrays[position] = array
-        if len(arrays) > 4 and arrays[4] is not None:  # the key padding mask (the caller made it float)
-            arrays[4] = arrays[4].astype(np.int32)
         query, key = arrays[0], arrays[1]
         if query.ndim == 5:
             arrays[0], arrays[1], arrays[2] = (query[:, :, :, part].reshape(*query.shape[:2], -1) for part in range(3))

@@ -492,6 +492,7 @@ _ONNX_TYPES = {
     np.dtype(np.int64): TensorProto.INT64,
     np.dtype(np.uint8): TensorProto.UINT8,
     np.dtype(np.int8): TensorProto.INT8,
+    np.dtype(np.bool_): TensorProto.BOOL,
 }
 
 
@@ -530,10 +531,8 @@ def _onnxruntime_outputs(case: Case) -> list:
     """onnxruntime's outputs for the float32 inputs of ``case`` (or its reference's, rounded to float32)."""
     arrays = _arrays(case, np.float32)
     if case.reference is not None:
-        return [
-            np.asarray(output, np.float32)
-            for output in case.reference(*(a.astype(np.float64) for a in arrays if a is not None))
-        ]
+        outputs = case.reference(*(a.astype(np.float64) if a.dtype.kind == "f" else a for a in arrays if a is not None))
+        return [output if output.dtype.kind in "iu" else np.asarray(output, np.float32) for output in outputs]
     session = onnxruntime.InferenceSession(_model(case, arrays).SerializeToString(), providers=["CPUExecutionProvider"])
     return session.run(None, {f"in_{i}": a for i, a in enumerate(arrays) if a is not None})
 
@@ -836,15 +835,22 @@ QUANTIZED_CASES = [
 @pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
 @pytest.mark.parametrize("case", QUANTIZED_CASES, ids=str)
 def test_quantized_forward_matches_onnxruntime(case, executor):
+    check_quantized_forward(case, executor)
+
+
+def check_quantized_forward(case: Case, executor: str) -> None:
     """Quantized results within one quantization step of onnxruntime's (see contrib_quantized's
     docstring); float results of the matrix products within float32 rounding of the sums."""
-    expected = _onnxruntime_outputs(case)[0]
+    expected = _onnxruntime_outputs(case)
     arrays = _arrays(case, np.float32)
-    module = from_onnx(_model(case, arrays, [(expected.shape, expected.dtype)]))
+    module = from_onnx(_model(case, arrays, [(output.shape, output.dtype) for output in expected]))
     with onnxnn.set_executor(executor), onnxnn.no_grad():
-        actual = module(*[array for array in arrays if array is not None]).numpy()
-    assert actual.dtype == expected.dtype
-    if expected.dtype.kind in "iu":
-        assert np.abs(actual.astype(np.int64) - expected.astype(np.int64)).max() <= 1
-    else:
-        assert_within(actual, expected, accumulation_bound((1 + np.abs(expected)) * case.scale, case.terms))
+        actual = _as_tuple(module(*[array for array in arrays if array is not None]))
+    assert len(actual) == len(expected)
+    for got, want in zip(actual, expected):
+        got = got.numpy()
+        assert got.dtype == want.dtype
+        if want.dtype.kind in "iu":
+            assert np.abs(got.astype(np.int64) - want.astype(np.int64)).max() <= 1
+        else:
+            assert_within(got, want, accumulation_bound((1 + np.abs(want)) * case.scale, case.terms))
