@@ -323,6 +323,11 @@ def _sequence_lengths(call: NodeCall, seqlens_k, total_sequence_length, length: 
     its sequences are right-padded (``seqlens_k[b] + 1`` real positions). Later calls append
     ``length`` positions after each sequence's past, ``seqlens_k[b] + 1 - length`` long.
     """
+    if seqlens_k is None or total_sequence_length is None:
+        raise ValueError(
+            f"{call.op_type} node '{call.name}' (domain '{CONTRIB_DOMAIN}'): the seqlens_k and "
+            "total_sequence_length inputs are required"
+        )
     totals = array_of(seqlens_k).astype(np.int64).reshape(-1) + 1
     total = int(array_of(total_sequence_length).reshape(-1)[0])
     first_prompt = length == total
