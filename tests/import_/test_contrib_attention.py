@@ -31,6 +31,7 @@ from .test_contrib_ops import (
     _onnxruntime_outputs,
     check_first_output_gradients,
     check_forward,
+    check_reexport,
     gradient_runs,
 )
 
@@ -158,3 +159,9 @@ def test_quantized_or_windowed_cache_is_refused_naming_node_and_attribute(attrs,
     module = from_onnx(_model(case, arrays, outputs))
     with pytest.raises(NotImplementedError, match=f"GroupQueryAttention node 'GroupQueryAttention_0'.*{message}"):
         module(*[array for array in arrays if array is not None])
+
+
+@pytest.mark.parametrize("case", [GQA_CASES[1], GQA_CASES[2], GQA_CASES[4]], ids=str)
+def test_reexported_module_runs_in_onnxruntime(case):
+    # The lengths seqlens_k gives are read when the module runs: the export holds them as constants.
+    check_reexport(case)

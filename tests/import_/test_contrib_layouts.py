@@ -29,6 +29,7 @@ from .test_contrib_ops import (
     _normal,
     check_first_output_gradients,
     check_forward,
+    check_reexport,
     gradient_runs,
 )
 
@@ -227,3 +228,8 @@ def test_key_beside_packed_query_key_value_is_refused_naming_node_and_input():
     module = from_onnx(_model(case, arrays, [((2, 4, HIDDEN), np.dtype(np.float32))]))
     with pytest.raises(NotImplementedError, match="MultiHeadAttention node 'MultiHeadAttention_0'.*key or value"):
         module(*arrays)
+
+
+@pytest.mark.parametrize("case", [LAYOUT_CASES[1], PACKED_CASES[2], PACKED_CASES[4]], ids=str)
+def test_reexported_module_runs_in_onnxruntime(case):
+    check_reexport(case)

@@ -30,6 +30,7 @@ from tolerances import accumulation_bound, assert_within, ulps
 
 import onnxnn
 from onnxnn.errors import ModelLoadError
+from onnxnn.export import to_onnx
 from onnxnn.import_ import from_onnx
 
 MS = "com.microsoft"
@@ -573,6 +574,28 @@ def check_forward(case: Case, executor: str) -> None:
         assert got.dtype == want.dtype, f"output {position}"
         bound = accumulation_bound((1 + np.abs(want)) * case.scale, case.terms) + ulps(want)
         assert_within(got, want, bound, f"output {position} of {case}")
+
+
+def check_reexport(case: Case) -> None:
+    """The imported node re-exported (``to_onnx``: standard ops only) and run by onnxruntime gives
+    the imported module's outputs: floats within the forward tolerance, quantized within one step."""
+    module, feeds = _imported(case, np.float32)
+    module.eval()
+    with onnxnn.no_grad():
+        expected = [output.numpy() for output in _as_tuple(module(*feeds))]
+    proto = to_onnx(module, tuple(onnxnn.tensor(array) for array in feeds))
+    assert all(node.domain in ("", "ai.onnx") for node in proto.graph.node)
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    given = {f"input_{position}": array for position, array in enumerate(feeds)}
+    actual = session.run(None, {graph_input.name: given[graph_input.name] for graph_input in session.get_inputs()})
+    assert len(actual) == len(expected)
+    for position, (got, want) in enumerate(zip(actual, expected)):
+        assert got.dtype == want.dtype, f"output {position}"
+        if want.dtype.kind in "iu":
+            assert np.abs(got.astype(np.int64) - want.astype(np.int64)).max() <= 1
+        else:
+            bound = accumulation_bound((1 + np.abs(want)) * case.scale, case.terms) + ulps(want)
+            assert_within(got, want, bound, f"re-exported output {position} of {case}")
 
 
 def gradient_runs(cases: list) -> list:

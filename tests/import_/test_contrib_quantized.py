@@ -18,7 +18,7 @@ import pytest
 from onnx import helper
 
 from .test_contrib_layouts import _onnxruntime_run
-from .test_contrib_ops import Case, _inputs, _normal, _quantized, _scalar, check_quantized_forward
+from .test_contrib_ops import Case, _inputs, _normal, _quantized, _scalar, check_quantized_forward, check_reexport
 
 
 def _weights_int8(*shape):
@@ -181,3 +181,8 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_quantized_forward_matches_onnxruntime(case, executor):
     check_quantized_forward(case, executor)
+
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[3], CASES[5], CASES[8]], ids=str)
+def test_reexported_module_runs_in_onnxruntime(case):
+    check_reexport(case)
