@@ -15,6 +15,9 @@ Quantization tools (``onnxruntime.quantization``, Intel Neural Compressor, optim
   first, one scale and zero point per ``block_size`` values of a column), which is dequantized
   once per call in numpy: weights are constants of the model.
 - ``QAttention``: Attention (``contrib_attention``) over the dequantized input and weight.
+- ``QuantizeLinear``/``DequantizeLinear`` of the contrib domain (written for 16-bit types) are
+  ONNX's; ``MatMulIntegerToFloat`` (onnxruntime's fused dynamic-quantization MatMul) is the
+  product of the dequantized operands plus the bias.
 
 Their quantized inputs are integers and carry no gradient; only a float input such as
 QAttention's bias, a Parameter when it is an initializer, gets one, through the ordinary ops.
@@ -181,6 +184,14 @@ def _per_column(scale: Tensor, rank: int, transposed: int) -> int:
     return (0 if transposed else rank - 1) if len(scale.shape) else 1
 
 
+def _per_tensor_as_scalars(scale: Tensor, zero_point: Tensor | None) -> tuple[Tensor, Tensor | None]:
+    """A one-element 1-D scale and zero point (``[1]``, as some tools write per-tensor ones) as
+    scalars, which DequantizeLinear reads per tensor."""
+    if tuple(scale.shape) != (1,):
+        return scale, zero_point
+    return scale.reshape(()), None if zero_point is None else zero_point.reshape(())
+
+
 @importers.register("QGemm", domain=CONTRIB_DOMAIN)
 def QGemm(
     call: NodeCall,
@@ -202,7 +213,8 @@ def QGemm(
     int32 in the product's units (scale ``alpha * a_scale * b_scale``, zero point 0), added to
     the integer sums as onnxruntime does. Quantized to ``y_scale``/``y_zero_point`` when given,
     float32 otherwise."""
-    a_values = _dequantize(A, a_scale, a_zero_point)
+    a_values = _dequantize(A, *_per_tensor_as_scalars(a_scale, a_zero_point))
+    b_scale, b_zero_point = _per_tensor_as_scalars(b_scale, b_zero_point)
     b_values = _dequantize(B, b_scale, b_zero_point, axis=_per_column(b_scale, 2, transB))
     if transA:
         a_values = a_values.transpose(0, 1)
@@ -284,3 +296,35 @@ def QAttention(
     values = _dequantize(input, input_scale, input_zero_point)
     weights = _dequantize(weight, weight_scale, weight_zero_point, axis=_per_column(weight_scale, 2, 0))
     return Attention(call, values, weights, bias, mask_index, past, **attention_attributes)
+
+
+# ----------------------------------------------------------------------------- quantization in the contrib domain
+
+
+@importers.register("QuantizeLinear", domain=CONTRIB_DOMAIN)
+def QuantizeLinear(call: NodeCall, x, y_scale, y_zero_point=None, *, axis=1):
+    """ONNX's QuantizeLinear (onnxruntime's quantizer writes this one for 16-bit types)."""
+    inputs = (x, y_scale) if y_zero_point is None else (x, y_scale, y_zero_point)
+    return (apply_op("QuantizeLinear", inputs, {"axis": axis}),)
+
+
+@importers.register("DequantizeLinear", domain=CONTRIB_DOMAIN)
+def DequantizeLinear(call: NodeCall, x, x_scale, x_zero_point=None, *, axis=1):
+    """ONNX's DequantizeLinear (onnxruntime's quantizer writes this one for 16-bit types)."""
+    return (_dequantize(x, x_scale, x_zero_point, axis),)
+
+
+@importers.register("MatMulIntegerToFloat", domain=CONTRIB_DOMAIN)
+def MatMulIntegerToFloat(call: NodeCall, A, B, a_scale, b_scale, a_zero_point=None, b_zero_point=None, bias=None):
+    """``Dequantize(A) @ Dequantize(B) + bias``: onnxruntime's fusion of DynamicQuantizeLinear's
+    MatMulInteger and its scaling; A per tensor, B per tensor or per column."""
+    if len(a_scale.shape) and a_scale.shape[0] != 1:
+        raise NotImplementedError(
+            f"MatMulIntegerToFloat node '{call.name}' (domain '{CONTRIB_DOMAIN}'): onnxnn does not "
+            f"replay an a_scale of shape {list(a_scale.shape)} (only per-tensor A)"
+        )
+    a_values = _dequantize(A, *_per_tensor_as_scalars(a_scale, a_zero_point))
+    b_scale, b_zero_point = _per_tensor_as_scalars(b_scale, b_zero_point)
+    b_values = _dequantize(B, b_scale, b_zero_point, axis=_per_column(b_scale, len(B.shape), 0))
+    product = ops.matmul(a_values, b_values)
+    return (product if bias is None else product + bias,)

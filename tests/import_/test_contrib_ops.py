@@ -494,6 +494,8 @@ _ONNX_TYPES = {
     np.dtype(np.uint8): TensorProto.UINT8,
     np.dtype(np.int8): TensorProto.INT8,
     np.dtype(np.bool_): TensorProto.BOOL,
+    np.dtype(np.uint16): TensorProto.UINT16,
+    np.dtype(np.int16): TensorProto.INT16,
 }
 
 

@@ -1,14 +1,16 @@
 """onnxruntime's quantized contrib ops that ORT-quantized CNNs and transformers contain beyond those
 of ``test_contrib_ops.py``: QGemm, QLinearConv (channels-last too), QLinearWhere,
-QLinearReduceMean and QAttention (onnxnn/import_/contrib_quantized.py).
+QLinearReduceMean, QAttention, the contrib domain's QuantizeLinear/DequantizeLinear (16-bit) and
+MatMulIntegerToFloat (onnxnn/import_/contrib_quantized.py).
 
 Each one-node model runs in onnxruntime's CPU provider as the reference; QLinearReduceMean, which
 that provider lacks, against its documented definition (DequantizeLinear, ReduceMean,
 QuantizeLinear) run by onnxruntime. Quantized results may differ from onnxruntime's by one
 quantization step: its kernels sum exact integer products and requantize once with a float
 multiplier, onnxnn sums the dequantized products in float32, so a value on a rounding boundary
-may round the other way. Float results (QGemm without an output scale, QAttention) within float32
-rounding of their sums (``test_contrib_ops.py``'s module docstring).
+may round the other way. Float results (QGemm without an output scale, QAttention,
+MatMulIntegerToFloat, DequantizeLinear) within float32 rounding of their sums
+(``test_contrib_ops.py``'s module docstring).
 """
 
 from __future__ import annotations
@@ -173,6 +175,37 @@ CASES = [
         terms=40,
         scale=64.0,
         id="QAttention-causal-per-column-present",
+    ),
+]
+
+
+CASES += [
+    Case(
+        "QuantizeLinear",
+        _inputs(
+            _normal(2, 3, 4), lambda rng: rng.uniform(1e-4, 1e-3, 3).astype(np.float32), np.arange(3, dtype=np.uint16)
+        ),
+        {"axis": 1},
+        id="QuantizeLinear-uint16-per-axis",
+    ),
+    Case(
+        "DequantizeLinear",
+        _inputs(_quantized(np.int16, 2, 3, 4), _scalar(1e-4), np.array(-7, np.int16)),
+        id="DequantizeLinear-int16",
+    ),
+    Case(
+        "MatMulIntegerToFloat",
+        _inputs(
+            _quantized(np.uint8, 2, 3, 16),
+            _weights_int8(16, 5),
+            np.array([0.05], np.float32),
+            lambda rng: rng.uniform(0.01, 0.03, 5).astype(np.float32),
+            np.array([128], np.uint8),
+            np.zeros(5, np.int8),
+            _normal(5),
+        ),
+        terms=18,
+        id="MatMulIntegerToFloat-per-column-bias",
     ),
 ]
 
