@@ -15,7 +15,8 @@ import onnx
 
 from .graph_module import GraphModule, ModelMetadata
 from . import newer_ops  # noqa: F401  (registers the CumProd and TensorScatter importers)
-from . import contrib  # noqa: F401  (registers onnxruntime's com.microsoft ops: FusedMatMul, Attention, ...)
+from . import contrib  # noqa: F401  (registers onnxruntime's com.microsoft ops: FusedMatMul, Gelu, ...)
+from . import contrib_attention  # noqa: F401  (registers Attention, MultiHeadAttention, GroupQueryAttention, ...)
 from . import contrib_quantized  # noqa: F401  (registers QLinear*, DynamicQuantizeMatMul, MatMulNBits)
 from . import spectral  # noqa: F401  (registers the STFT importer)
 from .loading import load_model

@@ -2,8 +2,9 @@
 
 Quantization tools (``onnxruntime.quantization``, Intel Neural Compressor, optimum) write these:
 
-- ``QLinear*`` (Add, Mul, Sigmoid, LeakyRelu, Softmax, AveragePool, GlobalAveragePool, Concat): each quantized input
-  is dequantized (``DequantizeLinear``), the float op applied and the result quantized to the
+- ``QLinear*`` (Add, Mul, Sigmoid, LeakyRelu, Softmax, AveragePool, GlobalAveragePool, Concat,
+  Conv (channels-last too), Where, ReduceMean) and ``QGemm``: each quantized input is
+  dequantized (``DequantizeLinear``), the float op applied and the result quantized to the
   output's scale and zero point (``QuantizeLinear``), which is how onnxruntime defines them; its
   kernels use lookup tables or fixed-point arithmetic, so a result may differ from it by one
   quantization step where the float value falls on a rounding boundary.
@@ -13,9 +14,13 @@ Quantization tools (``onnxruntime.quantization``, Intel Neural Compressor, optim
 - ``MatMulNBits``: A times the block-quantized weight (2-8 bits per value, packed low bits
   first, one scale and zero point per ``block_size`` values of a column), which is dequantized
   once per call in numpy: weights are constants of the model.
+- ``QAttention``: Attention (``contrib_attention``) over the dequantized input and weight.
+- ``QuantizeLinear``/``DequantizeLinear`` of the contrib domain (written for 16-bit types) are
+  ONNX's; ``MatMulIntegerToFloat`` (onnxruntime's fused dynamic-quantization MatMul) is the
+  product of the dequantized operands plus the bias.
 
-None of them is differentiable (integer outputs, or weights that are not Parameters); the
-tensors they return carry no gradient.
+Their quantized inputs are integers and carry no gradient; only a float input such as
+QAttention's bias, a Parameter when it is an initializer, gets one, through the ordinary ops.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ import numpy as np
 from ..ir.registry import importers
 from ..runtime import ops
 from ..runtime.tensor import Tensor, apply_op
-from .contrib import CONTRIB_DOMAIN
+from .contrib import CONTRIB_DOMAIN, to_channels_first, to_channels_last
+from .contrib_attention import Attention
 from .importers import NodeCall, array_of, constant_tensor
 
 __all__: list[str] = []
@@ -85,16 +91,6 @@ def QLinearConcat(call: NodeCall, Y_scale, Y_zero_point, *inputs, axis):
     return (_quantize(ops.cat(pieces, axis), Y_scale, Y_zero_point),)
 
 
-def _channels_first(tensor: Tensor) -> Tensor:
-    rank = len(tensor.shape)
-    return tensor.permute(0, rank - 1, *range(1, rank - 1))
-
-
-def _channels_last(tensor: Tensor) -> Tensor:
-    rank = len(tensor.shape)
-    return tensor.permute(0, *range(2, rank), 1)
-
-
 @importers.register("QLinearAveragePool", domain=CONTRIB_DOMAIN)
 def QLinearAveragePool(
     call: NodeCall, X, x_scale, x_zero_point, y_scale, y_zero_point=None, *, channels_last=0, **pool_attributes
@@ -102,10 +98,10 @@ def QLinearAveragePool(
     """ONNX's AveragePool (its attributes) between dequantization and quantization."""
     values = _dequantize(X, x_scale, x_zero_point)
     if channels_last:
-        values = _channels_first(values)
+        values = to_channels_first(values)
     pooled = apply_op("AveragePool", (values,), pool_attributes)
     if channels_last:
-        pooled = _channels_last(pooled)
+        pooled = to_channels_last(pooled)
     return (_quantize(pooled, y_scale, y_zero_point),)
 
 
@@ -179,4 +175,156 @@ def MatMulNBits(
         offset = array_of(zero_points).astype(np.float32).reshape(N, blocks, 1)
     weight = ((quantized - offset) * scale).reshape(N, blocks * block_size)[:, :K]
     product = ops.matmul(A, constant_tensor(np.ascontiguousarray(weight.T).astype(A.dtype.numpy_dtype)))
+    return (product if bias is None else product + bias,)
+
+
+def _per_column(scale: Tensor, rank: int, transposed: int) -> int:
+    """DequantizeLinear's axis for a weight's per-column scale: its last dim, or its first when
+    the weight is stored transposed."""
+    return (0 if transposed else rank - 1) if len(scale.shape) else 1
+
+
+def _per_tensor_as_scalars(scale: Tensor, zero_point: Tensor | None) -> tuple[Tensor, Tensor | None]:
+    """A one-element 1-D scale and zero point (``[1]``, as some tools write per-tensor ones) as
+    scalars, which DequantizeLinear reads per tensor."""
+    if tuple(scale.shape) != (1,):
+        return scale, zero_point
+    return scale.reshape(()), None if zero_point is None else zero_point.reshape(())
+
+
+@importers.register("QGemm", domain=CONTRIB_DOMAIN)
+def QGemm(
+    call: NodeCall,
+    A,
+    a_scale,
+    a_zero_point,
+    B,
+    b_scale,
+    b_zero_point=None,
+    C=None,
+    y_scale=None,
+    y_zero_point=None,
+    *,
+    alpha=1.0,
+    transA=0,
+    transB=0,
+):
+    """``alpha * A' B' + C`` over the dequantized A and B (per-tensor, or per column of B); C is
+    int32 in the product's units (scale ``alpha * a_scale * b_scale``, zero point 0), added to
+    the integer sums as onnxruntime does. Quantized to ``y_scale``/``y_zero_point`` when given,
+    float32 otherwise."""
+    a_values = _dequantize(A, *_per_tensor_as_scalars(a_scale, a_zero_point))
+    b_scale, b_zero_point = _per_tensor_as_scalars(b_scale, b_zero_point)
+    b_values = _dequantize(B, b_scale, b_zero_point, axis=_per_column(b_scale, 2, transB))
+    if transA:
+        a_values = a_values.transpose(0, 1)
+    if transB:
+        b_values = b_values.transpose(0, 1)
+    alpha = float(np.float32(alpha))
+    product = ops.matmul(a_values, b_values)
+    if alpha != 1.0:
+        product = product * alpha
+    if C is not None:
+        product = product + C.to(product.dtype) * (a_scale * b_scale * alpha)
+    return (product if y_scale is None else _quantize(product, y_scale, y_zero_point),)
+
+
+@importers.register("QLinearConv", domain=CONTRIB_DOMAIN)
+def QLinearConv(
+    call: NodeCall,
+    x,
+    x_scale,
+    x_zero_point,
+    w,
+    w_scale,
+    w_zero_point,
+    y_scale,
+    y_zero_point,
+    B=None,
+    *,
+    channels_last=0,
+    **conv_attributes,
+):
+    """ONNX's QLinearConv; with ``channels_last`` x and y are ``[N, D1, ..., Dn, C]`` (the weight
+    stays ``[M, C / group, k1, ..., kn]``). The int32 bias B is in units of ``x_scale * w_scale``."""
+    values = _dequantize(x, x_scale, x_zero_point)
+    if channels_last:
+        values = to_channels_first(values)
+    weights = _dequantize(w, w_scale, w_zero_point, axis=0)
+    inputs = (values, weights)
+    if B is not None:
+        inputs += (B.to(values.dtype) * (x_scale * w_scale),)
+    output = apply_op("Conv", inputs, conv_attributes)
+    if channels_last:
+        output = to_channels_last(output)
+    return (_quantize(output, y_scale, y_zero_point),)
+
+
+@importers.register("QLinearWhere", domain=CONTRIB_DOMAIN)
+def QLinearWhere(call: NodeCall, condition, X, x_scale, x_zero_point, Y, y_scale, y_zero_point, z_scale, z_zero_point):
+    chosen = ops.where(condition, _dequantize(X, x_scale, x_zero_point), _dequantize(Y, y_scale, y_zero_point))
+    return (_quantize(chosen, z_scale, z_zero_point),)
+
+
+@importers.register("QLinearReduceMean", domain=CONTRIB_DOMAIN)
+def QLinearReduceMean(
+    call: NodeCall, data, data_scale, data_zero_point, reduced_scale, reduced_zero_point=None, *, axes=None, keepdims=1
+):
+    """``Quantize(ReduceMean(Dequantize(data)))``, as onnxruntime's contrib op documentation defines it."""
+    values = _dequantize(data, data_scale, data_zero_point)
+    rank = len(data.shape)
+    dims = list(range(rank)) if not axes else [axis % rank for axis in axes]
+    return (_quantize(values.mean(dims, keepdim=bool(keepdims)), reduced_scale, reduced_zero_point),)
+
+
+@importers.register("QAttention", domain=CONTRIB_DOMAIN)
+def QAttention(
+    call: NodeCall,
+    input,
+    weight,
+    bias,
+    input_scale,
+    weight_scale,
+    mask_index=None,
+    input_zero_point=None,
+    weight_zero_point=None,
+    past=None,
+    **attention_attributes,
+):
+    """Attention (``contrib_attention.Attention``) of the dequantized input and weight (per tensor,
+    or per column of the weight); float32 outputs, present included."""
+    values = _dequantize(input, input_scale, input_zero_point)
+    weights = _dequantize(weight, weight_scale, weight_zero_point, axis=_per_column(weight_scale, 2, 0))
+    return Attention(call, values, weights, bias, mask_index, past, **attention_attributes)
+
+
+# ----------------------------------------------------------------------------- quantization in the contrib domain
+
+
+@importers.register("QuantizeLinear", domain=CONTRIB_DOMAIN)
+def QuantizeLinear(call: NodeCall, x, y_scale, y_zero_point=None, *, axis=1):
+    """ONNX's QuantizeLinear (onnxruntime's quantizer writes this one for 16-bit types)."""
+    inputs = (x, y_scale) if y_zero_point is None else (x, y_scale, y_zero_point)
+    return (apply_op("QuantizeLinear", inputs, {"axis": axis}),)
+
+
+@importers.register("DequantizeLinear", domain=CONTRIB_DOMAIN)
+def DequantizeLinear(call: NodeCall, x, x_scale, x_zero_point=None, *, axis=1):
+    """ONNX's DequantizeLinear (onnxruntime's quantizer writes this one for 16-bit types)."""
+    return (_dequantize(x, x_scale, x_zero_point, axis),)
+
+
+@importers.register("MatMulIntegerToFloat", domain=CONTRIB_DOMAIN)
+def MatMulIntegerToFloat(call: NodeCall, A, B, a_scale, b_scale, a_zero_point=None, b_zero_point=None, bias=None):
+    """``Dequantize(A) @ Dequantize(B) + bias``: onnxruntime's fusion of DynamicQuantizeLinear's
+    MatMulInteger and its scaling; A per tensor, B per tensor or per column."""
+    if len(a_scale.shape) and a_scale.shape[0] != 1:
+        raise NotImplementedError(
+            f"MatMulIntegerToFloat node '{call.name}' (domain '{CONTRIB_DOMAIN}'): onnxnn does not "
+            f"replay an a_scale of shape {list(a_scale.shape)} (only per-tensor A)"
+        )
+    a_values = _dequantize(A, *_per_tensor_as_scalars(a_scale, a_zero_point))
+    b_scale, b_zero_point = _per_tensor_as_scalars(b_scale, b_zero_point)
+    b_values = _dequantize(B, b_scale, b_zero_point, axis=_per_column(b_scale, len(B.shape), 0))
+    product = ops.matmul(a_values, b_values)
     return (product if bias is None else product + bias,)

@@ -33,6 +33,7 @@ from ..ir.random import Generator, bernoulli
 from ..ir.registry import importers
 from ..runtime.internal import tensor_of
 from ..runtime.tensor import Tensor, apply_op
+from .opsets import recorded_opset
 from .single_node import single_node_session
 
 __all__ = ["NodeCall", "EMPTY_OPTIONAL", "make_constant", "constant_tensor", "array_of", "EagerNode"]
@@ -64,16 +65,28 @@ class NodeCall:
         training: whether the importing GraphModule is in training mode.
         run_graph: ``run_graph(program, inputs) -> list`` replays a subgraph attribute with its
             formal inputs bound to ``inputs``; names of the enclosing scopes stay visible.
+        model_opset: the model's default-domain opset when the node is of the default domain and
+            that opset is newer than onnxnn's (21), else None: an importer that records the
+            node's own op records it at ``opsets.recorded_opset`` (a type that opset added).
     """
 
-    __slots__ = ("name", "op_type", "num_outputs", "training", "run_graph")
+    __slots__ = ("name", "op_type", "num_outputs", "training", "run_graph", "model_opset")
 
-    def __init__(self, name: str, op_type: str, num_outputs: int, training: bool, run_graph: Callable):
+    def __init__(
+        self,
+        name: str,
+        op_type: str,
+        num_outputs: int,
+        training: bool,
+        run_graph: Callable,
+        model_opset: int | None = None,
+    ):
         self.name = name
         self.op_type = op_type
         self.num_outputs = num_outputs
         self.training = training
         self.run_graph = run_graph
+        self.model_opset = model_opset
 
 
 def make_constant(array: np.ndarray) -> Tensor:
@@ -240,7 +253,9 @@ def BatchNormalization(
 def Range(call: NodeCall, start, limit, delta):
     # onnxruntime accepts one-element 1-D bounds where ONNX asks for scalars; so does onnxnn.
     bounds = [value.reshape(()) if value.shape == (1,) else value for value in (start, limit, delta)]
-    return (apply_op("Range", tuple(bounds)),)
+    # Opset 27 added float16 and bfloat16 bounds: such a node is recorded at its model's opset.
+    opset = None if call.model_opset is None else recorded_opset("Range", call.model_opset, frozenset(), {}, bounds)
+    return (apply_op("Range", tuple(bounds), opset=opset),)
 
 
 class EagerNode:

@@ -82,8 +82,8 @@ class Step:
         self.name = name
         self.num_outputs = num_outputs
         # ``(opset, attribute names)``: the model's default-domain opset when it is newer than
-        # onnxnn's and the node is recorded directly, which the node may need
-        # (``opsets.recorded_opset``), and the attributes it sets. None otherwise.
+        # onnxnn's and the node is recorded directly or by an importer function, which the node
+        # may need (``opsets.recorded_opset``), and the attributes it sets. None otherwise.
         self.model_opset = model_opset
 
 
@@ -255,7 +255,7 @@ def compile_graph(
         if isinstance(function, (FunctionBody, EagerNode)):
             attrs = {}  # these read the node's attributes themselves
         newer = None
-        if function is None and domain == "" and source_opset > OPSET_VERSION:
+        if domain == "" and source_opset > OPSET_VERSION and not isinstance(function, (FunctionBody, EagerNode)):
             newer = (source_opset, frozenset(attrs))
         steps.append(
             Step(
@@ -380,7 +380,8 @@ def run_program(program: Program, scope: Scope, training: bool) -> list:
             ) from None
         try:
             if step.importer is not None:
-                call = NodeCall(step.name, step.op_type, step.num_outputs, training, run_graph)
+                model_opset = None if step.model_opset is None else step.model_opset[0]
+                call = NodeCall(step.name, step.op_type, step.num_outputs, training, run_graph, model_opset)
                 results = step.importer(call, *arguments, **step.attrs)
             else:
                 opset = (

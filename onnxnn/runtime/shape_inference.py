@@ -13,9 +13,10 @@ import onnx
 from onnx import helper
 
 from ..ir import dtypes
+from ..ir.kernel_registry import kernels
 from ..ir.plan import OPSET_VERSION, onnx_attribute_value
 from .realization import realize
-from .sessions import check_onnxruntime_opset, create_session
+from .sessions import check_onnxruntime_opset, create_session, newest_onnxruntime_opset
 
 __all__ = ["infer_node_outputs", "run_node_eagerly"]
 
@@ -84,8 +85,14 @@ def infer_node_outputs(
 def run_node_eagerly(
     op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int | None = None, opset: int = OPSET_VERSION
 ) -> list:
-    """Realizes the inputs and computes the node (at ``opset``) with onnxruntime now; returns the output arrays."""
+    """Realizes the inputs and computes the node (at ``opset``) now; returns the output arrays.
+
+    onnxruntime computes it, or onnxnn's own kernel when the node needs an opset newer than the
+    installed onnxruntime runs (Range of float16 bounds, which opset 27 added).
+    """
     realize([value for value in inputs if value is not None])
+    if opset > OPSET_VERSION and opset > newest_onnxruntime_opset() and _kernel_runs(op_type, domain, inputs):
+        return _run_kernel(op_type, domain, inputs, attrs, num_outputs, opset)
     model, output_names = _node_model(op_type, domain, inputs, attrs, num_outputs, opset)
     del model.graph.initializer[:]
     for output in model.graph.output:
@@ -95,3 +102,30 @@ def run_node_eagerly(
     session = create_session(model, threads=1)
     feeds = {f"input_{i}": value.data for i, value in enumerate(inputs) if value is not None}
     return session.run(None, feeds)
+
+
+_LOW_PRECISION = (dtypes.float16.numpy_dtype, dtypes.bfloat16.numpy_dtype)
+
+
+def _kernel_runs(op_type: str, domain: str, inputs: tuple) -> bool:
+    """Whether onnxnn has a kernel for the op that takes the dtype of its first input."""
+    kernel_types = kernels.types.get((domain, op_type))
+    first = next((value for value in inputs if value is not None), None)
+    return kernel_types is not None and (first is None or first.dtype.name in kernel_types)
+
+
+def _run_kernel(op_type: str, domain: str, inputs: tuple, attrs: dict, num_outputs: int | None, opset: int) -> list:
+    """The node computed by its numpy kernel; float16/bfloat16 inputs widened to float32 and float32
+    results rounded back, as the kernels executor runs kernels that do not take them natively."""
+    arrays = [None if value is None else np.asarray(value.data) for value in inputs]
+    low = next((array.dtype for array in arrays if array is not None and array.dtype in _LOW_PRECISION), None)
+    widen = low is not None and (domain, op_type) not in kernels.native_low_precision
+    if widen:
+        arrays = [array.astype(np.float32) if array is not None and array.dtype == low else array for array in arrays]
+    count = num_outputs if num_outputs is not None else _default_output_count(op_type, domain, opset)
+    results = kernels.table[(domain, op_type)](
+        np, arrays, {**attrs, "_num_outputs": count, "_used_outputs": tuple(range(count))}
+    )
+    if widen:
+        results = [result.astype(low) if result.dtype == np.float32 else result for result in results]
+    return [np.ascontiguousarray(result) for result in results]

@@ -30,6 +30,7 @@ from tolerances import accumulation_bound, assert_within, ulps
 
 import onnxnn
 from onnxnn.errors import ModelLoadError
+from onnxnn.export import to_onnx
 from onnxnn.import_ import from_onnx
 
 MS = "com.microsoft"
@@ -492,6 +493,9 @@ _ONNX_TYPES = {
     np.dtype(np.int64): TensorProto.INT64,
     np.dtype(np.uint8): TensorProto.UINT8,
     np.dtype(np.int8): TensorProto.INT8,
+    np.dtype(np.bool_): TensorProto.BOOL,
+    np.dtype(np.uint16): TensorProto.UINT16,
+    np.dtype(np.int16): TensorProto.INT16,
 }
 
 
@@ -530,10 +534,8 @@ def _onnxruntime_outputs(case: Case) -> list:
     """onnxruntime's outputs for the float32 inputs of ``case`` (or its reference's, rounded to float32)."""
     arrays = _arrays(case, np.float32)
     if case.reference is not None:
-        return [
-            np.asarray(output, np.float32)
-            for output in case.reference(*(a.astype(np.float64) for a in arrays if a is not None))
-        ]
+        outputs = case.reference(*(a.astype(np.float64) if a.dtype.kind == "f" else a for a in arrays if a is not None))
+        return [output if output.dtype.kind in "iu" else np.asarray(output, np.float32) for output in outputs]
     session = onnxruntime.InferenceSession(_model(case, arrays).SerializeToString(), providers=["CPUExecutionProvider"])
     return session.run(None, {f"in_{i}": a for i, a in enumerate(arrays) if a is not None})
 
@@ -559,6 +561,11 @@ def _as_tuple(result) -> tuple:
 @pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_forward_matches_onnxruntime(case, executor):
+    check_forward(case, executor)
+
+
+def check_forward(case: Case, executor: str) -> None:
+    """The imported node's outputs on ``executor`` against onnxruntime's (or the case's reference)."""
     expected = _onnxruntime_outputs(case)
     module, feeds = _imported(case, np.float32)
     with onnxnn.set_executor(executor), onnxnn.no_grad():
@@ -571,12 +578,34 @@ def test_forward_matches_onnxruntime(case, executor):
         assert_within(got, want, bound, f"output {position} of {case}")
 
 
-def _gradient_runs() -> list:
+def check_reexport(case: Case) -> None:
+    """The imported node re-exported (``to_onnx``: standard ops only) and run by onnxruntime gives
+    the imported module's outputs: floats within the forward tolerance, quantized within one step."""
+    module, feeds = _imported(case, np.float32)
+    module.eval()
+    with onnxnn.no_grad():
+        expected = [output.numpy() for output in _as_tuple(module(*feeds))]
+    proto = to_onnx(module, tuple(onnxnn.tensor(array) for array in feeds))
+    assert all(node.domain in ("", "ai.onnx") for node in proto.graph.node)
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    given = {f"input_{position}": array for position, array in enumerate(feeds)}
+    actual = session.run(None, {graph_input.name: given[graph_input.name] for graph_input in session.get_inputs()})
+    assert len(actual) == len(expected)
+    for position, (got, want) in enumerate(zip(actual, expected)):
+        assert got.dtype == want.dtype, f"output {position}"
+        if want.dtype.kind in "iu":
+            assert np.abs(got.astype(np.int64) - want.astype(np.int64)).max() <= 1
+        else:
+            bound = accumulation_bound((1 + np.abs(want)) * case.scale, case.terms) + ulps(want)
+            assert_within(got, want, bound, f"re-exported output {position} of {case}")
+
+
+def gradient_runs(cases: list) -> list:
     """(case, executor) pairs: every case on the kernels executor, the first case of each op on
     onnxruntime's too (both run the same recorded graph and gradient rules; once per op checks
     onnxruntime's kernels on it and keeps the file's run time down)."""
     runs, seen = [], set()
-    for case in CASES:
+    for case in cases:
         for executor in case.gradient_executors:
             if executor == "kernels" or case.op_type not in seen:
                 runs.append((case, executor))
@@ -584,8 +613,13 @@ def _gradient_runs() -> list:
     return runs
 
 
-@pytest.mark.parametrize("case, executor", _gradient_runs(), ids=lambda value: str(value))
+@pytest.mark.parametrize("case, executor", gradient_runs(CASES), ids=lambda value: str(value))
 def test_gradients_match_finite_differences(case, executor):
+    check_first_output_gradients(case, executor)
+
+
+def check_first_output_gradients(case: Case, executor: str) -> None:
+    """The gradients of the imported node's first output (float64) against central differences."""
     module, feeds = _imported(case, np.float64)
     differentiable = [array.dtype.kind == "f" for array in feeds]
 
@@ -826,25 +860,22 @@ QUANTIZED_CASES = [
 @pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
 @pytest.mark.parametrize("case", QUANTIZED_CASES, ids=str)
 def test_quantized_forward_matches_onnxruntime(case, executor):
+    check_quantized_forward(case, executor)
+
+
+def check_quantized_forward(case: Case, executor: str) -> None:
     """Quantized results within one quantization step of onnxruntime's (see contrib_quantized's
     docstring); float results of the matrix products within float32 rounding of the sums."""
-    expected = _onnxruntime_outputs(case)[0]
+    expected = _onnxruntime_outputs(case)
     arrays = _arrays(case, np.float32)
-    module = from_onnx(_model(case, arrays, [(expected.shape, expected.dtype)]))
+    module = from_onnx(_model(case, arrays, [(output.shape, output.dtype) for output in expected]))
     with onnxnn.set_executor(executor), onnxnn.no_grad():
-        actual = module(*[array for array in arrays if array is not None]).numpy()
-    assert actual.dtype == expected.dtype
-    if expected.dtype.kind in "iu":
-        assert np.abs(actual.astype(np.int64) - expected.astype(np.int64)).max() <= 1
-    else:
-        assert_within(actual, expected, accumulation_bound((1 + np.abs(expected)) * case.scale, case.terms))
-
-
-def test_group_query_attention_over_sequences_of_different_lengths_is_refused_naming_the_node():
-    step = _case("GroupQueryAttention-decoding-step-rotary")
-    arrays = _arrays(step, np.float32)
-    arrays[5] = np.array([3, 2], np.int32)  # seqlens_k: the second sequence is one shorter (padded)
-    outputs = [(output.shape, output.dtype) for output in _onnxruntime_outputs(step)]
-    module = from_onnx(_model(step, arrays, outputs))
-    with pytest.raises(NotImplementedError, match="GroupQueryAttention node .* sequences of different lengths"):
-        module(*arrays)
+        actual = _as_tuple(module(*[array for array in arrays if array is not None]))
+    assert len(actual) == len(expected)
+    for got, want in zip(actual, expected):
+        got = got.numpy()
+        assert got.dtype == want.dtype
+        if want.dtype.kind in "iu":
+            assert np.abs(got.astype(np.int64) - want.astype(np.int64)).max() <= 1
+        else:
+            assert_within(got, want, accumulation_bound((1 + np.abs(want)) * case.scale, case.terms))

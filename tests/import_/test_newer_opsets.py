@@ -311,9 +311,11 @@ def test_models_at_or_below_opset_21_still_convert_to_it():
         np.testing.assert_array_equal(module(onnxnn.tensor(x)).numpy(), x.sum(1))
 
 
-# Official node tests at opset 28 that onnxruntime 1.31 cannot run and onnxnn's kernels pass:
-# before, onnx's converter could not bring them down to 21, or opset 21's shape inference
-# refused their types. (The tests onnxruntime passes are in test_backend_node_tests.py.)
+# Official node tests at opsets 27 and 28 that onnxruntime 1.31 cannot run and onnxnn's kernels
+# pass: before, onnx's converter could not bring them down to 21, or opset 21's shape inference
+# refused their types (Range of float16/bfloat16 bounds, added at 27, which onnxnn computes when
+# it is imported, by its kernel: the onnxruntime at hand runs opsets up to 26). (The tests
+# onnxruntime passes are in test_backend_node_tests.py.)
 KERNELS_PASS_AT_OPSET_28 = [
     *[
         f"test_bitshift_{direction}_{case}"
@@ -358,6 +360,8 @@ KERNELS_PASS_AT_OPSET_28 = [
     # Mod with fmod=0 on floats, defined from opset 28 on (onnxruntime refuses it for float16).
     "test_mod_float16_mixed_sign_fmod_0",
     "test_mod_float_edge_cases_fmod_0_float16",
+    "test_range_float16_type_positive_delta",
+    "test_range_bfloat16_type_positive_delta",
 ]
 
 
@@ -368,3 +372,18 @@ def test_node_tests_newer_than_onnxruntime_pass_on_the_kernels(executor):
     with onnxnn.set_executor(executor):  # "auto": onnxruntime refuses opset 28, the kernels take it
         failures = failing_cases(cases, set(KERNELS_PASS_AT_OPSET_28), onnxnn_runner)
     assert not failures, failures
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+def test_range_of_float16_bounds_at_opset_27_is_computed_by_the_kernel_on_both_executors(executor):
+    # Range's data-dependent length is computed when the node is recorded: by onnxnn's kernel,
+    # since the onnxruntime at hand runs opsets up to 26; the Add after it runs on the executor.
+    bounds = [_info(name, TensorProto.FLOAT16, []) for name in ("start", "limit", "delta")]
+    nodes = [helper.make_node("Range", ["start", "limit", "delta"], ["r"]), helper.make_node("Add", ["r", "r"], ["y"])]
+    module = from_onnx(_model(nodes, bounds, [_info("y", TensorProto.FLOAT16, [None])], 27))
+    start, limit, delta = (np.array(value, np.float16) for value in (0.5, 3.25, 0.75))
+    with onnxnn.set_executor(executor), onnxnn.no_grad():
+        result = module(*(onnxnn.tensor(value) for value in (start, limit, delta))).numpy()
+    expected = 2 * (0.5 + 0.75 * np.arange(4))  # ceil((3.25 - 0.5) / 0.75) = 4 elements, exact in float16
+    assert result.dtype == np.float16
+    np.testing.assert_array_equal(result, expected.astype(np.float16))
