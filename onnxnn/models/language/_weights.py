@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 
 from ...export.checkpoint import load
 from ...runtime.tensor import Tensor
@@ -77,7 +78,8 @@ def adapt_keys(state: dict[str, Tensor], expected: set[str], prefix: str) -> dic
     """Renames checkpoint keys to the model's, as transformers' ``from_pretrained`` does.
 
     Legacy ``LayerNorm.gamma``/``beta`` become ``weight``/``bias``; a base model's checkpoint
-    (``embeddings...``) loads into a model with a head (``bert.embeddings...``) and the other way round.
+    (``embeddings...``) loads into a model with a head (``bert.embeddings...``) and the other way
+    round (the head's keys then go unused, with a warning).
     """
     renamed = {}
     for key, value in state.items():
@@ -92,5 +94,13 @@ def adapt_keys(state: dict[str, Tensor], expected: set[str], prefix: str) -> dic
     if model_has_prefix and not file_has_prefix:
         return {(dotted + key if dotted + key in expected else key): value for key, value in renamed.items()}
     if file_has_prefix and not model_has_prefix:
-        return {(key[len(dotted) :] if key.startswith(dotted) else key): value for key, value in renamed.items()}
+        # A head model's checkpoint into its base model: the head's own keys are left unused, as in transformers.
+        unused = sorted(key for key in renamed if not key.startswith(dotted))
+        if unused:
+            warnings.warn(
+                f"Some weights of the checkpoint were not used (they belong to a head this model lacks): {unused}",
+                UserWarning,
+                stacklevel=4,
+            )
+        return {key[len(dotted) :]: value for key, value in renamed.items() if key.startswith(dotted)}
     return renamed

@@ -11,6 +11,7 @@ import math
 
 from ...nn import Dropout, Embedding, LayerNorm, Linear, Module, ModuleList, Tanh
 from ...nn import functional as F
+from ...ir.dtypes import int64
 from ...runtime.creation import arange, zeros
 from ...runtime.tensor import Tensor
 from ._common import (
@@ -40,6 +41,7 @@ class BertEmbeddings(Module):
         self.dropout = Dropout(config.hidden_dropout_prob)
         # Not saved (persistent=False), as in transformers: checkpoints do not carry them.
         self.register_buffer("position_ids", arange(config.max_position_embeddings).expand(1, -1), persistent=False)
+        self.register_buffer("token_type_ids", zeros(1, config.max_position_embeddings, dtype=int64), persistent=False)
 
     def forward(
         self, input_ids: Tensor, token_type_ids: Tensor | None = None, position_ids: Tensor | None = None
@@ -53,7 +55,8 @@ class BertEmbeddings(Module):
         if position_ids is None:
             position_ids = self.position_ids[:, :length]
         if token_type_ids is None:
-            token_type_ids = zeros(input_ids.shape, dtype=input_ids.dtype, device=input_ids.device)
+            # One row, broadcast over the batch: no constant of the traced batch size in an export.
+            token_type_ids = self.token_type_ids[:, :length]
         embeddings = (
             self.word_embeddings(input_ids)
             + self.token_type_embeddings(token_type_ids)
