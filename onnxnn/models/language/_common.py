@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import warnings
 from collections import OrderedDict
 from typing import Any
 
@@ -73,9 +74,13 @@ def activation(name: str) -> Module:
     return factory()
 
 
+# torch.finfo(dtype).min: transformers masks with it, not -inf, so a fully masked row stays finite
+# (numpy's finfo does not know bfloat16).
+_LOWEST = {"float16": -65504.0, "bfloat16": -3.3895313892515355e38, "float32": float(np.finfo(np.float32).min)}
+
+
 def _lowest(like: Tensor) -> float:
-    # transformers masks with torch.finfo(dtype).min, not -inf: a fully masked row stays finite.
-    return float(np.finfo(like.dtype.numpy_dtype).min)
+    return _LOWEST.get(like.dtype.name, float(np.finfo(np.float64).min))
 
 
 def padding_bias(attention_mask: Tensor | None, like: Tensor) -> Tensor | None:
@@ -195,23 +200,51 @@ class PreTrainedModel(Module):
 
     def load_pretrained_state_dict(self, state: dict[str, Tensor], strict: bool = True):
         """Loads a checkpoint's state_dict as transformers does: renaming legacy keys, adding or
-        dropping the base-model prefix, ignoring known buffers and tying weights afterwards."""
+        dropping the base-model prefix, ignoring known buffers and tying weights afterwards.
+
+        Keys outside the base model are a head's: a head the checkpoint lacks keeps its fresh
+        initialization and a head this model lacks is left unused, each with a warning (fine-tuning
+        ``BertForSequenceClassification`` from a pre-training checkpoint is the usual case).
+        Missing or unexpected keys of the base model itself mean another architecture or size:
+        a ``RuntimeError`` when ``strict``.
+        """
         expected = set(self.state_dict())
         state = adapt_keys(state, expected, self.base_model_prefix)
         ignored = [re.compile(pattern) for pattern in self._keys_to_ignore_on_load_unexpected]
         state = {key: value for key, value in state.items() if not any(p.search(key) for p in ignored)}
         result = self.load_state_dict(state, strict=False)
-        missing = [key for key in result.missing_keys if key not in self._tied_weights_keys or not self._ties()]
-        if strict and (missing or result.unexpected_keys):
+        tied = set(self._tied_weights_keys) if self._ties() else set()
+        missing = [key for key in result.missing_keys if key not in tied]
+        missing_base = [key for key in missing if self._in_base_model(key)]
+        unexpected_base = [key for key in result.unexpected_keys if self._in_base_model(key)]
+        if strict and (missing_base or unexpected_base):
             lines = []
-            if missing:
-                lines.append("Missing key(s) in state_dict: " + ", ".join(f'"{key}"' for key in missing) + ".")
-            if result.unexpected_keys:
-                keys = ", ".join(f'"{key}"' for key in result.unexpected_keys)
+            if missing_base:
+                lines.append("Missing key(s) in state_dict: " + ", ".join(f'"{key}"' for key in missing_base) + ".")
+            if unexpected_base:
+                keys = ", ".join(f'"{key}"' for key in unexpected_base)
                 lines.append(f"Unexpected key(s) in state_dict: {keys}.")
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(lines))
+        new_head = [key for key in missing if not self._in_base_model(key)]
+        if new_head:
+            warnings.warn(
+                f"Some weights of {type(self).__name__} were not in the checkpoint and are newly initialized: "
+                f"{new_head}; train the model before using it for predictions",
+                UserWarning,
+                stacklevel=3,
+            )
+        unused = [key for key in result.unexpected_keys if not self._in_base_model(key)]
+        if unused:
+            warnings.warn(f"Some weights of the checkpoint were not used: {unused}", UserWarning, stacklevel=3)
         self.tie_weights()
         return result
+
+    def _in_base_model(self, key: str) -> bool:
+        """Whether ``key`` names the base model's state (a model with a head holds it under its prefix)."""
+        prefix = self.base_model_prefix
+        if not prefix or not isinstance(getattr(self, prefix, None), Module):
+            return True  # this is the base model
+        return key.startswith(prefix + ".")
 
     def _ties(self) -> bool:
         return bool(getattr(self.config, "tie_word_embeddings", True))

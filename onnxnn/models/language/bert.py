@@ -198,6 +198,8 @@ class BertModel(PreTrainedModel):
 
     config_class = BertConfig
     base_model_prefix = "bert"
+    # Saved by transformers before 4.31 (when position_ids became a non-persistent buffer).
+    _keys_to_ignore_on_load_unexpected = (r"position_ids$", r"token_type_ids$")
 
     def __init__(self, config: BertConfig, add_pooling_layer: bool = True) -> None:
         super().__init__(config)
@@ -231,6 +233,7 @@ class BertForSequenceClassification(PreTrainedModel):
 
     config_class = BertConfig
     base_model_prefix = "bert"
+    _keys_to_ignore_on_load_unexpected = BertModel._keys_to_ignore_on_load_unexpected
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__(config)

@@ -159,6 +159,8 @@ class GPT2Model(PreTrainedModel):
 
     config_class = GPT2Config
     base_model_prefix = "transformer"
+    # The causal-mask buffers older transformers saved (the original gpt2 checkpoints carry them).
+    _keys_to_ignore_on_load_unexpected = (r"\.attn\.bias$", r"\.attn\.masked_bias$")
 
     def __init__(self, config: GPT2Config) -> None:
         super().__init__(config)
@@ -216,6 +218,7 @@ class GPT2LMHeadModel(PreTrainedModel, GenerationMixin):
     config_class = GPT2Config
     base_model_prefix = "transformer"
     _tied_weights_keys = ("lm_head.weight",)
+    _keys_to_ignore_on_load_unexpected = GPT2Model._keys_to_ignore_on_load_unexpected
 
     def __init__(self, config: GPT2Config) -> None:
         super().__init__(config)

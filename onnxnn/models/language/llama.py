@@ -174,6 +174,8 @@ class LlamaModel(PreTrainedModel):
 
     config_class = LlamaConfig
     base_model_prefix = "model"
+    # Older transformers saved each layer's rotary inverse frequencies.
+    _keys_to_ignore_on_load_unexpected = (r"rotary_emb\.inv_freq$",)
 
     def __init__(self, config: LlamaConfig) -> None:
         super().__init__(config)
@@ -230,6 +232,7 @@ class LlamaForCausalLM(PreTrainedModel, GenerationMixin):
     config_class = LlamaConfig
     base_model_prefix = "model"
     _tied_weights_keys = ("lm_head.weight",)
+    _keys_to_ignore_on_load_unexpected = LlamaModel._keys_to_ignore_on_load_unexpected
 
     def __init__(self, config: LlamaConfig) -> None:
         super().__init__(config)
@@ -242,9 +245,6 @@ class LlamaForCausalLM(PreTrainedModel, GenerationMixin):
     def tie_weights(self) -> None:
         if self._ties():
             self.lm_head.weight = self.model.embed_tokens.weight
-
-    def _ties(self) -> bool:
-        return bool(self.config.tie_word_embeddings)
 
     def forward(
         self,

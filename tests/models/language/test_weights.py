@@ -67,14 +67,43 @@ def test_base_and_head_checkpoints_load_into_each_other(tmp_path):
     with pytest.warns(UserWarning, match="classifier.bias"):
         base = language.BertModel.from_pretrained(tmp_path / "with_head.safetensors", config=classifier.config)
     _same_outputs("bert_model", classifier.bert, base)  # "bert." stripped, classifier keys ignored
-    base_only = {k: v for k, v in base.state_dict().items()}
-    onnxnn.save(base_only, tmp_path / "base.safetensors")
-    with pytest.raises(RuntimeError, match='Missing key\\(s\\) in state_dict: "classifier.weight", "classifier.bias"'):
-        language.BertForSequenceClassification.from_pretrained(tmp_path / "base.safetensors", config=base.config)
-    head = language.BertForSequenceClassification.from_pretrained(
-        tmp_path / "base.safetensors", config=base.config, strict=False
-    )
+    onnxnn.save(base.state_dict(), tmp_path / "base.safetensors")
+    with pytest.warns(UserWarning, match="newly initialized: \\['classifier.weight', 'classifier.bias'\\]"):
+        head = language.BertForSequenceClassification.from_pretrained(tmp_path / "base.safetensors", config=base.config)
     _same_outputs("bert_model", base, head.bert)  # "bert." added
+
+
+def test_a_pretraining_checkpoint_fine_tunes_into_the_classifier(tmp_path):
+    # bert-base-uncased's own file: "bert."-prefixed encoder, the pre-training heads ("cls."),
+    # and position_ids saved as a buffer (transformers before 4.31).
+    base = build("bert_model")
+    state = {f"bert.{key}": value for key, value in base.state_dict().items()}
+    state["bert.embeddings.position_ids"] = onnxnn.arange(64)[None]
+    state["cls.predictions.bias"] = onnxnn.zeros(99)
+    state["cls.seq_relationship.weight"] = onnxnn.zeros(2, 32)
+    onnxnn.save(state, tmp_path / "pytorch_model.bin")
+    base.config.save_pretrained(tmp_path)
+    with pytest.warns(UserWarning) as caught:
+        model = language.BertForSequenceClassification.from_pretrained(tmp_path)
+    messages = " ".join(str(w.message) for w in caught)
+    assert "newly initialized: ['classifier.weight', 'classifier.bias']" in messages
+    assert "not used: ['cls.predictions.bias', 'cls.seq_relationship.weight']" in messages
+    _same_outputs("bert_model", base, model.bert)
+
+
+def test_an_original_gpt2_checkpoint_loads(tmp_path):
+    # openai-community/gpt2's pytorch_model.bin: no "transformer." prefix, no lm_head, and the
+    # causal-mask buffers attn.bias / attn.masked_bias of transformers 2-4.
+    model = build("gpt2_lm_head_model")
+    state = dict(model.transformer.state_dict())
+    for layer in range(2):
+        state[f"h.{layer}.attn.bias"] = onnxnn.ones(1, 1, 64, 64)
+        state[f"h.{layer}.attn.masked_bias"] = onnxnn.tensor(-1e4)
+    onnxnn.save(state, tmp_path / "pytorch_model.bin")
+    model.config.save_pretrained(tmp_path)
+    loaded = language.GPT2LMHeadModel.from_pretrained(tmp_path)
+    assert loaded.lm_head.weight is loaded.transformer.wte.weight
+    _same_outputs("gpt2_lm_head_model", model, loaded)
 
 
 def test_legacy_layernorm_gamma_beta_names_load(tmp_path):
@@ -105,3 +134,10 @@ def test_what_cannot_load_is_named(tmp_path):
     onnxnn.save(state, tmp_path / "model.safetensors")
     with pytest.raises(RuntimeError, match='Unexpected key\\(s\\) in state_dict: "h.0.extra"'):
         language.GPT2Model.from_pretrained(tmp_path)
+    # A base-model key missing means another architecture: refused, even under a model with a head.
+    del state["h.0.extra"], state["ln_f.bias"]
+    onnxnn.save(state, tmp_path / "model.safetensors")
+    with pytest.raises(RuntimeError, match='Missing key\\(s\\) in state_dict: "transformer.ln_f.bias"'):
+        language.GPT2LMHeadModel.from_pretrained(tmp_path)
+    loaded = language.GPT2LMHeadModel.from_pretrained(tmp_path, strict=False)
+    assert loaded.transformer.ln_f.bias.shape == (32,)
