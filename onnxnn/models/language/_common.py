@@ -134,8 +134,8 @@ def init_normal_(module: Module, std: float) -> None:
         elif isinstance(sub, Embedding):
             init.normal_(sub.weight, mean=0.0, std=std)
             if sub.padding_idx is not None:
-                with no_grad():
-                    sub.weight[sub.padding_idx].zero_()
+                with no_grad():  # item assignment: onnxnn's views do not alias their base
+                    sub.weight[sub.padding_idx] = 0.0
         elif isinstance(sub, LayerNorm):
             init.ones_(sub.weight)
             init.zeros_(sub.bias)

@@ -64,3 +64,13 @@ def test_config_errors_name_the_problem():
         language.GPT2Config.from_dict({"model_type": "llama"})
     with pytest.raises(TypeError, match="should be an instance of class `GPT2Config`"):
         language.GPT2Model(language.LlamaConfig())
+
+
+@pytest.mark.parametrize("name", ["bert_model", "llama_model"])
+def test_the_padding_token_embedding_starts_at_zero(name):
+    # transformers zeroes the padding_idx row at init (BERT pads with 0; LLaMA when pad_token_id is set).
+    model = build(name, pad_token_id=0)
+    embedding = model.embeddings.word_embeddings if name == "bert_model" else model.embed_tokens
+    assert embedding.padding_idx == 0
+    weight = embedding.weight.detach().numpy()
+    assert not weight[0].any() and weight[1:].all()
