@@ -137,6 +137,11 @@ def check_cache(past_key_values, layers: int) -> int:
 
 def decoder_bias(attention_mask: Tensor | None, queries: int, past: int, like: Tensor) -> Tensor:
     """The causal bias plus, when given, the padding bias of a ``(batch, past + queries)`` mask."""
+    if attention_mask is not None and (attention_mask.dim() != 2 or attention_mask.shape[-1] != past + queries):
+        raise ValueError(
+            f"attention_mask must be (batch_size, past_length + sequence_length) = (*, {past + queries}) "
+            f"to cover the cached and the new tokens, got shape {list(attention_mask.shape)}"
+        )
     bias = causal_bias(queries, past, like)
     padding = padding_bias(attention_mask, like)
     return bias if padding is None else bias + padding

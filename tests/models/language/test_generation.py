@@ -118,3 +118,12 @@ def test_generate_refuses_bad_arguments(decoder):
         decoder.generate(ids, do_sample=True, top_p=1.5)
     with pytest.raises(ValueError, match="batch_size, sequence_length"):
         decoder.generate(onnxnn.tensor([1, 2, 3]))
+
+
+def test_a_cache_and_mask_that_disagree_are_refused(decoder):
+    ids = onnxnn.tensor(token_ids(1, 3))
+    past = decoder(ids, use_cache=True).past_key_values
+    with pytest.raises(ValueError, match="past_length \\+ sequence_length\\) = \\(\\*, 4\\)"):
+        decoder(onnxnn.tensor([[5]]), past_key_values=past, attention_mask=onnxnn.ones(1, 1, dtype=onnxnn.int64))
+    with pytest.raises(ValueError, match="one per layer"):
+        decoder(onnxnn.tensor([[5]]), past_key_values=past[:1])
