@@ -47,8 +47,7 @@ def existing_file(path: str, extensions: tuple[str, ...], what: str) -> Path:
     file = Path(path)
     if file.suffix.lower() not in extensions:
         raise CommandError(
-            f"'{path}': expected {what} ({', '.join(extensions)}), not a '{file.suffix or 'extensionless'}' file",
-            hint=None,
+            f"'{path}': expected {what} ({', '.join(extensions)}), not a '{file.suffix or 'extensionless'}' file"
         )
     if not file.is_file():
         raise CommandError(f"'{path}': no such file")
@@ -106,10 +105,21 @@ def load_factory(spec: str):
         raise CommandError(
             f"'{spec}': cannot import '{module_name}': {error}", hint="is its folder the current one or on PYTHONPATH?"
         ) from error
+    except Exception as error:  # the user's module failed as it ran (a SyntaxError, a NameError, ...)
+        raise CommandError(
+            f"'{spec}': importing '{module_name}' raised {type(error).__name__}: {error}",
+            hint="--debug shows the traceback",
+        ) from error
     factory = getattr(module, attribute, None)
     if not callable(factory):
         raise CommandError(f"'{spec}': module '{module_name}' has no callable '{attribute}'")
-    return factory()
+    try:
+        return factory()
+    except Exception as error:  # the factory is the user's code: say which call failed, not where inside
+        raise CommandError(
+            f"'{spec}': calling '{attribute}()' raised {type(error).__name__}: {error}",
+            hint="the factory must take no arguments; --debug shows the traceback",
+        ) from error
 
 
 def load_model(spec: str, input_shapes: list[tuple[int, ...]] | None) -> tuple[onnx.ModelProto, str]:

@@ -104,11 +104,19 @@ def _infer(model: onnx.ModelProto) -> tuple[dict, dict]:
 
 
 def _scope_from_name(name: str) -> str | None:
-    """``/layer1/conv1/Conv`` -> ``layer1.conv1``; ``/Relu`` -> None (a top-level node)."""
+    """PyTorch exporter's node name -> module path; ``/Relu`` -> None (a top-level node).
+
+    Its levels are attribute names (``/layer1/conv1/Conv`` -> ``layer1.conv1``) or, below containers,
+    full names (``/layer1/layer1.0/conv1/Conv`` -> ``layer1.0.conv1``, ``/0/0.0/Conv`` -> ``0.0``).
+    """
     if not name.startswith("/"):
         return None
-    parts = [part for part in name.split("/")[1:-1] if part]
-    return ".".join(parts) or None
+    path = ""
+    for part in name.split("/")[1:-1]:
+        if not part:
+            continue
+        path = part if not path or part.startswith(path + ".") else f"{path}.{part}"
+    return path or None
 
 
 def _scope_from_parameter(name: str) -> str | None:

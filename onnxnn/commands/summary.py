@@ -93,7 +93,9 @@ def _rows(layers: list, depth: int) -> list[dict]:
             for header in open_headers:
                 _add(header, layer, [])
             continue
-        ancestors = [path[:length] for length in range(1, len(path))]
+        # A module's own nodes beside its submodules' (a Relu in a block) are rows under its header.
+        own_nodes = bool(path) and any(header["path"] == path for header in open_headers)
+        ancestors = [path[:length] for length in range(1, len(path) + own_nodes)]
         kept = 0
         while kept < min(len(open_headers), len(ancestors)) and open_headers[kept]["path"] == ancestors[kept]:
             kept += 1
@@ -103,8 +105,11 @@ def _rows(layers: list, depth: int) -> list[dict]:
             header.update(shape=None, parameters=0, macs=0, ops=[])
             rows.append(header)
             open_headers.append(header)
-        label = path[-1] if path else layer.name
-        row = {"path": path, "label": label, "level": max(len(path), 1), "header": False}
+        if own_nodes:
+            row = {"path": None, "label": ", ".join(ops), "level": len(path) + 1, "header": False}
+        else:
+            label = path[-1] if path else layer.name
+            row = {"path": path, "label": label, "level": max(len(path), 1), "header": False}
         row.update(shape=None, parameters=0, macs=0, ops=[])
         rows.append(row)
         _add(row, layer, ops)

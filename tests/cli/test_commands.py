@@ -40,6 +40,9 @@ FACTORIES = textwrap.dedent(
 
     def not_a_module():
         return 3
+
+    def needs_arguments(width):
+        return nn.Linear(width, 2)
     """
 )
 MLP_PARAMETERS = 4 * 8 + 8 + 8 * 2 + 2
@@ -176,6 +179,37 @@ def test_summary_groups_modules_by_initializer_names():
     ]
 
 
+def test_summary_reads_module_paths_from_pytorch_exporter_node_names():
+    # torch.onnx.export names nodes by module: attribute names, and full names below containers.
+    weights = {
+        "onnx::Conv_7": np.ones((2, 1, 1, 1), np.float32),  # a folded Conv+BatchNorm weight: no module name
+        "fc.weight": np.ones((3, 2), np.float32),
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "onnx::Conv_7"], ["c"], name="/layer1/layer1.0/conv1/Conv"),
+        helper.make_node("Relu", ["c"], ["r"], name="/layer1/layer1.0/Relu"),
+        helper.make_node("Flatten", ["r"], ["f"], name="/Flatten"),
+        helper.make_node("Gemm", ["f", "fc.weight"], ["y"], name="/fc/Gemm", transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "torch_names",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 1, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
+        [numpy_helper.from_array(array, name) for name, array in weights.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    rows = _rows(analyze(model, {"x": (1, 1, 1, 1)}).layers, depth=3)
+    assert [(row["level"], row["label"], row["parameters"]) for row in rows] == [
+        (1, "layer1", 2),
+        (2, "0", 2),
+        (3, "conv1 (Conv)", 2),
+        (3, "Relu", 0),  # layer1.0's own node, beside its submodule
+        (1, "Flatten", 0),
+        (1, "fc (Gemm)", 6),
+    ]
+
+
 # ----------------------------------------------------------------------------- convert
 
 
@@ -192,7 +226,7 @@ def test_convert_onnx_to_safetensors_to_pt_to_onnx_keeps_every_weight(tmp_path):
     for name, array in weights.items():
         np.testing.assert_array_equal(read_back[name], array)
 
-    assert onnxnn_command("convert", tmp_path / "w.safetensors", tmp_path / "w.pt").returncode == 0
+    assert main(["convert", str(tmp_path / "w.safetensors"), str(tmp_path / "w.pt")]) == 0  # in-process: faster
     state = onnxnn.load(str(tmp_path / "w.pt"))
     assert list(state) == list(weights)  # the state_dict order survives the round trip
     for name, array in weights.items():
@@ -308,9 +342,6 @@ def test_graph_without_dot_names_the_missing_program(tmp_path, capsys, monkeypat
 def test_bad_input_is_one_line_naming_it_with_exit_status_2(tmp_path, factories):
     missing = tmp_path / "missing.onnx"
     assert_one_line_error(onnxnn_command("summary", missing), str(missing), "no such file")
-    wrong = tmp_path / "weights.txt"
-    wrong.write_text("not weights")
-    assert_one_line_error(onnxnn_command("convert", wrong, tmp_path / "w.pt"), str(wrong), "'.txt'")
     assert_one_line_error(
         onnxnn_command(
             "export", "toymodels:nothing_here", "--input-shape", "1,4", "-o", tmp_path / "m.onnx", cwd=factories
@@ -329,10 +360,16 @@ def test_bad_input_is_one_line_naming_it_with_exit_status_2(tmp_path, factories)
         (["summary", "model.tflite"], ["'model.tflite'", "an .onnx file or a 'module:factory' path"]),
         (["summary", "toymodels:mlp"], ["needs --input-shape"]),
         (["summary", "toymodels:not_a_module", "--input-shape", "1,4"], ["returned int, not a module"]),
+        (
+            ["export", "toymodels:needs_arguments", "--input-shape", "1,4", "-o", "m.onnx"],
+            ["calling 'needs_arguments()'"],
+        ),
         (["summary", "convnet.onnx", "--input-shape", "1,2"], ["has 2 dimensions; input 'x' has 4"]),
         (["export", "toymodels:mlp", "--input-shape", "1,4", "-o", "m.pt"], ["'m.pt'", "must be an .onnx file"]),
         (["graph", "convnet.onnx", "-o", "g.jpg"], ["'g.jpg'", "cannot draw a '.jpg' file"]),
         (["convert", "convnet.onnx", "w.npz"], ["'w.npz'", "cannot write a '.npz' file"]),
+        (["convert", "weights.txt", "w.pt"], ["'weights.txt'", "not a '.txt' file"]),
+        (["convert", "missing.pt", "w.safetensors"], ["'missing.pt'", "no such file"]),
         (["bench", "convnet.onnx", "--iterations", "0"], ["--iterations must be at least 1"]),
         (["check", "broken.onnx"], ["broken.onnx", "not a valid ONNX model"]),
     ],
@@ -341,6 +378,7 @@ def test_bad_arguments_in_process(arguments, fragments, factories, capsys, monke
     monkeypatch.chdir(factories)
     conv_gemm_model(factories / "convnet.onnx")
     (factories / "broken.onnx").write_bytes(b"not a protobuf")
+    (factories / "weights.txt").write_text("not weights")
     assert main(arguments) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"onnxnn {arguments[0]}: ")
