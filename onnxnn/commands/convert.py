@@ -73,7 +73,12 @@ def run(args: argparse.Namespace) -> int:
     if target.suffix.lower() in _ONNX:
         _write_onnx(tensors, target, args.template)
     else:
-        save(state, str(target))
+        # onnxnn.save writes the whole file in one call: the bar says which (possibly long) phase runs.
+        size = sum(tensor.numel() * tensor.element_size() for tensor in tensors.values())
+        with progress(total=1, desc="writing", unit="file") as bar:
+            bar.set_postfix_str(f"{target.name}, {size / 1e6:,.1f} MB")
+            save(state, str(target))
+            bar.update()
     print(f"wrote {len(tensors):,} tensors ({sum(t.numel() for t in tensors.values()):,} values) to {target}")
     return 0
 
@@ -88,7 +93,11 @@ def _read(source: Path):
         for initializer in progress(model.graph.initializer, desc="reading", unit="tensor"):
             state[initializer.name] = from_numpy(numpy_helper.to_array(initializer).copy())
         return state
-    return load(str(source), map_location="cpu")
+    with progress(total=1, desc="reading", unit="file") as bar:  # onnxnn.load reads the file in one call
+        bar.set_postfix_str(f"{source.name}, {source.stat().st_size / 1e6:,.1f} MB")
+        state = load(str(source), map_location="cpu")
+        bar.update()
+    return state
 
 
 def _flat_tensors(value, prefix: str = "") -> "OrderedDict[str, Tensor]":

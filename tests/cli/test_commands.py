@@ -395,3 +395,15 @@ def test_errors_are_red_on_a_terminal_only(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
     assert main(["inspect", str(tmp_path / "missing.onnx")]) == 2
     assert "\033[" not in capsys.readouterr().err
+
+
+def test_long_commands_draw_progress_bars_on_a_terminal_only(tmp_path, capsys, monkeypatch):
+    conv_gemm_model(tmp_path / "convnet.onnx")
+    arguments = ["bench", str(tmp_path / "convnet.onnx"), "--iterations", "3", "--warmup", "1", "--json"]
+    assert main(arguments) == 0
+    assert capsys.readouterr().err == ""  # not a terminal: no bar, so logs and pipes stay clean
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(arguments) == 0
+    captured = capsys.readouterr()
+    assert "warmup:" in captured.err and "bench:" in captured.err
+    assert json.loads(captured.out)["iterations"] == 3  # the bars never mix into stdout
