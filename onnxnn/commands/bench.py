@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.iterations < 1 or args.warmup < 0:
         raise CommandError("--iterations must be at least 1 and --warmup at least 0")
-    model, name = load_model(args.model, args.input_shape)
+    model, name = load_model(args.model, args.input_shape, args.input_dtype)
     shapes = input_shapes_of(model, args.input_shape)
     feeds = random_feeds(model, shapes, args.seed)
     if args.provider not in onnxruntime.get_available_providers():

@@ -82,6 +82,26 @@ def add_model_arguments(parser: argparse.ArgumentParser, factory: bool = True) -
         help="shape of an input, e.g. 1,3,32,32; once per input, in order. For an ONNX file it fixes the "
         "dynamic axes (which are 1 otherwise)",
     )
+    if factory:
+        add_input_dtype_argument(parser)
+
+
+# The dtypes a factory's example inputs can have: floats are standard normal, integers in [0, 4)
+# (valid token ids and indices for any embedding), booleans fair coin flips.
+INPUT_DTYPES = ("float32", "float64", "float16", "int64", "int32", "bool")
+
+
+def add_input_dtype_argument(parser: argparse.ArgumentParser) -> None:
+    """``--input-dtype``: once for all inputs, or once per input in order."""
+    parser.add_argument(
+        "--input-dtype",
+        action="append",
+        choices=INPUT_DTYPES,
+        default=None,
+        metavar="DTYPE",
+        help=f"dtype of a 'module:factory' model's inputs ({', '.join(INPUT_DTYPES)}; default float32): "
+        "once for all inputs or once per input",
+    )
 
 
 def load_factory(spec: str):
@@ -122,7 +142,9 @@ def load_factory(spec: str):
         ) from error
 
 
-def load_model(spec: str, input_shapes: list[tuple[int, ...]] | None) -> tuple[onnx.ModelProto, str]:
+def load_model(
+    spec: str, input_shapes: list[tuple[int, ...]] | None, input_dtypes: list[str] | None = None
+) -> tuple[onnx.ModelProto, str]:
     """The ONNX model a MODEL argument names, and a display name.
 
     An ``.onnx`` file is read as it is (its external data too); a ``module:factory`` path is built,
@@ -146,13 +168,34 @@ def load_model(spec: str, input_shapes: list[tuple[int, ...]] | None) -> tuple[o
         raise CommandError(f"'{spec}': the factory returned {type(module).__name__}, not a module")
     if hasattr(module, "eval"):
         module.eval()
-    return export_module(module, input_shapes), spec
+    return export_module(module, input_shapes, input_dtypes), spec
 
 
-def export_module(module, input_shapes, path: str | None = None, **options) -> onnx.ModelProto:
-    """Exports ``module`` called on standard-normal inputs of ``input_shapes`` (to ``path`` if given)."""
+def example_inputs(input_shapes: list, input_dtypes: list[str] | None) -> tuple:
+    """Seeded random tensors of ``input_shapes`` and ``input_dtypes`` (one for all, or one per shape)."""
+    input_dtypes = list(input_dtypes or ["float32"])
+    if len(input_dtypes) == 1:
+        input_dtypes *= len(input_shapes)
+    if len(input_dtypes) != len(input_shapes):
+        raise CommandError(f"{len(input_dtypes)} --input-dtype for {len(input_shapes)} --input-shape")
     rng = np.random.default_rng(0)
-    inputs = tuple(from_numpy(rng.standard_normal(shape).astype(np.float32)) for shape in input_shapes)
+    arrays = []
+    for shape, name in zip(input_shapes, input_dtypes):
+        dtype = np.dtype(name)
+        if dtype.kind == "f":
+            arrays.append(rng.standard_normal(shape).astype(dtype))
+        elif dtype.kind == "b":
+            arrays.append(rng.random(shape) < 0.5)
+        else:
+            arrays.append(rng.integers(0, 4, shape).astype(dtype))
+    return tuple(from_numpy(array) for array in arrays)
+
+
+def export_module(
+    module, input_shapes, input_dtypes: list[str] | None = None, path: str | None = None, **options
+) -> onnx.ModelProto:
+    """Exports ``module`` called on random inputs (see ``example_inputs``), to ``path`` if given."""
+    inputs = example_inputs(input_shapes, input_dtypes)
     with no_grad():
         if path is not None:
             return to_onnx(module, inputs, path, **options)

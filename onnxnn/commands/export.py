@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import argparse
 
-from .common import CommandError, export_module, load_factory, parse_shape, progress
+from .common import CommandError, add_input_dtype_argument, export_module, load_factory, parse_shape, progress
 
 __all__ = ["DESCRIPTION", "EPILOG", "add_arguments", "run"]
 
 DESCRIPTION = "export a Python 'module:factory' model to ONNX, traced on inputs of the given shapes"
 EPILOG = """FACTORY names a callable taking no arguments and returning an onnxnn module: 'package.module:name'
 (imported from the current folder or PYTHONPATH) or 'path/to/file.py:name'. The module is put in eval
-mode and called on standard-normal float32 inputs of each --input-shape.
+mode and called on random inputs of each --input-shape: standard-normal float32, or the --input-dtype
+given (integers are drawn from [0, 4), valid token ids for any embedding).
 
 examples:
   onnxnn export mypackage.models:make_model --input-shape 1,4 -o model.onnx
   onnxnn export models.py:resnet --input-shape 1,3,224,224 --dynamic-batch -o resnet.onnx
-  onnxnn export seq.py:make --input-shape 2,16 --input-shape 2,16 --input-names tokens mask -o seq.onnx
+  onnxnn export lm.py:make --input-shape 2,16 --input-dtype int64 --input-names tokens -o lm.onnx
 """
 
 
@@ -25,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--input-shape", action="append", type=parse_shape, required=True, metavar="SHAPE", help="e.g. 1,3,32,32"
     )
+    add_input_dtype_argument(parser)
     parser.add_argument("-o", "--output", required=True, metavar="OUT.onnx", help="the ONNX file to write")
     parser.add_argument("--input-names", nargs="+", metavar="NAME", help="graph input names (default input_0 ...)")
     parser.add_argument("--dynamic-batch", action="store_true", help="make axis 0 of every input dynamic")
@@ -51,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
         model = export_module(
             module,
             args.input_shape,
+            args.input_dtype,
             args.output,
             input_names=names,
             dynamic_axes=dynamic_axes,

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(
             "the 'graphviz' Python package is not installed", hint="pip install 'onnxnn[graph]'"
         ) from None
-    model, name = load_model(args.model, args.input_shape)
+    model, name = load_model(args.model, args.input_shape, args.input_dtype)
     analysis = analyze(model, input_shapes_of(model, args.input_shape))
     drawing = _draw(graphviz, model, analysis, args.rankdir)
     if output.suffix.lower() in (".dot", ".gv"):

@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    model, name = load_model(args.model, args.input_shape)
+    model, name = load_model(args.model, args.input_shape, args.input_dtype)
     shapes = input_shapes_of(model, args.input_shape)
     analysis = analyze(model, shapes)
     if args.json:

@@ -407,3 +407,22 @@ def test_long_commands_draw_progress_bars_on_a_terminal_only(tmp_path, capsys, m
     captured = capsys.readouterr()
     assert "warmup:" in captured.err and "bench:" in captured.err
     assert json.loads(captured.out)["iterations"] == 3  # the bars never mix into stdout
+
+
+def test_export_with_integer_token_inputs(factories, tmp_path, capsys):
+    (factories / "tokens.py").write_text(
+        "from onnxnn import nn\n\ndef embed():\n    return nn.Sequential(nn.Embedding(4, 3), nn.Flatten())\n"
+    )
+    target = tmp_path / "embed.onnx"
+    arguments = ["export", f"{factories / 'tokens.py'}:embed", "--input-shape", "2,5", "--input-dtype", "int64"]
+    assert main(arguments + ["--input-names", "tokens", "-o", str(target)]) == 0
+    model = onnx.load(str(target))
+    assert model.graph.input[0].type.tensor_type.elem_type == TensorProto.INT64
+    table = {init.name: numpy_helper.to_array(init) for init in model.graph.initializer}["0.weight"]
+    tokens = np.array([[0, 1, 2, 3, 0], [3, 3, 2, 1, 0]], np.int64)
+    session = onnxruntime.InferenceSession(str(target), providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(session.run(None, {"tokens": tokens})[0], table[tokens].reshape(2, 15))
+    arguments[-1] = "int8"  # not a choice: argparse's usage error, exit status 2
+    with pytest.raises(SystemExit) as exit_info:
+        main(arguments + ["-o", str(target)])
+    assert exit_info.value.code == 2 and "invalid choice: 'int8'" in capsys.readouterr().err
