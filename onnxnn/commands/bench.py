@@ -28,6 +28,7 @@ _PERCENTILES = (50, 90, 95, 99)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds this command\'s arguments to its parser (the protocol of :mod:`onnxnn.commands`)."""
     add_model_arguments(parser)
     parser.add_argument("--iterations", type=int, default=100, help="timed runs (default 100)")
     parser.add_argument("--warmup", type=int, default=10, help="untimed runs first (default 10)")
@@ -42,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Runs the command; returns its exit status (failures raise, and :mod:`onnxnn.cli` prints them)."""
     import onnxruntime  # deferred: costs ~0.3 s, which --help and the other commands need not pay
 
     if args.iterations < 1 or args.warmup < 0:

@@ -24,6 +24,7 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds this command\'s arguments to its parser (the protocol of :mod:`onnxnn.commands`)."""
     parser.add_argument("model", metavar="MODEL", help="an .onnx file")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     parser.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance (default 1e-4)")
@@ -31,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Runs the command; returns its exit status (failures raise, and :mod:`onnxnn.cli` prints them)."""
     import onnxruntime  # deferred: costs ~0.3 s, which only ``check`` needs (not ``inspect`` nor ``--help``)
 
     module = from_onnx(args.model).eval()  # validates the file before anything else reads it

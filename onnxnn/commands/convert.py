@@ -39,6 +39,7 @@ _EXTERNAL_DATA_BYTES = 1_800_000_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds this command\'s arguments to its parser (the protocol of :mod:`onnxnn.commands`)."""
     parser.add_argument("source", metavar="IN", help="a .pt/.pth/.bin, .safetensors or .onnx file")
     parser.add_argument("target", metavar="OUT", help="the file to write; its extension picks the format")
     parser.add_argument("--key", help="convert only this entry of a checkpoint dict (e.g. 'state_dict', 'model')")
@@ -51,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Runs the command; returns its exit status (failures raise, and :mod:`onnxnn.cli` prints them)."""
     source = existing_file(args.source, _ALL, "a checkpoint or ONNX model")
     target = Path(args.target)
     if target.suffix.lower() not in _ALL:

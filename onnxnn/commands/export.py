@@ -22,6 +22,7 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds this command\'s arguments to its parser (the protocol of :mod:`onnxnn.commands`)."""
     parser.add_argument("factory", metavar="FACTORY", help="'package.module:name' or 'file.py:name'")
     parser.add_argument(
         "--input-shape", action="append", type=parse_shape, required=True, metavar="SHAPE", help="e.g. 1,3,32,32"
@@ -35,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Runs the command; returns its exit status (failures raise, and :mod:`onnxnn.cli` prints them)."""
     if not args.output.lower().endswith(".onnx"):
         raise CommandError(f"'{args.output}': the output must be an .onnx file")
     names = args.input_names or [f"input_{index}" for index in range(len(args.input_shape))]

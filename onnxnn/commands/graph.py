@@ -26,6 +26,7 @@ _FORMATS = (".dot", ".gv", ".svg", ".png", ".pdf")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds this command\'s arguments to its parser (the protocol of :mod:`onnxnn.commands`)."""
     add_model_arguments(parser)
     parser.add_argument("-o", "--output", required=True, metavar="OUT", help="graph.svg, .png, .pdf or .dot")
     parser.add_argument(
@@ -34,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Runs the command; returns its exit status (failures raise, and :mod:`onnxnn.cli` prints them)."""
     output = Path(args.output)
     if output.suffix.lower() not in _FORMATS:
         raise CommandError(

@@ -19,10 +19,12 @@ EPILOG = """examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds this command\'s arguments to its parser (the protocol of :mod:`onnxnn.commands`)."""
     parser.add_argument("model", metavar="MODEL", help="an .onnx file")
 
 
 def run(args: argparse.Namespace) -> int:
+    """Runs the command; returns its exit status (failures raise, and :mod:`onnxnn.cli` prints them)."""
     module = from_onnx(args.model)  # validates the file before anything else reads it
     model = onnx.load(args.model, load_external_data=False)
     print(module)

@@ -27,12 +27,14 @@ _WIDTHS = (44, 22, 14, 16)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds this command\'s arguments to its parser (the protocol of :mod:`onnxnn.commands`)."""
     add_model_arguments(parser)
     parser.add_argument("--depth", type=int, default=3, help="module levels shown (deeper ones are summed; default 3)")
     parser.add_argument("--json", action="store_true", help="print the totals as JSON instead of the table")
 
 
 def run(args: argparse.Namespace) -> int:
+    """Runs the command; returns its exit status (failures raise, and :mod:`onnxnn.cli` prints them)."""
     model, name = load_model(args.model, args.input_shape, args.input_dtype)
     shapes = input_shapes_of(model, args.input_shape)
     analysis = analyze(model, shapes)
