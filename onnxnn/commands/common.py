@@ -14,18 +14,25 @@ import numpy as np
 import onnx
 
 from ..export import to_onnx
+from ..import_.external_data import load_external_data
 from ..runtime.creation import from_numpy
 from ..runtime.grad_mode import no_grad
 
 __all__ = [
     "CommandError",
+    "INPUT_DTYPES",
+    "add_input_dtype_argument",
     "add_model_arguments",
+    "example_inputs",
     "existing_file",
+    "export_module",
+    "input_shapes_of",
     "load_factory",
     "load_model",
     "parse_shape",
     "progress",
     "random_feeds",
+    "read_onnx",
 ]
 
 
@@ -121,6 +128,8 @@ def load_factory(spec: str):
             if os.getcwd() not in sys.path:  # the console script, unlike `python -m`, leaves the cwd out
                 sys.path.insert(0, os.getcwd())
             module = importlib.import_module(module_name)
+    except CommandError:
+        raise
     except ImportError as error:
         raise CommandError(
             f"'{spec}': cannot import '{module_name}': {error}", hint="is its folder the current one or on PYTHONPATH?"
@@ -142,6 +151,18 @@ def load_factory(spec: str):
         ) from error
 
 
+def read_onnx(path: str) -> onnx.ModelProto:
+    """An ``.onnx`` file as written (no opset conversion), its external data read only from its own folder."""
+    file = existing_file(path, (".onnx",), "an ONNX model")
+    try:
+        model = onnx.load(str(file), load_external_data=False)
+    except Exception as error:  # protobuf's DecodeError derives from Exception only
+        raise CommandError(f"'{path}': not a valid ONNX model ({' '.join(str(error).split())})") from None
+    # onnx.load would follow any location, '../../secret' included; from_onnx's reader refuses those.
+    load_external_data(model, str(file.resolve().parent), f"'{path}'")
+    return model
+
+
 def load_model(
     spec: str, input_shapes: list[tuple[int, ...]] | None, input_dtypes: list[str] | None = None
 ) -> tuple[onnx.ModelProto, str]:
@@ -151,11 +172,7 @@ def load_model(
     put in eval mode and exported with inputs of ``input_shapes``.
     """
     if spec.lower().endswith(".onnx"):
-        path = existing_file(spec, (".onnx",), "an ONNX model")
-        try:
-            return onnx.load(str(path)), str(path)
-        except Exception as error:  # protobuf's DecodeError derives from Exception only
-            raise CommandError(f"'{spec}': not a valid ONNX model ({error})") from None
+        return read_onnx(spec), spec
     if ":" not in spec:
         raise CommandError(
             f"'{spec}': expected an .onnx file or a 'module:factory' path",

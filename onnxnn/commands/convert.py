@@ -12,7 +12,7 @@ from onnx import numpy_helper
 from ..export.checkpoint import load, save
 from ..runtime.creation import from_numpy
 from ..runtime.tensor import Tensor
-from .common import CommandError, existing_file, progress
+from .common import CommandError, existing_file, progress, read_onnx
 
 __all__ = ["DESCRIPTION", "EPILOG", "add_arguments", "run"]
 
@@ -87,10 +87,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _read(source: Path):
     if source.suffix.lower() in _ONNX:
-        try:
-            model = onnx.load(str(source))
-        except Exception as error:  # protobuf's DecodeError derives from Exception only
-            raise CommandError(f"'{source}': not a valid ONNX model ({error})") from None
+        model = read_onnx(str(source))
         state = OrderedDict()
         for initializer in progress(model.graph.initializer, desc="reading", unit="tensor"):
             state[initializer.name] = from_numpy(numpy_helper.to_array(initializer).copy())
@@ -124,7 +121,7 @@ def _write_onnx(tensors: dict, target: Path, template: str | None) -> None:
     if template is None:
         model = _weights_only_model(initializers)
     else:
-        model = onnx.load(str(existing_file(template, _ONNX, "an ONNX model")))
+        model = read_onnx(template)
         _replace_initializers(model, initializers, template)
     large = sum(len(initializer.raw_data) for initializer in initializers) > _EXTERNAL_DATA_BYTES
     onnx.save(model, str(target), save_as_external_data=large, location=target.name + ".data" if large else None)

@@ -17,6 +17,7 @@ import textwrap
 
 import numpy as np
 import onnx
+import onnx.external_data_helper
 import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -363,6 +364,7 @@ def test_bad_input_is_one_line_naming_it_with_exit_status_2(tmp_path, factories)
             ["export", "toymodels:needs_arguments", "--input-shape", "1,4", "-o", "m.onnx"],
             ["calling 'needs_arguments()'"],
         ),
+        (["summary", "nowhere/models.py:make", "--input-shape", "1,4"], ["no such file 'nowhere/models.py'"]),
         (["summary", "convnet.onnx", "--input-shape", "1,2"], ["has 2 dimensions; input 'x' has 4"]),
         (["export", "toymodels:mlp", "--input-shape", "1,4", "-o", "m.pt"], ["'m.pt'", "must be an .onnx file"]),
         (["graph", "convnet.onnx", "-o", "g.jpg"], ["'g.jpg'", "cannot draw a '.jpg' file"]),
@@ -383,6 +385,35 @@ def test_bad_arguments_in_process(arguments, fragments, factories, capsys, monke
     assert len(lines) == 1 and lines[0].startswith(f"onnxnn {arguments[0]}: ")
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("command", ["summary", "bench", "graph", "convert"])
+def test_external_data_outside_the_models_folder_is_refused(command, tmp_path, capsys):
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (tmp_path / "secret.bin").write_bytes(bytes(16))
+    weight = numpy_helper.from_array(np.zeros(4, np.float32), "w")
+    onnx.external_data_helper.set_external_data(weight, location="../secret.bin", offset=0, length=16)
+    weight.ClearField("raw_data")
+    weight.data_location = TensorProto.EXTERNAL
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["y"])],
+        "escaping",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        [weight],
+    )
+    path = folder / "escaping.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10), str(path))
+    outputs = {
+        "bench": [],
+        "summary": [],
+        "graph": ["-o", str(tmp_path / "g.dot")],
+        "convert": [str(tmp_path / "w.pt")],
+    }
+    assert main([command, str(path), *outputs[command]]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and str(path) in lines[0] and "points outside the model's folder" in lines[0], lines
 
 
 def test_errors_are_red_on_a_terminal_only(tmp_path, capsys, monkeypatch):
