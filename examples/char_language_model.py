@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime
+from tqdm import tqdm
 
 import onnxnn as torch
 import onnxnn.nn.functional as F
@@ -209,7 +210,8 @@ def train(model: nn.Module, losses, steps: int, lr: float, label: str, log_every
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     model.train()
     history = []
-    for step, loss in zip(range(steps), losses):
+    progress = tqdm(zip(range(steps), losses), total=steps, desc=label, unit="step")  # on stderr
+    for step, loss in progress:
         # Reading the loss before backward() runs the forward on its own, so the backward graph
         # starts from computed values: the recurrence's forward and backward together would be
         # deeper than onnxnn lets one pending graph grow, and it would run in many pieces.
@@ -217,8 +219,10 @@ def train(model: nn.Module, losses, steps: int, lr: float, label: str, log_every
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        progress.set_postfix(loss=f"{history[-1]:.4f}")
         if step % log_every == 0 or step == steps - 1:
-            print(f"{label} step {step:4d}  loss {history[-1]:.4f}")
+            progress.write(f"{label} step {step:4d}  loss {history[-1]:.4f}")  # above the bar
+    progress.close()
     return history
 
 
@@ -251,6 +255,23 @@ def export_and_compare(
 
 def _show(label: str, when: str, sample: str) -> None:
     print(f"--- {label} sample {when} training ---\n{sample}\n---")
+
+
+def save_loss_curves(curves: dict, path: str) -> None:
+    """Saves each model's loss per step to a PNG with matplotlib, or says the plot was skipped without it."""
+    try:
+        from matplotlib.figure import Figure  # the object API: no GUI backend, no global pyplot state
+    except ImportError:
+        print("matplotlib is not installed: skipped the loss-curve plot (pip install 'onnxnn[plot]')")
+        return
+    figure = Figure(figsize=(6, 4))
+    axes = figure.add_subplot()
+    for label, losses in curves.items():
+        axes.plot(losses, label=label)
+    axes.set(xlabel="step", ylabel="cross entropy (nats per character)", yscale="log")
+    axes.legend()
+    figure.savefig(path, dpi=100, bbox_inches="tight")
+    print(f"saved the loss curves to {path}")
 
 
 def run(steps: int, seed: int = 0, sample_length: int = SAMPLE_LENGTH, temperature: float = 0.8) -> dict:
@@ -299,4 +320,7 @@ def run(steps: int, seed: int = 0, sample_length: int = SAMPLE_LENGTH, temperatu
 
 
 if __name__ == "__main__":
-    run(int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ.get("ONNXNN_EXAMPLE_STEPS", "200")))
+    results = run(int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ.get("ONNXNN_EXAMPLE_STEPS", "200")))
+    save_loss_curves(
+        {label: results[f"{label}_losses"] for label in ("lstm", "transformer")}, "char_language_model_loss.png"
+    )

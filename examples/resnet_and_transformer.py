@@ -26,6 +26,7 @@ import tempfile
 
 import numpy as np
 import onnxruntime
+from tqdm import tqdm
 
 import onnxnn as torch
 import onnxnn.nn.functional as F
@@ -166,15 +167,18 @@ def train(model: nn.Module, data, steps: int, lr: float, label: str, log_every: 
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     model.train()
     losses = []
-    for step in range(steps):
+    progress = tqdm(range(steps), desc=label, unit="step")  # on stderr, with the running loss
+    for step in progress:
         inputs, labels = data()
         loss = F.cross_entropy(model(torch.from_numpy(inputs)), torch.from_numpy(labels))
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
+        progress.set_postfix(loss=f"{losses[-1]:.4f}")
         if step % log_every == 0 or step == steps - 1:
-            print(f"{label} step {step:4d}  loss {losses[-1]:.4f}")
+            progress.write(f"{label} step {step:4d}  loss {losses[-1]:.4f}")  # above the bar
+    progress.close()
     return losses
 
 
@@ -201,6 +205,23 @@ def export_and_compare(model: nn.Module, example: np.ndarray, other_batch: np.nd
     return difference
 
 
+def save_loss_curves(curves: dict, path: str) -> None:
+    """Saves each model's loss per step to a PNG with matplotlib, or says the plot was skipped without it."""
+    try:
+        from matplotlib.figure import Figure  # the object API: no GUI backend, no global pyplot state
+    except ImportError:
+        print("matplotlib is not installed: skipped the loss-curve plot (pip install 'onnxnn[plot]')")
+        return
+    figure = Figure(figsize=(6, 4))
+    axes = figure.add_subplot()
+    for label, losses in curves.items():
+        axes.plot(losses, label=label)
+    axes.set(xlabel="step", ylabel="cross entropy", yscale="log")
+    axes.legend()
+    figure.savefig(path, dpi=100, bbox_inches="tight")
+    print(f"saved the loss curves to {path}")
+
+
 def run(steps: int, seed: int = 0) -> dict:
     """Trains and exports both models; returns the models, their losses and export differences."""
     torch.manual_seed(seed)
@@ -222,4 +243,7 @@ def run(steps: int, seed: int = 0) -> dict:
 
 
 if __name__ == "__main__":
-    run(int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ.get("ONNXNN_EXAMPLE_STEPS", "300")))
+    results = run(int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ.get("ONNXNN_EXAMPLE_STEPS", "300")))
+    save_loss_curves(
+        {label: results[f"{label}_losses"] for label in ("resnet", "encoder")}, "resnet_and_transformer_loss.png"
+    )

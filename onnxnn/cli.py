@@ -1,123 +1,105 @@
-"""The ``onnxnn`` command: inspect an ONNX model as a module, and check it against onnxruntime.
+"""The ``onnxnn`` command: a table of subcommands (``onnxnn/commands/``), and how failures are shown.
 
 Usage::
 
-    onnxnn inspect model.onnx      # module tree, parameters, ops
+    onnxnn --help                  # the subcommands, one line each
+    onnxnn COMMAND --help          # a subcommand's options and examples
+    onnxnn summary model.onnx      # layer table: output shapes, parameters, MACs, memory
     onnxnn check model.onnx        # run it on onnxnn and on onnxruntime with random inputs, compare
 
-Exit status: 0 on success, 1 when ``check`` finds a mismatch, 2 when the model cannot be loaded or
-run; the reason is then one line on stderr naming the file, without a traceback.
+Exit status: 0 on success; 1 when ``check`` finds a mismatch; 2 when the input is wrong (a missing
+or broken file, a wrong extension, a bad ``module:factory`` path, a bad option); 130 on Ctrl-C.
+An expected failure is one line on stderr (red on a terminal) naming what was wrong, with a hint
+where there is one, and no traceback; ``--debug`` shows the traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
+import os
 import sys
+import traceback
 
-import numpy as np
-import onnx
+from .commands import bench, check, convert, export, graph, inspect, summary
+from .commands.common import CommandError
 
-# The onnxnn package (which imports onnx and import_) is loaded before this module anyway, so these
-# cost ``onnxnn --help`` nothing.
-from .import_ import from_onnx
-from .runtime.creation import from_numpy
-from .runtime.grad_mode import no_grad
+__all__ = ["main", "COMMANDS"]
 
-__all__ = ["main"]
+# name -> module with DESCRIPTION, EPILOG, add_arguments(parser) and run(args); in --help's order.
+COMMANDS = {
+    "summary": summary,
+    "inspect": inspect,
+    "check": check,
+    "convert": convert,
+    "export": export,
+    "bench": bench,
+    "graph": graph,
+}
 
+EXIT_MISMATCH = 1
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
 
-def _random_inputs(model, seed: int) -> dict:
-    rng = np.random.default_rng(seed)
-    initializers = {init.name for init in model.graph.initializer}
-    feeds = {}
-    for graph_input in model.graph.input:
-        if graph_input.name in initializers:
-            continue
-        if graph_input.type.WhichOneof("value") != "tensor_type":
-            raise ValueError(f"input '{graph_input.name}' is not a tensor; 'onnxnn check' feeds random tensors only")
-        tensor_type = graph_input.type.tensor_type
-        shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in tensor_type.shape.dim)
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)
-        if np.issubdtype(dtype, np.floating):
-            feeds[graph_input.name] = rng.standard_normal(shape).astype(dtype)
-        elif dtype == np.bool_:
-            feeds[graph_input.name] = rng.random(shape) < 0.5
-        else:
-            feeds[graph_input.name] = rng.integers(0, 4, shape).astype(dtype)
-    return feeds
+# The library's own exceptions for bad input are these: ModelLoadError and CheckpointError are
+# ValueErrors, FileNotFoundError an OSError, NotImplementedError a RuntimeError.
+EXPECTED_ERRORS = (CommandError, OSError, ValueError, TypeError, RuntimeError)
 
 
-def _inspect(path: str) -> int:
-    module = from_onnx(path)  # validates the file before anything else reads it
-    model = onnx.load(path, load_external_data=False)
-    print(module)
-    parameters = sum(p.numel() for p in module.parameters())
-    buffers = sum(b.numel() for b in module.buffers())
-    print(f"\nparameters: {parameters:,}   buffers: {buffers:,}")
-    counts = collections.Counter(node.op_type for node in model.graph.node)
-    print("ops: " + ", ".join(f"{op} x{count}" for op, count in counts.most_common()))
-    return 0
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``onnxnn`` and all its subcommands."""
+    parser = argparse.ArgumentParser(
+        prog="onnxnn",
+        description="PyTorch's nn.Module API on ONNX: look into, check, convert, export, time and draw models.",
+        epilog="exit status: 0 success, 1 'check' found a mismatch, 2 bad input (one line on stderr), 130 Ctrl-C.\n"
+        "Run 'onnxnn COMMAND --help' for a command's options and examples.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--debug", action="store_true", help="show the traceback of a failure")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, module in COMMANDS.items():
+        subparser = commands.add_parser(
+            name,
+            help=module.DESCRIPTION,
+            description=module.DESCRIPTION[0].upper() + module.DESCRIPTION[1:] + ".",
+            epilog=module.EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        # Accepted after the command too (`onnxnn summary m.onnx --debug`); SUPPRESS keeps the top-level value.
+        subparser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        module.add_arguments(subparser)
+    return parser
 
 
-def _check(path: str, seed: int, rtol: float, atol: float) -> int:
-    import onnxruntime  # deferred: costs ~0.3 s, which only ``check`` needs (not ``inspect`` nor ``--help``)
+def _error_line(command: str, arguments: argparse.Namespace, error: BaseException) -> str:
+    message = " ".join(str(error).split()) or type(error).__name__
+    model = getattr(arguments, "model", None)
+    # CommandErrors name what was wrong themselves; the library's errors get the model's name.
+    if isinstance(model, str) and model not in message and not isinstance(error, CommandError):
+        message = f"'{model}': {message}"
+    hint = getattr(error, "hint", None)
+    return f"onnxnn {command}: {message}" + (f" (hint: {hint})" if hint else "")
 
-    module = from_onnx(path).eval()  # validates the file before anything else reads it
-    model = onnx.load(path)
-    feeds = _random_inputs(model, seed)
-    with no_grad():
-        outputs = module(*[from_numpy(array) for array in feeds.values()])
-    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-    try:
-        session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-        expected = session.run(None, feeds)
-    except Exception as error:  # onnxruntime's exception types derive from Exception only
-        raise RuntimeError(f"onnxruntime cannot run it: {error}") from None
-    failures = 0
-    for info, ours, theirs in zip(session.get_outputs(), outputs, expected):
-        if not isinstance(theirs, np.ndarray):  # ZipMap's list of dicts, compared as a whole
-            close = ours == theirs
-            print(f"{info.name}: {'ok' if close else 'MISMATCH'}  {type(theirs).__name__} of {len(theirs)}")
-            failures += not close
-            continue
-        ours = np.asarray(ours if isinstance(ours, np.ndarray) else ours.numpy())
-        if theirs.dtype.kind in "OUS":
-            close = ours.shape == theirs.shape and bool(np.all(ours == theirs))
-            print(f"{info.name}: {'ok' if close else 'MISMATCH'}  shape {list(ours.shape)}  strings")
-            failures += not close
-            continue
-        close = ours.shape == theirs.shape and np.allclose(ours, theirs, rtol=rtol, atol=atol, equal_nan=True)
-        difference = float(np.max(np.abs(ours.astype(np.float64) - theirs))) if ours.shape == theirs.shape else None
-        print(f"{info.name}: {'ok' if close else 'MISMATCH'}  shape {list(ours.shape)}  max |diff| {difference}")
-        failures += not close
-    return 1 if failures else 0
+
+def _print_error(line: str) -> None:
+    # Colour only for a person at a terminal; NO_COLOR (no-color.org) turns it off there too.
+    if sys.stderr.isatty() and not os.environ.get("NO_COLOR"):
+        line = f"\033[31m{line}\033[0m"
+    print(line, file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="onnxnn", description="Inspect an ONNX model as an onnxnn module, or check it against onnxruntime."
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
-    inspect = commands.add_parser("inspect", help="print an ONNX model as an onnxnn module")
-    inspect.add_argument("model")
-    check = commands.add_parser("check", help="compare onnxnn with onnxruntime on random inputs")
-    check.add_argument("model")
-    check.add_argument("--seed", type=int, default=0)
-    check.add_argument("--rtol", type=float, default=1e-4)
-    check.add_argument("--atol", type=float, default=1e-5)
-    arguments = parser.parse_args(argv)
+    """Runs ``onnxnn`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    arguments = build_parser().parse_args(argv)
     try:
-        if arguments.command == "inspect":
-            return _inspect(arguments.model)
-        return _check(arguments.model, arguments.seed, arguments.rtol, arguments.atol)
-    except (OSError, ValueError, TypeError, RuntimeError) as error:
-        # ModelLoadError is a ValueError, FileNotFoundError an OSError, NotImplementedError a RuntimeError.
-        message = " ".join(str(error).split()) or type(error).__name__
-        if arguments.model not in message:
-            message = f"'{arguments.model}': {message}"
-        print(f"onnxnn {arguments.command}: {message}", file=sys.stderr)
-        return 2
+        return COMMANDS[arguments.command].run(arguments)
+    except KeyboardInterrupt:
+        _print_error(f"onnxnn {arguments.command}: interrupted")
+        return EXIT_INTERRUPTED
+    except EXPECTED_ERRORS as error:
+        if arguments.debug:
+            traceback.print_exc()
+        _print_error(_error_line(arguments.command, arguments, error))
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -103,3 +103,11 @@ def test_float64_export_with_dynamic_batch_matches_onnxnn(trained, model, other_
     count = terms(module)
     bound = 2 * gamma(count, np.float32) * np.abs(served).max()
     np.testing.assert_allclose(ours, served, rtol=0, atol=bound)
+
+
+def test_the_loss_curves_are_saved_as_png(trained, tmp_path):
+    pytest.importorskip("matplotlib")
+    namespace, results = trained
+    path = tmp_path / "loss.png"
+    namespace["save_loss_curves"]({label: results[f"{label}_losses"] for label in ("resnet", "encoder")}, str(path))
+    assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
