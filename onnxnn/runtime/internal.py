@@ -59,7 +59,7 @@ def tensor_of(
     output_nr: int = 0,
     requires_grad: bool = False,
     *,
-    tensor_type: type = Tensor,
+    tensor_type: type[Tensor] = Tensor,
 ) -> Tensor:
     """A new Tensor handle on ``value``.
 
@@ -125,7 +125,8 @@ def record_update(tensor: Tensor, new: Tensor | Value) -> None:
     autograd checks: parameters are leaves that require grad. The version bumps, so a backward
     through a graph that saved the old value refuses to run.
     """
-    value = new if type(new) is Value else new._value
+    # mypy narrows ``type(new) is Value`` only on the true branch: the other is a Tensor.
+    value = new if type(new) is Value else new._value  # type: ignore[union-attr]
     if value.dtype is not tensor._value.dtype:
         (value,) = record_op("Cast", (value,), {"to": tensor._value.dtype})
     # Not ``Tensor._rebind``: a step realizes every value it writes before it returns, so the
