@@ -15,7 +15,7 @@ Example::
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence, TypeVar, overload
 
 import numpy as np
 
@@ -26,6 +26,8 @@ from .depth import after_recording
 from .realization import data_of as _data_of_value, realize
 from .recording import record
 from .tensor import Tensor
+
+_TensorT = TypeVar("_TensorT", bound=Tensor)  # tensor_of returns an instance of the tensor_type it is given
 
 __all__ = [
     "value_of",
@@ -51,6 +53,23 @@ __all__ = [
 def value_of(tensor: Tensor) -> Value:
     """The recorded :class:`~onnxnn.ir.graph.Value` a tensor currently holds (pending or computed)."""
     return tensor._value
+
+
+@overload
+def tensor_of(
+    value: Value, grad_fn: Function | None = None, output_nr: int = 0, requires_grad: bool = False
+) -> Tensor: ...
+
+
+@overload
+def tensor_of(
+    value: Value,
+    grad_fn: Function | None = None,
+    output_nr: int = 0,
+    requires_grad: bool = False,
+    *,
+    tensor_type: type[_TensorT],
+) -> _TensorT: ...
 
 
 def tensor_of(
