@@ -82,9 +82,8 @@ class _Variant:
         self.shapes = [shape for shape, _ in key[1]]
         self.statics = statics
         self.dims: frozenset[tuple[int, int]] = frozenset()  # (input position, axis) pairs with symbolic sizes
-        self.fed: frozenset[int] = (
-            frozenset()
-        )  # positions (in key order) of the constants the shared graph takes as inputs
+        # Positions (in key order) of the constants the shared graph takes as inputs.
+        self.fed: frozenset[int] = frozenset()
         self.runners: dict = {}  # "session" / "kernels" -> the compiled shared graph for (dims, fed)
         self.refused: set[str] = set()  # kinds that could not compile it: those keys take the static path
 
