@@ -581,15 +581,15 @@ globals().update(
 __version__ = "0.1.0"
 
 
-def numel(input: Tensor) -> builtins_int:
+def numel(input: Tensor) -> _builtins.int:
     return input.numel()
 
 
-def is_tensor(obj) -> builtins_bool:
+def is_tensor(obj) -> _builtins.bool:
     return isinstance(obj, Tensor)
 
 
-def is_floating_point(input: Tensor) -> builtins_bool:
+def is_floating_point(input: Tensor) -> _builtins.bool:
     return input.is_floating_point()
 
 

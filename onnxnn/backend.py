@@ -148,7 +148,8 @@ class Backend(_OnnxBackend):
             arrays = [inputs[name] if name else None for name in node.input]
         else:
             arrays = list(inputs) + [None] * (len(node.input) - len(inputs))
-        graph_inputs, feeds = [], []
+        graph_inputs: list = []
+        feeds: list = []
         for name, array in zip(node.input, arrays):
             if not name or array is None or any(name == existing.name for existing in graph_inputs):
                 continue

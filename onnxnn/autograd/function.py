@@ -32,6 +32,10 @@ class FunctionCtx:
     """The methods ``forward`` and ``backward`` call on ``ctx`` (PyTorch's ``FunctionCtx``)."""
 
     __slots__ = ()
+    # Instances are BackwardCFunction nodes, which keep these in their __dict__ (this mixin has no slots).
+    _to_save: tuple
+    _non_differentiable: set
+    materialize_grads: bool
 
     def save_for_backward(self, *tensors: Tensor | None) -> None:
         """Saves tensors (inputs, outputs, or None) for ``backward``, where ``ctx.saved_tensors`` returns them.
@@ -46,16 +50,16 @@ class FunctionCtx:
                     f"save_for_backward can only save variables, but argument {tensors.index(tensor)} "
                     f"is of type {type(tensor).__name__}"
                 )
-        self._to_save = tensors
+        self._to_save = tensors  # type: ignore[misc]  # a BackwardCFunction's __dict__ entry
 
     def mark_non_differentiable(self, *tensors: Tensor) -> None:
         """Marks outputs as not differentiable: they get no ``grad_fn`` and ``backward`` sees a zero
         (or None, see :meth:`set_materialize_grads`) gradient for them."""
-        self._non_differentiable = {id(tensor) for tensor in tensors}
+        self._non_differentiable = {id(tensor) for tensor in tensors}  # type: ignore[misc]  # as _to_save
 
     def set_materialize_grads(self, value: bool) -> None:
         """Whether ``backward`` gets zeros (True, the default) or None for outputs no gradient reached."""
-        self.materialize_grads = bool(value)
+        self.materialize_grads = bool(value)  # type: ignore[misc]  # as _to_save
 
     def mark_dirty(self, *tensors: Tensor) -> None:
         """Not supported: onnxnn's in-place ops rebind a tensor to a new value, so forward need not
@@ -74,7 +78,8 @@ class BackwardCFunction(FunctionCtx, _Node):
     non-tensor state on ``ctx`` (``ctx.scale = 2``).
     """
 
-    _forward_cls: type = None
+    # The Function subclass; set on each generated <Name>Backward class, None only on this base.
+    _forward_cls: type[Function] = None  # type: ignore[assignment]
 
     def __init__(self):
         _Node.__init__(self, None, (), (), (), type(self).__name__)
@@ -94,7 +99,7 @@ class BackwardCFunction(FunctionCtx, _Node):
             raise RuntimeError(FREED_MESSAGE)
         if self._saved is None:
             return tuple(self._to_save)  # read in forward, before apply resolved them
-        tensors = []
+        tensors: list[Tensor | None] = []
         for entry in self._saved:
             if entry is None:
                 tensors.append(None)
@@ -125,7 +130,7 @@ class BackwardCFunction(FunctionCtx, _Node):
                 f"(expected {expected}, got {len(results)})"
             )
         tensor_positions = set(self._tensor_positions)
-        per_edge = []
+        per_edge: list[Tensor | None] = []
         for position, gradient in enumerate(results):
             if position not in tensor_positions:
                 if gradient is not None:
@@ -162,7 +167,9 @@ class BackwardCFunction(FunctionCtx, _Node):
     # ------------------------------------------------------------------ what apply sets up
     def _connect(self, args: tuple) -> None:
         """Takes the edges and values of the tensor arguments (before forward, which may change them)."""
-        positions, edges, values = [], [], []
+        positions: list[int] = []
+        edges: list[tuple | None] = []
+        values: list = []
         for position, arg in enumerate(args):
             if not isinstance(arg, Tensor):
                 continue
@@ -184,7 +191,8 @@ class BackwardCFunction(FunctionCtx, _Node):
         is_tuple = isinstance(output, tuple)
         raw = output if is_tuple else (output,)
         input_ids = {id(arg) for arg in args if isinstance(arg, Tensor)}
-        values, results = [], []
+        values: list = []  # a Value per output; None for a non-tensor output
+        results: list = []
         for output_nr, item in enumerate(raw):
             if not isinstance(item, Tensor):
                 values.append(None)  # a non-tensor output: backward gets None for it
@@ -211,7 +219,7 @@ class BackwardCFunction(FunctionCtx, _Node):
         """Notes what each saved tensor is (an input, an output, another tensor) and its version now."""
         inputs = {id(arg): arg for arg in args if isinstance(arg, Tensor)}
         outputs = {id(item): output_nr for output_nr, item in enumerate(raw) if isinstance(item, Tensor)}
-        saved = []
+        saved: list[tuple | None] = []
         for tensor in self._to_save:
             if tensor is None:
                 saved.append(None)
@@ -286,7 +294,7 @@ class Function:
         tensor([1.0000, 2.7183])
     """
 
-    _backward_cls: type = BackwardCFunction
+    _backward_cls: type[BackwardCFunction] = BackwardCFunction
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -354,7 +362,7 @@ class Function:
         return ctx._wrap_outputs(args, output)
 
 
-def _bind_arguments(cls: type, args: tuple, kwargs: dict, uses_setup_context: bool) -> tuple[tuple, dict]:
+def _bind_arguments(cls: type[Function], args: tuple, kwargs: dict, uses_setup_context: bool) -> tuple[tuple, dict]:
     """Moves keyword arguments that name ``forward``'s positional parameters into ``args``.
 
     With ``setup_context`` defaults are bound too, as PyTorch does (its ``inputs`` are complete).

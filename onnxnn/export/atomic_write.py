@@ -22,7 +22,7 @@ from typing import IO, Callable
 try:
     import fcntl
 except ImportError:  # Windows
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]  # None marks a platform without it
 
 __all__ = ["write_atomically", "remove_stale_temporaries"]
 
@@ -64,7 +64,7 @@ def remove_stale_temporaries(target: str) -> list[str]:
     """Removes the temporaries earlier saves of ``target`` left behind; returns their paths."""
     directory, name = os.path.split(target)
     pattern = _temporary_pattern(name)
-    removed = []
+    removed: list[str] = []
     try:
         entries = os.listdir(directory)
     except OSError:

@@ -303,7 +303,7 @@ class _Encoder:
                 name = f"{base}#{suffix}"
             self.tensors[name] = tensor
             self._names[id(tensor)] = name
-        reference = {"tensor": name}
+        reference: dict[str, Any] = {"tensor": name}
         if tensor.device != CPU:
             reference["device"] = str(tensor.device)
         if tensor.requires_grad:
@@ -394,7 +394,7 @@ def _decode_state_dict(document: dict, tensors: dict):
         container[key] = tensor
     if "metadata" in document:
         _expect(type(container) is OrderedDict, "module metadata on a plain dict")
-        container._metadata = _Decoder(tensors).decode(document["metadata"], 0)
+        container._metadata = _Decoder(tensors).decode(document["metadata"], 0)  # type: ignore[attr-defined]  # as PyTorch's
     return container
 
 
@@ -427,7 +427,7 @@ class _Decoder:
             _expect(set(value) <= {"OrderedDict", "metadata"}, f"unexpected fields {sorted(value)} in an OrderedDict")
             result = OrderedDict(self._pairs(value["OrderedDict"], depth))
             if "metadata" in value:
-                result._metadata = self.decode(value["metadata"], depth)
+                result._metadata = self.decode(value["metadata"], depth)  # type: ignore[attr-defined]  # as PyTorch's
             return result
         _expect(len(value) == 1 and next(iter(value)) in self._TAGS, f"unknown entry with fields {sorted(value)[:8]}")
         ((tag, content),) = value.items()
@@ -553,6 +553,7 @@ def _materialize(value, device_map: _DeviceMap, memo: dict, depth: int):
     if depth >= MAX_DEPTH:
         raise _TooDeep
     depth += 1
+    result: Any  # whatever the checkpoint's structure holds here
     kind = type(value)
     if isinstance(value, PendingTensor):
         result = _make_tensor(value, device_map)

@@ -54,7 +54,7 @@ def _resized_arguments(args: tuple, input_names: list[str], axes: dict) -> tuple
     return tuple(resized), sources
 
 
-def _fit(first: int, second: int, sources: list) -> tuple:
+def _fit(first: int, second: int, sources: list) -> tuple | None:
     """The (source, k, c) with ``first = k * d1 + c`` and ``second = k * d2 + c``; k a nonzero integer."""
     best = None
     for source in sources:
@@ -132,6 +132,9 @@ def make_shapes_dynamic(
     second = retrace(resized_args)
     _check_same_structure(trace, second)
 
+    prologue: list
+    new_initializers: list
+    cache: dict
     prologue, new_initializers, cache = [], [], {}
     graph_nodes = proto.graph.node
     for position, (node_a, node_b) in enumerate(zip(trace.plan.nodes, second.plan.nodes)):

@@ -233,7 +233,7 @@ class RestrictedUnpickler:
                 count = opcode - 0x84
                 if len(stack) - (marks[-1] if marks else 0) < count:
                     raise self._error(start, "TUPLE with too few values on the stack")
-                items = tuple(stack[-count:])
+                items = tuple(stack[-count:])  # type: ignore[assignment]  # items: popped values, list or tuple
                 del stack[-count:]
                 stack.append(items)
             elif opcode == 0x29:  # EMPTY_TUPLE
@@ -400,7 +400,7 @@ class RestrictedUnpickler:
             except UnicodeDecodeError:
                 raise self._error(start, "UNICODE with malformed text") from None
         else:
-            name = {
+            name = {  # type: ignore[assignment]  # None for an opcode without a name
                 0x69: "INST",
                 0x6F: "OBJ",
                 0x81: "NEWOBJ",
@@ -501,4 +501,4 @@ class RestrictedUnpickler:
                     f"a checkpoint tried to set the attribute {describe(key)} on an "
                     "OrderedDict; only _metadata may be set",
                 )
-            target._metadata = value
+            target._metadata = value  # type: ignore[attr-defined]  # PyTorch keeps it as an attribute of the dict

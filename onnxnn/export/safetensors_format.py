@@ -199,7 +199,7 @@ def _array(raw: memoryview, value_dtype: dtypes.dtype, shape: list) -> np.ndarra
 
 # ---------------------------------------------------------------------------------------------- writing
 def write_safetensors(
-    write: Callable[[bytes], object], arrays: dict[str, np.ndarray], metadata: dict[str, str]
+    write: Callable[[bytes | memoryview], object], arrays: dict[str, np.ndarray], metadata: dict[str, str]
 ) -> None:
     """Writes ``arrays`` (C-contiguous, onnxnn dtypes) as a safetensors file through ``write``.
 
@@ -229,4 +229,4 @@ def _little_endian_bytes(array: np.ndarray) -> memoryview:
         array = array.view(np.uint8)
     elif sys.byteorder == "big" and array.dtype.itemsize > 1:
         array = array.byteswap()
-    return memoryview(array.reshape(-1).view(np.uint8))
+    return memoryview(array.reshape(-1).view(np.uint8))  # type: ignore[arg-type]  # an ndarray is a buffer; numpy declares __buffer__ for Python >= 3.12 only

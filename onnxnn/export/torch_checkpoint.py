@@ -36,6 +36,7 @@ import struct
 import sys
 import zipfile
 import zlib
+from typing import Any
 
 import numpy as np
 
@@ -125,7 +126,7 @@ class _Storage:
     def __init__(self, key: str, raw, dtype: dtypes.dtype, location: str, numel: int, byteorder: str):
         self.key, self.raw, self.dtype, self.location = key, raw, dtype, location
         self.numel, self.byteorder = numel, byteorder
-        self._elements = {}
+        self._elements: dict = {}
 
     def elements(self, dtype: dtypes.dtype) -> np.ndarray:
         """The storage's bytes as a 1-D array of ``dtype``, copied once out of the file's bytes."""
@@ -297,7 +298,11 @@ def _encode(text, encoding="utf-8") -> bytes:
 
 
 def _allowed_globals() -> dict:
-    table = {"collections.OrderedDict": ORDERED_DICT, "builtins.set": SET, "builtins.frozenset": FROZENSET}
+    table: dict[str, Any] = {
+        "collections.OrderedDict": ORDERED_DICT,
+        "builtins.set": SET,
+        "builtins.frozenset": FROZENSET,
+    }
     for name, function in [
         ("_codecs.encode", _encode),
         ("builtins.bytes", _bytes),
@@ -391,7 +396,7 @@ class _Archive:
         if len(stored) != info.compress_size:
             raise self._damaged(f"member {name!r} runs past the end of the file")
         if info.compress_type == zipfile.ZIP_STORED:
-            content = stored
+            content: bytes | memoryview = stored
         else:
             try:
                 inflater = zlib.decompressobj(-15)

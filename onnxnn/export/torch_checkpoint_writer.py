@@ -343,7 +343,7 @@ def _element_bytes(tensor: Tensor) -> memoryview:
     array = np.ascontiguousarray(tensor.detach().cpu().numpy())
     if array.dtype == np.bool_:
         array = array.view(np.uint8)
-    return memoryview(array.reshape(-1).view(np.uint8))
+    return memoryview(array.reshape(-1).view(np.uint8))  # type: ignore[arg-type]  # an ndarray is a buffer; numpy declares __buffer__ for Python >= 3.12 only
 
 
 def write_torch_zip(obj: Any, write: Callable[[bytes], object], is_parameter: Callable[[Tensor], bool]) -> None:

@@ -61,7 +61,7 @@ class _Snapshot:
             tensor.grad = grad
 
 
-def _state_tensors(optimizer) -> list[tuple[object, str, Tensor]]:
+def _state_tensors(optimizer) -> list[tuple[Tensor, str, Tensor]]:
     found = []
     for group in optimizer.param_groups:
         for param in group["params"]:

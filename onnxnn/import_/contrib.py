@@ -121,7 +121,7 @@ def _normalized(total: Tensor, epsilon: float, centered: bool, axis: int = -1) -
     """
     if total.dtype in (dtypes.float16, dtypes.bfloat16):
         results = _normalized(total.to(dtypes.float32), epsilon, centered, axis)
-        return tuple(result.to(total.dtype) for result in results)
+        return tuple(result.to(total.dtype) for result in results)  # type: ignore[return-value]  # three results
     rank = len(total.shape)
     dims = list(range(axis % rank, rank))
     mean = total.mean(dims, keepdim=True)

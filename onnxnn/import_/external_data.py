@@ -25,7 +25,7 @@ from ..errors import ModelLoadError
 __all__ = ["model_tensors", "has_external_data", "load_external_data"]
 
 # Element types packed below one byte per element.
-_PACKED_BITS = {TensorProto.UINT4: 4, TensorProto.INT4: 4, TensorProto.FLOAT4E2M1: 4}
+_PACKED_BITS: dict[int, int] = {TensorProto.UINT4: 4, TensorProto.INT4: 4, TensorProto.FLOAT4E2M1: 4}
 for _name, _bits in (("UINT2", 2), ("INT2", 2), ("FLOAT6E2M3", 6), ("FLOAT6E3M2", 6)):
     if hasattr(TensorProto, _name):
         _PACKED_BITS[getattr(TensorProto, _name)] = _bits

@@ -151,11 +151,11 @@ class GraphModule(Module):
             parts = name.split(".")
             placeable = name not in prefixes and all(_SEGMENT.fullmatch(part) for part in parts)
             if placeable and self._fits(parts):
-                owner = self
+                owner: Module = self
                 for part in parts[:-1]:
                     if part not in owner._modules:
                         owner.add_module(part, Module())
-                    owner = owner._modules[part]
+                    owner = owner._modules[part]  # type: ignore[assignment]  # not None: the path's modules exist
                 _register(owner, parts[-1], tensor)
                 self._state_paths.append((name, tuple(parts[:-1]), parts[-1]))
                 continue
@@ -169,7 +169,7 @@ class GraphModule(Module):
 
     def _fits(self, parts: list[str]) -> bool:
         """Whether the dotted path can be registered without shadowing an existing attribute."""
-        owner = self
+        owner: Module = self
         for depth, part in enumerate(parts[:-1]):
             child = owner._modules.get(part)
             if child is None:
@@ -237,10 +237,10 @@ class GraphModule(Module):
 
     def _state_values(self, scope: Scope) -> None:
         for name, path, attribute in self._state_paths:
-            owner = self
+            owner: Module = self
             for part in path:
-                owner = owner._modules[part]
-            value = owner._parameters.get(attribute)
+                owner = owner._modules[part]  # type: ignore[assignment]  # not None: the path's modules exist
+            value: Tensor | None = owner._parameters.get(attribute)
             if value is None:
                 value = owner._buffers.get(attribute)
             if value is None:

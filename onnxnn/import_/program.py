@@ -387,7 +387,8 @@ def run_program(program: Program, scope: Scope, training: bool) -> list:
                 opset = (
                     None
                     if step.model_opset is None
-                    else recorded_opset(step.op_type, *step.model_opset, step.attrs, arguments)
+                    # model_opset: the (opset, attribute names) pair, which mypy cannot count when unpacked.
+                    else recorded_opset(step.op_type, *step.model_opset, step.attrs, arguments)  # type: ignore[call-arg]
                 )
                 results = apply_op(
                     step.op_type,
@@ -400,7 +401,8 @@ def run_program(program: Program, scope: Scope, training: bool) -> list:
         except (ModelLoadError, RuntimeError, MemoryError) as error:
             # Already documented types: a failure for these inputs (RuntimeError, as PyTorch and
             # onnxruntime raise), or a node of an enclosing body that named itself.
-            error.add_note(f"(while replaying ONNX node '{step.name}' of op_type '{step.op_type}')")
+            # add_note is Python 3.11+; mypy checks against 3.10, the oldest supported version.
+            error.add_note(f"(while replaying ONNX node '{step.name}' of op_type '{step.op_type}')")  # type: ignore[union-attr]
             raise
         except Exception as error:
             # A shape rule or importer tripping over the node's attributes (a Transpose perm out

@@ -13,6 +13,8 @@ class device:
     """A device such as ``device("cpu")`` or ``device("cuda", 0)`` (also ``device("cuda:0")``)."""
 
     __slots__ = ("type", "index")
+    type: str
+    index: int | None
 
     def __new__(cls, type_or_string, index: int | None = None):
         if isinstance(type_or_string, device):

@@ -9,6 +9,7 @@ dimensioned tensors of the same category.
 from __future__ import annotations
 
 import builtins
+from collections.abc import Sequence
 
 import ml_dtypes
 import numpy as np
@@ -51,7 +52,7 @@ class dtype:
 
     __slots__ = ("name", "onnx_type", "numpy_dtype", "category", "itemsize", "_rank", "differentiable")
 
-    def __init__(self, name: str, onnx_type: int, numpy_dtype, category: int, rank: int):
+    def __init__(self, name: str, onnx_type: builtins.int, numpy_dtype, category: builtins.int, rank: builtins.int):
         self.name = name
         self.onnx_type = onnx_type
         self.numpy_dtype = np.dtype(numpy_dtype)
@@ -156,7 +157,7 @@ def promote_types(a: dtype, b: dtype) -> dtype:
     return a if a._rank > b._rank else b
 
 
-def scalar_category(value) -> int:
+def scalar_category(value) -> builtins.int:
     if isinstance(value, builtins.bool) or isinstance(value, np.bool_):
         return _BOOL
     if isinstance(value, (builtins.int, np.integer)):
@@ -164,11 +165,11 @@ def scalar_category(value) -> int:
     return _FLOATING
 
 
-def default_dtype_for_category(category: int) -> dtype:
+def default_dtype_for_category(category: builtins.int) -> dtype:
     return (bool, int64, _default_float)[category]
 
 
-def result_type(tensor_dtypes_dims: list[tuple[dtype, builtins.int]], scalars: list = ()) -> dtype:
+def result_type(tensor_dtypes_dims: list[tuple[dtype, builtins.int]], scalars: Sequence = ()) -> dtype:
     """PyTorch's three-tier promotion over (dtype, ndim) pairs of tensors and Python scalars."""
     dimensioned = zero_dim = None
     for d, ndim in tensor_dtypes_dims:
@@ -186,4 +187,5 @@ def result_type(tensor_dtypes_dims: list[tuple[dtype, builtins.int]], scalars: l
             result = default_dtype_for_category(category)
         elif category > result.category:
             result = default_dtype_for_category(category)
-    return result
+    # Not None: callers always pass at least one tensor or scalar.
+    return result  # type: ignore[return-value]

@@ -127,7 +127,8 @@ class VersionedNode(Node):
     @property
     def signature(self) -> tuple:
         if self._signature is None:
-            self._signature = Node.signature.fget(self) + (self.opset,)
+            # mypy types a property read from the class as its getter function, not the property object.
+            self._signature = Node.signature.fget(self) + (self.opset,)  # type: ignore[attr-defined]
         return self._signature
 
     def __repr__(self) -> str:

@@ -6,6 +6,8 @@ gives the same numbers on every executor and every device.
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 
 __all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state"]
@@ -25,7 +27,8 @@ class Generator:
         return self
 
     def seed(self) -> int:
-        new_seed = int(np.random.SeedSequence().entropy) & (2**63 - 1)
+        # A fresh SeedSequence draws its entropy from the OS: always an int, never None or a sequence.
+        new_seed = int(cast(int, np.random.SeedSequence().entropy)) & (2**63 - 1)
         self.manual_seed(new_seed)
         return new_seed
 
@@ -73,7 +76,8 @@ def set_rng_state(state: dict) -> None:
 
 
 # numpy samples float32 and float64 directly; other float dtypes are sampled as float32 and cast.
-_SAMPLED_AS = {np.dtype(np.float64): np.float64, np.dtype(np.float32): np.float32}
+# Any: numpy's overloads of standard_normal and random take float32 or float64, not their union.
+_SAMPLED_AS: dict[np.dtype, Any] = {np.dtype(np.float64): np.float64, np.dtype(np.float32): np.float32}
 
 
 def normal(shape: tuple, numpy_dtype, mean=0.0, std=1.0, generator: Generator | None = None) -> np.ndarray:

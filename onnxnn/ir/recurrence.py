@@ -127,7 +127,7 @@ def unroll(backend, op_type: str, inputs, attrs: dict, num_outputs: int) -> list
         if wb is not None and steps:
             projected = projected + wb
         for t in reversed(range(steps)) if reverse else range(steps):
-            xw = projected[t]
+            xw = projected[t]  # type: ignore[index]  # not None: the loop runs only when steps > 0
             if op_type == "GRU":
                 hr = h @ r_t[:, : 2 * hidden]
                 if rb is not None:

@@ -102,7 +102,7 @@ def axes_argument(inputs: list, attrs: dict, position: int = 1):
     Returns None when neither is given (or the input is empty), meaning "no axes specified".
     """
     if len(inputs) > position and inputs[position] is not None:
-        axes = to_list(inputs[position])
+        axes: list | None = to_list(inputs[position])
         return axes if axes else None
     axes = attrs.get("axes")
     if axes is None:

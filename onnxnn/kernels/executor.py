@@ -249,7 +249,8 @@ class CompiledKernelPlan:
                 frees.setdefault(step_index, []).append(slot)
         for step_index, slots in frees.items():
             steps[step_index][4] = tuple(slots)
-        self.steps = [tuple(step) for step in steps]
+        # (kernel, attrs, input slots, outputs, frees): mixed types, read positionally by the loops.
+        self.steps: list[tuple] = [tuple(step) for step in steps]
         self.template = template
         self.descriptions = descriptions
         self.slot_shapes = slot_shapes
@@ -262,7 +263,7 @@ class CompiledKernelPlan:
         self.straight_line = None
 
     @staticmethod
-    def finish(result, dtype: np.dtype, recorded_shape: tuple, position: int) -> np.ndarray:
+    def finish(result, dtype: np.dtype, recorded_shape: tuple | None, position: int) -> np.ndarray:
         """An output as a C-contiguous array of the recorded dtype and shape (or a clear error)."""
         return _finished(result, dtype, recorded_shape, position)
 
@@ -378,7 +379,7 @@ class CompiledKernelPlan:
         )
 
 
-def _finished(result, dtype: np.dtype, recorded_shape: tuple, position: int) -> np.ndarray:
+def _finished(result, dtype: np.dtype, recorded_shape: tuple | None, position: int) -> np.ndarray:
     """Output ``position`` as a C-contiguous numpy array of its recorded dtype and shape."""
     result = np.asarray(result)
     if result.dtype != dtype:

@@ -43,7 +43,7 @@ def gemm(xp, inputs, attrs):
     return [result]
 
 
-def _plain_gemm(transpose_a: bool, transpose_b: bool):
+def _plain_gemm(transpose_a: int, transpose_b: int):
     """Gemm with alpha = beta = 1 (what autograd and nn.Linear record) as a function of (a, b, c)."""
 
     def gemm(a, b, c=None):

@@ -46,7 +46,7 @@ def _broadcastable(xp, parameter, shape, axis: int, block_size: int):
 def _saturate_to(xp, values, dtype: np.dtype, saturate: bool = True):
     """Float ``values`` rounded half to even and clipped into an integer ``dtype``, or cast to a float8."""
     if dtype.kind in "iu":
-        info = np.iinfo(dtype)
+        info: np.iinfo | ml_dtypes.finfo = np.iinfo(dtype)
         return xp.clip(xp.rint(values), info.min, info.max).astype(dtype)
     if saturate:
         info = ml_dtypes.finfo(dtype)

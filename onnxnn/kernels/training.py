@@ -248,7 +248,8 @@ def _adam_update(x, g, m, v, v_max, xp, factors, options) -> tuple:
     """
     if x.ndim == 0:  # numpy's 0-d arithmetic makes scalars, which the writes below cannot target
         arrays = (None if a is None else a.reshape(1) for a in (x, g, m, v, v_max))
-        results = _adam_update(*arrays, xp, factors, options)
+        # mypy cannot count the five arrays the generator unpacks into x, g, m, v, v_max.
+        results = _adam_update(*arrays, xp, factors, options)  # type: ignore[call-arg]
         return tuple(result.reshape(()) for result in results)
     # One layout for all: a transposed gradient (a weight's, from the backward's Gemm) mixed with
     # C-ordered states would make every elementwise pass strided and every result need a copy.
@@ -358,10 +359,10 @@ def _rmsprop_update(x, g, square_avg, grad_avg, buffer, xp, factors, maximize: b
     """One tensor's (or flat vector's) RMSprop update: new X, SQ (, GA) (, B), the decomposition's ops
     in place where they may be (as :func:`_adam_update`)."""
     if x.ndim == 0:  # numpy's 0-d arithmetic makes scalars, which the writes below cannot target
-        results = _rmsprop_update(
-            *(None if a is None else a.reshape(1) for a in (x, g, square_avg, grad_avg, buffer)), xp, factors, maximize
-        )
-        return tuple(result.reshape(()) for result in results)
+        arrays = (None if a is None else a.reshape(1) for a in (x, g, square_avg, grad_avg, buffer))
+        # mypy cannot count the five arrays the generator unpacks into x, g, square_avg, grad_avg, buffer.
+        reshaped = _rmsprop_update(*arrays, xp, factors, maximize)  # type: ignore[call-arg, arg-type]
+        return tuple(result.reshape(()) for result in reshaped)
     x, g, square_avg = (xp.ascontiguousarray(array) for array in (x, g, square_avg))
     learning_rate, alpha, one_minus_alpha, epsilon, weight_decay, momentum = (
         None if factor is None else _as_dtype(factor, x.dtype) for factor in factors

@@ -48,10 +48,10 @@ class Parameter(Tensor):
         # Tensor.__init__ refuses direct construction; __new__ has done all the work.
         pass
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # type: ignore[override]  # no tensor_contents, as PyTorch's Parameter
         return "Parameter containing:\n" + super().__repr__()
 
-    __str__ = __repr__
+    __str__ = __repr__  # type: ignore[assignment]  # as __repr__
 
     def __reduce_ex__(self, protocol):
         # The value pickles as a plain tensor (Tensor's own format); the wrapper restores the type.
@@ -77,6 +77,7 @@ class Buffer(Tensor):
     """
 
     __slots__ = ()  # ``persistent`` lives in __dict__ so that copies made by Tensor.__deepcopy__ keep it
+    persistent: bool
 
     def __new__(cls, data: Tensor | None = None, *, persistent: bool = True) -> "Buffer":
         data = _check_data(data, "Buffer")
@@ -93,4 +94,5 @@ class Buffer(Tensor):
 
 def _rebuild_buffer(data: Tensor, requires_grad: bool, persistent: bool) -> Buffer:
     buffer = Buffer(data, persistent=persistent)
-    return buffer.requires_grad_(requires_grad)  # a leaf: the data was detached when pickled
+    # requires_grad_ returns the buffer itself (typed as Tensor); a leaf: the data was detached when pickled.
+    return buffer.requires_grad_(requires_grad)  # type: ignore[return-value]

@@ -420,9 +420,9 @@ def embedding_bag(
     rows = weight.detach().numpy()
     chosen = np.full((bags, rows.shape[1]), -1, dtype=np.int64)
     for bag, (start, end) in enumerate(zip(starts, ends)):
-        members = [int(index) for index in values[start:end] if padding_idx is None or index != padding_idx]
-        if members:
-            chosen[bag] = np.asarray(members, dtype=np.int64)[rows[members].argmax(0)]
+        kept = [int(index) for index in values[start:end] if padding_idx is None or index != padding_idx]
+        if kept:
+            chosen[bag] = np.asarray(kept, dtype=np.int64)[rows[kept].argmax(0)]
     return output, constant_tensor(bag_of), constant_tensor(sizes), constant_tensor(chosen)
 
 

@@ -364,7 +364,7 @@ class OneCycleLR(LRScheduler):
         if anneal_strategy not in ("cos", "linear"):
             raise ValueError(f"anneal_strategy must be one of 'cos' or 'linear', instead got {anneal_strategy}")
         if three_phase:
-            self._schedule_phases = [
+            self._schedule_phases: list[dict[str, Any]] = [
                 {
                     "end_step": float(pct_start * self.total_steps) - 1,
                     "start_lr": "initial_lr",

@@ -160,13 +160,14 @@ class Optimizer:
                 post_hook(self, args, kwargs)
             return output
 
-        wrapper.hooked = True
+        wrapper.hooked = True  # type: ignore[attr-defined]  # marks the wrapped step (see _patch_step_function)
         return wrapper
 
     def _patch_step_function(self) -> None:
         # Only the most derived ``step`` is wrapped, so a subclass calling super().step() runs hooks once.
         if not getattr(self.__class__.step, "hooked", False):
-            self.__class__.step = self.profile_hook_step(self.__class__.step)
+            # Wrapped once per class, as PyTorch does, so step hooks run around every step.
+            self.__class__.step = self.profile_hook_step(self.__class__.step)  # type: ignore[method-assign]
 
     def register_step_pre_hook(self, hook: Callable) -> RemovableHandle:
         """Registers ``hook(optimizer, args, kwargs) -> None | (new_args, new_kwargs)`` run before ``step``."""

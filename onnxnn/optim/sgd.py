@@ -136,9 +136,9 @@ def sgd(
     ``momentum_buffer_list`` entries that are None are filled with new buffers (the first step
     copies the gradient). Nothing is computed until the values are realized.
     """
-    gradients = []
-    for param, gradient in zip(params, d_p_list):
-        gradient = _same_dtype(value_of(gradient), value_of(param))
+    gradients: list[Value] = []
+    for param, d_p in zip(params, d_p_list):
+        gradient = _same_dtype(value_of(d_p), value_of(param))
         gradients.append(update_node("Neg", gradient) if maximize else gradient)
     if momentum != 0:
         _momentum_updates(

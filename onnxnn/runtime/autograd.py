@@ -131,14 +131,14 @@ class Function:
 
     def __init__(self, node, outputs: tuple, next_functions: tuple, saved_versions: tuple, name: str):
         self.node = node
-        self.outputs = outputs
+        self.outputs: tuple | None = outputs
         self.next_functions = next_functions
         self._saved_versions = saved_versions
         self._name = name
-        self._hooks = None
-        self._pre_hooks = None
-        self._tensor_hooks = None
-        self._retained = None
+        self._hooks: _HookDict | None = None
+        self._pre_hooks: _HookDict | None = None
+        self._tensor_hooks: dict[int, _HookDict] | None = None
+        self._retained: dict[int, weakref.ref] | None = None
 
     def name(self) -> str:
         return self._name
@@ -257,7 +257,8 @@ class GradContext:
         return _tensor.Tensor._from_value(value, edge[0], edge[1])
 
     def output(self, index: int = 0):
-        value = self.function.outputs[index]
+        # Not None: gradient rules run before the engine releases their node.
+        value = self.function.outputs[index]  # type: ignore[index]
         if not self.create_graph:
             return _tensor.Tensor._from_value(value)
         return _tensor.Tensor._from_value(value, self.function, index)
@@ -432,7 +433,7 @@ def _drive(
                     _accumulate(function.variable, gradient, create_graph)
                 continue
             if needed is not None and function not in needed:
-                input_grads = ()  # no target lies behind it; still release its dependents below
+                input_grads: tuple | list = ()  # no target lies behind it; still release its dependents below
             else:
                 input_grads = _run_function(function, slots, create_graph)
             for edge, gradient in zip_longest(function.next_functions, input_grads):
@@ -510,7 +511,7 @@ def fit_gradients(input_grads, inputs: tuple, next_functions: tuple) -> list:
     Nothing flows to a constant or an input without an edge (None); a broadcast gradient is
     summed back to its input's shape (the driver's job, never a rule's).
     """
-    fitted = []
+    fitted: list = []
     for value, gradient, edge in zip(inputs, input_grads, next_functions):
         if gradient is None or value is None or edge is None:
             fitted.append(None)
@@ -562,7 +563,7 @@ def _root_gradients(tensors: list, grad_tensors: list) -> list:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             # A structural constant: embedded in the compiled graph (where it folds away), not fed.
             value = tensor._value
-            ones = 1
+            ones: int | list = 1
             for _ in value.shape:  # a one-element shape: [[1]] for (1, 1)
                 ones = [ones]
             gradient = _tensor.Tensor._from_value(static_constant(ones, value.dtype, value.device))

@@ -15,6 +15,7 @@ from ..ir.graph import constant
 from . import tensor as _tensor  # circular (Tensor methods build tensors here): read at call time
 
 if TYPE_CHECKING:
+    from ..ir.device import device as _Device  # aliased: parameters here are named device
     from .tensor import Tensor
 
 __all__ = [
@@ -46,7 +47,7 @@ __all__ = [
 ]
 
 
-def _device(device) -> "object":
+def _device(device) -> _Device:
     if device is None:
         return CPU
     target = as_device(device)
@@ -80,7 +81,7 @@ def _make(array: np.ndarray, dtype, device, requires_grad: bool) -> Tensor:
     return result
 
 
-def _infer_array(data) -> tuple[np.ndarray, object]:
+def _infer_array(data) -> tuple[np.ndarray, dtypes.dtype]:
     """numpy form of Python data plus the dtype PyTorch would give it (floats are the default dtype)."""
     if isinstance(data, _tensor.Tensor):
         return np.array(data._realized_data()), data.dtype

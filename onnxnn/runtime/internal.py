@@ -15,7 +15,7 @@ Example::
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence, TypeVar, overload
 
 import numpy as np
 
@@ -26,6 +26,8 @@ from .depth import after_recording
 from .realization import data_of as _data_of_value, realize
 from .recording import record
 from .tensor import Tensor
+
+_TensorT = TypeVar("_TensorT", bound=Tensor)  # tensor_of returns an instance of the tensor_type it is given
 
 __all__ = [
     "value_of",
@@ -53,13 +55,30 @@ def value_of(tensor: Tensor) -> Value:
     return tensor._value
 
 
+@overload
+def tensor_of(
+    value: Value, grad_fn: Function | None = None, output_nr: int = 0, requires_grad: bool = False
+) -> Tensor: ...
+
+
+@overload
 def tensor_of(
     value: Value,
     grad_fn: Function | None = None,
     output_nr: int = 0,
     requires_grad: bool = False,
     *,
-    tensor_type: type = Tensor,
+    tensor_type: type[_TensorT],
+) -> _TensorT: ...
+
+
+def tensor_of(
+    value: Value,
+    grad_fn: Function | None = None,
+    output_nr: int = 0,
+    requires_grad: bool = False,
+    *,
+    tensor_type: type[Tensor] = Tensor,
 ) -> Tensor:
     """A new Tensor handle on ``value``.
 
@@ -125,7 +144,8 @@ def record_update(tensor: Tensor, new: Tensor | Value) -> None:
     autograd checks: parameters are leaves that require grad. The version bumps, so a backward
     through a graph that saved the old value refuses to run.
     """
-    value = new if type(new) is Value else new._value
+    # mypy narrows ``type(new) is Value`` only on the true branch: the other is a Tensor.
+    value = new if type(new) is Value else new._value  # type: ignore[union-attr]
     if value.dtype is not tensor._value.dtype:
         (value,) = record_op("Cast", (value,), {"to": tensor._value.dtype})
     # Not ``Tensor._rebind``: a step realizes every value it writes before it returns, so the

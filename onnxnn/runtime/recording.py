@@ -82,7 +82,7 @@ def record_scanned(
         where = CPU
     if len(metas) == 1:
         shape, out_dtype = metas[0]
-        outputs = (Value(node, 0, shape, out_dtype, where),)
+        outputs: tuple[Value, ...] = (Value(node, 0, shape, out_dtype, where),)
     else:
         outputs = tuple([Value(node, i, shape, out_dtype, where) for i, (shape, out_dtype) in enumerate(metas)])
     trace = MODE.trace

@@ -241,7 +241,7 @@ class CompiledSession:
         widened = _widen_bfloat16_io(model)
         self.bfloat16_io = widened if widened[0] or widened[1] else None
         self.copy_inputs = _writes_its_inputs(model)
-        providers = ["CPUExecutionProvider"]
+        providers: list = ["CPUExecutionProvider"]  # names, or (name, options) pairs
         if device.type == "cuda":
             providers = [("CUDAExecutionProvider", {"device_id": device.index or 0}), "CPUExecutionProvider"]
         if threads is None:

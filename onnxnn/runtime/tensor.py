@@ -7,12 +7,14 @@ value and bump a version counter (DESIGN principle 5).
 
 from __future__ import annotations
 
+import builtins
 import weakref
 
 import numpy as np
 
 from ..ir import dtypes as _dtypes
 from ..ir.device import CPU, as_device, cuda_is_available
+from ..ir.device import device as _Device  # aliased: parameters here are named device
 from ..ir.graph import Value, constant, hold
 from ..ir.mode import MODE
 from ..ir.registry import non_differentiable
@@ -64,7 +66,7 @@ def apply_op(
     """
     # One pass over the inputs finds their values, whether any requires grad, their device and the
     # deepest pending node (graph.record's scan, merged here because this runs for every op).
-    values = []
+    values: list[Value | None] = []
     append = values.append
     requires_grad = False
     where = None
@@ -91,8 +93,8 @@ def apply_op(
     function = None
     function_needed = requires_grad and MODE.grad.enabled and (domain, op_type) not in _NON_DIFFERENTIABLE
     if function_needed:
-        edges = []
-        versions = []
+        edges: list[tuple | None] = []
+        versions: list[tuple[VersionCounter, int] | None] = []
         for item in inputs:
             if item is None or type(item) is Value or not item._requires_grad:
                 edges.append(None)
@@ -150,13 +152,18 @@ class Tensor(TensorMethods, TensorAPI):
     """
 
     __slots__ = ("_value", "_grad_fn", "_output_nr", "_requires_grad", "_version_counter", "__dict__", "__weakref__")
+    _value: Value
+    _grad_fn: Function | None
+    _output_nr: int
+    _requires_grad: bool
+    _version_counter: VersionCounter | None
 
     # Rarely set per tensor: class-level defaults, so creating a tensor (on every op) sets only the
     # slots above; an assignment stores the attribute in the instance's own dict. (The version
     # counter is a slot: every input saved for backward gets one, and a dict per tensor costs more.)
-    grad = None
-    _accumulator = None
-    _backward_hooks = None
+    grad: Tensor | None = None
+    _accumulator: weakref.ref[AccumulateGrad] | None = None
+    _backward_hooks: _HookDict | None = None
 
     # Makes numpy defer to Tensor's reflected operators (``np_array * tensor`` gives a Tensor).
     __array_priority__ = 1000
@@ -207,7 +214,7 @@ class Tensor(TensorMethods, TensorAPI):
         return self._value.dtype
 
     @property
-    def device(self):
+    def device(self) -> _Device:
         return self._value.device
 
     @property
@@ -646,7 +653,7 @@ class Tensor(TensorMethods, TensorAPI):
     def share_memory_(self) -> "Tensor":
         return self
 
-    def is_shared(self) -> bool:
+    def is_shared(self) -> builtins.bool:
         return False
 
     def pin_memory(self) -> "Tensor":

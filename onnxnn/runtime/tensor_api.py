@@ -8,11 +8,19 @@ one readable idea: a method here is a row of a table, documented by the function
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from . import creation, ops
 from . import tensor as _tensor  # circular (Tensor subclasses TensorAPI): attributes are read at call time
 from ..ir.graph import hold
+
+if TYPE_CHECKING:
+    # Type checkers see the methods attached below from the tables; at run time the base is object.
+    from .tensor_declarations import TensorDeclarations as _AttachedMethods
+else:
+    _AttachedMethods = object
 
 # Methods ``x.name(*args, **kwargs)`` that are ``onnxnn.name(x, *args, **kwargs)``.
 DELEGATED = (
@@ -365,7 +373,7 @@ def _in_place(name: str, arithmetic: bool):
     return method
 
 
-class TensorAPI:
+class TensorAPI(_AttachedMethods):
     __slots__ = ()
 
     # ---------------------------------------------------------------- constructors like this tensor
@@ -402,7 +410,7 @@ class TensorAPI:
 
     def hardshrink(self, lambd: float = 0.5):
         """See :func:`onnxnn.nn.functional.hardshrink`."""
-        return ops.hardshrink(self, lambd)
+        return ops.hardshrink(self, lambd)  # type: ignore[arg-type]  # self is a Tensor
 
     def prelu(self, weight):
         """See :func:`onnxnn.nn.functional.prelu`."""
@@ -410,7 +418,7 @@ class TensorAPI:
 
     def polygamma(self, n: int):
         """``onnxnn.polygamma(n, self)``: the ``n``-th derivative of digamma (torch's argument order)."""
-        return ops.polygamma(n, self)
+        return ops.polygamma(n, self)  # type: ignore[arg-type]  # self is a Tensor
 
     # ---------------------------------------------------------------- random fills (onnxnn's generator)
     def exponential_(self, lambd: float = 1.0, *, generator=None):
@@ -523,16 +531,16 @@ class TensorAPI:
 
     # ---------------------------------------------------------------- shape helpers
     def split_with_sizes(self, split_sizes, dim: int = 0):
-        return ops.split(self, list(split_sizes), dim)
+        return ops.split(self, list(split_sizes), dim)  # type: ignore[arg-type]  # self is a Tensor
 
     def unsafe_split(self, split_size, dim: int = 0):
-        return ops.split(self, split_size, dim)
+        return ops.split(self, split_size, dim)  # type: ignore[arg-type]  # self is a Tensor
 
     def unsafe_chunk(self, chunks: int, dim: int = 0):
-        return ops.chunk(self, chunks, dim)
+        return ops.chunk(self, chunks, dim)  # type: ignore[arg-type]  # self is a Tensor
 
     def narrow_copy(self, dim: int, start: int, length: int):
-        return ops.narrow(self, dim, start, length)
+        return ops.narrow(self, dim, start, length)  # type: ignore[arg-type]  # self is a Tensor
 
     def sum_to_size(self, *size):
         """Sums the broadcast dims away so the result has ``size`` (which must broadcast to this shape)."""

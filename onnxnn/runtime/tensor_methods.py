@@ -142,10 +142,10 @@ class TensorMethods:
         return ops.ge(self, other)
 
     def equal(self, other) -> bool:
-        return ops.equal(self, other)
+        return ops.equal(self, other)  # type: ignore[arg-type]  # self is a Tensor (its only subclass)
 
     def allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
-        return ops.allclose(self, other, rtol, atol, equal_nan)
+        return ops.allclose(self, other, rtol, atol, equal_nan)  # type: ignore[arg-type]  # self is a Tensor
 
     def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
         return ops.isclose(self, other, rtol, atol, equal_nan)
@@ -408,7 +408,7 @@ class TensorMethods:
         return ops.getitem(self, key)
 
     def __setitem__(self, key, value) -> None:
-        ops.setitem(self, key, value)
+        ops.setitem(self, key, value)  # type: ignore[arg-type]  # self is a Tensor
 
     def index_select(self, dim, index):
         return ops.index_select(self, dim, index)

@@ -253,13 +253,14 @@ def multi_head_attention_forward(
         b_q = b_k = b_v = None
         if in_proj_bias is not None:
             b_q, b_k, b_v = in_proj_bias.chunk(3)
-        q = linear(query, q_proj_weight, b_q)
-        k = linear(key, k_proj_weight, b_k)
-        v = linear(value, v_proj_weight, b_v)
+        # Not None: use_separate_proj_weight comes with the three projection weights.
+        q = linear(query, q_proj_weight, b_q)  # type: ignore[arg-type]
+        k = linear(key, k_proj_weight, b_k)  # type: ignore[arg-type]
+        v = linear(value, v_proj_weight, b_v)  # type: ignore[arg-type]
     else:
         if tuple(key.shape) != tuple(value.shape):
             raise AssertionError(f"key shape {key.shape} does not match value shape {value.shape}")
-        w_q, w_k, w_v = in_proj_weight.chunk(3)
+        w_q, w_k, w_v = in_proj_weight.chunk(3)  # type: ignore[union-attr]  # given without separate weights
         b_q = b_k = b_v = None
         if in_proj_bias is not None:
             b_q, b_k, b_v = in_proj_bias.chunk(3)

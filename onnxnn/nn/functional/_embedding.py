@@ -99,7 +99,7 @@ def _lookup(
             (1.0 / counts[inverse]).astype(weight.dtype.numpy_dtype), weight.dtype, weight.device
         )
         factor = frequency if factor is None else factor * frequency
-    return _gradient_scaled(rows, factor)
+    return _gradient_scaled(rows, factor)  # type: ignore[arg-type]  # not None: padding or frequency set it
 
 
 def embedding(
@@ -181,9 +181,10 @@ def _bag_ids(input: Tensor, offsets: Tensor | None, bags: int, include_last_offs
     the number of bag starts at or before the position, minus one."""
     if input.dim() == 2:
         return constant_tensor(np.repeat(np.arange(input.shape[0], dtype=np.int64), input.shape[1]))
-    starts = offsets.narrow(0, 0, bags) if include_last_offset else offsets
+    # Not None: 1-D input comes with offsets (checked by embedding_bag).
+    starts = offsets.narrow(0, 0, bags) if include_last_offset else offsets  # type: ignore[union-attr]
     positions = constant_tensor(np.arange(input.shape[0], dtype=np.int64)).reshape((-1, 1))
-    started = _ops.ge(positions, starts.to(dtypes.int64).reshape((1, -1)))
+    started = _ops.ge(positions, starts.to(dtypes.int64).reshape((1, -1)))  # type: ignore[union-attr]
     return started.to(dtypes.int64).sum(1) - 1
 
 

@@ -128,7 +128,7 @@ def gaussian_nll_loss(
     else:
         # PyTorch clamps a clone under no_grad: the forward value is clamped, the gradient passes unchanged.
         var = var + (_ops.clamp(var, min=eps) - var).detach()
-        loss = (_ops.log(var) + difference * difference / var) * 0.5
+        loss = (_ops.log(var) + difference * difference / var) * 0.5  # type: ignore[arg-type]  # var: a Tensor here
     if full:
         loss = loss + 0.5 * math.log(2 * math.pi)
     return _reduce_loss(loss, reduction, "MeanBackward0")

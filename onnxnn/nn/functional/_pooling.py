@@ -141,7 +141,7 @@ def _adaptive_max_pool(input: Tensor, output_size, return_indices: bool, rank: i
         raise RuntimeError(f"{function}(): Expected {rank + 1}D or {rank + 2}D tensor, but got: {list(input.shape)}")
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"\"{function}\" not implemented for '{input.dtype.name}'")
-    sizes = [output_size] * rank if isinstance(output_size, int) or output_size is None else list(output_size)
+    sizes: list = [output_size] * rank if isinstance(output_size, int) or output_size is None else list(output_size)
     if len(sizes) != rank:
         raise RuntimeError(f"{function}(): internal error: output_size.size() must be {rank}")
     x, added_batch = batched(input, rank, function)

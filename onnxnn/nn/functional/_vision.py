@@ -28,7 +28,7 @@ dimensions works and no rule beyond the existing ones is needed.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -120,6 +120,7 @@ def interpolate(
     if mode == "area":
         pool = (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[spatial - 1]
         return pool(input, output_size)
+    attrs: dict[str, Any]  # strings, and numbers for the cubic and antialias options
     if mode == "nearest":
         attrs = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
     elif mode == "nearest-exact":
@@ -140,7 +141,7 @@ def interpolate(
     empty_roi = static_constant([], dtypes.float32)
     if scales is not None and not align_corners:
         scale_input = static_constant([1.0, 1.0] + scales, dtypes.float32)
-        inputs = (input, empty_roi, scale_input)
+        inputs: tuple = (input, empty_roi, scale_input)
     else:
         inputs = (
             input,
@@ -197,10 +198,10 @@ def _antialias_aligned_matrix(size_in: int, size_out: int, mode: str) -> np.ndar
 def _antialiased_with_aligned_corners(input: Tensor, output_size: list[int], mode: str) -> Tensor:
     """``rows @ input @ columns``: two ``MatMul`` nodes with PyTorch's per-axis filter matrices."""
     numpy_dtype = input.dtype.numpy_dtype
-    rows = _antialias_aligned_matrix(input.shape[2], output_size[0], mode)
-    columns = _antialias_aligned_matrix(input.shape[3], output_size[1], mode).T
-    rows = constant_tensor(np.ascontiguousarray(rows.astype(numpy_dtype)), input.dtype, input.device)
-    columns = constant_tensor(np.ascontiguousarray(columns.astype(numpy_dtype)), input.dtype, input.device)
+    row_matrix = _antialias_aligned_matrix(input.shape[2], output_size[0], mode)
+    column_matrix = _antialias_aligned_matrix(input.shape[3], output_size[1], mode).T
+    rows = constant_tensor(np.ascontiguousarray(row_matrix.astype(numpy_dtype)), input.dtype, input.device)
+    columns = constant_tensor(np.ascontiguousarray(column_matrix.astype(numpy_dtype)), input.dtype, input.device)
     return rows @ input @ columns
 
 

@@ -7,7 +7,8 @@ converted tensors, as in PyTorch.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 
@@ -16,6 +17,10 @@ from ...runtime.creation import empty_like
 from ...ir.device import as_device, cuda_is_available, device as _device_type
 from ...runtime.grad_mode import no_grad
 from ...runtime.tensor import Tensor
+
+if TYPE_CHECKING:
+    from ..parameter import Parameter
+    from .module import Module
 
 __all__ = ["ConversionMixin"]
 
@@ -64,6 +69,13 @@ def _check_device_available(device) -> None:
 
 class ConversionMixin:
     """The conversion methods of :class:`~onnxnn.nn.Module`."""
+
+    # Module's tables and traversal, used by the methods below.
+    _parameters: OrderedDict[str, Parameter | None]
+    _buffers: OrderedDict[str, Tensor | None]
+    if TYPE_CHECKING:
+
+        def children(self) -> Iterator[Module]: ...
 
     def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True):
         """Applies ``fn`` to every parameter (rebinding it), its ``.grad`` and every buffer.

@@ -377,6 +377,16 @@ def _attach_non_full_backward_hooks(module, hooks: list, args: tuple, result) ->
 class ModuleHooksMixin:
     """The per-module hook registration methods of :class:`~onnxnn.nn.Module`."""
 
+    # The hook tables (handle id -> hook or flag) that Module.__init__ creates, used by the methods below.
+    _forward_pre_hooks: OrderedDict[int, Callable]
+    _forward_pre_hooks_with_kwargs: OrderedDict[int, bool]
+    _forward_hooks: OrderedDict[int, Callable]
+    _forward_hooks_with_kwargs: OrderedDict[int, bool]
+    _forward_hooks_always_called: OrderedDict[int, bool]
+    _backward_pre_hooks: OrderedDict[int, Callable]
+    _backward_hooks: OrderedDict[int, Callable]
+    _is_full_backward_hook: bool | None  # None until the first module backward hook says which kind
+
     def register_forward_pre_hook(
         self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False
     ) -> RemovableHandle:
@@ -509,6 +519,8 @@ class ModuleHooksMixin:
         result = None
         called_always = set()
         try:
+            full_backward_hooks: list
+            non_full_backward_hooks: list
             full_backward_hooks, non_full_backward_hooks = [], []
             backward_pre_hooks = []
             if self._backward_pre_hooks or _global_backward_pre_hooks:

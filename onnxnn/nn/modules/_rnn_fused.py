@@ -22,6 +22,8 @@ Batch-first input is transposed around the nodes: onnxruntime's CPU recurrent ke
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ...ir import dtypes
@@ -112,7 +114,7 @@ def _layer_inputs(module, layer: int, directions: int) -> tuple:
 
 
 def _attributes(mode: str, hidden: int, directions: int) -> dict:
-    attrs = {"hidden_size": hidden, "direction": "bidirectional" if directions == 2 else "forward"}
+    attrs: dict[str, Any] = {"hidden_size": hidden, "direction": "bidirectional" if directions == 2 else "forward"}
     if mode in _ACTIVATION:
         attrs["activations"] = [_ACTIVATION[mode]] * directions
     if mode == "GRU":

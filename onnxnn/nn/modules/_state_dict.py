@@ -16,7 +16,7 @@ import threading
 import warnings
 from collections import OrderedDict, namedtuple
 from collections.abc import Mapping
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ...runtime.autograd import RemovableHandle, add_hook
 from ...runtime.grad_mode import no_grad
@@ -24,6 +24,9 @@ from ...runtime.internal import restore_state, save_state
 from ...runtime.tensor import Tensor
 from ..parameter import Parameter
 from ._hooks import _WrappedHook
+
+if TYPE_CHECKING:
+    from .module import Module
 
 __all__ = ["StateDictMixin"]
 
@@ -108,6 +111,17 @@ class _Undo:
 
 class StateDictMixin:
     """The state_dict methods of :class:`~onnxnn.nn.Module`."""
+
+    # The tables that Module.__init__ creates, used by the methods below.
+    _parameters: OrderedDict[str, Parameter | None]
+    _buffers: OrderedDict[str, Tensor | None]
+    _non_persistent_buffers_set: set[str]
+    _modules: OrderedDict[str, Module | None]
+    _version: int
+    _state_dict_hooks: OrderedDict[int, Callable]
+    _state_dict_pre_hooks: OrderedDict[int, Callable]
+    _load_state_dict_pre_hooks: OrderedDict[int, Callable]
+    _load_state_dict_post_hooks: OrderedDict[int, Callable]
 
     # ------------------------------------------------------------------------ saving
     def get_extra_state(self) -> Any:
@@ -337,7 +351,7 @@ class StateDictMixin:
         metadata = getattr(state_dict, "_metadata", None)
         state_dict = OrderedDict(state_dict)  # hooks and overrides may edit it: never the caller's
         if metadata is not None:
-            state_dict._metadata = metadata
+            state_dict._metadata = metadata  # type: ignore[attr-defined]  # PyTorch keeps it as an attribute of the dict
 
         plan = _LoadPlan()
         modules_in_order: list = []

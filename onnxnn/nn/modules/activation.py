@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import warnings
 
 from ...runtime.creation import empty
@@ -189,7 +191,8 @@ class _InplaceOnly(Module):
     """An activation whose only option is ``inplace`` (SiLU, Mish, SELU, Hardswish, Hardsigmoid)."""
 
     __constants__ = ["inplace"]
-    _function = None
+    # The functional form each subclass sets (staticmethod(F....)); None only on this base.
+    _function: Callable[..., Any] = None  # type: ignore[assignment]
 
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()
@@ -205,7 +208,8 @@ class _InplaceOnly(Module):
 class _Stateless(Module):
     """An activation without options (LogSigmoid, Softsign, Tanhshrink)."""
 
-    _function = None
+    # The functional form each subclass sets (staticmethod(F....)); None only on this base.
+    _function: Callable[..., Any] = None  # type: ignore[assignment]
 
     def forward(self, input: Tensor) -> Tensor:
         return type(self)._function(input)

@@ -101,7 +101,7 @@ class AdaptiveLogSoftmaxWithLoss(Module):
     def reset_parameters(self) -> None:
         """Re-draws every parameter as the constructor did."""
         self.head.reset_parameters()
-        for input_to_hidden, hidden_to_output in self.tail:
+        for input_to_hidden, hidden_to_output in self.tail:  # type: ignore[attr-defined]  # two-module Sequentials
             input_to_hidden.reset_parameters()
             hidden_to_output.reset_parameters()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...runtime.creation import empty
 from ...runtime.tensor import Tensor
 from .. import functional as F
@@ -94,8 +96,8 @@ class MultiheadAttention(Module):
             self.register_parameter("in_proj_bias", None)
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, **factory_kwargs)
         if add_bias_kv:
-            self.bias_k = Parameter(empty((1, 1, embed_dim), **factory_kwargs))
-            self.bias_v = Parameter(empty((1, 1, embed_dim), **factory_kwargs))
+            self.bias_k: Parameter | None = Parameter(empty((1, 1, embed_dim), **factory_kwargs))
+            self.bias_v: Parameter | None = Parameter(empty((1, 1, embed_dim), **factory_kwargs))
         else:
             self.bias_k = self.bias_v = None
         self.add_zero_attn = add_zero_attn
@@ -134,7 +136,7 @@ class MultiheadAttention(Module):
         batched = query.dim() == 3
         if self.batch_first and batched:
             query, key, value = (t.transpose(1, 0) for t in (query, key, value))
-        common = dict(
+        common: dict[str, Any] = dict(
             training=self.training,
             key_padding_mask=key_padding_mask,
             need_weights=need_weights,

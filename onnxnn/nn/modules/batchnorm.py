@@ -223,9 +223,9 @@ class _LazyNormBase(LazyModuleMixin, _NormBase):
         if self.has_uninitialized_params():
             self.num_features = input.shape[1]
             if self.affine:
-                self.weight.materialize((self.num_features,))
+                self.weight.materialize((self.num_features,))  # type: ignore[attr-defined]  # uninitialized until now
                 if self.bias is not None:
-                    self.bias.materialize((self.num_features,))
+                    self.bias.materialize((self.num_features,))  # type: ignore[attr-defined]  # uninitialized until now
             if self.track_running_stats:
                 self.running_mean.materialize((self.num_features,))
                 self.running_var.materialize((self.num_features,))

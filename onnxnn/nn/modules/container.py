@@ -6,7 +6,7 @@ import operator
 from collections import OrderedDict
 from collections import abc as container_abcs
 from itertools import chain, islice
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, overload
 
 from ...runtime.tensor import Tensor
 from ..parameter import Parameter
@@ -33,7 +33,15 @@ class Sequential(Module):
         >>> model = nn.Sequential(OrderedDict([("fc", nn.Linear(4, 3)), ("act", nn.ReLU())]))
     """
 
-    def __init__(self, *args: Module) -> None:
+    _modules: OrderedDict[str, Module]  # type: ignore[assignment]  # a container holds modules, never None
+
+    @overload
+    def __init__(self, *args: Module) -> None: ...
+
+    @overload
+    def __init__(self, arg: OrderedDict[str, Module], /) -> None: ...
+
+    def __init__(self, *args: Any) -> None:
         super().__init__()
         if len(args) == 1 and isinstance(args[0], OrderedDict):
             for key, module in args[0].items():
@@ -161,6 +169,8 @@ class ModuleList(Module):
         >>> self.linears = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
     """
 
+    _modules: OrderedDict[str, Module]  # type: ignore[assignment]  # a container holds modules, never None
+
     def __init__(self, modules: Iterable[Module] | None = None) -> None:
         super().__init__()
         if modules is not None:
@@ -256,6 +266,8 @@ class ModuleDict(Module):
         >>> self.activations = nn.ModuleDict({"relu": nn.ReLU(), "lrelu": nn.LeakyReLU()})
     """
 
+    _modules: OrderedDict[str, Module]  # type: ignore[assignment]  # a container holds modules, never None
+
     def __init__(self, modules: Mapping[str, Module] | None = None) -> None:
         super().__init__()
         if modules is not None:
@@ -317,15 +329,15 @@ class ModuleDict(Module):
                     + " should be Iterable; is"
                     + type(pair).__name__
                 )
-            if not len(pair) == 2:
+            if not len(pair) == 2:  # type: ignore[arg-type]  # pair: an Iterable that has a length
                 raise ValueError(
                     "ModuleDict update sequence element #"
                     + str(index)
                     + " has length "
-                    + str(len(pair))
+                    + str(len(pair))  # type: ignore[arg-type]
                     + "; 2 is required"
                 )
-            self[pair[0]] = pair[1]
+            self[pair[0]] = pair[1]  # type: ignore[index]  # a (key, value) pair
 
 
 def _tensor_summary(value) -> str:
@@ -364,10 +376,10 @@ class ParameterList(Module):
 
     def __setitem__(self, idx: int, param: Any) -> None:
         # Every way of adding to the list ends here, so this is where tensors become Parameters.
-        idx = self._get_abs_string_index(idx)
+        name = self._get_abs_string_index(idx)
         if isinstance(param, Tensor) and not isinstance(param, Parameter):
             param = Parameter(param)
-        setattr(self, idx, param)
+        setattr(self, name, param)
 
     def __len__(self) -> int:
         return self._size
@@ -518,15 +530,15 @@ class ParameterDict(Module):
                         + " should be Iterable; is"
                         + type(pair).__name__
                     )
-                if not len(pair) == 2:
+                if not len(pair) == 2:  # type: ignore[arg-type]  # pair: an Iterable that has a length
                     raise ValueError(
                         "ParameterDict update sequence element #"
                         + str(index)
                         + " has length "
-                        + str(len(pair))
+                        + str(len(pair))  # type: ignore[arg-type]
                         + "; 2 is required"
                     )
-                self[pair[0]] = pair[1]
+                self[pair[0]] = pair[1]  # type: ignore[index]  # a (key, value) pair
 
     def extra_repr(self) -> str:
         return "\n".join(f"  ({key}): " + _tensor_summary(value) for key, value in self.items())

@@ -8,6 +8,8 @@ explicit padding of ``F.pad_for_conv``.
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from collections.abc import Iterable
 
 from ...runtime.creation import empty
@@ -57,6 +59,8 @@ class _ConvNd(Module):
         "kernel_size",
     ]
     _spatial_rank = 0
+    weight: Parameter
+    bias: Parameter | None
 
     def __init__(
         self,
@@ -153,7 +157,8 @@ class _ConvNd(Module):
 
 
 class _Conv(_ConvNd):
-    _function = None
+    # The functional form each subclass sets (staticmethod(F....)); None only on this base.
+    _function: Callable[..., Any] = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -263,7 +268,8 @@ class Conv3d(_Conv):
 
 
 class _ConvTransposeNd(_ConvNd):
-    _function = None
+    # The functional form each subclass sets (staticmethod(F....)); None only on this base.
+    _function: Callable[..., Any] = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -408,9 +414,19 @@ class ConvTranspose3d(_ConvTransposeNd):
 class _LazyConvXdMixin(LazyModuleMixin):
     """``in_channels`` from the first input; the weight (and bias) materialize then, and are initialized."""
 
+    # What the convolution class this mixin is combined with defines (see _ConvNd).
+    _spatial_rank: int
+    in_channels: int
+    out_channels: int
+    groups: int
+    transposed: bool
+    kernel_size: tuple
+    weight: Parameter  # an UninitializedParameter until initialize_parameters
+    bias: Parameter | None
+
     def reset_parameters(self) -> None:
         if not self.has_uninitialized_params() and self.in_channels != 0:
-            super().reset_parameters()
+            super().reset_parameters()  # type: ignore[misc]  # defined by the convolution class after this mixin
 
     def _get_in_channels(self, input: Tensor) -> int:
         no_batch = self._spatial_rank + 1
@@ -427,11 +443,11 @@ class _LazyConvXdMixin(LazyModuleMixin):
             if self.in_channels % self.groups != 0:
                 raise ValueError("in_channels must be divisible by groups")
             if self.transposed:
-                self.weight.materialize((self.in_channels, self.out_channels // self.groups, *self.kernel_size))
+                self.weight.materialize((self.in_channels, self.out_channels // self.groups, *self.kernel_size))  # type: ignore[attr-defined]  # still uninitialized
             else:
-                self.weight.materialize((self.out_channels, self.in_channels // self.groups, *self.kernel_size))
+                self.weight.materialize((self.out_channels, self.in_channels // self.groups, *self.kernel_size))  # type: ignore[attr-defined]  # still uninitialized
             if self.bias is not None:
-                self.bias.materialize((self.out_channels,))
+                self.bias.materialize((self.out_channels,))  # type: ignore[attr-defined]  # still uninitialized
             self.reset_parameters()
 
 

@@ -14,10 +14,16 @@ from __future__ import annotations
 import itertools
 import warnings
 
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Callable, TypeGuard
+
 from ...runtime.creation import empty
 from ...runtime.internal import requires_grad_flag, tensor_of, value_of
 from ...runtime.tensor import Tensor
 from ..parameter import Parameter
+
+if TYPE_CHECKING:
+    from ...runtime.autograd import RemovableHandle
 
 __all__ = ["LazyModuleMixin", "UninitializedBuffer", "UninitializedParameter"]
 
@@ -48,12 +54,13 @@ class UninitializedParameter(Parameter):
             dtype=dtype if dtype is not None else self.dtype,
         )
         self.data = placeholder  # as PyTorch's materialize: no version bump, no autograd check
-        self.__class__ = self.cls_to_become
+        # Materializing changes the class in place (to Parameter, or Tensor for a buffer), as PyTorch's.
+        self.__class__ = self.cls_to_become  # type: ignore[assignment]
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # type: ignore[override]  # no tensor_contents: nothing to show
         return "<UninitializedParameter>"
 
-    __str__ = __repr__
+    __str__ = __repr__  # type: ignore[assignment]  # as __repr__
 
     def __reduce_ex__(self, protocol):
         return (UninitializedParameter, (requires_grad_flag(self), self.device, self.dtype))
@@ -79,6 +86,7 @@ class UninitializedBuffer(Tensor):
 
     __slots__ = ()
     cls_to_become = Tensor
+    persistent: bool  # in __dict__, as Buffer's
 
     def __new__(
         cls, requires_grad: bool = False, device=None, dtype=None, persistent: bool = True
@@ -91,7 +99,7 @@ class UninitializedBuffer(Tensor):
     def __init__(self, requires_grad: bool = False, device=None, dtype=None, persistent: bool = True) -> None:
         pass
 
-    materialize = UninitializedParameter.materialize
+    materialize: Callable[..., None] = UninitializedParameter.materialize  # shared: (shape, device, dtype)
 
     def to(self, *args, **kwargs) -> "UninitializedBuffer":
         placeholder = Tensor.to(empty(0, device=self.device, dtype=self.dtype), *args, **kwargs)
@@ -99,10 +107,10 @@ class UninitializedBuffer(Tensor):
             requires_grad_flag(self), placeholder.device, placeholder.dtype, self.__dict__.get("persistent", True)
         )
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # type: ignore[override]  # no tensor_contents: nothing to show
         return "<UninitializedBuffer>"
 
-    __str__ = __repr__
+    __str__ = __repr__  # type: ignore[assignment]  # as __repr__
 
     def __reduce_ex__(self, protocol):
         return (
@@ -118,7 +126,7 @@ class UninitializedBuffer(Tensor):
         return result
 
 
-def is_lazy(value) -> bool:
+def is_lazy(value) -> TypeGuard[UninitializedParameter | UninitializedBuffer]:
     return isinstance(value, (UninitializedParameter, UninitializedBuffer))
 
 
@@ -138,7 +146,19 @@ class LazyModuleMixin:
         ('Conv2d', 5, onnxnn.Size([8, 5, 3, 3]))
     """
 
-    cls_to_become = None
+    cls_to_become: type | None = None
+
+    # Module's tables and methods that the methods below use (the mixin comes before Module in the bases).
+    _parameters: OrderedDict[str, Parameter | None]
+    _buffers: OrderedDict[str, Tensor | None]
+    _non_persistent_buffers_set: set[str]
+    if TYPE_CHECKING:
+
+        def _register_load_state_dict_pre_hook(self, hook: Callable, with_module: bool = False) -> RemovableHandle: ...
+
+        def register_forward_pre_hook(
+            self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False
+        ) -> RemovableHandle: ...
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -128,7 +128,7 @@ class LazyLinear(LazyModuleMixin, Linear):
         if self.has_uninitialized_params():
             with no_grad():
                 self.in_features = input.shape[-1]
-                self.weight.materialize((self.out_features, self.in_features))
+                self.weight.materialize((self.out_features, self.in_features))  # type: ignore[attr-defined]  # uninitialized until now
                 if self.bias is not None:
-                    self.bias.materialize((self.out_features,))
+                    self.bias.materialize((self.out_features,))  # type: ignore[attr-defined]  # uninitialized until now
                 self.reset_parameters()

@@ -8,6 +8,8 @@ parameters; only FractionalMaxPool may hold a buffer (its fixed ``_random_sample
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from ...runtime.tensor import Tensor
 from .. import functional as F
 from .module import Module
@@ -47,7 +49,8 @@ def _ntuple(value, n: int) -> tuple:
 
 class _MaxPoolNd(Module):
     __constants__ = ["kernel_size", "stride", "padding", "dilation", "return_indices", "ceil_mode"]
-    _function = None
+    # The functional form each subclass sets (staticmethod(F....)); None only on this base.
+    _function: Callable[..., Any] = None  # type: ignore[assignment]
 
     def __init__(
         self, kernel_size, stride=None, padding=0, dilation=1, return_indices: bool = False, ceil_mode: bool = False
@@ -158,7 +161,8 @@ class AvgPool1d(_AvgPoolNd):
 
 class _AvgPoolWithDivisor(_AvgPoolNd):
     __constants__ = ["kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"]
-    _function = None
+    # The functional form each subclass sets (staticmethod(F....)); None only on this base.
+    _function: Callable[..., Any] = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -215,7 +219,8 @@ class AvgPool3d(_AvgPoolWithDivisor):
 
 class _AdaptiveAvgPoolNd(Module):
     __constants__ = ["output_size"]
-    _function = None
+    # The functional form each subclass sets (staticmethod(F....)); None only on this base.
+    _function: Callable[..., Any] = None  # type: ignore[assignment]
 
     def __init__(self, output_size) -> None:
         super().__init__()
@@ -261,7 +266,8 @@ class AdaptiveAvgPool3d(_AdaptiveAvgPoolNd):
 
 class _AdaptiveMaxPoolNd(Module):
     __constants__ = ["output_size", "return_indices"]
-    _function = None
+    # The functional form each subclass sets (staticmethod(F....)); None only on this base.
+    _function: Callable[..., Any] = None  # type: ignore[assignment]
 
     def __init__(self, output_size, return_indices: bool = False) -> None:
         super().__init__()
@@ -309,7 +315,8 @@ class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
 
 class _LPPoolNd(Module):
     __constants__ = ["norm_type", "kernel_size", "stride", "ceil_mode"]
-    _function = None
+    # The functional form each subclass sets (staticmethod(F....)); None only on this base.
+    _function: Callable[..., Any] = None  # type: ignore[assignment]
 
     def __init__(self, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False) -> None:
         super().__init__()
@@ -361,7 +368,8 @@ class LPPool3d(_LPPoolNd):
 
 
 class _MaxUnpoolNd(Module):
-    _function = None
+    # The functional form each subclass sets (staticmethod(F....)); None only on this base.
+    _function: Callable[..., Any] = None  # type: ignore[assignment]
     _rank = 0
 
     def __init__(self, kernel_size, stride=None, padding=0) -> None:
@@ -416,7 +424,8 @@ class MaxUnpool3d(_MaxUnpoolNd):
 
 class _FractionalMaxPoolNd(Module):
     _rank = 0
-    _function = None
+    # The functional form each subclass sets (staticmethod(F....)); None only on this base.
+    _function: Callable[..., Any] = None  # type: ignore[assignment]
 
     def __init__(
         self, kernel_size, output_size=None, output_ratio=None, return_indices: bool = False, _random_samples=None

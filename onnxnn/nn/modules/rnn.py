@@ -131,6 +131,7 @@ class RNNBase(Module):
                 f"num_layers={num_layers}",
                 stacklevel=2,
             )
+        value: int  # the flags checked first are bools, then the sizes ints
         for name, value in (("bias", bias), ("batch_first", batch_first)):
             if not isinstance(value, bool):
                 raise TypeError(f"{name} should be of type bool, got: {type(value).__name__}")
@@ -158,7 +159,10 @@ class RNNBase(Module):
             layer_input_size = input_size if layer == 0 else real_hidden_size * directions
             for direction in range(directions):
                 suffix = "_reverse" if direction == 1 else ""
-                shapes = [("weight_ih", (gate_size, layer_input_size)), ("weight_hh", (gate_size, real_hidden_size))]
+                shapes: list[tuple[str, tuple[int, ...]]] = [
+                    ("weight_ih", (gate_size, layer_input_size)),
+                    ("weight_hh", (gate_size, real_hidden_size)),
+                ]
                 if bias:
                     shapes += [("bias_ih", (gate_size,)), ("bias_hh", (gate_size,))]
                 if proj_size > 0:

@@ -303,7 +303,8 @@ class TransformerEncoder(Module):
         for layer in self.layers:
             output = layer(output, src_mask=mask, is_causal=bool(is_causal), src_key_padding_mask=src_key_padding_mask)
         if self._takes_nested_path(src, mask, src_key_padding_mask):
-            output = output.masked_fill(src_key_padding_mask.unsqueeze(-1), 0.0)
+            # Not None: the nested path is taken only with a padding mask.
+            output = output.masked_fill(src_key_padding_mask.unsqueeze(-1), 0.0)  # type: ignore[union-attr]
         return self.norm(output) if self.norm is not None else output
 
     def _takes_nested_path(self, src: Tensor, mask: Tensor | None, padding: Tensor | None) -> bool:

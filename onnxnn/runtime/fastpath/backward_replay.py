@@ -20,6 +20,7 @@ too deep to keep is structural: replays do it too); every other backward, and ev
 from __future__ import annotations
 
 import itertools
+from typing import Any, Callable
 
 from ...ir.caches import register_cache
 from ...ir.graph import Node, Value
@@ -240,7 +241,7 @@ def _trace(key: tuple, order: list, root: tuple, root_gradient, retain_graph: bo
     _templates[key] = _UNREPLAYABLE if template is None else template
 
 
-def _locations(order: list, root_gradient: Value, AccumulateGrad: type) -> dict:
+def _locations(order: list, root_gradient: Value, AccumulateGrad: Any) -> dict:
     """Where each value of the graph sits (a function's input or output, a gradient), first seen first."""
     locations: dict = {}
     if root_gradient.static is None:
@@ -269,11 +270,20 @@ class _Template:
     """
 
     __slots__ = ("checks", "constants", "gathers", "steps", "effects", "functions", "source", "replay")
+    checks: list[tuple[int, int]]  # (function position, saved input index) whose version is checked
+    constants: list
+    gathers: list
+    steps: list[tuple]
+    effects: list[tuple[int, bool, int]]  # (leaf function position, whether .grad existed, slot)
+    functions: list[int]
+    source: str
+    replay: Callable[..., bool]
 
     @classmethod
     def build(cls, trace, order: list, locations: dict, gradients_before: list, values_before: list, engine):
         """The Template of a traced backward, or None where it used a value it cannot find again."""
         AccumulateGrad = engine.AccumulateGrad
+        index: int | None  # a traced node's position; None where a value has no traced producer
         produced = {}  # value -> index of the traced node that recorded it
         for index, (_, outputs) in enumerate(trace.records):
             for value in outputs:
@@ -300,6 +310,7 @@ class _Template:
                 stack.extend(value for value in trace.records[index][0].inputs if value is not None)
         steps = sorted(needed)
         # Slots: constants, then gathers, then the outputs of each kept node.
+        gathers: list
         constants, gathers = [None], []
         constant_slots, gather_slots = {}, {}
         used = [value for index in steps for value in trace.records[index][0].inputs]

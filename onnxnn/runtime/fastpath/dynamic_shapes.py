@@ -81,14 +81,15 @@ class _Variant:
     def __init__(self, key: tuple, statics: list):
         self.shapes = [shape for shape, _ in key[1]]
         self.statics = statics
-        self.dims = frozenset()  # (input position, axis) pairs with symbolic sizes
-        self.fed = frozenset()  # positions (in key order) of the constants the shared graph takes as inputs
+        self.dims: frozenset[tuple[int, int]] = frozenset()  # (input position, axis) pairs with symbolic sizes
+        # Positions (in key order) of the constants the shared graph takes as inputs.
+        self.fed: frozenset[int] = frozenset()
         self.runners: dict = {}  # "session" / "kernels" -> the compiled shared graph for (dims, fed)
-        self.refused = set()  # kinds that could not compile it: those keys take the static path
+        self.refused: set[str] = set()  # kinds that could not compile it: those keys take the static path
 
     def differences(self, key: tuple, statics: list) -> tuple:
         """The input dims and constants in which ``key`` differs from the anchor."""
-        dims = set()
+        dims: set[tuple[int, int]] = set()
         for position, ((shape, _), first) in enumerate(zip(key[1], self.shapes)):
             if shape != first:
                 dims.update((position, axis) for axis, (size, was) in enumerate(zip(shape, first)) if size != was)

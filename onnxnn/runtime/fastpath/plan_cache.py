@@ -111,7 +111,8 @@ def _compile(plan: GraphPlan, name: str):
             return _compiled(plan, _other(chosen))
         except (RuntimeError, NotImplementedError, TypeError) as other_error:
             # Both reasons matter: an op one executor lacks, an opset the other cannot load.
-            error.add_note(f"(the {_other(chosen)} executor cannot run it either: {other_error})")
+            # add_note is Python 3.11+; mypy checks against 3.10, the oldest supported version.
+            error.add_note(f"(the {_other(chosen)} executor cannot run it either: {other_error})")  # type: ignore[union-attr]
             raise error from None
 
 
@@ -128,12 +129,12 @@ class Entry:
         self.runner = runner
         self.is_session = executor_name == "onnxruntime"
         self.sessions = executor("onnxruntime").cache if self.is_session else None
-        self.specialization = None
+        self.specialization: Specialization | None = None
         self.stable_runs = 0
-        self.stable_inputs = None
+        self.stable_inputs: list | None = None
 
 
-_entries = {name: OrderedDict() for name in EXECUTORS}
+_entries: dict[str, OrderedDict] = {name: OrderedDict() for name in EXECUTORS}
 _capacity = [512]
 
 

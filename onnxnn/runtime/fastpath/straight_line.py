@@ -366,7 +366,8 @@ def _snake_case(name: str) -> str:
 # built once, and a run only sets and resets the variable. Older numpy falls back to np.errstate.
 
 try:
-    from numpy._core._ufunc_config import _extobj_contextvar as _error_state
+    # A private numpy name that its stubs do not declare (the try falls back where it is missing).
+    from numpy._core._ufunc_config import _extobj_contextvar as _error_state  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - numpy < 2
     _error_state = None
 

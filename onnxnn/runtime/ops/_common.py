@@ -138,7 +138,7 @@ def promote_operands(operands: list):
             raise TypeError(f"unsupported operand type {type(scalar).__name__!r} for a tensor operation")
     result_dtype = dtypes.result_type(tensors, scalars)
     device = next(op._value.device for op in operands if isinstance(op, Tensor))
-    converted = []
+    converted: list[Tensor | Value] = []
     for op in operands:
         if isinstance(op, Tensor):
             converted.append(op if op._value.dtype is result_dtype else op.to(result_dtype))

@@ -282,10 +282,10 @@ swapdims = swapaxes
 
 def meshgrid(*tensors, indexing: str = "ij") -> tuple:
     """Coordinate grids: output ``i`` varies along dim ``i`` (``"xy"`` swaps the first two dims)."""
-    tensors = _tensor_list(tensors)
+    inputs = _tensor_list(tensors)
     if indexing not in ("ij", "xy"):
         raise RuntimeError(f'torch.meshgrid: indexing must be one of "xy" or "ij", but received: {indexing}')
-    flat = [t.reshape(-1) for t in tensors]
+    flat = [t.reshape(-1) for t in inputs]
     sizes = [t.shape[0] for t in flat]
     swap = indexing == "xy" and len(flat) >= 2
     if swap:

@@ -18,6 +18,8 @@ recurrent rules do.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..realization import data_of
@@ -62,7 +64,8 @@ def _roi_align_recorded(x: Tensor, rois_value, batch_value, attrs: dict) -> Tens
         return values.sum((4, 5)) * divisor
     valid = Tensor._from_array(taps.valid[:, None], dtypes.bool, x.device)
     per_sample = where(valid, values.amax(5), float("-inf"))
-    any_valid = Tensor._from_array(taps.valid.any(axis=3)[:, None], dtypes.bool, x.device)
+    # any over an axis of the 4-d table is an array (numpy's stubs also allow a scalar).
+    any_valid = Tensor._from_array(taps.valid.any(axis=3)[:, None], dtypes.bool, x.device)  # type: ignore[index]
     return where(any_valid, per_sample.amax(4), 0.0)
 
 
@@ -89,7 +92,7 @@ def _deform_conv_recorded(x: Tensor, w: Tensor, offset: Tensor, bias, mask, attr
     images = x.reshape(batch, offset_groups, channels // offset_groups, height * width)
     top, left = y.detach().floor(), x_.detach().floor()
     fraction_y, fraction_x = y - top, x_ - left
-    sampled = None
+    sampled: Any = None  # the sum of the four bilinear terms: a Tensor once the loops ran
     for row, row_weight in ((top, 1.0 - fraction_y), (top + 1.0, fraction_y)):
         for column, column_weight in ((left, 1.0 - fraction_x), (left + 1.0, fraction_x)):
             inside = (row >= 0) & (row <= height - 1) & (column >= 0) & (column <= width - 1)

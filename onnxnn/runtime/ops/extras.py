@@ -186,7 +186,8 @@ def hash_tensor(input: Tensor, dim=None, *, keepdim: bool = False, mode: int = 0
         for axis in axes:
             if data.ndim and data.shape[axis] == 0:
                 raise IndexError(f"hash_tensor: Expected reduction dim {axis} to have non-zero size.")
-    hashed = np.bitwise_xor.reduce(bits, axis=axes, keepdims=keepdim) if data.ndim else bits
+    # numpy's stubs overload reduce on keepdims as a literal True or False, not a bool.
+    hashed = np.bitwise_xor.reduce(bits, axis=axes, keepdims=keepdim) if data.ndim else bits  # type: ignore[call-overload]
     return Tensor._from_array(np.asarray(hashed, dtype=np.uint64), dtypes.uint64, input.device)
 
 

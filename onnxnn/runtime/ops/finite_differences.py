@@ -20,7 +20,7 @@ __all__ = ["gradient"]
 def _dims(input: Tensor, dim) -> list[int]:
     if dim is None:
         return list(range(input.dim()))
-    dims = [dim] if isinstance(dim, numbers.Integral) else list(dim)
+    dims: list = [dim] if isinstance(dim, numbers.Integral) else list(dim)
     rank = input.dim()
     for axis in dims:
         if not -rank <= axis < rank:
@@ -37,7 +37,8 @@ def _spacings(spacing, count: int) -> list:
     """One entry per differentiated dim: a float (uniform step) or a 1-D coordinate Tensor."""
     if isinstance(spacing, (numbers.Number, Tensor)) and not (isinstance(spacing, Tensor) and spacing.dim() == 1):
         step = spacing.item() if isinstance(spacing, Tensor) else spacing
-        return [float(step)] * count
+        # typeshed's numbers.Number declares no __float__; the numbers accepted here all have one.
+        return [float(step)] * count  # type: ignore[arg-type]
     spacing = list(spacing)
     if len(spacing) != count:
         raise RuntimeError(

@@ -17,6 +17,8 @@ Assignment rebinds (DESIGN principle 5): ``x[key] = v`` scatters ``v`` into the 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ...ir import dtypes
@@ -277,7 +279,7 @@ class _IndexPlan:
         rank = len(shape)
         self.starts, self.ends, self.steps = [0] * rank, list(shape), [1] * rank
         self.basic_shape: list[int] = []
-        self.advanced: list[tuple[int, object]] = []
+        self.advanced: list[tuple[int, Any]] = []  # (position, index tensor or integer array)
         self.has_select = False
         items = _key_items(key)
         ellipses = sum(kind == "ellipsis" for kind, _ in items)

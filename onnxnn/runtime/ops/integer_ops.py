@@ -48,7 +48,7 @@ _SUPPORTED = {
 }
 
 
-def _integer_operands(input, other, name: str) -> tuple[Tensor, Tensor, dtypes.DType]:
+def _integer_operands(input, other, name: str) -> tuple[Tensor, Tensor, dtypes.dtype]:
     """The operands promoted and cast to the dtype the op runs in, and the result dtype."""
     (a, b), result = promote_operands([input, other])
     if result.name not in _SUPPORTED:
@@ -60,7 +60,7 @@ def _integer_operands(input, other, name: str) -> tuple[Tensor, Tensor, dtypes.D
     return a.to(result).to(work), b.to(result).to(work), result
 
 
-def _euclid_steps(value_dtype: dtypes.DType) -> int:
+def _euclid_steps(value_dtype: dtypes.dtype) -> int:
     """The most steps Euclid's algorithm takes on values of ``value_dtype`` (Lame's theorem)."""
     largest = int(np.iinfo(value_dtype.numpy_dtype).max)
     previous, current, steps = 1, 2, 1
@@ -115,7 +115,7 @@ _UNSIGNED_OF = {
 }
 
 
-def _shift(a: Tensor, amount: Tensor, direction: str, unsigned: dtypes.DType) -> Tensor:
+def _shift(a: Tensor, amount: Tensor, direction: str, unsigned: dtypes.dtype) -> Tensor:
     return apply_op("BitShift", (a.to(unsigned), amount.to(unsigned)), {"direction": direction})
 
 

@@ -510,7 +510,8 @@ def _cholesky_lower(A: Tensor) -> tuple:
     """The lower Cholesky factor read from A's lower triangle, and LAPACK's ``info`` (the order of the
     first leading minor that is not positive-definite, 0 if none). A non-positive pivot gives NaN."""
     n = A.shape[-1]
-    columns, info = [], None
+    columns: list[Tensor] = []
+    info = None
     for j in range(n):
         column = A.select(-1, j)  # (..., n): rows j.. of it are read
         if columns:

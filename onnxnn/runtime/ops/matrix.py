@@ -312,7 +312,7 @@ def matrix_power(input: Tensor, n: int) -> Tensor:
         n >>= 1
         if n:
             square = matmul(square, square)
-    return result
+    return result  # type: ignore[return-value]  # not None: n > 0 has a set bit
 
 
 def broadcast_shapes(*shapes):

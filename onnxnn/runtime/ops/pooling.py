@@ -440,7 +440,7 @@ def _adaptive_avg_pool(input: Tensor, output_size, rank: int) -> Tensor:
     function = f"adaptive_avg_pool{rank}d"
     if input.dim() not in (rank + 1, rank + 2):
         raise RuntimeError(f"{function}(): Expected {rank + 1}D or {rank + 2}D tensor, but got {list(input.shape)}")
-    sizes = [output_size] * rank if isinstance(output_size, int) or output_size is None else list(output_size)
+    sizes: list = [output_size] * rank if isinstance(output_size, int) or output_size is None else list(output_size)
     if len(sizes) != rank:
         raise ValueError(f"{function}: output_size must be {rank}")
     x, added_batch = batched(input, rank, function)

@@ -31,7 +31,8 @@ def gradient_by_recomputation(ctx, forward: Callable, differentiable, grad_outpu
     Returns:
         One gradient or None per node input.
     """
-    inputs, wanted = [], []
+    inputs: list[Tensor | None] = []
+    wanted: list[int] = []
     for index in range(ctx.num_inputs):
         value = ctx.input_value(index)
         if value is None:

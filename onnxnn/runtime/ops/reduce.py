@@ -157,7 +157,7 @@ def _dims(input: Tensor, dim) -> list[int] | None:
     return normalize_axes(dims, input.dim())
 
 
-def _reduce(op_type: str, input: Tensor, dim, keepdim: bool, name: str) -> Tensor:
+def _reduce(op_type: str, input: Tensor, dim, keepdim: bool, name: str | None) -> Tensor:
     dims = _dims(input, dim)
     if dims == [] or input.dim() == 0:
         dims = None  # a 0-d tensor reduced over its dim 0 (or -1) is itself, as in PyTorch

@@ -88,7 +88,8 @@ def segment_reduce(
     if lengths is not None:
         counts = np.asarray(lengths._realized_data()).astype(np.int64)
     else:
-        bounds = np.asarray(offsets._realized_data()).astype(np.int64)
+        # Not None: one of lengths and offsets is given (checked above).
+        bounds = np.asarray(offsets._realized_data()).astype(np.int64)  # type: ignore[union-attr]
         counts = np.diff(bounds, axis=-1)
     axis = normalize_axes([axis], data.dim())[0]
     if axis != counts.ndim - 1:

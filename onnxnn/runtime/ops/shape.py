@@ -387,10 +387,10 @@ def expand(input: Tensor, *sizes) -> Tensor:
                 f"{list(shape)}"
             )
         target.append(int(size))
-    target = tuple(target)
-    if target == shape:
+    target_shape = tuple(target)
+    if target_shape == shape:
         return input
-    return apply_op("Expand", (input, int64_constant(target)), None, "ExpandBackward0")
+    return apply_op("Expand", (input, int64_constant(target_shape)), None, "ExpandBackward0")
 
 
 def expand_as(input: Tensor, other: Tensor) -> Tensor:

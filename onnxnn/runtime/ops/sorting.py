@@ -213,8 +213,8 @@ def _prefix_lines(input: Tensor, axis: int, fill) -> Tensor:
     size = input.shape[axis]
     mask_shape = [1] * (input.dim() + 1)
     mask_shape[axis] = mask_shape[axis + 1] = size
-    mask = np.tril(np.ones((size, size), dtype=bool)).reshape(mask_shape)
-    mask = Tensor._from_array(mask, dtypes.bool, input.device)
+    lower = np.tril(np.ones((size, size), dtype=bool)).reshape(mask_shape)
+    mask = Tensor._from_array(lower, dtypes.bool, input.device)
     return _where(mask, input.unsqueeze(axis), fill)
 
 

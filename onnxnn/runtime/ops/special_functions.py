@@ -88,14 +88,15 @@ def _bernoulli_numbers(count: int) -> list[Fraction]:
     """B_2, B_4, ..., B_(2 count), from the recurrence sum_k C(m + 1, k) B_k = 0."""
     numbers = [Fraction(1)]
     for m in range(1, 2 * count + 1):
-        numbers.append(-sum(math.comb(m + 1, k) * numbers[k] for k in range(m)) / (m + 1))
+        # A Fraction: typeshed types sum() from its int start and Fraction / int as possibly float.
+        numbers.append(-sum(math.comb(m + 1, k) * numbers[k] for k in range(m)) / (m + 1))  # type: ignore[arg-type]
     return [numbers[2 * j] for j in range(1, count + 1)]
 
 
 _BERNOULLI = _bernoulli_numbers(_ASYMPTOTIC_TERMS)
 
 
-def _compute_dtype(input: Tensor) -> tuple[Tensor, dtypes.DType]:
+def _compute_dtype(input: Tensor) -> tuple[Tensor, dtypes.dtype]:
     """``input`` as the dtype the formula runs in, and the dtype of the result."""
     x = _e._floating(input)
     out = x.dtype
@@ -475,7 +476,7 @@ def _incomplete_gamma_terms(a: Tensor) -> int:
     return int(math.ceil(_GAMMA_TERMS_BASE + 10 * math.sqrt(largest)))
 
 
-def _incomplete_gamma(input: Tensor, other: Tensor) -> tuple[Tensor, Tensor, dtypes.DType]:
+def _incomplete_gamma(input: Tensor, other: Tensor) -> tuple[Tensor, Tensor, dtypes.dtype]:
     """``(P(a, x), Q(a, x), result dtype)`` in float64: the series for ``x < a + 1``, Legendre's
     continued fraction (evaluated from its ``K``-th term up) above, each giving the other as ``1 - .``."""
     (a, x), out = promote_operands(

@@ -110,7 +110,8 @@ def _momentum_decomposition(node, input_names: list, output_names: list, fresh_n
     names = input_names[MOMENTUM_TENSORS_START:]
     count = len(tensors) // 3
     nesterov = node.attrs.get("mode", "standard") == "nesterov"
-    nodes, initializers = [], []
+    nodes: list = []
+    initializers: list = []
     emit = _emitter(nodes, fresh_name)
     typed = _caster(emit, hyperparameter_dtype)
 
@@ -205,7 +206,8 @@ def _adam_decomposition(node, input_names: list, output_names: list, fresh_name)
     decoupled = bool(node.attrs.get("decoupled_weight_decay", 0))
     maximize = bool(node.attrs.get("maximize", 0))
     count = len(tensors) // len(adam_tensor_lists(node.attrs))
-    nodes, initializers = [], []
+    nodes: list = []
+    initializers: list = []
     emit = _emitter(nodes, fresh_name)
     one = fresh_name("one")
     initializers.append(onnx.numpy_helper.from_array(np.array(1, hyperparameter_dtype.numpy_dtype), one))
@@ -271,7 +273,8 @@ def _adagrad_decomposition(node, input_names: list, output_names: list, fresh_na
     names = input_names[ADAGRAD_TENSORS_START:]
     maximize = bool(node.attrs.get("maximize", 0))
     count = len(tensors) // len(ADAGRAD_TENSOR_LISTS)
-    nodes, initializers = [], []
+    nodes: list = []
+    initializers: list = []
     emit = _emitter(nodes, fresh_name)
     one = fresh_name("one")
     initializers.append(onnx.numpy_helper.from_array(np.array(1, hyperparameter_dtype.numpy_dtype), one))
@@ -325,7 +328,8 @@ def _rmsprop_decomposition(node, input_names: list, output_names: list, fresh_na
     lists = rmsprop_tensor_lists(node.inputs, node.attrs)
     centered, maximize = bool(node.attrs.get("centered", 0)), bool(node.attrs.get("maximize", 0))
     count = len(tensors) // len(lists)
-    nodes, initializers = [], []
+    nodes: list = []
+    initializers: list = []
     emit = _emitter(nodes, fresh_name)
     one = fresh_name("one")
     initializers.append(onnx.numpy_helper.from_array(np.array(1, hyperparameter_dtype.numpy_dtype), one))
