@@ -122,8 +122,9 @@ def load_factory(spec: str):
             if not location.is_file():
                 raise CommandError(f"'{spec}': no such file '{module_name}'")
             module_spec = importlib.util.spec_from_file_location(location.stem, location)
-            module = importlib.util.module_from_spec(module_spec)
-            module_spec.loader.exec_module(module)
+            # Not None: a .py file's location always gives a spec with a source loader.
+            module = importlib.util.module_from_spec(module_spec)  # type: ignore[arg-type]
+            module_spec.loader.exec_module(module)  # type: ignore[union-attr]
         else:
             if os.getcwd() not in sys.path:  # the console script, unlike `python -m`, leaves the cwd out
                 sys.path.insert(0, os.getcwd())

@@ -149,7 +149,7 @@ def _mac_matmul(node, shapes) -> int | None:
     left, output = shapes.get(node.input[0]), shapes.get(node.output[0])
     if left is None or _numel(output) is None or not left or not isinstance(left[-1], int):
         return None
-    return _numel(output) * left[-1]
+    return _numel(output) * left[-1]  # type: ignore[operator]  # not None: checked above
 
 
 def _mac_gemm(node, shapes) -> int | None:
@@ -158,7 +158,7 @@ def _mac_gemm(node, shapes) -> int | None:
     if left is None or _numel(output) is None or len(left) != 2:
         return None
     inner = left[0] if trans_a else left[1]
-    return _numel(output) * inner if isinstance(inner, int) else None
+    return _numel(output) * inner if isinstance(inner, int) else None  # type: ignore[operator]  # as above
 
 
 def _mac_conv(node, shapes) -> int | None:
@@ -206,6 +206,7 @@ def analyze(model: onnx.ModelProto, input_shapes: dict) -> Analysis:
         else:
             buffers += count
             buffer_bytes += count * size
+    layers: list
     layers, hidden, total_macs, activation_bytes = [], 0, 0, 0
     for index, node in enumerate(graph.node):
         scope = scopes[index]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import argparse
 import json
 
@@ -85,7 +87,9 @@ def _totals(analysis, shapes: dict) -> dict:
 
 def _rows(layers: list, depth: int) -> list[dict]:
     """Display rows: module paths cut at ``depth``, with a header row for each enclosing module."""
-    rows, open_headers = [], []
+    # Each row: path, label, level, header, shape, parameters, macs, ops (mixed types).
+    rows: list[dict[str, Any]] = []
+    open_headers: list[dict[str, Any]] = []
     for layer in layers:
         path = tuple(layer.scope.split(".")[:depth]) if layer.scope else ()
         ops = sorted({node.op_type for node in layer.nodes}, key=[node.op_type for node in layer.nodes].index)
@@ -108,7 +112,7 @@ def _rows(layers: list, depth: int) -> list[dict]:
             rows.append(header)
             open_headers.append(header)
         if own_nodes:
-            row = {"path": None, "label": ", ".join(ops), "level": len(path) + 1, "header": False}
+            row: dict[str, Any] = {"path": None, "label": ", ".join(ops), "level": len(path) + 1, "header": False}
         else:
             label = path[-1] if path else layer.name
             row = {"path": path, "label": label, "level": max(len(path), 1), "header": False}

@@ -251,7 +251,7 @@ def QLinearConv(
     if channels_last:
         values = to_channels_first(values)
     weights = _dequantize(w, w_scale, w_zero_point, axis=0)
-    inputs = (values, weights)
+    inputs: tuple = (values, weights)
     if B is not None:
         inputs += (B.to(values.dtype) * (x_scale * w_scale),)
     output = apply_op("Conv", inputs, conv_attributes)

@@ -401,8 +401,9 @@ def run_program(program: Program, scope: Scope, training: bool) -> list:
         except (ModelLoadError, RuntimeError, MemoryError) as error:
             # Already documented types: a failure for these inputs (RuntimeError, as PyTorch and
             # onnxruntime raise), or a node of an enclosing body that named itself.
-            # add_note is Python 3.11+; mypy checks against 3.10, the oldest supported version.
-            error.add_note(f"(while replaying ONNX node '{step.name}' of op_type '{step.op_type}')")  # type: ignore[union-attr]
+            # add_note is Python 3.11+ (3.10 raises the error without the node's name).
+            if hasattr(error, "add_note"):
+                error.add_note(f"(while replaying ONNX node '{step.name}' of op_type '{step.op_type}')")
             raise
         except Exception as error:
             # A shape rule or importer tripping over the node's attributes (a Transpose perm out

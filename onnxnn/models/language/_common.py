@@ -9,7 +9,7 @@ import os
 import re
 import warnings
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -54,7 +54,7 @@ class NewGELUActivation(Module):
         return F.gelu(input, approximate="tanh")
 
 
-_ACTIVATIONS = {
+_ACTIVATIONS: dict[str, Callable[[], Module]] = {
     "gelu": lambda: GELU(),
     "gelu_new": NewGELUActivation,
     "gelu_pytorch_tanh": lambda: GELU(approximate="tanh"),
@@ -196,7 +196,7 @@ class PreTrainedModel(Module):
             config = cls.config_class.from_pretrained(path)
         model = cls(config)
         model.load_pretrained_state_dict(read_state_dict(path), strict=strict)
-        return model.eval()
+        return model.eval()  # type: ignore[return-value]  # eval returns the model itself
 
     def load_pretrained_state_dict(self, state: dict[str, Tensor], strict: bool = True):
         """Loads a checkpoint's state_dict as transformers does: renaming legacy keys, adding or

@@ -120,6 +120,8 @@ class BertConfig(PretrainedConfig):
     """
 
     model_type = "bert"
+    # Fields _post_init fills in (declared for type checkers; values live in the instance, see _defaults).
+    num_labels: int
     _defaults = {
         "vocab_size": 30522,
         "hidden_size": 768,
@@ -210,6 +212,10 @@ class LlamaConfig(PretrainedConfig):
     """
 
     model_type = "llama"
+    # Fields _post_init fills in (declared for type checkers; values live in the instance, see _defaults).
+    num_key_value_heads: int
+    head_dim: int
+    rope_theta: float
     _defaults = {
         "vocab_size": 32000,
         "hidden_size": 4096,

@@ -122,7 +122,7 @@ def generate(
                 chosen = logits.argmax(-1)
             chosen = chosen.astype(np.int64)
             if eos_token_id is not None:
-                chosen = np.where(finished, pad_token_id, chosen)
+                chosen = np.where(finished, pad_token_id, chosen)  # type: ignore[arg-type]  # set with eos_token_id
                 finished |= chosen == eos_token_id
             ids = np.concatenate([ids, chosen[:, None]], axis=1)
             if mask is not None:

@@ -111,8 +111,9 @@ def _compile(plan: GraphPlan, name: str):
             return _compiled(plan, _other(chosen))
         except (RuntimeError, NotImplementedError, TypeError) as other_error:
             # Both reasons matter: an op one executor lacks, an opset the other cannot load.
-            # add_note is Python 3.11+; mypy checks against 3.10, the oldest supported version.
-            error.add_note(f"(the {_other(chosen)} executor cannot run it either: {other_error})")  # type: ignore[union-attr]
+            # add_note is Python 3.11+ (3.10 raises the first reason alone).
+            if hasattr(error, "add_note"):
+                error.add_note(f"(the {_other(chosen)} executor cannot run it either: {other_error})")
             raise error from None
 
 
