@@ -20,6 +20,7 @@ import onnx
 
 # The onnxnn package (which imports onnx and import_) is loaded before this module anyway, so these
 # cost ``onnxnn --help`` nothing.
+from .commands import export_triton, serve
 from .import_ import from_onnx
 from .runtime.creation import from_numpy
 from .runtime.grad_mode import no_grad
@@ -106,7 +107,16 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--seed", type=int, default=0)
     check.add_argument("--rtol", type=float, default=1e-4)
     check.add_argument("--atol", type=float, default=1e-5)
+    # The subcommands in onnxnn/commands (DESCRIPTION, EPILOG, add_arguments, run).
+    modules = {"serve": serve, "export-triton": export_triton}
+    for name, module in modules.items():
+        subparser = commands.add_parser(
+            name, help=module.DESCRIPTION, epilog=module.EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+        )
+        module.add_arguments(subparser)
     arguments = parser.parse_args(argv)
+    if arguments.command in modules:
+        return modules[arguments.command].run(arguments)
     try:
         if arguments.command == "inspect":
             return _inspect(arguments.model)
