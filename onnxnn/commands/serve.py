@@ -40,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--intra-op-threads", type=int, default=0, help="onnxruntime intra-op threads (0: its default)")
     parser.add_argument("--inter-op-threads", type=int, default=0, help="onnxruntime inter-op threads (0: its default)")
     parser.add_argument("--worker-threads", type=int, default=4, help="threads running sessions (default: 4)")
+    parser.add_argument("--concurrent-batches", type=int, default=1, help="batches of a model run at once (default: 1)")
     parser.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
 
 
@@ -48,8 +49,8 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, flag) < 0:
             print(f"onnxnn serve: --{flag.replace('_', '-')} must be >= 0", file=sys.stderr)
             return 2
-    if args.max_body_bytes <= 0 or args.worker_threads <= 0:
-        print("onnxnn serve: --max-body-bytes and --worker-threads must be > 0", file=sys.stderr)
+    if args.max_body_bytes <= 0 or args.worker_threads <= 0 or args.concurrent_batches <= 0:
+        print("onnxnn serve: --max-body-bytes, --worker-threads and --concurrent-batches must be > 0", file=sys.stderr)
         return 2
     if MISSING_EXTRA is not None:
         print(
@@ -78,5 +79,6 @@ def run(args: argparse.Namespace) -> int:
         max_queue_delay_ms=args.max_queue_delay_ms,
         max_body_bytes=args.max_body_bytes,
         worker_threads=args.worker_threads,
+        concurrent_batches=args.concurrent_batches,
         log_level=args.log_level,
     )

@@ -43,7 +43,7 @@ _HEADER_LENGTH = "inference-header-content-length"
 class _Server:
     """What the routes share: the models, their batchers, the metrics and the limits."""
 
-    def __init__(self, models, max_batch_size, max_queue_delay, max_body_bytes, executor) -> None:
+    def __init__(self, models, max_batch_size, max_queue_delay, max_body_bytes, executor, concurrent_batches) -> None:
         self.models: dict[str, ServedModel] = {model.name: model for model in models}
         self.max_body_bytes = max_body_bytes
         self.metrics = ServerMetrics()
@@ -54,7 +54,7 @@ class _Server:
                 if model.ready and model.batchable:
                     observe = self.metrics.batch_size.labels(model.name).observe
                     self.batchers[model.name] = DynamicBatcher(
-                        model, max_batch_size, max_queue_delay, executor, observe
+                        model, max_batch_size, max_queue_delay, executor, observe, concurrent_batches
                     )
 
     def model(self, request: Request) -> ServedModel:
@@ -176,6 +176,7 @@ def create_app(
     max_queue_delay_ms: float = 1.0,
     max_body_bytes: int = 64 * 2**20,
     worker_threads: int = 4,
+    concurrent_batches: int = 1,
 ) -> Starlette:
     """The ASGI application serving ``models``.
 
@@ -185,9 +186,10 @@ def create_app(
         max_queue_delay_ms: how long a batch's first request waits for others.
         max_body_bytes: larger request bodies are refused with 400.
         worker_threads: threads running onnxruntime sessions off the event loop.
+        concurrent_batches: batches of one model that may run at once (at most ``worker_threads``).
     """
     executor = ThreadPoolExecutor(max_workers=worker_threads, thread_name_prefix="onnxnn-serve")
-    server = _Server(models, max_batch_size, max_queue_delay_ms / 1000.0, max_body_bytes, executor)
+    server = _Server(models, max_batch_size, max_queue_delay_ms / 1000.0, max_body_bytes, executor, concurrent_batches)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):

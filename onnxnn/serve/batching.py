@@ -45,6 +45,7 @@ class DynamicBatcher:
         max_queue_delay: seconds the first request of a batch waits for others.
         executor: where ``model.run`` runs, off the event loop.
         observe_batch: called with each run's row count (the batch-size metric).
+        concurrent_batches: how many batches may run at once (on as many executor threads).
     """
 
     def __init__(
@@ -54,6 +55,7 @@ class DynamicBatcher:
         max_queue_delay: float,
         executor: Executor,
         observe_batch: Callable[[int], None],
+        concurrent_batches: int = 1,
     ) -> None:
         self.model = model
         self.max_batch_size = max_batch_size
@@ -63,13 +65,15 @@ class DynamicBatcher:
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
         self._carried: _Pending | None = None  # arrived in a full window; opens the next one
         self._task: asyncio.Task | None = None
+        self._slots = asyncio.Semaphore(concurrent_batches)
+        self._running: set[asyncio.Task] = set()  # referenced so that the loop does not drop them
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._serve_forever())
 
     async def stop(self) -> None:
         """Stop after the queued requests ran (the server stops taking requests first)."""
-        while not self._queue.empty() or self._carried is not None:
+        while not self._queue.empty() or self._carried is not None or self._running:
             await asyncio.sleep(0.01)
         if self._task is not None:
             self._task.cancel()
@@ -108,9 +112,19 @@ class DynamicBatcher:
             for pending in window:
                 groups.setdefault(pending.signature, []).append(pending)
             for group in groups.values():
-                await self._run(group)
+                # At most ``concurrent_batches`` run at once (Triton's instance count); while they run,
+                # the next window fills.
+                await self._slots.acquire()
+                self._running.add(asyncio.get_running_loop().create_task(self._run(group)))
 
     async def _run(self, group: list[_Pending]) -> None:
+        try:
+            await self._run_group(group)
+        finally:
+            self._slots.release()
+            self._running.discard(asyncio.current_task())
+
+    async def _run_group(self, group: list[_Pending]) -> None:
         names = list(group[0].arrays)
         stacked = {name: np.concatenate([pending.arrays[name] for pending in group]) for name in names}
         rows = [pending.rows for pending in group]

@@ -47,10 +47,18 @@ def serve(
     max_queue_delay_ms: float = 1.0,
     max_body_bytes: int = 64 * 2**20,
     worker_threads: int = 4,
+    concurrent_batches: int = 1,
     log_level: str = "warning",
 ) -> int:
     """Serve ``models`` until SIGTERM or SIGINT; the exit status (1 when the port could not be bound)."""
-    app = create_app(models, max_batch_size, max_queue_delay_ms, max_body_bytes, worker_threads)
+    app = create_app(
+        models,
+        max_batch_size,
+        max_queue_delay_ms,
+        max_body_bytes,
+        worker_threads,
+        min(concurrent_batches, worker_threads),
+    )
     for model in models:
         state = "ready" if model.ready else f"NOT READY ({model.error})"
         print(f"onnxnn serve: model '{model.name}' version {model.version} from {model.path}: {state}", flush=True)

@@ -5,19 +5,20 @@ from __future__ import annotations
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+from tolerances import accumulation_bound
 
-__all__ = ["FEATURES", "CLASSES", "write_mlp", "write_fixed_shape_model", "write_broken_model"]
+__all__ = ["FEATURES", "CLASSES", "mlp_logits_bound", "write_mlp", "write_fixed_shape_model", "write_broken_model"]
 
 FEATURES, HIDDEN, CLASSES = 16, 32, 4
 
 
-def write_mlp(path, seed: int = 0) -> str:
-    """``logits = relu(x @ W1 + b1) @ W2 + b2`` and ``label = argmax(logits)``; x is FP32 [batch, FEATURES]."""
+def write_mlp(path, seed: int = 0, features: int = FEATURES, hidden: int = HIDDEN) -> str:
+    """``logits = relu(x @ W1 + b1) @ W2 + b2`` and ``label = argmax(logits)``; x is FP32 [batch, features]."""
     rng = np.random.default_rng(seed)
     weights = {
-        "W1": rng.standard_normal((FEATURES, HIDDEN)).astype(np.float32) / 4,
-        "b1": rng.standard_normal(HIDDEN).astype(np.float32),
-        "W2": rng.standard_normal((HIDDEN, CLASSES)).astype(np.float32) / 4,
+        "W1": (rng.standard_normal((features, hidden)) / np.sqrt(features)).astype(np.float32),
+        "b1": rng.standard_normal(hidden).astype(np.float32),
+        "W2": (rng.standard_normal((hidden, CLASSES)) / np.sqrt(hidden)).astype(np.float32),
         "b2": rng.standard_normal(CLASSES).astype(np.float32),
     }
     nodes = [
@@ -31,7 +32,7 @@ def write_mlp(path, seed: int = 0) -> str:
     graph = helper.make_graph(
         nodes,
         "mlp",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", FEATURES])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", features])],
         [
             helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", CLASSES]),
             helper.make_tensor_value_info("label", TensorProto.INT64, ["batch"]),
@@ -43,6 +44,22 @@ def write_mlp(path, seed: int = 0) -> str:
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
     return str(path)
+
+
+def mlp_logits_bound(x: np.ndarray, path) -> np.ndarray:
+    """How far two float32 computations of write_mlp's logits for ``x`` may differ, elementwise.
+
+    The server and a plain session may round differently (batch sizes pick other kernels): layer 1's
+    bound, carried through relu (1-Lipschitz) and ``|W2|``, plus layer 2's own.
+    """
+    weights = {
+        init.name: numpy_helper.to_array(init).astype(np.float64) for init in onnx.load(str(path)).graph.initializer
+    }
+    features, hidden = weights["W1"].shape
+    hidden_magnitude = np.abs(x) @ np.abs(weights["W1"]) + np.abs(weights["b1"])
+    first = accumulation_bound(hidden_magnitude, features + 1)
+    second = accumulation_bound((hidden_magnitude + first) @ np.abs(weights["W2"]) + np.abs(weights["b2"]), hidden + 1)
+    return first @ np.abs(weights["W2"]) + second
 
 
 def write_fixed_shape_model(path) -> str:
