@@ -1,15 +1,17 @@
 """Dynamic batching: requests for one model arriving within a window run as one onnxruntime call.
 
-The first request to arrive opens a window of ``max_queue_delay`` seconds; requests arriving in it are
-stacked along the first (dynamic) axis until ``max_batch_size`` rows, run once, and the outputs are
-split back by each request's row count. Requests whose other axes differ cannot be stacked: they run
-as separate batches of the same window. While a batch runs, the next window fills, so under load the
-batches grow by themselves.
+A batch runs when a slot is free (``concurrent_batches`` run at once) and either ``max_batch_size``
+rows are queued or the oldest queued request has waited ``max_queue_delay`` seconds. Its requests are
+stacked along the first (dynamic) axis, run once, and the outputs are split back by each request's row
+count. Requests whose other axes differ cannot be stacked: they run one after the other in the same
+slot. While the slots are busy, requests queue, so under load the batches grow by themselves.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ __all__ = ["DynamicBatcher"]
 class _Pending:
     arrays: dict[str, np.ndarray]
     future: asyncio.Future
+    arrived: float  # the event loop's clock
 
     @property
     def rows(self) -> int:
@@ -62,8 +65,10 @@ class DynamicBatcher:
         self.max_queue_delay = max_queue_delay
         self._executor = executor
         self._observe_batch = observe_batch
-        self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
-        self._carried: _Pending | None = None  # arrived in a full window; opens the next one
+        self._queue: collections.deque[_Pending] = collections.deque()
+        self._queued_rows = 0
+        self._arrived = asyncio.Event()  # the queue is not empty
+        self._full = asyncio.Event()  # the queue holds max_batch_size rows: no need to wait longer
         self._task: asyncio.Task | None = None
         self._slots = asyncio.Semaphore(concurrent_batches)
         self._running: set[asyncio.Task] = set()  # referenced so that the loop does not drop them
@@ -73,7 +78,7 @@ class DynamicBatcher:
 
     async def stop(self) -> None:
         """Stop after the queued requests ran (the server stops taking requests first)."""
-        while not self._queue.empty() or self._carried is not None or self._running:
+        while self._queue or self._running:
             await asyncio.sleep(0.01)
         if self._task is not None:
             self._task.cancel()
@@ -81,45 +86,50 @@ class DynamicBatcher:
 
     async def infer(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The model's outputs for one request, run as part of a batch."""
-        pending = _Pending(arrays, asyncio.get_running_loop().create_future())
-        await self._queue.put(pending)
+        loop = asyncio.get_running_loop()
+        pending = _Pending(arrays, loop.create_future(), loop.time())
+        self._queue.append(pending)
+        self._queued_rows += pending.rows
+        self._arrived.set()
+        if self._queued_rows >= self.max_batch_size:
+            self._full.set()
         return await pending.future
 
-    async def _next_window(self) -> list[_Pending]:
-        first = self._carried or await self._queue.get()
-        self._carried = None
-        window, rows = [first], first.rows
-        deadline = asyncio.get_running_loop().time() + self.max_queue_delay
-        while rows < self.max_batch_size:
-            remaining = deadline - asyncio.get_running_loop().time()
-            try:
-                pending = (
-                    self._queue.get_nowait() if remaining <= 0 else await asyncio.wait_for(self._queue.get(), remaining)
-                )
-            except (asyncio.QueueEmpty, asyncio.TimeoutError):
-                break
-            if rows + pending.rows > self.max_batch_size:
-                self._carried = pending
-                break
+    def _take_window(self) -> list[_Pending]:
+        window, rows = [], 0
+        while self._queue and (not window or rows + self._queue[0].rows <= self.max_batch_size):
+            pending = self._queue.popleft()
             window.append(pending)
             rows += pending.rows
+        self._queued_rows -= rows
+        if not self._queue:
+            self._arrived.clear()
+        if self._queued_rows < self.max_batch_size:
+            self._full.clear()
         return window
 
     async def _serve_forever(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
-            window = await self._next_window()
+            # A free slot first (at most ``concurrent_batches`` run at once, Triton's instance count):
+            # while all are busy, requests queue up and the next batch takes them all at once.
+            await self._slots.acquire()
+            await self._arrived.wait()
+            remaining = self._queue[0].arrived + self.max_queue_delay - loop.time()
+            if remaining > 0 and not self._full.is_set():
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._full.wait(), remaining)
+            window = self._take_window()
             groups: dict[tuple, list[_Pending]] = {}
             for pending in window:
                 groups.setdefault(pending.signature, []).append(pending)
-            for group in groups.values():
-                # At most ``concurrent_batches`` run at once (Triton's instance count); while they run,
-                # the next window fills.
-                await self._slots.acquire()
-                self._running.add(asyncio.get_running_loop().create_task(self._run(group)))
+            task = loop.create_task(self._run(list(groups.values())))
+            self._running.add(task)
 
-    async def _run(self, group: list[_Pending]) -> None:
+    async def _run(self, groups: list[list[_Pending]]) -> None:
         try:
-            await self._run_group(group)
+            for group in groups:
+                await self._run_group(group)
         finally:
             self._slots.release()
             self._running.discard(asyncio.current_task())

@@ -1,4 +1,4 @@
-"""The module-scoped server the serving tests share, and the model files it serves."""
+"""The server the serving tests share (one process for the session), and the model files it serves."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ pytest.importorskip("starlette")  # the serve extra, in the test extra: CI runs 
 tritonclient_http = pytest.importorskip("tritonclient.http")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def model_files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("served")
     return {
@@ -27,7 +27,7 @@ def model_files(tmp_path_factory):
 MAX_BODY_BYTES = 64 * 1024
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server(model_files):
     """mlp (batched, 50 ms window), fixed (two inputs, fixed shapes) and broken (fails to load)."""
     running = ServerProcess(

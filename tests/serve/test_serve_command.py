@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from onnxnn.cli import main
+
 from .models import write_broken_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,11 +22,13 @@ def _serve(*arguments: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, env=environment, timeout=120)
 
 
-def test_help_lists_the_flags_and_examples():
-    done = _serve("--help")
-    assert done.returncode == 0
+def test_help_lists_the_flags_and_examples(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--help"])
+    printed = capsys.readouterr().out
+    assert exited.value.code == 0
     for flag in ("--max-batch-size", "--max-queue-delay-ms", "--max-body-bytes", "--intra-op-threads", "examples:"):
-        assert flag in done.stdout
+        assert flag in printed
 
 
 @pytest.mark.parametrize(
@@ -37,8 +41,15 @@ def test_help_lists_the_flags_and_examples():
         (["BROKEN", "--max-batch-size", "-1"], "--max-batch-size must be >= 0"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_status_2(tmp_path, arguments, message):
+def test_bad_input_is_one_line_and_exit_status_2(tmp_path, capsys, arguments, message):
     broken = write_broken_model(tmp_path / "broken.onnx")
-    done = _serve(*[argument.replace("BROKEN", broken) for argument in arguments])
-    assert done.returncode == 2 and message in done.stderr, done.stderr
+    status = main(["serve", *[argument.replace("BROKEN", broken) for argument in arguments]])
+    stderr = capsys.readouterr().err
+    assert status == 2 and message in stderr, stderr
+    assert len(stderr.strip().splitlines()) == 1
+
+
+def test_bad_input_through_the_process_is_one_line_without_a_traceback(tmp_path):
+    done = _serve(write_broken_model(tmp_path / "broken.onnx"), "--port", "0")
+    assert done.returncode == 2 and "no model loaded: broken:" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr

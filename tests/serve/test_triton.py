@@ -14,6 +14,8 @@ import onnxruntime
 import pytest
 from google.protobuf import text_format
 
+from onnxnn.cli import main
+
 from .models import CLASSES, FEATURES, write_fixed_shape_model, write_mlp
 
 tritonclient = pytest.importorskip("tritonclient")
@@ -66,9 +68,9 @@ def test_batchable_model_gets_max_batch_size_dynamic_batching_and_dims_without_t
         np.testing.assert_array_equal(ours, theirs)  # same graph, same inputs, same kernels
 
 
-def test_fixed_shape_model_gets_full_dims_and_no_batching(tmp_path):
-    done = _export(write_fixed_shape_model(tmp_path / "fixed.onnx"), str(tmp_path / "repo"))
-    assert done.returncode == 0, done.stderr
+def test_fixed_shape_model_gets_full_dims_and_no_batching(tmp_path, capsys):
+    assert main(["export-triton", write_fixed_shape_model(tmp_path / "fixed.onnx"), str(tmp_path / "repo")]) == 0
+    assert "config.pbtxt" in capsys.readouterr().out
     pb, config = _parse(tmp_path / "repo" / "fixed")
     assert config.name == "fixed" and config.max_batch_size == 0 and not config.HasField("dynamic_batching")
     assert [(i.name, i.data_type, list(i.dims)) for i in config.input] == [
@@ -87,15 +89,25 @@ def test_fixed_shape_model_gets_full_dims_and_no_batching(tmp_path):
         (["MLP", "repo", "--instances", "0"], "--instances >= 1"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_status_2(tmp_path, arguments, message):
+def test_bad_input_is_one_line_and_exit_status_2(tmp_path, capsys, arguments, message):
     (tmp_path / "bad.onnx").write_bytes(b"\x00not a protobuf\xff" * 4)
     mlp = write_mlp(tmp_path / "mlp.onnx")
     substitutions = {"NOT_ONNX": str(tmp_path / "bad.onnx"), "MLP": mlp, "repo": str(tmp_path / "repo")}
-    done = _export(*[substitutions.get(argument, argument) for argument in arguments])
-    assert done.returncode == 2 and message in done.stderr
+    status = main(["export-triton", *[substitutions.get(argument, argument) for argument in arguments]])
+    stderr = capsys.readouterr().err
+    assert status == 2 and message in stderr, stderr
+    assert len(stderr.strip().splitlines()) == 1
+
+
+def test_bad_input_through_the_process_is_one_line_without_a_traceback(tmp_path):
+    (tmp_path / "bad.onnx").write_bytes(b"\x00not a protobuf\xff" * 4)
+    done = _export(str(tmp_path / "bad.onnx"), str(tmp_path / "repo"))
+    assert done.returncode == 2 and "not a valid ONNX model" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
 
 
-def test_help_lists_examples():
-    done = _export("--help")
-    assert done.returncode == 0 and "examples:" in done.stdout and "--max-batch-size" in done.stdout
+def test_help_lists_examples(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["export-triton", "--help"])
+    printed = capsys.readouterr().out
+    assert exited.value.code == 0 and "examples:" in printed and "--max-batch-size" in printed
