@@ -54,6 +54,7 @@ class Outcome:
     malformed_answered_400: int = 0
     wall: float = 0.0
     timed_out: bool = False
+    mean_batch_rows: float = 0.0  # rows per onnxruntime run, from the server's /metrics
 
     def summary(self) -> dict:
         latencies = np.array(self.latencies) * 1000
@@ -66,6 +67,7 @@ class Outcome:
             "malformed": self.malformed_sent,
             "malformed_answered_400": self.malformed_answered_400,
             "timed_out": self.timed_out,
+            "mean_batch_rows": round(self.mean_batch_rows, 2),
         }
 
 
@@ -75,6 +77,20 @@ def _pool(features: int, model_path: str, size: int = 64, seed: int = 0):
     session = onnxruntime.InferenceSession(model_path, providers=["CPUExecutionProvider"])
     expected = session.run(None, {"x": x})[0]
     return x, expected, mlp_logits_bound(x, model_path)
+
+
+def _batch_rows(address: str) -> tuple[float, float]:
+    """(runs, rows) so far from the server's onnxnn_batch_size histogram."""
+    connection = http.client.HTTPConnection(*address.split(":"), timeout=60)
+    connection.request("GET", "/metrics")
+    text = connection.getresponse().read().decode()
+    connection.close()
+    values = {}
+    for line in text.splitlines():
+        for key in ("onnxnn_batch_size_count", "onnxnn_batch_size_sum"):
+            if line.startswith(key + "{"):
+                values[key] = float(line.rsplit(" ", 1)[1])
+    return values.get("onnxnn_batch_size_count", 0.0), values.get("onnxnn_batch_size_sum", 0.0)
 
 
 def _post_malformed(address: str, body: bytes) -> int:
@@ -136,12 +152,15 @@ def run_load(
                 outcome.latencies.append(elapsed)
 
     threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    runs_before, rows_before = _batch_rows(server.address)
     started = time.perf_counter()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     outcome.wall = time.perf_counter() - started
+    runs, rows = _batch_rows(server.address)
+    outcome.mean_batch_rows = (rows - rows_before) / (runs - runs_before) if runs > runs_before else 0.0
     return outcome
 
 
