@@ -15,7 +15,7 @@ import numpy as np
 
 from .errors import BadRequest
 
-__all__ = ["DATATYPES", "datatype_of", "decode_request", "encode_response"]
+__all__ = ["DATATYPES", "datatype_of", "decode_request", "encode_response", "requested_outputs"]
 
 # The protocol's tensor datatypes (BYTES, strings, is not served: the models here take numbers).
 DATATYPES: dict[str, np.dtype] = {
