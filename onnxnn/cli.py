@@ -20,7 +20,7 @@ import os
 import sys
 import traceback
 
-from .commands import bench, check, convert, export, graph, inspect, summary
+from .commands import bench, check, convert, export, export_triton, graph, inspect, serve, summary
 from .commands.common import CommandError
 
 __all__ = ["main", "COMMANDS"]
@@ -34,6 +34,8 @@ COMMANDS = {
     "export": export,
     "bench": bench,
     "graph": graph,
+    "serve": serve,
+    "export-triton": export_triton,
 }
 
 EXIT_MISMATCH = 1
