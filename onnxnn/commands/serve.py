@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 
+from ..export.checkpoint import load
 from ..serve.model import load_model, parse_model_argument
 from ..serve.server import MISSING_EXTRA, serve
+from .common import CommandError, add_input_dtype_argument, export_module, load_factory, parse_shape
 
 __all__ = ["DESCRIPTION", "EPILOG", "add_arguments", "run"]
 
@@ -16,6 +20,8 @@ EPILOG = """examples:
   onnxnn serve model.onnx                          # http://127.0.0.1:8000/v2/models/model
   onnxnn serve clf=model.onnx --port 0             # a free port, printed as 'listening on ...'
   onnxnn serve a.onnx b.onnx --max-batch-size 32 --max-queue-delay-ms 2 --intra-op-threads 4
+  onnxnn serve clf=models.py:make_classifier --weights clf.safetensors --input-shape 1,4
+                                                   # a module built by a factory, exported on start
   curl localhost:8000/v2/models/model               # metadata; /metrics for Prometheus
 
 Stops on SIGTERM or Ctrl-C after answering the requests in flight, then ends by that signal (as
@@ -25,7 +31,27 @@ A model file that fails to load is reported as not ready (503) while the others 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("models", nargs="+", metavar="MODEL", help="an ONNX file, or NAME=FILE to choose its name")
+    parser.add_argument(
+        "models",
+        nargs="+",
+        metavar="MODEL",
+        help="an ONNX file or a Python 'module:factory' path returning a module (exported on start with a "
+        "dynamic batch axis); NAME=MODEL chooses its name",
+    )
+    parser.add_argument(
+        "--weights",
+        metavar="CHECKPOINT",
+        help="a state_dict (.pt/.pth/.bin/.safetensors/onnxnn checkpoint) loaded into every factory model",
+    )
+    parser.add_argument(
+        "--input-shape",
+        action="append",
+        type=parse_shape,
+        default=None,
+        metavar="SHAPE",
+        help="a factory model's example input shape (axis 0 becomes the dynamic batch axis); once per input",
+    )
+    add_input_dtype_argument(parser)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to listen on; 0 picks a free one (default: 8000)")
     parser.add_argument(
@@ -58,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        named = [parse_model_argument(argument) for argument in args.models]
+        named = [_named(argument) for argument in args.models]
     except ValueError as error:
         print(f"onnxnn serve: {error}", file=sys.stderr)
         return 2
@@ -67,10 +93,54 @@ def run(args: argparse.Namespace) -> int:
     if duplicates:
         print(f"onnxnn serve: model name(s) {duplicates} given twice; use NAME=FILE", file=sys.stderr)
         return 2
-    models = [load_model(name, path, args.intra_op_threads, args.inter_op_threads) for name, path in named]
-    if not any(model.ready for model in models):
-        print(f"onnxnn serve: no model loaded: {'; '.join(f'{m.name}: {m.error}' for m in models)}", file=sys.stderr)
-        return 2
+    with tempfile.TemporaryDirectory(prefix="onnxnn-serve-") as exported:
+        files = [(name, _onnx_file(name, path, args, exported)) for name, path in named]
+        models = [load_model(name, path, args.intra_op_threads, args.inter_op_threads) for name, path in files]
+        if not any(model.ready for model in models):
+            failures = "; ".join(f"{m.name}: {m.error}" for m in models)
+            print(f"onnxnn serve: no model loaded: {failures}", file=sys.stderr)
+            return 2
+        return _serve(models, args)
+
+
+def _named(argument: str) -> tuple[str, str]:
+    name, path = parse_model_argument(argument)
+    if "=" not in argument and _is_factory(path):
+        name = path.rpartition(":")[2]  # 'models.py:make_classifier' serves as 'make_classifier'
+    return name, path
+
+
+def _is_factory(path: str) -> bool:
+    return ":" in path and not path.lower().endswith(".onnx") and not os.path.exists(path)
+
+
+def _onnx_file(name: str, path: str, args: argparse.Namespace, folder: str) -> str:
+    """``path`` itself for an ONNX file; for a factory, the module it builds exported into ``folder``."""
+    if not _is_factory(path):
+        return path
+    if not args.input_shape:
+        raise CommandError(f"'{path}': a 'module:factory' model needs --input-shape (e.g. --input-shape 1,4)")
+    module = load_factory(path)
+    if not callable(module) or not hasattr(module, "load_state_dict"):
+        raise CommandError(f"'{path}': the factory returned {type(module).__name__}, not a module")
+    if args.weights is not None:
+        # strict: a checkpoint that does not fit the module is an error at start, not wrong answers later.
+        module.load_state_dict(load(args.weights))
+    module.eval()
+    input_names = [f"input_{index}" for index in range(len(args.input_shape))]
+    target = os.path.join(folder, f"{name}.onnx")
+    export_module(
+        module,
+        args.input_shape,
+        args.input_dtype,
+        target,
+        input_names=input_names,
+        dynamic_axes={input_name: {0: "batch"} for input_name in input_names},
+    )
+    return target
+
+
+def _serve(models: list, args: argparse.Namespace) -> int:
     return serve(
         models,
         host=args.host,
