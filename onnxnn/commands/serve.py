@@ -93,14 +93,21 @@ def run(args: argparse.Namespace) -> int:
     if duplicates:
         print(f"onnxnn serve: model name(s) {duplicates} given twice; use NAME=FILE", file=sys.stderr)
         return 2
+    # Sessions hold their models in memory, so the exported files go before serving starts (a server
+    # stopped by SIGTERM ends by the signal, with no chance to delete them afterwards).
     with tempfile.TemporaryDirectory(prefix="onnxnn-serve-") as exported:
-        files = [(name, _onnx_file(name, path, args, exported)) for name, path in named]
-        models = [load_model(name, path, args.intra_op_threads, args.inter_op_threads) for name, path in files]
-        if not any(model.ready for model in models):
-            failures = "; ".join(f"{m.name}: {m.error}" for m in models)
-            print(f"onnxnn serve: no model loaded: {failures}", file=sys.stderr)
-            return 2
-        return _serve(models, args)
+        models = []
+        for name, path in named:
+            model = load_model(
+                name, _onnx_file(name, path, args, exported), args.intra_op_threads, args.inter_op_threads
+            )
+            model.path = path  # what the start-up log names: the file, or the factory
+            models.append(model)
+    if not any(model.ready for model in models):
+        failures = "; ".join(f"{m.name}: {m.error}" for m in models)
+        print(f"onnxnn serve: no model loaded: {failures}", file=sys.stderr)
+        return 2
+    return _serve(models, args)
 
 
 def _named(argument: str) -> tuple[str, str]:
