@@ -99,6 +99,16 @@ def _gemm_grad(ctx, g):
     alpha, beta = ctx.attrs.get("alpha", 1.0), ctx.attrs.get("beta", 1.0)
     trans_a, trans_b = ctx.attrs.get("transA", 0), ctx.attrs.get("transB", 0)
     a, b = ctx.input(0), ctx.input(1)
+    grad_c = None
+    if ctx.num_inputs > 2 and ctx.input_value(2) is not None:
+        grad_c = g * beta if beta != 1.0 else g
+    if alpha == 1.0 and not trans_a and trans_b:
+        # F.linear's x W^T (+ b): dx = g W and dW = g^T x, one Gemm each and no Transpose node.
+        return (
+            apply_op("Gemm", (g, b), None, "MmBackward0") if ctx.needs_input_grad(0) else None,
+            apply_op("Gemm", (g, a), _TRANSPOSE_A, "MmBackward0") if ctx.needs_input_grad(1) else None,
+            grad_c,
+        )
     a_matrix = a.t() if trans_a else a
     b_matrix = b.t() if trans_b else b
     grad_a_matrix = matmul(g, b_matrix.t())
@@ -107,9 +117,6 @@ def _gemm_grad(ctx, g):
     grad_b = grad_b_matrix.t() if trans_b else grad_b_matrix
     if alpha != 1.0:
         grad_a, grad_b = grad_a * alpha, grad_b * alpha
-    grad_c = None
-    if ctx.num_inputs > 2 and ctx.input_value(2) is not None:
-        grad_c = g * beta if beta != 1.0 else g
     return grad_a, grad_b, grad_c
 
 
