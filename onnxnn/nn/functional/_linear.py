@@ -21,7 +21,8 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     A matrix input (float32/float64, bias absent or a vector) is recorded as one
     ``Gemm(x, W, b, transB=1)``: onnxruntime runs it as fast as the ``MatMul(x, Transpose(W))`` plus
     ``Add`` it fuses, and one node instead of three is a third of the recording, planning and
-    backward bookkeeping per layer. Other ranks and dtypes take ``MatMul`` plus ``Add``.
+    backward bookkeeping per layer. A vector input is recorded as ``MatMul(W, x)`` plus ``Add`` (no
+    Transpose). Other ranks and dtypes take ``MatMul(x, Transpose(W))`` plus ``Add``.
 
     Args:
         input: ``(*, in_features)``.
@@ -51,6 +52,14 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             if bias.dtype is not input.dtype:
                 bias = bias.to(input.dtype)
             return apply_op("Gemm", (input, weight, bias), _TRANSPOSE_B, "AddmmBackward0")
+    if input.dim() == 1 and weight.dim() == 2:
+        # W x: the same dot products as x W^T without a Transpose node (nor its backward).
+        product = apply_op("MatMul", (weight, input), None, "MmBackward0")
+        if bias is None:
+            return product
+        if bias.dtype is not product.dtype:
+            bias = bias.to(product.dtype)
+        return apply_op("Add", (product, bias), None, "AddBackward0")
     weight_t = weight.t()
     if input.dim() == 2 and weight.dim() == 2:
         product = apply_op("MatMul", (input, weight_t), None, "MmBackward0")

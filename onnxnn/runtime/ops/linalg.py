@@ -60,6 +60,11 @@ def _matmul_grad(ctx, g):
         column = apply_op("Unsqueeze", (a, int64_constant([1])), None, "UnsqueezeBackward0") if need_b else None
         outer = apply_op("Mul", (column, g), None, "MulBackward0") if need_b else None
         return (apply_op("MatMul", (b, g), None, "MvBackward0") if need_a else None), outer
+    if a_rank == 2 and b_rank == 1:
+        # F.linear's W x on a vector: dW is the outer product g x^T (a broadcast Mul), dx = g W.
+        column = apply_op("Unsqueeze", (g, int64_constant([1])), None, "UnsqueezeBackward0") if need_a else None
+        outer = apply_op("Mul", (column, b), None, "MulBackward0") if need_a else None
+        return outer, (apply_op("MatMul", (g, a), None, "MvBackward0") if need_b else None)
     # Vectors are lifted to matrices so one formula serves every rank; the driver un-broadcasts batches.
     a2 = a.unsqueeze(0) if a.dim() == 1 else a
     b2 = b.unsqueeze(-1) if b.dim() == 1 else b
