@@ -60,6 +60,11 @@ def _matmul_grad(ctx, g):
         column = apply_op("Unsqueeze", (a, int64_constant([1])), None, "UnsqueezeBackward0") if need_b else None
         outer = apply_op("Mul", (column, g), None, "MulBackward0") if need_b else None
         return (apply_op("MatMul", (b, g), None, "MvBackward0") if need_a else None), outer
+    if a_rank == 2 and b_rank == 1:
+        # F.linear's W x on a vector: dW is the outer product g x^T (a broadcast Mul), dx = g W.
+        column = apply_op("Unsqueeze", (g, int64_constant([1])), None, "UnsqueezeBackward0") if need_a else None
+        outer = apply_op("Mul", (column, b), None, "MulBackward0") if need_a else None
+        return outer, (apply_op("MatMul", (g, a), None, "MvBackward0") if need_b else None)
     # Vectors are lifted to matrices so one formula serves every rank; the driver un-broadcasts batches.
     a2 = a.unsqueeze(0) if a.dim() == 1 else a
     b2 = b.unsqueeze(-1) if b.dim() == 1 else b
@@ -99,6 +104,16 @@ def _gemm_grad(ctx, g):
     alpha, beta = ctx.attrs.get("alpha", 1.0), ctx.attrs.get("beta", 1.0)
     trans_a, trans_b = ctx.attrs.get("transA", 0), ctx.attrs.get("transB", 0)
     a, b = ctx.input(0), ctx.input(1)
+    grad_c = None
+    if ctx.num_inputs > 2 and ctx.input_value(2) is not None:
+        grad_c = g * beta if beta != 1.0 else g
+    if alpha == 1.0 and not trans_a and trans_b:
+        # F.linear's x W^T (+ b): dx = g W and dW = g^T x, one Gemm each and no Transpose node.
+        return (
+            apply_op("Gemm", (g, b), None, "MmBackward0") if ctx.needs_input_grad(0) else None,
+            apply_op("Gemm", (g, a), _TRANSPOSE_A, "MmBackward0") if ctx.needs_input_grad(1) else None,
+            grad_c,
+        )
     a_matrix = a.t() if trans_a else a
     b_matrix = b.t() if trans_b else b
     grad_a_matrix = matmul(g, b_matrix.t())
@@ -107,9 +122,6 @@ def _gemm_grad(ctx, g):
     grad_b = grad_b_matrix.t() if trans_b else grad_b_matrix
     if alpha != 1.0:
         grad_a, grad_b = grad_a * alpha, grad_b * alpha
-    grad_c = None
-    if ctx.num_inputs > 2 and ctx.input_value(2) is not None:
-        grad_c = g * beta if beta != 1.0 else g
     return grad_a, grad_b, grad_c
 
 
