@@ -1,0 +1,67 @@
+"""torchvision's weights, saved with torch.save, load into the onnxnn models and give torchvision's outputs.
+
+Runs only where torch and torchvision are installed (they are not onnxnn dependencies):
+``PYTHONPATH=$PWD /path/to/venv-with-torchvision/bin/python -m pytest tests/models/vision/test_torchvision_weights.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onnxnn
+from onnxnn.models import vision
+
+torch = pytest.importorskip("torch")
+torchvision = pytest.importorskip("torchvision")
+
+SMALL_VIT = {"image_size": 32, "patch_size": 16, "num_layers": 2, "num_heads": 2, "hidden_dim": 32, "mlp_dim": 64}
+
+# name -> (torchvision builder, onnxnn builder, kwargs, input side)
+CASES = {
+    "resnet18": ("resnet18", vision.resnet18, {}, 64),
+    "mobilenet_v3_small": ("mobilenet_v3_small", vision.mobilenet_v3_small, {}, 64),
+    "vit_small": ("VisionTransformer", vision.VisionTransformer, SMALL_VIT, 32),
+}
+
+
+def _randomize(model) -> None:
+    """Makes every float tensor non-trivial (ViT's head starts at zero, BatchNorm's statistics at 0 and 1)."""
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, value in model.state_dict().items():
+            if not value.is_floating_point():
+                continue
+            if name.endswith("running_var"):
+                value.copy_(torch.rand(value.shape, generator=generator) + 0.5)
+            elif name.endswith("weight") and value.dim() == 1:  # normalization scales stay near 1
+                value.copy_(1 + 0.1 * torch.randn(value.shape, generator=generator))
+            else:
+                value.copy_(value + 0.05 * torch.randn(value.shape, generator=generator))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("suffix", [".pth", ".safetensors"])
+def test_torchvision_weights_give_torchvision_outputs(name, suffix, tmp_path):
+    tv_builder, builder, kwargs, side = CASES[name]
+    reference_model = getattr(torchvision.models, tv_builder)(**kwargs)
+    _randomize(reference_model)
+    reference_model.eval()
+    path = tmp_path / f"{name}{suffix}"
+    if suffix == ".pth":
+        torch.save(reference_model.state_dict(), path)
+    else:
+        safetensors_torch = pytest.importorskip("safetensors.torch")
+        safetensors_torch.save_file(reference_model.state_dict(), str(path))
+    x = np.random.default_rng(1).standard_normal((2, 3, side, side)).astype(np.float32)
+    with torch.no_grad():
+        expected = reference_model(torch.from_numpy(x)).numpy()
+
+    if builder is vision.VisionTransformer:  # a configuration without a builder: load the file by hand
+        model = builder(**kwargs)
+        model.load_state_dict(onnxnn.load(path))
+    else:
+        model = builder(weights=path, **kwargs)
+    model.eval()
+    actual = model(onnxnn.from_numpy(x)).detach().numpy()
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
