@@ -37,6 +37,21 @@ VISION_MODELS = {
         {"image_size": 32, "patch_size": 16, "num_layers": 2, "num_heads": 2, "hidden_dim": 32, "mlp_dim": 64},
     ),
     "resnet18_10_classes": ("resnet18", {"num_classes": 10}),
+    "efficientnet_b0": ("efficientnet_b0", {}),
+    "efficientnet_b1": ("efficientnet_b1", {}),
+    "efficientnet_b2": ("efficientnet_b2", {}),
+    "efficientnet_b3": ("efficientnet_b3", {}),
+    "vgg11": ("vgg11", {}),
+    "vgg11_bn": ("vgg11_bn", {}),
+    "vgg13": ("vgg13", {}),
+    "vgg16": ("vgg16", {}),
+    "vgg16_bn": ("vgg16_bn", {}),
+    "vgg19": ("vgg19", {}),
+    "vgg19_bn": ("vgg19_bn", {}),
+    "squeezenet1_0": ("squeezenet1_0", {}),
+    "squeezenet1_1": ("squeezenet1_1", {}),
+    "densenet121": ("densenet121", {}),
+    "convnext_tiny": ("convnext_tiny", {}),
 }
 
 

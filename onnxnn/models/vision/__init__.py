@@ -6,6 +6,9 @@ torchvision model's ``state_dict()``, and the constructor's keyword arguments (`
 
 from __future__ import annotations
 
+from .convnext import ConvNeXt, convnext_base, convnext_large, convnext_small, convnext_tiny
+from .densenet import DenseNet, densenet121, densenet161, densenet169, densenet201
+from .efficientnet import EfficientNet, efficientnet_b0, efficientnet_b1, efficientnet_b2, efficientnet_b3
 from .mobilenet import MobileNetV2, MobileNetV3, mobilenet_v2, mobilenet_v3_large, mobilenet_v3_small
 from .resnet import (
     ResNet,
@@ -20,7 +23,9 @@ from .resnet import (
     wide_resnet50_2,
     wide_resnet101_2,
 )
+from .squeezenet import SqueezeNet, squeezenet1_0, squeezenet1_1
 from .transforms import imagenet_preprocess
+from .vgg import VGG, vgg11, vgg11_bn, vgg13, vgg13_bn, vgg16, vgg16_bn, vgg19, vgg19_bn
 from .vit import VisionTransformer, vit_b_16, vit_b_32, vit_h_14, vit_l_16, vit_l_32
 
 __all__ = [
@@ -46,5 +51,32 @@ __all__ = [
     "vit_l_16",
     "vit_l_32",
     "vit_h_14",
+    "EfficientNet",
+    "efficientnet_b0",
+    "efficientnet_b1",
+    "efficientnet_b2",
+    "efficientnet_b3",
+    "VGG",
+    "vgg11",
+    "vgg11_bn",
+    "vgg13",
+    "vgg13_bn",
+    "vgg16",
+    "vgg16_bn",
+    "vgg19",
+    "vgg19_bn",
+    "SqueezeNet",
+    "squeezenet1_0",
+    "squeezenet1_1",
+    "DenseNet",
+    "densenet121",
+    "densenet161",
+    "densenet169",
+    "densenet201",
+    "ConvNeXt",
+    "convnext_tiny",
+    "convnext_small",
+    "convnext_base",
+    "convnext_large",
     "imagenet_preprocess",
 ]

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from ...nn import AdaptiveAvgPool2d, BatchNorm2d, Conv2d, Module, ReLU, Sequential, Sigmoid
+from ...runtime.creation import rand
 from ...runtime.tensor import Tensor
 
-__all__ = ["Conv2dNormActivation", "SqueezeExcitation", "make_divisible"]
+__all__ = ["Conv2dNormActivation", "SqueezeExcitation", "StochasticDepth", "make_divisible"]
 
 
 def make_divisible(value: float, divisor: int, min_value: Optional[int] = None) -> int:
@@ -88,3 +89,34 @@ class SqueezeExcitation(Module):
     def forward(self, input: Tensor) -> Tensor:
         scale = self.fc2(self.activation(self.fc1(self.avgpool(input))))
         return self.scale_activation(scale) * input
+
+
+class StochasticDepth(Module):
+    """Drops whole residual branches at random while training (arXiv:1603.09382), as ``torchvision.ops``.
+
+    Args:
+        p: probability of dropping; survivors are scaled by ``1 / (1 - p)``.
+        mode: ``"row"`` drops per sample, ``"batch"`` the whole batch at once.
+    """
+
+    def __init__(self, p: float, mode: str) -> None:
+        super().__init__()
+        if p < 0.0 or p > 1.0:
+            raise ValueError(f"drop probability has to be between 0 and 1, but got {p}")
+        if mode not in ("batch", "row"):
+            raise ValueError(f"mode has to be either 'batch' or 'row', but got {mode}")
+        self.p = p
+        self.mode = mode
+
+    def forward(self, input: Tensor) -> Tensor:
+        if not self.training or self.p == 0.0:
+            return input
+        survival_rate = 1.0 - self.p
+        size = [input.shape[0]] + [1] * (input.dim() - 1) if self.mode == "row" else [1] * input.dim()
+        keep = (rand(*size, dtype=input.dtype) < survival_rate).to(input.dtype)
+        if survival_rate > 0.0:
+            keep = keep / survival_rate
+        return input * keep
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, mode={self.mode}"

@@ -22,9 +22,13 @@ ALL_MODELS = [
     "mobilenet_v3_small",
     "mobilenet_v3_large",
     "vit_small",
+    "efficientnet_b0",
+    "squeezenet1_1",
+    "densenet121",
+    "convnext_tiny",
 ]
 KERNELS_MODELS = ["resnet18", "mobilenet_v3_small", "vit_small"]
-EXPORTED_MODELS = ["resnet18", "mobilenet_v2", "mobilenet_v3_small", "vit_small"]
+EXPORTED_MODELS = ["resnet18", "mobilenet_v3_small", "vit_small", "efficientnet_b0", "convnext_tiny"]
 
 
 @pytest.fixture(scope="module")
