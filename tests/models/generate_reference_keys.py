@@ -52,6 +52,8 @@ VISION_MODELS = {
     "squeezenet1_1": ("squeezenet1_1", {}),
     "densenet121": ("densenet121", {}),
     "convnext_tiny": ("convnext_tiny", {}),
+    "regnet_y_400mf": ("regnet_y_400mf", {}),
+    "regnet_x_400mf": ("regnet_x_400mf", {}),
 }
 
 

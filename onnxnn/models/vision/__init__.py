@@ -23,6 +23,7 @@ from .resnet import (
     wide_resnet50_2,
     wide_resnet101_2,
 )
+from .regnet import RegNet, regnet_x_400mf, regnet_y_400mf
 from .squeezenet import SqueezeNet, squeezenet1_0, squeezenet1_1
 from .transforms import imagenet_preprocess
 from .vgg import VGG, vgg11, vgg11_bn, vgg13, vgg13_bn, vgg16, vgg16_bn, vgg19, vgg19_bn
@@ -78,5 +79,8 @@ __all__ = [
     "convnext_small",
     "convnext_base",
     "convnext_large",
+    "RegNet",
+    "regnet_y_400mf",
+    "regnet_x_400mf",
     "imagenet_preprocess",
 ]

@@ -26,6 +26,7 @@ ALL_MODELS = [
     "squeezenet1_1",
     "densenet121",
     "convnext_tiny",
+    "regnet_y_400mf",
 ]
 KERNELS_MODELS = ["resnet18", "mobilenet_v3_small", "vit_small"]
 EXPORTED_MODELS = ["resnet18", "mobilenet_v3_small", "vit_small", "efficientnet_b0", "convnext_tiny"]

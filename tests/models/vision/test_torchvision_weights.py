@@ -29,6 +29,7 @@ CASES = {
     "convnext_tiny": ("convnext_tiny", vision.convnext_tiny, {}, 64),
     "resnext50_32x4d": ("resnext50_32x4d", vision.resnext50_32x4d, {}, 64),
     "mobilenet_v2": ("mobilenet_v2", vision.mobilenet_v2, {}, 64),
+    "regnet_y_400mf": ("regnet_y_400mf", vision.regnet_y_400mf, {}, 64),
 }
 # The three in both file formats; the other families in torch.save's.
 FILES = [
