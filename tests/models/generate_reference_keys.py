@@ -54,6 +54,7 @@ VISION_MODELS = {
     "convnext_tiny": ("convnext_tiny", {}),
     "regnet_y_400mf": ("regnet_y_400mf", {}),
     "regnet_x_400mf": ("regnet_x_400mf", {}),
+    "swin_t": ("swin_t", {}),
 }
 
 

@@ -25,6 +25,7 @@ from .resnet import (
 )
 from .regnet import RegNet, regnet_x_400mf, regnet_y_400mf
 from .squeezenet import SqueezeNet, squeezenet1_0, squeezenet1_1
+from .swin import SwinTransformer, swin_b, swin_s, swin_t
 from .transforms import imagenet_preprocess
 from .vgg import VGG, vgg11, vgg11_bn, vgg13, vgg13_bn, vgg16, vgg16_bn, vgg19, vgg19_bn
 from .vit import VisionTransformer, vit_b_16, vit_b_32, vit_h_14, vit_l_16, vit_l_32
@@ -82,5 +83,9 @@ __all__ = [
     "RegNet",
     "regnet_y_400mf",
     "regnet_x_400mf",
+    "SwinTransformer",
+    "swin_t",
+    "swin_s",
+    "swin_b",
     "imagenet_preprocess",
 ]

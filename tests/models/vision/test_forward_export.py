@@ -27,9 +27,10 @@ ALL_MODELS = [
     "densenet121",
     "convnext_tiny",
     "regnet_y_400mf",
+    "swin_t",
 ]
 KERNELS_MODELS = ["resnet18", "mobilenet_v3_small", "vit_small"]
-EXPORTED_MODELS = ["resnet18", "mobilenet_v3_small", "vit_small", "efficientnet_b0", "convnext_tiny"]
+EXPORTED_MODELS = ["resnet18", "mobilenet_v3_small", "vit_small", "efficientnet_b0", "convnext_tiny", "swin_t"]
 
 
 @pytest.fixture(scope="module")

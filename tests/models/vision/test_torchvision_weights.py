@@ -30,6 +30,8 @@ CASES = {
     "resnext50_32x4d": ("resnext50_32x4d", vision.resnext50_32x4d, {}, 64),
     "mobilenet_v2": ("mobilenet_v2", vision.mobilenet_v2, {}, 64),
     "regnet_y_400mf": ("regnet_y_400mf", vision.regnet_y_400mf, {}, 64),
+    # 64x64: stage maps 16, 8, 4, 2 exercise the shifted-window mask, the padding to a window and its skip.
+    "swin_t": ("swin_t", vision.swin_t, {}, 64),
 }
 # The three in both file formats; the other families in torch.save's.
 FILES = [
