@@ -17,10 +17,26 @@ def _check_image(image: np.ndarray) -> np.ndarray:
     return image
 
 
-def resize(image: np.ndarray, size: int) -> np.ndarray:
-    """Resizes so the shorter side is ``size`` (bilinear, half-pixel centres), keeping the aspect ratio.
+def _resampling_weights(new: int, old: int) -> np.ndarray:
+    """The (new, old) matrix of antialiased bilinear resampling along one axis.
 
-    ``image`` is (height, width, channels), uint8 or float; the result is float32 in the input's range.
+    A triangle filter widened by the scale when shrinking (so every source pixel contributes, as
+    PIL and torchvision's ``antialias=True`` do), centred on half-pixel positions; each row is
+    normalized to sum to one, which also handles the edges.
+    """
+    scale = old / new
+    support = max(scale, 1.0)
+    centers = (np.arange(new) + 0.5) * scale
+    positions = np.arange(old) + 0.5
+    weights = np.maximum(0.0, 1.0 - np.abs(positions[None, :] - centers[:, None]) / support)
+    return (weights / weights.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+def resize(image: np.ndarray, size: int) -> np.ndarray:
+    """Resizes so the shorter side is ``size``, keeping the aspect ratio (antialiased bilinear).
+
+    Matches torchvision's ``Resize(size, antialias=True)`` on float images. ``image`` is
+    (height, width, channels), uint8 or float; the result is float32 in the input's range.
     """
     image = _check_image(image).astype(np.float32)
     height, width = image.shape[:2]
@@ -28,19 +44,9 @@ def resize(image: np.ndarray, size: int) -> np.ndarray:
         new_h, new_w = size, max(1, int(size * width / height))
     else:
         new_h, new_w = max(1, int(size * height / width)), size
-
-    def _coordinates(new: int, old: int):
-        # Half-pixel centres, clamped at the edges, as bilinear resizing with align_corners=False.
-        source = np.clip((np.arange(new) + 0.5) * old / new - 0.5, 0, old - 1)
-        low = np.floor(source).astype(np.int64)
-        high = np.minimum(low + 1, old - 1)
-        return low, high, (source - low).astype(np.float32)
-
-    y0, y1, wy = _coordinates(new_h, height)
-    x0, x1, wx = _coordinates(new_w, width)
-    top = image[y0][:, x0] * (1 - wx)[None, :, None] + image[y0][:, x1] * wx[None, :, None]
-    bottom = image[y1][:, x0] * (1 - wx)[None, :, None] + image[y1][:, x1] * wx[None, :, None]
-    return top * (1 - wy)[:, None, None] + bottom * wy[:, None, None]
+    rows = _resampling_weights(new_h, height)
+    columns = _resampling_weights(new_w, width)
+    return np.einsum("ih,hwc,jw->ijc", rows, image, columns, optimize=True).astype(np.float32)
 
 
 def center_crop(image: np.ndarray, size: int) -> np.ndarray:

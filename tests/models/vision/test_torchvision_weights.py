@@ -79,3 +79,23 @@ def test_torchvision_weights_give_torchvision_outputs(name, suffix, tmp_path):
     model.eval()
     actual = model(onnxnn.from_numpy(x)).detach().numpy()
     np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+
+
+def test_imagenet_preprocess_matches_torchvision_transforms():
+    from torchvision.transforms import v2
+
+    image = np.random.default_rng(3).integers(0, 256, size=(300, 410, 3), dtype=np.uint8)
+    preset = v2.Compose(
+        [
+            v2.Resize(256, antialias=True),
+            v2.CenterCrop(224),
+            v2.Normalize(mean=list(vision.transforms.IMAGENET_MEAN), std=list(vision.transforms.IMAGENET_STD)),
+        ]
+    )
+    # torchvision on a float image (a uint8 tensor would be rounded back to uint8 after resizing).
+    expected = preset(torch.from_numpy(image).permute(2, 0, 1).float() / 255.0).numpy()
+    actual = vision.imagenet_preprocess(image)
+    # Both resample with the same antialiased triangle filter; torchvision's kernel computes its
+    # weights and sums in another order, which differs by well under a hundredth of a uint8 level.
+    hundredth_of_a_level = 0.01 / 255 / min(vision.transforms.IMAGENET_STD)
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=hundredth_of_a_level)
