@@ -81,3 +81,20 @@ def test_imagenet_preprocess_shape_and_dtype():
     batch = transforms.imagenet_preprocess(image)
     assert batch.shape == (3, 224, 224)
     assert batch.dtype == np.float32
+
+
+def test_stochastic_depth_drops_whole_rows_and_rescales_survivors():
+    from onnxnn.models.vision._layers import StochasticDepth
+
+    layer = StochasticDepth(0.5, "row")
+    x = onnxnn.ones(64, 3, 2, 2)
+    out = layer(x).numpy()
+    per_row = out.reshape(64, -1)
+    # Each sample is either dropped (all zeros) or kept and scaled by 1 / (1 - p) = 2, never mixed.
+    assert set(np.unique(per_row)) <= {0.0, 2.0}
+    assert (per_row.min(axis=1) == per_row.max(axis=1)).all()
+    assert 0 < (per_row[:, 0] == 0).sum() < 64
+    layer.eval()
+    np.testing.assert_array_equal(layer(x).numpy(), x.numpy())
+    with pytest.raises(ValueError, match="mode has to be either"):
+        StochasticDepth(0.5, "column")
