@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import os
-from typing import Union
+from typing import TypeVar, Union
 
 from ...export import load
 from ...nn import Module
 
 WeightsPath = Union[str, "os.PathLike[str]", None]
+ModuleType = TypeVar("ModuleType", bound=Module)
 
 
-def load_weights(model: Module, weights: WeightsPath) -> Module:
+def load_weights(model: ModuleType, weights: WeightsPath) -> ModuleType:
     """Loads the state_dict in ``weights`` (``.pth``/``.pt`` from ``torch.save``, or ``.safetensors``) into ``model``.
 
     The file is read with onnxnn's safe checkpoint reader (no pickle code runs). ``weights=None`` leaves

@@ -156,7 +156,7 @@ class ResNet(Module):
 
     def __init__(
         self,
-        block: type,
+        block: type[BasicBlock] | type[Bottleneck],
         layers: list[int],
         num_classes: int = 1000,
         zero_init_residual: bool = False,
@@ -204,7 +204,14 @@ class ResNet(Module):
                 elif isinstance(module, BasicBlock) and module.bn2.weight is not None:
                     init.constant_(module.bn2.weight, 0)
 
-    def _make_layer(self, block: type, planes: int, blocks: int, stride: int = 1, dilate: bool = False) -> Sequential:
+    def _make_layer(
+        self,
+        block: type[BasicBlock] | type[Bottleneck],
+        planes: int,
+        blocks: int,
+        stride: int = 1,
+        dilate: bool = False,
+    ) -> Sequential:
         norm_layer = self._norm_layer
         downsample = None
         previous_dilation = self.dilation

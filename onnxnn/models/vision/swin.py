@@ -62,8 +62,8 @@ def _shift_mask(pad_h: int, pad_w: int, window_size: list[int], shift_size: list
             regions[h[0] : h[1], w[0] : w[1]] = count
             count += 1
     num_windows = (pad_h // window_size[0]) * (pad_w // window_size[1])
-    regions = regions.reshape(pad_h // window_size[0], window_size[0], pad_w // window_size[1], window_size[1])
-    regions = regions.transpose(0, 2, 1, 3).reshape(num_windows, window_size[0] * window_size[1])
+    windows = regions.reshape(pad_h // window_size[0], window_size[0], pad_w // window_size[1], window_size[1])
+    regions = windows.transpose(0, 2, 1, 3).reshape(num_windows, window_size[0] * window_size[1])
     difference = regions[:, None, :] - regions[:, :, None]
     return np.where(difference != 0, np.float32(-100.0), np.float32(0.0))
 

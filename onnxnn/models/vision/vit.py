@@ -162,7 +162,7 @@ class VisionTransformer(Module):
 
         fan_in = self.conv_proj.in_channels * self.conv_proj.kernel_size[0] * self.conv_proj.kernel_size[1]
         init.trunc_normal_(self.conv_proj.weight, std=math.sqrt(1 / fan_in))
-        init.zeros_(self.conv_proj.bias)
+        init.zeros_(self.conv_proj.bias)  # type: ignore[arg-type]  # Conv2d's default bias=True
         if representation_size is not None:
             fan_in = self.heads.pre_logits.in_features
             init.trunc_normal_(self.heads.pre_logits.weight, std=math.sqrt(1 / fan_in))
