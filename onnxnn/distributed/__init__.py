@@ -45,6 +45,7 @@ from .process_group import (
     is_mpi_available,
     new_group,
 )
+from .sync_batchnorm import SyncBatchNorm
 
 __all__ = [
     "Backend",
@@ -78,4 +79,5 @@ __all__ = [
     "reduce_scatter_tensor",
     "scatter",
     "send",
+    "SyncBatchNorm",
 ]

@@ -131,6 +131,30 @@ def main() -> None:
     except RuntimeError as error:
         out["strict_error"] = str(error)
 
+    # 5. SyncBatchNorm (converted from BatchNorm1d) against BatchNorm1d on the concatenated batch, in float64.
+    def normalized(seed: int) -> nn.Module:
+        onnxnn.manual_seed(seed)
+        return nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.Tanh(), nn.Linear(6, 2)).double()
+
+    synced = dist.DistributedDataParallel(dist.SyncBatchNorm.convert_sync_batchnorm(normalized(11)))
+    out["sync_bn_type"] = type(synced.module[1]).__name__
+    sync_optimizer = onnxnn.optim.SGD(synced.parameters(), lr=LR)
+    for _ in range(STEPS):
+        sync_optimizer.zero_grad()
+        prediction = synced(onnxnn.tensor(x[mine].astype(np.float64)))
+        nn.functional.mse_loss(prediction, onnxnn.tensor(y[mine].astype(np.float64))).backward()
+        sync_optimizer.step()
+    out["sync_bn_state"] = {k: v.numpy().tolist() for k, v in synced.module.state_dict().items()}
+    if rank == 0:
+        plain = normalized(11)
+        plain_optimizer = onnxnn.optim.SGD(plain.parameters(), lr=LR)
+        for _ in range(STEPS):
+            plain_optimizer.zero_grad()
+            prediction = plain(onnxnn.tensor(x.astype(np.float64)))
+            nn.functional.mse_loss(prediction, onnxnn.tensor(y.astype(np.float64))).backward()
+            plain_optimizer.step()
+        out["sync_bn_reference"] = {k: v.numpy().tolist() for k, v in plain.state_dict().items()}
+
     dist.destroy_process_group()
     with open(os.path.join(sys.argv[2], f"rank{rank}.json"), "w") as file:  # ranks' stdout interleave
         json.dump(out, file)

@@ -181,3 +181,16 @@ def test_a_failing_rank_ends_the_job(mode, message):
     assert "was not stopped" not in result.stdout
     assert "aborting the job (MPI_Abort) after an uncaught error" in result.stderr
     assert message in result.stderr, result.stderr[-2000:]
+
+
+def test_sync_batchnorm_matches_batchnorm_on_the_concatenated_batches(ddp):
+    # float64 runs: every state entry after the 3 steps is a chain of sums of at most samples + 64
+    # roundings; 64 x gamma covers the chain over 3 steps and BatchNorm's 1/std (< 8 here) amplification.
+    samples = PER_RANK * WORLD
+    assert ddp[0]["sync_bn_type"] == "SyncBatchNorm"
+    for key, expected in ddp[0]["sync_bn_reference"].items():
+        expected = np.asarray(expected)
+        bound = 64 * gamma(samples + 64, np.float64) * (1 + np.abs(expected))
+        for out in ddp:
+            actual = np.asarray(out["sync_bn_state"][key])
+            assert np.all(np.abs(actual - expected) <= bound), (key, np.abs(actual - expected).max())
