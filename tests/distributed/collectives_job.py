@@ -11,6 +11,7 @@ import numpy as np
 
 import onnxnn
 import onnxnn.distributed as dist
+from onnxnn.utils.data.distributed import DistributedSampler
 
 
 def rank_data(rank: int, shape=(2, 3)) -> np.ndarray:
@@ -94,6 +95,13 @@ def main() -> None:
     allowed = [np.float32(1.5)] if rank == 0 else [None]
     dist.broadcast_object_list(allowed, src=0, allow_pickle=True)
     out["pickle_allowed"] = float(allowed[0])
+
+    sampler = DistributedSampler(range(10), seed=3)  # rank and world size from the default group
+    out["sampler"] = []
+    for epoch in range(2):
+        sampler.set_epoch(epoch)
+        out["sampler"].append(list(sampler))
+    out["sampler_len"] = len(sampler)
 
     dist.barrier()
     dist.destroy_process_group()

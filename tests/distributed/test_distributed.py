@@ -115,6 +115,14 @@ def test_object_collectives_rebuild_plain_data_only(collectives):
     assert refused.startswith("UnpicklingError") and "allow_pickle=True" in refused
 
 
+def test_sampler_covers_the_dataset_once_per_epoch(collectives):
+    for epoch in range(2):
+        shares = [out["sampler"][epoch] for out in collectives]
+        assert sorted(shares[0] + shares[1]) == list(range(10))
+        assert all(len(share) == out["sampler_len"] == 5 for share, out in zip(shares, collectives))
+    assert collectives[0]["sampler"][0] != collectives[0]["sampler"][1]  # set_epoch reshuffles
+
+
 # ---------------------------------------------------------------------------------- DistributedDataParallel
 def test_wrapping_broadcasts_rank0_state(ddp):
     for out in ddp:
