@@ -162,16 +162,14 @@ def init_process_group(
     comm = MPI.COMM_WORLD
     mpi_rank, mpi_size = comm.Get_rank(), comm.Get_size()
     # PyTorch's launchers (torchrun) export RANK/WORLD_SIZE; under mpiexec they are unset or must agree.
-    for name, given, actual in (
-        ("rank", rank, mpi_rank),
-        ("world_size", world_size, mpi_size),
-        ("RANK", int(os.environ.get("RANK", -1)), mpi_rank),
-        ("WORLD_SIZE", int(os.environ.get("WORLD_SIZE", -1)), mpi_size),
+    for name, given, actual, what in (
+        ("rank", rank, mpi_rank, "rank"),
+        ("world_size", world_size, mpi_size, "world size"),
+        ("RANK", int(os.environ.get("RANK", -1)), mpi_rank, "rank"),
+        ("WORLD_SIZE", int(os.environ.get("WORLD_SIZE", -1)), mpi_size, "world size"),
     ):
         if given != -1 and given != actual:
-            raise ValueError(
-                f"{name}={given} disagrees with MPI's {'rank' if 'ank' in name else 'world size'} {actual}"
-            )
+            raise ValueError(f"{name}={given} disagrees with MPI's {what} {actual}")
     world = ProcessGroup(comm.Dup(), list(range(mpi_size)), timeout or default_pg_timeout)
     _State.world = GroupMember.WORLD = world
     _State.previous_excepthook = sys.excepthook
