@@ -111,8 +111,8 @@ def main() -> None:
             self.used = nn.Linear(4, 2)
             self.unused = nn.Linear(4, 2)
 
-        def forward(self, inputs):
-            return self.used(inputs)
+        def forward(self, inputs, both: bool = False):
+            return self.used(inputs) + self.unused(inputs) if both else self.used(inputs)
 
     onnxnn.manual_seed(3)
     finding = dist.DistributedDataParallel(TwoHeads(), find_unused_parameters=True)
@@ -121,6 +121,14 @@ def main() -> None:
         finding(onnxnn.tensor(x[mine])).sum().backward()
     out["unused_grad_is_none"] = finding.module.unused.weight.grad is None
     out["used_grad"] = finding.module.used.weight.grad.numpy().tolist()
+    # Used on rank 0 only: both ranks get the average of rank 0's gradient and rank 1's zeros.
+    finding.zero_grad()
+    finding(onnxnn.tensor(x[mine]), both=rank == 0).sum().backward()
+    out["half_used_grad"] = finding.module.unused.weight.grad.numpy().tolist()
+    local = TwoHeads()
+    local.load_state_dict(finding.module.state_dict())
+    local.used(onnxnn.tensor(x[mine])).sum().backward()
+    out["local_used_grad"] = local.used.weight.grad.numpy().tolist()
 
     onnxnn.manual_seed(3)
     strict = dist.DistributedDataParallel(TwoHeads())
@@ -131,7 +139,20 @@ def main() -> None:
     except RuntimeError as error:
         out["strict_error"] = str(error)
 
-    # 5. SyncBatchNorm (converted from BatchNorm1d) against BatchNorm1d on the concatenated batch, in float64.
+    # 5. broadcast_buffers: rank 0's BatchNorm statistics replace the others' before every forward.
+    for broadcast in (True, False):
+        onnxnn.manual_seed(2)
+        with_buffers = dist.DistributedDataParallel(
+            nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3)), broadcast_buffers=broadcast
+        )
+        with_buffers(onnxnn.tensor(x[mine]))  # training: each rank's statistics move with its own batch
+        after_training = with_buffers.module[1].running_mean.numpy().tolist()
+        with_buffers.eval()
+        with onnxnn.no_grad():
+            with_buffers(onnxnn.tensor(x[mine]))  # evaluation: no update, only the broadcast
+        out[f"buffers_{broadcast}"] = [after_training, with_buffers.module[1].running_mean.numpy().tolist()]
+
+    # 6. SyncBatchNorm (converted from BatchNorm1d) against BatchNorm1d on the concatenated batch, in float64.
     def normalized(seed: int) -> nn.Module:
         onnxnn.manual_seed(seed)
         return nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.Tanh(), nn.Linear(6, 2)).double()

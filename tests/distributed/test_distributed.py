@@ -156,6 +156,9 @@ def test_find_unused_parameters(ddp):
         np.testing.assert_array_equal(out["used_grad"], ddp[0]["used_grad"])
         assert out["strict_error"].startswith("Expected to have finished reduction in the prior iteration")
         assert "find_unused_parameters=True" in out["strict_error"]
+        # The head only rank 0 used: (rank 0's gradient + rank 1's zeros) / 2, on both ranks; its
+        # gradient is rank 0's data summed, the same as rank 0's local gradient of the other head.
+        np.testing.assert_array_equal(out["half_used_grad"], np.asarray(ddp[0]["local_used_grad"]) / 2)
 
 
 # ---------------------------------------------------------------------------------- failures end the job
@@ -174,6 +177,15 @@ def test_a_failing_rank_ends_the_job(mode, message):
     assert "was not stopped" not in result.stdout
     assert "aborting the job (MPI_Abort) after an uncaught error" in result.stderr
     assert message in result.stderr, result.stderr[-2000:]
+
+
+def test_broadcast_buffers(ddp):
+    trained = [np.asarray(out["buffers_True"][0]) for out in ddp]
+    assert not np.array_equal(trained[0], trained[1])  # different batches, different statistics
+    for out in ddp:  # the next forward starts from rank 0's buffers
+        np.testing.assert_array_equal(out["buffers_True"][1], trained[0])
+        np.testing.assert_array_equal(out["buffers_False"][1], out["buffers_False"][0])
+    assert ddp[0]["buffers_False"][1] != ddp[1]["buffers_False"][1]
 
 
 def test_sync_batchnorm_matches_batchnorm_on_the_concatenated_batches(ddp):
