@@ -11,7 +11,7 @@ and the scaling efficiency ``samples/s at 2 / (2 x samples/s at 1)``.
 ``--model`` prints instead the alpha-beta ring all-reduce cost model of docs/how-to/distributed.md
 for 8 to 64 nodes.
 
-Run: python benchmarks/bench_distributed.py [--steps 30] [--rounds 3] [--model]
+Run: python benchmarks/bench_distributed.py [--steps 30] [--rounds 3] [--bucket-cap-mb 25] [--model]
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ BATCH = 64
 WARMUP = 8
 
 
-def worker(steps: int, rounds: int, executor: str) -> None:
+def worker(steps: int, rounds: int, executor: str, bucket_cap_mb: float) -> None:
     import onnxnn  # imported here: the launcher process itself needs neither onnxnn nor MPI
     import onnxnn.distributed as dist
     from onnxnn import nn
@@ -42,7 +42,8 @@ def worker(steps: int, rounds: int, executor: str) -> None:
     rank, world = dist.get_rank(), dist.get_world_size()
     onnxnn.manual_seed(0)
     model = dist.DistributedDataParallel(
-        nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+        nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)),
+        bucket_cap_mb=bucket_cap_mb,
     )
     optimizer = onnxnn.optim.SGD(model.parameters(), lr=1e-3)
     loss_function = nn.CrossEntropyLoss()
@@ -81,6 +82,8 @@ def worker(steps: int, rounds: int, executor: str) -> None:
         result = {
             "world_size": world,
             "executor": executor,
+            "bucket_cap_mb": bucket_cap_mb,
+            "buckets": len(model._buckets),
             "samples_per_s": round(world * BATCH / step_seconds, 1),
             "step_ms": round(1e3 * step_seconds, 2),
             "communication_wait_share": round(statistics.median(waits) / step_seconds, 3),
@@ -130,6 +133,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--executor", default="auto")
+    parser.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DistributedDataParallel's bucket_cap_mb")
     parser.add_argument("--model", action="store_true", help="print the all-reduce cost model instead")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -138,7 +142,7 @@ def main() -> None:
             print(json.dumps(row))
         return
     if args.worker:
-        worker(args.steps, args.rounds, args.executor)
+        worker(args.steps, args.rounds, args.executor, args.bucket_cap_mb)
         return
     mpiexec = Path(sys.executable).parent / "mpiexec"
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).resolve().parents[1]))
@@ -146,6 +150,7 @@ def main() -> None:
     for world in (1, 2):
         command = [str(mpiexec), "-n", str(world), sys.executable, __file__, "--worker"]
         command += ["--steps", str(args.steps), "--rounds", str(args.rounds), "--executor", args.executor]
+        command += ["--bucket-cap-mb", str(args.bucket_cap_mb)]
         output = subprocess.run(command, check=True, capture_output=True, text=True, env=env).stdout
         results.append(json.loads(output.strip().splitlines()[-1]))
         print(json.dumps(results[-1]), flush=True)
