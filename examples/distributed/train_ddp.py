@@ -13,6 +13,7 @@ which every rank then loads, as a resumed job would.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 
 import numpy as np
@@ -67,8 +68,10 @@ def main() -> float:
         onnxnn.save(model.state_dict(), path)  # keys start with "module.", as PyTorch's
     dist.barrier()
     model.load_state_dict(onnxnn.load(path))
+    dist.barrier()  # every rank has read the file before rank 0 removes it
     if rank == 0:
         print(f"saved and reloaded {path} on every rank")
+        shutil.rmtree(folder[0])
     dist.destroy_process_group()
     return final
 
