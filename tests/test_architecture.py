@@ -21,7 +21,16 @@ LAYERS = [
     {"onnxnn.autograd"},
     {"onnxnn.nn", "onnxnn.optim"},
     {"onnxnn.export", "onnxnn.import_", "onnxnn.models"},
-    {"onnxnn", "onnxnn.backend", "onnxnn.cli", "onnxnn.commands", "onnxnn.compile", "onnxnn.cuda", "onnxnn.serve"},
+    {
+        "onnxnn",
+        "onnxnn.backend",
+        "onnxnn.cli",
+        "onnxnn.commands",
+        "onnxnn.compile",
+        "onnxnn.cuda",
+        "onnxnn.distributed",
+        "onnxnn.serve",
+    },
 ]
 NEVER = {("onnxnn.runtime", "onnxnn.kernels"), ("onnxnn.kernels", "onnxnn.runtime")}
 LAYER_OF = {package: level for level, packages in enumerate(LAYERS) for package in packages}

@@ -1,0 +1,1 @@
+"""onnxnn.utils: PyTorch's ``torch.utils`` names (``data.distributed.DistributedSampler`` for now)."""

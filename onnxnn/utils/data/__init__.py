@@ -1,0 +1,1 @@
+"""onnxnn.utils.data: data loading utilities (``distributed.DistributedSampler``)."""
