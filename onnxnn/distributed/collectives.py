@@ -94,7 +94,8 @@ class Work:
         self._name = name
         self._done = False
         self._status = MPI.Status()
-        self.source_rank = None
+        self.source_rank: int | None = None  # recv: the sender's global rank, once complete
+        self._keep: object = None  # send: the buffer, which must outlive the operation
 
     def _complete(self) -> None:
         self._done = True
@@ -294,14 +295,18 @@ def gather(tensor: Tensor, gather_list: list | None = None, dst: int = 0, group=
         raise ValueError("Argument ``gather_list`` must be specified on destination rank.")
     if not is_root and gather_list:
         raise ValueError("Argument ``gather_list`` must NOT be specified on non-destination ranks.")
-    if is_root and len(gather_list) != pg.size():
+    if is_root and len(gather_list) != pg.size():  # type: ignore[arg-type]  # not None on the root (above)
         raise ValueError(f"gather: gather_list must hold {pg.size()} tensors (one per rank)")
     source = _array(tensor)
     gathered = np.empty((pg.size(),) + source.shape, source.dtype) if is_root else None
-    request = pg.comm.Igather(_bytes(source), _bytes(gathered) if is_root else None, root=root)
+    request = pg.comm.Igather(
+        _bytes(source),
+        _bytes(gathered) if gathered is not None else None,
+        root=root,
+    )
 
-    def finish(_):
-        for item, part in zip(gather_list, gathered):
+    def finish(_):  # on the root only, where gather_list and gathered are set
+        for item, part in zip(gather_list, gathered):  # type: ignore[arg-type]
             _write(item, part)
 
     return _run(Work([request], pg, finish if is_root else None, "gather"), async_op)
@@ -320,11 +325,11 @@ def scatter(tensor: Tensor, scatter_list: list | None = None, src: int = 0, grou
     dtype = tensor.dtype.numpy_dtype
     received = np.empty(tuple(tensor.shape), dtype)
     parts = None
-    if is_root:
+    if scatter_list is not None and is_root:
         if len(scatter_list) != pg.size():
             raise ValueError(f"scatter: scatter_list must hold {pg.size()} tensors (one per rank)")
         parts = np.stack([_array(item).astype(dtype, copy=False).reshape(received.shape) for item in scatter_list])
-    request = pg.comm.Iscatter(_bytes(parts) if is_root else None, _bytes(received), root=root)
+    request = pg.comm.Iscatter(_bytes(parts) if parts is not None else None, _bytes(received), root=root)
     return _run(Work([request], pg, lambda _: _write(tensor, received), "scatter"), async_op)
 
 
@@ -363,6 +368,7 @@ def recv(tensor: Tensor, src: int | None = None, group=None, tag: int = 0) -> in
     """Receives into ``tensor`` from rank ``src`` (any rank if None); returns the sender's global rank."""
     work = irecv(tensor, src, group, tag)
     work.wait()
+    assert work.source_rank is not None  # set when the receive completes
     return work.source_rank
 
 

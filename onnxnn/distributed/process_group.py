@@ -16,6 +16,7 @@ import datetime
 import os
 import sys
 import traceback
+from typing import Any
 
 try:
     from mpi4py import MPI
@@ -100,7 +101,7 @@ class _State:
     """The process-wide state ``init_process_group`` sets up."""
 
     world: ProcessGroup | None = None
-    previous_excepthook = None
+    previous_excepthook: Any = None  # sys.excepthook before init_process_group installed its own
 
 
 def is_available() -> bool:
