@@ -35,6 +35,31 @@ def normalize_dynamic_axes(dynamic_axes: dict, names: list[str]) -> dict[str, di
     return normalized
 
 
+def widen_unit_axes(args: tuple, input_names: list[str], dynamic_axes: dict) -> tuple:
+    """The example arguments with every dynamic axis of size 0 or 1 made size 2 (data repeated).
+
+    A trace at size 1 specializes: broadcasting needs no node, ``expand`` to the same shape records
+    none, so the trace at another size would differ in structure. PyTorch's ``torch.export`` refuses
+    such examples for the same reason; tracing at 2 instead exports the graph every size shares.
+    """
+    names = list(input_names)
+    axes = normalize_dynamic_axes({name: dims for name, dims in dynamic_axes.items() if name in names}, names)
+    widened = []
+    for arg, name in zip(args, input_names):
+        shape = list(getattr(arg, "shape", ()))
+        small = [axis % len(shape) for axis in axes.get(name, {}) if shape and shape[axis % len(shape)] < 2]
+        if not small:
+            widened.append(arg)
+            continue
+        for axis in small:
+            shape[axis] = 2
+        data = np.resize(arg.numpy(), shape).astype(arg.dtype.numpy_dtype)
+        if data.size == 0:  # np.resize of an empty array fills nothing: zeros of the new shape
+            data = np.zeros(shape, arg.dtype.numpy_dtype)
+        widened.append(as_tensor(data))
+    return tuple(widened)
+
+
 def _resized_arguments(args: tuple, input_names: list[str], axes: dict) -> tuple[tuple, list]:
     """Copies of the example arguments with every dynamic axis made larger, and the size sources."""
     resized, sources = [], []

@@ -24,7 +24,7 @@ from ..runtime.grad_mode import no_grad
 from ..runtime.internal import realize_values, value_of
 from ..runtime.sessions import newest_onnxruntime_opset
 from ..runtime.tensor import Tensor
-from .dynamic_shapes import make_shapes_dynamic
+from .dynamic_shapes import make_shapes_dynamic, widen_unit_axes
 from .opset_conversion import convert_opset
 
 __all__ = ["to_onnx", "max_opset_version", "MIN_OPSET_VERSION"]
@@ -208,6 +208,8 @@ def to_onnx(
                 UserWarning,
                 stacklevel=2,
             )
+    if dynamic_axes:
+        args = widen_unit_axes(args, input_names, dynamic_axes)
     state = model.state_dict(keep_vars=True) if is_module else {}
     realize_values(state.values())
     try:

@@ -10,6 +10,7 @@ import onnx
 import onnxruntime
 import pytest
 from layer_chains import assert_same_model_output, chain_steps, relu_step
+from tolerances import assert_close_to_matmul
 from onnx import TensorProto, helper
 
 import onnxnn
@@ -87,6 +88,38 @@ def test_dynamic_batch_axis_runs_at_other_sizes(name, build, shape):
         x = onnxnn.randn(batch, *shape[1:])
         (result,) = session.run(None, {"x": x.numpy()})
         assert_same_model_output(result, model, x)
+
+
+class _ClassToken(nn.Module):
+    """A ViT's class token: ``expand`` to the batch records no node when the batch is 1."""
+
+    def __init__(self):
+        super().__init__()
+        self.token = nn.Parameter(onnxnn.randn(1, 1, 4))
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.proj(onnxnn.cat([self.token.expand(x.shape[0], -1, -1), x], 1))
+
+
+def test_an_example_of_batch_1_exports_the_graph_every_batch_shares():
+    # Traced at 1, broadcasting and same-shape expands need no node; to_onnx traces dynamic axes
+    # of size 0 or 1 at size 2 instead, so the export neither refuses nor specializes.
+    model = _ClassToken().eval()
+    proto = to_onnx(
+        model,
+        onnxnn.randn(1, 3, 4),
+        input_names=["x"],
+        output_names=["y"],
+        dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
+    )
+    session = _session(proto)
+    token, weight, bias = (p.detach().numpy() for p in (model.token, model.proj.weight, model.proj.bias))
+    for batch in (1, 2, 5):
+        x = np.random.default_rng(batch).standard_normal((batch, 3, 4)).astype(np.float32)
+        (result,) = session.run(None, {"x": x})
+        rows = np.concatenate([np.broadcast_to(token, (batch, 1, 4)), x], 1)
+        assert_close_to_matmul(result, rows, weight.T, bias)
 
 
 @pytest.mark.parametrize("opset", [17, 18, 21, max_opset_version()])
