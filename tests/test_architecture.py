@@ -19,7 +19,7 @@ LAYERS = [
     {"onnxnn.errors", "onnxnn.ir"},
     {"onnxnn.kernels", "onnxnn.runtime"},
     {"onnxnn.autograd"},
-    {"onnxnn.nn", "onnxnn.optim"},
+    {"onnxnn.nn", "onnxnn.optim", "onnxnn.utils"},
     {"onnxnn.export", "onnxnn.import_", "onnxnn.models"},
     {
         "onnxnn",

@@ -25,6 +25,8 @@ except ImportError as error:  # the optional dependency: say how to get it
         "onnxnn.distributed needs mpi4py and an MPI library: pip install 'onnxnn[distributed]'"
     ) from error
 
+from ..utils.data.distributed import publish_default_world
+
 __all__ = [
     "Backend",
     "ProcessGroup",
@@ -173,6 +175,7 @@ def init_process_group(
             raise ValueError(f"{name}={given} disagrees with MPI's {what} {actual}")
     world = ProcessGroup(comm.Dup(), list(range(mpi_size)), timeout or default_pg_timeout)
     _State.world = GroupMember.WORLD = world
+    publish_default_world((world.rank(), world.size()))
     _State.previous_excepthook = sys.excepthook
     sys.excepthook = _abort_on_uncaught
 
@@ -183,6 +186,7 @@ def destroy_process_group(group: ProcessGroup | None = None) -> None:
         world = _default_group()
         world.comm.Free()
         _State.world = GroupMember.WORLD = None
+        publish_default_world(None)
         if sys.excepthook is _abort_on_uncaught:
             sys.excepthook = _State.previous_excepthook or sys.__excepthook__
         return

@@ -2,6 +2,10 @@
 
 Standalone for now (a plain class with ``__iter__``, ``__len__`` and ``set_epoch``): onnxnn has no
 ``utils.data.Sampler`` base yet; when it has, this becomes its subclass unchanged.
+
+``utils`` sits in the layer of ``nn`` and ``optim``, below ``onnxnn.distributed``, so the default
+process group's rank and size are published here by ``init_process_group`` (and withdrawn by
+``destroy_process_group``) rather than read from it.
 """
 
 from __future__ import annotations
@@ -9,11 +13,19 @@ from __future__ import annotations
 import math
 from typing import Iterator
 
-from ...distributed.process_group import get_rank, get_world_size, is_initialized
 from ...ir.random import Generator
 from ...runtime.creation import randperm
 
-__all__ = ["DistributedSampler"]
+__all__ = ["DistributedSampler", "publish_default_world"]
+
+
+class _DefaultWorld:
+    rank_and_size: tuple[int, int] | None = None
+
+
+def publish_default_world(rank_and_size: tuple[int, int] | None) -> None:
+    """Called by ``onnxnn.distributed``: the default group's ``(rank, world size)``, or None once destroyed."""
+    _DefaultWorld.rank_and_size = rank_and_size
 
 
 class DistributedSampler:
@@ -44,10 +56,11 @@ class DistributedSampler:
         drop_last: bool = False,
     ) -> None:
         if num_replicas is None or rank is None:
-            if not is_initialized():
+            world = _DefaultWorld.rank_and_size
+            if world is None:
                 raise RuntimeError("Requires distributed package to be available")
-            num_replicas = get_world_size() if num_replicas is None else num_replicas
-            rank = get_rank() if rank is None else rank
+            num_replicas = world[1] if num_replicas is None else num_replicas
+            rank = world[0] if rank is None else rank
         if rank >= num_replicas or rank < 0:
             raise ValueError(f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]")
         self.dataset = dataset
