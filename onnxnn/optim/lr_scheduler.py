@@ -602,3 +602,6 @@ class ReduceLROnPlateau(LRScheduler):
 from .lr_scheduler_factors import ConstantLR, LinearLR, MultiplicativeLR, PolynomialLR  # noqa: E402
 
 __all__ += ["ConstantLR", "LinearLR", "MultiplicativeLR", "PolynomialLR"]
+from .lr_scheduler_restarts import CosineAnnealingWarmRestarts  # noqa: E402
+
+__all__ += ["CosineAnnealingWarmRestarts"]
