@@ -596,3 +596,12 @@ class ReduceLROnPlateau(LRScheduler):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.__dict__.update(state_dict)
         self._init_is_better(mode=self.mode, threshold=self.threshold, threshold_mode=self.threshold_mode)
+
+
+# Re-exported under torch.optim.lr_scheduler's names; defined apart to keep this file under ~600 lines.
+from .lr_scheduler_factors import ConstantLR, LinearLR, MultiplicativeLR, PolynomialLR  # noqa: E402
+
+__all__ += ["ConstantLR", "LinearLR", "MultiplicativeLR", "PolynomialLR"]
+from .lr_scheduler_restarts import CosineAnnealingWarmRestarts  # noqa: E402
+
+__all__ += ["CosineAnnealingWarmRestarts"]

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from .init_utils import skip_init
 
+# gradient clipping, flattening, conv-bn folding, functional calls
+from . import stateless
+from .clip_grad import clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm
+from .convert_parameters import parameters_to_vector, vector_to_parameters
+from .fusion import fuse_conv_bn_eval, fuse_conv_bn_weights
+
 # sequence packing (nn.utils.rnn)
 from . import rnn
 from .rnn import (
@@ -18,6 +24,15 @@ from .rnn import (
 
 __all__ = [
     "skip_init",
+    "stateless",
+    "clip_grad_norm_",
+    "clip_grad_value_",
+    "clip_grads_with_norm_",
+    "get_total_norm",
+    "parameters_to_vector",
+    "vector_to_parameters",
+    "fuse_conv_bn_eval",
+    "fuse_conv_bn_weights",
     # sequence packing (nn.utils.rnn)
     "rnn",
     "PackedSequence",
