@@ -45,7 +45,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         self.T_i = T_0
         self.T_mult = T_mult
         self.eta_min = eta_min
-        self.T_cur = last_epoch
+        self.T_cur: float = last_epoch  # fractional epochs: step(epoch=2.5) as in PyTorch
         super().__init__(optimizer, last_epoch, verbose)
 
     def get_lr(self) -> list[float]:
