@@ -1,0 +1,193 @@
+"""Adamax, NAdam, RAdam and Adadelta against float64 numpy re-implementations of PyTorch's documented algorithms.
+
+Each reference follows the pseudocode at docs.pytorch.org/docs/stable/generated/torch.optim.<Name>.html.
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+import pytest
+
+import onnxnn
+from onnxnn.optim import Adamax
+
+from tolerances import assert_within, gamma
+
+SHAPES = [(3,), (2, 4), ()]
+# Six steps: RAdam's rectification (rho_t > 5) starts at step 6 with the default beta2.
+STEP_SCALES = [1.0, 0.3, 2.0, 0.1, 0.7, 1.5]
+# Every optimizer below rounds at most this many times per element per step (square roots and
+# divisions included, each IEEE-exact to half an ulp); errors of earlier steps carry over with
+# factors <= 1 (decays), so over all steps they add up.
+ROUNDINGS_PER_STEP = 24
+
+
+def make_problem(seed: int = 0):
+    """Initial parameter values and one gradient per parameter per step, as float32-representable float64."""
+    generator = np.random.default_rng(seed)
+    initial = [generator.standard_normal(shape).astype(np.float32).astype(np.float64) for shape in SHAPES]
+    gradients = [
+        [(generator.standard_normal(shape) * scale).astype(np.float32).astype(np.float64) for shape in SHAPES]
+        for scale in STEP_SCALES
+    ]
+    return initial, gradients
+
+
+# ---------------------------------------------------------------------- numpy references (PyTorch docs)
+def reference_adamax(initial, gradients, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, maximize=False):
+    beta1, beta2 = betas
+    params = [theta.copy() for theta in initial]
+    exp_avgs = [np.zeros_like(theta) for theta in initial]
+    exp_infs = [np.zeros_like(theta) for theta in initial]
+    for t, step_gradients in enumerate(gradients, start=1):
+        for i, g in enumerate(step_gradients):
+            g = -g if maximize else g
+            if weight_decay:
+                g = g + weight_decay * params[i]
+            exp_avgs[i] = beta1 * exp_avgs[i] + (1 - beta1) * g
+            exp_infs[i] = np.maximum(beta2 * exp_infs[i], np.abs(g) + eps)
+            params[i] = params[i] - lr * exp_avgs[i] / ((1 - beta1**t) * exp_infs[i])
+    return params, {"exp_avg": exp_avgs, "exp_inf": exp_infs}
+
+
+REFERENCES = {Adamax: reference_adamax}
+
+OPTION_CASES = [
+    (Adamax, {}),
+    (Adamax, {"lr": 0.05, "betas": (0.8, 0.9), "weight_decay": 0.1, "maximize": True}),
+]
+
+
+def case_id(case) -> str:
+    optimizer_class, options = case
+    return optimizer_class.__name__ + "-" + ("-".join(f"{k}={v}" for k, v in options.items()) or "defaults")
+
+
+def magnitude_of(initial, gradients) -> float:
+    """The largest value a parameter, buffer or update can hold before lr scales it down."""
+    return max(np.abs(a).max() for a in initial) + sum(max(np.abs(g).max() for g in s) for s in gradients)
+
+
+def assert_matches_reference(actual, expected, initial, gradients) -> None:
+    """Within the float32 rounding of len(gradients) steps, relative to the element or the data's magnitude."""
+    bound = (
+        2
+        * gamma(ROUNDINGS_PER_STEP * len(gradients), np.float32)
+        * (np.abs(expected) + magnitude_of(initial, gradients))
+    )
+    assert_within(actual, expected, bound)
+
+
+def run_steps(optimizer_class, options, initial, gradients, optimizer=None, params=None):
+    if params is None:
+        params = [onnxnn.tensor(theta, dtype=onnxnn.float32, requires_grad=True) for theta in initial]
+    optimizer = optimizer or optimizer_class(params, **options)
+    for step_gradients in gradients:
+        for param, gradient in zip(params, step_gradients):
+            param.grad = onnxnn.tensor(gradient, dtype=onnxnn.float32)
+        optimizer.step()
+    return params, optimizer
+
+
+def value(tensor) -> np.ndarray:
+    return np.asarray(tensor.detach().numpy(), dtype=np.float64)
+
+
+@pytest.fixture(params=["onnxruntime", "kernels"])
+def executor_name(request):
+    with onnxnn.set_executor(request.param):
+        yield request.param
+
+
+@pytest.mark.parametrize("case", OPTION_CASES, ids=[case_id(case) for case in OPTION_CASES])
+def test_parameters_and_state_match_the_documented_algorithm(case, executor_name):
+    optimizer_class, options = case
+    initial, gradients = make_problem()
+    params, optimizer = run_steps(optimizer_class, options, initial, gradients)
+    expected_params, expected_state = REFERENCES[optimizer_class](initial, gradients, **options)
+    for index, (param, expected) in enumerate(zip(params, expected_params)):
+        assert param.dtype == onnxnn.float32 and param.is_leaf
+        assert_matches_reference(value(param), expected, initial, gradients)
+        state = optimizer.state[param]
+        assert float(state["step"].item()) == len(gradients)
+        for key, expected_values in expected_state.items():
+            expected_value = expected_values[index]
+            if np.ndim(expected_value) == 0 and not isinstance(expected_value, np.ndarray):
+                assert_within(value(state[key]), expected_value, 2 * gamma(ROUNDINGS_PER_STEP * len(gradients)))
+            else:
+                assert_matches_reference(value(state[key]), expected_value, initial, gradients)
+
+
+@pytest.mark.parametrize("case", OPTION_CASES, ids=[case_id(case) for case in OPTION_CASES])
+def test_matches_torch(case):
+    torch = pytest.importorskip("torch")
+    optimizer_class, options = case
+    initial, gradients = make_problem()
+    params, _ = run_steps(optimizer_class, options, initial, gradients)
+    torch_params = [torch.tensor(theta, dtype=torch.float32, requires_grad=True) for theta in initial]
+    torch_optimizer = getattr(torch.optim, optimizer_class.__name__)(torch_params, **options)
+    for step_gradients in gradients:
+        for param, gradient in zip(torch_params, step_gradients):
+            param.grad = torch.tensor(gradient, dtype=torch.float32)
+        torch_optimizer.step()
+    for param, torch_param in zip(params, torch_params):
+        expected = torch_param.detach().numpy().astype(np.float64)
+        # Both are float32 computations of one algorithm, each within the reference's bound of the exact result.
+        assert_matches_reference(value(param), expected, initial, gradients)
+
+
+@pytest.mark.parametrize("case", OPTION_CASES, ids=[case_id(case) for case in OPTION_CASES])
+def test_state_dict_round_trip_continues_like_an_uninterrupted_run(case):
+    optimizer_class, options = case
+    initial, gradients = make_problem()
+    uninterrupted, _ = run_steps(optimizer_class, options, initial, gradients)
+    params, first = run_steps(optimizer_class, options, initial, gradients[:3])
+    saved = first.state_dict()
+    second = optimizer_class(params, **options)
+    second.load_state_dict(saved)
+    assert second.state_dict()["param_groups"] == saved["param_groups"]
+    run_steps(optimizer_class, options, initial, gradients[3:], optimizer=second, params=params)
+    for param, expected in zip(params, uninterrupted):
+        np.testing.assert_array_equal(value(param), value(expected))
+
+
+INVALID_HYPERPARAMETERS = [
+    (Adamax, {"lr": -1.0}, "Invalid learning rate: -1.0"),
+    (Adamax, {"eps": -1.0}, "Invalid epsilon value: -1.0"),
+    (Adamax, {"betas": (1.0, 0.999)}, "Invalid beta parameter at index 0: 1.0"),
+    (Adamax, {"betas": (0.9, -0.1)}, "Invalid beta parameter at index 1: -0.1"),
+    (Adamax, {"weight_decay": -0.5}, "Invalid weight_decay value: -0.5"),
+]
+
+
+@pytest.mark.parametrize("optimizer_class, options, message", INVALID_HYPERPARAMETERS)
+def test_invalid_hyperparameters_raise_pytorchs_value_error(optimizer_class, options, message):
+    param = onnxnn.tensor(np.zeros(2, dtype=np.float32), requires_grad=True)
+    with pytest.raises(ValueError, match="^" + message.replace("(", r"\(").replace(")", r"\)") + "$"):
+        optimizer_class([param], **options)
+
+
+DEFAULTS = {
+    Adamax: {"lr": 2e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0, "maximize": False},
+}
+
+
+@pytest.mark.parametrize("optimizer_class", list(DEFAULTS), ids=lambda cls: cls.__name__)
+def test_defaults_are_pytorchs(optimizer_class):
+    param = onnxnn.tensor(np.zeros(2, dtype=np.float32), requires_grad=True)
+    defaults = optimizer_class([param]).defaults
+    for key, expected in DEFAULTS[optimizer_class].items():
+        assert defaults[key] == expected, key
+    torch = pytest.importorskip("torch")
+    torch_defaults = getattr(torch.optim, optimizer_class.__name__)([torch.zeros(2, requires_grad=True)]).defaults
+    assert set(defaults) == set(torch_defaults)
+    for key in DEFAULTS[optimizer_class]:
+        assert defaults[key] == torch_defaults[key], key
+
+
+def test_differentiable_is_rejected():
+    param = onnxnn.tensor(np.zeros(2, dtype=np.float32), requires_grad=True)
+    for optimizer_class in DEFAULTS:
+        with pytest.raises(NotImplementedError):
+            optimizer_class([param], differentiable=True)
