@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import onnxnn
-from onnxnn.optim import Adamax
+from onnxnn.optim import Adamax, NAdam
 
 from tolerances import assert_within, gamma
 
@@ -51,11 +51,50 @@ def reference_adamax(initial, gradients, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, 
     return params, {"exp_avg": exp_avgs, "exp_inf": exp_infs}
 
 
-REFERENCES = {Adamax: reference_adamax}
+def reference_nadam(
+    initial,
+    gradients,
+    lr=2e-3,
+    betas=(0.9, 0.999),
+    eps=1e-8,
+    weight_decay=0,
+    momentum_decay=4e-3,
+    decoupled_weight_decay=False,
+    maximize=False,
+):
+    beta1, beta2 = betas
+    params = [theta.copy() for theta in initial]
+    exp_avgs = [np.zeros_like(theta) for theta in initial]
+    exp_avg_sqs = [np.zeros_like(theta) for theta in initial]
+    mu_product = 1.0
+    for t, step_gradients in enumerate(gradients, start=1):
+        mu = beta1 * (1 - 0.5 * 0.96 ** (t * momentum_decay))
+        mu_next = beta1 * (1 - 0.5 * 0.96 ** ((t + 1) * momentum_decay))
+        mu_product *= mu
+        for i, g in enumerate(step_gradients):
+            g = -g if maximize else g
+            if weight_decay:
+                if decoupled_weight_decay:
+                    params[i] = params[i] * (1 - lr * weight_decay)
+                else:
+                    g = g + weight_decay * params[i]
+            exp_avgs[i] = beta1 * exp_avgs[i] + (1 - beta1) * g
+            exp_avg_sqs[i] = beta2 * exp_avg_sqs[i] + (1 - beta2) * g * g
+            denom = np.sqrt(exp_avg_sqs[i] / (1 - beta2**t)) + eps
+            params[i] = params[i] - lr * (1 - mu) / (1 - mu_product) * g / denom
+            params[i] = params[i] - lr * mu_next / (1 - mu_product * mu_next) * exp_avgs[i] / denom
+    mu_products = [mu_product] * len(initial)
+    return params, {"exp_avg": exp_avgs, "exp_avg_sq": exp_avg_sqs, "mu_product": mu_products}
+
+
+REFERENCES = {Adamax: reference_adamax, NAdam: reference_nadam}
 
 OPTION_CASES = [
     (Adamax, {}),
     (Adamax, {"lr": 0.05, "betas": (0.8, 0.9), "weight_decay": 0.1, "maximize": True}),
+    (NAdam, {}),
+    (NAdam, {"lr": 0.05, "betas": (0.8, 0.9), "weight_decay": 0.1, "momentum_decay": 0.3, "maximize": True}),
+    (NAdam, {"lr": 0.05, "weight_decay": 0.1, "decoupled_weight_decay": True}),
 ]
 
 
@@ -158,6 +197,11 @@ INVALID_HYPERPARAMETERS = [
     (Adamax, {"betas": (1.0, 0.999)}, "Invalid beta parameter at index 0: 1.0"),
     (Adamax, {"betas": (0.9, -0.1)}, "Invalid beta parameter at index 1: -0.1"),
     (Adamax, {"weight_decay": -0.5}, "Invalid weight_decay value: -0.5"),
+    (NAdam, {"lr": -1.0}, "Invalid learning rate: -1.0"),
+    (NAdam, {"eps": -1.0}, "Invalid epsilon value: -1.0"),
+    (NAdam, {"betas": (0.9, 1.0)}, "Invalid beta parameter at index 1: 1.0"),
+    (NAdam, {"weight_decay": -0.5}, "Invalid weight_decay value: -0.5"),
+    (NAdam, {"momentum_decay": -0.1}, "Invalid momentum_decay value: -0.1"),
 ]
 
 
@@ -170,6 +214,15 @@ def test_invalid_hyperparameters_raise_pytorchs_value_error(optimizer_class, opt
 
 DEFAULTS = {
     Adamax: {"lr": 2e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0, "maximize": False},
+    NAdam: {
+        "lr": 2e-3,
+        "betas": (0.9, 0.999),
+        "eps": 1e-8,
+        "weight_decay": 0,
+        "momentum_decay": 4e-3,
+        "decoupled_weight_decay": False,
+        "maximize": False,
+    },
 }
 
 
