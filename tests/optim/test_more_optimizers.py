@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import onnxnn
-from onnxnn.optim import Adamax, NAdam
+from onnxnn.optim import Adamax, NAdam, RAdam
 
 from tolerances import assert_within, gamma
 
@@ -87,7 +87,43 @@ def reference_nadam(
     return params, {"exp_avg": exp_avgs, "exp_avg_sq": exp_avg_sqs, "mu_product": mu_products}
 
 
-REFERENCES = {Adamax: reference_adamax, NAdam: reference_nadam}
+def reference_radam(
+    initial,
+    gradients,
+    lr=1e-3,
+    betas=(0.9, 0.999),
+    eps=1e-8,
+    weight_decay=0,
+    decoupled_weight_decay=False,
+    maximize=False,
+):
+    beta1, beta2 = betas
+    rho_inf = 2 / (1 - beta2) - 1
+    params = [theta.copy() for theta in initial]
+    exp_avgs = [np.zeros_like(theta) for theta in initial]
+    exp_avg_sqs = [np.zeros_like(theta) for theta in initial]
+    for t, step_gradients in enumerate(gradients, start=1):
+        for i, g in enumerate(step_gradients):
+            g = -g if maximize else g
+            if weight_decay:
+                if decoupled_weight_decay:
+                    params[i] = params[i] * (1 - lr * weight_decay)
+                else:
+                    g = g + weight_decay * params[i]
+            exp_avgs[i] = beta1 * exp_avgs[i] + (1 - beta1) * g
+            exp_avg_sqs[i] = beta2 * exp_avg_sqs[i] + (1 - beta2) * g * g
+            corrected_avg = exp_avgs[i] / (1 - beta1**t)
+            rho_t = rho_inf - 2 * t * beta2**t / (1 - beta2**t)
+            if rho_t > 5:
+                adaptive_lr = np.sqrt(1 - beta2**t) / (np.sqrt(exp_avg_sqs[i]) + eps)
+                rect = np.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+                params[i] = params[i] - lr * corrected_avg * adaptive_lr * rect
+            else:
+                params[i] = params[i] - lr * corrected_avg
+    return params, {"exp_avg": exp_avgs, "exp_avg_sq": exp_avg_sqs}
+
+
+REFERENCES = {Adamax: reference_adamax, NAdam: reference_nadam, RAdam: reference_radam}
 
 OPTION_CASES = [
     (Adamax, {}),
@@ -95,6 +131,10 @@ OPTION_CASES = [
     (NAdam, {}),
     (NAdam, {"lr": 0.05, "betas": (0.8, 0.9), "weight_decay": 0.1, "momentum_decay": 0.3, "maximize": True}),
     (NAdam, {"lr": 0.05, "weight_decay": 0.1, "decoupled_weight_decay": True}),
+    (RAdam, {}),
+    # With beta2 = 0.99 too, rho_t first exceeds 5 at step 6, so both branches run.
+    (RAdam, {"lr": 0.05, "betas": (0.8, 0.99), "weight_decay": 0.1, "maximize": True}),
+    (RAdam, {"lr": 0.05, "weight_decay": 0.1, "decoupled_weight_decay": True}),
 ]
 
 
@@ -202,6 +242,10 @@ INVALID_HYPERPARAMETERS = [
     (NAdam, {"betas": (0.9, 1.0)}, "Invalid beta parameter at index 1: 1.0"),
     (NAdam, {"weight_decay": -0.5}, "Invalid weight_decay value: -0.5"),
     (NAdam, {"momentum_decay": -0.1}, "Invalid momentum_decay value: -0.1"),
+    (RAdam, {"lr": -1.0}, "Invalid learning rate: -1.0"),
+    (RAdam, {"eps": -1.0}, "Invalid epsilon value: -1.0"),
+    (RAdam, {"betas": (-0.1, 0.999)}, "Invalid beta parameter at index 0: -0.1"),
+    (RAdam, {"weight_decay": -0.5}, "Invalid weight_decay value: -0.5"),
 ]
 
 
@@ -220,6 +264,14 @@ DEFAULTS = {
         "eps": 1e-8,
         "weight_decay": 0,
         "momentum_decay": 4e-3,
+        "decoupled_weight_decay": False,
+        "maximize": False,
+    },
+    RAdam: {
+        "lr": 1e-3,
+        "betas": (0.9, 0.999),
+        "eps": 1e-8,
+        "weight_decay": 0,
         "decoupled_weight_decay": False,
         "maximize": False,
     },
