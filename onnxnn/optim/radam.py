@@ -20,7 +20,8 @@ class RAdam(Optimizer):
         m_t = \beta_1 m_{t-1} + (1 - \beta_1) g_t, \quad v_t = \beta_2 v_{t-1} + (1 - \beta_2) g_t^2, \quad
         \rho_\infty = \frac{2}{1 - \beta_2} - 1, \quad \rho_t = \rho_\infty - \frac{2 t \beta_2^t}{1 - \beta_2^t}, \\
         \theta_t = \theta_{t-1} - \gamma \frac{m_t}{1 - \beta_1^t} \cdot
-        \begin{cases} r_t \frac{\sqrt{1 - \beta_2^t}}{\sqrt{v_t} + \epsilon} & \rho_t > 5 \\ 1 & \text{otherwise} \end{cases},
+        \begin{cases} r_t \frac{\sqrt{1 - \beta_2^t}}{\sqrt{v_t} + \epsilon} & \rho_t > 5 \\
+        1 & \text{otherwise} \end{cases},
         \quad r_t = \sqrt{\frac{(\rho_t - 4)(\rho_t - 2)\rho_\infty}{(\rho_\infty - 4)(\rho_\infty - 2)\rho_t}}
 
     with :math:`g_t` the gradient plus :math:`\lambda \theta_{t-1}` (or, with decoupled weight decay,
