@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import onnxnn
-from onnxnn.optim import Adamax, NAdam, RAdam
+from onnxnn.optim import Adadelta, Adamax, NAdam, RAdam
 
 from tolerances import assert_within, gamma
 
@@ -123,7 +123,23 @@ def reference_radam(
     return params, {"exp_avg": exp_avgs, "exp_avg_sq": exp_avg_sqs}
 
 
-REFERENCES = {Adamax: reference_adamax, NAdam: reference_nadam, RAdam: reference_radam}
+def reference_adadelta(initial, gradients, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, maximize=False):
+    params = [theta.copy() for theta in initial]
+    square_avgs = [np.zeros_like(theta) for theta in initial]
+    acc_deltas = [np.zeros_like(theta) for theta in initial]
+    for step_gradients in gradients:
+        for i, g in enumerate(step_gradients):
+            g = -g if maximize else g
+            if weight_decay:
+                g = g + weight_decay * params[i]
+            square_avgs[i] = rho * square_avgs[i] + (1 - rho) * g * g
+            delta = np.sqrt(acc_deltas[i] + eps) / np.sqrt(square_avgs[i] + eps) * g
+            acc_deltas[i] = rho * acc_deltas[i] + (1 - rho) * delta * delta
+            params[i] = params[i] - lr * delta
+    return params, {"square_avg": square_avgs, "acc_delta": acc_deltas}
+
+
+REFERENCES = {Adamax: reference_adamax, NAdam: reference_nadam, RAdam: reference_radam, Adadelta: reference_adadelta}
 
 OPTION_CASES = [
     (Adamax, {}),
@@ -135,6 +151,8 @@ OPTION_CASES = [
     # With beta2 = 0.99 too, rho_t first exceeds 5 at step 6, so both branches run.
     (RAdam, {"lr": 0.05, "betas": (0.8, 0.99), "weight_decay": 0.1, "maximize": True}),
     (RAdam, {"lr": 0.05, "weight_decay": 0.1, "decoupled_weight_decay": True}),
+    (Adadelta, {}),
+    (Adadelta, {"lr": 0.5, "rho": 0.8, "eps": 1e-3, "weight_decay": 0.1, "maximize": True}),
 ]
 
 
@@ -246,6 +264,10 @@ INVALID_HYPERPARAMETERS = [
     (RAdam, {"eps": -1.0}, "Invalid epsilon value: -1.0"),
     (RAdam, {"betas": (-0.1, 0.999)}, "Invalid beta parameter at index 0: -0.1"),
     (RAdam, {"weight_decay": -0.5}, "Invalid weight_decay value: -0.5"),
+    (Adadelta, {"lr": -1.0}, "Invalid learning rate: -1.0"),
+    (Adadelta, {"rho": 1.5}, "Invalid rho value: 1.5"),
+    (Adadelta, {"eps": -1.0}, "Invalid epsilon value: -1.0"),
+    (Adadelta, {"weight_decay": -0.5}, "Invalid weight_decay value: -0.5"),
 ]
 
 
@@ -275,6 +297,7 @@ DEFAULTS = {
         "decoupled_weight_decay": False,
         "maximize": False,
     },
+    Adadelta: {"lr": 1.0, "rho": 0.9, "eps": 1e-6, "weight_decay": 0, "maximize": False},
 }
 
 
