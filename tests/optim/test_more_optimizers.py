@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import onnxnn
-from onnxnn.optim import Adadelta, Adamax, NAdam, RAdam
+from onnxnn.optim import Adadelta, Adamax, NAdam, RAdam, Rprop
 
 from tolerances import assert_within, gamma
 
@@ -139,7 +139,30 @@ def reference_adadelta(initial, gradients, lr=1.0, rho=0.9, eps=1e-6, weight_dec
     return params, {"square_avg": square_avgs, "acc_delta": acc_deltas}
 
 
-REFERENCES = {Adamax: reference_adamax, NAdam: reference_nadam, RAdam: reference_radam, Adadelta: reference_adadelta}
+def reference_rprop(initial, gradients, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), maximize=False):
+    etaminus, etaplus = etas
+    params = [theta.copy() for theta in initial]
+    prevs = [np.zeros_like(theta) for theta in initial]
+    sizes = [np.full_like(theta, lr) for theta in initial]
+    for step_gradients in gradients:
+        for i, g in enumerate(step_gradients):
+            g = -g if maximize else g
+            agreement = g * prevs[i]
+            factor = np.where(agreement > 0, etaplus, np.where(agreement < 0, etaminus, 1.0))
+            sizes[i] = np.clip(sizes[i] * factor, step_sizes[0], step_sizes[1])
+            g = np.where(agreement < 0, 0.0, g)
+            params[i] = params[i] - np.sign(g) * sizes[i]
+            prevs[i] = g
+    return params, {"prev": prevs, "step_size": sizes}
+
+
+REFERENCES = {
+    Adamax: reference_adamax,
+    NAdam: reference_nadam,
+    RAdam: reference_radam,
+    Adadelta: reference_adadelta,
+    Rprop: reference_rprop,
+}
 
 OPTION_CASES = [
     (Adamax, {}),
@@ -153,6 +176,9 @@ OPTION_CASES = [
     (RAdam, {"lr": 0.05, "weight_decay": 0.1, "decoupled_weight_decay": True}),
     (Adadelta, {}),
     (Adadelta, {"lr": 0.5, "rho": 0.8, "eps": 1e-3, "weight_decay": 0.1, "maximize": True}),
+    (Rprop, {}),
+    # Bounds that both clamps reach within six steps.
+    (Rprop, {"lr": 0.1, "etas": (0.3, 2.0), "step_sizes": (0.02, 0.5), "maximize": True}),
 ]
 
 
@@ -268,6 +294,9 @@ INVALID_HYPERPARAMETERS = [
     (Adadelta, {"rho": 1.5}, "Invalid rho value: 1.5"),
     (Adadelta, {"eps": -1.0}, "Invalid epsilon value: -1.0"),
     (Adadelta, {"weight_decay": -0.5}, "Invalid weight_decay value: -0.5"),
+    (Rprop, {"lr": -1.0}, "Invalid learning rate: -1.0"),
+    (Rprop, {"etas": (1.0, 1.2)}, "Invalid eta values: 1.0, 1.2"),
+    (Rprop, {"etas": (0.5, 0.9)}, "Invalid eta values: 0.5, 0.9"),
 ]
 
 
@@ -298,6 +327,7 @@ DEFAULTS = {
         "maximize": False,
     },
     Adadelta: {"lr": 1.0, "rho": 0.9, "eps": 1e-6, "weight_decay": 0, "maximize": False},
+    Rprop: {"lr": 1e-2, "etas": (0.5, 1.2), "step_sizes": (1e-6, 50), "maximize": False},
 }
 
 
