@@ -39,5 +39,6 @@ __all__ = [
     "NAdam",
     "RAdam",
     "Adadelta",
+    "Rprop",
     "lr_scheduler",
 ]
