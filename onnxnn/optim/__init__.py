@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from . import lr_scheduler
 from .adadelta import Adadelta
+from .asgd import ASGD
 from .adagrad import Adagrad
 from .adam import Adam, AdamW
 from .adamax import Adamax
@@ -40,5 +41,6 @@ __all__ = [
     "RAdam",
     "Adadelta",
     "Rprop",
+    "ASGD",
     "lr_scheduler",
 ]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import onnxnn
-from onnxnn.optim import Adadelta, Adamax, NAdam, RAdam, Rprop
+from onnxnn.optim import ASGD, Adadelta, Adamax, NAdam, RAdam, Rprop
 
 from tolerances import assert_within, gamma
 
@@ -156,12 +156,29 @@ def reference_rprop(initial, gradients, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e
     return params, {"prev": prevs, "step_size": sizes}
 
 
+def reference_asgd(initial, gradients, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0, maximize=False):
+    params = [theta.copy() for theta in initial]
+    axs = [np.zeros_like(theta) for theta in initial]
+    eta, mu = lr, 1.0
+    for t, step_gradients in enumerate(gradients, start=1):
+        for i, g in enumerate(step_gradients):
+            g = -g if maximize else g
+            if weight_decay:
+                g = g + weight_decay * params[i]
+            params[i] = params[i] * (1 - lambd * eta) - eta * g
+            axs[i] = axs[i] + mu * (params[i] - axs[i]) if mu != 1 else params[i].copy()
+        eta = lr / (1 + lambd * lr * t) ** alpha
+        mu = 1 / max(1, t - t0)
+    return params, {"ax": axs, "eta": [eta] * len(initial), "mu": [mu] * len(initial)}
+
+
 REFERENCES = {
     Adamax: reference_adamax,
     NAdam: reference_nadam,
     RAdam: reference_radam,
     Adadelta: reference_adadelta,
     Rprop: reference_rprop,
+    ASGD: reference_asgd,
 }
 
 OPTION_CASES = [
@@ -179,6 +196,9 @@ OPTION_CASES = [
     (Rprop, {}),
     # Bounds that both clamps reach within six steps.
     (Rprop, {"lr": 0.1, "etas": (0.3, 2.0), "step_sizes": (0.02, 0.5), "maximize": True}),
+    (ASGD, {}),
+    # t0 = 2: averaging starts within six steps.
+    (ASGD, {"lr": 0.1, "lambd": 0.5, "alpha": 0.6, "t0": 2, "weight_decay": 0.1, "maximize": True}),
 ]
 
 
@@ -297,6 +317,8 @@ INVALID_HYPERPARAMETERS = [
     (Rprop, {"lr": -1.0}, "Invalid learning rate: -1.0"),
     (Rprop, {"etas": (1.0, 1.2)}, "Invalid eta values: 1.0, 1.2"),
     (Rprop, {"etas": (0.5, 0.9)}, "Invalid eta values: 0.5, 0.9"),
+    (ASGD, {"lr": -1.0}, "Invalid learning rate: -1.0"),
+    (ASGD, {"weight_decay": -0.5}, "Invalid weight_decay value: -0.5"),
 ]
 
 
@@ -328,6 +350,7 @@ DEFAULTS = {
     },
     Adadelta: {"lr": 1.0, "rho": 0.9, "eps": 1e-6, "weight_decay": 0, "maximize": False},
     Rprop: {"lr": 1e-2, "etas": (0.5, 1.2), "step_sizes": (1e-6, 50), "maximize": False},
+    ASGD: {"lr": 1e-2, "lambd": 1e-4, "alpha": 0.75, "t0": 1e6, "weight_decay": 0, "maximize": False},
 }
 
 
