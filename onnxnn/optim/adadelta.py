@@ -1,0 +1,147 @@
+"""Adadelta: steps scaled by the ratio of running root mean squares of past updates and gradients."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..runtime.grad_mode import no_grad
+from ..runtime.internal import record_update
+from ..runtime.tensor import Tensor
+from .optimizer import Optimizer, _check_differentiable, _hyperparameter, _increment_step, _new_step_tensor, _zeros_like
+
+__all__ = ["Adadelta", "adadelta"]
+
+
+class Adadelta(Optimizer):
+    r"""Implements Adadelta, as ``torch.optim.Adadelta``.
+
+    .. math::
+        v_t = \rho v_{t-1} + (1 - \rho) g_t^2, \quad
+        \Delta x_t = \frac{\sqrt{u_{t-1} + \epsilon}}{\sqrt{v_t + \epsilon}} g_t, \quad
+        u_t = \rho u_{t-1} + (1 - \rho) \Delta x_t^2, \quad \theta_t = \theta_{t-1} - \gamma \Delta x_t
+
+    with :math:`g_t` the gradient plus :math:`\lambda \theta_{t-1}` when weight decay is set.
+
+    Args:
+        params: tensors to optimize, or dicts defining param groups.
+        lr: coefficient that scales delta before it is applied to the parameters (default: 1.0).
+        rho: coefficient of the running averages of squared gradients and squared updates (default: 0.9).
+        eps: term added to the denominator for numerical stability (default: 1e-6).
+        weight_decay: weight decay (L2 penalty) (default: 0).
+        maximize: maximize the objective instead of minimizing (default: False).
+        foreach, capturable: accepted for compatibility; every step is one graph anyway.
+        differentiable: must be False.
+
+    Example::
+
+        >>> optimizer = onnxnn.optim.Adadelta(model.parameters())
+    """
+
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float = 1.0,
+        rho: float = 0.9,
+        eps: float = 1e-6,
+        weight_decay: float = 0,
+        foreach: bool | None = None,
+        *,
+        capturable: bool = False,
+        maximize: bool = False,
+        differentiable: bool = False,
+    ) -> None:
+        if isinstance(lr, Tensor) and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= rho <= 1.0:
+            raise ValueError(f"Invalid rho value: {rho}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        _check_differentiable(differentiable)
+        defaults = dict(
+            lr=lr,
+            rho=rho,
+            eps=eps,
+            weight_decay=weight_decay,
+            maximize=maximize,
+            capturable=capturable,
+            foreach=foreach,
+            differentiable=differentiable,
+        )
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        self._steps_as_tensors()
+        for group in self.param_groups:
+            group.setdefault("maximize", False)
+
+    def _init_group(self, group: dict):
+        params, grads, square_avgs, acc_deltas, steps = [], [], [], [], []
+        for param in group["params"]:
+            if param.grad is None:
+                continue
+            params.append(param)
+            grads.append(param.grad)
+            state = self.state[param]
+            if len(state) == 0:
+                state["step"] = _new_step_tensor()
+                state["square_avg"] = _zeros_like(param)
+                state["acc_delta"] = _zeros_like(param)
+            square_avgs.append(state["square_avg"])
+            acc_deltas.append(state["acc_delta"])
+            steps.append(state["step"])
+        return params, grads, square_avgs, acc_deltas, steps
+
+    def _update_group(self, group: dict) -> list[Tensor]:
+        params, grads, square_avgs, acc_deltas, steps = self._init_group(group)
+        adadelta(
+            params,
+            grads,
+            square_avgs,
+            acc_deltas,
+            steps,
+            lr=group["lr"],
+            rho=group["rho"],
+            eps=group["eps"],
+            weight_decay=group["weight_decay"],
+            maximize=group["maximize"],
+        )
+        return params + square_avgs + acc_deltas
+
+
+def adadelta(
+    params: list[Tensor],
+    grads: list[Tensor],
+    square_avgs: list[Tensor],
+    acc_deltas: list[Tensor],
+    state_steps: list[Tensor],
+    *,
+    lr: float,
+    rho: float,
+    eps: float,
+    weight_decay: float,
+    maximize: bool,
+) -> None:
+    """Functional Adadelta: records the update of every tensor in ``params`` and its state (lazily, in place).
+
+    The step counts are kept on the host (Adadelta's update does not read them).
+    """
+    with no_grad():
+        for param, grad, square_avg, acc_delta, step in zip(params, grads, square_avgs, acc_deltas, state_steps):
+            _increment_step(step)
+            grad = -grad if maximize else grad
+            if weight_decay != 0:
+                grad = grad + param * _hyperparameter("weight_decay", weight_decay, param)
+            rho_value = _hyperparameter("rho", rho, param)
+            one_minus_rho = _hyperparameter("1-rho", 1 - rho, param)
+            epsilon = _hyperparameter("eps", eps, param)
+            new_square_avg = square_avg * rho_value + grad * grad * one_minus_rho
+            delta = (acc_delta + epsilon).sqrt() / (new_square_avg + epsilon).sqrt() * grad
+            new_acc_delta = acc_delta * rho_value + delta * delta * one_minus_rho
+            record_update(square_avg, new_square_avg)
+            record_update(acc_delta, new_acc_delta)
+            record_update(param, param - delta * _hyperparameter("lr", lr, param))

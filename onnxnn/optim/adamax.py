@@ -1,0 +1,150 @@
+"""Adamax: Adam with the infinity norm of the gradients in place of their running mean square."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..runtime.grad_mode import no_grad
+from ..runtime.internal import record_update
+from ..runtime.tensor import Tensor
+from .optimizer import Optimizer, _check_differentiable, _hyperparameter, _increment_step, _new_step_tensor, _zeros_like
+
+__all__ = ["Adamax", "adamax"]
+
+
+class Adamax(Optimizer):
+    r"""Implements Adamax (a variant of Adam based on the infinity norm), as ``torch.optim.Adamax``.
+
+    .. math::
+        m_t = \beta_1 m_{t-1} + (1 - \beta_1) g_t, \quad u_t = \max(\beta_2 u_{t-1}, |g_t| + \epsilon), \quad
+        \theta_t = \theta_{t-1} - \frac{\gamma m_t}{(1 - \beta_1^t) u_t}
+
+    with :math:`g_t` the gradient plus :math:`\lambda \theta_{t-1}` when weight decay is set.
+
+    Args:
+        params: tensors to optimize, or dicts defining param groups.
+        lr: learning rate (default: 2e-3).
+        betas: coefficients of the running average of the gradient and of the infinity norm (default: (0.9, 0.999)).
+        eps: term added to the denominator for numerical stability (default: 1e-8).
+        weight_decay: weight decay (L2 penalty) (default: 0).
+        maximize: maximize the objective instead of minimizing (default: False).
+        foreach, capturable: accepted for compatibility; every step is one graph anyway.
+        differentiable: must be False.
+
+    Example::
+
+        >>> optimizer = onnxnn.optim.Adamax(model.parameters(), lr=2e-3)
+    """
+
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float = 2e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0,
+        foreach: bool | None = None,
+        *,
+        maximize: bool = False,
+        differentiable: bool = False,
+        capturable: bool = False,
+    ) -> None:
+        if isinstance(lr, Tensor) and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        _check_differentiable(differentiable)
+        defaults = dict(
+            lr=lr,
+            betas=betas,
+            eps=eps,
+            weight_decay=weight_decay,
+            foreach=foreach,
+            maximize=maximize,
+            differentiable=differentiable,
+            capturable=capturable,
+        )
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        self._steps_as_tensors()
+        for group in self.param_groups:
+            group.setdefault("maximize", False)
+
+    def _init_group(self, group: dict):
+        params, grads, exp_avgs, exp_infs, steps = [], [], [], [], []
+        for param in group["params"]:
+            if param.grad is None:
+                continue
+            params.append(param)
+            grads.append(param.grad)
+            state = self.state[param]
+            if len(state) == 0:
+                state["step"] = _new_step_tensor()
+                state["exp_avg"] = _zeros_like(param)
+                state["exp_inf"] = _zeros_like(param)
+            exp_avgs.append(state["exp_avg"])
+            exp_infs.append(state["exp_inf"])
+            steps.append(state["step"])
+        return params, grads, exp_avgs, exp_infs, steps
+
+    def _update_group(self, group: dict) -> list[Tensor]:
+        params, grads, exp_avgs, exp_infs, steps = self._init_group(group)
+        beta1, beta2 = group["betas"]
+        adamax(
+            params,
+            grads,
+            exp_avgs,
+            exp_infs,
+            steps,
+            eps=group["eps"],
+            beta1=beta1,
+            beta2=beta2,
+            lr=group["lr"],
+            weight_decay=group["weight_decay"],
+            maximize=group["maximize"],
+        )
+        return params + exp_avgs + exp_infs
+
+
+def adamax(
+    params: list[Tensor],
+    grads: list[Tensor],
+    exp_avgs: list[Tensor],
+    exp_infs: list[Tensor],
+    state_steps: list[Tensor],
+    *,
+    eps: float,
+    beta1: float,
+    beta2: float,
+    lr: float,
+    weight_decay: float,
+    maximize: bool,
+) -> None:
+    """Functional Adamax: records the update of every tensor in ``params`` and its state (lazily, in place).
+
+    The step counts are kept on the host; the bias-corrected learning rate is fed to the graph as data.
+    """
+    with no_grad():
+        for param, grad, exp_avg, exp_inf, step in zip(params, grads, exp_avgs, exp_infs, state_steps):
+            count = _increment_step(step)
+            grad = -grad if maximize else grad
+            if weight_decay != 0:
+                grad = grad + param * _hyperparameter("weight_decay", weight_decay, param)
+            new_exp_avg = exp_avg + (grad - exp_avg) * _hyperparameter("1-beta1", 1 - beta1, exp_avg)
+            new_exp_inf = (exp_inf * _hyperparameter("beta2", beta2, exp_inf)).maximum(
+                grad.abs() + _hyperparameter("eps", eps, exp_inf)
+            )
+            step_size = _hyperparameter("lr/bias_correction1", lr / (1 - beta1**count), param)
+            record_update(exp_avg, new_exp_avg)
+            record_update(exp_inf, new_exp_inf)
+            record_update(param, param - new_exp_avg / new_exp_inf * step_size)

@@ -1,0 +1,167 @@
+"""ASGD: stochastic gradient descent with a decaying step and a running (Polyak) average of the iterates."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..ir import dtypes
+from ..runtime.grad_mode import no_grad
+from ..runtime.internal import full_tensor, rebind, record_update, value_of
+from ..runtime.tensor import Tensor
+from .optimizer import Optimizer, _check_differentiable, _hyperparameter, _increment_step, _new_step_tensor, _zeros_like
+
+__all__ = ["ASGD", "asgd"]
+
+
+class ASGD(Optimizer):
+    r"""Implements averaged stochastic gradient descent, as ``torch.optim.ASGD``.
+
+    .. math::
+        \theta_t = (1 - \lambda \eta_{t-1}) \theta_{t-1} - \eta_{t-1} g_t, \quad
+        a_t = a_{t-1} + \mu_{t-1} (\theta_t - a_{t-1}), \\
+        \eta_t = \frac{\gamma}{(1 + \lambda \gamma t)^\alpha}, \quad \mu_t = \frac{1}{\max(1, t - t_0)}
+
+    with :math:`g_t` the gradient plus the weight decay times :math:`\theta_{t-1}`, and the average
+    :math:`a_t` (state ``ax``) equal to :math:`\theta_t` while :math:`\mu_{t-1} = 1`.
+
+    Args:
+        params: tensors to optimize, or dicts defining param groups.
+        lr: learning rate (default: 1e-2).
+        lambd: decay term (default: 1e-4).
+        alpha: power for the eta update (default: 0.75).
+        t0: point at which to start averaging (default: 1e6).
+        weight_decay: weight decay (L2 penalty) (default: 0).
+        maximize: maximize the objective instead of minimizing (default: False).
+        foreach, capturable: accepted for compatibility; every step is one graph anyway.
+        differentiable: must be False.
+
+    Example::
+
+        >>> optimizer = onnxnn.optim.ASGD(model.parameters(), lr=1e-2, t0=100)
+    """
+
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float = 1e-2,
+        lambd: float = 1e-4,
+        alpha: float = 0.75,
+        t0: float = 1e6,
+        weight_decay: float = 0,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        differentiable: bool = False,
+        capturable: bool = False,
+    ) -> None:
+        if isinstance(lr, Tensor) and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        _check_differentiable(differentiable)
+        defaults = dict(
+            lr=lr,
+            lambd=lambd,
+            alpha=alpha,
+            t0=t0,
+            weight_decay=weight_decay,
+            foreach=foreach,
+            maximize=maximize,
+            differentiable=differentiable,
+            capturable=capturable,
+        )
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        self._steps_as_tensors()
+        for group in self.param_groups:
+            group.setdefault("maximize", False)
+            for param in group["params"]:
+                param_state = self.state.get(param)
+                for key in ("eta", "mu"):
+                    if param_state and key in param_state and not isinstance(param_state[key], Tensor):
+                        param_state[key] = full_tensor((), float(param_state[key]), dtypes.float32)
+
+    def _init_group(self, group: dict):
+        params, grads, mus, axs, etas, steps = [], [], [], [], [], []
+        for param in group["params"]:
+            if param.grad is None:
+                continue
+            params.append(param)
+            grads.append(param.grad)
+            state = self.state[param]
+            if len(state) == 0:
+                # step, eta and mu are float32 0-d tensors, as PyTorch keeps them.
+                state["step"] = _new_step_tensor()
+                state["eta"] = full_tensor((), float(group["lr"]), dtypes.float32)
+                state["mu"] = full_tensor((), 1.0, dtypes.float32)
+                state["ax"] = _zeros_like(param)
+            mus.append(state["mu"])
+            axs.append(state["ax"])
+            etas.append(state["eta"])
+            steps.append(state["step"])
+        return params, grads, mus, axs, etas, steps
+
+    def _update_group(self, group: dict) -> list[Tensor]:
+        params, grads, mus, axs, etas, steps = self._init_group(group)
+        asgd(
+            params,
+            grads,
+            axs,
+            mus,
+            etas,
+            steps,
+            lambd=group["lambd"],
+            lr=group["lr"],
+            t0=group["t0"],
+            alpha=group["alpha"],
+            weight_decay=group["weight_decay"],
+            maximize=group["maximize"],
+        )
+        return params + axs
+
+
+def asgd(
+    params: list[Tensor],
+    grads: list[Tensor],
+    axs: list[Tensor],
+    mus: list[Tensor],
+    etas: list[Tensor],
+    state_steps: list[Tensor],
+    *,
+    lambd: float,
+    lr: float,
+    t0: float,
+    alpha: float,
+    weight_decay: float,
+    maximize: bool,
+) -> None:
+    """Functional ASGD: records the update of every tensor in ``params`` and its average (lazily, in place).
+
+    The step counts, ``eta`` and ``mu`` are scalars kept on the host (as PyTorch does without
+    ``capturable``); the step's coefficients are fed to the graph as data.
+    """
+    with no_grad():
+        for param, grad, ax, mu, eta, step in zip(params, grads, axs, mus, etas, state_steps):
+            count = _increment_step(step)
+            grad = -grad if maximize else grad
+            if weight_decay != 0:
+                grad = grad + param * _hyperparameter("weight_decay", weight_decay, param)
+            eta_value = float(eta.item())
+            new_param = param * _hyperparameter("1-lambd*eta", 1 - lambd * eta_value, param)
+            new_param = new_param - grad * _hyperparameter("eta", eta_value, param)
+            mu_value = float(mu.item())
+            if mu_value != 1:
+                record_update(ax, ax + (new_param - ax) * _hyperparameter("mu", mu_value, ax))
+            else:
+                # Before t0 the average is the iterate itself (values are immutable, so sharing one is a copy).
+                record_update(ax, new_param)
+            record_update(param, new_param)
+            _set_host_scalar(eta, lr / ((1 + lambd * lr * count) ** alpha))
+            _set_host_scalar(mu, 1 / max(1, count - t0))
+
+
+def _set_host_scalar(scalar: Tensor, value: float) -> None:
+    rebind(scalar, value_of(full_tensor((), value, scalar.dtype, scalar.device)))

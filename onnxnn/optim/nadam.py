@@ -1,0 +1,198 @@
+"""NAdam: Adam with Nesterov momentum and a momentum decay schedule."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..ir import dtypes
+from ..runtime.grad_mode import no_grad
+from ..runtime.internal import full_tensor, rebind, record_update, value_of
+from ..runtime.tensor import Tensor
+from .optimizer import Optimizer, _check_differentiable, _hyperparameter, _increment_step, _new_step_tensor, _zeros_like
+
+__all__ = ["NAdam", "nadam"]
+
+
+class NAdam(Optimizer):
+    r"""Implements NAdam (Adam with Nesterov momentum), as ``torch.optim.NAdam``.
+
+    .. math::
+        \mu_t = \beta_1 (1 - \tfrac12 0.96^{t \psi}), \quad
+        m_t = \beta_1 m_{t-1} + (1 - \beta_1) g_t, \quad v_t = \beta_2 v_{t-1} + (1 - \beta_2) g_t^2, \\
+        \theta_t = \theta_{t-1} - \gamma \Big(\frac{(1 - \mu_t) g_t}{1 - \prod_{i \le t} \mu_i}
+        + \frac{\mu_{t+1} m_t}{1 - \prod_{i \le t+1} \mu_i}\Big) \Big/ \Big(\sqrt{v_t / (1 - \beta_2^t)} + \epsilon\Big)
+
+    with :math:`\psi` the momentum decay and :math:`g_t` the gradient plus :math:`\lambda \theta_{t-1}`
+    (or, with decoupled weight decay, :math:`\theta_{t-1}` first scaled by :math:`1 - \gamma\lambda`).
+
+    Args:
+        params: tensors to optimize, or dicts defining param groups.
+        lr: learning rate (default: 2e-3).
+        betas: coefficients of the running averages of the gradient and its square (default: (0.9, 0.999)).
+        eps: term added to the denominator for numerical stability (default: 1e-8).
+        weight_decay: weight decay (L2 penalty) (default: 0).
+        momentum_decay: momentum decay :math:`\psi` (default: 4e-3).
+        decoupled_weight_decay: decay the weights directly, as AdamW does (NAdamW) (default: False).
+        maximize: maximize the objective instead of minimizing (default: False).
+        foreach, capturable: accepted for compatibility; every step is one graph anyway.
+        differentiable: must be False.
+
+    Example::
+
+        >>> optimizer = onnxnn.optim.NAdam(model.parameters(), lr=2e-3)
+    """
+
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float = 2e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0,
+        momentum_decay: float = 4e-3,
+        decoupled_weight_decay: bool = False,
+        *,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        capturable: bool = False,
+        differentiable: bool = False,
+    ) -> None:
+        if isinstance(lr, Tensor) and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not 0.0 <= momentum_decay:
+            raise ValueError(f"Invalid momentum_decay value: {momentum_decay}")
+        _check_differentiable(differentiable)
+        defaults = dict(
+            lr=lr,
+            betas=betas,
+            eps=eps,
+            weight_decay=weight_decay,
+            momentum_decay=momentum_decay,
+            decoupled_weight_decay=decoupled_weight_decay,
+            maximize=maximize,
+            foreach=foreach,
+            capturable=capturable,
+            differentiable=differentiable,
+        )
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        self._steps_as_tensors()
+        for group in self.param_groups:
+            group.setdefault("maximize", False)
+            group.setdefault("decoupled_weight_decay", False)
+            for param in group["params"]:
+                param_state = self.state.get(param)
+                if param_state and not isinstance(param_state.get("mu_product", 0), Tensor):
+                    param_state["mu_product"] = full_tensor((), float(param_state["mu_product"]), dtypes.float32)
+
+    def _init_group(self, group: dict):
+        params, grads, exp_avgs, exp_avg_sqs, mu_products, steps = [], [], [], [], [], []
+        for param in group["params"]:
+            if param.grad is None:
+                continue
+            params.append(param)
+            grads.append(param.grad)
+            state = self.state[param]
+            if len(state) == 0:
+                state["step"] = _new_step_tensor()
+                # The running product of the momentum coefficients, a float32 0-d tensor as in PyTorch.
+                state["mu_product"] = full_tensor((), 1.0, dtypes.float32)
+                state["exp_avg"] = _zeros_like(param)
+                state["exp_avg_sq"] = _zeros_like(param)
+            exp_avgs.append(state["exp_avg"])
+            exp_avg_sqs.append(state["exp_avg_sq"])
+            mu_products.append(state["mu_product"])
+            steps.append(state["step"])
+        return params, grads, exp_avgs, exp_avg_sqs, mu_products, steps
+
+    def _update_group(self, group: dict) -> list[Tensor]:
+        params, grads, exp_avgs, exp_avg_sqs, mu_products, steps = self._init_group(group)
+        beta1, beta2 = group["betas"]
+        nadam(
+            params,
+            grads,
+            exp_avgs,
+            exp_avg_sqs,
+            mu_products,
+            steps,
+            beta1=beta1,
+            beta2=beta2,
+            lr=group["lr"],
+            weight_decay=group["weight_decay"],
+            momentum_decay=group["momentum_decay"],
+            eps=group["eps"],
+            decoupled_weight_decay=group["decoupled_weight_decay"],
+            maximize=group["maximize"],
+        )
+        return params + exp_avgs + exp_avg_sqs
+
+
+def nadam(
+    params: list[Tensor],
+    grads: list[Tensor],
+    exp_avgs: list[Tensor],
+    exp_avg_sqs: list[Tensor],
+    mu_products: list[Tensor],
+    state_steps: list[Tensor],
+    decoupled_weight_decay: bool = False,
+    *,
+    beta1: float,
+    beta2: float,
+    lr: float,
+    weight_decay: float,
+    momentum_decay: float,
+    eps: float,
+    maximize: bool,
+) -> None:
+    """Functional NAdam: records the update of every tensor in ``params`` and its state (lazily, in place).
+
+    The step counts and the momentum products are scalars kept on the host (as PyTorch does without
+    ``capturable``); the step's coefficients are fed to the graph as data.
+    """
+    with no_grad():
+        for index, param in enumerate(params):
+            grad = -grads[index] if maximize else grads[index]
+            exp_avg, exp_avg_sq = exp_avgs[index], exp_avg_sqs[index]
+            count = _increment_step(state_steps[index])
+            bias_correction2 = 1 - beta2**count
+            new_param = param
+            if weight_decay != 0:
+                if decoupled_weight_decay:
+                    new_param = param * _hyperparameter("1-lr*weight_decay", 1 - lr * weight_decay, param)
+                else:
+                    grad = grad + param * _hyperparameter("weight_decay", weight_decay, param)
+            mu = beta1 * (1.0 - 0.5 * 0.96 ** (count * momentum_decay))
+            mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((count + 1) * momentum_decay))
+            mu_product = _multiply_host_scalar(mu_products[index], mu)
+            mu_product_next = mu_product * mu_next
+            new_exp_avg = exp_avg + (grad - exp_avg) * _hyperparameter("1-beta1", 1 - beta1, exp_avg)
+            new_exp_avg_sq = exp_avg_sq * _hyperparameter("beta2", beta2, exp_avg_sq) + grad * grad * _hyperparameter(
+                "1-beta2", 1 - beta2, exp_avg_sq
+            )
+            denom = (new_exp_avg_sq / _hyperparameter("bias_correction2", bias_correction2, param)).sqrt()
+            denom = denom + _hyperparameter("eps", eps, param)
+            grad_step = _hyperparameter("lr*(1-mu)/(1-mu_product)", lr * (1 - mu) / (1 - mu_product), param)
+            avg_step = _hyperparameter("lr*mu_next/(1-mu_product_next)", lr * mu_next / (1 - mu_product_next), param)
+            new_param = new_param - grad / denom * grad_step - new_exp_avg / denom * avg_step
+            record_update(exp_avg, new_exp_avg)
+            record_update(exp_avg_sq, new_exp_avg_sq)
+            record_update(param, new_param)
+
+
+def _multiply_host_scalar(scalar: Tensor, factor: float) -> float:
+    """``scalar *= factor`` on the host, rounded to the tensor's dtype as PyTorch's in-place product is."""
+    product = scalar.dtype.numpy_dtype.type(scalar.item()) * scalar.dtype.numpy_dtype.type(factor)
+    rebind(scalar, value_of(full_tensor((), float(product), scalar.dtype, scalar.device)))
+    return float(product)

@@ -1,0 +1,178 @@
+"""RAdam: Adam whose adaptive learning rate is rectified while the second moment estimate is unreliable."""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+from ..runtime.grad_mode import no_grad
+from ..runtime.internal import record_update
+from ..runtime.tensor import Tensor
+from .optimizer import Optimizer, _check_differentiable, _hyperparameter, _increment_step, _new_step_tensor, _zeros_like
+
+__all__ = ["RAdam", "radam"]
+
+
+class RAdam(Optimizer):
+    r"""Implements RAdam (rectified Adam), as ``torch.optim.RAdam``.
+
+    .. math::
+        m_t = \beta_1 m_{t-1} + (1 - \beta_1) g_t, \quad v_t = \beta_2 v_{t-1} + (1 - \beta_2) g_t^2, \quad
+        \rho_\infty = \frac{2}{1 - \beta_2} - 1, \quad \rho_t = \rho_\infty - \frac{2 t \beta_2^t}{1 - \beta_2^t}, \\
+        \theta_t = \theta_{t-1} - \gamma \frac{m_t}{1 - \beta_1^t} \cdot
+        \begin{cases} r_t \frac{\sqrt{1 - \beta_2^t}}{\sqrt{v_t} + \epsilon} & \rho_t > 5 \\
+        1 & \text{otherwise} \end{cases},
+        \quad r_t = \sqrt{\frac{(\rho_t - 4)(\rho_t - 2)\rho_\infty}{(\rho_\infty - 4)(\rho_\infty - 2)\rho_t}}
+
+    with :math:`g_t` the gradient plus :math:`\lambda \theta_{t-1}` (or, with decoupled weight decay,
+    :math:`\theta_{t-1}` first scaled by :math:`1 - \gamma\lambda`).
+
+    Args:
+        params: tensors to optimize, or dicts defining param groups.
+        lr: learning rate (default: 1e-3).
+        betas: coefficients of the running averages of the gradient and its square (default: (0.9, 0.999)).
+        eps: term added to the denominator for numerical stability (default: 1e-8).
+        weight_decay: weight decay (L2 penalty) (default: 0).
+        decoupled_weight_decay: decay the weights directly, as AdamW does (RAdamW) (default: False).
+        maximize: maximize the objective instead of minimizing (default: False).
+        foreach, capturable: accepted for compatibility; every step is one graph anyway.
+        differentiable: must be False.
+
+    Example::
+
+        >>> optimizer = onnxnn.optim.RAdam(model.parameters(), lr=1e-3)
+    """
+
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0,
+        decoupled_weight_decay: bool = False,
+        *,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        capturable: bool = False,
+        differentiable: bool = False,
+    ) -> None:
+        if isinstance(lr, Tensor) and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        _check_differentiable(differentiable)
+        defaults = dict(
+            lr=lr,
+            betas=betas,
+            eps=eps,
+            weight_decay=weight_decay,
+            maximize=maximize,
+            foreach=foreach,
+            capturable=capturable,
+            decoupled_weight_decay=decoupled_weight_decay,
+            differentiable=differentiable,
+        )
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        self._steps_as_tensors()
+        for group in self.param_groups:
+            group.setdefault("maximize", False)
+            group.setdefault("decoupled_weight_decay", False)
+
+    def _init_group(self, group: dict):
+        params, grads, exp_avgs, exp_avg_sqs, steps = [], [], [], [], []
+        for param in group["params"]:
+            if param.grad is None:
+                continue
+            params.append(param)
+            grads.append(param.grad)
+            state = self.state[param]
+            if len(state) == 0:
+                state["step"] = _new_step_tensor()
+                state["exp_avg"] = _zeros_like(param)
+                state["exp_avg_sq"] = _zeros_like(param)
+            exp_avgs.append(state["exp_avg"])
+            exp_avg_sqs.append(state["exp_avg_sq"])
+            steps.append(state["step"])
+        return params, grads, exp_avgs, exp_avg_sqs, steps
+
+    def _update_group(self, group: dict) -> list[Tensor]:
+        params, grads, exp_avgs, exp_avg_sqs, steps = self._init_group(group)
+        beta1, beta2 = group["betas"]
+        radam(
+            params,
+            grads,
+            exp_avgs,
+            exp_avg_sqs,
+            steps,
+            beta1=beta1,
+            beta2=beta2,
+            lr=group["lr"],
+            weight_decay=group["weight_decay"],
+            eps=group["eps"],
+            decoupled_weight_decay=group["decoupled_weight_decay"],
+            maximize=group["maximize"],
+        )
+        return params + exp_avgs + exp_avg_sqs
+
+
+def radam(
+    params: list[Tensor],
+    grads: list[Tensor],
+    exp_avgs: list[Tensor],
+    exp_avg_sqs: list[Tensor],
+    state_steps: list[Tensor],
+    decoupled_weight_decay: bool = False,
+    *,
+    beta1: float,
+    beta2: float,
+    lr: float,
+    weight_decay: float,
+    eps: float,
+    maximize: bool,
+) -> None:
+    """Functional RAdam: records the update of every tensor in ``params`` and its state (lazily, in place).
+
+    The step counts are kept on the host, so whether the step is rectified (:math:`\\rho_t > 5`) is
+    decided there, as PyTorch does without ``capturable``; the coefficients are fed as data.
+    """
+    rho_inf = 2 / (1 - beta2) - 1
+    with no_grad():
+        for index, param in enumerate(params):
+            grad = -grads[index] if maximize else grads[index]
+            exp_avg, exp_avg_sq = exp_avgs[index], exp_avg_sqs[index]
+            count = _increment_step(state_steps[index])
+            new_param = param
+            if weight_decay != 0:
+                if decoupled_weight_decay:
+                    new_param = param * _hyperparameter("1-lr*weight_decay", 1 - lr * weight_decay, param)
+                else:
+                    grad = grad + param * _hyperparameter("weight_decay", weight_decay, param)
+            new_exp_avg = exp_avg + (grad - exp_avg) * _hyperparameter("1-beta1", 1 - beta1, exp_avg)
+            new_exp_avg_sq = exp_avg_sq * _hyperparameter("beta2", beta2, exp_avg_sq) + grad * grad * _hyperparameter(
+                "1-beta2", 1 - beta2, exp_avg_sq
+            )
+            bias_correction1 = 1 - beta1**count
+            bias_correction2 = 1 - beta2**count
+            rho_t = rho_inf - 2 * count * beta2**count / bias_correction2
+            if rho_t > 5.0:
+                rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+                scale = lr * math.sqrt(bias_correction2) * rect / bias_correction1
+                denom = new_exp_avg_sq.sqrt() + _hyperparameter("eps", eps, param)
+                update = new_exp_avg / denom * _hyperparameter("rectified_step_size", scale, param)
+            else:
+                update = new_exp_avg * _hyperparameter("lr/bias_correction1", lr / bias_correction1, param)
+            record_update(exp_avg, new_exp_avg)
+            record_update(exp_avg_sq, new_exp_avg_sq)
+            record_update(param, new_param - update)
