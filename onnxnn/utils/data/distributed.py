@@ -15,6 +15,7 @@ from typing import Iterator
 
 from ...ir.random import Generator
 from ...runtime.creation import randperm
+from .sampler import Sampler
 
 __all__ = ["DistributedSampler", "publish_default_world"]
 
@@ -28,7 +29,7 @@ def publish_default_world(rank_and_size: tuple[int, int] | None) -> None:
     _DefaultWorld.rank_and_size = rank_and_size
 
 
-class DistributedSampler:
+class DistributedSampler(Sampler):
     """Splits ``range(len(dataset))`` into ``num_replicas`` equal shares; rank ``r`` iterates share ``r``.
 
     Args:
