@@ -1,8 +1,5 @@
 """``DistributedSampler``: each rank's share of a dataset's indices, as ``torch.utils.data.distributed``.
 
-Standalone for now (a plain class with ``__iter__``, ``__len__`` and ``set_epoch``): onnxnn has no
-``utils.data.Sampler`` base yet; when it has, this becomes its subclass unchanged.
-
 ``utils`` sits in the layer of ``nn`` and ``optim``, below ``onnxnn.distributed``, so the default
 process group's rank and size are published here by ``init_process_group`` (and withdrawn by
 ``destroy_process_group``) rather than read from it.
