@@ -456,3 +456,28 @@ def test_export_with_integer_token_inputs(factories, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(arguments + ["-o", str(target)])
     assert exit_info.value.code == 2 and "invalid choice: 'int8'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["inspect", "MISSING.onnx"],
+        ["check", "MISSING.onnx"],
+        ["convert", "MISSING.pt", "OUT.safetensors"],
+        ["graph", "MISSING.onnx", "-o", "OUT.dot"],
+        ["export-triton", "MISSING.onnx", "OUT"],
+    ],
+    ids=lambda arguments: arguments[0],
+)
+def test_a_missing_model_file_is_one_line_naming_it_through_the_real_command(arguments, tmp_path):
+    # summary, export, bench and serve have theirs above and in tests/serve.
+    missing = tmp_path / "missing"
+    done = onnxnn_command(
+        *[
+            str(argument).replace("MISSING", str(missing)).replace("OUT", str(tmp_path / "out"))
+            for argument in arguments
+        ]
+    )
+    suffix = ".pt" if arguments[0] == "convert" else ".onnx"
+    assert_one_line_error(done, str(missing) + suffix)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.dot").exists()  # nothing half-written
