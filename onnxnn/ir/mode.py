@@ -46,6 +46,10 @@ class Mode:
             realization inside one computes exactly its targets: which intermediates are still
             held differs between the driver and a replay, and the plans must not.
         trace: the ``RecordingTrace`` of a backward being traced for replay, else None.
+        observer: a callable ``observer(node, outputs)`` told of every node recorded through
+            ``runtime.recording`` (the profiler's and graph tracers' attribution of nodes to the
+            module that recorded them), else None. Replayed backwards create their nodes in
+            generated code and are not observed.
         intra_op_threads: threads of one session's kernels (``set_num_threads``); 0 leaves
             onnxruntime's default (one per core).
         inter_op_threads: threads running independent nodes at once (``set_num_interop_threads``);
@@ -61,6 +65,7 @@ class Mode:
         "unbounded_depth",
         "in_backward",
         "trace",
+        "observer",
         "intra_op_threads",
         "inter_op_threads",
     )
@@ -74,6 +79,7 @@ class Mode:
         self.unbounded_depth = 0
         self.in_backward = 0
         self.trace = None
+        self.observer = None
         self.intra_op_threads = 0
         self.inter_op_threads = 0
 

@@ -88,6 +88,9 @@ def record_scanned(
     trace = MODE.trace
     if trace is not None:
         trace.records.append((node, outputs))
+    observer = MODE.observer
+    if observer is not None:
+        observer(node, outputs)
     return outputs
 
 
@@ -120,4 +123,7 @@ def _record_without_rule(
     trace = MODE.trace
     if trace is not None:
         trace.records.append((node, outputs))
+    observer = MODE.observer
+    if observer is not None:
+        observer(node, outputs)
     return outputs
