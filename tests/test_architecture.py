@@ -8,6 +8,7 @@ found by name); and no module imports onnxnn modules inside functions (which wou
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -78,9 +79,15 @@ def _imports(path: Path):
 
 
 MODULES = sorted(ROOT.rglob("*.py"))
-EDGES = [
-    (_module_name(path), path, target, line, nested) for path in MODULES for target, line, nested in _imports(path)
-]
+
+
+@functools.lru_cache(maxsize=1)
+def _edges() -> list:
+    """Every import of an onnxnn module: parsed when a test first asks, not when the file is
+    collected (pytest-xdist collects in every worker)."""
+    return [
+        (_module_name(path), path, target, line, nested) for path in MODULES for target, line, nested in _imports(path)
+    ]
 
 
 def test_every_package_has_a_layer():
@@ -90,7 +97,7 @@ def test_every_package_has_a_layer():
 
 def test_no_package_imports_a_layer_above_its_own():
     violations = []
-    for module, path, target, line, _ in EDGES:
+    for module, path, target, line, _ in _edges():
         source, imported = _package_of(module), _package_of(target)
         if LAYER_OF[imported] > LAYER_OF[source] or (source, imported) in NEVER:
             violations.append(f"{path.relative_to(ROOT.parent)}:{line}: {source} imports {target}")
@@ -99,7 +106,7 @@ def test_no_package_imports_a_layer_above_its_own():
 
 def test_packages_import_one_another_without_cycles():
     graph: dict[str, set[str]] = {}
-    for module, _, target, _, _ in EDGES:
+    for module, _, target, _, _ in _edges():
         source, imported = _package_of(module), _package_of(target)
         if source != imported:
             graph.setdefault(source, set()).add(imported)
@@ -124,14 +131,16 @@ def test_packages_import_one_another_without_cycles():
 
 def test_no_module_imports_onnxnn_inside_a_function():
     nested = [
-        f"{path.relative_to(ROOT.parent)}:{line}: imports {target}" for _, path, target, line, inside in EDGES if inside
+        f"{path.relative_to(ROOT.parent)}:{line}: imports {target}"
+        for _, path, target, line, inside in _edges()
+        if inside
     ]
     assert not nested, "\n".join(nested)
 
 
 @pytest.mark.parametrize("module", ["onnxnn.ir.graph", "onnxnn.ir.plan", "onnxnn.ir.registry"])
 def test_the_bottom_layer_imports_nothing_above_it(module):
-    targets = {_package_of(target) for name, _, target, _, _ in EDGES if name == module}
+    targets = {_package_of(target) for name, _, target, _, _ in _edges() if name == module}
     assert targets <= {"onnxnn.ir", "onnxnn.errors"}, targets
 
 

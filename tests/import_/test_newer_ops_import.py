@@ -11,13 +11,13 @@ undefined), TensorScatter in both modes, with and without write indices, wrappin
 from __future__ import annotations
 
 import functools
-import warnings
 
 import numpy as np
 import onnx
 import pytest
 from gradcheck import check_gradients
 from onnx import TensorProto, helper
+from onnx_node_test_cases import all_node_test_cases
 
 import onnxnn
 from onnxnn.import_ import from_onnx
@@ -27,11 +27,7 @@ ATTRIBUTES = [{}, {"exclusive": 1}, {"reverse": 1}, {"exclusive": 1, "reverse": 
 
 @functools.lru_cache(maxsize=1)
 def _all_node_cases() -> tuple:
-    from onnx.backend.test.case.node import collect_testcases
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return tuple(collect_testcases())
+    return all_node_test_cases()
 
 
 def _node_cases(op_type: str) -> list:

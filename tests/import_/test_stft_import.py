@@ -8,13 +8,13 @@ float64 central differences on both executors.
 from __future__ import annotations
 
 import functools
-import warnings
 
 import numpy as np
 import onnx
 import pytest
 from gradcheck import check_gradients
 from onnx import TensorProto, helper
+from onnx_node_test_cases import all_node_test_cases
 from tolerances import accumulation_bound, assert_within
 
 import onnxnn
@@ -23,11 +23,7 @@ from onnxnn.import_ import from_onnx
 
 @functools.lru_cache(maxsize=1)
 def _node_cases() -> tuple:
-    from onnx.backend.test.case.node import collect_testcases
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return tuple(case for case in collect_testcases() if case.model.graph.node[0].op_type == "STFT")
+    return tuple(case for case in all_node_test_cases() if case.model.graph.node[0].op_type == "STFT")
 
 
 @pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])

@@ -12,11 +12,11 @@ API records, while the node tests exercise every attribute of the ONNX spec.
 from __future__ import annotations
 
 import functools
-import warnings
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+from onnx_node_test_cases import all_node_test_cases
 
 from onnxnn.kernels import compile_plan, kernels
 from onnxnn.ir.device import CPU
@@ -34,11 +34,7 @@ class Unrepresentable(Exception):
 @functools.lru_cache(maxsize=1)
 def node_cases() -> tuple:
     """Every single-node ONNX test case whose op has a kernel, sorted by name."""
-    from onnx.backend.test.case.node import collect_testcases
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cases = collect_testcases()
+    cases = all_node_test_cases()
     selected = []
     for case in cases:
         nodes = case.model.graph.node

@@ -11,11 +11,11 @@ The rules themselves are checked against finite differences in tests/runtime/tes
 from __future__ import annotations
 
 import functools
-import warnings
 
 import onnx
 import pytest
 from onnx import TensorProto
+from onnx_node_test_cases import all_node_test_cases
 
 import onnxnn  # noqa: F401  (registers every rule)
 import onnxnn.import_  # noqa: F401  (and the importer's)
@@ -93,11 +93,7 @@ _TABLES = {
 
 @functools.lru_cache(maxsize=1)
 def node_test_float_ops() -> frozenset:
-    from onnx.backend.test.case.node import collect_testcases
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cases = collect_testcases()
+    cases = all_node_test_cases()
     ops = set()
     for case in cases:
         graph = case.model.graph
