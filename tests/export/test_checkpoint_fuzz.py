@@ -17,7 +17,7 @@ Every case must end in ``onnxnn.CheckpointError`` or a successful load:
   (tracemalloc peak, which includes numpy's buffers): a load never allocates what the file merely
   declares.
 
-The suite runs for ``ONNXNN_FUZZ_SECONDS`` seconds in all (default 30, split across the formats);
+The suite runs for ``ONNXNN_FUZZ_SECONDS`` seconds in all (default 15, split across the formats);
 ``ONNXNN_FUZZ_SEED`` (default 0) picks the sequence of cases. A failure names its seed and case index,
 and the mutations applied, so ``ONNXNN_FUZZ_SEED=<seed>`` replays it. Run with ``-s`` to see case counts.
 """
@@ -44,7 +44,7 @@ from onnxnn.export import load, save
 
 from .hostile_files import Hang, billion_laughs, bounded, peak_allocation, tensor_pickle, torch_zip
 
-FUZZ_SECONDS = float(os.environ.get("ONNXNN_FUZZ_SECONDS", "30"))
+FUZZ_SECONDS = float(os.environ.get("ONNXNN_FUZZ_SECONDS", "15"))
 FUZZ_SEED = int(os.environ.get("ONNXNN_FUZZ_SEED", "0"))
 PER_CASE_SECONDS = 20
 # Python objects per pickle byte (an EMPTY_SET opcode is one byte and a 216-byte set), plus the

@@ -22,7 +22,7 @@ space limit of ``MEMORY_LIMIT`` bytes (``RLIMIT_AS``): the seeds are a few KB, s
 reason to allocate anywhere near it, and a model declaring dims of 2**40 must be refused before
 it allocates.
 
-The suite runs for about 30 seconds; set ``ONNXNN_FUZZ_SECONDS`` for a longer run (and
+The suite runs for about 15 seconds; set ``ONNXNN_FUZZ_SECONDS`` for a longer run (and
 ``ONNXNN_FUZZ_SEED`` for another sequence of cases). The cases are the same on every machine; a
 slower machine runs fewer of them.
 """
@@ -43,7 +43,7 @@ import pytest
 
 CASE_SECONDS = 60.0
 MEMORY_LIMIT = 3 * 2**30
-FUZZ_SECONDS = float(os.environ.get("ONNXNN_FUZZ_SECONDS", "30"))
+FUZZ_SECONDS = float(os.environ.get("ONNXNN_FUZZ_SECONDS", "15"))
 FUZZ_SEED = int(os.environ.get("ONNXNN_FUZZ_SEED", "0"))
 
 
