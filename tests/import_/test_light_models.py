@@ -3,10 +3,11 @@
 ``onnx/backend/test/data/light/`` holds nine classic vision models (alexnet, densenet121,
 inception v1/v2, resnet50, shufflenet, squeezenet, vgg19, zfnet512) whose weights are all made by
 ConstantOfShape, with the expected output of onnx's runner (inputs ``arange(n) / n``). For the
-gradient checks, four models that between them use every op type of the nine each get a copy whose weights are random initializers and whose final
-Softmax is dropped, so the output cannot saturate, and whose hidden fully connected layers are
-narrowed (``HIDDEN_WIDTH``); its backward pass must agree with finite differences along a random
-direction, for the input and for the parameters.
+gradient checks, four models that between them use every op type of the nine each get a copy
+whose weights are random initializers and whose final Softmax is dropped, so the output cannot
+saturate, and whose hidden fully connected layers are narrowed (``HIDDEN_WIDTH``); its backward
+pass must agree with finite differences along a random direction, for the input and for the
+parameters.
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ def test_repeated_training_loop_hits_the_session_cache(on_onnxruntime):
     assert executor.cache_info()["misses"] == misses
 
 
-def test_ten_thousand_steps_keep_nodes_sessions_and_memory_bounded(on_onnxruntime):
+def test_thousands_of_steps_keep_nodes_sessions_and_memory_bounded(on_onnxruntime):
     weight = onnxnn.randn(4, 1, requires_grad=True)
     bias = onnxnn.zeros(1, requires_grad=True)
     x, y = onnxnn.randn(32, 4), onnxnn.randn(32, 1)
@@ -69,7 +69,7 @@ def test_ten_thousand_steps_keep_nodes_sessions_and_memory_bounded(on_onnxruntim
         _training_step(weight, bias, x, y)
     nodes, sessions = _live_nodes(), executor.cache_info()["sessions"]
     misses = executor.cache_info()["misses"]
-    for _ in range(7_000):
+    for _ in range(1_000):
         _training_step(weight, bias, x, y)
     # Memory Python and numpy allocate stays flat (tracemalloc counts both; the process's resident size
     # also moves with the allocator's arenas and with what earlier tests left, so it is no measure here).
