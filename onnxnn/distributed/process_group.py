@@ -125,8 +125,12 @@ def _abort_on_uncaught(kind, value, trace) -> None:
     world = _State.world
     rank = MPI.COMM_WORLD.Get_rank()
     message = "".join(traceback.format_exception(kind, value, trace))
-    sys.stderr.write(f"[rank {rank}] {message}")
-    sys.stderr.write(f"[rank {rank}] onnxnn.distributed: aborting the job (MPI_Abort) after an uncaught error\n")
+    # One write: mpiexec may stop forwarding a rank's output once the abort begins, and a report
+    # split across two writes could lose its second half (seen under load).
+    sys.stderr.write(
+        f"[rank {rank}] {message}"
+        f"[rank {rank}] onnxnn.distributed: aborting the job (MPI_Abort) after an uncaught error\n"
+    )
     sys.stderr.flush()
     if world is not None and not MPI.Is_finalized():
         MPI.COMM_WORLD.Abort(1)
