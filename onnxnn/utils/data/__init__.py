@@ -1,19 +1,46 @@
-"""onnxnn.utils.data: PyTorch's ``torch.utils.data`` datasets and samplers.
+"""onnxnn.utils.data: PyTorch's ``torch.utils.data``: datasets, samplers, collation and ``DataLoader``.
 
-``distributed.DistributedSampler`` lives in its own module, as in PyTorch; ``DataLoader`` and
-``default_collate`` are not there yet.
+``distributed.DistributedSampler`` lives in its own module, as in PyTorch.
 """
 
-from .dataset import ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset
-from .sampler import BatchSampler, Sampler, SequentialSampler
+from ._worker import WorkerInfo, get_worker_info
+from .collate import default_collate, default_convert
+from .dataloader import DataLoader
+from .dataset import (
+    ConcatDataset,
+    Dataset,
+    IterableDataset,
+    StackDataset,
+    Subset,
+    TensorDataset,
+    random_split,
+)
+from .sampler import (
+    BatchSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    SubsetRandomSampler,
+    WeightedRandomSampler,
+)
 
 __all__ = [
+    "DataLoader",
     "Dataset",
     "IterableDataset",
     "TensorDataset",
+    "StackDataset",
     "ConcatDataset",
     "Subset",
+    "random_split",
     "Sampler",
     "SequentialSampler",
+    "RandomSampler",
+    "SubsetRandomSampler",
+    "WeightedRandomSampler",
     "BatchSampler",
+    "default_collate",
+    "default_convert",
+    "get_worker_info",
+    "WorkerInfo",
 ]

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import bisect
-from typing import Iterator
+import math
+import warnings
+from typing import Iterator, Sequence
 
-__all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Subset"]
+from ...ir.random import Generator, default_generator
+
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "StackDataset", "ConcatDataset", "Subset", "random_split"]
 
 
 class Dataset:
@@ -38,6 +42,42 @@ class TensorDataset(Dataset):
 
     def __len__(self) -> int:
         return self.tensors[0].shape[0]
+
+
+class StackDataset(Dataset):
+    """Sample ``i`` is ``(d[i] for d in args)``, or ``{key: d[i]}`` for keyword datasets.
+
+    Args:
+        *args: datasets whose samples form a tuple.
+        **kwargs: datasets whose samples form a dict; not together with ``args``.
+
+    Example::
+
+        >>> pairs = StackDataset(images, labels)
+        >>> named = StackDataset(image=images, label=labels)
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        if args and kwargs:
+            raise ValueError(
+                "Supported either ``tuple``- (via ``args``) or``dict``- (via ``kwargs``) like input/output, "
+                "but both types are given."
+            )
+        datasets = list(args) or list(kwargs.values())
+        if not datasets:
+            raise ValueError("At least one dataset should be passed")
+        self._length = len(datasets[0])
+        if any(self._length != len(dataset) for dataset in datasets):
+            raise ValueError("Size mismatch between datasets")
+        self.datasets: tuple | dict = tuple(args) if args else dict(kwargs)
+
+    def __getitem__(self, index):
+        if isinstance(self.datasets, dict):
+            return {key: dataset[index] for key, dataset in self.datasets.items()}
+        return tuple(dataset[index] for dataset in self.datasets)
+
+    def __len__(self) -> int:
+        return self._length
 
 
 class ConcatDataset(Dataset):
@@ -80,3 +120,44 @@ class Subset(Dataset):
 
     def __len__(self) -> int:
         return len(self.indices)
+
+
+def random_split(dataset, lengths: Sequence, generator: Generator | None = default_generator) -> list[Subset]:
+    """Splits ``dataset`` into non-overlapping random subsets of the given lengths.
+
+    Args:
+        dataset: the dataset to split.
+        lengths: the subsets' lengths, or fractions summing to 1 (each subset gets ``floor(n * f)``
+            samples and the remainder is dealt one by one, round-robin, as PyTorch does).
+        generator: the generator of the permutation.
+
+    Returns:
+        One :class:`Subset` per length.
+
+    Example::
+
+        >>> train, test = random_split(range(10), [0.8, 0.2], generator=onnxnn.Generator().manual_seed(0))
+    """
+    lengths = list(lengths)
+    total = len(dataset)
+    if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
+        counts = []
+        for index, fraction in enumerate(lengths):
+            if fraction < 0 or fraction > 1:
+                raise ValueError(f"Fraction at index {index} is not between 0 and 1")
+            counts.append(int(math.floor(total * fraction)))
+        for index in range(total - sum(counts)):
+            counts[index % len(counts)] += 1
+        for index, count in enumerate(counts):
+            if count == 0:
+                warnings.warn(f"Length of split at index {index} is 0. This might result in an empty dataset.")
+        lengths = counts
+    if sum(lengths) != total:
+        raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
+    rng = (generator or default_generator).numpy
+    indices = rng.permutation(sum(lengths)).tolist()
+    subsets, offset = [], 0
+    for length in lengths:
+        subsets.append(Subset(dataset, indices[offset : offset + length]))
+        offset += length
+    return subsets

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, Sequence
 
-__all__ = ["Sampler", "SequentialSampler", "BatchSampler"]
+import numpy as np
+
+from ...ir.random import Generator, default_generator
+
+__all__ = [
+    "Sampler",
+    "SequentialSampler",
+    "RandomSampler",
+    "SubsetRandomSampler",
+    "WeightedRandomSampler",
+    "BatchSampler",
+]
 
 
 class Sampler:
@@ -25,6 +36,118 @@ class SequentialSampler(Sampler):
 
     def __len__(self) -> int:
         return len(self.data_source)
+
+
+def _fresh_rng(generator: Generator | None) -> np.random.Generator:
+    """The stream of one pass: ``generator``'s, or, without one, a new stream seeded from the default
+    generator, so each pass differs and ``onnxnn.manual_seed`` makes the passes repeat (as PyTorch)."""
+    if generator is not None:
+        return generator.numpy
+    return np.random.Generator(np.random.PCG64(int(default_generator.numpy.integers(2**63))))
+
+
+def _check_replacement_and_num_samples(replacement, num_samples) -> None:
+    if not isinstance(replacement, bool):
+        raise TypeError(f"replacement should be a boolean value, but got replacement={replacement}")
+    if num_samples is not None and (
+        not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples <= 0
+    ):
+        raise ValueError(f"num_samples should be a positive integer value, but got num_samples={num_samples}")
+
+
+class RandomSampler(Sampler):
+    """A random permutation of the indices, or ``num_samples`` draws with replacement.
+
+    Args:
+        data_source: the dataset (only its length is used).
+        replacement: draw with replacement (then ``num_samples`` may exceed the length).
+        num_samples: how many indices one pass yields (default: the dataset's length).
+        generator: the generator of the draws.
+    """
+
+    def __init__(self, data_source, replacement: bool = False, num_samples: int | None = None, generator=None) -> None:
+        _check_replacement_and_num_samples(replacement, num_samples)
+        self.data_source = data_source
+        self.replacement = replacement
+        self._num_samples = num_samples
+        self.generator = generator
+
+    @property
+    def num_samples(self) -> int:
+        return len(self.data_source) if self._num_samples is None else self._num_samples
+
+    def __iter__(self) -> Iterator[int]:
+        size = len(self.data_source)
+        rng = _fresh_rng(self.generator)
+        if self.replacement:
+            yield from rng.integers(0, size, self.num_samples).tolist()
+            return
+        # Whole permutations, then the head of one more, as PyTorch's sampler without replacement.
+        for _ in range(self.num_samples // size):
+            yield from rng.permutation(size).tolist()
+        yield from rng.permutation(size)[: self.num_samples % size].tolist()
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+class SubsetRandomSampler(Sampler):
+    """The given ``indices`` in a random order, a new one each pass."""
+
+    def __init__(self, indices: Sequence[int], generator=None) -> None:
+        self.indices = indices
+        self.generator = generator
+
+    def __iter__(self) -> Iterator[int]:
+        for position in _fresh_rng(self.generator).permutation(len(self.indices)).tolist():
+            yield self.indices[position]
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+class WeightedRandomSampler(Sampler):
+    """``num_samples`` indices drawn with probabilities proportional to ``weights``.
+
+    Args:
+        weights: one non-negative weight per index (need not sum to 1).
+        num_samples: how many indices one pass yields.
+        replacement: draw with replacement; without it each index appears at most once.
+        generator: the generator of the draws.
+
+    Example::
+
+        >>> sampler = WeightedRandomSampler([0.1, 0.9, 0.4, 0.7, 3.0, 0.6], 5, replacement=True)
+        >>> len(list(sampler))
+        5
+    """
+
+    def __init__(self, weights, num_samples: int, replacement: bool = True, generator=None) -> None:
+        _check_replacement_and_num_samples(replacement, num_samples)
+        if num_samples is None:
+            raise ValueError(f"num_samples should be a positive integer value, but got num_samples={num_samples}")
+        values = np.asarray(weights.numpy() if hasattr(weights, "numpy") else weights, dtype=np.float64)
+        if values.ndim != 1:
+            raise ValueError(f"weights should be a 1d sequence but given weights have shape {tuple(values.shape)}")
+        self.weights = values
+        self.num_samples = num_samples
+        self.replacement = replacement
+        self.generator = generator
+
+    def __iter__(self) -> Iterator[int]:
+        weights = self.weights
+        if not np.isfinite(weights).all() or (weights < 0).any():
+            raise RuntimeError("invalid multinomial distribution (encountering probability entry < 0)")
+        if weights.sum() <= 0:
+            raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+        if not self.replacement and self.num_samples > np.count_nonzero(weights):
+            raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+        rng = _fresh_rng(self.generator)
+        drawn = rng.choice(len(weights), size=self.num_samples, replace=self.replacement, p=weights / weights.sum())
+        yield from drawn.tolist()
+
+    def __len__(self) -> int:
+        return self.num_samples
 
 
 class BatchSampler(Sampler):

@@ -1,0 +1,124 @@
+"""Merging samples into batches, as ``torch.utils.data.default_collate`` and ``default_convert``.
+
+Batches of tensors and arrays are stacked in numpy and become one tensor: a batch is data read
+from a dataset, not part of a recorded computation, so stacking it as N lazy tensors would only
+record a Concat for onnxruntime to run.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+from typing import Any
+
+import numpy as np
+
+from ...runtime.creation import from_numpy
+from ...runtime.tensor import Tensor
+
+__all__ = ["default_collate", "default_convert"]
+
+_UNSUPPORTED = "default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found {}"
+
+
+def _is_namedtuple(value) -> bool:
+    return isinstance(value, tuple) and hasattr(value, "_fields")
+
+
+def _is_text_or_object(array: np.ndarray) -> bool:
+    return array.dtype.kind in "OSUV"
+
+
+def _stack(arrays: list[np.ndarray]) -> Tensor:
+    first = arrays[0].shape
+    for index, array in enumerate(arrays[1:], start=1):
+        if array.shape != first:
+            raise RuntimeError(
+                f"stack expects each tensor to be equal size, but got {list(first)} at entry 0 "
+                f"and {list(array.shape)} at entry {index}"
+            )
+    return from_numpy(np.ascontiguousarray(np.stack(arrays)))
+
+
+def _rebuild(template, items):
+    """``items`` in ``template``'s container type when it can be built from them, else as given."""
+    try:
+        return type(template)(items)
+    except TypeError:
+        return items
+
+
+def default_collate(batch: list) -> Any:
+    """Merges a list of samples into a batch, adding a leading batch dimension.
+
+    Tensors, numpy arrays and numpy scalars are stacked into one tensor; Python floats become a
+    float64 tensor, ints an int64 tensor, bools a bool tensor; strings and bytes stay a list;
+    mappings, namedtuples and sequences are collated field by field (a tuple gives a list, as in
+    PyTorch).
+
+    Args:
+        batch: the samples, as a dataset returns them.
+
+    Returns:
+        The batch, in the samples' structure.
+
+    Raises:
+        RuntimeError: tensors of different shapes, or sequences of different lengths.
+        TypeError: an element of another type.
+
+    Example::
+
+        >>> batch = default_collate([(onnxnn.zeros(3), 0), (onnxnn.ones(3), 1)])
+        >>> batch[0].shape, batch[1].dtype
+        (onnxnn.Size([2, 3]), onnxnn.int64)
+    """
+    element = batch[0]
+    if isinstance(element, Tensor):
+        return _stack([np.asarray(item.detach().numpy()) for item in batch])
+    if isinstance(element, (np.ndarray, np.generic)) and not isinstance(element, (np.str_, np.bytes_)):
+        arrays = [np.asarray(item) for item in batch]
+        if _is_text_or_object(arrays[0]):
+            raise TypeError(_UNSUPPORTED.format(arrays[0].dtype))
+        return _stack(arrays)
+    if isinstance(element, bool):
+        return from_numpy(np.asarray(batch, dtype=np.bool_))
+    if isinstance(element, int):
+        return from_numpy(np.asarray(batch, dtype=np.int64))
+    if isinstance(element, float):
+        return from_numpy(np.asarray(batch, dtype=np.float64))
+    if isinstance(element, (str, bytes)):
+        return batch
+    if isinstance(element, collections.abc.Mapping):
+        collated = {key: default_collate([sample[key] for sample in batch]) for key in element}
+        return _rebuild(element, collated)
+    if _is_namedtuple(element):
+        return type(element)(*(default_collate(list(samples)) for samples in zip(*batch)))
+    if isinstance(element, collections.abc.Sequence):
+        size = len(element)
+        if any(len(sample) != size for sample in batch):
+            raise RuntimeError("each element in list of batch should be of equal size")
+        fields = [default_collate(list(samples)) for samples in zip(*batch)]
+        if isinstance(element, tuple):
+            return fields
+        return _rebuild(element, fields)
+    raise TypeError(_UNSUPPORTED.format(type(element)))
+
+
+def default_convert(data: Any) -> Any:
+    """Turns numpy arrays (and numpy scalars) in ``data`` into tensors, keeping its structure: the
+    conversion a ``DataLoader`` without automatic batching (``batch_size=None``) applies."""
+    if isinstance(data, Tensor):
+        return data
+    if isinstance(data, (np.ndarray, np.generic)) and not isinstance(data, (np.str_, np.bytes_)):
+        array = np.asarray(data)
+        return data if _is_text_or_object(array) else from_numpy(np.ascontiguousarray(array))
+    if isinstance(data, (str, bytes)):
+        return data
+    if isinstance(data, collections.abc.Mapping):
+        return _rebuild(data, {key: default_convert(value) for key, value in data.items()})
+    if _is_namedtuple(data):
+        return type(data)(*(default_convert(item) for item in data))
+    if isinstance(data, tuple):
+        return [default_convert(item) for item in data]
+    if isinstance(data, collections.abc.Sequence):
+        return _rebuild(data, [default_convert(item) for item in data])
+    return data

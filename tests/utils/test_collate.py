@@ -1,0 +1,73 @@
+"""default_collate and default_convert: structures, dtypes and PyTorch's errors."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+import pytest
+
+import onnxnn
+from onnxnn.utils.data import default_collate, default_convert
+
+Point = namedtuple("Point", "x y")
+
+
+@pytest.mark.parametrize(
+    "samples, dtype, expected",
+    [
+        ([1, 2, 3], onnxnn.int64, [1, 2, 3]),
+        ([0.5, 1.5], onnxnn.float64, [0.5, 1.5]),
+        ([True, False], onnxnn.bool, [True, False]),
+        ([np.float32(1), np.float32(2)], onnxnn.float32, [1.0, 2.0]),
+        ([np.arange(2, dtype=np.int32), np.arange(2, dtype=np.int32)], onnxnn.int32, [[0, 1], [0, 1]]),
+        ([onnxnn.tensor([1.0, 2.0]), onnxnn.tensor([3.0, 4.0])], onnxnn.float32, [[1.0, 2.0], [3.0, 4.0]]),
+    ],
+)
+def test_leaves_become_one_tensor_with_a_batch_dimension(samples, dtype, expected):
+    batch = default_collate(samples)
+    assert isinstance(batch, onnxnn.Tensor) and batch.dtype == dtype
+    np.testing.assert_array_equal(batch.numpy(), np.array(expected))
+
+
+def test_structures_are_collated_field_by_field():
+    samples = [
+        {"image": np.zeros((2, 2), np.float32), "label": 1, "name": "a", "point": Point(1, 2.0)},
+        {"image": np.ones((2, 2), np.float32), "label": 0, "name": "b", "point": Point(3, 4.0)},
+    ]
+    batch = default_collate(samples)
+    assert batch["image"].shape == (2, 2, 2) and batch["label"].numpy().tolist() == [1, 0]
+    assert batch["name"] == ["a", "b"]
+    assert isinstance(batch["point"], Point) and batch["point"].x.numpy().tolist() == [1, 3]
+    pairs = default_collate([(1, [2.0, 3.0]), (4, [5.0, 6.0])])
+    assert isinstance(pairs, list)  # a tuple sample gives a list, as in PyTorch
+    assert pairs[0].numpy().tolist() == [1, 4]
+    assert [column.numpy().tolist() for column in pairs[1]] == [[2.0, 5.0], [3.0, 6.0]]
+
+
+@pytest.mark.parametrize(
+    "samples, error, message",
+    [
+        (
+            [np.zeros(2), np.zeros(3)],
+            RuntimeError,
+            r"stack expects each tensor to be equal size, but got \[2\] at entry 0 and \[3\] at entry 1",
+        ),
+        ([[1, 2], [3]], RuntimeError, "each element in list of batch should be of equal size"),
+        (
+            [object(), object()],
+            TypeError,
+            "default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists",
+        ),
+        ([np.array(["a"]), np.array(["b"])], TypeError, "default_collate: batch must contain tensors"),
+    ],
+)
+def test_bad_batches(samples, error, message):
+    with pytest.raises(error, match=message):
+        default_collate(samples)
+
+
+def test_default_convert_turns_arrays_into_tensors_and_keeps_the_rest():
+    converted = default_convert({"x": np.arange(3), "n": 7, "pair": (np.zeros(1), "s")})
+    assert isinstance(converted["x"], onnxnn.Tensor) and converted["n"] == 7
+    assert isinstance(converted["pair"], list) and converted["pair"][1] == "s"

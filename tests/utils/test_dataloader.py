@@ -1,0 +1,209 @@
+"""DataLoader: batches, order, shuffling, workers (real processes), iterable datasets, errors."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pytest
+
+import onnxnn
+from onnxnn.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset, get_worker_info
+
+
+class Rows(Dataset):
+    """Sample i: a float32 row of i's and the label i."""
+
+    def __init__(self, size: int = 10) -> None:
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index):
+        return np.full(3, index, np.float32), index
+
+
+class FailsAt(Rows):
+    def __getitem__(self, index):
+        if index == 5:
+            raise ValueError(f"sample {index} is corrupt")
+        return super().__getitem__(index)
+
+
+class DiesAt(Rows):
+    def __getitem__(self, index):
+        if index == 5:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().__getitem__(index)
+
+
+class Ragged(Rows):
+    def __getitem__(self, index):
+        return np.zeros(index + 1, np.float32)
+
+
+class Stream(IterableDataset):
+    """0..n-1, each worker taking every num_workers-th value (the split PyTorch's docs show)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __iter__(self):
+        info = get_worker_info()
+        start, step = (0, 1) if info is None else (info.id, info.num_workers)
+        return iter(range(start, self.n, step))
+
+
+class WorkerIds(Rows):
+    def __getitem__(self, index):
+        info = get_worker_info()
+        return np.array([info.id, info.seed % 1000, int(onnxnn.initial_seed() == info.seed)])
+
+
+def _labels(loader) -> list:
+    return [labels.numpy().tolist() for _, labels in loader]
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize(
+    "batch_size, drop_last, expected",
+    [
+        (4, False, [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]),
+        (4, True, [[0, 1, 2, 3], [4, 5, 6, 7]]),
+        (10, False, [list(range(10))]),
+    ],
+)
+def test_batches_are_consecutive_slices_in_order(num_workers, batch_size, drop_last, expected):
+    loader = DataLoader(Rows(), batch_size=batch_size, drop_last=drop_last, num_workers=num_workers)
+    assert len(loader) == len(expected)
+    batches = list(loader)
+    assert [labels.numpy().tolist() for _, labels in batches] == expected
+    rows, labels = batches[0]
+    assert rows.dtype == onnxnn.float32 and labels.dtype == onnxnn.int64
+    np.testing.assert_array_equal(rows.numpy(), np.repeat(np.array(expected[0], np.float32)[:, None], 3, axis=1))
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_shuffle_with_a_seeded_generator_is_a_reproducible_permutation(num_workers):
+    def epoch(seed):
+        loader = DataLoader(
+            Rows(), batch_size=3, shuffle=True, num_workers=num_workers, generator=onnxnn.Generator().manual_seed(seed)
+        )
+        return sum(_labels(loader), [])
+
+    first = epoch(7)
+    assert sorted(first) == list(range(10)) and first != list(range(10))
+    assert epoch(7) == first
+    assert epoch(8) != first
+
+
+def test_workers_give_the_same_batches_as_the_main_process():
+    dataset = TensorDataset(onnxnn.arange(20.0).reshape(10, 2), onnxnn.arange(10))
+    single = [[part.numpy() for part in batch] for batch in DataLoader(dataset, batch_size=3)]
+    workers = [[part.numpy() for part in batch] for batch in DataLoader(dataset, batch_size=3, num_workers=2)]
+    assert len(single) == len(workers)
+    for ours, theirs in zip(single, workers):
+        for a, b in zip(ours, theirs):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_persistent_workers_serve_several_epochs_with_prefetching():
+    loader = DataLoader(Rows(), batch_size=2, num_workers=2, persistent_workers=True, prefetch_factor=3)
+    first = _labels(loader)
+    iterator = loader._workers_iterator
+    processes = [worker.pid for worker in iterator._workers]
+    next(iter(loader))  # an epoch left early: its prefetched batches must not leak into the next one
+    assert _labels(loader) == first == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
+    assert loader._workers_iterator is iterator and [worker.pid for worker in iterator._workers] == processes
+    iterator._shutdown()
+    assert not any(worker.is_alive() for worker in iterator._workers)
+
+
+def test_worker_info_seeds_and_init_fn():
+    loader = DataLoader(WorkerIds(4), batch_size=1, num_workers=2, generator=onnxnn.Generator().manual_seed(3))
+    rows = [batch.numpy()[0].tolist() for batch in loader]
+    assert [row[0] for row in rows] == [0, 1, 0, 1]  # round-robin
+    assert rows[0][1] != rows[1][1]  # base_seed + worker id
+    assert all(row[2] == 1 for row in rows)  # onnxnn's default generator seeded with the worker's seed
+    assert get_worker_info() is None
+
+
+def _record_worker(worker_id):
+    onnxnn.manual_seed(1000 + worker_id)
+
+
+def test_worker_init_fn_runs_in_each_worker():
+    loader = DataLoader(WorkerIds(2), batch_size=1, num_workers=2, worker_init_fn=_record_worker)
+    rows = [batch.numpy()[0].tolist() for batch in loader]
+    assert [row[2] for row in rows] == [0, 0]  # the init function reseeded after the worker's own seeding
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("batch_size, expected", [(3, [[0, 1, 2], [3, 4, 5], [6]]), (None, [[i] for i in range(7)])])
+def test_iterable_datasets(num_workers, batch_size, expected):
+    loader = DataLoader(Stream(7), batch_size=batch_size, num_workers=num_workers)
+    # Without batching a sample stays what the dataset yields (an int), as PyTorch's default_convert.
+    values = sorted(sum(([batch] if isinstance(batch, int) else batch.numpy().tolist() for batch in loader), []))
+    assert values == sorted(sum(expected, []))
+
+
+def test_a_dataset_error_is_raised_in_the_main_process_naming_the_worker():
+    loader = DataLoader(FailsAt(), batch_size=2, num_workers=2)
+    with pytest.raises(ValueError, match=r"(?s)Caught ValueError in DataLoader worker process 0.*sample 5 is corrupt"):
+        list(loader)
+
+
+def test_a_dataset_error_without_workers_is_the_error_itself():
+    with pytest.raises(ValueError, match="sample 5 is corrupt"):
+        list(DataLoader(FailsAt(), batch_size=2))
+
+
+def test_a_worker_that_dies_is_reported_not_waited_for():
+    loader = DataLoader(DiesAt(), batch_size=2, num_workers=2)
+    with pytest.raises(RuntimeError, match=r"DataLoader worker \(pid\(s\) \d+\) exited unexpectedly"):
+        list(loader)
+
+
+def test_ragged_samples_get_pytorch_s_stack_error():
+    with pytest.raises(RuntimeError, match=r"stack expects each tensor to be equal size, but got \[1\] at entry 0"):
+        next(iter(DataLoader(Ragged(), batch_size=2)))
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ({"shuffle": True, "sampler": [0, 1]}, "sampler option is mutually exclusive with shuffle"),
+        ({"batch_sampler": [[0]], "batch_size": 2}, "batch_sampler option is mutually exclusive with batch_size"),
+        ({"batch_size": None, "drop_last": True}, "mutually exclusive with drop_last"),
+        ({"num_workers": -1}, "num_workers option should be non-negative"),
+        ({"prefetch_factor": 2}, "prefetch_factor option could only be specified in multiprocessing"),
+        ({"persistent_workers": True}, "persistent_workers option needs num_workers > 0"),
+        ({"timeout": -1}, "timeout option should be non-negative"),
+    ],
+)
+def test_contradictory_options_are_refused(arguments, message):
+    with pytest.raises(ValueError, match=message):
+        DataLoader(Rows(), **arguments)
+
+
+def test_iterable_datasets_refuse_samplers_and_shuffle():
+    with pytest.raises(ValueError, match="expected unspecified shuffle option"):
+        DataLoader(Stream(3), shuffle=True)
+
+
+def test_batch_sampler_and_custom_collate():
+    loader = DataLoader(Rows(), batch_sampler=[[9, 0], [3]], collate_fn=lambda samples: [label for _, label in samples])
+    assert list(loader) == [[9, 0], [3]]
+    assert len(loader) == 2
+
+
+def _failing_init(worker_id):
+    raise OSError(f"worker {worker_id} cannot open its shard")
+
+
+def test_a_failing_worker_init_fn_is_raised_in_the_main_process():
+    loader = DataLoader(Rows(), batch_size=2, num_workers=2, worker_init_fn=_failing_init)
+    with pytest.raises(OSError, match=r"(?s)Caught OSError in DataLoader worker process 0.*cannot open its shard"):
+        list(loader)
