@@ -605,3 +605,9 @@ __all__ += ["ConstantLR", "LinearLR", "MultiplicativeLR", "PolynomialLR"]
 from .lr_scheduler_restarts import CosineAnnealingWarmRestarts  # noqa: E402
 
 __all__ += ["CosineAnnealingWarmRestarts"]
+from .lr_scheduler_composite import ChainedScheduler, SequentialLR  # noqa: E402
+
+__all__ += ["SequentialLR", "ChainedScheduler"]
+from .lr_scheduler_cyclic import CyclicLR  # noqa: E402
+
+__all__ += ["CyclicLR"]
