@@ -22,6 +22,7 @@ from .asgd import ASGD
 from .adagrad import Adagrad
 from .adam import Adam, AdamW
 from .adamax import Adamax
+from .lbfgs import LBFGS
 from .nadam import NAdam
 from .optimizer import Optimizer
 from .radam import RAdam
@@ -42,5 +43,6 @@ __all__ = [
     "Adadelta",
     "Rprop",
     "ASGD",
+    "LBFGS",
     "lr_scheduler",
 ]
