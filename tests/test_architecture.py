@@ -31,6 +31,10 @@ LAYERS = [
         "onnxnn.cuda",
         "onnxnn.distributed",
         "onnxnn.serve",
+        "onnxnn.amp",
+        "onnxnn.fx",
+        "onnxnn.profiler",
+        "onnxnn.quantization",
     },
 ]
 NEVER = {("onnxnn.runtime", "onnxnn.kernels"), ("onnxnn.kernels", "onnxnn.runtime")}
