@@ -16,7 +16,7 @@ Example::
 
 from __future__ import annotations
 
-from . import lr_scheduler
+from . import lr_scheduler, swa_utils
 from .adadelta import Adadelta
 from .asgd import ASGD
 from .adagrad import Adagrad
@@ -45,4 +45,5 @@ __all__ = [
     "ASGD",
     "LBFGS",
     "lr_scheduler",
+    "swa_utils",
 ]
