@@ -211,6 +211,8 @@ def _percent(part: float, whole: float) -> str:
 class EventList(list):
     """A list of events (``prof.events()``) or of averaged events (``prof.key_averages()``)."""
 
+    _grouped_by_input_shape = False  # set on key_averages(group_by_input_shape=True): the table shows shapes
+
     def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0) -> EventList:
         """Averages the events by name (and input shapes, and the first ``group_by_stack_n`` stack lines).
 
@@ -288,7 +290,9 @@ class EventList(list):
 
 def _render(all_events: EventList, rows: list, max_width: int, header: str | None) -> str:
     self_total = all_events.self_cpu_time_total
-    with_shapes = any(getattr(event, "input_shapes", None) for event in rows)
+    with_shapes = getattr(all_events, "_grouped_by_input_shape", False) or any(
+        getattr(event, "input_shapes", None) for event in rows
+    )
     with_memory = any(event.cpu_memory_usage for event in all_events)
     with_device = any(event.device_time_total for event in all_events)
     names = [event.key if isinstance(event, FunctionEventAvg) else event.name for event in rows]
