@@ -50,6 +50,9 @@ class Mode:
             ``runtime.recording`` (the profiler's and graph tracers' attribution of nodes to the
             module that recorded them), else None. Replayed backwards create their nodes in
             generated code and are not observed.
+        profiler: the active ``onnxnn.profiler`` collector, else None. Realization hands it the
+            targets to plan, compile and run with timings (``realize(targets)``), and backward
+            passes report their span to it (``begin_range(name)``/``end_range()``).
         intra_op_threads: threads of one session's kernels (``set_num_threads``); 0 leaves
             onnxruntime's default (one per core).
         inter_op_threads: threads running independent nodes at once (``set_num_interop_threads``);
@@ -66,6 +69,7 @@ class Mode:
         "in_backward",
         "trace",
         "observer",
+        "profiler",
         "intra_op_threads",
         "inter_op_threads",
     )
@@ -80,6 +84,7 @@ class Mode:
         self.in_backward = 0
         self.trace = None
         self.observer = None
+        self.profiler = None
         self.intra_op_threads = 0
         self.inter_op_threads = 0
 

@@ -373,6 +373,9 @@ def _execute(
         The captured gradients (None where nothing flowed), in the order of ``capture``.
     """
     MODE.in_backward += 1
+    profiler = MODE.profiler
+    if profiler is not None:
+        profiler.begin_range("onnxnn::backward")
     try:
         return _drive(
             roots,
@@ -384,6 +387,8 @@ def _execute(
         )
     finally:
         MODE.in_backward -= 1
+        if profiler is not None:
+            profiler.end_range()
 
 
 def _drive(

@@ -40,6 +40,10 @@ def realize(values) -> None:
     if not targets:
         return
     trace_data_read()
+    profiler = MODE.profiler
+    if profiler is not None:  # onnxnn.profiler times planning, compilation and each node's run
+        profiler.realize(targets)
+        return
     graph = plan(targets, not MODE.in_backward)
     entry = plan_cache.entry(graph)
     inputs = [value.data for value in graph.inputs]

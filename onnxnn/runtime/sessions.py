@@ -217,14 +217,26 @@ def _work_estimate(model: onnx.ModelProto) -> int:
     return total
 
 
-def create_session(model: onnx.ModelProto | bytes, providers=("CPUExecutionProvider",), threads: int = 0):
-    """An onnxruntime InferenceSession with onnxnn's options (``threads=0``: onnxruntime's default)."""
+def create_session(
+    model: onnx.ModelProto | bytes,
+    providers=("CPUExecutionProvider",),
+    threads: int = 0,
+    profile_file_prefix: str | None = None,
+):
+    """An onnxruntime InferenceSession with onnxnn's options (``threads=0``: onnxruntime's default).
+
+    ``profile_file_prefix``, when given, turns on onnxruntime's profiler for the session (used by
+    ``onnxnn.profiler``): ``end_profiling()`` then writes its events to a JSON file with that prefix.
+    """
     import onnxruntime  # deferred: importing onnxruntime costs ~0.3 s, paid only when a session is built
 
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = MODE.inter_op_threads
+    if profile_file_prefix is not None:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_file_prefix
     data = model if isinstance(model, bytes) else model.SerializeToString()
     return onnxruntime.InferenceSession(data, options, providers=list(providers))
 
@@ -240,8 +252,13 @@ def _writes_its_inputs(model: onnx.ModelProto) -> bool:
 class CompiledSession:
     __slots__ = ("session", "input_names", "output_names", "run", "bfloat16_io", "copy_inputs")
 
-    def __init__(self, model: onnx.ModelProto, device, threads: int | None = None):
-        """``threads``: intra-op threads (0: onnxruntime's default); by default from the graph's size."""
+    def __init__(
+        self, model: onnx.ModelProto, device, threads: int | None = None, profile_file_prefix: str | None = None
+    ):
+        """``threads``: intra-op threads (0: onnxruntime's default); by default from the graph's size.
+
+        ``profile_file_prefix``: profile the session with onnxruntime's profiler (``create_session``).
+        """
         widened = _widen_bfloat16_io(model)
         self.bfloat16_io = widened if widened[0] or widened[1] else None
         self.copy_inputs = _writes_its_inputs(model)
@@ -254,7 +271,7 @@ class CompiledSession:
         if ROUND_LOW_PRECISION_PER_OP and _mentions_low_precision(model):
             model = _round_per_op(model)
         try:
-            self.session = create_session(model, providers, threads)
+            self.session = create_session(model, providers, threads, profile_file_prefix)
         except Exception as error:
             ops = sorted({n.op_type for n in model.graph.node})
             raise RuntimeError(f"onnxruntime could not compile the recorded graph (ops {ops}): {error}") from None

@@ -1,0 +1,246 @@
+"""onnxnn.profiler: torch.profiler's API over onnxnn's recording, planning, compilation and runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import onnxnn
+from onnxnn import nn
+from onnxnn.ir.mode import MODE
+from onnxnn.profiler import ProfilerAction, profile, record_function, schedule
+from onnxnn.runtime import sessions
+
+NODE_KINDS = ("onnxruntime", "kernels", "fused")
+
+
+def _mlp():
+    onnxnn.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+
+
+def _train_step(model, optimizer, x):
+    loss = model(x).sum()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()  # onnxnn is lazy: reading the loss runs what is still pending
+
+
+def _nodes(prof, name=None):
+    return [e for e in prof.events() if e.kind in NODE_KINDS and (name is None or e.name == name)]
+
+
+@pytest.mark.parametrize("executor", ["kernels", "onnxruntime"])
+def test_mlp_forward_backward_counts_each_op_call(executor):
+    model = _mlp()
+    optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.1)
+    x = onnxnn.randn(5, 8)
+    steps = 3
+    with onnxnn.set_executor(executor), profile() as prof:
+        for _ in range(steps):
+            _train_step(model, optimizer, x)
+    averages = {average.key: average for average in prof.key_averages()}
+    # Per step: two Linear forwards (Gemm), one ReLU; backward: dX of the second Linear and dW of both.
+    assert averages["Gemm"].count == 5 * steps
+    assert averages["Relu"].count == steps
+    assert averages["nn.Module: Linear"].count == 2 * steps
+    assert averages["onnxnn::backward"].count == steps
+    table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=50)
+    for column in ("Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg", "# of Calls"):
+        assert column in table
+    gemm_row = next(line for line in table.splitlines() if line.startswith("Gemm "))
+    assert gemm_row.split()[-1] == str(5 * steps)
+    assert table.rstrip().splitlines()[-1].startswith("Self CPU time total:")
+    assert {e.kind for e in _nodes(prof)} <= ({"kernels"} if executor == "kernels" else {"onnxruntime", "fused"})
+
+
+def test_onnxruntime_node_events_have_positive_durations_and_map_to_modules():
+    model = _mlp()
+    with onnxnn.set_executor("onnxruntime"), profile() as prof:
+        model(onnxnn.randn(5, 8)).sum().item()
+    timed = [e for e in _nodes(prof) if e.kind == "onnxruntime"]
+    assert timed and all(e.duration_ns > 0 for e in timed)
+    assert all(e.args["provider"] == "CPUExecutionProvider" for e in timed)
+    modules = {e.module for e in _nodes(prof) if e.name in ("Gemm", "Relu")}
+    assert modules == {"model.0", "model.1", "model.2"}
+    names = [e.name for e in prof.events()]
+    for phase in (
+        "onnxnn::realize",
+        "onnxnn::plan",
+        "onnxnn::compile",
+        "onnxnn::build_model",
+        "onnxnn::create_session",
+    ):
+        assert phase in names
+
+
+def test_module_attribution_on_the_kernels_executor():
+    model = _mlp()
+    with onnxnn.set_executor("kernels"), profile() as prof:
+        model(onnxnn.randn(5, 8)).sum().item()
+    by_module = {(e.name, e.module) for e in _nodes(prof)}
+    assert {("Gemm", "model.0"), ("Relu", "model.1"), ("Gemm", "model.2")} <= by_module
+    assert all(e.duration_ns >= 0 for e in _nodes(prof))
+
+
+def test_record_function_ranges_contain_their_ops_and_appear_in_the_trace(tmp_path):
+    model = _mlp()
+
+    @record_function("decorated")
+    def inner(x):
+        return (x * 2).sum().item()
+
+    with profile() as prof:
+        with record_function("forward_pass"):
+            value = model(onnxnn.randn(5, 8)).sum().item()
+        inner(onnxnn.randn(3))
+    assert isinstance(value, float)
+    events = prof.events()
+    (forward_range,) = [e for e in events if e.name == "forward_pass"]
+    (decorated,) = [e for e in events if e.name == "decorated"]
+    inside = [e for e in _nodes(prof) if "forward_pass" in e.scope]
+    assert {"Gemm", "Relu"} <= {e.name for e in inside}
+    for event in inside:  # realized inside the range: its interval holds theirs
+        assert forward_range.start_ns <= event.start_ns and event.end_ns <= forward_range.end_ns
+    assert any(e.name == "Mul" and "decorated" in e.scope for e in _nodes(prof))
+    assert decorated.end_ns <= forward_range.start_ns or decorated.start_ns >= forward_range.end_ns
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    trace = json.loads(path.read_text())
+    assert {"forward_pass", "decorated", "Gemm"} <= {e["name"] for e in trace["traceEvents"]}
+
+
+def test_chrome_trace_is_valid_json_whose_events_nest(tmp_path):
+    model = _mlp()
+    with profile(record_shapes=True) as prof:
+        with record_function("step"):
+            loss = model(onnxnn.randn(5, 8)).sum()
+            loss.backward()
+            loss.item()
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    trace = json.loads(path.read_text())
+    events = trace["traceEvents"]
+    assert events and all(e["ph"] == "X" for e in events)
+    for event in events:
+        assert {"name", "ts", "dur", "pid", "tid", "args"} <= set(event)
+        assert event["dur"] >= 0
+    # Events on one thread never partly overlap: each lies within the one before it or after it.
+    # (1e-3 us: times are whole nanoseconds written as float microseconds.)
+    by_thread: dict = {}
+    for event in events:
+        by_thread.setdefault(event["tid"], []).append(event)
+    for thread_events in by_thread.values():
+        thread_events.sort(key=lambda e: (e["ts"], -e["dur"]))
+        open_ends: list = []
+        for event in thread_events:
+            while open_ends and event["ts"] >= open_ends[-1] - 1e-3:
+                open_ends.pop()
+            if open_ends:
+                assert event["ts"] + event["dur"] <= open_ends[-1] + 1e-3
+            open_ends.append(event["ts"] + event["dur"])
+    # And the profiler's own parent links agree: each child lies within its parent.
+    for event in prof.events():
+        if event.parent is not None:
+            assert event.parent.start_ns <= event.start_ns and event.end_ns <= event.parent.end_ns
+    gemm = next(e for e in events if e["name"] == "Gemm" and e["args"].get("module") == "model.0")
+    assert gemm["args"]["Input Dims"] == [[5, 8], [16, 8], [16]]
+
+
+def test_record_shapes_memory_and_stack():
+    model = _mlp()
+    with profile(record_shapes=True, profile_memory=True, with_stack=True, with_flops=True) as prof:
+        model(onnxnn.randn(5, 8)).sum().item()
+    gemm = next(e for e in _nodes(prof, "Gemm") if e.module == "model.0")
+    assert gemm.input_shapes == [[5, 8], [16, 8], [16]]
+    assert gemm.cpu_memory_usage == 5 * 16 * 4  # one float32 [5, 16] output
+    assert gemm.flops == 2 * 5 * 16 * 8
+    assert any(__file__ in frame for frame in gemm.stack)
+    grouped = prof.key_averages(group_by_input_shape=True)
+    assert {str(a.input_shapes) for a in grouped if a.key == "Gemm"} == {
+        str([[5, 8], [16, 8], [16]]),
+        str([[5, 16], [4, 16], [4]]),
+    }
+    assert "Input Shapes" in grouped.table(row_limit=5)
+    assert "CPU Mem" in prof.key_averages().table(sort_by="cpu_memory_usage", row_limit=5)
+
+
+@pytest.mark.parametrize(
+    "wait, warmup, active, repeat, skip_first, expected",
+    [
+        (1, 1, 2, 1, 0, ["NONE", "WARMUP", "RECORD", "RECORD_AND_SAVE", "NONE", "NONE"]),
+        (0, 0, 1, 0, 0, ["RECORD_AND_SAVE"] * 6),
+        (1, 0, 1, 2, 1, ["NONE", "NONE", "RECORD_AND_SAVE", "NONE", "RECORD_AND_SAVE", "NONE"]),
+    ],
+)
+def test_schedule_actions(wait, warmup, active, repeat, skip_first, expected):
+    action = schedule(wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first)
+    assert [action(step).name for step in range(6)] == expected
+    assert all(isinstance(action(step), ProfilerAction) for step in range(3))
+
+
+def test_schedule_records_only_active_steps():
+    model = _mlp()
+    optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.1)
+    x = onnxnn.randn(5, 8)
+    ready = []
+    plan = schedule(wait=1, warmup=1, active=2, repeat=1)
+    with profile(schedule=plan, on_trace_ready=lambda p: ready.append(list(p.events()))) as prof:
+        for _ in range(6):
+            _train_step(model, optimizer, x)
+            prof.step()
+    assert len(ready) == 1
+    steps = sorted(e.name for e in ready[0] if e.name.startswith("ProfilerStep#"))
+    assert steps == ["ProfilerStep#2", "ProfilerStep#3"]
+    assert sum(1 for e in ready[0] if e.name == "nn.Module: Linear") == 2 * 2
+    assert sum(1 for e in ready[0] if e.name == "Gemm") == 5 * 2
+
+
+def test_no_profiler_leaves_normal_sessions_unprofiled_and_modes_restored():
+    model = _mlp()
+    before = (MODE.profiler, MODE.observer, MODE.fast_path)
+    with pytest.raises(ZeroDivisionError), profile():
+        model(onnxnn.randn(5, 8)).sum().item()
+        raise ZeroDivisionError
+    assert (MODE.profiler, MODE.observer, MODE.fast_path) == before
+    assert MODE.profiler is None and MODE.observer is None
+    onnxnn.manual_seed(3)
+    with onnxnn.set_executor("onnxruntime"):
+        model(onnxnn.randn(7, 8)).sum().item()  # a new structure: a normal session is compiled
+    for session in sessions.ONNXRUNTIME.cache.sessions.values():
+        assert not session.session.get_session_options().enable_profiling
+    with profile() as prof:  # module hooks were removed: nothing recorded outside a profile
+        pass
+    model(onnxnn.randn(5, 8)).sum().item()
+    assert not [e for e in prof.events() if e.name.startswith("nn.Module")]
+
+
+def test_errors():
+    model = _mlp()
+    with profile() as prof:
+        model(onnxnn.randn(5, 8)).sum().item()
+    with pytest.raises(ValueError, match="cpu_time_total.*self_cpu_time_total.*count"):
+        prof.key_averages().table(sort_by="bogus")
+    fresh = profile()
+    with pytest.raises(RuntimeError, match="no profile has been recorded"):
+        fresh.export_chrome_trace("never_written.json")
+    with pytest.raises(RuntimeError, match="no profile has been recorded"):
+        fresh.key_averages()
+    with pytest.raises(ValueError, match="active"):
+        schedule(wait=1, warmup=0, active=0)
+    with pytest.raises(RuntimeError, match="record_shapes"):
+        prof.key_averages(group_by_input_shape=True)
+    with profile(), pytest.raises(RuntimeError, match="already running"):
+        profile().start()
+    assert MODE.profiler is None
+
+
+def test_results_are_the_same_with_and_without_the_profiler():
+    model = _mlp()
+    x = onnxnn.randn(5, 8)
+    expected = model(x).detach().numpy()
+    with profile():
+        profiled = model(x).detach().numpy()
+    assert (profiled == expected).all()
