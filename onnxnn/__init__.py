@@ -439,6 +439,7 @@ from .errors import CheckpointError, ModelLoadError  # noqa: E402
 from .export.checkpoint import load, save  # noqa: E402
 from . import nn, optim  # noqa: E402
 from . import backend, import_  # noqa: E402
+from . import profiler  # noqa: E402
 from .compile import compile  # noqa: E402,A001
 
 # torch's top-level forms of nn.functional ops and of in-place methods (l5-tensor-api; docs/api_status.md)
