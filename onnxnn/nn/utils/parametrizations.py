@@ -145,9 +145,10 @@ class _Orthogonal(Module):
         self.base = Q
         # forward(-I) is I for every map (householder reads the -1 diagonal as signs), so the
         # parametrized tensor starts exactly at ``base``.
-        negative_identity = np.broadcast_to(-np.eye(*assigned.shape[-2:]), tuple(assigned.shape))
+        negative_identity = -np.eye(*assigned.shape[-2:], dtype=assigned.dtype.numpy_dtype)
         # A tensor of its own (not a shared graph constant): it becomes the value of ``original``.
-        return constant_tensor(negative_identity.copy(), assigned.dtype, assigned.device)
+        array = np.broadcast_to(negative_identity, tuple(assigned.shape)).copy()
+        return constant_tensor(array, assigned.dtype, assigned.device)
 
 
 def orthogonal(
