@@ -18,7 +18,7 @@ from __future__ import annotations
 import collections.abc
 import contextlib
 import copy
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from ...runtime.grad_mode import no_grad
 from ...runtime.internal import rebind, requires_grad_flag, restore_state, save_state, value_of
@@ -79,9 +79,9 @@ def _set_keeping_identity(destination: Tensor, source: Tensor) -> None:
     rebind(destination, value_of(source))
 
 
-def _apply_right_inverse(modules: Sequence[Module], value, *, missing_is_identity: bool):
+def _apply_right_inverse(modules: Iterable[Module], value, *, missing_is_identity: bool):
     """``right_inverse`` of the chain, last parametrization first."""
-    for parametrization in reversed(modules):
+    for parametrization in reversed(list(modules)):
         inverse = getattr(parametrization, "right_inverse", None)
         if inverse is None:
             if missing_is_identity:
@@ -264,8 +264,6 @@ def _inject_new_class(module: Module) -> None:
     namespace: dict = {"__getstate__": _refuse_pickling}
     if not hasattr(cls, "__deepcopy__"):
         namespace["__deepcopy__"] = _deepcopy_module
-    # The subclass's __module__ is the original class's, so reprs and pickling errors read naturally.
-    namespace["__module__"] = cls.__module__
     module.__class__ = type(f"Parametrized{cls.__name__}", (cls,), namespace)
 
 
