@@ -392,3 +392,15 @@ def test_remove_leaves_the_parametrized_weight_as_a_plain_parameter(kind):
     parametrize.remove_parametrizations(layer, "weight")
     assert type(layer) is nn.Linear and isinstance(layer.weight, nn.Parameter)
     np.testing.assert_array_equal(layer.weight.detach().numpy(), expected)
+
+
+@pytest.mark.parametrize(
+    ("layer", "u_size", "v_size"),
+    [
+        (nn.Conv2d(2, 3, 2), 3, 2 * 2 * 2),  # weight (out, in, kh, kw): dim 0
+        (nn.ConvTranspose2d(2, 3, 2), 3, 2 * 2 * 2),  # weight (in, out, kh, kw): dim 1 by default
+    ],
+)
+def test_spectral_norm_reads_output_channels_as_rows(layer, u_size, v_size):
+    parametrization = spectral_norm(layer).parametrizations.weight[0]
+    assert parametrization._u.shape == (u_size,) and parametrization._v.shape == (v_size,)
