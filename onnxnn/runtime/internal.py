@@ -93,7 +93,13 @@ def tensor_of(
 
 
 def constant_tensor(array: np.ndarray, dtype=None, device=CPU, requires_grad: bool = False) -> Tensor:
-    """A leaf tensor holding ``array`` (already computed), of ``dtype`` (default: the array's) on ``device``."""
+    """A leaf tensor holding ``array`` (already computed), of ``dtype`` (default: the array's) on ``device``.
+
+    The array is converted to ``dtype`` when it differs: a tensor whose data disagreed with its
+    declared dtype would compute with the wrong type and fail later, far from here.
+    """
+    if dtype is not None and array.dtype != dtype.numpy_dtype:
+        array = np.asarray(array, dtype.numpy_dtype)
     return Tensor._from_array(array, dtype, device, requires_grad)
 
 

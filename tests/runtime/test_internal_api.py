@@ -47,6 +47,14 @@ def test_constant_and_full_tensors():
     np.testing.assert_array_equal(full.numpy(), np.full((2, 2), 0.5))
 
 
+@pytest.mark.parametrize("dtype", [onnxnn.float32, onnxnn.float16, onnxnn.bfloat16, onnxnn.int32])
+def test_constant_tensor_converts_the_array_to_the_dtype_it_declares(dtype):
+    tensor = internal.constant_tensor(np.array([1.0, 2.5, -3.0]), dtype)
+    assert tensor.dtype == dtype
+    # the value computes in graphs of that dtype (float64 data declared float32 failed in onnxruntime)
+    np.testing.assert_array_equal((tensor + tensor).float().numpy(), 2 * np.array([1.0, 2.5, -3.0]).astype(dtype.numpy_dtype).astype(np.float32))
+
+
 def test_rebind_bumps_the_version_and_keeps_autograd_flags():
     param = onnxnn.tensor([1.0, 2.0], requires_grad=True)
     version = param._version

@@ -10,6 +10,9 @@ from .clip_grad import clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_,
 from .convert_parameters import parameters_to_vector, vector_to_parameters
 from .fusion import fuse_conv_bn_eval, fuse_conv_bn_weights
 
+# parametrizations (nn.utils.parametrize, nn.utils.parametrizations)
+from . import parametrizations, parametrize
+
 # sequence packing (nn.utils.rnn)
 from . import rnn
 from .rnn import (
@@ -33,6 +36,9 @@ __all__ = [
     "vector_to_parameters",
     "fuse_conv_bn_eval",
     "fuse_conv_bn_weights",
+    # parametrizations
+    "parametrize",
+    "parametrizations",
     # sequence packing (nn.utils.rnn)
     "rnn",
     "PackedSequence",
