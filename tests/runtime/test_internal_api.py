@@ -52,7 +52,8 @@ def test_constant_tensor_converts_the_array_to_the_dtype_it_declares(dtype):
     tensor = internal.constant_tensor(np.array([1.0, 2.5, -3.0]), dtype)
     assert tensor.dtype == dtype
     # the value computes in graphs of that dtype (float64 data declared float32 failed in onnxruntime)
-    np.testing.assert_array_equal((tensor + tensor).float().numpy(), 2 * np.array([1.0, 2.5, -3.0]).astype(dtype.numpy_dtype).astype(np.float32))
+    expected = 2 * np.array([1.0, 2.5, -3.0]).astype(dtype.numpy_dtype).astype(np.float32)
+    np.testing.assert_array_equal((tensor + tensor).float().numpy(), expected)
 
 
 def test_rebind_bumps_the_version_and_keeps_autograd_flags():
