@@ -675,7 +675,9 @@ def global_unstructured(parameters: Iterable, pruning_method: type, importance_s
     if not parameters:
         return
     tensors = [getattr(module, name) for module, name in parameters]
-    scores = [_array(importance_scores.get((module, name), tensor)) for (module, name), tensor in zip(parameters, tensors)]
+    scores = [
+        _array(importance_scores.get((module, name), tensor)) for (module, name), tensor in zip(parameters, tensors)
+    ]
     masks = [
         _array(getattr(module, name + "_mask")) if hasattr(module, name + "_mask") else np.ones(tuple(tensor.shape))
         for (module, name), tensor in zip(parameters, tensors)
