@@ -1,7 +1,7 @@
 """Removing the channels structured pruning zeroed: smaller layers that compute the same outputs.
 
 In a ``Sequential`` chain ``Linear -> (channel-wise modules) -> Linear`` or
-``Conv2d -> (BatchNorm2d, activations) -> Conv2d``, an output channel of the first layer can go,
+``Conv2d -> (BatchNorm2d, activations, MaxPool2d/AvgPool2d) -> Conv2d``, an output channel of the first layer can go,
 together with the matching input channel of the second, when
 
 - the second layer ignores it (its input column is all zero), or
@@ -39,6 +39,7 @@ from ..nn.modules.conv import Conv2d
 from ..nn.modules.dropout import Dropout, Dropout1d, Dropout2d
 from ..nn.modules.linear import Identity, Linear
 from ..nn.modules.module import Module
+from ..nn.modules.pooling import AvgPool2d, MaxPool2d
 from ..nn.parameter import Parameter
 from ..runtime.grad_mode import no_grad
 from ..runtime.internal import constant_tensor
@@ -77,8 +78,11 @@ def _is_layer(module: Module) -> bool:
 
 
 def _between_fits(first: Module, module: Module) -> bool:
-    norm = BatchNorm1d if isinstance(first, Linear) else BatchNorm2d
-    return isinstance(module, _ELEMENTWISE) or (type(module) is norm and module.track_running_stats)
+    if isinstance(first, Linear):
+        return isinstance(module, _ELEMENTWISE) or (type(module) is BatchNorm1d and module.track_running_stats)
+    # Pooling acts on each channel alone; whether it keeps a constant map constant is checked.
+    pooling = isinstance(module, (MaxPool2d, AvgPool2d))
+    return isinstance(module, _ELEMENTWISE) or pooling or (type(module) is BatchNorm2d and module.track_running_stats)
 
 
 def _chains(sequential: Sequential) -> list[tuple[Module, list[Module], Module]]:
@@ -96,16 +100,28 @@ def _chains(sequential: Sequential) -> list[tuple[Module, list[Module], Module]]
     return found
 
 
-def _dead_channel_values(first: Module, between: list[Module]) -> np.ndarray:
-    """What each output channel of ``first`` becomes after ``between`` when its weights are all zero."""
+# The side of the constant maps pushed through the modules between two convolutions.
+_PROBE_SIZE = 16
+
+
+def _dead_channel_values(first: Module, between: list[Module]) -> tuple[np.ndarray, np.ndarray]:
+    """What each output channel of ``first`` becomes after ``between`` when its weights are all zero.
+
+    Returns the value of each channel and whether it is the same at every position (a pooling
+    with zero padding makes a constant map's border differ).
+    """
     channels = first.weight.shape[0]
     bias = _array(first.bias) if first.bias is not None else np.zeros(channels, first.weight.dtype.numpy_dtype)
-    shape = (1, channels) if isinstance(first, Linear) else (1, channels, 1, 1)
-    value = constant_tensor(bias.reshape(shape), first.weight.dtype, first.weight.device)
+    if isinstance(first, Linear):
+        probe = bias.reshape(1, channels)
+    else:
+        probe = np.broadcast_to(bias.reshape(1, channels, 1, 1), (1, channels, _PROBE_SIZE, _PROBE_SIZE))
+    value = constant_tensor(np.ascontiguousarray(probe), first.weight.dtype, first.weight.device)
     with no_grad():
         for module in between:
             value = module(value)
-    return _array(value).reshape(channels)
+    per_channel = _array(value).reshape(channels, -1)
+    return per_channel[:, 0], (per_channel == per_channel[:, :1]).all(axis=1)
 
 
 def _padding_free(layer: Module) -> bool:
@@ -126,8 +142,8 @@ def _shrink(first: Module, between: list[Module], second: Module) -> int:
     zero_rows = ~first_weight.reshape(channels, -1).any(axis=1)
     second_columns = np.moveaxis(second_weight, 1, 0).reshape(channels, -1)
     zero_columns = ~second_columns.any(axis=1)
-    constants = _dead_channel_values(first, between)
-    foldable = zero_rows & ((constants == 0) | _padding_free(second))
+    constants, uniform = _dead_channel_values(first, between)
+    foldable = zero_rows & uniform & ((constants == 0) | _padding_free(second))
     removable = zero_columns | foldable
     if removable.all():
         removable[0] = False  # a layer keeps one channel: zero-sized tensors would not export

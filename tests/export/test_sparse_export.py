@@ -134,23 +134,29 @@ def test_conv_batchnorm_relu_conv_loses_the_pruned_channels():
 
 
 @pytest.mark.parametrize(
-    "bias, padding, removed",
+    "bias, between, padding, removed",
     [
-        (False, 1, 4),  # a dead channel is all zeros: gone even before a padded conv
-        (True, 0, 4),  # a constant channel: folded into the next conv's bias (no padding)
-        (True, 1, 0),  # a constant channel before a padded conv differs at the border: kept
+        # a dead channel is all zeros: gone even before a padded conv
+        (False, lambda: [nn.Tanh()], 1, 4),
+        # a constant channel: folded into the next conv's bias (no padding)
+        (True, lambda: [nn.Tanh()], 0, 4),
+        (True, lambda: [nn.ReLU(), nn.MaxPool2d(2)], 0, 4),
+        # a constant channel before a padded conv differs at the border: kept
+        (True, lambda: [nn.Tanh()], 1, 0),
+        # average pooling with zero padding makes a constant map's border differ: kept
+        (True, lambda: [nn.AvgPool2d(2, padding=1)], 0, 0),
     ],
 )
-def test_a_constant_channel_goes_only_where_it_can_be_folded(bias, padding, removed):
+def test_a_constant_channel_goes_only_where_it_can_be_folded(bias, between, padding, removed):
     onnxnn.manual_seed(2)
-    model = nn.Sequential(nn.Conv2d(2, 8, 3, bias=bias), nn.Tanh(), nn.Conv2d(8, 4, 3, padding=padding)).eval()
+    model = nn.Sequential(nn.Conv2d(2, 8, 3, bias=bias), *between(), nn.Conv2d(8, 4, 3, padding=padding)).eval()
     if bias:
         with onnxnn.no_grad():
             model[0].bias.copy_(onnxnn.rand(8) + 0.5)
     prune.ln_structured(model[0], "weight", amount=4, n=2, dim=0)
-    x = onnxnn.randn(1, 2, 7, 7)
+    x = onnxnn.randn(1, 2, 9, 9)
     proto = to_onnx_pruned(model, x, sparse_format=None)
-    assert initializer_shapes(proto)["2.weight"] == (4, 8 - removed, 3, 3)
+    assert initializer_shapes(proto)[f"{len(model) - 1}.weight"] == (4, 8 - removed, 3, 3)
     assert_same_outputs(proto, model, x)
 
 
