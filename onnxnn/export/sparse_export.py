@@ -63,7 +63,7 @@ def _copy_without_pruned_attributes(model: Module) -> Module:
 
 
 # The small constants every bitmask decoder reads, stored once per model.
-_SHARED = {
+_SHARED: dict[str, np.ndarray] = {
     # np.packbits puts the first entry in the highest bit: shift right by 7, 6, ..., 0.
     "onnxnn::sparse::bit_shifts": np.arange(7, -1, -1, dtype=np.uint8),
     "onnxnn::sparse::one": np.array([1], np.uint8),

@@ -70,7 +70,7 @@ def _tensor_like(array: np.ndarray, like: Tensor) -> Tensor:
 # ---------------------------------------------------------------------- amount checks
 def _validate_pruning_amount_init(amount) -> None:
     """Refuses an amount that is neither a non-negative int nor a float in [0, 1]."""
-    if not isinstance(amount, numbers.Real) or isinstance(amount, bool):
+    if not isinstance(amount, numbers.Real):
         raise TypeError(f"Invalid type for amount: {amount}. Must be int or float.")
     if (isinstance(amount, numbers.Integral) and amount < 0) or (
         not isinstance(amount, numbers.Integral) and not 0.0 <= float(amount) <= 1.0
@@ -80,7 +80,7 @@ def _validate_pruning_amount_init(amount) -> None:
 
 def _validate_pruning_amount(amount, tensor_size: int) -> None:
     """Refuses an absolute amount larger than the number of units there are to prune."""
-    if isinstance(amount, numbers.Integral) and amount > tensor_size:
+    if isinstance(amount, numbers.Integral) and int(amount) > tensor_size:
         raise ValueError(f"amount={amount} should be smaller than the number of parameters to prune={tensor_size}")
 
 
@@ -281,6 +281,8 @@ class BasePruningMethod(ABC):
         if self._tensor_name in module.__dict__:
             delattr(module, self._tensor_name)
         orig = module._parameters[self._tensor_name + "_orig"]
+        if orig is None:
+            raise AssertionError(f"Module {module} has no parameter {self._tensor_name}_orig to restore")
         orig.data = weight.data
         del module._parameters[self._tensor_name + "_orig"]
         del module._buffers[self._tensor_name + "_mask"]
