@@ -13,6 +13,9 @@ from .fusion import fuse_conv_bn_eval, fuse_conv_bn_weights
 # parametrizations (nn.utils.parametrize, nn.utils.parametrizations)
 from . import parametrizations, parametrize
 
+# pruning (nn.utils.prune)
+from . import prune
+
 # sequence packing (nn.utils.rnn)
 from . import rnn
 from .rnn import (
@@ -39,6 +42,8 @@ __all__ = [
     # parametrizations
     "parametrize",
     "parametrizations",
+    # pruning
+    "prune",
     # sequence packing (nn.utils.rnn)
     "rnn",
     "PackedSequence",
