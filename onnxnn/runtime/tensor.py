@@ -64,6 +64,11 @@ def apply_op(
     (an imported node that means something only that opset defines). Returns one Tensor, or a
     tuple for multi-output ops.
     """
+    autocast = MODE.autocast
+    if autocast is not None:
+        # onnxnn.amp's policy (the runtime never imports amp): the op's floating inputs cast to its
+        # autocast dtype, as recorded Cast ops so that gradients and exported graphs keep them.
+        inputs = autocast(op_type, inputs, domain, name)
     # One pass over the inputs finds their values, whether any requires grad, their device and the
     # deepest pending node (graph.record's scan, merged here because this runs for every op).
     values: list[Value | None] = []
