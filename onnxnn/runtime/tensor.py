@@ -27,7 +27,7 @@ from .recording import different_devices, record_scanned
 from .tensor_api import TensorAPI
 from .tensor_methods import TensorMethods
 
-__all__ = ["Tensor", "Size", "apply_op"]
+__all__ = ["Tensor", "Size", "apply_op", "autocast_arguments"]
 
 
 class Size(tuple):
@@ -45,6 +45,19 @@ class Size(tuple):
 
 def _torch_name(op_type: str) -> str:
     return f"{op_type}Backward0"
+
+
+def autocast_arguments(op_type: str, arguments: tuple) -> tuple:
+    """``arguments`` cast as autocast casts the inputs of ``op_type`` (unchanged while it is off).
+
+    For functions that check their arguments' dtypes before recording (``F.linear``, the
+    convolutions): autocast casts first, as PyTorch's dispatcher does before a kernel's checks.
+    Items that are not tensors (None, numbers) pass through.
+    """
+    autocast = MODE.autocast
+    if autocast is None:
+        return arguments
+    return autocast(op_type, arguments, "", None)
 
 
 def apply_op(
