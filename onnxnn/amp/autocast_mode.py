@@ -52,8 +52,9 @@ class _AutocastState(threading.local):
         self.nesting = 0
         # Casts of leaf parameters, reused while the outermost autocast region lasts: a weight
         # used by several ops is cast once (PyTorch's weight cache). Keyed by the tensor's id with
-        # the tensor itself held, so the id cannot be reused while the entry lives.
-        self.cache: dict[int, tuple[Tensor, int, Tensor]] = {}
+        # the tensor itself held, so the id cannot be reused while the entry lives; and by the
+        # dtype, since a nested region may cast to the other low dtype.
+        self.cache: dict[tuple[int, dtypes.dtype], tuple[Tensor, int, Tensor]] = {}
         self.counted = False  # whether this thread counts among those with autocast enabled
 
 
@@ -289,11 +290,12 @@ def _cast(tensor: Tensor, target: dtypes.dtype, low: dtypes.dtype, state: _Autoc
         and tensor.is_leaf
         and MODE.grad.enabled
     )
+    key = (id(tensor), target)
     if cacheable:
-        entry = state.cache.get(id(tensor))
+        entry = state.cache.get(key)
         if entry is not None and entry[0] is tensor and entry[1] == tensor._version:
             return entry[2]
     cast = apply_op("Cast", (tensor,), {"to": target}, "ToCopyBackward0")
     if cacheable:
-        state.cache[id(tensor)] = (tensor, tensor._version, cast)
+        state.cache[key] = (tensor, tensor._version, cast)
     return cast
