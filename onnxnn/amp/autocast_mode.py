@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import threading
 import warnings
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Literal, TypeVar
 
 from ..ir import dtypes
 from ..ir.device import cuda_is_available
@@ -211,7 +211,7 @@ class autocast:
         _refresh_slot()
         return self
 
-    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> Literal[False]:
         state = _STATE
         state.nesting -= 1
         if state.nesting == 0:
