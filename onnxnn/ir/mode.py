@@ -57,6 +57,10 @@ class Mode:
             onnxruntime's default (one per core).
         inter_op_threads: threads running independent nodes at once (``set_num_interop_threads``);
             0 leaves onnxruntime's default.
+        autocast: a callable ``autocast(op_type, inputs, domain, name) -> inputs`` that
+            ``runtime.tensor.apply_op`` hands every op's inputs to before recording it (``onnxnn.amp``'s
+            policy, set while some thread has autocast enabled: it reads that thread's state and
+            returns the inputs cast as the op's autocast rule says), else None.
     """
 
     __slots__ = (
@@ -72,6 +76,7 @@ class Mode:
         "profiler",
         "intra_op_threads",
         "inter_op_threads",
+        "autocast",
     )
 
     def __init__(self):
@@ -87,6 +92,7 @@ class Mode:
         self.profiler = None
         self.intra_op_threads = 0
         self.inter_op_threads = 0
+        self.autocast = None
 
 
 MODE = Mode()

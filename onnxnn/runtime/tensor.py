@@ -27,7 +27,7 @@ from .recording import different_devices, record_scanned
 from .tensor_api import TensorAPI
 from .tensor_methods import TensorMethods
 
-__all__ = ["Tensor", "Size", "apply_op"]
+__all__ = ["Tensor", "Size", "apply_op", "autocast_arguments"]
 
 
 class Size(tuple):
@@ -47,6 +47,19 @@ def _torch_name(op_type: str) -> str:
     return f"{op_type}Backward0"
 
 
+def autocast_arguments(op_type: str, arguments: tuple) -> tuple:
+    """``arguments`` cast as autocast casts the inputs of ``op_type`` (unchanged while it is off).
+
+    For functions that check their arguments' dtypes before recording (``F.linear``, the
+    convolutions): autocast casts first, as PyTorch's dispatcher does before a kernel's checks.
+    Items that are not tensors (None, numbers) pass through.
+    """
+    autocast = MODE.autocast
+    if autocast is None:
+        return arguments
+    return autocast(op_type, arguments, "", None)
+
+
 def apply_op(
     op_type: str,
     inputs: tuple,
@@ -64,6 +77,11 @@ def apply_op(
     (an imported node that means something only that opset defines). Returns one Tensor, or a
     tuple for multi-output ops.
     """
+    autocast = MODE.autocast
+    if autocast is not None:
+        # onnxnn.amp's policy (the runtime never imports amp): the op's floating inputs cast to its
+        # autocast dtype, as recorded Cast ops so that gradients and exported graphs keep them.
+        inputs = autocast(op_type, inputs, domain, name)
     # One pass over the inputs finds their values, whether any requires grad, their device and the
     # deepest pending node (graph.record's scan, merged here because this runs for every op).
     values: list[Value | None] = []

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ...ir.dtypes import float32, float64
 from ...runtime import ops as _ops
-from ...runtime.tensor import Tensor, apply_op
+from ...ir.mode import MODE
+from ...runtime.tensor import Tensor, apply_op, autocast_arguments
 from ._common import scalar_type_name
 
 __all__ = ["linear"]
@@ -32,6 +33,8 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     Returns:
         ``(*, out_features)``.
     """
+    if MODE.autocast is not None:  # autocast casts before the dtype check, as PyTorch's dispatcher does
+        input, weight, bias = autocast_arguments("Gemm", (input, weight, bias))
     in_features = weight.shape[-1]
     if input.dim() == 0 or input.shape[-1] != in_features:
         rows = input.numel() // input.shape[-1] if input.dim() and input.shape[-1] else 1

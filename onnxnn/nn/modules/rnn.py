@@ -25,7 +25,7 @@ import warnings
 from ...runtime.creation import empty, zeros
 from ...runtime.grad_mode import is_grad_enabled
 from ...runtime.ops.shape import cat, stack
-from ...runtime.tensor import Tensor
+from ...runtime.tensor import Tensor, autocast_arguments
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
@@ -39,6 +39,7 @@ _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
 def _linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    x, weight, bias = autocast_arguments("Gemm", (x, weight, bias))  # the bias too, as F.linear
     out = x.matmul(weight.t())
     return out if bias is None else out + bias
 

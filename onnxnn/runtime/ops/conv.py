@@ -18,6 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...ir.registry import gradient_rules, shape_rules
+from ..tensor import autocast_arguments
 from ._common import Tensor, apply_op, int64_constant
 from .shape import _constant_list
 from ...ir.attributes import auto_pad_mode
@@ -503,6 +504,8 @@ def _sizes(values) -> str:
 def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups: int, spatial_rank: int) -> Tensor:
     function = f"conv{spatial_rank}d"
     input, added_batch = batched(input, spatial_rank, function)
+    # Autocast casts before the dtype checks, as PyTorch's dispatcher does.
+    input, weight, bias = autocast_arguments("Conv", (input, weight, bias))
     _check_conv_arguments(input, weight, bias, groups, transposed=False)
     strides = expand_param(stride, spatial_rank, "stride")
     dilations = expand_param(dilation, spatial_rank, "dilation")
@@ -603,6 +606,8 @@ def _conv_transpose(
 ) -> Tensor:
     function = f"conv_transpose{spatial_rank}d"
     input, added_batch = batched(input, spatial_rank, function)
+    # Autocast casts before the dtype checks, as PyTorch's dispatcher does.
+    input, weight, bias = autocast_arguments("ConvTranspose", (input, weight, bias))
     _check_conv_arguments(input, weight, bias, groups, transposed=True)
     strides = expand_param(stride, spatial_rank, "stride")
     pads = expand_param(padding, spatial_rank, "padding")

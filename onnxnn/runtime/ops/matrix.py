@@ -14,7 +14,7 @@ import numpy as np
 
 from ...ir import dtypes
 from ...ir.registry import gradient_rules, shape_rules
-from ..tensor import Size
+from ..tensor import Size, autocast_arguments
 from ._common import Tensor, apply_op, int64_constant, normalize_axes, promote_operands
 from ._common import broadcast_shapes as _broadcast_shapes
 from .arrange import meshgrid
@@ -74,6 +74,8 @@ def _need_rank(tensor: Tensor, rank: int, what: str) -> None:
 
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """``beta * input + alpha * (mat1 @ mat2)``."""
+    # Autocast casts the added input too (the whole op runs in its dtype), as PyTorch does.
+    input, mat1, mat2 = autocast_arguments("MatMul", (input, mat1, mat2))
     _need_rank(mat1, 2, "mat1")
     _need_rank(mat2, 2, "mat2")
     return _scaled_sum(input, mm(mat1, mat2), beta, alpha)
@@ -81,6 +83,8 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tens
 
 def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """``beta * input + alpha * bmm(batch1, batch2)``."""
+    # Autocast casts the added input too (the whole op runs in its dtype), as PyTorch does.
+    input, batch1, batch2 = autocast_arguments("MatMul", (input, batch1, batch2))
     _need_rank(batch1, 3, "batch1")
     _need_rank(batch2, 3, "batch2")
     return _scaled_sum(input, bmm(batch1, batch2), beta, alpha)
@@ -88,6 +92,8 @@ def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -
 
 def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """``beta * input + alpha * sum_b batch1[b] @ batch2[b]``."""
+    # Autocast casts the added input too (the whole op runs in its dtype), as PyTorch does.
+    input, batch1, batch2 = autocast_arguments("MatMul", (input, batch1, batch2))
     _need_rank(batch1, 3, "batch1")
     _need_rank(batch2, 3, "batch2")
     return _scaled_sum(input, bmm(batch1, batch2).sum(0), beta, alpha)
@@ -104,6 +110,8 @@ def mv(input: Tensor, vec: Tensor) -> Tensor:
 
 def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1) -> Tensor:
     """``beta * input + alpha * (mat @ vec)``."""
+    # Autocast casts the added input too (the whole op runs in its dtype), as PyTorch does.
+    input, mat, vec = autocast_arguments("MatMul", (input, mat, vec))
     return _scaled_sum(input, mv(mat, vec), beta, alpha)
 
 

@@ -1,0 +1,301 @@
+"""``autocast``: ops in a region run in float16 or bfloat16 where that is safe, as ``torch.autocast``.
+
+The state (enabled and dtype per device type, the cast cache switch, the nesting depth) is per
+thread, as PyTorch's. Recording consults it through one slot, ``MODE.autocast``: while no thread
+has autocast enabled the slot is None and recording pays one attribute read; while some thread
+has, the slot holds :func:`_autocast_inputs`, which reads the calling thread's state and casts an
+op's floating inputs as ``op_lists`` says. The casts are ordinary recorded ``Cast`` ops, so
+gradients flow through them to float32 parameters and exported graphs keep them.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import warnings
+from typing import Any, Callable, Literal, TypeVar
+
+from ..ir import dtypes
+from ..ir.device import cuda_is_available
+from ..ir.mode import MODE
+from ..runtime.tensor import Tensor, apply_op
+from .op_lists import FP32, LOWER_PRECISION_FP, PROMOTE, policy_for
+
+__all__ = [
+    "autocast",
+    "is_autocast_available",
+    "is_autocast_enabled",
+    "set_autocast_enabled",
+    "get_autocast_dtype",
+    "set_autocast_dtype",
+    "is_autocast_cache_enabled",
+    "set_autocast_cache_enabled",
+    "clear_autocast_cache",
+]
+
+_DEVICE_TYPES = ("cpu", "cuda")
+_DEFAULT_DTYPES = {"cpu": dtypes.bfloat16, "cuda": dtypes.float16}
+_SUPPORTED_DTYPES = (dtypes.bfloat16, dtypes.float16)
+# The floating types autocast casts; float64 is left alone, as PyTorch leaves it.
+_CASTABLE = frozenset({dtypes.float32, dtypes.float16, dtypes.bfloat16})
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _AutocastState(threading.local):
+    """One thread's autocast state (a new thread starts with autocast disabled)."""
+
+    def __init__(self):
+        self.enabled = dict.fromkeys(_DEVICE_TYPES, False)
+        self.dtype = dict(_DEFAULT_DTYPES)
+        self.cache_enabled = True
+        self.nesting = 0
+        # Casts of leaf parameters, reused while the outermost autocast region lasts: a weight
+        # used by several ops is cast once (PyTorch's weight cache). Keyed by the tensor's id with
+        # the tensor itself held, so the id cannot be reused while the entry lives; and by the
+        # dtype, since a nested region may cast to the other low dtype.
+        self.cache: dict[tuple[int, dtypes.dtype], tuple[Tensor, int, Tensor]] = {}
+        self.counted = False  # whether this thread counts among those with autocast enabled
+
+
+_STATE = _AutocastState()
+_ACTIVE_THREADS = 0
+_ACTIVE_LOCK = threading.Lock()
+
+
+def _refresh_slot() -> None:
+    """Sets ``MODE.autocast`` from whether any thread has autocast enabled for some device type."""
+    global _ACTIVE_THREADS
+    state = _STATE
+    active = any(state.enabled.values())
+    if active == state.counted:
+        return
+    with _ACTIVE_LOCK:
+        _ACTIVE_THREADS += 1 if active else -1
+        state.counted = active
+        MODE.autocast = _autocast_inputs if _ACTIVE_THREADS > 0 else None
+
+
+def _check_device_type(device_type: str) -> None:
+    if not isinstance(device_type, str):
+        raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+    if device_type not in _DEVICE_TYPES:
+        raise RuntimeError(f"User specified an unsupported autocast device_type '{device_type}'")
+
+
+def is_autocast_available(device_type: str) -> bool:
+    """Whether autocast knows ``device_type`` ("cpu" and "cuda")."""
+    return device_type in _DEVICE_TYPES
+
+
+def is_autocast_enabled(device_type: str | None = None) -> bool:
+    """Whether autocast is enabled for ``device_type`` in this thread ("cuda" when None, as PyTorch).
+
+    Example::
+
+        >>> with onnxnn.autocast("cpu"):
+        ...     onnxnn.is_autocast_enabled("cpu")
+        True
+    """
+    if device_type is None:
+        device_type = "cuda"
+    _check_device_type(device_type)
+    return _STATE.enabled[device_type]
+
+
+def set_autocast_enabled(device_type: str, enabled: bool) -> None:
+    """Enables or disables autocast for ``device_type`` in this thread (prefer :class:`autocast`)."""
+    _check_device_type(device_type)
+    _STATE.enabled[device_type] = bool(enabled)
+    _refresh_slot()
+
+
+def get_autocast_dtype(device_type: str) -> dtypes.dtype:
+    """The dtype low-precision ops run in under autocast for ``device_type`` in this thread.
+
+    Example::
+
+        >>> onnxnn.get_autocast_dtype("cpu")
+        onnxnn.bfloat16
+    """
+    _check_device_type(device_type)
+    return _STATE.dtype[device_type]
+
+
+def set_autocast_dtype(device_type: str, dtype: dtypes.dtype) -> None:
+    """Sets the autocast dtype of ``device_type`` in this thread (prefer :class:`autocast`)."""
+    _check_device_type(device_type)
+    _STATE.dtype[device_type] = dtypes.as_dtype(dtype)
+
+
+def is_autocast_cache_enabled() -> bool:
+    """Whether casts of parameters are cached inside autocast regions in this thread."""
+    return _STATE.cache_enabled
+
+
+def set_autocast_cache_enabled(enabled: bool) -> None:
+    """Turns the cache of parameter casts on or off in this thread."""
+    _STATE.cache_enabled = bool(enabled)
+
+
+def clear_autocast_cache() -> None:
+    """Drops this thread's cached parameter casts (done on leaving the outermost region)."""
+    _STATE.cache.clear()
+
+
+class autocast:
+    """A region (context manager or decorator) in which ops run in a lower-precision dtype.
+
+    Inside, ops on tensors of ``device_type`` follow PyTorch's autocast lists (``onnxnn.amp.op_lists``):
+    matrix products and convolutions cast their floating inputs to ``dtype``; ops that need range
+    or accuracy cast them to float32; ops that need one dtype cast them to the widest one. The casts
+    are recorded ``Cast`` ops: gradients reach float32 parameters as float32, and exported graphs
+    contain them. Regions nest (``autocast(..., enabled=False)`` inside turns it off) and the state
+    is per thread. Run ``backward()`` outside the region; gradient ops are never autocast.
+
+    Args:
+        device_type: "cpu" or "cuda": autocast applies to ops on tensors of that device type.
+        dtype: float16 or bfloat16; None is ``get_autocast_dtype(device_type)`` (bfloat16 on
+            CPU, float16 on CUDA unless changed). Another dtype warns and disables the region.
+        enabled: False makes the region disable autocast (for ``device_type``) instead.
+        cache_enabled: whether casts of leaf parameters are reused within the region; None is
+            ``is_autocast_cache_enabled()``.
+
+    Raises:
+        ValueError: ``device_type`` is not a string.
+        RuntimeError: ``device_type`` is neither "cpu" nor "cuda".
+
+    Example::
+
+        >>> model = onnxnn.nn.Linear(4, 2)
+        >>> with onnxnn.autocast("cpu", dtype=onnxnn.bfloat16):
+        ...     y = model(onnxnn.randn(3, 4))
+        >>> y.dtype
+        onnxnn.bfloat16
+    """
+
+    def __init__(
+        self,
+        device_type: str,
+        dtype: dtypes.dtype | None = None,
+        enabled: bool = True,
+        cache_enabled: bool | None = None,
+    ):
+        _check_device_type(device_type)
+        self.device = device_type
+        self.fast_dtype = get_autocast_dtype(device_type) if dtype is None else dtypes.as_dtype(dtype)
+        self._cache_enabled = is_autocast_cache_enabled() if cache_enabled is None else bool(cache_enabled)
+        if enabled:
+            if device_type == "cuda" and not cuda_is_available():
+                warnings.warn("CUDA is not available. Disabling autocast.", stacklevel=2)
+                enabled = False
+            elif self.fast_dtype not in _SUPPORTED_DTYPES:
+                name = device_type.upper()
+                warnings.warn(
+                    f"In {name} autocast, but the target dtype is not supported. Disabling autocast.\n"
+                    f"{name} Autocast only supports dtypes of onnxnn.bfloat16, onnxnn.float16 currently.",
+                    stacklevel=2,
+                )
+                enabled = False
+        self._enabled = bool(enabled)
+
+    def __enter__(self) -> autocast:
+        state = _STATE
+        self.prev_cache_enabled = state.cache_enabled
+        self.prev = state.enabled[self.device]
+        self.prev_fastdtype = state.dtype[self.device]
+        state.enabled[self.device] = self._enabled
+        state.dtype[self.device] = self.fast_dtype
+        state.nesting += 1
+        state.cache_enabled = self._cache_enabled
+        _refresh_slot()
+        return self
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> Literal[False]:
+        state = _STATE
+        state.nesting -= 1
+        if state.nesting == 0:
+            state.cache.clear()  # casts cached for the region die with the outermost one
+        state.enabled[self.device] = self.prev
+        state.dtype[self.device] = self.prev_fastdtype
+        state.cache_enabled = self.prev_cache_enabled
+        _refresh_slot()
+        return False
+
+    def __call__(self, func: F) -> F:
+        if not callable(func):
+            raise TypeError(
+                f"autocast()(func) requires a callable, but got {type(func).__name__}. "
+                "Did you mean to use autocast as a context manager? For example:\n"
+                "    with onnxnn.autocast(device_type=...):\n"
+                "        output = model(input)"
+            )
+
+        @functools.wraps(func)
+        def decorated(*args, **kwargs):
+            with self:
+                return func(*args, **kwargs)
+
+        return decorated  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        return f"autocast(device_type={self.device!r}, dtype={self.fast_dtype}, enabled={self._enabled})"
+
+
+def _device_type_of(inputs: tuple) -> str | None:
+    for item in inputs:
+        if isinstance(item, Tensor):
+            return item.device.type
+    return None
+
+
+def _autocast_inputs(op_type: str, inputs: tuple, domain: str, name: str | None) -> tuple:
+    """``MODE.autocast``: ``inputs`` cast as the op's autocast policy says, for this thread."""
+    if domain or MODE.in_backward:
+        return inputs  # gradient ops run in the dtypes their forward ops ran in
+    state = _STATE
+    device_type = _device_type_of(inputs)
+    if device_type is None or not state.enabled.get(device_type, False):
+        return inputs
+    policy = policy_for(device_type, op_type, name)
+    if policy is None:
+        return inputs
+    low = state.dtype[device_type]
+    if policy is LOWER_PRECISION_FP:
+        target = low
+    elif policy is FP32:
+        target = dtypes.float32
+    elif policy is PROMOTE:
+        target = low
+        for item in inputs:
+            if isinstance(item, Tensor) and item.dtype in _CASTABLE:
+                target = dtypes.promote_types(target, item.dtype)
+    else:
+        raise RuntimeError(f"unknown autocast policy {policy!r} for {op_type}")
+    if not any(isinstance(item, Tensor) and item.dtype in _CASTABLE and item.dtype is not target for item in inputs):
+        return inputs
+    return tuple(_cast(item, target, low, state) if isinstance(item, Tensor) else item for item in inputs)
+
+
+def _cast(tensor: Tensor, target: dtypes.dtype, low: dtypes.dtype, state: _AutocastState) -> Tensor:
+    if tensor.dtype not in _CASTABLE or tensor.dtype is target:
+        return tensor
+    # Only float32 leaf parameters cast to the low dtype are cached, as PyTorch's weight cache;
+    # under no_grad a cast has no grad_fn, so caching it would cut later gradients off.
+    cacheable = (
+        state.cache_enabled
+        and target is low
+        and tensor.dtype is dtypes.float32
+        and tensor.requires_grad
+        and tensor.is_leaf
+        and MODE.grad.enabled
+    )
+    key = (id(tensor), target)
+    if cacheable:
+        entry = state.cache.get(key)
+        if entry is not None and entry[0] is tensor and entry[1] == tensor._version:
+            return entry[2]
+    cast = apply_op("Cast", (tensor,), {"to": target}, "ToCopyBackward0")
+    if cacheable:
+        state.cache[key] = (tensor, tensor._version, cast)
+    return cast

@@ -1,0 +1,129 @@
+"""Which recorded ops autocast runs in low precision, in float32, or at the widest input type.
+
+PyTorch's autocast keeps one list per device type of ATen ops (``autocast_mode.cpp``); onnxnn
+intercepts ops where they are recorded, so the lists here are keyed by ONNX op_type: an ATen op
+appears through the ONNX ops it records (``F.linear`` records ``Gemm``, ``torch.bmm`` and
+``F.scaled_dot_product_attention`` record ``MatMul``, ``torch.einsum`` records ``Einsum``, the
+convolutions ``Conv`` and ``ConvTranspose``). Losses record generic ops (``Sub``, ``ReduceMean``),
+so they are found by the name of the ``grad_fn`` their final op carries (``MseLossBackward0``):
+that op runs in float32 and the loss comes out float32, as PyTorch's does.
+
+Categories, as PyTorch names its casting policies:
+
+- ``LOWER_PRECISION_FP``: floating inputs (float32, float16, bfloat16) are cast to the autocast
+  dtype (matrix products and convolutions: fast, and tolerant of low precision).
+- ``FP32``: floating inputs are cast to float32 (reductions and functions whose range or accuracy
+  float16 or bfloat16 cannot hold).
+- ``PROMOTE``: floating inputs are cast to the widest floating type among the inputs and the
+  autocast dtype (ops that need one dtype for all their inputs).
+
+float64 inputs, integer and bool inputs are never cast, under every policy.
+"""
+
+from __future__ import annotations
+
+__all__ = ["LOWER_PRECISION_FP", "FP32", "PROMOTE", "AUTOCAST_OPS", "AUTOCAST_NAMED_OPS", "policy_for"]
+
+LOWER_PRECISION_FP = "lower_precision_fp"
+FP32 = "fp32"
+PROMOTE = "promote"
+
+# The ops whose policy does not depend on the device type.
+_LOWER_PRECISION_EVERYWHERE = {
+    "MatMul": LOWER_PRECISION_FP,  # matmul, mm, bmm, baddbmm, addmm, scaled_dot_product_attention, RNN cells
+    "Gemm": LOWER_PRECISION_FP,  # linear
+    "Conv": LOWER_PRECISION_FP,  # conv1d, conv2d, conv3d
+    "ConvTranspose": LOWER_PRECISION_FP,  # conv_transpose1d, conv_transpose2d, conv_transpose3d
+    "Einsum": LOWER_PRECISION_FP,  # einsum (on CPU through its bmm)
+    "PRelu": LOWER_PRECISION_FP,  # prelu
+}
+_PROMOTE_EVERYWHERE = {
+    "Concat": PROMOTE,  # cat, stack
+    "ScatterElements": PROMOTE,  # index_copy, scatter_add
+    "ScatterND": PROMOTE,  # index_put
+}
+
+AUTOCAST_OPS: dict[str, dict[str, str]] = {
+    # PyTorch's CPU lists: few float32 ops (softmax, exp, sum, layer_norm keep the input's dtype on CPU).
+    "cpu": {
+        **_LOWER_PRECISION_EVERYWHERE,
+        **_PROMOTE_EVERYWHERE,
+        "ReduceProd": FP32,  # prod
+        "GridSample": FP32,  # grid_sampler
+        "MaxUnpool": FP32,  # max_unpool2d, max_unpool3d
+        "DFT": FP32,  # fft_*
+        "STFT": FP32,  # stft
+        "Det": FP32,  # linalg_det
+    },
+    # PyTorch's CUDA lists: transcendental functions, softmax, sums and norms run in float32.
+    "cuda": {
+        **_LOWER_PRECISION_EVERYWHERE,
+        **_PROMOTE_EVERYWHERE,
+        "GridSample": PROMOTE,  # grid_sampler
+        "Acos": FP32,
+        "Asin": FP32,
+        "Cosh": FP32,
+        "Sinh": FP32,
+        "Tan": FP32,
+        "Exp": FP32,  # exp, expm1
+        "Log": FP32,  # log, log10, log2, log1p
+        "Reciprocal": FP32,  # reciprocal, rsqrt
+        "Pow": FP32,  # pow
+        "Softplus": FP32,  # softplus
+        "LayerNormalization": FP32,  # layer_norm
+        "GroupNormalization": FP32,  # group_norm
+        "ReduceL1": FP32,  # norm(p=1)
+        "ReduceL2": FP32,  # norm, frobenius_norm, linalg_vector_norm
+        "ReduceLogSumExp": FP32,  # logsumexp
+        "Softmax": FP32,  # softmax
+        "LogSoftmax": FP32,  # log_softmax
+        "CumSum": FP32,  # cumsum
+        "ReduceSum": FP32,  # sum
+        "ReduceProd": FP32,  # prod
+    },
+}
+
+# Losses (every device type), by the grad_fn name of the op that reduces them.
+_FP32_LOSSES = {
+    name: FP32
+    for name in (
+        "MseLossBackward0",
+        "L1LossBackward0",
+        "SmoothL1LossBackward0",
+        "HuberLossBackward0",
+        "NllLossBackward0",  # nll_loss, cross_entropy
+        "KlDivBackward0",
+        "BinaryCrossEntropyBackward0",
+        "BinaryCrossEntropyWithLogitsBackward0",
+        "PoissonNllLossBackward0",
+        "CosineEmbeddingLossBackward0",
+        "SoftMarginLossBackward0",
+        "MultiMarginLossBackward0",
+        "MultilabelMarginLossBackward0",
+        "CtcLossBackward0",
+    )
+}
+AUTOCAST_NAMED_OPS: dict[str, dict[str, str]] = {"cpu": _FP32_LOSSES, "cuda": _FP32_LOSSES}
+
+
+def policy_for(device_type: str, op_type: str, name: str | None = None) -> str | None:
+    """The autocast policy of an op recorded on ``device_type`` tensors, or None (left as it is).
+
+    Args:
+        device_type: "cpu" or "cuda".
+        op_type: the ONNX op type (default domain).
+        name: the ``grad_fn`` name the op is recorded with, if any (losses are found by it).
+
+    Returns:
+        ``LOWER_PRECISION_FP``, ``FP32``, ``PROMOTE`` or None.
+
+    Example::
+
+        >>> policy_for("cuda", "Softmax")
+        'fp32'
+    """
+    if name is not None:
+        policy = AUTOCAST_NAMED_OPS[device_type].get(name)
+        if policy is not None:
+            return policy
+    return AUTOCAST_OPS[device_type].get(op_type)
