@@ -440,6 +440,18 @@ from .export.checkpoint import load, save  # noqa: E402
 from . import nn, optim  # noqa: E402
 from . import backend, import_  # noqa: E402
 from . import profiler  # noqa: E402
+from . import amp  # noqa: E402
+from .amp import (  # noqa: E402
+    autocast,
+    clear_autocast_cache,
+    get_autocast_dtype,
+    is_autocast_available,
+    is_autocast_cache_enabled,
+    is_autocast_enabled,
+    set_autocast_cache_enabled,
+    set_autocast_dtype,
+    set_autocast_enabled,
+)
 from .compile import compile  # noqa: E402,A001
 
 # torch's top-level forms of nn.functional ops and of in-place methods (l5-tensor-api; docs/api_status.md)
