@@ -33,6 +33,10 @@ from .fake_quantize import (
     fake_quantize_per_channel_affine,
     fake_quantize_per_tensor_affine,
 )
+from .post_training import quantize_dynamic, quantize_static
+from .qat import DeQuantStub, QuantStub, convert, prepare_qat, propagate_qconfig_
+from .qconfig import QConfig, default_qat_qconfig, get_default_qat_qconfig
+from . import qat
 from .observer import (
     MinMaxObserver,
     MovingAverageMinMaxObserver,
@@ -42,6 +46,17 @@ from .observer import (
 )
 
 __all__ = [
+    "quantize_dynamic",
+    "quantize_static",
+    "prepare_qat",
+    "convert",
+    "propagate_qconfig_",
+    "QuantStub",
+    "DeQuantStub",
+    "QConfig",
+    "default_qat_qconfig",
+    "get_default_qat_qconfig",
+    "qat",
     "QuantizedDType",
     "qint8",
     "quint8",

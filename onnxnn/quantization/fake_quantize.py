@@ -179,7 +179,8 @@ def fake_quantize_per_channel_affine(
     Example::
 
         >>> w = onnxnn.randn(4, 3)
-        >>> fake_quantize_per_channel_affine(w, onnxnn.full((4,), 0.1), onnxnn.zeros(4, dtype=onnxnn.int32), 0, -128, 127)
+        >>> scale, zero_point = onnxnn.full((4,), 0.1), onnxnn.zeros(4, dtype=onnxnn.int32)
+        >>> fake_quantize_per_channel_affine(w, scale, zero_point, 0, -128, 127)
     """
     _check_input(input, "fake_quantize_per_channel_affine")
     _check_range(quant_min, quant_max)
@@ -188,11 +189,11 @@ def fake_quantize_per_channel_affine(
     axis %= input.dim()
     channels = input.shape[axis]
     for name, value in (("scale", scale), ("zero_point", zero_point)):
-        size = value.numel() if isinstance(value, Tensor) else np.size(value)
-        if np.ndim(value) > 1 if not isinstance(value, Tensor) else value.dim() > 1 or size != channels:
+        shape = tuple(value.shape) if isinstance(value, Tensor) else np.shape(value)
+        if len(shape) != 1 or shape[0] != channels:
             raise RuntimeError(
                 f"fake_quantize_per_channel_affine: {name} must be 1-D with {channels} entries "
-                f"(input.shape[{axis}]), got {tuple(value.shape) if isinstance(value, Tensor) else np.shape(value)}"
+                f"(input.shape[{axis}]), got shape {shape}"
             )
     return _FakeQuantizeFunction.apply(input, scale, zero_point, int(quant_min), int(quant_max), axis)
 
