@@ -57,6 +57,9 @@ class ObserverBase(Module):
     """
 
     _schemes: tuple[str, ...] = _PER_TENSOR
+    # The running extremes, buffers registered by each subclass (0-d, or 1-D per channel).
+    min_val: Tensor
+    max_val: Tensor
 
     def __init__(
         self,

@@ -137,7 +137,8 @@ def _import(path: str) -> GraphModule:
     quantized = from_onnx(onnx.load(path))
     # A quantized model is for inference, as PyTorch's quantized modules: nothing asks for gradients.
     quantized.requires_grad_(False)
-    return quantized.eval()
+    quantized.eval()
+    return quantized
 
 
 def _check_inplace(inplace: bool) -> None:

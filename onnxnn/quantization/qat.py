@@ -11,6 +11,7 @@ PyTorch's (``fc.weight_fake_quant.scale``, ``fc.activation_post_process.zero_poi
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 from .. import nn
 from ..nn.modules.module import Module
@@ -188,7 +189,7 @@ def propagate_qconfig_(module: Module, qconfig_dict: dict | None = None) -> None
 def _swap(module: Module, mapping: dict[type, type]) -> None:
     for name, child in list(module.named_children()):
         qconfig = getattr(child, "qconfig", None)
-        target = mapping.get(type(child))
+        target: Any = mapping.get(type(child))  # a QAT class with from_float
         if qconfig is not None and target is not None:
             setattr(module, name, target.from_float(child, qconfig))
             continue
@@ -240,9 +241,8 @@ def convert(module: Module, mapping: dict | None = None, inplace: bool = False) 
 
     onnxnn has no integer modules of its own: the converted model still computes with
     fake-quantized floats, and ``export.to_onnx`` writes it as a QDQ model (a QuantizeLinear ->
-    DequantizeLinear pair per quantized value, weights included) that onnxruntime runs with int8
-    kernels. :func:`~onnxnn.quantization.quantize_static` imports such a file back if a Module
-    running the integer graph is wanted.
+    DequantizeLinear pair per quantized value, weights included, weights stored in float) that
+    onnxruntime runs with int8 kernels.
 
     Args:
         module: a model prepared by :func:`prepare_qat` and trained.
