@@ -1,0 +1,227 @@
+"""fake_quantize_per_tensor_affine / per_channel_affine against the numpy formula, exactly, on both
+executors; the straight-through gradient against its mask (and torch when installed); observers'
+and FakeQuantize's scale and zero point against PyTorch's formulas written in numpy.
+
+The expected values are ``(clip(rint(x / scale) + zero_point, quant_min, quant_max) - zero_point) * scale``
+evaluated in float32, the same IEEE operations QuantizeLinear and DequantizeLinear specify: equal bit
+for bit, no tolerance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onnxnn
+from onnxnn.export import to_onnx
+from onnxnn.quantization import (
+    FakeQuantize,
+    MinMaxObserver,
+    MovingAverageMinMaxObserver,
+    MovingAveragePerChannelMinMaxObserver,
+    disable_observer,
+    fake_quantize_per_channel_affine,
+    fake_quantize_per_tensor_affine,
+    quint8,
+)
+
+
+def expected_fake_quantize(x, scale, zero_point, quant_min, quant_max):
+    scale = np.float32(scale)
+    levels = np.clip(np.rint(x / scale) + zero_point, quant_min, quant_max)
+    return ((levels - zero_point) * scale).astype(np.float32)
+
+
+def straight_through_mask(x, scale, zero_point, quant_min, quant_max):
+    levels = np.rint(x / np.float32(scale)) + zero_point
+    return ((levels >= quant_min) & (levels <= quant_max)).astype(np.float32)
+
+
+def sample(shape=(4, 25)):
+    # Spread wide enough that every case clamps on both sides.
+    return (np.random.default_rng(0).standard_normal(shape) * 3).astype(np.float32)
+
+
+# scale, zero_point, quant_min, quant_max: full 8-bit ranges, grids narrower than their storage
+# type (clipped before QuantizeLinear), and a 16-bit grid.
+PER_TENSOR_CASES = [
+    pytest.param(0.05, 0, -128, 127, id="qint8"),
+    pytest.param(0.02, 128, 0, 255, id="quint8"),
+    pytest.param(0.03, 10, 0, 127, id="quint8-reduce-range"),
+    pytest.param(0.025, 0, -127, 127, id="symmetric-127"),
+    pytest.param(0.25, -3, -8, 7, id="4-bit"),
+    pytest.param(1e-4, 5, -32768, 32767, id="16-bit"),
+]
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("scale, zero_point, quant_min, quant_max", PER_TENSOR_CASES)
+def test_per_tensor_values_and_gradient_equal_the_formula(executor, scale, zero_point, quant_min, quant_max):
+    data = sample()
+    with onnxnn.set_executor(executor):
+        x = onnxnn.tensor(data, requires_grad=True)
+        y = fake_quantize_per_tensor_affine(x, scale, zero_point, quant_min, quant_max)
+        y.backward(onnxnn.ones_like(y))
+        np.testing.assert_array_equal(
+            y.detach().numpy(), expected_fake_quantize(data, scale, zero_point, quant_min, quant_max)
+        )
+        mask = straight_through_mask(data, scale, zero_point, quant_min, quant_max)
+        assert 0 < mask.sum() < mask.size  # some values pass, some are clamped
+        np.testing.assert_array_equal(x.grad.numpy(), mask)
+
+
+def test_tensor_scale_and_zero_point_and_float64_input():
+    data = sample().astype(np.float64)
+    x = onnxnn.tensor(data)
+    y = fake_quantize_per_tensor_affine(x, onnxnn.tensor([0.1]), onnxnn.tensor([3], dtype=onnxnn.int32), 0, 255)
+    assert y.dtype == onnxnn.float64
+    expected = expected_fake_quantize(data.astype(np.float32), 0.1, 3, 0, 255)
+    np.testing.assert_array_equal(y.numpy(), expected.astype(np.float64))
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_per_channel_values_and_gradient(axis):
+    data = sample((3, 4, 5))
+    channels = data.shape[axis]
+    scale = np.linspace(0.05, 0.4, channels).astype(np.float32)
+    zero_point = np.arange(channels, dtype=np.int32) * 20
+    x = onnxnn.tensor(data, requires_grad=True)
+    y = fake_quantize_per_channel_affine(x, onnxnn.tensor(scale), onnxnn.tensor(zero_point), axis, 0, 255)
+    y.sum().backward()
+    shape = [1] * data.ndim
+    shape[axis] = channels
+    scale_b, zero_point_b = scale.reshape(shape), zero_point.reshape(shape)
+    np.testing.assert_array_equal(y.detach().numpy(), expected_fake_quantize(data, scale_b, zero_point_b, 0, 255))
+    np.testing.assert_array_equal(x.grad.numpy(), straight_through_mask(data, scale_b, zero_point_b, 0, 255))
+
+
+def test_records_a_quantize_dequantize_pair():
+    class FakeQuantized(onnxnn.nn.Module):
+        def forward(self, x):
+            return fake_quantize_per_tensor_affine(x, 0.1, 0, -128, 127)
+
+    ops = [node.op_type for node in to_onnx(FakeQuantized(), (onnxnn.randn(2, 3),)).graph.node]
+    assert ops.count("QuantizeLinear") == 1 and ops.count("DequantizeLinear") == 1
+    assert ops.index("QuantizeLinear") < ops.index("DequantizeLinear")
+
+
+@pytest.mark.parametrize("scale, zero_point, quant_min, quant_max", PER_TENSOR_CASES[:4])
+def test_matches_torch(scale, zero_point, quant_min, quant_max):
+    torch = pytest.importorskip("torch")
+    data = sample()
+    # torch multiplies by 1/scale where ONNX divides: the two can round apart only at exact ties
+    # of x / scale, which the comparison leaves out.
+    away_from_ties = np.abs(np.abs(data / np.float32(scale)) % 1 - 0.5) > 1e-3
+    reference = torch.tensor(data, requires_grad=True)
+    expected = torch.fake_quantize_per_tensor_affine(reference, scale, zero_point, quant_min, quant_max)
+    expected.sum().backward()
+    x = onnxnn.tensor(data, requires_grad=True)
+    y = fake_quantize_per_tensor_affine(x, scale, zero_point, quant_min, quant_max)
+    y.sum().backward()
+    np.testing.assert_array_equal(y.detach().numpy()[away_from_ties], expected.detach().numpy()[away_from_ties])
+    np.testing.assert_array_equal(x.grad.numpy()[away_from_ties], reference.grad.numpy()[away_from_ties])
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda x: fake_quantize_per_tensor_affine(x, 0.1, 0, 5, 5), ValueError, "quant_min must be strictly less"),
+        (lambda x: fake_quantize_per_tensor_affine(x, 0.1, 0, 10, -10), ValueError, "quant_min must be strictly less"),
+        (lambda x: fake_quantize_per_tensor_affine(x, 0.1, 300, 0, 255), ValueError, "zero_point 300"),
+        (lambda x: fake_quantize_per_tensor_affine(x, 0.1, 0, 0, 70000), ValueError, "fits no type"),
+        (lambda x: fake_quantize_per_tensor_affine(x.long(), 0.1, 0, 0, 255), TypeError, "floating point"),
+        (
+            lambda x: fake_quantize_per_channel_affine(x, onnxnn.ones(3), onnxnn.zeros(3), 0, 0, 255),
+            RuntimeError,
+            "4 entries",
+        ),
+        (
+            lambda x: fake_quantize_per_channel_affine(x, onnxnn.ones(4), onnxnn.zeros(4), 2, 0, 255),
+            IndexError,
+            "axis 2",
+        ),
+        (lambda x: FakeQuantize(quant_min=3, quant_max=3), ValueError, "quant_min must be strictly less"),
+        (lambda x: MinMaxObserver(dtype="qint4"), ValueError, "unsupported quantized dtype 'qint4'"),
+        (lambda x: MinMaxObserver(dtype=onnxnn.float32), ValueError, "unsupported quantized dtype"),
+        (lambda x: MinMaxObserver(dtype="quint8", quant_min=0, quant_max=300), ValueError, "does not fit"),
+    ],
+)
+def test_errors(call, error, match):
+    with pytest.raises(error, match=match):
+        call(onnxnn.randn(4, 5))
+
+
+# ---------------------------------------------------------------- observers and FakeQuantize
+
+
+def affine_qparams(low, high, quant_min, quant_max):
+    low, high = min(low, 0.0), max(high, 0.0)
+    scale = max((high - low) / (quant_max - quant_min), np.finfo(np.float32).eps)
+    return np.float32(scale), int(np.clip(quant_min - np.rint(low / np.float32(scale)), quant_min, quant_max))
+
+
+def test_min_max_observer_affine_parameters():
+    observer = MinMaxObserver(dtype=quint8)
+    first, second = sample(), sample((2, 3)) * 4
+    observer(onnxnn.tensor(first))
+    observer(onnxnn.tensor(second))
+    low, high = min(first.min(), second.min()), max(first.max(), second.max())
+    assert observer.min_val.item() == np.float32(low) and observer.max_val.item() == np.float32(high)
+    scale, zero_point = observer.calculate_qparams()
+    expected_scale, expected_zero_point = affine_qparams(low, high, 0, 255)
+    np.testing.assert_allclose(scale.item(), expected_scale, rtol=1e-6)
+    assert zero_point.item() == expected_zero_point
+
+
+@pytest.mark.parametrize("dtype, zero_point", [("qint8", 0), ("quint8", 128)])
+def test_symmetric_parameters(dtype, zero_point):
+    observer = MinMaxObserver(dtype=dtype, qscheme="per_tensor_symmetric")
+    data = sample()
+    observer(onnxnn.tensor(data))
+    scale, point = observer.calculate_qparams()
+    np.testing.assert_allclose(scale.item(), np.abs(data).max() / 127.5, rtol=1e-6)
+    assert point.item() == zero_point
+
+
+def test_moving_average_observer_follows_the_average():
+    observer = MovingAverageMinMaxObserver(averaging_constant=0.25)
+    first, second = sample(), sample((2, 3)) * 4
+    observer(onnxnn.tensor(first))
+    observer(onnxnn.tensor(second))
+    expected_min = first.min() + 0.25 * (second.min() - first.min())
+    np.testing.assert_allclose(observer.min_val.item(), expected_min, rtol=1e-6)
+
+
+def test_per_channel_observer():
+    observer = MovingAveragePerChannelMinMaxObserver(ch_axis=1, dtype="qint8", qscheme="per_channel_symmetric")
+    data = sample((2, 3, 4))
+    observer(onnxnn.tensor(data))
+    np.testing.assert_array_equal(observer.max_val.numpy(), data.max(axis=(0, 2)))
+    scale, zero_point = observer.calculate_qparams()
+    np.testing.assert_allclose(scale.numpy(), np.abs(data).max(axis=(0, 2)) / 127.5, rtol=1e-6)
+    np.testing.assert_array_equal(zero_point.numpy(), 0)
+
+
+def test_fake_quantize_observes_then_freezes():
+    fake_quant = FakeQuantize(observer=MinMaxObserver, quant_min=0, quant_max=255, dtype=quint8)
+    data = sample()
+    y = fake_quant(onnxnn.tensor(data))
+    scale, zero_point = affine_qparams(data.min(), data.max(), 0, 255)
+    np.testing.assert_allclose(fake_quant.scale.numpy(), [scale], rtol=1e-6)
+    assert fake_quant.zero_point.numpy().tolist() == [zero_point]
+    frozen = fake_quant.scale.numpy().copy()
+    np.testing.assert_array_equal(y.numpy(), expected_fake_quantize(data, frozen[0], zero_point, 0, 255))
+    fake_quant.apply(disable_observer)
+    fake_quant(onnxnn.tensor(data * 10))
+    np.testing.assert_array_equal(fake_quant.scale.numpy(), frozen)
+    fake_quant.disable_fake_quant()
+    np.testing.assert_array_equal(fake_quant(onnxnn.tensor(data)).numpy(), data)
+    keys = list(fake_quant.state_dict())
+    assert keys == [
+        "fake_quant_enabled",
+        "observer_enabled",
+        "scale",
+        "zero_point",
+        "activation_post_process.min_val",
+        "activation_post_process.max_val",
+    ]
