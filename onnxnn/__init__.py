@@ -441,6 +441,8 @@ from . import nn, optim  # noqa: E402
 from . import backend, import_  # noqa: E402
 from . import profiler  # noqa: E402
 from . import amp  # noqa: E402
+from . import quantization  # noqa: E402
+from .quantization import qint8, qint32, quint8  # noqa: E402
 from .amp import (  # noqa: E402
     autocast,
     clear_autocast_cache,

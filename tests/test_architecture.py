@@ -55,6 +55,11 @@ def _package_of(module: str) -> str:
     return candidate if candidate in LAYER_OF else "onnxnn"
 
 
+def _is_module(name: str) -> bool:
+    path = ROOT.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
 def _imports(path: Path):
     """``(imported module, line, inside a function)`` for each import of an onnxnn module."""
     module = _module_name(path)
@@ -74,7 +79,10 @@ def _imports(path: Path):
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            names = [target]
+            # ``from .. import nn`` imports the subpackage onnxnn.nn, not the package above it
+            names = [
+                f"{target}.{alias.name}" if _is_module(f"{target}.{alias.name}") else target for alias in node.names
+            ]
         else:
             continue
         for name in names:
