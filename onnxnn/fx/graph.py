@@ -187,7 +187,11 @@ class Graph:
         return self.create_node("call_module", module_name, args, kwargs, type_expr=type_expr)
 
     def call_function(
-        self, the_function: Callable[..., Any], args: tuple | None = None, kwargs: dict | None = None, type_expr: Any = None
+        self,
+        the_function: Callable[..., Any],
+        args: tuple | None = None,
+        kwargs: dict | None = None,
+        type_expr: Any = None,
     ) -> Node:
         """A ``call_function`` node calling ``the_function`` (``operator.add``, ``onnxnn.relu``, ...)."""
         return self.create_node("call_function", the_function, args, kwargs, type_expr=type_expr)
@@ -331,7 +335,10 @@ class Graph:
                 if not hasattr(owner, part):
                     walked = ".".join(node.target.split(".")[:depth])
                     kind = "module" if node.op == "call_module" else "attribute"
-                    raise RuntimeError(f"Node {node} target {node.target} references nonexistent {kind} {part} of {walked or 'the root'}")
+                    raise RuntimeError(
+                        f"Node {node} target {node.target} references nonexistent {kind} {part} "
+                        f"of {walked or 'the root'}"
+                    )
                 owner = getattr(owner, part)
 
     # ------------------------------------------------------------------------ printing
@@ -350,7 +357,13 @@ class Graph:
         """Prints one row per node: opcode, name, target, args and kwargs, in aligned columns."""
         header = ("opcode", "name", "target", "args", "kwargs")
         rows = [
-            (node.op, node.name, _qualified_name(node.target), _format_argument(node.args), _format_argument(node.kwargs))
+            (
+                node.op,
+                node.name,
+                _qualified_name(node.target),
+                _format_argument(node.args),
+                _format_argument(node.kwargs),
+            )
             for node in self.nodes
         ]
         widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]

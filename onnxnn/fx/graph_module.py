@@ -105,7 +105,9 @@ class GraphModule(Module):
         elif isinstance(root, dict):
             for target in dict.fromkeys(targets):
                 if target not in root:
-                    raise RuntimeError(f"Node {target} referenced target {target} but that target was not provided in root!")
+                    raise RuntimeError(
+                        f"Node {target} referenced target {target} but that target was not provided in root!"
+                    )
                 self._install(target, root[target])
         else:
             raise RuntimeError(f"Unsupported type {root} passed for root!")

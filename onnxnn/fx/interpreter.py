@@ -111,7 +111,9 @@ class Interpreter:
         except StopIteration:
             if args:
                 return args[0]
-            raise RuntimeError(f"Expected positional argument for parameter {target}, but one was not passed in!") from None
+            raise RuntimeError(
+                f"Expected positional argument for parameter {target}, but one was not passed in!"
+            ) from None
 
     def get_attr(self, target: Target, args: tuple, kwargs: dict) -> Any:
         """The module attribute at the dotted path ``target``."""
@@ -155,7 +157,9 @@ class Interpreter:
 
         def value_of(node: Node) -> Any:
             if node not in self.env:
-                raise RuntimeError(f"Node {n} referenced nonexistent value {node}! Run Graph.lint() to diagnose such issues")
+                raise RuntimeError(
+                    f"Node {n} referenced nonexistent value {node}! Run Graph.lint() to diagnose such issues"
+                )
             return self.env[node]
 
         return map_arg(args, value_of)
@@ -184,7 +188,9 @@ class Transformer(Interpreter):
         self.tracer.root = module
 
     def _proxy(self, op: str, target: Target, args: tuple, kwargs: dict, name: str | None = None) -> Proxy:
-        node = self.new_graph.create_node(op, target, self.tracer.create_arg(args), self.tracer.create_arg(kwargs), name)
+        node = self.new_graph.create_node(
+            op, target, self.tracer.create_arg(args), self.tracer.create_arg(kwargs), name
+        )
         if self.current_node is not None:
             node.meta = dict(self.current_node.meta)
         return Proxy(node, self.tracer)

@@ -114,9 +114,11 @@ class Node:
         if op not in OPCODES:
             raise ValueError(f"Node op must be one of {OPCODES[:-1]}, got {op!r}")
         if op == "call_function" and not callable(target):
-            raise ValueError(f"Node [graph = {graph}, name = '{name}'] target {target} has type {type(target)} but a Callable is expected")
+            raise ValueError(
+                f"Node '{name}': target {target} has type {type(target).__name__} but a Callable is expected"
+            )
         if op in ("placeholder", "get_attr", "call_module", "call_method", "output") and not isinstance(target, str):
-            raise ValueError(f"Node [graph = {graph}, name = '{name}'] target {target} has type {type(target)} but a str is expected")
+            raise ValueError(f"Node '{name}': target {target} has type {type(target).__name__} but a str is expected")
         self.graph = graph
         self.name = name
         self.op = op
@@ -223,7 +225,10 @@ class Node:
         """
         if propagate_meta:
             if replace_with.meta:
-                raise RuntimeError("Called node.replace_all_uses_with(replace_with, propagate_meta=True), but replace_with already has .meta keys")
+                raise RuntimeError(
+                    "Called node.replace_all_uses_with(replace_with, propagate_meta=True), "
+                    "but replace_with already has .meta keys"
+                )
             replace_with.meta.update(self.meta)
         changed = [user for user in list(self.users) if delete_user_cb(user)]
         for user in changed:

@@ -97,8 +97,8 @@ class Attribute(Proxy):
         self.tracer = root.tracer
         self._node: Node | None = None
 
-    @property  # type: ignore[override]
-    def node(self) -> Node:
+    @property
+    def node(self) -> Node:  # type: ignore[override]
         # Recorded on first use as a value: ``x.relu()`` needs no getattr node, ``x.shape`` does.
         if self._node is None:
             self._node = self.tracer.create_proxy("call_function", builtins.getattr, (self.root, self.attr), {}).node

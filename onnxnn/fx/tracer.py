@@ -40,8 +40,6 @@ _TENSOR_OPERATORS = (
     "eq", "ne", "lt", "le", "gt", "ge",
 )  # fmt: skip
 
-_ACTIVE_TRACERS: list[Tracer] = []
-
 
 def wrap(fn_or_name: str | Callable[..., Any]) -> str | Callable[..., Any]:
     """Makes a module-level function a leaf of tracing: calls with Proxies record ``call_function``.
@@ -197,21 +195,19 @@ class Tracer:
             return self._tensor_attribute(a).node
         if isinstance(a, Module):
             raise NotImplementedError(f"a Module ({type(a).__name__}) cannot be an argument of a traced operation")
-        if a is None or a is Ellipsis or isinstance(a, (bool, int, float, complex, str, range)):
-            return a
-        return a  # dtypes, devices and other plain values are stored as they are
+        return a  # None, numbers, strings, dtypes, devices: stored as they are
 
     def _tensor_attribute(self, tensor: Tensor) -> Proxy:
         """A ``get_attr`` proxy for a tensor: its parameter/buffer name, or a new root constant."""
         if not self.tensor_attrs:
-            for name, value in self.root.named_parameters(remove_duplicate=False):
-                self.tensor_attrs.setdefault(id(value), name)
-            for name, value in self.root.named_buffers(remove_duplicate=False):
-                self.tensor_attrs.setdefault(id(value), name)
+            for qualified, parameter in self.root.named_parameters(remove_duplicate=False):
+                self.tensor_attrs.setdefault(id(parameter), qualified)
+            for qualified, buffer in self.root.named_buffers(remove_duplicate=False):
+                self.tensor_attrs.setdefault(id(buffer), qualified)
         cached = self._attribute_proxies.get(id(tensor))
         if cached is not None:
             return cached
-        name = self.tensor_attrs.get(id(tensor))
+        name: str | None = self.tensor_attrs.get(id(tensor))
         if name is None:
             # A tensor built in forward or held as a plain attribute: kept on the root, as torch.fx does.
             name = f"_tensor_constant{self._constant_count}"
@@ -281,14 +277,12 @@ class Tracer:
         self.tensor_attrs, self._attribute_proxies, self._module_paths = {}, {}, None
         args, kwargs = self._placeholders(function, bound_self, concrete_args or {})
         patcher = _Patcher()
-        _ACTIVE_TRACERS.append(self)
         try:
             self._patch(patcher, getattr(function, "__globals__", {}))
             result = function(*bound_self, *args, **kwargs)
             self.create_node("output", "output", (self.create_arg(result),), {})
         finally:
             patcher.restore()
-            _ACTIVE_TRACERS.pop()
         return self.graph
 
     def _placeholders(self, function: Callable[..., Any], bound_self: tuple, concrete: dict) -> tuple[list, dict]:

@@ -26,6 +26,12 @@ def _extract(value: Any) -> Any:
     return value
 
 
+def _leaves(value: Any) -> list[Any]:
+    found: list[Any] = []
+    map_aggregate(value, found.append)
+    return found
+
+
 class ShapeProp(Interpreter):
     """Sets ``node.meta["tensor_meta"]`` (and ``meta["type"]``) for every node of a GraphModule.
 
@@ -39,10 +45,9 @@ class ShapeProp(Interpreter):
 
     def run_node(self, n: Node) -> Any:
         result = super().run_node(n)
-        found: list[bool] = []
-        meta = map_aggregate(result, lambda value: found.append(True) or _extract(value) if isinstance(value, Tensor) else value)
-        if found:
-            n.meta["tensor_meta"] = meta
+        holds_tensor = any(isinstance(leaf, Tensor) for leaf in _leaves(result))
+        if holds_tensor:
+            n.meta["tensor_meta"] = map_aggregate(result, _extract)
         n.meta["type"] = type(result)
         return result
 
