@@ -12,8 +12,8 @@ Example::
     >>> gm = fx.symbolic_trace(nn.Sequential(nn.Linear(4, 4), nn.ReLU()))
     >>> print(gm.code)
     def forward(self, input):
-        _0 = getattr(self, "0")(input)
-        _1 = getattr(self, "1")(_0)
+        _0 = getattr(self, '0')(input)
+        _1 = getattr(self, '1')(_0)
         return _1
 """
 
@@ -24,6 +24,7 @@ from .graph_module import GraphModule
 from .interpreter import Interpreter, Transformer
 from .node import Node, map_arg
 from .proxy import Attribute, Proxy, TraceError
+from .subgraph_rewriter import replace_pattern
 from .tracer import Tracer, symbolic_trace, wrap
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "Tracer",
     "Transformer",
     "map_arg",
+    "replace_pattern",
     "symbolic_trace",
     "wrap",
 ]
