@@ -294,6 +294,25 @@ class Graph:
             copied.output(value, output_node.type).meta = copy.copy(output_node.meta)
         return copied
 
+    def __getstate__(self) -> dict:
+        # Pickled as a flat list in order (each node's inputs already pickled: no deep recursion);
+        # the owning module is not part of a graph's value.
+        state = {key: value for key, value in self.__dict__.items() if key not in ("_root", "_insert")}
+        state["owning_module"] = None
+        state["_node_list"] = list(self.nodes)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        nodes = state.pop("_node_list")
+        self.__dict__.update(state)
+        self._root = Node(self, "", "root", "", (), {})
+        self._insert = self._root.prepend
+        for node in nodes:
+            self._root.prepend(node)
+        for node in nodes:
+            for input_node in node._input_nodes:
+                input_node.users.setdefault(node)
+
     # ------------------------------------------------------------------------ checking
     def lint(self) -> None:
         """Checks the graph's consistency; raises RuntimeError naming the first problem found.

@@ -81,13 +81,11 @@ class GraphModule(Module):
     def __new__(cls, *args: Any, **kwargs: Any) -> GraphModule:
         # A class of its own per instance: ``recompile`` sets ``forward`` on it (Module calls
         # ``type(self).forward`` through ``self.forward``) without changing other GraphModules.
-        for base in cls.__mro__:
-            if base.__name__ == "GraphModuleImpl":
-                cls = base.__bases__[0]
-                break
+        if "_fx_per_instance" in vars(cls):
+            cls = cls.__bases__[0]
 
         class GraphModuleImpl(cls):  # type: ignore[valid-type, misc]
-            pass
+            _fx_per_instance = True
 
         return super().__new__(GraphModuleImpl)
 
@@ -232,5 +230,21 @@ class GraphModule(Module):
         result.graph = copy.deepcopy(self.__dict__["_graph"], memo)
         return result
 
+    def __reduce__(self) -> tuple:
+        # The per-instance class cannot be pickled by name: rebuild from the base class and the graph.
+        state = {key: value for key, value in self.__dict__.items() if key not in ("_graph", "_code")}
+        state.pop("_compiled_call_impl", None)
+        return (_rebuild, (type(self).__bases__[0], type(self).__name__, state, self.__dict__["_graph"]))
+
     def __copy__(self) -> GraphModule:
         return GraphModule(self, copy.deepcopy(self.graph), type(self).__name__)
+
+
+def _rebuild(base: type, class_name: str, state: dict, graph: Graph) -> GraphModule:
+    """Unpickles a GraphModule: its state restored, ``forward`` regenerated from ``graph``."""
+    result = GraphModule.__new__(base)
+    Module.__init__(result)
+    result.__dict__.update(state)
+    type(result).__name__ = type(result).__qualname__ = class_name
+    result.graph = graph
+    return result

@@ -257,6 +257,15 @@ class Node:
             return bool(getattr(module, "_is_impure", False))
         return False
 
+    def __getstate__(self) -> dict:
+        # Links and users are rebuilt by Graph.__setstate__ from the node order and the arguments.
+        return {key: value for key, value in self.__dict__.items() if key not in ("_prev", "_next", "users")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._prev = self._next = self
+        self.users = {}
+
     # ------------------------------------------------------------------------ printing
     def format_node(self) -> str:
         """One readable line: ``%name : [num_users=N] = op[target=...](args = ..., kwargs = ...)``."""

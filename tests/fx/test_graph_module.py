@@ -101,3 +101,16 @@ def test_modules_added_and_removed_after_tracing():
         out = gm(x)
     assert out.shape == (1, 3)
     gm.graph.lint()
+
+
+def test_a_graph_module_pickles_and_runs_after_loading():
+    import pickle
+
+    gm = fx.symbolic_trace(SmallCnn().eval())
+    loaded = pickle.loads(pickle.dumps(gm))
+    assert type(loaded).__name__ == "SmallCnn" and loaded.code == gm.code
+    assert [n.name for n in loaded.graph.nodes] == [n.name for n in gm.graph.nodes]
+    loaded.graph.lint()
+    x = onnxnn.randn(1, 2, 4, 4)
+    with onnxnn.no_grad():
+        np.testing.assert_array_equal(loaded(x).numpy(), gm(x).numpy())
