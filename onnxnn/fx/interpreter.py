@@ -14,7 +14,7 @@ from typing import Any, Iterator
 from ..nn.modules.module import Module
 from .graph import Graph
 from .graph_module import GraphModule
-from .node import Argument, Node, Target, map_aggregate, map_arg
+from .node import Argument, Node, Target, map_arg
 from .proxy import Proxy
 from .tracer import Tracer
 
@@ -216,7 +216,6 @@ class Transformer(Interpreter):
 
     def transform(self) -> GraphModule:
         """Runs the transformation and returns the new GraphModule."""
-        placeholders = [node for node in self.graph.nodes if node.op == "placeholder"]
         self.env = {}
         self.args_iter = iter(())
         result = None
@@ -225,7 +224,5 @@ class Transformer(Interpreter):
                 result = self.run_node(node)
                 break
             self.env[node] = self.run_node(node)
-        assert len([n for n in self.new_graph.nodes if n.op == "placeholder"]) == len(placeholders)
-        output = map_aggregate(result, lambda value: value.node if isinstance(value, Proxy) else value)
-        self.new_graph.output(self.tracer.create_arg(output) if not isinstance(output, Node) else output)
+        self.new_graph.output(self.tracer.create_arg(result))
         return GraphModule(self.module, self.new_graph, type(self.module).__name__)
