@@ -1,0 +1,1 @@
+"""Graph passes over ``onnxnn.fx`` GraphModules (``shape_prop``: shapes and dtypes of every node)."""

@@ -1,0 +1,381 @@
+"""``Tracer`` and ``symbolic_trace``: a Module's ``forward`` run on Proxies, recorded as a ``Graph``.
+
+While a trace runs, a few public callables are swapped for recording versions and always
+restored afterwards (even when tracing fails):
+
+* ``Module.__call__``: a call of a leaf module (onnxnn.nn's own layers) records ``call_module``;
+  other modules run their ``forward`` so that their operations are recorded one by one.
+* ``Module.__getattr__``: a parameter or buffer read in a traced ``forward`` records ``get_attr``.
+* the public functions of ``onnxnn`` and ``onnxnn.nn.functional`` (and those named by ``wrap``):
+  a call with a Proxy anywhere in its arguments records ``call_function``.
+* Tensor's binary operators return NotImplemented for a Proxy operand, so that ``tensor + proxy``
+  reaches ``Proxy.__radd__``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import types
+from collections import OrderedDict
+from typing import Any, Callable, Iterator
+
+from ..nn import functional as _functional
+from ..nn.modules.container import Sequential
+from ..nn.modules.module import Module
+from ..runtime.tensor import Tensor
+from .graph import Graph
+from .graph_module import GraphModule
+from .node import Argument, Node, map_aggregate
+from .proxy import Proxy, TraceError
+
+__all__ = ["Tracer", "symbolic_trace", "wrap"]
+
+# (globals dict, name) pairs registered by ``wrap``: patched for every trace.
+_WRAPPED: list[tuple[dict, str]] = []
+
+_TENSOR_OPERATORS = (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor", "lshift", "rshift",
+    "eq", "ne", "lt", "le", "gt", "ge",
+)  # fmt: skip
+
+
+def wrap(fn_or_name: str | Callable[..., Any]) -> str | Callable[..., Any]:
+    """Makes a module-level function a leaf of tracing: calls with Proxies record ``call_function``.
+
+    Call at module scope, with the function or its name; it must be a global of the calling module.
+
+    Example::
+
+        >>> def my_sqrt(x):
+        ...     return math.sqrt(x.shape[-1])
+        >>> fx.wrap("my_sqrt")
+    """
+    if callable(fn_or_name):
+        name = getattr(fn_or_name, "__name__", None)
+    elif isinstance(fn_or_name, str):
+        name = fn_or_name
+    else:
+        raise TypeError("wrap must be called with a function or a function's name")
+    if not isinstance(name, str) or name == "<lambda>":
+        raise TypeError("wrap: a function defined with def at module scope is needed (lambdas have no global name)")
+    frame = inspect.currentframe()
+    caller = frame.f_back if frame is not None else None
+    if caller is None or caller.f_code.co_name != "<module>":
+        raise NotImplementedError("wrap must be called at the top level of a module")
+    _WRAPPED.append((caller.f_globals, name))
+    return fn_or_name
+
+
+def _find_proxy(args: tuple, kwargs: dict) -> Proxy | None:
+    found: list[Proxy] = []
+    map_aggregate((args, kwargs), lambda leaf: found.append(leaf) if isinstance(leaf, Proxy) else None)
+    return found[0] if found else None
+
+
+def _recording(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function``, recording a ``call_function`` node when any argument is a Proxy."""
+
+    @functools.wraps(function)
+    def record_or_call(*args: Any, **kwargs: Any) -> Any:
+        proxy = _find_proxy(args, kwargs)
+        if proxy is None:
+            return function(*args, **kwargs)
+        return proxy.tracer.create_proxy("call_function", function, args, kwargs)
+
+    return record_or_call
+
+
+class _Patcher:
+    """Swaps attributes for the length of a trace and puts every one back on exit."""
+
+    def __init__(self) -> None:
+        self._saved: list[tuple[Any, str, Any, bool]] = []
+
+    def patch(self, owner: Any, name: str, replacement: Any) -> None:
+        is_dict = isinstance(owner, dict)
+        original = owner[name] if is_dict else owner.__dict__.get(name, _MISSING)
+        if is_dict:
+            owner[name] = replacement
+        else:
+            setattr(owner, name, replacement)
+        self._saved.append((owner, name, original, is_dict))
+
+    def restore(self) -> None:
+        while self._saved:
+            owner, name, original, is_dict = self._saved.pop()
+            if is_dict:
+                owner[name] = original
+            elif original is _MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+
+
+_MISSING = object()
+
+
+def _public_functions(namespace: Any) -> Iterator[tuple[str, Callable[..., Any]]]:
+    for name, value in list(vars(namespace).items()):
+        if not name.startswith("_") and isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
+            yield name, value
+
+
+class Tracer:
+    """Records a Module's ``forward`` as a ``Graph`` by running it on Proxies.
+
+    Override ``is_leaf_module`` to choose which submodules stay ``call_module`` nodes, or
+    ``create_proxy``/``create_node`` to annotate what is recorded.
+
+    Example::
+
+        >>> graph = fx.Tracer().trace(model)
+        >>> graph_module = fx.GraphModule(model, graph)
+    """
+
+    def __init__(self) -> None:
+        self.graph = Graph()
+        self.root: Module = Module()
+        self.module_stack: OrderedDict[str, tuple[str, type]] = OrderedDict()
+        self.tensor_attrs: dict[int, str] = {}
+        self._attribute_proxies: dict[int, Proxy] = {}
+        self._module_paths: dict[int, str] | None = None
+        self._constant_count = 0
+
+    # ------------------------------------------------------------------------ what becomes a node
+    def is_leaf_module(self, m: Module, module_qualified_name: str) -> bool:
+        """onnxnn.nn's own modules (but not Sequential) are leaves: recorded as ``call_module``."""
+        module_name = type(m).__module__ or ""
+        return module_name.startswith("onnxnn.nn") and not isinstance(m, Sequential)
+
+    def path_of_module(self, mod: Module) -> str:
+        """The qualified name of ``mod`` inside the root. Raises NameError for a foreign module."""
+        if self._module_paths is None:
+            self._module_paths = {id(module): name for name, module in self.root.named_modules(remove_duplicate=False)}
+        path = self._module_paths.get(id(mod))
+        if path is None:
+            raise NameError("module is not installed as a submodule")
+        return path
+
+    def create_node(
+        self, kind: str, target: Any, args: tuple, kwargs: dict, name: str | None = None, type_expr: Any = None
+    ) -> Node:
+        """Adds a node to the graph, its ``meta["nn_module_stack"]`` the modules being traced."""
+        node = self.graph.create_node(kind, target, args, kwargs, name, type_expr)
+        node.meta["nn_module_stack"] = OrderedDict(self.module_stack)
+        return node
+
+    def create_proxy(
+        self, kind: str, target: Any, args: tuple, kwargs: dict, name: str | None = None, type_expr: Any = None
+    ) -> Proxy:
+        """Records a node whose arguments are ``create_arg`` of ``args``/``kwargs``; returns its Proxy."""
+        node = self.create_node(kind, target, self.create_arg(args), self.create_arg(kwargs), name, type_expr)
+        return self.proxy(node)
+
+    def proxy(self, node: Node) -> Proxy:
+        return Proxy(node, self)
+
+    def create_arg(self, a: Any) -> Argument:
+        """Turns a traced value into a node argument: Proxies to nodes, tensors to ``get_attr``."""
+        if isinstance(a, Proxy):
+            return a.node
+        if isinstance(a, (tuple, list)):
+            converted = [self.create_arg(element) for element in a]
+            if isinstance(a, list):
+                return converted
+            return type(a)(*converted) if hasattr(a, "_fields") else tuple(converted)
+        if isinstance(a, dict):
+            if not all(isinstance(key, str) for key in a):
+                raise NotImplementedError(f"dict keys must be strings in traced arguments, got {list(a)}")
+            return {key: self.create_arg(value) for key, value in a.items()}
+        if isinstance(a, slice):
+            return slice(self.create_arg(a.start), self.create_arg(a.stop), self.create_arg(a.step))
+        if isinstance(a, Tensor):
+            return self._tensor_attribute(a).node
+        if isinstance(a, Module):
+            raise NotImplementedError(f"a Module ({type(a).__name__}) cannot be an argument of a traced operation")
+        return a  # None, numbers, strings, dtypes, devices: stored as they are
+
+    def _tensor_attribute(self, tensor: Tensor) -> Proxy:
+        """A ``get_attr`` proxy for a tensor: its parameter/buffer name, or a new root constant."""
+        if not self.tensor_attrs:
+            for qualified, parameter in self.root.named_parameters(remove_duplicate=False):
+                self.tensor_attrs.setdefault(id(parameter), qualified)
+            for qualified, buffer in self.root.named_buffers(remove_duplicate=False):
+                self.tensor_attrs.setdefault(id(buffer), qualified)
+        cached = self._attribute_proxies.get(id(tensor))
+        if cached is not None:
+            return cached
+        name: str | None = self.tensor_attrs.get(id(tensor))
+        if name is None:
+            # A tensor built in forward or held as a plain attribute: kept on the root, as torch.fx does.
+            name = f"_tensor_constant{self._constant_count}"
+            self._constant_count += 1
+            object.__setattr__(self.root, name, tensor)
+            self.tensor_attrs[id(tensor)] = name
+        proxy = self.create_proxy("get_attr", name, (), {})
+        self._attribute_proxies[id(tensor)] = proxy
+        return proxy
+
+    # ------------------------------------------------------------------------ control flow
+    def to_bool(self, obj: Proxy) -> bool:
+        raise TraceError(
+            "symbolically traced variables cannot be used as inputs to control flow "
+            f"(the value of {obj.node.name} is not known while tracing; pass it in concrete_args to specialize)"
+        )
+
+    def iter(self, obj: Proxy) -> Iterator[Proxy]:
+        raise TraceError(
+            "Proxy object cannot be iterated. This can be attempted when the Proxy is used in a loop "
+            "or as a *args or **kwargs function argument."
+        )
+
+    def keys(self, obj: Proxy) -> Any:
+        return self.create_proxy("call_method", "keys", (obj,), {})
+
+    # ------------------------------------------------------------------------ modules
+    def call_module(self, m: Module, forward: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        """A submodule call: a ``call_module`` node for a leaf, else its ``forward`` traced inline."""
+        path = self.path_of_module(m)
+        saved_stack = OrderedDict(self.module_stack)
+        self.module_stack[path] = (path, type(m))
+        try:
+            if self.is_leaf_module(m, path):
+                return self.create_proxy("call_module", path, args, kwargs)
+            return forward(*args, **kwargs)
+        finally:
+            self.module_stack = saved_stack
+
+    def getattr(self, attr: str, attr_val: Any, parameter_proxy_cache: dict[str, Any]) -> Any:
+        """A module attribute read while tracing: parameters and buffers become ``get_attr`` Proxies."""
+        if isinstance(attr_val, Tensor):
+            return self._tensor_attribute(attr_val)
+        return attr_val
+
+    # ------------------------------------------------------------------------ tracing
+    def trace(self, root: Module | Callable[..., Any], concrete_args: dict[str, Any] | None = None) -> Graph:
+        """Runs ``root.forward`` (or the function ``root``) on Proxies and returns the recorded graph.
+
+        Args:
+            root: the module (or free function) to trace.
+            concrete_args: values for some arguments, fixed in the trace instead of becoming
+                inputs (use it for flags that steer control flow).
+
+        Raises:
+            TraceError: when the program branches on, or iterates over, a traced value.
+        """
+        if isinstance(root, Module):
+            self.root, function = root, type(root).forward
+            bound_self: tuple = (root,)
+        elif callable(root):
+            self.root, function, bound_self = Module(), root, ()
+        else:
+            raise TypeError(f"symbolic_trace expects a Module or a function, got {type(root).__name__}")
+        self.graph = Graph()
+        self.module_stack = OrderedDict()
+        self.tensor_attrs, self._attribute_proxies, self._module_paths = {}, {}, None
+        args, kwargs = self._placeholders(function, bound_self, concrete_args or {})
+        patcher = _Patcher()
+        try:
+            self._patch(patcher, getattr(function, "__globals__", {}))
+            result = function(*bound_self, *args, **kwargs)
+            self.create_node("output", "output", (self.create_arg(result),), {})
+        finally:
+            patcher.restore()
+        return self.graph
+
+    def _placeholders(self, function: Callable[..., Any], bound_self: tuple, concrete: dict) -> tuple[list, dict]:
+        parameters = list(inspect.signature(function).parameters.values())[len(bound_self) :]
+        unknown = set(concrete) - {parameter.name for parameter in parameters}
+        if unknown:
+            raise TraceError(f"concrete_args names {sorted(unknown)}, which forward does not take")
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        for parameter in parameters:
+            if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+                raise TraceError(f"symbolic_trace cannot trace *{parameter.name} or **{parameter.name} arguments")
+            if parameter.name in concrete:
+                # Still an argument of the generated forward (as in torch.fx), defaulting to the traced value.
+                value = concrete[parameter.name]
+                self.create_node("placeholder", parameter.name, (value,), {})
+            else:
+                default = () if parameter.default is parameter.empty else (parameter.default,)
+                value = self.proxy(self.create_node("placeholder", parameter.name, default, {}))
+            if parameter.kind == parameter.KEYWORD_ONLY:
+                kwargs[parameter.name] = value
+            else:
+                args.append(value)
+        return args, kwargs
+
+    def _patch(self, patcher: _Patcher, root_globals: dict) -> None:
+        tracer = self
+        original_call = Module.__call__
+        original_getattr = Module.__getattr__
+
+        def module_call(mod: Module, *args: Any, **kwargs: Any) -> Any:
+            def forward(*args: Any, **kwargs: Any) -> Any:
+                return original_call(mod, *args, **kwargs)
+
+            return tracer.call_module(mod, forward, args, kwargs)
+
+        def module_getattr(mod: Module, name: str) -> Any:
+            value = original_getattr(mod, name)
+            state = mod.__dict__
+            if name in state.get("_parameters", ()) or name in state.get("_buffers", ()):
+                return tracer.getattr(name, value, {})
+            return value
+
+        patcher.patch(Module, "__call__", module_call)
+        patcher.patch(Module, "__getattr__", module_getattr)
+        replaced: dict[int, Callable[..., Any]] = {}
+        for namespace in (sys.modules["onnxnn"], _functional):  # the parent package is loaded before fx
+            for name, function in _public_functions(namespace):
+                wrapper = replaced.setdefault(id(function), _recording(function))
+                patcher.patch(namespace, name, wrapper)
+        for globals_dict, name in _WRAPPED:
+            if name in globals_dict:
+                patcher.patch(globals_dict, name, _recording(globals_dict[name]))
+        # ``from onnxnn.nn.functional import relu`` in the root's module: the same function, patched too.
+        for name, value in list(root_globals.items()):
+            if id(value) in replaced and not isinstance(value, type):
+                patcher.patch(root_globals, name, replaced[id(value)])
+        for owner in Tensor.__mro__:
+            if not owner.__module__.startswith("onnxnn."):
+                continue
+            for operation in _TENSOR_OPERATORS:
+                for dunder in (f"__{operation}__", f"__r{operation}__"):
+                    if dunder in vars(owner):
+                        patcher.patch(owner, dunder, _deferring_to_proxy(vars(owner)[dunder]))
+
+
+def _deferring_to_proxy(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def operator_method(self: Any, other: Any) -> Any:
+        if isinstance(other, Proxy):
+            return NotImplemented
+        return method(self, other)
+
+    return operator_method
+
+
+def symbolic_trace(root: Module | Callable[..., Any], concrete_args: dict[str, Any] | None = None) -> GraphModule:
+    """Traces ``root`` with a ``Tracer`` and returns a ``GraphModule`` running the recorded graph.
+
+    Args:
+        root: the module (or function) to trace. No example inputs are needed.
+        concrete_args: arguments to fix to a value during tracing (e.g. a flag steering control flow).
+
+    Returns:
+        A GraphModule with ``root``'s used submodules, parameters and buffers, whose ``forward``
+        is generated from the graph (see ``.code`` and ``.graph``).
+
+    Example::
+
+        >>> gm = fx.symbolic_trace(model)
+        >>> print(gm.code)
+    """
+    tracer = Tracer()
+    graph = tracer.trace(root, concrete_args)
+    name = type(root).__name__ if isinstance(root, Module) else getattr(root, "__name__", "GraphModule")
+    return GraphModule(tracer.root, graph, name)
