@@ -439,7 +439,7 @@ from .errors import CheckpointError, ModelLoadError  # noqa: E402
 from .export.checkpoint import load, save  # noqa: E402
 from . import nn, optim  # noqa: E402
 from . import backend, import_  # noqa: E402
-from . import profiler  # noqa: E402
+from . import fx, profiler  # noqa: E402
 from . import amp  # noqa: E402
 from . import quantization  # noqa: E402
 from .quantization import qint8, qint32, quint8  # noqa: E402
