@@ -135,6 +135,11 @@ OP_CASES = [
     # The cell state starts float32: c' = f * c + i * g and h' promote to it (torch's CPU cells too).
     ("lstm_cell", lambda lib, F, t: lib.nn.LSTMCell(3, 2)(t["x"])[0], "float32"),
     ("gru_cell", lambda lib, F, t: lib.nn.GRUCell(3, 2)(t["x"]), "float32"),
+    # The full-sequence modules: PyTorch's CPU list has the LSTM and RNN kernels, not GRU's.
+    ("lstm", lambda lib, F, t: lib.nn.LSTM(3, 2, num_layers=2)(t["x"])[0], "low"),
+    ("lstm state", lambda lib, F, t: lib.nn.LSTM(3, 2)(t["x"])[1][1], "low"),
+    ("rnn", lambda lib, F, t: lib.nn.RNN(3, 2, bidirectional=True)(t["x"])[0], "low"),
+    ("gru", lambda lib, F, t: lib.nn.GRU(3, 2)(t["x"])[0], "float32"),
 ]
 
 
@@ -163,7 +168,10 @@ def test_output_dtypes_equal_torch_autocast_cpu(name):
             mine = function(onnxnn, F, ours).dtype
         with warnings.catch_warnings(), torch.autocast("cpu", dtype=torch_low):
             warnings.simplefilter("ignore")
-            reference = function(torch, torch.nn.functional, theirs).dtype
+            try:
+                reference = function(torch, torch.nn.functional, theirs).dtype
+            except RuntimeError:  # oneDNN has no float16 LSTM on CPU: nothing to compare with
+                continue
         assert mine.name == str(reference).removeprefix("torch."), label
 
 

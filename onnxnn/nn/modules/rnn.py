@@ -22,6 +22,7 @@ import math
 import numbers
 import warnings
 
+from ...ir.mode import MODE
 from ...runtime.creation import empty, zeros
 from ...runtime.grad_mode import is_grad_enabled
 from ...runtime.ops.shape import cat, stack
@@ -204,8 +205,11 @@ class RNNBase(Module):
         """Kept for PyTorch compatibility; parameters are never fused here."""
 
     def check_input(self, input: Tensor, batch_sizes) -> None:
-        if input.dtype != getattr(self, self._flat_weights_names[0]).dtype:
-            weight_dtype = getattr(self, self._flat_weights_names[0]).dtype
+        weight = getattr(self, self._flat_weights_names[0])
+        # Under autocast the input and the weights meet in the autocast dtype, as the cells' products do.
+        cast_input, cast_weight = autocast_arguments("Gemm", (input, weight))
+        if cast_input.dtype != cast_weight.dtype:
+            weight_dtype = weight.dtype
             raise ValueError(
                 f"RNN input dtype ({input.dtype}) does not match weight dtype ({weight_dtype}). "
                 f"Convert input: input.to({weight_dtype}), or convert model: model.to({input.dtype})"
@@ -312,13 +316,20 @@ class RNNBase(Module):
         if sorted_indices is not None:
             # The caller's states are in the original batch order; the packed batch is sorted.
             states = tuple(state.index_select(1, sorted_indices) for state in states)
+        # PyTorch's CPU autocast lists the LSTM and RNN kernels (mkldnn_rnn_layer) but not GRU's.
+        autocast = MODE.autocast is not None and not (self.mode == "GRU" and data.device.type == "cpu")
+        if autocast:
+            # The recurrence runs in the autocast dtype, unrolled (its cells' products are autocast;
+            # the fused recurrent nodes would meet float32 weights).
+            data, *cast_states = autocast_arguments("Gemm", (data, *states))
+            states = tuple(cast_states)
         cx = states[1] if is_lstm else None
         needs_grad = is_grad_enabled() and (
             data.requires_grad
             or any(state.requires_grad for state in states)
             or any(weight.requires_grad for weight in self.parameters(recurse=False))
         )
-        if not records_fused_nodes(self.proj_size, data.dtype, needs_grad):
+        if autocast or not records_fused_nodes(self.proj_size, data.dtype, needs_grad):
             output, h_n, c_n = self._recur(data, batch_sizes, states[0], cx)
         elif packed:
             padded, lengths = pad_packed_steps(data, batch_sizes)
