@@ -8,6 +8,8 @@ computation finds the same compiled executable. ``build_model`` turns a plan int
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import onnx
 from onnx import helper
@@ -37,6 +39,8 @@ class GraphPlan:
 
 
 _plan_counter = [0]
+# Frames the walk's callers may already use (module nesting, user code), on top of the history's depth.
+_CALLER_FRAMES = 800
 
 
 def plan(targets: list, include_shared: bool = True) -> GraphPlan:
@@ -52,8 +56,11 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
     """
     # A post-order depth-first walk: a topological order that depends only on the structure
     # (input order, target order), never on object addresses or on when values were realized.
-    # Each node's part of the key is built while its inputs are visited. Recursion is bounded:
-    # pending histories are at most MAX_PENDING_DEPTH nodes deep (runtime/depth.py).
+    # Each node's part of the key is built while its inputs are visited. The recursion is as deep
+    # as the pending history (at most MAX_PENDING_DEPTH nodes, runtime/depth.py, except in an
+    # export, which keeps a whole model pending): when that could pass Python's recursion limit,
+    # the limit is raised for the walk (a Python-to-Python call uses no C stack from 3.11 on, and
+    # a few thousand frames fit the default 8 MB stack on 3.10).
     _plan_counter[0] += 1
     mark = _plan_counter[0]  # visited nodes and values carry it (cheaper than sets keyed by id)
     order: list = []
@@ -97,6 +104,10 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
         order.append(node)
         key.extend(part)
 
+    deepest = max([target.node.depth for target in targets if target.data is None], default=0)
+    if deepest + _CALLER_FRAMES > sys.getrecursionlimit():
+        # Raised, never lowered again: lowering it while another thread walks would break that walk.
+        sys.setrecursionlimit(deepest + _CALLER_FRAMES)
     for target in targets:
         if target.data is None and target.node.plan_mark != mark:
             visit(target.node)

@@ -16,7 +16,7 @@ from .realization import realize
 
 __all__ = ["MAX_PENDING_DEPTH", "pending_depth", "refresh_depth", "bound_depth", "after_recording", "unbounded_depth"]
 
-MAX_PENDING_DEPTH = 200
+MAX_PENDING_DEPTH = 600
 
 
 def pending_depth(value) -> int:

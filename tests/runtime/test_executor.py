@@ -104,6 +104,21 @@ def test_a_buffer_updated_every_call_never_grows_an_unbounded_graph():
     )
 
 
+def test_a_history_deeper_than_pythons_recursion_limit_is_planned_in_one_graph():
+    # An export keeps a whole model pending (``unbounded_depth``): planning walks its history
+    # recursively, deeper than Python's default limit for a model of a few thousand layers.
+    import sys
+
+    steps = sys.getrecursionlimit() + 100
+    x = onnxnn.tensor([0.5])
+    with depth.unbounded_depth(), onnxnn.set_executor("kernels"):
+        y = x
+        for _ in range(steps):
+            y = y + 1.0
+        assert depth.pending_depth(y._value) == steps
+        assert y.item() == 0.5 + steps  # exact: integers and halves below 2**24
+
+
 def test_a_deep_recurrence_is_bounded_in_a_few_runs_not_one_per_step(on_onnxruntime):
     # A 64-step LSTM's training step is ~1,300 nodes deep (forward and backward). Bounding the
     # depth realizes the deep half of the history at once: about one run per MAX_PENDING_DEPTH / 2

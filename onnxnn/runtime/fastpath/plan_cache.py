@@ -142,8 +142,10 @@ _capacity = [512]
 def _shared_entry(plan: GraphPlan, name: str) -> Entry | None:
     """An entry running the graph its structure family shares across sizes (``dynamic_shapes``), or None.
 
-    The executor is chosen as for the plan itself, but with no inference specialization: that is
-    per size, and sizes that keep changing never repeat.
+    The executor is chosen as for the plan itself. The entry is this size's own, so a size that
+    comes back with the same weights still gets its inference specialization (a static session
+    with the weights embedded, which onnxruntime optimizes better than the shared graph); sizes
+    that keep changing never repeat and never compile one.
     """
     kind = choose(plan) if name == "auto" else name
     sessions = executor("onnxruntime").cache
@@ -155,7 +157,6 @@ def _shared_entry(plan: GraphPlan, name: str) -> Entry | None:
     if runner is None:
         return None
     shared = Entry(runner, kind)
-    shared.stable_runs = _NEVER
     if shared.is_session and sessions.misses == compiled:
         sessions.hits += 1  # found, not compiled: a hit of the session cache like any other
     return shared

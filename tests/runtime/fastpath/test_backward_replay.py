@@ -189,28 +189,28 @@ def test_a_replay_bounds_the_pending_depth_as_recording_does() -> None:
         for _ in range(input_depth):
             x = x + 0.001
         y = weight * x
-        for _ in range(60):
+        for _ in range(MAX_PENDING_DEPTH * 3 // 10):
             y = y.sin()
         y.sum().backward()
         return weight.grad
 
     weight_gradient(0)
-    replayed = weight_gradient(100)
+    replayed = weight_gradient(MAX_PENDING_DEPTH // 2)
     value = replayed._value
     assert value.data is not None or value.node.depth <= MAX_PENDING_DEPTH
     assert backward_replay.replay_info()["replayed"] == 1
     with onnxnn.set_fast_path(False):
-        general = weight_gradient(100)
+        general = weight_gradient(MAX_PENDING_DEPTH // 2)
     np.testing.assert_array_equal(replayed.numpy(), general.numpy())
 
 
 def test_a_backward_deep_enough_to_be_realized_on_the_way_is_replayed() -> None:
-    # 150 sines keep the forward pending; their backward passes MAX_PENDING_DEPTH and is realized
+    # Sines 3/4 of MAX_PENDING_DEPTH deep keep the forward pending; their backward passes it and is realized
     # while recorded. That depends on structure only, so the next backward replays it.
     def weight_gradient(scale: float) -> np.ndarray:
         weight = onnxnn.tensor([0.1, 0.2, 0.3], requires_grad=True)
         y = weight * scale
-        for _ in range(150):
+        for _ in range(MAX_PENDING_DEPTH * 3 // 4):
             y = y.sin()
         y.sum().backward()
         return weight.grad.numpy()

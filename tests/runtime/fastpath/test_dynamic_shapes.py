@@ -173,3 +173,30 @@ def test_without_the_feature_every_size_compiles_its_own_graph(monkeypatch):
         for size in range(1, 6):
             (onnxnn.randn(size, 4) * 2).numpy()
     assert executor.cache_info()["misses"] == 5
+
+
+def test_a_size_served_by_the_shared_graph_that_comes_back_gets_its_own_specialization():
+    # A model served at one batch size and then another: the second size runs on the shared graph
+    # at once, and, coming back with the same weights, gets its static session with the weights
+    # embedded (onnxruntime optimizes that better than a graph with symbolic sizes and fed weights).
+    from onnxnn.runtime.fastpath import plan_cache
+
+    weight, bias = onnxnn.randn(128, 64), onnxnn.randn(64)
+
+    def serve(batch):
+        return (onnxnn.from_numpy(batch) @ weight + bias).relu().numpy()
+
+    rng = np.random.default_rng(0)
+    with onnxnn.set_executor("onnxruntime"):
+        serve(rng.standard_normal((8, 128)).astype(np.float32))
+        batches = [
+            rng.standard_normal((5, 128)).astype(np.float32) for _ in range(plan_cache.SPECIALIZE_AFTER_RUNS + 2)
+        ]
+        outputs = [serve(batch) for batch in batches]
+    assert executor.dynamic_info()["shared_runs"] >= 1
+    shared_sized = [entry for key, entry in plan_cache._entries["onnxruntime"].items() if key[1][0][0] == (5, 128)]
+    assert shared_sized and shared_sized[0].specialization is not None
+    for batch, output in zip(batches, outputs):
+        expected = np.maximum(batch.astype(np.float64) @ weight.numpy() + bias.numpy(), 0)
+        bound = matmul_bound(batch, weight.numpy(), np.broadcast_to(bias.numpy(), expected.shape))
+        assert np.all(np.abs(output - expected) <= bound)
