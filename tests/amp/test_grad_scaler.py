@@ -229,3 +229,34 @@ def test_scale_sequence_equals_torch():
     theirs, their_weight = _scale_sequence(torch, torch.amp.GradScaler("cpu", **keywords), overflow_steps)
     assert ours == theirs
     np.testing.assert_allclose(our_weight, their_weight, rtol=1e-6)
+
+
+def test_pickling_keeps_the_scale_and_is_refused_mid_iteration():
+    import pickle
+
+    model, x, target = _model_and_data()
+    optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.1)
+    scaler = GradScaler("cpu", init_scale=32.0, growth_interval=3)
+    optimizer.zero_grad()
+    _scaled_backward(scaler, model, x, target)
+    scaler.unscale_(optimizer)
+    with pytest.raises(AssertionError, match="only be pickled at the beginning"):
+        pickle.dumps(scaler)
+    scaler.step(optimizer)
+    scaler.update()
+    restored = pickle.loads(pickle.dumps(scaler))
+    assert restored.get_scale() == 32.0 and restored._get_growth_tracker() == 1
+    optimizer.zero_grad()
+    _scaled_backward(restored, model, x, target)  # the restored scaler runs a whole iteration
+    restored.step(optimizer)
+    restored.update()
+    assert restored._get_growth_tracker() == 2
+
+
+def test_factor_and_interval_setters():
+    scaler = GradScaler("cpu")
+    scaler.set_growth_factor(3.0)
+    scaler.set_backoff_factor(0.25)
+    scaler.set_growth_interval(7)
+    assert (scaler.get_growth_factor(), scaler.get_backoff_factor(), scaler.get_growth_interval()) == (3.0, 0.25, 7)
+    assert scaler.state_dict()["growth_interval"] == 7

@@ -244,3 +244,44 @@ def test_results_are_the_same_with_and_without_the_profiler():
     with profile():
         profiled = model(x).detach().numpy()
     assert (profiled == expected).all()
+
+
+def test_export_stacks_writes_flame_graph_lines_of_the_users_frames(tmp_path):
+    model = _mlp()
+    x = onnxnn.randn(5, 8)
+    model(x).sum().item()
+    with profile(with_stack=True) as prof:
+        model(x).sum().item()
+    path = tmp_path / "stacks.txt"
+    prof.export_stacks(str(path))
+    lines = path.read_text().splitlines()
+    assert lines, "no stack recorded"
+    for line in lines:
+        frames, microseconds = line.rsplit(" ", 1)
+        assert int(microseconds) >= 0
+        assert "test_profiler.py" in frames  # the user's line that recorded the op, not onnxnn's
+    assert any(line.rsplit(" ", 1)[0].endswith(";Gemm") for line in lines)
+    with pytest.raises(ValueError, match="unknown metric"):
+        prof.export_stacks(str(path), metric="wall_time")
+
+
+@pytest.mark.parametrize("use_gzip", [False, True])
+def test_tensorboard_trace_handler_writes_one_trace_per_window(tmp_path, use_gzip):
+    import gzip
+
+    from onnxnn.profiler import tensorboard_trace_handler
+
+    model = _mlp()
+    optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.1)
+    x = onnxnn.randn(5, 8)
+    handler = tensorboard_trace_handler(str(tmp_path / "runs"), worker_name="worker0", use_gzip=use_gzip)
+    with profile(schedule=schedule(wait=0, warmup=1, active=1, repeat=2), on_trace_ready=handler) as prof:
+        for _ in range(4):
+            _train_step(model, optimizer, x)
+            prof.step()
+    files = sorted((tmp_path / "runs").iterdir())
+    assert len(files) == 2 and all(f.name.startswith("worker0.") for f in files)
+    for file in files:
+        assert file.name.endswith(".pt.trace.json.gz" if use_gzip else ".pt.trace.json")
+        text = gzip.decompress(file.read_bytes()) if use_gzip else file.read_bytes()
+        assert any(event["name"] == "Gemm" for event in json.loads(text)["traceEvents"])
