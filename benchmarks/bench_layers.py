@@ -22,9 +22,10 @@ All side by side in one process, as JSON, with ratios (onnxnn / raw).
 Target (issue 12): forward within 1.1x of the raw session. What the columns showed (2026-11, 2 shared
 CPU cores): onnxnn's own session runs as fast as the raw one, and specialization is reached for
 every layer with a weight of at least ``executor.SPECIALIZE_MIN_ELEMENTS`` (4096) elements (the
-3x3 32->32 conv, the Conv1d, the ConvTranspose2d), embedding it as an initializer; below that (the
-16-channel reflect conv, every norm layer) the weights stay fed, which costs the raw session
-about 1.0-1.25x. The rest of the gap is a fixed cost per call, about 50-110 us: recording (25-60
+3x3 32->32 conv, the Conv1d, the ConvTranspose2d), embedding it as an initializer; smaller
+weights (the 16-channel reflect conv, every norm layer) are embedded too since 2026-11-29 when a
+call processes at least ``plan_cache.SPECIALIZE_MIN_RUN_ELEMENTS`` (65,536) elements, so that a
+normalization's statistics fold into one scale and shift (resnet's BatchNorm2d_64: 1.15x -> 1.05-1.10x). The rest of the gap is a fixed cost per call, about 50-110 us: recording (25-60
 us; 150-400 us for the reflect conv, recorded as Slice/Concat nodes, and the uneven adaptive max
 pool) and realizing (planning ~17 us, the cache lookup, the stable-input watch, storing: 30-60
 us). Layers whose raw run is under ~1 ms (pools, BatchNorm2d, InstanceNorm2d at these sizes)
