@@ -25,7 +25,8 @@ every layer with a weight of at least ``executor.SPECIALIZE_MIN_ELEMENTS`` (4096
 3x3 32->32 conv, the Conv1d, the ConvTranspose2d), embedding it as an initializer; smaller
 weights (the 16-channel reflect conv, every norm layer) are embedded too since 2026-11-29 when a
 call processes at least ``plan_cache.SPECIALIZE_MIN_RUN_ELEMENTS`` (65,536) elements, so that a
-normalization's statistics fold into one scale and shift (resnet's BatchNorm2d_64: 1.15x -> 1.05-1.10x). The rest of the gap is a fixed cost per call, about 50-110 us: recording (25-60
+normalization's statistics fold into one scale and shift (resnet's BatchNorm2d_64: 1.15x -> 1.05-1.10x).
+The rest of the gap is a fixed cost per call, about 50-110 us: recording (25-60
 us; 150-400 us for the reflect conv, recorded as Slice/Concat nodes, and the uneven adaptive max
 pool) and realizing (planning ~17 us, the cache lookup, the stable-input watch, storing: 30-60
 us). Layers whose raw run is under ~1 ms (pools, BatchNorm2d, InstanceNorm2d at these sizes)
