@@ -207,3 +207,67 @@ def test_a_failing_worker_init_fn_is_raised_in_the_main_process():
     loader = DataLoader(Rows(), batch_size=2, num_workers=2, worker_init_fn=_failing_init)
     with pytest.raises(OSError, match=r"(?s)Caught OSError in DataLoader worker process 0.*cannot open its shard"):
         list(loader)
+
+
+class Images(Dataset):
+    """Sample i: a 4x64x64 float32 image of i's (64 KB: even one sample travels through shared memory)."""
+
+    def __len__(self) -> int:
+        return 12
+
+    def __getitem__(self, index):
+        return {"image": np.full((4, 64, 64), index, np.float32), "label": index}
+
+
+def _segments(prefix: str) -> list:
+    return [name for name in os.listdir("/dev/shm") if name.startswith(prefix)]
+
+
+@pytest.mark.parametrize("batch_size", [4, None])
+def test_large_batches_come_through_shared_memory_unchanged(batch_size):
+    from onnxnn.utils.data import _shared_memory
+
+    single = list(DataLoader(Images(), batch_size=batch_size))
+    loader = DataLoader(Images(), batch_size=batch_size, num_workers=2)
+    workers = list(loader)
+    assert len(single) == len(workers)
+    for ours, theirs in zip(single, workers):
+        assert type(ours["image"]) is type(theirs["image"])  # a Tensor collated, an array as the dataset gave it
+        np.testing.assert_array_equal(np.asarray(ours["image"]), np.asarray(theirs["image"]))
+        np.testing.assert_array_equal(np.asarray(ours["label"]), np.asarray(theirs["label"]))
+    assert np.asarray(workers[0]["image"]).nbytes >= _shared_memory.SHARE_MIN_BYTES
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="shared memory segments are files only on Linux")
+@pytest.mark.parametrize("persistent_workers", [False, True])
+def test_batches_left_in_flight_leave_no_shared_memory_behind(persistent_workers):
+    loader = DataLoader(Images(), batch_size=2, num_workers=2, prefetch_factor=3, persistent_workers=persistent_workers)
+    iterator = iter(loader)
+    next(iterator)  # the other requests are prefetched: made in the workers, some never received
+    prefix = iterator._segment_prefix
+    if persistent_workers:
+        assert len(list(loader)) == 6  # a new epoch drops the last one's batches
+        assert not _segments(prefix)
+    iterator._shutdown()
+    assert not _segments(prefix)
+
+
+def test_shared_memory_round_trip_of_every_dtype_and_release():
+    from onnxnn.utils.data import _shared_memory
+
+    batch = (
+        [onnxnn.ones(128, 128, dtype=onnxnn.bfloat16), np.arange(20000, dtype=np.int64)],
+        {"mask": np.ones((256, 256), bool), "small": np.zeros(3)},
+    )
+    prefix = _shared_memory.segment_prefix() + "test"
+    shared = _shared_memory.to_shared_memory(batch, prefix)
+    assert isinstance(shared[1]["small"], np.ndarray)  # under SHARE_MIN_BYTES: sent as it is
+    back = _shared_memory.from_shared_memory(shared)
+    assert back[0][0].dtype == onnxnn.bfloat16
+    np.testing.assert_array_equal(back[0][0].float().numpy(), np.ones((128, 128), np.float32))
+    np.testing.assert_array_equal(back[0][1], batch[0][1])
+    np.testing.assert_array_equal(back[1]["mask"], batch[1]["mask"])
+    dropped = _shared_memory.to_shared_memory(batch, prefix)
+    _shared_memory.release(dropped)
+    if os.path.isdir("/dev/shm"):
+        assert not _segments(prefix)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ...ir.random import manual_seed
+from ._shared_memory import to_shared_memory
 
 __all__ = ["WorkerInfo", "get_worker_info", "ExceptionWrapper", "ResumeIteration", "IterableExhausted", "worker_loop"]
 
@@ -133,8 +134,12 @@ def worker_loop(
     init_fn: Callable | None,
     worker_id: int,
     num_workers: int,
+    segment_prefix: str,
 ) -> None:
-    """The body of worker ``worker_id``: answer batch requests until asked to stop."""
+    """The body of worker ``worker_id``: answer batch requests until asked to stop.
+
+    Large arrays of each batch go back through shared memory segments named ``segment_prefix...``.
+    """
     global _worker_info
     seed = base_seed + worker_id
     _seed_worker(seed)
@@ -177,5 +182,10 @@ def worker_loop(
                 answer, exhausted = IterableExhausted(worker_id), True
             except Exception:
                 answer = ExceptionWrapper(sys.exc_info(), where)
+            else:
+                try:
+                    answer = to_shared_memory(answer, f"{segment_prefix}{worker_id}")
+                except OSError:  # no room for a segment (a small /dev/shm): the pipe still works
+                    pass
         result_queue.put((task, answer))
     result_queue.cancel_join_thread()  # the main process may not read what is still buffered

@@ -17,6 +17,7 @@ import sys
 from typing import Any, Callable, Iterator
 
 from ...ir.random import Generator, default_generator
+from ._shared_memory import from_shared_memory, release, remove_segments, segment_prefix
 from ._worker import ExceptionWrapper, IterableExhausted, ResumeIteration, make_fetcher, worker_loop
 from .collate import default_collate, default_convert
 from .dataset import IterableDataset
@@ -223,6 +224,7 @@ class _WorkersIterator:
         self._index_queues = []
         self._workers = []
         self._shut_down = False
+        self._segment_prefix = segment_prefix()
         base_seed = loader._base_seed()
         for worker_id in range(loader.num_workers):
             index_queue = context.Queue()
@@ -241,6 +243,7 @@ class _WorkersIterator:
                     loader.worker_init_fn,
                     worker_id,
                     loader.num_workers,
+                    self._segment_prefix,
                 ),
                 daemon=True,
             )
@@ -265,11 +268,16 @@ class _WorkersIterator:
         seed = self._loader._base_seed()
         for worker_id, index_queue in enumerate(self._index_queues):
             index_queue.put(ResumeIteration(seed))
+        for task in self._tasks.values():  # the last epoch's batches that arrived but were not taken
+            if len(task) == 2:
+                release(task[1])
         resumed = 0
         while resumed < len(self._workers):
-            task, _ = self._receive()
+            task, batch = self._receive()
             if isinstance(task, ResumeIteration):
                 resumed += 1
+            else:
+                release(batch)  # still in flight when the last epoch was left
         self._start_epoch()
 
     def _request(self) -> None:
@@ -303,7 +311,9 @@ class _WorkersIterator:
                 task = self._tasks.get(self._received)
                 if task is not None and (len(task) == 2 or self._active[task[0]]):
                     break
-                self._tasks.pop(self._received, None)
+                skipped = self._tasks.pop(self._received, None)
+                if skipped is not None and len(skipped) == 2:
+                    release(skipped[1])
                 self._received += 1
             else:
                 raise StopIteration
@@ -329,7 +339,7 @@ class _WorkersIterator:
     def _unwrap(batch):
         if isinstance(batch, ExceptionWrapper):
             batch.reraise()
-        return batch
+        return from_shared_memory(batch)
 
     def _receive(self):
         """The next answer from any worker; raises if a worker died or ``timeout`` passed."""
@@ -367,6 +377,18 @@ class _WorkersIterator:
                 worker.join()
         for index_queue in self._index_queues:
             index_queue.close()
+        # Batches that arrived but will never be returned: their shared memory segments go now.
+        for task in self._tasks.values():
+            if len(task) == 2:
+                release(task[1])
+        self._tasks.clear()
+        while True:
+            try:
+                _, batch = self._result_queue.get_nowait()
+            except (queue.Empty, OSError, EOFError, ValueError):
+                break
+            release(batch)
+        remove_segments(self._segment_prefix)  # made by the stopped workers, never received
         self._result_queue.cancel_join_thread()
         self._result_queue.close()
 
