@@ -11,9 +11,7 @@ from onnxnn.export import to_onnx
 
 from .common import build, forward_rtol, smallest_input
 
-# One model per block kind runs under the onnxruntime executor (resnet34/101/152 and wide_resnet50_2
-# only repeat or widen resnet18's and resnet50's blocks); the kernels executor (numpy) runs the two
-# cheapest convolutional families and the small ViT, the deep ones would take most of the time budget.
+# One model per block kind, on both executors (the deeper and wider variants: test_variants.py).
 ALL_MODELS = [
     "resnet18",
     "resnet50",
@@ -29,7 +27,7 @@ ALL_MODELS = [
     "regnet_y_400mf",
     "swin_t",
 ]
-KERNELS_MODELS = ["resnet18", "mobilenet_v3_small", "vit_small"]
+KERNELS_MODELS = ALL_MODELS
 EXPORTED_MODELS = [
     "resnet18",
     "mobilenet_v3_small",
