@@ -41,6 +41,10 @@ class GraphPlan:
 _plan_counter = [0]
 # Frames the walk's callers may already use (module nesting, user code), on top of the history's depth.
 _CALLER_FRAMES = 800
+# How far the limit may be raised. Before 3.11 every Python call also takes C stack (about 0.5 KB
+# a frame): 20,000 frames stay well inside the default 8 MB, and deeper histories get Python's
+# RecursionError rather than a crash.
+_MOST_FRAMES = 1_000_000 if sys.version_info >= (3, 11) else 20_000
 
 
 def plan(targets: list, include_shared: bool = True) -> GraphPlan:
@@ -107,7 +111,7 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
     deepest = max([target.node.depth for target in targets if target.data is None], default=0)
     if deepest + _CALLER_FRAMES > sys.getrecursionlimit():
         # Raised, never lowered again: lowering it while another thread walks would break that walk.
-        sys.setrecursionlimit(deepest + _CALLER_FRAMES)
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), min(deepest + _CALLER_FRAMES, _MOST_FRAMES)))
     for target in targets:
         if target.data is None and target.node.plan_mark != mark:
             visit(target.node)
