@@ -109,6 +109,16 @@ OP_CASES = [
     ("cross_entropy of a linear", lambda lib, F, t: F.cross_entropy(F.linear(t["x"], t["w"]), t["target"]), "float32"),
     ("nll_loss of low", lambda lib, F, t: F.nll_loss(t["x_low"], t["target"].clamp(0, 2)), "float32"),
     ("mse_loss of low", lambda lib, F, t: F.mse_loss(t["x_low"], t["x_low"] * 2), "float32"),
+    (
+        "mse_loss of low, reduction none",
+        lambda lib, F, t: F.mse_loss(t["x_low"], t["x_low"] * 2, reduction="none"),
+        "float32",
+    ),
+    (
+        "l1_loss of low, reduction none",
+        lambda lib, F, t: F.l1_loss(t["x_low"], t["x_low"] * 2, reduction="none"),
+        "float32",
+    ),
     ("l1_loss of low", lambda lib, F, t: F.l1_loss(t["x_low"], t["x_low"] * 2), "float32"),
     ("smooth_l1_loss of low", lambda lib, F, t: F.smooth_l1_loss(t["x_low"], t["x_low"] * 2), "float32"),
     ("kl_div of low", lambda lib, F, t: F.kl_div(t["x_low"], t["probabilities_low"], reduction="sum"), "float32"),

@@ -13,6 +13,7 @@ import numpy as np
 from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...ir.graph import static_constant
+from ...ir.mode import MODE
 from ...runtime.internal import known_data, tensor_of
 from ...runtime.tensor import Tensor, apply_op
 from ._common import scalar_type_name, stable_softplus
@@ -43,7 +44,9 @@ def _legacy_reduction(size_average, reduce, reduction: str) -> str:
 
 def _reduce_loss(loss: Tensor, reduction: str, name: str) -> Tensor:
     if reduction == "none":
-        return loss
+        # Under autocast the loss is named by an Identity, so that it comes out in float32 as the
+        # reduced forms do (autocast finds losses by that name); otherwise nothing is recorded.
+        return loss if MODE.autocast is None else apply_op("Identity", (loss,), None, name)
     if reduction == "mean":
         return apply_op("ReduceMean", (loss,), {"keepdims": 0}, name)
     if reduction == "sum":
