@@ -47,17 +47,18 @@ def _torch_name(op_type: str) -> str:
     return f"{op_type}Backward0"
 
 
-def autocast_arguments(op_type: str, arguments: tuple) -> tuple:
+def autocast_arguments(op_type: str, arguments: tuple, name: str | None = None) -> tuple:
     """``arguments`` cast as autocast casts the inputs of ``op_type`` (unchanged while it is off).
 
     For functions that check their arguments' dtypes before recording (``F.linear``, the
-    convolutions): autocast casts first, as PyTorch's dispatcher does before a kernel's checks.
-    Items that are not tensors (None, numbers) pass through.
+    convolutions), and for losses (``name``, their grad_fn name, which autocast's policy knows):
+    autocast casts first, as PyTorch's dispatcher does before a kernel runs. Items that are not
+    tensors (None, numbers) pass through.
     """
     autocast = MODE.autocast
     if autocast is None:
         return arguments
-    return autocast(op_type, arguments, "", None)
+    return autocast(op_type, arguments, "", name)
 
 
 def apply_op(

@@ -434,3 +434,16 @@ def test_exported_training_step_keeps_the_casts():
     # onnxruntime's float16 MatMul and onnxnn's (widened to float32) differ by float16 roundings
     # of the K=3 products and of the output.
     np.testing.assert_allclose(loss, reference, rtol=4 * _epsilon(np.float16))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_a_loss_computes_in_float32_from_low_precision_inputs(reduction):
+    # (1 + 2**-7)**2 = 1.0156860... is not a bfloat16 number (the nearest is 1.015625): a loss that
+    # squared in bfloat16 would be off by 6e-5; PyTorch casts the inputs of mse_loss to float32 first.
+    value = 1 + 2**-7
+    x = onnxnn.full((4,), value, dtype=onnxnn.bfloat16)
+    with autocast("cpu", dtype=onnxnn.bfloat16):
+        loss = F.mse_loss(x, onnxnn.zeros(4, dtype=onnxnn.bfloat16), reduction=reduction)
+    assert loss.dtype is onnxnn.float32
+    expected = np.float32(value) ** 2 * (4 if reduction == "sum" else 1)
+    np.testing.assert_allclose(loss.numpy(), np.broadcast_to(expected, loss.shape), rtol=2 * np.finfo(np.float32).eps)

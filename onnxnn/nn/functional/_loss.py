@@ -15,7 +15,7 @@ from ...runtime import ops as _ops
 from ...ir.graph import static_constant
 from ...ir.mode import MODE
 from ...runtime.internal import known_data, tensor_of
-from ...runtime.tensor import Tensor, apply_op
+from ...runtime.tensor import Tensor, apply_op, autocast_arguments
 from ._common import scalar_type_name, stable_softplus
 
 __all__ = [
@@ -91,6 +91,8 @@ def mse_loss(
 
     ``weight`` (the input's shape) scales each element; with it, 'mean' divides by the summed weights.
     """
+    # Under autocast a loss runs in float32, as PyTorch's autocast lists it.
+    input, target, weight = autocast_arguments("", (input, target, weight), "MseLossBackward0")
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _warn_size_mismatch(input, target)
@@ -106,6 +108,8 @@ def l1_loss(
 
     ``weight`` (the input's shape) scales each element; with it, 'mean' divides by the summed weights.
     """
+    # Under autocast a loss runs in float32, as PyTorch's autocast lists it.
+    input, target, weight = autocast_arguments("", (input, target, weight), "L1LossBackward0")
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _warn_size_mismatch(input, target)
@@ -220,6 +224,8 @@ def nll_loss(
         weight: ``(C)`` class weights; 'mean' divides by the summed weights of the targets.
         ignore_index: a target value that contributes neither loss nor weight.
     """
+    # Under autocast a loss runs in float32, as PyTorch's autocast lists it.
+    input, weight = autocast_arguments("", (input, weight), "NllLossBackward0")
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _check_class_targets(input, target, weight, ignore_index)
@@ -247,6 +253,8 @@ def cross_entropy(
         >>> logits = onnxnn.randn(3, 5, requires_grad=True)
         >>> F.cross_entropy(logits, onnxnn.tensor([1, 0, 4])).backward()
     """
+    # Under autocast a loss runs in float32, as PyTorch's autocast lists it.
+    input, target, weight = autocast_arguments("", (input, target, weight), "NllLossBackward0")
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if not 0.0 <= label_smoothing <= 1.0:
@@ -311,6 +319,8 @@ def binary_cross_entropy(
     input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None, reduce=None, reduction: str = "mean"
 ) -> Tensor:
     """``-w * (t * log(x) + (1 - t) * log(1 - x))`` for probabilities ``x``; logs clamped at -100 as in PyTorch."""
+    # Under autocast a loss runs in float32, as PyTorch's autocast lists it.
+    input, target, weight = autocast_arguments("", (input, target, weight), "BinaryCrossEntropyBackward0")
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if target.shape != input.shape:
@@ -339,6 +349,10 @@ def binary_cross_entropy_with_logits(
 
     ``loss = (1 - t) * x + (1 + (pos_weight - 1) * t) * softplus(-x)``, optionally times ``weight``.
     """
+    # Under autocast a loss runs in float32, as PyTorch's autocast lists it.
+    input, target, weight, pos_weight = autocast_arguments(
+        "", (input, target, weight, pos_weight), "BinaryCrossEntropyWithLogitsBackward0"
+    )
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if target.shape != input.shape:

@@ -11,7 +11,7 @@ import warnings
 
 from ...runtime import ops as _ops
 from ...runtime.internal import known_data
-from ...runtime.tensor import Tensor
+from ...runtime.tensor import Tensor, autocast_arguments
 from ._loss import _check_reduction, _check_weight_shape, _legacy_reduction, _reduce_loss, _warn_size_mismatch
 
 __all__ = ["huber_loss", "smooth_l1_loss", "poisson_nll_loss", "gaussian_nll_loss", "kl_div"]
@@ -27,6 +27,8 @@ def huber_loss(
         weight: optional per-element weights of the shape of ``input``; 'mean' stays the plain mean of
             the weighted terms, as in PyTorch (unlike mse_loss and l1_loss).
     """
+    # Under autocast a loss runs in float32, as PyTorch's autocast lists it.
+    input, target, weight = autocast_arguments("", (input, target, weight), "HuberLossBackward0")
     _check_reduction(reduction)
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
@@ -48,6 +50,8 @@ def smooth_l1_loss(
     Args:
         beta: where the quadratic part turns linear; must be non-negative. Default: ``1.0``.
     """
+    # Under autocast a loss runs in float32, as PyTorch's autocast lists it.
+    input, target = autocast_arguments("", (input, target), "SmoothL1LossBackward0")
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if beta < 0:
@@ -79,6 +83,8 @@ def poisson_nll_loss(
         full: add Stirling's approximation of ``log(target!)`` where ``target > 1``. Default: ``False``.
         eps: keeps ``log`` finite when ``log_input=False``. Default: ``1e-8``.
     """
+    # Under autocast a loss runs in float32, as PyTorch's autocast lists it.
+    input, target = autocast_arguments("", (input, target), "PoissonNllLossBackward0")
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if log_input:
@@ -144,6 +150,8 @@ def kl_div(
             divided by the batch size, the mathematical KL divergence). Default: ``'mean'``.
         log_target: ``target`` holds log-probabilities. Default: ``False``.
     """
+    # Under autocast a loss runs in float32, as PyTorch's autocast lists it.
+    input, target = autocast_arguments("", (input, target), "KlDivBackward0")
     if size_average is not None or reduce is not None:
         reduction = _legacy_reduction(size_average, reduce, reduction)
     elif reduction == "mean":
