@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import json
 import pathlib
 
 import numpy as np
+import onnxruntime
 
 import onnxnn
+from onnxnn.export import to_onnx
 from onnxnn.models import vision
 from tests.tolerances import rtol_for
 
@@ -47,3 +50,50 @@ def forward_rtol(model: onnxnn.nn.Module) -> float:
         elif isinstance(module, onnxnn.nn.MultiheadAttention):
             terms += 4 * module.embed_dim
     return rtol_for(terms)
+
+
+def assert_one_training_step_moves_every_parameter(name: str) -> None:
+    """One SGD step of ``name`` in training mode: a finite loss, a finite gradient for every
+    parameter, and every parameter moved (with random weights and inputs none has a zero gradient)."""
+    onnxnn.manual_seed(0)
+    model = build(name).train()
+    x = smallest_input(name, batch=2)  # two samples: BatchNorm's batch statistics need more than one value
+    target = onnxnn.from_numpy(np.array([3, 7]))
+    optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.01)
+    before = {key: np.array(p.detach().numpy()) for key, p in model.named_parameters()}
+    with onnxnn.set_executor("onnxruntime"):
+        optimizer.zero_grad()
+        loss = onnxnn.nn.functional.cross_entropy(model(x), target)
+        loss.backward()
+        optimizer.step()
+        assert np.isfinite(float(loss))
+        missing = [key for key, p in model.named_parameters() if p.grad is None]
+        assert not missing, missing
+        not_finite = [key for key, p in model.named_parameters() if not np.isfinite(p.grad.numpy()).all()]
+        assert not not_finite, not_finite
+        unchanged = [key for key, p in model.named_parameters() if np.array_equal(p.detach().numpy(), before[key])]
+    assert not unchanged, unchanged
+
+
+def assert_exports_with_a_dynamic_batch(model: onnxnn.nn.Module, name: str) -> None:
+    """``model`` exported with a dynamic batch axis runs in onnxruntime at batch 1 and 8, giving the
+    model's own outputs within the fan-in rounding bound."""
+    buffer = io.BytesIO()
+    # Traced at batch 2: at batch 1 an expand to the same shape records no node, so the second trace at
+    # another batch size (which records the Expand) would differ in structure and to_onnx refuses.
+    to_onnx(
+        model,
+        smallest_input(name, batch=2),
+        buffer,
+        input_names=["images"],
+        output_names=["logits"],
+        dynamic_axes={"images": {0: "batch"}, "logits": {0: "batch"}},
+    )
+    session = onnxruntime.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
+    for batch in (1, 8):
+        x = smallest_input(name, batch=batch)
+        with onnxnn.set_executor("onnxruntime"), onnxnn.no_grad():
+            expected = model(x).numpy()
+        (actual,) = session.run(None, {"images": x.numpy()})
+        assert actual.shape == (batch, 1000)
+        np.testing.assert_allclose(actual, expected, rtol=0, atol=forward_rtol(model) * np.abs(expected).max())

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime
 import pytest
 
 import onnxnn
-from onnxnn.export import to_onnx
 
-from .common import build, forward_rtol, smallest_input
+from .common import (
+    assert_exports_with_a_dynamic_batch,
+    assert_one_training_step_moves_every_parameter,
+    build,
+    forward_rtol,
+    smallest_input,
+)
 
 # One model per block kind, on both executors (the deeper and wider variants: test_variants.py).
 ALL_MODELS = [
@@ -96,27 +100,8 @@ def test_forward_kernels_executor_matches_onnxruntime(models, name):
 
 
 @pytest.mark.parametrize("name", EXPORTED_MODELS)
-def test_export_runs_in_onnxruntime_at_batch_1_and_8(models, name, tmp_path):
-    model = models(name)
-    path = tmp_path / f"{name}.onnx"
-    # Traced at batch 2: at batch 1 an expand to the same shape records no node, so the second trace at
-    # another batch size (which records the Expand) would differ in structure and to_onnx refuses.
-    to_onnx(
-        model,
-        smallest_input(name, batch=2),
-        path,
-        input_names=["images"],
-        output_names=["logits"],
-        dynamic_axes={"images": {0: "batch"}, "logits": {0: "batch"}},
-    )
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    for batch in (1, 8):
-        x = smallest_input(name, batch=batch)
-        with onnxnn.set_executor("onnxruntime"), onnxnn.no_grad():
-            expected = model(x).numpy()
-        (actual,) = session.run(None, {"images": x.numpy()})
-        assert actual.shape == (batch, 1000)
-        np.testing.assert_allclose(actual, expected, rtol=0, atol=forward_rtol(model) * np.abs(expected).max())
+def test_export_runs_in_onnxruntime_at_batch_1_and_8(models, name):
+    assert_exports_with_a_dynamic_batch(models(name), name)
 
 
 @pytest.mark.parametrize(
@@ -148,22 +133,4 @@ def test_training_steps_lower_the_loss(name, executor):
 
 @pytest.mark.parametrize("name", TRAINED_ONCE_MODELS)
 def test_one_training_step_runs(name):
-    onnxnn.manual_seed(0)
-    model = build(name).train()
-    x = smallest_input(name, batch=2)  # two samples: BatchNorm's batch statistics need more than one value
-    target = onnxnn.from_numpy(np.array([3, 7]))
-    optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.01)
-    before = {key: np.array(p.detach().numpy()) for key, p in model.named_parameters()}
-    with onnxnn.set_executor("onnxruntime"):
-        optimizer.zero_grad()
-        loss = onnxnn.nn.functional.cross_entropy(model(x), target)
-        loss.backward()
-        optimizer.step()
-        assert np.isfinite(float(loss))
-        missing = [key for key, p in model.named_parameters() if p.grad is None]
-        assert not missing, missing
-        not_finite = [key for key, p in model.named_parameters() if not np.isfinite(p.grad.numpy()).all()]
-        assert not not_finite, not_finite
-        unchanged = [key for key, p in model.named_parameters() if np.array_equal(p.detach().numpy(), before[key])]
-    # A parameter whose gradient is exactly zero stays put; with random weights and inputs none should.
-    assert not unchanged, unchanged
+    assert_one_training_step_moves_every_parameter(name)

@@ -10,16 +10,19 @@ its 224x224 input; vit_small runs the same encoder blocks in test_forward_export
 
 from __future__ import annotations
 
-import io
 
 import numpy as np
-import onnxruntime
 import pytest
 
 import onnxnn
-from onnxnn.export import to_onnx
 
-from .common import build, forward_rtol, smallest_input
+from .common import (
+    assert_exports_with_a_dynamic_batch,
+    assert_one_training_step_moves_every_parameter,
+    build,
+    forward_rtol,
+    smallest_input,
+)
 
 VARIANTS = [
     "resnet34",
@@ -53,38 +56,9 @@ def test_variant_runs_on_both_executors_and_exports_with_a_dynamic_batch(name):
     tolerance = forward_rtol(model) * np.abs(expected).max()
     np.testing.assert_allclose(actual, expected, rtol=0, atol=tolerance)
 
-    buffer = io.BytesIO()
-    to_onnx(
-        model,
-        x,
-        buffer,
-        input_names=["images"],
-        output_names=["logits"],
-        dynamic_axes={"images": {0: "batch"}, "logits": {0: "batch"}},
-    )
-    session = onnxruntime.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
-    for batch in (1, 8):
-        images = smallest_input(name, batch=batch)
-        with onnxnn.set_executor("onnxruntime"), onnxnn.no_grad():
-            reference = model(images).numpy()
-        (exported,) = session.run(None, {"images": images.numpy()})
-        assert exported.shape == (batch, 1000)
-        np.testing.assert_allclose(exported, reference, rtol=0, atol=forward_rtol(model) * np.abs(reference).max())
+    assert_exports_with_a_dynamic_batch(model, name)
 
 
 @pytest.mark.parametrize("name", TRAINED)
 def test_one_training_step_moves_every_parameter(name):
-    onnxnn.manual_seed(0)
-    model = build(name).train()
-    x = smallest_input(name, batch=2)  # two samples: BatchNorm's batch statistics need more than one value
-    target = onnxnn.from_numpy(np.array([3, 7]))
-    optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.01)
-    before = {key: np.array(p.detach().numpy()) for key, p in model.named_parameters()}
-    loss = onnxnn.nn.functional.cross_entropy(model(x), target)
-    loss.backward()
-    optimizer.step()
-    assert np.isfinite(float(loss))
-    assert not [key for key, p in model.named_parameters() if p.grad is None]
-    assert all(np.isfinite(p.grad.numpy()).all() for p in model.parameters())
-    unchanged = [key for key, p in model.named_parameters() if np.array_equal(p.detach().numpy(), before[key])]
-    assert not unchanged, unchanged
+    assert_one_training_step_moves_every_parameter(name)
