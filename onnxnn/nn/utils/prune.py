@@ -97,18 +97,17 @@ class Identity(BasePruningMethod):
         return super().apply(module, name)
 
 
-class RandomUnstructured(BasePruningMethod):
-    """Prunes entries of a tensor chosen at random (from onnxnn's generator).
-
-    Args:
-        amount: fraction (float in [0, 1]) or absolute number (int >= 0) of entries to prune.
-    """
+class _UnstructuredByScore(BasePruningMethod):
+    """Prunes the ``amount`` entries of lowest score (``_scores``: one per entry, flat)."""
 
     PRUNING_TYPE = "unstructured"
 
     def __init__(self, amount) -> None:
         _validate_pruning_amount_init(amount)
         self.amount = amount
+
+    def _scores(self, t: Tensor, size: int) -> np.ndarray:
+        raise NotImplementedError
 
     def compute_mask(self, t: Tensor, default_mask: Tensor) -> Tensor:
         size = int(np.prod(tuple(t.shape), dtype=np.int64))
@@ -116,9 +115,19 @@ class RandomUnstructured(BasePruningMethod):
         _validate_pruning_amount(count, size)
         mask = _array(default_mask)
         if count != 0:
-            scores = _random.default_generator.numpy.random(size)
-            mask.reshape(-1)[np.argsort(-scores, kind="stable")[:count]] = 0
+            mask.reshape(-1)[np.argsort(self._scores(t, size), kind="stable")[:count]] = 0
         return _tensor_like(mask, default_mask)
+
+
+class RandomUnstructured(_UnstructuredByScore):
+    """Prunes entries of a tensor chosen at random (from onnxnn's generator).
+
+    Args:
+        amount: fraction (float in [0, 1]) or absolute number (int >= 0) of entries to prune.
+    """
+
+    def _scores(self, t: Tensor, size: int) -> np.ndarray:
+        return -_random.default_generator.numpy.random(size)
 
     @classmethod
     def apply(cls, module: Module, name: str, amount):  # type: ignore[override]
@@ -126,27 +135,15 @@ class RandomUnstructured(BasePruningMethod):
         return super().apply(module, name, amount=amount)
 
 
-class L1Unstructured(BasePruningMethod):
+class L1Unstructured(_UnstructuredByScore):
     """Prunes the entries of smallest absolute value (L1 norm); ties in any order.
 
     Args:
         amount: fraction (float in [0, 1]) or absolute number (int >= 0) of entries to prune.
     """
 
-    PRUNING_TYPE = "unstructured"
-
-    def __init__(self, amount) -> None:
-        _validate_pruning_amount_init(amount)
-        self.amount = amount
-
-    def compute_mask(self, t: Tensor, default_mask: Tensor) -> Tensor:
-        values = _array(t)
-        count = _compute_nparams_toprune(self.amount, values.size)
-        _validate_pruning_amount(count, values.size)
-        mask = _array(default_mask)
-        if count != 0:
-            mask.reshape(-1)[np.argsort(np.abs(values).reshape(-1), kind="stable")[:count]] = 0
-        return _tensor_like(mask, default_mask)
+    def _scores(self, t: Tensor, size: int) -> np.ndarray:
+        return np.abs(_array(t)).reshape(-1)
 
     @classmethod
     def apply(cls, module: Module, name: str, amount, importance_scores: Tensor | None = None):  # type: ignore[override]
