@@ -151,6 +151,13 @@ class L1Unstructured(_UnstructuredByScore):
         return super().apply(module, name, amount=amount, importance_scores=importance_scores)
 
 
+def _channel_mask(t: Tensor, dim: int, keep: np.ndarray, default_mask: Tensor) -> Tensor:
+    """``default_mask`` with every channel along ``dim`` not in ``keep`` (booleans) zeroed."""
+    mask = np.zeros(tuple(t.shape), dtype=t.dtype.numpy_dtype)
+    mask[_channel_slice(mask.ndim, dim, keep)] = 1
+    return _tensor_like(mask * _array(default_mask), default_mask)
+
+
 class RandomStructured(BasePruningMethod):
     """Prunes whole channels along ``dim``, chosen at random (from onnxnn's generator).
 
@@ -177,9 +184,7 @@ class RandomStructured(BasePruningMethod):
         scores = _random.default_generator.numpy.random(channels)
         keep = np.ones(channels, dtype=bool)
         keep[np.argsort(scores, kind="stable")[:count]] = False
-        mask = np.zeros(tuple(t.shape), dtype=t.dtype.numpy_dtype)
-        mask[_channel_slice(mask.ndim, self.dim, keep)] = 1
-        return _tensor_like(mask * _array(default_mask), default_mask)
+        return _channel_mask(t, self.dim, keep, default_mask)
 
     @classmethod
     def apply(cls, module: Module, name: str, amount, dim: int = -1):  # type: ignore[override]
@@ -215,9 +220,7 @@ class LnStructured(BasePruningMethod):
             return default_mask
         keep = np.zeros(channels, dtype=bool)
         keep[np.argsort(-norms, kind="stable")[: channels - count]] = True
-        mask = np.zeros(tuple(t.shape), dtype=t.dtype.numpy_dtype)
-        mask[_channel_slice(mask.ndim, self.dim, keep)] = 1
-        return _tensor_like(mask * _array(default_mask), default_mask)
+        return _channel_mask(t, self.dim, keep, default_mask)
 
     @classmethod
     def apply(  # type: ignore[override]

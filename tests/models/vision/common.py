@@ -97,3 +97,16 @@ def assert_exports_with_a_dynamic_batch(model: onnxnn.nn.Module, name: str) -> N
         (actual,) = session.run(None, {"images": x.numpy()})
         assert actual.shape == (batch, 1000)
         np.testing.assert_allclose(actual, expected, rtol=0, atol=forward_rtol(model) * np.abs(expected).max())
+
+
+def assert_kernels_match_onnxruntime(model: onnxnn.nn.Module, name: str) -> None:
+    """``model``'s outputs at batch 2 on onnxnn's kernels equal onnxruntime's within the fan-in
+    rounding bound, and are not all zero."""
+    x = smallest_input(name, batch=2)
+    with onnxnn.no_grad():
+        with onnxnn.set_executor("onnxruntime"):
+            expected = model(x).numpy()
+        with onnxnn.set_executor("kernels"):
+            actual = model(x).numpy()
+    assert expected.shape == (2, 1000) and np.abs(expected).max() > 0
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=forward_rtol(model) * np.abs(expected).max())

@@ -9,9 +9,9 @@ import onnxnn
 
 from .common import (
     assert_exports_with_a_dynamic_batch,
+    assert_kernels_match_onnxruntime,
     assert_one_training_step_moves_every_parameter,
     build,
-    forward_rtol,
     smallest_input,
 )
 
@@ -88,15 +88,7 @@ def test_forward_onnxruntime_executor(models, name):
 
 @pytest.mark.parametrize("name", KERNELS_MODELS)
 def test_forward_kernels_executor_matches_onnxruntime(models, name):
-    model = models(name)
-    x = smallest_input(name, batch=2)
-    with onnxnn.no_grad():
-        with onnxnn.set_executor("onnxruntime"):
-            expected = model(x).numpy()
-        with onnxnn.set_executor("kernels"):
-            actual = model(x).numpy()
-    scale = np.abs(expected).max()
-    np.testing.assert_allclose(actual, expected, rtol=0, atol=forward_rtol(model) * scale)
+    assert_kernels_match_onnxruntime(models(name), name)
 
 
 @pytest.mark.parametrize("name", EXPORTED_MODELS)

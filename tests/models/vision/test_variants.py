@@ -11,17 +11,15 @@ its 224x224 input; vit_small runs the same encoder blocks in test_forward_export
 from __future__ import annotations
 
 
-import numpy as np
 import pytest
 
 import onnxnn
 
 from .common import (
     assert_exports_with_a_dynamic_batch,
+    assert_kernels_match_onnxruntime,
     assert_one_training_step_moves_every_parameter,
     build,
-    forward_rtol,
-    smallest_input,
 )
 
 VARIANTS = [
@@ -46,16 +44,7 @@ TRAINED = ["resnet34", "squeezenet1_0", "regnet_x_400mf", "efficientnet_b1"]
 def test_variant_runs_on_both_executors_and_exports_with_a_dynamic_batch(name):
     onnxnn.manual_seed(0)
     model = build(name).eval()
-    x = smallest_input(name, batch=2)
-    with onnxnn.no_grad():
-        with onnxnn.set_executor("onnxruntime"):
-            expected = model(x).numpy()
-        with onnxnn.set_executor("kernels"):
-            actual = model(x).numpy()
-    assert expected.shape == (2, 1000) and np.abs(expected).max() > 0
-    tolerance = forward_rtol(model) * np.abs(expected).max()
-    np.testing.assert_allclose(actual, expected, rtol=0, atol=tolerance)
-
+    assert_kernels_match_onnxruntime(model, name)
     assert_exports_with_a_dynamic_batch(model, name)
 
 
