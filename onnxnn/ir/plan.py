@@ -47,6 +47,12 @@ _CALLER_FRAMES = 800
 _MOST_FRAMES = 1_000_000 if sys.version_info >= (3, 11) else 20_000
 
 
+def _make_room(depth: int) -> None:
+    """Raises Python's recursion limit for a walk ``depth`` nodes deep (never lowers it again:
+    lowering it while another thread walks would break that walk)."""
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), min(depth + _CALLER_FRAMES, _MOST_FRAMES)))
+
+
 def plan(targets: list, include_shared: bool = True) -> GraphPlan:
     """Walks the pending history of ``targets`` and builds its canonical plan and cache key.
 
@@ -108,12 +114,10 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
         order.append(node)
         key.extend(part)
 
-    deepest = max([target.node.depth for target in targets if target.data is None], default=0)
-    if deepest + _CALLER_FRAMES > sys.getrecursionlimit():
-        # Raised, never lowered again: lowering it while another thread walks would break that walk.
-        sys.setrecursionlimit(max(sys.getrecursionlimit(), min(deepest + _CALLER_FRAMES, _MOST_FRAMES)))
     for target in targets:
         if target.data is None and target.node.plan_mark != mark:
+            if target.node.depth + _CALLER_FRAMES > sys.getrecursionlimit():
+                _make_room(target.node.depth)
             visit(target.node)
     del visit  # the closure refers to itself: clearing it frees this walk without the cycle collector
 

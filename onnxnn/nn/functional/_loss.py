@@ -15,8 +15,8 @@ from ...runtime import ops as _ops
 from ...ir.graph import static_constant
 from ...ir.mode import MODE
 from ...runtime.internal import known_data, tensor_of
-from ...runtime.tensor import Tensor, apply_op, autocast_arguments
-from ._common import scalar_type_name, stable_softplus
+from ...runtime.tensor import Tensor, apply_op
+from ._common import loss_inputs_in_float32, scalar_type_name, stable_softplus
 
 __all__ = [
     "one_hot",
@@ -91,8 +91,7 @@ def mse_loss(
 
     ``weight`` (the input's shape) scales each element; with it, 'mean' divides by the summed weights.
     """
-    # Under autocast a loss runs in float32, as PyTorch's autocast lists it.
-    input, target, weight = autocast_arguments("", (input, target, weight), "MseLossBackward0")
+    input, target, weight = loss_inputs_in_float32("MseLossBackward0", input, target, weight)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _warn_size_mismatch(input, target)
@@ -108,8 +107,7 @@ def l1_loss(
 
     ``weight`` (the input's shape) scales each element; with it, 'mean' divides by the summed weights.
     """
-    # Under autocast a loss runs in float32, as PyTorch's autocast lists it.
-    input, target, weight = autocast_arguments("", (input, target, weight), "L1LossBackward0")
+    input, target, weight = loss_inputs_in_float32("L1LossBackward0", input, target, weight)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _warn_size_mismatch(input, target)
@@ -224,8 +222,7 @@ def nll_loss(
         weight: ``(C)`` class weights; 'mean' divides by the summed weights of the targets.
         ignore_index: a target value that contributes neither loss nor weight.
     """
-    # Under autocast a loss runs in float32, as PyTorch's autocast lists it.
-    input, weight = autocast_arguments("", (input, weight), "NllLossBackward0")
+    input, weight = loss_inputs_in_float32("NllLossBackward0", input, weight)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _check_class_targets(input, target, weight, ignore_index)
@@ -253,8 +250,7 @@ def cross_entropy(
         >>> logits = onnxnn.randn(3, 5, requires_grad=True)
         >>> F.cross_entropy(logits, onnxnn.tensor([1, 0, 4])).backward()
     """
-    # Under autocast a loss runs in float32, as PyTorch's autocast lists it.
-    input, target, weight = autocast_arguments("", (input, target, weight), "NllLossBackward0")
+    input, target, weight = loss_inputs_in_float32("NllLossBackward0", input, target, weight)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if not 0.0 <= label_smoothing <= 1.0:
@@ -319,8 +315,7 @@ def binary_cross_entropy(
     input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None, reduce=None, reduction: str = "mean"
 ) -> Tensor:
     """``-w * (t * log(x) + (1 - t) * log(1 - x))`` for probabilities ``x``; logs clamped at -100 as in PyTorch."""
-    # Under autocast a loss runs in float32, as PyTorch's autocast lists it.
-    input, target, weight = autocast_arguments("", (input, target, weight), "BinaryCrossEntropyBackward0")
+    input, target, weight = loss_inputs_in_float32("BinaryCrossEntropyBackward0", input, target, weight)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if target.shape != input.shape:
@@ -349,9 +344,8 @@ def binary_cross_entropy_with_logits(
 
     ``loss = (1 - t) * x + (1 + (pos_weight - 1) * t) * softplus(-x)``, optionally times ``weight``.
     """
-    # Under autocast a loss runs in float32, as PyTorch's autocast lists it.
-    input, target, weight, pos_weight = autocast_arguments(
-        "", (input, target, weight, pos_weight), "BinaryCrossEntropyWithLogitsBackward0"
+    input, target, weight, pos_weight = loss_inputs_in_float32(
+        "BinaryCrossEntropyWithLogitsBackward0", input, target, weight, pos_weight
     )
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)

@@ -15,8 +15,8 @@ from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...ir.graph import static_constant
 from ...runtime.internal import known_data, tensor_of
-from ...runtime.tensor import Tensor, autocast_arguments
-from ._common import scalar_type_name, stable_softplus
+from ...runtime.tensor import Tensor
+from ._common import loss_inputs_in_float32, scalar_type_name, stable_softplus
 from ._loss import _check_reduction, _class_mask, _legacy_reduction, _reduce_loss
 
 __all__ = [
@@ -85,8 +85,7 @@ def hinge_embedding_loss(
 
 def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """``log(1 + exp(-target * input))``, the logistic loss of targets 1 or -1."""
-    # Under autocast a loss runs in float32, as PyTorch's autocast lists it.
-    input, target = autocast_arguments("", (input, target), "SoftMarginLossBackward0")
+    input, target = loss_inputs_in_float32("SoftMarginLossBackward0", input, target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     return _reduce_loss(stable_softplus(-input * target), reduction, "SoftMarginLossBackward0")

@@ -11,7 +11,8 @@ import warnings
 
 from ...runtime import ops as _ops
 from ...runtime.internal import known_data
-from ...runtime.tensor import Tensor, autocast_arguments
+from ...runtime.tensor import Tensor
+from ._common import loss_inputs_in_float32
 from ._loss import _check_reduction, _check_weight_shape, _legacy_reduction, _reduce_loss, _warn_size_mismatch
 
 __all__ = ["huber_loss", "smooth_l1_loss", "poisson_nll_loss", "gaussian_nll_loss", "kl_div"]
@@ -27,8 +28,7 @@ def huber_loss(
         weight: optional per-element weights of the shape of ``input``; 'mean' stays the plain mean of
             the weighted terms, as in PyTorch (unlike mse_loss and l1_loss).
     """
-    # Under autocast a loss runs in float32, as PyTorch's autocast lists it.
-    input, target, weight = autocast_arguments("", (input, target, weight), "HuberLossBackward0")
+    input, target, weight = loss_inputs_in_float32("HuberLossBackward0", input, target, weight)
     _check_reduction(reduction)
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
@@ -50,8 +50,7 @@ def smooth_l1_loss(
     Args:
         beta: where the quadratic part turns linear; must be non-negative. Default: ``1.0``.
     """
-    # Under autocast a loss runs in float32, as PyTorch's autocast lists it.
-    input, target = autocast_arguments("", (input, target), "SmoothL1LossBackward0")
+    input, target = loss_inputs_in_float32("SmoothL1LossBackward0", input, target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if beta < 0:
@@ -83,8 +82,7 @@ def poisson_nll_loss(
         full: add Stirling's approximation of ``log(target!)`` where ``target > 1``. Default: ``False``.
         eps: keeps ``log`` finite when ``log_input=False``. Default: ``1e-8``.
     """
-    # Under autocast a loss runs in float32, as PyTorch's autocast lists it.
-    input, target = autocast_arguments("", (input, target), "PoissonNllLossBackward0")
+    input, target = loss_inputs_in_float32("PoissonNllLossBackward0", input, target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if log_input:
@@ -150,8 +148,7 @@ def kl_div(
             divided by the batch size, the mathematical KL divergence). Default: ``'mean'``.
         log_target: ``target`` holds log-probabilities. Default: ``False``.
     """
-    # Under autocast a loss runs in float32, as PyTorch's autocast lists it.
-    input, target = autocast_arguments("", (input, target), "KlDivBackward0")
+    input, target = loss_inputs_in_float32("KlDivBackward0", input, target)
     if size_average is not None or reduce is not None:
         reduction = _legacy_reduction(size_average, reduce, reduction)
     elif reduction == "mean":
