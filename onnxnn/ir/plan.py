@@ -15,10 +15,10 @@ import onnx
 from onnx import helper
 
 from .dtypes import dtype
-from .graph import OPSET_VERSION
+from .graph import OPSET_VERSION, is_held
 from .registry import decompositions
 
-__all__ = ["GraphPlan", "plan", "build_model", "plan_opset", "OPSET_VERSION", "IR_VERSION"]
+__all__ = ["GraphPlan", "plan", "build_model", "plan_opset", "realize_alongside", "OPSET_VERSION", "IR_VERSION"]
 
 # The IR version of every graph onnxnn builds, and (``OPSET_VERSION``, defined with ``Node``) the
 # default-domain opset of a graph of onnxnn's own ops. onnx's default ir_version can be newer than
@@ -51,6 +51,47 @@ def _make_room(depth: int) -> None:
     """Raises Python's recursion limit for a walk ``depth`` nodes deep (never lowers it again:
     lowering it while another thread walks would break that walk)."""
     sys.setrecursionlimit(max(sys.getrecursionlimit(), min(depth + _CALLER_FRAMES, _MOST_FRAMES)))
+
+
+# Pending values to compute in the next realization whose history they join (``realize_alongside``).
+_companions: list = []
+# How many nodes a companion may add to a plan: a loss's tail (reduction, mean, negation) is a
+# handful; a companion that needs more is left for its own realization.
+_MOST_COMPANION_NODES = 64
+_MOST_COMPANIONS = 8
+
+
+def realize_alongside(value) -> None:
+    """Asks the next realization that computes part of ``value``'s history to compute ``value`` too.
+
+    ``loss.backward()`` registers the loss: the optimizer's step realizes the parameters through a
+    graph that runs the forward pass but not the loss's last few nodes (the gradient does not need
+    them), and reading the loss afterwards would run the whole forward pass again in a second graph.
+    Only a value still held when that realization comes is computed.
+    """
+    if value.data is None and all(companion is not value for companion in _companions):
+        _companions.append(value)
+        del _companions[:-_MOST_COMPANIONS]
+
+
+def _joins_plan(node, mark: int) -> bool:
+    """Whether ``node``'s pending history outside the plan being built (nodes not carrying ``mark``)
+    is at most ``_MOST_COMPANION_NODES`` nodes and reads something the plan computes."""
+    seen: set = set()
+    stack = [node]
+    joins = False
+    while stack:
+        current = stack.pop()
+        if current.plan_mark == mark:
+            joins = True
+            continue
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if len(seen) > _MOST_COMPANION_NODES:
+            return False
+        stack.extend(value.node for value in current.inputs if value is not None and value.data is None)
+    return joins
 
 
 def plan(targets: list, include_shared: bool = True) -> GraphPlan:
@@ -119,9 +160,11 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
             if target.node.depth + _CALLER_FRAMES > sys.getrecursionlimit():
                 _make_room(target.node.depth)
             visit(target.node)
+    outputs = list(targets)
+    if include_shared and _companions:
+        _add_companions(outputs, visit, mark)
     del visit  # the closure refers to itself: clearing it frees this walk without the cycle collector
 
-    outputs = list(targets)
     if include_shared:
         # ``graph.is_held``, inlined: it runs for every pending value of every realization.
         wanted = targets[0] if len(targets) == 1 else set(map(id, targets))
@@ -145,6 +188,25 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
         targets[0].device,
     )
     return GraphPlan(order, inputs, outputs, plan_key)
+
+
+def _add_companions(outputs: list, visit, mark: int) -> None:
+    """Adds the registered companions that join this plan (``realize_alongside``) to its walk and outputs."""
+    device = outputs[0].device
+    kept = []
+    for value in _companions:
+        if value.data is not None or not is_held(value):
+            continue  # computed meanwhile, or dropped by its user: forgotten
+        if value.node.plan_mark == mark:
+            continue  # the plan computes it already (as a target or an intermediate)
+        if value.device == device and _joins_plan(value.node, mark):
+            if value.node.depth + _CALLER_FRAMES > sys.getrecursionlimit():
+                _make_room(value.node.depth)
+            visit(value.node)
+            outputs.append(value)
+        else:
+            kept.append(value)
+    _companions[:] = kept
 
 
 def onnx_attribute_value(value):

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..ir.graph import static_constant
 from ..ir.mode import MODE
+from ..ir.plan import realize_alongside
 from ..ir.registry import gradient_rules
 from . import tensor as _tensor  # circular (tensor imports autograd): attributes are read at call time
 from .fastpath import backward_replay
@@ -596,6 +597,10 @@ def run_backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bo
         retain_graph = create_graph
     root_grads = _root_gradients(tensors, list(grad_tensors))
     roots = [_edge_of(t) for t in tensors]
+    for tensor in tensors:
+        # The loss is usually read after the optimizer's step: computed then with the gradients'
+        # graph, which runs the forward pass anyway, rather than by a second run of the forward.
+        realize_alongside(tensor._value)
     accumulate_only = None
     if inputs is not None:
         inputs = [inputs] if isinstance(inputs, _tensor.Tensor) else list(inputs)
