@@ -27,7 +27,7 @@ from onnxnn.runtime import ops
 from onnxnn.runtime.realization import realize
 from onnxnn.runtime.tensor import apply_op
 
-from tolerances import assert_within, conv_bound, conv_transpose_bound, sum_bound, unit_roundoff
+from tolerances import accumulation_bound, assert_within, conv_bound, conv_transpose_bound, sum_bound, unit_roundoff
 
 # ---------------------------------------------------------------- shared helpers
 
@@ -590,6 +590,59 @@ def test_weight_gradient_of_a_sum_is_the_sum_of_input_patches():
     expected = np.broadcast_to(patches.astype(np.float64).sum(axis=(0, 2, 3)), (3, 2, 3, 3))
     # Each element sums 2 * 3 * 3 input values (times a cotangent of ones).
     assert_within(w.grad.numpy(), expected, sum_bound(patches, axis=(0, 2, 3)) / 2)
+
+
+def numpy_weight_gradient(x, g, kernel, strides, dilations, pads_begin, pads_end):
+    """d<conv(x, w), g>/dw in float64: each tap's strided window of the padded input against ``g``."""
+    rank = len(kernel)
+    padded = np.pad(x.astype(np.float64), [(0, 0), (0, 0)] + list(zip(pads_begin, pads_end)))
+    result = np.zeros((g.shape[1], x.shape[1]) + tuple(kernel))
+    magnitude = np.zeros_like(result)
+    for offsets in np.ndindex(*kernel):
+        window = padded[
+            (slice(None), slice(None))
+            + tuple(
+                slice(o * d, o * d + (out - 1) * s + 1, s)
+                for o, d, s, out in zip(offsets, dilations, strides, g.shape[2:])
+            )
+        ]
+        axes = [0] + list(range(2, 2 + rank))
+        result[(slice(None), slice(None)) + offsets] = np.tensordot(g, window, axes=(axes, axes))
+        magnitude[(slice(None), slice(None)) + offsets] = np.tensordot(np.abs(g), np.abs(window), axes=(axes, axes))
+    return result, magnitude
+
+
+TAP_GEMM_CASES = [
+    # id, input shape, kernel, strides, dilations, pads (begin + end)
+    ("conv1d_stride2_pads", (2, 16, 9), (3,), (2,), (1,), (1, 2)),
+    ("conv2d_3x3_pad1", (2, 16, 6, 5), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),
+    ("conv2d_stride2_uneven", (1, 16, 7, 6), (3, 2), (2, 3), (1, 1), (1, 0, 0, 1)),
+    ("conv2d_dilation2", (1, 20, 7, 7), (2, 3), (1, 1), (2, 2), (0, 1, 0, 1)),
+    ("conv2d_1x1_stride2", (3, 16, 5, 5), (1, 1), (2, 2), (1, 1), (0, 0, 0, 0)),
+    ("conv3d_stride2", (1, 16, 4, 5, 4), (2, 2, 3), (2, 1, 2), (1, 1, 1), (0, 1, 1, 1, 0, 1)),
+]
+
+
+@pytest.mark.parametrize(
+    "case_id, input_shape, kernel, strides, dilations, pads", TAP_GEMM_CASES, ids=[c[0] for c in TAP_GEMM_CASES]
+)
+def test_weight_gradient_of_many_channels_is_the_tap_by_tap_formula(
+    case_id, input_shape, kernel, strides, dilations, pads
+):
+    # With at least TAP_GEMM_MIN_CHANNELS input channels the rule takes one GEMM per kernel tap.
+    from onnxnn.runtime.ops.conv import TAP_GEMM_MIN_CHANNELS
+
+    assert input_shape[1] >= TAP_GEMM_MIN_CHANNELS
+    rank = len(kernel)
+    x = randn(*input_shape).astype(np.float32)
+    w = onnxnn.tensor(randn(3, input_shape[1], *kernel).astype(np.float32), requires_grad=True)
+    attrs = {"strides": list(strides), "dilations": list(dilations), "pads": list(pads)}
+    y = apply_op("Conv", (onnxnn.tensor(x), w), attrs)
+    g = randn(*y.shape).astype(np.float32)
+    (y * onnxnn.tensor(g)).sum().backward()
+    expected, magnitude = numpy_weight_gradient(x, g, kernel, strides, dilations, pads[:rank], pads[rank:])
+    terms = input_shape[0] * int(np.prod(y.shape[2:]))
+    assert_within(w.grad.numpy(), expected, accumulation_bound(magnitude, terms + 1))
 
 
 # ---------------------------------------------------------------- errors in PyTorch's words

@@ -13,6 +13,7 @@ The window arithmetic here (``window_geometry``) is shared with the pooling ops.
 
 from __future__ import annotations
 
+import itertools
 from typing import NamedTuple
 
 import numpy as np
@@ -216,12 +217,22 @@ def gather_windows(
     return crop(result, output_spatial)
 
 
+# The fewest input channels for which the weight gradient is computed tap by tap as GEMMs: with
+# fewer (an RGB stem), the GEMMs are too narrow and the one large Conv is faster
+# (benchmarks/bench_conv_weight_gradient.py).
+TAP_GEMM_MIN_CHANNELS = 16
+
+
 def weight_gradient(x: Tensor, g: Tensor, kernel, strides, dilations, pads_begin, group: int) -> Tensor:
     """d<Conv(x, w), g>/dw for ``Conv(x, w)`` with these strides/dilations/begin pads: shape ``(M, C/group, *kernel)``.
 
-    Computed as one Conv in which the input channels act as the batch and the batch as channels
-    (per group), the output gradient acts as the kernel, and stride and dilation trade places.
+    Ungrouped convolutions of at least ``TAP_GEMM_MIN_CHANNELS`` input channels take one GEMM per
+    kernel tap (``_weight_gradient_by_taps``); the others one Conv in which the input channels act
+    as the batch and the batch as channels (per group), the output gradient acts as the kernel, and
+    stride and dilation trade places.
     """
+    if group == 1 and x.shape[1] >= TAP_GEMM_MIN_CHANNELS:
+        return _weight_gradient_by_taps(x, g, kernel, strides, dilations, pads_begin)
     batch, channels = x.shape[0], x.shape[1]
     spatial_rank = x.dim() - 2
     out_channels = g.shape[1]
@@ -244,6 +255,41 @@ def weight_gradient(x: Tensor, g: Tensor, kernel, strides, dilations, pads_begin
     )
     result = crop(result, kernel)  # windows past the kernel's extent (strides not dividing evenly)
     return result.permute([1, 0] + list(range(2, 2 + spatial_rank)))
+
+
+def _weight_gradient_by_taps(x: Tensor, g: Tensor, kernel, strides, dilations, pads_begin) -> Tensor:
+    """The weight gradient as one ``(M, N*L) @ (N*L, C)`` GEMM per kernel tap (L: output positions).
+
+    The tap at offset ``o`` of the kernel sees, at each output position, the input element
+    ``o * dilation - pad_begin + position * stride``: a strided slice of the padded, channels-last
+    input. onnxruntime runs these GEMMs 2-10x faster than the single Conv whose 32x32 "kernel" is
+    the output gradient, whose im2col expands every input element once per output position.
+    """
+    spatial_rank = len(kernel)
+    channels, out_channels = x.shape[1], g.shape[1]
+    spatial_axes = list(range(1, 1 + spatial_rank))
+    pads_end = [
+        max(0, (out - 1) * s + (k - 1) * d + 1 - size - b)
+        for size, out, k, s, d, b in zip(x.shape[2:], g.shape[2:], kernel, strides, dilations, pads_begin)
+    ]
+    channels_last = x.permute([0] + [axis + 1 for axis in spatial_axes] + [1])  # (N, *in, C)
+    if any(pads_begin) or any(pads_end):
+        pads = [0, *pads_begin, 0, 0, *pads_end, 0]
+        channels_last = apply_op("Pad", (channels_last, int64_constant(pads)), {}, "ConvolutionBackward0")
+    # (M, N * L): each output channel's gradient over every batch element and output position.
+    gradient_rows = g.permute([1, 0] + [axis + 1 for axis in spatial_axes]).reshape((out_channels, -1))
+    axes, steps = int64_constant(spatial_axes), int64_constant(list(strides))
+    taps = []
+    for offsets in itertools.product(*(range(int(k)) for k in kernel)):
+        starts = [offset * d for offset, d in zip(offsets, dilations)]
+        ends = [start + (out - 1) * s + 1 for start, out, s in zip(starts, g.shape[2:], strides)]
+        window = apply_op(
+            "Slice", (channels_last, int64_constant(starts), int64_constant(ends), axes, steps), None, "SliceBackward0"
+        )
+        tap = apply_op("MatMul", (gradient_rows, window.reshape((-1, channels))), None, "ConvolutionBackward0")
+        taps.append(tap.reshape((out_channels, channels, 1)))
+    stacked = taps[0] if len(taps) == 1 else apply_op("Concat", tuple(taps), {"axis": 2}, "ConvolutionBackward0")
+    return stacked.reshape((out_channels, channels) + tuple(int(k) for k in kernel))
 
 
 def channel_sum(g: Tensor) -> Tensor:
