@@ -159,6 +159,56 @@ def test_dropped_intermediates_are_not_returned():
     assert plan.outputs == [out._value]
 
 
+@pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels"])
+def test_a_training_step_computes_the_held_loss_with_the_update(executor_name, monkeypatch):
+    # The optimizer's step realizes the parameters; the loss's last nodes are not needed for them,
+    # but the loss that backward() started from is still held, so the same run computes it.
+    model = onnxnn.nn.Sequential(onnxnn.nn.Linear(6, 8), onnxnn.nn.ReLU(), onnxnn.nn.Linear(8, 3))
+    optimizer = onnxnn.optim.Adam(model.parameters(), lr=1e-2)
+    x, target = onnxnn.randn(5, 6), onnxnn.tensor([0, 2, 1, 1, 0])
+    plans = []
+    planner = executor.plan
+    monkeypatch.setattr(executor, "plan", lambda *arguments: plans.append(1) or planner(*arguments))
+    _runs = plans.__len__
+    with onnxnn.set_executor(executor_name):
+        for _ in range(3):
+            optimizer.zero_grad()
+            logits = model(x)
+            loss = onnxnn.nn.functional.cross_entropy(logits, target)
+            loss.backward()
+            runs = _runs()
+            optimizer.step()
+            assert _runs() == runs + 1
+            assert loss._value.realized, "the held loss is computed by the step's run"
+            value = loss.item()
+            assert _runs() == runs + 1, "reading the loss runs nothing more"
+            logits64 = logits.detach().numpy().astype(np.float64)
+            probabilities = np.exp(logits64) / np.exp(logits64).sum(1, keepdims=True)
+            expected = -np.log(probabilities)[range(5), target.numpy()].mean()
+            assert abs(value - expected) <= 1e-5 * abs(expected) + 1e-6
+
+
+def test_a_dropped_loss_is_not_computed_with_the_update(on_onnxruntime):
+    weight = onnxnn.randn(4, 3, requires_grad=True)
+    x = onnxnn.randn(2, 4)
+    loss = (x @ weight).square().sum()
+    value = loss._value
+    loss.backward()
+    del loss
+    weight.grad.numpy()
+    assert not value.realized, "nothing holds the loss any more: the run leaves it out"
+
+
+def test_a_held_loss_is_not_pulled_into_an_unrelated_run(on_onnxruntime):
+    weight = onnxnn.randn(4, 3, requires_grad=True)
+    loss = (onnxnn.randn(2, 4) @ weight).square().sum()
+    loss.backward()
+    (onnxnn.randn(3) * 2).numpy()  # shares nothing with the loss's history
+    assert not loss._value.realized
+    weight.grad.numpy()  # the gradient's graph runs the loss's history: the loss comes along
+    assert loss._value.realized
+
+
 def test_same_structure_different_data_shares_one_session(on_onnxruntime):
     first = onnxnn.randn(3, 3) @ onnxnn.randn(3, 3)
     first.numpy()
