@@ -24,6 +24,7 @@ import pytest
 
 import onnxnn
 from onnxnn.runtime import ops
+from onnxnn.runtime.realization import plan as executor_plan
 from onnxnn.runtime.realization import realize
 from onnxnn.runtime.tensor import apply_op
 
@@ -643,6 +644,79 @@ def test_weight_gradient_of_many_channels_is_the_tap_by_tap_formula(
     expected, magnitude = numpy_weight_gradient(x, g, kernel, strides, dilations, pads[:rank], pads[rank:])
     terms = input_shape[0] * int(np.prod(y.shape[2:]))
     assert_within(w.grad.numpy(), expected, accumulation_bound(magnitude, terms + 1))
+
+
+def numpy_input_gradient(g, w, input_spatial, strides, dilations, pads_begin):
+    """d<conv(x, w), g>/dx in float64 (and the sum of the terms' magnitudes): each tap's products scattered back."""
+    batch, channels = g.shape[0], w.shape[1]
+    kernel = w.shape[2:]
+    extent = [
+        max(size + b, (out - 1) * s + (k - 1) * d + 1)
+        for size, b, out, s, k, d in zip(input_spatial, pads_begin, g.shape[2:], strides, kernel, dilations)
+    ]
+    result, magnitude = np.zeros((batch, channels, *extent)), np.zeros((batch, channels, *extent))
+    for offsets in np.ndindex(*kernel):
+        taps = (slice(None), slice(None)) + offsets
+        target = (slice(None), slice(None)) + tuple(
+            slice(o * d, o * d + (out - 1) * s + 1, s) for o, d, s, out in zip(offsets, dilations, strides, g.shape[2:])
+        )
+        result[target] += np.einsum("nm...,mc->nc...", g, w[taps])
+        magnitude[target] += np.einsum("nm...,mc->nc...", np.abs(g), np.abs(w[taps]))
+    crop = (slice(None), slice(None)) + tuple(slice(b, b + size) for b, size in zip(pads_begin, input_spatial))
+    return result[crop], magnitude[crop]
+
+
+COLUMN_GEMM_CASES = [
+    # id, input shape, weight shape, strides, dilations, pads (begin + end)
+    ("3x3_pad1", (2, 3, 5, 4), (4, 3, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),
+    ("stride2_uneven_pads", (1, 2, 7, 6), (3, 2, 3, 2), (2, 3), (1, 1), (1, 0, 0, 1)),
+    ("dilation2", (1, 2, 7, 7), (2, 2, 2, 3), (1, 1), (2, 2), (0, 1, 0, 1)),
+    ("stride2_not_reaching_the_end", (2, 2, 6, 6), (3, 2, 3, 3), (2, 2), (1, 1), (0, 0, 0, 0)),
+    ("1x1_stride2", (2, 3, 5, 5), (4, 3, 1, 1), (2, 2), (1, 1), (0, 0, 0, 0)),
+]
+
+
+@pytest.mark.parametrize(
+    "case_id, input_shape, weight_shape, strides, dilations, pads",
+    COLUMN_GEMM_CASES,
+    ids=[c[0] for c in COLUMN_GEMM_CASES],
+)
+def test_input_gradient_by_columns_is_the_scatter_formula(
+    case_id, input_shape, weight_shape, strides, dilations, pads, monkeypatch
+):
+    # A channel product of at least COLUMN_GEMM_MIN_CHANNEL_PRODUCT takes one GEMM and a Col2Im;
+    # lowering it sends these small cases there too.
+    from onnxnn.runtime.ops import conv as conv_ops
+
+    monkeypatch.setattr(conv_ops, "COLUMN_GEMM_MIN_CHANNEL_PRODUCT", 1)
+    x = onnxnn.tensor(randn(*input_shape).astype(np.float32), requires_grad=True)
+    w = randn(*weight_shape).astype(np.float32)
+    attrs = {"strides": list(strides), "dilations": list(dilations), "pads": list(pads)}
+    y = apply_op("Conv", (x, onnxnn.tensor(w)), attrs)
+    g = randn(*y.shape).astype(np.float32)
+    (y * onnxnn.tensor(g)).sum().backward()
+    assert any(node.op_type == "Col2Im" for node in _recorded_gradient_nodes(x, w, g, attrs))
+    expected, magnitude = numpy_input_gradient(g, w.astype(np.float64), input_shape[2:], strides, dilations, pads[:2])
+    terms = weight_shape[0] * int(np.prod(weight_shape[2:]))
+    assert_within(x.grad.numpy(), expected, accumulation_bound(magnitude, terms))
+
+
+def _recorded_gradient_nodes(x, w, g, attrs) -> list:
+    """The nodes of the pending input gradient of ``<conv(x, w), g>`` (recorded, not run)."""
+    x = onnxnn.tensor(x.detach().numpy(), requires_grad=True)
+    y = apply_op("Conv", (x, onnxnn.tensor(w)), attrs)
+    (gradient,) = onnxnn.autograd.grad((y * onnxnn.tensor(g)).sum(), x)
+    return executor_plan([gradient._value]).nodes
+
+
+def test_input_gradient_of_a_wide_layer_on_a_small_image():
+    # 256 x 256 channels reach the column GEMM as they are (resnet's last stage at a small input).
+    x = onnxnn.tensor(randn(2, 256, 3, 3).astype(np.float32), requires_grad=True)
+    w = (randn(256, 256, 3, 3) / 48).astype(np.float32)
+    g = randn(2, 256, 3, 3).astype(np.float32)
+    (ops.conv2d(x, onnxnn.tensor(w), padding=1) * onnxnn.tensor(g)).sum().backward()
+    expected, magnitude = numpy_input_gradient(g, w.astype(np.float64), (3, 3), (1, 1), (1, 1), (1, 1))
+    assert_within(x.grad.numpy(), expected, accumulation_bound(magnitude, 256 * 9))
 
 
 # ---------------------------------------------------------------- errors in PyTorch's words

@@ -176,12 +176,22 @@ def crop(tensor: Tensor, sizes, first_axis: int = 2) -> Tensor:
     )
 
 
+# The smallest product of input and output channels for which a 2-d convolution's input gradient
+# is one GEMM and a Col2Im rather than a ConvTranspose: onnxruntime's ConvTranspose is up to 4x
+# slower for wide layers on small images (resnet's last stages), and faster for narrow ones
+# (benchmarks/bench_conv_gradients.py).
+COLUMN_GEMM_MIN_CHANNEL_PRODUCT = 256 * 256
+
+
 def scatter_windows(g: Tensor, weight: Tensor, input_spatial, geometry: WindowGeometry, group: int) -> Tensor:
     """The adjoint of sliding ``weight`` over an input of size ``input_spatial``: a ConvTranspose.
 
     The explicit end padding and ``output_padding`` are chosen so the result has exactly the input's
-    spatial size (rows that no window reached get zeros).
+    spatial size (rows that no window reached get zeros). Wide ungrouped 2-d convolutions take
+    ``_scatter_windows_by_columns`` instead.
     """
+    if group == 1 and len(input_spatial) == 2 and weight.shape[0] * weight.shape[1] >= COLUMN_GEMM_MIN_CHANNEL_PRODUCT:
+        return _scatter_windows_by_columns(g, weight, input_spatial, geometry)
     pads_end, output_padding = [], []
     for size, out, k, s, d, b in zip(
         input_spatial, geometry.output, geometry.kernel, geometry.strides, geometry.dilations, geometry.pads_begin
@@ -198,6 +208,29 @@ def scatter_windows(g: Tensor, weight: Tensor, input_spatial, geometry: WindowGe
     if any(output_padding):
         attrs["output_padding"] = output_padding
     return apply_op("ConvTranspose", (g, weight), attrs, "ConvolutionBackward0")
+
+
+def _scatter_windows_by_columns(g: Tensor, weight: Tensor, input_spatial, geometry: WindowGeometry) -> Tensor:
+    """The input gradient of an ungrouped 2-d Conv as ``(N*L, M) @ (M, C*k*k)`` and a Col2Im.
+
+    Each output position's gradient times the flattened weight gives that window's contribution
+    to every input element it covers (im2col's columns); Col2Im adds the overlapping windows up.
+    The forward's own pads make Col2Im find exactly the forward's ``L`` windows.
+    """
+    batch, out_channels = g.shape[0], g.shape[1]
+    channels = weight.shape[1]
+    positions = int(np.prod(geometry.output))
+    window_elements = channels * int(np.prod(geometry.kernel))
+    rows = g.permute([0, 2, 3, 1]).reshape((batch * positions, out_channels))
+    columns = apply_op("MatMul", (rows, weight.reshape((out_channels, window_elements))), None, "ConvolutionBackward0")
+    columns = columns.reshape((batch, positions, window_elements)).permute([0, 2, 1])
+    attrs = {
+        "strides": list(geometry.strides),
+        "dilations": list(geometry.dilations),
+        "pads": list(geometry.pads_begin) + list(geometry.pads_end),
+    }
+    sizes = (int64_constant([int(size) for size in input_spatial]), int64_constant(list(geometry.kernel)))
+    return apply_op("Col2Im", (columns, *sizes), attrs, "ConvolutionBackward0")
 
 
 def gather_windows(
@@ -219,7 +252,7 @@ def gather_windows(
 
 # The fewest input channels for which the weight gradient is computed tap by tap as GEMMs: with
 # fewer (an RGB stem), the GEMMs are too narrow and the one large Conv is faster
-# (benchmarks/bench_conv_weight_gradient.py).
+# (benchmarks/bench_conv_gradients.py).
 TAP_GEMM_MIN_CHANNELS = 16
 
 
