@@ -4,7 +4,9 @@ inference with unchanged weights a specialized session.
 ``entry(plan)`` is one dict lookup on a hit. On a miss the executor is chosen by ``choose`` (a
 deterministic cost model over sizes and op kinds, never timing: a program's results never depend
 on the machine's load), a structure family seen at several sizes may share one graph with
-symbolic sizes (``dynamic_shapes``), and otherwise the chosen executor compiles the plan.
+symbolic sizes (``dynamic_shapes``), and otherwise the chosen executor compiles the plan; a
+structure "auto" gives onnxruntime runs on the kernels first and compiles its session when it
+comes back (``FIRST_RUNS_ON_KERNELS``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from ...ir.caches import register_cache
-from ...ir.dtypes import float16, float64
+from ...ir.dtypes import bfloat16, float16, float64
 from ...ir.executors import executor
 from ...ir.mode import EXECUTORS, MODE
 from ...ir.plan import GraphPlan, build_model
@@ -87,6 +89,38 @@ def choose(plan: GraphPlan) -> str:
     return "kernels" if kernel_cost <= session_cost else "onnxruntime"
 
 
+# ---------------------------------------------------------------- first runs on the kernels
+#
+# A structure's first run on onnxruntime pays for compiling its session (3-15 ms a graph, and
+# ~20 ms more to import onnxruntime in a fresh process), which a one-off call (an interactive
+# forward, a single prediction, a script's first step) never earns back. So under "auto", a
+# structure that onnxruntime would run is run FIRST_RUNS_ON_KERNELS times on the kernels, which
+# compile in well under a millisecond, and its session is compiled when it comes back. Only
+# structures the kernels run at a comparable speed take this path: on the CPU, without
+# convolutions or recurrences, without float16/bfloat16 (whose per-op rounding must come from one
+# executor), and at most FIRST_RUNS_MAX_ELEMENTS elements read by all nodes together. Like the
+# executor choice, it depends on the structure and the count of runs only, never on timing.
+FIRST_RUNS_ON_KERNELS = 1
+FIRST_RUNS_MAX_ELEMENTS = 1 << 22
+
+
+def _first_runs_on_kernels(plan: GraphPlan) -> bool:
+    if not FIRST_RUNS_ON_KERNELS or plan.key[3].type != "cpu":
+        return False
+    elements = 0
+    for node in plan.nodes:
+        if node.op_type in HEAVY_FOR_KERNELS:
+            return False
+        for value in node.inputs:
+            if value is not None:
+                if value.dtype is float16 or value.dtype is bfloat16:
+                    return False
+                elements += _elements(value.shape)
+        if elements > FIRST_RUNS_MAX_ELEMENTS:
+            return False
+    return choose(plan) == "onnxruntime"
+
+
 def _other(name: str) -> str:
     return "onnxruntime" if name == "kernels" else "kernels"
 
@@ -124,10 +158,20 @@ class Entry:
     (its counters count every run, found here or there), else None.
     """
 
-    __slots__ = ("runner", "is_session", "sessions", "specialization", "stable_runs", "stable_inputs")
+    __slots__ = (
+        "runner",
+        "is_session",
+        "sessions",
+        "specialization",
+        "stable_runs",
+        "stable_inputs",
+        "runs_before_compiling",
+    )
 
-    def __init__(self, runner, executor_name: str):
+    def __init__(self, runner, executor_name: str, runs_before_compiling: int = 0):
         self.runner = runner
+        # > 0: a structure's first runs on the kernels; this many more before its session is compiled.
+        self.runs_before_compiling = runs_before_compiling
         self.is_session = executor_name == "onnxruntime"
         self.sessions = executor("onnxruntime").cache if self.is_session else None
         self.specialization: Specialization | None = None
@@ -162,19 +206,37 @@ def _shared_entry(plan: GraphPlan, name: str) -> Entry | None:
     return shared
 
 
+def _compiled_entry(plan: GraphPlan, name: str) -> Entry:
+    """The entry of the graph ``plan``'s structure family shares, or else of ``plan`` compiled alone."""
+    return _shared_entry(plan, name) or Entry(*_compile(plan, name))
+
+
 def entry(plan: GraphPlan) -> Entry:
     """The entry of ``plan``'s structure under the current executor selection, compiling on a miss."""
     name = MODE.executor
     table = _entries[name]
     found = table.get(plan.key)
     if found is not None:
+        if found.runs_before_compiling:
+            found.runs_before_compiling -= 1
+            if found.runs_before_compiling:
+                return found
+            found = _compiled_entry(plan, name)  # the structure came back: now worth its session
+            table[plan.key] = found
+            return found
         sessions = found.sessions
         if sessions is not None:
             sessions.hits += 1
         return found
-    found = _shared_entry(plan, name)
+    found = None
+    if name == "auto" and _first_runs_on_kernels(plan):
+        try:
+            # Not accelerated: generating its straight-line code costs more than the runs it serves.
+            found = Entry(executor("kernels").compile(plan), "kernels", FIRST_RUNS_ON_KERNELS)
+        except (RuntimeError, NotImplementedError, TypeError):
+            found = None  # an op or dtype the kernels lack: onnxruntime from the first run
     if found is None:
-        found = Entry(*_compile(plan, name))
+        found = _compiled_entry(plan, name)
     table[plan.key] = found
     if len(table) > _capacity[0]:
         table.popitem(last=False)

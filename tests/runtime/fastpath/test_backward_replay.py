@@ -199,7 +199,12 @@ def test_a_replay_bounds_the_pending_depth_as_recording_does() -> None:
     value = replayed._value
     assert value.data is not None or value.node.depth <= MAX_PENDING_DEPTH
     assert backward_replay.replay_info()["replayed"] == 1
+    replayed.numpy()
+    replayed = weight_gradient(MAX_PENDING_DEPTH // 2)
     with onnxnn.set_fast_path(False):
+        # Each way a second time, compared: a structure's first run may take the kernels
+        # (plan_cache.FIRST_RUNS_ON_KERNELS), which round differently from its compiled session.
+        weight_gradient(MAX_PENDING_DEPTH // 2).numpy()
         general = weight_gradient(MAX_PENDING_DEPTH // 2)
     np.testing.assert_array_equal(replayed.numpy(), general.numpy())
 

@@ -87,6 +87,75 @@ def test_the_choice_depends_on_the_structure_only():
         np.testing.assert_array_equal(x.sigmoid().numpy(), first)
 
 
+def _large_plan(dtype=onnxnn.float32, convolution: bool = False) -> onnxnn.Tensor:
+    """A structure "auto" gives onnxruntime (values over AUTO_KERNELS_MAX_ELEMENTS elements)."""
+    if convolution:
+        return onnxnn.nn.functional.conv2d(onnxnn.randn(1, 8, 32, 32), onnxnn.randn(8, 8, 3, 3)).relu()
+    x = onnxnn.randn(96, 96).to(dtype)
+    return ((x @ x).tanh() * 2).sum(1)
+
+
+def _sessions_compiled() -> int:
+    return onnxnn.runtime.realization.cache_info()["misses"]
+
+
+def test_a_structure_first_runs_on_the_kernels_and_compiles_its_session_when_it_comes_back():
+    # A one-off call never pays for compiling a session (FIRST_RUNS_ON_KERNELS runs: 1).
+    onnxnn.clear_caches()
+    x = onnxnn.randn(96, 96)
+    x64 = x.numpy().astype(np.float64)
+    expected = (np.tanh(x64 @ x64) * 2).sum(1)
+    compiled = _sessions_compiled()
+    first = ((x @ x).tanh() * 2).sum(1).numpy()
+    assert _sessions_compiled() == compiled, "the first run compiled no session"
+    second = ((x @ x).tanh() * 2).sum(1).numpy()
+    assert _sessions_compiled() == compiled + 1, "the structure came back: its session is compiled"
+    third = ((x @ x).tanh() * 2).sum(1).numpy()
+    assert _sessions_compiled() == compiled + 1
+    np.testing.assert_array_equal(third, second)
+    # Each executor within the arithmetic's bound: the 96-term products, tanh, doubling, the 96-term sum.
+    product_error = matmul_bound(x64, x64)
+    bound = 2 * (96 * product_error.max(1) + rtol_for(TRANSCENDENTAL_ULPS + 96 + 2) * 96)
+    for result in (first, second):
+        assert_within(result, expected, bound)
+
+
+@pytest.mark.parametrize(
+    "build, reason",
+    [
+        (lambda: _large_plan(onnxnn.float16), "float16 rounds per op: one executor only"),
+        (lambda: _large_plan(convolution=True), "convolutions cost the kernels far more"),
+    ],
+    ids=["float16", "convolution"],
+)
+def test_some_structures_compile_their_session_on_the_first_run(build, reason):
+    onnxnn.clear_caches()
+    compiled = _sessions_compiled()
+    build().numpy()
+    assert _sessions_compiled() == compiled + 1, reason
+
+
+def test_first_runs_on_the_kernels_can_be_turned_off_and_happen_only_under_auto(monkeypatch):
+    onnxnn.clear_caches()
+    compiled = _sessions_compiled()
+    with onnxnn.set_executor("onnxruntime"):
+        _large_plan().numpy()
+    assert _sessions_compiled() == compiled + 1
+    monkeypatch.setattr(plan_cache, "FIRST_RUNS_ON_KERNELS", 0)
+    onnxnn.clear_caches()
+    compiled = _sessions_compiled()
+    _large_plan().numpy()
+    assert _sessions_compiled() == compiled + 1
+
+
+def test_a_structure_too_large_for_the_kernels_compiles_at_once(monkeypatch):
+    monkeypatch.setattr(plan_cache, "FIRST_RUNS_MAX_ELEMENTS", 96 * 96)
+    onnxnn.clear_caches()
+    compiled = _sessions_compiled()
+    _large_plan().numpy()
+    assert _sessions_compiled() == compiled + 1
+
+
 def test_auto_falls_back_to_kernels_for_ops_onnxruntime_lacks():
     # onnxruntime's CPU provider has no float64 LeakyRelu or Erf. (Its alpha attribute is float32, as in ONNX.)
     x = onnxnn.tensor([0.5, -1.0, 2.0], dtype=onnxnn.float64)
