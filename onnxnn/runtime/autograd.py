@@ -19,7 +19,7 @@ from itertools import zip_longest
 
 import numpy as np
 
-from ..ir.graph import static_constant
+from ..ir.graph import hold, static_constant
 from ..ir.mode import MODE
 from ..ir.plan import realize_alongside
 from ..ir.registry import gradient_rules
@@ -538,11 +538,21 @@ def _output_gradient_hooks(function: Function, output_nr: int, gradient, create_
     if function._retained and output_nr in function._retained:
         tensor = function._retained[output_nr]()
         if tensor is not None:
-            tensor.grad = gradient if create_graph else gradient.detach()
+            tensor.grad = _stored_gradient(gradient, create_graph)
     return gradient
 
 
 _GRADIENT_RULES = gradient_rules.table  # bound once: one lookup per backward node
+
+
+def _stored_gradient(gradient, create_graph: bool):
+    """The tensor a ``.grad`` keeps: the gradient itself, or without history. It holds the pending
+    value from now on (``graph.hold``): the backward's own tensors die when it returns, and a value
+    no live handle holds is left out of the run that computes it, so reading ``.grad`` after the
+    optimizer's step would run the whole backward again."""
+    stored = gradient if create_graph else gradient.detach()
+    hold(stored._value, stored)
+    return stored
 
 
 def _accumulate(variable, gradient, create_graph: bool) -> None:
@@ -551,7 +561,7 @@ def _accumulate(variable, gradient, create_graph: bool) -> None:
     if gradient._value.shape != variable._value.shape:
         gradient = _sum_to_shape(gradient, variable._value.shape)
     if variable.grad is None:
-        variable.grad = gradient if create_graph else gradient.detach()
+        variable.grad = _stored_gradient(gradient, create_graph)
     elif create_graph:
         variable.grad = variable.grad + gradient
     else:
