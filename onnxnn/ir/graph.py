@@ -165,7 +165,21 @@ class Value:
     user, or None: liveness is explicit, never read from reference counts (see ``is_held``).
     """
 
-    __slots__ = ("node", "index", "shape", "dtype", "device", "data", "static", "plan_mark", "plan_count", "holder")
+    # __weakref__: a specialized session refers to the values it embedded weakly, so a dropped
+    # model's weights are freed with it (runtime/fastpath/plan_cache.py).
+    __slots__ = (
+        "node",
+        "index",
+        "shape",
+        "dtype",
+        "device",
+        "data",
+        "static",
+        "plan_mark",
+        "plan_count",
+        "holder",
+        "__weakref__",
+    )
 
     def __init__(self, node, index, shape, dtype, device, data=None, static=None):
         self.node = node

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import tracemalloc
+import weakref
 
 import numpy as np
 import pytest
@@ -188,6 +189,28 @@ def test_a_training_step_computes_the_held_loss_with_the_update(executor_name, m
             assert abs(value - expected) <= 1e-5 * abs(expected) + 1e-6
 
 
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+@pytest.mark.parametrize("fast_path", [True, False])
+def test_gradients_read_after_the_step_were_computed_by_its_run(momentum, fast_path, monkeypatch):
+    # .grad holds its value: the step's run computes the gradients among its outputs, on the first
+    # (traced) backward as on replayed ones, so reading them runs nothing more.
+    model = onnxnn.nn.Sequential(onnxnn.nn.Linear(6, 8), onnxnn.nn.ReLU(), onnxnn.nn.Linear(8, 3))
+    optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.1, momentum=momentum)
+    x, target = onnxnn.randn(5, 6), onnxnn.tensor([0, 2, 1, 1, 0])
+    plans = []
+    planner = executor.plan
+    monkeypatch.setattr(executor, "plan", lambda *arguments: plans.append(1) or planner(*arguments))
+    with onnxnn.set_fast_path(fast_path):
+        for _ in range(2):
+            optimizer.zero_grad()
+            onnxnn.nn.functional.cross_entropy(model(x), target).backward()
+            optimizer.step()
+            runs = len(plans)
+            gradients = [parameter.grad.numpy() for parameter in model.parameters()]
+            assert len(plans) == runs, "reading the gradients ran the backward again"
+            assert all(np.isfinite(gradient).all() for gradient in gradients)
+
+
 def test_a_dropped_loss_is_not_computed_with_the_update(on_onnxruntime):
     weight = onnxnn.randn(4, 3, requires_grad=True)
     x = onnxnn.randn(2, 4)
@@ -291,6 +314,23 @@ def test_inference_with_unchanged_weights_gets_a_specialized_session_and_stays_c
     with onnxnn.no_grad():
         weight.mul_(-1)
     assert_close_to_matmul(serve(batches[0]), batches[0], weight.numpy(), bias.numpy(), then=relu)
+
+
+def test_a_dropped_models_specialization_is_forgotten_with_its_weights(on_onnxruntime):
+    # A specialized session holds a copy of the weights it embedded; it refers to their values
+    # weakly, so dropping the model frees both (a process building many models does not keep them).
+    onnxnn.clear_caches()
+    weight, bias = onnxnn.randn(128, 64), onnxnn.randn(64)
+    batch = np.ones((8, 128), np.float32)
+    for _ in range(plan_cache.SPECIALIZE_AFTER_RUNS + 1):
+        (onnxnn.from_numpy(batch) @ weight + bias).relu().numpy()
+    (entry,) = plan_cache._entries["onnxruntime"].values()
+    assert entry.specialization is not None and entry.stable_inputs is None
+    alive = weakref.ref(weight._value)
+    del weight
+    gc.collect()
+    assert alive() is None, "nothing but the model kept its weight's value"
+    assert entry.specialization is None, "the session embedding it went with it"
 
 
 @pytest.mark.parametrize(

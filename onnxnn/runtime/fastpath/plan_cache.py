@@ -11,6 +11,7 @@ comes back (``FIRST_RUNS_ON_KERNELS``).
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 
 from ...ir.caches import register_cache
@@ -261,11 +262,22 @@ _NEVER = -(1 << 30)
 
 
 class Specialization:
-    __slots__ = ("positions", "values", "rest", "session")
+    """A session with a structure's unchanged inputs embedded, for the runs that feed those very values.
 
-    def __init__(self, plan: GraphPlan, positions: list[int]):
+    It refers to them weakly: once one is gone (its model dropped), the specialization can never
+    match again, and its entry forgets it at once, which frees the copy of the weights the session holds.
+    """
+
+    __slots__ = ("positions", "references", "rest", "session", "__weakref__")
+
+    def __init__(self, plan: GraphPlan, positions: list[int], entry: Entry):
         self.positions = positions
-        self.values = [plan.inputs[position] for position in positions]
+
+        def forget(_reference, entry=entry, specialization=weakref.ref(self)) -> None:
+            if entry.specialization is not None and entry.specialization is specialization():
+                entry.specialization = None
+
+        self.references = [weakref.ref(plan.inputs[position], forget) for position in positions]
         embedded = set(positions)
         self.rest = [i for i in range(len(plan.inputs)) if i not in embedded]
         roles = [
@@ -275,13 +287,18 @@ class Specialization:
         self.session = executor("onnxruntime").compile_model(build_model(plan, roles), plan.key[3])
 
     def matches(self, inputs: list) -> bool:
-        for position, value in zip(self.positions, self.values):
-            if inputs[position] is not value:
+        for position, reference in zip(self.positions, self.references):
+            if inputs[position] is not reference():
                 return False
         return True
 
     def __call__(self, inputs: list) -> list:
         return self.session([inputs[i] for i in self.rest])
+
+
+def _weakly(values: list) -> list:
+    # The inputs of the last run, weakly: a structure's entry must not keep a dropped model's weights.
+    return [weakref.ref(value) for value in values]
 
 
 def _worth_embedding(stable: list, inputs: list) -> bool:
@@ -292,7 +309,7 @@ def _worth_embedding(stable: list, inputs: list) -> bool:
     for before, value in zip(stable, inputs):
         if before is None:
             varying += value.data.size
-        elif before.data.size >= SPECIALIZE_MIN_ELEMENTS:
+        elif value.data.size >= SPECIALIZE_MIN_ELEMENTS:  # ``before`` refers to this very value
             return True
         else:
             any_stable = True
@@ -310,20 +327,20 @@ def watch_stable_inputs(found: Entry, plan: GraphPlan) -> None:
     seen = found.stable_inputs
     if seen is None:
         if any(v.data.size >= SPECIALIZE_MIN_ELEMENTS for v in plan.inputs):
-            found.stable_runs, found.stable_inputs = 1, list(plan.inputs)
+            found.stable_runs, found.stable_inputs = 1, _weakly(plan.inputs)
         else:
             found.stable_runs = _NEVER  # input shapes are part of the structure: never any large input
         return
-    stable = [before if before is value else None for before, value in zip(seen, plan.inputs)]
+    stable = [before if before is not None and before() is value else None for before, value in zip(seen, plan.inputs)]
     if not _worth_embedding(stable, plan.inputs):
-        found.stable_runs, found.stable_inputs = 1, list(plan.inputs)
+        found.stable_runs, found.stable_inputs = 1, _weakly(plan.inputs)
         return
     found.stable_runs += 1
     found.stable_inputs = stable
     if found.stable_runs >= SPECIALIZE_AFTER_RUNS:
         found.stable_inputs = None
         try:
-            found.specialization = Specialization(plan, [i for i, v in enumerate(stable) if v is not None])
+            found.specialization = Specialization(plan, [i for i, v in enumerate(stable) if v is not None], found)
         except RuntimeError:
             found.stable_runs = _NEVER  # onnxruntime could not compile it: never try again
 
