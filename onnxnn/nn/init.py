@@ -65,16 +65,21 @@ def _fill(tensor: Tensor, array: np.ndarray) -> Tensor:
     return tensor
 
 
+# The initializers' samples are float32 (and then take the tensor's dtype), as they have always
+# been drawn: asking for float32 outright spares a large weight two copies (float64 and back).
+_SAMPLE_DTYPE = np.dtype(np.float32)
+
+
 def _sample_uniform(tensor: Tensor, low: float, high: float, generator) -> Tensor:
     if _skip_depth:
         return tensor
-    return _fill(tensor, _random.uniform(tuple(tensor.shape), np.float64, low, high, generator))
+    return _fill(tensor, _random.uniform(tuple(tensor.shape), _SAMPLE_DTYPE, low, high, generator))
 
 
 def _sample_normal(tensor: Tensor, mean: float, std: float, generator) -> Tensor:
     if _skip_depth:
         return tensor
-    return _fill(tensor, _random.normal(tuple(tensor.shape), np.float64, mean, std, generator))
+    return _fill(tensor, _random.normal(tuple(tensor.shape), _SAMPLE_DTYPE, mean, std, generator))
 
 
 # ---------------------------------------------------------------- gains and fans
