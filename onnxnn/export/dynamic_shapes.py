@@ -231,6 +231,8 @@ def make_shapes_dynamic(
 def _drop_unused_initializers(proto: onnx.ModelProto) -> None:
     """Structural constants replaced by computed shapes are no longer read: remove them."""
     used = {name for node in proto.graph.node for name in node.input}
-    kept = [initializer for initializer in proto.graph.initializer if initializer.name in used]
-    del proto.graph.initializer[:]
-    proto.graph.initializer.extend(kept)
+    initializers = proto.graph.initializer
+    # Deleted where they stand: re-adding the kept ones would copy every weight.
+    for index in reversed(range(len(initializers))):
+        if initializers[index].name not in used:
+            del initializers[index]

@@ -232,6 +232,45 @@ def plan_opset(plan: GraphPlan) -> int:
     return opset
 
 
+# Numeric dtypes whose ONNX tensors are their bytes as they are (little-endian); numpy_helper
+# handles the others (bfloat16, 4-bit and 8-bit floats, strings).
+_RAW_DATA_TYPES = {
+    np.dtype(numpy_type): helper.np_dtype_to_tensor_dtype(np.dtype(numpy_type))
+    for numpy_type in (
+        np.float32,
+        np.float64,
+        np.float16,
+        np.int8,
+        np.int16,
+        np.int32,
+        np.int64,
+        np.uint8,
+        np.uint16,
+        np.uint32,
+        np.uint64,
+        np.bool_,
+    )
+}
+
+
+def add_initializer(graph: onnx.GraphProto, array: np.ndarray, name: str) -> None:
+    """Appends ``array`` to ``graph``'s initializers as ``name``.
+
+    The tensor is written where it will stay: building it apart and appending it (what
+    ``make_graph`` does) copies its bytes once more, a second for VGG's 0.5 GB of weights.
+    """
+    array = np.asarray(array)
+    data_type = _RAW_DATA_TYPES.get(array.dtype)
+    if data_type is None or sys.byteorder != "little":
+        graph.initializer.append(onnx.numpy_helper.from_array(array, name))
+        return
+    tensor = graph.initializer.add()
+    tensor.name = name
+    tensor.data_type = data_type
+    tensor.dims.extend(array.shape)
+    tensor.raw_data = np.ascontiguousarray(array).tobytes()
+
+
 def build_model(
     plan: GraphPlan,
     input_roles: list | None = None,
@@ -266,7 +305,7 @@ def build_model(
         if role == "input":
             graph_inputs.append(helper.make_tensor_value_info(name, value.dtype.onnx_type, value.shape))
         else:
-            initializers.append(onnx.numpy_helper.from_array(value.data, name))
+            initializers.append((value.data, name))
     # Pending outputs are named by the node that computes them: no Identity renames, which also
     # sidestep an onnxruntime optimizer bug (EliminateIdentity) on graphs with many outputs.
     output_names = output_names or [f"output_{position}" for position in range(len(plan.outputs))]
@@ -295,7 +334,7 @@ def build_model(
         name = names.get(id(value))
         if name is None:
             name = names[id(value)] = generated(f"constant_{len(initializers)}")
-            initializers.append(onnx.numpy_helper.from_array(value.data, name))
+            initializers.append((value.data, name))
         return name
 
     domains = {""}
@@ -333,6 +372,11 @@ def build_model(
         helper.make_tensor_value_info(name, value.dtype.onnx_type, value.shape)
         for name, value in zip(output_names, plan.outputs)
     ]
-    graph = helper.make_graph(onnx_nodes + identity_nodes, graph_name, graph_inputs, graph_outputs, initializers)
+    graph = helper.make_graph(onnx_nodes + identity_nodes, graph_name, graph_inputs, graph_outputs)
+    for initializer in initializers:
+        if isinstance(initializer, onnx.TensorProto):
+            graph.initializer.append(initializer)  # a decomposition's small constant
+        else:
+            add_initializer(graph, *initializer)
     opsets = [helper.make_opsetid(domain, opset_version if domain == "" else 1) for domain in sorted(domains)]
     return helper.make_model(graph, opset_imports=opsets, ir_version=IR_VERSION, producer_name="onnxnn")
