@@ -2,7 +2,9 @@
 
 Run once, when a model is added, with an interpreter that has torch and torchvision:
 
-    /work/tvenv/bin/python tests/models/generate_reference_keys.py
+    /work/tvenv/bin/python tests/models/generate_reference_keys.py [NAME ...]
+
+(names: only those models; by default all).
 
 Each JSON holds ``{"builder": ..., "kwargs": ..., "torchvision": <version>, "state_dict": [[key, shape, dtype], ...]}``
 in state_dict order, so the tests compare onnxnn's models with torchvision's without importing torch.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import sys
 
 import torch
 import torchvision
@@ -44,6 +47,7 @@ VISION_MODELS = {
     "vgg11": ("vgg11", {}),
     "vgg11_bn": ("vgg11_bn", {}),
     "vgg13": ("vgg13", {}),
+    "vgg13_bn": ("vgg13_bn", {}),
     "vgg16": ("vgg16", {}),
     "vgg16_bn": ("vgg16_bn", {}),
     "vgg19": ("vgg19", {}),
@@ -64,9 +68,10 @@ def state_dict_layout(model: torch.nn.Module) -> list:
     ]
 
 
-def main() -> None:
+def main(names: list[str]) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
-    for name, (builder, kwargs) in VISION_MODELS.items():
+    for name in names or VISION_MODELS:
+        builder, kwargs = VISION_MODELS[name]
         model = getattr(models, builder)(**kwargs)
         document = {
             "builder": builder,
@@ -79,4 +84,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import pathlib
@@ -28,9 +29,10 @@ def build(name: str) -> onnxnn.nn.Module:
     return getattr(vision, document["builder"])(**document["kwargs"])
 
 
-def smallest_input(name: str, batch: int = 1) -> onnxnn.Tensor:
-    """A random input at the smallest size the model takes: 32x32 (five stride-2 stages), ViT its image size."""
-    size = 224 if name.startswith("vit_b") else 32
+def smallest_input(name: str, batch: int = 1, image_size: int | None = None) -> onnxnn.Tensor:
+    """A random input at the smallest size the model takes: 32x32 (five stride-2 stages), ViT its
+    image size (224, unless the model was built with another ``image_size``)."""
+    size = image_size or (224 if name.startswith("vit_b") else 32)
     rng = np.random.default_rng(0)
     return onnxnn.from_numpy(rng.standard_normal((batch, 3, size, size)).astype(np.float32))
 
@@ -52,12 +54,15 @@ def forward_rtol(model: onnxnn.nn.Module) -> float:
     return rtol_for(terms)
 
 
-def assert_one_training_step_moves_every_parameter(name: str) -> None:
-    """One SGD step of ``name`` in training mode: a finite loss, a finite gradient for every
-    parameter, and every parameter moved (with random weights and inputs none has a zero gradient)."""
+def assert_one_training_step_moves_every_parameter(
+    name: str, model: onnxnn.nn.Module | None = None, image_size: int | None = None
+) -> None:
+    """One SGD step of ``name`` (built here unless ``model`` is given) in training mode: a finite loss,
+    a finite gradient for every parameter, and every parameter moved (with random weights and inputs
+    none has a zero gradient)."""
     onnxnn.manual_seed(0)
-    model = build(name).train()
-    x = smallest_input(name, batch=2)  # two samples: BatchNorm's batch statistics need more than one value
+    model = (model or build(name)).train()
+    x = smallest_input(name, 2, image_size)  # two samples: BatchNorm's batch statistics need more than one value
     target = onnxnn.from_numpy(np.array([3, 7]))
     optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.01)
     before = {key: np.array(p.detach().numpy()) for key, p in model.named_parameters()}
@@ -75,7 +80,7 @@ def assert_one_training_step_moves_every_parameter(name: str) -> None:
     assert not unchanged, unchanged
 
 
-def assert_exports_with_a_dynamic_batch(model: onnxnn.nn.Module, name: str) -> None:
+def assert_exports_with_a_dynamic_batch(model: onnxnn.nn.Module, name: str, image_size: int | None = None) -> None:
     """``model`` exported with a dynamic batch axis runs in onnxruntime at batch 1 and 8, giving the
     model's own outputs within the fan-in rounding bound."""
     buffer = io.BytesIO()
@@ -83,15 +88,16 @@ def assert_exports_with_a_dynamic_batch(model: onnxnn.nn.Module, name: str) -> N
     # another batch size (which records the Expand) would differ in structure and to_onnx refuses.
     to_onnx(
         model,
-        smallest_input(name, batch=2),
+        smallest_input(name, 2, image_size),
         buffer,
         input_names=["images"],
         output_names=["logits"],
         dynamic_axes={"images": {0: "batch"}, "logits": {0: "batch"}},
     )
     session = onnxruntime.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
+    del buffer  # a VGG's export is 0.5 GB
     for batch in (1, 8):
-        x = smallest_input(name, batch=batch)
+        x = smallest_input(name, batch, image_size)
         with onnxnn.set_executor("onnxruntime"), onnxnn.no_grad():
             expected = model(x).numpy()
         (actual,) = session.run(None, {"images": x.numpy()})
@@ -99,10 +105,10 @@ def assert_exports_with_a_dynamic_batch(model: onnxnn.nn.Module, name: str) -> N
         np.testing.assert_allclose(actual, expected, rtol=0, atol=forward_rtol(model) * np.abs(expected).max())
 
 
-def assert_kernels_match_onnxruntime(model: onnxnn.nn.Module, name: str) -> None:
+def assert_kernels_match_onnxruntime(model: onnxnn.nn.Module, name: str, image_size: int | None = None) -> None:
     """``model``'s outputs at batch 2 on onnxnn's kernels equal onnxruntime's within the fan-in
     rounding bound, and are not all zero."""
-    x = smallest_input(name, batch=2)
+    x = smallest_input(name, 2, image_size)
     with onnxnn.no_grad():
         with onnxnn.set_executor("onnxruntime"):
             expected = model(x).numpy()
@@ -110,3 +116,16 @@ def assert_kernels_match_onnxruntime(model: onnxnn.nn.Module, name: str) -> None
             actual = model(x).numpy()
     assert expected.shape == (2, 1000) and np.abs(expected).max() > 0
     np.testing.assert_allclose(actual, expected, rtol=0, atol=forward_rtol(model) * np.abs(expected).max())
+
+
+def assert_runs_exports_and_trains(name: str, model: onnxnn.nn.Module, image_size: int | None = None) -> None:
+    """The zoo's checks on one built model: both executors, the export at batch 1 and 8, one SGD step."""
+    model.eval()
+    assert_kernels_match_onnxruntime(model, name, image_size)
+    assert_exports_with_a_dynamic_batch(model, name, image_size)
+    assert_one_training_step_moves_every_parameter(name, model, image_size)
+    del model
+    # The sessions cached for this model's structures keep onnxruntime's arenas (about 1 GB for a
+    # VGG step): the largest models drop them, so the next test does not start 1-2 GB higher.
+    onnxnn.clear_caches()
+    gc.collect()

@@ -3,9 +3,8 @@
 test_forward_export.py tests one model per block kind; these variants repeat or widen those blocks
 (resnet34/101/152, wide_resnet50_2, efficientnet_b1-b3, mobilenet_v3_large, squeezenet1_0,
 regnet_x_400mf). Each is built once per test and checked on both executors, exported with a dynamic
-batch axis that onnxruntime runs at batch 1 and 8, and some are trained for one step. Left out for
-the suite's time: VGG (its 25088x4096 classifier alone makes a 0.5 GB export) and vit_b_16 (13 s at
-its 224x224 input; vit_small runs the same encoder blocks in test_forward_export.py).
+batch axis that onnxruntime runs at batch 1 and 8, and some are trained for one step. VGG and
+vit_b_16, the largest, have files of their own (test_large_vgg.py, test_large_vgg_bn_and_vit.py).
 """
 
 from __future__ import annotations
