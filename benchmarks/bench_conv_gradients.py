@@ -1,6 +1,6 @@
 """A convolution's gradients: the GEMM formulations against the single Conv / ConvTranspose.
 
-``runtime/ops/conv.py`` chooses by shape:
+``runtime/ops/conv_gradients.py`` chooses by shape:
 - the weight gradient ``d<conv(x, w), g>/dw``: one GEMM per kernel tap when the input has at least
   ``TAP_GEMM_MIN_CHANNELS`` channels, otherwise one Conv in which the batch and the channels trade
   places and the output gradient is the kernel;
@@ -33,7 +33,7 @@ import time
 import numpy as np
 
 import onnxnn
-from onnxnn.runtime.ops import conv as conv_ops
+from onnxnn.runtime.ops import conv_gradients as conv_ops
 
 # (name, input shape, output channels, kernel, stride, padding)
 SHAPES = [

@@ -631,7 +631,7 @@ def test_weight_gradient_of_many_channels_is_the_tap_by_tap_formula(
     case_id, input_shape, kernel, strides, dilations, pads
 ):
     # With at least TAP_GEMM_MIN_CHANNELS input channels the rule takes one GEMM per kernel tap.
-    from onnxnn.runtime.ops.conv import TAP_GEMM_MIN_CHANNELS
+    from onnxnn.runtime.ops.conv_gradients import TAP_GEMM_MIN_CHANNELS
 
     assert input_shape[1] >= TAP_GEMM_MIN_CHANNELS
     rank = len(kernel)
@@ -686,7 +686,7 @@ def test_input_gradient_by_columns_is_the_scatter_formula(
 ):
     # A channel product of at least COLUMN_GEMM_MIN_CHANNEL_PRODUCT takes one GEMM and a Col2Im;
     # lowering it sends these small cases there too.
-    from onnxnn.runtime.ops import conv as conv_ops
+    from onnxnn.runtime.ops import conv_gradients as conv_ops
 
     monkeypatch.setattr(conv_ops, "COLUMN_GEMM_MIN_CHANNEL_PRODUCT", 1)
     x = onnxnn.tensor(randn(*input_shape).astype(np.float32), requires_grad=True)

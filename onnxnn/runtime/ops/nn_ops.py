@@ -18,7 +18,7 @@ from __future__ import annotations
 from ...ir import dtypes
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ._common import Tensor, apply_op, normalize_axes, same_shape
-from .conv import needs_input_grad
+from .conv_gradients import needs_input_grad
 from .elementwise import abs, exp, log, relu, sigmoid, tanh, where
 from .normalization import batch_normalization_training_grad  # the normalization family owns it
 

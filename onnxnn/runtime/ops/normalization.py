@@ -19,7 +19,7 @@ from ...ir import dtypes
 from ..grad_mode import no_grad
 from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op, normalize_axes
-from .conv import channel_sum, needs_input_grad
+from .conv_gradients import channel_sum, needs_input_grad
 from .padding import pad_constant
 from ..realization import data_of
 

@@ -14,7 +14,9 @@ from ...ir import dtypes
 from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op
 from .elementwise import where
-from .conv import batched, expand_param, pooled_size, scatter_windows, window_geometry
+from .conv import batched, expand_param
+from .conv_gradients import scatter_windows
+from .windows import pooled_size, window_geometry
 from .padding import pad_constant
 from .shape import _constant_list
 

@@ -1,0 +1,197 @@
+"""The gradients of sliding windows as ONNX graphs: the building blocks of the convolution rules.
+
+The input gradient of a Conv scatters each output position's gradient back through the weight
+(``scatter_windows``): a ``ConvTranspose`` of the output gradient with the same weight, or, for wide
+2-d layers, one GEMM and a ``Col2Im``. Its weight gradient correlates the input with the output
+gradient (``weight_gradient``): one GEMM per kernel tap over strided slices of the input when it has
+enough channels, otherwise one ``Conv`` in which batch and channel axes swap roles (stride and
+dilation swap too). ``gather_windows`` is the adjoint of ConvTranspose. Which formulation runs is
+chosen by shape, from what onnxruntime runs fastest (benchmarks/bench_conv_gradients.py); all are
+exact up to float rounding, and all hold only standard ONNX ops, so the gradients are differentiable
+again and export as they are. The pooling and normalization rules use some of them too.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ._common import Tensor, apply_op, int64_constant
+from .windows import WindowGeometry
+
+__all__: list[str] = []
+
+
+def needs_input_grad(ctx, index: int) -> bool:
+    """Whether the gradient for input ``index`` flows anywhere (skips building unused convolutions)."""
+    edges = ctx.function.next_functions
+    return index < len(edges) and edges[index] is not None
+
+
+def crop(tensor: Tensor, sizes, first_axis: int = 2) -> Tensor:
+    """``tensor`` cut to ``sizes`` along the axes from ``first_axis`` on (a no-op when it already fits)."""
+    axes = [first_axis + i for i, size in enumerate(sizes) if tensor.shape[first_axis + i] != size]
+    if not axes:
+        return tensor
+    ends = [sizes[axis - first_axis] for axis in axes]
+    return apply_op(
+        "Slice",
+        (tensor, int64_constant([0] * len(axes)), int64_constant(ends), int64_constant(axes)),
+        None,
+        "SliceBackward0",
+    )
+
+
+# The smallest product of input and output channels for which a 2-d convolution's input gradient
+# is one GEMM and a Col2Im rather than a ConvTranspose: onnxruntime's ConvTranspose is up to 4x
+# slower for wide layers on small images (resnet's last stages), and faster for narrow ones
+# (benchmarks/bench_conv_gradients.py).
+COLUMN_GEMM_MIN_CHANNEL_PRODUCT = 256 * 256
+
+
+def scatter_windows(g: Tensor, weight: Tensor, input_spatial, geometry: WindowGeometry, group: int) -> Tensor:
+    """The adjoint of sliding ``weight`` over an input of size ``input_spatial``: a ConvTranspose.
+
+    The explicit end padding and ``output_padding`` are chosen so the result has exactly the input's
+    spatial size (rows that no window reached get zeros). Wide ungrouped 2-d convolutions take
+    ``_scatter_windows_by_columns`` instead.
+    """
+    if group == 1 and len(input_spatial) == 2 and weight.shape[0] * weight.shape[1] >= COLUMN_GEMM_MIN_CHANNEL_PRODUCT:
+        return _scatter_windows_by_columns(g, weight, input_spatial, geometry)
+    pads_end, output_padding = [], []
+    for size, out, k, s, d, b in zip(
+        input_spatial, geometry.output, geometry.kernel, geometry.strides, geometry.dilations, geometry.pads_begin
+    ):
+        excess = s * (out - 1) + (k - 1) * d + 1 - b - size
+        pads_end.append(max(excess, 0))
+        output_padding.append(max(-excess, 0))
+    attrs = {
+        "strides": geometry.strides,
+        "dilations": geometry.dilations,
+        "pads": list(geometry.pads_begin) + pads_end,
+        "group": group,
+    }
+    if any(output_padding):
+        attrs["output_padding"] = output_padding
+    return apply_op("ConvTranspose", (g, weight), attrs, "ConvolutionBackward0")
+
+
+def _scatter_windows_by_columns(g: Tensor, weight: Tensor, input_spatial, geometry: WindowGeometry) -> Tensor:
+    """The input gradient of an ungrouped 2-d Conv as ``(N*L, M) @ (M, C*k*k)`` and a Col2Im.
+
+    Each output position's gradient times the flattened weight gives that window's contribution
+    to every input element it covers (im2col's columns); Col2Im adds the overlapping windows up.
+    The forward's own pads make Col2Im find exactly the forward's ``L`` windows.
+    """
+    batch, out_channels = g.shape[0], g.shape[1]
+    channels = weight.shape[1]
+    positions = int(np.prod(geometry.output))
+    window_elements = channels * int(np.prod(geometry.kernel))
+    rows = g.permute([0, 2, 3, 1]).reshape((batch * positions, out_channels))
+    columns = apply_op("MatMul", (rows, weight.reshape((out_channels, window_elements))), None, "ConvolutionBackward0")
+    columns = columns.reshape((batch, positions, window_elements)).permute([0, 2, 1])
+    attrs = {
+        "strides": list(geometry.strides),
+        "dilations": list(geometry.dilations),
+        "pads": list(geometry.pads_begin) + list(geometry.pads_end),
+    }
+    sizes = (int64_constant([int(size) for size in input_spatial]), int64_constant(list(geometry.kernel)))
+    return apply_op("Col2Im", (columns, *sizes), attrs, "ConvolutionBackward0")
+
+
+def gather_windows(
+    g: Tensor, weight: Tensor, output_spatial, kernel, strides, dilations, pads_begin, group: int
+) -> Tensor:
+    """The adjoint of ConvTranspose: a Conv of ``g`` producing exactly ``output_spatial`` positions."""
+    pads_end = [
+        max(0, s * (out - 1) + (k - 1) * d + 1 - size - b)
+        for size, out, k, s, d, b in zip(g.shape[2:], output_spatial, kernel, strides, dilations, pads_begin)
+    ]
+    result = apply_op(
+        "Conv",
+        (g, weight),
+        {"strides": list(strides), "dilations": list(dilations), "pads": list(pads_begin) + pads_end, "group": group},
+        "ConvolutionBackward0",
+    )
+    return crop(result, output_spatial)
+
+
+# The fewest input channels for which the weight gradient is computed tap by tap as GEMMs: with
+# fewer (an RGB stem), the GEMMs are too narrow and the one large Conv is faster
+# (benchmarks/bench_conv_gradients.py).
+TAP_GEMM_MIN_CHANNELS = 16
+
+
+def weight_gradient(x: Tensor, g: Tensor, kernel, strides, dilations, pads_begin, group: int) -> Tensor:
+    """d<Conv(x, w), g>/dw for ``Conv(x, w)`` with these strides/dilations/begin pads: shape ``(M, C/group, *kernel)``.
+
+    Ungrouped convolutions of at least ``TAP_GEMM_MIN_CHANNELS`` input channels take one GEMM per
+    kernel tap (``_weight_gradient_by_taps``); the others one Conv in which the input channels act
+    as the batch and the batch as channels (per group), the output gradient acts as the kernel, and
+    stride and dilation trade places.
+    """
+    if group == 1 and x.shape[1] >= TAP_GEMM_MIN_CHANNELS:
+        return _weight_gradient_by_taps(x, g, kernel, strides, dilations, pads_begin)
+    batch, channels = x.shape[0], x.shape[1]
+    spatial_rank = x.dim() - 2
+    out_channels = g.shape[1]
+    per_group_in, per_group_out = channels // group, out_channels // group
+    spatial = list(range(3, 3 + spatial_rank))
+    # x: (N, G, C/G, *in) -> (C/G, G*N, *in); g: (N, G, M/G, *out) -> (G*M/G, N, *out).
+    x_t = x.reshape((batch, group, per_group_in) + tuple(x.shape[2:])).permute([2, 1, 0] + spatial)
+    x_t = x_t.reshape((per_group_in, group * batch) + tuple(x.shape[2:]))
+    g_t = g.reshape((batch, group, per_group_out) + tuple(g.shape[2:])).permute([1, 2, 0] + spatial)
+    g_t = g_t.reshape((out_channels, batch) + tuple(g.shape[2:]))
+    pads_end = [
+        max(0, (out - 1) * s + (k - 1) * d + 1 - size - b)
+        for size, out, k, s, d, b in zip(x.shape[2:], g.shape[2:], kernel, strides, dilations, pads_begin)
+    ]
+    result = apply_op(
+        "Conv",
+        (x_t, g_t),
+        {"strides": list(dilations), "dilations": list(strides), "pads": list(pads_begin) + pads_end, "group": group},
+        "ConvolutionBackward0",
+    )
+    result = crop(result, kernel)  # windows past the kernel's extent (strides not dividing evenly)
+    return result.permute([1, 0] + list(range(2, 2 + spatial_rank)))
+
+
+def _weight_gradient_by_taps(x: Tensor, g: Tensor, kernel, strides, dilations, pads_begin) -> Tensor:
+    """The weight gradient as one ``(M, N*L) @ (N*L, C)`` GEMM per kernel tap (L: output positions).
+
+    The tap at offset ``o`` of the kernel sees, at each output position, the input element
+    ``o * dilation - pad_begin + position * stride``: a strided slice of the padded, channels-last
+    input. onnxruntime runs these GEMMs 2-10x faster than the single Conv whose 32x32 "kernel" is
+    the output gradient, whose im2col expands every input element once per output position.
+    """
+    spatial_rank = len(kernel)
+    channels, out_channels = x.shape[1], g.shape[1]
+    spatial_axes = list(range(1, 1 + spatial_rank))
+    pads_end = [
+        max(0, (out - 1) * s + (k - 1) * d + 1 - size - b)
+        for size, out, k, s, d, b in zip(x.shape[2:], g.shape[2:], kernel, strides, dilations, pads_begin)
+    ]
+    channels_last = x.permute([0] + [axis + 1 for axis in spatial_axes] + [1])  # (N, *in, C)
+    if any(pads_begin) or any(pads_end):
+        pads = [0, *pads_begin, 0, 0, *pads_end, 0]
+        channels_last = apply_op("Pad", (channels_last, int64_constant(pads)), {}, "ConvolutionBackward0")
+    # (M, N * L): each output channel's gradient over every batch element and output position.
+    gradient_rows = g.permute([1, 0] + [axis + 1 for axis in spatial_axes]).reshape((out_channels, -1))
+    axes, steps = int64_constant(spatial_axes), int64_constant(list(strides))
+    taps = []
+    for offsets in itertools.product(*(range(int(k)) for k in kernel)):
+        starts = [offset * d for offset, d in zip(offsets, dilations)]
+        ends = [start + (out - 1) * s + 1 for start, out, s in zip(starts, g.shape[2:], strides)]
+        window = apply_op(
+            "Slice", (channels_last, int64_constant(starts), int64_constant(ends), axes, steps), None, "SliceBackward0"
+        )
+        tap = apply_op("MatMul", (gradient_rows, window.reshape((-1, channels))), None, "ConvolutionBackward0")
+        taps.append(tap.reshape((out_channels, channels, 1)))
+    stacked = taps[0] if len(taps) == 1 else apply_op("Concat", tuple(taps), {"axis": 2}, "ConvolutionBackward0")
+    return stacked.reshape((out_channels, channels) + tuple(int(k) for k in kernel))
+
+
+def channel_sum(g: Tensor) -> Tensor:
+    """``g`` summed over every axis but the channel axis 1 (the gradient of a per-channel bias)."""
+    return g.sum([0] + list(range(2, g.dim())))
