@@ -217,6 +217,14 @@ def _work_estimate(model: onnx.ModelProto) -> int:
     return total
 
 
+# onnxruntime graph transformers left out of onnxnn's sessions. MatMulAddFusion turns a 3-d MatMul +
+# Add into Reshape + Gemm + Reshape, but only when the shapes are static, as onnxnn's graphs are:
+# the exported graph, with a symbolic batch, keeps MatMul + Add and gets the bias-activation and
+# FusedMatMul fusions instead, which run faster (BERT-base at batch 16: 1.058x the exported graph's
+# session with the fusion, 1.032x without; benchmarks/bench_zoo.py --only bert).
+DISABLED_OPTIMIZERS = ["MatMulAddFusion"]
+
+
 def create_session(
     model: onnx.ModelProto | bytes,
     providers=("CPUExecutionProvider",),
@@ -238,7 +246,9 @@ def create_session(
         options.enable_profiling = True
         options.profile_file_prefix = profile_file_prefix
     data = model if isinstance(model, bytes) else model.SerializeToString()
-    return onnxruntime.InferenceSession(data, options, providers=list(providers))
+    return onnxruntime.InferenceSession(
+        data, options, providers=list(providers), disabled_optimizers=DISABLED_OPTIMIZERS
+    )
 
 
 def _writes_its_inputs(model: onnx.ModelProto) -> bool:
