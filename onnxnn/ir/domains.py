@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "ONNXNN_DOMAIN",
     "TRAINING_DOMAIN",
+    "OPTIMIZER_UPDATES",
     "MOMENTUM_TENSORS_START",
     "ADAM_TENSORS_START",
     "ADAGRAD_TENSORS_START",
@@ -17,6 +18,7 @@ ONNXNN_DOMAIN = "ai.onnxnn"
 # onnxnn records its fused optimizer updates (Momentum, Adam, Adagrad, RMSprop, after
 # ai.onnx.preview.training's) in it.
 TRAINING_DOMAIN = ONNXNN_DOMAIN
+OPTIMIZER_UPDATES = frozenset({"Momentum", "Adam", "Adagrad", "RMSprop"})  # their op types there
 MOMENTUM_TENSORS_START = 5  # R, T, alpha, beta, norm_coefficient come first
 ADAM_TENSORS_START = 6  # R, T, beta1, beta2, epsilon, weight_decay come first
 ADAGRAD_TENSORS_START = 5  # R, T, lr_decay, epsilon, weight_decay come first

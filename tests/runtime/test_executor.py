@@ -333,6 +333,23 @@ def test_a_dropped_models_specialization_is_forgotten_with_its_weights(on_onnxru
     assert entry.specialization is None, "the session embedding it went with it"
 
 
+@pytest.mark.parametrize("optimizer", ["Adam", "SGD"])
+def test_an_optimizer_step_on_a_reused_batch_is_not_specialized(on_onnxruntime, optimizer):
+    # The parameters change every step; a loop that reuses one batch would otherwise get a second
+    # session with the batch embedded, and that session's arena (a training step only ever feeds
+    # new parameters, so it would never serve a real loop).
+    onnxnn.clear_caches()
+    model = onnxnn.nn.Sequential(onnxnn.nn.Linear(256, 256), onnxnn.nn.ReLU(), onnxnn.nn.Linear(256, 10))
+    kwargs = {"momentum": 0.9} if optimizer == "SGD" else {}
+    step = getattr(onnxnn.optim, optimizer)(model.parameters(), lr=1e-3, **kwargs)
+    x, target = onnxnn.randn(300, 256), onnxnn.randint(0, 10, (300,))
+    for _ in range(plan_cache.SPECIALIZE_AFTER_RUNS + 3):
+        step.zero_grad()
+        onnxnn.nn.functional.cross_entropy(model(x), target).backward()
+        step.step()
+    assert all(entry.specialization is None for entry in plan_cache._entries["onnxruntime"].values())
+
+
 @pytest.mark.parametrize(
     "batch_shape, specialized",
     [

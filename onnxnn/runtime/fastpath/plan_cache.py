@@ -15,6 +15,7 @@ import weakref
 from collections import OrderedDict
 
 from ...ir.caches import register_cache
+from ...ir.domains import OPTIMIZER_UPDATES, TRAINING_DOMAIN
 from ...ir.dtypes import bfloat16, float16, float64
 from ...ir.executors import executor
 from ...ir.mode import EXECUTORS, MODE
@@ -326,7 +327,12 @@ def watch_stable_inputs(found: Entry, plan: GraphPlan) -> None:
     """
     seen = found.stable_inputs
     if seen is None:
-        if any(v.data.size >= SPECIALIZE_MIN_ELEMENTS for v in plan.inputs):
+        if any(node.domain == TRAINING_DOMAIN and node.op_type in OPTIMIZER_UPDATES for node in plan.nodes):
+            # An optimizer's step: its parameters change every run by construction, and what stays
+            # is at most the batch of a loop that reuses one (a second session for that costs an
+            # arena of its own, ~25 MB for an MLP, for nothing a real loop would see).
+            found.stable_runs = _NEVER
+        elif any(v.data.size >= SPECIALIZE_MIN_ELEMENTS for v in plan.inputs):
             found.stable_runs, found.stable_inputs = 1, _weakly(plan.inputs)
         else:
             found.stable_runs = _NEVER  # input shapes are part of the structure: never any large input
