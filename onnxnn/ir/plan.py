@@ -253,7 +253,7 @@ _RAW_DATA_TYPES = {
 }
 
 
-def add_initializer(graph: onnx.GraphProto, array: np.ndarray, name: str) -> None:
+def _add_initializer(graph: onnx.GraphProto, array: np.ndarray, name: str) -> None:
     """Appends ``array`` to ``graph``'s initializers as ``name``.
 
     The tensor is written where it will stay: building it apart and appending it (what
@@ -373,10 +373,12 @@ def build_model(
         for name, value in zip(output_names, plan.outputs)
     ]
     graph = helper.make_graph(onnx_nodes + identity_nodes, graph_name, graph_inputs, graph_outputs)
+    opsets = [helper.make_opsetid(domain, opset_version if domain == "" else 1) for domain in sorted(domains)]
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=IR_VERSION, producer_name="onnxnn")
+    # The initializers go into the model's own graph last: make_model copies the graph it is given.
     for initializer in initializers:
         if isinstance(initializer, onnx.TensorProto):
-            graph.initializer.append(initializer)  # a decomposition's small constant
+            model.graph.initializer.append(initializer)  # a decomposition's small constant
         else:
-            add_initializer(graph, *initializer)
-    opsets = [helper.make_opsetid(domain, opset_version if domain == "" else 1) for domain in sorted(domains)]
-    return helper.make_model(graph, opset_imports=opsets, ir_version=IR_VERSION, producer_name="onnxnn")
+            _add_initializer(model.graph, *initializer)
+    return model
