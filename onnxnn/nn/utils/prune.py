@@ -151,6 +151,17 @@ class L1Unstructured(_UnstructuredByScore):
         return super().apply(module, name, amount=amount, importance_scores=importance_scores)
 
 
+def _channels_to_prune(t: Tensor, amount, dim: int) -> tuple[int, int]:
+    """``(channels, count)``: how many channels ``t`` has along ``dim`` and how many of them ``amount``
+    prunes, after PyTorch's checks of a structured method's tensor, dimension and amount."""
+    _validate_structured_pruning(t)
+    _validate_pruning_dim(t, dim)
+    channels = int(t.shape[dim])
+    count = _compute_nparams_toprune(amount, channels)
+    _validate_pruning_amount(count, channels)
+    return channels, count
+
+
 def _channel_mask(t: Tensor, dim: int, keep: np.ndarray, default_mask: Tensor) -> Tensor:
     """``default_mask`` with every channel along ``dim`` not in ``keep`` (booleans) zeroed."""
     mask = np.zeros(tuple(t.shape), dtype=t.dtype.numpy_dtype)
@@ -174,11 +185,7 @@ class RandomStructured(BasePruningMethod):
         self.dim = dim
 
     def compute_mask(self, t: Tensor, default_mask: Tensor) -> Tensor:
-        _validate_structured_pruning(t)
-        _validate_pruning_dim(t, self.dim)
-        channels = int(t.shape[self.dim])
-        count = _compute_nparams_toprune(self.amount, channels)
-        _validate_pruning_amount(count, channels)
+        channels, count = _channels_to_prune(t, self.amount, self.dim)
         if count == 0:
             return default_mask
         scores = _random.default_generator.numpy.random(channels)
@@ -210,11 +217,7 @@ class LnStructured(BasePruningMethod):
         self.dim = dim
 
     def compute_mask(self, t: Tensor, default_mask: Tensor) -> Tensor:
-        _validate_structured_pruning(t)
-        _validate_pruning_dim(t, self.dim)
-        channels = int(t.shape[self.dim])
-        count = _compute_nparams_toprune(self.amount, channels)
-        _validate_pruning_amount(count, channels)
+        channels, count = _channels_to_prune(t, self.amount, self.dim)
         norms = _channel_norms(_array(t), self.n, self.dim)
         if count == 0:
             return default_mask
