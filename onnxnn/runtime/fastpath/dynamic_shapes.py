@@ -40,7 +40,7 @@ from ...ir.executors import executor
 from ...ir.mode import MODE
 from .straight_line import accelerate
 
-__all__ = ["ENABLED", "shared_runner", "dynamic_info", "clear"]
+__all__ = ["ENABLED", "has_shared_graph", "shared_runner", "dynamic_info", "clear"]
 
 ENABLED = True  # False: every input shape is its own structure, compiled on its own
 
@@ -168,6 +168,15 @@ class _SharedRunner:
                     f"{list(result.shape)}, but the recorded graph expects {list(shape)}"
                 )
         return results
+
+
+def has_shared_graph(graph: GraphPlan) -> bool:
+    """Whether ``graph``'s family has a shared graph compiled already (a new size then runs there at
+    no compilation cost). Reads only: nothing is registered or compiled."""
+    if not ENABLED:
+        return False
+    family = _families.get(_split_key(graph.key)[0])
+    return family is not None and any(variant.runners for variant in family.variants)
 
 
 def shared_runner(graph: GraphPlan, kind: str):

@@ -231,7 +231,8 @@ def entry(plan: GraphPlan) -> Entry:
             sessions.hits += 1
         return found
     found = None
-    if name == "auto" and _first_runs_on_kernels(plan):
+    # A new size of a family whose shared graph is compiled costs no compilation: it runs there.
+    if name == "auto" and _first_runs_on_kernels(plan) and not dynamic_shapes.has_shared_graph(plan):
         try:
             # Not accelerated: generating its straight-line code costs more than the runs it serves.
             found = Entry(executor("kernels").compile(plan), "kernels", FIRST_RUNS_ON_KERNELS)

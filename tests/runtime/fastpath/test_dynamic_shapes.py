@@ -200,3 +200,20 @@ def test_a_size_served_by_the_shared_graph_that_comes_back_gets_its_own_speciali
         expected = np.maximum(batch.astype(np.float64) @ weight.numpy() + bias.numpy(), 0)
         bound = matmul_bound(batch, weight.numpy(), np.broadcast_to(bias.numpy(), expected.shape))
         assert np.all(np.abs(output - expected) <= bound)
+
+
+def test_under_auto_a_new_size_runs_on_the_compiled_shared_graph_from_its_first_run():
+    # A structure's first run goes to the kernels (plan_cache.FIRST_RUNS_ON_KERNELS) only while it
+    # would cost a compilation: once its family has a shared graph, a new size runs there at once.
+    def run(size):
+        x = onnxnn.randn(size, 1024)
+        return ((x * 2).tanh() + 1).sum(1).numpy()
+
+    run(3)
+    run(3)  # the first size comes back: its own session
+    run(5)
+    run(5)  # the second size comes back: the family's shared graph
+    shared_runs = executor.dynamic_info()["shared_runs"]
+    assert shared_runs >= 1
+    run(7)  # new, and its family has a compiled shared graph
+    assert executor.dynamic_info()["shared_runs"] == shared_runs + 1
