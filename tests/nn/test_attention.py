@@ -18,6 +18,8 @@ from tolerances import assert_within, gamma
 import onnxnn
 import onnxnn.nn.functional as F
 from onnxnn import nn
+from onnxnn.export import to_onnx
+from onnxnn.nn.functional._attention import packed_self_attention
 
 from .layer_checks import EXECUTORS, exported_output, forward_on
 
@@ -319,6 +321,62 @@ def test_multi_head_attention_forward_gradients_match_finite_differences(need_we
     check_gradients(
         attend, [q, k, v, in_w, in_b, out_w, out_b, bias_k, bias_v, padding], requires_grad=[True] * 9 + [False]
     )
+
+
+# Self-attention (query, key and value one tensor, no masks) takes the packed path: one Gemm
+# projects queries, keys and values together (nn.functional._attention.packed_self_attention).
+SELF_ATTENTION_CASES = {
+    "sequence first, averaged weights": ({}, {}),
+    "batch first, per-head weights": (dict(batch_first=True), dict(average_attn_weights=False)),
+    "no bias, no weights": (dict(bias=False), dict(need_weights=False)),
+    "batch first, no weights": (dict(batch_first=True), dict(need_weights=False)),
+}
+
+
+class _SelfAttention(nn.Module):
+    def __init__(self, attention):
+        super().__init__()
+        self.attention = attention
+
+    def forward(self, x):
+        return self.attention(x, x, x, need_weights=False)[0]
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("name", list(SELF_ATTENTION_CASES))
+def test_self_attention_takes_the_packed_path_and_matches_the_per_head_formula(name, executor):
+    ctor, call = SELF_ATTENTION_CASES[name]
+    module = _module(ctor)
+    batch_first = ctor.get("batch_first", False)
+    x = RNG.standard_normal((N, L, E) if batch_first else (L, N, E))
+    expected, expected_weights = mha_reference(module, x, x, x, batch_first=batch_first, **call)
+    tensor = onnxnn.tensor(x)
+    with onnxnn.set_executor(executor):
+        out, weights = module(tensor, tensor, tensor, **call)
+    bound = gamma(8 * E, np.float64) * 64 * max(1.0, np.max(np.abs(expected)))
+    assert_within(out.detach().numpy(), expected, bound)
+    if expected_weights is None:
+        assert weights is None
+    else:
+        assert_within(weights.detach().numpy(), expected_weights, bound)
+    exported = to_onnx(_SelfAttention(module).eval(), (tensor,))
+    assert [node.op_type for node in exported.graph.node].count("Gemm") == 2  # in and out projections
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_packed_self_attention_gradients_match_finite_differences(batch_first, need_weights):
+    x = RNG.standard_normal((2, 3, 4))
+    in_w, in_b = RNG.standard_normal((12, 4)) * 0.5, RNG.standard_normal(12)
+    out_w, out_b = RNG.standard_normal((4, 4)) * 0.5, RNG.standard_normal(4)
+
+    def attend(x, in_w, in_b, out_w, out_b):
+        output, weights = packed_self_attention(
+            x, 2, in_w, in_b, out_w, out_b, need_weights=need_weights, batch_first=batch_first
+        )
+        return output if weights is None else output.sum() + (weights * weights).sum()
+
+    check_gradients(attend, [x, in_w, in_b, out_w, out_b])
 
 
 def test_multihead_attention_parameters_are_named_and_shaped_as_pytorch():

@@ -20,7 +20,7 @@ from ._dropout import dropout
 from ._linear import linear
 from ._padding import pad
 
-__all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
+__all__ = ["scaled_dot_product_attention", "multi_head_attention_forward", "packed_self_attention"]
 
 
 # C++ type names, as PyTorch's SDPA mask-dtype error prints them.
@@ -342,3 +342,56 @@ def multi_head_attention_forward(
     if not batched:
         output = output.squeeze(1)
     return output, None
+
+
+def packed_self_attention(
+    x: Tensor,
+    num_heads: int,
+    in_proj_weight: Tensor,
+    in_proj_bias: Tensor | None,
+    out_proj_weight: Tensor,
+    out_proj_bias: Tensor | None,
+    dropout_p: float = 0.0,
+    training: bool = True,
+    need_weights: bool = True,
+    average_attn_weights: bool = True,
+    batch_first: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """Unmasked self-attention with a packed input projection: ``multi_head_attention_forward(x, x, x, ...)``.
+
+    The same formula in about half the recorded ops (14 rather than 33 for a batch-first layer):
+    one Gemm projects queries, keys and values together, one Transpose puts the heads of all
+    three first, and the heads' outputs reach the output projection through one Transpose.
+    Recording, planning and backward bookkeeping are paid per op, and an inference call of a
+    transformer layer is dominated by them.
+
+    Args:
+        x: ``(N, L, E)`` when ``batch_first``, else ``(L, N, E)``.
+        in_proj_weight: ``(3 * E, E)``; in_proj_bias: ``(3 * E)`` or None.
+        out_proj_weight: ``(E, E)``; out_proj_bias: ``(E)`` or None.
+
+    Returns:
+        ``(output, weights)`` as :func:`multi_head_attention_forward` returns them, in ``x``'s layout.
+    """
+    if batch_first:
+        batch, length, embed_dim = x.shape
+        heads_first = (0, 2, 1, 3)  # (N, L, 3H, D) -> (N, 3H, L, D)
+        heads_last = (0, 2, 1, 3)  # (N, H, L, D) -> (N, L, H, D)
+    else:
+        length, batch, embed_dim = x.shape
+        heads_first = (1, 2, 0, 3)  # (L, N, 3H, D) -> (N, 3H, L, D)
+        heads_last = (2, 0, 1, 3)  # (N, H, L, D) -> (L, N, H, D)
+    head_dim = embed_dim // num_heads
+    rows = x.reshape(x.shape[0] * x.shape[1], embed_dim)
+    projected = linear(rows, in_proj_weight, in_proj_bias)
+    projected = projected.reshape(x.shape[0], x.shape[1], 3 * num_heads, head_dim).permute(*heads_first)
+    q, k, v = projected.split(num_heads, dim=1)
+    scores = (q @ k.transpose(-2, -1)) * math.sqrt(1.0 / head_dim)
+    weights = scores.softmax(dim=-1)
+    if training and dropout_p > 0.0:
+        weights = dropout(weights, p=dropout_p)
+    output = (weights @ v).permute(*heads_last).reshape(length * batch, embed_dim)
+    output = linear(output, out_proj_weight, out_proj_bias).reshape(x.shape[0], x.shape[1], embed_dim)
+    if not need_weights:
+        return output, None
+    return output, weights.mean(dim=1) if average_attn_weights else weights

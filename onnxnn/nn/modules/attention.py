@@ -7,6 +7,7 @@ from typing import Any
 from ...runtime.creation import empty
 from ...runtime.tensor import Tensor
 from .. import functional as F
+from ..functional._attention import packed_self_attention
 from .. import init
 from ..parameter import Parameter
 from .linear import Linear
@@ -134,6 +135,32 @@ class MultiheadAttention(Module):
         Returns ``(output, weights)``; weights are None unless ``need_weights``.
         """
         batched = query.dim() == 3
+        if (
+            batched
+            and query is key
+            and key is value
+            and key_padding_mask is None
+            and attn_mask is None
+            and not is_causal
+            and self._qkv_same_embed_dim
+            and self.bias_k is None
+            and not self.add_zero_attn
+            and query.shape[-1] == self.embed_dim
+        ):
+            # Plain self-attention (a transformer layer's): the same formula in half the ops.
+            return packed_self_attention(
+                query,
+                self.num_heads,
+                self.in_proj_weight,
+                self.in_proj_bias,
+                self.out_proj.weight,
+                self.out_proj.bias,
+                self.dropout,
+                self.training,
+                need_weights,
+                average_attn_weights,
+                self.batch_first,
+            )
         if self.batch_first and batched:
             query, key, value = (t.transpose(1, 0) for t in (query, key, value))
         common: dict[str, Any] = dict(
