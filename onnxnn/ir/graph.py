@@ -16,7 +16,19 @@ from .caches import register_cache
 from .device import CPU, device
 from .dtypes import dtype
 
-__all__ = ["Value", "Node", "VersionedNode", "OPSET_VERSION", "constant", "static_constant", "is_held", "hold"]
+__all__ = [
+    "Value",
+    "Node",
+    "FrozenAttributes",
+    "freeze_attributes",
+    "shared_attributes",
+    "VersionedNode",
+    "OPSET_VERSION",
+    "constant",
+    "static_constant",
+    "is_held",
+    "hold",
+]
 
 # The default-domain opset onnxnn's own ops are recorded at (``ir.plan`` re-exports it). Every
 # change to an op's schema from here to the newest opset onnx defines only added attributes whose
@@ -76,7 +88,7 @@ class Node:
         if self._signature is None:
             attrs = self.attrs
             if attrs:
-                frozen = tuple(sorted((k, _freeze(v)) for k, v in attrs.items()))
+                frozen = attrs.frozen if type(attrs) is FrozenAttributes else freeze_attributes(attrs)
                 self._signature = (self.domain, self.op_type, frozen, self.num_outputs)
             else:
                 # Shared by every node of the op: cache keys then compare them by identity.
@@ -135,10 +147,73 @@ class VersionedNode(Node):
         return f"{super().__repr__()[:-1]}, opset={self.opset})"
 
 
+def freeze_attributes(attrs: dict) -> tuple:
+    """The hashable, order-independent form of node attributes that cache keys compare."""
+    if len(attrs) == 1:
+        for name, value in attrs.items():
+            return ((name, _freeze(value)),)
+    return tuple(sorted([(name, _freeze(value)) for name, value in attrs.items()]))
+
+
+class FrozenAttributes(dict):
+    """Node attributes shared by every node one call site records, their key form computed once.
+
+    Every node's attributes are immutable once recorded; a call site that records the same
+    attributes call after call (a layer's convolution geometry, ``F.linear``'s ``transB``) builds
+    them once as ``FrozenAttributes`` and spares each node's signature the freezing. ``memo`` holds
+    what a shape rule derives from the attributes and the input shapes (keyed by the latter).
+    """
+
+    __slots__ = ("frozen", "memo")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.frozen = freeze_attributes(self)
+        self.memo: dict = {}
+
+    def _immutable(self, *args, **kwargs):
+        raise TypeError("node attributes are immutable: copy them with dict(attrs) to change one")
+
+    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = _immutable  # type: ignore[assignment]
+
+    def __reduce__(self):
+        return (FrozenAttributes, (dict(self),))
+
+
+# FrozenAttributes by content, for call sites whose attributes vary over a few values (a
+# Transpose's permutation, a Softmax's axis): one dict lookup instead of building and freezing a dict.
+_SHARED_ATTRIBUTES: dict = {}
+_MOST_SHARED_ATTRIBUTES = 4096
+
+
+def shared_attributes(items: tuple) -> FrozenAttributes:
+    """The one ``FrozenAttributes`` holding ``items``, ``((name, value), ...)`` with hashable values.
+
+    Tuple values are stored as lists (ONNX's ints and floats attributes).
+    """
+    attrs = _SHARED_ATTRIBUTES.get(items)
+    if attrs is None:
+        if len(_SHARED_ATTRIBUTES) >= _MOST_SHARED_ATTRIBUTES:
+            _SHARED_ATTRIBUTES.clear()
+        attrs = _SHARED_ATTRIBUTES[items] = FrozenAttributes(
+            (name, list(value) if type(value) is tuple else value) for name, value in items
+        )
+    return attrs
+
+
+register_cache("shared node attributes", _SHARED_ATTRIBUTES.clear)
+
+
 def _freeze(value):
     """A hashable form of an attribute value (lists become tuples, arrays their bytes)."""
-    if type(value) in _PLAIN:
+    kind = type(value)
+    if kind in _PLAIN:
         return value
+    if kind is list or kind is tuple:
+        for item in value:
+            if type(item) not in _PLAIN:
+                return tuple([_freeze(item) for item in value])
+        return tuple(value)
     if isinstance(value, dict):
         return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
     if isinstance(value, (list, tuple)):

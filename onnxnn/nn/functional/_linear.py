@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...ir.dtypes import float32, float64
+from ...ir.graph import FrozenAttributes
 from ...runtime import ops as _ops
 from ...ir.mode import MODE
 from ...runtime.tensor import Tensor, apply_op, autocast_arguments
@@ -13,7 +14,7 @@ __all__ = ["linear"]
 # Gemm's ONNX types that onnxruntime's CPU provider and onnxnn's kernels both run at full precision
 # (float16/bfloat16 keep MatMul + Add, which the per-op rounding of low precision handles).
 _GEMM_DTYPES = (float32, float64)
-_TRANSPOSE_B = {"transB": 1}  # node attributes are never mutated: shared
+_TRANSPOSE_B = FrozenAttributes(transB=1)
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -35,25 +36,27 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """
     if MODE.autocast is not None:  # autocast casts before the dtype check, as PyTorch's dispatcher does
         input, weight, bias = autocast_arguments("Gemm", (input, weight, bias))
-    in_features = weight.shape[-1]
-    if input.dim() == 0 or input.shape[-1] != in_features:
-        rows = input.numel() // input.shape[-1] if input.dim() and input.shape[-1] else 1
-        columns = input.shape[-1] if input.dim() else 1
-        out_features = weight.shape[0] if weight.dim() == 2 else 1
+    input_shape, weight_shape = input.shape, weight.shape
+    rank, in_features = len(input_shape), weight_shape[-1]
+    if rank == 0 or input_shape[-1] != in_features:
+        rows = input.numel() // input_shape[-1] if rank and input_shape[-1] else 1
+        columns = input_shape[-1] if rank else 1
+        out_features = weight_shape[0] if len(weight_shape) == 2 else 1
         raise RuntimeError(
             f"mat1 and mat2 shapes cannot be multiplied ({rows}x{columns} and {in_features}x{out_features})"
         )
-    if input.dtype is not weight.dtype:
+    dtype = input.dtype
+    if dtype is not weight.dtype:
         raise RuntimeError(
-            f"mat1 and mat2 must have the same dtype, but got {scalar_type_name(input.dtype)} "
+            f"mat1 and mat2 must have the same dtype, but got {scalar_type_name(dtype)} "
             f"and {scalar_type_name(weight.dtype)}"
         )
-    if input.dim() == 2 and weight.dim() == 2 and input.dtype in _GEMM_DTYPES:
+    if rank == 2 and len(weight_shape) == 2 and dtype in _GEMM_DTYPES:
         if bias is None:
             return apply_op("Gemm", (input, weight), _TRANSPOSE_B, "MmBackward0")
         if bias.dim() == 1:
-            if bias.dtype is not input.dtype:
-                bias = bias.to(input.dtype)
+            if bias.dtype is not dtype:
+                bias = bias.to(dtype)
             return apply_op("Gemm", (input, weight, bias), _TRANSPOSE_B, "AddmmBackward0")
     if input.dim() == 1 and weight.dim() == 2:
         # W x: the same dot products as x W^T without a Transpose node (nor its backward).

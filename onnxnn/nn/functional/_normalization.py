@@ -4,6 +4,7 @@ normalize."""
 from __future__ import annotations
 
 from ...ir import dtypes
+from ...ir.graph import shared_attributes
 from ...runtime import ops as _ops
 from ...runtime.grad_mode import no_grad
 from ...runtime.internal import full_tensor
@@ -58,17 +59,20 @@ def batch_norm(
             ``BatchNorm`` with ``momentum=None`` passes ``1 / num_batches_tracked``).
         eps: added to the variance for stability.
     """
-    if input.dim() < 2:
-        raise ValueError(f"expected 2D or more input (got {input.dim()}D input)")
-    channels = input.shape[1]
+    shape = input.shape
+    if len(shape) < 2:
+        raise ValueError(f"expected 2D or more input (got {len(shape)}D input)")
+    channels = shape[1]
+    per_channel = (channels,)
     for name, tensor in (
         ("running_mean", running_mean),
         ("running_var", running_var),
         ("weight", weight),
         ("bias", bias),
     ):
-        _check_channel_count(name, tensor, channels, input)
-    stat_shape = (1, channels) + (1,) * (input.dim() - 2)
+        if tensor is not None and tensor.shape != per_channel:
+            _check_channel_count(name, tensor, channels, input)
+    stat_shape = (1, channels) + (1,) * (len(shape) - 2)
     if training:
         _verify_batch_size(input.shape)
         return _batch_norm_training(input, running_mean, running_var, weight, bias, momentum, eps, stat_shape)
@@ -80,7 +84,7 @@ def batch_norm(
     return apply_op(
         "BatchNormalization",
         (input, scale, shift, _as_dtype(running_mean, like), _as_dtype(running_var, like)),
-        {"epsilon": float(eps)},
+        shared_attributes((("epsilon", float(eps)),)),
         "NativeBatchNormBackward0",
     )
 

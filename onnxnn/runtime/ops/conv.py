@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ir.caches import register_cache
+from ...ir.graph import FrozenAttributes
 from ...ir.registry import gradient_rules, shape_rules
 from ..tensor import autocast_arguments
 from ._common import Tensor, apply_op
@@ -40,6 +42,22 @@ def _conv_node_kernel(x, w, attrs: dict, op_type: str) -> list[int]:
 def _conv_shape(inputs, attrs):
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
+    if type(attrs) is not FrozenAttributes:
+        return _checked_conv_shape(x, w, bias, attrs)
+    key = (x.shape, x.dtype, w.shape, bias is None or bias.shape)
+    memo = attrs.memo
+    metas = memo.get(key)
+    if metas is None:
+        if len(memo) >= _MOST_MEMOIZED_SHAPES:
+            memo.clear()
+        metas = memo[key] = _checked_conv_shape(x, w, bias, attrs)
+    return metas
+
+
+_MOST_MEMOIZED_SHAPES = 64  # per attributes: one per input size seen (batch sizes, image sizes)
+
+
+def _checked_conv_shape(x, w, bias, attrs) -> list:
     group = int(attrs.get("group", 1))
     if len(x.shape) < 3 or len(w.shape) != len(x.shape):
         raise RuntimeError(
@@ -273,11 +291,8 @@ def _sizes(values) -> str:
     return " x ".join(str(v) for v in values)
 
 
-def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups: int, spatial_rank: int) -> Tensor:
-    function = f"conv{spatial_rank}d"
-    input, added_batch = batched(input, spatial_rank, function)
-    # Autocast casts before the dtype checks, as PyTorch's dispatcher does.
-    input, weight, bias = autocast_arguments("Conv", (input, weight, bias))
+def _conv_attributes(input, weight, bias, stride, padding, dilation, groups: int, spatial_rank: int):
+    """PyTorch's checks of a convolution call and the Conv node's attributes (input batched already)."""
     _check_conv_arguments(input, weight, bias, groups, transposed=False)
     strides = expand_param(stride, spatial_rank, "stride")
     dilations = expand_param(dilation, spatial_rank, "dilation")
@@ -310,16 +325,57 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
             f"Calculated padded input size per channel: ({_sizes(padded)}). Kernel size: "
             f"({_sizes(dilated)}). Kernel size can't be greater than actual input size"
         )
-    attrs = {
-        "strides": strides,
-        "pads": list(pads_begin) + list(pads_end),
-        "dilations": dilations,
-        "group": groups,
-        "kernel_shape": kernel,
-    }
+    return FrozenAttributes(
+        strides=strides,
+        pads=list(pads_begin) + list(pads_end),
+        dilations=dilations,
+        group=groups,
+        kernel_shape=kernel,
+    )
+
+
+# A layer calls its convolution with the same shapes and hyperparameters call after call: the
+# checks and attributes above are computed once per combination (a fifth of an inference call of
+# a small CNN was spent redoing them).
+_CONV_ATTRIBUTES: dict = {}
+_MOST_CONV_ATTRIBUTES = 1024
+register_cache("convolution attributes", _CONV_ATTRIBUTES.clear)
+
+
+def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups: int, spatial_rank: int) -> Tensor:
+    input, added_batch = batched(input, spatial_rank, _CONV_NAMES[spatial_rank])
+    # Autocast casts before the dtype checks, as PyTorch's dispatcher does.
+    input, weight, bias = autocast_arguments("Conv", (input, weight, bias))
+    x, w = input._value, weight._value
+    bias_value = None if bias is None else bias._value
+    key: tuple | None = (
+        x.shape,
+        x.dtype,
+        w.shape,
+        w.dtype,
+        None if bias_value is None else (bias_value.shape, bias_value.dtype),
+        stride,
+        padding,
+        dilation,
+        groups,
+        spatial_rank,
+    )
+    try:
+        attrs = _CONV_ATTRIBUTES.get(key)
+    except TypeError:  # a list among the hyperparameters: not a key, checked on each call
+        attrs = key = None
+    if attrs is None:
+        attrs = _conv_attributes(input, weight, bias, stride, padding, dilation, groups, spatial_rank)
+        if key is not None:
+            if len(_CONV_ATTRIBUTES) >= _MOST_CONV_ATTRIBUTES:
+                _CONV_ATTRIBUTES.clear()
+            _CONV_ATTRIBUTES[key] = attrs
     operands = (input, weight) if bias is None else (input, weight, bias)
     output = apply_op("Conv", operands, attrs, "ConvolutionBackward0")
     return output.squeeze(0) if added_batch else output
+
+
+_CONV_NAMES = {1: "conv1d", 2: "conv2d", 3: "conv3d"}
 
 
 def conv1d(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import dtypes
-from ...ir.graph import constant
+from ...ir.graph import FrozenAttributes, constant, shared_attributes
 from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op, broadcast_shapes, int64_constant, normalize_axes, promote_operands
 
@@ -40,7 +40,7 @@ def _matrix_transpose(x: Tensor) -> Tensor:
     return apply_op("Transpose", (x,), {"perm": perm})
 
 
-_TRANSPOSE_A, _TRANSPOSE_B = {"transA": 1}, {"transB": 1}  # node attributes are never mutated: shared
+_TRANSPOSE_A, _TRANSPOSE_B = FrozenAttributes(transA=1), FrozenAttributes(transB=1)
 
 
 @gradient_rules.register("MatMul")
@@ -84,6 +84,24 @@ def _matmul_grad(ctx, g):
 
 @shape_rules.register("Gemm")
 def _gemm_shape(inputs, attrs):
+    if type(attrs) is not FrozenAttributes:
+        return _checked_gemm_shape(inputs, attrs)
+    # F.linear's Gemm: its shared attributes keep the result per input shapes.
+    bias = inputs[2] if len(inputs) > 2 else None
+    key = (inputs[0].shape, inputs[0].dtype, inputs[1].shape, None if bias is None else bias.shape)
+    memo = attrs.memo
+    metas = memo.get(key)
+    if metas is None:
+        if len(memo) >= _MOST_MEMOIZED_SHAPES:
+            memo.clear()
+        metas = memo[key] = _checked_gemm_shape(inputs, attrs)
+    return metas
+
+
+_MOST_MEMOIZED_SHAPES = 256  # per shared attributes: one per layer shape and batch size
+
+
+def _checked_gemm_shape(inputs, attrs):
     a, b = inputs[0].shape, inputs[1].shape
     rows = a[1] if attrs.get("transA", 0) else a[0]
     inner_a = a[0] if attrs.get("transA", 0) else a[1]
@@ -215,7 +233,7 @@ def softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
     axis = normalize_axes([-1 if dim is None else dim], input.dim())[0] if input.dim() else 0
     if input.dim() == 0:
         return apply_op("Softmax", (input.reshape(1),), {"axis": 0}, "SoftmaxBackward0").reshape(())
-    return apply_op("Softmax", (input,), {"axis": axis}, "SoftmaxBackward0")
+    return apply_op("Softmax", (input,), shared_attributes((("axis", axis),)), "SoftmaxBackward0")
 
 
 def log_softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import dtypes
+from ...ir.graph import FrozenAttributes, shared_attributes
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ._common import Tensor, apply_op, broadcast_shapes, int64_constant, normalize_axes
 from ..realization import data_of
@@ -295,6 +296,9 @@ non_differentiable.mark("Shape")
 # ---------------------------------------------------------------- tensor functions
 
 
+_ALLOW_ZERO = FrozenAttributes(allowzero=1)
+
+
 def reshape(input: Tensor, *shape) -> Tensor:
     """A tensor with the same data and the given shape (one entry may be -1)."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
@@ -303,7 +307,7 @@ def reshape(input: Tensor, *shape) -> Tensor:
     if shape == input._value.shape:
         return input
     infer_shape(list(shape), input.numel(), input._value.shape, allowzero=1)  # PyTorch's error first
-    return apply_op("Reshape", (input, int64_constant(shape)), {"allowzero": 1}, "ViewBackward0")
+    return apply_op("Reshape", (input, int64_constant(shape)), _ALLOW_ZERO, "ViewBackward0")
 
 
 view = reshape
@@ -329,7 +333,7 @@ def permute(input: Tensor, *dims) -> Tensor:
         )
     if perm == list(range(input.dim())):
         return input
-    return apply_op("Transpose", (input,), {"perm": perm}, "PermuteBackward0")
+    return apply_op("Transpose", (input,), shared_attributes((("perm", tuple(perm)),)), "PermuteBackward0")
 
 
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
@@ -338,7 +342,7 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
         return input  # also every transpose of a 0-d tensor
     perm = list(range(input.dim()))
     perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
-    return apply_op("Transpose", (input,), {"perm": perm}, "TransposeBackward0")
+    return apply_op("Transpose", (input,), shared_attributes((("perm", tuple(perm)),)), "TransposeBackward0")
 
 
 def t(input: Tensor) -> Tensor:
@@ -454,7 +458,9 @@ def split(input: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
             )
     if len(sizes) == 1:
         return (input,)
-    result = apply_op("Split", (input, int64_constant(sizes)), {"axis": axis}, "SplitWithSizesBackward0")
+    result = apply_op(
+        "Split", (input, int64_constant(sizes)), shared_attributes((("axis", axis),)), "SplitWithSizesBackward0"
+    )
     return result if isinstance(result, tuple) else (result,)
 
 
