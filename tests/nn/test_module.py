@@ -138,8 +138,58 @@ def test_setattr_routes_parameters_buffers_and_modules_into_their_tables():
     m.child = Empty()
     m.plain = 3
     assert list(m._parameters) == ["p"] and list(m._buffers) == ["b"] and list(m._modules) == ["child"]
-    assert "plain" in m.__dict__ and "p" not in m.__dict__
+    assert "plain" in m.__dict__ and "plain" not in {*m._parameters, *m._buffers, *m._modules}
     assert m.p is m._parameters["p"] and m.child is m._modules["child"]
+
+
+# Registered state is read as ordinary attributes (the tables mirror their entries into the instance
+# dict: nn/modules/_tables.py); every way of changing a table must keep attribute reads equal to it.
+TABLE_CHANGES = {
+    "item assignment": lambda m, new: m._parameters.__setitem__("p", new),
+    "setattr": lambda m, new: setattr(m, "p", new),
+    "update": lambda m, new: m._parameters.update({"p": new}),
+    "or-assign": lambda m, new: m._parameters.__ior__({"p": new}),
+    "del": lambda m, new: m._parameters.__delitem__("p"),
+    "delattr": lambda m, new: delattr(m, "p"),
+    "pop": lambda m, new: m._parameters.pop("p"),
+    "popitem": lambda m, new: m._parameters.popitem(),
+    "clear": lambda m, new: m._parameters.clear(),
+    "table replaced": lambda m, new: setattr(m, "_parameters", {"q": new}),
+}
+
+
+@pytest.mark.parametrize("change", list(TABLE_CHANGES))
+def test_attribute_reads_follow_every_change_of_a_table(change):
+    m = Empty()
+    m.p = nn.Parameter(onnxnn.ones(1))
+    new = nn.Parameter(onnxnn.zeros(1))
+    TABLE_CHANGES[change](m, new)
+    for name in ("p", "q"):
+        if name in m._parameters:
+            assert getattr(m, name) is m._parameters[name]
+        else:
+            with pytest.raises(AttributeError, match=f"has no attribute '{name}'"):
+                getattr(m, name)
+
+
+def test_tables_stay_mirrored_through_pickle_deepcopy_and_shallow_copy():
+    m = Empty()
+    m.p = nn.Parameter(onnxnn.ones(1))
+    m.child = Empty()
+    for restored in (pickle.loads(pickle.dumps(m)), copy.deepcopy(m)):
+        restored.p = nn.Parameter(onnxnn.zeros(2))
+        del restored._modules["child"]
+        assert restored.p.shape == (2,) and not hasattr(restored, "child")
+        assert m.p.shape == (1,) and isinstance(m.child, Empty)
+    shallow = copy.copy(m)  # shares the tables, as PyTorch's shallow copy does
+    m._parameters["p"] = nn.Parameter(onnxnn.zeros(3))
+    assert shallow.p is m.p is m._parameters["p"]
+
+
+def test_sequential_renumbering_leaves_no_stale_attribute():
+    seq = nn.Sequential(nn.ReLU(), nn.Tanh(), nn.Sigmoid())
+    del seq[1]
+    assert isinstance(getattr(seq, "1"), nn.Sigmoid) and not hasattr(seq, "2")
 
 
 def test_assigning_a_tensor_to_a_buffer_name_rebinds_the_buffer():
@@ -157,7 +207,7 @@ def test_assigning_a_parameter_over_a_plain_attribute_or_module_replaces_it():
     m = Empty()
     m.x = 3
     m.x = nn.Parameter(onnxnn.ones(1))
-    assert "x" not in m.__dict__ and "x" in m._parameters
+    assert isinstance(m.x, nn.Parameter) and m.x is m._parameters["x"]
     m.child = Empty()
     m.child = nn.Parameter(onnxnn.ones(1))
     assert "child" not in m._modules and "child" in m._parameters
