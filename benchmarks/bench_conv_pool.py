@@ -39,8 +39,14 @@ LAYERS = [
 ]
 
 
+# Intra-op threads of the raw sessions; None: onnxruntime's default. Set with onnxnn's (bench_layers --threads).
+SESSION_THREADS: list = [None]
+
+
 def _session(proto):
     options = onnxruntime.SessionOptions()
+    if SESSION_THREADS[0] is not None:
+        options.intra_op_num_threads = SESSION_THREADS[0]
     return onnxruntime.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 

@@ -32,6 +32,7 @@ pool) and realizing (planning ~17 us, the cache lookup, the stable-input watch, 
 us). Layers whose raw run is under ~1 ms (pools, BatchNorm2d, InstanceNorm2d at these sizes)
 cannot be within 1.1x while that fixed cost stays.
 Run: python benchmarks/bench_layers.py [rounds] [name-substring] [--sizes small|model|all] [--forward-only]
+[--threads 1|default]
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from onnxnn.runtime.fastpath import plan_cache
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_conv_pool import LAYERS as CONV_POOL_LAYERS  # noqa: E402
-from bench_conv_pool import _compare, _cycle, _session, bench_forward, bench_training_step  # noqa: E402
+from bench_conv_pool import SESSION_THREADS, _compare, _cycle, _session, bench_forward, bench_training_step  # noqa: E402
 
 NORM_LAYERS = [
     ("BatchNorm2d_32", lambda: nn.BatchNorm2d(32), (8, 32, 32, 32)),
@@ -169,7 +170,17 @@ def main() -> None:
         help="small: the sizes below 1 ms; model: sizes inside common models (default: all)",
     )
     parser.add_argument("--forward-only", action="store_true", help="skip the training step and the diagnostics")
+    parser.add_argument(
+        "--threads",
+        choices=["1", "default"],
+        default="1",
+        help="intra-op threads of both onnxnn's and the raw sessions (default 1: on a small shared "
+        "machine two thread pools contend, and the ratio measures the contention)",
+    )
     arguments = parser.parse_args()
+    if arguments.threads == "1":
+        onnxnn.set_num_threads(1)
+        SESSION_THREADS[0] = 1
     onnxnn.manual_seed(0)
     results = {}
     with onnxnn.set_executor("onnxruntime"):

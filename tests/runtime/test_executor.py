@@ -350,6 +350,18 @@ def test_an_optimizer_step_on_a_reused_batch_is_not_specialized(on_onnxruntime, 
     assert all(entry.specialization is None for entry in plan_cache._entries["onnxruntime"].values())
 
 
+def test_a_graph_of_one_input_is_never_specialized_even_when_fed_the_same_array(on_onnxruntime):
+    # Embedding its only input would embed the whole computation: a cache of one result. Its
+    # runs are not even watched for unchanged inputs (a weightless layer's call saves that time).
+    plan_cache.clear()
+    batch = onnxnn.from_numpy(np.random.default_rng(0).standard_normal((8, 64, 16, 16)).astype(np.float32))
+    for _ in range(plan_cache.SPECIALIZE_AFTER_RUNS + 2):
+        with onnxnn.no_grad():
+            onnxnn.nn.functional.adaptive_avg_pool2d(batch, 1).numpy()
+    (entry,) = plan_cache._entries["onnxruntime"].values()
+    assert entry.specialization is None and entry.stable_inputs is None and entry.stable_runs < 0
+
+
 @pytest.mark.parametrize(
     "batch_shape, specialized",
     [

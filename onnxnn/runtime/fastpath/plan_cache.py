@@ -333,10 +333,13 @@ def watch_stable_inputs(found: Entry, plan: GraphPlan) -> None:
             # is at most the batch of a loop that reuses one (a second session for that costs an
             # arena of its own, ~25 MB for an MLP, for nothing a real loop would see).
             found.stable_runs = _NEVER
-        elif any(v.data.size >= SPECIALIZE_MIN_ELEMENTS for v in plan.inputs):
+        elif len(plan.inputs) > 1 and any(v.data.size >= SPECIALIZE_MIN_ELEMENTS for v in plan.inputs):
             found.stable_runs, found.stable_inputs = 1, _weakly(plan.inputs)
         else:
-            found.stable_runs = _NEVER  # input shapes are part of the structure: never any large input
+            # Input shapes are part of the structure: never any large input. A single input that
+            # stayed would be the whole computation embedded, a cache of one result, not worth a
+            # session (and watching each run of a weightless layer costs it a few microseconds).
+            found.stable_runs = _NEVER
         return
     stable = [before if before is not None and before() is value else None for before, value in zip(seen, plan.inputs)]
     if not _worth_embedding(stable, plan.inputs):

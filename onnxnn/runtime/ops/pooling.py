@@ -438,10 +438,18 @@ def _adaptive_matrix(size: int, out: int) -> np.ndarray:
     return matrix
 
 
+_ADAPTIVE_AVG_POOL_NAMES = {1: "adaptive_avg_pool1d", 2: "adaptive_avg_pool2d", 3: "adaptive_avg_pool3d"}
+
+
 def _adaptive_avg_pool(input: Tensor, output_size, rank: int) -> Tensor:
-    function = f"adaptive_avg_pool{rank}d"
+    function = _ADAPTIVE_AVG_POOL_NAMES[rank]
     if input.dim() not in (rank + 1, rank + 2):
         raise RuntimeError(f"{function}(): Expected {rank + 1}D or {rank + 2}D tensor, but got {list(input.shape)}")
+    name = f"AdaptiveAvgPool{rank}DBackward0"
+    # onnxruntime pools only float32/float16: float64 takes the matrix form, which it runs.
+    poolable = input.dtype is not dtypes.float64
+    if poolable and output_size == 1 and input.dim() == rank + 2:  # a classifier's global pooling
+        return apply_op("GlobalAveragePool", (input,), None, name)
     sizes: list = [output_size] * rank if isinstance(output_size, int) or output_size is None else list(output_size)
     if len(sizes) != rank:
         raise ValueError(f"{function}: output_size must be {rank}")
@@ -450,9 +458,6 @@ def _adaptive_avg_pool(input: Tensor, output_size, rank: int) -> Tensor:
     sizes = [size if out is None else int(out) for size, out in zip(spatial, sizes)]
     if any(out <= 0 for out in sizes):
         raise RuntimeError(f"{function}(): Expected output_size to be positive, but got {sizes}")
-    name = f"AdaptiveAvgPool{rank}DBackward0"
-    # onnxruntime pools only float32/float16: float64 takes the matrix form, which it runs.
-    poolable = x.dtype is not dtypes.float64
     if poolable and all(out == 1 for out in sizes):
         result = apply_op("GlobalAveragePool", (x,), None, name)
     elif poolable and all(size % out == 0 for size, out in zip(spatial, sizes)):
