@@ -115,7 +115,7 @@ def install_table(module, name: str, table) -> MirroredTable:
     """Sets ``module``'s table ``name`` to ``table`` (made a MirroredTable), replacing any previous one."""
     state = module.__dict__
     previous = state.get(name)
-    if isinstance(previous, MirroredTable):
+    if isinstance(previous, MirroredTable) and previous is not table:
         previous.unbind(module)
     if not isinstance(table, MirroredTable):
         table = MirroredTable(table)
