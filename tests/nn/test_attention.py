@@ -272,6 +272,10 @@ def test_multihead_attention_matches_the_per_head_formula(name, executor):
     }
     with onnxnn.set_executor(executor):
         out, weights = module(*(onnxnn.tensor(a) for a in arrays), **tensor_kwargs)
+    _assert_attention_equals(out, weights, expected, expected_weights)
+
+
+def _assert_attention_equals(out, weights, expected, expected_weights) -> None:
     # float64 throughout: each value is a chain of a few dot products of at most 3 * E terms.
     bound = gamma(8 * E, np.float64) * 64 * max(1.0, np.max(np.abs(expected)))
     assert_within(out.detach().numpy(), expected, bound)
@@ -353,12 +357,7 @@ def test_self_attention_takes_the_packed_path_and_matches_the_per_head_formula(n
     tensor = onnxnn.tensor(x)
     with onnxnn.set_executor(executor):
         out, weights = module(tensor, tensor, tensor, **call)
-    bound = gamma(8 * E, np.float64) * 64 * max(1.0, np.max(np.abs(expected)))
-    assert_within(out.detach().numpy(), expected, bound)
-    if expected_weights is None:
-        assert weights is None
-    else:
-        assert_within(weights.detach().numpy(), expected_weights, bound)
+    _assert_attention_equals(out, weights, expected, expected_weights)
     exported = to_onnx(_SelfAttention(module).eval(), (tensor,))
     assert [node.op_type for node in exported.graph.node].count("Gemm") == 2  # in and out projections
 
