@@ -26,11 +26,11 @@ every layer with a weight of at least ``executor.SPECIALIZE_MIN_ELEMENTS`` (4096
 weights (the 16-channel reflect conv, every norm layer) are embedded too since 2026-11-29 when a
 call processes at least ``plan_cache.SPECIALIZE_MIN_RUN_ELEMENTS`` (65,536) elements, so that a
 normalization's statistics fold into one scale and shift (resnet's BatchNorm2d_64: 1.15x -> 1.05-1.10x).
-The rest of the gap is a fixed cost per call, about 50-110 us: recording (25-60
-us; 150-400 us for the reflect conv, recorded as Slice/Concat nodes, and the uneven adaptive max
-pool) and realizing (planning ~17 us, the cache lookup, the stable-input watch, storing: 30-60
-us). Layers whose raw run is under ~1 ms (pools, BatchNorm2d, InstanceNorm2d at these sizes)
-cannot be within 1.1x while that fixed cost stays.
+The rest of the gap is a fixed cost per call. Since 2026-11-29 (mirrored module attributes,
+shared node attributes, a convolution's checks done once per shape) it is about 17-26 us for a
+one-op layer, and on one thread 11 of the 12 model-size layers are within 1.1x: convolutions
+1.00-1.02, pools 1.05-1.06, norms 1.03-1.08. ResNet's head (AdaptiveAvgPool2d to 1 on
+8x512x14x14), whose whole raw run is 0.19-0.28 ms, is at 1.08-1.14x.
 Run: python benchmarks/bench_layers.py [rounds] [name-substring] [--sizes small|model|all] [--forward-only]
 [--threads 1|default]
 """
