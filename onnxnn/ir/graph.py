@@ -160,16 +160,29 @@ class FrozenAttributes(dict):
 
     Every node's attributes are immutable once recorded; a call site that records the same
     attributes call after call (a layer's convolution geometry, ``F.linear``'s ``transB``) builds
-    them once as ``FrozenAttributes`` and spares each node's signature the freezing. ``memo`` holds
-    what a shape rule derives from the attributes and the input shapes (keyed by the latter).
+    them once as ``FrozenAttributes`` and spares each node's signature the freezing. A shape rule
+    may keep what it derives from them per input shapes (``remembered``).
     """
 
     __slots__ = ("frozen", "memo")
+
+    # Results kept per attributes: one per input size seen (layer shapes, batch and image sizes).
+    MOST_REMEMBERED = 256
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.frozen = freeze_attributes(self)
         self.memo: dict = {}
+
+    def remembered(self, key, compute, *arguments):
+        """``compute(*arguments)``, computed once per ``key`` (what it reads besides these attributes)."""
+        memo = self.memo
+        result = memo.get(key)
+        if result is None:
+            if len(memo) >= self.MOST_REMEMBERED:
+                memo.clear()
+            result = memo[key] = compute(*arguments)
+        return result
 
     def _immutable(self, *args, **kwargs):
         raise TypeError("node attributes are immutable: copy them with dict(attrs) to change one")

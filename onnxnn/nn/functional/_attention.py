@@ -373,25 +373,23 @@ def packed_self_attention(
     Returns:
         ``(output, weights)`` as :func:`multi_head_attention_forward` returns them, in ``x``'s layout.
     """
+    first, second, embed_dim = x.shape  # (N, L) when batch_first, else (L, N)
     if batch_first:
-        batch, length, embed_dim = x.shape
         heads_first = (0, 2, 1, 3)  # (N, L, 3H, D) -> (N, 3H, L, D)
         heads_last = (0, 2, 1, 3)  # (N, H, L, D) -> (N, L, H, D)
     else:
-        length, batch, embed_dim = x.shape
         heads_first = (1, 2, 0, 3)  # (L, N, 3H, D) -> (N, 3H, L, D)
         heads_last = (2, 0, 1, 3)  # (N, H, L, D) -> (L, N, H, D)
     head_dim = embed_dim // num_heads
-    rows = x.reshape(x.shape[0] * x.shape[1], embed_dim)
-    projected = linear(rows, in_proj_weight, in_proj_bias)
-    projected = projected.reshape(x.shape[0], x.shape[1], 3 * num_heads, head_dim).permute(*heads_first)
+    projected = linear(x.reshape(first * second, embed_dim), in_proj_weight, in_proj_bias)
+    projected = projected.reshape(first, second, 3 * num_heads, head_dim).permute(*heads_first)
     q, k, v = projected.split(num_heads, dim=1)
     scores = (q @ k.transpose(-2, -1)) * math.sqrt(1.0 / head_dim)
     weights = scores.softmax(dim=-1)
     if training and dropout_p > 0.0:
         weights = dropout(weights, p=dropout_p)
-    output = (weights @ v).permute(*heads_last).reshape(length * batch, embed_dim)
-    output = linear(output, out_proj_weight, out_proj_bias).reshape(x.shape[0], x.shape[1], embed_dim)
+    output = (weights @ v).permute(*heads_last).reshape(first * second, embed_dim)
+    output = linear(output, out_proj_weight, out_proj_bias).reshape(first, second, embed_dim)
     if not need_weights:
         return output, None
     return output, weights.mean(dim=1) if average_attn_weights else weights

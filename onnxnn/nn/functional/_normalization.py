@@ -74,7 +74,7 @@ def batch_norm(
             _check_channel_count(name, tensor, channels, input)
     stat_shape = (1, channels) + (1,) * (len(shape) - 2)
     if training:
-        _verify_batch_size(input.shape)
+        _verify_batch_size(shape)
         return _batch_norm_training(input, running_mean, running_var, weight, bias, momentum, eps, stat_shape)
     if running_mean is None or running_var is None:
         raise RuntimeError("running_mean and running_var must be defined in evaluation mode")

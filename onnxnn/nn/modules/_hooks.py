@@ -124,12 +124,6 @@ def register_module_backward_hook(hook: Callable) -> RemovableHandle:
     return add_hook(_global_backward_hooks, hook)
 
 
-def _has_global_call_hooks() -> bool:
-    return bool(
-        _global_backward_pre_hooks or _global_backward_hooks or _global_forward_hooks or _global_forward_pre_hooks
-    )
-
-
 class _WrappedHook:
     """A hook that is called with its module prepended, holding the module weakly (no cycle)."""
 

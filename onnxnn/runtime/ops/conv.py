@@ -45,16 +45,7 @@ def _conv_shape(inputs, attrs):
     if type(attrs) is not FrozenAttributes:
         return _checked_conv_shape(x, w, bias, attrs)
     key = (x.shape, x.dtype, w.shape, bias is None or bias.shape)
-    memo = attrs.memo
-    metas = memo.get(key)
-    if metas is None:
-        if len(memo) >= _MOST_MEMOIZED_SHAPES:
-            memo.clear()
-        metas = memo[key] = _checked_conv_shape(x, w, bias, attrs)
-    return metas
-
-
-_MOST_MEMOIZED_SHAPES = 64  # per attributes: one per input size seen (batch sizes, image sizes)
+    return attrs.remembered(key, _checked_conv_shape, x, w, bias, attrs)
 
 
 def _checked_conv_shape(x, w, bias, attrs) -> list:

@@ -89,16 +89,7 @@ def _gemm_shape(inputs, attrs):
     # F.linear's Gemm: its shared attributes keep the result per input shapes.
     bias = inputs[2] if len(inputs) > 2 else None
     key = (inputs[0].shape, inputs[0].dtype, inputs[1].shape, None if bias is None else bias.shape)
-    memo = attrs.memo
-    metas = memo.get(key)
-    if metas is None:
-        if len(memo) >= _MOST_MEMOIZED_SHAPES:
-            memo.clear()
-        metas = memo[key] = _checked_gemm_shape(inputs, attrs)
-    return metas
-
-
-_MOST_MEMOIZED_SHAPES = 256  # per shared attributes: one per layer shape and batch size
+    return attrs.remembered(key, _checked_gemm_shape, inputs, attrs)
 
 
 def _checked_gemm_shape(inputs, attrs):
