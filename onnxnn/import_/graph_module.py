@@ -236,10 +236,13 @@ class GraphModule(Module):
         return text
 
     def _state_values(self, scope: Scope) -> None:
+        owner: Module = self
+        owner_path: tuple = ()
         for name, path, attribute in self._state_paths:
-            owner: Module = self
-            for part in path:
-                owner = owner._modules[part]  # type: ignore[assignment]  # not None: the path's modules exist
+            if path != owner_path:  # a layer's entries are consecutive: its owner is found once
+                owner, owner_path = self, path
+                for part in path:
+                    owner = owner._modules[part]  # type: ignore[assignment]  # not None: the path's modules exist
             value: Tensor | None = owner._parameters.get(attribute)
             if value is None:
                 value = owner._buffers.get(attribute)

@@ -27,7 +27,7 @@ import numpy as np
 import onnx
 
 from ..ir import dtypes
-from ..ir.graph import constant, static_constant
+from ..ir.graph import constant, shared_attributes, static_constant
 from ..ir.mode import MODE
 from ..ir.random import Generator, bernoulli
 from ..ir.registry import importers
@@ -229,7 +229,12 @@ def BatchNormalization(
     """
     if not training_mode:
         return (
-            apply_op("BatchNormalization", (X, scale, B, input_mean, input_var), {"epsilon": epsilon}, num_outputs=1),
+            apply_op(
+                "BatchNormalization",
+                (X, scale, B, input_mean, input_var),
+                shared_attributes((("epsilon", epsilon),)),
+                num_outputs=1,
+            ),
         )
     rank = len(X.shape)
     axes = [0] + list(range(2, rank))

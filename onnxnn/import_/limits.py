@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import os
 
+from ..runtime.internal import value_of
+from ..runtime.tensor import Tensor
+
 __all__ = ["allocation_limit", "check_allocation"]
 
 
@@ -59,16 +62,20 @@ def check_allocation(node: str, op_type: str, results) -> None:
     Raises:
         RuntimeError: naming the node, its op_type and the shape asked for.
     """
+    limit = _LIMIT[0] if _LIMIT else allocation_limit()
     for value in results:
+        if type(value) is Tensor:
+            value = value_of(value)  # its recorded Value: the shape without building a Size
         shape = getattr(value, "shape", None)
-        dtype = getattr(value, "dtype", None)
-        itemsize = getattr(getattr(dtype, "numpy_dtype", None), "itemsize", None)
+        itemsize = getattr(getattr(value, "dtype", None), "itemsize", None)
         if shape is None or itemsize is None:
-            continue
-        size = nbytes(shape, itemsize)
-        if size > allocation_limit():
+            continue  # a sequence or map: its tensors were checked when they were made
+        size = itemsize
+        for extent in shape:
+            size *= extent
+        if size > limit:
             raise RuntimeError(
                 f"ONNX node '{node}' of op_type '{op_type}' would create a tensor of shape "
                 f"{list(shape)} ({size:,} bytes), more than this process may allocate "
-                f"({allocation_limit():,} bytes)"
+                f"({limit:,} bytes)"
             )

@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 
 from ..errors import ModelLoadError
-from ..ir.graph import static_constant
+from ..ir.graph import FrozenAttributes, static_constant
 from ..ir.plan import OPSET_VERSION
 from ..ir.registry import importers, shape_rules
 from ..runtime.internal import tensor_of, value_of
@@ -254,6 +254,8 @@ def compile_graph(
             attrs[attribute.name] = value
         if isinstance(function, (FunctionBody, EagerNode)):
             attrs = {}  # these read the node's attributes themselves
+        elif function is None and attrs:
+            attrs = compiled_attributes(attrs)
         newer = None
         if domain == "" and source_opset > OPSET_VERSION and not isinstance(function, (FunctionBody, EagerNode)):
             newer = (source_opset, frozenset(attrs))
@@ -281,6 +283,18 @@ def compile_graph(
         [_static_output_type(info) for info in graph.output],
         constants,
     )
+
+
+def compiled_attributes(attrs: dict) -> dict:
+    """A recorded node's attributes, frozen once for every replay (its nodes' signatures and the
+    shape rules' per-shape memos then cost a lookup per call), or as they are if one has no
+    hashable form."""
+    try:
+        frozen = FrozenAttributes(attrs)
+        hash(frozen.frozen)
+    except TypeError:
+        return attrs
+    return frozen
 
 
 def initializer_arrays(graph: onnx.GraphProto) -> list[tuple[str, np.ndarray]]:

@@ -18,6 +18,8 @@ import onnxnn
 from onnxnn import ModelLoadError, nn
 from onnxnn.export import to_onnx
 from onnxnn.import_ import GraphModule, from_onnx
+from onnxnn.import_.program import compiled_attributes
+from onnxnn.ir.graph import FrozenAttributes
 
 from layer_chains import assert_same_model_output, chain_steps, relu_step
 from tolerances import TRANSCENDENTAL_ULPS, assert_close_to_matmul, rtol_for
@@ -312,6 +314,35 @@ def test_hooks_on_an_imported_model_fire():
         output.detach().numpy(), np.broadcast_to(first_bias, (3, first_bias.size)), second_weight.T, bias
     )
     assert_close_to_matmul(zeros_out.numpy() + bias, first_bias, second_weight.T, bias)
+
+
+def test_replays_record_one_frozen_attribute_set_per_node():
+    """Each replay of an imported node records the attributes compiled once at import, so node
+    signatures and shape rules' per-shape results are not rebuilt per call."""
+    weight = numpy_helper.from_array(np.ones((2, 1, 3, 3), np.float32), "w")
+    model = make_model(
+        [
+            helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+            helper.make_node("Transpose", ["c"], ["y"], perm=[0, 2, 3, 1]),
+        ],
+        [helper.make_tensor_value_info("x", FLOAT, [1, 1, 4, 4])],
+        [helper.make_tensor_value_info("y", FLOAT, [1, 4, 4, 2])],
+        [weight],
+    )
+    imported = from_onnx(model)
+    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    with onnxnn.no_grad():
+        first, second = imported(x), imported(x)
+    conv_first, conv_second = (output._value.node.inputs[0].node for output in (first, second))
+    assert type(conv_first.attrs) is FrozenAttributes
+    assert conv_first.attrs is conv_second.attrs
+    assert first._value.node.attrs is second._value.node.attrs
+    np.testing.assert_array_equal(second.numpy(), run_onnxruntime(model, x)[0])
+
+
+def test_attributes_without_a_hashable_form_are_kept_as_given():
+    attrs = {"values": {1, 2}}  # no attribute reads as a set; a future one must not break the import
+    assert compiled_attributes(attrs) is attrs
 
 
 # ----------------------------------------------------------------------------- control flow
