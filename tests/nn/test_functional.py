@@ -507,6 +507,29 @@ def test_nll_loss_and_cross_entropy_with_class_indices(input_shape, target_shape
     )
 
 
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_cross_entropy_records_log_softmax_and_one_negative_log_likelihood_node(reduction):
+    x = _randn(4, 5).astype(np.float32)
+    target = np.array([0, 4, -100, 2])
+    loss = F.cross_entropy(onnxnn.tensor(x), onnxnn.tensor(target), reduction=reduction)
+    node = loss._value.node
+    assert node.op_type == "NegativeLogLikelihoodLoss"
+    assert dict(node.attrs) == {"ignore_index": -100, "reduction": reduction}
+    assert node.inputs[0].node.op_type == "LogSoftmax"
+    expected = _numpy_nll(_log_softmax(x.astype(np.float64), 1), target, None, -100, reduction)
+    # float32 log-softmax over 5 classes, then a sum of 3 terms: a few float32 ulps.
+    np.testing.assert_allclose(loss.numpy(), expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+def test_cross_entropy_refuses_computed_targets_out_of_range(executor):
+    # Targets known at the call are checked there (PyTorch's IndexError); computed ones when they run.
+    with onnxnn.set_executor(executor):
+        targets = onnxnn.tensor([1, 2, 3]) * 2
+        with pytest.raises((IndexError, RuntimeError)):
+            F.cross_entropy(onnxnn.randn(3, 4), targets).item()
+
+
 def _numpy_label_smoothing(x, target, weight, ignore_index, reduction, smoothing):
     classes = x.shape[1]
     log_probs = _log_softmax(x, 1)

@@ -1,7 +1,9 @@
 """Loss functions: mse_loss, l1_loss, nll_loss, cross_entropy, binary cross entropy; and one_hot.
 
-Class indices are compared with every class (a one-hot mask) instead of gathered: the comparison
-and a Where are cheap next to the log_softmax over the same (N, C) tensor, and need no indexing op.
+``nll_loss`` and ``cross_entropy`` with class indices record ONNX's NegativeLogLikelihoodLoss,
+whose ``ignore_index`` and weighted mean are PyTorch's: one node instead of a dozen to record,
+plan and export, and a gather instead of passes over every class. Label smoothing's extra term
+compares the indices with every class (a one-hot mask), as does ``one_hot``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import numpy as np
 
 from ...ir import dtypes
 from ...runtime import ops as _ops
-from ...ir.graph import static_constant
+from ...ir.graph import shared_attributes, static_constant
 from ...ir.mode import MODE
 from ...runtime.internal import known_data, tensor_of
 from ...runtime.tensor import Tensor, apply_op
@@ -193,10 +195,25 @@ def _batched(input: Tensor, target: Tensor) -> tuple[Tensor, Tensor, bool]:
     return input, target, False
 
 
+# The dtypes ONNX's NegativeLogLikelihoodLoss takes; others (bfloat16) record the one-hot form.
+_NLL_OP_DTYPES = frozenset({dtypes.float16, dtypes.float32, dtypes.float64})
+_NLL_TARGET_DTYPES = frozenset({dtypes.int32, dtypes.int64})
+
+
 def _nll_from_log_probs(
     log_probs: Tensor, target: Tensor, weight, ignore_index: int, reduction: str, name: str
 ) -> Tensor:
     log_probs, target, unbatched = _batched(log_probs, target)
+    # The op has no gradient for the class weights (nor has PyTorch's nll_loss, which raises):
+    # weights that require one take the one-hot form, whose ops all differentiate.
+    weight_needs_grad = weight is not None and weight.requires_grad and MODE.grad.enabled
+    if log_probs.dtype in _NLL_OP_DTYPES and not weight_needs_grad:
+        if target.dtype not in _NLL_TARGET_DTYPES:
+            target = target.to(dtypes.int64)
+        inputs = (log_probs, target) if weight is None else (log_probs, target, weight.to(log_probs.dtype))
+        attributes = shared_attributes((("ignore_index", int(ignore_index)), ("reduction", reduction)))
+        loss = apply_op("NegativeLogLikelihoodLoss", inputs, attributes, name)
+        return loss.reshape(()) if unbatched and reduction == "none" else loss
     loss, sample_weight = _nll_terms(log_probs, target, weight, ignore_index)
     if reduction == "none":
         return loss.reshape(()) if unbatched else loss
