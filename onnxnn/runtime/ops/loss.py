@@ -71,13 +71,17 @@ def _log_probability_gradient(ctx, g: Tensor, log_probabilities: Tensor) -> Tens
     )
     chosen = eq(target.unsqueeze(1), class_index)
     dtype = log_probabilities.dtype
+    ignore_index = ctx.attrs.get("ignore_index")
     if ctx.num_inputs > 2 and ctx.input_value(2) is not None:
         weight = ctx.input(2).to(dtype).reshape(class_shape)
         sample_weight = where(chosen, weight, 0.0).sum(1)
+        if ignore_index is not None:
+            sample_weight = where(ne(target, int(ignore_index)), sample_weight, 0.0)
+    elif ignore_index is not None:
+        # Unweighted, each counted target weighs 1: read off the targets, not summed over every class.
+        sample_weight = ne(target, int(ignore_index)).to(dtype)
     else:
         sample_weight = chosen.to(dtype).sum(1)
-    if "ignore_index" in ctx.attrs:
-        sample_weight = where(ne(target, int(ctx.attrs["ignore_index"])), sample_weight, 0.0)
     reduction = ctx.attrs.get("reduction", "mean")
     scaled = g * sample_weight
     if reduction == "mean":
