@@ -164,6 +164,16 @@ def test_embedding_exports_to_a_gather_onnxruntime_runs():
     np.testing.assert_array_equal(exported_output(module, indices), module.weight.detach().numpy()[indices.numpy()])
 
 
+def test_a_lookup_is_one_gather_over_indices_of_any_rank_with_pytorchs_grad_fn():
+    module = nn.Embedding(8, 3)
+    indices = onnxnn.tensor([[[0, 3], [7, 1]], [[2, 2], [5, 6]]])
+    looked_up = module(indices)
+    node = looked_up._value.node
+    assert (node.op_type, node.inputs[1]) == ("Gather", indices._value)
+    assert looked_up.grad_fn.name() == "EmbeddingBackward0"
+    np.testing.assert_array_equal(looked_up.detach().numpy(), module.weight.detach().numpy()[indices.numpy()])
+
+
 # ---------------------------------------------------------------- embedding_bag
 
 

@@ -14,12 +14,15 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import dtypes
+from ...ir.graph import shared_attributes
 from ...runtime import ops as _ops
 from ...runtime.grad_mode import is_grad_enabled, no_grad
 from ...runtime.internal import constant_tensor, full_tensor
-from ...runtime.tensor import Tensor
+from ...runtime.tensor import Tensor, apply_op
 
 __all__ = ["embedding", "embedding_bag"]
+
+_ROWS = shared_attributes((("axis", 0),))  # Gather along the weight's rows
 
 
 def _index_values(input: Tensor, function: str) -> np.ndarray:
@@ -84,10 +87,12 @@ def _gradient_scaled(rows: Tensor, factor: Tensor) -> Tensor:
 def _lookup(
     values: np.ndarray, input: Tensor, weight: Tensor, padding_idx: int | None, scale_grad_by_freq: bool
 ) -> Tensor:
+    """The rows of ``weight`` at ``input``, of shape ``(*input.shape, D)``."""
+    if (padding_idx is None and not scale_grad_by_freq) or not (is_grad_enabled() and weight.requires_grad):
+        # No gradient to shape (evaluation, export): one Gather, whose indices may have any rank.
+        return apply_op("Gather", (weight, input), _ROWS, "EmbeddingBackward0")
     flat_input = input.reshape(-1)
     rows = weight.index_select(0, flat_input)
-    if (padding_idx is None and not scale_grad_by_freq) or not (is_grad_enabled() and weight.requires_grad):
-        return rows  # no gradient to shape (evaluation, export): the plain lookup
     factor = None
     if padding_idx is not None:
         # From the indices in the graph, so the padding positions follow whatever indices are fed.
@@ -99,7 +104,8 @@ def _lookup(
             (1.0 / counts[inverse]).astype(weight.dtype.numpy_dtype), weight.dtype, weight.device
         )
         factor = frequency if factor is None else factor * frequency
-    return _gradient_scaled(rows, factor)  # type: ignore[arg-type]  # not None: padding or frequency set it
+    scaled = _gradient_scaled(rows, factor)  # type: ignore[arg-type]  # not None: padding or frequency set it
+    return scaled.reshape(tuple(input.shape) + (weight.shape[1],))
 
 
 def embedding(
@@ -142,8 +148,7 @@ def embedding(
     _check_index_range(values, rows)
     if max_norm is not None:
         _renorm_rows(weight, values, max_norm, norm_type)
-    looked_up = _lookup(values, input, weight, padding_idx, scale_grad_by_freq)
-    return looked_up.reshape(tuple(input.shape) + (weight.shape[1],))
+    return _lookup(values, input, weight, padding_idx, scale_grad_by_freq)
 
 
 def _check_bags(values: np.ndarray, offsets, include_last_offset: bool) -> int:
