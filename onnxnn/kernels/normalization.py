@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from ._common import normalize_axis, reduce_mean, reduce_sum, to_scalar
+from ..ir.domains import ONNXNN_DOMAIN
 from ..ir.kernel_registry import FLOATING, kernels
 from ..ir.random import uniform as onnxnn_uniform
 
@@ -44,10 +45,27 @@ def batch_normalization(xp, inputs, attrs):
         running_mean = mean * momentum + batch_mean.reshape(-1) * (1 - momentum)
         running_variance = variance * momentum + batch_variance.reshape(-1) * (1 - momentum)
         return [y, running_mean, running_variance]
-    # Folding the statistics into one scale and shift makes inference two passes over x.
+    return [_normalized(xp, x, scale, bias, mean, variance, epsilon)]
+
+
+def _normalized(xp, x, scale, bias, mean, variance, epsilon):
+    """Inference BatchNormalization: the statistics folded into one scale and shift, two passes over x."""
+    shape = _channel_shape(x)
     factor = scale / xp.sqrt(variance + x.dtype.type(epsilon))
     shift = bias - mean * factor
-    return [x * factor.reshape(shape) + shift.reshape(shape)]
+    return x * factor.reshape(shape) + shift.reshape(shape)
+
+
+@kernels.register("BatchNormalizationTraining", domain=ONNXNN_DOMAIN, types=FLOATING)
+def batch_normalization_training(xp, inputs, attrs):
+    """The batch's mean and biased variance, then inference BatchNormalization with them and epsilon
+    added in the input's dtype (the decomposition in runtime/ops/batch_norm_training.py)."""
+    x, scale, bias = inputs
+    axes = (0,) + tuple(range(2, x.ndim))
+    mean, _, variance = _moments(xp, x, axes)
+    mean, variance = mean.reshape(-1), variance.reshape(-1)
+    shifted_variance = variance + x.dtype.type(attrs.get("epsilon", 1e-5))
+    return [_normalized(xp, x, scale, bias, mean, shifted_variance, 0.0), mean, variance]
 
 
 @kernels.register("LayerNormalization", types=FLOATING)

@@ -1,9 +1,10 @@
-"""batch_norm (training-mode decomposition with running-statistics updates, and the eval-mode node), rms_norm,
-normalize."""
+"""batch_norm (training: onnxnn's BatchNormalizationTraining node, or ordinary ops in 16-bit floats, with
+the running-statistics updates; evaluation: ONNX's BatchNormalization node), rms_norm, normalize."""
 
 from __future__ import annotations
 
 from ...ir import dtypes
+from ...ir.domains import ONNXNN_DOMAIN
 from ...ir.graph import shared_attributes
 from ...runtime import ops as _ops
 from ...runtime.grad_mode import no_grad
@@ -89,25 +90,47 @@ def batch_norm(
     )
 
 
+# The dtypes of the one-node form (those of onnxruntime's BatchNormalization kernels). float16 and
+# bfloat16 inputs take ordinary ops, whose per-op rounding is what those dtypes have always had.
+_NODE_DTYPES = frozenset({dtypes.float32, dtypes.float64})
+
+
 def _batch_norm_training(input, running_mean, running_var, weight, bias, momentum, eps, stat_shape):
+    if input.dtype in _NODE_DTYPES:
+        like, channels = input.dtype, stat_shape[1]
+        scale = _as_dtype(weight, like) if weight is not None else full_tensor((channels,), 1, like, input.device)
+        shift = _as_dtype(bias, like) if bias is not None else full_tensor((channels,), 0, like, input.device)
+        output, mean, variance = apply_op(
+            "BatchNormalizationTraining",
+            (input, scale, shift),
+            shared_attributes((("epsilon", float(eps)),)),
+            "NativeBatchNormBackward0",
+            domain=ONNXNN_DOMAIN,
+        )
+        if input.numel():  # an empty batch leaves the running statistics as they are, as in PyTorch
+            _update_running_statistics(running_mean, running_var, mean, variance, momentum, input.numel() // channels)
+        return output
     axes = [0] + list(range(2, input.dim()))
     mean = _ops.mean(input, axes, keepdim=True)
     centered = input - mean
     variance = _ops.mean(centered * centered, axes, keepdim=True)
     inverse_std = _ops.rsqrt(variance + eps)
-    if running_mean is not None or running_var is not None:
-        count = input.numel() // stat_shape[1]
-        with no_grad():
-            if running_mean is not None:
-                batch_mean = mean.detach().reshape(-1).to(running_mean.dtype)
-                running_mean.copy_(running_mean * (1 - momentum) + batch_mean * momentum)
-            if running_var is not None:
-                unbiased = variance.detach().reshape(-1).to(running_var.dtype) * (count / max(count - 1, 1))
-                running_var.copy_(running_var * (1 - momentum) + unbiased * momentum)
+    _update_running_statistics(running_mean, running_var, mean, variance, momentum, input.numel() // stat_shape[1])
     scale = inverse_std if weight is None else inverse_std * weight.reshape(stat_shape)
     if bias is None:
         return apply_op("Mul", (centered, scale), None, "NativeBatchNormBackward0")
     return apply_op("Add", (centered * scale, bias.reshape(stat_shape)), None, "NativeBatchNormBackward0")
+
+
+def _update_running_statistics(running_mean, running_var, mean, variance, momentum, count: int) -> None:
+    """``running = (1 - momentum) * running + momentum * batch`` (the unbiased variance), as PyTorch updates them."""
+    with no_grad():
+        if running_mean is not None:
+            batch_mean = mean.detach().reshape(-1).to(running_mean.dtype)
+            running_mean.copy_(running_mean * (1 - momentum) + batch_mean * momentum)
+        if running_var is not None:
+            unbiased = variance.detach().reshape(-1).to(running_var.dtype) * (count / max(count - 1, 1))
+            running_var.copy_(running_var * (1 - momentum) + unbiased * momentum)
 
 
 # torch.finfo(dtype).eps, rms_norm's default eps (numpy's finfo does not know bfloat16).

@@ -7,10 +7,11 @@ the kinks (HardSwish's slope at -3 is 0, at 3 it is x / 3 + 1 / 2; Shrink's at +
 ``hardshrink`` and ``prelu`` live here too, as tensor ops: ``Tensor`` methods and
 ``onnxnn.nn.functional`` both call them.
 
-``onnxnn.nn.functional.batch_norm`` decomposes training-mode normalization (onnxruntime runs
-``training_mode=1`` only in its training builds) and records this one fused node in evaluation, which
-is also what imported inference graphs contain. Imported ``training_mode=1`` nodes get their gradient
-from ``normalization.batch_normalization_training_grad``.
+``onnxnn.nn.functional.batch_norm`` records this one fused node in evaluation, which is also what
+imported inference graphs contain, and onnxnn's own ``BatchNormalizationTraining`` in training
+(``batch_norm_training.py``: onnxruntime's ``training_mode=1`` kernel aliases its statistics outputs
+to their inputs). Imported ``training_mode=1`` nodes get their gradient from
+``normalization.batch_normalization_training_grad``.
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ def _momentum_decomposition(node, input_names: list, output_names: list, fresh_n
     nesterov = node.attrs.get("mode", "standard") == "nesterov"
     nodes: list = []
     initializers: list = []
-    emit = _emitter(nodes, fresh_name)
+    emit = node_emitter(nodes, fresh_name)
     typed = _caster(emit, hyperparameter_dtype)
 
     beta_adjusted = None
@@ -208,7 +208,7 @@ def _adam_decomposition(node, input_names: list, output_names: list, fresh_name)
     count = len(tensors) // len(adam_tensor_lists(node.attrs))
     nodes: list = []
     initializers: list = []
-    emit = _emitter(nodes, fresh_name)
+    emit = node_emitter(nodes, fresh_name)
     one = fresh_name("one")
     initializers.append(onnx.numpy_helper.from_array(np.array(1, hyperparameter_dtype.numpy_dtype), one))
     factors = {
@@ -275,7 +275,7 @@ def _adagrad_decomposition(node, input_names: list, output_names: list, fresh_na
     count = len(tensors) // len(ADAGRAD_TENSOR_LISTS)
     nodes: list = []
     initializers: list = []
-    emit = _emitter(nodes, fresh_name)
+    emit = node_emitter(nodes, fresh_name)
     one = fresh_name("one")
     initializers.append(onnx.numpy_helper.from_array(np.array(1, hyperparameter_dtype.numpy_dtype), one))
     factors = {
@@ -330,7 +330,7 @@ def _rmsprop_decomposition(node, input_names: list, output_names: list, fresh_na
     count = len(tensors) // len(lists)
     nodes: list = []
     initializers: list = []
-    emit = _emitter(nodes, fresh_name)
+    emit = node_emitter(nodes, fresh_name)
     one = fresh_name("one")
     initializers.append(onnx.numpy_helper.from_array(np.array(1, hyperparameter_dtype.numpy_dtype), one))
     factors = {"lr": learning_rate, "alpha": alpha, "1-alpha": emit("Sub", one, alpha), "epsilon": epsilon}
@@ -374,7 +374,7 @@ def _rmsprop_decomposition(node, input_names: list, output_names: list, fresh_na
     return nodes, initializers
 
 
-def _emitter(nodes: list, fresh_name):
+def node_emitter(nodes: list, fresh_name):
     """``emit(op_type, *inputs, output=None, **attributes)``: appends one node to ``nodes``, returns its output."""
 
     def emit(op_type: str, *inputs: str, output: str | None = None, **attributes) -> str:

@@ -1,0 +1,136 @@
+"""Batch normalization with the batch's statistics: onnxnn's ``BatchNormalizationTraining`` op.
+
+``F.batch_norm(training=True)`` records one node of onnxnn's domain,
+
+    BatchNormalizationTraining(X, scale, B; epsilon) -> Y, mean, var
+
+with ``mean`` and ``var`` the per-channel mean and biased variance of ``X`` over every axis but
+axis 1 and ``Y = (X - mean) / sqrt(var + epsilon) * scale + B``. The running statistics are
+updated from ``mean`` and ``var`` outside the node, as PyTorch updates them.
+
+Why a node of its own: recorded as ordinary ops (23 nodes), the normalization and the gradient
+autograd derives through them write the activations' size about twelve times. The decomposition
+here writes it three times (the centered input, its square, and the output of onnxruntime's
+one-pass inference ``BatchNormalization`` given the batch's statistics), and the gradient rule,
+reading the saved statistics, four (``per_channel_affine`` does ``g * k + shift`` in one). One layer's
+forward and backward on 32x16x32x32 float32, one thread: 1.79 -> 1.22 ms; a small ResNet's training
+step about 4% faster. onnxruntime's own ``training_mode=1`` node is not used: its kernel aliases the
+running-statistics outputs to their inputs, so an initializer there keeps one batch's inf or NaN
+and passes it to every later run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import numpy_helper
+
+from ...ir.domains import ONNXNN_DOMAIN
+from ...ir.graph import shared_attributes
+from ...ir.registry import decompositions, gradient_rules, shape_rules
+from ..internal import full_tensor
+from ..tensor import Tensor, apply_op
+from .training import node_emitter
+
+__all__: list[str] = []
+
+OP_TYPE = "BatchNormalizationTraining"
+_NO_EPSILON = shared_attributes((("epsilon", 0.0),))
+
+
+@shape_rules.register(OP_TYPE, domain=ONNXNN_DOMAIN)
+def _shape(inputs, attrs):
+    x, scale, bias = inputs
+    if len(x.shape) < 2:
+        raise RuntimeError(f"{OP_TYPE} expects an input of rank >= 2, got shape {list(x.shape)}")
+    channels = (x.shape[1],)
+    for name, value in (("scale", scale), ("B", bias)):
+        if value.shape != channels or value.dtype is not x.dtype:
+            raise RuntimeError(
+                f"{OP_TYPE}: {name} must be {x.dtype.name} of shape {list(channels)} for the input of "
+                f"shape {list(x.shape)}, got {value.dtype.name} of shape {list(value.shape)}"
+            )
+    return [(x.shape, x.dtype), (channels, x.dtype), (channels, x.dtype)]
+
+
+@decompositions.register(OP_TYPE, domain=ONNXNN_DOMAIN)
+def _decomposition(node, input_names: list, output_names: list, fresh_name):
+    """The statistics by ReduceMean, then onnxruntime's one-pass inference BatchNormalization."""
+    rank = len(node.inputs[0].shape)
+    x, scale, bias = input_names
+    axes, flat = fresh_name("axes"), fresh_name("flat")
+    initializers = [
+        numpy_helper.from_array(np.array([0] + list(range(2, rank)), np.int64), axes),
+        numpy_helper.from_array(np.array([-1], np.int64), flat),
+    ]
+    nodes: list = []
+    emit = node_emitter(nodes, fresh_name)
+
+    kept_mean = emit("ReduceMean", x, axes, keepdims=1)
+    centered = emit("Sub", x, kept_mean)
+    # Mul and ReduceMean, not ReduceSumSquare: onnxruntime's takes 3x their time over axes (0, 2, 3).
+    kept_variance = emit("ReduceMean", emit("Mul", centered, centered), axes, keepdims=1)
+    mean = emit("Reshape", kept_mean, flat, output=output_names[1])
+    variance = emit("Reshape", kept_variance, flat, output=output_names[2])
+    # epsilon is added here in the input's dtype, not by the node's FLOAT (32-bit) attribute, so a
+    # float64 normalization adds PyTorch's epsilon itself.
+    epsilon = fresh_name("epsilon")
+    initializers.append(
+        numpy_helper.from_array(np.array(_epsilon(node.attrs), node.inputs[0].dtype.numpy_dtype), epsilon)
+    )
+    shifted_variance = emit("Add", variance, epsilon)
+    emit("BatchNormalization", x, scale, bias, mean, shifted_variance, output=output_names[0], epsilon=0.0)
+    return nodes, initializers
+
+
+def _epsilon(attrs) -> float:
+    return float(attrs.get("epsilon", 1e-5))
+
+
+@gradient_rules.register(OP_TYPE, domain=ONNXNN_DOMAIN)
+def _gradient(ctx, g, g_mean=None, g_variance=None):
+    """With ``c = X - mean``, ``k = scale / sqrt(var + epsilon)`` and n elements per channel:
+
+    dX = k * (g - sum(g) / n) - c * k * sum(g * c) / (n * (var + epsilon)), dscale = sum(g * c) *
+    k / scale (that is, ``sum(g * c) / sqrt(var + epsilon)``), dB = sum(g); gradients reaching the
+    statistics themselves add ``g_mean / n + g_var * 2 c / n`` to dX.
+    """
+    x = ctx.input(0)
+    rank = x.dim()
+    channels = x.shape[1]
+    axes = [0] + list(range(2, rank))
+    stat_shape = (1, channels) + (1,) * (rank - 2)
+    count = x.numel() // channels if channels else 0
+    if count == 0:  # an empty batch: its statistics are NaN, but no value moves the parameters (PyTorch's zeros)
+        zeros = full_tensor((channels,), 0, x.dtype, x.device)
+        return (None if g is None else g * 0.0), zeros, zeros
+    mean = ctx.output(1).reshape(stat_shape)
+    inverse_std = (ctx.output(2).reshape(stat_shape) + _epsilon(ctx.attrs)).rsqrt()
+    centered = x - mean
+    grad_x = grad_scale = grad_bias = None
+    if g is not None:
+        sum_g = g.sum(axes, keepdim=True)
+        sum_gc = (g * centered).sum(axes, keepdim=True)
+        factor = ctx.input(1).reshape(stat_shape) * inverse_std
+        per_element = factor * (-1.0 / count)
+        through_statistics = centered * (per_element * inverse_std * inverse_std * sum_gc)
+        grad_x = per_channel_affine(g, factor, per_element * sum_g) + through_statistics
+        grad_scale = (sum_gc * inverse_std).reshape(-1)
+        grad_bias = sum_g.reshape(-1)
+    if g_mean is not None:
+        through_mean = g_mean.reshape(stat_shape) * (1.0 / count)
+        grad_x = through_mean.expand(x.shape) if grad_x is None else grad_x + through_mean
+    if g_variance is not None:
+        through_variance = centered * (g_variance.reshape(stat_shape) * (2.0 / count))
+        grad_x = through_variance if grad_x is None else grad_x + through_variance
+    return grad_x, grad_scale, grad_bias
+
+
+def per_channel_affine(x: Tensor, scale: Tensor, shift: Tensor) -> Tensor:
+    """``x * scale + shift`` per channel (axis 1) in one pass over ``x``: inference BatchNormalization
+    with mean 0, variance 1 and epsilon 0, which computes exactly that (``scale / sqrt(1)`` is ``scale``)."""
+    channels = x.shape[1]
+    zeros = full_tensor((channels,), 0, x.dtype, x.device)
+    ones = full_tensor((channels,), 1, x.dtype, x.device)
+    return apply_op(
+        "BatchNormalization", (x, scale.reshape(-1), shift.reshape(-1), zeros, ones), _NO_EPSILON, "AddcmulBackward0"
+    )
