@@ -211,6 +211,10 @@ class Tensor(TensorMethods, TensorAPI):
 
     @classmethod
     def _full(cls, shape: tuple, fill, dtype, device=CPU) -> "Tensor":
+        if type(fill) is int and fill == 0:
+            # calloc'd: a large zero array's pages are mapped when first written, not filled now
+            # (an optimizer's zero states, a fresh process's first step: 3 ms for an MLP's Adam).
+            return cls._from_array(np.zeros(shape, dtype.numpy_dtype), dtype, device)
         return cls._from_array(np.full(shape, fill, dtype.numpy_dtype), dtype, device)
 
     @classmethod

@@ -102,6 +102,8 @@ _counts = {"traced": 0, "replayed": 0}
 # structure used to be, and any other size of it only at its TRACE_AFTER_SIGHTINGS-th backward
 # (by then the general driver has cost about what the template would have: at most twice the
 # best choice in hindsight, whatever the sizes do); until then it takes the general driver.
+# A template's code is compiled at its first replay, not when it is traced: a structure seen once
+# (a script's one training step) pays for the trace only.
 TRACE_AFTER_SIGHTINGS = 8
 SIGHTINGS_LIMIT = 4096  # keys counted; more are forgotten together, as templates are
 _size_families: dict = {}  # the key with sizes abstracted -> the first key seen of that structure
@@ -432,8 +434,15 @@ class _Template:
                 )
         lines.append("    return True")
         source = "\n".join(lines) + "\n"
-        exec(compile(source, f"<onnxnn backward replay {next(_replay_numbers)}>", "exec"), namespace)
-        return source, namespace["replay"]
+
+        def compile_then_replay(order, root_gradient, retain_graph) -> bool:
+            # Compiling costs a few general backwards (3 ms for an MLP's): a structure pays it when it
+            # comes back, so a one-off backward (a script's single step) does not.
+            exec(compile(source, f"<onnxnn backward replay {next(_replay_numbers)}>", "exec"), namespace)
+            self.replay = namespace["replay"]
+            return self.replay(order, root_gradient, retain_graph)
+
+        return source, compile_then_replay
 
 
 _replay_numbers = itertools.count()

@@ -71,6 +71,17 @@ def test_the_second_backward_of_a_structure_is_replayed_with_the_new_values() ->
     assert backward_replay.replay_info() == {"templates": 1, "unreplayable": 0, "traced": 1, "replayed": 2}
 
 
+def test_a_template_is_compiled_when_its_structure_comes_back() -> None:
+    # A one-off backward (a script's single step) does not pay for compiling its replay.
+    arrays = [np.ones(shape, np.float32) for shape in [(4, 5), (5, 2), (3, 4)]]
+    _mlp_gradients(*arrays)
+    (template,) = backward_replay._templates.values()
+    assert template.replay.__name__ == "compile_then_replay"
+    _mlp_gradients(*arrays)
+    assert template.replay.__name__ == "replay"
+    assert backward_replay.replay_info()["replayed"] == 1
+
+
 def test_a_replay_records_what_the_general_driver_records() -> None:
     rng = np.random.default_rng(1)
     _mlp_gradients(*[rng.standard_normal(shape).astype(np.float32) for shape in [(4, 5), (5, 2), (3, 4)]])
