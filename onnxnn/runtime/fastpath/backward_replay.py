@@ -439,8 +439,9 @@ class _Template:
             # Compiling costs a few general backwards (3 ms for an MLP's): a structure pays it when it
             # comes back, so a one-off backward (a script's single step) does not.
             exec(compile(source, f"<onnxnn backward replay {next(_replay_numbers)}>", "exec"), namespace)
-            self.replay = namespace["replay"]
-            return self.replay(order, root_gradient, retain_graph)
+            replay: Callable[..., bool] = namespace["replay"]  # type: ignore[assignment]  # defined by the source
+            self.replay = replay
+            return replay(order, root_gradient, retain_graph)
 
         return source, compile_then_replay
 
