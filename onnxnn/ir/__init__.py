@@ -19,7 +19,15 @@ from .graph import Node, Value
 from .kernel_registry import kernels
 from .mode import MODE
 from .plan import GraphPlan, build_model, plan
-from .registry import Registry, decompositions, gradient_rules, importers, non_differentiable, shape_rules
+from .registry import (
+    Registry,
+    decompositions,
+    gradient_rules,
+    importers,
+    non_differentiable,
+    shape_rules,
+    unmaterialized_gradients,
+)
 
 __all__ = [
     "Node",
@@ -33,6 +41,7 @@ __all__ = [
     "shape_rules",
     "gradient_rules",
     "non_differentiable",
+    "unmaterialized_gradients",
     "decompositions",
     "importers",
     "kernels",
@@ -49,6 +58,7 @@ REGISTRIES = {
     "shape_rules": shape_rules,
     "gradient_rules": gradient_rules,
     "non_differentiable": non_differentiable,
+    "unmaterialized_gradients": unmaterialized_gradients,
     "decompositions": decompositions,
     "importers": importers,
     "kernels": kernels,

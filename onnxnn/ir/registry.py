@@ -10,6 +10,7 @@ adding entries through their decorators, never editing a dispatcher::
 - ``shape_rules``: output shapes and dtypes of a node (``runtime/ops/``).
 - ``gradient_rules``: the backward of a node (``runtime/ops/``).
 - ``non_differentiable``: ops whose outputs carry no gradient (comparisons, indices, shapes).
+- ``unmaterialized_gradients``: ops whose gradient rule takes None for outputs no gradient reached.
 - ``decompositions``: how to write an op onnxruntime lacks as standard ONNX (``runtime/ops/``).
 - ``kernels``: onnxnn's own array kernels (``kernels/``; see ``kernel_registry``).
 - ``importers``: how an imported model's node becomes Tensor ops (``import_/``).
@@ -29,6 +30,7 @@ __all__ = [
     "shape_rules",
     "gradient_rules",
     "non_differentiable",
+    "unmaterialized_gradients",
     "decompositions",
     "importers",
 ]
@@ -110,6 +112,10 @@ gradient_rules = Registry("gradient rule")
 # Ops whose outputs carry no gradient (comparisons, index results, shapes): autograd records no
 # backward node for them, as JAX's defjvp_zero does.
 non_differentiable = MarkRegistry("non-differentiability mark")
+# Ops whose gradient rule takes None for an output no gradient reached, as a PyTorch Function after
+# ``ctx.set_materialize_grads(False)``; every other rule gets a zero tensor there (and pays for
+# arithmetic on it: a multi-output op's unused statistics would cost full passes).
+unmaterialized_gradients = MarkRegistry("unmaterialized-gradients mark")
 # Ops onnxnn records as one node but onnxruntime lacks (the ai.onnx.preview.training optimizers, Solve):
 # ``expand(node, input_names, output_names, fresh_name) -> (onnx nodes, initializers)`` writes the
 # node as standard ONNX when a model is built. onnxnn's own kernels run such nodes directly.

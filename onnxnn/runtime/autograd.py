@@ -22,7 +22,7 @@ import numpy as np
 from ..ir.graph import hold, static_constant
 from ..ir.mode import MODE
 from ..ir.plan import realize_alongside
-from ..ir.registry import gradient_rules
+from ..ir.registry import gradient_rules, unmaterialized_gradients
 from . import tensor as _tensor  # circular (tensor imports autograd): attributes are read at call time
 from .fastpath import backward_replay
 from .grad_mode import no_grad, set_grad_enabled
@@ -495,7 +495,9 @@ def _run_function(function: Function, slots: dict, create_graph: bool) -> list:
             if gradient is not None and (function._tensor_hooks or function._retained):
                 gradient = _output_gradient_hooks(function, output_nr, gradient, create_graph)
             if gradient is None and value is not None and function.materialize_grads:
-                gradient = _tensor.Tensor._zeros(value.shape, value.dtype, value.device)
+                node = function.node  # None for a custom Function, whose own flag decides
+                if node is None or (node.domain, node.op_type) not in _UNMATERIALIZED:
+                    gradient = _tensor.Tensor._zeros(value.shape, value.dtype, value.device)
             grad_outputs.append(gradient)
     if function._pre_hooks:
         for hook in list(function._pre_hooks.values()):
@@ -543,6 +545,7 @@ def _output_gradient_hooks(function: Function, output_nr: int, gradient, create_
 
 
 _GRADIENT_RULES = gradient_rules.table  # bound once: one lookup per backward node
+_UNMATERIALIZED = unmaterialized_gradients.table
 
 
 def _stored_gradient(gradient, create_graph: bool):

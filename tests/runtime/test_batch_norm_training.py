@@ -161,3 +161,23 @@ def test_an_empty_batch_leaves_running_statistics_and_gives_zero_parameter_gradi
     np.testing.assert_array_equal(layer.bias.grad.numpy(), np.zeros(3))
     np.testing.assert_array_equal(layer.running_mean.numpy(), np.zeros(3))
     np.testing.assert_array_equal(layer.running_var.numpy(), np.ones(3))
+
+
+def test_statistics_no_loss_reads_get_no_materialized_zero_gradients(monkeypatch):
+    # Marked in ``unmaterialized_gradients``: the rule gets None there, not zeros to add in.
+    from onnxnn.ir.registry import gradient_rules
+
+    key = ("ai.onnxnn", "BatchNormalizationTraining")
+    rule, received = gradient_rules.table[key], []
+
+    def spy(ctx, *gradients):
+        received.append([gradient is None for gradient in gradients])
+        return rule(ctx, *gradients)
+
+    monkeypatch.setitem(gradient_rules.table, key, spy)
+    onnxnn.runtime.fastpath.backward_replay.clear_templates()
+    x = onnxnn.randn(4, 3, requires_grad=True)
+    _recorded(x, onnxnn.ones(3), onnxnn.zeros(3)).sum().backward()
+    output, mean, _ = _node_outputs(x, onnxnn.ones(3), onnxnn.zeros(3))
+    (output.sum() + mean.sum()).backward()
+    assert received == [[False, True, True], [False, False, True]]

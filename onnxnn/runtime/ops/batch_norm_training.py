@@ -26,7 +26,7 @@ from onnx import numpy_helper
 
 from ...ir.domains import ONNXNN_DOMAIN
 from ...ir.graph import shared_attributes
-from ...ir.registry import decompositions, gradient_rules, shape_rules
+from ...ir.registry import decompositions, gradient_rules, shape_rules, unmaterialized_gradients
 from ..internal import full_tensor
 from ..tensor import Tensor, apply_op
 from .training import node_emitter
@@ -84,6 +84,11 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
 
 def _epsilon(attrs) -> float:
     return float(attrs.get("epsilon", 1e-5))
+
+
+# The statistics outputs take a gradient only where a loss reads them (a second-order gradient does):
+# otherwise their zeros would cost two passes over the activations at every backward.
+unmaterialized_gradients.mark(OP_TYPE, domain=ONNXNN_DOMAIN)
 
 
 @gradient_rules.register(OP_TYPE, domain=ONNXNN_DOMAIN)
