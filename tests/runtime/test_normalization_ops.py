@@ -136,6 +136,30 @@ def test_layer_normalization_mean_and_inv_std_outputs_are_differentiable():
     check_gradients(weighted_outputs, [randn(3, 4), randn(4)], eps=1e-3, rtol=1e-3, atol=1e-4)
 
 
+def _numpy_layer_norm_gradients(x, weight, cotangent, eps):
+    """d sum(layer_norm(x) * cotangent) / d(x, weight, bias) over the last axis, in float64."""
+    mean = x.mean(-1, keepdims=True)
+    inv_std = 1 / np.sqrt(x.var(-1, keepdims=True) + eps)
+    x_hat = (x - mean) * inv_std
+    g_hat = cotangent * weight
+    grad_x = inv_std * (g_hat - g_hat.mean(-1, keepdims=True) - x_hat * (g_hat * x_hat).mean(-1, keepdims=True))
+    return grad_x, (cotangent * x_hat).reshape(-1, x.shape[-1]).sum(0), cotangent.reshape(-1, x.shape[-1]).sum(0)
+
+
+def test_float32_layer_norm_trains_from_the_nodes_own_statistics():
+    rng = np.random.default_rng(5)
+    x, weight, bias, cotangent = (rng.standard_normal(shape) for shape in [(4, 6, 8), (8,), (8,), (4, 6, 8)])
+    tensors = [onnxnn.tensor(a.astype(np.float32), requires_grad=True) for a in (x, weight, bias)]
+    output = ops.layer_norm(tensors[0], [8], tensors[1], tensors[2])
+    assert output._value.node.num_outputs == 3  # Mean and InvStdDev kept for the gradient
+    (output * onnxnn.tensor(cotangent.astype(np.float32))).sum().backward()
+    # float32 rounding of 8-term means and of the inputs, amplified by at most a few unit-scale factors.
+    for tensor, expected in zip(tensors, _numpy_layer_norm_gradients(x, weight, cotangent, 1e-5)):
+        np.testing.assert_allclose(tensor.grad.numpy(), expected, rtol=1e-4, atol=1e-4)
+    with onnxnn.no_grad():
+        assert ops.layer_norm(tensors[0], [8], tensors[1], tensors[2])._value.node.num_outputs == 1
+
+
 # ---------------------------------------------------------------- group_norm and instance_norm
 
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import dtypes
-from ..grad_mode import no_grad
-from ...ir.registry import gradient_rules, shape_rules
+from ...ir.graph import shared_attributes
+from ..grad_mode import is_grad_enabled, no_grad
+from ...ir.registry import gradient_rules, shape_rules, unmaterialized_gradients
 from ._common import Tensor, apply_op, normalize_axes
 from .conv_gradients import channel_sum, needs_input_grad
 from .padding import pad_constant
@@ -70,19 +71,32 @@ def _layer_normalization_shape(inputs, attrs):
     return [(x.shape, x.dtype), (statistics, stash), (statistics, stash)]
 
 
+# Mean and InvStdDev take a gradient only where something reads them: F.layer_norm records them for
+# the rule below to reuse, and zeros for them would cost passes at every backward.
+unmaterialized_gradients.mark("LayerNormalization")
+
+
 @gradient_rules.register("LayerNormalization")
 def _layer_normalization_grad(ctx, g, *statistics_grads):
     x = ctx.input(0)
     axes = list(range(_layer_norm_axis(ctx.attrs, x.dim()), x.dim()))
-    x_hat, inv_std = _standardized(x, axes, float(ctx.attrs.get("epsilon", 1e-5)))
+    outputs = len(ctx.function.outputs)
+    if outputs > 2:
+        # The node's own Mean and InvStdDev: x_hat in two passes instead of recomputing both statistics.
+        inv_std = ctx.output(2).to(x.dtype)
+        x_hat = (x - ctx.output(1).to(x.dtype)) * inv_std
+    else:
+        x_hat, inv_std = _standardized(x, axes, float(ctx.attrs.get("epsilon", 1e-5)))
     grad_x = grad_scale = grad_bias = None
     if needs_input_grad(ctx, 0):
         grad_x = _normalized_grad(g * ctx.input(1), x_hat, inv_std, axes)
-        if len(ctx.function.outputs) > 1:
-            # The optional Mean and InvStdDev outputs are functions of x too.
-            count = float(np.prod([x.shape[axis] for axis in axes]))
-            grad_mean, grad_inv_std = (s.to(x.dtype) for s in statistics_grads[:2])
-            grad_x = grad_x + grad_mean / count - grad_inv_std * inv_std * inv_std * x_hat / count
+        # The optional Mean and InvStdDev outputs are functions of x too.
+        count = float(np.prod([x.shape[axis] for axis in axes]))
+        grad_mean, grad_inv_std = (tuple(statistics_grads) + (None, None))[:2]
+        if grad_mean is not None:
+            grad_x = grad_x + grad_mean.to(x.dtype) / count
+        if grad_inv_std is not None:
+            grad_x = grad_x - grad_inv_std.to(x.dtype) * inv_std * inv_std * x_hat / count
     if needs_input_grad(ctx, 1):
         grad_scale = g * x_hat  # the driver sums it down to Scale's (broadcast) shape
     if ctx.num_inputs > 2 and ctx.input_value(2) is not None:
@@ -349,13 +363,12 @@ def layer_norm(
         return result + bias if bias is not None else result
     scale = weight if weight is not None else _constant_like(input, shape, 1.0)
     operands = (input, scale) if bias is None else (input, scale, bias)
-    return apply_op(
-        "LayerNormalization",
-        operands,
-        {"axis": -len(shape), "epsilon": float(eps)},
-        "NativeLayerNormBackward0",
-        num_outputs=1,
-    )
+    attributes = shared_attributes((("axis", -len(shape)), ("epsilon", float(eps))))
+    # Training keeps the node's Mean and InvStdDev for the gradient (onnxruntime computes them anyway).
+    training = is_grad_enabled() and any(t is not None and t.requires_grad for t in (input, weight, bias))
+    if not training:
+        return apply_op("LayerNormalization", operands, attributes, "NativeLayerNormBackward0", num_outputs=1)
+    return apply_op("LayerNormalization", operands, attributes, "NativeLayerNormBackward0")[0]
 
 
 def group_norm(
