@@ -12,11 +12,13 @@ Why a node of its own: recorded as ordinary ops (23 nodes), the normalization an
 autograd derives through them write the activations' size about twelve times. The decomposition
 here writes it three times (the centered input, its square, and the output of onnxruntime's
 one-pass inference ``BatchNormalization`` given the batch's statistics), and the gradient rule,
-reading the saved statistics, four (``per_channel_affine`` does ``g * k + shift`` in one). One layer's
-forward and backward on 32x16x32x32 float32, one thread: 1.79 -> 1.22 ms; a small ResNet's training
-step 5-7% faster (its statistics outputs are marked in ``unmaterialized_gradients``). onnxruntime's own ``training_mode=1`` node is not used: its kernel aliases the
-running-statistics outputs to their inputs, so an initializer there keeps one batch's inf or NaN
-and passes it to every later run.
+reading the saved statistics, four (``per_channel_affine`` does ``g * k + shift`` in one). One
+layer's forward and backward on 32x16x32x32 float32, one thread: 1.79 -> 1.22 ms; a small ResNet's
+training step 5-7% faster (its statistics outputs are marked in ``unmaterialized_gradients``).
+
+onnxruntime's own ``training_mode=1`` node is not used: its kernel aliases the running-statistics
+outputs to their inputs, so an initializer there keeps one batch's inf or NaN and passes it to
+every later run.
 """
 
 from __future__ import annotations
