@@ -57,12 +57,16 @@ def _batch_normalization_grad(ctx, g, *statistics_grads):
     centered = x - mean.reshape(stat_shape)
     scaled_g = g * (scale.reshape(stat_shape) * inverse_std)
     # Per-channel parameters are reduced over every non-channel axis here: the autodiff driver only
-    # sums numpy-style (trailing-aligned) broadcasting, and these broadcast along dim 1.
+    # sums numpy-style (trailing-aligned) broadcasting, and these broadcast along dim 1. Per-channel
+    # factors multiply after the reduction, a pass over the activations fewer.
     grad_x = scaled_g
-    grad_scale = (g * centered * inverse_std).sum(other_axes)
+    grad_scale = (g * centered).sum(other_axes) * inverse_std.reshape(-1)
     grad_bias = g.sum(other_axes)
-    grad_mean = -scaled_g.sum(other_axes)
-    grad_variance = (scaled_g * centered * (inverse_std * inverse_std) * -0.5).sum(other_axes)
+    # The statistics of a trained model are buffers: their gradients only when something asks.
+    grad_mean = -scaled_g.sum(other_axes) if needs_input_grad(ctx, 3) else None
+    grad_variance = None
+    if needs_input_grad(ctx, 4):
+        grad_variance = (scaled_g * centered).sum(other_axes) * (inverse_std * inverse_std * -0.5).reshape(-1)
     return grad_x, grad_scale, grad_bias, grad_mean, grad_variance
 
 
