@@ -181,3 +181,46 @@ def test_statistics_no_loss_reads_get_no_materialized_zero_gradients(monkeypatch
     output, mean, _ = _node_outputs(x, onnxnn.ones(3), onnxnn.zeros(3))
     (output.sum() + mean.sum()).backward()
     assert received == [[False, True, True], [False, False, True]]
+
+
+def test_off_the_cpu_the_decomposition_uses_no_batch_normalization_node():
+    # onnxruntime's CUDA BatchNormalization raises epsilon to cuDNN's 1e-5, so the epsilon-0 form
+    # would add it twice there: the decomposition writes explicit ops, checked here on the CPU.
+    import types
+
+    import onnxruntime
+    from onnx import TensorProto, helper
+
+    from onnxnn.ir.device import device
+    from onnxnn.ir.registry import decompositions
+
+    decomposition = decompositions.get("BatchNormalizationTraining", "ai.onnxnn")
+    shape = (4, 3, 2)
+    x_value = types.SimpleNamespace(shape=shape, dtype=onnxnn.float32, device=device("cuda"))
+    node = types.SimpleNamespace(inputs=[x_value, None, None], attrs={"epsilon": 1e-3})
+    names = iter(range(10**6))
+    nodes, initializers = decomposition(
+        node, ["x", "scale", "bias"], ["y", "mean", "var"], lambda s: f"{s}_{next(names)}"
+    )
+    assert "BatchNormalization" not in {n.op_type for n in nodes}
+    graph = helper.make_graph(
+        nodes,
+        "decomposed",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, shape),
+            helper.make_tensor_value_info("scale", TensorProto.FLOAT, [3]),
+            helper.make_tensor_value_info("bias", TensorProto.FLOAT, [3]),
+        ],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in ("y", "mean", "var")],
+        initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(6)
+    x, weight, bias = (rng.standard_normal(s).astype(np.float32) for s in (shape, (3,), (3,)))
+    y, mean, variance = session.run(None, {"x": x, "scale": weight, "bias": bias})
+    expected, expected_mean, expected_variance = _numpy_batch_norm(x.astype(np.float64), weight, bias, 1e-3)
+    # float32 over 8 values per channel: a few ulps of unit-scale values.
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(mean, expected_mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(variance, expected_variance, rtol=1e-5, atol=1e-6)

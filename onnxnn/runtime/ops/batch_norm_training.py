@@ -18,7 +18,9 @@ training step 5-7% faster (its statistics outputs are marked in ``unmaterialized
 
 onnxruntime's own ``training_mode=1`` node is not used: its kernel aliases the running-statistics
 outputs to their inputs, so an initializer there keeps one batch's inf or NaN and passes it to
-every later run.
+every later run. Off the CPU, explicit ops replace the epsilon-0 inference node: onnxruntime's CUDA
+provider raises BatchNormalization's epsilon to cuDNN's minimum, 1e-5. (A graph built for the CPU
+and exported keeps that node; run on CUDA, it normalizes with epsilon 1e-5 more.)
 """
 
 from __future__ import annotations
@@ -79,9 +81,21 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
     initializers.append(
         numpy_helper.from_array(np.array(_epsilon(node.attrs), node.inputs[0].dtype.numpy_dtype), epsilon)
     )
-    shifted_variance = emit("Add", variance, epsilon)
-    emit("BatchNormalization", x, scale, bias, mean, shifted_variance, output=output_names[0], epsilon=0.0)
+    if _exact_batch_normalization(node.inputs[0]):
+        shifted_variance = emit("Add", variance, epsilon)
+        emit("BatchNormalization", x, scale, bias, mean, shifted_variance, output=output_names[0], epsilon=0.0)
+        return nodes, initializers
+    channel_shape = fresh_name("channel_shape")
+    initializers.append(numpy_helper.from_array(np.array([1, -1] + [1] * (rank - 2), np.int64), channel_shape))
+    factor = emit("Div", emit("Reshape", scale, channel_shape), emit("Sqrt", emit("Add", kept_variance, epsilon)))
+    emit("Add", emit("Mul", centered, factor), emit("Reshape", bias, channel_shape), output=output_names[0])
     return nodes, initializers
+
+
+def _exact_batch_normalization(value) -> bool:
+    """Whether onnxruntime's BatchNormalization computes with the epsilon it is given (0 here): on the
+    CPU it does; the CUDA provider raises it to cuDNN's minimum, 1e-5, so elsewhere explicit ops run."""
+    return value.device.type == "cpu"
 
 
 def _epsilon(attrs) -> float:
@@ -136,6 +150,9 @@ def per_channel_affine(x: Tensor, scale: Tensor, shift: Tensor) -> Tensor:
     """``x * scale + shift`` per channel (axis 1) in one pass over ``x``: inference BatchNormalization
     with mean 0, variance 1 and epsilon 0, which computes exactly that (``scale / sqrt(1)`` is ``scale``)."""
     channels = x.shape[1]
+    if not _exact_batch_normalization(x):
+        stat_shape = (1, channels) + (1,) * (x.dim() - 2)
+        return x * scale.reshape(stat_shape) + shift.reshape(stat_shape)
     zeros = full_tensor((channels,), 0, x.dtype, x.device)
     ones = full_tensor((channels,), 1, x.dtype, x.device)
     return apply_op(
