@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime
 import os
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -26,6 +27,9 @@ except ImportError as error:  # the optional dependency: say how to get it
     ) from error
 
 from ..utils.data.distributed import publish_default_world
+
+# How long an uncaught error's report gets to reach the launcher before the abort (see _abort_on_uncaught).
+ABORT_REPORT_SECONDS = 0.2
 
 __all__ = [
     "Backend",
@@ -133,6 +137,9 @@ def _abort_on_uncaught(kind, value, trace) -> None:
     )
     sys.stderr.flush()
     if world is not None and not MPI.Is_finalized():
+        # The launcher kills every rank on an abort, and may drop output it has not yet read from
+        # this rank's pipe (the whole report was lost once under load): let it read first.
+        time.sleep(ABORT_REPORT_SECONDS)
         MPI.COMM_WORLD.Abort(1)
 
 
