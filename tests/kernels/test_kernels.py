@@ -20,7 +20,7 @@ from onnxnn.ir.plan import plan as _plan
 from onnxnn.ir.registry import shape_rules
 from onnxnn.runtime.tensor import Tensor, apply_op
 
-from tolerances import TRANSCENDENTAL_ULPS, accumulation_bound, assert_within, gamma, sum_bound, ulps
+from tolerances import TRANSCENDENTAL_ULPS, accumulation_bound, assert_within, gamma, matmul_bound, sum_bound, ulps
 
 from .differential_cases import CASES, make
 
@@ -399,3 +399,22 @@ def test_zero_dimensional_intermediates_stay_arrays():
     data = x._value.data.astype(np.float64)
     # (sum * 2) + sum: a 12-term sum, two more roundings, all scaled by 3.
     assert_within(run_plan(_plan([y._value]))[0], [data.sum() * 3], [3 * sum_bound(data, extra=2)])
+
+
+@pytest.mark.parametrize("rows", [1, 16, 127, 128, 300])
+@pytest.mark.parametrize("transposed_a", [0, 1])
+def test_gemm_with_a_transposed_weight_is_the_product_in_c_order(rows, transposed_a):
+    # A few rows times a transposed weight is computed as the transposed product (faster in
+    # OpenBLAS); either way the result is a @ b.T, C-ordered, within a 64-term product's rounding.
+    from onnxnn.kernels.linalg import _plain_gemm, gemm
+
+    rng = np.random.default_rng(rows)
+    a = rng.standard_normal((rows, 64)).astype(np.float32)
+    b = rng.standard_normal((200, 64)).astype(np.float32)
+    bias = rng.standard_normal(200).astype(np.float32)
+    operand = np.ascontiguousarray(a.T) if transposed_a else a
+    (result,) = gemm(np, [operand, b, bias], {"transA": transposed_a, "transB": 1})
+    assert result.flags.c_contiguous and result.shape == (rows, 200)
+    assert_within(result, a.astype(np.float64) @ b.T.astype(np.float64) + bias, matmul_bound(a, b.T, bias))
+    # The direct kernel the executor calls for nn.Linear's Gemm computes it the same way.
+    np.testing.assert_array_equal(_plain_gemm(transposed_a, 1)(operand, b, bias), result)
