@@ -172,6 +172,24 @@ def test_attribute_reads_follow_every_change_of_a_table(change):
                 getattr(m, name)
 
 
+ENTRY_REMOVALS = {
+    "del": lambda table: table.__delitem__("_buffers"),
+    "pop": lambda table: table.pop("_buffers"),
+    "popitem": lambda table: table.popitem(),
+    "clear": lambda table: table.clear(),
+}
+
+
+@pytest.mark.parametrize("removal", list(ENTRY_REMOVALS))
+def test_an_entry_named_like_a_table_never_touches_the_table(removal):
+    # Entries named _parameters, _buffers or _modules are never mirrored, so removing one must not
+    # remove the owner's table of that name either.
+    m = Empty()
+    m._modules["_buffers"] = nn.Identity()
+    ENTRY_REMOVALS[removal](m._modules)
+    assert isinstance(m.__dict__["_buffers"], dict) and m._buffers is m.__dict__["_buffers"]
+
+
 def test_tables_stay_mirrored_through_pickle_deepcopy_and_shallow_copy():
     m = Empty()
     m.p = nn.Parameter(onnxnn.ones(1))

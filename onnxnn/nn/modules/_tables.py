@@ -61,8 +61,9 @@ class MirroredTable(OrderedDict):
                 state[name] = value
 
     def _forget(self, name) -> None:
-        for state in self._instance_dicts():
-            state.pop(name, None)
+        if name not in TABLE_NAMES:  # never mirrored: the owner's attribute of that name is a table
+            for state in self._instance_dicts():
+                state.pop(name, None)
 
     def __setitem__(self, name, value) -> None:
         super().__setitem__(name, value)
