@@ -29,23 +29,18 @@ def matmul(xp, inputs, attrs):
 FEW_ROWS = 128
 
 
-def _times_transposed(xp, a, b):
-    """``a @ b.T`` for 2-d ``a`` and ``b``, C-ordered."""
-    if xp is np and a.ndim == 2 and b.ndim == 2 and a.shape[0] < min(FEW_ROWS, b.shape[0]):
+def _product(xp, a, b, transpose_a, transpose_b):
+    """Gemm's ``op(a) @ op(b)``; a few rows times a transposed ``b`` as the transposed product, C-ordered."""
+    if transpose_b and not transpose_a and xp is np and a.shape[0] < min(FEW_ROWS, b.shape[0]):
         return np.ascontiguousarray(np.matmul(b, a.T).T)
-    return xp.matmul(a, b.T)
+    return xp.matmul(a.T if transpose_a else a, b.T if transpose_b else b)
 
 
 @kernels.register("Gemm", types=_MATMUL_TYPES)
 def gemm(xp, inputs, attrs):
     a, b = inputs[0], inputs[1]
     c = inputs[2] if len(inputs) > 2 else None
-    if attrs.get("transA", 0):
-        a = a.T
-    if attrs.get("transB", 0) and not attrs.get("transA", 0):
-        result = _times_transposed(xp, a, b)
-    else:
-        result = xp.matmul(a, b.T if attrs.get("transB", 0) else b)
+    result = _product(xp, a, b, attrs.get("transA", 0), attrs.get("transB", 0))
     alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
     floating = result.dtype.kind == "f"
     if alpha != 1.0:
@@ -61,10 +56,7 @@ def _plain_gemm(transpose_a: int, transpose_b: int):
     """Gemm with alpha = beta = 1 (what autograd and nn.Linear record) as a function of (a, b, c)."""
 
     def gemm(a, b, c=None):
-        if transpose_b and not transpose_a:
-            result = _times_transposed(np, a, b)
-        else:
-            result = np.matmul(a.T if transpose_a else a, b.T if transpose_b else b)
+        result = _product(np, a, b, transpose_a, transpose_b)
         return result if c is None else result + c
 
     gemm.__name__ = "gemm" + "_transposed_a" * transpose_a + "_transposed_b" * transpose_b
