@@ -70,9 +70,7 @@ def check_allocation(node: str, op_type: str, results) -> None:
         itemsize = getattr(getattr(value, "dtype", None), "itemsize", None)
         if shape is None or itemsize is None:
             continue  # a sequence or map: its tensors were checked when they were made
-        size = itemsize
-        for extent in shape:
-            size *= extent
+        size = nbytes(shape, itemsize)
         if size > limit:
             raise RuntimeError(
                 f"ONNX node '{node}' of op_type '{op_type}' would create a tensor of shape "
