@@ -4,7 +4,8 @@
 ``(N, C, *output, *kernel)``; the pooling kernels reduce it directly. Conv reorders it into the
 column matrix ``(N, group, C/group * prod(kernel), prod(output))`` (the one copy im2col needs) so
 that ``weights @ columns`` lands in ``(N, M, *output)`` order with no transpose afterwards. Large
-batches are processed in chunks to bound the column buffer.
+batches are processed in chunks to bound the column buffer. onnxnn's ``ConvWeightGradient``
+(``ir/conv_weight_gradient.py``) is one matmul per kernel tap.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import itertools
 import numpy as np
 
 from ..ir.attributes import auto_pad_mode  # the shape rules read it the same way
+from ..ir.conv_weight_gradient import OP_TYPE as WEIGHT_GRADIENT
+from ..ir.conv_weight_gradient import tap_windows, weight_gradient_geometry
+from ..ir.domains import ONNXNN_DOMAIN
 from ._common import auto_pads, spatial_attributes
 from ..ir.kernel_registry import FLOATING, kernels
 
@@ -156,3 +160,24 @@ def conv_transpose(xp, inputs, attrs):
     if bias is not None:
         out = out + bias.reshape((1, out_channels) + (1,) * spatial)
     return [out]
+
+
+@kernels.register(WEIGHT_GRADIENT, domain=ONNXNN_DOMAIN, types=FLOATING)
+def conv_weight_gradient(xp, inputs, attrs):
+    """One matmul per kernel tap of ``G`` as ``(M, N*L)`` with the tap's strided window of the padded,
+    channels-last input, as the op's decomposition (runtime/ops/conv_weight_gradient.py) writes them."""
+    x, g = inputs
+    geometry = weight_gradient_geometry(x.shape, g.shape, attrs)
+    channels, out_channels = x.shape[1], g.shape[1]
+    channels_last = xp.moveaxis(x, 1, -1)
+    if any(geometry.pads_begin) or any(geometry.pads_end):
+        widths = [(0, 0), *zip(geometry.pads_begin, geometry.pads_end), (0, 0)]
+        channels_last = xp.pad(channels_last, widths, mode="constant")
+    gradient_rows = xp.moveaxis(g, 1, 0).reshape(out_channels, -1)
+    windows = tap_windows(geometry, g.shape[2:])
+    result = xp.empty((out_channels, channels, len(windows)), dtype=x.dtype)
+    for tap, (starts, ends) in enumerate(windows):
+        index = tuple(slice(start, end, step) for start, end, step in zip(starts, ends, geometry.strides))
+        window = channels_last[(slice(None),) + index + (slice(None),)].reshape(-1, channels)
+        result[:, :, tap] = xp.matmul(gradient_rows, window)
+    return [result.reshape((out_channels, channels) + tuple(geometry.kernel))]

@@ -624,13 +624,15 @@ TAP_GEMM_CASES = [
 ]
 
 
+@pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels"])
 @pytest.mark.parametrize(
     "case_id, input_shape, kernel, strides, dilations, pads", TAP_GEMM_CASES, ids=[c[0] for c in TAP_GEMM_CASES]
 )
 def test_weight_gradient_of_many_channels_is_the_tap_by_tap_formula(
-    case_id, input_shape, kernel, strides, dilations, pads
+    executor_name, case_id, input_shape, kernel, strides, dilations, pads
 ):
-    # With at least TAP_GEMM_MIN_CHANNELS input channels the rule takes one GEMM per kernel tap.
+    # With at least TAP_GEMM_MIN_CHANNELS input channels the rule takes one GEMM per kernel tap:
+    # onnxnn's ConvWeightGradient node, its decomposition on onnxruntime and its kernel on the kernels.
     from onnxnn.runtime.ops.conv_gradients import TAP_GEMM_MIN_CHANNELS
 
     assert input_shape[1] >= TAP_GEMM_MIN_CHANNELS
@@ -638,9 +640,11 @@ def test_weight_gradient_of_many_channels_is_the_tap_by_tap_formula(
     x = randn(*input_shape).astype(np.float32)
     w = onnxnn.tensor(randn(3, input_shape[1], *kernel).astype(np.float32), requires_grad=True)
     attrs = {"strides": list(strides), "dilations": list(dilations), "pads": list(pads)}
-    y = apply_op("Conv", (onnxnn.tensor(x), w), attrs)
-    g = randn(*y.shape).astype(np.float32)
-    (y * onnxnn.tensor(g)).sum().backward()
+    with onnxnn.set_executor(executor_name):
+        y = apply_op("Conv", (onnxnn.tensor(x), w), attrs)
+        g = randn(*y.shape).astype(np.float32)
+        (y * onnxnn.tensor(g)).sum().backward()
+        w.grad.numpy()
     expected, magnitude = numpy_weight_gradient(x, g, kernel, strides, dilations, pads[:rank], pads[rank:])
     terms = input_shape[0] * int(np.prod(y.shape[2:]))
     assert_within(w.grad.numpy(), expected, accumulation_bound(magnitude, terms + 1))

@@ -7,16 +7,19 @@ gradient (``weight_gradient``): one GEMM per kernel tap over strided slices of t
 enough channels, otherwise one ``Conv`` in which batch and channel axes swap roles (stride and
 dilation swap too). ``gather_windows`` is the adjoint of ConvTranspose. Which formulation runs is
 chosen by shape, from what onnxruntime runs fastest (benchmarks/bench_conv_gradients.py); all are
-exact up to float rounding, and all hold only standard ONNX ops, so the gradients are differentiable
-again and export as they are. The pooling and normalization rules use some of them too.
+exact up to float rounding. All are standard ONNX ops but the GEMMs per tap, which are recorded as
+one node of onnxnn's (``ConvWeightGradient``, conv_weight_gradient.py) with its own gradient rule
+and written out as standard ops when a graph is built; so every gradient is differentiable again
+and exports. The pooling and normalization rules use some of them too.
 """
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
+from ...ir.conv_weight_gradient import OP_TYPE as WEIGHT_GRADIENT
+from ...ir.conv_weight_gradient import end_pads
+from ...ir.domains import ONNXNN_DOMAIN
 from ._common import Tensor, apply_op, int64_constant
 from .windows import WindowGeometry
 
@@ -104,10 +107,7 @@ def gather_windows(
     g: Tensor, weight: Tensor, output_spatial, kernel, strides, dilations, pads_begin, group: int
 ) -> Tensor:
     """The adjoint of ConvTranspose: a Conv of ``g`` producing exactly ``output_spatial`` positions."""
-    pads_end = [
-        max(0, s * (out - 1) + (k - 1) * d + 1 - size - b)
-        for size, out, k, s, d, b in zip(g.shape[2:], output_spatial, kernel, strides, dilations, pads_begin)
-    ]
+    pads_end = end_pads(g.shape[2:], output_spatial, kernel, strides, dilations, pads_begin)
     result = apply_op(
         "Conv",
         (g, weight),
@@ -143,10 +143,7 @@ def weight_gradient(x: Tensor, g: Tensor, kernel, strides, dilations, pads_begin
     x_t = x_t.reshape((per_group_in, group * batch) + tuple(x.shape[2:]))
     g_t = g.reshape((batch, group, per_group_out) + tuple(g.shape[2:])).permute([1, 2, 0] + spatial)
     g_t = g_t.reshape((out_channels, batch) + tuple(g.shape[2:]))
-    pads_end = [
-        max(0, (out - 1) * s + (k - 1) * d + 1 - size - b)
-        for size, out, k, s, d, b in zip(x.shape[2:], g.shape[2:], kernel, strides, dilations, pads_begin)
-    ]
+    pads_end = end_pads(x.shape[2:], g.shape[2:], kernel, strides, dilations, pads_begin)
     result = apply_op(
         "Conv",
         (x_t, g_t),
@@ -163,33 +160,13 @@ def _weight_gradient_by_taps(x: Tensor, g: Tensor, kernel, strides, dilations, p
     The tap at offset ``o`` of the kernel sees, at each output position, the input element
     ``o * dilation - pad_begin + position * stride``: a strided slice of the padded, channels-last
     input. onnxruntime runs these GEMMs 2-10x faster than the single Conv whose 32x32 "kernel" is
-    the output gradient, whose im2col expands every input element once per output position.
+    the output gradient, whose im2col expands every input element once per output position. They
+    are recorded as one ``ConvWeightGradient`` node (conv_weight_gradient.py), written out as the
+    GEMMs when a graph is built.
     """
-    spatial_rank = len(kernel)
-    channels, out_channels = x.shape[1], g.shape[1]
-    spatial_axes = list(range(1, 1 + spatial_rank))
-    pads_end = [
-        max(0, (out - 1) * s + (k - 1) * d + 1 - size - b)
-        for size, out, k, s, d, b in zip(x.shape[2:], g.shape[2:], kernel, strides, dilations, pads_begin)
-    ]
-    channels_last = x.permute([0] + [axis + 1 for axis in spatial_axes] + [1])  # (N, *in, C)
-    if any(pads_begin) or any(pads_end):
-        pads = [0, *pads_begin, 0, 0, *pads_end, 0]
-        channels_last = apply_op("Pad", (channels_last, int64_constant(pads)), {}, "ConvolutionBackward0")
-    # (M, N * L): each output channel's gradient over every batch element and output position.
-    gradient_rows = g.permute([1, 0] + [axis + 1 for axis in spatial_axes]).reshape((out_channels, -1))
-    axes, steps = int64_constant(spatial_axes), int64_constant(list(strides))
-    taps = []
-    for offsets in itertools.product(*(range(int(k)) for k in kernel)):
-        starts = [offset * d for offset, d in zip(offsets, dilations)]
-        ends = [start + (out - 1) * s + 1 for start, out, s in zip(starts, g.shape[2:], strides)]
-        window = apply_op(
-            "Slice", (channels_last, int64_constant(starts), int64_constant(ends), axes, steps), None, "SliceBackward0"
-        )
-        tap = apply_op("MatMul", (gradient_rows, window.reshape((-1, channels))), None, "ConvolutionBackward0")
-        taps.append(tap.reshape((out_channels, channels, 1)))
-    stacked = taps[0] if len(taps) == 1 else apply_op("Concat", tuple(taps), {"axis": 2}, "ConvolutionBackward0")
-    return stacked.reshape((out_channels, channels) + tuple(int(k) for k in kernel))
+    pads = list(pads_begin) + end_pads(x.shape[2:], g.shape[2:], kernel, strides, dilations, pads_begin)
+    attrs = {"kernel_shape": list(kernel), "strides": list(strides), "dilations": list(dilations), "pads": pads}
+    return apply_op(WEIGHT_GRADIENT, (x, g), attrs, "ConvolutionBackward0", domain=ONNXNN_DOMAIN)
 
 
 def channel_sum(g: Tensor) -> Tensor:

@@ -1,0 +1,86 @@
+"""A convolution's weight gradient as one node: the rules of onnxnn's ``ConvWeightGradient`` op.
+
+``conv_gradients.weight_gradient`` records it for ungrouped convolutions with enough input
+channels (the op and its geometry: ``ir/conv_weight_gradient.py``). Written out as the GEMM per
+kernel tap it stands for, a 3x3 kernel's weight gradient is 42 nodes (a Slice, a MatMul and two
+Reshapes per tap), about half of what a ResNet's training step records; each costs Python at
+every step (the backward's replay, planning). As one node it costs that once, and ``build_model``
+writes the same GEMMs for onnxruntime (``_decomposition``), which onnxnn's kernels run directly.
+
+It is linear in ``X`` and in ``G`` (``<dW(X, G), H> = <Conv(X, H), G>``), so its gradients are a
+convolution's: ``G`` scattered back through ``H`` for ``X`` and ``Conv(X, H)`` for ``G``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import numpy_helper
+
+from ...ir.conv_weight_gradient import OP_TYPE, tap_windows, weight_gradient_geometry
+from ...ir.domains import ONNXNN_DOMAIN
+from ...ir.registry import decompositions, gradient_rules, shape_rules
+from .conv_gradients import gather_windows, needs_input_grad, scatter_windows
+from .training import node_emitter
+from .windows import WindowGeometry
+
+__all__: list[str] = []
+
+
+@shape_rules.register(OP_TYPE, domain=ONNXNN_DOMAIN)
+def _shape(inputs, attrs):
+    x, g = inputs
+    if x.dtype is not g.dtype or not x.dtype.is_floating_point:
+        raise ValueError(f"{OP_TYPE}: X and G must be of one floating dtype, got {x.dtype.name} and {g.dtype.name}")
+    geometry = weight_gradient_geometry(x.shape, g.shape, attrs)
+    return [((g.shape[1], x.shape[1], *geometry.kernel), x.dtype)]
+
+
+@decompositions.register(OP_TYPE, domain=ONNXNN_DOMAIN)
+def _decomposition(node, input_names: list, output_names: list, fresh_name):
+    """One MatMul per tap of ``G`` as ``(M, N*L)`` with the tap's strided Slice of the channels-last input."""
+    x, g = node.inputs
+    geometry = weight_gradient_geometry(x.shape, g.shape, node.attrs)
+    rank = len(geometry.kernel)
+    channels, out_channels = x.shape[1], g.shape[1]
+    nodes: list = []
+    initializers: list = []
+    emit = node_emitter(nodes, fresh_name)
+
+    def constant(values) -> str:
+        name = fresh_name("constant")
+        initializers.append(numpy_helper.from_array(np.array(values, np.int64), name))
+        return name
+
+    spatial_axes = list(range(1, 1 + rank))
+    channels_last = emit("Transpose", input_names[0], perm=[0, *range(2, 2 + rank), 1])  # (N, *in, C)
+    if any(geometry.pads_begin) or any(geometry.pads_end):
+        padding = constant([0, *geometry.pads_begin, 0, 0, *geometry.pads_end, 0])
+        channels_last = emit("Pad", channels_last, padding)
+    # (M, N * L): each output channel's gradient over every batch element and output position.
+    by_channel = emit("Transpose", input_names[1], perm=[1, 0, *range(2, 2 + rank)])
+    gradient_rows = emit("Reshape", by_channel, constant([out_channels, -1]))
+    axes, steps = constant(spatial_axes), constant(geometry.strides)
+    window_rows, tap_shape = constant([-1, channels]), constant([out_channels, channels, 1])
+    taps = []
+    for starts, ends in tap_windows(geometry, g.shape[2:]):
+        window = emit("Slice", channels_last, constant(starts), constant(ends), axes, steps)
+        tap = emit("MatMul", gradient_rows, emit("Reshape", window, window_rows))
+        taps.append(emit("Reshape", tap, tap_shape))
+    stacked = taps[0] if len(taps) == 1 else emit("Concat", *taps, axis=2)
+    emit("Reshape", stacked, constant([out_channels, channels, *geometry.kernel]), output=output_names[0])
+    return nodes, initializers
+
+
+@gradient_rules.register(OP_TYPE, domain=ONNXNN_DOMAIN)
+def _gradient(ctx, h):
+    x, g = ctx.input(0), ctx.input(1)
+    geometry = weight_gradient_geometry(x.shape, g.shape, ctx.attrs)
+    grad_x = grad_g = None
+    if needs_input_grad(ctx, 0):
+        windows = WindowGeometry(list(g.shape[2:]), *geometry)
+        grad_x = scatter_windows(g, h, x.shape[2:], windows, 1)
+    if needs_input_grad(ctx, 1):
+        grad_g = gather_windows(
+            x, h, g.shape[2:], geometry.kernel, geometry.strides, geometry.dilations, geometry.pads_begin, 1
+        )
+    return grad_x, grad_g

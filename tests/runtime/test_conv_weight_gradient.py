@@ -1,0 +1,125 @@
+"""ConvWeightGradient: a wide convolution's weight gradient is one recorded node, exact, differentiable, exportable.
+
+Its values against the float64 formula, on both executors, are test_conv_ops.py's tap-by-tap cases;
+here: what is recorded, the node's own gradient rule, export, and bad input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime
+import pytest
+
+import onnxnn
+import onnxnn.nn.functional as F
+from onnxnn import nn
+from onnxnn.export import training_step_to_onnx
+from onnxnn.ir.conv_weight_gradient import OP_TYPE
+from onnxnn.ir.domains import ONNXNN_DOMAIN
+from onnxnn.runtime.ops.conv_gradients import TAP_GEMM_MIN_CHANNELS
+from onnxnn.runtime.realization import recording_only
+from onnxnn.runtime.tensor import apply_op
+
+from gradcheck import check_gradients
+
+CHANNELS = TAP_GEMM_MIN_CHANNELS
+
+
+def _pending_op_types(tensor) -> list[str]:
+    """The op types of the pending nodes behind ``tensor``."""
+    found, stack, seen = [], [tensor._value], set()
+    while stack:
+        value = stack.pop()
+        if value is None or value.data is not None or id(value.node) in seen:
+            continue
+        seen.add(id(value.node))
+        found.append(value.node.op_type)
+        stack.extend(value.node.inputs)
+    return found
+
+
+def test_a_wide_convolutions_weight_gradient_is_one_node():
+    x = onnxnn.randn(2, CHANNELS, 6, 6)
+    weight = onnxnn.randn(4, CHANNELS, 3, 3, requires_grad=True)
+    with recording_only():
+        F.conv2d(x, weight, padding=1).sum().backward()
+        recorded = _pending_op_types(weight.grad)
+    assert recorded.count(OP_TYPE) == 1
+    assert "MatMul" not in recorded and "Slice" not in recorded  # the GEMMs per tap are the node's own
+
+
+def _weight_gradient(kernel, strides, dilations, pads):
+    attrs = {"kernel_shape": list(kernel), "strides": list(strides), "dilations": list(dilations), "pads": list(pads)}
+    return lambda x, g: apply_op(OP_TYPE, (x, g), attrs, domain=ONNXNN_DOMAIN)
+
+
+GEOMETRIES = [
+    # id, X shape, G shape, kernel, strides, dilations, pads (begin + end)
+    ("2d_3x3_pad1", (2, 3, 5, 4), (2, 2, 5, 4), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),
+    ("2d_stride2_dilation2", (1, 2, 7, 6), (1, 3, 2, 2), (2, 2), (2, 2), (2, 2), (0, 0, 0, 0)),
+    ("1d_uneven_end_pad", (2, 2, 6), (2, 2, 3), (3,), (2,), (1,), (1, 0)),
+]
+
+
+@pytest.mark.parametrize(
+    "case_id, x_shape, g_shape, kernel, strides, dilations, pads", GEOMETRIES, ids=[c[0] for c in GEOMETRIES]
+)
+def test_gradients_of_the_weight_gradient_match_finite_differences(
+    case_id, x_shape, g_shape, kernel, strides, dilations, pads
+):
+    # dW is bilinear in X and G: its gradients are a convolution's, G scattered back and Conv(X, H).
+    # (float64: onnxruntime has no float64 ConvTranspose, so these run on onnxnn's kernels.)
+    rng = np.random.default_rng(0)
+    check_gradients(
+        _weight_gradient(kernel, strides, dilations, pads),
+        [rng.standard_normal(x_shape), rng.standard_normal(g_shape)],
+    )
+
+
+def test_second_order_gradient_through_a_wide_convolution():
+    # d/dx of <dL/dW, H>: backward through the weight gradient node itself (create_graph).
+    rng = np.random.default_rng(1)
+    weight = onnxnn.tensor(rng.standard_normal((3, CHANNELS, 3, 3)), dtype=onnxnn.float64, requires_grad=True)
+    direction = onnxnn.tensor(rng.standard_normal((3, CHANNELS, 3, 3)), dtype=onnxnn.float64)
+
+    def directional_weight_gradient(x):
+        with onnxnn.enable_grad():  # check_gradients also evaluates it under no_grad
+            loss = (F.conv2d(x, weight, stride=2, padding=1) ** 2).sum()
+            (grad,) = onnxnn.autograd.grad(loss, weight, create_graph=True)
+        return (grad * direction).sum()
+
+    check_gradients(directional_weight_gradient, [rng.standard_normal((2, CHANNELS, 5, 5))])
+
+
+def test_a_training_step_with_the_node_exports_as_standard_onnx():
+    onnxnn.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(CHANNELS, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 5 * 5, 2))
+    optimizer = onnxnn.optim.SGD(net.parameters(), lr=0.1)
+    x, y = onnxnn.randn(3, CHANNELS, 5, 5), onnxnn.randn(3, 2)
+    proto, signature = training_step_to_onnx(net, F.mse_loss, optimizer, (x, y))
+    assert {node.domain for node in proto.graph.node} <= {"", "ai.onnx"}
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [output.name for output in session.get_outputs()]
+    outputs = dict(zip(names, session.run(None, {**signature.initial_state, "input": x.numpy(), "target": y.numpy()})))
+    F.mse_loss(net(x), y).backward()
+    optimizer.step()
+    updated = outputs[signature.state["0.weight"]]
+    # One step of lr 0.1 on gradients that are 75-term sums (3 samples x 25 positions) of unit-scale
+    # products, computed in two runtimes that sum in different orders: well inside 1e-5 relative
+    # plus 1e-6; a tap wrong or missing moves the weight by O(lr).
+    np.testing.assert_allclose(updated, net[0].weight.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+BAD_INPUTS = [
+    ("batch sizes differ", (2, 3, 5, 5), (3, 2, 5, 5), (3, 3), (1, 1, 1, 1), "differ in batch size"),
+    ("ranks differ", (2, 3, 5, 5), (2, 2, 5), (3, 3), (1, 1, 1, 1), "must both have rank"),
+    ("windows past the input", (2, 3, 5, 5), (2, 2, 5, 5), (3, 3), (0, 0, 0, 0), "reach past"),
+    ("pads of the wrong length", (2, 3, 5, 5), (2, 2, 5, 5), (3, 3), (1, 1), "need 2 entries"),
+]
+
+
+@pytest.mark.parametrize("case_id, x_shape, g_shape, kernel, pads, message", BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
+def test_inconsistent_shapes_or_attributes_are_rejected_when_recorded(case_id, x_shape, g_shape, kernel, pads, message):
+    record = _weight_gradient(kernel, (1,) * len(kernel), (1,) * len(kernel), pads)
+    with pytest.raises(ValueError, match=message):
+        record(onnxnn.randn(*x_shape), onnxnn.randn(*g_shape))
