@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 from typing import NamedTuple
 
-__all__ = ["OP_TYPE", "WeightGradientGeometry", "weight_gradient_geometry", "tap_windows", "end_pads"]
+__all__ = ["OP_TYPE", "WeightGradientGeometry", "weight_gradient_geometry", "tap_starts", "end_pads"]
 
 OP_TYPE = "ConvWeightGradient"
 
@@ -74,12 +74,10 @@ def weight_gradient_geometry(x_shape: tuple, g_shape: tuple, attrs: dict) -> Wei
     return geometry
 
 
-def tap_windows(geometry: WeightGradientGeometry, output_spatial) -> list[tuple[list[int], list[int]]]:
-    """Per kernel tap, in row-major order: the starts and ends of its window along each spatial axis
-    of the padded input (its step is the stride)."""
-    windows = []
-    for offsets in itertools.product(*(range(k) for k in geometry.kernel)):
-        starts = [offset * d for offset, d in zip(offsets, geometry.dilations)]
-        ends = [start + (out - 1) * s + 1 for start, out, s in zip(starts, output_spatial, geometry.strides)]
-        windows.append((starts, ends))
-    return windows
+def tap_starts(geometry: WeightGradientGeometry) -> list[list[int]]:
+    """Per kernel tap, in row-major order, where its window starts along each spatial axis of the padded
+    input: ``offset * dilation``. The window takes every ``stride``-th element, one per output position."""
+    return [
+        [offset * d for offset, d in zip(offsets, geometry.dilations)]
+        for offsets in itertools.product(*(range(k) for k in geometry.kernel))
+    ]

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..ir.attributes import auto_pad_mode  # the shape rules read it the same way
 from ..ir.conv_weight_gradient import OP_TYPE as WEIGHT_GRADIENT
-from ..ir.conv_weight_gradient import tap_windows, weight_gradient_geometry
+from ..ir.conv_weight_gradient import tap_starts, weight_gradient_geometry
 from ..ir.domains import ONNXNN_DOMAIN
 from ._common import auto_pads, spatial_attributes
 from ..ir.kernel_registry import FLOATING, kernels
@@ -174,10 +174,13 @@ def conv_weight_gradient(xp, inputs, attrs):
         widths = [(0, 0), *zip(geometry.pads_begin, geometry.pads_end), (0, 0)]
         channels_last = xp.pad(channels_last, widths, mode="constant")
     gradient_rows = xp.moveaxis(g, 1, 0).reshape(out_channels, -1)
-    windows = tap_windows(geometry, g.shape[2:])
-    result = xp.empty((out_channels, channels, len(windows)), dtype=x.dtype)
-    for tap, (starts, ends) in enumerate(windows):
-        index = tuple(slice(start, end, step) for start, end, step in zip(starts, ends, geometry.strides))
+    taps = tap_starts(geometry)
+    result = xp.empty((out_channels, channels, len(taps)), dtype=x.dtype)
+    for tap, starts in enumerate(taps):
+        index = tuple(
+            slice(start, start + (out - 1) * stride + 1, stride)
+            for start, out, stride in zip(starts, g.shape[2:], geometry.strides)
+        )
         window = channels_last[(slice(None),) + index + (slice(None),)].reshape(-1, channels)
         result[:, :, tap] = xp.matmul(gradient_rows, window)
     return [result.reshape((out_channels, channels) + tuple(geometry.kernel))]

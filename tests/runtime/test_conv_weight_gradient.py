@@ -48,6 +48,37 @@ def test_a_wide_convolutions_weight_gradient_is_one_node():
     assert "MatMul" not in recorded and "Slice" not in recorded  # the GEMMs per tap are the node's own
 
 
+def _numpy_weight_gradient_3x3_padding_1(x, g):
+    """d<conv2d(x, w, padding=1), g>/dw in float64, tap by tap."""
+    padded = np.pad(x.astype(np.float64), [(0, 0), (0, 0), (1, 1), (1, 1)])
+    height, width = g.shape[2:]
+    taps = [
+        [np.einsum("nmhw,nchw->mc", g, padded[:, :, i : i + height, j : j + width]) for j in range(3)] for i in range(3)
+    ]
+    return np.stack([np.stack(row, axis=-1) for row in taps], axis=-2)
+
+
+def test_sizes_that_change_share_one_graph_whose_windows_follow_the_sizes():
+    # fastpath.dynamic_shapes compiles one graph with symbolic sizes for a structure seen at several
+    # batch and image sizes; the node's decomposition must read the sizes at run time, not bake the
+    # first size's windows in (a larger image would then get a wrong gradient or a failed run).
+    from onnxnn.runtime.fastpath import dynamic_shapes
+
+    rng = np.random.default_rng(2)
+    weight = onnxnn.tensor(rng.standard_normal((3, CHANNELS, 3, 3)).astype(np.float32), requires_grad=True)
+    shared_before = dynamic_shapes.dynamic_info()["shared_runs"]
+    with onnxnn.set_executor("onnxruntime"):
+        for batch, height, width in [(2, 6, 6), (3, 6, 6), (2, 8, 7), (4, 5, 9), (2, 8, 7), (3, 9, 5)]:
+            x = rng.standard_normal((batch, CHANNELS, height, width)).astype(np.float32)
+            g = rng.standard_normal((batch, 3, height, width)).astype(np.float32)
+            weight.grad = None
+            (F.conv2d(onnxnn.tensor(x), weight, padding=1) * onnxnn.tensor(g)).sum().backward()
+            expected = _numpy_weight_gradient_3x3_padding_1(x, g)
+            # Each entry sums batch * height * width float32 products of unit-scale values.
+            np.testing.assert_allclose(weight.grad.numpy(), expected, rtol=1e-4, atol=1e-4 * np.sqrt(x.size))
+    assert dynamic_shapes.dynamic_info()["shared_runs"] > shared_before
+
+
 def _weight_gradient(kernel, strides, dilations, pads):
     attrs = {"kernel_shape": list(kernel), "strides": list(strides), "dilations": list(dilations), "pads": list(pads)}
     return lambda x, g: apply_op(OP_TYPE, (x, g), attrs, domain=ONNXNN_DOMAIN)

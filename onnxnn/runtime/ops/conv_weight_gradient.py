@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import numpy_helper
 
-from ...ir.conv_weight_gradient import OP_TYPE, tap_windows, weight_gradient_geometry
+from ...ir.conv_weight_gradient import OP_TYPE, tap_starts, weight_gradient_geometry
 from ...ir.domains import ONNXNN_DOMAIN
 from ...ir.registry import decompositions, gradient_rules, shape_rules
 from .conv_gradients import gather_windows, needs_input_grad, scatter_windows
@@ -37,11 +37,13 @@ def _shape(inputs, attrs):
 
 @decompositions.register(OP_TYPE, domain=ONNXNN_DOMAIN)
 def _decomposition(node, input_names: list, output_names: list, fresh_name):
-    """One MatMul per tap of ``G`` as ``(M, N*L)`` with the tap's strided Slice of the channels-last input."""
-    x, g = node.inputs
-    geometry = weight_gradient_geometry(x.shape, g.shape, node.attrs)
+    """One MatMul per tap of ``G`` as ``(M, N*L)`` with the tap's strided Slice of the channels-last input.
+
+    It reads no size but from the attributes: a graph with symbolic sizes (``fastpath.dynamic_shapes``
+    shares one across batch and image sizes) gets the windows' ends from ``G``'s shape at run time.
+    """
+    geometry = weight_gradient_geometry(node.inputs[0].shape, node.inputs[1].shape, node.attrs)
     rank = len(geometry.kernel)
-    channels, out_channels = x.shape[1], g.shape[1]
     nodes: list = []
     initializers: list = []
     emit = node_emitter(nodes, fresh_name)
@@ -51,23 +53,26 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
         initializers.append(numpy_helper.from_array(np.array(values, np.int64), name))
         return name
 
-    spatial_axes = list(range(1, 1 + rank))
     channels_last = emit("Transpose", input_names[0], perm=[0, *range(2, 2 + rank), 1])  # (N, *in, C)
     if any(geometry.pads_begin) or any(geometry.pads_end):
         padding = constant([0, *geometry.pads_begin, 0, 0, *geometry.pads_end, 0])
         channels_last = emit("Pad", channels_last, padding)
     # (M, N * L): each output channel's gradient over every batch element and output position.
     by_channel = emit("Transpose", input_names[1], perm=[1, 0, *range(2, 2 + rank)])
-    gradient_rows = emit("Reshape", by_channel, constant([out_channels, -1]))
-    axes, steps = constant(spatial_axes), constant(geometry.strides)
-    window_rows, tap_shape = constant([-1, channels]), constant([out_channels, channels, 1])
+    gradient_rows = emit("Reshape", by_channel, constant([0, -1]))
+    # A window spans (out - 1) * stride + 1 elements from its tap's start: out from G's shape.
+    output_spatial = emit("Slice", emit("Shape", input_names[1]), constant([2]), constant([2 + rank]))
+    strides = constant(geometry.strides)
+    span = emit("Add", emit("Mul", emit("Sub", output_spatial, constant([1])), strides), constant([1]))
+    axes = constant(list(range(1, 1 + rank)))
     taps = []
-    for starts, ends in tap_windows(geometry, g.shape[2:]):
-        window = emit("Slice", channels_last, constant(starts), constant(ends), axes, steps)
-        tap = emit("MatMul", gradient_rows, emit("Reshape", window, window_rows))
-        taps.append(emit("Reshape", tap, tap_shape))
+    for starts in tap_starts(geometry):
+        begin = constant(starts)
+        window = emit("Slice", channels_last, begin, emit("Add", span, begin), axes, strides)
+        tap = emit("MatMul", gradient_rows, emit("Flatten", window, axis=1 + rank))  # (N*L, C)
+        taps.append(emit("Unsqueeze", tap, constant([2])))
     stacked = taps[0] if len(taps) == 1 else emit("Concat", *taps, axis=2)
-    emit("Reshape", stacked, constant([out_channels, channels, *geometry.kernel]), output=output_names[0])
+    emit("Reshape", stacked, constant([0, 0, *geometry.kernel]), output=output_names[0])
     return nodes, initializers
 
 
