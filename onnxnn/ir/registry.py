@@ -118,7 +118,9 @@ non_differentiable = MarkRegistry("non-differentiability mark")
 unmaterialized_gradients = MarkRegistry("unmaterialized-gradients mark")
 # Ops onnxnn records as one node but onnxruntime lacks (the ai.onnx.preview.training optimizers, Solve):
 # ``expand(node, input_names, output_names, fresh_name) -> (onnx nodes, initializers)`` writes the
-# node as standard ONNX when a model is built. onnxnn's own kernels run such nodes directly.
+# node as standard ONNX when a model is built. onnxnn's own kernels run such nodes directly. An
+# expansion reads no input size but the rank (sizes come from attributes, or from Shape at run
+# time): fastpath.dynamic_shapes may build it once for a structure seen at several sizes.
 decompositions = Registry("decomposition")
 # ``importer(call) -> tuple of outputs``: how a node of an imported model runs as Tensor ops.
 importers = Registry("importer")

@@ -85,8 +85,11 @@ class _Emitter:
 
 @decompositions.register("Solve", domain=ONNXNN_DOMAIN)
 def _solve_decomposition(node, input_names: list, output_names: list, fresh_name):
-    """Gauss-Jordan elimination with partial pivoting on ``[A | B]``, as standard ONNX."""
-    n = node.inputs[0].shape[-1]
+    """Gauss-Jordan elimination with partial pivoting on ``[A | B]``, as standard ONNX.
+
+    Unrolled over the matrix size, which the node's ``size`` attribute pins (so a structure seen at
+    several sizes is several structures, never one graph with symbolic sizes)."""
+    n = int(node.attrs.get("size", node.inputs[0].shape[-1]))
     emit = _Emitter(fresh_name, node.inputs[0].dtype)
     identity = np.eye(n)
     rows = emit.constant(np.arange(n), "rows", np.int64)
