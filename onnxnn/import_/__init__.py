@@ -35,9 +35,10 @@ def from_onnx(
     installed onnx defines) is kept: each node is recorded at the oldest opset that means the same,
     so most run in onnxruntime beside onnxnn's own ops; a node that needs an opset newer than
     onnxruntime runs is computed by onnxnn's kernels, or raises a RuntimeError naming that opset
-    when it runs. Floating-point initializers become Parameters and
-    the rest buffers, named as in the file. ``ai.onnx.ml`` nodes (scikit-learn pipelines) run in
-    onnxruntime, without gradients.
+    when it runs. Floating-point initializers become Parameters and the rest buffers, named as in
+    the file; initializers read only as a BatchNormalization's mean or variance are buffers too,
+    as PyTorch's BatchNorm keeps its running statistics. ``ai.onnx.ml`` nodes (scikit-learn
+    pipelines) run in onnxruntime, without gradients.
 
     Every tensor stored externally (initializers, sparse initializers, attribute tensors, in
     subgraphs and functions too) is read only from inside the model's folder: its location must

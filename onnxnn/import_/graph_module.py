@@ -64,8 +64,9 @@ def _format_dims(dims: tuple) -> str:
 class GraphModule(Module):
     """An ONNX graph as a trainable :class:`~onnxnn.nn.Module`; create it with :func:`from_onnx`.
 
-    Floating-point initializers become Parameters, the others buffers, registered under their
-    ONNX names: dotted names rebuild the submodule tree (``layer1.0.conv1.weight`` is parameter
+    Floating-point initializers become Parameters, the others buffers (and those read only as a
+    BatchNormalization's mean or variance, as in PyTorch's BatchNorm), registered under their ONNX
+    names: dotted names rebuild the submodule tree (``layer1.0.conv1.weight`` is parameter
     ``weight`` of ``layer1`` -> ``0`` -> ``conv1``), so ``state_dict()`` keys equal the initializer
     names and ``named_modules()`` shows the exporter's hierarchy. Names that cannot be attribute
     paths (``onnx::Conv_123``, a name that is also a prefix of others) live on this module under
@@ -105,12 +106,13 @@ class GraphModule(Module):
         program = compile_graph(graph, opsets, with_initializers=False, source_opset=original_opset_version)
         arrays = initializer_arrays(graph)
         anonymous = model.producer_name == "onnxnn"
+        statistics = _batch_norm_statistics(graph)
         state, constants = [], {}
         for name, array in arrays:
             if anonymous and _ANONYMOUS_CONSTANT.fullmatch(name):
                 constants[name] = initializer_constant(name, array)
             else:
-                state.append((name, _state_tensor(name, array)))
+                state.append((name, _state_tensor(name, array, trainable=name not in statistics)))
         initializer_names = {name for name, _ in arrays}
         inputs = [info for info in graph.input]
         self.input_names = [info.name for info in inputs if info.name not in initializer_names]
@@ -338,7 +340,34 @@ _FLOAT_TYPES = frozenset(
 )
 
 
-def _state_tensor(name: str, array: np.ndarray) -> Tensor:
+# BatchNormalization's inputs that hold statistics (input_mean, input_var), not weights.
+_STATISTICS_INPUTS = {("BatchNormalization", 3), ("BatchNormalization", 4)}
+
+
+def _batch_norm_statistics(graph: onnx.GraphProto) -> set[str]:
+    """The names read only as a BatchNormalization's mean or variance, in ``graph`` and its subgraphs.
+
+    They become buffers, as PyTorch's BatchNorm keeps its running statistics: an optimizer never
+    moves them (an update could make a variance negative, and the layer's output NaN).
+    """
+    statistics: set[str] = set()
+    other_uses: set[str] = set()
+    graphs = [graph]
+    while graphs:
+        current = graphs.pop()
+        for node in current.node:
+            default_domain = node.domain in DEFAULT_DOMAINS
+            for position, name in enumerate(node.input):
+                is_statistic = default_domain and (node.op_type, position) in _STATISTICS_INPUTS
+                (statistics if is_statistic else other_uses).add(name)
+            for attribute in node.attribute:
+                graphs.extend([attribute.g] if attribute.HasField("g") else [])
+                graphs.extend(attribute.graphs)
+        other_uses.update(output.name for output in current.output)
+    return statistics - other_uses
+
+
+def _state_tensor(name: str, array: np.ndarray, trainable: bool = True) -> Tensor:
     try:
         value_dtype = dtypes.as_dtype(array.dtype)
     except TypeError:
@@ -346,7 +375,7 @@ def _state_tensor(name: str, array: np.ndarray) -> Tensor:
             f"initializer '{name}' holds {array.dtype} values, which onnxnn tensors cannot hold"
         ) from None
     tensor = constant_tensor(np.asarray(array, order="C"), value_dtype)
-    if value_dtype.is_floating_point:
+    if value_dtype.is_floating_point and trainable:
         return Parameter(tensor)
     return tensor
 

@@ -132,9 +132,12 @@ def test_round_trip_keeps_state_dict_keys_order_and_values(name):
     assert named == list(expected)
     for key, value in expected.items():
         np.testing.assert_array_equal(state[key].numpy(), value.numpy())
-    # Every floating-point initializer becomes a trainable Parameter (a file does not say which
-    # tensors were buffers: BatchNorm's running statistics included).
-    assert [key for key, _ in imported.named_parameters()] == [k for k, v in expected.items() if v.is_floating_point()]
+    # The original's parameters come back as Parameters and its buffers as buffers: a file does not
+    # say which tensors were buffers, but a BatchNormalization's mean and variance are statistics.
+    assert [key for key, _ in imported.named_parameters()] == [key for key, _ in model.named_parameters()]
+    assert [key for key, _ in imported.named_buffers()] == [
+        key for key in expected if key in dict(model.named_buffers())
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(ROUND_TRIP_MODELS))
@@ -183,6 +186,34 @@ def test_parameters_are_trainable_and_other_initializers_are_buffers():
     assert [name for name, p in imported.named_parameters() if p.requires_grad] == ["weight"]
     assert [name for name, _ in imported.named_buffers()] == ["shape"]
     assert imported.shape.dtype == onnxnn.int64
+
+
+def test_batch_norm_statistics_are_buffers_unless_something_else_reads_them():
+    # Read only as BatchNormalization's mean and variance: buffers (an optimizer never moves them, and
+    # an update could turn a variance negative). Read by another node as well: a Parameter still.
+    def array(name, value):
+        return numpy_helper.from_array(np.full((2,), value, np.float32), name)
+
+    nodes = [
+        helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["normalized"]),
+        helper.make_node("BatchNormalization", ["normalized", "scale", "bias", "shared", "var"], ["twice"]),
+        helper.make_node("Mul", ["twice", "shared"], ["y"]),
+    ]
+    proto = make_model(
+        nodes,
+        [helper.make_tensor_value_info("x", FLOAT, [3, 2])],
+        [helper.make_tensor_value_info("y", FLOAT, [3, 2])],
+        [array("scale", 1.0), array("bias", 0.0), array("mean", 0.5), array("var", 2.0), array("shared", 0.25)],
+    )
+    imported = from_onnx(proto)
+    assert [name for name, _ in imported.named_parameters()] == ["scale", "bias", "shared"]
+    assert [name for name, _ in imported.named_buffers()] == ["mean", "var"]
+    assert list(imported.state_dict()) == ["scale", "bias", "shared", "mean", "var"]
+    optimizer = onnxnn.optim.SGD(imported.parameters(), lr=0.1)
+    imported(onnxnn.randn(3, 2)).sum().backward()
+    optimizer.step()
+    np.testing.assert_array_equal(imported.var.numpy(), [2.0, 2.0])
+    assert not np.array_equal(imported.shared.detach().numpy(), [0.25, 0.25])
 
 
 # ----------------------------------------------------------------------------- names
