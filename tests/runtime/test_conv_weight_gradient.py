@@ -21,6 +21,7 @@ from onnxnn.runtime.realization import recording_only
 from onnxnn.runtime.tensor import apply_op
 
 from gradcheck import check_gradients
+from tolerances import assert_within, gamma
 
 CHANNELS = TAP_GEMM_MIN_CHANNELS
 
@@ -48,14 +49,43 @@ def test_a_wide_convolutions_weight_gradient_is_one_node():
     assert "MatMul" not in recorded and "Slice" not in recorded  # the GEMMs per tap are the node's own
 
 
-def _numpy_weight_gradient_3x3_padding_1(x, g):
-    """d<conv2d(x, w, padding=1), g>/dw in float64, tap by tap."""
-    padded = np.pad(x.astype(np.float64), [(0, 0), (0, 0), (1, 1), (1, 1)])
+def _numpy_weight_gradient(x, g, kernel=(3, 3), stride=1, padding=1):
+    """d<conv2d(x, w, stride, padding), g>/dw in float64, tap by tap."""
+    padded = np.pad(x.astype(np.float64), [(0, 0), (0, 0), (padding, padding), (padding, padding)])
     height, width = g.shape[2:]
-    taps = [
-        [np.einsum("nmhw,nchw->mc", g, padded[:, :, i : i + height, j : j + width]) for j in range(3)] for i in range(3)
-    ]
-    return np.stack([np.stack(row, axis=-1) for row in taps], axis=-2)
+
+    def tap(i, j):
+        window = padded[:, :, i : i + (height - 1) * stride + 1 : stride, j : j + (width - 1) * stride + 1 : stride]
+        return np.einsum("nmhw,nchw->mc", g, window)
+
+    rows = [np.stack([tap(i, j) for j in range(kernel[1])], axis=-1) for i in range(kernel[0])]
+    return np.stack(rows, axis=-2)
+
+
+# The decomposition multiplies G by each tap's window, or, when the windows have fewer rows (batch
+# times output positions) than G has channels, by all windows side by side in one MatMul.
+FORMS = [
+    ("a_matmul_per_tap", (4, CHANNELS, 6, 6), 3, 1, 1),
+    ("one_matmul_for_few_rows", (1, CHANNELS, 4, 4), 40, 2, 1),
+]
+
+
+@pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("case_id, x_shape, out_channels, stride, padding", FORMS, ids=[c[0] for c in FORMS])
+def test_both_forms_of_the_decomposition_are_the_formula(
+    executor_name, case_id, x_shape, out_channels, stride, padding
+):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    weight = onnxnn.tensor(rng.standard_normal((out_channels, CHANNELS, 3, 3)).astype(np.float32), requires_grad=True)
+    with onnxnn.set_executor(executor_name):
+        y = F.conv2d(onnxnn.tensor(x), weight, stride=stride, padding=padding)
+        g = rng.standard_normal(y.shape).astype(np.float32)
+        (y * onnxnn.tensor(g)).sum().backward()
+        expected = _numpy_weight_gradient(x, g, stride=stride, padding=padding)
+        terms = g.shape[0] * g.shape[2] * g.shape[3]
+        bound = gamma(terms + 1) * _numpy_weight_gradient(np.abs(x), np.abs(g), stride=stride, padding=padding)
+        assert_within(weight.grad.numpy(), expected, bound)
 
 
 def test_sizes_that_change_share_one_graph_whose_windows_follow_the_sizes():
@@ -73,7 +103,7 @@ def test_sizes_that_change_share_one_graph_whose_windows_follow_the_sizes():
             g = rng.standard_normal((batch, 3, height, width)).astype(np.float32)
             weight.grad = None
             (F.conv2d(onnxnn.tensor(x), weight, padding=1) * onnxnn.tensor(g)).sum().backward()
-            expected = _numpy_weight_gradient_3x3_padding_1(x, g)
+            expected = _numpy_weight_gradient(x, g)
             # Each entry sums batch * height * width float32 products of unit-scale values.
             np.testing.assert_allclose(weight.grad.numpy(), expected, rtol=1e-4, atol=1e-4 * np.sqrt(x.size))
     assert dynamic_shapes.dynamic_info()["shared_runs"] > shared_before

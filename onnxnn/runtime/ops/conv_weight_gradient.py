@@ -37,12 +37,21 @@ def _shape(inputs, attrs):
 
 @decompositions.register(OP_TYPE, domain=ONNXNN_DOMAIN)
 def _decomposition(node, input_names: list, output_names: list, fresh_name):
-    """One MatMul per tap of ``G`` as ``(M, N*L)`` with the tap's strided Slice of the channels-last input.
+    """``G`` as ``(M, N*L)`` times each tap's strided Slice of the channels-last input, ``(N*L, C)``.
 
-    It reads no size but from the attributes: a graph with symbolic sizes (``fastpath.dynamic_shapes``
-    shares one across batch and image sizes) gets the windows' ends from ``G``'s shape at run time.
+    The taps' ``(M, C)`` products side by side, ``(M, taps * C)``, are ``(M, *kernel, C)``, which one
+    Transpose, the last node, writes as ``(M, C, *kernel)``: gathering the taps along a last axis
+    instead interleaves every element (resnet18's 512-channel weight gradient: 4.55 -> 3.52 ms,
+    one thread). When the windows have fewer rows than ``G`` has channels (a deep layer's small
+    images), one MatMul over the windows side by side replaces the MatMul per tap (-> 2.35 ms).
+
+    The sizes the graph computes with come from the attributes and, for the windows' ends, from
+    ``G``'s shape at run time: a graph with symbolic sizes (``fastpath.dynamic_shapes`` shares one
+    across batch and image sizes) stays exact. Only the choice between the two exact forms reads
+    the sizes of the graph it is built for.
     """
-    geometry = weight_gradient_geometry(node.inputs[0].shape, node.inputs[1].shape, node.attrs)
+    x, g = node.inputs
+    geometry = weight_gradient_geometry(x.shape, g.shape, node.attrs)
     rank = len(geometry.kernel)
     nodes: list = []
     initializers: list = []
@@ -65,14 +74,19 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
     strides = constant(geometry.strides)
     span = emit("Add", emit("Mul", emit("Sub", output_spatial, constant([1])), strides), constant([1]))
     axes = constant(list(range(1, 1 + rank)))
-    taps = []
+    windows = []
     for starts in tap_starts(geometry):
         begin = constant(starts)
         window = emit("Slice", channels_last, begin, emit("Add", span, begin), axes, strides)
-        tap = emit("MatMul", gradient_rows, emit("Flatten", window, axis=1 + rank))  # (N*L, C)
-        taps.append(emit("Unsqueeze", tap, constant([2])))
-    stacked = taps[0] if len(taps) == 1 else emit("Concat", *taps, axis=2)
-    emit("Reshape", stacked, constant([0, 0, *geometry.kernel]), output=output_names[0])
+        windows.append(emit("Flatten", window, axis=1 + rank))  # (N*L, C)
+    if len(windows) == 1:
+        products = emit("MatMul", gradient_rows, windows[0])
+    elif x.shape[0] * int(np.prod(g.shape[2:])) <= g.shape[1]:
+        products = emit("MatMul", gradient_rows, emit("Concat", *windows, axis=1))
+    else:
+        products = emit("Concat", *[emit("MatMul", gradient_rows, window) for window in windows], axis=1)
+    by_tap = emit("Reshape", products, constant([0, *geometry.kernel, -1]))  # (M, *kernel, C)
+    emit("Transpose", by_tap, perm=[0, 1 + rank, *range(1, 1 + rank)], output=output_names[0])
     return nodes, initializers
 
 
