@@ -63,28 +63,32 @@ def _numpy_weight_gradient(x, g, kernel=(3, 3), stride=1, padding=1):
 
 
 # The decomposition multiplies G by each tap's window, or, when the windows have fewer rows (batch
-# times output positions) than G has channels, by all windows side by side in one MatMul.
+# times output positions) than G has channels, by all windows side by side in one MatMul; windows
+# smaller together than the input (a strided 1x1 convolution's) are cut before the channels move last.
 FORMS = [
-    ("a_matmul_per_tap", (4, CHANNELS, 6, 6), 3, 1, 1),
-    ("one_matmul_for_few_rows", (1, CHANNELS, 4, 4), 40, 2, 1),
+    ("a_matmul_per_tap", (4, CHANNELS, 6, 6), 3, 3, 1, 1),
+    ("one_matmul_for_few_rows", (1, CHANNELS, 4, 4), 40, 3, 2, 1),
+    ("windows_cut_before_moving_channels", (2, CHANNELS, 7, 7), 5, 1, 3, 1),
 ]
 
 
 @pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels"])
-@pytest.mark.parametrize("case_id, x_shape, out_channels, stride, padding", FORMS, ids=[c[0] for c in FORMS])
-def test_both_forms_of_the_decomposition_are_the_formula(
-    executor_name, case_id, x_shape, out_channels, stride, padding
+@pytest.mark.parametrize("case_id, x_shape, out_channels, kernel, stride, padding", FORMS, ids=[c[0] for c in FORMS])
+def test_every_form_of_the_decomposition_is_the_formula(
+    executor_name, case_id, x_shape, out_channels, kernel, stride, padding
 ):
     rng = np.random.default_rng(3)
     x = rng.standard_normal(x_shape).astype(np.float32)
-    weight = onnxnn.tensor(rng.standard_normal((out_channels, CHANNELS, 3, 3)).astype(np.float32), requires_grad=True)
+    weight_shape = (out_channels, CHANNELS, kernel, kernel)
+    weight = onnxnn.tensor(rng.standard_normal(weight_shape).astype(np.float32), requires_grad=True)
     with onnxnn.set_executor(executor_name):
         y = F.conv2d(onnxnn.tensor(x), weight, stride=stride, padding=padding)
         g = rng.standard_normal(y.shape).astype(np.float32)
         (y * onnxnn.tensor(g)).sum().backward()
-        expected = _numpy_weight_gradient(x, g, stride=stride, padding=padding)
+        taps = (kernel, kernel)
+        expected = _numpy_weight_gradient(x, g, taps, stride, padding)
         terms = g.shape[0] * g.shape[2] * g.shape[3]
-        bound = gamma(terms + 1) * _numpy_weight_gradient(np.abs(x), np.abs(g), stride=stride, padding=padding)
+        bound = gamma(terms + 1) * _numpy_weight_gradient(np.abs(x), np.abs(g), taps, stride, padding)
         assert_within(weight.grad.numpy(), expected, bound)
 
 

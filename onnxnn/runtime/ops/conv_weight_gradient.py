@@ -47,8 +47,9 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
 
     The sizes the graph computes with come from the attributes and, for the windows' ends, from
     ``G``'s shape at run time: a graph with symbolic sizes (``fastpath.dynamic_shapes`` shares one
-    across batch and image sizes) stays exact. Only the choice between the two exact forms reads
-    the sizes of the graph it is built for.
+    across batch and image sizes) stays exact. Only the choices between exact forms (these two, and
+    whether to cut the windows before moving the channels last) read the sizes of the graph it is
+    built for.
     """
     x, g = node.inputs
     geometry = weight_gradient_geometry(x.shape, g.shape, node.attrs)
@@ -62,10 +63,18 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
         initializers.append(numpy_helper.from_array(np.array(values, np.int64), name))
         return name
 
-    channels_last = emit("Transpose", input_names[0], perm=[0, *range(2, 2 + rank), 1])  # (N, *in, C)
+    taps = tap_starts(geometry)
+    # The windows want the input channels-last. Transposed whole once, unless the windows together
+    # are smaller than the input (a strided 1x1 convolution's): then each window is cut first.
+    cut_first = len(taps) * int(np.prod(g.shape[2:])) < int(np.prod(x.shape[2:]))
+    channels_last_perm = [0, *range(2, 2 + rank), 1]
+    padded = input_names[0] if cut_first else emit("Transpose", input_names[0], perm=channels_last_perm)
     if any(geometry.pads_begin) or any(geometry.pads_end):
-        padding = constant([0, *geometry.pads_begin, 0, 0, *geometry.pads_end, 0])
-        channels_last = emit("Pad", channels_last, padding)
+        if cut_first:  # (N, C, *in)
+            padding = constant([0, 0, *geometry.pads_begin, 0, 0, *geometry.pads_end])
+        else:  # (N, *in, C)
+            padding = constant([0, *geometry.pads_begin, 0, 0, *geometry.pads_end, 0])
+        padded = emit("Pad", padded, padding)
     # (M, N * L): each output channel's gradient over every batch element and output position.
     by_channel = emit("Transpose", input_names[1], perm=[1, 0, *range(2, 2 + rank)])
     gradient_rows = emit("Reshape", by_channel, constant([0, -1]))
@@ -73,11 +82,13 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
     output_spatial = emit("Slice", emit("Shape", input_names[1]), constant([2]), constant([2 + rank]))
     strides = constant(geometry.strides)
     span = emit("Add", emit("Mul", emit("Sub", output_spatial, constant([1])), strides), constant([1]))
-    axes = constant(list(range(1, 1 + rank)))
+    axes = constant(list(range(2, 2 + rank)) if cut_first else list(range(1, 1 + rank)))
     windows = []
-    for starts in tap_starts(geometry):
+    for starts in taps:
         begin = constant(starts)
-        window = emit("Slice", channels_last, begin, emit("Add", span, begin), axes, strides)
+        window = emit("Slice", padded, begin, emit("Add", span, begin), axes, strides)
+        if cut_first:
+            window = emit("Transpose", window, perm=channels_last_perm)
         windows.append(emit("Flatten", window, axis=1 + rank))  # (N*L, C)
     if len(windows) == 1:
         products = emit("MatMul", gradient_rows, windows[0])
