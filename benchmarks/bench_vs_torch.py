@@ -226,14 +226,18 @@ def bench_note_loop(settings) -> dict:
     return _interleaved(_contenders(builders, 30), settings.blocks, settings.block_seconds)
 
 
-def _classifier_contender(library, build, inputs: np.ndarray, labels: np.ndarray, optimizer_name: str, train=True):
+def classifier(library, build, optimizer_name: str, train: bool = True):
+    """``build(library)``, seeded, in training mode or not, and its optimizer: Adam, or SGD with momentum."""
     library.manual_seed(0)
     model = build(library)
     model.train(train)
     if optimizer_name == "adam":
-        optimizer = library.optim.Adam(model.parameters(), lr=1e-3)
-    else:
-        optimizer = library.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+        return model, library.optim.Adam(model.parameters(), lr=1e-3)
+    return model, library.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+
+
+def _classifier_contender(library, build, inputs: np.ndarray, labels: np.ndarray, optimizer_name: str, train=True):
+    model, optimizer = classifier(library, build, optimizer_name, train)
     return _training_step(
         library,
         model,

@@ -42,7 +42,15 @@ from onnxnn.profiler import profile, record_function
 from onnxnn.runtime.sessions import CompiledSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_vs_torch import MLP_BATCHES, _imported_resnet18_file, _mlp, _resnet18, _same_weights, _small_resnet  # noqa: E402
+from bench_vs_torch import (  # noqa: E402
+    MLP_BATCHES,
+    _imported_resnet18_file,
+    _mlp,
+    _resnet18,
+    _same_weights,
+    _small_resnet,
+    classifier,
+)
 
 try:
     import torch
@@ -87,13 +95,7 @@ class RuntimeClock:
 
 def _workload(library, build, inputs, labels, optimizer_name: str, train: bool):
     """``step(phase)``: one training step; ``phase(name)`` is a context manager around each part."""
-    library.manual_seed(0)
-    model = build(library)
-    model.train(train)
-    if optimizer_name == "adam":
-        optimizer = library.optim.Adam(model.parameters(), lr=1e-3)
-    else:
-        optimizer = library.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    model, optimizer = classifier(library, build, optimizer_name, train)
     loss_function = library.nn.CrossEntropyLoss()
     x, y = library.from_numpy(inputs.copy()), library.from_numpy(labels.copy())
     parameters = list(model.parameters())
