@@ -16,9 +16,10 @@ and the ratio GEMMs / single op (below 1: the GEMMs are faster).
 
 What it showed (2026-11-29, 2 shared CPU cores, ``--blocks 3 --block-seconds 0.3``): weight
 gradients 0.35-0.73 for 16 to 512 channels with 3x3 kernels, 0.13-0.19 for the 1x1 downsampling
-convolutions, 1.3x slower for the 3-channel stem; input gradients 0.28-0.29 for 256-512 channels
-at 2x2-4x4, 0.73 for 512 at 7x7, 1.00 for 256 at 14x14, and 1.1-2.5x slower for 3 to 64 channels.
-Hence the thresholds.
+convolutions, 1.3x slower for the 3-channel stem (since ``ConvWeightGradient``'s leaner assembly
+of the taps, the same day: 0.36-0.61 for 3x3 kernels, 0.13-0.16 for 1x1, the stem 1.27); input
+gradients 0.28-0.29 for 256-512 channels at 2x2-4x4, 0.73 for 512 at 7x7, 1.00 for 256 at 14x14,
+and 1.1-2.5x slower for 3 to 64 channels. Hence the thresholds.
 
 Run: python benchmarks/bench_conv_gradients.py [--blocks N] [--block-seconds S]
 """
