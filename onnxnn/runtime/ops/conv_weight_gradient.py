@@ -4,8 +4,8 @@
 channels (the op and its geometry: ``ir/conv_weight_gradient.py``). Written out as the GEMM per
 kernel tap it stands for, a 3x3 kernel's weight gradient is 42 nodes (a Slice, a MatMul and two
 Reshapes per tap), about half of what a ResNet's training step records; each costs Python at
-every step (the backward's replay, planning). As one node it costs that once, and ``build_model``
-writes the same GEMMs for onnxruntime (``_decomposition``), which onnxnn's kernels run directly.
+every step (the backward's replay, planning). As one node it costs that once; ``build_model``
+writes the GEMMs out for onnxruntime (``_decomposition``), and onnxnn's kernels run the node directly.
 
 It is linear in ``X`` and in ``G`` (``<dW(X, G), H> = <Conv(X, H), G>``), so its gradients are a
 convolution's: ``G`` scattered back through ``H`` for ``X`` and ``Conv(X, H)`` for ``G``.
