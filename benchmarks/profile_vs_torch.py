@@ -113,7 +113,7 @@ def _workload(library, build, inputs, labels, optimizer_name: str, train: bool):
     def sync() -> None:
         float(parameters[0].detach().sum())
 
-    return model, step, sync
+    return step, sync
 
 
 class _PhaseTimer:
@@ -163,12 +163,10 @@ def profile_workload(build, input_shape, classes: int, optimizer_name: str, bloc
     rng = np.random.default_rng(0)
     inputs = rng.standard_normal(input_shape).astype(np.float32)
     labels = rng.integers(0, classes, input_shape[0]).astype(np.int64)
-    _, step, sync = _workload(onnxnn, build, inputs, labels, optimizer_name, train)
+    step, sync = _workload(onnxnn, build, inputs, labels, optimizer_name, train)
     contenders = {"onnxnn": (step, sync)}
     if torch is not None:
-        model, torch_step, torch_sync = _workload(torch, build, inputs, labels, optimizer_name, train)
-        if build is _imported:
-            _same_weights(from_onnx(_imported.path), model)
+        torch_step, torch_sync = _workload(torch, build, inputs, labels, optimizer_name, train)
         contenders["torch"] = (torch_step, torch_sync)
     for contender_step, contender_sync in contenders.values():
         for _ in range(5):
@@ -222,17 +220,28 @@ def profile_workload(build, input_shape, classes: int, optimizer_name: str, bloc
     return result
 
 
-def _imported(library):
-    """resnet18 exported and loaded back with ``from_onnx`` (onnxnn), or PyTorch's twin (weights copied after)."""
-    return from_onnx(_imported.path) if library is onnxnn else _resnet18(torch)
+def _imported_resnet18(directory: str):
+    """resnet18 exported and loaded back with ``from_onnx`` (onnxnn), or PyTorch's twin holding its weights."""
+
+    def build(library):
+        path = _imported_resnet18_file(directory)  # written at the first build, then read
+        if library is onnxnn:
+            return from_onnx(path)
+        twin = _resnet18(torch)
+        _same_weights(from_onnx(path), twin)
+        return twin
+
+    return build
 
 
-WORKLOADS = {
-    **{f"mlp_adam_b{batch}": (_mlp, (batch, 784), 10, "adam", True) for batch in MLP_BATCHES},
-    "small_resnet_b32": (_small_resnet, (32, 3, 32, 32), 10, "sgd", True),
-    # The exported graph is in evaluation form, so PyTorch's twin runs in eval() too (bench_vs_torch).
-    "resnet18_imported_b8": (_imported, (8, 3, 64, 64), 1000, "sgd", False),
-}
+def _workloads(directory: str) -> dict:
+    """Name -> (build, input shape, classes, optimizer, training mode)."""
+    return {
+        **{f"mlp_adam_b{batch}": (_mlp, (batch, 784), 10, "adam", True) for batch in MLP_BATCHES},
+        "small_resnet_b32": (_small_resnet, (32, 3, 32, 32), 10, "sgd", True),
+        # The exported graph is in evaluation form, so PyTorch's twin runs in eval() too (bench_vs_torch).
+        "resnet18_imported_b8": (_imported_resnet18(directory), (8, 3, 64, 64), 1000, "sgd", False),
+    }
 
 
 def _rounded(value):
@@ -252,9 +261,7 @@ def main() -> None:
     if torch is not None:
         torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as directory:
-        onnxnn.manual_seed(0)
-        _imported.path = _imported_resnet18_file(directory)
-        for name, (build, shape, classes, optimizer_name, train) in WORKLOADS.items():
+        for name, (build, shape, classes, optimizer_name, train) in _workloads(directory).items():
             if arguments.only and not any(part in name for part in arguments.only):
                 continue
             result = profile_workload(build, shape, classes, optimizer_name, arguments.blocks, train)
