@@ -25,7 +25,15 @@ from ..ir.domains import TRAINING_DOMAIN
 from ..ir.graph import Value, constant
 from ..runtime.autograd import RemovableHandle, _HookDict, add_hook
 from ..runtime.grad_mode import enable_grad, no_grad
-from ..runtime.internal import full_tensor, realize_values, rebind, record_op, record_update, tensor_of, value_of
+from ..runtime.internal import (
+    full_tensor,
+    realize_step_values,
+    rebind,
+    record_op,
+    record_update,
+    tensor_of,
+    value_of,
+)
 from ..runtime.tensor import Tensor
 from ..ir.caches import register_cache
 
@@ -290,8 +298,8 @@ class Optimizer:
 
     @staticmethod
     def _realize_step(tensors: Iterable[Tensor]) -> None:
-        """Computes every new parameter and state value of one step in a single session run."""
-        realize_values(tensors)
+        """Computes every new parameter and state value of one step (``realization.realize_step``)."""
+        realize_step_values(tensors)
 
     # ------------------------------------------------------------------ state dict
     def state_dict(self) -> dict[str, Any]:

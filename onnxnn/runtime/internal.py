@@ -23,7 +23,7 @@ from ..ir.device import CPU
 from ..ir.graph import Value, hold
 from .autograd import Function, VersionCounter
 from .depth import after_recording
-from .realization import data_of as _data_of_value, realize
+from .realization import data_of as _data_of_value, realize, realize_step
 from .recording import record
 from .tensor import Tensor
 
@@ -41,6 +41,7 @@ __all__ = [
     "grad_function",
     "requires_grad_flag",
     "realize_values",
+    "realize_step_values",
     "data_of",
     "known_data",
     "TensorState",
@@ -234,6 +235,11 @@ def restore_state(tensor: Tensor, state: TensorState, *, rewind_version: bool = 
 def realize_values(tensors) -> None:
     """Computes the pending values of every tensor in ``tensors`` in one run."""
     realize([tensor._value for tensor in tensors])
+
+
+def realize_step_values(tensors) -> None:
+    """Computes an optimizer step's new parameters and states (``tensors``): ``realization.realize_step``."""
+    realize_step([tensor._value for tensor in tensors])
 
 
 def data_of(tensor: Tensor) -> np.ndarray:

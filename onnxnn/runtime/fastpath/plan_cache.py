@@ -23,7 +23,7 @@ from ...ir.plan import GraphPlan, build_model
 from . import dynamic_shapes
 from .straight_line import accelerate
 
-__all__ = ["Entry", "entry", "choose", "clear", "set_capacity", "watch_stable_inputs"]
+__all__ = ["Entry", "entry", "choose", "clear", "set_capacity", "watch_stable_inputs", "never_specialize"]
 
 # ---------------------------------------------------------------- the executor choice
 #
@@ -37,6 +37,9 @@ __all__ = ["Entry", "entry", "choose", "clear", "set_capacity", "watch_stable_in
 #   onnxruntime's fused routines. (Matrix products call BLAS on both sides: no extra weight.)
 # Otherwise onnxruntime runs it; an op or dtype one executor lacks sends the plan to the other
 # (float64 recurrent nodes go to the kernels before any cost is weighed).
+# A plan of optimizer updates alone (realization.realize_step) goes to the kernels whatever its
+# size, unless it updates float16/bfloat16 tensors: the kernels update large tensors block by block
+# into recycled buffers, faster than onnxruntime's out-of-place passes.
 # The constants are microseconds measured once on a 2-core x86 machine (numpy 2, onnxruntime 1.2x);
 # they only move the boundary, and the choice depends on nothing but the plan's structure.
 AUTO_KERNELS_MAX_ELEMENTS = 4096
@@ -63,6 +66,8 @@ def choose(plan: GraphPlan) -> str:
     """The executor "auto" gives ``plan``: "kernels" or "onnxruntime" (see the rules above)."""
     if plan.key[3].type != "cpu":
         return "onnxruntime"
+    if _updates_only(plan):
+        return "kernels"
     for node in plan.nodes:
         if node.op_type in FLOAT32_ONLY_IN_ONNXRUNTIME and not node.domain and node.inputs[0].dtype is float64:
             return "kernels"
@@ -89,6 +94,13 @@ def choose(plan: GraphPlan) -> str:
         if value.dtype is float16 or _elements(value.shape) > AUTO_KERNELS_MAX_ELEMENTS:
             return "onnxruntime"
     return "kernels" if kernel_cost <= session_cost else "onnxruntime"
+
+
+def _updates_only(plan: GraphPlan) -> bool:
+    for node in plan.nodes:
+        if node.domain != TRAINING_DOMAIN or node.op_type not in OPTIMIZER_UPDATES:
+            return False
+    return all(value.dtype is not float16 and value.dtype is not bfloat16 for value in plan.inputs)
 
 
 # ---------------------------------------------------------------- first runs on the kernels
@@ -353,6 +365,11 @@ def watch_stable_inputs(found: Entry, plan: GraphPlan) -> None:
             found.specialization = Specialization(plan, [i for i, v in enumerate(stable) if v is not None], found)
         except RuntimeError:
             found.stable_runs = _NEVER  # onnxruntime could not compile it: never try again
+
+
+def never_specialize(found: Entry) -> None:
+    """Stops watching a structure's inputs: its entry never gets an inference specialization."""
+    found.stable_runs, found.stable_inputs = _NEVER, None
 
 
 def clear() -> None:

@@ -1,0 +1,75 @@
+"""Output arrays for large optimizer updates, reused once nothing but the pool refers to them.
+
+A large update writes megabytes of new parameters and states per step. Fresh numpy arrays of that
+size come from the operating system page by page (glibc maps them and unmaps them when they are
+freed), and those page faults cost more than the arithmetic: 3x the update of an MLP's 670,000
+parameters. onnxruntime avoids them with its arena; this is the kernels' equivalent.
+
+A buffer is handed out again only when CPython's reference count shows that the pool holds the
+only reference. Every holder of its memory holds such a reference: a Value whose data it is, a
+numpy view (its ``base``), a memoryview, an onnxruntime or PyTorch tensor made from it. So a
+buffer that is reused is one nobody can read any more, and values stay immutable for everyone
+who can observe them. The counts are only exact while a GIL serializes reference counting; a
+free-threaded interpreter gets fresh arrays every time.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from ..ir.caches import register_cache
+
+__all__ = ["recycled_empty", "RECYCLE_MIN_ELEMENTS"]
+
+# Below this size numpy's allocator serves arrays from memory it keeps (no page faults), and a
+# scan of the pool would cost more than it saves.
+RECYCLE_MIN_ELEMENTS = 1 << 16
+# Buffers kept per shape and dtype: a step's outputs (a parameter and up to three states of each
+# tensor of that shape) alive, and the previous step's, waiting to be reused.
+_MOST_PER_KEY = 64
+# References to a buffer while ``_free_buffer`` looks at it: the pool's list, the loop variable and
+# getrefcount's own argument.
+_POOL_ONLY = 3
+
+_FREE_THREADED = not getattr(sys, "_is_gil_enabled", lambda: True)()
+_buffers: dict = {}
+
+
+def recycled_empty(shape: tuple, dtype) -> np.ndarray:
+    """An uninitialized C-contiguous array of ``shape`` and ``dtype``: a buffer of the pool that nothing
+    else refers to any more, or a new one the pool keeps (for arrays under ``RECYCLE_MIN_ELEMENTS``
+    elements, or without a GIL, a plain ``np.empty``).
+
+    The caller must write every element before anyone reads it.
+    """
+    dtype = np.dtype(dtype)
+    size = 1
+    for dim in shape:
+        size *= dim
+    if size < RECYCLE_MIN_ELEMENTS or _FREE_THREADED:
+        return np.empty(shape, dtype)
+    pool = _buffers.setdefault((shape, dtype), [])
+    found = _free_buffer(pool)
+    if found is not None:
+        found.flags.writeable = True  # values are stored read-only; nobody can read this one any more
+        return found
+    array = np.empty(shape, dtype)
+    if len(pool) < _MOST_PER_KEY:
+        pool.append(array)
+    return array
+
+
+def _free_buffer(pool: list) -> np.ndarray | None:
+    for array in pool:
+        if sys.getrefcount(array) == _POOL_ONLY:
+            return array
+    return None
+
+
+def _clear() -> None:
+    _buffers.clear()
+
+
+register_cache("recycled update buffers", _clear)

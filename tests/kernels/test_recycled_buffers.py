@@ -1,0 +1,82 @@
+"""Recycled output buffers (onnxnn/kernels/recycled_buffers.py): a buffer is handed out again only
+when the pool holds its one reference, so nothing anyone can still read is ever overwritten."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from onnxnn.kernels import recycled_buffers
+from onnxnn.kernels.recycled_buffers import RECYCLE_MIN_ELEMENTS, recycled_empty
+
+LARGE = (RECYCLE_MIN_ELEMENTS,)
+
+pytestmark = pytest.mark.skipif(recycled_buffers._FREE_THREADED, reason="without a GIL every array is fresh")
+
+
+@pytest.fixture(autouse=True)
+def _empty_pool():
+    recycled_buffers._clear()
+    yield
+    recycled_buffers._clear()
+
+
+def _address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
+
+
+def test_a_buffer_nothing_refers_to_is_handed_out_again():
+    first = recycled_empty(LARGE, np.float32)
+    address = _address(first)
+    del first
+    again = recycled_empty(LARGE, np.float32)
+    assert _address(again) == address
+
+
+@pytest.mark.parametrize(
+    "holder",
+    [
+        lambda array: array,
+        lambda array: array[10:20],
+        lambda array: array.reshape(2, -1).T,
+        lambda array: memoryview(array),
+        lambda array: np.frombuffer(memoryview(array), np.float32),
+        lambda array: [array],
+    ],
+    ids=["the array", "a slice", "a reshaped view", "a memoryview", "an array over its buffer", "a list"],
+)
+def test_a_buffer_still_referred_to_is_never_handed_out(holder):
+    first = recycled_empty(LARGE, np.float32)
+    first[:] = 7
+    held = holder(first)
+    del first
+    other = recycled_empty(LARGE, np.float32)
+    other[:] = -1
+    assert np.all(np.asarray(held if not isinstance(held, list) else held[0]) == 7)
+    del held, other
+    assert len(recycled_buffers._buffers[(LARGE, np.dtype(np.float32))]) == 2
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype"),
+    [((RECYCLE_MIN_ELEMENTS // 2, 2), np.float32), (LARGE, np.float64), ((RECYCLE_MIN_ELEMENTS - 1,), np.float32)],
+    ids=["another shape", "another dtype", "a small array"],
+)
+def test_a_buffer_serves_only_its_own_shape_and_dtype(shape, dtype):
+    address = _address(recycled_empty(LARGE, np.float32))
+    array = recycled_empty(shape, dtype)
+    assert array.shape == shape and array.dtype == dtype and array.flags.c_contiguous
+    assert _address(array) != address
+
+
+def test_small_arrays_are_not_kept():
+    recycled_empty((RECYCLE_MIN_ELEMENTS - 1,), np.float32)
+    assert not recycled_buffers._buffers
+
+
+def test_a_steady_loop_keeps_a_bounded_number_of_buffers():
+    live = [recycled_empty(LARGE, np.float32) for _ in range(3)]
+    for _ in range(50):  # each step's results replace the previous step's, as an optimizer's do
+        live = [recycled_empty(LARGE, np.float32) for _ in range(3)]
+    assert len(recycled_buffers._buffers[(LARGE, np.dtype(np.float32))]) == 6
+    assert len({_address(array) for array in live}) == 3

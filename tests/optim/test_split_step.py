@@ -1,0 +1,114 @@
+"""A large optimizer step under "auto" runs in two realizations: the gradients where the executor
+choice puts them, then the updates alone on onnxnn's kernels (realization.realize_step), which
+write large tensors block by block into recycled buffers (kernels/recycled_buffers.py).
+
+The specification: the parameters and states equal the one-run step's bit for bit, whatever the
+block size; the second run is the kernels'; and no array anyone can still read (an earlier
+parameter's or state's data, a view of it, a detached tensor) is ever overwritten by a later step.
+(The parameter and state Tensors themselves are rebound to each step's values, as PyTorch's
+change in place.)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onnxnn
+from onnxnn import nn
+from onnxnn.kernels import recycled_buffers, training
+from onnxnn.runtime import realization
+from onnxnn.runtime.fastpath import plan_cache
+
+OPTIMIZERS = {
+    "sgd_momentum": lambda params: onnxnn.optim.SGD(params, lr=0.05, momentum=0.9, weight_decay=0.01),
+    "sgd_nesterov": lambda params: onnxnn.optim.SGD(params, lr=0.05, momentum=0.9, nesterov=True),
+    "adam": lambda params: onnxnn.optim.Adam(params, lr=0.01),
+    "adamw_amsgrad": lambda params: onnxnn.optim.AdamW(params, lr=0.01, amsgrad=True, maximize=True),
+    "adagrad": lambda params: onnxnn.optim.Adagrad(params, lr=0.05, weight_decay=0.01),
+    "rmsprop_centered": lambda params: onnxnn.optim.RMSprop(params, lr=0.01, momentum=0.5, centered=True),
+}
+# Above realization.SPLIT_STEP_MIN_ELEMENTS and the first layer's weight above RECYCLE_MIN_ELEMENTS.
+IN_FEATURES, HIDDEN = 300, 256
+
+
+def _trained(optimizer_name: str, steps: int, split: bool, monkeypatch) -> tuple[list, list]:
+    onnxnn.manual_seed(0)
+    model = nn.Sequential(nn.Linear(IN_FEATURES, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, 3))
+    optimizer = OPTIMIZERS[optimizer_name](model.parameters())
+    with monkeypatch.context() as patch:
+        patch.setattr(realization, "SPLIT_STEP_MIN_ELEMENTS", 1 << 16 if split else 1 << 62)
+        # A new structure's first run is on the kernels, whose matrix products round differently
+        # from onnxruntime's; the split's gradient plan is a structure of its own. Both runs' gradients
+        # come from onnxruntime here, so that only the updates could differ.
+        patch.setattr(plan_cache, "FIRST_RUNS_ON_KERNELS", 0)
+        for step in range(steps):
+            x = onnxnn.from_numpy(np.random.default_rng(step).standard_normal((8, IN_FEATURES)).astype(np.float32))
+            optimizer.zero_grad()
+            model(x).square().mean().backward()
+            optimizer.step()
+    parameters = [p.detach().numpy().copy() for p in model.parameters()]
+    states = [
+        value.numpy().copy()
+        for state in optimizer.state.values()
+        for value in state.values()
+        if isinstance(value, onnxnn.Tensor) and value.dim() > 0
+    ]
+    return parameters, states
+
+
+@pytest.mark.parametrize("block_elements", [training.BLOCK_ELEMENTS, 1000], ids=["default blocks", "uneven blocks"])
+@pytest.mark.parametrize("optimizer_name", sorted(OPTIMIZERS))
+def test_a_split_step_equals_the_one_run_step_bitwise(optimizer_name, block_elements, monkeypatch):
+    monkeypatch.setattr(training, "BLOCK_ELEMENTS", block_elements)
+    split = _trained(optimizer_name, 6, True, monkeypatch)
+    whole = _trained(optimizer_name, 6, False, monkeypatch)
+    for ours, expected in zip(split[0] + split[1], whole[0] + whole[1]):
+        np.testing.assert_array_equal(ours, expected)
+
+
+def test_the_updates_of_a_large_step_run_on_the_kernels_into_recycled_buffers(monkeypatch):
+    recycled_buffers._clear()
+    calls = []
+    original = training._apply
+
+    def counting_apply(xp, update, result_count, arrays, hyperparameters):
+        calls.append(arrays[0].size)
+        return original(xp, update, result_count, arrays, hyperparameters)
+
+    monkeypatch.setattr(training, "_apply", counting_apply)
+    _trained("adam", 3, True, monkeypatch)
+    assert IN_FEATURES * HIDDEN in calls  # the first weight, updated by the kernel
+    assert recycled_buffers._buffers or recycled_buffers._FREE_THREADED
+
+
+def test_a_step_under_the_onnxruntime_executor_stays_one_run(monkeypatch):
+    calls = []
+    original = training._apply
+    monkeypatch.setattr(training, "_apply", lambda *args: calls.append(args) or original(*args))
+    with onnxnn.set_executor("onnxruntime"):
+        _trained("adam", 2, True, monkeypatch)
+    assert not calls
+
+
+def test_what_a_user_still_holds_is_never_overwritten_by_later_steps():
+    onnxnn.manual_seed(0)
+    model = nn.Linear(IN_FEATURES, HIDDEN)
+    optimizer = onnxnn.optim.Adam(model.parameters(), lr=0.1)
+    held = []
+    for step in range(8):
+        x = onnxnn.randn(4, IN_FEATURES)
+        optimizer.zero_grad()
+        model(x).square().mean().backward()
+        optimizer.step()
+        weight = model.weight
+        exp_avg = optimizer.state[weight]["exp_avg"]
+        if step % 2 == 0:  # kept: an array, a view of it, a detached tensor and a state's array
+            array = weight.detach().numpy()
+            held.append((array, array.copy()))
+            held.append((array[:5, :7], array[:5, :7].copy()))
+            detached = weight.detach()
+            held.append((detached, detached.numpy().copy()))
+            held.append((exp_avg.numpy(), exp_avg.numpy().copy()))
+    for kept, copy in held:
+        np.testing.assert_array_equal(kept if isinstance(kept, np.ndarray) else kept.numpy(), copy)
