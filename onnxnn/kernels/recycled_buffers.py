@@ -15,6 +15,7 @@ free-threaded interpreter gets fresh arrays every time.
 
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -45,10 +46,7 @@ def recycled_empty(shape: tuple, dtype) -> np.ndarray:
     The caller must write every element before anyone reads it.
     """
     dtype = np.dtype(dtype)
-    size = 1
-    for dim in shape:
-        size *= dim
-    if size < RECYCLE_MIN_ELEMENTS or _FREE_THREADED:
+    if math.prod(shape) < RECYCLE_MIN_ELEMENTS or _FREE_THREADED:
         return np.empty(shape, dtype)
     pool = _buffers.setdefault((shape, dtype), [])
     found = _free_buffer(pool)

@@ -10,6 +10,8 @@ returned by the same run, so nothing is computed twice.
 
 from __future__ import annotations
 
+import math
+
 from ..ir.caches import clear_caches
 from ..ir.domains import OPTIMIZER_UPDATES, TRAINING_DOMAIN
 from ..ir.executors import executor
@@ -89,26 +91,13 @@ def realize_step(values) -> None:
         node = value.node
         if value.data is None and node.domain == TRAINING_DOMAIN and node.op_type in OPTIMIZER_UPDATES:
             updates[id(node)] = node
-            elements += _elements(value.shape)
-    if (
-        elements >= SPLIT_STEP_MIN_ELEMENTS
-        and MODE.executor == "auto"
-        and MODE.fast_path
-        and not MODE.eager
-        and values[0].device.type == "cpu"
-    ):
+            elements += math.prod(value.shape)
+    if elements >= SPLIT_STEP_MIN_ELEMENTS and MODE.executor == "auto" and values[0].device.type == "cpu":
         read = [value for node in updates.values() for value in node.inputs if value is not None and value.data is None]
         if read:
             # The weights of the next run are this run's results: never worth a specialization.
             realize(read, specialize=False)
     realize(values)
-
-
-def _elements(shape) -> int:
-    size = 1
-    for dim in shape:
-        size *= dim
-    return size
 
 
 def data_of(value):
