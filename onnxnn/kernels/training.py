@@ -108,7 +108,10 @@ def momentum(xp, inputs, attrs):
     learning_rate, update_count, alpha, beta, norm_coefficient = inputs[:MOMENTUM_TENSORS_START]
     if beta is not None and int(update_count) == 0:
         beta = None  # the first update takes the whole gradient
-    hyperparameters = (xp, learning_rate, alpha, beta, norm_coefficient, attrs.get("mode", "standard") == "nesterov")
+    hyperparameters = (
+        _Factors((learning_rate, alpha, beta, norm_coefficient)),
+        attrs.get("mode", "standard") == "nesterov",
+    )
     tensors = inputs[MOMENTUM_TENSORS_START:]
     count = len(tensors) // 3
     xs, gs, vs = tensors[:count], tensors[count : 2 * count], tensors[2 * count :]
@@ -159,6 +162,24 @@ def _flat_update_applies(xs) -> bool:
     return sum(x.size for x in xs) <= FLAT_UPDATE_MAX_ELEMENTS and all(x.dtype == dtype for x in xs)
 
 
+class _Factors:
+    """An update's scalar factors, cast to each dtype of the tensors it updates once (not per block)."""
+
+    __slots__ = ("values", "cast")
+
+    def __init__(self, values: tuple):
+        self.values = values
+        self.cast: dict = {}
+
+    def of(self, dtype) -> tuple:
+        found = self.cast.get(dtype)
+        if found is None:
+            found = self.cast[dtype] = tuple(
+                None if value is None else _as_dtype(value, dtype) for value in self.values
+            )
+        return found
+
+
 def _one_by_one(xp, update, result_count: int, tensor_lists: tuple, hyperparameters: tuple) -> list:
     """``update`` of each tensor on its own; its results regrouped by kind (parameters, then each state)."""
     updates = [_apply(xp, update, result_count, arrays, hyperparameters) for arrays in zip(*tensor_lists)]
@@ -172,8 +193,8 @@ BLOCK_ELEMENTS = 1 << 16
 
 
 def _apply(xp, update, result_count: int, arrays: tuple, hyperparameters: tuple) -> tuple:
-    """Runs ``update(arrays, results, scratch, *hyperparameters)`` for one tensor (or one flat vector)
-    and returns its new C-contiguous ``results``.
+    """Runs ``update(arrays, results, scratch, xp, factors, options)`` for one tensor (or one flat
+    vector) and returns its new C-contiguous ``results``; ``hyperparameters`` is ``(_Factors, options)``.
 
     ``arrays`` are the tensor and its gradient and states (None for an absent state); ``update``
     writes every element of each result and may use the two scratch arrays as it likes. A tensor of
@@ -186,9 +207,11 @@ def _apply(xp, update, result_count: int, arrays: tuple, hyperparameters: tuple)
     arrays = tuple(None if array is None else xp.asarray(array, order="C") for array in arrays)
     x = arrays[0]
     size, shape, dtype = x.size, x.shape, x.dtype
+    factors, options = hyperparameters
+    factors = factors.of(dtype)
     if size < RECYCLE_MIN_ELEMENTS or not isinstance(x, np.ndarray):
         results = tuple(xp.empty(shape, dtype) for _ in range(result_count))
-        update(arrays, results, (xp.empty(shape, dtype), xp.empty(shape, dtype)), *hyperparameters)
+        update(arrays, results, (xp.empty(shape, dtype), xp.empty(shape, dtype)), xp, factors, options)
         return results
     results = tuple(recycled_empty(shape, dtype) for _ in range(result_count))
     block = min(size, BLOCK_ELEMENTS)
@@ -202,28 +225,29 @@ def _apply(xp, update, result_count: int, arrays: tuple, hyperparameters: tuple)
             tuple(None if array is None else array[part] for array in flat_arrays),
             tuple(result[part] for result in flat_results),
             (scratch[0][:length], scratch[1][:length]),
-            *hyperparameters,
+            xp,
+            factors,
+            options,
         )
     return results
 
 
-def _momentum_update(arrays, results, scratch, xp, learning_rate, alpha, beta, norm_coefficient, nesterov: bool):
+def _momentum_update(arrays, results, scratch, xp, factors, nesterov: bool) -> None:
     x, g, v = arrays
     new_x, new_v = results
-    dtype = x.dtype
-    alpha = _as_dtype(alpha, dtype)
+    learning_rate, alpha, beta, norm_coefficient = factors
     gradient = g
     if norm_coefficient is not None:
-        gradient = xp.multiply(x, _as_dtype(norm_coefficient, dtype), out=scratch[0])
+        gradient = xp.multiply(x, norm_coefficient, out=scratch[0])
         gradient += g
-    scaled = gradient if beta is None else xp.multiply(gradient, _as_dtype(beta, dtype), out=scratch[1])
+    scaled = gradient if beta is None else xp.multiply(gradient, beta, out=scratch[1])
     xp.multiply(v, alpha, out=new_v)
     new_v += scaled
     direction = new_v
     if nesterov:
         direction = xp.multiply(new_v, alpha, out=scratch[1])  # ``scaled`` is no longer needed
         direction += gradient
-    step = xp.multiply(_as_dtype(learning_rate, dtype), direction, out=new_x)
+    step = xp.multiply(learning_rate, direction, out=new_x)
     xp.subtract(x, step, out=new_x)
 
 
@@ -254,7 +278,7 @@ def adam(xp, inputs, attrs):
         xp.sqrt(one - beta2**step),
         None if weight_decay is None else (one - learning_rate * weight_decay) if decoupled else weight_decay,
     )
-    hyperparameters = (xp, factors, (decoupled, bool(attrs.get("maximize", 0))))
+    hyperparameters = (_Factors(factors), (decoupled, bool(attrs.get("maximize", 0))))
     tensors = inputs[ADAM_TENSORS_START:]
     lists = 5 if amsgrad else 4
     count = len(tensors) // lists
@@ -294,10 +318,7 @@ def _adam_update(arrays, results, scratch, xp, factors, options) -> None:
     """
     x, g, m, v, v_max = arrays
     new_x, new_m, new_v = results[:3]
-    dtype = x.dtype
-    one_minus_beta1, beta2, one_minus_beta2, epsilon, step_size, bias_correction2_sqrt, decay = (
-        None if factor is None else _as_dtype(factor, dtype) for factor in factors
-    )
+    one_minus_beta1, beta2, one_minus_beta2, epsilon, step_size, bias_correction2_sqrt, decay = factors
     decoupled, maximize = options
     gradient, negated = _decayed_gradient(xp, x, g, None if decoupled else decay, maximize, scratch[0])
     if negated:  # (-G) - M == -(G + M) exactly
@@ -333,7 +354,7 @@ def adagrad(xp, inputs, attrs):
     learning_rate, step, lr_decay, epsilon, weight_decay = inputs[:ADAGRAD_TENSORS_START]
     one = learning_rate.dtype.type(1)
     factors = (epsilon, learning_rate / (one + (step - one) * lr_decay), weight_decay)
-    hyperparameters = (xp, factors, bool(attrs.get("maximize", 0)))
+    hyperparameters = (_Factors(factors), bool(attrs.get("maximize", 0)))
     tensors = inputs[ADAGRAD_TENSORS_START:]
     count = len(tensors) // 3
     xs, gs, sums = tensors[:count], tensors[count : 2 * count], tensors[2 * count :]
@@ -350,7 +371,7 @@ def _adagrad_update(arrays, results, scratch, xp, factors, maximize: bool) -> No
     decomposition's ops (as :func:`_adam_update`)."""
     x, g, state_sum = arrays
     new_x, new_sum = results
-    epsilon, decayed_lr, weight_decay = (None if factor is None else _as_dtype(factor, x.dtype) for factor in factors)
+    epsilon, decayed_lr, weight_decay = factors
     gradient, negated = _decayed_gradient(xp, x, g, weight_decay, maximize, scratch[0])
     xp.multiply(gradient, gradient, out=new_sum)
     new_sum += state_sum
@@ -372,7 +393,7 @@ def rmsprop(xp, inputs, attrs):
     learning_rate, alpha, epsilon, weight_decay, momentum = inputs[:RMSPROP_TENSORS_START]
     factors = (learning_rate, alpha, learning_rate.dtype.type(1) - alpha, epsilon, weight_decay, momentum)
     centered, maximize = bool(attrs.get("centered", 0)), bool(attrs.get("maximize", 0))
-    hyperparameters = (xp, factors, maximize)
+    hyperparameters = (_Factors(factors), maximize)
     tensors = inputs[RMSPROP_TENSORS_START:]
     lists = 3 + centered + (momentum is not None)
     count = len(tensors) // lists
@@ -396,9 +417,7 @@ def _rmsprop_update(arrays, results, scratch, xp, factors, maximize: bool) -> No
     decomposition's ops (as :func:`_adam_update`)."""
     x, g, square_avg, grad_avg, buffer = arrays
     new_x, new_square_avg = results[:2]
-    learning_rate, alpha, one_minus_alpha, epsilon, weight_decay, momentum = (
-        None if factor is None else _as_dtype(factor, x.dtype) for factor in factors
-    )
+    learning_rate, alpha, one_minus_alpha, epsilon, weight_decay, momentum = factors
     gradient, negated = _decayed_gradient(xp, x, g, weight_decay, maximize, scratch[0])
     xp.multiply(square_avg, alpha, out=new_square_avg)
     average = xp.multiply(gradient, gradient, out=scratch[1])
