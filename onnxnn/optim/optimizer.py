@@ -273,7 +273,7 @@ class Optimizer:
                 rebind(grad, value_of(full_tensor(grad.shape, 0, grad.dtype, grad.device)))
 
     def step(self, closure: Callable[[], Any] | None = None):
-        """Performs one optimization step: every parameter update is one graph and one session run.
+        """Performs one optimization step: the updates of all parameters are realized together.
 
         Args:
             closure: re-evaluates the model and returns the loss (run with gradients enabled).

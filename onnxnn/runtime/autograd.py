@@ -7,7 +7,7 @@ a recorded op's runs the gradient rule of its op_type, a custom ``autograd.Funct
 subclass) runs the user's backward. Rules emit ordinary tensor ops, so the whole backward pass is
 recorded lazily as ONNX nodes (with ``create_graph=True`` it is itself differentiable). The
 gradients stay pending: the backward graph runs when a gradient is read or, in a training loop,
-together with the optimizer's update, so a whole step is typically one session run. The driver, not the rules,
+together with the optimizer's update, so a whole step is typically one or two runs. The driver, not the rules,
 sums broadcast gradients back to input shapes, accumulates gradients of shared inputs and fills symbolic zeros.
 """
 
