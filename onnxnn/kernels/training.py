@@ -120,7 +120,7 @@ def momentum(xp, inputs, attrs):
         return _one_by_one(xp, _momentum_update, 2, (xs, gs, vs), hyperparameters)
     layout, (flat_x, flat_v) = flat
     flat_g = xp.concatenate(gs, axis=None)
-    return _flat_results(layout, _apply(xp, _momentum_update, 2, (flat_x, flat_g, flat_v), hyperparameters))
+    return _flat_results(layout, _flat_update(xp, _momentum_update, (flat_x, flat_g, flat_v), hyperparameters))
 
 
 def _flat_inputs(xp, carried: tuple):
@@ -163,21 +163,22 @@ def _flat_update_applies(xs) -> bool:
 
 
 class _Factors:
-    """An update's scalar factors, cast to each dtype of the tensors it updates once (not per block)."""
+    """An update's scalar factors, cast to the dtype of the tensors it updates once (not per block;
+    one node updates tensors of one dtype, so the last cast is kept)."""
 
-    __slots__ = ("values", "cast")
+    __slots__ = ("values", "last")
 
     def __init__(self, values: tuple):
         self.values = values
-        self.cast: dict = {}
+        self.last: tuple | None = None  # (dtype, the factors cast to it)
 
     def of(self, dtype) -> tuple:
-        found = self.cast.get(dtype)
-        if found is None:
-            found = self.cast[dtype] = tuple(
-                None if value is None else _as_dtype(value, dtype) for value in self.values
-            )
-        return found
+        last = self.last
+        if last is not None and last[0] is dtype:
+            return last[1]
+        cast = tuple([None if value is None else _as_dtype(value, dtype) for value in self.values])
+        self.last = (dtype, cast)
+        return cast
 
 
 def _one_by_one(xp, update, result_count: int, tensor_lists: tuple, hyperparameters: tuple) -> list:
@@ -194,11 +195,12 @@ BLOCK_ELEMENTS = 1 << 16
 
 def _apply(xp, update, result_count: int, arrays: tuple, hyperparameters: tuple) -> tuple:
     """Runs ``update(arrays, results, scratch, xp, factors, options)`` for one tensor (or one flat
-    vector) and returns its new C-contiguous ``results``; ``hyperparameters`` is ``(_Factors, options)``.
+    vector) and returns its new C-contiguous results; ``hyperparameters`` is ``(_Factors, options)``.
 
-    ``arrays`` are the tensor and its gradient and states (None for an absent state); ``update``
-    writes every element of each result and may use the two scratch arrays as it likes. A tensor of
-    at least ``RECYCLE_MIN_ELEMENTS`` elements gets recycled result buffers and runs in blocks of
+    ``arrays`` are the tensor and its gradient and states (None for an absent state). ``update``
+    passes each result and scratch entry as its ufuncs' ``out`` and returns the results: where the
+    entries are None (a small tensor), the ufuncs allocate them as they go. A tensor of at least
+    ``RECYCLE_MIN_ELEMENTS`` elements gets recycled result buffers and runs in blocks of
     ``BLOCK_ELEMENTS``; elementwise arithmetic gives the same values either way.
     """
     # asarray rather than ascontiguousarray, which makes 0-d arrays one-dimensional. One layout for
@@ -209,10 +211,11 @@ def _apply(xp, update, result_count: int, arrays: tuple, hyperparameters: tuple)
     size, shape, dtype = x.size, x.shape, x.dtype
     factors, options = hyperparameters
     factors = factors.of(dtype)
+    if x.ndim == 0:  # numpy's 0-d arithmetic makes scalars: every result and scratch needs an array
+        results = tuple(xp.empty((), dtype) for _ in range(result_count))
+        return update(arrays, results, (xp.empty((), dtype), xp.empty((), dtype)), xp, factors, options)
     if size < RECYCLE_MIN_ELEMENTS or not isinstance(x, np.ndarray):
-        results = tuple(xp.empty(shape, dtype) for _ in range(result_count))
-        update(arrays, results, (xp.empty(shape, dtype), xp.empty(shape, dtype)), xp, factors, options)
-        return results
+        return update(arrays, (None,) * result_count, (None, None), xp, factors, options)
     results = tuple(recycled_empty(shape, dtype) for _ in range(result_count))
     block = min(size, BLOCK_ELEMENTS)
     scratch = (recycled_empty((block,), dtype), recycled_empty((block,), dtype))
@@ -232,23 +235,30 @@ def _apply(xp, update, result_count: int, arrays: tuple, hyperparameters: tuple)
     return results
 
 
-def _momentum_update(arrays, results, scratch, xp, factors, nesterov: bool) -> None:
+def _flat_update(xp, update, arrays: tuple, hyperparameters: tuple) -> tuple:
+    """``update`` of one group's flat vectors: contiguous, one-dimensional and small (at most
+    ``FLAT_UPDATE_MAX_ELEMENTS``), so the ufuncs allocate the results as they go."""
+    factors, options = hyperparameters
+    return update(arrays, (None,) * 4, (None, None), xp, factors.of(arrays[0].dtype), options)
+
+
+def _momentum_update(arrays, results, scratch, xp, factors, nesterov: bool) -> tuple:
     x, g, v = arrays
-    new_x, new_v = results
     learning_rate, alpha, beta, norm_coefficient = factors
     gradient = g
     if norm_coefficient is not None:
         gradient = xp.multiply(x, norm_coefficient, out=scratch[0])
         gradient += g
     scaled = gradient if beta is None else xp.multiply(gradient, beta, out=scratch[1])
-    xp.multiply(v, alpha, out=new_v)
+    new_v = xp.multiply(v, alpha, out=results[1])
     new_v += scaled
     direction = new_v
     if nesterov:
         direction = xp.multiply(new_v, alpha, out=scratch[1])  # ``scaled`` is no longer needed
         direction += gradient
-    step = xp.multiply(learning_rate, direction, out=new_x)
-    xp.subtract(x, step, out=new_x)
+    new_x = xp.multiply(learning_rate, direction, out=results[0])
+    xp.subtract(x, new_x, out=new_x)
+    return new_x, new_v
 
 
 def _as_dtype(hyperparameter, dtype):
@@ -293,7 +303,7 @@ def adam(xp, inputs, attrs):
     flat_v_max = flats[3] if amsgrad else None
     flat_g = xp.concatenate(gs, axis=None)
     arrays = (flats[0], flat_g, flats[1], flats[2], flat_v_max)
-    return _flat_results(layout, _apply(xp, _adam_update, lists - 1, arrays, hyperparameters))
+    return _flat_results(layout, _flat_update(xp, _adam_update, arrays, hyperparameters))
 
 
 def _decayed_gradient(xp, x, g, weight_decay, maximize: bool, out) -> tuple:
@@ -310,40 +320,39 @@ def _decayed_gradient(xp, x, g, weight_decay, maximize: bool, out) -> tuple:
     return gradient, False
 
 
-def _adam_update(arrays, results, scratch, xp, factors, options) -> None:
+def _adam_update(arrays, results, scratch, xp, factors, options) -> tuple:
     """One tensor's (or one flat vector's, or one block's) Adam update into new X, M, V (and Vmax).
 
     Each product and sum is the decomposition's, in its order up to commutativity and negation
     (both exact in IEEE arithmetic).
     """
     x, g, m, v, v_max = arrays
-    new_x, new_m, new_v = results[:3]
     one_minus_beta1, beta2, one_minus_beta2, epsilon, step_size, bias_correction2_sqrt, decay = factors
     decoupled, maximize = options
     gradient, negated = _decayed_gradient(xp, x, g, None if decoupled else decay, maximize, scratch[0])
     if negated:  # (-G) - M == -(G + M) exactly
-        xp.add(gradient, m, out=new_m)
+        new_m = xp.add(gradient, m, out=results[1])
         xp.negative(new_m, out=new_m)
     else:
-        xp.subtract(gradient, m, out=new_m)
+        new_m = xp.subtract(gradient, m, out=results[1])
     new_m *= one_minus_beta1
     new_m += m
-    xp.multiply(v, beta2, out=new_v)
+    new_v = xp.multiply(v, beta2, out=results[2])
     square = xp.multiply(gradient, gradient, out=scratch[1])
     square *= one_minus_beta2
     new_v += square
-    if v_max is not None:
-        xp.maximum(v_max, new_v, out=results[3])
-    denominator = xp.sqrt(new_v if v_max is None else results[3], out=scratch[1])
+    new_v_max = None if v_max is None else xp.maximum(v_max, new_v, out=results[3])
+    denominator = xp.sqrt(new_v if v_max is None else new_v_max, out=square)
     denominator /= bias_correction2_sqrt
     denominator += epsilon
     step = xp.divide(new_m, denominator, out=denominator)
     step *= step_size
     if decay is not None and decoupled:
-        xp.multiply(x, decay, out=new_x)
+        new_x = xp.multiply(x, decay, out=results[0])
         new_x -= step
     else:
-        xp.subtract(x, step, out=new_x)
+        new_x = xp.subtract(x, step, out=results[0])
+    return (new_x, new_m, new_v) if v_max is None else (new_x, new_m, new_v, new_v_max)
 
 
 # ---------------------------------------------------------------------- Adagrad
@@ -363,26 +372,23 @@ def adagrad(xp, inputs, attrs):
         return _one_by_one(xp, _adagrad_update, 2, (xs, gs, sums), hyperparameters)
     layout, (flat_x, flat_sum) = flat
     flat_g = xp.concatenate(gs, axis=None)
-    return _flat_results(layout, _apply(xp, _adagrad_update, 2, (flat_x, flat_g, flat_sum), hyperparameters))
+    return _flat_results(layout, _flat_update(xp, _adagrad_update, (flat_x, flat_g, flat_sum), hyperparameters))
 
 
-def _adagrad_update(arrays, results, scratch, xp, factors, maximize: bool) -> None:
+def _adagrad_update(arrays, results, scratch, xp, factors, maximize: bool) -> tuple:
     """One tensor's (or flat vector's, or block's) Adagrad update into new X and S, the
     decomposition's ops (as :func:`_adam_update`)."""
     x, g, state_sum = arrays
-    new_x, new_sum = results
     epsilon, decayed_lr, weight_decay = factors
     gradient, negated = _decayed_gradient(xp, x, g, weight_decay, maximize, scratch[0])
-    xp.multiply(gradient, gradient, out=new_sum)
+    new_sum = xp.multiply(gradient, gradient, out=results[1])
     new_sum += state_sum
     std = xp.sqrt(new_sum, out=scratch[1])
     std += epsilon
     step = xp.divide(gradient, std, out=std)
     step *= decayed_lr
-    if negated:
-        xp.add(x, step, out=new_x)
-    else:
-        xp.subtract(x, step, out=new_x)
+    new_x = xp.add(x, step, out=results[0]) if negated else xp.subtract(x, step, out=results[0])
+    return new_x, new_sum
 
 
 # ---------------------------------------------------------------------- RMSprop
@@ -409,29 +415,29 @@ def rmsprop(xp, inputs, attrs):
     flat_grad_avg = flats[2] if centered else None
     flat_buffer = flats[-1] if momentum is not None else None
     arrays = (flats[0], xp.concatenate(columns[1], axis=None), flats[1], flat_grad_avg, flat_buffer)
-    return _flat_results(layout, _apply(xp, _rmsprop_update, lists - 1, arrays, hyperparameters))
+    return _flat_results(layout, _flat_update(xp, _rmsprop_update, arrays, hyperparameters))
 
 
-def _rmsprop_update(arrays, results, scratch, xp, factors, maximize: bool) -> None:
+def _rmsprop_update(arrays, results, scratch, xp, factors, maximize: bool) -> tuple:
     """One tensor's (or flat vector's, or block's) RMSprop update into new X, SQ (, GA) (, B), the
     decomposition's ops (as :func:`_adam_update`)."""
     x, g, square_avg, grad_avg, buffer = arrays
-    new_x, new_square_avg = results[:2]
     learning_rate, alpha, one_minus_alpha, epsilon, weight_decay, momentum = factors
     gradient, negated = _decayed_gradient(xp, x, g, weight_decay, maximize, scratch[0])
-    xp.multiply(square_avg, alpha, out=new_square_avg)
+    new_square_avg = xp.multiply(square_avg, alpha, out=results[1])
     average = xp.multiply(gradient, gradient, out=scratch[1])
     average *= one_minus_alpha
     new_square_avg += average
+    new_states = [new_square_avg]
     if grad_avg is not None:
-        new_grad_avg = results[2]
         if negated:  # (-G) - GA == -(G + GA)
-            xp.add(gradient, grad_avg, out=new_grad_avg)
+            new_grad_avg = xp.add(gradient, grad_avg, out=results[2])
             xp.negative(new_grad_avg, out=new_grad_avg)
         else:
-            xp.subtract(gradient, grad_avg, out=new_grad_avg)
+            new_grad_avg = xp.subtract(gradient, grad_avg, out=results[2])
         new_grad_avg *= one_minus_alpha
         new_grad_avg += grad_avg
+        new_states.append(new_grad_avg)
         xp.multiply(new_grad_avg, new_grad_avg, out=average)
         xp.subtract(new_square_avg, average, out=average)
         xp.sqrt(average, out=average)
@@ -440,17 +446,15 @@ def _rmsprop_update(arrays, results, scratch, xp, factors, maximize: bool) -> No
     average += epsilon
     quotient = xp.divide(gradient, average, out=average)  # G' / A, or -(G' / A) while negated
     if buffer is not None:
-        new_buffer = results[-1]
-        xp.multiply(buffer, momentum, out=new_buffer)
+        new_buffer = xp.multiply(buffer, momentum, out=results[-1])
         if negated:
             new_buffer -= quotient
         else:
             new_buffer += quotient
+        new_states.append(new_buffer)
         step = xp.multiply(new_buffer, learning_rate, out=quotient)
-        xp.subtract(x, step, out=new_x)
+        new_x = xp.subtract(x, step, out=results[0])
     else:
         quotient *= learning_rate
-        if negated:
-            xp.add(x, quotient, out=new_x)
-        else:
-            xp.subtract(x, quotient, out=new_x)
+        new_x = xp.add(x, quotient, out=results[0]) if negated else xp.subtract(x, quotient, out=results[0])
+    return (new_x, *new_states)
