@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ..runtime.autograd import grad, run_backward
+from ..runtime.backward import grad, run_backward
 from ..runtime.grad_mode import enable_grad, no_grad, set_grad_enabled
 from .function import Function, FunctionCtx, once_differentiable
 

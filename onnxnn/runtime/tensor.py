@@ -19,7 +19,8 @@ from ..ir.graph import Value, constant, hold
 from ..ir.mode import MODE
 from ..ir.registry import non_differentiable
 from . import creation
-from .autograd import AccumulateGrad, Function, RemovableHandle, VersionCounter, _HookDict, add_hook, run_backward
+from .autograd import AccumulateGrad, Function, RemovableHandle, VersionCounter, _HookDict, add_hook
+from .backward import run_backward
 from .depth import MAX_PENDING_DEPTH, after_recording
 from .printing import format_tensor
 from .realization import data_of

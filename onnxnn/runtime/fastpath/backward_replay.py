@@ -4,7 +4,7 @@ A training loop builds an autograd graph of the same structure at every step, an
 records the same gradient nodes every time: gradient rules, the driver's bookkeeping and shape
 rules give the same answers for the same op types, attributes, shapes, dtypes and topology (DESIGN
 principle 3: on a cache hit, no autodiff runs). So the first backward of a structure runs the
-general driver (``autograd._execute``) under a trace, which keeps the nodes it recorded, the saved
+general driver (``backward._execute``) under a trace, which keeps the nodes it recorded, the saved
 values its rules read and what it left in each leaf's ``.grad``. Later backwards of the structure
 replay that over the new step's values: one ``Node`` and its ``Value``s per gradient node, with no
 rule, Tensor or gradient bookkeeping in between.
@@ -45,7 +45,7 @@ def backward(root: tuple, root_gradient, retain_graph: bool, engine) -> bool:
         root: the (function, output_nr) edge the gradient enters at.
         root_gradient: the Tensor that enters there.
         retain_graph: keep the functions' saved values for another backward.
-        engine: the autograd engine (``runtime.autograd.ENGINE``): its general driver
+        engine: the autograd engine (``runtime.backward.ENGINE``): its general driver
             ``execute``, and the ``Function``, ``AccumulateGrad`` and ``Tensor`` types.
 
     Returns:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..autograd import grad
+from ..backward import grad
 from ..grad_mode import enable_grad
 from ._common import Tensor
 

@@ -1,0 +1,410 @@
+"""The backward pass: reverse-mode autodiff as a walk over the backward graph (``runtime/autograd.py``).
+
+``run_backward`` and ``grad`` walk the functions reachable from their roots in reverse
+topological order and ask each for the gradients of its inputs. The gradients stay pending: the
+backward graph runs when a gradient is read or, in a training loop, together with the optimizer's
+update, so a whole step is typically one or two runs. The driver, not the rules, sums broadcast
+gradients back to input shapes, accumulates gradients of shared inputs and fills symbolic zeros.
+A backward whose structure repeats is replayed by the fast path (``fastpath/backward_replay.py``).
+"""
+
+from __future__ import annotations
+
+from itertools import zip_longest
+
+import numpy as np
+
+from ..ir.graph import hold, static_constant
+from ..ir.mode import MODE
+from ..ir.plan import realize_alongside
+from ..ir.registry import unmaterialized_gradients
+from . import tensor as _tensor  # circular (tensor imports backward): attributes are read at call time
+from .autograd import FREED_MESSAGE, AccumulateGrad, Function, sum_to_shape
+from .fastpath import backward_replay
+from .grad_mode import no_grad, set_grad_enabled
+
+__all__ = ["run_backward", "grad", "ENGINE"]
+
+
+def _edge_of(tensor):
+    """The (function, output_nr) edge that gradients for ``tensor`` flow into."""
+    if tensor._grad_fn is not None:
+        return tensor._grad_fn, tensor._output_nr
+    if tensor._requires_grad:
+        return tensor._grad_accumulator(), 0
+    return None
+
+
+def _collect(roots: list) -> tuple[dict, list]:
+    """Dependency counts of every function reachable from ``roots`` (a list of functions).
+
+    The engine's tables are keyed by the function objects themselves: they hash by identity, in C.
+    """
+    dependencies: dict = {}
+    order: list = []
+    seen = set()
+    stack = list(roots)
+    while stack:
+        function = stack.pop()
+        if function in seen:
+            continue
+        seen.add(function)
+        order.append(function)
+        for edge in function.next_functions:
+            if edge is None or edge[0] is None:
+                continue
+            dependencies[edge[0]] = dependencies.get(edge[0], 0) + 1
+            stack.append(edge[0])
+    return dependencies, order
+
+
+def _needed(order: list, targets: set) -> set:
+    """The functions from which some target edge is reachable (the path to prune to)."""
+    needed = set()
+    changed = True
+    while changed:
+        changed = False
+        for function in order:
+            if function in needed:
+                continue
+            if function in targets or any(
+                edge is not None and edge[0] is not None and edge[0] in needed for edge in function.next_functions
+            ):
+                needed.add(function)
+                changed = True
+    return needed
+
+
+def _apply_hooks(hooks, value):
+    for hook in list(hooks.values()):
+        result = hook(value)
+        if result is not None:
+            value = result
+    return value
+
+
+def _execute(
+    roots: list,
+    root_grads: list,
+    *,
+    retain_graph: bool,
+    create_graph: bool,
+    capture: list | None = None,
+    accumulate_only: set | None = None,
+) -> list:
+    """The backward engine shared by ``Tensor.backward`` and ``autograd.grad``.
+
+    Args:
+        roots: (function, output_nr) edges the gradients start from.
+        root_grads: the gradient tensor for each root.
+        capture: edges whose incoming gradient is returned instead of accumulated (autograd.grad).
+        accumulate_only: the leaf accumulators to update (backward(inputs=...)); None means all.
+
+    Returns:
+        The captured gradients (None where nothing flowed), in the order of ``capture``.
+    """
+    MODE.in_backward += 1
+    profiler = MODE.profiler
+    if profiler is not None:
+        profiler.begin_range("onnxnn::backward")
+    try:
+        return _drive(
+            roots,
+            root_grads,
+            retain_graph=retain_graph,
+            create_graph=create_graph,
+            capture=capture,
+            accumulate_only=accumulate_only,
+        )
+    finally:
+        MODE.in_backward -= 1
+        if profiler is not None:
+            profiler.end_range()
+
+
+def _drive(
+    roots: list,
+    root_grads: list,
+    *,
+    retain_graph: bool,
+    create_graph: bool,
+    capture: list | None,
+    accumulate_only: set | None,
+) -> list:
+    """``_execute``'s body, run while ``MODE.in_backward`` counts it."""
+    # Incoming gradients per function, by output number. This loop runs for every backward of a
+    # training step, so its tables are keyed by the functions (identity hashes) and it merges the
+    # passes over each node's edges.
+    buffers: dict = {}
+    for (function, output_nr), gradient in zip(roots, root_grads):
+        _deposit(buffers, function, output_nr, gradient)
+    root_functions = list(dict.fromkeys(function for function, _ in roots))
+    dependencies, order = _collect(root_functions)
+
+    targets = None
+    if capture is not None:
+        targets = {edge[0] for edge in capture if edge is not None}
+    elif accumulate_only is not None:
+        targets = set(accumulate_only)
+    needed = _needed(order, targets) if targets is not None else None
+    captured: dict = {}
+    capture_keys = {(e[0], e[1]) for e in capture if e is not None} if capture is not None else None
+
+    ready = [f for f in root_functions if dependencies.get(f, 0) == 0]
+    with set_grad_enabled(create_graph):
+        while ready:
+            function = ready.pop()
+            slots = buffers.pop(function, _NOTHING)
+            if capture_keys:
+                for output_nr, gradient in slots.items():
+                    if (function, output_nr) in capture_keys:
+                        captured[(function, output_nr)] = gradient
+            if type(function) is AccumulateGrad:
+                gradient = slots.get(0)
+                if (
+                    gradient is not None
+                    and capture is None
+                    and (accumulate_only is None or function in accumulate_only)
+                ):
+                    _accumulate(function.variable, gradient, create_graph)
+                continue
+            if needed is not None and function not in needed:
+                input_grads: tuple | list = ()  # no target lies behind it; still release its dependents below
+            else:
+                input_grads = _run_function(function, slots, create_graph)
+            for edge, gradient in zip_longest(function.next_functions, input_grads):
+                if edge is None:
+                    continue
+                next_function, output_nr = edge
+                if next_function is None:
+                    continue
+                if gradient is not None:
+                    _deposit(buffers, next_function, output_nr, gradient)
+                remaining = dependencies[next_function] - 1
+                dependencies[next_function] = remaining
+                if remaining == 0:
+                    ready.append(next_function)
+            if not retain_graph:
+                function.release()
+    results = []
+    if capture is not None:
+        for edge in capture:
+            gradient = None if edge is None else captured.get((edge[0], edge[1]))
+            if gradient is not None and not create_graph:
+                gradient = gradient.detach()
+            results.append(gradient)
+    return results
+
+
+_NOTHING: dict = {}  # the slots of a function no gradient reached (read only)
+
+
+def _deposit(buffers: dict, function, output_nr: int, gradient) -> None:
+    """Adds ``gradient`` to what has reached output ``output_nr`` of ``function`` so far."""
+    slots = buffers.get(function)
+    if slots is None:
+        buffers[function] = {output_nr: gradient}
+    elif output_nr in slots:
+        slots[output_nr] = slots[output_nr] + gradient
+    else:
+        slots[output_nr] = gradient
+
+
+def _run_function(function: Function, slots: dict, create_graph: bool) -> list:
+    """Runs tensor hooks, node pre-hooks, the node's backward and node hooks of one function."""
+    outputs = function.outputs
+    if outputs is None:
+        raise RuntimeError(FREED_MESSAGE)
+    gradient = slots.get(0)
+    if len(outputs) == 1 and gradient is not None and not (function._tensor_hooks or function._retained):
+        grad_outputs = [gradient]  # the common case: one output, its gradient arrived, no hooks
+    else:
+        grad_outputs = []
+        for output_nr, value in enumerate(outputs):
+            gradient = slots.get(output_nr)
+            if gradient is not None and (function._tensor_hooks or function._retained):
+                gradient = _output_gradient_hooks(function, output_nr, gradient, create_graph)
+            if gradient is None and value is not None and function.materialize_grads:
+                node = function.node  # None for a custom Function, whose own flag decides
+                if node is None or (node.domain, node.op_type) not in _UNMATERIALIZED:
+                    gradient = _tensor.Tensor._zeros(value.shape, value.dtype, value.device)
+            grad_outputs.append(gradient)
+    if function._pre_hooks:
+        for hook in list(function._pre_hooks.values()):
+            result = hook(tuple(grad_outputs))
+            if result is not None:
+                grad_outputs = list(result)
+    fitted = function.input_gradients(grad_outputs, create_graph)
+    if function._hooks:
+        for hook in list(function._hooks.values()):
+            result = hook(tuple(fitted), tuple(grad_outputs))
+            if result is not None:
+                fitted = list(result)
+    return fitted
+
+
+def _output_gradient_hooks(function: Function, output_nr: int, gradient, create_graph: bool):
+    """Tensor hooks registered on a non-leaf output, then ``retain_grad``'s copy into ``.grad``."""
+    if function._tensor_hooks and output_nr in function._tensor_hooks:
+        gradient = _apply_hooks(function._tensor_hooks[output_nr], gradient)
+    if function._retained and output_nr in function._retained:
+        tensor = function._retained[output_nr]()
+        if tensor is not None:
+            tensor.grad = _stored_gradient(gradient, create_graph)
+    return gradient
+
+
+_UNMATERIALIZED = unmaterialized_gradients.table
+
+
+def _stored_gradient(gradient, create_graph: bool):
+    """The tensor a ``.grad`` keeps: the gradient itself, or without history. It holds the pending
+    value from now on (``graph.hold``): the backward's own tensors die when it returns, and a value
+    no live handle holds is left out of the run that computes it, so reading ``.grad`` after the
+    optimizer's step would run the whole backward again."""
+    stored = gradient if create_graph else gradient.detach()
+    hold(stored._value, stored)
+    return stored
+
+
+def _accumulate(variable, gradient, create_graph: bool) -> None:
+    if variable._backward_hooks:
+        gradient = _apply_hooks(variable._backward_hooks, gradient)
+    if gradient._value.shape != variable._value.shape:
+        gradient = sum_to_shape(gradient, variable._value.shape)
+    if variable.grad is None:
+        variable.grad = _stored_gradient(gradient, create_graph)
+    elif create_graph:
+        variable.grad = variable.grad + gradient
+    else:
+        with no_grad():
+            variable.grad._rebind((variable.grad + gradient)._value)
+
+
+def _root_gradients(tensors: list, grad_tensors: list) -> list:
+    result = []
+    for index, (tensor, gradient) in enumerate(zip(tensors, grad_tensors)):
+        if not tensor.requires_grad:
+            raise RuntimeError(f"element {index} of tensors does not require grad and does not have a grad_fn")
+        if gradient is None:
+            if tensor.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            # A structural constant: embedded in the compiled graph (where it folds away), not fed.
+            value = tensor._value
+            ones: int | list = 1
+            for _ in value.shape:  # a one-element shape: [[1]] for (1, 1)
+                ones = [ones]
+            gradient = _tensor.Tensor._from_value(static_constant(ones, value.dtype, value.device))
+        elif not isinstance(gradient, _tensor.Tensor):
+            gradient = _tensor.Tensor._from_array(
+                np.asarray(gradient, dtype=tensor.dtype.numpy_dtype), tensor.dtype, tensor.device
+            )
+        if gradient._value.shape != tensor._value.shape:
+            raise RuntimeError(
+                f"Mismatch in shape: grad_output[{index}] has a shape of {gradient.shape} "
+                f"and output[{index}] has a shape of {tensor.shape}."
+            )
+        result.append(gradient)
+    return result
+
+
+def run_backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
+    """Computes gradients of ``tensors`` and accumulates them into the ``.grad`` of graph leaves."""
+    tensors = [tensors] if isinstance(tensors, _tensor.Tensor) else list(tensors)
+    if grad_tensors is None:
+        grad_tensors = [None] * len(tensors)
+    elif isinstance(grad_tensors, _tensor.Tensor):
+        grad_tensors = [grad_tensors]
+    if retain_graph is None:
+        retain_graph = create_graph
+    root_grads = _root_gradients(tensors, list(grad_tensors))
+    roots = [_edge_of(t) for t in tensors]
+    for tensor in tensors:
+        # The loss is usually read after the optimizer's step: computed then with the gradients'
+        # graph, which runs the forward pass anyway, rather than by a second run of the forward.
+        realize_alongside(tensor._value)
+    accumulate_only = None
+    if inputs is not None:
+        inputs = [inputs] if isinstance(inputs, _tensor.Tensor) else list(inputs)
+        if not inputs:
+            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+        accumulate_only = set()
+        for tensor in inputs:
+            if not tensor.is_leaf:
+                raise NotImplementedError(
+                    "backward(inputs=...) with non-leaf tensors is not supported; use autograd.grad for them"
+                )
+            accumulate_only.add(tensor._grad_accumulator())
+    if (
+        MODE.fast_path
+        and accumulate_only is None
+        and not create_graph
+        and len(roots) == 1
+        and not MODE.eager
+        and backward_replay.backward(roots[0], root_grads[0], retain_graph, ENGINE)
+    ):
+        return  # a structure seen before: its traced backward was replayed
+    _execute(roots, root_grads, retain_graph=retain_graph, create_graph=create_graph, accumulate_only=accumulate_only)
+
+
+def grad(
+    outputs,
+    inputs,
+    grad_outputs=None,
+    retain_graph=None,
+    create_graph: bool = False,
+    allow_unused=None,
+    materialize_grads: bool = False,
+) -> tuple:
+    """Computes and returns the gradients of ``outputs`` with respect to ``inputs`` (without touching ``.grad``).
+
+    Example::
+
+        >>> x = onnxnn.tensor([1.0, 2.0], requires_grad=True)
+        >>> (g,) = onnxnn.autograd.grad((x * x).sum(), x)
+        >>> g
+        tensor([2., 4.])
+    """
+    outputs = [outputs] if isinstance(outputs, _tensor.Tensor) else list(outputs)
+    single = isinstance(inputs, _tensor.Tensor)
+    inputs = [inputs] if single else list(inputs)
+    if grad_outputs is None:
+        grad_outputs = [None] * len(outputs)
+    elif isinstance(grad_outputs, _tensor.Tensor):
+        grad_outputs = [grad_outputs]
+    if retain_graph is None:
+        retain_graph = create_graph
+    for index, tensor in enumerate(inputs):
+        if not tensor.requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    root_grads = _root_gradients(outputs, list(grad_outputs))
+    roots = [_edge_of(t) for t in outputs]
+    capture = [_edge_of(t) for t in inputs]
+    results = _execute(roots, root_grads, retain_graph=retain_graph, create_graph=create_graph, capture=capture)
+    final = []
+    for tensor, gradient in zip(inputs, results):
+        if gradient is None:
+            if materialize_grads:
+                gradient = _tensor.Tensor._zeros(tensor.shape, tensor.dtype, tensor.device)
+            elif not allow_unused:
+                raise RuntimeError(
+                    "One of the differentiated Tensors appears to not have been used in the "
+                    "graph. Set allow_unused=True if this is the desired behavior."
+                )
+        final.append(gradient)
+    return tuple(final)
+
+
+class _Engine:
+    """What the fast path's backward replay drives: handed to it, so the fast path imports no autograd."""
+
+    Function = Function
+    AccumulateGrad = AccumulateGrad
+    execute = staticmethod(_execute)
+
+    @property
+    def Tensor(self) -> type:
+        return _tensor.Tensor
+
+
+ENGINE = _Engine()
