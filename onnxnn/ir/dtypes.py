@@ -41,6 +41,7 @@ __all__ = [
     "promote_types",
     "result_type",
     "as_dtype",
+    "scalar_type_name",
 ]
 
 # Categories order the promotion lattice: bool < integer < floating.
@@ -99,6 +100,29 @@ _BY_NUMPY = {d.numpy_dtype: d for d in ALL_DTYPES}
 _BY_ONNX = {d.onnx_type: d for d in ALL_DTYPES}
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NAME.update(float=float32, double=float64, half=float16, long=int64, int=int32, short=int16)
+
+# PyTorch's ScalarType names, which its error messages and ``Tensor.type()`` use.
+_SCALAR_TYPE_NAMES = {
+    "float32": "Float",
+    "float64": "Double",
+    "float16": "Half",
+    "bfloat16": "BFloat16",
+    "int64": "Long",
+    "int32": "Int",
+    "int16": "Short",
+    "int8": "Char",
+    "uint8": "Byte",
+    "bool": "Bool",
+    "uint16": "UInt16",
+    "uint32": "UInt32",
+    "uint64": "UInt64",
+}
+
+
+def scalar_type_name(value_dtype: dtype) -> str:
+    """PyTorch's name of ``value_dtype`` in its messages: ``"Float"`` for float32, ``"Long"`` for int64."""
+    return _SCALAR_TYPE_NAMES[value_dtype.name]
+
 
 _default_float = float32
 

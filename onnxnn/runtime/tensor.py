@@ -7,13 +7,12 @@ value and bump a version counter (DESIGN principle 5).
 
 from __future__ import annotations
 
-import builtins
 import weakref
 
 import numpy as np
 
 from ..ir import dtypes as _dtypes
-from ..ir.device import CPU, as_device, cuda_is_available
+from ..ir.device import CPU
 from ..ir.device import device as _Device  # aliased: parameters here are named device
 from ..ir.graph import Value, constant, hold
 from ..ir.mode import MODE
@@ -26,6 +25,7 @@ from .printing import format_tensor
 from .realization import data_of
 from .recording import different_devices, record_scanned
 from .tensor_api import TensorAPI
+from .tensor_conversions import TensorConversions
 from .tensor_methods import TensorMethods
 
 __all__ = ["Tensor", "Size", "apply_op", "autocast_arguments"]
@@ -157,7 +157,7 @@ _weak_reference = weakref.ref
 _NON_DIFFERENTIABLE = non_differentiable.table  # bound once: apply_op runs for every op
 
 
-class Tensor(TensorMethods, TensorAPI):
+class Tensor(TensorMethods, TensorAPI, TensorConversions):
     """A multi-dimensional array whose operations are recorded as ONNX nodes and run lazily.
 
     Create tensors with :func:`onnxnn.tensor`, :func:`onnxnn.zeros`, :func:`onnxnn.randn`, ...
@@ -425,8 +425,8 @@ class Tensor(TensorMethods, TensorAPI):
         """``_assign`` for in-place arithmetic: refuses a result of a higher category (int += 2.5)."""
         if result._value.dtype.category > self._value.dtype.category:
             raise RuntimeError(
-                f"result type {_SCALAR_TYPE_NAMES[result._value.dtype.name]} can't be cast to the "
-                f"desired output type {_SCALAR_TYPE_NAMES[self._value.dtype.name]}"
+                f"result type {_dtypes.scalar_type_name(result._value.dtype)} can't be cast to the "
+                f"desired output type {_dtypes.scalar_type_name(self._value.dtype)}"
             )
         return self._assign(result)
 
@@ -574,132 +574,6 @@ class Tensor(TensorMethods, TensorAPI):
             copied.grad = self.grad.__deepcopy__(memo)
         memo[id(self)] = copied
         return copied
-
-    # ----------------------------------------------------------------- devices and dtypes
-    def to(self, *args, **kwargs) -> "Tensor":
-        """Converts dtype and/or device: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(tensor)``."""
-        target_dtype = kwargs.pop("dtype", None)
-        target_device = kwargs.pop("device", None)
-        kwargs.pop("non_blocking", None)
-        kwargs.pop("copy", None)
-        kwargs.pop("memory_format", None)
-        if kwargs:
-            raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
-        for arg in args:
-            if isinstance(arg, Tensor):
-                target_dtype, target_device = arg.dtype, arg.device
-            elif isinstance(arg, _dtypes.dtype) or (isinstance(arg, type) and issubclass(arg, np.generic)):
-                target_dtype = arg
-            elif arg is not None and not isinstance(arg, bool):
-                target_device = arg
-        result = self
-        if target_device is not None:
-            result = result._to_device(as_device(target_device))
-        if target_dtype is not None:
-            target_dtype = _dtypes.as_dtype(target_dtype)
-            if target_dtype is not result._value.dtype:
-                result = apply_op("Cast", (result,), {"to": target_dtype}, "ToCopyBackward0")
-        return result
-
-    def _to_device(self, target) -> "Tensor":
-        if target is self._value.device:
-            return self
-        if target.type == "cuda" and not cuda_is_available():
-            raise RuntimeError(
-                "CUDA is not available: onnxruntime's CUDA execution provider could not be "
-                "loaded on this machine (no GPU, or onnxruntime-gpu/CUDA libraries missing)"
-            )
-        data = self._realized_data()
-        moved = Tensor._from_value(constant(data, self._value.dtype, target))
-        if self._requires_grad and MODE.grad.enabled:
-            # Device copies keep the gradient path: an Identity node whose gradient is copied back.
-            moved = apply_op("Identity", (self,), None, "ToCopyBackward0")
-            moved._value.device = target
-        return moved
-
-    def cpu(self) -> "Tensor":
-        return self.to("cpu")
-
-    def cuda(self, device=None) -> "Tensor":
-        return self.to("cuda" if device is None else as_device(device if not isinstance(device, int) else device))
-
-    def type(self, dtype=None):
-        """Without arguments, the type name (``"onnxnn.FloatTensor"``); otherwise a cast."""
-        if dtype is None:
-            names = {
-                "float32": "FloatTensor",
-                "float64": "DoubleTensor",
-                "float16": "HalfTensor",
-                "bfloat16": "BFloat16Tensor",
-                "int64": "LongTensor",
-                "int32": "IntTensor",
-                "int16": "ShortTensor",
-                "int8": "CharTensor",
-                "uint8": "ByteTensor",
-                "bool": "BoolTensor",
-                "uint16": "UInt16Tensor",
-                "uint32": "UInt32Tensor",
-                "uint64": "UInt64Tensor",
-            }
-            return f"onnxnn.{names[self._value.dtype.name]}"
-        return self.to(dtype)
-
-    def float(self) -> "Tensor":
-        return self.to(_dtypes.float32)
-
-    def double(self) -> "Tensor":
-        return self.to(_dtypes.float64)
-
-    def half(self) -> "Tensor":
-        return self.to(_dtypes.float16)
-
-    def bfloat16(self) -> "Tensor":
-        return self.to(_dtypes.bfloat16)
-
-    def long(self) -> "Tensor":
-        return self.to(_dtypes.int64)
-
-    def int(self) -> "Tensor":
-        return self.to(_dtypes.int32)
-
-    def short(self) -> "Tensor":
-        return self.to(_dtypes.int16)
-
-    def char(self) -> "Tensor":
-        return self.to(_dtypes.int8)
-
-    def byte(self) -> "Tensor":
-        return self.to(_dtypes.uint8)
-
-    def bool(self) -> "Tensor":
-        return self.to(_dtypes.bool)
-
-    def share_memory_(self) -> "Tensor":
-        return self
-
-    def is_shared(self) -> builtins.bool:
-        return False
-
-    def pin_memory(self) -> "Tensor":
-        return self
-
-
-# PyTorch's ScalarType names, which its error messages use.
-_SCALAR_TYPE_NAMES = {
-    "float32": "Float",
-    "float64": "Double",
-    "float16": "Half",
-    "bfloat16": "BFloat16",
-    "int64": "Long",
-    "int32": "Int",
-    "int16": "Short",
-    "int8": "Char",
-    "uint8": "Byte",
-    "bool": "Bool",
-    "uint16": "UInt16",
-    "uint32": "UInt32",
-    "uint64": "UInt64",
-}
 
 
 def _rebuild_tensor(array: np.ndarray, dtype_name: str, requires_grad: bool) -> Tensor:

@@ -6,24 +6,6 @@ from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...runtime.tensor import Tensor, autocast_arguments
 
-# PyTorch's scalar type names, used in its dtype-mismatch messages.
-_SCALAR_TYPE_NAMES = {
-    "float32": "Float",
-    "float64": "Double",
-    "float16": "Half",
-    "bfloat16": "BFloat16",
-    "int64": "Long",
-    "int32": "Int",
-    "int16": "Short",
-    "int8": "Char",
-    "uint8": "Byte",
-    "bool": "Bool",
-}
-
-
-def scalar_type_name(value_dtype: dtypes.dtype) -> str:
-    return _SCALAR_TYPE_NAMES[value_dtype.name]
-
 
 def lacks_kernels(input: Tensor) -> bool:
     """True for float64: onnxruntime's CPU provider has no float64 LeakyRelu, Elu, Softplus, Gelu or Erf."""

@@ -7,7 +7,7 @@ from ...ir.graph import FrozenAttributes
 from ...runtime import ops as _ops
 from ...ir.mode import MODE
 from ...runtime.tensor import Tensor, apply_op, autocast_arguments
-from ._common import scalar_type_name
+from ...ir.dtypes import scalar_type_name
 
 __all__ = ["linear"]
 

@@ -18,7 +18,8 @@ from ...ir.graph import shared_attributes, static_constant
 from ...ir.mode import MODE
 from ...runtime.internal import known_data, tensor_of
 from ...runtime.tensor import Tensor, apply_op
-from ._common import loss_inputs_in_float32, scalar_type_name, stable_softplus
+from ...ir.dtypes import scalar_type_name
+from ._common import loss_inputs_in_float32, stable_softplus
 
 __all__ = [
     "one_hot",

@@ -18,7 +18,7 @@ from ...runtime import ops as _ops
 from ...ir.graph import static_constant
 from ...runtime.internal import known_data, tensor_of
 from ...runtime.tensor import Tensor, apply_op
-from ._common import scalar_type_name
+from ...ir.dtypes import scalar_type_name
 
 __all__ = ["ctc_loss"]
 

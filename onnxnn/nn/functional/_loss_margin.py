@@ -16,7 +16,8 @@ from ...runtime import ops as _ops
 from ...ir.graph import static_constant
 from ...runtime.internal import known_data, tensor_of
 from ...runtime.tensor import Tensor
-from ._common import loss_inputs_in_float32, scalar_type_name, stable_softplus
+from ...ir.dtypes import scalar_type_name
+from ._common import loss_inputs_in_float32, stable_softplus
 from ._loss import _check_reduction, _class_mask, _legacy_reduction, _reduce_loss
 
 __all__ = [

@@ -165,20 +165,6 @@ def _reduce(op_type: str, input: Tensor, dim, keepdim: bool, name: str | None) -
     return apply_op(op_type, (input, axes), {"keepdims": int(keepdim)}, name)
 
 
-_SCALAR_TYPE_NAMES = {
-    "float32": "Float",
-    "float64": "Double",
-    "float16": "Half",
-    "bfloat16": "BFloat16",
-    "int64": "Long",
-    "int32": "Int",
-    "int16": "Short",
-    "int8": "Char",
-    "uint8": "Byte",
-    "bool": "Bool",
-}
-
-
 def _integers_as_int64(input: Tensor, dtype) -> Tensor:
     """sum and prod accumulate bool and integer inputs in int64 unless a dtype is given (PyTorch)."""
     if dtype is not None:
@@ -200,7 +186,7 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
     if not input.dtype.is_floating_point:
         raise RuntimeError(
             f"mean(): could not infer output dtype. Input dtype must be either a floating point "
-            f"or complex dtype. Got: {_SCALAR_TYPE_NAMES[input.dtype.name]}"
+            f"or complex dtype. Got: {dtypes.scalar_type_name(input.dtype)}"
         )
     return _reduce("ReduceMean", input, dim, keepdim, "MeanBackward0" if dim is None else "MeanBackward1")
 
@@ -323,7 +309,7 @@ def norm(input: Tensor, p=2, dim=None, keepdim: bool = False) -> Tensor:
     if not input.dtype.is_floating_point:
         raise RuntimeError(
             "linalg.vector_norm: Expected a floating point or complex tensor as input. "
-            f"Got {_SCALAR_TYPE_NAMES[input.dtype.name]}"
+            f"Got {dtypes.scalar_type_name(input.dtype)}"
         )
     if p == 2 or p == "fro":
         return _reduce("ReduceL2", input, dim, keepdim, "LinalgVectorNormBackward0")
