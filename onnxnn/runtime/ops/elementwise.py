@@ -7,7 +7,6 @@ to input shapes by the autodiff driver, never here.
 
 from __future__ import annotations
 
-import builtins
 import math
 
 from ...ir import dtypes
@@ -31,11 +30,6 @@ from ._common import (
 @shape_rules.register("Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "PRelu", "Sum", "Mean")
 def _broadcast_shape(inputs, attrs):
     return [(broadcast_values(inputs), inputs[0].dtype)]
-
-
-@shape_rules.register("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor")
-def _comparison_shape(inputs, attrs):
-    return [(broadcast_values(inputs), dtypes.bool)]
 
 
 shape_rules.register(
@@ -76,14 +70,8 @@ shape_rules.register(
     "Gelu",
     "Mish",
     "ThresholdedRelu",
-    "Not",
     "BitwiseNot",
 )(same_shape)
-
-
-@shape_rules.register("IsNaN", "IsInf")
-def _predicate_shape(inputs, attrs):
-    return [(inputs[0].shape, dtypes.bool)]
 
 
 @shape_rules.register("Cast")
@@ -102,17 +90,6 @@ def _where_shape(inputs, attrs):
 
 
 non_differentiable.mark(
-    "Equal",
-    "Less",
-    "Greater",
-    "LessOrEqual",
-    "GreaterOrEqual",
-    "And",
-    "Or",
-    "Xor",
-    "Not",
-    "IsNaN",
-    "IsInf",
     "Sign",
     "Floor",
     "Ceil",
@@ -639,91 +616,5 @@ def where(condition: Tensor, input, other) -> Tensor:
     return apply_op("Where", (condition, a, b), None, "WhereBackward0")
 
 
-def _comparison(op_type: str, a, b) -> Tensor:
-    (a, b), operand_dtype = promote_operands([a, b])
-    if operand_dtype is dtypes.bool and op_type != "Equal":
-        # onnxruntime orders no bools; False < True holds for their uint8 values too.
-        a, b = (apply_op("Cast", (operand,), {"to": dtypes.uint8}) for operand in (a, b))
-    return apply_op(op_type, (a, b))
-
-
-def eq(input, other) -> Tensor:
-    return _comparison("Equal", input, other)
-
-
-def ne(input, other) -> Tensor:
-    return logical_not(eq(input, other))
-
-
-def lt(input, other) -> Tensor:
-    return _comparison("Less", input, other)
-
-
-def le(input, other) -> Tensor:
-    return _comparison("LessOrEqual", input, other)
-
-
-def gt(input, other) -> Tensor:
-    return _comparison("Greater", input, other)
-
-
-def ge(input, other) -> Tensor:
-    return _comparison("GreaterOrEqual", input, other)
-
-
-def _as_bool(x):
-    if isinstance(x, Tensor):
-        return x if x._value.dtype is dtypes.bool else x.to(dtypes.bool)
-    return x
-
-
-def logical_and(input, other) -> Tensor:
-    return apply_op("And", tuple(promote_operands([_as_bool(input), _as_bool(other)])[0]))
-
-
-def logical_or(input, other) -> Tensor:
-    return apply_op("Or", tuple(promote_operands([_as_bool(input), _as_bool(other)])[0]))
-
-
-def logical_xor(input, other) -> Tensor:
-    return apply_op("Xor", tuple(promote_operands([_as_bool(input), _as_bool(other)])[0]))
-
-
-def logical_not(input: Tensor) -> Tensor:
-    return apply_op("Not", (_as_bool(input),))
-
-
-def isnan(input: Tensor) -> Tensor:
-    return apply_op("IsNaN", (input,)) if input.dtype.is_floating_point else input != input
-
-
-def isinf(input: Tensor) -> Tensor:
-    return apply_op("IsInf", (input,)) if input.dtype.is_floating_point else input != input
-
-
-def isfinite(input: Tensor) -> Tensor:
-    return logical_not(logical_or(isnan(input), isinf(input))) if input.dtype.is_floating_point else input == input
-
-
 def clone(input: Tensor) -> Tensor:
     return apply_op("Identity", (input,), None, "CloneBackward0")
-
-
-def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
-    if _is_bool(input) and _is_bool(other):
-        return eq(input, other)  # bools have no difference to measure
-    tolerance = add(mul(abs(other) if isinstance(other, Tensor) else builtins.abs(other), rtol), atol)
-    close = le(abs(sub(input, other)), tolerance)
-    if equal_nan:
-        close = logical_or(close, logical_and(isnan(input), isnan(other)))
-    return logical_or(close, eq(input, other))
-
-
-def allclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
-    """True when every element satisfies ``|input - other| <= atol + rtol * |other|`` (computed, then read)."""
-    return bool(isclose(input, other, rtol, atol, equal_nan).all().item())
-
-
-def equal(input: Tensor, other: Tensor) -> bool:
-    """True when both tensors have the same shape and elements."""
-    return input.shape == other.shape and bool(eq(input, other).all().item())

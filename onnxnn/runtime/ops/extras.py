@@ -16,6 +16,7 @@ from ...ir import dtypes
 from ...ir import random as _random
 from ..creation import _float_dtype, _make
 from ._common import Tensor, normalize_axes
+from . import comparison as _c
 from . import elementwise as _e
 from . import reduce as _r
 from .shape import chunk, split, stack
@@ -76,7 +77,7 @@ def pdist(input: Tensor, p: float = 2) -> Tensor:
     if p == float("inf"):
         return _r.amax(_e.abs(differences), 1)
     if p == 0:
-        return _r.sum(_e.ne(differences, 0).to(input.dtype), 1)
+        return _r.sum(_c.ne(differences, 0).to(input.dtype), 1)
     return _e.pow(_r.sum(_e.pow(_e.abs(differences), p), 1), 1.0 / p)
 
 
@@ -86,7 +87,7 @@ def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
     others = [d for d in builtins.range(input.dim()) if d != axis]
     norms = _r.norm(input, p, others, keepdim=True) if others else _e.abs(input)
     # PyTorch divides by norm + 1e-7, so a renormed slice ends just under maxnorm.
-    factor = _e.where(_e.gt(norms, maxnorm), _e.div(maxnorm, _e.add(norms, 1e-7)), 1.0)
+    factor = _e.where(_c.gt(norms, maxnorm), _e.div(maxnorm, _e.add(norms, 1e-7)), 1.0)
     return input * factor.to(input.dtype)
 
 
@@ -105,7 +106,7 @@ def unravel_index(indices, shape) -> tuple:
     data = indices._value.data
     if data is not None and data.size and ((data < -total) | (data >= total)).any():
         raise RuntimeError("index is out of bounds for tensor of shape " + str(list(shape)))
-    flat = _e.where(_e.lt(indices, 0), _e.add(indices, total), indices).to(dtypes.int64)
+    flat = _e.where(_c.lt(indices, 0), _e.add(indices, total), indices).to(dtypes.int64)
     result = []
     stride = total
     for size in shape:

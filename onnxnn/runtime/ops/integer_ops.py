@@ -19,6 +19,7 @@ import numpy as np
 from ...ir import dtypes
 from ...ir.registry import non_differentiable, shape_rules
 from ._common import Tensor, apply_op, broadcast_values, promote_operands
+from . import comparison as _c
 from . import elementwise as _e
 from .pointwise import bitwise_not
 
@@ -82,7 +83,7 @@ def gcd(input: Tensor, other: Tensor) -> Tensor:
     a, b = _e.abs(a).expand(*shape), _e.abs(b).expand(*shape)
     # (a, b) -> (b mod a, a) while a != 0; then b is the gcd. A zero a takes a safe divisor of 1.
     for _ in range(_euclid_steps(result)):
-        running = _e.ne(a, 0)
+        running = _c.ne(a, 0)
         remainder = _e.remainder(b, _e.where(running, a, 1))
         a, b = _e.where(running, remainder, a), _e.where(running, a, b)
     return b.to(result)
@@ -92,7 +93,7 @@ def lcm(input: Tensor, other: Tensor) -> Tensor:
     """The least common multiple of each pair of integers (``|a / gcd * b|``; 0 when either is 0)."""
     a, b, result = _integer_operands(input, other, "lcm")
     divisor = gcd(a, b)
-    zero = _e.eq(divisor, 0)
+    zero = _c.eq(divisor, 0)
     quotient = _e.div(a, _e.where(zero, 1, divisor), rounding_mode="trunc")
     if np.iinfo(result.numpy_dtype).bits < 32:  # (int16 runs in int32: the product is exact there)
         # PyTorch's C++ promotes 8- and 16-bit operands to int: |a / g * b| is taken before wrapping.
@@ -123,7 +124,7 @@ def bitwise_left_shift(input, other) -> Tensor:
     """``input << other`` (two's complement, wrapping); 0 where ``other`` is negative or at least the width."""
     a, b, result = _integer_operands(input, other, "lshift")
     width = np.iinfo(result.numpy_dtype).bits
-    valid = _e.logical_and(_e.ge(b, 0), _e.lt(b, width))
+    valid = _c.logical_and(_c.ge(b, 0), _c.lt(b, width))
     shifted = _shift(a, _e.where(valid, b, 0), "LEFT", _UNSIGNED_OF[result.name]).to(result).to(a.dtype)
     return _e.where(valid, shifted, 0).to(result)
 
@@ -133,11 +134,11 @@ def bitwise_right_shift(input, other) -> Tensor:
     a, b, result = _integer_operands(input, other, "rshift")
     width = np.iinfo(result.numpy_dtype).bits
     unsigned = _UNSIGNED_OF[result.name]
-    valid = _e.logical_and(_e.ge(b, 0), _e.lt(b, width))
+    valid = _c.logical_and(_c.ge(b, 0), _c.lt(b, width))
     amount = _e.where(valid, b, width - 1)
     if result is dtypes.uint8:
         return _e.where(valid, _shift(a, amount, "RIGHT", unsigned).to(result), 0).to(result)
-    negative = _e.lt(a, 0)
+    negative = _c.lt(a, 0)
     # For negative a, ~a >= 0: shift it logically and complement back (PyTorch's arithmetic shift).
     magnitude = _e.where(negative, bitwise_not(a), a)
     shifted = _shift(magnitude, amount, "RIGHT", unsigned).to(a.dtype)
@@ -153,7 +154,7 @@ def _exponent(x64: Tensor) -> Tensor:
     magnitude = x64.abs()
     exponent = (magnitude.log() * (1 / math.log(2))).floor() + 1.0
     scaled = _scale(magnitude, exponent.neg())
-    exponent = exponent + _e.ge(scaled, 1.0).to(dtypes.float64) - _e.lt(scaled, 0.5).to(dtypes.float64)
+    exponent = exponent + _c.ge(scaled, 1.0).to(dtypes.float64) - _c.lt(scaled, 0.5).to(dtypes.float64)
     return exponent
 
 
@@ -179,7 +180,7 @@ def frexp(input: Tensor) -> FrexpResult:
         raise RuntimeError("torch.frexp() only supports floating-point dtypes")
     x64 = input.to(dtypes.float64)
     plain = x64.detach()
-    regular = _e.logical_and(_e.isfinite(plain), _e.ne(plain, 0))
+    regular = _c.logical_and(_c.isfinite(plain), _c.ne(plain, 0))
     exponent = _e.where(regular, _exponent(_e.where(regular, plain, 1.0)), 0.0)
     mantissa = _scale(x64, exponent.neg()).to(input.dtype)
     return FrexpResult(mantissa, exponent.to(dtypes.int32))
@@ -208,17 +209,17 @@ def nextafter(input: Tensor, other: Tensor) -> Tensor:
     b = b if isinstance(b, Tensor) else Tensor._from_value(b)
     x, y = a.detach().to(dtypes.float64), b.detach().to(dtypes.float64)
     bits, tiny_exponent = _PRECISION[result.name]
-    regular = _e.logical_and(_e.isfinite(x), _e.ne(x, 0))
+    regular = _c.logical_and(_c.isfinite(x), _c.ne(x, 0))
     exponent = _exponent(_e.where(regular, x, 1.0))
     # Away from zero the spacing is 2^(e - bits); toward zero from a power of two it halves.
-    toward_zero = _e.lt(_e.abs(y), _e.abs(x))
-    power_of_two = _e.eq(_scale(x.abs(), exponent.neg()), 0.5)
-    step_exponent = exponent - float(bits) - _e.logical_and(toward_zero, power_of_two).to(dtypes.float64)
+    toward_zero = _c.lt(_e.abs(y), _e.abs(x))
+    power_of_two = _c.eq(_scale(x.abs(), exponent.neg()), 0.5)
+    step_exponent = exponent - float(bits) - _c.logical_and(toward_zero, power_of_two).to(dtypes.float64)
     spacing = _pow2(_e.maximum(step_exponent, Tensor._full((), float(tiny_exponent), dtypes.float64, x.device)))
     spacing = _e.where(regular, spacing, math.ldexp(1.0, tiny_exponent))  # from zero: the smallest subnormal
     moved = x + _e.sign(y - x) * spacing
     largest = float(_LARGEST[result.name])
-    moved = _e.where(_e.isinf(x), _e.sign(x) * largest, moved)  # from +-inf toward anything: the largest finite
-    same = _e.eq(x, y)
-    nan = _e.logical_or(_e.isnan(x), _e.isnan(y))
+    moved = _e.where(_c.isinf(x), _e.sign(x) * largest, moved)  # from +-inf toward anything: the largest finite
+    same = _c.eq(x, y)
+    nan = _c.logical_or(_c.isnan(x), _c.isnan(y))
     return _e.where(nan, math.nan, _e.where(same, y, moved)).to(result)

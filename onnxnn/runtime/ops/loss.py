@@ -16,7 +16,8 @@ from ...ir import dtypes
 from ...ir.graph import static_constant
 from ...ir.registry import gradient_rules, shape_rules
 from ..tensor import Tensor
-from .elementwise import eq, ne, where
+from .comparison import eq, ne
+from .elementwise import where
 from .linalg import log_softmax
 
 __all__: list[str] = []

@@ -16,6 +16,7 @@ import numpy as np
 from ...ir import dtypes
 from ...ir.registry import non_differentiable, shape_rules
 from ._common import Tensor, apply_op, broadcast_values, normalize_axes, promote_operands
+from . import comparison as _c
 from . import elementwise as _e
 from . import reduce as _r
 from .shape import cat, slice_axis
@@ -123,9 +124,9 @@ def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neg
         info_max, info_min = float(info.max), float(info.min)
     posinf = info_max if posinf is None else posinf
     neginf = info_min if neginf is None else neginf
-    result = _e.where(_e.isnan(input), nan, input)
-    result = _e.where(_e.eq(input, math.inf), posinf, result)
-    return _e.where(_e.eq(input, -math.inf), neginf, result)
+    result = _e.where(_c.isnan(input), nan, input)
+    result = _e.where(_c.eq(input, math.inf), posinf, result)
+    return _e.where(_c.eq(input, -math.inf), neginf, result)
 
 
 def square(input: Tensor) -> Tensor:
@@ -159,7 +160,7 @@ def logaddexp(input: Tensor, other: Tensor) -> Tensor:
     high = _e.maximum(input, other)
     gap = _e.abs(_e.sub(input, other))
     # Equal infinities give NaN gaps; the result there is the infinity itself.
-    return _e.where(_e.isnan(gap), high, _e.add(high, log1p(_e.exp(_e.neg(gap)))))
+    return _e.where(_c.isnan(gap), high, _e.add(high, log1p(_e.exp(_e.neg(gap)))))
 
 
 def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
@@ -175,7 +176,7 @@ def xlogy(input, other) -> Tensor:
         y = Tensor._from_value(y)
     x, y = _e._floating(x), _e._floating(y)
     product = _e.mul(x, _e.log(y))
-    return _e.where(_e.logical_and(_e.eq(x, 0), _e.logical_not(_e.isnan(y))), 0.0, product)
+    return _e.where(_c.logical_and(_c.eq(x, 0), _c.logical_not(_c.isnan(y))), 0.0, product)
 
 
 def hypot(input: Tensor, other: Tensor) -> Tensor:
@@ -226,11 +227,11 @@ absolute = _e.abs
 multiply = _e.mul
 subtract = _e.sub
 divide = _e.div
-greater = _e.gt
-greater_equal = _e.ge
-less = _e.lt
-less_equal = _e.le
-not_equal = _e.ne
+greater = _c.gt
+greater_equal = _c.ge
+less = _c.lt
+less_equal = _c.le
+not_equal = _c.ne
 
 
 def true_divide(dividend, divisor) -> Tensor:
@@ -248,27 +249,27 @@ def float_power(input, exponent) -> Tensor:
 
 def heaviside(input: Tensor, values: Tensor) -> Tensor:
     """0 for negative, ``values`` at zero, 1 for positive inputs."""
-    step = _e.where(_e.gt(input, 0), 1, 0).to(input.dtype)
-    return _e.where(_e.eq(input, 0), values.to(input.dtype), step)
+    step = _e.where(_c.gt(input, 0), 1, 0).to(input.dtype)
+    return _e.where(_c.eq(input, 0), values.to(input.dtype), step)
 
 
 def signbit(input: Tensor) -> Tensor:
     """Whether the sign bit is set (true for -0.0 too)."""
     if not input.dtype.is_floating_point:
-        return _e.lt(input, 0)
+        return _c.lt(input, 0)
     # 1 / -0.0 is -inf: the sign of a zero shows in its reciprocal.
-    return _e.logical_or(_e.lt(input, 0), _e.logical_and(_e.eq(input, 0), _e.lt(_e.reciprocal(input), 0)))
+    return _c.logical_or(_c.lt(input, 0), _c.logical_and(_c.eq(input, 0), _c.lt(_e.reciprocal(input), 0)))
 
 
 def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """``sum`` treating NaN as zero."""
-    cleaned = _e.where(_e.isnan(input), 0, input) if input.dtype.is_floating_point else input
+    cleaned = _e.where(_c.isnan(input), 0, input) if input.dtype.is_floating_point else input
     return _r.sum(cleaned, dim, keepdim, dtype=dtype)
 
 
 def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """``mean`` of the non-NaN elements."""
-    valid = _e.logical_not(_e.isnan(input))
+    valid = _c.logical_not(_c.isnan(input))
     return _e.div(nansum(input, dim, keepdim, dtype=dtype), _r.sum(valid.to(input.dtype), dim, keepdim))
 
 
@@ -281,11 +282,11 @@ def logit(input: Tensor, eps: float | None = None) -> Tensor:
 
 
 def isposinf(input: Tensor) -> Tensor:
-    return _e.eq(input, math.inf) if input.dtype.is_floating_point else _e.ne(input, input)
+    return _c.eq(input, math.inf) if input.dtype.is_floating_point else _c.ne(input, input)
 
 
 def isneginf(input: Tensor) -> Tensor:
-    return _e.eq(input, -math.inf) if input.dtype.is_floating_point else _e.ne(input, input)
+    return _c.eq(input, -math.inf) if input.dtype.is_floating_point else _c.ne(input, input)
 
 
 def isreal(input: Tensor) -> Tensor:
@@ -308,20 +309,20 @@ def _type_name(value_dtype) -> str:
 
 
 def bitwise_and(input, other) -> Tensor:
-    return _bitwise("BitwiseAnd", _e.logical_and, input, other, "bitwise_and")
+    return _bitwise("BitwiseAnd", _c.logical_and, input, other, "bitwise_and")
 
 
 def bitwise_or(input, other) -> Tensor:
-    return _bitwise("BitwiseOr", _e.logical_or, input, other, "bitwise_or")
+    return _bitwise("BitwiseOr", _c.logical_or, input, other, "bitwise_or")
 
 
 def bitwise_xor(input, other) -> Tensor:
-    return _bitwise("BitwiseXor", _e.logical_xor, input, other, "bitwise_xor")
+    return _bitwise("BitwiseXor", _c.logical_xor, input, other, "bitwise_xor")
 
 
 def bitwise_not(input: Tensor) -> Tensor:
     if input.dtype is dtypes.bool:
-        return _e.logical_not(input)
+        return _c.logical_not(input)
     if input.dtype.is_floating_point:
         raise RuntimeError(f"\"bitwise_not_cpu\" not implemented for '{_type_name(input.dtype)}'")
     return apply_op("BitwiseNot", (input,), None, "BitwiseNotBackward0")
@@ -343,13 +344,13 @@ def diff(
         if size == 0:
             break
         later, earlier = slice_axis(result, axis, 1, size), slice_axis(result, axis, 0, size - 1)
-        result = _e.ne(later, earlier) if result.dtype is dtypes.bool else _e.sub(later, earlier)
+        result = _c.ne(later, earlier) if result.dtype is dtypes.bool else _e.sub(later, earlier)
     return result
 
 
 def count_nonzero(input: Tensor, dim=None) -> Tensor:
     """The number of nonzero elements (over ``dim``), as int64."""
-    return _r.sum(_e.ne(input, 0).to(dtypes.int64), dim)
+    return _r.sum(_c.ne(input, 0).to(dtypes.int64), dim)
 
 
 def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False) -> AminmaxResult:
@@ -374,7 +375,7 @@ def bucketize(input, boundaries: Tensor, *, out_int32: bool = False, right: bool
     if not isinstance(input, Tensor):
         input = Tensor._full((), input, boundaries.dtype, boundaries.device)
     values = input.unsqueeze(-1)
-    below = _e.le(boundaries, values) if right else _e.lt(boundaries, values)
+    below = _c.le(boundaries, values) if right else _c.lt(boundaries, values)
     result = _r.sum(below.to(dtypes.int64), -1)
     return result.to(dtypes.int32) if out_int32 else result
 
@@ -406,7 +407,7 @@ def searchsorted(
             "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions "
             "of boundaries tensor and input value tensor must match"
         )
-    below = (_e.le if right else _e.lt)(sorted_sequence.unsqueeze(-2), values.unsqueeze(-1))
+    below = (_c.le if right else _c.lt)(sorted_sequence.unsqueeze(-2), values.unsqueeze(-1))
     result = _r.sum(below.to(dtypes.int64), -1)
     return result.to(dtypes.int32) if out_int32 else result
 
@@ -453,13 +454,13 @@ def atan2(input: Tensor, other: Tensor) -> Tensor:
     """The angle of the point ``(other, input)``, in (-pi, pi]; ``atan(y / x)`` moved to the right quadrant."""
     y, x = _e._floating(input), _e._floating(other)
     # x == 0 is answered below; a safe divisor keeps NaN out of the gradient of the unused branch.
-    base = atan(_e.div(y, _e.where(_e.eq(x, 0), 1.0, x)))
+    base = atan(_e.div(y, _e.where(_c.eq(x, 0), 1.0, x)))
     pi = Tensor._full((), math.pi, y.dtype, y.device)  # in y's dtype: a float32 pi would cost 1e-7 in float64
-    shift = _e.where(_e.lt(y, 0), _e.neg(pi), pi)
-    quadrant = _e.where(_e.lt(x, 0), _e.add(base, shift), base)
+    shift = _e.where(_c.lt(y, 0), _e.neg(pi), pi)
+    quadrant = _e.where(_c.lt(x, 0), _e.add(base, shift), base)
     # x == 0: the angle is +-pi/2 (0 at the origin, as atan2(0, 0) = 0).
     on_axis = _e.mul(_e.sign(y), math.pi / 2)
-    return _e.where(_e.eq(x, 0), on_axis, quadrant)
+    return _e.where(_c.eq(x, 0), on_axis, quadrant)
 
 
 arctan2 = atan2
@@ -475,13 +476,13 @@ def copysign(input, other) -> Tensor:
 def fmax(input: Tensor, other: Tensor) -> Tensor:
     """Elementwise maximum that ignores a NaN operand (NaN only where both are NaN)."""
     both = _e.maximum(input, other)
-    return _e.where(_e.isnan(input), other, _e.where(_e.isnan(other), input, both))
+    return _e.where(_c.isnan(input), other, _e.where(_c.isnan(other), input, both))
 
 
 def fmin(input: Tensor, other: Tensor) -> Tensor:
     """Elementwise minimum that ignores a NaN operand (NaN only where both are NaN)."""
     both = _e.minimum(input, other)
-    return _e.where(_e.isnan(input), other, _e.where(_e.isnan(other), input, both))
+    return _e.where(_c.isnan(input), other, _e.where(_c.isnan(other), input, both))
 
 
 def erfc(input: Tensor) -> Tensor:
@@ -493,8 +494,8 @@ def sinc(input: Tensor) -> Tensor:
     """``sin(pi x) / (pi x)``, 1 at 0."""
     x = _e._floating(input)
     scaled = _e.mul(x, math.pi)
-    safe = _e.where(_e.eq(x, 0), 1.0, scaled)
-    return _e.where(_e.eq(x, 0), 1.0, _e.div(_e.sin(safe), safe))
+    safe = _e.where(_c.eq(x, 0), 1.0, scaled)
+    return _e.where(_c.eq(x, 0), 1.0, _e.div(_e.sin(safe), safe))
 
 
 def fix(input: Tensor) -> Tensor:
@@ -517,9 +518,9 @@ def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool =
         elements = Tensor._full((), elements, test_elements.dtype, test_elements.device)
     if not isinstance(test_elements, Tensor):
         test_elements = Tensor._full((1,), test_elements, elements.dtype, elements.device)
-    pairs = _e.eq(elements.unsqueeze(-1), test_elements.reshape(-1))
+    pairs = _c.eq(elements.unsqueeze(-1), test_elements.reshape(-1))
     found = _r.any(pairs, -1)
-    return _e.logical_not(found) if invert else found
+    return _c.logical_not(found) if invert else found
 
 
 __all__ += ["atan2", "arctan2", "copysign", "fmax", "fmin", "erfc", "sinc", "fix", "ldexp", "rsub", "isin"]

@@ -28,6 +28,7 @@ import numpy as np
 from ...ir import dtypes
 from ...ir import random as _random
 from ._common import Tensor
+from . import comparison as _c
 from . import elementwise as _e
 from . import reduce as _r
 from .sorting import cumsum, topk
@@ -125,7 +126,7 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, g
         running = cumsum(rows, -1)
         cdf = running / running[:, -1:]
         u = _uniform((rows.shape[0], num_samples), generator, input.device)
-        below = _e.le(cdf.unsqueeze(1), u.unsqueeze(-1))  # (rows, samples, categories)
+        below = _c.le(cdf.unsqueeze(1), u.unsqueeze(-1))  # (rows, samples, categories)
         samples = _r.sum(below.to(dtypes.int64), -1)
     else:
         u = _uniform(tuple(rows.shape), generator, input.device)
@@ -152,7 +153,7 @@ def _inverse_cdf_in_window(start: Tensor, log_pmf, half_width: int, u: Tensor) -
     # Divided by its last entry the CDF ends at exactly 1, so u < 1 never runs past the window (or
     # past n for a binomial, whose counts above n add no mass).
     cdf = running / running[..., -1:]
-    below = _e.le(cdf, u.unsqueeze(-1))
+    below = _c.le(cdf, u.unsqueeze(-1))
     return start + _r.sum(below.to(dtypes.float64), -1)
 
 
@@ -175,7 +176,7 @@ def poisson(input: Tensor, generator=None) -> Tensor:
     if data.size and (np.any(data < 0) or not np.all(np.isfinite(data))):
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
     half_width = _window_half_width(math.sqrt(_largest(rate)))
-    positive = _e.gt(rate, 0)
+    positive = _c.gt(rate, 0)
     safe_rate = _e.where(positive, rate, 1.0)
     start = _e.maximum((safe_rate - half_width).floor(), Tensor._full((), 0.0, dtypes.float64, rate.device))
     log_rate = safe_rate.log().unsqueeze(-1)
@@ -202,7 +203,7 @@ def binomial(count: Tensor, prob: Tensor, generator=None) -> Tensor:
     n, p = count.detach().to(dtypes.float64), prob.detach().to(dtypes.float64)
     shape = tuple(np.broadcast_shapes(tuple(n.shape), tuple(p.shape)))
     n, p = n.expand(*shape), p.expand(*shape)
-    inner = _e.logical_and(_e.gt(p, 0), _e.lt(p, 1))
+    inner = _c.logical_and(_c.gt(p, 0), _c.lt(p, 1))
     safe_p = _e.where(inner, p, 0.5)
     mean = n * safe_p
     half_width = _window_half_width(math.sqrt(max(_largest(mean * (1.0 - safe_p)), 0.0)))
@@ -212,11 +213,11 @@ def binomial(count: Tensor, prob: Tensor, generator=None) -> Tensor:
 
     def log_pmf(k):
         # counts past n have no mass (their lgamma(n - k + 1) argument is replaced by a harmless 1).
-        inside = _e.le(k, n_k)
+        inside = _c.le(k, n_k)
         rest = _e.where(inside, n_k - k, 0.0)
         value = log_choose_n - lgamma(k + 1.0) - lgamma(rest + 1.0) + k * log_p + rest * log_q
         return _e.where(inside, value, -math.inf)
 
     samples = _inverse_cdf_in_window(start, log_pmf, half_width, _uniform(shape, generator, count.device))
-    samples = _e.where(inner, samples, _e.where(_e.ge(p, 1), n, 0.0))
+    samples = _e.where(inner, samples, _e.where(_c.ge(p, 1), n, 0.0))
     return samples.to(count.dtype)

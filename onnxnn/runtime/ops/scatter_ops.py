@@ -13,6 +13,7 @@ import numpy as np
 
 from ...ir import dtypes
 from ._common import Tensor, apply_op, broadcast_shapes, normalize_axes
+from . import comparison as _c
 from . import elementwise as _e
 from .indexing import setitem
 from .matrix import _diagonal_positions
@@ -23,7 +24,7 @@ __all__ = ["index_put", "put", "scatter_reduce", "select_scatter", "slice_scatte
 
 def _wrapped(index: Tensor, size: int) -> Tensor:
     index = index.to(dtypes.int64)
-    return _e.where(_e.lt(index, 0), _e.add(index, size), index)
+    return _e.where(_c.lt(index, 0), _e.add(index, size), index)
 
 
 def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tensor:
@@ -99,7 +100,7 @@ def scatter_reduce(
     ones = Tensor._full(tuple(index.shape), 1, input.dtype, input.device)
     start = Tensor._full(tuple(input.shape), 1 if include_self else 0, input.dtype, input.device)
     counts = apply_op("ScatterElements", (start, index, ones), {"axis": axis, "reduction": "add"})
-    counts = _e.where(_e.eq(counts, 0), 1, counts)
+    counts = _e.where(_c.eq(counts, 0), 1, counts)
     if input.dtype.is_floating_point:
         return _e.div(result, counts)
     return _e.div(result, counts, rounding_mode="floor")

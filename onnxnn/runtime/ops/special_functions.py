@@ -46,6 +46,7 @@ import numpy as np
 
 from ...ir import dtypes
 from ._common import Tensor, promote_operands
+from . import comparison as _c
 from . import elementwise as _e
 from .sorting import cumsum
 
@@ -490,7 +491,7 @@ def _incomplete_gamma(input: Tensor, other: Tensor) -> tuple[Tensor, Tensor, dty
     shape = tuple(np.broadcast_shapes(tuple(a.shape), tuple(x.shape)))
     a, x = a.expand(*shape), x.expand(*shape)
     terms = _incomplete_gamma_terms(a)
-    valid = (a > 0) & (x > 0) & _e.isfinite(a) & _e.isfinite(x)
+    valid = (a > 0) & (x > 0) & _c.isfinite(a) & _c.isfinite(x)
     safe_a, safe_x = _e.where(valid, a, 1.0), _e.where(valid, x, 1.0)
     series_side = safe_x < safe_a + 1.0
     xs = _e.where(series_side, safe_x, safe_a)  # where each expansion is unused, a point where it converges
@@ -505,7 +506,7 @@ def _incomplete_gamma(input: Tensor, other: Tensor) -> tuple[Tensor, Tensor, dty
     lower = _e.where(series_side, series, 1.0 - continued)
     upper = _e.where(series_side, 1.0 - series, continued)
     # Edges, as PyTorch's: P(a, 0) = 0, P(0, x > 0) = 1, P(a, inf) = 1, P(inf, x) = 0; NaN otherwise.
-    finite_a, finite_x = _e.isfinite(a), _e.isfinite(x)
+    finite_a, finite_x = _c.isfinite(a), _c.isfinite(x)
     zero_x = (x == 0) & (a > 0)
     zero_a = (a == 0) & (x > 0)
     infinite_x = (x == math.inf) & finite_a & (a >= 0)

@@ -16,6 +16,7 @@ import numpy as np
 
 from ...ir import dtypes
 from ._common import Tensor, normalize_axes
+from . import comparison as _c
 from . import elementwise as _e
 from . import reduce as _r
 from .shape import stack
@@ -160,7 +161,7 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str | None = Non
         raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}")
     differences = x1.unsqueeze(-2) - x2.unsqueeze(-3)
     if p == 0:
-        return _r.sum(_e.ne(differences, 0).to(x1.dtype), -1)
+        return _r.sum(_c.ne(differences, 0).to(x1.dtype), -1)
     if p == float("inf"):
         return _r.amax(_e.abs(differences), -1)
     if p == 2:
