@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir.caches import register_cache
+from ...ir.dtypes import scalar_type_name
 from ...ir.graph import FrozenAttributes
 from ...ir.registry import gradient_rules, shape_rules
 from ..tensor import autocast_arguments
@@ -205,12 +206,6 @@ def expand_param(value, rank: int, name: str, function: str | None = None) -> li
     return values
 
 
-def _type_name(dtype) -> str:
-    return {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16"}.get(
-        dtype.name, dtype.name.capitalize()
-    )
-
-
 def batched(input: Tensor, spatial_rank: int, function: str) -> tuple[Tensor, bool]:
     """``input`` with a batch axis (PyTorch accepts unbatched ``(C, *spatial)``) and whether one was added."""
     if input.dim() == spatial_rank + 2:
@@ -232,10 +227,13 @@ def _check_conv_arguments(input: Tensor, weight: Tensor, bias, groups: int, tran
             f"{list(input.shape)} instead"
         )
     if input.dtype is not weight.dtype:
-        raise RuntimeError(f"expected scalar type {_type_name(input.dtype)} but found {_type_name(weight.dtype)}")
+        raise RuntimeError(
+            f"expected scalar type {scalar_type_name(input.dtype)} but found {scalar_type_name(weight.dtype)}"
+        )
     if bias is not None and bias.dtype is not input.dtype:
         raise RuntimeError(
-            f"Input type ({_type_name(input.dtype)}) and bias type ({_type_name(bias.dtype)}) should be the same"
+            f"Input type ({scalar_type_name(input.dtype)}) and bias type ({scalar_type_name(bias.dtype)}) "
+            "should be the same"
         )
     if groups <= 0:
         raise RuntimeError("non-positive groups is not supported")

@@ -16,20 +16,6 @@ __all__ = ["index_reduce"]
 _REDUCTIONS = ("prod", "mean", "amax", "amin")
 
 
-def _type_name(value_dtype) -> str:
-    names = {
-        "float32": "Float",
-        "float64": "Double",
-        "float16": "Half",
-        "bfloat16": "BFloat16",
-        "bool": "Bool",
-        "int8": "Char",
-        "uint8": "Byte",
-        "int16": "Short",
-    }
-    return names.get(value_dtype.name, value_dtype.name)
-
-
 def index_reduce(
     input: Tensor, dim: int, index: Tensor, source: Tensor, reduce: str, *, include_self: bool = True
 ) -> Tensor:
@@ -52,11 +38,13 @@ def index_reduce(
     if index.dim() > 1:
         raise IndexError(
             f"index_reduce_(): Index is supposed to be a vector, but got dim: {index.dim()} with type: "
-            f"{'Long' if index.dtype is dtypes.int64 else _type_name(index.dtype)} and size: "
+            f"{dtypes.scalar_type_name(index.dtype)} and size: "
             f"{list(index.shape)}"
         )
     if index.dtype not in (dtypes.int64, dtypes.int32):
-        raise RuntimeError(f"index_reduce_(): Expected dtype int32/int64 for index but got: {_type_name(index.dtype)}")
+        raise RuntimeError(
+            f"index_reduce_(): Expected dtype int32/int64 for index but got: {dtypes.scalar_type_name(index.dtype)}"
+        )
     axis = normalize_axes([dim], input.dim())[0]
     count = index.numel()
     if source.dim() != input.dim() or source.shape[axis] != count:

@@ -35,8 +35,6 @@ def _bit_shift_shape(inputs, attrs):
 
 non_differentiable.mark("BitShift")
 
-_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "bool": "Bool"}
-
 
 # PyTorch's CPU kernels of these ops take uint8 and the signed dtypes. int16 is computed in int32 (where
 # onnxruntime's Where has a kernel) and wrapped back, which gives the same bits.
@@ -53,8 +51,7 @@ def _integer_operands(input, other, name: str) -> tuple[Tensor, Tensor, dtypes.d
     """The operands promoted and cast to the dtype the op runs in, and the result dtype."""
     (a, b), result = promote_operands([input, other])
     if result.name not in _SUPPORTED:
-        type_name = _TYPE_NAMES.get(result.name) or result.name.replace("uint", "UInt").replace("int", "Int")
-        raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{type_name}'")
+        raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{dtypes.scalar_type_name(result)}'")
     a = a if isinstance(a, Tensor) else Tensor._from_value(a)  # promoted numbers come back as Values
     b = b if isinstance(b, Tensor) else Tensor._from_value(b)
     work = _SUPPORTED[result.name]

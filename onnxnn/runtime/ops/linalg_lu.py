@@ -55,27 +55,12 @@ LuResult = namedtuple("linalg_lu", ["P", "L", "U"])
 CholeskyExResult = namedtuple("linalg_cholesky_ex", ["L", "info"])
 InvExResult = namedtuple("linalg_inv_ex", ["inverse", "info"])
 
-_DTYPE_NAMES = {
-    "float16": "Half",
-    "bfloat16": "BFloat16",
-    "int64": "Long",
-    "int32": "Int",
-    "int16": "Short",
-    "int8": "Char",
-    "uint8": "Byte",
-    "bool": "Bool",
-    "uint16": "UInt16",
-    "uint32": "UInt32",
-    "uint64": "UInt64",
-}
-
-
 # ---------------------------------------------------------------- argument checks (PyTorch's words)
 
 
 def torch_dtype_name(dtype) -> str:
     """The dtype as PyTorch's messages name it (Float, Double, Half, Long...)."""
-    return {"float32": "Float", "float64": "Double"}.get(dtype.name, _DTYPE_NAMES.get(dtype.name, dtype.name))
+    return dtypes.scalar_type_name(dtype)
 
 
 def check_matrix(
