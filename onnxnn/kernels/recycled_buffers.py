@@ -27,15 +27,40 @@ __all__ = ["recycled_empty", "RECYCLE_MIN_ELEMENTS"]
 # Below this size numpy's allocator serves arrays from memory it keeps (no page faults), and a
 # scan of the pool would cost more than it saves.
 RECYCLE_MIN_ELEMENTS = 1 << 16
-# Buffers kept per shape and dtype: a step's outputs (a parameter and up to three states of each
-# tensor of that shape) alive, and the previous step's, waiting to be reused.
-_MOST_PER_KEY = 64
-# References to a buffer while ``_free_buffer`` looks at it: the pool's list, the loop variable and
-# getrefcount's own argument.
+# Buffers kept per shape and dtype: a step's outputs (each tensor of that shape and up to three of
+# its states) alive, and the previous step's, waiting to be reused. A transformer's many equal
+# weight matrices need hundreds; beyond the bound, arrays are plain np.empty ones.
+_MOST_PER_KEY = 1024
+# References to a buffer while ``_Pool.free_buffer`` looks at it: the pool's list, the local
+# variable and getrefcount's own argument.
 _POOL_ONLY = 3
 
 _FREE_THREADED = not getattr(sys, "_is_gil_enabled", lambda: True)()
-_buffers: dict = {}
+
+
+class _Pool:
+    """The buffers of one shape and dtype, scanned from where the last free one was found: a loop
+    frees its buffers in the order it took them, so the next free one is usually the next one."""
+
+    __slots__ = ("buffers", "cursor")
+
+    def __init__(self):
+        self.buffers: list = []
+        self.cursor = 0
+
+    def free_buffer(self) -> np.ndarray | None:
+        buffers = self.buffers
+        count = len(buffers)
+        for offset in range(count):
+            index = (self.cursor + offset) % count
+            array = buffers[index]
+            if sys.getrefcount(array) == _POOL_ONLY:
+                self.cursor = index + 1
+                return array
+        return None
+
+
+_pools: dict = {}
 
 
 def recycled_empty(shape: tuple, dtype) -> np.ndarray:
@@ -48,26 +73,21 @@ def recycled_empty(shape: tuple, dtype) -> np.ndarray:
     dtype = np.dtype(dtype)
     if math.prod(shape) < RECYCLE_MIN_ELEMENTS or _FREE_THREADED:
         return np.empty(shape, dtype)
-    pool = _buffers.setdefault((shape, dtype), [])
-    found = _free_buffer(pool)
+    pool = _pools.get((shape, dtype))
+    if pool is None:
+        pool = _pools[(shape, dtype)] = _Pool()
+    found = pool.free_buffer()
     if found is not None:
         found.flags.writeable = True  # values are stored read-only; nobody can read this one any more
         return found
     array = np.empty(shape, dtype)
-    if len(pool) < _MOST_PER_KEY:
-        pool.append(array)
+    if len(pool.buffers) < _MOST_PER_KEY:
+        pool.buffers.append(array)
     return array
 
 
-def _free_buffer(pool: list) -> np.ndarray | None:
-    for array in pool:
-        if sys.getrefcount(array) == _POOL_ONLY:
-            return array
-    return None
-
-
 def _clear() -> None:
-    _buffers.clear()
+    _pools.clear()
 
 
 register_cache("recycled update buffers", _clear)

@@ -54,7 +54,7 @@ def test_a_buffer_still_referred_to_is_never_handed_out(holder):
     other[:] = -1
     assert np.all(np.asarray(held if not isinstance(held, list) else held[0]) == 7)
     del held, other
-    assert len(recycled_buffers._buffers[(LARGE, np.dtype(np.float32))]) == 2
+    assert len(recycled_buffers._pools[(LARGE, np.dtype(np.float32))].buffers) == 2
 
 
 @pytest.mark.parametrize(
@@ -71,12 +71,13 @@ def test_a_buffer_serves_only_its_own_shape_and_dtype(shape, dtype):
 
 def test_small_arrays_are_not_kept():
     recycled_empty((RECYCLE_MIN_ELEMENTS - 1,), np.float32)
-    assert not recycled_buffers._buffers
+    assert not recycled_buffers._pools
 
 
-def test_a_steady_loop_keeps_a_bounded_number_of_buffers():
-    live = [recycled_empty(LARGE, np.float32) for _ in range(3)]
-    for _ in range(50):  # each step's results replace the previous step's, as an optimizer's do
-        live = [recycled_empty(LARGE, np.float32) for _ in range(3)]
-    assert len(recycled_buffers._buffers[(LARGE, np.dtype(np.float32))]) == 6
-    assert len({_address(array) for array in live}) == 3
+@pytest.mark.parametrize("per_step", [3, 300], ids=["a few tensors", "a transformer's many equal matrices"])
+def test_a_steady_loop_keeps_two_generations_of_buffers(per_step):
+    live = [recycled_empty(LARGE, np.float32) for _ in range(per_step)]
+    for _ in range(20):  # each step's results replace the previous step's, as an optimizer's do
+        live = [recycled_empty(LARGE, np.float32) for _ in range(per_step)]
+    assert len(recycled_buffers._pools[(LARGE, np.dtype(np.float32))].buffers) == 2 * per_step
+    assert len({_address(array) for array in live}) == per_step

@@ -79,7 +79,7 @@ def test_the_updates_of_a_large_step_run_on_the_kernels_into_recycled_buffers(mo
     monkeypatch.setattr(training, "_apply", counting_apply)
     _trained("adam", 3, True, monkeypatch)
     assert IN_FEATURES * HIDDEN in calls  # the first weight, updated by the kernel
-    assert recycled_buffers._buffers or recycled_buffers._FREE_THREADED
+    assert recycled_buffers._pools or recycled_buffers._FREE_THREADED
 
 
 def test_a_step_under_the_onnxruntime_executor_stays_one_run(monkeypatch):
