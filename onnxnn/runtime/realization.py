@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from ..ir.caches import clear_caches
-from ..ir.domains import OPTIMIZER_UPDATES, TRAINING_DOMAIN
+from ..ir.domains import TRAINING_DOMAIN
 from ..ir.executors import executor
 from ..ir.mode import EXECUTORS, MODE, trace_data_read
 from ..ir.plan import plan
@@ -70,26 +70,30 @@ def realize(values, specialize: bool = True) -> None:
         value.node = None
 
 
-# An optimizer step over at least this many elements, under "auto" on the CPU, runs in two:
-# everything its updates read (the forward and backward passes) where the plan's executor choice
-# puts it, then the updates alone, which "auto" gives onnxnn's kernels (plan_cache.choose). The
-# kernels update large tensors block by block into recycled buffers (kernels/training.py), where
-# onnxruntime makes a full out-of-place pass per elementwise op: an MLP's Adam update (670,000
-# parameters) takes 1.3 ms instead of 2.1 ms.
+# An optimizer step whose Adam, Adagrad or RMSprop updates cover at least this many elements, under
+# "auto" on the CPU, runs in two: everything its updates read (the forward and backward passes)
+# where the plan's executor choice puts it, then the updates alone, which "auto" gives onnxnn's
+# kernels (plan_cache.choose). The kernels update large tensors block by block into recycled
+# buffers (kernels/training.py), where onnxruntime makes a full out-of-place pass per elementwise
+# op: an MLP's Adam update (670,000 parameters, 13 passes) takes 1.3 ms instead of 2.1 ms.
+# Momentum's four passes gain too little to pay for the second run (an MLP step with 134,000
+# parameters: 9% slower split, 670,000: even), so SGD steps stay one run.
 SPLIT_STEP_MIN_ELEMENTS = 1 << 16
+SPLIT_STEP_UPDATES = frozenset({"Adam", "Adagrad", "RMSprop"})
 
 
 def realize_step(values) -> None:
     """Computes an optimizer step: ``values`` are the new parameters and states it recorded.
 
-    A large step on the CPU runs as two realizations, the updates' inputs (gradients) first, then
-    the updates (see ``SPLIT_STEP_MIN_ELEMENTS``); otherwise it is one realization, as ``realize``.
+    A large Adam, Adagrad or RMSprop step on the CPU runs as two realizations, the updates' inputs
+    (gradients) first, then the updates (see ``SPLIT_STEP_MIN_ELEMENTS``); otherwise it is one
+    realization, as ``realize``.
     """
     updates: dict = {}
     elements = 0
     for value in values:
         node = value.node
-        if value.data is None and node.domain == TRAINING_DOMAIN and node.op_type in OPTIMIZER_UPDATES:
+        if value.data is None and node.domain == TRAINING_DOMAIN and node.op_type in SPLIT_STEP_UPDATES:
             updates[id(node)] = node
             elements += math.prod(value.shape)
     if elements >= SPLIT_STEP_MIN_ELEMENTS and MODE.executor == "auto" and values[0].device.type == "cpu":

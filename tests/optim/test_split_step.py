@@ -1,6 +1,7 @@
-"""A large optimizer step under "auto" runs in two realizations: the gradients where the executor
-choice puts them, then the updates alone on onnxnn's kernels (realization.realize_step), which
-write large tensors block by block into recycled buffers (kernels/recycled_buffers.py).
+"""A large Adam, Adagrad or RMSprop step under "auto" runs in two realizations: the gradients where
+the executor choice puts them, then the updates alone on onnxnn's kernels (realization.realize_step),
+which write large tensors block by block into recycled buffers (kernels/recycled_buffers.py). An SGD
+step stays one run.
 
 The specification: the parameters and states equal the one-run step's bit for bit, whatever the
 block size; the second run is the kernels'; and no array anyone can still read (an earlier
@@ -21,8 +22,6 @@ from onnxnn.runtime import realization
 from onnxnn.runtime.fastpath import plan_cache
 
 OPTIMIZERS = {
-    "sgd_momentum": lambda params: onnxnn.optim.SGD(params, lr=0.05, momentum=0.9, weight_decay=0.01),
-    "sgd_nesterov": lambda params: onnxnn.optim.SGD(params, lr=0.05, momentum=0.9, nesterov=True),
     "adam": lambda params: onnxnn.optim.Adam(params, lr=0.01),
     "adamw_amsgrad": lambda params: onnxnn.optim.AdamW(params, lr=0.01, amsgrad=True, maximize=True),
     "adagrad": lambda params: onnxnn.optim.Adagrad(params, lr=0.05, weight_decay=0.01),
@@ -69,26 +68,39 @@ def test_a_split_step_equals_the_one_run_step_bitwise(optimizer_name, block_elem
 
 def test_the_updates_of_a_large_step_run_on_the_kernels_into_recycled_buffers(monkeypatch):
     recycled_buffers._clear()
-    calls = []
-    original = training._apply
-
-    def counting_apply(xp, update, result_count, arrays, hyperparameters):
-        calls.append(arrays[0].size)
-        return original(xp, update, result_count, arrays, hyperparameters)
-
-    monkeypatch.setattr(training, "_apply", counting_apply)
+    calls = _kernel_updates(monkeypatch)
     _trained("adam", 3, True, monkeypatch)
-    assert IN_FEATURES * HIDDEN in calls  # the first weight, updated by the kernel
+    assert IN_FEATURES * HIDDEN in [arrays[0].size for _, _, _, arrays, _ in calls]  # the first weight
     assert recycled_buffers._pools or recycled_buffers._FREE_THREADED
 
 
-def test_a_step_under_the_onnxruntime_executor_stays_one_run(monkeypatch):
-    calls = []
+def _kernel_updates(monkeypatch) -> list:
+    """The tensors the kernels' update driver is asked to update (appended as they come)."""
+    calls: list = []
     original = training._apply
     monkeypatch.setattr(training, "_apply", lambda *args: calls.append(args) or original(*args))
+    return calls
+
+
+def test_a_step_under_the_onnxruntime_executor_stays_one_run(monkeypatch):
+    calls = _kernel_updates(monkeypatch)
     with onnxnn.set_executor("onnxruntime"):
         _trained("adam", 2, True, monkeypatch)
     assert not calls
+
+
+def test_an_sgd_step_stays_one_run(monkeypatch):
+    calls = _kernel_updates(monkeypatch)
+    onnxnn.manual_seed(0)
+    model = nn.Linear(IN_FEATURES, HIDDEN)
+    optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    for step in range(5):
+        if step == 3:  # each new structure's first run is on the kernels (plan_cache.FIRST_RUNS_ON_KERNELS)
+            calls.clear()
+        optimizer.zero_grad()
+        model(onnxnn.randn(8, IN_FEATURES)).square().mean().backward()
+        optimizer.step()
+    assert not calls  # onnxruntime ran the Momentum update inside the step's one session
 
 
 def test_what_a_user_still_holds_is_never_overwritten_by_later_steps():
