@@ -89,6 +89,17 @@ def realize_step(values) -> None:
     (gradients) first, then the updates (see ``SPLIT_STEP_MIN_ELEMENTS``); otherwise it is one
     realization, as ``realize``.
     """
+    # One optimizer records one kind of update node, so the first value says whether to look further.
+    first = values[0].node if values else None
+    if (
+        first is None
+        or first.op_type not in SPLIT_STEP_UPDATES
+        or first.domain != TRAINING_DOMAIN
+        or MODE.executor != "auto"
+        or values[0].device.type != "cpu"
+    ):
+        realize(values)
+        return
     updates: dict = {}
     elements = 0
     for value in values:
@@ -96,7 +107,7 @@ def realize_step(values) -> None:
         if value.data is None and node.domain == TRAINING_DOMAIN and node.op_type in SPLIT_STEP_UPDATES:
             updates[id(node)] = node
             elements += math.prod(value.shape)
-    if elements >= SPLIT_STEP_MIN_ELEMENTS and MODE.executor == "auto" and values[0].device.type == "cpu":
+    if elements >= SPLIT_STEP_MIN_ELEMENTS:
         read = [value for node in updates.values() for value in node.inputs if value is not None and value.data is None]
         if read:
             # The weights of the next run are this run's results: never worth a specialization.
