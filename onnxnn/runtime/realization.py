@@ -18,6 +18,7 @@ from ..ir.executors import executor
 from ..ir.mode import EXECUTORS, MODE, trace_data_read
 from ..ir.plan import plan
 from .fastpath import dynamic_shapes, plan_cache
+from .threads import get_num_threads
 
 __all__ = [
     "realize",
@@ -71,13 +72,16 @@ def realize(values, specialize: bool = True) -> None:
 
 
 # An optimizer step whose Adam, Adagrad or RMSprop updates cover at least this many elements, under
-# "auto" on the CPU, runs in two: everything its updates read (the forward and backward passes)
-# where the plan's executor choice puts it, then the updates alone, which "auto" gives onnxnn's
-# kernels (plan_cache.choose). The kernels update large tensors block by block into recycled
-# buffers (kernels/training.py), where onnxruntime makes a full out-of-place pass per elementwise
-# op: an MLP's Adam update (670,000 parameters, 13 passes) takes 1.3 ms instead of 2.1 ms.
-# Momentum's four passes gain too little to pay for the second run (an MLP step with 134,000
-# parameters: 9% slower split, 670,000: even), so SGD steps stay one run.
+# "auto" on the CPU with one intra-op thread, runs in two: everything its updates read (the forward
+# and backward passes) where the plan's executor choice puts it, then the updates alone, which
+# "auto" gives onnxnn's kernels (plan_cache.choose). The kernels update large tensors block by block
+# into recycled buffers (kernels/training.py), where onnxruntime makes a full out-of-place pass per
+# elementwise op: an MLP's Adam update (670,000 parameters, 13 passes) takes 1.3 ms instead of 2.1.
+# - Momentum's four passes gain too little to pay for the second run (an MLP step with 134,000
+#   parameters: 9% slower split, 670,000: even), so SGD steps stay one run.
+# - The kernels update on one thread, while onnxruntime spreads each pass over its intra-op
+#   threads: with two, the MLP's split step was even at batch 16 and 64 and 5% slower at 256. So
+#   the split is for one thread (``set_num_threads(1)``, or a one-core machine).
 SPLIT_STEP_MIN_ELEMENTS = 1 << 16
 SPLIT_STEP_UPDATES = frozenset({"Adam", "Adagrad", "RMSprop"})
 
@@ -85,9 +89,9 @@ SPLIT_STEP_UPDATES = frozenset({"Adam", "Adagrad", "RMSprop"})
 def realize_step(values) -> None:
     """Computes an optimizer step: ``values`` are the new parameters and states it recorded.
 
-    A large Adam, Adagrad or RMSprop step on the CPU runs as two realizations, the updates' inputs
-    (gradients) first, then the updates (see ``SPLIT_STEP_MIN_ELEMENTS``); otherwise it is one
-    realization, as ``realize``.
+    A large Adam, Adagrad or RMSprop step on the CPU with one intra-op thread runs as two
+    realizations, the updates' inputs (gradients) first, then the updates (see
+    ``SPLIT_STEP_MIN_ELEMENTS``); otherwise it is one realization, as ``realize``.
     """
     # One optimizer records one kind of update node, so the first value says whether to look further.
     first = values[0].node if values else None
@@ -97,6 +101,7 @@ def realize_step(values) -> None:
         or first.domain != TRAINING_DOMAIN
         or MODE.executor != "auto"
         or values[0].device.type != "cpu"
+        or get_num_threads() != 1
     ):
         realize(values)
         return

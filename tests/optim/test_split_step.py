@@ -1,7 +1,7 @@
-"""A large Adam, Adagrad or RMSprop step under "auto" runs in two realizations: the gradients where
-the executor choice puts them, then the updates alone on onnxnn's kernels (realization.realize_step),
-which write large tensors block by block into recycled buffers (kernels/recycled_buffers.py). An SGD
-step stays one run.
+"""A large Adam, Adagrad or RMSprop step under "auto" with one intra-op thread runs in two
+realizations: the gradients where the executor choice puts them, then the updates alone on onnxnn's
+kernels (realization.realize_step), which write large tensors block by block into recycled buffers
+(kernels/recycled_buffers.py). An SGD step, or a step with more threads, stays one run.
 
 The specification: the parameters and states equal the one-run step's bit for bit, whatever the
 block size; the second run is the kernels'; and no array anyone can still read (an earlier
@@ -17,6 +17,7 @@ import pytest
 
 import onnxnn
 from onnxnn import nn
+from onnxnn.ir.mode import MODE
 from onnxnn.kernels import recycled_buffers, training
 from onnxnn.runtime import realization
 from onnxnn.runtime.fastpath import plan_cache
@@ -29,6 +30,12 @@ OPTIMIZERS = {
 }
 # Above realization.SPLIT_STEP_MIN_ELEMENTS and the first layer's weight above RECYCLE_MIN_ELEMENTS.
 IN_FEATURES, HIDDEN = 300, 256
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(monkeypatch):
+    """The split is for one intra-op thread (``set_num_threads(1)``); set without emptying the caches."""
+    monkeypatch.setattr(MODE, "intra_op_threads", 1)
 
 
 def _trained(optimizer_name: str, steps: int, split: bool, monkeypatch) -> tuple[list, list]:
@@ -89,18 +96,31 @@ def test_a_step_under_the_onnxruntime_executor_stays_one_run(monkeypatch):
     assert not calls
 
 
-def test_an_sgd_step_stays_one_run(monkeypatch):
+def _kernel_updates_in_later_steps(monkeypatch, make_optimizer) -> list:
+    """The kernels' updates in steps 4 and 5 of a large model (each new structure's first run is on
+    the kernels, plan_cache.FIRST_RUNS_ON_KERNELS, so the first steps do not count)."""
     calls = _kernel_updates(monkeypatch)
     onnxnn.manual_seed(0)
     model = nn.Linear(IN_FEATURES, HIDDEN)
-    optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    optimizer = make_optimizer(model.parameters())
     for step in range(5):
-        if step == 3:  # each new structure's first run is on the kernels (plan_cache.FIRST_RUNS_ON_KERNELS)
+        if step == 3:
             calls.clear()
         optimizer.zero_grad()
         model(onnxnn.randn(8, IN_FEATURES)).square().mean().backward()
         optimizer.step()
-    assert not calls  # onnxruntime ran the Momentum update inside the step's one session
+    return calls
+
+
+def test_a_step_with_two_threads_stays_one_run(monkeypatch):
+    monkeypatch.setattr(MODE, "intra_op_threads", 2)  # onnxruntime spreads the update's passes over them
+    assert not _kernel_updates_in_later_steps(monkeypatch, lambda params: onnxnn.optim.Adam(params, lr=0.01))
+
+
+def test_an_sgd_step_stays_one_run(monkeypatch):
+    # onnxruntime runs the Momentum update inside the step's one session
+    make = lambda params: onnxnn.optim.SGD(params, lr=0.05, momentum=0.9)  # noqa: E731
+    assert not _kernel_updates_in_later_steps(monkeypatch, make)
 
 
 def test_what_a_user_still_holds_is_never_overwritten_by_later_steps():
