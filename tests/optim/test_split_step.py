@@ -34,8 +34,12 @@ IN_FEATURES, HIDDEN = 300, 256
 
 @pytest.fixture(autouse=True)
 def _one_thread(monkeypatch):
-    """The split is for one intra-op thread (``set_num_threads(1)``); set without emptying the caches."""
+    """The split is for one intra-op thread, as ``set_num_threads(1)`` sets it (which also empties the
+    caches: structures compiled for another count choose their executors again)."""
     monkeypatch.setattr(MODE, "intra_op_threads", 1)
+    realization.clear_cache()
+    yield
+    realization.clear_cache()
 
 
 def _trained(optimizer_name: str, steps: int, split: bool, monkeypatch) -> tuple[list, list]:
@@ -114,6 +118,7 @@ def _kernel_updates_in_later_steps(monkeypatch, make_optimizer) -> list:
 
 def test_a_step_with_two_threads_stays_one_run(monkeypatch):
     monkeypatch.setattr(MODE, "intra_op_threads", 2)  # onnxruntime spreads the update's passes over them
+    realization.clear_cache()
     assert not _kernel_updates_in_later_steps(monkeypatch, lambda params: onnxnn.optim.Adam(params, lr=0.01))
 
 
@@ -121,6 +126,26 @@ def test_an_sgd_step_stays_one_run(monkeypatch):
     # onnxruntime runs the Momentum update inside the step's one session
     make = lambda params: onnxnn.optim.SGD(params, lr=0.05, momentum=0.9)  # noqa: E731
     assert not _kernel_updates_in_later_steps(monkeypatch, make)
+
+
+@pytest.mark.parametrize(("threads", "on_kernels"), [(1, True), (2, False)])
+def test_updates_alone_run_on_the_kernels_with_one_thread(threads, on_kernels, monkeypatch):
+    # Gradients read before the step leave the step's plan made of its update node alone.
+    monkeypatch.setattr(MODE, "intra_op_threads", threads)
+    realization.clear_cache()
+    calls = _kernel_updates(monkeypatch)
+    onnxnn.manual_seed(0)
+    model = nn.Linear(IN_FEATURES, HIDDEN)
+    optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    for step in range(5):
+        if step == 3:  # each new structure's first run is on the kernels (plan_cache.FIRST_RUNS_ON_KERNELS)
+            calls.clear()
+        optimizer.zero_grad()
+        model(onnxnn.randn(8, IN_FEATURES)).square().mean().backward()
+        for parameter in model.parameters():
+            parameter.grad.numpy()
+        optimizer.step()
+    assert bool(calls) is on_kernels
 
 
 def test_what_a_user_still_holds_is_never_overwritten_by_later_steps():

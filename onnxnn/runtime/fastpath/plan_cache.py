@@ -20,6 +20,7 @@ from ...ir.dtypes import bfloat16, float16, float64
 from ...ir.executors import executor
 from ...ir.mode import EXECUTORS, MODE
 from ...ir.plan import GraphPlan, build_model
+from ..threads import get_num_threads
 from . import dynamic_shapes
 from .straight_line import accelerate
 
@@ -38,8 +39,9 @@ __all__ = ["Entry", "entry", "choose", "clear", "set_capacity", "watch_stable_in
 # Otherwise onnxruntime runs it; an op or dtype one executor lacks sends the plan to the other
 # (float64 recurrent nodes go to the kernels before any cost is weighed).
 # A plan of optimizer updates alone (realization.realize_step) goes to the kernels whatever its
-# size, unless it updates float16/bfloat16 tensors: the kernels update large tensors block by block
-# into recycled buffers, faster than onnxruntime's out-of-place passes.
+# size when onnxnn runs on one intra-op thread, unless it updates float16/bfloat16 tensors: the
+# kernels update large tensors block by block into recycled buffers, faster than onnxruntime's
+# out-of-place passes on one thread (with more, onnxruntime spreads each pass over them).
 # The constants are microseconds measured once on a 2-core x86 machine (numpy 2, onnxruntime 1.2x);
 # they only move the boundary, and the choice depends on nothing but the plan's structure.
 AUTO_KERNELS_MAX_ELEMENTS = 4096
@@ -66,7 +68,7 @@ def choose(plan: GraphPlan) -> str:
     """The executor "auto" gives ``plan``: "kernels" or "onnxruntime" (see the rules above)."""
     if plan.key[3].type != "cpu":
         return "onnxruntime"
-    if _updates_only(plan):
+    if _updates_only(plan) and get_num_threads() == 1:
         return "kernels"
     for node in plan.nodes:
         if node.op_type in FLOAT32_ONLY_IN_ONNXRUNTIME and not node.domain and node.inputs[0].dtype is float64:
