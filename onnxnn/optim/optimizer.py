@@ -495,26 +495,14 @@ def _as_step_tensor(step) -> Tensor:
 
 
 def _increment_step(step: Tensor) -> float:
-    """``step += 1`` on the host (it is a counter, not data of the graph); returns the new count."""
+    """``step += 1`` on the host (it is a counter, not data of the graph); returns the new count.
+
+    The new count is a shared realized value (values never change), so the steps of a model's
+    parameters, which count together, take one instead of one each per step.
+    """
     count = float(step.item()) + 1.0
-    rebind(step, _step_value(count, step.dtype, step.device))
+    rebind(step, _hyperparameter_scalar("step", count, step.dtype, step.device))
     return count
-
-
-def _step_value(count: float, dtype: dtypes.dtype, device) -> Value:
-    """The realized 0-d value of a step count. Values never change, so the steps of a model's
-    parameters, which count together, share one instead of making one per parameter per step."""
-    key = (count, dtype, device)
-    value = _STEP_VALUES.get(key)
-    if value is None:
-        if len(_STEP_VALUES) >= 64:  # a loop's counts only grow: the old ones are never asked again
-            _STEP_VALUES.clear()
-        value = _STEP_VALUES[key] = constant(np.array(count, dtype=dtype.numpy_dtype), dtype, device)
-    return value
-
-
-_STEP_VALUES: dict = {}
-register_cache("optimizer step counts", _STEP_VALUES.clear)
 
 
 def _zeros_like(param: Tensor) -> Tensor:
