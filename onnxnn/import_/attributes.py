@@ -16,7 +16,7 @@ from onnx import AttributeProto, numpy_helper
 from ..errors import ModelLoadError
 from .limits import allocation_limit, nbytes
 
-__all__ = ["attribute_value", "node_attributes", "tensor_to_array", "sparse_to_dense"]
+__all__ = ["attribute_value", "attribute_subgraphs", "node_attributes", "tensor_to_array", "sparse_to_dense"]
 
 
 def tensor_to_array(tensor: onnx.TensorProto) -> np.ndarray:
@@ -140,6 +140,11 @@ def attribute_value(attribute: AttributeProto) -> Any:
     raise NotImplementedError(
         f"attribute '{attribute.name}' has type {AttributeProto.AttributeType.Name(kind)}, which onnxnn cannot read"
     )
+
+
+def attribute_subgraphs(attribute: AttributeProto) -> list[onnx.GraphProto]:
+    """The graphs an attribute holds: its ``g`` (a GRAPH attribute, an If's branch) and its ``graphs``."""
+    return ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs)
 
 
 def node_attributes(node: onnx.NodeProto) -> dict[str, Any]:

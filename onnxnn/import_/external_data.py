@@ -21,6 +21,7 @@ import onnx
 from onnx import TensorProto
 
 from ..errors import ModelLoadError
+from .attributes import attribute_subgraphs
 
 __all__ = ["model_tensors", "has_external_data", "load_external_data"]
 
@@ -43,8 +44,7 @@ def _attribute_tensors(node: onnx.NodeProto, where: str) -> Iterator[tuple[Tenso
         for item in sparse + list(attribute.sparse_tensors):
             yield item.values, f"{here} (sparse values)"
             yield item.indices, f"{here} (sparse indices)"
-        subgraphs = [attribute.g] if attribute.HasField("g") else []
-        for subgraph in subgraphs + list(attribute.graphs):
+        for subgraph in attribute_subgraphs(attribute):
             yield from _graph_tensors(subgraph, f" in the body '{subgraph.name}' of {label}{where}")
 
 

@@ -20,6 +20,7 @@ from ..nn.modules.module import Module
 from ..nn.parameter import Parameter
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Tensor
+from .attributes import attribute_subgraphs
 from .importers import EMPTY_OPTIONAL, constant_tensor
 from .loading import DEFAULT_DOMAINS
 from .program import Scope, compile_graph, initializer_arrays, initializer_constant, run_program, value_type
@@ -361,8 +362,7 @@ def _batch_norm_statistics(graph: onnx.GraphProto) -> set[str]:
                 is_statistic = default_domain and (node.op_type, position) in _STATISTICS_INPUTS
                 (statistics if is_statistic else other_uses).add(name)
             for attribute in node.attribute:
-                graphs.extend([attribute.g] if attribute.HasField("g") else [])
-                graphs.extend(attribute.graphs)
+                graphs.extend(attribute_subgraphs(attribute))
         other_uses.update(output.name for output in current.output)
     return statistics - other_uses
 

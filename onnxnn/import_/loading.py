@@ -17,6 +17,7 @@ from onnx import version_converter
 
 from ..errors import ModelLoadError
 from ..ir.plan import OPSET_VERSION
+from .attributes import attribute_subgraphs
 from .external_data import load_external_data
 from .validation import adopt_onnxruntime_ops, check_domains, check_shapes, check_strings
 
@@ -81,9 +82,7 @@ def _graph_op_types(graph: onnx.GraphProto) -> Iterator[str]:
         if node.domain in DEFAULT_DOMAINS:
             yield node.op_type
         for attribute in node.attribute:
-            if attribute.HasField("g"):
-                yield from _graph_op_types(attribute.g)
-            for subgraph in attribute.graphs:
+            for subgraph in attribute_subgraphs(attribute):
                 yield from _graph_op_types(subgraph)
 
 

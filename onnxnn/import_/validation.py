@@ -27,6 +27,7 @@ from google.protobuf.descriptor import FieldDescriptor
 
 from ..errors import ModelLoadError
 from ..ir.registry import importers
+from .attributes import attribute_subgraphs
 
 __all__ = ["check_strings", "adopt_onnxruntime_ops", "check_domains", "check_shapes", "RUNNABLE_DOMAINS", "ML_DOMAIN"]
 
@@ -94,8 +95,7 @@ def _nodes(graph: onnx.GraphProto) -> Iterator[tuple[onnx.NodeProto, int]]:
     for index, node in enumerate(graph.node):
         yield node, index
         for attribute in node.attribute:
-            subgraphs = [attribute.g] if attribute.HasField("g") else []
-            for subgraph in subgraphs + list(attribute.graphs):
+            for subgraph in attribute_subgraphs(attribute):
                 yield from _nodes(subgraph)
 
 
