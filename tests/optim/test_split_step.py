@@ -100,9 +100,11 @@ def test_a_step_under_the_onnxruntime_executor_stays_one_run(monkeypatch):
     assert not calls
 
 
-def _kernel_updates_in_later_steps(monkeypatch, make_optimizer) -> list:
+def _kernel_updates_in_later_steps(monkeypatch, make_optimizer, read_gradients: bool = False) -> list:
     """The kernels' updates in steps 4 and 5 of a large model (each new structure's first run is on
-    the kernels, plan_cache.FIRST_RUNS_ON_KERNELS, so the first steps do not count)."""
+    the kernels, plan_cache.FIRST_RUNS_ON_KERNELS, so the first steps do not count). With
+    ``read_gradients``, every gradient is read before the step, which leaves the step's plan made of
+    its update node alone."""
     calls = _kernel_updates(monkeypatch)
     onnxnn.manual_seed(0)
     model = nn.Linear(IN_FEATURES, HIDDEN)
@@ -112,6 +114,9 @@ def _kernel_updates_in_later_steps(monkeypatch, make_optimizer) -> list:
             calls.clear()
         optimizer.zero_grad()
         model(onnxnn.randn(8, IN_FEATURES)).square().mean().backward()
+        if read_gradients:
+            for parameter in model.parameters():
+                parameter.grad.numpy()
         optimizer.step()
     return calls
 
@@ -130,22 +135,10 @@ def test_an_sgd_step_stays_one_run(monkeypatch):
 
 @pytest.mark.parametrize(("threads", "on_kernels"), [(1, True), (2, False)])
 def test_updates_alone_run_on_the_kernels_with_one_thread(threads, on_kernels, monkeypatch):
-    # Gradients read before the step leave the step's plan made of its update node alone.
     monkeypatch.setattr(MODE, "intra_op_threads", threads)
     realization.clear_cache()
-    calls = _kernel_updates(monkeypatch)
-    onnxnn.manual_seed(0)
-    model = nn.Linear(IN_FEATURES, HIDDEN)
-    optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    for step in range(5):
-        if step == 3:  # each new structure's first run is on the kernels (plan_cache.FIRST_RUNS_ON_KERNELS)
-            calls.clear()
-        optimizer.zero_grad()
-        model(onnxnn.randn(8, IN_FEATURES)).square().mean().backward()
-        for parameter in model.parameters():
-            parameter.grad.numpy()
-        optimizer.step()
-    assert bool(calls) is on_kernels
+    make = lambda params: onnxnn.optim.SGD(params, lr=0.05, momentum=0.9)  # noqa: E731
+    assert bool(_kernel_updates_in_later_steps(monkeypatch, make, read_gradients=True)) is on_kernels
 
 
 def test_what_a_user_still_holds_is_never_overwritten_by_later_steps():
