@@ -25,6 +25,7 @@ __all__ = [
     "CompiledSession",
     "SessionCache",
     "create_session",
+    "disabled_optimizers",
     "newest_onnxruntime_opset",
     "check_onnxruntime_opset",
     "SINGLE_THREAD_ELEMENTS",
@@ -224,6 +225,42 @@ def _work_estimate(model: onnx.ModelProto) -> int:
 # session with the fusion, 1.032x without; benchmarks/bench_zoo.py --only bert).
 DISABLED_OPTIMIZERS = ["MatMulAddFusion"]
 
+# onnxruntime's NchwcTransformer (on CPUs with AVX2 or AVX-512) moves convolutions and 2-d pools into
+# a blocked channel layout, with a reorder (a copy of the whole tensor) at each edge of it. Its
+# convolution, AveragePool and GlobalMaxPool kernels repay the reorders; its MaxPool and
+# GlobalAveragePool kernels do not: in a graph with none of the former, the transformer only adds
+# the two copies. One thread, exported layers, the transformer's session against one without it:
+# - MaxPool2d(3, 2, 1) on 8x64x112x112 2.6x slower, MaxPool2d(2) on 8x32x32x32 1.3x, BatchNorm +
+#   ReLU + MaxPool 1.6x; AdaptiveAvgPool2d(1) on 8x512x14x14 1.1x slower with its input in cache,
+#   1.6x with a new input each call;
+# - against: AvgPool2d(2) on 8x64x112x112 1.8x faster, AvgPool2d(3, 1, 1) 14x, GlobalMaxPool 3x.
+# So a graph keeps the transformer only when it holds one of the ops whose kernels repay it.
+NCHWC_REPAYING_OPS = frozenset({"Conv", "FusedConv", "AveragePool", "GlobalMaxPool"})
+
+
+def _op_types(graph: onnx.GraphProto):
+    """The op types of ``graph``'s nodes and of the nodes of every subgraph they hold."""
+    for node in graph.node:
+        yield node.op_type
+        for attribute in node.attribute:
+            for subgraph in [attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else attribute.graphs:
+                yield from _op_types(subgraph)
+
+
+def disabled_optimizers(model: onnx.ModelProto | bytes) -> list[str]:
+    """The onnxruntime graph transformers that onnxnn's session of ``model`` leaves out.
+
+    ``DISABLED_OPTIMIZERS`` always; ``NchwcTransformer`` too unless the model (its graph, subgraphs
+    or functions) holds an op in ``NCHWC_REPAYING_OPS``. A serialized model keeps the transformer.
+    """
+    if isinstance(model, bytes):
+        return DISABLED_OPTIMIZERS
+    op_types = set(_op_types(model.graph))
+    op_types.update(node.op_type for function in model.functions for node in function.node)
+    if op_types & NCHWC_REPAYING_OPS:
+        return DISABLED_OPTIMIZERS
+    return [*DISABLED_OPTIMIZERS, "NchwcTransformer"]
+
 
 def create_session(
     model: onnx.ModelProto | bytes,
@@ -247,7 +284,7 @@ def create_session(
         options.profile_file_prefix = profile_file_prefix
     data = model if isinstance(model, bytes) else model.SerializeToString()
     return onnxruntime.InferenceSession(
-        data, options, providers=list(providers), disabled_optimizers=DISABLED_OPTIMIZERS
+        data, options, providers=list(providers), disabled_optimizers=disabled_optimizers(model)
     )
 
 

@@ -1,0 +1,117 @@
+"""onnxnn's onnxruntime sessions: which graph transformers each graph leaves out, and why it shows."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+from onnx import TensorProto, helper
+
+from onnxnn.runtime.sessions import DISABLED_OPTIMIZERS, create_session, disabled_optimizers
+
+OPSET = [helper.make_opsetid("", 17)]
+
+
+def _node(op_type: str, inputs=("x",), outputs=("y",), **attributes):
+    defaults = {
+        "Conv": {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]},
+        "MaxPool": {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+        "AveragePool": {"kernel_shape": [2, 2], "strides": [2, 2]},
+    }
+    return helper.make_node(op_type, list(inputs), list(outputs), **{**defaults.get(op_type, {}), **attributes})
+
+
+def _model(nodes, initializers=(), functions=()) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        list(initializers),
+    )
+    return helper.make_model(
+        graph, opset_imports=[*OPSET, helper.make_opsetid("local", 1)], functions=list(functions), ir_version=8
+    )
+
+
+def _weight():
+    return helper.make_tensor("w", TensorProto.FLOAT, [16, 16, 3, 3], np.zeros(16 * 16 * 9, np.float32))
+
+
+def _conv_in_subgraph():
+    branch = helper.make_graph(
+        [_node("Conv", ("x", "w"), ("z",))], "branch", [], [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)]
+    )
+    other = helper.make_graph(
+        [_node("Identity", ("x",), ("z",))], "other", [], [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)]
+    )
+    condition = helper.make_tensor("c", TensorProto.BOOL, [], [True])
+    return _model(
+        [_node("If", ("c",), ("t",), then_branch=branch, else_branch=other), _node("MaxPool", ("t",))],
+        [_weight(), condition],
+    )
+
+
+def _conv_in_function():
+    function = helper.make_function("local", "Block", ["a", "b"], ["c"], [_node("Conv", ("a", "b"), ("c",))], OPSET)
+    node = helper.make_node("Block", ["x", "w"], ["t"], domain="local")
+    return _model([node, _node("MaxPool", ("t",))], [_weight()], [function])
+
+
+# A graph keeps onnxruntime's NCHWc layout only when it holds a convolution, AveragePool or
+# GlobalMaxPool, whose kernels repay the reorders around them (sessions.NCHWC_REPAYING_OPS).
+LAYOUT_CASES = [
+    ("max pool alone", lambda: _model([_node("MaxPool")]), True),
+    ("global average pool alone", lambda: _model([_node("GlobalAveragePool")]), True),
+    ("relu and max pool", lambda: _model([_node("Relu", ("x",), ("r",)), _node("MaxPool", ("r",))]), True),
+    ("no layout op at all", lambda: _model([_node("Relu")]), True),
+    (
+        "convolution and max pool",
+        lambda: _model([_node("Conv", ("x", "w"), ("t",)), _node("MaxPool", ("t",))], [_weight()]),
+        False,
+    ),
+    ("average pool", lambda: _model([_node("AveragePool")]), False),
+    ("global max pool", lambda: _model([_node("GlobalMaxPool")]), False),
+    ("convolution in an If branch", _conv_in_subgraph, False),
+    ("convolution in a local function", _conv_in_function, False),
+]
+
+
+@pytest.mark.parametrize("build, leaves_out_nchwc", [c[1:] for c in LAYOUT_CASES], ids=[c[0] for c in LAYOUT_CASES])
+def test_nchwc_transformer_is_left_out_where_its_kernels_do_not_repay_it(build, leaves_out_nchwc):
+    disabled = disabled_optimizers(build())
+    assert ("NchwcTransformer" in disabled) is leaves_out_nchwc
+    assert set(DISABLED_OPTIMIZERS) <= set(disabled)
+
+
+def test_a_serialized_model_keeps_the_default_list():
+    assert disabled_optimizers(_model([_node("MaxPool")]).SerializeToString()) == DISABLED_OPTIMIZERS
+
+
+def _kernels_run(session, x) -> set[str]:
+    """The op types of the kernels one run of ``session`` (created with profiling on) executed."""
+    session.run(None, {"x": x})
+    with open(session.end_profiling()) as file:
+        events = json.load(file)
+    return {
+        event["args"]["op_name"]
+        for event in events
+        if event.get("cat") == "Node" and "op_name" in event.get("args", {})
+    }
+
+
+def test_a_pool_only_session_runs_without_reorders_where_onnxruntime_would_add_them(tmp_path):
+    model = _model([_node("MaxPool")])
+    x = np.random.default_rng(0).standard_normal((2, 16, 16, 16)).astype(np.float32)
+    options = onnxruntime.SessionOptions()
+    options.enable_profiling = True
+    options.profile_file_prefix = str(tmp_path / "default")
+    default = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    if "ReorderInput" not in _kernels_run(default, x):
+        pytest.skip("onnxruntime uses no NCHWc layout on this CPU (it needs AVX2 or AVX-512)")
+    ours = create_session(model, threads=1, profile_file_prefix=str(tmp_path / "ours"))
+    assert _kernels_run(ours, x) == {"MaxPool"}
+    np.testing.assert_array_equal(ours.run(None, {"x": x})[0], default.run(None, {"x": x})[0])
