@@ -234,30 +234,46 @@ DISABLED_OPTIMIZERS = ["MatMulAddFusion"]
 #   ReLU + MaxPool 1.6x; AdaptiveAvgPool2d(1) on 8x512x14x14 1.1x slower with its input in cache,
 #   1.6x with a new input each call;
 # - against: AvgPool2d(2) on 8x64x112x112 1.8x faster, AvgPool2d(3, 1, 1) 14x, GlobalMaxPool 3x.
-# So a graph keeps the transformer only when it holds one of the ops whose kernels repay it.
+# A convolution moves only with a constant weight (the transformer reorders the filter when the
+# session is built). A training graph feeds its weights: its convolutions stay as they are, and the
+# transformer would only wrap its pools in reorders (Conv + MaxPool on 8x64x112x112 with the weight
+# fed: 3.2 ms of 83 more). So a graph keeps the transformer only when it holds one of the ops whose
+# kernels repay it, a convolution counting only with a constant weight.
 NCHWC_REPAYING_OPS = frozenset({"Conv", "FusedConv", "AveragePool", "GlobalMaxPool"})
+_NCHWC_NEEDS_CONSTANT_WEIGHT = frozenset({"Conv", "FusedConv"})
 
 
-def _op_types(graph: onnx.GraphProto):
-    """The op types of ``graph``'s nodes and of the nodes of every subgraph they hold."""
+def _repays_nchwc(graph, constants: set | None) -> bool:
+    """Whether ``graph`` (a GraphProto or FunctionProto), or a subgraph of one of its nodes, holds an
+    op of ``NCHWC_REPAYING_OPS``; a convolution counts only when its weight is in ``constants`` (None:
+    every convolution counts, since a subgraph's or function's weight may come from outside it)."""
     for node in graph.node:
-        yield node.op_type
+        if node.op_type in NCHWC_REPAYING_OPS and (
+            constants is None
+            or node.op_type not in _NCHWC_NEEDS_CONSTANT_WEIGHT
+            or (len(node.input) > 1 and node.input[1] in constants)
+        ):
+            return True
         for attribute in node.attribute:
             for subgraph in [attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else attribute.graphs:
-                yield from _op_types(subgraph)
+                if _repays_nchwc(subgraph, None):
+                    return True
+    return False
 
 
 def disabled_optimizers(model: onnx.ModelProto | bytes) -> list[str]:
     """The onnxruntime graph transformers that onnxnn's session of ``model`` leaves out.
 
     ``DISABLED_OPTIMIZERS`` always; ``NchwcTransformer`` too unless the model (its graph, subgraphs
-    or functions) holds an op in ``NCHWC_REPAYING_OPS``. A serialized model keeps the transformer.
+    or functions) holds an op whose NCHWc kernel repays the layout's reorders (``NCHWC_REPAYING_OPS``;
+    a convolution of the main graph only with a constant weight). A serialized model keeps the transformer.
     """
     if isinstance(model, bytes):
         return DISABLED_OPTIMIZERS
-    op_types = set(_op_types(model.graph))
-    op_types.update(node.op_type for function in model.functions for node in function.node)
-    if op_types & NCHWC_REPAYING_OPS:
+    graph = model.graph
+    constants = {initializer.name for initializer in graph.initializer}
+    constants.update(output for node in graph.node if node.op_type == "Constant" for output in node.output)
+    if _repays_nchwc(graph, constants) or any(_repays_nchwc(function, None) for function in model.functions):
         return DISABLED_OPTIMIZERS
     return [*DISABLED_OPTIMIZERS, "NchwcTransformer"]
 

@@ -61,8 +61,9 @@ def _conv_in_function():
     return _model([node, _node("MaxPool", ("t",))], [_weight()], [function])
 
 
-# A graph keeps onnxruntime's NCHWc layout only when it holds a convolution, AveragePool or
-# GlobalMaxPool, whose kernels repay the reorders around them (sessions.NCHWC_REPAYING_OPS).
+# A graph keeps onnxruntime's NCHWc layout only when it holds a convolution with a constant weight,
+# an AveragePool or a GlobalMaxPool, whose kernels repay the reorders around them
+# (sessions.NCHWC_REPAYING_OPS; a fed weight, as in training, leaves the convolution as it is).
 LAYOUT_CASES = [
     ("max pool alone", lambda: _model([_node("MaxPool")]), True),
     ("global average pool alone", lambda: _model([_node("GlobalAveragePool")]), True),
@@ -71,6 +72,27 @@ LAYOUT_CASES = [
     (
         "convolution and max pool",
         lambda: _model([_node("Conv", ("x", "w"), ("t",)), _node("MaxPool", ("t",))], [_weight()]),
+        False,
+    ),
+    (
+        "convolution with a fed weight and max pool",
+        lambda: _model([_node("Conv", ("x", "v"), ("t",)), _node("MaxPool", ("t",))]),
+        True,
+    ),
+    (
+        "convolution with a fed weight and average pool",
+        lambda: _model([_node("Conv", ("x", "v"), ("t",)), _node("AveragePool", ("t",))]),
+        False,
+    ),
+    (
+        "convolution whose weight is a Constant node",
+        lambda: _model(
+            [
+                helper.make_node("Constant", [], ["c"], value=_weight()),
+                _node("Conv", ("x", "c"), ("t",)),
+                _node("MaxPool", ("t",)),
+            ]
+        ),
         False,
     ),
     ("average pool", lambda: _model([_node("AveragePool")]), False),
