@@ -209,11 +209,12 @@ def _float_scalar(input: Tensor, value: float) -> Tensor:
 
 
 def _threshold(input: Tensor, threshold_value: float, value: float) -> Tensor:
-    return _ops.where(input > threshold_value, input, _float_scalar(input, value))
+    # ``x <= threshold``, not ``not x > threshold``: a NaN stays NaN, as in PyTorch.
+    return _ops.where(input <= threshold_value, _float_scalar(input, value), input)
 
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
-    """Returns ``x`` where ``x > threshold``, else ``value``."""
+    """Returns ``value`` where ``x <= threshold``, else ``x`` (NaN included)."""
     if inplace:
         return _in_place(input, _threshold, threshold, value)
     return _threshold(input, threshold, value)

@@ -157,7 +157,7 @@ def _identity_grad(ctx, g):
 
 @gradient_rules.register("Abs")
 def _abs_grad(ctx, g):
-    return (g * sign(ctx.input(0)),)
+    return (g * onnx_sign(ctx.input(0)),)
 
 
 @gradient_rules.register("Exp")
@@ -522,6 +522,15 @@ def erf(input: Tensor) -> Tensor:
 
 
 def sign(input: Tensor) -> Tensor:
+    """-1, 0 or 1 by the sign of each element; 0 for NaN, as PyTorch gives (ONNX's Sign gives NaN)."""
+    result = onnx_sign(input)
+    if not input.dtype.is_floating_point:
+        return result
+    return where(apply_op("IsNaN", (input,)), 0.0, result)
+
+
+def onnx_sign(input: Tensor) -> Tensor:
+    """ONNX's Sign, NaN for NaN: one node, for the gradient rules (whose results are NaN there anyway)."""
     return _unary("Sign", input, "SignBackward0")
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from ...ir import dtypes
 from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op
-from .elementwise import where
+from .elementwise import onnx_sign, where
 from .conv import batched, expand_param
 from .conv_gradients import scatter_windows
 from .windows import pooled_size, window_geometry
@@ -174,7 +174,7 @@ def _lp_pool_grad(ctx, g):
     )
     # y = (sum |x|^p)^(1/p): dy/dx = (|x| / y)^(p-1) * sign(x) for each window holding x.
     spread = _spread_over_windows(g * y.pow(1.0 - p), x.shape, geometry)
-    return (spread * x.abs().pow(p - 1.0) * x.sign(),)
+    return (spread * x.abs().pow(p - 1.0) * onnx_sign(x),)
 
 
 @gradient_rules.register("GlobalLpPool")
@@ -184,7 +184,7 @@ def _global_lp_pool_grad(ctx, g):
     p = float(ctx.attrs.get("p", 2))
     # A zero norm takes the subgradient 0 (as ReduceL2 and PyTorch's norm do) rather than 0 * inf.
     scale = where(y == 0, 0.0, g * where(y == 0, 1.0, y).pow(1.0 - p))
-    return (scale * x.abs().pow(p - 1.0) * x.sign(),)
+    return (scale * x.abs().pow(p - 1.0) * onnx_sign(x),)
 
 
 @shape_rules.register("MaxUnpool")

@@ -11,7 +11,7 @@ from collections import namedtuple
 from ...ir import dtypes
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ._common import Tensor, apply_op, int64_constant, normalize_axes
-from .elementwise import maximum, minimum, where
+from .elementwise import maximum, minimum, onnx_sign, where
 from ..realization import data_of
 
 _REDUCE_OPS = (
@@ -136,7 +136,7 @@ def _reduce_l2_grad(ctx, g):
 @gradient_rules.register("ReduceL1")
 def _reduce_l1_grad(ctx, g):
     kept, _ = _gradient_with_kept_dims(ctx, g)
-    return kept * ctx.input(0).sign(), None
+    return kept * onnx_sign(ctx.input(0)), None
 
 
 @gradient_rules.register("ReduceLogSum")
@@ -197,12 +197,27 @@ def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
     return _reduce("ReduceProd", input, dim, keepdim, "ProdBackward0")
 
 
+# NaN is PyTorch's (and numpy's) extremum both ways: a max or min over elements one of which is NaN
+# is NaN, and argmax/argmin point at the first NaN. ONNX leaves NaN unspecified, and onnxruntime's
+# CPU ReduceMax/ReduceMin and ArgMax/ArgMin skip NaNs or not depending on where they sit
+# (microsoft/onnxruntime#10514). So float extrema are recorded with their NaN made explicit: an
+# IsNaN mask, reduced over the same dims, chooses NaN (or the first NaN's index) where it is set.
+
+
+def _extremum(op_type: str, input: Tensor, dim, keepdim: bool, name: str) -> Tensor:
+    """ReduceMax or ReduceMin over ``dim``, NaN where the reduced elements hold a NaN."""
+    result = _reduce(op_type, input, dim, keepdim, name)
+    if not input.dtype.is_floating_point:
+        return result
+    return where(any(input.isnan(), dim, keepdim), float("nan"), result)
+
+
 def amax(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
-    return _reduce("ReduceMax", input, dim if dim != () else None, keepdim, "AmaxBackward0")
+    return _extremum("ReduceMax", input, dim if dim != () else None, keepdim, "AmaxBackward0")
 
 
 def amin(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
-    return _reduce("ReduceMin", input, dim if dim != () else None, keepdim, "AminBackward0")
+    return _extremum("ReduceMin", input, dim if dim != () else None, keepdim, "AminBackward0")
 
 
 MaxResult = namedtuple("max", ["values", "indices"])
@@ -210,6 +225,16 @@ MinResult = namedtuple("min", ["values", "indices"])
 
 
 def _arg(op_type: str, input: Tensor, dim, keepdim: bool) -> Tensor:
+    """ArgMax or ArgMin along ``dim`` (of the flattened input when None), the first NaN's index
+    where the reduced elements hold a NaN."""
+    index = _first_arg(op_type, input, dim, keepdim)
+    if not input.dtype.is_floating_point:
+        return index
+    nan = input.isnan()
+    return where(any(nan, dim, keepdim), _first_arg("ArgMax", _truth_values(nan), dim, keepdim), index)
+
+
+def _first_arg(op_type: str, input: Tensor, dim, keepdim: bool) -> Tensor:
     if dim is None:
         return apply_op(op_type, (input.reshape(-1),), {"axis": 0, "keepdims": 0})
     axis = normalize_axes([dim], input.dim())[0]
@@ -234,7 +259,7 @@ def max(input: Tensor, dim=None, keepdim: bool = False):
     if isinstance(dim, Tensor):
         return maximum(input, dim)
     if dim is None:
-        return _reduce("ReduceMax", input, None, False, "MaxBackward1")
+        return _extremum("ReduceMax", input, None, False, "MaxBackward1")
     return MaxResult(*_extremum_along(input, dim, keepdim, "ArgMax", "ReduceMax", "MaxBackward0"))
 
 
@@ -243,18 +268,18 @@ def min(input: Tensor, dim=None, keepdim: bool = False):
     if isinstance(dim, Tensor):
         return minimum(input, dim)
     if dim is None:
-        return _reduce("ReduceMin", input, None, False, "MinBackward1")
+        return _extremum("ReduceMin", input, None, False, "MinBackward1")
     return MinResult(*_extremum_along(input, dim, keepdim, "ArgMin", "ReduceMin", "MinBackward0"))
 
 
 def _extremum_along(input: Tensor, dim: int, keepdim: bool, arg_op: str, reduce_op: str, name: str):
     """(values, indices) of max/min along ``dim``.
 
-    When the values need a gradient they are gathered at the returned indices, so the gradient
-    goes to that one element on ties, as PyTorch's does (ReduceMax's rule splits it evenly).
+    Float values are gathered at the returned indices (a NaN's where there is one), so that the
+    gradient goes to that one element on ties, as PyTorch's does (ReduceMax's rule splits it evenly).
     """
     indices = _arg(arg_op, input, dim, True)
-    if input.requires_grad and input.dim() > 0:
+    if input.dtype.is_floating_point and input.dim() > 0:
         axis = normalize_axes([dim], input.dim())[0]
         values = apply_op("GatherElements", (input, indices), {"axis": axis}, name)
     else:

@@ -1,0 +1,110 @@
+"""NaN in extrema, signs and thresholds: PyTorch's (and numpy's) semantics on both executors.
+
+A max or min over elements one of which is NaN is NaN, and argmax/argmin point at the first NaN,
+wherever the NaNs sit (onnxruntime's own ReduceMax/ArgMax answer depending on their positions:
+three NaNs before a number gave the number). ``sign(NaN)`` is 0 and ``threshold`` keeps a NaN.
+Expectations are numpy's formulas.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onnxnn
+import onnxnn.nn.functional as F
+
+EXECUTORS = ["onnxruntime", "kernels"]
+
+
+def _rows_with_nans() -> np.ndarray:
+    """Rows whose NaNs sit first, last, in runs of one to four, and nowhere, beside +-inf."""
+    rows = np.array(
+        [
+            [np.nan, 1.0, 2.0, -3.0, 0.5],
+            [1.0, 2.0, -3.0, 0.5, np.nan],
+            [np.nan, np.nan, np.nan, 42.0, 1.0],
+            [np.nan, np.nan, np.nan, np.nan, 42.0],
+            [np.inf, np.nan, -np.inf, 1.0, 2.0],
+            [1.0, -2.0, np.inf, -np.inf, 0.0],
+            [0.25, 3.0, 3.0, -1.0, -1.0],
+        ],
+        dtype=np.float32,
+    )
+    return np.stack([rows, rows[::-1].copy()])  # (2, 7, 5)
+
+
+X = _rows_with_nans()
+
+# name, onnxnn call, numpy expectation
+EXTREMA = [
+    ("amax over the last dim", lambda t: t.amax(-1), lambda a: np.max(a, -1)),
+    ("amax over two dims, kept", lambda t: t.amax((0, 2), keepdim=True), lambda a: np.max(a, (0, 2), keepdims=True)),
+    ("amin over the last dim", lambda t: t.amin(-1), lambda a: np.min(a, -1)),
+    ("max of everything", lambda t: t.max(), lambda a: np.max(a)),
+    ("min of everything", lambda t: t.min(), lambda a: np.min(a)),
+    ("max along a dim: values", lambda t: t.max(2).values, lambda a: np.max(a, 2)),
+    ("max along a dim: indices", lambda t: t.max(2).indices, lambda a: np.argmax(a, 2)),
+    ("min along a dim, kept: values", lambda t: t.min(2, keepdim=True).values, lambda a: np.min(a, 2, keepdims=True)),
+    ("min along a dim, kept: indices", lambda t: t.min(2, keepdim=True).indices, lambda a: np.argmin(a, 2)[..., None]),
+    ("argmax along a dim", lambda t: t.argmax(2), lambda a: np.argmax(a, 2)),
+    ("argmax along a dim, kept", lambda t: t.argmax(1, keepdim=True), lambda a: np.argmax(a, 1)[:, None]),
+    ("argmin along a dim", lambda t: t.argmin(2), lambda a: np.argmin(a, 2)),
+    ("argmax of the flattened tensor", lambda t: t.argmax(), lambda a: np.argmax(a)),
+    ("argmin of the flattened tensor", lambda t: t.argmin(), lambda a: np.argmin(a)),
+    ("aminmax: min", lambda t: onnxnn.aminmax(t, dim=2).min, lambda a: np.min(a, 2)),
+    ("aminmax: max", lambda t: onnxnn.aminmax(t, dim=2).max, lambda a: np.max(a, 2)),
+    ("infinity norm", lambda t: t.norm(float("inf"), dim=2), lambda a: np.max(np.abs(a), 2)),
+    ("sign", lambda t: t.sign(), lambda a: np.where(np.isnan(a), 0.0, np.sign(a))),
+    ("threshold", lambda t: F.threshold(t, 0.5, 9.0), lambda a: np.where(a <= 0.5, 9.0, a)),
+]
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("call, expected", [case[1:] for case in EXTREMA], ids=[case[0] for case in EXTREMA])
+def test_nan_is_the_extremum_as_in_pytorch(executor, call, expected):
+    with onnxnn.set_executor(executor):
+        result = call(onnxnn.tensor(X)).numpy()
+    want = expected(X)
+    assert result.shape == np.shape(want)
+    np.testing.assert_array_equal(result, want)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_zero_dimensional_nan_is_its_own_extremum(executor):
+    with onnxnn.set_executor(executor):
+        x = onnxnn.tensor(float("nan"))
+        assert np.isnan(x.amax().item()) and np.isnan(x.max(0).values.item())
+        assert x.argmax().item() == 0 and x.argmin(0).item() == 0
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_integer_extrema_are_unchanged(executor):
+    a = np.array([[3, -1, 7], [7, 2, 7]], dtype=np.int64)
+    with onnxnn.set_executor(executor):
+        t = onnxnn.tensor(a)
+        np.testing.assert_array_equal(t.amax(1).numpy(), a.max(1))
+        np.testing.assert_array_equal(t.max(1).indices.numpy(), a.argmax(1))
+        np.testing.assert_array_equal(t.argmin(1).numpy(), a.argmin(1))
+
+
+def _adaptive_max_pool_1d_windows(a: np.ndarray, size: int) -> np.ndarray:
+    """PyTorch's adaptive windows over the last dim: [floor(i * L / size), ceil((i + 1) * L / size))."""
+    length = a.shape[-1]
+    return np.stack(
+        [np.max(a[..., (i * length) // size : -(-((i + 1) * length) // size)], -1) for i in range(size)], -1
+    )
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_uneven_adaptive_max_pool_propagates_nan(executor):
+    a = np.array([[[1.0, np.nan, 2.0, 5.0, -1.0, 0.0, 3.0]]], dtype=np.float32)
+    with onnxnn.set_executor(executor):
+        result = F.adaptive_max_pool1d(onnxnn.tensor(a), 3).numpy()
+    np.testing.assert_array_equal(result, _adaptive_max_pool_1d_windows(a, 3))
+
+
+def test_max_along_a_dim_keeps_its_gradient_on_one_element():
+    x = onnxnn.tensor([[1.0, 3.0, 3.0], [2.0, -1.0, 0.5]], requires_grad=True)
+    x.max(1).values.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
