@@ -1,9 +1,12 @@
-"""NaN in extrema, signs and thresholds: PyTorch's (and numpy's) semantics on both executors.
+"""NaN in extrema, orderings, signs and thresholds: PyTorch's semantics on both executors.
 
 A max or min over elements one of which is NaN is NaN, and argmax/argmin point at the first NaN,
 wherever the NaNs sit (onnxruntime's own ReduceMax/ArgMax answer depending on their positions:
-three NaNs before a number gave the number). ``sign(NaN)`` is 0 and ``threshold`` keeps a NaN.
-Expectations are numpy's formulas.
+three NaNs before a number gave the number). Sorting ranks NaN above every number, equal elements
+keeping their order (a NaN and an infinity of one line tie, and keep their order: the one
+documented gap); ``median`` of a line holding a NaN is NaN, ``nanmedian`` skips NaNs, and the
+running extrema turn NaN at the first NaN. ``sign(NaN)`` is 0 and ``threshold`` keeps a NaN.
+Expectations are numpy's formulas, or the orderings spelled out below.
 """
 
 from __future__ import annotations
@@ -18,20 +21,22 @@ EXECUTORS = ["onnxruntime", "kernels"]
 
 
 def _rows_with_nans() -> np.ndarray:
-    """Rows whose NaNs sit first, last, in runs of one to four, and nowhere, beside +-inf."""
+    """Rows whose NaNs sit first, last, in runs of one to four, and nowhere (no infinities: orderings
+    and argmax/argmin tie a NaN with an infinity of the same line; see the test of infinities)."""
     rows = np.array(
         [
             [np.nan, 1.0, 2.0, -3.0, 0.5],
             [1.0, 2.0, -3.0, 0.5, np.nan],
             [np.nan, np.nan, np.nan, 42.0, 1.0],
             [np.nan, np.nan, np.nan, np.nan, 42.0],
-            [np.inf, np.nan, -np.inf, 1.0, 2.0],
-            [1.0, -2.0, np.inf, -np.inf, 0.0],
+            [7.0, np.nan, -7.0, 1.0, 2.0],
+            [np.nan, 1.0, 8.0, -8.0, 2.0],
+            [1.0, -2.0, 9.0, -9.0, 0.0],
             [0.25, 3.0, 3.0, -1.0, -1.0],
         ],
         dtype=np.float32,
     )
-    return np.stack([rows, rows[::-1].copy()])  # (2, 7, 5)
+    return np.stack([rows, rows[::-1].copy()])  # (2, 8, 5)
 
 
 X = _rows_with_nans()
@@ -56,8 +61,68 @@ EXTREMA = [
     ("aminmax: max", lambda t: onnxnn.aminmax(t, dim=2).max, lambda a: np.max(a, 2)),
     ("infinity norm", lambda t: t.norm(float("inf"), dim=2), lambda a: np.max(np.abs(a), 2)),
     ("sign", lambda t: t.sign(), lambda a: np.where(np.isnan(a), 0.0, np.sign(a))),
+    ("sort: values", lambda t: t.sort(2).values, lambda a: np.take_along_axis(a, _ascending(a), 2)),
+    ("sort: indices", lambda t: t.sort(2).indices, lambda a: _ascending(a)),
+    ("descending sort: indices", lambda t: t.sort(2, descending=True).indices, lambda a: _descending(a)),
+    ("argsort", lambda t: t.argsort(1), lambda a: np.argsort(a, 1, kind="stable")),
+    ("topk: values", lambda t: t.topk(3, 2).values, lambda a: np.take_along_axis(a, _descending(a)[..., :3], 2)),
+    ("topk: indices", lambda t: t.topk(3, 2).indices, lambda a: _descending(a)[..., :3]),
+    ("smallest topk: indices", lambda t: t.topk(2, 2, largest=False).indices, lambda a: _ascending(a)[..., :2]),
+    ("kthvalue: values", lambda t: t.kthvalue(4, 2).values, lambda a: np.take_along_axis(a, _ascending(a), 2)[..., 3]),
+    ("kthvalue: indices", lambda t: t.kthvalue(4, 2).indices, lambda a: _ascending(a)[..., 3]),
+    ("median along a dim: values", lambda t: t.median(2).values, lambda a: _median(a)[0]),
+    ("median along a dim: indices", lambda t: t.median(2).indices, lambda a: _median(a)[1]),
+    ("median of everything", lambda t: t.median(), lambda a: np.float32(np.nan)),
+    ("median of a NaN-free line", lambda t: t[0, 6].median(), lambda a: np.sort(a[0, 6])[2]),
+    ("nanmedian", lambda t: t.nanmedian(2).values, lambda a: _nanmedian(a)),
+    ("cummax: values", lambda t: t.cummax(2).values, lambda a: np.maximum.accumulate(a, 2)),
+    ("cummax: indices", lambda t: t.cummax(2).indices, lambda a: _running_extremum_indices(a, np.greater_equal)),
+    ("cummin: values", lambda t: t.cummin(2).values, lambda a: np.minimum.accumulate(a, 2)),
+    ("cummin: indices", lambda t: t.cummin(2).indices, lambda a: _running_extremum_indices(a, np.less_equal)),
     ("threshold", lambda t: F.threshold(t, 0.5, 9.0), lambda a: np.where(a <= 0.5, 9.0, a)),
 ]
+
+
+def _ascending(a: np.ndarray) -> np.ndarray:
+    """The stable ascending order along the last dim: numpy's, which puts NaNs last, as PyTorch."""
+    return np.argsort(a, -1, kind="stable")
+
+
+def _descending(a: np.ndarray) -> np.ndarray:
+    """The stable descending order along the last dim with NaN above every number (PyTorch's)."""
+    order = [
+        sorted(range(len(line)), key=lambda i, line=line: (not np.isnan(line[i]), -line[i]))
+        for line in a.reshape(-1, a.shape[-1])
+    ]
+    return np.array(order).reshape(a.shape)
+
+
+def _median(a: np.ndarray):
+    """The lower median along the last dim and its index; NaN at the first NaN's index in a line holding one."""
+    order = _ascending(a)[..., (a.shape[-1] - 1) // 2]
+    has_nan = np.isnan(a).any(-1)
+    values = np.where(has_nan, np.nan, np.take_along_axis(a, order[..., None], -1)[..., 0])
+    return values.astype(a.dtype), np.where(has_nan, np.argmax(np.isnan(a), -1), order)
+
+
+def _nanmedian(a: np.ndarray) -> np.ndarray:
+    lines = [np.sort(line[~np.isnan(line)]) for line in a.reshape(-1, a.shape[-1])]
+    return np.array([line[(len(line) - 1) // 2] if len(line) else np.nan for line in lines], a.dtype).reshape(
+        a.shape[:-1]
+    )
+
+
+def _running_extremum_indices(a: np.ndarray, better_or_equal) -> np.ndarray:
+    """Where each running extremum along the last dim was found: the last of equal ones, and from
+    the first NaN on, the last NaN's position."""
+    result = np.zeros(a.shape, np.int64)
+    for position in np.ndindex(a.shape[:-1]):
+        line, best = a[position], 0
+        for i, value in enumerate(line):
+            if np.isnan(value) or (not np.isnan(line[best]) and better_or_equal(value, line[best])):
+                best = i
+            result[position + (i,)] = best
+    return result
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
@@ -68,6 +133,22 @@ def test_nan_is_the_extremum_as_in_pytorch(executor, call, expected):
     want = expected(X)
     assert result.shape == np.shape(want)
     np.testing.assert_array_equal(result, want)
+
+
+# The cases whose expectation is a formula of the input (two are written for X itself).
+FORMULA_CASES = [case for case in EXTREMA if case[0] not in ("median of everything", "median of a NaN-free line")]
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize(
+    "call, expected", [case[1:] for case in FORMULA_CASES], ids=[case[0] for case in FORMULA_CASES]
+)
+def test_infinities_without_nan_order_as_numbers(executor, call, expected):
+    a = np.array([[[1.0, np.inf, -np.inf, 0.0, np.inf], [-np.inf, 2.0, -1.0, -np.inf, 3.0]]] * 2, np.float32)
+    a = np.concatenate([a, a[:, :, ::-1]], axis=2)  # both orders of every pair
+    with onnxnn.set_executor(executor):
+        result = call(onnxnn.tensor(a)).numpy()
+    np.testing.assert_array_equal(result, expected(a))
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)

@@ -539,8 +539,6 @@ GRADIENT_CASES = [
 
 # The ONNX ops whose gradient rules these functions introduce (listed in test_gradients.COVERED_ELSEWHERE).
 RULE_CASES = [
-    ("TopK", "topk"),
-    ("TopK", "sort"),
     ("CumSum", "cumsum"),
     ("Einsum", "einsum_matmul"),
     ("Einsum", "einsum_summed_letter"),

@@ -200,8 +200,17 @@ def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
 # NaN is PyTorch's (and numpy's) extremum both ways: a max or min over elements one of which is NaN
 # is NaN, and argmax/argmin point at the first NaN. ONNX leaves NaN unspecified, and onnxruntime's
 # CPU ReduceMax/ReduceMin and ArgMax/ArgMin skip NaNs or not depending on where they sit
-# (microsoft/onnxruntime#10514). So float extrema are recorded with their NaN made explicit: an
-# IsNaN mask, reduced over the same dims, chooses NaN (or the first NaN's index) where it is set.
+# (microsoft/onnxruntime#10514). So float extrema are recorded with their NaN made explicit:
+# - values: NaN where the sum of the reduced elements' magnitudes is NaN, which happens exactly when
+#   one of them is NaN (|inf| sums to inf, an overflow to inf). Abs and onnxruntime's vectorized
+#   ReduceSum cost 3x a ReduceMax; an IsNaN mask reduced as integers, 12x.
+# - indices: ArgMax (ArgMin) of the input with NaN as +inf (-inf): the first NaN, unless a +inf
+#   (-inf) comes before it in the line, whose index is returned then (PyTorch would give the NaN's).
+
+
+def _holds_nan(input: Tensor, dim, keepdim: bool) -> Tensor:
+    """Whether the elements along ``dim`` (all when None) of a float tensor hold a NaN."""
+    return _reduce("ReduceSum", input.detach().abs(), dim, keepdim, None).isnan()
 
 
 def _extremum(op_type: str, input: Tensor, dim, keepdim: bool, name: str) -> Tensor:
@@ -209,7 +218,7 @@ def _extremum(op_type: str, input: Tensor, dim, keepdim: bool, name: str) -> Ten
     result = _reduce(op_type, input, dim, keepdim, name)
     if not input.dtype.is_floating_point:
         return result
-    return where(any(input.isnan(), dim, keepdim), float("nan"), result)
+    return where(_holds_nan(input, dim, keepdim), float("nan"), result)
 
 
 def amax(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
@@ -225,22 +234,27 @@ MinResult = namedtuple("min", ["values", "indices"])
 
 
 def _arg(op_type: str, input: Tensor, dim, keepdim: bool) -> Tensor:
-    """ArgMax or ArgMin along ``dim`` (of the flattened input when None), the first NaN's index
-    where the reduced elements hold a NaN."""
-    index = _first_arg(op_type, input, dim, keepdim)
-    if not input.dtype.is_floating_point:
-        return index
+    """ArgMax or ArgMin along ``dim`` (of the flattened input when None); NaN counts as the extremum."""
+    if input.dtype.is_floating_point:
+        input = where(input.isnan(), float("inf") if op_type == "ArgMax" else float("-inf"), input.detach())
+    return _first_arg(op_type, input, dim, keepdim)
+
+
+def nan_position(input: Tensor, dim, keepdim: bool, last: bool = False) -> tuple[Tensor, Tensor]:
+    """Whether the elements along ``dim`` (all, flattened, when None) of a float tensor hold a NaN,
+    and the index of the first (``last``: the last) NaN there."""
     nan = input.isnan()
-    return where(any(nan, dim, keepdim), _first_arg("ArgMax", _truth_values(nan), dim, keepdim), index)
+    return any(nan, dim, keepdim), _first_arg("ArgMax", _truth_values(nan), dim, keepdim, last)
 
 
-def _first_arg(op_type: str, input: Tensor, dim, keepdim: bool) -> Tensor:
+def _first_arg(op_type: str, input: Tensor, dim, keepdim: bool, last: bool = False) -> Tensor:
+    """ArgMax or ArgMin: the first position of the extremum (``last``: the last)."""
     if dim is None:
-        return apply_op(op_type, (input.reshape(-1),), {"axis": 0, "keepdims": 0})
+        return apply_op(op_type, (input.reshape(-1),), {"axis": 0, "keepdims": 0, "select_last_index": int(last)})
     axis = normalize_axes([dim], input.dim())[0]
     if input.dim() == 0:
         return apply_op(op_type, (input.reshape(1),), {"axis": 0, "keepdims": 0})
-    return apply_op(op_type, (input,), {"axis": axis, "keepdims": int(keepdim), "select_last_index": 0})
+    return apply_op(op_type, (input,), {"axis": axis, "keepdims": int(keepdim), "select_last_index": int(last)})
 
 
 def argmax(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
@@ -275,13 +289,15 @@ def min(input: Tensor, dim=None, keepdim: bool = False):
 def _extremum_along(input: Tensor, dim: int, keepdim: bool, arg_op: str, reduce_op: str, name: str):
     """(values, indices) of max/min along ``dim``.
 
-    Float values are gathered at the returned indices (a NaN's where there is one), so that the
-    gradient goes to that one element on ties, as PyTorch's does (ReduceMax's rule splits it evenly).
+    Float values are gathered at the returned indices, so that the gradient goes to that one
+    element on ties, as PyTorch's does (ReduceMax's rule splits it evenly), and are NaN where the
+    line holds a NaN.
     """
     indices = _arg(arg_op, input, dim, True)
     if input.dtype.is_floating_point and input.dim() > 0:
         axis = normalize_axes([dim], input.dim())[0]
         values = apply_op("GatherElements", (input, indices), {"axis": axis}, name)
+        values = where(_holds_nan(input, dim, True), float("nan"), values)
     else:
         values = _reduce(reduce_op, input, dim, True, name)
     if not keepdim and input.dim() > 0:
