@@ -408,7 +408,29 @@ def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
     if not result_dtype.is_floating_point:
         return _integer_division(_as_tensor(a), _as_tensor(b), rounding_mode)
     quotient = apply_op("Div", (a, b), None, "DivBackward0")
-    return floor(quotient) if rounding_mode == "floor" else trunc(quotient)
+    if rounding_mode == "trunc":
+        return trunc(quotient)
+    return _floor_division(quotient, _as_tensor(a).detach(), _as_tensor(b).detach())
+
+
+def _floor_division(quotient: Tensor, a: Tensor, b: Tensor) -> Tensor:
+    """PyTorch's float floor division of ``a`` by ``b``, whose rounded quotient is ``quotient``.
+
+    ``floor(a / b)`` is not it: the quotient is rounded before the floor (88.8 // 0.3 in float32
+    is 295, the rounded quotient 296.0), and it underflows to zero (1e-45 // -3 is -1). PyTorch
+    takes the exact remainder (C's fmod) instead: ``(a - fmod(a, b)) / b``, one less when the
+    remainder's sign differs from the divisor's, then rounded to the nearest integer; a zero takes
+    the quotient's sign, and b == 0 gives the quotient's IEEE result. The result's gradient is zero,
+    as PyTorch's (every branch passes through Floor or a constant).
+    """
+    remainder = apply_op("Mod", (a, b), {"fmod": 1})
+    exact = (a - remainder) / b
+    exact = where((remainder != 0) & ((b < 0) != (remainder < 0)), exact - 1, exact)
+    floored = floor(exact)
+    floored = where(exact - floored > 0.5, floored + 1, floored)
+    sign_of = quotient.detach()
+    signed_zero = where((sign_of < 0) | ((sign_of == 0) & (reciprocal(sign_of) < 0)), -0.0, 0.0)
+    return where(b == 0, floor(quotient), where(exact == 0, signed_zero, floored))
 
 
 def _as_tensor(operand) -> Tensor:
@@ -454,11 +476,19 @@ def floor_divide(input, other) -> Tensor:
 
 
 def remainder(input, other) -> Tensor:
-    """Python-style modulo (the result has the sign of the divisor)."""
+    """Python-style modulo (the result has the sign of the divisor).
+
+    For floats, PyTorch's: C's exact fmod, plus the divisor where their signs differ (not
+    ``a - floor(a / b) * b``, which rounds: -1e38 % 3 is 1, and 0 % inf is 0, not NaN).
+    """
     (a, b), result_dtype = promote_operands([input, other])
-    if result_dtype.is_floating_point:
-        return sub(input, mul(floor_divide(input, other), other))
-    return apply_op("Mod", (a, b), {"fmod": 0})
+    if not result_dtype.is_floating_point:
+        return apply_op("Mod", (a, b), {"fmod": 0})
+    a, b = _as_tensor(a), _as_tensor(b)
+    fmod = apply_op("Mod", (a, b), {"fmod": 1}, "RemainderBackward0")
+    divisor, result = b.detach(), fmod.detach()
+    wrong_sign = (result != 0) & ((divisor < 0) != (result < 0))
+    return where(wrong_sign, fmod + b, fmod)
 
 
 def pow(input, exponent) -> Tensor:
