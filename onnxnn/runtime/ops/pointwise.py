@@ -180,7 +180,13 @@ def xlogy(input, other) -> Tensor:
 
 
 def hypot(input: Tensor, other: Tensor) -> Tensor:
-    return _e.sqrt(_e.add(_e.mul(input, input), _e.mul(other, other)))
+    """``sqrt(input^2 + other^2)`` without overflow, as C's hypot (PyTorch's): the larger magnitude
+    times ``sqrt(1 + r^2)``, r the ratio of the smaller to it (``hypot(1e38, 3)`` is 1e38, not the
+    inf that squaring gives), and +inf where either is infinite, even beside a NaN."""
+    larger = _e.maximum(_e.abs(input), _e.abs(other))
+    ratio = _e.div(_e.minimum(_e.abs(input), _e.abs(other)), _e.where(_c.eq(larger, 0), 1.0, larger))
+    scaled = _e.mul(larger, _e.sqrt(_e.add(_e.mul(ratio, ratio), 1.0)))
+    return _e.where(_c.logical_or(_c.isinf(input), _c.isinf(other)), float("inf"), scaled)
 
 
 def deg2rad(input: Tensor) -> Tensor:

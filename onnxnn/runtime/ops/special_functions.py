@@ -148,7 +148,15 @@ def lgamma(input: Tensor) -> Tensor:
     sine = (_pi_fraction(x) * math.pi).sin().abs()
     safe_sine = _e.where(reflect, sine, 1.0)
     reflected = (math.pi / safe_sine).log() - positive
-    return _e.where(reflect, reflected, positive).to(out)
+    result = _e.where(reflect, reflected, positive)
+    # Where the formula breaks down: +inf at every pole and at +-inf (a pole far out would be
+    # inf - inf), and -log|x| near zero, where pi / sin(pi x) overflows (lgamma(1e-45) is 103.3;
+    # the next term, -0.577 x, is below rounding there).
+    magnitude = x.abs()
+    near_zero = _c.lt(magnitude, float(np.finfo(x.dtype.numpy_dtype).tiny) * 1e8)
+    result = _e.where(near_zero, -magnitude.log(), result)
+    infinite = _c.logical_or(_c.isinf(x), _c.logical_and(reflect, _c.eq(sine, 0)))
+    return _e.where(infinite, float("inf"), result).to(out)
 
 
 def mvlgamma(input: Tensor, p: int) -> Tensor:
