@@ -48,3 +48,85 @@ def test_lgamma_at_the_ends_of_the_range(executor, dtype):
     expected = np.array([_lgamma(float(v)) for v in x])
     # Near zero lgamma is -log|x| to rounding; elsewhere these are poles and infinities.
     np.testing.assert_allclose(result, expected.astype(dtype), rtol=4 * np.finfo(dtype).eps, atol=0)
+
+
+def _magnitudes(dtype) -> np.ndarray:
+    """Signed values from 1e-30 to 10 (tiny ones are where log(1 + x) and exp(x) - 1 lose all digits),
+    with the special values."""
+    rng = np.random.default_rng(0)
+    spread = rng.standard_normal(3000) * np.logspace(-30, 1, 3000)
+    special = [0.0, -0.0, -1.0, -2.0, np.inf, -np.inf, np.nan, 88.0, -0.99999, 1e-38]
+    return np.concatenate([spread, special]).astype(dtype)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", ["log1p", "expm1"])
+def test_log1p_and_expm1_keep_the_digits_of_tiny_inputs(executor, dtype, name):
+    x = _magnitudes(dtype)
+    with onnxnn.set_executor(executor):
+        result = getattr(onnxnn, name)(onnxnn.tensor(x)).numpy()
+    with np.errstate(all="ignore"):
+        expected = getattr(np, name)(x)  # the C library's, correctly rounded to within an ulp
+    # A logarithm or exponential, a product and a quotient: a few units of rounding.
+    np.testing.assert_allclose(result, expected, rtol=4 * np.finfo(dtype).eps, atol=0)
+
+
+@pytest.mark.parametrize("name, derivative", [("log1p", lambda x: 1 / (1 + x)), ("expm1", np.exp)])
+def test_log1p_and_expm1_gradients(name, derivative):
+    x = np.array([1e-10, -0.5, 3.0, 0.0, 2e-3], np.float64)
+    t = onnxnn.tensor(x, requires_grad=True)
+    getattr(onnxnn, name)(t).sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), derivative(x), rtol=4 * np.finfo(np.float64).eps)
+
+
+def _log_ndtr(x: float) -> float:
+    """log of the normal CDF from the C library's erfc, each tail on its own (no cancellation)."""
+    if x > -1:
+        return math.log1p(-0.5 * math.erfc(x / math.sqrt(2)))
+    return math.log(0.5 * math.erfc(-x / math.sqrt(2)))
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_log_ndtr_in_both_tails(executor):
+    # log(ndtr(x)) underflows to -inf below x = -38 and rounds to 0 above 8.3; log_ndtr does neither.
+    x = np.linspace(-37.0, 37.0, 297)
+    with onnxnn.set_executor(executor):
+        result = onnxnn.special.log_ndtr(onnxnn.tensor(x)).numpy()
+    expected = np.array([_log_ndtr(v) for v in x])
+    # x / sqrt(2), rounded, then squared: t^2 = x^2 / 2 is off by up to x^2 / 2 units of rounding in
+    # absolute terms, and exp(-t^2) relatively by as much (about 700 units at the ends); erfcx below
+    # t = 2 is exp(t^2) (1 - erf(t)), whose subtraction loses up to 1 / erfc(2), about 214 units.
+    tolerance = (x * x + 256) * np.finfo(np.float64).eps
+    assert np.all(np.abs(result - expected) <= tolerance * np.abs(expected))
+    with onnxnn.set_executor(executor):
+        ends = onnxnn.special.log_ndtr(onnxnn.tensor(np.array([-np.inf, np.inf, np.nan]))).numpy()
+    np.testing.assert_array_equal(ends, [-np.inf, 0.0, np.nan])
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_ndtri_inverts_the_normal_cdf_into_the_far_tail(executor):
+    # 2p - 1 rounds a small p away (ndtri(1e-20) was -inf): the tails invert log_ndtr instead.
+    # Up to x = 2: above, p rounds next to 1 and no longer tells x to 1e-12 (dx = dp / pdf(x)).
+    x = np.linspace(-37.0, 2.0, 157)
+    p = np.array([0.5 * math.erfc(-v / math.sqrt(2)) for v in x])
+    with onnxnn.set_executor(executor):
+        result = onnxnn.special.ndtri(onnxnn.tensor(p)).numpy()
+    # The inverse is well conditioned in the tails (dx/x = dp/p / x^2); near 0 the absolute error counts.
+    np.testing.assert_allclose(result, x, rtol=1e-12, atol=1e-14)
+    with onnxnn.set_executor(executor):
+        ends = onnxnn.special.ndtri(onnxnn.tensor(np.array([0.0, 1.0, -0.5, 1.5, np.nan, 0.99]))).numpy()
+    np.testing.assert_array_equal(ends[:5], [-np.inf, np.inf, np.nan, np.nan, np.nan])
+    assert abs(ends[5] - 2.3263478740408408) < 1e-13  # -ndtri(0.01), as 1 - 0.99 is exact
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_limits_of_bessel_functions_and_entropy(executor):
+    with onnxnn.set_executor(executor):
+        big = onnxnn.tensor([1e38, -1e38])
+        np.testing.assert_array_equal(onnxnn.special.i0(big).numpy(), [np.inf, np.inf])
+        np.testing.assert_array_equal(onnxnn.special.i1(big).numpy(), [np.inf, -np.inf])
+        np.testing.assert_array_equal(onnxnn.special.i0e(big).numpy() > 0, [True, True])
+        infinite = onnxnn.tensor([np.inf, -np.inf])
+        np.testing.assert_array_equal(onnxnn.special.spherical_bessel_j0(infinite).numpy(), [0.0, 0.0])
+        assert np.isnan(onnxnn.special.entr(onnxnn.tensor([np.nan])).numpy()[0])

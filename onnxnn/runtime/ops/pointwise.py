@@ -2,8 +2,9 @@
 log1p and friends, bitwise ops (BitwiseAnd/Or/Xor shape rules here), diff, count_nonzero, aminmax,
 bucketize/searchsorted, and the aliases PyTorch keeps (absolute, multiply, greater, ...).
 
-Where PyTorch has a fused kernel (log1p, expm1) this records the plain formula: ``log(1 + x)``
-loses the low bits of a tiny ``x`` that a fused kernel keeps; the docstrings say so.
+ONNX has no log1p or expm1: they are recorded as the plain formula corrected by Kahan's
+rounding-error compensation (``_accurate_with_gradient_of``), so that a tiny ``x`` keeps its digits
+as in PyTorch's fused kernels.
 """
 
 from __future__ import annotations
@@ -133,14 +134,44 @@ def square(input: Tensor) -> Tensor:
     return _e.mul(input, input)
 
 
+def _accurate_with_gradient_of(plain: Tensor, accurate: Tensor) -> Tensor:
+    """``accurate``'s values (computed from detached inputs) with ``plain``'s gradient.
+
+    Where ``plain`` is finite, ``plain + (accurate - plain)``: the two are close, so the difference
+    is exact and the sum is ``accurate`` exactly. Elsewhere (+-inf, NaN) the two agree: ``plain``.
+    """
+    settled = plain.detach()
+    return _e.where(_c.isfinite(settled), _e.add(plain, _e.sub(accurate, settled)), plain)
+
+
 def log1p(input: Tensor) -> Tensor:
-    """``log(1 + x)`` as recorded (no fused kernel: tiny ``x`` lose their low bits)."""
-    return _e.log(_e.add(_e._floating(input), 1))
+    """``log(1 + x)``, accurate for tiny ``x`` (``log1p(1e-10)`` is 1e-10 in float32, not 0).
+
+    Kahan's compensation: with ``u = 1 + x`` rounded, ``log(u) * x / (u - 1)`` corrects the
+    rounding of u (``x`` itself where u rounds to 1).
+    """
+    x = _e._floating(input)
+    settled = x.detach()
+    u = _e.add(settled, 1)
+    ratio = _e.div(settled, _e.where(_c.eq(u, 1), 1.0, _e.sub(u, 1)))
+    accurate = _e.where(_c.eq(u, 1), settled, _e.mul(_e.log(u), ratio))
+    return _accurate_with_gradient_of(_e.log(_e.add(x, 1)), accurate)
 
 
 def expm1(input: Tensor) -> Tensor:
-    """``exp(x) - 1`` as recorded (no fused kernel: tiny ``x`` lose their low bits)."""
-    return _e.sub(_e.exp(_e._floating(input)), 1)
+    """``exp(x) - 1``, accurate for tiny ``x`` (``expm1(1e-10)`` is 1e-10 in float32, not 0).
+
+    Kahan's compensation: with ``u = exp(x)`` rounded, ``(u - 1) * x / log(u)``; ``x`` where u
+    rounds to 1, and -1 where u - 1 does.
+    """
+    x = _e._floating(input)
+    settled = x.detach()
+    u = _e.exp(settled)
+    ordinary = _c.logical_and(_c.ne(u, 1), _c.ne(_e.sub(u, 1), -1))
+    log_u = _e.log(_e.where(ordinary, u, 2.0))
+    accurate = _e.mul(_e.sub(u, 1), _e.div(settled, log_u))
+    accurate = _e.where(_c.eq(u, 1), settled, _e.where(ordinary, accurate, -1.0))
+    return _accurate_with_gradient_of(_e.sub(_e.exp(x), 1), accurate)
 
 
 def log2(input: Tensor) -> Tensor:

@@ -430,7 +430,9 @@ def _bessel_i(order: int, input: Tensor, scaled: bool) -> Tensor:
     if order:
         series = series * near * 0.5
     far = _e.where(small, _BESSEL_SPLIT, a)
-    asymptotic = _horner(1.0 / far, _BESSEL_ASYMPTOTIC[order]) / (far * (2 * math.pi)).sqrt()
+    # 1 / sqrt(2 pi) / sqrt(far), not 1 / sqrt(2 pi far): that product overflows for a huge far (1e38
+    # in float32), and 0 * e^far would then be NaN where I_order is inf.
+    asymptotic = _horner(1.0 / far, _BESSEL_ASYMPTOTIC[order]) / far.sqrt() * (2 * math.pi) ** -0.5
     if scaled:
         value = _e.where(small, series * near.neg().exp(), asymptotic)
     else:
@@ -549,7 +551,8 @@ def spherical_bessel_j0(input: Tensor) -> Tensor:
     x = _e._floating(input)
     zero = x == 0
     safe = _e.where(zero, 1.0, x)
-    return _e.where(zero, 1.0, safe.sin() / safe)
+    # sin(x) / x tends to 0 at +-inf, where sin(inf) is NaN.
+    return _e.where(zero, 1.0, _e.where(_c.isinf(x), 0.0, safe.sin() / safe))
 
 
 def _finite_data(values: Tensor) -> np.ndarray:
