@@ -208,7 +208,7 @@ def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
 #   (-inf) comes before it in the line, whose index is returned then (PyTorch would give the NaN's).
 
 
-def _holds_nan(input: Tensor, dim, keepdim: bool) -> Tensor:
+def holds_nan(input: Tensor, dim, keepdim: bool) -> Tensor:
     """Whether the elements along ``dim`` (all when None) of a float tensor hold a NaN."""
     return _reduce("ReduceSum", input.detach().abs(), dim, keepdim, None).isnan()
 
@@ -218,7 +218,7 @@ def _extremum(op_type: str, input: Tensor, dim, keepdim: bool, name: str) -> Ten
     result = _reduce(op_type, input, dim, keepdim, name)
     if not input.dtype.is_floating_point:
         return result
-    return where(_holds_nan(input, dim, keepdim), float("nan"), result)
+    return where(holds_nan(input, dim, keepdim), float("nan"), result)
 
 
 def amax(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
@@ -243,8 +243,7 @@ def _arg(op_type: str, input: Tensor, dim, keepdim: bool) -> Tensor:
 def nan_position(input: Tensor, dim, keepdim: bool, last: bool = False) -> tuple[Tensor, Tensor]:
     """Whether the elements along ``dim`` (all, flattened, when None) of a float tensor hold a NaN,
     and the index of the first (``last``: the last) NaN there."""
-    nan = input.isnan()
-    return any(nan, dim, keepdim), _first_arg("ArgMax", _truth_values(nan), dim, keepdim, last)
+    return holds_nan(input, dim, keepdim), _first_arg("ArgMax", _truth_values(input.isnan()), dim, keepdim, last)
 
 
 def _first_arg(op_type: str, input: Tensor, dim, keepdim: bool, last: bool = False) -> Tensor:
@@ -297,7 +296,7 @@ def _extremum_along(input: Tensor, dim: int, keepdim: bool, arg_op: str, reduce_
     if input.dtype.is_floating_point and input.dim() > 0:
         axis = normalize_axes([dim], input.dim())[0]
         values = apply_op("GatherElements", (input, indices), {"axis": axis}, name)
-        values = where(_holds_nan(input, dim, True), float("nan"), values)
+        values = where(holds_nan(input, dim, True), float("nan"), values)
     else:
         values = _reduce(reduce_op, input, dim, True, name)
     if not keepdim and input.dim() > 0:

@@ -17,7 +17,7 @@ from ...ir import dtypes
 from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op, int64_constant, normalize_axes
 from .elementwise import minimum, where as _where  # ``where`` is a local name below (gather positions)
-from .reduce import nan_position
+from .reduce import holds_nan, nan_position
 from .shape import _constant_list
 
 __all__ = [
@@ -174,7 +174,7 @@ def median(input: Tensor, dim: int | None = None, keepdim: bool = False):
         middle = kthvalue(flat, (flat.shape[0] + 1) // 2, 0).values
         if not input.dtype.is_floating_point:
             return middle
-        return _where(nan_position(flat, None, False)[0], float("nan"), middle)
+        return _where(holds_nan(flat, None, False), float("nan"), middle)
     axis = _axis(input, dim)
     size = input.shape[axis] if input.dim() else 1
     values, indices = kthvalue(input, (size + 1) // 2, axis, keepdim)
