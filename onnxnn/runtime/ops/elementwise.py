@@ -428,8 +428,9 @@ def _floor_division(quotient: Tensor, a: Tensor, b: Tensor) -> Tensor:
     exact = where((remainder != 0) & ((b < 0) != (remainder < 0)), exact - 1, exact)
     floored = floor(exact)
     floored = where(exact - floored > 0.5, floored + 1, floored)
-    sign_of = quotient.detach()
-    signed_zero = where((sign_of < 0) | ((sign_of == 0) & (reciprocal(sign_of) < 0)), -0.0, 0.0)
+    # Where exact is 0 the quotient is finite (|a| < |b|, or b infinite), and times 0 it is the
+    # zero with its sign: copysign(0, quotient).
+    signed_zero = quotient.detach() * 0.0
     return where(b == 0, floor(quotient), where(exact == 0, signed_zero, floored))
 
 

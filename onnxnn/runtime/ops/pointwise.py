@@ -153,8 +153,9 @@ def log1p(input: Tensor) -> Tensor:
     x = _e._floating(input)
     settled = x.detach()
     u = _e.add(settled, 1)
-    ratio = _e.div(settled, _e.where(_c.eq(u, 1), 1.0, _e.sub(u, 1)))
-    accurate = _e.where(_c.eq(u, 1), settled, _e.mul(_e.log(u), ratio))
+    rounds_to_one = _c.eq(u, 1)
+    ratio = _e.div(settled, _e.where(rounds_to_one, 1.0, _e.sub(u, 1)))
+    accurate = _e.where(rounds_to_one, settled, _e.mul(_e.log(u), ratio))
     return _accurate_with_gradient_of(_e.log(_e.add(x, 1)), accurate)
 
 
@@ -167,10 +168,12 @@ def expm1(input: Tensor) -> Tensor:
     x = _e._floating(input)
     settled = x.detach()
     u = _e.exp(settled)
-    ordinary = _c.logical_and(_c.ne(u, 1), _c.ne(_e.sub(u, 1), -1))
+    u_minus_one = _e.sub(u, 1)
+    rounds_to_one = _c.eq(u, 1)
+    ordinary = _c.logical_and(_c.logical_not(rounds_to_one), _c.ne(u_minus_one, -1))
     log_u = _e.log(_e.where(ordinary, u, 2.0))
-    accurate = _e.mul(_e.sub(u, 1), _e.div(settled, log_u))
-    accurate = _e.where(_c.eq(u, 1), settled, _e.where(ordinary, accurate, -1.0))
+    accurate = _e.mul(u_minus_one, _e.div(settled, log_u))
+    accurate = _e.where(rounds_to_one, settled, _e.where(ordinary, accurate, -1.0))
     return _accurate_with_gradient_of(_e.sub(_e.exp(x), 1), accurate)
 
 
@@ -214,8 +217,9 @@ def hypot(input: Tensor, other: Tensor) -> Tensor:
     """``sqrt(input^2 + other^2)`` without overflow, as C's hypot (PyTorch's): the larger magnitude
     times ``sqrt(1 + r^2)``, r the ratio of the smaller to it (``hypot(1e38, 3)`` is 1e38, not the
     inf that squaring gives), and +inf where either is infinite, even beside a NaN."""
-    larger = _e.maximum(_e.abs(input), _e.abs(other))
-    ratio = _e.div(_e.minimum(_e.abs(input), _e.abs(other)), _e.where(_c.eq(larger, 0), 1.0, larger))
+    a, b = _e.abs(input), _e.abs(other)
+    larger = _e.maximum(a, b)
+    ratio = _e.div(_e.minimum(a, b), _e.where(_c.eq(larger, 0), 1.0, larger))
     scaled = _e.mul(larger, _e.sqrt(_e.add(_e.mul(ratio, ratio), 1.0)))
     return _e.where(_c.logical_or(_c.isinf(input), _c.isinf(other)), float("inf"), scaled)
 
