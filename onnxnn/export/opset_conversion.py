@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import onnx
 
+from ..ir.attributes import attribute_subgraphs
+
 __all__ = ["convert_opset"]
 
 _CARRIED_DOMAIN = "ai.onnxnn.unchanged_across_opsets"
@@ -35,9 +37,7 @@ def _graphs(graph: onnx.GraphProto):
     yield graph
     for node in graph.node:
         for attribute in node.attribute:
-            if attribute.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(attribute.g)
-            for subgraph in attribute.graphs:
+            for subgraph in attribute_subgraphs(attribute):
                 yield from _graphs(subgraph)
 
 

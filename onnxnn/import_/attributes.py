@@ -14,6 +14,7 @@ import onnx
 from onnx import AttributeProto, numpy_helper
 
 from ..errors import ModelLoadError
+from ..ir.attributes import attribute_subgraphs  # re-exported: the importer's walkers use it from here
 from .limits import allocation_limit, nbytes
 
 __all__ = ["attribute_value", "attribute_subgraphs", "node_attributes", "tensor_to_array", "sparse_to_dense"]
@@ -140,11 +141,6 @@ def attribute_value(attribute: AttributeProto) -> Any:
     raise NotImplementedError(
         f"attribute '{attribute.name}' has type {AttributeProto.AttributeType.Name(kind)}, which onnxnn cannot read"
     )
-
-
-def attribute_subgraphs(attribute: AttributeProto) -> list[onnx.GraphProto]:
-    """The graphs an attribute holds: its ``g`` (a GRAPH attribute, an If's branch) and its ``graphs``."""
-    return ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs)
 
 
 def node_attributes(node: onnx.NodeProto) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from ..ir.attributes import attribute_subgraphs
 from ..ir.caches import register_cache
 from ..ir.dtypes import bfloat16
 from ..ir.executors import register_executor
@@ -255,7 +256,7 @@ def _repays_nchwc(graph, constants: set | None) -> bool:
         ):
             return True
         for attribute in node.attribute:
-            for subgraph in [attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else attribute.graphs:
+            for subgraph in attribute_subgraphs(attribute):
                 if _repays_nchwc(subgraph, None):
                     return True
     return False
