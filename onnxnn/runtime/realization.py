@@ -71,34 +71,36 @@ def realize(values, specialize: bool = True) -> None:
         value.node = None
 
 
-# An optimizer step whose Adam, Adagrad or RMSprop updates cover at least this many elements, under
-# "auto" on the CPU with one intra-op thread, runs in two: everything its updates read (the forward
-# and backward passes) where the plan's executor choice puts it, then the updates alone, which
-# "auto" gives onnxnn's kernels (plan_cache.choose). The kernels update large tensors block by block
-# into recycled buffers (kernels/training.py), where onnxruntime makes a full out-of-place pass per
-# elementwise op: an MLP's Adam update (670,000 parameters, 13 passes) takes 1.3 ms instead of 2.1.
-# - Momentum's four passes gain too little to pay for the second run (an MLP step with 134,000
-#   parameters: 9% slower split, 670,000: even), so SGD steps stay one run.
+# An optimizer step whose results (new parameters and states) hold at least
+# SPLIT_STEP_MIN_ELEMENTS[its update's op_type] elements, under "auto" on the CPU with one intra-op
+# thread, runs in two: everything its updates read (the forward and backward passes) where the
+# plan's executor choice puts it, then the updates alone, which "auto" gives onnxnn's kernels
+# (plan_cache.choose). The kernels update large tensors block by block into recycled buffers
+# (kernels/training.py), where onnxruntime makes a full out-of-place pass per elementwise op: an
+# MLP's Adam update (670,000 parameters, 13 passes) takes 1.3 ms instead of 2.1.
+# - Momentum's four passes gain less, so its bound is higher (half a million parameters). An MLP's
+#   SGD step with momentum (batch 16, one thread), split against one run: 118,000 parameters 1.10,
+#   670,000 0.96, 1.9 million 0.96, 5.8 million 0.87; resnet18 (11.7 million, batch 8) 0.965, its
+#   update taking 13 ms on the kernels where it added 16 to the step's session.
 # - The kernels update on one thread, while onnxruntime spreads each pass over its intra-op
-#   threads: with two, the MLP's split step was even at batch 16 and 64 and 5% slower at 256. So
-#   the split is for one thread (``set_num_threads(1)``, or a one-core machine).
-SPLIT_STEP_MIN_ELEMENTS = 1 << 16
-SPLIT_STEP_UPDATES = frozenset({"Adam", "Adagrad", "RMSprop"})
+#   threads: with two, the MLP's split Adam step was even at batch 16 and 64 and 5% slower at 256.
+#   So the split is for one thread (``set_num_threads(1)``, or a one-core machine).
+SPLIT_STEP_MIN_ELEMENTS = {"Adam": 1 << 16, "Adagrad": 1 << 16, "RMSprop": 1 << 16, "Momentum": 1 << 20}
 
 
 def realize_step(values) -> None:
     """Computes an optimizer step: ``values`` are the new parameters and states it recorded.
 
-    A large Adam, Adagrad or RMSprop step on the CPU with one intra-op thread runs as two
-    realizations, the updates' inputs (gradients) first, then the updates (see
-    ``SPLIT_STEP_MIN_ELEMENTS``); otherwise it is one realization, as ``realize``.
+    A large step on the CPU with one intra-op thread runs as two realizations, the updates'
+    inputs (gradients) first, then the updates (see ``SPLIT_STEP_MIN_ELEMENTS``); otherwise it
+    is one realization, as ``realize``.
     """
     # One optimizer records one kind of update node, so the first value says whether to look further.
     first = values[0].node if values else None
     if (
         first is None
-        or first.op_type not in SPLIT_STEP_UPDATES
         or first.domain != TRAINING_DOMAIN
+        or first.op_type not in SPLIT_STEP_MIN_ELEMENTS
         or MODE.executor != "auto"
         or values[0].device.type != "cpu"
         or get_num_threads() != 1
@@ -109,10 +111,10 @@ def realize_step(values) -> None:
     elements = 0
     for value in values:
         node = value.node
-        if value.data is None and node.domain == TRAINING_DOMAIN and node.op_type in SPLIT_STEP_UPDATES:
+        if value.data is None and node.domain == TRAINING_DOMAIN and node.op_type in SPLIT_STEP_MIN_ELEMENTS:
             updates[id(node)] = node
             elements += math.prod(value.shape)
-    if elements >= SPLIT_STEP_MIN_ELEMENTS:
+    if elements >= SPLIT_STEP_MIN_ELEMENTS[first.op_type]:
         read = [value for node in updates.values() for value in node.inputs if value is not None and value.data is None]
         if read:
             # The weights of the next run are this run's results: never worth a specialization.

@@ -1,7 +1,8 @@
-"""A large Adam, Adagrad or RMSprop step under "auto" with one intra-op thread runs in two
-realizations: the gradients where the executor choice puts them, then the updates alone on onnxnn's
-kernels (realization.realize_step), which write large tensors block by block into recycled buffers
-(kernels/recycled_buffers.py). An SGD step, or a step with more threads, stays one run.
+"""A large optimizer step (Adam, Adagrad, RMSprop, SGD with momentum) under "auto" with one intra-op
+thread runs in two realizations: the gradients where the executor choice puts them, then the updates
+alone on onnxnn's kernels (realization.realize_step), which write large tensors block by block into
+recycled buffers (kernels/recycled_buffers.py). A small step, or a step with more threads, stays one
+run.
 
 The specification: the parameters and states equal the one-run step's bit for bit, whatever the
 block size; the second run is the kernels'; and no array anyone can still read (an earlier
@@ -27,9 +28,14 @@ OPTIMIZERS = {
     "adamw_amsgrad": lambda params: onnxnn.optim.AdamW(params, lr=0.01, amsgrad=True, maximize=True),
     "adagrad": lambda params: onnxnn.optim.Adagrad(params, lr=0.05, weight_decay=0.01),
     "rmsprop_centered": lambda params: onnxnn.optim.RMSprop(params, lr=0.01, momentum=0.5, centered=True),
+    "sgd_momentum": lambda params: onnxnn.optim.SGD(params, lr=0.05, momentum=0.9, weight_decay=0.01),
+    "sgd_nesterov": lambda params: onnxnn.optim.SGD(params, lr=0.05, momentum=0.9, nesterov=True, maximize=True),
 }
-# Above realization.SPLIT_STEP_MIN_ELEMENTS and the first layer's weight above RECYCLE_MIN_ELEMENTS.
+# Above realization.SPLIT_STEP_MIN_ELEMENTS of Adam, Adagrad and RMSprop (below Momentum's), and the
+# first layer's weight above RECYCLE_MIN_ELEMENTS.
 IN_FEATURES, HIDDEN = 300, 256
+SPLIT_EVERY_STEP = dict.fromkeys(realization.SPLIT_STEP_MIN_ELEMENTS, 1 << 16)
+SPLIT_NO_STEP = dict.fromkeys(realization.SPLIT_STEP_MIN_ELEMENTS, 1 << 62)
 
 
 @pytest.fixture(autouse=True)
@@ -47,7 +53,7 @@ def _trained(optimizer_name: str, steps: int, split: bool, monkeypatch) -> tuple
     model = nn.Sequential(nn.Linear(IN_FEATURES, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, 3))
     optimizer = OPTIMIZERS[optimizer_name](model.parameters())
     with monkeypatch.context() as patch:
-        patch.setattr(realization, "SPLIT_STEP_MIN_ELEMENTS", 1 << 16 if split else 1 << 62)
+        patch.setattr(realization, "SPLIT_STEP_MIN_ELEMENTS", SPLIT_EVERY_STEP if split else SPLIT_NO_STEP)
         # A new structure's first run is on the kernels, whose matrix products round differently
         # from onnxruntime's; the split's gradient plan is a structure of its own. Both runs' gradients
         # come from onnxruntime here, so that only the updates could differ.
@@ -127,10 +133,14 @@ def test_a_step_with_two_threads_stays_one_run(monkeypatch):
     assert not _kernel_updates_in_later_steps(monkeypatch, lambda params: onnxnn.optim.Adam(params, lr=0.01))
 
 
-def test_an_sgd_step_stays_one_run(monkeypatch):
-    # onnxruntime runs the Momentum update inside the step's one session
+@pytest.mark.parametrize(("bound", "split"), [(None, False), (1 << 16, True)], ids=["default bound", "lower bound"])
+def test_an_sgd_step_splits_above_momentums_own_bound(bound, split, monkeypatch):
+    # Below its bound (the model's 154,000 parameters and states), onnxruntime runs the Momentum update
+    # inside the step's one session: its four passes gain too little from the kernels' blocks.
+    if bound is not None:
+        monkeypatch.setitem(realization.SPLIT_STEP_MIN_ELEMENTS, "Momentum", bound)
     make = lambda params: onnxnn.optim.SGD(params, lr=0.05, momentum=0.9)  # noqa: E731
-    assert not _kernel_updates_in_later_steps(monkeypatch, make)
+    assert bool(_kernel_updates_in_later_steps(monkeypatch, make)) is split
 
 
 @pytest.mark.parametrize(("threads", "on_kernels"), [(1, True), (2, False)])
@@ -141,10 +151,12 @@ def test_updates_alone_run_on_the_kernels_with_one_thread(threads, on_kernels, m
     assert bool(_kernel_updates_in_later_steps(monkeypatch, make, read_gradients=True)) is on_kernels
 
 
-def test_what_a_user_still_holds_is_never_overwritten_by_later_steps():
+@pytest.mark.parametrize(("optimizer_name", "state_name"), [("adam", "exp_avg"), ("sgd_momentum", "momentum_buffer")])
+def test_what_a_user_still_holds_is_never_overwritten_by_later_steps(optimizer_name, state_name, monkeypatch):
+    monkeypatch.setattr(realization, "SPLIT_STEP_MIN_ELEMENTS", SPLIT_EVERY_STEP)
     onnxnn.manual_seed(0)
     model = nn.Linear(IN_FEATURES, HIDDEN)
-    optimizer = onnxnn.optim.Adam(model.parameters(), lr=0.1)
+    optimizer = OPTIMIZERS[optimizer_name](model.parameters())
     held = []
     for step in range(8):
         x = onnxnn.randn(4, IN_FEATURES)
@@ -152,13 +164,13 @@ def test_what_a_user_still_holds_is_never_overwritten_by_later_steps():
         model(x).square().mean().backward()
         optimizer.step()
         weight = model.weight
-        exp_avg = optimizer.state[weight]["exp_avg"]
+        state = optimizer.state[weight][state_name]
         if step % 2 == 0:  # kept: an array, a view of it, a detached tensor and a state's array
             array = weight.detach().numpy()
             held.append((array, array.copy()))
             held.append((array[:5, :7], array[:5, :7].copy()))
             detached = weight.detach()
             held.append((detached, detached.numpy().copy()))
-            held.append((exp_avg.numpy(), exp_avg.numpy().copy()))
+            held.append((state.numpy(), state.numpy().copy()))
     for kept, copy in held:
         np.testing.assert_array_equal(kept if isinstance(kept, np.ndarray) else kept.numpy(), copy)
