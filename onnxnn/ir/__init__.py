@@ -25,6 +25,7 @@ from .registry import (
     gradient_rules,
     importers,
     non_differentiable,
+    session_lowerings,
     shape_rules,
     unmaterialized_gradients,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "non_differentiable",
     "unmaterialized_gradients",
     "decompositions",
+    "session_lowerings",
     "importers",
     "kernels",
     "executor",
@@ -60,6 +62,7 @@ REGISTRIES = {
     "non_differentiable": non_differentiable,
     "unmaterialized_gradients": unmaterialized_gradients,
     "decompositions": decompositions,
+    "session_lowerings": session_lowerings,
     "importers": importers,
     "kernels": kernels,
 }

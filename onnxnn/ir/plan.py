@@ -16,7 +16,7 @@ from onnx import helper
 
 from .dtypes import dtype
 from .graph import OPSET_VERSION, is_held
-from .registry import decompositions
+from .registry import decompositions, session_lowerings
 
 __all__ = ["GraphPlan", "plan", "build_model", "plan_opset", "realize_alongside", "OPSET_VERSION", "IR_VERSION"]
 
@@ -277,6 +277,7 @@ def build_model(
     output_names: list | None = None,
     opset_version: int | None = None,
     graph_name: str = "onnxnn",
+    lower: bool = False,
 ) -> onnx.ModelProto:
     """Builds the ONNX model of a plan.
 
@@ -288,6 +289,8 @@ def build_model(
         output_names: names of the plan's outputs (default ``output_0, ...``).
         opset_version: the default-domain opset to declare; by default the plan's (``plan_opset``).
             One older than a node's opset raises ValueError: the node means nothing there.
+        lower: write standard ops in the forms ``session_lowerings`` gives them (for onnxnn's own
+            sessions; exported graphs keep the ops as recorded).
     """
     newest = plan_opset(plan)
     if opset_version is None:
@@ -337,24 +340,42 @@ def build_model(
             initializers.append((value.data, name))
         return name
 
+    fed = {
+        id(value)
+        for position, value in enumerate(plan.inputs)
+        if input_roles is None or input_roles[position][0] == "input"
+    }
+
+    def embedded(node, position: int) -> bool:
+        """Whether the node's input at ``position`` is a constant of the model (neither fed nor computed)."""
+        value = node.inputs[position]
+        return value is not None and value.data is not None and id(value) not in fed
+
     domains = {""}
     for node_index, node in enumerate(plan.nodes):
         inputs = ["" if value is None else name_of(value) for value in node.inputs]
         outputs = [
             produced.get((node_index, i)) or generated(f"node_{node_index}_{i}") for i in range(node.num_outputs)
         ]
+        names_used = [0]
+
+        def fresh_name(stem: str, node_index=node_index, names_used=names_used) -> str:
+            names_used[0] += 1
+            return f"node_{node_index}_{stem}_{names_used[0]}"
+
         expand = decompositions.get(node.op_type, node.domain)
         if expand is not None:
-            names_used = [0]
-
-            def fresh_name(stem: str, node_index=node_index, names_used=names_used) -> str:
-                names_used[0] += 1
-                return f"node_{node_index}_{stem}_{names_used[0]}"
-
             expanded, expanded_initializers = expand(node, inputs, outputs, fresh_name)
             onnx_nodes.extend(expanded)
             initializers.extend(expanded_initializers)
             continue
+        lowering = session_lowerings.get(node.op_type, node.domain) if lower else None
+        if lowering is not None:
+            lowered = lowering(node, inputs, outputs, fresh_name, lambda position, node=node: embedded(node, position))
+            if lowered is not None:
+                onnx_nodes.extend(lowered[0])
+                initializers.extend(lowered[1])
+                continue
         attributes = {k: onnx_attribute_value(v) for k, v in node.attrs.items()}
         onnx_nodes.append(
             helper.make_node(

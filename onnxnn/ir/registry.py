@@ -12,6 +12,7 @@ adding entries through their decorators, never editing a dispatcher::
 - ``non_differentiable``: ops whose outputs carry no gradient (comparisons, indices, shapes).
 - ``unmaterialized_gradients``: ops whose gradient rule takes None for outputs no gradient reached.
 - ``decompositions``: how to write an op onnxruntime lacks as standard ONNX (``runtime/ops/``).
+- ``session_lowerings``: a faster form of a standard op for onnxnn's own sessions (``runtime/ops/``).
 - ``kernels``: onnxnn's own array kernels (``kernels/``; see ``kernel_registry``).
 - ``importers``: how an imported model's node becomes Tensor ops (``import_/``).
 
@@ -32,6 +33,7 @@ __all__ = [
     "non_differentiable",
     "unmaterialized_gradients",
     "decompositions",
+    "session_lowerings",
     "importers",
 ]
 
@@ -122,5 +124,13 @@ unmaterialized_gradients = MarkRegistry("unmaterialized-gradients mark")
 # expansion reads no input size but the rank (sizes come from attributes, or from Shape at run
 # time): fastpath.dynamic_shapes may build it once for a structure seen at several sizes.
 decompositions = Registry("decomposition")
+# Standard ops that onnxnn's own sessions write in another exact form where onnxruntime runs that
+# faster (a Conv with a fed weight over small images as one GEMM): ``lower(node, input_names,
+# output_names, fresh_name, embedded) -> (onnx nodes, initializers)``, or None to keep the node.
+# ``embedded(position)`` tells whether the node's input there is a constant of the model rather
+# than fed at run time. Only ``build_model(lower=True)`` consults it: exported graphs keep the op.
+# As with decompositions, the nodes must be exact for every size of a symbolic dim (sizes may only
+# choose between exact forms).
+session_lowerings = Registry("session lowering")
 # ``importer(call) -> tuple of outputs``: how a node of an imported model runs as Tensor ops.
 importers = Registry("importer")

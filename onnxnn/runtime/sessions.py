@@ -313,6 +313,12 @@ def _writes_its_inputs(model: onnx.ModelProto) -> bool:
     )
 
 
+def lowers_for(device) -> bool:
+    """Whether onnxnn's sessions on ``device`` take ``session_lowerings``' forms: on the CPU, where they
+    were measured (a CUDA provider's convolutions have no per-image GEMMs to save)."""
+    return device.type == "cpu"
+
+
 class CompiledSession:
     __slots__ = ("session", "input_names", "output_names", "run", "bfloat16_io", "copy_inputs")
 
@@ -380,7 +386,7 @@ class SessionCache:
             self.sessions.move_to_end(plan.key)
             return compiled
         self.misses += 1
-        compiled = CompiledSession(build_model(plan), plan.key[3])
+        compiled = CompiledSession(build_model(plan, lower=lowers_for(plan.key[3])), plan.key[3])
         self.sessions[plan.key] = compiled
         if len(self.sessions) > self.capacity:
             self.sessions.popitem(last=False)
@@ -409,7 +415,7 @@ class OnnxruntimeExecutor:
         return self.cache.get(plan)
 
     def compile_uncached(self, plan: GraphPlan, device) -> CompiledSession:
-        return CompiledSession(build_model(plan), device)
+        return CompiledSession(build_model(plan, lower=lowers_for(device)), device)
 
     def compile_model(self, model: onnx.ModelProto, device) -> CompiledSession:
         """A session for an already built model (a plan with some inputs embedded as initializers)."""
@@ -417,7 +423,7 @@ class OnnxruntimeExecutor:
 
     def compile_shared(self, plan: GraphPlan, dims, device) -> CompiledSession:
         """A session for every size of the inputs' ``dims`` (``(input position, axis)`` pairs)."""
-        model = build_model(plan)
+        model = build_model(plan, lower=lowers_for(device))
         # Threads as the static graph of this key would get (sizes are unknown once symbolic).
         threads = 1 if _work_estimate(model) < SINGLE_THREAD_ELEMENTS else MODE.intra_op_threads
         symbolic_inputs(model, dims)

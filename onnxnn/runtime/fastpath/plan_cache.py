@@ -20,6 +20,7 @@ from ...ir.dtypes import bfloat16, float16, float64
 from ...ir.executors import executor
 from ...ir.mode import EXECUTORS, MODE
 from ...ir.plan import GraphPlan, build_model
+from ..sessions import lowers_for
 from ..threads import get_num_threads
 from . import dynamic_shapes
 from .straight_line import accelerate
@@ -300,7 +301,8 @@ class Specialization:
             ("initializer", f"weight_{i}") if i in embedded else ("input", f"input_{i}")
             for i in range(len(plan.inputs))
         ]
-        self.session = executor("onnxruntime").compile_model(build_model(plan, roles), plan.key[3])
+        model = build_model(plan, roles, lower=lowers_for(plan.key[3]))
+        self.session = executor("onnxruntime").compile_model(model, plan.key[3])
 
     def matches(self, inputs: list) -> bool:
         for position, reference in zip(self.positions, self.references):
