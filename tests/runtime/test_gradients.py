@@ -149,6 +149,9 @@ def op(op_type: str, *inputs, **attrs):
     return apply_op(op_type, inputs, attrs or None)
 
 
+# Fractional parts in [0.2, 0.4] or [0.6, 0.8]: a step away from the integers and halves where
+# floor, ceil and round jump.
+_AWAY_FROM_JUMPS = np.array([[0.3, -1.7, 2.2], [-0.6, 1.4, -2.35]])
 _QUANTIZED = np.array([[12, -7, 100], [-128, 5, 0], [3, 127, -40], [9, -9, 1]], dtype=np.int8)
 _CONDITION = np.array([[True], [False], [True]])
 _TIES_A = np.array([1.0, -0.5, 2.0, 0.25])
@@ -172,6 +175,12 @@ CASES = [
     Case("div_zero_dim_divisor", lambda a, b: a / b, [randn(3), nonzero()]),
     Case("rdiv_scalar", lambda a: 2.0 / a, [nonzero(2, 3)]),
     Case("neg", lambda a: -a, [randn(3, 2)]),
+    # Piecewise constant: zero derivative (PyTorch's FloorBackward0, ...), checked through a product
+    # whose derivative is then the op's value, at inputs a step away from every jump.
+    Case("floor_times_input", lambda a: onnxnn.floor(a) * a, [_AWAY_FROM_JUMPS]),
+    Case("ceil_times_input", lambda a: onnxnn.ceil(a) * a, [_AWAY_FROM_JUMPS]),
+    Case("round_times_input", lambda a: onnxnn.round(a) * a, [_AWAY_FROM_JUMPS]),
+    Case("sign_times_input", lambda a: op("Sign", a) * a, [nonzero(2, 3)]),
     Case("pow_tensor_exponent", lambda a, b: a**b, [positive(2, 3), randn(3)]),
     Case("pow_scalar_exponent", lambda a: a**3.0, [randn(4)]),
     Case("pow_fractional_exponent", lambda a: a**0.5, [positive(2, 2)]),

@@ -89,15 +89,17 @@ def _where_shape(inputs, attrs):
     return [(broadcast_values(inputs), inputs[1].dtype)]
 
 
-non_differentiable.mark(
-    "Sign",
-    "Floor",
-    "Ceil",
-    "Round",
-    "BitwiseNot",
-)
+non_differentiable.mark("BitwiseNot")
 
 # ---------------------------------------------------------------- gradient rules
+
+
+@gradient_rules.register("Sign", "Floor", "Ceil", "Round")
+def _piecewise_constant_grad(ctx, g):
+    # Zero wherever the derivative exists, as PyTorch's SignBackward0, FloorBackward0, ...: the output
+    # requires grad and a leaf reached only through it gets zeros, not None. One zero expanded, never
+    # g * 0 (an infinite gradient would make NaN).
+    return (Tensor._zeros((), g.dtype, g.device).expand(tuple(ctx.input_shape(0))),)
 
 
 @gradient_rules.register("Add")
@@ -408,6 +410,9 @@ def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
     if not result_dtype.is_floating_point:
         return _integer_division(_as_tensor(a), _as_tensor(b), rounding_mode)
     quotient = apply_op("Div", (a, b), None, "DivBackward0")
+    # Rounded quotients carry no gradient here (as of today; PyTorch's have zero gradients): through
+    # the quotient, Floor's zeros would meet Div's rule, 0 / 0 where b == 0.
+    quotient = quotient.detach()
     if rounding_mode == "trunc":
         return trunc(quotient)
     return _floor_division(quotient, _as_tensor(a).detach(), _as_tensor(b).detach())
@@ -420,8 +425,7 @@ def _floor_division(quotient: Tensor, a: Tensor, b: Tensor) -> Tensor:
     is 295, the rounded quotient 296.0), and it underflows to zero (1e-45 // -3 is -1). PyTorch
     takes the exact remainder (C's fmod) instead: ``(a - fmod(a, b)) / b``, one less when the
     remainder's sign differs from the divisor's, then rounded to the nearest integer; a zero takes
-    the quotient's sign, and b == 0 gives the quotient's IEEE result. The result's gradient is zero,
-    as PyTorch's (every branch passes through Floor or a constant).
+    the quotient's sign, and b == 0 gives the quotient's IEEE result. All operands are detached.
     """
     remainder = apply_op("Mod", (a, b), {"fmod": 1})
     exact = (a - remainder) / b
@@ -430,7 +434,7 @@ def _floor_division(quotient: Tensor, a: Tensor, b: Tensor) -> Tensor:
     floored = where(exact - floored > 0.5, floored + 1, floored)
     # Where exact is 0 the quotient is finite (|a| < |b|, or b infinite), and times 0 it is the
     # zero with its sign: copysign(0, quotient).
-    signed_zero = quotient.detach() * 0.0
+    signed_zero = quotient * 0.0
     return where(b == 0, floor(quotient), where(exact == 0, signed_zero, floored))
 
 

@@ -234,7 +234,7 @@ def rad2deg(input: Tensor) -> Tensor:
 
 def frac(input: Tensor) -> Tensor:
     """``x - trunc(x)``."""
-    return _e.sub(input, _e.trunc(input))
+    return _e.sub(input, _e.trunc(input.detach()))  # trunc's derivative is zero: no backward node for it
 
 
 def fmod(input, other) -> Tensor:

@@ -117,7 +117,7 @@ def _horner(z: Tensor, coefficients) -> Tensor:
 def _pi_fraction(x: Tensor) -> Tensor:
     """``x - round(x)`` in [-1/2, 1/2] (exact): ``|sin(pi x)|`` and ``cot(pi x)`` read from it stay exact
     near the integers."""
-    return x - x.round()
+    return x - x.detach().round()  # round's derivative is zero: no backward node for it
 
 
 # ---------------------------------------------------------------- gamma family

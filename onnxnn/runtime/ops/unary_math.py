@@ -74,5 +74,6 @@ def _mod_grad(ctx, g):
     if not ctx.attrs.get("fmod", 0):
         raise NotImplementedError("gradient of Mod with fmod=0 (an integer op)")
     a, b = ctx.input(0), ctx.input(1)
-    quotient = _unary("Round", (a - ctx.output()) / b)
+    # Detached: the rounded quotient's zero derivative would meet Div's rule (0 / 0 where b == 0).
+    quotient = _unary("Round", ((a - ctx.output()) / b).detach())
     return g, -g * quotient
