@@ -24,12 +24,11 @@ import itertools
 import math
 
 import numpy as np
-from onnx import numpy_helper
 
 from ...ir import dtypes
 from ...ir.attributes import auto_pad_mode
 from ...ir.registry import session_lowerings
-from .training import node_emitter
+from .training import int64_initializers, node_emitter
 from .windows import window_geometry
 
 __all__ = ["LOWERED_CONV_MAX_POSITIONS", "LOWERED_CONV_MIN_WEIGHT_ELEMENTS"]
@@ -66,11 +65,7 @@ def _conv_as_one_gemm(node, input_names: list, output_names: list, fresh_name, e
     nodes: list = []
     initializers: list = []
     emit = node_emitter(nodes, fresh_name)
-
-    def constant(values) -> str:
-        name = fresh_name("constant")
-        initializers.append(numpy_helper.from_array(np.array(values, np.int64), name))
-        return name
+    constant = int64_initializers(initializers, fresh_name)
 
     channels_first = emit("Transpose", input_names[0], perm=[1, 0, 2, 3])  # (C, N, H, W)
     padded = channels_first

@@ -14,13 +14,12 @@ convolution's: ``G`` scattered back through ``H`` for ``X`` and ``Conv(X, H)`` f
 from __future__ import annotations
 
 import numpy as np
-from onnx import numpy_helper
 
 from ...ir.conv_weight_gradient import OP_TYPE, tap_starts, weight_gradient_geometry
 from ...ir.domains import ONNXNN_DOMAIN
 from ...ir.registry import decompositions, gradient_rules, shape_rules
 from .conv_gradients import gather_windows, needs_input_grad, scatter_windows
-from .training import node_emitter
+from .training import int64_initializers, node_emitter
 from .windows import WindowGeometry
 
 __all__: list[str] = []
@@ -57,11 +56,7 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
     nodes: list = []
     initializers: list = []
     emit = node_emitter(nodes, fresh_name)
-
-    def constant(values) -> str:
-        name = fresh_name("constant")
-        initializers.append(numpy_helper.from_array(np.array(values, np.int64), name))
-        return name
+    constant = int64_initializers(initializers, fresh_name)
 
     taps = tap_starts(geometry)
     # The windows want the input channels-last. Transposed whole once, unless the windows together

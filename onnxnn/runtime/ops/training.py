@@ -385,6 +385,17 @@ def node_emitter(nodes: list, fresh_name):
     return emit
 
 
+def int64_initializers(initializers: list, fresh_name):
+    """``constant(values)``: appends an int64 initializer holding ``values`` to ``initializers``, returns its name."""
+
+    def constant(values) -> str:
+        name = fresh_name("constant")
+        initializers.append(onnx.numpy_helper.from_array(np.array(values, np.int64), name))
+        return name
+
+    return constant
+
+
 def _caster(emit, hyperparameter_dtype):
     """``typed(name, dtype)``: a hyperparameter in a tensor's dtype, cast once per (name, dtype) where they differ."""
     as_dtype: dict = {}
