@@ -73,6 +73,9 @@ CASES = {
     "16 positions: per-image GEMMs are wide enough": ((8, 256, 4, 4), 256, 3, 1, 1, 1, False, False),
     "small weight": ((8, 16, 2, 2), 16, 3, 1, 1, 1, True, False),
     "one image": ((1, 512, 2, 2), 512, 3, 1, 1, 1, False, False),
+    # A 3-channel stem's weight gradient as a Conv: channels and batch trade places, the 32x32 output
+    # gradient is the kernel (1,024 taps) and the 3x3 weight the output.
+    "weight-gradient Conv with a 32x32 kernel": ((3, 32, 34, 34), 16, 32, 1, 0, 1, False, False),
 }
 
 

@@ -31,13 +31,18 @@ from ...ir.registry import session_lowerings
 from .training import int64_initializers, node_emitter
 from .windows import window_geometry
 
-__all__ = ["LOWERED_CONV_MAX_POSITIONS", "LOWERED_CONV_MIN_WEIGHT_ELEMENTS"]
+__all__ = ["LOWERED_CONV_MAX_POSITIONS", "LOWERED_CONV_MIN_WEIGHT_ELEMENTS", "LOWERED_CONV_MAX_TAPS"]
 
 # Output positions per image up to which the batch's windows make one GEMM (measured: 4 and 9 gain,
 # 16 and 25 do not), and the fewest weight elements for it (8 x 64 x 2x2 -> 64, 3x3, 37,000
 # elements: 0.92; 8 x 16 x 2x2 -> 16: 1.8x slower).
 LOWERED_CONV_MAX_POSITIONS = 9
 LOWERED_CONV_MIN_WEIGHT_ELEMENTS = 1 << 16
+# The most kernel taps (one Slice each): measured for 1x1 and 3x3 kernels. A weight-gradient Conv
+# (conv_gradients.weight_gradient, a 3-channel stem's), whose "kernel" is a 32x32 output gradient
+# and whose output is the 3x3 weight, would otherwise become a thousand Slices (a small ResNet's
+# step 1.1x slower).
+LOWERED_CONV_MAX_TAPS = 9
 
 _END = np.iinfo(np.int64).max
 
@@ -50,7 +55,10 @@ def _geometry_if_lowered(node, embedded):
     # SAME_* pads depend on the input's size, which a shared graph does not fix.
     if int(node.attrs.get("group", 1)) != 1 or auto_pad_mode(node.attrs) not in ("NOTSET", "VALID"):
         return None
-    if math.prod(weight.shape) < LOWERED_CONV_MIN_WEIGHT_ELEMENTS:
+    if (
+        math.prod(weight.shape) < LOWERED_CONV_MIN_WEIGHT_ELEMENTS
+        or math.prod(weight.shape[2:]) > LOWERED_CONV_MAX_TAPS
+    ):
         return None
     geometry = window_geometry(x.shape[2:], weight.shape[2:], node.attrs)
     return geometry if math.prod(geometry.output) <= LOWERED_CONV_MAX_POSITIONS else None
