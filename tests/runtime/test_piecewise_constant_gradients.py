@@ -15,27 +15,27 @@ import onnxnn
 
 X = np.array([1.25, -2.5, 3.0, 0.0, -0.75, 7.6])
 
-# function -> (its values by numpy, its derivative)
+# function -> (its values by numpy, its derivative, PyTorch's name of its gradient function)
 FUNCTIONS = {
-    "round": (np.round, 0.0),
-    "floor": (np.floor, 0.0),
-    "ceil": (np.ceil, 0.0),
-    "trunc": (np.trunc, 0.0),
-    "fix": (np.trunc, 0.0),
-    "sign": (np.sign, 0.0),
-    "sgn": (np.sign, 0.0),
-    "frac": (lambda x: x - np.trunc(x), 1.0),
+    "round": (np.round, 0.0, "RoundBackward0"),
+    "floor": (np.floor, 0.0, "FloorBackward0"),
+    "ceil": (np.ceil, 0.0, "CeilBackward0"),
+    "trunc": (np.trunc, 0.0, "TruncBackward0"),
+    "fix": (np.trunc, 0.0, "TruncBackward0"),
+    "sign": (np.sign, 0.0, "SignBackward0"),
+    "sgn": (np.sign, 0.0, "SgnBackward0"),
+    "frac": (lambda x: x - np.trunc(x), 1.0, "FracBackward0"),
 }
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)
 @pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
 def test_a_backward_through_the_function_alone_gives_its_derivative(name, executor):
-    values, derivative = FUNCTIONS[name]
+    values, derivative, gradient_name = FUNCTIONS[name]
     with onnxnn.set_executor(executor):
         x = onnxnn.tensor(X, requires_grad=True)
         y = getattr(onnxnn, name)(x)
-        assert y.requires_grad and y.grad_fn is not None
+        assert y.requires_grad and y.grad_fn.name() == gradient_name
         y.sum().backward()
         np.testing.assert_array_equal(y.detach().numpy(), values(X))
         np.testing.assert_array_equal(x.grad.numpy(), np.full_like(X, derivative))
@@ -43,7 +43,7 @@ def test_a_backward_through_the_function_alone_gives_its_derivative(name, execut
 
 @pytest.mark.parametrize("name", FUNCTIONS)
 def test_in_a_product_only_the_other_factor_is_differentiated(name):
-    values, derivative = FUNCTIONS[name]
+    values, derivative, _ = FUNCTIONS[name]
     x = onnxnn.tensor(X, requires_grad=True)
     (getattr(onnxnn, name)(x) * x).sum().backward()
     # d/dx [f(x) x] = f(x) + f'(x) x
@@ -52,7 +52,7 @@ def test_in_a_product_only_the_other_factor_is_differentiated(name):
 
 @pytest.mark.parametrize("method", ["round", "floor", "ceil", "trunc", "sign", "sgn", "fix", "frac"])
 def test_tensor_methods_record_the_same_gradients(method):
-    values, derivative = FUNCTIONS[method]
+    _, derivative, _ = FUNCTIONS[method]
     x = onnxnn.tensor(X, requires_grad=True)
     getattr(x, method)().sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), np.full_like(X, derivative))

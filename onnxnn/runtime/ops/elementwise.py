@@ -468,7 +468,7 @@ def _to_float(operand, float_dtype=None):
 def trunc(input: Tensor) -> Tensor:
     if not input.dtype.is_floating_point:
         return clone(input)  # a new tensor, as PyTorch's: an in-place change must not reach the input
-    return where(input < 0, ceil(input), floor(input))
+    return apply_op("Where", (input < 0, ceil(input), floor(input)), None, "TruncBackward0")
 
 
 true_divide = divide = div
@@ -558,10 +558,16 @@ def erf(input: Tensor) -> Tensor:
 
 def sign(input: Tensor) -> Tensor:
     """-1, 0 or 1 by the sign of each element; 0 for NaN, as PyTorch gives (ONNX's Sign gives NaN)."""
+    return signed_unit(input, "SignBackward0")
+
+
+def signed_unit(input: Tensor, name: str) -> Tensor:
+    """``sign``, its gradient function called ``name`` (``sgn`` records the same nodes as SgnBackward0)."""
     result = onnx_sign(input)
     if not input.dtype.is_floating_point:
         return result
-    return where(apply_op("IsNaN", (input,)), 0.0, result)
+    zero = Tensor._full((), 0.0, input.dtype, input.device)
+    return apply_op("Where", (apply_op("IsNaN", (input,)), zero, result), None, name)
 
 
 def onnx_sign(input: Tensor) -> Tensor:

@@ -234,7 +234,10 @@ def rad2deg(input: Tensor) -> Tensor:
 
 def frac(input: Tensor) -> Tensor:
     """``x - trunc(x)``."""
-    return _e.sub(input, _e.trunc(input.detach()))  # trunc's derivative is zero: no backward node for it
+    if not input.dtype.is_floating_point:
+        return _e.sub(input, _e.trunc(input))
+    # trunc's derivative is zero: no backward node for it
+    return apply_op("Sub", (input, _e.trunc(input.detach())), None, "FracBackward0")
 
 
 def fmod(input, other) -> Tensor:
@@ -254,7 +257,7 @@ def clamp_max(input: Tensor, max) -> Tensor:
 
 
 def sgn(input: Tensor) -> Tensor:
-    return _e.sign(input)
+    return _e.signed_unit(input, "SgnBackward0")
 
 
 def positive(input: Tensor) -> Tensor:
