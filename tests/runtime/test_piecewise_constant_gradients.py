@@ -72,3 +72,27 @@ def test_a_parameter_used_only_through_round_is_updated_by_weight_decay():
     weight.round().sum().backward()
     optimizer.step()
     np.testing.assert_allclose(weight.detach().numpy(), [1.0 - 0.5 * 0.1 * 1.0, -2.0 + 0.5 * 0.1 * 2.0])
+
+
+@pytest.mark.parametrize("rounding_mode", ["floor", "trunc"])
+def test_a_rounded_division_gives_both_operands_zeros(rounding_mode):
+    # As PyTorch's DivBackward2, also where b == 0 and for a broadcast operand, and under an
+    # infinite upstream gradient (the zeros never pass through Div's rule or a product).
+    a = onnxnn.tensor([[1.5], [-2.0]], requires_grad=True)
+    b = onnxnn.tensor([0.0, 3.0, 2.0], requires_grad=True)
+    y = onnxnn.div(a, b, rounding_mode=rounding_mode)
+    assert y.grad_fn.name() == "DivBackward2"
+    rounding = np.floor if rounding_mode == "floor" else np.trunc
+    with np.errstate(divide="ignore"):
+        np.testing.assert_array_equal(y.detach().numpy(), rounding(a.detach().numpy() / b.detach().numpy()))
+    (y * float("inf")).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), np.zeros((2, 1)))
+    np.testing.assert_array_equal(b.grad.numpy(), np.zeros(3))
+
+
+def test_floor_divide_has_no_gradient_as_in_pytorch():
+    # PyTorch raises "derivative for floor_divide is not implemented" in backward; onnxnn's result
+    # does not require grad, so backward raises too.
+    a = onnxnn.tensor([1.5, -2.0], requires_grad=True)
+    assert not (a // 2.0).requires_grad
+    assert not onnxnn.floor_divide(a, 2.0).requires_grad

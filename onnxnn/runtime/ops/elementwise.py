@@ -13,6 +13,7 @@ from ...ir import dtypes
 from ...ir.graph import Value
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ...ir.caches import register_cache
+from ...ir.mode import MODE
 from ._common import (
     Tensor,
     apply_op,
@@ -397,25 +398,42 @@ register_cache("all-ones constants", _ALL_ONES.clear)
 
 
 def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
-    """True division (integers give floats), or ``rounding_mode`` "trunc" / "floor"."""
-    (a, b), result_dtype = promote_operands([input, other])
+    """True division (integers give floats), or ``rounding_mode`` "trunc" / "floor".
+
+    A rounded float quotient has zero gradient for both operands, as PyTorch's (DivBackward2).
+    """
     if rounding_mode is None:
+        (a, b), result_dtype = promote_operands([input, other])
         if not result_dtype.is_floating_point:
             (a, b), _ = promote_operands([_to_float(input), _to_float(other)])
         return apply_op("Div", (a, b), None, "DivBackward0")
+    result = _rounded_division(input, other, rounding_mode)
+    if not result.dtype.is_floating_point or not MODE.grad.enabled:
+        return result
+    # A Where whose condition never holds passes the result on and sends each operand zeros: never
+    # a product with the upstream gradient, and never through Div's rule (0 / 0 where b == 0).
+    never = None
+    for operand in (input, other):
+        if isinstance(operand, Tensor) and operand._requires_grad:
+            never = never or static_scalar(False, dtypes.bool)
+            result = apply_op("Where", (never, operand.to(result.dtype), result), None, "DivBackward2")
+    return result
+
+
+def _rounded_division(input, other, rounding_mode: str) -> Tensor:
+    """The quotient rounded toward zero ("trunc") or down ("floor"), without gradient."""
     if rounding_mode not in ("trunc", "floor"):
         raise ValueError(
             f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'"
         )
+    (a, b), result_dtype = promote_operands([input, other])
     if not result_dtype.is_floating_point:
         return _integer_division(_as_tensor(a), _as_tensor(b), rounding_mode)
+    a, b = _as_tensor(a).detach(), _as_tensor(b).detach()
     quotient = apply_op("Div", (a, b), None, "DivBackward0")
-    # Rounded quotients carry no gradient here (as of today; PyTorch's have zero gradients): through
-    # the quotient, Floor's zeros would meet Div's rule, 0 / 0 where b == 0.
-    quotient = quotient.detach()
     if rounding_mode == "trunc":
         return trunc(quotient)
-    return _floor_division(quotient, _as_tensor(a).detach(), _as_tensor(b).detach())
+    return _floor_division(quotient, a, b)
 
 
 def _floor_division(quotient: Tensor, a: Tensor, b: Tensor) -> Tensor:
@@ -477,7 +495,9 @@ subtract = sub
 
 
 def floor_divide(input, other) -> Tensor:
-    return div(input, other, rounding_mode="floor")
+    """``input // other``, rounded down. Its result has no gradient (PyTorch: "derivative for
+    floor_divide is not implemented"), unlike ``div(rounding_mode="floor")``'s zeros."""
+    return _rounded_division(input, other, "floor")
 
 
 def remainder(input, other) -> Tensor:
