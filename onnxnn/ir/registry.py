@@ -129,8 +129,8 @@ decompositions = Registry("decomposition")
 # output_names, fresh_name, embedded) -> (onnx nodes, initializers)``, or None to keep the node.
 # ``embedded(position)`` tells whether the node's input there is a constant of the model rather
 # than fed at run time. Only ``build_model(lower=True)`` consults it: exported graphs keep the op.
-# As with decompositions, the nodes must be exact for every size of a symbolic dim (sizes may only
-# choose between exact forms).
+# The nodes must be exact for every size of a symbolic dim, though sessions shared across sizes
+# (fastpath.dynamic_shapes) are built without lowering, since the choice reads the plan's sizes.
 session_lowerings = Registry("session lowering")
 # ``importer(call) -> tuple of outputs``: how a node of an imported model runs as Tensor ops.
 importers = Registry("importer")

@@ -423,7 +423,9 @@ class OnnxruntimeExecutor:
 
     def compile_shared(self, plan: GraphPlan, dims, device) -> CompiledSession:
         """A session for every size of the inputs' ``dims`` (``(input position, axis)`` pairs)."""
-        model = build_model(plan, lower=lowers_for(device))
+        # Not lowered: the lowerings choose by the sizes of the plan, and this graph serves other sizes
+        # (a Conv lowered for 2x2 images would run slower on 64x64 ones, though exactly).
+        model = build_model(plan)
         # Threads as the static graph of this key would get (sizes are unknown once symbolic).
         threads = 1 if _work_estimate(model) < SINGLE_THREAD_ELEMENTS else MODE.intra_op_threads
         symbolic_inputs(model, dims)

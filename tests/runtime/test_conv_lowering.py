@@ -160,3 +160,18 @@ def test_training_through_a_lowered_convolution_matches_the_conv(monkeypatch):
     for lowered, plain in zip(trained(True), trained(False)):
         # Three steps of float32 rounding in sums of 2,304 terms, amplified by nothing larger than 1.
         np.testing.assert_allclose(lowered, plain, rtol=1e-4, atol=1e-5)
+
+
+def test_a_session_shared_across_sizes_keeps_the_conv(monkeypatch):
+    # The lowering chose by the plan's sizes; a graph serving other sizes (fastpath.dynamic_shapes)
+    # keeps the Conv, whose speed does not depend on that choice.
+    from onnxnn.ir.device import CPU
+    from onnxnn.runtime import sessions
+
+    output, arguments, _ = _recorded((8, 512, 2, 2), 512, 3, 1, 1, 1, False)
+    graph = plan([output._value], include_shared=False)
+    built = []
+    monkeypatch.setattr(sessions, "CompiledSession", lambda model, device, threads=None: built.append(model))
+    x_position = next(i for i, value in enumerate(graph.inputs) if value is arguments[0]._value)
+    sessions.OnnxruntimeExecutor().compile_shared(graph, [(x_position, 0)], CPU)
+    assert "Conv" in {node.op_type for node in built[0].graph.node}
