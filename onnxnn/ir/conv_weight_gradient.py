@@ -15,7 +15,7 @@ This module imports nothing of onnxnn's, so the kernels and the runtime's rules 
 from __future__ import annotations
 
 import itertools
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 __all__ = ["OP_TYPE", "WeightGradientGeometry", "weight_gradient_geometry", "tap_starts", "end_pads"]
 
@@ -74,7 +74,17 @@ def weight_gradient_geometry(x_shape: tuple, g_shape: tuple, attrs: dict) -> Wei
     return geometry
 
 
-def tap_starts(geometry: WeightGradientGeometry) -> list[list[int]]:
+class TapGeometry(Protocol):
+    """What ``tap_starts`` reads of a window geometry (this op's, or a Conv's ``WindowGeometry``)."""
+
+    @property
+    def kernel(self) -> list[int]: ...
+
+    @property
+    def dilations(self) -> list[int]: ...
+
+
+def tap_starts(geometry: TapGeometry) -> list[list[int]]:
     """Per kernel tap, in row-major order, where its window starts along each spatial axis of the padded
     input: ``offset * dilation``. The window takes every ``stride``-th element, one per output position."""
     return [

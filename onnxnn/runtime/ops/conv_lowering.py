@@ -20,13 +20,13 @@ result takes its batch and output sizes from a window's shape. Only the choice r
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
 
 from ...ir import dtypes
 from ...ir.attributes import auto_pad_mode
+from ...ir.conv_weight_gradient import tap_starts
 from ...ir.registry import session_lowerings
 from .training import int64_initializers, node_emitter
 from .windows import window_geometry
@@ -80,12 +80,12 @@ def _conv_as_one_gemm(node, input_names: list, output_names: list, fresh_name, e
     if any(geometry.pads_begin) or any(geometry.pads_end):
         padded = emit("Pad", channels_first, constant([0, 0, *geometry.pads_begin, 0, 0, *geometry.pads_end]))
     axes, steps = constant([2, 3]), constant(geometry.strides)
+    extents = [(k - 1) * d for k, d in zip(geometry.kernel, geometry.dilations)]
     windows = []
-    for offsets in itertools.product(*(range(k) for k in geometry.kernel)):
-        starts = [offset * d for offset, d in zip(offsets, geometry.dilations)]
-        # The window ends (k - 1 - offset) * dilation before the padded input's end: then it holds
+    for starts in tap_starts(geometry):
+        # The window ends (k - 1) * dilation - start before the padded input's end: then it holds
         # ceil((padded - (k - 1) * dilation) / stride) positions, the Conv's output size.
-        ends = [-(k - 1 - offset) * d or _END for offset, k, d in zip(offsets, geometry.kernel, geometry.dilations)]
+        ends = [start - extent or _END for start, extent in zip(starts, extents)]
         window = emit("Slice", padded, constant(starts), constant(ends), axes, steps)  # (C, N, Ho, Wo)
         windows.append(window)
     stacked = emit("Concat", *[emit("Unsqueeze", window, constant([1])) for window in windows], axis=1)
