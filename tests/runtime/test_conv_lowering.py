@@ -19,39 +19,16 @@ from onnxnn.nn import functional as F
 from onnxnn.runtime.ops import conv_lowering
 from onnxnn.runtime.sessions import symbolic_inputs
 
+from .test_conv_ops import conv_reference
+
 EPSILON = np.finfo(np.float32).eps
 
 
-def _reference(x, w, b, stride, padding, dilation):
-    """The convolution in float64 and the convolution of magnitudes (for the rounding bound), by taps."""
-    (pad_h, pad_w), (stride_h, stride_w), (dilation_h, dilation_w) = padding, stride, dilation
-    batch, _, height, width = x.shape
-    out_channels, _, kernel_h, kernel_w = w.shape
-    out_h = (height + 2 * pad_h - dilation_h * (kernel_h - 1) - 1) // stride_h + 1
-    out_w = (width + 2 * pad_w - dilation_w * (kernel_w - 1) - 1) // stride_w + 1
-    padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad_h, pad_h), (pad_w, pad_w)))
-    value = np.zeros((batch, out_channels, out_h, out_w))
-    magnitude = np.zeros_like(value)
-    for i in range(kernel_h):
-        for j in range(kernel_w):
-            top, left = i * dilation_h, j * dilation_w
-            window = padded[
-                :,
-                :,
-                top : top + (out_h - 1) * stride_h + 1 : stride_h,
-                left : left + (out_w - 1) * stride_w + 1 : stride_w,
-            ]
-            tap = w[:, :, i, j].astype(np.float64)
-            value += np.einsum("nchw,mc->nmhw", window, tap)
-            magnitude += np.einsum("nchw,mc->nmhw", np.abs(window), np.abs(tap))
-    if b is not None:
-        value += b.astype(np.float64)[None, :, None, None]
-        magnitude += np.abs(b.astype(np.float64))[None, :, None, None]
-    return value, magnitude
-
-
 def _assert_convolution(result, x, w, b, stride, padding, dilation):
-    expected, magnitude = _reference(x, w, b, stride, padding, dilation)
+    geometry = {"strides": list(stride), "pads_begin": list(padding), "dilations": list(dilation)}
+    expected = conv_reference(x, w, b, **geometry)
+    # The convolution of magnitudes bounds the rounding of each sum.
+    magnitude = conv_reference(np.abs(x), np.abs(w), None if b is None else np.abs(b), **geometry)
     assert result.shape == expected.shape
     terms = w.shape[1] * w.shape[2] * w.shape[3] + (b is not None)
     # A sum of n float32 products is off by at most about n * eps times the sum of their magnitudes.
