@@ -23,9 +23,9 @@ import itertools
 from typing import Any, Callable
 
 from ...ir.caches import register_cache
-from ...ir.graph import Node, Value
+from ...ir.graph import Value
 from ...ir.mode import MODE, RecordingTrace
-from ..depth import MAX_PENDING_DEPTH, bound_depth
+from .recorded_steps import REPLAY_NAMESPACE, produced_by, slot_values, write_steps
 
 __all__ = ["backward", "clear_templates", "replay_info"]
 
@@ -285,11 +285,7 @@ class _Template:
     def build(cls, trace, order: list, locations: dict, gradients_before: list, values_before: list, engine):
         """The Template of a traced backward, or None where it used a value it cannot find again."""
         AccumulateGrad = engine.AccumulateGrad
-        index: int | None  # a traced node's position; None where a value has no traced producer
-        produced = {}  # value -> index of the traced node that recorded it
-        for index, (_, outputs) in enumerate(trace.records):
-            for value in outputs:
-                produced[value] = index
+        produced = produced_by(trace.records)
         effects = []  # (leaf function position, whether .grad existed, value)
         for position, function in enumerate(order):
             if type(function) is not AccumulateGrad:
@@ -303,54 +299,15 @@ class _Template:
                 return None  # the driver replaced the .grad tensor itself: not what a replay does
             elif gradient._value is not values_before[position]:
                 effects.append((position, True, gradient._value))
-        # The traced nodes the effects need, in recording (topological) order.
-        needed, stack = set(), [value for _, _, value in effects]
-        while stack:
-            index = produced.get(stack.pop())
-            if index is not None and index not in needed:
-                needed.add(index)
-                stack.extend(value for value in trace.records[index][0].inputs if value is not None)
-        steps = sorted(needed)
-        # Slots: constants, then gathers, then the outputs of each kept node.
-        gathers: list
-        constants, gathers = [None], []
-        constant_slots, gather_slots = {}, {}
-        used = [value for index in steps for value in trace.records[index][0].inputs]
-        for value in used + [value for _, _, value in effects]:
-            if value is None or value in produced or value in constant_slots or value in gather_slots:
-                continue
-            if value.static is None and value in locations:
-                gather_slots[value] = len(gathers)
-                gathers.append(locations[value])
-            elif value.data is not None:  # a structural or rule-made constant: the same in every step
-                constant_slots[value] = len(constants)
-                constants.append(value)
-            else:
-                return None  # a pending value from outside the graph
-        slots = dict(constant_slots)
-        slots.update((value, len(constants) + index) for value, index in gather_slots.items())
-        slots[None] = 0
-        next_slot = len(constants) + len(gathers)
-        template_steps = []
-        for index in steps:
-            node, outputs = trace.records[index]
-            refs = tuple([slots[value] for value in node.inputs])
-            for value in outputs:
-                slots[value] = next_slot
-                next_slot += 1
-            pending_refs = tuple([ref for ref in refs if ref >= len(constants)])  # constants have no history
-            template_steps.append(
-                (
-                    node.op_type,
-                    node.domain,
-                    node.attrs,
-                    node.signature,
-                    refs,
-                    pending_refs,
-                    tuple((value.shape, value.dtype) for value in outputs),
-                    outputs[0].device,
-                )
-            )
+        effect_values = [value for _, _, value in effects]
+
+        def location(value):
+            return locations.get(value) if value.static is None else None
+
+        parts = slot_values(trace.records, produced, effect_values, location)
+        if parts is None:
+            return None
+        constants, gathers, template_steps, slots = parts
         template = cls()
         template.constants = constants
         template.gathers = gathers
@@ -373,13 +330,7 @@ class _Template:
         was saved (the general driver then raises PyTorch's error), and True once it has recorded
         the nodes and set each leaf's ``.grad``.
         """
-        namespace = {
-            "Node": Node,
-            "Value": Value,
-            "Tensor": Tensor,
-            "MAX_PENDING_DEPTH": MAX_PENDING_DEPTH,
-            "bound_depth": bound_depth,
-        }
+        namespace = dict(REPLAY_NAMESPACE, Tensor=Tensor)
         lines = ["def replay(order, root_gradient, retain_graph):"]
         for position, index in self.checks:
             lines.append(f"    saved = order[{position}]._saved_versions[{index}]")
@@ -396,30 +347,7 @@ class _Template:
         for position, kind, index in self.gathers:
             lines.append(f"    value_{slot} = " + sources[kind].format(position, index))
             slot += 1
-        for step, (op_type, domain, attrs, signature, refs, pending_refs, metas, device) in enumerate(self.steps):
-            namespace.update({f"attrs_{step}": attrs, f"signature_{step}": signature, f"device_{step}": device})
-            # Depth as recording computes it: one more than the deepest pending input's.
-            depths = []
-            for ref in dict.fromkeys(pending_refs):
-                lines.append(f"    depth_{ref} = value_{ref}.node.depth if value_{ref}.data is None else 0")
-                depths.append(f"depth_{ref}")
-            depth = "0" if not depths else depths[0] if len(depths) == 1 else f"max({', '.join(depths)})"
-            inputs = "".join(f"value_{ref}, " for ref in refs)
-            lines.append(
-                f"    node = Node({op_type!r}, {domain!r}, ({inputs}), attrs_{step}, {len(metas)}, "
-                f"{depth} + 1, signature_{step})"
-            )
-            outputs = []
-            for index, (shape, dtype) in enumerate(metas):
-                namespace.update({f"shape_{step}_{index}": shape, f"dtype_{step}_{index}": dtype})
-                lines.append(
-                    f"    value_{slot} = Value(node, {index}, shape_{step}_{index}, dtype_{step}_{index}, "
-                    f"device_{step})"
-                )
-                outputs.append(f"value_{slot}")
-                slot += 1
-            if pending_refs:
-                lines.append(f"    if node.depth > MAX_PENDING_DEPTH: bound_depth(node, [{', '.join(outputs)}])")
+        write_steps(self.steps, slot, namespace, lines)
         for position, existed, ref in self.effects:
             if existed:
                 lines.append(f"    order[{position}].variable.grad._rebind(value_{ref})")
