@@ -18,6 +18,8 @@ from __future__ import annotations
 import weakref
 from collections import OrderedDict
 
+from ._forward_replay import changed
+
 __all__ = ["TABLE_NAMES", "MirroredTable", "install_table"]
 
 TABLE_NAMES = frozenset({"_parameters", "_buffers", "_modules"})
@@ -56,13 +58,15 @@ class MirroredTable(OrderedDict):
                 del state[name]
 
     def _mirror(self, name, value) -> None:
-        if name not in TABLE_NAMES:
-            for state in self._instance_dicts():
+        for state in self._instance_dicts():
+            changed(state)
+            if name not in TABLE_NAMES:
                 state[name] = value
 
     def _forget(self, name) -> None:
-        if name not in TABLE_NAMES:  # never mirrored: the owner's attribute of that name is a table
-            for state in self._instance_dicts():
+        for state in self._instance_dicts():
+            changed(state)
+            if name not in TABLE_NAMES:  # never mirrored: the owner's attribute of that name is a table
                 state.pop(name, None)
 
     def __setitem__(self, name, value) -> None:
@@ -104,6 +108,11 @@ class MirroredTable(OrderedDict):
         self.update(other)
         return self
 
+    def move_to_end(self, name, last: bool = True) -> None:
+        super().move_to_end(name, last)
+        for state in self._instance_dicts():
+            changed(state)  # a container's order is its forward's
+
     def __repr__(self) -> str:
         return repr(OrderedDict(self))  # printed as the OrderedDict it stands for
 
@@ -122,4 +131,5 @@ def install_table(module, name: str, table) -> MirroredTable:
         table = MirroredTable(table)
     state[name] = table
     table.bind(module)
+    changed(state)
     return table

@@ -15,8 +15,9 @@ from ...runtime.autograd import RemovableHandle  # noqa: F401  (PyTorch code rea
 from ...runtime.compilation import compile as compile_callable
 from ...runtime.tensor import Tensor
 from ..parameter import Buffer, Parameter
-from . import _hooks
+from . import _forward_replay, _hooks
 from ._conversion import ConversionMixin
+from ._forward_replay import replays as _replays
 from ._tables import TABLE_NAMES, MirroredTable, install_table
 from ._hooks import (
     _global_backward_hooks,
@@ -178,6 +179,8 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
             and not _global_backward_pre_hooks
             and not _global_backward_hooks
         ):
+            if _replays():  # inference: a structure seen before records without running forward
+                return _forward_replay.call(self, args, kwargs)
             return self.forward(*args, **kwargs)
         if self._compiled_call_impl is not None:
             return self._compiled_call_impl(*args, **kwargs)
@@ -317,6 +320,7 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __setattr__(self, name: str, value: Any) -> None:
+        _forward_replay.changed(self.__dict__)  # what its forward reads may have changed
         if name in TABLE_NAMES:  # a whole table replaced (containers renumbering their modules)
             install_table(self, name, value)
             return
@@ -381,6 +385,7 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
         super().__setattr__(name, value)
 
     def __delattr__(self, name: str) -> None:
+        _forward_replay.changed(self.__dict__)
         if name in self._parameters:
             del self._parameters[name]
         elif name in self._buffers:

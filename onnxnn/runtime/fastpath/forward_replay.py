@@ -1,0 +1,269 @@
+"""Forward passes replayed: a forward of onnxnn's own code records a structure's nodes once.
+
+Serving a model calls the same forward on inputs of the same shapes again and again, and
+recording it costs the same Python every time: module calls, argument checks, shape rules and a
+Tensor per intermediate (4 us per op; 5% of an MLP's inference on one core). A forward that is
+onnxnn's own code (its layers, an imported graph: ``nn.Module`` decides, see
+``nn/modules/_forward_replay.py``) records nodes that depend only on the structure: the
+arguments' shapes, dtypes and devices, the non-tensor arguments, and the shapes of the state it
+reads. So the first call of a structure runs the forward under a trace (``MODE.trace``, as a
+traced backward does), and later calls create the same nodes from the trace in generated code
+(``recorded_steps``), reading the new arguments and the state's current values.
+
+Nothing is computed early: the replay leaves the same pending graph as recording would, node
+for node, so plans, sessions and results are the same with and without it (``set_fast_path``).
+A trace is not kept when its forward read data (its nodes may depend on it), changed an argument
+or the state in place, returned something other than new tensors (nested in tuples and lists,
+with None), or read a pending value from outside its arguments and state.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable
+
+from ...ir.mode import MODE, RecordingTrace
+from ..tensor import Tensor
+from .recorded_steps import REPLAY_NAMESPACE, produced_by, slot_values, write_steps
+
+__all__ = ["ForwardTemplates", "call", "replay_info", "reset_counts"]
+
+TEMPLATE_LIMIT = 64  # structures kept per forward: a server sees a few batch shapes
+_UNREPLAYABLE = object()
+_SCALARS = (bool, int, float, str, type(None))
+_ARGUMENT, _STATE = range(2)
+
+
+class ForwardTemplates:
+    """The traced structures of one forward (a module tree): argument key -> template."""
+
+    __slots__ = ("templates", "sightings")
+
+    def __init__(self):
+        self.templates: dict = {}
+        self.sightings: set = set()  # keys called once, not traced yet
+
+
+def call(owner: ForwardTemplates, forward: Callable, args: tuple, kwargs: dict, state: list) -> Any:
+    """Returns ``forward(*args, **kwargs)``, replayed when this structure was traced before.
+
+    Args:
+        owner: the templates of this forward.
+        forward: the forward; its nodes must depend only on the structure (see the module doc).
+        args, kwargs: its arguments.
+        state: every tensor the forward may read besides its arguments (parameters and buffers),
+            in an order that is the same at every call.
+    """
+    if len(args) == 1 and not kwargs and isinstance(args[0], Tensor) and args[0]._value.static is None:
+        value = args[0]._value  # one tensor: most layers' calls, keyed without the general walk
+        tensors: list = [args[0]]
+        key: tuple = ((value.shape, value.dtype, value.device),)
+    else:
+        tensors = []
+        found = _arguments_key(args, kwargs, tensors)
+        if found is None:
+            return forward(*args, **kwargs)
+        key = found
+    template = owner.templates.get(key)
+    if template is _UNREPLAYABLE:
+        return forward(*args, **kwargs)
+    if template is not None:
+        result = template.replay(tensors, state)
+        if result is not _STALE:
+            _counts["replayed"] += 1
+            return result
+    elif key not in owner.sightings:
+        # Tracing a structure costs about three plain forwards: one that never comes back (a
+        # new length each call) is not worth it, so a structure is traced at its second call.
+        if len(owner.sightings) >= TEMPLATE_LIMIT:
+            owner.sightings.clear()
+        owner.sightings.add(key)
+        return forward(*args, **kwargs)
+    return _trace(owner, key, forward, args, kwargs, tensors, state)
+
+
+def replay_info() -> dict:
+    """``{"traced", "replayed"}``: forwards traced and replayed since the counts were reset."""
+    return dict(_counts)
+
+
+def reset_counts() -> None:
+    _counts.update(traced=0, replayed=0)
+
+
+_counts = {"traced": 0, "replayed": 0}
+
+
+def _arguments_key(args: tuple, kwargs: dict, tensors: list) -> tuple | None:
+    """The structural key of the arguments (tensors appended to ``tensors``), None when one is
+    not a tensor, a scalar, or a tuple or list of those."""
+    key: list = []
+    if not _add_arguments(args, key, tensors):
+        return None
+    if kwargs:
+        for name, item in kwargs.items():
+            key.append(name)
+            if not _add_arguments((item,), key, tensors):
+                return None
+    return tuple(key)
+
+
+def _add_arguments(items, key: list, tensors: list) -> bool:
+    for item in items:
+        if isinstance(item, Tensor):
+            value = item._value
+            if value.static is not None:
+                key.append(("static", value.static))
+            else:
+                key.append((value.shape, value.dtype, value.device))
+                tensors.append(item)
+        elif type(item) in _SCALARS:
+            key.append((type(item), item))  # 1, 1.0 and True are equal keys otherwise
+        elif type(item) in (tuple, list):
+            key.append((type(item), len(item)))
+            if not _add_arguments(item, key, tensors):
+                return False
+        else:
+            return False
+    return True
+
+
+def _trace(owner: ForwardTemplates, key: tuple, forward, args, kwargs, tensors: list, state: list) -> Any:
+    """Runs ``forward`` under a trace and keeps its template for ``key`` (or that it has none)."""
+    arguments_before = [tensor._value for tensor in tensors]
+    state_before = [tensor._value for tensor in state]
+    trace = MODE.trace = RecordingTrace()
+    _counts["traced"] += 1
+    try:
+        result = forward(*args, **kwargs)
+    finally:
+        MODE.trace = None
+    template = None
+    if (
+        not trace.read_data
+        and all(tensor._value is value for tensor, value in zip(tensors, arguments_before))
+        and all(tensor._value is value for tensor, value in zip(state, state_before))
+    ):
+        template = _Template.build(trace, result, arguments_before, state_before)
+    owner.sightings.discard(key)
+    templates = owner.templates
+    if len(templates) >= TEMPLATE_LIMIT:
+        templates.clear()
+    templates[key] = _UNREPLAYABLE if template is None else template
+    return result
+
+
+_STALE = object()  # what a replay returns when the state's shapes changed since the trace
+
+
+class _Template:
+    """A traced forward: the values to gather, the nodes to record, the structure to return.
+
+    ``replay(tensors, state)`` is written out as straight-line Python (``source``) at its first
+    call: a structure traced but never called again pays for the trace only.
+    """
+
+    __slots__ = ("parts", "source", "replay")
+
+    @classmethod
+    def build(cls, trace: RecordingTrace, result, arguments: list, state: list) -> "_Template | None":
+        """The template of a traced forward, or None where a replay could not do what it did."""
+        produced = produced_by(trace.records)
+        outputs: list = []
+        structure = _structure(result, produced, outputs)
+        if structure is None:
+            return None
+        where: dict = {}
+        for index, value in enumerate(state):
+            # The metadata only: the traced value itself would keep replaced weights alive.
+            where.setdefault(value, (_STATE, index, (value.shape, value.dtype, value.device)))
+        for index, value in enumerate(arguments):
+            where[value] = (_ARGUMENT, index, None)  # an argument that is also state is read as given
+
+        def location(value):
+            return where.get(value) if value.static is None else None
+
+        parts = slot_values(trace.records, produced, outputs, location)
+        if parts is None:
+            return None
+        constants, gathers, steps, slots = parts
+        return cls((constants, gathers, steps, [slots[value] for value in outputs], structure))
+
+    def __init__(self, parts: tuple):
+        self.parts: tuple | None = parts  # _source's arguments, until the source is written
+        self.source = ""
+        self.replay: Callable = self._compile_then_replay
+
+    def _compile_then_replay(self, tensors: list, state: list):
+        # Writing and compiling the code costs a few forwards: a structure pays it when it comes back.
+        namespace: dict[str, Any] = dict(REPLAY_NAMESPACE, wrap=Tensor._from_value, STALE=_STALE)
+        assert self.parts is not None
+        constants, gathers, steps, output_slots, structure = self.parts
+        self.source = _source(constants, gathers, steps, output_slots, structure, namespace)
+        self.parts = None
+        exec(compile(self.source, f"<onnxnn forward replay {next(_replay_numbers)}>", "exec"), namespace)
+        self.replay = namespace["replay"]
+        return self.replay(tensors, state)
+
+
+def _structure(result, produced: dict, outputs: list):
+    """``result`` with each tensor replaced by its value's position in ``outputs``, or None when
+    the result is not made of tensors the traced nodes produced (tuples, lists and None around
+    them): a replay returns new tensors, and would not return the very objects given to it."""
+    if result is None:
+        return ()
+    if type(result) is Tensor:
+        value = result._value
+        if value not in produced or result._requires_grad or result.__dict__:
+            return None
+        outputs.append(value)
+        return len(outputs) - 1
+    if type(result) in (tuple, list):
+        parts = []
+        for item in result:
+            part = _structure(item, produced, outputs)
+            if part is None:
+                return None
+            parts.append(part)
+        return (type(result), parts)
+    return None
+
+
+def _returned(structure, output_slots: list) -> str:
+    """The expression that builds the result from the output values' slots (``structure``)."""
+    if structure == ():
+        return "None"
+    if type(structure) is int:
+        return f"wrap(value_{output_slots[structure]})"
+    kind, parts = structure
+    items = "".join(f"{_returned(part, output_slots)}, " for part in parts)
+    return f"({items})" if kind is tuple else f"[{items}]"
+
+
+def _source(constants: list, gathers: list, steps: list, output_slots: list, structure, namespace: dict) -> str:
+    """The source of ``replay(tensors, state)``, its constants put in ``namespace``.
+
+    It returns ``STALE``, having recorded nothing, when a state tensor's shape, dtype or device
+    is not what was traced (a parameter given other ``.data``): the caller traces again.
+    """
+    lines = ["def replay(tensors, state):"]
+    for slot, value in enumerate(constants):
+        namespace[f"value_{slot}"] = value
+    slot = len(constants)
+    for kind, index, meta in gathers:
+        if kind == _ARGUMENT:
+            lines.append(f"    value_{slot} = tensors[{index}]._value")
+        else:
+            namespace.update(zip((f"state_shape_{slot}", f"state_dtype_{slot}", f"state_device_{slot}"), meta))
+            lines.append(f"    value_{slot} = state[{index}]._value")
+            lines.append(
+                f"    if value_{slot}.shape != state_shape_{slot} or value_{slot}.dtype is not state_dtype_{slot} "
+                f"or value_{slot}.device is not state_device_{slot}: return STALE"
+            )
+        slot += 1
+    write_steps(steps, slot, namespace, lines)
+    lines.append(f"    return {_returned(structure, output_slots)}")
+    return "\n".join(lines) + "\n"
+
+
+_replay_numbers = itertools.count()

@@ -1,0 +1,348 @@
+"""Forward replay: inference through onnxnn's own modules records each structure's nodes once.
+
+A replayed call must leave exactly the graph that running the forward would (the same plan key,
+so the same session and bitwise the same results), and must never stand in for a forward that
+would have done something else: user code (own classes, hooks), training mode, gradients,
+changed modules or state, and forwards that read data or change their arguments.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+import pytest
+
+import onnxnn
+import onnxnn.nn as nn
+from onnxnn.export import to_onnx
+from onnxnn.import_ import from_onnx
+from onnxnn.ir.plan import plan
+from onnxnn.runtime.fastpath import forward_replay
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    onnxnn.clear_caches()
+    yield
+    onnxnn.clear_caches()
+
+
+def _counts() -> dict:
+    return forward_replay.replay_info()
+
+
+def _key(tensors) -> tuple:
+    """The structural key of the pending graph behind ``tensors`` (what picks the session)."""
+    return plan([tensor._value for tensor in tensors], include_shared=False).key
+
+
+def _flat(result) -> list:
+    if result is None:
+        return []
+    if isinstance(result, onnxnn.Tensor):
+        return [result]
+    return [tensor for item in result for tensor in _flat(item)]
+
+
+def _mlp():
+    return nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 16), nn.GELU(), nn.Linear(16, 4))
+
+
+def _cnn():
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 8, 3, padding=1, groups=2),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(8, 5),
+    )
+
+
+def _imported():
+    onnxnn.manual_seed(1)
+    source = _cnn().eval()
+    return from_onnx(to_onnx(source, onnxnn.randn(2, 3, 8, 8)))
+
+
+# (name, module factory, arguments factory): built-in layers, containers, kwargs, tuple outputs with None,
+# nested tuple outputs, and an imported graph.
+MODELS = [
+    ("mlp", _mlp, lambda: (onnxnn.randn(6, 12),), {}),
+    ("cnn", _cnn, lambda: (onnxnn.randn(2, 3, 8, 8),), {}),
+    (
+        "transformer layer",
+        lambda: nn.TransformerEncoderLayer(16, 4, 32, batch_first=True),
+        lambda: (onnxnn.randn(2, 5, 16),),
+        {},
+    ),
+    (
+        "attention with kwargs",
+        lambda: nn.MultiheadAttention(16, 4, batch_first=True),
+        lambda: (onnxnn.randn(2, 5, 16),) * 3,
+        {"need_weights": False},
+    ),
+    ("lstm", lambda: nn.LSTM(6, 8, num_layers=2, batch_first=True), lambda: (onnxnn.randn(3, 4, 6),), {}),
+    ("imported", _imported, lambda: (onnxnn.randn(2, 3, 8, 8),), {}),
+]
+
+
+@pytest.mark.parametrize("name, build, arguments, kwargs", MODELS, ids=[case[0] for case in MODELS])
+def test_a_replayed_call_records_the_same_graph_and_gives_bitwise_the_same_results(name, build, arguments, kwargs):
+    onnxnn.manual_seed(0)
+    module = build().eval()
+    calls = [arguments() for _ in range(4)]
+    with onnxnn.no_grad():
+        replayed = [module(*args, **kwargs) for args in calls]  # run, traced, replayed twice
+        assert _counts() == {"traced": 1, "replayed": 2}
+        with onnxnn.set_fast_path(False):
+            recorded = [module(*args, **kwargs) for args in calls]
+        assert _counts() == {"traced": 1, "replayed": 2}
+    for fast, plain in zip(replayed, recorded):
+        assert type(fast) is type(plain)
+        fast_tensors, plain_tensors = _flat(fast), _flat(plain)
+        assert len(fast_tensors) == len(plain_tensors)
+        assert _key(fast_tensors) == _key(plain_tensors)
+        for a, b in zip(fast_tensors, plain_tensors):
+            assert a.numpy().tobytes() == b.numpy().tobytes()
+
+
+def test_each_input_shape_and_non_tensor_argument_is_its_own_structure():
+    module = nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    with onnxnn.no_grad():
+        for length in (3, 5, 3, 5, 3, 5):
+            x = onnxnn.randn(2, length, 8)
+            for need_weights in (True, False):
+                output, weights = module(x, x, x, need_weights=need_weights)
+                with onnxnn.set_fast_path(False):
+                    expected, expected_weights = module(x, x, x, need_weights=need_weights)
+                np.testing.assert_array_equal(output.numpy(), expected.numpy())
+                assert (weights is None) == (expected_weights is None) == (not need_weights)
+    assert _counts() == {"traced": 4, "replayed": 4}
+
+
+def test_a_replay_reads_the_current_parameters():
+    linear = nn.Linear(3, 2).eval()
+    x = onnxnn.randn(4, 3)
+    with onnxnn.no_grad():
+        linear(x), linear(x), linear(x)
+        linear.weight.add_(1.0)  # in place: the module itself is unchanged
+        linear.bias.data = onnxnn.zeros(2)
+        result = linear(x).numpy()
+    weight = linear.weight.detach().numpy()
+    np.testing.assert_allclose(result, x.numpy() @ weight.T, rtol=1e-6, atol=1e-6)
+    assert _counts()["replayed"] == 2
+
+
+def test_state_of_another_shape_is_traced_again():
+    linear = nn.Linear(3, 2).eval()
+    x = onnxnn.randn(4, 3)
+    with onnxnn.no_grad():
+        linear(x), linear(x)
+        linear.weight.data = onnxnn.randn(5, 3)
+        linear.bias.data = onnxnn.randn(5)
+        result = linear(x)
+    assert result.shape == (4, 5)
+    expected = x.numpy() @ linear.weight.detach().numpy().T + linear.bias.detach().numpy()
+    np.testing.assert_allclose(result.numpy(), expected, rtol=1e-6, atol=1e-6)
+    assert _counts()["traced"] == 2
+
+
+def test_a_changed_module_is_traced_again():
+    module = nn.Sequential(nn.Linear(3, 3), nn.LeakyReLU(0.1)).eval()
+    x = onnxnn.randn(8, 3) * 10
+    with onnxnn.no_grad():
+        module(x), module(x), module(x)
+        module[1].negative_slope = 0.5
+        results = [module(x).numpy() for _ in range(3)]
+        module[1] = nn.Tanh()  # a submodule replaced
+        replaced = [module(x).numpy() for _ in range(3)]
+    hidden = x.numpy() @ module[0].weight.detach().numpy().T + module[0].bias.detach().numpy()
+    for result in results:
+        np.testing.assert_allclose(result, np.where(hidden > 0, hidden, 0.5 * hidden), rtol=1e-6, atol=1e-5)
+    for result in replaced:
+        np.testing.assert_allclose(result, np.tanh(hidden), rtol=1e-6, atol=1e-6)
+    assert _counts()["traced"] == 3  # at first, after the change, after the replacement
+
+
+def test_hooks_run_on_every_call_even_after_a_trace():
+    module = nn.Sequential(nn.Linear(3, 3), nn.ReLU()).eval()
+    x = onnxnn.randn(2, 3)
+    seen = []
+    with onnxnn.no_grad():
+        module(x), module(x), module(x)
+        handle = module[1].register_forward_hook(lambda _module, _inputs, output: seen.append(output.shape))
+        module(x), module(x), module(x)
+        handle.remove()
+        module(x)
+    assert seen == [(2, 3)] * 3
+    # The model once before the hook and once after its removal; while hooked, its Linear alone
+    # twice (its first call came inside the model's first, untraced run).
+    assert _counts()["replayed"] == 4
+
+
+@pytest.mark.parametrize(
+    "condition",
+    ["training mode", "gradients enabled", "autocast", "another default dtype"],
+)
+def test_no_replay_where_the_forward_could_record_otherwise(condition):
+    module = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5), nn.BatchNorm1d(4)).eval()
+    x = onnxnn.randn(8, 4)
+    with onnxnn.no_grad():
+        module(x), module(x)
+    before = _counts()
+    if condition == "training mode":
+        module.train()
+        with onnxnn.no_grad():
+            module(x)
+    elif condition == "gradients enabled":
+        assert module(x).requires_grad
+    elif condition == "autocast":
+        with onnxnn.no_grad(), onnxnn.autocast("cpu", dtype=onnxnn.bfloat16):
+            assert module(x).dtype == onnxnn.bfloat16
+    else:
+        onnxnn.set_default_dtype(onnxnn.float64)
+        try:
+            with onnxnn.no_grad():
+                module(x)
+        finally:
+            onnxnn.set_default_dtype(onnxnn.float32)
+    after = _counts()
+    assert after["replayed"] == before["replayed"]
+
+
+def test_a_user_class_runs_its_forward_every_call_and_its_layers_replay():
+    class Counting(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(nn.Linear(3, 3), nn.ReLU())
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1  # user code: a replay would skip it
+            return self.body(x) * 2
+
+    module = Counting().eval()
+    x = onnxnn.randn(2, 3)
+    with onnxnn.no_grad():
+        results = [module(x).numpy() for _ in range(3)]
+    assert module.calls == 3
+    assert _counts()["replayed"] == 1  # the Sequential inside it, at its third call
+    expected = (
+        np.maximum(x.numpy() @ module.body[0].weight.detach().numpy().T + module.body[0].bias.detach().numpy(), 0) * 2
+    )
+    for result in results:
+        np.testing.assert_allclose(result, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_a_user_activation_function_keeps_a_layer_from_replaying():
+    calls = []
+
+    def activation(x):
+        calls.append(1)
+        return x.relu()
+
+    layer = nn.TransformerEncoderLayer(8, 2, 16, activation=activation, batch_first=True).eval()
+    x = onnxnn.randn(2, 3, 8)
+    with onnxnn.no_grad():
+        results = [layer(x).numpy() for _ in range(3)]
+        with onnxnn.set_fast_path(False):
+            expected = layer(x).numpy()
+    assert len(calls) == 4
+    for result in results:
+        np.testing.assert_array_equal(result, expected)
+
+
+# A class that claims to be onnxnn's (its module name) stands for a built-in layer that does what
+# a replay cannot repeat; each must keep running its forward.
+class _Misbehaving(nn.Module):
+    __module__ = "onnxnn.nn.modules.test_only"
+
+    def __init__(self, behaviour: str):
+        super().__init__()
+        self.behaviour = behaviour
+        self.register_buffer("count", onnxnn.zeros(()))
+
+    def forward(self, x):
+        if self.behaviour == "reads data":
+            return x * 2 if float(x.sum()) > 0 else x * 3
+        if self.behaviour == "changes its argument":
+            return x.mul_(2)
+        if self.behaviour == "returns its argument":
+            return x
+        if self.behaviour == "changes its state":
+            self.count.add_(1)
+            return x + self.count
+        if self.behaviour == "changes itself":
+            self.last_shape = x.shape
+            return x + 1
+        raise AssertionError(self.behaviour)
+
+
+@pytest.mark.parametrize(
+    "behaviour, expected",
+    [
+        ("reads data", lambda x, call: x * 2 if x.sum() > 0 else x * 3),
+        ("changes its argument", lambda x, call: x * 2),
+        ("returns its argument", lambda x, call: x),
+        ("changes its state", lambda x, call: x + call + 1),
+        ("changes itself", lambda x, call: x + 1),
+    ],
+)
+def test_a_forward_a_replay_could_not_repeat_is_never_replayed(behaviour, expected):
+    module = _Misbehaving(behaviour).eval()
+    with onnxnn.no_grad():
+        for call, sign in enumerate((1, -1, 1, -1)):
+            data = np.full((2, 2), sign, np.float32)
+            x = onnxnn.tensor(data)
+            result = module(x)
+            np.testing.assert_array_equal(result.numpy(), expected(data, call))
+            if behaviour == "changes its argument":
+                np.testing.assert_array_equal(x.numpy(), data * 2)
+            if behaviour == "returns its argument":
+                assert result is x
+    assert _counts()["replayed"] == 0
+
+
+def test_export_after_replayed_calls_still_traces_the_graph():
+    module = _mlp().eval()
+    x = onnxnn.randn(3, 12)
+    with onnxnn.no_grad():
+        module(x), module(x)
+    proto = to_onnx(module, x)
+    other = np.random.default_rng(0).standard_normal((3, 12)).astype(np.float32)
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    (exported,) = session.run(None, {session.get_inputs()[0].name: other})
+    with onnxnn.no_grad():
+        expected = module(onnxnn.from_numpy(other)).numpy()
+    np.testing.assert_allclose(exported, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_replaced_weights_are_not_kept_alive_by_a_template():
+    linear = nn.Linear(64, 64).eval()
+    x = onnxnn.randn(2, 64)
+    with onnxnn.no_grad():
+        linear(x), linear(x), linear(x).numpy()
+        old = weakref.ref(linear.weight._value)
+        linear.weight.data = onnxnn.randn(64, 64)
+        linear(x).numpy()
+    assert old() is None
+
+
+def test_a_dropped_module_leaves_nothing_behind():
+    from onnxnn.nn.modules import _forward_replay
+
+    module = _mlp().eval()
+    with onnxnn.no_grad():
+        module(onnxnn.randn(2, 12)), module(onnxnn.randn(2, 12))
+    reference = weakref.ref(module)
+    assert id(module) in _forward_replay._trees
+    key = id(module)
+    del module
+    assert reference() is None
+    assert key not in _forward_replay._trees
