@@ -299,12 +299,7 @@ class _Template:
                 return None  # the driver replaced the .grad tensor itself: not what a replay does
             elif gradient._value is not values_before[position]:
                 effects.append((position, True, gradient._value))
-        effect_values = [value for _, _, value in effects]
-
-        def location(value):
-            return locations.get(value) if value.static is None else None
-
-        parts = slot_values(trace.records, produced, effect_values, location)
+        parts = slot_values(trace.records, produced, [value for _, _, value in effects], locations)
         if parts is None:
             return None
         constants, gathers, template_steps, slots = parts

@@ -180,10 +180,7 @@ class _Template:
         for index, value in enumerate(arguments):
             where[value] = (_ARGUMENT, index, None)  # an argument that is also state is read as given
 
-        def location(value):
-            return where.get(value) if value.static is None else None
-
-        parts = slot_values(trace.records, produced, outputs, location)
+        parts = slot_values(trace.records, produced, outputs, where)
         if parts is None:
             return None
         constants, gathers, steps, slots = parts

@@ -8,8 +8,6 @@ values they handle in slots (one local variable ``value_<slot>`` each) and write
 
 from __future__ import annotations
 
-from typing import Callable
-
 from ...ir.graph import Node, Value, VersionedNode
 from ..depth import MAX_PENDING_DEPTH, bound_depth
 
@@ -89,12 +87,12 @@ def produced_by(records: list) -> dict:
     return produced
 
 
-def slot_values(records: list, produced: dict, targets: list, location: Callable) -> tuple | None:
+def slot_values(records: list, produced: dict, targets: list, locations: dict) -> tuple | None:
     """Numbers what a replay of the traced ``records`` needs to compute ``targets`` (values).
 
     Slots hold the constants first (slot 0 is None, for absent inputs), then the values a replay
-    gathers from its caller (those ``location(value)`` finds: it returns where, else None), then
-    each needed node's outputs, nodes in recording (topological) order.
+    gathers from its caller (``locations`` says where to find each; static constants are never
+    gathered), then each needed node's outputs, nodes in recording (topological) order.
 
     Returns:
         ``(constants, gathers, steps, slots)``: the constant values, the gathered locations, the
@@ -116,7 +114,7 @@ def slot_values(records: list, produced: dict, targets: list, location: Callable
     for value in used + list(targets):
         if value is None or value in produced or value in constant_slots or value in gather_slots:
             continue
-        where = location(value)
+        where = locations.get(value) if value.static is None else None
         if where is not None:
             gather_slots[value] = len(gathers)
             gathers.append(where)
