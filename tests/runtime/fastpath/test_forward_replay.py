@@ -346,3 +346,28 @@ def test_a_dropped_module_leaves_nothing_behind():
     del module
     assert reference() is None
     assert key not in _forward_replay._trees
+
+
+def test_a_replay_keeps_the_opset_of_nodes_imported_at_a_newer_one():
+    # BitShift of int32 exists from opset 28 on: its node is a VersionedNode, and so is its replay's.
+    from onnx import TensorProto, helper
+
+    from onnxnn.ir.graph import VersionedNode
+
+    nodes = [
+        helper.make_node("BitShift", ["a", "b"], ["shifted"], direction="LEFT"),
+        helper.make_node("Add", ["shifted", "a"], ["y"]),
+    ]
+    inputs = [helper.make_tensor_value_info(name, TensorProto.INT32, [4]) for name in "ab"]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.INT32, [4])]
+    graph = helper.make_graph(nodes, "newer_opset", inputs, outputs)
+    module = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 28)], ir_version=10)).eval()
+    a, b = np.array([1, -2, 3, 70000], np.int32), np.array([0, 3, 30, 4], np.int32)
+    with onnxnn.set_executor("kernels"), onnxnn.no_grad():
+        results = [module(onnxnn.tensor(a), onnxnn.tensor(b)) for _ in range(3)]
+    assert _counts() == {"traced": 1, "replayed": 1}
+    shift = results[2]._value.node.inputs[0].node
+    assert type(shift) is VersionedNode and shift.opset == 28
+    expected = (a.astype(np.int64) << b).astype(np.int32) + a  # wraps as int32 arithmetic does
+    for result in results:
+        np.testing.assert_array_equal(result.numpy(), expected)
