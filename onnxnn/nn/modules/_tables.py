@@ -10,7 +10,8 @@ So each table also writes its entries into the instance dicts of the modules tha
 the ordinary lookup finds them. The tables stay the one truth: every way of changing one (item
 assignment, ``del``, ``pop``, ``update``, ``clear``...) updates the mirrors, so code that writes
 ``module._parameters[name]`` directly, as PyTorch's utilities do, stays correct, and
-``Module.__getattr__`` remains for anything else.
+``Module.__getattr__`` remains for anything else. Each change is also counted in the owners'
+instance dicts (``_forward_replay.changed``): a replayed forward must not outlive what it read.
 """
 
 from __future__ import annotations
