@@ -83,9 +83,21 @@ class _Tree:
     def __init__(self, module, changes_itself: bool):
         self.epoch = _epoch[0]
         self.owner = weakref.ref(module, functools.partial(_forget, _trees, id(module)))
-        modules = list(module.modules())
+        self.templates = forward_replay.ForwardTemplates()
+        self.changes_itself = changes_itself
+        self.default_dtype = get_default_dtype()
+        # While the module itself cannot replay (a user's class, training mode), nothing below it
+        # matters, and only its own changes can alter that: its subtree is not walked at every
+        # call of a user's module whose forward sets an attribute.
+        self.replayable = not changes_itself and _replayable_module(module)
+        modules = list(module.modules()) if self.replayable else [module]
         self.instance_dicts = [each.__dict__ for each in modules]
         self.changes = _changes(self.instance_dicts)
+        self.hook_tables: list = []
+        self.state: list = []
+        if not (self.replayable and all(map(_replayable_module, modules[1:]))):
+            self.replayable = False
+            return
         # Replacing a table is a change; hooks added to or removed from one are not, so a call looks.
         self.hook_tables = [
             table
@@ -93,10 +105,6 @@ class _Tree:
             for table in (each._forward_pre_hooks, each._forward_hooks, each._backward_pre_hooks, each._backward_hooks)
         ]
         self.state = [*module.parameters(), *module.buffers()]
-        self.templates = forward_replay.ForwardTemplates()
-        self.changes_itself = changes_itself
-        self.replayable = not changes_itself and all(map(_replayable_module, modules))
-        self.default_dtype = get_default_dtype()
 
     def unchanged(self) -> bool:
         """Whether no module of the tree changed since it was built (and notes the epoch if so)."""
