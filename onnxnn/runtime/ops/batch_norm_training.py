@@ -33,7 +33,7 @@ from ...ir.graph import shared_attributes
 from ...ir.registry import decompositions, gradient_rules, shape_rules, unmaterialized_gradients
 from ..internal import full_tensor
 from ..tensor import Tensor, apply_op
-from .training import node_emitter
+from .training import int64_initializers, node_emitter
 
 __all__: list[str] = []
 
@@ -61,11 +61,9 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
     """The statistics by ReduceMean, then onnxruntime's one-pass inference BatchNormalization."""
     rank = len(node.inputs[0].shape)
     x, scale, bias = input_names
-    axes, flat = fresh_name("axes"), fresh_name("flat")
-    initializers = [
-        numpy_helper.from_array(np.array([0] + list(range(2, rank)), np.int64), axes),
-        numpy_helper.from_array(np.array([-1], np.int64), flat),
-    ]
+    initializers: list = []
+    constant = int64_initializers(initializers, fresh_name)
+    axes, flat = constant([0] + list(range(2, rank))), constant([-1])
     nodes: list = []
     emit = node_emitter(nodes, fresh_name)
 
@@ -85,8 +83,7 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
         shifted_variance = emit("Add", variance, epsilon)
         emit("BatchNormalization", x, scale, bias, mean, shifted_variance, output=output_names[0], epsilon=0.0)
         return nodes, initializers
-    channel_shape = fresh_name("channel_shape")
-    initializers.append(numpy_helper.from_array(np.array([1, -1] + [1] * (rank - 2), np.int64), channel_shape))
+    channel_shape = constant([1, -1] + [1] * (rank - 2))
     factor = emit("Div", emit("Reshape", scale, channel_shape), emit("Sqrt", emit("Add", kept_variance, epsilon)))
     emit("Add", emit("Mul", centered, factor), emit("Reshape", bias, channel_shape), output=output_names[0])
     return nodes, initializers

@@ -120,8 +120,7 @@ def _momentum_decomposition(node, input_names: list, output_names: list, fresh_n
         # beta applies from the second update on (T > 0): the first one takes the whole gradient.
         one = fresh_name("one")
         initializers.append(onnx.numpy_helper.from_array(np.array(1, hyperparameter_dtype.numpy_dtype), one))
-        zero = fresh_name("zero")
-        initializers.append(onnx.numpy_helper.from_array(np.array(0, np.int64), zero))
+        zero = int64_initializers(initializers, fresh_name)(0)
         beta_adjusted = emit("Where", emit("Greater", update_count, zero), beta, one)
     for index in range(count):
         dtype = tensors[index].dtype
