@@ -19,6 +19,7 @@ Run: python benchmarks/bench_conv_lowering.py [--blocks N] [--block-seconds S]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import time
@@ -43,24 +44,40 @@ SHAPES = [
 ]
 
 
-def _sessions(input_shape, out_channels: int, kernel: int, stride: int, padding: int):
-    """The plain and the lowered session of one recorded conv2d, and their feeds."""
+def _graph(input_shape, out_channels: int, kernel: int, stride: int, padding: int):
+    """The plan of one recorded conv2d."""
     rng = np.random.default_rng(0)
     x = onnxnn.from_numpy(rng.standard_normal(input_shape).astype(np.float32))
     weight_shape = (out_channels, input_shape[1], kernel, kernel)
     w = onnxnn.from_numpy(rng.standard_normal(weight_shape).astype(np.float32))
-    graph = plan([onnxnn.nn.functional.conv2d(x, w, stride=stride, padding=padding)._value], include_shared=False)
+    return plan([onnxnn.nn.functional.conv2d(x, w, stride=stride, padding=padding)._value], include_shared=False)
+
+
+def _lowered(graph) -> bool:
+    return "Conv" not in {node.op_type for node in build_model(graph, lower=True).graph.node}
+
+
+@contextlib.contextmanager
+def _every_conv_lowered():
+    """Lifts the lowering's size bounds, so that both forms are built for every shape."""
+    bounds = conv_lowering.LOWERED_CONV_MAX_POSITIONS, conv_lowering.LOWERED_CONV_MIN_WEIGHT_ELEMENTS
+    conv_lowering.LOWERED_CONV_MAX_POSITIONS, conv_lowering.LOWERED_CONV_MIN_WEIGHT_ELEMENTS = 1 << 62, 0
+    try:
+        yield
+    finally:
+        conv_lowering.LOWERED_CONV_MAX_POSITIONS, conv_lowering.LOWERED_CONV_MIN_WEIGHT_ELEMENTS = bounds
+
+
+def _sessions(graph) -> list:
+    """The plain and the lowered session of ``graph``, one intra-op thread each."""
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1
-    sessions = []
-    for lower in (False, True):
-        model = build_model(graph, lower=lower)
-        sessions.append(
-            onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return [
+        onnxruntime.InferenceSession(
+            build_model(graph, lower=lower).SerializeToString(), options, providers=["CPUExecutionProvider"]
         )
-    feeds = {f"input_{position}": value.data for position, value in enumerate(graph.inputs)}
-    lowered = "Conv" not in {node.op_type for node in build_model(graph, lower=True).graph.node}
-    return sessions, feeds, lowered
+        for lower in (False, True)
+    ]
 
 
 def _timed_block(session, feeds: dict, seconds: float) -> float:
@@ -77,31 +94,26 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=5, help="alternating blocks per form")
     parser.add_argument("--block-seconds", type=float, default=0.3)
     arguments = parser.parse_args()
-    bounds = conv_lowering.LOWERED_CONV_MAX_POSITIONS, conv_lowering.LOWERED_CONV_MIN_WEIGHT_ELEMENTS
-    try:
-        # Both forms are built for every shape; onnxnn's choice is reported beside them.
-        conv_lowering.LOWERED_CONV_MAX_POSITIONS, conv_lowering.LOWERED_CONV_MIN_WEIGHT_ELEMENTS = 1 << 62, 0
-        for name, *shape in SHAPES:
-            (plain, lowered), feeds, _ = _sessions(*shape)
-            conv_lowering.LOWERED_CONV_MAX_POSITIONS, conv_lowering.LOWERED_CONV_MIN_WEIGHT_ELEMENTS = bounds
-            chosen = _sessions(*shape)[2]
-            conv_lowering.LOWERED_CONV_MAX_POSITIONS, conv_lowering.LOWERED_CONV_MIN_WEIGHT_ELEMENTS = 1 << 62, 0
-            plain_ms, lowered_ms = [], []
-            for _ in range(arguments.blocks):
-                plain_ms.append(_timed_block(plain, feeds, arguments.block_seconds))
-                lowered_ms.append(_timed_block(lowered, feeds, arguments.block_seconds))
-            ratios = [a / b for a, b in zip(lowered_ms, plain_ms)]
-            report = {
-                "shape": name,
-                "lowered_ms": statistics.median(lowered_ms),
-                "conv_ms": statistics.median(plain_ms),
-                "ratio_lowered_to_conv": statistics.median(ratios),
-                "ratio_spread": [min(ratios), max(ratios)],
-                "onnxnn_lowers": chosen,
-            }
-            print(json.dumps(report), flush=True)
-    finally:
-        conv_lowering.LOWERED_CONV_MAX_POSITIONS, conv_lowering.LOWERED_CONV_MIN_WEIGHT_ELEMENTS = bounds
+    for name, *shape in SHAPES:
+        graph = _graph(*shape)
+        chosen = _lowered(graph)  # onnxnn's choice, reported beside both forms
+        with _every_conv_lowered():
+            plain, lowered = _sessions(graph)
+        feeds = {f"input_{position}": value.data for position, value in enumerate(graph.inputs)}
+        plain_ms, lowered_ms = [], []
+        for _ in range(arguments.blocks):
+            plain_ms.append(_timed_block(plain, feeds, arguments.block_seconds))
+            lowered_ms.append(_timed_block(lowered, feeds, arguments.block_seconds))
+        ratios = [a / b for a, b in zip(lowered_ms, plain_ms)]
+        report = {
+            "shape": name,
+            "lowered_ms": statistics.median(lowered_ms),
+            "conv_ms": statistics.median(plain_ms),
+            "ratio_lowered_to_conv": statistics.median(ratios),
+            "ratio_spread": [min(ratios), max(ratios)],
+            "onnxnn_lowers": chosen,
+        }
+        print(json.dumps(report), flush=True)
 
 
 if __name__ == "__main__":
