@@ -11,6 +11,7 @@ returned by the same run, so nothing is computed twice.
 from __future__ import annotations
 
 import math
+import operator
 
 from ..ir.caches import clear_caches
 from ..ir.domains import TRAINING_DOMAIN
@@ -88,6 +89,9 @@ def realize(values, specialize: bool = True) -> None:
 SPLIT_STEP_MIN_ELEMENTS = {"Adam": 1 << 16, "Adagrad": 1 << 16, "RMSprop": 1 << 16, "Momentum": 1 << 20}
 
 
+_shape_of = operator.attrgetter("shape")
+
+
 def realize_step(values) -> None:
     """Computes an optimizer step: ``values`` are the new parameters and states it recorded.
 
@@ -103,6 +107,10 @@ def realize_step(values) -> None:
         or first.op_type not in SPLIT_STEP_MIN_ELEMENTS
         or MODE.executor != "auto"
         or values[0].device.type != "cpu"
+        or MODE.intra_op_threads > 1  # set_num_threads(n > 1): get_num_threads() without its system call
+        # Every value's elements, an update's or not, in C: a small step (an SGD step of a few
+        # tensors) stops here, before the loop below and the default thread count's system call.
+        or sum(map(math.prod, map(_shape_of, values))) < SPLIT_STEP_MIN_ELEMENTS[first.op_type]
         or get_num_threads() != 1
     ):
         realize(values)
