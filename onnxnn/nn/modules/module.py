@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Callable, Iterator
 
+from ...ir.mode import MODE
 from ...runtime.autograd import RemovableHandle  # noqa: F401  (PyTorch code reaches it through this module)
 from ...runtime.compilation import compile as compile_callable
 from ...runtime.tensor import Tensor
@@ -179,7 +180,9 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
             and not _global_backward_pre_hooks
             and not _global_backward_hooks
         ):
-            if _replays():  # inference: a structure seen before records without running forward
+            # Inference: a structure seen before records without running forward. Grad mode first,
+            # inline: a training step's module calls pay one attribute read, not a function call.
+            if not MODE.grad.enabled and _replays():
                 return _forward_replay.call(self, args, kwargs)
             return self.forward(*args, **kwargs)
         if self._compiled_call_impl is not None:
