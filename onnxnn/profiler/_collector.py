@@ -34,7 +34,7 @@ from ..ir.mode import MODE
 from ..ir.plan import build_model, plan
 from ..nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from ..runtime.fastpath.plan_cache import choose
-from ..runtime.sessions import CompiledSession
+from ..runtime.sessions import CompiledSession, lowers_for
 from .events import FunctionEvent
 
 __all__ = ["Collector", "Options"]
@@ -329,7 +329,8 @@ class Collector:
         try:
             self.begin_range("onnxnn::build_model")
             try:
-                model = build_model(graph)
+                # The graph onnxnn's own sessions run (with session_lowerings' forms), not the export's.
+                model = build_model(graph, lower=lowers_for(graph.key[3]))
                 _name_nodes(model)
             finally:
                 self.end_range()
