@@ -1,17 +1,22 @@
-"""A Conv with a fed weight in onnxnn's sessions: one GEMM for the batch against onnxruntime's Conv.
+"""A convolution with a fed weight in onnxnn's sessions: each of its forms against onnxruntime's op.
 
-``runtime/ops/conv_lowering.py`` writes a Conv as one GEMM over the windows of every image when
+``runtime/ops/conv_lowering.py`` writes a 2-d Conv as one GEMM over the windows of every image when
 its output has at most ``LOWERED_CONV_MAX_POSITIONS`` positions per image and its weight at least
-``LOWERED_CONV_MIN_WEIGHT_ELEMENTS`` elements. This builds both graphs of each layer shape from one
-recorded ``conv2d`` (``build_model(lower=True)`` and the plain one), runs them in onnxruntime
-sessions with one intra-op thread, alternating blocks in one process, and prints one JSON line per
-shape: medians and the ratio lowered / Conv (below 1: the GEMM is faster), and whether onnxnn
-lowers that shape.
+``LOWERED_CONV_MIN_WEIGHT_ELEMENTS`` elements, and with onnxruntime's blocked-channel kernels
+(``conv_nchwc.py``) from ``BLOCKED_CONV_MIN_POSITIONS`` positions on; a stride-1 ConvTranspose (a
+Conv's input gradient) takes the blocked kernels by the same bound. This builds every form of each
+layer shape from one recorded ``conv2d`` or ``conv_transpose2d`` (``build_model(lower=True)`` with
+the other form's bounds shut, and the plain graph), runs them in onnxruntime sessions with one
+intra-op thread, alternating blocks in one process, and prints one JSON line per shape: medians,
+the ratio of each form to the plain op (below 1: faster), and the form onnxnn chooses.
 
-What it showed (2026-11-29, 2 shared CPU cores): 0.37-0.41 for resnet18's last stage at 64x64
-images (512 channels at 2x2, 4 positions), 0.54 for its 1x1 downsampling there, 0.78 at 3x3
+What it showed (2026-11-29, 2 shared CPU cores): one GEMM 0.37-0.41 for resnet18's last stage at
+64x64 images (512 channels at 2x2, 4 positions), 0.54 for its 1x1 downsampling there, 0.78 at 3x3
 positions, 1.26 at 4x4 and 1.45 for 64 channels at 16x16 (hence at most 9 positions), 1.8 for a
-16-channel layer at 2x2 (hence the weight's bound).
+16-channel layer at 2x2 (hence the weight's bound). The blocked kernels: 0.6-0.7 for a small
+ResNet's 16 and 32 channels at 32x32 and 16x16 (Conv and ConvTranspose alike), 0.83-0.9 for 64
+channels at 16x16 and 56x56, 1.1 for 128 channels at 8x8 (hence 256 positions) and 1.3-1.5 for
+1x1 kernels.
 
 Run: python benchmarks/bench_conv_lowering.py [--blocks N] [--block-seconds S]
 """
@@ -31,53 +36,88 @@ import onnxnn
 from onnxnn.ir.plan import build_model, plan
 from onnxnn.runtime.ops import conv_lowering
 
-# (name, input shape, output channels, kernel, stride, padding)
+# (name, op, input shape, output channels, kernel, stride, padding)
 SHAPES = [
-    ("resnet18_64px_512ch_2x2_b8", (8, 512, 2, 2), 512, 3, 1, 1),
-    ("resnet18_64px_256to512_stride2_b8", (8, 256, 4, 4), 512, 3, 2, 1),
-    ("resnet18_64px_downsample_1x1_b8", (8, 256, 4, 4), 512, 1, 2, 0),
-    ("512ch_3x3_b8", (8, 512, 3, 3), 512, 3, 1, 1),
-    ("512ch_2x2_b64", (64, 512, 2, 2), 512, 3, 1, 1),
-    ("256ch_4x4_b8", (8, 256, 4, 4), 256, 3, 1, 1),
-    ("64ch_16x16_b8", (8, 64, 16, 16), 64, 3, 1, 1),
-    ("16ch_2x2_b8", (8, 16, 2, 2), 16, 3, 1, 1),
+    ("resnet18_64px_512ch_2x2_b8", "conv", (8, 512, 2, 2), 512, 3, 1, 1),
+    ("resnet18_64px_256to512_stride2_b8", "conv", (8, 256, 4, 4), 512, 3, 2, 1),
+    ("resnet18_64px_downsample_1x1_b8", "conv", (8, 256, 4, 4), 512, 1, 2, 0),
+    ("512ch_3x3_b8", "conv", (8, 512, 3, 3), 512, 3, 1, 1),
+    ("512ch_2x2_b64", "conv", (64, 512, 2, 2), 512, 3, 1, 1),
+    ("256ch_4x4_b8", "conv", (8, 256, 4, 4), 256, 3, 1, 1),
+    ("128ch_8x8_b8", "conv", (8, 128, 8, 8), 128, 3, 1, 1),
+    ("64ch_16x16_b8", "conv", (8, 64, 16, 16), 64, 3, 1, 1),
+    ("64ch_56x56_b8", "conv", (8, 64, 56, 56), 64, 3, 1, 1),
+    ("small_resnet_16ch_32x32_b32", "conv", (32, 16, 32, 32), 16, 3, 1, 1),
+    ("small_resnet_32ch_16x16_b32", "conv", (32, 32, 16, 16), 32, 3, 1, 1),
+    ("small_resnet_16to32_stride2_b32", "conv", (32, 16, 32, 32), 32, 3, 2, 1),
+    ("small_resnet_downsample_1x1_b32", "conv", (32, 16, 32, 32), 32, 1, 2, 0),
+    ("16ch_2x2_b8", "conv", (8, 16, 2, 2), 16, 3, 1, 1),
+    ("input_gradient_16ch_32x32_b32", "conv_transpose", (32, 16, 32, 32), 16, 3, 1, 1),
+    ("input_gradient_32ch_16x16_b32", "conv_transpose", (32, 32, 16, 16), 32, 3, 1, 1),
+    ("input_gradient_64ch_16x16_b8", "conv_transpose", (8, 64, 16, 16), 64, 3, 1, 1),
+    ("input_gradient_128ch_8x8_b8", "conv_transpose", (8, 128, 8, 8), 128, 3, 1, 1),
 ]
 
+# form -> the bounds that build it for every shape and no other form
+FORMS = {
+    "one_gemm": {
+        "LOWERED_CONV_MAX_POSITIONS": 1 << 62,
+        "LOWERED_CONV_MIN_WEIGHT_ELEMENTS": 0,
+        "BLOCKED_CONV_MIN_POSITIONS": 1 << 62,
+    },
+    "blocked": {"LOWERED_CONV_MAX_POSITIONS": -1, "BLOCKED_CONV_MIN_POSITIONS": 0},
+}
 
-def _graph(input_shape, out_channels: int, kernel: int, stride: int, padding: int):
-    """The plan of one recorded conv2d."""
+
+def _graph(op: str, input_shape, out_channels: int, kernel: int, stride: int, padding: int):
+    """The plan of one recorded conv2d or conv_transpose2d."""
     rng = np.random.default_rng(0)
     x = onnxnn.from_numpy(rng.standard_normal(input_shape).astype(np.float32))
-    weight_shape = (out_channels, input_shape[1], kernel, kernel)
+    if op == "conv":
+        weight_shape = (out_channels, input_shape[1], kernel, kernel)
+        function = onnxnn.nn.functional.conv2d
+    else:
+        weight_shape = (input_shape[1], out_channels, kernel, kernel)
+        function = onnxnn.nn.functional.conv_transpose2d
     w = onnxnn.from_numpy(rng.standard_normal(weight_shape).astype(np.float32))
-    return plan([onnxnn.nn.functional.conv2d(x, w, stride=stride, padding=padding)._value], include_shared=False)
+    return plan([function(x, w, stride=stride, padding=padding)._value], include_shared=False)
 
 
-def _lowered(graph) -> bool:
-    return "Conv" not in {node.op_type for node in build_model(graph, lower=True).graph.node}
+def _form(model) -> str | None:
+    op_types = {node.op_type for node in model.graph.node}
+    if "ReorderInput" in op_types:
+        return "blocked"
+    return None if op_types & {"Conv", "ConvTranspose"} else "one_gemm"
 
 
 @contextlib.contextmanager
-def _every_conv_lowered():
-    """Lifts the lowering's size bounds, so that both forms are built for every shape."""
-    bounds = conv_lowering.LOWERED_CONV_MAX_POSITIONS, conv_lowering.LOWERED_CONV_MIN_WEIGHT_ELEMENTS
-    conv_lowering.LOWERED_CONV_MAX_POSITIONS, conv_lowering.LOWERED_CONV_MIN_WEIGHT_ELEMENTS = 1 << 62, 0
+def _bounds(values: dict):
+    """The lowering's bounds set to ``values`` inside the block."""
+    saved = {name: getattr(conv_lowering, name) for name in values}
+    for name, value in values.items():
+        setattr(conv_lowering, name, value)
     try:
         yield
     finally:
-        conv_lowering.LOWERED_CONV_MAX_POSITIONS, conv_lowering.LOWERED_CONV_MIN_WEIGHT_ELEMENTS = bounds
+        for name, value in saved.items():
+            setattr(conv_lowering, name, value)
 
 
-def _sessions(graph) -> list:
-    """The plain and the lowered session of ``graph``, one intra-op thread each."""
+def _session(model):
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1
-    return [
-        onnxruntime.InferenceSession(
-            build_model(graph, lower=lower).SerializeToString(), options, providers=["CPUExecutionProvider"]
-        )
-        for lower in (False, True)
-    ]
+    return onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def _sessions(graph) -> dict:
+    """The plain session of ``graph`` and one per form that applies to it, one intra-op thread each."""
+    sessions = {"plain": _session(build_model(graph))}
+    for form, bounds in FORMS.items():
+        with _bounds(bounds):
+            model = build_model(graph, lower=True)
+        if _form(model) == form:
+            sessions[form] = _session(model)
+    return sessions
 
 
 def _timed_block(session, feeds: dict, seconds: float) -> float:
@@ -96,23 +136,19 @@ def main() -> None:
     arguments = parser.parse_args()
     for name, *shape in SHAPES:
         graph = _graph(*shape)
-        chosen = _lowered(graph)  # onnxnn's choice, reported beside both forms
-        with _every_conv_lowered():
-            plain, lowered = _sessions(graph)
+        sessions = _sessions(graph)
         feeds = {f"input_{position}": value.data for position, value in enumerate(graph.inputs)}
-        plain_ms, lowered_ms = [], []
+        times: dict = {form: [] for form in sessions}
         for _ in range(arguments.blocks):
-            plain_ms.append(_timed_block(plain, feeds, arguments.block_seconds))
-            lowered_ms.append(_timed_block(lowered, feeds, arguments.block_seconds))
-        ratios = [a / b for a, b in zip(lowered_ms, plain_ms)]
-        report = {
-            "shape": name,
-            "lowered_ms": statistics.median(lowered_ms),
-            "conv_ms": statistics.median(plain_ms),
-            "ratio_lowered_to_conv": statistics.median(ratios),
-            "ratio_spread": [min(ratios), max(ratios)],
-            "onnxnn_lowers": chosen,
-        }
+            for form, session in sessions.items():
+                times[form].append(_timed_block(session, feeds, arguments.block_seconds))
+        report: dict = {"shape": name, "plain_ms": statistics.median(times["plain"])}
+        for form in sessions.keys() - {"plain"}:
+            ratios = [a / b for a, b in zip(times[form], times["plain"])]
+            report[f"{form}_ms"] = statistics.median(times[form])
+            report[f"ratio_{form}_to_plain"] = statistics.median(ratios)
+            report[f"ratio_{form}_spread"] = [min(ratios), max(ratios)]
+        report["onnxnn_chooses"] = _form(build_model(graph, lower=True))
         print(json.dumps(report), flush=True)
 
 

@@ -368,6 +368,7 @@ def build_model(
             expanded, expanded_initializers = expand(node, inputs, outputs, fresh_name)
             onnx_nodes.extend(expanded)
             initializers.extend(expanded_initializers)
+            domains.update(onnx_node.domain for onnx_node in expanded)
             continue
         lowering = session_lowerings.get(node.op_type, node.domain) if lower else None
         if lowering is not None:
@@ -375,6 +376,7 @@ def build_model(
             if lowered is not None:
                 onnx_nodes.extend(lowered[0])
                 initializers.extend(lowered[1])
+                domains.update(onnx_node.domain for onnx_node in lowered[0])
                 continue
         attributes = {k: onnx_attribute_value(v) for k, v in node.attrs.items()}
         onnx_nodes.append(

@@ -103,7 +103,6 @@ def test_every_kernel_of_a_decomposed_node_is_attributed_to_where_the_node_was_r
     assert all(e.args["onnxruntime_kernel"] in ("Gemm", "FusedGemm") for e in timed if e.name == "Gemm")
 
 
-
 def test_the_profiled_session_runs_the_graph_onnxnn_runs_with_its_lowerings():
     # A Conv with a fed weight over 2x2 images runs as one GEMM in onnxnn's sessions
     # (runtime/ops/conv_lowering.py); a profile timing onnxruntime's Conv instead would blame a kernel
@@ -114,6 +113,7 @@ def test_the_profiled_session_runs_the_graph_onnxnn_runs_with_its_lowerings():
         onnxnn.nn.functional.conv2d(x, weight, padding=1).numpy()
     kernels = {e.args["onnxruntime_kernel"] for e in _nodes(prof) if e.kind == "onnxruntime"}
     assert "MatMul" in kernels and "Conv" not in kernels
+
 
 @pytest.mark.parametrize("executor", ["kernels", "onnxruntime"])
 def test_a_profile_keeps_no_array_of_the_steps_it_timed(executor):

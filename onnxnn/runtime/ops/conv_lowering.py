@@ -1,21 +1,34 @@
-"""A Conv with a fed weight over small images, in onnxnn's sessions: one GEMM for the whole batch.
+"""Convolutions with a fed weight, in onnxnn's sessions: the forms onnxruntime runs fastest.
 
-onnxruntime's Conv runs one GEMM per image: ``(M, C*k*k) @ (C*k*k, L)`` for ``L`` output positions.
-Where ``L`` is tiny and the weight large (a ResNet's last stage on small images: 512 channels at
-2x2), each image's GEMM streams the whole weight for a few columns of work. Gathering every image's
-windows into one ``(C*k*k, N*L)`` matrix streams it once (one thread, ``benchmarks/bench_conv_lowering.py``):
+onnxruntime's Conv (and ConvTranspose) runs one GEMM per image over its windows. onnxnn's own
+sessions write a 2-d convolution whose weight is fed at run time (training) in one of two other
+exact forms where that is faster:
+
+- **Small images: one GEMM for the whole batch.** ``(M, C*k*k) @ (C*k*k, L)`` per image, for ``L``
+  output positions, streams the whole weight for a few columns of work where ``L`` is tiny and the
+  weight large (a ResNet's last stage on small images: 512 channels at 2x2). Gathering every
+  image's windows into one ``(C*k*k, N*L)`` matrix streams it once (one thread,
+  ``benchmarks/bench_conv_lowering.py``)::
 
     8 x 512 x 2x2 -> 512, 3x3: 5.7 ms -> 2.2       8 x 256 x 4x4 -> 512, 3x3 stride 2: 2.8 -> 1.1
     8 x 512 x 3x3 -> 512, 3x3: 5.8 -> 4.6          8 x 256 x 4x4 -> 512, 1x1 stride 2: 0.31 -> 0.17
     8 x 256 x 4x4 -> 256, 3x3 (L = 16): 1.6 -> 2.0 (the per-image GEMMs are wide enough there)
 
-A constant weight keeps the Conv: onnxruntime packs it once and may move it to its NCHWc layout
-(sessions.disabled_optimizers). Exported graphs always keep the Conv (``build_model(lower=True)``
-is for onnxnn's own sessions only).
+  The nodes read no size but the rank: each tap's window is a Slice whose end counts back from the
+  padded input's end, so it holds exactly the Conv's output positions at every input size, and
+  the result takes its batch and output sizes from a window's shape.
+- **Large images: onnxruntime's blocked-channel kernels** (``conv_nchwc.py``), which convolve
+  directly instead of expanding windows, for both the Conv and a stride-1 ConvTranspose (the
+  input gradient of a stride-1 Conv: the same convolution with the kernel flipped)::
 
-The nodes read no size but the rank: each tap's window is a Slice whose end counts back from the
-padded input's end, so it holds exactly the Conv's output positions at every input size, and the
-result takes its batch and output sizes from a window's shape. Only the choice reads sizes.
+    32 x 16 x 32x32 -> 16, 3x3: 2.5 ms -> 1.5        its ConvTranspose: 2.3 -> 1.5
+    32 x 32 x 16x16 -> 32, 3x3: 2.1 -> 1.4           its ConvTranspose: 1.9 -> 1.4
+    8 x 64 x 16x16 -> 64, 3x3: 1.7 -> 1.4            8 x 64 x 56x56 -> 64, 3x3: 19.7 -> 17.1
+    8 x 128 x 8x8 -> 128, 3x3 (64 positions): 1.6 -> 1.8, so it is kept for 256 positions and more
+
+A constant weight keeps the op: onnxruntime packs it once and moves it to its blocked layout itself
+(sessions.disabled_optimizers). Exported graphs always keep the op (``build_model(lower=True)`` is
+for onnxnn's own sessions only). Only the choice of a form reads sizes.
 """
 
 from __future__ import annotations
@@ -28,10 +41,16 @@ from ...ir import dtypes
 from ...ir.attributes import auto_pad_mode
 from ...ir.conv_weight_gradient import tap_starts
 from ...ir.registry import session_lowerings
+from .conv_nchwc import block_size, emit_blocked_conv
 from .training import int64_initializers, node_emitter
-from .windows import window_geometry
+from .windows import per_axis, window_geometry
 
-__all__ = ["LOWERED_CONV_MAX_POSITIONS", "LOWERED_CONV_MIN_WEIGHT_ELEMENTS", "LOWERED_CONV_MAX_TAPS"]
+__all__ = [
+    "LOWERED_CONV_MAX_POSITIONS",
+    "LOWERED_CONV_MIN_WEIGHT_ELEMENTS",
+    "LOWERED_CONV_MAX_TAPS",
+    "BLOCKED_CONV_MIN_POSITIONS",
+]
 
 # Output positions per image up to which the batch's windows make one GEMM (measured: 4 and 9 gain,
 # 16 and 25 do not), and the fewest weight elements for it (8 x 64 x 2x2 -> 64, 3x3, 37,000
@@ -43,33 +62,116 @@ LOWERED_CONV_MIN_WEIGHT_ELEMENTS = 1 << 16
 # and whose output is the 3x3 weight, would otherwise become a thousand Slices (a small ResNet's
 # step 1.1x slower).
 LOWERED_CONV_MAX_TAPS = 9
+# Output positions per image from which the blocked kernels are used (measured: 256 and more gain,
+# 64 loses), for kernels of more than one tap (a 1x1 convolution is a GEMM already).
+BLOCKED_CONV_MIN_POSITIONS = 256
 
 _END = np.iinfo(np.int64).max
 
 
-def _geometry_if_lowered(node, embedded):
-    """The Conv's window geometry when it is worth one GEMM (see the bounds above), else None."""
-    x, weight = node.inputs[0], node.inputs[1]
-    if len(x.shape) != 4 or x.dtype is not dtypes.float32 or embedded(1) or x.shape[0] < 2:
-        return None
+def _plain_2d(node, embedded) -> bool:
+    """A float32 2-d convolution of one group with a fed weight and explicit pads: what both forms take."""
+    x = node.inputs[0]
     # SAME_* pads depend on the input's size, which a shared graph does not fix.
-    if int(node.attrs.get("group", 1)) != 1 or auto_pad_mode(node.attrs) not in ("NOTSET", "VALID"):
+    return (
+        len(x.shape) == 4
+        and x.dtype is dtypes.float32
+        and not embedded(1)
+        and int(node.attrs.get("group", 1)) == 1
+        and auto_pad_mode(node.attrs) in ("NOTSET", "VALID")
+    )
+
+
+def _one_gemm_geometry(node):
+    """The Conv's window geometry when one GEMM for the batch is worth it (see the bounds above), else None."""
+    x, weight = node.inputs[0], node.inputs[1]
+    if x.shape[0] < 2 or math.prod(weight.shape) < LOWERED_CONV_MIN_WEIGHT_ELEMENTS:
         return None
-    if (
-        math.prod(weight.shape) < LOWERED_CONV_MIN_WEIGHT_ELEMENTS
-        or math.prod(weight.shape[2:]) > LOWERED_CONV_MAX_TAPS
-    ):
+    if math.prod(weight.shape[2:]) > LOWERED_CONV_MAX_TAPS:
         return None
     geometry = window_geometry(x.shape[2:], weight.shape[2:], node.attrs)
     return geometry if math.prod(geometry.output) <= LOWERED_CONV_MAX_POSITIONS else None
 
 
-@session_lowerings.register("Conv")
-def _conv_as_one_gemm(node, input_names: list, output_names: list, fresh_name, embedded):
-    """``Y = W (M, C*k*k) @ windows (C*k*k, N*L)``, rows ordered as the weight's ``(C, kh, kw)``."""
-    geometry = _geometry_if_lowered(node, embedded)
-    if geometry is None:
+def _blocked_block(channels: int, out_channels: int, kernel, output_spatial) -> int | None:
+    """The blocked kernels' block size when they are worth it for these sizes, else None."""
+    if math.prod(kernel) < 2 or math.prod(output_spatial) < BLOCKED_CONV_MIN_POSITIONS:
         return None
+    block = block_size()
+    if block is None or channels % block or out_channels % block:
+        return None
+    return block
+
+
+@session_lowerings.register("Conv")
+def _lowered_conv(node, input_names: list, output_names: list, fresh_name, embedded):
+    if not _plain_2d(node, embedded):
+        return None
+    geometry = _one_gemm_geometry(node)
+    if geometry is not None:
+        return _conv_as_one_gemm(geometry, input_names, output_names, fresh_name)
+    x, weight = node.inputs[0], node.inputs[1]
+    geometry = window_geometry(x.shape[2:], weight.shape[2:], node.attrs)
+    block = _blocked_block(weight.shape[1], weight.shape[0], geometry.kernel, geometry.output)
+    if block is None:
+        return None
+    attributes = {
+        "kernel_shape": list(geometry.kernel),
+        "strides": list(geometry.strides),
+        "dilations": list(geometry.dilations),
+        "pads": list(geometry.pads_begin) + list(geometry.pads_end),
+    }
+    return _blocked(node, input_names, output_names, fresh_name, attributes, block, transposed_weight=False)
+
+
+@session_lowerings.register("ConvTranspose")
+def _lowered_conv_transpose(node, input_names: list, output_names: list, fresh_name, embedded):
+    """A stride-1 ConvTranspose is the Conv with the flipped kernel and pads ``d * (k - 1) - pad``."""
+    if not _plain_2d(node, embedded) or "output_shape" in node.attrs:
+        return None
+    x, weight = node.inputs[0], node.inputs[1]
+    kernel = list(weight.shape[2:])
+    if per_axis(node.attrs, "strides", 2, 1) != [1, 1] or any(per_axis(node.attrs, "output_padding", 2, 0)):
+        return None
+    dilations = per_axis(node.attrs, "dilations", 2, 1)
+    pads = per_axis(node.attrs, "pads", 4, 0) if auto_pad_mode(node.attrs) == "NOTSET" else [0] * 4
+    extents = [d * (k - 1) for k, d in zip(kernel, dilations)]
+    conv_pads = [extent - pad for extent, pad in zip(extents + extents, pads)]
+    if min(conv_pads) < 0:
+        return None
+    output_spatial = [
+        size + extent - begin - end for size, extent, begin, end in zip(x.shape[2:], extents, pads[:2], pads[2:])
+    ]
+    block = _blocked_block(weight.shape[0], weight.shape[1], kernel, output_spatial)
+    if block is None:
+        return None
+    attributes = {"kernel_shape": kernel, "strides": [1, 1], "dilations": dilations, "pads": conv_pads}
+    return _blocked(node, input_names, output_names, fresh_name, attributes, block, transposed_weight=True)
+
+
+def _blocked(node, input_names, output_names, fresh_name, attributes, block, transposed_weight):
+    nodes: list = []
+    initializers: list = []
+    emit = node_emitter(nodes, fresh_name)
+    constant = int64_initializers(initializers, fresh_name)
+    bias = input_names[2] if len(input_names) > 2 else ""
+    emit_blocked_conv(
+        emit,
+        constant,
+        input_names[0],
+        input_names[1],
+        bias,
+        output_names[0],
+        node.inputs[1].shape,
+        attributes,
+        block,
+        transposed_weight=transposed_weight,
+    )
+    return nodes, initializers
+
+
+def _conv_as_one_gemm(geometry, input_names: list, output_names: list, fresh_name):
+    """``Y = W (M, C*k*k) @ windows (C*k*k, N*L)``, rows ordered as the weight's ``(C, kh, kw)``."""
     nodes: list = []
     initializers: list = []
     emit = node_emitter(nodes, fresh_name)

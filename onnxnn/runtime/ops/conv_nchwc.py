@@ -1,0 +1,139 @@
+"""onnxruntime's blocked-channel ("NCHWc") convolution kernels, used for a weight fed at run time.
+
+onnxruntime's Conv expands each image's windows (im2col) and runs one GEMM per image. Its CPU
+provider also has direct convolution kernels over channels in blocks of the CPU's vector width
+(the ``com.microsoft.nchwc`` ops), which its optimizer uses only for a constant weight: it reorders
+that weight once when the session is built. A weight fed at every run (training) can use them too
+when the graph reorders it:
+
+    ReorderInput(X) -> nchwc.Conv(., W as (M/B, C/B, kh, kw, B_in, B_out), bias) -> ReorderOutput
+
+The reorder is a Reshape and a Transpose of the weight, small beside the convolution; the blocked
+input and output are one pass each. ``conv_lowering.py`` chooses where this is faster.
+
+The block size ``B`` is the CPU's: onnxruntime picks it at run time (16 with AVX-512, 8 with AVX2)
+and reports it nowhere, and a weight reordered for another size convolves garbage. So
+``block_size()`` asks the kernels themselves, once per process: it runs a small convolution whose
+integer values make every result exact, with the weight reordered for each candidate size, and
+takes the size whose result is exactly right.
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from ...ir.plan import IR_VERSION
+from ..sessions import create_session
+from .training import int64_initializers, node_emitter
+
+__all__ = ["NCHWC_DOMAIN", "block_size", "emit_blocked_conv"]
+
+NCHWC_DOMAIN = "com.microsoft.nchwc"
+_CANDIDATE_BLOCK_SIZES = (16, 8)
+# MLAS has these kernels for x86-64 (AVX2 and AVX-512); elsewhere onnxnn keeps the standard Conv.
+_MACHINES = ("x86_64", "amd64")
+
+
+def emit_blocked_conv(
+    emit,
+    constant,
+    input_name: str,
+    weight_name: str,
+    bias_name: str,
+    output_name: str,
+    weight_shape,
+    attributes: dict,
+    block: int,
+    transposed_weight: bool = False,
+) -> None:
+    """Appends the nodes computing ``Conv(X, W, bias)`` with the blocked kernels (see the module doc).
+
+    Args:
+        emit, constant: ``training.node_emitter`` / ``training.int64_initializers`` of the graph.
+        input_name, weight_name, bias_name, output_name: the Conv's tensors (``bias_name`` may be "").
+        weight_shape: the weight's shape as fed: ``(M, C, kh, kw)``, or, with ``transposed_weight``,
+            a ConvTranspose's ``(C, M, kh, kw)`` whose kernel is flipped: the convolution with it is
+            the stride-1 ConvTranspose.
+        attributes: the explicit ``kernel_shape``, ``strides``, ``dilations`` and ``pads``.
+        block: ``block_size()``; both channel counts must be multiples of it.
+    """
+    if transposed_weight:
+        channels, out_channels, *kernel = weight_shape
+        # Flipped along both spatial axes: the ConvTranspose's scatter is the Conv's correlation.
+        flipped = emit(
+            "Slice",
+            weight_name,
+            constant([-1, -1]),
+            constant([np.iinfo(np.int64).min] * 2),
+            constant([2, 3]),
+            constant([-1, -1]),
+        )
+        # (C/B, B_in, M/B, B_out, kh, kw) -> (M/B, C/B, kh, kw, B_in, B_out)
+        split = emit("Reshape", flipped, constant([channels // block, block, out_channels // block, block, *kernel]))
+        blocked = emit("Transpose", split, perm=[2, 0, 4, 5, 1, 3])
+    else:
+        out_channels, channels, *kernel = weight_shape
+        # (M/B, B_out, C/B, B_in, kh, kw) -> (M/B, C/B, kh, kw, B_in, B_out)
+        split = emit(
+            "Reshape", weight_name, constant([out_channels // block, block, channels // block, block, *kernel])
+        )
+        blocked = emit("Transpose", split, perm=[0, 2, 4, 5, 3, 1])
+    # The kernel reads a rank-4 weight of the reordered layout's sizes.
+    weight = emit("Reshape", blocked, constant([out_channels, channels, *kernel]))
+    blocked_input = emit("ReorderInput", input_name, domain=NCHWC_DOMAIN)
+    inputs = (blocked_input, weight, bias_name) if bias_name else (blocked_input, weight)
+    blocked_output = emit("Conv", *inputs, domain=NCHWC_DOMAIN, **attributes)
+    emit("ReorderOutput", blocked_output, domain=NCHWC_DOMAIN, channels=out_channels, output=output_name)
+
+
+@functools.cache
+def block_size() -> int | None:
+    """The channel block of onnxruntime's NCHWc kernels on this CPU, or None where they cannot be used."""
+    if platform.machine().lower() not in _MACHINES:
+        return None
+    rng = np.random.default_rng(0)
+    channels = max(_CANDIDATE_BLOCK_SIZES)
+    # Small integers: every product and sum is exact in float32, in any order.
+    x = rng.integers(-3, 4, (1, channels, 3, 3)).astype(np.float32)
+    w = rng.integers(-3, 4, (channels, channels, 3, 3)).astype(np.float32)
+    expected = np.einsum("ncij,mcij->nm", x, w).reshape(1, channels, 1, 1)
+    for block in _CANDIDATE_BLOCK_SIZES:
+        try:
+            result = _run_probe(x, w, block)
+        except Exception:  # noqa: BLE001 - a build without the kernels: keep the standard Conv
+            return None
+        if np.array_equal(result, expected):
+            return block
+    return None
+
+
+def _run_probe(x: np.ndarray, w: np.ndarray, block: int) -> np.ndarray:
+    nodes: list = []
+    initializers: list = []
+    counter = iter(range(1 << 30))
+
+    def fresh_name(stem: str) -> str:
+        return f"{stem}_{next(counter)}"
+
+    emit = node_emitter(nodes, fresh_name)
+    constant = int64_initializers(initializers, fresh_name)
+    attributes = {"kernel_shape": [3, 3], "strides": [1, 1], "dilations": [1, 1], "pads": [0, 0, 0, 0]}
+    emit_blocked_conv(emit, constant, "x", "w", "", "y", w.shape, attributes, block)
+    graph = helper.make_graph(
+        nodes,
+        "nchwc_probe",
+        [
+            helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, value.shape)
+            for name, value in (("x", x), ("w", w))
+        ],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        initializers,
+    )
+    opsets = [helper.make_opsetid("", 18), helper.make_opsetid(NCHWC_DOMAIN, 1)]
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=IR_VERSION)
+    return create_session(model, threads=1).run(None, {"x": x, "w": w})[0]
