@@ -25,12 +25,25 @@ alternating which framework goes first, so that the drifting load of a shared ma
 alike; each row gives per-framework medians, and the ratio ``onnxnn / other`` as the median of the
 per-block ratios with its quartiles (the spread). PyTorch rows appear only when torch imports.
 
+The allocator (``--allocator``): by default the process tells glibc's malloc to keep the memory
+it frees (``mallopt``: no trimming, mmap only above 32 MB), so that no framework pays page faults
+for memory it allocated and freed before. PyTorch's CPU tensors come from malloc; with glibc's
+defaults, whether its temporaries fault in fresh pages every step depends on the process's
+history, and its step times with them swing by up to 2x from row to row (MLP batch 16: Adam
+2.3 against 1.2 ms). onnxnn's own buffers (onnxruntime's arena, the kernels' recycled buffers)
+change by a few percent. So the default is PyTorch at its best; ``--allocator default`` measures
+glibc's defaults. Every row says which it ran with. The ``first_step`` rows always start fresh
+processes with glibc's defaults.
+
 Run: python benchmarks/bench_vs_torch.py [--only NAME ...] [--quick] [--threads 1|default|both]
+     [--allocator kept|default]
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import json
 import os
 import statistics
@@ -449,6 +462,23 @@ class _Settings:
         self.directory = directory
 
 
+# glibc's mallopt parameters (malloc.h) and the largest mmap threshold it accepts on 64-bit systems.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_MMAP_THRESHOLD_MAX = 32 << 20
+
+
+def keep_freed_memory() -> str:
+    """Makes glibc's malloc keep freed memory in this process (see the module doc); returns what applies."""
+    library = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(library) if library else None
+    mallopt = getattr(libc, "mallopt", None)
+    if mallopt is None or not sys.platform.startswith("linux"):
+        return "default (no glibc mallopt)"
+    if not (mallopt(_M_TRIM_THRESHOLD, 1 << 30) and mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_MAX)):
+        return "default (mallopt refused)"
+    return "kept"
+
+
 def _apply_threads(threads: int | None) -> None:
     count = threads if threads is not None else _cores()
     onnxnn.set_num_threads(count)
@@ -461,7 +491,11 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", default=[], help="workloads whose name contains any of these")
     parser.add_argument("--quick", action="store_true", help="fewer and shorter blocks (a rough figure in ~1 min)")
     parser.add_argument("--threads", choices=["1", "default", "both"], default="both")
+    parser.add_argument(
+        "--allocator", choices=["kept", "default"], default="kept", help="glibc keeps freed memory, or its defaults"
+    )
     arguments = parser.parse_args()
+    allocator = keep_freed_memory() if arguments.allocator == "kept" else "default"
     selected = [name for name in WORKLOADS if not arguments.only or any(part in name for part in arguments.only)]
     thread_settings = {"1": [1], "default": [None], "both": [1, None]}[arguments.threads]
     with tempfile.TemporaryDirectory() as directory:
@@ -472,6 +506,7 @@ def main() -> None:
                 start = time.perf_counter()
                 row = {"workload": name, "threads": 1 if threads == 1 else f"default ({_cores()})"}
                 row.update(WORKLOADS[name](settings))
+                row["allocator"] = "default" if name == "first_step" else allocator
                 row["bench_seconds"] = round(time.perf_counter() - start, 1)
                 if _torch_available():
                     row["torch_version"] = torch.__version__

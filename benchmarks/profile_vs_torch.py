@@ -50,6 +50,7 @@ from bench_vs_torch import (  # noqa: E402
     _same_weights,
     _small_resnet,
     classifier,
+    keep_freed_memory,
 )
 
 try:
@@ -257,6 +258,7 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", default=[], help="workloads whose name contains any of these")
     parser.add_argument("--blocks", type=int, default=9, help="interleaved blocks per workload (default 9)")
     arguments = parser.parse_args()
+    allocator = keep_freed_memory()  # PyTorch at its best, as bench_vs_torch.py measures it
     onnxnn.set_num_threads(1)
     if torch is not None:
         torch.set_num_threads(1)
@@ -265,7 +267,7 @@ def main() -> None:
             if arguments.only and not any(part in name for part in arguments.only):
                 continue
             result = profile_workload(build, shape, classes, optimizer_name, arguments.blocks, train)
-            print(json.dumps(_rounded({"workload": name, "threads": 1, **result})))
+            print(json.dumps(_rounded({"workload": name, "threads": 1, **result, "allocator": allocator})))
             sys.stdout.flush()
 
 
