@@ -2,24 +2,27 @@
 
 ``runtime/ops/conv_gradients.py`` chooses by shape:
 - the weight gradient ``d<conv(x, w), g>/dw``: one GEMM per kernel tap when the input has at least
-  ``TAP_GEMM_MIN_CHANNELS`` channels, otherwise one Conv in which the batch and the channels trade
-  places and the output gradient is the kernel;
+  ``TAP_GEMM_MIN_CHANNELS`` channels, one GEMM over all the taps' windows when it has fewer and
+  the kernel at most ``ALL_WINDOWS_GEMM_MAX_TAPS`` taps, otherwise one Conv in which the batch and
+  the channels trade places and the output gradient is the kernel;
 - the input gradient ``d<conv(x, w), g>/dx`` of a 2-d convolution: one GEMM and a Col2Im when the
   input and output channels multiply to at least ``COLUMN_GEMM_MIN_CHANNEL_PRODUCT``, otherwise a
   ConvTranspose.
 
-This runs both formulations of each through onnxnn (``w.grad`` or ``x.grad`` of
+This runs every formulation of each through onnxnn (``w.grad`` or ``x.grad`` of
 ``(conv2d(x, w) * g).sum()``, one intra-op thread), alternating blocks of calls in one process,
 for the layer shapes of a small ResNet (batch 32, 32x32 images), torchvision's resnet18 (batch 8
 at 224x224 and 64x64) and an RGB stem, and prints one JSON line per gradient and shape: medians
-and the ratio GEMMs / single op (below 1: the GEMMs are faster).
+and the ratio of each GEMM form to the single op (below 1: faster), and the form onnxnn takes.
 
 What it showed (2026-11-29, 2 shared CPU cores, ``--blocks 3 --block-seconds 0.3``): weight
 gradients 0.35-0.73 for 16 to 512 channels with 3x3 kernels, 0.13-0.19 for the 1x1 downsampling
 convolutions, 1.3x slower for the 3-channel stem (since ``ConvWeightGradient``'s leaner assembly
 of the taps, the same day: 0.36-0.61 for 3x3 kernels, 0.13-0.16 for 1x1, the stem 1.27); input
 gradients 0.28-0.29 for 256-512 channels at 2x2-4x4, 0.73 for 512 at 7x7, 1.00 for 256 at 14x14,
-and 1.1-2.5x slower for 3 to 64 channels. Hence the thresholds.
+and 1.1-2.5x slower for 3 to 64 channels. Hence the thresholds. One GEMM over all windows for
+fewer channels (later the same day): 0.5 for the 3-channel 3x3 stem, 0.55 for 8 channels (as the
+GEMMs per tap), 0.8 for a 1-channel 3x3 kernel, 1.3 for a 7x7 stride-2 stem (hence 25 taps).
 
 Run: python benchmarks/bench_conv_gradients.py [--blocks N] [--block-seconds S]
 """
@@ -49,15 +52,35 @@ SHAPES = [
     ("resnet18_64px_256to512_stride2_b8", (8, 256, 4, 4), 512, 3, 2, 1),
     ("resnet18_downsample_1x1_b8", (8, 64, 56, 56), 128, 1, 2, 0),
     ("rgb_stem_3ch_3x3", (32, 3, 32, 32), 16, 3, 1, 1),
+    ("rgb_stem_3ch_7x7_stride2_b8", (8, 3, 64, 64), 64, 7, 2, 3),
+    ("gray_1ch_3x3_b64", (64, 1, 28, 28), 32, 3, 1, 1),
+    ("8ch_3x3", (32, 8, 32, 32), 16, 3, 1, 1),
 ]
 
-# gradient -> (the module constant that chooses, what of a shape it is compared with): a shape
-# takes the GEMMs when that measure reaches the constant, so 1 always takes them and 2**62 never.
-FORMULATIONS = {
-    "weight": ("TAP_GEMM_MIN_CHANNELS", lambda input_shape, out_channels: input_shape[1]),
-    "input": ("COLUMN_GEMM_MIN_CHANNEL_PRODUCT", lambda input_shape, out_channels: input_shape[1] * out_channels),
+NEVER = 1 << 62
+# gradient -> form -> the module constants that make every shape take that form (the last form is
+# the single op the others are compared with)
+FORMS = {
+    "weight": {
+        "tap_gemms": {"TAP_GEMM_MIN_CHANNELS": 1},
+        "all_windows_gemm": {"TAP_GEMM_MIN_CHANNELS": NEVER, "ALL_WINDOWS_GEMM_MAX_TAPS": NEVER},
+        "single_op": {"TAP_GEMM_MIN_CHANNELS": NEVER, "ALL_WINDOWS_GEMM_MAX_TAPS": 0},
+    },
+    "input": {
+        "column_gemm": {"COLUMN_GEMM_MIN_CHANNEL_PRODUCT": 1},
+        "single_op": {"COLUMN_GEMM_MIN_CHANNEL_PRODUCT": NEVER},
+    },
 }
-ALWAYS, NEVER = 1, 1 << 62
+
+
+def _default_form(which: str, input_shape, out_channels: int, kernel: int, constants: dict) -> str:
+    """The form onnxnn takes for this shape with these values of its constants."""
+    if which == "input":
+        product = input_shape[1] * out_channels
+        return "column_gemm" if product >= constants["COLUMN_GEMM_MIN_CHANNEL_PRODUCT"] else "single_op"
+    if input_shape[1] >= constants["TAP_GEMM_MIN_CHANNELS"]:
+        return "tap_gemms"
+    return "all_windows_gemm" if kernel * kernel <= constants["ALL_WINDOWS_GEMM_MAX_TAPS"] else "single_op"
 
 
 def _gradient_call(which: str, input_shape, out_channels: int, kernel: int, stride: int, padding: int):
@@ -85,9 +108,10 @@ def _gradient_call(which: str, input_shape, out_channels: int, kernel: int, stri
     return call
 
 
-def _timed_block(call, seconds: float, constant: str, threshold: int) -> float:
-    setattr(conv_ops, constant, threshold)
-    onnxnn.clear_caches()  # traced backwards and sessions were built with the other formulation
+def _timed_block(call, seconds: float, constants: dict) -> float:
+    for constant, value in constants.items():
+        setattr(conv_ops, constant, value)
+    onnxnn.clear_caches()  # traced backwards and sessions were built with another form
     call()  # the structure's first call traces its backward and compiles its session
     call()
     calls, start = 0, time.perf_counter()
@@ -99,29 +123,28 @@ def _timed_block(call, seconds: float, constant: str, threshold: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--blocks", type=int, default=5, help="alternating blocks per formulation")
+    parser.add_argument("--blocks", type=int, default=5, help="alternating blocks per form")
     parser.add_argument("--block-seconds", type=float, default=0.5)
     arguments = parser.parse_args()
     onnxnn.set_num_threads(1)
-    defaults = {constant: getattr(conv_ops, constant) for constant, _ in FORMULATIONS.values()}
+    names = {constant for forms in FORMS.values() for constants in forms.values() for constant in constants}
+    defaults = {constant: getattr(conv_ops, constant) for constant in names}
     try:
-        for which, (constant, measure) in FORMULATIONS.items():
+        for which, forms in FORMS.items():
             for name, input_shape, out_channels, *geometry in SHAPES:
+                chosen = _default_form(which, input_shape, out_channels, geometry[0], defaults)
                 call = _gradient_call(which, input_shape, out_channels, *geometry)
-                gemms, single = [], []
+                times: dict = {form: [] for form in forms}
                 for _ in range(arguments.blocks):
-                    gemms.append(_timed_block(call, arguments.block_seconds, constant, ALWAYS))
-                    single.append(_timed_block(call, arguments.block_seconds, constant, NEVER))
-                ratios = [a / b for a, b in zip(gemms, single)]
-                report = {
-                    "gradient": which,
-                    "shape": name,
-                    "gemms_ms": statistics.median(gemms),
-                    "single_op_ms": statistics.median(single),
-                    "ratio_gemms_to_single_op": statistics.median(ratios),
-                    "ratio_spread": [min(ratios), max(ratios)],
-                    "default": "gemms" if measure(input_shape, out_channels) >= defaults[constant] else "single_op",
-                }
+                    for form, constants in forms.items():
+                        times[form].append(_timed_block(call, arguments.block_seconds, {**defaults, **constants}))
+                report: dict = {"gradient": which, "shape": name, "single_op_ms": statistics.median(times["single_op"])}
+                for form in forms.keys() - {"single_op"}:
+                    ratios = [a / b for a, b in zip(times[form], times["single_op"])]
+                    report[f"{form}_ms"] = statistics.median(times[form])
+                    report[f"ratio_{form}_to_single_op"] = statistics.median(ratios)
+                    report[f"ratio_{form}_spread"] = [min(ratios), max(ratios)]
+                report["default"] = chosen
                 print(json.dumps(report), flush=True)
     finally:
         for constant, value in defaults.items():

@@ -39,14 +39,21 @@ def _pending_op_types(tensor) -> list[str]:
     return found
 
 
-def test_a_wide_convolutions_weight_gradient_is_one_node():
-    x = onnxnn.randn(2, CHANNELS, 6, 6)
-    weight = onnxnn.randn(4, CHANNELS, 3, 3, requires_grad=True)
+# (channels, kernel, recorded as the node): many channels, or few with a small kernel; a 7x7 RGB
+# stem's 49 windows keep the single Conv (faster there).
+RECORDED = [(CHANNELS, 3, True), (3, 3, True), (1, 5, True), (3, 7, False)]
+
+
+@pytest.mark.parametrize("channels, kernel, as_node", RECORDED)
+def test_a_convolutions_weight_gradient_is_one_node_where_gemms_are_faster(channels, kernel, as_node):
+    x = onnxnn.randn(2, channels, 9, 9)
+    weight = onnxnn.randn(4, channels, kernel, kernel, requires_grad=True)
     with recording_only():
         F.conv2d(x, weight, padding=1).sum().backward()
         recorded = _pending_op_types(weight.grad)
-    assert recorded.count(OP_TYPE) == 1
+    assert recorded.count(OP_TYPE) == (1 if as_node else 0)
     assert "MatMul" not in recorded and "Slice" not in recorded  # the GEMMs per tap are the node's own
+    assert ("Conv" in recorded) is not as_node
 
 
 def _numpy_weight_gradient(x, g, kernel=(3, 3), stride=1, padding=1):
@@ -64,11 +71,15 @@ def _numpy_weight_gradient(x, g, kernel=(3, 3), stride=1, padding=1):
 
 # The decomposition multiplies G by each tap's window, or, when the windows have fewer rows (batch
 # times output positions) than G has channels, by all windows side by side in one MatMul; windows
-# smaller together than the input (a strided 1x1 convolution's) are cut before the channels move last.
+# smaller together than the input (a strided 1x1 convolution's) are cut before the channels move
+# last. With fewer than TAP_GEMM_MIN_CHANNELS channels, all windows of the channels-first input
+# make one GEMM.
 FORMS = [
     ("a_matmul_per_tap", (4, CHANNELS, 6, 6), 3, 3, 1, 1),
     ("one_matmul_for_few_rows", (1, CHANNELS, 4, 4), 40, 3, 2, 1),
     ("windows_cut_before_moving_channels", (2, CHANNELS, 7, 7), 5, 1, 3, 1),
+    ("one_gemm_over_all_windows_for_rgb", (3, 3, 8, 7), 5, 3, 1, 1),
+    ("one_gemm_over_all_windows_strided_5x5", (2, 1, 9, 9), 4, 5, 2, 2),
 ]
 
 
@@ -79,7 +90,7 @@ def test_every_form_of_the_decomposition_is_the_formula(
 ):
     rng = np.random.default_rng(3)
     x = rng.standard_normal(x_shape).astype(np.float32)
-    weight_shape = (out_channels, CHANNELS, kernel, kernel)
+    weight_shape = (out_channels, x_shape[1], kernel, kernel)
     weight = onnxnn.tensor(rng.standard_normal(weight_shape).astype(np.float32), requires_grad=True)
     with onnxnn.set_executor(executor_name):
         y = F.conv2d(onnxnn.tensor(x), weight, stride=stride, padding=padding)
@@ -92,18 +103,19 @@ def test_every_form_of_the_decomposition_is_the_formula(
         assert_within(weight.grad.numpy(), expected, bound)
 
 
-def test_sizes_that_change_share_one_graph_whose_windows_follow_the_sizes():
+@pytest.mark.parametrize("channels", [CHANNELS, 3])
+def test_sizes_that_change_share_one_graph_whose_windows_follow_the_sizes(channels):
     # fastpath.dynamic_shapes compiles one graph with symbolic sizes for a structure seen at several
     # batch and image sizes; the node's decomposition must read the sizes at run time, not bake the
     # first size's windows in (a larger image would then get a wrong gradient or a failed run).
     from onnxnn.runtime.fastpath import dynamic_shapes
 
     rng = np.random.default_rng(2)
-    weight = onnxnn.tensor(rng.standard_normal((3, CHANNELS, 3, 3)).astype(np.float32), requires_grad=True)
+    weight = onnxnn.tensor(rng.standard_normal((3, channels, 3, 3)).astype(np.float32), requires_grad=True)
     shared_before = dynamic_shapes.dynamic_info()["shared_runs"]
     with onnxnn.set_executor("onnxruntime"):
         for batch, height, width in [(2, 6, 6), (3, 6, 6), (2, 8, 7), (4, 5, 9), (2, 8, 7), (3, 9, 5)]:
-            x = rng.standard_normal((batch, CHANNELS, height, width)).astype(np.float32)
+            x = rng.standard_normal((batch, channels, height, width)).astype(np.float32)
             g = rng.standard_normal((batch, 3, height, width)).astype(np.float32)
             weight.grad = None
             (F.conv2d(onnxnn.tensor(x), weight, padding=1) * onnxnn.tensor(g)).sum().backward()

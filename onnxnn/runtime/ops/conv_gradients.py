@@ -4,10 +4,11 @@ The input gradient of a Conv scatters each output position's gradient back throu
 (``scatter_windows``): a ``ConvTranspose`` of the output gradient with the same weight, or, for wide
 2-d layers, one GEMM and a ``Col2Im``. Its weight gradient correlates the input with the output
 gradient (``weight_gradient``): one GEMM per kernel tap over strided slices of the input when it has
-enough channels, otherwise one ``Conv`` in which batch and channel axes swap roles (stride and
-dilation swap too). ``gather_windows`` is the adjoint of ConvTranspose. Which formulation runs is
-chosen by shape, from what onnxruntime runs fastest (benchmarks/bench_conv_gradients.py); all are
-exact up to float rounding. All are standard ONNX ops but the GEMMs per tap, which are recorded as
+enough channels, one GEMM over all the taps' slices when it has few and the kernel is small,
+otherwise one ``Conv`` in which batch and channel axes swap roles (stride and dilation swap too).
+``gather_windows`` is the adjoint of ConvTranspose. Which formulation runs is chosen by shape, from
+what onnxruntime runs fastest (benchmarks/bench_conv_gradients.py); all are exact up to float
+rounding. All are standard ONNX ops but the weight gradient's GEMMs, which are recorded as
 one node of onnxnn's (``ConvWeightGradient``, conv_weight_gradient.py) with its own gradient rule
 and written out as standard ops when a graph is built; so every gradient is differentiable again
 and exports. The pooling and normalization rules use some of them too.
@@ -118,21 +119,26 @@ def gather_windows(
 
 
 # The fewest input channels for which the weight gradient is computed tap by tap as GEMMs: with
-# fewer (an RGB stem), the GEMMs are too narrow and the one large Conv is faster
+# fewer (an RGB stem), the GEMMs are too narrow, and every tap's window goes into one GEMM instead
 # (benchmarks/bench_conv_gradients.py).
 TAP_GEMM_MIN_CHANNELS = 16
+# The most kernel taps for which a weight gradient of fewer channels is one GEMM over all windows:
+# 3x3 and 5x5 kernels gain (an RGB stem's 3x3 over 32x32 images: 1.8 -> 0.9 ms), a 7x7 stride-2
+# stem's 49 windows lose to the one large Conv (2.8 -> 3.6 ms).
+ALL_WINDOWS_GEMM_MAX_TAPS = 25
 
 
 def weight_gradient(x: Tensor, g: Tensor, kernel, strides, dilations, pads_begin, group: int) -> Tensor:
     """d<Conv(x, w), g>/dw for ``Conv(x, w)`` with these strides/dilations/begin pads: shape ``(M, C/group, *kernel)``.
 
     Ungrouped convolutions of at least ``TAP_GEMM_MIN_CHANNELS`` input channels take one GEMM per
-    kernel tap (``_weight_gradient_by_taps``); the others one Conv in which the input channels act
-    as the batch and the batch as channels (per group), the output gradient acts as the kernel, and
-    stride and dilation trade places.
+    kernel tap, those with fewer channels and at most ``ALL_WINDOWS_GEMM_MAX_TAPS`` taps one GEMM over
+    all the taps' windows (both ``_weight_gradient_as_gemms``); the others one Conv in which the
+    input channels act as the batch and the batch as channels (per group), the output gradient acts
+    as the kernel, and stride and dilation trade places.
     """
-    if group == 1 and x.shape[1] >= TAP_GEMM_MIN_CHANNELS:
-        return _weight_gradient_by_taps(x, g, kernel, strides, dilations, pads_begin)
+    if group == 1 and (x.shape[1] >= TAP_GEMM_MIN_CHANNELS or int(np.prod(kernel)) <= ALL_WINDOWS_GEMM_MAX_TAPS):
+        return _weight_gradient_as_gemms(x, g, kernel, strides, dilations, pads_begin)
     batch, channels = x.shape[0], x.shape[1]
     spatial_rank = x.dim() - 2
     out_channels = g.shape[1]
@@ -154,7 +160,7 @@ def weight_gradient(x: Tensor, g: Tensor, kernel, strides, dilations, pads_begin
     return result.permute([1, 0] + list(range(2, 2 + spatial_rank)))
 
 
-def _weight_gradient_by_taps(x: Tensor, g: Tensor, kernel, strides, dilations, pads_begin) -> Tensor:
+def _weight_gradient_as_gemms(x: Tensor, g: Tensor, kernel, strides, dilations, pads_begin) -> Tensor:
     """The weight gradient as one ``(M, N*L) @ (N*L, C)`` GEMM per kernel tap (L: output positions).
 
     The tap at offset ``o`` of the kernel sees, at each output position, the input element
@@ -162,7 +168,7 @@ def _weight_gradient_by_taps(x: Tensor, g: Tensor, kernel, strides, dilations, p
     input. onnxruntime runs these GEMMs 2-10x faster than the single Conv whose 32x32 "kernel" is
     the output gradient, whose im2col expands every input element once per output position. They
     are recorded as one ``ConvWeightGradient`` node (conv_weight_gradient.py), written out as the
-    GEMMs when a graph is built.
+    GEMMs when a graph is built (for few channels, as one GEMM over all the windows).
     """
     pads = list(pads_begin) + end_pads(x.shape[2:], g.shape[2:], kernel, strides, dilations, pads_begin)
     attrs = {"kernel_shape": list(kernel), "strides": list(strides), "dilations": list(dilations), "pads": pads}

@@ -1,9 +1,9 @@
 """A convolution's weight gradient as one node: the rules of onnxnn's ``ConvWeightGradient`` op.
 
 ``conv_gradients.weight_gradient`` records it for ungrouped convolutions with enough input
-channels (the op and its geometry: ``ir/conv_weight_gradient.py``). Written out as the GEMM per
-kernel tap it stands for, a 3x3 kernel's weight gradient is 42 nodes (a Slice, a MatMul and two
-Reshapes per tap), about half of what a ResNet's training step records; each costs Python at
+channels or few enough kernel taps (the op and its geometry: ``ir/conv_weight_gradient.py``).
+Written out as the GEMM per kernel tap it stands for, a 3x3 kernel's weight gradient is 42 nodes
+(a Slice, a MatMul and two Reshapes per tap), about half of what a ResNet's training step records; each costs Python at
 every step (the backward's replay, planning). As one node it costs that once; ``build_model``
 writes the GEMMs out for onnxruntime (``_decomposition``), and onnxnn's kernels run the node directly.
 
@@ -18,6 +18,7 @@ import numpy as np
 from ...ir.conv_weight_gradient import OP_TYPE, tap_starts, weight_gradient_geometry
 from ...ir.domains import ONNXNN_DOMAIN
 from ...ir.registry import decompositions, gradient_rules, shape_rules
+from . import conv_gradients
 from .conv_gradients import gather_windows, needs_input_grad, scatter_windows
 from .training import int64_initializers, node_emitter
 from .windows import WindowGeometry
@@ -57,6 +58,9 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
     initializers: list = []
     emit = node_emitter(nodes, fresh_name)
     constant = int64_initializers(initializers, fresh_name)
+    if x.shape[1] < conv_gradients.TAP_GEMM_MIN_CHANNELS:
+        _emit_one_gemm_over_all_windows(emit, constant, geometry, input_names, output_names[0])
+        return nodes, initializers
 
     taps = tap_starts(geometry)
     # The windows want the input channels-last. Transposed whole once, unless the windows together
@@ -94,6 +98,34 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
     by_tap = emit("Reshape", products, constant([0, *geometry.kernel, -1]))  # (M, *kernel, C)
     emit("Transpose", by_tap, perm=[0, 1 + rank, *range(1, 1 + rank)], output=output_names[0])
     return nodes, initializers
+
+
+def _emit_one_gemm_over_all_windows(emit, constant, geometry, input_names: list, output_name: str) -> None:
+    """Few input channels: ``(M, N*L) @ (C*taps, N*L)^T``, each tap's window of the channels-first input a row block.
+
+    With few channels each tap's own GEMM is too narrow (``(N*L, 3)`` for an RGB input), and the
+    windows, rows ordered as the weight's ``(C, *kernel)``, are a small matrix: one GEMM whose
+    result is the weight gradient as it is laid out, no Transpose after it.
+    """
+    rank = len(geometry.kernel)
+    spatial = list(range(2, 2 + rank))
+    padded = emit("Transpose", input_names[0], perm=[1, 0, *spatial])  # (C, N, *in)
+    if any(geometry.pads_begin) or any(geometry.pads_end):
+        padded = emit("Pad", padded, constant([0, 0, *geometry.pads_begin, 0, 0, *geometry.pads_end]))
+    by_channel = emit("Transpose", input_names[1], perm=[1, 0, *spatial])
+    gradient_rows = emit("Reshape", by_channel, constant([0, -1]))  # (M, N*L)
+    output_spatial = emit("Slice", emit("Shape", input_names[1]), constant([2]), constant([2 + rank]))
+    strides = constant(geometry.strides)
+    span = emit("Add", emit("Mul", emit("Sub", output_spatial, constant([1])), strides), constant([1]))
+    axes, second_axis = constant(spatial), constant([1])
+    windows = []
+    for starts in tap_starts(geometry):
+        begin = constant(starts)
+        window = emit("Slice", padded, begin, emit("Add", span, begin), axes, strides)  # (C, N, *out)
+        windows.append(emit("Unsqueeze", window, second_axis))
+    columns = emit("Flatten", emit("Concat", *windows, axis=1), axis=2)  # (C * taps, N*L)
+    products = emit("Gemm", gradient_rows, columns, transB=1)  # (M, C * taps)
+    emit("Reshape", products, constant([0, -1, *geometry.kernel]), output=output_name)
 
 
 @gradient_rules.register(OP_TYPE, domain=ONNXNN_DOMAIN)
