@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from .attributes import attribute_subgraphs
 from .dtypes import dtype
 from .graph import OPSET_VERSION, is_held
 from .registry import decompositions, session_lowerings
@@ -399,9 +400,25 @@ def build_model(
     opsets = [helper.make_opsetid(domain, opset_version if domain == "" else 1) for domain in sorted(domains)]
     model = helper.make_model(graph, opset_imports=opsets, ir_version=IR_VERSION, producer_name="onnxnn")
     # The initializers go into the model's own graph last: make_model copies the graph it is given.
+    # A constant that a decomposition or lowering left unread (an update's step count where it does
+    # not apply) is left out: onnxruntime would only warn and drop it.
+    read = _names_read(model.graph.node)
     for initializer in initializers:
         if isinstance(initializer, onnx.TensorProto):
-            model.graph.initializer.append(initializer)  # a decomposition's small constant
-        else:
+            if initializer.name in read:
+                model.graph.initializer.append(initializer)  # a decomposition's small constant
+        elif initializer[1] in read:
             _add_initializer(model.graph, *initializer)
     return model
+
+
+def _names_read(nodes) -> set:
+    """The names the nodes read, in their subgraphs too (a branch may read the outer graph's constants)."""
+    read: set = set()
+    for node in nodes:
+        read.update(node.input)
+        for attribute in node.attribute:
+            for subgraph in attribute_subgraphs(attribute):
+                read |= _names_read(subgraph.node)
+                read.update(output.name for output in subgraph.output)
+    return read

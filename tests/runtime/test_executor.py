@@ -268,6 +268,32 @@ def test_built_models_load_in_the_installed_onnxruntime():
     np.testing.assert_allclose(result, y.numpy(), rtol=rtol_for(2 * TRANSCENDENTAL_ULPS + 3 + 1 + 1), atol=0)
 
 
+def test_built_models_hold_only_the_constants_their_nodes_read(on_onnxruntime, monkeypatch):
+    # SGD's Momentum update is written out as standard ops that read neither its step count nor
+    # its unused factors; onnxruntime would warn about (and drop) each constant left unread.
+    import onnx
+
+    from onnxnn.runtime import sessions
+
+    built = []
+    create = sessions.create_session
+    monkeypatch.setattr(
+        sessions, "create_session", lambda model, *a, **k: built.append(model) or create(model, *a, **k)
+    )
+    layer = onnxnn.nn.Linear(3, 2)
+    optimizer = onnxnn.optim.SGD(layer.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(2):
+        optimizer.zero_grad()
+        layer(onnxnn.randn(4, 3)).sum().backward()
+        optimizer.step()
+    layer.weight.detach().numpy()
+    assert built
+    for model in built:
+        model = model if isinstance(model, onnx.ModelProto) else onnx.load_from_string(model)
+        read = {name for node in model.graph.node for name in node.input}
+        assert [initializer.name for initializer in model.graph.initializer if initializer.name not in read] == []
+
+
 def test_cache_capacity_bounds_the_number_of_sessions(on_onnxruntime):
     previous = executor.cache_info()["capacity"]
     try:
