@@ -3,9 +3,10 @@
 ``conv_gradients.weight_gradient`` records it for ungrouped convolutions with enough input
 channels or few enough kernel taps (the op and its geometry: ``ir/conv_weight_gradient.py``).
 Written out as the GEMM per kernel tap it stands for, a 3x3 kernel's weight gradient is 42 nodes
-(a Slice, a MatMul and two Reshapes per tap), about half of what a ResNet's training step records; each costs Python at
-every step (the backward's replay, planning). As one node it costs that once; ``build_model``
-writes the GEMMs out for onnxruntime (``_decomposition``), and onnxnn's kernels run the node directly.
+(a Slice, a MatMul and two Reshapes per tap), about half of what a ResNet's training step
+records; each costs Python at every step (the backward's replay, planning). As one node it costs
+that once; ``build_model`` writes the GEMMs out for onnxruntime (``_decomposition``), and onnxnn's
+kernels run the node directly.
 
 It is linear in ``X`` and in ``G`` (``<dW(X, G), H> = <Conv(X, H), G>``), so its gradients are a
 convolution's: ``G`` scattered back through ``H`` for ``X`` and ``Conv(X, H)`` for ``G``.
@@ -74,13 +75,7 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
         else:  # (N, *in, C)
             padding = constant([0, *geometry.pads_begin, 0, 0, *geometry.pads_end, 0])
         padded = emit("Pad", padded, padding)
-    # (M, N * L): each output channel's gradient over every batch element and output position.
-    by_channel = emit("Transpose", input_names[1], perm=[1, 0, *range(2, 2 + rank)])
-    gradient_rows = emit("Reshape", by_channel, constant([0, -1]))
-    # A window spans (out - 1) * stride + 1 elements from its tap's start: out from G's shape.
-    output_spatial = emit("Slice", emit("Shape", input_names[1]), constant([2]), constant([2 + rank]))
-    strides = constant(geometry.strides)
-    span = emit("Add", emit("Mul", emit("Sub", output_spatial, constant([1])), strides), constant([1]))
+    gradient_rows, span, strides = _gradient_rows_and_window_span(emit, constant, geometry, input_names[1])
     axes = constant(list(range(2, 2 + rank)) if cut_first else list(range(1, 1 + rank)))
     windows = []
     for starts in taps:
@@ -100,6 +95,21 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
     return nodes, initializers
 
 
+def _gradient_rows_and_window_span(emit, constant, geometry, g_name: str) -> tuple:
+    """``(G as (M, N*L), each window's extent per spatial axis, the strides)``: what both forms slice and multiply.
+
+    A window spans ``(out - 1) * stride + 1`` elements from its tap's start, ``out`` read from
+    G's shape at run time.
+    """
+    rank = len(geometry.kernel)
+    by_channel = emit("Transpose", g_name, perm=[1, 0, *range(2, 2 + rank)])
+    gradient_rows = emit("Reshape", by_channel, constant([0, -1]))
+    output_spatial = emit("Slice", emit("Shape", g_name), constant([2]), constant([2 + rank]))
+    strides = constant(geometry.strides)
+    span = emit("Add", emit("Mul", emit("Sub", output_spatial, constant([1])), strides), constant([1]))
+    return gradient_rows, span, strides
+
+
 def _emit_one_gemm_over_all_windows(emit, constant, geometry, input_names: list, output_name: str) -> None:
     """Few input channels: ``(M, N*L) @ (C*taps, N*L)^T``, each tap's window of the channels-first input a row block.
 
@@ -112,11 +122,7 @@ def _emit_one_gemm_over_all_windows(emit, constant, geometry, input_names: list,
     padded = emit("Transpose", input_names[0], perm=[1, 0, *spatial])  # (C, N, *in)
     if any(geometry.pads_begin) or any(geometry.pads_end):
         padded = emit("Pad", padded, constant([0, 0, *geometry.pads_begin, 0, 0, *geometry.pads_end]))
-    by_channel = emit("Transpose", input_names[1], perm=[1, 0, *spatial])
-    gradient_rows = emit("Reshape", by_channel, constant([0, -1]))  # (M, N*L)
-    output_spatial = emit("Slice", emit("Shape", input_names[1]), constant([2]), constant([2 + rank]))
-    strides = constant(geometry.strides)
-    span = emit("Add", emit("Mul", emit("Sub", output_spatial, constant([1])), strides), constant([1]))
+    gradient_rows, span, strides = _gradient_rows_and_window_span(emit, constant, geometry, input_names[1])
     axes, second_axis = constant(spatial), constant([1])
     windows = []
     for starts in tap_starts(geometry):
