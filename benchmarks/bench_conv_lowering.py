@@ -2,21 +2,22 @@
 
 ``runtime/ops/conv_lowering.py`` writes a 2-d Conv as one GEMM over the windows of every image when
 its output has at most ``LOWERED_CONV_MAX_POSITIONS`` positions per image and its weight at least
-``LOWERED_CONV_MIN_WEIGHT_ELEMENTS`` elements, and with onnxruntime's blocked-channel kernels
-(``conv_nchwc.py``) from ``BLOCKED_CONV_MIN_POSITIONS`` positions on; a stride-1 ConvTranspose (a
-Conv's input gradient) takes the blocked kernels by the same bound. This builds every form of each
-layer shape from one recorded ``conv2d`` or ``conv_transpose2d`` (``build_model(lower=True)`` with
-the other form's bounds shut, and the plain graph), runs them in onnxruntime sessions with one
-intra-op thread, alternating blocks in one process, and prints one JSON line per shape: medians,
-the ratio of each form to the plain op (below 1: faster), and the form onnxnn chooses.
+``LOWERED_CONV_MIN_WEIGHT_ELEMENTS`` elements, and otherwise with onnxruntime's blocked-channel
+kernels (``conv_nchwc.py``) when the channels are multiples of the CPU's block and the kernel has
+more than one tap; a stride-1 ConvTranspose (a Conv's input gradient) takes the blocked kernels
+too. This builds every form of each layer shape from one recorded ``conv2d`` or
+``conv_transpose2d`` (``build_model(lower=True)`` with the other form's bounds shut, and the plain
+graph), runs them in onnxruntime sessions with one intra-op thread, alternating blocks in one
+process, and prints one JSON line per shape: medians, the ratio of each form to the plain op
+(below 1: faster), and the form onnxnn chooses.
 
-What it showed (2026-11-29, 2 shared CPU cores): one GEMM 0.37-0.41 for resnet18's last stage at
-64x64 images (512 channels at 2x2, 4 positions), 0.54 for its 1x1 downsampling there, 0.78 at 3x3
-positions, 1.26 at 4x4 and 1.45 for 64 channels at 16x16 (hence at most 9 positions), 1.8 for a
-16-channel layer at 2x2 (hence the weight's bound). The blocked kernels: 0.6-0.7 for a small
-ResNet's 16 and 32 channels at 32x32 and 16x16 (Conv and ConvTranspose alike), 0.83-0.9 for 64
-channels at 16x16 and 56x56, 1.1 for 128 channels at 8x8 (hence 256 positions) and 1.3-1.5 for
-1x1 kernels.
+What it showed (2026-11-29, 2 shared CPU cores): one GEMM 0.35-0.41 for resnet18's last stage at
+64x64 images (512 channels at 2x2, 4 positions), 0.52 for its 1x1 downsampling there, 0.77 at 3x3
+positions, 1.2 at 4x4 and 1.3 for 64 channels at 16x16 (hence at most 9 positions), 1.8 for a
+16-channel layer at 2x2 (hence the weight's bound). The blocked kernels, once the weight's reorder
+was cheap: 0.54-0.88 for every 3x3 shape measured, 16 to 256 channels at 2x2 to 56x56 images,
+ConvTranspose 0.62-0.79, 5x5 and 7x7 kernels 0.64-0.80; one GEMM stays ahead where it applies at
+batch 8 (512 channels at 2x2: 0.35 against 0.52).
 
 Run: python benchmarks/bench_conv_lowering.py [--blocks N] [--block-seconds S]
 """
@@ -56,6 +57,11 @@ SHAPES = [
     ("input_gradient_32ch_16x16_b32", "conv_transpose", (32, 32, 16, 16), 32, 3, 1, 1),
     ("input_gradient_64ch_16x16_b8", "conv_transpose", (8, 64, 16, 16), 64, 3, 1, 1),
     ("input_gradient_128ch_8x8_b8", "conv_transpose", (8, 128, 8, 8), 128, 3, 1, 1),
+    ("input_gradient_256ch_4x4_b8", "conv_transpose", (8, 256, 4, 4), 256, 3, 1, 1),
+    ("input_gradient_64ch_8x8_b8", "conv_transpose", (8, 64, 8, 8), 64, 3, 1, 1),
+    ("64ch_8x8_b8", "conv", (8, 64, 8, 8), 64, 3, 1, 1),
+    ("128ch_4x4_b32", "conv", (32, 128, 4, 4), 128, 3, 1, 1),
+    ("32ch_8x8_b32", "conv", (32, 32, 8, 8), 32, 3, 1, 1),
 ]
 
 # form -> the bounds that build it for every shape and no other form

@@ -17,14 +17,15 @@ exact forms where that is faster:
   The nodes read no size but the rank: each tap's window is a Slice whose end counts back from the
   padded input's end, so it holds exactly the Conv's output positions at every input size, and
   the result takes its batch and output sizes from a window's shape.
-- **Large images: onnxruntime's blocked-channel kernels** (``conv_nchwc.py``), which convolve
+- **Otherwise: onnxruntime's blocked-channel kernels** (``conv_nchwc.py``), which convolve
   directly instead of expanding windows, for both the Conv and a stride-1 ConvTranspose (the
   input gradient of a stride-1 Conv: the same convolution with the kernel flipped)::
 
-    32 x 16 x 32x32 -> 16, 3x3: 2.5 ms -> 1.5        its ConvTranspose: 2.3 -> 1.5
-    32 x 32 x 16x16 -> 32, 3x3: 2.1 -> 1.4           its ConvTranspose: 1.9 -> 1.4
-    8 x 64 x 16x16 -> 64, 3x3: 1.7 -> 1.4            8 x 64 x 56x56 -> 64, 3x3: 19.7 -> 17.1
-    8 x 128 x 8x8 -> 128, 3x3 (64 positions): 1.6 -> 1.8, so it is kept for 256 positions and more
+    32 x 16 x 32x32 -> 16, 3x3: 2.5 ms -> 1.6        its ConvTranspose: 2.3 -> 1.5
+    32 x 32 x 16x16 -> 32, 3x3: 2.1 -> 1.4           its ConvTranspose: 2.0 -> 1.4
+    8 x 64 x 16x16 -> 64, 3x3: 1.7 -> 1.3            8 x 64 x 56x56 -> 64, 3x3: 20.0 -> 17.6
+    8 x 128 x 8x8 -> 128, 3x3: 1.6 -> 1.3            its ConvTranspose: 1.8 -> 1.4
+    8 x 256 x 4x4 -> 256, 3x3: 1.6 -> 1.4            8 x 512 x 3x3 -> 512, 3x3: 5.8 -> 4.9 (one GEMM: 4.5)
 
 A constant weight keeps the op: onnxruntime packs it once and moves it to its blocked layout itself
 (sessions.disabled_optimizers). Exported graphs always keep the op (``build_model(lower=True)`` is
@@ -62,9 +63,10 @@ LOWERED_CONV_MIN_WEIGHT_ELEMENTS = 1 << 16
 # and whose output is the 3x3 weight, would otherwise become a thousand Slices (a small ResNet's
 # step 1.1x slower).
 LOWERED_CONV_MAX_TAPS = 9
-# Output positions per image from which the blocked kernels are used (measured: 256 and more gain,
-# 64 loses), for kernels of more than one tap (a 1x1 convolution is a GEMM already).
-BLOCKED_CONV_MIN_POSITIONS = 256
+# Output positions per image from which the blocked kernels are used, for kernels of more than one
+# tap (a 1x1 convolution is a GEMM already). Measured, they gain at every size down to 2x2 images
+# (0.5-0.9 of onnxruntime's Conv); where one GEMM for the batch applies, it gains more.
+BLOCKED_CONV_MIN_POSITIONS = 1
 
 _END = np.iinfo(np.int64).max
 
