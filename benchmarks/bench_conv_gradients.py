@@ -6,8 +6,9 @@
   the kernel at most ``ALL_WINDOWS_GEMM_MAX_TAPS`` taps, otherwise one Conv in which the batch and
   the channels trade places and the output gradient is the kernel;
 - the input gradient ``d<conv(x, w), g>/dx`` of a 2-d convolution: one GEMM and a Col2Im when the
-  input and output channels multiply to at least ``COLUMN_GEMM_MIN_CHANNEL_PRODUCT``, otherwise a
-  ConvTranspose.
+  input and output channels multiply to at least ``COLUMN_GEMM_MIN_CHANNEL_PRODUCT`` and the
+  ConvTranspose would not run on onnxruntime's blocked kernels (``conv_lowering.py``), otherwise
+  a ConvTranspose.
 
 This runs every formulation of each through onnxnn (``w.grad`` or ``x.grad`` of
 ``(conv2d(x, w) * g).sum()``, one intra-op thread), alternating blocks of calls in one process,
@@ -23,6 +24,9 @@ gradients 0.28-0.29 for 256-512 channels at 2x2-4x4, 0.73 for 512 at 7x7, 1.00 f
 and 1.1-2.5x slower for 3 to 64 channels. Hence the thresholds. One GEMM over all windows for
 fewer channels (later the same day): 0.5 for the 3-channel 3x3 stem, 0.55 for 8 channels (as the
 GEMMs per tap), 0.8 for a 1-channel 3x3 kernel, 1.3 for a 7x7 stride-2 stem (hence 25 taps).
+Once a stride-1 ConvTranspose ran on the blocked kernels: input gradients by GEMM and Col2Im 1.3
+for 256 channels at 14x14, 0.96 for 512 at 7x7, 0.27 for 512 at 2x2 (too few columns for the
+blocked kernels), 0.24 stride 2.
 
 Run: python benchmarks/bench_conv_gradients.py [--blocks N] [--block-seconds S]
 """
@@ -38,6 +42,7 @@ import numpy as np
 
 import onnxnn
 from onnxnn.runtime.ops import conv_gradients as conv_ops
+from onnxnn.runtime.realization import recording_only
 
 # (name, input shape, output channels, kernel, stride, padding)
 SHAPES = [
@@ -67,20 +72,39 @@ FORMS = {
         "single_op": {"TAP_GEMM_MIN_CHANNELS": NEVER, "ALL_WINDOWS_GEMM_MAX_TAPS": 0},
     },
     "input": {
-        "column_gemm": {"COLUMN_GEMM_MIN_CHANNEL_PRODUCT": 1},
+        # The GEMM and Col2Im even where the ConvTranspose would run on the blocked kernels.
+        "column_gemm": {"COLUMN_GEMM_MIN_CHANNEL_PRODUCT": 1, "blocked_input_gradient": lambda *arguments: False},
         "single_op": {"COLUMN_GEMM_MIN_CHANNEL_PRODUCT": NEVER},
     },
 }
 
 
-def _default_form(which: str, input_shape, out_channels: int, kernel: int, constants: dict) -> str:
-    """The form onnxnn takes for this shape with these values of its constants."""
+def _default_form(which: str, input_shape, out_channels: int, kernel: int, stride: int, padding: int) -> str:
+    """The form onnxnn takes for this shape with its constants as they are (before any block ran)."""
     if which == "input":
-        product = input_shape[1] * out_channels
-        return "column_gemm" if product >= constants["COLUMN_GEMM_MIN_CHANNEL_PRODUCT"] else "single_op"
+        x = onnxnn.zeros(input_shape, requires_grad=True)
+        w = onnxnn.zeros((out_channels, input_shape[1], kernel, kernel))
+        with recording_only():
+            onnxnn.nn.functional.conv2d(x, w, stride=stride, padding=padding).sum().backward()
+            recorded = {value.node.op_type for value in _pending_values(x.grad)}
+        return "column_gemm" if "Col2Im" in recorded else "single_op"
+    constants = {name: getattr(conv_ops, name) for name in ("TAP_GEMM_MIN_CHANNELS", "ALL_WINDOWS_GEMM_MAX_TAPS")}
     if input_shape[1] >= constants["TAP_GEMM_MIN_CHANNELS"]:
         return "tap_gemms"
     return "all_windows_gemm" if kernel * kernel <= constants["ALL_WINDOWS_GEMM_MAX_TAPS"] else "single_op"
+
+
+def _pending_values(tensor) -> list:
+    """The pending values behind ``tensor``."""
+    found, stack, seen = [], [tensor._value], set()
+    while stack:
+        value = stack.pop()
+        if value is None or value.data is not None or id(value) in seen:
+            continue
+        seen.add(id(value))
+        found.append(value)
+        stack.extend(value.node.inputs)
+    return found
 
 
 def _gradient_call(which: str, input_shape, out_channels: int, kernel: int, stride: int, padding: int):
@@ -132,7 +156,10 @@ def main() -> None:
     try:
         for which, forms in FORMS.items():
             for name, input_shape, out_channels, *geometry in SHAPES:
-                chosen = _default_form(which, input_shape, out_channels, geometry[0], defaults)
+                for constant, value in defaults.items():
+                    setattr(conv_ops, constant, value)
+                onnxnn.clear_caches()  # a traced backward would replay the last block's form
+                chosen = _default_form(which, input_shape, out_channels, *geometry)
                 call = _gradient_call(which, input_shape, out_channels, *geometry)
                 times: dict = {form: [] for form in forms}
                 for _ in range(arguments.blocks):

@@ -69,9 +69,9 @@ FORMS = {
     "one_gemm": {
         "LOWERED_CONV_MAX_POSITIONS": 1 << 62,
         "LOWERED_CONV_MIN_WEIGHT_ELEMENTS": 0,
-        "BLOCKED_CONV_MIN_POSITIONS": 1 << 62,
+        "BLOCKED_CONV_MIN_COLUMNS": 1 << 62,
     },
-    "blocked": {"LOWERED_CONV_MAX_POSITIONS": -1, "BLOCKED_CONV_MIN_POSITIONS": 0},
+    "blocked": {"LOWERED_CONV_MAX_POSITIONS": -1, "BLOCKED_CONV_MIN_COLUMNS": 0},
 }
 
 

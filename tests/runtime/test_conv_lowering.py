@@ -57,11 +57,11 @@ CASES = {
     "rectangular kernel and image": ((3, 128, 3, 6), 192, (1, 3), (1, 2), (0, 1), 1, True, ONE_GEMM),
     "one output position": ((2, 256, 3, 3), 256, 3, 1, 0, 1, True, ONE_GEMM),
     "16 positions: per-image GEMMs are wide enough": ((8, 256, 4, 4), 256, 3, 1, 1, 1, False, BLOCKED),
-    "small weight": ((8, 16, 2, 2), 16, 3, 1, 1, 1, True, BLOCKED),
-    "one image": ((1, 512, 2, 2), 512, 3, 1, 1, 1, False, BLOCKED),
+    "small weight, 32 columns": ((8, 16, 2, 2), 16, 3, 1, 1, 1, True, None),
+    "one image, 4 columns": ((1, 512, 2, 2), 512, 3, 1, 1, 1, False, None),
     # A 3-channel stem's weight gradient as a Conv: channels and batch trade places, the 32x32 output
     # gradient is the kernel (1,024 taps) and the 3x3 weight the output.
-    "weight-gradient Conv with a 32x32 kernel": ((3, 32, 34, 34), 16, 32, 1, 0, 1, False, BLOCKED),
+    "weight-gradient Conv with a 32x32 kernel": ((3, 32, 34, 34), 16, 32, 1, 0, 1, False, None),
     "small ResNet's 16 channels at 32x32": ((4, 16, 32, 32), 16, 3, 1, 1, 1, False, BLOCKED),
     "strided to 16x16, with bias": ((2, 16, 32, 32), 32, 3, 2, 1, 1, True, BLOCKED),
     "dilated, asymmetric padding, rectangular kernel": ((1, 32, 20, 18), 16, (3, 2), 1, (2, 0), 2, True, BLOCKED),
@@ -116,7 +116,8 @@ TRANSPOSE_CASES = {
     "dilated, asymmetric padding, rectangular kernel": ((1, 16, 18, 20), 32, (3, 2), (2, 1), 2, True, BLOCKED),
     "full padding: a larger output": ((1, 16, 15, 15), 16, 3, 0, 1, False, BLOCKED),
     "64 positions": ((8, 128, 8, 8), 128, 3, 1, 1, False, BLOCKED),
-    "2x2 images": ((4, 64, 2, 2), 32, 3, 1, 1, True, BLOCKED),
+    "4x4 images, 128 columns": ((8, 64, 4, 4), 32, 3, 1, 1, True, BLOCKED),
+    "one 8x8 image, 64 columns": ((1, 128, 8, 8), 128, 3, 1, 1, False, None),
     "channels not a multiple of the block": ((2, 16, 16, 16), 24, 3, 1, 1, False, None),
 }
 
@@ -196,7 +197,7 @@ TRAINING_CASES = {
     ),
     # The second Conv's input gradient is a stride-1 ConvTranspose, blocked too.
     BLOCKED: (
-        "BLOCKED_CONV_MIN_POSITIONS",
+        "BLOCKED_CONV_MIN_COLUMNS",
         lambda: [onnxnn.nn.Conv2d(16, 32, 3, padding=1), onnxnn.nn.Tanh(), onnxnn.nn.Conv2d(32, 16, 3, padding=1)],
         (2, 16, 16, 16),
     ),

@@ -17,9 +17,10 @@ exact forms where that is faster:
   The nodes read no size but the rank: each tap's window is a Slice whose end counts back from the
   padded input's end, so it holds exactly the Conv's output positions at every input size, and
   the result takes its batch and output sizes from a window's shape.
-- **Otherwise: onnxruntime's blocked-channel kernels** (``conv_nchwc.py``), which convolve
-  directly instead of expanding windows, for both the Conv and a stride-1 ConvTranspose (the
-  input gradient of a stride-1 Conv: the same convolution with the kernel flipped)::
+- **Otherwise, from 128 output columns (batch x positions): onnxruntime's blocked-channel
+  kernels** (``conv_nchwc.py``), which convolve directly instead of expanding windows, for both
+  the Conv and a stride-1 ConvTranspose (the input gradient of a stride-1 Conv: the same
+  convolution with the kernel flipped)::
 
     32 x 16 x 32x32 -> 16, 3x3: 2.5 ms -> 1.6        its ConvTranspose: 2.3 -> 1.5
     32 x 32 x 16x16 -> 32, 3x3: 2.1 -> 1.4           its ConvTranspose: 2.0 -> 1.4
@@ -42,6 +43,7 @@ from ...ir import dtypes
 from ...ir.attributes import auto_pad_mode
 from ...ir.conv_weight_gradient import tap_starts
 from ...ir.registry import session_lowerings
+from ..sessions import lowers_for
 from .conv_nchwc import block_size, emit_blocked_conv
 from .training import int64_initializers, node_emitter
 from .windows import per_axis, window_geometry
@@ -50,7 +52,7 @@ __all__ = [
     "LOWERED_CONV_MAX_POSITIONS",
     "LOWERED_CONV_MIN_WEIGHT_ELEMENTS",
     "LOWERED_CONV_MAX_TAPS",
-    "BLOCKED_CONV_MIN_POSITIONS",
+    "BLOCKED_CONV_MIN_COLUMNS",
 ]
 
 # Output positions per image up to which the batch's windows make one GEMM (measured: 4 and 9 gain,
@@ -63,10 +65,12 @@ LOWERED_CONV_MIN_WEIGHT_ELEMENTS = 1 << 16
 # and whose output is the 3x3 weight, would otherwise become a thousand Slices (a small ResNet's
 # step 1.1x slower).
 LOWERED_CONV_MAX_TAPS = 9
-# Output positions per image from which the blocked kernels are used, for kernels of more than one
-# tap (a 1x1 convolution is a GEMM already). Measured, they gain at every size down to 2x2 images
-# (0.5-0.9 of onnxruntime's Conv); where one GEMM for the batch applies, it gains more.
-BLOCKED_CONV_MIN_POSITIONS = 1
+# The fewest output columns (batch x output positions per image) for which the blocked kernels are
+# used, for kernels of more than one tap (a 1x1 convolution is a GEMM already): the weight's
+# reorder costs about as much as 50 columns of the convolution, so they gain from 128 columns on
+# (0.54-0.88 of onnxruntime's Conv, ConvTranspose 0.54-0.89) and lose below 64 (one 512-channel
+# 2x2 image: 2.2x slower). Where one GEMM for the batch applies, it gains more.
+BLOCKED_CONV_MIN_COLUMNS = 128
 
 _END = np.iinfo(np.int64).max
 
@@ -95,14 +99,26 @@ def _one_gemm_geometry(node):
     return geometry if math.prod(geometry.output) <= LOWERED_CONV_MAX_POSITIONS else None
 
 
-def _blocked_block(channels: int, out_channels: int, kernel, output_spatial) -> int | None:
+def _blocked_block(batch: int, channels: int, out_channels: int, kernel, output_spatial) -> int | None:
     """The blocked kernels' block size when they are worth it for these sizes, else None."""
-    if math.prod(kernel) < 2 or math.prod(output_spatial) < BLOCKED_CONV_MIN_POSITIONS:
+    if math.prod(kernel) < 2 or batch * math.prod(output_spatial) < BLOCKED_CONV_MIN_COLUMNS:
         return None
     block = block_size()
     if block is None or channels % block or out_channels % block:
         return None
     return block
+
+
+def blocked_input_gradient(g, weight, input_spatial, strides) -> bool:
+    """Whether the input gradient of a Conv with ``weight`` and ``strides``, recorded as a ConvTranspose
+    of its output gradient ``g``, runs on the blocked kernels in onnxnn's sessions (then it beats
+    ``conv_gradients``' GEMM and Col2Im, which is kept for the other cases)."""
+    return (
+        lowers_for(g.device)
+        and g.dtype is dtypes.float32
+        and all(stride == 1 for stride in strides)
+        and _blocked_block(g.shape[0], weight.shape[0], weight.shape[1], weight.shape[2:], input_spatial) is not None
+    )
 
 
 @session_lowerings.register("Conv")
@@ -114,7 +130,7 @@ def _lowered_conv(node, input_names: list, output_names: list, fresh_name, embed
         return _conv_as_one_gemm(geometry, input_names, output_names, fresh_name)
     x, weight = node.inputs[0], node.inputs[1]
     geometry = window_geometry(x.shape[2:], weight.shape[2:], node.attrs)
-    block = _blocked_block(weight.shape[1], weight.shape[0], geometry.kernel, geometry.output)
+    block = _blocked_block(x.shape[0], weight.shape[1], weight.shape[0], geometry.kernel, geometry.output)
     if block is None:
         return None
     attributes = {
@@ -144,7 +160,7 @@ def _lowered_conv_transpose(node, input_names: list, output_names: list, fresh_n
     output_spatial = [
         size + extent - begin - end for size, extent, begin, end in zip(x.shape[2:], extents, pads[:2], pads[2:])
     ]
-    block = _blocked_block(weight.shape[0], weight.shape[1], kernel, output_spatial)
+    block = _blocked_block(x.shape[0], weight.shape[0], weight.shape[1], kernel, output_spatial)
     if block is None:
         return None
     attributes = {"kernel_shape": kernel, "strides": [1, 1], "dilations": dilations, "pads": conv_pads}
