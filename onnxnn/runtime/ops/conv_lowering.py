@@ -53,6 +53,7 @@ __all__ = [
     "LOWERED_CONV_MIN_WEIGHT_ELEMENTS",
     "LOWERED_CONV_MAX_TAPS",
     "BLOCKED_CONV_MIN_COLUMNS",
+    "emit_window_columns",
 ]
 
 # Output positions per image up to which the batch's windows make one GEMM (measured: 4 and 9 gain,
@@ -188,6 +189,28 @@ def _blocked(node, input_names, output_names, fresh_name, attributes, block, tra
     return nodes, initializers
 
 
+def emit_window_columns(emit, constant, input_name: str, geometry, window_ends, steps: str) -> tuple[str, str]:
+    """Every kernel tap's strided window of the padded input as one ``(C * taps, N * L)`` matrix.
+
+    Rows are ordered as a weight's ``(C, *kernel)``, columns as ``(N, *output)``: the im2col of the
+    whole batch, channels first. ``window_ends(starts, begin)`` names the Slice ends of the window
+    whose starts are ``starts`` (the constant ``begin``); ``steps`` names the strides. Returns the
+    matrix's name and the first window's, ``(C, N, *output)``, whose shape holds the output sizes
+    at run time. The Conv's one-GEMM form and the few-channel weight gradient use it.
+    """
+    spatial = list(range(2, 2 + len(geometry.kernel)))
+    padded = emit("Transpose", input_name, perm=[1, 0, *spatial])  # (C, N, *in)
+    if any(geometry.pads_begin) or any(geometry.pads_end):
+        padded = emit("Pad", padded, constant([0, 0, *geometry.pads_begin, 0, 0, *geometry.pads_end]))
+    axes, second_axis = constant(spatial), constant([1])
+    windows = []
+    for starts in tap_starts(geometry):
+        begin = constant(starts)
+        windows.append(emit("Slice", padded, begin, window_ends(starts, begin), axes, steps))  # (C, N, *out)
+    stacked = emit("Concat", *[emit("Unsqueeze", window, second_axis) for window in windows], axis=1)
+    return emit("Flatten", stacked, axis=2), windows[0]
+
+
 def _conv_as_one_gemm(geometry, input_names: list, output_names: list, fresh_name):
     """``Y = W (M, C*k*k) @ windows (C*k*k, N*L)``, rows ordered as the weight's ``(C, kh, kw)``."""
     nodes: list = []
@@ -195,25 +218,20 @@ def _conv_as_one_gemm(geometry, input_names: list, output_names: list, fresh_nam
     emit = node_emitter(nodes, fresh_name)
     constant = int64_initializers(initializers, fresh_name)
 
-    channels_first = emit("Transpose", input_names[0], perm=[1, 0, 2, 3])  # (C, N, H, W)
-    padded = channels_first
-    if any(geometry.pads_begin) or any(geometry.pads_end):
-        padded = emit("Pad", channels_first, constant([0, 0, *geometry.pads_begin, 0, 0, *geometry.pads_end]))
-    axes, steps = constant([2, 3]), constant(geometry.strides)
     extents = [(k - 1) * d for k, d in zip(geometry.kernel, geometry.dilations)]
-    windows = []
-    for starts in tap_starts(geometry):
+
+    def window_ends(starts, begin: str) -> str:
         # The window ends (k - 1) * dilation - start before the padded input's end: then it holds
         # ceil((padded - (k - 1) * dilation) / stride) positions, the Conv's output size.
-        ends = [start - extent or _END for start, extent in zip(starts, extents)]
-        window = emit("Slice", padded, constant(starts), constant(ends), axes, steps)  # (C, N, Ho, Wo)
-        windows.append(window)
-    stacked = emit("Concat", *[emit("Unsqueeze", window, constant([1])) for window in windows], axis=1)
-    columns = emit("Flatten", stacked, axis=2)  # (C * taps, N * Ho * Wo)
+        return constant([start - extent or _END for start, extent in zip(starts, extents)])
+
+    columns, first_window = emit_window_columns(
+        emit, constant, input_names[0], geometry, window_ends, constant(geometry.strides)
+    )  # (C * taps, N * Ho * Wo)
     product = emit("MatMul", emit("Flatten", input_names[1], axis=1), columns)  # (M, N * Ho * Wo)
     if len(input_names) > 2 and input_names[2]:
         product = emit("Add", product, emit("Unsqueeze", input_names[2], constant([1])))
-    batch_and_positions = emit("Slice", emit("Shape", windows[0]), constant([1]), constant([4]))
+    batch_and_positions = emit("Slice", emit("Shape", first_window), constant([1]), constant([4]))
     by_image = emit("Reshape", product, emit("Concat", constant([-1]), batch_and_positions, axis=0))
     emit("Transpose", by_image, perm=[1, 0, 2, 3], output=output_names[0])  # (N, M, Ho, Wo)
     return nodes, initializers

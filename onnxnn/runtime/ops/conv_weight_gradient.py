@@ -21,6 +21,7 @@ from ...ir.domains import ONNXNN_DOMAIN
 from ...ir.registry import decompositions, gradient_rules, shape_rules
 from . import conv_gradients
 from .conv_gradients import gather_windows, needs_input_grad, scatter_windows
+from .conv_lowering import emit_window_columns
 from .training import int64_initializers, node_emitter
 from .windows import WindowGeometry
 
@@ -117,19 +118,10 @@ def _emit_one_gemm_over_all_windows(emit, constant, geometry, input_names: list,
     windows, rows ordered as the weight's ``(C, *kernel)``, are a small matrix: one GEMM whose
     result is the weight gradient as it is laid out, no Transpose after it.
     """
-    rank = len(geometry.kernel)
-    spatial = list(range(2, 2 + rank))
-    padded = emit("Transpose", input_names[0], perm=[1, 0, *spatial])  # (C, N, *in)
-    if any(geometry.pads_begin) or any(geometry.pads_end):
-        padded = emit("Pad", padded, constant([0, 0, *geometry.pads_begin, 0, 0, *geometry.pads_end]))
     gradient_rows, span, strides = _gradient_rows_and_window_span(emit, constant, geometry, input_names[1])
-    axes, second_axis = constant(spatial), constant([1])
-    windows = []
-    for starts in tap_starts(geometry):
-        begin = constant(starts)
-        window = emit("Slice", padded, begin, emit("Add", span, begin), axes, strides)  # (C, N, *out)
-        windows.append(emit("Unsqueeze", window, second_axis))
-    columns = emit("Flatten", emit("Concat", *windows, axis=1), axis=2)  # (C * taps, N*L)
+    columns, _ = emit_window_columns(
+        emit, constant, input_names[0], geometry, lambda starts, begin: emit("Add", span, begin), strides
+    )  # (C * taps, N*L)
     products = emit("Gemm", gradient_rows, columns, transB=1)  # (M, C * taps)
     emit("Reshape", products, constant([0, -1, *geometry.kernel]), output=output_name)
 
