@@ -15,14 +15,28 @@ from __future__ import annotations
 import os
 import threading
 
-__all__ = ["Mode", "GradMode", "MODE", "EXECUTORS", "fast_path_from_environment", "RecordingTrace", "trace_data_read"]
+__all__ = [
+    "Mode",
+    "GradMode",
+    "MODE",
+    "EXECUTORS",
+    "fast_path_from_environment",
+    "switched_on_in_environment",
+    "RecordingTrace",
+    "trace_data_read",
+]
 
 EXECUTORS = ("auto", "onnxruntime", "kernels")
 
 
+def switched_on_in_environment(variable: str) -> bool:
+    """False when the environment variable is set to ``0``, ``false``, ``no`` or ``off`` (case ignored)."""
+    return os.environ.get(variable, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
 def fast_path_from_environment() -> bool:
     """False when ``ONNXNN_FAST_PATH`` is set to ``0``, ``false``, ``no`` or ``off`` (case ignored)."""
-    return os.environ.get("ONNXNN_FAST_PATH", "1").strip().lower() not in ("0", "false", "no", "off")
+    return switched_on_in_environment("ONNXNN_FAST_PATH")
 
 
 class GradMode(threading.local):

@@ -17,6 +17,7 @@ its flat vector share memory, so the flat vector always holds the views' content
 from __future__ import annotations
 
 from operator import is_
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -30,6 +31,7 @@ from ..ir.domains import (
 from ..ir.caches import register_cache
 from ..ir.kernel_registry import FLOATING, kernels
 from ..ir.mode import MODE
+from . import compiled_updates
 from .recycled_buffers import RECYCLE_MIN_ELEMENTS, recycled_empty
 
 __all__: list[str] = []
@@ -117,10 +119,10 @@ def momentum(xp, inputs, attrs):
     xs, gs, vs = tensors[:count], tensors[count : 2 * count], tensors[2 * count :]
     flat = _flat_inputs(xp, (xs, vs))
     if flat is None:
-        return _one_by_one(xp, _momentum_update, 2, (xs, gs, vs), hyperparameters)
+        return _one_by_one(xp, _MOMENTUM, 2, (xs, gs, vs), hyperparameters)
     layout, (flat_x, flat_v) = flat
     flat_g = xp.concatenate(gs, axis=None)
-    return _flat_results(layout, _flat_update(xp, _momentum_update, (flat_x, flat_g, flat_v), hyperparameters))
+    return _flat_results(layout, _flat_update(xp, _MOMENTUM, (flat_x, flat_g, flat_v), hyperparameters))
 
 
 def _flat_inputs(xp, carried: tuple):
@@ -181,7 +183,15 @@ class _Factors:
         return cast
 
 
-def _one_by_one(xp, update, result_count: int, tensor_lists: tuple, hyperparameters: tuple) -> list:
+class _Update(NamedTuple):
+    """An optimizer's update: its numpy formulation and the op type naming its compiled loop."""
+
+    op_type: str
+    # formula(arrays, results, scratch, xp, factors, options) -> results, for any array module
+    formula: Callable
+
+
+def _one_by_one(xp, update: _Update, result_count: int, tensor_lists: tuple, hyperparameters: tuple) -> list:
     """``update`` of each tensor on its own; its results regrouped by kind (parameters, then each state)."""
     updates = [_apply(xp, update, result_count, arrays, hyperparameters) for arrays in zip(*tensor_lists)]
     return [results[kind] for kind in range(result_count) for results in updates]
@@ -195,11 +205,12 @@ BLOCK_ELEMENTS = 1 << 16
 _ALLOCATED_RESULTS = (None, None, None, None)
 
 
-def _apply(xp, update, result_count: int, arrays: tuple, hyperparameters: tuple) -> tuple:
-    """Runs ``update(arrays, results, scratch, xp, factors, options)`` for one tensor (or one flat
-    vector) and returns its new C-contiguous results; ``hyperparameters`` is ``(_Factors, options)``.
+def _apply(xp, update: _Update, result_count: int, arrays: tuple, hyperparameters: tuple) -> tuple:
+    """Runs ``update`` for one tensor (or one flat vector) and returns its new C-contiguous results;
+    ``hyperparameters`` is ``(_Factors, options)``.
 
-    ``arrays`` are the tensor and its gradient and states (None for an absent state). ``update``
+    Its compiled loop runs where there is one (compiled_updates.py). Otherwise its numpy formula:
+    ``arrays`` are the tensor and its gradient and states (None for an absent state). ``formula``
     passes each result and scratch entry as its ufuncs' ``out`` and returns the results: where the
     entries are None (a small tensor), the ufuncs allocate them as they go. A tensor of at least
     ``RECYCLE_MIN_ELEMENTS`` elements gets recycled result buffers and runs in blocks of
@@ -213,11 +224,18 @@ def _apply(xp, update, result_count: int, arrays: tuple, hyperparameters: tuple)
     size, shape, dtype = x.size, x.shape, x.dtype
     factors, options = hyperparameters
     factors = factors.of(dtype)
+    if xp is np and MODE.fast_path:
+        vectors = tuple(None if array is None else array.reshape(-1) for array in arrays)
+        compiled = compiled_updates.loop(update.op_type, vectors, factors, options)
+        if compiled is not None:
+            results = tuple(recycled_empty(shape, dtype) for _ in range(result_count))
+            compiled(tuple(result.reshape(-1) for result in results))
+            return results
     if x.ndim == 0:  # numpy's 0-d arithmetic makes scalars: every result and scratch needs an array
         results = tuple(xp.empty((), dtype) for _ in range(result_count))
-        return update(arrays, results, (xp.empty((), dtype), xp.empty((), dtype)), xp, factors, options)
+        return update.formula(arrays, results, (xp.empty((), dtype), xp.empty((), dtype)), xp, factors, options)
     if size < RECYCLE_MIN_ELEMENTS or not isinstance(x, np.ndarray):
-        return update(arrays, _ALLOCATED_RESULTS, (None, None), xp, factors, options)
+        return update.formula(arrays, _ALLOCATED_RESULTS, (None, None), xp, factors, options)
     results = tuple(recycled_empty(shape, dtype) for _ in range(result_count))
     block = min(size, BLOCK_ELEMENTS)
     scratch = (recycled_empty((block,), dtype), recycled_empty((block,), dtype))
@@ -226,7 +244,7 @@ def _apply(xp, update, result_count: int, arrays: tuple, hyperparameters: tuple)
     for start in range(0, size, block):
         part = slice(start, start + block)
         length = min(block, size - start)
-        update(
+        update.formula(
             tuple(None if array is None else array[part] for array in flat_arrays),
             tuple(result[part] for result in flat_results),
             (scratch[0][:length], scratch[1][:length]),
@@ -237,11 +255,16 @@ def _apply(xp, update, result_count: int, arrays: tuple, hyperparameters: tuple)
     return results
 
 
-def _flat_update(xp, update, arrays: tuple, hyperparameters: tuple) -> tuple:
+def _flat_update(xp, update: _Update, arrays: tuple, hyperparameters: tuple) -> tuple:
     """``update`` of one group's flat vectors: contiguous, one-dimensional and small (at most
     ``FLAT_UPDATE_MAX_ELEMENTS``), so the ufuncs allocate the results as they go."""
     factors, options = hyperparameters
-    return update(arrays, _ALLOCATED_RESULTS, (None, None), xp, factors.of(arrays[0].dtype), options)
+    factors = factors.of(arrays[0].dtype)
+    compiled = compiled_updates.loop(update.op_type, arrays, factors, options) if xp is np and MODE.fast_path else None
+    if compiled is None:
+        return update.formula(arrays, _ALLOCATED_RESULTS, (None, None), xp, factors, options)
+    size, dtype = arrays[0].size, arrays[0].dtype
+    return compiled(tuple(np.empty(size, dtype) for array in arrays[1:] if array is not None))  # X and each state
 
 
 def _momentum_update(arrays, results, scratch, xp, factors, nesterov: bool) -> tuple:
@@ -261,6 +284,9 @@ def _momentum_update(arrays, results, scratch, xp, factors, nesterov: bool) -> t
     new_x = xp.multiply(learning_rate, direction, out=results[0])
     xp.subtract(x, new_x, out=new_x)
     return new_x, new_v
+
+
+_MOMENTUM = _Update("Momentum", _momentum_update)
 
 
 def _as_dtype(hyperparameter, dtype):
@@ -300,12 +326,12 @@ def adam(xp, inputs, attrs):
     flat = _flat_inputs(xp, carried)
     if flat is None:
         columns = (xs, gs, ms, vs, v_maxes if amsgrad else [None] * count)
-        return _one_by_one(xp, _adam_update, lists - 1, columns, hyperparameters)
+        return _one_by_one(xp, _ADAM, lists - 1, columns, hyperparameters)
     layout, flats = flat
     flat_v_max = flats[3] if amsgrad else None
     flat_g = xp.concatenate(gs, axis=None)
     arrays = (flats[0], flat_g, flats[1], flats[2], flat_v_max)
-    return _flat_results(layout, _flat_update(xp, _adam_update, arrays, hyperparameters))
+    return _flat_results(layout, _flat_update(xp, _ADAM, arrays, hyperparameters))
 
 
 def _decayed_gradient(xp, x, g, weight_decay, maximize: bool, out) -> tuple:
@@ -357,6 +383,9 @@ def _adam_update(arrays, results, scratch, xp, factors, options) -> tuple:
     return (new_x, new_m, new_v) if v_max is None else (new_x, new_m, new_v, new_v_max)
 
 
+_ADAM = _Update("Adam", _adam_update)
+
+
 # ---------------------------------------------------------------------- Adagrad
 
 
@@ -371,10 +400,10 @@ def adagrad(xp, inputs, attrs):
     xs, gs, sums = tensors[:count], tensors[count : 2 * count], tensors[2 * count :]
     flat = _flat_inputs(xp, (xs, sums))
     if flat is None:
-        return _one_by_one(xp, _adagrad_update, 2, (xs, gs, sums), hyperparameters)
+        return _one_by_one(xp, _ADAGRAD, 2, (xs, gs, sums), hyperparameters)
     layout, (flat_x, flat_sum) = flat
     flat_g = xp.concatenate(gs, axis=None)
-    return _flat_results(layout, _flat_update(xp, _adagrad_update, (flat_x, flat_g, flat_sum), hyperparameters))
+    return _flat_results(layout, _flat_update(xp, _ADAGRAD, (flat_x, flat_g, flat_sum), hyperparameters))
 
 
 def _adagrad_update(arrays, results, scratch, xp, factors, maximize: bool) -> tuple:
@@ -391,6 +420,9 @@ def _adagrad_update(arrays, results, scratch, xp, factors, maximize: bool) -> tu
     step *= decayed_lr
     new_x = xp.add(x, step, out=results[0]) if negated else xp.subtract(x, step, out=results[0])
     return new_x, new_sum
+
+
+_ADAGRAD = _Update("Adagrad", _adagrad_update)
 
 
 # ---------------------------------------------------------------------- RMSprop
@@ -412,12 +444,12 @@ def rmsprop(xp, inputs, attrs):
     flat = _flat_inputs(xp, carried)
     if flat is None:
         columns = (columns[0], columns[1], columns[2], grad_avgs, buffers)
-        return _one_by_one(xp, _rmsprop_update, lists - 1, columns, hyperparameters)
+        return _one_by_one(xp, _RMSPROP, lists - 1, columns, hyperparameters)
     layout, flats = flat
     flat_grad_avg = flats[2] if centered else None
     flat_buffer = flats[-1] if momentum is not None else None
     arrays = (flats[0], xp.concatenate(columns[1], axis=None), flats[1], flat_grad_avg, flat_buffer)
-    return _flat_results(layout, _flat_update(xp, _rmsprop_update, arrays, hyperparameters))
+    return _flat_results(layout, _flat_update(xp, _RMSPROP, arrays, hyperparameters))
 
 
 def _rmsprop_update(arrays, results, scratch, xp, factors, maximize: bool) -> tuple:
@@ -460,3 +492,6 @@ def _rmsprop_update(arrays, results, scratch, xp, factors, maximize: bool) -> tu
         quotient *= learning_rate
         new_x = xp.add(x, quotient, out=results[0]) if negated else xp.subtract(x, quotient, out=results[0])
     return (new_x, *new_states)
+
+
+_RMSPROP = _Update("RMSprop", _rmsprop_update)

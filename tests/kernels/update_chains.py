@@ -1,0 +1,89 @@
+"""Chains of optimizer updates straight through the kernels (onnxnn/kernels/training.py): every
+optimizer and option, a few steps, each step fed the last one's results.
+
+Shared by the tests of the kernels' block-wise path and of their compiled loops, which compare
+chains run two ways bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxnn.kernels import training
+
+SHAPES = [(7, 5), (13,), (), (3, 1, 2)]
+
+
+def _scalar(value, dtype=np.float64):
+    return None if value is None else np.array(value, dtype)
+
+
+def _momentum_inputs(step, weight_decay=0.01, dampening=0.1):
+    beta = None if dampening is None else _scalar(1 - dampening)
+    return [_scalar(0.05), np.array(step, np.int64), _scalar(0.9), beta, _scalar(weight_decay)]
+
+
+def _adam_inputs(step, weight_decay=0.01):
+    return [_scalar(0.05), _scalar(step), _scalar(0.8), _scalar(0.95), _scalar(1e-6), _scalar(weight_decay)]
+
+
+def _adagrad_inputs(step, weight_decay=0.01):
+    return [_scalar(0.05), _scalar(step), _scalar(0.01), _scalar(1e-10), _scalar(weight_decay)]
+
+
+def _rmsprop_inputs(step, weight_decay=0.01, momentum=0.5):
+    return [_scalar(0.01), _scalar(0.9), _scalar(1e-8), _scalar(weight_decay), _scalar(momentum)]
+
+
+# name: (kernel, attributes, how many state lists it carries, its hyperparameter inputs at a step).
+# The tensors follow: parameters, gradients, then each state list.
+CASES = {
+    "momentum": (training.momentum, {"mode": "standard"}, 1, _momentum_inputs),
+    "momentum-undamped-no-decay": (training.momentum, {}, 1, lambda step: _momentum_inputs(step, None, None)),
+    "momentum-nesterov": (training.momentum, {"mode": "nesterov"}, 1, lambda step: _momentum_inputs(step, 0.0, 0.0)),
+    "adam-l2": (training.adam, {}, 2, _adam_inputs),
+    "adam-maximize-no-decay": (training.adam, {"maximize": 1}, 2, lambda step: _adam_inputs(step, None)),
+    "adamw-amsgrad-maximize": (
+        training.adam,
+        {"amsgrad": 1, "decoupled_weight_decay": 1, "maximize": 1},
+        3,
+        _adam_inputs,
+    ),
+    "adagrad-maximize": (training.adagrad, {"maximize": 1}, 1, _adagrad_inputs),
+    "adagrad-no-decay": (training.adagrad, {}, 1, lambda step: _adagrad_inputs(step, None)),
+    "rmsprop-centered-momentum": (training.rmsprop, {"centered": 1}, 3, _rmsprop_inputs),
+    "rmsprop-maximize": (training.rmsprop, {"maximize": 1}, 1, lambda step: _rmsprop_inputs(step, None, None)),
+    "rmsprop-centered-maximize": (
+        training.rmsprop,
+        {"centered": 1, "maximize": 1},
+        2,
+        lambda step: _rmsprop_inputs(step, 0.01, None),
+    ),
+}
+
+
+def update_chain(case: str, steps: int = 3, dtype=np.float32, shapes=SHAPES) -> list:
+    """The results of each step of ``steps`` updates of ``case`` over random tensors of ``shapes``."""
+    kernel, attrs, state_lists, inputs_of = CASES[case]
+    rng = np.random.default_rng(0)
+
+    def random(shape):
+        return np.asarray(rng.standard_normal(shape), dtype)
+
+    xs = [random(shape) for shape in shapes]
+    states = [[np.abs(random(shape)) for shape in shapes] for _ in range(state_lists)]
+    if attrs.get("centered"):  # gradient averages well inside the squares' root: a real variance
+        states[1] = [average * 0.01 for average in states[1]]
+    history = []
+    for step in range(1, steps + 1):
+        gs = [random(shape) for shape in shapes]
+        arrays = [xs, gs, *states]
+        fed = [array.copy() for group in arrays for array in group]
+        results = kernel(np, inputs_of(step) + [array for group in arrays for array in group], attrs)
+        after = [array for group in arrays for array in group]
+        assert all(a.tobytes() == b.tobytes() for a, b in zip(fed, after)), "an input was written"
+        count = len(shapes)
+        xs = list(results[:count])
+        states = [list(results[count * (kind + 1) : count * (kind + 2)]) for kind in range(state_lists)]
+        history.append([np.array(result) for result in results])
+    return history
