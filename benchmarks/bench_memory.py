@@ -6,6 +6,10 @@ momentum, one sample per step) must not grow over 20,000 steps: nothing recorded
 step. Each workload runs in a fresh process, so its peak is its own; PyTorch runs the same loops
 beside it when installed, for scale.
 
+With numba installed (``onnxnn[numba]``), the MLP loop's optimizer runs compiled loops, and
+numba and LLVM take ~120 MB of it; ``ONNXNN_COMPILED_UPDATES=0`` measures the loop without them.
+Each onnxnn row says how many compiled loops its process loaded.
+
 Run: python benchmarks/bench_memory.py [--mlp-steps 500] [--seed-steps 20000] [--torch]
 Prints one JSON line per workload and framework.
 """
@@ -94,6 +98,10 @@ WORKLOADS = {"mlp": _mlp_loop, "seed": _seed_loop}
 
 def _worker(workload: str, library_name: str, steps: int) -> None:
     result = WORKLOADS[workload](_library(library_name), steps)
+    if library_name == "onnxnn":
+        from onnxnn.kernels import compiled_updates
+
+        result["compiled_update_loops"] = compiled_updates.ready_count()  # numba loaded where above 0
     print(json.dumps(result))
 
 
