@@ -224,7 +224,7 @@ def _apply(xp, update: _Update, result_count: int, arrays: tuple, hyperparameter
     size, shape, dtype = x.size, x.shape, x.dtype
     factors, options = hyperparameters
     factors = factors.of(dtype)
-    if xp is np and MODE.fast_path:
+    if xp is np:  # not a fast path: the same bits, so the profiler and ONNXNN_FAST_PATH=0 keep it
         vectors = tuple(None if array is None else array.reshape(-1) for array in arrays)
         compiled = compiled_updates.loop(update.op_type, vectors, factors, options)
         if compiled is not None:
@@ -260,7 +260,7 @@ def _flat_update(xp, update: _Update, arrays: tuple, hyperparameters: tuple) -> 
     ``FLAT_UPDATE_MAX_ELEMENTS``), so the ufuncs allocate the results as they go."""
     factors, options = hyperparameters
     factors = factors.of(arrays[0].dtype)
-    compiled = compiled_updates.loop(update.op_type, arrays, factors, options) if xp is np and MODE.fast_path else None
+    compiled = compiled_updates.loop(update.op_type, arrays, factors, options) if xp is np else None
     if compiled is None:
         return update.formula(arrays, _ALLOCATED_RESULTS, (None, None), xp, factors, options)
     size, dtype = arrays[0].size, arrays[0].dtype

@@ -77,7 +77,7 @@ def test_non_finite_gradients_and_states_propagate_as_in_the_numpy_formulas(case
         _assert_same_bits(result, expected)
 
 
-def test_the_kernels_run_the_compiled_loops_unless_the_fast_path_is_off(monkeypatch):
+def test_the_kernels_run_the_compiled_loops_with_or_without_the_fast_path_unless_switched_off(monkeypatch):
     _compiled_chain("adam-l2", shapes=LAYOUTS["flat vector"])
     _compiled_chain("adam-l2", shapes=LAYOUTS["tensor by tensor"])
     calls = []
@@ -95,8 +95,12 @@ def test_the_kernels_run_the_compiled_loops_unless_the_fast_path_is_off(monkeypa
     update_chain("adam-l2", steps=2, shapes=LAYOUTS["tensor by tensor"])
     assert len(calls) == 2 + 2 * len(LAYOUTS["tensor by tensor"])
     calls.clear()
-    with onnxnn.set_fast_path(False):
-        update_chain("adam-l2", steps=2)
+    with onnxnn.set_fast_path(False):  # the profiler's setting: it must time the loops that run
+        update_chain("adam-l2", steps=2, shapes=LAYOUTS["flat vector"])
+    assert len(calls) == 2
+    calls.clear()
+    monkeypatch.setattr(compiled_updates, "ENABLED", False)  # ONNXNN_COMPILED_UPDATES=0
+    update_chain("adam-l2", steps=2, shapes=LAYOUTS["flat vector"])
     assert calls == []
 
 

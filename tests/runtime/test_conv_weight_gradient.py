@@ -70,7 +70,8 @@ def _numpy_weight_gradient(x, g, kernel=(3, 3), stride=1, padding=1):
 
 
 # The decomposition multiplies G by each tap's window, or, when the windows have fewer rows (batch
-# times output positions) than G has channels, by all windows side by side in one MatMul; windows
+# times output positions) than G has channels, by all windows side by side in one MatMul (each tap's
+# column beside its channel's, so the product is the weight's layout); windows
 # smaller together than the input (a strided 1x1 convolution's) are cut before the channels move
 # last. With fewer than TAP_GEMM_MIN_CHANNELS channels, all windows of the channels-first input
 # make one GEMM.

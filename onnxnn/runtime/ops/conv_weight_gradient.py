@@ -45,7 +45,9 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
     Transpose, the last node, writes as ``(M, C, *kernel)``: gathering the taps along a last axis
     instead interleaves every element (resnet18's 512-channel weight gradient: 4.55 -> 3.52 ms,
     one thread). When the windows have fewer rows than ``G`` has channels (a deep layer's small
-    images), one MatMul over the windows side by side replaces the MatMul per tap (-> 2.35 ms).
+    images), one MatMul over the windows side by side replaces the MatMul per tap (-> 2.35 ms),
+    the windows interleaved so that it writes ``(M, C, *kernel)`` itself: the Transpose of the
+    result, ``(512, 512, 9)`` for resnet18's last stage at 64x64 images, took 1.1 ms.
 
     The sizes the graph computes with come from the attributes and, for the windows' ends, from
     ``G``'s shape at run time: a graph with symbolic sizes (``fastpath.dynamic_shapes`` shares one
@@ -85,10 +87,17 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
         if cut_first:
             window = emit("Transpose", window, perm=channels_last_perm)
         windows.append(emit("Flatten", window, axis=1 + rank))  # (N*L, C)
+    if len(windows) > 1 and x.shape[0] * int(np.prod(g.shape[2:])) <= g.shape[1]:
+        # Fewer window rows than G has channels: the windows side by side, each tap's column next to
+        # its channel's, ``(N*L, C * taps)``, are smaller than the result, so they take the reorder
+        # and one MatMul writes the result as it is laid out.
+        stacked = emit("Reshape", emit("Concat", *windows, axis=0), constant([len(windows), -1]))  # (taps, N*L*C)
+        columns = emit("Reshape", emit("Transpose", stacked, perm=[1, 0]), constant([-1, x.shape[1] * len(windows)]))
+        products = emit("MatMul", gradient_rows, columns)
+        emit("Reshape", products, constant([0, -1, *geometry.kernel]), output=output_names[0])
+        return nodes, initializers
     if len(windows) == 1:
         products = emit("MatMul", gradient_rows, windows[0])
-    elif x.shape[0] * int(np.prod(g.shape[2:])) <= g.shape[1]:
-        products = emit("MatMul", gradient_rows, emit("Concat", *windows, axis=1))
     else:
         products = emit("Concat", *[emit("MatMul", gradient_rows, window) for window in windows], axis=1)
     by_tap = emit("Reshape", products, constant([0, *geometry.kernel, -1]))  # (M, *kernel, C)
