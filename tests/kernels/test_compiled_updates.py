@@ -53,6 +53,19 @@ def test_a_chain_of_compiled_updates_equals_the_numpy_formulas_bitwise(case, dty
             _assert_same_bits(result, expected)
 
 
+@pytest.mark.parametrize(
+    "case", ["momentum", "adamw-amsgrad-maximize", "adagrad-maximize", "rmsprop-centered-momentum"]
+)
+def test_a_hundred_compiled_steps_equal_a_hundred_steps_of_the_numpy_formulas_bitwise(case, monkeypatch):
+    shapes = LAYOUTS["tensor by tensor"]
+    update_chain(case, steps=1, shapes=shapes)
+    assert compiled_updates.wait(timeout=120), compiled_updates.unavailable_reason()
+    compiled = update_chain(case, steps=100, shapes=shapes)[-1]
+    monkeypatch.setattr(compiled_updates, "ENABLED", False)
+    for result, expected in zip(compiled, update_chain(case, steps=100, shapes=shapes)[-1]):
+        _assert_same_bits(result, expected)
+
+
 def _assert_same_bits(result: np.ndarray, expected: np.ndarray) -> None:
     """Bit for bit, except that a NaN's sign and payload are not values (the square root of a
     negative number is a NaN of either sign, depending on the instruction that computes it)."""
