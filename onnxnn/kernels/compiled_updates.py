@@ -231,8 +231,12 @@ _COMPILER = _Compiler()
 
 def _forget_the_compiler_thread() -> None:
     # A forked child has no compiler thread, and its locks may have been held by the parent's.
+    # The loops compiled already are machine code in the child's copy of memory: they stay.
     global _COMPILER
+    ready = dict(_COMPILER.ready)
     _COMPILER = _Compiler()
+    _COMPILER.ready.update(ready)
+    _COMPILER.requested.update(ready)
 
 
 if hasattr(os, "register_at_fork"):
@@ -249,8 +253,8 @@ def loop(op_type: str, arrays: tuple, factors: tuple, options) -> Callable | Non
     C-contiguous vector.
     """
     dtype = arrays[0].dtype
-    if not ENABLED or dtype not in _DTYPES:
-        return None
+    if not ENABLED or dtype not in _DTYPES or any(array is not None and array.dtype != dtype for array in arrays):
+        return None  # a loop is compiled for one dtype; another would be compiled here, on the spot
     key = (op_type, dtype, _KINDS[op_type].options(arrays, factors, options))
     compiled = _COMPILER.ready.get(key)
     if compiled is None:

@@ -10,6 +10,7 @@ the numpy formulas run, and the reason is on record.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -160,6 +161,22 @@ def test_a_large_update_asks_for_its_loop_once_it_has_run_often_enough(monkeypat
     update_chain("adam-l2", steps=1, shapes=[(compiled_updates.COMPILE_MIN_ELEMENTS,)])
     assert len(compiled_updates._COMPILER.requested) == 1
     assert compiled_updates.wait(timeout=120), compiled_updates.unavailable_reason()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX's")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_child_keeps_the_compiled_loops_and_compiles_in_its_own_thread():
+    _compiled_chain("adam-l2")
+    ready = dict(compiled_updates._COMPILER.ready)
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child reports whether it kept the loops and has no parent's thread
+        kept = compiled_updates._COMPILER.ready == ready and compiled_updates._COMPILER.thread is None
+        os.write(write, b"1" if kept else b"0")
+        os._exit(0)
+    os.close(write)
+    assert os.read(read, 1) == b"1"
+    os.waitpid(child, 0)
 
 
 def test_without_numba_the_numpy_formulas_run_and_say_why(monkeypatch):
