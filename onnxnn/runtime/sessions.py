@@ -21,6 +21,7 @@ from ..ir.dtypes import bfloat16
 from ..ir.executors import register_executor
 from ..ir.mode import MODE
 from ..ir.plan import IR_VERSION, OPSET_VERSION, GraphPlan, build_model
+from .output_views import move_reshapes_out
 
 __all__ = [
     "CompiledSession",
@@ -320,7 +321,7 @@ def lowers_for(device) -> bool:
 
 
 class CompiledSession:
-    __slots__ = ("session", "input_names", "output_names", "run", "bfloat16_io", "copy_inputs")
+    __slots__ = ("session", "input_names", "output_names", "run", "bfloat16_io", "copy_inputs", "output_views")
 
     def __init__(
         self, model: onnx.ModelProto, device, threads: int | None = None, profile_file_prefix: str | None = None
@@ -340,6 +341,7 @@ class CompiledSession:
         check_onnxruntime_opset(model)
         if ROUND_LOW_PRECISION_PER_OP and _mentions_low_precision(model):
             model = _round_per_op(model)
+        self.output_views = move_reshapes_out(model)
         try:
             self.session = create_session(model, providers, threads, profile_file_prefix)
         except Exception as error:
@@ -369,6 +371,8 @@ class CompiledSession:
         if self.bfloat16_io is not None:
             for position in self.bfloat16_io[1]:
                 results[position] = results[position].astype(_BFLOAT16)
+        for position, shape in self.output_views:
+            results[position] = results[position].reshape(shape)
         return results
 
 
