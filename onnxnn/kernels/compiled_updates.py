@@ -204,7 +204,7 @@ class _Compiler:
             key, vectors, scalars = self.requests.get()
             op_type, dtype, options = key
             try:
-                compiled = numba.njit(_KINDS[op_type].factory(*options), cache=True, error_model="numpy", nogil=True)
+                compiled = _jit(numba, _KINDS[op_type].factory(*options))
                 vector, scalar = numba.from_dtype(dtype)[::1], numba.from_dtype(dtype)
                 compiled.compile(numba.void(*[vector] * vectors, *[scalar] * scalars))
             except Exception as error:  # a numba that cannot compile leaves the numpy formulation in place
@@ -224,6 +224,15 @@ class _Compiler:
         with self.done:
             self.done.wait_for(lambda: self.reason is not None or self.requested <= self.ready.keys(), timeout)
             return self.requested <= self.ready.keys()
+
+
+def _jit(numba, function):
+    """numba's dispatcher of ``function``, cached on disk where numba finds a writable directory."""
+    options = dict(error_model="numpy", nogil=True)  # numpy's error model: 1/0 is inf, not an exception
+    try:
+        return numba.njit(function, cache=True, **options)
+    except RuntimeError:  # "cannot cache function ...: no locator available": compile in each process
+        return numba.njit(function, **options)
 
 
 _COMPILER = _Compiler()

@@ -179,6 +179,22 @@ def test_a_forked_child_keeps_the_compiled_loops_and_compiles_in_its_own_thread(
     os.waitpid(child, 0)
 
 
+def test_without_a_writable_cache_directory_the_loops_compile_in_each_process(monkeypatch):
+    import numba
+
+    uncached = numba.njit
+
+    def njit_without_cache(function, cache=False, **options):
+        if cache:
+            raise RuntimeError(f"cannot cache function {function.__name__!r}: no locator available")
+        return uncached(function, **options)
+
+    monkeypatch.setattr(numba, "njit", njit_without_cache)
+    monkeypatch.setattr(compiled_updates, "_COMPILER", compiled_updates._Compiler())
+    _compiled_chain("adagrad-no-decay")
+    assert compiled_updates.unavailable_reason() is None and compiled_updates.ready_count() == 1
+
+
 def test_without_numba_the_numpy_formulas_run_and_say_why(monkeypatch):
     monkeypatch.setitem(sys.modules, "numba", None)  # makes `import numba` raise ImportError
     monkeypatch.setattr(compiled_updates, "_COMPILER", compiled_updates._Compiler())
