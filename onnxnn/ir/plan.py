@@ -19,7 +19,16 @@ from .dtypes import dtype
 from .graph import OPSET_VERSION, is_held
 from .registry import decompositions, session_lowerings
 
-__all__ = ["GraphPlan", "plan", "build_model", "plan_opset", "realize_alongside", "OPSET_VERSION", "IR_VERSION"]
+__all__ = [
+    "GraphPlan",
+    "plan",
+    "build_model",
+    "plan_opset",
+    "realize_alongside",
+    "names_read",
+    "OPSET_VERSION",
+    "IR_VERSION",
+]
 
 # The IR version of every graph onnxnn builds, and (``OPSET_VERSION``, defined with ``Node``) the
 # default-domain opset of a graph of onnxnn's own ops. onnx's default ir_version can be newer than
@@ -402,7 +411,7 @@ def build_model(
     # The initializers go into the model's own graph last: make_model copies the graph it is given.
     # A constant that a decomposition or lowering left unread (an update's step count where it does
     # not apply) is left out: onnxruntime would only warn and drop it.
-    read = _names_read(model.graph.node)
+    read = names_read(model.graph.node)
     for initializer in initializers:
         if isinstance(initializer, onnx.TensorProto):
             if initializer.name in read:
@@ -412,13 +421,13 @@ def build_model(
     return model
 
 
-def _names_read(nodes) -> set:
+def names_read(nodes) -> set:
     """The names the nodes read, in their subgraphs too (a branch may read the outer graph's constants)."""
     read: set = set()
     for node in nodes:
         read.update(node.input)
         for attribute in node.attribute:
             for subgraph in attribute_subgraphs(attribute):
-                read |= _names_read(subgraph.node)
+                read |= names_read(subgraph.node)
                 read.update(output.name for output in subgraph.output)
     return read

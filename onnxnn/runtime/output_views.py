@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import onnx
 
+from ..ir.plan import names_read
+
 __all__ = ["move_reshapes_out"]
 
 # Ops whose output is their first input's elements in the same order: what numpy's reshape gives.
@@ -50,13 +52,14 @@ def move_reshapes_out(model: onnx.ModelProto) -> list[tuple[int, tuple[int, ...]
         output.type.tensor_type.ClearField("shape")
         moved.append((position, shape))
     if moved:
-        read = {name for node in graph.node for name in node.input} | leaving
+        # Subgraphs count: a branch may read the outer graph's values and constants.
+        read = names_read(graph.node) | leaving
         kept = [node for node in graph.node if id(node) not in bypassed or any(name in read for name in node.output)]
         del graph.node[:]
         graph.node.extend(kept)
         # onnxruntime warns of initializers no node reads (the removed reshapes' shapes).
-        read = {name for node in graph.node for name in node.input}
-        initializers = [init for init in graph.initializer if init.name in read or init.name in leaving]
+        read = names_read(graph.node) | leaving
+        initializers = [init for init in graph.initializer if init.name in read]
         del graph.initializer[:]
         graph.initializer.extend(initializers)
     return moved

@@ -3,7 +3,8 @@
 The specification: a session's results are what onnxruntime computes for the model as built,
 shapes and values; where an output is a reshape (Reshape, Flatten, Squeeze, Unsqueeze) of a
 value the graph computes, the session's model outputs that value instead (no copy into an
-output buffer) and drops the reshape and its unread shape initializer. Reshapes of graph inputs
+output buffer) and drops the reshape and its shape initializer when nothing else, a subgraph
+included, reads it. Reshapes of graph inputs
 or initializers, of values that leave the graph already, and outputs without a static shape stay.
 """
 
@@ -39,6 +40,13 @@ def _shape(name, values):
 def _onnxruntime(model, x):
     session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     return session.run(None, {"X": x})
+
+
+def _branch(name):
+    """An If branch that reads the outer graph's shape constant ``s`` (outer-scope names are implicit inputs)."""
+    nodes = [helper.make_node("Cast", ["s"], [f"{name}_cast"], to=TensorProto.FLOAT),
+             helper.make_node("ReduceSum", [f"{name}_cast"], [f"{name}_out"], keepdims=1)]  # fmt: skip
+    return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, [1])])
 
 
 # name: (nodes, outputs as (name, shape or None), initializers, how many outputs move)
@@ -90,6 +98,16 @@ CASES = {
         [("R", [2, 3, 4]), ("Y", [24])],
         [_shape("s", [24])],
         0,
+    ),
+    "a branch reads the reshape's shape": (
+        [
+            helper.make_node("Relu", ["X"], ["R"]),
+            helper.make_node("Reshape", ["R", "s"], ["Y"]),
+            helper.make_node("If", ["cond"], ["Z"], then_branch=_branch("then"), else_branch=_branch("else")),
+        ],
+        [("Y", [24]), ("Z", [1])],
+        [_shape("s", [24]), numpy_helper.from_array(np.array(True), "cond")],
+        1,
     ),
     "a reshape of the graph input": (
         [helper.make_node("Reshape", ["X", "s"], ["Y"])],
