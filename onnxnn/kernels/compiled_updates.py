@@ -179,6 +179,7 @@ class _Compiler:
         self.requested: set = set()
         self.updates: dict = {}  # key -> how many large updates have run without its loop
         self.reason: str | None = None  # why loops are missing, once known
+        self.missing = False  # numba is not importable: no loop will ever compile
         self.requests: queue.SimpleQueue = queue.SimpleQueue()
         self.done = threading.Condition()
         self.thread: threading.Thread | None = None
@@ -198,6 +199,7 @@ class _Compiler:
         try:
             import numba  # deferred: ~0.15 s, paid in this thread by programs that update parameters
         except ImportError as error:
+            self.missing = True
             self._finish(None, f"numba is not importable ({error}); the optimizer updates run as numpy passes")
             return
         while True:
@@ -242,10 +244,11 @@ def _forget_the_compiler_thread() -> None:
     # A forked child has no compiler thread, and its locks may have been held by the parent's.
     # The loops compiled already are machine code in the child's copy of memory: they stay.
     global _COMPILER
-    ready = dict(_COMPILER.ready)
+    parent = _COMPILER
     _COMPILER = _Compiler()
-    _COMPILER.ready.update(ready)
-    _COMPILER.requested.update(ready)
+    _COMPILER.ready.update(parent.ready)
+    _COMPILER.requested.update(parent.ready)
+    _COMPILER.missing, _COMPILER.reason = parent.missing, parent.reason
 
 
 if hasattr(os, "register_at_fork"):
@@ -258,29 +261,34 @@ def loop(op_type: str, arrays: tuple, factors: tuple, options) -> Callable | Non
     None until an update of at least ``COMPILE_MIN_ELEMENTS`` elements has asked
     ``COMPILE_AFTER_UPDATES`` times and the loop has compiled, where numba is missing, for dtypes
     other than float32 and float64, and while ``ENABLED`` is False. The loop is called as
-    ``run(results)``, ``results`` preallocated like ``arrays``, every array a one-dimensional
-    C-contiguous vector.
+    ``run(results)`` and returns them: ``results`` preallocated like ``arrays``, every array
+    C-contiguous, of any shape.
     """
-    dtype = arrays[0].dtype
-    if not ENABLED or dtype not in _DTYPES or any(array is not None and array.dtype != dtype for array in arrays):
+    x = arrays[0]
+    compiler = _COMPILER
+    # Every update asks, so the common answers come first: none compiled and none to ask for (a
+    # small model's), or numba missing.
+    if not ENABLED or compiler.missing or (not compiler.ready and x.size < COMPILE_MIN_ELEMENTS):
+        return None
+    dtype = x.dtype
+    if dtype not in _DTYPES or any(array is not None and array.dtype != dtype for array in arrays):
         return None  # a loop is compiled for one dtype; another would be compiled here, on the spot
     key = (op_type, dtype, _KINDS[op_type].options(arrays, factors, options))
-    compiled = _COMPILER.ready.get(key)
+    compiled = compiler.ready.get(key)
     if compiled is None:
-        if arrays[0].size >= COMPILE_MIN_ELEMENTS:
-            count = _COMPILER.updates[key] = _COMPILER.updates.get(key, 0) + 1
+        if x.size >= COMPILE_MIN_ELEMENTS:
+            count = compiler.updates[key] = compiler.updates.get(key, 0) + 1
             if count >= COMPILE_AFTER_UPDATES:  # the loop takes the arrays, the new X and new states
-                _COMPILER.request(key, 2 * len(arrays) - 1, len(factors))
+                compiler.request(key, 2 * len(arrays) - 1, len(factors))
         return None
-    x = arrays[0]
-    scalar = dtype.type
-    inputs = [x if array is None else array for array in arrays]
-    scalars = [scalar(0) if factor is None else scalar(factor) for factor in factors]
+    vector = x.reshape(-1)
+    inputs = [vector if array is None else array.reshape(-1) for array in arrays]
+    scalars = [dtype.type(0) if factor is None else dtype.type(factor) for factor in factors]
 
     def run(results: tuple) -> tuple:
         new_states = iter(results[1:])
-        outputs = [results[0], *[x if state is None else next(new_states) for state in arrays[2:]]]
-        compiled(*inputs, *outputs, *scalars)
+        outputs = [results[0], *[vector if state is None else next(new_states) for state in arrays[2:]]]
+        compiled(*inputs, *[output.reshape(-1) for output in outputs], *scalars)
         return results
 
     return run

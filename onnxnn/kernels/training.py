@@ -224,13 +224,10 @@ def _apply(xp, update: _Update, result_count: int, arrays: tuple, hyperparameter
     size, shape, dtype = x.size, x.shape, x.dtype
     factors, options = hyperparameters
     factors = factors.of(dtype)
-    if xp is np:  # not a fast path: the same bits, so the profiler and ONNXNN_FAST_PATH=0 keep it
-        vectors = tuple(None if array is None else array.reshape(-1) for array in arrays)
-        compiled = compiled_updates.loop(update.op_type, vectors, factors, options)
-        if compiled is not None:
-            results = tuple(recycled_empty(shape, dtype) for _ in range(result_count))
-            compiled(tuple(result.reshape(-1) for result in results))
-            return results
+    # Not a fast path: the same bits, so the profiler and ONNXNN_FAST_PATH=0 keep it.
+    compiled = compiled_updates.loop(update.op_type, arrays, factors, options) if xp is np else None
+    if compiled is not None:
+        return compiled(tuple(recycled_empty(shape, dtype) for _ in range(result_count)))
     if x.ndim == 0:  # numpy's 0-d arithmetic makes scalars: every result and scratch needs an array
         results = tuple(xp.empty((), dtype) for _ in range(result_count))
         return update.formula(arrays, results, (xp.empty((), dtype), xp.empty((), dtype)), xp, factors, options)

@@ -202,6 +202,9 @@ def test_without_numba_the_numpy_formulas_run_and_say_why(monkeypatch):
     assert compiled_updates.wait(timeout=60) is False
     assert "numba is not importable" in compiled_updates.unavailable_reason()
     assert compiled_updates._COMPILER.ready == {}
+    counted = dict(compiled_updates._COMPILER.updates)
+    update_chain("adam-l2", shapes=LAYOUTS["tensor by tensor"])
+    assert compiled_updates._COMPILER.updates == counted  # once numba is known missing, nothing is asked
     monkeypatch.setattr(compiled_updates, "ENABLED", False)
     for step, expected_step in zip(chain, update_chain("adam-l2", shapes=LAYOUTS["tensor by tensor"])):
         for result, expected in zip(step, expected_step):
