@@ -89,15 +89,15 @@ def _plain_2d(node, embedded) -> bool:
     )
 
 
-def _one_gemm_geometry(node):
-    """The Conv's window geometry when one GEMM for the batch is worth it (see the bounds above), else None."""
+def _one_gemm_pays(node, geometry) -> bool:
+    """Whether one GEMM for the batch is worth it for this Conv (see the bounds above)."""
     x, weight = node.inputs[0], node.inputs[1]
-    if x.shape[0] < 2 or math.prod(weight.shape) < LOWERED_CONV_MIN_WEIGHT_ELEMENTS:
-        return None
-    if math.prod(weight.shape[2:]) > LOWERED_CONV_MAX_TAPS:
-        return None
-    geometry = window_geometry(x.shape[2:], weight.shape[2:], node.attrs)
-    return geometry if math.prod(geometry.output) <= LOWERED_CONV_MAX_POSITIONS else None
+    return (
+        x.shape[0] >= 2
+        and math.prod(weight.shape) >= LOWERED_CONV_MIN_WEIGHT_ELEMENTS
+        and math.prod(weight.shape[2:]) <= LOWERED_CONV_MAX_TAPS
+        and math.prod(geometry.output) <= LOWERED_CONV_MAX_POSITIONS
+    )
 
 
 def _blocked_block(batch: int, channels: int, out_channels: int, kernel, output_spatial) -> int | None:
@@ -126,11 +126,10 @@ def blocked_input_gradient(g, weight, input_spatial, strides) -> bool:
 def _lowered_conv(node, input_names: list, output_names: list, fresh_name, embedded):
     if not _plain_2d(node, embedded):
         return None
-    geometry = _one_gemm_geometry(node)
-    if geometry is not None:
-        return _conv_as_one_gemm(geometry, input_names, output_names, fresh_name)
     x, weight = node.inputs[0], node.inputs[1]
     geometry = window_geometry(x.shape[2:], weight.shape[2:], node.attrs)
+    if _one_gemm_pays(node, geometry):
+        return _conv_as_one_gemm(geometry, input_names, output_names, fresh_name)
     block = _blocked_block(x.shape[0], weight.shape[1], weight.shape[0], geometry.kernel, geometry.output)
     if block is None:
         return None
