@@ -6,9 +6,8 @@ momentum, one sample per step) must not grow over 20,000 steps: nothing recorded
 step. Each workload runs in a fresh process, so its peak is its own; PyTorch runs the same loops
 beside it when installed, for scale.
 
-With numba installed (``onnxnn[numba]``), the MLP loop's optimizer runs compiled loops, and
-numba and LLVM take ~120 MB of it; ``ONNXNN_COMPILED_UPDATES=0`` measures the loop without them.
-Each onnxnn row says how many compiled loops its process loaded.
+Each onnxnn row says whether its optimizer ran the compiled update loops (kernels/update_loops.c)
+or, where they were not built or ``ONNXNN_COMPILED_UPDATES=0``, the numpy formulas.
 
 Run: python benchmarks/bench_memory.py [--mlp-steps 500] [--seed-steps 20000] [--torch]
 Prints one JSON line per workload and framework.
@@ -101,7 +100,7 @@ def _worker(workload: str, library_name: str, steps: int) -> None:
     if library_name == "onnxnn":
         from onnxnn.kernels import compiled_updates
 
-        result["compiled_update_loops"] = compiled_updates.ready_count()  # numba loaded where above 0
+        result["compiled_updates"] = compiled_updates.available()  # False: the numpy formulas ran
     print(json.dumps(result))
 
 

@@ -35,8 +35,8 @@ change by a few percent. So the default is PyTorch at its best; ``--allocator de
 glibc's defaults. Every row says which it ran with. The ``first_step`` rows always start fresh
 processes with glibc's defaults.
 
-The optimizer updates run as compiled loops where numba is installed (``onnxnn[numba]``; each row
-says how many the process has loaded), as numpy passes where it is not or with
+The optimizer updates run as compiled loops where onnxnn's install built them (kernels/update_loops.c;
+each row says whether they ran), as numpy passes where it did not or with
 ``ONNXNN_COMPILED_UPDATES=0``.
 
 Run: python benchmarks/bench_vs_torch.py [--only NAME ...] [--quick] [--threads 1|default|both]
@@ -512,7 +512,7 @@ def main() -> None:
                 row = {"workload": name, "threads": 1 if threads == 1 else f"default ({_cores()})"}
                 row.update(WORKLOADS[name](settings))
                 row["allocator"] = "default" if name == "first_step" else allocator
-                row["compiled_update_loops"] = compiled_updates.ready_count()
+                row["compiled_updates"] = compiled_updates.available()
                 row["bench_seconds"] = round(time.perf_counter() - start, 1)
                 if _torch_available():
                     row["torch_version"] = torch.__version__
