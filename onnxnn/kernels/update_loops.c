@@ -35,6 +35,13 @@
 #define RESTRICT restrict
 #endif
 
+/* The cases of a switch over option bits: CASES_n(CASE) is CASE(0) ... CASE(n - 1), and OPTION(bits, n)
+ * is bit n, a constant in each case. */
+#define OPTION(bits, n) (((bits) >> (n)) & 1)
+#define CASES_4(CASE) CASE(0) CASE(1) CASE(2) CASE(3)
+#define CASES_8(CASE) CASES_4(CASE) CASE(4) CASE(5) CASE(6) CASE(7)
+#define CASES_16(CASE) CASES_8(CASE) CASE(8) CASE(9) CASE(10) CASE(11) CASE(12) CASE(13) CASE(14) CASE(15)
+
 #define REAL float
 #define SQRT sqrtf
 #define NAMED(update) onnxnn_##update##_float32

@@ -21,12 +21,10 @@ ALWAYS_INLINE void NAMED(momentum_loop)(size_t count, const REAL *RESTRICT x, co
 }
 
 EXPORTED CPU_CLONES void NAMED(momentum)(size_t count, void *const *arrays, const REAL *factors, int options) {
-    switch (options & 7) {
 #define MOMENTUM(bits) \
-    case bits: NAMED(momentum_loop)(count, ARRAYS_5, factors, bits & 1, (bits >> 1) & 1, (bits >> 2) & 1); break;
-        MOMENTUM(0) MOMENTUM(1) MOMENTUM(2) MOMENTUM(3) MOMENTUM(4) MOMENTUM(5) MOMENTUM(6) MOMENTUM(7)
+    case bits: NAMED(momentum_loop)(count, ARRAYS_5, factors, OPTION(bits, 0), OPTION(bits, 1), OPTION(bits, 2)); break;
+    switch (options & 7) { CASES_8(MOMENTUM) }
 #undef MOMENTUM
-    }
 }
 
 /* Adam: x, g, m, v, v_max, new_x, new_m, new_v, new_v_max; one_minus_beta1, beta2, one_minus_beta2,
@@ -59,15 +57,13 @@ ALWAYS_INLINE void NAMED(adam_loop)(size_t count, const REAL *RESTRICT x, const 
 }
 
 EXPORTED CPU_CLONES void NAMED(adam)(size_t count, void *const *arrays, const REAL *factors, int options) {
-    switch (options & 15) {
-#define ADAM(bits)                                                                                      \
-    case bits:                                                                                          \
-        NAMED(adam_loop)(count, ARRAYS_9, factors, bits & 1, (bits >> 1) & 1, (bits >> 2) & 1, (bits >> 3) & 1); \
+#define ADAM(bits)                                                                         \
+    case bits:                                                                             \
+        NAMED(adam_loop)(count, ARRAYS_9, factors,                                         \
+                      OPTION(bits, 0), OPTION(bits, 1), OPTION(bits, 2), OPTION(bits, 3)); \
         break;
-        ADAM(0) ADAM(1) ADAM(2) ADAM(3) ADAM(4) ADAM(5) ADAM(6) ADAM(7)
-        ADAM(8) ADAM(9) ADAM(10) ADAM(11) ADAM(12) ADAM(13) ADAM(14) ADAM(15)
+    switch (options & 15) { CASES_16(ADAM) }
 #undef ADAM
-    }
 }
 
 /* Adagrad: x, g, sum, new_x, new_sum; epsilon, decayed_lr, weight_decay. */
@@ -87,12 +83,10 @@ ALWAYS_INLINE void NAMED(adagrad_loop)(size_t count, const REAL *RESTRICT x, con
 }
 
 EXPORTED CPU_CLONES void NAMED(adagrad)(size_t count, void *const *arrays, const REAL *factors, int options) {
-    switch (options & 3) {
 #define ADAGRAD(bits) \
-    case bits: NAMED(adagrad_loop)(count, ARRAYS_5, factors, bits & 1, (bits >> 1) & 1); break;
-        ADAGRAD(0) ADAGRAD(1) ADAGRAD(2) ADAGRAD(3)
+    case bits: NAMED(adagrad_loop)(count, ARRAYS_5, factors, OPTION(bits, 0), OPTION(bits, 1)); break;
+    switch (options & 3) { CASES_4(ADAGRAD) }
 #undef ADAGRAD
-    }
 }
 
 /* RMSprop: x, g, square_avg, grad_avg, buffer, new_x, new_square_avg, new_grad_avg, new_buffer;
@@ -133,15 +127,13 @@ ALWAYS_INLINE void NAMED(rmsprop_loop)(size_t count, const REAL *RESTRICT x, con
 }
 
 EXPORTED CPU_CLONES void NAMED(rmsprop)(size_t count, void *const *arrays, const REAL *factors, int options) {
-    switch (options & 15) {
-#define RMSPROP(bits)                                                                                        \
-    case bits:                                                                                               \
-        NAMED(rmsprop_loop)(count, ARRAYS_9, factors, bits & 1, (bits >> 1) & 1, (bits >> 2) & 1, (bits >> 3) & 1); \
+#define RMSPROP(bits)                                                                      \
+    case bits:                                                                             \
+        NAMED(rmsprop_loop)(count, ARRAYS_9, factors,                                      \
+                      OPTION(bits, 0), OPTION(bits, 1), OPTION(bits, 2), OPTION(bits, 3)); \
         break;
-        RMSPROP(0) RMSPROP(1) RMSPROP(2) RMSPROP(3) RMSPROP(4) RMSPROP(5) RMSPROP(6) RMSPROP(7)
-        RMSPROP(8) RMSPROP(9) RMSPROP(10) RMSPROP(11) RMSPROP(12) RMSPROP(13) RMSPROP(14) RMSPROP(15)
+    switch (options & 15) { CASES_16(RMSPROP) }
 #undef RMSPROP
-    }
 }
 
 #undef ARRAYS_5
