@@ -105,7 +105,14 @@ class _Library:
         functions = {}
         for op_type, (name, _) in _UPDATES.items():
             for dtype in _SCALAR_TYPES:
-                function = getattr(library, f"onnxnn_{name}_{dtype.name}")
+                try:
+                    function = getattr(library, f"onnxnn_{name}_{dtype.name}")
+                except AttributeError:  # built from an older update_loops.c
+                    self.reason = (
+                        f"{spec.origin} has no {op_type} loop for {dtype.name} (built from an older "
+                        "update_loops.c: reinstall onnxnn); the optimizer updates run as numpy passes"
+                    )
+                    return {}
                 # count, the arrays' addresses, the factors' address, the option bits
                 function.argtypes = [ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
                 function.restype = None
@@ -125,9 +132,9 @@ def loop(op_type: str, arrays: tuple, factors: tuple, options) -> Callable | Non
 
     None for updates under ``COMPILED_MIN_ELEMENTS`` elements, where the library is missing, for
     dtypes other than float32 and float64, for arrays that are not C-contiguous, and while
-    ``ENABLED`` is False. The loop is called as ``run(results)``
-    and returns them: ``results`` are the new X and the new present states, preallocated like
-    ``arrays``, C-contiguous, of any shape.
+    ``ENABLED`` is False. The loop is called as ``run(results)`` and returns them: ``results``
+    are the new X and the new present states, preallocated like ``arrays``, C-contiguous, of any
+    shape.
     """
     x = arrays[0]
     if not ENABLED or x.size < COMPILED_MIN_ELEMENTS:

@@ -172,3 +172,14 @@ def test_without_the_library_the_numpy_formulas_run_and_say_why(monkeypatch):
     for step, expected_step in zip(chain, update_chain("adam-l2", shapes=LAYOUTS["tensor by tensor"])):
         for result, expected in zip(step, expected_step):
             assert result.tobytes() == expected.tobytes()
+
+
+def test_a_library_built_from_an_older_source_is_not_used_and_says_so(monkeypatch):
+    class OlderLibrary:  # has Momentum's loops only
+        onnxnn_momentum_float32 = onnxnn_momentum_float64 = staticmethod(lambda *arguments: None)
+
+    monkeypatch.setattr(compiled_updates.ctypes, "CDLL", lambda path: OlderLibrary())
+    monkeypatch.setattr(compiled_updates, "_LIBRARY", "onnxnn.kernels.compiled_updates")  # any module found
+    monkeypatch.setattr(compiled_updates, "_LIBRARY_FUNCTIONS", compiled_updates._Library())
+    assert not compiled_updates.available()
+    assert "has no Adam loop for float32 (built from an older update_loops.c" in compiled_updates.unavailable_reason()
