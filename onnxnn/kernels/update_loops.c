@@ -35,12 +35,28 @@
 #define RESTRICT restrict
 #endif
 
-/* The cases of a switch over option bits: CASES_n(CASE) is CASE(0) ... CASE(n - 1), and OPTION(bits, n)
- * is bit n, a constant in each case. */
+/* The switch of an exported function over its option bits: CASES_n(CALL, loop, arrays) is one case per
+ * value of n bits, and CALL_WITH_k_OPTIONS(loop, arrays, bits) calls the function's loop on its first
+ * 5 or 9 arrays (``arrays``: ARRAYS_5 or ARRAYS_9 of update_loops_template.h) with bits 0 to k - 1 as constant
+ * flags (OPTION(bits, i) is bit i), passing on the function's count and factors. */
 #define OPTION(bits, n) (((bits) >> (n)) & 1)
-#define CASES_4(CASE) CASE(0) CASE(1) CASE(2) CASE(3)
-#define CASES_8(CASE) CASES_4(CASE) CASE(4) CASE(5) CASE(6) CASE(7)
-#define CASES_16(CASE) CASES_8(CASE) CASE(8) CASE(9) CASE(10) CASE(11) CASE(12) CASE(13) CASE(14) CASE(15)
+#define CASES_4(CALL, loop, arrays) CALL(loop, arrays, 0) CALL(loop, arrays, 1) CALL(loop, arrays, 2) CALL(loop, arrays, 3)
+#define CASES_8(CALL, loop, arrays)                                                                   \
+    CASES_4(CALL, loop, arrays) CALL(loop, arrays, 4) CALL(loop, arrays, 5) CALL(loop, arrays, 6) \
+    CALL(loop, arrays, 7)
+#define CASES_16(CALL, loop, arrays)                                                                   \
+    CASES_8(CALL, loop, arrays) CALL(loop, arrays, 8) CALL(loop, arrays, 9) CALL(loop, arrays, 10) \
+    CALL(loop, arrays, 11) CALL(loop, arrays, 12) CALL(loop, arrays, 13) CALL(loop, arrays, 14)    \
+    CALL(loop, arrays, 15)
+#define CALL_WITH_2_OPTIONS(loop, arrays, bits) \
+    case bits: NAMED(loop)(count, ARRAYS_##arrays, factors, OPTION(bits, 0), OPTION(bits, 1)); break;
+#define CALL_WITH_3_OPTIONS(loop, arrays, bits) \
+    case bits: NAMED(loop)(count, ARRAYS_##arrays, factors, OPTION(bits, 0), OPTION(bits, 1), OPTION(bits, 2)); break;
+#define CALL_WITH_4_OPTIONS(loop, arrays, bits)                                                          \
+    case bits:                                                                                           \
+        NAMED(loop)(count, ARRAYS_##arrays, factors, OPTION(bits, 0), OPTION(bits, 1), OPTION(bits, 2), \
+                    OPTION(bits, 3));                                                                    \
+        break;
 
 #define REAL float
 #define SQRT sqrtf

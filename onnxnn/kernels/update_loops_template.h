@@ -21,10 +21,7 @@ ALWAYS_INLINE void NAMED(momentum_loop)(size_t count, const REAL *RESTRICT x, co
 }
 
 EXPORTED CPU_CLONES void NAMED(momentum)(size_t count, void *const *arrays, const REAL *factors, int options) {
-#define MOMENTUM(bits) \
-    case bits: NAMED(momentum_loop)(count, ARRAYS_5, factors, OPTION(bits, 0), OPTION(bits, 1), OPTION(bits, 2)); break;
-    switch (options & 7) { CASES_8(MOMENTUM) }
-#undef MOMENTUM
+    switch (options & 7) { CASES_8(CALL_WITH_3_OPTIONS, momentum_loop, 5) }
 }
 
 /* Adam: x, g, m, v, v_max, new_x, new_m, new_v, new_v_max; one_minus_beta1, beta2, one_minus_beta2,
@@ -57,13 +54,7 @@ ALWAYS_INLINE void NAMED(adam_loop)(size_t count, const REAL *RESTRICT x, const 
 }
 
 EXPORTED CPU_CLONES void NAMED(adam)(size_t count, void *const *arrays, const REAL *factors, int options) {
-#define ADAM(bits)                                                                         \
-    case bits:                                                                             \
-        NAMED(adam_loop)(count, ARRAYS_9, factors,                                         \
-                      OPTION(bits, 0), OPTION(bits, 1), OPTION(bits, 2), OPTION(bits, 3)); \
-        break;
-    switch (options & 15) { CASES_16(ADAM) }
-#undef ADAM
+    switch (options & 15) { CASES_16(CALL_WITH_4_OPTIONS, adam_loop, 9) }
 }
 
 /* Adagrad: x, g, sum, new_x, new_sum; epsilon, decayed_lr, weight_decay. */
@@ -83,10 +74,7 @@ ALWAYS_INLINE void NAMED(adagrad_loop)(size_t count, const REAL *RESTRICT x, con
 }
 
 EXPORTED CPU_CLONES void NAMED(adagrad)(size_t count, void *const *arrays, const REAL *factors, int options) {
-#define ADAGRAD(bits) \
-    case bits: NAMED(adagrad_loop)(count, ARRAYS_5, factors, OPTION(bits, 0), OPTION(bits, 1)); break;
-    switch (options & 3) { CASES_4(ADAGRAD) }
-#undef ADAGRAD
+    switch (options & 3) { CASES_4(CALL_WITH_2_OPTIONS, adagrad_loop, 5) }
 }
 
 /* RMSprop: x, g, square_avg, grad_avg, buffer, new_x, new_square_avg, new_grad_avg, new_buffer;
@@ -127,13 +115,7 @@ ALWAYS_INLINE void NAMED(rmsprop_loop)(size_t count, const REAL *RESTRICT x, con
 }
 
 EXPORTED CPU_CLONES void NAMED(rmsprop)(size_t count, void *const *arrays, const REAL *factors, int options) {
-#define RMSPROP(bits)                                                                      \
-    case bits:                                                                             \
-        NAMED(rmsprop_loop)(count, ARRAYS_9, factors,                                      \
-                      OPTION(bits, 0), OPTION(bits, 1), OPTION(bits, 2), OPTION(bits, 3)); \
-        break;
-    switch (options & 15) { CASES_16(RMSPROP) }
-#undef RMSPROP
+    switch (options & 15) { CASES_16(CALL_WITH_4_OPTIONS, rmsprop_loop, 9) }
 }
 
 #undef ARRAYS_5
