@@ -170,6 +170,5 @@ def available() -> bool:
 
 def unavailable_reason() -> str | None:
     """Why compiled loops are missing (the library not built, or not loading), or None."""
-    if _LIBRARY_FUNCTIONS.functions is None:
-        _LIBRARY_FUNCTIONS.function("Adam", np.dtype(np.float32))
+    _LIBRARY_FUNCTIONS.function("Adam", np.dtype(np.float32))  # loads the library on first use
     return _LIBRARY_FUNCTIONS.reason
