@@ -81,3 +81,14 @@ def test_a_steady_loop_keeps_two_generations_of_buffers(per_step):
         live = [recycled_empty(LARGE, np.float32) for _ in range(per_step)]
     assert len(recycled_buffers._pools[(LARGE, np.dtype(np.float32))].buffers) == 2 * per_step
     assert len({_address(array) for array in live}) == per_step
+
+
+def test_the_buffers_of_a_step_start_apart_within_a_page():
+    """A loop that reads some of these arrays while writing others stalls when they start within a
+    few cache lines of each other modulo 4 KiB (4K aliasing): an optimizer step's new parameters
+    and states (and the previous step's, which it reads) start at least 512 bytes apart."""
+    arrays = [recycled_empty(LARGE, np.float32) for _ in range(6)]
+    offsets = sorted(_address(array) % 4096 for array in arrays)
+    gaps = [later - earlier for earlier, later in zip(offsets, offsets[1:] + [offsets[0] + 4096])]
+    assert min(gaps) >= 512
+    assert all(array.flags.c_contiguous and array.flags.writeable for array in arrays)
