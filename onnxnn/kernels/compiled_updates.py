@@ -3,8 +3,8 @@
 numpy runs Adam's update as thirteen passes over the parameters (a ufunc per product, sum,
 square root and quotient), and no block size makes that cheaper than PyTorch's fused ATen loops.
 ``update_loops.c`` has each update (training.py's ``_momentum_update``, ``_adam_update``, ...) as
-one vectorized C loop instead, which this module calls through ctypes: Adam for an MLP's 669,706
-float32 parameters takes 0.3 ms instead of 1.1.
+one vectorized C loop instead, which this module calls through ctypes, once for every tensor of an
+update node (update_driver.py): Adam for an MLP's 669,706 float32 parameters takes 0.3 ms instead of 1.1.
 
 The loops compute what the numpy formulations compute, bit for bit: each sum and product is the
 formulation's, in its order, in the tensors' dtype, compiled without fast-math and without fused
@@ -20,23 +20,25 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
 from ..ir.mode import switched_on_in_environment
 
-__all__ = ["loop", "available", "unavailable_reason"]
+__all__ = ["loop", "address", "available", "unavailable_reason"]
 
 # False runs the numpy formulations only: set by ONNXNN_COMPILED_UPDATES=0 (to measure or debug
 # them), and by the tests of those formulations.
 ENABLED = switched_on_in_environment("ONNXNN_COMPILED_UPDATES")
 
-# The smallest update that runs its loop. Calling the library through ctypes costs ~10 µs (mostly
-# reading each array's address), more than numpy's passes over fewer elements: Momentum's break
-# even at ~30,000 elements, Adam's at ~10,000.
+# The smallest update (all its tensors' elements together) that runs its loop. Calling the
+# library through ctypes costs ~5 µs and ~1 µs per array (reading its address), more than numpy's
+# passes over fewer elements: Momentum's break even at ~30,000 elements, Adam's at ~10,000.
 COMPILED_MIN_ELEMENTS = 1 << 15
 
+# update_loops.c's UPDATE_LOOPS_VERSION, which changes with its functions' signatures.
+_VERSION = 2
 _LIBRARY = f"{__package__}._update_loops"
 _SCALAR_TYPES: dict[np.dtype, type[ctypes.c_float] | type[ctypes.c_double]] = {
     np.dtype(np.float32): ctypes.c_float,
@@ -44,27 +46,27 @@ _SCALAR_TYPES: dict[np.dtype, type[ctypes.c_float] | type[ctypes.c_double]] = {
 }
 
 
-# Each update's option bits, in update_loops.c's order, from training.py's arguments of its update
-# (arrays, factors, options): an absent factor (None) or state (None) is an option switched off.
+# Each update's option bits, in update_loops.c's order, from training.py's arguments of its update:
+# its states (None for an absent one), factors (None for an absent one) and options.
 
 
-def _momentum_options(arrays: tuple, factors: tuple, nesterov: bool) -> int:
+def _momentum_options(states: tuple, factors: tuple, nesterov: bool) -> int:
     scaled, decayed = factors[2] is not None, factors[3] is not None  # dampening, weight decay
     return scaled | decayed << 1 | nesterov << 2
 
 
-def _adam_options(arrays: tuple, factors: tuple, options: tuple) -> int:
+def _adam_options(states: tuple, factors: tuple, options: tuple) -> int:
     decoupled, maximize = options
-    decayed, amsgrad = factors[6] is not None, arrays[4] is not None
+    decayed, amsgrad = factors[6] is not None, states[2] is not None
     return (decayed and not decoupled) | (decayed and decoupled) << 1 | maximize << 2 | amsgrad << 3
 
 
-def _adagrad_options(arrays: tuple, factors: tuple, maximize: bool) -> int:
+def _adagrad_options(states: tuple, factors: tuple, maximize: bool) -> int:
     return (factors[2] is not None) | maximize << 1
 
 
-def _rmsprop_options(arrays: tuple, factors: tuple, maximize: bool) -> int:
-    centered, with_momentum = arrays[3] is not None, arrays[4] is not None
+def _rmsprop_options(states: tuple, factors: tuple, maximize: bool) -> int:
+    centered, with_momentum = states[1] is not None, states[2] is not None
     return (factors[4] is not None) | maximize << 1 | centered << 2 | with_momentum << 3
 
 
@@ -102,19 +104,19 @@ class _Library:
         except OSError as error:
             self.reason = f"{spec.origin} does not load ({error}); the optimizer updates run as numpy passes"
             return {}
+        version = getattr(library, "onnxnn_update_loops_version", None)
+        if version is None or version() != _VERSION:
+            self.reason = (
+                f"{spec.origin} was built from an older update_loops.c (reinstall onnxnn); "
+                "the optimizer updates run as numpy passes"
+            )
+            return {}
         functions = {}
         for op_type, (name, _) in _UPDATES.items():
             for dtype in _SCALAR_TYPES:
-                try:
-                    function = getattr(library, f"onnxnn_{name}_{dtype.name}")
-                except AttributeError:  # built from an older update_loops.c
-                    self.reason = (
-                        f"{spec.origin} has no {op_type} loop for {dtype.name} (built from an older "
-                        "update_loops.c: reinstall onnxnn); the optimizer updates run as numpy passes"
-                    )
-                    return {}
-                # count, the arrays' addresses, the factors' address, the option bits
-                function.argtypes = [ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+                function = getattr(library, f"onnxnn_{name}_{dtype.name}")
+                # tensors, their counts' address, their arrays' addresses, the factors' address, the option bits
+                function.argtypes = [ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
                 function.restype = None
                 functions[op_type, dtype] = function
         return functions
@@ -123,42 +125,41 @@ class _Library:
 _LIBRARY_FUNCTIONS = _Library()
 
 
-def _address(array: np.ndarray | None) -> int | None:
-    return None if array is None else array.__array_interface__["data"][0]
+def address(array: np.ndarray) -> int:
+    """Where ``array``'s first element lies in memory, for a loop's list of addresses."""
+    return array.__array_interface__["data"][0]
 
 
-def loop(op_type: str, arrays: tuple, factors: tuple, options) -> Callable | None:
-    """The compiled loop of this update (training.py's arguments of an ``op_type`` node's update), or None.
+def loop(op_type: str, dtype: np.dtype, elements: int) -> Callable | None:
+    """The compiled loop of an ``op_type`` node's update of ``elements`` elements of ``dtype``, or None.
 
-    None for updates under ``COMPILED_MIN_ELEMENTS`` elements, where the library is missing, for
-    dtypes other than float32 and float64, for arrays that are not C-contiguous, and while
-    ``ENABLED`` is False. The loop is called as ``run(results)`` and returns them: ``results``
-    are the new X and the new present states, preallocated like ``arrays``, C-contiguous, of any
-    shape.
+    None for updates under ``COMPILED_MIN_ELEMENTS`` elements in all, for dtypes other than
+    float32 and float64, where the library is missing, and while ``ENABLED`` is False.
+
+    The loop is called as ``run(counts, addresses, factors, states, options)``: each tensor's
+    element count; per tensor, the addresses of its arrays in training.py's order (X, G, each
+    state), then of its new X and each new state (None for an absent state), all C-contiguous
+    arrays of ``dtype`` with the tensor's elements, written arrays overlapping no other; then
+    training.py's factors, one tensor's states (which are present) and the update's options.
     """
-    x = arrays[0]
-    if not ENABLED or x.size < COMPILED_MIN_ELEMENTS:
+    if not ENABLED or elements < COMPILED_MIN_ELEMENTS:
         return None
-    dtype = x.dtype
     scalar_type = _SCALAR_TYPES.get(dtype)
-    if scalar_type is None or any(
-        array is not None and (array.dtype != dtype or not array.flags.c_contiguous) for array in arrays
-    ):
+    if scalar_type is None:
         return None
     function = _LIBRARY_FUNCTIONS.function(op_type, dtype)
     if function is None:
         return None
-    bits = _UPDATES[op_type][1](arrays, factors, options)
-    inputs = [_address(array) for array in arrays]
-    factor_values = (scalar_type * len(factors))(*[0 if factor is None else factor for factor in factors])
-    size = x.size
+    option_bits = _UPDATES[op_type][1]
 
-    def run(results: tuple) -> tuple:
-        new_states = iter(results[1:])
-        outputs = [results[0], *[None if state is None else next(new_states) for state in arrays[2:]]]
-        addresses = (ctypes.c_void_p * (len(inputs) + len(outputs)))(*inputs, *map(_address, outputs))
-        function(size, addresses, factor_values, bits)
-        return results
+    def run(counts: Sequence[int], addresses: list, factors: tuple, states: tuple, options) -> None:
+        function(
+            len(counts),
+            (ctypes.c_size_t * len(counts))(*counts),
+            (ctypes.c_void_p * len(addresses))(*addresses),
+            (scalar_type * len(factors))(*[0 if factor is None else factor for factor in factors]),
+            option_bits(states, factors, options),
+        )
 
     return run
 

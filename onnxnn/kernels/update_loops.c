@@ -12,9 +12,11 @@
  * copy; target_clones builds each function for AVX-512, AVX2 and the baseline and picks one for the
  * CPU when the library loads.
  *
- * Each function takes the element count, the arrays (the update's inputs in training.py's order,
- * then the new X and the new states; NULL for an absent state), the factors in training.py's order
- * (0 for an absent one) and the option bits.
+ * Each function updates a list of tensors with one call, since a call through ctypes costs
+ * microseconds and a model has tens of tensors: it takes the number of tensors, their element
+ * counts, their arrays (per tensor, the update's inputs in training.py's order, then the new X and
+ * the new states; NULL for an absent state), the factors in training.py's order (0 for an absent
+ * one) and the option bits, both shared by every tensor.
  */
 #include <math.h>
 #include <stddef.h>
@@ -35,10 +37,21 @@
 #define RESTRICT restrict
 #endif
 
+/* compiled_updates.py uses a library only if this matches its own number: an editable install
+ * keeps the library built from an older update_loops.c until it is reinstalled. */
+#define UPDATE_LOOPS_VERSION 2
+EXPORTED int onnxnn_update_loops_version(void) { return UPDATE_LOOPS_VERSION; }
+
+#define UPDATE_PARAMETERS \
+    size_t tensors, const size_t *counts, void *const *arrays, const REAL *factors, int options
+/* The loop over an exported function's tensors, each with its count (counts[tensor]) and its
+ * ``per_tensor`` arrays, the first of them at ``arrays``. */
+#define EACH_TENSOR(per_tensor) for (size_t tensor = 0; tensor < tensors; tensor++, arrays += (per_tensor))
+
 /* The switch of an exported function over its option bits: CASES_n(CALL, loop, arrays) is one case per
  * value of n bits, and CALL_WITH_k_OPTIONS(loop, arrays, bits) calls the function's loop on its first
  * 5 or 9 arrays (``arrays``: ARRAYS_5 or ARRAYS_9 of update_loops_template.h) with bits 0 to k - 1 as constant
- * flags (OPTION(bits, i) is bit i), passing on the function's count and factors. */
+ * flags (OPTION(bits, i) is bit i), passing on the tensor's count and the function's factors. */
 #define OPTION(bits, n) (((bits) >> (n)) & 1)
 #define CASES_4(CALL, loop, arrays) CALL(loop, arrays, 0) CALL(loop, arrays, 1) CALL(loop, arrays, 2) CALL(loop, arrays, 3)
 #define CASES_8(CALL, loop, arrays)                                                                   \
@@ -49,12 +62,12 @@
     CALL(loop, arrays, 11) CALL(loop, arrays, 12) CALL(loop, arrays, 13) CALL(loop, arrays, 14)    \
     CALL(loop, arrays, 15)
 #define CALL_WITH_2_OPTIONS(loop, arrays, bits) \
-    case bits: NAMED(loop)(count, ARRAYS_##arrays, factors, OPTION(bits, 0), OPTION(bits, 1)); break;
+    case bits: NAMED(loop)(counts[tensor], ARRAYS_##arrays, factors, OPTION(bits, 0), OPTION(bits, 1)); break;
 #define CALL_WITH_3_OPTIONS(loop, arrays, bits) \
-    case bits: NAMED(loop)(count, ARRAYS_##arrays, factors, OPTION(bits, 0), OPTION(bits, 1), OPTION(bits, 2)); break;
+    case bits: NAMED(loop)(counts[tensor], ARRAYS_##arrays, factors, OPTION(bits, 0), OPTION(bits, 1), OPTION(bits, 2)); break;
 #define CALL_WITH_4_OPTIONS(loop, arrays, bits)                                                          \
     case bits:                                                                                           \
-        NAMED(loop)(count, ARRAYS_##arrays, factors, OPTION(bits, 0), OPTION(bits, 1), OPTION(bits, 2), \
+        NAMED(loop)(counts[tensor], ARRAYS_##arrays, factors, OPTION(bits, 0), OPTION(bits, 1), OPTION(bits, 2), \
                     OPTION(bits, 3));                                                                    \
         break;
 

@@ -20,8 +20,8 @@ ALWAYS_INLINE void NAMED(momentum_loop)(size_t count, const REAL *RESTRICT x, co
     }
 }
 
-EXPORTED CPU_CLONES void NAMED(momentum)(size_t count, void *const *arrays, const REAL *factors, int options) {
-    switch (options & 7) { CASES_8(CALL_WITH_3_OPTIONS, momentum_loop, 5) }
+EXPORTED CPU_CLONES void NAMED(momentum)(UPDATE_PARAMETERS) {
+    EACH_TENSOR(5) switch (options & 7) { CASES_8(CALL_WITH_3_OPTIONS, momentum_loop, 5) }
 }
 
 /* Adam: x, g, m, v, v_max, new_x, new_m, new_v, new_v_max; one_minus_beta1, beta2, one_minus_beta2,
@@ -53,8 +53,8 @@ ALWAYS_INLINE void NAMED(adam_loop)(size_t count, const REAL *RESTRICT x, const 
     }
 }
 
-EXPORTED CPU_CLONES void NAMED(adam)(size_t count, void *const *arrays, const REAL *factors, int options) {
-    switch (options & 15) { CASES_16(CALL_WITH_4_OPTIONS, adam_loop, 9) }
+EXPORTED CPU_CLONES void NAMED(adam)(UPDATE_PARAMETERS) {
+    EACH_TENSOR(9) switch (options & 15) { CASES_16(CALL_WITH_4_OPTIONS, adam_loop, 9) }
 }
 
 /* Adagrad: x, g, sum, new_x, new_sum; epsilon, decayed_lr, weight_decay. */
@@ -73,8 +73,8 @@ ALWAYS_INLINE void NAMED(adagrad_loop)(size_t count, const REAL *RESTRICT x, con
     }
 }
 
-EXPORTED CPU_CLONES void NAMED(adagrad)(size_t count, void *const *arrays, const REAL *factors, int options) {
-    switch (options & 3) { CASES_4(CALL_WITH_2_OPTIONS, adagrad_loop, 5) }
+EXPORTED CPU_CLONES void NAMED(adagrad)(UPDATE_PARAMETERS) {
+    EACH_TENSOR(5) switch (options & 3) { CASES_4(CALL_WITH_2_OPTIONS, adagrad_loop, 5) }
 }
 
 /* RMSprop: x, g, square_avg, grad_avg, buffer, new_x, new_square_avg, new_grad_avg, new_buffer;
@@ -114,8 +114,8 @@ ALWAYS_INLINE void NAMED(rmsprop_loop)(size_t count, const REAL *RESTRICT x, con
     }
 }
 
-EXPORTED CPU_CLONES void NAMED(rmsprop)(size_t count, void *const *arrays, const REAL *factors, int options) {
-    switch (options & 15) { CASES_16(CALL_WITH_4_OPTIONS, rmsprop_loop, 9) }
+EXPORTED CPU_CLONES void NAMED(rmsprop)(UPDATE_PARAMETERS) {
+    EACH_TENSOR(9) switch (options & 15) { CASES_16(CALL_WITH_4_OPTIONS, rmsprop_loop, 9) }
 }
 
 #undef ARRAYS_5

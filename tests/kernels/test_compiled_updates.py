@@ -95,9 +95,9 @@ def test_non_finite_gradients_and_states_propagate_as_in_the_numpy_formulas(case
         _assert_same_bits(result, expected)
 
 
-@needs_the_library
-def test_the_kernels_run_the_compiled_loops_with_or_without_the_fast_path_unless_switched_off(monkeypatch):
-    calls = []
+def _counted_library_calls(monkeypatch) -> list:
+    """A list that each call of the library's loops appends to."""
+    calls: list = []
 
     def counting(loop):
         def run(*arguments):
@@ -106,11 +106,19 @@ def test_the_kernels_run_the_compiled_loops_with_or_without_the_fast_path_unless
 
         return run
 
+    compiled_updates.available()  # loads the library
     functions = {key: counting(function) for key, function in compiled_updates._LIBRARY_FUNCTIONS.functions.items()}
     monkeypatch.setattr(compiled_updates._LIBRARY_FUNCTIONS, "functions", functions)
+    return calls
+
+
+@needs_the_library
+def test_the_kernels_run_the_compiled_loops_with_or_without_the_fast_path_unless_switched_off(monkeypatch):
+    calls = _counted_library_calls(monkeypatch)
+    functions = compiled_updates._LIBRARY_FUNCTIONS.functions
     update_chain("adam-l2", steps=2, shapes=LAYOUTS["flat vector"])
     update_chain("adam-l2", steps=2, shapes=LAYOUTS["tensor by tensor"])
-    assert len(calls) == 2 + 2 * len(LAYOUTS["tensor by tensor"])
+    assert len(calls) == 4  # one call per step, for every tensor
     calls.clear()
     with onnxnn.set_fast_path(False):  # the profiler's setting: it must time the loops that run
         update_chain("adam-l2", steps=2, shapes=LAYOUTS["flat vector"])
@@ -129,17 +137,34 @@ def test_the_kernels_run_the_compiled_loops_with_or_without_the_fast_path_unless
 
 
 def test_float16_updates_stay_numpy_formulas_rounded_op_by_op():
-    arrays = (np.ones(4, np.float16),) * 4 + (None,)
-    assert compiled_updates.loop("Adam", arrays, (np.float16(0.1),) * 6 + (None,), (False, False)) is None
+    assert compiled_updates.loop("Adam", np.dtype(np.float16), 1 << 20) is None
 
 
 @needs_the_library
-def test_arrays_that_are_not_contiguous_or_of_mixed_dtypes_get_no_loop():
+@pytest.mark.parametrize("case", ["momentum", "adamw-amsgrad-maximize", "rmsprop-centered-momentum"])
+def test_transposed_gradients_and_numpy_scalars_are_updated_as_c_ordered_arrays(case, monkeypatch):
+    kernel, attrs, state_lists, inputs_of = CASES[case]
+    rng = np.random.default_rng(0)
+    shapes = [(6, 4), (5,), ()]
+    xs = [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
+    gs = [np.asfortranarray(rng.standard_normal(shape).astype(np.float32)) for shape in shapes]
+    states = [[np.abs(rng.standard_normal(shape)).astype(np.float32) for shape in shapes] for _ in range(state_lists)]
+    states[0][2] = np.float32(0.5)  # a numpy scalar, as 0-d arithmetic makes them
+    inputs = [*inputs_of(2), *xs, *gs, *[state for column in states for state in column]]
+    compiled = kernel(np, inputs, attrs)
+    monkeypatch.setattr(compiled_updates, "ENABLED", False)
+    for result, expected in zip(compiled, kernel(np, inputs, attrs)):
+        assert result.flags.c_contiguous
+        _assert_same_bits(np.asarray(result), np.asarray(expected))
+
+
+@needs_the_library
+def test_tensors_of_mixed_dtypes_get_the_numpy_formulas(monkeypatch):
+    calls = _counted_library_calls(monkeypatch)
+    kernel, attrs, _, inputs_of = CASES["adam-l2"]
     x = np.ones((4, 6), np.float32)
-    factors = (np.float32(0.1),) * 6 + (None,)
-    assert compiled_updates.loop("Adam", (x.T, x, x, x, None), factors, (False, False)) is None
-    assert compiled_updates.loop("Adam", (x, x.astype(np.float64), x, x, None), factors, (False, False)) is None
-    assert compiled_updates.loop("Adam", (x, x, x, x, None), factors, (False, False)) is not None
+    results = kernel(np, [*inputs_of(1), x, x, x.astype(np.float64), x, x, x, x, x], attrs)
+    assert calls == [] and [result.dtype for result in results[:2]] == [np.float32, np.float32]
 
 
 @needs_the_library
@@ -174,12 +199,15 @@ def test_without_the_library_the_numpy_formulas_run_and_say_why(monkeypatch):
             assert result.tobytes() == expected.tobytes()
 
 
-def test_a_library_built_from_an_older_source_is_not_used_and_says_so(monkeypatch):
-    class OlderLibrary:  # has Momentum's loops only
+@pytest.mark.parametrize("version", [None, 1], ids=["before versions", "an older version"])
+def test_a_library_built_from_an_older_source_is_not_used_and_says_so(version, monkeypatch):
+    class OlderLibrary:  # its loops take other arguments
         onnxnn_momentum_float32 = onnxnn_momentum_float64 = staticmethod(lambda *arguments: None)
+        if version is not None:
+            onnxnn_update_loops_version = staticmethod(lambda: version)
 
     monkeypatch.setattr(compiled_updates.ctypes, "CDLL", lambda path: OlderLibrary())
     monkeypatch.setattr(compiled_updates, "_LIBRARY", "onnxnn.kernels.compiled_updates")  # any module found
     monkeypatch.setattr(compiled_updates, "_LIBRARY_FUNCTIONS", compiled_updates._Library())
     assert not compiled_updates.available()
-    assert "has no Adam loop for float32 (built from an older update_loops.c" in compiled_updates.unavailable_reason()
+    assert "was built from an older update_loops.c (reinstall onnxnn)" in compiled_updates.unavailable_reason()

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import onnxnn
-from onnxnn.kernels import training
+from onnxnn.kernels import training, update_driver
 
 from unfused_updates import unfused_adagrad_step, unfused_adam_step, unfused_rmsprop_step
 
@@ -96,9 +96,9 @@ def _assert_equal_bitwise(results, expected):
 
 @pytest.fixture(autouse=True)
 def _forget_earlier_updates():
-    training._recent.clear()
+    update_driver._recent.clear()
     yield
-    training._recent.clear()
+    update_driver._recent.clear()
 
 
 @pytest.mark.parametrize("fast_path", [True, False], ids=["fast path", "no fast path"])
@@ -149,7 +149,7 @@ def test_one_by_one_updates_return_contiguous_arrays(shapes, monkeypatch):
     """Large groups (here: every group) and single parameters are updated one by one; transposed
     inputs give transposed numpy results, and 0-d ones numpy scalars, which the kernel converts."""
     if len(shapes) > 1:
-        monkeypatch.setattr(training, "FLAT_UPDATE_MAX_ELEMENTS", 0)
+        monkeypatch.setattr(update_driver, "FLAT_UPDATE_MAX_ELEMENTS", 0)
     options = OPTIONS[2]
     xs, gs, ms = ([np.asfortranarray(a) if a.ndim else a for a in _arrays(shapes, seed=seed)] for seed in (1, 2, 3))
     vs = [np.asfortranarray(a) if a.ndim else a for a in _arrays(shapes, seed=4, positive=True)]

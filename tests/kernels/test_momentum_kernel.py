@@ -16,7 +16,7 @@ import pytest
 
 import onnxnn
 from onnxnn.runtime.fastpath.straight_line import accelerate
-from onnxnn.kernels import compile_plan, kernels, training
+from onnxnn.kernels import compile_plan, kernels, training, update_driver
 from onnxnn.ir import dtypes
 from onnxnn.ir.graph import constant, static_constant
 from onnxnn.runtime.realization import data_of
@@ -89,9 +89,9 @@ def _assert_equal_bitwise(results, expected):
 
 @pytest.fixture(autouse=True)
 def _forget_earlier_updates():
-    training._recent.clear()
+    update_driver._recent.clear()
     yield
-    training._recent.clear()
+    update_driver._recent.clear()
 
 
 @pytest.mark.usefixtures("fast_path_on")  # reads the flat-update memory, a fast-path trick
@@ -183,7 +183,7 @@ def test_one_by_one_updates_return_contiguous_arrays(shapes, monkeypatch):
     """Large groups (here: every group) and single parameters are updated one by one; transposed
     inputs give transposed numpy results, and 0-d ones numpy scalars, which the kernel converts."""
     if len(shapes) > 1:
-        monkeypatch.setattr(training, "FLAT_UPDATE_MAX_ELEMENTS", 0)
+        monkeypatch.setattr(update_driver, "FLAT_UPDATE_MAX_ELEMENTS", 0)
     hyperparameters = _hyperparameters(MODES[1])
     xs, gs, vs = ([np.asfortranarray(a) if a.ndim else a for a in _arrays(shapes, seed=seed)] for seed in (1, 2, 3))
     results = _run(hyperparameters, xs, gs, vs, False)
@@ -193,7 +193,7 @@ def test_one_by_one_updates_return_contiguous_arrays(shapes, monkeypatch):
 def test_flat_updates_stop_when_the_size_limit_is_lowered(monkeypatch):
     hyperparameters = _hyperparameters(MODES[0])
     results = _run(hyperparameters, _arrays(SHAPES, seed=1), _arrays(SHAPES, seed=2), _arrays(SHAPES, seed=3), False)
-    monkeypatch.setattr(training, "FLAT_UPDATE_MAX_ELEMENTS", 0)
+    monkeypatch.setattr(update_driver, "FLAT_UPDATE_MAX_ELEMENTS", 0)
     xs, gs, vs = results[:4], _arrays(SHAPES, seed=4), results[4:]
     counting = _CountingNumpy()
     _assert_equal_bitwise(
@@ -233,7 +233,7 @@ def test_views_of_one_plan_fed_to_another_plan_equal_the_formula():
             results = [data_of(value) for value in _momentum_plan(xs, vs, gs, mode)]
             _assert_equal_bitwise(results, expected)
             xs, vs = results[:4], results[4:]
-    assert training._recent  # the flat update ran (and was remembered) in both plans
+    assert update_driver._recent  # the flat update ran (and was remembered) in both plans
 
 
 def test_the_generated_code_checks_nothing_after_a_finished_kernel():

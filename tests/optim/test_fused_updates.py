@@ -17,7 +17,7 @@ import pytest
 
 import onnxnn
 from onnxnn import nn
-from onnxnn.kernels import training
+from onnxnn.kernels import update_driver
 from onnxnn.optim import Adagrad, Adam, AdamW, RMSprop
 from onnxnn.runtime import realization as executor
 
@@ -118,7 +118,7 @@ def train_unfused(optimizer_class, options) -> list:
 @pytest.mark.parametrize("case", CASES, ids=[case_id(case) for case in CASES])
 def test_fused_updates_equal_the_unfused_formulas_bitwise_over_100_steps(case, executor_name, monkeypatch):
     if executor_name == "kernels-one-by-one":  # the kernel's path for large models: no flat buffer
-        monkeypatch.setattr(training, "FLAT_UPDATE_MAX_ELEMENTS", 0)
+        monkeypatch.setattr(update_driver, "FLAT_UPDATE_MAX_ELEMENTS", 0)
         executor_name = "kernels"
     with onnxnn.set_executor(executor_name):
         fused = train_fused(*case)

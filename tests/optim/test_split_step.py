@@ -19,7 +19,7 @@ import pytest
 import onnxnn
 from onnxnn import nn
 from onnxnn.ir.mode import MODE
-from onnxnn.kernels import recycled_buffers, training
+from onnxnn.kernels import compiled_updates, recycled_buffers, training, update_driver
 from onnxnn.runtime import realization
 from onnxnn.runtime.fastpath import plan_cache
 
@@ -73,10 +73,24 @@ def _trained(optimizer_name: str, steps: int, split: bool, monkeypatch) -> tuple
     return parameters, states
 
 
-@pytest.mark.parametrize("block_elements", [training.BLOCK_ELEMENTS, 1000], ids=["default blocks", "uneven blocks"])
+# How the kernels apply the updates: one call of the compiled loops, or numpy passes tensor by
+# tensor in blocks of any size.
+UPDATE_PATHS = {
+    "compiled loops": None,
+    "numpy, default blocks": update_driver.BLOCK_ELEMENTS,
+    "numpy, uneven blocks": 1000,
+}
+
+
+@pytest.mark.parametrize("update_path", list(UPDATE_PATHS))
 @pytest.mark.parametrize("optimizer_name", sorted(OPTIMIZERS))
-def test_a_split_step_equals_the_one_run_step_bitwise(optimizer_name, block_elements, monkeypatch):
-    monkeypatch.setattr(training, "BLOCK_ELEMENTS", block_elements)
+def test_a_split_step_equals_the_one_run_step_bitwise(optimizer_name, update_path, monkeypatch):
+    block_elements = UPDATE_PATHS[update_path]
+    if block_elements is None and not compiled_updates.available():
+        pytest.skip(f"{compiled_updates.unavailable_reason()}")
+    if block_elements is not None:
+        monkeypatch.setattr(compiled_updates, "ENABLED", False)
+        monkeypatch.setattr(update_driver, "BLOCK_ELEMENTS", block_elements)
     split = _trained(optimizer_name, 6, True, monkeypatch)
     whole = _trained(optimizer_name, 6, False, monkeypatch)
     for ours, expected in zip(split[0] + split[1], whole[0] + whole[1]):
@@ -87,15 +101,15 @@ def test_the_updates_of_a_large_step_run_on_the_kernels_into_recycled_buffers(mo
     recycled_buffers._clear()
     calls = _kernel_updates(monkeypatch)
     _trained("adam", 3, True, monkeypatch)
-    assert IN_FEATURES * HIDDEN in [arrays[0].size for _, _, _, arrays, _ in calls]  # the first weight
+    assert IN_FEATURES * HIDDEN in [x.size for _, _, xs, *_ in calls for x in xs]  # the first weight
     assert recycled_buffers._pools or recycled_buffers._FREE_THREADED
 
 
 def _kernel_updates(monkeypatch) -> list:
     """The tensors the kernels' update driver is asked to update (appended as they come)."""
     calls: list = []
-    original = training._apply
-    monkeypatch.setattr(training, "_apply", lambda *args: calls.append(args) or original(*args))
+    original = training.run_update
+    monkeypatch.setattr(training, "run_update", lambda *args: calls.append(args) or original(*args))
     return calls
 
 

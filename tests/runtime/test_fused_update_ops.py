@@ -14,7 +14,7 @@ import pytest
 
 import onnxnn
 from onnxnn.ir.graph import constant
-from onnxnn.kernels import training
+from onnxnn.kernels import update_driver
 from onnxnn.runtime.ops.training import TRAINING_DOMAIN
 from onnxnn.runtime.realization import data_of
 from onnxnn.runtime.recording import record
@@ -62,7 +62,7 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=lambda case: "-".join(f"{k}={v}" for k, v in case.items()))
 def test_adam_follows_the_documented_algorithm(case, dtype, hyperparameter_dtype, executor, monkeypatch):
     if executor == "kernels-one-by-one":  # the kernel's path for large models: no flat buffer
-        monkeypatch.setattr(training, "FLAT_UPDATE_MAX_ELEMENTS", 0)
+        monkeypatch.setattr(update_driver, "FLAT_UPDATE_MAX_ELEMENTS", 0)
         executor = "kernels"
     generator = np.random.default_rng(0)
     lists = 5 if case["amsgrad"] else 4
@@ -184,7 +184,7 @@ ADAGRAD_CASES = [
 @pytest.mark.parametrize("case", ADAGRAD_CASES, ids=lambda case: "-".join(f"{k}={v}" for k, v in case.items()))
 def test_adagrad_follows_the_documented_algorithm(case, dtype, executor, monkeypatch):
     if executor == "kernels-one-by-one":
-        monkeypatch.setattr(training, "FLAT_UPDATE_MAX_ELEMENTS", 0)
+        monkeypatch.setattr(update_driver, "FLAT_UPDATE_MAX_ELEMENTS", 0)
         executor = "kernels"
     generator = np.random.default_rng(0)
     arrays = [[generator.standard_normal(shape) for shape in SHAPES] for _ in range(3)]
@@ -272,7 +272,7 @@ RMSPROP_CASES = [
 @pytest.mark.parametrize("case", RMSPROP_CASES, ids=lambda case: "-".join(f"{k}={v}" for k, v in case.items()))
 def test_rmsprop_follows_the_documented_algorithm(case, dtype, executor, monkeypatch):
     if executor == "kernels-one-by-one":
-        monkeypatch.setattr(training, "FLAT_UPDATE_MAX_ELEMENTS", 0)
+        monkeypatch.setattr(update_driver, "FLAT_UPDATE_MAX_ELEMENTS", 0)
         executor = "kernels"
     generator = np.random.default_rng(0)
     xs, gs, grad_avgs, buffers = ([generator.standard_normal(shape) for shape in SHAPES] for _ in range(4))

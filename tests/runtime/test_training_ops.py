@@ -51,9 +51,9 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=lambda case: "-".join(f"{k}={v}" for k, v in case.items()))
 def test_momentum_follows_the_spec(case, dtype, executor, monkeypatch):
     if executor == "kernels-one-by-one":  # the kernel's path for large models: no flat buffer
-        from onnxnn.kernels import training
+        from onnxnn.kernels import update_driver
 
-        monkeypatch.setattr(training, "FLAT_UPDATE_MAX_ELEMENTS", 0)
+        monkeypatch.setattr(update_driver, "FLAT_UPDATE_MAX_ELEMENTS", 0)
         executor = "kernels"
     generator = np.random.default_rng(0)
     arrays = [[generator.standard_normal(shape) for shape in SHAPES] for _ in range(3)]
