@@ -223,7 +223,8 @@ def _compiled(update: Update, carried: tuple, gs: Sequence, states: tuple, hyper
         *[absent if state is None else next(states_written) for state in states],
     ]
     factors, options = hyperparameters
-    run(layout.sizes, [address for tensor in zip(*columns) for address in tensor], factors.of(dtype), states, options)
+    # The factors as they are: the loop's C array rounds each to the dtype as numpy's cast does.
+    run(layout.sizes, [address for tensor in zip(*columns) for address in tensor], factors.values, states, options)
     del converted
     return _flat_results(layout, flats, new_addresses)
 
