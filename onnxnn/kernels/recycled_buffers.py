@@ -16,6 +16,7 @@ free-threaded interpreter gets fresh arrays every time.
 from __future__ import annotations
 
 import math
+import mmap
 import sys
 
 import numpy as np
@@ -38,6 +39,13 @@ _MOST_PER_KEY = 1024
 # started 16 bytes apart, and an MLP's compiled Adam update (seven arrays) took 1.45x as long.
 _PAGE_BYTES = 4096
 _STAGGER_BYTES = 704
+# Buffers of at least 2 MiB sit on 2 MiB pages where the system grants them (Linux's transparent
+# huge pages, asked for with madvise). An update touches each of its arrays' pages once, and with
+# 4 KiB pages the page-table walks of its seven arrays were a fifth of the compiled Adam update of
+# an MLP's 670,000 parameters (~400 us, ~340 us on huge pages). A buffer's last huge page may be
+# partly unused: up to 2 MiB more memory per buffer.
+_HUGE_PAGE_BYTES = 2 << 20
+_HUGE_PAGES_ADVISABLE = hasattr(mmap, "MADV_HUGEPAGE") and hasattr(mmap, "MAP_ANONYMOUS")
 # References to a buffer while ``_Pool.free_buffer`` looks at it: the pool's list, the local
 # variable and getrefcount's own argument.
 _POOL_ONLY = 3
@@ -92,12 +100,32 @@ def recycled_empty(shape: tuple, dtype) -> np.ndarray:
     if index is not None:
         buffer, start = pool.buffers[index], pool.starts[index]
     else:
-        buffer = np.empty(size + _PAGE_BYTES, np.uint8)
-        start = (len(pool.buffers) * _STAGGER_BYTES - buffer.__array_interface__["data"][0]) % _PAGE_BYTES
+        buffer, start = _new_buffer(size, len(pool.buffers) * _STAGGER_BYTES % _PAGE_BYTES)
         if len(pool.buffers) < _MOST_PER_KEY:
             pool.buffers.append(buffer)
             pool.starts.append(start)
     return buffer[start : start + size].view(dtype).reshape(shape)
+
+
+def _new_buffer(size: int, stagger: int) -> tuple[np.ndarray, int]:
+    """A buffer for an array of ``size`` bytes, and the byte where that array starts: ``stagger``
+    bytes into a page, or into a huge page where the buffer is large enough to ask for them."""
+    if size >= _HUGE_PAGE_BYTES and _HUGE_PAGES_ADVISABLE:
+        # Private anonymous memory, page-aligned (shared memory would get huge pages only where
+        # the system enables them for shared memory too).
+        region = mmap.mmap(-1, _HUGE_PAGE_BYTES + stagger + size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        try:
+            region.madvise(mmap.MADV_HUGEPAGE)
+        except OSError:  # a kernel built without transparent huge pages: plain pages, as elsewhere
+            pass
+        buffer = np.frombuffer(region, np.uint8)  # a view of it would have the buffer as its base
+        return buffer, (-_address(buffer)) % _HUGE_PAGE_BYTES + stagger
+    buffer = np.empty(size + _PAGE_BYTES, np.uint8)
+    return buffer, (stagger - _address(buffer)) % _PAGE_BYTES
+
+
+def _address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
 
 
 def _clear() -> None:

@@ -92,3 +92,15 @@ def test_the_buffers_of_a_step_start_apart_within_a_page():
     gaps = [later - earlier for earlier, later in zip(offsets, offsets[1:] + [offsets[0] + 4096])]
     assert min(gaps) >= 512
     assert all(array.flags.c_contiguous and array.flags.writeable for array in arrays)
+
+
+@pytest.mark.skipif(not recycled_buffers._HUGE_PAGES_ADVISABLE, reason="no madvise(MADV_HUGEPAGE) here")
+def test_buffers_of_two_mebibytes_or_more_start_on_a_huge_page_boundary():
+    """Where the system grants 2 MiB pages for memory that asks for them, such a buffer's pages
+    cost an update's loop one page-table walk each instead of 512."""
+    shape = ((2 << 20) // 4 + 7,)
+    arrays = [recycled_empty(shape, np.float32) for _ in range(3)]
+    assert sorted(_address(array) % (2 << 20) for array in arrays) == sorted(_address(array) % 4096 for array in arrays)
+    for array in arrays:
+        array[:] = 1.0  # writable to its end
+        assert array.sum() == shape[0]
