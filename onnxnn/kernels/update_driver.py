@@ -166,7 +166,9 @@ def run_update(xp, update: Update, xs: Sequence, gs: Sequence, states: tuple, hy
     present = [column for column in states if column is not None]
     carried = (xs, *present)
     record = _recent.pop(id(xs[0]), None) if MODE.fast_path and xs else None
-    if xp is np and xs:
+    # A record without addresses is a numpy flat update's: the compiled loop did not take this
+    # node's last step (a small model's), so it would not take this one.
+    if xp is np and xs and (record is None or record.addresses is not None):
         results = _compiled(update, carried, gs, states, hyperparameters, record)
         if results is not None:
             return results
@@ -184,12 +186,14 @@ def run_update(xp, update: Update, xs: Sequence, gs: Sequence, states: tuple, hy
 
 
 def _compiled(update: Update, carried: tuple, gs: Sequence, states: tuple, hyperparameters: tuple, record):
-    """The update as one call of its compiled loop, results in new flat vectors; None where it has none."""
+    """The update as one call of its compiled loop, results in new flat vectors; None where it has
+    none. ``record``: None or the node's last compiled update."""
     xs = carried[0]
     dtype = xs[0].dtype
-    if record is None or record.addresses is None or not _are(xs, record.views[0]):
-        record = None  # a numpy flat update's record has no addresses
-    layout = _layout_of(xs) if record is None else record.layout
+    if record is not None and _are(xs, record.views[0]):
+        layout = record.layout
+    else:
+        layout, record = _layout_of(xs), None
     run = compiled_updates.loop(update.op_type, dtype, layout.size)
     if run is None:
         return None
