@@ -39,12 +39,15 @@ _MOST_PER_KEY = 1024
 # started 16 bytes apart, and an MLP's compiled Adam update (seven arrays) took 1.45x as long.
 _PAGE_BYTES = 4096
 _STAGGER_BYTES = 704
-# Buffers of at least 2 MiB sit on 2 MiB pages where the system grants them (Linux's transparent
-# huge pages, asked for with madvise). An update touches each of its arrays' pages once, and with
-# 4 KiB pages the page-table walks of its seven arrays were a fifth of the compiled Adam update of
-# an MLP's 670,000 parameters (~400 us, ~340 us on huge pages). A buffer's last huge page may be
-# partly unused: up to 2 MiB more memory per buffer.
+# A buffer of at least 2 MiB that a loop keeps reusing moves to 2 MiB pages where the system
+# grants them (Linux's transparent huge pages, asked for with madvise). An update touches each of
+# its arrays' pages once, and with 4 KiB pages the page-table walks of its seven arrays were a
+# fifth of the compiled Adam update of an MLP's 670,000 parameters (~400 us, ~330 us on huge
+# pages). But a huge page costs more to fault in (a first step on huge pages took 15-35 ms instead
+# of 12), so a buffer moves only at its second reuse, when a loop has shown it will reuse it. Its
+# last huge page may be partly unused: up to 2 MiB more memory per buffer.
 _HUGE_PAGE_BYTES = 2 << 20
+_REUSES_BEFORE_HUGE_PAGES = 2
 _HUGE_PAGES_ADVISABLE = hasattr(mmap, "MADV_HUGEPAGE") and hasattr(mmap, "MAP_ANONYMOUS")
 # References to a buffer while ``_Pool.free_buffer`` looks at it: the pool's list, the local
 # variable and getrefcount's own argument.
@@ -57,11 +60,12 @@ class _Pool:
     """The buffers of one shape and dtype, scanned from where the last free one was found: a loop
     frees its buffers in the order it took them, so the next free one is usually the next one."""
 
-    __slots__ = ("buffers", "starts", "cursor")
+    __slots__ = ("buffers", "starts", "reuses", "cursor")
 
     def __init__(self):
-        self.buffers: list = []  # bytes, each a page longer than an array
+        self.buffers: list = []  # bytes, each a page (or a huge page) longer than an array
         self.starts: list = []  # where each buffer's array starts, in bytes
+        self.reuses: list = []  # how many times each buffer was handed out again
         self.cursor = 0
 
     def free_buffer(self) -> int | None:
@@ -97,20 +101,30 @@ def recycled_empty(shape: tuple, dtype) -> np.ndarray:
     # the buffer's reference count is what says whether anyone can still read it.
     size = math.prod(shape) * dtype.itemsize
     index = pool.free_buffer()
-    if index is not None:
-        buffer, start = pool.buffers[index], pool.starts[index]
-    else:
-        buffer, start = _new_buffer(size, len(pool.buffers) * _STAGGER_BYTES % _PAGE_BYTES)
-        if len(pool.buffers) < _MOST_PER_KEY:
+    if index is None:
+        index = len(pool.buffers)
+        buffer, start = _new_buffer(size, _stagger(index), huge_pages=False)
+        if index < _MOST_PER_KEY:
             pool.buffers.append(buffer)
             pool.starts.append(start)
+            pool.reuses.append(0)
+        return buffer[start : start + size].view(dtype).reshape(shape)
+    pool.reuses[index] += 1
+    if pool.reuses[index] == _REUSES_BEFORE_HUGE_PAGES and size >= _HUGE_PAGE_BYTES and _HUGE_PAGES_ADVISABLE:
+        pool.buffers[index], pool.starts[index] = _new_buffer(size, _stagger(index), huge_pages=True)
+    buffer, start = pool.buffers[index], pool.starts[index]
     return buffer[start : start + size].view(dtype).reshape(shape)
 
 
-def _new_buffer(size: int, stagger: int) -> tuple[np.ndarray, int]:
+def _stagger(index: int) -> int:
+    """Where the array of a pool's buffer ``index`` starts within a page."""
+    return index * _STAGGER_BYTES % _PAGE_BYTES
+
+
+def _new_buffer(size: int, stagger: int, huge_pages: bool) -> tuple[np.ndarray, int]:
     """A buffer for an array of ``size`` bytes, and the byte where that array starts: ``stagger``
-    bytes into a page, or into a huge page where the buffer is large enough to ask for them."""
-    if size >= _HUGE_PAGE_BYTES and _HUGE_PAGES_ADVISABLE:
+    bytes into a page, or into a huge page where ``huge_pages`` asks for them."""
+    if huge_pages:
         # Private anonymous memory, page-aligned (shared memory would get huge pages only where
         # the system enables them for shared memory too).
         region = mmap.mmap(-1, _HUGE_PAGE_BYTES + stagger + size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
