@@ -198,15 +198,17 @@ def _compiled(update: Update, carried: tuple, gs: Sequence, states: tuple, hyper
     if run is None:
         return None
     # Every input's address, by kind: a kind that is exactly the views of the last update's flat
-    # vector has its known addresses; other arrays need their own, C-ordered and of one dtype.
+    # vector has its known addresses; other arrays need their own, C-ordered, of one dtype and of
+    # their tensor's size (the loop trusts the sizes: anything else is left to numpy's errors).
     addresses = []
     converted = []  # arrays made C-ordered (or from numpy scalars): alive until the loop has run
+    sizes = layout.sizes
     for kind, arrays in enumerate((*carried, gs)):
         if kind < len(carried) and record is not None and _are(arrays, record.views[kind]):
             addresses.append(record.addresses[kind])
             continue
         arrays = [np.asarray(array, order="C") for array in arrays]
-        if any(array.dtype != dtype for array in arrays):
+        if len(arrays) != len(sizes) or any(a.dtype != dtype or a.size != n for a, n in zip(arrays, sizes)):
             return None
         converted.append(arrays)
         addresses.append([compiled_updates.address(array) for array in arrays])
@@ -228,7 +230,7 @@ def _compiled(update: Update, carried: tuple, gs: Sequence, states: tuple, hyper
     ]
     factors, options = hyperparameters
     # The factors as they are: the loop's C array rounds each to the dtype as numpy's cast does.
-    run(layout.sizes, [address for tensor in zip(*columns) for address in tensor], factors.values, states, options)
+    run(sizes, [address for tensor in zip(*columns) for address in tensor], factors.values, states, options)
     del converted
     return _flat_results(layout, flats, new_addresses)
 

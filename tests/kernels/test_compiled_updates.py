@@ -211,3 +211,15 @@ def test_a_library_built_from_an_older_source_is_not_used_and_says_so(version, m
     monkeypatch.setattr(compiled_updates, "_LIBRARY_FUNCTIONS", compiled_updates._Library())
     assert not compiled_updates.available()
     assert "was built from an older update_loops.c (reinstall onnxnn)" in compiled_updates.unavailable_reason()
+
+
+@needs_the_library
+def test_arrays_of_other_sizes_than_their_tensor_never_reach_the_loop(monkeypatch):
+    """The loop reads each tensor's count of elements from every array: an array of another size
+    gets numpy's broadcasting error instead of a read past its end."""
+    calls = _counted_library_calls(monkeypatch)
+    kernel, attrs, _, inputs_of = CASES["adam-l2"]
+    x = np.ones(100, np.float32)
+    with pytest.raises(ValueError, match="broadcast"):
+        kernel(np, [*inputs_of(1), x, np.ones(50, np.float32), x, x], attrs)
+    assert calls == []
