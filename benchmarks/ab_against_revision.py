@@ -5,6 +5,11 @@ so one run of each tree says little. This checks the other revision out in a tem
 then runs a benchmark script (one printing JSON) in fresh processes alternating the two trees,
 pair after pair, and prints each timing's median ratio head/base over the pairs.
 
+The other revision's C extensions (the optimizer updates' loops) are built in its worktree, as
+installing it would build them: without them it would run the numpy updates, and a comparison of
+anything that trains would compare those instead. ``base_built`` in the output says whether that
+worked (False: no compiler, or that revision has none to build and compares as it is).
+
 Run: python benchmarks/ab_against_revision.py REVISION PAIRS SCRIPT [ARGS...]
      e.g. python benchmarks/ab_against_revision.py HEAD~1 8 benchmarks/bench_runtime.py
 """
@@ -43,12 +48,25 @@ def _run(tree: Path, script: str, arguments: list[str]) -> dict:
     return dict(_timings(json.loads(text[text.index("{") :])))
 
 
+def _build_extensions(tree: Path) -> bool:
+    """Builds ``tree``'s C extensions in place (as ``pip install -e`` does); whether it did."""
+    if not (tree / "setup.py").exists():
+        return False
+    completed = subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree, capture_output=True, text=True
+    )
+    if completed.returncode != 0:
+        print(f"the base's extensions did not build:\n{completed.stderr[-2000:]}", file=sys.stderr)
+    return completed.returncode == 0
+
+
 def main() -> None:
     revision, pairs, script, arguments = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
     with tempfile.TemporaryDirectory() as directory:
         base = Path(directory) / "base"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(base), revision], check=True)
         try:
+            base_built = _build_extensions(base)
             samples: dict[str, list[tuple[float, float]]] = {}
             for pair in range(pairs):
                 order = ["base", "head"] if pair % 2 == 0 else ["head", "base"]
@@ -58,7 +76,7 @@ def main() -> None:
                         samples.setdefault(key, []).append((value, reports["head"][key]))
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=True)
-    result = {"revision": revision, "pairs": pairs, "script": script}
+    result = {"revision": revision, "pairs": pairs, "script": script, "base_built": base_built}
     for key, values in samples.items():
         result[key] = {
             "base": statistics.median(b for b, _ in values),
