@@ -65,10 +65,10 @@ EXPORTED int onnxnn_update_loops_version(void) { return UPDATE_LOOPS_VERSION; }
     case bits: NAMED(loop)(counts[tensor], ARRAYS_##arrays, factors, OPTION(bits, 0), OPTION(bits, 1)); break;
 #define CALL_WITH_3_OPTIONS(loop, arrays, bits) \
     case bits: NAMED(loop)(counts[tensor], ARRAYS_##arrays, factors, OPTION(bits, 0), OPTION(bits, 1), OPTION(bits, 2)); break;
-#define CALL_WITH_4_OPTIONS(loop, arrays, bits)                                                          \
-    case bits:                                                                                           \
+#define CALL_WITH_4_OPTIONS(loop, arrays, bits)                                                                  \
+    case bits:                                                                                                   \
         NAMED(loop)(counts[tensor], ARRAYS_##arrays, factors, OPTION(bits, 0), OPTION(bits, 1), OPTION(bits, 2), \
-                    OPTION(bits, 3));                                                                    \
+                    OPTION(bits, 3));                                                                            \
         break;
 
 #define REAL float
