@@ -22,6 +22,7 @@ import sys
 import numpy as np
 
 from ..ir.caches import register_cache
+from .compiled_updates import address
 
 __all__ = ["recycled_empty", "RECYCLE_MIN_ELEMENTS"]
 
@@ -92,27 +93,27 @@ def recycled_empty(shape: tuple, dtype) -> np.ndarray:
     The caller must write every element before anyone reads it.
     """
     dtype = np.dtype(dtype)
-    if math.prod(shape) < RECYCLE_MIN_ELEMENTS or _FREE_THREADED:
+    elements = math.prod(shape)
+    if elements < RECYCLE_MIN_ELEMENTS or _FREE_THREADED:
         return np.empty(shape, dtype)
     pool = _pools.get((shape, dtype))
     if pool is None:
         pool = _pools[(shape, dtype)] = _Pool()
     # Every array handed out is a view of its buffer (numpy makes the buffer any view's ``base``), so
     # the buffer's reference count is what says whether anyone can still read it.
-    size = math.prod(shape) * dtype.itemsize
+    size = elements * dtype.itemsize
     index = pool.free_buffer()
     if index is None:
-        index = len(pool.buffers)
-        buffer, start = _new_buffer(size, _stagger(index), huge_pages=False)
-        if index < _MOST_PER_KEY:
+        buffer, start = _new_buffer(size, _stagger(len(pool.buffers)), huge_pages=False)
+        if len(pool.buffers) < _MOST_PER_KEY:
             pool.buffers.append(buffer)
             pool.starts.append(start)
             pool.reuses.append(0)
-        return buffer[start : start + size].view(dtype).reshape(shape)
-    pool.reuses[index] += 1
-    if pool.reuses[index] == _REUSES_BEFORE_HUGE_PAGES and size >= _HUGE_PAGE_BYTES and _HUGE_PAGES_ADVISABLE:
-        pool.buffers[index], pool.starts[index] = _new_buffer(size, _stagger(index), huge_pages=True)
-    buffer, start = pool.buffers[index], pool.starts[index]
+    else:
+        pool.reuses[index] += 1
+        if pool.reuses[index] == _REUSES_BEFORE_HUGE_PAGES and size >= _HUGE_PAGE_BYTES and _HUGE_PAGES_ADVISABLE:
+            pool.buffers[index], pool.starts[index] = _new_buffer(size, _stagger(index), huge_pages=True)
+        buffer, start = pool.buffers[index], pool.starts[index]
     return buffer[start : start + size].view(dtype).reshape(shape)
 
 
@@ -133,13 +134,9 @@ def _new_buffer(size: int, stagger: int, huge_pages: bool) -> tuple[np.ndarray, 
         except OSError:  # a kernel built without transparent huge pages: plain pages, as elsewhere
             pass
         buffer = np.frombuffer(region, np.uint8)  # a view of it would have the buffer as its base
-        return buffer, (-_address(buffer)) % _HUGE_PAGE_BYTES + stagger
+        return buffer, (-address(buffer)) % _HUGE_PAGE_BYTES + stagger
     buffer = np.empty(size + _PAGE_BYTES, np.uint8)
-    return buffer, (stagger - _address(buffer)) % _PAGE_BYTES
-
-
-def _address(array: np.ndarray) -> int:
-    return array.__array_interface__["data"][0]
+    return buffer, (stagger - address(buffer)) % _PAGE_BYTES
 
 
 def _clear() -> None:
