@@ -1,26 +1,30 @@
-"""Builds the optimizer updates' loops (onnxnn/kernels/update_loops.c) where a C compiler is present.
+"""Builds onnxnn's compiled loops where a C compiler is present: the optimizer updates
+(onnxnn/kernels/update_loops.c) and the convolutions' weight gradients (convolution_loops.c).
 
-Everything else is in pyproject.toml. The library is optional: where it does not build (no
-compiler), the optimizers run their numpy formulas, which give the same bits more slowly
-(onnxnn/kernels/compiled_updates.py). It is a plain C library with no Python API, loaded with
-ctypes, so it needs no Python headers.
+Everything else is in pyproject.toml. The libraries are optional: where one does not build (no
+compiler), what it computes runs as before it, as numpy formulas or onnxruntime graphs, with the
+same values more slowly (onnxnn/kernels/compiled_updates.py, compiled_convolutions.py). They are
+plain C libraries with no Python API, loaded with ctypes, so they need no Python headers.
 """
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-# Exact IEEE arithmetic in the formulas' order (no fast-math, no FMA contraction); errno-free sqrt so
-# that it vectorizes; only the exported functions visible; no debugging information (four times the
-# library's size).
+# The updates: exact IEEE arithmetic in the formulas' order (no fast-math, no FMA contraction), since
+# they match numpy's bits; errno-free sqrt so that it vectorizes; only the exported functions visible;
+# no debugging information (four times the library's size). The weight gradients are sums in an order
+# of their own, as a GEMM's, so their multiply-adds may be fused.
+_UPDATE_FLAGS = ["-O3", "-g0", "-fno-math-errno", "-ffp-contract=off", "-fvisibility=hidden"]
 _FLAGS = {
-    "unix": ["-O3", "-g0", "-fno-math-errno", "-ffp-contract=off", "-fvisibility=hidden"],
-    "msvc": ["/O2", "/fp:precise"],
+    "onnxnn.kernels._update_loops": {"unix": _UPDATE_FLAGS, "msvc": ["/O2", "/fp:precise"]},
+    # GCC's vector extensions: no MSVC build (the weight gradients then stay onnxruntime's).
+    "onnxnn.kernels._convolution_loops": {"unix": [*_UPDATE_FLAGS[:3], "-ffp-contract=fast", "-fvisibility=hidden"]},
 }
 
 
-class _BuildUpdateLoops(build_ext):
+class _BuildLoops(build_ext):
     def build_extension(self, extension):
-        extension.extra_compile_args = _FLAGS.get(self.compiler.compiler_type, [])
+        extension.extra_compile_args = _FLAGS[extension.name].get(self.compiler.compiler_type, [])
         super().build_extension(extension)
 
     def get_export_symbols(self, extension):
@@ -34,7 +38,8 @@ setup(
             sources=["onnxnn/kernels/update_loops.c"],
             depends=["onnxnn/kernels/update_loops_template.h"],
             optional=True,
-        )
+        ),
+        Extension("onnxnn.kernels._convolution_loops", sources=["onnxnn/kernels/convolution_loops.c"], optional=True),
     ],
-    cmdclass={"build_ext": _BuildUpdateLoops},
+    cmdclass={"build_ext": _BuildLoops},
 )

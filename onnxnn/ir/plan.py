@@ -288,6 +288,7 @@ def build_model(
     opset_version: int | None = None,
     graph_name: str = "onnxnn",
     lower: bool = False,
+    kept: frozenset = frozenset(),
 ) -> onnx.ModelProto:
     """Builds the ONNX model of a plan.
 
@@ -301,6 +302,8 @@ def build_model(
             One older than a node's opset raises ValueError: the node means nothing there.
         lower: write standard ops in the forms ``session_lowerings`` gives them (for onnxnn's own
             sessions; exported graphs keep the ops as recorded).
+        kept: ``id()`` of the plan's nodes to write as recorded, neither decomposed nor lowered (those
+            that ``runtime/split_sessions.py`` runs outside the session).
     """
     newest = plan_opset(plan)
     if opset_version is None:
@@ -373,14 +376,14 @@ def build_model(
             names_used[0] += 1
             return f"node_{node_index}_{stem}_{names_used[0]}"
 
-        expand = decompositions.get(node.op_type, node.domain)
+        expand = decompositions.get(node.op_type, node.domain) if id(node) not in kept else None
         if expand is not None:
             expanded, expanded_initializers = expand(node, inputs, outputs, fresh_name)
             onnx_nodes.extend(expanded)
             initializers.extend(expanded_initializers)
             domains.update(onnx_node.domain for onnx_node in expanded)
             continue
-        lowering = session_lowerings.get(node.op_type, node.domain) if lower else None
+        lowering = session_lowerings.get(node.op_type, node.domain) if lower and id(node) not in kept else None
         if lowering is not None:
             lowered = lowering(node, inputs, outputs, fresh_name, lambda position, node=node: embedded(node, position))
             if lowered is not None:

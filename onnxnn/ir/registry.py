@@ -13,6 +13,7 @@ adding entries through their decorators, never editing a dispatcher::
 - ``unmaterialized_gradients``: ops whose gradient rule takes None for outputs no gradient reached.
 - ``decompositions``: how to write an op onnxruntime lacks as standard ONNX (``runtime/ops/``).
 - ``session_lowerings``: a faster form of a standard op for onnxnn's own sessions (``runtime/ops/``).
+- ``compiled_forms``: onnxnn's compiled code for a node its sessions run outside onnxruntime (``kernels/``).
 - ``kernels``: onnxnn's own array kernels (``kernels/``; see ``kernel_registry``).
 - ``importers``: how an imported model's node becomes Tensor ops (``import_/``).
 
@@ -34,6 +35,7 @@ __all__ = [
     "unmaterialized_gradients",
     "decompositions",
     "session_lowerings",
+    "compiled_forms",
     "importers",
 ]
 
@@ -132,5 +134,10 @@ decompositions = Registry("decomposition")
 # The nodes must be exact for every size of a symbolic dim, though sessions shared across sizes
 # (fastpath.dynamic_shapes) are built without lowering, since the choice reads the plan's sizes.
 session_lowerings = Registry("session lowering")
+# Ops that onnxnn's own compiled code computes faster than onnxruntime for some nodes (a convolution's
+# weight gradient over few channels, ``kernels/compiled_convolutions.py``): ``form(node) -> run`` or
+# None to leave the node to the session, with ``run(input_arrays) -> output arrays``. onnxnn's CPU
+# sessions run such nodes outside onnxruntime, between two sessions (``runtime/split_sessions.py``).
+compiled_forms = Registry("compiled form")
 # ``importer(call) -> tuple of outputs``: how a node of an imported model runs as Tensor ops.
 importers = Registry("importer")

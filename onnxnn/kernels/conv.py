@@ -20,6 +20,8 @@ from ..ir.conv_weight_gradient import tap_starts, weight_gradient_geometry
 from ..ir.domains import ONNXNN_DOMAIN
 from ._common import auto_pads, spatial_attributes
 from ..ir.kernel_registry import FLOATING, kernels
+from ..ir.registry import compiled_forms
+from . import compiled_convolutions
 
 __all__ = ["sliding_windows", "pad_spatial", "output_size"]
 
@@ -164,10 +166,13 @@ def conv_transpose(xp, inputs, attrs):
 
 @kernels.register(WEIGHT_GRADIENT, domain=ONNXNN_DOMAIN, types=FLOATING)
 def conv_weight_gradient(xp, inputs, attrs):
-    """One matmul per kernel tap of ``G`` as ``(M, N*L)`` with the tap's strided window of the padded,
-    channels-last input, as the op's decomposition (runtime/ops/conv_weight_gradient.py) writes them."""
+    """The compiled loop where it applies (compiled_convolutions.py), else one matmul per kernel tap of
+    ``G`` as ``(M, N*L)`` with the tap's strided window of the padded, channels-last input, as the op's
+    decomposition (runtime/ops/conv_weight_gradient.py) writes them."""
     x, g = inputs
     geometry = weight_gradient_geometry(x.shape, g.shape, attrs)
+    if xp is np and compiled_convolutions.eligible(x.shape, g.shape, x.dtype):
+        return [compiled_convolutions.weight_gradient(x, g, geometry)]
     channels, out_channels = x.shape[1], g.shape[1]
     channels_last = xp.moveaxis(x, 1, -1)
     if any(geometry.pads_begin) or any(geometry.pads_end):
@@ -184,3 +189,13 @@ def conv_weight_gradient(xp, inputs, attrs):
         window = channels_last[(slice(None),) + index + (slice(None),)].reshape(-1, channels)
         result[:, :, tap] = xp.matmul(gradient_rows, window)
     return [result.reshape((out_channels, channels) + tuple(geometry.kernel))]
+
+
+@compiled_forms.register(WEIGHT_GRADIENT, domain=ONNXNN_DOMAIN)
+def _compiled_weight_gradient(node):
+    """onnxnn's sessions run an eligible weight gradient as the compiled loop, outside onnxruntime."""
+    x, g = node.inputs
+    if not compiled_convolutions.eligible(x.shape, g.shape, x.dtype.numpy_dtype):
+        return None
+    geometry = weight_gradient_geometry(x.shape, g.shape, node.attrs)
+    return lambda arrays: [compiled_convolutions.weight_gradient(arrays[0], arrays[1], geometry)]

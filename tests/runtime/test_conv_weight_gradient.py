@@ -16,6 +16,7 @@ from onnxnn import nn
 from onnxnn.export import training_step_to_onnx
 from onnxnn.ir.conv_weight_gradient import OP_TYPE
 from onnxnn.ir.domains import ONNXNN_DOMAIN
+from onnxnn.kernels import compiled_convolutions
 from onnxnn.runtime.ops.conv_gradients import TAP_GEMM_MIN_CHANNELS
 from onnxnn.runtime.realization import recording_only
 from onnxnn.runtime.tensor import apply_op
@@ -84,11 +85,15 @@ FORMS = [
 ]
 
 
+@pytest.mark.parametrize("compiled_loop", [False, True], ids=["numpy_matmuls", "compiled_loop"])
 @pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels"])
 @pytest.mark.parametrize("case_id, x_shape, out_channels, kernel, stride, padding", FORMS, ids=[c[0] for c in FORMS])
 def test_every_form_of_the_decomposition_is_the_formula(
-    executor_name, case_id, x_shape, out_channels, kernel, stride, padding
+    executor_name, case_id, x_shape, out_channels, kernel, stride, padding, compiled_loop, monkeypatch
 ):
+    # The kernels run the compiled loop where it applies (kernels/compiled_convolutions.py), else
+    # the decomposition's matmuls; onnxruntime's sessions on several threads, the decomposition.
+    monkeypatch.setattr(compiled_convolutions, "ENABLED", compiled_loop and compiled_convolutions.ENABLED)
     rng = np.random.default_rng(3)
     x = rng.standard_normal(x_shape).astype(np.float32)
     weight_shape = (out_channels, x_shape[1], kernel, kernel)

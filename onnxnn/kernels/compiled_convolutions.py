@@ -1,0 +1,129 @@
+"""A 2-d convolution's weight gradient as one compiled loop (convolution_loops.c), called through ctypes.
+
+onnxnn records a convolution's weight gradient as one ``ConvWeightGradient`` node
+(ir/conv_weight_gradient.py); onnxruntime runs it as a GEMM per kernel tap over a copied, shifted
+window of the input. With few channels those GEMMs are small (16 x 16 results summing 32,768
+products for a 16-channel layer on 32x32 images) and spend most of their time copying: the loop
+takes a third of their time there (benchmarks/bench_conv_gradients.py). With many channels the
+GEMMs are efficient and the loop is not faster, so it runs only for layers of at most
+``COMPILED_MAX_CHANNELS`` input and output channels.
+
+It is used by onnxnn's kernels (kernels/conv.py) and, for onnxruntime's graphs, by
+runtime/weight_gradient_sessions.py, which runs a graph's eligible weight gradients here between
+two sessions. The library is built when onnxnn is installed, where a C compiler is present
+(setup.py); where it is missing, and while ``ENABLED`` is False (``ONNXNN_COMPILED_CONVOLUTIONS=0``),
+the weight gradients run as before, to the same values up to float32 rounding.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+
+import numpy as np
+
+from ..ir.conv_weight_gradient import WeightGradientGeometry
+from ..ir.mode import switched_on_in_environment
+
+__all__ = ["eligible", "weight_gradient", "available", "unavailable_reason"]
+
+ENABLED = switched_on_in_environment("ONNXNN_COMPILED_CONVOLUTIONS")
+
+# The most input or output channels for which the loop runs. One thread, the loop's time against
+# onnxruntime's GEMMs per tap: 3 -> 16 channels on 32x32 images (batch 32) 0.76, 16 -> 16 0.34,
+# 32 -> 32 on 16x16 0.56, 64 -> 64 on 56x56 0.69 (batch 32) and 16x16 0.85 (batch 8); but
+# 64 -> 128 (stride 2) 1.07, 128 -> 128 on 8x8 1.08, 256 -> 256 on 14x14 1.08, and on 2x2 images 2.1.
+COMPILED_MAX_CHANNELS = 64
+
+# convolution_loops.c's CONVOLUTION_LOOPS_VERSION, which changes with its functions' signatures.
+_VERSION = 1
+_LIBRARY = f"{__package__}._convolution_loops"
+_FLOAT32 = np.dtype(np.float32)
+
+
+class _Library:
+    """convolution_loops.c's weight gradient, loaded on first use, or why it is missing."""
+
+    def __init__(self):
+        self.loaded = False
+        self.function = None
+        self.reason: str | None = None
+
+    def get(self):
+        if not self.loaded:
+            self.loaded = True
+            self.function = self._load()
+        return self.function
+
+    def _load(self):
+        spec = importlib.util.find_spec(_LIBRARY)
+        if spec is None or spec.origin is None:
+            self.reason = f"{_LIBRARY} was not built (no C compiler when onnxnn was installed)"
+            return None
+        try:
+            library = ctypes.CDLL(spec.origin)
+        except OSError as error:
+            self.reason = f"{spec.origin} does not load ({error})"
+            return None
+        version = getattr(library, "onnxnn_convolution_loops_version", None)
+        if version is None or version() != _VERSION:
+            self.reason = f"{spec.origin} was built from an older convolution_loops.c (reinstall onnxnn)"
+            return None
+        function = library.onnxnn_conv_weight_gradient_float32
+        # X, G, dW and the geometry's 15 int64 values, by address
+        function.argtypes = [ctypes.c_void_p] * 4
+        function.restype = ctypes.c_int
+        return function
+
+
+_LOOP = _Library()
+
+
+def eligible(x_shape: tuple, g_shape: tuple, dtype) -> bool:
+    """Whether the loop computes the weight gradient of X and G with these shapes and dtype.
+
+    float32, one or two spatial axes, at most ``COMPILED_MAX_CHANNELS`` channels in X and in G, with
+    the library present and ``ENABLED``.
+    """
+    return (
+        ENABLED
+        and np.dtype(dtype) == _FLOAT32
+        and len(x_shape) in (3, 4)
+        and len(g_shape) == len(x_shape)
+        and x_shape[1] <= COMPILED_MAX_CHANNELS
+        and g_shape[1] <= COMPILED_MAX_CHANNELS
+        and _LOOP.get() is not None
+    )
+
+
+def weight_gradient(x: np.ndarray, g: np.ndarray, geometry: WeightGradientGeometry) -> np.ndarray:
+    """``dW`` of shape ``(M, C, *kernel)`` for X ``(N, C, *in)`` and G ``(N, M, *out)`` (``eligible`` ones).
+
+    ``geometry`` is the node's, checked against the shapes (``weight_gradient_geometry``).
+
+    Raises:
+        MemoryError: the loop's buffers (a channels-last copy of a group of samples) could not be allocated.
+    """
+    function = _LOOP.get()
+    x = np.ascontiguousarray(x, dtype=_FLOAT32)
+    g = np.ascontiguousarray(g, dtype=_FLOAT32)
+    kernel, strides, dilations, pads = geometry.kernel, geometry.strides, geometry.dilations, geometry.pads_begin
+    if x.ndim == 3:  # one spatial axis: a height of one
+        x, g = x[:, :, None, :], g[:, :, None, :]
+        kernel, strides, dilations, pads = [1, *kernel], [1, *strides], [1, *dilations], [0, *pads]
+    result = np.empty((g.shape[1], x.shape[1], *geometry.kernel), dtype=_FLOAT32)
+    sizes = np.array([*x.shape, *g.shape[1:], *kernel, *strides, *dilations, *pads], dtype=np.int64)
+    if function(x.ctypes.data, g.ctypes.data, result.ctypes.data, sizes.ctypes.data):
+        raise MemoryError(f"ConvWeightGradient: no memory for the compiled loop's buffers (X of shape {list(x.shape)})")
+    return result
+
+
+def available() -> bool:
+    """Whether eligible weight gradients run as the compiled loop in this process."""
+    return ENABLED and _LOOP.get() is not None
+
+
+def unavailable_reason() -> str | None:
+    """Why the compiled loop is missing (the library not built, or not loading), or None."""
+    _LOOP.get()
+    return _LOOP.reason

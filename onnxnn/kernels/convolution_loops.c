@@ -1,0 +1,245 @@
+/* The weight gradient of a 2-d convolution (onnxnn's ConvWeightGradient) as one compiled loop, called by
+ * compiled_convolutions.py through ctypes.
+ *
+ *     dW[m][c][a][b] = sum over n, oh, ow of  G[n][m][oh][ow] * X[n][c][oh * sh + a * dh - ph][ow * sw + b * dw - pw]
+ *
+ * (X read as zero outside its bounds). onnxruntime runs it as one GEMM per kernel tap of G with a copied,
+ * shifted window of the input (runtime/ops/conv_weight_gradient.py): each tap copies the input once more,
+ * and a GEMM with 16 rows and 16 columns spends most of its time packing its operands. Here each sample's
+ * input is copied once, into a padded channels-last buffer, and for a block of output channels and 16
+ * input channels the loop keeps its sums in registers while it walks every output position: one vector
+ * load of 16 input channels and one multiply-add per output channel of the block, with G's value
+ * broadcast. Where G has more channels than X (an RGB stem: 3 input channels), the roles swap: G is
+ * copied channels-last and X's padded planes supply the broadcast values.
+ *
+ * Rounding: float32 sums in an order of their own (per sample by position, then across samples), with
+ * fused multiply-adds where the CPU has them, as a GEMM's are: exact up to the rounding of sums of
+ * N * OH * OW products (setup.py builds this file with FMA contraction, unlike update_loops.c).
+ *
+ * The vectors are GCC's generic vectors of 16 floats; the functions are built for AVX-512, AVX2 with FMA
+ * and the baseline, each with as many accumulator rows as its registers hold, and the first call picks
+ * one for the CPU.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPORTED __attribute__((visibility("default")))
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* compiled_convolutions.py uses a library only if this matches its own number. */
+#define CONVOLUTION_LOOPS_VERSION 1
+EXPORTED int onnxnn_convolution_loops_version(void) { return CONVOLUTION_LOOPS_VERSION; }
+
+#define LANES 16
+typedef float vector16 __attribute__((vector_size(LANES * sizeof(float))));
+/* The most accumulator rows any build uses (AVX-512's), for the tile's array. */
+#define MOST_ROWS 8
+/* Output rows walked per block: about this many bytes of broadcast values per block of rows stay in L1. */
+#define BLOCK_BYTES 24576
+/* Samples copied at a time: their channels-last copy stays in L2. */
+#define GROUP_BYTES (1 << 20)
+
+/* The geometry, as compiled_convolutions.py passes it: 15 integers. */
+enum {
+    BATCH, CHANNELS, HEIGHT, WIDTH, OUT_CHANNELS, OUT_HEIGHT, OUT_WIDTH,
+    KERNEL_HEIGHT, KERNEL_WIDTH, STRIDE_HEIGHT, STRIDE_WIDTH, DILATION_HEIGHT, DILATION_WIDTH, PAD_TOP, PAD_LEFT,
+    GEOMETRY_SIZE
+};
+
+static int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+static float *zeroed_floats(int64_t count)
+{
+    size_t bytes = (size_t)round_up(count > 0 ? count : 1, LANES) * sizeof(float);
+    float *buffer = aligned_alloc(64, bytes);
+    if (buffer != NULL) memset(buffer, 0, bytes);
+    return buffer;
+}
+
+/* sums[row][lane] += broadcast[row][position] * wide[position][lane] over the positions of ``samples``
+ * samples x ``out_rows`` output rows x ``out_width`` for one tap: ``wide`` holds vectors of 16 channels,
+ * ``wide_steps`` floats apart along an output row, from one output row to the next and from one sample
+ * to the next; ``broadcast[row]`` is one plane per accumulator row, read from ``broadcast_start`` on at
+ * ``broadcast_steps`` likewise. ``sums`` rows are ``sums_step`` floats apart. */
+ALWAYS_INLINE void tile(int rows, float *sums, int64_t sums_step, const float *const *broadcast, int64_t broadcast_start,
+                        const int64_t *broadcast_steps, const float *wide, const int64_t *wide_steps, int64_t samples,
+                        int64_t out_rows, int64_t out_width)
+{
+    vector16 sum[MOST_ROWS];
+    for (int row = 0; row < rows; row++) sum[row] = *(const vector16 *)(sums + row * sums_step);
+    for (int64_t sample = 0; sample < samples; sample++)
+        for (int64_t oh = 0; oh < out_rows; oh++) {
+            const float *wide_row = wide + sample * wide_steps[2] + oh * wide_steps[1];
+            int64_t at = broadcast_start + sample * broadcast_steps[2] + oh * broadcast_steps[1];
+            for (int64_t ow = 0; ow < out_width; ow++, at += broadcast_steps[0]) {
+                vector16 values = *(const vector16 *)(wide_row + ow * wide_steps[0]);
+                for (int row = 0; row < rows; row++) sum[row] += broadcast[row][at] * values;
+            }
+        }
+    for (int row = 0; row < rows; row++) *(vector16 *)(sums + row * sums_step) = sum[row];
+}
+
+/* Copies ``count`` channel planes of ``height`` x ``width`` (contiguous) into ``target``, element
+ * (channel, row, column) to [(row + top) * target_width + column + left] * channel_step + channel *
+ * plane_step; rows and columns outside the target's ``target_height`` x ``target_width`` are dropped. */
+static void copy_planes(float *target, const float *planes, int64_t count, int64_t height, int64_t width, int64_t top, int64_t left,
+                        int64_t target_height, int64_t target_width, int64_t channel_step, int64_t plane_step)
+{
+    const int64_t first_column = left < 0 ? -left : 0;
+    const int64_t end_column = width < target_width - left ? width : target_width - left;
+    for (int64_t row = top < 0 ? -top : 0; row < height && row + top < target_height; row++)
+        /* Sixteen channels at a time: each target position then gets a run of 16 neighbouring floats. */
+        for (int64_t first = 0; first < count; first += LANES) {
+            const int64_t last = first + LANES < count ? first + LANES : count;
+            for (int64_t column = first_column; column < end_column; column++) {
+                float *target_at = target + ((row + top) * target_width + column + left) * channel_step;
+                const float *source = planes + row * width + column;
+                for (int64_t channel = first; channel < last; channel++)
+                    target_at[channel * plane_step] = source[channel * height * width];
+            }
+        }
+}
+
+/* The loop for ``rows`` accumulator rows; returns 0, or 1 when memory ran out. */
+ALWAYS_INLINE int weight_gradient(int rows, const float *x, const float *g, float *dw, const int64_t *geometry)
+{
+    const int64_t batch = geometry[BATCH], channels = geometry[CHANNELS], height = geometry[HEIGHT];
+    const int64_t width = geometry[WIDTH], out_channels = geometry[OUT_CHANNELS];
+    const int64_t out_height = geometry[OUT_HEIGHT], out_width = geometry[OUT_WIDTH];
+    const int64_t kernel_height = geometry[KERNEL_HEIGHT], kernel_width = geometry[KERNEL_WIDTH];
+    const int64_t stride_height = geometry[STRIDE_HEIGHT], stride_width = geometry[STRIDE_WIDTH];
+    const int64_t dilation_height = geometry[DILATION_HEIGHT], dilation_width = geometry[DILATION_WIDTH];
+    const int64_t taps = kernel_height * kernel_width, positions = out_height * out_width;
+    /* The padded input as far as the windows reach. */
+    const int64_t padded_height = (out_height - 1) * stride_height + (kernel_height - 1) * dilation_height + 1;
+    const int64_t padded_width = (out_width - 1) * stride_width + (kernel_width - 1) * dilation_width + 1;
+    const int64_t padded_area = padded_height * padded_width;
+
+    /* Vectors over X's channels, unless G's give fewer padded products (few input channels). */
+    const int input_wide = round_up(out_channels, rows) * round_up(channels, LANES)
+                           <= round_up(channels, rows) * round_up(out_channels, LANES);
+    const int64_t wide_channels = round_up(input_wide ? channels : out_channels, LANES);
+    const int64_t row_channels = round_up(input_wide ? out_channels : channels, rows);
+    /* Samples are copied in groups of about GROUP_BYTES, and one tile walks several whole samples when
+     * their positions' broadcast values fit in BLOCK_BYTES (small images), else a block of output rows. */
+    const int64_t wide_sample = (input_wide ? padded_area : positions) * wide_channels;
+    const int64_t plane_sample = input_wide ? 0 : channels * padded_area;
+    int64_t group = GROUP_BYTES / (int64_t)(sizeof(float) * (wide_sample + plane_sample));
+    group = group < 1 ? 1 : group > batch ? batch : group;
+    const int64_t row_bytes = rows * (int64_t)sizeof(float) * out_width;
+    int64_t tile_samples = BLOCK_BYTES / (row_bytes * out_height);
+    tile_samples = tile_samples < 1 ? 1 : tile_samples > group ? group : tile_samples;
+    int64_t block_rows = tile_samples > 1 ? out_height : BLOCK_BYTES / row_bytes;
+    block_rows = block_rows < 1 ? 1 : block_rows;
+
+    float *wide = zeroed_floats(group * wide_sample);
+    float *planes = input_wide ? NULL : zeroed_floats(group * plane_sample);
+    float *sums = zeroed_floats(taps * row_channels * wide_channels);
+    if (wide == NULL || sums == NULL || (!input_wide && planes == NULL)) {
+        free(wide), free(planes), free(sums);
+        return 1;
+    }
+    /* Steps along an output row, from row to row and from sample to sample, in floats. */
+    const int64_t window_steps[3] = {stride_width, stride_height * padded_width, input_wide ? padded_area : plane_sample};
+    const int64_t gradient_steps[3] = {1, out_width, input_wide ? out_channels * positions : positions};
+    int64_t wide_steps[3], broadcast_steps[3];
+    for (int axis = 0; axis < 3; axis++) {
+        wide_steps[axis] = (input_wide ? window_steps[axis] : gradient_steps[axis]) * (axis < 2 ? wide_channels : 1);
+        broadcast_steps[axis] = input_wide ? gradient_steps[axis] : window_steps[axis];
+    }
+    wide_steps[2] = wide_sample;
+
+    for (int64_t first_sample = 0; first_sample < batch; first_sample += group) {
+        const int64_t group_size = first_sample + group <= batch ? group : batch - first_sample;
+        for (int64_t n = 0; n < group_size; n++) {
+            const float *x_sample = x + (first_sample + n) * channels * height * width;
+            if (input_wide) {
+                copy_planes(wide + n * wide_sample, x_sample, channels, height, width, geometry[PAD_TOP],
+                            geometry[PAD_LEFT], padded_height, padded_width, wide_channels, 1);
+            } else {
+                copy_planes(wide + n * wide_sample, g + (first_sample + n) * out_channels * positions, out_channels,
+                            out_height, out_width, 0, 0, out_height, out_width, wide_channels, 1);
+                copy_planes(planes + n * plane_sample, x_sample, channels, height, width, geometry[PAD_TOP],
+                            geometry[PAD_LEFT], padded_height, padded_width, 1, padded_area);
+            }
+        }
+        for (int64_t tile_first = 0; tile_first < group_size; tile_first += tile_samples) {
+            const int64_t samples = tile_first + tile_samples <= group_size ? tile_samples : group_size - tile_first;
+            for (int64_t first_row = 0; first_row < out_height; first_row += block_rows) {
+                const int64_t block = first_row + block_rows <= out_height ? block_rows : out_height - first_row;
+                for (int64_t row0 = 0; row0 < row_channels; row0 += rows) {
+                    const float *broadcast[MOST_ROWS];
+                    for (int row = 0; row < rows; row++) {
+                        /* Rows past the last channel read the first channel's plane into sums never read out. */
+                        const int64_t channel = row0 + row < (input_wide ? out_channels : channels) ? row0 + row : 0;
+                        broadcast[row] = input_wide ? g + ((first_sample + tile_first) * out_channels + channel) * positions
+                                                    : planes + tile_first * plane_sample + channel * padded_area;
+                    }
+                    for (int64_t a = 0; a < kernel_height; a++)
+                        for (int64_t b = 0; b < kernel_width; b++) {
+                            /* Where this tap's window of the padded input starts, at the block's first row. */
+                            const int64_t window = (first_row * stride_height + a * dilation_height) * padded_width
+                                                + b * dilation_width;
+                            const int64_t gradient = first_row * out_width;
+                            float *tap_sums = sums + ((a * kernel_width + b) * row_channels + row0) * wide_channels;
+                            const float *wide_start =
+                                wide + tile_first * wide_sample + (input_wide ? window : gradient) * wide_channels;
+                            for (int64_t lane0 = 0; lane0 < wide_channels; lane0 += LANES)
+                                tile(rows, tap_sums + lane0, wide_channels, broadcast, input_wide ? gradient : window,
+                                     broadcast_steps, wide_start + lane0, wide_steps, samples, block, out_width);
+                        }
+                }
+            }
+        }
+    }
+    for (int64_t m = 0; m < out_channels; m++)
+        for (int64_t c = 0; c < channels; c++)
+            for (int64_t tap = 0; tap < taps; tap++)
+                dw[(m * channels + c) * taps + tap] = input_wide ? sums[(tap * row_channels + m) * wide_channels + c]
+                                                                 : sums[(tap * row_channels + c) * wide_channels + m];
+    free(wide), free(planes), free(sums);
+    return 0;
+}
+
+typedef int (*weight_gradient_loop)(const float *, const float *, float *, const int64_t *);
+
+static int weight_gradient_baseline(const float *x, const float *g, float *dw, const int64_t *geometry)
+{
+    return weight_gradient(3, x, g, dw, geometry);
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2,fma"))) static int weight_gradient_avx2(const float *x, const float *g, float *dw,
+                                                                     const int64_t *geometry)
+{
+    return weight_gradient(6, x, g, dw, geometry);
+}
+
+__attribute__((target("avx512f"))) static int weight_gradient_avx512(const float *x, const float *g, float *dw,
+                                                                      const int64_t *geometry)
+{
+    return weight_gradient(8, x, g, dw, geometry);
+}
+#endif
+
+static weight_gradient_loop chosen_loop(void)
+{
+#if defined(__GNUC__) && defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return weight_gradient_avx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return weight_gradient_avx2;
+#endif
+    return weight_gradient_baseline;
+}
+
+/* dW (M, C, KH, KW) from C-contiguous float32 X (N, C, H, W) and G (N, M, OH, OW), with the geometry's 15
+ * integers (see the enum above); the windows must stay within X padded by the begin pads and whatever end
+ * pads they need. Returns 0, or 1 when memory ran out (dW is then unwritten). */
+EXPORTED int onnxnn_conv_weight_gradient_float32(const float *x, const float *g, float *dw, const int64_t *geometry)
+{
+    static weight_gradient_loop loop = NULL;
+    if (loop == NULL) loop = chosen_loop();
+    return loop(x, g, dw, geometry);
+}

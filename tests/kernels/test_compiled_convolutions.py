@@ -1,0 +1,130 @@
+"""The compiled weight-gradient loop (kernels/compiled_convolutions.py): the formula for every geometry,
+which layers it takes, and what happens where it is missing.
+
+The bound on each entry is Higham's for a sum of the entry's N * OH * OW products in any order, so it
+holds for every CPU the loop may be built for (AVX-512, AVX2 with FMA, the baseline).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from onnxnn.ir.conv_weight_gradient import end_pads, weight_gradient_geometry
+from onnxnn.kernels import compiled_convolutions
+
+from tolerances import assert_within, gamma
+
+pytestmark = pytest.mark.skipif(
+    not compiled_convolutions.available(), reason=f"{compiled_convolutions.unavailable_reason()}"
+)
+
+
+def _geometry(x_shape, out_spatial, kernel, strides, dilations, pads_begin):
+    pads = list(pads_begin) + end_pads(x_shape[2:], out_spatial, kernel, strides, dilations, pads_begin)
+    attrs = {"kernel_shape": list(kernel), "strides": list(strides), "dilations": list(dilations), "pads": pads}
+    return attrs
+
+
+def _formula(x, g, kernel, strides, dilations, pads_begin):
+    """dW[m, c, taps] = sum over n and output positions of G times the tap's window of the zero-padded X,
+    in float64 (any spatial rank)."""
+    rank = len(kernel)
+    out = g.shape[2:]
+    reach = [(o - 1) * s + (k - 1) * d + 1 for o, s, k, d in zip(out, strides, kernel, dilations)]
+    widths = [(0, 0), (0, 0)] + [(b, max(0, r - size - b)) for b, r, size in zip(pads_begin, reach, x.shape[2:])]
+    padded = np.pad(x.astype(np.float64), widths)
+    result = np.zeros((g.shape[1], x.shape[1], *kernel))
+    letters = "hwd"[:rank]
+    for tap in np.ndindex(*kernel):
+        window = padded[
+            (slice(None), slice(None))
+            + tuple(slice(t * d, t * d + (o - 1) * s + 1, s) for t, d, o, s in zip(tap, dilations, out, strides))
+        ]
+        result[(slice(None), slice(None)) + tap] = np.einsum(
+            f"nm{letters},nc{letters}->mc", g.astype(np.float64), window
+        )
+    return result
+
+
+# (id, X shape, output channels, kernel, strides, dilations, begin pads): vectors over X's channels
+# where it has at least as many as G (rows of output channels), over G's where it has more (an RGB
+# stem); channel counts that fill no whole vector or block of rows; strides, dilations and uneven
+# pads; a single sample; one spatial axis.
+CASES = [
+    ("16_to_16_3x3", (4, 16, 9, 9), 16, (3, 3), (1, 1), (1, 1), (1, 1)),
+    ("rgb_stem", (3, 3, 8, 7), 16, (3, 3), (1, 1), (1, 1), (1, 1)),
+    ("rgb_7x7_stride_2", (2, 3, 12, 12), 8, (7, 7), (2, 2), (1, 1), (3, 3)),
+    ("strided_16_to_32", (2, 16, 10, 10), 32, (3, 3), (2, 2), (1, 1), (1, 1)),
+    ("1x1_stride_2", (3, 16, 8, 8), 32, (1, 1), (2, 2), (1, 1), (0, 0)),
+    ("odd_channels", (2, 17, 6, 5), 33, (3, 2), (1, 3), (1, 2), (1, 0)),
+    ("more_input_channels", (2, 40, 5, 5), 7, (3, 3), (1, 1), (1, 1), (1, 1)),
+    ("dilated_unpadded", (2, 5, 9, 11), 7, (2, 3), (2, 1), (2, 1), (0, 2)),
+    ("one_sample_64_channels", (1, 64, 6, 6), 64, (3, 3), (1, 1), (1, 1), (1, 1)),
+    ("one_spatial_axis", (3, 8, 20), 12, (5,), (2,), (1,), (2,)),
+]
+
+
+@pytest.mark.parametrize(
+    "case_id, x_shape, out_channels, kernel, strides, dilations, pads", CASES, ids=[c[0] for c in CASES]
+)
+def test_the_loop_is_the_weight_gradients_formula(case_id, x_shape, out_channels, kernel, strides, dilations, pads):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    out = [
+        (size + 2 * pad - d * (k - 1) - 1) // s + 1
+        for size, pad, k, s, d in zip(x_shape[2:], pads, kernel, strides, dilations)
+    ]
+    g = rng.standard_normal((x_shape[0], out_channels, *out)).astype(np.float32)
+    geometry = weight_gradient_geometry(x.shape, g.shape, _geometry(x.shape, out, kernel, strides, dilations, pads))
+    assert compiled_convolutions.eligible(x.shape, g.shape, x.dtype)
+    result = compiled_convolutions.weight_gradient(x, g, geometry)
+    assert result.dtype == np.float32 and result.shape == (out_channels, x_shape[1], *kernel)
+    terms = x_shape[0] * int(np.prod(out))
+    bound = gamma(terms) * _formula(np.abs(x), np.abs(g), kernel, strides, dilations, pads)
+    assert_within(result, _formula(x, g, kernel, strides, dilations, pads), bound)
+
+
+def test_arrays_that_are_views_are_read_as_their_values():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 9, 9, 16)).astype(np.float32).transpose(0, 3, 1, 2)  # not C-contiguous
+    g = rng.standard_normal((4, 8, 9, 9)).astype(np.float32)[:, ::-1]
+    geometry = weight_gradient_geometry(x.shape, g.shape, _geometry(x.shape, [9, 9], (3, 3), (1, 1), (1, 1), (1, 1)))
+    expected = compiled_convolutions.weight_gradient(np.ascontiguousarray(x), np.ascontiguousarray(g), geometry)
+    np.testing.assert_array_equal(compiled_convolutions.weight_gradient(x, g, geometry), expected)
+
+
+# (id, X shape, G shape, dtype): what stays with onnxruntime's GEMMs or numpy's matmuls.
+NOT_ELIGIBLE = [
+    ("float64", (2, 8, 5, 5), (2, 8, 5, 5), np.float64),
+    ("float16", (2, 8, 5, 5), (2, 8, 5, 5), np.float16),
+    ("many_input_channels", (2, compiled_convolutions.COMPILED_MAX_CHANNELS + 1, 5, 5), (2, 8, 5, 5), np.float32),
+    ("many_output_channels", (2, 8, 5, 5), (2, compiled_convolutions.COMPILED_MAX_CHANNELS + 1, 5, 5), np.float32),
+    ("three_spatial_axes", (2, 4, 5, 5, 5), (2, 4, 5, 5, 5), np.float32),
+]
+
+
+@pytest.mark.parametrize("case_id, x_shape, g_shape, dtype", NOT_ELIGIBLE, ids=[c[0] for c in NOT_ELIGIBLE])
+def test_other_layers_are_not_taken(case_id, x_shape, g_shape, dtype):
+    assert not compiled_convolutions.eligible(x_shape, g_shape, dtype)
+
+
+def test_switched_off_it_takes_nothing(monkeypatch):
+    monkeypatch.setattr(compiled_convolutions, "ENABLED", False)
+    assert not compiled_convolutions.eligible((2, 8, 5, 5), (2, 8, 5, 5), np.float32)
+    assert not compiled_convolutions.available()
+
+
+@pytest.mark.parametrize(
+    "library, version, reason",
+    [
+        ("onnxnn.kernels._no_such_library", 1, "was not built"),
+        (compiled_convolutions._LIBRARY, 0, "older convolution_loops.c"),
+    ],
+)
+def test_a_missing_or_older_library_says_why_and_takes_nothing(library, version, reason, monkeypatch):
+    monkeypatch.setattr(compiled_convolutions, "_LIBRARY", library)
+    monkeypatch.setattr(compiled_convolutions, "_VERSION", version)
+    monkeypatch.setattr(compiled_convolutions, "_LOOP", compiled_convolutions._Library())
+    assert not compiled_convolutions.eligible((2, 8, 5, 5), (2, 8, 5, 5), np.float32)
+    assert reason in compiled_convolutions.unavailable_reason()
