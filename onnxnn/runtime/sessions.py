@@ -22,6 +22,7 @@ from ..ir.executors import register_executor
 from ..ir.mode import MODE
 from ..ir.plan import IR_VERSION, OPSET_VERSION, GraphPlan, build_model
 from .output_views import move_reshapes_out
+from .split_sessions import SplitSession, split_session
 
 __all__ = [
     "CompiledSession",
@@ -383,14 +384,17 @@ class SessionCache:
         self.hits = 0
         self.misses = 0
 
-    def get(self, plan: GraphPlan) -> CompiledSession:
+    def get(self, plan: GraphPlan) -> CompiledSession | SplitSession:
         compiled = self.sessions.get(plan.key)
         if compiled is not None:
             self.hits += 1
             self.sessions.move_to_end(plan.key)
             return compiled
         self.misses += 1
-        compiled = CompiledSession(build_model(plan, lower=lowers_for(plan.key[3])), plan.key[3])
+        device = plan.key[3]
+        compiled = split_session(plan, lambda model: CompiledSession(model, device)) or CompiledSession(
+            build_model(plan, lower=lowers_for(device)), device
+        )
         self.sessions[plan.key] = compiled
         if len(self.sessions) > self.capacity:
             self.sessions.popitem(last=False)
@@ -415,7 +419,7 @@ class OnnxruntimeExecutor:
     def __init__(self):
         self.cache = SessionCache()
 
-    def compile(self, plan: GraphPlan) -> CompiledSession:
+    def compile(self, plan: GraphPlan) -> CompiledSession | SplitSession:
         return self.cache.get(plan)
 
     def compile_uncached(self, plan: GraphPlan, device) -> CompiledSession:

@@ -1,0 +1,139 @@
+"""A session cut around compiled nodes (runtime/split_sessions.py) returns what one session would.
+
+On one intra-op thread, a plan whose convolutions' weight gradients the compiled loop takes runs as a
+first session, the loops, and a second session for what reads their results (an optimizer's update
+recorded in the same step). Values are checked against float64 formulas with bounds from the sums'
+lengths, and against the same plan run as one session.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onnxnn
+from onnxnn import nn
+from onnxnn.ir.conv_weight_gradient import OP_TYPE
+from onnxnn.ir.domains import ONNXNN_DOMAIN
+from onnxnn.ir.executors import executor
+from onnxnn.kernels import compiled_convolutions
+from onnxnn.runtime.realization import clear_cache, realize
+from onnxnn.runtime.sessions import CompiledSession
+from onnxnn.runtime.split_sessions import SplitSession
+from onnxnn.runtime.tensor import apply_op
+
+from tolerances import assert_within, gamma
+
+pytestmark = pytest.mark.skipif(
+    not compiled_convolutions.available(), reason=f"{compiled_convolutions.unavailable_reason()}"
+)
+
+
+@pytest.fixture
+def one_thread():
+    """One intra-op thread, and every plan on onnxruntime (these plans are small enough for the kernels)."""
+    before = onnxnn.get_num_threads()
+    onnxnn.set_num_threads(1)
+    clear_cache()  # each test reads the runners its own plans compiled
+    with onnxnn.set_executor("onnxruntime"):
+        yield
+    onnxnn.set_num_threads(before)
+
+
+def _runners() -> list:
+    return list(executor("onnxruntime").cache.sessions.values())
+
+
+def _weight_gradient(x, g):
+    """ConvWeightGradient of a 3x3 convolution with padding 1, recorded as the node."""
+    attrs = {"kernel_shape": [3, 3], "strides": [1, 1], "dilations": [1, 1], "pads": [1, 1, 1, 1]}
+    return apply_op(OP_TYPE, (x, g), attrs, "ConvolutionBackward0", domain=ONNXNN_DOMAIN)
+
+
+def _formula(x, g):
+    padded = np.pad(x.astype(np.float64), [(0, 0), (0, 0), (1, 1), (1, 1)])
+    height, width = g.shape[2:]
+    taps = [
+        [np.einsum("nmhw,nchw->mc", g, padded[:, :, i : i + height, j : j + width]) for j in range(3)] for i in range(3)
+    ]
+    return np.stack([np.stack(row, axis=-1) for row in taps], axis=-2)
+
+
+def _bound(x, g):
+    return gamma(x.shape[0] * g.shape[2] * g.shape[3]) * _formula(np.abs(x), np.abs(g))
+
+
+def _arrays(rng, batch=2, channels=8, out_channels=6, size=7):
+    x = rng.standard_normal((batch, channels, size, size)).astype(np.float32)
+    g = rng.standard_normal((batch, out_channels, size, size)).astype(np.float32)
+    return x, g
+
+
+def test_what_reads_a_compiled_result_runs_in_a_second_session(one_thread):
+    rng = np.random.default_rng(0)
+    x, g = _arrays(rng)
+    x_tensor, g_tensor = onnxnn.tensor(x), onnxnn.tensor(g)
+    # Computed before the weight gradient (its input), from it, and beside it from the same input.
+    relu = (x_tensor * 2.0).relu()
+    doubled = _weight_gradient(relu, g_tensor) * 2.0 + 1.0
+    beside = relu.sum()
+    realize([doubled._value, beside._value, relu._value])
+    assert any(isinstance(runner, SplitSession) and runner.second is not None for runner in _runners())
+    relu_expected = np.maximum(x * 2.0, 0)
+    np.testing.assert_array_equal(relu.numpy(), relu_expected)
+    assert_within(beside.item(), relu_expected.astype(np.float64).sum(), gamma(x.size) * np.abs(relu_expected).sum())
+    bound = 2 * _bound(relu_expected, g) + 4 * np.finfo(np.float32).eps * np.abs(_formula(relu_expected, g)) + 1e-7
+    assert_within(doubled.numpy(), _formula(relu_expected, g) * 2.0 + 1.0, bound)
+
+
+def test_a_weight_gradient_read_by_another_keeps_the_plan_in_one_session(one_thread):
+    rng = np.random.default_rng(1)
+    x, g = _arrays(rng)
+    first = _weight_gradient(onnxnn.tensor(x), onnxnn.tensor(g))  # (6, 8, 3, 3)
+    # Read as a batch of 6 samples of 8 channels on 3x3 "images" by a second weight gradient.
+    h = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
+    second = _weight_gradient(first, onnxnn.tensor(h))
+    result = second.numpy()
+    assert not any(isinstance(runner, SplitSession) for runner in _runners())
+    first_expected = _formula(x, g)
+    # The first result's own rounding, carried through the second sum, plus the second sum's.
+    carried = _formula(_bound(x, g), np.abs(h)) + _formula(np.abs(first_expected), np.abs(h)) * gamma(9)
+    assert_within(result, _formula(first_expected, h), 2 * carried)
+
+
+@pytest.fixture
+def two_threads():
+    before = onnxnn.get_num_threads()
+    onnxnn.set_num_threads(2)
+    clear_cache()
+    with onnxnn.set_executor("onnxruntime"):
+        yield
+    onnxnn.set_num_threads(before)
+
+
+def test_with_several_threads_a_plan_runs_as_one_session(two_threads):
+    # The loop runs on one thread, where onnxruntime spreads its GEMMs over several.
+    rng = np.random.default_rng(2)
+    x, g = _arrays(rng)
+    result = _weight_gradient(onnxnn.tensor(x), onnxnn.tensor(g)).numpy()
+    assert _runners() and all(isinstance(runner, CompiledSession) for runner in _runners())
+    assert_within(result, _formula(x, g), 2 * _bound(x, g))
+
+
+def test_a_training_step_with_its_update_in_the_plan_runs_the_update_after_the_loop(one_thread):
+    # loss = sum(conv(x, w) * target): the weight's gradient is the weight gradient of x and target,
+    # and SGD's update (in the same plan as the backward, as a small model's step records it) reads it.
+    rng = np.random.default_rng(3)
+    x, target = _arrays(rng)
+    layer = nn.Conv2d(8, 6, 3, padding=1, bias=False)
+    before = layer.weight.detach().numpy().copy()
+    optimizer = onnxnn.optim.SGD(layer.parameters(), lr=0.1, momentum=0.9)
+    (layer(onnxnn.tensor(x)) * onnxnn.tensor(target)).sum().backward()
+    optimizer.step()
+    assert any(isinstance(runner, SplitSession) and runner.second is not None for runner in _runners())
+    gradient = layer.weight.grad.numpy()
+    assert_within(gradient, _formula(x, target), _bound(x, target))
+    # The first step with momentum moves by lr * gradient: two roundings in float32.
+    step = np.float32(0.1) * gradient
+    expected = before.astype(np.float64) - step
+    assert_within(layer.weight.detach().numpy(), expected, np.finfo(np.float32).eps * (np.abs(before) + np.abs(step)))
