@@ -1,10 +1,11 @@
 """A convolution's gradients: the GEMM formulations against the single Conv / ConvTranspose.
 
 ``runtime/ops/conv_gradients.py`` chooses by shape:
-- the weight gradient ``d<conv(x, w), g>/dw``: one GEMM per kernel tap when the input has at least
-  ``TAP_GEMM_MIN_CHANNELS`` channels, one GEMM over all the taps' windows when it has fewer and
-  the kernel at most ``ALL_WINDOWS_GEMM_MAX_TAPS`` taps, otherwise one Conv in which the batch and
-  the channels trade places and the output gradient is the kernel;
+- the weight gradient ``d<conv(x, w), g>/dw``: on one thread, kernels/compiled_convolutions.py's
+  loop for layers of at most ``COMPILED_MAX_CHANNELS`` channels; otherwise one GEMM per kernel tap
+  when the input has at least ``TAP_GEMM_MIN_CHANNELS`` channels, one GEMM over all the taps'
+  windows when it has fewer and the kernel at most ``ALL_WINDOWS_GEMM_MAX_TAPS`` taps, otherwise
+  one Conv in which the batch and the channels trade places and the output gradient is the kernel;
 - the input gradient ``d<conv(x, w), g>/dx`` of a 2-d convolution: one GEMM and a Col2Im when the
   input and output channels multiply to at least ``COLUMN_GEMM_MIN_CHANNEL_PRODUCT`` and the
   ConvTranspose would not run on onnxruntime's blocked kernels (``conv_lowering.py``), otherwise
@@ -41,6 +42,7 @@ import time
 import numpy as np
 
 import onnxnn
+from onnxnn.kernels import compiled_convolutions
 from onnxnn.runtime.ops import conv_gradients as conv_ops
 from onnxnn.runtime.realization import recording_only
 
@@ -67,9 +69,11 @@ NEVER = 1 << 62
 # the single op the others are compared with)
 FORMS = {
     "weight": {
-        "tap_gemms": {"TAP_GEMM_MIN_CHANNELS": 1},
-        "all_windows_gemm": {"TAP_GEMM_MIN_CHANNELS": NEVER, "ALL_WINDOWS_GEMM_MAX_TAPS": NEVER},
-        "single_op": {"TAP_GEMM_MIN_CHANNELS": NEVER, "ALL_WINDOWS_GEMM_MAX_TAPS": 0},
+        "tap_gemms": {"TAP_GEMM_MIN_CHANNELS": 1, "ENABLED": False},
+        "all_windows_gemm": {"TAP_GEMM_MIN_CHANNELS": NEVER, "ALL_WINDOWS_GEMM_MAX_TAPS": NEVER, "ENABLED": False},
+        # The node run by kernels/compiled_convolutions.py's loop between two sessions (split_sessions.py).
+        "compiled_loop": {"TAP_GEMM_MIN_CHANNELS": 1, "ENABLED": True, "COMPILED_MAX_CHANNELS": NEVER},
+        "single_op": {"TAP_GEMM_MIN_CHANNELS": NEVER, "ALL_WINDOWS_GEMM_MAX_TAPS": 0, "ENABLED": False},
     },
     "input": {
         # The GEMM and Col2Im even where the ConvTranspose would run on the blocked kernels.
@@ -89,6 +93,9 @@ def _default_form(which: str, input_shape, out_channels: int, kernel: int, strid
             recorded = {value.node.op_type for value in _pending_values(x.grad)}
         return "column_gemm" if "Col2Im" in recorded else "single_op"
     constants = {name: getattr(conv_ops, name) for name in ("TAP_GEMM_MIN_CHANNELS", "ALL_WINDOWS_GEMM_MAX_TAPS")}
+    few_channels = max(input_shape[1], out_channels) <= compiled_convolutions.COMPILED_MAX_CHANNELS
+    if few_channels and compiled_convolutions.available():
+        return "compiled_loop"
     if input_shape[1] >= constants["TAP_GEMM_MIN_CHANNELS"]:
         return "tap_gemms"
     return "all_windows_gemm" if kernel * kernel <= constants["ALL_WINDOWS_GEMM_MAX_TAPS"] else "single_op"
@@ -132,9 +139,13 @@ def _gradient_call(which: str, input_shape, out_channels: int, kernel: int, stri
     return call
 
 
+def _module_of(constant: str):
+    return compiled_convolutions if hasattr(compiled_convolutions, constant) else conv_ops
+
+
 def _timed_block(call, seconds: float, constants: dict) -> float:
     for constant, value in constants.items():
-        setattr(conv_ops, constant, value)
+        setattr(_module_of(constant), constant, value)
     onnxnn.clear_caches()  # traced backwards and sessions were built with another form
     call()  # the structure's first call traces its backward and compiles its session
     call()
@@ -152,12 +163,12 @@ def main() -> None:
     arguments = parser.parse_args()
     onnxnn.set_num_threads(1)
     names = {constant for forms in FORMS.values() for constants in forms.values() for constant in constants}
-    defaults = {constant: getattr(conv_ops, constant) for constant in names}
+    defaults = {constant: getattr(_module_of(constant), constant) for constant in names}
     try:
         for which, forms in FORMS.items():
             for name, input_shape, out_channels, *geometry in SHAPES:
                 for constant, value in defaults.items():
-                    setattr(conv_ops, constant, value)
+                    setattr(_module_of(constant), constant, value)
                 onnxnn.clear_caches()  # a traced backward would replay the last block's form
                 chosen = _default_form(which, input_shape, out_channels, *geometry)
                 call = _gradient_call(which, input_shape, out_channels, *geometry)
@@ -175,7 +186,7 @@ def main() -> None:
                 print(json.dumps(report), flush=True)
     finally:
         for constant, value in defaults.items():
-            setattr(conv_ops, constant, value)
+            setattr(_module_of(constant), constant, value)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ models, inputs and optimizers; one intra-op thread for both frameworks):
   optimizer by the shares of kernel time onnxnn.profiler attributes to each phase (a node belongs
   to the phase in which it was recorded); ``onnxnn.top_kernels_ms``: the same shares per kernel.
   The profiler's own cost per node (onnxruntime's profiling) is left out by using shares only.
+  The profiler runs each graph as one session, so the weight gradients that onnxnn's sessions
+  run as compiled loops (runtime/split_sessions.py) are shared out as onnxruntime's GEMMs per tap.
 - ``torch.step_ms`` and ``torch.by_phase_ms``: PyTorch's step and its phases timed directly
   (eager runs each op when it is called): forward with the loss, backward, zero_grad with step.
 - ``gap_ms``: onnxnn's step minus PyTorch's; ``python_share_of_gap``: ``python_ms / gap_ms``.
@@ -40,6 +42,7 @@ from onnxnn.import_ import from_onnx
 from onnxnn.kernels.executor import CompiledKernelPlan
 from onnxnn.profiler import profile, record_function
 from onnxnn.runtime.sessions import CompiledSession
+from onnxnn.runtime.split_sessions import SplitSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_vs_torch import (  # noqa: E402
@@ -62,9 +65,10 @@ PHASES = ("forward", "backward", "optimizer")
 
 
 class RuntimeClock:
-    """Time spent inside compiled graphs' runs: wraps the two runner classes' ``__call__``."""
+    """Time spent inside compiled graphs' runs: wraps the runner classes' ``__call__`` (a split session's
+    compiled loops count as runtime, its sessions once, inside it)."""
 
-    RUNNERS = (CompiledSession, CompiledKernelPlan)
+    RUNNERS = (CompiledSession, CompiledKernelPlan, SplitSession)
 
     def __init__(self):
         self.seconds = 0.0
