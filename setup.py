@@ -17,14 +17,18 @@ from setuptools.command.build_ext import build_ext
 _UPDATE_FLAGS = ["-O3", "-g0", "-fno-math-errno", "-ffp-contract=off", "-fvisibility=hidden"]
 _FLAGS = {
     "onnxnn.kernels._update_loops": {"unix": _UPDATE_FLAGS, "msvc": ["/O2", "/fp:precise"]},
-    # GCC's vector extensions: no MSVC build (the weight gradients then stay onnxruntime's).
-    "onnxnn.kernels._convolution_loops": {"unix": [*_UPDATE_FLAGS[:3], "-ffp-contract=fast", "-fvisibility=hidden"]},
+    # GCC's vector extensions and POSIX threads: no MSVC build (the weight gradients then stay onnxruntime's).
+    "onnxnn.kernels._convolution_loops": {
+        "unix": [*_UPDATE_FLAGS[:3], "-ffp-contract=fast", "-fvisibility=hidden", "-pthread"]
+    },
 }
+_LINK_FLAGS = {"onnxnn.kernels._convolution_loops": {"unix": ["-pthread"]}}
 
 
 class _BuildLoops(build_ext):
     def build_extension(self, extension):
         extension.extra_compile_args = _FLAGS[extension.name].get(self.compiler.compiler_type, [])
+        extension.extra_link_args = _LINK_FLAGS.get(extension.name, {}).get(self.compiler.compiler_type, [])
         super().build_extension(extension)
 
     def get_export_symbols(self, extension):

@@ -1,7 +1,7 @@
 """A convolution's gradients: the GEMM formulations against the single Conv / ConvTranspose.
 
 ``runtime/ops/conv_gradients.py`` chooses by shape:
-- the weight gradient ``d<conv(x, w), g>/dw``: on one thread, kernels/compiled_convolutions.py's
+- the weight gradient ``d<conv(x, w), g>/dw``: on the CPU, kernels/compiled_convolutions.py's
   loop for layers of at most ``COMPILED_MAX_CHANNELS`` channels; otherwise one GEMM per kernel tap
   when the input has at least ``TAP_GEMM_MIN_CHANNELS`` channels, one GEMM over all the taps'
   windows when it has fewer and the kernel at most ``ALL_WINDOWS_GEMM_MAX_TAPS`` taps, otherwise

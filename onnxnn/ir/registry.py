@@ -136,8 +136,9 @@ decompositions = Registry("decomposition")
 session_lowerings = Registry("session lowering")
 # Ops that onnxnn's own compiled code computes faster than onnxruntime for some nodes (a convolution's
 # weight gradient over few channels, ``kernels/compiled_convolutions.py``): ``form(node) -> run`` or
-# None to leave the node to the session, with ``run(input_arrays) -> output arrays``. onnxnn's CPU
-# sessions run such nodes outside onnxruntime, between two sessions (``runtime/split_sessions.py``).
+# None to leave the node to the session, with ``run(input_arrays, threads) -> output arrays`` using up
+# to ``threads`` threads. onnxnn's CPU sessions run such nodes outside onnxruntime, between two
+# sessions (``runtime/split_sessions.py``).
 compiled_forms = Registry("compiled form")
 # ``importer(call) -> tuple of outputs``: how a node of an imported model runs as Tensor ops.
 importers = Registry("importer")

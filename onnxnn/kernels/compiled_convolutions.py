@@ -8,11 +8,13 @@ takes a third of their time there (benchmarks/bench_conv_gradients.py). With man
 GEMMs are efficient and the loop is not faster, so it runs only for layers of at most
 ``COMPILED_MAX_CHANNELS`` input and output channels.
 
-It is used by onnxnn's kernels (kernels/conv.py) and, for onnxruntime's graphs, by
-runtime/weight_gradient_sessions.py, which runs a graph's eligible weight gradients here between
-two sessions. The library is built when onnxnn is installed, where a C compiler is present
-(setup.py); where it is missing, and while ``ENABLED`` is False (``ONNXNN_COMPILED_CONVOLUTIONS=0``),
-the weight gradients run as before, to the same values up to float32 rounding.
+It is used by onnxnn's kernels (kernels/conv.py, on one thread) and, for onnxruntime's graphs,
+through its entry in ``ir.registry.compiled_forms`` by runtime/split_sessions.py, which runs a
+graph's eligible weight gradients here between two sessions, on as many threads as the sessions.
+
+The library is built when onnxnn is installed, where a C compiler is present (setup.py); where it
+is missing, and while ``ENABLED`` is False (``ONNXNN_COMPILED_CONVOLUTIONS=0``), the weight
+gradients run as before, to the same values up to float32 rounding.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ ENABLED = switched_on_in_environment("ONNXNN_COMPILED_CONVOLUTIONS")
 COMPILED_MAX_CHANNELS = 64
 
 # convolution_loops.c's CONVOLUTION_LOOPS_VERSION, which changes with its functions' signatures.
-_VERSION = 1
+_VERSION = 2
 _LIBRARY = f"{__package__}._convolution_loops"
 _FLOAT32 = np.dtype(np.float32)
 
@@ -70,8 +72,8 @@ class _Library:
             self.reason = f"{spec.origin} was built from an older convolution_loops.c (reinstall onnxnn)"
             return None
         function = library.onnxnn_conv_weight_gradient_float32
-        # X, G, dW and the geometry's 15 int64 values, by address
-        function.argtypes = [ctypes.c_void_p] * 4
+        # X, G, dW and the geometry's 15 int64 values, by address; the most threads to use
+        function.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int]
         function.restype = ctypes.c_int
         return function
 
@@ -96,13 +98,16 @@ def eligible(x_shape: tuple, g_shape: tuple, dtype) -> bool:
     )
 
 
-def weight_gradient(x: np.ndarray, g: np.ndarray, geometry: WeightGradientGeometry) -> np.ndarray:
+def weight_gradient(x: np.ndarray, g: np.ndarray, geometry: WeightGradientGeometry, threads: int = 1) -> np.ndarray:
     """``dW`` of shape ``(M, C, *kernel)`` for X ``(N, C, *in)`` and G ``(N, M, *out)`` (``eligible`` ones).
 
-    ``geometry`` is the node's, checked against the shapes (``weight_gradient_geometry``).
+    ``geometry`` is the node's, checked against the shapes (``weight_gradient_geometry``). Up to
+    ``threads`` threads each sum a range of samples (fewer for small layers: a thread is started for
+    at least four million products), so the last bits depend on how many ran, as a threaded GEMM's do.
 
     Raises:
         MemoryError: the loop's buffers (a channels-last copy of a group of samples) could not be allocated.
+        RuntimeError: the system refused a thread.
     """
     function = _LOOP.get()
     x = np.ascontiguousarray(x, dtype=_FLOAT32)
@@ -113,8 +118,11 @@ def weight_gradient(x: np.ndarray, g: np.ndarray, geometry: WeightGradientGeomet
         kernel, strides, dilations, pads = [1, *kernel], [1, *strides], [1, *dilations], [0, *pads]
     result = np.empty((g.shape[1], x.shape[1], *geometry.kernel), dtype=_FLOAT32)
     sizes = np.array([*x.shape, *g.shape[1:], *kernel, *strides, *dilations, *pads], dtype=np.int64)
-    if function(x.ctypes.data, g.ctypes.data, result.ctypes.data, sizes.ctypes.data):
+    status = function(x.ctypes.data, g.ctypes.data, result.ctypes.data, sizes.ctypes.data, threads)
+    if status == 1:
         raise MemoryError(f"ConvWeightGradient: no memory for the compiled loop's buffers (X of shape {list(x.shape)})")
+    if status:
+        raise RuntimeError(f"ConvWeightGradient: the compiled loop could not start its {threads} threads")
     return result
 
 

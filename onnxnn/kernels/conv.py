@@ -193,9 +193,18 @@ def conv_weight_gradient(xp, inputs, attrs):
 
 @compiled_forms.register(WEIGHT_GRADIENT, domain=ONNXNN_DOMAIN)
 def _compiled_weight_gradient(node):
-    """onnxnn's sessions run an eligible weight gradient as the compiled loop, outside onnxruntime."""
+    """onnxnn's sessions run an eligible weight gradient as the compiled loop, outside onnxruntime.
+
+    The geometry is read from the arrays at each run: a graph shared across sizes feeds other batch
+    and image sizes than the node recorded (its channels and dtype, which eligibility reads, stay).
+    """
     x, g = node.inputs
     if not compiled_convolutions.eligible(x.shape, g.shape, x.dtype.numpy_dtype):
         return None
-    geometry = weight_gradient_geometry(x.shape, g.shape, node.attrs)
-    return lambda arrays: [compiled_convolutions.weight_gradient(arrays[0], arrays[1], geometry)]
+    attrs = node.attrs
+
+    def run(arrays, threads: int) -> list:
+        geometry = weight_gradient_geometry(arrays[0].shape, arrays[1].shape, attrs)
+        return [compiled_convolutions.weight_gradient(arrays[0], arrays[1], geometry, threads)]
+
+    return run

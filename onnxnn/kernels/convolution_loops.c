@@ -20,6 +20,7 @@
  * and the baseline, each with as many accumulator rows as its registers hold, and the first call picks
  * one for the CPU.
  */
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,7 +30,7 @@
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
 /* compiled_convolutions.py uses a library only if this matches its own number. */
-#define CONVOLUTION_LOOPS_VERSION 1
+#define CONVOLUTION_LOOPS_VERSION 2
 EXPORTED int onnxnn_convolution_loops_version(void) { return CONVOLUTION_LOOPS_VERSION; }
 
 #define LANES 16
@@ -102,26 +103,45 @@ static void copy_planes(float *target, const float *planes, int64_t count, int64
         }
 }
 
-/* The loop for ``rows`` accumulator rows; returns 0, or 1 when memory ran out. */
-ALWAYS_INLINE int weight_gradient(int rows, const float *x, const float *g, float *dw, const int64_t *geometry)
+/* Which operand's channels the vectors run over, and the sums' layout: (taps, row_channels, wide_channels). */
+typedef struct {
+    int input_wide;        /* vectors over X's channels (else over G's) */
+    int64_t wide_channels; /* the vectors' channels, padded to whole vectors */
+    int64_t row_channels;  /* the broadcast channels, padded to whole blocks of rows */
+} Layout;
+
+static Layout layout_for(int rows, const int64_t *geometry)
 {
-    const int64_t batch = geometry[BATCH], channels = geometry[CHANNELS], height = geometry[HEIGHT];
+    const int64_t channels = geometry[CHANNELS], out_channels = geometry[OUT_CHANNELS];
+    Layout layout;
+    /* Vectors over X's channels, unless G's give fewer padded products (few input channels). */
+    layout.input_wide = round_up(out_channels, rows) * round_up(channels, LANES)
+                        <= round_up(channels, rows) * round_up(out_channels, LANES);
+    layout.wide_channels = round_up(layout.input_wide ? channels : out_channels, LANES);
+    layout.row_channels = round_up(layout.input_wide ? out_channels : channels, rows);
+    return layout;
+}
+
+/* Adds the products of samples ``first_sample`` to ``end_sample`` to ``sums`` (laid out as layout_for says),
+ * with ``rows`` accumulator rows; returns 0, or 1 when memory ran out. */
+ALWAYS_INLINE int weight_gradient(int rows, const float *x, const float *g, float *sums, const int64_t *geometry,
+                                  int64_t first_sample, int64_t end_sample)
+{
+    const int64_t channels = geometry[CHANNELS], height = geometry[HEIGHT];
     const int64_t width = geometry[WIDTH], out_channels = geometry[OUT_CHANNELS];
     const int64_t out_height = geometry[OUT_HEIGHT], out_width = geometry[OUT_WIDTH];
     const int64_t kernel_height = geometry[KERNEL_HEIGHT], kernel_width = geometry[KERNEL_WIDTH];
     const int64_t stride_height = geometry[STRIDE_HEIGHT], stride_width = geometry[STRIDE_WIDTH];
     const int64_t dilation_height = geometry[DILATION_HEIGHT], dilation_width = geometry[DILATION_WIDTH];
-    const int64_t taps = kernel_height * kernel_width, positions = out_height * out_width;
+    const int64_t positions = out_height * out_width;
     /* The padded input as far as the windows reach. */
     const int64_t padded_height = (out_height - 1) * stride_height + (kernel_height - 1) * dilation_height + 1;
     const int64_t padded_width = (out_width - 1) * stride_width + (kernel_width - 1) * dilation_width + 1;
     const int64_t padded_area = padded_height * padded_width;
-
-    /* Vectors over X's channels, unless G's give fewer padded products (few input channels). */
-    const int input_wide = round_up(out_channels, rows) * round_up(channels, LANES)
-                           <= round_up(channels, rows) * round_up(out_channels, LANES);
-    const int64_t wide_channels = round_up(input_wide ? channels : out_channels, LANES);
-    const int64_t row_channels = round_up(input_wide ? out_channels : channels, rows);
+    const int64_t batch = end_sample - first_sample; /* the samples summed here */
+    const Layout layout = layout_for(rows, geometry);
+    const int input_wide = layout.input_wide;
+    const int64_t wide_channels = layout.wide_channels, row_channels = layout.row_channels;
     /* Samples are copied in groups of about GROUP_BYTES, and one tile walks several whole samples when
      * their positions' broadcast values fit in BLOCK_BYTES (small images), else a block of output rows. */
     const int64_t wide_sample = (input_wide ? padded_area : positions) * wide_channels;
@@ -136,11 +156,12 @@ ALWAYS_INLINE int weight_gradient(int rows, const float *x, const float *g, floa
 
     float *wide = zeroed_floats(group * wide_sample);
     float *planes = input_wide ? NULL : zeroed_floats(group * plane_sample);
-    float *sums = zeroed_floats(taps * row_channels * wide_channels);
-    if (wide == NULL || sums == NULL || (!input_wide && planes == NULL)) {
-        free(wide), free(planes), free(sums);
+    if (wide == NULL || (!input_wide && planes == NULL)) {
+        free(wide), free(planes);
         return 1;
     }
+    x += first_sample * channels * height * width;
+    g += first_sample * out_channels * positions;
     /* Steps along an output row, from row to row and from sample to sample, in floats. */
     const int64_t window_steps[3] = {stride_width, stride_height * padded_width, input_wide ? padded_area : plane_sample};
     const int64_t gradient_steps[3] = {1, out_width, input_wide ? out_channels * positions : positions};
@@ -151,15 +172,15 @@ ALWAYS_INLINE int weight_gradient(int rows, const float *x, const float *g, floa
     }
     wide_steps[2] = wide_sample;
 
-    for (int64_t first_sample = 0; first_sample < batch; first_sample += group) {
-        const int64_t group_size = first_sample + group <= batch ? group : batch - first_sample;
+    for (int64_t group_first = 0; group_first < batch; group_first += group) {
+        const int64_t group_size = group_first + group <= batch ? group : batch - group_first;
         for (int64_t n = 0; n < group_size; n++) {
-            const float *x_sample = x + (first_sample + n) * channels * height * width;
+            const float *x_sample = x + (group_first + n) * channels * height * width;
             if (input_wide) {
                 copy_planes(wide + n * wide_sample, x_sample, channels, height, width, geometry[PAD_TOP],
                             geometry[PAD_LEFT], padded_height, padded_width, wide_channels, 1);
             } else {
-                copy_planes(wide + n * wide_sample, g + (first_sample + n) * out_channels * positions, out_channels,
+                copy_planes(wide + n * wide_sample, g + (group_first + n) * out_channels * positions, out_channels,
                             out_height, out_width, 0, 0, out_height, out_width, wide_channels, 1);
                 copy_planes(planes + n * plane_sample, x_sample, channels, height, width, geometry[PAD_TOP],
                             geometry[PAD_LEFT], padded_height, padded_width, 1, padded_area);
@@ -174,7 +195,7 @@ ALWAYS_INLINE int weight_gradient(int rows, const float *x, const float *g, floa
                     for (int row = 0; row < rows; row++) {
                         /* Rows past the last channel read the first channel's plane into sums never read out. */
                         const int64_t channel = row0 + row < (input_wide ? out_channels : channels) ? row0 + row : 0;
-                        broadcast[row] = input_wide ? g + ((first_sample + tile_first) * out_channels + channel) * positions
+                        broadcast[row] = input_wide ? g + ((group_first + tile_first) * out_channels + channel) * positions
                                                     : planes + tile_first * plane_sample + channel * padded_area;
                     }
                     for (int64_t a = 0; a < kernel_height; a++)
@@ -194,52 +215,126 @@ ALWAYS_INLINE int weight_gradient(int rows, const float *x, const float *g, floa
             }
         }
     }
-    for (int64_t m = 0; m < out_channels; m++)
-        for (int64_t c = 0; c < channels; c++)
-            for (int64_t tap = 0; tap < taps; tap++)
-                dw[(m * channels + c) * taps + tap] = input_wide ? sums[(tap * row_channels + m) * wide_channels + c]
-                                                                 : sums[(tap * row_channels + c) * wide_channels + m];
-    free(wide), free(planes), free(sums);
+    free(wide), free(planes);
     return 0;
 }
 
-typedef int (*weight_gradient_loop)(const float *, const float *, float *, const int64_t *);
+typedef int (*weight_gradient_loop)(const float *, const float *, float *, const int64_t *, int64_t, int64_t);
 
-static int weight_gradient_baseline(const float *x, const float *g, float *dw, const int64_t *geometry)
+/* Each build with as many accumulator rows (vectors of sums) as its registers hold beside the loaded vector. */
+#define BASELINE_ROWS 3
+#define AVX2_ROWS 6
+#define AVX512_ROWS 8
+
+static int weight_gradient_baseline(const float *x, const float *g, float *sums, const int64_t *geometry,
+                                    int64_t first_sample, int64_t end_sample)
 {
-    return weight_gradient(3, x, g, dw, geometry);
+    return weight_gradient(BASELINE_ROWS, x, g, sums, geometry, first_sample, end_sample);
 }
 
 #if defined(__GNUC__) && defined(__x86_64__)
-__attribute__((target("avx2,fma"))) static int weight_gradient_avx2(const float *x, const float *g, float *dw,
-                                                                     const int64_t *geometry)
+__attribute__((target("avx2,fma"))) static int weight_gradient_avx2(const float *x, const float *g, float *sums,
+                                                                     const int64_t *geometry, int64_t first_sample,
+                                                                     int64_t end_sample)
 {
-    return weight_gradient(6, x, g, dw, geometry);
+    return weight_gradient(AVX2_ROWS, x, g, sums, geometry, first_sample, end_sample);
 }
 
-__attribute__((target("avx512f"))) static int weight_gradient_avx512(const float *x, const float *g, float *dw,
-                                                                      const int64_t *geometry)
+__attribute__((target("avx512f"))) static int weight_gradient_avx512(const float *x, const float *g, float *sums,
+                                                                      const int64_t *geometry, int64_t first_sample,
+                                                                      int64_t end_sample)
 {
-    return weight_gradient(8, x, g, dw, geometry);
+    return weight_gradient(AVX512_ROWS, x, g, sums, geometry, first_sample, end_sample);
 }
 #endif
 
-static weight_gradient_loop chosen_loop(void)
+typedef struct {
+    weight_gradient_loop loop;
+    int rows;
+} Build;
+
+static Build chosen_build(void)
 {
 #if defined(__GNUC__) && defined(__x86_64__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return weight_gradient_avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return weight_gradient_avx2;
+    if (__builtin_cpu_supports("avx512f")) return (Build){weight_gradient_avx512, AVX512_ROWS};
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return (Build){weight_gradient_avx2, AVX2_ROWS};
 #endif
-    return weight_gradient_baseline;
+    return (Build){weight_gradient_baseline, BASELINE_ROWS};
 }
+
+/* One thread's share: a range of samples summed into its own buffer. */
+typedef struct {
+    weight_gradient_loop loop;
+    const float *x, *g;
+    float *sums;
+    const int64_t *geometry;
+    int64_t first_sample, end_sample;
+    int status;
+} Share;
+
+static void *run_share(void *argument)
+{
+    Share *share = argument;
+    share->status = share->loop(share->x, share->g, share->sums, share->geometry, share->first_sample, share->end_sample);
+    return NULL;
+}
+
+/* The fewest multiply-adds worth a thread of their own (starting one costs tens of microseconds). */
+#define THREAD_MIN_PRODUCTS (INT64_C(1) << 22)
+#define MOST_THREADS 64
 
 /* dW (M, C, KH, KW) from C-contiguous float32 X (N, C, H, W) and G (N, M, OH, OW), with the geometry's 15
  * integers (see the enum above); the windows must stay within X padded by the begin pads and whatever end
- * pads they need. Returns 0, or 1 when memory ran out (dW is then unwritten). */
-EXPORTED int onnxnn_conv_weight_gradient_float32(const float *x, const float *g, float *dw, const int64_t *geometry)
+ * pads they need. Up to ``threads`` threads each sum a range of samples, their sums added in thread order
+ * at the end (so results depend on the number of threads used, as a threaded GEMM's do). Returns 0, 1 when
+ * memory ran out, or 2 when a thread could not start (dW is then unwritten). */
+EXPORTED int onnxnn_conv_weight_gradient_float32(const float *x, const float *g, float *dw, const int64_t *geometry,
+                                                 int threads)
 {
-    static weight_gradient_loop loop = NULL;
-    if (loop == NULL) loop = chosen_loop();
-    return loop(x, g, dw, geometry);
+    static Build build = {NULL, 0};
+    if (build.loop == NULL) build = chosen_build();
+    const int64_t batch = geometry[BATCH], channels = geometry[CHANNELS], out_channels = geometry[OUT_CHANNELS];
+    const int64_t taps = geometry[KERNEL_HEIGHT] * geometry[KERNEL_WIDTH];
+    const Layout layout = layout_for(build.rows, geometry);
+    const int64_t sums_size = taps * layout.row_channels * layout.wide_channels;
+    const int64_t products = out_channels * channels * taps * batch * geometry[OUT_HEIGHT] * geometry[OUT_WIDTH];
+    int64_t count = threads < 1 ? 1 : threads > MOST_THREADS ? MOST_THREADS : threads;
+    if (count > batch) count = batch > 0 ? batch : 1;
+    if (count > products / THREAD_MIN_PRODUCTS) count = products / THREAD_MIN_PRODUCTS > 0 ? products / THREAD_MIN_PRODUCTS : 1;
+
+    Share shares[MOST_THREADS];
+    pthread_t workers[MOST_THREADS];
+    float *sums = zeroed_floats(count * sums_size);
+    if (sums == NULL) return 1;
+    for (int64_t t = 0; t < count; t++)
+        shares[t] = (Share){build.loop, x, g, sums + t * sums_size, geometry, batch * t / count,
+                            batch * (t + 1) / count, 0};
+    int64_t started = 0, failed = 0;
+    for (int64_t t = 1; t < count; t++) {
+        if (pthread_create(&workers[t], NULL, run_share, &shares[t]) != 0) {
+            failed = 1;
+            break;
+        }
+        started = t;
+    }
+    run_share(&shares[0]);
+    int status = shares[0].status;
+    for (int64_t t = 1; t <= started; t++) {
+        pthread_join(workers[t], NULL);
+        if (shares[t].status) status = shares[t].status;
+    }
+    if (failed && !status) status = 2;
+    if (!status) {
+        for (int64_t t = 1; t < count; t++)
+            for (int64_t i = 0; i < sums_size; i++) sums[i] += sums[t * sums_size + i];
+        for (int64_t m = 0; m < out_channels; m++)
+            for (int64_t c = 0; c < channels; c++)
+                for (int64_t tap = 0; tap < taps; tap++)
+                    dw[(m * channels + c) * taps + tap] =
+                        layout.input_wide ? sums[(tap * layout.row_channels + m) * layout.wide_channels + c]
+                                          : sums[(tap * layout.row_channels + c) * layout.wide_channels + m];
+    }
+    free(sums);
+    return status;
 }

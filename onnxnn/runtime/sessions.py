@@ -392,9 +392,13 @@ class SessionCache:
             return compiled
         self.misses += 1
         device = plan.key[3]
-        compiled = split_session(plan, lambda model: CompiledSession(model, device)) or CompiledSession(
-            build_model(plan, lower=lowers_for(device)), device
-        )
+        lower = lowers_for(device)
+        compiled = split_session(
+            plan,
+            device,
+            lambda kept: build_model(plan, lower=lower, kept=kept),
+            lambda model: CompiledSession(model, device),
+        ) or CompiledSession(build_model(plan, lower=lower), device)
         self.sessions[plan.key] = compiled
         if len(self.sessions) > self.capacity:
             self.sessions.popitem(last=False)
@@ -429,17 +433,27 @@ class OnnxruntimeExecutor:
         """A session for an already built model (a plan with some inputs embedded as initializers)."""
         return CompiledSession(model, device)
 
-    def compile_shared(self, plan: GraphPlan, dims, device) -> CompiledSession:
+    def compile_shared(self, plan: GraphPlan, dims, device) -> CompiledSession | SplitSession:
         """A session for every size of the inputs' ``dims`` (``(input position, axis)`` pairs)."""
         # Not lowered: the lowerings choose by the sizes of the plan, and this graph serves other sizes
         # (a Conv lowered for 2x2 images would run slower on 64x64 ones, though exactly).
         model = build_model(plan)
         # Threads as the static graph of this key would get (sizes are unknown once symbolic).
         threads = 1 if _work_estimate(model) < SINGLE_THREAD_ELEMENTS else MODE.intra_op_threads
-        symbolic_inputs(model, dims)
+
+        def symbolic(model: onnx.ModelProto) -> onnx.ModelProto:
+            symbolic_inputs(model, dims)
+            return model
+
         cache = self.cache
         cache.misses += 1
-        compiled = CompiledSession(model, device, threads=threads)
+        # Cut as the static graphs of the family are, so that every size gets the same values.
+        compiled = split_session(
+            plan,
+            device,
+            lambda kept: symbolic(build_model(plan, kept=kept)),
+            lambda part: CompiledSession(part, device, threads=threads),
+        ) or CompiledSession(symbolic(model), device, threads=threads)
         cache.sessions[plan.key] = compiled
         if len(cache.sessions) > cache.capacity:
             cache.sessions.popitem(last=False)

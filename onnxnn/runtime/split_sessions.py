@@ -8,9 +8,9 @@ depend on their results, including their inputs; each of them runs compiled; a s
 computes what depends on them (an optimizer's update recorded in the same step), if anything does.
 The runner returns what the one session would have returned.
 
-Only on one intra-op thread: the compiled loops run on one, where onnxruntime would spread its
-GEMMs over several. A node whose inputs depend on another's result (a gradient of a gradient)
-keeps the plan in one session.
+The compiled nodes use as many threads as onnxnn's sessions (``onnxnn.get_num_threads()`` when the
+plan is compiled). A node whose inputs depend on another's result (a gradient of a gradient) keeps
+the plan in one session.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Callable
 import onnx
 from onnx import helper
 
-from ..ir.plan import GraphPlan, build_model, names_read
+from ..ir.plan import GraphPlan, names_read
 from ..ir.registry import compiled_forms
 from .threads import get_num_threads
 
@@ -28,37 +28,44 @@ __all__ = ["SplitSession", "split_session"]
 
 
 class SplitSession:
-    """A plan's runner: a first session, the compiled nodes, then a second session (or None).
+    """A plan's runner: a first session (or None), the compiled nodes, then a second session (or None).
 
     Every array of a run has a slot in one list, in the order they appear: the plan's inputs, the
     first session's outputs, each compiled node's outputs, the second session's outputs.
     """
 
-    __slots__ = ("first", "compiled", "second", "second_slots", "output_slots")
+    __slots__ = ("first", "compiled", "threads", "second", "second_slots", "output_slots")
 
-    def __init__(self, first, compiled: list, second, second_slots: list, output_slots: list):
+    def __init__(self, first, compiled: list, threads: int, second, second_slots: list, output_slots: list):
         self.first = first
         self.compiled = compiled  # (run, input slots) per compiled node, in graph order
+        self.threads = threads
         self.second = second
         self.second_slots = second_slots
         self.output_slots = output_slots
 
     def __call__(self, inputs: list) -> list:
         arrays = list(inputs)
-        arrays.extend(self.first(inputs))
+        if self.first is not None:
+            arrays.extend(self.first(inputs))
         for run, slots in self.compiled:
-            arrays.extend(run([arrays[slot] for slot in slots]))
+            arrays.extend(run([arrays[slot] for slot in slots], self.threads))
         if self.second is not None:
             arrays.extend(self.second([arrays[slot] for slot in self.second_slots]))
         return [arrays[slot] for slot in self.output_slots]
 
 
-def split_session(plan: GraphPlan, compile_model: Callable) -> SplitSession | None:
+def split_session(plan: GraphPlan, device, build: Callable, compile_model: Callable) -> SplitSession | None:
     """``plan``'s runner cut around its compiled nodes, or None where it runs as one session.
 
-    ``compile_model(model)`` compiles one part (a session on the plan's device).
+    Only on the CPU, where the compiled code runs. ``build(kept)`` builds the plan's model with the
+    nodes whose ids are in ``kept`` as recorded (as ``build_model(plan, kept=kept)``, with whatever
+    else the caller's sessions take: lowerings, symbolic sizes); ``compile_model(model)`` compiles
+    one part (a session on the plan's device).
+    The compiled nodes read their sizes from their inputs at each run, so a graph shared across
+    sizes (``fastpath.dynamic_shapes``) is cut like any other, and gives the same values.
     """
-    if plan.key[3].type != "cpu" or get_num_threads() != 1:
+    if device.type != "cpu":
         return None
     runs = {}
     for position, node in enumerate(plan.nodes):
@@ -68,8 +75,7 @@ def split_session(plan: GraphPlan, compile_model: Callable) -> SplitSession | No
             runs[id(node)] = (f"{node.op_type}_{position}", run)  # build_model's name for the node
     if not runs:
         return None
-    model = build_model(plan, lower=True, kept=frozenset(runs))
-    return _cut(model, {name: run for name, run in runs.values()}, compile_model)
+    return _cut(build(frozenset(runs)), {name: run for name, run in runs.values()}, compile_model)
 
 
 def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable) -> SplitSession | None:
@@ -97,7 +103,12 @@ def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable) -> SplitSe
     later_read = names_read(compiled_nodes) | names_read(second_nodes)
     first_outputs = [output.name for output in graph.output if output.name in first_computed]
     first_outputs += [name for name in sorted(later_read & first_computed) if name not in first_outputs]
-    first = compile_model(_part(model, first_nodes, list(graph.input), first_outputs, initializers))
+    # None where the compiled nodes read only the plan's inputs (nothing comes before them).
+    first = (
+        compile_model(_part(model, first_nodes, list(graph.input), first_outputs, initializers))
+        if first_outputs
+        else None
+    )
     for name in first_outputs:
         slots[name] = len(slots)
 
@@ -113,7 +124,8 @@ def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable) -> SplitSe
         # Element types: the first session's outputs' as onnxruntime inferred them, each compiled
         # node's like its first input's (sizes are left out: they are the plan's, fed as computed).
         types = {value.name: value.type.tensor_type.elem_type for value in graph.input}
-        types.update((value.name, _ELEMENT_TYPES[value.type]) for value in first.session.get_outputs())
+        if first is not None:
+            types.update((value.name, _ELEMENT_TYPES[value.type]) for value in first.session.get_outputs())
         for node in compiled_nodes:
             types[node.output[0]] = types[node.input[0]]
         second_inputs = [helper.make_tensor_value_info(name, types[name], None) for name in needed]
@@ -122,7 +134,8 @@ def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable) -> SplitSe
         second_slots = [slots[name] for name in needed]
         for name in second_outputs:
             slots[name] = len(slots)
-    return SplitSession(first, compiled, second, second_slots, [slots[output.name] for output in graph.output])
+    output_slots = [slots[output.name] for output in graph.output]
+    return SplitSession(first, compiled, get_num_threads(), second, second_slots, output_slots)
 
 
 # onnxruntime's names of element types ("tensor(float)") -> ONNX's.

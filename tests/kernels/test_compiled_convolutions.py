@@ -85,6 +85,18 @@ def test_the_loop_is_the_weight_gradients_formula(case_id, x_shape, out_channels
     assert_within(result, _formula(x, g, kernel, strides, dilations, pads), bound)
 
 
+@pytest.mark.parametrize("threads", [2, 3, 64, 1000])
+def test_threads_each_sum_a_range_of_samples(threads):
+    # Large enough that four threads start (a thread for every 4 million products); at most one a sample.
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((5, 16, 32, 32)).astype(np.float32)
+    g = rng.standard_normal((5, 32, 32, 32)).astype(np.float32)
+    geometry = weight_gradient_geometry(x.shape, g.shape, _geometry(x.shape, [32, 32], (3, 3), (1, 1), (1, 1), (1, 1)))
+    result = compiled_convolutions.weight_gradient(x, g, geometry, threads)
+    bound = gamma(x.shape[0] * 32 * 32) * _formula(np.abs(x), np.abs(g), (3, 3), (1, 1), (1, 1), (1, 1))
+    assert_within(result, _formula(x, g, (3, 3), (1, 1), (1, 1), (1, 1)), bound)
+
+
 def test_arrays_that_are_views_are_read_as_their_values():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((4, 9, 9, 16)).astype(np.float32).transpose(0, 3, 1, 2)  # not C-contiguous

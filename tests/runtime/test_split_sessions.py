@@ -1,7 +1,7 @@
 """A session cut around compiled nodes (runtime/split_sessions.py) returns what one session would.
 
-On one intra-op thread, a plan whose convolutions' weight gradients the compiled loop takes runs as a
-first session, the loops, and a second session for what reads their results (an optimizer's update
+A plan whose convolutions' weight gradients the compiled loop takes runs as a first session, the
+loops (on as many threads as the sessions), and a second session for what reads their results (an optimizer's update
 recorded in the same step). Values are checked against float64 formulas with bounds from the sums'
 lengths, and against the same plan run as one session.
 """
@@ -18,7 +18,6 @@ from onnxnn.ir.domains import ONNXNN_DOMAIN
 from onnxnn.ir.executors import executor
 from onnxnn.kernels import compiled_convolutions
 from onnxnn.runtime.realization import clear_cache, realize
-from onnxnn.runtime.sessions import CompiledSession
 from onnxnn.runtime.split_sessions import SplitSession
 from onnxnn.runtime.tensor import apply_op
 
@@ -111,13 +110,12 @@ def two_threads():
     onnxnn.set_num_threads(before)
 
 
-def test_with_several_threads_a_plan_runs_as_one_session(two_threads):
-    # The loop runs on one thread, where onnxruntime spreads its GEMMs over several.
+def test_the_loops_use_as_many_threads_as_the_sessions(two_threads):
     rng = np.random.default_rng(2)
-    x, g = _arrays(rng)
+    x, g = _arrays(rng, batch=8, channels=16, out_channels=16, size=32)  # enough work for two threads
     result = _weight_gradient(onnxnn.tensor(x), onnxnn.tensor(g)).numpy()
-    assert _runners() and all(isinstance(runner, CompiledSession) for runner in _runners())
-    assert_within(result, _formula(x, g), 2 * _bound(x, g))
+    assert [runner.threads for runner in _runners() if isinstance(runner, SplitSession)] == [2]
+    assert_within(result, _formula(x, g), _bound(x, g))
 
 
 def test_a_training_step_with_its_update_in_the_plan_runs_the_update_after_the_loop(one_thread):
