@@ -93,12 +93,15 @@ def _default_form(which: str, input_shape, out_channels: int, kernel: int, strid
             recorded = {value.node.op_type for value in _pending_values(x.grad)}
         return "column_gemm" if "Col2Im" in recorded else "single_op"
     constants = {name: getattr(conv_ops, name) for name in ("TAP_GEMM_MIN_CHANNELS", "ALL_WINDOWS_GEMM_MAX_TAPS")}
-    few_channels = max(input_shape[1], out_channels) <= compiled_convolutions.COMPILED_MAX_CHANNELS
-    if few_channels and compiled_convolutions.available():
-        return "compiled_loop"
     if input_shape[1] >= constants["TAP_GEMM_MIN_CHANNELS"]:
-        return "tap_gemms"
-    return "all_windows_gemm" if kernel * kernel <= constants["ALL_WINDOWS_GEMM_MAX_TAPS"] else "single_op"
+        recorded = "tap_gemms"
+    else:
+        recorded = "all_windows_gemm" if kernel * kernel <= constants["ALL_WINDOWS_GEMM_MAX_TAPS"] else "single_op"
+    # The loop runs the node where it is recorded (as either GEMM form), for layers of few channels.
+    few_channels = max(input_shape[1], out_channels) <= compiled_convolutions.COMPILED_MAX_CHANNELS
+    if recorded != "single_op" and few_channels and compiled_convolutions.available():
+        return "compiled_loop"
+    return recorded
 
 
 def _pending_values(tensor) -> list:

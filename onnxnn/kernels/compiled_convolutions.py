@@ -6,7 +6,8 @@ window of the input. With few channels those GEMMs are small (16 x 16 results su
 products for a 16-channel layer on 32x32 images) and spend most of their time copying: the loop
 takes a third of their time there (benchmarks/bench_conv_gradients.py). With many channels the
 GEMMs are efficient and the loop is not faster, so it runs only for layers of at most
-``COMPILED_MAX_CHANNELS`` input and output channels.
+``COMPILED_MAX_CHANNELS`` input and output channels, and of at least ``COMPILED_MIN_CHANNELS``
+input channels.
 
 It is used by onnxnn's kernels (kernels/conv.py, on one thread) and, for onnxruntime's graphs,
 through its entry in ``ir.registry.compiled_forms`` by runtime/split_sessions.py, which runs a
@@ -27,7 +28,7 @@ import numpy as np
 from ..ir.conv_weight_gradient import WeightGradientGeometry
 from ..ir.mode import switched_on_in_environment
 
-__all__ = ["eligible", "weight_gradient", "available", "unavailable_reason"]
+__all__ = ["eligible", "weight_gradient", "available", "unavailable_reason", "use_build", "BUILDS"]
 
 ENABLED = switched_on_in_environment("ONNXNN_COMPILED_CONVOLUTIONS")
 
@@ -35,12 +36,22 @@ ENABLED = switched_on_in_environment("ONNXNN_COMPILED_CONVOLUTIONS")
 # onnxruntime's GEMMs per tap: 3 -> 16 channels on 32x32 images (batch 32) 0.76, 16 -> 16 0.34,
 # 32 -> 32 on 16x16 0.56, 64 -> 64 on 56x56 0.69 (batch 32) and 16x16 0.85 (batch 8); but
 # 64 -> 128 (stride 2) 1.07, 128 -> 128 on 8x8 1.08, 256 -> 256 on 14x14 1.08, and on 2x2 images 2.1.
+# A whole gradient call (benchmarks/bench_conv_gradients.py, batch 32 at 32x32 unless said): 16 ->
+# 16 7.1 -> 3.0 ms, 32 -> 32 on 16x16 3.8 -> 2.5, 16 -> 32 stride 2 3.6 -> 2.1, 8 -> 16 4.6 -> 2.1,
+# resnet18's 64 -> 64 at 56x56 (batch 8) 32.7 -> 23.6; 256 -> 256 at 14x14 20.6 against 20.7.
 COMPILED_MAX_CHANNELS = 64
+# The fewest input channels for which it runs. A grayscale input's weight gradient is one small
+# GEMM over all the taps' windows, where the loop would copy all of G channels-last for one
+# channel's products (64 x 1 x 28 x 28 images, 32 output channels: a whole step's gradient call
+# 3.2 ms against 4.4); an RGB input's gains (2.0 -> 1.65 ms).
+COMPILED_MIN_CHANNELS = 3
 
 # convolution_loops.c's CONVOLUTION_LOOPS_VERSION, which changes with its functions' signatures.
 _VERSION = 2
 _LIBRARY = f"{__package__}._convolution_loops"
 _FLOAT32 = np.dtype(np.float32)
+# The loop's builds, best first, as convolution_loops.c numbers them.
+BUILDS = ("avx512", "avx2", "baseline")
 
 
 class _Library:
@@ -49,6 +60,8 @@ class _Library:
     def __init__(self):
         self.loaded = False
         self.function = None
+        self.use_build = None
+        self.baseline_only = False
         self.reason: str | None = None
 
     def get(self):
@@ -75,6 +88,15 @@ class _Library:
         # X, G, dW and the geometry's 15 int64 values, by address; the most threads to use
         function.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int]
         function.restype = ctypes.c_int
+        self.use_build = library.onnxnn_convolution_loops_use_build
+        self.use_build.argtypes = [ctypes.c_int]
+        self.use_build.restype = ctypes.c_int
+        best = BUILDS[library.onnxnn_convolution_loops_best_build()]
+        if best == "baseline":
+            # Without AVX2 the loop's 4-wide vectors lose to onnxruntime's GEMMs (16 -> 16 channels:
+            # 6.0 ms against 4.5); the tests still check that build's values (use_build).
+            self.reason = "this CPU runs only the loop's baseline build, slower than onnxruntime's GEMMs"
+            self.baseline_only = True
         return function
 
 
@@ -84,17 +106,18 @@ _LOOP = _Library()
 def eligible(x_shape: tuple, g_shape: tuple, dtype) -> bool:
     """Whether the loop computes the weight gradient of X and G with these shapes and dtype.
 
-    float32, one or two spatial axes, at most ``COMPILED_MAX_CHANNELS`` channels in X and in G, with
-    the library present and ``ENABLED``.
+    float32, one or two spatial axes, at most ``COMPILED_MAX_CHANNELS`` channels in X and in G and at
+    least ``COMPILED_MIN_CHANNELS`` in X, with the library present and ``ENABLED``.
     """
     return (
         ENABLED
         and np.dtype(dtype) == _FLOAT32
         and len(x_shape) in (3, 4)
         and len(g_shape) == len(x_shape)
-        and x_shape[1] <= COMPILED_MAX_CHANNELS
+        and COMPILED_MIN_CHANNELS <= x_shape[1] <= COMPILED_MAX_CHANNELS
         and g_shape[1] <= COMPILED_MAX_CHANNELS
         and _LOOP.get() is not None
+        and not _LOOP.baseline_only
     )
 
 
@@ -126,12 +149,22 @@ def weight_gradient(x: np.ndarray, g: np.ndarray, geometry: WeightGradientGeomet
     return result
 
 
+def use_build(name: str | None) -> bool:
+    """Makes the loop run its ``name`` build (one of ``BUILDS``; None: the best this CPU runs).
+
+    For testing each build on one machine. Returns False, changing nothing, where the CPU cannot run it.
+    """
+    if _LOOP.get() is None:
+        return False
+    return _LOOP.use_build(-1 if name is None else BUILDS.index(name)) == 0
+
+
 def available() -> bool:
     """Whether eligible weight gradients run as the compiled loop in this process."""
-    return ENABLED and _LOOP.get() is not None
+    return ENABLED and _LOOP.get() is not None and not _LOOP.baseline_only
 
 
 def unavailable_reason() -> str | None:
-    """Why the compiled loop is missing (the library not built, or not loading), or None."""
+    """Why the compiled loop is not used (the library not built or not loading, a CPU without AVX2), or None."""
     _LOOP.get()
     return _LOOP.reason

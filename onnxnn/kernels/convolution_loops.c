@@ -34,7 +34,6 @@
 EXPORTED int onnxnn_convolution_loops_version(void) { return CONVOLUTION_LOOPS_VERSION; }
 
 #define LANES 16
-typedef float vector16 __attribute__((vector_size(LANES * sizeof(float))));
 /* The most accumulator rows any build uses (AVX-512's), for the tile's array. */
 #define MOST_ROWS 8
 /* Output rows walked per block: about this many bytes of broadcast values per block of rows stay in L1. */
@@ -59,28 +58,49 @@ static float *zeroed_floats(int64_t count)
     return buffer;
 }
 
+/* Each build's native vector: a group of LANES channels is 1, 2 or 4 of them. (Generic vectors wider
+ * than the build's registers are split through memory, which costs more than the arithmetic.) */
+typedef float vector16 __attribute__((vector_size(16 * sizeof(float))));
+typedef float vector8 __attribute__((vector_size(8 * sizeof(float))));
+typedef float vector4 __attribute__((vector_size(4 * sizeof(float))));
+
+#define DEFINE_TILE(name, vector, width)                                                                         \
+    ALWAYS_INLINE void name(int rows, float *sums, int64_t sums_step, const float *const *broadcast,            \
+                            int64_t broadcast_start, const int64_t *broadcast_steps, const float *wide,          \
+                            const int64_t *wide_steps, int64_t samples, int64_t out_rows, int64_t out_width)     \
+    {                                                                                                            \
+        enum { PARTS = LANES / (width) };                                                                        \
+        vector sum[MOST_ROWS][PARTS];                                                                            \
+        for (int row = 0; row < rows; row++)                                                                     \
+            for (int part = 0; part < PARTS; part++)                                                             \
+                sum[row][part] = *(const vector *)(sums + row * sums_step + part * (width));                     \
+        for (int64_t sample = 0; sample < samples; sample++)                                                     \
+            for (int64_t oh = 0; oh < out_rows; oh++) {                                                          \
+                const float *wide_row = wide + sample * wide_steps[2] + oh * wide_steps[1];                      \
+                int64_t at = broadcast_start + sample * broadcast_steps[2] + oh * broadcast_steps[1];            \
+                for (int64_t ow = 0; ow < out_width; ow++, at += broadcast_steps[0]) {                           \
+                    vector values[PARTS];                                                                        \
+                    for (int part = 0; part < PARTS; part++)                                                     \
+                        values[part] = *(const vector *)(wide_row + ow * wide_steps[0] + part * (width));        \
+                    for (int row = 0; row < rows; row++) {                                                       \
+                        const float value = broadcast[row][at];                                                  \
+                        for (int part = 0; part < PARTS; part++) sum[row][part] += value * values[part];         \
+                    }                                                                                            \
+                }                                                                                                \
+            }                                                                                                    \
+        for (int row = 0; row < rows; row++)                                                                     \
+            for (int part = 0; part < PARTS; part++)                                                             \
+                *(vector *)(sums + row * sums_step + part * (width)) = sum[row][part];                           \
+    }
+
 /* sums[row][lane] += broadcast[row][position] * wide[position][lane] over the positions of ``samples``
- * samples x ``out_rows`` output rows x ``out_width`` for one tap: ``wide`` holds vectors of 16 channels,
- * ``wide_steps`` floats apart along an output row, from one output row to the next and from one sample
- * to the next; ``broadcast[row]`` is one plane per accumulator row, read from ``broadcast_start`` on at
- * ``broadcast_steps`` likewise. ``sums`` rows are ``sums_step`` floats apart. */
-ALWAYS_INLINE void tile(int rows, float *sums, int64_t sums_step, const float *const *broadcast, int64_t broadcast_start,
-                        const int64_t *broadcast_steps, const float *wide, const int64_t *wide_steps, int64_t samples,
-                        int64_t out_rows, int64_t out_width)
-{
-    vector16 sum[MOST_ROWS];
-    for (int row = 0; row < rows; row++) sum[row] = *(const vector16 *)(sums + row * sums_step);
-    for (int64_t sample = 0; sample < samples; sample++)
-        for (int64_t oh = 0; oh < out_rows; oh++) {
-            const float *wide_row = wide + sample * wide_steps[2] + oh * wide_steps[1];
-            int64_t at = broadcast_start + sample * broadcast_steps[2] + oh * broadcast_steps[1];
-            for (int64_t ow = 0; ow < out_width; ow++, at += broadcast_steps[0]) {
-                vector16 values = *(const vector16 *)(wide_row + ow * wide_steps[0]);
-                for (int row = 0; row < rows; row++) sum[row] += broadcast[row][at] * values;
-            }
-        }
-    for (int row = 0; row < rows; row++) *(vector16 *)(sums + row * sums_step) = sum[row];
-}
+ * samples x ``out_rows`` output rows x ``out_width`` for one tap, in vectors of ``width`` floats: ``wide``
+ * holds groups of 16 channels, ``wide_steps`` floats apart along an output row, from one output row to
+ * the next and from one sample to the next; ``broadcast[row]`` is one plane per accumulator row, read
+ * from ``broadcast_start`` on at ``broadcast_steps`` likewise. ``sums`` rows are ``sums_step`` floats apart. */
+DEFINE_TILE(tile16, vector16, 16)
+DEFINE_TILE(tile8, vector8, 8)
+DEFINE_TILE(tile4, vector4, 4)
 
 /* Copies ``count`` channel planes of ``height`` x ``width`` (contiguous) into ``target``, element
  * (channel, row, column) to [(row + top) * target_width + column + left] * channel_step + channel *
@@ -123,9 +143,9 @@ static Layout layout_for(int rows, const int64_t *geometry)
 }
 
 /* Adds the products of samples ``first_sample`` to ``end_sample`` to ``sums`` (laid out as layout_for says),
- * with ``rows`` accumulator rows; returns 0, or 1 when memory ran out. */
-ALWAYS_INLINE int weight_gradient(int rows, const float *x, const float *g, float *sums, const int64_t *geometry,
-                                  int64_t first_sample, int64_t end_sample)
+ * with ``rows`` accumulator rows of vectors of ``vector_width`` floats; returns 0, or 1 when memory ran out. */
+ALWAYS_INLINE int weight_gradient(int vector_width, int rows, const float *x, const float *g, float *sums,
+                                  const int64_t *geometry, int64_t first_sample, int64_t end_sample)
 {
     const int64_t channels = geometry[CHANNELS], height = geometry[HEIGHT];
     const int64_t width = geometry[WIDTH], out_channels = geometry[OUT_CHANNELS];
@@ -208,7 +228,14 @@ ALWAYS_INLINE int weight_gradient(int rows, const float *x, const float *g, floa
                             const float *wide_start =
                                 wide + tile_first * wide_sample + (input_wide ? window : gradient) * wide_channels;
                             for (int64_t lane0 = 0; lane0 < wide_channels; lane0 += LANES)
-                                tile(rows, tap_sums + lane0, wide_channels, broadcast, input_wide ? gradient : window,
+                                if (vector_width == 16)
+                                    tile16(rows, tap_sums + lane0, wide_channels, broadcast, input_wide ? gradient : window,
+                                     broadcast_steps, wide_start + lane0, wide_steps, samples, block, out_width);
+                                else if (vector_width == 8)
+                                    tile8(rows, tap_sums + lane0, wide_channels, broadcast, input_wide ? gradient : window,
+                                     broadcast_steps, wide_start + lane0, wide_steps, samples, block, out_width);
+                                else
+                                    tile4(rows, tap_sums + lane0, wide_channels, broadcast, input_wide ? gradient : window,
                                      broadcast_steps, wide_start + lane0, wide_steps, samples, block, out_width);
                         }
                 }
@@ -219,32 +246,52 @@ ALWAYS_INLINE int weight_gradient(int rows, const float *x, const float *g, floa
     return 0;
 }
 
-typedef int (*weight_gradient_loop)(const float *, const float *, float *, const int64_t *, int64_t, int64_t);
+typedef int (*weight_gradient_loop)(int, const float *, const float *, float *, const int64_t *, int64_t, int64_t);
 
-/* Each build with as many accumulator rows (vectors of sums) as its registers hold beside the loaded vector. */
-#define BASELINE_ROWS 3
+/* Each build with as many accumulator rows (groups of 16 sums) as its registers hold beside the loaded
+ * group: AVX-512 32 registers of 16 floats, AVX2 16 of 8, the baseline (SSE) 16 of 4. */
+#define BASELINE_ROWS 2
 #define AVX2_ROWS 6
 #define AVX512_ROWS 8
 
-static int weight_gradient_baseline(const float *x, const float *g, float *sums, const int64_t *geometry,
+/* The rows a build of ``most_rows`` uses: fewer where the broadcast operand has fewer channels (one
+ * grayscale input channel would otherwise leave seven of eight rows summing padding). */
+static int rows_for(int most_rows, const int64_t *geometry)
+{
+    const Layout layout = layout_for(most_rows, geometry);
+    const int64_t narrow = layout.input_wide ? geometry[OUT_CHANNELS] : geometry[CHANNELS];
+    if (narrow >= most_rows) return most_rows;
+    return narrow <= 1 ? 1 : narrow <= 2 ? 2 : narrow <= 4 && most_rows > 4 ? 4 : most_rows;
+}
+
+/* The loop with ``rows`` (one of rows_for's values) as a constant. */
+#define WITH_ROWS(vector_width, most_rows)                                                                     \
+    switch (rows) {                                                                                     \
+    case 1: return weight_gradient(vector_width, 1, x, g, sums, geometry, first_sample, end_sample);           \
+    case 2: return weight_gradient(vector_width, 2, x, g, sums, geometry, first_sample, end_sample);           \
+    case 4: return weight_gradient(vector_width, 4, x, g, sums, geometry, first_sample, end_sample);           \
+    default: return weight_gradient(vector_width, most_rows, x, g, sums, geometry, first_sample, end_sample);  \
+    }
+
+static int weight_gradient_baseline(int rows, const float *x, const float *g, float *sums, const int64_t *geometry,
                                     int64_t first_sample, int64_t end_sample)
 {
-    return weight_gradient(BASELINE_ROWS, x, g, sums, geometry, first_sample, end_sample);
+    WITH_ROWS(4, BASELINE_ROWS)
 }
 
 #if defined(__GNUC__) && defined(__x86_64__)
-__attribute__((target("avx2,fma"))) static int weight_gradient_avx2(const float *x, const float *g, float *sums,
-                                                                     const int64_t *geometry, int64_t first_sample,
-                                                                     int64_t end_sample)
+__attribute__((target("avx2,fma"))) static int weight_gradient_avx2(int rows, const float *x, const float *g,
+                                                                     float *sums, const int64_t *geometry,
+                                                                     int64_t first_sample, int64_t end_sample)
 {
-    return weight_gradient(AVX2_ROWS, x, g, sums, geometry, first_sample, end_sample);
+    WITH_ROWS(8, AVX2_ROWS)
 }
 
-__attribute__((target("avx512f"))) static int weight_gradient_avx512(const float *x, const float *g, float *sums,
-                                                                      const int64_t *geometry, int64_t first_sample,
-                                                                      int64_t end_sample)
+__attribute__((target("avx512f"))) static int weight_gradient_avx512(int rows, const float *x, const float *g,
+                                                                      float *sums, const int64_t *geometry,
+                                                                      int64_t first_sample, int64_t end_sample)
 {
-    return weight_gradient(AVX512_ROWS, x, g, sums, geometry, first_sample, end_sample);
+    WITH_ROWS(16, AVX512_ROWS)
 }
 #endif
 
@@ -253,19 +300,55 @@ typedef struct {
     int rows;
 } Build;
 
-static Build chosen_build(void)
+/* The builds, best first: 0 AVX-512, 1 AVX2 with FMA, 2 the baseline. */
+#define BUILDS 3
+
+static int runs_here(int build)
 {
 #if defined(__GNUC__) && defined(__x86_64__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return (Build){weight_gradient_avx512, AVX512_ROWS};
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return (Build){weight_gradient_avx2, AVX2_ROWS};
+    if (build == 0) return __builtin_cpu_supports("avx512f");
+    if (build == 1) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+    return build == BUILDS - 1;
+}
+
+static Build build_numbered(int build)
+{
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (build == 0) return (Build){weight_gradient_avx512, AVX512_ROWS};
+    if (build == 1) return (Build){weight_gradient_avx2, AVX2_ROWS};
 #endif
     return (Build){weight_gradient_baseline, BASELINE_ROWS};
+}
+
+static Build chosen = {NULL, 0};
+
+/* The best build this CPU runs (0-2, as above). */
+EXPORTED int onnxnn_convolution_loops_best_build(void)
+{
+    int build = 0;
+    while (!runs_here(build)) build++;
+    return build;
+}
+
+/* Makes later calls use build ``build`` (0-2, as above; -1: the best this CPU runs); returns 0, or 1
+ * where this CPU cannot run it (nothing changes). For the tests, which check every build the CPU runs. */
+EXPORTED int onnxnn_convolution_loops_use_build(int build)
+{
+    if (build < 0) {
+        build = onnxnn_convolution_loops_best_build();
+    } else if (build >= BUILDS || !runs_here(build)) {
+        return 1;
+    }
+    chosen = build_numbered(build);
+    return 0;
 }
 
 /* One thread's share: a range of samples summed into its own buffer. */
 typedef struct {
     weight_gradient_loop loop;
+    int rows;
     const float *x, *g;
     float *sums;
     const int64_t *geometry;
@@ -276,7 +359,8 @@ typedef struct {
 static void *run_share(void *argument)
 {
     Share *share = argument;
-    share->status = share->loop(share->x, share->g, share->sums, share->geometry, share->first_sample, share->end_sample);
+    share->status = share->loop(share->rows, share->x, share->g, share->sums, share->geometry, share->first_sample,
+                                share->end_sample);
     return NULL;
 }
 
@@ -292,11 +376,12 @@ static void *run_share(void *argument)
 EXPORTED int onnxnn_conv_weight_gradient_float32(const float *x, const float *g, float *dw, const int64_t *geometry,
                                                  int threads)
 {
-    static Build build = {NULL, 0};
-    if (build.loop == NULL) build = chosen_build();
+    if (chosen.loop == NULL) onnxnn_convolution_loops_use_build(-1);
+    const Build build = chosen;
     const int64_t batch = geometry[BATCH], channels = geometry[CHANNELS], out_channels = geometry[OUT_CHANNELS];
     const int64_t taps = geometry[KERNEL_HEIGHT] * geometry[KERNEL_WIDTH];
-    const Layout layout = layout_for(build.rows, geometry);
+    const int rows = rows_for(build.rows, geometry);
+    const Layout layout = layout_for(rows, geometry);
     const int64_t sums_size = taps * layout.row_channels * layout.wide_channels;
     const int64_t products = out_channels * channels * taps * batch * geometry[OUT_HEIGHT] * geometry[OUT_WIDTH];
     int64_t count = threads < 1 ? 1 : threads > MOST_THREADS ? MOST_THREADS : threads;
@@ -308,7 +393,7 @@ EXPORTED int onnxnn_conv_weight_gradient_float32(const float *x, const float *g,
     float *sums = zeroed_floats(count * sums_size);
     if (sums == NULL) return 1;
     for (int64_t t = 0; t < count; t++)
-        shares[t] = (Share){build.loop, x, g, sums + t * sums_size, geometry, batch * t / count,
+        shares[t] = (Share){build.loop, rows, x, g, sums + t * sums_size, geometry, batch * t / count,
                             batch * (t + 1) / count, 0};
     int64_t started = 0, failed = 0;
     for (int64_t t = 1; t < count; t++) {

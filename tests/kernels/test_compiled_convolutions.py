@@ -62,13 +62,29 @@ CASES = [
     ("dilated_unpadded", (2, 5, 9, 11), 7, (2, 3), (2, 1), (2, 1), (0, 2)),
     ("one_sample_64_channels", (1, 64, 6, 6), 64, (3, 3), (1, 1), (1, 1), (1, 1)),
     ("one_spatial_axis", (3, 8, 20), 12, (5,), (2,), (1,), (2,)),
+    # Fewer broadcast channels than a build's accumulator rows: the loop takes 1, 2 or 4 rows.
+    ("three_input_channels", (3, 3, 9, 9), 40, (3, 3), (1, 1), (1, 1), (1, 1)),
+    ("one_output_channel", (2, 16, 7, 7), 1, (3, 3), (1, 1), (1, 1), (1, 1)),
+    ("two_output_channels", (2, 5, 7, 7), 2, (3, 3), (1, 1), (1, 1), (1, 1)),
+    ("four_output_channels", (2, 24, 7, 7), 4, (3, 3), (2, 2), (1, 1), (1, 1)),
 ]
+
+
+@pytest.fixture(params=compiled_convolutions.BUILDS)
+def build(request):
+    """Each build of the loop this CPU runs (AVX-512, AVX2 with FMA, the baseline); the best one after."""
+    if not compiled_convolutions.use_build(request.param):
+        pytest.skip(f"this CPU does not run the {request.param} build")
+    yield request.param
+    compiled_convolutions.use_build(None)
 
 
 @pytest.mark.parametrize(
     "case_id, x_shape, out_channels, kernel, strides, dilations, pads", CASES, ids=[c[0] for c in CASES]
 )
-def test_the_loop_is_the_weight_gradients_formula(case_id, x_shape, out_channels, kernel, strides, dilations, pads):
+def test_the_loop_is_the_weight_gradients_formula(
+    case_id, x_shape, out_channels, kernel, strides, dilations, pads, build
+):
     rng = np.random.default_rng(7)
     x = rng.standard_normal(x_shape).astype(np.float32)
     out = [
@@ -86,7 +102,7 @@ def test_the_loop_is_the_weight_gradients_formula(case_id, x_shape, out_channels
 
 
 @pytest.mark.parametrize("threads", [2, 3, 64, 1000])
-def test_threads_each_sum_a_range_of_samples(threads):
+def test_threads_each_sum_a_range_of_samples(threads, build):
     # Large enough that four threads start (a thread for every 4 million products); at most one a sample.
     rng = np.random.default_rng(5)
     x = rng.standard_normal((5, 16, 32, 32)).astype(np.float32)
@@ -110,6 +126,7 @@ def test_arrays_that_are_views_are_read_as_their_values():
 NOT_ELIGIBLE = [
     ("float64", (2, 8, 5, 5), (2, 8, 5, 5), np.float64),
     ("float16", (2, 8, 5, 5), (2, 8, 5, 5), np.float16),
+    ("grayscale", (2, 1, 5, 5), (2, 8, 5, 5), np.float32),
     ("many_input_channels", (2, compiled_convolutions.COMPILED_MAX_CHANNELS + 1, 5, 5), (2, 8, 5, 5), np.float32),
     ("many_output_channels", (2, 8, 5, 5), (2, compiled_convolutions.COMPILED_MAX_CHANNELS + 1, 5, 5), np.float32),
     ("three_spatial_axes", (2, 4, 5, 5, 5), (2, 4, 5, 5, 5), np.float32),
@@ -140,3 +157,13 @@ def test_a_missing_or_older_library_says_why_and_takes_nothing(library, version,
     monkeypatch.setattr(compiled_convolutions, "_LOOP", compiled_convolutions._Library())
     assert not compiled_convolutions.eligible((2, 8, 5, 5), (2, 8, 5, 5), np.float32)
     assert reason in compiled_convolutions.unavailable_reason()
+
+
+def test_a_cpu_with_only_the_baseline_build_keeps_the_gemms(monkeypatch):
+    # Without AVX2 the loop's 4-wide vectors are slower than onnxruntime's GEMMs: it is not used.
+    loop = compiled_convolutions._Library()
+    assert loop.get() is not None
+    monkeypatch.setattr(loop, "baseline_only", True)
+    monkeypatch.setattr(compiled_convolutions, "_LOOP", loop)
+    assert not compiled_convolutions.eligible((2, 8, 5, 5), (2, 8, 5, 5), np.float32)
+    assert not compiled_convolutions.available()
