@@ -3,14 +3,15 @@
 A convolution's weight gradient over few channels costs onnxruntime a GEMM per kernel tap over a
 copied window of the input; onnxnn's compiled loop takes a third of that time
 (kernels/compiled_convolutions.py). A plan holding such nodes is built with them as recorded
-(``build_model(kept=...)``) and cut in two: the first session computes everything that does not
-depend on their results, including their inputs; each of them runs compiled; a second session
-computes what depends on them (an optimizer's update recorded in the same step), if anything does.
-The runner returns what the one session would have returned.
+(``build_model(kept=...)``) and cut into stages: each node gets a level, the number of compiled
+nodes on its longest path from the plan's inputs; the nodes of each level run as one session,
+then that level's compiled nodes. A step's weight gradients read only values of level 0, so it
+runs as a first session, the loops, and a second session for what reads their results (an
+optimizer's update recorded in the same step), if anything does. The runner returns what the one
+session would have returned.
 
 The compiled nodes use as many threads as onnxnn's sessions (``onnxnn.get_num_threads()`` when the
-plan is compiled). A node whose inputs depend on another's result (a gradient of a gradient) keeps
-the plan in one session.
+plan is compiled).
 """
 
 from __future__ import annotations
@@ -28,30 +29,33 @@ __all__ = ["SplitSession", "split_session"]
 
 
 class SplitSession:
-    """A plan's runner: a first session (or None), the compiled nodes, then a second session (or None).
+    """A plan's runner: stages, each a session or a compiled node, run in order.
 
-    Every array of a run has a slot in one list, in the order they appear: the plan's inputs, the
-    first session's outputs, each compiled node's outputs, the second session's outputs.
+    Every array of a run has a slot in one list, in the order they appear: the plan's inputs, then
+    each stage's outputs. A stage is ``(run, input slots, is_session)``.
     """
 
-    __slots__ = ("first", "compiled", "threads", "second", "second_slots", "output_slots")
+    __slots__ = ("stages", "threads", "output_slots")
 
-    def __init__(self, first, compiled: list, threads: int, second, second_slots: list, output_slots: list):
-        self.first = first
-        self.compiled = compiled  # (run, input slots) per compiled node, in graph order
+    def __init__(self, stages: list, threads: int, output_slots: list):
+        self.stages = stages
         self.threads = threads
-        self.second = second
-        self.second_slots = second_slots
         self.output_slots = output_slots
+
+    @property
+    def sessions(self) -> int:
+        return sum(1 for _, _, is_session in self.stages if is_session)
+
+    @property
+    def compiled(self) -> int:
+        return sum(1 for _, _, is_session in self.stages if not is_session)
 
     def __call__(self, inputs: list) -> list:
         arrays = list(inputs)
-        if self.first is not None:
-            arrays.extend(self.first(inputs))
-        for run, slots in self.compiled:
-            arrays.extend(run([arrays[slot] for slot in slots], self.threads))
-        if self.second is not None:
-            arrays.extend(self.second([arrays[slot] for slot in self.second_slots]))
+        threads = self.threads
+        for run, slots, is_session in self.stages:
+            feeds = [arrays[slot] for slot in slots]
+            arrays.extend(run(feeds) if is_session else run(feeds, threads))
         return [arrays[slot] for slot in self.output_slots]
 
 
@@ -80,62 +84,52 @@ def split_session(plan: GraphPlan, device, build: Callable, compile_model: Calla
 
 def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable) -> SplitSession | None:
     graph = model.graph
-    first_nodes, compiled_nodes, second_nodes = [], [], []
-    downstream: set = set()  # the values computed by compiled nodes and everything after them
+    # Each value's level: 0 for the plan's inputs, a node's inputs' highest, plus one after a compiled node.
+    levels: dict = {}
+    stages: dict = {}  # (level, 0 for the session or 1 for the compiled nodes) -> nodes
     for node in graph.node:
-        depends = not downstream.isdisjoint(names_read([node]))
-        if node.name in runs and node.domain and len(node.output) == 1:
-            if depends:
-                return None
-            compiled_nodes.append(node)
-        elif depends:
-            second_nodes.append(node)
-        else:
-            first_nodes.append(node)
-            continue
-        downstream.update(node.output)
-    if not compiled_nodes:
+        level = max((levels.get(name, 0) for name in names_read([node])), default=0)
+        compiled = node.name in runs
+        stages.setdefault((level, int(compiled)), []).append(node)
+        for name in node.output:
+            levels[name] = level + compiled
+    if not any(kind for _, kind in stages):
         return None
 
     initializers = {initializer.name: initializer for initializer in graph.initializer}
-    slots = {graph_input.name: slot for slot, graph_input in enumerate(graph.input)}
-    first_computed = {name for node in first_nodes for name in node.output}
-    later_read = names_read(compiled_nodes) | names_read(second_nodes)
-    first_outputs = [output.name for output in graph.output if output.name in first_computed]
-    first_outputs += [name for name in sorted(later_read & first_computed) if name not in first_outputs]
-    # None where the compiled nodes read only the plan's inputs (nothing comes before them).
-    first = (
-        compile_model(_part(model, first_nodes, list(graph.input), first_outputs, initializers))
-        if first_outputs
-        else None
-    )
-    for name in first_outputs:
-        slots[name] = len(slots)
-
-    compiled = []
-    for node in compiled_nodes:
-        compiled.append((runs[node.name], [slots[name] for name in node.input]))
-        slots[node.output[0]] = len(slots)
-
-    second, second_slots = None, []
-    if second_nodes:
-        computed = {name for node in second_nodes for name in node.output}
-        needed = [name for name in sorted(names_read(second_nodes) - computed) if name and name not in initializers]
-        # Element types: the first session's outputs' as onnxruntime inferred them, each compiled
-        # node's like its first input's (sizes are left out: they are the plan's, fed as computed).
-        types = {value.name: value.type.tensor_type.elem_type for value in graph.input}
-        if first is not None:
-            types.update((value.name, _ELEMENT_TYPES[value.type]) for value in first.session.get_outputs())
-        for node in compiled_nodes:
-            types[node.output[0]] = types[node.input[0]]
-        second_inputs = [helper.make_tensor_value_info(name, types[name], None) for name in needed]
-        second_outputs = [output.name for output in graph.output if output.name in computed]
-        second = compile_model(_part(model, second_nodes, second_inputs, second_outputs, initializers))
-        second_slots = [slots[name] for name in needed]
-        for name in second_outputs:
+    inputs = {graph_input.name: graph_input for graph_input in graph.input}
+    slots = {name: slot for slot, name in enumerate(inputs)}
+    types = {name: value.type.tensor_type.elem_type for name, value in inputs.items()}
+    wanted = {output.name for output in graph.output}
+    order = sorted(stages)
+    # What each stage's nodes read from outside it, so that earlier stages return it.
+    read_later = [names_read(stages[key]) for key in order]
+    result = []
+    for index, key in enumerate(order):
+        nodes = stages[key]
+        computed = [name for node in nodes for name in node.output if name]
+        needed_later = wanted.union(*read_later[index + 1 :])
+        outputs = [name for name in computed if name in needed_later]
+        reads = [name for name in sorted(read_later[index] - set(computed)) if name and name not in initializers]
+        if key[1]:  # compiled nodes, each a stage of its own
+            for node in nodes:
+                result.append((runs[node.name], [slots[name] for name in node.input], False))
+                for name in node.output:
+                    slots[name] = len(slots)
+                    types[name] = types[node.input[0]]  # the compiled forms keep their input's dtype
+            continue
+        if not outputs:
+            continue
+        part_inputs = [
+            inputs[name] if name in inputs else helper.make_tensor_value_info(name, types[name], None) for name in reads
+        ]
+        session = compile_model(_part(model, nodes, part_inputs, outputs, initializers))
+        # The outputs' element types as onnxruntime inferred them, for later stages' inputs.
+        types.update((value.name, _ELEMENT_TYPES[value.type]) for value in session.session.get_outputs())
+        result.append((session, [slots[name] for name in reads], True))
+        for name in outputs:
             slots[name] = len(slots)
-    output_slots = [slots[output.name] for output in graph.output]
-    return SplitSession(first, compiled, get_num_threads(), second, second_slots, output_slots)
+    return SplitSession(result, get_num_threads(), [slots[output.name] for output in graph.output])
 
 
 # onnxruntime's names of element types ("tensor(float)") -> ONNX's.

@@ -1,7 +1,7 @@
 """A session cut around compiled nodes (runtime/split_sessions.py) returns what one session would.
 
-A plan whose convolutions' weight gradients the compiled loop takes runs as a first session, the
-loops (on as many threads as the sessions), and a second session for what reads their results (an optimizer's update
+A plan whose convolutions' weight gradients the compiled loop takes runs in stages: a first session,
+the loops (on as many threads as the sessions), and a second session for what reads their results (an optimizer's update
 recorded in the same step). Values are checked against float64 formulas with bounds from the sums'
 lengths, and against the same plan run as one session.
 """
@@ -77,7 +77,8 @@ def test_what_reads_a_compiled_result_runs_in_a_second_session(one_thread):
     doubled = _weight_gradient(relu, g_tensor) * 2.0 + 1.0
     beside = relu.sum()
     realize([doubled._value, beside._value, relu._value])
-    assert any(isinstance(runner, SplitSession) and runner.second is not None for runner in _runners())
+    # A session computing relu (and beside), the loop, a session reading its result.
+    assert [(runner.sessions, runner.compiled) for runner in _runners() if isinstance(runner, SplitSession)] == [(2, 1)]
     relu_expected = np.maximum(x * 2.0, 0)
     np.testing.assert_array_equal(relu.numpy(), relu_expected)
     assert_within(beside.item(), relu_expected.astype(np.float64).sum(), gamma(x.size) * np.abs(relu_expected).sum())
@@ -85,7 +86,7 @@ def test_what_reads_a_compiled_result_runs_in_a_second_session(one_thread):
     assert_within(doubled.numpy(), _formula(relu_expected, g) * 2.0 + 1.0, bound)
 
 
-def test_a_weight_gradient_read_by_another_keeps_the_plan_in_one_session(one_thread):
+def test_a_weight_gradient_read_by_another_runs_after_it(one_thread):
     rng = np.random.default_rng(1)
     x, g = _arrays(rng)
     first = _weight_gradient(onnxnn.tensor(x), onnxnn.tensor(g))  # (6, 8, 3, 3)
@@ -93,7 +94,8 @@ def test_a_weight_gradient_read_by_another_keeps_the_plan_in_one_session(one_thr
     h = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
     second = _weight_gradient(first, onnxnn.tensor(h))
     result = second.numpy()
-    assert not any(isinstance(runner, SplitSession) for runner in _runners())
+    # Levels: the first loop reads the plan's inputs, the second the first's result; no session.
+    assert [(runner.sessions, runner.compiled) for runner in _runners() if isinstance(runner, SplitSession)] == [(0, 2)]
     first_expected = _formula(x, g)
     # The first result's own rounding, carried through the second sum, plus the second sum's.
     carried = _formula(_bound(x, g), np.abs(h)) + _formula(np.abs(first_expected), np.abs(h)) * gamma(9)
@@ -128,7 +130,7 @@ def test_a_training_step_with_its_update_in_the_plan_runs_the_update_after_the_l
     optimizer = onnxnn.optim.SGD(layer.parameters(), lr=0.1, momentum=0.9)
     (layer(onnxnn.tensor(x)) * onnxnn.tensor(target)).sum().backward()
     optimizer.step()
-    assert any(isinstance(runner, SplitSession) and runner.second is not None for runner in _runners())
+    assert any(isinstance(runner, SplitSession) and runner.sessions == 2 for runner in _runners())
     gradient = layer.weight.grad.numpy()
     assert_within(gradient, _formula(x, target), _bound(x, target))
     # The first step with momentum moves by lr * gradient: two roundings in float32.
