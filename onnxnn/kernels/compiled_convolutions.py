@@ -21,12 +21,12 @@ gradients run as before, to the same values up to float32 rounding.
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 
 import numpy as np
 
 from ..ir.conv_weight_gradient import WeightGradientGeometry
 from ..ir.mode import switched_on_in_environment
+from .loop_libraries import LoopLibrary
 
 __all__ = ["eligible", "weight_gradient", "available", "unavailable_reason", "use_build", "BUILDS"]
 
@@ -54,50 +54,28 @@ _FLOAT32 = np.dtype(np.float32)
 BUILDS = ("avx512", "avx2", "baseline")
 
 
-class _Library:
-    """convolution_loops.c's weight gradient, loaded on first use, or why it is missing."""
+class _Library(LoopLibrary):
+    """convolution_loops.c's weight gradient, loaded on first use, or why it is not used."""
 
     def __init__(self):
-        self.loaded = False
+        super().__init__(_LIBRARY, "convolution_loops.c", _VERSION, "onnxruntime's GEMMs run instead")
         self.function = None
         self.use_build = None
         self.baseline_only = False
-        self.reason: str | None = None
 
-    def get(self):
-        if not self.loaded:
-            self.loaded = True
-            self.function = self._load()
-        return self.function
-
-    def _load(self):
-        spec = importlib.util.find_spec(_LIBRARY)
-        if spec is None or spec.origin is None:
-            self.reason = f"{_LIBRARY} was not built (no C compiler when onnxnn was installed)"
-            return None
-        try:
-            library = ctypes.CDLL(spec.origin)
-        except OSError as error:
-            self.reason = f"{spec.origin} does not load ({error})"
-            return None
-        version = getattr(library, "onnxnn_convolution_loops_version", None)
-        if version is None or version() != _VERSION:
-            self.reason = f"{spec.origin} was built from an older convolution_loops.c (reinstall onnxnn)"
-            return None
-        function = library.onnxnn_conv_weight_gradient_float32
+    def bind(self, library) -> None:
+        self.function = library.onnxnn_conv_weight_gradient_float32
         # X, G, dW and the geometry's 15 int64 values, by address; the most threads to use
-        function.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int]
-        function.restype = ctypes.c_int
+        self.function.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int]
+        self.function.restype = ctypes.c_int
         self.use_build = library.onnxnn_convolution_loops_use_build
         self.use_build.argtypes = [ctypes.c_int]
         self.use_build.restype = ctypes.c_int
-        best = BUILDS[library.onnxnn_convolution_loops_best_build()]
-        if best == "baseline":
+        if BUILDS[library.onnxnn_convolution_loops_best_build()] == "baseline":
             # Without AVX2 the loop's 4-wide vectors lose to onnxruntime's GEMMs (16 -> 16 channels:
             # 6.0 ms against 4.5); the tests still check that build's values (use_build).
             self.reason = "this CPU runs only the loop's baseline build, slower than onnxruntime's GEMMs"
             self.baseline_only = True
-        return function
 
 
 _LOOP = _Library()
@@ -132,7 +110,8 @@ def weight_gradient(x: np.ndarray, g: np.ndarray, geometry: WeightGradientGeomet
         MemoryError: the loop's buffers (a channels-last copy of a group of samples) could not be allocated.
         RuntimeError: the system refused a thread.
     """
-    function = _LOOP.get()
+    _LOOP.get()
+    function = _LOOP.function
     x = np.ascontiguousarray(x, dtype=_FLOAT32)
     g = np.ascontiguousarray(g, dtype=_FLOAT32)
     kernel, strides, dilations, pads = geometry.kernel, geometry.strides, geometry.dilations, geometry.pads_begin

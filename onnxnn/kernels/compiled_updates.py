@@ -19,12 +19,12 @@ well under a millisecond.
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 from typing import Callable, Sequence
 
 import numpy as np
 
 from ..ir.mode import switched_on_in_environment
+from .loop_libraries import LoopLibrary
 
 __all__ = ["loop", "address", "available", "unavailable_reason"]
 
@@ -79,47 +79,25 @@ _UPDATES: dict[str, tuple[str, Callable[..., int]]] = {
 }
 
 
-class _Library:
+class _Library(LoopLibrary):
     """update_loops.c's functions by (op type, dtype), loaded on first use, or why there are none."""
 
     def __init__(self):
-        self.functions: dict | None = None
-        self.reason: str | None = None
+        super().__init__(_LIBRARY, "update_loops.c", _VERSION, "the optimizer updates run as numpy passes")
+        self.functions: dict = {}
 
     def function(self, op_type: str, dtype: np.dtype):
-        if self.functions is None:
-            self.functions = self._load()
+        self.get()
         return self.functions.get((op_type, dtype))
 
-    def _load(self) -> dict:
-        spec = importlib.util.find_spec(_LIBRARY)
-        if spec is None or spec.origin is None:
-            self.reason = (
-                f"{_LIBRARY} was not built (no C compiler when onnxnn was installed); "
-                "the optimizer updates run as numpy passes"
-            )
-            return {}
-        try:
-            library = ctypes.CDLL(spec.origin)
-        except OSError as error:
-            self.reason = f"{spec.origin} does not load ({error}); the optimizer updates run as numpy passes"
-            return {}
-        version = getattr(library, "onnxnn_update_loops_version", None)
-        if version is None or version() != _VERSION:
-            self.reason = (
-                f"{spec.origin} was built from an older update_loops.c (reinstall onnxnn); "
-                "the optimizer updates run as numpy passes"
-            )
-            return {}
-        functions = {}
+    def bind(self, library) -> None:
         for op_type, (name, _) in _UPDATES.items():
             for dtype in _SCALAR_TYPES:
                 function = getattr(library, f"onnxnn_{name}_{dtype.name}")
                 # tensors, their counts' address, their arrays' addresses, the factors' address, the option bits
                 function.argtypes = [ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
                 function.restype = None
-                functions[op_type, dtype] = function
-        return functions
+                self.functions[op_type, dtype] = function
 
 
 _LIBRARY_FUNCTIONS = _Library()
