@@ -12,8 +12,8 @@ models, inputs and optimizers; one intra-op thread for both frameworks):
   optimizer by the shares of kernel time onnxnn.profiler attributes to each phase (a node belongs
   to the phase in which it was recorded); ``onnxnn.top_kernels_ms``: the same shares per kernel.
   The profiler's own cost per node (onnxruntime's profiling) is left out by using shares only.
-  The profiler runs each graph as one session, so the weight gradients that onnxnn's sessions
-  run as compiled loops (runtime/split_sessions.py) are shared out as onnxruntime's GEMMs per tap.
+  Nodes that onnxnn's sessions run as compiled loops (runtime/split_sessions.py: small
+  convolutions' weight gradients) are timed as the profiler's "kernels" events.
 - ``torch.step_ms`` and ``torch.by_phase_ms``: PyTorch's step and its phases timed directly
   (eager runs each op when it is called): forward with the loss, backward, zero_grad with step.
 - ``gap_ms``: onnxnn's step minus PyTorch's; ``python_share_of_gap``: ``python_ms / gap_ms``.

@@ -35,6 +35,7 @@ from ..ir.plan import build_model, plan
 from ..nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from ..runtime.fastpath.plan_cache import choose
 from ..runtime.sessions import CompiledSession, lowers_for
+from ..runtime.split_sessions import compiled_node_name, split_session
 from .events import FunctionEvent
 
 __all__ = ["Collector", "Options"]
@@ -85,9 +86,9 @@ class _Record:
 class _Run:
     """One run of a profiled session: its interval and the records of its plan's nodes."""
 
-    __slots__ = ("thread", "start_ns", "end_ns", "op_types", "records", "kept")
+    __slots__ = ("thread", "start_ns", "end_ns", "op_types", "records", "kept", "indices")
 
-    def __init__(self, thread, start_ns, end_ns, op_types, records, kept):
+    def __init__(self, thread, start_ns, end_ns, op_types, records, kept, indices=None):
         self.thread = thread
         self.op_types = op_types  # of the plan's nodes, in plan order (not the nodes: see _Record)
         self.records = records  # per node: (its _Record or None, whether it ran before)
@@ -95,6 +96,8 @@ class _Run:
         self.end_ns = end_ns
         self.records = records
         self.kept = kept  # False for a run during warmup: onnxruntime's events of it are dropped
+        # The plan indices of the nodes the session computes (a split session's part), or None: all.
+        self.indices = indices
 
 
 class _ThreadState(threading.local):
@@ -141,8 +144,12 @@ class Collector:
         # the node, so an id is never reused within the window (memory the window gives back).
         self.pending: dict = {}
         self.ran: dict = {}
-        self.sessions: dict = {}  # plan key -> (CompiledSession, node names by plan index)
+        self.sessions: dict = {}  # plan key -> its runner: a CompiledSession, or a SplitSession of them
+        self.profiled: list = []  # every CompiledSession compiled here, each profiled by onnxruntime
+        self.part_indices: dict = {}  # id(CompiledSession) of a split session's part -> its nodes' plan indices
         self.runs: dict = {}  # id(CompiledSession) -> list of _Run
+        # (thread, op types, records, kept) of the plan a runner is running: a split session's stages read it.
+        self.running: tuple | None = None
         self.recording = False  # False during warmup: hooks run, events are dropped
         self.directory = tempfile.mkdtemp(prefix="onnxnn-profile-")
         self.state = _ThreadState()
@@ -276,12 +283,18 @@ class Collector:
             if kind == "kernels":
                 results = self._run_kernels(runner, graph, inputs, records, thread)
             else:
+                op_types = [node.op_type for node in graph.nodes]
+                self.running = (thread, op_types, records, self.recording)
                 start = self.now()
-                results = runner(inputs)
+                try:
+                    results = runner(inputs)
+                finally:
+                    self.running = None
                 end = self.now()
-                self.runs.setdefault(id(runner), []).append(
-                    _Run(thread, start, end, [node.op_type for node in graph.nodes], records, self.recording)
-                )
+                if isinstance(runner, CompiledSession):  # a split session's stages note their own runs
+                    self.runs.setdefault(id(runner), []).append(
+                        _Run(thread, start, end, op_types, records, self.recording)
+                    )
                 if self.recording:
                     self.events.append(FunctionEvent("onnxnn::run", "range", thread, start, end))
         finally:
@@ -325,25 +338,81 @@ class Collector:
         found = self.sessions.get(graph.key)
         if found is not None:
             return found
+        device = graph.key[3]
         self.begin_range("onnxnn::compile")
         try:
-            self.begin_range("onnxnn::build_model")
-            try:
-                # The graph onnxnn's own sessions run (with session_lowerings' forms), not the export's.
-                model = build_model(graph, lower=lowers_for(graph.key[3]))
-                _name_nodes(model)
-            finally:
-                self.end_range()
-            self.begin_range("onnxnn::create_session")
-            try:
-                prefix = os.path.join(self.directory, f"session_{len(self.sessions)}")
-                session = CompiledSession(model, graph.key[3], profile_file_prefix=prefix)
-            finally:
-                self.end_range()
+            # onnxnn's own sessions' graphs (session_lowerings' forms, cut around compiled nodes), not the export's.
+            split = split_session(
+                graph,
+                device,
+                lambda kept: self._model(graph, kept),
+                lambda model: self._profiled_session(model, device),
+            )
+            if split is not None:
+                split.stages = [self._timed_stage(*stage) for stage in split.stages]
+                runner = split
+            else:
+                runner = self._profiled_session(self._model(graph, frozenset()), device)
         finally:
             self.end_range()
-        self.sessions[graph.key] = session
+        self.sessions[graph.key] = runner
+        return runner
+
+    def _model(self, graph, kept: frozenset):
+        self.begin_range("onnxnn::build_model")
+        try:
+            model = build_model(graph, lower=lowers_for(graph.key[3]), kept=kept)
+            # The compiled nodes keep the names by which the cut finds them.
+            _name_nodes(
+                model,
+                {compiled_node_name(node, position) for position, node in enumerate(graph.nodes) if id(node) in kept},
+            )
+            return model
+        finally:
+            self.end_range()
+
+    def _profiled_session(self, model, device) -> CompiledSession:
+        self.begin_range("onnxnn::create_session")
+        try:
+            prefix = os.path.join(self.directory, f"session_{len(self.profiled)}")
+            session = CompiledSession(model, device, profile_file_prefix=prefix)
+        finally:
+            self.end_range()
+        self.profiled.append(session)
+        self.part_indices[id(session)] = {
+            int(found.group(1)) for node in model.graph.node if (found := _NODE_NAME.match(node.name))
+        }
         return session
+
+    def _timed_stage(self, run, slots, is_session, position):
+        """A split session's stage that notes its run: a session's, mapped to onnxruntime's node
+        events at the end; a compiled node's, as that node's event."""
+        if is_session:
+
+            def timed_session(feeds):
+                start = self.now()
+                results = run(feeds)
+                thread, op_types, records, kept = self.running
+                indices = self.part_indices[id(run)]
+                self.runs.setdefault(id(run), []).append(
+                    _Run(thread, start, self.now(), op_types, records, kept, indices)
+                )
+                return results
+
+            return timed_session, slots, is_session, position
+
+        def timed_node(feeds, threads):
+            start = self.now()
+            results = run(feeds, threads)
+            thread, op_types, records, kept = self.running
+            if kept:
+                event = self._op_event(
+                    op_types[position], records[position], "kernels", thread, start, self.now(), {"compiled": True}
+                )
+                self.events.append(event)
+            return results
+
+        return timed_node, slots, is_session, position
 
     def _run_kernels(self, runner, graph, inputs, records, thread) -> list:
         """Runs a kernels plan node by node (its ``trace`` loop), timing every node."""
@@ -368,7 +437,7 @@ class Collector:
 
     def finish(self) -> list:
         """Ends onnxruntime's profiling of every session, maps its node events back, and returns all events."""
-        for session in self.sessions.values():
+        for session in self.profiled:
             runs = self.runs.get(id(session), [])
             try:
                 path = session.session.end_profiling()
@@ -382,6 +451,8 @@ class Collector:
             self._map_onnxruntime_events(ort_events, runs)
         shutil.rmtree(self.directory, ignore_errors=True)
         self.sessions.clear()
+        self.profiled.clear()
+        self.part_indices.clear()
         self.runs.clear()
         self.pending.clear()
         self.ran.clear()
@@ -402,7 +473,7 @@ class Collector:
                 self._node_event(ort_node, run, run_start, seen)
             if run.kept:
                 for index, noted in enumerate(run.records):
-                    if index not in seen:
+                    if index not in seen and (run.indices is None or index in run.indices):
                         # Fused into another node's kernel (or folded away): counted, with no time of its own.
                         op_type = run.op_types[index]
                         self.events.append(self._op_event(op_type, noted, "fused", run.thread, run.end_ns, run.end_ns))
@@ -435,8 +506,10 @@ class Collector:
         self.events.append(event)
 
 
-def _name_nodes(model) -> None:
+def _name_nodes(model, kept: frozenset | set = frozenset()) -> None:
     """Names every node ``p<plan index>.<part>:<op type>``, so onnxruntime's events map back, in place.
+
+    Nodes named in ``kept`` (those a split session runs compiled) keep their names.
 
     ``build_model`` names a node ``<op type>_<plan index>``; the nodes a decomposition emits are
     known by their names or outputs (``node_<plan index>_...``); a rename (``Identity``) belongs
@@ -444,6 +517,8 @@ def _name_nodes(model) -> None:
     """
     parts: dict = {}
     for onnx_node in model.graph.node:
+        if onnx_node.name in kept:
+            continue
         index = None
         if onnx_node.name:
             # A decomposition's ``fresh_name`` (``node_<plan index>_<stem>_<count>``) before

@@ -25,14 +25,15 @@ from ..ir.plan import GraphPlan, names_read
 from ..ir.registry import compiled_forms
 from .threads import get_num_threads
 
-__all__ = ["SplitSession", "split_session"]
+__all__ = ["SplitSession", "split_session", "compiled_node_name"]
 
 
 class SplitSession:
     """A plan's runner: stages, each a session or a compiled node, run in order.
 
     Every array of a run has a slot in one list, in the order they appear: the plan's inputs, then
-    each stage's outputs. A stage is ``(run, input slots, is_session)``.
+    each stage's outputs. A stage is ``(run, input slots, is_session, plan index)``, the last the
+    compiled node's index in the plan (None for a session).
     """
 
     __slots__ = ("stages", "threads", "output_slots")
@@ -44,16 +45,16 @@ class SplitSession:
 
     @property
     def sessions(self) -> int:
-        return sum(1 for _, _, is_session in self.stages if is_session)
+        return sum(1 for _, _, is_session, _ in self.stages if is_session)
 
     @property
     def compiled(self) -> int:
-        return sum(1 for _, _, is_session in self.stages if not is_session)
+        return sum(1 for _, _, is_session, _ in self.stages if not is_session)
 
     def __call__(self, inputs: list) -> list:
         arrays = list(inputs)
         threads = self.threads
-        for run, slots, is_session in self.stages:
+        for run, slots, is_session, _ in self.stages:
             feeds = [arrays[slot] for slot in slots]
             arrays.extend(run(feeds) if is_session else run(feeds, threads))
         return [arrays[slot] for slot in self.output_slots]
@@ -76,10 +77,15 @@ def split_session(plan: GraphPlan, device, build: Callable, compile_model: Calla
         form = compiled_forms.get(node.op_type, node.domain)
         run = form(node) if form is not None else None
         if run is not None:
-            runs[id(node)] = (f"{node.op_type}_{position}", run)  # build_model's name for the node
+            runs[id(node)] = (compiled_node_name(node, position), (run, position))
     if not runs:
         return None
-    return _cut(build(frozenset(runs)), {name: run for name, run in runs.values()}, compile_model)
+    return _cut(build(frozenset(runs)), dict(runs.values()), compile_model)
+
+
+def compiled_node_name(node, position: int) -> str:
+    """The name ``build_model`` gives the plan's node at ``position``, by which the cut finds it."""
+    return f"{node.op_type}_{position}"
 
 
 def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable) -> SplitSession | None:
@@ -113,7 +119,8 @@ def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable) -> SplitSe
         reads = [name for name in sorted(read_later[index] - set(computed)) if name and name not in initializers]
         if key[1]:  # compiled nodes, each a stage of its own
             for node in nodes:
-                result.append((runs[node.name], [slots[name] for name in node.input], False))
+                run, position = runs[node.name]
+                result.append((run, [slots[name] for name in node.input], False, position))
                 for name in node.output:
                     slots[name] = len(slots)
                     types[name] = types[node.input[0]]  # the compiled forms keep their input's dtype
@@ -126,7 +133,7 @@ def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable) -> SplitSe
         session = compile_model(_part(model, nodes, part_inputs, outputs, initializers))
         # The outputs' element types as onnxruntime inferred them, for later stages' inputs.
         types.update((value.name, _ELEMENT_TYPES[value.type]) for value in session.session.get_outputs())
-        result.append((session, [slots[name] for name in reads], True))
+        result.append((session, [slots[name] for name in reads], True, None))
         for name in outputs:
             slots[name] = len(slots)
     return SplitSession(result, get_num_threads(), [slots[output.name] for output in graph.output])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import weakref
@@ -12,6 +13,7 @@ import pytest
 import onnxnn
 from onnxnn import nn
 from onnxnn.ir.mode import MODE
+from onnxnn.kernels import compiled_convolutions
 from onnxnn.profiler import ProfilerAction, profile, record_function, schedule
 from onnxnn.runtime import sessions
 
@@ -113,6 +115,29 @@ def test_the_profiled_session_runs_the_graph_onnxnn_runs_with_its_lowerings():
         onnxnn.nn.functional.conv2d(x, weight, padding=1).numpy()
     kernels = {e.args["onnxruntime_kernel"] for e in _nodes(prof) if e.kind == "onnxruntime"}
     assert "MatMul" in kernels and "Conv" not in kernels
+
+
+@pytest.mark.skipif(not compiled_convolutions.available(), reason=f"{compiled_convolutions.unavailable_reason()}")
+def test_a_profiled_step_runs_its_weight_gradients_compiled_as_onnxnn_does():
+    # onnxnn's sessions run a small convolution's weight gradient as a compiled loop between two
+    # sessions (runtime/split_sessions.py); the profile times that loop, not onnxruntime's GEMMs.
+    layer = nn.Conv2d(8, 16, 3, padding=1)
+    x = onnxnn.randn(4, 8, 12, 12)
+    expected_weight = None
+    with onnxnn.set_executor("onnxruntime"):
+        for profiled in (False, True):
+            with profile() if profiled else contextlib.nullcontext() as prof:
+                layer.weight.grad = None
+                layer(x).square().sum().backward()
+                gradient = layer.weight.grad.numpy()
+            if not profiled:
+                expected_weight = gradient
+    compiled = _nodes(prof, "ConvWeightGradient")
+    assert len(compiled) == 1 and compiled[0].kind == "kernels" and compiled[0].args["compiled"]
+    assert compiled[0].duration_ns > 0
+    kernels = {e.args.get("onnxruntime_kernel") for e in _nodes(prof) if e.kind == "onnxruntime"}
+    assert "Conv" in kernels and "MatMul" not in kernels  # the forward ran; no GEMM per tap did
+    np.testing.assert_array_equal(gradient, expected_weight)  # the same graph, the same values
 
 
 @pytest.mark.parametrize("executor", ["kernels", "onnxruntime"])
@@ -261,8 +286,12 @@ def test_no_profiler_leaves_normal_sessions_unprofiled_and_modes_restored():
     onnxnn.manual_seed(3)
     with onnxnn.set_executor("onnxruntime"):
         model(onnxnn.randn(7, 8)).sum().item()  # a new structure: a normal session is compiled
-    for session in sessions.ONNXRUNTIME.cache.sessions.values():
-        assert not session.session.get_session_options().enable_profiling
+    for runner in sessions.ONNXRUNTIME.cache.sessions.values():
+        parts = (
+            [run for run, _, is_session, _ in runner.stages if is_session] if hasattr(runner, "stages") else [runner]
+        )
+        for session in parts:
+            assert not session.session.get_session_options().enable_profiling
     with profile() as prof:  # module hooks were removed: nothing recorded outside a profile
         pass
     model(onnxnn.randn(5, 8)).sum().item()
