@@ -99,10 +99,13 @@ def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable) -> SplitSe
         stages.setdefault((level, int(compiled)), []).append(node)
         for name in node.output:
             levels[name] = level + compiled
-    if not any(kind for _, kind in stages):
+    initializers = {initializer.name: initializer for initializer in graph.initializer}
+    compiled_reads = {name for (_, kind), nodes in stages.items() if kind for node in nodes for name in node.input}
+    if not compiled_reads or not compiled_reads.isdisjoint(initializers) or "" in compiled_reads:
+        # None compiled, or one reading a constant of the model or leaving an optional input out,
+        # which a stage of its own would have no slot for: one session runs the plan.
         return None
 
-    initializers = {initializer.name: initializer for initializer in graph.initializer}
     inputs = {graph_input.name: graph_input for graph_input in graph.input}
     slots = {name: slot for slot, name in enumerate(inputs)}
     types = {name: value.type.tensor_type.elem_type for name, value in inputs.items()}
@@ -156,5 +159,9 @@ def _part(model: onnx.ModelProto, nodes: list, inputs: list, outputs: list, init
         [initializer for name, initializer in initializers.items() if name in read],
     )
     return helper.make_model(
-        graph, opset_imports=list(model.opset_import), ir_version=model.ir_version, producer_name="onnxnn"
+        graph,
+        opset_imports=list(model.opset_import),
+        ir_version=model.ir_version,
+        producer_name="onnxnn",
+        functions=list(model.functions),
     )
