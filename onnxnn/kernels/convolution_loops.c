@@ -16,9 +16,10 @@
  * fused multiply-adds where the CPU has them, as a GEMM's are: exact up to the rounding of sums of
  * N * OH * OW products (setup.py builds this file with FMA contraction, unlike update_loops.c).
  *
- * The vectors are GCC's generic vectors of 16 floats; the functions are built for AVX-512, AVX2 with FMA
- * and the baseline, each with as many accumulator rows as its registers hold, and the first call picks
- * one for the CPU.
+ * The vectors are GCC's generic vectors, each build with its registers' width (AVX-512 16 floats, AVX2 with
+ * FMA 8, the baseline 4: a group of 16 channels is one, two or four of them) and as many accumulator rows
+ * as its registers hold; the first call picks the best build the CPU runs. Up to the caller's number of
+ * threads each sum a range of samples into their own sums, added at the end.
  */
 #include <pthread.h>
 #include <stddef.h>

@@ -16,6 +16,7 @@ from onnxnn import nn
 from onnxnn.ir.conv_weight_gradient import OP_TYPE
 from onnxnn.ir.domains import ONNXNN_DOMAIN
 from onnxnn.ir.executors import executor
+from onnxnn.ir.mode import MODE
 from onnxnn.kernels import compiled_convolutions
 from onnxnn.runtime.realization import clear_cache, realize
 from onnxnn.runtime.split_sessions import SplitSession
@@ -28,15 +29,25 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture
-def one_thread():
-    """One intra-op thread, and every plan on onnxruntime (these plans are small enough for the kernels)."""
-    before = onnxnn.get_num_threads()
-    onnxnn.set_num_threads(1)
-    clear_cache()  # each test reads the runners its own plans compiled
+def _threads(count: int, monkeypatch):
+    """``count`` intra-op threads (restored after the test, as set_num_threads would leave them), every
+    plan on onnxruntime (these plans are small enough for the kernels), and fresh caches, so that each
+    test reads the runners its own plans compiled."""
+    monkeypatch.setattr(MODE, "intra_op_threads", count)
+    clear_cache()
     with onnxnn.set_executor("onnxruntime"):
         yield
-    onnxnn.set_num_threads(before)
+    clear_cache()
+
+
+@pytest.fixture
+def one_thread(monkeypatch):
+    yield from _threads(1, monkeypatch)
+
+
+@pytest.fixture
+def two_threads(monkeypatch):
+    yield from _threads(2, monkeypatch)
 
 
 def _runners() -> list:
@@ -100,16 +111,6 @@ def test_a_weight_gradient_read_by_another_runs_after_it(one_thread):
     # The first result's own rounding, carried through the second sum, plus the second sum's.
     carried = _formula(_bound(x, g), np.abs(h)) + _formula(np.abs(first_expected), np.abs(h)) * gamma(9)
     assert_within(result, _formula(first_expected, h), 2 * carried)
-
-
-@pytest.fixture
-def two_threads():
-    before = onnxnn.get_num_threads()
-    onnxnn.set_num_threads(2)
-    clear_cache()
-    with onnxnn.set_executor("onnxruntime"):
-        yield
-    onnxnn.set_num_threads(before)
 
 
 def test_the_loops_use_as_many_threads_as_the_sessions(two_threads):
