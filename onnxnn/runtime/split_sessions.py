@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Callable
 
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from ..ir.plan import GraphPlan, names_read
 from ..ir.registry import compiled_forms
@@ -31,17 +31,18 @@ __all__ = ["SplitSession", "split_session", "compiled_node_name"]
 class SplitSession:
     """A plan's runner: stages, each a session or a compiled node, run in order.
 
-    Every array of a run has a slot in one list, in the order they appear: the plan's inputs, then
-    each stage's outputs. A stage is ``(run, input slots, is_session, plan index)``, the last the
-    compiled node's index in the plan (None for a session).
+    Every array of a run has a slot in one list, in the order they appear: the plan's inputs, the
+    model's constants that compiled nodes read, then each stage's outputs. A stage is ``(run, input
+    slots, is_session, plan index)``, the last the compiled node's index in the plan (None for a session).
     """
 
-    __slots__ = ("stages", "threads", "output_slots")
+    __slots__ = ("stages", "threads", "output_slots", "constants")
 
-    def __init__(self, stages: list, threads: int, output_slots: list):
+    def __init__(self, stages: list, threads: int, output_slots: list, constants: list):
         self.stages = stages
         self.threads = threads
         self.output_slots = output_slots
+        self.constants = constants
 
     @property
     def sessions(self) -> int:
@@ -52,7 +53,7 @@ class SplitSession:
         return sum(1 for _, _, is_session, _ in self.stages if not is_session)
 
     def __call__(self, inputs: list) -> list:
-        arrays = list(inputs)
+        arrays = [*inputs, *self.constants]
         threads = self.threads
         for run, slots, is_session, _ in self.stages:
             feeds = [arrays[slot] for slot in slots]
@@ -65,10 +66,11 @@ def split_session(plan: GraphPlan, device, build: Callable, compile_model: Calla
 
     Only on the CPU, where the compiled code runs. ``build(kept)`` builds the plan's model with the
     nodes whose ids are in ``kept`` as recorded (as ``build_model(plan, kept=kept)``, with whatever
-    else the caller's sessions take: lowerings, symbolic sizes); ``compile_model(model)`` compiles
-    one part (a session on the plan's device).
-    The compiled nodes read their sizes from their inputs at each run, so a graph shared across
-    sizes (``fastpath.dynamic_shapes``) is cut like any other, and gives the same values.
+    else the caller's sessions take: lowerings, symbolic sizes, inputs embedded as constants);
+    ``compile_model(model)`` compiles one part (a session on the plan's device). A specialized
+    session's compiled nodes read its constants, so its values are the general session's. The
+    compiled nodes read their sizes from their inputs at each run, so a graph shared across sizes
+    (``fastpath.dynamic_shapes``) is cut like any other, and gives the same values.
     """
     if device.type != "cpu":
         return None
@@ -101,14 +103,15 @@ def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable) -> SplitSe
             levels[name] = level + compiled
     initializers = {initializer.name: initializer for initializer in graph.initializer}
     compiled_reads = {name for (_, kind), nodes in stages.items() if kind for node in nodes for name in node.input}
-    if not compiled_reads or not compiled_reads.isdisjoint(initializers) or "" in compiled_reads:
-        # None compiled, or one reading a constant of the model or leaving an optional input out,
-        # which a stage of its own would have no slot for: one session runs the plan.
-        return None
+    if not compiled_reads or "" in compiled_reads:
+        return None  # none compiled, or one leaving an optional input out (no slot to feed)
 
     inputs = {graph_input.name: graph_input for graph_input in graph.input}
-    slots = {name: slot for slot, name in enumerate(inputs)}
+    # The constants compiled nodes read (a specialized session's embedded inputs) come after the inputs.
+    constants = sorted(compiled_reads & initializers.keys())
+    slots = {name: slot for slot, name in enumerate([*inputs, *constants])}
     types = {name: value.type.tensor_type.elem_type for name, value in inputs.items()}
+    types.update((name, initializers[name].data_type) for name in constants)
     wanted = {output.name for output in graph.output}
     order = sorted(stages)
     # What each stage's nodes read from outside it, so that earlier stages return it.
@@ -139,7 +142,9 @@ def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable) -> SplitSe
         result.append((session, [slots[name] for name in reads], True, None))
         for name in outputs:
             slots[name] = len(slots)
-    return SplitSession(result, get_num_threads(), [slots[output.name] for output in graph.output])
+    output_slots = [slots[output.name] for output in graph.output]
+    arrays = [numpy_helper.to_array(initializers[name]) for name in constants]
+    return SplitSession(result, get_num_threads(), output_slots, arrays)
 
 
 # onnxruntime's names of element types ("tensor(float)") -> ONNX's.

@@ -18,6 +18,7 @@ from onnxnn.ir.domains import ONNXNN_DOMAIN
 from onnxnn.ir.executors import executor
 from onnxnn.ir.mode import MODE
 from onnxnn.kernels import compiled_convolutions
+from onnxnn.runtime.fastpath import plan_cache
 from onnxnn.runtime.realization import clear_cache, realize
 from onnxnn.runtime.split_sessions import SplitSession
 from onnxnn.runtime.tensor import apply_op
@@ -138,3 +139,19 @@ def test_a_training_step_with_its_update_in_the_plan_runs_the_update_after_the_l
     step = np.float32(0.1) * gradient
     expected = before.astype(np.float64) - step
     assert_within(layer.weight.detach().numpy(), expected, np.finfo(np.float32).eps * (np.abs(before) + np.abs(step)))
+
+
+def test_a_specialized_session_gives_the_general_ones_values(one_thread):
+    # The same large inputs run after run: the entry then embeds them in a session of its own
+    # (plan_cache.Specialization), cut around the loop like the general one, so the values do not
+    # change when it takes over.
+    rng = np.random.default_rng(4)
+    x, g = _arrays(rng, batch=8, channels=16, out_channels=16, size=8)
+    x_tensor, g_tensor = onnxnn.tensor(x), onnxnn.tensor(g)
+    runs = plan_cache.SPECIALIZE_AFTER_RUNS + 3
+    results = [_weight_gradient(x_tensor, g_tensor).numpy() for _ in range(runs)]
+    specializations = [entry.specialization for entry in plan_cache._entries["onnxruntime"].values()]
+    assert any(isinstance(found.session, SplitSession) for found in specializations if found is not None)
+    for result in results[1:]:
+        np.testing.assert_array_equal(result, results[0])
+    assert_within(results[0], _formula(x, g), _bound(x, g))
