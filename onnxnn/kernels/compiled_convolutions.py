@@ -88,14 +88,12 @@ def eligible(x_shape: tuple, g_shape: tuple, dtype) -> bool:
     least ``COMPILED_MIN_CHANNELS`` in X, with the library present and ``ENABLED``.
     """
     return (
-        ENABLED
-        and np.dtype(dtype) == _FLOAT32
+        np.dtype(dtype) == _FLOAT32
         and len(x_shape) in (3, 4)
         and len(g_shape) == len(x_shape)
         and COMPILED_MIN_CHANNELS <= x_shape[1] <= COMPILED_MAX_CHANNELS
         and g_shape[1] <= COMPILED_MAX_CHANNELS
-        and _LOOP.get() is not None
-        and not _LOOP.baseline_only
+        and available()
     )
 
 

@@ -14,7 +14,8 @@ __all__ = ["LoopLibrary"]
 
 
 class LoopLibrary:
-    """The library ``module`` (a package path), whose ``version_function`` must return ``version``.
+    """The library ``module`` (a package path) built from ``source``, whose ``onnxnn_<source stem>_version()``
+    must return ``version``.
 
     Subclasses bind its functions in ``bind``. ``fallback`` ends each reason: what runs instead.
     """

@@ -35,7 +35,7 @@ from ..ir.plan import build_model, plan
 from ..nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from ..runtime.fastpath.plan_cache import choose
 from ..runtime.sessions import CompiledSession, lowers_for
-from ..runtime.split_sessions import compiled_node_name, split_session
+from ..runtime.split_sessions import SplitSession, compiled_node_name, session_runner
 from .events import FunctionEvent
 
 __all__ = ["Collector", "Options"]
@@ -104,6 +104,8 @@ class _ThreadState(threading.local):
     def __init__(self):
         self.ranges: list = []  # open ranges: [name, kind, start_ns, args]
         self.modules: list = []  # paths of the modules whose forward is running
+        # (thread, op types, records, kept) of the plan a runner is running: a split session's stages read it.
+        self.running: tuple | None = None
 
 
 def _flops(node) -> int:
@@ -148,8 +150,6 @@ class Collector:
         self.profiled: list = []  # every CompiledSession compiled here, each profiled by onnxruntime
         self.part_indices: dict = {}  # id(CompiledSession) of a split session's part -> its nodes' plan indices
         self.runs: dict = {}  # id(CompiledSession) -> list of _Run
-        # (thread, op types, records, kept) of the plan a runner is running: a split session's stages read it.
-        self.running: tuple | None = None
         self.recording = False  # False during warmup: hooks run, events are dropped
         self.directory = tempfile.mkdtemp(prefix="onnxnn-profile-")
         self.state = _ThreadState()
@@ -284,12 +284,12 @@ class Collector:
                 results = self._run_kernels(runner, graph, inputs, records, thread)
             else:
                 op_types = [node.op_type for node in graph.nodes]
-                self.running = (thread, op_types, records, self.recording)
+                self.state.running = (thread, op_types, records, self.recording)
                 start = self.now()
                 try:
                     results = runner(inputs)
                 finally:
-                    self.running = None
+                    self.state.running = None
                 end = self.now()
                 if isinstance(runner, CompiledSession):  # a split session's stages note their own runs
                     self.runs.setdefault(id(runner), []).append(
@@ -342,17 +342,14 @@ class Collector:
         self.begin_range("onnxnn::compile")
         try:
             # onnxnn's own sessions' graphs (session_lowerings' forms, cut around compiled nodes), not the export's.
-            split = split_session(
+            runner = session_runner(
                 graph,
                 device,
                 lambda kept: self._model(graph, kept),
                 lambda model: self._profiled_session(model, device),
             )
-            if split is not None:
-                split.stages = [self._timed_stage(*stage) for stage in split.stages]
-                runner = split
-            else:
-                runner = self._profiled_session(self._model(graph, frozenset()), device)
+            if isinstance(runner, SplitSession):
+                runner.stages = [self._timed_stage(*stage) for stage in runner.stages]
         finally:
             self.end_range()
         self.sessions[graph.key] = runner
@@ -392,7 +389,7 @@ class Collector:
             def timed_session(feeds):
                 start = self.now()
                 results = run(feeds)
-                thread, op_types, records, kept = self.running
+                thread, op_types, records, kept = self.state.running
                 indices = self.part_indices[id(run)]
                 self.runs.setdefault(id(run), []).append(
                     _Run(thread, start, self.now(), op_types, records, kept, indices)
@@ -404,7 +401,7 @@ class Collector:
         def timed_node(feeds, threads):
             start = self.now()
             results = run(feeds, threads)
-            thread, op_types, records, kept = self.running
+            thread, op_types, records, kept = self.state.running
             if kept:
                 event = self._op_event(
                     op_types[position], records[position], "kernels", thread, start, self.now(), {"compiled": True}

@@ -22,7 +22,7 @@ from ..ir.executors import register_executor
 from ..ir.mode import MODE
 from ..ir.plan import IR_VERSION, OPSET_VERSION, GraphPlan, build_model
 from .output_views import move_reshapes_out
-from .split_sessions import SplitSession, split_session
+from .split_sessions import SplitSession, session_runner
 
 __all__ = [
     "CompiledSession",
@@ -393,12 +393,12 @@ class SessionCache:
         self.misses += 1
         device = plan.key[3]
         lower = lowers_for(device)
-        compiled = split_session(
+        compiled = session_runner(
             plan,
             device,
             lambda kept: build_model(plan, lower=lower, kept=kept),
             lambda model: CompiledSession(model, device),
-        ) or CompiledSession(build_model(plan, lower=lower), device)
+        )
         self.sessions[plan.key] = compiled
         if len(self.sessions) > self.capacity:
             self.sessions.popitem(last=False)
@@ -441,19 +441,15 @@ class OnnxruntimeExecutor:
         # Threads as the static graph of this key would get (sizes are unknown once symbolic).
         threads = 1 if _work_estimate(model) < SINGLE_THREAD_ELEMENTS else MODE.intra_op_threads
 
-        def symbolic(model: onnx.ModelProto) -> onnx.ModelProto:
-            symbolic_inputs(model, dims)
-            return model
+        def symbolic(kept: frozenset) -> onnx.ModelProto:
+            built = build_model(plan, kept=kept) if kept else model
+            symbolic_inputs(built, dims)
+            return built
 
         cache = self.cache
         cache.misses += 1
         # Cut as the static graphs of the family are, so that every size gets the same values.
-        compiled = split_session(
-            plan,
-            device,
-            lambda kept: symbolic(build_model(plan, kept=kept)),
-            lambda part: CompiledSession(part, device, threads=threads),
-        ) or CompiledSession(symbolic(model), device, threads=threads)
+        compiled = session_runner(plan, device, symbolic, lambda part: CompiledSession(part, device, threads=threads))
         cache.sessions[plan.key] = compiled
         if len(cache.sessions) > cache.capacity:
             cache.sessions.popitem(last=False)

@@ -25,7 +25,7 @@ from ..ir.plan import GraphPlan, names_read
 from ..ir.registry import compiled_forms
 from .threads import get_num_threads
 
-__all__ = ["SplitSession", "split_session", "compiled_node_name"]
+__all__ = ["SplitSession", "split_session", "session_runner", "compiled_node_name"]
 
 
 class SplitSession:
@@ -85,6 +85,12 @@ def split_session(plan: GraphPlan, device, build: Callable, compile_model: Calla
     return _cut(build(frozenset(runs)), dict(runs.values()), compile_model)
 
 
+def session_runner(plan: GraphPlan, device, build: Callable, compile_model: Callable):
+    """``plan``'s runner on onnxruntime: cut around its compiled nodes (``split_session``, with the same
+    arguments), else one session of ``compile_model(build(frozenset()))``."""
+    return split_session(plan, device, build, compile_model) or compile_model(build(frozenset()))
+
+
 def compiled_node_name(node, position: int) -> str:
     """The name ``build_model`` gives the plan's node at ``position``, by which the cut finds it."""
     return f"{node.op_type}_{position}"
@@ -119,10 +125,6 @@ def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable) -> SplitSe
     result = []
     for index, key in enumerate(order):
         nodes = stages[key]
-        computed = [name for node in nodes for name in node.output if name]
-        needed_later = wanted.union(*read_later[index + 1 :])
-        outputs = [name for name in computed if name in needed_later]
-        reads = [name for name in sorted(read_later[index] - set(computed)) if name and name not in initializers]
         if key[1]:  # compiled nodes, each a stage of its own
             for node in nodes:
                 run, position = runs[node.name]
@@ -131,8 +133,12 @@ def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable) -> SplitSe
                     slots[name] = len(slots)
                     types[name] = types[node.input[0]]  # the compiled forms keep their input's dtype
             continue
+        computed = [name for node in nodes for name in node.output if name]
+        needed_later = wanted.union(*read_later[index + 1 :])
+        outputs = [name for name in computed if name in needed_later]
         if not outputs:
             continue
+        reads = [name for name in sorted(read_later[index] - set(computed)) if name and name not in initializers]
         part_inputs = [
             inputs[name] if name in inputs else helper.make_tensor_value_info(name, types[name], None) for name in reads
         ]

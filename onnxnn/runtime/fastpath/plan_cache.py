@@ -21,7 +21,7 @@ from ...ir.executors import executor
 from ...ir.mode import EXECUTORS, MODE
 from ...ir.plan import GraphPlan, build_model
 from ..sessions import lowers_for
-from ..split_sessions import split_session
+from ..split_sessions import session_runner
 from ..threads import get_num_threads
 from . import dynamic_shapes
 from .straight_line import accelerate
@@ -306,12 +306,12 @@ class Specialization:
         compile_model = executor("onnxruntime").compile_model
         # Cut around compiled nodes as the general session is, so that its values do not change
         # when the specialization takes over.
-        self.session = split_session(
+        self.session = session_runner(
             plan,
             device,
             lambda kept: build_model(plan, roles, lower=lower, kept=kept),
             lambda part: compile_model(part, device),
-        ) or compile_model(build_model(plan, roles, lower=lower), device)
+        )
 
     def matches(self, inputs: list) -> bool:
         for position, reference in zip(self.positions, self.references):
