@@ -1,5 +1,6 @@
 """Builds onnxnn's compiled loops where a C compiler is present: the optimizer updates
-(onnxnn/kernels/update_loops.c) and the convolutions' weight gradients (convolution_loops.c).
+(onnxnn/kernels/update_loops.c) and the convolutions' weight gradients (convolution_loops.c,
+depthwise_loops.c).
 
 Everything else is in pyproject.toml. The libraries are optional: where one does not build (no
 compiler), what it computes runs as before it, as numpy formulas or onnxruntime graphs, with the
@@ -43,7 +44,12 @@ setup(
             depends=["onnxnn/kernels/update_loops_template.h"],
             optional=True,
         ),
-        Extension("onnxnn.kernels._convolution_loops", sources=["onnxnn/kernels/convolution_loops.c"], optional=True),
+        Extension(
+            "onnxnn.kernels._convolution_loops",
+            sources=["onnxnn/kernels/convolution_loops.c", "onnxnn/kernels/depthwise_loops.c"],
+            depends=["onnxnn/kernels/convolution_loops.h"],
+            optional=True,
+        ),
     ],
     cmdclass={"build_ext": _BuildLoops},
 )

@@ -1,13 +1,14 @@
 """onnxnn's ``ConvWeightGradient`` op: its geometry, read alike by the shape rule, decomposition and kernel.
 
-    ConvWeightGradient(X, G; kernel_shape, strides, dilations, pads) -> dW
+    ConvWeightGradient(X, G; kernel_shape, strides, dilations, pads, group) -> dW
 
-For ``Y = Conv(X, W)`` with one group and these kernel shape, strides, dilations and begin pads,
-and ``G`` a gradient of ``Y``, ``dW = d<Y, G>/dW`` of shape ``(M, C, *kernel_shape)`` (``X`` is
+For ``Y = Conv(X, W; group)`` with these kernel shape, strides, dilations and begin pads, and ``G``
+a gradient of ``Y``, ``dW = d<Y, G>/dW`` of shape ``(M, C / group, *kernel_shape)`` (``X`` is
 ``(N, C, *in)``, ``G`` ``(N, M, *out)``). The tap at offset ``o`` of the kernel sees, at output
-position ``p``, the input element ``o * dilation - pad_begin + p * stride``, so each tap is one
-``(M, N*L) @ (N*L, C)`` product of ``G`` with a strided window of the padded input. ``pads``
-holds the begin pads, then the end pads that keep every window inside the padded input.
+position ``p``, the input element ``o * dilation - pad_begin + p * stride``, so for one group each
+tap is one ``(M, N*L) @ (N*L, C)`` product of ``G`` with a strided window of the padded input; with
+several, output channel ``m`` sees only its group's input channels. ``pads`` holds the begin pads,
+then the end pads that keep every window inside the padded input; ``group`` is 1 when absent.
 
 This module imports nothing of onnxnn's, so the kernels and the runtime's rules may both use it.
 """
@@ -30,6 +31,7 @@ class WeightGradientGeometry(NamedTuple):
     dilations: list[int]
     pads_begin: list[int]
     pads_end: list[int]
+    group: int = 1
 
 
 def end_pads(input_spatial, output_spatial, kernel, strides, dilations, pads_begin) -> list[int]:
@@ -44,8 +46,8 @@ def weight_gradient_geometry(x_shape: tuple, g_shape: tuple, attrs: dict) -> Wei
     """The node's geometry, checked against the shapes of ``X`` and ``G``.
 
     Raises:
-        ValueError: naming what does not fit (ranks, batch sizes, attribute lengths, a window
-            reaching past the padded input).
+        ValueError: naming what does not fit (ranks, batch sizes, attribute lengths, a group not
+            dividing both channel counts, a window reaching past the padded input).
     """
     kernel = [int(k) for k in attrs.get("kernel_shape") or ()]
     rank = len(kernel)
@@ -64,7 +66,13 @@ def weight_gradient_geometry(x_shape: tuple, g_shape: tuple, attrs: dict) -> Wei
             f"{OP_TYPE}: strides {strides} and dilations {dilations} need {rank} entries and pads {pads} "
             f"{2 * rank}, for kernel_shape {kernel}"
         )
-    geometry = WeightGradientGeometry(kernel, strides, dilations, pads[:rank], pads[rank:])
+    group = int(attrs.get("group", 1))
+    if group < 1 or x_shape[1] % group or g_shape[1] % group:
+        raise ValueError(
+            f"{OP_TYPE}: group {group} must divide X's {x_shape[1]} and G's {g_shape[1]} channels "
+            f"(X {list(x_shape)}, G {list(g_shape)})"
+        )
+    geometry = WeightGradientGeometry(kernel, strides, dilations, pads[:rank], pads[rank:], group)
     needed = end_pads(x_shape[2:], g_shape[2:], kernel, strides, dilations, geometry.pads_begin)
     if any(need > given for need, given in zip(needed, geometry.pads_end)):
         raise ValueError(

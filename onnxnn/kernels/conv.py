@@ -5,7 +5,7 @@
 column matrix ``(N, group, C/group * prod(kernel), prod(output))`` (the one copy im2col needs) so
 that ``weights @ columns`` lands in ``(N, M, *output)`` order with no transpose afterwards. Large
 batches are processed in chunks to bound the column buffer. onnxnn's ``ConvWeightGradient``
-(``ir/conv_weight_gradient.py``) is one matmul per kernel tap.
+(``ir/conv_weight_gradient.py``) is one batched matmul per kernel tap.
 """
 
 from __future__ import annotations
@@ -166,29 +166,31 @@ def conv_transpose(xp, inputs, attrs):
 
 @kernels.register(WEIGHT_GRADIENT, domain=ONNXNN_DOMAIN, types=FLOATING)
 def conv_weight_gradient(xp, inputs, attrs):
-    """The compiled loop where it applies (compiled_convolutions.py), else one matmul per kernel tap of
-    ``G`` as ``(M, N*L)`` with the tap's strided window of the padded, channels-last input, as the op's
-    decomposition (runtime/ops/conv_weight_gradient.py) writes them."""
+    """The compiled loop where it applies (compiled_convolutions.py), else one batched matmul per kernel
+    tap: ``G`` as ``(group, M/group, N*L)`` with the tap's strided window of the padded, channels-last
+    input as ``(group, N*L, C/group)``, as the op's decomposition (runtime/ops/conv_weight_gradient.py)
+    writes them for one group."""
     x, g = inputs
     geometry = weight_gradient_geometry(x.shape, g.shape, attrs)
-    if xp is np and compiled_convolutions.eligible(x.shape, g.shape, x.dtype):
+    if xp is np and compiled_convolutions.eligible(x.shape, g.shape, x.dtype, geometry.group):
         return [compiled_convolutions.weight_gradient(x, g, geometry)]
-    channels, out_channels = x.shape[1], g.shape[1]
+    group = geometry.group
+    per_group, per_group_out = x.shape[1] // group, g.shape[1] // group
     channels_last = xp.moveaxis(x, 1, -1)
     if any(geometry.pads_begin) or any(geometry.pads_end):
         widths = [(0, 0), *zip(geometry.pads_begin, geometry.pads_end), (0, 0)]
         channels_last = xp.pad(channels_last, widths, mode="constant")
-    gradient_rows = xp.moveaxis(g, 1, 0).reshape(out_channels, -1)
+    gradient_rows = xp.moveaxis(g, 1, 0).reshape(group, per_group_out, -1)
     taps = tap_starts(geometry)
-    result = xp.empty((out_channels, channels, len(taps)), dtype=x.dtype)
+    result = xp.empty((group, per_group_out, per_group, len(taps)), dtype=x.dtype)
     for tap, starts in enumerate(taps):
         index = tuple(
             slice(start, start + (out - 1) * stride + 1, stride)
             for start, out, stride in zip(starts, g.shape[2:], geometry.strides)
         )
-        window = channels_last[(slice(None),) + index + (slice(None),)].reshape(-1, channels)
-        result[:, :, tap] = xp.matmul(gradient_rows, window)
-    return [result.reshape((out_channels, channels) + tuple(geometry.kernel))]
+        window = channels_last[(slice(None),) + index + (slice(None),)].reshape(-1, group, per_group)
+        result[..., tap] = xp.matmul(gradient_rows, xp.moveaxis(window, 1, 0))
+    return [result.reshape((g.shape[1], per_group) + tuple(geometry.kernel))]
 
 
 @compiled_forms.register(WEIGHT_GRADIENT, domain=ONNXNN_DOMAIN)
@@ -199,7 +201,8 @@ def _compiled_weight_gradient(node):
     and image sizes than the node recorded (its channels and dtype, which eligibility reads, stay).
     """
     x, g = node.inputs
-    if not compiled_convolutions.eligible(x.shape, g.shape, x.dtype.numpy_dtype):
+    group = int(node.attrs.get("group", 1))
+    if not compiled_convolutions.eligible(x.shape, g.shape, x.dtype.numpy_dtype, group):
         return None
     attrs = node.attrs
 

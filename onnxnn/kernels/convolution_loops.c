@@ -22,16 +22,11 @@
  * threads each sum a range of samples into their own sums, added at the end.
  */
 #include <pthread.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 
-#define EXPORTED __attribute__((visibility("default")))
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#include "convolution_loops.h"
 
 /* compiled_convolutions.py uses a library only if this matches its own number. */
-#define CONVOLUTION_LOOPS_VERSION 2
+#define CONVOLUTION_LOOPS_VERSION 3
 EXPORTED int onnxnn_convolution_loops_version(void) { return CONVOLUTION_LOOPS_VERSION; }
 
 #define LANES 16
@@ -41,29 +36,6 @@ EXPORTED int onnxnn_convolution_loops_version(void) { return CONVOLUTION_LOOPS_V
 #define BLOCK_BYTES 24576
 /* Samples copied at a time: their channels-last copy stays in L2. */
 #define GROUP_BYTES (1 << 20)
-
-/* The geometry, as compiled_convolutions.py passes it: 15 integers. */
-enum {
-    BATCH, CHANNELS, HEIGHT, WIDTH, OUT_CHANNELS, OUT_HEIGHT, OUT_WIDTH,
-    KERNEL_HEIGHT, KERNEL_WIDTH, STRIDE_HEIGHT, STRIDE_WIDTH, DILATION_HEIGHT, DILATION_WIDTH, PAD_TOP, PAD_LEFT,
-    GEOMETRY_SIZE
-};
-
-static int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
-
-static float *zeroed_floats(int64_t count)
-{
-    size_t bytes = (size_t)round_up(count > 0 ? count : 1, LANES) * sizeof(float);
-    float *buffer = aligned_alloc(64, bytes);
-    if (buffer != NULL) memset(buffer, 0, bytes);
-    return buffer;
-}
-
-/* Each build's native vector: a group of LANES channels is 1, 2 or 4 of them. (Generic vectors wider
- * than the build's registers are split through memory, which costs more than the arithmetic.) */
-typedef float vector16 __attribute__((vector_size(16 * sizeof(float))));
-typedef float vector8 __attribute__((vector_size(8 * sizeof(float))));
-typedef float vector4 __attribute__((vector_size(4 * sizeof(float))));
 
 #define DEFINE_TILE(name, vector, width)                                                                         \
     ALWAYS_INLINE void name(int rows, float *sums, int64_t sums_step, const float *const *broadcast,            \
@@ -301,9 +273,6 @@ typedef struct {
     int rows;
 } Build;
 
-/* The builds, best first: 0 AVX-512, 1 AVX2 with FMA, 2 the baseline. */
-#define BUILDS 3
-
 static int runs_here(int build)
 {
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -323,9 +292,9 @@ static Build build_numbered(int build)
     return (Build){weight_gradient_baseline, BASELINE_ROWS};
 }
 
-static Build chosen = {NULL, 0};
+static int chosen = -1;
 
-/* The best build this CPU runs (0-2, as above). */
+/* The best build this CPU runs (0-2, as convolution_loops.h numbers them). */
 EXPORTED int onnxnn_convolution_loops_best_build(void)
 {
     int build = 0;
@@ -333,7 +302,7 @@ EXPORTED int onnxnn_convolution_loops_best_build(void)
     return build;
 }
 
-/* Makes later calls use build ``build`` (0-2, as above; -1: the best this CPU runs); returns 0, or 1
+/* Makes later calls of every loop use build ``build`` (0-2; -1: the best this CPU runs); returns 0, or 1
  * where this CPU cannot run it (nothing changes). For the tests, which check every build the CPU runs. */
 EXPORTED int onnxnn_convolution_loops_use_build(int build)
 {
@@ -342,8 +311,39 @@ EXPORTED int onnxnn_convolution_loops_use_build(int build)
     } else if (build >= BUILDS || !runs_here(build)) {
         return 1;
     }
-    chosen = build_numbered(build);
+    chosen = build;
     return 0;
+}
+
+int chosen_build(void)
+{
+    if (chosen < 0) onnxnn_convolution_loops_use_build(-1);
+    return chosen;
+}
+
+int64_t thread_count(int threads, int64_t parts, int64_t products)
+{
+    int64_t count = threads < 1 ? 1 : threads > MOST_THREADS ? MOST_THREADS : threads;
+    if (count > parts) count = parts > 0 ? parts : 1;
+    if (count > products / THREAD_MIN_PRODUCTS) count = products / THREAD_MIN_PRODUCTS > 0 ? products / THREAD_MIN_PRODUCTS : 1;
+    return count;
+}
+
+int run_shares(void *(*run)(void *), void *shares, size_t share_size, int64_t count)
+{
+    pthread_t workers[MOST_THREADS];
+    int64_t started = 0;
+    int failed = 0;
+    for (int64_t t = 1; t < count; t++) {
+        if (pthread_create(&workers[t], NULL, run, (char *)shares + t * share_size) != 0) {
+            failed = 1;
+            break;
+        }
+        started = t;
+    }
+    run(shares);
+    for (int64_t t = 1; t <= started; t++) pthread_join(workers[t], NULL);
+    return failed ? 2 : 0;
 }
 
 /* One thread's share: a range of samples summed into its own buffer. */
@@ -365,52 +365,32 @@ static void *run_share(void *argument)
     return NULL;
 }
 
-/* The fewest multiply-adds worth a thread of their own (starting one costs tens of microseconds). */
-#define THREAD_MIN_PRODUCTS (INT64_C(1) << 22)
-#define MOST_THREADS 64
-
 /* dW (M, C, KH, KW) from C-contiguous float32 X (N, C, H, W) and G (N, M, OH, OW), with the geometry's 15
- * integers (see the enum above); the windows must stay within X padded by the begin pads and whatever end
+ * integers (convolution_loops.h); the windows must stay within X padded by the begin pads and whatever end
  * pads they need. Up to ``threads`` threads each sum a range of samples, their sums added in thread order
  * at the end (so results depend on the number of threads used, as a threaded GEMM's do). Returns 0, 1 when
  * memory ran out, or 2 when a thread could not start (dW is then unwritten). */
 EXPORTED int onnxnn_conv_weight_gradient_float32(const float *x, const float *g, float *dw, const int64_t *geometry,
                                                  int threads)
 {
-    if (chosen.loop == NULL) onnxnn_convolution_loops_use_build(-1);
-    const Build build = chosen;
+    const Build build = build_numbered(chosen_build());
     const int64_t batch = geometry[BATCH], channels = geometry[CHANNELS], out_channels = geometry[OUT_CHANNELS];
     const int64_t taps = geometry[KERNEL_HEIGHT] * geometry[KERNEL_WIDTH];
     const int rows = rows_for(build.rows, geometry);
     const Layout layout = layout_for(rows, geometry);
     const int64_t sums_size = taps * layout.row_channels * layout.wide_channels;
     const int64_t products = out_channels * channels * taps * batch * geometry[OUT_HEIGHT] * geometry[OUT_WIDTH];
-    int64_t count = threads < 1 ? 1 : threads > MOST_THREADS ? MOST_THREADS : threads;
-    if (count > batch) count = batch > 0 ? batch : 1;
-    if (count > products / THREAD_MIN_PRODUCTS) count = products / THREAD_MIN_PRODUCTS > 0 ? products / THREAD_MIN_PRODUCTS : 1;
+    const int64_t count = thread_count(threads, batch, products);
 
     Share shares[MOST_THREADS];
-    pthread_t workers[MOST_THREADS];
     float *sums = zeroed_floats(count * sums_size);
     if (sums == NULL) return 1;
     for (int64_t t = 0; t < count; t++)
         shares[t] = (Share){build.loop, rows, x, g, sums + t * sums_size, geometry, batch * t / count,
                             batch * (t + 1) / count, 0};
-    int64_t started = 0, failed = 0;
-    for (int64_t t = 1; t < count; t++) {
-        if (pthread_create(&workers[t], NULL, run_share, &shares[t]) != 0) {
-            failed = 1;
-            break;
-        }
-        started = t;
-    }
-    run_share(&shares[0]);
-    int status = shares[0].status;
-    for (int64_t t = 1; t <= started; t++) {
-        pthread_join(workers[t], NULL);
+    int status = run_shares(run_share, shares, sizeof(Share), count);
+    for (int64_t t = 0; t < count; t++)
         if (shares[t].status) status = shares[t].status;
-    }
-    if (failed && !status) status = 2;
     if (!status) {
         for (int64_t t = 1; t < count; t++)
             for (int64_t i = 0; i < sums_size; i++) sums[i] += sums[t * sums_size + i];

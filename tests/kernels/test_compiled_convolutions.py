@@ -122,20 +122,109 @@ def test_arrays_that_are_views_are_read_as_their_values():
     np.testing.assert_array_equal(compiled_convolutions.weight_gradient(x, g, geometry), expected)
 
 
-# (id, X shape, G shape, dtype): what stays with onnxruntime's GEMMs or numpy's matmuls.
-NOT_ELIGIBLE = [
-    ("float64", (2, 8, 5, 5), (2, 8, 5, 5), np.float64),
-    ("float16", (2, 8, 5, 5), (2, 8, 5, 5), np.float16),
-    ("grayscale", (2, 1, 5, 5), (2, 8, 5, 5), np.float32),
-    ("many_input_channels", (2, compiled_convolutions.COMPILED_MAX_CHANNELS + 1, 5, 5), (2, 8, 5, 5), np.float32),
-    ("many_output_channels", (2, 8, 5, 5), (2, compiled_convolutions.COMPILED_MAX_CHANNELS + 1, 5, 5), np.float32),
-    ("three_spatial_axes", (2, 4, 5, 5, 5), (2, 4, 5, 5, 5), np.float32),
+def _depthwise_formula(x, g, kernel, strides, dilations, pads_begin):
+    """dW (M, 1, *kernel) of a depthwise convolution: output channel m reads input channel m // (M / C)."""
+    multiplier = g.shape[1] // x.shape[1]
+    return np.concatenate(
+        [
+            _formula(
+                x[:, m // multiplier : m // multiplier + 1], g[:, m : m + 1], kernel, strides, dilations, pads_begin
+            )
+            for m in range(g.shape[1])
+        ]
+    )
+
+
+def _depthwise_case(rng, x_shape, multiplier, kernel, strides, dilations, pads):
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    out = [
+        (size + 2 * pad - d * (k - 1) - 1) // s + 1
+        for size, pad, k, s, d in zip(x_shape[2:], pads, kernel, strides, dilations)
+    ]
+    g = rng.standard_normal((x_shape[0], x_shape[1] * multiplier, *out)).astype(np.float32)
+    attrs = {**_geometry(x.shape, out, kernel, strides, dilations, pads), "group": x_shape[1]}
+    return x, g, weight_gradient_geometry(x.shape, g.shape, attrs)
+
+
+# (id, X shape, output channels per input channel, kernel, strides, dilations, begin pads): MobileNet's
+# 3x3 layers, stride 2 (rows long enough for the vector copies and their scalar ends) and dilated ones,
+# 5x5 and 7x7 kernels (more taps than a block holds), output rows that fill no whole vector or span
+# several, a channel multiplier, one spatial axis, an empty batch.
+DEPTHWISE_CASES = [
+    ("3x3", (2, 8, 9, 9), 1, (3, 3), (1, 1), (1, 1), (1, 1)),
+    ("3x3_stride_2_wide_rows", (2, 6, 9, 75), 1, (3, 3), (2, 2), (1, 1), (1, 1)),
+    ("3x3_stride_2", (2, 6, 17, 40), 1, (3, 3), (2, 2), (1, 1), (1, 1)),
+    ("5x5_stride_2", (2, 5, 12, 13), 1, (5, 5), (2, 2), (1, 1), (2, 2)),
+    ("7x7_wide_rows", (3, 3, 7, 40), 1, (7, 7), (1, 1), (1, 1), (3, 3)),
+    ("dilated_unpadded", (1, 4, 17, 17), 1, (3, 3), (2, 1), (2, 3), (0, 1)),
+    ("uneven_kernel", (2, 16, 6, 6), 1, (3, 2), (1, 3), (1, 2), (1, 0)),
+    ("channel_multiplier_3", (2, 4, 10, 10), 3, (3, 3), (1, 1), (1, 1), (1, 1)),
+    ("one_spatial_axis", (2, 6, 20), 2, (5,), (2,), (1,), (2,)),
+    ("empty_batch", (0, 4, 5, 5), 1, (3, 3), (1, 1), (1, 1), (1, 1)),
 ]
 
 
-@pytest.mark.parametrize("case_id, x_shape, g_shape, dtype", NOT_ELIGIBLE, ids=[c[0] for c in NOT_ELIGIBLE])
-def test_other_layers_are_not_taken(case_id, x_shape, g_shape, dtype):
-    assert not compiled_convolutions.eligible(x_shape, g_shape, dtype)
+@pytest.mark.parametrize(
+    "case_id, x_shape, multiplier, kernel, strides, dilations, pads",
+    DEPTHWISE_CASES,
+    ids=[c[0] for c in DEPTHWISE_CASES],
+)
+def test_the_depthwise_loop_is_the_weight_gradients_formula(
+    case_id, x_shape, multiplier, kernel, strides, dilations, pads, build
+):
+    rng = np.random.default_rng(11)
+    x, g, geometry = _depthwise_case(rng, x_shape, multiplier, kernel, strides, dilations, pads)
+    assert compiled_convolutions.eligible(x.shape, g.shape, x.dtype, group=x_shape[1])
+    result = compiled_convolutions.weight_gradient(x, g, geometry)
+    assert result.dtype == np.float32 and result.shape == (g.shape[1], 1, *kernel)
+    terms = max(x_shape[0] * int(np.prod(g.shape[2:])), 1)
+    bound = gamma(terms) * _depthwise_formula(np.abs(x), np.abs(g), kernel, strides, dilations, pads)
+    assert_within(result, _depthwise_formula(x, g, kernel, strides, dilations, pads), bound)
+
+
+def test_depthwise_threads_take_whole_channels_so_the_result_does_not_depend_on_their_number(build):
+    rng = np.random.default_rng(4)
+    x, g, geometry = _depthwise_case(rng, (4, 24, 40, 40), 1, (3, 3), (1, 1), (1, 1), (1, 1))
+    one = compiled_convolutions.weight_gradient(x, g, geometry, 1)
+    for threads in (2, 5, 1000):
+        np.testing.assert_array_equal(compiled_convolutions.weight_gradient(x, g, geometry, threads), one)
+
+
+def test_depthwise_vector_padding_adds_nothing_even_where_the_input_is_infinite(build):
+    # The loop multiplies whole vectors; the lanes past an output row must not pair G with input
+    # columns that the tap does not read. Column 0 of a 3x3 kernel (pad 1) never reads the input's last
+    # column, which holds inf: its sums stay finite, as the formula's.
+    rng = np.random.default_rng(6)
+    x, g, geometry = _depthwise_case(rng, (2, 4, 6, 11), 1, (3, 3), (1, 1), (1, 1), (1, 1))
+    x[:, :, :, -1] = np.inf
+    result = compiled_convolutions.weight_gradient(x, g, geometry)
+    expected = _depthwise_formula(x, g, (3, 3), (1, 1), (1, 1), (1, 1))
+    assert np.isfinite(result[..., 0]).all()
+    np.testing.assert_array_equal(np.isfinite(result), np.isfinite(expected))
+    finite = np.isfinite(expected)
+    bound = gamma(2 * 6 * 11) * _depthwise_formula(
+        np.abs(np.where(np.isinf(x), 0, x)), np.abs(g), (3, 3), (1, 1), (1, 1), (1, 1)
+    )
+    assert_within(result[finite], expected[finite], bound[finite])
+
+
+# (id, X shape, G shape, dtype, groups): what stays with onnxruntime's GEMMs or numpy's matmuls.
+NOT_ELIGIBLE = [
+    ("float64", (2, 8, 5, 5), (2, 8, 5, 5), np.float64, 1),
+    ("float16", (2, 8, 5, 5), (2, 8, 5, 5), np.float16, 1),
+    ("grayscale", (2, 1, 5, 5), (2, 8, 5, 5), np.float32, 1),
+    ("many_input_channels", (2, compiled_convolutions.COMPILED_MAX_CHANNELS + 1, 5, 5), (2, 8, 5, 5), np.float32, 1),
+    ("many_output_channels", (2, 8, 5, 5), (2, compiled_convolutions.COMPILED_MAX_CHANNELS + 1, 5, 5), np.float32, 1),
+    ("three_spatial_axes", (2, 4, 5, 5, 5), (2, 4, 5, 5, 5), np.float32, 1),
+    ("grouped_not_depthwise", (2, 8, 5, 5), (2, 8, 5, 5), np.float32, 4),
+    ("depthwise_float64", (2, 8, 5, 5), (2, 8, 5, 5), np.float64, 8),
+    ("depthwise_three_spatial_axes", (2, 4, 5, 5, 5), (2, 4, 5, 5, 5), np.float32, 4),
+]
+
+
+@pytest.mark.parametrize("case_id, x_shape, g_shape, dtype, group", NOT_ELIGIBLE, ids=[c[0] for c in NOT_ELIGIBLE])
+def test_other_layers_are_not_taken(case_id, x_shape, g_shape, dtype, group):
+    assert not compiled_convolutions.eligible(x_shape, g_shape, dtype, group)
 
 
 def test_switched_off_it_takes_nothing(monkeypatch):

@@ -40,21 +40,21 @@ def _pending_op_types(tensor) -> list[str]:
     return found
 
 
-# (channels, kernel, recorded as the node): many channels, or few with a small kernel; a 7x7 RGB
-# stem's 49 windows keep the single Conv (faster there).
-RECORDED = [(CHANNELS, 3, True), (3, 3, True), (1, 5, True), (3, 7, False)]
+# (channels, kernel, groups): wide and narrow layers, a 7x7 RGB stem (written out as one Conv, the
+# others as GEMMs), grouped and depthwise layers (one Conv each, or the depthwise loop).
+RECORDED = [(CHANNELS, 3, 1), (3, 3, 1), (1, 5, 1), (3, 7, 1), (8, 3, 2), (6, 3, 6)]
 
 
-@pytest.mark.parametrize("channels, kernel, as_node", RECORDED)
-def test_a_convolutions_weight_gradient_is_one_node_where_gemms_are_faster(channels, kernel, as_node):
+@pytest.mark.parametrize("channels, kernel, groups", RECORDED)
+def test_every_convolutions_weight_gradient_is_one_node(channels, kernel, groups):
     x = onnxnn.randn(2, channels, 9, 9)
-    weight = onnxnn.randn(4, channels, kernel, kernel, requires_grad=True)
+    weight = onnxnn.randn(2 * groups, channels // groups, kernel, kernel, requires_grad=True)
     with recording_only():
-        F.conv2d(x, weight, padding=1).sum().backward()
+        F.conv2d(x, weight, padding=1, groups=groups).sum().backward()
         recorded = _pending_op_types(weight.grad)
-    assert recorded.count(OP_TYPE) == (1 if as_node else 0)
-    assert "MatMul" not in recorded and "Slice" not in recorded  # the GEMMs per tap are the node's own
-    assert ("Conv" in recorded) is not as_node
+    assert recorded.count(OP_TYPE) == 1
+    # The GEMMs per tap, or the Conv with batch and channels swapped, are the node's own.
+    assert not {"MatMul", "Slice", "Conv", "Transpose"} & set(recorded)
 
 
 def _numpy_weight_gradient(x, g, kernel=(3, 3), stride=1, padding=1):
@@ -109,52 +109,127 @@ def test_every_form_of_the_decomposition_is_the_formula(
         assert_within(weight.grad.numpy(), expected, bound)
 
 
-@pytest.mark.parametrize("channels", [CHANNELS, 3])
-def test_sizes_that_change_share_one_graph_whose_windows_follow_the_sizes(channels):
+def _grouped_formula(x, g, kernel, stride, padding, groups):
+    """The weight gradient of a grouped convolution: each group's output channels with its input channels."""
+    per_group, per_group_out = x.shape[1] // groups, g.shape[1] // groups
+    return np.concatenate(
+        [
+            _numpy_weight_gradient(
+                x[:, group * per_group : (group + 1) * per_group],
+                g[:, group * per_group_out : (group + 1) * per_group_out],
+                kernel,
+                stride,
+                padding,
+            )
+            for group in range(groups)
+        ]
+    )
+
+
+# Grouped convolutions: written out as one Conv with batch and channels swapped; depthwise ones
+# (as many groups as input channels) run as the depthwise loop where it is on.
+GROUPED = [
+    ("depthwise_3x3", (2, 8, 9, 9), 8, 3, 1, 1, 8),
+    ("depthwise_stride_2_multiplier_2", (2, 6, 11, 11), 12, 3, 2, 1, 6),
+    ("depthwise_7x7", (2, 4, 12, 12), 4, 7, 1, 3, 4),
+    ("two_groups", (2, 8, 7, 7), 6, 3, 1, 1, 2),
+    ("two_groups_strided_5x5", (3, 4, 11, 9), 4, 5, 2, 2, 2),
+]
+
+
+@pytest.mark.parametrize("compiled_loop", [False, True], ids=["numpy_matmuls", "compiled_loop"])
+@pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize(
+    "case_id, x_shape, out_channels, kernel, stride, padding, groups", GROUPED, ids=[c[0] for c in GROUPED]
+)
+def test_grouped_convolutions_weight_gradients_are_the_formula(
+    executor_name, case_id, x_shape, out_channels, kernel, stride, padding, groups, compiled_loop, monkeypatch
+):
+    monkeypatch.setattr(compiled_convolutions, "ENABLED", compiled_loop and compiled_convolutions.ENABLED)
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    weight_shape = (out_channels, x_shape[1] // groups, kernel, kernel)
+    weight = onnxnn.tensor(rng.standard_normal(weight_shape).astype(np.float32), requires_grad=True)
+    with onnxnn.set_executor(executor_name):
+        y = F.conv2d(onnxnn.tensor(x), weight, stride=stride, padding=padding, groups=groups)
+        g = rng.standard_normal(y.shape).astype(np.float32)
+        (y * onnxnn.tensor(g)).sum().backward()
+        taps = (kernel, kernel)
+        expected = _grouped_formula(x, g, taps, stride, padding, groups)
+        terms = g.shape[0] * g.shape[2] * g.shape[3]
+        bound = gamma(terms + 1) * _grouped_formula(np.abs(x), np.abs(g), taps, stride, padding, groups)
+        assert_within(weight.grad.numpy(), expected, bound)
+
+
+@pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels"])
+def test_a_depthwise_transposed_convolutions_weight_gradient_is_the_formula(executor_name):
+    # <conv_transpose(x, w), g> = <x, conv(g, w)>: ConvTranspose's weight gradient is Conv's with the
+    # roles of x and g exchanged, here a depthwise one (the loop's, where it is on).
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 6, 7, 7)).astype(np.float32)
+    weight = onnxnn.tensor(rng.standard_normal((6, 1, 3, 3)).astype(np.float32), requires_grad=True)
+    with onnxnn.set_executor(executor_name):
+        y = F.conv_transpose2d(onnxnn.tensor(x), weight, stride=2, padding=1, groups=6)
+        g = rng.standard_normal(y.shape).astype(np.float32)
+        (y * onnxnn.tensor(g)).sum().backward()
+    expected = _grouped_formula(g, x, (3, 3), 2, 1, 6)
+    bound = gamma(2 * 7 * 7 + 1) * _grouped_formula(np.abs(g), np.abs(x), (3, 3), 2, 1, 6)
+    assert_within(weight.grad.numpy(), expected, bound)
+
+
+@pytest.mark.parametrize("channels, groups", [(CHANNELS, 1), (3, 1), (6, 6), (6, 2)])
+def test_sizes_that_change_share_one_graph_whose_windows_follow_the_sizes(channels, groups):
     # fastpath.dynamic_shapes compiles one graph with symbolic sizes for a structure seen at several
     # batch and image sizes; the node's decomposition must read the sizes at run time, not bake the
     # first size's windows in (a larger image would then get a wrong gradient or a failed run).
     from onnxnn.runtime.fastpath import dynamic_shapes
 
     rng = np.random.default_rng(2)
-    weight = onnxnn.tensor(rng.standard_normal((3, channels, 3, 3)).astype(np.float32), requires_grad=True)
+    out_channels = 3 if groups == 1 else channels
+    weight_shape = (out_channels, channels // groups, 3, 3)
+    weight = onnxnn.tensor(rng.standard_normal(weight_shape).astype(np.float32), requires_grad=True)
     shared_before = dynamic_shapes.dynamic_info()["shared_runs"]
     with onnxnn.set_executor("onnxruntime"):
         for batch, height, width in [(2, 6, 6), (3, 6, 6), (2, 8, 7), (4, 5, 9), (2, 8, 7), (3, 9, 5)]:
             x = rng.standard_normal((batch, channels, height, width)).astype(np.float32)
-            g = rng.standard_normal((batch, 3, height, width)).astype(np.float32)
+            g = rng.standard_normal((batch, out_channels, height, width)).astype(np.float32)
             weight.grad = None
-            (F.conv2d(onnxnn.tensor(x), weight, padding=1) * onnxnn.tensor(g)).sum().backward()
-            expected = _numpy_weight_gradient(x, g)
+            (F.conv2d(onnxnn.tensor(x), weight, padding=1, groups=groups) * onnxnn.tensor(g)).sum().backward()
+            expected = _grouped_formula(x, g, (3, 3), 1, 1, groups)
             # Each entry sums batch * height * width float32 products of unit-scale values.
             np.testing.assert_allclose(weight.grad.numpy(), expected, rtol=1e-4, atol=1e-4 * np.sqrt(x.size))
     assert dynamic_shapes.dynamic_info()["shared_runs"] > shared_before
 
 
-def _weight_gradient(kernel, strides, dilations, pads):
+def _weight_gradient(kernel, strides, dilations, pads, group=1):
     attrs = {"kernel_shape": list(kernel), "strides": list(strides), "dilations": list(dilations), "pads": list(pads)}
+    if group != 1:
+        attrs["group"] = group
     return lambda x, g: apply_op(OP_TYPE, (x, g), attrs, domain=ONNXNN_DOMAIN)
 
 
 GEOMETRIES = [
-    # id, X shape, G shape, kernel, strides, dilations, pads (begin + end)
-    ("2d_3x3_pad1", (2, 3, 5, 4), (2, 2, 5, 4), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),
-    ("2d_stride2_dilation2", (1, 2, 7, 6), (1, 3, 2, 2), (2, 2), (2, 2), (2, 2), (0, 0, 0, 0)),
-    ("1d_uneven_end_pad", (2, 2, 6), (2, 2, 3), (3,), (2,), (1,), (1, 0)),
+    # id, X shape, G shape, kernel, strides, dilations, pads (begin + end), groups
+    ("2d_3x3_pad1", (2, 3, 5, 4), (2, 2, 5, 4), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1),
+    ("2d_stride2_dilation2", (1, 2, 7, 6), (1, 3, 2, 2), (2, 2), (2, 2), (2, 2), (0, 0, 0, 0), 1),
+    ("1d_uneven_end_pad", (2, 2, 6), (2, 2, 3), (3,), (2,), (1,), (1, 0), 1),
+    ("2d_depthwise", (2, 3, 5, 4), (2, 3, 5, 4), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 3),
+    ("1d_two_groups_strided", (2, 4, 6), (2, 6, 3), (3,), (2,), (1,), (1, 0), 2),
 ]
 
 
 @pytest.mark.parametrize(
-    "case_id, x_shape, g_shape, kernel, strides, dilations, pads", GEOMETRIES, ids=[c[0] for c in GEOMETRIES]
+    "case_id, x_shape, g_shape, kernel, strides, dilations, pads, groups", GEOMETRIES, ids=[c[0] for c in GEOMETRIES]
 )
 def test_gradients_of_the_weight_gradient_match_finite_differences(
-    case_id, x_shape, g_shape, kernel, strides, dilations, pads
+    case_id, x_shape, g_shape, kernel, strides, dilations, pads, groups
 ):
-    # dW is bilinear in X and G: its gradients are a convolution's, G scattered back and Conv(X, H).
-    # (float64: onnxruntime has no float64 ConvTranspose, so these run on onnxnn's kernels.)
+    # dW is bilinear in X and G: its gradients are a convolution's (with the same groups), G scattered
+    # back and Conv(X, H). (float64: onnxruntime has no float64 ConvTranspose, so these run on onnxnn's
+    # kernels.)
     rng = np.random.default_rng(0)
     check_gradients(
-        _weight_gradient(kernel, strides, dilations, pads),
+        _weight_gradient(kernel, strides, dilations, pads, groups),
         [rng.standard_normal(x_shape), rng.standard_normal(g_shape)],
     )
 
@@ -198,11 +273,15 @@ BAD_INPUTS = [
     ("ranks differ", (2, 3, 5, 5), (2, 2, 5), (3, 3), (1, 1, 1, 1), "must both have rank"),
     ("windows past the input", (2, 3, 5, 5), (2, 2, 5, 5), (3, 3), (0, 0, 0, 0), "reach past"),
     ("pads of the wrong length", (2, 3, 5, 5), (2, 2, 5, 5), (3, 3), (1, 1), "need 2 entries"),
+    ("groups not dividing X's channels", (2, 3, 5, 5), (2, 2, 5, 5), (3, 3), (1, 1, 1, 1), "group 2 must divide"),
+    ("groups not dividing G's channels", (2, 4, 5, 5), (2, 6, 5, 5), (3, 3), (1, 1, 1, 1), "group 4 must divide"),
 ]
+BAD_GROUPS = {"groups not dividing X's channels": 2, "groups not dividing G's channels": 4}
 
 
 @pytest.mark.parametrize("case_id, x_shape, g_shape, kernel, pads, message", BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
 def test_inconsistent_shapes_or_attributes_are_rejected_when_recorded(case_id, x_shape, g_shape, kernel, pads, message):
-    record = _weight_gradient(kernel, (1,) * len(kernel), (1,) * len(kernel), pads)
+    groups = BAD_GROUPS.get(case_id, 1)
+    record = _weight_gradient(kernel, (1,) * len(kernel), (1,) * len(kernel), pads, groups)
     with pytest.raises(ValueError, match=message):
         record(onnxnn.randn(*x_shape), onnxnn.randn(*g_shape))

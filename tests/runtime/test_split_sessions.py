@@ -155,3 +155,19 @@ def test_a_specialized_session_gives_the_general_ones_values(one_thread):
     for result in results[1:]:
         np.testing.assert_array_equal(result, results[0])
     assert_within(results[0], _formula(x, g), _bound(x, g))
+
+
+def test_a_depthwise_convolutions_weight_gradient_runs_as_its_loop(one_thread):
+    # A depthwise Conv2d's (groups = channels) weight gradient is the node with a group attribute,
+    # which the depthwise loop takes at any channel count (here 96, past the ungrouped loop's 64).
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 96, 9, 9)).astype(np.float32)
+    conv = nn.Conv2d(96, 96, 3, padding=1, groups=96, bias=False)
+    y = conv(onnxnn.tensor(x))
+    g = rng.standard_normal(y.shape).astype(np.float32)
+    (y * onnxnn.tensor(g)).sum().backward()
+    grad = conv.weight.grad.numpy()
+    assert [runner.compiled for runner in _runners() if isinstance(runner, SplitSession)] == [1]
+    expected = np.concatenate([_formula(x[:, c : c + 1], g[:, c : c + 1]) for c in range(96)])
+    bound = np.concatenate([_bound(x[:, c : c + 1], g[:, c : c + 1]) for c in range(96)])
+    assert_within(grad, expected, bound)

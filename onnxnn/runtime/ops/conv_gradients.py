@@ -3,15 +3,13 @@
 The input gradient of a Conv scatters each output position's gradient back through the weight
 (``scatter_windows``): a ``ConvTranspose`` of the output gradient with the same weight, or, for wide
 2-d layers, one GEMM and a ``Col2Im``. Its weight gradient correlates the input with the output
-gradient (``weight_gradient``): one GEMM per kernel tap over strided slices of the input when it has
-enough channels, one GEMM over all the taps' slices when it has few and the kernel is small,
-otherwise one ``Conv`` in which batch and channel axes swap roles (stride and dilation swap too).
+gradient (``weight_gradient``), recorded as one node of onnxnn's (``ConvWeightGradient``,
+conv_weight_gradient.py) with its own gradient rule, written out when a graph is built as GEMMs
+over strided slices of the input or as one ``Conv`` in which batch and channel axes swap roles.
 ``gather_windows`` is the adjoint of ConvTranspose. Which formulation runs is chosen by shape, from
 what onnxruntime runs fastest (benchmarks/bench_conv_gradients.py); all are exact up to float
-rounding. All are standard ONNX ops but the weight gradient's GEMMs, which are recorded as
-one node of onnxnn's (``ConvWeightGradient``, conv_weight_gradient.py) with its own gradient rule
-and written out as standard ops when a graph is built; so every gradient is differentiable again
-and exports. The pooling and normalization rules use some of them too.
+rounding, standard ONNX once written out, and differentiable again. The pooling and normalization
+rules use some of them too.
 """
 
 from __future__ import annotations
@@ -139,47 +137,20 @@ ALL_WINDOWS_GEMM_MAX_TAPS = 25
 def weight_gradient(x: Tensor, g: Tensor, kernel, strides, dilations, pads_begin, group: int) -> Tensor:
     """d<Conv(x, w), g>/dw for ``Conv(x, w)`` with these strides/dilations/begin pads: shape ``(M, C/group, *kernel)``.
 
-    Ungrouped convolutions of at least ``TAP_GEMM_MIN_CHANNELS`` input channels take one GEMM per
-    kernel tap, those with fewer channels and at most ``ALL_WINDOWS_GEMM_MAX_TAPS`` taps one GEMM over
-    all the taps' windows (both ``_weight_gradient_as_gemms``); the others one Conv in which the
-    input channels act as the batch and the batch as channels (per group), the output gradient acts
-    as the kernel, and stride and dilation trade places.
-    """
-    if group == 1 and (x.shape[1] >= TAP_GEMM_MIN_CHANNELS or int(np.prod(kernel)) <= ALL_WINDOWS_GEMM_MAX_TAPS):
-        return _weight_gradient_as_gemms(x, g, kernel, strides, dilations, pads_begin)
-    batch, channels = x.shape[0], x.shape[1]
-    spatial_rank = x.dim() - 2
-    out_channels = g.shape[1]
-    per_group_in, per_group_out = channels // group, out_channels // group
-    spatial = list(range(3, 3 + spatial_rank))
-    # x: (N, G, C/G, *in) -> (C/G, G*N, *in); g: (N, G, M/G, *out) -> (G*M/G, N, *out).
-    x_t = x.reshape((batch, group, per_group_in) + tuple(x.shape[2:])).permute([2, 1, 0] + spatial)
-    x_t = x_t.reshape((per_group_in, group * batch) + tuple(x.shape[2:]))
-    g_t = g.reshape((batch, group, per_group_out) + tuple(g.shape[2:])).permute([1, 2, 0] + spatial)
-    g_t = g_t.reshape((out_channels, batch) + tuple(g.shape[2:]))
-    pads_end = end_pads(x.shape[2:], g.shape[2:], kernel, strides, dilations, pads_begin)
-    result = apply_op(
-        "Conv",
-        (x_t, g_t),
-        {"strides": list(dilations), "dilations": list(strides), "pads": list(pads_begin) + pads_end, "group": group},
-        "ConvolutionBackward0",
-    )
-    result = crop(result, kernel)  # windows past the kernel's extent (strides not dividing evenly)
-    return result.permute([1, 0] + list(range(2, 2 + spatial_rank)))
-
-
-def _weight_gradient_as_gemms(x: Tensor, g: Tensor, kernel, strides, dilations, pads_begin) -> Tensor:
-    """The weight gradient as one ``(M, N*L) @ (N*L, C)`` GEMM per kernel tap (L: output positions).
-
-    The tap at offset ``o`` of the kernel sees, at each output position, the input element
-    ``o * dilation - pad_begin + position * stride``: a strided slice of the padded, channels-last
-    input. onnxruntime runs these GEMMs 2-10x faster than the single Conv whose 32x32 "kernel" is
-    the output gradient, whose im2col expands every input element once per output position. They
-    are recorded as one ``ConvWeightGradient`` node (conv_weight_gradient.py), written out as the
-    GEMMs when a graph is built (for few channels, as one GEMM over all the windows).
+    Recorded as one ``ConvWeightGradient`` node (conv_weight_gradient.py), which a graph built for
+    onnxruntime writes out as one GEMM per kernel tap over strided slices of the padded,
+    channels-last input when it has at least ``TAP_GEMM_MIN_CHANNELS`` channels (onnxruntime runs
+    these 2-10x faster than the single Conv whose 32x32 "kernel" is the output gradient, whose im2col
+    expands every input element once per output position), as one GEMM over all the taps' windows
+    for fewer channels and at most ``ALL_WINDOWS_GEMM_MAX_TAPS`` taps, and otherwise (grouped
+    convolutions, large kernels over few channels) as that one Conv, in which the input channels act
+    as the batch and the batch as channels (per group). onnxnn's sessions run the node as a compiled
+    loop where one takes it (kernels/compiled_convolutions.py).
     """
     pads = list(pads_begin) + end_pads(x.shape[2:], g.shape[2:], kernel, strides, dilations, pads_begin)
-    attrs = {"kernel_shape": list(kernel), "strides": list(strides), "dilations": list(dilations), "pads": pads}
+    attrs: dict = {"kernel_shape": list(kernel), "strides": list(strides), "dilations": list(dilations), "pads": pads}
+    if group != 1:
+        attrs["group"] = group
     return apply_op(WEIGHT_GRADIENT, (x, g), attrs, "ConvolutionBackward0", domain=ONNXNN_DOMAIN)
 
 

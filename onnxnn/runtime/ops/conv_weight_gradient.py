@@ -1,12 +1,13 @@
 """A convolution's weight gradient as one node: the rules of onnxnn's ``ConvWeightGradient`` op.
 
-``conv_gradients.weight_gradient`` records it for ungrouped convolutions with enough input
-channels or few enough kernel taps (the op and its geometry: ``ir/conv_weight_gradient.py``).
-Written out as the GEMM per kernel tap it stands for, a 3x3 kernel's weight gradient is 42 nodes
-(a Slice, a MatMul and two Reshapes per tap), about half of what a ResNet's training step
-records; each costs Python at every step (the backward's replay, planning). As one node it costs
-that once; ``build_model`` writes the GEMMs out for onnxruntime (``_decomposition``), and onnxnn's
-kernels run the node directly.
+``conv_gradients.weight_gradient`` records every Conv's and ConvTranspose's weight gradient as one
+(the op and its geometry: ``ir/conv_weight_gradient.py``). Written out as the GEMM per kernel tap
+it stands for, a 3x3 kernel's weight gradient is 42 nodes (a Slice, a MatMul and two Reshapes per
+tap), about half of what a ResNet's training step records; each costs Python at every step (the
+backward's replay, planning). As one node it costs that once; ``build_model`` writes it out for
+onnxruntime (``_decomposition``: GEMMs, or one Conv for grouped convolutions and large kernels over
+few channels), onnxnn's kernels run the node directly, and where the compiled loops take it
+(kernels/compiled_convolutions.py) onnxnn's sessions run it there.
 
 It is linear in ``X`` and in ``G`` (``<dW(X, G), H> = <Conv(X, H), G>``), so its gradients are a
 convolution's: ``G`` scattered back through ``H`` for ``X`` and ``Conv(X, H)`` for ``G``.
@@ -34,7 +35,7 @@ def _shape(inputs, attrs):
     if x.dtype is not g.dtype or not x.dtype.is_floating_point:
         raise ValueError(f"{OP_TYPE}: X and G must be of one floating dtype, got {x.dtype.name} and {g.dtype.name}")
     geometry = weight_gradient_geometry(x.shape, g.shape, attrs)
-    return [((g.shape[1], x.shape[1], *geometry.kernel), x.dtype)]
+    return [((g.shape[1], x.shape[1] // geometry.group, *geometry.kernel), x.dtype)]
 
 
 @decompositions.register(OP_TYPE, domain=ONNXNN_DOMAIN)
@@ -62,6 +63,14 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
     initializers: list = []
     emit = node_emitter(nodes, fresh_name)
     constant = int64_initializers(initializers, fresh_name)
+    if geometry.group > 1 or (
+        x.shape[1] < conv_gradients.TAP_GEMM_MIN_CHANNELS
+        and int(np.prod(geometry.kernel)) > conv_gradients.ALL_WINDOWS_GEMM_MAX_TAPS
+    ):
+        _emit_one_conv_with_batch_and_channels_swapped(
+            emit, constant, geometry, x.shape[1], input_names, output_names[0]
+        )
+        return nodes, initializers
     if x.shape[1] < conv_gradients.TAP_GEMM_MIN_CHANNELS:
         _emit_one_gemm_over_all_windows(emit, constant, geometry, input_names, output_names[0])
         return nodes, initializers
@@ -135,16 +144,63 @@ def _emit_one_gemm_over_all_windows(emit, constant, geometry, input_names: list,
     emit("Reshape", products, constant([0, -1, *geometry.kernel]), output=output_name)
 
 
+def _emit_one_conv_with_batch_and_channels_swapped(
+    emit, constant, geometry, channels: int, input_names: list, output_name: str
+) -> None:
+    """One Conv of X, as ``(C/group, group*N, *in)``, with G, as ``(M, N, *out)``, for its kernel.
+
+    The input channels act as the batch and the batch as channels (per group), G's positions as the
+    kernel taps, and stride and dilation trade places: the Conv's ``(C/group, M, *kernel)`` output,
+    cut to the kernel where the strides do not divide evenly, is dW with its first two axes swapped.
+    Grouped convolutions' weight gradients are this (onnxruntime's Conv keeps the groups apart), and
+    so are those of large kernels over few channels, whose windows are too many for one GEMM (a 7x7
+    RGB stem's 49). The reshapes read the spatial sizes from X at run time, as the GEMM forms do.
+    """
+    rank = len(geometry.kernel)
+    group = geometry.group
+    x, g = input_names
+    spatial = list(range(2, 2 + rank))
+    per_group = channels // group
+    flat = emit("Reshape", x, constant([0, group, per_group, -1]))  # (N, group, C/group, S)
+    by_group = emit("Transpose", flat, perm=[2, 1, 0, 3])  # (C/group, group, N, S)
+    input_spatial = emit("Shape", x, start=2)
+    x_swapped = emit("Reshape", by_group, emit("Concat", constant([0, -1]), input_spatial, axis=0))
+    g_swapped = emit("Transpose", g, perm=[1, 0, *spatial])  # (M, N, *out)
+    attrs = {
+        "strides": list(geometry.dilations),
+        "dilations": list(geometry.strides),
+        "pads": list(geometry.pads_begin) + list(geometry.pads_end),
+        "group": group,
+    }
+    swapped = emit("Conv", x_swapped, g_swapped, **attrs)  # (C/group, M, *reach)
+    kernel_only = emit("Slice", swapped, constant([0] * rank), constant(geometry.kernel), constant(spatial))
+    emit("Transpose", kernel_only, perm=[1, 0, *spatial], output=output_name)
+
+
 @gradient_rules.register(OP_TYPE, domain=ONNXNN_DOMAIN)
 def _gradient(ctx, h):
     x, g = ctx.input(0), ctx.input(1)
     geometry = weight_gradient_geometry(x.shape, g.shape, ctx.attrs)
     grad_x = grad_g = None
     if needs_input_grad(ctx, 0):
-        windows = WindowGeometry(list(g.shape[2:]), *geometry)
-        grad_x = scatter_windows(g, h, x.shape[2:], windows, 1)
+        windows = WindowGeometry(
+            list(g.shape[2:]),
+            geometry.kernel,
+            geometry.strides,
+            geometry.dilations,
+            geometry.pads_begin,
+            geometry.pads_end,
+        )
+        grad_x = scatter_windows(g, h, x.shape[2:], windows, geometry.group)
     if needs_input_grad(ctx, 1):
         grad_g = gather_windows(
-            x, h, g.shape[2:], geometry.kernel, geometry.strides, geometry.dilations, geometry.pads_begin, 1
+            x,
+            h,
+            g.shape[2:],
+            geometry.kernel,
+            geometry.strides,
+            geometry.dilations,
+            geometry.pads_begin,
+            geometry.group,
         )
     return grad_x, grad_g
