@@ -17,6 +17,9 @@ for the layer shapes of a small ResNet (batch 32, 32x32 images), torchvision's r
 at 224x224 and 64x64) and an RGB stem, and prints one JSON line per gradient and shape: medians
 and the ratio of each GEMM form to the single op (below 1: faster), and the form onnxnn takes.
 
+Depthwise layers' weight gradients (2026-11-30): the depthwise loop against the one grouped Conv
+(see the CHANGELOG for the figures).
+
 What it showed (2026-11-29, 2 shared CPU cores, ``--blocks 3 --block-seconds 0.3``): weight
 gradients 0.35-0.73 for 16 to 512 channels with 3x3 kernels, 0.13-0.19 for the 1x1 downsampling
 convolutions, 1.3x slower for the 3-channel stem (since ``ConvWeightGradient``'s leaner assembly
@@ -29,7 +32,7 @@ Once a stride-1 ConvTranspose ran on the blocked kernels: input gradients by GEM
 for 256 channels at 14x14, 0.96 for 512 at 7x7, 0.27 for 512 at 2x2 (too few columns for the
 blocked kernels), 0.24 stride 2.
 
-Run: python benchmarks/bench_conv_gradients.py [--blocks N] [--block-seconds S]
+Run: python benchmarks/bench_conv_gradients.py [--blocks N] [--block-seconds S] [--only NAME] [--gradient weight]
 """
 
 from __future__ import annotations
@@ -46,22 +49,29 @@ from onnxnn.kernels import compiled_convolutions
 from onnxnn.runtime.ops import conv_gradients as conv_ops
 from onnxnn.runtime.realization import recording_only
 
-# (name, input shape, output channels, kernel, stride, padding)
+# (name, input shape, output channels, kernel, stride, padding, groups)
 SHAPES = [
-    ("small_resnet_16ch_3x3", (32, 16, 32, 32), 16, 3, 1, 1),
-    ("small_resnet_32ch_3x3", (32, 32, 16, 16), 32, 3, 1, 1),
-    ("small_resnet_16to32_stride2", (32, 16, 32, 32), 32, 3, 2, 1),
-    ("small_resnet_downsample_1x1", (32, 16, 32, 32), 32, 1, 2, 0),
-    ("resnet18_64ch_3x3_b8", (8, 64, 56, 56), 64, 3, 1, 1),
-    ("resnet18_256ch_3x3_b8", (8, 256, 14, 14), 256, 3, 1, 1),
-    ("resnet18_512ch_3x3_b8", (8, 512, 7, 7), 512, 3, 1, 1),
-    ("resnet18_64px_512ch_3x3_b8", (8, 512, 2, 2), 512, 3, 1, 1),
-    ("resnet18_64px_256to512_stride2_b8", (8, 256, 4, 4), 512, 3, 2, 1),
-    ("resnet18_downsample_1x1_b8", (8, 64, 56, 56), 128, 1, 2, 0),
-    ("rgb_stem_3ch_3x3", (32, 3, 32, 32), 16, 3, 1, 1),
-    ("rgb_stem_3ch_7x7_stride2_b8", (8, 3, 64, 64), 64, 7, 2, 3),
-    ("gray_1ch_3x3_b64", (64, 1, 28, 28), 32, 3, 1, 1),
-    ("8ch_3x3", (32, 8, 32, 32), 16, 3, 1, 1),
+    ("small_resnet_16ch_3x3", (32, 16, 32, 32), 16, 3, 1, 1, 1),
+    ("small_resnet_32ch_3x3", (32, 32, 16, 16), 32, 3, 1, 1, 1),
+    ("small_resnet_16to32_stride2", (32, 16, 32, 32), 32, 3, 2, 1, 1),
+    ("small_resnet_downsample_1x1", (32, 16, 32, 32), 32, 1, 2, 0, 1),
+    ("resnet18_64ch_3x3_b8", (8, 64, 56, 56), 64, 3, 1, 1, 1),
+    ("resnet18_256ch_3x3_b8", (8, 256, 14, 14), 256, 3, 1, 1, 1),
+    ("resnet18_512ch_3x3_b8", (8, 512, 7, 7), 512, 3, 1, 1, 1),
+    ("resnet18_64px_512ch_3x3_b8", (8, 512, 2, 2), 512, 3, 1, 1, 1),
+    ("resnet18_64px_256to512_stride2_b8", (8, 256, 4, 4), 512, 3, 2, 1, 1),
+    ("resnet18_downsample_1x1_b8", (8, 64, 56, 56), 128, 1, 2, 0, 1),
+    ("rgb_stem_3ch_3x3", (32, 3, 32, 32), 16, 3, 1, 1, 1),
+    ("rgb_stem_3ch_7x7_stride2_b8", (8, 3, 64, 64), 64, 7, 2, 3, 1),
+    ("gray_1ch_3x3_b64", (64, 1, 28, 28), 32, 3, 1, 1, 1),
+    ("8ch_3x3", (32, 8, 32, 32), 16, 3, 1, 1, 1),
+    # Depthwise layers (MobileNetV2's at batch 8, ConvNeXt's 7x7): the loop or the one grouped Conv.
+    ("mobilenet_depthwise_96ch_3x3_b8", (8, 96, 56, 56), 96, 3, 1, 1, 96),
+    ("mobilenet_depthwise_96ch_3x3_stride2_b8", (8, 96, 112, 112), 96, 3, 2, 1, 96),
+    ("mobilenet_depthwise_384ch_3x3_b8", (8, 384, 14, 14), 384, 3, 1, 1, 384),
+    ("mobilenet_depthwise_960ch_3x3_b8", (8, 960, 7, 7), 960, 3, 1, 1, 960),
+    ("convnext_depthwise_96ch_7x7_b8", (8, 96, 56, 56), 96, 7, 1, 3, 96),
+    ("two_groups_32ch_3x3", (32, 32, 16, 16), 32, 3, 1, 1, 2),
 ]
 
 NEVER = 1 << 62
@@ -83,25 +93,34 @@ FORMS = {
 }
 
 
-def _default_form(which: str, input_shape, out_channels: int, kernel: int, stride: int, padding: int) -> str:
+def _forms(which: str, groups: int) -> dict:
+    """The forms a shape is timed in: grouped convolutions' weight gradients have only the loop (depthwise)
+    and the single Conv, and their input gradients only the ConvTranspose."""
+    if groups == 1:
+        return FORMS[which]
+    return {form: FORMS[which][form] for form in ("compiled_loop", "single_op") if form in FORMS[which]}
+
+
+def _default_form(
+    which: str, input_shape, out_channels: int, kernel: int, stride: int, padding: int, groups: int
+) -> str:
     """The form onnxnn takes for this shape with its constants as they are (before any block ran)."""
     if which == "input":
         x = onnxnn.zeros(input_shape, requires_grad=True)
-        w = onnxnn.zeros((out_channels, input_shape[1], kernel, kernel))
+        w = onnxnn.zeros((out_channels, input_shape[1] // groups, kernel, kernel))
         with recording_only():
-            onnxnn.nn.functional.conv2d(x, w, stride=stride, padding=padding).sum().backward()
+            onnxnn.nn.functional.conv2d(x, w, stride=stride, padding=padding, groups=groups).sum().backward()
             recorded = {value.node.op_type for value in _pending_values(x.grad)}
         return "column_gemm" if "Col2Im" in recorded else "single_op"
+    output_shape = (input_shape[0], out_channels, 1, 1)  # eligibility reads the channels
+    if compiled_convolutions.eligible(input_shape, output_shape, np.float32, groups):
+        return "compiled_loop"
+    if groups > 1:
+        return "single_op"
     constants = {name: getattr(conv_ops, name) for name in ("TAP_GEMM_MIN_CHANNELS", "ALL_WINDOWS_GEMM_MAX_TAPS")}
     if input_shape[1] >= constants["TAP_GEMM_MIN_CHANNELS"]:
-        recorded = "tap_gemms"
-    else:
-        recorded = "all_windows_gemm" if kernel * kernel <= constants["ALL_WINDOWS_GEMM_MAX_TAPS"] else "single_op"
-    # The loop runs the node where it is recorded (as either GEMM form), for layers of few channels.
-    few_channels = max(input_shape[1], out_channels) <= compiled_convolutions.COMPILED_MAX_CHANNELS
-    if recorded != "single_op" and few_channels and compiled_convolutions.available():
-        return "compiled_loop"
-    return recorded
+        return "tap_gemms"
+    return "all_windows_gemm" if kernel * kernel <= constants["ALL_WINDOWS_GEMM_MAX_TAPS"] else "single_op"
 
 
 def _pending_values(tensor) -> list:
@@ -117,10 +136,10 @@ def _pending_values(tensor) -> list:
     return found
 
 
-def _gradient_call(which: str, input_shape, out_channels: int, kernel: int, stride: int, padding: int):
+def _gradient_call(which: str, input_shape, out_channels: int, kernel: int, stride: int, padding: int, groups: int):
     rng = np.random.default_rng(0)
     output_size = (input_shape[2] + 2 * padding - kernel) // stride + 1
-    weight_shape = (out_channels, input_shape[1], kernel, kernel)
+    weight_shape = (out_channels, input_shape[1] // groups, kernel, kernel)
     output_shape = (input_shape[0], out_channels, output_size, output_size)
     # Two sets of arrays in turn, as a training loop's changing weights and data: inputs that never
     # change would be embedded in a specialized session (weights prepacked, gradients folded).
@@ -135,7 +154,8 @@ def _gradient_call(which: str, input_shape, out_channels: int, kernel: int, stri
         calls[0] += 1
         x = onnxnn.tensor(x_array, requires_grad=which == "input")
         w = onnxnn.tensor(w_array, requires_grad=which == "weight")
-        product = onnxnn.nn.functional.conv2d(x, w, stride=stride, padding=padding) * onnxnn.from_numpy(g_array)
+        output = onnxnn.nn.functional.conv2d(x, w, stride=stride, padding=padding, groups=groups)
+        product = output * onnxnn.from_numpy(g_array)
         product.sum().backward()
         (w if which == "weight" else x).grad.numpy()
 
@@ -163,13 +183,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=5, help="alternating blocks per form")
     parser.add_argument("--block-seconds", type=float, default=0.5)
+    parser.add_argument("--only", default="", help="only the shapes whose names contain this")
+    parser.add_argument("--gradient", choices=[*FORMS, "both"], default="both")
     arguments = parser.parse_args()
     onnxnn.set_num_threads(1)
     names = {constant for forms in FORMS.values() for constants in forms.values() for constant in constants}
     defaults = {constant: getattr(_module_of(constant), constant) for constant in names}
     try:
-        for which, forms in FORMS.items():
+        for which in FORMS if arguments.gradient == "both" else [arguments.gradient]:
             for name, input_shape, out_channels, *geometry in SHAPES:
+                if arguments.only not in name:
+                    continue
+                forms = _forms(which, geometry[-1])
                 for constant, value in defaults.items():
                     setattr(_module_of(constant), constant, value)
                 onnxnn.clear_caches()  # a traced backward would replay the last block's form
