@@ -117,15 +117,17 @@ class RecordingTrace:
 
     ``records`` holds ``(node, outputs)`` for every node recorded, in order (a node's outputs may
     be realized later, which clears their link to it); ``saved_reads`` the ``(function, input
-    index)`` of every saved input a gradient rule read; ``read_data`` whether anything read or
-    computed data, after which what was recorded may depend on that data.
+    index)`` of every saved input a gradient rule read; ``together`` the groups of values asked to
+    be computed together (``ir.plan.realize_together``), in order; ``read_data`` whether anything
+    read or computed data, after which what was recorded may depend on that data.
     """
 
-    __slots__ = ("records", "saved_reads", "read_data")
+    __slots__ = ("records", "saved_reads", "together", "read_data")
 
     def __init__(self):
         self.records: list = []
         self.saved_reads: list = []
+        self.together: list = []
         self.read_data = False
 
 

@@ -17,6 +17,7 @@ from onnx import helper
 from .attributes import attribute_subgraphs
 from .dtypes import dtype
 from .graph import OPSET_VERSION, is_held
+from .mode import MODE
 from .registry import decompositions, session_lowerings
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "build_model",
     "plan_opset",
     "realize_alongside",
+    "realize_together",
     "names_read",
     "OPSET_VERSION",
     "IR_VERSION",
@@ -82,6 +84,51 @@ def realize_alongside(value) -> None:
     if value.data is None and all(companion is not value for companion in _companions):
         _companions.append(value)
         del _companions[:-_MOST_COMPANIONS]
+
+
+# Groups of pending values computed in one realization once it computes any of them (``realize_together``).
+_groups: list = []
+_MOST_GROUPS = 8
+
+
+def realize_together(values) -> None:
+    """Asks the first realization that computes any of ``values`` to compute all of them still held.
+
+    A backward registers the gradients it left in the leaves' ``.grad``: they share its whole
+    history, whose intermediates no live tensor holds, so a loop reading them one at a time (a
+    gradient norm per parameter) would otherwise run that history once per gradient.
+    """
+    group = [value for value in values if value.data is None]
+    if len(group) > 1:
+        _groups.append(group)
+        del _groups[:-_MOST_GROUPS]
+        if MODE.trace is not None:  # a traced backward's replay asks the same, in the same order
+            MODE.trace.together.append(group)
+
+
+def _add_group_members(outputs: list, visit, mark: int) -> None:
+    """Adds to the plan being built (nodes carrying ``mark``) the held, pending members of every group it
+    computes part of (``realize_together``), and forgets the groups it completes or nobody holds.
+
+    A member the plan reads (its value carries ``mark``) is left to the walk's held values, which
+    become outputs anyway; only the others are added, so no value is an output twice.
+    """
+    device = outputs[0].device
+    kept = []
+    added = []
+    for group in _groups:
+        if not any(value.data is None and value.node.plan_mark == mark for value in group):
+            if any(value.data is None and is_held(value) for value in group):
+                kept.append(group)
+            continue
+        for value in group:
+            if value.data is None and value.node.plan_mark != mark and value.device == device and is_held(value):
+                if value.node.depth + _CALLER_FRAMES > sys.getrecursionlimit():
+                    _make_room(value.node.depth)
+                visit(value.node)
+                added.append(value)
+    outputs.extend(value for value in added if value.plan_mark != mark)
+    _groups[:] = kept
 
 
 def _joins_plan(node, mark: int) -> bool:
@@ -173,6 +220,8 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
     outputs = list(targets)
     if include_shared and _companions:
         _add_companions(outputs, visit, mark)
+    if include_shared and _groups:
+        _add_group_members(outputs, visit, mark)
     del visit  # the closure refers to itself: clearing it frees this walk without the cycle collector
 
     if include_shared:

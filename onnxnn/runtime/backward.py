@@ -16,7 +16,7 @@ import numpy as np
 
 from ..ir.graph import hold, static_constant
 from ..ir.mode import MODE
-from ..ir.plan import realize_alongside
+from ..ir.plan import realize_alongside, realize_together
 from ..ir.registry import unmaterialized_gradients
 from . import tensor as _tensor  # circular (tensor imports backward): attributes are read at call time
 from .autograd import FREED_MESSAGE, AccumulateGrad, Function, sum_to_shape
@@ -151,6 +151,7 @@ def _drive(
     capture_keys = {(e[0], e[1]) for e in capture if e is not None} if capture is not None else None
 
     ready = [f for f in root_functions if dependencies.get(f, 0) == 0]
+    accumulated: list = []  # the values left in leaves' .grad
     with set_grad_enabled(create_graph):
         while ready:
             function = ready.pop()
@@ -167,6 +168,7 @@ def _drive(
                     and (accumulate_only is None or function in accumulate_only)
                 ):
                     _accumulate(function.variable, gradient, create_graph)
+                    accumulated.append(function.variable.grad._value)
                 continue
             if needed is not None and function not in needed:
                 input_grads: tuple | list = ()  # no target lies behind it; still release its dependents below
@@ -186,6 +188,7 @@ def _drive(
                     ready.append(next_function)
             if not retain_graph:
                 function.release()
+    realize_together(accumulated)
     results = []
     if capture is not None:
         for edge in capture:

@@ -25,6 +25,7 @@ from typing import Any, Callable
 from ...ir.caches import register_cache
 from ...ir.graph import Value
 from ...ir.mode import MODE, RecordingTrace
+from ...ir.plan import realize_together
 from .recorded_steps import REPLAY_NAMESPACE, produced_by, slot_values, write_steps
 
 __all__ = ["backward", "clear_templates", "replay_info"]
@@ -271,12 +272,13 @@ class _Template:
     the same tables costs about twice as much per node.
     """
 
-    __slots__ = ("checks", "constants", "gathers", "steps", "effects", "functions", "source", "replay")
+    __slots__ = ("checks", "constants", "gathers", "steps", "effects", "together", "functions", "source", "replay")
     checks: list[tuple[int, int]]  # (function position, saved input index) whose version is checked
     constants: list
     gathers: list
     steps: list[tuple]
     effects: list[tuple[int, bool, int]]  # (leaf function position, whether .grad existed, slot)
+    together: list[tuple[int, ...]]  # the slots of each group realize_together was asked for, in its order
     functions: list[int]
     source: str
     replay: Callable[..., bool]
@@ -308,6 +310,9 @@ class _Template:
         template.gathers = gathers
         template.steps = template_steps
         template.effects = [(position, existed, slots[value]) for position, existed, value in effects]
+        # The gradients the driver asked to be computed together, in its order: a replay asking for them in
+        # another order would plan their realization differently, and round differently.
+        template.together = [tuple(slots[value] for value in group if value in slots) for group in trace.together]
         position_of = {function: position for position, function in enumerate(order)}
         template.checks = sorted(
             {(position_of[function], index) for function, index in trace.saved_reads if function in position_of}
@@ -325,7 +330,7 @@ class _Template:
         was saved (the general driver then raises PyTorch's error), and True once it has recorded
         the nodes and set each leaf's ``.grad``.
         """
-        namespace = dict(REPLAY_NAMESPACE, Tensor=Tensor)
+        namespace = dict(REPLAY_NAMESPACE, Tensor=Tensor, realize_together=realize_together)
         lines = ["def replay(order, root_gradient, retain_graph):"]
         for position, index in self.checks:
             lines.append(f"    saved = order[{position}]._saved_versions[{index}]")
@@ -348,6 +353,9 @@ class _Template:
                 lines.append(f"    order[{position}].variable.grad._rebind(value_{ref})")
             else:
                 lines.append(f"    order[{position}].variable.grad = Tensor._from_value(value_{ref})")
+        for group in self.together:  # computed together when any is (ir.plan.realize_together)
+            if len(group) > 1:
+                lines.append("    realize_together((" + "".join(f"value_{ref}, " for ref in group) + "))")
         if self.functions:
             lines.append("    if not retain_graph:  # what the general driver frees, as it runs each function")
             for position in self.functions:
