@@ -189,3 +189,23 @@ def test_max_along_a_dim_keeps_its_gradient_on_one_element():
     x = onnxnn.tensor([[1.0, 3.0, 3.0], [2.0, -1.0, 0.5]], requires_grad=True)
     x.max(1).values.sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+
+
+# clamp's gradient is PyTorch's mask ``min <= x <= max``: 1 at the bounds themselves, 0 outside
+# and at NaN (whose comparisons are false); with no bound, 1 everywhere but NaN.
+CLAMP_GRADIENTS = [
+    ("both_bounds", {"min": 0.0, "max": 6.0}, [0, 0, 1, 1, 1, 0, 0, 0]),
+    ("min_only", {"min": 0.0}, [0, 0, 1, 1, 1, 1, 1, 0]),
+    ("max_only", {"max": 6.0}, [1, 1, 1, 1, 1, 0, 0, 0]),
+]
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("case_id, bounds, expected", CLAMP_GRADIENTS, ids=[c[0] for c in CLAMP_GRADIENTS])
+def test_clamps_gradient_is_zero_outside_the_bounds_and_at_nan(executor, case_id, bounds, expected):
+    x = onnxnn.tensor(
+        np.array([-np.inf, -1.0, 0.0, 3.0, 6.0, 7.0, np.inf, np.nan], dtype=np.float32), requires_grad=True
+    )
+    with onnxnn.set_executor(executor):
+        x.clamp(**bounds).sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), np.array(expected, dtype=np.float32))

@@ -262,12 +262,20 @@ def _cast_like_grad(ctx, g):
 
 @gradient_rules.register("Clip")
 def _clip_grad(ctx, g):
+    """``g`` where ``min <= x <= max`` (PyTorch's mask: 0 where x is NaN, the comparisons being false).
+
+    No all-true ``x == x`` to start from where a bound exists: a ReLU6's backward was 6 passes
+    instead of 4, 1.2x its time (8x96x56x56).
+    """
     x = ctx.input(0)
-    inside = x == x  # all True, shaped like x
+    inside = None
     if ctx.num_inputs > 1 and ctx.input_value(1) is not None:
-        inside = inside & (x >= ctx.input(1))
+        inside = x >= ctx.input(1)
     if ctx.num_inputs > 2 and ctx.input_value(2) is not None:
-        inside = inside & (x <= ctx.input(2))
+        below_max = x <= ctx.input(2)
+        inside = below_max if inside is None else inside & below_max
+    if inside is None:
+        inside = x == x  # no bounds: everything but NaN
     return (_masked(inside, g), None, None)
 
 
