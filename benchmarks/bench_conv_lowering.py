@@ -19,7 +19,7 @@ was cheap: 0.54-0.88 for every 3x3 shape measured, 16 to 256 channels at 2x2 to 
 ConvTranspose 0.62-0.79, 5x5 and 7x7 kernels 0.64-0.80; one GEMM stays ahead where it applies at
 batch 8 (512 channels at 2x2: 0.35 against 0.52).
 
-Run: python benchmarks/bench_conv_lowering.py [--blocks N] [--block-seconds S]
+Run: python benchmarks/bench_conv_lowering.py [--blocks N] [--block-seconds S] [--only NAME]
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import onnxnn
 from onnxnn.ir.plan import build_model, plan
 from onnxnn.runtime.ops import conv_lowering
 
-# (name, op, input shape, output channels, kernel, stride, padding)
+# (name, op, input shape, output channels, kernel, stride, padding[, groups])
 SHAPES = [
     ("resnet18_64px_512ch_2x2_b8", "conv", (8, 512, 2, 2), 512, 3, 1, 1),
     ("resnet18_64px_256to512_stride2_b8", "conv", (8, 256, 4, 4), 512, 3, 2, 1),
@@ -62,6 +62,13 @@ SHAPES = [
     ("64ch_8x8_b8", "conv", (8, 64, 8, 8), 64, 3, 1, 1),
     ("128ch_4x4_b32", "conv", (32, 128, 4, 4), 128, 3, 1, 1),
     ("32ch_8x8_b32", "conv", (32, 32, 8, 8), 32, 3, 1, 1),
+    # MobileNetV2's input gradients at 112x112 images: pointwise (1x1) and depthwise layers.
+    ("input_gradient_pointwise_24to144_56x56_b8", "conv_transpose", (8, 24, 56, 56), 144, 1, 1, 0),
+    ("input_gradient_pointwise_144to24_56x56_b8", "conv_transpose", (8, 144, 56, 56), 24, 1, 1, 0),
+    ("input_gradient_pointwise_96to576_14x14_b8", "conv_transpose", (8, 96, 14, 14), 576, 1, 1, 0),
+    ("input_gradient_depthwise_144ch_56x56_b8", "conv_transpose", (8, 144, 56, 56), 1, 3, 1, 1, 144),
+    ("input_gradient_depthwise_384ch_14x14_b8", "conv_transpose", (8, 384, 14, 14), 1, 3, 1, 1, 384),
+    ("input_gradient_depthwise_96ch_7x7_kernel_b8", "conv_transpose", (8, 96, 56, 56), 1, 7, 1, 3, 96),
 ]
 
 # form -> the bounds that build it for every shape and no other form
@@ -72,28 +79,39 @@ FORMS = {
         "BLOCKED_CONV_MIN_COLUMNS": 1 << 62,
     },
     "blocked": {"LOWERED_CONV_MAX_POSITIONS": -1, "BLOCKED_CONV_MIN_COLUMNS": 0},
+    # A stride-1 ConvTranspose as a plain Conv (1x1 kernels, depthwise layers' groups of one channel).
+    "as_conv": {"BLOCKED_CONV_MIN_COLUMNS": 1 << 62},
 }
 
 
-def _graph(op: str, input_shape, out_channels: int, kernel: int, stride: int, padding: int):
-    """The plan of one recorded conv2d or conv_transpose2d."""
+def _graph(op: str, input_shape, out_channels: int, kernel: int, stride: int, padding: int, groups: int = 1):
+    """The plan of one recorded conv2d or conv_transpose2d (``out_channels`` per group for the latter)."""
     rng = np.random.default_rng(0)
     x = onnxnn.from_numpy(rng.standard_normal(input_shape).astype(np.float32))
     if op == "conv":
-        weight_shape = (out_channels, input_shape[1], kernel, kernel)
+        weight_shape = (out_channels, input_shape[1] // groups, kernel, kernel)
         function = onnxnn.nn.functional.conv2d
     else:
         weight_shape = (input_shape[1], out_channels, kernel, kernel)
         function = onnxnn.nn.functional.conv_transpose2d
     w = onnxnn.from_numpy(rng.standard_normal(weight_shape).astype(np.float32))
-    return plan([function(x, w, stride=stride, padding=padding)._value], include_shared=False)
+    return plan([function(x, w, stride=stride, padding=padding, groups=groups)._value], include_shared=False)
 
 
 def _form(model) -> str | None:
     op_types = {node.op_type for node in model.graph.node}
     if "ReorderInput" in op_types:
         return "blocked"
-    return None if op_types & {"Conv", "ConvTranspose"} else "one_gemm"
+    if "ConvTranspose" in op_types:
+        return None
+    if "Conv" in op_types:
+        return "as_conv" if model.graph.node[-1].op_type == "Conv" and _transposed(model) else None
+    return "one_gemm"
+
+
+def _transposed(model) -> bool:
+    """Whether ``model``'s Conv stands for a ConvTranspose (its weight is reshaped, sliced or transposed first)."""
+    return any(node.op_type in ("Transpose", "Slice") for node in model.graph.node)
 
 
 @contextlib.contextmanager
@@ -139,8 +157,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=5, help="alternating blocks per form")
     parser.add_argument("--block-seconds", type=float, default=0.3)
+    parser.add_argument("--only", default="", help="only the shapes whose names contain this")
     arguments = parser.parse_args()
     for name, *shape in SHAPES:
+        if arguments.only not in name:
+            continue
         graph = _graph(*shape)
         sessions = _sessions(graph)
         feeds = {f"input_{position}": value.data for position, value in enumerate(graph.inputs)}

@@ -8,9 +8,9 @@ Rows (one JSON line each on stdout, so a stopped run keeps what it measured):
   (recording, planning, the session cache, feeding) against ``session.run`` of the graph
   ``onnxnn.export.to_onnx`` exported for the same model (weights as initializers), in the same process.
 - ``training_step``: a resnet50 SGD step (forward, cross-entropy, ``zero_grad``, ``backward``,
-  ``step``) against the same step in PyTorch, when torch imports. torchvision is not needed: the
-  benchmark writes a minimal torch ResNet-50 with torchvision's module names and loads onnxnn's
-  ``state_dict`` into it.
+  ``step``) and a mobilenet_v2 one (112x112 images, batch 8, 10 classes: depthwise layers) against
+  the same step in PyTorch, when torch imports. torchvision is not needed: the benchmark writes
+  minimal torch twins with torchvision's module names and loads onnxnn's ``state_dict`` into them.
 
 Timing: after two warm-up calls each, the functions of a row run in interleaved blocks (each block one
 call of each, in turn), so that load from other processes falls on all alike; a row reports each
@@ -224,10 +224,49 @@ def _torch_resnet50():
     return ResNet50()
 
 
-def bench_resnet50_training_step(batch: int, size: int, blocks: int) -> dict:
-    onnxnn.manual_seed(0)
-    model = vision.resnet50().train()
-    twin = _torch_resnet50()
+def _torch_mobilenet_v2(classes: int):
+    """torchvision's MobileNetV2 with its module names, in plain torch.nn (depthwise 3x3 layers, ReLU6)."""
+    tnn = torch.nn
+
+    def conv_bn_relu6(inputs, outputs, kernel=3, stride=1, groups=1):
+        padding = (kernel - 1) // 2
+        conv = tnn.Conv2d(inputs, outputs, kernel, stride, padding, groups=groups, bias=False)
+        return tnn.Sequential(conv, tnn.BatchNorm2d(outputs), tnn.ReLU6(inplace=True))
+
+    class InvertedResidual(tnn.Module):
+        def __init__(self, inputs, outputs, stride, expansion):
+            super().__init__()
+            hidden = inputs * expansion
+            layers = [] if expansion == 1 else [conv_bn_relu6(inputs, hidden, 1)]
+            layers += [conv_bn_relu6(hidden, hidden, 3, stride, hidden), tnn.Conv2d(hidden, outputs, 1, bias=False)]
+            self.conv = tnn.Sequential(*layers, tnn.BatchNorm2d(outputs))
+            self.residual = stride == 1 and inputs == outputs
+
+        def forward(self, x):
+            return x + self.conv(x) if self.residual else self.conv(x)
+
+    class MobileNetV2(tnn.Module):
+        def __init__(self):
+            super().__init__()
+            features, channels = [conv_bn_relu6(3, 32, 3, 2)], 32
+            settings = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2)]
+            for expansion, outputs, repeats, stride in [*settings, (6, 320, 1, 1)]:
+                for repeat in range(repeats):
+                    features.append(InvertedResidual(channels, outputs, stride if repeat == 0 else 1, expansion))
+                    channels = outputs
+            self.features = tnn.Sequential(*features, conv_bn_relu6(channels, 1280, 1))
+            self.classifier = tnn.Sequential(tnn.Dropout(0.2), tnn.Linear(1280, classes))
+
+        def forward(self, x):
+            x = torch.nn.functional.adaptive_avg_pool2d(self.features(x), 1)
+            return self.classifier(torch.flatten(x, 1))
+
+    return MobileNetV2()
+
+
+def bench_training_step(model, twin, batch: int, size: int, classes: int, blocks: int) -> dict:
+    """An SGD step (momentum 0.9) of ``model`` against its torch ``twin``, loaded with the same weights."""
+    model.train()
     # strict: the twin's names and shapes must be torchvision's, which are onnxnn's.
     twin.load_state_dict(
         {name: torch.from_numpy(np.array(t.numpy())) for name, t in model.state_dict().items()}, strict=True
@@ -235,7 +274,7 @@ def bench_resnet50_training_step(batch: int, size: int, blocks: int) -> dict:
     twin.train()
     rng = np.random.default_rng(0)
     images = [rng.standard_normal((batch, 3, size, size)).astype(np.float32) for _ in range(4)]
-    targets = [rng.integers(0, 1000, size=batch) for _ in range(4)]
+    targets = [rng.integers(0, classes, size=batch) for _ in range(4)]
     ours_batches = _cycle([(onnxnn.from_numpy(x), onnxnn.from_numpy(t)) for x, t in zip(images, targets)])
     torch_batches = _cycle([(torch.from_numpy(x), torch.from_numpy(t)) for x, t in zip(images, targets)])
     optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -284,13 +323,27 @@ def main() -> None:
             model, feeds, trace, input_names = make()
             result = bench_forward(model, feeds, trace, input_names, arguments.blocks)
             print(json.dumps({"row": name, "measure": measure, **result}), flush=True)
-        name = f"resnet50_{size}px_batch{train_batch}_sgd"
-        if arguments.only in name:
+        mobile_size, mobile_batch = (64, 4) if quick else (112, 8)
+        training_rows = [
+            (f"resnet50_{size}px_batch{train_batch}_sgd", vision.resnet50, _torch_resnet50, train_batch, size, 1000),
+            (
+                f"mobilenet_v2_{mobile_size}px_batch{mobile_batch}_sgd",
+                lambda: vision.mobilenet_v2(num_classes=10),
+                lambda: _torch_mobilenet_v2(10),
+                mobile_batch,
+                mobile_size,
+                10,
+            ),
+        ]
+        for name, build, build_twin, batch, image_size, classes in training_rows:
+            if arguments.only not in name:
+                continue
             if torch is None:
                 print(json.dumps({"row": name, "measure": "training_step", "skipped": "torch is not installed"}))
-            else:
-                result = bench_resnet50_training_step(train_batch, size, arguments.blocks)
-                print(json.dumps({"row": name, "measure": "training_step", **result}), flush=True)
+                continue
+            onnxnn.manual_seed(0)
+            result = bench_training_step(build(), build_twin(), batch, image_size, classes, arguments.blocks)
+            print(json.dumps({"row": name, "measure": "training_step", **result}), flush=True)
 
 
 if __name__ == "__main__":

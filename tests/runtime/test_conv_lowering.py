@@ -29,15 +29,15 @@ from .test_conv_ops import conv_reference, conv_transpose_reference
 EPSILON = np.finfo(np.float32).eps
 
 
-def _assert_convolution(result, x, w, b, stride, padding, dilation, reference=conv_reference):
-    geometry = {"strides": list(stride), "pads_begin": list(padding), "dilations": list(dilation)}
+def _assert_convolution(result, x, w, b, stride, padding, dilation, reference=conv_reference, group=1):
+    geometry = {"strides": list(stride), "pads_begin": list(padding), "dilations": list(dilation), "group": group}
     expected = reference(x, w, b, **geometry)
     # The convolution of magnitudes bounds the rounding of each sum.
     magnitude = reference(np.abs(x), np.abs(w), None if b is None else np.abs(b), **geometry)
     assert result.shape == expected.shape
     terms = w.shape[1] * w.shape[2] * w.shape[3] + (b is not None)
     if reference is conv_transpose_reference:
-        terms = w.shape[0] * w.shape[2] * w.shape[3] + (b is not None)
+        terms = w.shape[0] // group * w.shape[2] * w.shape[3] + (b is not None)
     # A sum of n float32 products is off by at most about n * eps times the sum of their magnitudes.
     np.testing.assert_array_less(np.abs(result - expected), terms * EPSILON * magnitude + 1e-30)
 
@@ -46,7 +46,7 @@ def _pair(value):
     return value if isinstance(value, tuple) else (value, value)
 
 
-ONE_GEMM, BLOCKED = "one GEMM", "blocked"
+ONE_GEMM, BLOCKED, AS_CONV = "one GEMM", "blocked", "as a Conv"
 
 # (input shape, output channels, kernel, stride, padding, dilation, bias, form: None keeps the Conv)
 CASES = {
@@ -78,12 +78,15 @@ def _expected_form(form):
     return None if form == BLOCKED and block_size() is None else form
 
 
-def _form_of(model):
+def _form_of(model, transposed: bool = False):
+    """The form of a lowered Conv, or (``transposed``) ConvTranspose; None where the op stays."""
     op_types = {node.op_type for node in model.graph.node}
     if "ReorderInput" in op_types:
         return BLOCKED
     if "Conv" not in op_types and "ConvTranspose" not in op_types and "MatMul" in op_types:
         return ONE_GEMM
+    if transposed and "Conv" in op_types and "ConvTranspose" not in op_types:
+        return AS_CONV
     return None
 
 
@@ -109,7 +112,9 @@ def test_a_session_computes_the_convolution_in_the_form_the_bounds_say(case):
     assert _form_of(model) == _expected_form(form)
 
 
-# (input shape, output channels, kernel, padding, dilation, bias, form): stride 1 throughout
+# (input shape, output channels per group, kernel, padding, dilation, bias, form[, groups]): stride 1
+# throughout. 1x1 kernels and groups of one output channel (depthwise layers' input gradients) run as
+# a plain Conv, with the weight transposed or (per group) flipped.
 TRANSPOSE_CASES = {
     "small ResNet's input gradient at 32x32": ((4, 16, 32, 32), 16, 3, 1, 1, False, BLOCKED),
     "into more channels, with bias": ((2, 32, 16, 16), 48, 3, 1, 1, True, BLOCKED),
@@ -119,23 +124,32 @@ TRANSPOSE_CASES = {
     "4x4 images, 128 columns": ((8, 64, 4, 4), 32, 3, 1, 1, True, BLOCKED),
     "one 8x8 image, 64 columns": ((1, 128, 8, 8), 128, 3, 1, 1, False, None),
     "channels not a multiple of the block": ((2, 16, 16, 16), 24, 3, 1, 1, False, None),
+    "a 1x1 kernel, with bias": ((2, 24, 9, 9), 40, 1, 0, 1, True, AS_CONV),
+    "a 1x1 kernel, channels a multiple of the block": ((8, 32, 8, 8), 64, 1, 0, 1, False, AS_CONV),
+    "a 1x1 kernel cropping its output keeps the op": ((2, 8, 9, 9), 8, 1, 1, 1, False, None),
+    "depthwise 3x3, with bias": ((2, 8, 9, 9), 1, 3, 1, 1, True, AS_CONV, 8),
+    "groups of three input channels, dilated, rectangular": ((1, 12, 10, 11), 1, (3, 2), (2, 1), 2, False, AS_CONV, 4),
+    "depthwise 7x7": ((2, 6, 12, 12), 1, 7, 3, 1, False, AS_CONV, 6),
+    "groups of two output channels keep the op": ((2, 8, 9, 9), 2, 3, 1, 1, False, None, 4),
 }
 
 
 @pytest.mark.parametrize("case", TRANSPOSE_CASES.values(), ids=TRANSPOSE_CASES.keys())
 def test_a_stride_one_conv_transpose_runs_as_the_flipped_convolution_where_the_bounds_say(case):
-    input_shape, out_channels, kernel, padding, dilation, bias, form = case
+    input_shape, out_channels, kernel, padding, dilation, bias, form, *groups = case
+    group = groups[0] if groups else 1
     kernel, padding, dilation = _pair(kernel), _pair(padding), _pair(dilation)
     rng = np.random.default_rng(0)
     x = rng.standard_normal(input_shape).astype(np.float32)
     w = rng.standard_normal((input_shape[1], out_channels, *kernel)).astype(np.float32)
-    b = rng.standard_normal(out_channels).astype(np.float32) if bias else None
+    b = rng.standard_normal(out_channels * group).astype(np.float32) if bias else None
     with onnxnn.set_executor("onnxruntime"):
         arguments = (onnxnn.from_numpy(x), onnxnn.from_numpy(w), None if b is None else onnxnn.from_numpy(b))
-        output = F.conv_transpose2d(*arguments, padding=padding, dilation=dilation)
+        output = F.conv_transpose2d(*arguments, padding=padding, dilation=dilation, groups=group)
         model = build_model(plan([output._value], include_shared=False), lower=True)
-        _assert_convolution(output.numpy(), x, w, b, (1, 1), padding, dilation, conv_transpose_reference)
-    assert _form_of(model) == _expected_form(form)
+        result = output.numpy()
+    _assert_convolution(result, x, w, b, (1, 1), padding, dilation, conv_transpose_reference, group)
+    assert _form_of(model, transposed=True) == _expected_form(form)
 
 
 def test_a_strided_conv_transpose_keeps_the_op():

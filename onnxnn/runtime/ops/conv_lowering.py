@@ -1,7 +1,7 @@
 """Convolutions with a fed weight, in onnxnn's sessions: the forms onnxruntime runs fastest.
 
 onnxruntime's Conv (and ConvTranspose) runs one GEMM per image over its windows. onnxnn's own
-sessions write a 2-d convolution whose weight is fed at run time (training) in one of two other
+sessions write a 2-d convolution whose weight is fed at run time (training) in one of three other
 exact forms where that is faster:
 
 - **Small images: one GEMM for the whole batch.** ``(M, C*k*k) @ (C*k*k, L)`` per image, for ``L``
@@ -27,6 +27,13 @@ exact forms where that is faster:
     8 x 64 x 16x16 -> 64, 3x3: 1.7 -> 1.3            8 x 64 x 56x56 -> 64, 3x3: 20.0 -> 17.6
     8 x 128 x 8x8 -> 128, 3x3: 1.6 -> 1.3            its ConvTranspose: 1.8 -> 1.4
     8 x 256 x 4x4 -> 256, 3x3: 1.6 -> 1.4            8 x 512 x 3x3 -> 512, 3x3: 5.8 -> 4.9 (one GEMM: 4.5)
+
+- **A stride-1 ConvTranspose with a 1x1 kernel or groups of one output channel: a plain Conv**
+  (the input gradient of a pointwise or a depthwise convolution, MobileNet's two kinds of layer),
+  with the weight transposed or, per group, flipped: onnxruntime's ConvTranspose runs a GEMM and a
+  col2im per image (on one thread where grouped), its Conv a GEMM or its depthwise kernels. One
+  thread, batch 8: 24 -> 144 channels at 56x56 2.75 -> 1.24 ms, 96 -> 576 at 14x14 0.71x; depthwise
+  3x3, 144 channels at 56x56, 0.85x (on two threads 0.41x).
 
 A constant weight keeps the op: onnxruntime packs it once and moves it to its blocked layout itself
 (sessions.disabled_optimizers). Exported graphs always keep the op (``build_model(lower=True)`` is
@@ -76,15 +83,16 @@ BLOCKED_CONV_MIN_COLUMNS = 128
 _END = np.iinfo(np.int64).max
 
 
-def _plain_2d(node, embedded) -> bool:
-    """A float32 2-d convolution of one group with a fed weight and explicit pads: what both forms take."""
+def _plain_2d(node, embedded, any_group: bool = False) -> bool:
+    """A float32 2-d convolution with a fed weight and explicit pads, of one group unless ``any_group``:
+    what the forms take."""
     x = node.inputs[0]
     # SAME_* pads depend on the input's size, which a shared graph does not fix.
     return (
         len(x.shape) == 4
         and x.dtype is dtypes.float32
         and not embedded(1)
-        and int(node.attrs.get("group", 1)) == 1
+        and (any_group or int(node.attrs.get("group", 1)) == 1)
         and auto_pad_mode(node.attrs) in ("NOTSET", "VALID")
     )
 
@@ -144,8 +152,17 @@ def _lowered_conv(node, input_names: list, output_names: list, fresh_name, embed
 
 @session_lowerings.register("ConvTranspose")
 def _lowered_conv_transpose(node, input_names: list, output_names: list, fresh_name, embedded):
-    """A stride-1 ConvTranspose is the Conv with the flipped kernel and pads ``d * (k - 1) - pad``."""
-    if not _plain_2d(node, embedded) or "output_shape" in node.attrs:
+    """A stride-1 ConvTranspose is the Conv with the flipped kernel, each group's input and output
+    channels swapped, and pads ``d * (k - 1) - pad``.
+
+    onnxruntime's ConvTranspose runs one GEMM and a col2im per image, on one thread for a grouped
+    one; its Conv is faster in three cases (``python benchmarks/bench_conv_lowering.py``):
+    the blocked kernels (see the module doc), a 1x1 kernel (a pointwise convolution's input gradient:
+    a GEMM with the weight transposed, 8 x 144 -> 24 channels at 56x56 2.8 -> 1.3 ms), and groups of
+    one output channel (a depthwise convolution's input gradient, 8 x 144 x 56x56 3x3: 8.6 -> 6.8 ms
+    on one thread, 8.3 -> 3.4 on two).
+    """
+    if not _plain_2d(node, embedded, any_group=True) or "output_shape" in node.attrs:
         return None
     x, weight = node.inputs[0], node.inputs[1]
     kernel = list(weight.shape[2:])
@@ -157,14 +174,50 @@ def _lowered_conv_transpose(node, input_names: list, output_names: list, fresh_n
     conv_pads = [extent - pad for extent, pad in zip(extents + extents, pads)]
     if min(conv_pads) < 0:
         return None
+    group = int(node.attrs.get("group", 1))
+    attributes = {"kernel_shape": kernel, "strides": [1, 1], "dilations": dilations, "pads": conv_pads}
+    if group > 1:
+        return _grouped_as_conv(weight.shape, group, input_names, output_names, fresh_name, attributes)
     output_spatial = [
         size + extent - begin - end for size, extent, begin, end in zip(x.shape[2:], extents, pads[:2], pads[2:])
     ]
     block = _blocked_block(x.shape[0], weight.shape[0], weight.shape[1], kernel, output_spatial)
-    if block is None:
+    if block is not None:
+        return _blocked(node, input_names, output_names, fresh_name, attributes, block, transposed_weight=True)
+    if kernel == [1, 1]:
+        return _pointwise_as_conv(input_names, output_names, fresh_name)
+    return None
+
+
+def _pointwise_as_conv(input_names: list, output_names: list, fresh_name):
+    """A 1x1 ConvTranspose (weight ``(C_in, C_out, 1, 1)``) as the Conv with the weight transposed."""
+    nodes: list = []
+    emit = node_emitter(nodes, fresh_name)
+    transposed = emit("Transpose", input_names[1], perm=[1, 0, 2, 3])
+    emit("Conv", input_names[0], transposed, *input_names[2:3], output=output_names[0])
+    return nodes, []
+
+
+def _grouped_as_conv(weight_shape, group: int, input_names: list, output_names: list, fresh_name, attributes: dict):
+    """A grouped stride-1 ConvTranspose whose groups have one output channel (a depthwise convolution's
+    input gradient) as a grouped Conv: the weight ``(C_in, 1, kh, kw)`` read as ``(group, C_in / group,
+    kh, kw)`` (each group's input channels become the Conv's, in order) and flipped along both axes.
+
+    Groups of several output channels would need a transpose of each group's channels too; they keep
+    the op.
+    """
+    if weight_shape[1] != 1:
         return None
-    attributes = {"kernel_shape": kernel, "strides": [1, 1], "dilations": dilations, "pads": conv_pads}
-    return _blocked(node, input_names, output_names, fresh_name, attributes, block, transposed_weight=True)
+    nodes: list = []
+    initializers: list = []
+    emit = node_emitter(nodes, fresh_name)
+    constant = int64_initializers(initializers, fresh_name)
+    by_group = emit("Reshape", input_names[1], constant([group, weight_shape[0] // group, *weight_shape[2:]]))
+    flipped = emit(
+        "Slice", by_group, constant([-1, -1]), constant([-_END, -_END]), constant([2, 3]), constant([-1, -1])
+    )
+    emit("Conv", input_names[0], flipped, *input_names[2:3], output=output_names[0], group=group, **attributes)
+    return nodes, initializers
 
 
 def _blocked(node, input_names, output_names, fresh_name, attributes, block, transposed_weight):
