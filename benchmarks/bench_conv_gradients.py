@@ -72,6 +72,10 @@ SHAPES = [
     ("mobilenet_depthwise_960ch_3x3_b8", (8, 960, 7, 7), 960, 3, 1, 1, 960),
     ("convnext_depthwise_96ch_7x7_b8", (8, 96, 56, 56), 96, 7, 1, 3, 96),
     ("two_groups_32ch_3x3", (32, 32, 16, 16), 32, 3, 1, 1, 2),
+    # Pointwise layers of many channels (resnet50's bottlenecks, MobileNetV2's last stages).
+    ("resnet50_pointwise_1024to256_14x14_b8", (8, 1024, 14, 14), 256, 1, 1, 0, 1),
+    ("resnet50_pointwise_256to1024_14x14_b8", (8, 256, 14, 14), 1024, 1, 1, 0, 1),
+    ("mobilenet_pointwise_960to160_7x7_b8", (8, 960, 7, 7), 160, 1, 1, 0, 1),
 ]
 
 NEVER = 1 << 62
@@ -86,8 +90,12 @@ FORMS = {
         "single_op": {"TAP_GEMM_MIN_CHANNELS": NEVER, "ALL_WINDOWS_GEMM_MAX_TAPS": 0, "ENABLED": False},
     },
     "input": {
-        # The GEMM and Col2Im even where the ConvTranspose would run on the blocked kernels.
-        "column_gemm": {"COLUMN_GEMM_MIN_CHANNEL_PRODUCT": 1, "blocked_input_gradient": lambda *arguments: False},
+        # The GEMM and Col2Im even where the ConvTranspose would run on the blocked kernels or as a 1x1 Conv.
+        "column_gemm": {
+            "COLUMN_GEMM_MIN_CHANNEL_PRODUCT": 1,
+            "blocked_input_gradient": lambda *arguments: False,
+            "pointwise_input_gradient": lambda *arguments: False,
+        },
         "single_op": {"COLUMN_GEMM_MIN_CHANNEL_PRODUCT": NEVER},
     },
 }

@@ -723,6 +723,22 @@ def test_input_gradient_of_a_wide_layer_on_a_small_image():
     assert_within(x.grad.numpy(), expected, accumulation_bound(magnitude, 256 * 9))
 
 
+def test_input_gradient_of_a_wide_pointwise_layer_is_a_transposed_convolution_run_as_a_conv():
+    # 1x1, stride 1, no padding: the ConvTranspose (which onnxnn's sessions write as the 1x1 Conv with
+    # the weight transposed) beats the column GEMM even past COLUMN_GEMM_MIN_CHANNEL_PRODUCT.
+    x = onnxnn.tensor(randn(2, 256, 4, 4).astype(np.float32), requires_grad=True)
+    w = (randn(256, 256, 1, 1) / 16).astype(np.float32)
+    g = randn(2, 256, 4, 4).astype(np.float32)
+    attrs = {"strides": [1, 1], "dilations": [1, 1], "pads": [0, 0, 0, 0]}
+    op_types = {node.op_type for node in _recorded_gradient_nodes(x, w, g, attrs)}
+    assert "ConvTranspose" in op_types and "Col2Im" not in op_types
+    with onnxnn.set_executor("onnxruntime"):
+        (ops.conv2d(x, onnxnn.tensor(w)) * onnxnn.tensor(g)).sum().backward()
+        result = x.grad.numpy()
+    expected, magnitude = numpy_input_gradient(g, w.astype(np.float64), (4, 4), (1, 1), (1, 1), (0, 0))
+    assert_within(result, expected, accumulation_bound(magnitude, 256))
+
+
 # ---------------------------------------------------------------- errors in PyTorch's words
 
 ERROR_CASES = [

@@ -20,7 +20,7 @@ from ...ir.conv_weight_gradient import OP_TYPE as WEIGHT_GRADIENT
 from ...ir.conv_weight_gradient import end_pads
 from ...ir.domains import ONNXNN_DOMAIN
 from ._common import Tensor, apply_op, int64_constant
-from .conv_lowering import blocked_input_gradient
+from .conv_lowering import blocked_input_gradient, pointwise_input_gradient
 from .windows import WindowGeometry
 
 __all__: list[str] = []
@@ -51,7 +51,8 @@ def crop(tensor: Tensor, sizes, first_axis: int = 2) -> Tensor:
 # slower for wide layers on small images (resnet's last stages), and faster for narrow ones
 # (benchmarks/bench_conv_gradients.py). Where the ConvTranspose runs on the blocked kernels
 # (conv_lowering.blocked_input_gradient), it is as fast or faster: 256 channels at 4x4 images
-# alike, at 8x8 and 14x14 0.8x the GEMM's time.
+# alike, at 8x8 and 14x14 0.8x the GEMM's time; where it runs as a 1x1 Conv
+# (conv_lowering.pointwise_input_gradient), 0.74-0.89x the whole gradient call.
 COLUMN_GEMM_MIN_CHANNEL_PRODUCT = 256 * 256
 
 
@@ -67,6 +68,7 @@ def scatter_windows(g: Tensor, weight: Tensor, input_spatial, geometry: WindowGe
         and len(input_spatial) == 2
         and weight.shape[0] * weight.shape[1] >= COLUMN_GEMM_MIN_CHANNEL_PRODUCT
         and not blocked_input_gradient(g, weight, input_spatial, geometry.strides)
+        and not pointwise_input_gradient(g, weight, geometry)
     ):
         return _scatter_windows_by_columns(g, weight, input_spatial, geometry)
     pads_end, output_padding = [], []

@@ -130,6 +130,21 @@ def blocked_input_gradient(g, weight, input_spatial, strides) -> bool:
     )
 
 
+def pointwise_input_gradient(g, weight, geometry) -> bool:
+    """Whether the input gradient of a 1x1, stride-1, unpadded Conv with ``weight``, recorded as a
+    ConvTranspose of its output gradient ``g``, runs as a Conv in onnxnn's sessions (then it beats
+    ``conv_gradients``' GEMM and Col2Im: resnet50's 1024 -> 256 channels at 14x14, the whole
+    gradient call, 8.9 -> 6.6 ms)."""
+    return (
+        lowers_for(g.device)
+        and g.dtype is dtypes.float32
+        and all(k == 1 for k in weight.shape[2:])
+        and all(stride == 1 for stride in geometry.strides)
+        and not any(geometry.pads_begin)
+        and not any(geometry.pads_end)
+    )
+
+
 @session_lowerings.register("Conv")
 def _lowered_conv(node, input_names: list, output_names: list, fresh_name, embedded):
     if not _plain_2d(node, embedded):
