@@ -9,6 +9,7 @@ computation finds the same compiled executable. ``build_model`` turns a plan int
 from __future__ import annotations
 
 import sys
+import weakref
 
 import numpy as np
 import onnx
@@ -100,7 +101,8 @@ def realize_together(values) -> None:
     """
     group = [value for value in values if value.data is None]
     if len(group) > 1:
-        _groups.append(group)
+        # Weakly: a group that nobody computes (gradients dropped unread) keeps no graph alive.
+        _groups.append([weakref.ref(value) for value in group])
         del _groups[:-_MOST_GROUPS]
         if MODE.trace is not None:  # a traced backward's replay asks the same, in the same order
             MODE.trace.together.append(group)
@@ -116,13 +118,14 @@ def _add_group_members(outputs: list, visit, mark: int) -> None:
     device = outputs[0].device
     kept = []
     added = []
-    for group in _groups:
-        if not any(value.data is None and value.node.plan_mark == mark for value in group):
-            if any(value.data is None and is_held(value) for value in group):
-                kept.append(group)
+    for references in _groups:
+        group = [value for reference in references if (value := reference()) is not None and value.data is None]
+        if not any(value.node.plan_mark == mark for value in group):
+            if any(map(is_held, group)):
+                kept.append(references)
             continue
         for value in group:
-            if value.data is None and value.node.plan_mark != mark and value.device == device and is_held(value):
+            if value.node.plan_mark != mark and value.device == device and is_held(value):
                 if value.node.depth + _CALLER_FRAMES > sys.getrecursionlimit():
                     _make_room(value.node.depth)
                 visit(value.node)

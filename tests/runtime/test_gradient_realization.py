@@ -108,3 +108,16 @@ def test_a_gradient_nobody_holds_any_more_is_not_computed():
     model[4].bias.grad.numpy()
     assert dropped.data is None
     assert not any(_pending(p.grad) for p in model.parameters() if p.grad is not None)
+
+
+def test_gradients_dropped_unread_keep_no_graph_alive():
+    # The group refers to its gradients weakly: once nothing holds them, their history can be freed.
+    import gc
+    import weakref
+
+    model = _model()
+    _backward(model, 0)
+    gradient = weakref.ref(model[0].weight.grad._value)
+    model.zero_grad()
+    gc.collect()
+    assert gradient() is None
