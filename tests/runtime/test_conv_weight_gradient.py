@@ -249,9 +249,12 @@ def test_second_order_gradient_through_a_wide_convolution():
     check_gradients(directional_weight_gradient, [rng.standard_normal((2, CHANNELS, 5, 5))])
 
 
-def test_a_training_step_with_the_node_exports_as_standard_onnx():
+@pytest.mark.parametrize("groups", [1, CHANNELS], ids=["one_group", "depthwise"])
+def test_a_training_step_with_the_node_exports_as_standard_onnx(groups):
     onnxnn.manual_seed(0)
-    net = nn.Sequential(nn.Conv2d(CHANNELS, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 5 * 5, 2))
+    out_channels = 4 if groups == 1 else CHANNELS
+    conv = nn.Conv2d(CHANNELS, out_channels, 3, padding=1, groups=groups)
+    net = nn.Sequential(conv, nn.ReLU(), nn.Flatten(), nn.Linear(out_channels * 5 * 5, 2))
     optimizer = onnxnn.optim.SGD(net.parameters(), lr=0.1)
     x, y = onnxnn.randn(3, CHANNELS, 5, 5), onnxnn.randn(3, 2)
     proto, signature = training_step_to_onnx(net, F.mse_loss, optimizer, (x, y))
