@@ -66,12 +66,14 @@ def _make_room(depth: int) -> None:
     sys.setrecursionlimit(max(sys.getrecursionlimit(), min(depth + _CALLER_FRAMES, _MOST_FRAMES)))
 
 
-# Pending values to compute in the next realization whose history they join (``realize_alongside``).
-_companions: list = []
-# How many nodes a companion may add to a plan: a loss's tail (reduction, mean, negation) is a
-# handful; a companion that needs more is left for its own realization.
+# Pending values to compute in the next realization whose history they join (``realize_alongside``),
+# by id, each a weak reference (a value nobody computes keeps no graph alive), oldest first.
+_companions: dict = {}
+# How many nodes a companion may add to a plan: a loss's tail (reduction, mean, negation) or a
+# running statistic's update is a handful; a companion that needs more is left for its own realization.
 _MOST_COMPANION_NODES = 64
-_MOST_COMPANIONS = 8
+# A loss per backward and two running statistics per BatchNorm layer (resnet50: 106) of a step.
+_MOST_COMPANIONS = 1024
 
 
 def realize_alongside(value) -> None:
@@ -80,11 +82,19 @@ def realize_alongside(value) -> None:
     ``loss.backward()`` registers the loss: the optimizer's step realizes the parameters through a
     graph that runs the forward pass but not the loss's last few nodes (the gradient does not need
     them), and reading the loss afterwards would run the whole forward pass again in a second graph.
-    Only a value still held when that realization comes is computed.
+    A BatchNorm layer in training registers its running statistics, which read the batch's
+    statistics: left pending, each step's would keep that step's whole forward graph (its weights,
+    its input) alive, to be run again when they are read. Only a value still held when that
+    realization comes is computed.
     """
-    if value.data is None and all(companion is not value for companion in _companions):
-        _companions.append(value)
-        del _companions[:-_MOST_COMPANIONS]
+    if value.data is not None:
+        return
+    known = _companions.get(id(value))
+    if known is not None and known() is value:
+        return
+    _companions[id(value)] = weakref.ref(value)
+    if len(_companions) > _MOST_COMPANIONS:
+        del _companions[next(iter(_companions))]
 
 
 # Groups of pending values computed in one realization once it computes any of them (``realize_together``).
@@ -253,22 +263,26 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
 
 
 def _add_companions(outputs: list, visit, mark: int) -> None:
-    """Adds the registered companions that join this plan (``realize_alongside``) to its walk and outputs."""
+    """Adds the registered companions that join this plan (``realize_alongside``) to its walk and outputs.
+
+    A companion another one reads (its value carries ``mark`` once both are visited) is left to the
+    walk's held values, which become outputs anyway, so no value is an output twice.
+    """
     device = outputs[0].device
-    kept = []
-    for value in _companions:
-        if value.data is not None or not is_held(value):
-            continue  # computed meanwhile, or dropped by its user: forgotten
-        if value.node.plan_mark == mark:
-            continue  # the plan computes it already (as a target or an intermediate)
-        if value.device == device and _joins_plan(value.node, mark):
+    added = []
+    for key, reference in list(_companions.items()):
+        value = reference()
+        if value is None or value.data is not None or not is_held(value):
+            del _companions[key]  # gone, computed meanwhile, or dropped by its user: forgotten
+        elif value.node.plan_mark == mark:
+            del _companions[key]  # the plan computes it already (as a target or an intermediate)
+        elif value.device == device and _joins_plan(value.node, mark):
             if value.node.depth + _CALLER_FRAMES > sys.getrecursionlimit():
                 _make_room(value.node.depth)
             visit(value.node)
-            outputs.append(value)
-        else:
-            kept.append(value)
-    _companions[:] = kept
+            added.append(value)
+            del _companions[key]
+    outputs.extend(value for value in added if value.plan_mark != mark)
 
 
 def onnx_attribute_value(value):

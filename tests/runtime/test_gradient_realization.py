@@ -121,3 +121,58 @@ def test_gradients_dropped_unread_keep_no_graph_alive():
     model.zero_grad()
     gc.collect()
     assert gradient() is None
+
+
+# ---------------------------------------------------------------- running statistics
+
+
+def _batch_norm_model():
+    onnxnn.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 6 * 6, 3)
+    )
+
+
+def _batch_norm_step(model, optimizer, seed):
+    rng = np.random.default_rng(seed)
+    x = onnxnn.tensor(rng.standard_normal((4, 3, 6, 6)).astype(np.float32))
+    y = onnxnn.tensor(rng.integers(0, 3, 4))
+    optimizer.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return x, loss
+
+
+def test_running_statistics_are_computed_with_the_step_that_computes_the_batch(plans):
+    # Left pending, each step's running statistics would hold that step's whole forward graph (its
+    # weights and input) until read, and reading them would run every such forward pass again.
+    model = _batch_norm_model()
+    optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    expected_mean = np.zeros(8, np.float32)
+    for step in range(4):
+        conv_weight = model[0].weight.detach().numpy().copy()
+        conv_bias = model[0].bias.detach().numpy().copy()
+        del plans[:]
+        x, loss = _batch_norm_step(model, optimizer, step)
+        loss.item()
+        assert len(plans) == 1  # forward, backward, update, loss and statistics in one run
+        assert not _pending(model[1].running_mean) and not _pending(model[1].running_var)
+        activations = F.conv2d(x, onnxnn.tensor(conv_weight), onnxnn.tensor(conv_bias), padding=1).numpy()
+        expected_mean = 0.9 * expected_mean + 0.1 * activations.mean(axis=(0, 2, 3))
+        np.testing.assert_allclose(model[1].running_mean.numpy(), expected_mean, rtol=1e-5, atol=1e-6)
+
+
+def test_a_training_loop_keeps_no_earlier_steps_weights_alive():
+    import gc
+    import weakref
+
+    model = _batch_norm_model()
+    optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    weights = []
+    for step in range(5):
+        _batch_norm_step(model, optimizer, step)[1].item()
+        weights.append(weakref.ref(model[0].weight._value))
+    gc.collect()
+    # The last step's weights are the model's; every earlier step's value is gone.
+    assert [reference() is None for reference in weights] == [True] * 4 + [False]

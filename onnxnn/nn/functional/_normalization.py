@@ -6,6 +6,7 @@ from __future__ import annotations
 from ...ir import dtypes
 from ...ir.domains import ONNXNN_DOMAIN
 from ...ir.graph import shared_attributes
+from ...ir.plan import realize_alongside
 from ...runtime import ops as _ops
 from ...runtime.grad_mode import no_grad
 from ...runtime.internal import full_tensor
@@ -123,14 +124,20 @@ def _batch_norm_training(input, running_mean, running_var, weight, bias, momentu
 
 
 def _update_running_statistics(running_mean, running_var, mean, variance, momentum, count: int) -> None:
-    """``running = (1 - momentum) * running + momentum * batch`` (the unbiased variance), as PyTorch updates them."""
+    """``running = (1 - momentum) * running + momentum * batch`` (the unbiased variance), as PyTorch updates them.
+
+    The new statistics are computed by the next run that computes the batch's (``realize_alongside``):
+    pending, they would hold this step's whole forward graph until something reads them.
+    """
     with no_grad():
         if running_mean is not None:
             batch_mean = mean.detach().reshape(-1).to(running_mean.dtype)
             running_mean.copy_(running_mean * (1 - momentum) + batch_mean * momentum)
+            realize_alongside(running_mean._value)
         if running_var is not None:
             unbiased = variance.detach().reshape(-1).to(running_var.dtype) * (count / max(count - 1, 1))
             running_var.copy_(running_var * (1 - momentum) + unbiased * momentum)
+            realize_alongside(running_var._value)
 
 
 # torch.finfo(dtype).eps, rms_norm's default eps (numpy's finfo does not know bfloat16).
