@@ -10,6 +10,7 @@ gradient of the sum of all ranks' losses with respect to its own inputs, as PyTo
 from __future__ import annotations
 
 from ..autograd.function import Function
+from ..ir.plan import realize_alongside
 from ..nn.modules.batchnorm import _BatchNorm
 from ..nn.modules.module import Module
 from ..runtime.grad_mode import no_grad
@@ -92,6 +93,9 @@ class SyncBatchNorm(_BatchNorm):
                 unbiased = var.detach() * (total / max(total - 1, 1))
                 self.running_mean.copy_(self.running_mean * (1 - factor) + mean.detach() * factor)
                 self.running_var.copy_(self.running_var * (1 - factor) + unbiased * factor)
+                # Computed with the step (as BatchNorm's): pending, they would hold its whole graph.
+                realize_alongside(self.running_mean._value)
+                realize_alongside(self.running_var._value)
         return output
 
     @classmethod

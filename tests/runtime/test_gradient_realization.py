@@ -176,3 +176,19 @@ def test_a_training_loop_keeps_no_earlier_steps_weights_alive():
     gc.collect()
     # The last step's weights are the model's; every earlier step's value is gone.
     assert [reference() is None for reference in weights] == [True] * 4 + [False]
+
+
+@pytest.mark.parametrize(
+    "norm",
+    [lambda: nn.BatchNorm2d(8), lambda: nn.InstanceNorm2d(8, affine=True, track_running_stats=True)],
+    ids=["batch_norm", "instance_norm"],
+)
+def test_every_normalization_with_running_statistics_computes_them_in_the_step(norm, plans):
+    onnxnn.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), norm(), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 6 * 6, 3))
+    optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        del plans[:]
+        _batch_norm_step(model, optimizer, step)[1].item()
+        assert len(plans) == 1
+        assert not _pending(model[1].running_mean) and not _pending(model[1].running_var)

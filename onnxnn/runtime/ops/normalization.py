@@ -17,6 +17,7 @@ import numpy as np
 
 from ...ir import dtypes
 from ...ir.graph import shared_attributes
+from ...ir.plan import realize_alongside
 from ..grad_mode import is_grad_enabled, no_grad
 from ...ir.registry import gradient_rules, shape_rules, unmaterialized_gradients
 from ._common import Tensor, apply_op, normalize_axes
@@ -456,12 +457,16 @@ def instance_norm(
         with no_grad():
             x = input.detach()
             instance_mean = x.mean(axes)
+            # Computed by the run that computes the input (realize_alongside): pending, they would hold
+            # this call's whole graph until read (as BatchNorm's, nn/functional/_normalization.py).
             if running_mean is not None:
                 running_mean.mul_(1.0 - momentum).add_(instance_mean.mean(0).to(running_mean.dtype) * momentum)
+                realize_alongside(running_mean._value)
             if running_var is not None:
                 centered = x - instance_mean.reshape(instance_mean.shape + (1,) * len(axes))
                 unbiased = (centered * centered).sum(axes) / max(count - 1, 1)
                 running_var.mul_(1.0 - momentum).add_(unbiased.mean(0).to(running_var.dtype) * momentum)
+                realize_alongside(running_var._value)
     return result
 
 
