@@ -66,6 +66,13 @@ def _make_room(depth: int) -> None:
     sys.setrecursionlimit(max(sys.getrecursionlimit(), min(depth + _CALLER_FRAMES, _MOST_FRAMES)))
 
 
+def _visit_deep(visit, node) -> None:
+    """``visit(node)``, the recursion limit raised first where ``node``'s history needs it."""
+    if node.depth + _CALLER_FRAMES > sys.getrecursionlimit():
+        _make_room(node.depth)
+    visit(node)
+
+
 # Pending values to compute in the next realization whose history they join (``realize_alongside``),
 # by id, each a weak reference (a value nobody computes keeps no graph alive), oldest first.
 _companions: dict = {}
@@ -118,14 +125,10 @@ def realize_together(values) -> None:
             MODE.trace.together.append(group)
 
 
-def _add_group_members(outputs: list, visit, mark: int) -> None:
-    """Adds to the plan being built (nodes carrying ``mark``) the held, pending members of every group it
-    computes part of (``realize_together``), and forgets the groups it completes or nobody holds.
-
-    A member the plan reads (its value carries ``mark``) is left to the walk's held values, which
-    become outputs anyway; only the others are added, so no value is an output twice.
-    """
-    device = outputs[0].device
+def _group_members(visit, mark: int, device) -> list:
+    """Visits, for the plan being built (nodes carrying ``mark``), the held, pending members of every
+    group it computes part of (``realize_together``), returns them, and forgets the groups it
+    completes or nobody holds."""
     kept = []
     added = []
     for references in _groups:
@@ -136,12 +139,10 @@ def _add_group_members(outputs: list, visit, mark: int) -> None:
             continue
         for value in group:
             if value.node.plan_mark != mark and value.device == device and is_held(value):
-                if value.node.depth + _CALLER_FRAMES > sys.getrecursionlimit():
-                    _make_room(value.node.depth)
-                visit(value.node)
+                _visit_deep(visit, value.node)
                 added.append(value)
-    outputs.extend(value for value in added if value.plan_mark != mark)
     _groups[:] = kept
+    return added
 
 
 def _joins_plan(node, mark: int) -> bool:
@@ -227,14 +228,16 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
 
     for target in targets:
         if target.data is None and target.node.plan_mark != mark:
-            if target.node.depth + _CALLER_FRAMES > sys.getrecursionlimit():
-                _make_room(target.node.depth)
-            visit(target.node)
+            _visit_deep(visit, target.node)
     outputs = list(targets)
-    if include_shared and _companions:
-        _add_companions(outputs, visit, mark)
-    if include_shared and _groups:
-        _add_group_members(outputs, visit, mark)
+    if include_shared and (_companions or _groups):
+        device = targets[0].device
+        added = _companions_joining(visit, mark, device) if _companions else []
+        if _groups:
+            added += _group_members(visit, mark, device)
+        # One that another added value reads (it carries ``mark`` once both are visited) is left to
+        # the held values below, which become outputs anyway: no value is an output twice.
+        outputs.extend(value for value in added if value.plan_mark != mark)
     del visit  # the closure refers to itself: clearing it frees this walk without the cycle collector
 
     if include_shared:
@@ -262,13 +265,9 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
     return GraphPlan(order, inputs, outputs, plan_key)
 
 
-def _add_companions(outputs: list, visit, mark: int) -> None:
-    """Adds the registered companions that join this plan (``realize_alongside``) to its walk and outputs.
-
-    A companion another one reads (its value carries ``mark`` once both are visited) is left to the
-    walk's held values, which become outputs anyway, so no value is an output twice.
-    """
-    device = outputs[0].device
+def _companions_joining(visit, mark: int, device) -> list:
+    """Visits the registered companions that join the plan being built (``realize_alongside``) and
+    returns them; forgets those it takes, and those computed meanwhile or dropped."""
     added = []
     for key, reference in list(_companions.items()):
         value = reference()
@@ -277,12 +276,10 @@ def _add_companions(outputs: list, visit, mark: int) -> None:
         elif value.node.plan_mark == mark:
             del _companions[key]  # the plan computes it already (as a target or an intermediate)
         elif value.device == device and _joins_plan(value.node, mark):
-            if value.node.depth + _CALLER_FRAMES > sys.getrecursionlimit():
-                _make_room(value.node.depth)
-            visit(value.node)
+            _visit_deep(visit, value.node)
             added.append(value)
             del _companions[key]
-    outputs.extend(value for value in added if value.plan_mark != mark)
+    return added
 
 
 def onnx_attribute_value(value):

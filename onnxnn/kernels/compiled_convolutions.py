@@ -101,12 +101,8 @@ def eligible(x_shape: tuple, g_shape: tuple, dtype, group: int = 1) -> bool:
             COMPILED_MIN_CHANNELS <= x_shape[1] <= COMPILED_MAX_CHANNELS and g_shape[1] <= COMPILED_MAX_CHANNELS
         )
     else:
-        shapes_taken = _depthwise(x_shape, g_shape, group)
+        shapes_taken = group == x_shape[1] and g_shape[1] % group == 0
     return shapes_taken and available()
-
-
-def _depthwise(x_shape: tuple, g_shape: tuple, group: int) -> bool:
-    return group == x_shape[1] and g_shape[1] % group == 0
 
 
 def weight_gradient(x: np.ndarray, g: np.ndarray, geometry: WeightGradientGeometry, threads: int = 1) -> np.ndarray:
