@@ -1,6 +1,7 @@
 """Builds onnxnn's compiled loops where a C compiler is present: the optimizer updates
-(onnxnn/kernels/update_loops.c) and the convolutions' weight gradients (convolution_loops.c,
-depthwise_loops.c).
+(onnxnn/kernels/update_loops.c), and the layers' loops: the convolutions' weight gradients
+(convolution_loops.c, depthwise_loops.c) and batch normalization's and ReLU's training passes
+(normalization_loops.c).
 
 Everything else is in pyproject.toml. The libraries are optional: where one does not build (no
 compiler), what it computes runs as before it, as numpy formulas or onnxruntime graphs, with the
@@ -13,17 +14,18 @@ from setuptools.command.build_ext import build_ext
 
 # The updates: exact IEEE arithmetic in the formulas' order (no fast-math, no FMA contraction), since
 # they match numpy's bits; errno-free sqrt so that it vectorizes; only the exported functions visible;
-# no debugging information (four times the library's size). The weight gradients are sums in an order
-# of their own, as a GEMM's, so their multiply-adds may be fused.
+# no debugging information (four times the library's size). The layer loops' weight gradients and
+# normalization statistics are sums in an order of their own, as a GEMM's, so their multiply-adds
+# may be fused.
 _UPDATE_FLAGS = ["-O3", "-g0", "-fno-math-errno", "-ffp-contract=off", "-fvisibility=hidden"]
 _FLAGS = {
     "onnxnn.kernels._update_loops": {"unix": _UPDATE_FLAGS, "msvc": ["/O2", "/fp:precise"]},
-    # GCC's vector extensions and POSIX threads: no MSVC build (the weight gradients then stay onnxruntime's).
-    "onnxnn.kernels._convolution_loops": {
+    # GCC's vector extensions and POSIX threads: no MSVC build (those layers' passes then stay onnxruntime's).
+    "onnxnn.kernels._layer_loops": {
         "unix": [*_UPDATE_FLAGS[:3], "-ffp-contract=fast", "-fvisibility=hidden", "-pthread"]
     },
 }
-_LINK_FLAGS = {"onnxnn.kernels._convolution_loops": {"unix": ["-pthread"]}}
+_LINK_FLAGS = {"onnxnn.kernels._layer_loops": {"unix": ["-pthread"]}}
 
 
 class _BuildLoops(build_ext):
@@ -45,8 +47,12 @@ setup(
             optional=True,
         ),
         Extension(
-            "onnxnn.kernels._convolution_loops",
-            sources=["onnxnn/kernels/convolution_loops.c", "onnxnn/kernels/depthwise_loops.c"],
+            "onnxnn.kernels._layer_loops",
+            sources=[
+                "onnxnn/kernels/convolution_loops.c",
+                "onnxnn/kernels/depthwise_loops.c",
+                "onnxnn/kernels/normalization_loops.c",
+            ],
             depends=["onnxnn/kernels/convolution_loops.h"],
             optional=True,
         ),

@@ -51,7 +51,7 @@ COMPILED_MIN_CHANNELS = 3
 
 # convolution_loops.c's CONVOLUTION_LOOPS_VERSION, which changes with its functions' signatures.
 _VERSION = 3
-_LIBRARY = f"{__package__}._convolution_loops"
+_LIBRARY = f"{__package__}._layer_loops"
 _FLOAT32 = np.dtype(np.float32)
 # The loop's builds, best first, as convolution_loops.c numbers them.
 BUILDS = ("avx512", "avx2", "baseline")

@@ -1,6 +1,7 @@
-/* What the convolution loops' two files share: the geometry's layout, the vector types, the build the
- * CPU runs and the threads. convolution_loops.c holds the ungrouped weight gradient and defines the
- * shared functions; depthwise_loops.c the depthwise one. Both are one library (setup.py). */
+/* What the layer loops' files share: the geometry's layout, the vector types, the build the CPU runs and
+ * the threads. convolution_loops.c holds the ungrouped weight gradient and defines the shared functions;
+ * depthwise_loops.c the depthwise one; normalization_loops.c batch normalization's and ReLU's training
+ * passes. All three are one library (setup.py). */
 #ifndef ONNXNN_CONVOLUTION_LOOPS_H
 #define ONNXNN_CONVOLUTION_LOOPS_H
 

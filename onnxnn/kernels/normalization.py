@@ -12,9 +12,11 @@ import math
 
 import numpy as np
 
+from . import compiled_normalization
 from ._common import normalize_axis, reduce_mean, reduce_sum, to_scalar
 from ..ir.domains import ONNXNN_DOMAIN
 from ..ir.kernel_registry import FLOATING, kernels
+from ..ir.registry import compiled_forms
 from ..ir.random import uniform as onnxnn_uniform
 
 __all__: list[str] = []
@@ -61,11 +63,56 @@ def batch_normalization_training(xp, inputs, attrs):
     """The batch's mean and biased variance, then inference BatchNormalization with them and epsilon
     added in the input's dtype (the decomposition in runtime/ops/batch_norm_training.py)."""
     x, scale, bias = inputs
+    if xp is np and compiled_normalization.eligible(x.shape, x.dtype):
+        return compiled_normalization.batch_norm_training(x, scale, bias, _epsilon(attrs))
     axes = (0,) + tuple(range(2, x.ndim))
     mean, _, variance = _moments(xp, x, axes)
     mean, variance = mean.reshape(-1), variance.reshape(-1)
     shifted_variance = variance + x.dtype.type(attrs.get("epsilon", 1e-5))
     return [_normalized(xp, x, scale, bias, mean, shifted_variance, 0.0), mean, variance]
+
+
+@kernels.register("BatchNormalizationTrainingGradient", domain=ONNXNN_DOMAIN, types=FLOATING)
+def batch_normalization_training_gradient(xp, inputs, attrs):
+    """dX, dscale and dB of ``BatchNormalizationTraining`` (runtime/ops/batch_norm_training.py's formulas)."""
+    g, x, scale, mean, variance = inputs
+    epsilon = _epsilon(attrs)
+    if xp is np and compiled_normalization.eligible(x.shape, x.dtype):
+        return compiled_normalization.batch_norm_training_gradient(g, x, scale, mean, variance, epsilon)
+    shape = _channel_shape(x)
+    axes = (0,) + tuple(range(2, x.ndim))
+    centered = x - mean.reshape(shape)
+    sum_g = reduce_sum(xp, g, axes, True)
+    sum_gc = reduce_sum(xp, g * centered, axes, True)
+    inverse_std = 1 / xp.sqrt(variance.reshape(shape) + x.dtype.type(epsilon))
+    factor = scale.reshape(shape) * inverse_std
+    per_element = -factor / x.dtype.type(x.size // x.shape[1])
+    dx = g * factor + per_element * sum_g + centered * (per_element * inverse_std * inverse_std * sum_gc)
+    return [dx, (sum_gc * inverse_std).reshape(-1), sum_g.reshape(-1)]
+
+
+@compiled_forms.register("BatchNormalizationTraining", domain=ONNXNN_DOMAIN)
+def _compiled_batch_normalization_training(node):
+    """onnxnn's sessions run a float32 training batch normalization over planes as the compiled loop."""
+    x = node.inputs[0]
+    if not compiled_normalization.eligible(x.shape, x.dtype.numpy_dtype):
+        return None
+    epsilon = _epsilon(node.attrs)
+    return lambda arrays, threads: compiled_normalization.batch_norm_training(*arrays, epsilon, threads)
+
+
+@compiled_forms.register("BatchNormalizationTrainingGradient", domain=ONNXNN_DOMAIN)
+def _compiled_batch_normalization_training_gradient(node):
+    """As the forward: its gradient as the compiled loop."""
+    x = node.inputs[1]
+    if not compiled_normalization.eligible(x.shape, x.dtype.numpy_dtype):
+        return None
+    epsilon = _epsilon(node.attrs)
+    return lambda arrays, threads: compiled_normalization.batch_norm_training_gradient(*arrays, epsilon, threads)
+
+
+def _epsilon(attrs) -> float:
+    return float(attrs.get("epsilon", 1e-5))
 
 
 @kernels.register("LayerNormalization", types=FLOATING)

@@ -21,6 +21,15 @@ outputs to their inputs, so an initializer there keeps one batch's inf or NaN an
 every later run. Off the CPU, explicit ops replace the epsilon-0 inference node: onnxruntime's CUDA
 provider raises BatchNormalization's epsilon to cuDNN's minimum, 1e-5. (A graph built for the CPU
 and exported keeps that node; run on CUDA, it normalizes with epsilon 1e-5 more.)
+
+A backward that is not itself differentiated records the gradient as one node too,
+
+    BatchNormalizationTrainingGradient(G, X, scale, mean, var; epsilon) -> dX, dscale, dB
+
+which ``build_model`` writes out as the formulas below and onnxnn's CPU sessions run as a compiled
+loop where it takes the node (kernels/compiled_normalization.py; as for the forward node: two reads
+of each channel, one from memory, against about eight passes). A backward recorded for a further
+derivative (``create_graph=True``) records the formulas as ops, which autograd differentiates.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ from onnx import numpy_helper
 from ...ir.domains import ONNXNN_DOMAIN
 from ...ir.graph import shared_attributes
 from ...ir.registry import decompositions, gradient_rules, shape_rules, unmaterialized_gradients
+from ..grad_mode import is_grad_enabled
 from ..internal import full_tensor
 from ..tensor import Tensor, apply_op
 from .training import int64_initializers, node_emitter
@@ -38,6 +48,7 @@ from .training import int64_initializers, node_emitter
 __all__: list[str] = []
 
 OP_TYPE = "BatchNormalizationTraining"
+GRADIENT_OP_TYPE = "BatchNormalizationTrainingGradient"
 _NO_EPSILON = shared_attributes((("epsilon", 0.0),))
 
 
@@ -121,6 +132,10 @@ def _gradient(ctx, g, g_mean=None, g_variance=None):
     if count == 0:  # an empty batch: its statistics are NaN, but no value moves the parameters (PyTorch's zeros)
         zeros = full_tensor((channels,), 0, x.dtype, x.device)
         return (None if g is None else g * 0.0), zeros, zeros
+    if g is not None and g_mean is None and g_variance is None and not is_grad_enabled():
+        # A backward not recorded for differentiation: one node (the module doc).
+        inputs = (g, x, ctx.input(1), ctx.output(1), ctx.output(2))
+        return apply_op(GRADIENT_OP_TYPE, inputs, ctx.attrs, "NativeBatchNormBackwardBackward0", domain=ONNXNN_DOMAIN)
     mean = ctx.output(1).reshape(stat_shape)
     inverse_std = (ctx.output(2).reshape(stat_shape) + _epsilon(ctx.attrs)).rsqrt()
     centered = x - mean
@@ -141,6 +156,66 @@ def _gradient(ctx, g, g_mean=None, g_variance=None):
         through_variance = centered * (g_variance.reshape(stat_shape) * (2.0 / count))
         grad_x = through_variance if grad_x is None else grad_x + through_variance
     return grad_x, grad_scale, grad_bias
+
+
+@shape_rules.register(GRADIENT_OP_TYPE, domain=ONNXNN_DOMAIN)
+def _gradient_shape(inputs, attrs):
+    g, x, scale, mean, variance = inputs
+    channels = x.shape[1:2]
+    if g.shape != x.shape or g.dtype is not x.dtype:
+        raise RuntimeError(
+            f"{GRADIENT_OP_TYPE}: G must be {x.dtype.name} of X's shape {list(x.shape)}, "
+            f"got {g.dtype.name} of shape {list(g.shape)}"
+        )
+    for name, value in (("scale", scale), ("mean", mean), ("var", variance)):
+        if value.shape != channels or value.dtype is not x.dtype:
+            raise RuntimeError(
+                f"{GRADIENT_OP_TYPE}: {name} must be {x.dtype.name} of shape {list(channels)} for X of shape "
+                f"{list(x.shape)}, got {value.dtype.name} of shape {list(value.shape)}"
+            )
+    return [(x.shape, x.dtype), (channels, x.dtype), (channels, x.dtype)]
+
+
+@decompositions.register(GRADIENT_OP_TYPE, domain=ONNXNN_DOMAIN)
+def _gradient_decomposition(node, input_names: list, output_names: list, fresh_name):
+    """``_gradient``'s formulas as ONNX nodes, the count of elements per channel read at run time."""
+    x_value = node.inputs[1]
+    rank, dtype = len(x_value.shape), x_value.dtype
+    g, x, scale, mean, variance = input_names
+    initializers: list = []
+    constant = int64_initializers(initializers, fresh_name)
+    axes, flat, channel_shape = (
+        constant([0] + list(range(2, rank))),
+        constant([-1]),
+        constant([1, -1] + [1] * (rank - 2)),
+    )
+    nodes: list = []
+    emit = node_emitter(nodes, fresh_name)
+    epsilon = fresh_name("epsilon")
+    initializers.append(numpy_helper.from_array(np.array(_epsilon(node.attrs), dtype.numpy_dtype), epsilon))
+
+    centered = emit("Sub", x, emit("Reshape", mean, channel_shape))
+    sum_g = emit("ReduceSum", g, axes, keepdims=1)
+    sum_gc = emit("ReduceSum", emit("Mul", g, centered), axes, keepdims=1)
+    inverse_std = emit("Reciprocal", emit("Sqrt", emit("Add", emit("Reshape", variance, channel_shape), epsilon)))
+    factor = emit("Mul", emit("Reshape", scale, channel_shape), inverse_std)
+    count = emit("Cast", emit("Div", emit("Size", x), emit("Shape", x, start=1, end=2)), to=dtype.onnx_type)
+    per_element = emit("Neg", emit("Div", factor, count))
+    shift = emit("Mul", per_element, sum_g)
+    centered_factor = emit("Mul", emit("Mul", per_element, emit("Mul", inverse_std, inverse_std)), sum_gc)
+    through_statistics = emit("Mul", centered, centered_factor)
+    if _exact_batch_normalization(x_value):  # per_channel_affine's one pass
+        channels = emit("Shape", x, start=1, end=2)
+        zeros = emit("ConstantOfShape", channels, value=numpy_helper.from_array(np.zeros(1, dtype.numpy_dtype)))
+        ones = emit("ConstantOfShape", channels, value=numpy_helper.from_array(np.ones(1, dtype.numpy_dtype)))
+        flat_factor, flat_shift = emit("Reshape", factor, flat), emit("Reshape", shift, flat)
+        affine = emit("BatchNormalization", g, flat_factor, flat_shift, zeros, ones, epsilon=0.0)
+    else:
+        affine = emit("Add", emit("Mul", g, factor), shift)
+    emit("Add", affine, through_statistics, output=output_names[0])
+    emit("Reshape", emit("Mul", sum_gc, inverse_std), flat, output=output_names[1])
+    emit("Reshape", sum_g, flat, output=output_names[2])
+    return nodes, initializers
 
 
 def per_channel_affine(x: Tensor, scale: Tensor, shift: Tensor) -> Tensor:

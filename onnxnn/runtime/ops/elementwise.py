@@ -14,6 +14,7 @@ from ...ir.graph import Value
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ...ir.caches import register_cache
 from ...ir.mode import MODE
+from .relu_gradient import relu_gradient as _relu_gradient
 from ._common import (
     Tensor,
     apply_op,
@@ -186,8 +187,7 @@ def _reciprocal_grad(ctx, g):
 
 @gradient_rules.register("Relu")
 def _relu_grad(ctx, g):
-    out = ctx.output()
-    return (_masked(apply_op("Greater", (out, static_scalar(0, out._value.dtype))), g),)
+    return (_relu_gradient(g, ctx.output()),)
 
 
 @gradient_rules.register("LeakyRelu")

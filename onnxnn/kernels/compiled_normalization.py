@@ -1,0 +1,162 @@
+"""Batch normalization's training passes and ReLU's gradient as compiled loops (normalization_loops.c),
+called through ctypes.
+
+A training step's batch normalization is a ``BatchNormalizationTraining`` node and, in its backward,
+a ``BatchNormalizationTrainingGradient`` node; ReLU's gradient is a ``ReluGradient`` node
+(runtime/ops/batch_norm_training.py, runtime/ops/elementwise.py). onnxruntime runs them as the
+graphs they decompose into: statistics, centering, squares and the normalization as separate
+passes over the activations, and ReLU's gradient as a Greater and a Where. The loops read each
+channel's planes once from memory and again from the cache (a small ResNet's 16-channel layer, 32
+samples at 32x32, one thread: forward 0.80 -> 0.25 ms, ReLU's gradient 0.74 -> 0.27 ms).
+
+onnxnn's CPU sessions run eligible nodes here through their entries in ``ir.registry.compiled_forms``
+(runtime/split_sessions.py), on as many threads as the sessions. The library is the convolution
+loops' (setup.py); where it is missing, and while ``ENABLED`` is False
+(``ONNXNN_COMPILED_NORMALIZATION=0``), the nodes run as onnxruntime graphs, to the same values up to
+float32 rounding.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+
+import numpy as np
+
+from ..ir.mode import switched_on_in_environment
+from .loop_libraries import LoopLibrary
+from .recycled_buffers import recycled_empty
+
+__all__ = [
+    "eligible",
+    "batch_norm_training",
+    "batch_norm_training_gradient",
+    "relu_gradient",
+    "available",
+    "unavailable_reason",
+]
+
+ENABLED = switched_on_in_environment("ONNXNN_COMPILED_NORMALIZATION")
+
+# The fewest elements for which a node runs here. Running it between two onnxruntime sessions costs a
+# session boundary (tens of microseconds), which a pass over fewer elements does not repay.
+MIN_ELEMENTS = 1 << 16
+# The smallest plane (product of the spatial sizes) batch normalization runs here for: the loops walk a
+# channel's planes, so an input without spatial axes, (N, C), would read one element per plane.
+MIN_PLANE = 16
+
+_VERSION = 1
+_FLOAT32 = np.dtype(np.float32)
+_POINTER, _SIZE, _FLOAT, _INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_int
+
+
+class _Library(LoopLibrary):
+    """normalization_loops.c's functions, loaded on first use, or why they are not used."""
+
+    def __init__(self):
+        super().__init__(
+            f"{__package__}._layer_loops", "normalization_loops.c", _VERSION, "onnxruntime's graphs run instead"
+        )
+        self.forward = self.gradient = self.relu_gradient = None
+
+    def bind(self, library) -> None:
+        self.forward = library.onnxnn_batch_norm_training_float32
+        self.forward.argtypes = [_POINTER] * 6 + [_SIZE] * 3 + [_FLOAT, _INT]
+        self.gradient = library.onnxnn_batch_norm_training_gradient_float32
+        self.gradient.argtypes = [_POINTER] * 8 + [_SIZE] * 3 + [_FLOAT, _INT]
+        self.relu_gradient = library.onnxnn_relu_gradient_float32
+        self.relu_gradient.argtypes = [_POINTER] * 3 + [_SIZE, _INT]
+        for function in (self.forward, self.gradient, self.relu_gradient):
+            function.restype = _INT
+
+
+_LOOPS = _Library()
+
+
+def eligible(shape: tuple, dtype, per_channel: bool = True) -> bool:
+    """Whether the loops take a node whose (first) input has this shape and dtype.
+
+    float32, at least ``MIN_ELEMENTS`` elements, and with ``per_channel`` (batch normalization) spatial
+    axes of at least ``MIN_PLANE`` elements in all; the library present and ``ENABLED``.
+    """
+    if np.dtype(dtype) != _FLOAT32 or math.prod(shape) < MIN_ELEMENTS:
+        return False
+    if per_channel and (len(shape) < 3 or math.prod(shape[2:]) < MIN_PLANE):
+        return False
+    return available()
+
+
+def batch_norm_training(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, epsilon: float, threads: int = 1) -> list:
+    """``[Y, mean, variance]``: ``x`` (N, C, ...) normalized with its per-channel batch statistics (the
+    biased variance), scaled and shifted per channel."""
+    _LOOPS.get()
+    x, scale, bias = _float32(x), _float32(scale), _float32(bias)
+    y = recycled_empty(x.shape, _FLOAT32)
+    mean = np.empty(x.shape[1], _FLOAT32)
+    variance = np.empty(x.shape[1], _FLOAT32)
+    batch, channels, plane = _layout(x)
+    _check(
+        _LOOPS.forward(_address(x), _address(scale), _address(bias), _address(y), _address(mean), _address(variance),
+                       batch, channels, plane, epsilon, threads),
+        "BatchNormalizationTraining",
+    )  # fmt: skip
+    return [y, mean, variance]
+
+
+def batch_norm_training_gradient(
+    g: np.ndarray, x: np.ndarray, scale: np.ndarray, mean: np.ndarray, variance: np.ndarray, epsilon: float,
+    threads: int = 1,
+) -> list:  # fmt: skip
+    """``[dX, dscale, dB]`` of ``batch_norm_training(x, scale, B, epsilon)`` for the output gradient ``g``,
+    from the forward's ``mean`` and ``variance``."""
+    _LOOPS.get()
+    g, x = _float32(g), _float32(x)
+    scale, mean, variance = _float32(scale), _float32(mean), _float32(variance)
+    dx = recycled_empty(x.shape, _FLOAT32)
+    scale_gradient = np.empty(x.shape[1], _FLOAT32)
+    bias_gradient = np.empty(x.shape[1], _FLOAT32)
+    batch, channels, plane = _layout(x)
+    _check(
+        _LOOPS.gradient(_address(g), _address(x), _address(scale), _address(mean), _address(variance), _address(dx),
+                        _address(scale_gradient), _address(bias_gradient), batch, channels, plane, epsilon, threads),
+        "BatchNormalizationTrainingGradient",
+    )  # fmt: skip
+    return [dx, scale_gradient, bias_gradient]
+
+
+def relu_gradient(g: np.ndarray, y: np.ndarray, threads: int = 1) -> np.ndarray:
+    """``g`` where ``y > 0``, else 0 (ReLU's gradient from its output ``y``; the shapes are equal)."""
+    _LOOPS.get()
+    g, y = _float32(g), _float32(y)
+    dx = recycled_empty(g.shape, _FLOAT32)
+    _check(_LOOPS.relu_gradient(_address(g), _address(y), _address(dx), g.size, threads), "ReluGradient")
+    return dx
+
+
+def available() -> bool:
+    """Whether eligible nodes run as the compiled loops in this process."""
+    return ENABLED and _LOOPS.get() is not None
+
+
+def unavailable_reason() -> str | None:
+    """Why the compiled loops are not used (the library not built or not loading), or None."""
+    _LOOPS.get()
+    return _LOOPS.reason
+
+
+def _float32(array: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(array, dtype=_FLOAT32)
+
+
+def _address(array: np.ndarray) -> int:
+    return array.ctypes.data
+
+
+def _layout(x: np.ndarray) -> tuple:
+    """(N, C, S) for ``x`` of shape (N, C, *spatial)."""
+    return x.shape[0], x.shape[1], math.prod(x.shape[2:])
+
+
+def _check(status: int, op_type: str) -> None:
+    if status:
+        raise RuntimeError(f"{op_type}: the compiled loop could not start its threads")

@@ -1,0 +1,59 @@
+"""ReLU's gradient as one node: onnxnn's ``ReluGradient`` op.
+
+    ReluGradient(G, Y) -> dX
+
+For ``Y = Relu(X)`` and ``G`` a gradient of ``Y``: ``dX = G`` where ``Y > 0``, else 0 (where ``Y`` is
+NaN too, as PyTorch's ``threshold_backward``). ``build_model`` writes it out as the Greater and Where
+recorded before it; onnxnn's CPU sessions run it as a compiled loop where one takes the node
+(kernels/compiled_normalization.py): onnxruntime's Where takes three times a Mul's time, and the
+Greater is a pass of its own.
+
+It is linear in ``G``, so ``G``'s gradient is ``ReluGradient(H, Y)``; ``Y``'s is zero wherever it is
+defined (Relu's second derivative), so it has none.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import numpy_helper
+
+from ...ir.domains import ONNXNN_DOMAIN
+from ...ir.registry import decompositions, gradient_rules, shape_rules
+from ..tensor import Tensor, apply_op
+from .training import node_emitter
+
+__all__ = ["relu_gradient"]
+
+OP_TYPE = "ReluGradient"
+
+
+def relu_gradient(g: Tensor, y: Tensor) -> Tensor:
+    """``g`` where ``y > 0``, else 0: the gradient of ``Relu`` from its output ``y``."""
+    return apply_op(OP_TYPE, (g, y), None, "ThresholdBackwardBackward0", domain=ONNXNN_DOMAIN)
+
+
+@shape_rules.register(OP_TYPE, domain=ONNXNN_DOMAIN)
+def _shape(inputs, attrs):
+    g, y = inputs
+    if g.shape != y.shape or g.dtype is not y.dtype:
+        raise RuntimeError(
+            f"{OP_TYPE}: G and Y must have one shape and dtype, got {g.dtype.name} of shape {list(g.shape)} "
+            f"and {y.dtype.name} of shape {list(y.shape)}"
+        )
+    return [(g.shape, g.dtype)]
+
+
+@decompositions.register(OP_TYPE, domain=ONNXNN_DOMAIN)
+def _decomposition(node, input_names: list, output_names: list, fresh_name):
+    g, y = input_names
+    zero = fresh_name("zero")
+    initializers = [numpy_helper.from_array(np.zeros((), node.inputs[1].dtype.numpy_dtype), zero)]
+    nodes: list = []
+    emit = node_emitter(nodes, fresh_name)
+    emit("Where", emit("Greater", y, zero), g, zero, output=output_names[0])
+    return nodes, initializers
+
+
+@gradient_rules.register(OP_TYPE, domain=ONNXNN_DOMAIN)
+def _gradient(ctx, h):
+    return relu_gradient(h, ctx.input(1)), None

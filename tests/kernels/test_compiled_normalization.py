@@ -1,0 +1,164 @@
+"""The compiled normalization loops (kernels/compiled_normalization.py): batch normalization's training
+forward and gradient and ReLU's gradient, against float64 formulas, for every build this CPU runs.
+
+Bounds: a channel's sum of ``N * S`` float32 terms is within ``gamma(S + 8) * sum |terms|`` of the exact
+sum however the loop splits it (lanes within a plane, then a double across planes); each later step adds a
+few roundings, propagated through the formulas' coefficients as the comments say.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from onnxnn.kernels import compiled_convolutions, compiled_normalization
+
+from tolerances import assert_within, gamma
+
+pytestmark = pytest.mark.skipif(
+    not compiled_normalization.available(), reason=f"{compiled_normalization.unavailable_reason()}"
+)
+
+EPSILON = 1e-5
+# (N, C, *spatial): planes with and without a tail past whole vectors, one and three spatial axes.
+SHAPES = [(4, 3, 8, 8), (3, 5, 7, 7), (2, 4, 17), (2, 3, 3, 4, 5), (1, 2, 1, 33), (32, 16, 32, 32)]
+ROUNDINGS = 8
+
+
+@pytest.fixture(params=compiled_convolutions.BUILDS)
+def build(request):
+    """Each build of the library this CPU runs (the loops share the convolutions' build choice)."""
+    if not compiled_convolutions.use_build(request.param):
+        pytest.skip(f"this CPU does not run the {request.param} build")
+    yield request.param
+    compiled_convolutions.use_build(None)
+
+
+def _axes(x: np.ndarray) -> tuple:
+    return (0,) + tuple(range(2, x.ndim))
+
+
+def _channel(vector, x: np.ndarray) -> np.ndarray:
+    return np.asarray(vector, np.float64).reshape((1, -1) + (1,) * (x.ndim - 2))
+
+
+def _inputs(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * 3 + 2).astype(np.float32)
+    scale = rng.standard_normal(shape[1]).astype(np.float32)
+    bias = rng.standard_normal(shape[1]).astype(np.float32)
+    g = rng.standard_normal(shape).astype(np.float32)
+    return x, scale, bias, g
+
+
+def _plane_gamma(x: np.ndarray) -> float:
+    return gamma(int(np.prod(x.shape[2:])) + ROUNDINGS)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_forward_loop_is_batch_normalization(shape, build):
+    x, scale, bias, _ = _inputs(shape)
+    y, mean, variance = compiled_normalization.batch_norm_training(x, scale, bias, EPSILON)
+    assert y.dtype == mean.dtype == variance.dtype == np.float32 and y.shape == x.shape
+    x64, axes = x.astype(np.float64), _axes(x)
+    exact_mean, exact_variance = x64.mean(axes), x64.var(axes)
+    mean_bound = _plane_gamma(x) * np.abs(x64).mean(axes)
+    assert_within(mean, exact_mean, mean_bound)
+    # The two-pass variance around the rounded mean is the variance plus the mean's error squared.
+    assert_within(variance, exact_variance, _plane_gamma(x) * exact_variance + mean_bound**2)
+    # Y = X k + (B - mean k): k's relative error is half the variance's plus a few roundings.
+    factor = np.abs(scale) / np.sqrt(exact_variance + EPSILON)
+    factor_error = factor * (_plane_gamma(x) + mean_bound**2 / exact_variance + gamma(ROUNDINGS))
+    expected = (x64 - _channel(exact_mean, x)) * _channel(scale / np.sqrt(exact_variance + EPSILON), x)
+    expected += _channel(bias, x)
+    bound = (np.abs(x64) + _channel(np.abs(exact_mean), x)) * _channel(factor_error, x)
+    bound += _channel(factor * mean_bound, x) + gamma(ROUNDINGS) * (np.abs(expected) + _channel(np.abs(bias), x))
+    assert_within(y, expected, bound)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_gradient_loop_is_batch_normalizations_gradient(shape, build):
+    x, scale, bias, g = _inputs(shape, seed=1)
+    x64, g64, axes = x.astype(np.float64), g.astype(np.float64), _axes(x)
+    mean, variance = x64.mean(axes).astype(np.float32), x64.var(axes).astype(np.float32)
+    dx, dscale, dbias = compiled_normalization.batch_norm_training_gradient(g, x, scale, mean, variance, EPSILON)
+    assert dx.shape == x.shape and dscale.shape == dbias.shape == (shape[1],)
+    count = x.size // shape[1]
+    centered = x64 - _channel(mean, x)
+    inverse_std = 1 / np.sqrt(variance.astype(np.float64) + EPSILON)
+    sum_g, sum_gc = g64.sum(axes), (g64 * centered).sum(axes)
+    sum_g_bound = _plane_gamma(x) * np.abs(g64).sum(axes)
+    # X - mean rounds once before the products: one more rounding per term.
+    sum_gc_bound = (_plane_gamma(x) + gamma(2)) * np.abs(g64 * centered).sum(axes)
+    assert_within(dbias, sum_g, sum_g_bound)
+    assert_within(dscale, sum_gc * inverse_std, (sum_gc_bound + gamma(ROUNDINGS) * np.abs(sum_gc)) * inverse_std)
+    factor = _channel(scale * inverse_std, x)
+    expected = factor * (g64 - _channel(sum_g / count, x) - centered * _channel(inverse_std**2 * sum_gc / count, x))
+    magnitude = np.abs(factor) * (
+        np.abs(g64)
+        + _channel(np.abs(sum_g) / count, x)
+        + np.abs(centered) * _channel(inverse_std**2 * np.abs(sum_gc) / count, x)
+    )
+    coefficient_errors = np.abs(factor) * (
+        _channel(sum_g_bound / count, x) + np.abs(centered) * _channel(inverse_std**2 * sum_gc_bound / count, x)
+    )
+    assert_within(dx, expected, gamma(ROUNDINGS) * magnitude + coefficient_errors)
+
+
+def _relu_arrays(size: int):
+    rng = np.random.default_rng(2)
+    y = np.maximum(rng.standard_normal(size), 0).astype(np.float32)
+    g = rng.standard_normal(size).astype(np.float32)
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45], np.float32)
+    y[: len(specials)] = specials
+    g[len(specials) : 2 * len(specials)] = specials  # NaN and inf gradients where Y > 0 or not
+    y[len(specials) : 2 * len(specials)] = [1, 0, 1, 0, 1, 0, 1]
+    return g, y
+
+
+@pytest.mark.parametrize("size", [1, 7, 8, 15, 64, 1000, 1 << 19])
+def test_the_relu_gradient_loop_is_where_greater(size, build):
+    g, y = _relu_arrays(max(size, 14))
+    g, y = g[:size].copy(), y[:size].copy()
+    result = compiled_normalization.relu_gradient(g, y)
+    np.testing.assert_array_equal(result, np.where(y > 0, g, np.float32(0)))
+    assert result.dtype == np.float32 and result.shape == g.shape
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_the_results_do_not_depend_on_the_number_of_threads(threads):
+    # Large enough for the loops to start threads (one per 2^18 elements).
+    x, scale, bias, g = _inputs((16, 12, 48, 48), seed=3)
+    forward = compiled_normalization.batch_norm_training(x, scale, bias, EPSILON, 1)
+    threaded = compiled_normalization.batch_norm_training(x, scale, bias, EPSILON, threads)
+    for one, many in zip(forward, threaded):
+        np.testing.assert_array_equal(one, many)
+    _, mean, variance = forward
+    gradient = compiled_normalization.batch_norm_training_gradient(g, x, scale, mean, variance, EPSILON, 1)
+    threaded = compiled_normalization.batch_norm_training_gradient(g, x, scale, mean, variance, EPSILON, threads)
+    for one, many in zip(gradient, threaded):
+        np.testing.assert_array_equal(one, many)
+    y = np.maximum(x - 2, 0)
+    np.testing.assert_array_equal(
+        compiled_normalization.relu_gradient(g, y, threads), compiled_normalization.relu_gradient(g, y, 1)
+    )
+
+
+@pytest.mark.parametrize(
+    "shape, dtype, per_channel, taken",
+    [
+        ((32, 16, 32, 32), np.float32, True, True),
+        ((32, 16, 32, 32), np.float64, True, False),  # float32 only
+        ((2, 16, 8, 8), np.float32, True, False),  # fewer elements than a session boundary repays
+        ((4096, 64), np.float32, True, False),  # no spatial axes: one element per plane
+        ((4096, 64), np.float32, False, True),  # ReLU's gradient takes any shape
+        ((64, 8, 2, 2), np.float32, True, False),  # planes smaller than a vector
+    ],
+)
+def test_which_nodes_the_loops_take(shape, dtype, per_channel, taken):
+    assert compiled_normalization.eligible(shape, dtype, per_channel) is taken
+
+
+def test_switched_off_the_loops_take_nothing(monkeypatch):
+    monkeypatch.setattr(compiled_normalization, "ENABLED", False)
+    assert not compiled_normalization.eligible((32, 16, 32, 32), np.float32)

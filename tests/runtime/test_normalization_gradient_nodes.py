@@ -1,0 +1,105 @@
+"""The backward's one-node forms of batch normalization's and ReLU's gradients, and where they run.
+
+A backward not recorded for differentiation records ``BatchNormalizationTrainingGradient`` for a
+training batch normalization and ``ReluGradient`` for a ReLU (runtime/ops/batch_norm_training.py,
+runtime/ops/relu_gradient.py); onnxnn's CPU sessions run large float32 ones, and the forward node, as
+compiled loops (kernels/compiled_normalization.py). Their decompositions and kernels are checked
+against finite differences by tests/runtime/test_batch_norm_training.py and the gradient tables.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onnxnn
+import onnxnn.nn.functional as F
+from onnxnn.ir.executors import executor
+from onnxnn.ir.mode import MODE
+from onnxnn.kernels import compiled_normalization
+from onnxnn.runtime.realization import clear_cache
+from onnxnn.runtime.split_sessions import SplitSession
+
+from tolerances import assert_within, gamma
+
+
+def _pending_op(tensor) -> tuple:
+    node = tensor._value.node
+    return node.domain, node.op_type
+
+
+def test_relus_backward_records_one_node():
+    x = onnxnn.randn(4, 5, requires_grad=True)
+    (grad,) = onnxnn.autograd.grad(F.relu(x).sum(), [x])
+    assert _pending_op(grad) == ("ai.onnxnn", "ReluGradient")
+    np.testing.assert_array_equal(grad.numpy(), (x.detach().numpy() > 0).astype(np.float32))
+
+
+def test_a_batch_normalizations_backward_records_one_node_unless_differentiated():
+    x = onnxnn.randn(4, 3, 5, 5, requires_grad=True)
+    weight = onnxnn.randn(3, requires_grad=True)
+    output = F.batch_norm(x, None, None, weight, None, training=True)
+    (grad,) = onnxnn.autograd.grad((output * output).sum(), [x], retain_graph=True)
+    assert _pending_op(grad) == ("ai.onnxnn", "BatchNormalizationTrainingGradient")
+    (differentiable,) = onnxnn.autograd.grad((output * output).sum(), [x], create_graph=True)
+    assert _pending_op(differentiable) != ("ai.onnxnn", "BatchNormalizationTrainingGradient")
+
+
+@pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels"])
+def test_relus_gradient_is_differentiable_in_its_incoming_gradient(executor_name):
+    # d/dc sum((c * [x > 0])^2) = 2 c [x > 0]: the gradient of ReluGradient for G.
+    rng = np.random.default_rng(0)
+    x_array, c_array = rng.standard_normal((6, 7)), rng.standard_normal((6, 7))
+    with onnxnn.set_executor(executor_name):
+        x = onnxnn.tensor(x_array, requires_grad=True)
+        c = onnxnn.tensor(c_array, requires_grad=True)
+        (grad_x,) = onnxnn.autograd.grad((F.relu(x) * c).sum(), [x], create_graph=True)
+        (grad_c,) = onnxnn.autograd.grad((grad_x * grad_x).sum(), [c])
+        np.testing.assert_array_equal(grad_c.numpy(), 2 * c_array * (x_array > 0))
+
+
+@pytest.fixture
+def one_thread_on_onnxruntime(monkeypatch):
+    monkeypatch.setattr(MODE, "intra_op_threads", 1)
+    clear_cache()
+    with onnxnn.set_executor("onnxruntime"):
+        yield
+    clear_cache()
+
+
+@pytest.mark.skipif(not compiled_normalization.available(), reason=f"{compiled_normalization.unavailable_reason()}")
+@pytest.mark.parametrize("loops", [True, False])
+def test_a_batchnorm_relu_layers_gradients_with_and_without_the_loops(loops, monkeypatch, one_thread_on_onnxruntime):
+    monkeypatch.setattr(compiled_normalization, "ENABLED", loops)
+    rng = np.random.default_rng(1)
+    shape = (32, 16, 16, 16)
+    x_array = (rng.standard_normal(shape) * 2 + 1).astype(np.float32)
+    weight_array, bias_array = rng.standard_normal(16).astype(np.float32), rng.standard_normal(16).astype(np.float32)
+    cotangent = rng.standard_normal(shape).astype(np.float32)
+    x = onnxnn.tensor(x_array, requires_grad=True)
+    layer = onnxnn.nn.BatchNorm2d(16)
+    layer.weight.data = onnxnn.tensor(weight_array)
+    layer.bias.data = onnxnn.tensor(bias_array)
+    (F.relu(layer(x)) * onnxnn.tensor(cotangent)).sum().backward()
+    results = [x.grad.numpy(), layer.weight.grad.numpy(), layer.bias.grad.numpy()]
+    runners = {id(runner): runner for runner in executor("onnxruntime").cache.sessions.values()}.values()
+    compiled = {runner.compiled for runner in runners if isinstance(runner, SplitSession)}
+    assert compiled == ({3} if loops else set())  # the forward, ReLU's gradient and the normalization's
+
+    # float64: y = BN(x), g = cotangent where y > 0, then the gradient's formulas.
+    x64, axes, count = x_array.astype(np.float64), (0, 2, 3), x_array.size // 16
+    mean, variance = x64.mean(axes, keepdims=True), x64.var(axes, keepdims=True)
+    normalized = (x64 - mean) / np.sqrt(variance + 1e-5)
+    channel = weight_array.reshape(1, -1, 1, 1).astype(np.float64)
+    g = np.where(normalized * channel + bias_array.reshape(1, -1, 1, 1) > 0, cotangent, 0)
+    sum_g, sum_gn = g.sum(axes, keepdims=True), (g * normalized).sum(axes, keepdims=True)
+    expected_x = channel / np.sqrt(variance + 1e-5) * (g - sum_g / count - normalized * sum_gn / count)
+    # Each a sum of ``count`` terms per channel, in any order, then a few roundings. (An element whose
+    # normalized value is within rounding of -bias/weight could take the other side of the mask: none
+    # is, with this seed, as the exact comparison of the masks below shows.)
+    bound = gamma(count + 16)
+    magnitude = np.abs(g).sum(axes, keepdims=True) + (np.abs(g * normalized)).sum(axes, keepdims=True)
+    scale = np.abs(channel) / np.sqrt(variance + 1e-5)
+    assert_within(results[0], expected_x, bound * scale * (np.abs(g) + (1 + np.abs(normalized)) * magnitude / count))
+    assert_within(results[1], sum_gn.reshape(-1), bound * np.abs(g * normalized).sum(axes))
+    assert_within(results[2], sum_g.reshape(-1), bound * np.abs(g).sum(axes))
