@@ -22,7 +22,7 @@ from ..ir.executors import register_executor
 from ..ir.mode import MODE
 from ..ir.plan import IR_VERSION, OPSET_VERSION, GraphPlan, build_model
 from .output_views import move_reshapes_out
-from .split_sessions import SplitSession, session_runner
+from .split_sessions import SPLIT_PART_KEY, SplitSession, session_runner
 
 __all__ = [
     "CompiledSession",
@@ -281,6 +281,33 @@ def disabled_optimizers(model: onnx.ModelProto | bytes) -> list[str]:
     return [*DISABLED_OPTIMIZERS, "NchwcTransformer"]
 
 
+# onnxruntime's CPU memory arena shared by the sessions of cut plans (``_shared_cpu_arena``).
+_CPU_ARENA: list = []
+
+
+def _shared_cpu_arena(onnxruntime) -> bool:
+    """Registers one CPU arena for the sessions of cut plans (once); returns whether it is in place.
+
+    A plan cut around compiled nodes runs as several sessions (runtime/split_sessions.py). Each with
+    an arena of its own, the buffers one session frees are not those the next one allocates, so
+    every session's buffers have left the caches by the time it runs again: a small ResNet's training
+    step with its normalization loops, one thread, took 0.93 of the one-session step's time with an
+    arena per session and 0.88 with one shared. A plan that is one session keeps its own arena: its
+    buffers are reused within its run, and the shared one made a small CNN's inference 5% slower.
+    """
+    if not _CPU_ARENA:
+        try:
+            memory = onnxruntime.OrtMemoryInfo(
+                "Cpu", onnxruntime.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, onnxruntime.OrtMemType.DEFAULT
+            )
+            onnxruntime.create_and_register_allocator(memory, onnxruntime.OrtArenaCfg(0, -1, -1, -1))
+        except (AttributeError, RuntimeError):  # a build without the API: an arena per session, as before
+            _CPU_ARENA.append(False)
+        else:
+            _CPU_ARENA.append(True)
+    return _CPU_ARENA[0]
+
+
 def create_session(
     model: onnx.ModelProto | bytes,
     providers=("CPUExecutionProvider",),
@@ -298,6 +325,13 @@ def create_session(
     options.log_severity_level = 3
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = MODE.inter_op_threads
+    if (
+        list(providers) == ["CPUExecutionProvider"]
+        and isinstance(model, onnx.ModelProto)
+        and any(entry.key == SPLIT_PART_KEY for entry in model.metadata_props)
+        and _shared_cpu_arena(onnxruntime)
+    ):
+        options.add_session_config_entry("session.use_env_allocators", "1")
     if profile_file_prefix is not None:
         options.enable_profiling = True
         options.profile_file_prefix = profile_file_prefix

@@ -5,10 +5,13 @@ copied window of the input; onnxnn's compiled loop takes a third of that time
 (kernels/compiled_convolutions.py). A plan holding such nodes is built with them as recorded
 (``build_model(kept=...)``) and cut into stages: each node gets a level, the number of compiled
 nodes on its longest path from the plan's inputs; the nodes of each level run as one session,
-then that level's compiled nodes. A step's weight gradients read only values of level 0, so it
-runs as a first session, the loops, and a second session for what reads their results (an
-optimizer's update recorded in the same step), if anything does. The runner returns what the one
-session would have returned.
+then that level's compiled nodes. A step's weight gradients read only values of level 0, so alone
+they cut it into a first session, the loops, and a second session for what reads their results
+(an optimizer's update recorded in the same step), if anything does. Batch normalization's and
+ReLU's gradients (kernels/compiled_normalization.py) sit on the path itself: a ResNet's step runs
+as a session between each two normalization layers. Those sessions share one memory arena
+(``SPLIT_PART_KEY``, runtime/sessions.py), so the buffers each frees are the next one's. The runner returns what the
+one session would have returned.
 
 The compiled nodes use as many threads as onnxnn's sessions (``onnxnn.get_num_threads()`` when the
 plan is compiled).
@@ -25,7 +28,10 @@ from ..ir.plan import GraphPlan, names_read
 from ..ir.registry import compiled_forms
 from .threads import get_num_threads
 
-__all__ = ["SplitSession", "split_session", "session_runner", "compiled_node_name"]
+__all__ = ["SplitSession", "split_session", "session_runner", "compiled_node_name", "SPLIT_PART_KEY"]
+
+# The metadata key marking a model as one session of a cut plan (``create_session`` reads it).
+SPLIT_PART_KEY = "onnxnn.split_part"
 
 
 class SplitSession:
@@ -169,10 +175,12 @@ def _part(model: onnx.ModelProto, nodes: list, inputs: list, outputs: list, init
         [known.get(name) or onnx.ValueInfoProto(name=name) for name in outputs],
         [initializer for name, initializer in initializers.items() if name in read],
     )
-    return helper.make_model(
+    part = helper.make_model(
         graph,
         opset_imports=list(model.opset_import),
         ir_version=model.ir_version,
         producer_name="onnxnn",
         functions=list(model.functions),
     )
+    part.metadata_props.add(key=SPLIT_PART_KEY, value="1")  # its session takes the shared arena
+    return part

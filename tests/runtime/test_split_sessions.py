@@ -171,3 +171,25 @@ def test_a_depthwise_convolutions_weight_gradient_runs_as_its_loop(one_thread):
     expected = np.concatenate([_formula(x[:, c : c + 1], g[:, c : c + 1]) for c in range(96)])
     bound = np.concatenate([_bound(x[:, c : c + 1], g[:, c : c + 1]) for c in range(96)])
     assert_within(grad, expected, bound)
+
+
+def test_the_sessions_of_a_cut_plan_share_one_arena_and_a_whole_plans_keeps_its_own(one_thread):
+    # The shared arena makes the buffers one session frees the next one's (runtime/sessions.py).
+    rng = np.random.default_rng(6)
+    x, g = _arrays(rng)
+    relu = (onnxnn.tensor(x) * 2.0).relu()
+    (_weight_gradient(relu, onnxnn.tensor(g)) * 2.0).numpy()
+    (onnxnn.tensor(x) + 1.0).numpy()  # a plan with no compiled node: one session
+
+    def shares_the_arena(session) -> bool:
+        try:
+            entry = session.session.get_session_options().get_session_config_entry("session.use_env_allocators")
+        except RuntimeError:  # onnxruntime raises for an entry never set
+            return False
+        return entry == "1"
+
+    cut = [runner for runner in _runners() if isinstance(runner, SplitSession)]
+    parts = [run for runner in cut for run, _, is_session, _ in runner.stages if is_session]
+    whole = [runner for runner in _runners() if not isinstance(runner, SplitSession)]
+    assert len(parts) == 2 and all(shares_the_arena(part) for part in parts)
+    assert whole and not any(shares_the_arena(runner) for runner in whole)
