@@ -45,7 +45,7 @@ MIN_ELEMENTS = 1 << 16
 # channel's planes, so an input without spatial axes, (N, C), would read one element per plane.
 MIN_PLANE = 16
 
-_VERSION = 1
+_VERSION = 2
 _FLOAT32 = np.dtype(np.float32)
 _POINTER, _SIZE, _FLOAT, _INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_int
 
@@ -63,7 +63,7 @@ class _Library(LoopLibrary):
         self.forward = library.onnxnn_batch_norm_training_float32
         self.forward.argtypes = [_POINTER] * 6 + [_SIZE] * 3 + [_FLOAT, _INT]
         self.gradient = library.onnxnn_batch_norm_training_gradient_float32
-        self.gradient.argtypes = [_POINTER] * 8 + [_SIZE] * 3 + [_FLOAT, _INT]
+        self.gradient.argtypes = [_POINTER] * 9 + [_SIZE] * 3 + [_FLOAT, _INT]
         self.relu_gradient = library.onnxnn_relu_gradient_float32
         self.relu_gradient.argtypes = [_POINTER] * 3 + [_SIZE, _INT]
         for function in (self.forward, self.gradient, self.relu_gradient):
@@ -105,20 +105,23 @@ def batch_norm_training(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, epsi
 
 def batch_norm_training_gradient(
     g: np.ndarray, x: np.ndarray, scale: np.ndarray, mean: np.ndarray, variance: np.ndarray, epsilon: float,
-    threads: int = 1,
+    threads: int = 1, relu_output: np.ndarray | None = None,
 ) -> list:  # fmt: skip
     """``[dX, dscale, dB]`` of ``batch_norm_training(x, scale, B, epsilon)`` for the output gradient ``g``,
-    from the forward's ``mean`` and ``variance``."""
+    from the forward's ``mean`` and ``variance``; with ``relu_output``, for ``g`` where it is positive,
+    else 0 (``g`` then reaches a ReLU of the normalization's output: ``relu_output`` is that ReLU's)."""
     _LOOPS.get()
     g, x = _float32(g), _float32(x)
     scale, mean, variance = _float32(scale), _float32(mean), _float32(variance)
+    mask = None if relu_output is None else _float32(relu_output)
     dx = recycled_empty(x.shape, _FLOAT32)
     scale_gradient = np.empty(x.shape[1], _FLOAT32)
     bias_gradient = np.empty(x.shape[1], _FLOAT32)
     batch, channels, plane = _layout(x)
     _check(
-        _LOOPS.gradient(_address(g), _address(x), _address(scale), _address(mean), _address(variance), _address(dx),
-                        _address(scale_gradient), _address(bias_gradient), batch, channels, plane, epsilon, threads),
+        _LOOPS.gradient(_address(g), _address(x), _address(scale), _address(mean), _address(variance),
+                        None if mask is None else _address(mask), _address(dx), _address(scale_gradient),
+                        _address(bias_gradient), batch, channels, plane, epsilon, threads),
         "BatchNormalizationTrainingGradient",
     )  # fmt: skip
     return [dx, scale_gradient, bias_gradient]

@@ -74,11 +74,15 @@ def batch_normalization_training(xp, inputs, attrs):
 
 @kernels.register("BatchNormalizationTrainingGradient", domain=ONNXNN_DOMAIN, types=FLOATING)
 def batch_normalization_training_gradient(xp, inputs, attrs):
-    """dX, dscale and dB of ``BatchNormalizationTraining`` (runtime/ops/batch_norm_training.py's formulas)."""
-    g, x, scale, mean, variance = inputs
+    """dX, dscale and dB of ``BatchNormalizationTraining`` (runtime/ops/batch_norm_training.py's formulas),
+    for G masked by the ReLU output R where R is given."""
+    g, x, scale, mean, variance = inputs[:5]
+    relu_output = inputs[5] if len(inputs) == 6 else None
     epsilon = _epsilon(attrs)
     if xp is np and compiled_normalization.eligible(x.shape, x.dtype):
-        return compiled_normalization.batch_norm_training_gradient(g, x, scale, mean, variance, epsilon)
+        return compiled_normalization.batch_norm_training_gradient(g, x, scale, mean, variance, epsilon, 1, relu_output)
+    if relu_output is not None:
+        g = xp.where(relu_output > 0, g, g.dtype.type(0))
     shape = _channel_shape(x)
     axes = (0,) + tuple(range(2, x.ndim))
     centered = x - mean.reshape(shape)
@@ -108,7 +112,15 @@ def _compiled_batch_normalization_training_gradient(node):
     if not compiled_normalization.eligible(x.shape, x.dtype.numpy_dtype):
         return None
     epsilon = _epsilon(node.attrs)
-    return lambda arrays, threads: compiled_normalization.batch_norm_training_gradient(*arrays, epsilon, threads)
+
+    def run(arrays, threads: int) -> list:
+        g, x, scale, mean, variance = arrays[:5]
+        relu_output = arrays[5] if len(arrays) == 6 else None
+        return compiled_normalization.batch_norm_training_gradient(
+            g, x, scale, mean, variance, epsilon, threads, relu_output
+        )
+
+    return run
 
 
 def _epsilon(attrs) -> float:

@@ -9,7 +9,9 @@
  *     dX = G k - k / (N S) * (sum(G) + (X - mean) sum(G (X - mean)) / (var + epsilon))
  *     dscale = sum(G (X - mean)) / sqrt(var + epsilon),  dB = sum(G)
  *
- * and ReLU's gradient dX = G where Y > 0, else 0 (NaN in Y gives 0, as Where(Greater(Y, 0), G, 0)).
+ * and ReLU's gradient dX = G where Y > 0, else 0 (NaN in Y gives 0, as Where(Greater(Y, 0), G, 0)). When a
+ * ReLU read the normalization's output, the gradient may take G masked by that ReLU's output, ReLU's
+ * gradient folded into its passes.
  *
  * onnxruntime runs each as several graph nodes (runtime/ops/batch_norm_training.py), each a full pass
  * over the activations; ReLU's gradient is a Greater and a Where, whose kernel is three times slower than
@@ -25,7 +27,7 @@
 #include <math.h>
 
 
-#define NORMALIZATION_LOOPS_VERSION 1
+#define NORMALIZATION_LOOPS_VERSION 2
 
 EXPORTED int onnxnn_normalization_loops_version(void) { return NORMALIZATION_LOOPS_VERSION; }
 
@@ -34,7 +36,7 @@ typedef int32_t mask8 __attribute__((vector_size(8 * sizeof(int32_t))));
 /* One thread's share of a call: the arrays, the sizes and its range [first, end) of channels or elements. */
 typedef struct {
     void (*loop)(const void *share);
-    const float *x, *g, *scale, *bias, *mean, *variance;
+    const float *x, *g, *scale, *bias, *mean, *variance, *mask;
     float *y, *mean_out, *variance_out, *scale_gradient, *bias_gradient;
     int64_t batch, channels, plane, first, end;
     float epsilon;
@@ -103,25 +105,34 @@ ALWAYS_INLINE void forward_channels(const Share *s)
     }
 }
 
-ALWAYS_INLINE void gradient_channels(const Share *s)
+/* G's eight floats at ``i`` (``masked``: where the ReLU output ``y`` is positive, else 0), and one float. */
+#define GRADIENT8(gp, yp, i, masked) \
+    ((masked) ? (vector8)((mask8)LOAD8((gp) + (i)) & (LOAD8((yp) + (i)) > (vector8){0})) : (vector8)LOAD8((gp) + (i)))
+#define GRADIENT1(gp, yp, i, masked) ((masked) ? ((yp)[i] > 0.0f ? (gp)[i] : 0.0f) : (gp)[i])
+
+/* ``masked``: G is first masked by the ReLU output (``s->mask``) it went through, ReluGradient's pass folded in. */
+ALWAYS_INLINE void gradient_channels(const Share *s, int masked)
 {
     const int64_t plane = s->plane, stride = s->channels * plane, count = s->batch * plane;
     for (int64_t c = s->first; c < s->end; c++) {
-        const float *x = s->x + c * plane, *g = s->g + c * plane;
+        const float *x = s->x + c * plane, *g = s->g + c * plane, *y = masked ? s->mask + c * plane : NULL;
         const float mean = s->mean[c];
         const vector8 center = SPLAT8(mean);
         double sum_g = 0.0, sum_gc = 0.0;
         for (int64_t n = 0; n < s->batch; n++) {
-            const float *xp = x + n * stride, *gp = g + n * stride;
+            const float *xp = x + n * stride, *gp = g + n * stride, *yp = masked ? y + n * stride : NULL;
             vector8 s0 = {0}, s1 = {0}, t0 = {0}, t1 = {0};
             int64_t i = 0;
             for (; i + 16 <= plane; i += 16) {
-                const vector8 g0 = LOAD8(gp + i), g1 = LOAD8(gp + i + 8);
+                const vector8 g0 = GRADIENT8(gp, yp, i, masked), g1 = GRADIENT8(gp, yp, i + 8, masked);
                 s0 += g0, s1 += g1;
                 t0 += g0 * (LOAD8(xp + i) - center), t1 += g1 * (LOAD8(xp + i + 8) - center);
             }
             float g_tail = 0.0f, gc_tail = 0.0f;
-            for (; i < plane; i++) g_tail += gp[i], gc_tail += gp[i] * (xp[i] - mean);
+            for (; i < plane; i++) {
+                const float gi = GRADIENT1(gp, yp, i, masked);
+                g_tail += gi, gc_tail += gi * (xp[i] - mean);
+            }
             const vector8 g_lanes = s0 + s1, gc_lanes = t0 + t1;
             sum_g += (double)lanes_sum(&g_lanes) + (double)g_tail;
             sum_gc += (double)lanes_sum(&gc_lanes) + (double)gc_tail;
@@ -134,15 +145,19 @@ ALWAYS_INLINE void gradient_channels(const Share *s)
         const float centered_factor = (float)(per_element * inverse_std * inverse_std * sum_gc);
         const vector8 kv = SPLAT8(k), shift_v = SPLAT8(shift), centered_v = SPLAT8(centered_factor);
         for (int64_t n = 0; n < s->batch; n++) {
-            const float *xp = x + n * stride, *gp = g + n * stride;
+            const float *xp = x + n * stride, *gp = g + n * stride, *yp = masked ? y + n * stride : NULL;
             float *to = s->y + c * plane + n * stride;
             int64_t i = 0;
             for (; i + 8 <= plane; i += 8)
-                STORE8(to + i, LOAD8(gp + i) * kv + shift_v + (LOAD8(xp + i) - center) * centered_v);
-            for (; i < plane; i++) to[i] = gp[i] * k + shift + (xp[i] - mean) * centered_factor;
+                STORE8(to + i, GRADIENT8(gp, yp, i, masked) * kv + shift_v + (LOAD8(xp + i) - center) * centered_v);
+            for (; i < plane; i++) to[i] = GRADIENT1(gp, yp, i, masked) * k + shift + (xp[i] - mean) * centered_factor;
         }
     }
 }
+
+ALWAYS_INLINE void plain_gradient_channels(const Share *s) { gradient_channels(s, 0); }
+
+ALWAYS_INLINE void masked_gradient_channels(const Share *s) { gradient_channels(s, 1); }
 
 ALWAYS_INLINE void relu_gradient_range(const Share *s)
 {
@@ -162,7 +177,8 @@ ALWAYS_INLINE void relu_gradient_range(const Share *s)
     static void (*name##_loop(void))(const void *) { return chosen_build() == 2 ? name##_baseline : name##_avx2; }
 
 DEFINE_BUILDS(forward, forward_channels)
-DEFINE_BUILDS(gradient, gradient_channels)
+DEFINE_BUILDS(gradient, plain_gradient_channels)
+DEFINE_BUILDS(masked_gradient, masked_gradient_channels)
 DEFINE_BUILDS(relu_gradient, relu_gradient_range)
 
 static void *run_share(void *argument)
@@ -199,16 +215,19 @@ EXPORTED int onnxnn_batch_norm_training_float32(const float *x, const float *sca
 }
 
 /* dX (N, C, S), dscale and dB (C) from C-contiguous float32 G and X (N, C, S), scale and the forward's mean and
- * variance (C). Returns 0, or 2 when a thread could not start. */
+ * variance (C); with ``relu_output`` (N, C, S; or NULL), G where it is positive, else 0, in place of G (the
+ * gradient reaching a ReLU that reads the normalization's output). Returns 0, or 2 when a thread could not start. */
 EXPORTED int onnxnn_batch_norm_training_gradient_float32(const float *g, const float *x, const float *scale,
-                                                         const float *mean, const float *variance, float *dx,
-                                                         float *scale_gradient, float *bias_gradient, int64_t batch,
-                                                         int64_t channels, int64_t plane, float epsilon, int threads)
+                                                         const float *mean, const float *variance,
+                                                         const float *relu_output, float *dx, float *scale_gradient,
+                                                         float *bias_gradient, int64_t batch, int64_t channels,
+                                                         int64_t plane, float epsilon, int threads)
 {
-    const Share share = {.loop = gradient_loop(), .x = x, .g = g, .scale = scale, .mean = mean, .variance = variance,
-                         .y = dx, .scale_gradient = scale_gradient, .bias_gradient = bias_gradient,
-                         .batch = batch, .channels = channels, .plane = plane, .epsilon = epsilon};
-    return run_split(share, threads, channels, 2 * batch * channels * plane, 1);
+    const Share share = {.loop = relu_output != NULL ? masked_gradient_loop() : gradient_loop(), .x = x, .g = g,
+                         .scale = scale, .mean = mean, .variance = variance, .mask = relu_output, .y = dx,
+                         .scale_gradient = scale_gradient, .bias_gradient = bias_gradient, .batch = batch,
+                         .channels = channels, .plane = plane, .epsilon = epsilon};
+    return run_split(share, threads, channels, (relu_output != NULL ? 3 : 2) * batch * channels * plane, 1);
 }
 
 /* dX = G where Y > 0, else 0, over ``count`` float32 elements. Returns 0, or 2 when a thread could not start. */

@@ -105,6 +105,23 @@ def test_the_gradient_loop_is_batch_normalizations_gradient(shape, build):
     assert_within(dx, expected, gamma(ROUNDINGS) * magnitude + coefficient_errors)
 
 
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_gradient_loop_with_a_relu_output_masks_the_gradient_first(shape, build):
+    # Exactly the loop over the masked gradient: the mask gives +0.0 where numpy's where does.
+    x, scale, bias, g = _inputs(shape, seed=4)
+    y, mean, variance = compiled_normalization.batch_norm_training(x, scale, bias, EPSILON)
+    relu_output = np.maximum(y, 0)
+    relu_output.reshape(-1)[:3] = np.nan  # NaN lets nothing through, as Where(Greater(R, 0), G, 0)
+    g.reshape(-1)[3:6] = [np.nan, np.inf, -np.inf]
+    masked = np.where(relu_output > 0, g, np.float32(0))
+    expected = compiled_normalization.batch_norm_training_gradient(masked, x, scale, mean, variance, EPSILON)
+    folded = compiled_normalization.batch_norm_training_gradient(
+        g, x, scale, mean, variance, EPSILON, relu_output=relu_output
+    )
+    for one, other in zip(folded, expected):
+        np.testing.assert_array_equal(one, other)
+
+
 def _relu_arrays(size: int):
     rng = np.random.default_rng(2)
     y = np.maximum(rng.standard_normal(size), 0).astype(np.float32)

@@ -20,6 +20,7 @@ from onnxnn.kernels import compiled_normalization
 from onnxnn.runtime.realization import clear_cache
 from onnxnn.runtime.split_sessions import SplitSession
 
+from gradcheck import check_gradients
 from tolerances import assert_within, gamma
 
 
@@ -43,6 +44,24 @@ def test_a_batch_normalizations_backward_records_one_node_unless_differentiated(
     assert _pending_op(grad) == ("ai.onnxnn", "BatchNormalizationTrainingGradient")
     (differentiable,) = onnxnn.autograd.grad((output * output).sum(), [x], create_graph=True)
     assert _pending_op(differentiable) != ("ai.onnxnn", "BatchNormalizationTrainingGradient")
+
+
+def test_a_relu_after_a_batch_normalization_is_folded_into_its_gradient():
+    x = onnxnn.randn(4, 3, 5, 5, requires_grad=True)
+    output = F.relu(F.batch_norm(x, None, None, None, None, training=True))
+    (grad,) = onnxnn.autograd.grad(output.sum(), [x])
+    node = grad._value.node
+    assert (node.op_type, len(node.inputs)) == ("BatchNormalizationTrainingGradient", 6)
+    assert node.inputs[5] is output._value  # the mask is the ReLU's output
+    assert node.inputs[0].node is None or node.inputs[0].node.op_type != "ReluGradient"
+
+
+@pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels"])
+def test_the_folded_gradient_matches_finite_differences(executor_name):
+    rng = np.random.default_rng(4)
+    arrays = [rng.standard_normal((3, 2, 4, 4)), rng.standard_normal(2), rng.standard_normal(2)]
+    with onnxnn.set_executor(executor_name):
+        check_gradients(lambda x, w, b: F.relu(F.batch_norm(x, None, None, w, b, training=True)) * 1.5, arrays)
 
 
 @pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels"])
@@ -84,7 +103,7 @@ def test_a_batchnorm_relu_layers_gradients_with_and_without_the_loops(loops, mon
     results = [x.grad.numpy(), layer.weight.grad.numpy(), layer.bias.grad.numpy()]
     runners = {id(runner): runner for runner in executor("onnxruntime").cache.sessions.values()}.values()
     compiled = {runner.compiled for runner in runners if isinstance(runner, SplitSession)}
-    assert compiled == ({3} if loops else set())  # the forward, ReLU's gradient and the normalization's
+    assert compiled == ({2} if loops else set())  # the forward, and the gradient with ReLU's folded in
 
     # float64: y = BN(x), g = cotangent where y > 0, then the gradient's formulas.
     x64, axes, count = x_array.astype(np.float64), (0, 2, 3), x_array.size // 16

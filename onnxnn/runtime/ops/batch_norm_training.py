@@ -24,12 +24,17 @@ and exported keeps that node; run on CUDA, it normalizes with epsilon 1e-5 more.
 
 A backward that is not itself differentiated records the gradient as one node too,
 
-    BatchNormalizationTrainingGradient(G, X, scale, mean, var; epsilon) -> dX, dscale, dB
+    BatchNormalizationTrainingGradient(G, X, scale, mean, var[, R]; epsilon) -> dX, dscale, dB
 
 which ``build_model`` writes out as the formulas below and onnxnn's CPU sessions run as a compiled
 loop where it takes the node (kernels/compiled_normalization.py; as for the forward node: two reads
 of each channel, one from memory, against about eight passes). A backward recorded for a further
 derivative (``create_graph=True``) records the formulas as ops, which autograd differentiates.
+
+When ``G`` is a pending ReLU gradient (``ReluGradient(G', R)``: the normalization's output went
+through a ReLU, as in most convolutional networks), the node reads ``G'`` and ``R`` instead and
+masks ``G'`` itself: the loop then makes no pass of its own for ReLU's gradient, and the
+ReluGradient node, read by nothing else, is never computed.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from ...ir.registry import decompositions, gradient_rules, shape_rules, unmateri
 from ..grad_mode import is_grad_enabled
 from ..internal import full_tensor
 from ..tensor import Tensor, apply_op
+from .relu_gradient import OP_TYPE as RELU_GRADIENT
 from .training import int64_initializers, node_emitter
 
 __all__: list[str] = []
@@ -134,7 +140,11 @@ def _gradient(ctx, g, g_mean=None, g_variance=None):
         return (None if g is None else g * 0.0), zeros, zeros
     if g is not None and g_mean is None and g_variance is None and not is_grad_enabled():
         # A backward not recorded for differentiation: one node (the module doc).
-        inputs = (g, x, ctx.input(1), ctx.output(1), ctx.output(2))
+        inputs: tuple = (g, x, ctx.input(1), ctx.output(1), ctx.output(2))
+        producer = g._value.node if g._value.data is None else None
+        if producer is not None and producer.op_type == RELU_GRADIENT and producer.domain == ONNXNN_DOMAIN:
+            incoming, relu_output = producer.inputs
+            inputs = (incoming, *inputs[1:], relu_output)
         return apply_op(GRADIENT_OP_TYPE, inputs, ctx.attrs, "NativeBatchNormBackwardBackward0", domain=ONNXNN_DOMAIN)
     mean = ctx.output(1).reshape(stat_shape)
     inverse_std = (ctx.output(2).reshape(stat_shape) + _epsilon(ctx.attrs)).rsqrt()
@@ -160,13 +170,16 @@ def _gradient(ctx, g, g_mean=None, g_variance=None):
 
 @shape_rules.register(GRADIENT_OP_TYPE, domain=ONNXNN_DOMAIN)
 def _gradient_shape(inputs, attrs):
-    g, x, scale, mean, variance = inputs
+    if len(inputs) not in (5, 6):
+        raise RuntimeError(f"{GRADIENT_OP_TYPE} takes 5 or 6 inputs (G, X, scale, mean, var[, R]), got {len(inputs)}")
+    g, x, scale, mean, variance = inputs[:5]
     channels = x.shape[1:2]
-    if g.shape != x.shape or g.dtype is not x.dtype:
-        raise RuntimeError(
-            f"{GRADIENT_OP_TYPE}: G must be {x.dtype.name} of X's shape {list(x.shape)}, "
-            f"got {g.dtype.name} of shape {list(g.shape)}"
-        )
+    for name, value in (("G", g), ("R", inputs[5] if len(inputs) == 6 else g)):
+        if value.shape != x.shape or value.dtype is not x.dtype:
+            raise RuntimeError(
+                f"{GRADIENT_OP_TYPE}: {name} must be {x.dtype.name} of X's shape {list(x.shape)}, "
+                f"got {value.dtype.name} of shape {list(value.shape)}"
+            )
     for name, value in (("scale", scale), ("mean", mean), ("var", variance)):
         if value.shape != channels or value.dtype is not x.dtype:
             raise RuntimeError(
@@ -178,10 +191,11 @@ def _gradient_shape(inputs, attrs):
 
 @decompositions.register(GRADIENT_OP_TYPE, domain=ONNXNN_DOMAIN)
 def _gradient_decomposition(node, input_names: list, output_names: list, fresh_name):
-    """``_gradient``'s formulas as ONNX nodes, the count of elements per channel read at run time."""
+    """``_gradient``'s formulas as ONNX nodes (after ReLU's gradient where R is given), the count of
+    elements per channel read at run time."""
     x_value = node.inputs[1]
     rank, dtype = len(x_value.shape), x_value.dtype
-    g, x, scale, mean, variance = input_names
+    g, x, scale, mean, variance = input_names[:5]
     initializers: list = []
     constant = int64_initializers(initializers, fresh_name)
     axes, flat, channel_shape = (
@@ -193,6 +207,10 @@ def _gradient_decomposition(node, input_names: list, output_names: list, fresh_n
     emit = node_emitter(nodes, fresh_name)
     epsilon = fresh_name("epsilon")
     initializers.append(numpy_helper.from_array(np.array(_epsilon(node.attrs), dtype.numpy_dtype), epsilon))
+    if len(input_names) == 6 and input_names[5]:
+        zero = fresh_name("zero")
+        initializers.append(numpy_helper.from_array(np.zeros((), dtype.numpy_dtype), zero))
+        g = emit("Where", emit("Greater", input_names[5], zero), g, zero)
 
     centered = emit("Sub", x, emit("Reshape", mean, channel_shape))
     sum_g = emit("ReduceSum", g, axes, keepdims=1)
