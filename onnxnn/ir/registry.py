@@ -14,6 +14,7 @@ adding entries through their decorators, never editing a dispatcher::
 - ``decompositions``: how to write an op onnxruntime lacks as standard ONNX (``runtime/ops/``).
 - ``session_lowerings``: a faster form of a standard op for onnxnn's own sessions (``runtime/ops/``).
 - ``compiled_forms``: onnxnn's compiled code for a node its sessions run outside onnxruntime (``kernels/``).
+- ``compiled_readers``: compiled forms that compute their first output's only reader too (``kernels/``).
 - ``kernels``: onnxnn's own array kernels (``kernels/``; see ``kernel_registry``).
 - ``importers``: how an imported model's node becomes Tensor ops (``import_/``).
 
@@ -36,6 +37,7 @@ __all__ = [
     "decompositions",
     "session_lowerings",
     "compiled_forms",
+    "compiled_readers",
     "importers",
 ]
 
@@ -140,5 +142,10 @@ session_lowerings = Registry("session lowering")
 # to ``threads`` threads. onnxnn's CPU sessions run such nodes outside onnxruntime, between two
 # sessions (``runtime/split_sessions.py``).
 compiled_forms = Registry("compiled form")
+# Compiled forms that can also compute the only reader of their node's first output (batch
+# normalization's loop and the ReLU of its output): ``absorb(node, reader) -> run`` or None, the run
+# (as a compiled form's) returning the reader's output in place of that first output, which nothing
+# else reads. The cut sessions then drop the reader (``runtime/split_sessions.py``).
+compiled_readers = Registry("compiled reader")
 # ``importer(call) -> tuple of outputs``: how a node of an imported model runs as Tensor ops.
 importers = Registry("importer")

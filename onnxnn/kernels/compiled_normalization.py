@@ -10,7 +10,9 @@ channel's planes once from memory and again from the cache (a small ResNet's 16-
 samples at 32x32, one thread: forward 0.80 -> 0.25 ms, ReLU's gradient 0.74 -> 0.27 ms).
 
 onnxnn's CPU sessions run eligible nodes here through their entries in ``ir.registry.compiled_forms``
-(runtime/split_sessions.py), on as many threads as the sessions. The library is the convolution
+(runtime/split_sessions.py), on as many threads as the sessions. A ReLU is folded into the loops on
+both sides: the forward writes the ReLU's output where a ReLU alone reads the normalization's
+(``ir.registry.compiled_readers``), and the gradient masks the incoming gradient with it. The library is the convolution
 loops' (setup.py); where it is missing, and while ``ENABLED`` is False
 (``ONNXNN_COMPILED_NORMALIZATION=0``), the nodes run as onnxruntime graphs, to the same values up to
 float32 rounding.
@@ -45,7 +47,7 @@ MIN_ELEMENTS = 1 << 16
 # channel's planes, so an input without spatial axes, (N, C), would read one element per plane.
 MIN_PLANE = 16
 
-_VERSION = 2
+_VERSION = 3
 _FLOAT32 = np.dtype(np.float32)
 _POINTER, _SIZE, _FLOAT, _INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_int
 
@@ -61,7 +63,7 @@ class _Library(LoopLibrary):
 
     def bind(self, library) -> None:
         self.forward = library.onnxnn_batch_norm_training_float32
-        self.forward.argtypes = [_POINTER] * 6 + [_SIZE] * 3 + [_FLOAT, _INT]
+        self.forward.argtypes = [_POINTER] * 6 + [_SIZE] * 3 + [_FLOAT, _INT, _INT]
         self.gradient = library.onnxnn_batch_norm_training_gradient_float32
         self.gradient.argtypes = [_POINTER] * 9 + [_SIZE] * 3 + [_FLOAT, _INT]
         self.relu_gradient = library.onnxnn_relu_gradient_float32
@@ -86,9 +88,12 @@ def eligible(shape: tuple, dtype, per_channel: bool = True) -> bool:
     return available()
 
 
-def batch_norm_training(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, epsilon: float, threads: int = 1) -> list:
+def batch_norm_training(
+    x: np.ndarray, scale: np.ndarray, bias: np.ndarray, epsilon: float, threads: int = 1, relu: bool = False
+) -> list:
     """``[Y, mean, variance]``: ``x`` (N, C, ...) normalized with its per-channel batch statistics (the
-    biased variance), scaled and shifted per channel."""
+    biased variance), scaled and shifted per channel; with ``relu``, Y's ReLU in place of Y (onnxruntime's
+    Relu: negatives 0, NaN and -0 kept)."""
     _LOOPS.get()
     x, scale, bias = _float32(x), _float32(scale), _float32(bias)
     y = recycled_empty(x.shape, _FLOAT32)
@@ -97,7 +102,7 @@ def batch_norm_training(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, epsi
     batch, channels, plane = _layout(x)
     _check(
         _LOOPS.forward(_address(x), _address(scale), _address(bias), _address(y), _address(mean), _address(variance),
-                       batch, channels, plane, epsilon, threads),
+                       batch, channels, plane, epsilon, int(relu), threads),
         "BatchNormalizationTraining",
     )  # fmt: skip
     return [y, mean, variance]

@@ -16,7 +16,7 @@ from . import compiled_normalization
 from ._common import normalize_axis, reduce_mean, reduce_sum, to_scalar
 from ..ir.domains import ONNXNN_DOMAIN
 from ..ir.kernel_registry import FLOATING, kernels
-from ..ir.registry import compiled_forms
+from ..ir.registry import compiled_forms, compiled_readers
 from ..ir.random import uniform as onnxnn_uniform
 
 __all__: list[str] = []
@@ -103,6 +103,16 @@ def _compiled_batch_normalization_training(node):
         return None
     epsilon = _epsilon(node.attrs)
     return lambda arrays, threads: compiled_normalization.batch_norm_training(*arrays, epsilon, threads)
+
+
+@compiled_readers.register("BatchNormalizationTraining", domain=ONNXNN_DOMAIN)
+def _compiled_batch_normalization_training_and_relu(node, reader):
+    """The loop writes the ReLU of the normalization's output, where a ReLU is all that reads it (most
+    convolutional networks' BatchNorm-ReLU): the ReLU costs no pass of its own."""
+    if (reader.op_type, reader.domain) != ("Relu", ""):
+        return None
+    epsilon = _epsilon(node.attrs)
+    return lambda arrays, threads: compiled_normalization.batch_norm_training(*arrays, epsilon, threads, relu=True)
 
 
 @compiled_forms.register("BatchNormalizationTrainingGradient", domain=ONNXNN_DOMAIN)

@@ -10,8 +10,8 @@
  *     dscale = sum(G (X - mean)) / sqrt(var + epsilon),  dB = sum(G)
  *
  * and ReLU's gradient dX = G where Y > 0, else 0 (NaN in Y gives 0, as Where(Greater(Y, 0), G, 0)). When a
- * ReLU read the normalization's output, the gradient may take G masked by that ReLU's output, ReLU's
- * gradient folded into its passes.
+ * ReLU reads the normalization's output, the forward may write that ReLU's output in place of Y, and
+ * the gradient may take G masked by it: the ReLU and its gradient then cost no pass of their own.
  *
  * onnxruntime runs each as several graph nodes (runtime/ops/batch_norm_training.py), each a full pass
  * over the activations; ReLU's gradient is a Greater and a Where, whose kernel is three times slower than
@@ -27,7 +27,7 @@
 #include <math.h>
 
 
-#define NORMALIZATION_LOOPS_VERSION 2
+#define NORMALIZATION_LOOPS_VERSION 3
 
 EXPORTED int onnxnn_normalization_loops_version(void) { return NORMALIZATION_LOOPS_VERSION; }
 
@@ -79,7 +79,8 @@ ALWAYS_INLINE double plane_sum(const float *p, int64_t size, float shift, int sq
     return (double)lanes_sum(&total) + (double)tail;
 }
 
-ALWAYS_INLINE void forward_channels(const Share *s)
+/* ``relu``: Y's ReLU in its place (NaN and -0 kept, negatives 0, as onnxruntime's Relu), for a ReLU reading Y. */
+ALWAYS_INLINE void forward_channels(const Share *s, int relu)
 {
     const int64_t plane = s->plane, stride = s->channels * plane, count = s->batch * plane;
     for (int64_t c = s->first; c < s->end; c++) {
@@ -99,11 +100,21 @@ ALWAYS_INLINE void forward_channels(const Share *s)
             const float *from = x + n * stride;
             float *to = s->y + c * plane + n * stride;
             int64_t i = 0;
-            for (; i + 8 <= plane; i += 8) STORE8(to + i, LOAD8(from + i) * kv + shift_v);
-            for (; i < plane; i++) to[i] = from[i] * k + shift;
+            for (; i + 8 <= plane; i += 8) {
+                const vector8 value = LOAD8(from + i) * kv + shift_v;
+                STORE8(to + i, relu ? (vector8)((mask8)value & ~(value < (vector8){0})) : value);
+            }
+            for (; i < plane; i++) {
+                const float value = from[i] * k + shift;
+                to[i] = relu && value < 0.0f ? 0.0f : value;
+            }
         }
     }
 }
+
+ALWAYS_INLINE void plain_forward_channels(const Share *s) { forward_channels(s, 0); }
+
+ALWAYS_INLINE void relu_forward_channels(const Share *s) { forward_channels(s, 1); }
 
 /* G's eight floats at ``i`` (``masked``: where the ReLU output ``y`` is positive, else 0), and one float. */
 #define GRADIENT8(gp, yp, i, masked) \
@@ -176,7 +187,8 @@ ALWAYS_INLINE void relu_gradient_range(const Share *s)
     static void name##_baseline(const void *share) { body(share); }                                               \
     static void (*name##_loop(void))(const void *) { return chosen_build() == 2 ? name##_baseline : name##_avx2; }
 
-DEFINE_BUILDS(forward, forward_channels)
+DEFINE_BUILDS(forward, plain_forward_channels)
+DEFINE_BUILDS(relu_forward, relu_forward_channels)
 DEFINE_BUILDS(gradient, plain_gradient_channels)
 DEFINE_BUILDS(masked_gradient, masked_gradient_channels)
 DEFINE_BUILDS(relu_gradient, relu_gradient_range)
@@ -202,13 +214,13 @@ static int run_split(Share share, int threads, int64_t parts, int64_t elements, 
     return run_shares(run_share, shares, sizeof(Share), count);
 }
 
-/* Y (N, C, S), mean and variance (C) from C-contiguous float32 X (N, C, S), scale and B (C). Returns 0, or 2
- * when a thread could not start (the outputs are then partly written). */
+/* Y (N, C, S), mean and variance (C) from C-contiguous float32 X (N, C, S), scale and B (C); ``relu``: Y's ReLU
+ * in place of Y. Returns 0, or 2 when a thread could not start (the outputs are then partly written). */
 EXPORTED int onnxnn_batch_norm_training_float32(const float *x, const float *scale, const float *bias, float *y,
                                                 float *mean, float *variance, int64_t batch, int64_t channels,
-                                                int64_t plane, float epsilon, int threads)
+                                                int64_t plane, float epsilon, int relu, int threads)
 {
-    const Share share = {.loop = forward_loop(), .x = x, .scale = scale, .bias = bias, .y = y, .mean_out = mean,
+    const Share share = {.loop = relu ? relu_forward_loop() : forward_loop(), .x = x, .scale = scale, .bias = bias, .y = y, .mean_out = mean,
                          .variance_out = variance, .batch = batch, .channels = channels, .plane = plane,
                          .epsilon = epsilon};
     return run_split(share, threads, channels, batch * channels * plane, 1);

@@ -25,7 +25,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..ir.plan import GraphPlan, names_read
-from ..ir.registry import compiled_forms
+from ..ir.registry import compiled_forms, compiled_readers
 from .threads import get_num_threads
 
 __all__ = ["SplitSession", "split_session", "session_runner", "compiled_node_name", "SPLIT_PART_KEY"]
@@ -42,13 +42,14 @@ class SplitSession:
     slots, is_session, plan index)``, the last the compiled node's index in the plan (None for a session).
     """
 
-    __slots__ = ("stages", "threads", "output_slots", "constants")
+    __slots__ = ("stages", "threads", "output_slots", "constants", "absorbed")
 
-    def __init__(self, stages: list, threads: int, output_slots: list, constants: list):
+    def __init__(self, stages: list, threads: int, output_slots: list, constants: list, absorbed: int = 0):
         self.stages = stages
         self.threads = threads
         self.output_slots = output_slots
         self.constants = constants
+        self.absorbed = absorbed  # readers a compiled node computes (``compiled_readers``), not the sessions
 
     @property
     def sessions(self) -> int:
@@ -88,7 +89,32 @@ def split_session(plan: GraphPlan, device, build: Callable, compile_model: Calla
             runs[id(node)] = (compiled_node_name(node, position), (run, position))
     if not runs:
         return None
-    return _cut(build(frozenset(runs)), dict(runs.values()), compile_model)
+    absorbed = _absorb_readers(plan, runs)
+    return _cut(build(frozenset(runs)), dict(runs.values()), compile_model, absorbed)
+
+
+def _absorb_readers(plan: GraphPlan, runs: dict) -> dict:
+    """Gives compiled nodes with a ``compiled_readers`` entry the only reader of their first output
+    (updating ``runs``); returns ``{reader's name: name of the value it read}`` for the cut to drop."""
+    readers: dict = {}  # (id of the producing node, output index) -> positions of the nodes reading it
+    for position, node in enumerate(plan.nodes):
+        for value in node.inputs:
+            if value is not None and value.data is None:
+                readers.setdefault((id(value.node), value.index), []).append(position)
+    held = {(id(value.node), value.index) for value in plan.outputs if value.data is None}
+    absorbed = {}
+    for key, (name, (run, position)) in list(runs.items()):
+        node = plan.nodes[position]
+        absorb = compiled_readers.get(node.op_type, node.domain)
+        read_by = readers.get((key, 0), [])
+        if absorb is None or len(read_by) != 1 or (key, 0) in held:
+            continue
+        reader = plan.nodes[read_by[0]]
+        absorbing = absorb(node, reader) if id(reader) not in runs else None
+        if absorbing is not None:
+            runs[key] = (name, (absorbing, position))
+            absorbed[compiled_node_name(reader, read_by[0])] = (name, 0)
+    return absorbed
 
 
 def session_runner(plan: GraphPlan, device, build: Callable, compile_model: Callable):
@@ -102,8 +128,10 @@ def compiled_node_name(node, position: int) -> str:
     return f"{node.op_type}_{position}"
 
 
-def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable) -> SplitSession | None:
+def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable, absorbed: dict) -> SplitSession | None:
     graph = model.graph
+    if absorbed:
+        _drop_absorbed(graph, absorbed)
     # Each value's level: 0 for the plan's inputs, a node's inputs' highest, plus one after a compiled node.
     levels: dict = {}
     stages: dict = {}  # (level, 0 for the session or 1 for the compiled nodes) -> nodes
@@ -156,11 +184,27 @@ def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable) -> SplitSe
             slots[name] = len(slots)
     output_slots = [slots[output.name] for output in graph.output]
     arrays = [numpy_helper.to_array(initializers[name]) for name in constants]
-    return SplitSession(result, get_num_threads(), output_slots, arrays)
+    return SplitSession(result, get_num_threads(), output_slots, arrays, len(absorbed))
 
 
 # onnxruntime's names of element types ("tensor(float)") -> ONNX's.
 _ELEMENT_TYPES = {f"tensor({name.lower()})": number for name, number in onnx.TensorProto.DataType.items()}
+
+
+def _drop_absorbed(graph: onnx.GraphProto, absorbed: dict) -> None:
+    """Removes the absorbed readers from ``graph``: what read a reader's output reads the compiled
+    node's first output instead, which holds the reader's output."""
+    producers = {node.name: node for node in graph.node}
+    renamed = {}
+    for reader_name, (compiled_name, index) in absorbed.items():
+        reader = producers[reader_name]
+        renamed[reader.output[0]] = producers[compiled_name].output[index]
+        graph.node.remove(reader)
+    for node in graph.node:
+        node.input[:] = [renamed.get(name, name) for name in node.input]
+    for output in graph.output:
+        if output.name in renamed:
+            output.name = renamed[output.name]
 
 
 def _part(model: onnx.ModelProto, nodes: list, inputs: list, outputs: list, initializers: dict):

@@ -77,6 +77,20 @@ def test_the_forward_loop_is_batch_normalization(shape, build):
 
 
 @pytest.mark.parametrize("shape", SHAPES)
+def test_the_forward_loop_writes_the_relu_of_its_output_when_asked(shape, build):
+    # onnxruntime's Relu: negatives to 0, NaN and -0.0 kept (a NaN channel stays NaN).
+    x, scale, bias, _ = _inputs(shape, seed=5)
+    x[(0, 0) + (0,) * (x.ndim - 2)] = np.nan
+    y, mean, variance = compiled_normalization.batch_norm_training(x, scale, bias, EPSILON)
+    rectified, relu_mean, relu_variance = compiled_normalization.batch_norm_training(x, scale, bias, EPSILON, relu=True)
+    np.testing.assert_array_equal(rectified, np.where(y < 0, np.float32(0), y))
+    np.testing.assert_array_equal(np.signbit(rectified), np.signbit(np.where(y < 0, np.float32(0), y)))
+    np.testing.assert_array_equal(relu_mean, mean)
+    np.testing.assert_array_equal(relu_variance, variance)
+    assert np.isnan(rectified[:, 0]).all()
+
+
+@pytest.mark.parametrize("shape", SHAPES)
 def test_the_gradient_loop_is_batch_normalizations_gradient(shape, build):
     x, scale, bias, g = _inputs(shape, seed=1)
     x64, g64, axes = x.astype(np.float64), g.astype(np.float64), _axes(x)

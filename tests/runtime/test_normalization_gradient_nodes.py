@@ -102,8 +102,9 @@ def test_a_batchnorm_relu_layers_gradients_with_and_without_the_loops(loops, mon
     (F.relu(layer(x)) * onnxnn.tensor(cotangent)).sum().backward()
     results = [x.grad.numpy(), layer.weight.grad.numpy(), layer.bias.grad.numpy()]
     runners = {id(runner): runner for runner in executor("onnxruntime").cache.sessions.values()}.values()
-    compiled = {runner.compiled for runner in runners if isinstance(runner, SplitSession)}
-    assert compiled == ({2} if loops else set())  # the forward, and the gradient with ReLU's folded in
+    cut = {(runner.compiled, runner.absorbed) for runner in runners if isinstance(runner, SplitSession)}
+    # The forward, writing the ReLU's output, and the gradient with ReLU's gradient folded in.
+    assert cut == ({(2, 1)} if loops else set())
 
     # float64: y = BN(x), g = cotangent where y > 0, then the gradient's formulas.
     x64, axes, count = x_array.astype(np.float64), (0, 2, 3), x_array.size // 16
@@ -122,3 +123,28 @@ def test_a_batchnorm_relu_layers_gradients_with_and_without_the_loops(loops, mon
     assert_within(results[0], expected_x, bound * scale * (np.abs(g) + (1 + np.abs(normalized)) * magnitude / count))
     assert_within(results[1], sum_gn.reshape(-1), bound * np.abs(g * normalized).sum(axes))
     assert_within(results[2], sum_g.reshape(-1), bound * np.abs(g).sum(axes))
+
+
+@pytest.mark.skipif(not compiled_normalization.available(), reason=f"{compiled_normalization.unavailable_reason()}")
+@pytest.mark.parametrize("also_read", ["held", "second_reader"])
+def test_a_normalization_output_read_elsewhere_keeps_its_relu(also_read, one_thread_on_onnxruntime):
+    # The loop writes a ReLU's output in place of the normalization's only where nothing else reads it.
+    rng = np.random.default_rng(5)
+    x = onnxnn.tensor(rng.standard_normal((8, 16, 32, 32)).astype(np.float32))
+    normalized = F.batch_norm(x, None, None, None, None, training=True)
+    rectified = F.relu(normalized)
+    if also_read == "held":
+        results = [rectified.numpy(), normalized.numpy()]
+    else:
+        results = [(rectified + normalized * 2.0).numpy()]
+    runners = {id(runner): runner for runner in executor("onnxruntime").cache.sessions.values()}.values()
+    assert [runner.absorbed for runner in runners if isinstance(runner, SplitSession)] == [0]
+    x64 = x.numpy().astype(np.float64)
+    expected = (x64 - x64.mean((0, 2, 3), keepdims=True)) / np.sqrt(x64.var((0, 2, 3), keepdims=True) + 1e-5)
+    # A sum of 8192 terms per channel for the statistics, then a few roundings.
+    bound = gamma(8192 + 16) * (np.abs(expected) + 1)
+    if also_read == "held":
+        assert_within(results[1], expected, bound)
+        np.testing.assert_array_equal(results[0], np.maximum(results[1], 0))
+    else:
+        assert_within(results[0], np.maximum(expected, 0) + expected * 2, 4 * bound)
