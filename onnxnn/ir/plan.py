@@ -29,6 +29,7 @@ __all__ = [
     "realize_alongside",
     "realize_together",
     "names_read",
+    "work_estimate",
     "OPSET_VERSION",
     "IR_VERSION",
 ]
@@ -485,6 +486,22 @@ def build_model(
         elif initializer[1] in read:
             _add_initializer(model.graph, *initializer)
     return model
+
+
+def work_estimate(model: onnx.ModelProto) -> int:
+    """Elements in the graph's inputs, outputs and initializers: a cheap proxy for its arithmetic."""
+    total = 0
+    for value_info in list(model.graph.input) + list(model.graph.output):
+        size = 1
+        for dim in value_info.type.tensor_type.shape.dim:
+            size *= max(dim.dim_value, 1)
+        total += size
+    for initializer in model.graph.initializer:
+        size = 1
+        for dim in initializer.dims:
+            size *= dim
+        total += size
+    return total
 
 
 def names_read(nodes) -> set:

@@ -98,21 +98,27 @@ def batch_normalization_training_gradient(xp, inputs, attrs):
 @compiled_forms.register("BatchNormalizationTraining", domain=ONNXNN_DOMAIN)
 def _compiled_batch_normalization_training(node):
     """onnxnn's sessions run a float32 training batch normalization over planes as the compiled loop."""
-    x = node.inputs[0]
-    if not compiled_normalization.eligible(x.shape, x.dtype.numpy_dtype):
-        return None
-    epsilon = _epsilon(node.attrs)
-    return lambda arrays, threads: compiled_normalization.batch_norm_training(*arrays, epsilon, threads)
+    return _forward_loop(node, relu=False)
 
 
 @compiled_readers.register("BatchNormalizationTraining", domain=ONNXNN_DOMAIN)
 def _compiled_batch_normalization_training_and_relu(node, reader):
     """The loop writes the ReLU of the normalization's output, where a ReLU is all that reads it (most
     convolutional networks' BatchNorm-ReLU): the ReLU costs no pass of its own."""
-    if (reader.op_type, reader.domain) != ("Relu", ""):
+    return _forward_loop(node, relu=True) if (reader.op_type, reader.domain) == ("Relu", "") else None
+
+
+def _forward_loop(node, relu: bool):
+    x = node.inputs[0]
+    if not compiled_normalization.eligible(x.shape, x.dtype.numpy_dtype):
         return None
     epsilon = _epsilon(node.attrs)
-    return lambda arrays, threads: compiled_normalization.batch_norm_training(*arrays, epsilon, threads, relu=True)
+
+    def run(arrays, threads: int) -> list:
+        x, scale, bias = arrays
+        return compiled_normalization.batch_norm_training(x, scale, bias, epsilon, threads, relu)
+
+    return run
 
 
 @compiled_forms.register("BatchNormalizationTrainingGradient", domain=ONNXNN_DOMAIN)

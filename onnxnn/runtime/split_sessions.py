@@ -24,13 +24,14 @@ from typing import Callable
 import onnx
 from onnx import helper, numpy_helper
 
-from ..ir.plan import GraphPlan, names_read
+from ..ir.plan import GraphPlan, names_read, work_estimate
 from ..ir.registry import compiled_forms, compiled_readers
 from .threads import get_num_threads
 
 __all__ = ["SplitSession", "split_session", "session_runner", "compiled_node_name", "SPLIT_PART_KEY"]
 
-# The metadata key marking a model as one session of a cut plan (``create_session`` reads it).
+# The metadata key marking a model as one session of a cut plan, its value the whole plan's
+# ``work_estimate`` (``create_session`` and ``CompiledSession`` read it).
 SPLIT_PART_KEY = "onnxnn.split_part"
 
 
@@ -93,16 +94,16 @@ def split_session(plan: GraphPlan, device, build: Callable, compile_model: Calla
     return _cut(build(frozenset(runs)), dict(runs.values()), compile_model, absorbed)
 
 
-def _absorb_readers(plan: GraphPlan, runs: dict) -> dict:
+def _absorb_readers(plan: GraphPlan, runs: dict) -> list:
     """Gives compiled nodes with a ``compiled_readers`` entry the only reader of their first output
-    (updating ``runs``); returns ``{reader's name: name of the value it read}`` for the cut to drop."""
+    (updating ``runs``); returns the names of the compiled nodes whose reader the cut drops."""
     readers: dict = {}  # (id of the producing node, output index) -> positions of the nodes reading it
     for position, node in enumerate(plan.nodes):
         for value in node.inputs:
             if value is not None and value.data is None:
                 readers.setdefault((id(value.node), value.index), []).append(position)
     held = {(id(value.node), value.index) for value in plan.outputs if value.data is None}
-    absorbed = {}
+    absorbing = []
     for key, (name, (run, position)) in list(runs.items()):
         node = plan.nodes[position]
         absorb = compiled_readers.get(node.op_type, node.domain)
@@ -110,11 +111,11 @@ def _absorb_readers(plan: GraphPlan, runs: dict) -> dict:
         if absorb is None or len(read_by) != 1 or (key, 0) in held:
             continue
         reader = plan.nodes[read_by[0]]
-        absorbing = absorb(node, reader) if id(reader) not in runs else None
-        if absorbing is not None:
-            runs[key] = (name, (absorbing, position))
-            absorbed[compiled_node_name(reader, read_by[0])] = (name, 0)
-    return absorbed
+        absorbed_run = absorb(node, reader) if id(reader) not in runs else None
+        if absorbed_run is not None:
+            runs[key] = (name, (absorbed_run, position))
+            absorbing.append(name)
+    return absorbing
 
 
 def session_runner(plan: GraphPlan, device, build: Callable, compile_model: Callable):
@@ -128,10 +129,11 @@ def compiled_node_name(node, position: int) -> str:
     return f"{node.op_type}_{position}"
 
 
-def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable, absorbed: dict) -> SplitSession | None:
+def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable, absorbed: list) -> SplitSession | None:
     graph = model.graph
     if absorbed:
         _drop_absorbed(graph, absorbed)
+    whole_work = work_estimate(model)
     # Each value's level: 0 for the plan's inputs, a node's inputs' highest, plus one after a compiled node.
     levels: dict = {}
     stages: dict = {}  # (level, 0 for the session or 1 for the compiled nodes) -> nodes
@@ -145,6 +147,7 @@ def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable, absorbed: 
     compiled_reads = {name for (_, kind), nodes in stages.items() if kind for node in nodes for name in node.input}
     if not compiled_reads or "" in compiled_reads:
         return None  # none compiled, or one leaving an optional input out (no slot to feed)
+    _repeat_views(graph, stages)
 
     inputs = {graph_input.name: graph_input for graph_input in graph.input}
     # The constants compiled nodes read (a specialized session's embedded inputs) come after the inputs.
@@ -155,7 +158,7 @@ def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable, absorbed: 
     wanted = {output.name for output in graph.output}
     order = sorted(stages)
     # What each stage's nodes read from outside it, so that earlier stages return it.
-    read_later = [names_read(stages[key]) for key in order]
+    read_later = [names_read(stages[key]) - {name for node in stages[key] for name in node.output} for key in order]
     result = []
     for index, key in enumerate(order):
         nodes = stages[key]
@@ -176,7 +179,7 @@ def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable, absorbed: 
         part_inputs = [
             inputs[name] if name in inputs else helper.make_tensor_value_info(name, types[name], None) for name in reads
         ]
-        session = compile_model(_part(model, nodes, part_inputs, outputs, initializers))
+        session = compile_model(_part(model, nodes, part_inputs, outputs, initializers, whole_work))
         # The outputs' element types as onnxruntime inferred them, for later stages' inputs.
         types.update((value.name, _ELEMENT_TYPES[value.type]) for value in session.session.get_outputs())
         result.append((session, [slots[name] for name in reads], True, None))
@@ -191,14 +194,55 @@ def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable, absorbed: 
 _ELEMENT_TYPES = {f"tensor({name.lower()})": number for name, number in onnx.TensorProto.DataType.items()}
 
 
-def _drop_absorbed(graph: onnx.GraphProto, absorbed: dict) -> None:
-    """Removes the absorbed readers from ``graph``: what read a reader's output reads the compiled
-    node's first output instead, which holds the reader's output."""
-    producers = {node.name: node for node in graph.node}
+# Ops whose output is their input's data in another shape: onnxruntime's kernels return a view where
+# they can, but as a session's output the data is copied into a buffer of its own.
+_VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+
+
+def _repeat_views(graph: onnx.GraphProto, stages: dict) -> None:
+    """Repeats in each session the view ops whose results it reads from earlier stages, so that those
+    stages return the views' inputs instead.
+
+    A view returned by a session is copied into a buffer of its own at every run, where its input,
+    written by the node that computes it, costs nothing more to return and the repeated view costs
+    nothing to compute: resnet18's 512 x 512 x 3 x 3 weights flattened for a GEMM took 3.7 ms each
+    to copy, and the reshaped activations between its sessions a few more.
+    """
+    views = {
+        node.output[0]: node for node in graph.node if node.op_type in _VIEW_OPS and node.domain in ("", "ai.onnx")
+    }
+    if not views:
+        return
+    for (_, kind), nodes in stages.items():
+        if kind:
+            continue
+        computed = {name for node in nodes for name in node.output}
+        repeated: list = []
+
+        def repeat(name: str) -> None:
+            view = views.get(name)
+            if view is None or name in computed:
+                return
+            for read in view.input:
+                repeat(read)
+            repeated.append(view)
+            computed.add(name)
+
+        for node in list(nodes):
+            for name in node.input:
+                repeat(name)
+        nodes[:0] = repeated
+
+
+def _drop_absorbed(graph: onnx.GraphProto, absorbing: list) -> None:
+    """Removes from ``graph`` the reader of each absorbing node's first output: what read the reader's
+    output reads that first output instead, which the absorbing run fills with the reader's output.
+    (The reader is found by what it reads: a profiler's model renames every node but the compiled ones.)"""
+    compiled = {node.name: node for node in graph.node if node.name in set(absorbing)}
+    first_outputs = {compiled[name].output[0] for name in absorbing}
     renamed = {}
-    for reader_name, (compiled_name, index) in absorbed.items():
-        reader = producers[reader_name]
-        renamed[reader.output[0]] = producers[compiled_name].output[index]
+    for reader in [node for node in graph.node if any(name in first_outputs for name in node.input)]:
+        renamed[reader.output[0]] = reader.input[0]
         graph.node.remove(reader)
     for node in graph.node:
         node.input[:] = [renamed.get(name, name) for name in node.input]
@@ -207,7 +251,7 @@ def _drop_absorbed(graph: onnx.GraphProto, absorbed: dict) -> None:
             output.name = renamed[output.name]
 
 
-def _part(model: onnx.ModelProto, nodes: list, inputs: list, outputs: list, initializers: dict):
+def _part(model: onnx.ModelProto, nodes: list, inputs: list, outputs: list, initializers: dict, whole_work: int):
     """A model of ``nodes`` reading ``inputs`` (value infos) and the initializers they read, computing
     ``outputs``: with the full model's value info where it has one, else with the type left to onnxruntime."""
     read = names_read(nodes)
@@ -226,5 +270,6 @@ def _part(model: onnx.ModelProto, nodes: list, inputs: list, outputs: list, init
         producer_name="onnxnn",
         functions=list(model.functions),
     )
-    part.metadata_props.add(key=SPLIT_PART_KEY, value="1")  # its session takes the shared arena
+    # Its session takes the shared arena, and the whole plan's threads (its own inputs have no sizes).
+    part.metadata_props.add(key=SPLIT_PART_KEY, value=str(whole_work))
     return part

@@ -9,6 +9,8 @@ against finite differences by tests/runtime/test_batch_norm_training.py and the 
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -19,6 +21,7 @@ from onnxnn.ir.mode import MODE
 from onnxnn.kernels import compiled_normalization
 from onnxnn.runtime.realization import clear_cache
 from onnxnn.runtime.split_sessions import SplitSession
+from onnxnn.runtime.tensor import apply_op
 
 from gradcheck import check_gradients
 from tolerances import assert_within, gamma
@@ -148,3 +151,31 @@ def test_a_normalization_output_read_elsewhere_keeps_its_relu(also_read, one_thr
         np.testing.assert_array_equal(results[0], np.maximum(results[1], 0))
     else:
         assert_within(results[0], np.maximum(expected, 0) + expected * 2, 4 * bound)
+
+
+@pytest.mark.parametrize(
+    "op_type, shapes, message",
+    [
+        (
+            "BatchNormalizationTrainingGradient",
+            [(2, 3, 4), (2, 3, 4), (3,), (3,), (4,)],
+            "var must be float32 of shape [3]",
+        ),
+        (
+            "BatchNormalizationTrainingGradient",
+            [(2, 3, 5), (2, 3, 4), (3,), (3,), (3,)],
+            "G must be float32 of X's shape",
+        ),
+        (
+            "BatchNormalizationTrainingGradient",
+            [(2, 3, 4)] * 2 + [(3,)] * 3 + [(2, 3)],
+            "R must be float32 of X's shape",
+        ),
+        ("BatchNormalizationTrainingGradient", [(2, 3, 4)] * 2 + [(3,)] * 2, "takes 5 or 6 inputs"),
+        ("ReluGradient", [(2, 3), (3, 2)], "G and Y must have one shape and dtype"),
+    ],
+)
+def test_bad_gradient_nodes_are_refused_naming_the_input(op_type, shapes, message):
+    inputs = tuple(onnxnn.zeros(*shape) for shape in shapes)
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        apply_op(op_type, inputs, None, None, domain="ai.onnxnn")

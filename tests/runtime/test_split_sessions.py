@@ -193,3 +193,37 @@ def test_the_sessions_of_a_cut_plan_share_one_arena_and_a_whole_plans_keeps_its_
     whole = [runner for runner in _runners() if not isinstance(runner, SplitSession)]
     assert len(parts) == 2 and all(shares_the_arena(part) for part in parts)
     assert whole and not any(shares_the_arena(runner) for runner in whole)
+
+
+def test_the_sessions_of_a_cut_plan_take_the_whole_plans_threads_without_spinning(two_threads):
+    # Their inputs have no recorded sizes: the threads come from the whole plan's work estimate.
+    rng = np.random.default_rng(7)
+    x, g = _arrays(rng, batch=32, channels=16, out_channels=16, size=32)
+    relu = (onnxnn.tensor(x) * 2.0).relu()
+    (_weight_gradient(relu, onnxnn.tensor(g)) * 2.0).numpy()
+    parts = [
+        run.session for runner in _runners() if isinstance(runner, SplitSession) for run, _, s, _ in runner.stages if s
+    ]
+    assert parts and all(part.get_session_options().intra_op_num_threads == 2 for part in parts)
+    assert all(
+        part.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0" for part in parts
+    )
+
+
+def test_a_view_read_after_a_compiled_node_is_repeated_rather_than_returned(one_thread):
+    # The first session returns what the loop reads (relu), not the reshaped input: the second session
+    # reshapes the input itself (a returned view is copied at every run).
+    rng = np.random.default_rng(8)
+    x, g = _arrays(rng)
+    x_tensor = onnxnn.tensor(x)
+    relu = (x_tensor * 2.0).relu()
+    result = _weight_gradient(relu, onnxnn.tensor(g)).sum() + x_tensor.reshape(-1)
+    values = result.numpy()
+    (runner,) = [runner for runner in _runners() if isinstance(runner, SplitSession)]
+    first = runner.stages[0][0]
+    assert len(first.output_names) == 1  # relu, which the loop reads (and the Tensor holds)
+    gradient = _formula(np.maximum(x * 2.0, 0), g)
+    expected = gradient.sum() + x.reshape(-1).astype(np.float64)
+    magnitude = np.abs(gradient).sum() + np.abs(x.reshape(-1))
+    bound = _bound(np.maximum(x * 2.0, 0), g).sum() + gamma(gradient.size + 1) * magnitude
+    assert_within(values, expected, bound)

@@ -63,14 +63,20 @@ def _shape(inputs, attrs):
     x, scale, bias = inputs
     if len(x.shape) < 2:
         raise RuntimeError(f"{OP_TYPE} expects an input of rank >= 2, got shape {list(x.shape)}")
-    channels = (x.shape[1],)
-    for name, value in (("scale", scale), ("B", bias)):
+    _check_per_channel(OP_TYPE, x, (("scale", scale), ("B", bias)))
+    channels = x.shape[1:2]
+    return [(x.shape, x.dtype), (channels, x.dtype), (channels, x.dtype)]
+
+
+def _check_per_channel(op_type: str, x, named_values) -> None:
+    """Raises RuntimeError naming the first of ``named_values`` that is not a vector of ``x``'s channels and dtype."""
+    channels = x.shape[1:2]
+    for name, value in named_values:
         if value.shape != channels or value.dtype is not x.dtype:
             raise RuntimeError(
-                f"{OP_TYPE}: {name} must be {x.dtype.name} of shape {list(channels)} for the input of "
-                f"shape {list(x.shape)}, got {value.dtype.name} of shape {list(value.shape)}"
+                f"{op_type}: {name} must be {x.dtype.name} of shape {list(channels)} for X of shape "
+                f"{list(x.shape)}, got {value.dtype.name} of shape {list(value.shape)}"
             )
-    return [(x.shape, x.dtype), (channels, x.dtype), (channels, x.dtype)]
 
 
 @decompositions.register(OP_TYPE, domain=ONNXNN_DOMAIN)
@@ -180,12 +186,7 @@ def _gradient_shape(inputs, attrs):
                 f"{GRADIENT_OP_TYPE}: {name} must be {x.dtype.name} of X's shape {list(x.shape)}, "
                 f"got {value.dtype.name} of shape {list(value.shape)}"
             )
-    for name, value in (("scale", scale), ("mean", mean), ("var", variance)):
-        if value.shape != channels or value.dtype is not x.dtype:
-            raise RuntimeError(
-                f"{GRADIENT_OP_TYPE}: {name} must be {x.dtype.name} of shape {list(channels)} for X of shape "
-                f"{list(x.shape)}, got {value.dtype.name} of shape {list(value.shape)}"
-            )
+    _check_per_channel(GRADIENT_OP_TYPE, x, (("scale", scale), ("mean", mean), ("var", variance)))
     return [(x.shape, x.dtype), (channels, x.dtype), (channels, x.dtype)]
 
 
