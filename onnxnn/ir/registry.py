@@ -14,7 +14,7 @@ adding entries through their decorators, never editing a dispatcher::
 - ``decompositions``: how to write an op onnxruntime lacks as standard ONNX (``runtime/ops/``).
 - ``session_lowerings``: a faster form of a standard op for onnxnn's own sessions (``runtime/ops/``).
 - ``compiled_forms``: onnxnn's compiled code for a node its sessions run outside onnxruntime (``kernels/``).
-- ``compiled_readers``: compiled forms that compute their first output's only reader too (``kernels/``).
+- ``compiled_readers``: compiled code for a node and its first output's only reader (``kernels/``).
 - ``kernels``: onnxnn's own array kernels (``kernels/``; see ``kernel_registry``).
 - ``importers``: how an imported model's node becomes Tensor ops (``import_/``).
 
@@ -137,15 +137,16 @@ decompositions = Registry("decomposition")
 # (fastpath.dynamic_shapes) are built without lowering, since the choice reads the plan's sizes.
 session_lowerings = Registry("session lowering")
 # Ops that onnxnn's own compiled code computes faster than onnxruntime for some nodes (a convolution's
-# weight gradient over few channels, ``kernels/compiled_convolutions.py``): ``form(node) -> run`` or
-# None to leave the node to the session, with ``run(input_arrays, threads) -> output arrays`` using up
-# to ``threads`` threads. onnxnn's CPU sessions run such nodes outside onnxruntime, between two
-# sessions (``runtime/split_sessions.py``).
+# weight gradient over few channels, ``kernels/compiled_convolutions.py``): ``form(node, threads) ->
+# run`` or None to leave the node to the session (``threads``: the intra-op threads the plan runs
+# on), with ``run(input_arrays, threads) -> output arrays`` using up to ``threads`` threads. onnxnn's
+# CPU sessions run such nodes outside onnxruntime, between two sessions (``runtime/split_sessions.py``).
 compiled_forms = Registry("compiled form")
-# Compiled forms that can also compute the only reader of their node's first output (batch
-# normalization's loop and the ReLU of its output): ``absorb(node, reader) -> run`` or None, the run
-# (as a compiled form's) returning the reader's output in place of that first output, which nothing
-# else reads. The cut sessions then drop the reader (``runtime/split_sessions.py``).
+# Nodes onnxnn's compiled code computes together with the only reader of their first output (batch
+# normalization's loop and the ReLU of its output), whether or not the node has a compiled form of its
+# own: ``absorb(node, reader, threads) -> run`` or None, the run (as a compiled form's) returning the reader's
+# output in place of that first output, which nothing else reads. The cut sessions then drop the
+# reader (``runtime/split_sessions.py``).
 compiled_readers = Registry("compiled reader")
 # ``importer(call) -> tuple of outputs``: how a node of an imported model runs as Tensor ops.
 importers = Registry("importer")

@@ -194,7 +194,7 @@ def conv_weight_gradient(xp, inputs, attrs):
 
 
 @compiled_forms.register(WEIGHT_GRADIENT, domain=ONNXNN_DOMAIN)
-def _compiled_weight_gradient(node):
+def _compiled_weight_gradient(node, threads: int):
     """onnxnn's sessions run an eligible weight gradient as the compiled loop, outside onnxruntime.
 
     The geometry is read from the arrays at each run: a graph shared across sizes feeds other batch

@@ -297,7 +297,7 @@ def relu_gradient(xp, inputs, attrs):
 
 
 @compiled_forms.register("ReluGradient", domain=ONNXNN_DOMAIN)
-def _compiled_relu_gradient(node):
+def _compiled_relu_gradient(node, threads: int):
     """onnxnn's sessions run a large float32 ReLU gradient as the compiled loop, outside onnxruntime."""
     g = node.inputs[0]
     if not compiled_normalization.eligible(g.shape, g.dtype.numpy_dtype, per_channel=False):

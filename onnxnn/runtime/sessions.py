@@ -208,10 +208,18 @@ SINGLE_THREAD_ELEMENTS = 1 << 16
 def _work_estimate(model: onnx.ModelProto) -> int:
     """``ir.plan.work_estimate`` of the model, or for one session of a cut plan, of the whole plan's: the
     parts' values between them have no recorded sizes, and the plan's work decides its threads."""
-    for entry in model.metadata_props:
-        if entry.key == SPLIT_PART_KEY:
-            return int(entry.value)
-    return work_estimate(model)
+    cut = _cut_part(model)
+    return work_estimate(model) if cut is None else cut[0]
+
+
+def _cut_part(model) -> tuple[int, int] | None:
+    """(the whole plan's work estimate, the cut's sessions) for a session of a cut plan, else None."""
+    if isinstance(model, onnx.ModelProto):
+        for entry in model.metadata_props:
+            if entry.key == SPLIT_PART_KEY:
+                work, sessions = entry.value.split()
+                return int(work), int(sessions)
+    return None
 
 
 # onnxruntime graph transformers left out of onnxnn's sessions. MatMulAddFusion turns a 3-d MatMul +
@@ -274,6 +282,14 @@ def disabled_optimizers(model: onnx.ModelProto | bytes) -> list[str]:
     return [*DISABLED_OPTIMIZERS, "NchwcTransformer"]
 
 
+# The most sessions a cut plan may have for their thread pools to spin after a run. A spinning pool
+# takes the cores from the next session and the compiled loops between them: a small ResNet's step
+# cut into 16 sessions took 4x as long on two threads, MobileNetV2's into 78 5x; without spinning,
+# 0.83-0.87 of the time they took on one thread each. A plan cut only around its weight gradients
+# (two sessions) loses to the wake-ups of hundreds of small ops without spinning: MobileNetV2's
+# step on two threads 249 ms spinning, 273 not.
+SPINNING_MOST_SESSIONS = 2
+
 # onnxruntime's CPU memory arena shared by the sessions of cut plans (``_shared_cpu_arena``).
 _CPU_ARENA: list = []
 
@@ -318,19 +334,11 @@ def create_session(
     options.log_severity_level = 3
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = MODE.inter_op_threads
-    if (
-        list(providers) == ["CPUExecutionProvider"]
-        and isinstance(model, onnx.ModelProto)
-        and any(entry.key == SPLIT_PART_KEY for entry in model.metadata_props)
-        and _shared_cpu_arena(onnxruntime)
-    ):
+    cut = _cut_part(model) if list(providers) == ["CPUExecutionProvider"] else None
+    if cut is not None and _shared_cpu_arena(onnxruntime):
         options.add_session_config_entry("session.use_env_allocators", "1")
-        if threads != 1:
-            # Each session's pool spins after its run, taking the cores from the next session and the
-            # compiled loops between them: a small ResNet's step cut into 16 sessions took 4x as long
-            # on two threads. Without spinning, the parts with the whole plan's threads took 0.83-0.87
-            # of the time they took on one thread each (small ResNet, resnet18 at 64x64).
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if cut is not None and threads != 1 and cut[1] > SPINNING_MOST_SESSIONS:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if profile_file_prefix is not None:
         options.enable_profiling = True
         options.profile_file_prefix = profile_file_prefix

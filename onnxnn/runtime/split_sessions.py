@@ -31,7 +31,7 @@ from .threads import get_num_threads
 __all__ = ["SplitSession", "split_session", "session_runner", "compiled_node_name", "SPLIT_PART_KEY"]
 
 # The metadata key marking a model as one session of a cut plan, its value the whole plan's
-# ``work_estimate`` (``create_session`` and ``CompiledSession`` read it).
+# ``work_estimate`` and the cut's number of sessions (``create_session`` and ``CompiledSession`` read it).
 SPLIT_PART_KEY = "onnxnn.split_part"
 
 
@@ -82,21 +82,29 @@ def split_session(plan: GraphPlan, device, build: Callable, compile_model: Calla
     """
     if device.type != "cpu":
         return None
+    threads = get_num_threads()
     runs = {}
     for position, node in enumerate(plan.nodes):
         form = compiled_forms.get(node.op_type, node.domain)
-        run = form(node) if form is not None else None
+        run = form(node, threads) if form is not None else None
         if run is not None:
             runs[id(node)] = (compiled_node_name(node, position), (run, position))
+    absorbed = _absorb_readers(plan, runs, threads)
     if not runs:
         return None
-    absorbed = _absorb_readers(plan, runs)
     return _cut(build(frozenset(runs)), dict(runs.values()), compile_model, absorbed)
 
 
-def _absorb_readers(plan: GraphPlan, runs: dict) -> list:
-    """Gives compiled nodes with a ``compiled_readers`` entry the only reader of their first output
-    (updating ``runs``); returns the names of the compiled nodes whose reader the cut drops."""
+def _absorb_readers(plan: GraphPlan, runs: dict, threads: int) -> list:
+    """Gives nodes with a ``compiled_readers`` entry the only reader of their first output, as compiled
+    nodes (updating ``runs``); returns the names of the nodes whose reader the cut drops."""
+    candidates = [
+        (position, node, absorb)
+        for position, node in enumerate(plan.nodes)
+        if (absorb := compiled_readers.get(node.op_type, node.domain)) is not None
+    ]
+    if not candidates:
+        return []
     readers: dict = {}  # (id of the producing node, output index) -> positions of the nodes reading it
     for position, node in enumerate(plan.nodes):
         for value in node.inputs:
@@ -104,16 +112,17 @@ def _absorb_readers(plan: GraphPlan, runs: dict) -> list:
                 readers.setdefault((id(value.node), value.index), []).append(position)
     held = {(id(value.node), value.index) for value in plan.outputs if value.data is None}
     absorbing = []
-    for key, (name, (run, position)) in list(runs.items()):
-        node = plan.nodes[position]
-        absorb = compiled_readers.get(node.op_type, node.domain)
-        read_by = readers.get((key, 0), [])
-        if absorb is None or len(read_by) != 1 or (key, 0) in held:
+    for position, node, absorb in candidates:
+        read_by = readers.get((id(node), 0), [])
+        if len(read_by) != 1 or (id(node), 0) in held:
             continue
         reader = plan.nodes[read_by[0]]
-        absorbed_run = absorb(node, reader) if id(reader) not in runs else None
+        if id(reader) in runs:
+            continue
+        absorbed_run = absorb(node, reader, threads)
         if absorbed_run is not None:
-            runs[key] = (name, (absorbed_run, position))
+            name = compiled_node_name(node, position)
+            runs[id(node)] = (name, (absorbed_run, position))
             absorbing.append(name)
     return absorbing
 
@@ -157,6 +166,7 @@ def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable, absorbed: 
     types.update((name, initializers[name].data_type) for name in constants)
     wanted = {output.name for output in graph.output}
     order = sorted(stages)
+    session_stages = sum(1 for _, kind in order if not kind)
     # What each stage's nodes read from outside it, so that earlier stages return it.
     read_later = [names_read(stages[key]) - {name for node in stages[key] for name in node.output} for key in order]
     result = []
@@ -179,7 +189,8 @@ def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable, absorbed: 
         part_inputs = [
             inputs[name] if name in inputs else helper.make_tensor_value_info(name, types[name], None) for name in reads
         ]
-        session = compile_model(_part(model, nodes, part_inputs, outputs, initializers, whole_work))
+        part = _part(model, nodes, part_inputs, outputs, initializers, f"{whole_work} {session_stages}")
+        session = compile_model(part)
         # The outputs' element types as onnxruntime inferred them, for later stages' inputs.
         types.update((value.name, _ELEMENT_TYPES[value.type]) for value in session.session.get_outputs())
         result.append((session, [slots[name] for name in reads], True, None))
@@ -251,7 +262,7 @@ def _drop_absorbed(graph: onnx.GraphProto, absorbing: list) -> None:
             output.name = renamed[output.name]
 
 
-def _part(model: onnx.ModelProto, nodes: list, inputs: list, outputs: list, initializers: dict, whole_work: int):
+def _part(model: onnx.ModelProto, nodes: list, inputs: list, outputs: list, initializers: dict, cut: str):
     """A model of ``nodes`` reading ``inputs`` (value infos) and the initializers they read, computing
     ``outputs``: with the full model's value info where it has one, else with the type left to onnxruntime."""
     read = names_read(nodes)
@@ -271,5 +282,5 @@ def _part(model: onnx.ModelProto, nodes: list, inputs: list, outputs: list, init
         functions=list(model.functions),
     )
     # Its session takes the shared arena, and the whole plan's threads (its own inputs have no sizes).
-    part.metadata_props.add(key=SPLIT_PART_KEY, value=str(whole_work))
+    part.metadata_props.add(key=SPLIT_PART_KEY, value=cut)
     return part

@@ -179,3 +179,20 @@ def test_bad_gradient_nodes_are_refused_naming_the_input(op_type, shapes, messag
     inputs = tuple(onnxnn.zeros(*shape) for shape in shapes)
     with pytest.raises(RuntimeError, match=re.escape(message)):
         apply_op(op_type, inputs, None, None, domain="ai.onnxnn")
+
+
+@pytest.mark.skipif(not compiled_normalization.available(), reason=f"{compiled_normalization.unavailable_reason()}")
+@pytest.mark.parametrize("threads, relu, loops", [(1, False, 2), (1, True, 2), (2, False, 0), (2, True, 2)])
+def test_on_more_threads_a_normalization_takes_its_loops_only_with_a_relu(threads, relu, loops, monkeypatch):
+    # On more than one thread the cut's extra sessions cost what a lone normalization's loop saves.
+    monkeypatch.setattr(MODE, "intra_op_threads", threads)
+    clear_cache()
+    rng = np.random.default_rng(6)
+    x = onnxnn.tensor(rng.standard_normal((32, 16, 16, 16)).astype(np.float32), requires_grad=True)
+    activation = F.relu if relu else F.hardtanh  # hardtanh: an activation not taken (a Clip)
+    with onnxnn.set_executor("onnxruntime"):
+        (activation(F.batch_norm(x, None, None, None, None, training=True)) * 1.5).sum().backward()
+        x.grad.numpy()
+    runners = {id(runner): runner for runner in executor("onnxruntime").cache.sessions.values()}.values()
+    assert sum(runner.compiled for runner in runners if isinstance(runner, SplitSession)) == loops
+    clear_cache()

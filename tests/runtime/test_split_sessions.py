@@ -195,19 +195,29 @@ def test_the_sessions_of_a_cut_plan_share_one_arena_and_a_whole_plans_keeps_its_
     assert whole and not any(shares_the_arena(runner) for runner in whole)
 
 
-def test_the_sessions_of_a_cut_plan_take_the_whole_plans_threads_without_spinning(two_threads):
-    # Their inputs have no recorded sizes: the threads come from the whole plan's work estimate.
+@pytest.mark.parametrize("chained", [False, True])
+def test_the_sessions_of_a_cut_plan_take_the_whole_plans_threads(chained, two_threads):
+    # Their inputs have no recorded sizes: the threads come from the whole plan's work estimate. Past
+    # two sessions their pools do not spin (each would take the cores from the next).
     rng = np.random.default_rng(7)
     x, g = _arrays(rng, batch=32, channels=16, out_channels=16, size=32)
-    relu = (onnxnn.tensor(x) * 2.0).relu()
-    (_weight_gradient(relu, onnxnn.tensor(g)) * 2.0).numpy()
-    parts = [
-        run.session for runner in _runners() if isinstance(runner, SplitSession) for run, _, s, _ in runner.stages if s
-    ]
-    assert parts and all(part.get_session_options().intra_op_num_threads == 2 for part in parts)
-    assert all(
-        part.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0" for part in parts
-    )
+    result = _weight_gradient((onnxnn.tensor(x) * 2.0).relu(), onnxnn.tensor(g)) * 2.0
+    if chained:  # a second loop reading the first's result: three sessions
+        second = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+        result = _weight_gradient(result, onnxnn.tensor(second)) * 3.0
+    result.numpy()
+    (runner,) = [runner for runner in _runners() if isinstance(runner, SplitSession)]
+    parts = [run.session for run, _, is_session, _ in runner.stages if is_session]
+    assert len(parts) == (3 if chained else 2)
+    assert all(part.get_session_options().intra_op_num_threads == 2 for part in parts)
+
+    def spins(part) -> bool:
+        try:
+            return part.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") != "0"
+        except RuntimeError:  # never set: onnxruntime's default, spinning
+            return True
+
+    assert [spins(part) for part in parts] == [not chained] * len(parts)
 
 
 def test_a_view_read_after_a_compiled_node_is_repeated_rather_than_returned(one_thread):
