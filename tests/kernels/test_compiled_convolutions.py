@@ -70,15 +70,6 @@ CASES = [
 ]
 
 
-@pytest.fixture(params=compiled_convolutions.BUILDS)
-def build(request):
-    """Each build of the loop this CPU runs (AVX-512, AVX2 with FMA, the baseline); the best one after."""
-    if not compiled_convolutions.use_build(request.param):
-        pytest.skip(f"this CPU does not run the {request.param} build")
-    yield request.param
-    compiled_convolutions.use_build(None)
-
-
 @pytest.mark.parametrize(
     "case_id, x_shape, out_channels, kernel, strides, dilations, pads", CASES, ids=[c[0] for c in CASES]
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from onnxnn.kernels import compiled_convolutions, compiled_normalization
+from onnxnn.kernels import compiled_normalization
 
 from tolerances import assert_within, gamma
 
@@ -23,15 +23,6 @@ EPSILON = 1e-5
 # (N, C, *spatial): planes with and without a tail past whole vectors, one and three spatial axes.
 SHAPES = [(4, 3, 8, 8), (3, 5, 7, 7), (2, 4, 17), (2, 3, 3, 4, 5), (1, 2, 1, 33), (32, 16, 32, 32)]
 ROUNDINGS = 8
-
-
-@pytest.fixture(params=compiled_convolutions.BUILDS)
-def build(request):
-    """Each build of the library this CPU runs (the loops share the convolutions' build choice)."""
-    if not compiled_convolutions.use_build(request.param):
-        pytest.skip(f"this CPU does not run the {request.param} build")
-    yield request.param
-    compiled_convolutions.use_build(None)
 
 
 def _axes(x: np.ndarray) -> tuple:
