@@ -17,9 +17,7 @@ import pytest
 import onnxnn
 import onnxnn.nn.functional as F
 from onnxnn.ir.executors import executor
-from onnxnn.ir.mode import MODE
 from onnxnn.kernels import compiled_normalization
-from onnxnn.runtime.realization import clear_cache
 from onnxnn.runtime.split_sessions import SplitSession
 from onnxnn.runtime.tensor import apply_op
 
@@ -80,18 +78,15 @@ def test_relus_gradient_is_differentiable_in_its_incoming_gradient(executor_name
         np.testing.assert_array_equal(grad_c.numpy(), 2 * c_array * (x_array > 0))
 
 
-@pytest.fixture
-def one_thread_on_onnxruntime(monkeypatch):
-    monkeypatch.setattr(MODE, "intra_op_threads", 1)
-    clear_cache()
-    with onnxnn.set_executor("onnxruntime"):
-        yield
-    clear_cache()
+def _cut_runners() -> list:
+    """The plans' runners cut around compiled nodes, each once (the cache may hold one under several keys)."""
+    runners = {id(runner): runner for runner in executor("onnxruntime").cache.sessions.values()}
+    return [runner for runner in runners.values() if isinstance(runner, SplitSession)]
 
 
 @pytest.mark.skipif(not compiled_normalization.available(), reason=f"{compiled_normalization.unavailable_reason()}")
 @pytest.mark.parametrize("loops", [True, False])
-def test_a_batchnorm_relu_layers_gradients_with_and_without_the_loops(loops, monkeypatch, one_thread_on_onnxruntime):
+def test_a_batchnorm_relu_layers_gradients_with_and_without_the_loops(loops, monkeypatch, one_thread):
     monkeypatch.setattr(compiled_normalization, "ENABLED", loops)
     rng = np.random.default_rng(1)
     shape = (32, 16, 16, 16)
@@ -104,8 +99,7 @@ def test_a_batchnorm_relu_layers_gradients_with_and_without_the_loops(loops, mon
     layer.bias.data = onnxnn.tensor(bias_array)
     (F.relu(layer(x)) * onnxnn.tensor(cotangent)).sum().backward()
     results = [x.grad.numpy(), layer.weight.grad.numpy(), layer.bias.grad.numpy()]
-    runners = {id(runner): runner for runner in executor("onnxruntime").cache.sessions.values()}.values()
-    cut = {(runner.compiled, runner.absorbed) for runner in runners if isinstance(runner, SplitSession)}
+    cut = {(runner.compiled, runner.absorbed) for runner in _cut_runners()}
     # The forward, writing the ReLU's output, and the gradient with ReLU's gradient folded in.
     assert cut == ({(2, 1)} if loops else set())
 
@@ -130,7 +124,7 @@ def test_a_batchnorm_relu_layers_gradients_with_and_without_the_loops(loops, mon
 
 @pytest.mark.skipif(not compiled_normalization.available(), reason=f"{compiled_normalization.unavailable_reason()}")
 @pytest.mark.parametrize("also_read", ["held", "second_reader"])
-def test_a_normalization_output_read_elsewhere_keeps_its_relu(also_read, one_thread_on_onnxruntime):
+def test_a_normalization_output_read_elsewhere_keeps_its_relu(also_read, one_thread):
     # The loop writes a ReLU's output in place of the normalization's only where nothing else reads it.
     rng = np.random.default_rng(5)
     x = onnxnn.tensor(rng.standard_normal((8, 16, 32, 32)).astype(np.float32))
@@ -140,8 +134,7 @@ def test_a_normalization_output_read_elsewhere_keeps_its_relu(also_read, one_thr
         results = [rectified.numpy(), normalized.numpy()]
     else:
         results = [(rectified + normalized * 2.0).numpy()]
-    runners = {id(runner): runner for runner in executor("onnxruntime").cache.sessions.values()}.values()
-    assert [runner.absorbed for runner in runners if isinstance(runner, SplitSession)] == [0]
+    assert [runner.absorbed for runner in _cut_runners()] == [0]
     x64 = x.numpy().astype(np.float64)
     expected = (x64 - x64.mean((0, 2, 3), keepdims=True)) / np.sqrt(x64.var((0, 2, 3), keepdims=True) + 1e-5)
     # A sum of 8192 terms per channel for the statistics, then a few roundings.
@@ -183,16 +176,12 @@ def test_bad_gradient_nodes_are_refused_naming_the_input(op_type, shapes, messag
 
 @pytest.mark.skipif(not compiled_normalization.available(), reason=f"{compiled_normalization.unavailable_reason()}")
 @pytest.mark.parametrize("threads, relu, loops", [(1, False, 2), (1, True, 2), (2, False, 0), (2, True, 2)])
-def test_on_more_threads_a_normalization_takes_its_loops_only_with_a_relu(threads, relu, loops, monkeypatch):
+def test_on_more_threads_a_normalization_takes_its_loops_only_with_a_relu(threads, relu, loops, request):
     # On more than one thread the cut's extra sessions cost what a lone normalization's loop saves.
-    monkeypatch.setattr(MODE, "intra_op_threads", threads)
-    clear_cache()
+    request.getfixturevalue("one_thread" if threads == 1 else "two_threads")
     rng = np.random.default_rng(6)
     x = onnxnn.tensor(rng.standard_normal((32, 16, 16, 16)).astype(np.float32), requires_grad=True)
     activation = F.relu if relu else F.hardtanh  # hardtanh: an activation not taken (a Clip)
-    with onnxnn.set_executor("onnxruntime"):
-        (activation(F.batch_norm(x, None, None, None, None, training=True)) * 1.5).sum().backward()
-        x.grad.numpy()
-    runners = {id(runner): runner for runner in executor("onnxruntime").cache.sessions.values()}.values()
-    assert sum(runner.compiled for runner in runners if isinstance(runner, SplitSession)) == loops
-    clear_cache()
+    (activation(F.batch_norm(x, None, None, None, None, training=True)) * 1.5).sum().backward()
+    x.grad.numpy()
+    assert sum(runner.compiled for runner in _cut_runners()) == loops

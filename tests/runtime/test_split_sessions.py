@@ -16,10 +16,9 @@ from onnxnn import nn
 from onnxnn.ir.conv_weight_gradient import OP_TYPE
 from onnxnn.ir.domains import ONNXNN_DOMAIN
 from onnxnn.ir.executors import executor
-from onnxnn.ir.mode import MODE
 from onnxnn.kernels import compiled_convolutions
 from onnxnn.runtime.fastpath import plan_cache
-from onnxnn.runtime.realization import clear_cache, realize
+from onnxnn.runtime.realization import realize
 from onnxnn.runtime.split_sessions import SplitSession
 from onnxnn.runtime.tensor import apply_op
 
@@ -30,28 +29,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _threads(count: int, monkeypatch):
-    """``count`` intra-op threads (restored after the test, as set_num_threads would leave them), every
-    plan on onnxruntime (these plans are small enough for the kernels), and fresh caches, so that each
-    test reads the runners its own plans compiled."""
-    monkeypatch.setattr(MODE, "intra_op_threads", count)
-    clear_cache()
-    with onnxnn.set_executor("onnxruntime"):
-        yield
-    clear_cache()
-
-
-@pytest.fixture
-def one_thread(monkeypatch):
-    yield from _threads(1, monkeypatch)
-
-
-@pytest.fixture
-def two_threads(monkeypatch):
-    yield from _threads(2, monkeypatch)
-
-
 def _runners() -> list:
+    """The runners the plans compiled (on onnxruntime: the ``one_thread`` and ``two_threads`` fixtures)."""
     return list(executor("onnxruntime").cache.sessions.values())
 
 
