@@ -26,6 +26,7 @@ import math
 import numpy as np
 
 from ..ir.mode import switched_on_in_environment
+from .compiled_updates import address
 from .loop_libraries import LoopLibrary
 from .recycled_buffers import recycled_empty
 
@@ -101,7 +102,7 @@ def batch_norm_training(
     variance = np.empty(x.shape[1], _FLOAT32)
     batch, channels, plane = _layout(x)
     _check(
-        _LOOPS.forward(_address(x), _address(scale), _address(bias), _address(y), _address(mean), _address(variance),
+        _LOOPS.forward(address(x), address(scale), address(bias), address(y), address(mean), address(variance),
                        batch, channels, plane, epsilon, int(relu), threads),
         "BatchNormalizationTraining",
     )  # fmt: skip
@@ -124,9 +125,9 @@ def batch_norm_training_gradient(
     bias_gradient = np.empty(x.shape[1], _FLOAT32)
     batch, channels, plane = _layout(x)
     _check(
-        _LOOPS.gradient(_address(g), _address(x), _address(scale), _address(mean), _address(variance),
-                        None if mask is None else _address(mask), _address(dx), _address(scale_gradient),
-                        _address(bias_gradient), batch, channels, plane, epsilon, threads),
+        _LOOPS.gradient(address(g), address(x), address(scale), address(mean), address(variance),
+                        None if mask is None else address(mask), address(dx), address(scale_gradient),
+                        address(bias_gradient), batch, channels, plane, epsilon, threads),
         "BatchNormalizationTrainingGradient",
     )  # fmt: skip
     return [dx, scale_gradient, bias_gradient]
@@ -137,7 +138,7 @@ def relu_gradient(g: np.ndarray, y: np.ndarray, threads: int = 1) -> np.ndarray:
     _LOOPS.get()
     g, y = _float32(g), _float32(y)
     dx = recycled_empty(g.shape, _FLOAT32)
-    _check(_LOOPS.relu_gradient(_address(g), _address(y), _address(dx), g.size, threads), "ReluGradient")
+    _check(_LOOPS.relu_gradient(address(g), address(y), address(dx), g.size, threads), "ReluGradient")
     return dx
 
 
@@ -154,10 +155,6 @@ def unavailable_reason() -> str | None:
 
 def _float32(array: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(array, dtype=_FLOAT32)
-
-
-def _address(array: np.ndarray) -> int:
-    return array.ctypes.data
 
 
 def _layout(x: np.ndarray) -> tuple:

@@ -10,8 +10,8 @@ they cut it into a first session, the loops, and a second session for what reads
 (an optimizer's update recorded in the same step), if anything does. Batch normalization's and
 ReLU's gradients (kernels/compiled_normalization.py) sit on the path itself: a ResNet's step runs
 as a session between each two normalization layers. Those sessions share one memory arena
-(``SPLIT_PART_KEY``, runtime/sessions.py), so the buffers each frees are the next one's. The runner returns what the
-one session would have returned.
+(``SPLIT_PART_KEY``, runtime/sessions.py), so the buffers each frees are the next one's. The
+runner returns what the one session would have returned.
 
 The compiled nodes use as many threads as onnxnn's sessions (``onnxnn.get_num_threads()`` when the
 plan is compiled).
@@ -92,7 +92,7 @@ def split_session(plan: GraphPlan, device, build: Callable, compile_model: Calla
     absorbed = _absorb_readers(plan, runs, threads)
     if not runs:
         return None
-    return _cut(build(frozenset(runs)), dict(runs.values()), compile_model, absorbed)
+    return _cut(build(frozenset(runs)), dict(runs.values()), compile_model, absorbed, threads)
 
 
 def _absorb_readers(plan: GraphPlan, runs: dict, threads: int) -> list:
@@ -138,7 +138,9 @@ def compiled_node_name(node, position: int) -> str:
     return f"{node.op_type}_{position}"
 
 
-def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable, absorbed: list) -> SplitSession | None:
+def _cut(
+    model: onnx.ModelProto, runs: dict, compile_model: Callable, absorbed: list, threads: int
+) -> SplitSession | None:
     graph = model.graph
     if absorbed:
         _drop_absorbed(graph, absorbed)
@@ -198,7 +200,7 @@ def _cut(model: onnx.ModelProto, runs: dict, compile_model: Callable, absorbed: 
             slots[name] = len(slots)
     output_slots = [slots[output.name] for output in graph.output]
     arrays = [numpy_helper.to_array(initializers[name]) for name in constants]
-    return SplitSession(result, get_num_threads(), output_slots, arrays, len(absorbed))
+    return SplitSession(result, threads, output_slots, arrays, len(absorbed))
 
 
 # onnxruntime's names of element types ("tensor(float)") -> ONNX's.
@@ -249,8 +251,8 @@ def _drop_absorbed(graph: onnx.GraphProto, absorbing: list) -> None:
     """Removes from ``graph`` the reader of each absorbing node's first output: what read the reader's
     output reads that first output instead, which the absorbing run fills with the reader's output.
     (The reader is found by what it reads: a profiler's model renames every node but the compiled ones.)"""
-    compiled = {node.name: node for node in graph.node if node.name in set(absorbing)}
-    first_outputs = {compiled[name].output[0] for name in absorbing}
+    names = set(absorbing)
+    first_outputs = {node.output[0] for node in graph.node if node.name in names}
     renamed = {}
     for reader in [node for node in graph.node if any(name in first_outputs for name in node.input)]:
         renamed[reader.output[0]] = reader.input[0]

@@ -49,6 +49,7 @@ from ..grad_mode import is_grad_enabled
 from ..internal import full_tensor
 from ..tensor import Tensor, apply_op
 from .relu_gradient import OP_TYPE as RELU_GRADIENT
+from .relu_gradient import emit_relu_gradient
 from .training import int64_initializers, node_emitter
 
 __all__: list[str] = []
@@ -209,9 +210,7 @@ def _gradient_decomposition(node, input_names: list, output_names: list, fresh_n
     epsilon = fresh_name("epsilon")
     initializers.append(numpy_helper.from_array(np.array(_epsilon(node.attrs), dtype.numpy_dtype), epsilon))
     if len(input_names) == 6 and input_names[5]:
-        zero = fresh_name("zero")
-        initializers.append(numpy_helper.from_array(np.zeros((), dtype.numpy_dtype), zero))
-        g = emit("Where", emit("Greater", input_names[5], zero), g, zero)
+        g = emit_relu_gradient(emit, initializers, fresh_name, g, input_names[5], dtype)
 
     centered = emit("Sub", x, emit("Reshape", mean, channel_shape))
     sum_g = emit("ReduceSum", g, axes, keepdims=1)

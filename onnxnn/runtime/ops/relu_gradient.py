@@ -22,7 +22,7 @@ from ...ir.registry import decompositions, gradient_rules, shape_rules
 from ..tensor import Tensor, apply_op
 from .training import node_emitter
 
-__all__ = ["relu_gradient"]
+__all__ = ["relu_gradient", "emit_relu_gradient"]
 
 OP_TYPE = "ReluGradient"
 
@@ -45,13 +45,21 @@ def _shape(inputs, attrs):
 
 @decompositions.register(OP_TYPE, domain=ONNXNN_DOMAIN)
 def _decomposition(node, input_names: list, output_names: list, fresh_name):
-    g, y = input_names
-    zero = fresh_name("zero")
-    initializers = [numpy_helper.from_array(np.zeros((), node.inputs[1].dtype.numpy_dtype), zero)]
     nodes: list = []
-    emit = node_emitter(nodes, fresh_name)
-    emit("Where", emit("Greater", y, zero), g, zero, output=output_names[0])
+    initializers: list = []
+    g, y = input_names
+    emit_relu_gradient(
+        node_emitter(nodes, fresh_name), initializers, fresh_name, g, y, node.inputs[1].dtype, output_names[0]
+    )
     return nodes, initializers
+
+
+def emit_relu_gradient(emit, initializers: list, fresh_name, g: str, y: str, dtype, output: str | None = None) -> str:
+    """Emits the op as ONNX, ``Where(Greater(y, 0), g, 0)`` (``emit``: ``training.node_emitter``'s), its zero
+    of ``dtype`` appended to ``initializers``; returns the name of the result."""
+    zero = fresh_name("zero")
+    initializers.append(numpy_helper.from_array(np.zeros((), dtype.numpy_dtype), zero))
+    return emit("Where", emit("Greater", y, zero), g, zero, output=output)
 
 
 @gradient_rules.register(OP_TYPE, domain=ONNXNN_DOMAIN)
