@@ -50,7 +50,8 @@ def _formula(x, g, kernel, strides, dilations, pads_begin):
 # (id, X shape, output channels, kernel, strides, dilations, begin pads): vectors over X's channels
 # where it has at least as many as G (rows of output channels), over G's where it has more (an RGB
 # stem); channel counts that fill no whole vector or block of rows; strides, dilations and uneven
-# pads; a single sample; one spatial axis.
+# pads; a single sample; one spatial axis. Kernel rows of 3 or 6 taps take AVX-512's loop over three
+# neighbouring taps at once (dilated too, in both roles of the operands).
 CASES = [
     ("16_to_16_3x3", (4, 16, 9, 9), 16, (3, 3), (1, 1), (1, 1), (1, 1)),
     ("rgb_stem", (3, 3, 8, 7), 16, (3, 3), (1, 1), (1, 1), (1, 1)),
@@ -62,6 +63,11 @@ CASES = [
     ("dilated_unpadded", (2, 5, 9, 11), 7, (2, 3), (2, 1), (2, 1), (0, 2)),
     ("one_sample_64_channels", (1, 64, 6, 6), 64, (3, 3), (1, 1), (1, 1), (1, 1)),
     ("one_spatial_axis", (3, 8, 20), 12, (5,), (2,), (1,), (2,)),
+    ("two_tap_groups_dilated", (2, 16, 9, 14), 16, (1, 6), (1, 1), (1, 2), (0, 3)),
+    ("rgb_dilated_3x3", (2, 3, 11, 11), 16, (3, 3), (1, 1), (2, 2), (2, 2)),
+    # Rows of 16 columns and a few more: copied channels-last 16 x 16 at a time, then one by one.
+    ("32_channels_long_rows", (2, 32, 5, 37), 32, (3, 3), (1, 1), (1, 1), (1, 1)),
+    ("rgb_stem_long_rows", (2, 3, 6, 37), 16, (3, 3), (1, 1), (1, 1), (1, 1)),
     # Fewer broadcast channels than a build's accumulator rows: the loop takes 1, 2 or 4 rows.
     ("three_input_channels", (3, 3, 9, 9), 40, (3, 3), (1, 1), (1, 1), (1, 1)),
     ("one_output_channel", (2, 16, 7, 7), 1, (3, 3), (1, 1), (1, 1), (1, 1)),
