@@ -112,6 +112,30 @@ def test_a_session_computes_the_convolution_in_the_form_the_bounds_say(case):
     assert _form_of(model) == _expected_form(form)
 
 
+BLOCKED_CASES = {name: case for name, case in CASES.items() if case[-1] == BLOCKED}
+
+
+# The blocked weight's reorder by threads (conv_nchwc.py): on one, the taps and the input-channel block
+# trade places first; on more, where onnxruntime's Transpose of many small matrices is 20x slower, the
+# output-channel block moves innermost first and then whole blocks move.
+REORDER_TRANSPOSES = {"one_thread": [[0, 1, 3, 2], [0, 2, 1]], "two_threads": [[0, 2, 1], [0, 2, 1, 3]]}
+
+
+@pytest.mark.parametrize("threads", REORDER_TRANSPOSES)
+@pytest.mark.parametrize("case", BLOCKED_CASES.values(), ids=BLOCKED_CASES.keys())
+def test_the_blocked_weight_is_reordered_as_the_threads_say(case, threads, request):
+    if block_size() is None:
+        pytest.skip("onnxruntime has no blocked-channel kernels on this CPU")
+    request.getfixturevalue(threads)
+    *shapes, _ = case
+    stride, padding, dilation = (_pair(value) for value in shapes[3:6])
+    output, _, (x, w, b) = _recorded(*shapes)
+    model = build_model(plan([output._value], include_shared=False), lower=True)
+    _assert_convolution(output.numpy(), x, w, b, stride, padding, dilation)
+    transposes = [node for node in model.graph.node if node.op_type == "Transpose"]
+    assert [list(node.attribute[0].ints) for node in transposes] == REORDER_TRANSPOSES[threads]
+
+
 # (input shape, output channels per group, kernel, padding, dilation, bias, form[, groups]): stride 1
 # throughout. 1x1 kernels and groups of one output channel (depthwise layers' input gradients) run as
 # a plain Conv, with the weight transposed or (per group) flipped.

@@ -51,6 +51,7 @@ from ...ir.attributes import auto_pad_mode
 from ...ir.conv_weight_gradient import tap_starts
 from ...ir.registry import session_lowerings
 from ..sessions import lowers_for
+from ..threads import get_num_threads
 from .conv_nchwc import block_size, emit_blocked_conv
 from .training import int64_initializers, node_emitter
 from .windows import per_axis, window_geometry
@@ -252,6 +253,7 @@ def _blocked(node, input_names, output_names, fresh_name, attributes, block, tra
         attributes,
         block,
         transposed_weight=transposed_weight,
+        threads=get_num_threads(),
     )
     return nodes, initializers
 

@@ -10,7 +10,12 @@ when the graph reorders it:
 
 The weight's reorder is a few Reshapes and Transposes, each moving one axis past a contiguous
 block, which onnxruntime runs fast (a 128x128x3x3 weight: 0.07 ms, against 0.55 ms for the same
-reorder as one six-axis Transpose); the blocked input and output are one pass each.
+reorder as one six-axis Transpose); the blocked input and output are one pass each. Which
+Transposes depends on the threads: onnxruntime's Transpose of many small matrices (a batch axis
+before the two it swaps) is fast on one thread and 20x slower on more (a 256x256x3x3 weight's
+``(M * C/B, B, K) -> (M * C/B, K, B)``: 0.24 ms on one thread, 4.7 ms on two), so on more than one
+thread the input-channel block and the taps trade places after the output-channel block has moved
+innermost, with whole blocks of B floats moving (0.25 ms on two threads, 0.46 on one).
 ``conv_lowering.py`` chooses where this is faster.
 
 The block size ``B`` is the CPU's: onnxruntime picks it at run time (16 with AVX-512, 8 with AVX2)
@@ -53,6 +58,7 @@ def emit_blocked_conv(
     attributes: dict,
     block: int,
     transposed_weight: bool = False,
+    threads: int = 1,
 ) -> None:
     """Appends the nodes computing ``Conv(X, W, bias)`` with the blocked kernels (see the module doc).
 
@@ -64,6 +70,8 @@ def emit_blocked_conv(
             the stride-1 ConvTranspose.
         attributes: the explicit ``kernel_shape``, ``strides``, ``dilations`` and ``pads``.
         block: ``block_size()``; both channel counts must be multiples of it.
+        threads: the intra-op threads of the sessions it is built for (the weight's reorder differs,
+            see the module doc).
     """
     if transposed_weight:
         channels, out_channels, *kernel = weight_shape
@@ -85,13 +93,18 @@ def emit_blocked_conv(
             "Slice", by_tap, constant([-1]), constant([np.iinfo(np.int64).min]), constant([1]), constant([-1])
         )
         blocked = emit("Transpose", flipped, perm=[0, 2, 1, 3])  # (M/B, C/B, K, B_in * B_out)
-    else:
+    elif threads == 1:
         # (M, C/B, B_in, K) -> (M, C/B, K, B_in); (M/B, B_out, C*K) -> (M/B, C*K, B_out)
         split = emit("Reshape", weight_name, constant([out_channels, channels // block, block, taps]))
         inner = emit(
             "Reshape", emit("Transpose", split, perm=[0, 1, 3, 2]), constant([out_channels // block, block, -1])
         )
         blocked = emit("Transpose", inner, perm=[0, 2, 1])
+    else:
+        # (M/B, B_out, C*K) -> (M/B, C*K, B_out) = (M/B * C/B, B_in, K, B_out) -> (M/B * C/B, K, B_in, B_out)
+        rows = emit("Reshape", weight_name, constant([out_channels // block, block, channels * taps]))
+        by_input_block = emit("Reshape", emit("Transpose", rows, perm=[0, 2, 1]), constant([-1, block, taps, block]))
+        blocked = emit("Transpose", by_input_block, perm=[0, 2, 1, 3])
     # The kernel reads a rank-4 weight of the reordered layout's sizes.
     weight = emit("Reshape", blocked, constant([out_channels, channels, *kernel]))
     blocked_input = emit("ReorderInput", input_name, domain=NCHWC_DOMAIN)
