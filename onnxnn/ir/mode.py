@@ -112,6 +112,19 @@ class Mode:
 MODE = Mode()
 
 
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity), at least one."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def intra_op_thread_count() -> int:
+    """The intra-op threads in force: ``set_num_threads``'s count, else one per available core (what
+    ``onnxnn.get_num_threads`` returns; here for the kernels, which may not import the runtime)."""
+    return MODE.intra_op_threads or available_cores()
+
+
 class RecordingTrace:
     """What a stretch of recording did, kept in ``MODE.trace`` while a backward is traced for replay.
 

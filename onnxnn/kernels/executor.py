@@ -47,6 +47,7 @@ from . import (  # noqa: F401  (registration)
     shape,
 )
 from . import crop, detection, quantize, recurrent, resize, spectral  # noqa: F401  (registration)
+from . import compiled_updates
 from ..ir.caches import register_cache
 from ..ir.dtypes import as_dtype
 from ..ir.executors import register_executor
@@ -575,6 +576,12 @@ class KernelsExecutor:
 
     def set_cache_size(self, capacity: int) -> None:
         set_cache_size(capacity)
+
+    @property
+    def updates_share_threads(self) -> bool:
+        """Whether its optimizer updates run on all the intra-op threads (the compiled loops share large
+        ones out, ``compiled_updates.THREADED_MIN_ELEMENTS``; the numpy formulas run on one)."""
+        return compiled_updates.available()
 
 
 KERNELS = KernelsExecutor()

@@ -19,7 +19,6 @@ from ..ir.executors import executor
 from ..ir.mode import EXECUTORS, MODE, trace_data_read
 from ..ir.plan import plan
 from .fastpath import dynamic_shapes, plan_cache
-from .threads import get_num_threads
 
 __all__ = [
     "realize",
@@ -73,19 +72,22 @@ def realize(values, specialize: bool = True) -> None:
 
 
 # An optimizer step whose results (new parameters and states) hold at least
-# SPLIT_STEP_MIN_ELEMENTS[its update's op_type] elements, under "auto" on the CPU with one intra-op
-# thread, runs in two: everything its updates read (the forward and backward passes) where the
-# plan's executor choice puts it, then the updates alone, which "auto" gives onnxnn's kernels
-# (plan_cache.choose). The kernels update large tensors block by block into recycled buffers
-# (kernels/training.py), where onnxruntime makes a full out-of-place pass per elementwise op: an
-# MLP's Adam update (670,000 parameters, 13 passes) takes 1.3 ms instead of 2.1.
+# SPLIT_STEP_MIN_ELEMENTS[its update's op_type] elements, under "auto" on the CPU, runs in two:
+# everything its updates read (the forward and backward passes) where the plan's executor choice
+# puts it, then the updates alone, which "auto" gives onnxnn's kernels (plan_cache.choose). The
+# kernels update large tensors block by block into recycled buffers (kernels/training.py), where
+# onnxruntime makes a full out-of-place pass per elementwise op: an MLP's Adam update (670,000
+# parameters, 13 passes) takes 1.3 ms instead of 2.1.
 # - Momentum's four passes gain less, so its bound is higher (half a million parameters). An MLP's
 #   SGD step with momentum (batch 16, one thread), split against one run: 118,000 parameters 1.10,
 #   670,000 0.96, 1.9 million 0.96, 5.8 million 0.87; resnet18 (11.7 million, batch 8) 0.965, its
 #   update taking 13 ms on the kernels where it added 16 to the step's session.
-# - The kernels update on one thread, while onnxruntime spreads each pass over its intra-op
-#   threads: with two, the MLP's split Adam step was even at batch 16 and 64 and 5% slower at 256.
-#   So the split is for one thread (``set_num_threads(1)``, or a one-core machine).
+# - On more intra-op threads the compiled loops share a large update out among them
+#   (compiled_updates.THREADED_MIN_ELEMENTS) while onnxruntime makes each pass on them: two threads,
+#   the MLP's Adam step at batch 1 / 16 / 64 / 256 2.7 / 3.8 / 4.0 / 8.0 ms -> 2.0 / 2.2 / 3.3 / 6.3,
+#   resnet18's SGD step 124 -> 101 ms (its update in one session took ~50 ms there). Without the
+#   compiled loops the kernels' numpy formulas run on one thread, so then the split is for one thread
+#   only (``set_num_threads(1)``, or a one-core machine), where they still beat onnxruntime's passes.
 SPLIT_STEP_MIN_ELEMENTS = {"Adam": 1 << 16, "Adagrad": 1 << 16, "RMSprop": 1 << 16, "Momentum": 1 << 20}
 
 
@@ -95,9 +97,8 @@ _shape_of = operator.attrgetter("shape")
 def realize_step(values) -> None:
     """Computes an optimizer step: ``values`` are the new parameters and states it recorded.
 
-    A large step on the CPU with one intra-op thread runs as two realizations, the updates'
-    inputs (gradients) first, then the updates (see ``SPLIT_STEP_MIN_ELEMENTS``); otherwise it
-    is one realization, as ``realize``.
+    A large step on the CPU runs as two realizations, the updates' inputs (gradients) first, then
+    the updates (see ``SPLIT_STEP_MIN_ELEMENTS``); otherwise it is one realization, as ``realize``.
     """
     # One optimizer records one kind of update node, so the first value says whether to look further.
     first = values[0].node if values else None
@@ -107,11 +108,10 @@ def realize_step(values) -> None:
         or first.op_type not in SPLIT_STEP_MIN_ELEMENTS
         or MODE.executor != "auto"
         or values[0].device.type != "cpu"
-        or MODE.intra_op_threads > 1  # set_num_threads(n > 1): get_num_threads() without its system call
         # Every value's elements, an update's or not, in C: a small step (an SGD step of a few
         # tensors) stops here, before the loop below and the default thread count's system call.
         or sum(map(math.prod, map(_shape_of, values))) < SPLIT_STEP_MIN_ELEMENTS[first.op_type]
-        or get_num_threads() != 1
+        or not plan_cache.updates_beat_sessions()
     ):
         realize(values)
         return

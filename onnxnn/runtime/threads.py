@@ -8,21 +8,14 @@ caches holding them are emptied when the count changes.
 
 from __future__ import annotations
 
-import os
 
 from ..ir.caches import clear_caches
-from ..ir.mode import MODE
+from ..ir.mode import MODE, available_cores, intra_op_thread_count
 
 __all__ = ["get_num_threads", "set_num_threads", "get_num_interop_threads", "set_num_interop_threads"]
 
 _blas_limits: list = []  # the threadpoolctl limiter in force (kept so that the limit stays applied)
 _interop_set = [False]
-
-
-def _available_cores() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def _check_count(function: str, count) -> int:
@@ -35,7 +28,7 @@ def _check_count(function: str, count) -> int:
 
 def get_num_threads() -> int:
     """Returns the number of threads used for parallelizing CPU operations (one per core by default)."""
-    return MODE.intra_op_threads or _available_cores()
+    return intra_op_thread_count()
 
 
 def set_num_threads(count: int) -> None:
@@ -63,7 +56,7 @@ def set_num_threads(count: int) -> None:
 
 def get_num_interop_threads() -> int:
     """Returns the number of threads used for inter-op parallelism on CPU (one per core by default)."""
-    return MODE.inter_op_threads or _available_cores()
+    return MODE.inter_op_threads or available_cores()
 
 
 def set_num_interop_threads(count: int) -> None:

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import onnxnn
+from onnxnn.ir.mode import MODE
 from onnxnn.kernels import compiled_updates
 
 from .update_chains import CASES, update_chain
@@ -69,6 +70,50 @@ def test_a_hundred_compiled_steps_equal_a_hundred_steps_of_the_numpy_formulas_bi
     monkeypatch.setattr(compiled_updates, "ENABLED", False)
     for result, expected in zip(compiled, update_chain(case, steps=100, shapes=shapes)[-1]):
         _assert_same_bits(result, expected)
+
+
+@needs_the_library
+@pytest.mark.parametrize("threads", [2, 3, 7])
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("case", ["momentum-nesterov", "adamw-amsgrad-maximize", "rmsprop-centered-momentum"])
+def test_updates_shared_among_threads_equal_the_numpy_formulas_bitwise(case, layout, threads, monkeypatch):
+    # Every update shared out, its ranges cut inside tensors (and a 0-d one among them).
+    monkeypatch.setattr(compiled_updates, "THREADED_MIN_ELEMENTS", 0)
+    monkeypatch.setattr(MODE, "intra_op_threads", threads)
+    shared = update_chain(case, steps=3, shapes=LAYOUTS[layout])
+    monkeypatch.setattr(compiled_updates, "ENABLED", False)
+    for shared_step, formula_step in zip(shared, update_chain(case, steps=3, shapes=LAYOUTS[layout])):
+        for result, expected in zip(shared_step, formula_step):
+            _assert_same_bits(result, expected)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 5, 64])
+def test_the_threads_ranges_cover_every_element_once_in_aligned_pieces(threads):
+    counts = [10, 100, 1, 37, 200]
+    arrays_per_tensor = 3
+    # Each array's address as if its tensor's arrays started at 10**6 * (tensor + 1) * (array + 1).
+    bases = [10**6 * (tensor + 1) * (array + 1) for tensor in range(len(counts)) for array in range(arrays_per_tensor)]
+    bases[4] = None  # an absent state stays absent in every piece
+    shares = compiled_updates._shares(counts, bases, 4, threads)
+    assert 1 <= len(shares) <= threads
+    covered = []
+    for share_counts, share_addresses in shares:
+        assert len(share_addresses) == arrays_per_tensor * len(share_counts)
+        for piece, count in enumerate(share_counts):
+            addresses = share_addresses[piece * arrays_per_tensor : (piece + 1) * arrays_per_tensor]
+            tensor = next(
+                t
+                for t in range(len(counts))
+                if bases[t * arrays_per_tensor] <= addresses[0] < bases[t * arrays_per_tensor] + 4 * counts[t]
+            )
+            first = (addresses[0] - bases[tensor * arrays_per_tensor]) // 4
+            for array, address in enumerate(addresses):
+                base = bases[tensor * arrays_per_tensor + array]
+                assert address == (None if base is None else base + 4 * first)
+            covered.extend((tensor, element) for element in range(first, first + count))
+    assert covered == [(tensor, element) for tensor, count in enumerate(counts) for element in range(count)]
+    starts = np.cumsum([0, *[sum(share[0]) for share in shares]])[:-1]
+    assert all(start % 16 == 0 for start in starts)
 
 
 def _assert_same_bits(result: np.ndarray, expected: np.ndarray) -> None:

@@ -1,8 +1,9 @@
-"""A large optimizer step (Adam, Adagrad, RMSprop, SGD with momentum) under "auto" with one intra-op
-thread runs in two realizations: the gradients where the executor choice puts them, then the updates
-alone on onnxnn's kernels (realization.realize_step), which write large tensors block by block into
-recycled buffers (kernels/recycled_buffers.py). A small step, or a step with more threads, stays one
-run.
+"""A large optimizer step (Adam, Adagrad, RMSprop, SGD with momentum) under "auto" runs in two
+realizations: the gradients where the executor choice puts them, then the updates alone on onnxnn's
+kernels (realization.realize_step), which write large tensors block by block into recycled buffers
+(kernels/recycled_buffers.py). That holds on one intra-op thread, and on more where the compiled
+loops share the updates out among them; a small step, or a step on more threads with the numpy
+formulas only, stays one run.
 
 The specification: the parameters and states equal the one-run step's bit for bit, whatever the
 block size; the second run is the kernels'; and no array anyone can still read (an earlier
@@ -40,8 +41,8 @@ SPLIT_NO_STEP = dict.fromkeys(realization.SPLIT_STEP_MIN_ELEMENTS, 1 << 62)
 
 @pytest.fixture(autouse=True)
 def _one_thread(monkeypatch):
-    """The split is for one intra-op thread, as ``set_num_threads(1)`` sets it (which also empties the
-    caches: structures compiled for another count choose their executors again)."""
+    """One intra-op thread, as ``set_num_threads(1)`` sets it (which also empties the caches:
+    structures compiled for another count choose their executors again), unless a test says more."""
     monkeypatch.setattr(MODE, "intra_op_threads", 1)
     realization.clear_cache()
     yield
@@ -141,10 +142,28 @@ def _kernel_updates_in_later_steps(monkeypatch, make_optimizer, read_gradients: 
     return calls
 
 
-def test_a_step_with_two_threads_stays_one_run(monkeypatch):
-    monkeypatch.setattr(MODE, "intra_op_threads", 2)  # onnxruntime spreads the update's passes over them
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled loops", "numpy formulas"])
+def test_a_step_on_two_threads_splits_where_the_compiled_loops_share_them(compiled, monkeypatch):
+    if compiled and not compiled_updates.available():
+        pytest.skip(f"{compiled_updates.unavailable_reason()}")
+    monkeypatch.setattr(compiled_updates, "ENABLED", compiled)
+    monkeypatch.setattr(MODE, "intra_op_threads", 2)  # the numpy formulas would run on one of them
     realization.clear_cache()
-    assert not _kernel_updates_in_later_steps(monkeypatch, lambda params: onnxnn.optim.Adam(params, lr=0.01))
+    split = _kernel_updates_in_later_steps(monkeypatch, lambda params: onnxnn.optim.Adam(params, lr=0.01))
+    assert bool(split) is compiled
+
+
+@pytest.mark.parametrize("optimizer_name", ["adam", "sgd_nesterov"])
+def test_a_split_step_on_three_threads_equals_the_one_run_step_bitwise(optimizer_name, monkeypatch):
+    if not compiled_updates.available():
+        pytest.skip(f"{compiled_updates.unavailable_reason()}")
+    monkeypatch.setattr(MODE, "intra_op_threads", 3)
+    monkeypatch.setattr(compiled_updates, "THREADED_MIN_ELEMENTS", 0)  # every update shared out
+    realization.clear_cache()
+    split = _trained(optimizer_name, 4, True, monkeypatch)
+    whole = _trained(optimizer_name, 4, False, monkeypatch)
+    for ours, expected in zip(split[0] + split[1], whole[0] + whole[1]):
+        np.testing.assert_array_equal(ours, expected)
 
 
 @pytest.mark.parametrize(("bound", "split"), [(None, False), (1 << 16, True)], ids=["default bound", "lower bound"])
@@ -157,8 +176,15 @@ def test_an_sgd_step_splits_above_momentums_own_bound(bound, split, monkeypatch)
     assert bool(_kernel_updates_in_later_steps(monkeypatch, make)) is split
 
 
-@pytest.mark.parametrize(("threads", "on_kernels"), [(1, True), (2, False)])
-def test_updates_alone_run_on_the_kernels_with_one_thread(threads, on_kernels, monkeypatch):
+@pytest.mark.parametrize(
+    ("threads", "compiled", "on_kernels"),
+    [(1, True, True), (1, False, True), (2, True, True), (2, False, False)],
+    ids=["one thread", "one thread, numpy formulas", "two threads", "two threads, numpy formulas"],
+)
+def test_updates_alone_run_on_the_kernels_where_they_beat_the_sessions(threads, compiled, on_kernels, monkeypatch):
+    if compiled and not compiled_updates.available():
+        pytest.skip(f"{compiled_updates.unavailable_reason()}")
+    monkeypatch.setattr(compiled_updates, "ENABLED", compiled)
     monkeypatch.setattr(MODE, "intra_op_threads", threads)
     realization.clear_cache()
     make = lambda params: onnxnn.optim.SGD(params, lr=0.05, momentum=0.9)  # noqa: E731

@@ -41,9 +41,9 @@ __all__ = ["Entry", "entry", "choose", "clear", "set_capacity", "watch_stable_in
 # Otherwise onnxruntime runs it; an op or dtype one executor lacks sends the plan to the other
 # (float64 recurrent nodes go to the kernels before any cost is weighed).
 # A plan of optimizer updates alone (realization.realize_step) goes to the kernels whatever its
-# size when onnxnn runs on one intra-op thread, unless it updates float16/bfloat16 tensors: the
-# kernels update large tensors block by block into recycled buffers, faster than onnxruntime's
-# out-of-place passes on one thread (with more, onnxruntime spreads each pass over them).
+# size, unless it updates float16/bfloat16 tensors: the kernels update large tensors block by
+# block into recycled buffers, faster than onnxruntime's out-of-place passes, on one intra-op
+# thread, and on more where the compiled loops share them out (``updates_beat_sessions``).
 # The constants are microseconds measured once on a 2-core x86 machine (numpy 2, onnxruntime 1.2x);
 # they only move the boundary, and the choice depends on nothing but the plan's structure.
 AUTO_KERNELS_MAX_ELEMENTS = 4096
@@ -70,7 +70,7 @@ def choose(plan: GraphPlan) -> str:
     """The executor "auto" gives ``plan``: "kernels" or "onnxruntime" (see the rules above)."""
     if plan.key[3].type != "cpu":
         return "onnxruntime"
-    if _updates_only(plan) and get_num_threads() == 1:
+    if _updates_only(plan) and updates_beat_sessions():
         return "kernels"
     for node in plan.nodes:
         if node.op_type in FLOAT32_ONLY_IN_ONNXRUNTIME and not node.domain and node.inputs[0].dtype is float64:
@@ -98,6 +98,12 @@ def choose(plan: GraphPlan) -> str:
         if value.dtype is float16 or _elements(value.shape) > AUTO_KERNELS_MAX_ELEMENTS:
             return "onnxruntime"
     return "kernels" if kernel_cost <= session_cost else "onnxruntime"
+
+
+def updates_beat_sessions() -> bool:
+    """Whether the kernels run a large optimizer update faster than onnxruntime's sessions: on one
+    intra-op thread always, on more where their compiled loops share the threads out."""
+    return get_num_threads() == 1 or executor("kernels").updates_share_threads
 
 
 def _updates_only(plan: GraphPlan) -> bool:
