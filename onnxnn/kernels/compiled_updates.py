@@ -19,6 +19,7 @@ well under a millisecond.
 from __future__ import annotations
 
 import ctypes
+import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
 
@@ -193,6 +194,9 @@ def _shares(counts: Sequence[int], addresses: list, itemsize: int, threads: int)
 
 
 _POOL: list = []  # (workers, ThreadPoolExecutor): one pool, replaced by a larger one when asked for more
+if hasattr(os, "register_at_fork"):
+    # A forked child has none of the pool's threads: an update handed to them would wait forever.
+    os.register_at_fork(after_in_child=_POOL.clear)
 
 
 def _pool(workers: int) -> ThreadPoolExecutor:

@@ -10,7 +10,10 @@ record.
 
 from __future__ import annotations
 
+import os
+import select
 import shutil
+import signal
 import sysconfig
 
 import numpy as np
@@ -268,3 +271,28 @@ def test_arrays_of_other_sizes_than_their_tensor_never_reach_the_loop(monkeypatc
     with pytest.raises(ValueError, match="broadcast"):
         kernel(np, [*inputs_of(1), x, np.ones(50, np.float32), x, x], attrs)
     assert calls == []
+
+
+@needs_the_library
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+def test_a_forked_child_shares_its_updates_among_threads_of_its_own(monkeypatch):
+    # The parent's pool has threads; a forked child has none of them and must start its own.
+    monkeypatch.setattr(compiled_updates, "THREADED_MIN_ELEMENTS", 0)
+    monkeypatch.setattr(MODE, "intra_op_threads", 2)
+    update_chain("momentum", steps=1, shapes=LAYOUTS["tensor by tensor"])
+    assert compiled_updates._POOL
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child: one shared update, then its verdict through the pipe
+        try:
+            update_chain("momentum", steps=1, shapes=LAYOUTS["tensor by tensor"])
+            os.write(write_end, b"ok")
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    finished, _, _ = select.select([read_end], [], [], 60)  # a child waiting on missing threads never ends
+    verdict = os.read(read_end, 2) if finished else b""
+    if not verdict:
+        os.kill(child, signal.SIGKILL)
+    _, status = os.waitpid(child, 0)
+    assert verdict == b"ok" and status == 0
