@@ -14,7 +14,7 @@ adding entries through their decorators, never editing a dispatcher::
 - ``decompositions``: how to write an op onnxruntime lacks as standard ONNX (``runtime/ops/``).
 - ``session_lowerings``: a faster form of a standard op for onnxnn's own sessions (``runtime/ops/``).
 - ``compiled_forms``: onnxnn's compiled code for a node its sessions run outside onnxruntime (``kernels/``).
-- ``compiled_readers``: compiled code for a node and its first output's only reader (``kernels/``).
+- ``compiled_readers``: compiled code for a node and the chain of only readers of its first output (``kernels/``).
 - ``kernels``: onnxnn's own array kernels (``kernels/``; see ``kernel_registry``).
 - ``importers``: how an imported model's node becomes Tensor ops (``import_/``).
 
@@ -142,11 +142,14 @@ session_lowerings = Registry("session lowering")
 # on), with ``run(input_arrays, threads) -> output arrays`` using up to ``threads`` threads. onnxnn's
 # CPU sessions run such nodes outside onnxruntime, between two sessions (``runtime/split_sessions.py``).
 compiled_forms = Registry("compiled form")
-# Nodes onnxnn's compiled code computes together with the only reader of their first output (batch
-# normalization's loop and the ReLU of its output), whether or not the node has a compiled form of its
-# own: ``absorb(node, reader, threads) -> run`` or None, the run (as a compiled form's) returning the reader's
-# output in place of that first output, which nothing else reads. The cut sessions then drop the
-# reader (``runtime/split_sessions.py``).
+# Nodes onnxnn's compiled code computes together with the only reader of their first output, and
+# maybe that reader's only reader (batch normalization's loop and the ReLU of its output, or a residual
+# block's Add and ReLU), whether or not the node has a compiled form of its own: ``absorb(node,
+# readers, threads) -> (run, taken)`` or None, ``readers`` that chain of only readers (at least one),
+# ``taken`` how many of them the run computes. The run (as a compiled form's) reads the node's inputs,
+# then each taken reader's inputs other than the value the chain passes it, and returns the last taken
+# reader's output in place of the node's first output, which nothing else reads. The cut sessions
+# then drop the taken readers (``runtime/split_sessions.py``).
 compiled_readers = Registry("compiled reader")
 # ``importer(call) -> tuple of outputs``: how a node of an imported model runs as Tensor ops.
 importers = Registry("importer")

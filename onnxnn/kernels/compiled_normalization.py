@@ -48,7 +48,7 @@ MIN_ELEMENTS = 1 << 16
 # channel's planes, so an input without spatial axes, (N, C), would read one element per plane.
 MIN_PLANE = 16
 
-_VERSION = 3
+_VERSION = 4
 _FLOAT32 = np.dtype(np.float32)
 _POINTER, _SIZE, _FLOAT, _INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_int
 
@@ -64,7 +64,7 @@ class _Library(LoopLibrary):
 
     def bind(self, library) -> None:
         self.forward = library.onnxnn_batch_norm_training_float32
-        self.forward.argtypes = [_POINTER] * 6 + [_SIZE] * 3 + [_FLOAT, _INT, _INT]
+        self.forward.argtypes = [_POINTER] * 7 + [_SIZE] * 3 + [_FLOAT, _INT, _INT]
         self.gradient = library.onnxnn_batch_norm_training_gradient_float32
         self.gradient.argtypes = [_POINTER] * 9 + [_SIZE] * 3 + [_FLOAT, _INT]
         self.relu_gradient = library.onnxnn_relu_gradient_float32
@@ -90,20 +90,29 @@ def eligible(shape: tuple, dtype, per_channel: bool = True) -> bool:
 
 
 def batch_norm_training(
-    x: np.ndarray, scale: np.ndarray, bias: np.ndarray, epsilon: float, threads: int = 1, relu: bool = False
+    x: np.ndarray,
+    scale: np.ndarray,
+    bias: np.ndarray,
+    epsilon: float,
+    threads: int = 1,
+    relu: bool = False,
+    residual: np.ndarray | None = None,
 ) -> list:
     """``[Y, mean, variance]``: ``x`` (N, C, ...) normalized with its per-channel batch statistics (the
-    biased variance), scaled and shifted per channel; with ``relu``, Y's ReLU in place of Y (onnxruntime's
-    Relu: negatives 0, NaN and -0 kept)."""
+    biased variance), scaled and shifted per channel; with ``residual`` (``x``'s shape), Y + residual in
+    place of Y (rounded once, as onnxruntime's Add); with ``relu``, then its ReLU in place of it
+    (onnxruntime's Relu: negatives 0, NaN and -0 kept)."""
     _LOOPS.get()
     x, scale, bias = _float32(x), _float32(scale), _float32(bias)
+    added = None if residual is None else _float32(residual)
     y = recycled_empty(x.shape, _FLOAT32)
     mean = np.empty(x.shape[1], _FLOAT32)
     variance = np.empty(x.shape[1], _FLOAT32)
     batch, channels, plane = _layout(x)
     _check(
-        _LOOPS.forward(address(x), address(scale), address(bias), address(y), address(mean), address(variance),
-                       batch, channels, plane, epsilon, int(relu), threads),
+        _LOOPS.forward(address(x), address(scale), address(bias), None if added is None else address(added),
+                       address(y), address(mean), address(variance), batch, channels, plane, epsilon, int(relu),
+                       threads),
         "BatchNormalizationTraining",
     )  # fmt: skip
     return [y, mean, variance]

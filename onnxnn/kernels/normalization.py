@@ -109,21 +109,40 @@ def _compiled_batch_normalization_training(node, threads: int):
 
 
 @compiled_readers.register("BatchNormalizationTraining", domain=ONNXNN_DOMAIN)
-def _compiled_batch_normalization_training_and_relu(node, reader, threads: int):
-    """The loop writes the ReLU of the normalization's output, where a ReLU is all that reads it (most
-    convolutional networks' BatchNorm-ReLU): the ReLU costs no pass of its own."""
-    return _forward_loop(node, relu=True) if (reader.op_type, reader.domain) == ("Relu", "") else None
+def _compiled_batch_normalization_training_and_readers(node, readers: list, threads: int):
+    """The loop writes what the normalization's only readers would: the ReLU of its output (most
+    convolutional networks' BatchNorm-ReLU), or its sum with a residual of the same shape and then,
+    where one is all that reads the sum, that sum's ReLU (a residual block's end). Those readers cost
+    no passes of their own."""
+    first = readers[0]
+    if (first.op_type, first.domain) == ("Relu", ""):
+        run = _forward_loop(node, relu=True)
+        return None if run is None else (run, 1)
+    if not _adds_a_residual(first, node.inputs[0]):
+        return None
+    relu = len(readers) > 1 and (readers[1].op_type, readers[1].domain) == ("Relu", "")
+    run = _forward_loop(node, relu=relu, residual=True)
+    return None if run is None else (run, 2 if relu else 1)
 
 
-def _forward_loop(node, relu: bool):
+def _adds_a_residual(add, x) -> bool:
+    """Whether ``add`` sums the normalization's output with one other value of its shape and dtype."""
+    if (add.op_type, add.domain) != ("Add", "") or len(add.inputs) != 2:
+        return False
+    first, second = add.inputs
+    return first is not second and all(v.shape == x.shape and v.dtype is x.dtype for v in (first, second))
+
+
+def _forward_loop(node, relu: bool, residual: bool = False):
     x = node.inputs[0]
     if not compiled_normalization.eligible(x.shape, x.dtype.numpy_dtype):
         return None
     epsilon = _epsilon(node.attrs)
 
     def run(arrays, threads: int) -> list:
-        x, scale, bias = arrays
-        return compiled_normalization.batch_norm_training(x, scale, bias, epsilon, threads, relu)
+        x, scale, bias = arrays[:3]
+        added = arrays[3] if residual else None
+        return compiled_normalization.batch_norm_training(x, scale, bias, epsilon, threads, relu, added)
 
     return run
 

@@ -11,7 +11,9 @@
  *
  * and ReLU's gradient dX = G where Y > 0, else 0 (NaN in Y gives 0, as Where(Greater(Y, 0), G, 0)). When a
  * ReLU reads the normalization's output, the forward may write that ReLU's output in place of Y, and
- * the gradient may take G masked by it: the ReLU and its gradient then cost no pass of their own.
+ * the gradient may take G masked by it: the ReLU and its gradient then cost no pass of their own. At a
+ * residual block's end the forward may also add the shortcut R to Y first (relu(Y + R)), which saves
+ * that Add's pass as well.
  *
  * onnxruntime runs each as several graph nodes (runtime/ops/batch_norm_training.py), each a full pass
  * over the activations; ReLU's gradient is a Greater and a Where, whose kernel is three times slower than
@@ -27,7 +29,7 @@
 #include <math.h>
 
 
-#define NORMALIZATION_LOOPS_VERSION 3
+#define NORMALIZATION_LOOPS_VERSION 4
 
 EXPORTED int onnxnn_normalization_loops_version(void) { return NORMALIZATION_LOOPS_VERSION; }
 
@@ -36,7 +38,7 @@ typedef int32_t mask8 __attribute__((vector_size(8 * sizeof(int32_t))));
 /* One thread's share of a call: the arrays, the sizes and its range [first, end) of channels or elements. */
 typedef struct {
     void (*loop)(const void *share);
-    const float *x, *g, *scale, *bias, *mean, *variance, *mask;
+    const float *x, *g, *scale, *bias, *mean, *variance, *mask, *residual;
     float *y, *mean_out, *variance_out, *scale_gradient, *bias_gradient;
     int64_t batch, channels, plane, first, end;
     float epsilon;
@@ -79,8 +81,10 @@ ALWAYS_INLINE double plane_sum(const float *p, int64_t size, float shift, int sq
     return (double)lanes_sum(&total) + (double)tail;
 }
 
-/* ``relu``: Y's ReLU in its place (NaN and -0 kept, negatives 0, as onnxruntime's Relu), for a ReLU reading Y. */
-ALWAYS_INLINE void forward_channels(const Share *s, int relu)
+/* ``residual``: Y + the residual in place of Y (an Add reading Y: a residual block's sum), rounded once as
+ * onnxruntime's Add rounds it; ``relu``: then the ReLU of that (NaN and -0 kept, negatives 0, as
+ * onnxruntime's Relu), for a ReLU reading it. */
+ALWAYS_INLINE void forward_channels(const Share *s, int residual, int relu)
 {
     const int64_t plane = s->plane, stride = s->channels * plane, count = s->batch * plane;
     for (int64_t c = s->first; c < s->end; c++) {
@@ -98,23 +102,30 @@ ALWAYS_INLINE void forward_channels(const Share *s, int relu)
         const vector8 kv = SPLAT8(k), shift_v = SPLAT8(shift);
         for (int64_t n = 0; n < s->batch; n++) {
             const float *from = x + n * stride;
+            const float *added = residual ? s->residual + c * plane + n * stride : NULL;
             float *to = s->y + c * plane + n * stride;
             int64_t i = 0;
             for (; i + 8 <= plane; i += 8) {
-                const vector8 value = LOAD8(from + i) * kv + shift_v;
+                vector8 value = LOAD8(from + i) * kv + shift_v;
+                if (residual) value += LOAD8(added + i);
                 STORE8(to + i, relu ? (vector8)((mask8)value & ~(value < (vector8){0})) : value);
             }
             for (; i < plane; i++) {
-                const float value = from[i] * k + shift;
+                float value = from[i] * k + shift;
+                if (residual) value += added[i];
                 to[i] = relu && value < 0.0f ? 0.0f : value;
             }
         }
     }
 }
 
-ALWAYS_INLINE void plain_forward_channels(const Share *s) { forward_channels(s, 0); }
+ALWAYS_INLINE void plain_forward_channels(const Share *s) { forward_channels(s, 0, 0); }
 
-ALWAYS_INLINE void relu_forward_channels(const Share *s) { forward_channels(s, 1); }
+ALWAYS_INLINE void relu_forward_channels(const Share *s) { forward_channels(s, 0, 1); }
+
+ALWAYS_INLINE void residual_forward_channels(const Share *s) { forward_channels(s, 1, 0); }
+
+ALWAYS_INLINE void residual_relu_forward_channels(const Share *s) { forward_channels(s, 1, 1); }
 
 /* G's eight floats at ``i`` (``masked``: where the ReLU output ``y`` is positive, else 0), and one float. */
 #define GRADIENT8(gp, yp, i, masked) \
@@ -189,6 +200,8 @@ ALWAYS_INLINE void relu_gradient_range(const Share *s)
 
 DEFINE_BUILDS(forward, plain_forward_channels)
 DEFINE_BUILDS(relu_forward, relu_forward_channels)
+DEFINE_BUILDS(residual_forward, residual_forward_channels)
+DEFINE_BUILDS(residual_relu_forward, residual_relu_forward_channels)
 DEFINE_BUILDS(gradient, plain_gradient_channels)
 DEFINE_BUILDS(masked_gradient, masked_gradient_channels)
 DEFINE_BUILDS(relu_gradient, relu_gradient_range)
@@ -214,15 +227,19 @@ static int run_split(Share share, int threads, int64_t parts, int64_t elements, 
     return run_shares(run_share, shares, sizeof(Share), count);
 }
 
-/* Y (N, C, S), mean and variance (C) from C-contiguous float32 X (N, C, S), scale and B (C); ``relu``: Y's ReLU
- * in place of Y. Returns 0, or 2 when a thread could not start (the outputs are then partly written). */
-EXPORTED int onnxnn_batch_norm_training_float32(const float *x, const float *scale, const float *bias, float *y,
-                                                float *mean, float *variance, int64_t batch, int64_t channels,
-                                                int64_t plane, float epsilon, int relu, int threads)
+/* Y (N, C, S), mean and variance (C) from C-contiguous float32 X (N, C, S), scale and B (C); with ``residual``
+ * (N, C, S; or NULL), Y + residual in place of Y; ``relu``: then its ReLU in place of it. Returns 0, or 2 when a
+ * thread could not start (the outputs are then partly written). */
+EXPORTED int onnxnn_batch_norm_training_float32(const float *x, const float *scale, const float *bias,
+                                                const float *residual, float *y, float *mean, float *variance,
+                                                int64_t batch, int64_t channels, int64_t plane, float epsilon,
+                                                int relu, int threads)
 {
-    const Share share = {.loop = relu ? relu_forward_loop() : forward_loop(), .x = x, .scale = scale, .bias = bias, .y = y, .mean_out = mean,
-                         .variance_out = variance, .batch = batch, .channels = channels, .plane = plane,
-                         .epsilon = epsilon};
+    void (*loop)(const void *) = residual != NULL ? (relu ? residual_relu_forward_loop() : residual_forward_loop())
+                                                  : (relu ? relu_forward_loop() : forward_loop());
+    const Share share = {.loop = loop, .x = x, .scale = scale, .bias = bias, .residual = residual, .y = y,
+                         .mean_out = mean, .variance_out = variance, .batch = batch, .channels = channels,
+                         .plane = plane, .epsilon = epsilon};
     return run_split(share, threads, channels, batch * channels * plane, 1);
 }
 

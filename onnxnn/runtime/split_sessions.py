@@ -95,35 +95,53 @@ def split_session(plan: GraphPlan, device, build: Callable, compile_model: Calla
     return _cut(build(frozenset(runs)), dict(runs.values()), compile_model, absorbed, threads)
 
 
-def _absorb_readers(plan: GraphPlan, runs: dict, threads: int) -> list:
-    """Gives nodes with a ``compiled_readers`` entry the only reader of their first output, as compiled
-    nodes (updating ``runs``); returns the names of the nodes whose reader the cut drops."""
+# The longest chain of only readers a compiled node is offered (``compiled_readers``): a residual
+# block's Add and ReLU after its last normalization.
+_MOST_READERS = 2
+
+
+def _absorb_readers(plan: GraphPlan, runs: dict, threads: int) -> dict:
+    """Gives nodes with a ``compiled_readers`` entry the chain of only readers of their first output that
+    their entry takes, as compiled nodes (updating ``runs``); returns how many readers the cut drops
+    after each such node, by its name."""
     candidates = [
         (position, node, absorb)
         for position, node in enumerate(plan.nodes)
         if (absorb := compiled_readers.get(node.op_type, node.domain)) is not None
     ]
     if not candidates:
-        return []
+        return {}
     readers: dict = {}  # (id of the producing node, output index) -> positions of the nodes reading it
     for position, node in enumerate(plan.nodes):
         for value in node.inputs:
             if value is not None and value.data is None:
                 readers.setdefault((id(value.node), value.index), []).append(position)
     held = {(id(value.node), value.index) for value in plan.outputs if value.data is None}
-    absorbing = []
-    for position, node, absorb in candidates:
+    taken: set = set()  # readers already absorbed (a residual Add reads two normalizations)
+
+    def only_reader(node):
+        """The only reader of ``node``'s first output, None where it has others, none, is held, or is
+        compiled or absorbed already."""
         read_by = readers.get((id(node), 0), [])
         if len(read_by) != 1 or (id(node), 0) in held:
-            continue
+            return None
         reader = plan.nodes[read_by[0]]
-        if id(reader) in runs:
-            continue
-        absorbed_run = absorb(node, reader, threads)
-        if absorbed_run is not None:
+        return None if id(reader) in runs or id(reader) in taken else reader
+
+    absorbing: dict = {}
+    for position, node, absorb in candidates:
+        chain: list = []
+        reader = only_reader(node)
+        while reader is not None and len(chain) < _MOST_READERS:
+            chain.append(reader)
+            reader = only_reader(reader)
+        absorbed = absorb(node, chain, threads) if chain else None
+        if absorbed is not None:
+            run, count = absorbed
             name = compiled_node_name(node, position)
-            runs[id(node)] = (name, (absorbed_run, position))
-            absorbing.append(name)
+            runs[id(node)] = (name, (run, position))
+            absorbing[name] = count
+            taken.update(map(id, chain[:count]))
     return absorbing
 
 
@@ -139,7 +157,7 @@ def compiled_node_name(node, position: int) -> str:
 
 
 def _cut(
-    model: onnx.ModelProto, runs: dict, compile_model: Callable, absorbed: list, threads: int
+    model: onnx.ModelProto, runs: dict, compile_model: Callable, absorbed: dict, threads: int
 ) -> SplitSession | None:
     graph = model.graph
     if absorbed:
@@ -200,7 +218,7 @@ def _cut(
             slots[name] = len(slots)
     output_slots = [slots[output.name] for output in graph.output]
     arrays = [numpy_helper.to_array(initializers[name]) for name in constants]
-    return SplitSession(result, threads, output_slots, arrays, len(absorbed))
+    return SplitSession(result, threads, output_slots, arrays, sum(absorbed.values()))
 
 
 # onnxruntime's names of element types ("tensor(float)") -> ONNX's.
@@ -247,21 +265,54 @@ def _repeat_views(graph: onnx.GraphProto, stages: dict) -> None:
         nodes[:0] = repeated
 
 
-def _drop_absorbed(graph: onnx.GraphProto, absorbing: list) -> None:
-    """Removes from ``graph`` the reader of each absorbing node's first output: what read the reader's
-    output reads that first output instead, which the absorbing run fills with the reader's output.
-    (The reader is found by what it reads: a profiler's model renames every node but the compiled ones.)"""
-    names = set(absorbing)
-    first_outputs = {node.output[0] for node in graph.node if node.name in names}
+def _drop_absorbed(graph: onnx.GraphProto, absorbing: dict) -> None:
+    """Removes from ``graph`` the readers each absorbing node takes (``absorbing``: their number by the
+    node's name), following the chain of only readers from its first output: the node reads what they
+    read besides the chain (after its own inputs), and what read the last one's output reads that first
+    output instead, which the absorbing run fills with it. (Readers are found by what they read: a
+    profiler's model renames every node but the compiled ones.)"""
     renamed = {}
-    for reader in [node for node in graph.node if any(name in first_outputs for name in node.input)]:
-        renamed[reader.output[0]] = reader.input[0]
-        graph.node.remove(reader)
+    for node in [node for node in graph.node if node.name in absorbing]:
+        passed = node.output[0]
+        for _ in range(absorbing[node.name]):
+            reader = next(candidate for candidate in graph.node if passed in candidate.input)
+            node.input.extend(name for name in reader.input if name != passed)
+            graph.node.remove(reader)
+            renamed[reader.output[0]] = node.output[0]
+            passed = reader.output[0]
     for node in graph.node:
         node.input[:] = [renamed.get(name, name) for name in node.input]
     for output in graph.output:
         if output.name in renamed:
             output.name = renamed[output.name]
+    _sort_topologically(graph)
+
+
+def _sort_topologically(graph: onnx.GraphProto) -> None:
+    """Orders ``graph``'s nodes so that each comes after the nodes computing what it reads, otherwise
+    keeping their order: an absorbing node now reads what its readers read (a residual), which may be
+    computed after it."""
+    producers = {name: index for index, node in enumerate(graph.node) for name in node.output if name}
+    nodes = list(graph.node)
+    placed = [False] * len(nodes)
+    order: list = []
+    for start in range(len(nodes)):
+        stack = [(start, False)]
+        while stack:
+            index, inputs_placed = stack.pop()
+            if placed[index]:
+                continue
+            if inputs_placed:
+                placed[index] = True
+                order.append(nodes[index])
+                continue
+            stack.append((index, True))
+            for name in names_read([nodes[index]]):
+                producer = producers.get(name)
+                if producer is not None and not placed[producer]:
+                    stack.append((producer, False))
+    del graph.node[:]
+    graph.node.extend(order)
 
 
 def _part(model: onnx.ModelProto, nodes: list, inputs: list, outputs: list, initializers: dict, cut: str):

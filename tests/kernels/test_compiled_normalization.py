@@ -81,6 +81,26 @@ def test_the_forward_loop_writes_the_relu_of_its_output_when_asked(shape, build)
     assert np.isnan(rectified[:, 0]).all()
 
 
+@pytest.mark.parametrize("relu", [False, True], ids=["sum", "relu of the sum"])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_forward_loop_adds_a_residual_as_onnxruntimes_add_would(shape, relu, build):
+    # A residual block's end: Y + R rounded once (then its ReLU), the same bits as the loop's Y then
+    # numpy's (IEEE) addition; non-finite residuals pass through as in an addition.
+    x, scale, bias, residual = _inputs(shape, seed=8)
+    residual.reshape(-1)[:3] = [np.inf, -np.inf, np.nan]
+    y, mean, variance = compiled_normalization.batch_norm_training(x, scale, bias, EPSILON)
+    summed, summed_mean, summed_variance = compiled_normalization.batch_norm_training(
+        x, scale, bias, EPSILON, relu=relu, residual=residual
+    )
+    expected = y + residual
+    if relu:
+        expected = np.where(expected < 0, np.float32(0), expected)
+    np.testing.assert_array_equal(summed, expected)
+    np.testing.assert_array_equal(np.signbit(summed), np.signbit(expected))
+    np.testing.assert_array_equal(summed_mean, mean)
+    np.testing.assert_array_equal(summed_variance, variance)
+
+
 @pytest.mark.parametrize("shape", SHAPES)
 def test_the_gradient_loop_is_batch_normalizations_gradient(shape, build):
     x, scale, bias, g = _inputs(shape, seed=1)

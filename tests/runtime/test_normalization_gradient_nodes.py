@@ -17,7 +17,8 @@ import pytest
 import onnxnn
 import onnxnn.nn.functional as F
 from onnxnn.ir.executors import executor
-from onnxnn.kernels import compiled_normalization
+from onnxnn.kernels import compiled_normalization, normalization
+from onnxnn.runtime.realization import clear_cache
 from onnxnn.runtime.split_sessions import SplitSession
 from onnxnn.runtime.tensor import apply_op
 
@@ -185,3 +186,48 @@ def test_on_more_threads_a_normalization_takes_its_loops_only_with_a_relu(thread
     (activation(F.batch_norm(x, None, None, None, None, training=True)) * 1.5).sum().backward()
     x.grad.numpy()
     assert sum(runner.compiled for runner in _cut_runners()) == loops
+
+
+def _normalized_conv(x, weight):
+    return F.batch_norm(F.conv2d(x, weight, padding=1), None, None, None, None, training=True)
+
+
+def _residual_block(rng, shortcut: str):
+    """relu(bn(conv(x)) + shortcut) on a 16-channel 32x32 batch: the shortcut the input itself, another
+    normalization's output (both only read by the Add), or (``"read_twice"``) a sum read again after.
+    No intermediate is held (a held one is a plan output, which the loop does not replace)."""
+    x = onnxnn.tensor(rng.standard_normal((8, 16, 32, 32)).astype(np.float32))
+    weight = onnxnn.tensor(rng.standard_normal((16, 16, 3, 3)).astype(np.float32) * 0.1)
+    if shortcut == "normalized":
+        return F.relu(_normalized_conv(x, weight) + _normalized_conv(x, weight * 0.5)).numpy()
+    if shortcut == "input":
+        return F.relu(x + _normalized_conv(x, weight)).numpy()  # the residual first: the same sum
+    summed = x + _normalized_conv(x, weight)
+    return (F.relu(summed) + summed * 0.5).numpy()
+
+
+@pytest.mark.skipif(not compiled_normalization.available(), reason=f"{compiled_normalization.unavailable_reason()}")
+@pytest.mark.parametrize(
+    "shortcut, absorbed",
+    [("input", 2), ("normalized", 2), ("read_twice", 1)],
+    ids=["identity shortcut", "normalized shortcut", "sum read twice"],
+)
+@pytest.mark.parametrize("threads", ["one_thread", "two_threads"])
+def test_a_residual_blocks_add_and_relu_are_computed_by_the_normalizations_loop(
+    shortcut, absorbed, threads, monkeypatch, request
+):
+    # The loop's sum and ReLU round as onnxruntime's Add and Relu. On one thread the normalization is
+    # the loop either way, so the values are the same bits as with the Add and the ReLU left to the
+    # session; on two, a normalization taking no ReLU or sum is onnxruntime's graph, whose statistics
+    # (sums of 8,192 terms per channel) round differently.
+    request.getfixturevalue(threads)
+    fused = _residual_block(np.random.default_rng(9), shortcut)
+    assert sum(runner.absorbed for runner in _cut_runners()) == absorbed
+    clear_cache()  # every runner, the plan entries' too
+    monkeypatch.setattr(normalization, "_adds_a_residual", lambda add, x: False)
+    unfused = _residual_block(np.random.default_rng(9), shortcut)
+    assert sum(runner.absorbed for runner in _cut_runners()) == 0
+    if threads == "one_thread":
+        np.testing.assert_array_equal(fused, unfused)
+    else:
+        assert_within(fused, unfused, 4 * gamma(8192 + 16) * (np.abs(unfused) + 1))
