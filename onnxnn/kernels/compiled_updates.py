@@ -45,6 +45,9 @@ COMPILED_MIN_ELEMENTS = 1 << 15
 # threads, against one, 300,000 elements 0.31 / 0.28 ms, 670,000 0.53 / 0.61, 1.2 million 0.80 / 1.17,
 # 11.7 million (resnet18) 3.7 / 8.7.
 THREADED_MIN_ELEMENTS = 1 << 20
+# The fewest elements a thread is given: on a machine of many cores a million-element update is not
+# cut into slivers that cost more to hand out than to compute.
+SHARE_MIN_ELEMENTS = 1 << 19
 # Ranges start at multiples of this many elements (a 64-byte line of float32), so that no two
 # threads write one cache line.
 _RANGE_ALIGNMENT = 16
@@ -157,7 +160,9 @@ def loop(op_type: str, dtype: np.dtype, elements: int) -> Callable | None:
                 bits,
             )
 
-        threads = intra_op_thread_count() if elements >= THREADED_MIN_ELEMENTS else 1
+        threads = 1
+        if elements >= THREADED_MIN_ELEMENTS:
+            threads = min(intra_op_thread_count(), max(1, elements // SHARE_MIN_ELEMENTS))
         if threads == 1:
             call(counts, addresses)
             return

@@ -82,6 +82,7 @@ def test_a_hundred_compiled_steps_equal_a_hundred_steps_of_the_numpy_formulas_bi
 def test_updates_shared_among_threads_equal_the_numpy_formulas_bitwise(case, layout, threads, monkeypatch):
     # Every update shared out, its ranges cut inside tensors (and a 0-d one among them).
     monkeypatch.setattr(compiled_updates, "THREADED_MIN_ELEMENTS", 0)
+    monkeypatch.setattr(compiled_updates, "SHARE_MIN_ELEMENTS", 1)
     monkeypatch.setattr(MODE, "intra_op_threads", threads)
     shared = update_chain(case, steps=3, shapes=LAYOUTS[layout])
     monkeypatch.setattr(compiled_updates, "ENABLED", False)
@@ -278,6 +279,7 @@ def test_arrays_of_other_sizes_than_their_tensor_never_reach_the_loop(monkeypatc
 def test_a_forked_child_shares_its_updates_among_threads_of_its_own(monkeypatch):
     # The parent's pool has threads; a forked child has none of them and must start its own.
     monkeypatch.setattr(compiled_updates, "THREADED_MIN_ELEMENTS", 0)
+    monkeypatch.setattr(compiled_updates, "SHARE_MIN_ELEMENTS", 1)
     monkeypatch.setattr(MODE, "intra_op_threads", 2)
     update_chain("momentum", steps=1, shapes=LAYOUTS["tensor by tensor"])
     assert compiled_updates._POOL
@@ -296,3 +298,24 @@ def test_a_forked_child_shares_its_updates_among_threads_of_its_own(monkeypatch)
         os.kill(child, signal.SIGKILL)
     _, status = os.waitpid(child, 0)
     assert verdict == b"ok" and status == 0
+
+
+@needs_the_library
+@pytest.mark.parametrize(
+    "elements, threads, shares", [(1 << 20, 64, 2), (3 << 20, 64, 6), (3 << 20, 2, 2), (1 << 19, 64, 1)]
+)
+def test_each_thread_gets_at_least_half_a_million_elements(elements, threads, shares, monkeypatch):
+    # On many cores a million-element update is not cut into slivers costing more to hand out than to run.
+    monkeypatch.setattr(MODE, "intra_op_threads", threads)
+    asked: list = []
+    original = compiled_updates._shares
+    monkeypatch.setattr(
+        compiled_updates, "_shares", lambda *arguments: asked.append(arguments[-1]) or original(*arguments)
+    )
+    x, g, velocity = (np.full(elements, value, np.float32) for value in (1.0, 2.0, 3.0))
+    new_x, new_velocity = np.empty_like(x), np.empty_like(x)
+    addresses = [compiled_updates.address(array) for array in (x, g, velocity, new_x, new_velocity)]
+    run = compiled_updates.loop("Momentum", np.dtype(np.float32), elements)
+    run([elements], addresses, (0.5, 0.9, None, None), (velocity,), False)
+    assert (asked[0] if asked else 1) == shares
+    np.testing.assert_array_equal(new_velocity, np.float32(0.9) * velocity + g)  # every element updated
