@@ -78,15 +78,17 @@ def test_a_hundred_compiled_steps_equal_a_hundred_steps_of_the_numpy_formulas_bi
 @needs_the_library
 @pytest.mark.parametrize("threads", [2, 3, 7])
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("case", ["momentum-nesterov", "adamw-amsgrad-maximize", "rmsprop-centered-momentum"])
-def test_updates_shared_among_threads_equal_the_numpy_formulas_bitwise(case, layout, threads, monkeypatch):
+def test_updates_shared_among_threads_equal_the_numpy_formulas_bitwise(case, dtype, layout, threads, monkeypatch):
     # Every update shared out, its ranges cut inside tensors (and a 0-d one among them).
     monkeypatch.setattr(compiled_updates, "THREADED_MIN_ELEMENTS", 0)
     monkeypatch.setattr(compiled_updates, "SHARE_MIN_ELEMENTS", 1)
     monkeypatch.setattr(MODE, "intra_op_threads", threads)
-    shared = update_chain(case, steps=3, shapes=LAYOUTS[layout])
+    shared = update_chain(case, dtype=dtype, steps=3, shapes=LAYOUTS[layout])
     monkeypatch.setattr(compiled_updates, "ENABLED", False)
-    for shared_step, formula_step in zip(shared, update_chain(case, steps=3, shapes=LAYOUTS[layout])):
+    formulas = update_chain(case, dtype=dtype, steps=3, shapes=LAYOUTS[layout])
+    for shared_step, formula_step in zip(shared, formulas):
         for result, expected in zip(shared_step, formula_step):
             _assert_same_bits(result, expected)
 
