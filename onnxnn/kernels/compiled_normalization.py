@@ -105,14 +105,11 @@ def batch_norm_training(
     _LOOPS.get()
     x, scale, bias = _float32(x), _float32(scale), _float32(bias)
     added = None if residual is None else _float32(residual)
-    y = recycled_empty(x.shape, _FLOAT32)
-    mean = np.empty(x.shape[1], _FLOAT32)
-    variance = np.empty(x.shape[1], _FLOAT32)
+    y, mean, variance = _outputs(x)
     batch, channels, plane = _layout(x)
     _check(
-        _LOOPS.forward(address(x), address(scale), address(bias), None if added is None else address(added),
-                       address(y), address(mean), address(variance), batch, channels, plane, epsilon, int(relu),
-                       threads),
+        _LOOPS.forward(address(x), address(scale), address(bias), _address_or_null(added), address(y),
+                       address(mean), address(variance), batch, channels, plane, epsilon, int(relu), threads),
         "BatchNormalizationTraining",
     )  # fmt: skip
     return [y, mean, variance]
@@ -129,14 +126,12 @@ def batch_norm_training_gradient(
     g, x = _float32(g), _float32(x)
     scale, mean, variance = _float32(scale), _float32(mean), _float32(variance)
     mask = None if relu_output is None else _float32(relu_output)
-    dx = recycled_empty(x.shape, _FLOAT32)
-    scale_gradient = np.empty(x.shape[1], _FLOAT32)
-    bias_gradient = np.empty(x.shape[1], _FLOAT32)
+    dx, scale_gradient, bias_gradient = _outputs(x)
     batch, channels, plane = _layout(x)
     _check(
         _LOOPS.gradient(address(g), address(x), address(scale), address(mean), address(variance),
-                        None if mask is None else address(mask), address(dx), address(scale_gradient),
-                        address(bias_gradient), batch, channels, plane, epsilon, threads),
+                        _address_or_null(mask), address(dx), address(scale_gradient), address(bias_gradient),
+                        batch, channels, plane, epsilon, threads),
         "BatchNormalizationTrainingGradient",
     )  # fmt: skip
     return [dx, scale_gradient, bias_gradient]
@@ -164,6 +159,16 @@ def unavailable_reason() -> str | None:
 
 def _float32(array: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(array, dtype=_FLOAT32)
+
+
+def _outputs(x: np.ndarray) -> tuple:
+    """A loop's results for ``x`` (N, C, ...): one array of ``x``'s shape (recycled) and two of (C,)."""
+    return recycled_empty(x.shape, _FLOAT32), np.empty(x.shape[1], _FLOAT32), np.empty(x.shape[1], _FLOAT32)
+
+
+def _address_or_null(array: np.ndarray | None) -> int | None:
+    """An optional array's address for the loop, None (NULL) where it is absent."""
+    return None if array is None else address(array)
 
 
 def _layout(x: np.ndarray) -> tuple:

@@ -8,7 +8,6 @@ caches holding them are emptied when the count changes.
 
 from __future__ import annotations
 
-
 from ..ir.caches import clear_caches
 from ..ir.mode import MODE, available_cores, intra_op_thread_count
 
