@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import mmap
 import sys
+import threading
 
 import numpy as np
 
@@ -83,6 +84,10 @@ class _Pool:
 
 
 _pools: dict = {}
+# Taking a buffer (finding it free, then making the view that refers to it) is one step for every
+# thread: compiled nodes run beside onnxruntime's sessions on a thread of their own
+# (runtime/split_sessions.py), and two threads could otherwise both find the same buffer free.
+_TAKING = threading.Lock()
 
 
 def recycled_empty(shape: tuple, dtype) -> np.ndarray:
@@ -96,25 +101,26 @@ def recycled_empty(shape: tuple, dtype) -> np.ndarray:
     elements = math.prod(shape)
     if elements < RECYCLE_MIN_ELEMENTS or _FREE_THREADED:
         return np.empty(shape, dtype)
-    pool = _pools.get((shape, dtype))
-    if pool is None:
-        pool = _pools[(shape, dtype)] = _Pool()
     # Every array handed out is a view of its buffer (numpy makes the buffer any view's ``base``), so
     # the buffer's reference count is what says whether anyone can still read it.
     size = elements * dtype.itemsize
-    index = pool.free_buffer()
-    if index is None:
-        buffer, start = _new_buffer(size, _stagger(len(pool.buffers)), huge_pages=False)
-        if len(pool.buffers) < _MOST_PER_KEY:
-            pool.buffers.append(buffer)
-            pool.starts.append(start)
-            pool.reuses.append(0)
-    else:
-        pool.reuses[index] += 1
-        if pool.reuses[index] == _REUSES_BEFORE_HUGE_PAGES and size >= _HUGE_PAGE_BYTES and _HUGE_PAGES_ADVISABLE:
-            pool.buffers[index], pool.starts[index] = _new_buffer(size, _stagger(index), huge_pages=True)
-        buffer, start = pool.buffers[index], pool.starts[index]
-    return buffer[start : start + size].view(dtype).reshape(shape)
+    with _TAKING:
+        pool = _pools.get((shape, dtype))
+        if pool is None:
+            pool = _pools[(shape, dtype)] = _Pool()
+        index = pool.free_buffer()
+        if index is None:
+            buffer, start = _new_buffer(size, _stagger(len(pool.buffers)), huge_pages=False)
+            if len(pool.buffers) < _MOST_PER_KEY:
+                pool.buffers.append(buffer)
+                pool.starts.append(start)
+                pool.reuses.append(0)
+        else:
+            pool.reuses[index] += 1
+            if pool.reuses[index] == _REUSES_BEFORE_HUGE_PAGES and size >= _HUGE_PAGE_BYTES and _HUGE_PAGES_ADVISABLE:
+                pool.buffers[index], pool.starts[index] = _new_buffer(size, _stagger(index), huge_pages=True)
+            buffer, start = pool.buffers[index], pool.starts[index]
+        return buffer[start : start + size].view(dtype).reshape(shape)
 
 
 def _stagger(index: int) -> int:

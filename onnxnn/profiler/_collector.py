@@ -350,6 +350,7 @@ class Collector:
             )
             if isinstance(runner, SplitSession):
                 runner.stages = [self._timed_stage(*stage) for stage in runner.stages]
+                runner.beside = {}  # one stage at a time, so that each event's time is its own
         finally:
             self.end_range()
         self.sessions[graph.key] = runner

@@ -3,6 +3,8 @@ when the pool holds its one reference, so nothing anyone can still read is ever 
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -112,3 +114,24 @@ def test_buffers_of_two_mebibytes_or_more_that_a_loop_reuses_move_to_huge_pages(
     assert on_huge_pages == [True, True, True]
     assert np.all(held == 5)
     assert len(recycled_buffers._pools[(shape, np.dtype(np.float32))].buffers) == 4
+
+
+def test_a_buffer_is_taken_by_one_thread_at_a_time(monkeypatch):
+    # Compiled nodes run beside onnxruntime's sessions on a thread of their own: while one thread is
+    # finding a free buffer, another asking for one must wait, or both could take the same buffer.
+    original = recycled_buffers._Pool.free_buffer
+    others: list = []
+    finished_meanwhile: list = []
+
+    def free_buffer(pool):
+        if not others:  # the first search: another thread asks for a buffer meanwhile
+            others.append(threading.Thread(target=recycled_empty, args=(LARGE, np.float32)))
+            others[0].start()
+            others[0].join(timeout=0.2)
+            finished_meanwhile.append(not others[0].is_alive())
+        return original(pool)
+
+    monkeypatch.setattr(recycled_buffers._Pool, "free_buffer", free_buffer)
+    recycled_empty(LARGE, np.float32)
+    others[0].join()
+    assert finished_meanwhile == [False]

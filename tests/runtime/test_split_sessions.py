@@ -8,6 +8,11 @@ lengths, and against the same plan run as one session.
 
 from __future__ import annotations
 
+import os
+import select
+import signal
+import threading
+
 import numpy as np
 import pytest
 
@@ -19,6 +24,7 @@ from onnxnn.ir.executors import executor
 from onnxnn.kernels import compiled_convolutions
 from onnxnn.runtime.fastpath import plan_cache
 from onnxnn.runtime.realization import realize
+from onnxnn.runtime import split_sessions
 from onnxnn.runtime.split_sessions import SplitSession
 from onnxnn.runtime.tensor import apply_op
 
@@ -216,3 +222,111 @@ def test_a_view_read_after_a_compiled_node_is_repeated_rather_than_returned(one_
     magnitude = np.abs(gradient).sum() + np.abs(x.reshape(-1))
     bound = _bound(np.maximum(x * 2.0, 0), g).sum() + gamma(gradient.size + 1) * magnitude
     assert_within(values, expected, bound)
+
+
+def _beside_plan(rng):
+    """Three weight gradients: ``a`` of the plan's inputs, read only by the sum at the end; ``b``, whose
+    double a second level's loop ``d`` reads. Stages: a session (relu), the loops a and b, a session
+    (b * 2), the loop d, a session (the sum, which reads a and d)."""
+    x, g = _arrays(rng)
+    h = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
+    x_tensor, g_tensor = onnxnn.tensor(x), onnxnn.tensor(g)
+    a = _weight_gradient((x_tensor * 2.0).relu(), g_tensor)
+    b = _weight_gradient(x_tensor, g_tensor)
+    d = _weight_gradient(b * 2.0, onnxnn.tensor(h))
+    return a.sum() + d.sum(), (x, g, h)
+
+
+def _recorded_runs(monkeypatch) -> list:
+    """The inputs and results of every SplitSession run from now on."""
+    runs: list = []
+    original = SplitSession.__call__
+
+    def call(self, inputs):
+        results = original(self, inputs)
+        runs.append((self, list(inputs), results))
+        return results
+
+    monkeypatch.setattr(SplitSession, "__call__", call)
+    return runs
+
+
+def test_on_two_threads_a_loop_read_only_after_a_later_session_runs_beside_it(two_threads, monkeypatch):
+    runs = _recorded_runs(monkeypatch)
+    total, (x, g, h) = _beside_plan(np.random.default_rng(9))
+    value = total.item()
+    ((runner, inputs, results),) = runs
+    # The sum moved to the last session, so a's loop (the first compiled stage) runs beside the
+    # session computing b * 2; b's and d's results are read by the very next stage.
+    kinds = [is_session for _, _, is_session, _ in runner.stages]
+    assert kinds == [True, False, False, True, False, True]
+    assert runner.beside == {1: 1}
+    a = _formula(np.maximum(x * 2.0, 0), g)
+    b = _formula(x, g)
+    d = _formula(b * 2.0, h)
+    carried = _formula(2 * _bound(x, g), np.abs(h)) + _formula(np.abs(2 * b), np.abs(h)) * gamma(9)
+    bound = (
+        _bound(np.maximum(x * 2.0, 0), g).sum()
+        + 2 * carried.sum()
+        + gamma(a.size + d.size) * (np.abs(a).sum() + np.abs(d).sum())
+    )
+    assert_within(value, a.sum() + d.sum(), bound)
+    # It runs on the side thread; the same stages run one after another give the same bits.
+    run, slots, is_session, position = runner.stages[1]
+    threads_used: list = []
+
+    def noting_its_thread(feeds, threads):
+        threads_used.append(threading.current_thread())
+        return run(feeds, threads)
+
+    runner.stages[1] = (noting_its_thread, slots, is_session, position)
+    runner(inputs)
+    assert threads_used and threads_used[0] is not threading.main_thread()
+    runner.beside = {}
+    for beside, serial in zip(results, runner(inputs)):
+        np.testing.assert_array_equal(beside, serial)
+
+
+def test_on_one_thread_every_stage_runs_in_turn(one_thread):
+    _beside_plan(np.random.default_rng(10))[0].numpy()
+    (runner,) = [runner for runner in _runners() if isinstance(runner, SplitSession)]
+    assert runner.beside == {}
+    # The sum of a stays where it can first run, in the session after the first loops.
+    assert [is_session for _, _, is_session, _ in runner.stages] == [True, False, False, True, False, True]
+
+
+def test_an_error_beside_the_sessions_reaches_the_caller_after_every_stage_stopped(two_threads, monkeypatch):
+    runs = _recorded_runs(monkeypatch)
+    _beside_plan(np.random.default_rng(11))[0].numpy()
+    ((runner, inputs, _),) = runs
+    (index,) = runner.beside
+    _, slots, is_session, position = runner.stages[index]
+
+    def failing(feeds, threads):
+        raise RuntimeError("the loop failed")
+
+    runner.stages[index] = (failing, slots, is_session, position)
+    with pytest.raises(RuntimeError, match="the loop failed"):
+        runner(inputs)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+def test_a_forked_child_runs_loops_beside_its_sessions_on_a_thread_of_its_own(two_threads):
+    # The parent's side thread exists; a forked child has none and must start its own.
+    expected = _beside_plan(np.random.default_rng(12))[0].item()
+    assert split_sessions._BESIDE
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child: the same plan again, then its verdict through the pipe
+        try:
+            same = _beside_plan(np.random.default_rng(12))[0].item() == expected
+            os.write(write_end, b"ok" if same else b"no")
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    finished, _, _ = select.select([read_end], [], [], 60)  # a child waiting on a missing thread never ends
+    verdict = os.read(read_end, 2) if finished else b""
+    if not verdict:
+        os.kill(child, signal.SIGKILL)
+    _, status = os.waitpid(child, 0)
+    assert verdict == b"ok" and status == 0
