@@ -274,7 +274,8 @@ def _cut(
             continue
         computed = [name for node in nodes for name in node.output if name]
         needed_later = wanted.union(*read_later[index + 1 :])
-        outputs = [name for name in computed if name in needed_later]
+        # A view repeated here (``_repeat_views``) that an earlier stage returned already keeps that slot.
+        outputs = [name for name in computed if name in needed_later and name not in slots]
         if not outputs:
             continue
         reads = [name for name in sorted(read_later[index] - set(computed)) if name and name not in initializers]

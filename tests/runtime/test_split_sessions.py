@@ -330,3 +330,23 @@ def test_a_forked_child_runs_loops_beside_its_sessions_on_a_thread_of_its_own(tw
         os.kill(child, signal.SIGKILL)
     _, status = os.waitpid(child, 0)
     assert verdict == b"ok" and status == 0
+
+
+def test_a_held_view_repeated_in_a_later_session_keeps_its_one_slot(one_thread):
+    # The view is an output of the first session (a Tensor holds it) and is repeated in the second,
+    # which reads it beside the loop's result: only the first returns it, so every later slot stays
+    # where the runner looks for it.
+    rng = np.random.default_rng(13)
+    x, g = _arrays(rng)
+    x_tensor = onnxnn.tensor(x)
+    view = (x_tensor[:, :, :3, :3] * 3.0).reshape(-1)
+    total = _weight_gradient((x_tensor * 2.0).relu(), onnxnn.tensor(g)).reshape(-1)[: view.shape[0]] + view
+    realize([total._value, view._value])
+    (runner,) = [runner for runner in _runners() if isinstance(runner, SplitSession)]
+    assert runner.sessions == 2
+    view_expected = (x[:, :, :3, :3] * np.float32(3.0)).reshape(-1)
+    np.testing.assert_array_equal(view.numpy(), view_expected)
+    gradient = _formula(np.maximum(x * 2.0, 0), g).reshape(-1)[: view_expected.size]
+    bound = _bound(np.maximum(x * 2.0, 0), g).reshape(-1)[: view_expected.size]
+    bound = bound + np.finfo(np.float32).eps * np.abs(gradient + view_expected)
+    assert_within(total.numpy(), gradient + view_expected, bound)
