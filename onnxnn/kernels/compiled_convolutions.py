@@ -6,9 +6,10 @@ onnxnn records a convolution's weight gradient as one ``ConvWeightGradient`` nod
 window of the input. With few channels those GEMMs are small (16 x 16 results summing 32,768
 products for a 16-channel layer on 32x32 images) and spend most of their time copying: the loop
 takes a third of their time there (benchmarks/bench_conv_gradients.py). With many channels the
-GEMMs are efficient and the loop is not faster, so it runs only for layers of at most
-``COMPILED_MAX_CHANNELS`` input and output channels, and of at least ``COMPILED_MIN_CHANNELS``
-input channels. Depthwise convolutions' (as many groups as input channels), which onnxruntime
+GEMMs are efficient: the loop runs for layers of at most ``COMPILED_MAX_CHANNELS`` input and
+output channels, wider ones only on the AVX-512 build and over planes of at least
+``WIDE_MIN_OUTPUT_POSITIONS`` positions, and always of at least ``COMPILED_MIN_CHANNELS`` input
+channels. Depthwise convolutions' (as many groups as input channels), which onnxruntime
 runs as one grouped Conv whose kernel is the output gradient, take their own loop at any channel
 count (depthwise_loops.c: a 96-channel 3x3 layer on 56x56 images, batch 8, 24 ms -> 1 ms).
 
@@ -24,6 +25,7 @@ gradients run as before, to the same values up to float32 rounding.
 from __future__ import annotations
 
 import ctypes
+import math
 
 import numpy as np
 
@@ -43,6 +45,12 @@ ENABLED = switched_on_in_environment("ONNXNN_COMPILED_CONVOLUTIONS")
 # 16 7.1 -> 3.0 ms, 32 -> 32 on 16x16 3.8 -> 2.5, 16 -> 32 stride 2 3.6 -> 2.1, 8 -> 16 4.6 -> 2.1,
 # resnet18's 64 -> 64 at 56x56 (batch 8) 32.7 -> 23.6; 256 -> 256 at 14x14 20.6 against 20.7.
 COMPILED_MAX_CHANNELS = 64
+# With AVX-512 (three taps' sums at once) the loop beats those GEMMs for wider layers too, unless G's
+# planes are tiny. One thread, batch 8, the loop's time against the GEMMs': 128 channels at 8x8
+# 0.84, at 28x28 0.69; 256 at 7x7 0.88, at 14x14 0.82; 512 at 7x7 0.90 (batch 32: 0.86); 128 -> 256
+# stride 2 0.77, its 1x1 downsampling 0.94; but 512 at 4x4 1.35 and at 2x2 1.9. The AVX2 build takes
+# 1.1-1.7x the GEMMs' time for all of them, so it keeps to ``COMPILED_MAX_CHANNELS``.
+WIDE_MIN_OUTPUT_POSITIONS = 49
 # The fewest input channels for which it runs. A grayscale input's weight gradient is one small
 # GEMM over all the taps' windows, where the loop would copy all of G channels-last for one
 # channel's products (64 x 1 x 28 x 28 images, 32 output channels: a whole step's gradient call
@@ -65,7 +73,9 @@ class _Library(LoopLibrary):
         self.function = None
         self.depthwise = None
         self.use_build = None
+        self.best_build = None
         self.baseline_only = False
+        self.build = ""  # the build that runs (``BUILDS``)
 
     def bind(self, library) -> None:
         # Each: X, G, dW and the geometry's 15 int64 values, by address; the most threads to use.
@@ -77,7 +87,9 @@ class _Library(LoopLibrary):
         self.use_build = library.onnxnn_convolution_loops_use_build
         self.use_build.argtypes = [ctypes.c_int]
         self.use_build.restype = ctypes.c_int
-        if BUILDS[library.onnxnn_convolution_loops_best_build()] == "baseline":
+        self.best_build = library.onnxnn_convolution_loops_best_build
+        self.build = BUILDS[self.best_build()]
+        if self.build == "baseline":
             # Without AVX2 the loop's 4-wide vectors lose to onnxruntime's GEMMs (16 -> 16 channels:
             # 6.0 ms against 4.5); the tests still check that build's values (use_build).
             self.reason = "this CPU runs only the loop's baseline build, slower than onnxruntime's GEMMs"
@@ -90,15 +102,17 @@ _LOOP = _Library()
 def eligible(x_shape: tuple, g_shape: tuple, dtype, group: int = 1) -> bool:
     """Whether a loop computes the weight gradient of X and G with these shapes, dtype and group count.
 
-    float32, one or two spatial axes, the library present and ``ENABLED``; then either one group, at
-    most ``COMPILED_MAX_CHANNELS`` channels in X and in G and at least ``COMPILED_MIN_CHANNELS`` in X,
-    or a depthwise convolution (as many groups as X has channels).
+    float32, one or two spatial axes, the library present and ``ENABLED``; then either one group and
+    at least ``COMPILED_MIN_CHANNELS`` channels in X, with at most ``COMPILED_MAX_CHANNELS`` in X and
+    in G or, on the AVX-512 build, G's planes of at least ``WIDE_MIN_OUTPUT_POSITIONS`` positions; or
+    a depthwise convolution (as many groups as X has channels).
     """
     if np.dtype(dtype) != _FLOAT32 or len(x_shape) not in (3, 4) or len(g_shape) != len(x_shape):
         return False
     if group == 1:
-        shapes_taken = (
-            COMPILED_MIN_CHANNELS <= x_shape[1] <= COMPILED_MAX_CHANNELS and g_shape[1] <= COMPILED_MAX_CHANNELS
+        shapes_taken = COMPILED_MIN_CHANNELS <= x_shape[1] and (
+            (x_shape[1] <= COMPILED_MAX_CHANNELS and g_shape[1] <= COMPILED_MAX_CHANNELS)
+            or (math.prod(g_shape[2:]) >= WIDE_MIN_OUTPUT_POSITIONS and available() and _LOOP.build == "avx512")
         )
     else:
         shapes_taken = group == x_shape[1] and g_shape[1] % group == 0
@@ -144,7 +158,11 @@ def use_build(name: str | None) -> bool:
     """
     if _LOOP.get() is None:
         return False
-    return _LOOP.use_build(-1 if name is None else BUILDS.index(name)) == 0
+    number = -1 if name is None else BUILDS.index(name)
+    if _LOOP.use_build(number) != 0:
+        return False
+    _LOOP.build = BUILDS[_LOOP.best_build()] if name is None else name
+    return True
 
 
 def available() -> bool:

@@ -205,6 +205,44 @@ def test_depthwise_vector_padding_adds_nothing_even_where_the_input_is_infinite(
     assert_within(result[finite], expected[finite], bound[finite])
 
 
+def test_the_loop_is_the_formula_for_layers_wider_than_its_usual_bound(build):
+    # More channels than COMPILED_MAX_CHANNELS in both operands (the AVX-512 build takes such layers).
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 80, 7, 7)).astype(np.float32)
+    g = rng.standard_normal((2, 72, 7, 7)).astype(np.float32)
+    kernel, strides, dilations, pads = (3, 3), (1, 1), (1, 1), (1, 1)
+    geometry = weight_gradient_geometry(x.shape, g.shape, _geometry(x.shape, [7, 7], kernel, strides, dilations, pads))
+    result = compiled_convolutions.weight_gradient(x, g, geometry)
+    bound = gamma(2 * 49) * _formula(np.abs(x), np.abs(g), kernel, strides, dilations, pads)
+    assert_within(result, _formula(x, g, kernel, strides, dilations, pads), bound)
+
+
+def test_eligibility_reads_the_build_that_runs(build):
+    assert compiled_convolutions._LOOP.build == build
+
+
+# (id, X shape, G shape, taken on the AVX-512 build): layers wider than COMPILED_MAX_CHANNELS, taken
+# only by that build and over G's planes of at least WIDE_MIN_OUTPUT_POSITIONS positions.
+WIDE = [
+    ("128_channels_7x7", (2, 128, 7, 7), (2, 128, 7, 7), True),
+    ("128_channels_6x6", (2, 128, 6, 6), (2, 128, 6, 6), False),
+    ("many_output_channels_7x7", (2, 8, 7, 7), (2, 512, 7, 7), True),
+    ("one_spatial_axis_of_49", (2, 128, 60), (2, 128, 49), True),
+    ("one_spatial_axis_of_48", (2, 128, 60), (2, 128, 48), False),
+    ("grayscale", (2, 1, 7, 7), (2, 128, 7, 7), False),
+]
+
+
+@pytest.mark.parametrize("build_name", ["avx512", "avx2"])
+@pytest.mark.parametrize("case_id, x_shape, g_shape, taken", WIDE, ids=[c[0] for c in WIDE])
+def test_wider_layers_are_taken_by_the_avx512_build_over_large_planes(
+    case_id, x_shape, g_shape, taken, build_name, monkeypatch
+):
+    assert compiled_convolutions.available()  # loaded: it would set the build it finds
+    monkeypatch.setattr(compiled_convolutions._LOOP, "build", build_name)  # what eligibility reads
+    assert compiled_convolutions.eligible(x_shape, g_shape, np.float32) == (taken and build_name == "avx512")
+
+
 # (id, X shape, G shape, dtype, groups): what stays with onnxruntime's GEMMs or numpy's matmuls.
 NOT_ELIGIBLE = [
     ("float64", (2, 8, 5, 5), (2, 8, 5, 5), np.float64, 1),
