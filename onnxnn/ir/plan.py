@@ -28,6 +28,7 @@ __all__ = [
     "plan_opset",
     "realize_alongside",
     "realize_together",
+    "together_with",
     "names_read",
     "work_estimate",
     "OPSET_VERSION",
@@ -115,15 +116,43 @@ def realize_together(values) -> None:
 
     A backward registers the gradients it left in the leaves' ``.grad``: they share its whole
     history, whose intermediates no live tensor holds, so a loop reading them one at a time (a
-    gradient norm per parameter) would otherwise run that history once per gradient.
+    gradient norm per parameter) would otherwise run that history once per gradient. The values
+    of an enclosing ``together_with`` join the group (a backward's loss).
     """
     group = [value for value in values if value.data is None]
+    if group and MODE.trace is not None:  # a traced backward's replay asks the same, in the same order
+        MODE.trace.together.append(group)
+    if _joining:
+        present = set(map(id, group))
+        group += [value for value in _joining[-1] if value.data is None and id(value) not in present]
     if len(group) > 1:
         # Weakly: a group that nobody computes (gradients dropped unread) keeps no graph alive.
         _groups.append([weakref.ref(value) for value in group])
         del _groups[:-_MOST_GROUPS]
-        if MODE.trace is not None:  # a traced backward's replay asks the same, in the same order
-            MODE.trace.together.append(group)
+
+
+# The values every group registered inside ``together_with`` blocks takes, innermost last.
+_joining: list = []
+
+
+class together_with:
+    """Within this block, every group that ``realize_together`` registers also takes ``values``.
+
+    A backward puts its loss in its gradients' group: a loss read before the optimizer's step
+    (``loss.backward(); total += loss.item(); optimizer.step()``) is then computed with the
+    gradients, by one run of the forward pass, instead of by a run of its own whose intermediates
+    the gradients' run would compute again.
+    """
+
+    def __init__(self, values):
+        self.values = list(values)
+
+    def __enter__(self) -> "together_with":
+        _joining.append(self.values)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        _joining.pop()
 
 
 def _group_members(visit, mark: int, device) -> list:
@@ -139,8 +168,11 @@ def _group_members(visit, mark: int, device) -> list:
                 kept.append(references)
             continue
         for value in group:
-            if value.node.plan_mark != mark and value.device == device and is_held(value):
-                _visit_deep(visit, value.node)
+            if value.device == device and is_held(value):
+                # A value whose node the plan has already (an unread output of a node with several: a
+                # batch normalization's parameter gradients beside its input's) is added like one it visits.
+                if value.node.plan_mark != mark:
+                    _visit_deep(visit, value.node)
                 added.append(value)
     _groups[:] = kept
     return added
@@ -238,7 +270,11 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
             added += _group_members(visit, mark, device)
         # One that another added value reads (it carries ``mark`` once both are visited) is left to
         # the held values below, which become outputs anyway: no value is an output twice.
-        outputs.extend(value for value in added if value.plan_mark != mark)
+        known = set(map(id, outputs))
+        for value in added:
+            if value.plan_mark != mark and id(value) not in known:
+                known.add(id(value))
+                outputs.append(value)
     del visit  # the closure refers to itself: clearing it frees this walk without the cycle collector
 
     if include_shared:
@@ -275,7 +311,9 @@ def _companions_joining(visit, mark: int, device) -> list:
         if value is None or value.data is not None or not is_held(value):
             del _companions[key]  # gone, computed meanwhile, or dropped by its user: forgotten
         elif value.node.plan_mark == mark:
-            del _companions[key]  # the plan computes it already (as a target or an intermediate)
+            # The plan has its node: it is a target, an intermediate, or an unread output beside them.
+            added.append(value)
+            del _companions[key]
         elif value.device == device and _joins_plan(value.node, mark):
             _visit_deep(visit, value.node)
             added.append(value)

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..ir.graph import hold, static_constant
 from ..ir.mode import MODE
-from ..ir.plan import realize_alongside, realize_together
+from ..ir.plan import realize_alongside, realize_together, together_with
 from ..ir.registry import unmaterialized_gradients
 from . import tensor as _tensor  # circular (tensor imports backward): attributes are read at call time
 from .autograd import FREED_MESSAGE, AccumulateGrad, Function, sum_to_shape
@@ -338,16 +338,20 @@ def run_backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bo
                     "backward(inputs=...) with non-leaf tensors is not supported; use autograd.grad for them"
                 )
             accumulate_only.add(tensor._grad_accumulator())
-    if (
-        MODE.fast_path
-        and accumulate_only is None
-        and not create_graph
-        and len(roots) == 1
-        and not MODE.eager
-        and backward_replay.backward(roots[0], root_grads[0], retain_graph, ENGINE)
-    ):
-        return  # a structure seen before: its traced backward was replayed
-    _execute(roots, root_grads, retain_graph=retain_graph, create_graph=create_graph, accumulate_only=accumulate_only)
+    # The loss joins its gradients' group: read before the optimizer's step, it is computed with them.
+    with together_with([tensor._value for tensor in tensors]):
+        if (
+            MODE.fast_path
+            and accumulate_only is None
+            and not create_graph
+            and len(roots) == 1
+            and not MODE.eager
+            and backward_replay.backward(roots[0], root_grads[0], retain_graph, ENGINE)
+        ):
+            return  # a structure seen before: its traced backward was replayed
+        _execute(
+            roots, root_grads, retain_graph=retain_graph, create_graph=create_graph, accumulate_only=accumulate_only
+        )
 
 
 def grad(

@@ -3,9 +3,9 @@
 The gradients ``loss.backward()`` leaves in the leaves' ``.grad`` share one pending history, whose
 intermediates no live tensor holds. The first realization that computes any of them computes all
 that are still held (``ir.plan.realize_together``), so a loop over the parameters reading each
-gradient costs one run of the backward, not one per parameter. A realization that computes none of
-them (the loss, read after the backward) leaves them pending, for the optimizer's step to compute
-with its update.
+gradient costs one run of the backward, not one per parameter. The loss joins them: read after the
+backward and before the optimizer's step, it is computed with the gradients (the step then runs
+only the update), rather than by a run of the forward pass that the gradients' run would repeat.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import onnxnn
 import onnxnn.nn.functional as F
 import onnxnn.runtime.realization as realization
 from onnxnn import nn
+from onnxnn.ir.plan import realize_alongside, realize_together
 
 
 @pytest.fixture
@@ -86,28 +87,52 @@ def test_gradients_read_one_at_a_time_equal_those_computed_with_the_step():
         np.testing.assert_array_equal(gradient, expected)
 
 
-def test_reading_the_loss_after_the_backward_leaves_the_gradients_for_the_step(plans):
+def test_reading_the_loss_after_the_backward_computes_the_gradients_with_it(plans):
     model = _model()
     optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.1)
-    for step in range(3):
+    for step in range(3):  # the general driver, then the traced backward's replays
         loss = _backward(model, step)
+        del plans[:]
         loss.item()
-        assert all(_pending(p.grad) for p in model.parameters())
+        # One run: the loss and every gradient (the forward pass runs once for both).
+        (outputs,) = plans
+        gradients = {id(p.grad._value) for p in model.parameters()}
+        assert gradients <= set(map(id, outputs)) and loss._value in outputs
         del plans[:]
         optimizer.step()
         [p.detach().numpy() for p in model.parameters()]
-        # The gradients and the update in one realization.
-        assert len(plans) == 1
+        # Then the update alone: it reads the computed gradients.
+        assert len(plans) == 1 and len(plans[0]) == len(gradients)
 
 
 def test_a_gradient_nobody_holds_any_more_is_not_computed():
     model = _model()
-    _backward(model, 0).item()
+    loss = _backward(model, 0)
     dropped = model[0].weight.grad._value  # the value only: no live tensor holds it once .grad is cleared
     model[0].weight.grad = None
     model[4].bias.grad.numpy()
     assert dropped.data is None
     assert not any(_pending(p.grad) for p in model.parameters() if p.grad is not None)
+    assert not _pending(loss)
+
+
+@pytest.mark.parametrize("read", ["a_weights_gradient", "the_loss"])
+def test_a_normalizations_parameter_gradients_are_computed_with_its_inputs(read, plans):
+    # A batch normalization's gradient node has three outputs: its input's gradient, which the
+    # convolution's gradients read, and its scale's and bias's, which nothing reads. Computed by the
+    # same run as the others, they are returned by it, not computed again by another.
+    model = _batch_norm_model()
+    rng = np.random.default_rng(3)
+    x = onnxnn.tensor(rng.standard_normal((4, 3, 6, 6)).astype(np.float32))
+    loss = F.cross_entropy(model(x), onnxnn.tensor(rng.integers(0, 3, 4)))
+    loss.backward()
+    del plans[:]
+    if read == "the_loss":
+        loss.item()
+    else:
+        model[0].weight.grad.numpy()
+    assert len(plans) == 1
+    assert not any(_pending(p.grad) for p in model.parameters())
 
 
 def test_gradients_dropped_unread_keep_no_graph_alive():
@@ -192,3 +217,25 @@ def test_every_normalization_with_running_statistics_computes_them_in_the_step(n
         _batch_norm_step(model, optimizer, step)[1].item()
         assert len(plans) == 1
         assert not _pending(model[1].running_mean) and not _pending(model[1].running_var)
+
+
+# ---------------------------------------------------------------- outputs beside those a run reads
+
+
+@pytest.mark.parametrize("ask", ["alongside", "together"])
+def test_an_unread_output_of_a_node_the_run_computes_is_returned_by_it(ask, plans):
+    # One Split node's two halves: the sum reads the first; the second, which nothing reads, asked
+    # for with the first's realization, comes from that run as the node's second output.
+    x = onnxnn.tensor(np.random.default_rng(4).standard_normal((4, 5)).astype(np.float32))
+    first, second = (x * 2.0).chunk(2)
+    assert first._value.node is second._value.node
+    if ask == "alongside":
+        realize_alongside(second._value)
+    else:
+        realize_together([first._value, second._value])
+    total = first.sum()
+    del plans[:]
+    total.numpy()
+    assert len(plans) == 1 and second._value in plans[0]
+    np.testing.assert_array_equal(second.numpy(), x.numpy()[2:] * np.float32(2.0))
+    assert len(plans) == 1
