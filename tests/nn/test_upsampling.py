@@ -13,6 +13,7 @@ of at most 4 taps per axis (64 in 3-d), held to Higham's ``gamma(taps)`` times t
 from __future__ import annotations
 
 import math
+import zlib
 
 import numpy as np
 import pytest
@@ -40,8 +41,9 @@ def _cubic(d, a=-0.75):
     )
 
 
-def axis_matrix(size_in, size_out, mode, align_corners, scale_factor):
-    """The (out, in) sampling matrix PyTorch's documentation describes for one axis."""
+def axis_matrix(size_in, size_out, mode, align_corners, scale_factor, support=False):
+    """The (out, in) sampling matrix PyTorch's documentation describes for one axis; ``support``: 1
+    at every tap each output reads instead (a bicubic tap of weight 0 too: its weight's slope is not)."""
     s = 1.0 / scale_factor if scale_factor is not None else size_in / size_out
     matrix = np.zeros((size_out, size_in))
     for dst in range(size_out):
@@ -60,7 +62,8 @@ def axis_matrix(size_in, size_out, mode, align_corners, scale_factor):
             if mode == "cubic":
                 base = math.floor(src)
                 for offset in range(-1, 3):
-                    matrix[dst, min(max(base + offset, 0), size_in - 1)] += _cubic(src - (base + offset))
+                    weight = 1.0 if support else _cubic(src - (base + offset))
+                    matrix[dst, min(max(base + offset, 0), size_in - 1)] += weight
             else:
                 src = max(src, 0.0)
                 left = min(int(math.floor(src)), size_in - 1)
@@ -72,16 +75,20 @@ def axis_matrix(size_in, size_out, mode, align_corners, scale_factor):
 
 
 def interpolate_reference(x, out_sizes, mode, align_corners=False, scale_factors=None):
-    """(resampled, bound on |terms|): the separable reference and the sum of |weight * x| per output."""
+    """(resampled, bound on |terms|, reach): the separable reference, the sum of |weight * x| per
+    output, and the sum of |x| over every tap it reads (``axis_matrix``'s support)."""
     mode = {"linear": "linear", "bilinear": "linear", "trilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
     result, magnitude = x.astype(np.float64), np.abs(x.astype(np.float64))
+    reach = magnitude
     for i, size_out in enumerate(out_sizes):
         axis = 2 + i
         factor = None if scale_factors is None else scale_factors[i]
         matrix = axis_matrix(x.shape[axis], size_out, mode, align_corners, factor)
+        support = axis_matrix(x.shape[axis], size_out, mode, align_corners, factor, support=True) != 0
         result = np.moveaxis(np.tensordot(matrix, result, axes=([1], [axis])), 0, axis)
         magnitude = np.moveaxis(np.tensordot(np.abs(matrix), magnitude, axes=([1], [axis])), 0, axis)
-    return result, magnitude
+        reach = np.moveaxis(np.tensordot(support, reach, axes=([1], [axis])), 0, axis)
+    return result, magnitude, reach
 
 
 # (id, input shape, interpolate kwargs, expected spatial output size, scale factors the coordinates use)
@@ -122,18 +129,22 @@ def _run(executor, dtype, x, kwargs):
 @pytest.mark.parametrize("executor, dtype", EXECUTOR_DTYPES, ids=lambda v: str(v).replace("onnxnn.", ""))
 @pytest.mark.parametrize("case_id, shape, kwargs, out_sizes, factors", CASES, ids=[c[0] for c in CASES])
 def test_interpolate_matches_the_documented_sampling(case_id, shape, kwargs, out_sizes, factors, executor, dtype):
-    x = RNG.standard_normal(shape)
+    # The case's own input, whatever ran before it in this process.
+    x = np.random.default_rng(zlib.crc32(f"{case_id} {executor} {dtype}".encode())).standard_normal(shape)
     out_shape, actual = _run(executor, dtype, x, kwargs)
     assert tuple(out_shape) == shape[:2] + tuple(out_sizes)
-    expected, magnitude = interpolate_reference(
+    expected, magnitude, reach = interpolate_reference(
         x, out_sizes, kwargs.get("mode", "nearest"), kwargs.get("align_corners", False), factors
     )
     numpy_dtype = np.float32 if dtype == onnxnn.float32 else np.float64
-    # Rounding the input to the dtype, up to 4 taps per axis summed (the area windows are smaller), and
-    # source coordinates computed in the dtype: off by up to (size * u), which moves a weight by at most
-    # twice that (the kernels' slopes are at most 2 in magnitude).
-    taps = 4 ** len(out_sizes) + 1 + 2 * max(max(shape[2:]), max(out_sizes))
-    bound = 2 * gamma(taps, numpy_dtype) * magnitude + 1e-300
+    # Rounding the input to the dtype and up to 4 taps per axis summed (the area windows are smaller):
+    # gamma(taps) of the terms' magnitude. Source coordinates computed in the dtype, off by up to
+    # (size * u): each weight moves by at most twice that (the kernels' slopes are at most 2 in
+    # magnitude, the other axes' weights at most 1), a weight of 0 too, so per axis that times the
+    # |x| of every tap read.
+    taps = 4 ** len(out_sizes) + 1
+    coordinate = 2 * max(max(shape[2:]), max(out_sizes)) * np.finfo(numpy_dtype).eps / 2
+    bound = 2 * gamma(taps, numpy_dtype) * magnitude + len(out_sizes) * 2 * coordinate * reach + 1e-300
     assert np.all(np.abs(actual - expected) <= bound), f"max error {np.max(np.abs(actual - expected)):.3g}"
 
 
@@ -264,15 +275,17 @@ def test_interpolate_runs_in_half_precision(kwargs, dtype, u, executor):
     with onnxnn.set_executor(executor):
         out = F.interpolate(x, **kwargs)
     assert out.dtype == dtype
-    expected, magnitude = interpolate_reference(
+    expected, magnitude, reach = interpolate_reference(
         x.float().numpy(),
         list(out.shape[2:]),
         kwargs.get("mode", "nearest"),
         kwargs.get("align_corners", False),
         [2.0, 2.0] if "scale_factor" in kwargs else None,
     )
-    # 16 taps and the output's own rounding in the half type, plus coordinates computed in it (size * u).
-    assert np.all(np.abs(out.float().numpy() - expected) <= (16 + 2 + 2 * 7) * u * magnitude + u * np.abs(expected))
+    # 16 taps and the output's own rounding in the half type, plus coordinates computed in it: off by
+    # up to size * u (size at most 7), moving each weight of the two axes by twice that.
+    bound = (16 + 2) * u * magnitude + 2 * 2 * 7 * u * reach + u * np.abs(expected)
+    assert np.all(np.abs(out.float().numpy() - expected) <= bound)
 
 
 def test_resize_gradient_is_itself_differentiable():
@@ -300,7 +313,7 @@ def test_resize_gradient_is_itself_differentiable():
 )
 def test_upsampling_modules_are_interpolate_and_export(module, kwargs, shape):
     x = RNG.standard_normal(shape).astype(np.float32)
-    expected, magnitude = interpolate_reference(
+    expected, magnitude, _ = interpolate_reference(
         x,
         [
             int(v)
