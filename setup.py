@@ -1,7 +1,7 @@
 """Builds onnxnn's compiled loops where a C compiler is present: the optimizer updates
 (onnxnn/kernels/update_loops.c), and the layers' loops: the convolutions' weight gradients
-(convolution_loops.c, depthwise_loops.c) and batch normalization's and ReLU's training passes
-(normalization_loops.c).
+(convolution_loops.c, depthwise_loops.c), batch normalization's and ReLU's training passes
+(normalization_loops.c) and max pooling's gradient (pooling_loops.c).
 
 Everything else is in pyproject.toml. The libraries are optional: where one does not build (no
 compiler), what it computes runs as before it, as numpy formulas or onnxruntime graphs, with the
@@ -52,6 +52,7 @@ setup(
                 "onnxnn/kernels/convolution_loops.c",
                 "onnxnn/kernels/depthwise_loops.c",
                 "onnxnn/kernels/normalization_loops.c",
+                "onnxnn/kernels/pooling_loops.c",
             ],
             depends=["onnxnn/kernels/convolution_loops.h"],
             optional=True,

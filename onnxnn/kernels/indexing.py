@@ -12,6 +12,8 @@ import numpy as np
 
 from ._common import normalize_axis, to_scalar
 from ..ir.kernel_registry import ALL_TYPES, NUMERIC, kernels
+from ..ir.registry import compiled_forms
+from . import compiled_pooling
 
 __all__: list[str] = []
 
@@ -130,6 +132,18 @@ def scatter_elements(xp, inputs, attrs):
     out = data.copy()
     index = _elements_index(xp, indices, axis, data.shape[axis], "ScatterElements")
     return [_scatter(xp, out, index, updates, attrs.get("reduction", "none"))]
+
+
+@compiled_forms.register("ScatterElements")
+def _compiled_scatter_add(node, threads: int):
+    """onnxnn's sessions run a large float32 one-axis ScatterElements that adds (max pooling's gradient
+    routing the output gradient to the Indices) as the compiled loop: the same sums, in the same order."""
+    data, indices = node.inputs[:2]
+    if indices.dtype.numpy_dtype != np.int64 or not compiled_pooling.eligible_scatter_add(
+        data.shape, data.dtype.numpy_dtype, node.attrs
+    ):
+        return None
+    return lambda arrays, threads: [compiled_pooling.scatter_add(*arrays)]
 
 
 @kernels.register("NonZero", types=ALL_TYPES, native_low_precision=True)

@@ -16,6 +16,8 @@ from ..ir.attributes import auto_pad_mode  # the shape rules read it the same wa
 from ._common import auto_pads, lowest, reduce_max, reduce_mean, reduce_sum, spatial_attributes
 from .conv import pad_spatial, sliding_windows
 from ..ir.kernel_registry import FLOATING, kernels
+from ..ir.registry import compiled_forms
+from . import compiled_pooling
 
 __all__: list[str] = []
 
@@ -73,6 +75,30 @@ def max_pool(xp, inputs, attrs):
             xp, x.shape, winner, kernel, strides, dilations, begins, output_shape, attrs.get("storage_order", 0)
         ),
     ]
+
+
+class _CompiledMaxPoolWithIndices:
+    """A MaxPool node's run as the compiled loop: ``[Y, Indices]`` of the arrays' ``[X]``."""
+
+    # Y has X's dtype, the Indices are int64 (what runtime/split_sessions.py tells later sessions).
+    output_dtypes = (None, np.dtype(np.int64))
+
+    def __init__(self, attrs: dict):
+        self.attrs = attrs
+
+    def __call__(self, arrays: list, threads: int) -> list:
+        kernel, strides, dilations, begins, _, output_shape, _ = _pool_geometry(arrays[0], self.attrs)
+        return compiled_pooling.max_pool_with_indices(arrays[0], kernel, strides, dilations, begins, output_shape)
+
+
+@compiled_forms.register("MaxPool")
+def _compiled_max_pool_with_indices(node, threads: int):
+    """onnxnn's sessions run a large float32 2-d MaxPool with Indices (max pooling's gradient recomputes it)
+    as the compiled loop, outside onnxruntime: the same values, several times faster."""
+    x = node.inputs[0]
+    if not compiled_pooling.eligible_max_pool(x.shape, x.dtype.numpy_dtype, node.attrs, node.num_outputs):
+        return None
+    return _CompiledMaxPoolWithIndices(node.attrs)
 
 
 def _max_pool_indices(xp, shape, winner, kernel, strides, dilations, begins, output_shape, storage_order):

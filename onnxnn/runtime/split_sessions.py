@@ -268,9 +268,12 @@ def _cut(
                 run, position = runs[node.name]
                 result.append((run, [slots[name] for name in node.input], False, position))
                 counts.append(len(node.output))
-                for name in node.output:
+                # A compiled form's results have its first input's dtype, except where its run names
+                # others (``output_dtypes``: a MaxPool's Indices are int64).
+                dtypes = getattr(run, "output_dtypes", None) or [None] * len(node.output)
+                for name, dtype in zip(node.output, dtypes):
                     slots[name] = len(slots)
-                    types[name] = types[node.input[0]]  # the compiled forms keep their input's dtype
+                    types[name] = types[node.input[0]] if dtype is None else helper.np_dtype_to_tensor_dtype(dtype)
             continue
         computed = [name for node in nodes for name in node.output if name]
         needed_later = wanted.union(*read_later[index + 1 :])
