@@ -122,9 +122,9 @@ def realize_together(values) -> None:
     group = [value for value in values if value.data is None]
     if group and MODE.trace is not None:  # a traced backward's replay asks the same, in the same order
         MODE.trace.together.append(group)
-    if _joining:
+    if _joining:  # a new list: the trace keeps the values asked for, which its replay asks for again
         present = set(map(id, group))
-        group += [value for value in _joining[-1] if value.data is None and id(value) not in present]
+        group = group + [value for value in _joining[-1] if value.data is None and id(value) not in present]
     if len(group) > 1:
         # Weakly: a group that nobody computes (gradients dropped unread) keeps no graph alive.
         _groups.append([weakref.ref(value) for value in group])

@@ -239,3 +239,35 @@ def test_an_unread_output_of_a_node_the_run_computes_is_returned_by_it(ask, plan
     assert len(plans) == 1 and second._value in plans[0]
     np.testing.assert_array_equal(second.numpy(), x.numpy()[2:] * np.float32(2.0))
     assert len(plans) == 1
+
+
+def test_a_traced_backward_keeps_no_loss_alive():
+    # The loss joins the gradients' group at each backward, the traced one's too: the trace keeps the
+    # gradients it asked for, never that step's loss (its replays would hold it for good).
+    import gc
+    import weakref
+
+    model = _model()
+    optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for step in range(3):
+        loss = _backward(model, step)
+        losses.append(weakref.ref(loss._value))
+        optimizer.step()
+        loss.item()
+    del loss
+    gc.collect()
+    assert [reference() for reference in losses] == [None] * 3
+
+
+def test_a_single_gradient_is_computed_with_the_loss_on_replayed_backwards_too(plans):
+    onnxnn.manual_seed(0)
+    layer = nn.Linear(6, 1, bias=False)
+    x = onnxnn.tensor(np.random.default_rng(7).standard_normal((5, 6)).astype(np.float32))
+    for step in range(3):  # the general driver, then the traced backward's replays
+        layer.zero_grad()
+        loss = (layer(x) * float(step + 1)).pow(2).sum()
+        loss.backward()
+        del plans[:]
+        loss.item()
+        assert len(plans) == 1 and layer.weight.grad._value in plans[0]

@@ -354,7 +354,7 @@ class _Template:
             else:
                 lines.append(f"    order[{position}].variable.grad = Tensor._from_value(value_{ref})")
         for group in self.together:  # computed together when any is (ir.plan.realize_together)
-            if len(group) > 1:
+            if group:  # one gradient still joins the backward's loss (ir.plan.together_with)
                 lines.append("    realize_together((" + "".join(f"value_{ref}, " for ref in group) + "))")
         if self.functions:
             lines.append("    if not retain_graph:  # what the general driver frees, as it runs each function")
