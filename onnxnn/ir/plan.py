@@ -88,13 +88,11 @@ _MOST_COMPANIONS = 1024
 def realize_alongside(value) -> None:
     """Asks the next realization that computes part of ``value``'s history to compute ``value`` too.
 
-    ``loss.backward()`` registers the loss: the optimizer's step realizes the parameters through a
-    graph that runs the forward pass but not the loss's last few nodes (the gradient does not need
-    them), and reading the loss afterwards would run the whole forward pass again in a second graph.
     A BatchNorm layer in training registers its running statistics, which read the batch's
     statistics: left pending, each step's would keep that step's whole forward graph (its weights,
     its input) alive, to be run again when they are read. Only a value still held when that
-    realization comes is computed.
+    realization comes is computed. (A backward's loss joins its gradients' group instead,
+    ``together_with``: the step computes the loss with them, and a loss read first computes them.)
     """
     if value.data is not None:
         return
@@ -138,8 +136,10 @@ _joining: list = []
 class together_with:
     """Within this block, every group that ``realize_together`` registers also takes ``values``.
 
-    A backward puts its loss in its gradients' group: a loss read before the optimizer's step
-    (``loss.backward(); total += loss.item(); optimizer.step()``) is then computed with the
+    A backward puts its loss in its gradients' group. The optimizer's step, which computes the
+    gradients, then computes the loss too (its last few nodes, which the gradients do not need),
+    rather than leaving a second run of the forward pass to reading it; and a loss read before the
+    step (``loss.backward(); total += loss.item(); optimizer.step()``) is computed with the
     gradients, by one run of the forward pass, instead of by a run of its own whose intermediates
     the gradients' run would compute again.
     """

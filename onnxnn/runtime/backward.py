@@ -16,7 +16,7 @@ import numpy as np
 
 from ..ir.graph import hold, static_constant
 from ..ir.mode import MODE
-from ..ir.plan import realize_alongside, realize_together, together_with
+from ..ir.plan import realize_together, together_with
 from ..ir.registry import unmaterialized_gradients
 from . import tensor as _tensor  # circular (tensor imports backward): attributes are read at call time
 from .autograd import FREED_MESSAGE, AccumulateGrad, Function, sum_to_shape
@@ -322,10 +322,6 @@ def run_backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bo
         retain_graph = create_graph
     root_grads = _root_gradients(tensors, list(grad_tensors))
     roots = [_edge_of(t) for t in tensors]
-    for tensor in tensors:
-        # The loss is usually read after the optimizer's step: computed then with the gradients'
-        # graph, which runs the forward pass anyway, rather than by a second run of the forward.
-        realize_alongside(tensor._value)
     accumulate_only = None
     if inputs is not None:
         inputs = [inputs] if isinstance(inputs, _tensor.Tensor) else list(inputs)
@@ -338,7 +334,8 @@ def run_backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bo
                     "backward(inputs=...) with non-leaf tensors is not supported; use autograd.grad for them"
                 )
             accumulate_only.add(tensor._grad_accumulator())
-    # The loss joins its gradients' group: read before the optimizer's step, it is computed with them.
+    # The loss joins its gradients' group: read after the optimizer's step, it is computed with the
+    # gradients' graph, which runs the forward pass anyway; read before it, it computes them too.
     with together_with([tensor._value for tensor in tensors]):
         if (
             MODE.fast_path
