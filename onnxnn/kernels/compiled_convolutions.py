@@ -33,7 +33,7 @@ from ..ir.conv_weight_gradient import WeightGradientGeometry
 from ..ir.mode import switched_on_in_environment
 from .loop_libraries import LoopLibrary
 
-__all__ = ["eligible", "weight_gradient", "available", "unavailable_reason", "use_build", "BUILDS"]
+__all__ = ["eligible", "weight_gradient", "available", "unavailable_reason", "use_build", "running_build", "BUILDS"]
 
 ENABLED = switched_on_in_environment("ONNXNN_COMPILED_CONVOLUTIONS")
 
@@ -58,7 +58,7 @@ WIDE_MIN_OUTPUT_POSITIONS = 49
 COMPILED_MIN_CHANNELS = 3
 
 # convolution_loops.c's CONVOLUTION_LOOPS_VERSION, which changes with its functions' signatures.
-_VERSION = 3
+_VERSION = 4
 _LIBRARY = f"{__package__}._layer_loops"
 _FLOAT32 = np.dtype(np.float32)
 # The loop's builds, best first, as convolution_loops.c numbers them.
@@ -73,9 +73,8 @@ class _Library(LoopLibrary):
         self.function = None
         self.depthwise = None
         self.use_build = None
-        self.best_build = None
+        self.chosen_build = None
         self.baseline_only = False
-        self.build = ""  # the build that runs (``BUILDS``)
 
     def bind(self, library) -> None:
         # Each: X, G, dW and the geometry's 15 int64 values, by address; the most threads to use.
@@ -87,9 +86,9 @@ class _Library(LoopLibrary):
         self.use_build = library.onnxnn_convolution_loops_use_build
         self.use_build.argtypes = [ctypes.c_int]
         self.use_build.restype = ctypes.c_int
-        self.best_build = library.onnxnn_convolution_loops_best_build
-        self.build = BUILDS[self.best_build()]
-        if self.build == "baseline":
+        self.chosen_build = library.onnxnn_convolution_loops_chosen_build
+        self.chosen_build.restype = ctypes.c_int
+        if BUILDS[library.onnxnn_convolution_loops_best_build()] == "baseline":
             # Without AVX2 the loop's 4-wide vectors lose to onnxruntime's GEMMs (16 -> 16 channels:
             # 6.0 ms against 4.5); the tests still check that build's values (use_build).
             self.reason = "this CPU runs only the loop's baseline build, slower than onnxruntime's GEMMs"
@@ -112,7 +111,7 @@ def eligible(x_shape: tuple, g_shape: tuple, dtype, group: int = 1) -> bool:
     if group == 1:
         shapes_taken = COMPILED_MIN_CHANNELS <= x_shape[1] and (
             (x_shape[1] <= COMPILED_MAX_CHANNELS and g_shape[1] <= COMPILED_MAX_CHANNELS)
-            or (math.prod(g_shape[2:]) >= WIDE_MIN_OUTPUT_POSITIONS and available() and _LOOP.build == "avx512")
+            or (math.prod(g_shape[2:]) >= WIDE_MIN_OUTPUT_POSITIONS and running_build() == "avx512")
         )
     else:
         shapes_taken = group == x_shape[1] and g_shape[1] % group == 0
@@ -158,11 +157,15 @@ def use_build(name: str | None) -> bool:
     """
     if _LOOP.get() is None:
         return False
-    number = -1 if name is None else BUILDS.index(name)
-    if _LOOP.use_build(number) != 0:
-        return False
-    _LOOP.build = BUILDS[_LOOP.best_build()] if name is None else name
-    return True
+    return _LOOP.use_build(-1 if name is None else BUILDS.index(name)) == 0
+
+
+def running_build() -> str | None:
+    """The build the loop runs (one of ``BUILDS``: ``use_build``'s choice, else the best this CPU
+    runs), or None without the library."""
+    if _LOOP.get() is None:
+        return None
+    return BUILDS[_LOOP.chosen_build()]
 
 
 def available() -> bool:

@@ -34,7 +34,7 @@
 #endif
 
 /* compiled_convolutions.py uses a library only if this matches its own number. */
-#define CONVOLUTION_LOOPS_VERSION 3
+#define CONVOLUTION_LOOPS_VERSION 4
 EXPORTED int onnxnn_convolution_loops_version(void) { return CONVOLUTION_LOOPS_VERSION; }
 
 #define LANES 16
@@ -447,6 +447,9 @@ int chosen_build(void)
     if (chosen < 0) onnxnn_convolution_loops_use_build(-1);
     return chosen;
 }
+
+/* The build every loop runs (0-2): the one use_build chose, else the best this CPU runs. */
+EXPORTED int onnxnn_convolution_loops_chosen_build(void) { return chosen_build(); }
 
 int64_t thread_count(int threads, int64_t parts, int64_t products)
 {
