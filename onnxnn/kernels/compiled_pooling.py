@@ -75,7 +75,7 @@ def eligible_scatter_add(data_shape: tuple, dtype, attrs: dict) -> bool:
     """Whether the loop takes a ScatterElements node: adding, over one axis, into float32 data of at least
     ``MIN_ELEMENTS`` elements; the library present."""
     return (
-        attrs.get("reduction", "none") in ("add", b"add")
+        attrs.get("reduction") == "add"
         and len(data_shape) == 1
         and np.dtype(dtype) == _FLOAT32
         and data_shape[0] >= MIN_ELEMENTS

@@ -314,17 +314,17 @@ def _run_sinks_last(graph: onnx.GraphProto, runs: dict, stages: dict) -> None:
     for node in reversed(graph.node):
         if node.name in runs or not reaching.isdisjoint(node.output):
             reaching.update(node.input)
-    moved = []
+    moved: list = []
     for (level, kind), nodes in list(stages.items()):
         if kind or level == last:
             continue
-        kept = [node for node in nodes if not reaching.isdisjoint(node.output)]
-        if len(kept) != len(nodes):
-            moved += [node for node in nodes if reaching.isdisjoint(node.output)]
-            if kept:
-                stages[(level, kind)] = kept
-            else:
-                del stages[(level, kind)]
+        kept: list = []
+        for node in nodes:
+            (moved if reaching.isdisjoint(node.output) else kept).append(node)
+        if not kept:
+            del stages[(level, kind)]
+        elif len(kept) != len(nodes):
+            stages[(level, kind)] = kept
     if moved:
         position = {id(node): index for index, node in enumerate(graph.node)}
         stages[(last, 0)] = sorted([*stages.get((last, 0), []), *moved], key=lambda node: position[id(node)])
