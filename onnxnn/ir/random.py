@@ -10,6 +10,8 @@ from typing import Any, cast
 
 import numpy as np
 
+from .mode import trace_data_read
+
 __all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state"]
 
 
@@ -51,6 +53,8 @@ default_generator = Generator()
 
 
 def _generator(generator: Generator | None) -> np.random.Generator:
+    # A draw is data computed now: a traced stretch of recording that drew values would replay them.
+    trace_data_read()
     return (generator or default_generator).numpy
 
 

@@ -279,6 +279,8 @@ class _Misbehaving(nn.Module):
         if self.behaviour == "changes itself":
             self.last_shape = x.shape
             return x + 1
+        if self.behaviour == "draws random numbers":
+            return x + onnxnn.randn(*x.shape)
         raise AssertionError(self.behaviour)
 
 
@@ -304,6 +306,15 @@ def test_a_forward_a_replay_could_not_repeat_is_never_replayed(behaviour, expect
                 np.testing.assert_array_equal(x.numpy(), data * 2)
             if behaviour == "returns its argument":
                 assert result is x
+    assert _counts()["replayed"] == 0
+
+
+def test_a_forward_that_draws_random_numbers_draws_at_every_call():
+    module = _Misbehaving("draws random numbers").eval()
+    with onnxnn.no_grad():
+        draws = [module(onnxnn.zeros(2, 2)).numpy() for _ in range(4)]
+    for first, second in zip(draws, draws[1:]):
+        assert not np.array_equal(first, second)
     assert _counts()["replayed"] == 0
 
 
