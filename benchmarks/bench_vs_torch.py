@@ -14,7 +14,9 @@ Workloads (the issue's rows):
   ``eval()`` too: the same arithmetic, gradients through every weight.
 - ``infer_{mlp,cnn,transformer,resnet18}``: a forward under ``no_grad`` (``module(x).numpy()``)
   against ``InferenceSession.run`` of the graph ``to_onnx`` exported for the same module (the
-  resnet18 row: the imported model against a session of its file).
+  resnet18 row: the imported model against a session of its file). The ``_compiled`` rows call
+  ``onnxnn.compile(module)`` instead, which runs a traced call's session without the forward's
+  Python (the CNN's blocks are a user's classes, whose forwards a plain call runs every time).
 - ``first_step``: in fresh processes, the first training step of the note's loop and of the MLP
   (batch 16), and the first forward of the MLP, after the imports and the model's construction
   (the import times are reported beside them).
@@ -325,8 +327,10 @@ def _session(path_or_proto, threads: int | None):
     return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
-def _inference_row(module, input_array: np.ndarray, model_file_or_proto, settings) -> dict:
+def _inference_row(module, input_array: np.ndarray, model_file_or_proto, settings, compiled: bool) -> dict:
     module.eval()
+    if compiled:
+        module = onnxnn.compile(module)
     session = _session(model_file_or_proto, settings.ort_threads)
     input_name = session.get_inputs()[0].name
     # A fresh input each call, as when serving requests (from a few prepared arrays).
@@ -351,32 +355,35 @@ def _inference_row(module, input_array: np.ndarray, model_file_or_proto, setting
     return _interleaved(contenders, settings.blocks, settings.block_seconds)
 
 
-def _exported_inference(build, input_shape, settings) -> dict:
+def _exported_inference(build, input_shape, settings, compiled: bool) -> dict:
     onnxnn.manual_seed(0)
     module = build(onnxnn).eval()
     example = onnxnn.randn(*input_shape)
     for tensor in module.state_dict().values():
         tensor.numpy()  # realized state, as in a module loaded from a checkpoint
     proto = to_onnx(module, example, input_names=["x"], output_names=["y"])
-    return _inference_row(module, example.numpy(), proto, settings)
+    return _inference_row(module, example.numpy(), proto, settings, compiled)
 
 
-def bench_infer_mlp(settings) -> dict:
-    return _exported_inference(_mlp, (64, 784), settings)
+def bench_infer_mlp(compiled: bool):
+    return lambda settings: _exported_inference(_mlp, (64, 784), settings, compiled)
 
 
-def bench_infer_cnn(settings) -> dict:
-    return _exported_inference(_small_resnet, (32, 3, 32, 32), settings)
+def bench_infer_cnn(compiled: bool):
+    return lambda settings: _exported_inference(_small_resnet, (32, 3, 32, 32), settings, compiled)
 
 
-def bench_infer_transformer(settings) -> dict:
-    return _exported_inference(_transformer_layer, (8, 64, 256), settings)
+def bench_infer_transformer(compiled: bool):
+    return lambda settings: _exported_inference(_transformer_layer, (8, 64, 256), settings, compiled)
 
 
-def bench_infer_resnet18(settings) -> dict:
-    path = _imported_resnet18_file(settings.directory)
-    example = np.random.default_rng(0).standard_normal((8, 3, 64, 64)).astype(np.float32)
-    return _inference_row(from_onnx(path), example, path, settings)
+def bench_infer_resnet18(compiled: bool):
+    def row(settings) -> dict:
+        path = _imported_resnet18_file(settings.directory)
+        example = np.random.default_rng(0).standard_normal((8, 3, 64, 64)).astype(np.float32)
+        return _inference_row(from_onnx(path), example, path, settings, compiled)
+
+    return row
 
 
 # --- first calls in fresh processes ----------------------------------------------------------
@@ -449,10 +456,16 @@ WORKLOADS = {
     **{f"mlp_adam_b{batch}": bench_mlp_adam(batch) for batch in MLP_BATCHES},
     "small_resnet_b32": bench_small_resnet,
     "resnet18_imported_b8": bench_resnet18_imported,
-    "infer_mlp": bench_infer_mlp,
-    "infer_cnn": bench_infer_cnn,
-    "infer_transformer": bench_infer_transformer,
-    "infer_resnet18": bench_infer_resnet18,
+    **{
+        f"infer_{name}{'_compiled' if compiled else ''}": bench(compiled)
+        for name, bench in [
+            ("mlp", bench_infer_mlp),
+            ("cnn", bench_infer_cnn),
+            ("transformer", bench_infer_transformer),
+            ("resnet18", bench_infer_resnet18),
+        ]
+        for compiled in (False, True)
+    },
     "first_step": bench_first_step,
 }
 

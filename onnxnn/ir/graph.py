@@ -15,6 +15,7 @@ import numpy as np
 from .caches import register_cache
 from .device import CPU, device
 from .dtypes import dtype
+from .mode import MODE
 
 __all__ = [
     "Value",
@@ -336,7 +337,11 @@ _weak_reference = weakref.ref
 
 def constant(array: np.ndarray, value_dtype: dtype, on: device = CPU) -> Value:
     """A realized value holding ``array`` (already of ``value_dtype``'s numpy dtype)."""
-    return Value(None, 0, array.shape, value_dtype, on, array)
+    value = Value(None, 0, array.shape, value_dtype, on, array)
+    trace = MODE.trace
+    if trace is not None and trace.created is not None:
+        trace.created.add(value)
+    return value
 
 
 def static_constant(values, value_dtype: dtype, on: device = CPU) -> Value:

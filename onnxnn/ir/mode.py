@@ -132,16 +132,19 @@ class RecordingTrace:
     be realized later, which clears their link to it); ``saved_reads`` the ``(function, input
     index)`` of every saved input a gradient rule read; ``together`` the groups of values asked to
     be computed together (``ir.plan.realize_together``), in order; ``read_data`` whether anything
-    read or computed data, after which what was recorded may depend on that data.
+    read or computed data (a random draw too), after which what was recorded may depend on that
+    data; ``created``, when the tracer asks for it, the realized values made while tracing
+    (``ir.graph.constant``), which a replay may take as they were.
     """
 
-    __slots__ = ("records", "saved_reads", "together", "read_data")
+    __slots__ = ("records", "saved_reads", "together", "read_data", "created")
 
-    def __init__(self):
+    def __init__(self, keep_created: bool = False):
         self.records: list = []
         self.saved_reads: list = []
         self.together: list = []
         self.read_data = False
+        self.created: set | None = set() if keep_created else None
 
 
 def trace_data_read() -> None:

@@ -1,10 +1,12 @@
-"""``onnxnn.compile``: PyTorch's ``torch.compile`` entry point (also behind ``nn.Module.compile``).
+"""``torch.compile``'s arguments checked, and a plain function compiled (``onnxnn.compile``'s base).
 
 Every onnxnn computation already runs as a compiled graph: ops are recorded, and each structure
 is compiled once (an onnxruntime session, or onnxnn's kernels) and found again by its structural
-key; inference with unchanged weights gets a specialized session with the weights embedded.
-``compile`` therefore returns the function or module itself, after checking its arguments, so
-code written for ``torch.compile`` runs unchanged.
+key; inference with unchanged weights gets a specialized session with the weights embedded. So
+a compiled function is the function itself, after its arguments are checked, and code written
+for ``torch.compile`` runs unchanged. A compiled module goes further: its whole call is traced
+and run as one graph (``onnxnn.compile`` wraps it; ``nn.Module.compile`` compiles in place; see
+``runtime/fastpath/compiled_calls.py``).
 """
 
 from __future__ import annotations
@@ -26,10 +28,13 @@ def compile(
     options: dict | None = None,
     disable: bool = False,
 ):
-    """Returns ``model`` ready to run as compiled graphs (onnxnn always compiles; see the module doc).
+    """Returns the function ``model`` ready to run as compiled graphs (onnxnn always compiles).
+
+    ``onnxnn.compile`` calls it for functions and for its arguments' checks; a module given to
+    ``onnxnn.compile`` is wrapped in an ``OptimizedModule``.
 
     Args:
-        model: a module or function; without it, returns a decorator.
+        model: a function; without it, returns a decorator.
         fullgraph, dynamic, options, disable: accepted as in ``torch.compile``.
         backend: "onnxnn" (or "inductor", accepted as a synonym, so ported scripts run).
         mode: one of torch.compile's modes.

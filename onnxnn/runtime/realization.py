@@ -17,11 +17,12 @@ from ..ir.caches import clear_caches
 from ..ir.domains import TRAINING_DOMAIN
 from ..ir.executors import executor
 from ..ir.mode import EXECUTORS, MODE, trace_data_read
-from ..ir.plan import plan
+from ..ir.plan import GraphPlan, plan
 from .fastpath import dynamic_shapes, plan_cache
 
 __all__ = [
     "realize",
+    "run_plan",
     "realize_step",
     "data_of",
     "recording_only",
@@ -53,7 +54,11 @@ def realize(values, specialize: bool = True) -> None:
     if profiler is not None:  # onnxnn.profiler times planning, compilation and each node's run
         profiler.realize(targets)
         return
-    graph = plan(targets, not MODE.in_backward)
+    run_plan(plan(targets, not MODE.in_backward), specialize)
+
+
+def run_plan(graph: GraphPlan, specialize: bool = True) -> plan_cache.Entry:
+    """Computes ``graph``'s outputs (a plan of the pending values) and returns the entry that ran it."""
     entry = plan_cache.entry(graph)
     inputs = [value.data for value in graph.inputs]
     specialization = entry.specialization
@@ -69,6 +74,7 @@ def realize(values, specialize: bool = True) -> None:
     for value, result in zip(graph.outputs, results):
         value.data = result
         value.node = None
+    return entry
 
 
 # An optimizer step whose results (new parameters and states) hold at least

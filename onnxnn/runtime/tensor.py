@@ -471,9 +471,10 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
         """The value as a read-only numpy array (computing it if it is still pending)."""
         if self._requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
-        if self.device.type != "cpu" and not force:
+        value = self._value
+        if value.device.type != "cpu" and not force:
             raise TypeError(
-                f"can't convert {self.device} device type tensor to numpy. "
+                f"can't convert {value.device} device type tensor to numpy. "
                 "Use Tensor.cpu() to copy the tensor to host memory first."
             )
         return self._realized_data()

@@ -17,6 +17,11 @@ The facts about a module tree are gathered once and kept until one of its module
 attribute set or deleted, a table of parameters, buffers or submodules changed: ``changed``
 counts it in the module's instance dict), which also drops its traced structures. A tree whose
 forward itself changes one of its modules is never replayed.
+
+A compiled module (``Module.compile``, ``onnxnn.compile``) keeps a tree of its own, on which the
+first rule is lifted: its modules may be anyone's classes, and their plain tensor attributes are
+state read at every call like parameters; its calls run as ``runtime/fastpath/compiled_calls.py``
+says, whose strict traces refuse what else a user's forward could do that a replay would not.
 """
 
 from __future__ import annotations
@@ -24,14 +29,16 @@ from __future__ import annotations
 import functools
 import types
 import weakref
+from typing import cast
 
 from ...ir.caches import register_cache
 from ...ir.dtypes import get_default_dtype
 from ...ir.mode import MODE
-from ...runtime.fastpath import forward_replay
+from ...runtime.fastpath import compiled_calls, forward_replay
 from ...runtime.tensor import Tensor
+from . import _hooks
 
-__all__ = ["changed", "replays", "call"]
+__all__ = ["changed", "replays", "call", "compiled_call", "CompiledCall"]
 
 # Bumped by every change of any module: while it stays the same, no tree needs a closer look.
 _epoch = [0]
@@ -64,6 +71,16 @@ def replays() -> bool:
     )
 
 
+def global_hooks_registered() -> bool:
+    """Whether a global module hook (``register_module_forward_hook`` and its siblings) is registered."""
+    return bool(
+        _hooks._global_forward_pre_hooks
+        or _hooks._global_forward_hooks
+        or _hooks._global_backward_pre_hooks
+        or _hooks._global_backward_hooks
+    )
+
+
 class _Tree:
     """What a module call's replay needs to know about the module tree, as its modules were."""
 
@@ -80,22 +97,23 @@ class _Tree:
         "default_dtype",
     )
 
-    def __init__(self, module, changes_itself: bool):
+    def __init__(self, module, changes_itself: bool, compiled: bool = False):
+        trees = _compiled_trees if compiled else _trees
         self.epoch = _epoch[0]
-        self.owner = weakref.ref(module, functools.partial(_forget, _trees, id(module)))
-        self.templates = forward_replay.ForwardTemplates()
+        self.owner = weakref.ref(module, functools.partial(_forget, trees, id(module)))
+        self.templates = compiled_calls.CompiledTemplates() if compiled else forward_replay.ForwardTemplates()
         self.changes_itself = changes_itself
         self.default_dtype = get_default_dtype()
         # While the module itself cannot replay (a user's class, training mode), nothing below it
         # matters, and only its own changes can alter that: its subtree is not walked at every
         # call of a user's module whose forward sets an attribute.
-        self.replayable = not changes_itself and _replayable_module(module)
+        self.replayable = not changes_itself and _replayable_module(module, compiled)
         modules = list(module.modules()) if self.replayable else [module]
         self.instance_dicts = [each.__dict__ for each in modules]
         self.changes = _changes(self.instance_dicts)
         self.hook_tables: list = []
         self.state: list = []
-        if not (self.replayable and all(map(_replayable_module, modules[1:]))):
+        if not (self.replayable and all(_replayable_module(each, compiled) for each in modules[1:])):
             self.replayable = False
             return
         # Replacing a table is a change; hooks added to or removed from one are not, so a call looks.
@@ -105,6 +123,13 @@ class _Tree:
             for table in (each._forward_pre_hooks, each._forward_hooks, each._backward_pre_hooks, each._backward_hooks)
         ]
         self.state = [*module.parameters(), *module.buffers()]
+        if compiled:  # anyone's module may keep a tensor in a plain attribute and read it
+            self.state += [
+                item
+                for each in modules
+                for name, item in each.__dict__.items()
+                if isinstance(item, Tensor) and name not in each._parameters and name not in each._buffers
+            ]
 
     def unchanged(self) -> bool:
         """Whether no module of the tree changed since it was built (and notes the epoch if so)."""
@@ -117,11 +142,14 @@ class _Tree:
 
 
 _trees: dict = {}  # id(module) -> _Tree
+_compiled_trees: dict = {}  # id(module) -> _Tree of its compiled calls (``CompiledCall``)
 
 
 def _clear() -> None:
     _trees.clear()
+    _compiled_trees.clear()
     forward_replay.reset_counts()
+    compiled_calls.reset_counts()
 
 
 register_cache("forward replay templates", _clear)
@@ -133,10 +161,12 @@ def _forget(trees: dict, key: int, reference) -> None:
         del trees[key]
 
 
-def _replayable_module(module) -> bool:
-    if not type(module).__module__.startswith("onnxnn.") or module.training:
+def _replayable_module(module, compiled: bool = False) -> bool:
+    if module.training or "parametrizations" in module._modules:
         return False
-    if module._compiled_call_impl is not None or "parametrizations" in module._modules:
+    if compiled:
+        return True  # a compiled call traces anyone's forward, strictly (runtime/fastpath/compiled_calls.py)
+    if not type(module).__module__.startswith("onnxnn.") or module._compiled_call_impl is not None:
         return False
     registered = module._parameters.keys() | module._buffers.keys()
     for name, item in module.__dict__.items():
@@ -147,23 +177,60 @@ def _replayable_module(module) -> bool:
     return True
 
 
-def call(module, args: tuple, kwargs: dict):
+def call(module, args: tuple, kwargs: dict, compiled: bool = False):
     """``module.forward(*args, **kwargs)``, replayed where the module doc allows it.
 
-    The caller has checked ``replays()`` and that no global hooks are registered.
+    The caller has checked ``replays()`` and that no global hooks are registered. ``compiled``:
+    the module's compiled call (``CompiledCall``), whose tree may hold anyone's modules.
     """
     # A tree is forgotten when its module is collected (``_forget``), before its id can be reused.
-    tree = _trees.get(id(module))
+    trees = _compiled_trees if compiled else _trees
+    tree = trees.get(id(module))
     if tree is None:
-        tree = _trees[id(module)] = _Tree(module, False)
+        tree = trees[id(module)] = _Tree(module, False, compiled)
     elif not tree.unchanged():
-        tree = _trees[id(module)] = _Tree(module, tree.changes_itself)
+        tree = trees[id(module)] = _Tree(module, tree.changes_itself, compiled)
     if not tree.replayable or tree.default_dtype is not get_default_dtype() or any(tree.hook_tables):
         return module.forward(*args, **kwargs)
     epoch = _epoch[0]
-    result = forward_replay.call(tree.templates, module.forward, args, kwargs, tree.state)
+    if compiled:
+        templates = cast(compiled_calls.CompiledTemplates, tree.templates)  # a compiled tree's (``_Tree``)
+        result = compiled_calls.call(templates, module.forward, args, kwargs, tree.state)
+    else:
+        result = forward_replay.call(tree.templates, module.forward, args, kwargs, tree.state)
     if _epoch[0] != epoch and not tree.unchanged():
         # Its forward changed a module of the tree: every call would trace it again.
         tree.changes_itself = True
         tree.replayable = False
     return result
+
+
+def compiled_call(module, args: tuple, kwargs: dict):
+    """A compiled module's call: its whole call as one compiled graph where it may be.
+
+    Under ``no_grad``, in evaluation mode, with nothing watching or changing recording and no
+    hook registered, the call is traced whole and run as in ``runtime/fastpath/compiled_calls.py``;
+    otherwise (training, recording gradients, hooks) it is the module's plain call.
+    """
+    if replays() and not (
+        module._forward_pre_hooks
+        or module._forward_hooks
+        or module._backward_pre_hooks
+        or module._backward_hooks
+        or global_hooks_registered()
+    ):
+        return call(module, args, kwargs, compiled=True)
+    return module._call_impl(*args, **kwargs)
+
+
+class CompiledCall:
+    """``Module.compile``'s call implementation (``compiled_call`` of its module)."""
+
+    __slots__ = ("module",)
+
+    def __init__(self, module):
+        # A reference cycle (the module holds this), as PyTorch's compiled bound method makes one.
+        self.module = module
+
+    def __call__(self, *args, **kwargs):
+        return compiled_call(self.module, args, kwargs)

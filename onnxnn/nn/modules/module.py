@@ -192,12 +192,22 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
     __call__: Callable[..., Any] = _wrapped_call_impl
 
     def compile(self, *args, **kwargs) -> None:
-        """Compiles this module's ``__call__`` with ``onnxnn.compile`` (arguments passed as-is).
+        """Compiles this module's calls in place, with ``onnxnn.compile``'s arguments.
 
-        The runtime already caches compiled ONNX sessions by graph structure, so ``onnxnn.compile``
-        checks its arguments and keeps the call implementation as it is.
+        A compiled module's call under ``no_grad``, in evaluation mode and without hooks, is traced
+        whole (its Python forward runs only when a new structure of arguments comes) and computed
+        at once as one graph; with inference weights embedded it runs that session directly. Other
+        calls (training, recording gradients, hooks registered) are plain calls. Unlike
+        ``onnxnn.compile(module)``, the ``state_dict`` keys stay as they are.
+
+        Example::
+
+            >>> model.eval().compile()
+            >>> with onnxnn.no_grad():
+            ...     y = model(x)
         """
-        self._compiled_call_impl = compile_callable(self._call_impl, *args, **kwargs)
+        plain = compile_callable(self._call_impl, *args, **kwargs)  # checks the arguments as torch.compile does
+        self._compiled_call_impl = plain if kwargs.get("disable") else _forward_replay.CompiledCall(self)
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()

@@ -4,6 +4,8 @@
   records the same nodes, instead of running the gradient rules again.
 - ``forward_replay``: an inference call of onnxnn's own modules whose structure was seen before
   records the same nodes from generated code, without running the layers' Python.
+- ``compiled_calls``: a compiled module's inference call (``onnxnn.compile``) is traced whole,
+  user code included, and later runs its settled runner directly, with no recording or planning.
 - ``straight_line``: a kernels plan runs as one generated Python function, not a loop.
 - ``plan_cache``: per structure, the runner the executor choice (a deterministic cost model)
   gave it, and specialized sessions for inference with unchanged weights.

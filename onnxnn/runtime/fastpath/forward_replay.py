@@ -26,7 +26,7 @@ from ...ir.mode import MODE, RecordingTrace
 from ..tensor import Tensor
 from .recorded_steps import REPLAY_NAMESPACE, produced_by, slot_values, write_steps
 
-__all__ = ["ForwardTemplates", "call", "replay_info", "reset_counts"]
+__all__ = ["ForwardTemplates", "arguments_key", "call", "has_template", "replay_info", "reset_counts"]
 
 TEMPLATE_LIMIT = 64  # structures kept per forward: a server sees a few batch shapes
 _UNREPLAYABLE = object()
@@ -35,9 +35,16 @@ _ARGUMENT, _STATE = range(2)
 
 
 class ForwardTemplates:
-    """The traced structures of one forward (a module tree): argument key -> template."""
+    """The traced structures of one forward (a module tree): argument key -> template.
+
+    A ``strict`` owner's forward may be anyone's code (``compiled_calls``): its traces also refuse
+    a realized tensor read from outside the arguments and state (a global, a closure), which may
+    be changed in place between calls; values the forward made itself (a constant, a mask built
+    from shapes) are the same at every call.
+    """
 
     __slots__ = ("templates", "sightings")
+    strict = False
 
     def __init__(self):
         self.templates: dict = {}
@@ -54,16 +61,10 @@ def call(owner: ForwardTemplates, forward: Callable, args: tuple, kwargs: dict, 
         state: every tensor the forward may read besides its arguments (parameters and buffers),
             in an order that is the same at every call.
     """
-    if len(args) == 1 and not kwargs and isinstance(args[0], Tensor) and args[0]._value.static is None:
-        value = args[0]._value  # one tensor: most layers' calls, keyed without the general walk
-        tensors: list = [args[0]]
-        key: tuple = ((value.shape, value.dtype, value.device),)
-    else:
-        tensors = []
-        found = _arguments_key(args, kwargs, tensors)
-        if found is None:
-            return forward(*args, **kwargs)
-        key = found
+    keyed = arguments_key(args, kwargs)
+    if keyed is None:
+        return forward(*args, **kwargs)
+    key, tensors = keyed
     template = owner.templates.get(key)
     if template is _UNREPLAYABLE:
         return forward(*args, **kwargs)
@@ -82,6 +83,11 @@ def call(owner: ForwardTemplates, forward: Callable, args: tuple, kwargs: dict, 
     return _trace(owner, key, forward, args, kwargs, tensors, state)
 
 
+def has_template(owner: ForwardTemplates, key: tuple) -> bool:
+    """Whether the structure ``key`` of ``owner``'s forward was traced and can be replayed."""
+    return isinstance(owner.templates.get(key), _Template)
+
+
 def replay_info() -> dict:
     """``{"traced", "replayed"}``: forwards traced and replayed since the counts were reset."""
     return dict(_counts)
@@ -94,9 +100,18 @@ def reset_counts() -> None:
 _counts = {"traced": 0, "replayed": 0}
 
 
+def arguments_key(args: tuple, kwargs: dict) -> tuple[tuple, list] | None:
+    """The structural key of a call's arguments and their tensors (in the order a replay reads
+    them), or None when an argument is not a tensor, a scalar, or a tuple or list of those."""
+    if len(args) == 1 and not kwargs and isinstance(args[0], Tensor) and args[0]._value.static is None:
+        value = args[0]._value  # one tensor: most layers' calls, keyed without the general walk
+        return ((value.shape, value.dtype, value.device),), [args[0]]
+    tensors: list = []
+    key = _arguments_key(args, kwargs, tensors)
+    return None if key is None else (key, tensors)
+
+
 def _arguments_key(args: tuple, kwargs: dict, tensors: list) -> tuple | None:
-    """The structural key of the arguments (tensors appended to ``tensors``), None when one is
-    not a tensor, a scalar, or a tuple or list of those."""
     key: list = []
     if not _add_arguments(args, key, tensors):
         return None
@@ -132,7 +147,7 @@ def _trace(owner: ForwardTemplates, key: tuple, forward, args, kwargs, tensors: 
     """Runs ``forward`` under a trace and keeps its template for ``key`` (or that it has none)."""
     arguments_before = [tensor._value for tensor in tensors]
     state_before = [tensor._value for tensor in state]
-    trace = MODE.trace = RecordingTrace()
+    trace = MODE.trace = RecordingTrace(keep_created=owner.strict)
     _counts["traced"] += 1
     try:
         result = forward(*args, **kwargs)
@@ -144,7 +159,7 @@ def _trace(owner: ForwardTemplates, key: tuple, forward, args, kwargs, tensors: 
         and all(tensor._value is value for tensor, value in zip(tensors, arguments_before))
         and all(tensor._value is value for tensor, value in zip(state, state_before))
     ):
-        template = _Template.build(trace, result, arguments_before, state_before)
+        template = _Template.build(trace, result, arguments_before, state_before, trace.created)
     owner.sightings.discard(key)
     templates = owner.templates
     if len(templates) >= TEMPLATE_LIMIT:
@@ -166,8 +181,14 @@ class _Template:
     __slots__ = ("parts", "source", "replay")
 
     @classmethod
-    def build(cls, trace: RecordingTrace, result, arguments: list, state: list) -> "_Template | None":
-        """The template of a traced forward, or None where a replay could not do what it did."""
+    def build(
+        cls, trace: RecordingTrace, result, arguments: list, state: list, created: set | None = None
+    ) -> "_Template | None":
+        """The template of a traced forward, or None where a replay could not do what it did.
+
+        ``created``: when given, the only realized values besides static constants that a replay
+        may take as they were (those the forward made while traced).
+        """
         produced = produced_by(trace.records)
         outputs: list = []
         structure = _structure(result, produced, outputs)
@@ -184,6 +205,8 @@ class _Template:
         if parts is None:
             return None
         constants, gathers, steps, slots = parts
+        if created is not None and any(value.static is None and value not in created for value in constants[1:]):
+            return None
         return cls((constants, gathers, steps, [slots[value] for value in outputs], structure))
 
     def __init__(self, parts: tuple):

@@ -1,0 +1,217 @@
+"""Compiled calls: a compiled module's whole call traced once per structure and run as one graph.
+
+A plain call runs the module's Python forward every time (DESIGN principle 2); only onnxnn's own
+layers replay their recorded nodes (``forward_replay``), so a model of user-defined blocks pays
+Python per module per call, and every call then plans its pending graph and looks up its entry.
+Each is a few microseconds while the interpreter's data is in cache, five to ten times that right
+after onnxruntime's run has filled the core's cache with weights and activations: 0.1 ms an MLP
+call, 0.4 ms a small ResNet's, where onnxruntime's own run takes 0.65 and 5 ms.
+
+``onnxnn.compile`` (``Module.compile``) opts a module into this instead. Under ``no_grad`` (the
+caller checks the modes and the module tree, ``nn/modules/_forward_replay.py``) a compiled call
+
+- replays the trace of its whole forward, user code included. Its templates are ``strict``: a
+  forward that read data, drew random numbers, changed its arguments or state, or read a
+  realized tensor from outside its arguments and state (a global, a closure) is never replayed;
+- computes its outputs at once, as one graph, where its arguments are realized;
+- and once that graph's runner is settled (an inference specialization with the weights
+  embedded, or a structure that is never specialized: ``plan_cache``), keeps a prepared run for
+  the structure: where each of the graph's inputs comes from (an argument, the state, a constant
+  the trace made) and the runner. A later call of the structure gathers those values, checks
+  that a specialization embedded the very state it finds, and runs it: no node recorded, no plan
+  walked, no entry looked up; the same runner as the plain call's realization, so the same bits.
+
+Anything else (a pending argument, other weights, another executor, a cleared cache) takes the
+replay and realization again, which prepares anew.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ...ir.graph import Value
+from ...ir.mode import MODE
+from ...ir.plan import GraphPlan, plan
+from ..realization import run_plan
+from ..tensor import Tensor
+from . import forward_replay
+from .forward_replay import ForwardTemplates, arguments_key
+from .plan_cache import Entry
+
+__all__ = ["CompiledTemplates", "call", "compiled_info", "reset_counts"]
+
+_MISSED = object()  # what a prepared run returns when the call must take the replay
+_UNSET = np.empty(0)  # a made result's data until its run returns (never seen outside ``run``)
+_ARGUMENT, _STATE, _FIXED = range(3)
+
+
+class CompiledTemplates(ForwardTemplates):
+    """The strict templates of one compiled forward, and per structure its prepared run."""
+
+    __slots__ = ("prepared",)
+    strict = True
+
+    def __init__(self):
+        super().__init__()
+        self.prepared: dict = {}
+
+
+def call(owner: CompiledTemplates, forward: Callable, args: tuple, kwargs: dict, state: list) -> Any:
+    """Returns ``forward(*args, **kwargs)``: by its prepared run, else replayed and computed at once.
+
+    Args:
+        owner: the compiled forward's templates and prepared runs.
+        forward: the forward (anyone's code: its templates are strict).
+        args, kwargs: its arguments.
+        state: every tensor the forward may read besides its arguments (parameters, buffers and
+            the modules' other tensor attributes), in an order that is the same at every call.
+    """
+    keyed = arguments_key(args, kwargs)
+    if keyed is None:
+        return forward(*args, **kwargs)
+    key, tensors = keyed
+    prepared = owner.prepared.get(key)
+    if prepared is not None:
+        result = prepared.run(tensors, state)
+        if result is not _MISSED:
+            _counts["prepared"] += 1
+            return result
+    result = forward_replay.call(owner, forward, args, kwargs, state)
+    if forward_replay.has_template(owner, key):
+        _compute_now(owner, key, result, tensors, state)
+    return result
+
+
+def compiled_info() -> dict:
+    """``{"computed", "prepared"}``: compiled calls computed at once, and run by a prepared run."""
+    return dict(_counts)
+
+
+def reset_counts() -> None:
+    _counts.update(computed=0, prepared=0)
+
+
+_counts = {"computed": 0, "prepared": 0}
+
+
+def _compute_now(owner: CompiledTemplates, key: tuple, result, tensors: list, state: list) -> None:
+    """Computes a replayable call's outputs as one graph, and prepares its next runs if it can."""
+    owner.prepared.pop(key, None)
+    outputs: list = []
+    structure = _structure(result, outputs)
+    if structure is None or any(tensor._value.data is None for tensor in tensors):
+        return  # a pending argument: its history joins the outputs' when they are read
+    pending = list({id(value): value for value in outputs if value.data is None}.values())
+    if not pending:
+        return
+    graph = plan(pending)
+    entry = run_plan(graph)
+    _counts["computed"] += 1
+    prepared = _PreparedRun.build(graph, entry, outputs, structure, tensors, state)
+    if prepared is not None:
+        owner.prepared[key] = prepared
+
+
+def _structure(result, outputs: list):
+    """``result`` with each tensor replaced by its value's position in ``outputs`` (None for
+    anything but tensors in tuples and lists, and None, which a template never returns)."""
+    if result is None:
+        return ()
+    if type(result) is Tensor:
+        outputs.append(result._value)
+        return len(outputs) - 1
+    if type(result) in (tuple, list):
+        parts = [_structure(item, outputs) for item in result]
+        return None if any(part is None for part in parts) else (type(result), parts)
+    return None
+
+
+class _PreparedRun:
+    """How a structure's call runs its graph's runner directly.
+
+    ``checks``: the source of each input a specialization embedded and a weak reference to the
+    value it embedded; ``feeds``: the source of each input the runner is fed. A source is
+    ``(_ARGUMENT, index)``, ``(_STATE, index)`` or ``(_FIXED, value)``.
+    """
+
+    __slots__ = ("entry", "specialization", "executor", "checks", "feeds", "runner", "outputs", "structure")
+
+    @classmethod
+    def build(
+        cls, graph: GraphPlan, entry: Entry, outputs: list, structure, tensors: list, state: list
+    ) -> "_PreparedRun | None":
+        """The prepared run of a call whose graph just ran, or None where a direct run could differ."""
+        specialization = entry.specialization
+        if specialization is None:
+            if entry.runs_before_compiling or (entry.is_session and entry.stable_runs >= 0):
+                return None  # a realization would still count this run: realize as usual
+        elif not specialization.matches(graph.inputs):
+            return None
+        position_of = {id(value): index for index, value in enumerate(graph.outputs)}
+        if position_of.keys() != {id(value) for value in outputs}:
+            return None  # the plan also computed held intermediates: only a realization returns them
+        where: dict = {}
+        for index, tensor in enumerate(state):
+            where.setdefault(id(tensor._value), (_STATE, index))
+        for index, tensor in enumerate(tensors):
+            where[id(tensor._value)] = (_ARGUMENT, index)  # an argument that is also state is read as given
+        # Any other input is a constant of the (strict) trace: the template holds that very value.
+        sources = [where.get(id(value), (_FIXED, value)) for value in graph.inputs]
+        if specialization is None:
+            checks, feeds, runner = [], sources, entry.runner
+        else:
+            checks = [
+                (sources[i], reference) for i, reference in zip(specialization.positions, specialization.references)
+            ]
+            feeds, runner = [sources[i] for i in specialization.rest], specialization.session
+        metadata = [(position_of[id(value)], value.shape, value.dtype, value.device) for value in outputs]
+        return cls(entry, specialization, checks, feeds, runner, metadata, structure)
+
+    def __init__(self, entry: Entry, specialization, checks: list, feeds: list, runner, outputs: list, structure):
+        self.entry = entry
+        self.specialization = specialization
+        self.executor = MODE.executor
+        self.checks = checks
+        self.feeds = feeds
+        self.runner = runner
+        self.outputs = outputs  # (position among the runner's results, shape, dtype, device) per output
+        self.structure = structure
+
+    def run(self, tensors: list, state: list):
+        """The call's result from the runner, or ``_MISSED`` where it cannot run it."""
+        entry = self.entry
+        if entry.specialization is not self.specialization or MODE.executor != self.executor:
+            return _MISSED
+        for (kind, where), reference in self.checks:
+            value = where if kind == _FIXED else (tensors[where] if kind == _ARGUMENT else state[where])._value
+            if value is not reference():
+                return _MISSED  # other weights than the specialization embedded
+        arrays = []
+        for kind, where in self.feeds:
+            data = (where if kind == _FIXED else (tensors[where] if kind == _ARGUMENT else state[where])._value).data
+            if data is None:
+                return _MISSED
+            arrays.append(data)
+        if entry.sessions is not None:
+            entry.sessions.hits += 1  # a hit of the session cache, as the realization counts it
+        # The result's tensors are made before the run, while the code that makes them is still in
+        # the core's caches (the caller made its argument's just now); the run evicts it.
+        made = [
+            Tensor._from_value(Value(None, 0, shape, dtype, device, _UNSET)) for _, shape, dtype, device in self.outputs
+        ]
+        results = self.runner(arrays)
+        for tensor, (position, _, _, _) in zip(made, self.outputs):
+            tensor._value.data = results[position]
+        structure = self.structure
+        return made[0] if structure == 0 else _rebuilt(structure, made)
+
+
+def _rebuilt(structure, made: list):
+    if type(structure) is int:
+        return made[structure]
+    if structure == ():
+        return None
+    kind, parts = structure
+    return kind(_rebuilt(part, made) for part in parts)

@@ -1,0 +1,326 @@
+"""Compiled calls: a compiled module's whole call is traced once per structure and run as one graph.
+
+A compiled call must give bitwise what the plain call gives (the same graph, so the same runner),
+be computed when it returns, and never stand in for a call that would do something else: one
+that reads data, draws random numbers, changes its arguments, state or modules, reads a tensor
+from outside its arguments and modules, trains, records gradients or runs hooks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onnxnn
+import onnxnn.nn as nn
+from onnxnn.nn.modules import _forward_replay
+from onnxnn.runtime.fastpath import compiled_calls
+from onnxnn.runtime.realization import realize
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    onnxnn.clear_caches()
+    yield
+    onnxnn.clear_caches()
+
+
+def _flat(result) -> list:
+    if result is None:
+        return []
+    if isinstance(result, onnxnn.Tensor):
+        return [result]
+    return [tensor for item in result for tensor in _flat(item)]
+
+
+def _computed_together(result) -> list:
+    """The arrays of a plain call's outputs, computed by one realization (as a compiled call computes them)."""
+    outputs = _flat(result)
+    realize([tensor._value for tensor in outputs])
+    return [tensor.numpy() for tensor in outputs]
+
+
+class _Residual(nn.Module):
+    """A user's block: Python between onnxnn's layers, which only a compiled call skips."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.norm = nn.BatchNorm2d(channels)
+
+    def forward(self, x):
+        return onnxnn.relu(self.norm(self.conv(x)) + x)
+
+
+class _TwoHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(96, 96)
+        self.left, self.right = nn.Linear(96, 80), nn.Linear(96, 3)
+
+    def forward(self, x, scale: float = 1.0, *, extra=None):
+        hidden = onnxnn.tanh(self.body(x)) * scale
+        if extra is not None:
+            hidden = hidden + extra
+        return self.left(hidden), (self.right(hidden), None)
+
+
+def _residual_network():
+    return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), _Residual(16), _Residual(16), nn.AdaptiveAvgPool2d(1))
+
+
+# (name, module factory, arguments factory, keyword arguments): user blocks around onnxnn's layers
+# (large enough for an inference specialization), onnxnn's own layers, nested outputs with None
+# and keyword arguments, small weights that are never specialized.
+MODELS = [
+    ("user blocks", _residual_network, lambda: (onnxnn.randn(2, 3, 12, 12),), {}),
+    (
+        "mlp",
+        lambda: nn.Sequential(nn.Linear(96, 128), nn.ReLU(), nn.Linear(128, 10)),
+        lambda: (onnxnn.randn(4, 96),),
+        {},
+    ),
+    ("nested outputs", _TwoHeads, lambda: (onnxnn.randn(5, 96), 0.5), {"extra": onnxnn.randn(5, 96)}),
+    ("small weights", lambda: nn.Sequential(nn.Linear(6, 5), nn.Sigmoid()), lambda: (onnxnn.randn(3, 6),), {}),
+    (
+        "transformer layer",
+        lambda: nn.TransformerEncoderLayer(32, 4, 64, batch_first=True),
+        lambda: (onnxnn.randn(2, 7, 32),),
+        {},
+    ),
+]
+
+
+@pytest.mark.parametrize("name, build, arguments, kwargs", MODELS, ids=[case[0] for case in MODELS])
+def test_a_compiled_call_gives_bitwise_the_plain_calls_results(name, build, arguments, kwargs):
+    onnxnn.manual_seed(0)
+    model = build().eval()
+    inputs = [(arguments(), {key: onnxnn.randn(*value.shape) for key, value in kwargs.items()}) for _ in range(4)]
+    with onnxnn.no_grad():
+        for args, keywords in inputs:  # the plain calls settle their runner first (kernels, then a session)
+            _computed_together(model(*args, **keywords))
+        expected = [_computed_together(model(*args, **keywords)) for args, keywords in inputs]
+        model.compile()
+        compiled_calls.reset_counts()
+        for round in range(3):
+            for (args, keywords), wanted in zip(inputs, expected):
+                result = model(*args, **keywords)
+                outputs = _flat(result)
+                if round:  # traced at its second call, computed when it returns from then on
+                    assert all(tensor._value.data is not None for tensor in outputs)
+                for array, wanted_array in zip(_computed_together(result), wanted, strict=True):
+                    np.testing.assert_array_equal(array, wanted_array)
+    counts = compiled_calls.compiled_info()
+    assert counts["prepared"] >= 8, counts  # the later calls ran their prepared runs
+    if name == "nested outputs":
+        assert isinstance(result, tuple) and isinstance(result[1], tuple) and result[1][1] is None
+
+
+def test_the_same_bits_with_the_fast_path_off():
+    onnxnn.manual_seed(0)
+    model = _residual_network().eval()
+    x = onnxnn.randn(2, 3, 12, 12)
+    model.compile()
+    with onnxnn.no_grad():
+        fast = [model(x).numpy() for _ in range(5)]
+        with onnxnn.set_fast_path(False):
+            plain = [model(x).numpy() for _ in range(5)]
+    np.testing.assert_array_equal(fast[-1], plain[-1])
+    assert compiled_calls.compiled_info()["prepared"] > 0
+
+
+def test_each_argument_structure_is_traced_and_prepared_on_its_own():
+    onnxnn.manual_seed(0)
+    model = nn.Sequential(nn.Linear(96, 64), nn.ReLU()).eval()
+    model.compile()
+    batches = {size: onnxnn.randn(size, 96) for size in (2, 5)}
+    with onnxnn.no_grad():
+        for _ in range(6):
+            for size, x in batches.items():
+                expected = np.maximum(
+                    x.numpy() @ model[0].weight.detach().numpy().T + model[0].bias.detach().numpy(), 0
+                )
+                np.testing.assert_allclose(model(x).numpy(), expected, rtol=1e-5, atol=1e-5)
+    tree = _forward_replay._compiled_trees[id(model)]
+    assert len(tree.templates.prepared) == 2
+
+
+def test_new_weights_and_a_pending_argument_take_the_replay_and_stay_right():
+    onnxnn.manual_seed(0)
+    linear = nn.Linear(80, 80).eval()
+    linear.compile()
+    x = onnxnn.randn(4, 80)
+    with onnxnn.no_grad():
+        for _ in range(6):
+            linear(x).numpy()
+        linear.weight.data = onnxnn.randn(80, 80)  # not what the specialization embedded
+        np.testing.assert_allclose(
+            linear(x).numpy(),
+            x.numpy() @ linear.weight.detach().numpy().T + linear.bias.detach().numpy(),
+            rtol=1e-5,
+            atol=1e-5,
+        )
+        pending = x * 2  # recorded, not computed: the call joins its history
+        np.testing.assert_allclose(
+            linear(pending).numpy(),
+            2 * x.numpy() @ linear.weight.detach().numpy().T + linear.bias.detach().numpy(),
+            rtol=1e-5,
+            atol=1e-5,
+        )
+
+
+class _ReadsAttribute(nn.Module):
+    """Keeps a tensor in a plain attribute (not a buffer): a compiled call reads it at every call."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = onnxnn.ones(80)
+        self.linear = nn.Linear(80, 80)
+
+    def forward(self, x):
+        return self.linear(x) * self.scale
+
+
+def test_a_tensor_attribute_changed_in_place_or_rebound_is_read_as_it_is_now():
+    onnxnn.manual_seed(0)
+    module = _ReadsAttribute().eval()
+    module.compile()
+    x = onnxnn.randn(3, 80)
+    plain = x.numpy() @ module.linear.weight.detach().numpy().T + module.linear.bias.detach().numpy()
+    with onnxnn.no_grad():
+        for _ in range(6):
+            np.testing.assert_allclose(module(x).numpy(), plain, rtol=1e-5, atol=1e-5)
+        assert compiled_calls.compiled_info()["prepared"] >= 1
+        module.scale.mul_(3)
+        for _ in range(6):
+            np.testing.assert_allclose(module(x).numpy(), 3 * plain, rtol=1e-5, atol=1e-5)
+        module.scale = onnxnn.full((80,), -1.0)
+        for _ in range(6):
+            np.testing.assert_allclose(module(x).numpy(), -plain, rtol=1e-5, atol=1e-5)
+    assert compiled_calls.compiled_info()["prepared"] >= 5
+
+
+_GLOBAL_OFFSET = onnxnn.zeros(4)
+
+
+class _Behaving(nn.Module):
+    """A user's forward doing what a traced replay could not repeat (``behaviour``)."""
+
+    def __init__(self, behaviour: str):
+        super().__init__()
+        self.behaviour = behaviour
+        self.register_buffer("count", onnxnn.zeros(()))
+
+    def forward(self, x):
+        if self.behaviour == "reads data":
+            return x * 2 if float(x.sum()) > 0 else x * 3
+        if self.behaviour == "reads a global tensor":
+            return x + _GLOBAL_OFFSET
+        if self.behaviour == "changes its argument":
+            return x.mul_(2)
+        if self.behaviour == "changes its state":
+            self.count.add_(1)
+            return x + self.count
+        if self.behaviour == "changes itself":
+            self.calls = getattr(self, "calls", 0) + 1
+            return x + self.calls
+        raise AssertionError(self.behaviour)
+
+
+@pytest.mark.parametrize(
+    "behaviour, expected",
+    [
+        ("reads data", lambda x, call: x * 2 if x.sum() > 0 else x * 3),
+        ("reads a global tensor", lambda x, call: x + call),
+        ("changes its argument", lambda x, call: x * 2),
+        ("changes its state", lambda x, call: x + call + 1),
+        ("changes itself", lambda x, call: x + call + 1),
+    ],
+)
+def test_a_forward_a_replay_could_not_repeat_runs_every_call(behaviour, expected):
+    module = _Behaving(behaviour).eval()
+    module.compile()
+    with onnxnn.no_grad():
+        for call, sign in enumerate((1, -1, 1, -1, 1)):
+            _GLOBAL_OFFSET.fill_(float(call)).numpy()  # realized: read as it is, not a pending history
+            data = np.full((4,), sign, np.float32)
+            np.testing.assert_array_equal(module(onnxnn.tensor(data)).numpy(), expected(data, call))
+    assert compiled_calls.compiled_info() == {"computed": 0, "prepared": 0}
+
+
+class _Noisy(nn.Module):
+    def forward(self, x):
+        return x + onnxnn.randn(*x.shape)
+
+
+def test_random_draws_are_drawn_at_every_call():
+    module = _Noisy().eval()
+    module.compile()
+    x = onnxnn.zeros(64)
+    with onnxnn.no_grad():
+        onnxnn.manual_seed(3)
+        draws = [module(x).numpy() for _ in range(5)]
+        onnxnn.manual_seed(3)
+        again = [module(x).numpy() for _ in range(5)]
+    for first, second in zip(draws, draws[1:]):
+        assert not np.array_equal(first, second)
+    for first, second in zip(draws, again):
+        np.testing.assert_array_equal(first, second)
+
+
+def _hooked(model):
+    seen = []
+    model.register_forward_hook(lambda module, args, output: seen.append(output.shape))
+    return seen
+
+
+@pytest.mark.parametrize(
+    "condition", ["recording gradients", "training", "a hook", "a submodule's hook", "a global hook"]
+)
+def test_calls_a_compiled_module_takes_plainly(condition):
+    onnxnn.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8)).eval()
+    model.compile()
+    seen: list = []
+    handle = None
+    if condition == "training":
+        model.train()
+    if condition == "a hook":
+        seen = _hooked(model)
+    if condition == "a submodule's hook":
+        seen = _hooked(model[0])
+    if condition == "a global hook":
+        handle = nn.modules.module.register_module_forward_hook(lambda module, args, output: seen.append(1))
+    x = onnxnn.randn(4, 8)
+    try:
+        for _ in range(4):
+            if condition == "recording gradients":
+                output = model(x)
+                assert output.grad_fn is not None
+            else:
+                with onnxnn.no_grad():
+                    model(x).numpy()
+    finally:
+        if handle is not None:
+            handle.remove()
+    if condition == "training":
+        assert not np.array_equal(model[1].running_mean.numpy(), np.zeros(8, np.float32))
+    if condition in ("a hook", "a submodule's hook"):
+        assert len(seen) == 4
+    if condition == "a global hook":
+        assert len(seen) == 4 * 3  # the Sequential and its two layers, at every call
+    assert compiled_calls.compiled_info() == {"computed": 0, "prepared": 0}
+
+
+def test_clearing_the_caches_drops_the_prepared_runs():
+    model = nn.Sequential(nn.Linear(96, 96)).eval()
+    model.compile()
+    x = onnxnn.randn(2, 96)
+    with onnxnn.no_grad():
+        for _ in range(5):
+            model(x)
+        assert _forward_replay._compiled_trees[id(model)].templates.prepared
+        onnxnn.clear_caches()
+        assert id(model) not in _forward_replay._compiled_trees
+        expected = x.numpy() @ model[0].weight.detach().numpy().T + model[0].bias.detach().numpy()
+        np.testing.assert_allclose(model(x).numpy(), expected, rtol=1e-5, atol=1e-5)
