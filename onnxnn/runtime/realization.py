@@ -64,6 +64,8 @@ def run_plan(graph: GraphPlan, specialize: bool = True) -> plan_cache.Entry:
     specialization = entry.specialization
     if specialization is not None and specialization.matches(graph.inputs):
         results = specialization(inputs)
+    elif entry.former and (specialization := plan_cache.former_specialization(entry, graph.inputs)) is not None:
+        results = specialization(inputs)  # another model of the same structure
     else:
         results = entry.runner(inputs)
         if entry.is_session and entry.stable_runs >= 0:

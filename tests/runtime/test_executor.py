@@ -342,6 +342,32 @@ def test_inference_with_unchanged_weights_gets_a_specialized_session_and_stays_c
     assert_close_to_matmul(serve(batches[0]), batches[0], weight.numpy(), bias.numpy(), then=relu)
 
 
+@pytest.mark.parametrize("models", [2, plan_cache.SPECIALIZATIONS_PER_STRUCTURE + 1])
+def test_models_of_one_structure_taking_turns_are_each_specialized(on_onnxruntime, models):
+    # An ensemble, or fine-tuned variants of one architecture: one structure, several weight sets.
+    # Each is specialized once and kept, up to SPECIALIZATIONS_PER_STRUCTURE; later ones run the
+    # general session rather than replacing one another (which would compile one at every turn).
+    onnxnn.clear_caches()
+    weights = [(onnxnn.randn(128, 64), onnxnn.randn(64)) for _ in range(models)]
+    batch = np.random.default_rng(0).standard_normal((8, 128)).astype(np.float32)
+
+    def serve(weight, bias):
+        return (onnxnn.from_numpy(batch) @ weight + bias).relu().numpy()
+
+    made = set()
+    for turn in range(4 * plan_cache.SPECIALIZE_AFTER_RUNS):
+        for weight, bias in weights:
+            assert_close_to_matmul(serve(weight, bias), batch, weight.numpy(), bias.numpy(), then=relu)
+        (entry,) = plan_cache._entries["onnxruntime"].values()
+        specializations = [entry.specialization, *entry.former]
+        if turn >= plan_cache.SPECIALIZE_AFTER_RUNS:
+            kept = min(models, plan_cache.SPECIALIZATIONS_PER_STRUCTURE)
+            assert len({id(each) for each in specializations if each is not None}) == kept
+        made.update(id(each) for each in specializations if each is not None)
+    assert len(made) == min(models, plan_cache.SPECIALIZATIONS_PER_STRUCTURE), "each made once, none replaced"
+    assert all(not each.retired for each in specializations)
+
+
 def test_a_dropped_models_specialization_is_forgotten_with_its_weights(on_onnxruntime):
     # A specialized session holds a copy of the weights it embedded; it refers to their values
     # weakly, so dropping the model frees both (a process building many models does not keep them).

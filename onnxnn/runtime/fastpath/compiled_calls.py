@@ -182,7 +182,13 @@ class _PreparedRun:
     def run(self, tensors: list, state: list):
         """The call's result from the runner, or ``_MISSED`` where it cannot run it."""
         entry = self.entry
-        if entry.specialization is not self.specialization or MODE.executor != self.executor:
+        specialization = self.specialization
+        if MODE.executor != self.executor:
+            return _MISSED
+        if specialization is None:
+            if entry.specialization is not None or entry.former:
+                return _MISSED  # the structure was specialized since: realize as usual
+        elif specialization.retired:
             return _MISSED
         for (kind, where), reference in self.checks:
             value = where if kind == _FIXED else (tensors[where] if kind == _ARGUMENT else state[where])._value

@@ -26,7 +26,16 @@ from ..threads import get_num_threads
 from . import dynamic_shapes
 from .straight_line import accelerate
 
-__all__ = ["Entry", "entry", "choose", "clear", "set_capacity", "watch_stable_inputs", "never_specialize"]
+__all__ = [
+    "Entry",
+    "entry",
+    "choose",
+    "clear",
+    "set_capacity",
+    "watch_stable_inputs",
+    "former_specialization",
+    "never_specialize",
+]
 
 # ---------------------------------------------------------------- the executor choice
 #
@@ -176,10 +185,11 @@ def _compile(plan: GraphPlan, name: str):
 
 
 class Entry:
-    """What is kept for one structure on one executor: its runner and inference specialization.
+    """What is kept for one structure on one executor: its runner and inference specializations.
 
     ``sessions`` is the onnxruntime executor's session cache when a session runs the structure
-    (its counters count every run, found here or there), else None.
+    (its counters count every run, found here or there), else None. ``specialization`` is the
+    last one used, ``former`` the others, most recently used first (``SPECIALIZATIONS_PER_STRUCTURE``).
     """
 
     __slots__ = (
@@ -187,6 +197,7 @@ class Entry:
         "is_session",
         "sessions",
         "specialization",
+        "former",
         "stable_runs",
         "stable_inputs",
         "runs_before_compiling",
@@ -199,6 +210,7 @@ class Entry:
         self.is_session = executor_name == "onnxruntime"
         self.sessions = executor("onnxruntime").cache if self.is_session else None
         self.specialization: Specialization | None = None
+        self.former: list[Specialization] = []
         self.stable_runs = 0
         self.stable_inputs: list | None = None
 
@@ -282,6 +294,13 @@ SPECIALIZE_MIN_ELEMENTS = 4096
 # embedding even small unchanged inputs pays: a normalization's statistics and affine parameters
 # fold into one scale and shift (BatchNorm2d(64) on 8x64x56x56: 12% faster per call).
 SPECIALIZE_MIN_RUN_ELEMENTS = 1 << 16
+# Models of one architecture in one process (an ensemble, fine-tuned variants) share a structure:
+# each gets a specialization of its own weights, up to this many; later ones run the general
+# session (none is replaced while its weights live: models taking turns would then compile one at
+# every turn). Twice as many sets of inputs are watched, so that models taking turns are counted.
+# With one per structure, two models taking turns were never specialized, or replaced each other's.
+SPECIALIZATIONS_PER_STRUCTURE = 4
+_WATCHED_INPUT_SETS = 2 * SPECIALIZATIONS_PER_STRUCTURE
 _NEVER = -(1 << 30)
 
 
@@ -289,17 +308,25 @@ class Specialization:
     """A session with a structure's unchanged inputs embedded, for the runs that feed those very values.
 
     It refers to them weakly: once one is gone (its model dropped), the specialization can never
-    match again, and its entry forgets it at once, which frees the copy of the weights the session holds.
+    match again, and its entry forgets it at once, which frees the copy of the weights the session
+    holds. ``retired`` says it was forgotten or dropped (a prepared run holding it must not run it).
     """
 
-    __slots__ = ("positions", "references", "rest", "session", "__weakref__")
+    __slots__ = ("positions", "references", "rest", "session", "retired", "__weakref__")
 
     def __init__(self, plan: GraphPlan, positions: list[int], entry: Entry):
         self.positions = positions
+        self.retired = False
 
         def forget(_reference, entry=entry, specialization=weakref.ref(self)) -> None:
-            if entry.specialization is not None and entry.specialization is specialization():
+            found = specialization()
+            if found is None:
+                return
+            found.retired = True
+            if entry.specialization is found:
                 entry.specialization = None
+            elif found in entry.former:
+                entry.former.remove(found)
 
         self.references = [weakref.ref(plan.inputs[position], forget) for position in positions]
         embedded = set(positions)
@@ -355,35 +382,70 @@ def watch_stable_inputs(found: Entry, plan: GraphPlan) -> None:
     Only structures with a large stable input (weights), or small stable inputs beside a large
     changing one, are specialized; every input that stayed the same is embedded then
     (BatchNormalization statistics too, so they fold into the convolutions), while per-call values
-    (the batch, scalars) stay inputs.
+    (the batch, scalars) stay inputs. Several sets of inputs are watched at once
+    (``stable_inputs``: ``[runs, inputs]`` pairs, the latest first), so models of one structure
+    taking turns are each specialized.
     """
-    seen = found.stable_inputs
-    if seen is None:
-        if any(node.domain == TRAINING_DOMAIN and node.op_type in OPTIMIZER_UPDATES for node in plan.nodes):
+    candidates = found.stable_inputs
+    if candidates is None:
+        if found.specialization is not None or found.former:
+            pass  # a structure specialized before: another model's weights come
+        elif any(node.domain == TRAINING_DOMAIN and node.op_type in OPTIMIZER_UPDATES for node in plan.nodes):
             # An optimizer's step: its parameters change every run by construction, and what stays
             # is at most the batch of a loop that reuses one (a second session for that costs an
             # arena of its own, ~25 MB for an MLP, for nothing a real loop would see).
             found.stable_runs = _NEVER
-        elif len(plan.inputs) > 1 and any(v.data.size >= SPECIALIZE_MIN_ELEMENTS for v in plan.inputs):
-            found.stable_runs, found.stable_inputs = 1, _weakly(plan.inputs)
-        else:
+            return
+        elif not (len(plan.inputs) > 1 and any(v.data.size >= SPECIALIZE_MIN_ELEMENTS for v in plan.inputs)):
             # Input shapes are part of the structure: never any large input. A single input that
             # stayed would be the whole computation embedded, a cache of one result, not worth a
             # session (and watching each run of a weightless layer costs it a few microseconds).
             found.stable_runs = _NEVER
+            return
+        found.stable_runs, found.stable_inputs = 1, [[1, _weakly(plan.inputs)]]
         return
-    stable = [before if before is not None and before() is value else None for before, value in zip(seen, plan.inputs)]
-    if not _worth_embedding(stable, plan.inputs):
-        found.stable_runs, found.stable_inputs = 1, _weakly(plan.inputs)
+    inputs = plan.inputs
+    best: list | None = None
+    stable: list = []
+    most = -1
+    for candidate in candidates:  # the one sharing the most elements with this run's inputs
+        kept = [
+            before if before is not None and before() is value else None for before, value in zip(candidate[1], inputs)
+        ]
+        shared = sum(value.data.size for before, value in zip(kept, inputs) if before is not None)
+        if shared > most and _worth_embedding(kept, inputs):
+            best, stable, most = candidate, kept, shared
+    if best is None:
+        candidates.insert(0, [1, _weakly(inputs)])
+        del candidates[_WATCHED_INPUT_SETS:]
         return
-    found.stable_runs += 1
-    found.stable_inputs = stable
-    if found.stable_runs >= SPECIALIZE_AFTER_RUNS:
-        found.stable_inputs = None
-        try:
-            found.specialization = Specialization(plan, [i for i, v in enumerate(stable) if v is not None], found)
-        except RuntimeError:
-            found.stable_runs = _NEVER  # onnxruntime could not compile it: never try again
+    best[0], best[1] = best[0] + 1, stable
+    if best[0] < SPECIALIZE_AFTER_RUNS:
+        return
+    candidates.remove(best)
+    found.stable_inputs = candidates or None
+    if (found.specialization is not None) + len(found.former) >= SPECIALIZATIONS_PER_STRUCTURE:
+        return  # as many as a structure keeps: these weights run the general session
+    try:
+        made = Specialization(plan, [i for i, v in enumerate(stable) if v is not None], found)
+    except RuntimeError:
+        found.stable_runs, found.stable_inputs = _NEVER, None  # onnxruntime could not compile it: never again
+        return
+    if found.specialization is not None:
+        found.former.insert(0, found.specialization)
+    found.specialization = made
+
+
+def former_specialization(found: Entry, inputs: list) -> Specialization | None:
+    """The entry's former specialization embedding ``inputs``, made its current one; or None."""
+    for specialization in found.former:
+        if specialization.matches(inputs):
+            found.former.remove(specialization)
+            if found.specialization is not None:
+                found.former.insert(0, found.specialization)
+            found.specialization = specialization
+            return specialization
+    return None
 
 
 def never_specialize(found: Entry) -> None:
@@ -394,6 +456,10 @@ def never_specialize(found: Entry) -> None:
 def clear() -> None:
     """Drops every entry (runners and specializations)."""
     for table in _entries.values():
+        for found in table.values():
+            for specialization in [found.specialization, *found.former]:
+                if specialization is not None:
+                    specialization.retired = True  # a compiled call's prepared run lets it go too
         table.clear()
 
 

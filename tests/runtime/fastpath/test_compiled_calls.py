@@ -324,3 +324,24 @@ def test_clearing_the_caches_drops_the_prepared_runs():
         assert id(model) not in _forward_replay._compiled_trees
         expected = x.numpy() @ model[0].weight.detach().numpy().T + model[0].bias.detach().numpy()
         np.testing.assert_allclose(model(x).numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_compiled_models_of_one_structure_taking_turns_each_run_their_own_session():
+    from onnxnn.runtime.fastpath import plan_cache
+
+    models = []
+    for seed in (1, 2):
+        onnxnn.manual_seed(seed)
+        models.append(onnxnn.compile(nn.Sequential(nn.Linear(96, 128), nn.Tanh(), nn.Linear(128, 10)).eval()))
+    x = np.random.default_rng(0).standard_normal((4, 96)).astype(np.float32)
+    rounds = 10
+    with onnxnn.no_grad():
+        for _ in range(rounds):
+            for model in models:
+                first, second = model._orig_mod[0], model._orig_mod[2]
+                hidden = np.tanh(x @ first.weight.detach().numpy().T + first.bias.detach().numpy())
+                expected = hidden @ second.weight.detach().numpy().T + second.bias.detach().numpy()
+                np.testing.assert_allclose(model(onnxnn.from_numpy(x)).numpy(), expected, rtol=1e-5, atol=1e-5)
+    # Each model is traced and computed until its own specialization exists, then runs it directly.
+    settling = plan_cache.SPECIALIZE_AFTER_RUNS + 3
+    assert compiled_calls.compiled_info()["prepared"] >= len(models) * (rounds - settling)
