@@ -309,7 +309,8 @@ class Specialization:
 
     It refers to them weakly: once one is gone (its model dropped), the specialization can never
     match again, and its entry forgets it at once, which frees the copy of the weights the session
-    holds. ``retired`` says it was forgotten or dropped (a prepared run holding it must not run it).
+    holds. ``retired`` says it was forgotten or the entries were cleared (a compiled call's
+    prepared run holding it must not run it then).
     """
 
     __slots__ = ("positions", "references", "rest", "session", "retired", "__weakref__")
