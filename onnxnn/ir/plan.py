@@ -9,6 +9,7 @@ computation finds the same compiled executable. ``build_model`` turns a plan int
 from __future__ import annotations
 
 import sys
+import threading
 import weakref
 
 import numpy as np
@@ -198,7 +199,19 @@ def _joins_plan(node, mark: int) -> bool:
     return joins
 
 
+# The walk keeps its scratch on the values it visits (``plan_mark``, ``plan_count``), and threads
+# running one model share its realized weights: two walks at once could read each other's input
+# positions and wire a graph wrongly. Walks take turns (a few microseconds each); runs do not.
+_WALKING = threading.RLock()
+
+
 def plan(targets: list, include_shared: bool = True) -> GraphPlan:
+    """The canonical plan of ``targets``' pending history (``_plan``), one thread's walk at a time."""
+    with _WALKING:
+        return _plan(targets, include_shared)
+
+
+def _plan(targets: list, include_shared: bool) -> GraphPlan:
     """Walks the pending history of ``targets`` and builds its canonical plan and cache key.
 
     With ``include_shared`` (realization), pending intermediates still needed elsewhere (a live
