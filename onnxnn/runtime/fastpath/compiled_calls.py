@@ -116,7 +116,7 @@ def _compute_now(owner: CompiledTemplates, key: tuple, result, tensors: list, st
 
 def _structure(result, outputs: list):
     """``result`` with each tensor replaced by its value's position in ``outputs`` (None for
-    anything but tensors in tuples and lists, and None, which a template never returns)."""
+    anything but tensors in tuples, lists and dicts, and None, which a template never returns)."""
     if result is None:
         return ()
     if type(result) is Tensor:
@@ -125,6 +125,9 @@ def _structure(result, outputs: list):
     if type(result) in (tuple, list):
         parts = [_structure(item, outputs) for item in result]
         return None if any(part is None for part in parts) else (type(result), parts)
+    if type(result) is dict:
+        entries = [(key, _structure(item, outputs)) for key, item in result.items()]
+        return None if any(part is None for _, part in entries) else (dict, entries)
     return None
 
 
@@ -220,4 +223,6 @@ def _rebuilt(structure, made: list):
     if structure == ():
         return None
     kind, parts = structure
+    if kind is dict:
+        return {key: _rebuilt(part, made) for key, part in parts}
     return kind(_rebuilt(part, made) for part in parts)

@@ -13,8 +13,8 @@ traced backward does), and later calls create the same nodes from the trace in g
 Nothing is computed early: the replay leaves the same pending graph as recording would, node
 for node, so plans, sessions and results are the same with and without it (``set_fast_path``).
 A trace is not kept when its forward read data (its nodes may depend on it), changed an argument
-or the state in place, returned something other than new tensors (nested in tuples and lists,
-with None), or read a pending value from outside its arguments and state.
+or the state in place, returned something other than new tensors (nested in tuples, lists and
+dicts with string keys, with None), or read a pending value from outside its arguments and state.
 """
 
 from __future__ import annotations
@@ -228,8 +228,9 @@ class _Template:
 
 def _structure(result, produced: dict, outputs: list):
     """``result`` with each tensor replaced by its value's position in ``outputs``, or None when
-    the result is not made of tensors the traced nodes produced (tuples, lists and None around
-    them): a replay returns new tensors, and would not return the very objects given to it."""
+    the result is not made of tensors the traced nodes produced (tuples, lists, dicts with string
+    keys and None around them): a replay returns new tensors, and would not return the very
+    objects given to it."""
     if result is None:
         return ()
     if type(result) is Tensor:
@@ -246,6 +247,14 @@ def _structure(result, produced: dict, outputs: list):
                 return None
             parts.append(part)
         return (type(result), parts)
+    if type(result) is dict and all(type(key) is str for key in result):
+        entries = []
+        for key, item in result.items():
+            part = _structure(item, produced, outputs)
+            if part is None:
+                return None
+            entries.append((key, part))
+        return (dict, entries)
     return None
 
 
@@ -256,6 +265,8 @@ def _returned(structure, output_slots: list) -> str:
     if type(structure) is int:
         return f"wrap(value_{output_slots[structure]})"
     kind, parts = structure
+    if kind is dict:  # string keys, written as their literals
+        return "{" + "".join(f"{key!r}: {_returned(part, output_slots)}, " for key, part in parts) + "}"
     items = "".join(f"{_returned(part, output_slots)}, " for part in parts)
     return f"({items})" if kind is tuple else f"[{items}]"
 

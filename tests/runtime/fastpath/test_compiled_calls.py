@@ -30,7 +30,8 @@ def _flat(result) -> list:
         return []
     if isinstance(result, onnxnn.Tensor):
         return [result]
-    return [tensor for item in result for tensor in _flat(item)]
+    items = result.values() if isinstance(result, dict) else result
+    return [tensor for item in items for tensor in _flat(item)]
 
 
 def _computed_together(result) -> list:
@@ -65,6 +66,18 @@ class _TwoHeads(nn.Module):
         return self.left(hidden), (self.right(hidden), None)
 
 
+class _Named(nn.Module):
+    """Returns its outputs by name, as Hugging Face's models do."""
+
+    def __init__(self):
+        super().__init__()
+        self.body, self.head = nn.Linear(96, 96), nn.Linear(96, 7)
+
+    def forward(self, x):
+        hidden = onnxnn.relu(self.body(x))
+        return {"logits": self.head(hidden), "hidden": (hidden, None)}
+
+
 def _residual_network():
     return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), _Residual(16), _Residual(16), nn.AdaptiveAvgPool2d(1))
 
@@ -82,6 +95,7 @@ MODELS = [
     ),
     ("nested outputs", _TwoHeads, lambda: (onnxnn.randn(5, 96), 0.5), {"extra": onnxnn.randn(5, 96)}),
     ("small weights", lambda: nn.Sequential(nn.Linear(6, 5), nn.Sigmoid()), lambda: (onnxnn.randn(3, 6),), {}),
+    ("named outputs", _Named, lambda: (onnxnn.randn(5, 96),), {}),
     (
         "transformer layer",
         lambda: nn.TransformerEncoderLayer(32, 4, 64, batch_first=True),
@@ -114,6 +128,8 @@ def test_a_compiled_call_gives_bitwise_the_plain_calls_results(name, build, argu
     assert counts["prepared"] >= 8, counts  # the later calls ran their prepared runs
     if name == "nested outputs":
         assert isinstance(result, tuple) and isinstance(result[1], tuple) and result[1][1] is None
+    if name == "named outputs":
+        assert list(result) == ["logits", "hidden"] and result["hidden"][1] is None
 
 
 def test_the_same_bits_with_the_fast_path_off():

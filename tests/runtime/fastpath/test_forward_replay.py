@@ -42,7 +42,8 @@ def _flat(result) -> list:
         return []
     if isinstance(result, onnxnn.Tensor):
         return [result]
-    return [tensor for item in result for tensor in _flat(item)]
+    items = result.values() if isinstance(result, dict) else result
+    return [tensor for item in items for tensor in _flat(item)]
 
 
 def _mlp():
@@ -60,6 +61,20 @@ def _cnn():
         nn.Flatten(),
         nn.Linear(8, 5),
     )
+
+
+class _NamedOutputs(nn.Module):
+    """Stands for one of onnxnn's layers returning its outputs by name (its module name says onnxnn)."""
+
+    __module__ = "onnxnn.nn.modules.test_only"
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(12, 6)
+
+    def forward(self, x):
+        hidden = self.linear(x)
+        return {"hidden": hidden, "pair": (hidden.relu(), None)}
 
 
 def _imported():
@@ -87,6 +102,7 @@ MODELS = [
     ),
     ("lstm", lambda: nn.LSTM(6, 8, num_layers=2, batch_first=True), lambda: (onnxnn.randn(3, 4, 6),), {}),
     ("imported", _imported, lambda: (onnxnn.randn(2, 3, 8, 8),), {}),
+    ("named outputs", _NamedOutputs, lambda: (onnxnn.randn(4, 12),), {}),
 ]
 
 
@@ -103,6 +119,8 @@ def test_a_replayed_call_records_the_same_graph_and_gives_bitwise_the_same_resul
         assert _counts() == {"traced": 1, "replayed": 2}
     for fast, plain in zip(replayed, recorded):
         assert type(fast) is type(plain)
+        if isinstance(fast, dict):
+            assert list(fast) == list(plain)
         fast_tensors, plain_tensors = _flat(fast), _flat(plain)
         assert len(fast_tensors) == len(plain_tensors)
         assert _key(fast_tensors) == _key(plain_tensors)
