@@ -17,6 +17,8 @@ from onnxnn.nn.modules import _forward_replay
 from onnxnn.runtime.fastpath import compiled_calls
 from onnxnn.runtime.realization import realize
 
+from .forwards import EXPECTED, GLOBAL_OFFSET, Misbehaving
+
 
 @pytest.fixture(autouse=True)
 def _fresh_caches():
@@ -216,61 +218,32 @@ def test_a_tensor_attribute_changed_in_place_or_rebound_is_read_as_it_is_now():
     assert compiled_calls.compiled_info()["prepared"] >= 5
 
 
-_GLOBAL_OFFSET = onnxnn.zeros(4)
-
-
-class _Behaving(nn.Module):
-    """A user's forward doing what a traced replay could not repeat (``behaviour``)."""
-
-    def __init__(self, behaviour: str):
-        super().__init__()
-        self.behaviour = behaviour
-        self.register_buffer("count", onnxnn.zeros(()))
-
-    def forward(self, x):
-        if self.behaviour == "reads data":
-            return x * 2 if float(x.sum()) > 0 else x * 3
-        if self.behaviour == "reads a global tensor":
-            return x + _GLOBAL_OFFSET
-        if self.behaviour == "changes its argument":
-            return x.mul_(2)
-        if self.behaviour == "changes its state":
-            self.count.add_(1)
-            return x + self.count
-        if self.behaviour == "changes itself":
-            self.calls = getattr(self, "calls", 0) + 1
-            return x + self.calls
-        raise AssertionError(self.behaviour)
-
-
 @pytest.mark.parametrize(
     "behaviour, expected",
     [
-        ("reads data", lambda x, call: x * 2 if x.sum() > 0 else x * 3),
-        ("reads a global tensor", lambda x, call: x + call),
-        ("changes its argument", lambda x, call: x * 2),
-        ("changes its state", lambda x, call: x + call + 1),
-        ("changes itself", lambda x, call: x + call + 1),
+        (behaviour, EXPECTED[behaviour])
+        for behaviour in (
+            "reads data",
+            "reads a global tensor",
+            "changes its argument",
+            "changes its state",
+            "changes itself",
+        )
     ],
 )
 def test_a_forward_a_replay_could_not_repeat_runs_every_call(behaviour, expected):
-    module = _Behaving(behaviour).eval()
+    module = Misbehaving(behaviour).eval()
     module.compile()
     with onnxnn.no_grad():
         for call, sign in enumerate((1, -1, 1, -1, 1)):
-            _GLOBAL_OFFSET.fill_(float(call)).numpy()  # realized: read as it is, not a pending history
+            GLOBAL_OFFSET.fill_(float(call)).numpy()  # realized: read as it is, not a pending history
             data = np.full((4,), sign, np.float32)
             np.testing.assert_array_equal(module(onnxnn.tensor(data)).numpy(), expected(data, call))
     assert compiled_calls.compiled_info() == {"computed": 0, "prepared": 0}
 
 
-class _Noisy(nn.Module):
-    def forward(self, x):
-        return x + onnxnn.randn(*x.shape)
-
-
 def test_random_draws_are_drawn_at_every_call():
-    module = _Noisy().eval()
+    module = Misbehaving("draws random numbers").eval()
     module.compile()
     x = onnxnn.zeros(64)
     with onnxnn.no_grad():

@@ -20,6 +20,8 @@ from onnxnn.import_ import from_onnx
 from onnxnn.ir.plan import plan
 from onnxnn.runtime.fastpath import forward_replay
 
+from .forwards import EXPECTED, Misbehaving
+
 
 @pytest.fixture(autouse=True)
 def _fresh_caches():
@@ -276,40 +278,21 @@ def test_a_user_activation_function_keeps_a_layer_from_replaying():
 
 # A class that claims to be onnxnn's (its module name) stands for a built-in layer that does what
 # a replay cannot repeat; each must keep running its forward.
-class _Misbehaving(nn.Module):
+class _Misbehaving(Misbehaving):
     __module__ = "onnxnn.nn.modules.test_only"
-
-    def __init__(self, behaviour: str):
-        super().__init__()
-        self.behaviour = behaviour
-        self.register_buffer("count", onnxnn.zeros(()))
-
-    def forward(self, x):
-        if self.behaviour == "reads data":
-            return x * 2 if float(x.sum()) > 0 else x * 3
-        if self.behaviour == "changes its argument":
-            return x.mul_(2)
-        if self.behaviour == "returns its argument":
-            return x
-        if self.behaviour == "changes its state":
-            self.count.add_(1)
-            return x + self.count
-        if self.behaviour == "changes itself":
-            self.last_shape = x.shape
-            return x + 1
-        if self.behaviour == "draws random numbers":
-            return x + onnxnn.randn(*x.shape)
-        raise AssertionError(self.behaviour)
 
 
 @pytest.mark.parametrize(
     "behaviour, expected",
     [
-        ("reads data", lambda x, call: x * 2 if x.sum() > 0 else x * 3),
-        ("changes its argument", lambda x, call: x * 2),
-        ("returns its argument", lambda x, call: x),
-        ("changes its state", lambda x, call: x + call + 1),
-        ("changes itself", lambda x, call: x + 1),
+        (behaviour, EXPECTED[behaviour])
+        for behaviour in (
+            "reads data",
+            "changes its argument",
+            "returns its argument",
+            "changes its state",
+            "changes itself",
+        )
     ],
 )
 def test_a_forward_a_replay_could_not_repeat_is_never_replayed(behaviour, expected):
