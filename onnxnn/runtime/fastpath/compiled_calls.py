@@ -37,7 +37,7 @@ from ...ir.plan import GraphPlan, plan
 from ..realization import run_plan
 from ..tensor import Tensor
 from . import forward_replay
-from .forward_replay import ForwardTemplates, arguments_key
+from .forward_replay import ForwardTemplates, arguments_key, result_structure
 from .plan_cache import Entry
 
 __all__ = ["CompiledTemplates", "call", "compiled_info", "reset_counts"]
@@ -100,7 +100,7 @@ def _compute_now(owner: CompiledTemplates, key: tuple, result, tensors: list, st
     """Computes a replayable call's outputs as one graph, and prepares its next runs if it can."""
     owner.prepared.pop(key, None)
     outputs: list = []
-    structure = _structure(result, outputs)
+    structure = result_structure(result, outputs)
     if structure is None or any(tensor._value.data is None for tensor in tensors):
         return  # a pending argument: its history joins the outputs' when they are read
     pending = list({id(value): value for value in outputs if value.data is None}.values())
@@ -112,23 +112,6 @@ def _compute_now(owner: CompiledTemplates, key: tuple, result, tensors: list, st
     prepared = _PreparedRun.build(graph, entry, outputs, structure, tensors, state)
     if prepared is not None:
         owner.prepared[key] = prepared
-
-
-def _structure(result, outputs: list):
-    """``result`` with each tensor replaced by its value's position in ``outputs`` (None for
-    anything but tensors in tuples, lists and dicts, and None, which a template never returns)."""
-    if result is None:
-        return ()
-    if type(result) is Tensor:
-        outputs.append(result._value)
-        return len(outputs) - 1
-    if type(result) in (tuple, list):
-        parts = [_structure(item, outputs) for item in result]
-        return None if any(part is None for part in parts) else (type(result), parts)
-    if type(result) is dict:
-        entries = [(key, _structure(item, outputs)) for key, item in result.items()]
-        return None if any(part is None for _, part in entries) else (dict, entries)
-    return None
 
 
 class _PreparedRun:

@@ -26,7 +26,15 @@ from ...ir.mode import MODE, RecordingTrace
 from ..tensor import Tensor
 from .recorded_steps import REPLAY_NAMESPACE, produced_by, slot_values, write_steps
 
-__all__ = ["ForwardTemplates", "arguments_key", "call", "has_template", "replay_info", "reset_counts"]
+__all__ = [
+    "ForwardTemplates",
+    "arguments_key",
+    "call",
+    "has_template",
+    "result_structure",
+    "replay_info",
+    "reset_counts",
+]
 
 TEMPLATE_LIMIT = 64  # structures kept per forward: a server sees a few batch shapes
 _UNREPLAYABLE = object()
@@ -191,7 +199,7 @@ class _Template:
         """
         produced = produced_by(trace.records)
         outputs: list = []
-        structure = _structure(result, produced, outputs)
+        structure = result_structure(result, outputs, produced)
         if structure is None:
             return None
         where: dict = {}
@@ -226,23 +234,26 @@ class _Template:
         return self.replay(tensors, state)
 
 
-def _structure(result, produced: dict, outputs: list):
+def result_structure(result, outputs: list, produced: dict | None = None):
     """``result`` with each tensor replaced by its value's position in ``outputs``, or None when
-    the result is not made of tensors the traced nodes produced (tuples, lists, dicts with string
-    keys and None around them): a replay returns new tensors, and would not return the very
-    objects given to it."""
+    the result is not made of tensors (tuples, lists, dicts with string keys and None around them).
+
+    With ``produced`` (a trace's values, ``produced_by``), each tensor must also be a new one the
+    traced nodes produced, needing no gradient and carrying no attributes: a replay returns new
+    tensors, and would not return the very objects given to it.
+    """
     if result is None:
         return ()
     if type(result) is Tensor:
         value = result._value
-        if value not in produced or result._requires_grad or result.__dict__:
+        if produced is not None and (value not in produced or result._requires_grad or result.__dict__):
             return None
         outputs.append(value)
         return len(outputs) - 1
     if type(result) in (tuple, list):
         parts = []
         for item in result:
-            part = _structure(item, produced, outputs)
+            part = result_structure(item, outputs, produced)
             if part is None:
                 return None
             parts.append(part)
@@ -250,7 +261,7 @@ def _structure(result, produced: dict, outputs: list):
     if type(result) is dict and all(type(key) is str for key in result):
         entries = []
         for key, item in result.items():
-            part = _structure(item, produced, outputs)
+            part = result_structure(item, outputs, produced)
             if part is None:
                 return None
             entries.append((key, part))
