@@ -71,16 +71,6 @@ def replays() -> bool:
     )
 
 
-def global_hooks_registered() -> bool:
-    """Whether a global module hook (``register_module_forward_hook`` and its siblings) is registered."""
-    return bool(
-        _hooks._global_forward_pre_hooks
-        or _hooks._global_forward_hooks
-        or _hooks._global_backward_pre_hooks
-        or _hooks._global_backward_hooks
-    )
-
-
 class _Tree:
     """What a module call's replay needs to know about the module tree, as its modules were."""
 
@@ -212,13 +202,7 @@ def compiled_call(module, args: tuple, kwargs: dict):
     hook registered, the call is traced whole and run as in ``runtime/fastpath/compiled_calls.py``;
     otherwise (training, recording gradients, hooks) it is the module's plain call.
     """
-    if replays() and not (
-        module._forward_pre_hooks
-        or module._forward_hooks
-        or module._backward_pre_hooks
-        or module._backward_hooks
-        or global_hooks_registered()
-    ):
+    if replays() and _hooks.hookless(module):
         return call(module, args, kwargs, compiled=True)
     return module._call_impl(*args, **kwargs)
 

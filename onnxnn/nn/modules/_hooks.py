@@ -60,6 +60,20 @@ class _GlobalBackwardKind:
         cls.is_full = full
 
 
+def hookless(module) -> bool:
+    """Whether calling ``module`` is just its forward: no hook of its own and no global one."""
+    return not (
+        module._forward_pre_hooks
+        or module._forward_hooks
+        or module._backward_pre_hooks
+        or module._backward_hooks
+        or _global_forward_pre_hooks
+        or _global_forward_hooks
+        or _global_backward_pre_hooks
+        or _global_backward_hooks
+    )
+
+
 def register_module_buffer_registration_hook(hook: Callable) -> RemovableHandle:
     """Registers ``hook(module, name, buffer) -> None or new buffer`` run by every ``register_buffer``."""
     return add_hook(_global_buffer_registration_hooks, hook)
