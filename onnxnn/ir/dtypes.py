@@ -97,7 +97,6 @@ _WIDE_UNSIGNED = (uint16, uint32, uint64)
 
 ALL_DTYPES = (float16, bfloat16, float32, float64, uint8, int8, int16, int32, int64, bool, uint16, uint32, uint64)
 _BY_NUMPY = {d.numpy_dtype: d for d in ALL_DTYPES}
-BY_NUMPY_DTYPE = _BY_NUMPY  # numpy dtype -> dtype, for callers that take the common case without ``as_dtype``
 _BY_ONNX = {d.onnx_type: d for d in ALL_DTYPES}
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NAME.update(float=float32, double=float64, half=float16, long=int64, int=int32, short=int16)
@@ -149,7 +148,9 @@ def as_dtype(value) -> dtype:
     """
     if isinstance(value, dtype):
         return value
-    if isinstance(value, str):
+    if isinstance(value, np.dtype):  # an array's dtype: the common case, found without converting it
+        found = _BY_NUMPY.get(value)
+    elif isinstance(value, str):
         found = _BY_NAME.get(value.removeprefix("onnxnn.").removeprefix("torch."))
     elif isinstance(value, builtins.int) and not isinstance(value, builtins.bool):
         found = _BY_ONNX.get(value)

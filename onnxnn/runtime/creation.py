@@ -190,8 +190,7 @@ def from_numpy(array: np.ndarray) -> Tensor:
     """A tensor holding ``array`` (not copied when it is contiguous and of a supported dtype)."""
     if not isinstance(array, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(array).__name__})")
-    # The numpy dtypes' table first: a server calls this per request, often with cold caches.
-    value_dtype = dtypes.BY_NUMPY_DTYPE.get(array.dtype) or dtypes.as_dtype(array.dtype)
+    value_dtype = dtypes.as_dtype(array.dtype)
     return _tensor.Tensor._from_value(constant(np.asarray(array, order="C"), value_dtype, CPU))
 
 
