@@ -211,6 +211,8 @@ class Entry:
         self.sessions = executor("onnxruntime").cache if self.is_session else None
         self.specialization: Specialization | None = None
         self.former: list[Specialization] = []
+        # _NEVER once the structure is never to be specialized; its runs are counted per set of
+        # inputs watched (``stable_inputs``, see ``watch_stable_inputs``).
         self.stable_runs = 0
         self.stable_inputs: list | None = None
 
@@ -403,7 +405,7 @@ def watch_stable_inputs(found: Entry, plan: GraphPlan) -> None:
             # session (and watching each run of a weightless layer costs it a few microseconds).
             found.stable_runs = _NEVER
             return
-        found.stable_runs, found.stable_inputs = 1, [[1, _weakly(plan.inputs)]]
+        found.stable_inputs = [[1, _weakly(plan.inputs)]]
         return
     inputs = plan.inputs
     best: list | None = None
