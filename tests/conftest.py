@@ -20,6 +20,17 @@ import pytest
 import onnxnn
 
 
+def pytest_collection_finish(session):
+    """Moves everything alive after collection out of the garbage collector's sight.
+
+    The collected items (12,000 of them, with their marks and parameters), the test modules and the
+    libraries they import live until the run ends, and every full collection walked them all: the
+    ``gc.collect()`` after each module took 0.3-0.6 s, a fifth of the suite's time. Frozen, they
+    are never scanned again; anything created later is collected as before.
+    """
+    gc.freeze()
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     onnxnn.manual_seed(0)
