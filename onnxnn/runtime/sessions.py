@@ -229,6 +229,14 @@ def _cut_part(model) -> tuple[int, int] | None:
 # session with the fusion, 1.032x without; benchmarks/bench_zoo.py --only bert).
 DISABLED_OPTIMIZERS = ["MatMulAddFusion"]
 
+# onnxruntime's CommonSubexpressionElimination takes time superlinear in a graph's nodes, and a large
+# model's training step is a large graph: one session of a training step (batch 2, 32x32, one thread,
+# optimizers at their default level) took 1.9 s to build for resnet50 (4,900 nodes) and 1.0 s without
+# it, 8.2 and 4.2 s for resnet101 (9,600 nodes), 22 and 9.3 s for resnet152 (13,400 nodes). onnxnn's
+# recorded graphs repeat almost nothing it could merge (resnet152's step: 202 of 13,374 nodes, 155 of
+# them Shape; none in an MLP's or a small ResNet's), so graphs above this many nodes leave it out.
+COMMON_SUBEXPRESSIONS_MOST_NODES = 2000
+
 # onnxruntime's NchwcTransformer (on CPUs with AVX2 or AVX-512) moves convolutions and 2-d pools into
 # a blocked channel layout, with a reorder (a copy of the whole tensor) at each edge of it. Its
 # convolution, AveragePool and GlobalMaxPool kernels repay the reorders; its MaxPool and
@@ -270,16 +278,20 @@ def disabled_optimizers(model: onnx.ModelProto | bytes) -> list[str]:
 
     ``DISABLED_OPTIMIZERS`` always; ``NchwcTransformer`` too unless the model (its graph, subgraphs
     or functions) holds an op whose NCHWc kernel repays the layout's reorders (``NCHWC_REPAYING_OPS``;
-    a convolution of the main graph only with a constant weight). A serialized model keeps the transformer.
+    a convolution of the main graph only with a constant weight); ``CommonSubexpressionElimination``
+    in a graph of more than ``COMMON_SUBEXPRESSIONS_MOST_NODES`` nodes. A serialized model keeps both.
     """
     if isinstance(model, bytes):
         return DISABLED_OPTIMIZERS
     graph = model.graph
+    disabled = list(DISABLED_OPTIMIZERS)
+    if len(graph.node) > COMMON_SUBEXPRESSIONS_MOST_NODES:
+        disabled.append("CommonSubexpressionElimination")
     constants = {initializer.name for initializer in graph.initializer}
     constants.update(output for node in graph.node if node.op_type == "Constant" for output in node.output)
-    if _repays_nchwc(graph, constants) or any(_repays_nchwc(function, None) for function in model.functions):
-        return DISABLED_OPTIMIZERS
-    return [*DISABLED_OPTIMIZERS, "NchwcTransformer"]
+    if not (_repays_nchwc(graph, constants) or any(_repays_nchwc(function, None) for function in model.functions)):
+        disabled.append("NchwcTransformer")
+    return disabled
 
 
 # The most sessions a cut plan may have for their thread pools to spin after a run. A spinning pool

@@ -10,7 +10,12 @@ import onnxruntime
 import pytest
 from onnx import TensorProto, helper
 
-from onnxnn.runtime.sessions import DISABLED_OPTIMIZERS, create_session, disabled_optimizers
+from onnxnn.runtime.sessions import (
+    COMMON_SUBEXPRESSIONS_MOST_NODES,
+    DISABLED_OPTIMIZERS,
+    create_session,
+    disabled_optimizers,
+)
 
 OPSET = [helper.make_opsetid("", 17)]
 
@@ -107,6 +112,23 @@ def test_nchwc_transformer_is_left_out_where_its_kernels_do_not_repay_it(build, 
     disabled = disabled_optimizers(build())
     assert ("NchwcTransformer" in disabled) is leaves_out_nchwc
     assert set(DISABLED_OPTIMIZERS) <= set(disabled)
+
+
+def _chain_of(count: int) -> onnx.ModelProto:
+    """``count`` Relu nodes, each reading the graph's input: every one but the first repeats it."""
+    nodes = [_node("Relu", outputs=(f"r{index}",)) for index in range(count - 1)]
+    return _model([*nodes, _node("Sum", inputs=[f"r{index}" for index in range(count - 1)] + ["x"])])
+
+
+@pytest.mark.parametrize(
+    "count, leaves_out", [(COMMON_SUBEXPRESSIONS_MOST_NODES, False), (COMMON_SUBEXPRESSIONS_MOST_NODES + 1, True)]
+)
+def test_common_subexpression_elimination_is_left_out_of_large_graphs(count, leaves_out):
+    model = _chain_of(count)
+    assert ("CommonSubexpressionElimination" in disabled_optimizers(model)) is leaves_out
+    x = np.random.default_rng(0).standard_normal((2, 16, 16, 16)).astype(np.float32)
+    (y,) = create_session(model, threads=1).run(None, {"x": x})
+    np.testing.assert_allclose(y, (count - 1) * np.maximum(x, 0) + x, rtol=count * 2**-24)
 
 
 def test_a_serialized_model_keeps_the_default_list():
