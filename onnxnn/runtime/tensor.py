@@ -459,7 +459,11 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
 
     def fill_(self, value) -> "Tensor":
         if not isinstance(value, Tensor):
-            value = Tensor._full((), value, self._value.dtype, self._value.device)
+            # A number fills an array of the full shape now, leaving no Expand pending: a model's
+            # initialization (zeros_, ones_, BatchNorm's running statistics) would otherwise run in
+            # its first training step, whose graph then differs from every later step's and is
+            # compiled for that one step (resnet152's: 9 s).
+            value = Tensor._full(self._value.shape, value, self._value.dtype, self._value.device)
         elif value.dim() != 0:
             raise RuntimeError(
                 f"fill_ only supports 0-dimension value tensor but got tensor with {value.dim()} dimensions."
