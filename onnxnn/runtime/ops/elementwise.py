@@ -14,7 +14,6 @@ from ...ir.graph import Value
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ...ir.caches import register_cache
 from ...ir.mode import MODE
-from .relu_gradient import relu_gradient as _relu_gradient
 from ._common import (
     Tensor,
     apply_op,
@@ -185,39 +184,6 @@ def _reciprocal_grad(ctx, g):
     return (-g * out * out,)
 
 
-@gradient_rules.register("Relu")
-def _relu_grad(ctx, g):
-    return (_relu_gradient(g, ctx.output()),)
-
-
-@gradient_rules.register("LeakyRelu")
-def _leaky_relu_grad(ctx, g):
-    return (where(ctx.input(0) > 0, g, g * ctx.attrs.get("alpha", 0.01)),)
-
-
-@gradient_rules.register("Elu")
-def _elu_grad(ctx, g):
-    x, alpha = ctx.input(0), ctx.attrs.get("alpha", 1.0)
-    return (where(x > 0, g, g * (ctx.output() + alpha)),)
-
-
-@gradient_rules.register("Sigmoid")
-def _sigmoid_grad(ctx, g):
-    out = ctx.output()
-    return (g * out * (1 - out),)
-
-
-@gradient_rules.register("Tanh")
-def _tanh_grad(ctx, g):
-    out = ctx.output()
-    return (g * (1 - out * out),)
-
-
-@gradient_rules.register("Softplus")
-def _softplus_grad(ctx, g):
-    return (g * sigmoid(ctx.input(0)),)
-
-
 @gradient_rules.register("Sin")
 def _sin_grad(ctx, g):
     return (g * cos(ctx.input(0)),)
@@ -232,19 +198,6 @@ def _cos_grad(ctx, g):
 def _erf_grad(ctx, g):
     x = ctx.input(0)
     return (g * (2 / math.sqrt(math.pi)) * exp(-(x * x)),)
-
-
-@gradient_rules.register("Gelu")
-def _gelu_grad(ctx, g):
-    x = ctx.input(0)
-    if ctx.attrs.get("approximate", "none") == "tanh":
-        k = math.sqrt(2 / math.pi)
-        inner = tanh(k * (x + 0.044715 * x * x * x))
-        derivative = 0.5 * (1 + inner) + 0.5 * x * (1 - inner * inner) * k * (1 + 3 * 0.044715 * x * x)
-        return (g * derivative,)
-    cdf = 0.5 * (1 + erf(x * (1 / math.sqrt(2))))
-    pdf = exp(-0.5 * x * x) * (1 / math.sqrt(2 * math.pi))
-    return (g * (cdf + x * pdf),)
 
 
 @gradient_rules.register("Cast")
@@ -613,41 +566,6 @@ def ceil(input: Tensor) -> Tensor:
 
 def round(input: Tensor) -> Tensor:
     return _unary("Round", input, "RoundBackward0") if input.dtype.is_floating_point else clone(input)
-
-
-def relu(input: Tensor) -> Tensor:
-    if not input._value.dtype.is_floating_point:
-        return clamp(input, min=0)  # onnxruntime's Relu lacks int64, int16 and uint8 kernels
-    return _unary("Relu", input, "ReluBackward0")
-
-
-def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
-    return _unary("LeakyRelu", input, "LeakyReluBackward0", {"alpha": float(negative_slope)})
-
-
-def elu(input: Tensor, alpha: float = 1.0) -> Tensor:
-    return _unary("Elu", input, "EluBackward0", {"alpha": float(alpha)})
-
-
-def gelu(input: Tensor, approximate: str = "none") -> Tensor:
-    return _unary("Gelu", input, "GeluBackward0", {"approximate": approximate})
-
-
-def sigmoid(input: Tensor) -> Tensor:
-    return _unary("Sigmoid", _floating(input), "SigmoidBackward0")
-
-
-def tanh(input: Tensor) -> Tensor:
-    return _unary("Tanh", _floating(input), "TanhBackward0")
-
-
-def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
-    if beta == 1.0:
-        result = _unary("Softplus", input, "SoftplusBackward0")
-    else:
-        result = _unary("Softplus", input * beta, "SoftplusBackward0") / beta
-    # Above the threshold softplus is the identity in PyTorch (avoids overflow of exp).
-    return where(input * beta > threshold, input, result)
 
 
 def clamp(input: Tensor, min=None, max=None) -> Tensor:

@@ -20,7 +20,8 @@ from ...ir import dtypes
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ._common import Tensor, apply_op, normalize_axes, same_shape
 from .conv_gradients import needs_input_grad
-from .elementwise import abs, exp, log, relu, sigmoid, tanh, where
+from .activations import relu, sigmoid, tanh
+from .elementwise import abs, exp, log, where
 from .normalization import batch_normalization_training_grad  # the normalization family owns it
 
 __all__ = ["hardshrink", "prelu"]
