@@ -459,11 +459,14 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
 
     def fill_(self, value) -> "Tensor":
         if not isinstance(value, Tensor):
-            # A number fills an array of the full shape now, leaving no Expand pending: a model's
-            # initialization (zeros_, ones_, BatchNorm's running statistics) would otherwise run in
-            # its first training step, whose graph then differs from every later step's and is
-            # compiled for that one step (resnet152's: 9 s).
-            value = Tensor._full(self._value.shape, value, self._value.dtype, self._value.device)
+            # On the CPU a number fills an array of the full shape now, leaving no Expand pending: a
+            # model's initialization (zeros_, ones_, BatchNorm's running statistics) would otherwise
+            # run in its first training step, whose graph then differs from every later step's and
+            # is compiled for that one step (resnet152's: 9 s). On a GPU the scalar is expanded
+            # there, rather than a host array of the tensor's size copied over.
+            device = self._value.device
+            shape = self._value.shape if device.type == "cpu" else ()
+            value = Tensor._full(shape, value, self._value.dtype, device)
         elif value.dim() != 0:
             raise RuntimeError(
                 f"fill_ only supports 0-dimension value tensor but got tensor with {value.dim()} dimensions."
