@@ -16,15 +16,14 @@ import pytest
 import onnxnn
 from onnxnn import nn
 from onnxnn.runtime import realization as executor
-from onnxnn.runtime.fastpath import backward_replay, plan_cache
+from onnxnn.runtime.fastpath import plan_cache
 
 
 @pytest.fixture(autouse=True)
 def _fresh_caches():
-    executor.clear_cache()
-    backward_replay.clear_templates()
+    onnxnn.clear_caches()  # sessions, plan entries and traced backwards, with their counters
     yield
-    executor.clear_cache()
+    onnxnn.clear_caches()
 
 
 def _model() -> nn.Module:
