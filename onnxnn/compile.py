@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .nn.modules._forward_replay import compiled_call
+from .nn.modules._hooks import hookless
 from .nn.modules.module import Module
 from .runtime.compilation import compile as _compile_function
 
@@ -85,8 +86,13 @@ class OptimizedModule(Module):
         self._orig_mod = module
 
     # Its own hooks run, but the module tree is never replayed as a plain call would be: the
-    # compiled call below replays it (and runs the module's hooks where it has any).
-    __call__ = Module._call_impl
+    # compiled call replays it (and runs the module's hooks where it has any). Without hooks of
+    # its own, the call goes to the compiled call directly: each frame on the way costs an
+    # inference call a microsecond or two, its code evicted by onnxruntime's run.
+    def __call__(self, *args, **kwargs):
+        if hookless(self):
+            return compiled_call(self._orig_mod, args, kwargs)
+        return self._call_with_hooks(self.forward, args, kwargs)
 
     def forward(self, *args, **kwargs) -> Any:
         return compiled_call(self._orig_mod, args, kwargs)

@@ -140,7 +140,7 @@ def realize_step(values) -> None:
 
 def data_of(value):
     """The array of ``value``, realizing it (and its pending history) first if needed."""
-    if value.static is None:
+    if value.static is None and MODE.trace is not None:  # trace_data_read, inline: every .numpy() runs this
         trace_data_read()
     if value.data is None:
         realize((value,))

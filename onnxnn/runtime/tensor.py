@@ -493,8 +493,9 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
                 "a value was read while a step is only being recorded (e.g. by "
                 "training_step_to_onnx): the recorded step must not depend on computed data"
             )
-        if data.flags.writeable:
-            data.flags.writeable = False  # values are immutable: a write would corrupt shared history
+        # Values are immutable: a write would corrupt shared history. (``setflags`` at every read
+        # costs less than reading ``flags`` first, which builds a flags object.)
+        data.setflags(write=False)
         return data
 
     def __array__(self, dtype=None, copy=None):

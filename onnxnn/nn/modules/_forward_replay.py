@@ -29,7 +29,6 @@ from __future__ import annotations
 import functools
 import types
 import weakref
-from typing import cast
 
 from ...ir.caches import register_cache
 from ...ir.dtypes import get_default_dtype
@@ -178,13 +177,14 @@ def call(module, args: tuple, kwargs: dict, compiled: bool = False):
     tree = trees.get(id(module))
     if tree is None:
         tree = trees[id(module)] = _Tree(module, False, compiled)
-    elif not tree.unchanged():
+    elif tree.epoch != _epoch[0] and not tree.unchanged():  # the epoch inline: most calls stop there
         tree = trees[id(module)] = _Tree(module, tree.changes_itself, compiled)
     if not tree.replayable or tree.default_dtype is not get_default_dtype() or any(tree.hook_tables):
         return module.forward(*args, **kwargs)
     epoch = _epoch[0]
     if compiled:
-        templates = cast(compiled_calls.CompiledTemplates, tree.templates)  # a compiled tree's (``_Tree``)
+        templates = tree.templates
+        assert isinstance(templates, compiled_calls.CompiledTemplates)  # a compiled tree's (``_Tree``)
         result = compiled_calls.call(templates, module.forward, args, kwargs, tree.state)
     else:
         result = forward_replay.call(tree.templates, module.forward, args, kwargs, tree.state)
