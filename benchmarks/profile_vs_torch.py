@@ -1,7 +1,8 @@
 """Where issue 16's training steps spend their time, onnxnn beside PyTorch eager: one JSON line per workload.
 
 bench_vs_torch.py says how fast each row is; this says why. For its training rows (the same
-models, inputs and optimizers; one intra-op thread for both frameworks):
+models, inputs and optimizers; one intra-op thread for both frameworks unless ``--threads`` says
+otherwise):
 
 - ``onnxnn.step_ms``: one step (zero_grad, forward, loss, backward, optimizer step), the median of
   interleaved blocks; ``onnxnn.runtime_ms``: the part of it spent inside the runs of compiled
@@ -20,7 +21,7 @@ models, inputs and optimizers; one intra-op thread for both frameworks):
   Where onnxnn's Python is a small part of the gap, what remains is kernel time, phase by phase
   beside PyTorch's.
 
-Run: python benchmarks/profile_vs_torch.py [--only NAME ...] [--blocks N]
+Run: python benchmarks/profile_vs_torch.py [--only NAME ...] [--blocks N] [--threads N]
 """
 
 from __future__ import annotations
@@ -261,17 +262,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", nargs="+", default=[], help="workloads whose name contains any of these")
     parser.add_argument("--blocks", type=int, default=9, help="interleaved blocks per workload (default 9)")
+    parser.add_argument("--threads", type=int, default=1, help="intra-op threads for both frameworks (default 1)")
     arguments = parser.parse_args()
     allocator = keep_freed_memory()  # PyTorch at its best, as bench_vs_torch.py measures it
-    onnxnn.set_num_threads(1)
+    onnxnn.set_num_threads(arguments.threads)
     if torch is not None:
-        torch.set_num_threads(1)
+        torch.set_num_threads(arguments.threads)
     with tempfile.TemporaryDirectory() as directory:
         for name, (build, shape, classes, optimizer_name, train) in _workloads(directory).items():
             if arguments.only and not any(part in name for part in arguments.only):
                 continue
             result = profile_workload(build, shape, classes, optimizer_name, arguments.blocks, train)
-            print(json.dumps(_rounded({"workload": name, "threads": 1, **result, "allocator": allocator})))
+            print(
+                json.dumps(_rounded({"workload": name, "threads": arguments.threads, **result, "allocator": allocator}))
+            )
             sys.stdout.flush()
 
 
