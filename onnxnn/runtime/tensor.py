@@ -493,9 +493,10 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
                 "a value was read while a step is only being recorded (e.g. by "
                 "training_step_to_onnx): the recorded step must not depend on computed data"
             )
-        # Values are immutable: a write would corrupt shared history. (``setflags`` at every read
-        # costs less than reading ``flags`` first, which builds a flags object.)
-        data.setflags(write=False)
+        # Values are immutable: a write would corrupt shared history. ``setflags(False)`` (write, by
+        # position: keywords take numpy's slow argument parsing) at every read costs less than reading
+        # ``flags`` first, which builds a flags object: 3.3 against 4.3-9.6 us right after a large run.
+        data.setflags(False)
         return data
 
     def __array__(self, dtype=None, copy=None):
