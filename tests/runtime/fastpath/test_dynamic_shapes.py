@@ -17,7 +17,6 @@ import pytest
 import onnxnn
 import onnxnn.nn.functional as F
 from onnxnn import kernels, nn
-from onnxnn.runtime.fastpath import backward_replay
 from onnxnn.runtime.fastpath import dynamic_shapes
 from onnxnn.ir.executors import executor as executor_named
 from onnxnn.runtime import realization as executor
@@ -32,12 +31,9 @@ MAX_COMPILATIONS = 8
 
 @pytest.fixture(autouse=True)
 def _fresh_caches():
-    executor.clear_cache()
-    kernels.clear_cache()
-    backward_replay.clear_templates()
+    onnxnn.clear_caches()
     yield
-    executor.clear_cache()
-    kernels.clear_cache()
+    onnxnn.clear_caches()
 
 
 def _compilations(name: str) -> int:
@@ -69,9 +65,7 @@ def _mlp():
 def _train(make_model, sample_shape: tuple, sizes: list[int], executor_name: str, enabled: bool, monkeypatch) -> tuple:
     """SGD with momentum over one batch per size; returns (losses, parameters, compilations)."""
     monkeypatch.setattr(dynamic_shapes, "ENABLED", enabled)
-    executor.clear_cache()
-    kernels.clear_cache()
-    backward_replay.clear_templates()
+    onnxnn.clear_caches()  # each run compiles from nothing: its compilations are counted
     with onnxnn.set_executor(executor_name):
         onnxnn.manual_seed(0)
         model = make_model()
