@@ -18,6 +18,7 @@ from ..ir.graph import Value, constant, hold
 from ..ir.mode import MODE
 from ..ir.registry import non_differentiable
 from . import creation
+from .aliases import ALIAS_GROUPS, data_alias, leave_group, share_value
 from .autograd import AccumulateGrad, Function, RemovableHandle, VersionCounter, _HookDict, add_hook
 from .backward import run_backward
 from .depth import MAX_PENDING_DEPTH, after_recording
@@ -381,10 +382,18 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
 
     @property
     def data(self) -> "Tensor":
-        return Tensor._from_value(self._value)
+        """The value as a tensor outside autograd, sharing it: an in-place write through either changes both.
+
+        Example::
+
+            >>> with onnxnn.no_grad():
+            ...     layer.weight.data.normal_(0.0, 0.02)   # initializes layer.weight
+        """
+        return data_alias(self)
 
     @data.setter
     def data(self, other: "Tensor") -> None:
+        leave_group(self)  # a new storage: the tensors that shared the old one keep it
         self._value = other._value
         hold(self._value, self)
 
@@ -419,6 +428,8 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
             self._grad_fn = None
             self._requires_grad = False
         self._bump_version()
+        if ALIAS_GROUPS and id(self) in ALIAS_GROUPS:
+            share_value(self)
         return self
 
     def _assign_arithmetic(self, result: "Tensor") -> "Tensor":
@@ -441,6 +452,8 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
         self._value = value
         hold(value, self)
         self._bump_version()
+        if ALIAS_GROUPS and id(self) in ALIAS_GROUPS:
+            share_value(self)
 
     def _bump_version(self) -> None:
         counter = self._version_counter

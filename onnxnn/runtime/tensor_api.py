@@ -15,6 +15,7 @@ import numpy as np
 from . import creation, ops
 from . import tensor as _tensor  # circular (Tensor subclasses TensorAPI): attributes are read at call time
 from ..ir.graph import hold
+from .aliases import leave_group
 
 if TYPE_CHECKING:
     # Type checkers see the methods attached below from the tables; at run time the base is object.
@@ -351,6 +352,7 @@ def _delegate(name: str):
 def _in_place_reshaping(name: str):
     def method(self, *args, **kwargs):
         result = getattr(self._alias(), name)(*args, **kwargs)
+        leave_group(self)  # a new shape: PyTorch's tensors sharing the storage keep theirs
         self._value = result._value
         hold(self._value, self)
         if result._grad_fn is not None:

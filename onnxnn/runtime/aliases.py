@@ -1,0 +1,82 @@
+"""``tensor.data`` shares its tensor's value: an in-place write through either changes both.
+
+PyTorch's ``p.data`` is a tensor over ``p``'s storage, outside autograd, and scripts write through
+it: ``m.weight.data.normal_(0, 0.02)``, ``target.data.copy_(tau * p.data + (1 - tau) * target.data)``,
+``p.data.clamp_(-c, c)``. onnxnn's values are immutable and an in-place op rebinds its tensor
+(DESIGN principle 5), so the tensors over one storage form an alias group: a write that rebinds one
+member rebinds every other live member to the same value. Only the value moves, as only the storage
+is shared in PyTorch: each member keeps its own autograd history and version counter (``.data`` is
+PyTorch's documented way around the version checks; here a backward still reads the values it
+saved, which were never overwritten).
+
+A write that changes a member's shape in place (``t_``, ``unsqueeze_``) or replaces its storage
+(``p.data = other``) takes it out of its group. Other views (indexing, ``transpose``, ``view``,
+``detach``) are copies in onnxnn (docs/differences.md).
+
+Groups are found by the members' ids, never through a tensor's attributes, so copies and pickles of
+a tensor never carry its group.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+
+from ..ir.graph import hold
+
+__all__ = ["ALIAS_GROUPS", "data_alias", "share_value", "leave_group"]
+
+# id(tensor) -> its group (a dict of id -> weak reference, for every live member); only tensors
+# that share their value with another live tensor are here. A write looks itself up only when the
+# dict is not empty (``if ALIAS_GROUPS and id(tensor) in ALIAS_GROUPS``): most programs never make one.
+ALIAS_GROUPS: dict[int, dict[int, weakref.ref]] = {}
+
+
+def data_alias(tensor):
+    """``tensor.data``: a new tensor of the same value, without history, in ``tensor``'s group."""
+    twin = tensor.detach()
+    group = ALIAS_GROUPS.get(id(tensor))
+    if group is None:
+        group = {}
+        _join(group, tensor)
+    _join(group, twin)
+    return twin
+
+
+def share_value(tensor) -> None:
+    """Gives every other live member of ``tensor``'s group the value ``tensor`` was just rebound to."""
+    value = tensor._value
+    for reference in list(ALIAS_GROUPS[id(tensor)].values()):
+        member = reference()
+        if member is not None and member is not tensor and member._value is not value:
+            member._value = value
+            hold(value, member, rebound=False)
+
+
+def leave_group(tensor) -> None:
+    """Takes ``tensor`` out of its group (its storage is replaced, or its shape changed in place)."""
+    group = ALIAS_GROUPS.pop(id(tensor), None)
+    if group is not None:
+        _drop(group, id(tensor))
+
+
+def _join(group: dict, tensor) -> None:
+    key = id(tensor)
+    group[key] = weakref.ref(tensor, functools.partial(_forget, group, key))
+    ALIAS_GROUPS[key] = group
+
+
+def _forget(group: dict, key: int, _reference) -> None:
+    # A member was collected: its id may be reused by a new tensor, which must not find the group.
+    if ALIAS_GROUPS.get(key) is group:
+        del ALIAS_GROUPS[key]
+    _drop(group, key)
+
+
+def _drop(group: dict, key: int) -> None:
+    group.pop(key, None)
+    if len(group) == 1:  # a lone member shares its value with nobody: writes need no look-up
+        (last,) = group
+        if ALIAS_GROUPS.get(last) is group:
+            del ALIAS_GROUPS[last]
+        group.clear()
