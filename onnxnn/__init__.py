@@ -611,3 +611,13 @@ def is_floating_point(input: Tensor) -> _builtins.bool:
 import builtins as _builtins  # noqa: E402
 
 builtins_int, builtins_bool = _builtins.int, _builtins.bool
+
+
+def __getattr__(name: str):
+    # ``import torch`` makes ``torch.utils.data`` usable; importing onnxnn.utils.data costs ~16 ms
+    # (its worker processes' machinery), so onnxnn.utils is imported on its first use instead.
+    if name == "utils":
+        import importlib
+
+        return importlib.import_module(".utils", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,11 +1,12 @@
 """onnxnn.utils.data: PyTorch's ``torch.utils.data``: datasets, samplers, collation and ``DataLoader``.
 
-``distributed.DistributedSampler`` lives in its own module, as in PyTorch.
+``DistributedSampler`` lives in ``distributed``, and is exported here too, as in PyTorch.
 """
 
 from ._worker import WorkerInfo, get_worker_info
 from .collate import default_collate, default_convert
 from .dataloader import DataLoader
+from .distributed import DistributedSampler
 from .dataset import (
     ConcatDataset,
     Dataset,
@@ -39,6 +40,7 @@ __all__ = [
     "SubsetRandomSampler",
     "WeightedRandomSampler",
     "BatchSampler",
+    "DistributedSampler",
     "default_collate",
     "default_convert",
     "get_worker_info",
