@@ -328,7 +328,7 @@ class TensorMethods:
 
     def view(self, *shape):
         if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)):
-            return self.to(shape[0])  # view(dtype)
+            return ops.view_dtype(self, shape[0])
         return ops.reshape(self, *shape)
 
     def view_as(self, other):

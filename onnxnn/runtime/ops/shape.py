@@ -313,6 +313,36 @@ def reshape(input: Tensor, *shape) -> Tensor:
 view = reshape
 
 
+def view_dtype(input: Tensor, dtype) -> Tensor:
+    """``input.view(dtype)``: the same bytes read as ``dtype`` (not a conversion: ``to`` converts).
+
+    Between dtypes of different sizes the last dimension scales by the ratio of their sizes, as
+    in PyTorch. ONNX's BitCast (opset 26, same sizes only) is newer than onnxnn's recorded graphs,
+    so the bytes are reinterpreted on realized data, as an imported BitCast node runs
+    (``import_.importers.EagerNode``): the result is a new constant, through which no gradient
+    flows (PyTorch's carries none either).
+
+    Raises:
+        RuntimeError: the sizes differ and ``input`` is 0-d, or its last dimension's bytes do not
+            divide into elements of ``dtype``.
+    """
+    target, source = dtypes.as_dtype(dtype), input._value.dtype
+    if target is source:
+        return input
+    if target.itemsize != source.itemsize:
+        names = f"{dtypes.scalar_type_name(source)} as {dtypes.scalar_type_name(target)} (different element sizes)"
+        if not input._value.shape:
+            raise RuntimeError(f"self.dim() cannot be 0 to view {names}")
+        ratio = max(target.itemsize, source.itemsize) // min(target.itemsize, source.itemsize)
+        if target.itemsize > source.itemsize and input._value.shape[-1] % ratio:
+            raise RuntimeError(
+                f"self.size(-1) must be divisible by {ratio} to view {names}, but got {input._value.shape[-1]}"
+            )
+    device = input._value.device
+    array = np.ascontiguousarray(data_of(input.detach().cpu()._value)).view(target.numpy_dtype)
+    return Tensor._from_array(array, target).to(device)
+
+
 def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     if input.dim() == 0:
         return input.reshape(1)
