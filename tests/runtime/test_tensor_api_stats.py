@@ -457,6 +457,20 @@ def test_statistics_match_numpy_within_rounding(case, dtype, executor):
     assert_within(actual, expected, bound(dtype, *as64) + gamma(1, dtype) * np.abs(expected))
 
 
+# atan2 on the axes and at signed zeros, where C's (and numpy's) answers are exact: +-0, +-pi/2, +-pi.
+AXIS_Y = np.array([0.0, -0.0, 0.0, -0.0, 1.0, -1.0, 0.0, -0.0, 0.0, -0.0])
+AXIS_X = np.array([-1.0, -1.0, -0.0, -0.0, 0.0, -0.0, 0.0, 0.0, 2.0, 2.0])
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_atan2_follows_the_signs_of_zeros(executor):
+    arrays = [AXIS_Y.astype(np.float32), AXIS_X.astype(np.float32)]
+    actual = _run(executor, onnxnn.atan2, arrays, onnxnn.float32)
+    expected = np.arctan2(*arrays)
+    np.testing.assert_array_equal(actual, expected)
+    np.testing.assert_array_equal(np.signbit(actual), np.signbit(expected))
+
+
 GRADIENT_CASES = [
     ("quantile_linear", lambda x: onnxnn.quantile(x, onnxnn.tensor([0.2, 0.9]), 1), [DISTINCT]),
     ("cov", lambda x: onnxnn.cov(x), [M]),

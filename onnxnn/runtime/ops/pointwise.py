@@ -496,11 +496,12 @@ def atan2(input: Tensor, other: Tensor) -> Tensor:
     # x == 0 is answered below; a safe divisor keeps NaN out of the gradient of the unused branch.
     base = atan(_e.div(y, _e.where(_c.eq(x, 0), 1.0, x)))
     pi = Tensor._full((), math.pi, y.dtype, y.device)  # in y's dtype: a float32 pi would cost 1e-7 in float64
-    shift = _e.where(_c.lt(y, 0), _e.neg(pi), pi)
-    quadrant = _e.where(_c.lt(x, 0), _e.add(base, shift), base)
-    # x == 0: the angle is +-pi/2 (0 at the origin, as atan2(0, 0) = 0).
+    # By sign bits, as C's atan2: a -0.0 counts as negative (atan2(-0, -1) = -pi, atan2(+-0, -0) = +-pi).
+    shift = _e.where(signbit(y), _e.neg(pi), pi)
+    quadrant = _e.where(signbit(x), _e.add(base, shift), base)
+    # x == 0 and y != 0: the angle is +-pi/2 (at the origin the quadrants answer: +-0 or +-pi).
     on_axis = _e.mul(_e.sign(y), math.pi / 2)
-    return _e.where(_c.eq(x, 0), on_axis, quadrant)
+    return _e.where(_c.logical_and(_c.eq(x, 0), _c.ne(y, 0)), on_axis, quadrant)
 
 
 arctan2 = atan2
