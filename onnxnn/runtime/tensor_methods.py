@@ -235,8 +235,8 @@ class TensorMethods:
     def ceil(self):
         return ops.ceil(self)
 
-    def round(self):
-        return ops.round(self)
+    def round(self, *, decimals=0):
+        return ops.round(self, decimals=decimals)
 
     def trunc(self):
         return ops.trunc(self)

@@ -865,3 +865,30 @@ ERRORS = [
 def test_errors_match_pytorch(name, action, error, message) -> None:
     with pytest.raises(error, match=message):
         action()
+
+
+# round(decimals=d), computed as PyTorch does in the tensor's dtype: numpy's float32 steps give the same bits.
+ROUND_INPUT = np.array([1.2345, 2.5555, -0.125, 1234.5, 0.5, 0.015, 2.675, -7.45], dtype=np.float32)
+
+
+def _round_decimals_numpy(x: np.ndarray, decimals: int) -> np.ndarray:
+    scale = np.float32(10.0 ** abs(decimals))
+    return np.round(x * scale) / scale if decimals > 0 else np.round(x / scale) * scale
+
+
+@pytest.mark.parametrize("decimals", [3, 2, 1, -1, -2])
+@pytest.mark.parametrize("call", ["method", "function", "in place"])
+def test_round_to_decimal_places(decimals, call):
+    x = onnxnn.tensor(ROUND_INPUT)
+    if call == "method":
+        result = x.round(decimals=decimals)
+    elif call == "function":
+        result = onnxnn.round(x, decimals=decimals)
+    else:
+        result = x.round_(decimals=decimals)
+    np.testing.assert_array_equal(result.numpy(), _round_decimals_numpy(ROUND_INPUT, decimals))
+
+
+def test_round_to_decimal_places_refuses_integers():
+    with pytest.raises(NotImplementedError, match="'Long'"):
+        onnxnn.tensor([15, 25]).round(decimals=-1)

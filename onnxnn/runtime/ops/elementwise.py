@@ -7,6 +7,7 @@ to input shapes by the autodiff driver, never here.
 
 from __future__ import annotations
 
+import builtins
 import math
 
 from ...ir import dtypes
@@ -564,8 +565,22 @@ def ceil(input: Tensor) -> Tensor:
     return _unary("Ceil", input, "CeilBackward0") if input.dtype.is_floating_point else clone(input)
 
 
-def round(input: Tensor) -> Tensor:
-    return _unary("Round", input, "RoundBackward0") if input.dtype.is_floating_point else clone(input)
+def round(input: Tensor, *, decimals: int = 0) -> Tensor:
+    """Rounds half to even; with ``decimals``, to that many decimal places (negative: tens, hundreds...).
+
+    As PyTorch computes it: ``round(x * 10**d) / 10**d``, or ``round(x / 10**-d) * 10**-d`` for
+    negative ``d``, in ``input``'s dtype.
+    """
+    if not decimals:
+        return _unary("Round", input, "RoundBackward0") if input.dtype.is_floating_point else clone(input)
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(
+            f"\"round\" with decimals not implemented for '{dtypes.scalar_type_name(input.dtype)}'"
+        )
+    scale = Tensor._full((), 10.0 ** builtins.abs(decimals), input.dtype, input.device)
+    if decimals > 0:
+        return div(_unary("Round", mul(input, scale), "RoundBackward1"), scale)
+    return mul(_unary("Round", div(input, scale), "RoundBackward1"), scale)
 
 
 def clamp(input: Tensor, min=None, max=None) -> Tensor:
