@@ -10,8 +10,8 @@ PyTorch's documented way around the version checks; here a backward still reads 
 saved, which were never overwritten).
 
 A write that changes a member's shape in place (``t_``, ``unsqueeze_``) or replaces its storage
-(``p.data = other``) takes it out of its group. Other views (indexing, ``transpose``, ``view``,
-``detach``) are copies in onnxnn (docs/differences.md).
+(``p.data = other``) takes it out of its group. Views of a member (``p.data[0]``) alias the group
+(``views.py``); ``detach()`` is a copy in onnxnn (docs/differences.md).
 
 Groups are found by the members' ids, never through a tensor's attributes, so copies and pickles of
 a tensor never carry its group.
@@ -24,7 +24,7 @@ import weakref
 
 from ..ir.graph import hold
 
-__all__ = ["ALIAS_GROUPS", "data_alias", "share_value", "leave_group"]
+__all__ = ["ALIAS_GROUPS", "data_alias", "share_value", "leave_group", "anchor"]
 
 # id(tensor) -> its group (a dict of id -> weak reference, for every live member); only tensors
 # that share their value with another live tensor are here. A write looks itself up only when the
@@ -43,14 +43,29 @@ def data_alias(tensor):
     return twin
 
 
-def share_value(tensor) -> None:
-    """Gives every other live member of ``tensor``'s group the value ``tensor`` was just rebound to."""
+def share_value(tensor) -> list:
+    """Gives every other live member of ``tensor``'s group the value ``tensor`` was just rebound to;
+    returns the members it changed (whose views follow them: ``views.after_write``)."""
     value = tensor._value
+    changed = []
     for reference in list(ALIAS_GROUPS[id(tensor)].values()):
         member = reference()
         if member is not None and member is not tensor and member._value is not value:
             member._value = value
             hold(value, member, rebound=False)
+            changed.append(member)
+    return changed
+
+
+def anchor(tensor):
+    """The group's first live member (the tensor whose ``.data`` was taken), else ``tensor``: views of a
+    ``.data`` link there, so that ``p.data[0].zero_()`` reaches ``p`` once the ``.data`` is gone."""
+    group = ALIAS_GROUPS.get(id(tensor))
+    for reference in () if group is None else group.values():
+        member = reference()
+        if member is not None:
+            return member
+    return tensor
 
 
 def leave_group(tensor) -> None:

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..ir.device import CPU
 from ..ir.graph import Value, hold
-from .aliases import ALIAS_GROUPS, share_value
+from .aliases import ALIAS_GROUPS
+from .views import VIEW_LINKS
 from .autograd import Function, VersionCounter
 from .depth import after_recording
 from .realization import data_of as _data_of_value, realize, realize_step
@@ -160,8 +161,8 @@ def record_update(tensor: Tensor, new: Tensor | Value) -> None:
     # value needs no holder for liveness, and a weak reference per parameter per step is its cost.
     tensor._value = value
     tensor._bump_version()
-    if ALIAS_GROUPS and id(tensor) in ALIAS_GROUPS:
-        share_value(tensor)  # a parameter's ``.data`` taken earlier sees the step
+    if ALIAS_GROUPS or VIEW_LINKS:
+        tensor._written()  # a parameter's ``.data`` or view taken earlier sees the step
 
 
 def apply_in_place(tensor: Tensor, function: Callable, *args) -> Tensor:
@@ -227,8 +228,7 @@ def restore_state(tensor: Tensor, state: TensorState, *, rewind_version: bool = 
         return
     tensor._value = state.value
     hold(state.value, tensor)
-    if ALIAS_GROUPS and id(tensor) in ALIAS_GROUPS:
-        share_value(tensor)
+    tensor._written()
     if state.version is not None:
         counter = tensor._version_counter
         if counter is None:

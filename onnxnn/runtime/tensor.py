@@ -19,6 +19,7 @@ from ..ir.mode import MODE
 from ..ir.registry import non_differentiable
 from . import creation
 from .aliases import ALIAS_GROUPS, data_alias, leave_group, share_value
+from .views import VIEW_LINKS, after_write, check_view_write, forget_links, install_view_ops
 from .autograd import AccumulateGrad, Function, RemovableHandle, VersionCounter, _HookDict, add_hook
 from .backward import run_backward
 from .depth import MAX_PENDING_DEPTH, after_recording
@@ -394,6 +395,7 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
     @data.setter
     def data(self, other: "Tensor") -> None:
         leave_group(self)  # a new storage: the tensors that shared the old one keep it
+        forget_links(self)
         self._value = other._value
         hold(self._value, self)
 
@@ -413,6 +415,8 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
         """Rebinds this tensor to ``result`` (the in-place write), keeping its dtype and shape."""
         if self._grad_fn is None and self._requires_grad and MODE.grad.enabled:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+        if VIEW_LINKS and id(self) in VIEW_LINKS:
+            check_view_write(self)  # before anything changes
         if result._value.dtype is not self._value.dtype:
             result = result.to(self._value.dtype)
         if result._value.shape != self._value.shape:
@@ -428,8 +432,7 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
             self._grad_fn = None
             self._requires_grad = False
         self._bump_version()
-        if ALIAS_GROUPS and id(self) in ALIAS_GROUPS:
-            share_value(self)
+        self._written()
         return self
 
     def _assign_arithmetic(self, result: "Tensor") -> "Tensor":
@@ -452,8 +455,15 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
         self._value = value
         hold(value, self)
         self._bump_version()
+        self._written()
+
+    def _written(self) -> None:
+        """After a write rebound this tensor: the tensors sharing its value or viewing it follow."""
         if ALIAS_GROUPS and id(self) in ALIAS_GROUPS:
-            share_value(self)
+            for member in share_value(self):
+                after_write(member)
+        if VIEW_LINKS:
+            after_write(self)
 
     def _bump_version(self) -> None:
         counter = self._version_counter
@@ -597,6 +607,9 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
             copied.grad = self.grad.__deepcopy__(memo)
         memo[id(self)] = copied
         return copied
+
+
+install_view_ops(Tensor)
 
 
 def _rebuild_tensor(array: np.ndarray, dtype_name: str, requires_grad: bool) -> Tensor:

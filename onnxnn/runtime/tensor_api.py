@@ -16,6 +16,7 @@ from . import creation, ops
 from . import tensor as _tensor  # circular (Tensor subclasses TensorAPI): attributes are read at call time
 from ..ir.graph import hold
 from .aliases import leave_group
+from .views import forget_links
 
 if TYPE_CHECKING:
     # Type checkers see the methods attached below from the tables; at run time the base is object.
@@ -353,6 +354,7 @@ def _in_place_reshaping(name: str):
     def method(self, *args, **kwargs):
         result = getattr(self._alias(), name)(*args, **kwargs)
         leave_group(self)  # a new shape: PyTorch's tensors sharing the storage keep theirs
+        forget_links(self)
         self._value = result._value
         hold(self._value, self)
         if result._grad_fn is not None:

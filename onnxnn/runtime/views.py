@@ -1,0 +1,331 @@
+"""Views alias their base, as PyTorch's do: a write through either reaches the other.
+
+In PyTorch ``x[0]``, ``x.t()``, ``x.view(...)``, ``x.diagonal()``, ``x.narrow(...)`` and their kin
+read ``x``'s storage: ``layer.weight[0].fill_(1.0)`` changes the layer, ``x.diagonal().zero_()``
+changes ``x``, and a view taken before ``x.add_(1)`` sees the addition. onnxnn's values are
+immutable and an in-place op rebinds its tensor (DESIGN principle 5), so a view is a tensor linked
+to its base by the op that made it (``VIEW_OPS``, by method name) and that op's numpy twin, which
+says which of the base's elements each of the view's elements is:
+
+- a write that rebinds a view writes its values into the base at those positions, as the base's
+  own in-place write (a ScatterElements over the flattened base, recorded through autograd as
+  PyTorch's ``CopySlices``); the base's version bumps;
+- a write that rebinds a base (a view's write-through included) makes its other live views again
+  from the new value with the ops that made them.
+
+A view of a view is linked to the root base, as PyTorch's ``_base`` is, with both ops composed:
+``x.t()[0].fill_(1)`` reaches ``x`` though the transposed tensor in between is gone.
+
+A write through a view of a leaf that requires grad is refused while gradients are recorded,
+before anything changes, as PyTorch refuses it. Every op here gives each element of the view its
+own element of the base; ``expand`` and ``unfold``, whose elements may share one (PyTorch refuses
+most writes to them), are copies, as are ``reshape`` and ``flatten`` (PyTorch's copy when they
+must, and onnxnn has no strides to tell when), ``detach()`` and advanced indexing; ``.data``
+shares the value whole (``aliases.py``). Links are weak both ways and kept by tensor ids, so a
+view never keeps its base alive, and copies and pickles never carry a link.
+"""
+
+from __future__ import annotations
+
+import inspect
+import weakref
+from typing import Callable
+
+import numpy as np
+
+from ..ir.graph import hold
+from ..ir.mode import MODE
+from .aliases import ALIAS_GROUPS, anchor
+from .grad_mode import set_grad_enabled
+
+__all__ = [
+    "VIEW_LINKS",
+    "VIEWS_OF",
+    "VIEW_OPS",
+    "viewing",
+    "install_view_ops",
+    "check_view_write",
+    "after_write",
+    "forget_links",
+]
+
+
+def _reshaped(indices, shape, *args, **kwargs):
+    return indices.reshape(shape)
+
+
+def _permuted(indices, shape, *dims):
+    return np.transpose(indices, tuple(dims[0]) if len(dims) == 1 and not isinstance(dims[0], int) else dims)
+
+
+def _narrowed(indices, shape, dim, start, length):
+    start = int(start) % indices.shape[dim] if indices.shape[dim] else 0
+    return np.take(indices, np.arange(start, start + int(length)), axis=dim)
+
+
+def _pieces(indices, shapes, *args, dim=0, **kwargs):
+    """Consecutive pieces along ``dim`` (``split``, ``chunk``, ``tensor_split``): read from the results' sizes."""
+    if len(args) >= 2 and isinstance(args[1], int):
+        dim = args[1]
+    bounds = np.cumsum([0] + [shape[dim] for shape in shapes])
+    return [np.take(indices, np.arange(start, end), axis=dim) for start, end in zip(bounds[:-1], bounds[1:])]
+
+
+def _unbound(indices, shapes, dim=0):
+    return [np.take(indices, position, axis=dim) for position in range(len(shapes))]
+
+
+def _basic_key(key) -> bool:
+    """Whether indexing by ``key`` makes a view: ints, slices of ints, None and Ellipsis only."""
+    for item in key if type(key) is tuple else (key,):
+        kind = type(item)
+        if kind is int or kind is slice and _int_bounds(item) or item is None or item is Ellipsis:
+            continue
+        if not (kind is not slice and _is_int(item)):
+            return False
+    return True
+
+
+def _int_bounds(item: slice) -> bool:
+    return all(part is None or _is_int(part) for part in (item.start, item.stop, item.step))
+
+
+def _is_int(item) -> bool:
+    return isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_))
+
+
+# Method name -> (numpy twin: the view's positions from the base's, given the result's shape (a list
+# of shapes for an op of several views) and the method's arguments; whether a call makes a view,
+# from its arguments, where not every call does). One entry per view op.
+VIEW_OPS: dict[str, tuple[Callable, Callable | None]] = {
+    "__getitem__": (lambda indices, shape, key: indices[key], _basic_key),
+    "view": (_reshaped, lambda *shape: not (len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)))),
+    "view_as": (_reshaped, None),
+    "squeeze": (_reshaped, None),
+    "unsqueeze": (_reshaped, None),
+    "unflatten": (_reshaped, None),
+    "t": (lambda indices, shape: indices.T, None),
+    "T": (lambda indices, shape: indices.T, None),
+    "mT": (lambda indices, shape: np.swapaxes(indices, -2, -1), None),
+    "transpose": (lambda indices, shape, dim0, dim1: np.swapaxes(indices, dim0, dim1), None),
+    "swapaxes": (lambda indices, shape, dim0, dim1: np.swapaxes(indices, dim0, dim1), None),
+    "swapdims": (lambda indices, shape, dim0, dim1: np.swapaxes(indices, dim0, dim1), None),
+    "permute": (_permuted, None),
+    "movedim": (lambda indices, shape, source, destination: np.moveaxis(indices, source, destination), None),
+    "moveaxis": (lambda indices, shape, source, destination: np.moveaxis(indices, source, destination), None),
+    "narrow": (_narrowed, None),
+    "select": (lambda indices, shape, dim, index: np.take(indices, index, axis=dim), None),
+    "diagonal": (
+        lambda indices, shape, offset=0, dim1=0, dim2=1: np.diagonal(indices, offset, dim1, dim2),
+        None,
+    ),
+    "unbind": (_unbound, None),
+    "split": (_pieces, None),
+    "chunk": (_pieces, None),
+    "tensor_split": (_pieces, None),
+}
+
+# id(view) -> its link; id(base) -> its entry (a weak reference to it, with the links of its views).
+# A link is a weak reference to its view whose callback removes it, so that the links of a forward's
+# temporary views go with them, young (a link outliving its view would reach the collector's older
+# generations and make its full collections more frequent).
+VIEW_LINKS: dict[int, "_Link"] = {}
+VIEWS_OF: dict[int, "_Base"] = {}
+_making = [0]  # > 0 inside a view op or a refresh: the views made there are no new links
+_writers: list[int] = []  # the views whose write is going through: their bases do not refresh them
+
+
+class _Base(weakref.ref):
+    """A weak reference to a base, holding its views' links by view id; removed with the base."""
+
+    __slots__ = ("key", "links")
+    key: int
+    links: dict[int, "_Link"]
+
+
+def _base_collected(entry: _Base) -> None:
+    if VIEWS_OF.get(entry.key) is entry:
+        del VIEWS_OF[entry.key]
+
+
+class _Link(weakref.ref):
+    """A weak reference to a view: its link to its root base, the view op that made it from its parent
+    (the root, or a view of it: a view of a view links to the root, as PyTorch's ``_base``, so a
+    temporary in between may go), and that op's numpy twin. Made by ``_link`` (its fields set there:
+    a view op runs it every call, and Python-level constructors would double its cost).
+
+    ``base``: the root's entry; ``detached``: a view of the root's ``.data``, whose writes stay outside
+    autograd; ``parent``: the parent view's link, or None when the parent is the root; ``recipe``:
+    ``(method, args, kwargs, piece, twin, shape)``, the view op with its arguments (which makes the
+    view again from a new parent value), the position among a multi-view op's results (else None),
+    the numpy twin and the result's shape (or its results'); ``positions``: the root's flat
+    positions, shaped as the view, once a write needs them.
+    """
+
+    __slots__ = ("key", "base", "detached", "parent", "recipe", "positions")
+    key: int
+    base: _Base
+    detached: bool
+    parent: "_Link | None"
+    recipe: tuple
+    positions: np.ndarray | None
+
+    def live_base(self, view):
+        """The root while both it and ``view`` (this link's) live, else None."""
+        return self.base() if self() is view else None
+
+    def remake(self, base):
+        """This view made again from a new value of its root ``base``."""
+        parent = base if self.parent is None else self.parent.remake(base)
+        method, args, kwargs, piece, _, _ = self.recipe
+        result = method(parent, *args, **kwargs)
+        return result if piece is None else result[piece]
+
+    def root_positions(self, base) -> np.ndarray:
+        """The flat positions in the root ``base`` of each of this view's elements."""
+        if self.positions is None:
+            if self.parent is None:
+                shape = base._value.shape
+                parent = np.arange(int(np.prod(shape))).reshape(shape)
+            else:
+                parent = self.parent.root_positions(base)
+            _, args, kwargs, piece, twin, shape = self.recipe
+            positions = twin(parent, shape, *args, **kwargs)
+            if piece is not None:
+                positions = positions[piece]
+            self.positions = np.asarray(positions, np.int64)
+        return self.positions
+
+
+def _view_collected(link: _Link) -> None:
+    if VIEW_LINKS.get(link.key) is link:
+        del VIEW_LINKS[link.key]
+    link.base.links.pop(link.key, None)
+
+
+def viewing(name: str, method: Callable) -> Callable:
+    """``method`` (the Tensor method ``name`` of ``VIEW_OPS``) returning views linked to its tensor."""
+    twin, makes_view = VIEW_OPS[name]
+
+    def view_method(self, *args, **kwargs):
+        if _making[0] or (makes_view is not None and not makes_view(*args, **kwargs)):
+            return method(self, *args, **kwargs)
+        _making[0] += 1  # the views the op makes on its way (``x[0, 1]`` selects twice) are its own
+        try:
+            result = method(self, *args, **kwargs)
+        finally:
+            _making[0] -= 1
+        parent, root = _base_link(self)
+        detached = parent is not None and parent.detached
+        if root is None:
+            # A view of a ``.data`` links to the tensor it came from (which outlives it), outside autograd.
+            root = anchor(self) if ALIAS_GROUPS and id(self) in ALIAS_GROUPS else self
+            detached = root is not self
+        entry = VIEWS_OF.get(id(root))
+        if entry is None or entry() is not root:
+            entry = VIEWS_OF[id(root)] = _Base(root, _base_collected)
+            entry.key, entry.links = id(root), {}
+        if isinstance(result, (tuple, list)):
+            shapes = [piece._value.shape for piece in result]
+            for position, piece in enumerate(result):
+                _link(piece, entry, detached, parent, (method, args, kwargs, position, twin, shapes))
+        elif result is not self:  # a no-op view (the same shape, t() of a vector) is the tensor itself
+            _link(result, entry, detached, parent, (method, args, kwargs, None, twin, result._value.shape))
+        return result
+
+    view_method.__name__ = view_method.__qualname__ = getattr(method, "__name__", name)
+    view_method.__doc__ = method.__doc__
+    return view_method
+
+
+def _link(view, entry: _Base, detached: bool, parent, recipe: tuple) -> None:
+    link = _Link(view, _view_collected)
+    link.key = key = id(view)
+    link.base, link.detached, link.parent, link.recipe, link.positions = entry, detached, parent, recipe, None
+    VIEW_LINKS[key] = link
+    entry.links[key] = link
+
+
+def forget_links(tensor) -> None:
+    """Unlinks ``tensor`` from its base and from its views (its storage replaced, or its shape changed)."""
+    link = VIEW_LINKS.pop(id(tensor), None)
+    if link is not None:
+        link.base.links.pop(link.key, None)
+    entry = VIEWS_OF.pop(id(tensor), None)
+    if entry is not None and entry() is tensor:
+        for key, view_link in entry.links.items():
+            if VIEW_LINKS.get(key) is view_link:
+                del VIEW_LINKS[key]
+
+
+def _base_link(tensor):
+    """``(link, base)`` of the view ``tensor`` while its base lives, else ``(None, None)``."""
+    link = VIEW_LINKS.get(id(tensor))
+    base = None if link is None else link.live_base(tensor)
+    return (link, base) if base is not None else (None, None)
+
+
+def check_view_write(tensor) -> None:
+    """Raises, before anything changes, where PyTorch refuses a write through the view ``tensor``."""
+    link, base = _base_link(tensor)
+    while base is not None:
+        if not link.detached and base._grad_fn is None and base._requires_grad and MODE.grad.enabled:
+            raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+        link, base = _base_link(base)
+
+
+def after_write(tensor) -> None:
+    """``tensor`` was just rebound by a write: its base takes its values, its other views are remade."""
+    link, base = _base_link(tensor)
+    if base is not None:
+        positions = link.root_positions(base).reshape(-1)
+        index = type(tensor)._from_array(positions.reshape(-1))
+        _writers.append(id(tensor))
+        try:
+            if link.detached:  # through ``.data``: the value changes, the base's history stays
+                with set_grad_enabled(False):
+                    flat = type(base)._from_value(base._value).reshape(-1)
+                    written = flat.scatter(0, index, tensor.reshape(-1)).reshape(base._value.shape)
+                base._value = written._value
+                hold(base._value, base)
+                base._written()
+            else:
+                flat = base._alias().reshape(-1)
+                written = flat.scatter(0, index, tensor.reshape(-1)).reshape(base._value.shape)
+                base._assign(written)  # the base's own write: its other views, its version
+        finally:
+            _writers.pop()
+    refresh_views(tensor)
+
+
+def refresh_views(tensor) -> None:
+    """Makes the live views of ``tensor`` (but the ones writing through it) again from its new value."""
+    entry = VIEWS_OF.get(id(tensor))
+    if entry is None or entry() is not tensor:
+        return
+    for key, view_link in list(entry.links.items()):
+        view = view_link()
+        if view is None or key in _writers or VIEW_LINKS.get(key) is not view_link:
+            continue
+        _making[0] += 1
+        try:
+            # A view that carried gradient keeps carrying it from the new base, as PyTorch's does.
+            with set_grad_enabled(not view_link.detached and (view._requires_grad or MODE.grad.enabled)):
+                remade = view_link.remake(tensor)
+        finally:
+            _making[0] -= 1
+        view._value = remade._value
+        hold(view._value, view)
+        view._grad_fn, view._output_nr = remade._grad_fn, remade._output_nr
+        view._requires_grad = remade._requires_grad
+        view._bump_version()  # PyTorch's views share their base's version
+
+
+def install_view_ops(tensor_class) -> None:
+    """Makes each method (or property) of ``VIEW_OPS`` on ``tensor_class`` return linked views."""
+    for name in VIEW_OPS:
+        attribute = inspect.getattr_static(tensor_class, name)
+        if isinstance(attribute, property) and attribute.fget is not None:
+            setattr(tensor_class, name, property(viewing(name, attribute.fget), doc=attribute.__doc__))
+        else:
+            setattr(tensor_class, name, viewing(name, attribute))

@@ -1,0 +1,195 @@
+"""Views alias their base, as PyTorch's (and numpy's) do: writes through either reach the other.
+
+numpy's views alias too, so each case names the same view in numpy, and the expected base after a
+write through the view (or the expected view after a write to the base) is numpy's.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+
+import numpy as np
+import pytest
+
+import onnxnn
+from onnxnn import nn
+from onnxnn.runtime.views import VIEW_LINKS
+
+BASE = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+
+def _diagonal(array):
+    # numpy's diagonal() is read-only; the same elements as a writable view
+    return array.reshape(-1)[:: array.shape[1] + 1][: min(array.shape)]
+
+
+# (name, the view in onnxnn, the same view in numpy)
+VIEWS = [
+    ("index", lambda x: x[1], lambda a: a[1]),
+    ("slice with step", lambda x: x[:, 1::2], lambda a: a[:, 1::2]),
+    ("ellipsis and None", lambda x: x[..., None, 2], lambda a: a[..., None, 2]),
+    ("select", lambda x: x.select(1, 2), lambda a: a[:, 2]),
+    ("narrow", lambda x: x.narrow(1, 1, 2), lambda a: a[:, 1:3]),
+    ("t", lambda x: x.t(), lambda a: a.T),
+    ("T", lambda x: x.T, lambda a: a.T),
+    ("mT", lambda x: x.mT, lambda a: np.swapaxes(a, -2, -1)),
+    ("transpose", lambda x: x.transpose(0, 1), lambda a: np.swapaxes(a, 0, 1)),
+    ("permute", lambda x: x.permute(1, 0), lambda a: a.transpose(1, 0)),
+    ("movedim", lambda x: x.movedim(0, 1), lambda a: np.moveaxis(a, 0, 1)),
+    ("view", lambda x: x.view(2, 6), lambda a: a.reshape(2, 6)),
+    ("unsqueeze", lambda x: x.unsqueeze(1), lambda a: a[:, None]),
+    ("unflatten", lambda x: x.unflatten(1, (2, 2)), lambda a: a.reshape(3, 2, 2)),
+    ("diagonal", lambda x: x.diagonal(), _diagonal),
+    ("unbind", lambda x: x.unbind(0)[2], lambda a: a[2]),
+    ("split", lambda x: x.split(2, dim=1)[1], lambda a: a[:, 2:4]),
+    ("chunk", lambda x: x.chunk(3, 0)[1], lambda a: a[1:2]),
+    ("view of a view", lambda x: x.t()[1], lambda a: a.T[1]),
+    ("view of a view of a view", lambda x: x.view(2, 6)[1].narrow(0, 2, 3), lambda a: a.reshape(2, 6)[1][2:5]),
+]
+IDS = [case[0] for case in VIEWS]
+
+
+@pytest.mark.parametrize("name, make, make_numpy", VIEWS, ids=IDS)
+def test_a_write_through_a_view_changes_its_base(name, make, make_numpy):
+    x = onnxnn.tensor(BASE.copy())
+    view = make(x)
+    view.add_(100.0)
+    view.mul_(-1.0)
+    expected = BASE.copy()
+    numpy_view = make_numpy(expected)
+    numpy_view += 100.0
+    numpy_view *= -1.0
+    np.testing.assert_array_equal(x.numpy(), expected)
+    np.testing.assert_array_equal(view.numpy(), numpy_view)
+
+
+@pytest.mark.parametrize("name, make, make_numpy", VIEWS, ids=IDS)
+def test_a_write_to_the_base_reaches_its_views(name, make, make_numpy):
+    x = onnxnn.tensor(BASE.copy())
+    view = make(x)
+    x.mul_(2.0)
+    x[0, 0] = -5.0
+    expected = BASE.copy() * np.float32(2.0)
+    expected[0, 0] = -5.0
+    np.testing.assert_array_equal(view.numpy(), make_numpy(expected))
+
+
+def test_sibling_views_see_each_others_writes():
+    x = onnxnn.tensor(BASE.copy())
+    row, column = x[1], x[:, 2]
+    row.fill_(0.0)
+    expected = BASE.copy()
+    expected[1] = 0.0
+    np.testing.assert_array_equal(column.numpy(), expected[:, 2])
+
+
+def test_in_place_functional_ops_on_a_view():
+    x = onnxnn.tensor([[-1.0, 2.0], [3.0, -4.0]])
+    nn.functional.relu(x[1], inplace=True)
+    x.diagonal().zero_()
+    np.testing.assert_array_equal(x.numpy(), [[0.0, 2.0], [3.0, 0.0]])
+
+
+def test_initializing_part_of_a_parameter_under_no_grad():
+    layer = nn.Linear(3, 2)
+    before = layer.weight.detach().numpy().copy()
+    with onnxnn.no_grad():
+        layer.weight[0].fill_(1.0)
+        nn.init.zeros_(layer.weight[:, 2])
+    expected = before.copy()
+    expected[0] = 1.0
+    expected[:, 2] = 0.0
+    np.testing.assert_array_equal(layer.weight.detach().numpy(), expected)
+    assert layer.weight.is_leaf and layer.weight.grad_fn is None
+
+
+def test_a_view_of_a_leaf_that_requires_grad_is_not_written_while_recording():
+    weight = nn.Parameter(onnxnn.tensor(BASE.copy()))
+    view = weight[0]
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
+        view.fill_(1.0)
+    np.testing.assert_array_equal(weight.detach().numpy(), BASE)  # nothing changed
+    np.testing.assert_array_equal(view.detach().numpy(), BASE[0])
+
+
+def test_gradients_flow_through_a_write_to_a_view():
+    w = onnxnn.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = w * 2.0
+    y[1:].mul_(onnxnn.tensor([3.0, 5.0]))  # y = [2 w0, 6 w1, 10 w2]
+    (y * onnxnn.tensor([1.0, 10.0, 100.0])).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), [2.0, 60.0, 1000.0], rtol=1e-6)
+
+
+def test_a_view_keeps_its_gradient_when_its_base_is_updated():
+    w = nn.Parameter(onnxnn.tensor([1.0, 2.0, 3.0]))
+    first = w[0]
+    with onnxnn.no_grad():
+        w.add_(1.0)  # as an optimizer's step
+    assert first.item() == 2.0 and first.requires_grad
+    (first * 3.0).backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [3.0, 0.0, 0.0])
+
+
+def test_a_backward_through_a_view_saved_before_its_base_changed_refuses_to_run():
+    x = onnxnn.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 1.0
+    view = y[0]
+    z = view * view  # saves the view
+    with onnxnn.no_grad():
+        y.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        z.backward()
+
+
+@pytest.mark.parametrize(
+    "copy_of",
+    [
+        lambda x: x.reshape(12),
+        lambda x: x.flatten(),
+        lambda x: x.detach(),
+        lambda x: x[[0, 2]],
+        lambda x: x[x > 5],
+        lambda x: x.clone(),
+        lambda x: x.view(onnxnn.int32),
+    ],
+    ids=["reshape", "flatten", "detach", "index list", "mask", "clone", "view(dtype)"],
+)
+def test_copies_do_not_alias(copy_of):
+    x = onnxnn.tensor(BASE.copy())
+    copied = copy_of(x)
+    before = copied.numpy().copy()
+    copied.zero_()
+    x.add_(1.0)
+    np.testing.assert_array_equal(x.numpy(), BASE + np.float32(1.0))
+    np.testing.assert_array_equal(copied.numpy(), np.zeros_like(before))
+
+
+def test_a_new_shape_or_storage_in_place_unlinks():
+    x = onnxnn.tensor(BASE.copy())
+    row, column = x[0], x[:, 0]
+    row.unsqueeze_(0)  # its own shape: PyTorch's metadata change; onnxnn stops sharing
+    x.data = onnxnn.zeros(3, 4)  # a new storage: the old views keep the old one
+    row.fill_(-1.0)
+    column.fill_(-2.0)
+    np.testing.assert_array_equal(x.numpy(), np.zeros((3, 4), np.float32))
+
+
+def test_copies_of_a_view_are_not_views():
+    x = onnxnn.tensor(BASE.copy())
+    view = x[0]
+    copied = copy.deepcopy(view)
+    copied.fill_(9.0)
+    np.testing.assert_array_equal(x.numpy(), BASE)
+
+
+def test_a_collected_view_leaves_no_link_behind():
+    x = onnxnn.tensor(BASE.copy())
+    before = len(VIEW_LINKS)
+    for _ in range(1_000):
+        x[0].sum()
+    kept = x[1]
+    gc.collect()
+    assert len(VIEW_LINKS) == before + 1  # the live view's link only
+    kept.fill_(0.0)
+    assert x.numpy()[1].tolist() == [0.0] * 4
