@@ -79,7 +79,7 @@ NOT_APPLICABLE = [
     (r"^layout$", "memory layout: onnxnn values have no layout (PyTorch's strided/sparse distinction)"),
     (r"^name$", "named tensors"),
     (r"^(reinforce|volatile)$", "removed from PyTorch (reinforce raises, volatile is always False)"),
-    (r"^slice_inverse$", "functionalization internals: the inverse of a slice view, onnxnn has no views"),
+    (r"^slice_inverse$", "functionalization internals: onnxnn writes a view back with a scatter (runtime/views.py)"),
     (
         r"^(solve|lstsq|eig|symeig|matrix_rank)$",
         "removed from PyTorch (since 1.9 the name only raises, pointing to torch.linalg): onnxnn.linalg has solve and "
