@@ -28,6 +28,7 @@ view never keeps its base alive, and copies and pickles never carry a link.
 from __future__ import annotations
 
 import inspect
+import threading
 import weakref
 from typing import Callable
 
@@ -131,8 +132,19 @@ VIEW_OPS: dict[str, tuple[Callable, Callable | None]] = {
 # generations and make its full collections more frequent).
 VIEW_LINKS: dict[int, "_Link"] = {}
 VIEWS_OF: dict[int, "_Base"] = {}
-_making = [0]  # > 0 inside a view op or a refresh: the views made there are no new links
-_writers: list[int] = []  # the views whose write is going through: their bases do not refresh them
+
+
+class _ThreadState(threading.local):
+    """Per thread (threads may record at once): ``making`` > 0 inside a view op or a refresh, where
+    the views made are no new links; ``writers``: the views whose write is going through, which
+    their bases do not make again."""
+
+    def __init__(self):
+        self.making = 0
+        self.writers: list[int] = []
+
+
+_STATE = _ThreadState()
 
 
 class _Base(weakref.ref):
@@ -208,13 +220,14 @@ def viewing(name: str, method: Callable) -> Callable:
     twin, makes_view = VIEW_OPS[name]
 
     def view_method(self, *args, **kwargs):
-        if _making[0] or (makes_view is not None and not makes_view(*args, **kwargs)):
+        state = _STATE
+        if state.making or (makes_view is not None and not makes_view(*args, **kwargs)):
             return method(self, *args, **kwargs)
-        _making[0] += 1  # the views the op makes on its way (``x[0, 1]`` selects twice) are its own
+        state.making += 1  # the views the op makes on its way (``x[0, 1]`` selects twice) are its own
         try:
             result = method(self, *args, **kwargs)
         finally:
-            _making[0] -= 1
+            state.making -= 1
         parent, root = _base_link(self)
         detached = parent is not None and parent.detached
         if root is None:
@@ -280,7 +293,7 @@ def after_write(tensor) -> None:
     if base is not None:
         positions = link.root_positions(base).reshape(-1)
         index = type(tensor)._from_array(positions.reshape(-1))
-        _writers.append(id(tensor))
+        _STATE.writers.append(id(tensor))
         try:
             if link.detached:  # through ``.data``: the value changes, the base's history stays
                 with set_grad_enabled(False):
@@ -294,7 +307,7 @@ def after_write(tensor) -> None:
                 written = flat.scatter(0, index, tensor.reshape(-1)).reshape(base._value.shape)
                 base._assign(written)  # the base's own write: its other views, its version
         finally:
-            _writers.pop()
+            _STATE.writers.pop()
     refresh_views(tensor)
 
 
@@ -305,15 +318,15 @@ def refresh_views(tensor) -> None:
         return
     for key, view_link in list(entry.links.items()):
         view = view_link()
-        if view is None or key in _writers or VIEW_LINKS.get(key) is not view_link:
+        if view is None or key in _STATE.writers or VIEW_LINKS.get(key) is not view_link:
             continue
-        _making[0] += 1
+        _STATE.making += 1
         try:
             # A view that carried gradient keeps carrying it from the new base, as PyTorch's does.
             with set_grad_enabled(not view_link.detached and (view._requires_grad or MODE.grad.enabled)):
                 remade = view_link.remake(tensor)
         finally:
-            _making[0] -= 1
+            _STATE.making -= 1
         view._value = remade._value
         hold(view._value, view)
         view._grad_fn, view._output_nr = remade._grad_fn, remade._output_nr
