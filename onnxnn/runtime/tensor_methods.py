@@ -73,23 +73,35 @@ class TensorMethods:
     def __abs__(self):
         return ops.abs(self)
 
+    # Bitwise, as PyTorch's operators: logical on bool tensors, bit by bit on integers, refused on floats.
     def __invert__(self):
-        return ops.logical_not(self)
+        if self.is_floating_point():
+            raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
+        return ops.bitwise_not(self)
 
     def __and__(self, other):
-        return ops.logical_and(self, other)
+        return ops.bitwise_and(self, other)
 
     __rand__ = __and__
 
     def __or__(self, other):
-        return ops.logical_or(self, other)
+        return ops.bitwise_or(self, other)
 
     __ror__ = __or__
 
     def __xor__(self, other):
-        return ops.logical_xor(self, other)
+        return ops.bitwise_xor(self, other)
 
     __rxor__ = __xor__
+
+    def __iand__(self, other):
+        return self.bitwise_and_(other)
+
+    def __ior__(self, other):
+        return self.bitwise_or_(other)
+
+    def __ixor__(self, other):
+        return self.bitwise_xor_(other)
 
     # In-place operators rebind the handle (DESIGN principle 5).
     def __iadd__(self, other):

@@ -183,3 +183,55 @@ def test_bad_dtypes_raise_pytorchs_errors():
         onnxnn.bitwise_left_shift(onnxnn.tensor([1.0], dtype=onnxnn.float64), 1)
     with pytest.raises(RuntimeError, match="only supports floating-point dtypes"):
         onnxnn.frexp(onnxnn.tensor([1]))
+
+
+# Python's bitwise operators on tensors are PyTorch's: bit by bit on integers, logical on bools
+# (numpy's operators mean the same, so they give the expectations).
+OPERATOR_LEFT, OPERATOR_RIGHT = [1, 2, 0, 7, 100], [3, 2, 1, 0, 27]
+OPERATORS = {
+    "~": lambda a, b: ~a,
+    "&": lambda a, b: a & b,
+    "|": lambda a, b: a | b,
+    "^": lambda a, b: a ^ b,
+    "& int": lambda a, b: a & 6,
+    "int |": lambda a, b: 6 | a,
+}
+
+
+# A bool tensor with a Python int promotes to int64 (the int64 rows cover it).
+OPERATOR_CASES = [
+    (name, dtype)
+    for name in OPERATORS
+    for dtype in ("uint8", "int8", "int32", "int64", "bool")
+    if not (dtype == "bool" and "int" in name)
+]
+
+
+@pytest.mark.parametrize("name, dtype", OPERATOR_CASES)
+def test_bitwise_operators_are_bitwise_on_integers(name, dtype):
+    left, right = (np.array(values).astype(dtype) for values in (OPERATOR_LEFT, OPERATOR_RIGHT))
+    expected = OPERATORS[name](left, right)
+    result = OPERATORS[name](onnxnn.tensor(left), onnxnn.tensor(right))
+    assert result.dtype is getattr(onnxnn, dtype)
+    np.testing.assert_array_equal(result.numpy(), expected)
+
+
+@pytest.mark.parametrize("symbol", ["&=", "|=", "^="])
+def test_in_place_bitwise_operators_write_the_tensor(symbol):
+    left, right = np.array(OPERATOR_LEFT, np.int64), np.array(OPERATOR_RIGHT, np.int64)
+    tensor = onnxnn.tensor(left)
+    view = tensor[1:]
+    namespace = {"tensor": tensor, "right": onnxnn.tensor(right)}
+    exec(f"tensor {symbol} right", namespace)
+    expected = left.copy()
+    exec(f"expected {symbol} right", {"expected": expected, "right": right})
+    assert namespace["tensor"] is tensor  # in place, as PyTorch's
+    np.testing.assert_array_equal(tensor.numpy(), expected)
+    np.testing.assert_array_equal(view.numpy(), expected[1:])
+
+
+def test_bitwise_operators_refuse_floats_as_pytorch_does():
+    with pytest.raises(TypeError, match=r"~ \(operator.invert\) is only implemented on integer and Boolean"):
+        ~onnxnn.tensor([1.0])
+    with pytest.raises(NotImplementedError, match="\"bitwise_and_cpu\" not implemented for 'Float'"):
+        onnxnn.tensor([1.0]) & onnxnn.tensor([1.0])

@@ -340,7 +340,7 @@ def isreal(input: Tensor) -> Tensor:
 def _bitwise(op_type: str, logical, input, other, name: str) -> Tensor:
     (a, b), result_dtype = promote_operands([input, other])
     if result_dtype.is_floating_point:
-        raise RuntimeError(f"\"{name}_cpu\" not implemented for '{dtypes.scalar_type_name(result_dtype)}'")
+        raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{dtypes.scalar_type_name(result_dtype)}'")
     if result_dtype is dtypes.bool:
         return logical(
             a if isinstance(a, Tensor) else Tensor._from_value(a), b if isinstance(b, Tensor) else Tensor._from_value(b)
@@ -364,7 +364,7 @@ def bitwise_not(input: Tensor) -> Tensor:
     if input.dtype is dtypes.bool:
         return _c.logical_not(input)
     if input.dtype.is_floating_point:
-        raise RuntimeError(f"\"bitwise_not_cpu\" not implemented for '{dtypes.scalar_type_name(input.dtype)}'")
+        raise NotImplementedError(f"\"bitwise_not_cpu\" not implemented for '{dtypes.scalar_type_name(input.dtype)}'")
     return apply_op("BitwiseNot", (input,), None, "BitwiseNotBackward0")
 
 
