@@ -892,3 +892,11 @@ def test_round_to_decimal_places(decimals, call):
 def test_round_to_decimal_places_refuses_integers():
     with pytest.raises(NotImplementedError, match="'Long'"):
         onnxnn.tensor([15, 25]).round(decimals=-1)
+
+
+def test_where_of_a_condition_alone_is_nonzero_as_tuple():
+    condition = np.array([[True, False, True], [False, False, True]])
+    result = onnxnn.where(onnxnn.tensor(condition))
+    assert isinstance(result, tuple) and len(result) == 2
+    for axis, expected in zip(result, np.nonzero(condition)):
+        np.testing.assert_array_equal(axis.numpy(), expected)

@@ -25,6 +25,7 @@ from ._common import (
     same_shape,
     static_scalar,
 )
+from .indexing import nonzero
 
 # ---------------------------------------------------------------- shape rules
 
@@ -614,8 +615,13 @@ def minimum(input, other) -> Tensor:
     return _binary("Min", input, other, "MinimumBackward0")
 
 
-def where(condition: Tensor, input, other) -> Tensor:
-    """Elementwise ``input if condition else other``, broadcasting all three."""
+def where(condition: Tensor, input=None, other=None):
+    """Elementwise ``input if condition else other``, broadcasting all three.
+
+    ``where(condition)`` alone is ``nonzero(condition, as_tuple=True)``, as in PyTorch.
+    """
+    if input is None and other is None:
+        return nonzero(condition, as_tuple=True)
     if not isinstance(condition, Tensor) or condition._value.dtype is not dtypes.bool:
         if isinstance(condition, Tensor):
             condition = condition.to(dtypes.bool)
