@@ -900,3 +900,22 @@ def test_where_of_a_condition_alone_is_nonzero_as_tuple():
     assert isinstance(result, tuple) and len(result) == 2
     for axis, expected in zip(result, np.nonzero(condition)):
         np.testing.assert_array_equal(axis.numpy(), expected)
+
+
+@pytest.mark.parametrize("dim, keepdim", [(None, False), (None, True), ((1, 2), False), ((2, 0), True)])
+def test_norm_nuc_is_the_sum_of_singular_values(dim, keepdim):
+    array = np.random.default_rng(3).standard_normal((2, 3, 4))
+    x = onnxnn.tensor(array[0] if dim is None else array)
+    matrices = np.moveaxis(array, dim, (-2, -1)) if dim is not None else array[0]
+    expected = np.linalg.svd(matrices, compute_uv=False).sum(-1)
+    if keepdim:
+        expected = np.expand_dims(expected, (-2, -1) if dim is None else tuple(sorted(dim)))
+    result = onnxnn.norm(x, p="nuc", dim=dim, keepdim=keepdim).numpy()
+    assert result.shape == np.shape(expected)
+    # Jacobi sweeps to float64 rounding: a few dozen roundings per singular value.
+    np.testing.assert_allclose(result, expected, rtol=1e-12)
+
+
+def test_norm_refuses_an_unknown_name():
+    with pytest.raises(RuntimeError, match="p must be a number, 'fro' or 'nuc', got 'max'"):
+        onnxnn.norm(onnxnn.ones(2, 2), p="max")

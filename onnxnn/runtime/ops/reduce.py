@@ -345,7 +345,8 @@ def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
 
 
 def norm(input: Tensor, p=2, dim=None, keepdim: bool = False) -> Tensor:
-    """The vector ``p``-norm over ``dim`` (all elements when None); ``"fro"`` is the 2-norm."""
+    """The vector ``p``-norm over ``dim`` (all elements when None); ``"fro"`` is the 2-norm, ``"nuc"``
+    the nuclear norm of the matrices over ``dim``."""
     if not input.dtype.is_floating_point:
         raise RuntimeError(
             "linalg.vector_norm: Expected a floating point or complex tensor as input. "
@@ -353,6 +354,12 @@ def norm(input: Tensor, p=2, dim=None, keepdim: bool = False) -> Tensor:
         )
     if p == 2 or p == "fro":
         return _reduce("ReduceL2", input, dim, keepdim, "LinalgVectorNormBackward0")
+    if p == "nuc":  # the sum of the singular values of the matrices over ``dim`` (the last two by default)
+        from .linalg_jacobi import svd_matrix_norm  # deferred: it imports this module (through sorting)
+
+        return svd_matrix_norm(input, "nuc", (-2, -1) if dim is None else tuple(dim), keepdim)
+    if isinstance(p, str):
+        raise RuntimeError(f"norm: p must be a number, 'fro' or 'nuc', got '{p}'")
     if p == 1:
         return input.abs().sum(dim, keepdim)
     if p == float("inf"):
