@@ -117,11 +117,12 @@ class TensorMethods:
         return self.div_(other)
 
     # ---------------------------------------------------------------- comparisons
+    # ``tensor == None`` is False and ``!= None`` True, as PyTorch's: Python compares identities.
     def __eq__(self, other):
-        return ops.eq(self, other)
+        return NotImplemented if other is None else ops.eq(self, other)
 
     def __ne__(self, other):
-        return ops.ne(self, other)
+        return NotImplemented if other is None else ops.ne(self, other)
 
     def __lt__(self, other):
         return ops.lt(self, other)

@@ -919,3 +919,10 @@ def test_norm_nuc_is_the_sum_of_singular_values(dim, keepdim):
 def test_norm_refuses_an_unknown_name():
     with pytest.raises(RuntimeError, match="p must be a number, 'fro' or 'nuc', got 'max'"):
         onnxnn.norm(onnxnn.ones(2, 2), p="max")
+
+
+def test_comparing_with_none_compares_identities():
+    tensor = onnxnn.tensor([1.0, 2.0])
+    assert (tensor == None) is False  # noqa: E711  (the comparison under test)
+    assert (tensor != None) is True  # noqa: E711
+    assert (None == tensor) is False  # noqa: E711
