@@ -31,6 +31,7 @@ from .indexing import take_along_dim
 from .linalg import matmul
 from .linalg_lu import check_matrix, constant_like, eye_like, torch_dtype_name
 from .linalg_qr import linalg_qr
+from .reduce import MATRIX_NORMS
 from .shape import cat
 from .sorting import topk
 
@@ -312,6 +313,9 @@ def svd_matrix_norm(A: Tensor, ord, dim, keepdim: bool) -> Tensor:
         for axis in sorted((rows, columns)):
             result = result.unsqueeze(axis)
     return result
+
+
+MATRIX_NORMS["nuc"] = svd_matrix_norm  # torch.norm(x, p="nuc")
 
 
 def svd_cond(A: Tensor, p=None) -> Tensor:

@@ -344,6 +344,11 @@ def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     return _reduce("ReduceMax", _truth_values(input), dim, keepdim, None).to(dtypes.bool)
 
 
+# The norms of ``norm`` computed from singular values, by name: linalg_jacobi fills it (it imports this
+# module through sorting, so this one cannot import it).
+MATRIX_NORMS: dict = {}
+
+
 def norm(input: Tensor, p=2, dim=None, keepdim: bool = False) -> Tensor:
     """The vector ``p``-norm over ``dim`` (all elements when None); ``"fro"`` is the 2-norm, ``"nuc"``
     the nuclear norm of the matrices over ``dim``."""
@@ -354,10 +359,8 @@ def norm(input: Tensor, p=2, dim=None, keepdim: bool = False) -> Tensor:
         )
     if p == 2 or p == "fro":
         return _reduce("ReduceL2", input, dim, keepdim, "LinalgVectorNormBackward0")
-    if p == "nuc":  # the sum of the singular values of the matrices over ``dim`` (the last two by default)
-        from .linalg_jacobi import svd_matrix_norm  # deferred: it imports this module (through sorting)
-
-        return svd_matrix_norm(input, "nuc", (-2, -1) if dim is None else tuple(dim), keepdim)
+    if p in MATRIX_NORMS:  # "nuc": the sum of the singular values of the matrices over ``dim`` (the last two)
+        return MATRIX_NORMS[p](input, p, (-2, -1) if dim is None else tuple(dim), keepdim)
     if isinstance(p, str):
         raise RuntimeError(f"norm: p must be a number, 'fro' or 'nuc', got '{p}'")
     if p == 1:
