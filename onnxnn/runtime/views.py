@@ -59,6 +59,22 @@ def _permuted(indices, shape, *dims):
     return np.transpose(indices, tuple(dims[0]) if len(dims) == 1 and not isinstance(dims[0], int) else dims)
 
 
+def _reversed(indices, shape):
+    return indices.T
+
+
+def _last_two_swapped(indices, shape):
+    return np.swapaxes(indices, -2, -1)
+
+
+def _swapped(indices, shape, dim0, dim1):
+    return np.swapaxes(indices, dim0, dim1)
+
+
+def _moved(indices, shape, source, destination):
+    return np.moveaxis(indices, source, destination)
+
+
 def _narrowed(indices, shape, dim, start, length):
     start = int(start) % indices.shape[dim] if indices.shape[dim] else 0
     return np.take(indices, np.arange(start, start + int(length)), axis=dim)
@@ -105,15 +121,15 @@ VIEW_OPS: dict[str, tuple[Callable, Callable | None]] = {
     "squeeze": (_reshaped, None),
     "unsqueeze": (_reshaped, None),
     "unflatten": (_reshaped, None),
-    "t": (lambda indices, shape: indices.T, None),
-    "T": (lambda indices, shape: indices.T, None),
-    "mT": (lambda indices, shape: np.swapaxes(indices, -2, -1), None),
-    "transpose": (lambda indices, shape, dim0, dim1: np.swapaxes(indices, dim0, dim1), None),
-    "swapaxes": (lambda indices, shape, dim0, dim1: np.swapaxes(indices, dim0, dim1), None),
-    "swapdims": (lambda indices, shape, dim0, dim1: np.swapaxes(indices, dim0, dim1), None),
+    "t": (_reversed, None),
+    "T": (_reversed, None),
+    "mT": (_last_two_swapped, None),
+    "transpose": (_swapped, None),
+    "swapaxes": (_swapped, None),
+    "swapdims": (_swapped, None),
     "permute": (_permuted, None),
-    "movedim": (lambda indices, shape, source, destination: np.moveaxis(indices, source, destination), None),
-    "moveaxis": (lambda indices, shape, source, destination: np.moveaxis(indices, source, destination), None),
+    "movedim": (_moved, None),
+    "moveaxis": (_moved, None),
     "narrow": (_narrowed, None),
     "select": (lambda indices, shape, dim, index: np.take(indices, index, axis=dim), None),
     "diagonal": (
@@ -291,24 +307,25 @@ def after_write(tensor) -> None:
     """``tensor`` was just rebound by a write: its base takes its values, its other views are remade."""
     link, base = _base_link(tensor)
     if base is not None:
-        positions = link.root_positions(base).reshape(-1)
-        index = type(tensor)._from_array(positions.reshape(-1))
+        index = type(tensor)._from_array(link.root_positions(base).reshape(-1))
         _STATE.writers.append(id(tensor))
         try:
             if link.detached:  # through ``.data``: the value changes, the base's history stays
                 with set_grad_enabled(False):
-                    flat = type(base)._from_value(base._value).reshape(-1)
-                    written = flat.scatter(0, index, tensor.reshape(-1)).reshape(base._value.shape)
+                    written = _scattered(type(base)._from_value(base._value), index, tensor)
                 base._value = written._value
                 hold(base._value, base)
                 base._written()
             else:
-                flat = base._alias().reshape(-1)
-                written = flat.scatter(0, index, tensor.reshape(-1)).reshape(base._value.shape)
-                base._assign(written)  # the base's own write: its other views, its version
+                base._assign(_scattered(base._alias(), index, tensor))  # its other views, its version
         finally:
             _STATE.writers.pop()
     refresh_views(tensor)
+
+
+def _scattered(base, index, view):
+    """``base`` with ``view``'s values at the flat positions ``index``."""
+    return base.reshape(-1).scatter(0, index, view.reshape(-1)).reshape(base._value.shape)
 
 
 def refresh_views(tensor) -> None:
