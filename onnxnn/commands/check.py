@@ -58,7 +58,7 @@ def _report(name: str, ours, theirs, rtol: float, atol: float) -> bool:
         close = ours == theirs
         print(f"{name}: {'ok' if close else 'MISMATCH'}  {type(theirs).__name__} of {len(theirs)}")
         return bool(close)
-    ours = np.asarray(ours if isinstance(ours, np.ndarray) else ours.numpy())
+    ours = np.asarray(ours if isinstance(ours, np.ndarray) else ours.numpy(force=True))
     if theirs.dtype.kind in "OUS":
         close = ours.shape == theirs.shape and bool(np.all(ours == theirs))
         print(f"{name}: {'ok' if close else 'MISMATCH'}  shape {list(ours.shape)}  strings")

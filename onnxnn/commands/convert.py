@@ -115,7 +115,7 @@ def _flat_tensors(value, prefix: str = "") -> "OrderedDict[str, Tensor]":
 
 def _write_onnx(tensors: dict, target: Path, template: str | None) -> None:
     initializers = [
-        numpy_helper.from_array(tensor.numpy(), name)
+        numpy_helper.from_array(tensor.numpy(force=True), name)
         for name, tensor in progress(tensors.items(), desc="converting", unit="tensor", total=len(tensors))
     ]
     if template is None:

@@ -53,7 +53,7 @@ def widen_unit_axes(args: tuple, input_names: list[str], dynamic_axes: dict) -> 
             continue
         for axis in small:
             shape[axis] = 2
-        data = np.resize(arg.numpy(), shape).astype(arg.dtype.numpy_dtype)
+        data = np.resize(arg.numpy(force=True), shape).astype(arg.dtype.numpy_dtype)
         if data.size == 0:  # np.resize of an empty array fills nothing: zeros of the new shape
             data = np.zeros(shape, arg.dtype.numpy_dtype)
         widened.append(as_tensor(data))
@@ -74,7 +74,7 @@ def _resized_arguments(args: tuple, input_names: list[str], axes: dict) -> tuple
             axis = axis % len(shape)
             new_shape[axis] = shape[axis] + 2
             sources.append((name, axis, shape[axis], new_shape[axis], symbol))
-        data = np.resize(arg.numpy(), new_shape).astype(arg.dtype.numpy_dtype)
+        data = np.resize(arg.numpy(force=True), new_shape).astype(arg.dtype.numpy_dtype)
         resized.append(as_tensor(data))
     return tuple(resized), sources
 

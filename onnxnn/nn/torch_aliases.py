@@ -122,7 +122,11 @@ def native_batch_norm(
         raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
     output = F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
     if not training:
-        return output, empty(0, dtype=input.dtype), empty(0, dtype=input.dtype)
+        return (
+            output,
+            empty(0, dtype=input.dtype, device=input.device),
+            empty(0, dtype=input.dtype, device=input.device),
+        )
     axes = [0] + list(range(2, input.dim()))
     mean = input.mean(axes)
     variance = input.var(axes, correction=0)
@@ -341,7 +345,7 @@ def native_dropout(input: Tensor, p: float, train: bool | None) -> tuple[Tensor,
     """torch.native_dropout: ``(output, mask)`` with ``mask`` the boolean kept elements; ``train``
     False or None returns the input and an all-True mask."""
     if not train:
-        return input.clone(), ones(tuple(input.shape), dtype=_bool)
+        return input.clone(), ones(tuple(input.shape), dtype=_bool, device=input.device)
     _check_probability(p)
     keep = (
         _random.bernoulli(tuple(input.shape), 1.0 - p).astype(bool)
@@ -417,7 +421,7 @@ def embedding_bag(
         return output, constant_tensor(bag_of), constant_tensor(zero_per_bag), constant_tensor(zero_per_bag.copy())
     if mode == 1:
         return output, constant_tensor(bag_of), constant_tensor(sizes), constant_tensor(sizes.copy())
-    rows = weight.detach().numpy()
+    rows = weight.numpy(force=True)
     chosen = np.full((bags, rows.shape[1]), -1, dtype=np.int64)
     for bag, (start, end) in enumerate(zip(starts, ends)):
         kept = [int(index) for index in values[start:end] if padding_idx is None or index != padding_idx]

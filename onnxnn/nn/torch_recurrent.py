@@ -146,7 +146,7 @@ def _flat(mode: str, args: tuple):
     packed = len(args) > 3 and isinstance(args[3], (list, tuple))
     if packed:
         data, batch_sizes, hx, params, has_biases, num_layers, dropout, train, bidirectional = args
-        batch_sizes = [int(size) for size in batch_sizes.numpy()]
+        batch_sizes = [int(size) for size in batch_sizes.numpy(force=True)]
         batch_first = False
     else:
         input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first = args

@@ -175,20 +175,22 @@ class LBFGS(Optimizer):
 
     def _flat_grad(self) -> np.ndarray:
         parts = [
-            np.zeros(p.numel(), p.detach().numpy().dtype) if p.grad is None else np.asarray(p.grad.numpy()).reshape(-1)
+            np.zeros(p.numel(), p.numpy(force=True).dtype)
+            if p.grad is None
+            else np.asarray(p.grad.numpy(force=True)).reshape(-1)
             for p in self._params
         ]
         return np.concatenate(parts)
 
     def _flat_params(self) -> np.ndarray:
-        return np.concatenate([np.asarray(p.detach().numpy()).reshape(-1) for p in self._params])
+        return np.concatenate([np.asarray(p.numpy(force=True)).reshape(-1) for p in self._params])
 
     def _set_flat_params(self, flat: np.ndarray) -> None:
         offset = 0
         for p in self._params:
             count = p.numel()
             p.data = from_numpy(
-                np.ascontiguousarray(flat[offset : offset + count].reshape(p.shape), dtype=p.detach().numpy().dtype)
+                np.ascontiguousarray(flat[offset : offset + count].reshape(p.shape), dtype=p.numpy(force=True).dtype)
             )
             offset += count
 

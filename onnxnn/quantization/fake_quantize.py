@@ -272,7 +272,7 @@ class FakeQuantize(Module):
     def _flag(self, name: str) -> bool:
         # The flags are constant leaf buffers (set by the enable_/disable_ methods or a state_dict):
         # reading them computes nothing.
-        return bool(getattr(self, name).numpy()[0])
+        return bool(getattr(self, name).numpy(force=True)[0])
 
     def _set_flag(self, name: str, enabled: bool) -> FakeQuantize:
         setattr(self, name, constant_tensor(np.array([int(enabled)], dtype=np.uint8)))

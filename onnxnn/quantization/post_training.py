@@ -227,7 +227,7 @@ def _arrays(item, names: list[str]) -> dict[str, np.ndarray]:
             raise ValueError(f"calibration_data: a sample has {len(items)} inputs, the model takes {len(names)}")
         values = dict(zip(names, items))
     return {
-        name: value.detach().numpy() if isinstance(value, Tensor) else np.asarray(value)
+        name: value.numpy(force=True) if isinstance(value, Tensor) else np.asarray(value)
         for name, value in values.items()
     }
 

@@ -97,8 +97,8 @@ def generate(
         raise ValueError(f"`top_p` has to be a float > 0 and < 1, but is {top_p}")
     if pad_token_id is None:
         pad_token_id = eos_token_id
-    ids = np.asarray(input_ids.numpy(), dtype=np.int64)
-    mask = None if attention_mask is None else np.asarray(attention_mask.numpy(), dtype=np.int64)
+    ids = np.asarray(input_ids.numpy(force=True), dtype=np.int64)
+    mask = None if attention_mask is None else np.asarray(attention_mask.numpy(force=True), dtype=np.int64)
     finished = np.zeros(ids.shape[0], dtype=bool)
     past, step_ids = None, ids
     with no_grad():
@@ -113,11 +113,11 @@ def generate(
                 past = out.past_key_values
             else:
                 out = model(tensor(ids), **kwargs)
-            logits = np.asarray(out.logits[:, -1, :].float().numpy(), dtype=np.float64)
+            logits = np.asarray(out.logits[:, -1, :].float().numpy(force=True), dtype=np.float64)
             if do_sample:
                 filtered = _filter_logits(logits, temperature, top_k, top_p)
                 probabilities = np.exp(filtered - filtered.max(-1, keepdims=True))
-                chosen = multinomial(tensor(probabilities), 1, generator=generator).numpy()[:, 0]
+                chosen = multinomial(tensor(probabilities), 1, generator=generator).numpy(force=True)[:, 0]
             else:
                 chosen = logits.argmax(-1)
             chosen = chosen.astype(np.int64)

@@ -33,7 +33,7 @@ def _index_values(input: Tensor, function: str) -> np.ndarray:
             f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
             f"Long, Int; but got {input.dtype} instead (while checking arguments for {function})"
         )
-    return np.asarray(input.numpy(), dtype=np.int64)
+    return np.asarray(input.numpy(force=True), dtype=np.int64)
 
 
 def _check_index_range(values: np.ndarray, rows: int) -> None:

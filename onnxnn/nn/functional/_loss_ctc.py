@@ -137,7 +137,7 @@ def ctc_loss(
     targets = targets.to(dtypes.int64)
     if targets.dim() == 1:
         if known_target_lengths is None:  # read, as PyTorch's kernel reads them, to lay the targets out
-            known_target_lengths = target_lengths.detach().numpy()
+            known_target_lengths = target_lengths.numpy(force=True)
         _check_lengths(known_target_lengths, "target_lengths", targets.shape[0], batch)
         targets = _padded_targets(targets, known_target_lengths, batch)
     else:

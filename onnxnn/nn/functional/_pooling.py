@@ -238,7 +238,7 @@ def _fractional_max_pool(
     x, added_batch = batched(input, rank, function)
     batch, channels = x.shape[0], x.shape[1]
     if _random_samples is None:
-        samples = np.asarray(rand(batch, channels, rank, dtype=x.dtype).numpy(), dtype=np.float64)
+        samples = np.asarray(rand(batch, channels, rank, dtype=x.dtype).numpy(force=True), dtype=np.float64)
     else:
         if tuple(_random_samples.shape) != (batch, channels, rank):
             raise RuntimeError(
@@ -246,7 +246,7 @@ def _fractional_max_pool(
                 f"{list(_random_samples.shape)}"
             )
         # The samples decide the windows, so they are read here (like nonzero's data-dependent shape).
-        samples = np.asarray(_random_samples.detach().numpy(), dtype=np.float64)
+        samples = np.asarray(_random_samples.numpy(force=True), dtype=np.float64)
     compute = np.dtype(np.float64) if x.dtype is dtypes.float64 else np.dtype(np.float32)
     # PyTorch's samples per plane: 2-d (width, height), 3-d (time, height, width).
     sample_of_axis = {1: [0], 2: [1, 0], 3: [0, 1, 2]}[rank]

@@ -270,7 +270,7 @@ class RNNBase(Module):
         packed = isinstance(input, PackedSequence)
         if packed:
             data, batch_sizes_tensor, sorted_indices, unsorted_indices = input
-            batch_sizes = [int(b) for b in batch_sizes_tensor.numpy()]
+            batch_sizes = [int(b) for b in batch_sizes_tensor.numpy(force=True)]
             self.check_input(data, batch_sizes)
             is_batched, batch = True, batch_sizes[0]
         else:
@@ -304,9 +304,13 @@ class RNNBase(Module):
             if not is_batched:
                 states = tuple(state.unsqueeze(1) for state in states)
         else:
-            states = (zeros(self.num_layers * directions, batch, real_hidden_size, dtype=data.dtype),)
+            states = (
+                zeros(self.num_layers * directions, batch, real_hidden_size, dtype=data.dtype, device=data.device),
+            )
             if is_lstm:
-                states += (zeros(self.num_layers * directions, batch, self.hidden_size, dtype=data.dtype),)
+                states += (
+                    zeros(self.num_layers * directions, batch, self.hidden_size, dtype=data.dtype, device=data.device),
+                )
         expected = (self.num_layers * directions, batch, real_hidden_size)
         if is_lstm:
             self.check_hidden_size(states[0], expected, "Expected hidden[0] size {}, got {}")
@@ -483,7 +487,7 @@ class RNNCellBase(Module):
         if input.size(1) != self.input_size:
             raise RuntimeError(f"input has inconsistent input_size: got {input.size(1)} expected {self.input_size}")
         states = [
-            zeros(input.size(0), self.hidden_size, dtype=input.dtype)
+            zeros(input.size(0), self.hidden_size, dtype=input.dtype, device=input.device)
             if state is None
             else (state if is_batched else state.unsqueeze(0))
             for state in states

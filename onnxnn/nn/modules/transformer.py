@@ -316,7 +316,7 @@ class TransformerEncoder(Module):
         if is_grad_enabled() and (src.requires_grad or any(p.requires_grad for p in self.layers[0].parameters())):
             return False
         if self.mask_check:
-            valid = np.logical_not(padding.numpy())
+            valid = np.logical_not(padding.numpy(force=True))
             # Left-aligned: each row's valid positions form a prefix.
             if not np.array_equal(valid, np.arange(valid.shape[1]) < valid.sum(axis=1, keepdims=True)):
                 return False

@@ -34,7 +34,7 @@ __all__ = ["orthogonal", "spectral_norm", "weight_norm"]
 def _is_orthogonal(Q: Tensor) -> bool:
     """Whether ``Q^T Q = I`` within ten units in the last place per row of Q."""
     n, k = Q.shape[-2], Q.shape[-1]
-    gram = (Q.mT @ Q).detach().numpy()
+    gram = (Q.mT @ Q).numpy(force=True)
     tolerance = 10.0 * n * float(np.finfo(gram.dtype).eps)
     return bool(np.allclose(gram, np.eye(k, dtype=gram.dtype), atol=tolerance))
 

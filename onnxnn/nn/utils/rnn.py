@@ -29,13 +29,13 @@ __all__ = [
 ]
 
 
-def _int64(array) -> Tensor:
-    return tensor(np.asarray(array, dtype=np.int64))
+def _int64(array, device=None) -> Tensor:
+    return tensor(np.asarray(array, dtype=np.int64), device=device)
 
 
 def _lengths_array(lengths) -> np.ndarray:
     if isinstance(lengths, Tensor):
-        return np.asarray(lengths.detach().numpy(), dtype=np.int64).reshape(-1)
+        return np.asarray(lengths.numpy(force=True), dtype=np.int64).reshape(-1)
     return np.asarray(lengths, dtype=np.int64).reshape(-1)
 
 
@@ -43,10 +43,10 @@ def invert_permutation(permutation: Tensor | None) -> Tensor | None:
     """The permutation that undoes ``permutation`` (``None`` stays ``None``)."""
     if permutation is None:
         return None
-    order = np.asarray(permutation.numpy(), dtype=np.int64)
+    order = np.asarray(permutation.numpy(force=True), dtype=np.int64)
     inverse = np.empty_like(order)
     inverse[order] = np.arange(order.size, dtype=np.int64)
-    return _int64(inverse)
+    return _int64(inverse, permutation.device)
 
 
 class PackedSequence(NamedTuple):
@@ -131,7 +131,7 @@ def pack_padded_sequence(
         order, sorted_indices = np.arange(batch_size), None
     else:
         order = np.argsort(-lengths, kind="stable")
-        sorted_indices = _int64(order)
+        sorted_indices = _int64(order, input.device)  # on the data's device, as PyTorch's; batch_sizes stay on the CPU
     sorted_lengths = lengths[order]
     if batch_size and sorted_lengths[-1] <= 0:
         raise RuntimeError(
@@ -150,7 +150,7 @@ def pack_padded_sequence(
         for b in range(running)
     ]
     flat = input.reshape((-1,) + tuple(input.shape[2:]))
-    data = flat.index_select(0, _int64(rows))
+    data = flat.index_select(0, _int64(rows, flat.device))
     return PackedSequence._make_packed(data, _int64(batch_sizes), sorted_indices)
 
 
@@ -165,7 +165,7 @@ def pad_packed_sequence(
         padding_value: value of the padding elements.
         total_length: pad to this many steps (at least the longest length).
     """
-    batch_sizes = np.asarray(sequence.batch_sizes.numpy(), dtype=np.int64)
+    batch_sizes = np.asarray(sequence.batch_sizes.numpy(force=True), dtype=np.int64)
     max_steps = batch_sizes.size
     if total_length is not None:
         if total_length < max_steps:
@@ -179,7 +179,7 @@ def pad_packed_sequence(
     unsorted = (
         np.arange(batch_size)
         if sequence.unsorted_indices is None
-        else np.asarray(sequence.unsorted_indices.numpy(), dtype=np.int64)
+        else np.asarray(sequence.unsorted_indices.numpy(force=True), dtype=np.int64)
     )
     offsets = np.concatenate([[0], np.cumsum(batch_sizes)])
     data = sequence.data
@@ -192,8 +192,8 @@ def pad_packed_sequence(
         rows[:length, b] = offsets[:length] + original
     if batch_first:
         rows = rows.T
-    padding = full((1,) + tuple(data.shape[1:]), padding_value, dtype=data.dtype)
-    gathered = cat([data, padding], 0).index_select(0, _int64(rows.reshape(-1)))
+    padding = full((1,) + tuple(data.shape[1:]), padding_value, dtype=data.dtype, device=data.device)
+    gathered = cat([data, padding], 0).index_select(0, _int64(rows.reshape(-1), data.device))
     padded = gathered.reshape(rows.shape + tuple(data.shape[1:]))
     return padded, _int64(sorted_lengths[unsorted])
 
@@ -231,7 +231,7 @@ def pad_sequence(
             )
         missing = longest - sequence.shape[0]
         if missing:
-            filler = full((missing,) + trailing, padding_value, dtype=sequence.dtype)
+            filler = full((missing,) + trailing, padding_value, dtype=sequence.dtype, device=sequence.device)
             sequence = cat([sequence, filler] if padding_side == "right" else [filler, sequence], 0)
         padded.append(sequence)
     return stack(padded, 0 if batch_first else 1)

@@ -117,7 +117,7 @@ def check_same_dtype(name: str, A: Tensor, B: Tensor) -> None:
 def raise_for_info(info: Tensor, batched: bool, message, error=LinAlgError) -> None:
     """Reads LAPACK's ``info`` (the one place these functions read values: ``check_errors=True``) and
     raises PyTorch's error for the first failed matrix, ``message(info)`` prefixed with its batch index."""
-    values = info.numpy().reshape(-1)
+    values = info.numpy(force=True).reshape(-1)
     failed = np.flatnonzero(values)
     if failed.size:
         first = int(failed[0])

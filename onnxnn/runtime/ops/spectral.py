@@ -268,7 +268,7 @@ def istft(
         end = expected_length - n_fft // 2 if center else expected_length
     kept = min(end, expected_length) - start
     signal, envelope = signal.narrow(-1, start, kept), envelope.narrow(-1, start, kept)
-    smallest = float(np.abs(np.asarray(envelope.detach().numpy())).min()) if kept > 0 else 1.0
+    smallest = float(np.abs(np.asarray(envelope.numpy(force=True))).min()) if kept > 0 else 1.0
     if smallest < 1e-11:
         raise RuntimeError(f"{described} window overlap add min: {smallest:g}")
     signal = signal / envelope

@@ -84,7 +84,7 @@ def to_shared_memory(batch: Any, prefix: str) -> Any:
 
     def to_shared(item: Any) -> Any:
         if isinstance(item, Tensor) and not item.requires_grad and item.device.type == "cpu":
-            array = item.numpy()
+            array = item.numpy(force=True)
             if array.nbytes >= SHARE_MIN_BYTES:
                 return _share(np.ascontiguousarray(array), True, prefix)
         elif type(item) is np.ndarray and item.nbytes >= SHARE_MIN_BYTES and not item.dtype.hasobject:

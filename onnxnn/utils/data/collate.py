@@ -73,7 +73,7 @@ def default_collate(batch: list) -> Any:
     """
     element = batch[0]
     if isinstance(element, Tensor):
-        return _stack([np.asarray(item.detach().numpy()) for item in batch])
+        return _stack([np.asarray(item.numpy(force=True)) for item in batch])
     if isinstance(element, (np.ndarray, np.generic)) and not isinstance(element, (np.str_, np.bytes_)):
         arrays = [np.asarray(item) for item in batch]
         if _is_text_or_object(arrays[0]):

@@ -126,7 +126,7 @@ class WeightedRandomSampler(Sampler):
         _check_replacement_and_num_samples(replacement, num_samples)
         if num_samples is None:
             raise ValueError(f"num_samples should be a positive integer value, but got num_samples={num_samples}")
-        values = np.asarray(weights.numpy() if hasattr(weights, "numpy") else weights, dtype=np.float64)
+        values = np.asarray(weights.numpy(force=True) if hasattr(weights, "numpy") else weights, dtype=np.float64)
         if values.ndim != 1:
             raise ValueError(f"weights should be a 1d sequence but given weights have shape {tuple(values.shape)}")
         self.weights = values
