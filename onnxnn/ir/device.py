@@ -6,6 +6,9 @@ import functools
 
 from onnx import TensorProto, helper
 
+from .cuda_libraries import driver_loads, preload_cuda_libraries
+from .device_arrays import ONNXRUNTIME_PLACEMENT
+
 __all__ = ["device", "as_device", "cuda_is_available"]
 
 
@@ -74,9 +77,17 @@ def as_device(value) -> device:
     return device(value)
 
 
-@functools.lru_cache(maxsize=None)
 def cuda_is_available() -> bool:
-    """True when onnxruntime's CUDA provider really loads, checked by creating a session with it.
+    """True when onnxruntime's CUDA provider really loads (checked once, by creating a session with it)."""
+    provider, _ = ONNXRUNTIME_PLACEMENT["cuda"]
+    if provider == "CPUExecutionProvider":
+        return True  # "cuda" mapped onto the CPU's provider (tests of the device path on any machine)
+    return _cuda_provider_loads()
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_provider_loads() -> bool:
+    """Whether a session with onnxruntime's CUDA provider can be created and keeps that provider.
 
     Listing providers is not enough: onnxruntime-gpu lists CUDA even on machines without a GPU or
     without the CUDA libraries, and then silently falls back to the CPU.
@@ -85,6 +96,9 @@ def cuda_is_available() -> bool:
 
     if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
         return False
+    if not driver_loads():
+        return False  # no GPU can be there: skips the session probe and onnxruntime's warnings
+    preload_cuda_libraries()
     graph = helper.make_graph(
         [helper.make_node("Identity", ["x"], ["y"])],
         "probe",

@@ -49,6 +49,7 @@ from . import (  # noqa: F401  (registration)
 from . import crop, detection, quantize, recurrent, resize, spectral  # noqa: F401  (registration)
 from . import compiled_updates
 from ..ir.caches import register_cache
+from ..ir.device_arrays import to_cupy
 from ..ir.dtypes import as_dtype
 from ..ir.executors import register_executor
 from ..ir.mode import MODE
@@ -282,6 +283,8 @@ class CompiledKernelPlan:
         return form
 
     def _to_device(self, array):
+        if type(array) is not np.ndarray and self.xp is not np:
+            return to_cupy(array, self.xp)  # a GPU value's OrtValue or CuPy array, used where it lies
         if self.emulate_bfloat16 and array.dtype == _BFLOAT16:
             array = array.astype(_FLOAT32)
         return array if self.xp is np else self.xp.asarray(array)

@@ -34,7 +34,7 @@ from ..ir.mode import MODE
 from ..ir.plan import build_model, plan
 from ..nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from ..runtime.fastpath.plan_cache import choose
-from ..runtime.sessions import CompiledSession, lowers_for
+from ..runtime.sessions import CompiledSession, lowers_for, session_for
 from ..runtime.split_sessions import SplitSession, compiled_node_name, session_runner
 from .events import FunctionEvent
 
@@ -373,7 +373,7 @@ class Collector:
         self.begin_range("onnxnn::create_session")
         try:
             prefix = os.path.join(self.directory, f"session_{len(self.profiled)}")
-            session = CompiledSession(model, device, profile_file_prefix=prefix)
+            session = session_for(model, device, profile_file_prefix=prefix)
         finally:
             self.end_range()
         self.profiled.append(session)

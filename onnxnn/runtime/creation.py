@@ -10,6 +10,7 @@ import numpy as np
 
 from ..ir import dtypes
 from ..ir import random as _random
+from ..ir.cuda_libraries import cuda_unavailable_error
 from ..ir.device import CPU, as_device, cuda_is_available
 from ..ir.graph import constant
 from . import tensor as _tensor  # circular (Tensor methods build tensors here): read at call time
@@ -52,10 +53,7 @@ def _device(device) -> _Device:
         return CPU
     target = as_device(device)
     if target.type == "cuda" and not cuda_is_available():
-        raise RuntimeError(
-            "CUDA is not available: onnxruntime's CUDA execution provider could not be "
-            "loaded on this machine (no GPU, or onnxruntime-gpu/CUDA libraries missing)"
-        )
+        raise cuda_unavailable_error()
     return target
 
 

@@ -25,7 +25,7 @@ from .aliases import ALIAS_GROUPS
 from .views import VIEW_LINKS
 from .autograd import Function, VersionCounter
 from .depth import after_recording
-from .realization import data_of as _data_of_value, realize, realize_step
+from .realization import data_of as _data_of_value, host_data as _host_data, realize, realize_step
 from .recording import record
 from .tensor import Tensor
 
@@ -257,4 +257,4 @@ def known_data(tensor: Tensor) -> np.ndarray | None:
 
     For checks PyTorch makes on data (target indices in range) that would otherwise need a run.
     """
-    return tensor._value.data
+    return _host_data(tensor._value)

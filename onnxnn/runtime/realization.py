@@ -13,11 +13,16 @@ from __future__ import annotations
 import math
 import operator
 
+import numpy as np
+
 from ..ir.caches import clear_caches
+from ..ir.device import CPU
+from ..ir.device_arrays import to_host
 from ..ir.domains import TRAINING_DOMAIN
 from ..ir.executors import executor
 from ..ir.mode import EXECUTORS, MODE, trace_data_read
 from ..ir.plan import GraphPlan, plan
+from .device_sessions import upload_inputs
 from .fastpath import dynamic_shapes, plan_cache
 
 __all__ = [
@@ -25,6 +30,7 @@ __all__ = [
     "run_plan",
     "realize_step",
     "data_of",
+    "host_data",
     "recording_only",
     "set_executor",
     "get_executor",
@@ -60,7 +66,10 @@ def realize(values, specialize: bool = True) -> None:
 def run_plan(graph: GraphPlan, specialize: bool = True) -> plan_cache.Entry:
     """Computes ``graph``'s outputs (a plan of the pending values) and returns the entry that ran it."""
     entry = plan_cache.entry(graph)
-    inputs = [value.data for value in graph.inputs]
+    if graph.key[3] is CPU:
+        inputs = [value.data for value in graph.inputs]
+    else:
+        inputs = upload_inputs(graph.inputs)
     specialization = entry.specialization
     if specialization is not None and specialization.matches(graph.inputs):
         results = specialization(inputs)
@@ -69,7 +78,9 @@ def run_plan(graph: GraphPlan, specialize: bool = True) -> plan_cache.Entry:
     else:
         results = entry.runner(inputs)
         if entry.is_session and entry.stable_runs >= 0:
-            if specialize:
+            # On a GPU, never: embedding a value would copy it to the host and back into the
+            # session, whose kernels read the device's weights where they lie anyway.
+            if specialize and graph.key[3] is CPU:
                 plan_cache.watch_stable_inputs(entry, graph)
             else:
                 plan_cache.never_specialize(entry)
@@ -142,9 +153,23 @@ def data_of(value):
     """The array of ``value``, realizing it (and its pending history) first if needed."""
     if value.static is None and MODE.trace is not None:  # trace_data_read, inline: every .numpy() runs this
         trace_data_read()
-    if value.data is None:
+    data = value.data
+    if data is None:
         realize((value,))
-    return value.data
+        data = value.data
+    if type(data) is np.ndarray or data is None:
+        return data
+    return to_host(data)  # a value on a GPU: copied for the host, as PyTorch synchronizes and copies
+
+
+def host_data(value):
+    """``value``'s array if it is computed and in host memory, else None: never runs or copies anything.
+
+    For the checks PyTorch's CPU kernels make on data (indices in range): a value still pending, or
+    on a GPU (where PyTorch checks in its kernels), is not checked.
+    """
+    data = value.data
+    return data if type(data) is np.ndarray else None
 
 
 class set_executor:

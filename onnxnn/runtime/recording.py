@@ -78,8 +78,8 @@ def record_scanned(
         node = Node(op_type, domain, inputs, attrs, len(metas), depth + 1)
     else:
         node = VersionedNode(op_type, domain, inputs, attrs, len(metas), depth + 1, opset)
-    if where is None:
-        where = CPU
+    if where is None:  # only structural constants: the device they were made for (a root gradient's)
+        where = next((value.device for value in inputs if value is not None), CPU)
     if len(metas) == 1:
         shape, out_dtype = metas[0]
         outputs: tuple[Value, ...] = (Value(node, 0, shape, out_dtype, where),)

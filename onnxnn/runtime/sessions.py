@@ -17,15 +17,19 @@ from onnx import helper
 
 from ..ir.attributes import attribute_subgraphs
 from ..ir.caches import register_cache
+from ..ir.device_arrays import execution_provider
 from ..ir.dtypes import bfloat16
 from ..ir.executors import register_executor
 from ..ir.mode import MODE
 from ..ir.plan import IR_VERSION, OPSET_VERSION, GraphPlan, build_model, work_estimate
+from .device_sessions import run_bound
 from .output_views import move_reshapes_out
 from .split_sessions import SPLIT_PART_KEY, SplitSession, session_runner
 
 __all__ = [
     "CompiledSession",
+    "DeviceSession",
+    "session_for",
     "SessionCache",
     "create_session",
     "disabled_optimizers",
@@ -387,15 +391,15 @@ class CompiledSession:
         widened = _widen_bfloat16_io(model)
         self.bfloat16_io = widened if widened[0] or widened[1] else None
         self.copy_inputs = _writes_its_inputs(model)
-        providers: list = ["CPUExecutionProvider"]  # names, or (name, options) pairs
-        if device.type == "cuda":
-            providers = [("CUDAExecutionProvider", {"device_id": device.index or 0}), "CPUExecutionProvider"]
+        on_cpu = device.type == "cpu"
+        providers = ["CPUExecutionProvider"] if on_cpu else list(execution_provider(device))  # names or (name, options)
         if threads is None:
             threads = 1 if _work_estimate(model) < SINGLE_THREAD_ELEMENTS else MODE.intra_op_threads
         check_onnxruntime_opset(model)
         if ROUND_LOW_PRECISION_PER_OP and _mentions_low_precision(model):
             model = _round_per_op(model)
-        self.output_views = move_reshapes_out(model)
+        # A reshaped output is a free numpy view on the host; a device's OrtValue has no such view.
+        self.output_views = move_reshapes_out(model) if on_cpu else []
         try:
             self.session = create_session(model, providers, threads, profile_file_prefix)
         except Exception as error:
@@ -430,6 +434,27 @@ class CompiledSession:
         return results
 
 
+class DeviceSession(CompiledSession):
+    """A session on a GPU: its inputs and outputs stay in the device's memory (``device_sessions``)."""
+
+    __slots__ = ("device",)
+
+    def __init__(self, model: onnx.ModelProto, device, threads: int | None = None, profile_file_prefix=None):
+        super().__init__(model, device, threads, profile_file_prefix)
+        self.device = device
+
+    def __call__(self, inputs: list) -> list:
+        return run_bound(self, inputs)
+
+
+def session_for(
+    model: onnx.ModelProto, device, threads: int | None = None, profile_file_prefix: str | None = None
+) -> CompiledSession:
+    """The session running ``model`` on ``device``: host arrays on the CPU, device arrays elsewhere."""
+    kind = CompiledSession if device.type == "cpu" else DeviceSession
+    return kind(model, device, threads, profile_file_prefix)
+
+
 class SessionCache:
     def __init__(self, capacity: int = 512):
         self.capacity = capacity
@@ -450,7 +475,7 @@ class SessionCache:
             plan,
             device,
             lambda kept: build_model(plan, lower=lower, kept=kept),
-            lambda model: CompiledSession(model, device),
+            lambda model: session_for(model, device),
         )
         self.sessions[plan.key] = compiled
         if len(self.sessions) > self.capacity:
@@ -480,11 +505,11 @@ class OnnxruntimeExecutor:
         return self.cache.get(plan)
 
     def compile_uncached(self, plan: GraphPlan, device) -> CompiledSession:
-        return CompiledSession(build_model(plan, lower=lowers_for(device)), device)
+        return session_for(build_model(plan, lower=lowers_for(device)), device)
 
     def compile_model(self, model: onnx.ModelProto, device) -> CompiledSession:
         """A session for an already built model (a plan with some inputs embedded as initializers)."""
-        return CompiledSession(model, device)
+        return session_for(model, device)
 
     def compile_shared(self, plan: GraphPlan, dims, device) -> CompiledSession | SplitSession:
         """A session for every size of the inputs' ``dims`` (``(input position, axis)`` pairs)."""
@@ -502,7 +527,7 @@ class OnnxruntimeExecutor:
         cache = self.cache
         cache.misses += 1
         # Cut as the static graphs of the family are, so that every size gets the same values.
-        compiled = session_runner(plan, device, symbolic, lambda part: CompiledSession(part, device, threads=threads))
+        compiled = session_runner(plan, device, symbolic, lambda part: session_for(part, device, threads=threads))
         cache.sessions[plan.key] = compiled
         if len(cache.sessions) > cache.capacity:
             cache.sessions.popitem(last=False)

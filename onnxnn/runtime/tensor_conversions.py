@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from ..ir import dtypes as _dtypes
+from ..ir.cuda_libraries import cuda_unavailable_error
 from ..ir.device import as_device, cuda_is_available
 from ..ir.graph import constant
 from ..ir.mode import MODE
-from . import tensor as _tensor  # circular (Tensor subclasses TensorConversions): attributes are read at call time
+from . import tensor as _tensor
+from .device_sessions import upload  # circular (Tensor subclasses TensorConversions): attributes are read at call time
 
 if TYPE_CHECKING:
     from ..ir.graph import Value
@@ -63,16 +65,16 @@ class TensorConversions:
         if target is self._value.device:
             return cast("Tensor", self)
         if target.type == "cuda" and not cuda_is_available():
-            raise RuntimeError(
-                "CUDA is not available: onnxruntime's CUDA execution provider could not be "
-                "loaded on this machine (no GPU, or onnxruntime-gpu/CUDA libraries missing)"
-            )
-        data = self._realized_data()
-        moved = _tensor.Tensor._from_value(constant(data, self._value.dtype, target))
-        if self._requires_grad and MODE.grad.enabled:
-            # Device copies keep the gradient path: an Identity node whose gradient is copied back.
-            moved = _tensor.apply_op("Identity", (self,), None, "ToCopyBackward0")
-            moved._value.device = target
+            raise cuda_unavailable_error()
+        copied = constant(self._realized_data(), self._value.dtype, target)
+        upload(copied)  # copied now, as PyTorch copies: a later change of the source is not seen
+        if not (self._requires_grad and MODE.grad.enabled):
+            return _tensor.Tensor._from_value(copied)
+        # The gradient path goes through an Identity node (its gradient is copied back), computed
+        # here: no graph spans two devices, so every session reads and writes one device's arrays.
+        moved = _tensor.apply_op("Identity", (self,), None, "ToCopyBackward0")
+        value = moved._value
+        value.device, value.data, value.node = target, copied.data, None
         return moved
 
     def cpu(self) -> Tensor:

@@ -307,7 +307,7 @@ def after_write(tensor) -> None:
     """``tensor`` was just rebound by a write: its base takes its values, its other views are remade."""
     link, base = _base_link(tensor)
     if base is not None:
-        index = type(tensor)._from_array(link.root_positions(base).reshape(-1))
+        index = type(tensor)._from_array(link.root_positions(base).reshape(-1), None, base._value.device)
         _STATE.writers.append(id(tensor))
         try:
             if link.detached:  # through ``.data``: the value changes, the base's history stays

@@ -289,7 +289,7 @@ def test_a_session_shared_across_sizes_keeps_the_conv(monkeypatch):
     output, arguments, _ = _recorded((8, 512, 2, 2), 512, 3, 1, 1, 1, False)
     graph = plan([output._value], include_shared=False)
     built = []
-    monkeypatch.setattr(sessions, "CompiledSession", lambda model, device, threads=None: built.append(model))
+    monkeypatch.setattr(sessions, "session_for", lambda model, device, threads=None: built.append(model))
     x_position = next(i for i, value in enumerate(graph.inputs) if value is arguments[0]._value)
     sessions.OnnxruntimeExecutor().compile_shared(graph, [(x_position, 0)], CPU)
     assert "Conv" in {node.op_type for node in built[0].graph.node}

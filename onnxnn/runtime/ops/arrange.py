@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import dtypes
+from ..realization import host_data
 from ._common import Tensor, apply_op, broadcast_shapes, normalize_axes
 from .elementwise import where
 from .shape import cat, flip, slice_axis
@@ -351,7 +352,7 @@ def _index_scatter(input: Tensor, dim: int, index: Tensor, source: Tensor, reduc
             f"shape: {list(input.shape)} at dimension {axis} and source slice shape: "
             f"{list(source.shape)} at dimension {axis}."
         )
-    data = index._value.data
+    data = host_data(index._value)
     size = input.shape[axis]
     if data is not None and data.size and ((data < -size) | (data >= size)).any():
         raise IndexError(

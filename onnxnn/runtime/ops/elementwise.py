@@ -157,6 +157,9 @@ def _neg_grad(ctx, g):
 
 @gradient_rules.register("Identity")
 def _identity_grad(ctx, g):
+    source = ctx.node.inputs[0].device
+    if g._value.device is not source:  # a device copy's (``to("cuda")``): the gradient goes back
+        g = g.to(source)
     return (g,)
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from ...ir import dtypes
 from ...ir import random as _random
+from ..realization import host_data
 from ..creation import _float_dtype, _make
 from ._common import Tensor, normalize_axes
 from . import comparison as _c
@@ -103,7 +104,7 @@ def unravel_index(indices, shape) -> tuple:
         raise TypeError("expected 'indices' to be integer dtype, but got " + str(indices.dtype))
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     total = int(np.prod(shape)) if shape else 1
-    data = indices._value.data
+    data = host_data(indices._value)
     if data is not None and data.size and ((data < -total) | (data >= total)).any():
         raise RuntimeError("index is out of bounds for tensor of shape " + str(list(shape)))
     flat = _e.where(_c.lt(indices, 0), _e.add(indices, total), indices).to(dtypes.int64)

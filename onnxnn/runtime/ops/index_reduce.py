@@ -8,6 +8,7 @@ ScatterElements' gradient rule.
 from __future__ import annotations
 
 from ...ir import dtypes
+from ..realization import host_data
 from ._common import Tensor, normalize_axes
 from .scatter_ops import scatter_reduce
 
@@ -52,7 +53,7 @@ def index_reduce(
             f"index_reduce_(): Number of indices ({count}) should be equal to source.size(dim): "
             f"({source.shape[axis] if source.dim() > axis else 1}), for dim: {dim}"
         )
-    data = index._value.data
+    data = host_data(index._value)
     if data is not None and count and ((data < 0) | (data >= input.shape[axis])).any():
         raise IndexError("index out of range in self")
     view = [1] * source.dim()

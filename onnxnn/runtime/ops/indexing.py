@@ -22,7 +22,7 @@ import numpy as np
 from ...ir import dtypes
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ._common import Tensor, apply_op, broadcast_shapes, int64_constant, normalize_axes
-from ..realization import data_of
+from ..realization import data_of, host_data
 from .index_plan import IndexPlan, as_int64, sequence_as_tuple
 
 __all__ = [
@@ -316,7 +316,7 @@ def _check_index_tensor(index, function: str) -> Tensor:
 
 def _check_bounds(index: Tensor, size: int, dim: int) -> None:
     """Bounds of an index whose values are already known (pending ones are checked by onnxruntime)."""
-    data = index._value.data
+    data = host_data(index._value)
     if data is None or data.size == 0:
         return
     outside = (data < -size) | (data >= size)
@@ -338,7 +338,7 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
         raise IndexError("index_select(): Index is supposed to be a vector")
     axis = normalize_axes([dim], input.dim())[0]
     size = input.shape[axis] if input.dim() else 1
-    data = index._value.data
+    data = host_data(index._value)
     if data is not None and data.size and ((data < -size) | (data >= size)).any():
         raise IndexError("index out of range in self")
     if input.dim() == 0:

@@ -27,6 +27,7 @@ import numpy as np
 
 from ...ir import dtypes
 from ...ir import random as _random
+from ..realization import host_data
 from ._common import Tensor
 from . import comparison as _c
 from . import elementwise as _e
@@ -83,7 +84,7 @@ def log_normal_fill(shape: tuple, mean: float, std: float, generator=None) -> np
 
 def _check_distribution(input: Tensor) -> None:
     """PyTorch's value checks, made when the weights are already known (they are never computed for it)."""
-    data = input._value.data
+    data = host_data(input._value)
     if data is None:
         return
     data = np.asarray(data, dtype=np.float64)

@@ -1,0 +1,244 @@
+"""Tensors and modules on a GPU: values stay in the device's memory between graphs, and every result
+equals the CPU's (or numpy's) to the rounding the arithmetic allows.
+
+Each case runs twice: on "cuda" for real where onnxruntime's CUDA provider loads (skipped with the
+reason elsewhere), and on "cuda" mapped onto the CPU's provider and OrtValues (``cuda-on-cpu``), which
+runs the same device path (io_binding, device arrays, uploads, host copies) on any machine.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+import onnxnn
+from onnxnn import nn
+from onnxnn.ir import device_arrays
+from onnxnn.runtime.realization import realize
+from tests.tolerances import accumulation_bound, assert_close_to_matmul, assert_within, conv_bound, sum_bound, ulps
+
+REAL_CUDA = onnxnn.cuda.is_available()
+NO_CUDA_REASON = "needs onnxruntime's CUDA provider and a GPU (onnxnn.cuda.is_available() is False)"
+
+
+@pytest.fixture(
+    params=[
+        "cuda-on-cpu",
+        pytest.param("cuda", marks=pytest.mark.skipif(not REAL_CUDA, reason=NO_CUDA_REASON)),
+    ]
+)
+def cuda(request, monkeypatch):
+    """The device "cuda", real or mapped onto the CPU's provider; yields the OrtValue device name."""
+    if request.param == "cuda-on-cpu":
+        monkeypatch.setitem(device_arrays.ONNXRUNTIME_PLACEMENT, "cuda", ("CPUExecutionProvider", "cpu"))
+    onnxnn.clear_caches()  # sessions are cached by device: the two forms of "cuda" must not share them
+    yield device_arrays.ONNXRUNTIME_PLACEMENT["cuda"][1]
+    onnxnn.clear_caches()
+
+
+def _device_array(tensor):
+    """The tensor's computed array as it is held, without a copy to the host."""
+    realize([tensor._value])
+    return tensor._value.data
+
+
+def test_results_stay_in_the_devices_memory(cuda):
+    x = onnxnn.randn(8, 16, device="cuda")
+    y = (x @ x.T).relu()
+    held = _device_array(y)
+    assert type(held).__name__ == "OrtValue" and held.device_name().lower() == cuda
+    assert y.device == onnxnn.device("cuda", 0)
+    z = y.sum(1)  # the next graph reads y where it lies
+    assert type(_device_array(z)).__name__ == "OrtValue"
+    host = x.cpu().numpy()
+    assert_close_to_matmul(y.cpu().numpy(), host, host.T, then=lambda v: np.maximum(v, 0))
+
+
+def test_a_value_is_copied_to_the_device_once(cuda):
+    source = np.arange(12, dtype=np.float32).reshape(3, 4)
+    moved = onnxnn.tensor(source).to("cuda")
+    created = onnxnn.tensor(source, device="cuda")
+    assert type(moved._value.data).__name__ == "OrtValue"  # to() copies at once, as PyTorch's
+    for x in (moved, created):
+        _device_array(x * 2)
+        held = x._value.data
+        assert type(held).__name__ == "OrtValue"  # the first run uploaded it; later runs feed it as it is
+        _device_array(x + 1)
+        assert x._value.data is held
+        np.testing.assert_array_equal(x.cpu().numpy(), source)
+
+
+OPS = {
+    "add": (lambda a, b: a + b, lambda a, b: a + b, lambda a, b, r: 0),
+    "mul": (lambda a, b: a * b, lambda a, b: a * b, lambda a, b, r: 0),
+    "relu": (lambda a, b: a.relu(), lambda a, b: np.maximum(a, 0), lambda a, b, r: 0),
+    "exp": (lambda a, b: a.exp(), np.exp, lambda a, b, r: ulps(r)),
+    "sum": (lambda a, b: a.sum(1), lambda a, b: a.sum(1), lambda a, b, r: sum_bound(a, 1)),
+    "transpose_matmul": (lambda a, b: a.T @ b, lambda a, b: a.T @ b, None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_ops_on_the_device_match_numpy(cuda, name):
+    function, formula, bound = OPS[name]
+    a = np.random.default_rng(1).standard_normal((6, 5)).astype(np.float32)
+    b = np.random.default_rng(2).standard_normal((6, 5)).astype(np.float32)
+    result = function(onnxnn.tensor(a, device="cuda"), onnxnn.tensor(b, device="cuda"))
+    assert result.device.type == "cuda"
+    actual = result.cpu().numpy()
+    if bound is None:
+        assert_close_to_matmul(actual, a.T, b)
+    else:
+        expected = formula(a.astype(np.float64), b.astype(np.float64))
+        assert_within(actual, expected, bound(a, b, expected) + ulps(expected, 1))
+
+
+def test_convolution_and_its_gradients_on_the_device(cuda):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 9, 9)).astype(np.float32)
+    conv = nn.Conv2d(3, 4, 3, padding=1)
+    on_cpu = conv(onnxnn.tensor(x))
+    on_cpu.sum().backward()
+    cpu_grad = conv.weight.grad.numpy().copy()
+    conv.zero_grad()
+    conv.to("cuda")
+    on_device = conv(onnxnn.tensor(x, device="cuda"))
+    on_device.sum().backward()
+    assert conv.weight.grad.device.type == "cuda"
+    weight = conv.weight.detach().cpu().numpy()
+    assert_within(
+        on_device.detach().cpu().numpy(),
+        on_cpu.detach().numpy(),
+        conv_bound(x, weight, conv.bias.detach().cpu().numpy()),
+    )
+    # d sum / d w[o, c, i, j] sums x over the 2 * 9 * 9 output positions each tap meets
+    assert_within(conv.weight.grad.cpu().numpy(), cpu_grad, accumulation_bound(np.abs(x).sum(), 2 * 9 * 9))
+
+
+def test_a_module_moves_in_place_and_back(cuda):
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))
+    weight = model[0].weight
+    before = {name: tensor.detach().numpy().copy() for name, tensor in model.state_dict().items()}
+    assert model.to("cuda") is model
+    assert model[0].weight is weight and weight.device.type == "cuda"  # the parameter's identity stays
+    assert all(tensor.device.type == "cuda" for tensor in model.state_dict().values())
+    model.cpu()
+    for name, tensor in model.state_dict().items():
+        np.testing.assert_array_equal(tensor.numpy(), before[name])
+
+
+def test_mixing_devices_is_a_clear_error(cuda):
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device.*cpu"):
+        onnxnn.ones(2, device="cuda") + onnxnn.ones(2)
+
+
+def test_numpy_of_a_device_tensor_asks_for_cpu_first(cuda):
+    x = onnxnn.ones(2, 2, device="cuda")
+    with pytest.raises(TypeError, match=r"Use Tensor.cpu\(\)"):
+        x.numpy()
+    # Reads by the host copy, as PyTorch's synchronize and copy.
+    assert x.sum().item() == 4.0 and x.tolist() == [[1.0, 1.0], [1.0, 1.0]]
+    assert "device='cuda:0'" in repr(x)
+
+
+def test_gradient_of_a_device_copy_returns_to_the_source_device(cuda):
+    x = onnxnn.randn(3, 4, requires_grad=True)
+    (x.to("cuda") * 3).sum().backward()
+    assert x.grad.device.type == "cpu"
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((3, 4), 3, np.float32))
+
+
+def _train(device: str, optimizer_name: str, steps: int) -> tuple[list, dict]:
+    onnxnn.manual_seed(7)
+    model = nn.Sequential(nn.Linear(10, 32), nn.Tanh(), nn.Linear(32, 3)).double().to(device)
+    optimizer = {
+        "SGD": lambda p: onnxnn.optim.SGD(p, lr=0.1, momentum=0.9),
+        "Adam": lambda p: onnxnn.optim.Adam(p, lr=1e-2),
+        "AdamW": lambda p: onnxnn.optim.AdamW(p, lr=1e-2),
+    }[optimizer_name](model.parameters())
+    rng = np.random.default_rng(0)
+    inputs = onnxnn.tensor(rng.standard_normal((16, 10)), device=device)
+    labels = onnxnn.tensor(rng.integers(0, 3, 16), device=device)
+    losses = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(inputs), labels)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses, {name: tensor.detach().cpu().numpy() for name, tensor in model.state_dict().items()}
+
+
+@pytest.mark.parametrize("optimizer_name", ["SGD", "Adam", "AdamW"])
+def test_training_on_the_device_follows_the_cpu(cuda, optimizer_name):
+    # float64: each step's sums have at most 32 terms (gamma(32) ~ 3.6e-15 relative); the optimizers'
+    # updates are Lipschitz with constants near 1 over 8 steps, so 1e-10 bounds the drift with room.
+    cpu_losses, cpu_state = _train("cpu", optimizer_name, 8)
+    losses, state = _train("cuda", optimizer_name, 8)
+    np.testing.assert_allclose(losses, cpu_losses, rtol=1e-10)
+    assert losses[-1] < losses[0]
+    for name, value in cpu_state.items():
+        np.testing.assert_allclose(state[name], value, rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+def test_compiled_inference_and_checkpoints_on_the_device(cuda):
+    model = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 2)).eval()
+    x = np.random.default_rng(4).standard_normal((3, 6)).astype(np.float32)
+    expected = model(onnxnn.tensor(x)).detach().numpy()
+    model.to("cuda")
+    compiled = onnxnn.compile(model)
+    for _ in range(3):  # later calls take the compiled fast path
+        out = compiled(onnxnn.tensor(x, device="cuda"))
+        assert out.device.type == "cuda"
+        np.testing.assert_allclose(out.detach().cpu().numpy(), expected, rtol=1e-5, atol=1e-6)
+    buffer = io.BytesIO()
+    onnxnn.save(model.state_dict(), buffer)
+    buffer.seek(0)
+    restored = onnxnn.load(buffer, map_location="cpu")
+    assert all(tensor.device.type == "cpu" for tensor in restored.values())
+    np.testing.assert_array_equal(restored["0.weight"].numpy(), model[0].weight.detach().cpu().numpy())
+
+
+def test_in_place_writes_through_views_on_the_device(cuda):
+    weight = nn.Linear(3, 4).to("cuda").weight
+    with onnxnn.no_grad():
+        weight[1].fill_(2.0)
+        weight[:, 0].zero_()
+    host = weight.detach().cpu().numpy()
+    np.testing.assert_array_equal(host[1, 1:], [2.0, 2.0])
+    np.testing.assert_array_equal(host[:, 0], np.zeros(4, np.float32))
+
+
+@pytest.mark.skipif(not REAL_CUDA, reason=NO_CUDA_REASON)
+def test_kernels_executor_runs_on_cupy():
+    cupy = pytest.importorskip("cupy", reason="the kernels executor on CUDA needs CuPy")
+    a = np.random.default_rng(5).standard_normal((5, 7)).astype(np.float32)
+    x = onnxnn.tensor(a, device="cuda")
+    with onnxnn.set_executor("kernels"):
+        y = (x.exp() * 2 + x).sum(0)
+        held = _device_array(y)
+    assert isinstance(held, cupy.ndarray)
+    exp = np.exp(a.astype(np.float64))
+    expected = (exp * 2 + a).sum(0)
+    assert_within(y.cpu().numpy(), expected, sum_bound(exp * 2 + np.abs(a), 0, extra=2) + ulps(exp * 2).sum(0))
+    z = (y * 3).sum()  # onnxruntime reads the CuPy array where it lies
+    computed = y.cpu().numpy().astype(np.float64)
+    assert_within(z.item(), computed.sum() * 3, sum_bound(np.abs(computed) * 3, extra=1))
+
+
+def test_without_a_usable_gpu_the_error_names_what_is_missing():
+    if REAL_CUDA:
+        pytest.skip("a GPU is usable here")
+    for attempt in (lambda: onnxnn.zeros(2, device="cuda"), lambda: onnxnn.ones(2).to("cuda")):
+        with pytest.raises(RuntimeError, match="CUDA is not available: .+: .+") as raised:
+            attempt()
+        assert any(
+            word in str(raised.value) for word in ("driver", "onnxruntime-gpu", "GPU", "CUDA's libraries", "cuDNN")
+        )
+    model = nn.Linear(2, 2)
+    weight = model.weight
+    with pytest.raises(RuntimeError, match="CUDA is not available"):
+        model.to("cuda")
+    assert model.weight is weight and weight.device.type == "cpu"  # nothing changed
