@@ -370,10 +370,15 @@ class CompiledKernelPlan:
                 env[slot] = None
 
     def _finish(self, result, position: int):
-        """An output as a C-contiguous numpy array of the recorded shape and dtype."""
-        if self.xp is not np:
-            result = self.xp.asnumpy(result)
-        return _finished(result, self.output_dtypes[position], self.output_shapes[position], position)
+        """An output as a C-contiguous array of the recorded dtype and shape: numpy's on the CPU, CuPy's
+        on a GPU (read there by the next graph), numpy's for bfloat16, which CuPy lacks."""
+        xp = self.xp
+        dtype = self.output_dtypes[position]
+        if xp is not np:
+            if dtype != _BFLOAT16:
+                return _finished(result, dtype, self.output_shapes[position], position, xp)
+            result = xp.asnumpy(result)
+        return _finished(result, dtype, self.output_shapes[position], position)
 
     def __repr__(self) -> str:
         module = self.xp.__name__
@@ -383,13 +388,13 @@ class CompiledKernelPlan:
         )
 
 
-def _finished(result, dtype: np.dtype, recorded_shape: tuple | None, position: int) -> np.ndarray:
-    """Output ``position`` as a C-contiguous numpy array of its recorded dtype and shape."""
-    result = np.asarray(result)
+def _finished(result, dtype: np.dtype, recorded_shape: tuple | None, position: int, xp=np) -> np.ndarray:
+    """Output ``position`` as a C-contiguous array (``xp``'s: numpy or CuPy) of its recorded dtype and shape."""
+    result = xp.asarray(result)
     if result.dtype != dtype:
         result = result.astype(dtype)
     if not result.flags.c_contiguous:
-        result = np.ascontiguousarray(result)
+        result = xp.ascontiguousarray(result)
     if recorded_shape is not None and result.shape != recorded_shape:
         raise RuntimeError(
             f"onnxnn kernels executor: output {position} has shape {list(result.shape)}, "
