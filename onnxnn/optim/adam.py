@@ -98,7 +98,7 @@ class Adam(Optimizer):
             grads.append(param.grad)
             state = self.state[param]
             if len(state) == 0:
-                state["step"] = _new_step_tensor()
+                state["step"] = _new_step_tensor(param.device if group.get("capturable") else None)
                 state["exp_avg"] = _zeros_like(param)
                 state["exp_avg_sq"] = _zeros_like(param)
                 if group["amsgrad"]:

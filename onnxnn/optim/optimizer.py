@@ -482,9 +482,12 @@ def _record_fused_updates(
                 record_update(tensors[index], outputs[kind * len(indices) + position])
 
 
-def _new_step_tensor() -> Tensor:
-    """The ``step`` state entry: a float32 0-d tensor, as PyTorch keeps it."""
-    return full_tensor((), 0.0, dtypes.float32)
+def _new_step_tensor(device=None) -> Tensor:
+    """The ``step`` state entry: a float32 0-d tensor, as PyTorch keeps it: on the CPU, or on the
+    parameter's ``device`` where the step is counted in the graph (``capturable``)."""
+    if device is None:
+        return full_tensor((), 0.0, dtypes.float32)
+    return full_tensor((), 0.0, dtypes.float32, device)
 
 
 def _as_step_tensor(step) -> Tensor:
