@@ -63,6 +63,8 @@ def scatter_windows(g: Tensor, weight: Tensor, input_spatial, geometry: WindowGe
     spatial size (rows that no window reached get zeros). Wide ungrouped 2-d convolutions take
     ``_scatter_windows_by_columns`` instead.
     """
+    if g._value.device.type != "cpu":
+        return _scatter_windows_symmetric(g, weight, input_spatial, geometry, group)
     if (
         group == 1
         and len(input_spatial) == 2
@@ -87,6 +89,42 @@ def scatter_windows(g: Tensor, weight: Tensor, input_spatial, geometry: WindowGe
     if any(output_padding):
         attrs["output_padding"] = output_padding
     return apply_op("ConvTranspose", (g, weight), attrs, "ConvolutionBackward0")
+
+
+def _scatter_windows_symmetric(
+    g: Tensor, weight: Tensor, input_spatial, geometry: WindowGeometry, group: int
+) -> Tensor:
+    """``scatter_windows`` as a ConvTranspose with equal pads at both ends, then a Slice or a Pad of
+    the ends: a GPU's provider runs no other form there (onnxruntime's CUDA ConvTranspose sends
+    asymmetric pads to the CPU, with copies both ways), and its GEMM-and-Col2Im forms were chosen for
+    onnxruntime's CPU kernels.
+
+    Position ``t`` of the unpadded transposed output is input position ``t - begin``; with ``p`` cut
+    at both ends (``p`` at most the forward's begin and end pads), input position 0 is at
+    ``begin - p``, and positions past the last window get zeros, as ``output_padding`` gives them.
+    """
+    pads, starts, ends, missing = [], [], [], []
+    for size, out, k, s, d, begin in zip(
+        input_spatial, geometry.output, geometry.kernel, geometry.strides, geometry.dilations, geometry.pads_begin
+    ):
+        full = s * (out - 1) + (k - 1) * d + 1
+        cut = min(begin, max(full - begin - size, 0))
+        pads.append(cut)
+        starts.append(begin - cut)
+        reached = full - cut - starts[-1]  # input positions the windows reach, from position 0
+        ends.append(starts[-1] + min(size, reached))
+        missing.append(max(size - reached, 0))
+    attrs = {"strides": geometry.strides, "dilations": geometry.dilations, "pads": pads + pads, "group": group}
+    result = apply_op("ConvTranspose", (g, weight), attrs, "ConvolutionBackward0")
+    spatial = len(pads)
+    if any(starts) or any(end != length for end, length in zip(ends, result.shape[2:])):
+        axes = list(range(2, 2 + spatial))
+        bounds = (int64_constant(starts), int64_constant(ends), int64_constant(axes))
+        result = apply_op("Slice", (result, *bounds), None, "SliceBackward0")
+    if any(missing):
+        widths = int64_constant([0] * (2 + spatial) + [0, 0] + missing)
+        result = apply_op("Pad", (result, widths), None, "ConstantPadNdBackward0")
+    return result
 
 
 def _scatter_windows_by_columns(g: Tensor, weight: Tensor, input_spatial, geometry: WindowGeometry) -> Tensor:
