@@ -148,7 +148,10 @@ def _host_scalar(binding, name: str):
 def _raw_train(build, optimizer_name: str, x: np.ndarray, y: np.ndarray, device: str):
     """The exported training step with state fed back on the device; two bindings take turns."""
     model, optimizer = classifier(onnxnn, build, optimizer_name)
-    proto, signature = training_step_to_onnx(model, onnxnn.nn.CrossEntropyLoss(), optimizer, (x, y))
+    # Recorded on the device, so the gradients take the forms onnxnn records there (its CUDA graphs)
+    model.to(device)
+    batch = (onnxnn.tensor(x, device=device), onnxnn.tensor(y, device=device))
+    proto, signature = training_step_to_onnx(model, onnxnn.nn.CrossEntropyLoss(), optimizer, batch)
     session, place = _raw_session(proto, device)
     names = [output.name for output in session.get_outputs()]
     bindings = [session.io_binding(), session.io_binding()]

@@ -72,7 +72,7 @@ def to_ortvalue(data, device):
 
     if isinstance(data, onnxruntime.OrtValue):
         return data
-    array = np.ascontiguousarray(to_host(data))
+    array = np.asarray(to_host(data), order="C")  # (not ascontiguousarray, which makes a 0-d array 1-d)
     _, where = ONNXRUNTIME_PLACEMENT[device.type]
     return onnxruntime.OrtValue.ortvalue_from_numpy(array, where, device.index or 0)
 

@@ -22,7 +22,7 @@ from ..ir.dtypes import bfloat16
 from ..ir.executors import register_executor
 from ..ir.mode import MODE
 from ..ir.plan import IR_VERSION, OPSET_VERSION, GraphPlan, build_model, work_estimate
-from .device_sessions import run_bound
+from .device_sessions import DeviceBinder, run_bound
 from .output_views import move_reshapes_out
 from .split_sessions import SPLIT_PART_KEY, SplitSession, session_runner
 
@@ -437,11 +437,12 @@ class CompiledSession:
 class DeviceSession(CompiledSession):
     """A session on a GPU: its inputs and outputs stay in the device's memory (``device_sessions``)."""
 
-    __slots__ = ("device",)
+    __slots__ = ("device", "binder")
 
     def __init__(self, model: onnx.ModelProto, device, threads: int | None = None, profile_file_prefix=None):
         super().__init__(model, device, threads, profile_file_prefix)
         self.device = device
+        self.binder = DeviceBinder(self.session, device)
 
     def __call__(self, inputs: list) -> list:
         return run_bound(self, inputs)
