@@ -17,6 +17,7 @@ from onnx import TensorProto, helper
 import onnxnn
 from onnxnn import nn
 from onnxnn.ir import device_arrays
+from onnxnn.runtime import device_sessions
 from onnxnn.runtime.device_sessions import DeviceBinder
 from onnxnn.runtime.realization import realize
 from onnxnn.runtime.sessions import session_for
@@ -321,3 +322,19 @@ def test_a_scalar_on_the_device_keeps_no_dimension(cuda, make):
     norm = nn.BatchNorm1d(3).to("cuda")
     norm(onnxnn.randn(4, 3, device="cuda"))
     assert norm.num_batches_tracked.tolist() == 1 and norm.num_batches_tracked.cpu().numpy().shape == ()
+
+
+def test_python_scalars_on_the_device_are_uploaded_once(cuda, monkeypatch):
+    x = onnxnn.randn(4).to("cuda")  # copied now: the uploads counted below are the scalars
+    uploads = []
+    original = device_arrays.to_ortvalue
+    monkeypatch.setattr(
+        device_sessions, "to_ortvalue", lambda data, device: uploads.append(data.shape) or original(data, device)
+    )
+    results = [(x * 0.5 + step).cpu().numpy() for step in (1, 1, 2, 1)]
+    assert uploads == [(), (), ()]  # 0.5, 1 and 2: each copied to the device once
+    z = (x * -0.0).cpu().numpy()  # -0.0 is not the 0.0 of an earlier scalar
+    np.testing.assert_array_equal(np.signbit(z), ~np.signbit(x.cpu().numpy()))
+    host = x.cpu().numpy()
+    for result, step in zip(results, (1, 1, 2, 1)):
+        np.testing.assert_allclose(result, host * 0.5 + step, rtol=2**-23)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...ir import dtypes
+from ...ir.caches import register_cache
+from ...ir.device import CPU
 from ...ir.graph import Value, constant, static_constant
+from ...ir.mode import MODE
 from ..tensor import Tensor, apply_op
 
 __all__ = [
@@ -117,7 +122,27 @@ def same_shape(inputs, attrs):
 
 
 def scalar_constant(value, value_dtype: dtypes.dtype, device) -> Value:
-    return constant(np.array(value, dtype=value_dtype.numpy_dtype), value_dtype, device)
+    """A Python scalar of user code as a 0-d value fed to the graph (data, not structure)."""
+    if device is CPU:
+        return constant(np.array(value, dtype=value_dtype.numpy_dtype), value_dtype, device)
+    # On a GPU each new value would be copied there at its first run, a synchronous copy per scalar
+    # and step (a batch norm's momentum factors: 60 a step in a small ResNet); equal scalars share one.
+    sign = math.copysign(1.0, value) if type(value) is float else None  # -0.0 is not 0.0
+    key = (value, sign, type(value), value_dtype, device)
+    shared = _DEVICE_SCALARS.get(key)
+    if shared is None:
+        if len(_DEVICE_SCALARS) >= 1024:  # a schedule's values: new ones every step
+            _DEVICE_SCALARS.clear()
+        shared = _DEVICE_SCALARS[key] = constant(np.array(value, dtype=value_dtype.numpy_dtype), value_dtype, device)
+    else:
+        trace = MODE.trace
+        if trace is not None and trace.created is not None:
+            trace.created.add(shared)  # made by this trace, as constant() notes every value it makes
+    return shared
+
+
+_DEVICE_SCALARS: dict = {}
+register_cache("scalar constants on devices", _DEVICE_SCALARS.clear)
 
 
 def promote_operands(operands: list):
