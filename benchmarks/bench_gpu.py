@@ -7,7 +7,9 @@ Workloads:
 - ``small_resnet_sgd_train``: bench_vs_torch's small ResNet (two stages of BasicBlocks with
   BatchNorm) on 32x32 images, batch 32, one SGD-with-momentum step, training mode.
 - ``resnet50_infer``: ``onnxnn.models.vision.resnet50`` (random initialization) in ``eval()``,
-  a forward under ``no_grad`` on 224x224 images, batch 8 (``--infer-batch``). PyTorch's twin is
+  a forward under ``no_grad`` on 224x224 images, batch 8 (``--infer-batch``);
+  ``resnet50_infer_compiled``: the same through ``onnxnn.compile`` (its calls run their graph
+  directly, and on a GPU replay it as a CUDA graph). PyTorch's twin is
   ``torchvision.models.resnet50()`` with onnxnn's weights; without torchvision the row says so.
 
 The contenders, in one process, each from the same initial weights (copied into PyTorch's model
@@ -116,8 +118,10 @@ def _framework_train(library, build, optimizer_name: str, x: np.ndarray, y: np.n
     return step
 
 
-def _framework_infer(library, model, xs: list, device: str):
+def _framework_infer(library, model, xs: list, device: str, compiled: bool = False):
     model.eval().to(device)
+    if compiled:  # onnxnn.compile: calls run their graph directly, replayed as a CUDA graph on a GPU
+        model = library.compile(model)
     inputs = [library.from_numpy(x.copy()).to(device) for x in xs]
     count = [0]
 
@@ -283,7 +287,7 @@ def bench_small_resnet_sgd_train(settings) -> dict:
     return _training_row(_small_resnet, (32, 3, 32, 32), "sgd", settings)
 
 
-def bench_resnet50_infer(settings) -> dict:
+def bench_resnet50_infer(settings, compiled: bool = False) -> dict:
     x = np.random.default_rng(0).standard_normal((settings.infer_batch, 3, 224, 224)).astype(np.float32)
     xs = [x + np.float32(index * 1e-3) for index in range(4)]
     onnxnn.manual_seed(0)
@@ -292,7 +296,7 @@ def bench_resnet50_infer(settings) -> dict:
         tensor.numpy()  # realized state, as in a module loaded from a checkpoint (bench_vs_torch does the same)
     proto = _resnet50_graph(model, x)
     device, skipped = settings.device, {}
-    builders: dict = {"onnxnn": lambda: (_framework_infer(onnxnn, model, xs, device), [])}
+    builders: dict = {"onnxnn": lambda: (_framework_infer(onnxnn, model, xs, device, compiled), [])}
     reason = _torch_missing(device) or (None if torchvision is not None else "torchvision is not installed")
     if reason is None:
         twin = torchvision.models.resnet50()
@@ -308,6 +312,7 @@ WORKLOADS = {
     "mlp_adam_train": bench_mlp_adam_train,
     "small_resnet_sgd_train": bench_small_resnet_sgd_train,
     "resnet50_infer": bench_resnet50_infer,
+    "resnet50_infer_compiled": lambda settings: bench_resnet50_infer(settings, compiled=True),
 }
 
 

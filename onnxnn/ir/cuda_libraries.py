@@ -13,7 +13,7 @@ import functools
 import io
 import os
 
-__all__ = ["preload_cuda_libraries", "driver_loads", "missing_cuda_component", "cuda_unavailable_error"]
+__all__ = ["preload_cuda_libraries", "driver_loads", "cuda_runtime", "missing_cuda_component", "cuda_unavailable_error"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -106,3 +106,17 @@ def cuda_unavailable_error() -> RuntimeError:
     missing = missing_cuda_component()
     reason = f": {missing}" if missing else " (see onnxruntime's log for the reason)"
     return RuntimeError(f"CUDA is not available: onnxruntime's CUDA execution provider cannot run here{reason}")
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_runtime() -> ctypes.CDLL:
+    """CUDA's runtime library, as loaded by onnxruntime's CUDA provider (the same major version), with
+    the two calls onnxnn makes itself: ``cudaMemcpy`` and ``cudaDeviceSynchronize``."""
+    import onnxruntime  # deferred, as above
+
+    library = ctypes.CDLL(f"libcudart.so.{_cuda_major(onnxruntime)}")
+    library.cudaMemcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    library.cudaMemcpy.restype = ctypes.c_int
+    library.cudaDeviceSynchronize.argtypes = []
+    library.cudaDeviceSynchronize.restype = ctypes.c_int
+    return library

@@ -410,6 +410,10 @@ class CompiledSession:
         # The private binding skips per-call argument checks that the plan already guarantees.
         inner = getattr(self.session, "_sess", None)
         self.run = inner.run if inner is not None and hasattr(inner, "run") else self._public_run
+        self._compiled(model, threads)
+
+    def _compiled(self, model: onnx.ModelProto, threads: int) -> None:
+        """Called with the model the session runs (as compiled) and its threads; subclasses keep them."""
 
     def _public_run(self, output_names, feeds, run_options):
         return self.session.run(output_names, feeds, run_options)
@@ -437,12 +441,16 @@ class CompiledSession:
 class DeviceSession(CompiledSession):
     """A session on a GPU: its inputs and outputs stay in the device's memory (``device_sessions``)."""
 
-    __slots__ = ("device", "binder")
+    __slots__ = ("device", "binder", "model", "threads")
 
     def __init__(self, model: onnx.ModelProto, device, threads: int | None = None, profile_file_prefix=None):
         super().__init__(model, device, threads, profile_file_prefix)
         self.device = device
         self.binder = DeviceBinder(self.session, device)
+
+    def _compiled(self, model: onnx.ModelProto, threads: int) -> None:
+        self.model = model  # (a CUDA graph of the same model is compiled from it: fastpath/cuda_graphs.py)
+        self.threads = threads
 
     def __call__(self, inputs: list) -> list:
         return run_bound(self, inputs)

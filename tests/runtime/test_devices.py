@@ -19,6 +19,7 @@ from onnxnn import nn
 from onnxnn.ir import device_arrays
 from onnxnn.runtime import device_sessions
 from onnxnn.runtime.device_sessions import DeviceBinder
+from onnxnn.runtime.fastpath import compiled_calls, cuda_graphs
 from onnxnn.runtime.realization import realize
 from onnxnn.runtime.sessions import session_for
 from tests.tolerances import accumulation_bound, assert_close_to_matmul, assert_within, conv_bound, sum_bound, ulps
@@ -338,3 +339,30 @@ def test_python_scalars_on_the_device_are_uploaded_once(cuda, monkeypatch):
     host = x.cpu().numpy()
     for result, step in zip(results, (1, 1, 2, 1)):
         np.testing.assert_allclose(result, host * 0.5 + step, rtol=2**-23)
+
+
+@pytest.mark.skipif(not REAL_CUDA, reason=NO_CUDA_REASON)
+def test_compiled_calls_replay_a_cuda_graph(monkeypatch):
+    replays = []
+    original = cuda_graphs._Replay.__call__
+    monkeypatch.setattr(
+        cuda_graphs._Replay, "__call__", lambda self, arrays: replays.append(1) or original(self, arrays)
+    )
+    model = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 2)).eval()
+    batches = [np.random.default_rng(seed).standard_normal((3, 6)).astype(np.float32) for seed in range(5)]
+    expected = [model(onnxnn.tensor(x)).detach().numpy() for x in batches]
+    model.to("cuda")
+    compiled = onnxnn.compile(model)
+    calls = []
+    original_build = compiled_calls.captured_call
+    monkeypatch.setattr(compiled_calls, "captured_call", lambda *args: calls.append(original_build(*args)) or calls[-1])
+    with onnxnn.no_grad():  # a compiled module's calls take their fast path in inference
+        outputs = [compiled(onnxnn.tensor(x, device="cuda")) for x in batches]
+    reasons = [getattr(call, "reason", type(call).__name__) for call in calls]
+    assert len(replays) >= 2, reasons  # the later calls replayed the graph
+    for output, reference in zip(outputs, expected):  # read at the end: each call's result is its own
+        np.testing.assert_allclose(output.detach().cpu().numpy(), reference, rtol=1e-5, atol=1e-6)
+    with onnxnn.no_grad():
+        model[2].bias.add_(1.0)  # new weights: the captured graph's buffers are stale, the call runs plainly
+        moved = compiled(onnxnn.tensor(batches[0], device="cuda")).cpu().numpy()
+    np.testing.assert_allclose(moved, expected[0] + 1.0, rtol=1e-5, atol=1e-5)

@@ -37,6 +37,7 @@ from ...ir.plan import GraphPlan, plan
 from ..realization import run_plan
 from ..tensor import Tensor
 from . import forward_replay
+from .cuda_graphs import captured_call
 from .forward_replay import ForwardTemplates, arguments_key, result_structure
 from .plan_cache import Entry
 
@@ -146,7 +147,8 @@ class _PreparedRun:
         # Any other input is a constant of the (strict) trace: the template holds that very value.
         sources = [where.get(id(value), (_FIXED, value)) for value in graph.inputs]
         if specialization is None:
-            checks, feeds, runner = [], sources, entry.runner
+            fixed = [kind != _ARGUMENT for kind, _ in sources]  # module state and the trace's constants
+            checks, feeds, runner = [], sources, captured_call(entry.runner, fixed, graph.inputs, graph.outputs)
         else:
             checks = [
                 (sources[i], reference) for i, reference in zip(specialization.positions, specialization.references)
