@@ -176,3 +176,13 @@ def test_promote_types_is_symmetric_table(a, b, expected) -> None:
 def test_bool_subtraction_and_negation_raise(name, operation, message) -> None:
     with pytest.raises(RuntimeError, match=message):
         operation()
+
+
+def test_abs_of_bool_is_refused_when_called_and_sign_of_bool_is_itself() -> None:
+    flags = t([True, False], onnxnn.bool)
+    with pytest.raises(NotImplementedError, match="abs"):
+        flags.abs()
+    with pytest.raises(NotImplementedError, match="abs"):
+        flags.clone().abs_()
+    signs = flags.sign()
+    assert signs.dtype is onnxnn.bool and signs.tolist() == [True, False]

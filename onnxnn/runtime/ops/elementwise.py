@@ -507,6 +507,8 @@ negative = neg
 
 
 def abs(input: Tensor) -> Tensor:
+    if input.dtype is dtypes.bool:  # refused when called, as PyTorch's kernel is (ONNX's Abs has no bool)
+        raise NotImplementedError("\"abs\" not implemented for 'Bool'")
     return _unary("Abs", input, "AbsBackward0")
 
 
@@ -543,7 +545,10 @@ def erf(input: Tensor) -> Tensor:
 
 
 def sign(input: Tensor) -> Tensor:
-    """-1, 0 or 1 by the sign of each element; 0 for NaN, as PyTorch gives (ONNX's Sign gives NaN)."""
+    """-1, 0 or 1 by the sign of each element; 0 for NaN, as PyTorch gives (ONNX's Sign gives NaN).
+    A bool tensor is its own sign, as in PyTorch."""
+    if input.dtype is dtypes.bool:
+        return clone(input)
     return signed_unit(input, "SignBackward0")
 
 
