@@ -24,7 +24,7 @@ TABLE = Path(__file__).resolve().parent.parent / "docs" / "api_status.md"
 # "done" whatever its pattern says.
 NOT_APPLICABLE = [
     (
-        r"sparse|coalesce|^(crow|ccol|col|row)_indices$|^indices$|^values$|to_dense|^smm$|sspaddmm|_cs[rc]|_bs[rc]|"
+        r"sparse|coalesce|^(crow|ccol|col|row)_indices(_copy)?$|^indices(_copy)?$|^values(_copy)?$|to_dense|^smm$|sspaddmm|_cs[rc]|_bs[rc]|"
         r"_coo|dense_dim|to_sparse|^(dsmm|hsmm|hspmm|saddmm|spmm)$|^native_norm$",
         "sparse layouts: onnxnn tensors are dense (native_norm is sparse-only in PyTorch)",
     ),
@@ -40,7 +40,7 @@ NOT_APPLICABLE = [
     (
         r"storage|data_ptr|^stride$|^set_$|resize|record_stream|^dim_order$|as_strided|is_set_to|^is_pinned$|"
         r"^nbytes$|^module_load$|^apply_$|^map2?_$|^from_file$|frombuffer|^new$|^new_empty_strided$|^empty_strided$|"
-        r"^is_storage$|^storage_offset$|_copy$",
+        r"^is_storage$|^storage_offset$",
         "memory layout and aliasing: values are immutable ONNX values (in place means rebinding)",
     ),
     (

@@ -170,3 +170,11 @@ def test_bilinear_and_cosine_similarity_match_torch():
         ).numpy()
         np.testing.assert_allclose(actual, expected, rtol=1e-12, atol=1e-12, err_msg=case_id)
     assert repr(torch.nn.Bilinear(20, 30, 40)) == repr(nn.Bilinear(20, 30, 40))
+
+
+def test_functional_pdist_is_the_distance_of_every_pair_of_rows():
+    rows = np.random.default_rng(3).standard_normal((5, 3))
+    pairs = [(i, j) for i in range(5) for j in range(i + 1, 5)]  # PyTorch's order: row by row
+    for p in (1.0, 2.0, 3.0):
+        expected = [np.sum(np.abs(rows[i] - rows[j]) ** p) ** (1 / p) for i, j in pairs]
+        np.testing.assert_allclose(F.pdist(onnxnn.tensor(rows), p).numpy(), expected, rtol=1e-12)

@@ -120,7 +120,9 @@ def test_histogramdd_matches_numpy(bins, kwargs):
     weight = RNG.uniform(0.0, 1.0, 20)
     ours_bins = [onnxnn.tensor(b) for b in bins] if isinstance(bins, list) and isinstance(bins[0], np.ndarray) else bins
     ours_kwargs = {**kwargs, "weight": onnxnn.tensor(weight)} if "weight" in kwargs else kwargs
-    hist, edges = onnxnn.histogramdd(onnxnn.tensor(points), ours_bins, **ours_kwargs)
+    result = onnxnn.histogramdd(onnxnn.tensor(points), ours_bins, **ours_kwargs)
+    hist, edges = result
+    assert result.hist is hist and isinstance(result.bin_edges, tuple)  # as torch.return_types.histogramdd
     numpy_kwargs = {key: value for key, value in kwargs.items() if key != "weight"}
     if "range" in kwargs:
         numpy_kwargs["range"] = [(-1.0, 1.0), (-2.0, 2.0)]

@@ -701,7 +701,9 @@ def test_unravel_index_range_histogram_nonzero_static():
     np.testing.assert_array_equal(rows.numpy(), expected[0])
     np.testing.assert_array_equal(cols.numpy(), expected[1])
     np.testing.assert_array_equal(onnxnn.range(1, 2, 0.25).numpy(), [1.0, 1.25, 1.5, 1.75, 2.0])
-    hist, edges = onnxnn.histogram(onnxnn.tensor(M), 5)
+    result = onnxnn.histogram(onnxnn.tensor(M), 5)
+    hist, edges = result
+    assert result.hist is hist and result.bin_edges is edges  # a named tuple, as torch.return_types.histogram
     reference_hist, reference_edges = np.histogram(M.astype(np.float32).astype(np.float64), 5)
     np.testing.assert_array_equal(hist.numpy(), reference_hist)
     np.testing.assert_allclose(edges.numpy(), reference_edges, rtol=gamma(2))

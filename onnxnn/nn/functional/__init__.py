@@ -146,7 +146,7 @@ from ._vision import (
     upsample_bilinear,
     upsample_nearest,
 )
-from ._distance import bilinear, cosine_similarity
+from ._distance import bilinear, cosine_similarity, pdist
 
 # attention
 from ._attention import multi_head_attention_forward, scaled_dot_product_attention
@@ -279,6 +279,7 @@ __all__ = [
     "native_channel_shuffle",
     "bilinear",
     "cosine_similarity",
+    "pdist",
     # attention
     "scaled_dot_product_attention",
     "multi_head_attention_forward",

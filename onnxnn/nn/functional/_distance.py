@@ -1,4 +1,4 @@
-"""``cosine_similarity`` and ``bilinear``: two-input layers that reduce over features.
+"""``cosine_similarity``, ``pdist`` and ``bilinear``: layers that reduce over features.
 
 ``cosine_similarity`` divides each input by its 2-norm clamped below at ``eps`` and sums the
 product, as PyTorch's kernel does (not ``x1 . x2 / max(|x1| |x2|, eps)``, which differs when one
@@ -12,7 +12,10 @@ from ...runtime import ops as _ops
 from ...runtime.ops._common import broadcast_shapes
 from ...runtime.tensor import Tensor
 
-__all__ = ["cosine_similarity", "bilinear"]
+__all__ = ["cosine_similarity", "pdist", "bilinear"]
+
+# torch.nn.functional.pdist is torch.pdist: the p-norm distance between every pair of rows.
+pdist = _ops.pdist
 
 
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:

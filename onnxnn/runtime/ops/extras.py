@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import math
+from collections import namedtuple
 
 import numpy as np
 
@@ -126,14 +127,18 @@ def range(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bo
     return _make(values.astype(target.numpy_dtype), target, device, requires_grad)
 
 
+HistogramResult = namedtuple("histogram", ["hist", "bin_edges"])
+HistogramddResult = namedtuple("histogramdd", ["hist", "bin_edges"])
+
+
 def histogram(input: Tensor, bins=100, *, range=None, weight: Tensor | None = None, density: bool = False):
-    """``(hist, bin_edges)`` as numpy's histogram computes them. Reads the data."""
+    """``(hist, bin_edges)`` as numpy's histogram computes them (a named tuple, as PyTorch's). Reads the data."""
     data = np.asarray(input._realized_data(), dtype=np.float64).reshape(-1)
     edges = np.asarray(bins._realized_data(), np.float64) if isinstance(bins, Tensor) else bins
     weights = None if weight is None else np.asarray(weight._realized_data(), np.float64).reshape(-1)
     hist, bin_edges = np.histogram(data, edges, range=range, weights=weights, density=density)
     make = lambda array: Tensor._from_array(array.astype(input.dtype.numpy_dtype), input.dtype, input.device)  # noqa: E731
-    return make(hist), make(bin_edges)
+    return HistogramResult(make(hist), make(bin_edges))
 
 
 def histogramdd(input: Tensor, bins=10, *, range=None, weight: Tensor | None = None, density: bool = False):
@@ -158,7 +163,7 @@ def histogramdd(input: Tensor, bins=10, *, range=None, weight: Tensor | None = N
     weights = None if weight is None else np.asarray(weight._realized_data(), np.float64).reshape(-1)
     hist, bin_edges = np.histogramdd(points, edges, range=pairs, weights=weights, density=density)
     make = lambda array: Tensor._from_array(array.astype(input.dtype.numpy_dtype), input.dtype, input.device)  # noqa: E731
-    return make(hist), [make(edge) for edge in bin_edges]
+    return HistogramddResult(make(hist), tuple(make(edge) for edge in bin_edges))
 
 
 def hash_tensor(input: Tensor, dim=None, *, keepdim: bool = False, mode: int = 0) -> Tensor:
