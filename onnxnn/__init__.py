@@ -179,6 +179,8 @@ from .runtime.ops import (  # noqa: F401  (the math functions of the top level)
 # Tensor and top-level API parity (issue #12, l5-tensor-api): see docs/api_status.md
 from .runtime.creation import asarray, empty_permuted, logspace  # noqa: E402,F401
 from .runtime.ops.view_copies import *  # noqa: E402,F401,F403  (torch's *_copy functions)
+from .ir.memory_formats import channels_last, channels_last_3d, contiguous_format, memory_format  # noqa: E402,F401
+from .ir.memory_formats import preserve_format  # noqa: E402,F401
 from .runtime.ops import (  # noqa: E402,F401
     absolute,
     acos,

@@ -8,6 +8,7 @@ module references here, read at call time; ``onnxnn/runtime/__init__.py`` import
 from __future__ import annotations
 
 from ..ir import random as _random
+from ..ir.memory_formats import check_memory_format
 from . import ops
 from . import tensor as _tensor
 
@@ -284,7 +285,7 @@ class TensorMethods:
         return ops.where(condition, self, other)
 
     def masked_fill(self, mask, value):
-        return ops.where(mask, value, self)
+        return ops.masked_fill(self, mask, value)  # (the value takes this tensor's dtype, as in PyTorch)
 
     def lerp(self, end, weight):
         return self + (end - self) * weight
@@ -411,10 +412,12 @@ class TensorMethods:
         return ops.narrow(self, dim, start, length)
 
     def contiguous(self, memory_format=None):
+        check_memory_format(len(self._value.shape), memory_format)  # (every format is one layout here)
         return self
 
     def clone(self, *, memory_format=None):
         """A copy with the same value; gradients flow back to this tensor."""
+        check_memory_format(len(self._value.shape), memory_format)
         return ops.clone(self)
 
     def __getitem__(self, key):
@@ -502,7 +505,7 @@ class TensorMethods:
     clip_ = clamp_
 
     def masked_fill_(self, mask, value):
-        return self._assign(ops.where(mask, value, self._alias()))
+        return self._assign(ops.masked_fill(self._alias(), mask, value))
 
     def lerp_(self, end, weight):
         alias = self._alias()

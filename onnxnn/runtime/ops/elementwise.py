@@ -500,6 +500,8 @@ def neg(input: Tensor) -> Tensor:
             "Negation, the `-` operator, on a bool tensor is not supported. If you are trying "
             "to invert a mask, use the `~` or `logical_not()` operator instead."
         )
+    if input._value.dtype.name.startswith("uint"):  # ONNX's Neg has no unsigned types: 0 - x wraps as PyTorch's
+        return apply_op("Sub", (static_scalar(0, input._value.dtype), input), None, "NegBackward0")
     return _unary("Neg", input, "NegBackward0")
 
 
@@ -616,10 +618,14 @@ clip = clamp
 
 
 def maximum(input, other) -> Tensor:
+    if isinstance(input, Tensor) and isinstance(other, Tensor) and _is_bool(input) and _is_bool(other):
+        return apply_op("Or", (input, other), None, "MaximumBackward0")  # ONNX's Max has no bool
     return _binary("Max", input, other, "MaximumBackward0")
 
 
 def minimum(input, other) -> Tensor:
+    if isinstance(input, Tensor) and isinstance(other, Tensor) and _is_bool(input) and _is_bool(other):
+        return apply_op("And", (input, other), None, "MinimumBackward0")
     return _binary("Min", input, other, "MinimumBackward0")
 
 

@@ -221,12 +221,30 @@ def _extremum(op_type: str, input: Tensor, dim, keepdim: bool, name: str) -> Ten
     return where(holds_nan(input, dim, keepdim), float("nan"), result)
 
 
+def _check_extent(input: Tensor, dim, function: str, error: type[Exception] = RuntimeError) -> None:
+    """PyTorch's refusal of a max/min/argmax/argmin over no elements (ONNX's reductions give -inf/inf):
+    ``error`` without ``dim`` (argmax/argmin raise IndexError there), IndexError along an empty dim."""
+    if dim is None:
+        if input.numel() == 0:
+            raise error(f"{function}(): Expected reduction dim to be specified for input.numel() == 0.")
+        return
+    if input.dim() == 0:
+        return
+    for axis in normalize_axes(list(dim) if isinstance(dim, (list, tuple)) else [dim], input.dim()):
+        if input.shape[axis] == 0:  # an IndexError for every function, as PyTorch raises it
+            raise IndexError(f"{function}(): Expected reduction dim {axis} to have non-zero size.")
+
+
 def amax(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
-    return _extremum("ReduceMax", input, dim if dim != () else None, keepdim, "AmaxBackward0")
+    dim = dim if dim != () else None
+    _check_extent(input, dim, "amax")
+    return _extremum("ReduceMax", input, dim, keepdim, "AmaxBackward0")
 
 
 def amin(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
-    return _extremum("ReduceMin", input, dim if dim != () else None, keepdim, "AminBackward0")
+    dim = dim if dim != () else None
+    _check_extent(input, dim, "amin")
+    return _extremum("ReduceMin", input, dim, keepdim, "AminBackward0")
 
 
 MaxResult = namedtuple("max", ["values", "indices"])
@@ -257,10 +275,12 @@ def _first_arg(op_type: str, input: Tensor, dim, keepdim: bool, last: bool = Fal
 
 
 def argmax(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    _check_extent(input, dim, "argmax", IndexError)
     return _arg("ArgMax", input, dim, keepdim)
 
 
 def argmin(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    _check_extent(input, dim, "argmin", IndexError)
     return _arg("ArgMin", input, dim, keepdim)
 
 
@@ -271,6 +291,7 @@ def max(input: Tensor, dim=None, keepdim: bool = False):
     """
     if isinstance(dim, Tensor):
         return maximum(input, dim)
+    _check_extent(input, dim, "max")
     if dim is None:
         return _extremum("ReduceMax", input, None, False, "MaxBackward1")
     return MaxResult(*_extremum_along(input, dim, keepdim, "ArgMax", "ReduceMax", "MaxBackward0"))
@@ -280,6 +301,7 @@ def min(input: Tensor, dim=None, keepdim: bool = False):
     """Without ``dim``, the smallest element; with ``dim``, a ``(values, indices)`` named tuple."""
     if isinstance(dim, Tensor):
         return minimum(input, dim)
+    _check_extent(input, dim, "min")
     if dim is None:
         return _extremum("ReduceMin", input, None, False, "MinBackward1")
     return MinResult(*_extremum_along(input, dim, keepdim, "ArgMin", "ReduceMin", "MinBackward0"))
