@@ -1,4 +1,5 @@
-"""``tensor.data`` shares its tensor's value: an in-place write through either changes both.
+"""``tensor.data`` and ``tensor.detach()`` share their tensor's value: an in-place write through
+either changes both.
 
 PyTorch's ``p.data`` is a tensor over ``p``'s storage, outside autograd, and scripts write through
 it: ``m.weight.data.normal_(0, 0.02)``, ``target.data.copy_(tau * p.data + (1 - tau) * target.data)``,
@@ -9,9 +10,14 @@ is shared in PyTorch: each member keeps its own autograd history and version cou
 PyTorch's documented way around the version checks; here a backward still reads the values it
 saved, which were never overwritten).
 
+``detach()`` joins the group the same way (PyTorch's detached tensor is a view of the storage:
+``x.detach().zero_()`` zeroes ``x``, and ``state_dict()``'s tensors write the module's). PyTorch
+shares its version counter too, so a backward that saved the old value refuses to run there;
+here it reads the value it saved.
+
 A write that changes a member's shape in place (``t_``, ``unsqueeze_``) or replaces its storage
 (``p.data = other``) takes it out of its group. Views of a member (``p.data[0]``) alias the group
-(``views.py``); ``detach()`` is a copy in onnxnn (docs/differences.md).
+(``views.py``).
 
 Groups are found by the members' ids, never through a tensor's attributes, so copies and pickles of
 a tensor never carry its group.
@@ -33,8 +39,9 @@ ALIAS_GROUPS: dict[int, dict[int, weakref.ref]] = {}
 
 
 def data_alias(tensor):
-    """``tensor.data``: a new tensor of the same value, without history, in ``tensor``'s group."""
-    twin = tensor.detach()
+    """``tensor.data`` (and ``detach()``): a new tensor of the same value, without history, in
+    ``tensor``'s group."""
+    twin = tensor._detached()
     group = ALIAS_GROUPS.get(id(tensor))
     if group is None:
         group = {}

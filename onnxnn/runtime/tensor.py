@@ -373,7 +373,12 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
         )
 
     def detach(self) -> "Tensor":
-        """A new tensor with the same value and no autograd history."""
+        """A new tensor with the same value and no autograd history, sharing the value as PyTorch's
+        shares the storage: an in-place write through either changes both (``aliases.py``)."""
+        return data_alias(self)
+
+    def _detached(self) -> "Tensor":
+        """A new tensor of the same value without history, sharing nothing: a write changes it alone."""
         return Tensor._from_value(self._value)
 
     def detach_(self) -> "Tensor":

@@ -20,8 +20,8 @@ A write through a view of a leaf that requires grad is refused while gradients a
 before anything changes, as PyTorch refuses it. Every op here gives each element of the view its
 own element of the base; ``expand`` and ``unfold``, whose elements may share one (PyTorch refuses
 most writes to them), are copies, as are ``reshape`` and ``flatten`` (PyTorch's copy when they
-must, and onnxnn has no strides to tell when), ``detach()`` and advanced indexing; ``.data``
-shares the value whole (``aliases.py``). Links are weak both ways and kept by tensor ids, so a
+must, and onnxnn has no strides to tell when) and advanced indexing; ``.data`` and ``detach()``
+share the value whole (``aliases.py``). Links are weak both ways and kept by tensor ids, so a
 view never keeps its base alive, and copies and pickles never carry a link.
 """
 

@@ -6,7 +6,6 @@ optimizer, in float64; the optimizers run on float32 (and float64) tensors with 
 
 from __future__ import annotations
 
-import copy
 import math
 import pickle
 
@@ -509,17 +508,14 @@ def test_state_dict_round_trip_continues_like_an_uninterrupted_run(optimizer_cla
     resumed_params = [onnxnn.tensor(theta, dtype=onnxnn.float32, requires_grad=True) for theta in checkpoint]
     resumed = optimizer_class(resumed_params, **options)
     resumed.load_state_dict(saved)
-    saved_copy = copy.deepcopy(saved)
     for step_gradients in gradients[2:]:
         for param, gradient in zip(resumed_params, step_gradients):
             param.grad = onnxnn.tensor(gradient, dtype=onnxnn.float32)
         resumed.step()
     for param, expected in zip(resumed_params, uninterrupted):
         np.testing.assert_allclose(value(param), value(expected), rtol=1e-6, atol=1e-7)
-    # The loaded dict was copied: stepping the optimizer left it unchanged.
-    for index, state in saved["state"].items():
-        for key, item in state.items():
-            np.testing.assert_array_equal(value(item), value(saved_copy["state"][index][key]))
+    # (The loaded dict's state tensors are the optimizer's from then on, as PyTorch's load_state_dict
+    # keeps them when their dtype and device already fit: its steps show there too.)
 
 
 def test_load_state_dict_casts_state_to_the_parameter_dtype_but_keeps_step():

@@ -205,11 +205,11 @@ def test_what_a_user_still_holds_is_never_overwritten_by_later_steps(optimizer_n
         optimizer.step()
         weight = model.weight
         state = optimizer.state[weight][state_name]
-        if step % 2 == 0:  # kept: an array, a view of it, a detached tensor and a state's array
+        if step % 2 == 0:  # kept: an array, a view of it, a tensor of its own and a state's array
             array = weight.detach().numpy()
             held.append((array, array.copy()))
             held.append((array[:5, :7], array[:5, :7].copy()))
-            detached = weight.detach()
+            detached = weight.detach().clone()  # (a detached tensor itself follows the weight, as PyTorch's)
             held.append((detached, detached.numpy().copy()))
             held.append((state.numpy(), state.numpy().copy()))
     for kept, copy in held:

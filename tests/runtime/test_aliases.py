@@ -146,6 +146,17 @@ def test_a_view_of_data_reaches_the_tensor_once_the_data_is_gone(parameter):
     assert parameter.is_leaf and parameter.requires_grad and parameter.grad_fn is None
 
 
-def test_detach_does_not_alias(parameter):
-    parameter.detach().fill_(3.0)
-    np.testing.assert_array_equal(parameter.detach().numpy(), START)  # docs/differences.md
+def test_detach_shares_the_value_as_pytorchs_shares_the_storage(parameter):
+    detached = parameter.detach()
+    detached.fill_(3.0)  # a write through the detached tensor reaches the parameter
+    np.testing.assert_array_equal(parameter.detach().numpy(), np.full_like(START, 3.0))
+    with onnxnn.no_grad():
+        parameter.mul_(2.0)  # and a write to the parameter reaches the detached tensor
+    np.testing.assert_array_equal(detached.numpy(), np.full_like(START, 6.0))
+    assert not detached.requires_grad and parameter.requires_grad and parameter.is_leaf
+
+
+def test_state_dict_tensors_write_the_module():
+    layer = onnxnn.nn.Linear(3, 2)
+    layer.state_dict()["weight"].zero_()  # as in PyTorch, whose state_dict holds detached parameters
+    np.testing.assert_array_equal(layer.weight.detach().numpy(), np.zeros((2, 3), np.float32))
