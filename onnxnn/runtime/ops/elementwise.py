@@ -14,7 +14,6 @@ from ...ir import dtypes
 from ...ir.graph import Value
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ...ir.caches import register_cache
-from ...ir.mode import MODE
 from ._common import (
     Tensor,
     apply_op,
@@ -363,123 +362,8 @@ _ALL_ONES: dict = {}  # static constants' keys (their content) -> whether every 
 register_cache("all-ones constants", _ALL_ONES.clear)
 
 
-def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
-    """True division (integers give floats), or ``rounding_mode`` "trunc" / "floor".
-
-    A rounded float quotient has zero gradient for both operands, as PyTorch's (DivBackward2).
-    """
-    if rounding_mode is None:
-        (a, b), result_dtype = promote_operands([input, other])
-        if not result_dtype.is_floating_point:
-            (a, b), _ = promote_operands([_to_float(input), _to_float(other)])
-        return apply_op("Div", (a, b), None, "DivBackward0")
-    result = _rounded_division(input, other, rounding_mode)
-    if not result.dtype.is_floating_point or not MODE.grad.enabled:
-        return result
-    # A Where whose condition never holds passes the result on and sends each operand zeros: never
-    # a product with the upstream gradient, and never through Div's rule (0 / 0 where b == 0).
-    never = None
-    for operand in (input, other):
-        if isinstance(operand, Tensor) and operand._requires_grad:
-            never = never or static_scalar(False, dtypes.bool)
-            result = apply_op("Where", (never, operand.to(result.dtype), result), None, "DivBackward2")
-    return result
-
-
-def _rounded_division(input, other, rounding_mode: str) -> Tensor:
-    """The quotient rounded toward zero ("trunc") or down ("floor"), without gradient."""
-    if rounding_mode not in ("trunc", "floor"):
-        raise ValueError(
-            f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'"
-        )
-    (a, b), result_dtype = promote_operands([input, other])
-    if not result_dtype.is_floating_point:
-        return _integer_division(_as_tensor(a), _as_tensor(b), rounding_mode)
-    a, b = _as_tensor(a).detach(), _as_tensor(b).detach()
-    quotient = apply_op("Div", (a, b), None, "DivBackward0")
-    if rounding_mode == "trunc":
-        return trunc(quotient)
-    return _floor_division(quotient, a, b)
-
-
-def _floor_division(quotient: Tensor, a: Tensor, b: Tensor) -> Tensor:
-    """PyTorch's float floor division of ``a`` by ``b``, whose rounded quotient is ``quotient``.
-
-    ``floor(a / b)`` is not it: the quotient is rounded before the floor (88.8 // 0.3 in float32
-    is 295, the rounded quotient 296.0), and it underflows to zero (1e-45 // -3 is -1). PyTorch
-    takes the exact remainder (C's fmod) instead: ``(a - fmod(a, b)) / b``, one less when the
-    remainder's sign differs from the divisor's, then rounded to the nearest integer; a zero takes
-    the quotient's sign, and b == 0 gives the quotient's IEEE result. All operands are detached.
-    """
-    remainder = apply_op("Mod", (a, b), {"fmod": 1})
-    exact = (a - remainder) / b
-    exact = where((remainder != 0) & ((b < 0) != (remainder < 0)), exact - 1, exact)
-    floored = floor(exact)
-    floored = where(exact - floored > 0.5, floored + 1, floored)
-    # Where exact is 0 the quotient is finite (|a| < |b|, or b infinite), and times 0 it is the
-    # zero with its sign: copysign(0, quotient).
-    signed_zero = quotient * 0.0
-    return where(b == 0, floor(quotient), where(exact == 0, signed_zero, floored))
-
-
-def _as_tensor(operand) -> Tensor:
-    return operand if isinstance(operand, Tensor) else Tensor._from_value(operand)
-
-
-def _integer_division(a: Tensor, b: Tensor, rounding_mode: str) -> Tensor:
-    """Exact integer quotients (a float64 detour would round int64 values above 2**53).
-
-    ONNX's integer Div truncates toward zero; floor division steps one down where the remainder
-    is nonzero and has the opposite sign of the divisor.
-    """
-    quotient = apply_op("Div", (a, b))
-    if rounding_mode == "trunc":
-        return quotient
-    remainder = a - quotient * b
-    step_down = (remainder != 0) & ((remainder < 0) != (b < 0))
-    return quotient - step_down.to(quotient.dtype)
-
-
-def _to_float(operand, float_dtype=None):
-    """A tensor cast to a float dtype (the default one unless given), or a number made a float."""
-    if isinstance(operand, Tensor):
-        if operand._value.dtype.is_floating_point:
-            return operand
-        return operand.to(float_dtype or dtypes.get_default_dtype())
-    return float(operand)
-
-
-def trunc(input: Tensor) -> Tensor:
-    if not input.dtype.is_floating_point:
-        return clone(input)  # a new tensor, as PyTorch's: an in-place change must not reach the input
-    return apply_op("Where", (input < 0, ceil(input), floor(input)), None, "TruncBackward0")
-
-
-true_divide = divide = div
 multiply = mul
 subtract = sub
-
-
-def floor_divide(input, other) -> Tensor:
-    """``input // other``, rounded down. Its result has no gradient (PyTorch: "derivative for
-    floor_divide is not implemented"), unlike ``div(rounding_mode="floor")``'s zeros."""
-    return _rounded_division(input, other, "floor")
-
-
-def remainder(input, other) -> Tensor:
-    """Python-style modulo (the result has the sign of the divisor).
-
-    For floats, PyTorch's: C's exact fmod, plus the divisor where their signs differ (not
-    ``a - floor(a / b) * b``, which rounds: -1e38 % 3 is 1, and 0 % inf is 0, not NaN).
-    """
-    (a, b), result_dtype = promote_operands([input, other])
-    if not result_dtype.is_floating_point:
-        return apply_op("Mod", (a, b), {"fmod": 0})
-    a, b = _as_tensor(a), _as_tensor(b)
-    fmod = apply_op("Mod", (a, b), {"fmod": 1}, "RemainderBackward0")
-    divisor, result = b.detach(), fmod.detach()
-    wrong_sign = (result != 0) & ((divisor < 0) != (result < 0))
-    return where(wrong_sign, fmod + b, fmod)
 
 
 def pow(input, exponent) -> Tensor:
@@ -590,8 +474,8 @@ def round(input: Tensor, *, decimals: int = 0) -> Tensor:
         )
     scale = Tensor._full((), 10.0 ** builtins.abs(decimals), input.dtype, input.device)
     if decimals > 0:
-        return div(_unary("Round", mul(input, scale), "RoundBackward1"), scale)
-    return mul(_unary("Round", div(input, scale), "RoundBackward1"), scale)
+        return _binary("Div", _unary("Round", mul(input, scale), "RoundBackward1"), scale, "DivBackward0")
+    return mul(_unary("Round", _binary("Div", input, scale, "DivBackward0"), "RoundBackward1"), scale)
 
 
 def clamp(input: Tensor, min=None, max=None) -> Tensor:

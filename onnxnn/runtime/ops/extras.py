@@ -20,6 +20,7 @@ from ..creation import _float_dtype, _make
 from ._common import Tensor, normalize_axes
 from . import comparison as _c
 from . import elementwise as _e
+from . import division as _division
 from . import reduce as _r
 from .shape import chunk, split, stack
 
@@ -89,7 +90,7 @@ def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
     others = [d for d in builtins.range(input.dim()) if d != axis]
     norms = _r.norm(input, p, others, keepdim=True) if others else _e.abs(input)
     # PyTorch divides by norm + 1e-7, so a renormed slice ends just under maxnorm.
-    factor = _e.where(_c.gt(norms, maxnorm), _e.div(maxnorm, _e.add(norms, 1e-7)), 1.0)
+    factor = _e.where(_c.gt(norms, maxnorm), _division.div(maxnorm, _e.add(norms, 1e-7)), 1.0)
     return input * factor.to(input.dtype)
 
 
@@ -113,7 +114,7 @@ def unravel_index(indices, shape) -> tuple:
     stride = total
     for size in shape:
         stride //= max(size, 1)
-        result.append(_e.remainder(_e.div(flat, stride, rounding_mode="floor"), size))
+        result.append(_division.remainder(_division.div(flat, stride, rounding_mode="floor"), size))
     return tuple(result)
 
 

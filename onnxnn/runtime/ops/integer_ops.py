@@ -21,6 +21,7 @@ from ...ir.registry import non_differentiable, shape_rules
 from ._common import Tensor, apply_op, broadcast_values, promote_operands
 from . import comparison as _c
 from . import elementwise as _e
+from . import division as _division
 from .pointwise import bitwise_not
 
 __all__ = ["gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift", "frexp", "nextafter"]
@@ -81,7 +82,7 @@ def gcd(input: Tensor, other: Tensor) -> Tensor:
     # (a, b) -> (b mod a, a) while a != 0; then b is the gcd. A zero a takes a safe divisor of 1.
     for _ in range(_euclid_steps(result)):
         running = _c.ne(a, 0)
-        remainder = _e.remainder(b, _e.where(running, a, 1))
+        remainder = _division.remainder(b, _e.where(running, a, 1))
         a, b = _e.where(running, remainder, a), _e.where(running, a, b)
     return b.to(result)
 
@@ -91,7 +92,7 @@ def lcm(input: Tensor, other: Tensor) -> Tensor:
     a, b, result = _integer_operands(input, other, "lcm")
     divisor = gcd(a, b)
     zero = _c.eq(divisor, 0)
-    quotient = _e.div(a, _e.where(zero, 1, divisor), rounding_mode="trunc")
+    quotient = _division.div(a, _e.where(zero, 1, divisor), rounding_mode="trunc")
     if np.iinfo(result.numpy_dtype).bits < 32:  # (int16 runs in int32: the product is exact there)
         # PyTorch's C++ promotes 8- and 16-bit operands to int: |a / g * b| is taken before wrapping.
         product = _e.abs(quotient) * _e.abs(b)

@@ -19,6 +19,7 @@ from ...ir.registry import non_differentiable, shape_rules
 from ._common import Tensor, apply_op, broadcast_values, normalize_axes, promote_operands
 from . import comparison as _c
 from . import elementwise as _e
+from . import division as _division
 from . import reduce as _r
 from .shape import cat, slice_axis
 
@@ -154,7 +155,7 @@ def log1p(input: Tensor) -> Tensor:
     settled = x.detach()
     u = _e.add(settled, 1)
     rounds_to_one = _c.eq(u, 1)
-    ratio = _e.div(settled, _e.where(rounds_to_one, 1.0, _e.sub(u, 1)))
+    ratio = _division.div(settled, _e.where(rounds_to_one, 1.0, _e.sub(u, 1)))
     accurate = _e.where(rounds_to_one, settled, _e.mul(_e.log(u), ratio))
     return _accurate_with_gradient_of(_e.log(_e.add(x, 1)), accurate)
 
@@ -172,17 +173,17 @@ def expm1(input: Tensor) -> Tensor:
     rounds_to_one = _c.eq(u, 1)
     ordinary = _c.logical_and(_c.logical_not(rounds_to_one), _c.ne(u_minus_one, -1))
     log_u = _e.log(_e.where(ordinary, u, 2.0))
-    accurate = _e.mul(u_minus_one, _e.div(settled, log_u))
+    accurate = _e.mul(u_minus_one, _division.div(settled, log_u))
     accurate = _e.where(rounds_to_one, settled, _e.where(ordinary, accurate, -1.0))
     return _accurate_with_gradient_of(_e.sub(_e.exp(x), 1), accurate)
 
 
 def log2(input: Tensor) -> Tensor:
-    return _e.div(_e.log(_e._floating(input)), math.log(2.0))
+    return _division.div(_e.log(_e._floating(input)), math.log(2.0))
 
 
 def log10(input: Tensor) -> Tensor:
-    return _e.div(_e.log(_e._floating(input)), math.log(10.0))
+    return _division.div(_e.log(_e._floating(input)), math.log(10.0))
 
 
 def exp2(input: Tensor) -> Tensor:
@@ -198,7 +199,7 @@ def logaddexp(input: Tensor, other: Tensor) -> Tensor:
 
 
 def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
-    return _e.div(logaddexp(_e.mul(input, math.log(2.0)), _e.mul(other, math.log(2.0))), math.log(2.0))
+    return _division.div(logaddexp(_e.mul(input, math.log(2.0)), _e.mul(other, math.log(2.0))), math.log(2.0))
 
 
 def xlogy(input, other) -> Tensor:
@@ -219,7 +220,7 @@ def hypot(input: Tensor, other: Tensor) -> Tensor:
     inf that squaring gives), and +inf where either is infinite, even beside a NaN."""
     a, b = _e.abs(input), _e.abs(other)
     larger = _e.maximum(a, b)
-    ratio = _e.div(_e.minimum(a, b), _e.where(_c.eq(larger, 0), 1.0, larger))
+    ratio = _division.div(_e.minimum(a, b), _e.where(_c.eq(larger, 0), 1.0, larger))
     scaled = _e.mul(larger, _e.sqrt(_e.add(_e.mul(ratio, ratio), 1.0)))
     return _e.where(_c.logical_or(_c.isinf(input), _c.isinf(other)), float("inf"), scaled)
 
@@ -235,9 +236,9 @@ def rad2deg(input: Tensor) -> Tensor:
 def frac(input: Tensor) -> Tensor:
     """``x - trunc(x)``."""
     if not input.dtype.is_floating_point:
-        return _e.sub(input, _e.trunc(input))
+        return _e.sub(input, _division.trunc(input))
     # trunc's derivative is zero: no backward node for it
-    return apply_op("Sub", (input, _e.trunc(input.detach())), None, "FracBackward0")
+    return apply_op("Sub", (input, _division.trunc(input.detach())), None, "FracBackward0")
 
 
 def fmod(input, other) -> Tensor:
@@ -270,7 +271,7 @@ negative = _e.neg
 absolute = _e.abs
 multiply = _e.mul
 subtract = _e.sub
-divide = _e.div
+divide = _division.div
 greater = _c.gt
 greater_equal = _c.ge
 less = _c.lt
@@ -279,7 +280,7 @@ not_equal = _c.ne
 
 
 def true_divide(dividend, divisor) -> Tensor:
-    return _e.div(dividend, divisor)
+    return _division.div(dividend, divisor)
 
 
 def float_power(input, exponent) -> Tensor:
@@ -314,7 +315,7 @@ def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Ten
 def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """``mean`` of the non-NaN elements."""
     valid = _c.logical_not(_c.isnan(input))
-    return _e.div(nansum(input, dim, keepdim, dtype=dtype), _r.sum(valid.to(input.dtype), dim, keepdim))
+    return _division.div(nansum(input, dim, keepdim, dtype=dtype), _r.sum(valid.to(input.dtype), dim, keepdim))
 
 
 def logit(input: Tensor, eps: float | None = None) -> Tensor:
@@ -322,7 +323,7 @@ def logit(input: Tensor, eps: float | None = None) -> Tensor:
     p = _e._floating(input)
     if eps is not None:
         p = _e.clamp(p, eps, 1 - eps)
-    return _e.log(_e.div(p, _e.sub(1, p)))
+    return _e.log(_division.div(p, _e.sub(1, p)))
 
 
 def isposinf(input: Tensor) -> Tensor:
@@ -494,7 +495,7 @@ def atan2(input: Tensor, other: Tensor) -> Tensor:
     """The angle of the point ``(other, input)``, in (-pi, pi]; ``atan(y / x)`` moved to the right quadrant."""
     y, x = _e._floating(input), _e._floating(other)
     # x == 0 is answered below; a safe divisor keeps NaN out of the gradient of the unused branch.
-    base = atan(_e.div(y, _e.where(_c.eq(x, 0), 1.0, x)))
+    base = atan(_division.div(y, _e.where(_c.eq(x, 0), 1.0, x)))
     pi = Tensor._full((), math.pi, y.dtype, y.device)  # in y's dtype: a float32 pi would cost 1e-7 in float64
     # By sign bits, as C's atan2: a -0.0 counts as negative (atan2(-0, -1) = -pi, atan2(+-0, -0) = +-pi).
     shift = _e.where(signbit(y), _e.neg(pi), pi)
@@ -536,11 +537,11 @@ def sinc(input: Tensor) -> Tensor:
     x = _e._floating(input)
     scaled = _e.mul(x, math.pi)
     safe = _e.where(_c.eq(x, 0), 1.0, scaled)
-    return _e.where(_c.eq(x, 0), 1.0, _e.div(_e.sin(safe), safe))
+    return _e.where(_c.eq(x, 0), 1.0, _division.div(_e.sin(safe), safe))
 
 
 def fix(input: Tensor) -> Tensor:
-    return _e.trunc(input)
+    return _division.trunc(input)
 
 
 def ldexp(input: Tensor, other: Tensor) -> Tensor:

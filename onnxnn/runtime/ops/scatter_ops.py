@@ -15,6 +15,7 @@ from ...ir import dtypes
 from ._common import Tensor, apply_op, broadcast_shapes, normalize_axes
 from . import comparison as _c
 from . import elementwise as _e
+from . import division as _division
 from .indexing import setitem
 from .matrix import _diagonal_positions
 from .shape import cat
@@ -102,8 +103,8 @@ def scatter_reduce(
     counts = apply_op("ScatterElements", (start, index, ones), {"axis": axis, "reduction": "add"})
     counts = _e.where(_c.eq(counts, 0), 1, counts)
     if input.dtype.is_floating_point:
-        return _e.div(result, counts)
-    return _e.div(result, counts, rounding_mode="floor")
+        return _division.div(result, counts)
+    return _division.div(result, counts, rounding_mode="floor")
 
 
 def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
