@@ -6,10 +6,10 @@ import functools
 
 from onnx import TensorProto, helper
 
-from .cuda_libraries import driver_loads, preload_cuda_libraries
+from .cuda_libraries import cuda_unavailable_error, driver_loads, preload_cuda_libraries
 from .device_arrays import ONNXRUNTIME_PLACEMENT
 
-__all__ = ["device", "as_device", "cuda_is_available"]
+__all__ = ["device", "as_device", "cuda_is_available", "require_usable"]
 
 
 class device:
@@ -83,6 +83,12 @@ def cuda_is_available() -> bool:
     if provider == "CPUExecutionProvider":
         return True  # "cuda" mapped onto the CPU's provider (tests of the device path on any machine)
     return _cuda_provider_loads()
+
+
+def require_usable(target: device) -> None:
+    """Raises a RuntimeError naming what is missing when ``target`` is a CUDA device that cannot run here."""
+    if target.type == "cuda" and not cuda_is_available():
+        raise cuda_unavailable_error()
 
 
 @functools.lru_cache(maxsize=None)

@@ -26,7 +26,7 @@ __all__ = [
 
 # Per device type: the execution provider that computes its sessions and the OrtValue device name
 # its arrays live on. The CPU is absent: its arrays are numpy's and its sessions run them directly.
-# (tests/runtime/test_device_values.py maps "cuda" onto the CPU's provider and OrtValues to run this
+# (tests/runtime/test_devices.py maps "cuda" onto the CPU's provider and OrtValues to run this
 # whole path on machines without a GPU.)
 ONNXRUNTIME_PLACEMENT = {"cuda": ("CUDAExecutionProvider", "cuda")}
 

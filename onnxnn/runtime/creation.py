@@ -10,8 +10,7 @@ import numpy as np
 
 from ..ir import dtypes
 from ..ir import random as _random
-from ..ir.cuda_libraries import cuda_unavailable_error
-from ..ir.device import CPU, as_device, cuda_is_available
+from ..ir.device import CPU, as_device, require_usable
 from ..ir.graph import constant
 from . import tensor as _tensor  # circular (Tensor methods build tensors here): read at call time
 
@@ -52,8 +51,7 @@ def _device(device) -> _Device:
     if device is None:
         return CPU
     target = as_device(device)
-    if target.type == "cuda" and not cuda_is_available():
-        raise cuda_unavailable_error()
+    require_usable(target)
     return target
 
 

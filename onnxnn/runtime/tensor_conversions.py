@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from ..ir import dtypes as _dtypes
-from ..ir.cuda_libraries import cuda_unavailable_error
-from ..ir.device import as_device, cuda_is_available
+from ..ir.device import as_device, require_usable
 from ..ir.graph import constant
 from ..ir.mode import MODE
-from . import tensor as _tensor
-from .device_sessions import upload  # circular (Tensor subclasses TensorConversions): attributes are read at call time
+from . import tensor as _tensor  # circular (Tensor subclasses TensorConversions): attributes are read at call time
+from .device_sessions import upload
 
 if TYPE_CHECKING:
     from ..ir.graph import Value
@@ -64,8 +63,7 @@ class TensorConversions:
     def _to_device(self, target) -> Tensor:
         if target is self._value.device:
             return cast("Tensor", self)
-        if target.type == "cuda" and not cuda_is_available():
-            raise cuda_unavailable_error()
+        require_usable(target)
         copied = constant(self._realized_data(), self._value.dtype, target)
         upload(copied)  # copied now, as PyTorch copies: a later change of the source is not seen
         if not (self._requires_grad and MODE.grad.enabled):

@@ -14,8 +14,7 @@ import numpy as np
 
 from ...ir import dtypes as _dtypes
 from ...runtime.creation import empty_like
-from ...ir.cuda_libraries import cuda_unavailable_error
-from ...ir.device import as_device, cuda_is_available, device as _device_type
+from ...ir.device import as_device, device as _device_type, require_usable
 from ...runtime.grad_mode import no_grad
 from ...runtime.tensor import Tensor
 
@@ -61,8 +60,8 @@ def _parse_to(*args, **kwargs) -> tuple:
 
 def _check_device_available(device) -> None:
     # Checked before converting anything, so that a missing GPU leaves the module as it was.
-    if device is not None and device.type == "cuda" and not cuda_is_available():
-        raise cuda_unavailable_error()
+    if device is not None:
+        require_usable(device)
 
 
 class ConversionMixin:
