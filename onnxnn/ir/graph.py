@@ -58,6 +58,7 @@ class Node:
         "position",
         "plan_mark",
         "saved",
+        "known_plan",
     )
 
     def __init__(
@@ -82,6 +83,10 @@ class Node:
         # Whether a backward function keeps this node (its inputs and outputs) for backward: set
         # when one is made, cleared when it is released. Its outputs are then needed again.
         self.saved = False
+        # Set by code that recorded this node's whole pending history knowing its structure (a
+        # forward replay): ``(plan, values)``, where ``plan.plan_of(output, values)`` gives the plan
+        # of the node's output without walking the history, or None (``fastpath.known_plans``).
+        self.known_plan = None
 
     @property
     def signature(self) -> tuple:

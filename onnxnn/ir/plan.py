@@ -30,6 +30,7 @@ __all__ = [
     "realize_alongside",
     "realize_together",
     "together_with",
+    "values_waiting_to_join",
     "names_read",
     "work_estimate",
     "OPSET_VERSION",
@@ -128,6 +129,12 @@ def realize_together(values) -> None:
         # Weakly: a group that nobody computes (gradients dropped unread) keeps no graph alive.
         _groups.append([weakref.ref(value) for value in group])
         del _groups[:-_MOST_GROUPS]
+
+
+def values_waiting_to_join() -> bool:
+    """Whether some pending values wait to join the next realization that reaches them
+    (``realize_alongside``, ``realize_together``): a plan must then be walked to find them."""
+    return bool(_companions or _groups)
 
 
 # The values every group registered inside ``together_with`` blocks takes, innermost last.

@@ -60,12 +60,21 @@ def realize(values, specialize: bool = True) -> None:
     if profiler is not None:  # onnxnn.profiler times planning, compilation and each node's run
         profiler.realize(targets)
         return
-    run_plan(plan(targets, not MODE.in_backward), specialize)
+    if MODE.in_backward:
+        run_plan(plan(targets, False), specialize)
+        return
+    known = targets[0].node.known_plan if len(targets) == 1 else None
+    if known is None:
+        run_plan(plan(targets), specialize)
+    else:  # a forward replay's result (fastpath.known_plans)
+        graph, found = known[0].plan_of(targets[0], known[1])
+        run_plan(graph, specialize, found)
 
 
-def run_plan(graph: GraphPlan, specialize: bool = True) -> plan_cache.Entry:
-    """Computes ``graph``'s outputs (a plan of the pending values) and returns the entry that ran it."""
-    entry = plan_cache.entry(graph)
+def run_plan(graph: GraphPlan, specialize: bool = True, found: plan_cache.Entry | None = None) -> plan_cache.Entry:
+    """Computes ``graph``'s outputs (a plan of the pending values) and returns the entry that ran it
+    (``found``, when the caller has it already)."""
+    entry = found or plan_cache.entry(graph)
     if graph.key[3] is CPU:
         inputs = [value.data for value in graph.inputs]
     else:

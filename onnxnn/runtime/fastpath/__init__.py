@@ -4,6 +4,8 @@
   records the same nodes, instead of running the gradient rules again.
 - ``forward_replay``: an inference call of onnxnn's own modules whose structure was seen before
   records the same nodes from generated code, without running the layers' Python.
+- ``known_plans``: a replayed forward's result is realized with the plan learned from its first
+  realization, without walking its history again.
 - ``compiled_calls``: a compiled module's inference call (``onnxnn.compile``) is traced whole,
   user code included, and later runs its settled runner directly, with no recording or planning.
 - ``straight_line``: a kernels plan runs as one generated Python function, not a loop.

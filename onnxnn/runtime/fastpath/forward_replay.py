@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from ...ir.mode import MODE, RecordingTrace
 from ..tensor import Tensor
+from .known_plans import KnownPlan
 from .recorded_steps import REPLAY_NAMESPACE, produced_by, slot_values, write_steps
 
 __all__ = [
@@ -304,6 +305,11 @@ def _source(constants: list, gathers: list, steps: list, output_slots: list, str
             )
         slot += 1
     write_steps(steps, slot, namespace, lines)
+    if type(structure) is int:  # one tensor returned: its plan can be known (fastpath.known_plans)
+        read = [f"value_{index}, " for index, value in enumerate(constants) if index and value.static is None]
+        read += [f"value_{index}, " for index in range(len(constants), len(constants) + len(gathers))]
+        namespace["known_plan"] = KnownPlan(len(steps))
+        lines.append(f"    value_{output_slots[structure]}.node.known_plan = (known_plan, ({''.join(read)}))")
     lines.append(f"    return {_returned(structure, output_slots)}")
     return "\n".join(lines) + "\n"
 

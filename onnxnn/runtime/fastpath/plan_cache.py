@@ -29,6 +29,7 @@ from .straight_line import accelerate
 __all__ = [
     "Entry",
     "entry",
+    "entry_needing_no_nodes",
     "choose",
     "clear",
     "set_capacity",
@@ -247,6 +248,26 @@ def _shared_entry(plan: GraphPlan, name: str) -> Entry | None:
 def _compiled_entry(plan: GraphPlan, name: str) -> Entry:
     """The entry of the graph ``plan``'s structure family shares, or else of ``plan`` compiled alone."""
     return _shared_entry(plan, name) or Entry(*_compile(plan, name))
+
+
+def entry_needing_no_nodes(key: tuple, inputs: list) -> Entry | None:
+    """``entry`` of a plan of structure ``key`` reading ``inputs``, when running it reads nothing
+    else of the plan: no compilation is due, and the inputs are not watched for a specialization
+    (their specialization runs, or the structure never gets one). Else None.
+
+    A plan known without its nodes (``known_plans``) runs only then.
+    """
+    found = _entries[MODE.executor].get(key)
+    if found is None or found.runs_before_compiling:
+        return None
+    if found.is_session and found.stable_runs >= 0:  # as realization.run_plan decides to watch
+        specialization = found.specialization
+        if specialization is None or not specialization.matches(inputs):
+            return None
+    sessions = found.sessions
+    if sessions is not None:
+        sessions.hits += 1
+    return found
 
 
 def entry(plan: GraphPlan) -> Entry:
