@@ -1,7 +1,8 @@
 """Builds onnxnn's compiled loops where a C compiler is present: the optimizer updates
-(onnxnn/kernels/update_loops.c), and the layers' loops: the convolutions' weight gradients
-(convolution_loops.c, depthwise_loops.c), batch normalization's and ReLU's training passes
-(normalization_loops.c) and max pooling's gradient (pooling_loops.c).
+(onnxnn/kernels/update_loops.c, with float_modes.c: the threads' handling of subnormals), and the
+layers' loops: the convolutions' weight gradients (convolution_loops.c, depthwise_loops.c), batch
+normalization's and ReLU's training passes (normalization_loops.c) and max pooling's gradient
+(pooling_loops.c).
 
 Everything else is in pyproject.toml. The libraries are optional: where one does not build (no
 compiler), what it computes runs as before it, as numpy formulas or onnxruntime graphs, with the
@@ -42,7 +43,7 @@ setup(
     ext_modules=[
         Extension(
             "onnxnn.kernels._update_loops",
-            sources=["onnxnn/kernels/update_loops.c"],
+            sources=["onnxnn/kernels/update_loops.c", "onnxnn/kernels/float_modes.c"],
             depends=["onnxnn/kernels/update_loops_template.h"],
             optional=True,
         ),

@@ -20,6 +20,7 @@ from .ir.caches import clear_caches
 from .runtime import ops as _ops
 from .runtime.fastpath import is_fast_path_enabled, set_fast_path
 from .runtime.threads import get_num_interop_threads, get_num_threads, set_num_interop_threads, set_num_threads
+from .float_modes import set_flush_denormal
 from .runtime.creation import (
     arange,
     as_tensor,

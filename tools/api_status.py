@@ -56,7 +56,7 @@ NOT_APPLICABLE = [
         r"set_deterministic_debug_mode|get_deterministic_debug_mode|set_float32_matmul_precision|"
         r"get_float32_matmul_precision|set_warn_always|is_warn_always_enabled|set_default_device|get_default_device|"
         r"set_default_tensor_type|"
-        r"set_flush_denormal|get_autocast.*|set_autocast.*|is_autocast.*|clear_autocast_cache|autocast_.*|"
+        r"get_autocast.*|set_autocast.*|is_autocast.*|clear_autocast_cache|autocast_.*|"
         r"import_ir_module.*|get_file_path|prepare_multiprocessing_environment|typename|is_anomaly.*|"
         r"set_anomaly_enabled|unify_type_list|fork|wait|merge_type_from_type_comment|parse_.*|"
         r"vitals_enabled|set_vital|read_vitals|init_num_threads|is_inference_mode_enabled|"

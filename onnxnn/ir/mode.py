@@ -71,6 +71,8 @@ class Mode:
             onnxruntime's default (one per core).
         inter_op_threads: threads running independent nodes at once (``set_num_interop_threads``);
             0 leaves onnxruntime's default.
+        flush_denormal: the last ``set_flush_denormal`` mode: onnxruntime sessions built from then on
+            flush subnormal floats to zero on their threads, as do the compiled updates' threads.
         autocast: a callable ``autocast(op_type, inputs, domain, name) -> inputs`` that
             ``runtime.tensor.apply_op`` hands every op's inputs to before recording it (``onnxnn.amp``'s
             policy, set while some thread has autocast enabled: it reads that thread's state and
@@ -90,6 +92,7 @@ class Mode:
         "profiler",
         "intra_op_threads",
         "inter_op_threads",
+        "flush_denormal",
         "autocast",
     )
 
@@ -106,6 +109,7 @@ class Mode:
         self.profiler = None
         self.intra_op_threads = 0
         self.inter_op_threads = 0
+        self.flush_denormal = False
         self.autocast = None
 
 

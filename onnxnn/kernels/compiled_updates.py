@@ -25,7 +25,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..ir.mode import intra_op_thread_count, switched_on_in_environment
+from ..ir.mode import MODE, intra_op_thread_count, switched_on_in_environment
+from .float_modes import set_thread_flush_denormal
 from .loop_libraries import LoopLibrary
 
 __all__ = ["loop", "address", "available", "unavailable_reason"]
@@ -198,18 +199,30 @@ def _shares(counts: Sequence[int], addresses: list, itemsize: int, threads: int)
     return [share for share in shares if share[0]]
 
 
-_POOL: list = []  # (workers, ThreadPoolExecutor): one pool, replaced by a larger one when asked for more
+# (workers, flush_denormal, ThreadPoolExecutor): one pool, replaced by a larger one when asked for more,
+# or when ``set_flush_denormal`` changed the mode its threads took (the shares must round alike).
+_POOL: list = []
 if hasattr(os, "register_at_fork"):
     # A forked child has none of the pool's threads: an update handed to them would wait forever.
     os.register_at_fork(after_in_child=_POOL.clear)
 
 
+def _flushing_thread() -> None:
+    set_thread_flush_denormal(True)
+
+
 def _pool(workers: int) -> ThreadPoolExecutor:
-    if not _POOL or _POOL[0][0] < workers:
+    flush = MODE.flush_denormal
+    if not _POOL or _POOL[0][0] < workers or _POOL[0][1] != flush:
         if _POOL:
-            _POOL.pop()[1].shutdown(wait=False)
-        _POOL.append((workers, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="onnxnn-update")))
-    return _POOL[0][1]
+            _POOL.pop()[2].shutdown(wait=False)
+        threads = ThreadPoolExecutor(
+            max_workers=workers,
+            thread_name_prefix="onnxnn-update",
+            initializer=_flushing_thread if flush else None,
+        )
+        _POOL.append((workers, flush, threads))
+    return _POOL[0][2]
 
 
 def available() -> bool:

@@ -355,6 +355,8 @@ def create_session(
         options.add_session_config_entry("session.use_env_allocators", "1")
     if cut is not None and threads != 1 and cut[1] > SPINNING_MOST_SESSIONS:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if MODE.flush_denormal:  # onnxnn.set_flush_denormal: the session's thread pool flushes too
+        options.add_session_config_entry("session.set_denormal_as_zero", "1")
     if profile_file_prefix is not None:
         options.enable_profiling = True
         options.profile_file_prefix = profile_file_prefix

@@ -2,8 +2,8 @@
 
 Each page's blocks run one after another in one fresh namespace (a page is one program, as a
 reader would type it), in a temporary working directory, so files the page writes go nowhere.
-The onnxnn switches a page may flip (executor, eager mode, fast path, default dtype, grad mode)
-are restored afterwards.
+The onnxnn switches a page may flip (executor, eager mode, fast path, default dtype, grad mode,
+threads, the flushing of subnormals) are restored afterwards.
 
 Markers, an HTML comment on the line right before a block's opening fence (invisible on the site):
 
@@ -91,9 +91,10 @@ def _importable(name: str) -> bool:
 def restored_switches():
     executor, eager = onnxnn.get_executor(), MODE.eager
     fast_path, dtype, grad = onnxnn.is_fast_path_enabled(), onnxnn.get_default_dtype(), onnxnn.is_grad_enabled()
-    threads = MODE.intra_op_threads
+    threads, flush_denormal = MODE.intra_op_threads, MODE.flush_denormal
     with threadpool_limits(limits=None):  # restores numpy's BLAS threads (set_num_threads limits them)
         yield
+    onnxnn.set_flush_denormal(flush_denormal)  # the thread's mode: later tests compute with subnormals
     if MODE.intra_op_threads != threads:
         MODE.intra_op_threads = threads
         onnxnn.clear_caches()
