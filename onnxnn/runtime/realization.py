@@ -60,12 +60,10 @@ def realize(values, specialize: bool = True) -> None:
     if profiler is not None:  # onnxnn.profiler times planning, compilation and each node's run
         profiler.realize(targets)
         return
-    if MODE.in_backward:
-        run_plan(plan(targets, False), specialize)
-        return
-    known = targets[0].node.known_plan if len(targets) == 1 else None
+    in_backward = MODE.in_backward
+    known = targets[0].node.known_plan if len(targets) == 1 and not in_backward else None
     if known is None:
-        run_plan(plan(targets), specialize)
+        run_plan(plan(targets, not in_backward), specialize)
     else:  # a forward replay's result (fastpath.known_plans)
         graph, found = known[0].plan_of(targets[0], known[1])
         run_plan(graph, specialize, found)

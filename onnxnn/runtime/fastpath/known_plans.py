@@ -24,29 +24,28 @@ from . import plan_cache
 
 __all__ = ["KnownPlan"]
 
-_NOT_LEARNABLE = -1
-
 
 class KnownPlan:
     """The plan of one traced forward's result, learned from its first realization.
 
     A replay sets ``node.known_plan = (known, values)`` on its result's node, ``values`` being the
-    realized values it read (its arguments' and the state's, then the constants it made), and
+    realized values it read (the constants it holds, then its arguments' and the state's), and
     ``realization.realize`` asks ``known.plan_of(result, values)``.
     """
 
-    __slots__ = ("node_count", "key", "input_positions")
+    __slots__ = ("node_count", "key", "input_positions", "learnable")
 
     def __init__(self, node_count: int):
         self.node_count = node_count  # the nodes a replay records: a walk finding more went outside
-        self.key: tuple | None = None
-        self.input_positions: list | int = []  # where each plan input is in ``values``; or _NOT_LEARNABLE
+        self.key: tuple | None = None  # the learned plan's, once learned
+        self.input_positions: list = []  # where each of its inputs is in ``values``
+        self.learnable = True  # False once a walk found another structure than the replay's
 
     def plan_of(self, result, values: tuple) -> tuple[GraphPlan, plan_cache.Entry | None]:
         """The plan realizing ``result`` and, when it was known without a walk, its kept entry."""
         key = self.key
         if key is not None and not values_waiting_to_join():
-            inputs = [values[position] for position in self.input_positions]  # type: ignore[union-attr]
+            inputs = [values[position] for position in self.input_positions]
             for value in inputs:
                 if value.data is None or value.static is not None:
                     break
@@ -55,7 +54,7 @@ class KnownPlan:
                 if found is not None:
                     return GraphPlan(None, inputs, [result], key), found
         graph = plan([result])
-        if key is None and self.input_positions != _NOT_LEARNABLE:
+        if key is None and self.learnable:
             self._learn(graph, result, values)
         return graph, None
 
@@ -72,4 +71,4 @@ class KnownPlan:
             self.input_positions = [positions[id(value)] for value in graph.inputs]
             self.key = graph.key
         else:
-            self.input_positions = _NOT_LEARNABLE
+            self.learnable = False
