@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from ..ir.device import CPU
 from ..runtime.grad_mode import no_grad
 from ..runtime.internal import record_update
 from ..runtime.tensor import Tensor
@@ -98,7 +99,7 @@ class Adam(Optimizer):
             grads.append(param.grad)
             state = self.state[param]
             if len(state) == 0:
-                state["step"] = _new_step_tensor(param.device if group.get("capturable") else None)
+                state["step"] = _new_step_tensor(param.device if group.get("capturable") else CPU)
                 state["exp_avg"] = _zeros_like(param)
                 state["exp_avg_sq"] = _zeros_like(param)
                 if group["amsgrad"]:

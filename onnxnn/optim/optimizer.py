@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..ir import dtypes
+from ..ir.device import CPU
 from ..ir.domains import TRAINING_DOMAIN
 from ..ir.graph import Value, constant
 from ..runtime.autograd import RemovableHandle, _HookDict, add_hook
@@ -482,11 +483,9 @@ def _record_fused_updates(
                 record_update(tensors[index], outputs[kind * len(indices) + position])
 
 
-def _new_step_tensor(device=None) -> Tensor:
+def _new_step_tensor(device=CPU) -> Tensor:
     """The ``step`` state entry: a float32 0-d tensor, as PyTorch keeps it: on the CPU, or on the
     parameter's ``device`` where the step is counted in the graph (``capturable``)."""
-    if device is None:
-        return full_tensor((), 0.0, dtypes.float32)
     return full_tensor((), 0.0, dtypes.float32, device)
 
 
