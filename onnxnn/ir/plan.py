@@ -176,7 +176,7 @@ def _group_members(visit, mark: int, device) -> list:
                 kept.append(references)
             continue
         for value in group:
-            if value.device == device and is_held(value):
+            if value.device is device and is_held(value):  # devices are interned: identity is equality
                 # A value whose node the plan has already (an unread output of a node with several: a
                 # batch normalization's parameter gradients beside its input's) is added like one it visits.
                 if value.node.plan_mark != mark:

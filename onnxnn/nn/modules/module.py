@@ -19,6 +19,7 @@ from ..parameter import Buffer, Parameter
 from . import _forward_replay, _hooks
 from ._conversion import ConversionMixin
 from ._forward_replay import replays as _replays
+from ._parameter_lists import parameters_of
 from ._tables import TABLE_NAMES, MirroredTable, install_table
 from ._hooks import (
     _global_backward_hooks,
@@ -588,7 +589,7 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Resets the gradients of all parameters: to None, or with ``set_to_none=False`` to zeros."""
-        for param in self.parameters():
+        for param in parameters_of(self, Module):
             if param.grad is None:
                 continue
             if set_to_none:
