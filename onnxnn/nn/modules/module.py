@@ -1,15 +1,15 @@
 """Module: the base class of every neural-network module, with PyTorch's ``torch.nn.Module`` API.
 
 Attribute assignment routes Parameters, buffers and submodules into ``_parameters``,
-``_buffers`` and ``_modules``; one ``_named_members`` walk serves ``parameters()`` and
-``buffers()``. Hooks live in ``_hooks.py``, state_dict in ``_state_dict.py`` and dtype/device
-conversion in ``_conversion.py``.
+``_buffers`` and ``_modules``. The walks over the tree (``parameters()``, ``buffers()``,
+``modules()``...) live in ``_tree_walks.py``, hooks in ``_hooks.py``, state_dict in
+``_state_dict.py`` and dtype/device conversion in ``_conversion.py``.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from ...ir.mode import MODE
 from ...runtime.autograd import RemovableHandle  # noqa: F401  (PyTorch code reaches it through this module)
@@ -37,6 +37,7 @@ from ._hooks import (
     register_module_module_registration_hook,
     register_module_parameter_registration_hook,
 )
+from ._tree_walks import TreeWalksMixin
 from ._state_dict import _IncompatibleKeys, StateDictMixin  # noqa: F401  (_IncompatibleKeys: as in PyTorch)
 
 __all__ = [
@@ -92,7 +93,7 @@ def _registered(hooks: dict, module: "Module", name: str, value):
     return value
 
 
-class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
+class Module(TreeWalksMixin, ModuleHooksMixin, StateDictMixin, ConversionMixin):
     """Base class for all neural network modules; your models should subclass it.
 
     Modules can contain other modules, assigned as regular attributes; they are then registered
@@ -400,103 +401,6 @@ class Module(ModuleHooksMixin, StateDictMixin, ConversionMixin):
     def __dir__(self) -> list:
         keys = {*dir(type(self)), *self.__dict__, *self._parameters, *self._modules, *self._buffers}
         return sorted(key for key in keys if not key[0].isdigit())
-
-    # ------------------------------------------------------------------------ iteration
-    def _named_members(
-        self, get_members: Callable, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
-    ) -> Iterator[tuple[str, Any]]:
-        """The one walk behind ``named_parameters`` and ``named_buffers``."""
-        seen: set = set()
-        modules = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
-        for module_prefix, module in modules:
-            for name, value in get_members(module):
-                if value is None or id(value) in seen:
-                    continue
-                if remove_duplicate:
-                    seen.add(id(value))
-                yield module_prefix + ("." if module_prefix else "") + name, value
-
-    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
-        """Returns an iterator over module parameters (each once), typically passed to an optimizer.
-
-        Args:
-            recurse: include the parameters of all submodules, not only direct members.
-        """
-        for _, param in self.named_parameters(recurse=recurse):
-            yield param
-
-    def named_parameters(
-        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
-    ) -> Iterator[tuple[str, Parameter]]:
-        """Returns an iterator over ``(name, parameter)`` pairs, names dotted from this module.
-
-        Args:
-            prefix: prepended to every name.
-            recurse: include the parameters of all submodules.
-            remove_duplicate: yield a parameter shared by several modules only once.
-
-        Example::
-
-            >>> [name for name, _ in net.named_parameters()]
-            ['l1.weight', 'l1.bias']
-        """
-        yield from self._named_members(
-            lambda module: module._parameters.items(), prefix=prefix, recurse=recurse, remove_duplicate=remove_duplicate
-        )
-
-    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
-        """Returns an iterator over module buffers."""
-        for _, buffer in self.named_buffers(recurse=recurse):
-            yield buffer
-
-    def named_buffers(
-        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
-    ) -> Iterator[tuple[str, Tensor]]:
-        """Returns an iterator over ``(name, buffer)`` pairs (see :meth:`named_parameters`)."""
-        yield from self._named_members(
-            lambda module: module._buffers.items(), prefix=prefix, recurse=recurse, remove_duplicate=remove_duplicate
-        )
-
-    def children(self) -> Iterator["Module"]:
-        """Returns an iterator over immediate child modules."""
-        for _, module in self.named_children():
-            yield module
-
-    def named_children(self) -> Iterator[tuple[str, "Module"]]:
-        """Returns an iterator over ``(name, module)`` pairs of immediate children (each module once)."""
-        seen: set = set()
-        for name, module in self._modules.items():
-            if module is not None and id(module) not in seen:
-                seen.add(id(module))
-                yield name, module
-
-    def modules(self) -> Iterator["Module"]:
-        """Returns an iterator over all modules in the network, this one first (each once)."""
-        for _, module in self.named_modules():
-            yield module
-
-    def named_modules(
-        self, memo: set | None = None, prefix: str = "", remove_duplicate: bool = True
-    ) -> Iterator[tuple[str, "Module"]]:
-        """Returns an iterator over ``(name, module)`` of all modules, this one first with name ``prefix``.
-
-        Args:
-            memo: a set of modules already yielded (they are skipped).
-            prefix: the name of this module; added to all names.
-            remove_duplicate: yield a module reachable by several paths only once.
-        """
-        if memo is None:
-            memo = set()
-        if self in memo:
-            return
-        if remove_duplicate:
-            memo.add(self)
-        yield prefix, self
-        for name, module in self._modules.items():
-            if module is None:
-                continue
-            submodule_prefix = prefix + ("." if prefix else "") + name
-            yield from module.named_modules(memo, submodule_prefix, remove_duplicate)
 
     # ------------------------------------------------------------------------ lookup by path
     def _get_name(self) -> str:
