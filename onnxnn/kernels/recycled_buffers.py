@@ -16,7 +16,6 @@ free-threaded interpreter gets fresh arrays every time.
 from __future__ import annotations
 
 import math
-import mmap
 import sys
 import threading
 
@@ -41,16 +40,11 @@ _MOST_PER_KEY = 1024
 # started 16 bytes apart, and an MLP's compiled Adam update (seven arrays) took 1.45x as long.
 _PAGE_BYTES = 4096
 _STAGGER_BYTES = 704
-# A buffer of at least 2 MiB that a loop keeps reusing moves to 2 MiB pages where the system
-# grants them (Linux's transparent huge pages, asked for with madvise). An update touches each of
-# its arrays' pages once, and with 4 KiB pages the page-table walks of its seven arrays were a
-# fifth of the compiled Adam update of an MLP's 670,000 parameters (~400 us, ~330 us on huge
-# pages). But a huge page costs more to fault in (a first step on huge pages took 15-35 ms instead
-# of 12), so a buffer moves only at its second reuse, when a loop has shown it will reuse it. Its
-# last huge page may be partly unused: up to 2 MiB more memory per buffer.
-_HUGE_PAGE_BYTES = 2 << 20
-_REUSES_BEFORE_HUGE_PAGES = 2
-_HUGE_PAGES_ADVISABLE = hasattr(mmap, "MADV_HUGEPAGE") and hasattr(mmap, "MAP_ANONYMOUS")
+# Buffers stay on ordinary pages. They once moved to 2 MiB pages (madvise(MADV_HUGEPAGE)) at their
+# second reuse, for fewer page-table walks; measured again, an MLP's Adam update took the same time
+# either way (0.75-0.76 ms at batch 64), and resnet18's Momentum update (11.7 million parameters)
+# inside its training step took 21-24 ms on huge pages against 13 on ordinary ones (two threads: 24-28
+# against 7), the huge pages taking 8-33 page faults every step.
 # References to a buffer while ``_Pool.free_buffer`` looks at it: the pool's list, the local
 # variable and getrefcount's own argument.
 _POOL_ONLY = 3
@@ -62,12 +56,11 @@ class _Pool:
     """The buffers of one shape and dtype, scanned from where the last free one was found: a loop
     frees its buffers in the order it took them, so the next free one is usually the next one."""
 
-    __slots__ = ("buffers", "starts", "reuses", "cursor")
+    __slots__ = ("buffers", "starts", "cursor")
 
     def __init__(self):
-        self.buffers: list = []  # bytes, each a page (or a huge page) longer than an array
+        self.buffers: list = []  # bytes, each a page longer than an array
         self.starts: list = []  # where each buffer's array starts, in bytes
-        self.reuses: list = []  # how many times each buffer was handed out again
         self.cursor = 0
 
     def free_buffer(self) -> int | None:
@@ -110,15 +103,11 @@ def recycled_empty(shape: tuple, dtype) -> np.ndarray:
             pool = _pools[(shape, dtype)] = _Pool()
         index = pool.free_buffer()
         if index is None:
-            buffer, start = _new_buffer(size, _stagger(len(pool.buffers)), huge_pages=False)
+            buffer, start = _new_buffer(size, _stagger(len(pool.buffers)))
             if len(pool.buffers) < _MOST_PER_KEY:
                 pool.buffers.append(buffer)
                 pool.starts.append(start)
-                pool.reuses.append(0)
         else:
-            pool.reuses[index] += 1
-            if pool.reuses[index] == _REUSES_BEFORE_HUGE_PAGES and size >= _HUGE_PAGE_BYTES and _HUGE_PAGES_ADVISABLE:
-                pool.buffers[index], pool.starts[index] = _new_buffer(size, _stagger(index), huge_pages=True)
             buffer, start = pool.buffers[index], pool.starts[index]
         return buffer[start : start + size].view(dtype).reshape(shape)
 
@@ -128,19 +117,9 @@ def _stagger(index: int) -> int:
     return index * _STAGGER_BYTES % _PAGE_BYTES
 
 
-def _new_buffer(size: int, stagger: int, huge_pages: bool) -> tuple[np.ndarray, int]:
+def _new_buffer(size: int, stagger: int) -> tuple[np.ndarray, int]:
     """A buffer for an array of ``size`` bytes, and the byte where that array starts: ``stagger``
-    bytes into a page, or into a huge page where ``huge_pages`` asks for them."""
-    if huge_pages:
-        # Private anonymous memory, page-aligned (shared memory would get huge pages only where
-        # the system enables them for shared memory too).
-        region = mmap.mmap(-1, _HUGE_PAGE_BYTES + stagger + size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        try:
-            region.madvise(mmap.MADV_HUGEPAGE)
-        except OSError:  # a kernel built without transparent huge pages: plain pages, as elsewhere
-            pass
-        buffer = np.frombuffer(region, np.uint8)  # a view of it would have the buffer as its base
-        return buffer, (-address(buffer)) % _HUGE_PAGE_BYTES + stagger
+    bytes into a page."""
     buffer = np.empty(size + _PAGE_BYTES, np.uint8)
     return buffer, (stagger - address(buffer)) % _PAGE_BYTES
 

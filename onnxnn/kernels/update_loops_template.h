@@ -1,5 +1,17 @@
 /* update_loops.c's loops for one dtype: included once per REAL (the element type), with SQRT (its
- * square root) and NAMED(update) (the exported function's name). */
+ * square root), STREAM_STORE (a 16-byte non-temporal store of REALs) and NAMED(update) (the exported
+ * function's name). */
+
+#if STREAMING_STORES
+/* Copies ``count`` REALs with non-temporal stores from ``destination``'s first 16-byte boundary on. */
+ALWAYS_INLINE void NAMED(stream)(REAL *RESTRICT destination, const REAL *RESTRICT source, size_t count) {
+    const size_t lanes = 16 / sizeof(REAL);
+    size_t i = 0;
+    for (; i < count && ((uintptr_t)(destination + i) & 15); i++) destination[i] = source[i];
+    for (; i + lanes <= count; i += lanes) STREAM_STORE(destination + i, source + i);
+    for (; i < count; i++) destination[i] = source[i];
+}
+#endif
 
 /* A function's arrays as its loop's pointers: the update's inputs, then its results. The loops take
  * them as restrict parameters: no array overlaps another, and the compiler vectorizes only knowing so. */
@@ -20,9 +32,12 @@ ALWAYS_INLINE void NAMED(momentum_loop)(size_t count, const REAL *RESTRICT x, co
     }
 }
 
+#define MOMENTUM_DISPATCH switch (options & 7) { CASES_8(CALL_WITH_3_OPTIONS, momentum_loop, 5) }
 EXPORTED CPU_CLONES void NAMED(momentum)(UPDATE_PARAMETERS) {
-    EACH_TENSOR(5) switch (options & 7) { CASES_8(CALL_WITH_3_OPTIONS, momentum_loop, 5) }
+    EACH_TENSOR(5) RUN_TENSOR(5, 3, MOMENTUM_DISPATCH)
+    STREAM_FENCE(options);
 }
+#undef MOMENTUM_DISPATCH
 
 /* Adam: x, g, m, v, v_max, new_x, new_m, new_v, new_v_max; one_minus_beta1, beta2, one_minus_beta2,
  * epsilon, step_size, bias_correction2_sqrt, decay. Maximizing without L2 decay negates G by the
@@ -53,9 +68,12 @@ ALWAYS_INLINE void NAMED(adam_loop)(size_t count, const REAL *RESTRICT x, const 
     }
 }
 
+#define ADAM_DISPATCH switch (options & 15) { CASES_16(CALL_WITH_4_OPTIONS, adam_loop, 9) }
 EXPORTED CPU_CLONES void NAMED(adam)(UPDATE_PARAMETERS) {
-    EACH_TENSOR(9) switch (options & 15) { CASES_16(CALL_WITH_4_OPTIONS, adam_loop, 9) }
+    EACH_TENSOR(9) RUN_TENSOR(9, 5, ADAM_DISPATCH)
+    STREAM_FENCE(options);
 }
+#undef ADAM_DISPATCH
 
 /* Adagrad: x, g, sum, new_x, new_sum; epsilon, decayed_lr, weight_decay. */
 ALWAYS_INLINE void NAMED(adagrad_loop)(size_t count, const REAL *RESTRICT x, const REAL *RESTRICT g,
@@ -73,9 +91,12 @@ ALWAYS_INLINE void NAMED(adagrad_loop)(size_t count, const REAL *RESTRICT x, con
     }
 }
 
+#define ADAGRAD_DISPATCH switch (options & 3) { CASES_4(CALL_WITH_2_OPTIONS, adagrad_loop, 5) }
 EXPORTED CPU_CLONES void NAMED(adagrad)(UPDATE_PARAMETERS) {
-    EACH_TENSOR(5) switch (options & 3) { CASES_4(CALL_WITH_2_OPTIONS, adagrad_loop, 5) }
+    EACH_TENSOR(5) RUN_TENSOR(5, 3, ADAGRAD_DISPATCH)
+    STREAM_FENCE(options);
 }
+#undef ADAGRAD_DISPATCH
 
 /* RMSprop: x, g, square_avg, grad_avg, buffer, new_x, new_square_avg, new_grad_avg, new_buffer;
  * learning_rate, alpha, one_minus_alpha, epsilon, weight_decay, momentum. */
@@ -114,9 +135,12 @@ ALWAYS_INLINE void NAMED(rmsprop_loop)(size_t count, const REAL *RESTRICT x, con
     }
 }
 
+#define RMSPROP_DISPATCH switch (options & 15) { CASES_16(CALL_WITH_4_OPTIONS, rmsprop_loop, 9) }
 EXPORTED CPU_CLONES void NAMED(rmsprop)(UPDATE_PARAMETERS) {
-    EACH_TENSOR(9) switch (options & 15) { CASES_16(CALL_WITH_4_OPTIONS, rmsprop_loop, 9) }
+    EACH_TENSOR(9) RUN_TENSOR(9, 5, RMSPROP_DISPATCH)
+    STREAM_FENCE(options);
 }
+#undef RMSPROP_DISPATCH
 
 #undef ARRAYS_5
 #undef ARRAYS_9

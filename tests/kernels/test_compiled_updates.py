@@ -3,13 +3,14 @@
 The specification: wherever a C compiler was present when onnxnn was installed, the library of
 loops is built and the optimizer kernels run it, and every chain of updates (every optimizer and
 option, float32 and float64, a small model's flat vector and tensors updated one by one, a 0-d
-parameter among them) equals the numpy formulas' chain bit for bit (a NaN's sign aside),
-non-finite values included. Without the library the numpy formulas run, and the reason is on
-record.
+parameter among them, results written plainly or streamed to memory) equals the numpy formulas'
+chain bit for bit (a NaN's sign aside), non-finite values included. Without the library the numpy
+formulas run, and the reason is on record.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import select
 import shutil
@@ -48,11 +49,19 @@ def test_the_library_is_built_wherever_a_c_compiler_is_present():
     assert compiled_updates.available(), compiled_updates.unavailable_reason()
 
 
+def _stream_results(streamed: bool, monkeypatch) -> None:
+    """Streamed: every update's results written with non-temporal stores (update_loops.c's
+    STREAM_OPTION), block by block, whatever the alignment of the tensors' arrays."""
+    monkeypatch.setattr(compiled_updates, "STREAM_MIN_ELEMENTS", 0 if streamed else 1 << 62)
+
+
 @needs_the_library
+@pytest.mark.parametrize("streamed", [False, True], ids=["stored", "streamed"])
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_a_chain_of_compiled_updates_equals_the_numpy_formulas_bitwise(case, dtype, layout, monkeypatch):
+def test_a_chain_of_compiled_updates_equals_the_numpy_formulas_bitwise(case, dtype, layout, streamed, monkeypatch):
+    _stream_results(streamed, monkeypatch)
     compiled = update_chain(case, dtype=dtype, shapes=LAYOUTS[layout])
     monkeypatch.setattr(compiled_updates, "ENABLED", False)
     formulas = update_chain(case, dtype=dtype, shapes=LAYOUTS[layout])
@@ -76,12 +85,16 @@ def test_a_hundred_compiled_steps_equal_a_hundred_steps_of_the_numpy_formulas_bi
 
 
 @needs_the_library
+@pytest.mark.parametrize("streamed", [False, True], ids=["stored", "streamed"])
 @pytest.mark.parametrize("threads", [2, 3, 7])
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("case", ["momentum-nesterov", "adamw-amsgrad-maximize", "rmsprop-centered-momentum"])
-def test_updates_shared_among_threads_equal_the_numpy_formulas_bitwise(case, dtype, layout, threads, monkeypatch):
+def test_updates_shared_among_threads_equal_the_numpy_formulas_bitwise(
+    case, dtype, layout, threads, streamed, monkeypatch
+):
     # Every update shared out, its ranges cut inside tensors (and a 0-d one among them).
+    _stream_results(streamed, monkeypatch)
     monkeypatch.setattr(compiled_updates, "THREADED_MIN_ELEMENTS", 0)
     monkeypatch.setattr(compiled_updates, "SHARE_MIN_ELEMENTS", 1)
     monkeypatch.setattr(MODE, "intra_op_threads", threads)
@@ -147,12 +160,12 @@ def test_non_finite_gradients_and_states_propagate_as_in_the_numpy_formulas(case
 
 
 def _counted_library_calls(monkeypatch) -> list:
-    """A list that each call of the library's loops appends to."""
+    """A list that each call of the library's loops appends its option bits to."""
     calls: list = []
 
     def counting(loop):
         def run(*arguments):
-            calls.append(1)
+            calls.append(arguments[-1])
             return loop(*arguments)
 
         return run
@@ -161,6 +174,17 @@ def _counted_library_calls(monkeypatch) -> list:
     functions = {key: counting(function) for key, function in compiled_updates._LIBRARY_FUNCTIONS.functions.items()}
     monkeypatch.setattr(compiled_updates._LIBRARY_FUNCTIONS, "functions", functions)
     return calls
+
+
+@needs_the_library
+def test_updates_of_at_least_stream_min_elements_stream_their_results(monkeypatch):
+    calls = _counted_library_calls(monkeypatch)
+    shapes = LAYOUTS["tensor by tensor"]
+    elements = sum(math.prod(shape) for shape in shapes)
+    for bound in (elements, elements + 1):
+        monkeypatch.setattr(compiled_updates, "STREAM_MIN_ELEMENTS", bound)
+        update_chain("momentum", steps=1, shapes=shapes)
+    assert [bool(options & compiled_updates._STREAM_OPTION) for options in calls] == [True, False]
 
 
 @needs_the_library

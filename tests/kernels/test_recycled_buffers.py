@@ -96,26 +96,6 @@ def test_the_buffers_of_a_step_start_apart_within_a_page():
     assert all(array.flags.c_contiguous and array.flags.writeable for array in arrays)
 
 
-@pytest.mark.skipif(not recycled_buffers._HUGE_PAGES_ADVISABLE, reason="no madvise(MADV_HUGEPAGE) here")
-def test_buffers_of_two_mebibytes_or_more_that_a_loop_reuses_move_to_huge_pages():
-    """Where the system grants 2 MiB pages for memory that asks for them, such a buffer's pages
-    cost an update's loop one page-table walk each instead of 512. A huge page costs more to fault
-    in, so a buffer moves only once a loop has reused it, and never while anyone can read it."""
-    shape = ((2 << 20) // 4 + 7,)
-    held = recycled_empty(shape, np.float32)
-    held[:] = 5
-    for _ in range(recycled_buffers._REUSES_BEFORE_HUGE_PAGES + 1):
-        arrays = [recycled_empty(shape, np.float32) for _ in range(3)]
-        for value, array in enumerate(arrays):
-            array[:] = value  # writable to its end
-        assert all(array.sum() == value * shape[0] for value, array in enumerate(arrays))
-        on_huge_pages = [_address(array) % (2 << 20) < 4096 for array in arrays]
-        del arrays, array
-    assert on_huge_pages == [True, True, True]
-    assert np.all(held == 5)
-    assert len(recycled_buffers._pools[(shape, np.dtype(np.float32))].buffers) == 4
-
-
 def test_a_buffer_is_taken_by_one_thread_at_a_time(monkeypatch):
     # Compiled nodes run beside onnxruntime's sessions on a thread of their own: while one thread is
     # finding a free buffer, another asking for one must wait, or both could take the same buffer.
