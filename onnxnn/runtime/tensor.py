@@ -24,7 +24,6 @@ from .autograd import AccumulateGrad, Function, RemovableHandle, VersionCounter,
 from .backward import run_backward
 from .depth import MAX_PENDING_DEPTH, after_recording
 from .printing import format_tensor
-from .realization import data_of
 from .recording import different_devices, record_scanned
 from .tensor_api import TensorAPI
 from .tensor_conversions import TensorConversions
@@ -501,67 +500,7 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
             )
         return self._assign(value)
 
-    # ----------------------------------------------------------------- materialization
-    def numpy(self, *, force: bool = False) -> np.ndarray:
-        """The value as a read-only numpy array (computing it if it is still pending)."""
-        if self._requires_grad and not force:
-            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
-        value = self._value
-        if value.device.type != "cpu" and not force:
-            raise TypeError(
-                f"can't convert {value.device} device type tensor to numpy. "
-                "Use Tensor.cpu() to copy the tensor to host memory first."
-            )
-        return self._realized_data()
-
-    def _realized_data(self) -> np.ndarray:
-        data = data_of(self._value)
-        if data is None:
-            raise RuntimeError(
-                "a value was read while a step is only being recorded (e.g. by "
-                "training_step_to_onnx): the recorded step must not depend on computed data"
-            )
-        # Values are immutable: a write would corrupt shared history. ``setflags(False)`` (write, by
-        # position: keywords take numpy's slow argument parsing) at every read costs less than reading
-        # ``flags`` first, which builds a flags object: 3.3 against 4.3-9.6 us right after a large run.
-        data.setflags(False)
-        return data
-
-    def __array__(self, dtype=None, copy=None):
-        data = self._realized_data()
-        if dtype is not None:
-            return data.astype(dtype)
-        return np.array(data) if copy else data
-
-    def item(self):
-        """The value of a one-element tensor as a Python number."""
-        if self.numel() != 1:
-            raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
-        return self._realized_data().reshape(()).item()
-
-    def tolist(self):
-        """The value as nested Python lists (a number for a 0-d tensor)."""
-        data = self._realized_data()
-        if data.dtype == _dtypes.bfloat16.numpy_dtype:
-            data = data.astype(np.float32)
-        return data.tolist()
-
-    def __bool__(self) -> bool:
-        if self.numel() != 1:
-            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
-        return bool(self._realized_data().reshape(()))
-
-    def __float__(self) -> float:
-        return float(self.item())
-
-    def __int__(self) -> int:
-        return int(self.item())
-
-    def __index__(self) -> int:
-        if self._value.dtype.category != 1 or self.numel() != 1:
-            raise TypeError("only integer tensors of a single element can be converted to an index")
-        return int(self.item())
-
+    # ----------------------------------------------------------------- sequences, printing, copies
     def __len__(self) -> int:
         if not self._value.shape:
             raise TypeError("len() of a 0-d tensor")
