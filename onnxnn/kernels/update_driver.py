@@ -165,7 +165,12 @@ def run_update(xp, update: Update, xs: Sequence, gs: Sequence, states: tuple, hy
     """
     present = [column for column in states if column is not None]
     carried = (xs, *present)
-    record = _recent.pop(id(xs[0]), None) if MODE.fast_path and xs else None
+    # Taken off the table even while the fast path is off: a record left there would hold its flat
+    # vectors (the parameters of the last fast-path step) for as long as that lasts, and each update
+    # would then write fresh, page-faulting buffers instead of reusing them.
+    record = _recent.pop(id(xs[0]), None) if xs else None
+    if not MODE.fast_path:
+        record = None
     # A record without addresses is a numpy flat update's: the compiled loop did not take this
     # node's last step (a small model's), so it would not take this one.
     if xp is np and xs and (record is None or record.addresses is not None):
