@@ -51,7 +51,8 @@ def crop(tensor: Tensor, sizes, first_axis: int = 2) -> Tensor:
 # slower for wide layers on small images (resnet's last stages), and faster for narrow ones
 # (benchmarks/bench_conv_gradients.py). Where the ConvTranspose runs on the blocked kernels
 # (conv_lowering.blocked_input_gradient), it is as fast or faster: 256 channels at 4x4 images
-# alike, at 8x8 and 14x14 0.8x the GEMM's time; where it runs as a 1x1 Conv
+# alike (a batch of 8 there is now below the blocked kernels' bound), at 8x8 and 14x14 0.8x the
+# GEMM's time; where it runs as a 1x1 Conv
 # (conv_lowering.pointwise_input_gradient), 0.74-0.89x the whole gradient call.
 COLUMN_GEMM_MIN_CHANNEL_PRODUCT = 256 * 256
 

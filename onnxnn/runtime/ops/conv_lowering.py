@@ -17,7 +17,7 @@ exact forms where that is faster:
   The nodes read no size but the rank: each tap's window is a Slice whose end counts back from the
   padded input's end, so it holds exactly the Conv's output positions at every input size, and
   the result takes its batch and output sizes from a window's shape.
-- **Otherwise, from 128 output columns (batch x positions): onnxruntime's blocked-channel
+- **Otherwise, from 256 output columns (batch x positions): onnxruntime's blocked-channel
   kernels** (``conv_nchwc.py``), which convolve directly instead of expanding windows, for both
   the Conv and a stride-1 ConvTranspose (the input gradient of a stride-1 Conv: the same
   convolution with the kernel flipped)::
@@ -27,6 +27,8 @@ exact forms where that is faster:
     8 x 64 x 16x16 -> 64, 3x3: 1.7 -> 1.3            8 x 64 x 56x56 -> 64, 3x3: 20.0 -> 17.6
     8 x 128 x 8x8 -> 128, 3x3: 1.6 -> 1.3            its ConvTranspose: 1.8 -> 1.4
     8 x 256 x 4x4 -> 256, 3x3: 1.6 -> 1.4            8 x 512 x 3x3 -> 512, 3x3: 5.8 -> 4.9 (one GEMM: 4.5)
+
+  (the last two rows are below the bound: within a training step, see ``BLOCKED_CONV_MIN_COLUMNS``)
 
 - **A stride-1 ConvTranspose with a 1x1 kernel or groups of one output channel: a plain Conv**
   (the input gradient of a pointwise or a depthwise convolution, MobileNet's two kinds of layer),
@@ -76,10 +78,15 @@ LOWERED_CONV_MIN_WEIGHT_ELEMENTS = 1 << 16
 LOWERED_CONV_MAX_TAPS = 9
 # The fewest output columns (batch x output positions per image) for which the blocked kernels are
 # used, for kernels of more than one tap (a 1x1 convolution is a GEMM already): the weight's
-# reorder costs about as much as 50 columns of the convolution, so they gain from 128 columns on
-# (0.54-0.88 of onnxruntime's Conv, ConvTranspose 0.54-0.89) and lose below 64 (one 512-channel
-# 2x2 image: 2.2x slower). Where one GEMM for the batch applies, it gains more.
-BLOCKED_CONV_MIN_COLUMNS = 128
+# reorder costs about as much as 50 columns of the convolution, so a lone convolution gains from
+# 128 columns on (0.54-0.88 of onnxruntime's Conv, ConvTranspose 0.54-0.89) and loses below 64 (one
+# 512-channel 2x2 image: 2.2x slower). A training step reorders each weight twice (the forward's
+# and the flipped one of the input gradient), on one thread whatever the intra-op threads: with
+# 128 columns, resnet18's 256-channel layers at 4x4 (batch 8) spent 5.4 ms of its two-thread step
+# in those Transposes, and the step (imported, 64x64) took 104.3 / 102.4 ms on one thread against
+# 100.8 / 98.9 with 256 (two threads 71.8 / 72.1 against 67.7 / 70.8); the small ResNet's layers
+# (8,192 columns and more) are unaffected. Where one GEMM for the batch applies, it gains more.
+BLOCKED_CONV_MIN_COLUMNS = 256
 
 _END = np.iinfo(np.int64).max
 
