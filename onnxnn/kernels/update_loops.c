@@ -16,7 +16,8 @@
  * microseconds and a model has tens of tensors: it takes the number of tensors, their element
  * counts, their arrays (per tensor, the update's inputs in training.py's order, then the new X and
  * the new states; NULL for an absent state), the factors in training.py's order (0 for an absent
- * one) and the option bits, both shared by every tensor. *
+ * one) and the option bits, both shared by every tensor.
+ *
  * Streaming (option bit STREAM_OPTION, x86-64): the new arrays are written with non-temporal stores,
  * which go to memory without first reading each line they fill into the caches. A large update's
  * results leave the caches before the next step reads them anyway, and every ordinary store to a
