@@ -28,7 +28,7 @@ exact forms where that is faster:
     8 x 128 x 8x8 -> 128, 3x3: 1.6 -> 1.3            its ConvTranspose: 1.8 -> 1.4
     8 x 256 x 4x4 -> 256, 3x3: 1.6 -> 1.4            8 x 512 x 3x3 -> 512, 3x3: 5.8 -> 4.9 (one GEMM: 4.5)
 
-  (the last two rows are below the bound: within a training step, see ``BLOCKED_CONV_MIN_COLUMNS``)
+  (8 x 256 at 4x4 and 8 x 512 at 3x3 are below the bound: see ``BLOCKED_CONV_MIN_COLUMNS``, a training step)
 
 - **A stride-1 ConvTranspose with a 1x1 kernel or groups of one output channel: a plain Conv**
   (the input gradient of a pointwise or a depthwise convolution, MobileNet's two kinds of layer),
