@@ -57,9 +57,11 @@ _RANGE_ALIGNMENT = 16
 # temporal stores, which skip reading each line they write). Larger updates' results leave the caches
 # before the next step reads them, and a loop's ordinary stores first read every line: resnet18's
 # Momentum update (11.7 million parameters) inside its training step, 15.0 -> 13.3 ms on one thread,
-# 8.3 -> 7.0 on two. Below it an MLP's results (670,000 parameters) may still be cached when its
-# next forward reads them.
-STREAM_MIN_ELEMENTS = 1 << 21
+# 8.3 -> 7.0 on two. Smaller updates' results may still be cached when the next forward reads them:
+# streamed, an MLP's Adam update (670,000 parameters, batch 64) took 1.13-1.17 ms instead of
+# 0.78-0.81 and its step 3.5-3.6 instead of 2.8-3.0; at 2.8 million parameters the steps were even
+# (13.1-14.6 ms both ways), hence the bound above that.
+STREAM_MIN_ELEMENTS = 1 << 22
 _STREAM_OPTION = 1 << 8  # update_loops.c's STREAM_OPTION
 
 # update_loops.c's UPDATE_LOOPS_VERSION, which changes with its functions' signatures.
