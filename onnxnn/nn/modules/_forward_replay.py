@@ -70,26 +70,40 @@ def replays() -> bool:
     )
 
 
-class _Tree:
-    """What a module call's replay needs to know about the module tree, as its modules were."""
+class WatchedTree:
+    """A module tree's modules as they were when it was looked at, to tell whether any changed since.
 
-    __slots__ = (
-        "epoch",
-        "owner",
-        "instance_dicts",
-        "changes",
-        "hook_tables",
-        "state",
-        "templates",
-        "replayable",
-        "changes_itself",
-        "default_dtype",
-    )
+    Every attribute set and every change of a table of parameters, buffers or submodules bumps the
+    module's own change count and the global epoch (``changed``): while the epoch stays, nothing
+    changed anywhere; after it moved, the tree's own counts say whether the change was in it.
+    """
 
-    def __init__(self, module, changes_itself: bool, compiled: bool = False):
-        trees = _compiled_trees if compiled else _trees
+    __slots__ = ("epoch", "owner", "instance_dicts", "changes")
+
+    def __init__(self, module, modules: list, trees: dict):
+        """Watches ``modules`` (``module``'s tree, or part of it) for ``trees``, the dict keeping this
+        by ``id(module)``, which forgets it when the module is collected (before its id can be reused)."""
         self.epoch = _epoch[0]
         self.owner = weakref.ref(module, functools.partial(_forget, trees, id(module)))
+        self.instance_dicts = [each.__dict__ for each in modules]
+        self.changes = _changes(self.instance_dicts)
+
+    def unchanged(self) -> bool:
+        """Whether no module of the tree changed since it was built (and notes the epoch if so)."""
+        if self.epoch == _epoch[0]:
+            return True
+        if _changes(self.instance_dicts) != self.changes:
+            return False
+        self.epoch = _epoch[0]
+        return True
+
+
+class _Tree(WatchedTree):
+    """What a module call's replay needs to know about the module tree, as its modules were."""
+
+    __slots__ = ("hook_tables", "state", "templates", "replayable", "changes_itself", "default_dtype")
+
+    def __init__(self, module, changes_itself: bool, compiled: bool = False):
         self.templates = compiled_calls.CompiledTemplates() if compiled else forward_replay.ForwardTemplates()
         self.changes_itself = changes_itself
         self.default_dtype = get_default_dtype()
@@ -98,8 +112,7 @@ class _Tree:
         # call of a user's module whose forward sets an attribute.
         self.replayable = not changes_itself and _replayable_module(module, compiled)
         modules = list(module.modules()) if self.replayable else [module]
-        self.instance_dicts = [each.__dict__ for each in modules]
-        self.changes = _changes(self.instance_dicts)
+        super().__init__(module, modules, _compiled_trees if compiled else _trees)
         self.hook_tables: list = []
         self.state: list = []
         if not (self.replayable and all(_replayable_module(each, compiled) for each in modules[1:])):
@@ -119,15 +132,6 @@ class _Tree:
                 for name, item in each.__dict__.items()
                 if isinstance(item, Tensor) and name not in each._parameters and name not in each._buffers
             ]
-
-    def unchanged(self) -> bool:
-        """Whether no module of the tree changed since it was built (and notes the epoch if so)."""
-        if self.epoch == _epoch[0]:
-            return True
-        if _changes(self.instance_dicts) != self.changes:
-            return False
-        self.epoch = _epoch[0]
-        return True
 
 
 _trees: dict = {}  # id(module) -> _Tree

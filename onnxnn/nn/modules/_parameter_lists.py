@@ -10,8 +10,6 @@ every change of a table of parameters, buffers or submodules bumps.
 
 from __future__ import annotations
 
-import functools
-import weakref
 from typing import TYPE_CHECKING
 
 from ...ir.caches import register_cache
@@ -23,38 +21,17 @@ if TYPE_CHECKING:
 __all__ = ["parameters_of"]
 
 
-class _KeptParameters:
+class _KeptParameters(_forward_replay.WatchedTree):
     """One tree's parameters, as ``parameters()`` gave them, and the change counts they hold for."""
 
-    __slots__ = ("owner", "epoch", "instance_dicts", "changes", "parameters")
+    __slots__ = ("parameters",)
 
-    def __init__(self, module, owner: weakref.ref):
-        self.owner = owner
-        self.epoch = _forward_replay._epoch[0]
-        modules = list(module.modules())
-        self.instance_dicts = [each.__dict__ for each in modules]
-        self.changes = _forward_replay._changes(self.instance_dicts)
+    def __init__(self, module):
+        super().__init__(module, list(module.modules()), _kept)
         self.parameters = tuple(module.parameters())
-
-    def holds(self) -> bool:
-        """Whether no module of the tree changed since the list was made (and notes the epoch if so)."""
-        if self.epoch == _forward_replay._epoch[0]:
-            return True
-        if _forward_replay._changes(self.instance_dicts) != self.changes:
-            return False
-        self.epoch = _forward_replay._epoch[0]
-        return True
 
 
 _kept: dict = {}  # id(module) -> _KeptParameters
-
-
-def _forget(key: int, reference) -> None:
-    kept = _kept.get(key)
-    if kept is not None and kept.owner is reference:
-        del _kept[key]
-
-
 register_cache("module parameter lists", _kept.clear)
 
 
@@ -66,13 +43,11 @@ def parameters_of(module: Module, base: type[Module]) -> tuple:
     time, since the override may answer differently at each call.
     """
     kept = _kept.get(id(module))
-    if kept is not None and (kept.epoch == _forward_replay._epoch[0] or kept.holds()):
+    if kept is not None and (kept.epoch == _forward_replay._epoch[0] or kept.unchanged()):
         return kept.parameters
     if not _walk_is_base(module, base):
         return tuple(module.parameters())
-    # Forgotten when the module is collected (``_forget``), before its id can be reused.
-    owner = weakref.ref(module, functools.partial(_forget, id(module)))
-    kept = _kept[id(module)] = _KeptParameters(module, owner)
+    kept = _kept[id(module)] = _KeptParameters(module)
     return kept.parameters
 
 
