@@ -84,7 +84,7 @@ def run_plan(graph: GraphPlan, specialize: bool = True, found: plan_cache.Entry 
         results = specialization(inputs)  # another model of the same structure
     else:
         results = entry.runner(inputs)
-        if entry.is_session and entry.stable_runs >= 0:
+        if entry.watches_inputs:
             # On a GPU, never: embedding a value would copy it to the host and back into the
             # session, whose kernels read the device's weights where they lie anyway.
             if specialize and graph.key[3] is CPU:

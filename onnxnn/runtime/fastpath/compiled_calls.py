@@ -132,7 +132,7 @@ class _PreparedRun:
         """The prepared run of a call whose graph just ran, or None where a direct run could differ."""
         specialization = entry.specialization
         if specialization is None:
-            if entry.runs_before_compiling or (entry.is_session and entry.stable_runs >= 0):
+            if entry.runs_before_compiling or entry.watches_inputs:
                 return None  # a realization would still count this run: realize as usual
         elif not specialization.matches(graph.inputs):
             return None

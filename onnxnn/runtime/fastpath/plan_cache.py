@@ -217,6 +217,11 @@ class Entry:
         self.stable_runs = 0
         self.stable_inputs: list | None = None
 
+    @property
+    def watches_inputs(self) -> bool:
+        """Whether a run of this entry's session counts towards a specialization (``watch_stable_inputs``)."""
+        return self.is_session and self.stable_runs >= 0
+
 
 _entries: dict[str, OrderedDict] = {name: OrderedDict() for name in EXECUTORS}
 _capacity = [512]
@@ -260,7 +265,7 @@ def entry_needing_no_nodes(key: tuple, inputs: list) -> Entry | None:
     found = _entries[MODE.executor].get(key)
     if found is None or found.runs_before_compiling:
         return None
-    if found.is_session and found.stable_runs >= 0:  # as realization.run_plan decides to watch
+    if found.watches_inputs:
         specialization = found.specialization
         if specialization is None or not specialization.matches(inputs):
             return None
