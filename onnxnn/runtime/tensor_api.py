@@ -576,33 +576,3 @@ for _name in IN_PLACE_RESHAPING:
     setattr(TensorAPI, _name + "_", _in_place_reshaping(_name))
 del _name
 
-
-def top_level_in_place(method_names, functional: dict) -> dict:
-    """torch's top-level in-place functions: ``onnxnn.abs_(x)`` is ``x.abs_()``; ``onnxnn.selu_(x)`` rebinds
-    ``x`` to ``selu(x)``. Also ``onnxnn.detach(x)`` and ``onnxnn.fill(x, v)``, torch's out-of-place forms."""
-    result = {}
-    for name in method_names:
-        result[name + "_"] = _call_method(name + "_")
-    result["detach"] = _call_method("detach")
-    result["fill"] = lambda input, value: input.clone().fill_(value)
-    for name, function in functional.items():
-        result[name + "_"] = _assign_functional(name, function)
-    return result
-
-
-def _call_method(method: str):
-    def function(input, *args, **kwargs):
-        return getattr(input, method)(*args, **kwargs)
-
-    function.__name__ = function.__qualname__ = method
-    function.__doc__ = f"``input.{method}(...)``."
-    return function
-
-
-def _assign_functional(name: str, functional):
-    def function(input, *args, **kwargs):
-        return input._assign(functional(input._alias(), *args, **kwargs))
-
-    function.__name__ = function.__qualname__ = name + "_"
-    function.__doc__ = f"In-place ``{name}``: rebinds ``input`` to the result."
-    return function
