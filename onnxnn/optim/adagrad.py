@@ -77,14 +77,16 @@ class Adagrad(Optimizer):
             fused=fused,
         )
         super().__init__(params, defaults)
+        # The constructor's value for every group, as PyTorch's constructor fills the sums: a group's
+        # own ``initial_accumulator_value`` is kept in it, but read only for groups added later.
         for group in self.param_groups:
             for param in group["params"]:
-                self._init_state(param, group)
+                self._init_state(param, initial_accumulator_value)
 
-    def _init_state(self, param: Tensor, group: dict) -> None:
+    def _init_state(self, param: Tensor, initial_accumulator_value: float) -> None:
         state = self.state[param]
         state["step"] = _new_step_tensor()
-        state["sum"] = full_tensor(param.shape, group["initial_accumulator_value"], param.dtype, param.device)
+        state["sum"] = full_tensor(param.shape, initial_accumulator_value, param.dtype, param.device)
 
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
@@ -103,7 +105,7 @@ class Adagrad(Optimizer):
             state = self.state[param]
             if "sum" not in state:
                 # A group added after construction: PyTorch would fail here; initialize it instead.
-                self._init_state(param, group)
+                self._init_state(param, group["initial_accumulator_value"])
             params.append(param)
             grads.append(param.grad)
             state_sums.append(state["sum"])

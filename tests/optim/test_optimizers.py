@@ -345,6 +345,16 @@ def test_param_groups_use_their_own_hyperparameters():
         assert_matches_reference(value(param), expected, initial, gradients, onnxnn.float32)
 
 
+def test_adagrad_fills_every_groups_sums_with_the_constructors_initial_value():
+    # PyTorch's constructor fills the sums of every group with its own argument; a group's
+    # initial_accumulator_value is kept in the group but does not change them.
+    first, second = onnxnn.ones(2, requires_grad=True), onnxnn.ones(3, requires_grad=True)
+    optimizer = Adagrad([{"params": [first]}, {"params": [second], "initial_accumulator_value": 0.5}], lr=0.1)
+    assert optimizer.param_groups[1]["initial_accumulator_value"] == 0.5
+    for param in (first, second):
+        np.testing.assert_array_equal(optimizer.state[param]["sum"].numpy(), np.zeros(param.shape, np.float32))
+
+
 def test_add_param_group_fills_defaults_and_is_optimized():
     first = onnxnn.tensor([1.0], requires_grad=True)
     second = onnxnn.tensor([1.0, 2.0], requires_grad=True)
