@@ -130,7 +130,8 @@ _BETA = (
 
 def _erf_float32(xp, x):
     kind = np.float32
-    clamped = xp.clip(x.astype(kind, copy=False), kind(-4.0), kind(4.0))
+    shape = x.shape  # computed flat: numpy's arithmetic on a 0-d array gives scalars, which ``out=`` refuses
+    clamped = xp.clip(x.astype(kind, copy=False).reshape(-1), kind(-4.0), kind(4.0))
     square = clamped * clamped
     numerator = square * kind(_ALPHA[0])
     for coefficient in _ALPHA[1:-1]:
@@ -144,7 +145,7 @@ def _erf_float32(xp, x):
         denominator *= square
     denominator += kind(_BETA[-1])
     numerator /= denominator
-    return xp.clip(numerator, kind(-1.0), kind(1.0), out=numerator)
+    return xp.clip(numerator, kind(-1.0), kind(1.0), out=numerator).reshape(shape)
 
 
 def erf(xp, x):

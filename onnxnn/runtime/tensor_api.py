@@ -575,4 +575,3 @@ for _name in IN_PLACE:
 for _name in IN_PLACE_RESHAPING:
     setattr(TensorAPI, _name + "_", _in_place_reshaping(_name))
 del _name
-

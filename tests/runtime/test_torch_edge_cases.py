@@ -79,3 +79,117 @@ def test_a_channels_last_format_needs_its_rank(layout, rank):
         x.contiguous(memory_format=getattr(onnxnn, layout))
     with pytest.raises(RuntimeError, match=f"required rank {rank}"):
         x.clone(memory_format=getattr(onnxnn, layout))
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize(
+    "call, expected",
+    [
+        # Over no elements any() is False and all() True (ONNX's ReduceMax identity cast to bool was True).
+        (lambda: onnxnn.zeros(0).any(), np.array(False)),
+        (lambda: onnxnn.zeros(3, 0).any(dim=1), np.zeros(3, bool)),
+        (lambda: onnxnn.zeros(3, 0).all(dim=1), np.ones(3, bool)),
+        # atan2 of an int and a float64 computes in float64 (pi was y's float32).
+        (
+            lambda: onnxnn.atan2(onnxnn.tensor([3]), onnxnn.tensor([-1.1], dtype=onnxnn.float64)),
+            np.arctan2([3.0], [-1.1]),
+        ),
+        # softplus in float64 keeps its tail: log1p(exp(-50)), not log(1 + exp(-50)) = 0.
+        (
+            lambda: onnxnn.nn.functional.softplus(onnxnn.tensor([-50.0], dtype=onnxnn.float64)),
+            np.log1p(np.exp([-50.0])),
+        ),
+        # A Python int outside a small integer dtype's range wraps around, as PyTorch casts it.
+        (lambda: onnxnn.tensor([5], dtype=onnxnn.uint8) + -2, np.array([3], np.uint8)),
+        (lambda: onnxnn.tensor([5], dtype=onnxnn.uint8) * -2, np.array([5 * 254 % 256], np.uint8)),
+        (lambda: onnxnn.tensor([5], dtype=onnxnn.int8) + 300, np.array([5 + 300 - 256], np.int8)),
+        # Result dtypes: copysign promotes both operands; hardtanh keeps integers; a bool squares as an integer.
+        (lambda: onnxnn.copysign(onnxnn.tensor([1.0]), onnxnn.tensor([-1.0], dtype=onnxnn.float64)), np.array([-1.0])),
+        (lambda: onnxnn.nn.functional.hardtanh(onnxnn.tensor([-3, 0, 4])), np.array([-1, 0, 1])),
+        (lambda: onnxnn.tensor([True, False]).square(), np.array([1, 0])),
+        # A 0-d tensor's dim 0 is itself.
+        (lambda: onnxnn.tensor(1.5, dtype=onnxnn.float64).var(dim=0, correction=0), np.array(0.0)),
+        (lambda: onnxnn.tensor(1.5, dtype=onnxnn.float64).quantile(0.5, dim=0), np.array(1.5)),
+        (lambda: onnxnn.unique(onnxnn.tensor(3), return_inverse=True)[1], np.array(0)),
+        (lambda: onnxnn.tensor(0.5, dtype=onnxnn.float64).erf(), np.array(0.5204998778130465)),
+        # Empty inputs: logsumexp over no elements is log(0), cummax of nothing is nothing.
+        (lambda: onnxnn.logsumexp(onnxnn.zeros(3, 0, dtype=onnxnn.float64), dim=1), np.full(3, -np.inf)),
+        (lambda: onnxnn.zeros(0, 3).cummax(0).indices, np.zeros((0, 3), np.int64)),
+        (lambda: onnxnn.zeros(0, 3, dtype=onnxnn.float64).cummin(0).values, np.zeros((0, 3))),
+        # max along a dim points at a line's first NaN, even after a +inf.
+        (lambda: onnxnn.tensor([[1.0, INF, NAN], [3.0, 1.0, 2.0]]).max(1).indices, np.array([2, 0])),
+    ],
+)
+def test_values_at_the_edges_are_pytorchs(call, expected):
+    result = call().numpy()
+    assert result.dtype == expected.dtype and result.shape == expected.shape
+    np.testing.assert_array_equal(result, expected)
+
+
+def test_erf_of_a_float32_scalar_tensor_is_a_scalar():
+    result = onnxnn.tensor(0.5).erf()
+    assert result.shape == () and abs(result.item() - 0.5204998778130465) <= 2**-23
+
+
+def _cdist_self_gradient(rows: np.ndarray) -> np.ndarray:
+    """d/d rows of sum_ij |rows_i - rows_j| (rows as both arguments): zero-distance terms give 0."""
+    gradient = np.zeros_like(rows)
+    for i in range(len(rows)):
+        for j in range(len(rows)):
+            distance = np.linalg.norm(rows[i] - rows[j])
+            if distance > 0:
+                gradient[i] += 2 * (rows[i] - rows[j]) / distance
+    return gradient
+
+
+ROWS = np.array([[0.0, 1.0], [2.0, 3.0], [2.0, 3.0]])
+
+
+@pytest.mark.parametrize(
+    "function, inputs, expected",
+    [
+        # atan2 on the y axis: d/dy = x / (x^2 + y^2) = 0, d/dx = -y / (x^2 + y^2) = -1/y; 0 at the origin.
+        (onnxnn.atan2, [[1.0, 0.0, -2.0], [0.0, 0.0, 0.0]], [[0.0, 0.0, 0.0], [-1.0, 0.0, 0.5]]),
+        # softplus's slope at 0 is sigmoid(0), in float64 as in float32.
+        (onnxnn.nn.functional.softplus, [[0.0, -800.0, 800.0]], [[0.5, 0.0, 1.0]]),
+        # Roots of sums of powers at 0 (std, norms, distances): gradient 0, not the root's inf times 0.
+        (lambda x: x.std(), [[1.5, 1.5]], [[0.0, 0.0]]),
+        (lambda x: x.norm(p=3), [[0.0, 0.0]], [[0.0, 0.0]]),
+        (lambda x: onnxnn.cdist(x, x), [ROWS], [_cdist_self_gradient(ROWS)]),
+        # xlogy: d/dx = log(y), 0 where x == 0 and y <= 0; d/dy = x / y.
+        (onnxnn.xlogy, [[0.0, 0.0, 1.0], [3.0, 0.0, 2.0]], [[np.log(3.0), 0.0, np.log(2.0)], [0.0, 0.0, 0.5]]),
+        # maximum/minimum: both inputs take the gradient beside a NaN; a tie halves it.
+        (onnxnn.maximum, [[1.0, 2.0, 3.0], [NAN, 0.0, 3.0]], [[1.0, 1.0, 0.5], [1.0, 0.0, 0.5]]),
+        (onnxnn.minimum, [[1.0, 2.0, 3.0], [NAN, 0.0, 3.0]], [[1.0, 0.0, 0.5], [1.0, 1.0, 0.5]]),
+        # fmax/fmin: the operand taken takes it all, ``input`` on a tie.
+        (onnxnn.fmax, [[1.0, 2.0, 3.0], [NAN, 0.0, 3.0]], [[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]]),
+        (onnxnn.fmin, [[1.0, NAN, 3.0], [NAN, 0.0, 3.0]], [[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]),
+        # max()/min() of a tensor holding NaNs: the NaNs share it; along a dim, the first NaN takes it.
+        (lambda x: x.min(), [[1.0, NAN, 2.0, NAN]], [[0.0, 0.5, 0.0, 0.5]]),
+        (lambda x: x.max(1).values, [[[1.0, NAN, NAN], [2.0, 2.0, 1.0]]], [[[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]]),
+        # clamp with tensor bounds: the input keeps it on a bound; the bound only where taken (the
+        # upper one where the bounds cross); none to a NaN.
+        (
+            lambda x, low: onnxnn.clamp(x, min=low),
+            [[0.0, -1.0, NAN, 2.0], [0.0, 0.0, 0.0, 1.0]],
+            [[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0]],
+        ),
+        (
+            lambda x, low, high: onnxnn.clamp(x, min=low, max=high),
+            [[5.0, 2.0, 2.0], [0.0, 2.0, 3.0], [4.0, 2.0, 1.0]],
+            [[0.0, 1.0, 0.0], [0.0, 0.0, 0.0], [1.0, 0.0, 1.0]],
+        ),
+    ],
+)
+def test_gradients_at_the_edges_are_pytorchs(function, inputs, expected):
+    tensors = [onnxnn.tensor(np.asarray(x), dtype=onnxnn.float64, requires_grad=True) for x in inputs]
+    function(*tensors).sum().backward()
+    for tensor, gradient in zip(tensors, expected):
+        np.testing.assert_allclose(tensor.grad.numpy(), np.asarray(gradient), rtol=1e-15, atol=0)
+
+
+def test_adding_to_a_clamp_keeps_the_sign_of_a_zero_input():
+    result = onnxnn.clamp(onnxnn.tensor([-0.0, 3.0]), min=onnxnn.tensor([-1.0, 0.0]), max=onnxnn.tensor(2.0))
+    assert np.signbit(result.numpy()).tolist() == [True, False]

@@ -164,6 +164,8 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace
     """Clamps to ``[min_val, max_val]`` elementwise."""
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
+    if not input.dtype.is_floating_point and input.dtype is not dtypes.bool:
+        min_val, max_val = int(min_val), int(max_val)  # bounds in the input's dtype, as PyTorch's: integers stay
     if inplace:
         return _in_place(input, _ops.clamp, min_val, max_val)
     return _ops.clamp(input, min_val, max_val)

@@ -15,7 +15,10 @@ def lacks_kernels(input: Tensor) -> bool:
 def stable_softplus(input: Tensor) -> Tensor:
     """``log(1 + exp(x))`` without overflow."""
     if lacks_kernels(input):
-        return _ops.relu(input) + _ops.log(_ops.exp(-_ops.abs(input)) + 1.0)
+        # max(x, 0) + log1p(exp(-|x|)), with the max and -|x| written so that the gradient at 0 is
+        # sigmoid(0) = 1/2 (relu's and abs's are 0 there), and log1p keeping exp(x) below -37.
+        positive = input > 0
+        return _ops.where(positive, input, 0.0) + _ops.log1p(_ops.exp(_ops.where(positive, -input, input)))
     return _ops.softplus(input)
 
 

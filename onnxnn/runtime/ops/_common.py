@@ -124,7 +124,7 @@ def same_shape(inputs, attrs):
 def scalar_constant(value, value_dtype: dtypes.dtype, device) -> Value:
     """A Python scalar of user code as a 0-d value fed to the graph (data, not structure)."""
     if device is CPU:
-        return constant(np.array(value, dtype=value_dtype.numpy_dtype), value_dtype, device)
+        return constant(_scalar_array(value, value_dtype), value_dtype, device)
     # On a GPU each new value would be copied there at its first run, a synchronous copy per scalar
     # and step (a batch norm's momentum factors: 60 a step in a small ResNet); equal scalars share one.
     sign = math.copysign(1.0, value) if type(value) is float else None  # -0.0 is not 0.0
@@ -133,12 +133,21 @@ def scalar_constant(value, value_dtype: dtypes.dtype, device) -> Value:
     if shared is None:
         if len(_DEVICE_SCALARS) >= 1024:  # a schedule's values: new ones every step
             _DEVICE_SCALARS.clear()
-        shared = _DEVICE_SCALARS[key] = constant(np.array(value, dtype=value_dtype.numpy_dtype), value_dtype, device)
+        shared = _DEVICE_SCALARS[key] = constant(_scalar_array(value, value_dtype), value_dtype, device)
     else:
         trace = MODE.trace
         if trace is not None and trace.created is not None:
             trace.created.add(shared)  # made by this trace, as constant() notes every value it makes
     return shared
+
+
+def _scalar_array(value, value_dtype: dtypes.dtype) -> np.ndarray:
+    try:
+        return np.array(value, dtype=value_dtype.numpy_dtype)
+    except OverflowError:
+        # An int outside a small integer dtype's range wraps around, as PyTorch casts it (a uint8
+        # tensor + -2 subtracts 2); past int64's range numpy's OverflowError stands, as PyTorch's.
+        return np.array(value, dtype=np.int64).astype(value_dtype.numpy_dtype)
 
 
 _DEVICE_SCALARS: dict = {}

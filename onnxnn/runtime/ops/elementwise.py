@@ -250,6 +250,13 @@ def _masked(condition: Tensor, g: Tensor) -> Tensor:
 
 def _select_grad(ctx, g):
     """Max/Min: the gradient goes to the inputs equal to the result, split evenly on ties (as PyTorch)."""
+    if ctx.num_inputs == 2:
+        # PyTorch's maximum/minimum: halves on a tie, and all of it to an input compared with a NaN
+        # (the rule below would divide by no input equal to a NaN result).
+        x, y = ctx.input(0), ctx.input(1)
+        shared = where(x == y, g / 2, g)
+        x_loses, y_loses = (x < y, y < x) if ctx.node.op_type == "Max" else (x > y, y > x)
+        return _masked(~x_loses, shared), _masked(~y_loses, shared)
     out = ctx.output()
     masks = [(ctx.input(i) == out).to(g.dtype) for i in range(ctx.num_inputs)]
     count = masks[0]
@@ -483,12 +490,7 @@ def clamp(input: Tensor, min=None, max=None) -> Tensor:
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
-        result = input
-        if min is not None:
-            result = maximum(result, min)
-        if max is not None:
-            result = minimum(result, max)
-        return result
+        return _clamp_to_tensors(input, min, max)
     bounds = [bound for bound in (min, max) if bound is not None]
     target = dtypes.result_type([(input.dtype, input.dim())], bounds)
     if target is not input.dtype:
@@ -499,6 +501,26 @@ def clamp(input: Tensor, min=None, max=None) -> Tensor:
 
 
 clip = clamp
+
+
+def _clamp_to_tensors(input: Tensor, low, high) -> Tensor:
+    """``clamp`` with a tensor bound: the values of ``minimum(maximum(input, low), high)``, and the
+    gradient of PyTorch's rule, which gives it to ``input`` where it lies inside the bounds (ends
+    included), else to the bound that was taken, and to none on a NaN or where low == high."""
+    plain = input
+    if low is not None:
+        plain = maximum(plain, low)
+    if high is not None:
+        plain = minimum(plain, high)
+    result = plain.detach()
+    if high is not None:
+        taken = input > high if low is None else (input > high) | (high < low)
+        result = where(taken, high, result)
+    if low is not None:
+        taken = input < low if high is None else (input < low) & (low < high)
+        result = where(taken, low, result)
+    inside = input >= low if high is None else input <= high if low is None else (input >= low) & (input <= high)
+    return where(~inside, result, input)  # the input second: onnxruntime's Where loses a -0.0 given first
 
 
 def maximum(input, other) -> Tensor:

@@ -132,6 +132,8 @@ def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neg
 
 
 def square(input: Tensor) -> Tensor:
+    if input.dtype is dtypes.bool:  # PyTorch's pow(x, 2): bool counts as an integer
+        input = input.to(dtypes.int64)
     return _e.mul(input, input)
 
 
@@ -210,8 +212,12 @@ def xlogy(input, other) -> Tensor:
     if not isinstance(y, Tensor):
         y = Tensor._from_value(y)
     x, y = _e._floating(x), _e._floating(y)
-    product = _e.mul(x, _e.log(y))
-    return _e.where(_c.logical_and(_c.eq(x, 0), _c.logical_not(_c.isnan(y))), 0.0, product)
+    at_zero = _c.eq(x, 0)
+    # The product is 0 at x == 0 by itself, with PyTorch's gradient (d/dx = log y, 0 where y <= 0,
+    # d/dy = x / y), once log(y) is finite: log(1) where y <= 0 (log(0) = -inf, log(-1) = NaN).
+    product = _e.mul(x, _e.log(_e.where(_c.logical_and(at_zero, _c.le(y, 0)), 1.0, y)))
+    # 0 * log(inf) alone stays NaN.
+    return _e.where(_c.logical_and(at_zero, _c.eq(y, math.inf)), 0.0, product)
 
 
 def hypot(input: Tensor, other: Tensor) -> Tensor:
@@ -493,16 +499,24 @@ __all__ += [
 
 def atan2(input: Tensor, other: Tensor) -> Tensor:
     """The angle of the point ``(other, input)``, in (-pi, pi]; ``atan(y / x)`` moved to the right quadrant."""
-    y, x = _e._floating(input), _e._floating(other)
-    # x == 0 is answered below; a safe divisor keeps NaN out of the gradient of the unused branch.
-    base = atan(_division.div(y, _e.where(_c.eq(x, 0), 1.0, x)))
-    pi = Tensor._full((), math.pi, y.dtype, y.device)  # in y's dtype: a float32 pi would cost 1e-7 in float64
+    # One dtype first: pi in float32 beside a float64 operand would cost 1e-7 of the result.
+    (y, x), _ = promote_operands([input, other])
+    y, x = _e._floating(y), _e._floating(x)
+    on_y_axis = _c.eq(x, 0)
+    # x == 0 is answered below, with the gradient: there ``base`` reads y times 0, without one (it
+    # serves only the origin, where the gradient is 0, as PyTorch's; a product keeps the sign of a
+    # zero, which onnxruntime's Where loses from its second input), and a safe divisor keeps NaN out.
+    off_axis = _c.ne(x, 0).to(y.dtype)
+    base = atan(_division.div(_e.mul(y, off_axis), _e.where(on_y_axis, 1.0, x)))
+    pi = Tensor._full((), math.pi, y.dtype, y.device)
     # By sign bits, as C's atan2: a -0.0 counts as negative (atan2(-0, -1) = -pi, atan2(+-0, -0) = +-pi).
     shift = _e.where(signbit(y), _e.neg(pi), pi)
     quadrant = _e.where(signbit(x), _e.add(base, shift), base)
     # x == 0 and y != 0: the angle is +-pi/2 (at the origin the quadrants answer: +-0 or +-pi).
-    on_axis = _e.mul(_e.sign(y), math.pi / 2)
-    return _e.where(_c.logical_and(_c.eq(x, 0), _c.ne(y, 0)), on_axis, quadrant)
+    # ``- x / y`` is 0 there and carries the gradient, d/dx = -y / (x^2 + y^2) = -1 / y, d/dy = 0.
+    safe_y = _e.where(_c.eq(y, 0), 1.0, y)
+    on_axis = _e.sub(_e.mul(_e.sign(y), math.pi / 2), _division.div(x, safe_y))
+    return _e.where(_c.logical_and(on_y_axis, _c.ne(y, 0)), on_axis, quadrant)
 
 
 arctan2 = atan2
@@ -510,21 +524,26 @@ arctan2 = atan2
 
 def copysign(input, other) -> Tensor:
     """``|input|`` with the sign of ``other`` (-0.0 counts as negative)."""
+    if isinstance(other, Tensor):  # the promoted dtype of both (float32 beside float64 is float64)
+        (input, other), _ = promote_operands([input, other])
+        input = input if isinstance(input, Tensor) else Tensor._from_value(input)
     magnitude = _e.abs(_e._floating(input))
     other = other if isinstance(other, Tensor) else Tensor._full((), other, magnitude.dtype, magnitude.device)
     return _e.where(signbit(other), _e.neg(magnitude), magnitude)
 
 
+# Selected as PyTorch's gradient selects (``input`` on ties), which is also the value: ``other``
+# where ``input`` is NaN, ``input`` where ``other`` is, NaN only where both are.
+
+
 def fmax(input: Tensor, other: Tensor) -> Tensor:
     """Elementwise maximum that ignores a NaN operand (NaN only where both are NaN)."""
-    both = _e.maximum(input, other)
-    return _e.where(_c.isnan(input), other, _e.where(_c.isnan(other), input, both))
+    return _e.where(_c.logical_or(_c.ge(input, other), _c.isnan(other)), input, other)
 
 
 def fmin(input: Tensor, other: Tensor) -> Tensor:
     """Elementwise minimum that ignores a NaN operand (NaN only where both are NaN)."""
-    both = _e.minimum(input, other)
-    return _e.where(_c.isnan(input), other, _e.where(_c.isnan(other), input, both))
+    return _e.where(_c.logical_or(_c.le(input, other), _c.isnan(other)), input, other)
 
 
 def erfc(input: Tensor) -> Tensor:

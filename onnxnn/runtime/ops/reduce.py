@@ -11,6 +11,7 @@ from collections import namedtuple
 from ...ir import dtypes
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ._common import Tensor, apply_op, int64_constant, normalize_axes
+from . import comparison as _c
 from .elementwise import maximum, minimum, onnx_sign, where
 from ..realization import data_of
 
@@ -93,7 +94,14 @@ def _reduce_extremum_grad(ctx, g):
     kept, axes = _gradient_with_kept_dims(ctx, g)
     x = ctx.input(0)
     out = ctx.output().reshape(kept.shape)
-    mask = (x == out).to(g.dtype)
+    chosen = x == out
+    if x.dtype.is_floating_point:
+        # A line holding NaN has NaN as its extremum (``_extremum``), which equals nothing: its NaNs
+        # take the gradient, as PyTorch's max() does (onnxruntime's own result may skip them).
+        nans = x.isnan()
+        line_has_nan = any(nans, axes, True)
+        chosen = (line_has_nan & nans) | (~line_has_nan & chosen)  # onnxruntime has no bool Where
+    mask = chosen.to(g.dtype)
     # Ties share the gradient evenly, as PyTorch's amax/amin do.
     return mask * kept / mask.sum(dim=axes, keepdim=True), None
 
@@ -218,7 +226,8 @@ def _extremum(op_type: str, input: Tensor, dim, keepdim: bool, name: str) -> Ten
     result = _reduce(op_type, input, dim, keepdim, name)
     if not input.dtype.is_floating_point:
         return result
-    return where(holds_nan(input, dim, keepdim), float("nan"), result)
+    # NaN added, not selected: the gradient still reaches the reduction, whose rule gives it to the NaNs.
+    return where(holds_nan(input, dim, keepdim), result + float("nan"), result)
 
 
 def _check_extent(input: Tensor, dim, function: str, error: type[Exception] = RuntimeError) -> None:
@@ -311,15 +320,17 @@ def _extremum_along(input: Tensor, dim: int, keepdim: bool, arg_op: str, reduce_
     """(values, indices) of max/min along ``dim``.
 
     Float values are gathered at the returned indices, so that the gradient goes to that one
-    element on ties, as PyTorch's does (ReduceMax's rule splits it evenly), and are NaN where the
-    line holds a NaN.
+    element on ties, as PyTorch's does (ReduceMax's rule splits it evenly); where the line holds a
+    NaN, the index is its first NaN's.
     """
-    indices = _arg(arg_op, input, dim, True)
     if input.dtype.is_floating_point and input.dim() > 0:
         axis = normalize_axes([dim], input.dim())[0]
+        # A line's first NaN, as PyTorch's index: the gathered value is that NaN, and takes the gradient.
+        has_nan, first_nan = nan_position(input, axis, True)
+        indices = where(has_nan, first_nan, _arg(arg_op, input, dim, True))
         values = apply_op("GatherElements", (input, indices), {"axis": axis}, name)
-        values = where(holds_nan(input, dim, True), float("nan"), values)
     else:
+        indices = _arg(arg_op, input, dim, True)
         values = _reduce(reduce_op, input, dim, True, name)
     if not keepdim and input.dim() > 0:
         axis = normalize_axes([dim], input.dim())[0]
@@ -334,18 +345,21 @@ def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correc
         correction = 0 if unbiased is False else 1
     centered = input - mean(input, dim, keepdim=True)
     dims = _dims(input, dim)
-    count = input.numel() if dims is None else 1
-    if dims is not None:
+    count = input.numel()
+    if dims is not None and input.dim() > 0:  # a 0-d tensor's dim 0 is itself: one element
+        count = 1
         for axis in dims:
             count *= input.shape[axis]
     return sum(centered * centered, dim, keepdim) / builtins.max(count - correction, 0)
 
 
 def std(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
-    return var(input, dim, unbiased, keepdim, correction=correction).sqrt()
+    return root(var(input, dim, unbiased, keepdim, correction=correction), 2)
 
 
 def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
+    if input.numel() == 0:  # no peak to shift by (amax refuses an empty dim): log(0) = -inf, as PyTorch
+        return input.exp().sum(dim, keepdim).log()
     peak = amax(input, dim, keepdim=True).detach()
     # An infinite peak would give inf - inf = nan; shifting by 0 there keeps the result +-inf (PyTorch).
     peak = where(peak.abs() == float("inf"), 0.0, peak)
@@ -358,12 +372,16 @@ def _truth_values(input: Tensor) -> Tensor:
     return input.to(dtypes.bool).to(dtypes.int32)
 
 
+# Over no elements ReduceMin gives int32's highest value and ReduceMax its lowest (ONNX's
+# identities): compared with 0, not cast, they read True for ``all`` and False for ``any``.
+
+
 def all(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    return _reduce("ReduceMin", _truth_values(input), dim, keepdim, None).to(dtypes.bool)
+    return _c.gt(_reduce("ReduceMin", _truth_values(input), dim, keepdim, None), 0)
 
 
 def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    return _reduce("ReduceMax", _truth_values(input), dim, keepdim, None).to(dtypes.bool)
+    return _c.gt(_reduce("ReduceMax", _truth_values(input), dim, keepdim, None), 0)
 
 
 # The norms of ``norm`` computed from singular values, by name: linalg_jacobi fills it (it imports this
@@ -393,4 +411,16 @@ def norm(input: Tensor, p=2, dim=None, keepdim: bool = False) -> Tensor:
         return input.abs().amin(dim if dim is not None else (), keepdim)
     if p == 0:
         return (input != 0).to(input.dtype).sum(dim, keepdim)  # the count of nonzero elements
-    return (input.abs() ** p).sum(dim, keepdim) ** (1.0 / p)
+    return root((input.abs() ** p).sum(dim, keepdim), p)
+
+
+def root(total: Tensor, p: float) -> Tensor:
+    """``total ** (1 / p)`` (``total`` >= 0, a sum of p-th powers), with a gradient of 0 where it is 0.
+
+    As PyTorch's norms, distances and ``std``: there the root's infinite slope meets the sum's zero
+    gradient, and their product would be NaN.
+    """
+    zero = total == 0
+    safe = where(zero, 1.0, total)
+    rooted = safe.sqrt() if p == 2 else safe ** (1.0 / p)
+    return where(zero, 0.0, rooted)

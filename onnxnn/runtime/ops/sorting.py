@@ -262,6 +262,8 @@ def _cumulative_extremum(input: Tensor, dim: int, largest: bool, result):
     if input.dim() == 0:
         return result(input.clone(), Tensor._zeros((), dtypes.int64, input.device))
     axis = _axis(input, dim)
+    if input.numel() == 0:  # no prefixes to reduce: empty values and indices of the input's shape
+        return result(input.clone(), Tensor._zeros(tuple(input.shape), dtypes.int64, input.device))
     fill = float("-inf") if largest else float("inf")
     if not input.dtype.is_floating_point:
         info = np.iinfo(input.dtype.numpy_dtype) if input.dtype is not dtypes.bool else None

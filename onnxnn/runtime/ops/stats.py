@@ -58,6 +58,9 @@ def quantile(input: Tensor, q, dim: int | None = None, keepdim: bool = False, *,
         )
     if not input.dtype.is_floating_point:
         raise RuntimeError("quantile() input tensor must be either float or double dtype")
+    if input.dim() == 0:  # its dim 0 (or -1) is itself, as for the reductions
+        normalize_axes([0 if dim is None else dim], 0)
+        return quantile(input.reshape(1), q, 0, False, interpolation=interpolation)
     source = input.reshape(-1) if dim is None else input
     axis = 0 if dim is None else normalize_axes([dim], input.dim())[0]
     ordered = sort(source, axis).values
@@ -165,8 +168,8 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str | None = Non
     if p == float("inf"):
         return _r.amax(_e.abs(differences), -1)
     if p == 2:
-        return _e.sqrt(_r.sum(differences * differences, -1))
-    return _e.pow(_r.sum(_e.pow(_e.abs(differences), p), -1), 1.0 / p)
+        return _r.root(_r.sum(differences * differences, -1), 2)
+    return _r.root(_r.sum(_e.pow(_e.abs(differences), p), -1), p)
 
 
 def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None, dim: int = -1) -> Tensor:
@@ -211,7 +214,7 @@ def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None
 
 def _constant(array: np.ndarray, like: Tensor, value_dtype=None) -> Tensor:
     value_dtype = value_dtype or like.dtype
-    return Tensor._from_array(np.ascontiguousarray(array, dtype=value_dtype.numpy_dtype), value_dtype, like.device)
+    return Tensor._from_array(np.asarray(array, dtype=value_dtype.numpy_dtype, order="C"), value_dtype, like.device)
 
 
 def unique(
