@@ -21,6 +21,7 @@ import numpy as np
 
 from ..ir.device import CPU
 from ..ir.graph import Value, hold
+from ..ir.mode import trace_data_read
 from .aliases import ALIAS_GROUPS
 from .views import VIEW_LINKS
 from .autograd import Function, VersionCounter
@@ -255,6 +256,11 @@ def data_of(tensor: Tensor) -> np.ndarray:
 def known_data(tensor: Tensor) -> np.ndarray | None:
     """The array of ``tensor``'s value if it is already computed, else None; never runs anything.
 
-    For checks PyTorch makes on data (target indices in range) that would otherwise need a run.
+    For checks PyTorch makes on data (target indices in range) that would otherwise need a run, and
+    for layouts decided by data (CTC's target lengths). A trace being recorded notes the read: a
+    replay of its nodes would skip the check, or keep the layout of other data.
     """
-    return _host_data(tensor._value)
+    data = _host_data(tensor._value)
+    if data is not None:
+        trace_data_read()
+    return data

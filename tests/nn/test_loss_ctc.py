@@ -109,6 +109,32 @@ def test_ctc_loss_takes_concatenated_targets_and_tensor_lengths():
     np.testing.assert_allclose(result, _expected_none(), rtol=TOLERANCE)
 
 
+def test_a_replayed_ctc_loss_lays_out_each_calls_targets():
+    # Concatenated targets are laid out by their lengths' values: an evaluation-mode module under
+    # no_grad (whose forward is otherwise replayed by shapes) must lay out each call's own.
+    loss = nn.CTCLoss(reduction="none").eval()
+    flat = np.array([1, 2, 1])
+    with onnxnn.no_grad():
+        for lengths in ([2, 1, 0], [2, 1, 0], [1, 2, 0], [3, 0, 0], [0, 3, 0]):
+            starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+            padded = np.zeros((BATCH, 3), np.int64)
+            for n, (start, length) in enumerate(zip(starts, lengths)):
+                padded[n, :length] = flat[start : start + length]
+            result = loss(
+                onnxnn.tensor(LOG_PROBS), onnxnn.tensor(flat), onnxnn.tensor(INPUT_LENGTHS), onnxnn.tensor(lengths)
+            )
+            expected = _expected_none(targets=padded, target_lengths=lengths)
+            np.testing.assert_allclose(result.numpy(), expected, rtol=TOLERANCE)
+
+
+def test_ctc_loss_of_only_empty_targets_is_the_blank_paths():
+    result = F.ctc_loss(
+        onnxnn.tensor(LOG_PROBS), onnxnn.zeros(0, dtype=onnxnn.int64), INPUT_LENGTHS, [0, 0, 0], reduction="none"
+    )
+    expected = -np.array([LOG_PROBS[:frames, n, 0].sum() for n, frames in enumerate(INPUT_LENGTHS)])
+    np.testing.assert_allclose(result.numpy(), expected, rtol=TOLERANCE)
+
+
 def test_ctc_loss_unbatched_input():
     result = F.ctc_loss(
         onnxnn.tensor(LOG_PROBS[:, 0]), onnxnn.tensor(TARGETS[0]), onnxnn.tensor(5), onnxnn.tensor(3), reduction="none"

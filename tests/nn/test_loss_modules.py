@@ -267,3 +267,23 @@ def test_every_torch_loss_class_has_a_counterpart():
         if inspect.isclass(value) and value.__module__ == loss_module.__name__ and not name.startswith("_")
     }
     assert sorted(name for name in names | {"AdaptiveLogSoftmaxWithLoss"} if not hasattr(nn, name)) == []
+
+
+@pytest.mark.parametrize(
+    "module, error, message",
+    [
+        (nn.MultiMarginLoss(), RuntimeError, "target out of range"),
+        (nn.CrossEntropyLoss(), IndexError, "Target 7 is out of bounds"),
+        (nn.NLLLoss(), IndexError, "Target 7 is out of bounds"),
+    ],
+)
+def test_a_replayed_criterion_still_checks_its_targets(module, error, message):
+    # In evaluation mode under no_grad a module's forward is replayed by shapes after its second
+    # call; checks on the targets' values must not be replayed away.
+    module.eval()
+    scores = onnxnn.randn(2, 3)
+    with onnxnn.no_grad():
+        for _ in range(3):
+            module(scores, onnxnn.tensor([0, 2]))
+        with pytest.raises(error, match=message):
+            module(scores, onnxnn.tensor([0, 7]))

@@ -62,6 +62,8 @@ def _padded_targets(targets: Tensor, lengths, batch: int) -> Tensor:
     """
     lengths = np.asarray(lengths, np.int64).reshape(-1)
     width = max(int(lengths.max()), 1) if lengths.size else 1
+    if targets.shape[0] == 0:  # every length 0: no label to repeat, and none is read
+        return _constant(np.zeros((batch, width), np.int64), dtypes.int64, targets.device)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     index = np.minimum(starts[:, None] + np.arange(width)[None, :], max(targets.shape[0] - 1, 0))
     flat = targets.index_select(0, _constant(index.reshape(-1), dtypes.int64, targets.device))
