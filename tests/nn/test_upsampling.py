@@ -45,12 +45,16 @@ def axis_matrix(size_in, size_out, mode, align_corners, scale_factor, support=Fa
     """The (out, in) sampling matrix PyTorch's documentation describes for one axis; ``support``: 1
     at every tap each output reads instead (a bicubic tap of weight 0 too: its weight's slope is not)."""
     s = 1.0 / scale_factor if scale_factor is not None else size_in / size_out
+    # The nearest modes' source indices as PyTorch's kernels compute them, in float32: the step
+    # float32(1 / scale) (or in / out), times the index in float32 (nearest-exact: index + 0.5 times
+    # it in float64, rounded to float32), floored.
+    step = np.float32(1.0 / scale_factor) if scale_factor is not None else np.float32(size_in) / np.float32(size_out)
     matrix = np.zeros((size_out, size_in))
     for dst in range(size_out):
         if mode == "nearest":
-            matrix[dst, min(int(math.floor(dst * s)), size_in - 1)] = 1
+            matrix[dst, min(int(np.floor(np.float32(dst) * step)), size_in - 1)] = 1
         elif mode == "nearest-exact":
-            matrix[dst, min(int(math.floor((dst + 0.5) * s)), size_in - 1)] = 1
+            matrix[dst, min(int(np.floor(np.float32((dst + 0.5) * np.float64(step)))), size_in - 1)] = 1
         elif mode == "area":
             start, end = (dst * size_in) // size_out, -(-((dst + 1) * size_in) // size_out)
             matrix[dst, start:end] = 1 / (end - start)
@@ -83,6 +87,8 @@ def interpolate_reference(x, out_sizes, mode, align_corners=False, scale_factors
     for i, size_out in enumerate(out_sizes):
         axis = 2 + i
         factor = None if scale_factors is None else scale_factors[i]
+        if size_out == x.shape[axis] and (mode == "linear" or (mode == "nearest" and len(out_sizes) == 2)):
+            factor = 1.0  # an axis whose size stays is copied by these kernels, whatever the factor
         matrix = axis_matrix(x.shape[axis], size_out, mode, align_corners, factor)
         support = axis_matrix(x.shape[axis], size_out, mode, align_corners, factor, support=True) != 0
         result = np.moveaxis(np.tensordot(matrix, result, axes=([1], [axis])), 0, axis)
@@ -115,9 +121,29 @@ CASES = [
     ("bicubic", (1, 2, 4, 5), dict(size=(7, 3), mode="bicubic"), [7, 3], None),
     ("bicubic-align", (1, 1, 4, 5), dict(scale_factor=2, mode="bicubic", align_corners=True), [8, 10], None),
     ("trilinear", (1, 1, 3, 4, 2), dict(size=(5, 3, 4), mode="trilinear"), [5, 3, 4], None),
+    # Sizes are floor(size * factor) in float64 (5 * 1.4 is 7, 5 * float32(1.4) 6.99999988), and
+    # the nearest modes' indices float32 products (8 at 0.6: output 3 reads row 5, not 4).
+    ("nearest-float32-steps", (1, 1, 8, 5), dict(scale_factor=(0.6, 1.4)), [4, 7], [0.6, 1.4]),
+    ("nearest-exact-float32-steps", (1, 1, 9), dict(scale_factor=1.7, mode="nearest-exact"), [15], [1.7]),
+    ("nearest-1d-size-kept-by-factor", (1, 1, 3), dict(scale_factor=1.3), [3], [1.3]),
+    ("nearest-2d-size-kept-is-copied", (1, 1, 3, 2), dict(scale_factor=(1.3, 2.0)), [3, 4], [1.3, 2.0]),
+    ("linear-size-rounds-down-in-float64", (1, 1, 5), dict(scale_factor=1.4, mode="linear"), [7], [1.4]),
+    ("bilinear-size-kept-is-copied", (1, 1, 2, 5), dict(scale_factor=(1.3, 1.4), mode="bilinear"), [2, 7], [1.3, 1.4]),
+    ("bicubic-size-kept-is-scaled", (1, 1, 2, 3), dict(scale_factor=(1.3, 2.0), mode="bicubic"), [2, 6], [1.3, 2.0]),
     ("area-2d", (1, 2, 7, 6), dict(size=(3, 4), mode="area"), [3, 4], None),
     ("area-1d", (2, 1, 9), dict(scale_factor=0.5, mode="area"), [4], None),
 ]
+
+
+def _coordinate_epsilon(kwargs, factors, numpy_dtype) -> float:
+    """The relative error of the interpolating modes' source coordinates: the dtype's rounding, or
+    Resize's float32 scales' (rounded, and a few ulps up where that keeps the output size) where a
+    factor is not a float32; the nearest modes' indices are exact."""
+    epsilon = np.finfo(numpy_dtype).eps / 2
+    if factors and not kwargs.get("mode", "nearest").startswith("nearest"):
+        if any(float(np.float32(factor)) != factor for factor in factors):
+            epsilon = max(epsilon, 4 * np.finfo(np.float32).eps)
+    return epsilon
 
 
 def _run(executor, dtype, x, kwargs):
@@ -143,7 +169,7 @@ def test_interpolate_matches_the_documented_sampling(case_id, shape, kwargs, out
     # magnitude, the other axes' weights at most 1), a weight of 0 too, so per axis that times the
     # |x| of every tap read.
     taps = 4 ** len(out_sizes) + 1
-    coordinate = 2 * max(max(shape[2:]), max(out_sizes)) * np.finfo(numpy_dtype).eps / 2
+    coordinate = 2 * max(max(shape[2:]), max(out_sizes)) * _coordinate_epsilon(kwargs, factors, numpy_dtype)
     bound = 2 * gamma(taps, numpy_dtype) * magnitude + len(out_sizes) * 2 * coordinate * reach + 1e-300
     assert np.all(np.abs(actual - expected) <= bound), f"max error {np.max(np.abs(actual - expected)):.3g}"
 
@@ -369,12 +395,16 @@ def test_bad_arguments_raise_pytorchs_errors(call, error, message):
 
 def test_interpolate_matches_torch():
     torch = pytest.importorskip("torch")
-    for case_id, shape, kwargs, _, _ in CASES:
+    for case_id, shape, kwargs, out_sizes, factors in CASES:
         x = RNG.standard_normal(shape)
         expected = torch.nn.functional.interpolate(torch.tensor(x), **kwargs)
         with onnxnn.set_executor("kernels"):
             actual = F.interpolate(onnxnn.tensor(x, dtype=onnxnn.float64), **kwargs)
-        np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-12, atol=1e-12, err_msg=case_id)
+        # Each coordinate off by its size times the relative error, each weight by that (slopes <= 2),
+        # on taps of |x|: float64's rounding, or float32 scales' where a factor is not a float32.
+        size = max(max(shape[2:]), max(out_sizes))
+        tolerance = 1e-12 + 2 * 2 * size * _coordinate_epsilon(kwargs, factors, np.float64) * np.abs(x).sum()
+        np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=0, atol=tolerance, err_msg=case_id)
     for mode, size_in, size_out, align_corners in ALL_ANTIALIAS_CASES:
         x = RNG.standard_normal((1, 2) + size_in)
         expected = torch.nn.functional.interpolate(

@@ -1,17 +1,19 @@
 """Resampling and shuffles: ``interpolate`` (and the ``upsample*`` aliases), ``pixel_shuffle``,
 ``pixel_unshuffle``, ``channel_shuffle``.
 
-``interpolate`` records one ONNX ``Resize`` node (its gradient rule is in ``runtime/ops/resample.py``)
-with the attributes that reproduce PyTorch's sampling: ``nearest`` is ``asymmetric`` coordinates
-with ``floor`` rounding, ``nearest-exact`` is ``half_pixel`` with ``round_prefer_ceil``, the linear
-modes and ``bicubic`` (Keys' kernel with ``a = -0.75``) use ``half_pixel`` or ``align_corners``
-(not ``pytorch_half_pixel``, whose special case for an output of length 1 PyTorch does not make;
-a negative source coordinate reads the edge either way, as PyTorch's clamp does). ``area`` is adaptive
-average pooling, as in PyTorch. A given ``scale_factor`` is passed as Resize's ``scales`` so the
-coordinate map uses it (not the rounded size ratio), as PyTorch does unless ``recompute_scale_factor=True``
-or ``align_corners=True`` (whose map PyTorch takes from the rounded sizes, where Resize would use
-``scale * size`` unrounded); Resize's scales are float32, so a factor that float32 cannot represent
-(0.45) samples at coordinates off by about 1e-7 relative to PyTorch's float64.
+``interpolate`` records, for the interpolating modes, one ONNX ``Resize`` node (its gradient rule is
+in ``runtime/ops/resample.py``) with the attributes that reproduce PyTorch's sampling: the linear
+modes and ``bicubic`` (Keys' kernel with ``a = -0.75``) use ``half_pixel`` or ``align_corners`` (not
+``pytorch_half_pixel``, whose special case for an output of length 1 PyTorch does not make; a
+negative source coordinate reads the edge either way, as PyTorch's clamp does). A given
+``scale_factor`` is passed as Resize's ``scales`` so the coordinate map uses it (not the rounded size
+ratio), as PyTorch does unless ``recompute_scale_factor=True`` or ``align_corners=True`` (whose map
+PyTorch takes from the rounded sizes, where Resize would use ``scale * size`` unrounded); Resize's
+scales are float32, so a factor that float32 cannot represent (0.45) samples at coordinates off by
+about 1e-7 relative to PyTorch's float64, and is raised by an ulp or two where onnxruntime's output
+size would otherwise come out one short (``_float32_scale``). ``nearest`` and ``nearest-exact`` are a
+``Gather`` per axis of PyTorch's own source indices (``_nearest``): there a coordinate 1e-7 off is a
+whole pixel after the floor. ``area`` is adaptive average pooling, as in PyTorch.
 
 ``antialias=True`` records Resize's ``antialias`` filter, except with ``align_corners=True``: there
 PyTorch centres each output's filter at ``s * (i + 0.5)`` with ``s = (in - 1) / (out - 1)``, which no
@@ -120,26 +122,26 @@ def interpolate(
     if mode == "area":
         pool = (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[spatial - 1]
         return pool(input, output_size)
-    attrs: dict[str, Any]  # strings, and numbers for the cubic and antialias options
-    if mode == "nearest":
-        attrs = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
-    elif mode == "nearest-exact":
-        attrs = {"mode": "nearest", "coordinate_transformation_mode": "half_pixel", "nearest_mode": "round_prefer_ceil"}
-    else:
-        attrs = {
-            "mode": "cubic" if mode == "bicubic" else "linear",
-            "coordinate_transformation_mode": "align_corners" if align_corners else "half_pixel",
-        }
+    if mode in ("nearest", "nearest-exact"):
+        return _nearest(input, output_size, scales, mode)
+    attrs: dict[str, Any] = {
+        "mode": "cubic" if mode == "bicubic" else "linear",
+        "coordinate_transformation_mode": "align_corners" if align_corners else "half_pixel",
+    }
+    if mode == "bicubic":
+        attrs["cubic_coeff_a"] = -0.75
+    if antialias:
+        # PyTorch's antialiasing filter: the kernel stretched by 1 / scale when downsampling, taps
+        # outside the input dropped and the weights renormalized, with a = -0.5 for the cubic.
+        attrs.update(antialias=1, exclude_outside=1)
         if mode == "bicubic":
-            attrs["cubic_coeff_a"] = -0.75
-        if antialias:
-            # PyTorch's antialiasing filter: the kernel stretched by 1 / scale when downsampling, taps
-            # outside the input dropped and the weights renormalized, with a = -0.5 for the cubic.
-            attrs.update(antialias=1, exclude_outside=1)
-            if mode == "bicubic":
-                attrs["cubic_coeff_a"] = -0.5
+            attrs["cubic_coeff_a"] = -0.5
     empty_roi = static_constant([], dtypes.float32)
     if scales is not None and not align_corners:
+        scales = [
+            _float32_scale(in_size, out_size, factor, mode)
+            for in_size, out_size, factor in zip(input.shape[2:], output_size, scales)
+        ]
         scale_input = static_constant([1.0, 1.0] + scales, dtypes.float32)
         inputs: tuple = (input, empty_roi, scale_input)
     else:
@@ -150,16 +152,58 @@ def interpolate(
             int64_constant(list(input.shape[:2]) + output_size),
         )
     backward = {
-        "nearest": "UpsampleNearest",
-        "nearest-exact": "UpsampleNearestExact",
         "linear": "UpsampleLinear1D",
         "bilinear": "UpsampleBilinear2D",
         "bicubic": "UpsampleBicubic2D",
         "trilinear": "UpsampleTrilinear3D",
     }[mode]
-    if mode.startswith("nearest"):
-        backward += f"{spatial}D"
     return apply_op("Resize", inputs, attrs, backward + "Backward0")
+
+
+def _float32_scale(in_size: int, out_size: int, factor: float, mode: str) -> float:
+    """``factor`` as the float32 Resize takes, raised by a few ulps where onnxruntime's output size,
+    ``floor(in_size * float32(factor))``, would come out below PyTorch's ``floor(in_size * factor)``
+    (5 * float32(1.4) is 6.99999988): the coordinates move by ~1e-7 of themselves, the size is right.
+    An axis whose size stays is copied (scale 1), as PyTorch's linear kernels do (not its bicubic)."""
+    if out_size == in_size and mode != "bicubic":
+        return 1.0  # PyTorch's linear kernels copy an axis whose size stays, whatever the factor
+    scale = np.float32(factor)
+    while math.floor(float(scale) * in_size) < out_size:
+        scale = np.nextafter(scale, np.float32(np.inf))
+    return float(scale)
+
+
+def _nearest(input: Tensor, output_size: list, scales: list | None, mode: str) -> Tensor:
+    """``nearest``/``nearest-exact`` as one ``Gather`` per resampled axis, of PyTorch's source indices.
+
+    Its kernel computes them in float32 from ``float32(1 / scale_factor)`` (or ``in / out``), where
+    Resize divides by ``float32(scale_factor)``: a floor of the two differs by a whole pixel where
+    the product lands near an integer (length 8 at 0.6: PyTorch reads row 5 for output 3, Resize 4).
+    """
+    exact = mode == "nearest-exact"
+    name = f"UpsampleNearest{'Exact' if exact else ''}{len(output_size)}DBackward0"
+    result = input
+    for position, out_size in enumerate(output_size):
+        axis = 2 + position
+        in_size = input.shape[axis]
+        if out_size == in_size and len(output_size) == 2 and not exact:
+            continue  # PyTorch's 2-D nearest kernel copies an axis whose size stays; its 1-D and 3-D scale it
+        factor = None if scales is None else scales[position]
+        index = _nearest_source_indices(in_size, out_size, factor, exact)
+        if index != list(range(in_size)):  # not each index itself (an axis kept by size or factor 1)
+            result = apply_op("Gather", (result, int64_constant(index)), {"axis": axis}, name)
+    return result if result is not input else input.clone()
+
+
+def _nearest_source_indices(in_size: int, out_size: int, factor: float | None, exact: bool) -> list[int]:
+    """PyTorch's ``nearest_idx``/``nearest_exact_idx`` for every output index of one axis."""
+    step = np.float32(1.0 / factor) if factor is not None and factor > 0 else np.float32(in_size) / np.float32(out_size)
+    positions = np.arange(out_size)
+    if exact:  # (i + 0.5) * scale in double, then to float for floorf
+        source = np.floor(((positions + 0.5) * np.float64(step)).astype(np.float32))
+    else:  # i * scale in float
+        source = np.floor(positions.astype(np.float32) * step)
+    return np.minimum(source.astype(np.int64), in_size - 1).tolist()
 
 
 def _antialias_aligned_matrix(size_in: int, size_out: int, mode: str) -> np.ndarray:
