@@ -86,7 +86,10 @@ def _log_probability_gradient(ctx, g: Tensor, log_probabilities: Tensor) -> Tens
     reduction = ctx.attrs.get("reduction", "mean")
     scaled = g * sample_weight
     if reduction == "mean":
-        scaled = scaled / sample_weight.sum()
+        # Every target ignored (a batch of padding): the loss is 0 / 0, but the gradient 0, as
+        # PyTorch's, which writes nothing for ignored targets; a NaN here would reach every weight.
+        total = sample_weight.sum()
+        scaled = scaled / where(eq(total, 0), 1.0, total)
     return where(chosen, -scaled.unsqueeze(1), 0.0)
 
 
