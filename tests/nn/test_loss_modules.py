@@ -287,3 +287,15 @@ def test_a_replayed_criterion_still_checks_its_targets(module, error, message):
             module(scores, onnxnn.tensor([0, 2]))
         with pytest.raises(error, match=message):
             module(scores, onnxnn.tensor([0, 7]))
+
+
+@pytest.mark.parametrize("ignore_index", [0, 2, -100])
+@pytest.mark.parametrize("loss", [F.nll_loss, F.cross_entropy])
+def test_a_batch_of_only_ignored_targets_has_a_zero_gradient(loss, ignore_index):
+    # The mean over no counted targets is 0 / 0 (NaN, as PyTorch's), but PyTorch's gradient writes
+    # nothing for ignored targets: a batch of padding must not put NaN into the weights.
+    scores = onnxnn.tensor(np.random.default_rng(0).standard_normal((2, 3)), requires_grad=True)
+    value = loss(scores, onnxnn.tensor([ignore_index, ignore_index]), ignore_index=ignore_index)
+    value.backward()
+    assert np.isnan(value.item())
+    np.testing.assert_array_equal(scores.grad.numpy(), np.zeros((2, 3)))
