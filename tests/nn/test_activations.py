@@ -489,3 +489,21 @@ def test_rrelu_training_gradient_is_the_drawn_slope():
         return F.rrelu(x, 0.1, 0.4, training=True)
 
     check_gradients(with_fixed_slopes, [RNG.uniform(-3, 3, (3, 4))])
+
+
+@pytest.mark.parametrize("dtype", [onnxnn.float32, onnxnn.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize(
+    "function, slopes",
+    [
+        # PyTorch's one-sided choices at the kinks -3 and 3 (x = -3, -1, 0, 1, 3, 6).
+        (F.hardswish, [0.0, 1 / 6, 0.5, 5 / 6, 1.0, 1.0]),
+        (F.hardsigmoid, [0.0, 1 / 6, 1 / 6, 1 / 6, 0.0, 0.0]),
+        # At 0 PReLU takes the slope's side (x > 0 is the identity's).
+        (lambda x: F.prelu(x, onnxnn.tensor([0.25], dtype=x.dtype)), [0.25, 0.25, 0.25, 1.0, 1.0, 1.0]),
+    ],
+)
+def test_slopes_at_the_kinks_are_pytorchs(function, slopes, dtype):
+    x = onnxnn.tensor([-3.0, -1.0, 0.0, 1.0, 3.0, 6.0], dtype=dtype, requires_grad=True)
+    function(x).sum().backward()
+    u = 2.0**-24 if dtype is onnxnn.float32 else 2.0**-53
+    np.testing.assert_allclose(x.grad.numpy(), slopes, rtol=4 * u, atol=0)

@@ -279,8 +279,8 @@ def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     """Applies ``relu6(x + 3) / 6`` elementwise."""
     if inplace:
         return _in_place(input, hardsigmoid)
-    if lacks_kernels(input):
-        return _ops.clamp(input * (1.0 / 6) + 0.5, 0.0, 1.0)
+    if lacks_kernels(input):  # the ends selected, so that the slope is 0 at -3 and 3, as HardSigmoid's rule
+        return _ops.where(input <= -3.0, 0.0, _ops.where(input >= 3.0, 1.0, input * (1.0 / 6) + 0.5))
     return apply_op("HardSigmoid", (input,), {"alpha": 1.0 / 6, "beta": 0.5}, "HardsigmoidBackward0")
 
 
@@ -289,7 +289,7 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     if inplace:
         return _in_place(input, hardswish)
     if lacks_kernels(input):
-        return input * _ops.clamp(input * (1.0 / 6) + 0.5, 0.0, 1.0)
+        return input * hardsigmoid(input)
     return apply_op("HardSwish", (input,), None, "HardswishBackward0")
 
 

@@ -114,7 +114,8 @@ def _hard_sigmoid_grad(ctx, g):
 @gradient_rules.register("HardSwish")
 def _hard_swish_grad(ctx, g):
     x = ctx.input(0)
-    return (where(x < -3.0, g * 0.0, where(x <= 3.0, g * (x * (1.0 / 3) + 0.5), g)),)
+    # The middle piece's slope strictly between -3 and 3, as PyTorch's (0 at -3, 1 at 3).
+    return (where(x <= -3.0, g * 0.0, where(x < 3.0, g * (x * (1.0 / 3) + 0.5), g)),)
 
 
 @gradient_rules.register("Mish")
@@ -145,10 +146,10 @@ def _thresholded_relu_grad(ctx, g):
 @gradient_rules.register("PRelu")
 def _prelu_grad(ctx, g):
     x, slope = ctx.input(0), ctx.input(1)
-    negative = x < 0
-    grad_x = where(negative, g * slope, g) if needs_input_grad(ctx, 0) else None
+    positive = x > 0  # at 0 the slope's side, as PyTorch's
+    grad_x = where(positive, g, g * slope) if needs_input_grad(ctx, 0) else None
     # The driver sums this back to the slope's (numpy-broadcast) shape.
-    grad_slope = where(negative, g * x, g * 0.0) if needs_input_grad(ctx, 1) else None
+    grad_slope = where(positive, g * 0.0, g * x) if needs_input_grad(ctx, 1) else None
     return grad_x, grad_slope
 
 
@@ -189,5 +190,5 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
         slope = weight.reshape(())
     slope = slope.to(input.dtype)
     if input.dtype is dtypes.float64:  # onnxruntime's CPU provider has no float64 PRelu
-        return where(input < 0, input * slope, input)
+        return where(input > 0, input, input * slope)  # 0 on the slope's side, as PRelu's rule
     return apply_op("PRelu", (input, slope), None, "PreluKernelBackward0")
