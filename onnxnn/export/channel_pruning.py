@@ -116,7 +116,7 @@ def _dead_channel_values(first: Module, between: list[Module]) -> tuple[np.ndarr
         probe = bias.reshape(1, channels)
     else:
         probe = np.broadcast_to(bias.reshape(1, channels, 1, 1), (1, channels, _PROBE_SIZE, _PROBE_SIZE))
-    value = constant_tensor(np.ascontiguousarray(probe), first.weight.dtype, first.weight.device)
+    value = constant_tensor(np.asarray(probe, order="C"), first.weight.dtype, first.weight.device)
     with no_grad():
         for module in between:
             value = module(value)
@@ -131,7 +131,7 @@ def _padding_free(layer: Module) -> bool:
 
 
 def _set_parameter(module: Module, name: str, values: np.ndarray, like) -> None:
-    data = constant_tensor(np.ascontiguousarray(values), like.dtype, like.device)
+    data = constant_tensor(np.asarray(values, order="C"), like.dtype, like.device)
     setattr(module, name, Parameter(data, requires_grad=like.requires_grad))
 
 

@@ -340,7 +340,7 @@ class _ZipWriter:
 
 
 def _element_bytes(tensor: Tensor) -> memoryview:
-    array = np.ascontiguousarray(tensor.detach().cpu().numpy())
+    array = np.asarray(tensor.detach().cpu().numpy(), order="C")
     if array.dtype == np.bool_:
         array = array.view(np.uint8)
     return memoryview(array.reshape(-1).view(np.uint8))  # type: ignore[arg-type]  # an ndarray is a buffer; numpy declares __buffer__ for Python >= 3.12 only

@@ -355,7 +355,7 @@ def _present(cache: Tensor | None, new: Tensor, pasts: np.ndarray, present_lengt
     position, past = np.arange(present_length)[None, :], pasts[:, None]
     rows = np.where(position < past, position, np.where(position < past + length, capacity + position - past, -1))
     rows[rows < 0] = capacity + length
-    index = np.ascontiguousarray(np.broadcast_to(rows[:, None, :, None], (batch, heads, present_length, size)))
+    index = np.asarray(np.broadcast_to(rows[:, None, :, None], (batch, heads, present_length, size)), order="C")
     return apply_op("GatherElements", (source, constant_tensor(index)), {"axis": 2})
 
 
@@ -381,7 +381,7 @@ def _allowed_keys(totals, pasts, length: int, total: int, causal: bool, local_wi
         allowed = allowed & (key <= query)
     if local_window_size >= 0:
         allowed = allowed & (key > query - local_window_size)
-    return np.ascontiguousarray(allowed[:, None])
+    return np.asarray(allowed[:, None], order="C")
 
 
 def _softmax_with_sink(scores: Tensor, sink: Tensor | None) -> Tensor:

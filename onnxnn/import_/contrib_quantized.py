@@ -174,7 +174,7 @@ def MatMulNBits(
     else:  # float zero points (HQQ): in quantized units, not rounded
         offset = array_of(zero_points).astype(np.float32).reshape(N, blocks, 1)
     weight = ((quantized - offset) * scale).reshape(N, blocks * block_size)[:, :K]
-    product = ops.matmul(A, constant_tensor(np.ascontiguousarray(weight.T).astype(A.dtype.numpy_dtype)))
+    product = ops.matmul(A, constant_tensor(np.asarray(weight.T, order="C").astype(A.dtype.numpy_dtype)))
     return (product if bias is None else product + bias,)
 
 

@@ -53,7 +53,7 @@ def CumProd(call: NodeCall, x, axis, *, exclusive=0, reverse=0):
         result = np.cumprod(moved, axis=-1, dtype=data.dtype)
         if reverse:
             result = result[..., ::-1]
-        return (constant_tensor(np.ascontiguousarray(np.moveaxis(result, -1, position)), x.dtype),)
+        return (constant_tensor(np.asarray(np.moveaxis(result, -1, position), order="C"), x.dtype),)
     n = x.shape[position]
     mask = tensor_of(constant(_window(n, bool(exclusive), bool(reverse)), dtypes.bool, x.device))
     moved = x.transpose(position, -1)

@@ -400,7 +400,7 @@ def _add_initializer(graph: onnx.GraphProto, array: np.ndarray, name: str) -> No
     tensor.name = name
     tensor.data_type = data_type
     tensor.dims.extend(array.shape)
-    tensor.raw_data = np.ascontiguousarray(array).tobytes()
+    tensor.raw_data = np.asarray(array, order="C").tobytes()
 
 
 def build_model(

@@ -134,8 +134,8 @@ def weight_gradient(x: np.ndarray, g: np.ndarray, geometry: WeightGradientGeomet
     _LOOP.get()
     depthwise = geometry.group > 1
     function = _LOOP.depthwise if depthwise else _LOOP.function
-    x = np.ascontiguousarray(x, dtype=_FLOAT32)
-    g = np.ascontiguousarray(g, dtype=_FLOAT32)
+    x = np.asarray(x, dtype=_FLOAT32, order="C")
+    g = np.asarray(g, dtype=_FLOAT32, order="C")
     kernel, strides, dilations, pads = geometry.kernel, geometry.strides, geometry.dilations, geometry.pads_begin
     if x.ndim == 3:  # one spatial axis: a height of one
         x, g = x[:, :, None, :], g[:, :, None, :]

@@ -158,7 +158,7 @@ def unavailable_reason() -> str | None:
 
 
 def _float32(array: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(array, dtype=_FLOAT32)
+    return np.asarray(array, dtype=_FLOAT32, order="C")
 
 
 def _outputs(x: np.ndarray) -> tuple:

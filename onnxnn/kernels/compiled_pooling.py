@@ -88,7 +88,7 @@ def max_pool_with_indices(x: np.ndarray, kernel, strides, dilations, begins, out
     ``dilations``, ``strides`` apart, from ``begins`` before the input, ``output_spatial`` of them (the
     node's geometry, with its pads and ``ceil_mode`` resolved: kernels/pooling.py's ``_pool_geometry``)."""
     _LOOPS.get()
-    x = np.ascontiguousarray(x, dtype=_FLOAT32)
+    x = np.asarray(x, dtype=_FLOAT32, order="C")
     batch, channels, height, width = x.shape
     y = np.empty((batch, channels, *output_spatial), _FLOAT32)
     indices = np.empty(y.shape, _INT64)
@@ -107,9 +107,9 @@ def scatter_add(data: np.ndarray, indices: np.ndarray, updates: np.ndarray) -> n
         IndexError: an index outside [-len(data), len(data)).
     """
     _LOOPS.get()
-    data = np.ascontiguousarray(data, dtype=_FLOAT32)
-    indices = np.ascontiguousarray(indices, dtype=_INT64).reshape(-1)
-    updates = np.ascontiguousarray(updates, dtype=_FLOAT32).reshape(-1)
+    data = np.asarray(data, dtype=_FLOAT32, order="C")
+    indices = np.asarray(indices, dtype=_INT64, order="C").reshape(-1)
+    updates = np.asarray(updates, dtype=_FLOAT32, order="C").reshape(-1)
     if indices.size != updates.size:
         raise ValueError(f"ScatterElements: {indices.size} indices for {updates.size} updates")
     out = np.empty_like(data)

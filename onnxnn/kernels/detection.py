@@ -43,7 +43,7 @@ def roi_align(xp, inputs, attrs):
         result = per_sample.max(axis=4)
         # A bin without samples (an empty region with sampling_ratio 0) reads zero, as the reference.
         result = xp.where(xp.asarray(taps.valid.any(axis=3)[:, None]), result, 0.0)
-    return [xp.ascontiguousarray(result.astype(x.dtype))]
+    return [xp.asarray(result.astype(x.dtype), order="C")]
 
 
 @kernels.register("DeformConv", types=FLOATING)
@@ -75,4 +75,4 @@ def deform_conv(xp, inputs, attrs):
     result = xp.matmul(w.reshape(groups, w.shape[0] // groups, -1), columns).reshape(batch, w.shape[0], oh, ow)
     if bias is not None:
         result = result + bias.reshape(1, -1, 1, 1)
-    return [xp.ascontiguousarray(result.astype(x.dtype))]
+    return [xp.asarray(result.astype(x.dtype), order="C")]

@@ -394,7 +394,7 @@ def _finished(result, dtype: np.dtype, recorded_shape: tuple | None, position: i
     if result.dtype != dtype:
         result = result.astype(dtype)
     if not result.flags.c_contiguous:
-        result = xp.ascontiguousarray(result)
+        result = xp.asarray(result, order="C")
     if recorded_shape is not None and result.shape != recorded_shape:
         raise RuntimeError(
             f"onnxnn kernels executor: output {position} has shape {list(result.shape)}, "

@@ -32,7 +32,7 @@ FEW_ROWS = 128
 def _product(xp, a, b, transpose_a, transpose_b):
     """Gemm's ``op(a) @ op(b)``; a few rows times a transposed ``b`` as the transposed product, C-ordered."""
     if transpose_b and not transpose_a and xp is np and a.shape[0] < min(FEW_ROWS, b.shape[0]):
-        return np.ascontiguousarray(np.matmul(b, a.T).T)
+        return np.asarray(np.matmul(b, a.T).T, order="C")
     return xp.matmul(a.T if transpose_a else a, b.T if transpose_b else b)
 
 

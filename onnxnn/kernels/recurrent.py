@@ -69,7 +69,7 @@ def _recurrent(op_type):
     def kernel(xp, inputs, attrs):
         results = unroll(_ArrayBackend(xp), op_type, inputs, attrs, attrs.get("_num_outputs", 3))
         dtype = inputs[0].dtype
-        return [xp.ascontiguousarray(result, dtype=dtype) for result in results]
+        return [xp.asarray(result, dtype=dtype, order="C") for result in results]
 
     kernel.__name__ = kernel.__qualname__ = op_type.lower()
     return kernel

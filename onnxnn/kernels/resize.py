@@ -331,4 +331,4 @@ def affine_grid(xp, inputs, attrs):
     mesh = np.meshgrid(*axes, indexing="ij")
     base = np.stack([m.reshape(-1) for m in mesh[::-1]] + [np.ones(mesh[0].size)], axis=0)
     grid = xp.matmul(theta, xp.asarray(base.astype(theta.dtype)))  # (N, spatial, points)
-    return [xp.ascontiguousarray(grid.transpose(0, 2, 1)).reshape([batch] + sizes + [len(sizes)])]
+    return [xp.asarray(grid.transpose(0, 2, 1), order="C").reshape([batch] + sizes + [len(sizes)])]

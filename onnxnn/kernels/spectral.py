@@ -31,11 +31,11 @@ def dft(xp, inputs, attrs):
     if inverse and onesided:
         # A one-sided (Hermitian) spectrum back to a real signal, of even length by default.
         length = 2 * (x.shape[axis] - 1) if length is None else length
-        return [np.ascontiguousarray(np.fft.irfft(signal, n=length, axis=axis)[..., None].astype(x.dtype))]
+        return [np.asarray(np.fft.irfft(signal, n=length, axis=axis)[..., None].astype(x.dtype), order="C")]
     spectrum = (np.fft.ifft if inverse else np.fft.fft)(signal, n=length, axis=axis)
     if onesided:
         spectrum = np.take(spectrum, np.arange(spectrum.shape[axis] // 2 + 1), axis=axis)
-    return [np.ascontiguousarray(np.stack([spectrum.real, spectrum.imag], axis=-1).astype(x.dtype))]
+    return [np.asarray(np.stack([spectrum.real, spectrum.imag], axis=-1).astype(x.dtype), order="C")]
 
 
 # numpy transforms float32 in single precision, as onnx's reference does; half types widen to it.

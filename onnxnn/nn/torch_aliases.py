@@ -354,7 +354,7 @@ def native_dropout(input: Tensor, p: float, train: bool | None) -> tuple[Tensor,
     )
     scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
     factor = constant_tensor(
-        np.ascontiguousarray(keep * scale, dtype=input.dtype.numpy_dtype), input.dtype, input.device
+        np.asarray(keep * scale, dtype=input.dtype.numpy_dtype, order="C"), input.dtype, input.device
     )
     return _ops.mul(input, factor), constant_tensor(keep)
 

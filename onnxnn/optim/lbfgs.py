@@ -190,7 +190,7 @@ class LBFGS(Optimizer):
         for p in self._params:
             count = p.numel()
             p.data = from_numpy(
-                np.ascontiguousarray(flat[offset : offset + count].reshape(p.shape), dtype=p.numpy(force=True).dtype)
+                np.asarray(flat[offset : offset + count].reshape(p.shape), dtype=p.numpy(force=True).dtype, order="C")
             )
             offset += count
 

@@ -128,4 +128,4 @@ def _run_kernel(op_type: str, domain: str, inputs: tuple, attrs: dict, num_outpu
     )
     if widen:
         results = [result.astype(low) if result.dtype == np.float32 else result for result in results]
-    return [np.ascontiguousarray(result) for result in results]
+    return [np.asarray(result, order="C") for result in results]

@@ -142,7 +142,7 @@ def encode_response(
     for name, array in outputs.items():
         entry: dict[str, object] = {"name": name, "datatype": datatype_of(array.dtype), "shape": list(array.shape)}
         if per_output.get(name, everything):
-            raw = np.ascontiguousarray(array).tobytes()
+            raw = np.asarray(array, order="C").tobytes()
             entry["parameters"] = {"binary_data_size": len(raw)}
             chunks.append(raw)
         else:

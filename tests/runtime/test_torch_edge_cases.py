@@ -193,3 +193,18 @@ def test_gradients_at_the_edges_are_pytorchs(function, inputs, expected):
 def test_adding_to_a_clamp_keeps_the_sign_of_a_zero_input():
     result = onnxnn.clamp(onnxnn.tensor([-0.0, 3.0]), min=onnxnn.tensor([-1.0, 0.0]), max=onnxnn.tensor(2.0))
     assert np.signbit(result.numpy()).tolist() == [True, False]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        # np.ascontiguousarray makes a 0-d array 1-d; these went through it.
+        lambda: onnxnn.nn.functional.dropout(onnxnn.tensor(1.0), 0.5, training=True),
+        lambda: onnxnn.nn.functional.rrelu(onnxnn.tensor(-1.0), training=True),
+        lambda: onnxnn.tensor(1.0).view(onnxnn.int32),
+        lambda: onnxnn.utils.data.default_convert(np.array(3.0)),
+        lambda: onnxnn.unique(onnxnn.tensor(3), return_inverse=True)[1],
+    ],
+)
+def test_zero_dimensional_results_stay_zero_dimensional(call):
+    assert tuple(call().shape) == ()

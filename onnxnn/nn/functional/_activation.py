@@ -344,7 +344,7 @@ def rrelu(
         return leaky_relu(input, (lower + upper) / 2)
     numpy_dtype = input.dtype.numpy_dtype
     slopes = _random.uniform(tuple(input.shape), np.float64, lower, upper).astype(numpy_dtype)
-    slope_tensor = constant_tensor(np.ascontiguousarray(slopes), input.dtype, input.device)
+    slope_tensor = constant_tensor(np.asarray(slopes, order="C"), input.dtype, input.device)
     return _ops.where(input >= 0, input, input * slope_tensor)
 
 
@@ -387,7 +387,7 @@ def gumbel_softmax(logits: Tensor, tau: float = 1, hard: bool = False, eps: floa
     # -log(Exponential(1)) is standard Gumbel; 1 - u lies in (0, 1], so the logarithms stay finite.
     exponential = np.maximum(-np.log1p(-uniform), np.finfo(np.float64).tiny)
     gumbels = constant_tensor(
-        np.ascontiguousarray(-np.log(exponential)).astype(logits.dtype.numpy_dtype), logits.dtype, logits.device
+        np.asarray(-np.log(exponential), order="C").astype(logits.dtype.numpy_dtype), logits.dtype, logits.device
     )
     y_soft = _ops.softmax((logits + gumbels) / tau, dim, None)
     if not hard:

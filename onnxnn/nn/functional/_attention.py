@@ -43,7 +43,7 @@ def _cpp_type_name(dtype) -> str:
 
 
 def _constant(like: Tensor, array) -> Tensor:
-    return constant_tensor(np.ascontiguousarray(array, dtype=like.dtype.numpy_dtype), like.dtype, like.device)
+    return constant_tensor(np.asarray(array, dtype=like.dtype.numpy_dtype, order="C"), like.dtype, like.device)
 
 
 def _is_bool(tensor: Tensor) -> bool:

@@ -29,7 +29,7 @@ def _check_probability(p: float) -> None:
 
 
 def _data(input: Tensor, array: np.ndarray) -> Tensor:
-    return constant_tensor(np.ascontiguousarray(array, dtype=input.dtype.numpy_dtype), input.dtype, input.device)
+    return constant_tensor(np.asarray(array, dtype=input.dtype.numpy_dtype, order="C"), input.dtype, input.device)
 
 
 def _apply(input: Tensor, inplace: bool, function) -> Tensor:

@@ -244,8 +244,8 @@ def _antialiased_with_aligned_corners(input: Tensor, output_size: list[int], mod
     numpy_dtype = input.dtype.numpy_dtype
     row_matrix = _antialias_aligned_matrix(input.shape[2], output_size[0], mode)
     column_matrix = _antialias_aligned_matrix(input.shape[3], output_size[1], mode).T
-    rows = constant_tensor(np.ascontiguousarray(row_matrix.astype(numpy_dtype)), input.dtype, input.device)
-    columns = constant_tensor(np.ascontiguousarray(column_matrix.astype(numpy_dtype)), input.dtype, input.device)
+    rows = constant_tensor(np.asarray(row_matrix.astype(numpy_dtype), order="C"), input.dtype, input.device)
+    columns = constant_tensor(np.asarray(column_matrix.astype(numpy_dtype), order="C"), input.dtype, input.device)
     return rows @ input @ columns
 
 

@@ -29,7 +29,7 @@ def _array(tensor: Tensor) -> np.ndarray:
 
 def _tensor_like(array: np.ndarray, like: Tensor) -> Tensor:
     """A leaf tensor holding ``array`` with the dtype and device of ``like``."""
-    return constant_tensor(np.ascontiguousarray(array, dtype=like.dtype.numpy_dtype), like.dtype, like.device)
+    return constant_tensor(np.asarray(array, dtype=like.dtype.numpy_dtype, order="C"), like.dtype, like.device)
 
 
 # ---------------------------------------------------------------------- amount checks

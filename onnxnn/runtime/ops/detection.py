@@ -35,11 +35,11 @@ __all__: list[str] = []
 
 
 def _constant(array: np.ndarray, like: Tensor) -> Tensor:
-    return Tensor._from_array(np.ascontiguousarray(array), like.dtype, like.device)
+    return Tensor._from_array(np.asarray(array, order="C"), like.dtype, like.device)
 
 
 def _index(array: np.ndarray, like: Tensor) -> Tensor:
-    return Tensor._from_array(np.ascontiguousarray(array, dtype=np.int64), dtypes.int64, like.device)
+    return Tensor._from_array(np.asarray(array, dtype=np.int64, order="C"), dtypes.int64, like.device)
 
 
 # ---------------------------------------------------------------- RoiAlign

@@ -295,7 +295,7 @@ def setitem(input: Tensor, key, value) -> None:
     else:
         array = plan.apply_numpy(np.arange(numel, dtype=np.int64).reshape(shape))
         indexed_shape = array.shape
-        positions = Tensor._from_array(np.ascontiguousarray(array.reshape(-1)), dtypes.int64, input.device)
+        positions = Tensor._from_array(np.asarray(array.reshape(-1), order="C"), dtypes.int64, input.device)
     updates = _broadcast_value(value, indexed_shape).reshape(-1)
     name = "IndexPutBackward0" if plan.advanced else "CopySlices"
     flat = input._alias().reshape(-1)
@@ -458,7 +458,7 @@ def nonzero(input: Tensor, *, as_tuple: bool = False):
     data = input._realized_data()
     if as_tuple:
         return tuple(
-            Tensor._from_array(np.ascontiguousarray(column, dtype=np.int64), dtypes.int64, input.device)
+            Tensor._from_array(np.asarray(column, dtype=np.int64, order="C"), dtypes.int64, input.device)
             for column in np.nonzero(np.atleast_1d(data))
         )
     return Tensor._from_array(np.argwhere(data).astype(np.int64), dtypes.int64, input.device)

@@ -339,7 +339,7 @@ def view_dtype(input: Tensor, dtype) -> Tensor:
                 f"self.size(-1) must be divisible by {ratio} to view {names}, but got {input._value.shape[-1]}"
             )
     device = input._value.device
-    array = np.ascontiguousarray(data_of(input.detach().cpu()._value)).view(target.numpy_dtype)
+    array = np.asarray(data_of(input.detach().cpu()._value), order="C").view(target.numpy_dtype)
     return Tensor._from_array(array, target).to(device)
 
 

@@ -86,9 +86,9 @@ def to_shared_memory(batch: Any, prefix: str) -> Any:
         if isinstance(item, Tensor) and not item.requires_grad and item.device.type == "cpu":
             array = item.numpy(force=True)
             if array.nbytes >= SHARE_MIN_BYTES:
-                return _share(np.ascontiguousarray(array), True, prefix)
+                return _share(np.asarray(array, order="C"), True, prefix)
         elif type(item) is np.ndarray and item.nbytes >= SHARE_MIN_BYTES and not item.dtype.hasobject:
-            return _share(np.ascontiguousarray(item), False, prefix)
+            return _share(np.asarray(item, order="C"), False, prefix)
         return item
 
     return _map(batch, to_shared)

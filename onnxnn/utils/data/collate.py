@@ -36,7 +36,7 @@ def _stack(arrays: list[np.ndarray]) -> Tensor:
                 f"stack expects each tensor to be equal size, but got {list(first)} at entry 0 "
                 f"and {list(array.shape)} at entry {index}"
             )
-    return from_numpy(np.ascontiguousarray(np.stack(arrays)))
+    return from_numpy(np.asarray(np.stack(arrays), order="C"))
 
 
 def _rebuild(template, items):
@@ -110,7 +110,7 @@ def default_convert(data: Any) -> Any:
         return data
     if isinstance(data, (np.ndarray, np.generic)) and not isinstance(data, (np.str_, np.bytes_)):
         array = np.asarray(data)
-        return data if _is_text_or_object(array) else from_numpy(np.ascontiguousarray(array))
+        return data if _is_text_or_object(array) else from_numpy(np.asarray(array, order="C"))
     if isinstance(data, (str, bytes)):
         return data
     if isinstance(data, collections.abc.Mapping):
