@@ -169,6 +169,12 @@ ROWS = np.array([[0.0, 1.0], [2.0, 3.0], [2.0, 3.0]])
         # max()/min() of a tensor holding NaNs: the NaNs share it; along a dim, the first NaN takes it.
         (lambda x: x.min(), [[1.0, NAN, 2.0, NAN]], [[0.0, 0.5, 0.0, 0.5]]),
         (lambda x: x.max(1).values, [[[1.0, NAN, NAN], [2.0, 2.0, 1.0]]], [[[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]]),
+        # median() without dim spreads it over the tied elements (over the NaNs of a tensor holding
+        # some); along a dim the element at the index takes it, a line's first NaN where it holds one.
+        (lambda x: x.median(), [[1.0, 3.0, 3.0, 3.0, 0.0]], [[0.0, 1 / 3, 1 / 3, 1 / 3, 0.0]]),
+        (lambda x: x.nanmedian(), [[1.0, NAN, 2.0, 2.0]], [[0.0, 0.0, 0.5, 0.5]]),
+        (lambda x: x.median(), [[1.0, NAN, 2.0, NAN]], [[0.0, 0.5, 0.0, 0.5]]),
+        (lambda x: x.median(1).values, [[[1.0, NAN, 2.0], [3.0, 1.0, 2.0]]], [[[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]]),
         # clamp with tensor bounds: the input keeps it on a bound; the bound only where taken (the
         # upper one where the bounds cross); none to a NaN.
         (

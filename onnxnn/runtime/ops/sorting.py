@@ -174,14 +174,37 @@ def median(input: Tensor, dim: int | None = None, keepdim: bool = False):
         middle = kthvalue(flat, (flat.shape[0] + 1) // 2, 0).values
         if not input.dtype.is_floating_point:
             return middle
-        return _where(holds_nan(flat, None, False), float("nan"), middle)
+        return _spread_over_ties(flat, _where(holds_nan(flat, None, False), float("nan"), middle))
     axis = _axis(input, dim)
     size = input.shape[axis] if input.dim() else 1
     values, indices = kthvalue(input, (size + 1) // 2, axis, keepdim)
     if not input.dtype.is_floating_point or input.dim() == 0:
         return MedianResult(values, indices)
-    has_nan, first_nan = nan_position(input, axis, keepdim)
-    return MedianResult(_where(has_nan, float("nan"), values), _where(has_nan, first_nan, indices))
+    has_nan, first_nan = nan_position(input, axis, True)
+    # Gathered at the first NaN where a line holds one: its value, and its gradient, are that NaN's.
+    kept_indices = _where(has_nan, first_nan, indices if keepdim else indices.unsqueeze(axis))
+    values = input.gather(axis, kept_indices)
+    if not keepdim:
+        values, kept_indices = values.squeeze(axis), kept_indices.squeeze(axis)
+    return MedianResult(values, kept_indices)
+
+
+def _spread_over_ties(flat: Tensor, value: Tensor) -> Tensor:
+    """``value`` (one of ``flat``'s elements, or NaN where ``flat`` holds one) with its gradient
+    spread evenly over the elements equal to it (over the NaNs when it is NaN), as PyTorch's
+    ``median()`` without ``dim`` gives it.
+
+    The gradient is the mean's of those elements, whose value may round differently from ``value``:
+    where finite, it is corrected by ``value`` minus that mean, an exact difference of two close
+    numbers, so the result is ``value`` exactly.
+    """
+    settled = value.detach()
+    is_nan = settled.isnan()
+    # onnxruntime has no bool Where: the two masks are combined with logical operators.
+    ties = (is_nan & flat.isnan()) | (~is_nan & (flat == settled))
+    mean = _where(ties, flat, 0.0).sum() / ties.to(flat.dtype).sum()
+    rounded = mean.detach()
+    return _where(rounded.isfinite(), mean + (settled - rounded), mean)
 
 
 def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False):
@@ -195,7 +218,8 @@ def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False):
         valid = data[~np.isnan(data)]
         if valid.size == 0:
             return Tensor._full((), np.nan, input.dtype, input.device)
-        return kthvalue(input.reshape(-1), (valid.size + 1) // 2, 0).values
+        flat = input.reshape(-1)
+        return _spread_over_ties(flat, kthvalue(flat, (valid.size + 1) // 2, 0).values)
     axis = _axis(input, dim)
     counts = (~np.isnan(data)).sum(axis=axis, keepdims=True)
     position = np.maximum((counts - 1) // 2, 0).astype(np.int64)
