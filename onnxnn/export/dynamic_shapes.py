@@ -1,10 +1,10 @@
-"""Dynamic axes for exported graphs, found by tracing at two sizes.
+"""Dynamic axes for exported graphs, found by tracing at three sizes.
 
 Python code such as ``x.view(x.size(0), -1)`` turns a size into a structural constant when it is
-recorded. Tracing once more with every dynamic axis resized shows which constants follow which
-axis: each such constant ``k * size + c`` is replaced by a small ``Shape -> Gather -> Mul -> Add
--> Concat`` subgraph over the graph input, so the exported model runs at any size. Graph inputs
-and outputs get symbolic dimensions.
+recorded. Tracing twice more with every dynamic axis resized (each by its own amounts) shows which
+constants follow which axis: each such constant ``k * size + c`` (or ``k * size * other_size + c``)
+is replaced by a small ``Shape -> Gather -> Mul -> Add -> Concat`` subgraph over the graph input,
+so the exported model runs at any size. Graph inputs and outputs get symbolic dimensions.
 """
 
 from __future__ import annotations
@@ -60,63 +60,124 @@ def widen_unit_axes(args: tuple, input_names: list[str], dynamic_axes: dict) -> 
     return tuple(widened)
 
 
-def _resized_arguments(args: tuple, input_names: list[str], axes: dict) -> tuple[tuple, list]:
-    """Copies of the example arguments with every dynamic axis made larger, and the size sources."""
-    resized, sources = [], []
+# Two more traces, each dynamic size (each symbol: inputs sharing one grow together) grown by its
+# own amount: consecutive primes, so that a shape constant's growth names the size it follows (with
+# every size grown alike, ``T - 1`` fits ``B + c`` as well and the first input's axis won), and the
+# third trace checks the fit (``B * T`` fits a line through two traces, never through three).
+# A model may need its sizes to keep a divisor (``x.view(B, T // 2, 2)``): the growths are tried
+# as they are, then doubled, then times 8, and last the same for every size (sizes the model needs
+# equal under different symbols), where the first fit found stands.
+_PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71)
+_MULTIPLES = (1, 2, 8)
+
+
+class _Source:
+    """One dynamic axis of one input, and its sizes in the three traces."""
+
+    __slots__ = ("name", "axis", "symbol", "sizes")
+
+    def __init__(self, name: str, axis: int, symbol: str, sizes: tuple):
+        self.name, self.axis, self.symbol, self.sizes = name, axis, symbol, sizes
+
+
+def _growths(symbols: list, multiple: int | None) -> dict:
+    """``{symbol: (first growth, second growth)}``; ``multiple`` None: the same for every symbol."""
+    if multiple is None:
+        return {symbol: (2, 4) for symbol in symbols}
+    if len(symbols) >= len(_PRIMES):
+        raise ValueError(f"to_onnx: at most {len(_PRIMES) - 1} dynamic axis names, got {len(symbols)}")
+    return {symbol: (multiple * _PRIMES[i], multiple * _PRIMES[i + 1]) for i, symbol in enumerate(symbols)}
+
+
+def _resized_arguments(args: tuple, input_names: list[str], axes: dict, growths: dict, which: int) -> tuple:
+    """Copies of the example arguments with every dynamic axis grown by its symbol's ``which``-th growth."""
+    resized = []
     for arg, name in zip(args, input_names):
         dims = axes.get(name, {})
         if not dims:
             resized.append(arg)
             continue
-        shape = list(arg.shape)
-        new_shape = list(shape)
+        new_shape = list(arg.shape)
         for axis, symbol in dims.items():
-            axis = axis % len(shape)
-            new_shape[axis] = shape[axis] + 2
-            sources.append((name, axis, shape[axis], new_shape[axis], symbol))
+            new_shape[axis % len(new_shape)] += growths[symbol][which]
         data = np.resize(arg.numpy(force=True), new_shape).astype(arg.dtype.numpy_dtype)
         resized.append(as_tensor(data))
-    return tuple(resized), sources
+    return tuple(resized)
 
 
-def _fit(first: int, second: int, sources: list) -> tuple | None:
-    """The (source, k, c) with ``first = k * d1 + c`` and ``second = k * d2 + c``; k a nonzero integer."""
+def _sources(args: tuple, input_names: list[str], axes: dict, growths: dict) -> list:
+    sources = []
+    for arg, name in zip(args, input_names):
+        for axis, symbol in axes.get(name, {}).items():
+            axis %= len(arg.shape)
+            size = arg.shape[axis]
+            sources.append(_Source(name, axis, symbol, (size, size + growths[symbol][0], size + growths[symbol][1])))
+    return sources
+
+
+def _retraces(args: tuple, input_names: list[str], axes: dict, retrace) -> tuple:
+    """The second and third traces and the dynamic axes' sources (see ``_PRIMES``)."""
+    symbols = list(dict.fromkeys(symbol for name in input_names for symbol in axes.get(name, {}).values()))
+    first_error = None
+    for multiple in (*_MULTIPLES, None):
+        growths = _growths(symbols, multiple)
+        try:
+            second = retrace(_resized_arguments(args, input_names, axes, growths, 0))
+            third = retrace(_resized_arguments(args, input_names, axes, growths, 1))
+        except Exception as error:  # the model refused those sizes: try sizes it may take
+            first_error = first_error or error
+            continue
+        return second, third, _sources(args, input_names, axes, growths)
+    raise RuntimeError(
+        f"to_onnx: the model does not run with its dynamic axes resized ({first_error}); export with fixed sizes"
+    ) from first_error
+
+
+def _terms(sources: list) -> list:
+    """The sizes a shape constant may follow: each dynamic size, and each product of two of them
+    (``x.reshape(B * T, -1)``), one source per symbol; as ``(factors, sizes in the three traces)``."""
+    by_symbol = list({source.symbol: source for source in sources}.values())
+    terms: list[tuple[tuple, tuple]] = [((source,), source.sizes) for source in by_symbol]
+    for i, first in enumerate(by_symbol):
+        for second in by_symbol[i:]:
+            terms.append(((first, second), tuple(a * b for a, b in zip(first.sizes, second.sizes))))
+    return terms
+
+
+def _fit(values: tuple, terms: list) -> tuple | None:
+    """The simplest ``(factors, k, c)`` with ``value = k * product(factors) + c`` in all three traces."""
     best = None
-    for source in sources:
-        d1, d2 = source[2], source[3]
-        if (first - second) % (d1 - d2):
+    for factors, sizes in terms:
+        if (values[1] - values[0]) % (sizes[1] - sizes[0]):
             continue
-        k = (first - second) // (d1 - d2)
-        c = first - k * d1
-        if k == 0:
+        k = (values[1] - values[0]) // (sizes[1] - sizes[0])
+        c = values[0] - k * sizes[0]
+        if k == 0 or values[2] != k * sizes[2] + c:
             continue
-        score = (c != 0, abs(k) != 1)
+        score = (len(factors), c != 0, abs(k) != 1)
         if best is None or score < best[0]:
-            best = (score, source, k, c)
-    if best is None:
-        return None
-    return best[1:]
+            best = (score, factors, k, c)
+    return None if best is None else best[1:]
 
 
-def _size_expression(graph_nodes: list, initializers: list, cache: dict, source, k: int, c: int) -> str:
-    """Appends nodes computing ``k * size(input, axis) + c`` as a 1-element int64 tensor; returns its name."""
-    name, axis = source[0], source[1]
-    key = (name, axis, k, c)
+def _size_expression(graph_nodes: list, initializers: list, cache: dict, factors: tuple, k: int, c: int) -> str:
+    """Appends nodes computing ``k * product of the factors' sizes + c`` as a 1-element int64 tensor;
+    returns its name."""
+    key = (tuple((source.name, source.axis) for source in factors), k, c)
     if key in cache:
         return cache[key]
-    shape_name = f"{name}::shape"
-    if shape_name not in cache:
-        graph_nodes.append(helper.make_node("Shape", [name], [shape_name]))
-        cache[shape_name] = shape_name
-    size_name = f"{name}::size_{axis}"
-    if size_name not in cache:
-        index_name = f"{size_name}::index"
-        initializers.append(numpy_helper.from_array(np.array([axis], np.int64), index_name))
-        graph_nodes.append(helper.make_node("Gather", [shape_name, index_name], [size_name], axis=0))
-        cache[size_name] = size_name
-    result = size_name
+    result = None
+    for source in factors:
+        size = _input_size(graph_nodes, initializers, cache, source.name, source.axis)
+        if result is None:
+            result = size
+        else:
+            product = f"{result}::times::{size}"
+            graph_nodes.append(helper.make_node("Mul", [result, size], [product]))
+            result = product
+    assert result is not None  # a term has at least one factor
     if k != 1:
-        factor = f"{size_name}::times_{k}"
+        factor = f"{result}::times_{k}"
         initializers.append(numpy_helper.from_array(np.array([k], np.int64), factor + "::factor"))
         graph_nodes.append(helper.make_node("Mul", [result, factor + "::factor"], [factor]))
         result = factor
@@ -127,6 +188,21 @@ def _size_expression(graph_nodes: list, initializers: list, cache: dict, source,
         result = shifted
     cache[key] = result
     return result
+
+
+def _input_size(graph_nodes: list, initializers: list, cache: dict, name: str, axis: int) -> str:
+    """Appends (once) the nodes reading ``name``'s size along ``axis`` as a 1-element tensor."""
+    shape_name = f"{name}::shape"
+    if shape_name not in cache:
+        graph_nodes.append(helper.make_node("Shape", [name], [shape_name]))
+        cache[shape_name] = shape_name
+    size_name = f"{name}::size_{axis}"
+    if size_name not in cache:
+        index_name = f"{size_name}::index"
+        initializers.append(numpy_helper.from_array(np.array([axis], np.int64), index_name))
+        graph_nodes.append(helper.make_node("Gather", [shape_name, index_name], [size_name], axis=0))
+        cache[size_name] = size_name
+    return size_name
 
 
 def _check_same_structure(first, second) -> None:
@@ -151,33 +227,34 @@ def make_shapes_dynamic(
 ) -> None:
     """Rewrites ``proto`` in place so every ``dynamic_axes`` axis may change size at run time."""
     axes = normalize_dynamic_axes(dynamic_axes, list(input_names) + list(output_names))
-    resized_args, sources = _resized_arguments(args, input_names, axes)
-    if not sources:
+    if not any(axes.get(name) for name in input_names):
         return
-    second = retrace(resized_args)
+    second, third, sources = _retraces(args, input_names, axes, retrace)
     _check_same_structure(trace, second)
+    _check_same_structure(trace, third)
+    terms = _terms(sources)
 
     prologue: list
     new_initializers: list
     cache: dict
     prologue, new_initializers, cache = [], [], {}
     graph_nodes = proto.graph.node
-    for position, (node_a, node_b) in enumerate(zip(trace.plan.nodes, second.plan.nodes)):
-        for slot, (value_a, value_b) in enumerate(zip(node_a.inputs, node_b.inputs)):
+    for position, (node_a, node_b, node_c) in enumerate(zip(trace.plan.nodes, second.plan.nodes, third.plan.nodes)):
+        for slot, (value_a, value_b, value_c) in enumerate(zip(node_a.inputs, node_b.inputs, node_c.inputs)):
             if value_a is None or value_a.data is None:
                 continue
             if value_a.static is not None:
-                if value_b.static == value_a.static:
+                if value_b.static == value_a.static and value_c.static == value_a.static:
                     continue
-                first, later = value_a.data.reshape(-1), value_b.data.reshape(-1)
-                if value_a.data.ndim != 1 or first.shape != later.shape:
+                first, later, last = value_a.data.reshape(-1), value_b.data.reshape(-1), value_c.data.reshape(-1)
+                if value_a.data.ndim != 1 or not first.shape == later.shape == last.shape:
                     raise RuntimeError(
                         f"to_onnx: a shape argument of {node_a.op_type} depends on a dynamic axis "
                         "in a way onnxnn cannot express"
                     )
                 pieces = []
-                for element_a, element_b in zip(first.tolist(), later.tolist()):
-                    if element_a == element_b:
+                for element_a, element_b, element_c in zip(first.tolist(), later.tolist(), last.tolist()):
+                    if element_a == element_b == element_c:
                         constant_name = f"onnxnn::dim_constant_{element_a}"
                         if constant_name not in cache:
                             new_initializers.append(
@@ -186,11 +263,11 @@ def make_shapes_dynamic(
                             cache[constant_name] = constant_name
                         pieces.append(constant_name)
                         continue
-                    fitted = _fit(element_a, element_b, sources)
+                    fitted = _fit((element_a, element_b, element_c), terms)
                     if fitted is None:
                         raise RuntimeError(
                             f"to_onnx: a size used by {node_a.op_type} ({element_a} at the traced "
-                            "size) is not a multiple of a dynamic axis plus a constant"
+                            "size) is not a multiple of a dynamic axis, or of a product of two, plus a constant"
                         )
                     pieces.append(_size_expression(prologue, new_initializers, cache, *fitted))
                 computed = f"onnxnn::dynamic_shape_{position}_{slot}"
@@ -217,15 +294,16 @@ def make_shapes_dynamic(
         for axis, symbol in axes.get(graph_input.name, {}).items():
             dims = graph_input.type.tensor_type.shape.dim
             dims[axis % len(dims)].dim_param = symbol
-    symbol_by_sizes = {(d1, d2): symbol for _, _, d1, d2, symbol in sources}
+    symbol_by_sizes = {source.sizes: source.symbol for source in sources}
     for index, graph_output in enumerate(proto.graph.output):
         named = axes.get(graph_output.name, {})
         dims = graph_output.type.tensor_type.shape.dim
-        for axis, (size_a, size_b) in enumerate(zip(trace.output_shapes[index], second.output_shapes[index])):
+        shapes = zip(trace.output_shapes[index], second.output_shapes[index], third.output_shapes[index])
+        for axis, sizes in enumerate(shapes):
             if axis in named or axis - len(dims) in named:
                 dims[axis].dim_param = named.get(axis, named.get(axis - len(dims)))
-            elif size_a != size_b:
-                dims[axis].dim_param = symbol_by_sizes.get((size_a, size_b), f"{graph_output.name}_dim_{axis}")
+            elif len(set(sizes)) > 1:
+                dims[axis].dim_param = symbol_by_sizes.get(sizes, f"{graph_output.name}_dim_{axis}")
 
 
 def _drop_unused_initializers(proto: onnx.ModelProto) -> None:

@@ -90,6 +90,58 @@ def test_dynamic_batch_axis_runs_at_other_sizes(name, build, shape):
         assert_same_model_output(result, model, x)
 
 
+class _Function(nn.Module):
+    def __init__(self, function):
+        super().__init__()
+        self.function = function
+
+    def forward(self, x):
+        return self.function(x)
+
+
+class _Recurrent(nn.Module):
+    def __init__(self, kind):
+        super().__init__()
+        self.layer = kind(3, 4, batch_first=True)
+
+    def forward(self, x):
+        return self.layer(x)[0]  # no initial state: zeros of the batch's size
+
+
+# Shapes that follow one of two independent dynamic axes, or their product: each size grows by
+# its own amount in the export's traces, so a size following T is not taken for one following B.
+# The last entry: rounded operations each output accumulates (0: data moved, compared exactly).
+TWO_AXES_MODELS = [
+    ("drop-last-step", lambda: _Function(lambda x: x[:, :-1]), (2, 6, 3), 0),
+    ("batch-times-length", lambda: _Function(lambda x: x.reshape(x.shape[0] * x.shape[1], -1) * 2), (2, 5, 3), 0),
+    ("roll-along-length", lambda: _Function(lambda x: onnxnn.roll(x, 2, 1)), (2, 6, 3), 0),
+    # Nine steps of 4 gates over 3 + 4 inputs, through sigmoid and tanh.
+    ("lstm-without-state", lambda: _Recurrent(nn.LSTM), (2, 5, 3), 9 * 16),
+    ("gru-without-state", lambda: _Recurrent(nn.GRU), (2, 5, 3), 9 * 16),
+    # Attention over 9 positions of width 8, a 16-wide feed-forward and two layer norms.
+    ("transformer-layer", lambda: nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True), (2, 5, 8), 128),
+]
+
+
+@pytest.mark.parametrize("name, build, shape, operations", TWO_AXES_MODELS, ids=[m[0] for m in TWO_AXES_MODELS])
+def test_dynamic_batch_and_length_axes_run_at_other_sizes(name, build, shape, operations):
+    onnxnn.manual_seed(0)
+    model = build().eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no constant baked in from a traced size
+        proto = to_onnx(
+            model, onnxnn.randn(*shape), input_names=["x"], output_names=["y"], dynamic_axes={"x": {0: "b", 1: "t"}}
+        )
+    session = _session(proto)
+    for batch, length in ((3, shape[1]), (shape[0], 9), (4, 7), (1, 2)):
+        x = onnxnn.randn(batch, length, *shape[2:])
+        (result,) = session.run(None, {"x": x.numpy()})
+        expected = model(x).detach().numpy()
+        assert result.shape == expected.shape
+        bound = 2 * operations * 2.0**-24 * max(1.0, float(np.abs(expected).max()))
+        np.testing.assert_allclose(result, expected, rtol=0, atol=bound)
+
+
 class _ClassToken(nn.Module):
     """A ViT's class token: ``expand`` to the batch records no node when the batch is 1."""
 

@@ -304,13 +304,9 @@ class RNNBase(Module):
             if not is_batched:
                 states = tuple(state.unsqueeze(1) for state in states)
         else:
-            states = (
-                zeros(self.num_layers * directions, batch, real_hidden_size, dtype=data.dtype, device=data.device),
-            )
+            states = (_zero_state((self.num_layers * directions, batch, real_hidden_size), data),)
             if is_lstm:
-                states += (
-                    zeros(self.num_layers * directions, batch, self.hidden_size, dtype=data.dtype, device=data.device),
-                )
+                states += (_zero_state((self.num_layers * directions, batch, self.hidden_size), data),)
         expected = (self.num_layers * directions, batch, real_hidden_size)
         if is_lstm:
             self.check_hidden_size(states[0], expected, "Expected hidden[0] size {}, got {}")
@@ -487,7 +483,7 @@ class RNNCellBase(Module):
         if input.size(1) != self.input_size:
             raise RuntimeError(f"input has inconsistent input_size: got {input.size(1)} expected {self.input_size}")
         states = [
-            zeros(input.size(0), self.hidden_size, dtype=input.dtype, device=input.device)
+            _zero_state((input.size(0), self.hidden_size), input)
             if state is None
             else (state if is_batched else state.unsqueeze(0))
             for state in states
@@ -550,3 +546,9 @@ class GRUCell(RNNCellBase):
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
         return self._cell("GRUCell", "GRU", input, [hx])
+
+
+def _zero_state(shape: tuple, like: Tensor) -> Tensor:
+    """A default initial state: a zero expanded to ``shape``, recorded as an ``Expand`` whose shape
+    an export with a dynamic batch computes from the input (an array of zeros would be baked in)."""
+    return zeros((), dtype=like.dtype, device=like.device).expand(shape)
