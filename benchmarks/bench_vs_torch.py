@@ -333,8 +333,11 @@ def _inference_row(module, input_array: np.ndarray, model_file_or_proto, setting
         module = onnxnn.compile(module)
     session = _session(model_file_or_proto, settings.ort_threads)
     input_name = session.get_inputs()[0].name
-    # A fresh input each call, as when serving requests (from a few prepared arrays).
+    # A fresh input each call, as when serving requests (from a few prepared arrays), read-only as
+    # a request's arrays decoded from bytes are: from_numpy shares those (a writable one it copies).
     arrays = [input_array + np.float32(index) * np.float32(1e-3) for index in range(4)]
+    for array in arrays:
+        array.setflags(write=False)
     counter = [0]
 
     def next_array():

@@ -183,11 +183,20 @@ def empty_permuted(
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
-    """A tensor holding ``array`` (not copied when it is contiguous and of a supported dtype)."""
+    """A tensor holding ``array``'s values.
+
+    onnxnn's values are immutable and computed when first read, so a writable array is copied: a
+    later write to it must not reach results still pending (``y = t * 2; array[0] = 100`` leaves
+    ``y`` as it was, as PyTorch's eager ``y`` is). A read-only array (``array.setflags(write=False)``,
+    or one numpy made from bytes) is shared without a copy.
+    """
     if not isinstance(array, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(array).__name__})")
     value_dtype = dtypes.as_dtype(array.dtype)
-    return _tensor.Tensor._from_value(constant(np.asarray(array, order="C"), value_dtype, CPU))
+    data = np.asarray(array, order="C")
+    if data.flags.writeable and np.may_share_memory(data, array):  # np.asarray did not copy it already
+        data = data.copy()
+    return _tensor.Tensor._from_value(constant(data, value_dtype, CPU))
 
 
 def scalar_tensor(value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:

@@ -214,3 +214,20 @@ def test_adding_to_a_clamp_keeps_the_sign_of_a_zero_input():
 )
 def test_zero_dimensional_results_stay_zero_dimensional(call):
     assert tuple(call().shape) == ()
+
+
+def test_from_numpy_holds_the_values_the_array_had():
+    # Pending results read their inputs when they are computed: a write to the array after
+    # from_numpy must not reach them (PyTorch computes them at once).
+    array = np.array([1.0, 2.0, 3.0])
+    tensor = onnxnn.from_numpy(array)
+    doubled, copied, as_tensor = tensor * 2, tensor.clone(), onnxnn.as_tensor(array) + 1
+    array[0] = 100.0
+    assert doubled.tolist() == [2.0, 4.0, 6.0] and copied.tolist() == [1.0, 2.0, 3.0]
+    assert as_tensor.tolist() == [2.0, 3.0, 4.0] and tensor.tolist() == [1.0, 2.0, 3.0]
+
+
+def test_from_numpy_shares_a_read_only_array():
+    array = np.arange(4.0)
+    array.setflags(write=False)
+    assert np.shares_memory(onnxnn.from_numpy(array).numpy(), array)

@@ -22,6 +22,16 @@ Point = namedtuple("Point", "x y")
         ([np.float32(1), np.float32(2)], onnxnn.float32, [1.0, 2.0]),
         ([np.arange(2, dtype=np.int32), np.arange(2, dtype=np.int32)], onnxnn.int32, [[0, 1], [0, 1]]),
         ([onnxnn.tensor([1.0, 2.0]), onnxnn.tensor([3.0, 4.0])], onnxnn.float32, [[1.0, 2.0], [3.0, 4.0]]),
+        # Numbers take the dtype all of them need (the first one's would truncate 2.5 to 2).
+        ([1, 2.5], onnxnn.float32, [1.0, 2.5]),
+        ([True, 2], onnxnn.int64, [1, 2]),
+        # Tensors of several dtypes stack in PyTorch's promoted one (numpy's would be float64).
+        ([onnxnn.tensor([1], dtype=onnxnn.int32), onnxnn.tensor([2.5])], onnxnn.float32, [[1.0], [2.5]]),
+        (
+            [onnxnn.tensor([1.0], dtype=onnxnn.bfloat16), onnxnn.tensor([2.5], dtype=onnxnn.float16)],
+            onnxnn.float32,
+            [[1.0], [2.5]],
+        ),
     ],
 )
 def test_leaves_become_one_tensor_with_a_batch_dimension(samples, dtype, expected):

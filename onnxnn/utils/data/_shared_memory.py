@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from ...runtime.creation import from_numpy
+from ...ir import dtypes
+from ...runtime.internal import constant_tensor
 from ...runtime.tensor import Tensor
 
 __all__ = ["SHARE_MIN_BYTES", "segment_prefix", "to_shared_memory", "from_shared_memory", "release", "remove_segments"]
@@ -103,7 +104,7 @@ def _from_shared(item: Any) -> Any:
     finally:
         segment.close()
         segment.unlink()
-    return from_numpy(array) if item.as_tensor else array
+    return constant_tensor(array, dtypes.as_dtype(array.dtype)) if item.as_tensor else array  # a fresh copy
 
 
 def from_shared_memory(batch: Any) -> Any:

@@ -8,11 +8,14 @@ record a Concat for onnxruntime to run.
 from __future__ import annotations
 
 import collections.abc
+import functools
 from typing import Any
 
 import numpy as np
 
-from ...runtime.creation import from_numpy
+from ...ir import dtypes
+from ...runtime.creation import from_numpy, tensor
+from ...runtime.internal import constant_tensor
 from ...runtime.tensor import Tensor
 
 __all__ = ["default_collate", "default_convert"]
@@ -36,7 +39,8 @@ def _stack(arrays: list[np.ndarray]) -> Tensor:
                 f"stack expects each tensor to be equal size, but got {list(first)} at entry 0 "
                 f"and {list(array.shape)} at entry {index}"
             )
-    return from_numpy(np.asarray(np.stack(arrays), order="C"))
+    stacked = np.stack(arrays)  # a new array, which nothing else writes: held without a copy
+    return constant_tensor(stacked, dtypes.as_dtype(stacked.dtype))
 
 
 def _rebuild(template, items):
@@ -73,18 +77,18 @@ def default_collate(batch: list) -> Any:
     """
     element = batch[0]
     if isinstance(element, Tensor):
-        return _stack([np.asarray(item.numpy(force=True)) for item in batch])
+        # One dtype by PyTorch's promotion (int32 and float32 stack as float32, numpy's would be float64).
+        target = functools.reduce(dtypes.promote_types, (item.dtype for item in batch)).numpy_dtype
+        return _stack([np.asarray(item.numpy(force=True)).astype(target, copy=False) for item in batch])
     if isinstance(element, (np.ndarray, np.generic)) and not isinstance(element, (np.str_, np.bytes_)):
         arrays = [np.asarray(item) for item in batch]
         if _is_text_or_object(arrays[0]):
             raise TypeError(_UNSUPPORTED.format(arrays[0].dtype))
         return _stack(arrays)
-    if isinstance(element, bool):
-        return from_numpy(np.asarray(batch, dtype=np.bool_))
-    if isinstance(element, int):
-        return from_numpy(np.asarray(batch, dtype=np.int64))
+    if isinstance(element, int):  # bools too: PyTorch's tensor(batch) infers the dtype from all of them
+        return tensor(batch)
     if isinstance(element, float):
-        return from_numpy(np.asarray(batch, dtype=np.float64))
+        return tensor(batch, dtype=dtypes.float64)
     if isinstance(element, (str, bytes)):
         return batch
     if isinstance(element, collections.abc.Mapping):
