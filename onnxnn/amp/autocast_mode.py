@@ -251,8 +251,10 @@ def _device_type_of(inputs: tuple) -> str | None:
 
 def _autocast_inputs(op_type: str, inputs: tuple, domain: str, name: str | None) -> tuple:
     """``MODE.autocast``: ``inputs`` cast as the op's autocast policy says, for this thread."""
-    if domain or MODE.in_backward:
-        return inputs  # gradient ops run in the dtypes their forward ops ran in
+    if domain or MODE.in_backward or MODE.grad.autocast_paused:
+        # Gradient ops run in the dtypes their forward ops ran in; an op autocast does not list
+        # (runtime.tensor.outside_autocast) runs its own products as its inputs come.
+        return inputs
     state = _STATE
     device_type = _device_type_of(inputs)
     if device_type is None or not state.enabled.get(device_type, False):

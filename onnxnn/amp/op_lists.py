@@ -101,6 +101,11 @@ _FP32_LOSSES = {
         "MultiMarginLossBackward0",
         "MultilabelMarginLossBackward0",
         "CtcLossBackward0",
+        # Composite in PyTorch (no grad_fn of their own) but on its float32 lists: named here for
+        # the cast of their inputs (``nn.functional._common.loss_inputs_in_float32``).
+        "MarginRankingLoss",
+        "HingeEmbeddingLoss",
+        "TripletMarginLoss",
     )
 }
 AUTOCAST_NAMED_OPS: dict[str, dict[str, str]] = {"cpu": _FP32_LOSSES, "cuda": _FP32_LOSSES}

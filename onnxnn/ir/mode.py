@@ -40,9 +40,12 @@ def fast_path_from_environment() -> bool:
 
 
 class GradMode(threading.local):
-    """Whether operations on tensors that require grad are recorded for backward, per thread."""
+    """Whether operations on tensors that require grad are recorded for backward, per thread; and
+    the depth of ``runtime.tensor.outside_autocast`` calls running in the thread, during which
+    autocast leaves recorded ops as they are."""
 
     enabled = True
+    autocast_paused = 0
 
 
 class Mode:

@@ -7,7 +7,9 @@ value and bump a version counter (DESIGN principle 5).
 
 from __future__ import annotations
 
+import functools
 import weakref
+from typing import Callable
 
 import numpy as np
 
@@ -61,6 +63,36 @@ def autocast_arguments(op_type: str, arguments: tuple, name: str | None = None) 
     if autocast is None:
         return arguments
     return autocast(op_type, arguments, "", name)
+
+
+def outside_autocast(listed_as: str | None = None) -> Callable:
+    """Decorates a function that autocast does not list in PyTorch, but which records ops it lists.
+
+    PyTorch's autocast casts at the ATen ops it lists; ``linalg.cholesky``, ``det`` or ``dot`` are
+    not among them and run in their inputs' dtype, while onnxnn's versions record the ``MatMul``
+    nodes that autocast lowers (a determinant off in its third digit). Inside the decorated function
+    this thread's autocast leaves every recorded op as it is. ``listed_as``: the op type under which
+    autocast lists the function itself (``"Det"``, a float32 op on the CPU): its tensor arguments are
+    cast as that op's inputs first.
+    """
+
+    def decorate(function: Callable) -> Callable:
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            if MODE.autocast is None:
+                return function(*args, **kwargs)
+            if listed_as is not None:
+                args = MODE.autocast(listed_as, args, "", None)
+            grad_mode = MODE.grad
+            grad_mode.autocast_paused += 1
+            try:
+                return function(*args, **kwargs)
+            finally:
+                grad_mode.autocast_paused -= 1
+
+        return wrapper
+
+    return decorate
 
 
 def apply_op(

@@ -132,6 +132,13 @@ OP_CASES = [
         lambda lib, F, t: F.binary_cross_entropy_with_logits(t["x_low"], t["probabilities_low"]),
         "float32",
     ),
+    ("margin_ranking_loss of low", lambda lib, F, t: F.margin_ranking_loss(t["b_low"], t["b_low"], t["b"]), "float32"),
+    ("hinge_embedding_loss of low", lambda lib, F, t: F.hinge_embedding_loss(t["x_low"], t["x"].sign()), "float32"),
+    (
+        "triplet_margin_loss of low",
+        lambda lib, F, t: F.triplet_margin_loss(t["x_low"], t["x_low"], t["x_low"]),
+        "float32",
+    ),
     ("prod of low", lambda lib, F, t: t["x_low"].prod(), "float32"),
     ("sum of low", lambda lib, F, t: t["x_low"].sum(), "low"),
     ("exp of low", lambda lib, F, t: t["x_low"].exp(), "low"),
@@ -150,7 +157,23 @@ OP_CASES = [
     ("lstm state", lambda lib, F, t: lib.nn.LSTM(3, 2)(t["x"])[1][1], "low"),
     ("rnn", lambda lib, F, t: lib.nn.RNN(3, 2, bidirectional=True)(t["x"])[0], "low"),
     ("gru", lambda lib, F, t: lib.nn.GRU(3, 2)(t["x"])[0], "float32"),
+    # Not on the lists: they run in their inputs' dtype, their own matrix products too.
+    ("det", lambda lib, F, t: lib.linalg.det(_spd(lib, t)), "float32"),
+    ("cholesky", lambda lib, F, t: lib.linalg.cholesky(_spd(lib, t)), "float32"),
+    ("qr", lambda lib, F, t: lib.linalg.qr(t["x"])[1], "float32"),
+    ("eigvalsh", lambda lib, F, t: lib.linalg.eigvalsh(_spd(lib, t)), "float32"),
+    ("svdvals", lambda lib, F, t: lib.linalg.svdvals(t["x"]), "float32"),
+    ("inv", lambda lib, F, t: lib.linalg.inv(_spd(lib, t)), "float32"),
+    ("mv", lambda lib, F, t: lib.mv(t["x"], t["w"][0]), "float32"),
+    ("dot", lambda lib, F, t: lib.dot(t["b"], t["b"]), "float32"),
+    ("addmv", lambda lib, F, t: lib.addmv(t["b"][:4], t["x"], t["w"][0]), "float32"),
 ]
+
+
+def _spd(lib, t):
+    """A symmetric positive-definite 3 x 3 matrix of the inputs, built outside autocast's products."""
+    x = t["x"][:3]
+    return lib.diag(lib.ones(3) * 4) + x * x.sum() / 100
 
 
 def _expected_dtype(expected: str, low):
@@ -166,6 +189,29 @@ def test_output_dtype_per_op_under_cpu_autocast(case, function, expected, name, 
         result = function(onnxnn, F, tensors)
     assert result.dtype is _expected_dtype(expected, low)
     assert np.all(np.isfinite(result.detach().float().numpy()))
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        lambda a: onnxnn.linalg.det(a),
+        lambda a: onnxnn.linalg.cholesky(a),
+        lambda a: onnxnn.linalg.eigvalsh(a),
+        lambda a: onnxnn.linalg.inv(a),
+    ],
+    ids=["det", "cholesky", "eigvalsh", "inv"],
+)
+def test_decompositions_under_autocast_keep_their_float32_accuracy(function):
+    # Their own matrix products are not autocast: the results are the ones without autocast,
+    # computed by the same float32 operations (a bfloat16 product would be off in the third digit).
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 4))
+    a = onnxnn.tensor((x @ x.T + 4 * np.eye(4)).astype(np.float32))
+    expected = function(a).numpy()
+    with onnxnn.autocast("cpu", dtype=onnxnn.bfloat16):
+        result = function(a)
+    assert result.dtype == onnxnn.float32
+    np.testing.assert_array_equal(result.numpy(), expected)
 
 
 @pytest.mark.parametrize("name", ["bfloat16", "float16"])

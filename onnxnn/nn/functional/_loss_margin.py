@@ -59,6 +59,7 @@ def margin_ranking_loss(
     reduction: str = "mean",
 ) -> Tensor:
     """``max(0, -target * (input1 - input2) + margin)`` for targets of 1 or -1."""
+    input1, input2, target = loss_inputs_in_float32("MarginRankingLoss", input1, input2, target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if input1.dim() != input2.dim() or input1.dim() != target.dim():
@@ -77,6 +78,7 @@ def hinge_embedding_loss(
 
     Other target values count both terms, as PyTorch's kernel does.
     """
+    input, target = loss_inputs_in_float32("HingeEmbeddingLoss", input, target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     margin_term = _ops.where(_ops.ne(target, 1), _ops.relu(margin - input), 0.0)
@@ -281,6 +283,7 @@ def triplet_margin_loss(
     if margin <= 0:
         raise ValueError(f"margin must be greater than 0, got {margin}")
     _check_triplet_ranks(anchor, positive, negative)
+    anchor, positive, negative = loss_inputs_in_float32("TripletMarginLoss", anchor, positive, negative)
     return _triplet(lambda a, b: pairwise_distance(a, b, p, eps), anchor, positive, negative, margin, swap, reduction)
 
 

@@ -9,6 +9,7 @@ from ...ir import dtypes
 from ...ir.graph import FrozenAttributes, constant, shared_attributes
 from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op, broadcast_shapes, int64_constant, normalize_axes, promote_operands
+from ..tensor import outside_autocast
 
 
 @shape_rules.register("MatMul")
@@ -205,6 +206,7 @@ def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     return matmul(input, mat2)
 
 
+@outside_autocast()
 def dot(input: Tensor, other: Tensor) -> Tensor:
     if input.dim() != 1 or other.dim() != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.dim()}D and {other.dim()}D tensors")

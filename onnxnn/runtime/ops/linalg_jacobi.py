@@ -34,6 +34,7 @@ from .linalg_qr import linalg_qr
 from .reduce import MATRIX_NORMS
 from .shape import cat
 from .sorting import topk
+from ..tensor import outside_autocast
 
 __all__ = ["nuclear_norm", "pinverse", "svd"]
 
@@ -164,6 +165,7 @@ def _complete_basis(U: Tensor) -> Tensor:
     return cat([U, Q.narrow(-1, k, m - k)], -1)
 
 
+@outside_autocast()
 def linalg_svd(A: Tensor, full_matrices: bool = True, *, driver: str | None = None) -> LinalgSvdResult:
     """``torch.linalg.svd``: ``A = U diag(S) Vh``, S descending, by one-sided Jacobi rotations.
 
@@ -180,12 +182,14 @@ def linalg_svd(A: Tensor, full_matrices: bool = True, *, driver: str | None = No
     return LinalgSvdResult(U, S, V.mT)
 
 
+@outside_autocast()
 def svdvals(A: Tensor, *, driver: str | None = None) -> Tensor:
     """``torch.linalg.svdvals``: the singular values, descending."""
     check_matrix("linalg.svd", A, square=False, kernel="linalg_svd_cpu")
     return _thin_svd(A)[1]
 
 
+@outside_autocast()
 def svd(input: Tensor, some: bool = True, compute_uv: bool = True) -> SvdResult:
     """``torch.svd``: ``(U, S, V)`` with ``input = U diag(S) V^T`` (V, not ``Vh``); ``some=False`` completes
     U and V to square matrices; ``compute_uv=False`` returns zero-filled square U and V, as PyTorch."""
@@ -227,6 +231,7 @@ def _symmetric_from(A: Tensor, UPLO: str) -> Tensor:
     return A.triu() + A.triu(1).mT
 
 
+@outside_autocast()
 def eigh(A: Tensor, UPLO: str = "L") -> EighResult:
     """``torch.linalg.eigh``: eigenvalues (ascending) and orthonormal eigenvectors of the symmetric
     matrix read from A's lower (``UPLO='L'``) or upper triangle, by cyclic Jacobi rotations.
@@ -239,6 +244,7 @@ def eigh(A: Tensor, UPLO: str = "L") -> EighResult:
     return EighResult(values, vectors)
 
 
+@outside_autocast()
 def eigvalsh(A: Tensor, UPLO: str = "L") -> Tensor:
     """``torch.linalg.eigvalsh``: the eigenvalues of the symmetric A, ascending."""
     return eigh(A, UPLO).eigenvalues
@@ -262,6 +268,7 @@ def _tolerance(S: Tensor, atol, rtol, A: Tensor) -> Tensor:
     return tolerance  # (..., 1)
 
 
+@outside_autocast()
 def pinv(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> Tensor:
     """``torch.linalg.pinv``: the pseudoinverse ``V diag(1/S) U^T``, singular values at or below
     ``max(atol, rtol * S_max)`` treated as zero."""
@@ -277,11 +284,13 @@ def pinv(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> Tensor:
     return matmul(V * reciprocal.unsqueeze(-2), U.mT)
 
 
+@outside_autocast()
 def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
     """``torch.pinverse``: :func:`pinv` with ``rtol=rcond``."""
     return pinv(input, rtol=rcond)
 
 
+@outside_autocast()
 def matrix_rank(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> Tensor:
     """``torch.linalg.matrix_rank``: the number of singular values above ``max(atol, rtol * S_max)`` (int64)."""
     check_matrix("torch.linalg.matrix_rank", A, square=False, argument="input", floating=False, half_precision=True)
@@ -291,6 +300,7 @@ def matrix_rank(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> 
     return S.gt(_tolerance(S, atol, rtol, A)).to(dtypes.int64).sum(-1)
 
 
+@outside_autocast()
 def nuclear_norm(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """``torch.nuclear_norm``: the sum of the singular values over the two dims ``dim`` (default the last two
     of a matrix)."""
@@ -299,6 +309,7 @@ def nuclear_norm(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     return svd_matrix_norm(input, "nuc", (-2, -1) if dim is None else tuple(dim), keepdim)
 
 
+@outside_autocast()
 def svd_matrix_norm(A: Tensor, ord, dim, keepdim: bool) -> Tensor:
     """The matrix norms of singular values: 2 (largest), -2 (smallest), 'nuc' (their sum)."""
     check_matrix("linalg.matrix_norm", A, square=False, kernel="linalg_svd_cpu")
@@ -318,6 +329,7 @@ def svd_matrix_norm(A: Tensor, ord, dim, keepdim: bool) -> Tensor:
 MATRIX_NORMS["nuc"] = svd_matrix_norm  # torch.norm(x, p="nuc")
 
 
+@outside_autocast()
 def svd_cond(A: Tensor, p=None) -> Tensor:
     """``torch.linalg.cond`` for p in (None, 2): ``S_max / S_min``; for -2: ``S_min / S_max``."""
     if A.dim() < 2:

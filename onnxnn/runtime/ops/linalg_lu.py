@@ -30,6 +30,7 @@ from .elementwise import where
 from .linalg import matmul
 from .linalg_solve import solve
 from .shape import cat, stack
+from ..tensor import outside_autocast
 
 # torch's top-level names; torch.linalg's (linalg_solve, linalg_lu, ...) are read by onnxnn.linalg
 __all__ = [
@@ -215,6 +216,7 @@ def _unpack_lu(packed: Tensor) -> tuple:
     return lower, upper
 
 
+@outside_autocast()
 def lu_factor_ex(A: Tensor, *, pivot: bool = True, check_errors: bool = False) -> LuFactorExResult:
     """``torch.linalg.lu_factor_ex``: packed LU, 1-based int32 pivots and LAPACK's ``info`` (the
     1-based index of the first zero pivot, 0 if none). ``check_errors=True`` reads the values."""
@@ -234,6 +236,7 @@ def lu_factor_ex(A: Tensor, *, pivot: bool = True, check_errors: bool = False) -
     return LuFactorExResult(packed, (pivot_rows + 1).to(dtypes.int32), info)
 
 
+@outside_autocast()
 def lu_factor(A: Tensor, *, pivot: bool = True) -> LuFactorResult:
     """``torch.linalg.lu_factor``: ``A = P L U`` packed as LAPACK's ``getrf`` (L below the diagonal with an
     implicit unit diagonal, U on and above it) and 1-based int32 row-swap pivots.
@@ -249,12 +252,14 @@ def lu_factor(A: Tensor, *, pivot: bool = True) -> LuFactorResult:
     return LuFactorResult(packed, (pivot_rows + 1).to(dtypes.int32))
 
 
+@outside_autocast()
 def lu(A: Tensor, pivot: bool = True, get_infos: bool = False):
     """``torch.lu``: ``(LU, pivots)`` or ``(LU, pivots, infos)`` as :func:`lu_factor_ex`."""
     packed, pivots, info = lu_factor_ex(A, pivot=pivot)
     return (packed, pivots, info) if get_infos else (packed, pivots)
 
 
+@outside_autocast()
 def linalg_lu(A: Tensor, *, pivot: bool = True) -> LuResult:
     """``torch.linalg.lu``: ``P, L, U`` with ``A = P @ L @ U``. ``pivot=False`` (which PyTorch runs on CUDA
     only) factors without row swaps and returns an empty P, as PyTorch."""
@@ -274,6 +279,7 @@ def _permutation_from_pivots(pivots: Tensor, m: int, like: Tensor) -> Tensor:
     return permutation if permutation is not None else eye_like(m, like)
 
 
+@outside_autocast()
 def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True, unpack_pivots: bool = True):
     """``torch.lu_unpack``: ``P, L, U`` from a packed LU and its pivots (``A = P @ L @ U``)."""
     if LU_pivots.dtype is not dtypes.int32:
@@ -303,6 +309,7 @@ def _product_of_columns(x: Tensor) -> Tensor:
     return result
 
 
+@outside_autocast("Det")
 def det(A: Tensor) -> Tensor:
     """``torch.linalg.det``: the determinant of each matrix, from its LU factorization.
 
@@ -316,6 +323,7 @@ def det(A: Tensor) -> Tensor:
     return _product_of_columns(signs) * _product_of_columns(_diagonal(packed))
 
 
+@outside_autocast("Det")
 def slogdet(A: Tensor) -> SlogdetResult:
     """``torch.linalg.slogdet``: ``(sign, log|det|)``, which does not overflow where ``det`` does.
     A singular matrix gives ``(0, -inf)``."""
@@ -326,6 +334,7 @@ def slogdet(A: Tensor) -> SlogdetResult:
     return SlogdetResult(sign.detach(), diagonal.abs().log().sum(-1))
 
 
+@outside_autocast("Det")
 def logdet(A: Tensor) -> Tensor:
     """``torch.logdet``: ``log(det(A))``: NaN where the determinant is negative, -inf where it is 0."""
     check_matrix("logdet", A)
@@ -366,6 +375,7 @@ def _broadcast_batches(A: Tensor, B: Tensor) -> tuple:
     return A, B
 
 
+@outside_autocast()
 def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True, unitriangular: bool = False) -> Tensor:
     """``torch.linalg.solve_triangular``: X with ``A X = B`` (``X A = B`` when not ``left``), reading only
     the triangle of A that ``upper`` names (its diagonal taken as ones when ``unitriangular``)."""
@@ -384,6 +394,7 @@ def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True, un
     return _substitute(A, B, upper, unitriangular)
 
 
+@outside_autocast()
 def triangular_solve(
     b: Tensor, A: Tensor, upper: bool = True, transpose: bool = False, unitriangular: bool = False
 ) -> TriangularSolveResult:
@@ -416,6 +427,7 @@ def _as_matrix_rhs(A: Tensor, B: Tensor) -> tuple:
     return (B.unsqueeze(-1), True) if vector else (B, False)
 
 
+@outside_autocast()
 def linalg_solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
     """``torch.linalg.solve``: X with ``A X = B`` (``X A = B`` when not ``left``): onnxnn's Solve op (LAPACK on
     the kernels executor, Gauss-Jordan elimination with partial pivoting as standard ONNX elsewhere),
@@ -444,6 +456,7 @@ def linalg_solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
     return X.squeeze(-1) if vector else X
 
 
+@outside_autocast()
 def linalg_lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True, adjoint: bool = False) -> Tensor:
     """``torch.linalg.lu_solve``: solves ``A X = B`` from ``lu_factor(A)`` (``A^T X = B`` when ``adjoint``,
     ``X A = B`` when not ``left``)."""
@@ -460,11 +473,13 @@ def linalg_lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True,
     return _lu_solve_packed(LU_b, permutation, B_b, adjoint)
 
 
+@outside_autocast()
 def lu_solve(b: Tensor, LU_data: Tensor, LU_pivots: Tensor) -> Tensor:
     """``torch.lu_solve``: solves ``A x = b`` from ``torch.lu(A)``'s ``(LU_data, LU_pivots)``."""
     return linalg_lu_solve(LU_data, LU_pivots, b)
 
 
+@outside_autocast()
 def inverse(A: Tensor) -> Tensor:
     """``torch.linalg.inv``: the inverse of each square matrix (inf/NaN for a singular one), as ``solve(A, I)``:
     its gradient is the closed form ``-A^-T G A^-T``."""
@@ -472,6 +487,7 @@ def inverse(A: Tensor) -> Tensor:
     return solve(A, eye_like(A.shape[-1], A).expand(tuple(A.shape)), "LinalgInvExBackward0")
 
 
+@outside_autocast()
 def inv_ex(A: Tensor, *, check_errors: bool = False) -> InvExResult:
     """``torch.linalg.inv_ex``: the inverse and LAPACK's ``info`` (the first zero pivot, 1-based; 0 if none)."""
     check_matrix("linalg.inv_ex", A)
@@ -513,6 +529,7 @@ def _cholesky_lower(A: Tensor) -> tuple:
     return stack(columns, -1), info
 
 
+@outside_autocast()
 def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False) -> CholeskyExResult:
     """``torch.linalg.cholesky_ex``: the factor and LAPACK's ``info`` (0, or the order of the first leading
     minor that is not positive-definite; the factor then holds NaN)."""
@@ -530,6 +547,7 @@ def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False) -
     return CholeskyExResult(lower.mT if upper else lower, info)
 
 
+@outside_autocast()
 def linalg_cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
     """``torch.linalg.cholesky``: L with ``A = L L^T`` (``U^T U`` when ``upper``), reading A's lower triangle.
 
@@ -550,6 +568,7 @@ def linalg_cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
     return lower.mT if upper else lower
 
 
+@outside_autocast()
 def cholesky(A: Tensor, upper: bool = False) -> Tensor:
     """``torch.cholesky`` (deprecated in PyTorch for :func:`linalg.cholesky`, same factor)."""
     check_matrix("cholesky", A, kernel="cholesky_cpu", floating=False)
@@ -557,6 +576,7 @@ def cholesky(A: Tensor, upper: bool = False) -> Tensor:
     return lower.mT if upper else lower
 
 
+@outside_autocast()
 def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
     """``torch.cholesky_solve``: X with ``(L L^T) X = B`` (``(U^T U) X = B`` when ``upper``)."""
     check_matrix("torch.cholesky_solve", B, square=False, argument="b", rank_style="input", floating=False)
@@ -579,6 +599,7 @@ def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
     return _substitute(lower.mT, y, upper=True, unit=False)
 
 
+@outside_autocast()
 def cholesky_inverse(L: Tensor, upper: bool = False) -> Tensor:
     """``torch.cholesky_inverse``: ``(L L^T)^-1`` (``(U^T U)^-1`` when ``upper``) from a Cholesky factor."""
     check_matrix("cholesky_inverse", L, kernel="cholesky_inverse_out_cpu", floating=False)

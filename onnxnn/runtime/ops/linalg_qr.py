@@ -30,6 +30,7 @@ from .linalg_lu import (
     torch_dtype_name,
 )
 from .shape import stack
+from ..tensor import outside_autocast
 
 # torch's top-level names; torch.linalg's (linalg_qr, householder_product, ...) are read by onnxnn.linalg
 __all__ = ["geqrf", "matrix_exp", "orgqr", "ormqr", "qr"]
@@ -82,6 +83,7 @@ def _q_from_reflectors(vectors: Tensor, tau: Tensor, m: int, like: Tensor) -> Te
     return Q
 
 
+@outside_autocast()
 def linalg_qr(A: Tensor, mode: str = "reduced") -> QRResult:
     """``torch.linalg.qr``: ``A = Q R`` by Householder reflections, with LAPACK's signs (R's diagonal
     may be negative, as PyTorch's and numpy's).
@@ -112,11 +114,13 @@ def linalg_qr(A: Tensor, mode: str = "reduced") -> QRResult:
     return QRResult(Q.narrow(-1, 0, k), R.narrow(-2, 0, k))
 
 
+@outside_autocast()
 def qr(A: Tensor, some: bool = True) -> QRResult:
     """``torch.qr`` (deprecated in PyTorch for :func:`linalg.qr`): ``some`` is ``mode='reduced'``."""
     return linalg_qr(A, "reduced" if some else "complete")
 
 
+@outside_autocast()
 def geqrf(A: Tensor) -> GeqrfResult:
     """``torch.geqrf``: LAPACK's packed QR: R on and above the diagonal, the Householder vectors
     (without their unit first entry) below it, and their scale factors ``tau`` (..., min(m, n))."""
@@ -138,6 +142,7 @@ def _reflectors_of(A: Tensor, k: int) -> Tensor:
     return A.narrow(-1, 0, k).tril(-1) + constant_like(np.eye(m, k), A)
 
 
+@outside_autocast()
 def householder_product(A: Tensor, tau: Tensor) -> Tensor:
     """``torch.linalg.householder_product``: the first n columns of ``H_0 ... H_{k-1}``, with
     ``H_i = I - tau_i v_i v_i^T`` and v_i stored below A's diagonal (``geqrf``'s output)."""
@@ -158,11 +163,13 @@ def householder_product(A: Tensor, tau: Tensor) -> Tensor:
     return Q.narrow(-1, 0, n)
 
 
+@outside_autocast()
 def orgqr(input: Tensor, tau: Tensor) -> Tensor:
     """``torch.orgqr``: :func:`householder_product`."""
     return householder_product(input, tau)
 
 
+@outside_autocast()
 def ormqr(input: Tensor, tau: Tensor, other: Tensor, left: bool = True, transpose: bool = False) -> Tensor:
     """``torch.ormqr``: ``Q @ other`` (``other @ Q`` when not ``left``; ``Q^T`` when ``transpose``), with Q
     the full product of the Householder reflectors in ``(input, tau)`` (``geqrf``'s output)."""
@@ -177,6 +184,7 @@ def ormqr(input: Tensor, tau: Tensor, other: Tensor, left: bool = True, transpos
     return matmul(Q, other) if left else matmul(other, Q)
 
 
+@outside_autocast()
 def linalg_lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: str | None = None) -> LstsqResult:
     """``torch.linalg.lstsq`` for full-rank A: the least-squares solution of ``A X = B`` (m >= n) or
     the minimum-norm one (m < n), through Householder QR.
@@ -220,6 +228,7 @@ _TAYLOR_DEGREE = {"float32": 10, "float64": 18}  # 1/(d+1)! below the unit round
 _MAX_SQUARINGS = 64  # ||A|| up to 2^64: exp overflows float64 long before, unless A is (nearly) nilpotent
 
 
+@outside_autocast()
 def matrix_exp(A: Tensor) -> Tensor:
     """``torch.linalg.matrix_exp``: ``exp(A)`` by scaling and squaring.
 

@@ -21,6 +21,7 @@ from ._common import broadcast_shapes as _broadcast_shapes
 from .arrange import meshgrid
 from .linalg import bmm, dot, matmul, mm
 from .shape import cat, stack
+from ..tensor import outside_autocast
 
 __all__ = [
     "addmm",
@@ -100,6 +101,7 @@ def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) ->
     return _scaled_sum(input, bmm(batch1, batch2).sum(0), beta, alpha)
 
 
+@outside_autocast()
 def mv(input: Tensor, vec: Tensor) -> Tensor:
     """Matrix-vector product."""
     _need_rank(input, 2, "input")
@@ -109,6 +111,7 @@ def mv(input: Tensor, vec: Tensor) -> Tensor:
     return matmul(input, vec)
 
 
+@outside_autocast()
 def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1) -> Tensor:
     """``beta * input + alpha * (mat @ vec)``."""
     # Autocast casts the added input too (the whole op runs in its dtype), as PyTorch does.
@@ -145,6 +148,7 @@ def inner(input: Tensor, other: Tensor) -> Tensor:
     return product.reshape(tuple(input.shape[:-1]) + tuple(other.shape[:-1]))
 
 
+@outside_autocast()
 def vdot(input: Tensor, other: Tensor) -> Tensor:
     """Dot product of two 1-D tensors (real dtypes: no conjugation)."""
     _need_rank(input, 1, "1D tensors expected, but got input")
