@@ -83,18 +83,55 @@ def _infer_array(data) -> tuple[np.ndarray, dtypes.dtype]:
         return np.array(data._realized_data()), data.dtype
     if isinstance(data, np.ndarray):
         return data, dtypes.as_dtype(data.dtype)
+    inferred = _leaves_dtype([data])
     if isinstance(data, (list, tuple)):
         data = [_nested(item) for item in data]
     array = np.array(data)
     if array.dtype == object:
         raise TypeError(f"could not convert data of type {type(data).__name__} to a tensor (ragged nested sequence?)")
-    if array.dtype.kind == "f":
+    if inferred is not None:
+        return array, inferred
+    if array.dtype.kind == "f":  # no leaves (an empty list): the default dtype, as PyTorch's
         return array, dtypes.get_default_dtype()
-    if array.dtype.kind in "iu":
-        return array, dtypes.int64
-    if array.dtype.kind == "b":
-        return array, dtypes.bool
     return array, dtypes.as_dtype(array.dtype)
+
+
+def _leaves_dtype(items) -> dtypes.dtype | None:
+    """PyTorch's dtype for the leaves of ``items`` (nested lists and tuples), promoted together: a
+    Python float is the default dtype, an int int64, a bool bool, and a numpy scalar, numpy array
+    or tensor keeps its own dtype (``tensor([np.float64(1), 2.5])`` is float64). None for leaves
+    of other kinds (numpy decides)."""
+    result = None
+    for kind in set(map(type, items)):  # per type, not per item: a long list of floats is one step
+        if kind is float:
+            found = dtypes.get_default_dtype()
+        elif kind is int:
+            found = dtypes.int64
+        elif kind is bool:
+            found = dtypes.bool
+        elif kind is list or kind is tuple:
+            found = None
+            for item in items:
+                if type(item) is kind:
+                    inner = _leaves_dtype(item)
+                    if inner is None:
+                        return None
+                    found = inner if found is None else dtypes.promote_types(found, inner)
+            if found is None:  # only empty sequences
+                continue
+        elif issubclass(kind, np.generic):
+            found = dtypes.as_dtype(np.dtype(kind))
+        elif issubclass(kind, (np.ndarray, _tensor.Tensor)):
+            found = None
+            for item in items:
+                if type(item) is kind:
+                    own = dtypes.as_dtype(item.dtype)
+                    found = own if found is None else dtypes.promote_types(found, own)
+        else:
+            return None
+        if found is not None:
+            result = found if result is None else dtypes.promote_types(result, found)
+    return result
 
 
 def _nested(item):
@@ -223,10 +260,16 @@ def empty(*size, dtype=None, device=None, requires_grad: bool = False, memory_fo
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    if isinstance(fill_value, _tensor.Tensor):  # a one-element tensor fills with its value and dtype
+        if dtype is None:
+            dtype = fill_value.dtype
+        fill_value = fill_value.item()
     if dtype is None:
         dtype = dtypes.result_type([], [fill_value])
     target = dtypes.as_dtype(dtype)
-    return _make(np.full(_shape((size,)), fill_value, target.numpy_dtype), target, device, requires_grad)
+    # Converted as PyTorch casts a scalar: truncated to an integer dtype, wrapped around its range.
+    fill = np.array(fill_value).astype(target.numpy_dtype)
+    return _make(np.full(_shape((size,)), fill, target.numpy_dtype), target, device, requires_grad)
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -238,10 +281,15 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
     if step == 0:
         raise RuntimeError("step must be nonzero")
     target = dtypes.as_dtype(dtype) if dtype is not None else dtypes.result_type([], numbers)
+    if not target.is_floating_point:
+        # PyTorch converts the bounds and step to the integer type first (arange(0, 5, 2.5) in
+        # int64 steps by 2: [0, 2, 4]; a step of 0.1 becomes 0).
+        start, end, step = (int(x) for x in numbers)
+        if step == 0:
+            raise RuntimeError("step must be nonzero")
+        return _make(np.arange(start, end, step).astype(target.numpy_dtype), target, device, requires_grad)
     count = builtins.max(0, math.ceil((numbers[1] - numbers[0]) / numbers[2]))
     values = numbers[0] + np.arange(count, dtype=np.float64) * numbers[2]
-    if not target.is_floating_point:
-        values = np.arange(numbers[0], numbers[1], numbers[2])
     return _make(values.astype(target.numpy_dtype), target, device, requires_grad)
 
 

@@ -118,6 +118,22 @@ NAN, INF = float("nan"), float("inf")
         (lambda: onnxnn.logsumexp(onnxnn.zeros(3, 0, dtype=onnxnn.float64), dim=1), np.full(3, -np.inf)),
         (lambda: onnxnn.zeros(0, 3).cummax(0).indices, np.zeros((0, 3), np.int64)),
         (lambda: onnxnn.zeros(0, 3, dtype=onnxnn.float64).cummin(0).values, np.zeros((0, 3))),
+        # tensor() infers PyTorch's dtype: numpy scalars, arrays and tensors keep theirs, promoted
+        # with the Python numbers beside them.
+        (lambda: onnxnn.tensor(np.float64(0.1)), np.array(0.1)),
+        (lambda: onnxnn.tensor([np.float64(1.0), 2.5]), np.array([1.0, 2.5])),
+        (lambda: onnxnn.tensor([np.ones(2, np.int8)] * 2), np.ones((2, 2), np.int8)),
+        (lambda: onnxnn.tensor([np.uint8(1), np.int8(1)]), np.array([1, 1], np.int16)),
+        (lambda: onnxnn.tensor([onnxnn.tensor(1.0, dtype=onnxnn.float64)] * 2), np.array([1.0, 1.0])),
+        (lambda: onnxnn.tensor([]), np.zeros(0, np.float32)),
+        # full takes a tensor fill's dtype and casts its fill as PyTorch casts a scalar.
+        (lambda: onnxnn.full((2,), onnxnn.tensor(3)), np.array([3, 3])),
+        (lambda: onnxnn.full((2,), -1, dtype=onnxnn.uint8), np.array([255, 255], np.uint8)),
+        (lambda: onnxnn.full((2,), 2.7, dtype=onnxnn.int64), np.array([2, 2])),
+        # arange in an integer dtype converts its bounds and step to it first.
+        (lambda: onnxnn.arange(2.5, dtype=onnxnn.int64), np.arange(2)),
+        (lambda: onnxnn.arange(0, 5, 2.5, dtype=onnxnn.int64), np.arange(0, 5, 2)),
+        (lambda: onnxnn.arange(-1, -10, -1.5, dtype=onnxnn.int64), np.arange(-1, -10, -1)),
         # max along a dim points at a line's first NaN, even after a +inf.
         (lambda: onnxnn.tensor([[1.0, INF, NAN], [3.0, 1.0, 2.0]]).max(1).indices, np.array([2, 0])),
     ],
