@@ -20,6 +20,7 @@ import numpy as np
 
 from ._common import to_list
 from ..ir.kernel_registry import FLOATING, NUMERIC, kernels
+from ..ir.resize_geometry import nearest_indices, source_coordinates
 
 __all__: list[str] = []
 
@@ -67,49 +68,9 @@ def _output_geometry(shape, scales, sizes, axes, policy):
     return full_scales, full_sizes
 
 
-def _source_coordinates(mode, output_size, input_size, scale, roi_begin, roi_end):
-    """The input coordinate each output position samples, and a mask of extrapolated positions."""
-    y = np.arange(output_size, dtype=np.float64)
-    length = scale * input_size  # the resized length before rounding, as the spec defines it
-    outside = None
-    if mode == "half_pixel":
-        x = (y + 0.5) / scale - 0.5
-    elif mode == "half_pixel_symmetric":
-        offset = input_size / 2 * (1 - output_size / length)
-        x = offset + (y + 0.5) / scale - 0.5
-    elif mode == "pytorch_half_pixel":
-        x = np.full(output_size, -0.5) if length == 1 else (y + 0.5) / scale - 0.5
-    elif mode == "align_corners":
-        x = np.zeros(output_size) if length == 1 else y * (input_size - 1) / (length - 1)
-    elif mode == "asymmetric":
-        x = y / scale
-    elif mode == "tf_crop_and_resize":
-        if length == 1:
-            x = np.full(output_size, (roi_end - roi_begin) * (input_size - 1) / 2)
-        else:
-            x = y * (roi_end - roi_begin) * (input_size - 1) / (length - 1)
-        x = x + roi_begin * (input_size - 1)
-        outside = (x < 0) | (x > input_size - 1)
-    else:
-        raise ValueError(f"Resize: unknown coordinate_transformation_mode {mode!r}")
-    return x, outside
-
-
 def _nearest_taps(x, nearest_mode):
     """(indices, weights) of nearest-neighbour sampling: one tap of weight 1."""
-    floor = np.floor(x)
-    fraction = x - floor
-    if nearest_mode == "round_prefer_floor":
-        index = np.where(fraction <= 0.5, floor, floor + 1)
-    elif nearest_mode == "round_prefer_ceil":
-        index = np.where(fraction < 0.5, floor, floor + 1)
-    elif nearest_mode == "floor":
-        index = floor
-    elif nearest_mode == "ceil":
-        index = np.ceil(x)
-    else:
-        raise ValueError(f"Resize: unknown nearest_mode {nearest_mode!r}")
-    return index.astype(np.int64)[:, None], None
+    return nearest_indices(x, nearest_mode)[:, None], None
 
 
 def _cubic_weight(distance, a):
@@ -205,8 +166,9 @@ def resize(xp, inputs, attrs):
         if size == 0:
             result = xp.take(result, xp.zeros(0, dtype=np.int64), axis=axis)
             continue
-        coordinates, outside = _source_coordinates(
-            transform, size, x.shape[axis], scale, roi_begin[axis], roi_end[axis]
+        precision = np.float32 if mode == "nearest" else np.float64  # (ir.resize_geometry)
+        coordinates, outside = source_coordinates(
+            transform, size, x.shape[axis], scale, roi_begin[axis], roi_end[axis], precision
         )
         if mode == "nearest":
             indices, weights = _nearest_taps(coordinates, nearest_mode)

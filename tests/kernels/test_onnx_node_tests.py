@@ -17,6 +17,12 @@ KNOWN_FAILURES: dict[str, str] = {
     # output_shape; onnxruntime (and PyTorch's max_unpool) read the indices as positions in the
     # output_shape tensor itself. The kernel agrees with onnxruntime, so both executors agree.
     "test_maxunpool_export_with_output_shape": "indices read over output_shape, as onnxruntime reads them",
+    # Scale 0.6 of 4 is 2.4: the stored outputs take that unrounded length for align_corners'
+    # coordinates, onnxruntime (and PyTorch, whose exported models these are) the output size, 2;
+    # the kernel follows onnxruntime (ir/resize_geometry.py), which fails these two cases by the
+    # same 0.857 and 1.05.
+    "test_resize_downsample_scales_cubic_align_corners": "the output size as the resized length, as onnxruntime",
+    "test_resize_downsample_scales_linear_align_corners": "the output size as the resized length, as onnxruntime",
 }
 
 # Below this share of passing cases the suite fails even if every failure is listed.

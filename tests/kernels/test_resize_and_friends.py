@@ -69,22 +69,23 @@ def reference(op_type: str, inputs: list, attrs: dict, num_outputs: int = 1) -> 
 
 
 def onnxruntime_outputs(op_type: str, inputs: list, attrs: dict) -> list:
-    """The outputs of a one-node opset-20 model of ``op_type`` run by onnxruntime (every input given)."""
-    import onnxruntime  # deferred: heavy, and only two cases need it
+    """The outputs of a one-node opset-20 model of ``op_type`` run by onnxruntime (None = omitted)."""
+    import onnxruntime  # deferred: heavy
 
-    names = [f"input{i}" for i in range(len(inputs))]
+    names = [f"input{i}" if value is not None else "" for i, value in enumerate(inputs)]
+    given = [(name, value) for name, value in zip(names, inputs) if name]
     graph = helper.make_graph(
         [helper.make_node(op_type, names, ["output0"], **attrs)],
         "case",
         [
             helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape)
-            for name, value in zip(names, inputs)
+            for name, value in given
         ],
         [helper.make_tensor_value_info("output0", helper.np_dtype_to_tensor_dtype(inputs[0].dtype), None)],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
     session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, dict(zip(names, inputs)))
+    return session.run(None, dict(given))
 
 
 def run_kernel(op_type: str, inputs: list, attrs: dict, num_outputs: int = 1) -> list:
@@ -163,9 +164,27 @@ RESIZE_CASES = (
 
 
 @pytest.mark.parametrize("mode, attrs, scales", RESIZE_CASES)
-def test_resize_with_scales_matches_reference(mode, attrs, scales):
+def test_resize_with_scales_matches_onnxruntime(mode, attrs, scales):
+    # onnxruntime, not onnx's reference implementation: with scales the two differ where the
+    # resized length (input * scale) is not an integer (ir/resize_geometry.py), and onnxruntime is
+    # what serves an imported model (and agrees with PyTorch, which exports such models).
     x = _data((2, 3, 5, 7))
-    assert_same("Resize", [x, None, _floats(scales)], dict(attrs, mode=mode))
+    inputs, attrs = [x, None, _floats(scales)], dict(attrs, mode=mode)
+    (expected,) = onnxruntime_outputs("Resize", inputs, attrs)
+    if mode == "nearest" and attrs["coordinate_transformation_mode"] == "half_pixel_symmetric":
+        # Its coordinates land within an ulp of a half here (0.7 of 5, 0.6 of 7), where
+        # onnxruntime's float32 sums and onnx's float64 reference round to different pixels
+        # (each of the two, and the kernel, agrees with the other in 7 of the 8 rounding cases).
+        (specified,) = reference("Resize", inputs, attrs)
+        (actual,) = run_kernel("Resize", inputs, attrs)
+        assert np.all((actual == expected) | (actual == specified))
+        return
+    (actual,) = run_kernel("Resize", inputs, attrs)
+    assert actual.shape == expected.shape
+    if mode == "nearest":  # the same float32 coordinates, floored or rounded alike
+        np.testing.assert_array_equal(actual, expected)
+    else:
+        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])

@@ -11,6 +11,8 @@ onnxruntime where its kernels exist.
 from __future__ import annotations
 
 import numpy as np
+import onnx
+import onnxruntime
 import pytest
 from gradcheck import check_gradients
 from onnx import TensorProto, helper
@@ -158,6 +160,49 @@ def test_resize_gradients_in_float32_on_onnxruntime(case_id, shape, roi, scales,
         check_gradients_float32(
             node("Resize", attrs, _resize_constants(roi, scales, sizes)), [RNG.standard_normal(shape)]
         )
+
+
+# Scales whose resized lengths are not integers (1.7 of 5, 0.6 of 7), as PyTorch exports
+# interpolate(scale_factor=...): onnxruntime takes the output size as align_corners' length and
+# floors nearest's float32 coordinates (3 / float32(0.6) is 5.0), where onnx's reference takes
+# 8.5 and 4.2 and computes in float64; both executors follow onnxruntime (ir/resize_geometry.py).
+ONNXRUNTIME_CASES = [
+    ("linear-align-corners", {"mode": "linear", "coordinate_transformation_mode": "align_corners"}),
+    ("cubic-align-corners", {"mode": "cubic", "coordinate_transformation_mode": "align_corners"}),
+    (
+        "nearest-asymmetric-floor",
+        {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
+    ),
+    ("linear-pytorch-half-pixel", {"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"}),
+]
+
+
+def _onnxruntime_resize(x: np.ndarray, scales: np.ndarray, attrs: dict) -> np.ndarray:
+    graph = helper.make_graph(
+        [helper.make_node("Resize", ["x", "", "scales"], ["y"], **attrs)],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(scales, "scales")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": x})[0]
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("case_id, attrs", ONNXRUNTIME_CASES, ids=[c[0] for c in ONNXRUNTIME_CASES])
+def test_resize_with_fractional_lengths_matches_onnxruntime_and_differentiates(case_id, attrs, executor):
+    x = RNG.standard_normal((1, 2, 5, 7)).astype(np.float32)
+    scales = np.array([1, 1, 1.7, 0.6], np.float32)
+    expected = _onnxruntime_resize(x, scales, attrs)
+    resize = node("Resize", attrs, [None, scales])
+    with onnxnn.set_executor(executor):
+        actual = resize(onnxnn.tensor(x)).numpy()
+        # A few products of weights (each within rounding of onnxruntime's float32 ones) per output.
+        np.testing.assert_allclose(actual, expected, rtol=0, atol=16 * 2.0**-24 * np.abs(x).max() * 4)
+        check = check_gradients_float32 if executor == "onnxruntime" else check_gradients
+        check(resize, [RNG.standard_normal(x.shape)])
 
 
 def test_resize_gradient_refuses_tf_crop_and_resize():

@@ -6,14 +6,13 @@ attributes. The gradient along an axis is therefore the transposed matrix applie
 gradient: one ``MatMul`` per resized axis (between ``Transpose``s), whose own rules make the
 gradient differentiable again.
 
-The matrix is built here from the Resize specification (onnx's reference implementation, which
-generated the official test data): the source coordinate of each output position per
-``coordinate_transformation_mode``; ``nearest`` rounds it per ``nearest_mode``; ``linear``/``cubic``
-take taps around ``ceil(x) - 1`` (Keys' kernel with ``cubic_coeff_a``), stretched by ``1 / scale``
-when antialiasing a downsample and renormalized, taps outside dropped with ``exclude_outside``,
-indices clamped to the edges. ``runtime`` does not import ``kernels`` (DESIGN.md's layering), so
-this is the spec's arithmetic written a second time; the finite-difference tests check it against
-both executors' forwards.
+The matrix is built here as Resize samples: the source coordinate of each output position and
+nearest's rounding come from ``ir.resize_geometry`` (onnxruntime's arithmetic, shared with the
+kernels executor); ``linear``/``cubic`` take taps around ``ceil(x) - 1`` (Keys' kernel with
+``cubic_coeff_a``), stretched by ``1 / scale`` when antialiasing a downsample and renormalized, taps
+outside dropped with ``exclude_outside``, indices clamped to the edges. ``runtime`` does not import
+``kernels`` (DESIGN.md's layering), so the taps are written a second time here; the
+finite-difference tests check them against both executors' forwards.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ import math
 import numpy as np
 
 from ...ir.registry import gradient_rules, shape_rules
+from ...ir.resize_geometry import nearest_indices, source_coordinates
 from ._common import Tensor
 from .shape import _constant_list
 
@@ -68,22 +68,6 @@ def _resize_shape(inputs, attrs):
     return [(tuple(sizes), inputs[0].dtype)]
 
 
-def _source(mode: str, output_size: int, input_size: int, scale: float) -> np.ndarray:
-    y = np.arange(output_size, dtype=np.float64)
-    length = scale * input_size
-    if mode == "half_pixel":
-        return (y + 0.5) / scale - 0.5
-    if mode == "half_pixel_symmetric":
-        return input_size / 2 * (1 - output_size / length) + (y + 0.5) / scale - 0.5
-    if mode == "pytorch_half_pixel":
-        return np.full(output_size, -0.5) if length == 1 else (y + 0.5) / scale - 0.5
-    if mode == "align_corners":
-        return np.zeros(output_size) if length == 1 else y * (input_size - 1) / (length - 1)
-    if mode == "asymmetric":
-        return y / scale
-    raise NotImplementedError(f"gradient of Resize with coordinate_transformation_mode '{mode}'")
-
-
 def _keys(distance: np.ndarray, a: float) -> np.ndarray:
     d = np.abs(distance)
     near = ((a + 2) * d - (a + 3)) * d * d + 1
@@ -94,19 +78,16 @@ def _keys(distance: np.ndarray, a: float) -> np.ndarray:
 def interpolation_matrix(input_size: int, scale: float, output_size: int, attrs) -> np.ndarray:
     """The ``(output_size, input_size)`` matrix Resize applies along one axis (float64)."""
     mode = _text(attrs.get("mode"), "nearest")
-    x = _source(_text(attrs.get("coordinate_transformation_mode"), "half_pixel"), output_size, input_size, scale)
+    transform = _text(attrs.get("coordinate_transformation_mode"), "half_pixel")
+    if transform == "tf_crop_and_resize":
+        raise NotImplementedError("gradient of Resize with coordinate_transformation_mode 'tf_crop_and_resize'")
+    precision = np.float32 if mode == "nearest" else np.float64  # (ir.resize_geometry)
+    x, _ = source_coordinates(transform, output_size, input_size, scale, precision=precision)
     matrix = np.zeros((output_size, input_size))
     rows = np.arange(output_size)
     if mode == "nearest":
-        rounding = _text(attrs.get("nearest_mode"), "round_prefer_floor")
-        floor = np.floor(x)
-        index = {
-            "round_prefer_floor": np.where(x - floor <= 0.5, floor, floor + 1),
-            "round_prefer_ceil": np.where(x - floor < 0.5, floor, floor + 1),
-            "floor": floor,
-            "ceil": np.ceil(x),
-        }[rounding]
-        np.add.at(matrix, (rows, np.clip(index.astype(np.int64), 0, input_size - 1)), 1.0)
+        index = nearest_indices(x, _text(attrs.get("nearest_mode"), "round_prefer_floor"))
+        np.add.at(matrix, (rows, np.clip(index, 0, input_size - 1)), 1.0)
         return matrix
     antialias = bool(attrs.get("antialias", 0))
     support = 1.0 if mode == "linear" else 2.0
