@@ -31,7 +31,7 @@ def source_coordinates(
     ``nearest``) each output position samples along one axis, and for ``tf_crop_and_resize`` the mask
     of positions outside the input (else None)."""
     _F = precision
-    y = np.arange(output_size, dtype=_F)
+    y: np.ndarray = np.arange(output_size, dtype=_F)
     scale_, half = _F(scale), _F(0.5)
     length, original = _F(output_size), _F(input_size)
     outside = None
