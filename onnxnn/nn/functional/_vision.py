@@ -182,6 +182,20 @@ def _nearest(input: Tensor, output_size: list, scales: list | None, mode: str) -
     """
     exact = mode == "nearest-exact"
     name = f"UpsampleNearest{'Exact' if exact else ''}{len(output_size)}DBackward0"
+    if _integer_factors(input, output_size, scales):
+        # Whole multiples (the common x2): Resize's quotients are PyTorch's indices exactly, in one
+        # node where the Gathers would make a pass per axis.
+        if exact:
+            attrs = {
+                "mode": "nearest",
+                "coordinate_transformation_mode": "half_pixel",
+                "nearest_mode": "round_prefer_ceil",
+            }
+        else:
+            attrs = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+        empty = static_constant([], dtypes.float32)
+        sizes = int64_constant(list(input.shape[:2]) + list(output_size))
+        return apply_op("Resize", (input, empty, empty, sizes), attrs, name)
     result = input
     for position, out_size in enumerate(output_size):
         axis = 2 + position
@@ -193,6 +207,15 @@ def _nearest(input: Tensor, output_size: list, scales: list | None, mode: str) -
         if index != list(range(in_size)):  # not each index itself (an axis kept by size or factor 1)
             result = apply_op("Gather", (result, int64_constant(index)), {"axis": axis}, name)
     return result if result is not input else input.clone()
+
+
+def _integer_factors(input: Tensor, output_size: list, scales: list | None) -> bool:
+    """Whether every axis grows by a whole factor (the factor given, if one is)."""
+    for position, out_size in enumerate(output_size):
+        in_size = input.shape[2 + position]
+        if in_size == 0 or out_size % in_size or (scales is not None and scales[position] != out_size // in_size):
+            return False
+    return True
 
 
 def _nearest_source_indices(in_size: int, out_size: int, factor: float | None, exact: bool) -> list[int]:
