@@ -144,9 +144,16 @@ class TensorConversions:
         return self.to("cuda" if device is None else as_device(device if not isinstance(device, int) else device))
 
     def type(self, dtype=None):
-        """Without arguments, the type name (``"onnxnn.FloatTensor"``); otherwise a cast."""
+        """Without arguments, the type name (``"onnxnn.FloatTensor"``); otherwise a cast to
+        ``dtype``, a dtype or a type name (``"onnxnn.FloatTensor"``, or PyTorch's ``"torch.FloatTensor"``)."""
         if dtype is None:
             return f"onnxnn.{_dtypes.scalar_type_name(self._value.dtype)}Tensor"
+        if isinstance(dtype, str) and dtype.endswith("Tensor") and "." in dtype:
+            package, _, name = dtype.rpartition(".")
+            found = _TYPE_NAMES.get(name[: -len("Tensor")]) if package in ("onnxnn", "torch") else None
+            if found is None:
+                raise RuntimeError(f"invalid type: '{dtype}'")
+            dtype = found
         return self.to(dtype)
 
     def float(self) -> Tensor:
@@ -187,3 +194,21 @@ class TensorConversions:
 
     def pin_memory(self) -> Tensor:
         return cast("Tensor", self)
+
+
+# ``Tensor.type``'s names: "Float" for onnxnn.float32, as scalar_type_name gives them.
+_TYPE_NAMES = {
+    _dtypes.scalar_type_name(each): each
+    for each in (
+        _dtypes.float32,
+        _dtypes.float64,
+        _dtypes.float16,
+        _dtypes.bfloat16,
+        _dtypes.int64,
+        _dtypes.int32,
+        _dtypes.int16,
+        _dtypes.int8,
+        _dtypes.uint8,
+        _dtypes.bool,
+    )
+}

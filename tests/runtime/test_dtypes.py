@@ -85,3 +85,22 @@ def test_wide_unsigned_types_compute_alone_and_refuse_promotion_like_pytorch(wid
     np.testing.assert_array_equal((x + x).numpy(), np.array([2, 4, 80000]).astype(wide.numpy_dtype))
     with pytest.raises(RuntimeError, match="Promotion for uint16, uint32, uint64 types is not supported"):
         x + onnxnn.tensor([1, 2, 3])
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("onnxnn.DoubleTensor", onnxnn.float64),
+        ("torch.IntTensor", onnxnn.int32),  # code ported from PyTorch names its types
+        ("torch.BFloat16Tensor", onnxnn.bfloat16),
+        ("torch.BoolTensor", onnxnn.bool),
+    ],
+)
+def test_type_casts_to_a_type_name(name, expected):
+    cast = onnxnn.tensor([1.5, 0.0]).type(name)
+    assert cast.dtype is expected and cast.type().endswith(name.split(".")[1])
+
+
+def test_type_refuses_an_unknown_type_name():
+    with pytest.raises(RuntimeError, match="invalid type: 'torch.FooTensor'"):
+        onnxnn.tensor([1.0]).type("torch.FooTensor")
