@@ -84,6 +84,25 @@ def test_weighted_sampler_without_replacement_gives_distinct_indices():
     assert sorted(drawn) == [0, 1, 2, 3]
 
 
+def test_weighted_sampler_without_replacement_reaches_weights_of_zero_last():
+    # As PyTorch's: every index once, those of weight 0 after the others.
+    drawn = list(WeightedRandomSampler([0.1, 0.0, 0.3, 0.6], 4, replacement=False, generator=_generator()))
+    assert sorted(drawn) == [0, 1, 2, 3] and drawn[-1] == 1
+
+
+def test_weighted_sampler_without_replacement_draws_first_by_the_weights():
+    weights = np.array([1.0, 3.0, 6.0])
+    count = 6_000
+    first = Counter(
+        next(iter(WeightedRandomSampler(weights, 1, replacement=False, generator=_generator(seed))))
+        for seed in range(count)
+    )
+    for index, weight in enumerate(weights):
+        p = weight / weights.sum()
+        # Six binomial standard deviations: a correct sampler fails this about once in 10^9 runs.
+        assert abs(first[index] - count * p) <= 6 * math.sqrt(count * p * (1 - p))
+
+
 @pytest.mark.parametrize(
     "weights, num_samples, replacement, error, message",
     [

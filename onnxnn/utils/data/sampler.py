@@ -140,10 +140,17 @@ class WeightedRandomSampler(Sampler):
             raise RuntimeError("invalid multinomial distribution (encountering probability entry < 0)")
         if weights.sum() <= 0:
             raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
-        if not self.replacement and self.num_samples > np.count_nonzero(weights):
+        if not self.replacement and self.num_samples > len(weights):
             raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
         rng = _fresh_rng(self.generator)
-        drawn = rng.choice(len(weights), size=self.num_samples, replace=self.replacement, p=weights / weights.sum())
+        if self.replacement:
+            drawn = rng.choice(len(weights), size=self.num_samples, replace=True, p=weights / weights.sum())
+        else:
+            # PyTorch's way without replacement: the smallest exponential(1) / weight first, so that
+            # weights of 0 come last (numpy's choice refuses to reach them), in their order.
+            with np.errstate(divide="ignore"):
+                keys = rng.exponential(size=len(weights)) / weights
+            drawn = np.argsort(keys, kind="stable")[: self.num_samples]
         yield from drawn.tolist()
 
     def __len__(self) -> int:
