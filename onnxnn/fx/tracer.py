@@ -5,7 +5,8 @@ restored afterwards (even when tracing fails):
 
 * ``Module.__call__``: a call of a leaf module (onnxnn.nn's own layers) records ``call_module``;
   other modules run their ``forward`` so that their operations are recorded one by one.
-* ``Module.__getattr__``: a parameter or buffer read in a traced ``forward`` records ``get_attr``.
+* ``Module.__getattribute__`` and ``__getattr__``: a parameter or buffer read in a traced ``forward``
+  records ``get_attr``.
 * the public functions of ``onnxnn`` and ``onnxnn.nn.functional`` (and those named by ``wrap``):
   a call with a Proxy anywhere in its arguments records ``call_function``.
 * Tensor's binary operators return NotImplemented for a Proxy operand, so that ``tensor + proxy``
@@ -326,8 +327,21 @@ class Tracer:
                 return tracer.getattr(name, value, {})
             return value
 
+        # onnxnn's modules also keep their parameters and buffers in the instance dict (a plain
+        # attribute read is the fast path), where ``__getattr__`` is never asked: read through
+        # ``__getattribute__`` too, or ``self.weight * 2`` would compute on the tensor while
+        # tracing and freeze the result into the graph as a constant.
+        def module_getattribute(mod: Module, name: str) -> Any:
+            value = object.__getattribute__(mod, name)
+            if isinstance(value, Tensor) and not name.startswith("__"):
+                state = object.__getattribute__(mod, "__dict__")
+                if name in state.get("_parameters", ()) or name in state.get("_buffers", ()):
+                    return tracer.getattr(name, value, {})
+            return value
+
         patcher.patch(Module, "__call__", module_call)
         patcher.patch(Module, "__getattr__", module_getattr)
+        patcher.patch(Module, "__getattribute__", module_getattribute)
         replaced: dict[int, Callable[..., Any]] = {}
         for namespace in (sys.modules["onnxnn"], _functional):  # the parent package is loaded before fx
             for name, function in _public_functions(namespace):

@@ -187,3 +187,26 @@ def test_iterating_a_proxy_raises_trace_error_and_len_is_refused():
         fx.symbolic_trace(lambda x: [row for row in x])
     with pytest.raises(RuntimeError, match="'len' is not supported"):
         fx.symbolic_trace(lambda x: len(x))
+
+
+class _ScaledByItsOwnState(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = nn.Parameter(onnxnn.ones(3))
+        self.register_buffer("b", onnxnn.arange(3.0))
+
+    def forward(self, x):
+        return x + self.p * self.b * 2  # arithmetic on parameters and buffers alone, before x
+
+
+def test_arithmetic_on_parameters_and_buffers_is_traced_not_frozen():
+    module = _ScaledByItsOwnState()
+    traced = fx.symbolic_trace(module)
+    reads = [node.target for node in traced.graph.nodes if node.op == "get_attr"]
+    assert sorted(reads) == ["b", "p"] and [name for name, _ in traced.named_parameters()] == ["p"]
+    x = onnxnn.zeros(3)
+    traced(x).sum().backward()
+    np.testing.assert_array_equal(traced.p.grad.numpy(), np.arange(3.0) * 2)  # d/dp of p * b * 2
+    with onnxnn.no_grad():
+        module.p.fill_(5.0)  # a later change of the parameter reaches the traced module
+    np.testing.assert_array_equal(traced(x).detach().numpy(), 5.0 * np.arange(3.0) * 2)
