@@ -265,3 +265,16 @@ def test_clip_grad_norm_matches_torch():
         np.testing.assert_allclose(total.item(), torch_total.item(), rtol=1e-13)
         for p, tp in zip(params, torch_params):
             np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-13)
+
+
+def test_clip_grad_norm_of_mixed_dtypes_totals_in_the_promoted_dtype():
+    # PyTorch stacks the per-gradient norms with promotion: a float16 gradient first must not
+    # cast a float32 one's norm (2e5) to float16, where it overflows and the clip zeroes it.
+    small = nn.Parameter(onnxnn.zeros(4, dtype=onnxnn.float16))
+    large = nn.Parameter(onnxnn.zeros(4))
+    small.grad = onnxnn.full((4,), 0.5, dtype=onnxnn.float16)
+    large.grad = onnxnn.full((4,), 1e5)
+    total = nn.utils.clip_grad_norm_([small, large], 1.0)
+    expected = np.sqrt(4 * 0.5**2 + 4 * 1e10)
+    assert total.dtype is onnxnn.float32 and abs(total.item() - expected) <= 4 * 2.0**-24 * expected
+    np.testing.assert_allclose(large.grad.numpy(), np.full(4, 1e5 / (expected + 1e-6)), rtol=8 * 2.0**-24)

@@ -9,9 +9,11 @@ way, so the flag is accepted and changes nothing.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Optional, Union
 
+from ...ir.dtypes import promote_types
 from ...runtime.creation import tensor as _tensor
 from ...runtime.grad_mode import no_grad
 from ...runtime.ops import clamp, isfinite, norm, stack
@@ -61,7 +63,10 @@ def get_total_norm(
         return _tensor(0.0)
     with no_grad():
         norms = [norm(t, norm_type) for t in tensors]
-        total_norm = norm(stack([tensor_norm.to(norms[0].dtype) for tensor_norm in norms]), norm_type)
+        # Stacked in their promoted dtype, as PyTorch's stack promotes: a float16 gradient first must
+        # not cast a float32 one's norm of 2e5 to float16's inf.
+        common = functools.reduce(promote_types, [tensor_norm.dtype for tensor_norm in norms])
+        total_norm = norm(stack([tensor_norm.to(common) for tensor_norm in norms]), norm_type)
     if error_if_nonfinite and not bool(isfinite(total_norm)):
         raise RuntimeError(
             f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so it cannot be "
