@@ -19,6 +19,7 @@ from ..autograd import Function
 from ..ir import dtypes
 from ..nn.modules.module import Module
 from ..runtime.internal import constant_tensor
+from ..runtime.ops import where
 from ..runtime.tensor import Tensor, apply_op
 from ._dtypes import per_channel_affine, per_channel_symmetric, quantized_dtype
 from .observer import MovingAverageMinMaxObserver, MovingAveragePerChannelMinMaxObserver
@@ -195,7 +196,23 @@ def fake_quantize_per_channel_affine(
                 f"fake_quantize_per_channel_affine: {name} must be 1-D with {channels} entries "
                 f"(input.shape[{axis}]), got shape {shape}"
             )
+    if isinstance(zero_point, Tensor) and zero_point.dtype.is_floating_point:
+        return _with_float_zero_point(input, scale, zero_point, axis, int(quant_min), int(quant_max))
     return _FakeQuantizeFunction.apply(input, scale, zero_point, int(quant_min), int(quant_max), axis)
+
+
+def _with_float_zero_point(input: Tensor, scale, zero_point: Tensor, axis: int, quant_min: int, quant_max: int):
+    """Per channel with floating zero points (embedding-bag style), which QuantizeLinear cannot take:
+    ``(clamp(round(x * (1 / scale) + zero_point), quant_min, quant_max) - zero_point) * scale``, as
+    PyTorch's kernel computes it, with the straight-through gradient where the level is in range."""
+    rank = input.dim()
+    scale_along = _along(_as_parameter(scale, input.dtype, "scale").reshape(-1), rank, axis)
+    point_along = _along(zero_point.detach().to(input.dtype).reshape(-1), rank, axis)
+    level = (input.detach() * (1.0 / scale_along) + point_along).round()
+    output = (level.clamp(quant_min, quant_max) - point_along) * scale_along
+    inside = (level >= quant_min) & (level <= quant_max)
+    # In range: output plus input - input (exactly 0), which carries the input's gradient.
+    return where(inside, output + (input - input.detach()), output)
 
 
 class _PartialConstructor(functools.partial):

@@ -86,6 +86,8 @@ class ObserverBase(Module):
                     f"the range [{quant_min}, {quant_max}] does not fit {kind!r} ([{kind.quant_min}, {kind.quant_max}])"
                 )
             low, high = quant_min, quant_max
+            if reduce_range:  # a given range is halved too, as PyTorch's calculate_qmin_qmax does
+                low, high = low // 2, high // 2
         else:
             low, high = kind.quant_min, kind.quant_max
             if reduce_range:  # one bit less: halve the range, keeping its sign convention

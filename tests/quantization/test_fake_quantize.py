@@ -225,3 +225,27 @@ def test_fake_quantize_observes_then_freezes():
         "activation_post_process.min_val",
         "activation_post_process.max_val",
     ]
+
+
+@pytest.mark.parametrize(
+    "dtype, quant_min, quant_max, reduced",
+    [("qint8", -128, 127, (-64, 63)), ("quint8", 0, 15, (0, 7)), ("quint8", None, None, (0, 127))],
+)
+def test_reduce_range_halves_a_given_range_too(dtype, quant_min, quant_max, reduced):
+    # As PyTorch's calculate_qmin_qmax: one bit less, whether the range is the dtype's or given.
+    observer = MinMaxObserver(dtype=dtype, reduce_range=True, quant_min=quant_min, quant_max=quant_max)
+    assert (observer.quant_min, observer.quant_max) == reduced
+
+
+def test_per_channel_float_zero_points_round_with_the_zero_point():
+    # (clamp(round(x / scale + zero_point), min, max) - zero_point) * scale, the zero point not
+    # truncated to an integer; the gradient passes where the level is in range.
+    x = onnxnn.tensor([[0.0, 0.1, 0.26, 30.0, -5.0]], requires_grad=True)
+    scale, zero_point = np.float32(0.1), np.float32(1.5)
+    result = fake_quantize_per_channel_affine(x, onnxnn.tensor([0.1]), onnxnn.tensor([1.5]), 0, 0, 255)
+    result.sum().backward()
+    data = x.detach().numpy()
+    level = np.rint(data * (np.float32(1) / scale) + zero_point)
+    expected = (np.clip(level, 0, 255) - zero_point) * scale
+    np.testing.assert_allclose(result.detach().numpy(), expected, rtol=2**-23)
+    np.testing.assert_array_equal(x.grad.numpy(), ((level >= 0) & (level <= 255)).astype(np.float32))

@@ -67,7 +67,9 @@ __all__ = [
 
 def _channel_norms(values: np.ndarray, n, dim: int) -> np.ndarray:
     """The ``n``-norm of each slice of ``values`` along ``dim`` (as ``torch.norm(t, p=n, dim=others)``)."""
-    channels = np.moveaxis(values, dim, 0).reshape(values.shape[dim], -1).astype(np.float64)
+    others = math.prod(size for axis, size in enumerate(values.shape) if axis != dim % values.ndim)
+    # (not reshape(..., -1): no channels left after an earlier pruning is a valid, empty case)
+    channels = np.moveaxis(values, dim, 0).reshape(values.shape[dim], others).astype(np.float64)
     magnitudes = np.abs(channels)
     if n == "fro":
         n = 2

@@ -354,3 +354,10 @@ def test_same_masks_as_torch():
         library.global_unstructured([(net[0], "weight"), (net[1], "weight")], library.L1Unstructured, amount=20)
     for index in range(2):
         np.testing.assert_array_equal(mask_of(ours[index]), theirs[index].weight_mask.numpy())
+
+
+def test_structured_pruning_after_every_channel_is_pruned_keeps_them_pruned():
+    layer = nn.Linear(4, 3)
+    prune.ln_structured(layer, "weight", amount=1.0, n=2, dim=0)
+    prune.ln_structured(layer, "weight", amount=0.5, n=2, dim=0)  # no channel left to rank
+    np.testing.assert_array_equal(layer.weight_mask.numpy(), np.zeros((3, 4), np.float32))
