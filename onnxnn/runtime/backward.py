@@ -253,7 +253,7 @@ def _output_gradient_hooks(function: Function, output_nr: int, gradient, create_
     if function._retained and output_nr in function._retained:
         tensor = function._retained[output_nr]()
         if tensor is not None:
-            tensor.grad = _stored_gradient(gradient, create_graph)
+            _add_to_grad(tensor, gradient, create_graph)  # accumulated across backwards, as a leaf's
     return gradient
 
 
@@ -261,11 +261,17 @@ _UNMATERIALIZED = unmaterialized_gradients.table
 
 
 def _stored_gradient(gradient, create_graph: bool):
-    """The tensor a ``.grad`` keeps: the gradient itself, or without history. It holds the pending
-    value from now on (``graph.hold``): the backward's own tensors die when it returns, and a value
-    no live handle holds is left out of the run that computes it, so reading ``.grad`` after the
-    optimizer's step would run the whole backward again."""
-    stored = gradient if create_graph else gradient.detach()
+    """The tensor a ``.grad`` keeps: a new tensor of the gradient's value, without history or (with
+    ``create_graph``) as a differentiable copy. It holds the pending value from now on
+    (``graph.hold``): the backward's own tensors die when it returns, and a value no live handle
+    holds is left out of the run that computes it, so reading ``.grad`` after the optimizer's step
+    would run the whole backward again.
+
+    Never an alias (``detach``): one gradient reaches several leaves (an Add's inputs) and may be
+    the caller's own tensor (``x.backward(g)``), and an in-place write to one ``.grad`` (a later
+    backward's accumulation, ``clip_grad_norm_``, ``zero_()``) must change it alone.
+    """
+    stored = gradient.clone() if create_graph else gradient._detached()
     hold(stored._value, stored)
     return stored
 
@@ -275,13 +281,18 @@ def _accumulate(variable, gradient, create_graph: bool) -> None:
         gradient = _apply_hooks(variable._backward_hooks, gradient)
     if gradient._value.shape != variable._value.shape:
         gradient = sum_to_shape(gradient, variable._value.shape)
-    if variable.grad is None:
-        variable.grad = _stored_gradient(gradient, create_graph)
+    _add_to_grad(variable, gradient, create_graph)
+
+
+def _add_to_grad(tensor, gradient, create_graph: bool) -> None:
+    """``tensor.grad`` plus ``gradient`` (``gradient`` itself, stored, when there is none yet)."""
+    if tensor.grad is None:
+        tensor.grad = _stored_gradient(gradient, create_graph)
     elif create_graph:
-        variable.grad = variable.grad + gradient
+        tensor.grad = tensor.grad + gradient
     else:
         with no_grad():
-            variable.grad._rebind((variable.grad + gradient)._value)
+            tensor.grad._rebind((tensor.grad + gradient)._value)
 
 
 def _root_gradients(tensors: list, grad_tensors: list) -> list:

@@ -30,10 +30,16 @@ class _GradModeContext:
     def __call__(self, function):
         @functools.wraps(function)
         def wrapper(*args, **kwargs):
-            with self.__class__():
+            with self._fresh():  # a context per call (calls may nest or run on other threads)
                 return function(*args, **kwargs)
 
         return wrapper
+
+    def _fresh(self) -> "_GradModeContext":
+        """A context of this one's class and mode (``inference_mode(False)`` keeps its False)."""
+        context = object.__new__(type(self))
+        context.mode = self.mode
+        return context
 
 
 class no_grad(_GradModeContext):

@@ -463,8 +463,9 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
             self._grad_fn = result._grad_fn
             self._output_nr = result._output_nr
             self._requires_grad = True
-        elif self._grad_fn is not None:
-            # Overwritten by a value without history: nothing flows back to the old history.
+        elif self._grad_fn is not None and MODE.grad.enabled:
+            # Overwritten by a value without history: nothing flows back to the old history. (A
+            # write under no_grad keeps it, as PyTorch's: the old history's gradient still flows.)
             self._grad_fn = None
             self._requires_grad = False
         self._bump_version()

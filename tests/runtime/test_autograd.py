@@ -298,3 +298,55 @@ def test_multiplying_by_a_static_one_gives_a_new_handle_on_the_same_values():
     assert not np.array_equal(product.numpy(), t.numpy())
     widened = onnxnn.randn(3) * onnxnn.Tensor._from_value(static_constant(np.ones((2, 3)), onnxnn.float32))
     assert widened.shape == (2, 3)  # a product that broadcasts beyond x is still recorded
+
+
+# ---------------------------------------------------------------- .grad tensors are each their own
+
+
+def test_gradients_accumulated_into_two_leaves_of_one_add_stay_apart():
+    # One gradient reaches both inputs of an Add; each .grad must accumulate (and be written) alone.
+    a = onnxnn.tensor([1.0, 2.0], requires_grad=True)
+    b = onnxnn.tensor([3.0, 4.0], requires_grad=True)
+    for steps in range(1, 4):
+        (a + b).sum().backward()  # the second and third backwards are replayed
+        assert a.grad.tolist() == [steps, steps] and b.grad.tolist() == [steps, steps]
+    a.grad.mul_(10)
+    assert b.grad.tolist() == [3.0, 3.0]
+
+
+def test_a_backward_leaves_the_callers_gradient_tensor_alone():
+    x = onnxnn.tensor([1.0, 2.0], requires_grad=True)
+    given = onnxnn.tensor([1.0, 1.0])
+    x.backward(given)
+    (x * 3).sum().backward()
+    x.grad.zero_()
+    assert given.tolist() == [1.0, 1.0]
+
+
+def test_a_retained_gradient_accumulates_across_backwards():
+    x = onnxnn.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    y.retain_grad()
+    z = (y * y).sum()
+    z.backward(retain_graph=True)
+    z.backward()
+    assert y.grad.tolist() == [8.0, 16.0]  # 2 * (2 * y), as PyTorch's
+
+
+def test_an_in_place_write_under_no_grad_keeps_the_history():
+    # PyTorch records nothing for the write, and the tensor keeps its grad_fn: d(a * x)/dx = a + x.
+    x = onnxnn.tensor([1.0, 2.0], requires_grad=True)
+    a = x * 1
+    with onnxnn.no_grad():
+        a[0].mul_(3)
+    assert a.requires_grad
+    (a * x).sum().backward()
+    assert x.grad.tolist() == [4.0, 4.0]
+
+
+def test_inference_mode_false_as_a_decorator_records_gradients():
+    @onnxnn.inference_mode(False)
+    def doubled(x):
+        return x * 2
+
+    assert doubled(onnxnn.ones(2, requires_grad=True)).requires_grad
