@@ -157,8 +157,14 @@ def _drive(
             function = ready.pop()
             slots = buffers.pop(function, _NOTHING)
             if capture_keys:
+                # A captured gradient is the one its tensor's hooks give, as .grad would be.
+                is_leaf = type(function) is AccumulateGrad
                 for output_nr, gradient in slots.items():
                     if (function, output_nr) in capture_keys:
+                        if is_leaf and function.variable._backward_hooks:
+                            gradient = _apply_hooks(function.variable._backward_hooks, gradient)
+                        elif not is_leaf and function._tensor_hooks and output_nr in function._tensor_hooks:
+                            gradient = _apply_hooks(function._tensor_hooks[output_nr], gradient)
                         captured[(function, output_nr)] = gradient
             if type(function) is AccumulateGrad:
                 gradient = slots.get(0)

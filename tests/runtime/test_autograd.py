@@ -350,3 +350,16 @@ def test_inference_mode_false_as_a_decorator_records_gradients():
         return x * 2
 
     assert doubled(onnxnn.ones(2, requires_grad=True)).requires_grad
+
+
+def test_autograd_grad_returns_the_gradients_tensor_hooks_give():
+    # As PyTorch's: a tensor's hooks change the gradient autograd.grad returns for it, and what
+    # flows on from it (x's hook triples, y's multiplies by 5; d(y^2)/dy = 2y).
+    x = onnxnn.tensor([1.0, 2.0], requires_grad=True)
+    x.register_hook(lambda gradient: gradient * 3)
+    y = x * 1
+    y.register_hook(lambda gradient: gradient * 5)
+    z = (y * y).sum()
+    (wrt_x,) = onnxnn.autograd.grad(z, x, retain_graph=True)
+    (wrt_y,) = onnxnn.autograd.grad(z, y)
+    assert wrt_x.tolist() == [30.0, 60.0] and wrt_y.tolist() == [10.0, 20.0]
