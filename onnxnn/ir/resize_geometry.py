@@ -25,12 +25,12 @@ def source_coordinates(
     scale: float,
     roi_begin: float = 0.0,
     roi_end: float = 1.0,
-    precision: type = np.float64,
+    nearest: bool = False,
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """The input coordinate (float64 values of ``precision``'s arithmetic: np.float32 for
-    ``nearest``) each output position samples along one axis, and for ``tf_crop_and_resize`` the mask
-    of positions outside the input (else None)."""
-    _F = precision
+    """The input coordinate (as float64 values, of float32 arithmetic for ``nearest``) each output
+    position samples along one axis, and for ``tf_crop_and_resize`` the mask of positions outside
+    the input (else None)."""
+    _F = np.float32 if nearest else np.float64
     y: np.ndarray = np.arange(output_size, dtype=_F)
     scale_, half = _F(scale), _F(0.5)
     length, original = _F(output_size), _F(input_size)

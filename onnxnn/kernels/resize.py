@@ -166,9 +166,8 @@ def resize(xp, inputs, attrs):
         if size == 0:
             result = xp.take(result, xp.zeros(0, dtype=np.int64), axis=axis)
             continue
-        precision = np.float32 if mode == "nearest" else np.float64  # (ir.resize_geometry)
         coordinates, outside = source_coordinates(
-            transform, size, x.shape[axis], scale, roi_begin[axis], roi_end[axis], precision
+            transform, size, x.shape[axis], scale, roi_begin[axis], roi_end[axis], nearest=mode == "nearest"
         )
         if mode == "nearest":
             indices, weights = _nearest_taps(coordinates, nearest_mode)

@@ -81,8 +81,7 @@ def interpolation_matrix(input_size: int, scale: float, output_size: int, attrs)
     transform = _text(attrs.get("coordinate_transformation_mode"), "half_pixel")
     if transform == "tf_crop_and_resize":
         raise NotImplementedError("gradient of Resize with coordinate_transformation_mode 'tf_crop_and_resize'")
-    precision = np.float32 if mode == "nearest" else np.float64  # (ir.resize_geometry)
-    x, _ = source_coordinates(transform, output_size, input_size, scale, precision=precision)
+    x, _ = source_coordinates(transform, output_size, input_size, scale, nearest=mode == "nearest")
     matrix = np.zeros((output_size, input_size))
     rows = np.arange(output_size)
     if mode == "nearest":
