@@ -13,7 +13,8 @@ scales are float32, so a factor that float32 cannot represent (0.45) samples at 
 about 1e-7 relative to PyTorch's float64, and is raised by an ulp or two where onnxruntime's output
 size would otherwise come out one short (``_float32_scale``). ``nearest`` and ``nearest-exact`` are a
 ``Gather`` per axis of PyTorch's own source indices (``_nearest``): there a coordinate 1e-7 off is a
-whole pixel after the floor. ``area`` is adaptive average pooling, as in PyTorch.
+whole pixel after the floor (one Resize where every factor is a whole multiple, which is exact
+there). ``area`` is adaptive average pooling, as in PyTorch.
 
 ``antialias=True`` records Resize's ``antialias`` filter, except with ``align_corners=True``: there
 PyTorch centres each output's filter at ``s * (i + 0.5)`` with ``s = (in - 1) / (out - 1)``, which no
@@ -174,11 +175,13 @@ def _float32_scale(in_size: int, out_size: int, factor: float, mode: str) -> flo
 
 
 def _nearest(input: Tensor, output_size: list, scales: list | None, mode: str) -> Tensor:
-    """``nearest``/``nearest-exact`` as one ``Gather`` per resampled axis, of PyTorch's source indices.
+    """``nearest``/``nearest-exact``: one ``Resize`` for whole-multiple factors, else one ``Gather``
+    per resampled axis of PyTorch's source indices.
 
     Its kernel computes them in float32 from ``float32(1 / scale_factor)`` (or ``in / out``), where
     Resize divides by ``float32(scale_factor)``: a floor of the two differs by a whole pixel where
-    the product lands near an integer (length 8 at 0.6: PyTorch reads row 5 for output 3, Resize 4).
+    the product lands near an integer (length 8 at 0.6: PyTorch reads row 5 for output 3, Resize 4),
+    but never for whole multiples, whose quotients are exact.
     """
     exact = mode == "nearest-exact"
     name = f"UpsampleNearest{'Exact' if exact else ''}{len(output_size)}DBackward0"
