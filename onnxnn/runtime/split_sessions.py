@@ -13,6 +13,11 @@ as a session between each two normalization layers. Those sessions share one mem
 (``SPLIT_PART_KEY``, runtime/sessions.py), so the buffers each frees are the next one's. The
 runner returns what the one session would have returned.
 
+A session of more than ``MOST_SESSION_NODES`` nodes, between compiled nodes or in a plan without
+any, is cut further into pieces run one after another: onnxruntime builds a session in time
+superlinear in its nodes, and a deep network's training step on small images is a graph of
+thousands. A value passed on between stages is dropped once its last reader has run.
+
 The compiled nodes use as many threads as onnxnn's sessions (``onnxnn.get_num_threads()`` when the
 plan is compiled). On more than one thread, a compiled node whose results no stage reads before
 a later session has run (a weight gradient, read only by the update at the end of the step) runs
@@ -67,10 +72,12 @@ class SplitSession:
     Every array of a run has a slot in one list, in the order they appear: the plan's inputs, the
     model's constants that compiled nodes read, then each stage's outputs. A stage is ``(run, input
     slots, is_session, plan index)``, the last the compiled node's index in the plan (None for a session).
-    ``beside`` maps the index of each compiled stage that runs beside the sessions to its output count.
+    ``beside`` maps the index of each compiled stage that runs beside the sessions to its output count;
+    ``released[i]`` holds the slots that no stage after stage ``i`` reads and the run does not return,
+    dropped once it has run (a large session's pieces pass on values that die in the next piece).
     """
 
-    __slots__ = ("stages", "threads", "output_slots", "constants", "absorbed", "beside")
+    __slots__ = ("stages", "threads", "output_slots", "constants", "absorbed", "beside", "released")
 
     def __init__(
         self,
@@ -87,6 +94,7 @@ class SplitSession:
         self.constants = constants
         self.absorbed = absorbed  # readers a compiled node computes (``compiled_readers``), not the sessions
         self.beside = beside or {}
+        self.released = _released_slots(stages, output_slots)
 
     @property
     def sessions(self) -> int:
@@ -100,9 +108,11 @@ class SplitSession:
         arrays = [*inputs, *self.constants]
         threads = self.threads
         if not self.beside:
-            for run, slots, is_session, _ in self.stages:
+            for (run, slots, is_session, _), released in zip(self.stages, self.released):
                 feeds = [arrays[slot] for slot in slots]
                 arrays.extend(run(feeds) if is_session else run(feeds, threads))
+                for slot in released:
+                    arrays[slot] = None
             return [arrays[slot] for slot in self.output_slots]
         return self._run_beside(arrays, threads)
 
@@ -123,11 +133,13 @@ class SplitSession:
                 count = beside.get(position)
                 if count is None:
                     arrays.extend(run(feeds) if is_session else run(feeds, threads))
-                    continue
-                future = _beside_pool().submit(run, feeds, BESIDE_THREADS)
-                futures.append(future)
-                waiting.update((len(arrays) + index, (future, index)) for index in range(count))
-                arrays.extend([None] * count)
+                else:
+                    future = _beside_pool().submit(run, feeds, BESIDE_THREADS)
+                    futures.append(future)
+                    waiting.update((len(arrays) + index, (future, index)) for index in range(count))
+                    arrays.extend([None] * count)
+                for slot in self.released[position]:
+                    arrays[slot] = None
             for slot, (future, index) in waiting.items():
                 arrays[slot] = future.result()[index]
         finally:
@@ -137,8 +149,20 @@ class SplitSession:
         return [arrays[slot] for slot in self.output_slots]
 
 
+def _released_slots(stages: list, output_slots: list) -> list:
+    """For each stage, the slots whose last reader it is, the run's outputs left out."""
+    last_reader = {slot: index for index, (_, slots, _, _) in enumerate(stages) for slot in slots}
+    for slot in output_slots:
+        last_reader.pop(slot, None)
+    released: list = [[] for _ in stages]
+    for slot, index in last_reader.items():
+        released[index].append(slot)
+    return released
+
+
 def split_session(plan: GraphPlan, device, build: Callable, compile_model: Callable) -> SplitSession | None:
-    """``plan``'s runner cut around its compiled nodes, or None where it runs as one session.
+    """``plan``'s runner cut around its compiled nodes and into pieces of at most ``MOST_SESSION_NODES``
+    nodes, or None where it runs as one session.
 
     Only on the CPU, where the compiled code runs. ``build(kept)`` builds the plan's model with the
     nodes whose ids are in ``kept`` as recorded (as ``build_model(plan, kept=kept)``, with whatever
@@ -148,8 +172,16 @@ def split_session(plan: GraphPlan, device, build: Callable, compile_model: Calla
     compiled nodes read their sizes from their inputs at each run, so a graph shared across sizes
     (``fastpath.dynamic_shapes``) is cut like any other, and gives the same values.
     """
+    found = _split_or_model(plan, device, build, compile_model)
+    return found if isinstance(found, SplitSession) else None
+
+
+def _split_or_model(
+    plan: GraphPlan, device, build: Callable, compile_model: Callable
+) -> SplitSession | onnx.ModelProto:
+    """``plan``'s cut runner, or the model to compile as one session where it is not cut."""
     if device.type != "cpu":
-        return None
+        return build(frozenset())
     threads = get_num_threads()
     runs = {}
     for position, node in enumerate(plan.nodes):
@@ -158,9 +190,11 @@ def split_session(plan: GraphPlan, device, build: Callable, compile_model: Calla
         if run is not None:
             runs[id(node)] = (compiled_node_name(node, position), (run, position))
     absorbed = _absorb_readers(plan, runs, threads)
-    if not runs:
-        return None
-    return _cut(build(frozenset(runs)), dict(runs.values()), compile_model, absorbed, threads)
+    model = build(frozenset(runs))
+    if not runs and len(model.graph.node) <= MOST_SESSION_NODES:
+        return model
+    cut = _cut(model, dict(runs.values()), compile_model, absorbed, threads)
+    return cut if cut is not None else (build(frozenset()) if runs else model)
 
 
 # The longest chain of only readers a compiled node is offered (``compiled_readers``): a residual
@@ -214,9 +248,11 @@ def _absorb_readers(plan: GraphPlan, runs: dict, threads: int) -> dict:
 
 
 def session_runner(plan: GraphPlan, device, build: Callable, compile_model: Callable):
-    """``plan``'s runner on onnxruntime: cut around its compiled nodes (``split_session``, with the same
-    arguments), else one session of ``compile_model(build(frozenset()))``."""
-    return split_session(plan, device, build, compile_model) or compile_model(build(frozenset()))
+    """``plan``'s runner on onnxruntime: cut around its compiled nodes and into sessions of at most
+    ``MOST_SESSION_NODES`` nodes (``split_session``, with the same arguments), else one session of
+    ``compile_model(build(frozenset()))``."""
+    found = _split_or_model(plan, device, build, compile_model)
+    return found if isinstance(found, SplitSession) else compile_model(found)
 
 
 def compiled_node_name(node, position: int) -> str:
@@ -244,8 +280,12 @@ def _cut(
         _run_sinks_last(graph, runs, stages)
     initializers = {initializer.name: initializer for initializer in graph.initializer}
     compiled_reads = {name for (_, kind), nodes in stages.items() if kind for node in nodes for name in node.input}
-    if not compiled_reads or "" in compiled_reads:
-        return None  # none compiled, or one leaving an optional input out (no slot to feed)
+    # The sessions between compiled nodes, for the threads' spinning (``create_session``): a large
+    # session's pieces run back to back, with no compiled loop between them to take the cores.
+    session_stages = sum(1 for _, kind in stages if not kind)
+    stages = _in_pieces(stages)
+    if "" in compiled_reads or not compiled_reads and len(stages) == 1:
+        return None  # one leaving an optional input out (no slot to feed), or neither compiled nor large
     _repeat_views(graph, stages)
 
     inputs = {graph_input.name: graph_input for graph_input in graph.input}
@@ -256,7 +296,6 @@ def _cut(
     types.update((name, initializers[name].data_type) for name in constants)
     wanted = {output.name for output in graph.output}
     order = sorted(stages)
-    session_stages = sum(1 for _, kind in order if not kind)
     # What each stage's nodes read from outside it, so that earlier stages return it.
     read_later = [names_read(stages[key]) - {name for node in stages[key] for name in node.output} for key in order]
     result = []
@@ -330,6 +369,29 @@ def _run_sinks_last(graph: onnx.GraphProto, runs: dict, stages: dict) -> None:
         stages[(last, 0)] = sorted([*stages.get((last, 0), []), *moved], key=lambda node: position[id(node)])
 
 
+# The most nodes one session of a plan holds; a larger session is cut into pieces that run one after
+# another. onnxruntime's allocation planner and graph transformers take time superlinear in a
+# graph's nodes (the planner looks for each output's buffer through every buffer freed before it):
+# resnet152's training step at 32x32 has a session of 12,900 nodes, 14 s to build in one piece and
+# 4.3 s in four pieces of 3,200 (3.4 s in eight of 1,600; the pieces pass on 1,500 values). The
+# pieces run as fast as the one session (resnet50/101/152 steps at 32x32, batch 8 and 16, one and two
+# threads: 0.97-1.01 of its time), and the first step of resnet152 took 9.6 s instead of 22.
+MOST_SESSION_NODES = 2500
+
+
+def _in_pieces(stages: dict) -> dict:
+    """``stages`` keyed ``(level, kind, piece)``: each session's nodes (in order) cut into pieces of at
+    most ``MOST_SESSION_NODES`` (a piece then repeats the views it reads: ``_repeat_views``), a compiled
+    stage as piece 0."""
+    pieces: dict = {}
+    for (level, kind), nodes in stages.items():
+        count = -(-len(nodes) // MOST_SESSION_NODES) if not kind else 1
+        size = -(-len(nodes) // count)
+        for piece in range(count):
+            pieces[(level, kind, piece)] = nodes[piece * size : (piece + 1) * size]
+    return pieces
+
+
 def _beside_stages(stages: list, counts: list, first_slot: int) -> dict:
     """The compiled stages whose results no stage reads before a session after them has run, by
     index, each with its output count (``SplitSession.beside``). ``counts``: each stage's output
@@ -374,8 +436,8 @@ def _repeat_views(graph: onnx.GraphProto, stages: dict) -> None:
     }
     if not views:
         return
-    for (_, kind), nodes in stages.items():
-        if kind:
+    for key, nodes in stages.items():
+        if key[1]:  # compiled nodes
             continue
         computed = {name for node in nodes for name in node.output}
         repeated: list = []
