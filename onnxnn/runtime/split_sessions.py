@@ -41,7 +41,7 @@ from ..ir.plan import GraphPlan, names_read, work_estimate
 from ..ir.registry import compiled_forms, compiled_readers
 from .threads import get_num_threads
 
-__all__ = ["SplitSession", "split_session", "session_runner", "compiled_node_name", "SPLIT_PART_KEY"]
+__all__ = ["SplitSession", "session_runner", "compiled_node_name", "SPLIT_PART_KEY"]
 
 # The metadata key marking a model as one session of a cut plan, its value the whole plan's
 # ``work_estimate`` and the cut's number of sessions (``create_session`` and ``CompiledSession`` read it).
@@ -160,9 +160,11 @@ def _released_slots(stages: list, output_slots: list) -> list:
     return released
 
 
-def split_session(plan: GraphPlan, device, build: Callable, compile_model: Callable) -> SplitSession | None:
+def _split_or_model(
+    plan: GraphPlan, device, build: Callable, compile_model: Callable
+) -> SplitSession | onnx.ModelProto:
     """``plan``'s runner cut around its compiled nodes and into pieces of at most ``MOST_SESSION_NODES``
-    nodes, or None where it runs as one session.
+    nodes, or the model to compile as one session where it is not cut.
 
     Only on the CPU, where the compiled code runs. ``build(kept)`` builds the plan's model with the
     nodes whose ids are in ``kept`` as recorded (as ``build_model(plan, kept=kept)``, with whatever
@@ -172,14 +174,6 @@ def split_session(plan: GraphPlan, device, build: Callable, compile_model: Calla
     compiled nodes read their sizes from their inputs at each run, so a graph shared across sizes
     (``fastpath.dynamic_shapes``) is cut like any other, and gives the same values.
     """
-    found = _split_or_model(plan, device, build, compile_model)
-    return found if isinstance(found, SplitSession) else None
-
-
-def _split_or_model(
-    plan: GraphPlan, device, build: Callable, compile_model: Callable
-) -> SplitSession | onnx.ModelProto:
-    """``plan``'s cut runner, or the model to compile as one session where it is not cut."""
     if device.type != "cpu":
         return build(frozenset())
     threads = get_num_threads()
@@ -249,8 +243,8 @@ def _absorb_readers(plan: GraphPlan, runs: dict, threads: int) -> dict:
 
 def session_runner(plan: GraphPlan, device, build: Callable, compile_model: Callable):
     """``plan``'s runner on onnxruntime: cut around its compiled nodes and into sessions of at most
-    ``MOST_SESSION_NODES`` nodes (``split_session``, with the same arguments), else one session of
-    ``compile_model(build(frozenset()))``."""
+    ``MOST_SESSION_NODES`` nodes (``_split_or_model``, with the same arguments), else one session of
+    the model ``build`` makes, compiled by ``compile_model``."""
     found = _split_or_model(plan, device, build, compile_model)
     return found if isinstance(found, SplitSession) else compile_model(found)
 
