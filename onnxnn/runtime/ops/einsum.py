@@ -38,7 +38,7 @@ def explicit_equation(equation: str, ranks: list[int]) -> tuple[list[str], str]:
         if "..." in term:
             covered = rank - (len(term) - 3)
             term = term.replace("...", fill[len(fill) - covered :] if covered else "")
-        if len(term) != rank or not term.isalpha():
+        if len(term) != rank or not (term.isalpha() or term == ""):  # "" is a 0-d operand's (or output's)
             raise ValueError(f"einsum(): the subscripts '{terms[index]}' do not fit operand {index} of rank {rank}")
         operands.append(term)
     if arrow:
@@ -86,9 +86,16 @@ def _einsum_grad(ctx, g):
         equation = ",".join([output] + others) + "->" + kept
         tensors = [g] + [ctx.input(j) for j in range(len(operands)) if j != index]
         grad = apply_op("Einsum", tuple(tensors), {"equation": equation}, "EinsumBackward0")
+        shape = ctx.input_shape(index)
+        # A size-1 dim broadcast against the other operands' sizes gets the sum over them.
+        broadcast = [
+            axis for axis, letter in enumerate(kept) if shape[term.index(letter)] == 1 and grad.shape[axis] != 1
+        ]
+        if broadcast:
+            grad = grad.sum(broadcast, keepdim=True)
         if kept != term:
-            shape = ctx.input_shape(index)
-            grad = grad.reshape(tuple(size if letter in reachable else 1 for letter, size in zip(term, shape)))
+            grad = grad.reshape(tuple(grad.shape[kept.index(letter)] if letter in kept else 1 for letter in term))
+        if tuple(grad.shape) != tuple(shape):  # summed-away letters, and sizes the others broadcast from 1
             grad = grad.expand(shape)
         grads.append(grad)
     return tuple(grads)
@@ -103,6 +110,8 @@ def einsum(equation: str, *operands) -> Tensor:
         >>> onnxnn.einsum("ij,jk->ik", a, b).shape
         onnxnn.Size([2, 4])
     """
+    if isinstance(equation, Tensor):  # the sublist format: einsum(a, [0, 1], b, [1, 2], [0, 2])
+        equation, operands = _sublist_equation((equation, *operands))
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     if not operands:
@@ -114,3 +123,34 @@ def einsum(equation: str, *operands) -> Tensor:
     tensors, _ = promote_operands(list(operands))
     explicit = ",".join(terms) + "->" + output
     return apply_op("Einsum", tuple(tensors), {"equation": explicit}, "EinsumBackward0")
+
+
+def _sublist_equation(arguments: tuple) -> tuple[str, tuple]:
+    """The equation and operands of ``einsum(op1, sublist1, op2, sublist2, ..., [sublist_out])``:
+    subscripts as integers below 52 (``Ellipsis`` for ``...``), as PyTorch's."""
+    letters = string.ascii_letters
+
+    def term(sublist) -> str:
+        parts = []
+        for item in sublist:
+            if item is Ellipsis:
+                parts.append("...")
+            elif isinstance(item, int) and 0 <= item < len(letters):
+                parts.append(letters[item])
+            else:
+                raise RuntimeError(
+                    f"einsum(): subscript in subscript list is not within the valid range [0, 52): {item}"
+                )
+        return "".join(parts)
+
+    operands = arguments[0::2]
+    sublists = arguments[1::2]
+    output = None
+    if len(operands) > len(sublists):  # an odd count: the last is the output's sublist
+        *operands, output = operands
+    if not all(isinstance(operand, Tensor) for operand in operands):
+        raise TypeError("einsum(): the sublist format takes operands and subscript lists in turn")
+    equation = ",".join(term(sublist) for sublist in sublists)
+    if output is not None:
+        equation += "->" + term(output)
+    return equation, tuple(operands)

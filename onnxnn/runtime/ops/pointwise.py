@@ -414,17 +414,21 @@ def bucketize(input, boundaries: Tensor, *, out_int32: bool = False, right: bool
     """For each value, the index of the bucket of the sorted 1-D ``boundaries`` it falls into.
 
     ``right=False``: the first ``i`` with ``value <= boundaries[i]``; ``right=True``: ``value < boundaries[i]``.
-    Recorded as a count of the boundaries below the value (Less/LessOrEqual and ReduceSum), so it
-    exports and works on pending values.
+    Recorded as a count of the boundaries below the value (``_below``, then ReduceSum), so it exports
+    and works on pending values. A NaN value goes after every boundary, as in PyTorch.
     """
     if boundaries.dim() != 1:
         raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({boundaries.dim()})")
     if not isinstance(input, Tensor):
         input = Tensor._full((), input, boundaries.dtype, boundaries.device)
-    values = input.unsqueeze(-1)
-    below = _c.le(boundaries, values) if right else _c.lt(boundaries, values)
-    result = _r.sum(below.to(dtypes.int64), -1)
+    result = _r.sum(_below(boundaries, input.unsqueeze(-1), right).to(dtypes.int64), -1)
     return result.to(dtypes.int32) if out_int32 else result
+
+
+def _below(boundaries: Tensor, values: Tensor, right: bool) -> Tensor:
+    """Whether each boundary goes before each value: PyTorch's binary search moves past a boundary
+    unless ``boundary >= value`` (``>`` for ``right``), so a NaN value, comparing false, goes last."""
+    return _c.logical_not((_c.gt if right else _c.ge)(boundaries, values))
 
 
 def searchsorted(
@@ -454,8 +458,7 @@ def searchsorted(
             "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions "
             "of boundaries tensor and input value tensor must match"
         )
-    below = (_c.le if right else _c.lt)(sorted_sequence.unsqueeze(-2), values.unsqueeze(-1))
-    result = _r.sum(below.to(dtypes.int64), -1)
+    result = _r.sum(_below(sorted_sequence.unsqueeze(-2), values.unsqueeze(-1), right).to(dtypes.int64), -1)
     return result.to(dtypes.int32) if out_int32 else result
 
 

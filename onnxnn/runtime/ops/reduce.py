@@ -340,11 +340,13 @@ def _extremum_along(input: Tensor, dim: int, keepdim: bool, arg_op: str, reduce_
 
 
 def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
-    """Variance over ``dim`` with Bessel's correction by default (``correction=1``)."""
+    """Variance over ``dim`` (all dims when None or empty) with Bessel's correction by default
+    (``correction=1``); ``var(x, False)`` is PyTorch's ``var(input, unbiased)`` overload."""
+    dim, unbiased = unbiased_overload(dim, unbiased)
     if correction is None:
         correction = 0 if unbiased is False else 1
     centered = input - mean(input, dim, keepdim=True)
-    dims = _dims(input, dim)
+    dims = _dims(input, dim) or None  # no dims reduce them all, as sum and mean do
     count = input.numel()
     if dims is not None and input.dim() > 0:  # a 0-d tensor's dim 0 is itself: one element
         count = 1
@@ -355,6 +357,16 @@ def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correc
 
 def std(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
     return root(var(input, dim, unbiased, keepdim, correction=correction), 2)
+
+
+def unbiased_overload(dim, unbiased) -> tuple:
+    """``(dim, unbiased)`` of var/std/var_mean/std_mean's arguments: a bool in ``dim``'s place is
+    PyTorch's ``(input, unbiased)`` overload, not dim 0 or 1."""
+    if isinstance(dim, bool):
+        if unbiased is not None:
+            raise TypeError("var(): the second positional argument is unbiased (a bool) or dim, not both")
+        return None, dim
+    return dim, unbiased
 
 
 def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
@@ -377,11 +389,21 @@ def _truth_values(input: Tensor) -> Tensor:
 
 
 def all(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    return _c.gt(_reduce("ReduceMin", _truth_values(input), dim, keepdim, None), 0)
+    """Whether every element over ``dim`` is nonzero; uint8 for a uint8 input, else bool (PyTorch's)."""
+    return _truth_reduction("ReduceMin", input, dim, keepdim)
 
 
 def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    return _c.gt(_reduce("ReduceMax", _truth_values(input), dim, keepdim, None), 0)
+    """Whether any element over ``dim`` is nonzero; uint8 for a uint8 input, else bool (PyTorch's)."""
+    return _truth_reduction("ReduceMax", input, dim, keepdim)
+
+
+def _truth_reduction(op_type: str, input: Tensor, dim, keepdim: bool) -> Tensor:
+    if dim is not None and not isinstance(dim, int) and len(dim) == 0:
+        truth = input.to(dtypes.bool)  # an empty dim list reduces nothing here (unlike sum's)
+    else:
+        truth = _c.gt(_reduce(op_type, _truth_values(input), dim, keepdim, None), 0)
+    return truth.to(dtypes.uint8) if input.dtype is dtypes.uint8 else truth
 
 
 # The norms of ``norm`` computed from singular values, by name: linalg_jacobi fills it (it imports this

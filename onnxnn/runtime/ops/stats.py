@@ -19,6 +19,7 @@ from ._common import Tensor, normalize_axes
 from . import comparison as _c
 from . import elementwise as _e
 from . import reduce as _r
+from .indexing import gather
 from .shape import stack
 from .sorting import cumsum, sort
 
@@ -47,65 +48,103 @@ ModeResult = namedtuple("mode", ["values", "indices"])
 def quantile(input: Tensor, q, dim: int | None = None, keepdim: bool = False, *, interpolation: str = "linear"):
     """The ``q``-quantiles along ``dim`` (of the flattened input when None), from the sorted values.
 
-    A tensor or list ``q`` adds a leading dim with one entry per quantile.
+    A tensor or list ``q`` adds a leading dim with one entry per quantile. A line holding a NaN has
+    NaN quantiles (``nanquantile`` leaves NaNs out).
     """
+    return _quantiles(input, q, dim, keepdim, interpolation, ignore_nan=False)
+
+
+def nanquantile(input: Tensor, q, dim: int | None = None, keepdim: bool = False, *, interpolation: str = "linear"):
+    """``quantile`` of the values that are not NaN on each line (NaN for a line of NaNs only)."""
+    return _quantiles(input, q, dim, keepdim, interpolation, ignore_nan=True)
+
+
+def _quantiles(input: Tensor, q, dim, keepdim: bool, interpolation: str, ignore_nan: bool):
+    name = "nanquantile()" if ignore_nan else "quantile()"
     qs = np.asarray(q.tolist() if isinstance(q, Tensor) else q, dtype=np.float64)
     if ((qs < 0) | (qs > 1)).any():
-        raise RuntimeError("quantile() q values must be in the range [0, 1]")
+        raise RuntimeError(f"{name} q values must be in the range [0, 1]")
     if interpolation not in ("linear", "lower", "higher", "nearest", "midpoint"):
         raise RuntimeError(
-            f"quantile() interpolation must be one of linear, lower, higher, midpoint or nearest. Got {interpolation}"
+            f"{name} interpolation must be one of linear, lower, higher, midpoint or nearest. Got {interpolation}"
         )
     if not input.dtype.is_floating_point:
-        raise RuntimeError("quantile() input tensor must be either float or double dtype")
+        raise RuntimeError(f"{name} input tensor must be either float or double dtype")
+    if input.numel() == 0:
+        raise RuntimeError(f"{name} input tensor must be non-empty")
     if input.dim() == 0:  # its dim 0 (or -1) is itself, as for the reductions
         normalize_axes([0 if dim is None else dim], 0)
-        return quantile(input.reshape(1), q, 0, False, interpolation=interpolation)
+        return _quantiles(input.reshape(1), q, 0, False, interpolation, ignore_nan)
     source = input.reshape(-1) if dim is None else input
     axis = 0 if dim is None else normalize_axes([dim], input.dim())[0]
-    ordered = sort(source, axis).values
-    size = ordered.shape[axis]
-    results = []
-    for fraction in qs.reshape(-1):
-        position = fraction * (size - 1)
-        low, high = int(np.floor(position)), int(np.ceil(position))
-        if interpolation == "lower":
-            high = low
-        elif interpolation == "higher":
-            low = high
-        elif interpolation == "nearest":
-            low = high = int(np.round(position))  # round half to even, as PyTorch
-        lower = ordered.narrow(axis, low, 1)
-        if high == low:
-            value = lower
-        else:
-            upper = ordered.narrow(axis, high, 1)
-            weight = 0.5 if interpolation == "midpoint" else position - low
-            value = lower + (upper - lower) * weight
+    ordered = sort(source, axis).values  # NaNs last
+    last = ordered.narrow(axis, ordered.shape[axis] - 1, 1)
+    if ignore_nan:
+        # Each line's own count of numbers sets its positions; a line of NaNs reads its first NaN.
+        count = _r.sum(_c.logical_not(_c.isnan(ordered)), axis, keepdim=True).to(input.dtype)
+        results = [_at_positions(ordered, axis, count, fraction, interpolation) for fraction in qs.reshape(-1)]
+    else:
+        # A NaN sorts last: where the last value is NaN the quantile is that NaN (its gradient too).
+        has_nan = _c.isnan(last)
+        results = [
+            _e.where(has_nan, last, _at_position(ordered, axis, fraction, interpolation)) for fraction in qs.reshape(-1)
+        ]
+    for index, value in enumerate(results):
         if dim is None:
-            value = value.reshape((1,) * input.dim() if keepdim else ())
+            results[index] = value.reshape((1,) * input.dim() if keepdim else ())
         elif not keepdim:
-            value = value.squeeze(axis)
-        results.append(value)
+            results[index] = value.squeeze(axis)
     if qs.ndim == 0:
         return results[0]
     return stack(results, 0)
 
 
-def nanquantile(input: Tensor, q, dim: int | None = None, keepdim: bool = False, *, interpolation: str = "linear"):
-    """``quantile`` ignoring NaNs: only for inputs without NaN along the reduced lines (read at the call)."""
-    if np.isnan(input._realized_data()).any():
-        raise NotImplementedError("nanquantile of an input with NaNs is not supported by onnxnn yet")
-    return quantile(input, q, dim, keepdim, interpolation=interpolation)
+def _at_position(ordered: Tensor, axis: int, fraction: float, interpolation: str) -> Tensor:
+    """The value at ``fraction`` of the way along every line of ``ordered`` (one position for all)."""
+    position = fraction * (ordered.shape[axis] - 1)
+    low, high = int(np.floor(position)), int(np.ceil(position))
+    if interpolation == "lower":
+        high = low
+    elif interpolation == "higher":
+        low = high
+    elif interpolation == "nearest":
+        low = high = int(np.round(position))  # round half to even, as PyTorch
+    lower = ordered.narrow(axis, low, 1)
+    if high == low:
+        return lower
+    upper = ordered.narrow(axis, high, 1)
+    weight = 0.5 if interpolation == "midpoint" else position - low
+    return lower + (upper - lower) * weight
+
+
+def _at_positions(ordered: Tensor, axis: int, count: Tensor, fraction: float, interpolation: str) -> Tensor:
+    """The value at ``fraction`` of the way along the first ``count`` values of each line (``count``
+    in ``ordered``'s dtype, size 1 along ``axis``), as PyTorch ranks them: in that dtype."""
+    position = _e.clamp((count - 1) * fraction, min=0.0)
+    if interpolation == "lower":
+        position = _e.floor(position)
+    elif interpolation == "higher":
+        position = _e.ceil(position)
+    elif interpolation == "nearest":
+        position = _e.round(position)  # half to even, as PyTorch
+    below = _e.floor(position)
+    lower = gather(ordered, axis, below.to(dtypes.int64))
+    if interpolation in ("lower", "higher", "nearest"):
+        return lower
+    upper = gather(ordered, axis, _e.ceil(position).to(dtypes.int64))
+    weight = 0.5 if interpolation == "midpoint" else position - below
+    return lower + (upper - lower) * weight
 
 
 def var_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     """``(var, mean)`` over ``dim``."""
+    dim, unbiased = _r.unbiased_overload(dim, unbiased)
     return (_r.var(input, dim, unbiased, keepdim, correction=correction), _r.mean(input, dim, keepdim))
 
 
 def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     """``(std, mean)`` over ``dim``."""
+    dim, unbiased = _r.unbiased_overload(dim, unbiased)
     return (_r.std(input, dim, unbiased, keepdim, correction=correction), _r.mean(input, dim, keepdim))
 
 
