@@ -16,6 +16,8 @@ from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...ir import random as _random
 from ...runtime.internal import apply_in_place, constant_tensor, full_tensor
+from ...runtime.ops._common import normalize_axes
+from ...runtime.ops.nn_ops import keep_nans
 from ...runtime.tensor import Tensor, apply_op
 from ._common import lacks_kernels, stable_softplus
 
@@ -323,8 +325,10 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
         raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
     if lacks_kernels(input):
         zero = _float_scalar(input, 0.0)
-        return _ops.where(input > lambd, input - lambd, _ops.where(input < -lambd, input + lambd, zero))
-    return apply_op("Shrink", (input,), {"lambd": float(lambd), "bias": float(lambd)}, "SoftshrinkBackward0")
+        inside = _ops.where(input < -lambd, input + lambd, _ops.where(input != input, input, zero))
+        return _ops.where(input > lambd, input - lambd, inside)
+    shrunk = apply_op("Shrink", (input,), {"lambd": float(lambd), "bias": float(lambd)}, "SoftshrinkBackward0")
+    return keep_nans(input, shrunk)
 
 
 prelu = _ops.prelu  # a tensor op (runtime/ops/nn_ops.py): Tensor.prelu calls it too
@@ -357,7 +361,7 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
     """The gated linear unit: ``a * sigmoid(b)``, ``a`` and ``b`` the two halves of ``input`` along ``dim``."""
     if input.dim() == 0:
         raise RuntimeError("glu does not support scalars because halving size must be even")
-    axis = dim % input.dim()
+    axis = normalize_axes([dim], input.dim())[0]
     size = input.shape[axis]
     if size % 2:
         raise RuntimeError(f"Halving dimension must be even, but dimension {axis} is size {size}")

@@ -21,6 +21,8 @@ gradients come from existing rules:
 
 from __future__ import annotations
 
+import math
+
 import functools
 
 import numpy as np
@@ -308,6 +310,9 @@ def fractional_max_pool3d(
 
 def _lp_pool(input: Tensor, norm_type: float, kernel_size, stride, ceil_mode: bool, rank: int) -> Tensor:
     kernel = expand_param(kernel_size, rank, "kernel_size", f"lp_pool{rank}d")
+    if norm_type in (math.inf, -math.inf):  # the largest |x| of each window (PyTorch's), its negation for -inf
+        sign = 1.0 if norm_type > 0 else -1.0
+        return _MAX_POOLS[rank](input.abs() * sign, kernel, stride, 0, 1, ceil_mode) * sign
     pooled = _AVG_POOLS[rank](input.pow(norm_type), kernel, stride, 0, ceil_mode)
     scaled = (pooled.sign() * _ops.relu(pooled.abs())) * float(np.prod(kernel))
     return scaled.pow(1.0 / norm_type)

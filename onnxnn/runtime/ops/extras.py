@@ -23,6 +23,7 @@ from . import elementwise as _e
 from . import division as _division
 from . import reduce as _r
 from .shape import chunk, split, stack
+from .stats import norm_of_differences
 
 __all__ = [
     "vander",
@@ -74,14 +75,9 @@ def pdist(input: Tensor, p: float = 2) -> Tensor:
     def pick(positions):
         return input.index_select(0, Tensor._from_array(positions.astype(np.int64), dtypes.int64, input.device))
 
-    differences = pick(first) - pick(second)
-    if p == 2:
-        return _e.sqrt(_r.sum(differences * differences, 1))
-    if p == float("inf"):
-        return _r.amax(_e.abs(differences), 1)
-    if p == 0:
-        return _r.sum(_c.ne(differences, 0).to(input.dtype), 1)
-    return _e.pow(_r.sum(_e.pow(_e.abs(differences), p), 1), 1.0 / p)
+    if p < 0:
+        raise RuntimeError("pdist only supports non-negative p values")
+    return norm_of_differences(pick(first) - pick(second), p)
 
 
 def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:

@@ -157,11 +157,17 @@ def _prelu_grad(ctx, g):
 
 
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
-    """Returns ``x`` where ``|x| > lambd``, else 0."""
+    """Returns 0 where ``|x| <= lambd``, else ``x`` (a NaN stays NaN, and takes the gradient, as in PyTorch)."""
     if input.dtype is dtypes.float64:  # onnxruntime's float64 Shrink rounds through float32
         zero = Tensor._full((), 0.0, input.dtype, input.device)
-        return where((input > lambd) | (input < -lambd), input, zero)
-    return apply_op("Shrink", (input,), {"lambd": float(lambd), "bias": 0.0}, "HardshrinkBackward0")
+        return where((input >= -lambd) & (input <= lambd), zero, input)
+    return keep_nans(input, apply_op("Shrink", (input,), {"lambd": float(lambd), "bias": 0.0}, "HardshrinkBackward0"))
+
+
+def keep_nans(input: Tensor, shrunk: Tensor) -> Tensor:
+    """``shrunk`` with ``input``'s NaNs back in place: ONNX's Shrink makes them 0, PyTorch's shrinks
+    keep them (and pass them the gradient)."""
+    return where(input != input, input, shrunk)
 
 
 def prelu(input: Tensor, weight: Tensor) -> Tensor:

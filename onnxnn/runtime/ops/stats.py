@@ -201,14 +201,26 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str | None = Non
         raise RuntimeError(f"cdist only supports at least 2D tensors, X1 got: {x1.dim()}D")
     if x1.shape[-1] != x2.shape[-1]:
         raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}")
-    differences = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    return norm_of_differences(x1.unsqueeze(-2) - x2.unsqueeze(-3), p)
+
+
+def norm_of_differences(differences: Tensor, p: float) -> Tensor:
+    """The ``p``-norm over the last dim of ``differences``, with PyTorch's distance gradients: 0 for
+    a distance of 0 (``reduce.root``), and for ``p < 1`` 0 at each zero difference too, where
+    ``|d| ** p`` has an infinite slope."""
     if p == 0:
-        return _r.sum(_c.ne(differences, 0).to(x1.dtype), -1)
+        return _r.sum(_c.ne(differences, 0).to(differences.dtype), -1)
     if p == float("inf"):
         return _r.amax(_e.abs(differences), -1)
     if p == 2:
         return _r.root(_r.sum(differences * differences, -1), 2)
-    return _r.root(_r.sum(_e.pow(_e.abs(differences), p), -1), p)
+    magnitudes = _e.abs(differences)
+    if p < 1:
+        zero = _c.eq(differences, 0)
+        powers = _e.where(zero, 0.0, _e.pow(_e.where(zero, 1.0, magnitudes), p))
+    else:
+        powers = _e.pow(magnitudes, p)
+    return _r.root(_r.sum(powers, -1), p)
 
 
 def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None, dim: int = -1) -> Tensor:

@@ -1,0 +1,71 @@
+"""PyTorch's semantics of nn.functional at edges a differential sweep found: ``lp_pool`` at p = +-inf,
+distances between coinciding rows, NaN through the shrinks, and ``glu``'s dim. Expectations from
+numpy formulas and PyTorch's documented definitions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onnxnn
+import onnxnn.nn.functional as F
+
+rng = np.random.default_rng(7)
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3])
+@pytest.mark.parametrize("norm_type", [float("inf"), -float("inf")], ids=["inf", "minus_inf"])
+def test_lp_pool_at_infinite_p_pools_the_largest_or_smallest_magnitude(rank, norm_type):
+    # PyTorch: p = inf is max pooling of |x|, p = -inf its smallest |x| (kernel 2, stride 2).
+    x = rng.standard_normal((1, 2) + (4,) * rank)
+    pool = getattr(F, f"lp_pool{rank}d")
+    windows = x.reshape((1, 2) + sum(((2, 2) for _ in range(rank)), ()))
+    axes = tuple(range(3, 3 + 2 * rank, 2))
+    reduce = np.max if norm_type > 0 else np.min
+    expected = reduce(np.abs(windows), axis=axes)
+    np.testing.assert_array_equal(pool(onnxnn.tensor(x), norm_type, 2).numpy(), expected)
+
+
+@pytest.mark.parametrize("p", [2.0, 3.0, 0.5, 1.0])
+def test_distances_between_coinciding_rows_have_finite_gradients(p):
+    # Rows 0 and 1 coincide: their distance is 0 and passes no gradient (PyTorch's), and the other
+    # pairs' gradients are those of |d|^p summed and rooted: sign(d) |d|^(p-1) / dist^(p-1).
+    rows = np.array([[1.0, 2.0], [1.0, 2.0], [0.0, 1.0], [1.0, 0.5]])
+    x = onnxnn.tensor(rows, requires_grad=True)
+    distances = F.pdist(x, p)
+    distances.sum().backward()
+    expected = np.zeros_like(rows)
+    for i, j in zip(*np.triu_indices(4, 1)):
+        d = rows[i] - rows[j]
+        norm = np.sum(np.abs(d) ** p) ** (1 / p)
+        if norm == 0:
+            continue
+        with np.errstate(divide="ignore", invalid="ignore"):
+            slope = np.where(d == 0, 0.0, np.sign(d) * np.abs(d) ** (p - 1) / norm ** (p - 1))
+        expected[i] += slope
+        expected[j] -= slope
+    np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-12, atol=1e-12)
+    pairs = onnxnn.tensor(rows, requires_grad=True)
+    onnxnn.cdist(pairs, pairs, p).sum().backward()
+    assert np.isfinite(pairs.grad.numpy()).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "name, formula",
+    [
+        ("hardshrink", lambda x: np.where(np.abs(x) <= 0.5, 0.0, x)),
+        ("softshrink", lambda x: np.where(x > 0.5, x - 0.5, np.where(x < -0.5, x + 0.5, x * 0.0))),
+    ],
+)
+def test_shrinks_keep_nans(name, formula, dtype):
+    x = np.array([np.nan, -1.0, -0.5, -0.2, 0.0, 0.5, 0.7, 2.0], dtype)
+    with np.errstate(invalid="ignore"):
+        expected = formula(x).astype(dtype)
+    np.testing.assert_array_equal(getattr(F, name)(onnxnn.tensor(x), 0.5).numpy(), expected)
+
+
+def test_glu_refuses_a_dim_out_of_range():
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        F.glu(onnxnn.ones(2, 4, 2), 3)
