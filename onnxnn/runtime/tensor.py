@@ -457,6 +457,10 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
             result = result.to(self._value.dtype)
         if result._value.shape != self._value.shape:
             result = result._broadcast_for_assignment(self._value.shape)
+        if result._grad_fn is None and result._requires_grad and MODE.grad.enabled:
+            # A leaf copied in (``y[:, 1].copy_(weight)``): a node of its own, through which the leaf
+            # takes the gradient, as PyTorch's CopyBackwards.
+            result = apply_op("Identity", (result,), None, "CopyBackwards")
         self._value = result._value
         hold(self._value, self)
         if result._grad_fn is not None:

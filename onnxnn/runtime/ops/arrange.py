@@ -392,9 +392,15 @@ def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
                 f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                 f"{value.dim()} dimension(s)."
             )
-        source = value.to(input.dtype).expand(shape)
-    else:
-        source = Tensor._full(tuple(shape), value, input.dtype, input.device)
+        # The positions filled, then a selection: a repeated index fills its slice once, and the
+        # value's gradient counts each filled element once (a scatter of the expanded value would
+        # count a repeated slice again).
+        if input.dim() == 0:  # its one element, filled by any index
+            filled = Tensor._full((), index.numel() > 0, dtypes.bool, input.device)
+        else:
+            filled = index_fill(Tensor._full(tuple(input.shape), False, dtypes.bool, input.device), dim, index, True)
+        return where(filled, value.to(input.dtype), input)
+    source = Tensor._full(tuple(shape), value, input.dtype, input.device)
     return _index_scatter(
         input, dim, index.reshape(-1), source.reshape(shape if input.dim() else ()), "none", "index_fill"
     )

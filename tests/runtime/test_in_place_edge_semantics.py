@@ -1,0 +1,60 @@
+"""In-place writes whose gradients a differential sweep against PyTorch found wrong: a leaf copied into
+a tensor, and ``index_fill`` of a tensor value at repeated indices. Expected gradients from the
+formulas of the functions written out by hand.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onnxnn
+
+VIEWS = {
+    "column": lambda y: y[:, 1],
+    "select": lambda y: y.select(1, 1),
+    "transposed_row": lambda y: y.t()[1],
+    "row_prefix": lambda y: y[0, :3],
+}
+
+
+@pytest.mark.parametrize("view", VIEWS.values(), ids=VIEWS.keys())
+def test_a_leaf_copied_into_a_view_takes_the_gradient_of_what_it_became(view):
+    # loss = sum(y * y) with y's written elements equal to s: d loss / d s = 2 s, and x keeps 2 x
+    # only where it was not overwritten.
+    x = onnxnn.ones(3, 4, requires_grad=True)
+    s = onnxnn.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x * 1
+    view(y).copy_(s)
+    (y * y).sum().backward()
+    np.testing.assert_array_equal(s.grad.numpy(), 2 * np.array([1.0, 2.0, 3.0]))
+    written = np.zeros((3, 4), bool)
+    view_of_mask = view(onnxnn.tensor(np.arange(12).reshape(3, 4)))
+    written.reshape(-1)[view_of_mask.numpy().reshape(-1)] = True
+    np.testing.assert_array_equal(x.grad.numpy(), np.where(written, 0.0, 2.0))
+
+
+def test_a_leaf_copied_whole_keeps_the_target_in_the_graph():
+    w = onnxnn.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    y = onnxnn.ones(2, 2, requires_grad=True) * 1
+    y.copy_(w)
+    assert y.requires_grad
+    z = onnxnn.zeros(3, 2)
+    z[1].copy_(w[0])
+    (y.sum() + (z * z).sum()).backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [[1.0 + 2 * 1.0, 1.0 + 2 * 2.0], [1.0, 1.0]])
+
+
+@pytest.mark.parametrize("index", [[0, 2, 0], [0, 2, 2], [1, 1, 1, 1], []])
+def test_index_fill_of_a_tensor_value_counts_each_filled_element_once(index):
+    x = onnxnn.zeros(3, 2, requires_grad=True)
+    v = onnxnn.tensor(7.5, requires_grad=True)
+    out = x.index_fill(0, onnxnn.tensor(index, dtype=onnxnn.int64), v)
+    weights = np.arange(6.0).reshape(3, 2)
+    (out * onnxnn.tensor(weights)).sum().backward()
+    rows = sorted(set(index))
+    filled = np.zeros((3, 2), bool)
+    filled[rows] = True
+    np.testing.assert_array_equal(out.detach().numpy(), np.where(filled, 7.5, 0.0))
+    assert v.grad.item() == weights[filled].sum()
+    np.testing.assert_array_equal(x.grad.numpy(), np.where(filled, 0.0, weights))
