@@ -69,3 +69,22 @@ def test_shrinks_keep_nans(name, formula, dtype):
 def test_glu_refuses_a_dim_out_of_range():
     with pytest.raises(IndexError, match="Dimension out of range"):
         F.glu(onnxnn.ones(2, 4, 2), 3)
+
+
+@pytest.mark.parametrize(
+    "indices, num_classes, message",
+    [
+        ([0, 3, 1], 2, "smaller than num_classes"),
+        ([-1, 0], 2, "non-negative"),
+        ([], -1, "empty tensor"),
+    ],
+)
+def test_one_hot_refuses_indices_outside_the_classes(indices, num_classes, message):
+    with pytest.raises(RuntimeError, match=message):
+        F.one_hot(onnxnn.tensor(indices, dtype=onnxnn.int64), num_classes)
+
+
+def test_one_hot_takes_int64_indices_only():
+    with pytest.raises(RuntimeError, match="LongTensor"):
+        F.one_hot(onnxnn.tensor([1], dtype=onnxnn.int32), 3)
+    np.testing.assert_array_equal(F.one_hot(onnxnn.tensor([1, 0]), 3).numpy(), np.eye(3, dtype=np.int64)[[1, 0]])

@@ -121,12 +121,21 @@ def l1_loss(
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """int64 one-hot encoding of class indices: ``(*) -> (*, num_classes)``.
 
-    With ``num_classes=-1`` the count is ``max + 1``, which reads the indices.
+    With ``num_classes=-1`` the count is ``max + 1``, which reads the indices. Indices already in
+    memory are checked against the classes, as PyTorch's CPU kernel checks them.
     """
-    if tensor.dtype.is_floating_point or tensor.dtype is dtypes.bool:
+    if tensor.dtype is not dtypes.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     if num_classes == -1:
-        num_classes = int(tensor.max().item()) + 1 if tensor.numel() else 0
+        if tensor.numel() == 0:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        num_classes = int(tensor.max().item()) + 1
+    data = known_data(tensor)
+    if data is not None and data.size:
+        if data.min() < 0:
+            raise RuntimeError("Class values must be non-negative.")
+        if data.max() >= num_classes:
+            raise RuntimeError("Class values must be smaller than num_classes.")
     mask = _class_mask(tensor.unsqueeze(-1), num_classes, -1)
     return mask.to(dtypes.int64)
 
