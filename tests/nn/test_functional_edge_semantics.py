@@ -88,3 +88,21 @@ def test_one_hot_takes_int64_indices_only():
     with pytest.raises(RuntimeError, match="LongTensor"):
         F.one_hot(onnxnn.tensor([1], dtype=onnxnn.int32), 3)
     np.testing.assert_array_equal(F.one_hot(onnxnn.tensor([1, 0]), 3).numpy(), np.eye(3, dtype=np.int64)[[1, 0]])
+
+
+@pytest.mark.parametrize(
+    "arguments, output",
+    [
+        ({"scale_factor": -1.0}, "H: -5, W: -6"),
+        ({"size": (0, 3)}, "H: 0, W: 3"),
+        ({"scale_factor": 0.1}, "H: 0, W: 0"),
+        ({"size": (2, 3), "mode": "bilinear"}, None),
+    ],
+)
+def test_interpolate_refuses_sizes_below_one(arguments, output):
+    x = onnxnn.ones(1, 1, 5, 6)
+    if output is None:
+        assert F.interpolate(x, **arguments).shape == (1, 1, 2, 3)
+        return
+    with pytest.raises(RuntimeError, match=rf"input \(H: 5, W: 6\) output \({output}\)"):
+        F.interpolate(x, **arguments)

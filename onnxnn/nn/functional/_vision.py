@@ -118,6 +118,17 @@ def interpolate(
     if align_corners is None:
         align_corners = False
     output_size, scales = _output_geometry(input, size, scale_factor, recompute_scale_factor, spatial)
+    input_size = list(input.shape[-spatial:])
+    if mode != "area" and min(input_size + list(output_size)) <= 0:  # area pools, to any size
+        names = "DHW"[3 - spatial :]
+
+        def listed(sizes) -> str:
+            return ", ".join(f"{name}: {size}" for name, size in zip(names, sizes))
+
+        raise RuntimeError(
+            "Input and output sizes should be greater than 0, but got "
+            f"input ({listed(input_size)}) output ({listed(output_size)})"
+        )
     if antialias and align_corners:
         return _antialiased_with_aligned_corners(input, output_size, mode)
     if mode == "area":
