@@ -144,3 +144,28 @@ def test_einsum_takes_the_sublist_format():
     assert_within(diagonal.numpy(), np.einsum("...j,j...", a, c), gamma(3, np.float64) * np.diag(np.abs(a) @ np.abs(c)))
     with pytest.raises(RuntimeError, match="valid range"):
         onnxnn.einsum(onnxnn.tensor(a), [0, 60])
+
+
+@pytest.mark.parametrize(
+    "dtype, kwargs, result_dtype",
+    [
+        (onnxnn.int32, {"dtype": onnxnn.int32}, onnxnn.int32),
+        (onnxnn.int64, {"dtype": onnxnn.int16}, onnxnn.int16),
+        (onnxnn.int32, {}, onnxnn.int64),  # integers accumulate in int64 unless told otherwise
+        (onnxnn.bool, {}, onnxnn.int64),
+        (onnxnn.int32, {"dtype": onnxnn.float64}, onnxnn.float64),
+    ],
+)
+def test_cumprod_returns_the_dtype_asked_for(dtype, kwargs, result_dtype):
+    x = np.array([[1, 2, 0], [3, 1, 2]])
+    result = onnxnn.cumprod(onnxnn.tensor(x).to(dtype), 1, **kwargs)
+    assert result.dtype == result_dtype
+    np.testing.assert_array_equal(result.numpy(), np.cumprod(x.astype(bool) if dtype == onnxnn.bool else x, 1))
+
+
+def test_diff_of_order_zero_is_the_input():
+    x = onnxnn.tensor([1.0, 4.0, 9.0])
+    np.testing.assert_array_equal(
+        onnxnn.diff(x, n=0, prepend=onnxnn.tensor([0.0]), append=onnxnn.tensor([1.0])).numpy(),
+        np.diff([1.0, 4.0, 9.0], n=0, prepend=[0.0], append=[1.0]),
+    )

@@ -384,6 +384,8 @@ def diff(
     if n < 0:
         raise RuntimeError(f"order must be non-negative but got {n}")
     axis = normalize_axes([dim], input.dim())[0]
+    if n == 0:  # no differences: the input itself, prepend and append unused (PyTorch's, numpy's)
+        return input
     parts = [t for t in (prepend, input, append) if t is not None]
     result = cat(parts, axis) if len(parts) > 1 else input
     for _ in range(n):

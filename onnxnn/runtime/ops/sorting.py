@@ -271,7 +271,7 @@ def cumprod(input: Tensor, dim: int, *, dtype=None) -> Tensor:
     if input.dim() == 0:
         return input.clone()
     axis = _axis(input, dim)
-    return _prefix_lines(input, axis, 1).prod(dim=axis + 1)
+    return _prefix_lines(input, axis, 1).prod(dim=axis + 1, dtype=input.dtype)  # int32 stays int32
 
 
 def logcumsumexp(input: Tensor, dim: int) -> Tensor:
