@@ -24,7 +24,7 @@ from ..ir.mode import MODE
 from ..ir.plan import IR_VERSION, OPSET_VERSION, GraphPlan, build_model, work_estimate
 from .device_sessions import DeviceBinder, run_bound
 from .output_views import move_reshapes_out
-from .split_sessions import SPLIT_PART_KEY, SplitSession, session_runner
+from .split_sessions import SPINNING_MOST_SESSIONS, SPLIT_PART_KEY, SplitSession, session_runner
 
 __all__ = [
     "CompiledSession",
@@ -297,14 +297,6 @@ def disabled_optimizers(model: onnx.ModelProto | bytes) -> list[str]:
         disabled.append("NchwcTransformer")
     return disabled
 
-
-# The most sessions a cut plan may have for their thread pools to spin after a run. A spinning pool
-# takes the cores from the next session and the compiled loops between them: a small ResNet's step
-# cut into 16 sessions took 4x as long on two threads, MobileNetV2's into 78 5x; without spinning,
-# 0.83-0.87 of the time they took on one thread each. A plan cut only around its weight gradients
-# (two sessions) loses to the wake-ups of hundreds of small ops without spinning: MobileNetV2's
-# step on two threads 249 ms spinning, 273 not.
-SPINNING_MOST_SESSIONS = 2
 
 # onnxruntime's CPU memory arena shared by the sessions of cut plans (``_shared_cpu_arena``).
 _CPU_ARENA: list = []

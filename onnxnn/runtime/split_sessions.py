@@ -41,12 +41,20 @@ from ..ir.plan import GraphPlan, names_read, work_estimate
 from ..ir.registry import compiled_forms, compiled_readers
 from .threads import get_num_threads
 
-__all__ = ["SplitSession", "session_runner", "compiled_node_name", "SPLIT_PART_KEY"]
+__all__ = ["SplitSession", "session_runner", "SPINNING_MOST_SESSIONS", "compiled_node_name", "SPLIT_PART_KEY"]
 
 # The metadata key marking a model as one session of a cut plan, its value the whole plan's
 # ``work_estimate`` and the cut's number of sessions (``create_session`` and ``CompiledSession`` read it).
 SPLIT_PART_KEY = "onnxnn.split_part"
 
+
+# The most sessions a cut plan may have for their thread pools to spin after a run. A spinning pool
+# takes the cores from the next session and the compiled loops between them: a small ResNet's step
+# cut into 16 sessions took 4x as long on two threads, MobileNetV2's into 78 5x; without spinning,
+# 0.83-0.87 of the time they took on one thread each. A plan cut only around its weight gradients
+# (two sessions) loses to the wake-ups of hundreds of small ops without spinning: MobileNetV2's
+# step on two threads 249 ms spinning, 273 not.
+SPINNING_MOST_SESSIONS = 2
 
 # The threads of a compiled node run beside the sessions: one, so that the sessions' threads and it
 # share the cores without waiting for each other (two made the small ResNet's step 0.94 of the
@@ -185,8 +193,8 @@ def _split_or_model(
             runs[id(node)] = (compiled_node_name(node, position), (run, position))
     absorbed = _absorb_readers(plan, runs, threads)
     model = build(frozenset(runs))
-    if not runs and len(model.graph.node) <= MOST_SESSION_NODES:
-        return model
+    if not runs and (threads > 1 or len(model.graph.node) <= MOST_SESSION_NODES):
+        return model  # one session: in pieces only on one thread (see MOST_SESSION_NODES)
     cut = _cut(model, dict(runs.values()), compile_model, absorbed, threads)
     return cut if cut is not None else (build(frozenset()) if runs else model)
 
@@ -277,7 +285,8 @@ def _cut(
     # The sessions between compiled nodes, for the threads' spinning (``create_session``): a large
     # session's pieces run back to back, with no compiled loop between them to take the cores.
     session_stages = sum(1 for _, kind in stages if not kind)
-    stages = _in_pieces(stages)
+    if threads == 1 or session_stages > SPINNING_MOST_SESSIONS:
+        stages = _in_pieces(stages)
     if "" in compiled_reads or not compiled_reads and len(stages) == 1:
         return None  # one leaving an optional input out (no slot to feed), or neither compiled nor large
     _repeat_views(graph, stages)
@@ -369,7 +378,10 @@ def _run_sinks_last(graph: onnx.GraphProto, runs: dict, stages: dict) -> None:
 # resnet152's training step at 32x32 has a session of 12,900 nodes, 14 s to build in one piece and
 # 4.3 s in four pieces of 3,200 (3.4 s in eight of 1,600; the pieces pass on 1,500 values). The
 # pieces run as fast as the one session (resnet50/101/152 steps at 32x32, batch 8 and 16, one and two
-# threads: 0.97-1.01 of its time), and the first step of resnet152 took 9.6 s instead of 22.
+# threads: 0.97-1.01 of its time), and the first step of resnet152 took 9.6 s instead of 22. Only
+# where the sessions' thread pools do not spin, though: on one thread, or in a plan cut into more than
+# SPINNING_MOST_SESSIONS sessions. A 12-layer encoder's step, one session, cut in two pieces took
+# 1.56x its time on two threads, 1.19x with their pools not spinning.
 MOST_SESSION_NODES = 2500
 
 

@@ -1,5 +1,6 @@
 """A session of more than ``MOST_SESSION_NODES`` nodes runs as pieces, one after another
-(runtime/split_sessions.py), and returns what the one session would.
+(runtime/split_sessions.py), where their thread pools do not spin (one thread, or a plan cut into
+many sessions), and returns what the one session would.
 
 onnxruntime builds a session in time superlinear in its nodes; the pieces only add values passed
 from one to the next, and a value the later pieces no longer read is dropped as soon as its last
@@ -74,6 +75,13 @@ def test_a_large_session_without_compiled_nodes_runs_in_pieces_of_at_most_the_bo
     whole = _chain(onnxnn.tensor(x), links).numpy()
     assert not any(isinstance(found, SplitSession) for found in _runners())
     np.testing.assert_array_equal(pieces, whole)  # the same kernels on the same values
+
+
+def test_on_two_threads_a_session_between_no_compiled_nodes_stays_whole(two_threads, monkeypatch):
+    # Pieces on more than one thread would each keep a spinning pool, taking the cores from the next.
+    monkeypatch.setattr(split_sessions, "MOST_SESSION_NODES", 30)
+    _chain(onnxnn.tensor(np.ones((2, 3), np.float32)), 40).numpy()
+    assert not any(isinstance(found, SplitSession) for found in _runners())
 
 
 def test_a_session_within_the_bound_stays_one_session(one_thread, monkeypatch):
