@@ -282,11 +282,9 @@ def _cut(
         _run_sinks_last(graph, runs, stages)
     initializers = {initializer.name: initializer for initializer in graph.initializer}
     compiled_reads = {name for (_, kind), nodes in stages.items() if kind for node in nodes for name in node.input}
-    # The sessions between compiled nodes, for the threads' spinning (``create_session``): a large
-    # session's pieces run back to back, with no compiled loop between them to take the cores.
-    session_stages = sum(1 for _, kind in stages if not kind)
-    if threads == 1 or session_stages > SPINNING_MOST_SESSIONS:
-        stages = _in_pieces(stages)
+    stages = _in_pieces(stages)
+    # The sessions, pieces included, for their pools' spinning (``create_session``).
+    session_stages = sum(1 for key in stages if not key[1])
     if "" in compiled_reads or not compiled_reads and len(stages) == 1:
         return None  # one leaving an optional input out (no slot to feed), or neither compiled nor large
     _repeat_views(graph, stages)
@@ -378,10 +376,12 @@ def _run_sinks_last(graph: onnx.GraphProto, runs: dict, stages: dict) -> None:
 # resnet152's training step at 32x32 has a session of 12,900 nodes, 14 s to build in one piece and
 # 4.3 s in four pieces of 3,200 (3.4 s in eight of 1,600; the pieces pass on 1,500 values). The
 # pieces run as fast as the one session (resnet50/101/152 steps at 32x32, batch 8 and 16, one and two
-# threads: 0.97-1.01 of its time), and the first step of resnet152 took 9.6 s instead of 22. Only
-# where the sessions' thread pools do not spin, though: on one thread, or in a plan cut into more than
-# SPINNING_MOST_SESSIONS sessions. A 12-layer encoder's step, one session, cut in two pieces took
-# 1.56x its time on two threads, 1.19x with their pools not spinning.
+# threads: 0.97-1.01 of its time), and the first step of resnet152 took 9.6 s instead of 22. Pieces
+# count as sessions for spinning (SPINNING_MOST_SESSIONS): resnet152's step at batch 2 on two threads,
+# two sessions around its compiled loops, in pieces took 1.17x its time with their pools spinning and
+# 0.71-0.94x without. A plan without compiled nodes stays one session on more than one thread: a
+# 12-layer encoder's step in two pieces took 1.56x its time spinning, 1.19x not (its many small ops
+# want the spinning threads).
 MOST_SESSION_NODES = 2500
 
 

@@ -1,6 +1,6 @@
 """A session of more than ``MOST_SESSION_NODES`` nodes runs as pieces, one after another
-(runtime/split_sessions.py), where their thread pools do not spin (one thread, or a plan cut into
-many sessions), and returns what the one session would.
+(runtime/split_sessions.py), in a plan cut around compiled nodes or on one thread, and returns what
+the one session would.
 
 onnxruntime builds a session in time superlinear in its nodes; the pieces only add values passed
 from one to the next, and a value the later pieces no longer read is dropped as soon as its last
