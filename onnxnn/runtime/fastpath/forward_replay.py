@@ -117,7 +117,24 @@ def arguments_key(args: tuple, kwargs: dict) -> tuple[tuple, list] | None:
         return ((value.shape, value.dtype, value.device),), [args[0]]
     tensors: list = []
     key = _arguments_key(args, kwargs, tensors)
-    return None if key is None else (key, tensors)
+    if key is None:
+        return None
+    if len(tensors) > 1:
+        key += (_aliasing(tensors),)
+    return key, tensors
+
+
+def _aliasing(tensors: list) -> tuple:
+    """Per tensor argument, the first position holding the same tensor and the first holding its
+    value: part of the structure, as a forward may branch on ``query is key`` (MultiheadAttention's
+    self-attention) and a trace reads one value once. ``mha(x, x, x)`` traced and then replayed for
+    ``mha(q, k, v)`` computed ``mha(v, v, v)``."""
+    by_tensor: dict = {}
+    by_value: dict = {}
+    return tuple(
+        (by_tensor.setdefault(id(tensor), position), by_value.setdefault(id(tensor._value), position))
+        for position, tensor in enumerate(tensors)
+    )
 
 
 def _arguments_key(args: tuple, kwargs: dict, tensors: list) -> tuple | None:

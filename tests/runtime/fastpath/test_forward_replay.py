@@ -144,6 +144,29 @@ def test_each_input_shape_and_non_tensor_argument_is_its_own_structure():
     assert _counts() == {"traced": 4, "replayed": 4}
 
 
+@pytest.mark.parametrize(
+    "traced, called",
+    [
+        ("qqq", "qkv"),  # self-attention traced, cross-attention called
+        ("qmm", "qkv"),  # a shared key and value traced
+        ("qkv", "qqq"),
+    ],
+)
+def test_which_arguments_are_the_same_tensor_is_part_of_the_structure(traced, called):
+    # MultiheadAttention takes a shortcut when query is key is value; a replay of a trace made with
+    # one tensor in several places must not stand in for a call with distinct ones, or back.
+    module = nn.MultiheadAttention(8, 2).eval()
+    tensors = {name: onnxnn.randn(4, 3, 8) for name in "qkvm"}
+    with onnxnn.no_grad():
+        for _ in range(3):
+            module(*[tensors[name] for name in traced])
+        output, weights = module(*[tensors[name] for name in called])
+        with onnxnn.set_fast_path(False):
+            expected, expected_weights = module(*[tensors[name] for name in called])
+    np.testing.assert_array_equal(output.numpy(), expected.numpy())
+    np.testing.assert_array_equal(weights.numpy(), expected_weights.numpy())
+
+
 def test_a_replay_reads_the_current_parameters():
     linear = nn.Linear(3, 2).eval()
     x = onnxnn.randn(4, 3)
