@@ -288,10 +288,14 @@ def _padded_path_reference(encoder, x, padding, batch_first=True):
     return out
 
 
-def test_encoder_zeroes_padding_positions_where_pytorch_takes_the_nested_tensor_path():
+@pytest.mark.parametrize("mask_kind", ["bool", "float"])
+def test_encoder_zeroes_padding_positions_where_pytorch_takes_the_nested_tensor_path(mask_kind):
+    # A float mask (0 to keep, -inf to pad) pads where it is nonzero, as PyTorch builds its nested
+    # tensor from the mask's logical_not.
     encoder, x, padding = _nested_case()
+    mask = padding if mask_kind == "bool" else np.where(padding, -np.inf, 0.0)
     with onnxnn.no_grad():
-        actual = encoder(onnxnn.tensor(x), src_key_padding_mask=onnxnn.tensor(padding)).numpy()
+        actual = encoder(onnxnn.tensor(x), src_key_padding_mask=onnxnn.tensor(mask)).numpy()
     expected = _padded_path_reference(encoder, x, padding)
     expected = _layer_norm(np.where(padding[..., None], 0.0, expected), encoder.norm)
     assert_within(actual, expected, _bound(expected))

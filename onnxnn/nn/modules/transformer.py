@@ -302,16 +302,18 @@ class TransformerEncoder(Module):
         output = src
         for layer in self.layers:
             output = layer(output, src_mask=mask, is_causal=bool(is_causal), src_key_padding_mask=src_key_padding_mask)
-        if self._takes_nested_path(src, mask, src_key_padding_mask):
-            # Not None: the nested path is taken only with a padding mask.
-            output = output.masked_fill(src_key_padding_mask.unsqueeze(-1), 0.0)  # type: ignore[union-attr]
+        if src_key_padding_mask is not None and self._takes_nested_path(src, mask, src_key_padding_mask):
+            # A float mask pads where it is nonzero (PyTorch's nested tensor is built from its logical_not).
+            padding = src_key_padding_mask
+            padded = padding if padding.dtype.numpy_dtype == np.bool_ else padding.ne(0)
+            output = output.masked_fill(padded.unsqueeze(-1), 0.0)
         return self.norm(output) if self.norm is not None else output
 
     def _takes_nested_path(self, src: Tensor, mask: Tensor | None, padding: Tensor | None) -> bool:
         """Whether PyTorch's encoder would run this call on nested tensors (zeroing padding positions)."""
         if not self.use_nested_tensor or self.layers[0].training or src.dim() != 3 or padding is None:
             return False
-        if mask is not None or padding.dtype.numpy_dtype != np.bool_:
+        if mask is not None:
             return False
         if is_grad_enabled() and (src.requires_grad or any(p.requires_grad for p in self.layers[0].parameters())):
             return False

@@ -143,11 +143,9 @@ def _sublist_equation(arguments: tuple) -> tuple[str, tuple]:
                 )
         return "".join(parts)
 
-    operands = arguments[0::2]
+    operands = list(arguments[0::2])
     sublists = arguments[1::2]
-    output = None
-    if len(operands) > len(sublists):  # an odd count: the last is the output's sublist
-        *operands, output = operands
+    output = operands.pop() if len(operands) > len(sublists) else None  # an odd count: the output's sublist last
     if not all(isinstance(operand, Tensor) for operand in operands):
         raise TypeError("einsum(): the sublist format takes operands and subscript lists in turn")
     equation = ",".join(term(sublist) for sublist in sublists)
