@@ -58,3 +58,19 @@ def test_index_fill_of_a_tensor_value_counts_each_filled_element_once(index):
     np.testing.assert_array_equal(out.detach().numpy(), np.where(filled, 7.5, 0.0))
     assert v.grad.item() == weights[filled].sum()
     np.testing.assert_array_equal(x.grad.numpy(), np.where(filled, 0.0, weights))
+
+
+def test_a_dividend_changed_in_place_after_a_division_by_a_constant_is_not_needed():
+    # z = y / 2 keeps no y for its gradient (PyTorch's saves it only for the divisor's gradient).
+    x = onnxnn.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 1
+    z = y / 2.0
+    y.mul_(2)
+    z.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [0.5, 0.5])
+    w = onnxnn.tensor([3.0, 4.0], requires_grad=True)
+    y = x * 1
+    z = y / w
+    y.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        z.sum().backward()

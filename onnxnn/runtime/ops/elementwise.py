@@ -134,8 +134,13 @@ def _mul_grad(ctx, g):
 
 @gradient_rules.register("Div")
 def _div_grad(ctx, g):
-    a, b = ctx.input(0), ctx.input(1)
-    return g / b, -g * a / (b * b)
+    # The dividend is read only for the divisor's gradient: ``y / 2`` does not keep ``y``, which may
+    # then change in place (PyTorch saves it only when the divisor requires grad).
+    b = ctx.input(1)
+    return (
+        g / b if ctx.needs_input_grad(0) else None,
+        -g * ctx.input(0) / (b * b) if ctx.needs_input_grad(1) else None,
+    )
 
 
 @gradient_rules.register("Pow")
