@@ -106,3 +106,16 @@ def test_interpolate_refuses_sizes_below_one(arguments, output):
         return
     with pytest.raises(RuntimeError, match=rf"input \(H: 5, W: 6\) output \({output}\)"):
         F.interpolate(x, **arguments)
+
+
+def test_attention_takes_a_float32_mask_with_a_query_of_another_float_dtype():
+    # PyTorch's rule: the mask is bool, float (float32), or the query's dtype.
+    q, k, v = (rng.standard_normal((2, 3, 4, 5)) for _ in range(3))
+    mask = rng.standard_normal((4, 4)).astype(np.float32)
+    tensors = [onnxnn.tensor(a) for a in (q, k, v)]
+    actual = F.scaled_dot_product_attention(*tensors, attn_mask=onnxnn.tensor(mask))
+    expected = F.scaled_dot_product_attention(*tensors, attn_mask=onnxnn.tensor(mask.astype(np.float64)))
+    assert actual.dtype == onnxnn.float64
+    np.testing.assert_array_equal(actual.numpy(), expected.numpy())
+    with pytest.raises(RuntimeError, match="Expected attn_mask dtype"):
+        F.scaled_dot_product_attention(*tensors, attn_mask=onnxnn.tensor(mask.astype(np.float16)))

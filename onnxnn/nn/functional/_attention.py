@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 
+from ...ir import dtypes
 from ...runtime.internal import constant_tensor
 from ...runtime.ops.shape import cat as _cat
 from ...runtime.tensor import Tensor
@@ -72,7 +73,7 @@ def scaled_dot_product_attention(
         key: ``(N, ..., H, S, E)``.
         value: ``(N, ..., H, S, Ev)``.
         attn_mask: broadcastable to ``(N, ..., Hq, L, S)``; boolean (True = take part in attention)
-            or floating (added to the scores) in the query's dtype.
+            or floating (added to the scores) in the query's dtype or float32.
         dropout_p: dropout probability applied to the attention weights.
         is_causal: mask out keys after each query (the upper-left aligned lower triangle).
         scale: the factor on ``Q K^T``; default ``1 / sqrt(E)``.
@@ -81,6 +82,8 @@ def scaled_dot_product_attention(
     Returns:
         ``(N, ..., Hq, L, Ev)``.
     """
+    if attn_mask is not None and attn_mask.dtype is dtypes.float32 and query.dtype is not dtypes.float32:
+        attn_mask = attn_mask.to(query.dtype)  # "float" (float32) goes with any query, as PyTorch's
     if attn_mask is not None and not _is_bool(attn_mask) and attn_mask.dtype is not query.dtype:
         raise RuntimeError(
             "Expected attn_mask dtype to be bool or float or to match query dtype, but got "
