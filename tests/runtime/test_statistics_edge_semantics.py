@@ -169,3 +169,17 @@ def test_diff_of_order_zero_is_the_input():
         onnxnn.diff(x, n=0, prepend=onnxnn.tensor([0.0]), append=onnxnn.tensor([1.0])).numpy(),
         np.diff([1.0, 4.0, 9.0], n=0, prepend=[0.0], append=[1.0]),
     )
+
+
+def test_unique_keeps_every_nan_apart():
+    x = np.array([1.0, np.nan, 1.0, np.nan, 3.0])
+    values, inverse, counts = onnxnn.unique(onnxnn.tensor(x), return_inverse=True, return_counts=True)
+    expected = np.unique(x, return_inverse=True, return_counts=True, equal_nan=False)
+    for actual, wanted in zip((values, inverse, counts), expected):
+        np.testing.assert_array_equal(actual.numpy(), wanted)
+
+
+def test_the_mode_of_a_line_of_mostly_nans_is_nan():
+    values, indices = onnxnn.mode(onnxnn.tensor([[np.nan, np.nan, 1.0], [2.0, 5.0, 2.0]]))
+    np.testing.assert_array_equal(values.numpy(), [np.nan, 2.0])
+    assert np.isnan([np.nan, np.nan, 1.0][indices[0].item()]) and indices[1].item() in (0, 2)

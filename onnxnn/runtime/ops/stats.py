@@ -278,7 +278,8 @@ def unique(
     """The distinct values (sorted), with the inverse indices and counts when asked. Reads the data."""
     data = np.asarray(input._realized_data())
     if dim is None:
-        values, inverse, counts = np.unique(data.reshape(-1), return_inverse=True, return_counts=True)
+        # Each NaN is a value of its own, as in PyTorch (numpy merges them by default).
+        values, inverse, counts = np.unique(data.reshape(-1), return_inverse=True, return_counts=True, equal_nan=False)
         inverse = inverse.reshape(data.shape)
     else:
         axis = normalize_axes([dim], input.dim())[0]
@@ -361,7 +362,8 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> ModeResult:
     for line in np.ndindex(data.shape[:-1]):
         values, counts = np.unique(data[line], return_counts=True)
         best = values[np.argmax(counts)]
-        indices[line] = np.flatnonzero(data[line] == best)[-1]
+        matches = np.isnan(data[line]) if best != best else data[line] == best  # NaNs as one value
+        indices[line] = np.flatnonzero(matches)[-1]
     index = _constant(np.expand_dims(indices, axis), input, dtypes.int64)
     picked = source.gather(axis, index)
     if not keepdim or input.dim() == 0:
