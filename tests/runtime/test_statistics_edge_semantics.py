@@ -183,3 +183,28 @@ def test_the_mode_of_a_line_of_mostly_nans_is_nan():
     values, indices = onnxnn.mode(onnxnn.tensor([[np.nan, np.nan, 1.0], [2.0, 5.0, 2.0]]))
     np.testing.assert_array_equal(values.numpy(), [np.nan, 2.0])
     assert np.isnan([np.nan, np.nan, 1.0][indices[0].item()]) and indices[1].item() in (0, 2)
+
+
+BOOLS = np.array([[True, False, True, False], [False, False, True, True]])
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_bool_tensors_sort(descending):
+    values, indices = onnxnn.sort(onnxnn.tensor(BOOLS), descending=descending, stable=True)
+    order = np.argsort(-BOOLS.astype(int) if descending else BOOLS, axis=-1, kind="stable")
+    assert values.dtype == onnxnn.bool
+    np.testing.assert_array_equal(values.numpy(), np.take_along_axis(BOOLS, order, -1))
+    np.testing.assert_array_equal(indices.numpy(), order)
+
+
+@pytest.mark.parametrize("function, running", [("cummax", np.maximum), ("cummin", np.minimum)])
+def test_bool_tensors_take_running_extrema(function, running):
+    values, indices = getattr(onnxnn, function)(onnxnn.tensor(BOOLS), 1)
+    expected = running.accumulate(BOOLS, axis=1)
+    # PyTorch's index: the latest position holding the running extremum.
+    positions = [
+        [max(j for j in range(i + 1) if row[j] == line[i]) for i in range(4)] for row, line in zip(BOOLS, expected)
+    ]
+    assert values.dtype == onnxnn.bool
+    np.testing.assert_array_equal(values.numpy(), expected)
+    np.testing.assert_array_equal(indices.numpy(), positions)

@@ -127,6 +127,9 @@ def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = 
     """Sorted values along ``dim`` and the permutation that sorts; equal values keep their order."""
     axis = _axis(input, dim)
     size = input.shape[axis] if input.dim() else 1
+    if input.dtype is dtypes.bool:  # ONNX's TopK takes no bool: sorted as 0 and 1
+        values, indices = sort(input.to(dtypes.uint8), dim, descending, stable)
+        return SortResult(values.to(dtypes.bool), indices)
     return SortResult(*_topk(input, size, axis, descending, "SortBackward0"))
 
 
@@ -313,9 +316,16 @@ def _cumulative_extremum(input: Tensor, dim: int, largest: bool, result):
 
 def cummax(input: Tensor, dim: int) -> CummaxResult:
     """Running maxima along ``dim`` and where each was found."""
-    return _cumulative_extremum(input, dim, True, CummaxResult)
+    return _cumulative_extremum_of(input, dim, True, CummaxResult)
 
 
 def cummin(input: Tensor, dim: int) -> CumminResult:
     """Running minima along ``dim`` and where each was found."""
-    return _cumulative_extremum(input, dim, False, CumminResult)
+    return _cumulative_extremum_of(input, dim, False, CumminResult)
+
+
+def _cumulative_extremum_of(input: Tensor, dim: int, largest: bool, result):
+    if input.dtype is dtypes.bool:  # ONNX's ArgMax/ArgMin take no bool: as 0 and 1
+        values, indices = _cumulative_extremum(input.to(dtypes.uint8), dim, largest, result)
+        return result(values.to(dtypes.bool), indices)
+    return _cumulative_extremum(input, dim, largest, result)
