@@ -119,3 +119,15 @@ def test_attention_takes_a_float32_mask_with_a_query_of_another_float_dtype():
     np.testing.assert_array_equal(actual.numpy(), expected.numpy())
     with pytest.raises(RuntimeError, match="Expected attn_mask dtype"):
         F.scaled_dot_product_attention(*tensors, attn_mask=onnxnn.tensor(mask.astype(np.float16)))
+
+
+@pytest.mark.parametrize("kind", ["RNN", "LSTM", "GRU"])
+def test_bfloat16_recurrent_layers_run_under_no_grad(kind):
+    # ONNX's recurrent ops take no bfloat16: inference records the unrolled steps, as training does.
+    layer = getattr(onnxnn.nn, kind)(4, 3).to(onnxnn.bfloat16)
+    x = onnxnn.tensor(rng.standard_normal((5, 2, 4)), dtype=onnxnn.bfloat16)
+    with onnxnn.no_grad():
+        inferred = layer(x)[0]
+    differentiated = layer(x)[0]
+    assert inferred.dtype == onnxnn.bfloat16 and inferred.shape == (5, 2, 3)
+    np.testing.assert_array_equal(inferred.float().numpy(), differentiated.detach().float().numpy())

@@ -51,12 +51,13 @@ def records_fused_nodes(proj_size: int, dtype, needs_grad: bool) -> bool:
     backward, which made a training step two to three times slower than differentiating the
     unrolled forward directly.
 
-    Also unrolled: an LSTM with ``proj_size > 0`` (ONNX's LSTM has no projection), and float64
-    while the "onnxruntime" executor is selected (its CPU recurrent kernels take float32 only; the
-    "auto" executor sends float64 recurrent nodes to onnxnn's kernels instead). Export a float64
-    module under ``set_executor("onnxruntime")`` to get a graph onnxruntime can run.
+    Also unrolled: an LSTM with ``proj_size > 0`` (ONNX's LSTM has no projection), bfloat16 (ONNX's
+    recurrent ops do not take it), and float64 while the "onnxruntime" executor is selected (its CPU
+    recurrent kernels take float32 only; the "auto" executor sends float64 recurrent nodes to onnxnn's
+    kernels instead). Export a float64 module under ``set_executor("onnxruntime")`` to get a graph
+    onnxruntime can run.
     """
-    if proj_size > 0 or needs_grad:
+    if proj_size > 0 or needs_grad or dtype is dtypes.bfloat16:
         return False
     return not (dtype is dtypes.float64 and MODE.executor == "onnxruntime")
 
