@@ -34,6 +34,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..ir import dtypes
 from ..ir.graph import hold
 from ..ir.mode import MODE
 from .aliases import ALIAS_GROUPS, anchor
@@ -93,14 +94,29 @@ def _unbound(indices, shapes, dim=0):
 
 
 def _basic_key(key) -> bool:
-    """Whether indexing by ``key`` makes a view: ints, slices of ints, None and Ellipsis only."""
+    """Whether indexing by ``key`` makes a view: ints (0-d integer tensors too, as PyTorch's), slices
+    of ints, None and Ellipsis only."""
     for item in key if type(key) is tuple else (key,):
         kind = type(item)
         if kind is int or kind is slice and _int_bounds(item) or item is None or item is Ellipsis:
             continue
-        if not (kind is not slice and _is_int(item)):
+        if not (kind is not slice and (_is_int(item) or _is_integer_scalar_tensor(item))):
             return False
     return True
+
+
+def _is_integer_scalar_tensor(item) -> bool:
+    """A 0-d integer tensor: an index PyTorch reads as an int (basic indexing, a view); numpy reads
+    it through ``__index__``."""
+    dtype = getattr(item, "dtype", None)
+    return (
+        getattr(item, "_value", None) is not None
+        and item.dim() == 0
+        and dtype is not None
+        and dtype.category == 1
+        and dtype is not dtypes.bool
+        and dtype is not dtypes.uint8  # a byte tensor is a mask, as in PyTorch
+    )
 
 
 def _int_bounds(item: slice) -> bool:

@@ -74,3 +74,16 @@ def test_a_dividend_changed_in_place_after_a_division_by_a_constant_is_not_neede
     y.mul_(2)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         z.sum().backward()
+
+
+@pytest.mark.parametrize("dtype", [onnxnn.int64, onnxnn.int32])
+def test_a_0d_integer_tensor_index_makes_a_view(dtype):
+    # PyTorch reads a 0-d integer tensor index as an int: basic indexing, so writes show in the base.
+    x = onnxnn.arange(12.0).reshape(3, 4)
+    row = onnxnn.tensor(1, dtype=dtype)
+    x[row].mul_(10)
+    x[row + 1, 1:].zero_()
+    expected = np.arange(12.0).reshape(3, 4)
+    expected[1] *= 10
+    expected[2, 1:] = 0
+    np.testing.assert_array_equal(x.numpy(), expected)
