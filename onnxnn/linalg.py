@@ -26,12 +26,15 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+import numpy as np
+
 from .errors import LinAlgError
+from .ir import dtypes
 from .runtime import ops as _ops
 from .runtime.ops import linalg_jacobi as _jacobi
 from .runtime.ops import linalg_lu as _lu
 from .runtime.ops import linalg_qr as _qr
-from .runtime.tensor import Tensor
+from .runtime.tensor import Tensor, outside_autocast
 
 __all__ = [
     "LinAlgError",
@@ -74,6 +77,7 @@ __all__ = [
 ]
 
 SolveExResult = namedtuple("linalg_solve_ex", ["result", "info"])
+LstsqResult = namedtuple("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
 
 cholesky = _lu.linalg_cholesky
 cholesky_ex = _lu.cholesky_ex
@@ -89,10 +93,9 @@ lu_factor_ex = _lu.lu_factor_ex
 lu_solve = _lu.linalg_lu_solve
 qr = _qr.linalg_qr
 householder_product = _qr.householder_product
-lstsq = _qr.linalg_lstsq
 matrix_exp = _qr.matrix_exp
 matmul = _ops.matmul
-matrix_power = _ops.matrix_power
+matrix_power = _lu.matrix_power
 svd = _jacobi.linalg_svd
 svdvals = _jacobi.svdvals
 eigh = _jacobi.eigh
@@ -104,14 +107,94 @@ _SVD_ORDERS = (2, -2, "nuc")
 
 
 def cond(A: Tensor, p=None) -> Tensor:
-    """``torch.linalg.cond``: the condition number ``norm(A, p) * norm(inv(A), p)``; for p in (None, 2, -2)
-    the ratio of the extreme singular values (then A need not be square)."""
+    """``torch.linalg.cond``: the condition number ``norm(A, p) * norm(inv(A), p)``, as PyTorch computes it.
+
+    p in (None, 2, -2): the ratio of the extreme singular values (then A need not be square).
+    ``'nuc'``: ``sum(S) * sum(1 / S)``. 1, -1, inf, -inf, ``'fro'``: the norms of A and of its inverse,
+    inf for a singular A (whose inverse PyTorch fills with inf; here: an inverse not all finite) and
+    where the product is NaN (``0 * inf``).
+    """
     if p in (None, 2, -2):
         return _jacobi.svd_cond(A, p)
     if A.dim() < 2:
         raise RuntimeError("linalg.cond: The input tensor must have at least 2 dimensions.")
     _lu.check_matrix(f"linalg.cond(ord={p})", A)
-    return matrix_norm(A, p) * matrix_norm(inv(A), p)
+    if p == "nuc":
+        S = svdvals(A)
+        return S.sum(-1) * S.reciprocal().sum(-1)
+    inverse = inv(A)
+    infinity = A.new_full((), float("inf"))
+    inverse = _ops.where(inverse.isfinite().all(-1, keepdim=True).all(-2, keepdim=True), inverse, infinity)
+    product = matrix_norm(A, p) * matrix_norm(inverse, p)
+    return _ops.where(product.isnan(), infinity, product)
+
+
+_LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+@outside_autocast()
+def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: str | None = None) -> LstsqResult:
+    """``torch.linalg.lstsq``: the least-squares solution X of ``A X = B`` (A (..., m, n), B (..., m, k) or
+    (..., m)), with PyTorch's CPU drivers:
+
+    - ``'gelsy'`` (the default): Householder QR with column pivoting; the minimum-norm solution over
+      the effective rank (the leading diagonal entries of R above ``rcond`` times the first).
+    - ``'gelsd'``, ``'gelss'``: the singular value decomposition; the minimum-norm solution over the
+      singular values above ``rcond`` times the largest (here both by Jacobi rotations).
+    - ``'gels'``: Householder QR, A assumed of full rank (a rank-deficient A gives inf/NaN).
+
+    ``rcond`` defaults to ``eps(A.dtype) * max(m, n)``. As PyTorch's: ``rank`` is computed for
+    ``'gelsy'``, ``'gelsd'`` and ``'gelss'``, ``singular_values`` for ``'gelsd'`` and ``'gelss'``, and
+    ``residuals`` (the squared residual norm of each column) when m > n with ``'gels'``, or with
+    ``'gelsd'``/``'gelss'`` when every matrix has full rank, which reads the ranks: the residuals'
+    shape depends on them, where PyTorch synchronizes as well. What is not computed is empty.
+
+    Example::
+
+        >>> A = onnxnn.tensor([[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]])  # rank 1
+        >>> onnxnn.linalg.lstsq(A, onnxnn.tensor([[1.0], [2.0], [3.0]])).solution
+        tensor([[0.2000],
+                [0.4000]])
+    """
+    if A.dim() < 2:
+        raise RuntimeError("torch.linalg.lstsq: input must have at least 2 dimensions.")
+    if A.dtype not in (dtypes.float32, dtypes.float64):
+        raise RuntimeError("This function doesn't handle types other than float and double")
+    if A.dtype is not B.dtype:
+        raise RuntimeError(
+            f"torch.linalg.lstsq: Expected input and other to have the same dtype, but got input's "
+            f"dtype {_lu.torch_dtype_name(A.dtype)} and other's dtype {_lu.torch_dtype_name(B.dtype)}"
+        )
+    if driver not in (None,) + _LSTSQ_DRIVERS:
+        raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)")
+    driver = driver or "gelsy"
+    vector = B.dim() == A.dim() - 1
+    if vector:
+        B = B.unsqueeze(-1)
+    m, n = A.shape[-2], A.shape[-1]
+    if B.shape[-2] != m:
+        raise RuntimeError("torch.linalg.lstsq: input.size(-2) should match other.size(-2)")
+    if rcond is None:
+        rcond = float(np.finfo(A.dtype.numpy_dtype).eps) * max(m, n)
+    empty = A.new_zeros(0)
+    residuals, rank, singular_values = None, empty.long(), empty
+    if min(m, n) == 0:  # X = 0; the product keeps the shapes (and a zero gradient)
+        X = _ops.matmul(A.mT, B)
+        if driver != "gels":
+            rank = A.new_zeros(tuple(A.shape[:-2])).long()
+        if driver in ("gelsd", "gelss"):
+            singular_values = A.new_zeros(tuple(A.shape[:-2]) + (0,))
+        if m > n and driver != "gelsy":
+            residuals = (B * B).sum(-2)
+    elif driver == "gels":
+        X, residuals = _qr.full_rank_least_squares(A, B)
+    elif driver == "gelsy":
+        X, rank = _qr.pivoted_least_squares(A, B, rcond)
+    else:
+        X, rank, singular_values, full_rank_residuals = _jacobi.svd_least_squares(A, B, rcond, m > n)
+        if m > n and bool(rank.eq(n).all()):
+            residuals = full_rank_residuals
+    return LstsqResult(X.squeeze(-1) if vector else X, empty if residuals is None else residuals, rank, singular_values)
 
 
 def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = False) -> SolveExResult:
@@ -180,7 +263,22 @@ def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None
     """``torch.linalg.vector_norm``: the ``ord``-norm of x flattened (``dim=None``) or along ``dim``."""
     if dtype is not None:
         x = x.to(dtype)
+    if x.dtype.is_floating_point and not isinstance(ord, str) and ord < 1 and ord not in (0, -float("inf")):
+        return _small_order_norm(x, ord, dim, keepdim)
     return _ops.norm(x, ord, dim, keepdim)
+
+
+def _small_order_norm(x: Tensor, ord: float, dim, keepdim: bool) -> Tensor:
+    """``sum(|x|^ord)^(1/ord)`` for ord < 1 (0 and -inf aside), with PyTorch's gradient: 0 at zero entries.
+
+    There ``|x|^ord`` has an infinite slope (times Abs's 0: NaN); it is taken as the constant it is
+    there, ``0^ord`` (0, or inf for ord < 0, which makes the norm 0 and the root's slope 0).
+    """
+    magnitude = x.abs()
+    zero = magnitude.eq(0.0)
+    safe = _ops.where(zero, x.new_ones(()), magnitude)
+    powered = _ops.where(zero, x.new_full((), 0.0 if ord > 0 else float("inf")), safe**ord)
+    return _ops.root(powered.sum(dim, keepdim), ord)
 
 
 def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None) -> Tensor:
@@ -200,7 +298,10 @@ def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dt
         raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
     summed, reduced = (rows, columns) if ord in (1, -1) else (columns, rows)
     sums = A.abs().sum(summed, keepdim=True)
-    result = sums.amax(reduced, keepdim=True) if ord > 0 else sums.amin(reduced, keepdim=True)
+    if ord > 0 and A.shape[reduced] == 0:
+        result = sums.sum(reduced, keepdim=True)  # an empty matrix's norm is 0, as PyTorch's
+    else:
+        result = sums.amax(reduced, keepdim=True) if ord > 0 else sums.amin(reduced, keepdim=True)
     return result if keepdim else result.squeeze((rows, columns) if rows < columns else (columns, rows))
 
 

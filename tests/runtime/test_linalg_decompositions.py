@@ -432,8 +432,9 @@ GRADIENT_CASES = [
     ("triangular_solve-unit", lambda b, a: onnxnn.triangular_solve(b, a, False, True, True)[0], [B4[0, :3], A3]),
     ("cholesky", _symmetric(L.cholesky), [S3]),
     ("cholesky-upper", _symmetric(lambda a: onnxnn.cholesky(a, upper=True)), [S3]),
-    ("cholesky_solve", lambda b, lower: onnxnn.cholesky_solve(b, lower), [C4[:3], L3]),
-    ("cholesky_inverse", onnxnn.cholesky_inverse, [L3]),
+    # the factor's gradient is PyTorch's closed form, not the derivative of a function of its triangle:
+    # test_linalg_against_pytorch_semantics.py checks it
+    ("cholesky_solve", lambda b: onnxnn.cholesky_solve(b, onnxnn.tensor(L3)), [C4[:3]]),
     ("lu-packed", lambda a: onnxnn.lu(a)[0], [A_NEG]),
     ("lu_unpack-L", lambda a: onnxnn.lu_unpack(*onnxnn.lu(a))[1], [T4]),
     ("lu_solve", lambda a, b: onnxnn.lu_solve(b, *onnxnn.lu(a)), [A_NEG, B4[0, :3]]),
@@ -449,8 +450,8 @@ GRADIENT_CASES = [
     ("svdvals-wide", L.svdvals, [W3[:2, :4]]),
     ("svd-U", lambda a: L.svd(a, full_matrices=False).U, [T4[:, :2]]),
     ("pinverse", onnxnn.pinverse, [T4[:, :2]]),
-    ("eigh-values", lambda a: L.eigh(a).eigenvalues, [S3[:2, :2]]),
-    ("eigh-vectors", lambda a: L.eigh(a).eigenvectors, [S3]),
+    ("eigh-values", _symmetric(lambda a: L.eigh(a).eigenvalues), [S3[:2, :2]]),
+    ("eigh-vectors", _symmetric(lambda a: L.eigh(a).eigenvectors), [S3]),
 ]
 # Jacobi graphs are long (sweeps x rounds of rotations): their gradients are checked along a random
 # direction (two evaluations) instead of element by element.
@@ -613,6 +614,21 @@ ERROR_CASES = [
         "linalg.solve: Incompatible shapes of A and B for the equation AX = B (3x3 and 4x2)",
     ),
     (
+        lambda: L.solve(onnxnn.eye(3), onnxnn.ones(3), left=False),
+        RuntimeError,
+        "linalg.solve: Incompatible shapes of A and B for the equation XA = B (3x3 and 3x1)",
+    ),
+    (
+        lambda: L.solve(onnxnn.eye(3), onnxnn.ones(3, 2), left=False),
+        RuntimeError,
+        "linalg.solve: Incompatible shapes of A and B for the equation XA = B (3x3 and 3x2)",
+    ),
+    (
+        lambda: L.solve(onnxnn.eye(1), onnxnn.ones(1), left=False),
+        RuntimeError,
+        "linalg.solve: Vector broadcasting of the left hand side is not supported for left=False.",
+    ),
+    (
         lambda: L.solve(onnxnn.eye(3), onnxnn.ones(3, 2, dtype=onnxnn.float64)),
         RuntimeError,
         "linalg.solve: Expected A and B to have the same dtype, but found A of type Float and B of type Double instead",
@@ -710,6 +726,7 @@ def test_error_messages_are_pytorchs():
         lambda lib: lib.linalg.lu_factor(lib.ones(3)),
         lambda lib: lib.triangular_solve(lib.ones(3), lib.eye(3)),
         lambda lib: lib.linalg.qr(lib.eye(2), "x"),
+        lambda lib: lib.linalg.solve(lib.eye(3), lib.ones(3), left=False),
     ]
     for call in calls:
         messages = []

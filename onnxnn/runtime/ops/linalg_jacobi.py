@@ -1,6 +1,6 @@
 """Singular value and symmetric eigen decompositions by Jacobi rotations, unrolled at record time:
 svd, svdvals, eigh, eigvalsh, and what is defined by singular values (pinverse, nuclear_norm,
-matrix_rank, cond, the 2-norms).
+matrix_rank, cond, the 2-norms, lstsq's SVD drivers).
 
 Both are the cyclic Jacobi method on the Gram matrix: the symmetric eigenproblem rotates ``A`` itself
 (``A <- R^T A R``), the SVD rotates the columns of ``A`` until they are orthogonal (one-sided Jacobi,
@@ -15,7 +15,9 @@ sizes this suits), and ``SWEEPS`` leaves a margin. The graph grows as ``sweeps *
 decompositions suit small matrices (n up to a few dozen). The signs of singular vectors and
 eigenvectors are the algorithm's, as LAPACK's are its own: only sign-invariant uses (``U S V^T``,
 projections) match PyTorch exactly. Gradients are the exact derivatives of the unrolled rotations,
-which converge with the values where the singular values (eigenvalues) are distinct.
+which converge with the values where the singular values (eigenvalues) are distinct, but for two
+that PyTorch defines in closed form: the singular values' own, ``U diag(G) V^T`` (finite where one
+is 0), and the symmetric gradient of eigh's input.
 """
 
 from __future__ import annotations
@@ -29,9 +31,17 @@ from ._common import Tensor
 from .elementwise import where
 from .indexing import take_along_dim
 from .linalg import matmul
-from .linalg_lu import check_matrix, constant_like, eye_like, torch_dtype_name
+from .linalg_lu import (
+    check_matrix,
+    constant_like,
+    eye_like,
+    grad_wanted,
+    symmetric_gradient,
+    torch_dtype_name,
+    with_gradient_of,
+)
 from .linalg_qr import linalg_qr
-from .reduce import MATRIX_NORMS
+from .reduce import MATRIX_NORMS, root
 from .shape import cat
 from .sorting import topk
 from ..tensor import outside_autocast
@@ -130,17 +140,28 @@ def _sorted_columns(values: Tensor, columns: list, descending: bool) -> tuple:
 
 
 def _thin_svd(A: Tensor) -> tuple:
-    """U (..., m, k), S (..., k) descending, V (..., n, k), k = min(m, n)."""
+    """U (..., m, k), S (..., k) descending, V (..., n, k), k = min(m, n).
+
+    S's gradient is the closed form ``U diag(G) V^T`` (PyTorch's, when only S is differentiated):
+    it needs no division, so a zero singular value gives no NaN, where the derivative of the
+    rotations meets ``sqrt``'s infinite slope at 0, and repeated singular values need no converged
+    rotations. U and V enter it as constants: second derivatives through S lack the terms through
+    U and V that PyTorch's have. U's and V's gradients are the rotations'.
+    """
     m, n = A.shape[-2], A.shape[-1]
     if m < n:
         U, S, V = _thin_svd(A.mT)
         return V, S, U
     scaled, V = _one_sided_jacobi(A)
-    S = (scaled * scaled).sum(-2).sqrt()  # column norms: the singular values
+    S = root((scaled * scaled).sum(-2), 2)  # column norms: the singular values (gradient 0 where 0)
     safe = where(S.eq(0.0), constant_like(1.0, A), S)
     U = scaled / safe.unsqueeze(-2)
     S, (U, V) = _sorted_columns(S, [U, V], descending=True)
-    return _orthonormalized(U), S, V
+    U = _orthonormalized(U)
+    if grad_wanted(A):
+        # s_i = u_i^T A v_i with u_i and v_i held fixed: d s_i = u_i^T dA v_i, whose gradient is U diag(G) V^T.
+        S = with_gradient_of(S, (U.detach() * matmul(A, V.detach())).sum(-2))
+    return U, S, V
 
 
 def _orthonormalized(U: Tensor) -> Tensor:
@@ -236,10 +257,10 @@ def eigh(A: Tensor, UPLO: str = "L") -> EighResult:
     """``torch.linalg.eigh``: eigenvalues (ascending) and orthonormal eigenvectors of the symmetric
     matrix read from A's lower (``UPLO='L'``) or upper triangle, by cyclic Jacobi rotations.
 
-    The gradient is the derivative of that function of one triangle; PyTorch returns its symmetric
-    part (the same for symmetric perturbations, e.g. through ``A = X + X^T``)."""
+    The gradient is PyTorch's symmetric one: the same in ``A[i, j]`` and ``A[j, i]`` (half of what
+    the triangle read would get alone; both agree on symmetric perturbations)."""
     check_matrix("linalg.eigh", A, kernel="linalg_eigh_cpu", floating=False)
-    values, vectors = _symmetric_jacobi(_symmetric_from(A, UPLO))
+    values, vectors = _symmetric_jacobi(symmetric_gradient(A, _symmetric_from(A, UPLO)))
     values, (vectors,) = _sorted_columns(values, [vectors], descending=False)
     return EighResult(values, vectors)
 
@@ -257,31 +278,87 @@ def _default_rtol(A: Tensor) -> float:
     return float(np.finfo(A.dtype.numpy_dtype).eps) * max(A.shape[-2], A.shape[-1])
 
 
-def _tolerance(S: Tensor, atol, rtol, A: Tensor) -> Tensor:
-    """PyTorch's ``max(atol, rtol * sigma_max)`` (rtol defaults to eps * max(m, n) when neither is given)."""
+def _tolerance(magnitudes: Tensor, atol, rtol, A: Tensor) -> Tensor:
+    """PyTorch's ``max(atol, rtol * sigma_max)`` over singular values (or eigenvalue magnitudes) (..., k),
+    rtol defaulting to eps * max(m, n) when neither is given."""
     if rtol is None:
         rtol = _default_rtol(A) if atol is None or (isinstance(atol, (int, float)) and atol <= 0) else 0.0
-    largest = S.narrow(-1, 0, 1) if S.shape[-1] else S.sum(-1, keepdim=True)
+    largest = magnitudes.amax(-1, keepdim=True) if magnitudes.shape[-1] else magnitudes.sum(-1, keepdim=True)
     tolerance = largest * rtol
     if atol is not None:
         tolerance = tolerance.maximum(atol if isinstance(atol, Tensor) else constant_like(float(atol), A))
     return tolerance  # (..., 1)
 
 
+def _reciprocal_above(values: Tensor, keep: Tensor, like: Tensor) -> Tensor:
+    """``1 / values`` where ``keep``, else 0, with a finite gradient everywhere."""
+    safe = where(keep, values, constant_like(1.0, like))
+    return where(keep, 1.0 / safe, constant_like(0.0, like))
+
+
+def _hermitian_eigen(A: Tensor) -> tuple:
+    """Eigenvalues and eigenvectors of the symmetric matrix in A's lower triangle, for ``hermitian=True``
+    (PyTorch's eigh path: ``linalg.eigh``'s checks and symmetric gradient)."""
+    check_matrix("linalg.eigh", A, kernel="linalg_eigh_cpu", floating=False)
+    return _symmetric_jacobi(symmetric_gradient(A, _symmetric_from(A, "L")))
+
+
+def _pseudoinverse_differential(A: Tensor, P: Tensor) -> Tensor:
+    """A function of A, linear, whose derivative is PyTorch's ``pinv_backward`` at A with ``P = A^+`` held:
+    ``dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P`` (Golub and Pereyra, for A of fixed rank)."""
+    A_held, P_held = A.detach(), P.detach()
+    m, n = A.shape[-2], A.shape[-1]
+    left = eye_like(m, A) - matmul(A_held, P_held)  # (..., m, m)
+    right = eye_like(n, A) - matmul(P_held, A_held)  # (..., n, n)
+    return (
+        -matmul(matmul(P_held, A), P_held)
+        + matmul(matmul(matmul(P_held, P_held.mT), A.mT), left)
+        + matmul(matmul(right, A.mT), matmul(P_held.mT, P_held))
+    )
+
+
 @outside_autocast()
 def pinv(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> Tensor:
     """``torch.linalg.pinv``: the pseudoinverse ``V diag(1/S) U^T``, singular values at or below
-    ``max(atol, rtol * S_max)`` treated as zero."""
+    ``max(atol, rtol * S_max)`` treated as zero.
+
+    ``hermitian=True`` reads only A's lower triangle, as PyTorch's: ``V diag(1/w) V^T`` from the
+    eigenvalues w of that symmetric matrix, those of magnitude at or below the tolerance dropped. Its
+    gradient is PyTorch's ``pinv_backward`` at A (all of it, not symmetrized), first order only.
+    """
     if A.dim() < 2 or A.dtype not in (dtypes.float32, dtypes.float64):
         raise RuntimeError(
             f"linalg.pinv({torch_dtype_name(A.dtype)}{{{list(A.shape)}}}): expected a tensor with 2 or "
             "more dimensions of float, double, cfloat or cdouble types"
         )
+    if hermitian:
+        differentiated = grad_wanted(A)
+        values, vectors = _hermitian_eigen(A.detach() if differentiated else A)
+        magnitudes = values.abs()
+        reciprocal = _reciprocal_above(values, magnitudes.gt(_tolerance(magnitudes, atol, rtol, A)), A)
+        P = matmul(vectors * reciprocal.unsqueeze(-2), vectors.mT)
+        return with_gradient_of(P, _pseudoinverse_differential(A, P)) if differentiated else P
     U, S, V = _thin_svd(A)
-    keep = S.gt(_tolerance(S, atol, rtol, A))
-    safe = where(keep, S, constant_like(1.0, A))
-    reciprocal = where(keep, 1.0 / safe, constant_like(0.0, A))
+    reciprocal = _reciprocal_above(S, S.gt(_tolerance(S, atol, rtol, A)), A)
     return matmul(V * reciprocal.unsqueeze(-2), U.mT)
+
+
+def svd_least_squares(A: Tensor, B: Tensor, rcond: float, residuals: bool) -> tuple:
+    """LAPACK's ``gelsd``/``gelss``: ``(X, rank, S, residuals)``, X the minimum-norm least-squares solution
+    ``V diag(1/s) U^T B`` over the singular values ``s > rcond * s_max`` (the others treated as zero).
+
+    With ``residuals``, the squared norms per column of ``B - U U^T B``: ``|A X - B|^2`` when A has full
+    column rank (the only case where PyTorch returns them), else None.
+    """
+    U, S, V = _thin_svd(A)
+    kept = S.gt(S.narrow(-1, 0, 1) * rcond)
+    projected = matmul(U.mT, B)  # (..., k, r)
+    X = matmul(V, _reciprocal_above(S, kept, A).unsqueeze(-1) * projected)
+    squares = None
+    if residuals:
+        rest = B - matmul(U, projected)
+        squares = (rest * rest).sum(-2)
+    return X, kept.to(dtypes.int64).sum(-1), S, squares
 
 
 @outside_autocast()
@@ -291,12 +368,20 @@ def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
 
 
 @outside_autocast()
-def matrix_rank(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> Tensor:
-    """``torch.linalg.matrix_rank``: the number of singular values above ``max(atol, rtol * S_max)`` (int64)."""
+def matrix_rank(A: Tensor, tol=None, hermitian: bool = False, *, atol=None, rtol=None) -> Tensor:
+    """``torch.linalg.matrix_rank``: the number of singular values above ``max(atol, rtol * S_max)`` (int64).
+
+    ``tol`` is PyTorch's older overload ``matrix_rank(A, tol, hermitian=False)``: ``atol=tol, rtol=0``.
+    ``hermitian=True`` counts the eigenvalue magnitudes of the symmetric matrix in A's lower triangle.
+    """
+    if tol is not None:
+        if atol is not None or rtol is not None:
+            raise TypeError("linalg_matrix_rank() received an invalid combination of arguments: tol with atol or rtol")
+        atol, rtol = tol, 0.0
     check_matrix("torch.linalg.matrix_rank", A, square=False, argument="input", floating=False, half_precision=True)
     if A.dtype not in (dtypes.float32, dtypes.float64):
         raise RuntimeError("This function doesn't handle types other than float and double")
-    S = _thin_svd(A)[1]
+    S = _hermitian_eigen(A)[0].abs() if hermitian else _thin_svd(A)[1]
     return S.gt(_tolerance(S, atol, rtol, A)).to(dtypes.int64).sum(-1)
 
 
@@ -316,10 +401,14 @@ def svd_matrix_norm(A: Tensor, ord, dim, keepdim: bool) -> Tensor:
     rows, columns = [axis % A.dim() for axis in dim]
     rest = [axis for axis in range(A.dim()) if axis not in (rows, columns)]
     S = _thin_svd(A.permute(rest + [rows, columns]))[1]
-    if ord == "nuc":
-        result = S.sum(-1)
+    if ord == "nuc" or (ord == 2 and S.shape[-1] == 0):
+        result = S.sum(-1)  # an empty matrix's norm is 0, as PyTorch's
+    elif ord == 2:
+        result = S.select(-1, 0)
+    elif S.shape[-1] == 0:
+        raise IndexError("amin(): Expected reduction dim -1 to have non-zero size.")  # PyTorch's for ord=-2
     else:
-        result = S.select(-1, 0) if ord == 2 else S.select(-1, S.shape[-1] - 1)
+        result = S.select(-1, S.shape[-1] - 1)
     if keepdim:
         for axis in sorted((rows, columns)):
             result = result.unsqueeze(axis)

@@ -7,8 +7,11 @@ diagonal (the first of equal ones, as LAPACK's ``idamax``), rows are swapped by 
 permutation matrix, and a step's elimination is one rank-1 update. The recorded graph therefore
 runs on both executors and exports to any ONNX runtime, and its gradient is the exact derivative of
 the algorithm (differentiable wherever no pivot choice ties and no pivot is zero), higher-order
-included. LAPACK conventions are kept: pivots are int32 and 1-based, a zero pivot column is left
-unscaled (its multipliers are 0, as ``dgetf2`` leaves them), and R/U diagonals keep their signs.
+included; except where PyTorch defines the gradient otherwise (Cholesky's is symmetric, the
+factor's of ``cholesky_solve`` a closed form): there the values come with the gradient of another
+computation of them (``with_gradient_of``). LAPACK conventions are kept: pivots are int32 and
+1-based, a zero pivot column is left unscaled (its multipliers are 0, as ``dgetf2`` leaves them),
+and R/U diagonals keep their signs.
 
 Errors that PyTorch raises from the values (a singular matrix for ``inv`` and ``solve``, a matrix
 that is not positive-definite for ``cholesky``) cannot be raised at the call of a lazy op without
@@ -25,10 +28,12 @@ import numpy as np
 from ...errors import LinAlgError
 from ...ir import dtypes
 from ...ir.graph import static_constant
+from ..grad_mode import is_grad_enabled
 from ._common import Tensor
 from .elementwise import where
 from .linalg import matmul
 from .linalg_solve import solve
+from .matrix import matrix_power as _positive_power
 from .shape import cat, stack
 from ..tensor import outside_autocast
 
@@ -145,17 +150,48 @@ def eye_like(n: int, like: Tensor) -> Tensor:
     return constant_like(np.eye(n), like)
 
 
-def _row_swap(rows: int, j: int, target: Tensor, like: Tensor) -> Tensor:
-    """The permutation matrices (batched) swapping row ``j`` with row ``target`` ((..., 1) int64).
+# ---------------------------------------------------------------- PyTorch's gradients for computed values
 
-    ``I - e_j e_j^T - e_p e_p^T + e_j e_p^T + e_p e_j^T`` is the identity when ``p == j``.
+
+def grad_wanted(*tensors: Tensor) -> bool:
+    """Whether a result computed from ``tensors`` is recorded for backward (grad mode on, an input requiring it)."""
+    return is_grad_enabled() and any(tensor.requires_grad for tensor in tensors)
+
+
+def with_gradient_of(value: Tensor, plain: Tensor) -> Tensor:
+    """``value``'s values with ``plain``'s gradient (``value`` itself gets none), ``plain`` being ``value``
+    computed another way: the way whose derivative PyTorch returns.
+
+    ``plain - plain`` is exactly 0 where ``plain`` is finite, so ``value + (plain - settled)`` is ``value``
+    exactly; where ``plain`` is not finite (the difference would be NaN) the result is ``value``, with
+    no gradient.
+    """
+    value, settled = value.detach(), plain.detach()
+    return where(settled.isfinite(), value + (plain - settled), value)
+
+
+def symmetric_gradient(A: Tensor, read: Tensor) -> Tensor:
+    """``read`` (A, or the symmetric matrix read from one of its triangles) with the gradient of
+    ``(A + A^T) / 2``: the symmetric ``(G + G^T) / 2`` of what reaches it.
+
+    PyTorch's functions of a symmetric matrix (cholesky, eigh) read one triangle but return that
+    symmetric gradient, where the function of one triangle alone would put the off-diagonal part in
+    the triangle read and zeros in the other. Both agree on symmetric perturbations.
+    """
+    if not grad_wanted(A):
+        return read
+    return with_gradient_of(read, A * 0.5 + A.mT * 0.5)  # halves first: A + A^T could overflow
+
+
+def row_swap(rows: int, j: int, target: Tensor, like: Tensor) -> Tensor:
+    """The permutation matrices (batched) swapping row ``j`` with row ``target`` ((..., 1) int64); being
+    symmetric, ``X @ swap`` swaps X's columns ``j`` and ``target``.
+
+    ``I - d d^T`` with ``d = e_j - e_p``: the identity when ``p == j`` (d = 0); every entry is exact.
     """
     one_hot = target.eq(constant_like(np.arange(rows), target)).to(like.dtype)  # (..., rows); target is int64
-    e_j = constant_like(np.eye(rows)[j], like)
-    column, row = one_hot.unsqueeze(-1), one_hot.unsqueeze(-2)
-    e_column, e_row = e_j.unsqueeze(-1), e_j.unsqueeze(-2)
-    identity_without_j = constant_like(np.eye(rows) - np.outer(np.eye(rows)[j], np.eye(rows)[j]), like)
-    return identity_without_j - column * row + e_column * row + column * e_row
+    difference = constant_like(np.eye(rows)[j], like) - one_hot
+    return eye_like(rows, like) - difference.unsqueeze(-1) * difference.unsqueeze(-2)
 
 
 # ---------------------------------------------------------------- LU with partial pivoting
@@ -179,7 +215,7 @@ def _lu_steps(A: Tensor, pivot: bool = True):
             # rows above j are out of the running: -1 is below every magnitude (NaN aside)
             candidates = where(mask_like(rows >= j, A), column.abs(), constant_like(-1.0, A))
             target = candidates.argmax(-1, keepdim=True)  # (..., 1)
-            swap = _row_swap(m, j, target, A)
+            swap = row_swap(m, j, target, A)
             work = matmul(swap, work)
             permutation = swap if permutation is None else matmul(swap, permutation)
             signs.append(where(target.eq(j).squeeze(-1), constant_like(1.0, A), constant_like(-1.0, A)))
@@ -274,7 +310,7 @@ def _permutation_from_pivots(pivots: Tensor, m: int, like: Tensor) -> Tensor:
     targets = pivots.to(dtypes.int64) - 1
     permutation = None
     for j in range(pivots.shape[-1]):
-        swap = _row_swap(m, j, targets.narrow(-1, j, 1), like)
+        swap = row_swap(m, j, targets.narrow(-1, j, 1), like)
         permutation = swap if permutation is None else matmul(swap, permutation)
     return permutation if permutation is not None else eye_like(m, like)
 
@@ -326,12 +362,13 @@ def det(A: Tensor) -> Tensor:
 @outside_autocast("Det")
 def slogdet(A: Tensor) -> SlogdetResult:
     """``torch.linalg.slogdet``: ``(sign, log|det|)``, which does not overflow where ``det`` does.
-    A singular matrix gives ``(0, -inf)``."""
+    A singular matrix gives ``(0, -inf)``. The sign requires grad, as PyTorch's, with a zero gradient
+    (``Sign``'s)."""
     check_matrix("linalg.slogdet", A)
     packed, _, _, signs, _ = _lu_steps(A)
     diagonal = _diagonal(packed)
     sign = _product_of_columns(signs) * _product_of_columns(diagonal.sign())
-    return SlogdetResult(sign.detach(), diagonal.abs().log().sum(-1))
+    return SlogdetResult(sign, diagonal.abs().log().sum(-1))
 
 
 @outside_autocast("Det")
@@ -443,9 +480,20 @@ def linalg_solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
     """
     check_matrix("linalg.solve", A, kernel="lu_cpu")
     check_same_dtype("linalg.solve", A, B)
-    if not left:
-        return linalg_solve(A.mT, B.mT).mT
     B, vector = _as_matrix_rhs(A, B)
+    if not left:
+        # PyTorch's check, a vector B taken as a column: X A = B needs B's columns to be A's
+        if B.shape[-1] != A.shape[-1]:
+            raise RuntimeError(
+                f"linalg.solve: Incompatible shapes of A and B for the equation XA = B "
+                f"({A.shape[-2]}x{A.shape[-1]} and {B.shape[-2]}x{B.shape[-1]})"
+            )
+        if vector:
+            raise RuntimeError(
+                "linalg.solve: Vector broadcasting of the left hand side is not supported for left=False. "
+                "In this case linalg.solve is equivalent to B / A.squeeze(-1)"
+            )
+        return linalg_solve(A.mT, B.mT).mT
     if B.shape[-2] != A.shape[-1]:
         raise RuntimeError(
             f"linalg.solve: Incompatible shapes of A and B for the equation AX = B "
@@ -504,6 +552,27 @@ def inv_ex(A: Tensor, *, check_errors: bool = False) -> InvExResult:
     return InvExResult(solve(A, eye_like(A.shape[-1], A).expand(tuple(A.shape)), "LinalgInvExBackward0"), info)
 
 
+def matrix_power(A: Tensor, n: int) -> Tensor:
+    """``torch.linalg.matrix_power``: ``A^n`` by repeated squaring; ``A^0`` is the identity (with a zero
+    gradient, as PyTorch's) and a negative n raises :func:`inverse` to ``-n``.
+
+    Example::
+
+        >>> onnxnn.linalg.matrix_power(onnxnn.tensor([[2.0, 0.0], [0.0, 4.0]]), -1)
+        tensor([[0.5000, 0.0000],
+                [0.0000, 0.2500]])
+    """
+    if n < 0:
+        check_matrix("linalg.matrix_power", A, floating=False, half_precision=True)
+        check_matrix("linalg.inv", A)
+        return _positive_power(inverse(A), -n)
+    result = _positive_power(A, n)
+    if n == 0 and grad_wanted(A):
+        # The identity, recorded as a function of A whose gradient is zero.
+        return where(mask_like(np.ones(tuple(A.shape[-2:])), A), result, A)
+    return result
+
+
 # ---------------------------------------------------------------- Cholesky
 
 
@@ -529,12 +598,19 @@ def _cholesky_lower(A: Tensor) -> tuple:
     return stack(columns, -1), info
 
 
+def _cholesky_factor(A: Tensor, upper: bool) -> tuple:
+    """The lower Cholesky factor and ``info`` of the symmetric matrix read from A's lower triangle (upper,
+    when ``upper``: LAPACK's ``potrf`` reads the triangle it returns), with PyTorch's symmetric gradient."""
+    A = symmetric_gradient(A, A)
+    return _cholesky_lower(A.mT if upper else A)
+
+
 @outside_autocast()
 def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False) -> CholeskyExResult:
     """``torch.linalg.cholesky_ex``: the factor and LAPACK's ``info`` (0, or the order of the first leading
     minor that is not positive-definite; the factor then holds NaN)."""
     check_matrix("linalg.cholesky_ex", A, kernel="cholesky_cpu")
-    lower, info = _cholesky_lower(A)
+    lower, info = _cholesky_factor(A, upper)
     if check_errors:
         raise_for_info(
             info,
@@ -549,13 +625,13 @@ def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False) -
 
 @outside_autocast()
 def linalg_cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
-    """``torch.linalg.cholesky``: L with ``A = L L^T`` (``U^T U`` when ``upper``), reading A's lower triangle.
+    """``torch.linalg.cholesky``: L with ``A = L L^T`` (``U^T U`` when ``upper``), reading A's lower
+    triangle (its upper one when ``upper``, as LAPACK's ``potrf``).
 
     PyTorch raises "linalg.cholesky: The factorization could not be completed because the input is not
     positive-definite" after reading the values; onnxnn's lazy result holds NaN instead (see
-    :func:`cholesky_ex` for the ``info`` that says where). The gradient is the derivative of the
-    function of A's lower triangle (PyTorch returns its symmetric part: equal for symmetric
-    perturbations, the only ones that keep A a covariance).
+    :func:`cholesky_ex` for the ``info`` that says where). The gradient is PyTorch's: symmetric, the
+    same in ``A[i, j]`` and ``A[j, i]`` (half of what the triangle read would get alone).
 
     Example::
 
@@ -564,7 +640,7 @@ def linalg_cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
                 [1., 2.]])
     """
     check_matrix("linalg.cholesky", A, kernel="cholesky_cpu")
-    lower, _ = _cholesky_lower(A)
+    lower, _ = _cholesky_factor(A, upper)
     return lower.mT if upper else lower
 
 
@@ -572,13 +648,19 @@ def linalg_cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
 def cholesky(A: Tensor, upper: bool = False) -> Tensor:
     """``torch.cholesky`` (deprecated in PyTorch for :func:`linalg.cholesky`, same factor)."""
     check_matrix("cholesky", A, kernel="cholesky_cpu", floating=False)
-    lower, _ = _cholesky_lower(A)
+    lower, _ = _cholesky_factor(A, upper)
     return lower.mT if upper else lower
 
 
 @outside_autocast()
 def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
-    """``torch.cholesky_solve``: X with ``(L L^T) X = B`` (``(U^T U) X = B`` when ``upper``)."""
+    """``torch.cholesky_solve``: X with ``(L L^T) X = B`` (``(U^T U) X = B`` when ``upper``), reading the
+    factor's triangle.
+
+    The gradient is PyTorch's closed form: ``solve(L L^T, G)`` for B and, for the factor, ``-(G_B X^T +
+    X G_B^T) L`` (``-U (...)`` when ``upper``), L taken whole: the other triangle gets a gradient too,
+    as if the product ``L L^T`` had been formed from all of L.
+    """
     check_matrix("torch.cholesky_solve", B, square=False, argument="b", rank_style="input", floating=False)
     check_matrix("torch.cholesky_solve", L, argument="A", rank_style="input", floating=False)
     if B.dtype is not L.dtype:
@@ -595,12 +677,26 @@ def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
         )
     L, B = _broadcast_batches(L, B)
     lower = L.mT if upper else L
+    if not grad_wanted(L, B):
+        return _cholesky_substitutions(lower, B)
+    X = _cholesky_substitutions(lower.detach(), B.detach())
+    # Solve's closed-form gradient through L L^T (all of L) gives PyTorch's; the constant term makes
+    # that product the one the substitutions use, tril(L) tril(L)^T, so its solution is X's (it is 0
+    # when L is triangular).
+    triangle, whole = lower.detach().tril(), lower.detach()
+    product = matmul(lower, lower.mT) + (matmul(triangle, triangle.mT) - matmul(whole, whole.mT))
+    return with_gradient_of(X, solve(product, B, "CholeskySolveBackward0"))
+
+
+def _cholesky_substitutions(lower: Tensor, B: Tensor) -> Tensor:
+    """``(L L^T)^-1 B`` by two triangular substitutions, reading L's lower triangle."""
     y = _substitute(lower, B, upper=False, unit=False)
     return _substitute(lower.mT, y, upper=True, unit=False)
 
 
 @outside_autocast()
 def cholesky_inverse(L: Tensor, upper: bool = False) -> Tensor:
-    """``torch.cholesky_inverse``: ``(L L^T)^-1`` (``(U^T U)^-1`` when ``upper``) from a Cholesky factor."""
+    """``torch.cholesky_inverse``: ``(L L^T)^-1`` (``(U^T U)^-1`` when ``upper``) from a Cholesky factor,
+    with :func:`cholesky_solve`'s gradient (PyTorch's ``-(A^-1 (G + G^T) A^-1) L``)."""
     check_matrix("cholesky_inverse", L, kernel="cholesky_inverse_out_cpu", floating=False)
     return cholesky_solve(eye_like(L.shape[-1], L).expand(tuple(L.shape)), L, upper)

@@ -1,5 +1,5 @@
 """Householder QR and its LAPACK-style pieces (geqrf, orgqr/householder_product, ormqr), least
-squares through QR, and the matrix exponential.
+squares through QR (with column pivoting for rank-deficient matrices), and the matrix exponential.
 
 Each Householder step is unrolled at record time over the ``min(m, n)`` columns with full-length
 reflector vectors that are zero above the step's row, so one rank-1 update serves every batch and
@@ -26,10 +26,10 @@ from .linalg_lu import (
     constant_like,
     eye_like,
     mask_like,
+    row_swap,
     solve_triangular,
-    torch_dtype_name,
 )
-from .shape import stack
+from .shape import cat, stack
 from ..tensor import outside_autocast
 
 # torch's top-level names; torch.linalg's (linalg_qr, householder_product, ...) are read by onnxnn.linalg
@@ -37,20 +37,29 @@ __all__ = ["geqrf", "matrix_exp", "orgqr", "ormqr", "qr"]
 
 QRResult = namedtuple("qr", ["Q", "R"])
 GeqrfResult = namedtuple("geqrf", ["a", "tau"])
-LstsqResult = namedtuple("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
 
 
-def _householder(A: Tensor) -> tuple:
-    """Householder triangularization of A (..., m, n).
+def _householder(A: Tensor, pivot: bool = False) -> tuple:
+    """Householder triangularization of A (..., m, n), with column pivoting when ``pivot`` (LAPACK's
+    ``geqp3``: each step first swaps in the column of largest norm in the rows not yet reduced, so
+    R's diagonal magnitudes do not increase).
 
     Returns ``(R (..., m, n) upper trapezoidal, reflectors (..., m, k) with v[j] = 1 and zeros above,
-    tau (..., k))``.
+    tau (..., k), P)``: ``A P = Q R`` with P (..., n, n) the column permutation when pivoting, else None.
     """
     m, n = A.shape[-2], A.shape[-1]
-    rows = np.arange(m)
-    work = A
+    rows, columns = np.arange(m), np.arange(n)
+    work, permutation = A, None
     vectors, taus = [], []
     for j in range(min(m, n)):
+        if pivot:
+            reduced = where(mask_like((rows >= j)[:, None], A), work, constant_like(0.0, A))
+            norms = (reduced * reduced).sum(-2)  # (..., n): squared, the same order
+            # columns before j are out of the running: -1 is below every norm; ArgMax takes the first maximum
+            candidates = where(mask_like(columns >= j, A), norms, constant_like(-1.0, A))
+            swap = row_swap(n, j, candidates.argmax(-1, keepdim=True), A)
+            work = matmul(work, swap)
+            permutation = swap if permutation is None else matmul(permutation, swap)
         column = work.select(-1, j)  # (..., m)
         alpha = column.select(-1, j).unsqueeze(-1)  # (..., 1)
         below = where(mask_like(rows > j, A), column, constant_like(0.0, A))
@@ -69,8 +78,8 @@ def _householder(A: Tensor) -> tuple:
         vectors.append(v)
         taus.append(tau.squeeze(-1))
     if not vectors:
-        return A, A.new_zeros(tuple(A.shape[:-2]) + (m, 0)), A.new_zeros(tuple(A.shape[:-2]) + (0,))
-    return work.triu(), stack(vectors, -1), stack(taus, -1)
+        return A, A.new_zeros(tuple(A.shape[:-2]) + (m, 0)), A.new_zeros(tuple(A.shape[:-2]) + (0,)), permutation
+    return work.triu(), stack(vectors, -1), stack(taus, -1), permutation
 
 
 def _q_from_reflectors(vectors: Tensor, tau: Tensor, m: int, like: Tensor) -> Tensor:
@@ -105,7 +114,7 @@ def linalg_qr(A: Tensor, mode: str = "reduced") -> QRResult:
         )
     m, n = A.shape[-2], A.shape[-1]
     k = min(m, n)
-    R, vectors, tau = _householder(A)
+    R, vectors, tau, _ = _householder(A)
     if mode == "r":
         return QRResult(A.new_zeros(0), R.narrow(-2, 0, k))
     Q = _q_from_reflectors(vectors, tau, m, A)
@@ -125,7 +134,7 @@ def geqrf(A: Tensor) -> GeqrfResult:
     """``torch.geqrf``: LAPACK's packed QR: R on and above the diagonal, the Householder vectors
     (without their unit first entry) below it, and their scale factors ``tau`` (..., min(m, n))."""
     check_matrix("torch.geqrf", A, square=False, kernel="geqrf_cpu", rank_style="input", floating=False)
-    R, vectors, tau = _householder(A)
+    R, vectors, tau, _ = _householder(A)
     n = A.shape[-1]
     packed = R
     if vectors.shape[-1]:
@@ -184,42 +193,77 @@ def ormqr(input: Tensor, tau: Tensor, other: Tensor, left: bool = True, transpos
     return matmul(Q, other) if left else matmul(other, Q)
 
 
-@outside_autocast()
-def linalg_lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: str | None = None) -> LstsqResult:
-    """``torch.linalg.lstsq`` for full-rank A: the least-squares solution of ``A X = B`` (m >= n) or
-    the minimum-norm one (m < n), through Householder QR.
+# ---------------------------------------------------------------- least squares (onnxnn.linalg.lstsq)
 
-    Only the solution is computed: as with PyTorch's default CPU driver ``'gelsy'``, ``residuals`` and
-    ``singular_values`` are empty; ``rank`` (which needs the values) is empty too. Rank-deficient A
-    (which ``gelsy`` handles by column pivoting) gives inf/NaN.
+
+def _apply_reflectors(vectors: Tensor, tau: Tensor, B: Tensor, transpose: bool) -> Tensor:
+    """``Q^T B`` (``transpose``) or ``Q B`` with ``Q = H_0 H_1 ... H_{k-1}``, one reflection at a time
+    (LAPACK's ``ormqr``: Q itself is never formed)."""
+    k = vectors.shape[-1]
+    for j in range(k) if transpose else range(k - 1, -1, -1):
+        v = vectors.select(-1, j).unsqueeze(-1)  # (..., m, 1)
+        t = tau.narrow(-1, j, 1).unsqueeze(-1)  # (..., 1, 1)
+        B = B - matmul(v * t, matmul(v.mT, B))
+    return B
+
+
+def _padded_rows(X: Tensor, rows: int) -> Tensor:
+    """X (..., k, r) with zero rows appended up to ``rows``."""
+    missing = rows - X.shape[-2]
+    return X if missing == 0 else cat([X, X.new_zeros(tuple(X.shape[:-2]) + (missing, X.shape[-1]))], -2)
+
+
+def full_rank_least_squares(A: Tensor, B: Tensor) -> tuple:
+    """LAPACK's ``gels`` (A of full rank assumed): ``(X, residuals)``.
+
+    m >= n: ``X = R^-1 (Q^T B)[:n]`` and the residuals ``sum((Q^T B)[n:]^2)`` per column (None when
+    m == n). m < n: the minimum-norm solution ``X = Q R^-T B`` of ``A^T = Q R``. A rank-deficient A
+    gives inf/NaN.
     """
-    if A.dim() < 2:
-        raise RuntimeError("torch.linalg.lstsq: input must have at least 2 dimensions.")
-    if A.dtype not in (dtypes.float32, dtypes.float64):
-        raise RuntimeError("This function doesn't handle types other than float and double")
-    if A.dtype is not B.dtype:
-        raise RuntimeError(
-            f"torch.linalg.lstsq: Expected input and other to have the same dtype, but got input's "
-            f"dtype {torch_dtype_name(A.dtype)} and other's dtype {torch_dtype_name(B.dtype)}"
-        )
-    if driver not in (None, "gels", "gelsy", "gelsd", "gelss"):
-        raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)")
-    vector = B.dim() == A.dim() - 1
-    if vector:
-        B = B.unsqueeze(-1)
     m, n = A.shape[-2], A.shape[-1]
-    if B.shape[-2] != m:
-        raise RuntimeError("torch.linalg.lstsq: input.size(-2) should match other.size(-2)")
     if m >= n:
-        Q, R = linalg_qr(A)
-        X = solve_triangular(R, matmul(Q.mT, B), upper=True)
-    else:  # minimum norm: A^T = Q R, X = Q R^-T B
-        Q, R = linalg_qr(A.mT)
-        X = matmul(Q, solve_triangular(R.mT, B, upper=False))
-    if vector:
-        X = X.squeeze(-1)
-    empty = A.new_zeros(0)
-    return LstsqResult(X, empty, A.new_zeros(0).long(), empty)
+        R, vectors, tau, _ = _householder(A)
+        projected = _apply_reflectors(vectors, tau, B, transpose=True)  # Q^T B (..., m, r)
+        X = solve_triangular(R.narrow(-2, 0, n), projected.narrow(-2, 0, n), upper=True)
+        rest = projected.narrow(-2, n, m - n)
+        return X, ((rest * rest).sum(-2) if m > n else None)
+    R, vectors, tau, _ = _householder(A.mT)
+    y = solve_triangular(R.narrow(-2, 0, m).mT, B, upper=False)  # (..., m, r)
+    return _apply_reflectors(vectors, tau, _padded_rows(y, n), transpose=False), None
+
+
+def pivoted_least_squares(A: Tensor, B: Tensor, rcond: float) -> tuple:
+    """LAPACK's ``gelsy``: the minimum-norm least-squares solution and the effective rank, ``(X, rank)``.
+
+    ``A P = Q R`` by Householder QR with column pivoting; the rank r is the number of leading
+    diagonal entries with ``|R_ii| > rcond * |R_00|`` (gelsy estimates the condition number of the
+    leading block incrementally instead: the two agree but for values at the threshold). The rows
+    of ``R`` and ``Q^T B`` from r on are dropped, and the complete orthogonal factorization
+    ``R[:r] = T^T Z^T`` (Householder QR of ``R[:r]^T``, LAPACK's ``tzrzf``) gives the solution of
+    least norm, ``X = P Z [T[:r, :r]^-T (Q^T B)[:r]; 0]``. The gradient is that of this function
+    with the rank held: for a full-rank A the solution's derivative, PyTorch's; for a rank-deficient
+    A, PyTorch differentiates ``pinv(A) @ B`` instead (as the SVD drivers' gradient is here), which
+    differs in A's gradient.
+    """
+    m, n = A.shape[-2], A.shape[-1]
+    k = min(m, n)
+    R, vectors, tau, permutation = _householder(A, pivot=True)
+    R = R.narrow(-2, 0, k)  # (..., k, n)
+    projected = _apply_reflectors(vectors, tau, B, transpose=True).narrow(-2, 0, k)  # (Q^T B)[:k]
+    magnitudes = R.diagonal(0, -2, -1).abs()  # (..., k), not increasing
+    kept = magnitudes.gt(magnitudes.narrow(-1, 0, 1) * rcond)
+    # the leading run of kept entries, as gelsy stops at the first that fails (rounding aside, it is all of them)
+    leading = (~kept).to(dtypes.int64).cumsum(-1).eq(0)
+    rank = leading.to(dtypes.int64).sum(-1)
+    rows_kept = leading.unsqueeze(-1)  # (..., k, 1)
+    zero = constant_like(0.0, A)
+    T, z_vectors, z_tau, _ = _householder(where(rows_kept, R, zero).mT)  # R[:r]^T = Z T, (..., n, k)
+    # T is zero from row and column r on: ones on that part of the diagonal make T^T w = c solvable,
+    # with w zero there (c is)
+    T = where(mask_like(np.eye(k, dtype=bool), A) & ~rows_kept, constant_like(1.0, A), T.narrow(-2, 0, k))
+    w = solve_triangular(T.mT, where(rows_kept, projected, zero), upper=False)  # (..., k, r)
+    y = _apply_reflectors(z_vectors, z_tau, _padded_rows(w, n), transpose=False)
+    return matmul(permutation, y), rank
 
 
 # ---------------------------------------------------------------- matrix exponential
