@@ -263,22 +263,7 @@ def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None
     """``torch.linalg.vector_norm``: the ``ord``-norm of x flattened (``dim=None``) or along ``dim``."""
     if dtype is not None:
         x = x.to(dtype)
-    if x.dtype.is_floating_point and not isinstance(ord, str) and ord < 1 and ord not in (0, -float("inf")):
-        return _small_order_norm(x, ord, dim, keepdim)
     return _ops.norm(x, ord, dim, keepdim)
-
-
-def _small_order_norm(x: Tensor, ord: float, dim, keepdim: bool) -> Tensor:
-    """``sum(|x|^ord)^(1/ord)`` for ord < 1 (0 and -inf aside), with PyTorch's gradient: 0 at zero entries.
-
-    There ``|x|^ord`` has an infinite slope (times Abs's 0: NaN); it is taken as the constant it is
-    there, ``0^ord`` (0, or inf for ord < 0, which makes the norm 0 and the root's slope 0).
-    """
-    magnitude = x.abs()
-    zero = magnitude.eq(0.0)
-    safe = _ops.where(zero, x.new_ones(()), magnitude)
-    powered = _ops.where(zero, x.new_full((), 0.0 if ord > 0 else float("inf")), safe**ord)
-    return _ops.root(powered.sum(dim, keepdim), ord)
 
 
 def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None) -> Tensor:

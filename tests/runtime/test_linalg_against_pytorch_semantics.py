@@ -441,10 +441,18 @@ VECTOR_NORM_CASES = [
 ]
 
 
+NORMS = {
+    "linalg.vector_norm": lambda t, order: L.vector_norm(t, ord=order),
+    "torch.norm": lambda t, order: onnxnn.norm(t, order),
+    "Tensor.norm": lambda t, order: t.norm(order),
+}
+
+
+@pytest.mark.parametrize("norm", NORMS.values(), ids=NORMS.keys())
 @pytest.mark.parametrize("values,order", VECTOR_NORM_CASES)
-def test_vector_norm_gradient_is_zero_at_zero_entries(values, order):
+def test_vector_norm_gradient_is_zero_at_zero_entries(values, order, norm):
     x = np.array(values)
-    output, gradient = _backward(lambda t: L.vector_norm(t, ord=order), x)
+    output, gradient = _backward(lambda t: norm(t, order), x)
     expected_norm = np.sum(np.abs(x) ** order) ** (1 / order) if (x != 0).all() or order > 0 else 0.0
     # a sum of 3 powers and a root: a few roundings of the values
     np.testing.assert_allclose(output.item(), expected_norm, rtol=gamma(8, np.float64), atol=0)
@@ -479,6 +487,13 @@ def test_matrix_power_of_negative_exponent_is_a_power_of_the_inverse(exponent, e
 
 def test_matrix_power_of_negative_exponent_is_differentiable():
     check_gradients(lambda a: L.matrix_power(a, -2), [A_POWER])
+
+
+def test_the_top_level_and_method_matrix_power_take_negative_exponents():
+    expected = np.linalg.matrix_power(A_POWER, -2)
+    bound = 2 * 2 * 3 * gamma(6, np.float32) * np.abs(expected).max()
+    for actual in (onnxnn.matrix_power(onnxnn.tensor(A_POWER), -2), onnxnn.tensor(A_POWER).matrix_power(-2)):
+        np.testing.assert_allclose(actual.numpy(), expected, rtol=0, atol=bound)
 
 
 def test_slogdet_sign_requires_grad():

@@ -48,6 +48,7 @@ __all__ = [
     "lu",
     "lu_solve",
     "lu_unpack",
+    "matrix_power",
     "slogdet",
     "triangular_solve",
 ]

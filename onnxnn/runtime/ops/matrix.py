@@ -306,7 +306,8 @@ def chain_matmul(*matrices) -> Tensor:
 
 
 def matrix_power(input: Tensor, n: int) -> Tensor:
-    """``input`` multiplied by itself ``n`` times (square matrices, batched); n >= 0."""
+    """``input`` multiplied by itself ``n`` times (square matrices, batched); n >= 0. The public
+    ``matrix_power`` (``linalg_lu.matrix_power``) adds negative powers and A^0's gradient."""
     if input.dim() < 2 or input.shape[-1] != input.shape[-2]:
         raise RuntimeError(
             "linalg.matrix_power: A must be batches of square matrices, but they are "
@@ -408,7 +409,6 @@ def _broadcast(*shapes):
 __all__ += [
     "tensordot",
     "chain_matmul",
-    "matrix_power",
     "broadcast_shapes",
     "broadcast_tensors",
     "cartesian_prod",

@@ -433,7 +433,18 @@ def norm(input: Tensor, p=2, dim=None, keepdim: bool = False) -> Tensor:
         return input.abs().amin(dim if dim is not None else (), keepdim)
     if p == 0:
         return (input != 0).to(input.dtype).sum(dim, keepdim)  # the count of nonzero elements
-    return root((input.abs() ** p).sum(dim, keepdim), p)
+    return root(powers(input.abs(), p).sum(dim, keepdim), p)
+
+
+def powers(magnitudes: Tensor, p: float) -> Tensor:
+    """``magnitudes ** p`` (``magnitudes`` >= 0) for a p-norm, with PyTorch's gradient: for ``p < 1``, 0
+    where a magnitude is 0, where ``|x| ** p`` has an infinite slope (times Abs's 0: NaN). There it is
+    the constant it is, ``0 ** p``: 0, or inf for ``p < 0`` (which makes the norm 0)."""
+    if p >= 1:
+        return magnitudes**p
+    zero = magnitudes == 0
+    safe = where(zero, 1.0, magnitudes)
+    return where(zero, 0.0 if p > 0 else float("inf"), safe**p)
 
 
 def root(total: Tensor, p: float) -> Tensor:

@@ -214,13 +214,7 @@ def norm_of_differences(differences: Tensor, p: float) -> Tensor:
         return _r.amax(_e.abs(differences), -1)
     if p == 2:
         return _r.root(_r.sum(differences * differences, -1), 2)
-    magnitudes = _e.abs(differences)
-    if p < 1:
-        zero = _c.eq(differences, 0)
-        powers = _e.where(zero, 0.0, _e.pow(_e.where(zero, 1.0, magnitudes), p))
-    else:
-        powers = _e.pow(magnitudes, p)
-    return _r.root(_r.sum(powers, -1), p)
+    return _r.root(_r.sum(_r.powers(_e.abs(differences), p), -1), p)
 
 
 def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None, dim: int = -1) -> Tensor:
