@@ -378,10 +378,10 @@ def _run_sinks_last(graph: onnx.GraphProto, runs: dict, stages: dict) -> None:
 # pieces run as fast as the one session (resnet50/101/152 steps at 32x32, batch 8 and 16, one and two
 # threads: 0.97-1.01 of its time), and the first step of resnet152 took 9.6 s instead of 22. Pieces
 # count as sessions for spinning (SPINNING_MOST_SESSIONS): resnet152's step at batch 2 on two threads,
-# two sessions around its compiled loops, in pieces took 1.17x its time with their pools spinning and
-# 0.71-0.94x without. A plan without compiled nodes stays one session on more than one thread: a
-# 12-layer encoder's step in two pieces took 1.56x its time spinning, 1.19x not (its many small ops
-# want the spinning threads).
+# two sessions around its compiled loops, in pieces took 1.17x its time with their pools spinning (a
+# loaded machine) and 0.94x without (a quiet one). A plan without compiled nodes stays one session on
+# more than one thread: a 12-layer encoder's step in two pieces took 1.56x its time spinning, 1.19x
+# not (its many small ops want the spinning threads).
 MOST_SESSION_NODES = 2500
 
 
