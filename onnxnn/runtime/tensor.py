@@ -457,21 +457,23 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
             result = result.to(self._value.dtype)
         if result._value.shape != self._value.shape:
             result = result._broadcast_for_assignment(self._value.shape)
-        if result._grad_fn is None and result._requires_grad and MODE.grad.enabled:
-            # A leaf copied in (``y[:, 1].copy_(weight)``): a node of its own, through which the leaf
-            # takes the gradient, as PyTorch's CopyBackwards.
-            result = apply_op("Identity", (result,), None, "CopyBackwards")
+        if result._grad_fn is None and MODE.grad.enabled:
+            if result._requires_grad:
+                # A leaf copied in (``y[:, 1].copy_(weight)``): a node of its own, through which the
+                # leaf takes the gradient, as PyTorch's CopyBackwards.
+                result = apply_op("Identity", (result,), None, "CopyBackwards")
+            elif self._grad_fn is not None:
+                # A value without history over one with it (``y.zero_()``): the tensor stays in the
+                # graph, passing zeros to the old history, as PyTorch's FillBackward0 does. (A write
+                # under no_grad keeps the old history whole, as PyTorch's.)
+                kept = Tensor._full((), True, _dtypes.bool, self._value.device)
+                result = apply_op("Where", (kept, result, self), None, "FillBackward0")
         self._value = result._value
         hold(self._value, self)
         if result._grad_fn is not None:
             self._grad_fn = result._grad_fn
             self._output_nr = result._output_nr
             self._requires_grad = True
-        elif self._grad_fn is not None and MODE.grad.enabled:
-            # Overwritten by a value without history: nothing flows back to the old history. (A
-            # write under no_grad keeps it, as PyTorch's: the old history's gradient still flows.)
-            self._grad_fn = None
-            self._requires_grad = False
         self._bump_version()
         self._written()
         return self

@@ -87,3 +87,28 @@ def test_a_0d_integer_tensor_index_makes_a_view(dtype):
     expected[1] *= 10
     expected[2, 1:] = 0
     np.testing.assert_array_equal(x.numpy(), expected)
+
+
+FILLS = {
+    "zero_": lambda y: y.zero_(),
+    "fill_": lambda y: y.fill_(1.5),
+    "copy_constant": lambda y: y.copy_(onnxnn.full((2, 3), 1.5)),
+}
+
+
+@pytest.mark.parametrize("fill", FILLS.values(), ids=FILLS.keys())
+def test_a_tensor_in_the_graph_overwritten_by_a_constant_stays_in_it(fill):
+    # PyTorch keeps it requiring grad (FillBackward0): the old history gets zeros, not an error.
+    x = onnxnn.ones(2, 3, requires_grad=True)
+    y = x * 2
+    fill(y)
+    assert y.requires_grad
+    (y * 3).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.zeros((2, 3)))
+    z = x * 2
+    row = z[0]
+    row.fill_(1.0)
+    assert row.requires_grad
+    (z * z).sum().backward()
+    # Row 0 is now the constant 1; row 1 is still 2x, whose square's gradient is 8x.
+    np.testing.assert_array_equal(x.grad.numpy(), [[0.0, 0.0, 0.0], [8.0, 8.0, 8.0]])
