@@ -14,6 +14,18 @@ import numpy as np
 import onnxnn
 
 
+def central_differences(function, x: np.ndarray, cotangent: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """The gradient of ``sum(function(x) * cotangent)`` by central differences, every element of x
+    (``function`` maps a numpy array to one)."""
+    gradient = np.zeros_like(x)
+    for position in np.ndindex(x.shape):
+        up, down = x.copy(), x.copy()
+        up[position] += eps
+        down[position] -= eps
+        gradient[position] = np.sum((function(up) - function(down)) * cotangent) / (2 * eps)
+    return gradient
+
+
 def _as_tensors(arrays, requires_grad):
     return [
         onnxnn.tensor(a, dtype=onnxnn.float64, requires_grad=r) if r else onnxnn.tensor(a)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gradcheck import check_gradients
+from gradcheck import central_differences, check_gradients
 from tolerances import assert_within, gamma
 
 import onnxnn
@@ -35,17 +35,6 @@ INF = float("inf")
 # float64 central differences at eps = 1e-6: truncation ~ eps^2 |f'''| and rounding ~ u |f| / eps, both
 # far inside these (tests/gradcheck.py derives them); a wrong gradient is off by O(1).
 FD_RTOL, FD_ATOL = 1e-5, 1e-7
-
-
-def _central_differences(function, x: np.ndarray, cotangent: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    """The gradient of ``sum(function(x) * cotangent)`` by central differences, every element of x."""
-    gradient = np.zeros_like(x)
-    for position in np.ndindex(x.shape):
-        up, down = x.copy(), x.copy()
-        up[position] += eps
-        down[position] -= eps
-        gradient[position] = np.sum((function(up) - function(down)) * cotangent) / (2 * eps)
-    return gradient
 
 
 def _backward(function, *arrays, cotangent=None, wrt: int = 0):
@@ -270,7 +259,7 @@ SYMMETRIC_INPUT_CASES = [
 def test_functions_of_a_symmetric_matrix_have_the_symmetric_gradient(case_id, function, reference):
     cotangent = rng.standard_normal(np.shape(reference(S3)))
     _, gradient = _backward(function, S3, cotangent=cotangent)
-    expected = _central_differences(_symmetrized(reference), S3, cotangent)
+    expected = central_differences(_symmetrized(reference), S3, cotangent)
     np.testing.assert_allclose(gradient, expected, rtol=FD_RTOL, atol=FD_ATOL)
 
 
@@ -364,7 +353,7 @@ def _gradient_of_whole_factor(reference, factor, cotangent):
     """Central differences of the reference with every entry of the factor perturbed: PyTorch's gradient
     differentiates ``L L^T`` with all of L (derivatives.yaml: cholesky_solve_backward,
     cholesky_inverse_backward)."""
-    return _central_differences(reference, factor, cotangent)
+    return central_differences(reference, factor, cotangent)
 
 
 # (id, onnxnn function of the factor, numpy reference of the whole factor, factor)
