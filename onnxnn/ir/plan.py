@@ -499,8 +499,9 @@ def build_model(
             return f"node_{node_index}_{stem}_{names_used[0]}"
 
         expand = decompositions.get(node.op_type, node.domain) if id(node) not in kept else None
-        if expand is not None:
-            expanded, expanded_initializers = expand(node, inputs, outputs, fresh_name)
+        expansion = None if expand is None else expand(node, inputs, outputs, fresh_name)
+        if expansion is not None:
+            expanded, expanded_initializers = expansion
             onnx_nodes.extend(expanded)
             initializers.extend(expanded_initializers)
             domains.update(onnx_node.domain for onnx_node in expanded)

@@ -11,7 +11,8 @@ adding entries through their decorators, never editing a dispatcher::
 - ``gradient_rules``: the backward of a node (``runtime/ops/``).
 - ``non_differentiable``: ops whose outputs carry no gradient (comparisons, indices, shapes).
 - ``unmaterialized_gradients``: ops whose gradient rule takes None for outputs no gradient reached.
-- ``decompositions``: how to write an op onnxruntime lacks as standard ONNX (``runtime/ops/``).
+- ``decompositions``: how to write an op onnxruntime lacks as standard ONNX (``runtime/ops/``);
+  ``value_blind_decompositions`` marks those that read no constant's value.
 - ``session_lowerings``: a faster form of a standard op for onnxnn's own sessions (``runtime/ops/``).
 - ``compiled_forms``: onnxnn's compiled code for a node its sessions run outside onnxruntime (``kernels/``).
 - ``compiled_readers``: compiled code for a node and the chain of only readers of its first output (``kernels/``).
@@ -35,6 +36,7 @@ __all__ = [
     "non_differentiable",
     "unmaterialized_gradients",
     "decompositions",
+    "value_blind_decompositions",
     "session_lowerings",
     "compiled_forms",
     "compiled_readers",
@@ -122,12 +124,16 @@ non_differentiable = MarkRegistry("non-differentiability mark")
 # ``ctx.set_materialize_grads(False)``; every other rule gets a zero tensor there (and pays for
 # arithmetic on it: a multi-output op's unused statistics would cost full passes).
 unmaterialized_gradients = MarkRegistry("unmaterialized-gradients mark")
-# Ops onnxnn records as one node but onnxruntime lacks (the ai.onnx.preview.training optimizers, Solve):
-# ``expand(node, input_names, output_names, fresh_name) -> (onnx nodes, initializers)`` writes the
-# node as standard ONNX when a model is built. onnxnn's own kernels run such nodes directly. An
-# expansion reads no input size but the rank (sizes come from attributes, or from Shape at run
-# time): fastpath.dynamic_shapes may build it once for a structure seen at several sizes.
+# Ops onnxnn records as one node but onnxruntime lacks (the ai.onnx.preview.training optimizers, Solve,
+# a Where of bools): ``expand(node, input_names, output_names, fresh_name) -> (onnx nodes,
+# initializers)``, or None for a node onnxruntime runs as it is, writes the node as standard ONNX
+# when a model is built. onnxnn's own kernels run such nodes directly. An expansion reads no input
+# size but the rank (sizes come from attributes, or from Shape at run time): fastpath.dynamic_shapes
+# may build it once for a structure seen at several sizes.
 decompositions = Registry("decomposition")
+# Ops whose decomposition reads only dtypes and ranks, never the value of a constant input, so
+# structures differing in such constants may still share one built graph (fastpath.dynamic_shapes).
+value_blind_decompositions = MarkRegistry("value-blind decomposition mark")
 # Standard ops that onnxnn's own sessions write in another exact form where onnxruntime runs that
 # faster (a Conv with a fed weight over small images as one GEMM): ``lower(node, input_names,
 # output_names, fresh_name, embedded) -> (onnx nodes, initializers)``, or None to keep the node.

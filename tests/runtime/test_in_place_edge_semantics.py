@@ -113,13 +113,3 @@ def test_a_tensor_in_the_graph_overwritten_by_a_constant_stays_in_it(fill):
     # Row 0 is now the constant 1; row 1 is still 2x, whose square's gradient is 8x.
     np.testing.assert_array_equal(x.grad.numpy(), [[0.0, 0.0, 0.0], [8.0, 8.0, 8.0]])
 
-
-@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
-def test_bool_selections_run_on_onnxruntime_too(executor):
-    # onnxruntime has no bool Where kernel: bool selections are recorded over uint8.
-    x = onnxnn.tensor([True, False, False])
-    mask = onnxnn.tensor([False, True, False])
-    with onnxnn.set_executor(executor):
-        assert x.masked_fill(mask, True).tolist() == [True, True, False]
-        assert onnxnn.where(mask, x, ~x).tolist() == [False, False, True]
-        assert onnxnn.where(mask, True, x).dtype == onnxnn.bool

@@ -35,7 +35,7 @@ from __future__ import annotations
 from ...ir.device_arrays import shape_of
 from ...ir.graph import Value
 from ...ir.plan import GraphPlan
-from ...ir.registry import decompositions
+from ...ir.registry import decompositions, value_blind_decompositions
 from ...ir.caches import register_cache
 from ...ir.executors import executor
 from ...ir.mode import MODE
@@ -113,6 +113,7 @@ class _Family:
             index
             for index, (node, _) in enumerate(positions)
             if decompositions.get(graph.nodes[node].op_type, graph.nodes[node].domain)
+            and not value_blind_decompositions.get(graph.nodes[node].op_type, graph.nodes[node].domain)
         )
 
     def variant_for(self, key: tuple, statics: list):

@@ -22,7 +22,6 @@ from ._common import (
     promote_operands,
     promote_pair,
     same_shape,
-    scalar_constant,
     static_scalar,
 )
 from .indexing import nonzero
@@ -555,18 +554,8 @@ def where(condition: Tensor, input=None, other=None):
             raise TypeError("where(): condition must be a bool tensor")
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         input = Tensor._full((), input, dtypes.result_type([], [input, other]), condition.device)
-    (a, b), result_dtype = promote_operands([input, other])
-    if result_dtype is dtypes.bool:
-        # onnxruntime has no bool Where (sessions and exported graphs alike): selected as uint8.
-        a, b = (_as_uint8(operand, condition) for operand in (input, other))
-        return apply_op("Where", (condition, a, b), None, "WhereBackward0").to(dtypes.bool)
+    (a, b), _ = promote_operands([input, other])
     return apply_op("Where", (condition, a, b), None, "WhereBackward0")
-
-
-def _as_uint8(operand, like: Tensor):
-    if isinstance(operand, Tensor):
-        return operand.to(dtypes.uint8)
-    return scalar_constant(int(bool(operand)), dtypes.uint8, like._value.device)
 
 
 def clone(input: Tensor) -> Tensor:
