@@ -428,6 +428,15 @@ def _clip_between(xp, x, low=None, high=None):
 kernels.register_direct("Clip", _named(functools.partial(_clip_between, np), "Clip"))
 
 
+@kernels.register(
+    "Hardtanh", domain=ONNXNN_DOMAIN, types=NUMERIC, direct=_named(functools.partial(_clip_between, np), "Hardtanh")
+)
+def hardtanh(xp, inputs, attrs):
+    """A Clip between its two bounds: onnxnn's Hardtanh (runtime/ops/hardtanh.py) differs in its gradient only."""
+    x, low, high = inputs
+    return [_clip_between(xp, x, low, high)]
+
+
 @kernels.register("Identity", native_low_precision=True)
 def identity(xp, inputs, attrs):
     return [inputs[0]]

@@ -1,5 +1,6 @@
 """PyTorch's semantics of nn.functional at edges a differential sweep found: ``lp_pool`` at p = +-inf,
-distances between coinciding rows, NaN through the shrinks, and ``glu``'s dim. Expectations from
+distances between coinciding rows, NaN through the shrinks, ``glu``'s dim, hardtanh's gradient at its
+bounds. Expectations from
 numpy formulas and PyTorch's documented definitions.
 """
 
@@ -10,6 +11,8 @@ import pytest
 
 import onnxnn
 import onnxnn.nn.functional as F
+from onnxnn import nn
+from onnxnn.export import to_onnx
 
 rng = np.random.default_rng(7)
 
@@ -131,3 +134,39 @@ def test_bfloat16_recurrent_layers_run_under_no_grad(kind):
     differentiated = layer(x)[0]
     assert inferred.dtype == onnxnn.bfloat16 and inferred.shape == (5, 2, 3)
     np.testing.assert_array_equal(inferred.float().numpy(), differentiated.detach().float().numpy())
+
+
+HARDTANH_POINTS = np.array([-2.0, -1.0, -0.5, 0.0, 6.0, 7.0, np.nan])
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize(
+    "function, low, high",
+    [
+        (lambda x: F.hardtanh(x, -1.0, 6.0), -1.0, 6.0),
+        (F.relu6, 0.0, 6.0),
+        (lambda x: F.hardtanh(x.clone(), -1.0, 6.0, inplace=True), -1.0, 6.0),
+        (lambda x: nn.ReLU6(inplace=True)(x * 1), 0.0, 6.0),
+    ],
+    ids=["hardtanh", "relu6", "hardtanh_in_place", "ReLU6_in_place"],
+)
+def test_hardtanh_passes_no_gradient_at_its_bounds_and_all_of_it_at_nan(executor, function, low, high):
+    # PyTorch's hardtanh_backward: G where neither x <= min nor x >= max (clamp's passes at the bounds).
+    x = onnxnn.tensor(HARDTANH_POINTS, requires_grad=True)
+    with onnxnn.set_executor(executor):
+        y = function(x)
+        y.backward(onnxnn.ones_like(y))
+    np.testing.assert_array_equal(y.detach().numpy(), np.clip(HARDTANH_POINTS, low, high))
+    outside = (HARDTANH_POINTS <= low) | (HARDTANH_POINTS >= high)  # NaN: both False, so inside
+    np.testing.assert_array_equal(x.grad.numpy(), np.where(outside, 0.0, 1.0))
+
+
+def test_hardtanh_of_bools_is_refused():
+    with pytest.raises(RuntimeError, match="Bool inputs not supported for hardtanh"):
+        F.hardtanh(onnxnn.tensor([True, False]))
+
+
+def test_exported_relu6_is_a_standard_clip():
+    proto = to_onnx(nn.Sequential(nn.Linear(3, 3), nn.ReLU6()).eval(), onnxnn.randn(2, 3))
+    assert "Clip" in {node.op_type for node in proto.graph.node}
+    assert {opset.domain for opset in proto.opset_import} <= {"", "ai.onnx"}

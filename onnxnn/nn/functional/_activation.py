@@ -17,6 +17,7 @@ from ...runtime import ops as _ops
 from ...ir import random as _random
 from ...runtime.internal import apply_in_place, constant_tensor, full_tensor
 from ...runtime.ops._common import normalize_axes
+from ...runtime.ops.hardtanh import hardtanh as _hardtanh
 from ...runtime.ops.nn_ops import keep_nans
 from ...runtime.tensor import Tensor, apply_op
 from ._common import lacks_kernels, stable_softplus
@@ -166,11 +167,9 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace
     """Clamps to ``[min_val, max_val]`` elementwise."""
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
-    if not input.dtype.is_floating_point and input.dtype is not dtypes.bool:
-        min_val, max_val = int(min_val), int(max_val)  # bounds in the input's dtype, as PyTorch's: integers stay
     if inplace:
-        return _in_place(input, _ops.clamp, min_val, max_val)
-    return _ops.clamp(input, min_val, max_val)
+        return _in_place(input, _hardtanh, min_val, max_val)
+    return _hardtanh(input, min_val, max_val)
 
 
 def relu6(input: Tensor, inplace: bool = False) -> Tensor:

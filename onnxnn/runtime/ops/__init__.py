@@ -46,6 +46,7 @@ from .nn_ops import *  # noqa: F401,F403,E402  (BatchNormalization rules; hardsh
 from . import training  # noqa: F401,E402  (Momentum: the fused SGD update)
 from . import batch_norm_training  # noqa: F401,E402  (F.batch_norm's training node)
 from . import relu_gradient  # noqa: F401,E402  (ReLU's gradient as one node)
+from . import hardtanh  # noqa: F401,E402  (hardtanh: a Clip with PyTorch's hardtanh gradient)
 from . import where_widened  # noqa: F401,E402  (Where of bools and other dtypes onnxruntime lacks)
 from . import conv_weight_gradient  # noqa: F401,E402  (a convolution's weight gradient as one node)
 from . import conv_lowering  # noqa: F401,E402  (a Conv over small images as one GEMM, in onnxnn's sessions)
