@@ -86,6 +86,41 @@ def test_elementwise_arithmetic_rounds_each_result_exactly_as_float32_then_round
     np.testing.assert_array_equal(actual, expected)
 
 
+# A Python number multiplies and divides at float32 precision (PyTorch's CPU kernels keep it in the
+# float32 they compute in); sums and differences round it to the dtype first, as PyTorch's do.
+# Numbers the dtypes cannot hold: 2.7 and 0.1 (inexact), 70000 (float16's inf), 1e-8 (below both).
+NUMBER_CASES = [
+    ("times", lambda a, number: a * number, lambda r, a, number: r(a * np.float32(number))),
+    ("number_times", lambda a, number: number * a, lambda r, a, number: r(np.float32(number) * a)),
+    ("in_place_times", lambda a, number: a.clone().mul_(number), lambda r, a, number: r(a * np.float32(number))),
+    ("divided", lambda a, number: a / number, lambda r, a, number: r(a / np.float32(number))),
+    ("number_divided", lambda a, number: number / a, lambda r, a, number: r(np.float32(number) / a)),
+    ("plus", lambda a, number: a + number, lambda r, a, number: r(a + r(np.float32(number)))),
+    ("minus", lambda a, number: a - number, lambda r, a, number: r(a - r(np.float32(number)))),
+]
+
+
+@pytest.mark.parametrize("number", [2.7, 0.1, 70000, 1e-8])
+@pytest.mark.parametrize("dtype_name", ["float16", "bfloat16"])
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("name, program, reference", NUMBER_CASES, ids=[case[0] for case in NUMBER_CASES])
+def test_python_numbers_multiply_at_float32_precision_and_add_at_the_dtypes(
+    executor, dtype_name, name, program, reference, number
+):
+    r = lambda values: round_to(dtype_name, values)  # noqa: E731
+    a = r(np.concatenate([A.ravel(), [0.0, 1000.0, -65504.0]]))
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        expected = reference(r, a, number)
+    actual = run(executor, lambda x: program(x, number), low(dtype_name, a))
+    np.testing.assert_array_equal(actual, expected)
+
+
+def test_a_float16_product_with_a_python_number_has_the_float32_gradient():
+    x = low("float16", A).requires_grad_()
+    (x * 0.1).backward(onnxnn.ones_like(x) * 3)
+    np.testing.assert_array_equal(x.grad.float().numpy(), round_to("float16", np.float32(3) * np.float32(0.1)))
+
+
 def _matmul(r, a, b, c):
     return r(a @ c), 2 * gamma(c.shape[0]) * (np.abs(a.astype(np.float64)) @ np.abs(c.astype(np.float64)))
 

@@ -143,7 +143,8 @@ def scalar_constant(value, value_dtype: dtypes.dtype, device) -> Value:
 
 def _scalar_array(value, value_dtype: dtypes.dtype) -> np.ndarray:
     try:
-        return np.array(value, dtype=value_dtype.numpy_dtype)
+        with np.errstate(over="ignore"):  # a float past the dtype's range is inf, as PyTorch makes it
+            return np.array(value, dtype=value_dtype.numpy_dtype)
     except OverflowError:
         # An int outside a small integer dtype's range wraps around, as PyTorch casts it (a uint8
         # tensor + -2 subtracts 2); past int64's range numpy's OverflowError stands, as PyTorch's.

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ...ir import dtypes
 from ...ir.mode import MODE
 from ._common import Tensor, apply_op, promote_operands, static_scalar
-from .elementwise import ceil, clone, floor, where
+from .elementwise import ceil, clone, floor, where, with_float32_number
 
 
 def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
@@ -17,6 +17,9 @@ def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
     A rounded float quotient has zero gradient for both operands, as PyTorch's (DivBackward2).
     """
     if rounding_mode is None:
+        widened = with_float32_number("Div", input, other, "DivBackward0")
+        if widened is not None:
+            return widened
         (a, b), result_dtype = promote_operands([input, other])
         if not result_dtype.is_floating_point:
             (a, b), _ = promote_operands([_to_float(input), _to_float(other)])

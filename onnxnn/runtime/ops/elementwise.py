@@ -10,6 +10,8 @@ from __future__ import annotations
 import builtins
 import math
 
+import numpy as np
+
 from ...ir import dtypes
 from ...ir.graph import Value
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
@@ -22,6 +24,7 @@ from ._common import (
     promote_operands,
     promote_pair,
     same_shape,
+    scalar_constant,
     static_scalar,
 )
 from .indexing import nonzero
@@ -289,9 +292,37 @@ def _floating(x: Tensor) -> Tensor:
     return x if x._value.dtype.is_floating_point else x.to(dtypes.get_default_dtype())
 
 
+def with_float32_number(op_type: str, input, other, name: str) -> Tensor | None:
+    """A product or quotient of a float16/bfloat16 tensor and a Python number its dtype cannot hold
+    exactly (either operand), computed in float32 and rounded once; None for any other operands.
+
+    PyTorch's CPU kernels keep such a number at the precision they multiply and divide in (float32):
+    float16 ``x * 2.7`` multiplies by 2.7, not 2.69921875, and ``0 * 70000`` is 0, not 0 times
+    float16's inf. (Its sums and differences round the number to the dtype first, as onnxnn's do.)
+    A number the dtype holds gives the same result either way, and the op stays in the dtype.
+    """
+    tensor, number = (input, other) if isinstance(input, Tensor) else (other, input)
+    if not isinstance(tensor, Tensor) or tensor._value.dtype not in (dtypes.float16, dtypes.bfloat16):
+        return None
+    if isinstance(number, bool) or not isinstance(number, (int, float)):
+        return None
+    try:
+        number = float(number)
+    except OverflowError:
+        return None
+    with np.errstate(over="ignore"):
+        if math.isnan(number) or float(np.asarray(number, tensor._value.dtype.numpy_dtype)) == number:
+            return None
+    wide = tensor.to(dtypes.float32)
+    constant = scalar_constant(number, dtypes.float32, tensor._value.device)
+    result = apply_op(op_type, (wide, constant) if tensor is input else (constant, wide), None, name)
+    return result.to(tensor._value.dtype)
+
+
 def _scaled(other, alpha):
-    """``alpha * other`` for add/sub; a number stays a number so no constant tensor is recorded."""
-    return mul(other, alpha) if isinstance(other, Tensor) else other * alpha
+    """``alpha * other`` for add/sub; a number stays a number so no constant tensor is recorded.
+    (PyTorch rounds ``alpha`` to a float16/bfloat16 tensor's dtype: not ``with_float32_number``.)"""
+    return _binary("Mul", other, alpha, "MulBackward0") if isinstance(other, Tensor) else other * alpha
 
 
 def add(input, other, *, alpha=1) -> Tensor:
@@ -328,6 +359,9 @@ def sub(input, other, *, alpha=1) -> Tensor:
 
 
 def mul(input, other) -> Tensor:
+    widened = with_float32_number("Mul", input, other, "MulBackward0")
+    if widened is not None:
+        return widened
     (a, b), result_dtype = promote_pair(input, other) or promote_operands([input, other])
     if result_dtype is dtypes.bool:
         # onnxruntime has no bool Mul; PyTorch's product of bools is their logical and.
