@@ -435,6 +435,15 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
         self._value = other._value
         hold(self._value, self)
 
+    def _no_op_view(self) -> "Tensor":
+        """What a view that changes nothing returns (``x.view(x.shape)``, ``x.chunk(1)[0]``): a tensor
+        of its own on this one's value, as PyTorch's, so that hooks, ``retain_grad``, ``requires_grad_``
+        and in-place shape changes act on it alone. It records an Identity only where autograd needs a
+        node for it; ``views.py`` links it to this tensor like any view."""
+        if self._requires_grad and MODE.grad.enabled:
+            return apply_op("Identity", (self,), None, "ViewBackward0")
+        return Tensor._from_value(self._value)
+
     # ----------------------------------------------------------------- in place
     def _alias(self) -> "Tensor":
         """The input of an in-place op's math: same value and autograd edge, own version counter.
@@ -471,9 +480,15 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
         self._value = result._value
         hold(self._value, self)
         if result._grad_fn is not None:
+            # PyTorch's retained gradient is the written value's: the retention moves to it.
+            old, retained = self._grad_fn, self.retains_grad
+            if old is not None and old._retained and retained:
+                del old._retained[self._output_nr]
             self._grad_fn = result._grad_fn
             self._output_nr = result._output_nr
             self._requires_grad = True
+            if retained:
+                self.retain_grad()
         self._bump_version()
         self._written()
         return self

@@ -223,7 +223,8 @@ class _Link(weakref.ref):
         parent = base if self.parent is None else self.parent.remake(base)
         method, args, kwargs, piece, _, _ = self.recipe
         result = method(parent, *args, **kwargs)
-        return result if piece is None else result[piece]
+        result = result if piece is None else result[piece]
+        return parent._no_op_view() if result is parent else result
 
     def root_positions(self, base) -> np.ndarray:
         """The flat positions in the root ``base`` of each of this view's elements."""
@@ -271,10 +272,14 @@ def viewing(name: str, method: Callable) -> Callable:
             entry = VIEWS_OF[id(root)] = _Base(root, _base_collected)
             entry.key, entry.links = id(root), {}
         if isinstance(result, (tuple, list)):
+            if any(piece is self for piece in result):  # one piece, the whole tensor
+                result = type(result)(self._no_op_view() if piece is self else piece for piece in result)
             shapes = [piece._value.shape for piece in result]
             for position, piece in enumerate(result):
                 _link(piece, entry, detached, parent, (method, args, kwargs, position, twin, shapes))
-        elif result is not self:  # a no-op view (the same shape, t() of a vector) is the tensor itself
+        else:
+            if result is self:  # a view that changes nothing (the same shape, t() of a vector)
+                result = self._no_op_view()
             _link(result, entry, detached, parent, (method, args, kwargs, None, twin, result._value.shape))
         return result
 

@@ -113,3 +113,22 @@ def test_a_tensor_in_the_graph_overwritten_by_a_constant_stays_in_it(fill):
     # Row 0 is now the constant 1; row 1 is still 2x, whose square's gradient is 8x.
     np.testing.assert_array_equal(x.grad.numpy(), [[0.0, 0.0, 0.0], [8.0, 8.0, 8.0]])
 
+
+@pytest.mark.parametrize(
+    "write, expected_grad",
+    [
+        (lambda y: y.mul_(3), [12.0, 12.0, 12.0]),  # y = 6x: d(y*y)/dy = 2y
+        (lambda y: y.__setitem__(0, 5.0), [10.0, 4.0, 4.0]),
+        (lambda y: y.add_(1).add_(1), [8.0, 8.0, 8.0]),
+    ],
+    ids=["mul_", "setitem", "two writes"],
+)
+def test_a_retained_gradient_is_the_written_values(write, expected_grad):
+    # PyTorch retains the gradient of the tensor as it is when backward runs, after its writes.
+    x = onnxnn.ones(3, requires_grad=True)
+    y = x * 2
+    y.retain_grad()
+    write(y)
+    (y * y).sum().backward()
+    assert y.retains_grad
+    np.testing.assert_array_equal(y.grad.numpy(), expected_grad)

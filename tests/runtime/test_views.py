@@ -192,3 +192,48 @@ def test_a_collected_view_leaves_no_link_behind():
     assert len(VIEW_LINKS) == before + 1  # the live view's link only
     kept.fill_(0.0)
     assert x.numpy()[1].tolist() == [0.0] * 4
+
+
+# Views that change nothing: PyTorch returns a new tensor viewing the same storage.
+NO_OP_VIEWS = [
+    ("view of the same shape", lambda x: x.view(3, 4)),
+    ("view_as itself", lambda x: x.view_as(x)),
+    ("squeeze without size-1 dims", lambda x: x.squeeze()),
+    ("identity permute", lambda x: x.permute(0, 1)),
+    ("transpose of a dim with itself", lambda x: x.transpose(1, 1)),
+    ("the one chunk", lambda x: x.chunk(1)[0]),
+    ("the one split", lambda x: x.split(10)[0]),
+]
+NO_OP_IDS = [case[0] for case in NO_OP_VIEWS]
+
+
+@pytest.mark.parametrize("name, make", NO_OP_VIEWS, ids=NO_OP_IDS)
+def test_a_view_that_changes_nothing_is_a_tensor_of_its_own_that_aliases(name, make):
+    x = onnxnn.tensor(BASE)
+    view = make(x)
+    assert view is not x
+    view[0, 0] = -1.0
+    x[2, 3] = -2.0  # a write to the base after a write through the view: both reach both
+    expected = BASE.copy()
+    expected[0, 0], expected[2, 3] = -1.0, -2.0
+    np.testing.assert_array_equal(x.numpy(), expected)
+    np.testing.assert_array_equal(view.numpy(), expected)
+
+
+@pytest.mark.parametrize("name, make", NO_OP_VIEWS, ids=NO_OP_IDS)
+def test_a_hook_on_a_view_that_changes_nothing_sees_only_its_own_gradient(name, make):
+    x = onnxnn.tensor(BASE, requires_grad=True)
+    view = make(x)
+    assert not view.is_leaf and view.grad_fn is not None
+    seen = []
+    view.register_hook(seen.append)
+    (view * 2 + x * 3).sum().backward()
+    np.testing.assert_array_equal(seen[0].numpy(), np.full(BASE.shape, 2.0, np.float32))
+    np.testing.assert_array_equal(x.grad.numpy(), np.full(BASE.shape, 5.0, np.float32))
+
+
+def test_an_in_place_shape_change_of_a_view_that_changes_nothing_leaves_the_base_alone():
+    x = onnxnn.tensor(BASE)
+    view = x.squeeze()
+    view.unsqueeze_(0)
+    assert x.shape == (3, 4) and view.shape == (1, 3, 4)
