@@ -243,6 +243,51 @@ def test_embedding_bag_gradient_matches_finite_differences(mode):
     check_gradients(lambda w: F.embedding_bag(indices, w, offsets, mode=mode), [_weight(dtype=np.float64)])
 
 
+def _first_maximum_gradient(weight, flat, starts, ends, cotangent, padding_idx=None):
+    """mode='max''s weight gradient as PyTorch's CPU kernel gives it: per bag and column, all of the
+    cotangent to the first member row holding the maximum (max_indices), none to rows tied with it."""
+    gradient = np.zeros_like(weight)
+    for b, (start, end) in enumerate(zip(starts, ends)):
+        members = [flat[i] for i in range(start, end) if flat[i] != padding_idx]
+        for column in range(weight.shape[1]):
+            if members:
+                values = weight[members, column]
+                gradient[members[int(np.argmax(values))], column] += cotangent[b, column]
+    return gradient
+
+
+TIED_BAG_CASES = [
+    # name, indices, offsets, padding_idx: rows 0, 1 and 2 of TIED_WEIGHT tie in some column
+    ("distinct_rows", [2, 0, 1, 3, 1, 0], [0, 4], None),
+    ("a_row_twice", [3, 1, 1, 2, 2, 0], [0, 3], None),
+    ("fixed_length_2d", [[2, 0, 1, 3], [1, 0, 3, 3]], None, None),
+    ("padding_before_the_first_maximum", [2, 0, 1, 3, 1, 2], [0, 4], 2),
+]
+TIED_WEIGHT = np.array([[1.0, 5.0], [1.0, 5.0], [0.0, 5.0], [1.0, 2.0]])
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("name, indices, offsets, padding_idx", TIED_BAG_CASES, ids=[c[0] for c in TIED_BAG_CASES])
+def test_embedding_bag_max_gives_a_tie_gradient_to_the_first_maximum(name, indices, offsets, padding_idx, executor):
+    flat, starts, ends = _bag_layout(indices, offsets, False)
+    cotangent = np.array([[1.0, 10.0], [100.0, 1000.0]])
+    with onnxnn.set_executor(executor):
+        weight = onnxnn.tensor(TIED_WEIGHT, requires_grad=True)
+        out = F.embedding_bag(
+            onnxnn.tensor(indices),
+            weight,
+            None if offsets is None else onnxnn.tensor(offsets),
+            mode="max",
+            padding_idx=padding_idx,
+        )
+        out.backward(onnxnn.tensor(cotangent))
+        values, gradient = out.detach().numpy(), weight.grad.numpy()
+    maxima = bag_reference(TIED_WEIGHT, flat, starts, ends, "max", padding_idx=padding_idx)
+    np.testing.assert_array_equal(values, maxima)
+    expected = _first_maximum_gradient(TIED_WEIGHT, flat, starts, ends, cotangent, padding_idx)
+    np.testing.assert_array_equal(gradient, expected)
+
+
 def test_per_sample_weights_scale_each_row_and_get_a_gradient():
     indices, offsets = np.array([1, 2, 4, 5, 4]), np.array([0, 2])
     weight, samples = _weight(dtype=np.float64), RNG.uniform(0.5, 2, 5)

@@ -17,6 +17,7 @@ from gradcheck import check_gradients
 from tolerances import accumulation_bound, assert_within
 
 import onnxnn
+from onnxnn.nn import functional as F
 from onnxnn.runtime import ops
 from onnxnn.runtime.tensor import apply_op
 
@@ -444,6 +445,90 @@ def test_float32_pool_gradients_match_finite_differences(case_id, function):
 def test_adaptive_avg_pool_gradient_with_uneven_windows(output_size):
     # Uneven windows are matrix products, which onnxruntime runs in float64.
     check_gradients(lambda x: ops.adaptive_avg_pool2d(x, output_size), [randn(1, 2, 4, 5)])
+
+
+# ---------------------------------------------------------------- ceil_mode's dropped last window
+
+# ceil_mode drops a last window that would start in the end padding (PyTorch, onnxruntime's kernels);
+# ONNX's shape inference, which onnxruntime runs on every graph, kept it, so a pooled tensor meeting
+# a tensor of its true size in one graph (the gradient's divisors, or the weights below) failed with
+# "Incompatible dimensions". Each case drops a window on some axis; the 2-d one keeps a partial window
+# on its other axis.
+CEIL_MODE_DROPPED_WINDOW_CASES = [
+    # id, input shape, kernel, stride, padding, count_include_pad
+    ("1d_kernel2_stride3_padded", (1, 2, 4), [2], [3], [1], True),
+    ("1d_kernel1_stride3_excluding_pad", (1, 2, 5), [1], [3], [0], False),
+    ("1d_kernel4_stride4_padded", (1, 2, 7), [4], [4], [1], True),
+    ("2d_one_axis_drops_one_keeps_a_partial_window", (1, 2, 4, 6), [2, 3], [3, 2], [1, 1], False),
+    ("3d_kernel1_stride2", (1, 1, 4, 5, 3), [1, 1, 1], [2, 2, 2], [0, 0, 0], True),
+]
+AVG_POOLS = {1: ops.avg_pool1d, 2: ops.avg_pool2d, 3: ops.avg_pool3d}
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize(
+    "case_id, input_shape, kernel, stride, padding, count_include_pad",
+    CEIL_MODE_DROPPED_WINDOW_CASES,
+    ids=[case[0] for case in CEIL_MODE_DROPPED_WINDOW_CASES],
+)
+def test_avg_pool_ceil_mode_dropping_a_window(
+    executor, case_id, input_shape, kernel, stride, padding, count_include_pad
+):
+    dtype = np.float32 if executor == "onnxruntime" else np.float64  # onnxruntime pools float32 only
+    reference = {
+        "kernel": kernel,
+        "strides": stride,
+        "pads_begin": padding,
+        "ceil_mode": True,
+        "count_include_pad": count_include_pad,
+    }
+    x = randn(*input_shape)
+    expected, _ = pool_reference(x, mode="avg", **reference)
+    weights = randn(*expected.shape)
+    # Pooling is linear: the gradient of sum(pooled * weights) is J^T weights, J's columns the
+    # pooled basis vectors; |J| with |x| and |weights| gives the magnitudes of the sums.
+    columns = [pool_reference(unit.reshape(input_shape), mode="avg", **reference)[0] for unit in np.eye(x.size)]
+    jacobian = np.stack([column.reshape(-1) for column in columns], axis=1)
+    expected_gradient = (jacobian.T @ weights.reshape(-1)).reshape(input_shape)
+    with onnxnn.set_executor(executor):
+        input = onnxnn.tensor(x.astype(dtype), requires_grad=True)
+        pooled = AVG_POOLS[len(kernel)](input, kernel, stride, padding, True, count_include_pad)
+        weighted = pooled * onnxnn.tensor(weights.astype(dtype))
+        weighted.sum().backward()
+        # Read inside the executor's scope: values are computed when read.
+        value, gradient = weighted.detach().numpy(), input.grad.numpy()
+    terms = math.prod(kernel) + 1
+    magnitude = (np.abs(jacobian) @ np.abs(x).reshape(-1)).reshape(expected.shape) * np.abs(weights)
+    assert_within(value, expected * weights, accumulation_bound(magnitude, terms, dtype))
+    gradient_magnitude = (np.abs(jacobian).T @ np.abs(weights).reshape(-1)).reshape(input_shape)
+    assert_within(gradient, expected_gradient, accumulation_bound(gradient_magnitude, terms, dtype))
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+def test_lp_and_max_pool_ceil_mode_dropping_a_window(executor):
+    # Length 6, kernel 2, stride 3: windows [0, 1] and [3, 4]; a third would start at 6, past the end.
+    dtype = np.float32 if executor == "onnxruntime" else np.float64
+    x = randn(1, 2, 6)
+    weights = randn(1, 2, 2)
+    windows = np.stack([x[..., 0:2], x[..., 3:5]], axis=2)  # (1, 2, 2 windows, 2 taps)
+    norms = np.sqrt((windows**2).sum(axis=-1))
+    norm_gradient = np.zeros_like(x)
+    norm_gradient[..., [0, 1, 3, 4]] = (windows * (weights / norms)[..., None]).reshape(1, 2, 4)
+    maxima, indices = pool_reference(x, [2], strides=[3], ceil_mode=True)
+    max_gradient = np.zeros_like(x)
+    for n, c, window in np.ndindex(*indices.shape):
+        max_gradient[n, c, indices[n, c, window]] += weights[n, c, window]
+    with onnxnn.set_executor(executor):
+        for pool, expected, expected_gradient in [
+            (lambda t: F.lp_pool1d(t, 2, 2, 3, ceil_mode=True), norms, norm_gradient),
+            (lambda t: ops.max_pool1d(t, 2, 3, ceil_mode=True), maxima, max_gradient),
+        ]:
+            input = onnxnn.tensor(x.astype(dtype), requires_grad=True)
+            weighted = pool(input) * onnxnn.tensor(weights.astype(dtype))
+            weighted.sum().backward()
+            tolerance = 8 * np.finfo(dtype).eps
+            np.testing.assert_allclose(weighted.detach().numpy(), expected * weights, rtol=tolerance, atol=tolerance)
+            np.testing.assert_allclose(input.grad.numpy(), expected_gradient, rtol=tolerance, atol=tolerance)
 
 
 # ---------------------------------------------------------------- errors in PyTorch's words

@@ -291,6 +291,8 @@ def _bag_max(gathered: Tensor, bag: Tensor, member: Tensor | None, bags: int) ->
         inside = inside & member.reshape((1, -1))
     lowest = full_tensor((), -np.inf, gathered.dtype, gathered.device)
     candidates = _ops.where(inside.unsqueeze(-1), gathered.unsqueeze(0), lowest)
-    maxima = candidates.amax(1)
+    # max's values, not amax: on ties PyTorch's gradient goes to the bag's first row holding the
+    # maximum (max's index), where amax would split it between them.
+    maxima = candidates.max(1).values
     empty = inside.to(dtypes.int64).sum(1, keepdim=True) == 0
     return _ops.where(empty, full_tensor((), 0.0, gathered.dtype, gathered.device), maxima)

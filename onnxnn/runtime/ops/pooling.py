@@ -12,7 +12,7 @@ import numpy as np
 
 from ...ir import dtypes
 from ...ir.registry import gradient_rules, shape_rules
-from ._common import Tensor, apply_op
+from ._common import Tensor, apply_op, int64_constant
 from .elementwise import onnx_sign, where
 from .conv import batched, expand_param
 from .conv_gradients import scatter_windows
@@ -77,6 +77,36 @@ def _global_pool_shape(inputs, attrs):
     if len(x.shape) < 3:
         raise RuntimeError(f"global pooling expects an input of shape (N, C, *spatial), got {list(x.shape)}")
     return [(x.shape[:2] + (1,) * (len(x.shape) - 2), x.dtype)]
+
+
+def _pool_node(op_type: str, x: Tensor, attrs: dict, name: str | None = None, num_outputs: int = 1):
+    """Records a pooling node over ``x``, sliced to its size where ONNX's shape inference is one longer.
+
+    With ceil_mode, onnxruntime's kernels and PyTorch drop a last window that would start in the end
+    padding, but ONNX's shape inference, which onnxruntime runs on every graph, keeps it: any op
+    meeting the output and a tensor of the true size then fails ("Incompatible dimensions"). A Slice
+    to the true size (nothing to cut when run) gives the inference the size the kernel computes.
+    """
+    result = apply_op(op_type, (x,), attrs, name, num_outputs=num_outputs)
+    if not attrs.get("ceil_mode", 0):
+        return result
+    geometry = window_geometry(x.shape[2:], attrs["kernel_shape"], attrs, True, pooling=True)
+    inferred = [
+        -(-(size + begin + end - dilation * (kernel - 1) - 1) // stride) + 1
+        for size, kernel, stride, dilation, begin, end in zip(
+            x.shape[2:], geometry.kernel, geometry.strides, geometry.dilations, geometry.pads_begin, geometry.pads_end
+        )
+    ]
+    if inferred == geometry.output:
+        return result
+    starts = int64_constant([0] * len(inferred))
+    ends = int64_constant(geometry.output)
+    axes = int64_constant(list(range(2, 2 + len(inferred))))
+
+    def trimmed(output: Tensor) -> Tensor:
+        return apply_op("Slice", (output, starts, ends, axes), None, "SliceBackward0")
+
+    return tuple(trimmed(output) for output in result) if isinstance(result, tuple) else trimmed(result)
 
 
 # ---------------------------------------------------------------- gradient rules
@@ -159,7 +189,7 @@ def _average_pool_grad(ctx, g):
     # count_include_pad and on ceil_mode's partial windows; pooling a plane of ones gives
     # valid_count / divisor exactly as the forward node computed it, whatever the attributes.
     ones = Tensor._full((), 1.0, g.dtype, g.device).expand((1, 1) + tuple(shape[2:]))
-    ones_pooled = apply_op("AveragePool", (ones,), dict(ctx.attrs))
+    ones_pooled = _pool_node("AveragePool", ones, dict(ctx.attrs))
     counts = np.maximum(_valid_counts(geometry, shape[2:]), 1).astype(g.dtype.numpy_dtype)
     per_window = ones_pooled / Tensor._from_array(counts, g.dtype, g.device)
     return (_spread_over_windows(g * per_window, shape, geometry),)
@@ -277,9 +307,9 @@ def _max_pool(input: Tensor, kernel_size, stride, padding, dilation, ceil_mode: 
     }
     name = f"MaxPool{rank}DWithIndicesBackward0"
     if not return_indices:
-        result = apply_op("MaxPool", (x,), attrs, name, num_outputs=1)
+        result = _pool_node("MaxPool", x, attrs, name)
         return result.squeeze(0) if added_batch else result
-    result, flat_indices = apply_op("MaxPool", (x,), attrs, name, num_outputs=2)
+    result, flat_indices = _pool_node("MaxPool", x, attrs, name, num_outputs=2)
     # ONNX counts positions over the whole (N, C, *spatial) tensor, PyTorch within each (n, c) plane.
     plane = int(np.prod(x.shape[2:]))
     offsets = (np.arange(x.shape[0] * x.shape[1], dtype=np.int64) * plane).reshape(
@@ -371,7 +401,7 @@ def _avg_pool(
             "ceil_mode": int(ceil_mode),
             "count_include_pad": int(count_include_pad),
         }
-        result = apply_op("AveragePool", (x,), attrs, name)
+        result = _pool_node("AveragePool", x, attrs, name)
     else:
         # Window sums: zero-pad so that every window (ceil_mode's last one too) lies inside, where
         # an average counting the padding is the sum over the kernel size.

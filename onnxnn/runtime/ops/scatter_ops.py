@@ -3,8 +3,7 @@ slice_scatter, diagonal_scatter and fill_diagonal.
 
 Each is one ScatterElements/ScatterND node (or indexing assignment on a copy), so gradients come
 from those ops' rules: written positions pass no gradient to the input, the written values get
-the gradient of where they landed. ScatterElements with max/min reductions has no gradient rule,
-so scatter_reduce with ``"amax"``/``"amin"`` is forward-only.
+the gradient of where they landed (max/min: split evenly among the values equal to the result).
 """
 
 from __future__ import annotations
@@ -12,11 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import dtypes
-from ._common import Tensor, apply_op, broadcast_shapes, normalize_axes
+from ._common import Tensor, apply_op, broadcast_shapes, int64_constant, normalize_axes
 from . import comparison as _c
 from . import elementwise as _e
 from . import division as _division
-from .indexing import setitem
+from .indexing import _check_same_rank, setitem
 from .matrix import _diagonal_positions
 from .shape import cat
 
@@ -79,7 +78,13 @@ def scatter_reduce(
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
     axis = normalize_axes([dim], input.dim())[0]
     index = index.to(dtypes.int64)
+    _check_same_rank(input, index, axis, src)
     src = src.to(input.dtype)
+    if tuple(src.shape) != tuple(index.shape):
+        # PyTorch reads only the leading index-shaped block of src; ONNX wants exactly that shape.
+        # Slice's gradient gives the rest of src zeros.
+        ends = int64_constant(list(index.shape))
+        src = apply_op("Slice", (src, int64_constant([0] * index.dim()), ends), None, "SliceBackward0")
     base = input
     if not include_self:
         identity = _IDENTITIES[reduce]
