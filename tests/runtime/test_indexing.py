@@ -417,7 +417,7 @@ MATRIX = np.arange(12, dtype=np.float64).reshape(3, 4)
 def test_index_select():
     x = onnxnn.tensor(MATRIX)
     np.testing.assert_array_equal(onnxnn.index_select(x, 1, onnxnn.tensor([3, 0, 3])).numpy(), MATRIX[:, [3, 0, 3]])
-    np.testing.assert_array_equal(x.index_select(-2, onnxnn.tensor([-1])).numpy(), MATRIX[[-1]])
+    np.testing.assert_array_equal(x.index_select(-2, onnxnn.tensor([2])).numpy(), MATRIX[[-1]])
     with pytest.raises(IndexError, match="index out of range in self"):
         onnxnn.index_select(x, 0, onnxnn.tensor([3]))
     with pytest.raises(IndexError, match="Index is supposed to be a vector"):
@@ -443,6 +443,55 @@ def test_gather_matches_take_along_axis():
 def test_gather_errors(index, message):
     with pytest.raises(RuntimeError, match=message):
         onnxnn.gather(onnxnn.tensor(MATRIX), 1, onnxnn.tensor(index))
+
+
+# PyTorch refuses a negative index in these (index -1 as "no class" must not read the last one).
+NEGATIVE_INDEX_REFUSALS = [
+    ("gather", lambda x: x.gather(1, onnxnn.tensor([[0, -1]])), RuntimeError, "index -1 is out of bounds"),
+    ("index_select", lambda x: x.index_select(1, onnxnn.tensor([-1])), IndexError, "index out of range in self"),
+    (
+        "index_add",
+        lambda x: x.index_add(1, onnxnn.tensor([-1]), onnxnn.ones(3, 1, dtype=onnxnn.float64)),
+        RuntimeError,
+        "index -1 is out of bounds for dimension 1 with size 4",
+    ),
+    (
+        "index_copy",
+        lambda x: x.index_copy(1, onnxnn.tensor([-2]), onnxnn.ones(3, 1, dtype=onnxnn.float64)),
+        IndexError,
+        r"index_copy_\(\): index -2 is out of bounds",
+    ),
+    ("scatter", lambda x: x.scatter(1, onnxnn.tensor([[-1]]), 5.0), RuntimeError, "index -1 is out of bounds"),
+    (
+        "scatter_add",
+        lambda x: x.scatter_add(1, onnxnn.tensor([[-1]]), onnxnn.ones(1, 1, dtype=onnxnn.float64)),
+        RuntimeError,
+        "index -1 is out of bounds",
+    ),
+    (
+        "scatter_reduce",
+        lambda x: x.scatter_reduce(0, onnxnn.tensor([[-3]]), x, "amax"),
+        RuntimeError,
+        "index -3 is out of bounds for dimension 0 with size 3",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "name, program, error, message", NEGATIVE_INDEX_REFUSALS, ids=[c[0] for c in NEGATIVE_INDEX_REFUSALS]
+)
+def test_negative_indices_are_refused_where_pytorch_refuses_them(name, program, error, message):
+    x = onnxnn.tensor(MATRIX)
+    with pytest.raises(error, match=message):
+        program(x)
+
+
+def test_take_and_take_along_dim_count_negative_indices_from_the_end():
+    x = onnxnn.tensor(MATRIX)
+    np.testing.assert_array_equal(x.take(onnxnn.tensor([-1, -12])).numpy(), [11.0, 0.0])
+    indices = np.array([[-1], [0], [-4]])
+    result = ops.take_along_dim(x, onnxnn.tensor(indices), dim=1)
+    np.testing.assert_array_equal(result.numpy(), np.take_along_axis(MATRIX, indices % 4, 1))
 
 
 def test_take_and_take_along_dim():

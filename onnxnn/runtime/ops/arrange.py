@@ -354,11 +354,13 @@ def _index_scatter(input: Tensor, dim: int, index: Tensor, source: Tensor, reduc
         )
     data = host_data(index._value)
     size = input.shape[axis]
-    if data is not None and data.size and ((data < -size) | (data >= size)).any():
-        raise IndexError(
-            f"{function}(): index {int(data[(data < -size) | (data >= size)].flat[0])} is out of bounds "
-            f"for dimension {axis} with size {size}"
-        )
+    if data is not None and data.size and ((data < 0) | (data >= size)).any():
+        # PyTorch's own types and wording: index_copy's IndexError names itself, index_add's does not.
+        outside = int(data[(data < 0) | (data >= size)].flat[0])
+        described = f"index {outside} is out of bounds for dimension {axis} with size {size}"
+        if function == "index_copy":
+            raise IndexError(f"index_copy_(): {described}")
+        raise RuntimeError(described)
     shape = [1] * input.dim()
     shape[axis] = count
     positions = index.to(dtypes.int64).reshape(shape).expand(expected)

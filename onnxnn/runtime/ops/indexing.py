@@ -314,12 +314,15 @@ def _check_index_tensor(index, function: str) -> Tensor:
     return as_int64(index)
 
 
-def _check_bounds(index: Tensor, size: int, dim: int) -> None:
-    """Bounds of an index whose values are already known (pending ones are checked by onnxruntime)."""
+def _check_bounds(index: Tensor, size: int, dim: int, negative: bool = False) -> None:
+    """Bounds of an index whose values are already known: ``[0, size)``, or ``[-size, size)`` where
+    ``negative`` (``take``, ``take_along_dim``, which count negatives from the end as PyTorch's).
+    Pending values are left to onnxruntime, which takes negatives: PyTorch's gather and scatter do not,
+    and an index of -1 meaning "none" (a padding label) would silently read the last entry."""
     data = host_data(index._value)
     if data is None or data.size == 0:
         return
-    outside = (data < -size) | (data >= size)
+    outside = (data < (-size if negative else 0)) | (data >= size)
     if outside.any():
         raise RuntimeError(f"index {int(data[outside].flat[0])} is out of bounds for dimension {dim} with size {size}")
 
@@ -339,7 +342,7 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     axis = normalize_axes([dim], input.dim())[0]
     size = input.shape[axis] if input.dim() else 1
     data = host_data(index._value)
-    if data is not None and data.size and ((data < -size) | (data >= size)).any():
+    if data is not None and data.size and ((data < 0) | (data >= size)).any():
         raise IndexError("index out of range in self")
     if input.dim() == 0:
         return apply_op("Gather", (input.reshape(1), index.reshape(-1)), {"axis": 0}, "IndexSelectBackward0").reshape(
@@ -377,13 +380,17 @@ def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False)
     index = _check_index_tensor(index, "gather")
     axis = normalize_axes([dim], input.dim())[0]
     _check_same_rank(input, index, axis)
+    return _gather_elements(input, axis, index)
+
+
+def _gather_elements(input: Tensor, axis: int, index: Tensor) -> Tensor:
     return apply_op("GatherElements", (input, index), {"axis": axis}, "GatherBackward0")
 
 
 def take(input: Tensor, index: Tensor) -> Tensor:
     """The elements of the flattened ``input`` at ``index``; the result has ``index``'s shape."""
     index = _check_index_tensor(index, "take")
-    _check_bounds(index, input.numel(), 0)
+    _check_bounds(index, input.numel(), 0, negative=True)
     return apply_op("Gather", (input.reshape(-1), index), {"axis": 0}, "TakeBackward0")
 
 
@@ -403,7 +410,8 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
     common = list(broadcast_shapes(tuple(input_shape), tuple(index_shape)))
     input = input.expand(common[:axis] + [input.shape[axis]] + common[axis + 1 :])
     indices = indices.expand(common[:axis] + [indices.shape[axis]] + common[axis + 1 :])
-    return gather(input, axis, indices)
+    _check_bounds(indices, input.shape[axis], axis, negative=True)
+    return _gather_elements(input, axis, indices)
 
 
 def _scatter(input: Tensor, dim: int, index: Tensor, src, reduction: str, name: str) -> Tensor:
