@@ -509,12 +509,3 @@ def test_attention_runs_in_half_precision(dtype, executor):
         expected,
         atol=16 * float(np.finfo(np.float16).eps) if dtype is onnxnn.float16 else 16 * 2.0**-7,
     )
-
-
-def test_scaled_dot_product_attention_combines_an_explicit_mask_with_is_causal():
-    q = RNG.standard_normal((1, 2, 3, 4))
-    mask = RNG.standard_normal((3, 3))
-    causal = np.where(np.tril(np.ones((3, 3), bool)), 0.0, -np.inf)
-    expected, weights, scale = sdpa_reference(q, q, q, mask + causal)
-    actual = F.scaled_dot_product_attention(*(onnxnn.tensor(q),) * 3, attn_mask=onnxnn.tensor(mask), is_causal=True)
-    assert_within(actual.numpy(), expected, attention_bound(q, q, q, weights, scale, np.float64))

@@ -170,3 +170,32 @@ def test_exported_relu6_is_a_standard_clip():
     proto = to_onnx(nn.Sequential(nn.Linear(3, 3), nn.ReLU6()).eval(), onnxnn.randn(2, 3))
     assert "Clip" in {node.op_type for node in proto.graph.node}
     assert {opset.domain for opset in proto.opset_import} <= {"", "ai.onnx"}
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (
+            lambda q: F.scaled_dot_product_attention(q.long(), q.long(), q.long()),
+            "expected scalar type Float but found Long",
+        ),
+        (
+            lambda q: F.scaled_dot_product_attention(
+                q, q, q, attn_mask=onnxnn.ones(2, 2, dtype=onnxnn.bool), is_causal=True
+            ),
+            "Explicit attn_mask should not be set when is_causal=True",
+        ),
+    ],
+    ids=["integer_query", "mask_and_is_causal"],
+)
+def test_attention_refuses_what_pytorch_refuses(call, message):
+    with pytest.raises(RuntimeError, match=message):
+        call(onnxnn.ones(1, 2, 4))
+
+
+@pytest.mark.parametrize("kind", ["RNN", "LSTM", "GRU"])
+@pytest.mark.parametrize("batch_first, shape", [(False, (0, 2, 3)), (True, (2, 0, 3)), (False, (0, 3))])
+def test_recurrent_layers_refuse_an_empty_sequence(kind, batch_first, shape):
+    layer = getattr(nn, kind)(3, 4, batch_first=batch_first)
+    with pytest.raises(RuntimeError, match="Expected sequence length to be larger than 0 in RNN"):
+        layer(onnxnn.zeros(*shape))

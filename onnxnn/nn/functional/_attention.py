@@ -82,6 +82,10 @@ def scaled_dot_product_attention(
     Returns:
         ``(N, ..., Hq, L, Ev)``.
     """
+    if not query.dtype.is_floating_point:
+        raise RuntimeError(f"expected scalar type Float but found {dtypes.scalar_type_name(query.dtype)}")
+    if attn_mask is not None and is_causal:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
     if attn_mask is not None and attn_mask.dtype is dtypes.float32 and query.dtype is not dtypes.float32:
         attn_mask = attn_mask.to(query.dtype)  # "float" (float32) goes with any query, as PyTorch's
     if attn_mask is not None and not _is_bool(attn_mask) and attn_mask.dtype is not query.dtype:

@@ -221,6 +221,8 @@ class RNNBase(Module):
             raise RuntimeError(
                 f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got {input.size(-1)}"
             )
+        if batch_sizes is None and input.size(1 if self.batch_first else 0) == 0:
+            raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
 
     def get_expected_hidden_size(self, input: Tensor, batch_sizes) -> tuple[int, int, int]:
         if batch_sizes is not None:
