@@ -31,6 +31,7 @@ import numpy as np
 from .errors import LinAlgError
 from .ir import dtypes
 from .runtime import ops as _ops
+from .runtime.ops import linalg_cholesky as _cholesky
 from .runtime.ops import linalg_jacobi as _jacobi
 from .runtime.ops import linalg_lu as _lu
 from .runtime.ops import linalg_qr as _qr
@@ -79,8 +80,8 @@ __all__ = [
 SolveExResult = namedtuple("linalg_solve_ex", ["result", "info"])
 LstsqResult = namedtuple("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
 
-cholesky = _lu.linalg_cholesky
-cholesky_ex = _lu.cholesky_ex
+cholesky = _cholesky.linalg_cholesky
+cholesky_ex = _cholesky.cholesky_ex
 det = _lu.det
 slogdet = _lu.slogdet
 inv = _lu.inverse

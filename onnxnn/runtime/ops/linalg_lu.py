@@ -1,5 +1,6 @@
 """Linear algebra by elimination: LU with partial pivoting, determinants, triangular and general
-solves, inverses, and the Cholesky family (torch.linalg's and the Tensor API's names).
+solves and inverses (torch.linalg's and the Tensor API's names); the Cholesky family, which shares
+these helpers, is in ``linalg_cholesky.py``.
 
 Matrix sizes are static at record time, so every factorization is unrolled over the columns into
 standard ONNX ops: the pivot row is chosen by ArgMax over the column's magnitudes below the
@@ -39,9 +40,6 @@ from ..tensor import outside_autocast
 
 # torch's top-level names; torch.linalg's (linalg_solve, linalg_lu, ...) are read by onnxnn.linalg
 __all__ = [
-    "cholesky",
-    "cholesky_inverse",
-    "cholesky_solve",
     "det",
     "inverse",
     "logdet",
@@ -59,7 +57,6 @@ LuFactorResult = namedtuple("linalg_lu_factor", ["LU", "pivots"])
 LuFactorExResult = namedtuple("linalg_lu_factor_ex", ["LU", "pivots", "info"])
 LuUnpackResult = namedtuple("lu_unpack", ["P", "L", "U"])
 LuResult = namedtuple("linalg_lu", ["P", "L", "U"])
-CholeskyExResult = namedtuple("linalg_cholesky_ex", ["L", "info"])
 InvExResult = namedtuple("linalg_inv_ex", ["inverse", "info"])
 
 # ---------------------------------------------------------------- argument checks (PyTorch's words)
@@ -383,7 +380,7 @@ def logdet(A: Tensor) -> Tensor:
 # ---------------------------------------------------------------- triangular and general solves
 
 
-def _substitute(T: Tensor, B: Tensor, upper: bool, unit: bool) -> Tensor:
+def substitute(T: Tensor, B: Tensor, upper: bool, unit: bool) -> Tensor:
     """``T^-1 B`` for triangular T (..., n, n) and B (..., n, k), one row of the solution per step."""
     n = T.shape[-1]
     if n == 0:
@@ -404,7 +401,7 @@ def _substitute(T: Tensor, B: Tensor, upper: bool, unit: bool) -> Tensor:
     return cat([solved[i] for i in range(n)], -2)
 
 
-def _broadcast_batches(A: Tensor, B: Tensor) -> tuple:
+def broadcast_batches(A: Tensor, B: Tensor) -> tuple:
     batch = tuple(np.broadcast_shapes(tuple(A.shape[:-2]), tuple(B.shape[:-2])))
     if tuple(A.shape[:-2]) != batch:
         A = A.expand(batch + tuple(A.shape[-2:]))
@@ -428,8 +425,8 @@ def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True, un
             f"linalg.solve_triangular: Incompatible shapes of A and B for the equation AX = B "
             f"({A.shape[-2]}x{A.shape[-1]} and {B.shape[-2]}x{B.shape[-1]})"
         )
-    A, B = _broadcast_batches(A, B)
-    return _substitute(A, B, upper, unitriangular)
+    A, B = broadcast_batches(A, B)
+    return substitute(A, B, upper, unitriangular)
 
 
 @outside_autocast()
@@ -452,11 +449,11 @@ def triangular_solve(
 def _lu_solve_packed(packed: Tensor, row_permutation: Tensor, B: Tensor, adjoint: bool) -> Tensor:
     lower, upper = _unpack_lu(packed)
     if adjoint:  # A^T X = B with A = P^T L U: U^T L^T P X = B
-        y = _substitute(upper.mT, B, upper=False, unit=False)
-        z = _substitute(lower.mT, y, upper=True, unit=True)
+        y = substitute(upper.mT, B, upper=False, unit=False)
+        z = substitute(lower.mT, y, upper=True, unit=True)
         return matmul(row_permutation.mT, z)
-    y = _substitute(lower, matmul(row_permutation, B), upper=False, unit=True)
-    return _substitute(upper, y, upper=True, unit=False)
+    y = substitute(lower, matmul(row_permutation, B), upper=False, unit=True)
+    return substitute(upper, y, upper=True, unit=False)
 
 
 def _as_matrix_rhs(A: Tensor, B: Tensor) -> tuple:
@@ -500,7 +497,7 @@ def linalg_solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
             f"linalg.solve: Incompatible shapes of A and B for the equation AX = B "
             f"({A.shape[-2]}x{A.shape[-1]} and {B.shape[-2]}x{B.shape[-1]})"
         )
-    A, B = _broadcast_batches(A, B)
+    A, B = broadcast_batches(A, B)
     X = solve(A, B)
     return X.squeeze(-1) if vector else X
 
@@ -517,7 +514,7 @@ def linalg_lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True,
             f"linalg.lu_solve: Incompatible shapes of A and B for the equation AX = B "
             f"({LU.shape[-2]}x{LU.shape[-1]} and {B.shape[-2]}x{B.shape[-1]})"
         )
-    LU_b, B_b = _broadcast_batches(LU, B)
+    LU_b, B_b = broadcast_batches(LU, B)
     permutation = _permutation_from_pivots(pivots, LU.shape[-2], LU)
     return _lu_solve_packed(LU_b, permutation, B_b, adjoint)
 
@@ -572,132 +569,3 @@ def matrix_power(A: Tensor, n: int) -> Tensor:
         # The identity, recorded as a function of A whose gradient is zero.
         return where(mask_like(np.ones(tuple(A.shape[-2:])), A), result, A)
     return result
-
-
-# ---------------------------------------------------------------- Cholesky
-
-
-def _cholesky_lower(A: Tensor) -> tuple:
-    """The lower Cholesky factor read from A's lower triangle, and LAPACK's ``info`` (the order of the
-    first leading minor that is not positive-definite, 0 if none). A non-positive pivot gives NaN."""
-    n = A.shape[-1]
-    columns: list[Tensor] = []
-    info = None
-    for j in range(n):
-        column = A.select(-1, j)  # (..., n): rows j.. of it are read
-        if columns:
-            done = stack(columns, -1)  # (..., n, j)
-            column = column - matmul(done, done.select(-2, j).unsqueeze(-1)).squeeze(-1)
-        pivot = column.select(-1, j).unsqueeze(-1)
-        failed = pivot.le(0.0).squeeze(-1) | pivot.isnan().squeeze(-1)
-        step_info = where(failed, constant_like(j + 1, A, dtypes.int32), constant_like(0, A, dtypes.int32))
-        info = step_info if info is None else where(info.eq(0), step_info, info)
-        root = pivot.sqrt()
-        columns.append(where(mask_like(np.arange(n) >= j, A), column / root, constant_like(0.0, A)))
-    if not columns:
-        return A, constant_like(np.zeros(tuple(A.shape[:-2])), A, dtypes.int32)
-    return stack(columns, -1), info
-
-
-def _cholesky_factor(A: Tensor, upper: bool) -> tuple:
-    """The lower Cholesky factor and ``info`` of the symmetric matrix read from A's lower triangle (upper,
-    when ``upper``: LAPACK's ``potrf`` reads the triangle it returns), with PyTorch's symmetric gradient."""
-    A = symmetric_gradient(A, A)
-    return _cholesky_lower(A.mT if upper else A)
-
-
-@outside_autocast()
-def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False) -> CholeskyExResult:
-    """``torch.linalg.cholesky_ex``: the factor and LAPACK's ``info`` (0, or the order of the first leading
-    minor that is not positive-definite; the factor then holds NaN)."""
-    check_matrix("linalg.cholesky_ex", A, kernel="cholesky_cpu")
-    lower, info = _cholesky_factor(A, upper)
-    if check_errors:
-        raise_for_info(
-            info,
-            A.dim() > 2,
-            lambda prefix, i: (
-                f"linalg.cholesky_ex: {prefix}The factorization could not be completed because the input is not "
-                f"positive-definite (the leading minor of order {i} is not positive-definite)."
-            ),
-        )
-    return CholeskyExResult(lower.mT if upper else lower, info)
-
-
-@outside_autocast()
-def linalg_cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
-    """``torch.linalg.cholesky``: L with ``A = L L^T`` (``U^T U`` when ``upper``), reading A's lower
-    triangle (its upper one when ``upper``, as LAPACK's ``potrf``).
-
-    PyTorch raises "linalg.cholesky: The factorization could not be completed because the input is not
-    positive-definite" after reading the values; onnxnn's lazy result holds NaN instead (see
-    :func:`cholesky_ex` for the ``info`` that says where). The gradient is PyTorch's: symmetric, the
-    same in ``A[i, j]`` and ``A[j, i]`` (half of what the triangle read would get alone).
-
-    Example::
-
-        >>> onnxnn.linalg.cholesky(onnxnn.tensor([[4.0, 2.0], [2.0, 5.0]]))
-        tensor([[2., 0.],
-                [1., 2.]])
-    """
-    check_matrix("linalg.cholesky", A, kernel="cholesky_cpu")
-    lower, _ = _cholesky_factor(A, upper)
-    return lower.mT if upper else lower
-
-
-@outside_autocast()
-def cholesky(A: Tensor, upper: bool = False) -> Tensor:
-    """``torch.cholesky`` (deprecated in PyTorch for :func:`linalg.cholesky`, same factor)."""
-    check_matrix("cholesky", A, kernel="cholesky_cpu", floating=False)
-    lower, _ = _cholesky_factor(A, upper)
-    return lower.mT if upper else lower
-
-
-@outside_autocast()
-def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
-    """``torch.cholesky_solve``: X with ``(L L^T) X = B`` (``(U^T U) X = B`` when ``upper``), reading the
-    factor's triangle.
-
-    The gradient is PyTorch's closed form: ``solve(L L^T, G)`` for B and, for the factor, ``-(G_B X^T +
-    X G_B^T) L`` (``-U (...)`` when ``upper``), L taken whole: the other triangle gets a gradient too,
-    as if the product ``L L^T`` had been formed from all of L.
-    """
-    check_matrix("torch.cholesky_solve", B, square=False, argument="b", rank_style="input", floating=False)
-    check_matrix("torch.cholesky_solve", L, argument="A", rank_style="input", floating=False)
-    if B.dtype is not L.dtype:
-        raise RuntimeError(
-            f"Expected b and A to have the same dtype, but found b of type {torch_dtype_name(B.dtype)} "
-            f"and A of type {torch_dtype_name(L.dtype)} instead."
-        )
-    if B.dtype not in (dtypes.float32, dtypes.float64):
-        raise NotImplementedError(f"\"cholesky_solve_cpu\" not implemented for '{torch_dtype_name(B.dtype)}'")
-    if B.shape[-2] != L.shape[-1]:
-        raise RuntimeError(
-            f"Incompatible matrix sizes for cholesky_solve: each A matrix is {L.shape[-2]} by "
-            f"{L.shape[-1]} but each b matrix is {B.shape[-2]} by {B.shape[-1]}"
-        )
-    L, B = _broadcast_batches(L, B)
-    lower = L.mT if upper else L
-    if not grad_wanted(L, B):
-        return _cholesky_substitutions(lower, B)
-    X = _cholesky_substitutions(lower.detach(), B.detach())
-    # Solve's closed-form gradient through L L^T (all of L) gives PyTorch's; the constant term makes
-    # that product the one the substitutions use, tril(L) tril(L)^T, so its solution is X's (it is 0
-    # when L is triangular).
-    triangle, whole = lower.detach().tril(), lower.detach()
-    product = matmul(lower, lower.mT) + (matmul(triangle, triangle.mT) - matmul(whole, whole.mT))
-    return with_gradient_of(X, solve(product, B, "CholeskySolveBackward0"))
-
-
-def _cholesky_substitutions(lower: Tensor, B: Tensor) -> Tensor:
-    """``(L L^T)^-1 B`` by two triangular substitutions, reading L's lower triangle."""
-    y = _substitute(lower, B, upper=False, unit=False)
-    return _substitute(lower.mT, y, upper=True, unit=False)
-
-
-@outside_autocast()
-def cholesky_inverse(L: Tensor, upper: bool = False) -> Tensor:
-    """``torch.cholesky_inverse``: ``(L L^T)^-1`` (``(U^T U)^-1`` when ``upper``) from a Cholesky factor,
-    with :func:`cholesky_solve`'s gradient (PyTorch's ``-(A^-1 (G + G^T) A^-1) L``)."""
-    check_matrix("cholesky_inverse", L, kernel="cholesky_inverse_out_cpu", floating=False)
-    return cholesky_solve(eye_like(L.shape[-1], L).expand(tuple(L.shape)), L, upper)
