@@ -40,11 +40,14 @@ DTYPES = {
     "I16": dtypes.int16,
     "I8": dtypes.int8,
     "U8": dtypes.uint8,
+    "U16": dtypes.uint16,
+    "U32": dtypes.uint32,
+    "U64": dtypes.uint64,
     "BOOL": dtypes.bool,
 }
 _NAMES = {value: name for name, value in DTYPES.items()}
 # Dtypes the format defines that onnxnn has no tensors for; named in the error rather than "unknown".
-_KNOWN_UNSUPPORTED = {"U16", "U32", "U64", "F8_E5M2", "F8_E4M3", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "C64"}
+_KNOWN_UNSUPPORTED = {"F8_E5M2", "F8_E4M3", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "C64"}
 # The reference implementation's bound; a header this large would describe millions of tensors.
 MAX_HEADER_BYTES = 100_000_000
 _ENTRY_FIELDS = {"dtype", "shape", "data_offsets"}

@@ -6,6 +6,7 @@ import builtins
 import math
 from typing import TYPE_CHECKING
 
+import ml_dtypes
 import numpy as np
 
 from ..ir import dtypes
@@ -86,7 +87,12 @@ def _infer_array(data) -> tuple[np.ndarray, dtypes.dtype]:
     inferred = _leaves_dtype([data])
     if isinstance(data, (list, tuple)):
         data = [_nested(item) for item in data]
-    array = np.array(data)
+    try:
+        array = np.array(data)
+    except OverflowError:  # an int past uint64's range
+        raise ValueError("Overflow when unpacking long long") from None
+    if inferred is dtypes.int64 and array.dtype in (np.uint64, np.dtype(object)):
+        raise ValueError("Overflow when unpacking long long")  # PyTorch reads Python ints as int64
     if array.dtype == object:
         raise TypeError(f"could not convert data of type {type(data).__name__} to a tensor (ragged nested sequence?)")
     if inferred is not None:
@@ -153,7 +159,37 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False, pin_me
     """
     array, inferred = _infer_array(data)
     target = inferred if dtype is None else dtypes.as_dtype(dtype)
-    return _make(np.array(array, dtype=target.numpy_dtype, copy=True), target, device, requires_grad)
+    if not isinstance(data, (np.ndarray, _tensor.Tensor)):
+        _check_fits(array, target)
+    with np.errstate(over="ignore"):  # past a float dtype's range is inf, as PyTorch's tensor() makes it
+        copied = np.array(array, dtype=target.numpy_dtype, copy=True)
+    return _make(copied, target, device, requires_grad)
+
+
+def _check_fits(values: np.ndarray, target: dtypes.dtype, floating: bool = False) -> None:
+    """Raises PyTorch's overflow error where Python numbers do not fit ``target`` (c10's
+    ``checked_convert``): a float outside an integer dtype's range (or not finite), an integer
+    outside it, where unsigned dtypes take negatives down to minus their maximum (they wrap:
+    ``uint8`` -1 is 255); with ``floating``, a finite number beyond a float dtype's largest (``full``
+    checks that; ``tensor`` makes it inf)."""
+    if target is dtypes.bool or not values.size or values.dtype.kind not in "fiu":
+        return
+    if target.is_floating_point:
+        if floating:
+            largest = float(ml_dtypes.finfo(target.numpy_dtype).max)  # numpy's finfo has no bfloat16
+            outside = np.isfinite(values) & (np.abs(values) > largest)
+            if outside.any():
+                raise RuntimeError(f"value cannot be converted to type {target.name} without overflow")
+        return
+    limits = np.iinfo(target.numpy_dtype)
+    if values.dtype.kind == "f":
+        outside = ~np.isfinite(values) | (values < limits.min) | (values > limits.max)
+    elif limits.min == 0:
+        outside = (values > limits.max) | (values < -int(limits.max))
+    else:
+        outside = (values < limits.min) | (values > limits.max)
+    if outside.any():
+        raise RuntimeError(f"value cannot be converted to type {target.name} without overflow")
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
@@ -260,15 +296,16 @@ def empty(*size, dtype=None, device=None, requires_grad: bool = False, memory_fo
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    if isinstance(fill_value, _tensor.Tensor):  # a one-element tensor fills with its value and dtype
-        if dtype is None:
-            dtype = fill_value.dtype
+    if isinstance(fill_value, _tensor.Tensor):  # a one-element tensor fills with its value, as a number
         fill_value = fill_value.item()
     if dtype is None:
         dtype = dtypes.result_type([], [fill_value])
     target = dtypes.as_dtype(dtype)
-    # Converted as PyTorch casts a scalar: truncated to an integer dtype, wrapped around its range.
-    fill = np.array(fill_value).astype(target.numpy_dtype)
+    # Converted as PyTorch converts a scalar: checked against the range, truncated to an integer
+    # dtype, an unsigned one wrapping a negative integer.
+    _check_fits(np.array(fill_value), target, floating=True)
+    with np.errstate(over="ignore", invalid="ignore"):
+        fill = np.array(fill_value).astype(target.numpy_dtype)
     return _make(np.full(_shape((size,)), fill, target.numpy_dtype), target, device, requires_grad)
 
 
@@ -280,6 +317,10 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
     numbers = [x.item() if isinstance(x, _tensor.Tensor) else x for x in numbers]
     if step == 0:
         raise RuntimeError("step must be nonzero")
+    if not all(math.isfinite(number) for number in numbers[:2]):
+        raise RuntimeError(f"unsupported range: {numbers[0]} -> {numbers[1]}")
+    if (numbers[1] - numbers[0]) * numbers[2] < 0:
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     target = dtypes.as_dtype(dtype) if dtype is not None else dtypes.result_type([], numbers)
     if not target.is_floating_point:
         # PyTorch converts the bounds and step to the integer type first (arange(0, 5, 2.5) in
@@ -295,9 +336,22 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
 
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     target = _float_dtype(dtype)
-    return _make(
-        np.linspace(start, end, steps, dtype=np.float64).astype(target.numpy_dtype), target, device, requires_grad
-    )
+    return _make(_evenly_spaced(start, end, steps, target).astype(target.numpy_dtype), target, device, requires_grad)
+
+
+def _evenly_spaced(start, end, steps: int, target: dtypes.dtype) -> np.ndarray:
+    """``steps`` float64 values from ``start`` to ``end``. For an integer ``target``, PyTorch computes
+    in that dtype: the ends are converted to it first, the values (in double, from the nearer end)
+    truncated after."""
+    if target.is_floating_point or target is dtypes.bool:
+        return np.linspace(start, end, steps, dtype=np.float64)
+    start, end = int(start), int(end)
+    if steps <= 1:
+        return np.full(steps, start, np.float64)
+    step = (end - start) / (steps - 1)
+    positions = np.arange(steps, dtype=np.float64)
+    halfway = steps // 2
+    return np.where(positions < halfway, start + step * positions, end - step * (steps - 1 - positions))
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -389,5 +443,5 @@ def logspace(
 ) -> Tensor:
     """``steps`` values ``base ** e`` for ``e`` evenly spaced from ``start`` to ``end``."""
     target = _float_dtype(dtype)
-    exponents = np.linspace(start, end, steps, dtype=np.float64)
+    exponents = _evenly_spaced(start, end, steps, target)
     return _make(np.power(float(base), exponents).astype(target.numpy_dtype), target, device, requires_grad)

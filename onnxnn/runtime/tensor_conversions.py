@@ -102,14 +102,18 @@ class TensorConversions:
         target_dtype = kwargs.pop("dtype", None)
         target_device = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
-        kwargs.pop("copy", None)
+        copy = kwargs.pop("copy", False)
         kwargs.pop("memory_format", None)
         if kwargs:
             raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
         for arg in args:
             if isinstance(arg, _tensor.Tensor):
                 target_dtype, target_device = arg.dtype, arg.device
-            elif isinstance(arg, _dtypes.dtype) or (isinstance(arg, type) and issubclass(arg, np.generic)):
+            elif (
+                isinstance(arg, _dtypes.dtype)
+                or arg in (bool, int, float)  # Python's types name dtypes, as in PyTorch: float is float64
+                or (isinstance(arg, type) and issubclass(arg, np.generic))
+            ):
                 target_dtype = arg
             elif arg is not None and not isinstance(arg, bool):
                 target_device = arg
@@ -120,6 +124,11 @@ class TensorConversions:
             target_dtype = _dtypes.as_dtype(target_dtype)
             if target_dtype is not result._value.dtype:
                 result = _tensor.apply_op("Cast", (result,), {"to": target_dtype}, "ToCopyBackward0")
+        if copy and result is self:
+            # A new tensor even when nothing changes: an in-place change of either must not reach the other.
+            if self._requires_grad and MODE.grad.enabled:
+                return _tensor.apply_op("Identity", (result,), None, "ToCopyBackward0")
+            return _tensor.Tensor._from_value(self._value)
         return result
 
     def _to_device(self, target) -> Tensor:

@@ -22,6 +22,7 @@ uncompressed under one folder (``archive/``)::
 from __future__ import annotations
 
 import io
+import json
 import math
 import os
 import pickle
@@ -735,9 +736,21 @@ def test_files_that_are_not_checkpoints_are_reported(tmp_path, name):
 
 
 def test_safetensors_with_unsupported_dtype_names_the_tensor(tmp_path):
-    safetensors.numpy.save_file({"counts": np.arange(3, dtype=np.uint32)}, tmp_path / "u32.safetensors")
-    with pytest.raises(RuntimeError, match="tensor 'counts' has dtype U32"):
-        load(tmp_path / "u32.safetensors")
+    header = json.dumps({"counts": {"dtype": "C64", "shape": [1], "data_offsets": [0, 8]}}).encode()
+    (tmp_path / "c64.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + bytes(8))
+    with pytest.raises(RuntimeError, match="tensor 'counts' has dtype C64"):
+        load(tmp_path / "c64.safetensors")
+
+
+@pytest.mark.parametrize("numpy_dtype", [np.uint16, np.uint32, np.uint64])
+def test_unsigned_tensors_go_both_ways_through_safetensors(tmp_path, numpy_dtype):
+    values = np.array([0, 1, np.iinfo(numpy_dtype).max], numpy_dtype)
+    safetensors.numpy.save_file({"counts": values}, tmp_path / "theirs.safetensors")
+    loaded = load(tmp_path / "theirs.safetensors")["counts"]
+    assert loaded.numpy().dtype == numpy_dtype
+    np.testing.assert_array_equal(loaded.numpy(), values)
+    onnxnn.save({"counts": onnxnn.tensor(values)}, tmp_path / "ours.safetensors")
+    np.testing.assert_array_equal(safetensors.numpy.load_file(tmp_path / "ours.safetensors")["counts"], values)
 
 
 def test_file_from_a_newer_onnxnn_is_reported(tmp_path):

@@ -344,9 +344,13 @@ def view_dtype(input: Tensor, dtype) -> Tensor:
 
 
 def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    # Both dims are checked first, as PyTorch does: a 0-d tensor takes only 0 and -1 (IndexError
+    # otherwise, so nn.Flatten()'s default start_dim=1 fails on it) and becomes shape (1,).
+    start, end = normalize_axes([start_dim, end_dim], input.dim())
+    if start > end:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     if input.dim() == 0:
         return input.reshape(1)
-    start, end = normalize_axes([start_dim, end_dim], input.dim())
     shape = input.shape
     return reshape(input, shape[:start] + (_numel(shape[start : end + 1]),) + shape[end + 1 :])
 
@@ -478,7 +482,14 @@ def split(input: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
     length = input.shape[axis]
     if isinstance(split_size_or_sections, int):
         size = split_size_or_sections
-        sizes = [size] * (length // size) + ([length % size] if length % size else [])
+        if size < 0:
+            raise RuntimeError(f"split expects split_size be non-negative, but got split_size={size}")
+        if size == 0 and length:
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {length}")
+        if not length:
+            sizes = [0]  # one empty piece, as PyTorch's
+        else:
+            sizes = [size] * (length // size) + ([length % size] if length % size else [])
     else:
         sizes = list(split_size_or_sections)
         if sum(sizes) != length:
@@ -495,12 +506,18 @@ def split(input: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
 
 
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     length = input.shape[normalize_axes([dim], input.dim())[0]]
+    if not length:
+        return split(input, [0] * chunks, dim)  # as many empty pieces as asked, as PyTorch's
     return split(input, max(1, -(-length // chunks)), dim)
 
 
 def unbind(input: Tensor, dim: int = 0) -> tuple:
     axis = normalize_axes([dim], input.dim())[0]
+    if not input.shape[axis]:
+        return ()
     return tuple(squeeze(part, axis) for part in split(input, 1, axis))
 
 
