@@ -46,7 +46,7 @@ from . import (  # noqa: F401  (registration)
     reduce,
     shape,
 )
-from . import crop, detection, quantize, recurrent, resize, spectral  # noqa: F401  (registration)
+from . import binary_cross_entropy, crop, detection, quantize, recurrent, resize, spectral  # noqa: F401  (registration)
 from . import compiled_updates
 from ..ir.caches import register_cache
 from ..ir.device_arrays import to_cupy

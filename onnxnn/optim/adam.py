@@ -81,6 +81,8 @@ class Adam(Optimizer):
             decoupled_weight_decay=decoupled_weight_decay,
         )
         super().__init__(params, defaults)
+        if fused and foreach:  # meaningless here (every step is fused), but refused as PyTorch refuses it
+            raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
 
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)

@@ -3,7 +3,10 @@ strong Wolfe line search (cubic interpolation, then zoom), as ``torch.optim.LBFG
 
 The direction and the line search are arithmetic on one flat vector of all parameters, done in
 numpy in the parameters' dtype: they are a handful of dot products per iteration between closure
-calls, nothing worth recording as a graph. The closure (forward and backward) runs as usual.
+calls, nothing worth recording as a graph. The closure (forward and backward) runs as usual. The
+state keeps PyTorch's entries and types (tensors for the vectors and the scalars computed from
+them, lists of tensors for the history), so it saves with ``onnxnn.save`` and a state saved by
+PyTorch loads and steps; a step reads the tensors' arrays and wraps its results, never copying.
 """
 
 from __future__ import annotations
@@ -20,6 +23,22 @@ from .optimizer import Optimizer
 __all__ = ["LBFGS"]
 
 
+def _as_array(value):
+    """A state entry as numpy: a tensor's array is read, not copied; numbers (and None) stay as they are."""
+    if isinstance(value, Tensor):
+        return value.numpy(force=True)
+    return value
+
+
+def _as_tensor(value):
+    """A numpy result as a state tensor, sharing its array (never written again); numbers stay as they are."""
+    if not isinstance(value, (np.ndarray, np.generic)):
+        return value
+    array = np.asarray(value)
+    array.setflags(write=False)
+    return from_numpy(array)
+
+
 def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None) -> float:
     """The minimizer of the cubic through (x1, f1, g1) and (x2, f2, g2), clipped to ``bounds``."""
     low, high = bounds if bounds is not None else (min(x1, x2), max(x1, x2))
@@ -32,7 +51,7 @@ def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None) -> float:
         minimum = x2 - (x2 - x1) * ((g2 + d2 - d1) / (g2 - g1 + 2 * d2))
     else:
         minimum = x1 - (x1 - x2) * ((g1 + d2 - d1) / (g1 - g2 + 2 * d2))
-    return float(min(max(minimum, low), high))
+    return min(max(float(minimum), low), high)  # a bound as given (an int stays one), as PyTorch's
 
 
 def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9, max_ls=25):
@@ -44,7 +63,7 @@ def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1
     f_new, g_new = evaluate(t)
     evaluations = 1
     gtd_new = float(g_new @ d)
-    t_prev, f_prev, g_prev, gtd_prev = 0.0, f, g, gtd
+    t_prev, f_prev, g_prev, gtd_prev = 0, f, g, gtd  # an int 0, as PyTorch's: a step length the state keeps
     done = False
     iteration = 0
     bracket: list = []
@@ -81,7 +100,7 @@ def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1
         gtd_new = float(g_new @ d)
         iteration += 1
     if iteration == max_ls:
-        bracket, bracket_f, bracket_g = [0.0, t], [f, f_new], [g, g_new]
+        bracket, bracket_f, bracket_g = [0, t], [f, f_new], [g, g_new]
 
     # Zoom: shrink the bracket until a point meets the conditions.
     insufficient_progress = False
@@ -229,9 +248,14 @@ class LBFGS(Optimizer):
         if np.abs(flat_grad).max() <= tolerance_grad:
             return original_loss
 
-        d, t = state.get("d"), state.get("t")
-        old_dirs, old_steps, ro = state.get("old_dirs"), state.get("old_stps"), state.get("ro")
-        h_diag, prev_flat_grad, prev_loss = state.get("H_diag"), state.get("prev_flat_grad"), state.get("prev_loss")
+        d, t, h_diag, prev_flat_grad = (_as_array(state.get(key)) for key in ("d", "t", "H_diag", "prev_flat_grad"))
+        if isinstance(t, np.ndarray):  # a tensor step length, as PyTorch's first one may be
+            t = t.item()
+        old_dirs, old_steps, ro = (
+            [_as_array(v) for v in state.get(key) or ()] for key in ("old_dirs", "old_stps", "ro")
+        )
+        prev_loss = state.get("prev_loss")
+        alphas = None
         iteration = 0
         with no_grad():
             while iteration < max_iter:
@@ -239,7 +263,7 @@ class LBFGS(Optimizer):
                 state["n_iter"] += 1
                 if state["n_iter"] == 1:
                     d = -flat_grad
-                    old_dirs, old_steps, ro, h_diag = [], [], [], 1.0
+                    old_dirs, old_steps, ro, h_diag = [], [], [], 1
                 else:
                     y = flat_grad - prev_flat_grad
                     s = d * t
@@ -279,7 +303,10 @@ class LBFGS(Optimizer):
                         self._set_flat_params(start)
                         return value, gradient
 
-                    loss, flat_grad, t, extra_evaluations = _strong_wolfe(along, t, d, loss, flat_grad, gtd)
+                    # The line search spends what is left of the step's evaluations, as PyTorch's.
+                    loss, flat_grad, t, extra_evaluations = _strong_wolfe(
+                        along, t, d, loss, flat_grad, gtd, max_ls=max_eval - evaluations
+                    )
                     self._set_flat_params(start + t * d)
                     converged = np.abs(flat_grad).max() <= tolerance_grad
                 else:
@@ -296,8 +323,15 @@ class LBFGS(Optimizer):
                     break
                 if np.abs(d * t).max() <= tolerance_change or abs(loss - prev_loss) < tolerance_change:
                     break
+        if alphas is not None:
+            # PyTorch's buffer of the two-loop recursion's coefficients: history_size long, the
+            # entries past the history's length never written.
+            al = state.get("al") or [None] * history_size
+            al[: len(alphas)] = [_as_tensor(alpha) for alpha in alphas]
+            state["al"] = al
         state.update(
-            d=d, t=t, old_dirs=old_dirs, old_stps=old_steps, ro=ro, H_diag=h_diag,
-            prev_flat_grad=prev_flat_grad, prev_loss=prev_loss,
+            d=_as_tensor(d), t=t, old_dirs=[_as_tensor(v) for v in old_dirs],
+            old_stps=[_as_tensor(v) for v in old_steps], ro=[_as_tensor(v) for v in ro], H_diag=_as_tensor(h_diag),
+            prev_flat_grad=_as_tensor(prev_flat_grad), prev_loss=prev_loss,
         )  # fmt: skip
         return original_loss

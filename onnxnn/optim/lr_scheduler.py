@@ -35,6 +35,15 @@ EPOCH_DEPRECATION_WARNING = (
 )
 
 
+def _warn_verbose(verbose) -> None:
+    """``verbose`` is accepted as before PyTorch 2.13 removed it, and does nothing."""
+    if verbose != "deprecated":
+        warnings.warn(
+            "The verbose parameter is deprecated. Please use get_last_lr() to access the learning rate.",
+            UserWarning,
+        )
+
+
 def _check_optimizer(optimizer) -> None:
     if not isinstance(optimizer, Optimizer):
         raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
@@ -57,6 +66,9 @@ class LRScheduler:
 
     Subclasses implement ``get_lr()`` (the chainable form: new lrs from the current ones) and may
     implement ``_get_closed_form_lr()`` (lrs as a function of ``last_epoch`` and ``base_lrs``).
+    The step taken at construction runs with ``_is_initial`` set, as PyTorch's "initial mode": the
+    chainable forms leave the lr as it is then, so a scheduler resumed with ``last_epoch=N``
+    applies no extra decay.
 
     Args:
         optimizer: the wrapped optimizer.
@@ -65,6 +77,7 @@ class LRScheduler:
     """
 
     _get_lr_called_within_step = False
+    _is_initial = False
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1, verbose="deprecated") -> None:
         _check_optimizer(optimizer)
@@ -76,22 +89,24 @@ class LRScheduler:
             for index, group in enumerate(optimizer.param_groups):
                 if "initial_lr" not in group:
                     raise KeyError(
-                        f"param 'initial_lr' is not specified in param_groups[{index}] when resuming an optimizer"
+                        f"param 'initial_lr' is not specified in param_groups[{index}] when resuming scheduler "
+                        "with last_epoch >= 0.\nThis typically happens when:\n1. You're trying to resume training "
+                        "from a checkpoint but haven't properly loaded the optimizer state\n2. You're using "
+                        "last_epoch >= 0 for a fresh training run (not recommended)"
                     )
         self.base_lrs: list[float] = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
-        if verbose != "deprecated":
-            warnings.warn(
-                "The verbose parameter is deprecated. Please use get_last_lr() to access the learning rate.",
-                UserWarning,
-            )
-        self.verbose = False if verbose == "deprecated" else bool(verbose)
+        _warn_verbose(verbose)
         self._initial_step()
 
     def _initial_step(self) -> None:
-        """Counts steps from zero and applies the schedule's value at ``last_epoch + 1``."""
+        """Counts steps from zero and applies the schedule's value at ``last_epoch + 1``, in initial mode."""
         self._step_count = 0
-        self.step()
+        self._is_initial = True
+        try:
+            self.step()
+        finally:
+            self._is_initial = False
 
     def state_dict(self) -> dict[str, Any]:
         """Every attribute except the optimizer."""
@@ -129,13 +144,18 @@ class LRScheduler:
                 UserWarning,
             )
         self._step_count += 1
+        if epoch is not None:
+            warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning)
+        self._update_lr(epoch)
+
+    def _update_lr(self, epoch: int | None = None) -> None:
+        """Moves to the next epoch (or to ``epoch``, by the closed form where there is one) and writes the lrs."""
         self._get_lr_called_within_step = True
         try:
             if epoch is None:
                 self.last_epoch += 1
                 values = self.get_lr()
             else:
-                warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning)
                 self.last_epoch = epoch
                 if hasattr(self, "_get_closed_form_lr"):
                     values = self._get_closed_form_lr()
@@ -208,7 +228,7 @@ class ExponentialLR(LRScheduler):
 
     def get_lr(self) -> list[float]:
         self._warn_get_lr_called_outside_step()
-        if self.last_epoch == 0:
+        if self._is_initial:
             return [group["lr"] for group in self.optimizer.param_groups]
         return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
 
@@ -234,7 +254,7 @@ class CosineAnnealingLR(LRScheduler):
     def get_lr(self) -> list[float]:
         self._warn_get_lr_called_outside_step()
         groups = self.optimizer.param_groups
-        if self.last_epoch == 0:
+        if self._is_initial:
             return [group["lr"] for group in groups]
         if self._step_count == 1 and self.last_epoch > 0:
             return [
@@ -515,7 +535,7 @@ class ReduceLROnPlateau(LRScheduler):
         self.cooldown_counter = 0
         self.eps = eps
         self.last_epoch = 0
-        self.verbose = False if verbose == "deprecated" else bool(verbose)
+        _warn_verbose(verbose)
         self._last_lr = [group["lr"] for group in optimizer.param_groups]
         self._init_is_better(mode=mode, threshold=threshold, threshold_mode=threshold_mode)
         self._reset()

@@ -32,6 +32,15 @@ def _check_schedulers(owner: str, schedulers: Sequence, optimizer: Optimizer) ->
             )
 
 
+def _undo_initial_steps(scheduler) -> None:
+    """Takes back the step each scheduler took when it was built, through nested schedulers of schedulers."""
+    if hasattr(scheduler, "_schedulers"):
+        for inner in scheduler._schedulers:
+            _undo_initial_steps(inner)
+    elif hasattr(scheduler, "last_epoch"):
+        scheduler.last_epoch -= 1
+
+
 class _SchedulerOfSchedulers(LRScheduler):
     """``state_dict`` holds each inner scheduler's state dict, not the schedulers themselves."""
 
@@ -88,20 +97,20 @@ class SequentialLR(_SchedulerOfSchedulers):
         self.last_epoch = last_epoch + 1
         self.optimizer = optimizer
         # Each scheduler stepped once when it was built; start over from the initial lrs and let only
-        # the first one take its initial step, as PyTorch does.
+        # the one in charge at epoch 0 take its initial step, as PyTorch does.
         for group in optimizer.param_groups:
             group["lr"] = group["initial_lr"]
-        for scheduler in self._schedulers:
-            scheduler.last_epoch -= 1
-        self._schedulers[0]._initial_step()
-        self._last_lr = self._schedulers[0].get_last_lr()
+        _undo_initial_steps(self)
+        first = self._schedulers[bisect_right(self._milestones, 0)]
+        first._initial_step()
+        self._last_lr = first.get_last_lr()
 
     def step(self, epoch: int | None = None) -> None:  # noqa: ARG002  (PyTorch's signature; the epoch is not used)
         self.last_epoch += 1
         index = bisect_right(self._milestones, self.last_epoch)
         scheduler = self._schedulers[index]
         if index > 0 and self._milestones[index - 1] == self.last_epoch:
-            scheduler.step(0)  # a scheduler taking over starts at its own epoch 0 (closed form)
+            scheduler._update_lr(0)  # a scheduler taking over starts at its own epoch 0 (closed form)
         else:
             scheduler.step()
         self._last_lr = scheduler.get_last_lr()

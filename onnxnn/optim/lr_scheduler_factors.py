@@ -6,6 +6,8 @@ re-exports them, so they are used under PyTorch's names there.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from .lr_scheduler import LambdaLR, LRScheduler
 from .optimizer import Optimizer
 
@@ -79,7 +81,7 @@ class LinearLR(LRScheduler):
         lrs = [group["lr"] for group in self.optimizer.param_groups]
         if self.last_epoch == 0:
             return [lr * self.start_factor for lr in lrs]
-        if self.last_epoch > self.total_iters:
+        if self._is_initial or self.last_epoch > self.total_iters:
             return lrs
         # The ratio of consecutive factors, so the chainable form reproduces the closed form.
         span = self.end_factor - self.start_factor
@@ -117,7 +119,7 @@ class PolynomialLR(LRScheduler):
     def get_lr(self) -> list[float]:
         self._warn_get_lr_called_outside_step()
         lrs = [group["lr"] for group in self.optimizer.param_groups]
-        if self.last_epoch == 0 or self.last_epoch > self.total_iters:
+        if self._is_initial or self.last_epoch > self.total_iters:
             return lrs
         decay = (
             (1.0 - self.last_epoch / self.total_iters) / (1.0 - (self.last_epoch - 1) / self.total_iters)
@@ -137,9 +139,21 @@ class MultiplicativeLR(LambdaLR):
         >>> scheduler = MultiplicativeLR(optimizer, lr_lambda=lambda epoch: 0.95)
     """
 
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        lr_lambda: Callable[[int], float] | list,
+        last_epoch: int = -1,
+        verbose="deprecated",
+    ) -> None:
+        for function in lr_lambda if isinstance(lr_lambda, (list, tuple)) else [lr_lambda]:
+            if not callable(function):
+                raise TypeError(f"lr_lambda should be a function, but got {type(function).__name__}")
+        super().__init__(optimizer, lr_lambda, last_epoch, verbose)
+
     def get_lr(self) -> list[float]:
         self._warn_get_lr_called_outside_step()
         lrs = [group["lr"] for group in self.optimizer.param_groups]
-        if self.last_epoch > 0:
-            return [lr * function(self.last_epoch) for function, lr in zip(self.lr_lambdas, lrs)]
-        return lrs
+        if self._is_initial:
+            return lrs
+        return [lr * function(self.last_epoch) for function, lr in zip(self.lr_lambdas, lrs)]

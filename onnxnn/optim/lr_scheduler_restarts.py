@@ -61,7 +61,8 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             epoch = self.last_epoch + 1
             self.T_cur = self.T_cur + 1
             if self.T_cur >= self.T_i:
-                self.T_cur = self.T_cur - self.T_i
+                # A remainder, not a difference: resumed with last_epoch=N, T_cur starts at N + 1.
+                self.T_cur = self.T_cur % self.T_i
                 self.T_i = self.T_i * self.T_mult
         else:
             if epoch < 0:
@@ -78,7 +79,8 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                 self.T_i = self.T_0
                 self.T_cur = epoch
         self.last_epoch = math.floor(epoch)
-        self._step_count = getattr(self, "_step_count", 0) + 1
+        # _step_count stays as the base class's initial step set it (0), as in PyTorch, whose
+        # step-order warning this step skips too.
         self._get_lr_called_within_step = True
         try:
             values = self.get_lr()

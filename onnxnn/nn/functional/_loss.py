@@ -17,6 +17,7 @@ from ...runtime import ops as _ops
 from ...ir.graph import shared_attributes, static_constant
 from ...ir.mode import MODE
 from ...runtime.internal import known_data, tensor_of
+from ...runtime.ops.binary_cross_entropy import binary_cross_entropy_terms
 from ...runtime.tensor import Tensor, apply_op
 from ...ir.dtypes import scalar_type_name
 from ._common import loss_inputs_in_float32, stable_softplus
@@ -87,6 +88,26 @@ def _check_weight_shape(input: Tensor, weight: Tensor | None) -> None:
         raise ValueError("Weights and input must have the same size.")
 
 
+def _check_floating(kernel: str, input: Tensor, target: Tensor) -> None:
+    """PyTorch's kernel of the loss takes floating-point values only (the difference of integers would be
+    squared and averaged in integers here, truncated)."""
+    if not input.dtype.is_floating_point and not target.dtype.is_floating_point:
+        dtype = dtypes.promote_types(input.dtype, target.dtype)
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{scalar_type_name(dtype)}'")
+
+
+def _check_not_differentiable(function: str, **arguments: Tensor | None) -> None:
+    """PyTorch's refusal of a tensor argument its loss has no gradient for, when it requires one."""
+    if not MODE.grad.enabled:
+        return
+    for name, tensor in arguments.items():
+        if tensor is not None and tensor.requires_grad:
+            raise RuntimeError(
+                f"The function '{function}' is not differentiable with respect to argument '{name}'. "
+                "This input cannot have requires_grad True."
+            )
+
+
 def mse_loss(
     input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean", weight: Tensor | None = None
 ) -> Tensor:
@@ -98,6 +119,7 @@ def mse_loss(
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _warn_size_mismatch(input, target)
+    _check_floating("mse_cpu", input, target)
     _check_weight_shape(input, weight)
     difference = input - target
     return _weighted(difference * difference, weight, reduction, "MseLossBackward0")
@@ -155,6 +177,10 @@ def _check_class_targets(input: Tensor, target: Tensor, weight: Tensor | None, i
         raise ValueError(f"Expected 1 or more dimensions (got {input.dim()})")
     if target.dtype.is_floating_point:
         raise RuntimeError(f"expected scalar type Long but found {scalar_type_name(target.dtype)}")
+    if target.dtype is not dtypes.int64 and target.dtype is not dtypes.uint8:
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {scalar_type_name(target.dtype)}")
+    if target.dtype is dtypes.uint8 and input.dim() > 2:  # PyTorch's spatial kernel takes int64 only
+        raise RuntimeError("expected scalar type Long but found Byte")
     if input.dim() == 1 and target.dim() != 0:
         raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
     if input.dim() >= 2:
@@ -342,6 +368,16 @@ def _cross_entropy_probabilities(input, target, weight, ignore_index, reduction,
     return total / (input.numel() // classes)
 
 
+def _check_probabilities(input: Tensor) -> None:
+    """PyTorch's check that every probability lies in [0, 1], made on values already in memory only: a
+    pending input (a sigmoid's output) would need a run, which the loss never forces. (PyTorch checks
+    the target too; targets are in memory at every step, and the check would be a pass over them.)"""
+    data = known_data(input)
+    # min and max are NaN where an element is, which fails both comparisons, as PyTorch's check does.
+    if data is not None and data.size and not (data.min() >= 0 and data.max() <= 1):
+        raise RuntimeError("all elements of input should be between 0 and 1")
+
+
 def binary_cross_entropy(
     input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None, reduce=None, reduction: str = "mean"
 ) -> Tensor:
@@ -354,9 +390,10 @@ def binary_cross_entropy(
             f"Using a target size ({target.size()}) that is different to the input size "
             f"({input.size()}) is deprecated. Please ensure they have the same size."
         )
-    log_x = _ops.clamp(_ops.log(input), min=-100.0)
-    log_one_minus_x = _ops.clamp(_ops.log(1 - input), min=-100.0)
-    loss = -(target * log_x + (1 - target) * log_one_minus_x)
+    if target.dtype is not input.dtype:
+        raise RuntimeError(f"Found dtype {scalar_type_name(target.dtype)} but expected {scalar_type_name(input.dtype)}")
+    _check_probabilities(input)
+    loss = binary_cross_entropy_terms(input, target)
     if weight is not None:
         loss = loss * weight
     return _reduce_loss(loss, reduction, "BinaryCrossEntropyBackward0")
@@ -382,6 +419,7 @@ def binary_cross_entropy_with_logits(
     _check_reduction(reduction)
     if target.shape != input.shape:
         raise ValueError(f"Target size ({target.size()}) must be the same as input size ({input.size()})")
+    _check_not_differentiable("binary_cross_entropy_with_logits", weight=weight, pos_weight=pos_weight)
     negative_log_sigmoid = stable_softplus(_ops.neg(input))
     if pos_weight is not None:
         log_weight = (pos_weight - 1) * target + 1

@@ -132,6 +132,9 @@ def ctc_loss(
     if not 0 <= blank < classes:
         raise RuntimeError("blank must be in label range")
     device = log_probs.device
+    for lengths, name in ((input_lengths, "input_lengths"), (target_lengths, "target_lengths")):
+        if isinstance(lengths, Tensor) and (lengths.dtype.is_floating_point or lengths.dtype is dtypes.bool):
+            raise RuntimeError(f"{name} must be integral")
     _check_lengths(_known(input_lengths), "input_lengths", frames, batch)
     known_target_lengths = _known(target_lengths)
     input_lengths = _as_lengths(input_lengths, device).reshape(-1)

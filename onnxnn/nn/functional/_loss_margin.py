@@ -18,7 +18,7 @@ from ...runtime.internal import known_data, tensor_of
 from ...runtime.tensor import Tensor
 from ...ir.dtypes import scalar_type_name
 from ._common import loss_inputs_in_float32, stable_softplus
-from ._loss import _check_reduction, _class_mask, _legacy_reduction, _reduce_loss
+from ._loss import _check_not_differentiable, _check_reduction, _class_mask, _legacy_reduction, _reduce_loss
 
 __all__ = [
     "pairwise_distance",
@@ -35,6 +35,12 @@ __all__ = [
 
 # PyTorch's cosine_embedding_loss adds this to each squared magnitude.
 _COSINE_EPSILON = 1e-12
+
+
+def _hinge(x: Tensor) -> Tensor:
+    """``max(x, 0)`` as PyTorch's ``clamp_min(x, 0)``, whose gradient passes where ``x`` is exactly 0
+    (the kink: tied scores in a ranking loss, say); ReLU's passes none there."""
+    return _ops.clamp(x, min=0.0)
 
 
 def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
@@ -67,7 +73,7 @@ def margin_ranking_loss(
             f"margin_ranking_loss : All input tensors should have same dimension but got sizes: "
             f"input1: {input1.size()}, input2: {input2.size()}, target: {target.size()} "
         )
-    loss = _ops.relu(-target * (input1 - input2) + margin)
+    loss = _hinge(-target * (input1 - input2) + margin)
     return _reduce_loss(loss, reduction, "ClampMinBackward0")
 
 
@@ -81,7 +87,7 @@ def hinge_embedding_loss(
     input, target = loss_inputs_in_float32("HingeEmbeddingLoss", input, target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
-    margin_term = _ops.where(_ops.ne(target, 1), _ops.relu(margin - input), 0.0)
+    margin_term = _ops.where(_ops.ne(target, 1), _hinge(margin - input), 0.0)
     self_term = _ops.where(_ops.ne(target, -1), input, 0.0)
     return _reduce_loss(margin_term + self_term, reduction, "AddBackward0")
 
@@ -91,6 +97,7 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=No
     input, target = loss_inputs_in_float32("SoftMarginLossBackward0", input, target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
+    _check_not_differentiable("soft_margin_loss", target=target)
     return _reduce_loss(stable_softplus(-input * target), reduction, "SoftMarginLossBackward0")
 
 
@@ -198,6 +205,7 @@ def multi_margin_loss(
         )
     if weight is not None and weight.numel() != classes:
         raise RuntimeError(f"inconsistent weight size, expected {classes} but got {list(weight.shape)}")
+    _check_not_differentiable("multi_margin_loss", weight=weight)
     data = known_data(target)
     if data is not None and ((data < 0) | (data >= classes)).any():
         raise RuntimeError("target out of range")
@@ -239,7 +247,7 @@ def cosine_embedding_loss(
     square2 = (input2 * input2).sum(dim) + _COSINE_EPSILON
     cosine = product / _ops.sqrt(square1 * square2)
     loss = _ops.where(_ops.eq(target, 1), 1 - cosine, 0.0) + _ops.where(
-        _ops.eq(target, -1), _ops.relu(cosine - margin), 0.0
+        _ops.eq(target, -1), _hinge(cosine - margin), 0.0
     )
     return _reduce_loss(loss, reduction, "CosineEmbeddingLossBackward0")
 
@@ -258,7 +266,8 @@ def _triplet(distance, anchor, positive, negative, margin, swap, reduction):
     to_negative = distance(anchor, negative)
     if swap:
         to_negative = _ops.minimum(to_negative, distance(positive, negative))
-    return _reduce_loss(_ops.relu(to_positive - to_negative + margin), reduction, "ClampMinBackward0")
+    # PyTorch's order of the sum, (margin + d(a, p)) - d(a, n), decides which ties are exact zeros.
+    return _reduce_loss(_hinge(to_positive + margin - to_negative), reduction, "ClampMinBackward0")
 
 
 def triplet_margin_loss(

@@ -1,7 +1,9 @@
 """Regression and distribution losses: huber, smooth L1, Poisson and Gaussian NLL, KL divergence.
 
 Each is an elementwise formula over standard ONNX ops followed by the shared reduction. Piecewise
-formulas pick their branch with Where, so the gradient of the unused branch never reaches the input.
+formulas pick their branch with Where, so the gradient of the unused branch never reaches the input;
+a branch that would be infinite where it is unused (the square of an infinite difference) is
+computed from a safe argument, since a zero gradient times an infinite factor is NaN.
 """
 
 from __future__ import annotations
@@ -13,7 +15,14 @@ from ...runtime import ops as _ops
 from ...runtime.internal import known_data
 from ...runtime.tensor import Tensor
 from ._common import loss_inputs_in_float32
-from ._loss import _check_reduction, _check_weight_shape, _legacy_reduction, _reduce_loss, _warn_size_mismatch
+from ._loss import (
+    _check_floating,
+    _check_reduction,
+    _check_weight_shape,
+    _legacy_reduction,
+    _reduce_loss,
+    _warn_size_mismatch,
+)
 
 __all__ = ["huber_loss", "smooth_l1_loss", "poisson_nll_loss", "gaussian_nll_loss", "kl_div"]
 
@@ -33,10 +42,13 @@ def huber_loss(
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
     _warn_size_mismatch(input, target)
+    _check_floating("huber_cpu", input, target)
     _check_weight_shape(input, weight)
     difference = input - target
     magnitude = _ops.abs(difference)
-    loss = _ops.where(_ops.lt(magnitude, delta), difference * difference * 0.5, (magnitude - 0.5 * delta) * delta)
+    quadratic = _ops.lt(magnitude, delta)
+    bounded = _ops.where(quadratic, difference, 0.0)  # PyTorch's gradient at an infinite difference: +-delta
+    loss = _ops.where(quadratic, bounded * bounded * 0.5, (magnitude - 0.5 * delta) * delta)
     if weight is not None:
         loss = loss * weight
     return _reduce_loss(loss, reduction, "HuberLossBackward0")
@@ -56,11 +68,14 @@ def smooth_l1_loss(
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     _warn_size_mismatch(input, target)
+    _check_floating("smooth_l1_cpu", input, target)
     difference = input - target
     magnitude = _ops.abs(difference)
     if beta == 0.0:
         return _reduce_loss(magnitude, reduction, "L1LossBackward0")
-    loss = _ops.where(_ops.lt(magnitude, beta), difference * difference * (0.5 / beta), magnitude - 0.5 * beta)
+    quadratic = _ops.lt(magnitude, beta)
+    bounded = _ops.where(quadratic, difference, 0.0)  # PyTorch's gradient at an infinite difference: +-1
+    loss = _ops.where(quadratic, bounded * bounded * (0.5 / beta), magnitude - 0.5 * beta)
     return _reduce_loss(loss, reduction, "SmoothL1LossBackward0")
 
 

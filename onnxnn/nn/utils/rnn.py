@@ -217,7 +217,7 @@ def pad_sequence(
         sequences = sequences.unbind(0)
     sequences = list(sequences)
     if padding_side not in ("left", "right"):
-        raise ValueError(f"Expected padding_side to be one of left or right, but got {padding_side}.")
+        raise RuntimeError(f"Expected padding_side to be one of left or right, but got {padding_side}.")
     if not sequences:
         raise RuntimeError("received an empty list of sequences")
     trailing = tuple(sequences[0].shape[1:])
