@@ -209,3 +209,17 @@ def test_clamps_gradient_is_zero_outside_the_bounds_and_at_nan(executor, case_id
     with onnxnn.set_executor(executor):
         x.clamp(**bounds).sum().backward()
         np.testing.assert_array_equal(x.grad.numpy(), np.array(expected, dtype=np.float32))
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize(
+    "loss",
+    [lambda x: x.abs().sum(), lambda x: onnxnn.nn.functional.l1_loss(x, onnxnn.zeros(4), reduction="sum")],
+    ids=["abs", "l1_loss"],
+)
+def test_abs_passes_no_gradient_to_a_nan(executor, loss):
+    # PyTorch's abs backward multiplies by sgn, which is 0 at NaN.
+    x = onnxnn.tensor([float("nan"), -1.0, 0.0, 2.0], requires_grad=True)
+    with onnxnn.set_executor(executor):
+        loss(x).backward()
+        np.testing.assert_array_equal(x.grad.numpy(), [0.0, -1.0, 0.0, 1.0])

@@ -172,7 +172,8 @@ def _identity_grad(ctx, g):
 
 @gradient_rules.register("Abs")
 def _abs_grad(ctx, g):
-    return (g * onnx_sign(ctx.input(0)),)
+    # PyTorch's sgn, 0 at NaN: an l1 loss with a NaN element gives it no gradient, not NaN.
+    return (g * signed_unit(ctx.input(0), None),)
 
 
 @gradient_rules.register("Exp")
@@ -484,7 +485,7 @@ def sign(input: Tensor) -> Tensor:
     return signed_unit(input, "SignBackward0")
 
 
-def signed_unit(input: Tensor, name: str) -> Tensor:
+def signed_unit(input: Tensor, name: str | None) -> Tensor:
     """``sign``, its gradient function called ``name`` (``sgn`` records the same nodes as SgnBackward0)."""
     result = onnx_sign(input)
     if not input.dtype.is_floating_point:
