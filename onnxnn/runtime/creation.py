@@ -141,8 +141,11 @@ def _leaves_dtype(items) -> dtypes.dtype | None:
 
 
 def _nested(item):
-    if isinstance(item, _tensor.Tensor):
-        return item._realized_data()
+    if isinstance(item, _tensor.Tensor):  # a tensor in a sequence is one number, as PyTorch reads it
+        data = item._realized_data()
+        if data.size != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return data.reshape(())
     if isinstance(item, (list, tuple)):
         return [_nested(inner) for inner in item]
     return item

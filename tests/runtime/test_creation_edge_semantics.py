@@ -116,3 +116,11 @@ def test_to_with_copy_passes_the_gradient():
 @pytest.mark.parametrize("python_type, dtype", [(float, onnxnn.float64), (int, onnxnn.int64), (bool, onnxnn.bool)])
 def test_python_types_name_dtypes_in_to(python_type, dtype):
     assert onnxnn.tensor([1.5]).to(python_type).dtype == dtype
+
+
+def test_one_element_tensors_in_a_sequence_are_numbers():
+    assert onnxnn.tensor([onnxnn.tensor([1.0]), onnxnn.tensor([2.0])]).shape == (2,)
+    assert onnxnn.tensor([[onnxnn.tensor(1)], [onnxnn.tensor([2])]]).shape == (2, 1)
+    assert onnxnn.tensor([onnxnn.tensor(1, dtype=onnxnn.int32)]).dtype == onnxnn.int32
+    with pytest.raises(ValueError, match="only one element tensors can be converted to Python scalars"):
+        onnxnn.tensor([onnxnn.tensor([1.0, 2.0])])
