@@ -5,7 +5,7 @@ A training step's batch normalization is a ``BatchNormalizationTraining`` node a
 a ``BatchNormalizationTrainingGradient`` node; ReLU's gradient is a ``ReluGradient`` node
 (runtime/ops/batch_norm_training.py, runtime/ops/elementwise.py). onnxruntime runs them as the
 graphs they decompose into: statistics, centering, squares and the normalization as separate
-passes over the activations, and ReLU's gradient as a Greater and a Where. The loops read each
+passes over the activations, and ReLU's gradient as a LessOrEqual and a Where. The loops read each
 channel's planes once from memory and again from the cache (a small ResNet's 16-channel layer, 32
 samples at 32x32, one thread: forward 0.80 -> 0.25 ms, ReLU's gradient 0.74 -> 0.27 ms).
 
@@ -48,7 +48,7 @@ MIN_ELEMENTS = 1 << 16
 # channel's planes, so an input without spatial axes, (N, C), would read one element per plane.
 MIN_PLANE = 16
 
-_VERSION = 4
+_VERSION = 5
 _FLOAT32 = np.dtype(np.float32)
 _POINTER, _SIZE, _FLOAT, _INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_int
 
@@ -120,8 +120,8 @@ def batch_norm_training_gradient(
     threads: int = 1, relu_output: np.ndarray | None = None,
 ) -> list:  # fmt: skip
     """``[dX, dscale, dB]`` of ``batch_norm_training(x, scale, B, epsilon)`` for the output gradient ``g``,
-    from the forward's ``mean`` and ``variance``; with ``relu_output``, for ``g`` where it is positive,
-    else 0 (``g`` then reaches a ReLU of the normalization's output: ``relu_output`` is that ReLU's)."""
+    from the forward's ``mean`` and ``variance``; with ``relu_output``, for 0 where it is at most 0, else
+    ``g`` (``g`` then reaches a ReLU of the normalization's output: ``relu_output`` is that ReLU's)."""
     _LOOPS.get()
     g, x = _float32(g), _float32(x)
     scale, mean, variance = _float32(scale), _float32(mean), _float32(variance)
@@ -138,7 +138,7 @@ def batch_norm_training_gradient(
 
 
 def relu_gradient(g: np.ndarray, y: np.ndarray, threads: int = 1) -> np.ndarray:
-    """``g`` where ``y > 0``, else 0 (ReLU's gradient from its output ``y``; the shapes are equal)."""
+    """0 where ``y <= 0``, else ``g``, NaN included (ReLU's gradient from its output ``y``; the shapes are equal)."""
     _LOOPS.get()
     g, y = _float32(g), _float32(y)
     dx = recycled_empty(g.shape, _FLOAT32)

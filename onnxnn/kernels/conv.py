@@ -138,7 +138,9 @@ def conv_transpose(xp, inputs, attrs):
     kernel_size = int(np.prod(kernel, dtype=np.int64))
     # columns[n, g, (m, k), p] = sum_c w[g, c, (m, k)] * x[n, g, c, p]: one batched matmul.
     weights = w.reshape(group, channels // group, group_out * kernel_size).transpose(0, 2, 1)
-    columns = xp.matmul(weights, x.reshape(batch, group, channels // group, -1))
+    # The positions counted, not -1: an empty batch has no size to infer it from.
+    positions = int(np.prod(in_shape, dtype=np.int64))
+    columns = xp.matmul(weights, x.reshape(batch, group, channels // group, positions))
     columns = columns.reshape((batch, out_channels) + tuple(kernel) + tuple(in_shape))
     # col2im: every kernel offset adds a strided block into the full (uncropped) output.
     full = [

@@ -289,11 +289,12 @@ def where(xp, inputs, attrs):
 
 @kernels.register("ReluGradient", domain=ONNXNN_DOMAIN, types=FLOATING)
 def relu_gradient(xp, inputs, attrs):
-    """``G`` where ``Y > 0``, else 0 (runtime/ops/relu_gradient.py): the compiled loop where it applies."""
+    """0 where ``Y <= 0``, else ``G``, NaN included (runtime/ops/relu_gradient.py): the compiled loop where
+    it applies."""
     g, y = inputs
     if xp is np and compiled_normalization.eligible(g.shape, g.dtype, per_channel=False):
         return [compiled_normalization.relu_gradient(g, y)]
-    return [xp.where(y > 0, g, g.dtype.type(0))]
+    return [xp.where(y <= 0, g.dtype.type(0), g)]
 
 
 @compiled_forms.register("ReluGradient", domain=ONNXNN_DOMAIN)

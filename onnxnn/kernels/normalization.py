@@ -82,7 +82,7 @@ def batch_normalization_training_gradient(xp, inputs, attrs):
     if xp is np and compiled_normalization.eligible(x.shape, x.dtype):
         return compiled_normalization.batch_norm_training_gradient(g, x, scale, mean, variance, epsilon, 1, relu_output)
     if relu_output is not None:
-        g = xp.where(relu_output > 0, g, g.dtype.type(0))
+        g = xp.where(relu_output <= 0, g.dtype.type(0), g)  # ReluGradient's: NaN passes G
     shape = _channel_shape(x)
     axes = (0,) + tuple(range(2, x.ndim))
     centered = x - mean.reshape(shape)
@@ -188,7 +188,8 @@ def group_normalization(xp, inputs, attrs):
     x, scale, bias = inputs
     groups = attrs["num_groups"]
     batch, channels = x.shape[:2]
-    grouped = x.reshape(batch, groups, -1)
+    # The group's size counted, not -1: an empty batch has no size to infer it from.
+    grouped = x.reshape(batch, groups, channels // groups * math.prod(x.shape[2:]))
     _, centered, variance = _moments(xp, grouped, (2,))
     normalized = (centered / xp.sqrt(variance + x.dtype.type(attrs.get("epsilon", 1e-5)))).reshape(x.shape)
     if scale.shape[0] != channels:

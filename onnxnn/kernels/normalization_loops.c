@@ -9,7 +9,8 @@
  *     dX = G k - k / (N S) * (sum(G) + (X - mean) sum(G (X - mean)) / (var + epsilon))
  *     dscale = sum(G (X - mean)) / sqrt(var + epsilon),  dB = sum(G)
  *
- * and ReLU's gradient dX = G where Y > 0, else 0 (NaN in Y gives 0, as Where(Greater(Y, 0), G, 0)). When a
+ * and ReLU's gradient dX = 0 where Y <= 0, else G (NaN in Y gives G, as PyTorch's threshold_backward and
+ * Where(LessOrEqual(Y, 0), 0, G)). When a
  * ReLU reads the normalization's output, the forward may write that ReLU's output in place of Y, and
  * the gradient may take G masked by it: the ReLU and its gradient then cost no pass of their own. At a
  * residual block's end the forward may also add the shortcut R to Y first (relu(Y + R)), which saves
@@ -29,7 +30,7 @@
 #include <math.h>
 
 
-#define NORMALIZATION_LOOPS_VERSION 4
+#define NORMALIZATION_LOOPS_VERSION 5
 
 EXPORTED int onnxnn_normalization_loops_version(void) { return NORMALIZATION_LOOPS_VERSION; }
 
@@ -127,10 +128,10 @@ ALWAYS_INLINE void residual_forward_channels(const Share *s) { forward_channels(
 
 ALWAYS_INLINE void residual_relu_forward_channels(const Share *s) { forward_channels(s, 1, 1); }
 
-/* G's eight floats at ``i`` (``masked``: where the ReLU output ``y`` is positive, else 0), and one float. */
+/* G's eight floats at ``i`` (``masked``: 0 where the ReLU output ``y`` is at most 0, NaN passing G), and one float. */
 #define GRADIENT8(gp, yp, i, masked) \
-    ((masked) ? (vector8)((mask8)LOAD8((gp) + (i)) & (LOAD8((yp) + (i)) > (vector8){0})) : (vector8)LOAD8((gp) + (i)))
-#define GRADIENT1(gp, yp, i, masked) ((masked) ? ((yp)[i] > 0.0f ? (gp)[i] : 0.0f) : (gp)[i])
+    ((masked) ? (vector8)((mask8)LOAD8((gp) + (i)) & ~(LOAD8((yp) + (i)) <= (vector8){0})) : (vector8)LOAD8((gp) + (i)))
+#define GRADIENT1(gp, yp, i, masked) ((masked) ? ((yp)[i] <= 0.0f ? 0.0f : (gp)[i]) : (gp)[i])
 
 /* ``masked``: G is first masked by the ReLU output (``s->mask``) it went through, ReluGradient's pass folded in. */
 ALWAYS_INLINE void gradient_channels(const Share *s, int masked)
@@ -185,10 +186,10 @@ ALWAYS_INLINE void relu_gradient_range(const Share *s)
 {
     int64_t i = s->first;
     for (; i + 8 <= s->end; i += 8) {
-        const mask8 keep = LOAD8(s->x + i) > (vector8){0};
-        STORE8(s->y + i, (vector8)((mask8)LOAD8(s->g + i) & keep));
+        const mask8 drop = LOAD8(s->x + i) <= (vector8){0};
+        STORE8(s->y + i, (vector8)((mask8)LOAD8(s->g + i) & ~drop));
     }
-    for (; i < s->end; i++) s->y[i] = s->x[i] > 0.0f ? s->g[i] : 0.0f;
+    for (; i < s->end; i++) s->y[i] = s->x[i] <= 0.0f ? 0.0f : s->g[i];
 }
 
 /* Each loop in two builds: AVX2 (for builds 0 and 1: these loops wait on memory, AVX-512 gains nothing)
@@ -244,7 +245,7 @@ EXPORTED int onnxnn_batch_norm_training_float32(const float *x, const float *sca
 }
 
 /* dX (N, C, S), dscale and dB (C) from C-contiguous float32 G and X (N, C, S), scale and the forward's mean and
- * variance (C); with ``relu_output`` (N, C, S; or NULL), G where it is positive, else 0, in place of G (the
+ * variance (C); with ``relu_output`` (N, C, S; or NULL), 0 where it is at most 0, else G, in place of G (the
  * gradient reaching a ReLU that reads the normalization's output). Returns 0, or 2 when a thread could not start. */
 EXPORTED int onnxnn_batch_norm_training_gradient_float32(const float *g, const float *x, const float *scale,
                                                          const float *mean, const float *variance,
@@ -259,7 +260,7 @@ EXPORTED int onnxnn_batch_norm_training_gradient_float32(const float *g, const f
     return run_split(share, threads, channels, (relu_output != NULL ? 3 : 2) * batch * channels * plane, 1);
 }
 
-/* dX = G where Y > 0, else 0, over ``count`` float32 elements. Returns 0, or 2 when a thread could not start. */
+/* dX = 0 where Y <= 0, else G (NaN passing G), over ``count`` float32 elements. Returns 0, or 2 when a thread could not start. */
 EXPORTED int onnxnn_relu_gradient_float32(const float *g, const float *y, float *dx, int64_t count, int threads)
 {
     const Share share = {.loop = relu_gradient_loop(), .x = y, .g = g, .y = dx};

@@ -66,7 +66,8 @@ def max_pool(xp, inputs, attrs):
     windows = sliding_windows(xp, padded, kernel, strides, dilations, output_shape)
     if 1 not in attrs.get("_used_outputs", (0, attrs.get("_num_outputs", 1) - 1)):
         return [_fold_windows(xp, windows, spatial, xp.maximum)]
-    flat = windows.reshape(x.shape[:2] + tuple(output_shape) + (-1,))
+    # The window's size, not -1: an empty batch has no size to infer it from.
+    flat = windows.reshape(x.shape[:2] + tuple(output_shape) + (int(np.prod(kernel, dtype=np.int64)),))
     winner = xp.argmax(flat, axis=-1)
     values = xp.take_along_axis(flat, winner[..., None], axis=-1)[..., 0]
     return [

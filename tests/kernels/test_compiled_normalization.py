@@ -136,9 +136,9 @@ def test_the_gradient_loop_with_a_relu_output_masks_the_gradient_first(shape, bu
     x, scale, bias, g = _inputs(shape, seed=4)
     y, mean, variance = compiled_normalization.batch_norm_training(x, scale, bias, EPSILON)
     relu_output = np.maximum(y, 0)
-    relu_output.reshape(-1)[:3] = np.nan  # NaN lets nothing through, as Where(Greater(R, 0), G, 0)
+    relu_output.reshape(-1)[:3] = np.nan  # NaN lets G through, as Where(LessOrEqual(R, 0), 0, G)
     g.reshape(-1)[3:6] = [np.nan, np.inf, -np.inf]
-    masked = np.where(relu_output > 0, g, np.float32(0))
+    masked = np.where(relu_output <= 0, np.float32(0), g)
     expected = compiled_normalization.batch_norm_training_gradient(masked, x, scale, mean, variance, EPSILON)
     folded = compiled_normalization.batch_norm_training_gradient(
         g, x, scale, mean, variance, EPSILON, relu_output=relu_output
@@ -159,11 +159,11 @@ def _relu_arrays(size: int):
 
 
 @pytest.mark.parametrize("size", [1, 7, 8, 15, 64, 1000, 1 << 19])
-def test_the_relu_gradient_loop_is_where_greater(size, build):
+def test_the_relu_gradient_loop_is_where_less_or_equal(size, build):
     g, y = _relu_arrays(max(size, 14))
     g, y = g[:size].copy(), y[:size].copy()
     result = compiled_normalization.relu_gradient(g, y)
-    np.testing.assert_array_equal(result, np.where(y > 0, g, np.float32(0)))
+    np.testing.assert_array_equal(result, np.where(y <= 0, np.float32(0), g))
     assert result.dtype == np.float32 and result.shape == g.shape
 
 

@@ -150,8 +150,9 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     if inplace:
         return _in_place(input, elu, alpha)
     if lacks_kernels(input):
-        # exp of the clamped input: the unused branch must not overflow into the gradient.
-        return _ops.where(input > 0, input, (_ops.exp(_ops.clamp(input, max=0.0)) - 1.0) * alpha)
+        # exp of the clamped input: the unused branch must not overflow into the gradient. x <= 0 picks
+        # the negative side, so a NaN passes the gradient, as PyTorch's elu_backward.
+        return _ops.where(input <= 0, (_ops.exp(_ops.clamp(input, max=0.0)) - 1.0) * alpha, input)
     return _ops.elu(input, alpha)
 
 
@@ -253,7 +254,7 @@ def selu(input: Tensor, inplace: bool = False) -> Tensor:
     if inplace:
         return _in_place(input, selu)
     if lacks_kernels(input):
-        return _ops.where(input > 0, input, _negative_expm1(input) * _SELU_ALPHA) * _SELU_SCALE
+        return _ops.where(input <= 0, _negative_expm1(input) * _SELU_ALPHA, input) * _SELU_SCALE  # NaN as elu's
     return apply_op("Selu", (input,), {"alpha": _SELU_ALPHA, "gamma": _SELU_SCALE}, "EluBackward0")
 
 
@@ -264,10 +265,12 @@ def selu_(input: Tensor) -> Tensor:
 
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """Applies ``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))`` elementwise."""
+    if alpha == 0:
+        raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
     if inplace:
         return _in_place(input, celu, alpha)
     if lacks_kernels(input) or input.dtype is dtypes.float16:
-        return _ops.where(input > 0, input, _negative_expm1(input, alpha) * alpha)
+        return _ops.where(input <= 0, _negative_expm1(input, alpha) * alpha, input)  # NaN as elu's
     return apply_op("Celu", (input,), {"alpha": float(alpha)}, "CeluBackward0")
 
 
@@ -280,8 +283,11 @@ def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     """Applies ``relu6(x + 3) / 6`` elementwise."""
     if inplace:
         return _in_place(input, hardsigmoid)
-    if lacks_kernels(input):  # the ends selected, so that the slope is 0 at -3 and 3, as HardSigmoid's rule
-        return _ops.where(input <= -3.0, 0.0, _ops.where(input >= 3.0, 1.0, input * (1.0 / 6) + 0.5))
+    if lacks_kernels(input):
+        # The ends selected, so that the slope is 0 at -3 and 3, as HardSigmoid's rule; a NaN stays NaN and
+        # takes no gradient (PyTorch's hardsigmoid_backward: 0 outside (-3, 3)).
+        inside = _ops.where(input < 3.0, input * (1.0 / 6) + 0.5, 1.0)
+        return _ops.where(input > -3.0, inside, _ops.where(input <= -3.0, 0.0, input.detach()))
     return apply_op("HardSigmoid", (input,), {"alpha": 1.0 / 6, "beta": 0.5}, "HardsigmoidBackward0")
 
 
@@ -290,7 +296,9 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     if inplace:
         return _in_place(input, hardswish)
     if lacks_kernels(input):
-        return input * hardsigmoid(input)
+        # x times hardsigmoid(x), except that NaN takes the factor 1 (the ends selected as in hardsigmoid):
+        # its gradient then passes, as PyTorch's hardswish_backward.
+        return input * _ops.where(input <= -3.0, 0.0, _ops.where(input < 3.0, input * (1.0 / 6) + 0.5, 1.0))
     return apply_op("HardSwish", (input,), None, "HardswishBackward0")
 
 

@@ -211,7 +211,7 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
     """
     output = expand_param(output_size, 2, "output_size", "col2im")
     kernel, dilations, pads, strides = _fold_arguments("col2im", kernel_size, dilation, padding, stride)
-    if input.dim() not in (2, 3) or input.numel() == 0:
+    if input.dim() not in (2, 3) or 0 in input.shape[input.dim() - 2 :]:  # a 3-D batch may be empty
         raise RuntimeError(
             f"Expected 2D or 3D (batch mode) tensor with possibly 0 batch size and non-zero "
             f"dimensions for input, but got: {list(input.shape)}"

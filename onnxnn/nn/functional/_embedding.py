@@ -45,6 +45,18 @@ def _check_index_range(values: np.ndarray, rows: int) -> None:
         )
 
 
+def _check_bag_index_range(values: np.ndarray, rows: int) -> None:
+    """embedding_bag's range check: a RuntimeError naming the first index outside ``[0, rows)`` (PyTorch's;
+    embedding's is an IndexError)."""
+    outside = np.flatnonzero((values < 0) | (values >= rows))
+    if outside.size:
+        position = int(outside[0])
+        raise RuntimeError(
+            f"Index {position} of input takes value {int(values.flat[position])} which is not in the valid "
+            f"range [0, {rows})"
+        )
+
+
 def _padding_index(padding_idx: int | None, rows: int) -> int | None:
     if padding_idx is None:
         return None
@@ -257,10 +269,17 @@ def embedding_bag(
     padding_idx = _padding_index(padding_idx, rows)
     values = _index_values(input, "embedding_bag")
     bags = _check_bags(values, offsets, include_last_offset)
-    _check_index_range(values, rows)
+    _check_bag_index_range(values, rows)
     if max_norm is not None:
         _renorm_rows(weight, values, max_norm, norm_type)
     if values.size == 0 or bags == 0:
+        if weight.requires_grad and rows:
+            # Zeros that stay in the graph, selected over weight's first row (exactly 0 for any row,
+            # NaN included): weight gets a zero gradient, as in PyTorch, where a constant would leave
+            # the result without a grad_fn.
+            nothing = full_tensor((1, 1), False, dtypes.bool, weight.device)
+            zero = full_tensor((), 0, weight.dtype, weight.device)
+            return _ops.where(nothing, weight.narrow(0, 0, 1), zero).expand((bags, width))
         return full_tensor((bags, width), 0, weight.dtype, weight.device)
     flat = input.reshape(-1)
     gathered = _lookup(values, flat, weight, None, scale_grad_by_freq)

@@ -117,10 +117,14 @@ def _batch_norm_training(input, running_mean, running_var, weight, bias, momentu
     variance = _ops.mean(centered * centered, axes, keepdim=True)
     inverse_std = _ops.rsqrt(variance + eps)
     _update_running_statistics(running_mean, running_var, mean, variance, momentum, input.numel() // stat_shape[1])
-    scale = inverse_std if weight is None else inverse_std * weight.reshape(stat_shape)
+    # Parameters of another dtype (float32 ones on a float16 input) take the input's, as in evaluation
+    # mode: the result has the input's dtype, as PyTorch's mixed-type batch_norm.
+    like = input.dtype
+    scale = inverse_std if weight is None else inverse_std * _as_dtype(weight, like).reshape(stat_shape)
     if bias is None:
         return apply_op("Mul", (centered, scale), None, "NativeBatchNormBackward0")
-    return apply_op("Add", (centered * scale, bias.reshape(stat_shape)), None, "NativeBatchNormBackward0")
+    shift = _as_dtype(bias, like).reshape(stat_shape)
+    return apply_op("Add", (centered * scale, shift), None, "NativeBatchNormBackward0")
 
 
 def _update_running_statistics(running_mean, running_var, mean, variance, momentum, count: int) -> None:

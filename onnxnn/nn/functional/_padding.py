@@ -62,6 +62,12 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
             "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
             "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)"
         )
+    batched = input.dim() == spatial + 2
+    if mode in ("reflect", "replicate") and 0 in input.shape[1 if batched else 0 :]:
+        raise RuntimeError(
+            f"Expected {spatial + 1}D or {spatial + 2}D (batch mode) tensor with possibly 0 batch size and other "
+            f"non-zero dimensions for input, but got: {list(input.shape)}"
+        )
     cropped = input
     for i in range(spatial):
         axis = input.dim() - 1 - i

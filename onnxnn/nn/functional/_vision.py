@@ -129,6 +129,14 @@ def interpolate(
             "Input and output sizes should be greater than 0, but got "
             f"input ({listed(input_size)}) output ({listed(output_size)})"
         )
+    if input.numel() == 0 and 0 not in input_size:
+        if mode != "area" and input.shape[1] == 0:  # PyTorch's upsampling kernels take only an empty batch
+            raise RuntimeError(
+                f"Non-empty {input.dim()}D data tensor expected but got a tensor with sizes {list(input.shape)}"
+            )
+        # An empty batch: nothing to sample, and Resize's size ratios would divide by the empty axis. A
+        # Reshape keeps the result in the graph (its gradient is empty too).
+        return input.reshape(tuple(input.shape[:2]) + tuple(output_size))
     if antialias and align_corners:
         return _antialiased_with_aligned_corners(input, output_size, mode)
     if mode == "area":
@@ -189,10 +197,11 @@ def _nearest(input: Tensor, output_size: list, scales: list | None, mode: str) -
     """``nearest``/``nearest-exact``: one ``Resize`` for whole-multiple factors, else one ``Gather``
     per resampled axis of PyTorch's source indices.
 
-    Its kernel computes them in float32 from ``float32(1 / scale_factor)`` (or ``in / out``), where
-    Resize divides by ``float32(scale_factor)``: a floor of the two differs by a whole pixel where
-    the product lands near an integer (length 8 at 0.6: PyTorch reads row 5 for output 3, Resize 4),
-    but never for whole multiples, whose quotients are exact.
+    Its kernel computes them from ``1 / scale_factor`` (or ``in / out``) in float32 (in double for a
+    float64 input, except in its 2-D kernel for small outputs), where Resize divides by
+    ``float32(scale_factor)``: a floor of the two differs by a whole pixel where the product lands
+    near an integer (length 8 at 0.6: PyTorch reads row 5 for output 3, Resize 4), but never for
+    whole multiples, whose quotients are exact.
     """
     exact = mode == "nearest-exact"
     name = f"UpsampleNearest{'Exact' if exact else ''}{len(output_size)}DBackward0"
@@ -210,6 +219,9 @@ def _nearest(input: Tensor, output_size: list, scales: list | None, mode: str) -
         empty = static_constant([], dtypes.float32)
         sizes = int64_constant(list(input.shape[:2]) + list(output_size))
         return apply_op("Resize", (input, empty, empty, sizes), attrs, name)
+    # PyTorch's general kernel computes a float64 input's source indices in double; its 2-D kernel for
+    # outputs of at most 128 rows and columns together (the channels-last one) computes them in float.
+    double = input.dtype is dtypes.float64 and (len(output_size) != 2 or sum(output_size) > 128)
     result = input
     for position, out_size in enumerate(output_size):
         axis = 2 + position
@@ -217,7 +229,7 @@ def _nearest(input: Tensor, output_size: list, scales: list | None, mode: str) -
         if out_size == in_size and len(output_size) == 2 and not exact:
             continue  # PyTorch's 2-D nearest kernel copies an axis whose size stays; its 1-D and 3-D scale it
         factor = None if scales is None else scales[position]
-        index = _nearest_source_indices(in_size, out_size, factor, exact)
+        index = _nearest_source_indices(in_size, out_size, factor, exact, double)
         if index != list(range(in_size)):  # not each index itself (an axis kept by size or factor 1)
             result = apply_op("Gather", (result, int64_constant(index)), {"axis": axis}, name)
     return result if result is not input else input.clone()
@@ -232,14 +244,21 @@ def _integer_factors(input: Tensor, output_size: list, scales: list | None) -> b
     return True
 
 
-def _nearest_source_indices(in_size: int, out_size: int, factor: float | None, exact: bool) -> list[int]:
-    """PyTorch's ``nearest_idx``/``nearest_exact_idx`` for every output index of one axis."""
-    step = np.float32(1.0 / factor) if factor is not None and factor > 0 else np.float32(in_size) / np.float32(out_size)
+def _nearest_source_indices(
+    in_size: int, out_size: int, factor: float | None, exact: bool, double: bool = False
+) -> list[int]:
+    """PyTorch's ``nearest_idx``/``nearest_exact_idx`` for every output index of one axis.
+
+    ``double``: the scale and ``i * scale`` in double (PyTorch's general kernel on float64), else in
+    float; the product is rounded to float for ``floorf`` either way.
+    """
+    real = np.float64 if double else np.float32
+    step = real(1.0 / factor) if factor is not None and factor > 0 else real(in_size) / real(out_size)
     positions = np.arange(out_size)
     if exact:  # (i + 0.5) * scale in double, then to float for floorf
         source = np.floor(((positions + 0.5) * np.float64(step)).astype(np.float32))
-    else:  # i * scale in float
-        source = np.floor(positions.astype(np.float32) * step)
+    else:  # i * scale in the scale's type, then to float for floorf
+        source = np.floor((positions.astype(real) * step).astype(np.float32))
     return np.minimum(source.astype(np.int64), in_size - 1).tolist()
 
 

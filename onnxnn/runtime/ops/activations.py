@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from ...ir import dtypes
 from ...ir.registry import gradient_rules
 from ._common import Tensor
 from .elementwise import _floating, _unary, clamp, erf, exp, where
@@ -29,7 +30,8 @@ def _leaky_relu_grad(ctx, g):
 @gradient_rules.register("Elu")
 def _elu_grad(ctx, g):
     x, alpha = ctx.input(0), ctx.attrs.get("alpha", 1.0)
-    return (where(x > 0, g, g * (ctx.output() + alpha)),)
+    # x <= 0 picks the negative side, so a NaN passes g, as PyTorch's elu_backward.
+    return (where(x <= 0, g * (ctx.output() + alpha), g),)
 
 
 @gradient_rules.register("Sigmoid")
@@ -67,6 +69,8 @@ def _gelu_grad(ctx, g):
 
 def relu(input: Tensor) -> Tensor:
     if not input._value.dtype.is_floating_point:
+        if input._value.dtype is dtypes.bool:
+            raise RuntimeError("Boolean inputs not supported for relu")
         return clamp(input, min=0)  # onnxruntime's Relu lacks int64, int16 and uint8 kernels
     return _unary("Relu", input, "ReluBackward0")
 

@@ -18,7 +18,7 @@ from ...ir.dtypes import scalar_type_name
 from ...ir.graph import FrozenAttributes
 from ...ir.registry import gradient_rules, shape_rules
 from ..tensor import autocast_arguments
-from ._common import Tensor, apply_op
+from ._common import Tensor, apply_op, int64_constant
 from .conv_gradients import channel_sum, gather_windows, needs_input_grad, scatter_windows, weight_gradient
 from .shape import _constant_list
 from .windows import per_axis, transpose_geometry, window_geometry
@@ -426,6 +426,15 @@ def _conv_transpose(
     # Autocast casts before the dtype checks, as PyTorch's dispatcher does.
     input, weight, bias = autocast_arguments("ConvTranspose", (input, weight, bias))
     _check_conv_arguments(input, weight, bias, groups, transposed=True)
+    # Transposed convolutions take no padding mode ('same', 'valid'; a module holds it as ('same', 'same')).
+    if isinstance(padding, str):
+        raise TypeError(f"{function}(): argument 'padding' (position 5) must be tuple of ints, not str")
+    for position, value in enumerate(padding if isinstance(padding, (tuple, list)) else ()):
+        if isinstance(value, str):
+            raise TypeError(
+                f"{function}(): argument 'padding' (position 5) must be tuple of ints, but found element of "
+                f"type str at pos {position}"
+            )
     strides = expand_param(stride, spatial_rank, "stride")
     pads = expand_param(padding, spatial_rank, "padding")
     extra = expand_param(output_padding, spatial_rank, "output_padding")
@@ -454,9 +463,34 @@ def _conv_transpose(
             f"Given input size per channel: ({_sizes(spatial)}). Calculated output size per "
             f"channel: ({_sizes(output)}). Output size is too small"
         )
-    attrs = {"strides": strides, "pads": pads + pads, "dilations": dilations, "group": groups, "kernel_shape": kernel}
+    pads_end = list(pads)
+    appended = [0] * spatial_rank
+    for axis, (e, s) in enumerate(zip(extra, strides)):
+        if e >= s:
+            # onnxruntime's ConvTranspose takes output_padding below the stride only (PyTorch's bound
+            # is the dilation too). output_padding is end padding given back: the end pads take it
+            # first, and the positions past the full output that remain, which no window reaches
+            # (only the bias), are appended with a Pad.
+            taken = min(e, pads_end[axis])
+            pads_end[axis] -= taken
+            extra[axis] = min(e - taken, s - 1)
+            appended[axis] = e - taken - extra[axis]
+    attrs = {
+        "strides": strides,
+        "pads": pads + pads_end,
+        "dilations": dilations,
+        "group": groups,
+        "kernel_shape": kernel,
+    }
     if any(extra):
         attrs["output_padding"] = extra
+    if any(appended):
+        result = apply_op("ConvTranspose", (input, weight), attrs, "ConvolutionBackward0")
+        widths = int64_constant([0] * (2 + spatial_rank) + [0, 0] + appended)
+        result = apply_op("Pad", (result, widths), None, "ConstantPadNdBackward0")
+        if bias is not None:
+            result = result + bias.reshape((1, bias.shape[0]) + (1,) * spatial_rank)
+        return result.squeeze(0) if added_batch else result
     operands = (input, weight) if bias is None else (input, weight, bias)
     result = apply_op("ConvTranspose", operands, attrs, "ConvolutionBackward0")
     return result.squeeze(0) if added_batch else result

@@ -94,13 +94,14 @@ def _softplus_from_float64_ops(x):
 def _selu_grad(ctx, g):
     x = ctx.input(0)
     alpha, gamma = ctx.attrs.get("alpha", _SELU_ALPHA), ctx.attrs.get("gamma", _SELU_GAMMA)
-    return (where(x > 0, g * gamma, g * (exp(x) * (alpha * gamma))),)
+    # x <= 0 picks the negative side, so a NaN passes the positive side's slope, as PyTorch's elu_backward.
+    return (where(x <= 0, g * (exp(x) * (alpha * gamma)), g * gamma),)
 
 
 @gradient_rules.register("Celu")
 def _celu_grad(ctx, g):
     x, alpha = ctx.input(0), ctx.attrs.get("alpha", 1.0)
-    return (where(x > 0, g, g * exp(x * (1.0 / alpha))),)
+    return (where(x <= 0, g * exp(x * (1.0 / alpha)), g),)  # NaN passes g, as Selu's
 
 
 @gradient_rules.register("HardSigmoid")

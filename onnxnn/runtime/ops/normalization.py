@@ -82,8 +82,11 @@ def _layer_normalization_grad(ctx, g, *statistics_grads):
     x = ctx.input(0)
     axes = list(range(_layer_norm_axis(ctx.attrs, x.dim()), x.dim()))
     outputs = len(ctx.function.outputs)
-    if outputs > 2:
+    stash = dtypes.as_dtype(int(ctx.attrs.get("stash_type", 1)))
+    if outputs > 2 and stash.itemsize >= x.dtype.itemsize:
         # The node's own Mean and InvStdDev: x_hat in two passes instead of recomputing both statistics.
+        # Statistics stashed narrower than x (float64 x, float32 stash: onnxruntime has no float64
+        # stash_type) would round the gradient to float32, so those are recomputed in x's precision.
         inv_std = ctx.output(2).to(x.dtype)
         x_hat = (x - ctx.output(1).to(x.dtype)) * inv_std
     else:
@@ -157,7 +160,9 @@ def _group_normalization_shape(inputs, attrs):
 @gradient_rules.register("GroupNormalization")
 def _group_normalization_grad(ctx, g):
     x = ctx.input(0)
-    grouped_shape = (x.shape[0], int(ctx.attrs["num_groups"]), -1)
+    groups = int(ctx.attrs["num_groups"])
+    # The group's size counted, not -1: an empty batch has no size to infer it from.
+    grouped_shape = (x.shape[0], groups, x.shape[1] // groups * int(np.prod(x.shape[2:])))
     grouped = x.reshape(grouped_shape)
     x_hat, inv_std = _standardized(grouped, [2], float(ctx.attrs.get("epsilon", 1e-5)))
     grad_x = grad_scale = grad_bias = None
@@ -365,9 +370,14 @@ def layer_norm(
     scale = weight if weight is not None else _constant_like(input, shape, 1.0)
     operands = (input, scale) if bias is None else (input, scale, bias)
     attributes = shared_attributes((("axis", -len(shape)), ("epsilon", float(eps))))
-    # Training keeps the node's Mean and InvStdDev for the gradient (onnxruntime computes them anyway).
-    training = is_grad_enabled() and any(t is not None and t.requires_grad for t in (input, weight, bias))
-    if not training:
+    # Training keeps the node's Mean and InvStdDev for the gradient (onnxruntime computes them anyway),
+    # except for float64 inputs, whose gradient recomputes them (they are stashed as float32).
+    keeps_statistics = (
+        is_grad_enabled()
+        and input.dtype is not dtypes.float64
+        and any(t is not None and t.requires_grad for t in (input, weight, bias))
+    )
+    if not keeps_statistics:
         return apply_op("LayerNormalization", operands, attributes, "NativeLayerNormBackward0", num_outputs=1)
     return apply_op("LayerNormalization", operands, attributes, "NativeLayerNormBackward0")[0]
 
@@ -395,8 +405,11 @@ def group_norm(
                 f"{list(input.shape)}"
             )
     x = input.unsqueeze(-1) if input.dim() == 2 else input
-    if _attribute_rounds(input, eps):
-        grouped = _standardized(x.reshape((x.shape[0], int(num_groups), -1)), [2], float(eps))[0].reshape(input.shape)
+    # An empty batch takes the reductions too: onnxruntime's GroupNormalization (its function body's
+    # Reshape to -1) fails on it.
+    if _attribute_rounds(input, eps) or input.numel() == 0:
+        grouped_shape = (x.shape[0], int(num_groups), channels // int(num_groups) * int(np.prod(x.shape[2:])))
+        grouped = _standardized(x.reshape(grouped_shape), [2], float(eps))[0].reshape(input.shape)
         grouped = grouped * _per_channel(weight, input.dim()) if weight is not None else grouped
         return grouped + _per_channel(bias, input.dim()) if bias is not None else grouped
     scale = weight if weight is not None else _constant_like(input, (channels,), 1.0)
@@ -433,6 +446,8 @@ def instance_norm(
         raise ValueError(f"Expected 3D or higher dimensionality input (got {input.dim()} dimensions)")
     channels = input.shape[1]
     rank = input.dim()
+    if use_input_stats and int(np.prod(input.shape[2:])) == 1:
+        raise ValueError(f"Expected more than 1 spatial element when training, got input size {list(input.shape)}")
     if not use_input_stats:
         if running_mean is None or running_var is None:
             raise RuntimeError("Expected running_mean and running_var to be defined when use_input_stats is false")

@@ -2,11 +2,11 @@
 
     ReluGradient(G, Y) -> dX
 
-For ``Y = Relu(X)`` and ``G`` a gradient of ``Y``: ``dX = G`` where ``Y > 0``, else 0 (where ``Y`` is
-NaN too, as PyTorch's ``threshold_backward``). ``build_model`` writes it out as the Greater and Where
-recorded before it; onnxnn's CPU sessions run it as a compiled loop where one takes the node
-(kernels/compiled_normalization.py): onnxruntime's Where takes three times a Mul's time, and the
-Greater is a pass of its own.
+For ``Y = Relu(X)`` and ``G`` a gradient of ``Y``: ``dX = 0`` where ``Y <= 0``, else ``G`` (so ``G`` where
+``Y`` is NaN, as PyTorch's ``threshold_backward``: ``Y <= threshold ? 0 : G``). ``build_model`` writes it
+out as a LessOrEqual and a Where; onnxnn's CPU sessions run it as a compiled loop where one takes the
+node (kernels/compiled_normalization.py): onnxruntime's Where takes three times a Mul's time, and the
+comparison is a pass of its own.
 
 It is linear in ``G``, so ``G``'s gradient is ``ReluGradient(H, Y)``; ``Y``'s is zero wherever it is
 defined (Relu's second derivative), so it has none.
@@ -28,7 +28,7 @@ OP_TYPE = "ReluGradient"
 
 
 def relu_gradient(g: Tensor, y: Tensor) -> Tensor:
-    """``g`` where ``y > 0``, else 0: the gradient of ``Relu`` from its output ``y``."""
+    """0 where ``y <= 0``, else ``g`` (NaN included): the gradient of ``Relu`` from its output ``y``."""
     return apply_op(OP_TYPE, (g, y), None, "ThresholdBackwardBackward0", domain=ONNXNN_DOMAIN)
 
 
@@ -55,11 +55,11 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
 
 
 def emit_relu_gradient(emit, initializers: list, fresh_name, g: str, y: str, dtype, output: str | None = None) -> str:
-    """Emits the op as ONNX, ``Where(Greater(y, 0), g, 0)`` (``emit``: ``training.node_emitter``'s), its zero
-    of ``dtype`` appended to ``initializers``; returns the name of the result."""
+    """Emits the op as ONNX, ``Where(LessOrEqual(y, 0), 0, g)`` (``emit``: ``training.node_emitter``'s), its
+    zero of ``dtype`` appended to ``initializers``; returns the name of the result."""
     zero = fresh_name("zero")
     initializers.append(numpy_helper.from_array(np.zeros((), dtype.numpy_dtype), zero))
-    return emit("Where", emit("Greater", y, zero), g, zero, output=output)
+    return emit("Where", emit("LessOrEqual", y, zero), zero, g, output=output)
 
 
 @gradient_rules.register(OP_TYPE, domain=ONNXNN_DOMAIN)
