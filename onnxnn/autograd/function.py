@@ -44,10 +44,11 @@ class FunctionCtx:
         in place after it was saved makes ``saved_tensors`` raise, as in PyTorch. A saved output
         keeps its history under ``create_graph``, so a backward written with it is differentiable.
         """
-        for tensor in tensors:
+        # By position, not tensors.index(): that compares with ==, elementwise on the tensors before.
+        for position, tensor in enumerate(tensors):
             if tensor is not None and not isinstance(tensor, Tensor):
                 raise TypeError(
-                    f"save_for_backward can only save variables, but argument {tensors.index(tensor)} "
+                    f"save_for_backward can only save variables, but argument {position} "
                     f"is of type {type(tensor).__name__}"
                 )
         self._to_save = tensors  # type: ignore[misc]  # a BackwardCFunction's __dict__ entry

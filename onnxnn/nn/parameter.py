@@ -53,9 +53,20 @@ class Parameter(Tensor):
 
     __str__ = __repr__  # type: ignore[assignment]  # as __repr__
 
+    def __deepcopy__(self, memo):
+        # As PyTorch's: a new parameter of the same value and requires_grad, and nothing else: no
+        # .grad, no hooks, no other attribute, and a gradient accumulator of its own, so that a
+        # backward through the copy (a target network's) fills the copy's .grad, never this one's.
+        if id(self) in memo:
+            return memo[id(self)]
+        result = type(self)(self, requires_grad_flag(self))  # a new tensor on the value: writes change one
+        memo[id(self)] = result
+        return result
+
     def __reduce_ex__(self, protocol):
-        # The value pickles as a plain tensor (Tensor's own format); the wrapper restores the type.
-        return (_rebuild_parameter, (self.detach(), requires_grad_flag(self), dict(self.__dict__)))
+        # The value pickles as a plain tensor (Tensor's own format); the wrapper restores the type
+        # and the attributes, but not .grad or hooks, as PyTorch's (nor the accumulator, a weak reference).
+        return (_rebuild_parameter, (self.detach(), requires_grad_flag(self), self._own_attributes()))
 
 
 def _rebuild_parameter(data: Tensor, requires_grad: bool, state: dict) -> Parameter:

@@ -79,8 +79,25 @@ def _apply_hooks(hooks, value):
     for hook in list(hooks.values()):
         result = hook(value)
         if result is not None:
+            _check_hook_result(hook, value, result)
             value = result
     return value
+
+
+def _check_hook_result(hook, value, result) -> None:
+    """Refuses what a tensor hook returned in place of ``value`` unless it is a tensor like it, as PyTorch."""
+    if not isinstance(result, _tensor.Tensor):
+        raise TypeError(f"expected Variable, but hook returned '{type(result).__name__}'")
+    if result._value.dtype is not value._value.dtype or result._value.device is not value._value.device:
+        raise RuntimeError(
+            f"hook '{_hook_name(hook)}' has changed the type of value (was {value.type()} got {result.type()})"
+        )
+    if result._value.shape != value._value.shape:
+        raise RuntimeError(f"hook '{_hook_name(hook)}' has changed the size of value")
+
+
+def _hook_name(hook) -> str:
+    return getattr(hook, "__name__", "<unknown>")
 
 
 def _execute(
@@ -152,7 +169,7 @@ def _drive(
 
     ready = [f for f in root_functions if dependencies.get(f, 0) == 0]
     accumulated: list = []  # the values left in leaves' .grad
-    with set_grad_enabled(create_graph):
+    with set_grad_enabled(bool(create_graph)):  # it takes a bool only, as PyTorch's; create_graph may be truthy
         while ready:
             function = ready.pop()
             slots = buffers.pop(function, _NOTHING)
@@ -174,7 +191,7 @@ def _drive(
                     and (accumulate_only is None or function in accumulate_only)
                 ):
                     _accumulate(function.variable, gradient, create_graph)
-                    accumulated.append(function.variable.grad._value)
+                    accumulated.append(function.variable._grad._value)
                 continue
             if needed is not None and function not in needed:
                 input_grads: tuple | list = ()  # no target lies behind it; still release its dependents below
@@ -227,29 +244,46 @@ def _run_function(function: Function, slots: dict, create_graph: bool) -> list:
     gradient = slots.get(0)
     if len(outputs) == 1 and gradient is not None and not (function._tensor_hooks or function._retained):
         grad_outputs = [gradient]  # the common case: one output, its gradient arrived, no hooks
+        complete = True
     else:
         grad_outputs = []
-        for output_nr, value in enumerate(outputs):
+        for output_nr in range(len(outputs)):
             gradient = slots.get(output_nr)
             if gradient is not None and (function._tensor_hooks or function._retained):
                 gradient = _output_gradient_hooks(function, output_nr, gradient, create_graph)
-            if gradient is None and value is not None and function.materialize_grads:
-                node = function.node  # None for a custom Function, whose own flag decides
-                if node is None or (node.domain, node.op_type) not in _UNMATERIALIZED:
-                    gradient = _tensor.Tensor._zeros(value.shape, value.dtype, value.device)
             grad_outputs.append(gradient)
+        complete = False
     if function._pre_hooks:
         for hook in list(function._pre_hooks.values()):
             result = hook(tuple(grad_outputs))
             if result is not None:
                 grad_outputs = list(result)
-    fitted = function.input_gradients(grad_outputs, create_graph)
+        complete = False
+    # Hooks see None for an output no gradient reached, as PyTorch's; the node's backward sees zeros.
+    arguments = grad_outputs if complete else _materialized(function, outputs, grad_outputs)
+    fitted = function.input_gradients(arguments, create_graph)
     if function._hooks:
         for hook in list(function._hooks.values()):
             result = hook(tuple(fitted), tuple(grad_outputs))
             if result is not None:
                 fitted = list(result)
     return fitted
+
+
+def _materialized(function: Function, outputs: tuple, grad_outputs: list) -> list:
+    """``grad_outputs`` with zeros for the ``outputs`` no gradient reached, where the node's backward wants them."""
+    if not function.materialize_grads:
+        return grad_outputs
+    node = function.node  # None for a custom Function, whose own flag decides
+    if node is not None and (node.domain, node.op_type) in _UNMATERIALIZED:
+        return grad_outputs
+    materialized = grad_outputs
+    for output_nr, (gradient, value) in enumerate(zip(grad_outputs, outputs)):
+        if gradient is None and value is not None:
+            if materialized is grad_outputs:
+                materialized = list(grad_outputs)  # the hooks' list stays as they saw it
+            materialized[output_nr] = _tensor.Tensor._zeros(value.shape, value.dtype, value.device)
+    return materialized
 
 
 def _output_gradient_hooks(function: Function, output_nr: int, gradient, create_graph: bool):
@@ -291,17 +325,25 @@ def _accumulate(variable, gradient, create_graph: bool) -> None:
 
 
 def _add_to_grad(tensor, gradient, create_graph: bool) -> None:
-    """``tensor.grad`` plus ``gradient`` (``gradient`` itself, stored, when there is none yet)."""
-    if tensor.grad is None:
-        tensor.grad = _stored_gradient(gradient, create_graph)
+    """``tensor.grad`` plus ``gradient`` (``gradient`` itself, stored, when there is none yet).
+
+    Writes ``_grad``, past the ``grad`` setter's checks: the gradient fits the tensor already.
+    """
+    stored = tensor._grad
+    if stored is None:
+        tensor._grad = _stored_gradient(gradient, create_graph)
     elif create_graph:
-        tensor.grad = tensor.grad + gradient
+        tensor._grad = stored + gradient
     else:
         with no_grad():
-            tensor.grad._rebind((tensor.grad + gradient)._value)
+            stored._rebind((stored + gradient)._value)
 
 
 def _root_gradients(tensors: list, grad_tensors: list) -> list:
+    if len(grad_tensors) < len(tensors):
+        # zip would drop the outputs without a gradient: PyTorch refuses the call (and, as zip,
+        # ignores gradients beyond the outputs).
+        raise RuntimeError(f"got {len(tensors)} tensors and {len(grad_tensors)} gradients")
     result = []
     for index, (tensor, gradient) in enumerate(zip(tensors, grad_tensors)):
         if not tensor.requires_grad:
@@ -386,6 +428,10 @@ def grad(
         >>> g
         tensor([2., 4.])
     """
+    if materialize_grads and allow_unused is False:
+        raise ValueError(
+            "Expected allow_unused to be True or not passed when materialize_grads=True, but got: allow_unused=False."
+        )
     outputs = [outputs] if isinstance(outputs, _tensor.Tensor) else list(outputs)
     single = isinstance(inputs, _tensor.Tensor)
     inputs = [inputs] if single else list(inputs)
@@ -395,7 +441,9 @@ def grad(
         grad_outputs = [grad_outputs]
     if retain_graph is None:
         retain_graph = create_graph
-    for index, tensor in enumerate(inputs):
+    for tensor in inputs:
+        if not isinstance(tensor, _tensor.Tensor):
+            raise RuntimeError(f"all inputs have to be Tensors or GradientEdges, but got {type(tensor).__name__}")
         if not tensor.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     root_grads = _root_gradients(outputs, list(grad_outputs))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import inspect
+from typing import Any, Callable
 
 from ..ir.mode import MODE
 
@@ -12,6 +14,35 @@ __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inf
 def is_grad_enabled() -> bool:
     """True when operations on tensors that require grad are recorded for backward."""
     return MODE.grad.enabled
+
+
+def _wrap_generator(make_context: Callable[[], Any], function: Callable) -> Callable:
+    """A generator function running ``function``'s generator with a context from ``make_context`` around
+    each resume, as PyTorch's: the mode holds inside the body and the caller's returns at each yield."""
+
+    @functools.wraps(function)
+    def generator_context(*args, **kwargs):
+        generator = function(*args, **kwargs)
+        try:
+            with make_context():
+                response = generator.send(None)
+            while True:
+                try:
+                    request = yield response
+                except GeneratorExit:
+                    with make_context():
+                        generator.close()
+                    raise
+                except BaseException as error:  # thrown in by the caller: the body handles it
+                    with make_context():
+                        response = generator.throw(error)
+                else:
+                    with make_context():
+                        response = generator.send(request)
+        except StopIteration as stop:
+            return stop.value
+
+    return generator_context
 
 
 class _GradModeContext:
@@ -27,10 +58,15 @@ class _GradModeContext:
     def __exit__(self, *exc_info) -> None:
         MODE.grad.enabled = self._previous
 
-    def __call__(self, function):
+    def __call__(self, function: Callable) -> Callable:
+        # A context per call (calls may nest or run on other threads); a generator's body runs
+        # between its caller's steps, so the mode is set around each resume, not around the call.
+        if inspect.isgeneratorfunction(function):
+            return _wrap_generator(self._fresh, function)
+
         @functools.wraps(function)
         def wrapper(*args, **kwargs):
-            with self._fresh():  # a context per call (calls may nest or run on other threads)
+            with self._fresh():
                 return function(*args, **kwargs)
 
         return wrapper
@@ -42,8 +78,20 @@ class _GradModeContext:
         return context
 
 
-class no_grad(_GradModeContext):
+class _BareDecorator(_GradModeContext):
+    """A switch that also decorates without parentheses (``@no_grad``), as PyTorch's."""
+
+    def __new__(cls, function: Callable | None = None):
+        if function is None:
+            return super().__new__(cls)
+        return cls()(function)
+
+
+class no_grad(_BareDecorator):
     """Disables gradient recording inside the block or decorated function.
+
+    Also a decorator, with or without parentheses; a decorated generator function runs its body
+    without gradients at every resume.
 
     Example::
 
@@ -56,26 +104,51 @@ class no_grad(_GradModeContext):
     mode = False
 
 
-class enable_grad(_GradModeContext):
-    """Enables gradient recording inside the block, even within ``no_grad``."""
+class enable_grad(_BareDecorator):
+    """Enables gradient recording inside the block, even within ``no_grad``.
+
+    Also a decorator, with or without parentheses (see :class:`no_grad`).
+    """
 
     mode = True
 
 
 class inference_mode(no_grad):
-    """Same as ``no_grad`` here: onnxnn tensors carry no extra inference-only state."""
+    """Same as ``no_grad`` here: onnxnn tensors carry no extra inference-only state.
+
+    Args:
+        mode: whether to enable inference mode (``True``, the default), or a function to decorate.
+    """
+
+    def __new__(cls, mode: Any = True):
+        # As PyTorch's: anything but a bool is the function of a decorator without parentheses.
+        if isinstance(mode, bool):
+            return object.__new__(cls)
+        return cls()(mode)
 
     def __init__(self, mode: bool = True):
         self.mode = not mode
 
 
 class set_grad_enabled(_GradModeContext):
-    """Sets gradient recording on or off; takes effect at once and also works as a context manager."""
+    """Sets gradient recording on or off; takes effect at once and also works as a context manager.
+
+    Args:
+        mode: whether to enable gradient recording (a bool).
+
+    Raises:
+        TypeError: ``mode`` is not a bool.
+    """
 
     def __init__(self, mode: bool):
+        if type(mode) is not bool:
+            # As PyTorch's: a truthy string such as "no" would otherwise enable gradients.
+            raise TypeError(
+                f"set_grad_enabled(): argument 'enabled' (position 1) must be bool, not {type(mode).__name__}"
+            )
         self._previous = MODE.grad.enabled
-        self.mode = bool(mode)
-        MODE.grad.enabled = self.mode
+        self.mode = mode
+        MODE.grad.enabled = mode
 
     def __enter__(self):
         return None
@@ -83,12 +156,9 @@ class set_grad_enabled(_GradModeContext):
     def __exit__(self, *exc_info) -> None:
         MODE.grad.enabled = self._previous
 
-    def __call__(self, function):
+    def __call__(self, function: Callable) -> Callable:
         MODE.grad.enabled = self._previous  # used as a decorator: the call above must not leak
+        return super().__call__(function)
 
-        @functools.wraps(function)
-        def wrapper(*args, **kwargs):
-            with set_grad_enabled(self.mode):
-                return function(*args, **kwargs)
-
-        return wrapper
+    def _fresh(self) -> "set_grad_enabled":
+        return set_grad_enabled(self.mode)

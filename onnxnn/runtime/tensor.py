@@ -7,8 +7,10 @@ value and bump a version counter (DESIGN principle 5).
 
 from __future__ import annotations
 
+import copy
 import functools
 import weakref
+from operator import attrgetter
 from typing import Callable
 
 import numpy as np
@@ -187,6 +189,8 @@ def apply_op(
 
 _new_object = object.__new__
 _weak_reference = weakref.ref
+# What a tensor's __dict__ holds for autograd (see Tensor's class-level defaults): copies and pickles leave it behind.
+_AUTOGRAD_STATE = frozenset(("_grad", "_accumulator", "_backward_hooks"))
 _NON_DIFFERENTIABLE = non_differentiable.table  # bound once: apply_op runs for every op
 
 
@@ -214,7 +218,8 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
     # Rarely set per tensor: class-level defaults, so creating a tensor (on every op) sets only the
     # slots above; an assignment stores the attribute in the instance's own dict. (The version
     # counter is a slot: every input saved for backward gets one, and a dict per tensor costs more.)
-    grad: Tensor | None = None
+    # ``_grad`` is what the ``grad`` property reads and checks writes into; the engine writes it directly.
+    _grad: Tensor | None = None
     _accumulator: weakref.ref[AccumulateGrad] | None = None
     _backward_hooks: _HookDict | None = None
 
@@ -318,6 +323,10 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
 
     @requires_grad.setter
     def requires_grad(self, flag: bool) -> None:
+        if flag and self._grad_fn is not None:
+            # ``requires_grad_()`` accepts a non-leaf (it requires grad already); assigning the
+            # attribute does not, as in PyTorch.
+            raise RuntimeError("you can only change requires_grad flags of leaf variables.")
         self.requires_grad_(flag)
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
@@ -334,6 +343,40 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self._requires_grad = bool(requires_grad)
         return self
+
+    def _set_grad(self, gradient: "Tensor | None") -> None:
+        if gradient is not None:
+            if not isinstance(gradient, Tensor):
+                raise TypeError(
+                    f"assigned grad expected to be a Tensor or None but got grad of type {type(gradient).__name__}"
+                )
+            value, own = gradient._value, self._value
+            # One comparison of each for the common case: optimizers and the backward replay assign here.
+            if value.dtype is not own.dtype or value.shape != own.shape or value.device is not own.device:
+                raise _grad_mismatch(own, value)
+            if gradient is self:
+                raise RuntimeError("can't assign Variable as its own grad")
+        self._grad = gradient
+
+    def _delete_grad(self) -> None:
+        self._grad = None
+
+    # The read is attrgetter's, in C: optimizers and the engine read ``.grad`` of every parameter
+    # on every step, and a Python getter would cost each read a frame.
+    grad = property(
+        attrgetter("_grad"),
+        _set_grad,
+        _delete_grad,
+        doc="""The gradient that ``backward()`` accumulated into this tensor, or None.
+
+        None until a backward computes a gradient for it. It may be assigned a tensor of the same
+        dtype, shape and device as this one, or None; ``del tensor.grad`` sets it to None.
+
+        Raises:
+            TypeError: the assigned value is neither a Tensor nor None.
+            RuntimeError: the assigned tensor differs in dtype, shape or device.
+        """,
+    )
 
     @property
     def is_leaf(self) -> bool:
@@ -593,21 +636,50 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
     def __reduce_ex__(self, protocol):
         return (_rebuild_tensor, (np.array(self._realized_data()), self._value.dtype.name, self._requires_grad))
 
+    def _own_attributes(self) -> dict:
+        """The attributes in this tensor's ``__dict__`` that copies and pickles keep (a Buffer's
+        ``persistent``, a user's own), without autograd's state (``.grad``, the gradient accumulator,
+        tensor hooks), which PyTorch keeps outside the Python object."""
+        return {name: item for name, item in self.__dict__.items() if name not in _AUTOGRAD_STATE}
+
     def __deepcopy__(self, memo):
         if not self.is_leaf:
             raise RuntimeError(
                 "Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol"
             )
+        if id(self) in memo:
+            return memo[id(self)]
+        # As PyTorch's: a leaf of its own (no hooks, no link to this tensor's gradient accumulator,
+        # through which a backward would reach this tensor's .grad), with a copy of .grad and of
+        # the other attributes. (Parameter makes a bare new parameter instead, as PyTorch's.)
         copied = type(self)._from_value(self._value, requires_grad=self._requires_grad)
-        if type(self) is not Tensor:
-            copied.__dict__.update(self.__dict__)
-        if self.grad is not None:
-            copied.grad = self.grad.__deepcopy__(memo)
         memo[id(self)] = copied
+        if self._grad is not None:
+            copied._grad = self._grad.__deepcopy__(memo)
+        if self.__dict__:
+            copied.__dict__.update(copy.deepcopy(self._own_attributes(), memo))
         return copied
 
 
 install_view_ops(Tensor)
+
+
+def _grad_mismatch(own: Value, value: Value) -> RuntimeError:
+    """PyTorch's error for a ``.grad`` assigned a tensor (of Value ``value``) unlike its own (``own``)."""
+    if value.dtype is not own.dtype:
+        return RuntimeError(
+            f"attempting to assign a gradient with dtype {value.dtype!r} to a tensor with dtype {own.dtype!r}. "
+            "Please ensure that the gradient and the tensor have the same dtype"
+        )
+    if value.device is not own.device:
+        return RuntimeError(
+            f"attempting to assign a gradient located on device '{value.device}' to a tensor located on "
+            f"device '{own.device}'. Please ensure that the gradient and the tensor are on the same device"
+        )
+    return RuntimeError(
+        f"attempting to assign a gradient of size '{list(value.shape)}' to a tensor of size "
+        f"'{list(own.shape)}'. Please ensure that the gradient and the tensor are the same size"
+    )
 
 
 def _rebuild_tensor(array: np.ndarray, dtype_name: str, requires_grad: bool) -> Tensor:

@@ -352,7 +352,7 @@ class _Template:
             if existed:
                 lines.append(f"    order[{position}].variable.grad._rebind(value_{ref})")
             else:
-                lines.append(f"    order[{position}].variable.grad = Tensor._from_value(value_{ref})")
+                lines.append(f"    order[{position}].variable._grad = Tensor._from_value(value_{ref})")
         for group in self.together:  # computed together when any is (ir.plan.realize_together)
             if group:  # one gradient still joins the backward's loss (ir.plan.together_with)
                 lines.append("    realize_together((" + "".join(f"value_{ref}, " for ref in group) + "))")

@@ -1,0 +1,350 @@
+"""Edge semantics of the autograd API, as PyTorch documents and raises them.
+
+The grad-mode switches as decorators (generator functions, no parentheses), argument checks of
+``autograd.grad``/``autograd.backward``, ``.grad`` assignment, what tensor hooks may return, what
+node and module backward hooks see for outputs no gradient reached, and the error types of
+misuses. Expected gradients are written out from the chain rule (exact small numbers); nothing
+expected is computed by onnxnn.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onnxnn
+from onnxnn import nn
+from onnxnn.autograd import Function
+
+
+def _leaf(values, dtype=onnxnn.float32):
+    return onnxnn.tensor(np.asarray(values), dtype=dtype, requires_grad=True)
+
+
+# ----------------------------------------------------------------------------- grad mode as a decorator
+@pytest.mark.parametrize(
+    "make_switch, inside",
+    [
+        (onnxnn.no_grad, False),
+        (onnxnn.inference_mode, False),
+        (lambda: onnxnn.set_grad_enabled(False), False),  # made in the test: it switches when made
+        (onnxnn.enable_grad, True),
+    ],
+    ids=["no_grad", "inference_mode", "set_grad_enabled", "enable_grad"],
+)
+@pytest.mark.parametrize("outside", [True, False], ids=["caller_grad", "caller_no_grad"])
+def test_decorated_generator_runs_its_body_in_the_mode_at_every_resume(make_switch, inside, outside):
+    x = _leaf([1.0, 2.0])
+    seen_by_caller = []
+
+    @make_switch()
+    def steps():
+        for _ in range(3):
+            yield onnxnn.is_grad_enabled(), (x * 2).requires_grad
+
+    with onnxnn.set_grad_enabled(outside):
+        for item in steps():
+            seen_by_caller.append(onnxnn.is_grad_enabled())
+            assert item == (inside, inside)
+    assert seen_by_caller == [outside] * 3  # the caller's mode between the resumes
+    assert onnxnn.is_grad_enabled()
+
+
+def test_no_grad_generator_may_update_a_parameter_in_place():
+    p = nn.Parameter(onnxnn.ones(2))
+
+    @onnxnn.no_grad()
+    def updates():
+        for _ in range(2):
+            p.add_(1.0)  # refused for a leaf that requires grad while gradients are recorded
+            yield p.requires_grad
+
+    assert list(updates()) == [True, True]
+    np.testing.assert_array_equal(p.detach().numpy(), [3.0, 3.0])
+
+
+def test_decorated_generator_forwards_send_throw_close_and_its_return_value():
+    log = []
+
+    @onnxnn.no_grad()
+    def worker():
+        received = yield "ready"
+        log.append(("sent", received, onnxnn.is_grad_enabled()))
+        try:
+            yield "waiting"
+        except KeyError:
+            log.append(("thrown", onnxnn.is_grad_enabled()))
+        try:
+            yield "last"
+        finally:
+            log.append(("closed", onnxnn.is_grad_enabled()))
+
+    generator = worker()
+    assert next(generator) == "ready"
+    assert generator.send(7) == "waiting"
+    assert generator.throw(KeyError("k")) == "last"
+    generator.close()
+    assert log == [("sent", 7, False), ("thrown", False), ("closed", False)]
+
+    @onnxnn.enable_grad()
+    def returns():
+        yield 1
+        return "done"
+
+    def delegate():
+        result = yield from returns()
+        yield result
+
+    assert list(delegate()) == [1, "done"]
+
+
+@pytest.mark.parametrize(
+    "switch, inside",
+    [(onnxnn.no_grad, False), (onnxnn.inference_mode, False), (onnxnn.enable_grad, True)],
+    ids=["no_grad", "inference_mode", "enable_grad"],
+)
+def test_switches_decorate_without_parentheses(switch, inside):
+    x = _leaf([1.0])
+
+    @switch
+    def double(value):
+        return value * 2, onnxnn.is_grad_enabled()
+
+    with onnxnn.set_grad_enabled(not inside):
+        result, enabled = double(x)
+    assert enabled is inside and result.requires_grad is inside
+    assert double.__name__ == "double"
+
+
+def test_inference_mode_false_is_still_a_context_and_a_decorator():
+    x = _leaf([1.0])
+    with onnxnn.no_grad():
+        with onnxnn.inference_mode(False):
+            assert (x * 2).requires_grad
+        decorated = onnxnn.inference_mode(False)(lambda: (x * 2).requires_grad)
+        assert decorated()
+
+
+@pytest.mark.parametrize("mode", ["no", 1, 0, None, np.bool_(False)], ids=["str", "one", "zero", "none", "numpy"])
+def test_set_grad_enabled_refuses_what_is_not_a_bool(mode):
+    try:
+        with pytest.raises(TypeError, match=r"set_grad_enabled\(\): argument 'enabled' \(position 1\) must be bool"):
+            onnxnn.set_grad_enabled(mode)
+        assert onnxnn.is_grad_enabled()  # unchanged
+    finally:
+        onnxnn.set_grad_enabled(True)  # had it been accepted: the next tests record gradients again
+
+
+# ----------------------------------------------------------------------------- grad / backward arguments
+def test_grad_with_fewer_grad_outputs_than_outputs_raises_and_ignores_extra_ones():
+    x = _leaf([1.0, 2.0, 3.0])
+    with pytest.raises(RuntimeError, match="got 2 tensors and 1 gradients"):
+        onnxnn.autograd.grad([x * 1, x * x], x, grad_outputs=onnxnn.ones(3))
+    with pytest.raises(RuntimeError, match="got 3 tensors and 2 gradients"):
+        onnxnn.autograd.grad([x * 1, x * x, x * 3], x, grad_outputs=[onnxnn.ones(3), onnxnn.ones(3)])
+    # PyTorch ignores gradients beyond the outputs.
+    (gradient,) = onnxnn.autograd.grad([x * x], x, grad_outputs=[onnxnn.ones(3), onnxnn.ones(3)])
+    np.testing.assert_array_equal(gradient.numpy(), [2.0, 4.0, 6.0])
+
+
+def test_backward_with_fewer_grad_tensors_than_tensors_raises():
+    x = _leaf([1.0, 2.0, 3.0])
+    with pytest.raises(RuntimeError, match="got 2 tensors and 1 gradients"):
+        onnxnn.autograd.backward([x.sum(), (x * x).sum()], grad_tensors=[onnxnn.tensor(1.0)])
+    assert x.grad is None  # nothing was accumulated
+    onnxnn.autograd.backward([x.sum(), (x * x).sum()], grad_tensors=[onnxnn.tensor(1.0), onnxnn.tensor(2.0)])
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0 + 2 * 2 * 1.0, 1.0 + 2 * 2 * 2.0, 1.0 + 2 * 2 * 3.0])
+
+
+def test_grad_refuses_inputs_that_are_not_tensors():
+    x = _leaf([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="all inputs have to be Tensors or GradientEdges, but got int"):
+        onnxnn.autograd.grad(x.sum(), [x, 3])
+
+
+def test_materialize_grads_refuses_allow_unused_false_and_defaults_it_to_true():
+    x, unused = _leaf([1.0, 2.0]), _leaf([5.0, 6.0])
+    with pytest.raises(ValueError, match="Expected allow_unused to be True or not passed when materialize_grads=True"):
+        onnxnn.autograd.grad((x * 2).sum(), [x, unused], allow_unused=False, materialize_grads=True)
+    gradient, zeros = onnxnn.autograd.grad((x * 2).sum(), [x, unused], materialize_grads=True)
+    np.testing.assert_array_equal(gradient.numpy(), [2.0, 2.0])
+    np.testing.assert_array_equal(zeros.numpy(), [0.0, 0.0])
+
+
+# ----------------------------------------------------------------------------- assigning .grad
+@pytest.mark.parametrize(
+    "gradient, match",
+    [
+        (lambda: onnxnn.full((1,), 0.5, dtype=onnxnn.float64), "attempting to assign a gradient of size '\\[1\\]'"),
+        (lambda: onnxnn.ones(3, 1, dtype=onnxnn.float64), "attempting to assign a gradient of size '\\[3, 1\\]'"),
+        (lambda: onnxnn.ones(3, dtype=onnxnn.float32), "attempting to assign a gradient with dtype"),
+    ],
+    ids=["shape", "rank", "dtype"],
+)
+def test_assigning_a_grad_unlike_the_tensor_raises(gradient, match):
+    p = nn.Parameter(onnxnn.ones(3, dtype=onnxnn.float64))
+    with pytest.raises(RuntimeError, match=match):
+        p.grad = gradient()
+    assert p.grad is None
+
+
+def test_assigning_a_grad_that_is_not_a_tensor_raises_type_error():
+    p = nn.Parameter(onnxnn.ones(3))
+    with pytest.raises(TypeError, match="assigned grad expected to be a Tensor or None but got grad of type int"):
+        p.grad = 3
+    with pytest.raises(TypeError, match="assigned grad expected to be a Tensor or None"):
+        p.grad = np.ones(3, dtype=np.float32)
+    with pytest.raises(RuntimeError, match="can't assign Variable as its own grad"):
+        p.grad = p
+
+
+def test_assigned_grad_is_what_the_optimizer_steps_with_and_none_clears_it():
+    p = nn.Parameter(onnxnn.tensor([1.0, 2.0, 3.0], dtype=onnxnn.float64))
+    p.grad = onnxnn.tensor([0.5, -1.0, 2.0], dtype=onnxnn.float64)
+    onnxnn.optim.SGD([p], lr=0.5).step()
+    np.testing.assert_array_equal(p.detach().numpy(), [1.0 - 0.25, 2.0 + 0.5, 3.0 - 1.0])
+    p.grad = None
+    assert p.grad is None
+    p.grad = onnxnn.zeros(3, dtype=onnxnn.float64)
+    del p.grad
+    assert p.grad is None
+    plain = onnxnn.ones(2)  # any tensor may be given a gradient, as in PyTorch
+    plain.grad = onnxnn.zeros(2)
+    np.testing.assert_array_equal(plain.grad.numpy(), [0.0, 0.0])
+
+
+def test_backward_accumulates_into_an_assigned_grad():
+    x = _leaf([1.0, 2.0])
+    x.grad = onnxnn.tensor([10.0, 20.0])
+    (x * 3).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [13.0, 23.0])
+
+
+# ----------------------------------------------------------------------------- what tensor hooks may return
+def _double_to_float(grad):
+    return grad.float()
+
+
+@pytest.mark.parametrize("leaf", [True, False], ids=["leaf", "non_leaf"])
+def test_hook_changing_the_dtype_raises_naming_the_hook(leaf):
+    x = _leaf([1.0, 1.0, 1.0], onnxnn.float64)
+    hooked = x if leaf else x * 2
+    hooked.register_hook(_double_to_float)
+    with pytest.raises(
+        RuntimeError,
+        match=r"hook '_double_to_float' has changed the type of value "
+        r"\(was onnxnn.DoubleTensor got onnxnn.FloatTensor\)",
+    ):
+        (hooked * 2).sum().backward()
+
+
+@pytest.mark.parametrize("leaf", [True, False], ids=["leaf", "non_leaf"])
+def test_hook_changing_the_size_raises(leaf):
+    x = _leaf([1.0, 1.0, 1.0])
+    hooked = x if leaf else x * 2
+    hooked.register_hook(lambda grad: grad.sum().reshape(1))
+    with pytest.raises(RuntimeError, match="hook '<lambda>' has changed the size of value"):
+        (hooked * 2).sum().backward()
+
+
+def test_hook_checks_apply_to_autograd_grad_too():
+    x = _leaf([1.0, 1.0], onnxnn.float64)
+    x.register_hook(_double_to_float)
+    with pytest.raises(RuntimeError, match="hook '_double_to_float' has changed the type of value"):
+        onnxnn.autograd.grad((x * 2).sum(), x)
+
+
+@pytest.mark.parametrize("leaf", [True, False], ids=["leaf", "non_leaf"])
+def test_hook_returning_a_non_tensor_raises_type_error(leaf):
+    x = _leaf([1.0, 1.0])
+    hooked = x if leaf else x * 2
+    hooked.register_hook(lambda grad: 3)
+    with pytest.raises(TypeError, match="expected Variable, but hook returned 'int'"):
+        (hooked * 2).sum().backward()
+
+
+def test_hook_returning_a_tensor_like_the_gradient_replaces_it():
+    x = _leaf([1.0, 2.0])
+    x.register_hook(lambda grad: grad * 10)
+    (x * 3).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [30.0, 30.0])
+
+
+# ----------------------------------------------------------------------------- hooks and missing gradients
+def test_node_hooks_see_none_for_an_output_no_gradient_reached():
+    x = _leaf([1.0, 2.0, 3.0, 4.0])
+    first, _second = (x * 1).split(2)
+    seen = {}
+    first.grad_fn.register_prehook(lambda grad_outputs: seen.update(pre=grad_outputs))  # update returns None
+    first.grad_fn.register_hook(lambda grad_inputs, grad_outputs: seen.update(post=grad_outputs))
+    (first * 5).sum().backward()
+    for key in ("pre", "post"):
+        np.testing.assert_array_equal(seen[key][0].numpy(), [5.0, 5.0])
+        assert seen[key][1] is None
+    np.testing.assert_array_equal(x.grad.numpy(), [5.0, 5.0, 0.0, 0.0])  # the split's backward had zeros
+
+
+class _ProductAndTotal(nn.Module):
+    def forward(self, a, b):
+        return a * b, (a + b).sum()
+
+
+def test_full_backward_hooks_see_none_for_an_output_without_gradient():
+    module = _ProductAndTotal()
+    seen = {}
+    module.register_full_backward_pre_hook(lambda m, grad_output: seen.update(pre=grad_output))  # returns None
+    module.register_full_backward_hook(lambda m, grad_input, grad_output: seen.update(full=grad_output))
+    a = _leaf([1.0, 2.0])
+    product, _total = module(a, onnxnn.full((2,), 3.0))
+    product.sum().backward()  # the total receives no gradient
+    for key in ("pre", "full"):
+        grad_output = seen[key]
+        assert len(grad_output) == 2 and grad_output[1] is None
+        np.testing.assert_array_equal(grad_output[0].numpy(), [1.0, 1.0])
+    np.testing.assert_array_equal(a.grad.numpy(), [3.0, 3.0])
+
+
+def test_custom_function_without_materialized_grads_still_gets_none():
+    class TwoOutputs(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.set_materialize_grads(False)
+            return x * 2, x * 3
+
+        @staticmethod
+        def backward(ctx, first, second):
+            assert second is None
+            return first * 2
+
+    x = _leaf([1.0, 2.0])
+    first, _second = TwoOutputs.apply(x)
+    first.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])
+
+
+# ----------------------------------------------------------------------------- error types of misuses
+def test_save_for_backward_refuses_a_non_tensor_by_position():
+    class SavesANumber(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x, 3)
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad
+
+    with pytest.raises(TypeError, match="save_for_backward can only save variables, but argument 1 is of type int"):
+        SavesANumber.apply(_leaf([1.0, 2.0]))
+
+
+def test_requires_grad_of_a_non_leaf_cannot_be_assigned():
+    h = _leaf([1.0, 2.0]) * 2
+    with pytest.raises(RuntimeError, match="you can only change requires_grad flags of leaf variables."):
+        h.requires_grad = True
+    with pytest.raises(RuntimeError, match="If you want to use a computed variable in a subgraph"):
+        h.requires_grad = False
+    assert h.requires_grad_(True) is h  # the method accepts what the tensor already is, as PyTorch's
+    leaf = onnxnn.ones(2)
+    leaf.requires_grad = True
+    assert leaf.requires_grad and leaf.is_leaf
