@@ -273,7 +273,7 @@ def test_full_backward_hook_replacing_grad_input_sets_input_grad():
     np.testing.assert_allclose(m.weight.grad.numpy(), reference_weight_grad)
 
 
-def test_full_backward_hook_packs_none_for_non_tensor_and_frozen_inputs():
+def test_full_backward_hook_packs_none_for_non_tensors_and_zeros_for_frozen_inputs():
     captured = {}
 
     def hook(module, grad_input, grad_output):
@@ -286,7 +286,9 @@ def test_full_backward_hook_packs_none_for_non_tensor_and_frozen_inputs():
     y = onnxnn.tensor([3.0, 4.0])  # does not require grad
     m(x, 5.0, y).sum().backward()
     grad_input = captured["grad_input"]
-    assert len(grad_input) == 3 and grad_input[1] is None and grad_input[2] is None
+    # PyTorch's: None for the number, zeros for the tensor that does not require grad.
+    assert len(grad_input) == 3 and grad_input[1] is None
+    np.testing.assert_array_equal(grad_input[2].numpy(), [0.0, 0.0])
     np.testing.assert_allclose(grad_input[0].numpy(), [15.0, 20.0])
     np.testing.assert_allclose(x.grad.numpy(), [30.0, 40.0])
 

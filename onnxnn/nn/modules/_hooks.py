@@ -1,25 +1,18 @@
-"""Module hooks: global hook tables, per-module hook registration, and the backward-hook machinery.
+"""Module hooks: global hook tables and per-module hook registration.
 
-Forward hooks run in ``Module._call_impl``. Full backward hooks follow PyTorch's ``BackwardHook``:
-the tensors going into and out of a module are passed through one identity
-``onnxnn.autograd.Function`` each way (``BackwardHookFunction``); a pre-hook on the output node
-sees the gradients of the module's outputs, a hook on the input node sees the gradients of its
-inputs and may replace them.
+Forward hooks run in ``Module._call_impl``; the backward hooks' machinery (PyTorch's
+``BackwardHook``) is in ``_backward_hooks.py``.
 """
 
 from __future__ import annotations
 
-import functools
 import warnings
-import weakref
 from collections import OrderedDict
-from typing import Any, Callable
+from typing import Callable
 
-from ...autograd.function import Function
-from ...ir.mode import MODE
-from ...runtime.autograd import Function as BackwardNode
 from ...runtime.autograd import RemovableHandle, add_hook
 from ...runtime.tensor import Tensor
+from ._backward_hooks import BackwardHook, attach_non_full_backward_hooks
 
 __all__ = [
     "register_module_forward_pre_hook",
@@ -136,250 +129,6 @@ def register_module_backward_hook(hook: Callable) -> RemovableHandle:
     """Deprecated global form of ``register_backward_hook``; use :func:`register_module_full_backward_hook`."""
     _GlobalBackwardKind.choose(full=False)
     return add_hook(_global_backward_hooks, hook)
-
-
-class _WrappedHook:
-    """A hook that is called with its module prepended, holding the module weakly (no cycle)."""
-
-    def __init__(self, hook: Callable, module=None):
-        self.hook = hook
-        functools.update_wrapper(self, hook)
-        self.with_module = module is not None
-        if module is not None:
-            self.module = weakref.ref(module)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.with_module:
-            module = self.module()
-            if module is None:
-                raise RuntimeError("You are trying to call the hook of a dead Module!")
-            return self.hook(module, *args, **kwargs)
-        return self.hook(*args, **kwargs)
-
-    def __getstate__(self) -> dict:
-        state = {"hook": self.hook, "with_module": self.with_module}
-        if self.with_module:
-            state["module"] = self.module()
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.hook = state["hook"]
-        self.with_module = state["with_module"]
-        if self.with_module:
-            if state["module"] is None:
-                raise RuntimeError("You are trying to revive the hook of a dead Module!")
-            self.module = weakref.ref(state["module"])
-
-
-# ----------------------------------------------------------------------------- backward hooks
-class BackwardHookFunction(Function):
-    """The identity that module backward hooks attach to (PyTorch's ``BackwardHookFunction``).
-
-    Its outputs are new handles on the very Values of its inputs, so no ONNX node is recorded
-    and compiled graphs (and their cache keys) are the same with or without hooks.
-    """
-
-    @staticmethod
-    def forward(ctx, *tensors: Tensor) -> tuple:
-        return tensors
-
-    @staticmethod
-    def backward(ctx, *grad_outputs: Tensor) -> tuple:
-        return grad_outputs
-
-
-class BackwardHook:
-    """Calls a module's full backward (pre-)hooks with the gradients of its inputs and outputs.
-
-    One instance serves one call of the module: ``setup_input_hook`` wraps the positional tensor
-    arguments, ``setup_output_hook`` wraps the outputs. In backward the output node's pre-hook
-    records ``grad_output`` (after the backward pre-hooks had their say), then the input node's
-    hook calls the full backward hooks, whose result replaces ``grad_input``.
-    """
-
-    def __init__(self, module, user_hooks: list, user_pre_hooks: list):
-        self.module = module
-        self.user_hooks = user_hooks
-        self.user_pre_hooks = user_pre_hooks
-        self.grad_outputs = None
-        self.n_outputs = -1
-        self.output_tensors_index: list | None = None
-        self.n_inputs = -1
-        self.input_tensors_index: list | None = None
-
-    @staticmethod
-    def _pack_with_none(indices: list, values, size: int) -> tuple:
-        packed = [None] * size
-        for index, value in zip(indices, values):
-            packed[index] = value
-        return tuple(packed)
-
-    @staticmethod
-    def _unpack_none(indices: list, values) -> tuple:
-        return tuple(values[index] for index in indices)
-
-    def _apply_on_tensors(self, attach: Callable, args: tuple) -> tuple[tuple, list | None]:
-        """Passes the tensors among ``args`` that require grad through one ``BackwardHookFunction``.
-
-        Returns the new arguments and the positions that went through the node (None when
-        nothing requires grad); ``attach`` gets the node. The other tensors get None gradients.
-        """
-        if not MODE.grad.enabled:
-            return args, None
-        differentiable = [i for i, arg in enumerate(args) if isinstance(arg, Tensor) and arg.requires_grad]
-        if not differentiable:
-            return args, None
-        new_tensors = BackwardHookFunction.apply(*(args[i] for i in differentiable))
-        attach(new_tensors[0].grad_fn)
-        arguments = list(args)
-        for position, tensor in zip(differentiable, new_tensors):
-            arguments[position] = tensor
-        return tuple(arguments), differentiable
-
-    def setup_input_hook(self, args: tuple) -> tuple:
-        """Wraps the tensor arguments; the node's hook will call the user's full backward hooks."""
-        result, self.input_tensors_index = self._apply_on_tensors(self._set_user_hook, args)
-        self.n_inputs = len(args)
-        return result
-
-    def _set_user_hook(self, function: BackwardNode) -> None:
-        def hook(grad_inputs, _grad_outputs):
-            if self.grad_outputs is None:
-                # The gradient reached the inputs without passing through the outputs
-                # (e.g. double backward): PyTorch calls no module hook then either.
-                return None
-            packed = self._pack_with_none(self.input_tensors_index, grad_inputs, self.n_inputs)
-            for user_hook in self.user_hooks:
-                replaced = user_hook(self.module, packed, self.grad_outputs)
-                if replaced is None:
-                    continue
-                if len(replaced) != len(packed):
-                    raise RuntimeError(
-                        "Backward hook returned an invalid number of grad_input, "
-                        f"got {len(replaced)}, but expected {len(packed)}"
-                    )
-                packed = tuple(replaced)
-            self.grad_outputs = None
-            return self._unpack_none(self.input_tensors_index, packed)
-
-        function.register_hook(hook)
-
-    def setup_output_hook(self, outputs):
-        """Wraps the module's outputs; the node's pre-hook records (and may replace) grad_output."""
-        is_tuple = isinstance(outputs, tuple)
-        args = outputs if is_tuple else (outputs,)
-        result, self.output_tensors_index = self._apply_on_tensors(self._set_output_pre_hook, args)
-        self.n_outputs = len(args)
-        return result if is_tuple else result[0]
-
-    def _set_output_pre_hook(self, function: BackwardNode) -> None:
-        def pre_hook(grad_outputs):
-            self.grad_outputs = self._pack_with_none(self.output_tensors_index, grad_outputs, self.n_outputs)
-            for user_pre_hook in self.user_pre_hooks:
-                replaced = user_pre_hook(self.module, self.grad_outputs)
-                if replaced is None:
-                    continue
-                if len(replaced) != len(self.grad_outputs):
-                    raise RuntimeError(
-                        "Backward pre hook returned an invalid number of grad_output, "
-                        f"got {len(replaced)}, but expected {len(self.grad_outputs)}"
-                    )
-                self.grad_outputs = tuple(replaced)
-            local_grad_outputs = self.grad_outputs
-            if self.input_tensors_index is None:
-                # No input requires grad: no input node will run, so the hooks run here.
-                grad_inputs = self._pack_with_none([], [], self.n_inputs)
-                for user_hook in self.user_hooks:
-                    replaced = user_hook(self.module, grad_inputs, self.grad_outputs)
-                    if replaced is not None and not (
-                        isinstance(replaced, tuple) and all(item is None for item in replaced)
-                    ):
-                        raise RuntimeError(
-                            "Backward hook for Modules where no input requires gradient "
-                            "should always return None or None for all gradients."
-                        )
-                self.grad_outputs = None
-            return self._unpack_none(self.output_tensors_index, local_grad_outputs)
-
-        function.register_prehook(pre_hook)
-
-
-def _first_tensor(result):
-    value = result
-    while not isinstance(value, Tensor):
-        if isinstance(value, dict):
-            value = next(v for v in value.values() if isinstance(v, Tensor))
-        else:
-            value = value[0]
-    return value
-
-
-def _warn_non_full_backward_hook(inputs, result, grad_fn) -> None:
-    """PyTorch's warnings for the deprecated ``register_backward_hook``: say which grads it misses."""
-    if not isinstance(result, Tensor):
-        if not (isinstance(result, tuple) and all(isinstance(r, Tensor) for r in result)):
-            warnings.warn(
-                "Using non-full backward hooks on a Module that does not return a single Tensor "
-                "or a tuple of Tensors is deprecated and will be removed in future versions. This "
-                "hook will be missing some of the grad_output. Please use "
-                "register_full_backward_hook to get the documented behavior.",
-                FutureWarning,
-                stacklevel=4,
-            )
-            return
-    else:
-        result = (result,)
-    if not isinstance(inputs, Tensor):
-        if not (isinstance(inputs, tuple) and all(isinstance(i, Tensor) for i in inputs)):
-            warnings.warn(
-                "Using non-full backward hooks on a Module that does not take as input a single "
-                "Tensor or a tuple of Tensors is deprecated and will be removed in future versions. "
-                "This hook will be missing some of the grad_input. Please use "
-                "register_full_backward_hook to get the documented behavior.",
-                FutureWarning,
-                stacklevel=4,
-            )
-            return
-    else:
-        inputs = (inputs,)
-    output_functions = {id(r.grad_fn) for r in result if r.grad_fn is not None}
-    if not output_functions or (len(output_functions) == 1 and id(grad_fn) not in output_functions):
-        warnings.warn(
-            "Using a non-full backward hook when outputs are nested in python data structure is "
-            "deprecated and will be removed in future versions. This hook will be missing some "
-            "grad_output.",
-            FutureWarning,
-            stacklevel=4,
-        )
-    elif len(output_functions) > 1:
-        warnings.warn(
-            "Using a non-full backward hook when outputs are generated by different autograd Nodes "
-            "is deprecated and will be removed in future versions. This hook will be missing some "
-            "grad_output. Please use register_full_backward_hook to get the documented behavior.",
-            FutureWarning,
-            stacklevel=4,
-        )
-    else:
-        input_functions = {id(i.grad_fn) for i in inputs if i.grad_fn is not None}
-        next_functions = {id(edge[0]) for edge in grad_fn.next_functions if edge is not None}
-        if input_functions != next_functions:
-            warnings.warn(
-                "Using a non-full backward hook when the forward contains multiple autograd Nodes "
-                "is deprecated and will be removed in future versions. This hook will be missing "
-                "some grad_input. Please use register_full_backward_hook to get the documented "
-                "behavior.",
-                FutureWarning,
-                stacklevel=4,
-            )
-
-
-def _attach_non_full_backward_hooks(module, hooks: list, args: tuple, result) -> None:
-    grad_fn = _first_tensor(result).grad_fn
-    if grad_fn is None or not isinstance(grad_fn, BackwardNode):
-        return
-    for hook in hooks:
-        grad_fn.register_hook(_WrappedHook(hook, module))
-    _warn_non_full_backward_hook(args, result, grad_fn)
 
 
 class ModuleHooksMixin:
@@ -579,7 +328,7 @@ class ModuleHooksMixin:
                 result = backward_hook.setup_output_hook(result)
 
             if non_full_backward_hooks:
-                _attach_non_full_backward_hooks(self, non_full_backward_hooks, args, result)
+                attach_non_full_backward_hooks(self, non_full_backward_hooks, args, result)
             return result
         except Exception:
             self._run_always_called_hooks(args, kwargs, result, called_always)

@@ -23,7 +23,7 @@ from ...runtime.grad_mode import no_grad
 from ...runtime.internal import restore_state, save_state
 from ...runtime.tensor import Tensor
 from ..parameter import Parameter
-from ._hooks import _WrappedHook
+from ._wrapped_hook import _WrappedHook
 
 if TYPE_CHECKING:
     from .module import Module
