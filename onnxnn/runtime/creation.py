@@ -163,13 +163,13 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False, pin_me
     array, inferred = _infer_array(data)
     target = inferred if dtype is None else dtypes.as_dtype(dtype)
     if not isinstance(data, (np.ndarray, _tensor.Tensor)):
-        _check_fits(array, target)
+        check_fits(array, target)
     with np.errstate(over="ignore"):  # past a float dtype's range is inf, as PyTorch's tensor() makes it
         copied = np.array(array, dtype=target.numpy_dtype, copy=True)
     return _make(copied, target, device, requires_grad)
 
 
-def _check_fits(values: np.ndarray, target: dtypes.dtype, floating: bool = False) -> None:
+def check_fits(values: np.ndarray, target: dtypes.dtype, floating: bool = False) -> None:
     """Raises PyTorch's overflow error where Python numbers do not fit ``target`` (c10's
     ``checked_convert``): a float outside an integer dtype's range (or not finite), an integer
     outside it, where unsigned dtypes take negatives down to minus their maximum (they wrap:
@@ -306,7 +306,7 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
     target = dtypes.as_dtype(dtype)
     # Converted as PyTorch converts a scalar: checked against the range, truncated to an integer
     # dtype, an unsigned one wrapping a negative integer.
-    _check_fits(np.array(fill_value), target, floating=True)
+    check_fits(np.array(fill_value), target, floating=True)
     with np.errstate(over="ignore", invalid="ignore"):
         fill = np.array(fill_value).astype(target.numpy_dtype)
     return _make(np.full(_shape((size,)), fill, target.numpy_dtype), target, device, requires_grad)

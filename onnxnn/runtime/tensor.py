@@ -21,9 +21,8 @@ from ..ir.device import device as _Device  # aliased: parameters here are named 
 from ..ir.graph import Value, constant, hold
 from ..ir.mode import MODE
 from ..ir.registry import non_differentiable
-from . import creation
-from .aliases import ALIAS_GROUPS, data_alias, leave_group, share_value
-from .views import VIEW_LINKS, after_write, check_view_write, forget_links, install_view_ops
+from .aliases import data_alias, leave_group
+from .views import forget_links, install_view_ops
 from .autograd import AccumulateGrad, Function, RemovableHandle, VersionCounter, _HookDict, add_hook
 from .backward import run_backward
 from .depth import MAX_PENDING_DEPTH, after_recording
@@ -31,6 +30,7 @@ from .printing import format_tensor
 from .recording import different_devices, record_scanned
 from .tensor_api import TensorAPI
 from .tensor_conversions import TensorConversions
+from .tensor_in_place import TensorInPlace
 from .tensor_methods import TensorMethods
 
 __all__ = ["Tensor", "Size", "apply_op", "autocast_arguments"]
@@ -194,7 +194,7 @@ _AUTOGRAD_STATE = frozenset(("_grad", "_accumulator", "_backward_hooks"))
 _NON_DIFFERENTIABLE = non_differentiable.table  # bound once: apply_op runs for every op
 
 
-class Tensor(TensorMethods, TensorAPI, TensorConversions):
+class Tensor(TensorMethods, TensorAPI, TensorConversions, TensorInPlace):
     """A multi-dimensional array whose operations are recorded as ONNX nodes and run lazily.
 
     Create tensors with :func:`onnxnn.tensor`, :func:`onnxnn.zeros`, :func:`onnxnn.randn`, ...
@@ -486,116 +486,6 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions):
         if self._requires_grad and MODE.grad.enabled:
             return apply_op("Identity", (self,), None, "ViewBackward0")
         return Tensor._from_value(self._value)
-
-    # ----------------------------------------------------------------- in place
-    def _alias(self) -> "Tensor":
-        """The input of an in-place op's math: same value and autograd edge, own version counter.
-
-        Raises for a leaf that requires grad while gradients are recorded, as PyTorch does.
-        """
-        if self._grad_fn is None:
-            if self._requires_grad and MODE.grad.enabled:
-                raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
-            return Tensor._from_value(self._value)
-        return Tensor._from_value(self._value, self._grad_fn, self._output_nr)
-
-    def _assign(self, result: "Tensor") -> "Tensor":
-        """Rebinds this tensor to ``result`` (the in-place write), keeping its dtype and shape."""
-        if self._grad_fn is None and self._requires_grad and MODE.grad.enabled:
-            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
-        if VIEW_LINKS and id(self) in VIEW_LINKS:
-            check_view_write(self)  # before anything changes
-        if result._value.dtype is not self._value.dtype:
-            result = result.to(self._value.dtype)
-        if result._value.shape != self._value.shape:
-            result = result._broadcast_for_assignment(self._value.shape)
-        if result._grad_fn is None and MODE.grad.enabled:
-            if result._requires_grad:
-                # A leaf copied in (``y[:, 1].copy_(weight)``): a node of its own, through which the
-                # leaf takes the gradient, as PyTorch's CopyBackwards.
-                result = apply_op("Identity", (result,), None, "CopyBackwards")
-            elif self._grad_fn is not None:
-                # A value without history over one with it (``y.zero_()``): the tensor stays in the
-                # graph, passing zeros to the old history, as PyTorch's FillBackward0 does. (A write
-                # under no_grad keeps the old history whole, as PyTorch's.)
-                kept = Tensor._full((), True, _dtypes.bool, self._value.device)
-                result = apply_op("Where", (kept, result, self), None, "FillBackward0")
-        self._value = result._value
-        hold(self._value, self)
-        if result._grad_fn is not None:
-            # PyTorch's retained gradient is the written value's: the retention moves to it.
-            old, retained = self._grad_fn, self.retains_grad
-            if old is not None and old._retained and retained:
-                del old._retained[self._output_nr]
-            self._grad_fn = result._grad_fn
-            self._output_nr = result._output_nr
-            self._requires_grad = True
-            if retained:
-                self.retain_grad()
-        self._bump_version()
-        self._written()
-        return self
-
-    def _assign_arithmetic(self, result: "Tensor") -> "Tensor":
-        """``_assign`` for in-place arithmetic: refuses a result of a higher category (int += 2.5)."""
-        if result._value.dtype.category > self._value.dtype.category:
-            raise RuntimeError(
-                f"result type {_dtypes.scalar_type_name(result._value.dtype)} can't be cast to the "
-                f"desired output type {_dtypes.scalar_type_name(self._value.dtype)}"
-            )
-        return self._assign(result)
-
-    def _broadcast_for_assignment(self, shape: tuple) -> "Tensor":
-        own = self._value.shape
-        if len(own) > len(shape) or any(a != b and a != 1 for a, b in zip(reversed(own), reversed(shape))):
-            raise RuntimeError(f"output with shape {list(shape)} doesn't match the broadcast shape {list(own)}")
-        return self.expand(shape)
-
-    def _rebind(self, value: Value) -> None:
-        """Replaces the value without autograd checks (gradient accumulation, optimizer updates)."""
-        self._value = value
-        hold(value, self)
-        self._bump_version()
-        self._written()
-
-    def _written(self) -> None:
-        """After a write rebound this tensor: the tensors sharing its value or viewing it follow."""
-        if ALIAS_GROUPS and id(self) in ALIAS_GROUPS:
-            for member in share_value(self):
-                after_write(member)
-        if VIEW_LINKS:
-            after_write(self)
-
-    def _bump_version(self) -> None:
-        counter = self._version_counter
-        if counter is None:
-            counter = self._version_counter = VersionCounter()
-        counter.value += 1
-
-    def copy_(self, source, non_blocking: bool = False) -> "Tensor":
-        """Copies ``source`` (broadcast, converted to this dtype and device) into this tensor."""
-        if not isinstance(source, Tensor):
-            source = creation.as_tensor(source)
-        return self._assign(source.to(self._value.device))
-
-    def zero_(self) -> "Tensor":
-        return self.fill_(0)
-
-    def fill_(self, value) -> "Tensor":
-        if not isinstance(value, Tensor):
-            # On the CPU a number fills an array of the full shape now, leaving no Expand pending: a
-            # model's initialization (zeros_, ones_, BatchNorm's running statistics) would otherwise
-            # run in its first training step, whose graph then differs from every later step's and
-            # is compiled for that one step (resnet152's: 9 s). On a GPU the scalar is expanded
-            # there, rather than a host array of the tensor's size copied over.
-            device = self._value.device
-            shape = self._value.shape if device.type == "cpu" else ()
-            value = Tensor._full(shape, value, self._value.dtype, device)
-        elif value.dim() != 0:
-            raise RuntimeError(
-                f"fill_ only supports 0-dimension value tensor but got tensor with {value.dim()} dimensions."
-            )
-        return self._assign(value)
 
     # ----------------------------------------------------------------- sequences, printing, copies
     def __len__(self) -> int:

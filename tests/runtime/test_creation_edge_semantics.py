@@ -124,3 +124,22 @@ def test_one_element_tensors_in_a_sequence_are_numbers():
     assert onnxnn.tensor([onnxnn.tensor(1, dtype=onnxnn.int32)]).dtype == onnxnn.int32
     with pytest.raises(ValueError, match="only one element tensors can be converted to Python scalars"):
         onnxnn.tensor([onnxnn.tensor([1.0, 2.0])])
+
+
+@pytest.mark.parametrize(
+    "dtype, value, expected",
+    [(onnxnn.uint8, -1, [255, 255]), (onnxnn.bool, 5, [True, True]), (onnxnn.int64, 0, [0, 0])],
+)
+def test_fill_converts_a_number_as_pytorch(dtype, value, expected):
+    np.testing.assert_array_equal(onnxnn.zeros(2, dtype=dtype).fill_(value).numpy(), expected)
+
+
+@pytest.mark.parametrize(
+    "dtype, value",
+    [(onnxnn.int8, 300), (onnxnn.int64, float("nan")), (onnxnn.int32, 1e10), (onnxnn.float16, 1e10)],
+)
+def test_fill_refuses_a_number_that_does_not_fit(dtype, value):
+    x = onnxnn.zeros(2, dtype=dtype)
+    with pytest.raises(RuntimeError, match="without overflow"):
+        x.fill_(value)
+    np.testing.assert_array_equal(x.numpy(), [0, 0])  # left as it was
