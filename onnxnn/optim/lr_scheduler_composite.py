@@ -9,7 +9,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Any, Sequence
 
-from .lr_scheduler import LRScheduler, ReduceLROnPlateau
+from .lr_scheduler import LRScheduler
+from .lr_scheduler_plateau import ReduceLROnPlateau
 from .optimizer import Optimizer
 
 __all__ = ["SequentialLR", "ChainedScheduler"]
