@@ -486,6 +486,31 @@ def test_negative_indices_are_refused_where_pytorch_refuses_them(name, program, 
         program(x)
 
 
+# PyTorch refuses a source of another dtype in these (a float64 source would be rounded silently).
+SOURCE_DTYPE_REFUSALS = [
+    ("scatter", lambda x, s: x.scatter(1, onnxnn.tensor([[0]]), s), "Expected self.dtype to be equal to src.dtype"),
+    ("scatter_add", lambda x, s: x.scatter_add(1, onnxnn.tensor([[0]]), s), "Expected self.dtype"),
+    ("scatter_reduce", lambda x, s: x.scatter_reduce(1, onnxnn.tensor([[0]]), s, "sum"), "Expected self.dtype"),
+    (
+        "index_add",
+        lambda x, s: x.index_add(0, onnxnn.tensor([0]), s.expand(1, 4)),
+        r"index_add_\(\): self \(Float\) and source \(Double\) must have the same scalar type",
+    ),
+    (
+        "index_copy",
+        lambda x, s: x.index_copy(0, onnxnn.tensor([0]), s.expand(1, 4)),
+        r"index_copy_\(\): self and source expected to have the same dtype, but got \(self\) Float",
+    ),
+]
+
+
+@pytest.mark.parametrize("name, program, message", SOURCE_DTYPE_REFUSALS, ids=[c[0] for c in SOURCE_DTYPE_REFUSALS])
+def test_a_source_of_another_dtype_is_refused(name, program, message):
+    x = onnxnn.zeros(3, 4)
+    with pytest.raises(RuntimeError, match=message):
+        program(x, onnxnn.ones(1, 1, dtype=onnxnn.float64))
+
+
 def test_take_and_take_along_dim_count_negative_indices_from_the_end():
     x = onnxnn.tensor(MATRIX)
     np.testing.assert_array_equal(x.take(onnxnn.tensor([-1, -12])).numpy(), [11.0, 0.0])

@@ -339,6 +339,14 @@ def _index_scatter(input: Tensor, dim: int, index: Tensor, source: Tensor, reduc
         raise RuntimeError(f"{function}(): Expected dtype int32/int64 for index")
     if index.dim() > 1:
         raise IndexError(f"{function}(): Index is supposed to be a vector")
+    if source.dtype is not input.dtype:  # PyTorch's words for each
+        own, theirs = dtypes.scalar_type_name(input.dtype), dtypes.scalar_type_name(source.dtype)
+        if function == "index_copy":
+            raise RuntimeError(
+                f"index_copy_(): self and source expected to have the same dtype, but got (self) {own} and "
+                f"(source) {theirs}"
+            )
+        raise RuntimeError(f"{function}_(): self ({own}) and source ({theirs}) must have the same scalar type")
     axis = _axis(input, dim) if input.dim() else 0
     scalar = input.dim() == 0
     if scalar:

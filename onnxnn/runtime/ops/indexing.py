@@ -414,12 +414,18 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
     return _gather_elements(input, axis, indices)
 
 
+def check_same_dtype_source(input: Tensor, src: Tensor) -> None:
+    """PyTorch's scatters write a ``src`` of ``input``'s dtype only (no silent rounding of float64 values)."""
+    if src.dtype is not input.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+
+
 def _scatter(input: Tensor, dim: int, index: Tensor, src, reduction: str, name: str) -> Tensor:
     index = _check_index_tensor(index, name)
     axis = normalize_axes([dim], input.dim())[0]
     if isinstance(src, Tensor):
         _check_same_rank(input, index, axis, src)
-        src = src.to(input.dtype)
+        check_same_dtype_source(input, src)
         if tuple(src.shape) != tuple(index.shape):
             # PyTorch reads only the leading index-shaped block of src; ONNX wants exactly that shape.
             ends = int64_constant(list(index.shape))

@@ -15,7 +15,7 @@ from ._common import Tensor, apply_op, broadcast_shapes, int64_constant, normali
 from . import comparison as _c
 from . import elementwise as _e
 from . import division as _division
-from .indexing import _check_same_rank, setitem
+from .indexing import _check_same_rank, check_same_dtype_source, setitem
 from .matrix import _diagonal_positions
 from .shape import cat
 
@@ -79,7 +79,7 @@ def scatter_reduce(
     axis = normalize_axes([dim], input.dim())[0]
     index = index.to(dtypes.int64)
     _check_same_rank(input, index, axis, src)
-    src = src.to(input.dtype)
+    check_same_dtype_source(input, src)
     if tuple(src.shape) != tuple(index.shape):
         # PyTorch reads only the leading index-shaped block of src; ONNX wants exactly that shape.
         # Slice's gradient gives the rest of src zeros.
