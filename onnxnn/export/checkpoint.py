@@ -39,7 +39,9 @@ are loaded as copies. numpy scalars are stored as Python numbers, bytearrays as 
 name), and PyTorch's zip checkpoints (see :mod:`onnxnn.export.torch_checkpoint`). Every way a file
 can be wrong ends in :class:`onnxnn.CheckpointError` naming the file (or "the given bytes"/"<file
 object>") and what is wrong; loading takes time and memory bounded by the file's size (objects the
-file shares are built once and stay shared; tensors viewing one storage stay views of it).
+file shares are built once and stay shared; tensors viewing one storage are read from it once).
+Each loaded tensor is a tensor of its own, though: two that viewed one storage in PyTorch (``x`` and
+``x[2:]`` saved together) do not see each other's in-place writes after loading.
 """
 
 from __future__ import annotations
