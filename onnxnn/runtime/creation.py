@@ -62,10 +62,22 @@ def _shape(size) -> tuple:
             return size  # randn(4): already a tuple of one non-negative int
         if isinstance(size[0], (tuple, list)):
             size = tuple(size[0])
-    shape = tuple(map(int, size))
+    elif not size:
+        raise TypeError('missing 1 required positional arguments: "size"')  # zeros(): () is zeros(())
+    shape = tuple(map(_size_entry, size))
     if shape and min(shape) < 0:
         raise RuntimeError(f"Trying to create tensor with negative dimension {min(shape)}: {list(shape)}")
     return shape
+
+
+def _size_entry(entry) -> int:
+    """One entry of a size, as PyTorch takes it: an int (numpy's, or a one-element integer tensor's),
+    never a float or a bool (``zeros(2.0)`` raises rather than truncating)."""
+    if isinstance(entry, (int, np.integer)) and not isinstance(entry, (bool, np.bool_)):
+        return int(entry)
+    if isinstance(entry, _tensor.Tensor) and entry.numel() == 1 and entry.dtype.category == 1:
+        return int(entry.item())
+    raise TypeError(f"argument 'size' (position 1) must be tuple of ints, not {type(entry).__name__}")
 
 
 def _make(array: np.ndarray, dtype, device, requires_grad: bool) -> Tensor:

@@ -75,7 +75,7 @@ def test_fans_need_two_dimensions(shape):
     with pytest.raises(
         ValueError, match="Fan in and fan out can not be computed for tensor with fewer than 2 dimensions"
     ):
-        init._calculate_fan_in_and_fan_out(onnxnn.empty(*shape))
+        init._calculate_fan_in_and_fan_out(onnxnn.empty(shape))
 
 
 def test_kaiming_rejects_unknown_mode():

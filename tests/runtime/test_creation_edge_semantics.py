@@ -143,3 +143,23 @@ def test_fill_refuses_a_number_that_does_not_fit(dtype, value):
     with pytest.raises(RuntimeError, match="without overflow"):
         x.fill_(value)
     np.testing.assert_array_equal(x.numpy(), [0, 0])  # left as it was
+
+
+@pytest.mark.parametrize(
+    "program, message",
+    [
+        (lambda: onnxnn.zeros(), 'missing 1 required positional arguments: "size"'),
+        (lambda: onnxnn.zeros(2.0), "must be tuple of ints, not float"),
+        (lambda: onnxnn.ones(True), "must be tuple of ints, not bool"),
+        (lambda: onnxnn.empty(onnxnn.tensor(2.0)), "must be tuple of ints, not Tensor"),
+        (lambda: onnxnn.randn(2, 1.5), "must be tuple of ints, not float"),
+    ],
+)
+def test_sizes_take_ints_only(program, message):
+    with pytest.raises(TypeError, match=message):
+        program()
+
+
+def test_sizes_take_numpy_and_one_element_integer_tensors():
+    assert onnxnn.zeros(np.int64(2), onnxnn.tensor(3)).shape == (2, 3)
+    assert onnxnn.zeros(()).shape == ()

@@ -113,7 +113,7 @@ class StochasticDepth(Module):
             return input
         survival_rate = 1.0 - self.p
         size = [input.shape[0]] + [1] * (input.dim() - 1) if self.mode == "row" else [1] * input.dim()
-        keep = (rand(*size, dtype=input.dtype, device=input.device) < survival_rate).to(input.dtype)
+        keep = (rand(size, dtype=input.dtype, device=input.device) < survival_rate).to(input.dtype)
         if survival_rate > 0.0:
             keep = keep / survival_rate
         return input * keep
