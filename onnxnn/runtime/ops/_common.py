@@ -121,6 +121,19 @@ def same_shape(inputs, attrs):
     return [(first.shape, first.dtype)]
 
 
+def same_shape_pair(op_type: str, names: str, inputs) -> list:
+    """The shape rule of an elementwise op of two inputs that must agree in shape and dtype (onnxnn's
+    own ops, which never broadcast): the output is like them. ``names``: the two inputs' names, for
+    the error ("G and Y")."""
+    first, second = inputs
+    if first.shape != second.shape or first.dtype is not second.dtype:
+        raise RuntimeError(
+            f"{op_type}: {names} must have one shape and dtype, got {first.dtype.name} of shape "
+            f"{list(first.shape)} and {second.dtype.name} of shape {list(second.shape)}"
+        )
+    return [(first.shape, first.dtype)]
+
+
 def scalar_constant(value, value_dtype: dtypes.dtype, device) -> Value:
     """A Python scalar of user code as a 0-d value fed to the graph (data, not structure)."""
     if device is CPU:

@@ -21,6 +21,7 @@ from ...ir.domains import ONNXNN_DOMAIN
 from ...ir.graph import static_constant
 from ...ir.registry import decompositions, gradient_rules, shape_rules, value_blind_decompositions
 from ..tensor import Tensor, apply_op
+from ._common import same_shape_pair
 from .training import node_emitter
 
 __all__ = ["binary_cross_entropy_terms"]
@@ -41,15 +42,10 @@ def binary_cross_entropy_terms(input: Tensor, target: Tensor) -> Tensor:
 
 @shape_rules.register(OP_TYPE, domain=ONNXNN_DOMAIN)
 def _shape(inputs, attrs):
-    x, t = inputs
-    if x.shape != t.shape or x.dtype is not t.dtype:
-        raise RuntimeError(
-            f"{OP_TYPE}: X and T must have one shape and dtype, got {x.dtype.name} of shape {list(x.shape)} "
-            f"and {t.dtype.name} of shape {list(t.shape)}"
-        )
-    if not x.dtype.is_floating_point:
-        raise RuntimeError(f"{OP_TYPE}: X must be of a floating-point dtype, got {x.dtype.name}")
-    return [(x.shape, x.dtype)]
+    result = same_shape_pair(OP_TYPE, "X and T", inputs)
+    if not inputs[0].dtype.is_floating_point:
+        raise RuntimeError(f"{OP_TYPE}: X must be of a floating-point dtype, got {inputs[0].dtype.name}")
+    return result
 
 
 @decompositions.register(OP_TYPE, domain=ONNXNN_DOMAIN)

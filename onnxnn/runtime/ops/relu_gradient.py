@@ -20,6 +20,7 @@ from onnx import numpy_helper
 from ...ir.domains import ONNXNN_DOMAIN
 from ...ir.registry import decompositions, gradient_rules, shape_rules
 from ..tensor import Tensor, apply_op
+from ._common import same_shape_pair
 from .training import node_emitter
 
 __all__ = ["relu_gradient", "emit_relu_gradient"]
@@ -34,13 +35,7 @@ def relu_gradient(g: Tensor, y: Tensor) -> Tensor:
 
 @shape_rules.register(OP_TYPE, domain=ONNXNN_DOMAIN)
 def _shape(inputs, attrs):
-    g, y = inputs
-    if g.shape != y.shape or g.dtype is not y.dtype:
-        raise RuntimeError(
-            f"{OP_TYPE}: G and Y must have one shape and dtype, got {g.dtype.name} of shape {list(g.shape)} "
-            f"and {y.dtype.name} of shape {list(y.shape)}"
-        )
-    return [(g.shape, g.dtype)]
+    return same_shape_pair(OP_TYPE, "G and Y", inputs)
 
 
 @decompositions.register(OP_TYPE, domain=ONNXNN_DOMAIN)
