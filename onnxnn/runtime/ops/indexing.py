@@ -414,22 +414,25 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
     return _gather_elements(input, axis, indices)
 
 
-def check_same_dtype_source(input: Tensor, src: Tensor) -> None:
-    """PyTorch's scatters write a ``src`` of ``input``'s dtype only (no silent rounding of float64 values)."""
+def scatter_source(input: Tensor, index: Tensor, axis: int, src: Tensor) -> Tensor:
+    """A scatter's tensor ``src``, checked as PyTorch checks it (index no larger than it and ``input``
+    away from ``axis``, ``input``'s dtype: no silent rounding of float64 values), cut to ``index``'s
+    shape: PyTorch reads only its leading index-shaped block, and ONNX wants exactly that shape
+    (Slice's gradient gives the rest of ``src`` zeros)."""
+    _check_same_rank(input, index, axis, src)
     if src.dtype is not input.dtype:
         raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+    if tuple(src.shape) == tuple(index.shape):
+        return src
+    ends = int64_constant(list(index.shape))
+    return apply_op("Slice", (src, int64_constant([0] * index.dim()), ends), None, "SliceBackward0")
 
 
 def _scatter(input: Tensor, dim: int, index: Tensor, src, reduction: str, name: str) -> Tensor:
     index = _check_index_tensor(index, name)
     axis = normalize_axes([dim], input.dim())[0]
     if isinstance(src, Tensor):
-        _check_same_rank(input, index, axis, src)
-        check_same_dtype_source(input, src)
-        if tuple(src.shape) != tuple(index.shape):
-            # PyTorch reads only the leading index-shaped block of src; ONNX wants exactly that shape.
-            ends = int64_constant(list(index.shape))
-            src = apply_op("Slice", (src, int64_constant([0] * index.dim()), ends), None, "SliceBackward0")
+        src = scatter_source(input, index, axis, src)
     else:
         _check_same_rank(input, index, axis)
         src = Tensor._full(tuple(index.shape), src, input.dtype, input.device)

@@ -11,11 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import dtypes
-from ._common import Tensor, apply_op, broadcast_shapes, int64_constant, normalize_axes
+from ._common import Tensor, apply_op, broadcast_shapes, normalize_axes
 from . import comparison as _c
 from . import elementwise as _e
 from . import division as _division
-from .indexing import _check_same_rank, check_same_dtype_source, setitem
+from .indexing import scatter_source, setitem
 from .matrix import _diagonal_positions
 from .shape import cat
 
@@ -78,13 +78,7 @@ def scatter_reduce(
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
     axis = normalize_axes([dim], input.dim())[0]
     index = index.to(dtypes.int64)
-    _check_same_rank(input, index, axis, src)
-    check_same_dtype_source(input, src)
-    if tuple(src.shape) != tuple(index.shape):
-        # PyTorch reads only the leading index-shaped block of src; ONNX wants exactly that shape.
-        # Slice's gradient gives the rest of src zeros.
-        ends = int64_constant(list(index.shape))
-        src = apply_op("Slice", (src, int64_constant([0] * index.dim()), ends), None, "SliceBackward0")
+    src = scatter_source(input, index, axis, src)
     base = input
     if not include_self:
         identity = _IDENTITIES[reduce]
