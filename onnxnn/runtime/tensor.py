@@ -478,13 +478,13 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions, TensorInPlace):
         self._value = other._value
         hold(self._value, self)
 
-    def _no_op_view(self) -> "Tensor":
-        """What a view that changes nothing returns (``x.view(x.shape)``, ``x.chunk(1)[0]``): a tensor
-        of its own on this one's value, as PyTorch's, so that hooks, ``retain_grad``, ``requires_grad_``
-        and in-place shape changes act on it alone. It records an Identity only where autograd needs a
-        node for it; ``views.py`` links it to this tensor like any view."""
+    def _new_handle(self, backward_name: str) -> "Tensor":
+        """A tensor of its own on this one's value, with an Identity (gradient function
+        ``backward_name``) only where autograd needs a node for it: what a view that changes nothing
+        returns (``x.view(x.shape)``, ``x.chunk(1)[0]``; ``views.py`` links it like any view), so that
+        hooks, ``retain_grad`` and in-place shape changes act on it alone, and ``to(copy=True)``."""
         if self._requires_grad and MODE.grad.enabled:
-            return apply_op("Identity", (self,), None, "ViewBackward0")
+            return apply_op("Identity", (self,), None, backward_name)
         return Tensor._from_value(self._value)
 
     # ----------------------------------------------------------------- sequences, printing, copies

@@ -126,9 +126,7 @@ class TensorConversions:
                 result = _tensor.apply_op("Cast", (result,), {"to": target_dtype}, "ToCopyBackward0")
         if copy and result is self:
             # A new tensor even when nothing changes: an in-place change of either must not reach the other.
-            if self._requires_grad and MODE.grad.enabled:
-                return _tensor.apply_op("Identity", (result,), None, "ToCopyBackward0")
-            return _tensor.Tensor._from_value(self._value)
+            return result._new_handle("ToCopyBackward0")
         return result
 
     def _to_device(self, target) -> Tensor:

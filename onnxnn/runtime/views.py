@@ -224,7 +224,7 @@ class _Link(weakref.ref):
         method, args, kwargs, piece, _, _ = self.recipe
         result = method(parent, *args, **kwargs)
         result = result if piece is None else result[piece]
-        return parent._no_op_view() if result is parent else result
+        return parent._new_handle("ViewBackward0") if result is parent else result
 
     def root_positions(self, base) -> np.ndarray:
         """The flat positions in the root ``base`` of each of this view's elements."""
@@ -273,13 +273,13 @@ def viewing(name: str, method: Callable) -> Callable:
             entry.key, entry.links = id(root), {}
         if isinstance(result, (tuple, list)):
             if any(piece is self for piece in result):  # one piece, the whole tensor
-                result = type(result)(self._no_op_view() if piece is self else piece for piece in result)
+                result = type(result)(self._new_handle("ViewBackward0") if piece is self else piece for piece in result)
             shapes = [piece._value.shape for piece in result]
             for position, piece in enumerate(result):
                 _link(piece, entry, detached, parent, (method, args, kwargs, position, twin, shapes))
         else:
             if result is self:  # a view that changes nothing (the same shape, t() of a vector)
-                result = self._no_op_view()
+                result = self._new_handle("ViewBackward0")
             _link(result, entry, detached, parent, (method, args, kwargs, None, twin, result._value.shape))
         return result
 
