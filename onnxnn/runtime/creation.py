@@ -316,12 +316,22 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
     if dtype is None:
         dtype = dtypes.result_type([], [fill_value])
     target = dtypes.as_dtype(dtype)
-    # Converted as PyTorch converts a scalar: checked against the range, truncated to an integer
-    # dtype, an unsigned one wrapping a negative integer.
-    check_fits(np.array(fill_value), target, floating=True)
-    with np.errstate(over="ignore", invalid="ignore"):
-        fill = np.array(fill_value).astype(target.numpy_dtype)
+    fill = converted_number(fill_value, target)
     return _make(np.full(_shape((size,)), fill, target.numpy_dtype), target, device, requires_grad)
+
+
+def converted_number(value, target: dtypes.dtype):
+    """A Python number as PyTorch converts it to fill a tensor of ``target`` (``full``, ``fill_``):
+    checked against the range (``check_fits``), then truncated to an integer dtype, an unsigned
+    one wrapping a negative integer (``uint8`` -1 is 255). An int stays a Python int (a zero fill
+    keeps ``Tensor._full``'s calloc'd path)."""
+    array = np.array(value)
+    check_fits(array, target, floating=True)
+    if type(value) is int and target.is_floating_point:
+        return value
+    with np.errstate(over="ignore", invalid="ignore"):
+        converted = array.astype(target.numpy_dtype)[()]
+    return int(converted) if type(value) is int else converted
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:

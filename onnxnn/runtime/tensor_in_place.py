@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
-import numpy as np
 
 from ..ir import dtypes as _dtypes
 from ..ir.graph import Value, hold
@@ -149,10 +148,7 @@ class TensorInPlace:
             # run in its first training step, whose graph then differs from every later step's and
             # is compiled for that one step (resnet152's: 9 s). On a GPU the scalar is expanded
             # there, rather than a host array of the tensor's size copied over.
-            dtype = self._value.dtype
-            creation.check_fits(np.array(value), dtype, floating=True)  # PyTorch's overflow error
-            if type(value) is int and not dtype.is_floating_point:
-                value = np.array(value).astype(dtype.numpy_dtype)[()]  # wrapped, as PyTorch's: uint8 -1 is 255
+            value = creation.converted_number(value, self._value.dtype)
             device = self._value.device
             shape = self._value.shape if device.type == "cpu" else ()
             value = _tensor.Tensor._full(shape, value, self._value.dtype, device)
