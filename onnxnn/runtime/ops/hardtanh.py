@@ -17,7 +17,7 @@ from ...ir import dtypes
 from ...ir.domains import ONNXNN_DOMAIN
 from ...ir.registry import decompositions, gradient_rules, shape_rules, value_blind_decompositions
 from ..tensor import Tensor, apply_op
-from ._common import as_tensor_operand, static_scalar
+from ._common import as_tensor_operand, same_shape, static_scalar
 from .training import node_emitter
 
 __all__ = ["hardtanh"]
@@ -35,9 +35,7 @@ def hardtanh(input: Tensor, min_val: float, max_val: float) -> Tensor:
     return apply_op(OP_TYPE, (input, low, high), None, "HardtanhBackward0", domain=ONNXNN_DOMAIN)
 
 
-@shape_rules.register(OP_TYPE, domain=ONNXNN_DOMAIN)
-def _shape(inputs, attrs):
-    return [(inputs[0].shape, inputs[0].dtype)]
+shape_rules.register(OP_TYPE, domain=ONNXNN_DOMAIN)(same_shape)
 
 
 @decompositions.register(OP_TYPE, domain=ONNXNN_DOMAIN)
