@@ -36,11 +36,17 @@ def _index_values(input: Tensor, function: str) -> np.ndarray:
     return np.asarray(input.numpy(force=True), dtype=np.int64)
 
 
-def _check_index_range(values: np.ndarray, rows: int) -> None:
+def _first_outside(values: np.ndarray, rows: int) -> int | None:
+    """The flat position of the first index outside ``[0, rows)``, or None."""
     outside = (values < 0) | (values >= rows)
-    if outside.any():
+    return int(np.argmax(outside)) if outside.any() else None  # argmax: the first True, flat
+
+
+def _check_index_range(values: np.ndarray, rows: int) -> None:
+    position = _first_outside(values, rows)
+    if position is not None:
         raise IndexError(
-            f"index out of range in self: index {int(values[outside].flat[0])} is not in [0, {rows}) "
+            f"index out of range in self: index {int(values.flat[position])} is not in [0, {rows}) "
             f"(the weight has {rows} rows)"
         )
 
@@ -48,9 +54,8 @@ def _check_index_range(values: np.ndarray, rows: int) -> None:
 def _check_bag_index_range(values: np.ndarray, rows: int) -> None:
     """embedding_bag's range check: a RuntimeError naming the first index outside ``[0, rows)`` (PyTorch's;
     embedding's is an IndexError)."""
-    outside = np.flatnonzero((values < 0) | (values >= rows))
-    if outside.size:
-        position = int(outside[0])
+    position = _first_outside(values, rows)
+    if position is not None:
         raise RuntimeError(
             f"Index {position} of input takes value {int(values.flat[position])} which is not in the valid "
             f"range [0, {rows})"
