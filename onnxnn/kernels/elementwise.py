@@ -287,6 +287,16 @@ def where(xp, inputs, attrs):
     return [xp.where(condition, a, b)]
 
 
+def _abs_gradient(g, x, xp=np):
+    """``g * sgn(x)``, sgn 0 at NaN (runtime/ops/abs_gradient.py); numpy's sign is NaN there."""
+    return xp.multiply(g, xp.where(xp.isnan(x), x.dtype.type(0), xp.sign(x)))
+
+
+@kernels.register("AbsGradient", domain=ONNXNN_DOMAIN, types=FLOATING, direct=_abs_gradient)
+def abs_gradient(xp, inputs, attrs):
+    return [_abs_gradient(*inputs, xp=xp)]
+
+
 @kernels.register("ReluGradient", domain=ONNXNN_DOMAIN, types=FLOATING)
 def relu_gradient(xp, inputs, attrs):
     """0 where ``Y <= 0``, else ``G``, NaN included (runtime/ops/relu_gradient.py): the compiled loop where

@@ -167,6 +167,7 @@ def test_a_normalization_output_read_elsewhere_keeps_its_relu(also_read, one_thr
         ),
         ("BatchNormalizationTrainingGradient", [(2, 3, 4)] * 2 + [(3,)] * 2, "takes 5 or 6 inputs"),
         ("ReluGradient", [(2, 3), (3, 2)], "G and Y must have one shape and dtype"),
+        ("AbsGradient", [(2, 3), (3, 2)], "G and X must have one shape and dtype"),
     ],
 )
 def test_bad_gradient_nodes_are_refused_naming_the_input(op_type, shapes, message):

@@ -47,6 +47,7 @@ from .nn_ops import *  # noqa: F401,F403,E402  (BatchNormalization rules; hardsh
 from . import training  # noqa: F401,E402  (Momentum: the fused SGD update)
 from . import batch_norm_training  # noqa: F401,E402  (F.batch_norm's training node)
 from . import relu_gradient  # noqa: F401,E402  (ReLU's gradient as one node)
+from . import abs_gradient  # noqa: F401,E402  (Abs's gradient as one node)
 from . import hardtanh  # noqa: F401,E402  (hardtanh: a Clip with PyTorch's hardtanh gradient)
 from . import binary_cross_entropy  # noqa: F401,E402  (binary_cross_entropy's loss with PyTorch's gradient)
 from . import where_widened  # noqa: F401,E402  (Where of bools and other dtypes onnxruntime lacks)

@@ -27,6 +27,7 @@ from ._common import (
     scalar_constant,
     static_scalar,
 )
+from .abs_gradient import abs_gradient as _abs_gradient
 from .indexing import nonzero
 
 # ---------------------------------------------------------------- shape rules
@@ -172,8 +173,7 @@ def _identity_grad(ctx, g):
 
 @gradient_rules.register("Abs")
 def _abs_grad(ctx, g):
-    # PyTorch's sgn, 0 at NaN: an l1 loss with a NaN element gives it no gradient, not NaN.
-    return (g * signed_unit(ctx.input(0), None),)
+    return (_abs_gradient(g, ctx.input(0)),)
 
 
 @gradient_rules.register("Exp")
@@ -485,7 +485,7 @@ def sign(input: Tensor) -> Tensor:
     return signed_unit(input, "SignBackward0")
 
 
-def signed_unit(input: Tensor, name: str | None) -> Tensor:
+def signed_unit(input: Tensor, name: str) -> Tensor:
     """``sign``, its gradient function called ``name`` (``sgn`` records the same nodes as SgnBackward0)."""
     result = onnx_sign(input)
     if not input.dtype.is_floating_point:

@@ -479,6 +479,7 @@ _DIRECT_FORM_ARGUMENTS = {
     "Where": lambda dtype, form: [_array((2, 3), "bool", 1), _array((2, 3), dtype, 2), _array((3,), dtype, 3)],
     "Clip": lambda dtype, form: [_array((2, 3), dtype, 1), np.array(1, dtype), np.array(4, dtype)],
     "Hardtanh": lambda dtype, form: [_array((2, 3), dtype, 1), np.array(1, dtype), np.array(4, dtype)],
+    "AbsGradient": lambda dtype, form: [_array((2, 3), dtype, 1), _array((2, 3), dtype, 2)],
     "MatMul": lambda dtype, form: [_array((2, 3), dtype, 1), _array((3, 4), dtype, 2)],
     "Gemm": _gemm_arguments,
     # An integer divisor of zero raises: the comparison needs divisors without one.
