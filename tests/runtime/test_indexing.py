@@ -264,7 +264,7 @@ def test_setitem_matches_numpy(name, key, value, form):
 
 def test_setitem_ints_select_before_advanced_indexing():
     x = onnxnn.tensor(BASE)
-    x[1, :, [0, 2]] = onnxnn.tensor([[1.0, 2.0]] * 4)
+    x[1, :, [0, 2]] = onnxnn.tensor([[1.0, 2.0]] * 4, dtype=onnxnn.float64)
     expected = BASE.copy()
     expected[1][:, [0, 2]] = [[1.0, 2.0]] * 4
     np.testing.assert_array_equal(x.numpy(), expected)
@@ -345,8 +345,8 @@ def test_setitem_after_save_fails_backward():
     "key, value, error, message",
     [
         (5, 1.0, IndexError, "index 5 is out of bounds for dimension 0 with size 3"),
-        (0, onnxnn.ones(3), RuntimeError, r"shape mismatch: value tensor of shape \[3\] cannot be broadcast"),
-        (MASK_ROWS, onnxnn.ones(2, 4, 3), RuntimeError, "shape mismatch"),
+        (0, onnxnn.ones(3, dtype=onnxnn.float64), RuntimeError, r"shape mismatch: value tensor of shape \[3\] cannot"),
+        (MASK_ROWS, onnxnn.ones(2, 4, 3, dtype=onnxnn.float64), RuntimeError, "shape mismatch"),
         (np.array([True, False]), 1.0, IndexError, "The shape of the mask"),
         (0, [1.0, 2.0], TypeError, "can't assign a list"),
         (([0, 1], [0, 1, 2]), 1.0, IndexError, "shape mismatch: indexing tensors could not be broadcast"),
@@ -645,3 +645,54 @@ OP_GRADIENTS = [
 def test_op_gradient_rules(name, arity, function):
     rng = np.random.default_rng(7)
     check_gradients(function, [rng.standard_normal((3, 4)) for _ in range(arity)])
+
+
+# Advanced-index assignment takes a tensor only of the destination's dtype (PyTorch's index_put_
+# refuses a cast, which would round a float value into an int tensor), except through one mask with
+# a one-element value, which PyTorch writes as masked_fill does. (id, assignment, accepted).
+ROWS = np.array([True, False])
+INDEX_PUT_DTYPE_CASES = [
+    ("float_into_int", lambda x: x.long().__setitem__(onnxnn.tensor([0]), onnxnn.tensor([1.5])), False),
+    (
+        "double_into_float",
+        lambda x: x.__setitem__(onnxnn.tensor([0]), onnxnn.tensor([1.0], dtype=onnxnn.float64)),
+        False,
+    ),
+    ("list_index_0d_int", lambda x: x.__setitem__([0, 1], onnxnn.tensor(3)), False),
+    (
+        "mask_many_values",
+        lambda x: x.__setitem__(onnxnn.tensor(ROWS)[:, None].expand(2, 3), onnxnn.tensor([1, 2, 3])),
+        False,
+    ),
+    ("mask_and_index", lambda x: x.__setitem__((onnxnn.tensor(ROWS), [0]), onnxnn.tensor(1)), False),
+    ("accumulate_mask", lambda x: x.index_put_((onnxnn.tensor(ROWS),), onnxnn.tensor(1), accumulate=True), False),
+    ("accumulate_index", lambda x: x.index_put_((onnxnn.tensor([0]),), onnxnn.tensor([1]), accumulate=True), False),
+    ("masked_scatter", lambda x: x.masked_scatter_(onnxnn.tensor(ROWS)[:, None], onnxnn.tensor([1, 2, 3])), False),
+    ("put", lambda x: x.put_(onnxnn.tensor([0]), onnxnn.ones(1, dtype=onnxnn.float64)), False),
+    ("0d_integer_index_is_basic", lambda x: x.__setitem__(onnxnn.tensor(1), onnxnn.tensor([3, 4, 5])), True),
+    ("mask_and_slice_0d", lambda x: x.__setitem__((onnxnn.tensor(ROWS), slice(None)), onnxnn.tensor(3)), True),
+    ("mask_one_element", lambda x: x.__setitem__((onnxnn.tensor(ROWS),), onnxnn.tensor([3])), True),
+    (
+        "slice_then_mask",
+        lambda x: x.__setitem__(
+            (slice(None), onnxnn.tensor([True, False, True])), onnxnn.tensor([[3]], dtype=onnxnn.float64)
+        ),
+        True,
+    ),
+    ("python_bool_key", lambda x: x.__setitem__(True, onnxnn.tensor(3)), True),
+    ("index_put_mask_0d", lambda x: x.index_put_((onnxnn.tensor(ROWS),), onnxnn.tensor(3)), True),
+]
+
+
+@pytest.mark.parametrize(
+    "assign, accepted", [c[1:] for c in INDEX_PUT_DTYPE_CASES], ids=[c[0] for c in INDEX_PUT_DTYPE_CASES]
+)
+def test_advanced_assignment_of_another_dtype(assign, accepted):
+    x = onnxnn.zeros(2, 3)
+    if accepted:
+        assign(x)
+        assert x.dtype == onnxnn.float32 and 3.0 in x.numpy()
+        return
+    with pytest.raises(RuntimeError, match=r"same dtype|dtypes match|same dtypes"):
+        assign(x)
+    np.testing.assert_array_equal(x.numpy(), np.zeros((2, 3), np.float32))  # left unchanged

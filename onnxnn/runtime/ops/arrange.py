@@ -446,6 +446,11 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     shape = broadcast_shapes(tuple(input.shape), tuple(mask.shape))
     if shape != tuple(input.shape):
         raise RuntimeError(f"masked_scatter: expected mask of shape broadcastable to {list(input.shape)}")
+    if source.dtype is not input.dtype:
+        raise RuntimeError(
+            "masked_scatter: expected self and source to have same dtypes but got "
+            f"{dtypes.scalar_type_name(input.dtype)} and {dtypes.scalar_type_name(source.dtype)}"
+        )
     positions = np.flatnonzero(np.broadcast_to(mask._realized_data(), shape)).astype(np.int64)
     if positions.size > source.numel():
         raise RuntimeError(

@@ -92,7 +92,7 @@ class IndexPlan:
     an index is an int64 numpy array of non-negative positions or a pending int64 Tensor.
     """
 
-    __slots__ = ("shape", "starts", "ends", "steps", "basic_shape", "advanced", "has_select")
+    __slots__ = ("shape", "starts", "ends", "steps", "basic_shape", "advanced", "has_select", "tensor_indexed", "single_mask")
 
     def __init__(self, shape: tuple, key):
         self.shape = shape
@@ -102,7 +102,12 @@ class IndexPlan:
         self.advanced: list[tuple[int, Any]] = []  # (position, index tensor or integer array)
         self.has_select = False
         items = _key_items(key)
-        ellipses = sum(kind == "ellipsis" for kind, _ in items)
+        kinds = [kind for kind, _ in items]
+        # Whether the key holds index or mask tensors (a Python bool is no index tensor), and whether
+        # one mask is the only one: PyTorch assigns a one-element value through that as masked_fill does.
+        self.tensor_indexed = "index" in kinds or "mask" in kinds
+        self.single_mask = kinds.count("mask") == 1 and "index" not in kinds
+        ellipses = kinds.count("ellipsis")
         if ellipses > 1:
             raise IndexError("an index can only have a single ellipsis ('...')")
         # Dimensions of the input the key uses: None, bools and the ellipsis use none.

@@ -235,6 +235,17 @@ def _broadcast_value(value: Tensor, shape: tuple) -> Tensor:
     return value.expand(shape)
 
 
+def check_index_put_dtypes(destination: dtypes.dtype, source: dtypes.dtype) -> None:
+    """PyTorch's advanced-index assignment takes a tensor only of the destination's dtype: a silent
+    cast would round ``x[index] = float_tensor`` into an integer ``x``."""
+    if source is not destination:
+        raise RuntimeError(
+            "Index put requires the source and destination dtypes match, got "
+            f"{dtypes.scalar_type_name(destination)} for the destination and "
+            f"{dtypes.scalar_type_name(source)} for the source."
+        )
+
+
 def _single_mask(key):
     """The mask of a key that is one boolean mask (Tensor, numpy array or list), else None."""
     if isinstance(key, Tensor):
@@ -279,6 +290,7 @@ def setitem(input: Tensor, key, value) -> None:
         tensor([[1., 0., 2.],
                 [1., 0., 2.]])
     """
+    source_dtype = value.dtype if isinstance(value, Tensor) else input.dtype
     value = _value_tensor(value, input)
     mask = _single_mask(key)
     if mask is not None and value.dim() == 0:
@@ -286,6 +298,8 @@ def setitem(input: Tensor, key, value) -> None:
         return
     shape = tuple(input.shape)
     plan = IndexPlan(shape, key)
+    if plan.tensor_indexed and not (plan.single_mask and value.numel() == 1):
+        check_index_put_dtypes(input.dtype, source_dtype)
     numel = input.numel()
     if plan.lazy:
         grid = Tensor._from_array(np.arange(numel, dtype=np.int64).reshape(shape), dtypes.int64, input.device)

@@ -15,7 +15,7 @@ from ._common import Tensor, apply_op, broadcast_shapes, normalize_axes
 from . import comparison as _c
 from . import elementwise as _e
 from . import division as _division
-from .indexing import scatter_source, setitem
+from .indexing import check_index_put_dtypes, scatter_source, setitem
 from .matrix import _diagonal_positions
 from .shape import cat
 
@@ -30,6 +30,8 @@ def _wrapped(index: Tensor, size: int) -> Tensor:
 def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tensor:
     """A copy of ``input`` with ``input[indices] = values`` (``+=`` with repeats summed when ``accumulate``)."""
     indices = tuple(indices)
+    if accumulate and isinstance(values, Tensor):  # without accumulate, setitem checks (masks excepted)
+        check_index_put_dtypes(input.dtype, values.dtype)
     if not accumulate or any(index is not None and index.dtype is dtypes.bool for index in indices):
         result = input.clone()
         if accumulate:
@@ -54,6 +56,11 @@ def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) 
         raise RuntimeError(
             f"put_(): Expected source and index to have the same number of elements, but got "
             f"source.numel() = {source.numel()}, index.numel() = {index.numel()}"
+        )
+    if source.dtype is not input.dtype:
+        raise RuntimeError(
+            "put_(): self and source expected to have the same dtype, but got self.dtype = "
+            f"{dtypes.scalar_type_name(input.dtype)} and source.dtype = {dtypes.scalar_type_name(source.dtype)}"
         )
     flat = input.reshape(-1)
     positions = _wrapped(index.reshape(-1), max(flat.shape[0], 1))
