@@ -187,18 +187,30 @@ kernels.register("CumSum", types=NUMERIC)(_cumulative("cumsum", 0))
 kernels.register("CumProd", types=NUMERIC)(_cumulative("cumprod", 1))
 
 
+def _descending_order(xp, x, axis: int):
+    """Positions sorting ``x`` from largest to smallest along ``axis``, ties in index order (ONNX: the
+    lower index first), NaN the largest (as PyTorch's topk): a stable ascending sort of reversed keys."""
+    if x.dtype.kind in "iu":
+        # ~x is -x - 1 for signed and max - x for unsigned integers: reversed order, never overflowing
+        # (-x maps the most negative integer onto itself).
+        return xp.argsort(xp.invert(x), axis=axis, kind="stable")
+    nan = xp.isnan(x)
+    if not nan.any():
+        return xp.argsort(xp.negative(x), axis=axis, kind="stable")
+    # NaN before +inf, both before the rest: lexsort's last key sorts first, the others break its ties.
+    keys = xp.where(nan, x.dtype.type(-np.inf), xp.negative(x))
+    return xp.lexsort((xp.logical_not(nan), keys), axis=axis)
+
+
 @kernels.register("TopK", types=NUMERIC)
 def top_k(xp, inputs, attrs):
     x = inputs[0]
     k = int(to_scalar(inputs[1])) if len(inputs) > 1 and inputs[1] is not None else int(attrs["k"])
     axis = normalize_axis(attrs.get("axis", -1), x.ndim)
-    keys = x
     if attrs.get("largest", 1):
-        # Sorting the negated keys keeps ties in index order (ONNX: the lower index comes first).
-        if x.dtype.kind == "u":
-            keys = x.astype(np.int64)
-        keys = -keys
-    order = xp.argsort(keys, axis=axis, kind="stable")
+        order = _descending_order(xp, x, axis)
+    else:
+        order = xp.argsort(x, axis=axis, kind="stable")
     order = xp.take(order, xp.arange(k), axis=axis)
     values = xp.take_along_axis(x, order, axis=axis)
     return [values, order.astype(np.int64, copy=False)]

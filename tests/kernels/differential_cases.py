@@ -34,6 +34,16 @@ def make(shape, dtype="float32", low=-3.0, high=3.0, seed=0) -> Tensor:
     return Tensor._from_array(np.asarray(array))
 
 
+def _with_extremes(tensor: Tensor) -> Tensor:
+    """``tensor`` with its dtype's minimum and maximum written into every row."""
+    array = tensor.numpy().copy()
+    info = np.iinfo(array.dtype)
+    array[:, 1], array[:, 3] = info.min, info.max
+    if array.dtype.kind == "u":
+        array[:, 4] = info.max // 2 + 7  # above the signed range of the same width
+    return Tensor._from_array(array)
+
+
 def op(op_type, *inputs, **attrs):
     return apply_op(op_type, inputs, attrs or None)
 
@@ -167,7 +177,7 @@ _BINARY = [
         "Sum_three_inputs",
         "Sum",
         lambda d: op("Sum", make((2, 3), d, seed=1), make((3,), d, seed=2), make((2, 1), d, seed=3)),
-        ("float32", "float64", "int64"),
+        ("float32", "float64"),  # ONNX's Sum takes floating types only
     ),
     Case("Mean_two_inputs", "Mean", lambda d: op("Mean", make((2, 3), d, seed=1), make((3,), d, seed=2))),
 ]
@@ -643,6 +653,13 @@ _TENSOR_API = [
         "TopK",
         lambda d: op("TopK", make((3, 6), d), ints([2]), axis=-1, largest=1, sorted=1),
         ("float32", "float64", "int64"),
+    ),
+    Case(
+        # The type's minimum and maximum: a reversal by negation wraps the minimum onto itself.
+        "TopK_largest_integer_extremes",
+        "TopK",
+        lambda d: op("TopK", _with_extremes(make((3, 6), d, -5, 5)), ints([4]), axis=-1, largest=1, sorted=1),
+        ("int8", "int16", "int32", "int64", "uint8"),  # onnxruntime has no uint64 TopK
     ),
     Case(
         "TopK_smallest_axis0",
