@@ -92,7 +92,17 @@ class IndexPlan:
     an index is an int64 numpy array of non-negative positions or a pending int64 Tensor.
     """
 
-    __slots__ = ("shape", "starts", "ends", "steps", "basic_shape", "advanced", "has_select", "tensor_indexed", "single_mask")
+    __slots__ = (
+        "shape",
+        "starts",
+        "ends",
+        "steps",
+        "basic_shape",
+        "advanced",
+        "has_select",
+        "tensor_indexed",
+        "single_mask",
+    )
 
     def __init__(self, shape: tuple, key):
         self.shape = shape
