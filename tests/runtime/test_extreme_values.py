@@ -130,3 +130,67 @@ def test_limits_of_bessel_functions_and_entropy(executor):
         infinite = onnxnn.tensor([np.inf, -np.inf])
         np.testing.assert_array_equal(onnxnn.special.spherical_bessel_j0(infinite).numpy(), [0.0, 0.0])
         assert np.isnan(onnxnn.special.entr(onnxnn.tensor([np.nan])).numpy()[0])
+
+
+# clamp with one bound leaves the other side alone, infinities included (ONNX's Clip would bound a
+# missing side by the dtype's finite limit: onnxruntime gave FLT_MAX for clamp(inf, min=0)); a NaN
+# bound makes every element NaN, with no gradient, as in PyTorch.
+EDGES = [np.inf, -np.inf, 1.5, -1.5, np.nan, 0.0]
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize(
+    "bounds, expected",
+    [
+        ({"min": 0.0}, lambda x: np.where(x < 0, 0, x)),
+        ({"max": 0.0}, lambda x: np.where(x > 0, 0, x)),
+        ({"min": np.nan}, lambda x: np.full_like(x, np.nan)),
+        ({"max": np.nan}, lambda x: np.full_like(x, np.nan)),
+    ],
+    ids=["min", "max", "nan_min", "nan_max"],
+)
+def test_clamp_with_one_bound(executor, dtype, bounds, expected):
+    x = np.array(EDGES, dtype)
+    with onnxnn.set_executor(executor):
+        input = onnxnn.tensor(x, requires_grad=True)
+        result = onnxnn.clamp(input, **bounds)
+        result.sum().backward()
+        np.testing.assert_array_equal(result.detach().numpy(), expected(x))
+        if np.isnan(list(bounds.values())[0]):
+            np.testing.assert_array_equal(input.grad.numpy(), np.zeros_like(x))
+
+
+def test_an_exported_clamp_keeps_infinities_in_plain_onnxruntime():
+    import onnxruntime
+
+    from onnxnn.export import to_onnx
+
+    class ClampMin(onnxnn.nn.Module):
+        def forward(self, x):
+            return x.clamp(min=0.0)
+
+    x = onnxnn.tensor(np.array(EDGES, np.float32))
+    proto = to_onnx(ClampMin(), (x,), input_names=["x"], output_names=["y"])
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    (served,) = session.run(None, {"x": x.numpy()})
+    np.testing.assert_array_equal(served, np.where(x.numpy() < 0, 0, x.numpy()))
+
+
+# A mean of no elements is 0/0, NaN (onnxruntime's ReduceMean gives 0): mean itself and the mean
+# reductions of losses.
+EMPTY_MEANS = [
+    ("mean_over_empty_dim", lambda: onnxnn.zeros(2, 0).mean(dim=1), [np.nan, np.nan]),
+    ("mean_of_empty", lambda: onnxnn.zeros(0).mean(), np.nan),
+    ("var_mean", lambda: onnxnn.var_mean(onnxnn.zeros(2, 0), dim=1, correction=0)[1], [np.nan, np.nan]),
+    ("mse_loss", lambda: onnxnn.nn.functional.mse_loss(onnxnn.zeros(0), onnxnn.zeros(0)), np.nan),
+    ("l1_loss", lambda: onnxnn.nn.functional.l1_loss(onnxnn.zeros(0), onnxnn.zeros(0)), np.nan),
+    ("nothing_averaged_nothing_out", lambda: onnxnn.zeros(0, 3).mean(dim=1), np.zeros(0)),
+]
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("compute, expected", [c[1:] for c in EMPTY_MEANS], ids=[c[0] for c in EMPTY_MEANS])
+def test_a_mean_of_nothing_is_nan(executor, compute, expected):
+    with onnxnn.set_executor(executor):
+        np.testing.assert_array_equal(compute().numpy(), np.array(expected, np.float32))

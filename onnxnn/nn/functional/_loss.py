@@ -17,6 +17,7 @@ from ...runtime import ops as _ops
 from ...ir.graph import shared_attributes, static_constant
 from ...ir.mode import MODE
 from ...runtime.internal import known_data, tensor_of
+from ...runtime.ops.reduce import recorded_mean
 from ...runtime.ops.binary_cross_entropy import binary_cross_entropy_terms
 from ...runtime.tensor import Tensor, apply_op
 from ...ir.dtypes import scalar_type_name
@@ -52,7 +53,7 @@ def _reduce_loss(loss: Tensor, reduction: str, name: str) -> Tensor:
         # reduced forms do (autocast finds losses by that name); otherwise nothing is recorded.
         return loss if MODE.autocast is None else apply_op("Identity", (loss,), None, name)
     if reduction == "mean":
-        return apply_op("ReduceMean", (loss,), {"keepdims": 0}, name)
+        return recorded_mean(loss, None, False, name)
     if reduction == "sum":
         return apply_op("ReduceSum", (loss,), {"keepdims": 0}, name)
     raise ValueError(f"{reduction} is not a valid value for reduction")

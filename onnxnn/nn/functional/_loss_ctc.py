@@ -17,6 +17,7 @@ from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...ir.graph import static_constant
 from ...runtime.internal import known_data, tensor_of
+from ...runtime.ops.reduce import recorded_mean
 from ...runtime.tensor import Tensor, apply_op
 from ...ir.dtypes import scalar_type_name
 
@@ -191,4 +192,4 @@ def ctc_loss(
     if reduction == "sum":
         return apply_op("ReduceSum", (loss,), {"keepdims": 0}, "CtcLossBackward0")
     divisor = _ops.clamp(target_lengths, min=1).to(loss.dtype)
-    return apply_op("ReduceMean", (loss / divisor,), {"keepdims": 0}, "CtcLossBackward0")
+    return recorded_mean(loss / divisor, None, False, "CtcLossBackward0")

@@ -537,7 +537,18 @@ def clamp(input: Tensor, min=None, max=None) -> Tensor:
         input = input.to(target)
     low = None if min is None else as_tensor_operand(min, input)
     high = None if max is None else as_tensor_operand(max, input)
-    return apply_op("Clip", (input, low, high), None, "ClampBackward1")
+    clipped = apply_op("Clip", (input, low, high), None, "ClampBackward1")
+    if any(isinstance(bound, float) and math.isnan(bound) for bound in bounds):
+        # PyTorch's clamp is NaN everywhere (the gradient 0); onnxruntime's Clip ignores a NaN bound.
+        return nan_everywhere(clipped, "ClampBackward1")
+    return clipped
+
+
+def nan_everywhere(result: Tensor, name: str) -> Tensor:
+    """NaN in ``result``'s shape and dtype, still linked to it in the graph (its gradient 0): for results
+    PyTorch defines as NaN where an ONNX op gives a number."""
+    nowhere = Tensor._full((), False, dtypes.bool, result.device)
+    return apply_op("Where", (nowhere, result, Tensor._full((), math.nan, result.dtype, result.device)), None, name)
 
 
 clip = clamp

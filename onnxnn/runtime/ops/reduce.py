@@ -12,7 +12,7 @@ from ...ir import dtypes
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ._common import Tensor, apply_op, int64_constant, normalize_axes
 from . import comparison as _c
-from .elementwise import maximum, minimum, onnx_sign, where
+from .elementwise import maximum, minimum, nan_everywhere, onnx_sign, where
 from ..realization import data_of
 
 _REDUCE_OPS = (
@@ -169,8 +169,9 @@ def _reduce(op_type: str, input: Tensor, dim, keepdim: bool, name: str | None) -
     dims = _dims(input, dim)
     if dims == [] or input.dim() == 0:
         dims = None  # a 0-d tensor reduced over its dim 0 (or -1) is itself, as in PyTorch
-    axes = None if dims is None else int64_constant(dims)
-    return apply_op(op_type, (input, axes), {"keepdims": int(keepdim)}, name)
+    # No empty axes input over all dims: onnx's version converter cannot take one to opsets below 18.
+    inputs = (input,) if dims is None else (input, int64_constant(dims))
+    return apply_op(op_type, inputs, {"keepdims": int(keepdim)}, name)
 
 
 def _integers_as_int64(input: Tensor, dtype) -> Tensor:
@@ -196,7 +197,16 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
             f"mean(): could not infer output dtype. Input dtype must be either a floating point "
             f"or complex dtype. Got: {dtypes.scalar_type_name(input.dtype)}"
         )
-    return _reduce("ReduceMean", input, dim, keepdim, "MeanBackward0" if dim is None else "MeanBackward1")
+    return recorded_mean(input, dim, keepdim, "MeanBackward0" if dim is None else "MeanBackward1")
+
+
+def recorded_mean(input: Tensor, dim, keepdim: bool, name: str) -> Tensor:
+    """ReduceMean over ``dim`` (all dims when None) of a float tensor; NaN where it averages no element,
+    as PyTorch's 0/0 (onnxruntime's ReduceMean gives 0 there, onnxnn's kernels NaN)."""
+    result = _reduce("ReduceMean", input, dim, keepdim, name)
+    if input.numel() == 0 and result.numel() != 0:
+        return nan_everywhere(result, name)
+    return result
 
 
 def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
