@@ -143,6 +143,43 @@ def _same_interface(original: onnx.ModelProto, converted: onnx.ModelProto) -> bo
     )
 
 
+def _coerce_old_hardmax(graph: onnx.GraphProto) -> None:
+    """Rewrites each Hardmax of opset < 13 as the 2-D op it was: Flatten at its axis, Hardmax along the
+    flattened rows, Reshape back. Hardmax-1/11 took everything from ``axis`` on as one row; Hardmax-13
+    works along ``axis`` alone, and onnx's version converter carries the node over unchanged (it
+    adapts Softmax and LogSoftmax, not Hardmax), which would change what the model computes."""
+    rewritten = []
+    for node in graph.node:
+        for attribute in node.attribute:
+            for subgraph in attribute_subgraphs(attribute):
+                _coerce_old_hardmax(subgraph)
+        if node.op_type != "Hardmax" or node.domain not in DEFAULT_DOMAINS:
+            rewritten.append(node)
+            continue
+        axis = next((onnx.helper.get_attribute_value(a) for a in node.attribute if a.name == "axis"), 1)
+        source, result = node.input[0], node.output[0]
+        rows, shape = f"{result}__hardmax_rows", f"{result}__hardmax_shape"
+        rewritten += [
+            onnx.helper.make_node("Flatten", [source], [rows + "_in"], name=f"{node.name}__flatten", axis=axis),
+            onnx.helper.make_node("Hardmax", [rows + "_in"], [rows], name=node.name, axis=1),
+            onnx.helper.make_node("Shape", [source], [shape], name=f"{node.name}__shape"),
+            onnx.helper.make_node("Reshape", [rows, shape], [result], name=f"{node.name}__reshape"),
+        ]
+    del graph.node[:]
+    graph.node.extend(rewritten)
+
+
+def _with_old_hardmax_coerced(model: onnx.ModelProto, source: int) -> onnx.ModelProto:
+    """``model``, or where it holds a Hardmax older than opset 13, a copy at opset 11 or more (whose
+    Flatten takes a negative axis and Reshape a shape input) with those Hardmax nodes coerced."""
+    if source >= 13 or "Hardmax" not in set(_graph_op_types(model.graph)):
+        return model
+    coerced = onnx.ModelProto()
+    coerced.CopyFrom(model if source >= 11 else version_converter.convert_version(model, 11))
+    _coerce_old_hardmax(coerced.graph)
+    return coerced
+
+
 def convert_opset(model: onnx.ModelProto, target: int = OPSET_VERSION) -> onnx.ModelProto:
     """Converts the model's default-domain opset to ``target`` (onnxnn records opset 21).
 
@@ -158,7 +195,7 @@ def convert_opset(model: onnx.ModelProto, target: int = OPSET_VERSION) -> onnx.M
     if source is None or source == target:
         return model
     try:
-        converted = version_converter.convert_version(model, target)
+        converted = version_converter.convert_version(_with_old_hardmax_coerced(model, source), target)
     except Exception as error:  # the converter raises plain RuntimeError/IndexError from C++
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         changed = _changed_ops(model, source, target)

@@ -549,6 +549,27 @@ def test_an_older_opset_is_converted():
     assert (metadata.original_opset_version, metadata.opset_imports[""]) == (11, 21)
 
 
+@pytest.mark.parametrize("opset", [1, 11])
+@pytest.mark.parametrize("axis", [None, 0, 1, 2, -2])
+def test_an_old_hardmax_keeps_its_two_dimensional_meaning(opset, axis):
+    # Hardmax-1/11 flattened everything from axis on into one row; Hardmax-13 works along axis alone,
+    # and onnx's version converter carries the node over as it is.
+    attributes = {} if axis is None else {"axis": axis}
+    proto = make_model(
+        [helper.make_node("Hardmax", ["x"], ["y"], **attributes)],
+        [helper.make_tensor_value_info("x", FLOAT, [2, 3, 4])],
+        [helper.make_tensor_value_info("y", FLOAT, [2, 3, 4])],
+        opset=opset,
+    )
+    x = np.random.default_rng(0).permutation(24).astype(np.float32).reshape(2, 3, 4)  # no ties
+    flat_axis = 1 if axis is None else axis % 3
+    rows = x.reshape(int(np.prod(x.shape[:flat_axis])), -1)
+    expected = (rows == rows.max(axis=1, keepdims=True)).astype(np.float32).reshape(x.shape)
+    for executor in ("kernels", "onnxruntime"):
+        with onnxnn.set_executor(executor):
+            np.testing.assert_array_equal(from_onnx(proto)(onnxnn.tensor(x)).numpy(), expected)
+
+
 def test_an_op_newer_than_opset_21_runs_its_function_body():
     proto = make_model(
         [helper.make_node("RMSNormalization", ["x", "scale"], ["y"], epsilon=1e-3)],
