@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..runtime.backward import grad, run_backward
 from ..runtime.grad_mode import enable_grad, no_grad, set_grad_enabled
+from . import functional
 from .function import Function, FunctionCtx, once_differentiable
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "no_grad",
     "enable_grad",
     "set_grad_enabled",
+    "functional",
 ]
 
 
