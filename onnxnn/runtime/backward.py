@@ -96,6 +96,25 @@ def _check_hook_result(hook, value, result) -> None:
         raise RuntimeError(f"hook '{_hook_name(hook)}' has changed the size of value")
 
 
+def _node_hook_result(hook, result, previous: list) -> list:
+    """The gradients a node hook (pre or post) returned in place of ``previous``, checked as PyTorch
+    checks them: a tuple of as many entries, each None or a tensor like the one it replaces."""
+    if not isinstance(result, tuple):
+        raise TypeError(f"expected tuple, but hook returned '{type(result).__name__}'")
+    if len(result) != len(previous):
+        raise RuntimeError(
+            f"hook '{_hook_name(hook)}' has returned an incorrect number of values "
+            f"(got {len(result)}, but expected {len(previous)})"
+        )
+    for value, replacement in zip(previous, result):
+        if replacement is None:
+            continue
+        if value is None:
+            raise RuntimeError("can't replace a None gradient with a non-None value")
+        _check_hook_result(hook, value, replacement)
+    return list(result)
+
+
 def _hook_name(hook) -> str:
     return getattr(hook, "__name__", "<unknown>")
 
@@ -257,8 +276,10 @@ def _run_function(function: Function, slots: dict, create_graph: bool) -> list:
         for hook in list(function._pre_hooks.values()):
             result = hook(tuple(grad_outputs))
             if result is not None:
-                grad_outputs = list(result)
+                grad_outputs = _node_hook_result(hook, result, grad_outputs)
         complete = False
+        if all(gradient is None for gradient in grad_outputs):  # the hooks dropped every gradient
+            return [None] * len(function.next_functions)
     # Hooks see None for an output no gradient reached, as PyTorch's; the node's backward sees zeros.
     arguments = grad_outputs if complete else _materialized(function, outputs, grad_outputs)
     fitted = function.input_gradients(arguments, create_graph)
@@ -266,7 +287,7 @@ def _run_function(function: Function, slots: dict, create_graph: bool) -> list:
         for hook in list(function._hooks.values()):
             result = hook(tuple(fitted), tuple(grad_outputs))
             if result is not None:
-                fitted = list(result)
+                fitted = _node_hook_result(hook, result, fitted)
     return fitted
 
 

@@ -348,3 +348,41 @@ def test_requires_grad_of_a_non_leaf_cannot_be_assigned():
     leaf = onnxnn.ones(2)
     leaf.requires_grad = True
     assert leaf.requires_grad and leaf.is_leaf
+
+
+# What a grad_fn's pre-hook (grad_outputs) or hook (grad_inputs, grad_outputs) returns replaces the
+# gradients only as PyTorch allows: a tuple of as many entries, each None or a tensor like the one it
+# replaces (the hook y = x * 3 sees one grad_output, and grad_inputs for x and the constant 3).
+NODE_HOOK_RESULTS = [
+    ("pre", lambda g: 5, TypeError, "expected tuple, but hook returned 'int'"),
+    ("pre", lambda g: [g[0]], TypeError, "expected tuple, but hook returned 'list'"),
+    ("pre", lambda g: (g[0], g[0]), RuntimeError, r"incorrect number of values \(got 2, but expected 1\)"),
+    ("pre", lambda g: (g[0].double(),), RuntimeError, "has changed the type of value"),
+    ("pre", lambda g: (g[0][:1],), RuntimeError, "has changed the size of value"),
+    ("pre", lambda g: (1.0,), TypeError, "expected Variable, but hook returned 'float'"),
+    ("post", lambda inputs, outputs: 5, TypeError, "expected tuple, but hook returned 'int'"),
+    ("post", lambda inputs, outputs: (inputs[0], inputs[0]), RuntimeError, "can't replace a None gradient"),
+    (
+        "post",
+        lambda inputs, outputs: (inputs[0],),
+        RuntimeError,
+        r"incorrect number of values \(got 1, but expected 2\)",
+    ),
+]
+
+
+@pytest.mark.parametrize("kind, hook, error, message", NODE_HOOK_RESULTS)
+def test_node_hook_results_are_checked(kind, hook, error, message):
+    x = onnxnn.ones(2, requires_grad=True)
+    y = x * 3
+    (y.grad_fn.register_prehook if kind == "pre" else y.grad_fn.register_hook)(hook)
+    with pytest.raises(error, match=message):
+        y.sum().backward()
+
+
+def test_a_pre_hook_may_drop_the_gradient():
+    x = onnxnn.ones(2, requires_grad=True)
+    y = x * 3
+    y.grad_fn.register_prehook(lambda g: (None,))
+    y.sum().backward()
+    assert x.grad is None
