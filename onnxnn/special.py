@@ -60,6 +60,7 @@ from .runtime.ops import lgamma as gammaln  # noqa: F401
 from .runtime.ops import mvlgamma as multigammaln  # noqa: F401
 from .runtime.ops import igamma as gammainc  # noqa: F401
 from .runtime.ops import igammac as gammaincc  # noqa: F401
+from .runtime.ops._common import promote_operands as _promote_operands
 from .runtime.tensor import Tensor
 
 __all__ = [
@@ -137,8 +138,19 @@ def log_softmax(input: Tensor, dim: int, *, dtype=None) -> Tensor:
 
 
 def ndtr(input: Tensor) -> Tensor:
-    """The standard normal CDF ``(1 + erf(x / sqrt 2)) / 2``."""
-    return (_ops.erf(_ops.mul(input, 0.5**0.5)) + 1) * 0.5
+    """The standard normal CDF ``(1 + erf(x / sqrt 2)) / 2``, relatively accurate in the lower tail.
+
+    Written as ``h = erfc(|x| / sqrt 2) / 2 = erfcx(|x| / sqrt 2) exp(-x^2 / 2) / 2``: ``h`` below 0 and
+    ``1 - h`` above. ``(1 + erf)`` would round the lower tail away (``ndtr(-5)`` 14 % off in float32,
+    ``ndtr(-9)`` 0 in float64); erfcx computes in float64 (no Erf op, which onnxruntime lacks in
+    float64) and the result is rounded once.
+    """
+    x = input if input.dtype.is_floating_point else input.float()
+    below = x < 0
+    # |x| through where, not abs: abs' is 0 at 0, which would make ndtr'(0) 0.
+    t = _ops.where(below, x.neg(), x).to(_dtypes.float64) * 0.5**0.5
+    half_tail = _ops.erfcx(t) * (t * t).neg().exp() * 0.5
+    return _ops.where(below, half_tail, 1 - half_tail).to(x.dtype)
 
 
 # Below this probability (and above 1 minus it) ndtri leaves ``sqrt(2) erfinv(2p - 1)``: 2p - 1
@@ -198,7 +210,19 @@ def entr(input: Tensor) -> Tensor:
 
 
 def xlog1py(input, other) -> Tensor:
-    """``x log1p(y)``, 0 where ``x == 0`` (unless y is NaN)."""
-    product = _ops.mul(input, _ops.log1p(other))
-    zero = _ops.eq(input, 0) & ~_ops.isnan(other if isinstance(other, Tensor) else _ops.mul(input, 0) + other)
-    return _ops.where(zero, 0.0, product)
+    """``x log1p(y)``, 0 where ``x == 0`` (unless y is NaN); either operand may be a Python number.
+
+    The gradient is PyTorch's: ``d/dx = log1p(y)`` also at ``x == 0`` (0 there where ``y <= -1``) and
+    ``d/dy = x / (1 + y)``.
+    """
+    (x, y), _ = _promote_operands([input, other])
+    x = x if isinstance(x, Tensor) else Tensor._from_value(x)
+    y = y if isinstance(y, Tensor) else Tensor._from_value(y)
+    x = x if x.dtype.is_floating_point else x.float()
+    y = y if y.dtype.is_floating_point else y.float()
+    at_zero = _ops.eq(x, 0)
+    # The product is 0 at x == 0 by itself once log1p(y) is finite: log1p(0) where y <= -1
+    # (log1p(-1) = -inf, log1p(-2) = NaN); a where on the result would cut d/dx there.
+    product = _ops.mul(x, _ops.log1p(_ops.where(at_zero & _ops.le(y, -1), 0.0, y)))
+    # 0 * log1p(inf) alone stays NaN.
+    return _ops.where(at_zero & _ops.eq(y, float("inf")), 0.0, product)

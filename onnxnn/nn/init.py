@@ -17,8 +17,10 @@ import contextlib
 import math
 import warnings
 
+import ml_dtypes
 import numpy as np
 
+from ..ir import dtypes
 from ..ir import random as _random
 from ..runtime.grad_mode import no_grad
 from ..runtime.internal import constant_tensor
@@ -70,15 +72,61 @@ def _fill(tensor: Tensor, array: np.ndarray) -> Tensor:
 _SAMPLE_DTYPE = np.dtype(np.float32)
 
 
+# PyTorch's C++ names of the dtypes, which its range errors quote.
+_CPP_TYPE_NAMES = {
+    "float32": "float",
+    "float64": "double",
+    "float16": "c10::Half",
+    "bfloat16": "c10::BFloat16",
+    "int64": "int64_t",
+    "int32": "int",
+    "int16": "int16_t",
+    "int8": "int8_t",
+    "uint8": "uint8_t",
+}
+
+
+def _check_floating(tensor: Tensor, kernel: str) -> None:
+    """Random fills need a floating tensor: PyTorch's kernels are not built for integers or bool."""
+    if not tensor.dtype.is_floating_point:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtypes.scalar_type_name(tensor.dtype)}'")
+
+
+def _check_uniform_bounds(tensor: Tensor, low: float, high: float) -> None:
+    """PyTorch's ``check_uniform_bounds``: finite bounds within the dtype, ``low <= high``, and a range
+    ``high - low`` the dtype can hold (else the samples would be inf or NaN)."""
+    _check_floating(tensor, "check_uniform_bounds")
+    largest = float(ml_dtypes.finfo(tensor.dtype.numpy_dtype).max)  # numpy's finfo has no bfloat16
+    name = _CPP_TYPE_NAMES.get(tensor.dtype.name, tensor.dtype.name)
+    for label, bound in (("from", low), ("to", high)):
+        if not -largest <= bound <= largest:  # also NaN
+            raise RuntimeError(f"{label} is out of bounds for {name}")
+    if low > high:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={low:g} > to={high:g}")
+    if high - low > largest:
+        raise RuntimeError(
+            f"uniform_ expects to-from <= std::numeric_limits<{dtypes.scalar_type_name(tensor.dtype)}>::max(), "
+            f"but found to={high:g} and from={low:g} which result in to-from to exceed the limit"
+        )
+
+
+def _check_normal(tensor: Tensor, std: float) -> None:
+    _check_floating(tensor, "normal_kernel_cpu")
+    if not std >= 0.0:  # also NaN
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
+
+
 def _sample_uniform(tensor: Tensor, low: float, high: float, generator) -> Tensor:
     if _skip_depth:
         return tensor
+    _check_uniform_bounds(tensor, low, high)
     return _fill(tensor, _random.uniform(tuple(tensor.shape), _SAMPLE_DTYPE, low, high, generator))
 
 
 def _sample_normal(tensor: Tensor, mean: float, std: float, generator) -> Tensor:
     if _skip_depth:
         return tensor
+    _check_normal(tensor, std)
     return _fill(tensor, _random.normal(tuple(tensor.shape), _SAMPLE_DTYPE, mean, std, generator))
 
 
@@ -167,37 +215,9 @@ def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None)
     return _sample_normal(tensor, mean, std, generator)
 
 
-def _erfinv(y: np.ndarray) -> np.ndarray:
-    """Inverse error function (Giles' approximation, about float32-exact) for |y| < 1."""
-    w = -np.log((1.0 - y) * (1.0 + y))
-    central = w < 5.0
-    w_central = w - 2.5
-    p_central = np.full_like(y, 2.81022636e-08)
-    for coefficient in (
-        3.43273939e-07,
-        -3.5233877e-06,
-        -4.39150654e-06,
-        0.00021858087,
-        -0.00125372503,
-        -0.00417768164,
-        0.246640727,
-        1.50140941,
-    ):
-        p_central = coefficient + p_central * w_central
-    w_tail = np.sqrt(np.maximum(w, 5.0)) - 3.0
-    p_tail = np.full_like(y, -0.000200214257)
-    for coefficient in (
-        0.000100950558,
-        0.00134934322,
-        -0.00367342844,
-        0.00573950773,
-        -0.0076224613,
-        0.00943887047,
-        1.00167406,
-        2.83297682,
-    ):
-        p_tail = coefficient + p_tail * w_tail
-    return np.where(central, p_central, p_tail) * y
+# Above this probability mass of [a, b], trunc_normal_ redraws normal samples that fall outside;
+# below it, uniform candidates on [a, b] accepted by the density (PyTorch 2.13's split).
+_TRUNC_NORMAL_DIRECT_MASS = 0.3
 
 
 def trunc_normal_(
@@ -205,8 +225,11 @@ def trunc_normal_(
 ) -> Tensor:
     """Fills ``tensor`` with samples of N(mean, std^2) truncated to ``[a, b]``.
 
-    Uses the inverse-CDF method PyTorch uses: uniform samples between the CDF values of the bounds,
-    mapped back through the inverse normal CDF.
+    By rejection, as PyTorch 2.13: when [a, b] holds more than 0.3 of the normal's mass, normal
+    samples outside it are redrawn; otherwise uniform candidates on [a, b] are kept with probability
+    ``pdf(x) / pdf(mode)``, the mode being the point of [a, b] nearest the mean. Either way the
+    samples follow the truncated normal exactly, however far [a, b] lies in the tail (an inverse-CDF
+    method loses it there: both CDF values round to 1).
     """
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn(
@@ -220,17 +243,60 @@ def trunc_normal_(
     def normal_cdf(x: float) -> float:
         return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
 
-    low, high = normal_cdf((a - mean) / std), normal_cdf((b - mean) / std)
-    uniform = _random.uniform(tuple(tensor.shape), np.float64, 2 * low - 1, 2 * high - 1, generator)
-    uniform = np.clip(uniform, -1 + 1e-15, 1 - 1e-15)
-    values = _erfinv(uniform) * (std * math.sqrt(2.0)) + mean
-    return _fill(tensor, np.clip(values, a, b))
+    mass = normal_cdf((b - mean) / std) - normal_cdf((a - mean) / std)
+    shape, count = tuple(tensor.shape), tensor.numel()
+    if mass > _TRUNC_NORMAL_DIRECT_MASS:
+        _check_floating(tensor, "normal_kernel_cpu")
+        # The bounds as the tensor holds them, so that rounding a kept sample cannot leave [a, b].
+        low, high = (float(np.asarray(bound, dtype=tensor.dtype.numpy_dtype)) for bound in (a, b))
+        values = _random.normal((count,), np.float64, mean, std, generator)
+        pending = np.flatnonzero((values < low) | (values > high))
+        while pending.size:
+            values[pending] = _random.normal((pending.size,), np.float64, mean, std, generator)
+            pending = pending[(values[pending] < low) | (values[pending] > high)]
+    else:
+        _check_uniform_bounds(tensor, a, b)
+        mode = max(a, min(mean, b))
+        log_peak = -0.5 * ((mode - mean) / std) ** 2
+        values = np.empty(count)
+        pending = np.arange(count)
+        while pending.size:
+            candidates = _random.uniform((pending.size,), np.float64, a, b, generator)
+            log_density = -0.5 * ((candidates - mean) / std) ** 2 - log_peak
+            accepted = np.log(_random.uniform((pending.size,), np.float64, generator=generator)) <= log_density
+            values[pending[accepted]] = candidates[accepted]
+            pending = pending[~accepted]
+    return _fill(tensor, values.reshape(shape))
+
+
+def _check_representable(tensor: Tensor, value) -> None:
+    """PyTorch's overflow check of a fill value: a finite value beyond the dtype's largest magnitude,
+    or NaN, inf or an out-of-range value for an integer dtype, raises (uint8 wraps negative values
+    down to -255, as C++'s conversion does; bool takes anything)."""
+    target = tensor.dtype
+    if target == dtypes.bool or isinstance(value, complex):
+        return
+    name = _CPP_TYPE_NAMES.get(target.name, target.name)
+    if target.is_floating_point:
+        overflows = math.isfinite(value) and abs(value) > float(ml_dtypes.finfo(target.numpy_dtype).max)
+    else:
+        limits = np.iinfo(target.numpy_dtype)
+        # Compared as the value's own type: a float against the float nearest each limit, as C++ does.
+        kind = float if isinstance(value, float) else int
+        lowest = -kind(limits.max) if target == dtypes.uint8 else kind(limits.min)
+        overflows = not math.isfinite(value) or not lowest <= value <= kind(limits.max)
+    if overflows:
+        raise RuntimeError(f"value cannot be converted to type {name} without overflow")
 
 
 def constant_(tensor: Tensor, val: float) -> Tensor:
-    """Fills ``tensor`` with ``val``."""
+    """Fills ``tensor`` with ``val``; a value the dtype cannot hold raises RuntimeError, as PyTorch's."""
     if _skip_depth:
         return tensor
+    if isinstance(val, Tensor):
+        val = val.item()
+    if isinstance(val, (bool, int, float, np.number)):
+        _check_representable(tensor, val.item() if isinstance(val, np.number) else val)
     return _fill(tensor, np.full(tuple(tensor.shape), val))
 
 
@@ -336,6 +402,7 @@ def orthogonal_(tensor: Tensor, gain: float = 1, generator=None) -> Tensor:
         raise ValueError("Only tensors with 2 or more dimensions are supported")
     if tensor.numel() == 0 or _skip_depth:
         return tensor
+    _check_floating(tensor, "normal_kernel_cpu")
     rows = tensor.shape[0]
     columns = tensor.numel() // rows
     flattened = _random.normal((rows, columns), np.float64, generator=generator)
@@ -354,6 +421,7 @@ def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) 
         raise ValueError("Only tensors with 2 dimensions are supported")
     if _skip_depth:
         return tensor
+    _check_normal(tensor, std)
     rows, columns = tensor.shape
     num_zeros = int(math.ceil(sparsity * rows))
     values = _random.normal((rows, columns), np.float64, 0.0, std, generator)

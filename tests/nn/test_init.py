@@ -320,3 +320,130 @@ def test_skipping_initialization_makes_fills_no_ops_and_draws_nothing():
         warnings.simplefilter("error")
         init.ones_(tensor)
     np.testing.assert_array_equal(tensor.numpy(), np.ones((3, 4)))
+
+
+# ---------------------------------------------------------------- far tails and PyTorch's refusals
+
+
+def _tail_safe_truncated_normal_moments(mean, std, a, b):
+    """The truncated normal's mean and std with the mass taken from erfc on the side of the bounds
+    (``cdf(b) - cdf(a)`` rounds to 0 when both lie 9 std above the mean)."""
+    alpha, beta = (a - mean) / std, (b - mean) / std
+    pdf = lambda x: math.exp(-x * x / 2) / math.sqrt(2 * math.pi)  # noqa: E731
+    if alpha > 0:  # upper tail: Q(alpha) - Q(beta), Q(x) = erfc(x / sqrt 2) / 2
+        z = (math.erfc(alpha / math.sqrt(2)) - math.erfc(beta / math.sqrt(2))) / 2
+    else:  # cdf(x) = erfc(-x / sqrt 2) / 2 keeps the lower tail
+        z = (math.erfc(-beta / math.sqrt(2)) - math.erfc(-alpha / math.sqrt(2))) / 2
+    shift = (pdf(alpha) - pdf(beta)) / z
+    variance = 1 + (alpha * pdf(alpha) - beta * pdf(beta)) / z - shift**2
+    return mean + std * shift, std * math.sqrt(variance)
+
+
+@pytest.mark.parametrize(
+    "mean, std, a, b",
+    [(0.0, 1.0, 6.0, 7.0), (0.0, 1.0, -7.0, -6.0), (0.0, 1.0, 10.0, 11.0), (0.0, 1.0, 5.5, 6.5), (3.0, 0.5, -1.0, 1.0)],
+)
+def test_trunc_normal_far_in_the_tail_follows_the_truncated_distribution(mean, std, a, b):
+    # The inverse-CDF sampler rounded both CDF values to 1 there and put every sample on one bound.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "mean is more than 2 std from [a, b]": expected here
+        values = _values(init.trunc_normal_(onnxnn.empty(*SHAPE), mean, std, a, b))
+    expected_mean, expected_std = _tail_safe_truncated_normal_moments(mean, std, a, b)
+    assert values.min() >= a and values.max() <= b
+    # Five standard errors of the sample mean and (about) of the sample std over 200000 samples.
+    assert abs(values.mean() - expected_mean) <= 5 * expected_std / math.sqrt(values.size)
+    assert values.std() == pytest.approx(expected_std, rel=5 * math.sqrt(2 / values.size) + 1e-3)
+
+
+ARGUMENT_ERRORS = [
+    ("uniform_ a > b", lambda: init.uniform_(onnxnn.zeros(3), 1.0, 0.0), RuntimeError, r"\[from, to\) range"),
+    (
+        "uniform_ inf",
+        lambda: init.uniform_(onnxnn.zeros(3), 0.0, math.inf),
+        RuntimeError,
+        "to is out of bounds for float",
+    ),
+    ("uniform_ nan", lambda: init.uniform_(onnxnn.zeros(3), math.nan, 1.0), RuntimeError, "from is out of bounds"),
+    ("uniform_ 1e39", lambda: init.uniform_(onnxnn.zeros(3), 0.0, 1e39), RuntimeError, "to is out of bounds for float"),
+    (
+        "uniform_ f16 range",
+        lambda: init.uniform_(onnxnn.zeros(3, dtype=onnxnn.float16), -6e4, 6e4),
+        RuntimeError,
+        "to-from to exceed the limit",
+    ),
+    (
+        "uniform_ bf16 bound",
+        lambda: init.uniform_(onnxnn.zeros(3, dtype=onnxnn.bfloat16), 0.0, 3.4e38),
+        RuntimeError,
+        "out of bounds for c10::BFloat16",
+    ),
+    ("normal_ std < 0", lambda: init.normal_(onnxnn.zeros(3), 0.0, -1.0), RuntimeError, "normal expects std >= 0.0"),
+    ("normal_ std nan", lambda: init.normal_(onnxnn.zeros(3), 0.0, math.nan), RuntimeError, "std >= 0.0"),
+    ("xavier_uniform_ gain < 0", lambda: init.xavier_uniform_(onnxnn.zeros(3, 4), gain=-1.0), RuntimeError, "range"),
+    ("xavier_normal_ gain < 0", lambda: init.xavier_normal_(onnxnn.zeros(3, 4), gain=-1.0), RuntimeError, "std >= 0"),
+    ("sparse_ std < 0", lambda: init.sparse_(onnxnn.zeros(3, 4), 0.5, std=-1.0), RuntimeError, "std >= 0"),
+    ("trunc_normal_ a > b", lambda: init.trunc_normal_(onnxnn.zeros(3), 0, 1, a=1, b=-1), RuntimeError, "range"),
+    (
+        "constant_ nan into int64",
+        lambda: init.constant_(onnxnn.zeros(3, dtype=onnxnn.int64), math.nan),
+        RuntimeError,
+        "cannot be converted to type int64_t without overflow",
+    ),
+    ("constant_ 1e40", lambda: init.constant_(onnxnn.zeros(3), 1e40), RuntimeError, "to type float without overflow"),
+    (
+        "constant_ f16 65505",
+        lambda: init.constant_(onnxnn.zeros(3, dtype=onnxnn.float16), 65505.0),
+        RuntimeError,
+        "c10::Half without overflow",
+    ),
+    (
+        "constant_ uint8 256",
+        lambda: init.constant_(onnxnn.zeros(3, dtype=onnxnn.uint8), 256),
+        RuntimeError,
+        "uint8_t without overflow",
+    ),
+]
+RANDOM_FILLS = [
+    ("uniform_", init.uniform_, "check_uniform_bounds"),
+    ("normal_", init.normal_, "normal_kernel_cpu"),
+    ("trunc_normal_", init.trunc_normal_, "normal_kernel_cpu"),
+    ("xavier_uniform_", init.xavier_uniform_, "check_uniform_bounds"),
+    ("kaiming_normal_", init.kaiming_normal_, "normal_kernel_cpu"),
+    ("orthogonal_", init.orthogonal_, "normal_kernel_cpu"),
+    ("sparse_", lambda t: init.sparse_(t, 0.5), "normal_kernel_cpu"),
+]
+for name, fill, kernel in RANDOM_FILLS:
+    for dtype, type_name in ((onnxnn.int64, "Long"), (onnxnn.bool, "Bool")):
+        ARGUMENT_ERRORS.append(
+            (
+                f"{name} on {dtype}",
+                lambda fill=fill, dtype=dtype: fill(onnxnn.zeros(3, 4, dtype=dtype)),
+                NotImplementedError,
+                f"\"{kernel}\" not implemented for '{type_name}'",
+            )
+        )
+
+
+@pytest.mark.parametrize(
+    "call, error, message", [case[1:] for case in ARGUMENT_ERRORS], ids=[c[0] for c in ARGUMENT_ERRORS]
+)
+def test_arguments_pytorch_refuses_raise_its_errors(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+@pytest.mark.parametrize(
+    "fill, dtype, expected",
+    [
+        (lambda t: init.uniform_(t, 1.0, 1.0), onnxnn.float32, 1.0),
+        (lambda t: init.normal_(t, 2.0, 0.0), onnxnn.float32, 2.0),
+        (lambda t: init.constant_(t, math.inf), onnxnn.float32, math.inf),
+        (lambda t: init.constant_(t, 65504.0), onnxnn.float16, 65504.0),
+        (lambda t: init.constant_(t, 1.5), onnxnn.int64, 1),
+        (lambda t: init.constant_(t, -129), onnxnn.uint8, 127),  # C++'s wrap-around, as PyTorch
+        (lambda t: init.constant_(t, math.nan), onnxnn.bool, True),
+        (lambda t: init.trunc_normal_(t, 0.0, 1.0, 1.0, 1.0), onnxnn.float32, 1.0),
+    ],
+)
+def test_edge_arguments_pytorch_accepts_still_fill(fill, dtype, expected):
+    np.testing.assert_array_equal(fill(onnxnn.zeros(3, dtype=dtype)).numpy(), np.full(3, expected))

@@ -240,3 +240,56 @@ def test_stft_errors_in_pytorch_words(call, error, message):
     with pytest.raises(error) as info:
         call(onnxnn.randn(20))
     assert message in str(info.value)
+
+
+def numpy_istft(spectrum, n_fft, hop_length, window, center=True):
+    """PyTorch's real-output istft by its definition: irfft of each frame's first n_fft // 2 + 1 bins
+    (the rest are not read), windowed, overlap-added and divided by the overlap-added squared window."""
+    bins = spectrum[..., : n_fft // 2 + 1, :, 0] + 1j * spectrum[..., : n_fft // 2 + 1, :, 1]
+    frames = np.fft.irfft(bins, n=n_fft, axis=-2).swapaxes(-1, -2) * window  # (..., T, n_fft)
+    count = frames.shape[-2]
+    length = n_fft + hop_length * (count - 1)
+    signal = np.zeros(frames.shape[:-2] + (length,))
+    envelope = np.zeros(length)
+    for t in range(count):
+        signal[..., t * hop_length : t * hop_length + n_fft] += frames[..., t, :]
+        envelope[t * hop_length : t * hop_length + n_fft] += window**2
+    start, end = (n_fft // 2, length - n_fft // 2) if center else (0, length)
+    return signal[..., start:end] / envelope[start:end]
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("n_fft, shape", [(8, (8, 5, 2)), (7, (2, 7, 6, 2))])
+def test_two_sided_istft_reads_the_first_half_of_a_non_hermitian_spectrum(executor, n_fft, shape):
+    # A two-sided spectrum that is not Hermitian (a masked or generated one): PyTorch narrows it to
+    # n_fft // 2 + 1 bins and inverts with irfft; taking the real part of the full inverse DFT, as
+    # onnxnn did, averages each bin with its mirror instead.
+    spectrum = np.random.default_rng(1).standard_normal(shape)
+    window = np.hanning(n_fft + 2)[1:-1]
+    with onnxnn.set_executor(executor):
+        signal = onnxnn.istft(
+            onnxnn.tensor(spectrum), n_fft, hop_length=2, window=onnxnn.tensor(window), onesided=False
+        ).numpy()
+    expected = numpy_istft(spectrum, n_fft, 2, window)
+    # n_fft-term sums, then a division by the envelope (at least the smallest squared window sum).
+    np.testing.assert_allclose(
+        signal, expected, rtol=0, atol=50 * n_fft * np.finfo(np.float64).eps * np.abs(expected).max()
+    )
+
+
+@pytest.mark.parametrize(
+    "signal_dtype, window_dtype, result",
+    [
+        (onnxnn.float32, onnxnn.float64, onnxnn.float64),
+        (onnxnn.float64, onnxnn.float32, onnxnn.float64),
+        (onnxnn.float16, onnxnn.float32, onnxnn.float32),
+        (onnxnn.float32, onnxnn.float32, onnxnn.float32),
+    ],
+)
+def test_stft_and_istft_compute_in_the_promoted_dtype_of_signal_and_window(signal_dtype, window_dtype, result):
+    # As PyTorch's: a float32 signal with a float64 window gives a float64 (complex128) spectrum.
+    x = onnxnn.tensor(np.random.default_rng(2).standard_normal(32), dtype=signal_dtype)
+    window = onnxnn.hann_window(8, dtype=window_dtype)
+    spectrum = onnxnn.stft(x, 8, window=window, return_complex=False)
+    assert spectrum.dtype is result
+    assert onnxnn.istft(spectrum.to(signal_dtype), 8, window=window, length=32).dtype is result

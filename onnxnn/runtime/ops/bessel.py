@@ -25,7 +25,7 @@ import numpy as np
 from ...ir import dtypes
 from ._common import Tensor
 from . import elementwise as _e
-from .special_functions import _BESSEL_ASYMPTOTIC, _BESSEL_SERIES, _horner
+from .special_functions import _BESSEL_ASYMPTOTIC, _bessel_i_series, _horner
 
 __all__ = ["modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1"]
 
@@ -42,13 +42,13 @@ def _series_k(order: int, x: Tensor) -> Tensor:
         for k in range(1, _SERIES_TERMS):
             harmonic += 1.0 / k
             coefficients.append(harmonic / math.factorial(k) ** 2)
-        i0 = _horner(z, _BESSEL_SERIES[0])
+        i0 = _bessel_i_series(0, x)
         return _horner(z, coefficients) - (log_half + _EULER_GAMMA) * i0
     coefficients = []
     for k in range(_SERIES_TERMS):
         psi_sum = -2 * _EULER_GAMMA + 2 * sum(1.0 / j for j in range(1, k + 1)) + 1.0 / (k + 1)
         coefficients.append(psi_sum / (math.factorial(k) * math.factorial(k + 1)))
-    i1 = _horner(z, _BESSEL_SERIES[1]) * x * 0.5
+    i1 = _bessel_i_series(1, x)
     return 1.0 / x + log_half * i1 - x * 0.25 * _horner(z, coefficients)
 
 

@@ -155,6 +155,10 @@ def lgamma(input: Tensor) -> Tensor:
     magnitude = x.abs()
     near_zero = _c.lt(magnitude, float(np.finfo(x.dtype.numpy_dtype).tiny) * 1e8)
     result = _e.where(near_zero, -magnitude.log(), result)
+    # lgamma(1) = lgamma(2) = 0 exactly, as PyTorch's (the Lanczos sum leaves a few ulps of its
+    # magnitude there); subtracting the detached value keeps the gradient (digamma) at those points.
+    exact_zero = _c.logical_or(_c.eq(x, 1.0), _c.eq(x, 2.0))
+    result = result - _e.where(exact_zero, result.detach(), 0.0)
     infinite = _c.logical_or(_c.isinf(x), _c.logical_and(reflect, _c.eq(sine, 0)))
     return _e.where(infinite, float("inf"), result).to(out)
 
@@ -250,9 +254,16 @@ def digamma(input: Tensor) -> Tensor:
 
 
 def polygamma(n: int, input: Tensor) -> Tensor:
-    """The ``n``-th derivative of the digamma function (``polygamma(0, x)`` is ``digamma(x)``)."""
+    """The ``n``-th derivative of the digamma function (``polygamma(0, x)`` is ``digamma(x)``).
+
+    ``n`` is an integer: a float (even 1.0) or a bool raises TypeError, as PyTorch's.
+    """
     if isinstance(n, Tensor):
+        if n.dtype.is_floating_point or n.dtype == dtypes.bool:
+            raise TypeError(f"polygamma(): argument 'n' (position 1) must be int, not a {n.dtype} Tensor")
         n = int(n.item())
+    elif isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"polygamma(): argument 'n' (position 1) must be int, not {type(n).__name__}")
     if n < 0:
         raise RuntimeError("polygamma(n, x) does not support negative n.")
     x, out = _compute_dtype(input)
@@ -335,13 +346,18 @@ def erfcx(input: Tensor) -> Tensor:
     x = _e._floating(input)
     out = x.dtype
     x = x.to(dtypes.float64)
-    a = x.abs()
+    below = x < 0
+    # |x| through where, not abs: abs' is 0 at 0, which would make erfcx'(0) 0, not -2 / sqrt(pi).
+    a = _e.where(below, x.neg(), x)
     small = a < 2.0
     near = _e.where(small, a, 0.0)
     scaled_near = (near * near).exp() * (1.0 - _erf_series(near))
     positive = _e.where(small, scaled_near, _erfc_scaled_tail(_e.where(small, 2.0, a)))
-    negative = (a * a).exp() * 2.0 - positive
-    return _e.where(x < 0, negative, positive).to(out)
+    # exp(a^2) overflows past a = 26.6; where the negative branch is unused it sees 0, so that its
+    # inf cannot reach the gradient as inf * 0 = NaN.
+    negative_a = _e.where(below, a, 0.0)
+    negative = (negative_a * negative_a).exp() * 2.0 - positive
+    return _e.where(below, negative, positive).to(out)
 
 
 def _erfinv_start(y: Tensor) -> Tensor:
@@ -399,11 +415,19 @@ def erfinv(input: Tensor) -> Tensor:
 _BESSEL_SPLIT = 20.0
 _BESSEL_SERIES_TERMS = 37
 _BESSEL_ASYMPTOTIC_TERMS = 35
+_BESSEL_SERIES_SCALE = _BESSEL_SPLIT**2 / 4  # the largest x^2 / 4 the series sees
 
 
 def _bessel_series_coefficients(order: int) -> list[float]:
-    """``I_order(x) = (x/2)^order sum_k (x^2/4)^k / (k! (k + order)!)``."""
-    return [1.0 / (math.factorial(k) * math.factorial(k + order)) for k in range(_BESSEL_SERIES_TERMS)]
+    """``I_order(x) = (x/2)^order sum_k c_k w^k`` with ``w = x^2 / 400``, ``c_k = 100^k / (k! (k + order)!)``.
+
+    The series variable is scaled by its largest value on the series' range (``x = 20``), so that
+    ``w <= 1``: with ``x^2 / 4`` itself (up to 100), the backward of Horner's scheme multiplies the
+    incoming gradient by it 36 times (``100^36`` is inf in float32) and meets partial sums that
+    underflow to 0, giving inf * 0 = NaN. The scaled coefficients stay between 1e-12 and 1e7.
+    """
+    scale = _BESSEL_SERIES_SCALE
+    return [scale**k / (math.factorial(k) * math.factorial(k + order)) for k in range(_BESSEL_SERIES_TERMS)]
 
 
 def _bessel_asymptotic_coefficients(order: int) -> list[float]:
@@ -420,26 +444,31 @@ _BESSEL_SERIES = {order: _bessel_series_coefficients(order) for order in (0, 1)}
 _BESSEL_ASYMPTOTIC = {order: _bessel_asymptotic_coefficients(order) for order in (0, 1)}
 
 
+def _bessel_i_series(order: int, x: Tensor) -> Tensor:
+    """``I_order(x)`` by its power series, for ``|x| <= 20``: even in x, odd for order 1 (written in x
+    itself, not in ``|x|`` times ``sign(x)``, whose derivatives at 0 would make ``i1'(0)`` and
+    ``i0''(0)`` 0, not 1/2)."""
+    series = _horner(x * x * (0.25 / _BESSEL_SERIES_SCALE), _BESSEL_SERIES[order])
+    return series * x * 0.5 if order else series
+
+
 def _bessel_i(order: int, input: Tensor, scaled: bool) -> Tensor:
     """``I_order(x)``, or ``e^(-|x|) I_order(x)`` when ``scaled``; odd in x for order 1."""
     x, out = _compute_dtype(input)
     a = x.abs()
     small = a <= _BESSEL_SPLIT
-    near = _e.where(small, a, 0.0)
-    series = _horner(near * near * 0.25, _BESSEL_SERIES[order])
-    if order:
-        series = series * near * 0.5
+    series = _bessel_i_series(order, _e.where(small, x, 0.0))
     far = _e.where(small, _BESSEL_SPLIT, a)
     # 1 / sqrt(2 pi) / sqrt(far), not 1 / sqrt(2 pi far): that product overflows for a huge far (1e38
     # in float32), and 0 * e^far would then be NaN where I_order is inf.
     asymptotic = _horner(1.0 / far, _BESSEL_ASYMPTOTIC[order]) / far.sqrt() * (2 * math.pi) ** -0.5
+    if order:
+        asymptotic = asymptotic * x.sign()
     if scaled:
-        value = _e.where(small, series * near.neg().exp(), asymptotic)
+        value = _e.where(small, series * _e.where(small, a, 0.0).neg().exp(), asymptotic)
     else:
         # e^far / sqrt(2 pi far) overflows (to inf, as I_order does) past about 710 in float64.
         value = _e.where(small, series, asymptotic * far.exp())
-    if order:
-        value = value * x.sign()
     return value.to(out)
 
 
@@ -527,6 +556,19 @@ def _incomplete_gamma(input: Tensor, other: Tensor) -> tuple[Tensor, Tensor, dty
     return lower, upper, out
 
 
+def _check_incomplete_gamma_operands(name: str, input, other) -> None:
+    """PyTorch's refusals: both operands are Tensors, and at least one is floating point."""
+    for position, (argument, value) in enumerate((("input", input), ("other", other)), start=1):
+        if not isinstance(value, Tensor):
+            raise TypeError(
+                f"{name}(): argument '{argument}' (position {position}) must be Tensor, not {type(value).__name__}"
+            )
+    if not input.dtype.is_floating_point and not other.dtype.is_floating_point:
+        raise NotImplementedError(
+            f'"{name}" not implemented for {input.dtype} and {other.dtype}: it needs a floating point input'
+        )
+
+
 def igamma(input: Tensor, other: Tensor) -> Tensor:
     """The regularized lower incomplete gamma function ``P(a, x) = gamma(a, x) / Gamma(a)``.
 
@@ -536,12 +578,14 @@ def igamma(input: Tensor, other: Tensor) -> Tensor:
         >>> onnxnn.igamma(onnxnn.tensor([1.0]), onnxnn.tensor([2.0]))  # 1 - exp(-2)
         tensor([0.8647])
     """
+    _check_incomplete_gamma_operands("igamma", input, other)
     lower, _, out = _incomplete_gamma(input, other)
     return lower.to(out)
 
 
 def igammac(input: Tensor, other: Tensor) -> Tensor:
     """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``, accurate in its tail."""
+    _check_incomplete_gamma_operands("igammac", input, other)
     _, upper, out = _incomplete_gamma(input, other)
     return upper.to(out)
 

@@ -77,6 +77,14 @@ def _full_window(window: Tensor | None, win_length: int, n_fft: int, input: Tens
     return pad_constant(window, [left, n_fft - win_length - left])
 
 
+def _result_dtype(input: Tensor, window: Tensor | None) -> dtypes.dtype:
+    """The dtype both transforms compute and return in: the input's promoted with the window's, as
+    PyTorch's (a float32 signal with a float64 window gives a float64 spectrum)."""
+    if window is None:
+        return input.dtype
+    return dtypes.promote_types(input.dtype, window.dtype)
+
+
 def _forward_basis(n_fft: int, frequencies: int, dtype, device) -> Tensor:
     """``(n_fft, 2 * frequencies)``: cos(2 pi k n / N) then -sin(2 pi k n / N), exact in float64."""
     phase = 2.0 * np.pi * np.outer(np.arange(n_fft), np.arange(frequencies)) / n_fft
@@ -150,6 +158,7 @@ def stft(
         input = _pad_signal(input, n_fft // 2, pad_mode)
     described = _describe("stft", input, n_fft, hop_length, win_length, window)
     _check_stft(input, n_fft, hop_length, win_length, window, described)
+    input = input.to(_result_dtype(input, window))
     full_window = _full_window(window, win_length, n_fft, input)
     if align_to_window and win_length < n_fft:
         # The window covers [t * hop, t * hop + win_length): frames start (n_fft - win_length) // 2 earlier.
@@ -166,14 +175,13 @@ def stft(
     return parts.movedim(-1, -3)  # (B?, n_freq, T, 2)
 
 
-def _inverse_basis(n_fft: int, frequencies: int, onesided: bool, dtype, device) -> Tensor:
-    """``(2 * frequencies, n_fft)``: the real part of the inverse DFT from (real, imag) rows. One-sided,
-    the bins strictly between 0 and n_fft / 2 count twice (their mirror images); the sines vanish at
-    0 and n_fft / 2, so those bins' imaginary parts are ignored as irfft ignores them."""
+def _inverse_basis(n_fft: int, frequencies: int, dtype, device) -> Tensor:
+    """``(2 * frequencies, n_fft)``: irfft from the (real, imag) rows of the ``n_fft // 2 + 1`` one-sided
+    bins. The bins strictly between 0 and n_fft / 2 count twice (their mirror images); the sines
+    vanish at 0 and n_fft / 2, so those bins' imaginary parts are ignored as irfft ignores them."""
     phase = 2.0 * np.pi * np.outer(np.arange(frequencies), np.arange(n_fft)) / n_fft
     weight = np.ones(frequencies)
-    if onesided:
-        weight[1 : (n_fft + 1) // 2] = 2.0
+    weight[1 : (n_fft + 1) // 2] = 2.0
     basis = np.concatenate([np.cos(phase) * weight[:, None], -np.sin(phase) * weight[:, None]], axis=0) / n_fft
     return Tensor._from_array(basis.astype(dtype.numpy_dtype), dtype, device)
 
@@ -202,11 +210,12 @@ def istft(
 ) -> Tensor:
     """Inverse of :func:`stft`: a signal ``(B?, L)`` from its spectrum's real view ``(B?, n_freq, T, 2)``.
 
-    Each frame is the real part of the inverse DFT (one-sided spectra by Hermitian symmetry), times
-    the window; the frames are overlap-added and divided by the overlap-added squared window (the
-    least-squares inverse, Griffin & Lim), then the ``center`` padding is trimmed and the result cut or
-    zero-padded to ``length``. PyTorch takes a complex input here; onnxnn, which has no complex dtype,
-    takes the real view that :func:`stft` returns (PyTorch's ``torch.view_as_real`` of its input).
+    Each frame is the real inverse DFT (irfft) of the first ``n_fft // 2 + 1`` bins, as PyTorch's
+    real-output istft (with ``onesided=False`` the other bins are not read: the spectrum is taken as
+    Hermitian), times the window; the frames are overlap-added and divided by the overlap-added
+    squared window (the least-squares inverse, Griffin & Lim), then the ``center`` padding is trimmed
+    and the result cut or zero-padded to ``length``. PyTorch takes a complex input here; onnxnn, which
+    has no complex dtype, takes the real view that :func:`stft` returns (PyTorch's ``torch.view_as_real`` of its input).
 
     Example::
 
@@ -251,13 +260,21 @@ def istft(
             "rectangular window, explicitly set `window=torch.ones(n_fft, device=<device>)`.",
             stacklevel=2,
         )
+    input = input.to(_result_dtype(input, window))
+    if not onesided:
+        # As PyTorch's real inverse (istft without return_complex narrows to n_fft // 2 + 1 bins and
+        # runs irfft): the spectrum is taken as Hermitian and only its first half is read, rather
+        # than the real part of the full inverse DFT, which differs once the spectrum is not Hermitian
+        # (after a mask, say).
+        frequencies = n_fft // 2 + 1
+        input = input.narrow(-3, 0, frequencies)
     full_window = _full_window(window, win_length, n_fft, input)
     # (B?, n_freq, T, 2) -> (B?, T, 2 * n_freq): all real parts, then all imaginary parts, per frame.
     per_frame = input.movedim(-3, -1)
     per_frame = per_frame.reshape(tuple(per_frame.shape[:-2]) + (2 * frequencies,))
     if normalized:
         per_frame = per_frame * math.sqrt(n_fft)
-    frames = per_frame.matmul(_inverse_basis(n_fft, frequencies, onesided, input.dtype, input.device)) * full_window
+    frames = per_frame.matmul(_inverse_basis(n_fft, frequencies, input.dtype, input.device)) * full_window
     expected_length = n_fft + hop_length * (count - 1)
     signal = _overlap_add(frames, hop_length, expected_length)
     envelope = _overlap_add((full_window * full_window).expand((count, n_fft)), hop_length, expected_length)

@@ -1,0 +1,277 @@
+"""Special functions at their edges: gradients at 0 and in the tails (Bessel I, erfcx, log_ndtr,
+xlog1py), ndtr's lower tail, exact zeros of gammaln, and PyTorch's argument refusals.
+
+References never call the code under test: the Bessel functions from their power series summed with
+``math.fsum``, erfcx from ``math.erfc`` (and its asymptotic series where ``exp(x^2)`` overflows), the
+derivatives from their closed forms (I0' = I1, erfcx' = 2x erfcx - 2/sqrt(pi), ...). Tolerances come
+from the arithmetic: the dtype's epsilon times the number of operations the formula chains.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import onnxnn
+
+EXECUTORS = ("onnxruntime", "kernels")
+EPS32 = float(np.finfo(np.float32).eps)
+EPS64 = float(np.finfo(np.float64).eps)
+TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
+
+
+def _gradient(function, values, dtype=onnxnn.float64):
+    x = onnxnn.tensor(np.asarray(values, dtype=np.float64), dtype=dtype, requires_grad=True)
+    function(x).sum().backward()
+    return np.asarray(x.grad.numpy(), dtype=np.float64)
+
+
+def _second_derivative(function, values):
+    x = onnxnn.tensor(np.asarray(values, dtype=np.float64), dtype=onnxnn.float64, requires_grad=True)
+    (first,) = onnxnn.autograd.grad(function(x).sum(), x, create_graph=True)
+    (second,) = onnxnn.autograd.grad(first.sum(), x)
+    return second.numpy()
+
+
+# ---------------------------------------------------------------- references
+
+
+def _bessel_i(order: int, x: float) -> float:
+    """I_order(x) from its power series (every term positive for x >= 0; odd for order 1)."""
+    term = (abs(x) / 2) ** order / math.factorial(order)
+    terms = [term]
+    for k in range(1, 200):
+        term *= (x / 2) ** 2 / (k * (k + order))
+        terms.append(term)
+    return math.fsum(terms) * (math.copysign(1.0, x) if order else 1.0)
+
+
+def _bessel_derivatives(x: float) -> dict[str, tuple[float, float]]:
+    """The derivative of each function and the size of its largest term (cancellation sets the error)."""
+    i0, i1, scale = _bessel_i(0, x), _bessel_i(1, x), math.exp(-abs(x))
+    sign = math.copysign(1.0, x)
+    i1_prime_terms = (i0, i1 / x)  # I1' = I0 - I1 / x
+    return {
+        "i0": (i1, abs(i1)),
+        "i1": (i0 - i1 / x, max(map(abs, i1_prime_terms))),
+        # (e^-|x| I0)' = e^-|x| (I1 - sign(x) I0); (e^-|x| I1)' = e^-|x| (I0 - I1 / x - sign(x) I1)
+        "i0e": (scale * (i1 - sign * i0), scale * abs(i0)),
+        "i1e": (scale * (i0 - i1 / x - sign * i1), scale * abs(i0)),
+    }
+
+
+def _erfcx(x: float) -> float:
+    """exp(x^2) erfc(x): from math.erfc below 10, its asymptotic series above (exp(x^2) overflows
+    past 26; the series' terms fall by (2n - 1) / (2 x^2) < 0.4 there, so 40 terms reach 1e-16)."""
+    if x < 10:
+        return math.exp(x * x) * math.erfc(x)
+    return math.fsum((-1) ** n * _double_factorial(2 * n - 1) / (2 * x * x) ** n for n in range(40)) / (
+        x * math.sqrt(math.pi)
+    )
+
+
+def _erfcx_derivative(x: float) -> float:
+    """erfcx'(x) = 2x erfcx(x) - 2/sqrt(pi) below 10; above, the asymptotic series differentiated term
+    by term (the closed form cancels there: erfcx'(100) is 2e4 times smaller than its terms)."""
+    if x < 10:
+        return 2 * x * _erfcx(x) - TWO_OVER_SQRT_PI
+    return math.fsum(
+        (-1) ** n * _double_factorial(2 * n - 1) / 2**n * -(2 * n + 1) * x ** -(2 * n + 2) for n in range(40)
+    ) / math.sqrt(math.pi)
+
+
+def _double_factorial(n: int) -> int:
+    return math.prod(range(n, 0, -2)) if n > 0 else 1
+
+
+def _ndtr(x: float) -> float:
+    return math.erfc(-x / math.sqrt(2)) / 2
+
+
+def _log_ndtr_derivative(x: float) -> float:
+    """pdf(x) / cdf(x); below -5, sqrt(2/pi) / erfcx(-x / sqrt 2) (the same ratio without underflow)."""
+    if x < -5:
+        return math.sqrt(2 / math.pi) / _erfcx(-x / math.sqrt(2))
+    return math.exp(-x * x / 2) / math.sqrt(2 * math.pi) / _ndtr(x)
+
+
+# ---------------------------------------------------------------- modified Bessel functions I
+
+BESSEL_GRADIENT_POINTS = [-19.5, -15.0, -10.0, -7.0, -1.5, 0.5, 6.0, 7.0, 8.0, 10.0, 15.0, 19.0, 20.0]
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("dtype", [onnxnn.float32, onnxnn.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("name", ["i0", "i0e", "i1", "i1e"])
+def test_bessel_i_gradients_are_finite_and_right_up_to_the_series_limit(executor, dtype, name):
+    # In float32 the 37-term series' backward used to meet inf * 0 (x^2/4 up to 100, raised to the
+    # 36th power) and give NaN for 7 < |x| <= 20.
+    with onnxnn.set_executor(executor):
+        actual = _gradient(getattr(onnxnn.special, name), BESSEL_GRADIENT_POINTS, dtype)
+    reference = [_bessel_derivatives(x)[name] for x in BESSEL_GRADIENT_POINTS]
+    expected = np.array([value for value, _ in reference])
+    scale = np.array([size for _, size in reference])
+    eps = EPS32 if dtype is onnxnn.float32 else EPS64
+    # Horner's 37 steps forward and back, and the input's own rounding (x I1(x) ~ x^2 relative error).
+    bound = 200 * eps * scale
+    assert np.all(np.isfinite(actual))
+    assert np.all(np.abs(actual - expected) <= bound), np.abs(actual - expected) / scale
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("dtype", [onnxnn.float32, onnxnn.float64], ids=["float32", "float64"])
+def test_bessel_i_derivatives_at_zero(executor, dtype):
+    # I1(x) = x/2 + x^3/16 + ...: i1'(0) = i1e'(0) = 1/2 (it was 0: |x| * sign(x) has derivative 0 at 0).
+    with onnxnn.set_executor(executor):
+        for name in ("i1", "i1e"):
+            np.testing.assert_array_equal(_gradient(getattr(onnxnn.special, name), [0.0], dtype), [0.5])
+        np.testing.assert_array_equal(_gradient(onnxnn.special.i0, [0.0], dtype), [0.0])
+
+
+def test_bessel_i_second_derivatives_at_zero():
+    # I0 = 1 + x^2/4 + ...: I0''(0) = 1/2; I1 is odd: I1''(0) = 0. i0e'' at 0 is PyTorch's
+    # (i0e' = i1e - sign(x) i0e, and sign' = 0): 1/2.
+    np.testing.assert_array_equal(_second_derivative(onnxnn.special.i0, [0.0]), [0.5])
+    np.testing.assert_array_equal(_second_derivative(onnxnn.special.i0e, [0.0]), [0.5])
+    np.testing.assert_array_equal(_second_derivative(onnxnn.special.i1, [0.0]), [0.0])
+
+
+# ---------------------------------------------------------------- erfcx, log_ndtr, ndtr
+
+ERFCX_POINTS = [-3.0, -1.0, -1e-3, 0.0, 1e-3, 1.0, 1.9, 2.1, 5.0, 26.0, 26.7, 30.0, 100.0, 1e4]
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_erfcx_gradient_at_zero_and_in_the_tail(executor):
+    # erfcx'(0) = -2/sqrt(pi) (was 0: built from |x|); finite past x = 26.6 (was NaN: the unused
+    # negative branch's exp(x^2) overflowed and leaked inf * 0 into the gradient).
+    with onnxnn.set_executor(executor):
+        actual = _gradient(onnxnn.special.erfcx, ERFCX_POINTS)
+        single = _gradient(onnxnn.special.erfcx, [0.0, 30.0], onnxnn.float32)
+    expected = np.array([_erfcx_derivative(x) for x in ERFCX_POINTS])
+    # Below x = 2, erfcx is exp(x^2) (1 - erf(x)): 1 - erf loses up to 1 / erfc(2) ~ 200 times erf's
+    # rounding, and the derivative's two terms cancel by up to 10 more (at x = 1.9).
+    np.testing.assert_allclose(actual, expected, rtol=200 * 10 * 2 * EPS64, atol=0)
+    np.testing.assert_allclose(single, [-TWO_OVER_SQRT_PI, _erfcx_derivative(30.0)], rtol=2 * EPS32)
+
+
+LOG_NDTR_POINTS = [-1000.0, -50.0, -40.0, -5.0, -1.0, 0.0, 1.0, 5.0, 30.0, 40.0, 1000.0]
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_log_ndtr_gradient_at_zero_and_in_both_tails(executor):
+    with onnxnn.set_executor(executor):
+        actual = _gradient(onnxnn.special.log_ndtr, LOG_NDTR_POINTS)
+        single = _gradient(onnxnn.special.log_ndtr, [-40.0, 0.0, 40.0], onnxnn.float32)
+    expected = np.array([_log_ndtr_derivative(x) for x in LOG_NDTR_POINTS])
+    # t = x / sqrt 2 rounds (1 ulp); the erfcx formulas add a few hundred more.
+    np.testing.assert_allclose(actual, expected, rtol=500 * EPS64, atol=0)
+    np.testing.assert_allclose(single, [_log_ndtr_derivative(x) for x in (-40.0, 0.0, 40.0)], rtol=4 * EPS32)
+
+
+NDTR_POINTS = [-37.0, -20.0, -9.0, -5.0, -4.0, -1.0, -1e-3, 0.0, 1e-3, 1.0, 3.0, 9.0, 40.0]
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_ndtr_keeps_its_relative_accuracy_in_the_lower_tail(executor):
+    # (1 + erf(x / sqrt 2)) / 2 rounded the tail away: ndtr(-9) was 0 in float64, ndtr(-5) 14 % off
+    # in float32 (kernels); and onnxruntime has no float64 Erf.
+    with onnxnn.set_executor(executor):
+        double = onnxnn.special.ndtr(onnxnn.tensor(NDTR_POINTS, dtype=onnxnn.float64)).numpy()
+        single = onnxnn.special.ndtr(onnxnn.tensor(NDTR_POINTS, dtype=onnxnn.float32)).numpy()
+    x = np.array(NDTR_POINTS)
+    expected = np.array([_ndtr(value) for value in NDTR_POINTS])
+    # exp(-x^2 / 2) turns the rounding of x / sqrt 2 (and of the reference's own) into x^2 ulps.
+    bound = 50 * EPS64 * (1 + x * x) * expected
+    assert np.all(np.abs(double - expected) <= bound), np.abs(double - expected) / expected
+    assert single.dtype == np.float32
+    np.testing.assert_allclose(single, expected.astype(np.float32), rtol=EPS32, atol=0)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_ndtr_gradient_is_the_normal_density(executor):
+    points = [-30.0, -5.0, 0.0, 2.0]
+    with onnxnn.set_executor(executor):
+        actual = _gradient(onnxnn.special.ndtr, points)
+    expected = [math.exp(-x * x / 2) / math.sqrt(2 * math.pi) for x in points]
+    np.testing.assert_allclose(actual, expected, rtol=500 * EPS64 * (1 + 30.0**2), atol=0)
+
+
+# ---------------------------------------------------------------- xlog1py
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("y", [2.5, 1.0, 0.0, -0.5])
+def test_xlog1py_gradient_at_x_zero_is_log1p_y(executor, y):
+    # d/dx x log1p(y) = log1p(y) for every x, 0 included (a where on the result cut it to 0).
+    with onnxnn.set_executor(executor):
+        x = onnxnn.tensor([0.0, 1.5], dtype=onnxnn.float64, requires_grad=True)
+        other = onnxnn.tensor([y, y], dtype=onnxnn.float64, requires_grad=True)
+        onnxnn.special.xlog1py(x, other).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [math.log1p(y)] * 2, rtol=EPS64, atol=0)
+    np.testing.assert_allclose(other.grad.numpy(), [0.0, 1.5 / (1 + y)], rtol=EPS64, atol=0)
+
+
+def test_xlog1py_values_at_x_zero_and_with_python_numbers():
+    x = onnxnn.tensor([0.0, 0.0, 0.0, 0.0, 2.0], dtype=onnxnn.float64, requires_grad=True)
+    y = onnxnn.tensor([-1.0, -2.0, math.inf, math.nan, 1.0], dtype=onnxnn.float64)
+    result = onnxnn.special.xlog1py(x, y)
+    np.testing.assert_array_equal(result.detach().numpy(), [0.0, 0.0, 0.0, math.nan, 2 * math.log(2)])
+    result.sum().backward()
+    assert x.grad.numpy()[:2].tolist() == [0.0, 0.0]  # PyTorch masks d/dx where x == 0 and y <= -1
+    # A Python number on either side, as PyTorch accepts (it raised AttributeError).
+    np.testing.assert_allclose(
+        onnxnn.special.xlog1py(onnxnn.tensor([0.0, 1.0]), 2.0).numpy(), [0.0, math.log(3)], rtol=EPS32
+    )
+    np.testing.assert_array_equal(onnxnn.special.xlog1py(0.0, onnxnn.tensor([0.0, 1.0])).numpy(), [0.0, 0.0])
+    integers = onnxnn.special.xlog1py(onnxnn.tensor([0, 2]), onnxnn.tensor([1, 1]))
+    assert integers.dtype is onnxnn.float32
+    np.testing.assert_allclose(integers.numpy(), [0.0, 2 * math.log(2)], rtol=EPS32)
+
+
+# ---------------------------------------------------------------- gammaln, polygamma, gammainc
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("dtype", [onnxnn.float32, onnxnn.float64, onnxnn.float16], ids=str)
+def test_gammaln_is_exactly_zero_at_one_and_two_and_keeps_its_gradient(executor, dtype):
+    with onnxnn.set_executor(executor):
+        x = onnxnn.tensor([1.0, 2.0], dtype=dtype, requires_grad=dtype is not onnxnn.float16)
+        value = onnxnn.special.gammaln(x)
+        assert value.detach().numpy().tolist() == [0.0, 0.0]
+        if dtype is onnxnn.float16:
+            return
+        value.sum().backward()
+    euler_gamma = 0.5772156649015329  # digamma(1) = -gamma, digamma(2) = 1 - gamma
+    eps = EPS32 if dtype is onnxnn.float32 else EPS64
+    np.testing.assert_allclose(x.grad.numpy(), [-euler_gamma, 1 - euler_gamma], rtol=100 * eps)
+
+
+@pytest.mark.parametrize("n", [1.5, 1.0, True])
+def test_polygamma_refuses_a_non_integer_order(n):
+    x = onnxnn.tensor([1.0, 2.0])
+    with pytest.raises(TypeError, match="argument 'n' .* must be int"):
+        onnxnn.special.polygamma(n, x)
+    with pytest.raises(TypeError, match="argument 'n' .* must be int"):
+        x.polygamma(n)
+
+
+def test_polygamma_takes_numpy_integers():
+    x = onnxnn.tensor([1.0], dtype=onnxnn.float64)
+    np.testing.assert_allclose(onnxnn.special.polygamma(np.int64(1), x).numpy(), [math.pi**2 / 6], rtol=1e-13)
+
+
+@pytest.mark.parametrize("function", [onnxnn.special.gammainc, onnxnn.special.gammaincc], ids=["gammainc", "gammaincc"])
+def test_gammainc_refuses_python_numbers_and_integer_tensors(function):
+    x = onnxnn.tensor([1.0, 2.0])
+    with pytest.raises(TypeError, match=r"argument 'input' \(position 1\) must be Tensor, not float"):
+        function(2.0, x)
+    with pytest.raises(TypeError, match=r"argument 'other' \(position 2\) must be Tensor, not int"):
+        function(x, 3)
+    with pytest.raises(NotImplementedError, match="not implemented"):
+        function(onnxnn.tensor([1, 2]), onnxnn.tensor([1, 2]))
+    # One floating operand is enough, as in PyTorch (the integer one is promoted).
+    mixed = function(x, onnxnn.tensor([1, 2]))
+    assert mixed.dtype is onnxnn.float32
