@@ -293,3 +293,12 @@ def test_stft_and_istft_compute_in_the_promoted_dtype_of_signal_and_window(signa
     spectrum = onnxnn.stft(x, 8, window=window, return_complex=False)
     assert spectrum.dtype is result
     assert onnxnn.istft(spectrum.to(signal_dtype), 8, window=window, length=32).dtype is result
+
+
+@pytest.mark.parametrize(
+    "name", ["hann_window", "hamming_window", "blackman_window", "bartlett_window", "kaiser_window"]
+)
+@pytest.mark.parametrize("dtype", ["int64", "bool"])
+def test_windows_refuse_a_dtype_that_is_not_floating(name, dtype):
+    with pytest.raises(RuntimeError, match=f"{name} expects floating point dtypes"):
+        getattr(onnxnn, name)(4, dtype=getattr(onnxnn, dtype))
