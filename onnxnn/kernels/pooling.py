@@ -70,6 +70,13 @@ def max_pool(xp, inputs, attrs):
     flat = windows.reshape(x.shape[:2] + tuple(output_shape) + (int(np.prod(kernel, dtype=np.int64)),))
     winner = xp.argmax(flat, axis=-1)
     values = xp.take_along_axis(flat, winner[..., None], axis=-1)[..., 0]
+    if any(begins):
+        # The padding holds the dtype's lowest value, so a window whose elements inside X all hold it
+        # too (-inf, say, in a masked feature map) ties with its padding, and argmax picks the first
+        # tap: padding, whose index lies outside X (and the gradient's scatter wraps it onto another
+        # element). PyTorch and onnxruntime start each window at its first tap inside X; so do these.
+        first_inside = xp.asarray(_first_taps_inside(kernel, strides, dilations, begins, output_shape))
+        winner = xp.where(values == lowest(x.dtype), first_inside, winner)
     return [
         values,
         _max_pool_indices(
@@ -100,6 +107,19 @@ def _compiled_max_pool_with_indices(node, threads: int):
     if not compiled_pooling.eligible_max_pool(x.shape, x.dtype.numpy_dtype, node.attrs, node.num_outputs):
         return None
     return _CompiledMaxPoolWithIndices(node.attrs)
+
+
+def _first_taps_inside(kernel, strides, dilations, begins, output_shape) -> np.ndarray:
+    """The flat kernel offset (row-major over the kernel) of each window's first tap that lies at or
+    after the start of X along every spatial axis, shaped like the output's spatial axes."""
+    spatial = len(kernel)
+    first = np.zeros(tuple(output_shape), dtype=np.int64)
+    for i in range(spatial):
+        starts = np.arange(output_shape[i], dtype=np.int64) * strides[i] - begins[i]
+        # The taps before the first one at position 0 or later, capped for a window with none inside.
+        taps = np.minimum(-(np.minimum(starts, 0) // dilations[i]), kernel[i] - 1)
+        first = first * kernel[i] + taps.reshape([-1 if a == i else 1 for a in range(spatial)])
+    return first
 
 
 def _max_pool_indices(xp, shape, winner, kernel, strides, dilations, begins, output_shape, storage_order):

@@ -404,11 +404,13 @@ def svd_matrix_norm(A: Tensor, ord, dim, keepdim: bool) -> Tensor:
     if ord == "nuc" or (ord == 2 and S.shape[-1] == 0):
         result = S.sum(-1)  # an empty matrix's norm is 0, as PyTorch's
     elif ord == 2:
-        result = S.select(-1, 0)
+        # amax, not the first singular value: a repeated largest one shares the gradient evenly, as
+        # PyTorch's, instead of giving it all to whichever singular pair the iteration returned first.
+        result = S.amax(-1)
     elif S.shape[-1] == 0:
         raise IndexError("amin(): Expected reduction dim -1 to have non-zero size.")  # PyTorch's for ord=-2
     else:
-        result = S.select(-1, S.shape[-1] - 1)
+        result = S.amin(-1)
     if keepdim:
         for axis in sorted((rows, columns)):
             result = result.unsqueeze(axis)

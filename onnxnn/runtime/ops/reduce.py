@@ -108,16 +108,52 @@ def _reduce_extremum_grad(ctx, g):
 
 @gradient_rules.register("ReduceProd")
 def _reduce_prod_grad(ctx, g):
-    # d prod / d x_i is the product of the other elements. out / x_i gives it where x_i != 0; at a
-    # zero it is the product of the nonzero elements if x_i is the only zero, else 0 (as PyTorch).
+    # d prod / d x_i is the product of the other elements. A line without zeros takes PyTorch's
+    # out / x_i. A line with zeros takes that product itself (PyTorch's exclusive products there), built
+    # so that it stays right when differentiated again (Hessians) and next to a NaN or inf.
     kept, axes = _gradient_with_kept_dims(ctx, g)
     x = ctx.input(0)
     out = ctx.output().reshape(kept.shape)
     is_zero = x == 0
     nonzero = where(is_zero, 1.0, x)
     zero_count = is_zero.to(x.dtype).sum(dim=axes, keepdim=True)
-    others_at_zero = where(zero_count == 1, nonzero.prod(dim=axes, keepdim=True), 0.0)
-    return kept * where(is_zero, others_at_zero, out / nonzero), None
+    with_zeros = where(
+        is_zero,
+        _others_at_zero(x, is_zero, nonzero, zero_count, axes),
+        _others_at_nonzero(x, is_zero, nonzero, zero_count, axes),
+    )
+    return kept * where(zero_count == 0, out / nonzero, with_zeros), None
+
+
+def _zeros_product(x: Tensor, is_zero: Tensor, zero_count: Tensor, axes: list[int], excluded: Tensor | None) -> Tensor:
+    """The product of a line's zeros, ``excluded`` (one of them, at each position) left out: its value is
+    known (1 or 0), but its derivative in the zeros is not 0 where one or two zeros remain."""
+    zeros_sum = where(is_zero, x, 0.0).sum(dim=axes, keepdim=True)
+    if excluded is None:
+        return where(zero_count == 1, zeros_sum, 0.0)  # the one zero itself; a product of two or more is flat
+    # With the zero at this position out: no zero left (1), the other zero (the sum minus this one), or
+    # two or more (a product with a flat first derivative).
+    return where(zero_count == 1, 1.0, where(zero_count == 2, zeros_sum - excluded, 0.0))
+
+
+def _others_at_zero(x: Tensor, is_zero: Tensor, nonzero: Tensor, zero_count: Tensor, axes: list[int]) -> Tensor:
+    """The product of the other elements, at each zero of a line."""
+    return nonzero.prod(dim=axes, keepdim=True) * _zeros_product(x, is_zero, zero_count, axes, x)
+
+
+def _others_at_nonzero(x: Tensor, is_zero: Tensor, nonzero: Tensor, zero_count: Tensor, axes: list[int]) -> Tensor:
+    """The product of the other elements, at each nonzero element of a line that holds a zero: 0, or NaN
+    where another element is NaN or inf (0 times it). The nonzero product over ``x_i`` would be NaN at
+    an infinite or NaN ``x_i`` itself, so that one takes the product of the finite elements."""
+    finite = _c.isfinite(nonzero)
+    finite_elements = where(finite, nonzero, 1.0)
+    infinite_count = (~finite).to(x.dtype).sum(dim=axes, keepdim=True)
+    others = where(
+        finite,
+        nonzero.prod(dim=axes, keepdim=True) / finite_elements,
+        where(infinite_count == 1, finite_elements.prod(dim=axes, keepdim=True), float("nan")),
+    )
+    return _zeros_product(x, is_zero, zero_count, axes, None) * others
 
 
 @gradient_rules.register("ReduceSumSquare")
@@ -231,13 +267,23 @@ def holds_nan(input: Tensor, dim, keepdim: bool) -> Tensor:
     return _reduce("ReduceSum", input.detach().abs(), dim, keepdim, None).isnan()
 
 
-def _extremum(op_type: str, input: Tensor, dim, keepdim: bool, name: str) -> Tensor:
-    """ReduceMax or ReduceMin over ``dim``, NaN where the reduced elements hold a NaN."""
+def _extremum(op_type: str, input: Tensor, dim, keepdim: bool, name: str, nan_gradient: bool = False) -> Tensor:
+    """ReduceMax or ReduceMin over ``dim``, NaN where the reduced elements hold a NaN.
+
+    There the gradient goes to the NaNs (PyTorch's max() and min(), and its vector norms), or with
+    ``nan_gradient`` it is NaN at every reduced element (PyTorch's amax and amin: their rule divides by
+    the count of elements equal to the result, 0 for a NaN result)."""
     result = _reduce(op_type, input, dim, keepdim, name)
     if not input.dtype.is_floating_point:
         return result
+    has_nan = holds_nan(input, dim, keepdim)
+    if nan_gradient:
+        # Times NaN, not selected: the output gradient turns NaN on its way to the reduction, whose rule
+        # then spreads NaN over the line; times 1 elsewhere, the values and gradients unchanged.
+        nan, one = (Tensor._full((), value, result.dtype, result.device) for value in (float("nan"), 1.0))
+        return result * where(has_nan, nan, one)
     # NaN added, not selected: the gradient still reaches the reduction, whose rule gives it to the NaNs.
-    return where(holds_nan(input, dim, keepdim), result + float("nan"), result)
+    return where(has_nan, result + float("nan"), result)
 
 
 def _check_extent(input: Tensor, dim, function: str, error: type[Exception] = RuntimeError) -> None:
@@ -257,13 +303,13 @@ def _check_extent(input: Tensor, dim, function: str, error: type[Exception] = Ru
 def amax(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
     dim = dim if dim != () else None
     _check_extent(input, dim, "amax")
-    return _extremum("ReduceMax", input, dim, keepdim, "AmaxBackward0")
+    return _extremum("ReduceMax", input, dim, keepdim, "AmaxBackward0", nan_gradient=True)
 
 
 def amin(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
     dim = dim if dim != () else None
     _check_extent(input, dim, "amin")
-    return _extremum("ReduceMin", input, dim, keepdim, "AminBackward0")
+    return _extremum("ReduceMin", input, dim, keepdim, "AminBackward0", nan_gradient=True)
 
 
 MaxResult = namedtuple("max", ["values", "indices"])
@@ -437,10 +483,11 @@ def norm(input: Tensor, p=2, dim=None, keepdim: bool = False) -> Tensor:
         raise RuntimeError(f"norm: p must be a number, 'fro' or 'nuc', got '{p}'")
     if p == 1:
         return input.abs().sum(dim, keepdim)
-    if p == float("inf"):
-        return input.abs().amax(dim if dim is not None else (), keepdim)
-    if p == -float("inf"):
-        return input.abs().amin(dim if dim is not None else (), keepdim)
+    if p in (float("inf"), -float("inf")):
+        # Not amax/amin: a line holding NaN gives its NaNs the gradient (times Abs's 0 there), as PyTorch's norms.
+        dim = dim if dim != () else None
+        _check_extent(input, dim, "amax" if p > 0 else "amin")
+        return _extremum("ReduceMax" if p > 0 else "ReduceMin", input.abs(), dim, keepdim, "LinalgVectorNormBackward0")
     if p == 0:
         return (input != 0).to(input.dtype).sum(dim, keepdim)  # the count of nonzero elements
     return root(powers(input.abs(), p).sum(dim, keepdim), p)

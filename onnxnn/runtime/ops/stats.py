@@ -211,10 +211,25 @@ def norm_of_differences(differences: Tensor, p: float) -> Tensor:
     if p == 0:
         return _r.sum(_c.ne(differences, 0).to(differences.dtype), -1)
     if p == float("inf"):
-        return _r.amax(_e.abs(differences), -1)
+        return _largest_magnitude(differences)
     if p == 2:
         return _r.root(_r.sum(differences * differences, -1), 2)
     return _r.root(_r.sum(_r.powers(_e.abs(differences), p), -1), p)
+
+
+def _largest_magnitude(differences: Tensor) -> Tensor:
+    """The largest ``|d|`` over the last dim, with PyTorch's cdist/pdist gradient: each difference tied
+    at the largest magnitude takes the whole gradient times its sign (amax, and so ``dist`` and
+    ``vector_norm``, share it evenly among the ties instead)."""
+    if differences.shape[-1] == 0:
+        return _r.sum(differences, -1)  # no coordinates: a distance of 0, as PyTorch's
+    magnitudes = _e.abs(differences)
+    fixed = magnitudes.detach()
+    largest = _r.amax(fixed, -1)
+    # Each tied magnitude minus itself: exactly 0, with the magnitude's gradient. An infinite distance
+    # (inf - inf there) is kept as it is, without a gradient (PyTorch's is NaN).
+    slack = _r.sum(_e.where(_c.eq(fixed, largest.unsqueeze(-1)), magnitudes - fixed, 0.0), -1)
+    return _e.where(_c.isinf(largest), largest, largest + slack)
 
 
 def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None, dim: int = -1) -> Tensor:
@@ -271,6 +286,9 @@ def unique(
 ):
     """The distinct values (sorted), with the inverse indices and counts when asked. Reads the data."""
     data = np.asarray(input._realized_data())
+    if input.dtype is dtypes.bfloat16:
+        # ml_dtypes' bfloat16 sorts and compares NaN wrongly in numpy's unique; float32 holds every value.
+        data = data.astype(np.float32)
     if dim is None:
         # Each NaN is a value of its own, as in PyTorch (numpy merges them by default).
         values, inverse, counts = np.unique(data.reshape(-1), return_inverse=True, return_counts=True, equal_nan=False)
