@@ -95,14 +95,15 @@ class TensorMethods:
 
     __rxor__ = __xor__
 
+    # With the in-place dtype check: bool &= int is refused (its result is int64), as in PyTorch.
     def __iand__(self, other):
-        return self.bitwise_and_(other)
+        return self._assign_arithmetic(ops.bitwise_and(self._alias(), other))
 
     def __ior__(self, other):
-        return self.bitwise_or_(other)
+        return self._assign_arithmetic(ops.bitwise_or(self._alias(), other))
 
     def __ixor__(self, other):
-        return self.bitwise_xor_(other)
+        return self._assign_arithmetic(ops.bitwise_xor(self._alias(), other))
 
     # In-place operators rebind the handle (DESIGN principle 5).
     def __iadd__(self, other):
@@ -116,6 +117,16 @@ class TensorMethods:
 
     def __itruediv__(self, other):
         return self.div_(other)
+
+    # Without these Python would rebind the name to a new tensor: views and aliases would keep the old value.
+    def __ifloordiv__(self, other):
+        return self._assign_arithmetic(ops.floor_divide(self._alias(), other))
+
+    def __imod__(self, other):
+        return self._assign_arithmetic(ops.remainder(self._alias(), other))
+
+    def __ipow__(self, exponent):
+        return self.pow_(exponent)
 
     # ---------------------------------------------------------------- comparisons
     # ``tensor == None`` is False and ``!= None`` True, as PyTorch's: Python compares identities.
@@ -479,28 +490,28 @@ class TensorMethods:
         return self._assign(ops.neg(self._alias()))
 
     def abs_(self):
-        return self._assign(ops.abs(self._alias()))
+        return self._assign_arithmetic(ops.abs(self._alias()))
 
     def exp_(self):
-        return self._assign(ops.exp(self._alias()))
+        return self._assign_arithmetic(ops.exp(self._alias()))
 
     def log_(self):
-        return self._assign(ops.log(self._alias()))
+        return self._assign_arithmetic(ops.log(self._alias()))
 
     def sqrt_(self):
-        return self._assign(ops.sqrt(self._alias()))
+        return self._assign_arithmetic(ops.sqrt(self._alias()))
 
     def relu_(self):
-        return self._assign(ops.relu(self._alias()))
+        return self._assign_arithmetic(ops.relu(self._alias()))
 
     def sigmoid_(self):
-        return self._assign(ops.sigmoid(self._alias()))
+        return self._assign_arithmetic(ops.sigmoid(self._alias()))
 
     def tanh_(self):
-        return self._assign(ops.tanh(self._alias()))
+        return self._assign_arithmetic(ops.tanh(self._alias()))
 
     def clamp_(self, min=None, max=None):
-        return self._assign(ops.clamp(self._alias(), min, max))
+        return self._assign_arithmetic(ops.clamp(self._alias(), min, max))
 
     clip_ = clamp_
 
@@ -508,14 +519,13 @@ class TensorMethods:
         return self._assign(ops.masked_fill(self._alias(), mask, value))
 
     def lerp_(self, end, weight):
-        alias = self._alias()
-        return self._assign(alias + (end - alias) * weight)
+        return self._assign(ops.lerp(self._alias(), end, weight))
 
     def addcmul_(self, tensor1, tensor2, *, value=1):
-        return self._assign_arithmetic(self._alias() + tensor1 * tensor2 * value)
+        return self._assign_arithmetic(ops.addcmul(self._alias(), tensor1, tensor2, value=value))
 
     def addcdiv_(self, tensor1, tensor2, *, value=1):
-        return self._assign_arithmetic(self._alias() + tensor1 / tensor2 * value)
+        return self._assign_arithmetic(ops.addcdiv(self._alias(), tensor1, tensor2, value=value))
 
     def normal_(self, mean=0.0, std=1.0, *, generator=None):
         """Fills with samples of N(mean, std^2) from onnxnn's generator."""

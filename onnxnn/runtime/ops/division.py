@@ -8,7 +8,8 @@ from __future__ import annotations
 from ...ir import dtypes
 from ...ir.mode import MODE
 from ._common import Tensor, apply_op, promote_operands, static_scalar
-from .elementwise import ceil, clone, floor, where, with_float32_number
+from .elementwise import ceil, clone, floor, refuse_bool, where
+from .opmath import with_float32_number
 
 
 def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
@@ -101,6 +102,7 @@ def _to_float(operand, float_dtype=None):
 
 
 def trunc(input: Tensor) -> Tensor:
+    refuse_bool(input, "trunc")
     if not input.dtype.is_floating_point:
         return clone(input)  # a new tensor, as PyTorch's: an in-place change must not reach the input
     return apply_op("Where", (input < 0, ceil(input), floor(input)), None, "TruncBackward0")

@@ -24,11 +24,12 @@ from ._common import (
     promote_operands,
     promote_pair,
     same_shape,
-    scalar_constant,
     static_scalar,
 )
+from ..creation import check_fits
 from .abs_gradient import abs_gradient as _abs_gradient
 from .indexing import nonzero
+from .opmath import with_float32_number
 
 # ---------------------------------------------------------------- shape rules
 
@@ -151,8 +152,10 @@ def _div_grad(ctx, g):
 def _pow_grad(ctx, g):
     base, exponent = ctx.input(0), ctx.input(1)
     exponent = exponent.to(base.dtype)
-    # x ** 0 is constant: its derivative is 0 even at x == 0, where 0 * 0 ** -1 would be nan.
-    grad_base = where(exponent == 0, 0.0, g * exponent * base ** (exponent - 1))
+    # x ** 0 is constant: its derivative is 0 even at x == 0, where 0 * 0 ** -1 would be nan. The
+    # unused branch reads base 1 there: its own derivative (a second derivative's) is then 0, not NaN.
+    constant = exponent == 0
+    grad_base = where(constant, 0.0, g * exponent * where(constant, 1.0, base) ** (exponent - 1))
     # d/d exponent of base**exponent is out * log(base); define it as 0 where base == 0, as PyTorch does.
     safe_log = where(base > 0, log(where(base > 0, base, 1.0)), 0.0)
     return grad_base, g * ctx.output() * safe_log
@@ -293,33 +296,6 @@ def _floating(x: Tensor) -> Tensor:
     return x if x._value.dtype.is_floating_point else x.to(dtypes.get_default_dtype())
 
 
-def with_float32_number(op_type: str, input, other, name: str) -> Tensor | None:
-    """A product or quotient of a float16/bfloat16 tensor and a Python number its dtype cannot hold
-    exactly (either operand), computed in float32 and rounded once; None for any other operands.
-
-    PyTorch's CPU kernels keep such a number at the precision they multiply and divide in (float32):
-    float16 ``x * 2.7`` multiplies by 2.7, not 2.69921875, and ``0 * 70000`` is 0, not 0 times
-    float16's inf. (Its sums and differences round the number to the dtype first, as onnxnn's do.)
-    A number the dtype holds gives the same result either way, and the op stays in the dtype.
-    """
-    tensor, number = (input, other) if isinstance(input, Tensor) else (other, input)
-    if not isinstance(tensor, Tensor) or tensor._value.dtype not in (dtypes.float16, dtypes.bfloat16):
-        return None
-    if isinstance(number, bool) or not isinstance(number, (int, float)):
-        return None
-    try:
-        number = float(number)
-    except OverflowError:
-        return None
-    with np.errstate(over="ignore"):
-        if math.isnan(number) or float(np.asarray(number, tensor._value.dtype.numpy_dtype)) == number:
-            return None
-    wide = tensor.to(dtypes.float32)
-    constant = scalar_constant(number, dtypes.float32, tensor._value.device)
-    result = apply_op(op_type, (wide, constant) if tensor is input else (constant, wide), None, name)
-    return result.to(tensor._value.dtype)
-
-
 def _scaled(other, alpha):
     """``alpha * other`` for add/sub; a number stays a number so no constant tensor is recorded.
     (PyTorch rounds ``alpha`` to a float16/bfloat16 tensor's dtype: not ``with_float32_number``.)"""
@@ -422,6 +398,10 @@ def pow(input, exponent) -> Tensor:
             raise RuntimeError("Integers to negative integer powers are not allowed.")
         if exponent == 2 and input._value.dtype.is_floating_point:
             return apply_op("Mul", (input, input), None, "PowBackward0")
+        if exponent == 0.5 and input._value.dtype.is_floating_point:
+            # PyTorch's kernel takes sqrt here: -inf gives NaN and -0 gives -0 (C's pow, onnxruntime's
+            # Pow: inf and 0).
+            return apply_op("Sqrt", (input,), None, "PowBackward0")
     return _binary("Pow", input, exponent, "PowBackward0")
 
 
@@ -458,7 +438,11 @@ def sqrt(input: Tensor) -> Tensor:
 
 
 def rsqrt(input: Tensor) -> Tensor:
-    return _unary("Reciprocal", sqrt(input), "RsqrtBackward0")
+    """``1 / sqrt(x)``; float16/bfloat16 compute in float32 and round once, as PyTorch's kernel."""
+    x = _floating(input)
+    if x._value.dtype in (dtypes.float16, dtypes.bfloat16):
+        return _unary("Reciprocal", sqrt(x.to(dtypes.float32)), "RsqrtBackward0").to(x._value.dtype)
+    return _unary("Reciprocal", sqrt(x), "RsqrtBackward0")
 
 
 def reciprocal(input: Tensor) -> Tensor:
@@ -500,11 +484,19 @@ def onnx_sign(input: Tensor) -> Tensor:
 
 
 def floor(input: Tensor) -> Tensor:
+    refuse_bool(input, "floor")
     return _unary("Floor", input, "FloorBackward0") if input.dtype.is_floating_point else clone(input)
 
 
 def ceil(input: Tensor) -> Tensor:
+    refuse_bool(input, "ceil")
     return _unary("Ceil", input, "CeilBackward0") if input.dtype.is_floating_point else clone(input)
+
+
+def refuse_bool(input: Tensor, name: str) -> None:
+    """PyTorch's rounding kernels (floor, ceil, round, trunc) have no bool version."""
+    if input._value.dtype is dtypes.bool:
+        raise NotImplementedError(f"\"{name}_vml_cpu\" not implemented for 'Bool'")
 
 
 def round(input: Tensor, *, decimals: int = 0) -> Tensor:
@@ -513,6 +505,7 @@ def round(input: Tensor, *, decimals: int = 0) -> Tensor:
     As PyTorch computes it: ``round(x * 10**d) / 10**d``, or ``round(x / 10**-d) * 10**-d`` for
     negative ``d``, in ``input``'s dtype.
     """
+    refuse_bool(input, "round")
     if not decimals:
         return _unary("Round", input, "RoundBackward0") if input.dtype.is_floating_point else clone(input)
     if not input.dtype.is_floating_point:
@@ -533,6 +526,8 @@ def clamp(input: Tensor, min=None, max=None) -> Tensor:
         return _clamp_to_tensors(input, min, max)
     bounds = [bound for bound in (min, max) if bound is not None]
     target = dtypes.result_type([(input.dtype, input.dim())], bounds)
+    for bound in bounds:
+        _check_number_fits(bound, target, floating=True)
     if target is not input.dtype:
         input = input.to(target)
     low = None if min is None else as_tensor_operand(min, input)
@@ -600,8 +595,25 @@ def where(condition: Tensor, input=None, other=None):
             raise TypeError("where(): condition must be a bool tensor")
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         input = Tensor._full((), input, dtypes.result_type([], [input, other]), condition.device)
-    (a, b), _ = promote_operands([input, other])
+    (a, b), result_dtype = promote_operands([input, other])
+    if not result_dtype.is_floating_point:  # PyTorch refuses an integer that does not fit (a float becomes inf)
+        for operand in (input, other):
+            if not isinstance(operand, Tensor):
+                _check_number_fits(operand, result_dtype)
     return apply_op("Where", (condition, a, b), None, "WhereBackward0")
+
+
+_FLOAT32_LARGEST = float(np.finfo(np.float32).max)
+
+
+def _check_number_fits(number, target: dtypes.dtype, floating: bool = False) -> None:
+    """PyTorch's overflow error for a Python number that ``target`` cannot hold (``creation.check_fits``);
+    ``floating`` checks float dtypes too. The common float32 and float64 cases return at once."""
+    if target is dtypes.float64 or (target is dtypes.float32 and builtins.abs(number) <= _FLOAT32_LARGEST):
+        return
+    if not floating and target.is_floating_point:
+        return
+    check_fits(np.array(number), target, floating=floating)
 
 
 def clone(input: Tensor) -> Tensor:

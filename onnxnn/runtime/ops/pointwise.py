@@ -21,6 +21,8 @@ from . import comparison as _c
 from . import elementwise as _e
 from . import division as _division
 from . import reduce as _r
+from .opmath import float_operands, rounded, widened
+from .special_functions import _erf_series, _erfc_scaled_tail
 from .shape import cat, slice_axis
 
 __all__ = [
@@ -89,18 +91,66 @@ non_differentiable.mark("BitwiseAnd", "BitwiseOr", "BitwiseXor")
 
 
 def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
-    """``input + weight * (end - input)``."""
-    return input + weight * (end - input)
+    """``input + weight * (end - input)`` for ``|weight| < 0.5``, else ``end - (end - input) * (1 - weight)``.
+
+    PyTorch's formula (ATen's ``lerp``): each side is exact at its own end, so ``weight == 1`` gives
+    ``end`` itself. float16/bfloat16 compute in float32 and round once, as PyTorch's kernel does.
+    """
+    _check_lerp_dtypes(input, end, weight)
+    start, stop = widened(input), widened(end)
+    difference = _e.sub(stop, start)
+    if isinstance(weight, Tensor):
+        w = widened(weight)
+        near_start = _e.add(start, _e.mul(w, difference))
+        near_end = _e.sub(stop, _e.mul(difference, _e.sub(1.0, w)))
+        result = _e.where(_c.lt(_e.abs(w.detach()), 0.5), near_start, near_end)
+    else:
+        # The weight as the kernel holds it (in the dtype it computes in), and 1 - weight in that dtype.
+        computed = start.dtype.numpy_dtype
+        w_held = np.asarray(weight, computed)
+        if abs(w_held) < 0.5:
+            result = _e.add(start, _e.mul(difference, weight))
+        else:
+            result = _e.sub(stop, _e.mul(difference, float(np.asarray(1, computed) - w_held)))
+    return rounded(result, input.dtype)
+
+
+def _check_lerp_dtypes(input: Tensor, end: Tensor, weight) -> None:
+    """PyTorch's lerp takes float tensors of one dtype (a tensor weight too)."""
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(
+            f"\"lerp_kernel_scalar\" not implemented for '{dtypes.scalar_type_name(input.dtype)}'"
+        )
+    for name, operand in (("end", end), ("weight", weight)):
+        if isinstance(operand, Tensor) and operand.dtype is not input.dtype:
+            raise RuntimeError(
+                f"expected dtype {_c_type_name(input.dtype)} for `{name}` but got dtype {_c_type_name(operand.dtype)}"
+            )
+
+
+def _c_type_name(dtype) -> str:
+    """The C++ name PyTorch's messages give a dtype (``float``, ``c10::Half``)."""
+    return {dtypes.float16: "c10::Half", dtypes.bfloat16: "c10::BFloat16", dtypes.float32: "float"}.get(
+        dtype, dtype.name
+    )
 
 
 def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
-    """``input + value * tensor1 * tensor2``."""
-    product = tensor1 * tensor2
-    return input + (product if value == 1 else product * value)
+    """``input + value * tensor1 * tensor2``, in the promoted dtype of the three tensors (``value``
+    does not widen it), multiplied in PyTorch's order; float16/bfloat16 in float32, rounded once."""
+    common = dtypes.result_type([(t.dtype, t.dim()) for t in (input, tensor1, tensor2)])
+    if common is dtypes.bool:
+        return _e.add(input, _e.mul(_e.mul(tensor1, tensor2), value))
+    base, first, second = (widened(t.to(common)) for t in (input, tensor1, tensor2))
+    if value != 1:
+        number = value if common.is_floating_point else int(value)
+        first = _e.mul(Tensor._full((), number, first.dtype, first.device), first)
+    return rounded(_e.add(base, _e.mul(first, second)), common)
 
 
 def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
-    """``input + value * tensor1 / tensor2`` (integer division is refused, as in PyTorch)."""
+    """``input + value * tensor1 / tensor2`` (integer division is refused, as in PyTorch); float16 and
+    bfloat16 compute in float32 and round once."""
     if not tensor1.dtype.is_floating_point and not tensor2.dtype.is_floating_point:
         raise RuntimeError(
             "Integer division with addcdiv is no longer supported, and in a future release addcdiv "
@@ -110,8 +160,11 @@ def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tens
             "addcdiv behavior is just the latter implementation: (input + value * tensor1 / tensor2), "
             "for all dtypes."
         )
-    quotient = tensor1 / tensor2
-    return input + (quotient if value == 1 else quotient * value)
+    common = dtypes.result_type([(t.dtype, t.dim()) for t in (input, tensor1, tensor2)])
+    base, first, second = (widened(t.to(common)) for t in (input, tensor1, tensor2))
+    if value != 1:
+        first = _e.mul(Tensor._full((), value, first.dtype, first.device), first)
+    return rounded(_e.add(base, _division.div(first, second)), common)
 
 
 def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
@@ -153,13 +206,14 @@ def log1p(input: Tensor) -> Tensor:
     Kahan's compensation: with ``u = 1 + x`` rounded, ``log(u) * x / (u - 1)`` corrects the
     rounding of u (``x`` itself where u rounds to 1).
     """
-    x = _e._floating(input)
+    result_dtype = _e._floating(input).dtype
+    x = widened(_e._floating(input))  # float16/bfloat16 in float32, rounded once (PyTorch's kernel)
     settled = x.detach()
     u = _e.add(settled, 1)
     rounds_to_one = _c.eq(u, 1)
     ratio = _division.div(settled, _e.where(rounds_to_one, 1.0, _e.sub(u, 1)))
     accurate = _e.where(rounds_to_one, settled, _e.mul(_e.log(u), ratio))
-    return _accurate_with_gradient_of(_e.log(_e.add(x, 1)), accurate)
+    return rounded(_accurate_with_gradient_of(_e.log(_e.add(x, 1)), accurate), result_dtype)
 
 
 def expm1(input: Tensor) -> Tensor:
@@ -168,7 +222,8 @@ def expm1(input: Tensor) -> Tensor:
     Kahan's compensation: with ``u = exp(x)`` rounded, ``(u - 1) * x / log(u)``; ``x`` where u
     rounds to 1, and -1 where u - 1 does.
     """
-    x = _e._floating(input)
+    result_dtype = _e._floating(input).dtype
+    x = widened(_e._floating(input))  # float16/bfloat16 in float32, rounded once (PyTorch's kernel)
     settled = x.detach()
     u = _e.exp(settled)
     u_minus_one = _e.sub(u, 1)
@@ -177,7 +232,7 @@ def expm1(input: Tensor) -> Tensor:
     log_u = _e.log(_e.where(ordinary, u, 2.0))
     accurate = _e.mul(u_minus_one, _division.div(settled, log_u))
     accurate = _e.where(rounds_to_one, settled, _e.where(ordinary, accurate, -1.0))
-    return _accurate_with_gradient_of(_e.sub(_e.exp(x), 1), accurate)
+    return rounded(_accurate_with_gradient_of(_e.sub(_e.exp(x), 1), accurate), result_dtype)
 
 
 def log2(input: Tensor) -> Tensor:
@@ -193,25 +248,38 @@ def exp2(input: Tensor) -> Tensor:
 
 
 def logaddexp(input: Tensor, other: Tensor) -> Tensor:
-    """``log(exp(a) + exp(b))`` as ``max + log1p(exp(-|a - b|))`` (no overflow)."""
-    high = _e.maximum(input, other)
-    gap = _e.abs(_e.sub(input, other))
-    # Equal infinities give NaN gaps; the result there is the infinity itself.
-    return _e.where(_c.isnan(gap), high, _e.add(high, log1p(_e.exp(_e.neg(gap)))))
+    """``log(exp(a) + exp(b))`` as ``high + log1p(exp(low - high))`` (no overflow); float16/bfloat16
+    compute in float32 and round once.
+
+    ``high``/``low`` are chosen by ``where``, not ``maximum``/``abs``: on a tie the formula is then
+    ``a + log1p(exp(b - a))``, smooth, so the second derivative there is sigma'(0) = 1/4 (abs's
+    derivative, 0 at 0, would make it 0).
+    """
+    (a, b), result_dtype = float_operands([input, other], "logaddexp")
+    return rounded(_logaddexp(widened(a), widened(b)), result_dtype)
+
+
+def _logaddexp(a: Tensor, b: Tensor) -> Tensor:
+    first_higher = _c.ge(a, b)
+    high, low = _e.where(first_higher, a, b), _e.where(first_higher, b, a)
+    # Equal infinities give NaN differences; the result there is the infinity itself (a NaN
+    # operand compares unequal and stays NaN).
+    equal_infinities = _c.logical_and(_c.isinf(high.detach()), _c.eq(high.detach(), low.detach()))
+    return _e.where(equal_infinities, high, _e.add(high, log1p(_e.exp(_e.sub(low, high)))))
 
 
 def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
-    return _division.div(logaddexp(_e.mul(input, math.log(2.0)), _e.mul(other, math.log(2.0))), math.log(2.0))
+    """``log2(2^a + 2^b)``, in the operands' promoted float dtype (float16/bfloat16 in float32, rounded once)."""
+    (a, b), result_dtype = float_operands([input, other], "logaddexp2")
+    a, b = widened(a), widened(b)
+    scaled = _logaddexp(_e.mul(a, math.log(2.0)), _e.mul(b, math.log(2.0)))
+    return rounded(_division.div(scaled, math.log(2.0)), result_dtype)
 
 
 def xlogy(input, other) -> Tensor:
     """``x * log(y)``, 0 where ``x == 0`` (unless y is NaN)."""
-    (x, y), _ = promote_operands([input, other])
-    if not isinstance(x, Tensor):
-        x = Tensor._from_value(x)
-    if not isinstance(y, Tensor):
-        y = Tensor._from_value(y)
-    x, y = _e._floating(x), _e._floating(y)
+    # Straight to the float dtype: a 0-d int tensor keeps its value (no wrap to the integer common dtype).
+    (x, y), _ = float_operands([input, other])
     at_zero = _c.eq(x, 0)
     # The product is 0 at x == 0 by itself, with PyTorch's gradient (d/dx = log y, 0 where y <= 0,
     # d/dy = x / y), once log(y) is finite: log(1) where y <= 0 (log(0) = -inf, log(-1) = NaN).
@@ -224,11 +292,14 @@ def hypot(input: Tensor, other: Tensor) -> Tensor:
     """``sqrt(input^2 + other^2)`` without overflow, as C's hypot (PyTorch's): the larger magnitude
     times ``sqrt(1 + r^2)``, r the ratio of the smaller to it (``hypot(1e38, 3)`` is 1e38, not the
     inf that squaring gives), and +inf where either is infinite, even beside a NaN."""
-    a, b = _e.abs(input), _e.abs(other)
+    # In the float dtype first: abs of int8 -128 is -128 (PyTorch casts, then takes the magnitude).
+    (x, y), result_dtype = float_operands([input, other], "hypot")
+    x, y = widened(x), widened(y)  # float16/bfloat16 in float32, rounded once
+    a, b = _e.abs(x), _e.abs(y)
     larger = _e.maximum(a, b)
     ratio = _division.div(_e.minimum(a, b), _e.where(_c.eq(larger, 0), 1.0, larger))
     scaled = _e.mul(larger, _e.sqrt(_e.add(_e.mul(ratio, ratio), 1.0)))
-    return _e.where(_c.logical_or(_c.isinf(input), _c.isinf(other)), float("inf"), scaled)
+    return rounded(_e.where(_c.logical_or(_c.isinf(x), _c.isinf(y)), float("inf"), scaled), result_dtype)
 
 
 def deg2rad(input: Tensor) -> Tensor:
@@ -504,9 +575,10 @@ __all__ += [
 
 def atan2(input: Tensor, other: Tensor) -> Tensor:
     """The angle of the point ``(other, input)``, in (-pi, pi]; ``atan(y / x)`` moved to the right quadrant."""
-    # One dtype first: pi in float32 beside a float64 operand would cost 1e-7 of the result.
-    (y, x), _ = promote_operands([input, other])
-    y, x = _e._floating(y), _e._floating(x)
+    # One float dtype first (pi in float32 beside a float64 operand would cost 1e-7 of the result),
+    # each operand converted from its own dtype; float16/bfloat16 in float32, rounded once.
+    (y, x), result_dtype = float_operands([input, other])
+    y, x = widened(y), widened(x)
     on_y_axis = _c.eq(x, 0)
     # x == 0 is answered below, with the gradient: there ``base`` reads y times 0, without one (it
     # serves only the origin, where the gradient is 0, as PyTorch's; a product keeps the sign of a
@@ -521,7 +593,7 @@ def atan2(input: Tensor, other: Tensor) -> Tensor:
     # ``- x / y`` is 0 there and carries the gradient, d/dx = -y / (x^2 + y^2) = -1 / y, d/dy = 0.
     safe_y = _e.where(_c.eq(y, 0), 1.0, y)
     on_axis = _e.sub(_e.mul(_e.sign(y), math.pi / 2), _division.div(x, safe_y))
-    return _e.where(_c.logical_and(on_y_axis, _c.ne(y, 0)), on_axis, quadrant)
+    return rounded(_e.where(_c.logical_and(on_y_axis, _c.ne(y, 0)), on_axis, quadrant), result_dtype)
 
 
 arctan2 = atan2
@@ -529,9 +601,8 @@ arctan2 = atan2
 
 def copysign(input, other) -> Tensor:
     """``|input|`` with the sign of ``other`` (-0.0 counts as negative)."""
-    if isinstance(other, Tensor):  # the promoted dtype of both (float32 beside float64 is float64)
-        (input, other), _ = promote_operands([input, other])
-        input = input if isinstance(input, Tensor) else Tensor._from_value(input)
+    if isinstance(other, Tensor):  # the promoted float dtype of both (float32 beside float64 is float64)
+        (input, other), _ = float_operands([input, other])
     magnitude = _e.abs(_e._floating(input))
     other = other if isinstance(other, Tensor) else Tensor._full((), other, magnitude.dtype, magnitude.device)
     return _e.where(signbit(other), _e.neg(magnitude), magnitude)
@@ -552,16 +623,44 @@ def fmin(input: Tensor, other: Tensor) -> Tensor:
 
 
 def erfc(input: Tensor) -> Tensor:
-    """``1 - erf(x)`` as recorded (for large x the result loses its relative precision)."""
-    return _e.sub(1, _e.erf(_e._floating(input)))
+    """The complementary error function ``1 - erf(x)``, relatively accurate in the tail (not ``1 - erf``,
+    which is 0 from x = 3.8 in float32).
+
+    Computed in float64 without the Erf op (onnxruntime has none for float64), then rounded once:
+    ``1 - erf(a)`` by the series below a = 2, above it ``e^(-a^2)`` times the continued fraction
+    of ``e^(a^2) erfc(a)``; ``2 - erfc(-x)`` for negative x. Relative error about 1e-15, up to
+    5e-14 just below 2 (the series' 1 - erf there); float32 and half dtypes round it once.
+    """
+    x = _e._floating(input)
+    result_dtype = x.dtype
+    x = x.to(dtypes.float64)
+    below = _c.lt(x, 0)
+    # |x| through where, not abs: abs' is 0 at 0, which would make erfc'(0) 0.
+    a = _e.where(below, _e.neg(x), x)
+    small = _c.lt(a, 2.0)
+    from_series = _e.sub(1.0, _erf_series(_e.where(small, a, 0.0)))
+    # erfc underflows long before 30; the bound keeps inf out (its exp(-a^2) split would be NaN).
+    far = _e.where(small, 2.0, _e.where(_c.gt(a, 30.0), 30.0, a))
+    tail = _e.mul(_exp_of_minus_square(far), _erfc_scaled_tail(far))
+    positive = _e.where(small, from_series, tail)
+    return _e.where(below, _e.sub(2.0, positive), positive).to(result_dtype)
+
+
+def _exp_of_minus_square(a: Tensor) -> Tensor:
+    """``exp(-a^2)`` for float64 ``0 <= a < 32`` to a few ulps (cephes' expx2): a^2 rounded would cost
+    a^2 ulps (7e-14 at a = 26). ``a = head + rest`` with head on 26 bits, so head^2 is exact, and
+    ``a^2 = head^2 + rest (a + head)``."""
+    head = _division.div(_e.round(_e.mul(a.detach(), 2.0**21)), 2.0**21)
+    return _e.mul(_e.exp(_e.neg(_e.mul(head, head))), _e.exp(_e.neg(_e.mul(_e.sub(a, head), _e.add(a, head)))))
 
 
 def sinc(input: Tensor) -> Tensor:
     """``sin(pi x) / (pi x)``, 1 at 0."""
-    x = _e._floating(input)
+    result_dtype = _e._floating(input).dtype
+    x = widened(_e._floating(input))  # float16/bfloat16 in float32, rounded once
     scaled = _e.mul(x, math.pi)
     safe = _e.where(_c.eq(x, 0), 1.0, scaled)
-    return _e.where(_c.eq(x, 0), 1.0, _division.div(_e.sin(safe), safe))
+    return rounded(_e.where(_c.eq(x, 0), 1.0, _division.div(_e.sin(safe), safe)), result_dtype)
 
 
 def fix(input: Tensor) -> Tensor:
@@ -569,8 +668,9 @@ def fix(input: Tensor) -> Tensor:
 
 
 def ldexp(input: Tensor, other: Tensor) -> Tensor:
-    """``input * 2 ** other``."""
-    return _e.mul(_e._floating(input), _e.pow(2.0, _e._floating(other)))
+    """``input * 2 ** other``, in the operands' promoted float dtype (float16/bfloat16 in float32, rounded once)."""
+    (mantissa, exponent), result_dtype = float_operands([input, other])
+    return rounded(_e.mul(widened(mantissa), _e.pow(2.0, widened(exponent))), result_dtype)
 
 
 def rsub(input, other, *, alpha=1) -> Tensor:
