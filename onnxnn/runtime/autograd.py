@@ -14,6 +14,7 @@ from __future__ import annotations
 import weakref
 from collections import OrderedDict
 
+from ..ir import dtypes as _dtypes
 from ..ir.mode import MODE
 from ..ir.registry import gradient_rules
 from . import tensor as _tensor  # circular (tensor imports autograd): attributes are read at call time
@@ -164,9 +165,12 @@ class Function:
         """
         node = self.node
         rule = _GRADIENT_RULES.get((node.domain, node.op_type)) or gradient_rules.lookup(node.op_type, node.domain)
-        input_grads = rule(GradContext(self, create_graph), *grad_outputs)
+        context = GradContext(self, create_graph)
+        input_grads = rule(context, *grad_outputs)
         if not isinstance(input_grads, tuple):
             input_grads = tuple(input_grads) if isinstance(input_grads, list) else (input_grads,)
+        if create_graph and context.read is not None:
+            input_grads = tuple(_linked(g, context.read) for g in input_grads)
         return fit_gradients(input_grads, node.inputs, self.next_functions)
 
     def release(self) -> None:
@@ -201,11 +205,12 @@ class GradContext:
     after it was saved raises, as PyTorch's saved-variable check does.
     """
 
-    __slots__ = ("function", "create_graph")
+    __slots__ = ("function", "create_graph", "read")
 
     def __init__(self, function: Function, create_graph: bool):
         self.function = function
         self.create_graph = create_graph
+        self.read: _tensor.Tensor | None = None  # a differentiable saved tensor the rule read (create_graph)
 
     @property
     def attrs(self) -> dict:
@@ -245,15 +250,29 @@ class GradContext:
         if edge is None or edge[0] is None:
             return _tensor.Tensor._from_value(value)
         if isinstance(edge[0], AccumulateGrad):
+            self.read = edge[0].variable
             return edge[0].variable
-        return _tensor.Tensor._from_value(value, edge[0], edge[1])
+        self.read = _tensor.Tensor._from_value(value, edge[0], edge[1])
+        return self.read
 
     def output(self, index: int = 0):
         # Not None: gradient rules run before the engine releases their node.
         value = self.function.outputs[index]  # type: ignore[index]
         if not self.create_graph:
             return _tensor.Tensor._from_value(value)
-        return _tensor.Tensor._from_value(value, self.function, index)
+        self.read = _tensor.Tensor._from_value(value, self.function, index)
+        return self.read
+
+
+def _linked(gradient, read):
+    """``gradient``, made to depend (with derivative 0) on ``read`` where it does not require grad: PyTorch's
+    backward nodes take their saved tensors as inputs, so their outputs require grad under create_graph."""
+    if gradient is None or not isinstance(gradient, _tensor.Tensor) or gradient.requires_grad:
+        return gradient
+    if not read.requires_grad or not read.dtype.is_floating_point or not gradient.dtype.is_floating_point:
+        return gradient
+    nowhere = _tensor.Tensor._full((), False, _dtypes.bool, gradient.device)
+    return _tensor.apply_op("Where", (nowhere, read.sum().to(gradient.dtype), gradient), None, None)
 
 
 def modified_in_place_error(value, saved: tuple, saved_by: str) -> RuntimeError:

@@ -318,3 +318,24 @@ def test_max_and_inf_norms_over_nan_keep_the_gradient_on_the_nans(executor):
     # times sign(NaN), which PyTorch takes as 0.
     np.testing.assert_array_equal(x.grad.numpy(), [[0, 0.5, 0.5], [0, 0, 0]])
     np.testing.assert_array_equal(y.grad.numpy(), [[0, 0, 0], [0, 0.5, -0.5]])
+
+
+# Under create_graph, a gradient that reaches x only through comparisons or indices (piecewise-linear
+# ops) still depends on x, with derivative 0, as PyTorch's backward nodes take their saved tensors as
+# inputs: a second grad gives zeros instead of raising that the gradient does not require grad.
+PIECEWISE_LINEAR = [
+    ("leaky_relu", lambda x: onnxnn.nn.functional.leaky_relu(x, 0.1)),
+    ("hardtanh", lambda x: onnxnn.nn.functional.hardtanh(x)),
+    ("relu6", lambda x: onnxnn.nn.functional.relu6(x)),
+    ("max_pool1d", lambda x: onnxnn.nn.functional.max_pool1d(x.reshape(1, 1, 4), 2)),
+    ("nll_loss", lambda x: onnxnn.nn.functional.nll_loss(x.reshape(2, 2), onnxnn.tensor([0, 1]))),
+]
+
+
+@pytest.mark.parametrize("function", [case[1] for case in PIECEWISE_LINEAR], ids=[case[0] for case in PIECEWISE_LINEAR])
+def test_a_piecewise_linear_gradient_is_differentiable_again(function):
+    x = onnxnn.tensor([0.5, -1.5, 2.0, -0.2], requires_grad=True)
+    (gradient,) = onnxnn.autograd.grad(function(x).sum(), x, create_graph=True)
+    assert gradient.requires_grad
+    (second,) = onnxnn.autograd.grad(gradient.sum(), x)
+    np.testing.assert_array_equal(second.numpy(), np.zeros(4, np.float32))
