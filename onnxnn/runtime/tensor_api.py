@@ -306,6 +306,9 @@ IN_PLACE_ARITHMETIC = (
     "index_reduce",
     "igamma",
     "igammac",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
 )
 # In-place ops that change the shape: the handle takes the new shape (no broadcast back).
 IN_PLACE_RESHAPING = ("squeeze", "unsqueeze", "t", "transpose", "swapaxes", "swapdims")
@@ -330,9 +333,6 @@ IN_PLACE = (
     "logical_or",
     "logical_not",
     "logical_xor",
-    "bitwise_and",
-    "bitwise_or",
-    "bitwise_xor",
     "bitwise_not",
     "gcd",
     "lcm",

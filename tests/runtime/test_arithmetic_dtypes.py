@@ -216,6 +216,8 @@ REFUSED_IN_PLACE = {
     "int sigmoid_": (lambda: onnxnn.tensor([1, 2]).sigmoid_(), RuntimeError),
     "int log_": (lambda: onnxnn.tensor([1, 2]).log_(), RuntimeError),
     "bool &= int": (lambda: _augmented_and(onnxnn.tensor([True, True]), onnxnn.tensor([1, 0])), RuntimeError),
+    "bool bitwise_and_ int": (lambda: onnxnn.tensor([True, True]).bitwise_and_(onnxnn.tensor([1, 0])), RuntimeError),
+    "bool bitwise_xor_ int": (lambda: onnxnn.tensor([True, True]).bitwise_xor_(onnxnn.tensor([1, 0])), RuntimeError),
     "bool clamp_(0)": (lambda: onnxnn.tensor([True, False]).clamp_(0), RuntimeError),
     "int clamp_(0.5)": (lambda: onnxnn.tensor([1, 2]).clamp_(0.5), RuntimeError),
     "int //= 2.5": (lambda: onnxnn.tensor([1, 2]).__ifloordiv__(2.5), RuntimeError),
