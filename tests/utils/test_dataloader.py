@@ -271,3 +271,21 @@ def test_shared_memory_round_trip_of_every_dtype_and_release():
     _shared_memory.release(dropped)
     if os.path.isdir("/dev/shm"):
         assert not _segments(prefix)
+
+
+class NumpyDraws(Dataset):
+    """Each item is a draw of numpy's global generator, as numpy-based augmentation makes."""
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, index):
+        return np.random.random_sample(2)
+
+
+def test_numpy_draws_differ_between_workers_and_epochs():
+    loader = DataLoader(NumpyDraws(), batch_size=1, num_workers=2)
+    first = [batch.numpy().tolist() for batch in loader]
+    second = [batch.numpy().tolist() for batch in loader]
+    assert first[0] != first[1]  # worker 0's first item against worker 1's
+    assert first != second  # a new base seed each epoch

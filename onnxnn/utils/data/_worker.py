@@ -14,6 +14,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
+
 from ...ir.random import manual_seed
 from ._shared_memory import to_shared_memory
 
@@ -118,8 +120,13 @@ def make_fetcher(iterable: bool, dataset, auto_collation: bool, collate_fn: Call
 
 
 def _seed_worker(seed: int) -> None:
+    """Seeds Python's, onnxnn's and numpy's global generators from the worker's seed (the loader's
+    base seed, drawn per epoch, plus the worker's id), as PyTorch's workers do: otherwise numpy-based
+    augmentation would draw the same numbers in every worker and every epoch (a forked copy of the
+    parent's state)."""
     random.seed(seed)
     manual_seed(seed)
+    np.random.seed(np.random.SeedSequence(seed).generate_state(4))
 
 
 def worker_loop(
