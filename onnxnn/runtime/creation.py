@@ -103,8 +103,10 @@ def _infer_array(data) -> tuple[np.ndarray, dtypes.dtype]:
         array = np.array(data)
     except OverflowError:  # an int past uint64's range
         raise ValueError("Overflow when unpacking long long") from None
-    if inferred is dtypes.int64 and array.dtype in (np.uint64, np.dtype(object)):
-        raise ValueError("Overflow when unpacking long long")  # PyTorch reads Python ints as int64
+    if inferred is dtypes.int64 and (array.dtype in (np.uint64, np.dtype(object)) or array.dtype.kind == "f"):
+        # PyTorch reads Python ints as int64; numpy holds ints past its range as uint64, objects, or
+        # (int64's and uint64's beside each other) float64, which would wrap when cast back.
+        raise ValueError("Overflow when unpacking long long")
     if array.dtype == object:
         raise TypeError(f"could not convert data of type {type(data).__name__} to a tensor (ragged nested sequence?)")
     if inferred is not None:

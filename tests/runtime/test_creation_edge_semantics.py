@@ -26,7 +26,7 @@ def test_numbers_that_do_not_fit_the_dtype_are_refused(name, program):
         program()
 
 
-@pytest.mark.parametrize("value", [2**63, [2**64]])
+@pytest.mark.parametrize("value", [2**63, [2**64], [2**63 - 1, 2**63]])  # the last: numpy makes float64
 def test_python_ints_past_int64_are_refused(value):
     with pytest.raises(ValueError, match="Overflow when unpacking long long"):
         onnxnn.tensor(value)
