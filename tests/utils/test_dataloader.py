@@ -289,3 +289,14 @@ def test_numpy_draws_differ_between_workers_and_epochs():
     second = [batch.numpy().tolist() for batch in loader]
     assert first[0] != first[1]  # worker 0's first item against worker 1's
     assert first != second  # a new base seed each epoch
+
+
+@pytest.mark.parametrize(
+    "name", ["batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers"]
+)
+def test_what_the_batches_are_built_from_cannot_change_after_construction(name):
+    loader = DataLoader(list(range(5)), batch_size=2)
+    with pytest.raises(ValueError, match=f"{name} attribute should not be set after DataLoader is initialized"):
+        setattr(loader, name, getattr(loader, name))
+    loader.num_workers = 0  # the others may change
+    assert [batch.tolist() for batch in loader] == [[0, 1], [2, 3], [4]]

@@ -151,3 +151,8 @@ def test_stack_dataset_tuple_and_dict_forms():
 def test_stack_dataset_errors(args, kwargs, message):
     with pytest.raises(ValueError, match=message):
         StackDataset(*args, **kwargs)
+
+
+def test_a_random_sampler_of_an_empty_dataset_is_refused_at_construction():
+    with pytest.raises(ValueError, match="num_samples should be a positive integer value, but got num_samples=0"):
+        RandomSampler([])

@@ -45,6 +45,9 @@ def _default_context():
     return multiprocessing.get_context("spawn")
 
 
+_FIXED_AFTER_INIT = frozenset({"batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers"})
+
+
 class DataLoader:
     """Iterates over a dataset in batches, as ``torch.utils.data.DataLoader``.
 
@@ -168,6 +171,14 @@ class DataLoader:
             collate_fn = default_collate if self._auto_collation else default_convert
         self.collate_fn = collate_fn
         self._workers_iterator: _WorkersIterator | None = None
+        self._initialized = True
+
+    def __setattr__(self, name: str, value) -> None:
+        # What the batches and the workers were built from is fixed once the loader exists (PyTorch's
+        # rule): a later change would be silently ignored by the samplers made from it.
+        if name in _FIXED_AFTER_INIT and self.__dict__.get("_initialized"):
+            raise ValueError(f"{name} attribute should not be set after {type(self).__name__} is initialized")
+        super().__setattr__(name, value)
 
     @property
     def _auto_collation(self) -> bool:

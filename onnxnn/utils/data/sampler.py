@@ -71,6 +71,7 @@ class RandomSampler(Sampler):
         self.replacement = replacement
         self._num_samples = num_samples
         self.generator = generator
+        _check_replacement_and_num_samples(replacement, self.num_samples)  # an empty dataset's 0 too
 
     @property
     def num_samples(self) -> int:
