@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import onnxnn
+from onnxnn.utils.data import ChainDataset, DataLoader, Dataset, IterableDataset, Sampler
 from onnxnn.utils.data.dataset import ConcatDataset, Subset, TensorDataset
 from onnxnn.utils.data.sampler import BatchSampler, SequentialSampler
 
@@ -43,3 +44,39 @@ def test_batch_sampler(n, batch_size, drop_last, expected):
 def test_batch_sampler_bad_batch_size(batch_size):
     with pytest.raises(ValueError, match="batch_size should be a positive integer value"):
         BatchSampler(range(3), batch_size, False)
+
+
+class _Stream(IterableDataset):
+    def __init__(self, count):
+        self.count = count
+
+    def __iter__(self):
+        return iter(range(self.count))
+
+    def __len__(self):
+        return self.count
+
+
+def test_iterable_datasets_chain_with_plus_and_chain_dataset():
+    chained = _Stream(2) + _Stream(3)
+    assert isinstance(chained, ChainDataset)
+    assert list(chained) == [0, 1, 0, 1, 2] and len(chained) == 5
+    assert [batch.tolist() for batch in DataLoader(chained, batch_size=2)] == [[0, 1], [0, 1], [2]]
+    with pytest.raises(AssertionError, match="ChainDataset only supports IterableDataset"):
+        list(ChainDataset([TensorDataset(onnxnn.ones(2))]))
+
+
+def test_datasets_and_samplers_are_generic_in_their_items():
+    class Pairs(Dataset[tuple]):
+        def __getitem__(self, index):
+            return (index, index)
+
+        def __len__(self):
+            return 2
+
+    class Evens(Sampler[int]):
+        def __iter__(self):
+            return iter([0])
+
+    assert Pairs()[1] == (1, 1) and list(Evens()) == [0]
+    assert Subset[int] is not None and IterableDataset[int] is not None

@@ -8,6 +8,7 @@ from .collate import default_collate, default_convert
 from .dataloader import DataLoader
 from .distributed import DistributedSampler
 from .dataset import (
+    ChainDataset,
     ConcatDataset,
     Dataset,
     IterableDataset,
@@ -31,6 +32,7 @@ __all__ = [
     "IterableDataset",
     "TensorDataset",
     "StackDataset",
+    "ChainDataset",
     "ConcatDataset",
     "Subset",
     "random_split",

@@ -5,15 +5,27 @@ from __future__ import annotations
 import bisect
 import math
 import warnings
-from typing import Iterator, Sequence
+from typing import Generic, Iterable, Iterator, Sequence, TypeVar
 
 from ...ir.random import Generator, default_generator
 
-__all__ = ["Dataset", "IterableDataset", "TensorDataset", "StackDataset", "ConcatDataset", "Subset", "random_split"]
+__all__ = [
+    "Dataset",
+    "IterableDataset",
+    "TensorDataset",
+    "StackDataset",
+    "ConcatDataset",
+    "ChainDataset",
+    "Subset",
+    "random_split",
+]
+
+T_co = TypeVar("T_co", covariant=True)
 
 
-class Dataset:
-    """A map-style dataset: subclasses define ``__getitem__`` (and usually ``__len__``)."""
+class Dataset(Generic[T_co]):
+    """A map-style dataset: subclasses define ``__getitem__`` (and usually ``__len__``). Generic in its
+    samples' type, as PyTorch's (``class Pairs(Dataset[tuple])``)."""
 
     def __getitem__(self, index):
         raise NotImplementedError("Subclasses of Dataset should implement __getitem__.")
@@ -22,11 +34,39 @@ class Dataset:
         return ConcatDataset([self, other])
 
 
-class IterableDataset(Dataset):
-    """A stream of samples: subclasses define ``__iter__``."""
+class IterableDataset(Dataset[T_co], Iterable[T_co]):
+    """A stream of samples: subclasses define ``__iter__``. ``a + b`` chains two streams."""
+
+    def __iter__(self) -> Iterator[T_co]:
+        raise NotImplementedError("Subclasses of IterableDataset should implement __iter__.")
+
+    def __add__(self, other: "Dataset") -> "ChainDataset":  # type: ignore[override]
+        return ChainDataset([self, other])
+
+
+class ChainDataset(IterableDataset):
+    """The samples of several iterable datasets, one after another (lazily).
+
+    Args:
+        datasets: the ``IterableDataset`` objects to chain.
+    """
+
+    def __init__(self, datasets: Iterable[Dataset]) -> None:
+        self.datasets = datasets
 
     def __iter__(self) -> Iterator:
-        raise NotImplementedError("Subclasses of IterableDataset should implement __iter__.")
+        for dataset in self.datasets:
+            if not isinstance(dataset, IterableDataset):
+                raise AssertionError("ChainDataset only supports IterableDataset")
+            yield from dataset
+
+    def __len__(self) -> int:
+        total = 0
+        for dataset in self.datasets:
+            if not isinstance(dataset, IterableDataset):
+                raise AssertionError("ChainDataset only supports IterableDataset")
+            total += len(dataset)  # type: ignore[arg-type]
+        return total
 
 
 class TensorDataset(Dataset):
@@ -108,7 +148,7 @@ class ConcatDataset(Dataset):
         return self.datasets[which][offset]
 
 
-class Subset(Dataset):
+class Subset(Dataset[T_co]):
     """The samples of ``dataset`` at ``indices``."""
 
     def __init__(self, dataset, indices) -> None:
@@ -156,7 +196,8 @@ def random_split(dataset, lengths: Sequence, generator: Generator | None = defau
         raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
     rng = (generator or default_generator).numpy
     indices = rng.permutation(sum(lengths)).tolist()
-    subsets, offset = [], 0
+    subsets: list[Subset] = []
+    offset = 0
     for length in lengths:
         subsets.append(Subset(dataset, indices[offset : offset + length]))
         offset += length

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from typing import Generic, Iterator, Sequence, TypeVar
 
 import numpy as np
 
@@ -18,8 +18,12 @@ __all__ = [
 ]
 
 
-class Sampler:
-    """Base class: an iterable of dataset indices (or of index lists, for batch samplers)."""
+T_co = TypeVar("T_co", covariant=True)
+
+
+class Sampler(Generic[T_co]):
+    """Base class: an iterable of dataset indices (or of index lists, for batch samplers); generic in
+    what it yields, as PyTorch's (``Sampler[int]``)."""
 
     def __iter__(self) -> Iterator:
         raise NotImplementedError
