@@ -81,3 +81,24 @@ def test_default_convert_turns_arrays_into_tensors_and_keeps_the_rest():
     converted = default_convert({"x": np.arange(3), "n": 7, "pair": (np.zeros(1), "s")})
     assert isinstance(converted["x"], onnxnn.Tensor) and converted["n"] == 7
     assert isinstance(converted["pair"], list) and converted["pair"][1] == "s"
+
+
+def test_tensors_that_require_grad_keep_their_gradient_path():
+    weight = onnxnn.ones(2, requires_grad=True)
+    batch = default_collate([weight * 2, weight * 3])
+    batch.sum().backward()
+    np.testing.assert_array_equal(weight.grad.numpy(), [5.0, 5.0])
+
+
+@pytest.mark.parametrize(
+    "samples, dtype",
+    [
+        ([np.zeros(2, np.int32), np.zeros(2, np.float32)], "float32"),
+        ([np.int32(1), np.float32(2)], "float32"),
+        ([np.float16(1), np.int64(2)], "float16"),
+        ([np.uint8(1), np.int8(2)], "int16"),
+    ],
+    ids=["arrays", "scalars", "half_and_long", "unsigned_and_signed"],
+)
+def test_mixed_numpy_dtypes_stack_in_pytorchs_promoted_dtype(samples, dtype):
+    assert default_collate(samples).dtype == getattr(onnxnn, dtype)

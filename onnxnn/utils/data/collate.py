@@ -2,7 +2,9 @@
 
 Batches of tensors and arrays are stacked in numpy and become one tensor: a batch is data read
 from a dataset, not part of a recorded computation, so stacking it as N lazy tensors would only
-record a Concat for onnxruntime to run.
+record a Concat for onnxruntime to run. Tensors that require grad are the exception: they are
+stacked as a recorded op, so that the batch keeps their gradient's path (as PyTorch's torch.stack).
+Mixed dtypes stack in PyTorch's promoted dtype, not numpy's (int32 with float32 is float32).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 
 from ...ir import dtypes
 from ...runtime.creation import from_numpy, tensor
+from ...runtime.ops.shape import stack
 from ...runtime.internal import constant_tensor
 from ...runtime.tensor import Tensor
 
@@ -78,13 +81,16 @@ def default_collate(batch: list) -> Any:
     element = batch[0]
     if isinstance(element, Tensor):
         # One dtype by PyTorch's promotion (int32 and float32 stack as float32, numpy's would be float64).
-        target = functools.reduce(dtypes.promote_types, (item.dtype for item in batch)).numpy_dtype
-        return _stack([np.asarray(item.numpy(force=True)).astype(target, copy=False) for item in batch])
+        target = functools.reduce(dtypes.promote_types, (item.dtype for item in batch))
+        if any(item.requires_grad for item in batch):  # a recorded stack, which keeps the gradient's path
+            return stack([item.to(target) for item in batch])
+        return _stack([np.asarray(item.numpy(force=True)).astype(target.numpy_dtype, copy=False) for item in batch])
     if isinstance(element, (np.ndarray, np.generic)) and not isinstance(element, (np.str_, np.bytes_)):
         arrays = [np.asarray(item) for item in batch]
         if _is_text_or_object(arrays[0]):
             raise TypeError(_UNSUPPORTED.format(arrays[0].dtype))
-        return _stack(arrays)
+        target = functools.reduce(dtypes.promote_types, (dtypes.as_dtype(array.dtype) for array in arrays))
+        return _stack([array.astype(target.numpy_dtype, copy=False) for array in arrays])
     if isinstance(element, int):  # bools too: PyTorch's tensor(batch) infers the dtype from all of them
         return tensor(batch)
     if isinstance(element, float):
