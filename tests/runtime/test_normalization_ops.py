@@ -459,3 +459,43 @@ def test_imported_rms_normalization_trains_through_its_function_body():
     expected = x / np.sqrt((x * x).mean(-1, keepdims=True) + 0.25) * scale
     np.testing.assert_allclose(module(onnxnn.tensor(x)).detach().numpy(), expected, rtol=1e-12)
     check_gradients(module, [x])
+
+
+# A group whose mean is large against its spread: onnxruntime's GroupNormalization (ONNX's function
+# body, E[x^2] - E[x]^2 in float32) cancelled there (36% off, or NaN); the variance is taken of the
+# centered values. The bound: the float32 mean of n values errs by gamma(n + 1) |mean|, which the
+# centered values carry, divided by the standard deviation; four times that covers the rest.
+OFFSET_GROUPS = [
+    ("two_values", np.array([[10.0, 10.001]], np.float32)),
+    ("four_values_near_100", (100 + 0.01 * np.array([[[1.0], [-1.0], [0.5], [-0.25]]])).astype(np.float32)),
+]
+
+
+def _one_group_normalized(x: np.ndarray) -> tuple[np.ndarray, float]:
+    """The exact normalization of ``x`` as one group per sample (float64), and the bound above."""
+    x64 = x.astype(np.float64).reshape(x.shape[0], 1, -1)
+    std = np.sqrt(x64.var(axis=2, keepdims=True) + 1e-5)
+    expected = ((x64 - x64.mean(axis=2, keepdims=True)) / std).reshape(x.shape)
+    return expected, 4 * gamma(x64.shape[2] + 1, np.float32) * np.abs(x64).max() / std.min()
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("x", [case[1] for case in OFFSET_GROUPS], ids=[case[0] for case in OFFSET_GROUPS])
+def test_group_norm_of_a_group_far_from_zero(executor, x):
+    expected, bound = _one_group_normalized(x)
+    with onnxnn.set_executor(executor):
+        result = ops.group_norm(onnxnn.tensor(x), 1).numpy()
+    np.testing.assert_allclose(result, expected, rtol=0, atol=bound)
+
+
+def test_an_exported_group_norm_serves_a_group_far_from_zero():
+    import onnxruntime
+
+    from onnxnn.export import to_onnx
+
+    x = OFFSET_GROUPS[0][1]
+    proto = to_onnx(onnxnn.nn.GroupNorm(1, 1).eval(), (onnxnn.tensor(x[:, None, :]),), input_names=["x"])
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    (served,) = session.run(None, {"x": x[:, None, :]})
+    expected, bound = _one_group_normalized(x)
+    np.testing.assert_allclose(served[:, 0, :], expected, rtol=0, atol=bound)

@@ -50,6 +50,7 @@ from . import batch_norm_training  # noqa: F401,E402  (F.batch_norm's training n
 from . import relu_gradient  # noqa: F401,E402  (ReLU's gradient as one node)
 from . import abs_gradient  # noqa: F401,E402  (Abs's gradient as one node)
 from . import clip_bounds  # noqa: F401,E402  (a missing Clip bound is infinite, as in PyTorch)
+from . import group_normalization  # noqa: F401,E402  (GroupNormalization's variance in two passes)
 from . import hardtanh  # noqa: F401,E402  (hardtanh: a Clip with PyTorch's hardtanh gradient)
 from . import binary_cross_entropy  # noqa: F401,E402  (binary_cross_entropy's loss with PyTorch's gradient)
 from . import where_widened  # noqa: F401,E402  (Where of bools and other dtypes onnxruntime lacks)
