@@ -25,7 +25,12 @@ from .layer_checks import EXECUTORS, exported_output, forward_on
 
 RNG = np.random.default_rng(21)
 # torch.finfo(dtype).eps: RMSNorm's eps=None default.
-MACHINE_EPSILON = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}
+MACHINE_EPSILON = {
+    "float16": 2.0**-23,
+    "bfloat16": 2.0**-23,
+    "float32": 2.0**-23,
+    "float64": 2.0**-52,
+}  # of the compute dtype
 
 
 def _standardize(x, axes, eps):
@@ -466,13 +471,18 @@ def test_instance_norm_drops_running_statistics_of_old_checkpoints_with_an_error
         module.load_state_dict(state)
 
 
-def test_rms_norm_half_is_computed_in_float32_and_rounded_once():
-    x = RNG.standard_normal((4, 8)).astype(np.float16)
-    expected = rms_norm_reference(x.astype(np.float64), (8,), None, 2.0**-10).astype(np.float16)
-    actual = F.rms_norm(onnxnn.tensor(x), [8]).numpy()
-    assert actual.dtype == np.float16
-    # one float16 rounding of a float32 result: at most one float16 step apart
-    np.testing.assert_allclose(actual.astype(np.float64), expected.astype(np.float64), rtol=2.0**-10, atol=0)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("scale", [1.0, 1e-3], ids=["unit", "small"])  # small: the default eps shows
+def test_rms_norm_half_is_computed_in_float32_and_rounded_once(dtype, scale):
+    # PyTorch's default eps for half inputs is float32's (they compute in float32), not their own.
+    x = onnxnn.tensor(RNG.standard_normal((4, 8)) * scale).to(getattr(onnxnn, dtype))
+    x64 = x.float().numpy().astype(np.float64)
+    expected = rms_norm_reference(x64, (8,), None, 2.0**-23)
+    actual = F.rms_norm(x, [8])
+    assert actual.dtype == getattr(onnxnn, dtype)
+    # one rounding of a float32 result to the half dtype: at most one step of it apart
+    step = 2.0**-10 if dtype == "float16" else 2.0**-7
+    np.testing.assert_allclose(actual.float().numpy().astype(np.float64), expected, rtol=step, atol=0)
 
 
 # ---------------------------------------------------------------- errors with PyTorch's wording
