@@ -156,9 +156,10 @@ def test_hardtanh_passes_no_gradient_at_its_bounds_and_all_of_it_at_nan(executor
     with onnxnn.set_executor(executor):
         y = function(x)
         y.backward(onnxnn.ones_like(y))
-    np.testing.assert_array_equal(y.detach().numpy(), np.clip(HARDTANH_POINTS, low, high))
+        values, gradient = y.detach().numpy(), x.grad.numpy()  # realized on ``executor`` (onnxnn is lazy)
+    np.testing.assert_array_equal(values, np.clip(HARDTANH_POINTS, low, high))
     outside = (HARDTANH_POINTS <= low) | (HARDTANH_POINTS >= high)  # NaN: both False, so inside
-    np.testing.assert_array_equal(x.grad.numpy(), np.where(outside, 0.0, 1.0))
+    np.testing.assert_array_equal(gradient, np.where(outside, 0.0, 1.0))
 
 
 def test_hardtanh_of_bools_is_refused():
@@ -199,3 +200,59 @@ def test_recurrent_layers_refuse_an_empty_sequence(kind, batch_first, shape):
     layer = getattr(nn, kind)(3, 4, batch_first=batch_first)
     with pytest.raises(RuntimeError, match="Expected sequence length to be larger than 0 in RNN"):
         layer(onnxnn.zeros(*shape))
+
+
+# What PyTorch's functionals refuse (a second pass over the normalization, dropout and embedding layers).
+REFUSED = [
+    (
+        "group_norm_one_value_per_group",
+        lambda: F.group_norm(onnxnn.tensor([[0.5, 1.5]]), 2),
+        ValueError,
+        "more than 1 value per channel",
+    ),
+    (
+        "instance_norm_running_mean_alone",
+        lambda: F.instance_norm(onnxnn.ones(2, 3, 4), onnxnn.zeros(3), None),
+        ValueError,
+        "both be None or neither",
+    ),
+    (
+        "dropout_of_integers",
+        lambda: F.dropout(onnxnn.ones(6, dtype=onnxnn.int64), 0.5),
+        RuntimeError,
+        "result type Float can't be cast to the desired output type Long",
+    ),
+    (
+        "dropout2d_of_bools",
+        lambda: F.dropout2d(onnxnn.ones(2, 3, 2, 2, dtype=onnxnn.bool), 0.5),
+        RuntimeError,
+        "desired output type Bool",
+    ),
+    (
+        "embedding_bag_max_scaled_by_frequency",
+        lambda: nn.EmbeddingBag(5, 2, mode="max", scale_grad_by_freq=True)(onnxnn.tensor([[0, 1]])),
+        ValueError,
+        "max mode does not support scaling",
+    ),
+]
+
+
+@pytest.mark.parametrize("call, error, message", [case[1:] for case in REFUSED], ids=[case[0] for case in REFUSED])
+def test_what_pytorch_refuses(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+@pytest.mark.parametrize("p, dtype", [(0.0, "int64"), (1.0, "int64"), (1.0, "bool")])
+def test_dropout_of_integers_that_needs_no_mask_is_accepted(p, dtype):
+    # PyTorch returns the input (p = 0) or zeros (p = 1) without multiplying by a float mask.
+    result = F.dropout(onnxnn.ones(4, dtype=getattr(onnxnn, dtype)), p)
+    assert result.dtype == getattr(onnxnn, dtype) and result.tolist() == [p == 0.0] * 4
+
+
+def test_embedding_of_no_indices_scaled_by_frequency():
+    weight = onnxnn.ones(5, 2, requires_grad=True)
+    rows = F.embedding(onnxnn.zeros(0, dtype=onnxnn.int64), weight, scale_grad_by_freq=True)
+    assert tuple(rows.shape) == (0, 2)
+    rows.sum().backward()
+    np.testing.assert_array_equal(weight.grad.numpy(), np.zeros((5, 2), np.float32))

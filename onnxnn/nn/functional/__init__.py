@@ -103,8 +103,8 @@ from ._pooling import (
 )
 
 # normalization
-from ._normalization import batch_norm, normalize, rms_norm
-from ...runtime.ops.normalization import group_norm, instance_norm, layer_norm, local_response_norm
+from ._normalization import batch_norm, group_norm, normalize, rms_norm
+from ...runtime.ops.normalization import instance_norm, layer_norm, local_response_norm
 
 # losses and distances
 from ._loss import (

@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 
+from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...ir import random as _random
 from ...runtime.internal import apply_in_place, constant_tensor
@@ -46,6 +47,10 @@ def _masked(input: Tensor, p: float, training: bool, inplace: bool, feature: boo
         raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
     if p == 1.0:
         return _apply(input, inplace, lambda x: _ops.mul(x, _data(input, np.zeros(()))))
+    if not input.dtype.is_floating_point:  # ATen multiplies by a float mask it cannot cast back
+        raise RuntimeError(
+            f"result type Float can't be cast to the desired output type {dtypes.scalar_type_name(input.dtype)}"
+        )
     noise_shape = tuple(input.shape[:2]) + (1,) * (input.dim() - 2) if feature else tuple(input.shape)
     keep = _random.bernoulli(noise_shape, 1.0 - p).astype(np.float64)
     if not alpha:

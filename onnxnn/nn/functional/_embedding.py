@@ -121,7 +121,7 @@ def _lookup(
             (1.0 / counts[inverse]).astype(weight.dtype.numpy_dtype), weight.dtype, weight.device
         )
         factor = frequency if factor is None else factor * frequency
-    scaled = _gradient_scaled(rows, factor)  # type: ignore[arg-type]  # not None: padding or frequency set it
+    scaled = rows if factor is None else _gradient_scaled(rows, factor)  # None: an empty input, no padding
     return scaled.reshape(tuple(input.shape) + (weight.shape[1],))
 
 
@@ -256,6 +256,8 @@ def embedding_bag(
         )
     if mode not in ("sum", "mean", "max"):
         raise ValueError("mode has to be one of sum, mean or max")
+    if mode == "max" and scale_grad_by_freq:
+        raise ValueError("max mode does not support scaling the gradient by the frequency")
     if weight.dim() != 2:
         raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension {weight.dim()}")
     if per_sample_weights is not None:

@@ -12,7 +12,7 @@ from ...runtime.grad_mode import no_grad
 from ...runtime.internal import full_tensor
 from ...runtime.tensor import Tensor, apply_op
 
-__all__ = ["batch_norm", "rms_norm", "normalize"]
+__all__ = ["batch_norm", "group_norm", "rms_norm", "normalize"]
 
 
 def _verify_batch_size(size) -> None:
@@ -21,6 +21,18 @@ def _verify_batch_size(size) -> None:
         values_per_channel *= extent
     if values_per_channel == 1:
         raise ValueError(f"Expected more than 1 value per channel when training, got input size {list(size)}")
+
+
+def group_norm(
+    input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
+) -> Tensor:
+    """Group normalization (``onnxnn.group_norm``), refusing groups of one value as PyTorch's functional
+    does: their normalized value is 0 whatever the input."""
+    if input.dim() < 2:
+        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.dim()}")
+    if num_groups:
+        _verify_batch_size([input.shape[0] * input.shape[1] // num_groups, num_groups] + list(input.shape[2:]))
+    return _ops.group_norm(input, num_groups, weight, bias, eps)
 
 
 def _check_channel_count(name: str, tensor: Tensor | None, channels: int, input: Tensor) -> None:

@@ -442,6 +442,8 @@ def instance_norm(
     given running statistics are updated in place (the batch mean of the per-instance statistics,
     unbiased variance). Otherwise the running statistics normalize the input.
     """
+    if (running_mean is None) != (running_var is None):
+        raise ValueError("running_mean and running_var must either both be None or neither be None")
     if input.dim() < 3:
         raise ValueError(f"Expected 3D or higher dimensionality input (got {input.dim()} dimensions)")
     channels = input.shape[1]
