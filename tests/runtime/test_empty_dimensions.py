@@ -43,3 +43,13 @@ def test_pieces_of_an_empty_dimension_pass_gradients():
 def test_impossible_pieces_are_refused(program, message):
     with pytest.raises(RuntimeError, match=message):
         program()
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("shape, normalized", [((2, 0), [0]), ((0, 3), [3])], ids=["no_features", "no_rows"])
+def test_layer_norm_of_an_empty_tensor(executor, shape, normalized):
+    x = onnxnn.ones(*shape, requires_grad=True)
+    with onnxnn.set_executor(executor):
+        result = onnxnn.nn.functional.layer_norm(x, normalized, onnxnn.ones(*normalized), onnxnn.zeros(*normalized))
+        result.sum().backward()
+        assert result.detach().numpy().shape == shape and x.grad.numpy().shape == shape

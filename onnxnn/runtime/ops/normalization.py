@@ -363,7 +363,9 @@ def layer_norm(
                 f"Expected {name} to be of same shape as normalized_shape, but got {name} of shape "
                 f"{list(parameter.shape)} and normalized_shape = {list(shape)}"
             )
-    if _attribute_rounds(input, eps):
+    # An empty input takes the reductions too: onnxruntime's LayerNormalization refuses a normalized
+    # shape of no elements.
+    if _attribute_rounds(input, eps) or input.numel() == 0:
         result = _standardized(input, list(range(input.dim() - len(shape), input.dim())), float(eps))[0]
         result = result * weight if weight is not None else result
         return result + bias if bias is not None else result
