@@ -569,10 +569,10 @@ def check_forward(case: Case, executor: str) -> None:
     expected = _onnxruntime_outputs(case)
     module, feeds = _imported(case, np.float32)
     with onnxnn.set_executor(executor), onnxnn.no_grad():
-        actual = _as_tuple(module(*feeds))
+        # Realized inside the block: onnxnn is lazy, and a graph run after it would run on "auto".
+        actual = [output.numpy() for output in _as_tuple(module(*feeds))]
     assert len(actual) == len(expected)
     for position, (got, want) in enumerate(zip(actual, expected)):
-        got = got.numpy()
         assert got.dtype == want.dtype, f"output {position}"
         bound = accumulation_bound((1 + np.abs(want)) * case.scale, case.terms) + ulps(want)
         assert_within(got, want, bound, f"output {position} of {case}")
@@ -870,10 +870,10 @@ def check_quantized_forward(case: Case, executor: str) -> None:
     arrays = _arrays(case, np.float32)
     module = from_onnx(_model(case, arrays, [(output.shape, output.dtype) for output in expected]))
     with onnxnn.set_executor(executor), onnxnn.no_grad():
-        actual = _as_tuple(module(*[array for array in arrays if array is not None]))
+        # Realized inside the block: onnxnn is lazy, and a graph run after it would run on "auto".
+        actual = [output.numpy() for output in _as_tuple(module(*[array for array in arrays if array is not None]))]
     assert len(actual) == len(expected)
     for got, want in zip(actual, expected):
-        got = got.numpy()
         assert got.dtype == want.dtype
         if want.dtype.kind in "iu":
             assert np.abs(got.astype(np.int64) - want.astype(np.int64)).max() <= 1

@@ -272,7 +272,7 @@ def test_multihead_attention_matches_the_per_head_formula(name, executor):
     }
     with onnxnn.set_executor(executor):
         out, weights = module(*(onnxnn.tensor(a) for a in arrays), **tensor_kwargs)
-    _assert_attention_equals(out, weights, expected, expected_weights)
+        _assert_attention_equals(out, weights, expected, expected_weights)  # realizes on ``executor``
 
 
 def _assert_attention_equals(out, weights, expected, expected_weights) -> None:
@@ -357,7 +357,7 @@ def test_self_attention_takes_the_packed_path_and_matches_the_per_head_formula(n
     tensor = onnxnn.tensor(x)
     with onnxnn.set_executor(executor):
         out, weights = module(tensor, tensor, tensor, **call)
-    _assert_attention_equals(out, weights, expected, expected_weights)
+        _assert_attention_equals(out, weights, expected, expected_weights)  # realizes on ``executor``
     exported = to_onnx(_SelfAttention(module).eval(), (tensor,))
     assert [node.op_type for node in exported.graph.node].count("Gemm") == 2  # in and out projections
 
@@ -501,11 +501,12 @@ def test_attention_runs_in_half_precision(dtype, executor):
     mask = np.tril(np.ones((3, 3), bool))
     with onnxnn.set_executor(executor):
         out = F.scaled_dot_product_attention(*(onnxnn.tensor(q, dtype=dtype),) * 3, attn_mask=onnxnn.tensor(mask))
+        actual = out.float().numpy()  # realized on ``executor`` (onnxnn is lazy)
     assert out.dtype is dtype
     expected, _, _ = sdpa_reference(q, q, q, mask)
     # Smoke test: a coarse bound of a few units of the half type's precision on O(1) values.
     np.testing.assert_allclose(
-        out.float().numpy(),
+        actual,
         expected,
         atol=16 * float(np.finfo(np.float16).eps) if dtype is onnxnn.float16 else 16 * 2.0**-7,
     )

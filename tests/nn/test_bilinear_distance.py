@@ -127,11 +127,12 @@ def test_cosine_similarity_matches_formula(case_id, shape1, shape2, dim, eps, sc
     x1, x2 = RNG.standard_normal(shape1) * scale, RNG.standard_normal(shape2)
     with onnxnn.set_executor(executor):
         actual = nn.CosineSimilarity(dim, eps)(onnxnn.tensor(x1, dtype=dtype), onnxnn.tensor(x2, dtype=dtype))
+        actual = actual.numpy()  # realized on ``executor`` (onnxnn is lazy)
     numpy_dtype = np.float32 if dtype == onnxnn.float32 else np.float64
     expected = cosine_reference(x1, x2, dim, eps)
     terms = max(shape1[dim], shape2[dim])
     # |cos| <= 1: the dot product's and both norms' sums of `terms` squares, two square roots and divisions.
-    np.testing.assert_allclose(actual.numpy(), expected, rtol=0, atol=4 * gamma(terms + 4, numpy_dtype))
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=4 * gamma(terms + 4, numpy_dtype))
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)

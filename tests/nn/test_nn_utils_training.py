@@ -47,10 +47,11 @@ def test_clip_grad_norm_scales_by_the_documented_coefficient(executor, norm_type
     with onnxnn.set_executor(executor):
         total = nn.utils.clip_grad_norm_(params, max_norm, norm_type=norm_type, foreach=True)
         clipped = [p.grad.numpy() for p in params]
+        total = total.item()  # realized on ``executor`` (onnxnn is lazy)
     expected_total = _numpy_norm(GRADS, norm_type)
     coef = min(max_norm / (expected_total + 1e-6), 1.0)
     # A p-norm over 17 float64 terms: a few dozen roundings of relative size 2**-53.
-    np.testing.assert_allclose(total.item(), expected_total, rtol=1e-13)
+    np.testing.assert_allclose(total, expected_total, rtol=1e-13)
     for got, grad in zip(clipped, GRADS):
         np.testing.assert_allclose(got, grad * coef, rtol=1e-13)
 
@@ -114,8 +115,8 @@ def test_parameters_to_vector_round_trips_and_records_gradients(executor):
         vector = nn.utils.parameters_to_vector(model.parameters())
         np.testing.assert_array_equal(vector.detach().numpy(), expected)
         nn.utils.vector_to_parameters(vector * 2, model.parameters())
-    np.testing.assert_array_equal(model.weight.detach().numpy().ravel(), 2 * expected[:6])
-    np.testing.assert_array_equal(model.bias.detach().numpy(), 2 * expected[6:])
+        np.testing.assert_array_equal(model.weight.detach().numpy().ravel(), 2 * expected[:6])
+        np.testing.assert_array_equal(model.bias.detach().numpy(), 2 * expected[6:])
     assert model.weight.requires_grad and model.weight.shape == (2, 3)
 
     def flat_norm(weight, bias):
@@ -210,11 +211,12 @@ def test_functional_call_uses_the_given_tensors_and_restores_the_module(executor
         out = nn.utils.stateless.functional_call(
             model, ({"0.weight": onnxnn.tensor(weight)}, {"1.running_mean": onnxnn.tensor(mean)}), onnxnn.tensor(x)
         )
+        out = out.detach().numpy()  # realized on ``executor`` (onnxnn is lazy)
     bias = model[0].bias.detach().numpy()
     expected = ((x @ weight.T + bias) - mean) / np.sqrt(1 + 1e-5) * model[1].weight.detach().numpy() + model[
         1
     ].bias.detach().numpy()
-    np.testing.assert_allclose(out.detach().numpy(), expected, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(out, expected, rtol=0, atol=1e-12)
     assert model[0].weight is original_weight
     np.testing.assert_array_equal(model[1].running_mean.numpy(), np.zeros(2))
 

@@ -159,13 +159,14 @@ def test_padded_forward_matches_numpy_recurrence(case_id, cls, kwargs, mode, bat
     expected, h_expected, c_expected = network_reference(mode, state, x, [4, 4, 4], h0, c0, 2, 2)
     with onnxnn.set_executor(executor):
         output, hidden = call(module, onnxnn.tensor(np.swapaxes(x, 0, 1) if batch_first else x), h0, c0)
-    h_n, c_n = split_states(module, hidden)
+        h_n, c_n = split_states(module, hidden)
+        # Realized on ``executor`` (onnxnn is lazy: a graph run after the block would run on "auto").
+        actual, h_n, c_n = (None if t is None else t.detach().numpy() for t in (output, h_n, c_n))
     atol = recurrence_atol(state, x, 4, 2)
-    actual = output.detach().numpy()
     np.testing.assert_allclose(np.swapaxes(actual, 0, 1) if batch_first else actual, expected, rtol=0, atol=atol)
-    np.testing.assert_allclose(h_n.detach().numpy(), h_expected, rtol=0, atol=atol)
+    np.testing.assert_allclose(h_n, h_expected, rtol=0, atol=atol)
     if c_n is not None:
-        np.testing.assert_allclose(c_n.detach().numpy(), c_expected, rtol=0, atol=atol)
+        np.testing.assert_allclose(c_n, c_expected, rtol=0, atol=atol)
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
@@ -180,13 +181,16 @@ def test_packed_forward_zeroes_padding_and_keeps_each_sequences_last_state(case_
         output, hidden = call(module, packed, h0, c0)
         assert isinstance(output, rnn_utils.PackedSequence)
         padded, lengths = rnn_utils.pad_packed_sequence(output)
-    h_n, c_n = split_states(module, hidden)
+        h_n, c_n = split_states(module, hidden)
+        # Realized on ``executor`` (onnxnn is lazy: a graph run after the block would run on "auto").
+        lengths = lengths.numpy()
+        padded, h_n, c_n = (None if t is None else t.detach().numpy() for t in (padded, h_n, c_n))
     atol = recurrence_atol(state, x, 4, 2)
-    np.testing.assert_array_equal(lengths.numpy(), LENGTHS)
-    np.testing.assert_allclose(padded.detach().numpy(), expected, rtol=0, atol=atol)
-    np.testing.assert_allclose(h_n.detach().numpy(), h_expected, rtol=0, atol=atol)
+    np.testing.assert_array_equal(lengths, LENGTHS)
+    np.testing.assert_allclose(padded, expected, rtol=0, atol=atol)
+    np.testing.assert_allclose(h_n, h_expected, rtol=0, atol=atol)
     if c_n is not None:
-        np.testing.assert_allclose(c_n.detach().numpy(), c_expected, rtol=0, atol=atol)
+        np.testing.assert_allclose(c_n, c_expected, rtol=0, atol=atol)
 
 
 # float64 records ONNX nodes on the kernels only (onnxruntime's recurrent kernels are float32):
@@ -396,8 +400,9 @@ def test_float32_smoke_keeps_the_dtype(executor):
     # Only a smoke test: the float32 worst-case bound of a 2-layer recurrence is too loose to compare values.
     with onnxnn.set_executor(executor):
         output, (h, c) = nn.LSTM(2, 3, num_layers=2, bidirectional=True)(onnxnn.randn(4, 3, 2))
+        output_values, h_values = output.detach().numpy(), h.detach().numpy()  # realized on ``executor``
     assert output.dtype == h.dtype == c.dtype == onnxnn.float32
-    assert np.all(np.isfinite(output.detach().numpy())) and np.all(np.abs(h.detach().numpy()) <= 1)
+    assert np.all(np.isfinite(output_values)) and np.all(np.abs(h_values) <= 1)
 
 
 # ---------------------------------------------------------------- ONNX recurrent nodes
@@ -495,14 +500,17 @@ def test_float32_packed_onnx_nodes_match_numpy_and_torch(case_id, cls, kwargs, m
             hidden = (hidden, onnxnn.tensor(c0, dtype=onnxnn.float32))
         output, hidden = module(packed, hidden)
         padded, _ = rnn_utils.pad_packed_sequence(output)
-    h_n, c_n = split_states(module, hidden)
-    assert padded.dtype == onnxnn.float32
+        h_n, c_n = split_states(module, hidden)
+        assert padded.dtype == onnxnn.float32
+        # Realized on ``executor`` (onnxnn is lazy: a graph run after the block would run on "auto").
+        output_data = output.data.detach().numpy()
+        padded, h_n, c_n = (None if t is None else t.detach().numpy() for t in (padded, h_n, c_n))
     scale = np.abs(np.concatenate([x.ravel(), h0.ravel()] + ([] if c0 is None else [c0.ravel()]))).max()
     atol = recurrence_atol(state, x * 0 + scale, 4, 2, np.float32)
-    np.testing.assert_allclose(padded.detach().numpy(), expected, rtol=0, atol=atol)
-    np.testing.assert_allclose(h_n.detach().numpy(), h_expected, rtol=0, atol=atol)
+    np.testing.assert_allclose(padded, expected, rtol=0, atol=atol)
+    np.testing.assert_allclose(h_n, h_expected, rtol=0, atol=atol)
     if c_n is not None:
-        np.testing.assert_allclose(c_n.detach().numpy(), c_expected, rtol=0, atol=atol)
+        np.testing.assert_allclose(c_n, c_expected, rtol=0, atol=atol)
     torch = pytest.importorskip("torch")
     theirs = getattr(torch.nn, cls.__name__)(2, 3, num_layers=2, bidirectional=True, **kwargs)
     theirs.load_state_dict({name: torch.tensor(value, dtype=torch.float32) for name, value in state.items()})
@@ -515,9 +523,9 @@ def test_float32_packed_onnx_nodes_match_numpy_and_torch(case_id, cls, kwargs, m
     with torch.no_grad():
         torch_output, torch_hidden = theirs(torch_packed, torch_hidden)
     # Two float32 evaluations, each within the bound of the exact result.
-    np.testing.assert_allclose(output.data.detach().numpy(), torch_output.data.numpy(), rtol=0, atol=2 * atol)
+    np.testing.assert_allclose(output_data, torch_output.data.numpy(), rtol=0, atol=2 * atol)
     torch_h = torch_hidden[0] if mode == "LSTM" else torch_hidden
-    np.testing.assert_allclose(h_n.detach().numpy(), torch_h.numpy(), rtol=0, atol=2 * atol)
+    np.testing.assert_allclose(h_n, torch_h.numpy(), rtol=0, atol=2 * atol)
 
 
 @pytest.mark.parametrize("case_id, cls, kwargs, mode", FUSED[::2], ids=[n[0] for n in FUSED[::2]])
@@ -589,5 +597,6 @@ def test_float32_dropout_between_onnx_nodes_applies_in_training_only(executor):
         module.train(training)
         with onnxnn.set_executor(executor):
             output, _ = module(onnxnn.tensor(x, dtype=onnxnn.float32))
+            actual = output.detach().numpy()  # realized on ``executor`` (onnxnn is lazy)
         expected, _, _ = network_reference("LSTM", state, x, [3, 3], zeros, zeros, 2, 2, drop_between=training)
-        np.testing.assert_allclose(output.detach().numpy(), expected, rtol=0, atol=atol)
+        np.testing.assert_allclose(actual, expected, rtol=0, atol=atol)

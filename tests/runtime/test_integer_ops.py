@@ -38,8 +38,9 @@ def test_gcd_and_lcm_match_python_integers(executor, dtype, numpy_dtype):
     with onnxnn.set_executor(executor):
         x, y = onnxnn.tensor(a, dtype=dtype), onnxnn.tensor(b, dtype=dtype)
         gcd, lcm = onnxnn.gcd(x, y), onnxnn.lcm(x, y)
-    np.testing.assert_array_equal(gcd.numpy(), [math.gcd(p, q) for p, q in zip(a, b)])
-    np.testing.assert_array_equal(lcm.numpy(), [_lcm_reference(p, q, numpy_dtype) for p, q in zip(a, b)])
+        gcd_values, lcm_values = gcd.numpy(), lcm.numpy()  # realized on ``executor`` (onnxnn is lazy)
+    np.testing.assert_array_equal(gcd_values, [math.gcd(p, q) for p, q in zip(a, b)])
+    np.testing.assert_array_equal(lcm_values, [_lcm_reference(p, q, numpy_dtype) for p, q in zip(a, b)])
     assert gcd.dtype is dtype and lcm.dtype is dtype
 
 
@@ -86,15 +87,16 @@ def test_shifts_match_python_integers(executor, dtype, numpy_dtype):
         x, s = onnxnn.tensor(values, dtype=dtype), onnxnn.tensor(amounts, dtype=dtype)
         left, right = onnxnn.bitwise_left_shift(x, s), x >> s
         method = x.bitwise_left_shift(2)
+        left, right, method = left.numpy(), right.numpy(), method.numpy()  # realized on ``executor``
     signed = bool(info.min)
     amounts = [int(np.array(a).astype(numpy_dtype)) for a in amounts]
     expected_left = [
         _wrap(_shift_reference(v, a, info.bits, True, signed), numpy_dtype) for v, a in zip(values, amounts)
     ]
     expected_right = [_shift_reference(v, a, info.bits, False, signed) for v, a in zip(values, amounts)]
-    np.testing.assert_array_equal(left.numpy(), expected_left)
-    np.testing.assert_array_equal(right.numpy(), expected_right)
-    np.testing.assert_array_equal(method.numpy(), [_wrap(v << 2, numpy_dtype) for v in values])
+    np.testing.assert_array_equal(left, expected_left)
+    np.testing.assert_array_equal(right, expected_right)
+    np.testing.assert_array_equal(method, [_wrap(v << 2, numpy_dtype) for v in values])
 
 
 FLOATS = [
@@ -119,14 +121,17 @@ def test_frexp_matches_math_frexp(executor):
     with onnxnn.set_executor(executor):
         mantissa, exponent = onnxnn.frexp(onnxnn.tensor(FLOATS, dtype=onnxnn.float64))
         single = onnxnn.tensor([3.0, 1e-45, -0.375], dtype=onnxnn.float32).frexp()
+        # Realized on ``executor`` (onnxnn is lazy: a graph run after the block would run on "auto").
+        mantissas, exponents = mantissa.numpy(), exponent.numpy()
+        single_mantissas, single_exponents = single.mantissa.numpy(), single.exponent.numpy()
     # PyTorch (like C's frexp) returns (x, 0) for infinities and NaN; math.frexp agrees.
     expected = [math.frexp(v) for v in FLOATS]
-    np.testing.assert_array_equal(mantissa.numpy(), [m for m, _ in expected])
-    np.testing.assert_array_equal(exponent.numpy(), [e for _, e in expected])
+    np.testing.assert_array_equal(mantissas, [m for m, _ in expected])
+    np.testing.assert_array_equal(exponents, [e for _, e in expected])
     assert exponent.dtype is onnxnn.int32 and single.mantissa.dtype is onnxnn.float32
     single_expected = [math.frexp(float(np.float32(v))) for v in (3.0, 1e-45, -0.375)]
-    np.testing.assert_array_equal(single.mantissa.numpy(), [m for m, _ in single_expected])
-    np.testing.assert_array_equal(single.exponent.numpy(), [e for _, e in single_expected])
+    np.testing.assert_array_equal(single_mantissas, [m for m, _ in single_expected])
+    np.testing.assert_array_equal(single_exponents, [e for _, e in single_expected])
 
 
 def test_frexp_mantissa_gradient():
@@ -145,8 +150,9 @@ def test_nextafter_matches_numpy(executor, dtype, numpy_dtype):
     with onnxnn.set_executor(executor):
         actual = onnxnn.nextafter(onnxnn.tensor(x, dtype=dtype), onnxnn.tensor(y, dtype=dtype)).numpy()
         nan = onnxnn.tensor([1.0, math.nan], dtype=dtype).nextafter(onnxnn.tensor([math.nan, 1.0], dtype=dtype))
+        nan = nan.numpy()
     np.testing.assert_array_equal(actual, np.nextafter(x, y))
-    assert np.isnan(nan.numpy()).all()
+    assert np.isnan(nan).all()
 
 
 class _Integers(nn.Module):

@@ -89,8 +89,9 @@ def test_multinomial_with_replacement_draws_each_category_by_its_weight(executor
     onnxnn.manual_seed(2)
     with onnxnn.set_executor(executor):
         samples = onnxnn.multinomial(onnxnn.tensor(weights), N, replacement=True)
+        drawn = samples.numpy()  # realized on ``executor`` (onnxnn is lazy)
     assert samples.dtype is onnxnn.int64 and tuple(samples.shape) == (2, N)
-    for row, w in zip(samples.numpy(), weights):
+    for row, w in zip(drawn, weights):
         counts = np.bincount(row, minlength=4)
         for category, weight in enumerate(w / w.sum()):
             _assert_frequency(counts[category], weight, N, f"category {category}")

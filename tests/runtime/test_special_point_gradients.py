@@ -94,12 +94,13 @@ def test_max_pool_of_negative_infinity_points_inside_the_input(executor, case, d
         # The gradient without return_indices recomputes them, and lands where they point.
         x_again = onnxnn.tensor(x_values, requires_grad=True)
         (pool(x_again, kernel, stride, padding, dilation) * onnxnn.tensor(weights)).sum().backward()
+        gradient, gradient_again = x.grad.numpy(), x_again.grad.numpy()  # realized on ``executor``
     expected_grad = np.zeros(x_values.shape, dtype)
     planes = expected_grad.reshape(shape[:2] + (-1,))
     for plane in itertools.product(*(range(size) for size in shape[:2])):
         np.add.at(planes[plane], expected_indices[plane].ravel(), weights[plane].ravel())
-    np.testing.assert_array_equal(x.grad.numpy(), expected_grad)
-    np.testing.assert_array_equal(x_again.grad.numpy(), expected_grad)
+    np.testing.assert_array_equal(gradient, expected_grad)
+    np.testing.assert_array_equal(gradient_again, expected_grad)
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
@@ -110,11 +111,12 @@ def test_max_pool_of_a_large_negative_infinity_map_points_inside_the_input(execu
         x = onnxnn.tensor(x_values, requires_grad=True)
         y, indices = F.max_pool2d(x, 3, 2, 1, return_indices=True)
         y.sum().backward()
+        pointed, gradient = indices.numpy(), x.grad.numpy()  # realized on ``executor`` (onnxnn is lazy)
     rows, columns = np.meshgrid(np.maximum(np.arange(64) * 2 - 1, 0), np.maximum(np.arange(64) * 2 - 1, 0))
     expected = (rows.T * 128 + columns.T)[None, None].repeat(4, axis=1)
-    np.testing.assert_array_equal(indices.numpy(), expected)
+    np.testing.assert_array_equal(pointed, expected)
     reached = np.isin(np.arange(128 * 128), expected[0, 0]).reshape(1, 1, 128, 128).repeat(4, axis=1)
-    np.testing.assert_array_equal(x.grad.numpy(), reached.astype(np.float32))
+    np.testing.assert_array_equal(gradient, reached.astype(np.float32))
 
 
 # ---------------------------------------------------------------- spectral norms with repeated extremes
@@ -139,8 +141,9 @@ def test_a_repeated_extreme_singular_value_shares_the_gradient_evenly(executor, 
     with onnxnn.set_executor(executor):
         a = onnxnn.tensor(matrix, dtype=onnxnn.float64, requires_grad=True)
         getattr(onnxnn.linalg, function)(a, order).backward()
+        gradient = a.grad.numpy()  # realized on ``executor`` (onnxnn is lazy)
     # The Jacobi iteration's singular vectors are accurate to a few roundings of the entries.
-    np.testing.assert_allclose(a.grad.numpy(), expected, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(gradient, expected, rtol=0, atol=1e-14)
 
 
 # ---------------------------------------------------------------- cdist / pdist with p = inf
@@ -167,9 +170,11 @@ def test_cdist_inf_gives_each_tied_coordinate_the_whole_gradient(executor):
         b = onnxnn.tensor(b_values, requires_grad=True)
         distances = onnxnn.cdist(a, b, p=INF)
         (distances * onnxnn.tensor(weights)).sum().backward()
-    np.testing.assert_array_equal(distances.detach().numpy(), np.abs(a_values[:, None] - b_values[None]).max(-1))
-    np.testing.assert_array_equal(a.grad.numpy(), expected_a)
-    np.testing.assert_array_equal(b.grad.numpy(), expected_b)
+        # Realized on ``executor`` (onnxnn is lazy: a graph run after the block would run on "auto").
+        values, a_gradient, b_gradient = distances.detach().numpy(), a.grad.numpy(), b.grad.numpy()
+    np.testing.assert_array_equal(values, np.abs(a_values[:, None] - b_values[None]).max(-1))
+    np.testing.assert_array_equal(a_gradient, expected_a)
+    np.testing.assert_array_equal(b_gradient, expected_b)
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
@@ -183,7 +188,8 @@ def test_pdist_inf_gives_each_tied_coordinate_the_whole_gradient(executor):
     with onnxnn.set_executor(executor):
         x = onnxnn.tensor(x_values, requires_grad=True)
         (F.pdist(x, p=INF) * onnxnn.tensor(weights)).sum().backward()
-    np.testing.assert_array_equal(x.grad.numpy(), expected_a + expected_b)
+        gradient = x.grad.numpy()  # realized on ``executor`` (onnxnn is lazy)
+    np.testing.assert_array_equal(gradient, expected_a + expected_b)
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
@@ -253,7 +259,8 @@ def test_prod_next_to_a_zero_gives_a_nonfinite_element_the_product_of_the_others
     with onnxnn.set_executor(executor):
         x = onnxnn.tensor(values, dtype=onnxnn.float64, requires_grad=True)
         onnxnn.prod(x).backward()
-    np.testing.assert_array_equal(x.grad.numpy(), [product_of_others(values, {i}) for i in range(len(values))])
+        gradient = x.grad.numpy()  # realized on ``executor`` (onnxnn is lazy)
+    np.testing.assert_array_equal(gradient, [product_of_others(values, {i}) for i in range(len(values))])
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
@@ -263,11 +270,12 @@ def test_prod_over_a_dim_with_two_zeros_in_a_row_is_differentiated_twice(executo
         x = onnxnn.tensor(values, requires_grad=True)
         (gradient,) = onnxnn.autograd.grad(onnxnn.prod(x, 1).sum(), x, create_graph=True)
         (second,) = onnxnn.autograd.grad(gradient.sum(), x)
+        second = second.numpy()  # realized on ``executor`` (onnxnn is lazy)
     # d/dx_j of sum_i prod(others of i): sum over i != j of the product leaving out i and j.
     expected = [
         [math.fsum(product_of_others(row, {i, j}) for i in range(4) if i != j) for j in range(4)] for row in values
     ]
-    np.testing.assert_array_equal(second.numpy(), expected)
+    np.testing.assert_array_equal(second, expected)
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
@@ -277,12 +285,13 @@ def test_cumprod_is_differentiated_twice_exactly_at_zeros(executor):
         x = onnxnn.tensor(values, dtype=onnxnn.float64, requires_grad=True)
         (gradient,) = onnxnn.autograd.grad(onnxnn.cumprod(x, 0).sum(), x, create_graph=True)
         (second,) = onnxnn.autograd.grad(gradient.sum(), x)
+        second = second.numpy()  # realized on ``executor`` (onnxnn is lazy)
     # d2/dx_i dx_j of sum_m prod(x[:m+1]) is the sum over m >= max(i, j) of the prefix leaving out i and j.
     expected = [
         math.fsum(product_of_others(values[: m + 1], {i, j}) for i in range(4) if i != j for m in range(max(i, j), 4))
         for j in range(4)
     ]
-    np.testing.assert_array_equal(second.numpy(), expected)
+    np.testing.assert_array_equal(second, expected)
     assert expected == [4.0, 12.0, 2.0, 6.0]
 
 
@@ -298,12 +307,13 @@ def test_amax_over_a_line_holding_nan_gives_nan_everywhere_in_it(executor, funct
         getattr(x, function)(1).sum().backward()
         whole = onnxnn.tensor(values, requires_grad=True)
         getattr(whole, function)().backward()
+        gradient, whole_gradient = x.grad.numpy(), whole.grad.numpy()  # realized on ``executor`` (onnxnn is lazy)
     extremes = values.max(1, keepdims=True) if function == "amax" else values.min(1, keepdims=True)
     tied = (values == extremes).astype(float)
     expected = tied / tied.sum(1, keepdims=True)
     expected[0] = NAN
-    np.testing.assert_array_equal(x.grad.numpy(), expected)
-    np.testing.assert_array_equal(whole.grad.numpy(), np.full(values.shape, NAN))
+    np.testing.assert_array_equal(gradient, expected)
+    np.testing.assert_array_equal(whole_gradient, np.full(values.shape, NAN))
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
@@ -314,10 +324,11 @@ def test_max_and_inf_norms_over_nan_keep_the_gradient_on_the_nans(executor):
         x.max().backward()
         y = onnxnn.tensor(values, requires_grad=True)
         onnxnn.linalg.vector_norm(y, INF, dim=1).sum().backward()
+        x_gradient, y_gradient = x.grad.numpy(), y.grad.numpy()  # realized on ``executor`` (onnxnn is lazy)
     # max(): the NaNs share it (PyTorch's evenly_distribute_backward); the inf-norm: the NaNs take it
     # times sign(NaN), which PyTorch takes as 0.
-    np.testing.assert_array_equal(x.grad.numpy(), [[0, 0.5, 0.5], [0, 0, 0]])
-    np.testing.assert_array_equal(y.grad.numpy(), [[0, 0, 0], [0, 0.5, -0.5]])
+    np.testing.assert_array_equal(x_gradient, [[0, 0.5, 0.5], [0, 0, 0]])
+    np.testing.assert_array_equal(y_gradient, [[0, 0, 0], [0, 0.5, -0.5]])
 
 
 # Under create_graph, a gradient that reaches x only through comparisons or indices (piecewise-linear
