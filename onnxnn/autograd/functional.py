@@ -71,6 +71,21 @@ def _check_vector(v: tuple, others: tuple, others_are_tuple: bool) -> None:
             raise RuntimeError(f"{prefix}v has invalid size: should be {other.shape} but got {vector.shape}.")
 
 
+def _vector_like_inputs(v, inputs: tuple, inputs_are_tuple: bool, create_graph: bool, function: str):
+    """``v`` (a tensor or tuple shaped as ``inputs``) as a tuple of leaves, or None where the input is one
+    tensor of one element (the vector is then 1)."""
+    if v is None:
+        if len(inputs) != 1 or inputs[0].numel() != 1:
+            raise RuntimeError(
+                "The vector v can only be None if the input to the user-provided function is a single "
+                "Tensor with a single element."
+            )
+        return None
+    v = _leaves(_as_tensors(v, "v", function)[1], create_graph, need_graph=False)
+    _check_vector(v, inputs, inputs_are_tuple)
+    return v
+
+
 def _check_differentiable(outputs: tuple, strict: bool) -> None:
     if not strict:
         return
@@ -173,15 +188,7 @@ def jvp(func: Callable, inputs, v=None, create_graph: bool = False, strict: bool
     with enable_grad():
         inputs_are_tuple, inputs = _as_tensors(inputs, "inputs", "jvp")
         inputs = _leaves(inputs, create_graph, need_graph=True)
-        if v is None:
-            if len(inputs) != 1 or inputs[0].numel() != 1:
-                raise RuntimeError(
-                    "The vector v can only be None if the input to the user-provided function is a single "
-                    "Tensor with a single element."
-                )
-        else:
-            v = _leaves(_as_tensors(v, "v", "jvp")[1], create_graph, need_graph=False)
-            _check_vector(v, inputs, inputs_are_tuple)
+        v = _vector_like_inputs(v, inputs, inputs_are_tuple, create_graph, "jvp")
         outputs_are_tuple, outputs = _call(func, inputs, "jvp", strict)
         dummies = tuple(zeros_like(output).requires_grad_() for output in outputs)
         transposed = _gradients(outputs, inputs, dummies, True, strict, inputs)
@@ -347,15 +354,7 @@ def _hessian_product(func: Callable, inputs, v, create_graph: bool, strict: bool
     with enable_grad():
         inputs_are_tuple, inputs = _as_tensors(inputs, "inputs", function)
         inputs = _leaves(inputs, create_graph, need_graph=True)
-        if v is None:
-            if len(inputs) != 1 or inputs[0].numel() != 1:
-                raise RuntimeError(
-                    "The vector v can only be None if the input to the user-provided function is a single "
-                    "Tensor with a single element."
-                )
-        else:
-            v = _leaves(_as_tensors(v, "v", function)[1], create_graph, need_graph=False)
-            _check_vector(v, inputs, inputs_are_tuple)
+        v = _vector_like_inputs(v, inputs, inputs_are_tuple, create_graph, function)
         output = _single_element(func, function, strict)(*inputs)
         first = _gradients((output,), inputs, None, True, strict, inputs)
     with set_grad_enabled(create_graph or is_grad_enabled()):
