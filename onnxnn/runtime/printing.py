@@ -14,8 +14,7 @@ torch, so that onnxnn tensors print byte-for-byte like their PyTorch counterpart
 
 Deliberate quirks copied from torch (they are what users see and compare against):
 nonfinite values do not take part in the width computation, ``_add_suffixes`` over-counts
-the last line by two characters, and a forced ``sci_mode=False`` keeps the width computed
-for scientific notation.
+the last line by two characters.
 """
 
 from __future__ import annotations
@@ -95,20 +94,18 @@ class _Formatter:
         self.int_mode = bool(np.all(nz == np.ceil(nz)))
         uniq = np.unique(nz).astype(np.float64).tolist()
         prec = _OPTS.precision
-        if self.int_mode:
-            if vmax / vmin > 1000.0 or vmax > 1.0e8:
-                self.sci_mode = True
-                self.max_width = max(len(f"{v:.{prec}e}") for v in uniq)
-            else:
-                # +1 for the trailing "." that marks a float tensor in int mode.
-                self.max_width = max(len(f"{v:.0f}") + 1 for v in uniq)
-        elif vmax / vmin > 1000.0 or vmax > 1.0e8 or vmin < 1.0e-4:
-            self.sci_mode = True
+        # The notation first (a forced sci_mode wins), then the width of the values written in it.
+        if _OPTS.sci_mode is None:
+            self.sci_mode = vmax / vmin > 1000.0 or vmax > 1.0e8 or vmin < 1.0e-4
+        else:
+            self.sci_mode = bool(_OPTS.sci_mode)
+        if self.sci_mode:
             self.max_width = max(len(f"{v:.{prec}e}") for v in uniq)
+        elif self.int_mode:
+            # +1 for the trailing "." that marks a float tensor in int mode.
+            self.max_width = max(len(f"{v:.0f}") + 1 for v in uniq)
         else:
             self.max_width = max(len(f"{v:.{prec}f}") for v in uniq)
-        if _OPTS.sci_mode is not None:
-            self.sci_mode = _OPTS.sci_mode
 
     def format(self, value: float | int | bool) -> str:
         if self.floating:

@@ -142,9 +142,23 @@ def test_matches_torch_repr(array: np.ndarray, suffixes: list[str], expected: st
 
 OPTION_CASES = [
     # id, options, array, expected
-    # A forced sci_mode=False keeps the width measured for scientific notation (torch quirk).
-    ("sci_mode_off", {"sci_mode": False}, np.array([1e-5, 1.0], f32), "tensor([    0.0000,     1.0000])"),
+    # A forced sci_mode decides the notation first; the width is that of the values written in it
+    # (PyTorch 2.13; older releases kept the width measured for the automatic notation).
+    ("sci_mode_off", {"sci_mode": False}, np.array([1e-5, 1.0], f32), "tensor([0.0000, 1.0000])"),
+    (
+        "sci_mode_off_wide",
+        {"sci_mode": False},
+        np.array([1.5, 2000.25, 0.001], f32),
+        "tensor([   1.5000, 2000.2500,    0.0010])",
+    ),
+    (
+        "sci_mode_off_huge",
+        {"sci_mode": False},
+        np.array([1e-8, 1e9], f32),
+        "tensor([         0.0000, 1000000000.0000])",
+    ),
     ("sci_mode_on", {"sci_mode": True}, np.array([0.5, 2.0], f32), "tensor([5.0000e-01, 2.0000e+00])"),
+    ("sci_mode_on_integers", {"sci_mode": True}, np.array([3.0, 4.0], f32), "tensor([3.0000e+00, 4.0000e+00])"),
     ("precision_2", {"precision": 2}, np.array([0.123, 1.5], f32), "tensor([0.12, 1.50])"),
     ("threshold_edgeitems", {"threshold": 5, "edgeitems": 2}, np.arange(10), "tensor([0, 1,  ..., 8, 9])"),
     ("linewidth", {"linewidth": 20}, np.arange(6, dtype=f32), "tensor([0., 1., 2.,\n        3., 4., 5.])"),
