@@ -216,6 +216,8 @@ REFUSED = [
         ValueError,
         "both be None or neither",
     ),
+    ("layer_norm_int_shape", lambda: F.layer_norm(onnxnn.ones(2, 4), 4), TypeError, "tuple of ints, not int"),
+    ("rms_norm_int_shape", lambda: F.rms_norm(onnxnn.ones(2, 4), 4), TypeError, "tuple of ints, not int"),
     (
         "dropout_of_integers",
         lambda: F.dropout(onnxnn.ones(6, dtype=onnxnn.int64), 0.5),

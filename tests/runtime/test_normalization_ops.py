@@ -84,7 +84,7 @@ def test_random_dropout_node_keeps_and_scales_by_its_mask():
     [
         ((2, 3, 4), [4], True, 1e-5),
         ((2, 3, 4), (3, 4), True, 1e-5),
-        ((5, 6), 6, False, 1e-3),
+        ((5, 6), (6,), False, 1e-3),
         ((2, 2, 3, 2), [2, 3, 2], True, 0.1),
     ],
 )

@@ -176,7 +176,9 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps:
         >>> F.rms_norm(x, [2], eps=0.0)
         tensor([[0.8485, 1.1314]])
     """
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(int(s) for s in normalized_shape)
+    if isinstance(normalized_shape, int):  # nn.RMSNorm takes an int; PyTorch's functional does not
+        raise TypeError("rms_norm(): argument 'normalized_shape' (position 2) must be tuple of ints, not int")
+    shape = tuple(int(s) for s in normalized_shape)
     if not shape or input.dim() < len(shape) or tuple(input.shape[-len(shape) :]) != shape:
         raise RuntimeError(
             f"Given normalized_shape={list(shape)}, expected input with shape "

@@ -341,7 +341,7 @@ def layer_norm(
 
     Args:
         input: ``(*, *normalized_shape)``.
-        normalized_shape: the trailing shape to normalize over (int or sequence).
+        normalized_shape: the trailing shape to normalize over (a sequence of ints).
         weight, bias: optional elementwise affine parameters of shape ``normalized_shape``.
         eps: added to the variance.
 
@@ -351,7 +351,9 @@ def layer_norm(
         >>> layer_norm(x, [4]).mean(-1).abs().max().item() < 1e-6
         True
     """
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(int(s) for s in normalized_shape)
+    if isinstance(normalized_shape, int):  # the modules take an int; PyTorch's functionals do not
+        raise TypeError("layer_norm(): argument 'normalized_shape' (position 2) must be tuple of ints, not int")
+    shape = tuple(int(s) for s in normalized_shape)
     if not shape or tuple(input.shape[-len(shape) :]) != shape or input.dim() < len(shape):
         raise RuntimeError(
             f"Given normalized_shape={list(shape)}, expected input with shape "
