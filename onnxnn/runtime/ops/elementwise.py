@@ -29,7 +29,7 @@ from ._common import (
 from ..creation import check_fits
 from .abs_gradient import abs_gradient as _abs_gradient
 from .indexing import nonzero
-from .opmath import with_float32_number
+from .opmath import rounded, widened, with_float32_number
 
 # ---------------------------------------------------------------- shape rules
 
@@ -440,9 +440,7 @@ def sqrt(input: Tensor) -> Tensor:
 def rsqrt(input: Tensor) -> Tensor:
     """``1 / sqrt(x)``; float16/bfloat16 compute in float32 and round once, as PyTorch's kernel."""
     x = _floating(input)
-    if x._value.dtype in (dtypes.float16, dtypes.bfloat16):
-        return _unary("Reciprocal", sqrt(x.to(dtypes.float32)), "RsqrtBackward0").to(x._value.dtype)
-    return _unary("Reciprocal", sqrt(x), "RsqrtBackward0")
+    return rounded(_unary("Reciprocal", sqrt(widened(x)), "RsqrtBackward0"), x._value.dtype)
 
 
 def reciprocal(input: Tensor) -> Tensor:

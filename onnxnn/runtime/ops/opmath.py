@@ -51,11 +51,6 @@ def float_operands(operands: list, name: str | None = None) -> tuple[list[Tensor
     return converted, common
 
 
-def is_reduced_float(dtype: dtypes.dtype) -> bool:
-    """Whether PyTorch's CPU kernels compute ``dtype`` in float32 (float16, bfloat16)."""
-    return dtype in _REDUCED_FLOATS
-
-
 def widened(tensor: Tensor) -> Tensor:
     """``tensor`` in the dtype PyTorch's kernels compute it in: float32 for float16/bfloat16."""
     return tensor.to(dtypes.float32) if tensor._value.dtype in _REDUCED_FLOATS else tensor
@@ -82,7 +77,7 @@ def with_float32_number(op_type: str, input, other, name: str) -> Tensor | None:
     if isinstance(other, Tensor) and isinstance(input, Tensor):
         return _with_float32_scalar_tensor(op_type, input, other, name)
     tensor, number = (input, other) if isinstance(input, Tensor) else (other, input)
-    if not isinstance(tensor, Tensor) or tensor._value.dtype not in (dtypes.float16, dtypes.bfloat16):
+    if not isinstance(tensor, Tensor) or tensor._value.dtype not in _REDUCED_FLOATS:
         return None
     if isinstance(number, bool) or not isinstance(number, (int, float)):
         return None
@@ -111,7 +106,7 @@ def _with_float32_scalar_tensor(op_type: str, input, other: Tensor, name: str) -
     if any(size != 1 for size in other._value.shape):
         return None
     result_dtype = dtypes.result_type([(input_dtype, len(input._value.shape)), (scalar_dtype, len(other._value.shape))])
-    if result_dtype not in (dtypes.float16, dtypes.bfloat16) or scalar_dtype is result_dtype:
+    if result_dtype not in _REDUCED_FLOATS or scalar_dtype is result_dtype:
         return None
     wide = input.to(result_dtype).to(dtypes.float32)
     result = apply_op(op_type, (wide, other.to(dtypes.float32)), None, name)
