@@ -20,7 +20,15 @@ from .ir.caches import clear_caches
 from .runtime import ops as _ops
 from .runtime.fastpath import is_fast_path_enabled, set_fast_path
 from .runtime.threads import get_num_interop_threads, get_num_threads, set_num_interop_threads, set_num_threads
-from .float_modes import set_flush_denormal
+from .float_modes import get_float32_matmul_precision, set_float32_matmul_precision, set_flush_denormal
+from .determinism import (
+    are_deterministic_algorithms_enabled,
+    get_deterministic_debug_mode,
+    is_deterministic_algorithms_warn_only_enabled,
+    set_deterministic_debug_mode,
+    use_deterministic_algorithms,
+)
+from .runtime.type_queries import can_cast, result_type, typename
 from .runtime.creation import (
     arange,
     as_tensor,
@@ -46,7 +54,7 @@ from .runtime.creation import (
     zeros,
     zeros_like,
 )
-from .ir.device import device
+from .ir.device import device, get_default_device, set_default_device
 from .runtime.realization import get_executor, set_executor
 from .ir.dtypes import (
     bfloat16,
@@ -73,7 +81,14 @@ from .ir.dtypes import (
     uint32,
     uint64,
 )
-from .runtime.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .runtime.grad_mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 from .runtime.printing import set_printoptions
 from .ir.random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .runtime.tensor import Size, Tensor
@@ -547,6 +562,10 @@ def is_tensor(obj) -> _builtins.bool:
 
 def is_floating_point(input: Tensor) -> _builtins.bool:
     return input.is_floating_point()
+
+
+def is_nonzero(input: Tensor) -> _builtins.bool:
+    return input.is_nonzero()
 
 
 import builtins as _builtins  # noqa: E402

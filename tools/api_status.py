@@ -52,15 +52,13 @@ NOT_APPLICABLE = [
     (r"nested|to_padded_tensor", "nested tensors"),
     (
         r"^sym_|^(compile|compiled_with_cxx11_abi|vmap|cond|while_loop|export|jit|library|fx|_dynamo|"
-        r"use_deterministic_algorithms|are_deterministic_algorithms_enabled|is_deterministic_algorithms_warn_only_enabled|"
-        r"set_deterministic_debug_mode|get_deterministic_debug_mode|set_float32_matmul_precision|"
-        r"get_float32_matmul_precision|set_warn_always|is_warn_always_enabled|set_default_device|get_default_device|"
+        r"set_warn_always|is_warn_always_enabled|"
         r"set_default_tensor_type|"
         r"get_autocast.*|set_autocast.*|is_autocast.*|clear_autocast_cache|autocast_.*|"
-        r"import_ir_module.*|get_file_path|prepare_multiprocessing_environment|typename|is_anomaly.*|"
+        r"import_ir_module.*|get_file_path|prepare_multiprocessing_environment|is_anomaly.*|"
         r"set_anomaly_enabled|unify_type_list|fork|wait|merge_type_from_type_comment|parse_.*|"
-        r"vitals_enabled|set_vital|read_vitals|init_num_threads|is_inference_mode_enabled|"
-        r"is_nonzero|promote_types|can_cast|result_type|get_rng_state|set_rng_state|"
+        r"vitals_enabled|set_vital|read_vitals|init_num_threads|"
+        r"get_rng_state|set_rng_state|"
         r"register_.*|classproperty|lobpcg|pca_lowrank|svd_lowrank|save|load|manual_seed|seed|initial_seed)$",
         "PyTorch runtime machinery (compilers, threads, global switches) with no onnxnn counterpart",
     ),

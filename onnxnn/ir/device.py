@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import functools
+import threading
 
 from onnx import TensorProto, helper
 
 from .cuda_libraries import cuda_unavailable_error, driver_loads, preload_cuda_libraries
 from .device_arrays import ONNXRUNTIME_PLACEMENT
 
-__all__ = ["device", "as_device", "cuda_is_available", "require_usable"]
+__all__ = [
+    "device",
+    "as_device",
+    "cuda_is_available",
+    "require_usable",
+    "default_device",
+    "set_default_device",
+    "get_default_device",
+]
 
 
 class device:
@@ -63,9 +72,67 @@ class device:
     def __reduce__(self):
         return (device, (str(self),))
 
+    def __enter__(self) -> "device":
+        """Makes this the default device of the factory functions inside the block (``set_default_device``)."""
+        require_usable(self)
+        _DEFAULT.entered.append(_DEFAULT.device)
+        _DEFAULT.device = self
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        _DEFAULT.device = _DEFAULT.entered.pop()
+
 
 _DEVICES: dict = {}
 CPU = device("cpu")
+
+
+class _DefaultDevice(threading.local):
+    """Per thread, as PyTorch's: the factory functions' device where they are given none, and the
+    defaults that ``with device(...)`` blocks replaced, innermost last."""
+
+    device = CPU
+
+    def __init__(self):
+        self.entered: list = []
+
+
+_DEFAULT = _DefaultDevice()
+
+
+def default_device() -> device:
+    """The device of tensors created without a ``device=`` argument (the CPU unless set otherwise)."""
+    return _DEFAULT.device
+
+
+def set_default_device(value) -> None:
+    """Sets the device of the tensors that factory functions create without a ``device=`` argument.
+
+    Factory functions (``tensor``, ``zeros``, ``randn``, ``arange``, ...) and so the parameters
+    of layers constructed afterwards go there; ``from_numpy`` and the ``*_like`` functions keep
+    their input's device, as PyTorch's. The setting is per thread. A ``with onnxnn.device(...)``
+    block sets it for the code inside.
+
+    Args:
+        value: a device, a string such as ``"cuda:0"``, a CUDA index, or None for the CPU.
+
+    Example::
+
+        >>> onnxnn.set_default_device("cpu")
+        >>> onnxnn.zeros(2).device
+        device(type='cpu')
+    """
+    if value is None:
+        _DEFAULT.device = CPU
+        return
+    target = as_device(value)
+    require_usable(target)
+    _DEFAULT.device = target
+
+
+def get_default_device() -> device:
+    """The device ``set_default_device`` (or the innermost ``with device(...)`` block) set; the CPU by default."""
+    return _DEFAULT.device
 
 
 def as_device(value) -> device:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
+from .mode import MODE
+
 __all__ = [
     "ONNXRUNTIME_PLACEMENT",
     "execution_provider",
@@ -37,9 +39,10 @@ def execution_provider(device) -> tuple:
     provider, _ = ONNXRUNTIME_PLACEMENT[device.type]
     if provider == "CPUExecutionProvider":
         return ("CPUExecutionProvider",)
-    # TF32 off: float32 matrix products and convolutions keep float32's precision, as PyTorch's
-    # default (torch.backends.cuda.matmul.allow_tf32 = False) computes them.
-    return ((provider, {"device_id": device.index or 0, "use_tf32": 0}), "CPUExecutionProvider")
+    # TF32 off unless ``set_float32_matmul_precision`` allowed less than "highest": float32 matrix
+    # products and convolutions keep float32's precision, as PyTorch's default computes them.
+    use_tf32 = int(MODE.float32_matmul_precision != "highest")
+    return ((provider, {"device_id": device.index or 0, "use_tf32": use_tf32}), "CPUExecutionProvider")
 
 
 def on_host(data) -> bool:

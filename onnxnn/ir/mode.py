@@ -42,10 +42,11 @@ def fast_path_from_environment() -> bool:
 class GradMode(threading.local):
     """Whether operations on tensors that require grad are recorded for backward, per thread; and
     the depth of ``runtime.tensor.outside_autocast`` calls running in the thread, during which
-    autocast leaves recorded ops as they are."""
+    autocast leaves recorded ops as they are; and whether an ``inference_mode`` block is in force."""
 
     enabled = True
     autocast_paused = 0
+    inference = False
 
 
 class Mode:
@@ -76,6 +77,10 @@ class Mode:
             0 leaves onnxruntime's default.
         flush_denormal: the last ``set_flush_denormal`` mode: onnxruntime sessions built from then on
             flush subnormal floats to zero on their threads, as do the compiled updates' threads.
+        float32_matmul_precision: ``set_float32_matmul_precision``'s "highest", "high" or "medium":
+            CUDA sessions built from then on may use TF32 for float32 products below "highest".
+        deterministic: ``use_deterministic_algorithms``' (enabled, warn_only): onnxruntime sessions
+            built from then on use its deterministic kernels.
         autocast: a callable ``autocast(op_type, inputs, domain, name) -> inputs`` that
             ``runtime.tensor.apply_op`` hands every op's inputs to before recording it (``onnxnn.amp``'s
             policy, set while some thread has autocast enabled: it reads that thread's state and
@@ -96,6 +101,8 @@ class Mode:
         "intra_op_threads",
         "inter_op_threads",
         "flush_denormal",
+        "float32_matmul_precision",
+        "deterministic",
         "autocast",
     )
 
@@ -113,6 +120,8 @@ class Mode:
         self.intra_op_threads = 0
         self.inter_op_threads = 0
         self.flush_denormal = False
+        self.float32_matmul_precision = "highest"
+        self.deterministic = (False, False)
         self.autocast = None
 
 

@@ -26,6 +26,7 @@ from ..ir.domains import TRAINING_DOMAIN
 from ..ir.graph import Value, constant
 from ..runtime.autograd import RemovableHandle, _HookDict, add_hook
 from ..runtime.grad_mode import enable_grad, no_grad
+from ..runtime.type_queries import typename as _typename
 from ..runtime.internal import (
     full_tensor,
     realize_step_values,
@@ -65,17 +66,6 @@ def register_optimizer_step_pre_hook(hook: Callable) -> RemovableHandle:
 def register_optimizer_step_post_hook(hook: Callable) -> RemovableHandle:
     """Registers ``hook(optimizer, args, kwargs)`` run after the step of every optimizer."""
     return add_hook(_global_step_post_hooks, hook)
-
-
-def _typename(obj) -> str:
-    """The type name PyTorch's errors use (``torch.typename``)."""
-    if isinstance(obj, Tensor):
-        return obj.type()
-    kind = type(obj)
-    module = kind.__module__
-    if module in (None, "builtins"):
-        return kind.__qualname__
-    return f"{module}.{kind.__qualname__}"
 
 
 class Optimizer:

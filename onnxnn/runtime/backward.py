@@ -210,7 +210,9 @@ def _drive(
                     and (accumulate_only is None or function in accumulate_only)
                 ):
                     _accumulate(function.variable, gradient, create_graph)
-                    accumulated.append(function.variable._grad._value)
+                    stored = function.variable._grad
+                    if stored is not None:  # (a post-accumulate hook may have taken it)
+                        accumulated.append(stored._value)
                 continue
             if needed is not None and function not in needed:
                 input_grads: tuple | list = ()  # no target lies behind it; still release its dependents below
@@ -343,6 +345,11 @@ def _accumulate(variable, gradient, create_graph: bool) -> None:
     if gradient._value.shape != variable._value.shape:
         gradient = sum_to_shape(gradient, variable._value.shape)
     _add_to_grad(variable, gradient, create_graph)
+    if variable._post_accumulate_grad_hooks:
+        for hook in list(variable._post_accumulate_grad_hooks.values()):
+            result = hook(variable)
+            if result is not None:  # PyTorch's words
+                raise TypeError(f"expected Variable, but hook returned '{type(result).__name__}'")
 
 
 def _add_to_grad(tensor, gradient, create_graph: bool) -> None:

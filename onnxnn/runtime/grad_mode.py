@@ -8,7 +8,14 @@ from typing import Any, Callable
 
 from ..ir.mode import MODE
 
-__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode"]
+__all__ = [
+    "no_grad",
+    "enable_grad",
+    "set_grad_enabled",
+    "is_grad_enabled",
+    "inference_mode",
+    "is_inference_mode_enabled",
+]
 
 
 def is_grad_enabled() -> bool:
@@ -128,6 +135,20 @@ class inference_mode(no_grad):
 
     def __init__(self, mode: bool = True):
         self.mode = not mode
+
+    def __enter__(self):
+        self._previous_inference = MODE.grad.inference
+        MODE.grad.inference = not self.mode
+        return super().__enter__()
+
+    def __exit__(self, *exc_info) -> None:
+        super().__exit__(*exc_info)
+        MODE.grad.inference = self._previous_inference
+
+
+def is_inference_mode_enabled() -> bool:
+    """True inside an ``inference_mode()`` block (and not in an ``inference_mode(False)`` one within it)."""
+    return MODE.grad.inference
 
 
 class set_grad_enabled(_GradModeContext):

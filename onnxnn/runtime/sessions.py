@@ -349,6 +349,8 @@ def create_session(
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if MODE.flush_denormal:  # onnxnn.set_flush_denormal: the session's thread pool flushes too
         options.add_session_config_entry("session.set_denormal_as_zero", "1")
+    if MODE.deterministic[0]:  # onnxnn.use_deterministic_algorithms
+        options.use_deterministic_compute = True
     if profile_file_prefix is not None:
         options.enable_profiling = True
         options.profile_file_prefix = profile_file_prefix

@@ -82,8 +82,11 @@ class TensorConversions:
         return data.tolist()
 
     def __bool__(self) -> bool:
-        if self.numel() != 1:
-            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        count = self.numel()
+        if count != 1:
+            raise RuntimeError(
+                f"Boolean value of Tensor with {'no values' if count == 0 else 'more than one value'} is ambiguous"
+            )
         return bool(self._realized_data().reshape(()))
 
     def __float__(self) -> float:

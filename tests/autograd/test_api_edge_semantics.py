@@ -386,3 +386,27 @@ def test_a_pre_hook_may_drop_the_gradient():
     y.grad_fn.register_prehook(lambda g: (None,))
     y.sum().backward()
     assert x.grad is None
+
+
+def test_is_inference_mode_enabled_follows_the_innermost_inference_mode_block():
+    seen = [onnxnn.is_inference_mode_enabled()]
+    with onnxnn.inference_mode():
+        seen.append(onnxnn.is_inference_mode_enabled())
+        with onnxnn.inference_mode(False):
+            seen.append(onnxnn.is_inference_mode_enabled())
+        with onnxnn.enable_grad():  # grad mode alone does not leave inference mode
+            seen.append(onnxnn.is_inference_mode_enabled())
+        seen.append(onnxnn.is_inference_mode_enabled())
+    with onnxnn.no_grad():
+        seen.append(onnxnn.is_inference_mode_enabled())
+    assert seen == [False, True, False, True, True, False]
+
+    @onnxnn.inference_mode
+    def bare():
+        return onnxnn.is_inference_mode_enabled()
+
+    @onnxnn.inference_mode()
+    def steps():
+        yield onnxnn.is_inference_mode_enabled()
+
+    assert bare() and next(steps()) and not onnxnn.is_inference_mode_enabled()

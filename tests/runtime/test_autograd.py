@@ -363,3 +363,50 @@ def test_autograd_grad_returns_the_gradients_tensor_hooks_give():
     (wrt_x,) = onnxnn.autograd.grad(z, x, retain_graph=True)
     (wrt_y,) = onnxnn.autograd.grad(z, y)
     assert wrt_x.tolist() == [30.0, 60.0] and wrt_y.tolist() == [10.0, 20.0]
+
+
+def test_post_accumulate_grad_hooks_see_each_accumulated_grad():
+    weight = onnxnn.ones(2, requires_grad=True)
+    order = []
+    weight.register_hook(lambda gradient: order.append("tensor hook"))
+    handle = weight.register_post_accumulate_grad_hook(lambda leaf: order.append(leaf.grad.numpy().tolist()))
+    for _ in range(3):  # from the third backward on, replays leave hooked leaves to the general driver
+        (weight * 3).sum().backward()
+    assert order == ["tensor hook", [3.0, 3.0], "tensor hook", [6.0, 6.0], "tensor hook", [9.0, 9.0]]
+    onnxnn.autograd.grad((weight * 2).sum(), weight)  # accumulates nothing: no post hook
+    handle.remove()
+    (weight * 3).sum().backward()
+    assert order[-1] == "tensor hook" and weight.grad.numpy().tolist() == [12.0, 12.0]
+
+
+def test_a_post_accumulate_grad_hook_may_step_the_parameter_during_backward():
+    weight = onnxnn.tensor([1.0, -2.0], requires_grad=True)
+
+    def step(leaf):
+        with onnxnn.no_grad():
+            leaf.sub_(0.5 * leaf.grad)
+        leaf.grad = None
+
+    weight.register_post_accumulate_grad_hook(step)
+    (weight * weight).sum().backward()
+    np.testing.assert_array_equal(weight.detach().numpy(), [0.0, 0.0])  # w - 0.5 * 2w
+    assert weight.grad is None
+
+
+@pytest.mark.parametrize(
+    "make, error, message",
+    [
+        (lambda: onnxnn.ones(2, requires_grad=True) * 2, RuntimeError, "cannot be registered on non-leaf tensors"),
+        (lambda: onnxnn.ones(2), RuntimeError, "doesn't require gradient"),
+    ],
+)
+def test_post_accumulate_grad_hooks_are_for_leaves_that_require_grad(make, error, message):
+    with pytest.raises(error, match=message):
+        make().register_post_accumulate_grad_hook(lambda leaf: None)
+
+
+def test_a_post_accumulate_grad_hook_must_return_none():
+    weight = onnxnn.ones(2, requires_grad=True)
+    weight.register_post_accumulate_grad_hook(lambda leaf: 5)
+    with pytest.raises(TypeError, match="hook returned 'int'"):
+        (weight * 3).sum().backward()

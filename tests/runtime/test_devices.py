@@ -366,3 +366,68 @@ def test_compiled_calls_replay_a_cuda_graph(monkeypatch):
         model[2].bias.add_(1.0)  # new weights: the captured graph's buffers are stale, the call runs plainly
         moved = compiled(onnxnn.tensor(batches[0], device="cuda")).cpu().numpy()
     np.testing.assert_allclose(moved, expected[0] + 1.0, rtol=1e-5, atol=1e-5)
+
+
+# --------------------------------------------------------------------- the default device
+
+
+@pytest.fixture
+def _default_device_restored():
+    yield
+    onnxnn.set_default_device(None)
+
+
+@pytest.mark.usefixtures("_default_device_restored")
+def test_factories_and_new_layers_use_the_default_device(cuda):
+    assert onnxnn.get_default_device() == onnxnn.device("cpu")
+    onnxnn.set_default_device("cuda")
+    assert onnxnn.get_default_device() == onnxnn.device("cuda", 0)
+    made = [
+        onnxnn.zeros(2),
+        onnxnn.randn(2),
+        onnxnn.tensor([1.0]),
+        onnxnn.arange(3),
+        onnxnn.as_tensor(np.ones(2, np.float32)),
+        onnxnn.tril_indices(3, 3),
+        onnxnn.hann_window(4),
+        nn.Linear(2, 3).weight,
+    ]
+    assert [tensor.device for tensor in made] == [onnxnn.device("cuda", 0)] * len(made)
+    # from_numpy shares host memory and the *_like functions follow their input, as PyTorch's.
+    assert onnxnn.from_numpy(np.ones(2, np.float32)).device == onnxnn.device("cpu")
+    assert onnxnn.zeros_like(onnxnn.zeros(2, device="cpu")).device == onnxnn.device("cpu")
+    assert onnxnn.zeros(2, device="cpu").device == onnxnn.device("cpu")  # an explicit device wins
+    onnxnn.set_default_device(None)
+    assert onnxnn.zeros(2).device == onnxnn.device("cpu")
+
+
+def test_a_device_block_sets_the_default_inside_and_restores_it(cuda):
+    outer = onnxnn.device("cpu")
+    with onnxnn.device("cuda") as inside:
+        assert inside == onnxnn.device("cuda", 0) and onnxnn.ones(1).device == inside
+        with outer:
+            assert onnxnn.ones(1).device == outer
+        assert onnxnn.get_default_device() == inside
+    assert onnxnn.get_default_device() == outer
+
+
+def test_the_default_device_is_per_thread(cuda):
+    import threading
+
+    seen = []
+    with onnxnn.device("cuda"):
+        worker = threading.Thread(target=lambda: seen.append(onnxnn.zeros(1).device))
+        worker.start()
+        worker.join()
+    assert seen == [onnxnn.device("cpu")]
+
+
+@pytest.mark.skipif(REAL_CUDA, reason="CUDA is usable here")
+@pytest.mark.usefixtures("_default_device_restored")
+def test_an_unusable_default_device_is_refused_and_changes_nothing():
+    for attempt in (lambda: onnxnn.set_default_device("cuda"), lambda: onnxnn.device("cuda").__enter__()):
+        with pytest.raises(RuntimeError, match="CUDA is not available"):
+            attempt()
+        assert onnxnn.get_default_device() == onnxnn.device("cpu")
+    with pytest.raises(RuntimeError, match="Expected one of cpu, cuda"):
+        onnxnn.set_default_device("tpu")

@@ -15,6 +15,7 @@ from ...ir.mode import MODE
 from ...runtime.autograd import RemovableHandle  # noqa: F401  (PyTorch code reaches it through this module)
 from ...runtime.compilation import compile as compile_callable
 from ...runtime.tensor import Tensor
+from ...runtime.type_queries import typename as _typename
 from ..parameter import Buffer, Parameter
 from . import _forward_replay, _hooks
 from ._conversion import ConversionMixin
@@ -51,21 +52,6 @@ __all__ = [
     "register_module_module_registration_hook",
     "register_module_parameter_registration_hook",
 ]
-
-
-def _typename(obj) -> str:
-    """``torch.typename``: the tensor type (``onnxnn.FloatTensor``) or the qualified class name."""
-    if isinstance(obj, Tensor):
-        return obj.type()
-    module = getattr(obj, "__module__", "") or ""
-    if hasattr(obj, "__qualname__"):
-        qualname = obj.__qualname__
-    elif hasattr(obj, "__name__"):
-        qualname = obj.__name__
-    else:
-        module = type(obj).__module__ or ""
-        qualname = type(obj).__qualname__
-    return qualname if module in ("", "builtins") else f"{module}.{qualname}"
 
 
 def _addindent(text: str, spaces: int) -> str:

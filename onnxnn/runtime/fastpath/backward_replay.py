@@ -183,7 +183,7 @@ def _structure_key(root: tuple, root_gradient: Value, engine):
             append(len(inputs))
         elif type(function) is AccumulateGrad:
             variable = function.variable
-            if variable._backward_hooks:
+            if variable._backward_hooks or variable._post_accumulate_grad_hooks:
                 return None
             append((_LEAF, variable._value.shape))
             gradient = variable.grad

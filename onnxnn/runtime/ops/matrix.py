@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 
 from ...ir import dtypes
-from ...ir.device import as_device
+from ...ir.device import as_device, default_device
 from ...ir.registry import gradient_rules, shape_rules
 from ..tensor import Size, autocast_arguments
 from ._common import Tensor, apply_op, int64_constant, normalize_axes, promote_operands
@@ -392,14 +392,22 @@ def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None
     """The (2, N) row and column indices of the lower triangle of a ``row x col`` matrix, row by row."""
     rows, cols = np.tril_indices(row, offset, col)
     target = dtypes.as_dtype(dtype) if dtype is not None else dtypes.int64
-    return Tensor._from_array(np.stack([rows, cols]).astype(target.numpy_dtype), target, as_device(device or "cpu"))
+    return Tensor._from_array(
+        np.stack([rows, cols]).astype(target.numpy_dtype),
+        target,
+        as_device(default_device() if device is None else device),
+    )
 
 
 def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None) -> Tensor:
     """The (2, N) row and column indices of the upper triangle of a ``row x col`` matrix, row by row."""
     rows, cols = np.triu_indices(row, offset, col)
     target = dtypes.as_dtype(dtype) if dtype is not None else dtypes.int64
-    return Tensor._from_array(np.stack([rows, cols]).astype(target.numpy_dtype), target, as_device(device or "cpu"))
+    return Tensor._from_array(
+        np.stack([rows, cols]).astype(target.numpy_dtype),
+        target,
+        as_device(default_device() if device is None else device),
+    )
 
 
 def _broadcast(*shapes):
