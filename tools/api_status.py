@@ -55,8 +55,8 @@ NOT_APPLICABLE = [
         r"set_warn_always|is_warn_always_enabled|"
         r"set_default_tensor_type|"
         r"get_autocast.*|set_autocast.*|is_autocast.*|clear_autocast_cache|autocast_.*|"
-        r"import_ir_module.*|get_file_path|prepare_multiprocessing_environment|is_anomaly.*|"
-        r"set_anomaly_enabled|unify_type_list|fork|wait|merge_type_from_type_comment|parse_.*|"
+        r"import_ir_module.*|get_file_path|prepare_multiprocessing_environment|"
+        r"unify_type_list|fork|wait|merge_type_from_type_comment|parse_.*|"
         r"vitals_enabled|set_vital|read_vitals|init_num_threads|"
         r"get_rng_state|set_rng_state|"
         r"register_.*|classproperty|lobpcg|pca_lowrank|svd_lowrank|save|load|manual_seed|seed|initial_seed)$",

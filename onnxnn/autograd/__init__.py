@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..runtime.backward import grad, run_backward
 from ..runtime.grad_mode import enable_grad, no_grad, set_grad_enabled
 from . import functional
+from .anomaly_mode import detect_anomaly, set_detect_anomaly
 from .function import Function, FunctionCtx, once_differentiable
 
 __all__ = [
@@ -18,6 +19,8 @@ __all__ = [
     "enable_grad",
     "set_grad_enabled",
     "functional",
+    "detect_anomaly",
+    "set_detect_anomaly",
 ]
 
 

@@ -81,6 +81,10 @@ class Mode:
             CUDA sessions built from then on may use TF32 for float32 products below "highest".
         deterministic: ``use_deterministic_algorithms``' (enabled, warn_only): onnxruntime sessions
             built from then on use its deterministic kernels.
+        anomaly: ``autograd.set_detect_anomaly``'s mode: backward nodes keep the stack of the
+            forward call that made them, and a backward that fails (or, with ``anomaly_check_nan``,
+            gives a NaN gradient) says where that call was.
+        anomaly_check_nan: whether anomaly mode checks every backward node's gradients for NaN.
         autocast: a callable ``autocast(op_type, inputs, domain, name) -> inputs`` that
             ``runtime.tensor.apply_op`` hands every op's inputs to before recording it (``onnxnn.amp``'s
             policy, set while some thread has autocast enabled: it reads that thread's state and
@@ -103,6 +107,8 @@ class Mode:
         "flush_denormal",
         "float32_matmul_precision",
         "deterministic",
+        "anomaly",
+        "anomaly_check_nan",
         "autocast",
     )
 
@@ -122,6 +128,8 @@ class Mode:
         self.flush_denormal = False
         self.float32_matmul_precision = "highest"
         self.deterministic = (False, False)
+        self.anomaly = False
+        self.anomaly_check_nan = True
         self.autocast = None
 
 

@@ -11,6 +11,7 @@ recorded lazily as ONNX nodes (with ``create_graph=True`` it is itself different
 
 from __future__ import annotations
 
+import traceback
 import weakref
 from collections import OrderedDict
 
@@ -97,6 +98,11 @@ class _HookDict(OrderedDict):
     """An OrderedDict that weak references can point to (plain dicts cannot be weakly referenced)."""
 
 
+# In anomaly mode (``onnxnn.autograd.detect_anomaly``), the stack of the forward call that made
+# each backward node, which a failing backward shows. Weakly keyed: a released graph forgets them.
+FORWARD_STACKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 class Function:
     """The backward node of one recorded op (what ``tensor.grad_fn`` returns).
 
@@ -132,6 +138,8 @@ class Function:
         self._pre_hooks: _HookDict | None = None
         self._tensor_hooks: dict[int, _HookDict] | None = None
         self._retained: dict[int, weakref.ref] | None = None
+        if MODE.anomaly:
+            FORWARD_STACKS[self] = traceback.format_stack()[:-1]
 
     def name(self) -> str:
         return self._name

@@ -20,6 +20,7 @@ from ..ir.plan import realize_together, together_with
 from ..ir.registry import unmaterialized_gradients
 from . import tensor as _tensor  # circular (tensor imports backward): attributes are read at call time
 from .autograd import FREED_MESSAGE, AccumulateGrad, Function, sum_to_shape
+from .anomaly import run_checked
 from .fastpath import backward_replay
 from .grad_mode import no_grad, set_grad_enabled
 
@@ -216,6 +217,8 @@ def _drive(
                 continue
             if needed is not None and function not in needed:
                 input_grads: tuple | list = ()  # no target lies behind it; still release its dependents below
+            elif MODE.anomaly:
+                input_grads = run_checked(_run_function, function, slots, create_graph)
             else:
                 input_grads = _run_function(function, slots, create_graph)
             for edge, gradient in zip_longest(function.next_functions, input_grads):
@@ -430,6 +433,7 @@ def run_backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bo
             and not create_graph
             and len(roots) == 1
             and not MODE.eager
+            and not MODE.anomaly  # whose checks run in the general driver
             and backward_replay.backward(roots[0], root_grads[0], retain_graph, ENGINE)
         ):
             return  # a structure seen before: its traced backward was replayed
