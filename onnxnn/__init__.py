@@ -575,13 +575,17 @@ import gc as _gc  # noqa: E402
 builtins_int, builtins_bool = _builtins.int, _builtins.bool
 
 
+# ``import torch`` makes ``torch.utils.data``, ``torch.distributions``, ``torch.testing`` and
+# ``torch.random`` usable. Importing them costs onnxnn's import (onnxnn.utils.data ~16 ms, its
+# worker processes' machinery; onnxnn.distributions ~100 ms), so each is imported on first use.
+_LAZY_SUBPACKAGES = frozenset(("utils", "distributions", "testing", "random"))
+
+
 def __getattr__(name: str):
-    # ``import torch`` makes ``torch.utils.data`` usable; importing onnxnn.utils.data costs ~16 ms
-    # (its worker processes' machinery), so onnxnn.utils is imported on its first use instead.
-    if name == "utils":
+    if name in _LAZY_SUBPACKAGES:
         import importlib
 
-        return importlib.import_module(".utils", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -35,6 +35,7 @@ LAYERS = [
         "onnxnn.fx",
         "onnxnn.profiler",
         "onnxnn.quantization",
+        "onnxnn.testing",
     },
 ]
 NEVER = {("onnxnn.runtime", "onnxnn.kernels"), ("onnxnn.kernels", "onnxnn.runtime")}

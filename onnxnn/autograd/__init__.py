@@ -8,6 +8,7 @@ from ..runtime.grad_mode import enable_grad, no_grad, set_grad_enabled
 from . import functional
 from .anomaly_mode import detect_anomaly, set_detect_anomaly
 from .function import Function, FunctionCtx, once_differentiable
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 
 __all__ = [
     "grad",
@@ -21,6 +22,9 @@ __all__ = [
     "functional",
     "detect_anomaly",
     "set_detect_anomaly",
+    "gradcheck",
+    "gradgradcheck",
+    "GradcheckError",
 ]
 
 

@@ -10,6 +10,7 @@ A backward whose structure repeats is replayed by the fast path (``fastpath/back
 
 from __future__ import annotations
 
+import threading
 from itertools import zip_longest
 
 import numpy as np
@@ -141,6 +142,7 @@ def _execute(
         The captured gradients (None where nothing flowed), in the order of ``capture``.
     """
     MODE.in_backward += 1
+    _RUNNING.kinds.append(capture is None and accumulate_only is None)
     profiler = MODE.profiler
     if profiler is not None:
         profiler.begin_range("onnxnn::backward")
@@ -155,8 +157,28 @@ def _execute(
         )
     finally:
         MODE.in_backward -= 1
+        _RUNNING.kinds.pop()
         if profiler is not None:
             profiler.end_range()
+
+
+class _RunningBackwards(threading.local):
+    """Per thread, the backwards running, innermost last: whether each accumulates into every leaf
+    it reaches (``backward()``), rather than returning gradients (``autograd.grad``) or
+    accumulating into some leaves only (``backward(inputs=...)``)."""
+
+    def __init__(self):
+        self.kinds: list = []
+
+
+_RUNNING = _RunningBackwards()
+
+
+def accumulates_into_every_leaf() -> bool:
+    """Whether the innermost running backward accumulates into every leaf it reaches (True outside
+    any backward). A node whose backward runs a backward of its own (a reentrant checkpoint) can
+    only hand gradients on through ``.grad`` when it does."""
+    return not _RUNNING.kinds or _RUNNING.kinds[-1]
 
 
 def _drive(

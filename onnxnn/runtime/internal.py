@@ -25,6 +25,7 @@ from ..ir.mode import trace_data_read
 from .aliases import ALIAS_GROUPS
 from .views import VIEW_LINKS
 from .autograd import Function, VersionCounter
+from .backward import accumulates_into_every_leaf
 from .depth import after_recording
 from .realization import data_of as _data_of_value, host_data as _host_data, realize, realize_step
 from .recording import record
@@ -43,6 +44,7 @@ __all__ = [
     "apply_in_place",
     "grad_function",
     "requires_grad_flag",
+    "accumulates_into_every_leaf",
     "realize_values",
     "realize_step_values",
     "data_of",
