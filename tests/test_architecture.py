@@ -20,7 +20,7 @@ LAYERS = [
     {"onnxnn.errors", "onnxnn.ir"},
     {"onnxnn.kernels", "onnxnn.runtime"},
     {"onnxnn.autograd"},
-    {"onnxnn.nn", "onnxnn.optim", "onnxnn.utils"},
+    {"onnxnn.nn", "onnxnn.optim", "onnxnn.utils", "onnxnn.distributions"},
     {"onnxnn.export", "onnxnn.import_", "onnxnn.models"},
     {
         "onnxnn",

@@ -1,0 +1,112 @@
+"""``onnxnn.distributions``: parameterizable probability distributions and sampling, as
+``torch.distributions``.
+
+Distributions are built from onnxnn tensors and their operations, so everything they compute is
+recorded like any other code: ``log_prob`` is differentiable (the score-function estimator,
+REINFORCE), and ``rsample`` draws reparameterized samples that gradients flow through (the
+pathwise estimator, the reparameterization trick of VAEs and of RL's squashed Gaussians). Random
+draws come from onnxnn's generator and enter graphs as data, so ``onnxnn.manual_seed`` repeats
+them on every executor.
+
+Example (REINFORCE)::
+
+    >>> probs = policy_network(state)
+    >>> m = onnxnn.distributions.Categorical(probs)
+    >>> action = m.sample()
+    >>> loss = -m.log_prob(action) * reward
+    >>> loss.backward()
+
+Example (pathwise)::
+
+    >>> m = onnxnn.distributions.Normal(*params)
+    >>> action = m.rsample()
+    >>> loss = -reward(action)
+    >>> loss.backward()
+
+Distributions: Bernoulli, Beta, Binomial, Categorical, Cauchy, Chi2, Dirichlet, Exponential,
+Gamma, Independent, Laplace, LogNormal, MultivariateNormal, Normal, OneHotCategorical,
+OneHotCategoricalStraightThrough, Poisson, StudentT, TransformedDistribution, Uniform; with
+:func:`kl_divergence`/:func:`register_kl`, the :mod:`~onnxnn.distributions.constraints` and the
+:mod:`~onnxnn.distributions.transforms`.
+"""
+
+from __future__ import annotations
+
+from . import constraints, transforms  # noqa: F401  (submodules, as torch.distributions has them)
+from .bernoulli import Bernoulli
+from .beta import Beta
+from .binomial import Binomial
+from .categorical import Categorical
+from .cauchy import Cauchy
+from .chi2 import Chi2
+from .dirichlet import Dirichlet
+from .distribution import Distribution
+from .exp_family import ExponentialFamily
+from .exponential import Exponential
+from .gamma import Gamma
+from .independent import Independent
+from .kl import kl_divergence, register_kl
+from .laplace import Laplace
+from .log_normal import LogNormal
+from .multivariate_normal import MultivariateNormal
+from .normal import Normal
+from .one_hot_categorical import OneHotCategorical, OneHotCategoricalStraightThrough
+from .poisson import Poisson
+from .studentT import StudentT
+from .transformed_distribution import TransformedDistribution
+from .transforms import (
+    AbsTransform,
+    AffineTransform,
+    ComposeTransform,
+    ExpTransform,
+    IndependentTransform,
+    PowerTransform,
+    ReshapeTransform,
+    SigmoidTransform,
+    SoftmaxTransform,
+    SoftplusTransform,
+    TanhTransform,
+    Transform,
+    identity_transform,
+)
+from .uniform import Uniform
+
+__all__ = [
+    "Bernoulli",
+    "Beta",
+    "Binomial",
+    "Categorical",
+    "Cauchy",
+    "Chi2",
+    "Dirichlet",
+    "Distribution",
+    "Exponential",
+    "ExponentialFamily",
+    "Gamma",
+    "Independent",
+    "Laplace",
+    "LogNormal",
+    "MultivariateNormal",
+    "Normal",
+    "OneHotCategorical",
+    "OneHotCategoricalStraightThrough",
+    "StudentT",
+    "Poisson",
+    "Uniform",
+    "TransformedDistribution",
+    "kl_divergence",
+    "register_kl",
+    "AbsTransform",
+    "AffineTransform",
+    "ComposeTransform",
+    "ExpTransform",
+    "IndependentTransform",
+    "PowerTransform",
+    "ReshapeTransform",
+    "SigmoidTransform",
+    "SoftplusTransform",
+    "TanhTransform",
+    "SoftmaxTransform",
+    "Transform",
+    "identity_transform",
+]

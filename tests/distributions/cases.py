@@ -1,0 +1,376 @@
+"""The table of distributions the tests walk: parameters, points of the support, and the expected
+values of each method from the formulas in ``reference.py``.
+
+Every case is float64 with a batch of two parameter sets, so one comparison covers both
+broadcasting and values. ``UNSUPPORTED`` marks a method PyTorch does not provide for that
+distribution (the test expects NotImplementedError); a ``mode`` of None is not checked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable
+
+import numpy as np
+
+import onnxnn
+import onnxnn.distributions as D
+
+from . import reference as ref
+
+
+def t(values) -> onnxnn.Tensor:
+    return onnxnn.tensor(np.asarray(values, dtype=np.float64), dtype=onnxnn.float64)
+
+
+UNSUPPORTED = "unsupported"
+
+
+@dataclasses.dataclass
+class Case:
+    name: str
+    make: Callable[[], D.Distribution]
+    values: np.ndarray  # points of the support, broadcastable to the batch (and event) shape
+    log_prob: np.ndarray
+    mean: np.ndarray | str
+    variance: np.ndarray | str
+    entropy: np.ndarray | str
+    cdf: Callable[[np.ndarray], np.ndarray] | str = UNSUPPORTED  # the reference cdf, when PyTorch has one
+    has_icdf: bool = False
+    mode: np.ndarray | None = None
+    discrete: bool = False
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def _normal_cdf(x, loc, scale):
+    return 0.5 * (1 + ref.erf((x - loc) / (scale * math.sqrt(2))))
+
+
+def _array(*values):
+    return np.array(values, dtype=np.float64)
+
+
+# ---------------------------------------------------------------- parameters
+
+
+LOC, SCALE = _array(0.5, -1.0), _array(1.5, 0.3)
+LOW, HIGH = _array(0.0, -1.0), _array(2.0, 1.5)
+PROBS = _array(0.3, 0.8)
+CAT_PROBS = np.array([[0.2, 0.3, 0.5], [0.1, 0.1, 0.8]])
+RATE = _array(0.5, 3.0)
+CONC, GAMMA_RATE = _array(0.5, 3.0), _array(2.0, 0.7)
+BETA_A, BETA_B = _array(0.5, 3.0), _array(2.0, 1.5)
+ALPHA = np.array([[0.5, 3.0, 1.0], [2.0, 0.7, 4.0]])
+POISSON_RATE = _array(0.5, 7.0)
+BINOMIAL_N, BINOMIAL_P = 10.0, _array(0.2, 0.7)
+DF, T_LOC, T_SCALE = _array(2.5, 5.0), _array(0.0, 1.0), _array(1.0, 2.0)
+MVN_LOC = np.array([[0.5, -1.0], [0.0, 2.0]])
+MVN_COV = np.array([[2.0, 0.3], [0.3, 1.0]])
+
+
+def _categorical_entropy(p):
+    return -(p * np.log(p)).sum(-1)
+
+
+def _binomial_entropy(n, p):
+    k = np.arange(n + 1)[:, None]
+    log_pmf = ref.binomial_log_prob(k, n, p)
+    return -(np.exp(log_pmf) * log_pmf).sum(0)
+
+
+def _beta_entropy(a, b):
+    return ref.log_beta(a, b) - (a - 1) * ref.digamma(a) - (b - 1) * ref.digamma(b) + (a + b - 2) * ref.digamma(a + b)
+
+
+def _dirichlet_entropy(alpha):
+    total = alpha.sum(-1)
+    k = alpha.shape[-1]
+    log_b = ref.lgamma(alpha).sum(-1) - ref.lgamma(total)
+    return log_b + (total - k) * ref.digamma(total) - ((alpha - 1) * ref.digamma(alpha)).sum(-1)
+
+
+def _gamma_entropy(a, rate):
+    return a - np.log(rate) + ref.lgamma(a) + (1 - a) * ref.digamma(a)
+
+
+def _student_t_entropy(df, scale):
+    half = (df + 1) / 2
+    return (
+        half * (ref.digamma(half) - ref.digamma(df / 2)) + 0.5 * np.log(df) + ref.log_beta(df / 2, 0.5) + np.log(scale)
+    )
+
+
+def _tanh_affine_log_prob(y):
+    # y = 1 + 2 tanh(x), x ~ Normal(LOC, SCALE): log p(y) = log p(x) - log 2 - log(1 - tanh(x)^2).
+    u = (y - 1) / 2
+    x = np.arctanh(u)
+    return ref.normal_log_prob(x, LOC, SCALE) - math.log(2) - np.log1p(-(u**2))
+
+
+def _mvn_entropy(cov):
+    return 0.5 * np.linalg.slogdet(2 * math.pi * math.e * cov)[1]
+
+
+NORMAL_X = _array(0.2, -1.1)
+POSITIVE_X = _array(0.2, 1.1)
+UNIT_X = _array(0.2, 0.9)
+MVN_X = np.array([0.2, -1.1])
+DIRICHLET_X = np.array([[0.2, 0.3, 0.5], [0.1, 0.1, 0.8]])
+TANH_Y = _array(0.2, 2.5)
+
+CASES = [
+    Case(
+        "Normal",
+        lambda: D.Normal(t(LOC), t(SCALE)),
+        NORMAL_X,
+        ref.normal_log_prob(NORMAL_X, LOC, SCALE),
+        LOC,
+        SCALE**2,
+        0.5 + 0.5 * ref.LOG_2PI + np.log(SCALE),
+        cdf=lambda x: _normal_cdf(x, LOC, SCALE),
+        has_icdf=True,
+        mode=LOC,
+    ),
+    Case(
+        "Uniform",
+        lambda: D.Uniform(t(LOW), t(HIGH)),
+        _array(0.5, 1.2),
+        ref.uniform_log_prob(_array(0.5, 1.2), LOW, HIGH),
+        (LOW + HIGH) / 2,
+        (HIGH - LOW) ** 2 / 12,
+        np.log(HIGH - LOW),
+        cdf=lambda x: np.clip((x - LOW) / (HIGH - LOW), 0, 1),
+        has_icdf=True,
+        mode=np.full(2, np.nan),
+    ),
+    Case(
+        "Bernoulli",
+        lambda: D.Bernoulli(t(PROBS)),
+        _array(1.0, 0.0),
+        np.log(_array(0.3, 0.2)),
+        PROBS,
+        PROBS * (1 - PROBS),
+        -(PROBS * np.log(PROBS) + (1 - PROBS) * np.log1p(-PROBS)),
+        mode=_array(0.0, 1.0),
+        discrete=True,
+    ),
+    Case(
+        "Bernoulli(logits)",
+        lambda: D.Bernoulli(logits=t(np.log(PROBS / (1 - PROBS)))),
+        _array(0.0, 1.0),
+        np.log(_array(0.7, 0.8)),
+        PROBS,
+        PROBS * (1 - PROBS),
+        -(PROBS * np.log(PROBS) + (1 - PROBS) * np.log1p(-PROBS)),
+        discrete=True,
+    ),
+    Case(
+        "Categorical",
+        lambda: D.Categorical(t(CAT_PROBS * 2.0)),  # unnormalized: divided by the sum
+        _array(2.0, 0.0),
+        np.log(_array(0.5, 0.1)),
+        np.full(2, np.nan),
+        np.full(2, np.nan),
+        _categorical_entropy(CAT_PROBS),
+        mode=_array(2.0, 2.0),
+        discrete=True,
+    ),
+    Case(
+        "Categorical(logits)",
+        lambda: D.Categorical(logits=t(np.log(CAT_PROBS) + 3.0)),
+        _array(1.0, 2.0),
+        np.log(_array(0.3, 0.8)),
+        np.full(2, np.nan),
+        np.full(2, np.nan),
+        _categorical_entropy(CAT_PROBS),
+        discrete=True,
+    ),
+    Case(
+        "OneHotCategorical",
+        lambda: D.OneHotCategorical(t(CAT_PROBS)),
+        np.array([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0]]),
+        np.log(_array(0.5, 0.1)),
+        CAT_PROBS,
+        CAT_PROBS * (1 - CAT_PROBS),
+        _categorical_entropy(CAT_PROBS),
+        mode=np.array([[0.0, 0.0, 1.0], [0.0, 0.0, 1.0]]),
+        discrete=True,
+    ),
+    Case(
+        "MultivariateNormal(covariance_matrix)",
+        lambda: D.MultivariateNormal(t(MVN_LOC), t(MVN_COV)),
+        MVN_X,
+        ref.mvn_log_prob(MVN_X, MVN_LOC, MVN_COV),
+        MVN_LOC,
+        np.broadcast_to(np.diag(MVN_COV), (2, 2)),
+        np.full(2, _mvn_entropy(MVN_COV)),
+        mode=MVN_LOC,
+    ),
+    Case(
+        "MultivariateNormal(precision_matrix)",
+        lambda: D.MultivariateNormal(t(MVN_LOC), precision_matrix=t(np.linalg.inv(MVN_COV))),
+        MVN_X,
+        ref.mvn_log_prob(MVN_X, MVN_LOC, MVN_COV),
+        MVN_LOC,
+        np.broadcast_to(np.diag(MVN_COV), (2, 2)),
+        np.full(2, _mvn_entropy(MVN_COV)),
+    ),
+    Case(
+        "MultivariateNormal(scale_tril)",
+        lambda: D.MultivariateNormal(t(MVN_LOC), scale_tril=t(np.linalg.cholesky(MVN_COV))),
+        MVN_X,
+        ref.mvn_log_prob(MVN_X, MVN_LOC, MVN_COV),
+        MVN_LOC,
+        np.broadcast_to(np.diag(MVN_COV), (2, 2)),
+        np.full(2, _mvn_entropy(MVN_COV)),
+    ),
+    Case(
+        "Independent(Normal)",
+        lambda: D.Independent(D.Normal(t(LOC), t(SCALE)), 1),
+        NORMAL_X,
+        ref.normal_log_prob(NORMAL_X, LOC, SCALE).sum(),
+        LOC,
+        SCALE**2,
+        (0.5 + 0.5 * ref.LOG_2PI + np.log(SCALE)).sum(),
+        mode=LOC,
+    ),
+    Case(
+        "LogNormal",
+        lambda: D.LogNormal(t(LOC), t(SCALE)),
+        POSITIVE_X,
+        ref.lognormal_log_prob(POSITIVE_X, LOC, SCALE),
+        np.exp(LOC + SCALE**2 / 2),
+        np.expm1(SCALE**2) * np.exp(2 * LOC + SCALE**2),
+        LOC + 0.5 + 0.5 * ref.LOG_2PI + np.log(SCALE),
+        cdf=lambda x: _normal_cdf(np.log(x), LOC, SCALE),
+        has_icdf=True,
+        mode=np.exp(LOC - SCALE**2),
+    ),
+    Case(
+        "Laplace",
+        lambda: D.Laplace(t(LOC), t(SCALE)),
+        NORMAL_X,
+        ref.laplace_log_prob(NORMAL_X, LOC, SCALE),
+        LOC,
+        2 * SCALE**2,
+        1 + np.log(2 * SCALE),
+        cdf=lambda x: 0.5 + 0.5 * np.sign(x - LOC) * (1 - np.exp(-np.abs(x - LOC) / SCALE)),
+        has_icdf=True,
+        mode=LOC,
+    ),
+    Case(
+        "Exponential",
+        lambda: D.Exponential(t(RATE)),
+        POSITIVE_X,
+        ref.exponential_log_prob(POSITIVE_X, RATE),
+        1 / RATE,
+        1 / RATE**2,
+        1 - np.log(RATE),
+        cdf=lambda x: -np.expm1(-RATE * x),
+        has_icdf=True,
+        mode=np.zeros(2),
+    ),
+    Case(
+        "Gamma",
+        lambda: D.Gamma(t(CONC), t(GAMMA_RATE)),
+        POSITIVE_X,
+        ref.gamma_log_prob(POSITIVE_X, CONC, GAMMA_RATE),
+        CONC / GAMMA_RATE,
+        CONC / GAMMA_RATE**2,
+        _gamma_entropy(CONC, GAMMA_RATE),
+        cdf=lambda x: ref.gammainc(CONC, GAMMA_RATE * x),
+        mode=np.maximum((CONC - 1) / GAMMA_RATE, 0),
+    ),
+    Case(
+        "Chi2",
+        lambda: D.Chi2(t(2 * CONC)),
+        POSITIVE_X,
+        ref.gamma_log_prob(POSITIVE_X, CONC, 0.5),
+        2 * CONC,
+        4 * CONC,
+        _gamma_entropy(CONC, 0.5),
+        cdf=lambda x: ref.gammainc(CONC, 0.5 * x),
+    ),
+    Case(
+        "Beta",
+        lambda: D.Beta(t(BETA_A), t(BETA_B)),
+        UNIT_X,
+        ref.beta_log_prob(UNIT_X, BETA_A, BETA_B),
+        BETA_A / (BETA_A + BETA_B),
+        BETA_A * BETA_B / ((BETA_A + BETA_B) ** 2 * (BETA_A + BETA_B + 1)),
+        _beta_entropy(BETA_A, BETA_B),
+        mode=_array(0.0, 0.8),  # a < 1 <= b: the density peaks at 0; else (a - 1) / (a + b - 2)
+    ),
+    Case(
+        "Dirichlet",
+        lambda: D.Dirichlet(t(ALPHA)),
+        DIRICHLET_X,
+        ref.dirichlet_log_prob(DIRICHLET_X, ALPHA),
+        ALPHA / ALPHA.sum(-1, keepdims=True),
+        ALPHA
+        * (ALPHA.sum(-1, keepdims=True) - ALPHA)
+        / (ALPHA.sum(-1, keepdims=True) ** 2 * (ALPHA.sum(-1, keepdims=True) + 1)),
+        _dirichlet_entropy(ALPHA),
+        mode=np.array([[0.0, 1.0, 0.0], [1 / 4.0, 0.0, 3 / 4.0]]),  # max(alpha - 1, 0), normalized
+    ),
+    Case(
+        "Poisson",
+        lambda: D.Poisson(t(POISSON_RATE)),
+        _array(0.0, 4.0),
+        ref.poisson_log_prob(_array(0.0, 4.0), POISSON_RATE),
+        POISSON_RATE,
+        POISSON_RATE,
+        UNSUPPORTED,  # an exponential family without a carrier measure, as PyTorch's
+        mode=np.floor(POISSON_RATE),
+        discrete=True,
+    ),
+    Case(
+        "Binomial",
+        lambda: D.Binomial(10, t(BINOMIAL_P)),
+        _array(3.0, 10.0),
+        ref.binomial_log_prob(_array(3.0, 10.0), BINOMIAL_N, BINOMIAL_P),
+        BINOMIAL_N * BINOMIAL_P,
+        BINOMIAL_N * BINOMIAL_P * (1 - BINOMIAL_P),
+        _binomial_entropy(10, BINOMIAL_P),
+        mode=np.floor((BINOMIAL_N + 1) * BINOMIAL_P),
+        discrete=True,
+    ),
+    Case(
+        "Cauchy",
+        lambda: D.Cauchy(t(LOC), t(SCALE)),
+        NORMAL_X,
+        ref.cauchy_log_prob(NORMAL_X, LOC, SCALE),
+        np.full(2, np.nan),
+        np.full(2, np.inf),
+        np.log(4 * np.pi * SCALE),
+        cdf=lambda x: np.arctan((x - LOC) / SCALE) / np.pi + 0.5,
+        has_icdf=True,
+        mode=LOC,
+    ),
+    Case(
+        "StudentT",
+        lambda: D.StudentT(t(DF), t(T_LOC), t(T_SCALE)),
+        NORMAL_X,
+        ref.student_t_log_prob(NORMAL_X, DF, T_LOC, T_SCALE),
+        T_LOC,
+        T_SCALE**2 * DF / (DF - 2),
+        _student_t_entropy(DF, T_SCALE),
+        mode=T_LOC,
+    ),
+    Case(
+        "TransformedDistribution(tanh, affine)",
+        lambda: D.TransformedDistribution(D.Normal(t(LOC), t(SCALE)), [D.TanhTransform(), D.AffineTransform(1.0, 2.0)]),
+        TANH_Y,
+        _tanh_affine_log_prob(TANH_Y),
+        UNSUPPORTED,  # no closed form
+        UNSUPPORTED,
+        UNSUPPORTED,
+        cdf=lambda y: _normal_cdf(np.arctanh((y - 1) / 2), LOC, SCALE),
+        has_icdf=True,
+    ),
+]
+
+BY_NAME = {case.name: case for case in CASES}

@@ -1,0 +1,122 @@
+"""log_prob, cdf, icdf, entropy and the moments of every distribution in the table, against the numpy
+formulas of ``reference.py`` (float64), on both executors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onnxnn
+import onnxnn.distributions as D
+from onnxnn.runtime.internal import realize_values
+
+from .cases import CASES, t
+
+EXECUTORS = ("onnxruntime", "kernels")
+
+# The formulas combine a few elementwise operations with lgamma, digamma, erf and igamma, which onnxnn
+# writes out with documented relative errors of at most 1e-13 (igamma; lgamma 1e-15, digamma 1e-16:
+# onnxnn/runtime/ops/special_functions.py); the reference's math functions are within a few ulps.
+# Terms of magnitude up to about 10 meet in a sum, hence the absolute part.
+RTOL = 1e-13
+ATOL = 1e-12
+
+# onnxruntime has no float64 kernels for Atan and Tan, which Cauchy's cdf and icdf record (as
+# PyTorch's formulas do); the kernels executor runs them.
+NO_FLOAT64_KERNEL = {("Cauchy", "cdf"), ("Cauchy", "icdf")}
+
+
+def _values(tensor) -> np.ndarray:
+    return np.asarray(tensor.detach().numpy(), dtype=np.float64)
+
+
+def _computed(case, executor: str) -> dict:
+    """Every supported method of the case's distribution, computed in one run: name -> (tensor, expected)."""
+    distribution = case.make()
+    results = {"log_prob": (distribution.log_prob(t(case.values)), case.log_prob)}
+    for name in ("mean", "variance"):
+        expected = getattr(case, name)
+        if not isinstance(expected, str):
+            results[name] = (getattr(distribution, name), expected)
+    if not isinstance(case.variance, str):
+        results["stddev"] = (distribution.stddev, np.sqrt(case.variance))
+    if case.mode is not None:
+        results["mode"] = (distribution.mode, case.mode)
+    if not isinstance(case.entropy, str):
+        results["entropy"] = (distribution.entropy(), case.entropy)
+        results["perplexity"] = (distribution.perplexity(), np.exp(case.entropy))
+    skipped = {method for name, method in NO_FLOAT64_KERNEL if name == case.name and executor == "onnxruntime"}
+    if not isinstance(case.cdf, str) and "cdf" not in skipped:
+        results["cdf"] = (distribution.cdf(t(case.values)), case.cdf(case.values))
+    if case.has_icdf and "icdf" not in skipped:
+        results["icdf"] = (distribution.icdf(t([0.1, 0.9])), None)  # checked through the reference cdf
+    realize_values([tensor for tensor, _ in results.values()])
+    return results
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("case", CASES, ids=repr)
+def test_methods_match_the_formulas(case, executor):
+    with onnxnn.set_executor(executor):
+        results = _computed(case, executor)
+        for name, (tensor, expected) in results.items():
+            actual = _values(tensor)
+            if name == "icdf":  # the reference cdf of the quantiles gives the probabilities back
+                actual, expected = case.cdf(actual), np.array([0.1, 0.9])
+            rtol = 4 * RTOL if name == "perplexity" else RTOL  # exp turns an absolute error into a relative one
+            np.testing.assert_allclose(actual, expected, rtol=rtol, atol=ATOL, err_msg=name)
+
+
+@pytest.mark.parametrize("case", CASES, ids=repr)
+def test_methods_pytorch_lacks_raise_not_implemented(case):
+    distribution = case.make()
+    unsupported = [name for name in ("mean", "variance", "entropy") if isinstance(getattr(case, name), str)]
+    for name in unsupported:
+        with pytest.raises(NotImplementedError):
+            value = getattr(distribution, name)
+            value() if callable(value) else value
+    if isinstance(case.cdf, str):
+        with pytest.raises(NotImplementedError):
+            distribution.cdf(t(case.values))
+    if not case.has_icdf:
+        with pytest.raises(NotImplementedError):
+            distribution.icdf(t([0.1, 0.9]))
+
+
+# The families that give their expected carrier measure (Beta, Dirichlet and Poisson do not, as in PyTorch).
+EXPONENTIAL_FAMILIES = [case for case in CASES if case.name in ("Normal", "Bernoulli", "Exponential", "Gamma", "Chi2")]
+
+
+@pytest.mark.parametrize("case", EXPONENTIAL_FAMILIES, ids=repr)
+def test_the_exponential_family_entropy_from_the_log_normalizer_is_the_closed_form(case):
+    # F(theta) - <theta, grad F(theta)> - E[k(x)], with grad F from a generated backward graph.
+    np.testing.assert_allclose(_values(D.ExponentialFamily.entropy(case.make())), case.entropy, rtol=RTOL, atol=ATOL)
+
+
+def test_log_prob_outside_the_support_without_validation():
+    uniform = D.Uniform(t([0.0]), t([1.0]), validate_args=False)
+    assert _values(uniform.log_prob(t([2.0]))).tolist() == [-np.inf]
+    bernoulli = D.Bernoulli(t([0.25]), validate_args=False)
+    # 0.5 is no outcome, but the formula still reads: 0.5 log 0.25 + 0.5 log 0.75.
+    expected = 0.5 * np.log(0.25) + 0.5 * np.log(0.75)
+    np.testing.assert_allclose(_values(bernoulli.log_prob(t([0.5]))), [expected], rtol=RTOL)
+
+
+def test_float32_parameters_give_float32_results():
+    normal = D.Normal(onnxnn.tensor([0.0, 1.0]), onnxnn.tensor([1.0, 2.0]))
+    assert normal.log_prob(onnxnn.tensor([0.5, 0.5])).dtype == onnxnn.float32
+    assert normal.sample().dtype == onnxnn.float32
+    gamma = D.Gamma(onnxnn.tensor([0.5]), onnxnn.tensor([1.0]))
+    assert gamma.rsample().dtype == onnxnn.float32
+    assert D.Dirichlet(onnxnn.tensor([0.5, 2.0])).rsample().dtype == onnxnn.float32
+
+
+@pytest.mark.xfail(
+    raises=RuntimeError,
+    strict=True,
+    reason="onnxruntime has no float64 kernels for Atan and Tan (Tensor.atan/tan record them as they are)",
+)
+@pytest.mark.parametrize("method", ["cdf", "icdf"])
+def test_cauchy_cdf_and_icdf_in_float64_on_onnxruntime(method):
+    with onnxnn.set_executor("onnxruntime"):
+        getattr(D.Cauchy(t([0.0]), t([1.0])), method)(t([0.25])).numpy()

@@ -1,0 +1,333 @@
+"""The Distribution API: argument and sample validation (PyTorch's ValueError messages), repr, expand,
+shapes, enumerate_support, lazily computed parameterizations and the flags."""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+import onnxnn
+import onnxnn.distributions as D
+from onnxnn.distributions import constraints
+
+
+def _t(values) -> onnxnn.Tensor:
+    return onnxnn.tensor(np.asarray(values, dtype=np.float64), dtype=onnxnn.float64)
+
+
+# ---------------------------------------------------------------- validation
+
+
+BAD_PARAMETERS = [
+    (lambda: D.Normal(0.0, -1.0), "scale", "GreaterThan(lower_bound=0.0)"),
+    (lambda: D.Normal(_t([0.0, float("nan")]), 1.0), "loc", "Real()"),
+    (lambda: D.Uniform(1.0, 0.0), "low", "LessThan(upper_bound=0.0)"),
+    (lambda: D.Bernoulli(_t([1.5])), "probs", "Interval(lower_bound=0.0, upper_bound=1.0)"),
+    (lambda: D.Categorical(_t([0.5, -0.5, 1.0])), "probs", "Simplex()"),
+    (lambda: D.Exponential(0.0), "rate", "GreaterThan(lower_bound=0.0)"),
+    (lambda: D.Gamma(-1.0, 1.0), "concentration", "GreaterThan(lower_bound=0.0)"),
+    (lambda: D.Beta(1.0, 0.0), "concentration", "IndependentConstraint(GreaterThan(lower_bound=0.0), 1)"),
+    (lambda: D.Dirichlet(_t([1.0, -2.0])), "concentration", "IndependentConstraint(GreaterThan(lower_bound=0.0), 1)"),
+    (lambda: D.Poisson(_t([-1.0])), "rate", "GreaterThanEq(lower_bound=0.0)"),
+    (lambda: D.Binomial(_t([2.5]), _t([0.5])), "total_count", "IntegerGreaterThan(lower_bound=0)"),
+    (
+        lambda: D.MultivariateNormal(_t([0.0, 0.0]), _t([[1.0, 2.0], [2.0, 1.0]])),
+        "covariance_matrix",
+        "PositiveDefinite()",
+    ),
+    (
+        lambda: D.MultivariateNormal(_t([0.0, 0.0]), scale_tril=_t([[1.0, 1.0], [0.0, 1.0]])),
+        "scale_tril",
+        "LowerCholesky()",
+    ),
+    (lambda: D.StudentT(_t([0.0])), "df", "GreaterThan(lower_bound=0.0)"),
+    (lambda: D.Chi2(_t([-2.0])), "df", "GreaterThan(lower_bound=0.0)"),
+]
+
+
+@pytest.mark.parametrize("make, parameter, constraint", BAD_PARAMETERS)
+def test_bad_parameters_raise_value_error_naming_the_parameter_and_constraint(make, parameter, constraint):
+    with pytest.raises(ValueError) as error:
+        make()
+    message = str(error.value)
+    assert message.startswith(f"Expected parameter {parameter} (Tensor of shape ")
+    assert f"to satisfy the constraint {constraint}, but found invalid values:\n" in message
+
+
+def test_the_parameter_message_is_pytorchs():
+    with pytest.raises(ValueError) as error:
+        D.Normal(0.0, -1.0)
+    assert str(error.value) == (
+        "Expected parameter scale (Tensor of shape ()) of distribution Normal(loc: 0.0, scale: -1.0) "
+        "to satisfy the constraint GreaterThan(lower_bound=0.0), but found invalid values:\n-1.0"
+    )
+
+
+OUT_OF_SUPPORT = [
+    (lambda: D.Normal(0.0, 1.0), [float("nan")], "Real()"),
+    (lambda: D.Exponential(1.0), [-0.5], "GreaterThanEq(lower_bound=0.0)"),
+    (lambda: D.Bernoulli(0.3), [0.5], "Boolean()"),
+    (lambda: D.Categorical(_t([0.5, 0.5])), [2.0], "IntegerInterval(lower_bound=0, upper_bound=1)"),
+    (lambda: D.Beta(2.0, 2.0), [1.5], "Interval(lower_bound=0.0, upper_bound=1.0)"),
+    (lambda: D.Dirichlet(_t([1.0, 1.0])), [[0.5, 0.6]], "Simplex()"),
+    (lambda: D.Poisson(2.0), [1.5], "IntegerGreaterThan(lower_bound=0)"),
+    (lambda: D.Gamma(2.0, 1.0), [-1.0], "GreaterThanEq(lower_bound=0.0)"),
+    (lambda: D.LogNormal(0.0, 1.0), [-1.0], "GreaterThan(lower_bound=0.0)"),
+    (lambda: D.OneHotCategorical(_t([0.5, 0.5])), [[1.0, 1.0]], "OneHot()"),
+]
+
+
+@pytest.mark.parametrize("make, value, support", OUT_OF_SUPPORT)
+def test_values_outside_the_support_raise_value_error(make, value, support):
+    distribution = make()
+    with pytest.raises(ValueError) as error:
+        distribution.log_prob(_t(value))
+    message = str(error.value)
+    assert message.startswith(
+        f"Expected value argument (Tensor of shape {tuple(np.shape(value))}) to be within the support ({support}) "
+        "of the distribution "
+    )
+
+
+def test_shape_errors_of_scored_values():
+    normal = D.Normal(_t([0.0, 1.0, 2.0]), 1.0)
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            "Value is not broadcastable with batch_shape+event_shape: onnxnn.Size([2]) vs onnxnn.Size([3])."
+        ),
+    ):
+        normal.log_prob(_t([0.0, 1.0]))
+    mvn = D.MultivariateNormal(_t([0.0, 0.0]), _t(np.eye(2)))
+    with pytest.raises(ValueError, match="The right-most size of value must match event_shape"):
+        mvn.log_prob(_t([0.0, 0.0, 0.0]))
+    with pytest.raises(ValueError, match="The value argument to log_prob must be a Tensor"):
+        normal.log_prob(0.5)
+
+
+def test_validation_can_be_turned_off_per_instance_and_by_default():
+    assert D.Normal(0.0, -1.0, validate_args=False).scale.item() == -1.0
+    try:
+        D.Distribution.set_default_validate_args(False)
+        assert D.Normal(0.0, -1.0).scale.item() == -1.0
+        assert D.Exponential(1.0).log_prob(_t(-1.0)).item() == 1.0  # log 1 - 1 * (-1)
+        with pytest.raises(ValueError):
+            D.Normal(0.0, -1.0, validate_args=True)
+    finally:
+        D.Distribution.set_default_validate_args(True)
+    with pytest.raises(ValueError):
+        D.Normal(0.0, -1.0)
+    with pytest.raises(ValueError):
+        D.Distribution.set_default_validate_args("yes")
+
+
+def test_a_distribution_without_arg_constraints_warns():
+    class Plain(D.Distribution):
+        pass
+
+    with pytest.warns(UserWarning, match="does not define `arg_constraints`"):
+        Plain()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Plain(validate_args=False)
+
+
+CONSTRUCTION_ERRORS = [
+    (lambda: D.Bernoulli(), "Either `probs` or `logits` must be specified, but not both."),
+    (lambda: D.Bernoulli(0.5, 0.0), "Either `probs` or `logits` must be specified, but not both."),
+    (lambda: D.Categorical(_t(0.5)), "`probs` parameter must be at least one-dimensional."),
+    (lambda: D.Categorical(logits=_t(0.5)), "`logits` parameter must be at least one-dimensional."),
+    (lambda: D.Binomial(10), "Either `probs` or `logits` must be specified, but not both."),
+    (lambda: D.Dirichlet(_t(1.0)), "`concentration` parameter must be at least one-dimensional."),
+    (lambda: D.MultivariateNormal(_t(0.0), _t([[1.0]])), "loc must be at least one-dimensional."),
+    (
+        lambda: D.MultivariateNormal(_t([0.0])),
+        "Exactly one of covariance_matrix or precision_matrix or scale_tril may be specified.",
+    ),
+    (lambda: D.MultivariateNormal(_t([0.0]), _t([1.0])), "covariance_matrix must be at least two-dimensional"),
+    (
+        lambda: D.Independent(D.Normal(_t([0.0]), 1.0), 2),
+        "Expected reinterpreted_batch_ndims <= len(base_distribution.batch_shape), actual 2 vs 1",
+    ),
+    (
+        lambda: D.TransformedDistribution(D.Normal(0.0, 1.0), "exp"),
+        "transforms must be a Transform or list, but was exp",
+    ),
+    (
+        lambda: D.TransformedDistribution(D.Normal(0.0, 1.0), ["exp"]),
+        "transforms must be a Transform or a list of Transforms",
+    ),
+]
+
+
+@pytest.mark.parametrize("make, message", CONSTRUCTION_ERRORS)
+def test_construction_errors(make, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make()
+
+
+# ---------------------------------------------------------------- repr, shapes, expand
+
+
+def test_repr_is_pytorchs():
+    assert repr(D.Normal(0.0, 1.0)) == "Normal(loc: 0.0, scale: 1.0)"
+    assert repr(D.Normal(_t([0.0, 1.0, 2.0]), 1.0)) == "Normal(loc: onnxnn.Size([3]), scale: onnxnn.Size([3]))"
+    assert repr(D.Categorical(logits=_t([0.0, 1.0]))) == "Categorical(logits: onnxnn.Size([2]))"
+    assert repr(D.Independent(D.Normal(_t([0.0, 1.0]), 1.0), 1)) == (
+        "Independent(Normal(loc: onnxnn.Size([2]), scale: onnxnn.Size([2])), 1)"
+    )
+    assert repr(D.LogNormal(0.0, 1.0)) == "LogNormal()"
+
+
+@pytest.mark.parametrize(
+    "make, batch_shape, event_shape",
+    [
+        (lambda: D.Normal(0.0, 1.0), (), ()),
+        (lambda: D.Normal(_t([[0.0], [1.0]]), _t([1.0, 2.0, 3.0])), (2, 3), ()),
+        (lambda: D.Categorical(_t(np.full((4, 3), 1 / 3))), (4,), ()),
+        (lambda: D.OneHotCategorical(_t(np.full((4, 3), 1 / 3))), (4,), (3,)),
+        (lambda: D.MultivariateNormal(_t(np.zeros((5, 2))), _t(np.eye(2))), (5,), (2,)),
+        (lambda: D.MultivariateNormal(_t([0.0, 0.0]), _t(np.tile(np.eye(2), (3, 1, 1)))), (3,), (2,)),
+        (lambda: D.Dirichlet(_t(np.ones((2, 4)))), (2,), (4,)),
+        (lambda: D.Independent(D.Normal(_t(np.zeros((2, 3, 4))), 1.0), 2), (2,), (3, 4)),
+        (
+            lambda: D.TransformedDistribution(
+                D.Normal(_t(np.zeros(3)), 1.0), D.AffineTransform(0.0, _t(np.ones((2, 3))))
+            ),
+            (2, 3),
+            (),
+        ),
+        (
+            lambda: D.TransformedDistribution(D.Normal(_t(np.zeros(6)), 1.0), D.ReshapeTransform((6,), (2, 3))),
+            (),
+            (2, 3),
+        ),
+    ],
+)
+def test_batch_and_event_shapes(make, batch_shape, event_shape):
+    distribution = make()
+    assert tuple(distribution.batch_shape) == batch_shape and tuple(distribution.event_shape) == event_shape
+    assert tuple(distribution.sample((2,)).shape) == (2,) + batch_shape + event_shape
+
+
+EXPANDABLE = [
+    lambda: D.Normal(_t([0.0, 1.0]), 1.0),
+    lambda: D.Uniform(_t([0.0, 1.0]), 2.0),
+    lambda: D.Bernoulli(_t([0.2, 0.6])),
+    lambda: D.Categorical(logits=_t([[0.0, 1.0, 2.0], [1.0, 1.0, 1.0]])),
+    lambda: D.OneHotCategorical(_t([[0.2, 0.8], [0.5, 0.5]])),
+    lambda: D.MultivariateNormal(_t([[0.0, 0.0], [1.0, 1.0]]), _t(np.eye(2))),
+    lambda: D.LogNormal(_t([0.0, 1.0]), 1.0),
+    lambda: D.Laplace(_t([0.0, 1.0]), 1.0),
+    lambda: D.Exponential(_t([1.0, 2.0])),
+    lambda: D.Gamma(_t([1.0, 2.0]), 1.0),
+    lambda: D.Chi2(_t([1.0, 2.0])),
+    lambda: D.Beta(_t([1.0, 2.0]), 1.0),
+    lambda: D.Dirichlet(_t([[1.0, 2.0], [3.0, 4.0]])),
+    lambda: D.Poisson(_t([1.0, 2.0])),
+    lambda: D.Binomial(10, _t([0.2, 0.6])),
+    lambda: D.Cauchy(_t([0.0, 1.0]), 1.0),
+    lambda: D.StudentT(_t([3.0, 4.0])),
+    lambda: D.Independent(D.Normal(_t([[0.0, 1.0], [2.0, 3.0]]), 1.0), 1),
+    lambda: D.TransformedDistribution(D.Normal(_t([0.0, 1.0]), 1.0), D.TanhTransform()),
+]
+
+
+@pytest.mark.parametrize("make", EXPANDABLE, ids=lambda make: type(make()).__name__)
+def test_expand_adds_batch_dimensions_and_keeps_the_values(make):
+    distribution = make()
+    batch = tuple(distribution.batch_shape)
+    expanded = distribution.expand((3,) + batch)
+    assert type(expanded) is type(distribution)
+    assert tuple(expanded.batch_shape) == (3,) + batch and expanded.event_shape == distribution.event_shape
+    assert expanded._validate_args == distribution._validate_args
+    value = distribution.sample()
+    expected = distribution.log_prob(value).numpy()
+    np.testing.assert_array_equal(expanded.log_prob(value).numpy(), np.broadcast_to(expected, (3,) + expected.shape))
+
+
+def test_expand_of_a_subclass_with_its_own_init_must_be_overridden():
+    class Shifted(D.Normal):
+        def __init__(self, loc):
+            super().__init__(loc + 1, 1.0)
+
+    with pytest.raises(NotImplementedError, match="must also define a custom .expand\\(\\) method"):
+        Shifted(_t([0.0])).expand((2, 1))
+
+
+def test_sample_shape_must_be_a_sequence():
+    with pytest.raises(TypeError):
+        D.Normal(0.0, 1.0).sample(5)
+
+
+# ---------------------------------------------------------------- enumerate_support, parameterizations, flags
+
+
+def test_enumerate_support():
+    bernoulli = D.Bernoulli(_t([0.2, 0.6, 0.9]))
+    assert bernoulli.enumerate_support().numpy().tolist() == [[0.0] * 3, [1.0] * 3]
+    assert tuple(bernoulli.enumerate_support(expand=False).shape) == (2, 1)
+    categorical = D.Categorical(_t(np.full((2, 3), 1 / 3)))
+    assert categorical.enumerate_support().dtype == onnxnn.int64
+    assert categorical.enumerate_support().numpy().tolist() == [[0, 0], [1, 1], [2, 2]]
+    one_hot = D.OneHotCategorical(_t([[0.5, 0.5]]))
+    assert one_hot.enumerate_support().numpy().tolist() == [[[1.0, 0.0]], [[0.0, 1.0]]]
+    binomial = D.Binomial(3, _t([0.5, 0.1]))
+    assert binomial.enumerate_support(expand=False).numpy().ravel().tolist() == [0.0, 1.0, 2.0, 3.0]
+    with pytest.raises(NotImplementedError, match="Inhomogeneous total count not supported by `enumerate_support`."):
+        D.Binomial(_t([2.0, 3.0]), _t([0.5, 0.5])).enumerate_support()
+    with pytest.raises(NotImplementedError, match="Inhomogeneous total count not supported by `entropy`."):
+        D.Binomial(_t([2.0, 3.0]), _t([0.5, 0.5])).entropy()
+    independent = D.Independent(D.Bernoulli(_t([[0.5, 0.5]])), 1)
+    assert not independent.has_enumerate_support
+    with pytest.raises(NotImplementedError, match="Enumeration over cartesian product is not implemented"):
+        independent.enumerate_support()
+
+
+def test_probs_and_logits_are_computed_once_on_demand():
+    bernoulli = D.Bernoulli(_t([0.2, 0.75]))
+    assert "logits" not in bernoulli.__dict__
+    np.testing.assert_allclose(bernoulli.logits.numpy(), np.log([0.25, 3.0]), rtol=1e-15)
+    assert "logits" in bernoulli.__dict__ and bernoulli.logits is bernoulli.logits
+    categorical = D.Categorical(logits=_t([0.0, np.log(3.0)]))
+    np.testing.assert_allclose(categorical.probs.numpy(), [0.25, 0.75], rtol=1e-15)
+    np.testing.assert_allclose(categorical.logits.numpy(), np.log([0.25, 0.75]), rtol=1e-15)  # normalized
+    # The lazy parameterization has gradients even when first read under no_grad, as PyTorch's.
+    logits = onnxnn.tensor([0.5], dtype=onnxnn.float64, requires_grad=True)
+    lazy = D.Bernoulli(logits=logits)
+    with onnxnn.no_grad():
+        probs = lazy.probs
+    assert probs.requires_grad
+
+
+def test_rsample_flags():
+    assert D.Normal.has_rsample and not D.Bernoulli.has_rsample and not D.Poisson.has_rsample
+    assert D.Independent(D.Normal(_t([0.0]), 1.0), 1).has_rsample
+    assert not D.Independent(D.Bernoulli(_t([0.5])), 1).has_rsample
+    assert D.TransformedDistribution(D.Gamma(1.0, 1.0), D.ExpTransform()).has_rsample
+    with pytest.raises(NotImplementedError):
+        D.Categorical(_t([0.5, 0.5])).rsample()
+
+
+def test_straight_through_one_hot_passes_gradients_to_the_probabilities():
+    probs = onnxnn.tensor([0.2, 0.8], dtype=onnxnn.float64, requires_grad=True)
+    draw = D.OneHotCategoricalStraightThrough(probs).rsample()
+    assert sorted(draw.detach().numpy().tolist()) == [0.0, 1.0]
+    (draw * _t([1.0, 2.0])).sum().backward()
+    # d probs/d raw probs of the normalization p / sum(p) (sum 1 here): I - p 1^T, applied to (1, 2).
+    np.testing.assert_allclose(probs.grad.numpy(), [1.0 - 1.8, 2.0 - 1.8], rtol=1e-14)
+
+
+def test_support_and_arg_constraints():
+    assert D.Normal.support is constraints.real and D.Normal.arg_constraints["scale"] is constraints.positive
+    assert constraints.is_dependent(D.Uniform.support)
+    uniform = D.Uniform(0.0, 2.0)
+    assert repr(uniform.support) == "Interval(lower_bound=0.0, upper_bound=2.0)"
+    assert repr(D.Binomial(4, _t([0.5])).support).startswith("IntegerInterval(lower_bound=0, upper_bound=")
+    assert repr(D.Independent(D.Normal(_t([0.0]), 1.0), 1).support) == "IndependentConstraint(Real(), 1)"
+    assert repr(D.TransformedDistribution(D.Normal(0.0, 1.0), D.TanhTransform()).support) == (
+        "Interval(lower_bound=-1.0, upper_bound=1.0)"
+    )
