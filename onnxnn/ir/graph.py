@@ -8,6 +8,8 @@ Realizing drops the link to the producer, so computed graphs are freed by refere
 
 from __future__ import annotations
 
+import math
+
 import weakref
 
 import numpy as np
@@ -212,12 +214,20 @@ def shared_attributes(items: tuple) -> FrozenAttributes:
     """
     attrs = _SHARED_ATTRIBUTES.get(items)
     if attrs is None:
-        if len(_SHARED_ATTRIBUTES) >= _MOST_SHARED_ATTRIBUTES:
-            _SHARED_ATTRIBUTES.clear()
-        attrs = _SHARED_ATTRIBUTES[items] = FrozenAttributes(
-            (name, list(value) if type(value) is tuple else value) for name, value in items
-        )
+        attrs = FrozenAttributes((name, list(value) if type(value) is tuple else value) for name, value in items)
+        # A table keyed by == must not hand -0.0's call 0.0's attributes: items holding a float
+        # zero are never shared (so neither sign finds the other's entry).
+        if not any(_holds_float_zero(value) for _, value in items):
+            if len(_SHARED_ATTRIBUTES) >= _MOST_SHARED_ATTRIBUTES:
+                _SHARED_ATTRIBUTES.clear()
+            _SHARED_ATTRIBUTES[items] = attrs
     return attrs
+
+
+def _holds_float_zero(value) -> bool:
+    if type(value) is float:
+        return value == 0.0
+    return type(value) is tuple and any(type(item) is float and item == 0.0 for item in value)
 
 
 register_cache("shared node attributes", _SHARED_ATTRIBUTES.clear)
@@ -227,10 +237,12 @@ def _freeze(value):
     """A hashable form of an attribute value (lists become tuples, arrays their bytes)."""
     kind = type(value)
     if kind in _PLAIN:
+        if kind is float and value == 0.0 and math.copysign(1.0, value) < 0.0:
+            return _NEGATIVE_ZERO  # -0.0 == 0.0 and their hashes agree, but they mean different ops
         return value
     if kind is list or kind is tuple:
         for item in value:
-            if type(item) not in _PLAIN:
+            if type(item) not in _PLAIN or item == 0.0:
                 return tuple([_freeze(item) for item in value])
         return tuple(value)
     if isinstance(value, dict):
@@ -245,6 +257,7 @@ def _freeze(value):
 
 
 _PLAIN = {int, float, str, bool, bytes}
+_NEGATIVE_ZERO = ("float", "-0.0")
 _PLAIN_SIGNATURES: dict = {}
 
 

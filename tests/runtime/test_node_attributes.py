@@ -80,3 +80,25 @@ def test_a_convolution_with_list_hyperparameters_is_computed_each_call():
     second = F.conv2d(onnxnn.tensor(x), onnxnn.tensor(w), stride=(2, 1), padding=(1, 0)).numpy()
     np.testing.assert_array_equal(first, second)
     assert first.shape == (1, 3, 3, 4)
+
+
+@pytest.mark.parametrize("attributes", [{"alpha": 0.0}, {"values": [1.0, 0.0]}], ids=["float", "floats"])
+def test_negative_zero_attributes_key_apart_from_positive_zero(attributes):
+    negative = {name: [-item for item in value] if type(value) is list else -value for name, value in attributes.items()}
+    assert Node("Op", "", (), attributes, 1).signature != Node("Op", "", (), negative, 1).signature
+    items = tuple((name, tuple(value) if type(value) is list else value) for name, value in attributes.items())
+    negative_items = tuple((name, tuple(value) if type(value) is list else value) for name, value in negative.items())
+    assert shared_attributes(negative_items).frozen != shared_attributes(items).frozen
+
+
+@pytest.mark.parametrize("executor", ["kernels", "onnxruntime"])
+@pytest.mark.parametrize("activation", ["leaky_relu", "elu"])
+def test_a_negative_zero_slope_after_a_positive_one_gives_its_own_result(executor, activation):
+    x = np.array([-1.0, 2.0], np.float32)
+    slope = {"leaky_relu": lambda s: x * s, "elu": lambda s: s * np.expm1(x)}[activation]
+    function = getattr(F, activation)
+    with onnxnn.set_executor(executor):
+        for sign in (0.0, -0.0, 0.0):
+            result = function(onnxnn.from_numpy(x), sign).numpy()
+            expected = np.where(x > 0, x, slope(sign)).astype(np.float32)
+            np.testing.assert_array_equal(np.signbit(result), np.signbit(expected))
