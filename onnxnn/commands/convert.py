@@ -10,6 +10,7 @@ import onnx
 from onnx import numpy_helper
 
 from ..export.checkpoint import load, save
+from ..export.onnx_export import write_model
 from ..runtime.creation import from_numpy
 from ..runtime.tensor import Tensor
 from .common import CommandError, existing_file, progress, read_onnx
@@ -124,7 +125,9 @@ def _write_onnx(tensors: dict, target: Path, template: str | None) -> None:
         model = read_onnx(template)
         _replace_initializers(model, initializers, template)
     large = sum(len(initializer.raw_data) for initializer in initializers) > _EXTERNAL_DATA_BYTES
-    onnx.save(model, str(target), save_as_external_data=large, location=target.name + ".data" if large else None)
+    # Replaced in one step (the weights beside it, as target.name + ".data", when large): a failed
+    # write leaves the file there before intact.
+    write_model(model, target, external_data=1024 if large else False)
 
 
 def _weights_only_model(initializers: list) -> onnx.ModelProto:

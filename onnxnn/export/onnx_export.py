@@ -10,20 +10,25 @@ as a graph that runs at any batch size.
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
+import tempfile
 import warnings
 
 import numpy as np
 import onnx
 from onnx import helper
+from onnx.external_data_helper import load_external_data_for_tensor, uses_external_data
 
 from ..ir.plan import IR_VERSION, build_model, plan as plan_of
 from ..runtime.depth import unbounded_depth
 from ..runtime.creation import as_tensor
 from ..runtime.grad_mode import no_grad
-from ..runtime.internal import realize_values, value_of
+from ..runtime.internal import realize_values, restore_state, save_state, value_of
 from ..runtime.sessions import newest_onnxruntime_opset
 from ..runtime.tensor import Tensor
+from .atomic_write import _naming, write_atomically
 from .dynamic_shapes import make_shapes_dynamic, widen_unit_axes
 from .opset_conversion import convert_opset
 
@@ -118,6 +123,20 @@ def _trace(model, args: tuple, input_names: list[str], state: dict) -> _Trace:
     return _Trace(plan, roles, structure, arg_values, [v.shape for v in arg_values], [tensor.shape for tensor in flat])
 
 
+def _saved_tensors(model) -> list:
+    """What a trace may change of ``model``: each parameter and buffer (non-persistent ones too),
+    with the state to put back."""
+    unique = {id(tensor): tensor for tensor in (*model.parameters(), *model.buffers())}
+    return [(tensor, save_state(tensor)) for tensor in unique.values()]
+
+
+def _restore(saved: list) -> None:
+    for tensor, before in saved:
+        # The trace's writes were recorded, never read by the user: undone, versions included, so
+        # a graph that saved a buffer before the export can still be differentiated after it.
+        restore_state(tensor, before, rewind_version=True)
+
+
 def _output_names(given, count: int) -> list[str]:
     if given is None:
         return [f"output_{index}" for index in range(count)]
@@ -162,9 +181,13 @@ def to_onnx(
     """Exports a Module (or any callable over tensors) to an ONNX model.
 
     Args:
-        model: the module to trace; it is called once (twice with ``dynamic_axes``) under no_grad.
+        model: the module to trace; it is called once (three times or more with ``dynamic_axes``)
+            under no_grad. Its parameters and buffers are left as they were, whether the export
+            succeeds or raises: a forward in training mode updates BatchNorm's running statistics,
+            and each trace's updates are undone.
         args: a tensor or tuple of tensors (or numpy arrays): the example inputs.
-        f: optional path or binary file to write the model to.
+        f: optional path or binary file to write the model to. A path is replaced in one step:
+            a write that fails part-way leaves the file there before, and raises an OSError naming it.
         input_names, output_names: graph input and output names (default ``input_0``, ``output_0``...).
         dynamic_axes: ``{name: {axis: "symbol"}}`` or ``{name: [axis, ...]}``: axes that may change
             size; the exported graph computes every size-dependent shape from its inputs.
@@ -211,8 +234,16 @@ def to_onnx(
         args = widen_unit_axes(args, input_names, dynamic_axes)
     state = model.state_dict(keep_vars=True) if is_module else {}
     realize_values(state.values())
+    saved = _saved_tensors(model) if is_module else []
+
+    def trace_once(arguments: tuple) -> _Trace:
+        try:
+            return _trace(model, arguments, input_names, state)
+        finally:  # every trace starts from the model's own state, and the export leaves it so
+            _restore(saved)
+
     try:
-        trace = _trace(model, args, input_names, state)
+        trace = trace_once(args)
         names_out = _output_names(output_names, len(trace.plan.outputs))
         proto = build_model(trace.plan, trace.roles, names_out, graph_name=type(model).__name__)
         _order_graph_inputs(proto, trace, input_names)
@@ -226,7 +257,7 @@ def to_onnx(
                 names_out,
                 dynamic_axes,
                 trace,
-                lambda resized: _trace(model, resized, input_names, state),
+                trace_once,
             )
     finally:
         if is_module and training:
@@ -250,6 +281,12 @@ def write_model(
 ) -> None:
     """Writes ``proto`` to a path or binary file, with external data as ``to_onnx`` documents.
 
+    A path is replaced in one step (as ``onnxnn.save`` replaces a checkpoint): a write that fails
+    part-way (a full disk) leaves the file there before intact, and raises an OSError naming it.
+    With external data, both files are written in a hidden folder beside the target first, then
+    moved over the ``.data`` file and the model file, in that order: a full disk fails the writes,
+    before either rename, and leaves both files as they were.
+
     ``serialized``: ``proto.SerializeToString()`` when the caller has it already.
     """
     size = len(serialized) if serialized is not None else proto.ByteSize()
@@ -264,21 +301,81 @@ def write_model(
         data = serialized if serialized is not None else proto.SerializeToString()
         if hasattr(f, "write"):
             f.write(data)
-        else:
-            with open(f, "wb") as handle:
-                handle.write(data)
+            return
+
+        def write(handle) -> None:
+            handle.write(data)
+
+        write_atomically(_existing_parent(f), write)
         return
     if hasattr(f, "write"):
         raise ValueError("to_onnx: a model written with external data needs a path, not a file object")
+    _write_with_external_data(proto, _existing_parent(f), max(threshold, 0))
+
+
+def _existing_parent(f) -> str:
+    """``f``'s path; a missing folder is open()'s FileNotFoundError, as ``torch.onnx.export`` raises."""
     path = os.fspath(f)
-    location = os.path.basename(path) + ".data"
-    onnx.save_model(
-        proto,
-        path,
-        save_as_external_data=True,
-        all_tensors_to_one_file=True,
-        location=location,
-        size_threshold=max(threshold, 0),
-    )
-    # save_model moved the weights out of ``proto``; load them back so the caller's proto is whole.
-    onnx.load_external_data_for_model(proto, os.path.dirname(os.path.abspath(path)))
+    if not os.path.isdir(os.path.dirname(os.path.realpath(path))):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    return path
+
+
+def _write_with_external_data(proto: onnx.ModelProto, path: str, threshold: int) -> None:
+    target = os.path.realpath(path)  # through a symlink, as open() would
+    directory, name = os.path.split(target)
+    location = name + ".data"
+    # Staged beside the target (one filesystem, so the renames are atomic); a process killed
+    # while writing leaves this hidden folder, never a half-written model.
+    try:
+        staging = tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    except OSError as error:
+        raise _naming(error, target) from error
+    weights_in = staging
+    try:
+        staged_model, staged_data = os.path.join(staging, name), os.path.join(staging, location)
+        onnx.save_model(
+            proto,
+            staged_model,
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location=location,
+            size_threshold=threshold,
+        )
+        staged = [file for file in (staged_data, staged_model) if os.path.exists(file)]
+        for file in staged:
+            with open(file, "rb") as handle:
+                os.fsync(handle.fileno())
+        # The data first: the model file that refers to it only once it is complete in place.
+        for file in staged:
+            os.replace(file, os.path.join(directory, os.path.basename(file)))
+            weights_in = directory
+    except OSError as error:
+        raise _naming(error, target) from error
+    finally:
+        _take_back_weights(proto, weights_in)
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _initializers(graph: onnx.GraphProto):
+    """The initializers ``save_model`` moves to external data: the graph's and its subgraphs'."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                yield from _initializers(attribute.g)
+            for subgraph in attribute.graphs:
+                yield from _initializers(subgraph)
+
+
+def _take_back_weights(proto: onnx.ModelProto, directory: str) -> None:
+    """Undoes what ``save_model`` did to ``proto`` (it moves the weights out), so the caller's proto is
+    whole: a weight written to ``directory`` is read back, one only marked to be written keeps its bytes."""
+    for tensor in _initializers(proto.graph):
+        if not uses_external_data(tensor):
+            continue
+        if tensor.HasField("raw_data"):
+            tensor.data_location = onnx.TensorProto.DEFAULT
+            del tensor.external_data[:]
+        else:
+            load_external_data_for_tensor(tensor, directory)

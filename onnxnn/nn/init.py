@@ -295,6 +295,11 @@ def constant_(tensor: Tensor, val: float) -> Tensor:
         return tensor
     if isinstance(val, Tensor):
         val = val.item()
+    if not isinstance(val, (bool, int, float, complex, np.number)):  # None would fill NaN, 'a' fail in numpy
+        raise TypeError(
+            f"fill_() received an invalid combination of arguments - got ({type(val).__name__}), but expected "
+            "one of:\n * (Tensor value)\n * (Number value)"
+        )
     if isinstance(val, (bool, int, float, np.number)):
         _check_representable(tensor, val.item() if isinstance(val, np.number) else val)
     return _fill(tensor, np.full(tuple(tensor.shape), val))

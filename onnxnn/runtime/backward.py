@@ -441,6 +441,8 @@ def run_backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bo
             raise RuntimeError("'inputs' argument to backward() cannot be empty.")
         accumulate_only = set()
         for tensor in inputs:
+            if not tensor._requires_grad:  # PyTorch's words: it retains the grad of each input
+                raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
             if not tensor.is_leaf:
                 raise NotImplementedError(
                     "backward(inputs=...) with non-leaf tensors is not supported; use autograd.grad for them"

@@ -190,7 +190,7 @@ def apply_op(
 _new_object = object.__new__
 _weak_reference = weakref.ref
 # What a tensor's __dict__ holds for autograd (see Tensor's class-level defaults): copies and pickles leave it behind.
-_AUTOGRAD_STATE = frozenset(("_grad", "_accumulator", "_backward_hooks"))
+_AUTOGRAD_STATE = frozenset(("_grad", "_accumulator", "_backward_hooks", "_post_accumulate_grad_hooks"))
 _NON_DIFFERENTIABLE = non_differentiable.table  # bound once: apply_op runs for every op
 
 
@@ -222,6 +222,7 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions, TensorInPlace):
     _grad: Tensor | None = None
     _accumulator: weakref.ref[AccumulateGrad] | None = None
     _backward_hooks: _HookDict | None = None
+    _post_accumulate_grad_hooks: _HookDict | None = None  # run after a backward accumulated into .grad
 
     # Makes numpy defer to Tensor's reflected operators (``np_array * tensor`` gives a Tensor).
     __array_priority__ = 1000
@@ -425,6 +426,28 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions, TensorInPlace):
             self._backward_hooks = _HookDict()
         return add_hook(self._backward_hooks, hook)
 
+    def register_post_accumulate_grad_hook(self, hook) -> RemovableHandle:
+        """Registers ``hook(tensor)``, run each time a backward has accumulated into this leaf's ``.grad``.
+
+        The hook sees the tensor with its new ``.grad`` (an optimizer step per parameter, run as
+        the backward reaches it, is the usual use) and must return None. ``autograd.grad``, which
+        accumulates nothing, does not run it.
+
+        Returns:
+            A handle whose ``remove()`` unregisters the hook.
+
+        Example::
+
+            >>> handle = weight.register_post_accumulate_grad_hook(lambda p: p.grad.clamp_(-1, 1))
+        """
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        if self._post_accumulate_grad_hooks is None:
+            self._post_accumulate_grad_hooks = _HookDict()
+        return add_hook(self._post_accumulate_grad_hooks, hook)
+
     def retain_grad(self) -> None:
         """Makes backward fill ``.grad`` of this non-leaf tensor too."""
         if not self._requires_grad:
@@ -473,6 +496,11 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions, TensorInPlace):
 
     @data.setter
     def data(self, other: "Tensor") -> None:
+        # Checked before anything changes: a refused assignment leaves the links to views as they were.
+        if not isinstance(other, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(other).__name__}")
+        if self._requires_grad and not other._value.dtype.is_floating_point:
+            raise RuntimeError("data set to a tensor that requires gradients must be floating point or complex dtype")
         leave_group(self)  # a new storage: the tensors that shared the old one keep it
         forget_links(self)
         self._value = other._value

@@ -16,7 +16,6 @@ from . import creation, ops
 from . import tensor as _tensor  # circular (Tensor subclasses TensorAPI): attributes are read at call time
 from ..ir.graph import hold
 from .aliases import leave_group
-from .autograd import RemovableHandle, _HookDict, add_hook
 from .views import forget_links
 
 if TYPE_CHECKING:
@@ -380,32 +379,6 @@ def _in_place(name: str, arithmetic: bool):
 
 class TensorAPI(_AttachedMethods):
     __slots__ = ()
-
-    # Rarely set, so a class-level default (see Tensor's): the hooks a backward runs after it has
-    # accumulated into this leaf's ``.grad``.
-    _post_accumulate_grad_hooks: _HookDict | None = None
-
-    def register_post_accumulate_grad_hook(self, hook) -> RemovableHandle:
-        """Registers ``hook(tensor)``, run each time a backward has accumulated into this leaf's ``.grad``.
-
-        The hook sees the tensor with its new ``.grad`` (an optimizer step per parameter, run as
-        the backward reaches it, is the usual use) and must return None. ``autograd.grad``, which
-        accumulates nothing, does not run it.
-
-        Returns:
-            A handle whose ``remove()`` unregisters the hook.
-
-        Example::
-
-            >>> handle = weight.register_post_accumulate_grad_hook(lambda p: p.grad.clamp_(-1, 1))
-        """
-        if not self._requires_grad:
-            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-        if self._grad_fn is not None:
-            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
-        if self._post_accumulate_grad_hooks is None:
-            self._post_accumulate_grad_hooks = _HookDict()
-        return add_hook(self._post_accumulate_grad_hooks, hook)
 
     # ---------------------------------------------------------------- constructors like this tensor
     def new_tensor(self, data, *, dtype=None, device=None, requires_grad: bool = False):

@@ -15,6 +15,8 @@ import re
 import onnx
 from google.protobuf.message import DecodeError
 
+from ..export.onnx_export import write_model
+
 __all__ = ["write_triton_repository", "triton_config_text"]
 
 # ONNX element types to Triton's DataType enum.
@@ -111,10 +113,9 @@ def write_triton_repository(
     os.makedirs(os.path.join(folder, "1"), exist_ok=True)
     large = model.ByteSize() > 2**31 - 1 - 2**20
     target = os.path.join(folder, "1", "model.onnx")
-    if large:  # protobuf's 2 GiB limit: keep the weights in a file beside it
-        onnx.save(model, target, save_as_external_data=True, location="model.onnx.data")
-    else:
-        onnx.save(model, target)
+    # Replaced in one step, so a failed write leaves the model there before; over protobuf's 2 GiB
+    # limit the weights go to model.onnx.data beside it.
+    write_model(model, target, external_data=1024 if large else False)
     with open(os.path.join(folder, "config.pbtxt"), "w") as file:
         file.write(triton_config_text(model, name, max_batch_size, max_queue_delay_us, instances))
     return folder

@@ -8,6 +8,7 @@ second of start-up, so checks share processes where they can; the rest call ``ma
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -249,6 +250,23 @@ def test_convert_onnx_to_safetensors_to_pt_to_onnx_keeps_every_weight(tmp_path):
         np.testing.assert_array_equal(converted[name], array * 2)
     session = onnxruntime.InferenceSession(str(target), providers=["CPUExecutionProvider"])
     assert session.run(None, {"x": np.zeros((1, 2, 5, 5), np.float32)})[0].shape == (1, 4)
+
+
+def test_a_failed_convert_keeps_the_onnx_file_there_before(tmp_path, monkeypatch, capsys):
+    onnxnn.save({"w": onnxnn.ones(2, 3)}, str(tmp_path / "w.safetensors"))
+    target = tmp_path / "w.onnx"
+    assert main(["convert", str(tmp_path / "w.safetensors"), str(target)]) == 0
+    before = target.read_bytes()
+    onnxnn.save({"w": onnxnn.zeros(2, 3)}, str(tmp_path / "w.safetensors"))
+
+    def full_disk(descriptor):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    capsys.readouterr()
+    assert main(["convert", str(tmp_path / "w.safetensors"), str(target)]) == 2
+    assert str(target) in capsys.readouterr().err
+    assert target.read_bytes() == before and sorted(os.listdir(tmp_path)) == ["w.onnx", "w.safetensors"]
 
 
 def test_convert_into_a_weights_only_onnx_model_and_bad_templates(tmp_path, capsys):

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import io
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
 import warnings
 
 import numpy as np
@@ -16,6 +23,7 @@ from onnx import TensorProto, helper
 import onnxnn
 from onnxnn import nn
 from onnxnn.export import max_opset_version, to_onnx
+from onnxnn.export.onnx_export import write_model
 from onnxnn.import_ import from_onnx
 
 
@@ -207,6 +215,113 @@ def test_external_data_above_a_threshold(tmp_path):
     assert len(proto.graph.initializer) == len(loaded.graph.initializer)
 
 
+# ---------------------------------------------------------------- writing files
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _linear(seed: int, size: int = 64) -> nn.Module:
+    onnxnn.manual_seed(seed)
+    return nn.Linear(size, size).eval()
+
+
+def _files(folder) -> dict:
+    return {path.name: path.read_bytes() if path.is_file() else "a folder" for path in sorted(folder.iterdir())}
+
+
+def _weight_of(path) -> np.ndarray:
+    return onnx.numpy_helper.to_array(onnx.load(str(path)).graph.initializer[0])
+
+
+def _whole(proto: onnx.ModelProto) -> bool:
+    """Every weight in the proto itself, none left as a reference to a file."""
+    return all(t.HasField("raw_data") and not t.external_data for t in proto.graph.initializer)
+
+
+@pytest.mark.parametrize("external_data", [None, True], ids=["one_file", "external_data"])
+def test_a_failed_write_keeps_the_files_there_before_and_names_the_path(tmp_path, monkeypatch, external_data):
+    path = tmp_path / "model.onnx"
+    to_onnx(_linear(0), onnxnn.randn(1, 64), path, external_data=external_data)
+    before = _files(tmp_path)
+
+    def full_disk(descriptor):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError) as raised:
+        to_onnx(_linear(1), onnxnn.randn(1, 64), path, external_data=external_data)
+    assert raised.value.errno == errno.ENOSPC and str(path) in str(raised.value)
+    assert _files(tmp_path) == before  # the model (and its data) as before, no temporary left
+
+
+def test_a_write_failing_part_way_keeps_the_files_there_before(tmp_path):
+    # RLIMIT_FSIZE makes write() fail with EFBIG once a file would pass 20 kB, as a full disk fails it;
+    # in a child process, as it limits every file the process writes.
+    for external_data in (None, True):
+        folder = tmp_path / str(external_data)
+        folder.mkdir()
+        to_onnx(_linear(0), onnxnn.randn(1, 64), folder / "model.onnx", external_data=external_data)
+    before = {name: _files(tmp_path / name) for name in ("None", "True")}
+    script = textwrap.dedent(f"""
+        import json, resource, signal
+        import onnxnn
+        from onnxnn.export import to_onnx
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))
+        onnxnn.manual_seed(1)
+        model = onnxnn.nn.Linear(128, 128).eval()  # 64 kB of weights
+        for external_data in (None, True):
+            try:
+                path = {str(tmp_path)!r} + "/" + str(external_data) + "/model.onnx"
+                to_onnx(model, onnxnn.randn(1, 128), path, external_data=external_data)
+                print(json.dumps({{"raised": None}}))
+            except BaseException as error:
+                print(json.dumps({{"raised": type(error).__name__, "errno": error.errno, "message": str(error)}}))
+    """)
+    finished = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        cwd=ROOT,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+    )
+    outcomes = [json.loads(line) for line in finished.stdout.decode().strip().splitlines()[-2:]]
+    for outcome, name in zip(outcomes, ("None", "True")):
+        assert outcome["raised"] == "OSError" and outcome["errno"] == errno.EFBIG, (outcome, finished.stderr[-2000:])
+        assert str(tmp_path / name / "model.onnx") in outcome["message"]
+        assert _files(tmp_path / name) == before[name]
+
+
+def test_exporting_again_with_external_data_replaces_both_files(tmp_path):
+    path = tmp_path / "model.onnx"
+    to_onnx(_linear(0), onnxnn.randn(1, 64), path, external_data=True)
+    sizes = {name: len(data) for name, data in _files(tmp_path).items()}
+    second = _linear(1)
+    proto = to_onnx(second, onnxnn.randn(1, 64), path, external_data=True)
+    assert {name: len(data) for name, data in _files(tmp_path).items()} == sizes  # replaced, not appended to
+    np.testing.assert_array_equal(_weight_of(path), second.weight.detach().numpy())
+    assert _whole(proto)
+
+
+def test_write_model_leaves_the_callers_proto_whole_when_it_fails(tmp_path, monkeypatch):
+    proto = to_onnx(_linear(0), onnxnn.randn(1, 64))
+
+    def full_disk(descriptor):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        write_model(proto, tmp_path / "model.onnx", external_data=True)
+    assert _whole(proto) and os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("external_data", [None, True], ids=["one_file", "external_data"])
+def test_a_missing_folder_is_a_file_not_found_error_naming_the_path(tmp_path, external_data):
+    path = tmp_path / "missing" / "model.onnx"
+    with pytest.raises(FileNotFoundError, match=re.escape(str(path))):
+        to_onnx(_linear(0), onnxnn.randn(1, 64), path, external_data=external_data)
+
+
 def test_training_mode_export_warns_and_keeps_the_mode():
     model = nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3))
     with pytest.warns(UserWarning, match="training mode"):
@@ -215,6 +330,48 @@ def test_training_mode_export_warns_and_keeps_the_mode():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         to_onnx(model.eval(), onnxnn.randn(4, 3))
+
+
+class _CountingCalls(nn.Module):
+    """Counts its calls in a non-persistent buffer (not in the state_dict, still the model's state)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", onnxnn.zeros((), dtype=onnxnn.int64), persistent=False)
+
+    def forward(self, x):
+        self.calls.add_(1)
+        return x
+
+
+# (id, to_onnx keyword arguments, width the last layer takes (4 runs; 5 is a shape error), error).
+# Each export traces a training-mode model whose forward writes its buffers, once or several times.
+STATE_KEEPING_EXPORTS = [
+    ("plain", {}, 4, None),
+    ("training", {"training": True}, 4, None),
+    ("dynamic_axes", {"input_names": ["x"], "dynamic_axes": {"x": {0: "batch"}}}, 4, None),
+    ("bad_dynamic_axes", {"input_names": ["x"], "dynamic_axes": {"nope": {0: "b"}}}, 4, ValueError),
+    ("shape_error_after_batch_norm", {}, 5, RuntimeError),
+]
+
+
+@pytest.mark.parametrize("name, kwargs, width, error", STATE_KEEPING_EXPORTS, ids=[c[0] for c in STATE_KEEPING_EXPORTS])
+def test_export_leaves_the_model_buffers_as_they_were(name, kwargs, width, error):
+    model = nn.Sequential(_CountingCalls(), nn.BatchNorm1d(3), nn.Linear(3, 4), nn.Linear(width, 2)).train()
+    norm = model[1]
+    version = norm.running_mean._version
+    x = onnxnn.randn(8, 3) * 4 + 10  # batch statistics far from the initial running ones
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the training-mode warning
+        if error is None:
+            to_onnx(model, x, **kwargs)
+        else:
+            with pytest.raises(error):
+                to_onnx(model, x, **kwargs)
+    np.testing.assert_array_equal(norm.running_mean.numpy(), np.zeros(3, np.float32))
+    np.testing.assert_array_equal(norm.running_var.numpy(), np.ones(3, np.float32))
+    assert norm.num_batches_tracked.item() == 0 and model[0].calls.item() == 0
+    assert norm.running_mean._version == version and model.training
 
 
 def test_multiple_inputs_and_outputs_keep_their_names_and_order():

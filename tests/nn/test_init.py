@@ -402,6 +402,13 @@ ARGUMENT_ERRORS = [
         RuntimeError,
         "uint8_t without overflow",
     ),
+    (
+        "constant_ str",
+        lambda: init.constant_(onnxnn.zeros(3), "a"),
+        TypeError,
+        r"fill_\(\) received an invalid combination of arguments - got \(str\)",
+    ),
+    ("constant_ None", lambda: init.constant_(onnxnn.zeros(3), None), TypeError, r"got \(NoneType\)"),
 ]
 RANDOM_FILLS = [
     ("uniform_", init.uniform_, "check_uniform_bounds"),

@@ -460,6 +460,16 @@ def test_instance_norm_with_one_spatial_element_raises_when_using_input_statisti
     assert tuple(module(onnxnn.ones(2, 4, 1)).shape) == (2, 4, 1)
 
 
+@pytest.mark.parametrize("training", [True, False])
+def test_instance_norm_with_running_statistics_of_another_channel_count_names_them(training):
+    module = nn.InstanceNorm1d(8, track_running_stats=True).train(training)
+    # PyTorch's words: its (1, N * C, L) batch norm gets the 8 running means repeated N = 2 times.
+    with pytest.warns(UserWarning, match="does not match num_features"):
+        with pytest.raises(RuntimeError, match="running_mean should contain 12 elements not 16"):
+            module(onnxnn.randn(2, 6, 5))
+    np.testing.assert_array_equal(module.running_mean.numpy(), np.zeros(8, np.float32))
+
+
 @pytest.mark.parametrize("mode", ["reflect", "replicate"])
 @pytest.mark.parametrize(
     "shape, pad, message",

@@ -534,6 +534,22 @@ def test_type_casts_every_parameter_and_buffer():
     assert {t.dtype for t in (*m.parameters(), *m.buffers())} == {onnxnn.float64}
 
 
+@pytest.mark.parametrize("dst_type", [onnxnn.int64, onnxnn.bool, "torch.LongTensor"])
+def test_type_to_an_integer_type_is_refused_before_anything_changes(dst_type):
+    m = Net()
+    m.l1.requires_grad_(False)  # frozen ones first: PyTorch would have converted them before raising
+    values = [(p._value, p.dtype) for p in m.parameters()]
+    with pytest.raises(RuntimeError, match="data set to a tensor that requires gradients must be floating point"):
+        m.type(dst_type)
+    assert [(p._value, p.dtype) for p in m.parameters()] == values
+
+
+def test_type_to_an_integer_type_converts_a_frozen_module():
+    m = WithBuffers().requires_grad_(False)
+    m.type(onnxnn.int32)
+    assert {t.dtype for t in (*m.parameters(), *m.buffers())} == {onnxnn.int32}
+
+
 def test_to_rejects_integer_dtypes_without_changing_anything():
     m = WithBuffers()
     with pytest.raises(
@@ -542,6 +558,40 @@ def test_to_rejects_integer_dtypes_without_changing_anything():
     ):
         m.to(onnxnn.int64)
     assert m.scale.dtype == onnxnn.float32
+
+
+@pytest.mark.parametrize(
+    "arguments, error, message",
+    [
+        (
+            ("cpu", onnxnn.float64, True, 5),
+            TypeError,
+            r"to\(\) received an invalid combination of arguments - got \(str, ",
+        ),
+        ((onnxnn.float64, True, False, 1), TypeError, "invalid combination of arguments"),
+        (("cpu", onnxnn.float64, True, False), RuntimeError, r"\.to\(\) does not accept copy argument"),
+        ((onnxnn.float64, True, False), RuntimeError, "does not accept copy argument"),
+    ],
+    ids=["five_device_form", "four_dtype_form", "copy_device_form", "copy_dtype_form"],
+)
+def test_to_refuses_more_arguments_than_its_signatures_before_changing_anything(arguments, error, message):
+    m = WithBuffers()
+    with pytest.raises(error, match=message):
+        m.to(*arguments)  # never read as a device: no attempt at CUDA
+    assert m.scale.dtype == onnxnn.float32 and m.running.dtype == onnxnn.float32
+
+
+def test_to_refuses_a_copy_keyword():
+    with pytest.raises(RuntimeError, match="does not accept copy argument"):
+        WithBuffers().to(onnxnn.float64, copy=False)
+
+
+@pytest.mark.parametrize("flag", ["x", 1, None], ids=["str", "int", "none"])
+def test_requires_grad_takes_only_a_bool(flag):
+    m = Net()
+    with pytest.raises(TypeError, match="requires_grad_\\(\\): argument 'requires_grad' \\(position 1\\) must be bool"):
+        m.requires_grad_(flag)
+    assert all(p.requires_grad for p in m.parameters())
 
 
 @pytest.mark.skipif(onnxnn.cuda.is_available(), reason="checks the error raised without a GPU")

@@ -205,6 +205,23 @@ def test_weight_norm_splits_magnitude_and_direction(dim, g_shape):
     np.testing.assert_allclose(layer.weight.detach().numpy(), 2.0 * W, rtol=1e-14)
 
 
+@pytest.mark.parametrize("dim", [2, 5, -3])
+def test_weight_norm_refuses_a_dim_out_of_range_before_registering(dim):
+    layer = nn.Linear(3, 4)
+    weight = layer.weight
+    with pytest.raises(
+        IndexError, match=rf"Dimension out of range \(expected to be in range of \[-2, 1\], but got {dim}\)"
+    ):
+        weight_norm(layer, dim=dim)
+    assert type(layer) is nn.Linear and layer.weight is weight
+    assert [name for name, _ in layer.named_parameters()] == ["weight", "bias"]
+
+
+def test_weight_norm_dim_minus_2_counts_from_the_end_and_minus_1_is_the_whole_tensor():
+    assert weight_norm(nn.Linear(3, 4), dim=-2).parametrizations.weight.original0.shape == (4, 1)
+    assert weight_norm(nn.Linear(3, 4), dim=-1).parametrizations.weight.original0.shape == ()  # as dim=None
+
+
 def test_weight_norm_gradients_match_finite_differences():
     layer = weight_norm(nn.Linear(3, 2).double())
     x = np.random.default_rng(9).standard_normal((4, 3))

@@ -188,6 +188,20 @@ def test_load_converts_to_the_parameter_dtype_and_accepts_1d_for_0d():
     assert m.scale.dtype == onnxnn.float32 and m.steps.shape == () and m.steps.item() == 5
 
 
+@pytest.mark.parametrize("key", ["scale", "steps"])  # a 0-d parameter, a 0-d buffer
+@pytest.mark.parametrize("length", [0, 3])
+def test_a_1d_tensor_of_other_than_one_element_is_a_size_mismatch_for_0d(key, length):
+    m = WithExtraState()
+    m.scale = nn.Parameter(onnxnn.tensor(1.5))
+    state = dict(m.state_dict())
+    state[key] = onnxnn.arange(7, 7 + length, dtype=state[key].dtype)
+    with pytest.raises(
+        RuntimeError, match=rf"size mismatch for {key}: copying a param with shape onnxnn.Size\(\[{length}\]\)"
+    ):
+        m.load_state_dict(state)
+    assert m.scale.item() == 1.5 and m.steps.item() == 0
+
+
 def test_strict_load_lists_every_problem_and_changes_nothing():
     m = Net()
     before = _values(m)

@@ -160,3 +160,54 @@ def test_state_dict_tensors_write_the_module():
     layer = onnxnn.nn.Linear(3, 2)
     layer.state_dict()["weight"].zero_()  # as in PyTorch, whose state_dict holds detached parameters
     np.testing.assert_array_equal(layer.weight.detach().numpy(), np.zeros((2, 3), np.float32))
+
+
+# (id, requires grad, value assigned to .data, PyTorch's error, its message)
+REFUSED_DATA = [
+    ("list", False, [1.0, 2.0, 3.0], TypeError, "Variable data has to be a tensor, but got list"),
+    ("none_into_parameter", True, None, TypeError, "Variable data has to be a tensor, but got NoneType"),
+    ("numpy_array", False, OTHER, TypeError, "Variable data has to be a tensor, but got ndarray"),
+    (
+        "int64_into_parameter",
+        True,
+        onnxnn.tensor(OTHER.astype(np.int64)),
+        RuntimeError,
+        "data set to a tensor that requires gradients must be floating point or complex dtype",
+    ),
+    ("bool_into_parameter", True, onnxnn.ones(2, 3, dtype=onnxnn.bool), RuntimeError, "must be floating point"),
+]
+
+
+@pytest.mark.parametrize(
+    "name, requires_grad, value, error, message", REFUSED_DATA, ids=[case[0] for case in REFUSED_DATA]
+)
+def test_a_refused_data_assignment_changes_nothing(name, requires_grad, value, error, message):
+    base = nn.Parameter(onnxnn.tensor(START.copy()), requires_grad=requires_grad)
+    data, row = base.data, base.detach()[0]
+    with pytest.raises(error, match=message):
+        base.data = value
+    assert base.dtype == onnxnn.float32 and base.requires_grad == requires_grad
+    row.add_(1.0)  # the links taken before still write the tensor, and the tensor them
+    with onnxnn.no_grad():
+        base[1, 2] = 7.0
+    expected = START.copy()
+    expected[0] += np.float32(1.0)
+    expected[1, 2] = 7.0
+    np.testing.assert_array_equal(base.detach().numpy(), expected)
+    np.testing.assert_array_equal(data.numpy(), expected)
+    np.testing.assert_array_equal(row.numpy(), expected[0])
+
+
+@pytest.mark.parametrize(
+    "requires_grad, value",
+    [
+        (False, onnxnn.tensor([3, 4])),  # any dtype and shape where no gradient is required
+        (True, onnxnn.zeros(4, dtype=onnxnn.float64)),  # any floating dtype and shape where it is
+    ],
+    ids=["int64_into_plain_tensor", "float64_of_another_shape_into_parameter"],
+)
+def test_data_takes_another_dtype_and_shape_where_pytorch_does(requires_grad, value):
+    base = nn.Parameter(onnxnn.tensor(START.copy()), requires_grad=requires_grad)
+    base.data = value
+    assert base.dtype == value.dtype and base.shape == value.shape and base.requires_grad == requires_grad
+    np.testing.assert_array_equal(base.detach().numpy(), value.numpy())

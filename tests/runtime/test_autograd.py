@@ -123,6 +123,15 @@ def test_backward_with_inputs_accumulates_only_into_those():
     assert b.grad is None
 
 
+@pytest.mark.parametrize("position", [0, 1])
+def test_backward_with_an_input_that_does_not_require_grad_raises_before_any_grad_changes(position):
+    a, b, stray = _leaf([1.0]), _leaf([2.0]), onnxnn.tensor([3.0])
+    inputs = [a, stray] if position else [stray, a]
+    with pytest.raises(RuntimeError, match="can't retain_grad on Tensor that has requires_grad=False"):
+        (a * b).sum().backward(inputs=inputs)
+    assert a.grad is None and b.grad is None
+
+
 def test_autograd_grad_returns_gradients_without_touching_dot_grad():
     x = _leaf([1.0, 2.0])
     (gradient,) = onnxnn.autograd.grad((x**3).sum(), x)
@@ -410,3 +419,13 @@ def test_a_post_accumulate_grad_hook_must_return_none():
     weight.register_post_accumulate_grad_hook(lambda leaf: 5)
     with pytest.raises(TypeError, match="hook returned 'int'"):
         (weight * 3).sum().backward()
+
+
+def test_copies_leave_the_hooks_behind():
+    import copy
+
+    weight = onnxnn.ones(2, requires_grad=True)
+    weight.register_hook(lambda gradient: gradient * 2)
+    weight.register_post_accumulate_grad_hook(lambda leaf: None)
+    copied = copy.deepcopy(weight)
+    assert copied._backward_hooks is None and copied._post_accumulate_grad_hooks is None

@@ -861,6 +861,16 @@ ERRORS = [
         RuntimeError,
         r"only Tensors of floating point",
     ),
+    (
+        "div_bad_rounding_mode",
+        lambda: onnxnn.ones(2).div_(2.0, rounding_mode="bad"),
+        RuntimeError,
+        r"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found 'bad'",
+    ),
+    ("tril_str_diagonal", lambda: onnxnn.ones(2, 2).tril_("x"), TypeError, r"argument 'diagonal' must be int, not str"),
+    ("triu_float_diagonal", lambda: onnxnn.ones(2, 2).triu(1.5), TypeError, r"'diagonal' must be int, not float"),
+    # The argument is checked before the rank, as PyTorch's parser checks it before the kernel runs.
+    ("tril_str_diagonal_1d", lambda: onnxnn.ones(2).tril_("x"), TypeError, r"'diagonal' must be int, not str"),
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import os
 import subprocess
@@ -111,3 +112,20 @@ def test_help_lists_examples(capsys):
         main(["export-triton", "--help"])
     printed = capsys.readouterr().out
     assert exited.value.code == 0 and "examples:" in printed and "--max-batch-size" in printed
+
+
+def test_a_failed_write_keeps_the_repository_model_there_before(tmp_path, monkeypatch, capsys):
+    first = write_fixed_shape_model(tmp_path / "fixed.onnx")
+    assert main(["export-triton", first, str(tmp_path / "repo")]) == 0
+    model = tmp_path / "repo" / "fixed" / "1" / "model.onnx"
+    before = model.read_bytes()
+    write_mlp(tmp_path / "fixed.onnx")  # another model under the same name
+
+    def full_disk(descriptor):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    capsys.readouterr()
+    assert main(["export-triton", first, str(tmp_path / "repo")]) == 2
+    assert str(model) in capsys.readouterr().err
+    assert model.read_bytes() == before and os.listdir(model.parent) == ["model.onnx"]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 import numpy as np
 
 from ...ir import dtypes as _dtypes
-from ...runtime.creation import empty_like
+from ...runtime.creation import empty, empty_like
 from ...ir.device import as_device, device as _device_type, require_usable
 from ...runtime.grad_mode import no_grad
 from ...runtime.tensor import Tensor
@@ -25,12 +25,43 @@ if TYPE_CHECKING:
 __all__ = ["ConversionMixin"]
 
 
+_TO_SIGNATURES = (
+    " * (onnxnn.device device = None, onnxnn.dtype dtype = None, bool non_blocking = False, bool copy = False, "
+    "*, memory_format memory_format = None)\n"
+    " * (onnxnn.dtype dtype, bool non_blocking = False, bool copy = False, *, memory_format memory_format = None)\n"
+    " * (Tensor tensor, bool non_blocking = False, bool copy = False, *, memory_format memory_format = None)"
+)
+
+
+def _argument_type(value) -> str:
+    if isinstance(value, Tensor):
+        return "Tensor"
+    return "onnxnn.dtype" if isinstance(value, _dtypes.dtype) else type(value).__name__
+
+
+def _check_to_arity(args: tuple, kwargs: dict) -> None:
+    """PyTorch's signatures of ``Module.to``: at most (device, dtype, non_blocking), or (dtype or
+    tensor, non_blocking), and no ``copy``. Checked before a device is looked at: ``to("cpu",
+    float64, True, 5)`` is a TypeError, not an attempt at a device."""
+    first = args[0] if args else None
+    by_value = isinstance(first, (Tensor, _dtypes.dtype)) or (isinstance(first, type) and issubclass(first, np.generic))
+    allowed = 2 if by_value else 3
+    # One more is PyTorch's ``copy`` only where it is a bool; anything else matches no signature.
+    if len(args) > allowed + 1 or (len(args) == allowed + 1 and not isinstance(args[-1], bool)):
+        got = ", ".join([_argument_type(arg) for arg in args] + [f"{k}={_argument_type(v)}" for k, v in kwargs.items()])
+        raise TypeError(
+            f"to() received an invalid combination of arguments - got ({got}), but expected one of:\n{_TO_SIGNATURES}"
+        )
+    if len(args) > allowed or "copy" in kwargs:
+        raise RuntimeError(".to() does not accept copy argument")
+
+
 def _parse_to(*args, **kwargs) -> tuple:
     """Splits ``to()``'s arguments into (device, dtype, non_blocking), like ``torch._C._nn._parse_to``."""
+    _check_to_arity(args, kwargs)
     device = kwargs.pop("device", None)
     dtype = kwargs.pop("dtype", None)
     non_blocking = kwargs.pop("non_blocking", False)
-    kwargs.pop("copy", None)
     kwargs.pop("memory_format", None)
     if kwargs:
         raise TypeError(
@@ -147,7 +178,18 @@ class ConversionMixin:
         return self._apply(lambda t: t.to(as_device("xpu" if device is None else f"xpu:{device}")))
 
     def type(self, dst_type):
-        """Casts all parameters and buffers to ``dst_type`` (in place); returns self."""
+        """Casts all parameters and buffers to ``dst_type`` (in place); returns self.
+
+        Raises:
+            RuntimeError: ``dst_type`` is not a floating-point type and a parameter requires
+                grad (PyTorch's error); checked before anything is converted.
+        """
+        # What a cast to dst_type gives (an invalid dst_type raises here, before any change).
+        target = empty(0).type(dst_type).dtype
+        if not target.is_floating_point and any(param.requires_grad for param in self.parameters()):
+            # PyTorch raises this from the first such parameter's ``.data =``, after converting
+            # the parameters visited before it; checked first, the module is never half-converted.
+            raise RuntimeError("data set to a tensor that requires gradients must be floating point or complex dtype")
         return self._apply(lambda t: t.type(dst_type))
 
     def float(self):

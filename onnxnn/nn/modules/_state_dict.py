@@ -284,8 +284,9 @@ class StateDictMixin:
                     f"Tensor-like object from checkpoint but received {type(input_param)}"
                 )
                 continue
-            # Backward compatibility: 1-element checkpoints of what is now a 0-d tensor.
-            if len(param.shape) == 0 and len(input_param.shape) == 1:
+            # Backward compatibility: 1-element checkpoints of what is now a 0-d tensor (only one
+            # element: a longer 1-D tensor is a size mismatch, as in PyTorch).
+            if len(param.shape) == 0 and len(input_param.shape) == 1 and input_param.shape[0] == 1:
                 input_param = input_param[0]
             if input_param.shape != param.shape:
                 error_msgs.append(

@@ -44,6 +44,13 @@ class _InstanceNorm(_NormBase):
             )
 
     def _apply_instance_norm(self, input: Tensor) -> Tensor:
+        if self.running_mean is not None and input.shape[1] != self.running_mean.shape[0]:
+            # PyTorch's words: it normalizes (1, N * C, ...) with the running statistics repeated N times.
+            batch = input.shape[0]
+            raise RuntimeError(
+                f"running_mean should contain {batch * input.shape[1]} elements not "
+                f"{batch * self.running_mean.shape[0]}"
+            )
         return F.instance_norm(
             input,
             self.running_mean,

@@ -473,6 +473,11 @@ class Module(TreeWalksMixin, ModuleHooksMixin, StateDictMixin, ConversionMixin):
 
     def requires_grad_(self, requires_grad: bool = True) -> "Module":
         """Sets ``requires_grad`` of every parameter (e.g. to freeze part of a model); returns self."""
+        if not isinstance(requires_grad, bool):  # checked first: a refused flag changes no parameter
+            raise TypeError(
+                "requires_grad_(): argument 'requires_grad' (position 1) must be bool, not "
+                f"{type(requires_grad).__name__}"
+            )
         for param in self.parameters():
             param.requires_grad_(requires_grad)
         return self

@@ -251,6 +251,9 @@ def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Mo
         >>> layer.parametrizations.weight.original0.shape
         onnxnn.Size([40, 1])
     """
+    weight = getattr(module, name, None)
+    if dim is not None and dim != -1 and isinstance(weight, Tensor):
+        weight.size(dim)  # PyTorch's IndexError for a dim out of range, before anything is registered
     parametrize.register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
 
     def load_old_names(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs) -> None:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import dtypes
-from ..realization import host_data
 from ._common import Tensor, apply_op, broadcast_shapes, normalize_axes
 from .elementwise import where
+from .indexing import check_bounds
 from .shape import cat, flip, slice_axis
 
 __all__ = [
@@ -360,15 +360,11 @@ def _index_scatter(input: Tensor, dim: int, index: Tensor, source: Tensor, reduc
             f"shape: {list(input.shape)} at dimension {axis} and source slice shape: "
             f"{list(source.shape)} at dimension {axis}."
         )
-    data = host_data(index._value)
-    size = input.shape[axis]
-    if data is not None and data.size and ((data < 0) | (data >= size)).any():
-        # PyTorch's own types and wording: index_copy's IndexError names itself, index_add's does not.
-        outside = int(data[(data < 0) | (data >= size)].flat[0])
-        described = f"index {outside} is out of bounds for dimension {axis} with size {size}"
-        if function == "index_copy":
-            raise IndexError(f"index_copy_(): {described}")
-        raise RuntimeError(described)
+    # PyTorch's own types and wording: index_copy's IndexError names itself, index_add's RuntimeError
+    # does not; index_fill counts negative indices from the end.
+    error = RuntimeError if function == "index_add" else IndexError
+    prefix = "index_copy_" if function == "index_copy" else ""
+    check_bounds(index, input.shape[axis], axis, negative=function == "index_fill", error=error, function=prefix)
     shape = [1] * input.dim()
     shape[axis] = count
     positions = index.to(dtypes.int64).reshape(shape).expand(expected)
@@ -393,7 +389,14 @@ def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor
 
 def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
     """A copy of ``input`` with ``value`` written in the slices at ``index`` along ``dim``."""
+    if not isinstance(index, Tensor) or index.dtype is not dtypes.int64:
+        raise IndexError("index_fill_(): Expected dtype int64 for index.")
+    if index.dim() > 1:
+        raise RuntimeError("Index has to be a vector/scalar")
     axis = _axis(input, dim) if input.dim() else 0
+    # Checked here, not only in _index_scatter: the tensor-value path below scatters nothing into
+    # a 0-d input, and its values are no longer known once reshaped.
+    check_bounds(index, input.shape[axis] if input.dim() else 1, axis, negative=True, error=IndexError)
     shape = list(input.shape) or [1]
     shape[axis] = index.numel()
     if isinstance(value, Tensor):
@@ -411,9 +414,7 @@ def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
             filled = index_fill(Tensor._full(tuple(input.shape), False, dtypes.bool, input.device), dim, index, True)
         return where(filled, value.to(input.dtype), input)
     source = Tensor._full(tuple(shape), value, input.dtype, input.device)
-    return _index_scatter(
-        input, dim, index.reshape(-1), source.reshape(shape if input.dim() else ()), "none", "index_fill"
-    )
+    return _index_scatter(input, dim, index, source.reshape(shape if input.dim() else ()), "none", "index_fill")
 
 
 def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:

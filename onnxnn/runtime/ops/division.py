@@ -41,7 +41,7 @@ def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
 def _rounded_division(input, other, rounding_mode: str) -> Tensor:
     """The quotient rounded toward zero ("trunc") or down ("floor"), without gradient."""
     if rounding_mode not in ("trunc", "floor"):
-        raise ValueError(
+        raise RuntimeError(
             f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'"
         )
     (a, b), result_dtype = promote_operands([input, other])

@@ -54,6 +54,8 @@ def _classify(item):
         return ("int", int(item))
     if isinstance(item, slice):
         return ("slice", item)
+    if isinstance(item, (str, bytes)):  # PyTorch makes a tensor of a sequence, and refuses this type
+        raise TypeError(f"new(): invalid data type '{type(item).__name__}'")
     if isinstance(item, Tensor):
         category = item.dtype.category
         if category == 2:
@@ -68,6 +70,8 @@ def _classify(item):
         array = np.asarray(item)
         if array.size == 0:
             array = array.astype(np.int64)
+        if array.dtype.kind in "US":
+            raise TypeError(f"new(): invalid data type '{'str' if array.dtype.kind == 'U' else 'bytes'}'")
         return _array_item(array)
     raise IndexError(
         "only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid "

@@ -321,24 +321,56 @@ def setitem(input: Tensor, key, value) -> None:
 
 
 def _check_index_tensor(index, function: str) -> Tensor:
+    """``index`` checked to be an integer tensor, returned as it is: the callers check its bounds
+    first and cast it to int64 (``as_int64``) after, as a pending cast hides the values."""
     if not isinstance(index, Tensor):
         raise TypeError(f"{function}(): argument 'index' must be Tensor, not {type(index).__name__}")
     if index.dtype.category != 1:
         raise RuntimeError(f"{function}(): Expected dtype int64 for index")
-    return as_int64(index)
+    return index
 
 
-def _check_bounds(index: Tensor, size: int, dim: int, negative: bool = False) -> None:
-    """Bounds of an index whose values are already known: ``[0, size)``, or ``[-size, size)`` where
-    ``negative`` (``take``, ``take_along_dim``, which count negatives from the end as PyTorch's).
-    Pending values are left to onnxruntime, which takes negatives: PyTorch's gather and scatter do not,
-    and an index of -1 meaning "none" (a padding label) would silently read the last entry."""
+def _first_outside(index: Tensor, low: int, high: int) -> int | None:
+    """The first of ``index``'s values outside ``[low, high)`` where its values are already known
+    (realized, in host memory), else None. Pending values are left to the executor: reading them
+    here would run the graph at every call."""
     data = host_data(index._value)
     if data is None or data.size == 0:
-        return
-    outside = (data < (-size if negative else 0)) | (data >= size)
-    if outside.any():
-        raise RuntimeError(f"index {int(data[outside].flat[0])} is out of bounds for dimension {dim} with size {size}")
+        return None
+    outside = (data < low) | (data >= high)
+    return int(data[outside].flat[0]) if outside.any() else None
+
+
+def check_bounds(
+    index: Tensor,
+    size: int,
+    dim: int,
+    *,
+    negative: bool = False,
+    error: type[Exception] = RuntimeError,
+    function: str = "",
+) -> None:
+    """Bounds of an index whose values are already known: ``[0, size)``, or ``[-size, size)`` where
+    ``negative`` (``take_along_dim``, ``index_fill_``, ``index_put_``, which count negatives from the
+    end as PyTorch's). Raises ``error`` (PyTorch's type for the op), its message prefixed with
+    ``function`` where PyTorch names it. Pending values are left to onnxruntime, which takes
+    negatives: PyTorch's gather and scatter do not, and an index of -1 meaning "none" (a padding
+    label) would silently read the last entry.
+
+    Called before an in-place op records its node: an index found out of range only when the
+    graph runs would leave the target unreadable from then on."""
+    outside = _first_outside(index, -size if negative else 0, size)
+    if outside is not None:
+        prefix = f"{function}(): " if function else ""
+        raise error(f"{prefix}index {outside} is out of bounds for dimension {dim} with size {size}")
+
+
+def check_flat_bounds(index: Tensor, numel: int) -> None:
+    """``take``'s and ``put_``'s bounds: a known index in ``[-numel, numel)`` of the flattened
+    tensor, PyTorch's IndexError otherwise."""
+    outside = _first_outside(index, -numel, numel)
+    if outside is not None:
+        raise IndexError(f"out of range: tried to access index {outside} on a tensor of {numel} elements.")
 
 
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
@@ -355,9 +387,9 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
         raise IndexError("index_select(): Index is supposed to be a vector")
     axis = normalize_axes([dim], input.dim())[0]
     size = input.shape[axis] if input.dim() else 1
-    data = host_data(index._value)
-    if data is not None and data.size and ((data < 0) | (data >= size)).any():
+    if _first_outside(index, 0, size) is not None:
         raise IndexError("index out of range in self")
+    index = as_int64(index)
     if input.dim() == 0:
         return apply_op("Gather", (input.reshape(1), index.reshape(-1)), {"axis": 0}, "IndexSelectBackward0").reshape(
             ()
@@ -379,7 +411,7 @@ def _check_same_rank(input: Tensor, index: Tensor, axis: int, other: Tensor | No
                 f"Size does not match at dimension {dim} expected index {list(index.shape)} to be "
                 f"smaller than src {list(other.shape)}"
             )
-    _check_bounds(index, input.shape[axis], axis)
+    check_bounds(index, input.shape[axis], axis)
 
 
 def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
@@ -394,7 +426,7 @@ def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False)
     index = _check_index_tensor(index, "gather")
     axis = normalize_axes([dim], input.dim())[0]
     _check_same_rank(input, index, axis)
-    return _gather_elements(input, axis, index)
+    return _gather_elements(input, axis, as_int64(index))
 
 
 def _gather_elements(input: Tensor, axis: int, index: Tensor) -> Tensor:
@@ -404,8 +436,8 @@ def _gather_elements(input: Tensor, axis: int, index: Tensor) -> Tensor:
 def take(input: Tensor, index: Tensor) -> Tensor:
     """The elements of the flattened ``input`` at ``index``; the result has ``index``'s shape."""
     index = _check_index_tensor(index, "take")
-    _check_bounds(index, input.numel(), 0, negative=True)
-    return apply_op("Gather", (input.reshape(-1), index), {"axis": 0}, "TakeBackward0")
+    check_flat_bounds(index, input.numel())
+    return apply_op("Gather", (input.reshape(-1), as_int64(index)), {"axis": 0}, "TakeBackward0")
 
 
 def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
@@ -419,12 +451,12 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
             f"torch.take_along_dim(): input and indices should have the same number of dimensions, "
             f"but got {input.dim()} dimensions for input, and {indices.dim()} dimensions for indices"
         )
+    check_bounds(indices, input.shape[axis], axis, negative=True)  # before the expand hides the values
     input_shape, index_shape = list(input.shape), list(indices.shape)
     input_shape[axis] = index_shape[axis] = 1
     common = list(broadcast_shapes(tuple(input_shape), tuple(index_shape)))
     input = input.expand(common[:axis] + [input.shape[axis]] + common[axis + 1 :])
-    indices = indices.expand(common[:axis] + [indices.shape[axis]] + common[axis + 1 :])
-    _check_bounds(indices, input.shape[axis], axis, negative=True)
+    indices = as_int64(indices).expand(common[:axis] + [indices.shape[axis]] + common[axis + 1 :])
     return _gather_elements(input, axis, indices)
 
 
@@ -445,6 +477,13 @@ def scatter_source(input: Tensor, index: Tensor, axis: int, src: Tensor) -> Tens
 def _scatter(input: Tensor, dim: int, index: Tensor, src, reduction: str, name: str) -> Tensor:
     index = _check_index_tensor(index, name)
     axis = normalize_axes([dim], input.dim())[0]
+    if input.dim() == 0:  # PyTorch scatters into a 0-d tensor as into its one element; ONNX wants rank 1
+        if index.dim() > 1:
+            raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+        check_bounds(index, 1, 0)
+        if isinstance(src, Tensor) and src.dim() == 0:
+            src = src.reshape(1)
+        return _scatter(input.reshape(1), 0, index.reshape(-1), src, reduction, name).reshape(())
     if isinstance(src, Tensor):
         src = scatter_source(input, index, axis, src)
     else:
@@ -452,7 +491,7 @@ def _scatter(input: Tensor, dim: int, index: Tensor, src, reduction: str, name: 
         src = Tensor._full(tuple(index.shape), src, input.dtype, input.device)
     attrs = {"axis": axis, "reduction": reduction}
     backward = "ScatterAddBackward0" if reduction == "add" else "ScatterBackward0"
-    return apply_op("ScatterElements", (input, index, src), attrs, backward)
+    return apply_op("ScatterElements", (input, as_int64(index), src), attrs, backward)
 
 
 def scatter(input: Tensor, dim: int, index: Tensor, src=None, *, value=None, reduce: str | None = None) -> Tensor:

@@ -169,8 +169,17 @@ def kron(input: Tensor, other: Tensor) -> Tensor:
 
 
 def _triangle(input: Tensor, diagonal: int, upper: bool) -> Tensor:
+    name = "triu" if upper else "tril"
+    # PyTorch's argument check comes first (a 1-D tensor with diagonal 'x' is a TypeError), and
+    # takes ints (numpy's too, and 0-d integer tensors) but no bool, float or string.
+    if (
+        isinstance(diagonal, (bool, np.bool_))
+        or not isinstance(diagonal, (int, np.integer, Tensor))
+        or (isinstance(diagonal, Tensor) and (diagonal.dim() or diagonal.dtype.category != 1))
+    ):
+        raise TypeError(f"{name}(): argument 'diagonal' must be int, not {type(diagonal).__name__}")
     if input.dim() < 2:
-        raise RuntimeError(f"{'triu' if upper else 'tril'}: input tensor must have at least 2 dimensions")
+        raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
     return apply_op(
         "Trilu",
         (input, int64_constant(int(diagonal))),

@@ -15,7 +15,8 @@ from ._common import Tensor, apply_op, broadcast_shapes, normalize_axes
 from . import comparison as _c
 from . import elementwise as _e
 from . import division as _division
-from .indexing import check_index_put_dtypes, scatter_source, setitem
+from .index_plan import as_int64
+from .indexing import check_bounds, check_flat_bounds, check_index_put_dtypes, scatter_source, setitem
 from .matrix import _diagonal_positions
 from .shape import cat
 
@@ -23,7 +24,9 @@ __all__ = ["index_put", "put", "scatter_reduce", "select_scatter", "slice_scatte
 
 
 def _wrapped(index: Tensor, size: int) -> Tensor:
-    index = index.to(dtypes.int64)
+    """``index`` in ``[0, size)``, a negative one counted from the end (known values are checked to
+    lie in ``[-size, size)`` first)."""
+    index = as_int64(index)
     return _e.where(_c.lt(index, 0), _e.add(index, size), index)
 
 
@@ -41,6 +44,8 @@ def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tenso
         return result
     if len(indices) > input.dim():
         raise IndexError(f"too many indices for tensor of dimension {input.dim()} (got {len(indices)})")
+    for axis, index in enumerate(indices):  # before recording: a bad index would fail only when run
+        check_bounds(index, input.shape[axis], axis, negative=True, error=IndexError)
     shape = broadcast_shapes(*[tuple(index.shape) for index in indices])
     columns = [_wrapped(index, input.shape[axis]).expand(shape).unsqueeze(-1) for axis, index in enumerate(indices)]
     table = cat(columns, -1) if len(columns) > 1 else columns[0]
@@ -52,6 +57,9 @@ def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tenso
 
 def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
     """A copy of ``input`` with ``source`` written at the flat positions ``index``."""
+    if not isinstance(index, Tensor) or index.dtype is not dtypes.int64:
+        got = dtypes.scalar_type_name(index.dtype) if isinstance(index, Tensor) else type(index).__name__
+        raise RuntimeError(f"put_(): Expected a long tensor for index, but got {got}")
     if index.numel() != source.numel():
         raise RuntimeError(
             f"put_(): Expected source and index to have the same number of elements, but got "
@@ -62,6 +70,9 @@ def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) 
             "put_(): self and source expected to have the same dtype, but got self.dtype = "
             f"{dtypes.scalar_type_name(input.dtype)} and source.dtype = {dtypes.scalar_type_name(source.dtype)}"
         )
+    if input.numel() == 0 and index.numel():
+        raise IndexError("put_(): Tried to put elements into an empty tensor")
+    check_flat_bounds(index, input.numel())
     flat = input.reshape(-1)
     positions = _wrapped(index.reshape(-1), max(flat.shape[0], 1))
     written = apply_op(
@@ -84,8 +95,8 @@ def scatter_reduce(
     if reduce not in _IDENTITIES:
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
     axis = normalize_axes([dim], input.dim())[0]
-    index = index.to(dtypes.int64)
-    src = scatter_source(input, index, axis, src)
+    src = scatter_source(input, index, axis, src)  # checks the bounds of a known index before the cast
+    index = as_int64(index)
     base = input
     if not include_self:
         identity = _IDENTITIES[reduce]
