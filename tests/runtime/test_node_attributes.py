@@ -84,7 +84,10 @@ def test_a_convolution_with_list_hyperparameters_is_computed_each_call():
 
 @pytest.mark.parametrize("attributes", [{"alpha": 0.0}, {"values": [1.0, 0.0]}], ids=["float", "floats"])
 def test_negative_zero_attributes_key_apart_from_positive_zero(attributes):
-    negative = {name: [-item for item in value] if type(value) is list else -value for name, value in attributes.items()}
+    def negated(value):
+        return [-item for item in value] if type(value) is list else -value
+
+    negative = {name: negated(value) for name, value in attributes.items()}
     assert Node("Op", "", (), attributes, 1).signature != Node("Op", "", (), negative, 1).signature
     items = tuple((name, tuple(value) if type(value) is list else value) for name, value in attributes.items())
     negative_items = tuple((name, tuple(value) if type(value) is list else value) for name, value in negative.items())
