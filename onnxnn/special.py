@@ -60,7 +60,7 @@ from .runtime.ops import lgamma as gammaln  # noqa: F401
 from .runtime.ops import mvlgamma as multigammaln  # noqa: F401
 from .runtime.ops import igamma as gammainc  # noqa: F401
 from .runtime.ops import igammac as gammaincc  # noqa: F401
-from .runtime.ops._common import promote_operands as _promote_operands
+from .runtime.ops.opmath import float_operands as _float_operands
 from .runtime.tensor import Tensor
 
 __all__ = [
@@ -215,11 +215,9 @@ def xlog1py(input, other) -> Tensor:
     The gradient is PyTorch's: ``d/dx = log1p(y)`` also at ``x == 0`` (0 there where ``y <= -1``) and
     ``d/dy = x / (1 + y)``.
     """
-    (x, y), _ = _promote_operands([input, other])
-    x = x if isinstance(x, Tensor) else Tensor._from_value(x)
-    y = y if isinstance(y, Tensor) else Tensor._from_value(y)
-    x = x if x.dtype.is_floating_point else x.float()
-    y = y if y.dtype.is_floating_point else y.float()
+    # Straight to the float dtype, as xlogy: each operand converts from its own dtype (a 0-d int64
+    # 300 beside a uint8 tensor stays 300 rather than wrapping in the integer common dtype).
+    (x, y), _ = _float_operands([input, other])
     at_zero = _ops.eq(x, 0)
     # The product is 0 at x == 0 by itself once log1p(y) is finite: log1p(0) where y <= -1
     # (log1p(-1) = -inf, log1p(-2) = NaN); a where on the result would cut d/dx there.

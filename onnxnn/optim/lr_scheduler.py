@@ -34,15 +34,6 @@ EPOCH_DEPRECATION_WARNING = (
 )
 
 
-def _warn_verbose(verbose) -> None:
-    """``verbose`` is accepted as before PyTorch 2.13 removed it, and does nothing."""
-    if verbose != "deprecated":
-        warnings.warn(
-            "The verbose parameter is deprecated. Please use get_last_lr() to access the learning rate.",
-            UserWarning,
-        )
-
-
 def _check_optimizer(optimizer) -> None:
     if not isinstance(optimizer, Optimizer):
         raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
@@ -78,7 +69,7 @@ class LRScheduler:
     _get_lr_called_within_step = False
     _is_initial = False
 
-    def __init__(self, optimizer: Optimizer, last_epoch: int = -1, verbose="deprecated") -> None:
+    def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
         _check_optimizer(optimizer)
         self.optimizer = optimizer
         if last_epoch == -1:
@@ -95,7 +86,6 @@ class LRScheduler:
                     )
         self.base_lrs: list[float] = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
-        _warn_verbose(verbose)
         self._initial_step()
 
     def _initial_step(self) -> None:
@@ -175,12 +165,10 @@ class StepLR(LRScheduler):
         >>> scheduler = StepLR(optimizer, step_size=30, gamma=0.1)  # lr 0.05 -> 0.005 at epoch 30
     """
 
-    def __init__(
-        self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1, verbose="deprecated"
-    ) -> None:
+    def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1) -> None:
         self.step_size = step_size
         self.gamma = gamma
-        super().__init__(optimizer, last_epoch, verbose)
+        super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
         self._warn_get_lr_called_outside_step()
@@ -200,12 +188,10 @@ class MultiStepLR(LRScheduler):
         >>> scheduler = MultiStepLR(optimizer, milestones=[30, 80], gamma=0.1)
     """
 
-    def __init__(
-        self, optimizer: Optimizer, milestones, gamma: float = 0.1, last_epoch: int = -1, verbose="deprecated"
-    ) -> None:
+    def __init__(self, optimizer: Optimizer, milestones, gamma: float = 0.1, last_epoch: int = -1) -> None:
         self.milestones = Counter(milestones)
         self.gamma = gamma
-        super().__init__(optimizer, last_epoch, verbose)
+        super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
         self._warn_get_lr_called_outside_step()
@@ -221,9 +207,9 @@ class MultiStepLR(LRScheduler):
 class ExponentialLR(LRScheduler):
     """Multiplies each group's lr by ``gamma`` every epoch."""
 
-    def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1, verbose="deprecated") -> None:
+    def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1) -> None:
         self.gamma = gamma
-        super().__init__(optimizer, last_epoch, verbose)
+        super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
         self._warn_get_lr_called_outside_step()
@@ -243,12 +229,10 @@ class CosineAnnealingLR(LRScheduler):
     computed recursively (so it composes with other changes of the lr), as PyTorch does.
     """
 
-    def __init__(
-        self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1, verbose="deprecated"
-    ) -> None:
+    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1) -> None:
         self.T_max = T_max
         self.eta_min = eta_min
-        super().__init__(optimizer, last_epoch, verbose)
+        super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
         self._warn_get_lr_called_outside_step()
@@ -288,9 +272,7 @@ class LambdaLR(LRScheduler):
         >>> scheduler = LambdaLR(optimizer, lr_lambda=lambda epoch: 0.95 ** epoch)
     """
 
-    def __init__(
-        self, optimizer: Optimizer, lr_lambda: Callable[[int], float] | list, last_epoch: int = -1, verbose="deprecated"
-    ) -> None:
+    def __init__(self, optimizer: Optimizer, lr_lambda: Callable[[int], float] | list, last_epoch: int = -1) -> None:
         _check_optimizer(optimizer)
         self.optimizer = optimizer
         if not isinstance(lr_lambda, (list, tuple)):
@@ -299,7 +281,7 @@ class LambdaLR(LRScheduler):
             if len(lr_lambda) != len(optimizer.param_groups):
                 raise ValueError(f"Expected {len(optimizer.param_groups)} lr_lambdas, but got {len(lr_lambda)}")
             self.lr_lambdas = list(lr_lambda)
-        super().__init__(optimizer, last_epoch, verbose)
+        super().__init__(optimizer, last_epoch)
 
     def state_dict(self) -> dict[str, Any]:
         """Attributes except the optimizer; of ``lr_lambdas`` only callable objects' ``__dict__`` (not functions)."""
@@ -362,7 +344,6 @@ class OneCycleLR(LRScheduler):
         final_div_factor: float = 1e4,
         three_phase: bool = False,
         last_epoch: int = -1,
-        verbose="deprecated",
     ) -> None:
         _check_optimizer(optimizer)
         self.optimizer = optimizer
@@ -446,7 +427,7 @@ class OneCycleLR(LRScheduler):
                         group["momentum"] = high
                     group["max_momentum"] = high
                     group["base_momentum"] = low
-        super().__init__(optimizer, last_epoch, verbose)
+        super().__init__(optimizer, last_epoch)
 
     def _anneal_func(self, start: float, end: float, pct: float) -> float:
         if self._anneal_func_type == "cos":

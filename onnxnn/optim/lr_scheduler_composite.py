@@ -82,7 +82,6 @@ class SequentialLR(_SchedulerOfSchedulers):
         schedulers: Sequence,
         milestones: Sequence[int],
         last_epoch: int = -1,
-        verbose="deprecated",
     ) -> None:
         if len(schedulers) < 1:
             raise ValueError(f"{type(self).__name__} expects at least one scheduler, but got no scheduler.")

@@ -56,7 +56,6 @@ class CyclicLR(LRScheduler):
         base_momentum: float | list[float] = 0.8,
         max_momentum: float | list[float] = 0.9,
         last_epoch: int = -1,
-        verbose="deprecated",
     ) -> None:
         base_lrs = _format_param("base_lr", optimizer, base_lr)
         self.max_lrs = _format_param("max_lr", optimizer, max_lr)
@@ -86,7 +85,7 @@ class CyclicLR(LRScheduler):
                     self._set_momentum(group, high)
                     group["max_momentum"] = high
                     group["base_momentum"] = low
-        super().__init__(optimizer, last_epoch, verbose)
+        super().__init__(optimizer, last_epoch)
         self.base_lrs = base_lrs
 
     def scale_fn(self, x: float) -> float:

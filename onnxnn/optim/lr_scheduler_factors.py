@@ -28,13 +28,12 @@ class ConstantLR(LRScheduler):
         factor: float = 1.0 / 3,
         total_iters: int = 5,
         last_epoch: int = -1,
-        verbose="deprecated",
     ) -> None:
         if factor > 1.0 or factor < 0:
             raise ValueError("Constant multiplicative factor expected to be between 0 and 1.")
         self.factor = factor
         self.total_iters = total_iters
-        super().__init__(optimizer, last_epoch, verbose)
+        super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
         self._warn_get_lr_called_outside_step()
@@ -65,7 +64,6 @@ class LinearLR(LRScheduler):
         end_factor: float = 1.0,
         total_iters: int = 5,
         last_epoch: int = -1,
-        verbose="deprecated",
     ) -> None:
         if start_factor > 1.0 or start_factor <= 0:
             raise ValueError("Starting multiplicative factor expected to be greater than 0 and less or equal to 1.")
@@ -74,7 +72,7 @@ class LinearLR(LRScheduler):
         self.start_factor = start_factor
         self.end_factor = end_factor
         self.total_iters = total_iters
-        super().__init__(optimizer, last_epoch, verbose)
+        super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
         self._warn_get_lr_called_outside_step()
@@ -110,11 +108,10 @@ class PolynomialLR(LRScheduler):
         total_iters: int = 5,
         power: float = 1.0,
         last_epoch: int = -1,
-        verbose="deprecated",
     ) -> None:
         self.total_iters = total_iters
         self.power = power
-        super().__init__(optimizer, last_epoch, verbose)
+        super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
         self._warn_get_lr_called_outside_step()
@@ -144,12 +141,11 @@ class MultiplicativeLR(LambdaLR):
         optimizer: Optimizer,
         lr_lambda: Callable[[int], float] | list,
         last_epoch: int = -1,
-        verbose="deprecated",
     ) -> None:
         for function in lr_lambda if isinstance(lr_lambda, (list, tuple)) else [lr_lambda]:
             if not callable(function):
                 raise TypeError(f"lr_lambda should be a function, but got {type(function).__name__}")
-        super().__init__(optimizer, lr_lambda, last_epoch, verbose)
+        super().__init__(optimizer, lr_lambda, last_epoch)
 
     def get_lr(self) -> list[float]:
         self._warn_get_lr_called_outside_step()

@@ -10,7 +10,7 @@ import math
 import warnings
 from typing import Any
 
-from .lr_scheduler import EPOCH_DEPRECATION_WARNING, LRScheduler, _check_optimizer, _warn_verbose
+from .lr_scheduler import EPOCH_DEPRECATION_WARNING, LRScheduler, _check_optimizer
 from .optimizer import Optimizer
 
 __all__ = ["ReduceLROnPlateau"]
@@ -48,7 +48,6 @@ class ReduceLROnPlateau(LRScheduler):
         cooldown: int = 0,
         min_lr=0,
         eps: float = 1e-8,
-        verbose="deprecated",
     ) -> None:
         if factor >= 1.0:
             raise ValueError("Factor should be < 1.0.")
@@ -69,7 +68,6 @@ class ReduceLROnPlateau(LRScheduler):
         self.cooldown_counter = 0
         self.eps = eps
         self.last_epoch = 0
-        _warn_verbose(verbose)
         self._last_lr = [group["lr"] for group in optimizer.param_groups]
         self._init_is_better(mode=mode, threshold=threshold, threshold_mode=threshold_mode)
         self._reset()

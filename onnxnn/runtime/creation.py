@@ -11,7 +11,7 @@ import numpy as np
 
 from ..ir import dtypes
 from ..ir import random as _random
-from ..ir.device import CPU, as_device, require_usable
+from ..ir.device import CPU, as_device, default_device, require_usable
 from ..ir.graph import constant
 from . import tensor as _tensor  # circular (Tensor methods build tensors here): read at call time
 
@@ -50,7 +50,7 @@ __all__ = [
 
 def _device(device) -> _Device:
     if device is None:
-        return CPU
+        return default_device()
     target = as_device(device)
     require_usable(target)
     return target
@@ -175,7 +175,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False, pin_me
                 [3., 4.]])
     """
     array, inferred = _infer_array(data)
-    target = inferred if dtype is None else dtypes.as_dtype(dtype)
+    target = inferred if dtype is None else dtype_argument(dtype, "tensor")
     if not isinstance(data, (np.ndarray, _tensor.Tensor)):
         check_fits(array, target)
     with np.errstate(over="ignore"):  # past a float dtype's range is inf, as PyTorch's tensor() makes it
@@ -211,10 +211,12 @@ def check_fits(values: np.ndarray, target: dtypes.dtype, floating: bool = False)
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
     """Converts ``data`` to a tensor, sharing it when it already is one of the right dtype and device."""
+    if dtype is not None:
+        dtype = dtype_argument(dtype, "as_tensor")
     if isinstance(data, _tensor.Tensor):
         return data.to(device=device, dtype=dtype)
     if isinstance(data, np.ndarray) and dtype is None:
-        return from_numpy(data) if device is None else from_numpy(data).to(device)
+        return from_numpy(data).to(_device(device))
     return tensor(data, dtype=dtype, device=device)
 
 
@@ -226,13 +228,13 @@ def asarray(obj, *, dtype=None, device=None, copy: bool | None = None, requires_
     leaf that requires gradient.
     """
     if isinstance(obj, _tensor.Tensor):
-        target = obj.dtype if dtype is None else dtypes.as_dtype(dtype)
+        target = obj.dtype if dtype is None else dtype_argument(dtype, "asarray")
         if copy is False and target != obj.dtype:
             raise ValueError("can't alias tensor from object of type Tensor: a copy is needed to change its dtype")
         result = obj.to(dtype=target, device=device)
         result = result.clone() if copy and result is obj else result
     elif isinstance(obj, np.ndarray) and dtype is None and not copy:
-        result = from_numpy(obj) if device is None else from_numpy(obj).to(device)
+        result = from_numpy(obj).to(_device(device))
     else:
         if copy is False and not isinstance(obj, np.ndarray):
             raise ValueError(f"can't alias tensor from object of type {type(obj).__name__}: it is not a buffer")
@@ -293,31 +295,44 @@ def scalar_tensor(value, *, dtype=None, device=None, requires_grad: bool = False
     return full((), value, dtype=dtype or dtypes.get_default_dtype(), device=device, requires_grad=requires_grad)
 
 
-def _float_dtype(dtype):
-    return dtypes.get_default_dtype() if dtype is None else dtypes.as_dtype(dtype)
+def dtype_argument(dtype, function: str) -> dtypes.dtype:
+    """A factory's ``dtype=`` as a dtype, refusing a number as PyTorch does (``zeros(2, dtype=5)``).
+
+    ``dtypes.as_dtype`` reads an int as an ONNX element type (5 is int16) where PyTorch's ScalarType
+    code 5 is float16: accepting it would silently give a script ported from torch another dtype.
+    """
+    if isinstance(dtype, (int, np.integer)):  # bools too: dtype=True is no type either
+        raise TypeError(f"{function}(): argument 'dtype' must be onnxnn.dtype, not {type(dtype).__name__}")
+    return dtypes.as_dtype(dtype)
+
+
+def _float_dtype(dtype, function: str):
+    return dtypes.get_default_dtype() if dtype is None else dtype_argument(dtype, function)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    target = _float_dtype(dtype)
+    target = _float_dtype(dtype, "zeros")
     return _make(np.zeros(_shape(size), target.numpy_dtype), target, device, requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    target = _float_dtype(dtype)
+    target = _float_dtype(dtype, "ones")
     return _make(np.ones(_shape(size), target.numpy_dtype), target, device, requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad: bool = False, memory_format=None) -> Tensor:
     # Values are immutable handles, so "uninitialized" memory is simply zeros.
+    if dtype is not None:
+        dtype = dtype_argument(dtype, "empty")
     return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    if not isinstance(size, (tuple, list)):  # unlike zeros(*size), full takes one sequence: full(3, 1.0) raises
+        raise TypeError(f"full(): argument 'size' (position 1) must be tuple of ints, not {type(size).__name__}")
     if isinstance(fill_value, _tensor.Tensor):  # a one-element tensor fills with its value, as a number
         fill_value = fill_value.item()
-    if dtype is None:
-        dtype = dtypes.result_type([], [fill_value])
-    target = dtypes.as_dtype(dtype)
+    target = dtypes.result_type([], [fill_value]) if dtype is None else dtype_argument(dtype, "full")
     fill = converted_number(fill_value, target)
     return _make(np.full(_shape((size,)), fill, target.numpy_dtype), target, device, requires_grad)
 
@@ -348,7 +363,7 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
         raise RuntimeError(f"unsupported range: {numbers[0]} -> {numbers[1]}")
     if (numbers[1] - numbers[0]) * numbers[2] < 0:
         raise RuntimeError("upper bound and lower bound inconsistent with step sign")
-    target = dtypes.as_dtype(dtype) if dtype is not None else dtypes.result_type([], numbers)
+    target = dtype_argument(dtype, "arange") if dtype is not None else dtypes.result_type([], numbers)
     if not target.is_floating_point:
         # PyTorch converts the bounds and step to the integer type first (arange(0, 5, 2.5) in
         # int64 steps by 2: [0, 2, 4]; a step of 0.1 becomes 0).
@@ -362,7 +377,7 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
 
 
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    target = _float_dtype(dtype)
+    target = _float_dtype(dtype, "linspace")
     return _make(_evenly_spaced(start, end, steps, target).astype(target.numpy_dtype), target, device, requires_grad)
 
 
@@ -382,19 +397,19 @@ def _evenly_spaced(start, end, steps: int, target: dtypes.dtype) -> np.ndarray:
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    target = _float_dtype(dtype)
+    target = _float_dtype(dtype, "eye")
     return _make(np.eye(n, m, dtype=target.numpy_dtype), target, device, requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Samples of the standard normal distribution, from onnxnn's seeded generator."""
-    target = _float_dtype(dtype)
+    target = _float_dtype(dtype, "randn")
     return _make(_random.normal(_shape(size), target.numpy_dtype, generator=generator), target, device, requires_grad)
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Samples of the uniform distribution on [0, 1)."""
-    target = _float_dtype(dtype)
+    target = _float_dtype(dtype, "rand")
     return _make(_random.uniform(_shape(size), target.numpy_dtype, generator=generator), target, device, requires_grad)
 
 
@@ -406,14 +421,14 @@ def randint(
         low, high, size = 0, low, high
     if size is None:
         raise TypeError("randint() missing required argument 'size'")
-    target = dtypes.int64 if dtype is None else dtypes.as_dtype(dtype)
+    target = dtypes.int64 if dtype is None else dtype_argument(dtype, "randint")
     return _make(
         _random.integers(low, high, _shape((size,)), target.numpy_dtype, generator), target, device, requires_grad
     )
 
 
 def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    target = dtypes.int64 if dtype is None else dtypes.as_dtype(dtype)
+    target = dtypes.int64 if dtype is None else dtype_argument(dtype, "randperm")
     return _make(_random.permutation(n, generator).astype(target.numpy_dtype), target, device, requires_grad)
 
 
@@ -421,47 +436,50 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     if isinstance(mean, _tensor.Tensor) or isinstance(std, _tensor.Tensor):
         shape = (mean if isinstance(mean, _tensor.Tensor) else std).shape
         return randn(shape, generator=generator, dtype=dtype, device=device) * std + mean
-    target = _float_dtype(dtype)
+    target = _float_dtype(dtype, "normal")
     return _make(_random.normal(_shape((size,)), target.numpy_dtype, mean, std, generator), target, device, False)
 
 
-def _like(input: Tensor, dtype, device):
-    return (input.dtype if dtype is None else dtypes.as_dtype(dtype)), (input.device if device is None else device)
+def _like(input: Tensor, dtype, device, function: str):
+    target = input.dtype if dtype is None else dtype_argument(dtype, function)
+    return target, (input.device if device is None else device)
 
 
 def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None) -> Tensor:
-    target, where = _like(input, dtype, device)
+    target, where = _like(input, dtype, device, "zeros_like")
     return zeros(input.shape, dtype=target, device=where, requires_grad=requires_grad)
 
 
 def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None) -> Tensor:
-    target, where = _like(input, dtype, device)
+    target, where = _like(input, dtype, device, "ones_like")
     return ones(input.shape, dtype=target, device=where, requires_grad=requires_grad)
 
 
 def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None) -> Tensor:
+    if dtype is not None:
+        dtype = dtype_argument(dtype, "empty_like")
     return zeros_like(input, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def full_like(
     input: Tensor, fill_value, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None
 ) -> Tensor:
-    target, where = _like(input, dtype, device)
+    target, where = _like(input, dtype, device, "full_like")
     return full(input.shape, fill_value, dtype=target, device=where, requires_grad=requires_grad)
 
 
 def randn_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None) -> Tensor:
-    target, where = _like(input, dtype, device)
+    target, where = _like(input, dtype, device, "randn_like")
     return randn(input.shape, dtype=target, device=where, requires_grad=requires_grad)
 
 
 def rand_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None) -> Tensor:
-    target, where = _like(input, dtype, device)
+    target, where = _like(input, dtype, device, "rand_like")
     return rand(input.shape, dtype=target, device=where, requires_grad=requires_grad)
 
 
 def randint_like(input: Tensor, low, high=None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    target, where = _like(input, dtype, device)
+    target, where = _like(input, dtype, device, "randint_like")
     return randint(low, high, input.shape, dtype=target, device=where, requires_grad=requires_grad)
 
 
@@ -469,6 +487,6 @@ def logspace(
     start, end, steps: int, base: float = 10.0, *, dtype=None, device=None, requires_grad: bool = False
 ) -> Tensor:
     """``steps`` values ``base ** e`` for ``e`` evenly spaced from ``start`` to ``end``."""
-    target = _float_dtype(dtype)
+    target = _float_dtype(dtype, "logspace")
     exponents = _evenly_spaced(start, end, steps, target)
     return _make(np.power(float(base), exponents).astype(target.numpy_dtype), target, device, requires_grad)

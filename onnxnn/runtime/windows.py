@@ -17,7 +17,7 @@ __all__ = ["hann_window", "hamming_window", "blackman_window", "bartlett_window"
 def _window(function: str, values_of, window_length: int, periodic: bool, dtype, device, requires_grad: bool):
     if window_length < 0:
         raise RuntimeError(f"window_length must be non-negative, got {window_length}")
-    target = _float_dtype(dtype)
+    target = _float_dtype(dtype, function)
     if not target.is_floating_point:
         raise RuntimeError(f"{function} expects floating point dtypes, got: {target}")
     if window_length <= 1:

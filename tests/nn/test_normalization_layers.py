@@ -521,6 +521,36 @@ def test_bad_input_raises_pytorchs_error(call, error, message):
         eval(call, {"nn": nn, "onnxnn": onnxnn})
 
 
+def _normalize_by_running_statistics(function, x, running_mean, running_var, training):
+    if function == "batch_norm":
+        return F.batch_norm(x, running_mean, running_var, training=training)
+    return F.instance_norm(x, running_mean, running_var, use_input_stats=training)
+
+
+@pytest.mark.parametrize("function", ["batch_norm", "instance_norm"])
+@pytest.mark.parametrize("training", [True, False], ids=["training", "eval"])
+@pytest.mark.parametrize("statistic", ["running_mean", "running_var"])
+def test_running_statistics_that_require_grad_are_refused_in_grad_mode(function, training, statistic):
+    # PyTorch's native_batch_norm has no gradient for its running statistics, in either mode; under
+    # no_grad it takes them.
+    x = onnxnn.randn(2, 3, 4, requires_grad=True)
+    stats = {"running_mean": onnxnn.zeros(3), "running_var": onnxnn.ones(3)}
+    stats[statistic].requires_grad_(True)
+    message = f"The function 'native_batch_norm' is not differentiable with respect to argument '{statistic}'"
+    with pytest.raises(RuntimeError, match=message):
+        _normalize_by_running_statistics(function, x, stats["running_mean"], stats["running_var"], training)
+    with onnxnn.no_grad():
+        result = _normalize_by_running_statistics(function, x, stats["running_mean"], stats["running_var"], training)
+    assert result.shape == (2, 3, 4)
+
+
+def test_batch_norm_module_with_running_statistics_that_require_grad_is_refused():
+    module = nn.BatchNorm1d(3)
+    module.running_var.requires_grad_(True)
+    with pytest.raises(RuntimeError, match="argument 'running_var'. This input cannot have requires_grad True"):
+        module(onnxnn.randn(4, 3))
+
+
 def test_instance_norm_channel_mismatch_without_affine_warns():
     with pytest.warns(UserWarning, match="input's size at dim=1 does not match num_features"):
         nn.InstanceNorm1d(3)(onnxnn.randn(2, 4, 5))

@@ -594,6 +594,197 @@ def test_errors_in_pytorch_words(case_id, call, error, message):
     assert message in str(info.value)
 
 
+# ---------------------------------------------------------------- integer dtypes
+
+INTEGER_MAX_DTYPES = [onnxnn.int8, onnxnn.uint8, onnxnn.int16, onnxnn.int32, onnxnn.int64]
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("dtype", INTEGER_MAX_DTYPES, ids=str)
+@pytest.mark.parametrize("case_id, cls, kwargs, input_shape", MAX_CASES, ids=[c[0] for c in MAX_CASES])
+def test_integer_max_pools_pick_the_first_maxima_as_pytorch(case_id, cls, kwargs, input_shape, executor, dtype):
+    # PyTorch's CPU max_pool2d/3d (and max_pool1d with indices) take every integer dtype but bool. Few
+    # distinct values, so that windows hold ties: the first maximum in row-major window order wins.
+    x = RNG.integers(0 if dtype is onnxnn.uint8 else -3, 4, size=input_shape)
+    unbatched = len(input_shape) == {nn.MaxPool1d: 2, nn.MaxPool2d: 3, nn.MaxPool3d: 4}[cls]
+    expected, expected_indices = window_pool(x[None] if unbatched else x, **kwargs)
+    if unbatched:
+        expected, expected_indices = expected[0], expected_indices[0]
+    with onnxnn.set_executor(executor):
+        values, indices = cls(**kwargs, return_indices=True)(onnxnn.tensor(x, dtype=dtype))
+        np.testing.assert_array_equal(values.numpy(), expected)
+        np.testing.assert_array_equal(indices.numpy(), expected_indices)
+        if cls is not nn.MaxPool1d:  # without indices, max_pool1d is PyTorch's float-only kernel
+            np.testing.assert_array_equal(cls(**kwargs)(onnxnn.tensor(x, dtype=dtype)).numpy(), expected)
+    assert values.dtype is dtype and indices.dtype is onnxnn.int64
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+def test_int64_max_pool_is_exact_past_float64s_integers(executor):
+    # Neighbours above 2^53 round to one float64: the maximum and its position must still be exact.
+    x = np.array([[[[0, 3, 1, 2], [2, 0, 3, 1], [1, 1, 0, 0]]]], dtype=np.int64) + 2**62
+    with onnxnn.set_executor(executor):
+        values, indices = F.max_pool2d(onnxnn.tensor(x), (2, 2), 1, padding=1, return_indices=True)
+        expected, expected_indices = window_pool(x - 2**62, (2, 2), 1, padding=1)
+        np.testing.assert_array_equal(values.numpy(), expected.astype(np.int64) + 2**62)
+        np.testing.assert_array_equal(indices.numpy(), expected_indices)
+
+
+def _truncated_average_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    """PyTorch's int64 average: the window sum divided by the divisor with truncation toward zero."""
+    sums = window_pool(x, kernel_size, stride, padding, ceil_mode=ceil_mode, mode="avg", divisor_override=1)[0]
+    averages = window_pool(np.ones_like(x), kernel_size, stride, padding, ceil_mode=ceil_mode, mode="avg")[0]
+    counts = window_pool(
+        np.ones_like(x), kernel_size, stride, padding, ceil_mode=ceil_mode, mode="avg", divisor_override=1
+    )[0]
+    # averages of ones: taps inside / padded taps, so the divisor counting the padding is counts / averages.
+    divisor = divisor_override or (np.rint(counts / averages) if count_include_pad else counts)
+    return (np.sign(sums) * (np.abs(sums) // divisor)).astype(np.int64)
+
+
+INT64_AVG_CASES = [
+    ("1d", (1, 2, 9), 2, None, 0, False, True, None),
+    ("1d_pad_stride", (1, 2, 9), 3, 2, 1, False, True, None),
+    ("1d_pad_without_counting_it", (1, 2, 9), 3, 2, 1, False, False, None),
+    ("1d_ceil", (1, 2, 9), 2, None, 0, True, True, None),
+    ("2d_pad_ceil", (2, 1, 5, 6), (3, 2), (2, 2), (1, 1), True, True, None),
+    ("2d_divisor_override", (1, 2, 4, 5), 2, 1, 0, False, True, 3),
+    ("3d_pad_without_counting_it", (1, 1, 3, 4, 5), 2, (1, 2, 2), (0, 1, 1), False, False, None),
+]
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize(
+    "case_id, shape, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override",
+    INT64_AVG_CASES,
+    ids=[c[0] for c in INT64_AVG_CASES],
+)
+def test_int64_avg_pool_truncates_window_sums_as_pytorch(
+    case_id, shape, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override, executor
+):
+    x = RNG.integers(-9, 10, size=shape)
+    rank = len(shape) - 2
+    arguments = (kernel, stride, padding, ceil_mode, count_include_pad)
+    extra = {} if rank == 1 else {"divisor_override": divisor_override}
+    with onnxnn.set_executor(executor):
+        pooled = getattr(F, f"avg_pool{rank}d")(onnxnn.tensor(x), *arguments, **extra)
+        np.testing.assert_array_equal(pooled.numpy(), _truncated_average_pool(x, *arguments, divisor_override))
+    assert pooled.dtype is onnxnn.int64
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+def test_int64_lp_pool_averages_integer_powers_as_pytorch(executor):
+    # PyTorch: x ** 2 in int64, its truncated average times the kernel size, then the float root.
+    x = onnxnn.tensor([[[-3, -2, 5, -4, 7, 0, -1, -1]]])
+    with onnxnn.set_executor(executor):
+        pooled = F.lp_pool1d(x, 2, 2)
+        np.testing.assert_allclose(pooled.numpy(), np.sqrt([[[12.0, 40.0, 48.0, 2.0]]]), rtol=2**-23)
+    assert pooled.dtype is onnxnn.float32
+
+
+# (call, dtypes it refuses with PyTorch's NotImplementedError): every integer but the ones above.
+REFUSED_POOL_DTYPES = [
+    ("max_pool1d", lambda x: F.max_pool1d(x, 2), INTEGER_MAX_DTYPES + [onnxnn.bool]),
+    ("max_pool1d", lambda x: F.max_pool1d(x, 2, return_indices=True), [onnxnn.bool]),
+    ("max_pool2d", lambda x: F.max_pool2d(x.unsqueeze(-1), (2, 1)), [onnxnn.bool]),
+    ("max_pool3d", lambda x: F.max_pool3d(x.unsqueeze(-1).unsqueeze(-1), (2, 1, 1)), [onnxnn.bool]),
+    ("avg_pool1d", lambda x: F.avg_pool1d(x, 2), [d for d in INTEGER_MAX_DTYPES if d is not onnxnn.int64]),
+    ("avg_pool2d", lambda x: F.avg_pool2d(x.unsqueeze(-1), (2, 1)), [onnxnn.int32, onnxnn.uint8, onnxnn.bool]),
+    ("adaptive_max_pool1d", lambda x: F.adaptive_max_pool1d(x, 2), INTEGER_MAX_DTYPES + [onnxnn.bool]),
+    ("adaptive_max_pool2d", lambda x: F.adaptive_max_pool2d(x.unsqueeze(-1), 1), [onnxnn.int64, onnxnn.bool]),
+    ("adaptive_avg_pool1d", lambda x: F.adaptive_avg_pool1d(x, 2), [onnxnn.int64, onnxnn.int32, onnxnn.bool]),
+    ("adaptive_avg_pool3d", lambda x: F.adaptive_avg_pool3d(x.unsqueeze(-1).unsqueeze(-1), 1), [onnxnn.int64]),
+]
+REFUSED_POOL_CASES = [(name, call, dtype) for name, call, refused in REFUSED_POOL_DTYPES for dtype in refused]
+_TYPE_NAMES = {"int8": "Char", "uint8": "Byte", "int16": "Short", "int32": "Int", "int64": "Long", "bool": "Bool"}
+
+
+@pytest.mark.parametrize("name, call, dtype", REFUSED_POOL_CASES, ids=[f"{c[0]}-{c[2]}" for c in REFUSED_POOL_CASES])
+def test_pools_refuse_the_dtypes_pytorch_has_no_kernel_for(name, call, dtype):
+    x = onnxnn.zeros(1, 2, 4, dtype=dtype)
+    with pytest.raises(NotImplementedError, match=f"\"{name}\" not implemented for '{_TYPE_NAMES[dtype.name]}'"):
+        call(x)
+
+
+# ---------------------------------------------------------------- empty dims: only the batch may be empty
+
+_WINDOWED = ["max_pool", "max_pool_indices", "avg_pool", "lp_pool"]
+
+
+def _pool_call(kind: str, rank: int, x):
+    if kind == "max_pool":
+        return getattr(F, f"max_pool{rank}d")(x, 2)
+    if kind == "max_pool_indices":
+        return getattr(F, f"max_pool{rank}d")(x, 2, return_indices=True)[0]
+    if kind == "avg_pool":
+        return getattr(F, f"avg_pool{rank}d")(x, 2)
+    if kind == "lp_pool":
+        return getattr(F, f"lp_pool{rank}d")(x, 2.0, 2)
+    return getattr(F, f"{kind}{rank}d")(x, 2)  # adaptive_max_pool, adaptive_avg_pool
+
+
+def _with_empty(rank: int, axis: int, batched: bool) -> tuple:
+    shape = [2, 3] + [4] * rank if batched else [3] + [4] * rank
+    shape[axis] = 0
+    return tuple(shape)
+
+
+# (kind, rank, shape, PyTorch's message or None where it pools to an empty result). The windowed pools
+# refuse every empty dim but a batched input's batch; the adaptive max pools (and adaptive_avg_pool3d)
+# every empty dim from dim 1 on, even of an unbatched input; adaptive_avg_pool1d/2d empty spatial dims only.
+EMPTY_DIM_CASES = (
+    [
+        (kind, rank, _with_empty(rank, axis, batched), None if batched and axis == 0 else "windowed")
+        for kind in _WINDOWED
+        for rank in (1, 2, 3)
+        for batched in (True, False)
+        for axis in range(rank + 1 + batched)
+    ]
+    + [
+        (kind, rank, _with_empty(rank, axis, batched), None if axis == 0 else "adaptive")
+        for kind in ("adaptive_max_pool", "adaptive_avg_pool")
+        for rank in (1, 2, 3)
+        for batched in (True, False)
+        for axis in range(rank + 1 + batched)
+        if not (kind == "adaptive_avg_pool" and rank < 3)
+    ]
+    + [
+        ("adaptive_avg_pool", rank, _with_empty(rank, axis, batched), None if axis < 1 + batched else "adaptive")
+        for rank in (1, 2)
+        for batched in (True, False)
+        for axis in range(rank + 1 + batched)
+    ]
+)
+_WINDOWED_MESSAGE = {
+    1: r"Expected 2D or 3D \(batch mode\) tensor with optional 0 dim batch size for input, but got:",
+    2: r"Expected 3D or 4D \(batch mode\) tensor with optional 0 dim batch size for input, but got:",
+    3: r"Expected input's non-batch dimensions to have positive length, but input has a shape of",
+}
+
+
+@pytest.mark.parametrize(
+    "kind, rank, shape, refusal",
+    EMPTY_DIM_CASES,
+    ids=[f"{c[0]}{c[1]}d-{'x'.join(map(str, c[2]))}" for c in EMPTY_DIM_CASES],
+)
+def test_pools_refuse_empty_non_batch_dims_as_pytorch(kind, rank, shape, refusal):
+    x = onnxnn.randn(*shape)
+    if refusal is None:
+        result = _pool_call(kind, rank, x)
+        assert result.shape == shape[: len(shape) - rank] + (2,) * rank and result.numel() == 0
+        return
+    if refusal == "windowed":
+        message = _WINDOWED_MESSAGE[rank]
+    else:
+        empty_axis = shape.index(0, 1)
+        message = (
+            rf"{kind}{rank}d\(\): Expected input to have non-zero size for non-batch dimensions, but input has "
+            rf"sizes \[{', '.join(map(str, shape))}\] with dimension {empty_axis} being empty"
+        )
+    with pytest.raises(RuntimeError, match=message):
+        _pool_call(kind, rank, x)
+
+
 # ---------------------------------------------------------------- against PyTorch, where installed
 
 TORCH_CASES = [

@@ -12,6 +12,7 @@ import pytest
 
 import onnxnn
 from onnxnn.optim import SGD, Adagrad, Adam, AdamW, RMSprop
+from onnxnn.optim import lr_scheduler
 from onnxnn.optim.lr_scheduler import (
     CosineAnnealingLR,
     ExponentialLR,
@@ -185,6 +186,33 @@ def test_resuming_without_initial_lr_raises_key_error():
 def test_scheduler_requires_an_optimizer():
     with pytest.raises(TypeError, match="list is not an Optimizer"):
         StepLR([], step_size=2)
+
+
+# PyTorch 2.13 removed the schedulers' deprecated ``verbose`` argument: passing it is a TypeError.
+VERBOSE_REFUSERS = [
+    ("StepLR", lambda opt, **kw: StepLR(opt, 2, **kw)),
+    ("MultiStepLR", lambda opt, **kw: MultiStepLR(opt, [2], **kw)),
+    ("ExponentialLR", lambda opt, **kw: ExponentialLR(opt, 0.9, **kw)),
+    ("CosineAnnealingLR", lambda opt, **kw: CosineAnnealingLR(opt, 10, **kw)),
+    ("LambdaLR", lambda opt, **kw: LambdaLR(opt, lambda epoch: 1.0, **kw)),
+    ("MultiplicativeLR", lambda opt, **kw: lr_scheduler.MultiplicativeLR(opt, lambda epoch: 1.0, **kw)),
+    ("ConstantLR", lambda opt, **kw: lr_scheduler.ConstantLR(opt, **kw)),
+    ("LinearLR", lambda opt, **kw: lr_scheduler.LinearLR(opt, **kw)),
+    ("PolynomialLR", lambda opt, **kw: lr_scheduler.PolynomialLR(opt, **kw)),
+    ("OneCycleLR", lambda opt, **kw: OneCycleLR(opt, 1.0, total_steps=10, **kw)),
+    ("CyclicLR", lambda opt, **kw: lr_scheduler.CyclicLR(opt, 0.01, 0.1, **kw)),
+    ("CosineAnnealingWarmRestarts", lambda opt, **kw: lr_scheduler.CosineAnnealingWarmRestarts(opt, 5, **kw)),
+    ("SequentialLR", lambda opt, **kw: lr_scheduler.SequentialLR(opt, [StepLR(opt, 2)], [], **kw)),
+    ("ReduceLROnPlateau", lambda opt, **kw: ReduceLROnPlateau(opt, **kw)),
+]
+
+
+@pytest.mark.parametrize("verbose", [True, False, "deprecated"])
+@pytest.mark.parametrize("name, make_scheduler", VERBOSE_REFUSERS, ids=[case[0] for case in VERBOSE_REFUSERS])
+def test_schedulers_refuse_the_removed_verbose_argument(name, make_scheduler, verbose):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'verbose'"):
+        make_scheduler(make_optimizer(), verbose=verbose)
+    make_scheduler(make_optimizer())  # the same call without it builds the scheduler
 
 
 @pytest.mark.parametrize(

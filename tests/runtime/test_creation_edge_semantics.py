@@ -153,6 +153,11 @@ def test_fill_refuses_a_number_that_does_not_fit(dtype, value):
         (lambda: onnxnn.ones(True), "must be tuple of ints, not bool"),
         (lambda: onnxnn.empty(onnxnn.tensor(2.0)), "must be tuple of ints, not Tensor"),
         (lambda: onnxnn.randn(2, 1.5), "must be tuple of ints, not float"),
+        # full takes its size as one sequence, never as an int (zeros(3) is zeros(*size))
+        (lambda: onnxnn.full(3, 1.0), r"full\(\): argument 'size' \(position 1\) must be tuple of ints, not int"),
+        (lambda: onnxnn.full(size=3, fill_value=1.0), "must be tuple of ints, not int"),
+        (lambda: onnxnn.full(np.int64(3), 1.0), "must be tuple of ints, not int64"),
+        (lambda: onnxnn.full(onnxnn.tensor(3), 1.0), "must be tuple of ints, not Tensor"),
     ],
 )
 def test_sizes_take_ints_only(program, message):
@@ -163,3 +168,45 @@ def test_sizes_take_ints_only(program, message):
 def test_sizes_take_numpy_and_one_element_integer_tensors():
     assert onnxnn.zeros(np.int64(2), onnxnn.tensor(3)).shape == (2, 3)
     assert onnxnn.zeros(()).shape == ()
+
+
+# PyTorch's dtype= takes a dtype or a Python type, never a number: onnxnn's as_dtype would read 5 as
+# ONNX's element type 5 (int16) where torch's ScalarType 5 is float16.
+DTYPE_NUMBERS = [
+    ("zeros", lambda dtype: onnxnn.zeros(2, dtype=dtype)),
+    ("ones", lambda dtype: onnxnn.ones(2, dtype=dtype)),
+    ("empty", lambda dtype: onnxnn.empty(2, dtype=dtype)),
+    ("full", lambda dtype: onnxnn.full((2,), 1.0, dtype=dtype)),
+    ("tensor", lambda dtype: onnxnn.tensor([1], dtype=dtype)),
+    ("as_tensor", lambda dtype: onnxnn.as_tensor(onnxnn.ones(2), dtype=dtype)),
+    ("asarray", lambda dtype: onnxnn.asarray(onnxnn.ones(2), dtype=dtype)),
+    ("arange", lambda dtype: onnxnn.arange(3, dtype=dtype)),
+    ("linspace", lambda dtype: onnxnn.linspace(0, 1, 3, dtype=dtype)),
+    ("logspace", lambda dtype: onnxnn.logspace(0, 1, 3, dtype=dtype)),
+    ("eye", lambda dtype: onnxnn.eye(2, dtype=dtype)),
+    ("randn", lambda dtype: onnxnn.randn(2, dtype=dtype)),
+    ("rand", lambda dtype: onnxnn.rand(2, dtype=dtype)),
+    ("randint", lambda dtype: onnxnn.randint(3, (2,), dtype=dtype)),
+    ("randperm", lambda dtype: onnxnn.randperm(3, dtype=dtype)),
+    ("zeros_like", lambda dtype: onnxnn.zeros_like(onnxnn.ones(2), dtype=dtype)),
+    ("ones_like", lambda dtype: onnxnn.ones_like(onnxnn.ones(2), dtype=dtype)),
+    ("empty_like", lambda dtype: onnxnn.empty_like(onnxnn.ones(2), dtype=dtype)),
+    ("full_like", lambda dtype: onnxnn.full_like(onnxnn.ones(2), 1.0, dtype=dtype)),
+    ("randn_like", lambda dtype: onnxnn.randn_like(onnxnn.ones(2), dtype=dtype)),
+    ("rand_like", lambda dtype: onnxnn.rand_like(onnxnn.ones(2), dtype=dtype)),
+    ("randint_like", lambda dtype: onnxnn.randint_like(onnxnn.ones(2), 3, dtype=dtype)),
+    ("hann_window", lambda dtype: onnxnn.hann_window(4, dtype=dtype)),
+]
+
+
+@pytest.mark.parametrize("number, type_name", [(5, "int"), (np.int64(5), "int64"), (True, "bool")])
+@pytest.mark.parametrize("function, program", DTYPE_NUMBERS, ids=[case[0] for case in DTYPE_NUMBERS])
+def test_factories_refuse_a_number_as_dtype(function, program, number, type_name):
+    with pytest.raises(TypeError, match=rf"{function}\(\): argument 'dtype' must be onnxnn.dtype, not {type_name}"):
+        program(number)
+
+
+@pytest.mark.parametrize("function, program", DTYPE_NUMBERS, ids=[case[0] for case in DTYPE_NUMBERS])
+def test_factories_take_python_types_as_dtype(function, program):
+    assert program(float).dtype == onnxnn.float64
+    assert onnxnn.zeros(2, dtype=int).dtype == onnxnn.int64 and onnxnn.zeros(2, dtype=bool).dtype == onnxnn.bool

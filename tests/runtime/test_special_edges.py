@@ -232,6 +232,85 @@ def test_xlog1py_values_at_x_zero_and_with_python_numbers():
     np.testing.assert_allclose(integers.numpy(), [0.0, 2 * math.log(2)], rtol=EPS32)
 
 
+# (x, y, result dtype) beside xlogy: the operands promote as PyTorch's (an integer or bool pair computes
+# in the default float dtype), and each converts from its own dtype, so a 0-d int64 300 beside an
+# 8-bit tensor stays 300 rather than wrapping to 44 in the integer common dtype.
+XLOG_OPERANDS = [
+    ("int64_tensors", lambda: onnxnn.tensor([0, 1, 3]), lambda: onnxnn.tensor([1, 2, 3]), onnxnn.float32),
+    (
+        "bool_int32",
+        lambda: onnxnn.tensor([False, True, True]),
+        lambda: onnxnn.tensor([1, 2, 3], dtype=onnxnn.int32),
+        onnxnn.float32,
+    ),
+    (
+        "uint8_beside_0d_int64",
+        lambda: onnxnn.tensor([0, 1, 200], dtype=onnxnn.uint8),
+        lambda: onnxnn.tensor(300),
+        onnxnn.float32,
+    ),
+    (
+        "0d_int64_beside_int8",
+        lambda: onnxnn.tensor(300),
+        lambda: onnxnn.tensor([0, 1, 100], dtype=onnxnn.int8),
+        onnxnn.float32,
+    ),
+    ("int_python_number", lambda: onnxnn.tensor([0, 1, 3]), lambda: 2, onnxnn.float32),
+    (
+        "float16_int64",
+        lambda: onnxnn.tensor([0.0, 1.5, 3.0], dtype=onnxnn.float16),
+        lambda: onnxnn.tensor([1, 2, 3]),
+        onnxnn.float16,
+    ),
+    (
+        "int64_float16",
+        lambda: onnxnn.tensor([0, 1, 3]),
+        lambda: onnxnn.tensor([1.0, 2.0, 3.0], dtype=onnxnn.float16),
+        onnxnn.float16,
+    ),
+    (
+        "float16_0d_float64",
+        lambda: onnxnn.tensor([0.0, 1.5, 3.0], dtype=onnxnn.float16),
+        lambda: onnxnn.tensor(0.5, dtype=onnxnn.float64),
+        onnxnn.float16,
+    ),
+    (
+        "int64_0d_float64",
+        lambda: onnxnn.tensor([0, 1, 3]),
+        lambda: onnxnn.tensor(0.5, dtype=onnxnn.float64),
+        onnxnn.float64,
+    ),
+    ("bool_python_float", lambda: onnxnn.tensor([False, True, True]), lambda: 0.5, onnxnn.float32),
+]
+
+
+def _operand_values(operand) -> np.ndarray:
+    return np.asarray(operand.numpy() if isinstance(operand, onnxnn.Tensor) else operand, dtype=np.float64)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("name, log_of", [("xlogy", np.log), ("xlog1py", np.log1p)])
+@pytest.mark.parametrize("case_id, make_x, make_y, dtype", XLOG_OPERANDS, ids=[case[0] for case in XLOG_OPERANDS])
+def test_xlogy_and_xlog1py_promote_integer_and_bool_operands_alike(
+    case_id, make_x, make_y, dtype, name, log_of, executor
+):
+    x, y = make_x(), make_y()
+    with onnxnn.set_executor(executor):
+        result = getattr(onnxnn.special, name)(x, y)
+        xs, ys = _operand_values(x), _operand_values(y)
+        expected = np.where(xs == 0, 0.0, xs * log_of(ys))
+        # float16 rounds its operands' log and the product: a few of its units in the last place
+        eps = float(np.finfo(dtype.numpy_dtype).eps)
+        np.testing.assert_allclose(result.double().numpy(), expected, rtol=4 * eps, atol=0)
+    assert result.dtype is dtype
+
+
+@pytest.mark.parametrize("name", ["xlogy", "xlog1py"])
+def test_xlogy_and_xlog1py_refuse_two_python_numbers(name):
+    with pytest.raises(TypeError, match="expected at least one Tensor operand"):
+        getattr(onnxnn.special, name)(2, 3)
+
+
 # ---------------------------------------------------------------- gammaln, polygamma, gammainc
 
 
@@ -250,7 +329,20 @@ def test_gammaln_is_exactly_zero_at_one_and_two_and_keeps_its_gradient(executor,
     np.testing.assert_allclose(x.grad.numpy(), [-euler_gamma, 1 - euler_gamma], rtol=100 * eps)
 
 
-@pytest.mark.parametrize("n", [1.5, 1.0, True])
+@pytest.mark.parametrize(
+    "n",
+    [
+        1.5,
+        1.0,
+        True,
+        # PyTorch takes a tensor for an int only when it is 0-d and of an integer dtype.
+        onnxnn.tensor(1.0),
+        onnxnn.tensor(True),
+        onnxnn.tensor([1, 2]),
+        onnxnn.tensor([1]),
+    ],
+    ids=["float", "whole_float", "bool", "float_tensor", "bool_tensor", "vector", "one_element_vector"],
+)
 def test_polygamma_refuses_a_non_integer_order(n):
     x = onnxnn.tensor([1.0, 2.0])
     with pytest.raises(TypeError, match="argument 'n' .* must be int"):
@@ -259,9 +351,12 @@ def test_polygamma_refuses_a_non_integer_order(n):
         x.polygamma(n)
 
 
-def test_polygamma_takes_numpy_integers():
+@pytest.mark.parametrize(
+    "n", [np.int64(1), onnxnn.tensor(1), onnxnn.tensor(1, dtype=onnxnn.uint8)], ids=["numpy", "int64_0d", "uint8_0d"]
+)
+def test_polygamma_takes_numpy_integers_and_0d_integer_tensors(n):
     x = onnxnn.tensor([1.0], dtype=onnxnn.float64)
-    np.testing.assert_allclose(onnxnn.special.polygamma(np.int64(1), x).numpy(), [math.pi**2 / 6], rtol=1e-13)
+    np.testing.assert_allclose(onnxnn.special.polygamma(n, x).numpy(), [math.pi**2 / 6], rtol=1e-13)
 
 
 @pytest.mark.parametrize("function", [onnxnn.special.gammainc, onnxnn.special.gammaincc], ids=["gammainc", "gammaincc"])

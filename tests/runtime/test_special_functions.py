@@ -84,6 +84,40 @@ def test_lgamma_matches_math_lgamma(executor):
     assert np.all(poles == np.inf)
 
 
+# float32 points: a grid, and the float32 neighbours of lgamma's zeros at 1 and 2, where an absolute
+# error of the formula is a large relative one (lgamma(1 + 2^-23) is -6.9e-8).
+_STEPS = np.arange(1, 65)
+LGAMMA_FLOAT32_POINTS = np.concatenate(
+    [
+        np.linspace(-6.3, 12.7, 1901),
+        1 + _STEPS * 2.0**-23,
+        1 - _STEPS * 2.0**-24,
+        2 + _STEPS * 2.0**-22,
+        2 - _STEPS * 2.0**-23,
+        [0.999, 1.001, 1.999, 2.001, 0.9, 1.1, 1.9, 2.1],
+    ]
+).astype(np.float32)
+LGAMMA_FLOAT32_POINTS = LGAMMA_FLOAT32_POINTS[
+    (LGAMMA_FLOAT32_POINTS > 0) | (LGAMMA_FLOAT32_POINTS % 1 != 0)
+]  # no poles
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_float32_lgamma_is_within_an_ulp_also_near_its_zeros(executor):
+    with onnxnn.set_executor(executor):
+        actual = onnxnn.lgamma(onnxnn.tensor(LGAMMA_FLOAT32_POINTS)).numpy().astype(np.float64)
+    expected = np.array([math.lgamma(float(x)) for x in LGAMMA_FLOAT32_POINTS])
+    # One rounding to float32 is half an ulp; the float64 formula adds ~1e-15 absolute, a small
+    # fraction of an ulp even at lgamma(1 + 2^-23): one ulp of each expected value bounds the error.
+    ulp = np.spacing(np.abs(expected).astype(np.float32)).astype(np.float64)
+    error = np.abs(actual - expected)
+    worst = int(np.argmax(error / ulp))
+    assert np.all(error <= ulp), (
+        f"lgamma({LGAMMA_FLOAT32_POINTS[worst]!r}) = {actual[worst]!r}, expected {expected[worst]!r} "
+        f"({error[worst] / ulp[worst]:.1f} ulps)"
+    )
+
+
 @pytest.mark.parametrize("executor", EXECUTORS)
 @pytest.mark.parametrize("n", [0, 1, 2, 3])
 def test_polygamma_at_integers_and_half_integers(executor, n):

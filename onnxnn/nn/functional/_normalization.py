@@ -10,6 +10,7 @@ from ...ir.plan import realize_alongside
 from ...runtime import ops as _ops
 from ...runtime.grad_mode import no_grad
 from ...runtime.internal import full_tensor
+from ...runtime.ops.normalization import check_running_statistics_without_grad
 from ...runtime.tensor import Tensor, apply_op
 
 __all__ = ["batch_norm", "group_norm", "rms_norm", "normalize"]
@@ -89,6 +90,9 @@ def batch_norm(
     stat_shape = (1, channels) + (1,) * (len(shape) - 2)
     if training:
         _verify_batch_size(shape)
+    if input.numel():  # PyTorch's batch_norm returns before native_batch_norm (and its check) on empty input
+        check_running_statistics_without_grad(running_mean, running_var)
+    if training:
         return _batch_norm_training(input, running_mean, running_var, weight, bias, momentum, eps, stat_shape)
     if running_mean is None or running_var is None:
         raise RuntimeError("running_mean and running_var must be defined in evaluation mode")

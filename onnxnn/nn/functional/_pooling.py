@@ -30,7 +30,7 @@ import numpy as np
 from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...runtime.creation import rand
-from ...runtime.internal import constant_tensor, full_tensor, known_data
+from ...runtime.internal import full_tensor, known_data
 from ...runtime.ops.conv import batched, expand_param
 from ...runtime.ops.pooling import (
     adaptive_avg_pool1d,
@@ -42,6 +42,9 @@ from ...runtime.ops.pooling import (
     max_pool1d,
     max_pool2d,
     max_pool3d,
+    max_over_windows as _max_over_windows,
+    refuse_pool_dtype,
+    require_nonempty_dims,
 )
 from ...runtime.tensor import Tensor, apply_op
 from ...ir.caches import register_cache
@@ -110,53 +113,29 @@ def _window_table(spatial: tuple, sizes: tuple) -> np.ndarray:
 register_cache("pooling window tables", _window_table.cache_clear)
 
 
-def _max_over_windows(x: Tensor, table: np.ndarray, sizes: list[int], return_indices: bool, name: str):
-    """The first maximum of each window listed in ``table`` and its flat position in the ``(n, c)`` plane.
-
-    ``table`` holds flat plane positions: ``(O, K)`` when every plane has the same windows, or
-    ``(N, C, O, K)`` when they differ per plane; ``O = prod(sizes)`` windows of ``K`` taps each.
-    """
-    batch, channels = x.shape[0], x.shape[1]
-    planes = x.reshape((batch, channels, int(np.prod(x.shape[2:]))))
-    positions = constant_tensor(table, dtypes.int64, x.device)
-    windows_count, taps = table.shape[-2], table.shape[-1]
-    if table.ndim == 2:
-        windows = apply_op("Gather", (planes.detach(), positions), {"axis": 2})
-        positions = positions.expand((batch, channels) + table.shape)
-    else:
-        windows = apply_op(
-            "GatherElements", (planes.detach(), positions.reshape((batch, channels, -1))), {"axis": 2}
-        ).reshape((batch, channels, windows_count, taps))
-    first = _ops.argmax(windows, 3, keepdim=True)  # (N, C, O, 1): ArgMax keeps the first maximum
-    flat = apply_op("GatherElements", (positions, first), {"axis": 3}).reshape((batch, channels, windows_count))
-    # Gathered in float32 for float16/bfloat16 input: the gradient scatters with reduction="add",
-    # which onnxruntime's CPU provider lacks for those (the round trip through float32 is exact).
-    source = planes.to(dtypes.float32) if planes.dtype in (dtypes.float16, dtypes.bfloat16) else planes
-    values = apply_op("GatherElements", (source, flat), {"axis": 2}, name).to(x.dtype)
-    shape = (batch, channels) + tuple(sizes)
-    return (values.reshape(shape), flat.reshape(shape)) if return_indices else values.reshape(shape)
-
-
 def _adaptive_max_pool(input: Tensor, output_size, return_indices: bool, rank: int):
     function = f"adaptive_max_pool{rank}d"
     if input.dim() not in (rank + 1, rank + 2):
         raise RuntimeError(f"{function}(): Expected {rank + 1}D or {rank + 2}D tensor, but got: {list(input.shape)}")
-    if not input.dtype.is_floating_point:
-        raise RuntimeError(f"\"{function}\" not implemented for '{input.dtype.name}'")
+    refuse_pool_dtype(input.dtype, function)
     sizes: list = [output_size] * rank if isinstance(output_size, int) or output_size is None else list(output_size)
     if len(sizes) != rank:
         raise RuntimeError(f"{function}(): internal error: output_size.size() must be {rank}")
+    require_nonempty_dims(input, 1, function)
     x, added_batch = batched(input, rank, function)
     spatial = list(x.shape[2:])
     sizes = [size if out is None else int(out) for size, out in zip(spatial, sizes)]
-    if any(size <= 0 for size in spatial):
-        raise RuntimeError(
-            f"{function}(): Expected input to have non-zero size for non-batch dimensions, but input "
-            f"has sizes {list(input.shape)} with dimension {2 + spatial.index(0) - added_batch} being "
-            f"empty"
-        )
     if any(out <= 0 for out in sizes):
         raise RuntimeError(f"{function}(): Expected output_size to be positive, but got {sizes}")
+    if x.shape[1] == 0:
+        # An unbatched input without channels (a batched one was refused above), which PyTorch pools to
+        # an empty result: the max pools below refuse empty channels (as PyTorch's do), so pool the
+        # same no elements as an empty batch of one channel.
+        pooled = _adaptive_max_pool(input.reshape((0, 1) + tuple(spatial)), sizes, return_indices, rank)
+        empty_shape = (0,) + tuple(sizes)
+        if return_indices:
+            return tuple(part.reshape(empty_shape) for part in pooled)
+        return pooled.reshape(empty_shape)
     if all(size % out == 0 for size, out in zip(spatial, sizes)):
         # Even tiling: PyTorch's windows are exactly MaxPool's with kernel = stride = size / out.
         kernel = [size // out for size, out in zip(spatial, sizes)]

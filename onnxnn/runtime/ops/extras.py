@@ -118,7 +118,7 @@ def range(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bo
     """``torch.range``: from ``start`` to ``end`` inclusive, in the default float dtype."""
     if end is None:
         start, end = 0, start
-    target = _float_dtype(dtype)
+    target = _float_dtype(dtype, "range")
     count = int(math.floor((end - start) / step)) + 1
     values = start + np.arange(max(count, 0), dtype=np.float64) * step
     return _make(values.astype(target.numpy_dtype), target, device, requires_grad)

@@ -28,6 +28,20 @@ from ..realization import data_of
 __all__ = ["layer_norm", "group_norm", "instance_norm", "local_response_norm"]
 
 
+def check_running_statistics_without_grad(running_mean: Tensor | None, running_var: Tensor | None) -> None:
+    """Refuses running statistics that require grad while grad mode is on, as PyTorch's
+    ``native_batch_norm`` (which ``batch_norm`` and ``instance_norm`` call) does: they are buffers
+    updated in place, and PyTorch defines no gradient for them, in training or in evaluation."""
+    if not is_grad_enabled():
+        return
+    for name, statistic in (("running_mean", running_mean), ("running_var", running_var)):
+        if statistic is not None and statistic.requires_grad:
+            raise RuntimeError(
+                f"The function 'native_batch_norm' is not differentiable with respect to argument '{name}'. "
+                "This input cannot have requires_grad True."
+            )
+
+
 def _standardized(x: Tensor, axes: list[int], epsilon: float) -> tuple[Tensor, Tensor]:
     """(x - mean) * inv_std over ``axes`` (kept), and inv_std, in ``x``'s precision."""
     centered = x - x.mean(axes, keepdim=True)
@@ -454,6 +468,7 @@ def instance_norm(
     rank = input.dim()
     if use_input_stats and int(np.prod(input.shape[2:])) == 1:
         raise ValueError(f"Expected more than 1 spatial element when training, got input size {list(input.shape)}")
+    check_running_statistics_without_grad(running_mean, running_var)
     if not use_input_stats:
         if running_mean is None or running_var is None:
             raise RuntimeError("Expected running_mean and running_var to be defined when use_input_stats is false")

@@ -35,6 +35,9 @@ def float_operands(operands: list, name: str | None = None) -> tuple[list[Tensor
     only for floats are (``"hypot_cpu" not implemented for 'Long'``).
     """
     tensors = [(operand._value.dtype, len(operand._value.shape)) for operand in operands if isinstance(operand, Tensor)]
+    if not tensors:  # PyTorch's overloads take a Number beside a Tensor, never Numbers alone
+        names = ", ".join(type(operand).__name__ for operand in operands)
+        raise TypeError(f"expected at least one Tensor operand, but got ({names})")
     scalars = [operand for operand in operands if not isinstance(operand, Tensor)]
     common = dtypes.result_type(tensors, scalars)
     if not common.is_floating_point:

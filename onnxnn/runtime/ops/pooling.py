@@ -13,7 +13,9 @@ import numpy as np
 from ...ir import dtypes
 from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op, int64_constant
+from .division import div
 from .elementwise import onnx_sign, where
+from .reduce import argmax
 from .conv import batched, expand_param
 from .conv_gradients import scatter_windows
 from .windows import pooled_size, window_geometry
@@ -280,11 +282,144 @@ def _batched_pool_input(input: Tensor, rank: int, function: str) -> tuple[Tensor
             f"{function}: Expected {rank + 1}D or {rank + 2}D (batch mode) tensor with optional 0 dim "
             f"batch size for input, but got: {list(input.shape)}"
         )
+    _require_nonempty_planes(input, rank, function)
     return batched(input, rank, function)
+
+
+def _require_nonempty_planes(input: Tensor, rank: int, function: str) -> None:
+    """Refuses an empty channel or spatial dim, as PyTorch's max and average pools do: only the batch
+    of a batched input may be empty (an unbatched input has none)."""
+    shape = input.shape
+    non_batch = shape[1:] if len(shape) == rank + 2 else shape
+    if 0 not in non_batch:
+        return
+    if rank == 3:  # PyTorch's 3-D kernels word it their own way
+        raise RuntimeError(
+            f"{function}(): Expected input's non-batch dimensions to have positive length, but input has a "
+            f"shape of {list(shape)} and non-batch dimension {list(non_batch).index(0)} has length zero!"
+        )
+    raise RuntimeError(
+        f"{function}: Expected {rank + 1}D or {rank + 2}D (batch mode) tensor with optional 0 dim batch size "
+        f"for input, but got:{list(shape)}"
+    )
+
+
+def require_nonempty_dims(input: Tensor, first: int, function: str) -> None:
+    """Refuses an empty dim from ``first`` on, as PyTorch's adaptive pools do (from dim 1 for the max
+    pools and adaptive_avg_pool3d, even on an unbatched input; the spatial dims only for
+    adaptive_avg_pool1d and 2d, whose channels may be empty)."""
+    shape = input.shape
+    if 0 not in shape[first:]:
+        return
+    raise RuntimeError(
+        f"{function}(): Expected input to have non-zero size for non-batch dimensions, but input has sizes "
+        f"{list(shape)} with dimension {first + list(shape[first:]).index(0)} being empty"
+    )
+
+
+# ---------------------------------------------------------------- integer pooling
+
+# The integer dtypes PyTorch's CPU max pools compute: max_pool2d and max_pool3d, and max_pool1d with
+# indices (without them, max_pool1d refuses integers, as the adaptive pools do); its average pools
+# compute int64 only (window sums divided with truncation, C++'s integer division).
+_INTEGER_MAX_POOLS = frozenset({dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.int32, dtypes.int64})
+_INTEGER_AVG_POOLS = frozenset({dtypes.int64})
+# onnxruntime's MaxPool has kernels for int8 and uint8 of the integers (1.31). float64 holds every
+# int16 and int32 exactly, in the same order with the same ties, so those pool as float64; int64
+# values past 2^53 it does not hold, so int64 takes the windows gathered and compared as int64.
+_MAX_POOLED_AS_FLOAT64 = frozenset({dtypes.int16, dtypes.int32})
+
+
+def refuse_pool_dtype(dtype, function: str, computed: frozenset = frozenset()) -> None:
+    """PyTorch's NotImplementedError for a dtype its pooling kernel has no case for (floats always pool)."""
+    if dtype.is_floating_point or dtype in computed:
+        return
+    raise NotImplementedError(f"\"{function}\" not implemented for '{dtypes.scalar_type_name(dtype)}'")
+
+
+def _window_taps(spatial, output, kernel, strides, dilations, pads) -> tuple[np.ndarray, np.ndarray]:
+    """``(O, K)`` flat plane positions of every window's taps (windows and taps in row-major order), and
+    which of them lie inside the input rather than in the padding."""
+    table = np.zeros((1, 1), dtype=np.int64)
+    inside = np.ones((1, 1), dtype=bool)
+    for size, out, k, s, d, p in zip(spatial, output, kernel, strides, dilations, pads):
+        positions = np.arange(out)[:, None] * s + np.arange(k)[None, :] * d - p  # (out, k) along this axis
+        windows, taps = table.shape[0] * out, table.shape[1] * k
+        table = (table[:, None, :, None] * size + positions[None, :, None, :]).reshape(windows, taps)
+        valid = (positions >= 0) & (positions < size)
+        inside = (inside[:, None, :, None] & valid[None, :, None, :]).reshape(windows, taps)
+    return table, inside
+
+
+def max_over_windows(x: Tensor, table: np.ndarray, sizes: list[int], return_indices: bool, name: str):
+    """The first maximum of each window listed in ``table`` and its flat position in the ``(n, c)`` plane.
+
+    ``table`` holds flat plane positions: ``(O, K)`` when every plane has the same windows, or
+    ``(N, C, O, K)`` when they differ per plane; ``O = prod(sizes)`` windows of ``K`` taps each.
+    """
+    batch, channels = x.shape[0], x.shape[1]
+    planes = x.reshape((batch, channels, int(np.prod(x.shape[2:]))))
+    positions = Tensor._from_array(np.ascontiguousarray(table, dtype=np.int64), dtypes.int64, x.device)
+    windows_count, taps = table.shape[-2], table.shape[-1]
+    if table.ndim == 2:
+        windows = apply_op("Gather", (planes.detach(), positions), {"axis": 2})
+        positions = positions.expand((batch, channels) + table.shape)
+    else:
+        windows = apply_op(
+            "GatherElements", (planes.detach(), positions.reshape((batch, channels, -1))), {"axis": 2}
+        ).reshape((batch, channels, windows_count, taps))
+    first = argmax(windows, 3, keepdim=True)  # (N, C, O, 1): ArgMax keeps the first maximum
+    flat = apply_op("GatherElements", (positions, first), {"axis": 3}).reshape((batch, channels, windows_count))
+    # Gathered in float32 for float16/bfloat16 input: the gradient scatters with reduction="add",
+    # which onnxruntime's CPU provider lacks for those (the round trip through float32 is exact).
+    source = planes.to(dtypes.float32) if planes.dtype in (dtypes.float16, dtypes.bfloat16) else planes
+    values = apply_op("GatherElements", (source, flat), {"axis": 2}, name).to(x.dtype)
+    shape = (batch, channels) + tuple(sizes)
+    return (values.reshape(shape), flat.reshape(shape)) if return_indices else values.reshape(shape)
+
+
+def _int64_max_pool(x: Tensor, kernel, strides, pads, dilations, output, return_indices: bool):
+    """Max pooling of int64 over gathered windows. A padding tap reads the window's first tap inside
+    the input instead (every window has one): a repeat changes neither the maximum nor, coming
+    before every later tap, the first position holding it (PyTorch's pick among ties)."""
+    table, inside = _window_taps(x.shape[2:], output, kernel, strides, dilations, pads)
+    first_inside = table[np.arange(table.shape[0]), inside.argmax(axis=1)]
+    table = np.where(inside, table, first_inside[:, None])
+    return max_over_windows(x, table, output, return_indices, "MaxPoolWithIndicesBackward0")
+
+
+def _int64_avg_pool(x: Tensor, kernel, strides, pads, output, count_include_pad: bool, divisor_override):
+    """Average pooling of int64 as PyTorch computes it: int64 window sums (a padding tap reads a zero
+    appended to each plane) divided with truncation by the window's divisor: ``divisor_override``, or
+    the window's extent within the padded input (ceil_mode's last window is cut at the padding's end),
+    or with ``count_include_pad=False`` the number of its taps inside the input."""
+    spatial = x.shape[2:]
+    table, inside = _window_taps(spatial, output, kernel, strides, [1] * len(kernel), pads)
+    plane = int(np.prod(spatial))
+    table = np.where(inside, table, plane)
+    if divisor_override is not None:
+        divisors = np.full(table.shape[0], int(divisor_override), dtype=np.int64)
+    elif count_include_pad:
+        divisors = np.ones((1,), dtype=np.int64)
+        for size, out, k, s, p in zip(spatial, output, kernel, strides, pads):
+            starts = np.arange(out) * s - p
+            extents = np.minimum(starts + k, size + p) - starts
+            divisors = (divisors[:, None] * extents[None, :]).reshape(-1)
+    else:
+        divisors = inside.sum(axis=1).astype(np.int64)
+    batch, channels = x.shape[0], x.shape[1]
+    planes = x.reshape((batch, channels, plane))
+    padded = apply_op("Concat", (planes, Tensor._zeros((batch, channels, 1), x.dtype, x.device)), {"axis": 2})
+    windows = apply_op("Gather", (padded, Tensor._from_array(table, dtypes.int64, x.device)), {"axis": 2})
+    sums = windows.sum(3)
+    averages = div(sums, Tensor._from_array(divisors, dtypes.int64, x.device), rounding_mode="trunc")
+    return averages.reshape((batch, channels) + tuple(output))
 
 
 def _max_pool(input: Tensor, kernel_size, stride, padding, dilation, ceil_mode: bool, return_indices: bool, rank: int):
     function = f"max_pool{rank}d"
+    # PyTorch's max_pool1d without indices is a kernel of its own, for floats only.
+    refuse_pool_dtype(input.dtype, function, _INTEGER_MAX_POOLS if rank > 1 or return_indices else frozenset())
     kernel, strides, pads, dilations = _window_arguments(function, rank, kernel_size, stride, padding, dilation)
     effective = [d * (k - 1) + 1 for k, d in zip(kernel, dilations)]
     if any(p > e // 2 for p, e in zip(pads, effective)):
@@ -298,6 +433,11 @@ def _max_pool(input: Tensor, kernel_size, stride, padding, dilation, ceil_mode: 
         for size, k, s, d, p in zip(x.shape[2:], kernel, strides, dilations, pads)
     ]
     _check_output(x, output)
+    if x.dtype is dtypes.int64:
+        pooled = _int64_max_pool(x, kernel, strides, pads, dilations, output, return_indices)
+        if not added_batch:
+            return pooled
+        return tuple(part.squeeze(0) for part in pooled) if return_indices else pooled.squeeze(0)
     attrs = {
         "kernel_shape": kernel,
         "strides": strides,
@@ -306,10 +446,15 @@ def _max_pool(input: Tensor, kernel_size, stride, padding, dilation, ceil_mode: 
         "ceil_mode": int(ceil_mode),
     }
     name = f"MaxPool{rank}DWithIndicesBackward0"
+    narrow = x.dtype if x.dtype in _MAX_POOLED_AS_FLOAT64 else None
+    if narrow is not None:
+        x = x.to(dtypes.float64)
     if not return_indices:
         result = _pool_node("MaxPool", x, attrs, name)
+        result = result if narrow is None else result.to(narrow)
         return result.squeeze(0) if added_batch else result
     result, flat_indices = _pool_node("MaxPool", x, attrs, name, num_outputs=2)
+    result = result if narrow is None else result.to(narrow)
     # ONNX counts positions over the whole (N, C, *spatial) tensor, PyTorch within each (n, c) plane.
     plane = int(np.prod(x.shape[2:]))
     offsets = (np.arange(x.shape[0] * x.shape[1], dtype=np.int64) * plane).reshape(
@@ -384,6 +529,7 @@ def _avg_pool(
     input: Tensor, kernel_size, stride, padding, ceil_mode: bool, count_include_pad: bool, divisor_override, rank: int
 ) -> Tensor:
     function = f"avg_pool{rank}d"
+    refuse_pool_dtype(input.dtype, function, _INTEGER_AVG_POOLS)
     kernel, strides, pads, _ = _window_arguments(function, rank, kernel_size, stride, padding)
     if any(p > k // 2 for p, k in zip(pads, kernel)):
         raise RuntimeError(f"pad should be at most half of kernel size, but got pad={pads} and kernel_size={kernel}")
@@ -393,7 +539,9 @@ def _avg_pool(
     output = [pooled_size(size, k, s, 1, p, p, ceil_mode) for size, k, s, p in zip(x.shape[2:], kernel, strides, pads)]
     _check_output(x, output)
     name = f"AvgPool{rank}DBackward0"
-    if divisor_override is None:
+    if x.dtype is dtypes.int64:
+        result = _int64_avg_pool(x, kernel, strides, pads, output, count_include_pad, divisor_override)
+    elif divisor_override is None:
         attrs = {
             "kernel_shape": kernel,
             "strides": strides,
@@ -475,6 +623,8 @@ def _adaptive_avg_pool(input: Tensor, output_size, rank: int) -> Tensor:
     function = _ADAPTIVE_AVG_POOL_NAMES[rank]
     if input.dim() not in (rank + 1, rank + 2):
         raise RuntimeError(f"{function}(): Expected {rank + 1}D or {rank + 2}D tensor, but got {list(input.shape)}")
+    refuse_pool_dtype(input.dtype, function)
+    require_nonempty_dims(input, 1 if rank == 3 else input.dim() - rank, function)
     name = f"AdaptiveAvgPool{rank}DBackward0"
     # onnxruntime pools only float32/float16: float64 takes the matrix form, which it runs.
     poolable = input.dtype is not dtypes.float64
