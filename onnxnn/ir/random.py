@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import ml_dtypes
 import numpy as np
 
 from .mode import trace_data_read
@@ -82,6 +83,8 @@ def set_rng_state(state: dict) -> None:
 # numpy samples float32 and float64 directly; other float dtypes are sampled as float32 and cast.
 # Any: numpy's overloads of standard_normal and random take float32 or float64, not their union.
 _SAMPLED_AS: dict[np.dtype, Any] = {np.dtype(np.float64): np.float64, np.dtype(np.float32): np.float32}
+# The draws of uniform() for float dtypes narrower than float32: 2**(the dtype's significand bits).
+_UNIFORM_STEPS: dict[np.dtype, float] = {np.dtype(np.float16): 2.0**11, np.dtype(ml_dtypes.bfloat16): 2.0**8}
 
 
 def normal(shape: tuple, numpy_dtype, mean=0.0, std=1.0, generator: Generator | None = None) -> np.ndarray:
@@ -98,6 +101,14 @@ def normal(shape: tuple, numpy_dtype, mean=0.0, std=1.0, generator: Generator | 
 
 def uniform(shape: tuple, numpy_dtype, low=0.0, high=1.0, generator: Generator | None = None) -> np.ndarray:
     values = _generator(generator).random(shape, dtype=_SAMPLED_AS.get(numpy_dtype, np.float32))
+    steps = _UNIFORM_STEPS.get(np.dtype(numpy_dtype))
+    if steps is not None:
+        # As PyTorch's: a reduced float's draw is one of the 2**digits multiples of 2**-digits below
+        # 1, which the dtype holds exactly. Rounding numpy's float32 draw would give 1.0 (bfloat16's
+        # rand 1.0 in 1 of 512 draws; an index made from it lands past the end).
+        values *= steps
+        np.floor(values, out=values)
+        values /= steps
     if low != 0.0 or high != 1.0:
         values *= high - low
         values += low

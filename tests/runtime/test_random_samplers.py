@@ -197,3 +197,17 @@ def test_fill_parameters_are_checked_like_pytorch():
         onnxnn.multinomial(onnxnn.tensor([1, 2]), 1)
     with pytest.raises(ValueError, match="binomial only supports floating-point dtypes for count, got: Long"):
         onnxnn.binomial(onnxnn.tensor([1]), onnxnn.tensor([0.5]))
+
+
+@pytest.mark.parametrize("dtype, digits", [(onnxnn.float16, 11), (onnxnn.bfloat16, 8)], ids=str)
+def test_reduced_float_uniforms_take_the_dtypes_multiples_below_one(dtype, digits):
+    # As PyTorch's: 2**digits equally likely values k / 2**digits, so rand never gives 1.0 (a
+    # float32 draw rounded to bfloat16 did, once in 512) and uniform_(a, b) stays below b here.
+    onnxnn.manual_seed(0)
+    draws = onnxnn.rand(200_000, dtype=dtype).float().numpy()
+    steps = draws * 2**digits
+    np.testing.assert_array_equal(steps, np.floor(steps))
+    assert draws.min() >= 0.0 and draws.max() == 1.0 - 2.0**-digits
+    assert len(np.unique(draws)) == 2**digits
+    filled = onnxnn.empty(200_000, dtype=dtype).uniform_(-9.0, 9.0).float().numpy()
+    assert filled.max() < 9.0 and filled.min() >= -9.0
