@@ -21,11 +21,9 @@ EXECUTORS = ("onnxruntime", "kernels")
 RTOL = 1e-13
 ATOL = 1e-12
 
+
 # onnxruntime has no float64 kernels for Atan and Tan, which Cauchy's cdf and icdf record (as
 # PyTorch's formulas do); the kernels executor runs them.
-NO_FLOAT64_KERNEL = {("Cauchy", "cdf"), ("Cauchy", "icdf")}
-
-
 def _values(tensor) -> np.ndarray:
     return np.asarray(tensor.detach().numpy(), dtype=np.float64)
 
@@ -45,10 +43,9 @@ def _computed(case, executor: str) -> dict:
     if not isinstance(case.entropy, str):
         results["entropy"] = (distribution.entropy(), case.entropy)
         results["perplexity"] = (distribution.perplexity(), np.exp(case.entropy))
-    skipped = {method for name, method in NO_FLOAT64_KERNEL if name == case.name and executor == "onnxruntime"}
-    if not isinstance(case.cdf, str) and "cdf" not in skipped:
+    if not isinstance(case.cdf, str):
         results["cdf"] = (distribution.cdf(t(case.values)), case.cdf(case.values))
-    if case.has_icdf and "icdf" not in skipped:
+    if case.has_icdf:
         results["icdf"] = (distribution.icdf(t([0.1, 0.9])), None)  # checked through the reference cdf
     realize_values([tensor for tensor, _ in results.values()])
     return results
@@ -111,12 +108,17 @@ def test_float32_parameters_give_float32_results():
     assert D.Dirichlet(onnxnn.tensor([0.5, 2.0])).rsample().dtype == onnxnn.float32
 
 
-@pytest.mark.xfail(
-    raises=RuntimeError,
-    strict=True,
-    reason="onnxruntime has no float64 kernels for Atan and Tan (Tensor.atan/tan record them as they are)",
-)
+# onnxruntime has no float64 kernels for Atan and Tan, which Cauchy's cdf and icdf record; onnxnn writes
+# them as standard arithmetic for it (runtime/ops/float64_decompositions.py).
+CAUCHY_FORMULAS = {
+    "cdf": lambda value, loc, scale: np.arctan((value - loc) / scale) / np.pi + 0.5,
+    "icdf": lambda value, loc, scale: np.tan(np.pi * (value - 0.5)) * scale + loc,
+}
+
+
 @pytest.mark.parametrize("method", ["cdf", "icdf"])
 def test_cauchy_cdf_and_icdf_in_float64_on_onnxruntime(method):
+    loc, scale, values = np.array([0.0, -1.5, 2.0]), np.array([1.0, 0.5, 3.0]), np.array([0.25, 0.9, 0.01])
     with onnxnn.set_executor("onnxruntime"):
-        getattr(D.Cauchy(t([0.0]), t([1.0])), method)(t([0.25])).numpy()
+        actual = _values(getattr(D.Cauchy(t(loc), t(scale)), method)(t(values)))
+    np.testing.assert_allclose(actual, CAUCHY_FORMULAS[method](values, loc, scale), rtol=RTOL, atol=ATOL)

@@ -26,11 +26,6 @@ CASES = gradient_table.CASES
 # which gives them to onnxnn's kernels, in tests/runtime/test_gradients.py.
 ONNXRUNTIME_LACKS = {
     "mean_variadic_broadcast": "no float64 Mean kernel in onnxruntime's CPU provider",
-    # Their float32 variants (case id + "_float32") run here on both executors.
-    **{
-        op_type: f"no float64 {op_type.capitalize()} kernel in onnxruntime's CPU provider"
-        for op_type in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")
-    },
     "global_lp_pool_p2_float64": "no float64 GlobalLpPool kernel in onnxruntime's CPU provider",
     **dict.fromkeys(
         ["det_3x3", "det_batched_2x2", "det_1x1", "det_singular"], "no float64 Det kernel in onnxruntime's CPU provider"

@@ -434,9 +434,6 @@ ROUNDED_CASES = [
 ]
 
 
-ORT_FLOAT32_ONLY = {"erfc": "Erf", "atan2": "Atan"}  # onnxruntime's CPU provider registers float only
-
-
 def _index_add_np(x, v):
     out = x.copy()
     np.add.at(out, (IDX_ROWS, IDX_COLS), v)
@@ -448,8 +445,6 @@ def _index_add_np(x, v):
 @pytest.mark.parametrize("case", ROUNDED_CASES, ids=[case[0] for case in ROUNDED_CASES])
 def test_statistics_match_numpy_within_rounding(case, dtype, executor):
     _, function, reference, inputs, bound = case
-    if case[0] in ORT_FLOAT32_ONLY and dtype == np.float64 and executor == "onnxruntime":
-        pytest.skip(f"onnxruntime has no float64 kernel for {ORT_FLOAT32_ONLY[case[0]]}")
     arrays = [a.astype(dtype) for a in inputs]
     as64 = [a.astype(np.float64) for a in arrays]
     expected = np.asarray(reference(*as64), dtype=np.float64)

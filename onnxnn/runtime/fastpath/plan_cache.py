@@ -65,8 +65,13 @@ SESSION_ELEMENT_COST = 0.0005
 HEAVY_FOR_KERNELS = frozenset({"Conv", "ConvTranspose", "LSTM", "GRU", "RNN"})
 HEAVY_KERNEL_FACTOR = 4.0
 # Ops onnxruntime's CPU provider has float32 kernels for only: a plan computing one in float64
-# runs on the kernels, whatever its size (compiling a session would fail).
-FLOAT32_ONLY_IN_ONNXRUNTIME = frozenset({"LSTM", "GRU", "RNN"})
+# runs on the kernels, whatever its size. Compiling a session would fail for the recurrences; the
+# unary ops have float64 forms for onnxruntime (ops/float64_decompositions.py: what a pinned
+# executor and exports run), but 11-65 elementwise passes each, where numpy makes one: a float64
+# MLP step with atan activations took 0.5-0.66 of the time on the kernels.
+FLOAT32_ONLY_IN_ONNXRUNTIME = frozenset(
+    {"LSTM", "GRU", "RNN", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Cosh", "Erf", "Sinh", "Tan"}
+)
 
 
 def _elements(shape) -> int:
