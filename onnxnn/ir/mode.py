@@ -6,19 +6,26 @@ take over, and the scoped states of a trace being recorded. The public switches
 (``onnxnn.no_grad``, ``set_executor``, ``set_fast_path``, ...) are context managers over it.
 
 Grad mode is per thread, as PyTorch's is (``MODE.grad.enabled``; a new thread starts with
-gradients enabled); the other modes are per process. ``MODE`` is a plain object because recording
-reads it for every op, and a thread-local attribute costs several times a plain one.
+gradients enabled). So are the executor, eager mode and the fast path inside ``set_executor`` and
+``set_fast_path`` blocks (``ModeSwitch``; outside them a thread has the process's), and the trace
+being recorded (``traced``). The other modes are per process. ``MODE`` is a plain object because
+recording reads it for every op, and a thread-local attribute costs several times a plain one:
+those attributes are plain while no thread is inside such a block.
 """
 
 from __future__ import annotations
 
+import operator
 import os
 import threading
+from typing import TypeVar
 
 __all__ = [
     "Mode",
     "GradMode",
     "MODE",
+    "ModeSwitch",
+    "traced",
     "EXECUTORS",
     "fast_path_from_environment",
     "switched_on_in_environment",
@@ -54,16 +61,20 @@ class Mode:
 
     Attributes:
         grad: the per-thread ``GradMode`` (``MODE.grad.enabled``).
-        executor: what runs plans: one of ``EXECUTORS``.
-        eager: every op is realized as it is recorded (a debugging mode).
+        executor: what runs plans: one of ``EXECUTORS``. The calling thread's: its innermost
+            ``set_executor`` block's, else the process's (``ModeSwitch``). Assigning it sets the
+            process's.
+        eager: every op is realized as it is recorded (a debugging mode); per thread, as ``executor``.
         fast_path: generated code, replayed backwards and cached specializations may run
-            (``runtime.fastpath``); results are bitwise the same either way.
+            (``runtime.fastpath``); results are bitwise the same either way. Per thread, as
+            ``executor`` (``set_fast_path`` blocks).
         recording_only: depth of ``recording_only`` blocks: realizations are skipped.
         unbounded_depth: depth of ``unbounded_depth`` blocks: deep histories stay pending.
         in_backward: depth of backward passes running (the general driver or a replay). A
             realization inside one computes exactly its targets: which intermediates are still
             held differs between the driver and a replay, and the plans must not.
-        trace: the ``RecordingTrace`` of a backward being traced for replay, else None.
+        trace: the ``RecordingTrace`` of a forward or backward being traced for replay in the
+            calling thread (``traced``), else None.
         observer: a callable ``observer(node, outputs)`` told of every node recorded through
             ``runtime.recording`` (the profiler's and graph tracers' attribution of nodes to the
             module that recorded them), else None. Replayed backwards create their nodes in
@@ -136,6 +147,151 @@ class Mode:
 MODE = Mode()
 
 
+# ---------------------------------------------------------------- per-thread switches
+
+
+class _ThreadSwitches(threading.local):
+    """Per thread, the values the thread's innermost ``ModeSwitch`` block gave ``executor``, ``eager``
+    and ``fast_path``, and its ``traced`` block's trace; None where it is in no such block (the
+    process's value holds: for ``trace``, None)."""
+
+    executor: str | None = None
+    eager: bool | None = None
+    fast_path: bool | None = None
+    trace: RecordingTrace | None = None
+
+
+_THREAD_SWITCHES = _ThreadSwitches()
+_PROCESS_SLOTS = {name: Mode.__dict__[name] for name in ("executor", "eager", "fast_path", "trace")}
+
+
+def _per_thread(name: str) -> property:
+    """``MODE.<name>`` read as the calling thread's value: its block's, else the process's (the slot)."""
+    process = _PROCESS_SLOTS[name]
+    own = operator.attrgetter(name)
+
+    def get(mode):
+        value = own(_THREAD_SWITCHES)
+        return process.__get__(mode, Mode) if value is None else value
+
+    def set_process_value(mode, value) -> None:
+        process.__set__(mode, value)
+
+    return property(get, set_process_value)
+
+
+class _ModeInBlocks(Mode):
+    """``MODE``'s class while some thread is inside a ``ModeSwitch`` or ``traced`` block: its switches
+    and trace are then read per thread. While no thread is, they are ``Mode``'s plain attributes
+    (recording reads ``eager`` and ``trace`` for every op, and a property with a thread-local lookup
+    costs about 0.1 us)."""
+
+    __slots__ = ()
+    executor = _per_thread("executor")  # type: ignore[assignment]
+    eager = _per_thread("eager")  # type: ignore[assignment]
+    fast_path = _per_thread("fast_path")  # type: ignore[assignment]
+    trace = _per_thread("trace")  # type: ignore[assignment]
+
+
+# Guards the blocks' bookkeeping: entering and leaving blocks, and the process's values.
+_SWITCHING = threading.Lock()
+_open_blocks = [0]  # ModeSwitch and traced blocks entered and not yet left, in every thread
+
+
+def _block_opened() -> None:
+    """Counts a block entered (under ``_SWITCHING``): ``MODE``'s attributes are read per thread now."""
+    _open_blocks[0] += 1
+    MODE.__class__ = _ModeInBlocks
+
+
+def _block_closed() -> None:
+    """Counts a block left (under ``_SWITCHING``); with none left, ``MODE``'s attributes are plain again."""
+    _open_blocks[0] -= 1
+    if not _open_blocks[0]:
+        MODE.__class__ = Mode
+
+
+# Per switch (the tuple of its attribute names), the calls that set the process's values and may
+# still turn out to open a ``with`` block, oldest first: ``[call, thread, values, replaced]``.
+# ``with`` makes the call before it enters the block, so for that instant the call is the process's
+# setting; entering takes it back (``_withdraw``). A thread enters a block right after its call, so
+# once the thread makes another call, its earlier ones are plain calls for good.
+_process_calls: dict = {}
+
+_Switch = TypeVar("_Switch", bound="ModeSwitch")
+
+
+class ModeSwitch:
+    """Sets some of ``MODE``'s switches (``executor``, ``eager``, ``fast_path``): the machinery of
+    ``set_executor`` and ``set_fast_path``, which take effect at once and also work as ``with`` blocks.
+
+    Called outside a block of the switch, it sets the process's value, which every thread not in a
+    block of its own has. As a ``with`` block, it sets the value for the thread running the block
+    (for the instant between the call and the block's start, as the process's), and the thread's
+    previous value is back when the block ends. Called inside a block, it changes the thread's value
+    until that block ends, as PyTorch's ``set_grad_enabled`` does.
+
+    Args:
+        values: the attributes of ``MODE`` to set and their values.
+    """
+
+    def __init__(self, values: dict):
+        self._values = values
+        self._previous = [getattr(_THREAD_SWITCHES, name) for name in values]
+        self._sets_process = self._previous[0] is None
+        if self._sets_process:
+            _set_process_values(self, values)
+        else:
+            for name, value in values.items():
+                setattr(_THREAD_SWITCHES, name, value)
+
+    def __enter__(self: _Switch) -> _Switch:
+        with _SWITCHING:
+            for name, value in self._values.items():
+                setattr(_THREAD_SWITCHES, name, value)
+            _block_opened()
+            if self._sets_process:
+                _withdraw(self)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        with _SWITCHING:
+            for name, value in zip(self._values, self._previous):
+                setattr(_THREAD_SWITCHES, name, value)
+            _block_closed()
+
+
+def _process_values(names) -> list:
+    return [_PROCESS_SLOTS[name].__get__(MODE, Mode) for name in names]
+
+
+def _set_process_values(call: ModeSwitch, values: dict) -> None:
+    with _SWITCHING:
+        calls = _process_calls.setdefault(tuple(values), [])
+        thread = threading.get_ident()
+        for index in range(len(calls) - 1, -1, -1):
+            if calls[index][1] == thread:
+                del calls[: index + 1]  # that call stays, so nothing older can come back into force
+                break
+        calls.append([call, thread, list(values.values()), _process_values(values)])
+        for name, value in values.items():
+            _PROCESS_SLOTS[name].__set__(MODE, value)
+
+
+def _withdraw(call: ModeSwitch) -> None:
+    """Takes back a call's setting of the process's values: its ``with`` block has opened. (Under ``_SWITCHING``.)"""
+    calls = _process_calls[tuple(call._values)]
+    for index, (made, _, values, replaced) in enumerate(calls):
+        if made is call:
+            del calls[index]
+            if index < len(calls):
+                calls[index][3] = replaced  # a later call replaced this one's values: it now replaces the older
+            elif _process_values(call._values) == values:  # (else someone assigned MODE's attribute since)
+                for name, value in zip(call._values, replaced):
+                    _PROCESS_SLOTS[name].__set__(MODE, value)
+            return
+
+
 def available_cores() -> int:
     """The cores this process may run on (its CPU affinity), at least one."""
     if hasattr(os, "sched_getaffinity"):
@@ -149,8 +305,32 @@ def intra_op_thread_count() -> int:
     return MODE.intra_op_threads or available_cores()
 
 
+class traced:
+    """Within this block the calling thread's recording goes into ``trace`` (``MODE.trace``): a forward
+    or a backward traced for replay. Per thread: other threads' ops stay out of it, and their
+    replays go on (``nn/modules/_forward_replay.py`` replays only outside a trace).
+    """
+
+    __slots__ = ("trace", "_previous")
+
+    def __init__(self, trace: "RecordingTrace"):
+        self.trace = trace
+
+    def __enter__(self) -> "RecordingTrace":
+        with _SWITCHING:
+            self._previous = _THREAD_SWITCHES.trace
+            _THREAD_SWITCHES.trace = self.trace
+            _block_opened()
+        return self.trace
+
+    def __exit__(self, *exc_info) -> None:
+        with _SWITCHING:
+            _THREAD_SWITCHES.trace = self._previous
+            _block_closed()
+
+
 class RecordingTrace:
-    """What a stretch of recording did, kept in ``MODE.trace`` while a backward is traced for replay.
+    """What a stretch of recording did, kept in ``MODE.trace`` while a forward or backward is traced.
 
     ``records`` holds ``(node, outputs)`` for every node recorded, in order (a node's outputs may
     be realized later, which clears their link to it); ``saved_reads`` the ``(function, input

@@ -25,6 +25,8 @@ from .registry import decompositions, session_lowerings
 __all__ = [
     "GraphPlan",
     "plan",
+    "computed_values",
+    "assign_results",
     "build_model",
     "plan_opset",
     "realize_alongside",
@@ -44,15 +46,32 @@ IR_VERSION = 10
 
 
 class GraphPlan:
-    """The canonical form of one pending subgraph: nodes in topological order and their wiring."""
+    """The canonical form of one pending subgraph: nodes in topological order and their wiring.
 
-    __slots__ = ("nodes", "inputs", "outputs", "key")
+    Threads share pending graphs (a model's intermediates read from several threads), so between
+    a plan's walk and its compilation another thread may realize one of its values, or walk its
+    nodes again and renumber them (``Node.position`` is the walk's scratch). A compilation
+    therefore reads the wiring the walk found (``computed_values``), never the values' state.
 
-    def __init__(self, nodes, inputs, outputs, key):
+    Args:
+        nodes: the nodes in topological order.
+        inputs: the realized values fed to the graph.
+        outputs: the values the run computes.
+        key: the structural cache key.
+        walked: whether ``plan()`` made it: its key then says how each node input was found.
+        computed: ``computed_values`` of the plan, when the caller knows it (a plan rewired from
+            a walked one).
+    """
+
+    __slots__ = ("nodes", "inputs", "outputs", "key", "walked", "computed")
+
+    def __init__(self, nodes, inputs, outputs, key, walked: bool = False, computed: dict | None = None):
         self.nodes = nodes  # list[Node], topological order
         self.inputs = inputs  # list[Value]: realized values fed to the graph
         self.outputs = outputs  # list[Value]: pending values the run computes
         self.key = key
+        self.walked = walked
+        self.computed = computed  # computed_values, found on first use (compilations only)
 
 
 _plan_counter = [0]
@@ -98,12 +117,13 @@ def realize_alongside(value) -> None:
     """
     if value.data is not None:
         return
-    known = _companions.get(id(value))
-    if known is not None and known() is value:
-        return
-    _companions[id(value)] = weakref.ref(value)
-    if len(_companions) > _MOST_COMPANIONS:
-        del _companions[next(iter(_companions))]
+    with _WALKING:  # a walk takes companions out (``_companions_joining``)
+        known = _companions.get(id(value))
+        if known is not None and known() is value:
+            return
+        _companions[id(value)] = weakref.ref(value)
+        if len(_companions) > _MOST_COMPANIONS:
+            del _companions[next(iter(_companions))]
 
 
 # Groups of pending values computed in one realization once it computes any of them (``realize_together``).
@@ -122,13 +142,15 @@ def realize_together(values) -> None:
     group = [value for value in values if value.data is None]
     if group and MODE.trace is not None:  # a traced backward's replay asks the same, in the same order
         MODE.trace.together.append(group)
-    if _joining:  # a new list: the trace keeps the values asked for, which its replay asks for again
+    joining = _JOINING.blocks
+    if joining:  # a new list: the trace keeps the values asked for, which its replay asks for again
         present = set(map(id, group))
-        group = group + [value for value in _joining[-1] if value.data is None and id(value) not in present]
+        group = group + [value for value in joining[-1] if value.data is None and id(value) not in present]
     if len(group) > 1:
         # Weakly: a group that nobody computes (gradients dropped unread) keeps no graph alive.
-        _groups.append([weakref.ref(value) for value in group])
-        del _groups[:-_MOST_GROUPS]
+        with _WALKING:  # a walk takes groups out (``_group_members``)
+            _groups.append([weakref.ref(value) for value in group])
+            del _groups[:-_MOST_GROUPS]
 
 
 def values_waiting_to_join() -> bool:
@@ -137,8 +159,15 @@ def values_waiting_to_join() -> bool:
     return bool(_companions or _groups)
 
 
-# The values every group registered inside ``together_with`` blocks takes, innermost last.
-_joining: list = []
+class _Joining(threading.local):
+    """Per thread (a backward's blocks): the values every group registered inside the thread's
+    ``together_with`` blocks takes, innermost last."""
+
+    def __init__(self):
+        self.blocks: list = []
+
+
+_JOINING = _Joining()
 
 
 class together_with:
@@ -156,11 +185,11 @@ class together_with:
         self.values = list(values)
 
     def __enter__(self) -> "together_with":
-        _joining.append(self.values)
+        _JOINING.blocks.append(self.values)
         return self
 
     def __exit__(self, *exc_info) -> None:
-        _joining.pop()
+        _JOINING.blocks.pop()
 
 
 def _group_members(visit, mark: int, device) -> list:
@@ -209,6 +238,8 @@ def _joins_plan(node, mark: int) -> bool:
 # The walk keeps its scratch on the values it visits (``plan_mark``, ``plan_count``), and threads
 # running one model share its realized weights: two walks at once could read each other's input
 # positions and wire a graph wrongly. Walks take turns (a few microseconds each); runs do not.
+# A run's results are given to their values under the same lock (``assign_results``), so a walk
+# never finds a value half realized (its data set, its link to its node not yet dropped).
 _WALKING = threading.RLock()
 
 
@@ -216,6 +247,19 @@ def plan(targets: list, include_shared: bool = True) -> GraphPlan:
     """The canonical plan of ``targets``' pending history (``_plan``), one thread's walk at a time."""
     with _WALKING:
         return _plan(targets, include_shared)
+
+
+def assign_results(values: list, results: list) -> None:
+    """Gives each of ``values`` still pending its result from a run, and drops its link to its node.
+
+    Under the walks' lock (see ``_WALKING``). A value another thread computed meanwhile keeps the
+    data it has: readers may have taken it already.
+    """
+    with _WALKING:
+        for value, result in zip(values, results):
+            if value.data is None:
+                value.data = result
+                value.node = None
 
 
 def _plan(targets: list, include_shared: bool) -> GraphPlan:
@@ -319,7 +363,7 @@ def _plan(targets: list, include_shared: bool) -> GraphPlan:
         tuple([(v.node.position, v.index, v.shape) if v.data is None else None for v in outputs]),
         targets[0].device,
     )
-    return GraphPlan(order, inputs, outputs, plan_key)
+    return GraphPlan(order, inputs, outputs, plan_key, True)
 
 
 def _companions_joining(visit, mark: int, device) -> list:
@@ -339,6 +383,56 @@ def _companions_joining(visit, mark: int, device) -> list:
             added.append(value)
             del _companions[key]
     return added
+
+
+def computed_values(plan: GraphPlan) -> dict:
+    """The values ``plan`` computes, by ``id()``: ``(index of their node in plan.nodes, output index)``.
+
+    A value the plan reads but does not compute is fed (``plan.inputs``) or a constant. For a plan
+    ``plan()`` walked, this is what the walk found, read back from its key, whatever happened to
+    the values since (see ``GraphPlan``); a plan made otherwise (a test's, a debugging tool's) is
+    read from its values as they are.
+    """
+    computed = plan.computed
+    if computed is None:
+        computed = plan.computed = _walked_values(plan) if plan.walked else _pending_values(plan)
+    return computed
+
+
+def _walked_values(plan: GraphPlan) -> dict:
+    # The key holds each node's signature, then one entry per input (see ``visit`` in ``_plan``): a
+    # node output computed in the plan is an int < 0, or a (position, index) pair for an index past
+    # 16 bits; a structural constant's content is a longer tuple, a fed input an int >= 0.
+    entries = plan.key[0]
+    computed: dict = {}
+    cursor = 0
+    for node in plan.nodes:
+        cursor += 1
+        for value in node.inputs:
+            entry = entries[cursor]
+            cursor += 1
+            if type(entry) is int:
+                if entry < 0:
+                    computed[id(value)] = (~entry >> 16, ~entry & 0xFFFF)
+            elif type(entry) is tuple and len(entry) == 2:
+                computed[id(value)] = entry
+    for value, entry in zip(plan.outputs, plan.key[2]):
+        if entry is not None:  # None: an export's output that was realized already
+            computed[id(value)] = entry[:2]
+    return computed
+
+
+def _pending_values(plan: GraphPlan) -> dict:
+    position = {id(node): index for index, node in enumerate(plan.nodes)}
+    computed: dict = {}
+    for node in plan.nodes:
+        for value in node.inputs:
+            if value is not None and value.data is None:
+                computed[id(value)] = (position[id(value.node)], value.index)
+    for value in plan.outputs:
+        if value.data is None:
+            computed[id(value)] = (position[id(value.node)], value.index)
+    return computed
 
 
 def onnx_attribute_value(value):
@@ -456,18 +550,21 @@ def build_model(
             name = "onnxnn::" + name
         return name
 
+    # Which node computes each value, as the plan's walk found it: never ``Node.position`` or a
+    # value's data now, which another thread may have changed since (see ``GraphPlan``).
+    computed = computed_values(plan)
     produced: dict = {}
     renames = []
     for name, value in zip(output_names, plan.outputs):
-        key = (value.node.position, value.index) if value.data is None else None
+        key = computed.get(id(value))
         if key is not None and key not in produced:
             produced[key] = name
         else:
             renames.append((name, value))
 
     def name_of(value) -> str:
-        if value.data is None:
-            key = (value.node.position, value.index)
+        key = computed.get(id(value))
+        if key is not None:
             return produced.get(key) or generated(f"node_{key[0]}_{key[1]}")
         name = names.get(id(value))
         if name is None:
@@ -484,7 +581,7 @@ def build_model(
     def embedded(node, position: int) -> bool:
         """Whether the node's input at ``position`` is a constant of the model (neither fed nor computed)."""
         value = node.inputs[position]
-        return value is not None and value.data is not None and id(value) not in fed
+        return value is not None and id(value) not in computed and id(value) not in fed
 
     domains = {""}
     for node_index, node in enumerate(plan.nodes):

@@ -53,6 +53,7 @@ from ..ir.device_arrays import to_cupy
 from ..ir.dtypes import as_dtype
 from ..ir.executors import register_executor
 from ..ir.mode import MODE
+from ..ir.plan import computed_values
 from ..ir.registry import decompositions
 from ..ir.kernel_registry import kernels
 
@@ -160,14 +161,16 @@ class CompiledKernelPlan:
         self.dynamic_shapes = dynamic_shapes
         # CuPy has no bfloat16 arrays; numpy can be asked to emulate too (that is how it is tested).
         self.emulate_bfloat16 = xp is not np if emulate_bfloat16 is None else emulate_bfloat16
+        # Which node computes each value, as the plan's walk found it (see ``ir.plan.GraphPlan``).
+        computed = computed_values(plan)
         produced = {}
         for node in plan.nodes:
             for value in node.inputs:
-                if value is not None and value.data is None:
-                    produced[(value.node.position, value.index)] = value
+                if value is not None and id(value) in computed:
+                    produced[computed[id(value)]] = value
         for value in plan.outputs:
-            if value.data is None:
-                produced[(value.node.position, value.index)] = value
+            if id(value) in computed:
+                produced[computed[id(value)]] = value
 
         template: list = [None]
         slot_of: dict = {}
@@ -190,8 +193,8 @@ class CompiledKernelPlan:
             for value in node.inputs:
                 if value is None:
                     input_slots.append(0)
-                elif value.data is None:
-                    slot = output_slot[(value.node.position, value.index)]
+                elif id(value) in computed:
+                    slot = output_slot[computed[id(value)]]
                     last_reader[slot] = step_index
                     input_slots.append(slot)
                 else:
@@ -205,10 +208,10 @@ class CompiledKernelPlan:
                 value is not None and value.dtype.numpy_dtype in _LOW_PRECISION for value in node.inputs
             )
             for index in range(node.num_outputs):
-                value = produced.get((node.position, index))
+                value = produced.get((step_index, index))
                 if value is None:
                     continue  # an output nothing reads: computed by the kernel, never stored
-                slot = output_slot[(node.position, index)] = len(template)
+                slot = output_slot[(step_index, index)] = len(template)
                 template.append(None)
                 dtype = value.dtype.numpy_dtype
                 low_precision = low_precision or dtype in _LOW_PRECISION
@@ -228,14 +231,14 @@ class CompiledKernelPlan:
             if self.emulate_bfloat16 and node.op_type == "Cast" and _is_bfloat16(attrs.get("to")):
                 attrs["to"] = 1  # float32; the output rounding below makes it bfloat16-valued
             steps.append([kernel, attrs, tuple(input_slots), tuple(outputs), ()])
-            descriptions.append(_describe(node))
+            descriptions.append(_describe(node, step_index))
             directs.append(direct)
         # An export plan may list realized values among its outputs (an input returned as is).
         self.cacheable = True
         self.output_slots = []
         for value in plan.outputs:
-            if value.data is None:
-                self.output_slots.append(output_slot[(value.node.position, value.index)])
+            if id(value) in computed:
+                self.output_slots.append(output_slot[computed[id(value)]])
                 continue
             slot = slot_of.get(id(value))
             if slot is None:
@@ -433,9 +436,9 @@ def _is_bfloat16(value) -> bool:
     return as_dtype(value).numpy_dtype == _BFLOAT16
 
 
-def _describe(node) -> str:
+def _describe(node, position: int) -> str:
     shapes = ", ".join("None" if value is None else f"{value.dtype.name}{list(value.shape)}" for value in node.inputs)
-    return f"node {node.position} {node.op_type} (domain '{node.domain or 'ai.onnx'}') on ({shapes})"
+    return f"node {position} {node.op_type} (domain '{node.domain or 'ai.onnx'}') on ({shapes})"
 
 
 def compile_plan(plan, xp=np) -> CompiledKernelPlan:

@@ -20,8 +20,8 @@ from ..ir.device import CPU
 from ..ir.device_arrays import to_host
 from ..ir.domains import TRAINING_DOMAIN
 from ..ir.executors import executor
-from ..ir.mode import EXECUTORS, MODE, trace_data_read
-from ..ir.plan import GraphPlan, plan
+from ..ir.mode import EXECUTORS, MODE, ModeSwitch, trace_data_read
+from ..ir.plan import GraphPlan, assign_results, plan
 from .device_sessions import upload_inputs
 from .fastpath import dynamic_shapes, plan_cache
 
@@ -61,7 +61,14 @@ def realize(values, specialize: bool = True) -> None:
         profiler.realize(targets)
         return
     in_backward = MODE.in_backward
-    known = targets[0].node.known_plan if len(targets) == 1 and not in_backward else None
+    known = None
+    if len(targets) == 1 and not in_backward:
+        node = targets[0].node
+        if node is None:
+            return  # another thread has computed it since
+        known = node.known_plan
+    # (Another thread may still compute a target before the walk: the plan then has it as an output
+    # that it feeds, or holds as a constant, and ``assign_results`` leaves its data as it is.)
     if known is None:
         run_plan(plan(targets, not in_backward), specialize)
     else:  # a forward replay's result (fastpath.known_plans)
@@ -91,9 +98,7 @@ def run_plan(graph: GraphPlan, specialize: bool = True, found: plan_cache.Entry 
                 plan_cache.watch_stable_inputs(entry, graph)
             else:
                 plan_cache.never_specialize(entry)
-    for value, result in zip(graph.outputs, results):
-        value.data = result
-        value.node = None
+    assign_results(graph.outputs, results)
     return entry
 
 
@@ -179,12 +184,20 @@ def host_data(value):
     return data if type(data) is np.ndarray else None
 
 
-class set_executor:
+class set_executor(ModeSwitch):
     """Chooses what runs recorded graphs: ``"auto"`` (default), ``"onnxruntime"`` or ``"kernels"``.
 
     Takes effect at once, and also works as a context manager that restores the previous choice.
     ``eager=True`` realizes every op as it is recorded (a debugging mode: each intermediate value
     can be inspected, and an error points at the op that caused it).
+
+    A plain call sets the choice of the process: every thread has it, except inside a block of its
+    own. A ``with`` block sets it for the thread that runs the block only, as PyTorch's grad mode
+    is per thread: one thread's debugging block leaves the others' work as it was.
+
+    Args:
+        name: the executor.
+        eager: realize every op as it is recorded.
 
     Example::
 
@@ -195,18 +208,11 @@ class set_executor:
     def __init__(self, name: str = "auto", *, eager: bool = False):
         if name not in EXECUTORS:
             raise ValueError(f"set_executor: unknown executor {name!r}; choose one of {EXECUTORS}")
-        self._previous = (MODE.executor, MODE.eager)
-        MODE.executor, MODE.eager = name, bool(eager)
-
-    def __enter__(self) -> "set_executor":
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        MODE.executor, MODE.eager = self._previous
+        super().__init__({"executor": name, "eager": bool(eager)})
 
 
 def get_executor() -> str:
-    """The executor selected by ``set_executor``: "auto", "onnxruntime" or "kernels"."""
+    """The executor selected by ``set_executor`` in this thread: "auto", "onnxruntime" or "kernels"."""
     return MODE.executor
 
 

@@ -15,8 +15,12 @@ for a call of a module tree where:
 
 The facts about a module tree are gathered once and kept until one of its modules changes (an
 attribute set or deleted, a table of parameters, buffers or submodules changed: ``changed``
-counts it in the module's instance dict), which also drops its traced structures. A tree whose
-forward itself changes one of its modules is never replayed.
+counts it in the module's instance dict), which also drops its traced structures. The lists,
+dicts and sets its modules keep in attributes (``Upsample.size`` is the list given, as in
+PyTorch) change without an attribute being set: at every call, what they hold is compared with
+what they held (``_containers``), and a change drops the traced structures too. A tree whose
+forward itself sets an attribute of one of its modules is never replayed; one that changes a
+list of theirs at every call is never traced.
 
 A compiled module (``Module.compile``, ``onnxnn.compile``) keeps a tree of its own, on which the
 first rule is lifted: its modules may be anyone's classes, and their plain tensor attributes are
@@ -29,6 +33,7 @@ from __future__ import annotations
 import functools
 import types
 import weakref
+from operator import is_
 
 from ...ir.caches import register_cache
 from ...ir.dtypes import get_default_dtype
@@ -42,6 +47,27 @@ __all__ = ["changed", "replays", "call", "compiled_call", "CompiledCall"]
 # Bumped by every change of any module: while it stays the same, no tree needs a closer look.
 _epoch = [0]
 _FUNCTION_TYPES = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, functools.partial)
+# Module.__init__'s tables: the parameter, buffer and submodule tables count their changes
+# (``changed``), hooks are looked at every call, and the rest is not read by a forward.
+_MODULE_TABLES = frozenset(
+    {
+        "_parameters",
+        "_buffers",
+        "_modules",
+        "_non_persistent_buffers_set",
+        "_backward_pre_hooks",
+        "_backward_hooks",
+        "_forward_hooks",
+        "_forward_hooks_with_kwargs",
+        "_forward_hooks_always_called",
+        "_forward_pre_hooks",
+        "_forward_pre_hooks_with_kwargs",
+        "_state_dict_hooks",
+        "_state_dict_pre_hooks",
+        "_load_state_dict_pre_hooks",
+        "_load_state_dict_post_hooks",
+    }
+)
 
 
 def changed(instance_dict: dict) -> None:
@@ -101,7 +127,7 @@ class WatchedTree:
 class _Tree(WatchedTree):
     """What a module call's replay needs to know about the module tree, as its modules were."""
 
-    __slots__ = ("hook_tables", "state", "templates", "replayable", "changes_itself", "default_dtype")
+    __slots__ = ("hook_tables", "state", "containers", "templates", "replayable", "changes_itself", "default_dtype")
 
     def __init__(self, module, changes_itself: bool, compiled: bool = False):
         self.templates = compiled_calls.CompiledTemplates() if compiled else forward_replay.ForwardTemplates()
@@ -115,9 +141,11 @@ class _Tree(WatchedTree):
         super().__init__(module, modules, _compiled_trees if compiled else _trees)
         self.hook_tables: list = []
         self.state: list = []
+        self.containers: list = []
         if not (self.replayable and all(_replayable_module(each, compiled) for each in modules[1:])):
             self.replayable = False
             return
+        self.containers = _containers(self.instance_dicts)
         # Replacing a table is a change; hooks added to or removed from one are not, so a call looks.
         self.hook_tables = [
             table
@@ -132,6 +160,15 @@ class _Tree(WatchedTree):
                 for name, item in each.__dict__.items()
                 if isinstance(item, Tensor) and name not in each._parameters and name not in each._buffers
             ]
+
+    def contents_changed(self) -> None:
+        """Forgets the traced structures: a list, dict or set of the tree was changed in place.
+
+        The tree is otherwise as it was, so only its containers are looked at again (a forward that
+        changes one at every call costs that, and is never traced).
+        """
+        self.containers = _containers(self.instance_dicts)
+        self.templates = type(self.templates)()
 
 
 _trees: dict = {}  # id(module) -> _Tree
@@ -152,6 +189,52 @@ def _forget(trees: dict, key: int, reference) -> None:
     tree = trees.get(key)
     if tree is not None and tree.owner is reference:
         del trees[key]
+
+
+def _containers(instance_dicts: list) -> list:
+    """The lists, dicts and sets modules keep in attributes (their instance dicts; nested in tuples
+    and in each other too), each with what it holds now (``_contents``).
+
+    A forward may read them (``Upsample.size``, a pooling's ``kernel_size``: PyTorch keeps the list
+    it was given), and changing one in place sets no attribute: only its contents tell.
+    """
+    found: list = []
+    seen: set = set()
+    for instance_dict in instance_dicts:
+        for name, item in instance_dict.items():
+            if name not in _MODULE_TABLES:
+                _add_containers(item, found, seen)
+    return found
+
+
+def _add_containers(item, found: list, seen: set) -> None:
+    if isinstance(item, (list, dict, set)):
+        if id(item) in seen:
+            return
+        seen.add(id(item))
+        found.append((item, _contents(item)))
+        for inner in item.values() if isinstance(item, dict) else item:
+            _add_containers(inner, found, seen)
+    elif type(item) is tuple:
+        for inner in item:
+            _add_containers(inner, found, seen)
+
+
+def _contents(container) -> tuple:
+    # The very objects held, compared by identity: 16 and 16.0, 0.0 and -0.0 are equal but record
+    # other nodes; an equal object that is not the same one costs a trace, never a wrong replay.
+    if isinstance(container, dict):
+        return (*container, *container.values())
+    return tuple(container)
+
+
+def _same_contents(containers: list) -> bool:
+    """Whether every container holds the very objects it held when its tree was built."""
+    for container, contents in containers:
+        now = (*container, *container.values()) if isinstance(container, dict) else tuple(container)  # _contents
+        if len(now) != len(contents) or not all(map(is_, now, contents)):
+            return False
+    return True
 
 
 def _replayable_module(module, compiled: bool = False) -> bool:
@@ -183,6 +266,8 @@ def call(module, args: tuple, kwargs: dict, compiled: bool = False):
         tree = trees[id(module)] = _Tree(module, False, compiled)
     elif tree.epoch != _epoch[0] and not tree.unchanged():  # the epoch inline: most calls stop there
         tree = trees[id(module)] = _Tree(module, tree.changes_itself, compiled)
+    elif tree.containers and not _same_contents(tree.containers):
+        tree.contents_changed()
     if not tree.replayable or tree.default_dtype is not get_default_dtype() or any(tree.hook_tables):
         return module.forward(*args, **kwargs)
     epoch = _epoch[0]

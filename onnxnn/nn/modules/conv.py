@@ -108,15 +108,19 @@ class _ConvNd(Module):
         self.groups = groups
         self.padding_mode = padding_mode
         # F.pad's order: last axis first, (begin, end) per axis. 'same' puts the odd element at the end.
+        # A list for string padding, else a tuple, as PyTorch keeps it (a list a module keeps is
+        # compared at every replayed call: _forward_replay).
+        self._reversed_padding_repeated_twice: list[int] | tuple[int, ...]
         if isinstance(padding, str):
-            self._reversed_padding_repeated_twice = [0, 0] * len(kernel_size)
+            same = [0, 0] * len(kernel_size)
             if padding == "same":
                 for d, k, i in zip(dilation, kernel_size, range(len(kernel_size) - 1, -1, -1)):
                     total = d * (k - 1)
-                    self._reversed_padding_repeated_twice[2 * i] = total // 2
-                    self._reversed_padding_repeated_twice[2 * i + 1] = total - total // 2
+                    same[2 * i] = total // 2
+                    same[2 * i + 1] = total - total // 2
+            self._reversed_padding_repeated_twice = same
         else:
-            self._reversed_padding_repeated_twice = [p for p in reversed(padding) for _ in range(2)]
+            self._reversed_padding_repeated_twice = tuple(p for p in reversed(padding) for _ in range(2))
         if transposed:
             shape = (in_channels, out_channels // groups, *kernel_size)
         else:
@@ -194,7 +198,7 @@ class _Conv(_ConvNd):
     def _conv_forward(self, input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
         function = type(self)._function
         if self.padding_mode != "zeros":
-            padded = pad_for_conv(input, self._reversed_padding_repeated_twice, self.padding_mode)
+            padded = pad_for_conv(input, list(self._reversed_padding_repeated_twice), self.padding_mode)
             return function(padded, weight, bias, self.stride, (0,) * self._spatial_rank, self.dilation, self.groups)
         return function(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
 

@@ -23,13 +23,19 @@ onnxnn keeps.
 from __future__ import annotations
 
 from ...ir.caches import clear_caches
-from ...ir.mode import MODE
+from ...ir.mode import MODE, ModeSwitch
 
 __all__ = ["set_fast_path", "is_fast_path_enabled", "clear_caches"]
 
 
-class set_fast_path:
+class set_fast_path(ModeSwitch):
     """Turns the fast path on or off; takes effect at once and also works as a context manager.
+
+    A plain call sets it for the process: every thread has it, except inside a block of its own. A
+    ``with`` block sets it for the thread that runs the block only.
+
+    Args:
+        enabled: whether the fast path may run.
 
     Example::
 
@@ -38,16 +44,9 @@ class set_fast_path:
     """
 
     def __init__(self, enabled: bool):
-        self._previous = MODE.fast_path
-        MODE.fast_path = bool(enabled)
-
-    def __enter__(self) -> "set_fast_path":
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        MODE.fast_path = self._previous
+        super().__init__({"fast_path": bool(enabled)})
 
 
 def is_fast_path_enabled() -> bool:
-    """Whether the fast path may run (``set_fast_path``, ``ONNXNN_FAST_PATH``)."""
+    """Whether the fast path may run in this thread (``set_fast_path``, ``ONNXNN_FAST_PATH``)."""
     return MODE.fast_path

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from ...ir.caches import register_cache
 from ...ir.graph import Value
-from ...ir.mode import MODE, RecordingTrace
+from ...ir.mode import MODE, RecordingTrace, traced
 from ...ir.plan import realize_together
 from .recorded_steps import REPLAY_NAMESPACE, produced_by, slot_values, write_steps
 
@@ -230,12 +230,9 @@ def _trace(key: tuple, order: list, root: tuple, root_gradient, retain_graph: bo
         function.variable.grad if type(function) is engine.AccumulateGrad else None for function in order
     ]
     values_before = [None if gradient is None else gradient._value for gradient in gradients_before]
-    trace = MODE.trace = RecordingTrace()
     _counts["traced"] += 1
-    try:
+    with traced(RecordingTrace()) as trace:  # this thread's recording only
         engine.execute([root], [root_gradient], retain_graph=retain_graph, create_graph=False)
-    finally:
-        MODE.trace = None
     template = None
     if not trace.read_data:
         template = _Template.build(trace, order, locations, gradients_before, values_before, engine)

@@ -18,11 +18,12 @@ caller checks the modes and the module tree, ``nn/modules/_forward_replay.py``) 
   embedded, or a structure that is never specialized: ``plan_cache``), keeps a prepared run for
   the structure: where each of the graph's inputs comes from (an argument, the state, a constant
   the trace made) and the runner. A later call of the structure gathers those values, checks
-  that a specialization embedded the very state it finds, and runs it: no node recorded, no plan
-  walked, no entry looked up; the same runner as the plain call's realization, so the same bits.
+  that a specialization embedded the very state it finds (and that positions which held one
+  value when prepared still do), and runs it: no node recorded, no plan walked, no entry looked
+  up; the same runner as the plain call's realization, so the same bits.
 
-Anything else (a pending argument, other weights, another executor, a cleared cache) takes the
-replay and realization again, which prepares anew.
+Anything else (a pending argument, other weights, layers an in-place update set apart, another
+executor, a cleared cache) takes the replay and realization again, which prepares anew.
 """
 
 from __future__ import annotations
@@ -120,10 +121,21 @@ class _PreparedRun:
 
     ``checks``: the source of each input a specialization embedded and a weak reference to the
     value it embedded; ``feeds``: the source of each input the runner is fed. A source is
-    ``(_ARGUMENT, index)``, ``(_STATE, index)`` or ``(_FIXED, value)``.
+    ``(_ARGUMENT, index)``, ``(_STATE, index)`` or ``(_FIXED, value)``. ``shared``: per position of
+    the state that held the value of another source when prepared, ``(index, source)``.
     """
 
-    __slots__ = ("entry", "specialization", "executor", "checks", "feeds", "runner", "outputs", "structure")
+    __slots__ = (
+        "entry",
+        "specialization",
+        "executor",
+        "checks",
+        "feeds",
+        "shared",
+        "runner",
+        "outputs",
+        "structure",
+    )
 
     @classmethod
     def build(
@@ -139,11 +151,19 @@ class _PreparedRun:
         position_of = {id(value): index for index, value in enumerate(graph.outputs)}
         if position_of.keys() != {id(value) for value in outputs}:
             return None  # the plan also computed held intermediates: only a realization returns them
+        # An argument is read as given, even where it is also state. Positions that hold one value
+        # now (layers ``copy.deepcopy`` made, the weight passed as an argument) are read from the
+        # first, and a run checks that the others still hold it (``shared``): an in-place update
+        # rebinds one position alone.
         where: dict = {}
-        for index, tensor in enumerate(state):
-            where.setdefault(id(tensor._value), (_STATE, index))
         for index, tensor in enumerate(tensors):
-            where[id(tensor._value)] = (_ARGUMENT, index)  # an argument that is also state is read as given
+            where.setdefault(id(tensor._value), (_ARGUMENT, index))
+        read = {id(value) for value in graph.inputs}
+        shared: list = []
+        for index, tensor in enumerate(state):
+            found = where.setdefault(id(tensor._value), (_STATE, index))
+            if found != (_STATE, index) and id(tensor._value) in read:
+                shared.append((index, found))
         # Any other input is a constant of the (strict) trace: the template holds that very value.
         sources = [where.get(id(value), (_FIXED, value)) for value in graph.inputs]
         if specialization is None:
@@ -155,14 +175,17 @@ class _PreparedRun:
             ]
             feeds, runner = [sources[i] for i in specialization.rest], specialization.session
         metadata = [(position_of[id(value)], value.shape, value.dtype, value.device) for value in outputs]
-        return cls(entry, specialization, checks, feeds, runner, metadata, structure)
+        return cls(entry, specialization, checks, feeds, shared, runner, metadata, structure)
 
-    def __init__(self, entry: Entry, specialization, checks: list, feeds: list, runner, outputs: list, structure):
+    def __init__(
+        self, entry: Entry, specialization, checks: list, feeds: list, shared: list, runner, outputs: list, structure
+    ):
         self.entry = entry
         self.specialization = specialization
         self.executor = MODE.executor
         self.checks = checks
         self.feeds = feeds
+        self.shared = shared
         self.runner = runner
         self.outputs = outputs  # (position among the runner's results, shape, dtype, device) per output
         self.structure = structure
@@ -182,6 +205,9 @@ class _PreparedRun:
             value = where if kind == _FIXED else (tensors[where] if kind == _ARGUMENT else state[where])._value
             if value is not reference():
                 return _MISSED  # other weights than the specialization embedded
+        for index, (kind, where) in self.shared:
+            if state[index]._value is not (tensors[where] if kind == _ARGUMENT else state[where])._value:
+                return _MISSED  # one of them was updated in place since: they are two inputs now
         arrays = []
         for kind, where in self.feeds:
             data = (where if kind == _FIXED else (tensors[where] if kind == _ARGUMENT else state[where])._value).data

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from ...ir.device_arrays import shape_of
 from ...ir.graph import Value
-from ...ir.plan import GraphPlan
+from ...ir.plan import GraphPlan, computed_values
 from ...ir.registry import decompositions, value_blind_decompositions
 from ...ir.caches import register_cache
 from ...ir.executors import executor
@@ -146,7 +146,7 @@ def _static_positions(graph: GraphPlan) -> list:
     positions = []
     for node_index, node in enumerate(graph.nodes):
         for input_index, value in enumerate(node.inputs):
-            if value is not None and value.data is not None and value.static is not None:
+            if value is not None and value.static is not None:  # (static values are realized, and stay so)
                 positions.append((node_index, input_index))
     return positions
 
@@ -233,11 +233,9 @@ def _fed_plan(family: _Family, fed: list, graph: GraphPlan, key) -> GraphPlan:
         inputs[input_index] = Value(None, 0, static.shape, static.dtype, device, static.data)
         fed_values.append(inputs[input_index])
     for node_index, inputs in rewired.items():
-        node = nodes[node_index]
-        copy = node.rewired(tuple(inputs))
-        copy.position = node.position  # the plan's pending values name their producers by position
-        nodes[node_index] = copy
-    return GraphPlan(nodes, list(graph.inputs) + fed_values, graph.outputs, key)
+        nodes[node_index] = nodes[node_index].rewired(tuple(inputs))
+    # The copies compute what the nodes they stand for did, at the same positions.
+    return GraphPlan(nodes, list(graph.inputs) + fed_values, graph.outputs, key, computed=computed_values(graph))
 
 
 def _compile(family: _Family, variant: _Variant, fed: list, graph: GraphPlan, kind: str, family_key: tuple):

@@ -10,8 +10,13 @@ reads. So the first call of a structure runs the forward under a trace (``MODE.t
 traced backward does), and later calls create the same nodes from the trace in generated code
 (``recorded_steps``), reading the new arguments and the state's current values.
 
+Which state tensors and arguments held one value is part of the structure too: layers that
+``copy.deepcopy`` made share their values until an in-place update sets them apart, and a replay
+that finds them apart traces again instead of reading one for the other.
+
 Nothing is computed early: the replay leaves the same pending graph as recording would, node
-for node, so plans, sessions and results are the same with and without it (``set_fast_path``).
+for node (with new values for the tensors the forward makes, as its calls make them anew), so
+plans, sessions and results are the same with and without it (``set_fast_path``).
 A trace is not kept when its forward read data (its nodes may depend on it), changed an argument
 or the state in place, returned something other than new tensors (nested in tuples, lists and
 dicts with string keys, with None), or read a pending value from outside its arguments and state.
@@ -20,9 +25,11 @@ dicts with string keys, with None), or read a pending value from outside its arg
 from __future__ import annotations
 
 import itertools
+import threading
+from math import copysign
 from typing import Any, Callable
 
-from ...ir.mode import MODE, RecordingTrace
+from ...ir.mode import RecordingTrace, traced
 from ..tensor import Tensor
 from .known_plans import KnownPlan
 from .recorded_steps import REPLAY_NAMESPACE, produced_by, slot_values, write_steps
@@ -41,6 +48,7 @@ TEMPLATE_LIMIT = 64  # structures kept per forward: a server sees a few batch sh
 _UNREPLAYABLE = object()
 _SCALARS = (bool, int, float, str, type(None))
 _ARGUMENT, _STATE = range(2)
+_NEGATIVE_ZERO = (float, "-0.0")  # a scalar argument's key
 
 
 class ForwardTemplates:
@@ -159,7 +167,10 @@ def _add_arguments(items, key: list, tensors: list) -> bool:
                 key.append((value.shape, value.dtype, value.device))
                 tensors.append(item)
         elif type(item) in _SCALARS:
-            key.append((type(item), item))  # 1, 1.0 and True are equal keys otherwise
+            if type(item) is float and item == 0.0 and copysign(1.0, item) < 0.0:
+                key.append(_NEGATIVE_ZERO)  # -0.0 == 0.0 and their hashes agree: 1 / (x * s) tells them apart
+            else:
+                key.append((type(item), item))  # 1, 1.0 and True are equal keys otherwise
         elif type(item) in (tuple, list):
             key.append((type(item), len(item)))
             if not _add_arguments(item, key, tensors):
@@ -173,19 +184,16 @@ def _trace(owner: ForwardTemplates, key: tuple, forward, args, kwargs, tensors: 
     """Runs ``forward`` under a trace and keeps its template for ``key`` (or that it has none)."""
     arguments_before = [tensor._value for tensor in tensors]
     state_before = [tensor._value for tensor in state]
-    trace = MODE.trace = RecordingTrace(keep_created=owner.strict)
     _counts["traced"] += 1
-    try:
+    with traced(RecordingTrace(keep_created=True)) as trace:  # this thread's recording only
         result = forward(*args, **kwargs)
-    finally:
-        MODE.trace = None
     template = None
     if (
         not trace.read_data
         and all(tensor._value is value for tensor, value in zip(tensors, arguments_before))
         and all(tensor._value is value for tensor, value in zip(state, state_before))
     ):
-        template = _Template.build(trace, result, arguments_before, state_before, trace.created)
+        template = _Template.build(trace, result, arguments_before, state_before, owner.strict)
     owner.sightings.discard(key)
     templates = owner.templates
     if len(templates) >= TEMPLATE_LIMIT:
@@ -194,7 +202,16 @@ def _trace(owner: ForwardTemplates, key: tuple, forward, args, kwargs, tensors: 
     return result
 
 
-_STALE = object()  # what a replay returns when the state's shapes changed since the trace
+_STALE = object()  # what a replay returns when the state's shapes or sharing changed since the trace
+
+
+class _Fresh:
+    """A template's constant that the forward made: each replay makes a new value of its data."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
 
 
 class _Template:
@@ -208,31 +225,50 @@ class _Template:
 
     @classmethod
     def build(
-        cls, trace: RecordingTrace, result, arguments: list, state: list, created: set | None = None
+        cls, trace: RecordingTrace, result, arguments: list, state: list, strict: bool = False
     ) -> "_Template | None":
         """The template of a traced forward, or None where a replay could not do what it did.
 
-        ``created``: when given, the only realized values besides static constants that a replay
-        may take as they were (those the forward made while traced).
+        ``strict``: the only realized values besides static constants that a replay may take as
+        they were are those the forward made while traced (``trace.created``).
         """
         produced = produced_by(trace.records)
         outputs: list = []
         structure = result_structure(result, outputs, produced)
         if structure is None:
             return None
+        # Where a replay finds each value read: an argument as given (which arguments held one value
+        # is keyed: ``_aliasing``), else the state. Positions that held one value when traced (layers
+        # ``copy.deepcopy`` made, ``load_state_dict`` from a sibling, the weight passed as an argument)
+        # are read from the first, and the replay checks that the others still hold that very value:
+        # an in-place update rebinds one position alone (``_source``).
         where: dict = {}
-        for index, value in enumerate(state):
-            # The metadata only: the traced value itself would keep replaced weights alive.
-            where.setdefault(value, (_STATE, index, (value.shape, value.dtype, value.device)))
         for index, value in enumerate(arguments):
-            where[value] = (_ARGUMENT, index, None)  # an argument that is also state is read as given
+            where.setdefault(value, (_ARGUMENT, index, None, []))
+        for index, value in enumerate(state):
+            found = where.get(value)
+            if found is None:
+                # The metadata only: the traced value itself would keep replaced weights alive.
+                where[value] = (_STATE, index, (value.shape, value.dtype, value.device), [])
+            else:
+                found[3].append(index)
 
         parts = slot_values(trace.records, produced, outputs, where)
         if parts is None:
             return None
         constants, gathers, steps, slots = parts
-        if created is not None and any(value.static is None and value not in created for value in constants[1:]):
+        created = trace.created if trace.created is not None else set()
+        if strict and any(value.static is None and value not in created for value in constants[1:]):
             return None
+        # A plain call makes the values its forward makes anew each time, which a specialization
+        # then never sees twice (plan_cache.watch_stable_inputs): a replay makes new ones as well,
+        # or its specialization would embed them and round otherwise (principle 9: bitwise the same
+        # with the fast path off). Scalars stay shared: equal ones may be one value on a device in
+        # plain calls too (ops/_common.scalar_constant), and no specialization embeds a scalar.
+        constants = [
+            _Fresh(value) if index and value.static is None and value.shape and value in created else value
+            for index, value in enumerate(constants)
+        ]
         return cls((constants, gathers, steps, [slots[value] for value in outputs], structure))
 
     def __init__(self, parts: tuple):
@@ -242,13 +278,15 @@ class _Template:
 
     def _compile_then_replay(self, tensors: list, state: list):
         # Writing and compiling the code costs a few forwards: a structure pays it when it comes back.
-        namespace: dict[str, Any] = dict(REPLAY_NAMESPACE, wrap=Tensor._from_value, STALE=_STALE)
-        assert self.parts is not None
-        constants, gathers, steps, output_slots, structure = self.parts
-        self.source = _source(constants, gathers, steps, output_slots, structure, namespace)
-        self.parts = None
-        exec(compile(self.source, f"<onnxnn forward replay {next(_replay_numbers)}>", "exec"), namespace)
-        self.replay = namespace["replay"]
+        # Threads calling one model may all come here at once: one writes it, the others find it written.
+        with _WRITING:
+            if self.parts is not None:
+                namespace: dict[str, Any] = dict(REPLAY_NAMESPACE, wrap=Tensor._from_value, STALE=_STALE)
+                constants, gathers, steps, output_slots, structure = self.parts
+                self.source = _source(constants, gathers, steps, output_slots, structure, namespace)
+                exec(compile(self.source, f"<onnxnn forward replay {next(_replay_numbers)}>", "exec"), namespace)
+                self.replay = namespace["replay"]
+                self.parts = None
         return self.replay(tensors, state)
 
 
@@ -304,13 +342,21 @@ def _source(constants: list, gathers: list, steps: list, output_slots: list, str
     """The source of ``replay(tensors, state)``, its constants put in ``namespace``.
 
     It returns ``STALE``, having recorded nothing, when a state tensor's shape, dtype or device
-    is not what was traced (a parameter given other ``.data``): the caller traces again.
+    is not what was traced (a parameter given other ``.data``), or when positions that held one
+    value when traced hold different ones now: the caller traces again.
     """
     lines = ["def replay(tensors, state):"]
+    made = []
     for slot, value in enumerate(constants):
-        namespace[f"value_{slot}"] = value
+        if type(value) is _Fresh:  # a value the forward makes: a new one at every call
+            value = value.value
+            names = [f"made_{slot}_{part}" for part in ("shape", "dtype", "device", "data")]
+            namespace.update(zip(names, (value.shape, value.dtype, value.device, value.data)))
+            made.append(f"    value_{slot} = Value(None, 0, {', '.join(names)})")
+        else:
+            namespace[f"value_{slot}"] = value
     slot = len(constants)
-    for kind, index, meta in gathers:
+    for kind, index, meta, shared in gathers:
         if kind == _ARGUMENT:
             lines.append(f"    value_{slot} = tensors[{index}]._value")
         else:
@@ -320,10 +366,18 @@ def _source(constants: list, gathers: list, steps: list, output_slots: list, str
                 f"    if value_{slot}.shape != state_shape_{slot} or value_{slot}.dtype is not state_dtype_{slot} "
                 f"or value_{slot}.device is not state_device_{slot}: return STALE"
             )
+        if shared:  # positions of the state that held this value when traced (``_Template.build``)
+            held = " or ".join(f"state[{other}]._value is not value_{slot}" for other in shared)
+            lines.append(f"    if {held}: return STALE")
         slot += 1
+    lines += made
     write_steps(steps, slot, namespace, lines)
     if type(structure) is int:  # one tensor returned: its plan can be known (fastpath.known_plans)
-        read = [f"value_{index}, " for index, value in enumerate(constants) if index and value.static is None]
+        read = [
+            f"value_{index}, "
+            for index, value in enumerate(constants)
+            if index and (type(value) is _Fresh or value.static is None)
+        ]
         read += [f"value_{index}, " for index in range(len(constants), len(constants) + len(gathers))]
         namespace["known_plan"] = KnownPlan(len(steps))
         lines.append(f"    value_{output_slots[structure]}.node.known_plan = (known_plan, ({''.join(read)}))")
@@ -332,3 +386,5 @@ def _source(constants: list, gathers: list, steps: list, output_slots: list, str
 
 
 _replay_numbers = itertools.count()
+# Held while a template's code is written (a few milliseconds, once per template); replays never take it.
+_WRITING = threading.Lock()

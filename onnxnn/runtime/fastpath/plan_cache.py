@@ -11,6 +11,7 @@ comes back (``FIRST_RUNS_ON_KERNELS``).
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections import OrderedDict
 
@@ -230,6 +231,11 @@ class Entry:
 
 _entries: dict[str, OrderedDict] = {name: OrderedDict() for name in EXECUTORS}
 _capacity = [512]
+# Held while the entries change: a structure compiled (threads meeting a new structure at once
+# compile it once), its first runs on the kernels counted, its inputs watched and specialized, a
+# former specialization made current. A hit and a run never take it. Reentrant: a compilation may
+# realize a value, whose plan may be new too.
+_CHANGING = threading.RLock()
 
 
 def _shared_entry(plan: GraphPlan, name: str) -> Entry | None:
@@ -285,6 +291,18 @@ def entry(plan: GraphPlan) -> Entry:
     name = MODE.executor
     table = _entries[name]
     found = table.get(plan.key)
+    if found is not None and not found.runs_before_compiling:
+        sessions = found.sessions
+        if sessions is not None:
+            sessions.hits += 1
+        return found
+    with _CHANGING:  # threads meeting a new structure at once: one compiles it, the others find it
+        return _entry_changing(plan, name, table)
+
+
+def _entry_changing(plan: GraphPlan, name: str, table: OrderedDict) -> Entry:
+    """``entry`` of a structure that is new, or whose first runs are on the kernels (under ``_CHANGING``)."""
+    found = table.get(plan.key)
     if found is not None:
         if found.runs_before_compiling:
             found.runs_before_compiling -= 1
@@ -297,7 +315,6 @@ def entry(plan: GraphPlan) -> Entry:
         if sessions is not None:
             sessions.hits += 1
         return found
-    found = None
     # A new size of a family whose shared graph is compiled costs no compilation: it runs there.
     if name == "auto" and _first_runs_on_kernels(plan) and not dynamic_shapes.has_shared_graph(plan):
         try:
@@ -353,14 +370,17 @@ class Specialization:
         self.retired = False
 
         def forget(_reference, entry=entry, specialization=weakref.ref(self)) -> None:
+            # Without ``_CHANGING``: the collector may call this in any thread, in the middle of
+            # anything. A retired specialization never matches, so a lost race leaves at most one
+            # in the lists that is never used, and dropped with its entry.
             found = specialization()
             if found is None:
                 return
             found.retired = True
             if entry.specialization is found:
                 entry.specialization = None
-            elif found in entry.former:
-                entry.former.remove(found)
+            else:
+                _discard(entry.former, found)
 
         self.references = [weakref.ref(plan.inputs[position], forget) for position in positions]
         embedded = set(positions)
@@ -392,7 +412,10 @@ class Specialization:
 
 def _weakly(values: list) -> list:
     # The inputs of the last run, weakly: a structure's entry must not keep a dropped model's weights.
-    return [weakref.ref(value) for value in values]
+    # Scalars never count as unchanged (None), so they stay fed: plain calls make theirs anew on the
+    # CPU where a forward replay or a device's shared scalars keep one value, and both must get the
+    # same specialization (bitwise the same with the fast path on and off).
+    return [weakref.ref(value) if value.shape else None for value in values]
 
 
 def _worth_embedding(stable: list, inputs: list) -> bool:
@@ -413,6 +436,14 @@ def _worth_embedding(stable: list, inputs: list) -> bool:
     return any_stable and varying >= SPECIALIZE_MIN_RUN_ELEMENTS
 
 
+def _discard(items: list, item) -> None:
+    """Removes ``item`` from ``items`` if it is there (a callback in another thread may have already)."""
+    try:
+        items.remove(item)
+    except ValueError:
+        pass
+
+
 def watch_stable_inputs(found: Entry, plan: GraphPlan) -> None:
     """Counts runs in which a structure's inputs were the very same values; specializes after a few.
 
@@ -423,6 +454,14 @@ def watch_stable_inputs(found: Entry, plan: GraphPlan) -> None:
     (``stable_inputs``: ``[runs, inputs]`` pairs, the latest first), so models of one structure
     taking turns are each specialized.
     """
+    with _CHANGING:
+        _watch(found, plan)
+
+
+def _watch(found: Entry, plan: GraphPlan) -> None:
+    """``watch_stable_inputs``, under ``_CHANGING``."""
+    if found.stable_runs < 0:
+        return  # another thread found the structure not worth watching, or failed to compile it
     candidates = found.stable_inputs
     if candidates is None:
         if found.specialization is not None or found.former:
@@ -475,36 +514,42 @@ def watch_stable_inputs(found: Entry, plan: GraphPlan) -> None:
 
 def former_specialization(found: Entry, inputs: list) -> Specialization | None:
     """The entry's former specialization embedding ``inputs``, made its current one; or None."""
-    for specialization in found.former:
-        if specialization.matches(inputs):
-            found.former.remove(specialization)
-            if found.specialization is not None:
-                found.former.insert(0, found.specialization)
-            found.specialization = specialization
-            return specialization
-    return None
+    with _CHANGING:
+        for specialization in list(found.former):
+            if specialization.matches(inputs):
+                _discard(found.former, specialization)
+                if found.specialization is not None:
+                    found.former.insert(0, found.specialization)
+                found.specialization = specialization
+                return specialization
+        # Another thread may have made it the current one meanwhile (models taking turns).
+        current = found.specialization
+        return current if current is not None and current.matches(inputs) else None
 
 
 def never_specialize(found: Entry) -> None:
     """Stops watching a structure's inputs: its entry never gets an inference specialization."""
-    found.stable_runs, found.stable_inputs = _NEVER, None
+    with _CHANGING:
+        found.stable_runs, found.stable_inputs = _NEVER, None
 
 
 def clear() -> None:
     """Drops every entry (runners and specializations)."""
-    for table in _entries.values():
-        for found in table.values():
-            for specialization in [found.specialization, *found.former]:
-                if specialization is not None:
-                    specialization.retired = True  # a compiled call's prepared run lets it go too
-        table.clear()
+    with _CHANGING:
+        for table in _entries.values():
+            for found in table.values():
+                for specialization in [found.specialization, *found.former]:
+                    if specialization is not None:
+                        specialization.retired = True  # a compiled call's prepared run lets it go too
+            table.clear()
 
 
 def set_capacity(capacity: int) -> None:
-    _capacity[0] = capacity
-    for table in _entries.values():
-        while len(table) > capacity:
-            table.popitem(last=False)
+    with _CHANGING:
+        _capacity[0] = capacity
+        for table in _entries.values():
+            while len(table) > capacity:
+                table.popitem(last=False)
 
 
 register_cache("plan entries", clear)

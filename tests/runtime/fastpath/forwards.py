@@ -20,6 +20,8 @@ class Misbehaving(nn.Module):
         super().__init__()
         self.behaviour = behaviour
         self.register_buffer("count", onnxnn.zeros(()))
+        self.seen: list = []
+        self.tally: dict = {"calls": 0}
 
     def forward(self, x):
         if self.behaviour == "reads data":
@@ -36,6 +38,12 @@ class Misbehaving(nn.Module):
         if self.behaviour == "changes itself":
             self.calls = getattr(self, "calls", 0) + 1
             return x + self.calls
+        if self.behaviour == "changes a list it keeps":
+            self.seen.append(x.shape)
+            return x + len(self.seen)
+        if self.behaviour == "changes a dict it keeps":
+            self.tally["calls"] += 1
+            return x + self.tally["calls"]
         if self.behaviour == "draws random numbers":
             return x + onnxnn.randn(*x.shape)
         raise AssertionError(self.behaviour)
@@ -49,4 +57,6 @@ EXPECTED = {
     "returns its argument": lambda x, call: x,
     "changes its state": lambda x, call: x + call + 1,
     "changes itself": lambda x, call: x + call + 1,
+    "changes a list it keeps": lambda x, call: x + call + 1,
+    "changes a dict it keeps": lambda x, call: x + call + 1,
 }

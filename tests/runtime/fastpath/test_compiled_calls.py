@@ -8,6 +8,8 @@ from outside its arguments and modules, trains, records gradients or runs hooks.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -228,6 +230,8 @@ def test_a_tensor_attribute_changed_in_place_or_rebound_is_read_as_it_is_now():
             "changes its argument",
             "changes its state",
             "changes itself",
+            "changes a list it keeps",
+            "changes a dict it keeps",
         )
     ],
 )
@@ -334,3 +338,103 @@ def test_compiled_models_of_one_structure_taking_turns_each_run_their_own_sessio
     # Each model is traced and computed until its own specialization exists, then runs it directly.
     settling = plan_cache.SPECIALIZE_AFTER_RUNS + 3
     assert compiled_calls.compiled_info()["prepared"] >= len(models) * (rounds - settling)
+
+
+class _CopiedBlocks(nn.Module):
+    """A user's model of blocks ``copy.deepcopy`` made: their parameters share values until changed."""
+
+    def __init__(self, features: int):
+        super().__init__()
+        block = nn.Linear(features, features)
+        self.blocks = nn.ModuleList([copy.deepcopy(block) for _ in range(3)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = onnxnn.relu(block(x))
+        return x
+
+
+# Each rebinds some blocks' tensors alone, so the blocks no longer share their values.
+BLOCK_CHANGES = {
+    "mul_ per block": lambda model: [block.weight.mul_(float(i + 2)) for i, block in enumerate(model.blocks)],
+    "add_ to one": lambda model: model.blocks[1].bias.add_(1.0),
+    "load_state_dict into one": lambda model: model.blocks[2].load_state_dict(
+        {"weight": -model.blocks[2].weight.detach(), "bias": model.blocks[2].bias.detach() + 1}
+    ),
+}
+
+
+@pytest.mark.parametrize("change", list(BLOCK_CHANGES))
+@pytest.mark.parametrize("features", [96, 6])  # weights a specialization embeds; small ones fed to the session
+def test_blocks_that_shared_values_when_prepared_are_read_apart_once_changed(features, change):
+    onnxnn.manual_seed(0)
+    model = _CopiedBlocks(features).eval()
+    model.compile()
+    x = onnxnn.randn(4, features)
+    with onnxnn.no_grad():
+        for _ in range(6):  # run, traced and computed, and (past the specialization) prepared runs
+            model(x).numpy()
+        BLOCK_CHANGES[change](model)
+        results = [model(x).numpy() for _ in range(3)]
+    expected = x.numpy()
+    for block in model.blocks:
+        expected = np.maximum(expected @ block.weight.detach().numpy().T + block.bias.detach().numpy(), 0)
+    for result in results:  # three float32 layers of 96-term sums: a few hundred eps of the magnitudes
+        np.testing.assert_allclose(result, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("features", [96, 6])
+def test_a_compiled_call_on_the_modules_own_weight_stands_for_neither(features):
+    onnxnn.manual_seed(0)
+    linear = nn.Linear(features, features).eval()
+    linear.compile()
+    x = onnxnn.randn(features, features)
+    weight, bias = linear.weight.detach().numpy(), linear.bias.detach().numpy()
+    with onnxnn.no_grad():
+        for argument in [linear.weight] * 6 + [x] * 3 + [linear.weight] * 2:
+            expected = argument.detach().numpy() @ weight.T + bias
+            np.testing.assert_allclose(linear(argument).numpy(), expected, rtol=1e-5, atol=1e-4)
+
+
+class _Scale(nn.Module):
+    def forward(self, x, scale: float):
+        return 1.0 / (x * scale)
+
+
+@pytest.mark.parametrize("first, then", [(0.0, -0.0), (-0.0, 0.0)])
+def test_a_scalar_argument_of_the_other_sign_of_zero_is_its_own_structure(first, then):
+    module = _Scale().eval()
+    module.compile()
+    x = onnxnn.tensor([1.0, -2.0])
+    with onnxnn.no_grad(), np.errstate(divide="ignore"):
+        for scale in [first] * 3 + [then] * 2:
+            expected = 1.0 / (x.numpy() * np.float32(scale))  # +-inf, by the signs of x and of the zero
+            np.testing.assert_array_equal(module(x, scale).numpy(), expected)
+
+
+class _MakesConstants(nn.Module):
+    """A user's forward that makes tensors of its own (a scale, a shift) at every call."""
+
+    def __init__(self):
+        super().__init__()
+        self.first, self.second = nn.Linear(256, 256), nn.Linear(256, 256)
+
+    def forward(self, x):
+        scale = onnxnn.tensor(np.linspace(0.1, 2.0, 256, dtype=np.float32))
+        return self.second(onnxnn.tanh(self.first(x) * scale + onnxnn.full((256,), 0.1)))
+
+
+def test_tensors_a_compiled_forward_makes_give_bitwise_the_plain_calls_results():
+    # A plain call makes them anew each time, so a specialization never embeds them; a compiled
+    # call's replay must not let it either (past the first runs the two would round otherwise).
+    onnxnn.manual_seed(0)
+    model = _MakesConstants().eval()
+    model.compile()
+    x = onnxnn.randn(64, 256)
+    runs = {}
+    for fast in (True, False):
+        onnxnn.clear_caches()
+        with onnxnn.set_fast_path(fast), onnxnn.no_grad():
+            runs[fast] = [model(x).numpy() for _ in range(8)]
+    for compiled, plain in zip(runs[True], runs[False]):
+        assert compiled.tobytes() == plain.tobytes()

@@ -8,6 +8,7 @@ changed modules or state, and forwards that read data or change their arguments.
 
 from __future__ import annotations
 
+import copy
 import weakref
 
 import numpy as np
@@ -315,6 +316,8 @@ class _Misbehaving(Misbehaving):
             "returns its argument",
             "changes its state",
             "changes itself",
+            "changes a list it keeps",
+            "changes a dict it keeps",
         )
     ],
 )
@@ -406,3 +409,160 @@ def test_a_replay_keeps_the_opset_of_nodes_imported_at_a_newer_one():
     expected = (a.astype(np.int64) << b).astype(np.int32) + a  # wraps as int32 arithmetic does
     for result in results:
         np.testing.assert_array_equal(result.numpy(), expected)
+
+
+# ---------------------------------------------------------------- state that shared one value when traced
+
+
+def _tanh_mlp(tie: str):
+    """``Linear -> Tanh -> Linear`` whose two layers hold the very same values, tied by ``tie``."""
+    onnxnn.manual_seed(0)
+    first = nn.Linear(8, 8)
+    if tie == "copy.deepcopy":  # as TransformerEncoder copies its layer
+        return nn.Sequential(first, nn.Tanh(), copy.deepcopy(first)).eval()
+    model = nn.Sequential(first, nn.Tanh(), nn.Linear(8, 8)).eval()
+    with onnxnn.no_grad():
+        if tie == "copy_":
+            model[2].weight.copy_(first.weight)
+            model[2].bias.copy_(first.bias)
+        else:
+            model[2].load_state_dict(first.state_dict())
+    return model
+
+
+def _sgd_step_on_the_second(model):
+    optimizer = onnxnn.optim.SGD(model[2].parameters(), lr=0.5)
+    for parameter in model[2].parameters():
+        parameter.grad = onnxnn.ones(*parameter.shape)
+    optimizer.step()
+
+
+# An in-place change of one layer rebinds its tensors alone: the two no longer share their values.
+IN_PLACE_CHANGES = {
+    "add_": lambda model: model[2].weight.add_(0.5),
+    "data.mul_": lambda model: model[0].weight.data.mul_(-2.0),
+    "copy_": lambda model: model[2].bias.copy_(onnxnn.ones(8)),
+    "load_state_dict": lambda model: model[0].load_state_dict({"weight": onnxnn.eye(8), "bias": onnxnn.zeros(8)}),
+    "an optimizer step": _sgd_step_on_the_second,
+}
+
+
+@pytest.mark.parametrize("change", list(IN_PLACE_CHANGES))
+@pytest.mark.parametrize("tie", ["copy.deepcopy", "copy_", "load_state_dict"])
+def test_layers_that_shared_values_when_traced_are_read_apart_once_changed(tie, change):
+    model = _tanh_mlp(tie)
+    assert model[0].weight._value is model[2].weight._value  # what the trace sees: one value, read twice
+    x = onnxnn.randn(5, 8)
+    with onnxnn.no_grad():
+        for _ in range(3):  # run, traced, replayed
+            model(x).numpy()
+        IN_PLACE_CHANGES[change](model)
+        results = [model(x).numpy() for _ in range(3)]
+    weights = [tensor.detach().numpy() for tensor in model.parameters()]
+    hidden = np.tanh(x.numpy() @ weights[0].T + weights[1])
+    expected = hidden @ weights[2].T + weights[3]
+    for result in results:  # float32 sums of 8 terms of magnitude < 4: within 8 * 4 * eps
+        np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-5)
+    assert _counts()["replayed"] >= 2  # traced again after the change, then replayed
+
+
+@pytest.mark.parametrize(
+    "calls",
+    [
+        ("weight", "weight", "x", "x"),  # traced with the module's own weight as its argument
+        ("x", "x", "weight", "weight"),  # traced apart: a replay reads the argument and the weight
+        ("weight", "weight", "x", "weight", "x"),  # traced again once, then replayed for either
+    ],
+)
+def test_an_argument_that_is_the_modules_own_weight_stands_for_neither(calls):
+    linear = nn.Linear(4, 4).eval()
+    x = onnxnn.randn(4, 4)
+    weight, bias = linear.weight.detach().numpy(), linear.bias.detach().numpy()
+    with onnxnn.no_grad():
+        for name in calls:
+            argument = linear.weight if name == "weight" else x
+            expected = argument.detach().numpy() @ weight.T + bias
+            np.testing.assert_allclose(linear(argument).numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------- lists a module keeps, changed in place
+
+
+def _nearest(x: np.ndarray, size: tuple) -> np.ndarray:
+    rows = np.arange(size[0]) * x.shape[2] // size[0]
+    columns = np.arange(size[1]) * x.shape[3] // size[1]
+    return x[:, :, rows][:, :, :, columns]
+
+
+# (name, module, input shape, the in-place change, the attribute changed, the expected result after it)
+# PyTorch keeps these lists as given (MaxPool2d's stride is its kernel_size list when not given).
+LIST_ATTRIBUTES = [
+    (
+        "Upsample size",
+        lambda: nn.Upsample(size=[8, 8]),
+        (1, 2, 4, 4),
+        lambda module: module.size.__setitem__(0, 16),
+        "size",
+        lambda x: _nearest(x, (16, 8)),
+    ),
+    (
+        "MaxPool2d kernel_size",
+        lambda: nn.MaxPool2d([2, 2]),
+        (1, 1, 8, 8),
+        lambda module: module.kernel_size.__setitem__(1, 4),
+        "kernel_size",
+        lambda x: x.reshape(1, 1, 4, 2, 2, 4).max(axis=(3, 5)),
+    ),
+    (
+        "AdaptiveAvgPool2d output_size",
+        lambda: nn.AdaptiveAvgPool2d([2, 2]),
+        (1, 1, 4, 4),
+        lambda module: module.output_size.__setitem__(0, 1),
+        "output_size",
+        lambda x: x.reshape(1, 1, 1, 4, 2, 2).mean(axis=(3, 5)),
+    ),
+    (
+        "Unflatten unflattened_size",
+        lambda: nn.Unflatten(1, [2, 6]),
+        (3, 12),
+        lambda module: module.unflattened_size.__setitem__(slice(None), [3, 4]),
+        "unflattened_size",
+        lambda x: x.reshape(3, 3, 4),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "name, build, shape, change, attribute, expected", LIST_ATTRIBUTES, ids=[case[0] for case in LIST_ATTRIBUTES]
+)
+def test_a_list_attribute_changed_in_place_is_read_as_it_is_now(name, build, shape, change, attribute, expected):
+    module = build().eval()
+    x = onnxnn.randn(*shape)
+    with onnxnn.no_grad():
+        for _ in range(3):
+            module(x).numpy()
+        change(module)
+        results = [module(x).numpy() for _ in range(3)]
+    assert type(getattr(module, attribute)) is list  # kept as given, as PyTorch keeps it
+    for result in results:  # nearest picks, maxima and reshapes are exact; a mean of 4 rounds once per add
+        np.testing.assert_allclose(result, expected(x.numpy()), rtol=1e-6, atol=1e-6)
+    assert _counts()["replayed"] >= 2
+
+
+# ---------------------------------------------------------------- bitwise the same with the fast path off
+
+
+def test_transformer_inference_gives_bitwise_the_same_results_with_the_fast_path_off():
+    # Past the first runs, an inference specialization embeds the weights: a replay's constants (the
+    # attention's scale) must be fed to it as the plain calls' new ones are, not embedded.
+    onnxnn.manual_seed(0)
+    module = nn.TransformerEncoderLayer(64, 4, 128, batch_first=True).eval()
+    x = onnxnn.randn(8, 16, 64)
+    runs = {}
+    for fast in (True, False):
+        onnxnn.clear_caches()
+        with onnxnn.set_fast_path(fast), onnxnn.no_grad():
+            runs[fast] = [module(x).numpy() for _ in range(6)]
+    assert _counts()["replayed"] == 0  # cleared with the caches after the fast path's run
+    for fast, plain in zip(runs[True], runs[False]):
+        assert fast.tobytes() == plain.tobytes()
