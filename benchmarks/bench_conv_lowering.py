@@ -34,7 +34,8 @@ import numpy as np
 import onnxruntime
 
 import onnxnn
-from onnxnn.ir.plan import build_model, plan
+from onnxnn.ir.plan import plan
+from onnxnn.ir.model_building import build_model
 from onnxnn.runtime.ops import conv_lowering
 
 # (name, op, input shape, output channels, kernel, stride, padding[, groups])

@@ -21,7 +21,8 @@ import onnx
 from onnx import helper
 from onnx.external_data_helper import load_external_data_for_tensor, uses_external_data
 
-from ..ir.plan import IR_VERSION, build_model, plan as plan_of
+from ..ir.plan import IR_VERSION, plan as plan_of
+from ..ir.model_building import build_model
 from ..runtime.depth import unbounded_depth
 from ..runtime.creation import as_tensor
 from ..runtime.grad_mode import no_grad

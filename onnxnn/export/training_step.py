@@ -15,7 +15,8 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ..ir.plan import IR_VERSION, build_model, plan as plan_of
+from ..ir.plan import IR_VERSION, plan as plan_of
+from ..ir.model_building import build_model
 from ..runtime.creation import as_tensor
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.internal import full_tensor, realize_values, rebind, restore_state, save_state, value_of

@@ -18,7 +18,8 @@ from .executors import executor, executor_names, register_executor
 from .graph import Node, Value
 from .kernel_registry import kernels
 from .mode import MODE
-from .plan import GraphPlan, build_model, plan
+from .plan import GraphPlan, plan
+from .model_building import build_model
 from .registry import (
     Registry,
     decompositions,

@@ -31,7 +31,8 @@ import traceback
 
 from ..ir.executors import executor
 from ..ir.mode import MODE
-from ..ir.plan import build_model, plan
+from ..ir.plan import plan
+from ..ir.model_building import build_model
 from ..nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from ..runtime.fastpath.plan_cache import choose
 from ..runtime.sessions import CompiledSession, lowers_for, session_for

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import onnx
 
-from ..ir.plan import names_read
+from ..ir.model_building import names_read
 
 __all__ = ["move_reshapes_out"]
 

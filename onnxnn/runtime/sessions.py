@@ -21,7 +21,8 @@ from ..ir.device_arrays import execution_provider
 from ..ir.dtypes import bfloat16
 from ..ir.executors import register_executor
 from ..ir.mode import MODE
-from ..ir.plan import IR_VERSION, OPSET_VERSION, GraphPlan, build_model, work_estimate
+from ..ir.plan import IR_VERSION, OPSET_VERSION, GraphPlan
+from ..ir.model_building import build_model, work_estimate
 from .device_sessions import DeviceBinder, run_bound
 from .output_views import move_reshapes_out
 from .split_sessions import SPINNING_MOST_SESSIONS, SPLIT_PART_KEY, SplitSession, session_runner
@@ -68,7 +69,7 @@ def _default_opset(model: onnx.ModelProto) -> int | None:
 def check_onnxruntime_opset(model: onnx.ModelProto) -> None:
     """Raises a RuntimeError naming the opset ``model`` needs when the installed onnxruntime cannot load it.
 
-    A graph is built at the newest opset its nodes were recorded at (``ir.plan.plan_opset``): an
+    A graph is built at the newest opset its nodes were recorded at (``ir.model_building.plan_opset``): an
     imported node that means something only a newer opset defines needs that opset.
     """
     opset = _default_opset(model)
@@ -210,7 +211,7 @@ SINGLE_THREAD_ELEMENTS = 1 << 16
 
 
 def _work_estimate(model: onnx.ModelProto) -> int:
-    """``ir.plan.work_estimate`` of the model, or for one session of a cut plan, of the whole plan's: the
+    """``ir.model_building.work_estimate`` of the model, or for one session of a cut plan, of the whole plan's: the
     parts' values between them have no recorded sizes, and the plan's work decides its threads."""
     cut = _cut_part(model)
     return work_estimate(model) if cut is None else cut[0]

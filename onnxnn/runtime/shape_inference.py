@@ -14,7 +14,8 @@ from onnx import helper
 
 from ..ir import dtypes
 from ..ir.kernel_registry import kernels
-from ..ir.plan import OPSET_VERSION, onnx_attribute_value
+from ..ir.plan import OPSET_VERSION
+from ..ir.model_building import onnx_attribute_value
 from .realization import realize
 from .sessions import check_onnxruntime_opset, create_session, newest_onnxruntime_opset
 

@@ -37,7 +37,8 @@ from typing import Callable
 import onnx
 from onnx import helper, numpy_helper
 
-from ..ir.plan import GraphPlan, names_read, work_estimate
+from ..ir.plan import GraphPlan
+from ..ir.model_building import names_read, work_estimate
 from ..ir.registry import compiled_forms, compiled_readers
 from .threads import get_num_threads
 

@@ -18,7 +18,8 @@ import pytest
 
 import onnxnn
 from onnxnn.export import to_onnx
-from onnxnn.ir.plan import build_model, plan
+from onnxnn.ir.plan import plan
+from onnxnn.ir.model_building import build_model
 from onnxnn.nn import functional as F
 from onnxnn.runtime.ops import conv_lowering
 from onnxnn.runtime.ops.conv_nchwc import block_size

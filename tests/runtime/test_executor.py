@@ -12,7 +12,8 @@ import pytest
 import onnxnn
 from onnxnn.runtime.fastpath import dynamic_shapes
 from onnxnn.runtime import realization as executor
-from onnxnn.ir.plan import IR_VERSION, build_model
+from onnxnn.ir.plan import IR_VERSION
+from onnxnn.ir.model_building import build_model
 from onnxnn.runtime import depth
 from onnxnn.runtime.fastpath import plan_cache
 from onnxnn.ir.graph import Node

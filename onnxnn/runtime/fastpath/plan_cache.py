@@ -20,7 +20,8 @@ from ...ir.domains import OPTIMIZER_UPDATES, TRAINING_DOMAIN
 from ...ir.dtypes import bfloat16, float16, float64
 from ...ir.executors import executor
 from ...ir.mode import EXECUTORS, MODE
-from ...ir.plan import GraphPlan, build_model
+from ...ir.plan import GraphPlan
+from ...ir.model_building import build_model
 from ..sessions import lowers_for
 from ..split_sessions import session_runner
 from ..threads import get_num_threads
