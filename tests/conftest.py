@@ -49,9 +49,17 @@ def _release_freed_heap() -> None:
 
 
 def drop_caches() -> None:
-    """Drops every compiled session, kernel plan and traced backward, and the memory they held."""
+    """Drops every compiled session, kernel plan and traced backward, and the memory they held.
+
+    What survives the collection is what lives on past the module (libraries' lazily built state, such
+    as torch's operator tables and the sympy it imports, a quarter of a million objects, and the run's
+    reports): it is frozen as ``pytest_collection_finish`` freezes the collected items, so the next
+    full collections (this one after each module, the interpreter's own) do not walk it again. That
+    took 0.1-0.15 s per collection. Objects created later are collected as before.
+    """
     onnxnn.clear_caches()
     gc.collect()
+    gc.freeze()
     _release_freed_heap()
 
 

@@ -2,9 +2,11 @@
 
 test_forward_export.py tests one model per block kind; these variants repeat or widen those blocks
 (resnet34/101/152, wide_resnet50_2, efficientnet_b1-b3, mobilenet_v3_large, squeezenet1_0,
-regnet_x_400mf). Each is built once per test and checked on both executors, exported with a dynamic
-batch axis that onnxruntime runs at batch 1 and 8, and trained for one step. VGG and
-vit_b_16, the largest, have files of their own (test_large_vgg.py, test_large_vgg_bn_and_vit.py).
+regnet_x_400mf). Each is built once for its two tests (pytest runs a variant's tests one after the
+other, then drops the model): checked on both executors and exported with a dynamic batch axis that
+onnxruntime runs at batch 1 and 8, which leave the model as it was built (eval mode, no parameter or
+buffer written), then trained for one step. VGG and vit_b_16, the largest, have files of their own
+(test_large_vgg.py, test_large_vgg_bn_and_vit.py).
 """
 
 from __future__ import annotations
@@ -37,14 +39,26 @@ VARIANTS = [
 TRAINED = VARIANTS
 
 
-@pytest.mark.parametrize("name", VARIANTS)
-def test_variant_runs_on_both_executors_and_exports_with_a_dynamic_batch(name):
+@pytest.fixture(scope="module")
+def name(request):
+    """The variant (module-scoped, so pytest groups each variant's tests and builds it once)."""
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def model(name):
+    """``name`` built from seed 0, shared by its two tests."""
     onnxnn.manual_seed(0)
-    model = build(name).eval()
+    return build(name)
+
+
+@pytest.mark.parametrize("name", VARIANTS, indirect=True)
+def test_variant_runs_on_both_executors_and_exports_with_a_dynamic_batch(name, model):
+    model.eval()
     assert_kernels_match_onnxruntime(model, name)
     assert_exports_with_a_dynamic_batch(model, name)
 
 
-@pytest.mark.parametrize("name", TRAINED)
-def test_one_training_step_moves_every_parameter(name):
-    assert_one_training_step_moves_every_parameter(name)
+@pytest.mark.parametrize("name", TRAINED, indirect=True)
+def test_one_training_step_moves_every_parameter(name, model):
+    assert_one_training_step_moves_every_parameter(name, model)
