@@ -237,7 +237,7 @@ def _freeze(value):
     """A hashable form of an attribute value (lists become tuples, arrays their bytes)."""
     kind = type(value)
     if kind in _PLAIN:
-        if kind is float and value == 0.0 and math.copysign(1.0, value) < 0.0:
+        if kind is float and is_negative_zero(value):
             return _NEGATIVE_ZERO  # -0.0 == 0.0 and their hashes agree, but they mean different ops
         return value
     if kind is list or kind is tuple:
@@ -258,6 +258,14 @@ def _freeze(value):
 
 _PLAIN = {int, float, str, bool, bytes}
 _NEGATIVE_ZERO = ("float", "-0.0")
+
+
+def is_negative_zero(value: float) -> bool:
+    """Whether a float is -0.0, which equals 0.0 and hashes alike: keys that must tell the two
+    apart (attributes, scalar arguments) ask this."""
+    return value == 0.0 and math.copysign(1.0, value) < 0.0
+
+
 _PLAIN_SIGNATURES: dict = {}
 
 

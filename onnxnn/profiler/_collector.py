@@ -31,7 +31,7 @@ import traceback
 
 from ..ir.executors import executor
 from ..ir.mode import MODE
-from ..ir.plan import plan
+from ..ir.plan import assign_results, plan
 from ..ir.model_building import build_model
 from ..nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from ..runtime.fastpath.plan_cache import choose
@@ -300,9 +300,7 @@ class Collector:
                     self.events.append(FunctionEvent("onnxnn::run", "range", thread, start, end))
         finally:
             self.end_range()
-        for value, result in zip(graph.outputs, results):
-            value.data = result
-            value.node = None
+        assign_results(graph.outputs, results)
 
     def _record_of(self, node) -> tuple:
         """``(record, recomputed)`` of a node about to run: a node a plan runs again (its value was not

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import itertools
 import threading
-from math import copysign
 from typing import Any, Callable
 
+from ...ir.graph import is_negative_zero
 from ...ir.mode import RecordingTrace, traced
 from ..tensor import Tensor
 from .known_plans import KnownPlan
@@ -167,7 +167,7 @@ def _add_arguments(items, key: list, tensors: list) -> bool:
                 key.append((value.shape, value.dtype, value.device))
                 tensors.append(item)
         elif type(item) in _SCALARS:
-            if type(item) is float and item == 0.0 and copysign(1.0, item) < 0.0:
+            if type(item) is float and is_negative_zero(item):
                 key.append(_NEGATIVE_ZERO)  # -0.0 == 0.0 and their hashes agree: 1 / (x * s) tells them apart
             else:
                 key.append((type(item), item))  # 1, 1.0 and True are equal keys otherwise
