@@ -162,7 +162,14 @@ def assert_runs_exports_and_trains(name: str, model: onnxnn.nn.Module, image_siz
     assert_exports_with_a_dynamic_batch(model, name, image_size)
     assert_one_training_step_moves_every_parameter(name, model, image_size)
     del model
-    # The sessions cached for this model's structures keep onnxruntime's arenas (about 1 GB for a
-    # VGG step): the largest models drop them, so the next test does not start 1-2 GB higher.
+    drop_caches()
+
+
+def drop_caches() -> None:
+    """Drops the sessions cached for the structures of the model just tested.
+
+    They keep onnxruntime's arenas (about 1 GB for a VGG step): the largest models drop them, so
+    the next test does not start 1-2 GB higher.
+    """
     onnxnn.clear_caches()
     gc.collect()

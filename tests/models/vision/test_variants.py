@@ -36,7 +36,10 @@ VARIANTS = [
     "regnet_x_400mf",
 ]
 # One SGD step each: a finite loss, a finite gradient for every parameter, every parameter moved.
-TRAINED = VARIANTS
+# Left out: the variants that only stack more of their base model's blocks, which
+# test_forward_export.py trains (resnet50's bottleneck, efficientnet_b0's MBConv; b2 and b3 are b1
+# wider and deeper): their step costs 5-18 s and checks the same blocks' gradients.
+TRAINED = [name for name in VARIANTS if name not in ("resnet101", "resnet152", "efficientnet_b2", "efficientnet_b3")]
 
 
 @pytest.fixture(scope="module")
