@@ -205,6 +205,24 @@ def _input_size(graph_nodes: list, initializers: list, cache: dict, name: str, a
     return size_name
 
 
+def _reader_of(by_name: dict, position: int, node, slot: int):
+    """The ONNX node that reads input ``slot`` of the plan's node at ``position``.
+
+    The graph's nodes do not follow the plan's one for one: ``build_model`` writes an op that has a
+    decomposition (BatchNormalization with batch statistics, GroupNormalization) as several nodes,
+    so every later op stands further down the graph. An op written as recorded is one node named
+    ``{op_type}_{position}``; ``by_name``: the graph's nodes by name.
+    """
+    recorded = by_name.get(f"{node.op_type}_{position}")
+    if recorded is None or recorded.op_type != node.op_type or slot >= len(recorded.input):
+        # A decomposition's nodes (``node_{position}_...``) may read the shape anywhere, or not at all.
+        raise RuntimeError(
+            f"to_onnx: a shape argument of {node.op_type} depends on a dynamic axis, and the op is "
+            "written as several ONNX nodes, which onnxnn cannot make dynamic; export with fixed sizes"
+        )
+    return recorded
+
+
 def _check_same_structure(first, second) -> None:
     if len(first.plan.nodes) != len(second.plan.nodes) or any(
         a.signature != b.signature for a, b in zip(first.plan.nodes, second.plan.nodes)
@@ -239,6 +257,7 @@ def make_shapes_dynamic(
     cache: dict
     prologue, new_initializers, cache = [], [], {}
     graph_nodes = proto.graph.node
+    by_name: dict | None = None  # built at the first shape to rewrite
     for position, (node_a, node_b, node_c) in enumerate(zip(trace.plan.nodes, second.plan.nodes, third.plan.nodes)):
         for slot, (value_a, value_b, value_c) in enumerate(zip(node_a.inputs, node_b.inputs, node_c.inputs)):
             if value_a is None or value_a.data is None:
@@ -272,7 +291,9 @@ def make_shapes_dynamic(
                     pieces.append(_size_expression(prologue, new_initializers, cache, *fitted))
                 computed = f"onnxnn::dynamic_shape_{position}_{slot}"
                 prologue.append(helper.make_node("Concat", pieces, [computed], axis=0))
-                graph_nodes[position].input[slot] = computed
+                if by_name is None:
+                    by_name = {onnx_node.name: onnx_node for onnx_node in graph_nodes if onnx_node.name}
+                _reader_of(by_name, position, node_a, slot).input[slot] = computed
             elif any(value_a is arg for arg in trace.arg_values):
                 continue
             elif value_a.shape != value_b.shape or not np.array_equal(value_a.data, value_b.data):

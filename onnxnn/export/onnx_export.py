@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
-import tempfile
 import warnings
 
 import numpy as np
@@ -29,7 +27,7 @@ from ..runtime.grad_mode import no_grad
 from ..runtime.internal import realize_values, restore_state, save_state, value_of
 from ..runtime.sessions import newest_onnxruntime_opset
 from ..runtime.tensor import Tensor
-from .atomic_write import _naming, write_atomically
+from .atomic_write import _naming, staging_folder, write_atomically
 from .dynamic_shapes import make_shapes_dynamic, widen_unit_axes
 from .opset_conversion import convert_opset
 
@@ -286,7 +284,9 @@ def write_model(
     part-way (a full disk) leaves the file there before intact, and raises an OSError naming it.
     With external data, both files are written in a hidden folder beside the target first, then
     moved over the ``.data`` file and the model file, in that order: a full disk fails the writes,
-    before either rename, and leaves both files as they were.
+    before either rename, and leaves both files as they were. That folder is named
+    ``.<name>.<pid>.<random>.tmp``; one that a killed write left behind is removed by the next write
+    of the same path, never one a live writer still uses.
 
     ``serialized``: ``proto.SerializeToString()`` when the caller has it already.
     """
@@ -327,35 +327,32 @@ def _write_with_external_data(proto: onnx.ModelProto, path: str, threshold: int)
     directory, name = os.path.split(target)
     location = name + ".data"
     # Staged beside the target (one filesystem, so the renames are atomic); a process killed
-    # while writing leaves this hidden folder, never a half-written model.
-    try:
-        staging = tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-    except OSError as error:
-        raise _naming(error, target) from error
-    weights_in = staging
-    try:
-        staged_model, staged_data = os.path.join(staging, name), os.path.join(staging, location)
-        onnx.save_model(
-            proto,
-            staged_model,
-            save_as_external_data=True,
-            all_tensors_to_one_file=True,
-            location=location,
-            size_threshold=threshold,
-        )
-        staged = [file for file in (staged_data, staged_model) if os.path.exists(file)]
-        for file in staged:
-            with open(file, "rb") as handle:
-                os.fsync(handle.fileno())
-        # The data first: the model file that refers to it only once it is complete in place.
-        for file in staged:
-            os.replace(file, os.path.join(directory, os.path.basename(file)))
-            weights_in = directory
-    except OSError as error:
-        raise _naming(error, target) from error
-    finally:
-        _take_back_weights(proto, weights_in)
-        shutil.rmtree(staging, ignore_errors=True)
+    # while writing leaves this hidden folder, never a half-written model, and the next write of
+    # the target removes it (``atomic_write.staging_folder``).
+    with staging_folder(target) as staging:
+        weights_in = staging
+        try:
+            staged_model, staged_data = os.path.join(staging, name), os.path.join(staging, location)
+            onnx.save_model(
+                proto,
+                staged_model,
+                save_as_external_data=True,
+                all_tensors_to_one_file=True,
+                location=location,
+                size_threshold=threshold,
+            )
+            staged = [file for file in (staged_data, staged_model) if os.path.exists(file)]
+            for file in staged:
+                with open(file, "rb") as handle:
+                    os.fsync(handle.fileno())
+            # The data first: the model file that refers to it only once it is complete in place.
+            for file in staged:
+                os.replace(file, os.path.join(directory, os.path.basename(file)))
+                weights_in = directory
+        except OSError as error:
+            raise _naming(error, target) from error
+        finally:
+            _take_back_weights(proto, weights_in)
 
 
 def _initializers(graph: onnx.GraphProto):

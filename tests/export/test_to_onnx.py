@@ -7,6 +7,7 @@ import io
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -22,7 +23,7 @@ from onnx import TensorProto, helper
 
 import onnxnn
 from onnxnn import nn
-from onnxnn.export import max_opset_version, to_onnx
+from onnxnn.export import atomic_write, max_opset_version, to_onnx
 from onnxnn.export.onnx_export import write_model
 from onnxnn.import_ import from_onnx
 
@@ -182,6 +183,52 @@ def test_an_example_of_batch_1_exports_the_graph_every_batch_shares():
         assert_close_to_matmul(result, rows, weight.T, bias)
 
 
+# Models where an op written as several ONNX nodes (BatchNorm with batch statistics, GroupNorm)
+# comes before a shape that follows the batch (Flatten's reshape target); (id, build, training).
+SEVERAL_NODE_OP_MODELS = [
+    (
+        "batchnorm2d_training",
+        lambda: nn.Sequential(
+            nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(100, 3)
+        ),
+        True,
+    ),
+    (
+        "groupnorm_eval",
+        lambda: nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.GroupNorm(2, 4), nn.Flatten(), nn.Linear(100, 3)),
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "name, build, training", SEVERAL_NODE_OP_MODELS, ids=[model[0] for model in SEVERAL_NODE_OP_MODELS]
+)
+def test_dynamic_axes_after_an_op_written_as_several_nodes(name, build, training):
+    # The shape the batch changes must be rewritten in the Reshape that reads it, not in whichever
+    # ONNX node stands at the Reshape's position among the recorded ops.
+    onnxnn.manual_seed(0)
+    model = build().train(training)
+    proto = to_onnx(
+        model,
+        onnxnn.randn(2, 3, 5, 5),
+        input_names=["input"],
+        output_names=["output"],
+        dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
+        training=training,
+    )
+    onnx.checker.check_model(proto, full_check=True)
+    session = _session(proto)
+    for batch in (3, 7):
+        x = onnxnn.randn(batch, 3, 5, 5)
+        with onnxnn.no_grad():
+            expected = model(x).numpy()  # in training mode, with this batch's statistics
+        (result,) = session.run(None, {"input": x.numpy()})
+        assert result.shape == expected.shape == (batch, 3)
+        np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-5)
+    assert model.training is training
+
+
 @pytest.mark.parametrize("opset", [17, 18, 21, max_opset_version()])
 def test_every_supported_opset_exports_and_runs(opset):
     model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1)).eval()
@@ -301,6 +348,98 @@ def test_exporting_again_with_external_data_replaces_both_files(tmp_path):
     assert {name: len(data) for name, data in _files(tmp_path).items()} == sizes  # replaced, not appended to
     np.testing.assert_array_equal(_weight_of(path), second.weight.detach().numpy())
     assert _whole(proto)
+
+
+STAGING = re.compile(r"\.model\.onnx\.(\d+)\.[0-9a-f]+\.tmp")
+
+
+def _staging_folders(folder) -> list[str]:
+    """The hidden folders in ``folder``, however named."""
+    return sorted(name for name in os.listdir(folder) if name.startswith(".") and (folder / name).is_dir())
+
+
+def _start_blocked_export(path) -> subprocess.Popen:
+    """A child exporting to ``path`` with external data that has written both files in its staging
+    folder, not yet moved them, and waits to be killed."""
+    script = textwrap.dedent(f"""
+        import time
+        import onnx
+        import onnxnn
+        from onnxnn.export import to_onnx
+
+        written = onnx.save_model
+
+        def stalled(*args, **kwargs):
+            written(*args, **kwargs)
+            print("writing", flush=True)
+            time.sleep(600)
+
+        onnx.save_model = stalled
+        onnxnn.manual_seed(2)
+        to_onnx(onnxnn.nn.Linear(64, 64).eval(), onnxnn.randn(1, 64), {str(path)!r}, external_data=True)
+    """)
+    child = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT)
+    )
+    assert child.stdout.readline() == b"writing\n"
+    return child
+
+
+def _kill(child: subprocess.Popen) -> None:
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=60)
+    child.stdout.close()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("external_data", [True, None], ids=["external_data", "one_file"])
+def test_an_export_killed_mid_write_leaves_a_staging_folder_the_next_export_removes(tmp_path, external_data):
+    path = tmp_path / "model.onnx"
+    to_onnx(_linear(0), onnxnn.randn(1, 64), path, external_data=True)
+    before = _files(tmp_path)
+    child = _start_blocked_export(path)
+    _kill(child)
+    leftovers = _staging_folders(tmp_path)
+    assert len(leftovers) == 1
+    assert sorted(os.listdir(tmp_path / leftovers[0])) == ["model.onnx", "model.onnx.data"]
+    assert {name: data for name, data in _files(tmp_path).items() if name not in leftovers} == before
+    second = _linear(1)
+    to_onnx(second, onnxnn.randn(1, 64), path, external_data=external_data)
+    assert _staging_folders(tmp_path) == []
+    np.testing.assert_array_equal(_weight_of(path), second.weight.detach().numpy())
+    # Discoverable: named for its target and the process that wrote it.
+    assert STAGING.fullmatch(leftovers[0]) and STAGING.fullmatch(leftovers[0]).group(1) == str(child.pid)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_live_exports_staging_folder_is_never_removed(tmp_path):
+    path = tmp_path / "model.onnx"
+    child = _start_blocked_export(path)
+    try:
+        busy = _staging_folders(tmp_path)
+        assert len(busy) == 1
+        second = _linear(1)
+        to_onnx(second, onnxnn.randn(1, 64), path, external_data=True)  # a concurrent export of the same path
+        assert _staging_folders(tmp_path) == busy
+        assert sorted(os.listdir(tmp_path / busy[0])) == ["model.onnx", "model.onnx.data"]
+        np.testing.assert_array_equal(_weight_of(path), second.weight.detach().numpy())
+    finally:
+        _kill(child)
+    to_onnx(_linear(3), onnxnn.randn(1, 64), path, external_data=True)
+    assert _staging_folders(tmp_path) == []
+
+
+def test_without_flock_only_staging_folders_of_dead_processes_are_removed(tmp_path, monkeypatch):
+    monkeypatch.setattr(atomic_write, "fcntl", None)
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    dead, alive, own = (f".model.onnx.{pid}.0a1b.tmp" for pid in (int(finished.stdout), os.getppid(), os.getpid()))
+    other = f".other.onnx.{int(finished.stdout)}.0a1b.tmp"  # another target's
+    for name in (dead, alive, own, other):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "model.onnx.data").write_bytes(b"half")
+    to_onnx(_linear(0), onnxnn.randn(1, 64), tmp_path / "model.onnx", external_data=True)
+    assert _staging_folders(tmp_path) == sorted([alive, own, other])
+    assert (tmp_path / other / "model.onnx.data").read_bytes() == b"half"
 
 
 def test_write_model_leaves_the_callers_proto_whole_when_it_fails(tmp_path, monkeypatch):
