@@ -10,6 +10,7 @@ gradients flow through them to float32 parameters and exported graphs keep them.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import warnings
@@ -18,6 +19,7 @@ from typing import Any, Callable, Literal, TypeVar
 from ..ir import dtypes
 from ..ir.device import cuda_is_available
 from ..ir.mode import MODE
+from ..runtime.recomputation import register_recomputation_state
 from ..runtime.tensor import Tensor, apply_op
 from .op_lists import FP32, LOWER_PRECISION_FP, PROMOTE, policy_for
 
@@ -242,6 +244,25 @@ class autocast:
         return f"autocast(device_type={self.device!r}, dtype={self.fast_dtype}, enabled={self._enabled})"
 
 
+def _captured_regions() -> Callable[[], contextlib.ExitStack]:
+    """This thread's autocast state now, as what re-enters it: a region per device type (enabled
+    or not), as PyTorch's checkpoint re-enters the first call's state in its recomputation."""
+    state = _STATE
+    settings = [(device, state.dtype[device], state.enabled[device]) for device in _DEVICE_TYPES]
+    cache_enabled = state.cache_enabled
+
+    def regions() -> contextlib.ExitStack:
+        stack = contextlib.ExitStack()
+        for device, dtype, enabled in settings:
+            stack.enter_context(autocast(device, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled))
+        return stack
+
+    return regions
+
+
+register_recomputation_state(_captured_regions)
+
+
 def _device_type_of(inputs: tuple) -> str | None:
     for item in inputs:
         if isinstance(item, Tensor):
@@ -251,8 +272,10 @@ def _device_type_of(inputs: tuple) -> str | None:
 
 def _autocast_inputs(op_type: str, inputs: tuple, domain: str, name: str | None) -> tuple:
     """``MODE.autocast``: ``inputs`` cast as the op's autocast policy says, for this thread."""
-    if domain or MODE.in_backward or MODE.grad.autocast_paused:
-        # Gradient ops run in the dtypes their forward ops ran in; an op autocast does not list
+    grad_mode = MODE.grad
+    if domain or (MODE.in_backward and not grad_mode.recomputing) or grad_mode.autocast_paused:
+        # Gradient ops run in the dtypes their forward ops ran in (a checkpoint's recomputation of
+        # forward ops inside a backward is cast as the first call was); an op autocast does not list
         # (runtime.tensor.outside_autocast) runs its own products as its inputs come.
         return inputs
     state = _STATE

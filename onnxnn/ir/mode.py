@@ -49,11 +49,14 @@ def fast_path_from_environment() -> bool:
 class GradMode(threading.local):
     """Whether operations on tensors that require grad are recorded for backward, per thread; and
     the depth of ``runtime.tensor.outside_autocast`` calls running in the thread, during which
-    autocast leaves recorded ops as they are; and whether an ``inference_mode`` block is in force."""
+    autocast leaves recorded ops as they are; and whether an ``inference_mode`` block is in force;
+    and the depth of recomputations of forward code inside a backward (``runtime.recomputation``),
+    whose ops autocast casts as the first call's were."""
 
     enabled = True
     autocast_paused = 0
     inference = False
+    recomputing = 0
 
 
 class Mode:

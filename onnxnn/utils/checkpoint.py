@@ -2,8 +2,9 @@
 
 ``checkpoint(function, *args)`` runs ``function`` so that backward keeps nothing of what happens
 inside it: only its inputs are kept, and during backward the function is called again (with the
-random state of the first call, so dropout draws the same masks) to record the graph whose
-gradients are then taken. Both of PyTorch's variants are here, with its rules for each:
+random state of the first call, so dropout draws the same masks, and its autocast state, so the
+same ops are cast) to record the graph whose gradients are then taken. Both of PyTorch's
+variants are here, with its rules for each:
 
 - ``use_reentrant=True`` (what an unspecified ``use_reentrant`` means, with PyTorch's warning):
   the first call runs under ``no_grad``; backward calls ``function`` again on detached inputs and
@@ -66,6 +67,7 @@ from ..runtime.autograd import FREED_MESSAGE, AccumulateGrad
 from ..runtime.backward import grad, run_backward
 from ..runtime.grad_mode import enable_grad, is_grad_enabled, no_grad
 from ..runtime.internal import accumulates_into_every_leaf, tensor_of
+from ..runtime.recomputation import capture_recomputation_state, recomputation_state
 from ..runtime.tensor import Tensor
 from ..autograd.function import Function
 
@@ -132,6 +134,7 @@ class CheckpointFunction(Function):
         check_backward_validity(args)
         ctx.run_function = run_function
         ctx.rng_state = _random.get_rng_state() if preserve_rng_state else None
+        ctx.switches = capture_recomputation_state()  # autocast's, re-entered by the recomputation
         # Non-tensors are kept as they are; tensors through save_for_backward (checked for in-place changes).
         ctx.inputs = [None if isinstance(item, Tensor) else item for item in args]
         ctx.tensor_indices = [index for index, item in enumerate(args) if isinstance(item, Tensor)]
@@ -153,7 +156,7 @@ class CheckpointFunction(Function):
         inputs = list(ctx.inputs)
         for index, tensor in zip(ctx.tensor_indices, ctx.saved_tensors):
             inputs[index] = tensor
-        with _random_state(ctx.rng_state):
+        with _random_state(ctx.rng_state), recomputation_state(ctx.switches):
             detached = detach_variable(tuple(inputs))
             with enable_grad():
                 outputs = ctx.run_function(*detached)
@@ -301,6 +304,7 @@ class _State:
         self.function = function
         self.structure = structure
         self.rng_state = rng_state
+        self.switches = capture_recomputation_state()  # autocast's, re-entered by the recomputation
         self.recompute_context = recompute_context
         self.determinism_check = determinism_check
         self.debug = debug
@@ -335,7 +339,13 @@ class _CheckpointWithoutReentrant(Function):
         saved = ctx.saved_tensors
         inputs = list(saved) if create_graph else [_detached(tensor) for tensor in saved]
         recorder = _Recorder()
-        with _random_state(state.rng_state), state.recompute_context, enable_grad(), recorder:
+        with (
+            _random_state(state.rng_state),
+            recomputation_state(state.switches),
+            state.recompute_context,
+            enable_grad(),
+            recorder,
+        ):
             args, kwargs = _unflatten(state.structure, inputs)
             leaves: list = []
             _flatten(state.function(*args, **kwargs), leaves)

@@ -294,3 +294,49 @@ def test_reentrant_refuses_backwards_that_accumulate_into_some_leaves_only(diffe
     with pytest.raises(RuntimeError, match="use_reentrant=True, onnxnn.utils.checkpoint is incompatible with .grad()"):
         differentiate(loss, x)
     assert layer.weight.grad is None  # nothing was written that the caller did not ask for
+
+
+# (autocast's dtype in the first call or None, autocast's dtype around backward or None): the
+# recomputation runs as the first call did, whatever surrounds the backward.
+AUTOCAST_CASES = [
+    pytest.param(onnxnn.bfloat16, None, id="bfloat16-forward"),
+    pytest.param(onnxnn.float16, None, id="float16-forward"),
+    pytest.param(None, onnxnn.bfloat16, id="bfloat16-around-backward-only"),
+    pytest.param(onnxnn.bfloat16, onnxnn.float16, id="bfloat16-forward-float16-around-backward"),
+]
+
+
+def _autocast(dtype):
+    return onnxnn.autocast("cpu", dtype=dtype, enabled=dtype is not None)
+
+
+@pytest.mark.parametrize("forward_dtype, backward_dtype", AUTOCAST_CASES)
+@pytest.mark.parametrize("use_reentrant", VARIANTS)
+def test_the_recomputation_runs_under_the_first_calls_autocast_state(use_reentrant, forward_dtype, backward_dtype):
+    # PyTorch re-enters the first call's autocast state around the recomputation; without it the
+    # recomputed ops are float32 where the first call's were cast, and the backward fails or
+    # differentiates another computation.
+    onnxnn.manual_seed(0)
+    layers = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    hidden_dtypes = []  # the dtype of the first layer's output at each call, the recomputation's last
+    layers[0].register_forward_hook(lambda module, inputs, output: hidden_dtypes.append(output.dtype))
+    x_data = onnxnn.randn(5, 4)
+    weights = onnxnn.arange(15.0).reshape(5, 3)
+    results = []
+    for checkpointed in (False, True):
+        layers.zero_grad()
+        x = x_data.clone().requires_grad_()
+        with _autocast(forward_dtype):
+            output = checkpoint(layers, x, use_reentrant=use_reentrant) if checkpointed else layers(x)
+        with _autocast(backward_dtype):
+            (output.float() * weights).sum().backward()
+        assert onnxnn.is_autocast_enabled("cpu") is False
+        results.append((output.dtype, [x.grad.numpy()] + [p.grad.numpy() for p in layers.parameters()]))
+    (plain_dtype, plain), (checkpointed_dtype, recomputed) = results
+    assert checkpointed_dtype is plain_dtype is (forward_dtype or onnxnn.float32)
+    assert hidden_dtypes == [forward_dtype or onnxnn.float32] * 3  # plain call, first call, recomputation
+    for expected, actual in zip(plain, recomputed):
+        assert actual.dtype == np.float32
+        # The same ops on the same values: only the grouping of runs differs, which may round a
+        # low-precision intermediate to its neighbour (one unit in its last place, 2**-7 for bfloat16).
+        np.testing.assert_allclose(actual, expected, rtol=2.0**-7, atol=2.0**-7 * np.abs(expected).max())
