@@ -273,7 +273,7 @@ def _device_type_of(inputs: tuple) -> str | None:
 def _autocast_inputs(op_type: str, inputs: tuple, domain: str, name: str | None) -> tuple:
     """``MODE.autocast``: ``inputs`` cast as the op's autocast policy says, for this thread."""
     grad_mode = MODE.grad
-    if domain or (MODE.in_backward and not grad_mode.recomputing) or grad_mode.autocast_paused:
+    if domain or (grad_mode.in_backward and not grad_mode.recomputing) or grad_mode.autocast_paused:
         # Gradient ops run in the dtypes their forward ops ran in (a checkpoint's recomputation of
         # forward ops inside a backward is cast as the first call was); an op autocast does not list
         # (runtime.tensor.outside_autocast) runs its own products as its inputs come.

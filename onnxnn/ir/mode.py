@@ -50,12 +50,16 @@ class GradMode(threading.local):
     """Whether operations on tensors that require grad are recorded for backward, per thread; and
     the depth of ``runtime.tensor.outside_autocast`` calls running in the thread, during which
     autocast leaves recorded ops as they are; and whether an ``inference_mode`` block is in force;
-    and the depth of recomputations of forward code inside a backward (``runtime.recomputation``),
-    whose ops autocast casts as the first call's were."""
+    and the depth of backward passes running in the thread (the general driver or a replay: a
+    realization inside one computes exactly its targets, since which intermediates are still held
+    differs between the driver and a replay, and the plans must not; autocast leaves gradient ops
+    as they are); and the depth of recomputations of forward code inside a backward
+    (``runtime.recomputation``), whose ops autocast casts as the first call's were."""
 
     enabled = True
     autocast_paused = 0
     inference = False
+    in_backward = 0
     recomputing = 0
 
 
@@ -73,9 +77,6 @@ class Mode:
             ``executor`` (``set_fast_path`` blocks).
         recording_only: depth of ``recording_only`` blocks: realizations are skipped.
         unbounded_depth: depth of ``unbounded_depth`` blocks: deep histories stay pending.
-        in_backward: depth of backward passes running (the general driver or a replay). A
-            realization inside one computes exactly its targets: which intermediates are still
-            held differs between the driver and a replay, and the plans must not.
         trace: the ``RecordingTrace`` of a forward or backward being traced for replay in the
             calling thread (``traced``), else None.
         observer: a callable ``observer(node, outputs)`` told of every node recorded through
@@ -112,7 +113,6 @@ class Mode:
         "fast_path",
         "recording_only",
         "unbounded_depth",
-        "in_backward",
         "trace",
         "observer",
         "profiler",
@@ -133,7 +133,6 @@ class Mode:
         self.fast_path = fast_path_from_environment()
         self.recording_only = 0
         self.unbounded_depth = 0
-        self.in_backward = 0
         self.trace = None
         self.observer = None
         self.profiler = None

@@ -275,7 +275,7 @@ class Collector:
         try:
             self.begin_range("onnxnn::plan")
             try:
-                graph = plan(targets, not MODE.in_backward)
+                graph = plan(targets, not MODE.grad.in_backward)
             finally:
                 self.end_range()
             records = [self._record_of(node) for node in graph.nodes]

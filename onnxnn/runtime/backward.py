@@ -141,7 +141,7 @@ def _execute(
     Returns:
         The captured gradients (None where nothing flowed), in the order of ``capture``.
     """
-    MODE.in_backward += 1
+    MODE.grad.in_backward += 1
     _RUNNING.kinds.append(capture is None and accumulate_only is None)
     profiler = MODE.profiler
     if profiler is not None:
@@ -156,7 +156,7 @@ def _execute(
             accumulate_only=accumulate_only,
         )
     finally:
-        MODE.in_backward -= 1
+        MODE.grad.in_backward -= 1
         _RUNNING.kinds.pop()
         if profiler is not None:
             profiler.end_range()
@@ -190,7 +190,7 @@ def _drive(
     capture: list | None,
     accumulate_only: set | None,
 ) -> list:
-    """``_execute``'s body, run while ``MODE.in_backward`` counts it."""
+    """``_execute``'s body, run while ``MODE.grad.in_backward`` counts it."""
     # Incoming gradients per function, by output number. This loop runs for every backward of a
     # training step, so its tables are keyed by the functions (identity hashes) and it merges the
     # passes over each node's edges.

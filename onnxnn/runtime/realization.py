@@ -60,7 +60,7 @@ def realize(values, specialize: bool = True) -> None:
     if profiler is not None:  # onnxnn.profiler times planning, compilation and each node's run
         profiler.realize(targets)
         return
-    in_backward = MODE.in_backward
+    in_backward = MODE.grad.in_backward
     known = None
     if len(targets) == 1 and not in_backward:
         node = targets[0].node

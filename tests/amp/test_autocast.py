@@ -334,6 +334,37 @@ def test_state_is_per_thread():
     assert seen == {"enabled": False, "dtype": onnxnn.float32}
 
 
+def test_another_threads_backward_leaves_this_threads_autocast_on():
+    # Gradient ops are never cast, but only the backward's own thread records them: a region in
+    # another thread keeps casting while that backward runs.
+    inside, release = threading.Event(), threading.Event()
+
+    class Waits(onnxnn.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            inside.set()
+            assert release.wait(60)
+            return grad_output
+
+    x = onnxnn.randn(3, requires_grad=True)
+    loss = Waits.apply(x).sum()
+    training = threading.Thread(target=loss.backward)
+    training.start()
+    try:
+        assert inside.wait(60)
+        with autocast("cpu"):
+            dtype = nn.Linear(3, 2)(onnxnn.randn(2, 3)).dtype
+    finally:
+        release.set()
+        training.join()
+    assert dtype is onnxnn.bfloat16
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones(3, np.float32))
+
+
 @pytest.mark.parametrize(
     "arguments, error, message",
     [

@@ -92,7 +92,7 @@ def replays() -> bool:
         and not MODE.eager
         and not MODE.recording_only
         and not MODE.unbounded_depth
-        and not MODE.in_backward
+        and not MODE.grad.in_backward
     )
 
 

@@ -64,11 +64,11 @@ def backward(root: tuple, root_gradient, retain_graph: bool, engine) -> bool:
         return True
     if template is _UNREPLAYABLE:
         return False
-    MODE.in_backward += 1
+    MODE.grad.in_backward += 1
     try:
         replayed = template.replay(order, root_gradient._value, retain_graph)
     finally:
-        MODE.in_backward -= 1
+        MODE.grad.in_backward -= 1
     _counts["replayed"] += replayed
     return replayed
 
