@@ -7,8 +7,9 @@ take over, and the scoped states of a trace being recorded. The public switches
 
 Grad mode is per thread, as PyTorch's is (``MODE.grad.enabled``; a new thread starts with
 gradients enabled). So are the executor, eager mode and the fast path inside ``set_executor`` and
-``set_fast_path`` blocks (``ModeSwitch``; outside them a thread has the process's), and the trace
-being recorded (``traced``). The other modes are per process. ``MODE`` is a plain object because
+``set_fast_path`` blocks (``ModeSwitch``; outside them a thread has the process's), the trace
+being recorded (``traced``), and the depths of blocks that change what recording and realization
+do (a running backward, an export: ``GradMode``). The other modes are per process. ``MODE`` is a plain object because
 recording reads it for every op, and a thread-local attribute costs several times a plain one:
 those attributes are plain while no thread is inside such a block.
 """
@@ -54,13 +55,18 @@ class GradMode(threading.local):
     realization inside one computes exactly its targets, since which intermediates are still held
     differs between the driver and a replay, and the plans must not; autocast leaves gradient ops
     as they are); and the depth of recomputations of forward code inside a backward
-    (``runtime.recomputation``), whose ops autocast casts as the first call's were."""
+    (``runtime.recomputation``), whose ops autocast casts as the first call's were; and the depths
+    of the thread's ``recording_only`` blocks (its realizations are skipped: a training step being
+    exported is recorded, not run) and ``unbounded_depth`` blocks (its deep histories stay pending:
+    an export keeps the whole model's)."""
 
     enabled = True
     autocast_paused = 0
     inference = False
     in_backward = 0
     recomputing = 0
+    recording_only = 0
+    unbounded_depth = 0
 
 
 class Mode:
@@ -75,8 +81,6 @@ class Mode:
         fast_path: generated code, replayed backwards and cached specializations may run
             (``runtime.fastpath``); results are bitwise the same either way. Per thread, as
             ``executor`` (``set_fast_path`` blocks).
-        recording_only: depth of ``recording_only`` blocks: realizations are skipped.
-        unbounded_depth: depth of ``unbounded_depth`` blocks: deep histories stay pending.
         trace: the ``RecordingTrace`` of a forward or backward being traced for replay in the
             calling thread (``traced``), else None.
         observer: a callable ``observer(node, outputs)`` told of every node recorded through
@@ -111,8 +115,6 @@ class Mode:
         "executor",
         "eager",
         "fast_path",
-        "recording_only",
-        "unbounded_depth",
         "trace",
         "observer",
         "profiler",
@@ -131,8 +133,6 @@ class Mode:
         self.executor = "auto"
         self.eager = False
         self.fast_path = fast_path_from_environment()
-        self.recording_only = 0
-        self.unbounded_depth = 0
         self.trace = None
         self.observer = None
         self.profiler = None

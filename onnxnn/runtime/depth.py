@@ -78,7 +78,7 @@ def bound_depth(node, outputs) -> None:
     Recording an op calls it (``tensor.apply_op``, when ``node.depth`` passes the bound), and so
     does a replayed backward.
     """
-    if refresh_depth(node) <= MAX_PENDING_DEPTH or MODE.unbounded_depth:
+    if refresh_depth(node) <= MAX_PENDING_DEPTH or MODE.grad.unbounded_depth:
         return
     trace = MODE.trace
     read_data = trace is not None and trace.read_data
@@ -110,8 +110,8 @@ class unbounded_depth:
     """
 
     def __enter__(self) -> "unbounded_depth":
-        MODE.unbounded_depth += 1
+        MODE.grad.unbounded_depth += 1
         return self
 
     def __exit__(self, *exc_info) -> None:
-        MODE.unbounded_depth -= 1
+        MODE.grad.unbounded_depth -= 1

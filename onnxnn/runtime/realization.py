@@ -47,7 +47,7 @@ def realize(values, specialize: bool = True) -> None:
     ``specialize=False``: the structure never gets an inference specialization (a run whose
     weights change every time, though the plan cannot tell).
     """
-    if MODE.recording_only:
+    if MODE.grad.recording_only:
         return
     if len(values) == 1:  # reading one tensor: the common case
         targets = [values[0]] if values[0].data is None else None
@@ -223,11 +223,11 @@ class recording_only:
     """
 
     def __enter__(self) -> "recording_only":
-        MODE.recording_only += 1
+        MODE.grad.recording_only += 1
         return self
 
     def __exit__(self, *exc_info) -> None:
-        MODE.recording_only -= 1
+        MODE.grad.recording_only -= 1
 
 
 def cache_info() -> dict:

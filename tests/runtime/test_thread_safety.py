@@ -22,7 +22,9 @@ import onnxnn.nn as nn
 from onnxnn.ir.mode import MODE
 from onnxnn.ir.plan import plan
 from onnxnn.runtime.fastpath import forward_replay, plan_cache
-from onnxnn.runtime.realization import run_plan
+from onnxnn.runtime.depth import MAX_PENDING_DEPTH, pending_depth, unbounded_depth
+from onnxnn.runtime.internal import value_of
+from onnxnn.runtime.realization import recording_only, run_plan
 
 EXECUTORS = ["onnxruntime", "kernels"]
 WIDTH = 32
@@ -371,3 +373,39 @@ def test_a_plain_call_sets_the_process_default_and_a_block_inside_restores_it(pr
     finally:
         onnxnn.set_executor("auto")
     assert seen == ["kernels", ("auto", True), ("kernels", False)]
+
+
+def _records_deep_history() -> int:
+    """The pending depth of a history recorded one op past the bound in this thread."""
+    x = onnxnn.ones(3)
+    for _ in range(MAX_PENDING_DEPTH + 1):
+        x = x + 1
+    return pending_depth(value_of(x))
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        pytest.param(recording_only, id="recording_only"),  # a training step being exported
+        pytest.param(unbounded_depth, id="unbounded_depth"),  # a model being exported
+    ],
+)
+def test_an_export_in_one_thread_leaves_the_others_realizing(block):
+    # An export's blocks keep its own thread's work pending; another thread's reads and deep
+    # histories are computed as always.
+    entered, release = threading.Event(), threading.Event()
+
+    def exporting() -> None:
+        with block():
+            entered.set()
+            assert release.wait(60)
+
+    thread = threading.Thread(target=exporting)
+    thread.start()
+    try:
+        assert entered.wait(60)
+        np.testing.assert_array_equal((onnxnn.arange(3.0) * 2).numpy(), [0.0, 2.0, 4.0])
+        assert _records_deep_history() <= MAX_PENDING_DEPTH
+    finally:
+        release.set()
+        thread.join()

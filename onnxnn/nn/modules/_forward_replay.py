@@ -82,17 +82,16 @@ def _changes(instance_dicts: list) -> list:
 
 def replays() -> bool:
     """Whether a module call now may replay (the modes of the module doc; not the module's own facts)."""
+    grad_mode = MODE.grad  # per thread: each of its attributes costs more than a plain one
     return (
-        not MODE.grad.enabled
+        not grad_mode.enabled
         and MODE.fast_path
         and MODE.trace is None
         and MODE.observer is None
         and MODE.profiler is None
         and MODE.autocast is None
         and not MODE.eager
-        and not MODE.recording_only
-        and not MODE.unbounded_depth
-        and not MODE.grad.in_backward
+        and not (grad_mode.recording_only or grad_mode.unbounded_depth or grad_mode.in_backward)
     )
 
 
