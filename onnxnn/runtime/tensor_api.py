@@ -367,8 +367,28 @@ def _in_place_reshaping(name: str):
     return method
 
 
+# Ops whose kernels take only integers (and bools): their in-place forms refuse a higher-category
+# operand as a cast before the op would refuse it as a float kernel (see _check_in_place_operand).
+_INTEGER_KERNELS = (
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "gcd",
+    "lcm",
+    "bitwise_left_shift",
+    "bitwise_right_shift",
+)
+
+
 def _in_place(name: str, arithmetic: bool):
+    integer_kernel = name in _INTEGER_KERNELS
+
     def method(self, *args, **kwargs):
+        if integer_kernel:
+            other = args[0] if args else kwargs.get("other")
+            if name in ("gcd", "lcm") and not isinstance(other, _tensor.Tensor):
+                raise TypeError(f"{name}_(): argument 'other' (position 1) must be Tensor, not {type(other).__name__}")
+            self._check_in_place_operand(other)
         result = getattr(self._alias(), name)(*args, **kwargs)
         return self._assign_arithmetic(result) if arithmetic else self._assign(result)
 
@@ -381,31 +401,41 @@ class TensorAPI(_AttachedMethods):
     __slots__ = ()
 
     # ---------------------------------------------------------------- constructors like this tensor
+    def _new_dtype(self, dtype, function: str):
+        """A ``new_*`` method's dtype: this tensor's unless given, checked in that method's name."""
+        return self.dtype if dtype is None else creation.dtype_argument(dtype, function)
+
     def new_tensor(self, data, *, dtype=None, device=None, requires_grad: bool = False):
         """A new tensor of ``data`` with this tensor's dtype and device unless given."""
         if isinstance(data, _tensor.Tensor):
             data = data.detach()
         return creation.tensor(
-            data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad
+            data,
+            dtype=self._new_dtype(dtype, "new_tensor"),
+            device=device or self.device,
+            requires_grad=requires_grad,
         )
 
     def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False):
         return creation.full(
             tuple(size),
             fill_value,
-            dtype=dtype or self.dtype,
+            dtype=self._new_dtype(dtype, "new_full"),
             device=device or self.device,
             requires_grad=requires_grad,
         )
 
     def new_zeros(self, *size, dtype=None, device=None, requires_grad: bool = False):
+        dtype = self._new_dtype(dtype, "new_zeros")
         return self.new_full(_size(size), 0, dtype=dtype, device=device, requires_grad=requires_grad)
 
     def new_ones(self, *size, dtype=None, device=None, requires_grad: bool = False):
+        dtype = self._new_dtype(dtype, "new_ones")
         return self.new_full(_size(size), 1, dtype=dtype, device=device, requires_grad=requires_grad)
 
     def new_empty(self, *size, dtype=None, device=None, requires_grad: bool = False):
         """Like PyTorch's, the contents are unspecified: onnxnn fills them with zeros."""
+        dtype = self._new_dtype(dtype, "new_empty")
         return self.new_full(_size(size), 0, dtype=dtype, device=device, requires_grad=requires_grad)
 
     def type_as(self, other):

@@ -17,6 +17,7 @@ from ..ir import dtypes as _dtypes
 from ..ir.device import as_device, require_usable
 from ..ir.graph import constant
 from ..ir.mode import MODE
+from . import creation
 from . import tensor as _tensor  # circular (Tensor subclasses TensorConversions): attributes are read at call time
 from .device_sessions import upload
 from .realization import data_of
@@ -103,6 +104,8 @@ class TensorConversions:
     def to(self, *args, **kwargs) -> Tensor:
         """Converts dtype and/or device: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(tensor)``."""
         target_dtype = kwargs.pop("dtype", None)
+        if target_dtype is not None:  # a number is refused, as by the factories (dtype=5 is no dtype)
+            target_dtype = creation.dtype_argument(target_dtype, "to")
         target_device = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
         copy = kwargs.pop("copy", False)

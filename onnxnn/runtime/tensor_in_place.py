@@ -8,8 +8,10 @@ history becomes the write's. ``Tensor`` takes these methods from ``TensorInPlace
 
 from __future__ import annotations
 
+import numbers
 from typing import TYPE_CHECKING, cast
 
+import numpy as np
 
 from ..ir import dtypes as _dtypes
 from ..ir.graph import Value, hold
@@ -98,12 +100,31 @@ class TensorInPlace:
 
     def _assign_arithmetic(self, result: "Tensor") -> "Tensor":
         """``_assign`` for in-place arithmetic: refuses a result of a higher category (int += 2.5)."""
-        if result._value.dtype.category > self._value.dtype.category:
+        self._check_in_place_result(result._value.dtype)
+        return self._assign(result)
+
+    def _check_in_place_result(self, result: _dtypes.dtype) -> None:
+        if result.category > self._value.dtype.category:
             raise RuntimeError(
-                f"result type {_dtypes.scalar_type_name(result._value.dtype)} can't be cast to the "
+                f"result type {_dtypes.scalar_type_name(result)} can't be cast to the "
                 f"desired output type {_dtypes.scalar_type_name(self._value.dtype)}"
             )
-        return self._assign(result)
+
+    def _check_in_place_operand(self, other) -> None:
+        """``_assign_arithmetic``'s refusal, made before an integer-only op runs on ``other``.
+
+        PyTorch checks the cast of the result to this tensor's dtype before the kernel's dtypes:
+        ``int_tensor.bitwise_and_(1.5)`` is a refused cast (RuntimeError), not a missing float
+        kernel (NotImplementedError). Operands of other types are left to the op to refuse.
+        """
+        own = (self._value.dtype, len(self._value.shape))
+        if isinstance(other, _tensor.Tensor):
+            result = _dtypes.result_type([own, (other._value.dtype, len(other._value.shape))])
+        elif isinstance(other, (bool, int, float)):
+            result = _dtypes.result_type([own], [other])
+        else:
+            return
+        self._check_in_place_result(result)
 
     def _broadcast_for_assignment(self, shape: tuple) -> "Tensor":
         own = self._value.shape
@@ -134,8 +155,10 @@ class TensorInPlace:
 
     def copy_(self, source, non_blocking: bool = False) -> "Tensor":
         """Copies ``source`` (broadcast, converted to this dtype and device) into this tensor."""
-        if not isinstance(source, _tensor.Tensor):
+        if isinstance(source, numbers.Number | np.bool_):  # PyTorch wraps a number, not a list or an array
             source = creation.as_tensor(source)
+        elif not isinstance(source, _tensor.Tensor):
+            raise TypeError(f"copy_(): argument 'other' (position 1) must be Tensor, not {type(source).__name__}")
         return self._assign(source.to(self._value.device))
 
     def zero_(self) -> "Tensor":

@@ -97,13 +97,13 @@ class TensorMethods:
 
     # With the in-place dtype check: bool &= int is refused (its result is int64), as in PyTorch.
     def __iand__(self, other):
-        return self._assign_arithmetic(ops.bitwise_and(self._alias(), other))
+        return self.bitwise_and_(other)
 
     def __ior__(self, other):
-        return self._assign_arithmetic(ops.bitwise_or(self._alias(), other))
+        return self.bitwise_or_(other)
 
     def __ixor__(self, other):
-        return self._assign_arithmetic(ops.bitwise_xor(self._alias(), other))
+        return self.bitwise_xor_(other)
 
     # In-place operators rebind the handle (DESIGN principle 5).
     def __iadd__(self, other):
@@ -541,6 +541,8 @@ class TensorMethods:
     def random_(self, low=0, high=None, *, generator=None):
         if high is None:
             low, high = 0, low
+        if low >= high:
+            raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
         return self._fill_random(_random.integers(low, high, self.shape, self.dtype.numpy_dtype, generator))
 
     def _fill_random(self, array):

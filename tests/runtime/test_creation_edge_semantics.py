@@ -196,6 +196,13 @@ DTYPE_NUMBERS = [
     ("rand_like", lambda dtype: onnxnn.rand_like(onnxnn.ones(2), dtype=dtype)),
     ("randint_like", lambda dtype: onnxnn.randint_like(onnxnn.ones(2), 3, dtype=dtype)),
     ("hann_window", lambda dtype: onnxnn.hann_window(4, dtype=dtype)),
+    # The Tensor methods that take a dtype, each in its own name.
+    ("new_tensor", lambda dtype: onnxnn.ones(2).new_tensor([1], dtype=dtype)),
+    ("new_full", lambda dtype: onnxnn.ones(2).new_full((2,), 1.0, dtype=dtype)),
+    ("new_zeros", lambda dtype: onnxnn.ones(2).new_zeros(3, dtype=dtype)),
+    ("new_ones", lambda dtype: onnxnn.ones(2).new_ones(3, dtype=dtype)),
+    ("new_empty", lambda dtype: onnxnn.ones(2).new_empty(3, dtype=dtype)),
+    ("to", lambda dtype: onnxnn.ones(2).to(dtype=dtype)),
 ]
 
 

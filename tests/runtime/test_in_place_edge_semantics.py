@@ -132,3 +132,28 @@ def test_a_retained_gradient_is_the_written_values(write, expected_grad):
     (y * y).sum().backward()
     assert y.retains_grad
     np.testing.assert_array_equal(y.grad.numpy(), expected_grad)
+
+
+# PyTorch's copy_ takes a Tensor, or a number it wraps in one; a list or an array is refused, not converted.
+NON_TENSOR_SOURCES = {
+    "list": ([1.0, 2.0], "list"),
+    "tuple": ((1.0, 2.0), "tuple"),
+    "array": (np.ones(2), "ndarray"),
+    "0-d array": (np.array(2.0), "ndarray"),
+}
+
+
+@pytest.mark.parametrize("source", NON_TENSOR_SOURCES)
+def test_copy_refuses_a_source_that_is_not_a_tensor(source):
+    value, type_name = NON_TENSOR_SOURCES[source]
+    target = onnxnn.zeros(2)
+    with pytest.raises(
+        TypeError, match=f"copy_\\(\\): argument 'other' \\(position 1\\) must be Tensor, not {type_name}"
+    ):
+        target.copy_(value)
+    np.testing.assert_array_equal(target.numpy(), [0.0, 0.0])
+
+
+@pytest.mark.parametrize("number, expected", [(1.5, 1.5), (2, 2.0), (True, 1.0), (np.float32(2.5), 2.5)])
+def test_copy_broadcasts_a_number(number, expected):
+    np.testing.assert_array_equal(onnxnn.zeros(2).copy_(number).numpy(), [expected, expected])

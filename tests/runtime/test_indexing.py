@@ -518,6 +518,30 @@ def test_a_source_of_another_dtype_is_refused(name, program, message):
         program(x, onnxnn.ones(1, 1, dtype=onnxnn.float64))
 
 
+# PyTorch's gather and scatter kernels take an int32 or int64 index: a float one (which onnxruntime
+# would accept as its value truncated) or a narrower integer one is refused.
+INDEX_DTYPE_PROGRAMS = {
+    "scatter_reduce": lambda x, i: x.scatter_reduce(1, i, onnxnn.ones(1, 2), "sum"),
+    "scatter_reduce_": lambda x, i: x.scatter_reduce_(1, i, onnxnn.ones(1, 2), "amax", include_self=False),
+    "scatter": lambda x, i: x.scatter(1, i, onnxnn.ones(1, 2)),
+    "scatter_value": lambda x, i: x.scatter_(1, i, 1.0),
+    "scatter_add": lambda x, i: x.scatter_add(1, i, onnxnn.ones(1, 2)),
+    "gather": lambda x, i: x.gather(1, i),
+    "index_select": lambda x, i: x.index_select(1, i.reshape(-1)),
+    "take_along_dim": lambda x, i: onnxnn.take_along_dim(x, i, 1),
+}
+REFUSED_INDEX_DTYPES = [onnxnn.float32, onnxnn.float64, onnxnn.int16, onnxnn.uint8]
+
+
+@pytest.mark.parametrize("dtype", REFUSED_INDEX_DTYPES, ids=str)
+@pytest.mark.parametrize("name", INDEX_DTYPE_PROGRAMS)
+def test_an_index_of_another_dtype_is_refused(name, dtype):
+    x = onnxnn.zeros(2, 2)
+    with pytest.raises(RuntimeError, match=r"\(\): Expected dtype int32/int64 for index"):
+        INDEX_DTYPE_PROGRAMS[name](x, onnxnn.tensor([[0, 1]], dtype=dtype))
+    np.testing.assert_array_equal(x.numpy(), np.zeros((2, 2)))
+
+
 def test_take_and_take_along_dim_count_negative_indices_from_the_end():
     x = onnxnn.tensor(MATRIX)
     np.testing.assert_array_equal(x.take(onnxnn.tensor([-1, -12])).numpy(), [11.0, 0.0])
@@ -892,6 +916,47 @@ def test_scatter_into_a_0d_tensor_writes_its_one_element(write, expected):
     x = onnxnn.tensor(1.0)
     write(x)
     assert x.shape == () and x.item() == expected
+
+
+# PyTorch gathers from a 0-d input, or with a 0-d index, as if it were 1-D of one element; the result
+# has the index's shape. (input, dim, index, expected numpy result)
+ZERO_DIM_GATHERS = {
+    "0-d from 0-d": (np.float32(5.0), 0, np.int64(0), np.float32(5.0)),
+    "0-d from 0-d, dim -1": (np.float32(5.0), -1, np.int64(0), np.float32(5.0)),
+    "0-d int32 index": (np.int64(7), 0, np.int32(0), np.int64(7)),
+    "1-D from 0-d": (np.float32(5.0), 0, np.array([0, 0, 0]), np.full(3, 5.0, np.float32)),
+    "empty from 0-d": (np.float32(5.0), 0, np.zeros(0, np.int64), np.zeros(0, np.float32)),
+    "0-d from 1-D": (np.array([5.0, 6.0], np.float32), 0, np.int64(1), np.float32(6.0)),
+}
+
+
+@pytest.mark.parametrize("case", ZERO_DIM_GATHERS)
+def test_gather_with_a_0d_input_or_index(case):
+    input, dim, index, expected = ZERO_DIM_GATHERS[case]
+    result = onnxnn.tensor(input).gather(dim, onnxnn.tensor(index))
+    assert result.shape == np.shape(expected)
+    np.testing.assert_array_equal(result.numpy(), expected)
+    assert result.numpy().dtype == np.asarray(expected).dtype
+
+
+@pytest.mark.parametrize(
+    "input, index, message",
+    [
+        (5.0, 1, "index 1 is out of bounds for dimension 0 with size 1"),
+        (5.0, -1, "index -1 is out of bounds for dimension 0 with size 1"),
+        ([5.0, 6.0], -1, "index -1 is out of bounds for dimension 0 with size 2"),
+        (5.0, [[0]], "Index tensor must have the same number of dimensions as input tensor"),
+    ],
+)
+def test_gather_with_a_0d_input_or_index_checks_the_index(input, index, message):
+    with pytest.raises(RuntimeError, match=message):
+        onnxnn.tensor(input).gather(0, onnxnn.tensor(index))
+
+
+def test_gather_from_a_0d_tensor_passes_the_gradient():
+    x = onnxnn.tensor(5.0, requires_grad=True)
+    x.gather(0, onnxnn.tensor([0, 0])).sum().backward()
+    assert x.grad.shape == () and x.grad.item() == 2.0
 
 
 def test_scatter_into_a_0d_tensor_checks_the_index():

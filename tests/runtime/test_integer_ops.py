@@ -7,6 +7,7 @@ mantissa gradient, export run by onnxruntime, and PyTorch's errors.
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 import onnx
@@ -241,3 +242,64 @@ def test_bitwise_operators_refuse_floats_as_pytorch_does():
         ~onnxnn.tensor([1.0])
     with pytest.raises(NotImplementedError, match="\"bitwise_and_cpu\" not implemented for 'Float'"):
         onnxnn.tensor([1.0]) & onnxnn.tensor([1.0])
+
+
+# PyTorch checks the cast of the result to ``self``'s dtype before the kernel's dtypes: an integer or
+# bool tensor given a float (or a bool one an int) is refused as a cast, a RuntimeError, not as a
+# missing float kernel (a NotImplementedError, which is a RuntimeError too: the message tells them apart).
+IN_PLACE_CAST_CASES = {
+    "bitwise_and_ float tensor": lambda: onnxnn.tensor([1, 2]).bitwise_and_(onnxnn.tensor([1.0, 2.0])),
+    "bitwise_or_ 0-d float": lambda: onnxnn.tensor([1, 2]).bitwise_or_(onnxnn.tensor(1.0)),
+    "bitwise_xor_ Python float": lambda: onnxnn.tensor([1, 2]).bitwise_xor_(1.5),
+    "&= float": lambda: operator.iand(onnxnn.tensor([1, 2]), onnxnn.tensor([1.0, 2.0])),
+    "|= Python float": lambda: operator.ior(onnxnn.tensor([1, 2]), 1.5),
+    "^= float": lambda: operator.ixor(onnxnn.tensor([1, 2]), onnxnn.tensor([1.0, 2.0])),
+    "<<= float": lambda: operator.ilshift(onnxnn.tensor([1, 2]), onnxnn.tensor([1.0, 2.0])),
+    ">>= Python float": lambda: operator.irshift(onnxnn.tensor([1, 2]), 1.0),
+    "gcd_ float tensor": lambda: onnxnn.tensor([4, 6]).gcd_(onnxnn.tensor([2.0, 3.0])),
+    "lcm_ float tensor": lambda: onnxnn.tensor([4, 6]).lcm_(onnxnn.tensor([2.0, 3.0])),
+    "onnxnn.gcd_ float tensor": lambda: onnxnn.gcd_(onnxnn.tensor([4, 6]), onnxnn.tensor([2.0, 3.0])),
+    "bool gcd_ int": lambda: onnxnn.tensor([True]).gcd_(onnxnn.tensor([1])),
+    "bool bitwise_left_shift_ int": lambda: onnxnn.tensor([True]).bitwise_left_shift_(onnxnn.tensor([1])),
+    "bool bitwise_and_ float": lambda: onnxnn.tensor([True]).bitwise_and_(onnxnn.tensor([1.0])),
+}
+
+
+@pytest.mark.parametrize("case", IN_PLACE_CAST_CASES)
+def test_in_place_integer_ops_refuse_a_higher_category_as_a_cast(case):
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type") as raised:
+        IN_PLACE_CAST_CASES[case]()
+    assert type(raised.value) is RuntimeError
+
+
+# A float ``self`` has no cast to refuse: the kernel's refusal stays, as in PyTorch, out of place too.
+FLOAT_KERNEL_CASES = {
+    "bitwise_and_ float self": (lambda: onnxnn.tensor([1.0]).bitwise_and_(onnxnn.tensor([1])), "bitwise_and_cpu"),
+    "|= float self": (lambda: operator.ior(onnxnn.tensor([1.0]), onnxnn.tensor([1])), "bitwise_or_cpu"),
+    "gcd_ float self": (lambda: onnxnn.tensor([4.0]).gcd_(onnxnn.tensor([2])), "gcd_cpu"),
+    "bitwise_xor int, float": (lambda: onnxnn.tensor([1]).bitwise_xor(onnxnn.tensor([1.0])), "bitwise_xor_cpu"),
+    "lcm int, float": (lambda: onnxnn.lcm(onnxnn.tensor([1]), onnxnn.tensor([1.0])), "lcm_cpu"),
+}
+
+
+@pytest.mark.parametrize("case", FLOAT_KERNEL_CASES)
+def test_integer_ops_on_a_float_result_keep_the_kernel_refusal(case):
+    function, kernel = FLOAT_KERNEL_CASES[case]
+    with pytest.raises(NotImplementedError, match=f"\"{kernel}\" not implemented for 'Float'"):
+        function()
+
+
+# PyTorch's gcd and lcm take Tensors only, in place or not (the shifts take numbers).
+GCD_NUMBER_CASES = {
+    "gcd Python int": lambda: onnxnn.gcd(onnxnn.tensor([4]), 2),
+    "gcd int first": lambda: onnxnn.gcd(2, onnxnn.tensor([4])),
+    "lcm method numpy int": lambda: onnxnn.tensor([4]).lcm(np.int64(2)),
+    "gcd_ Python float": lambda: onnxnn.tensor([4]).gcd_(1.5),
+    "lcm_ Python int": lambda: onnxnn.tensor([4]).lcm_(2),
+}
+
+
+@pytest.mark.parametrize("case", GCD_NUMBER_CASES)
+def test_gcd_and_lcm_refuse_numbers(case):
+    with pytest.raises(TypeError, match="must be Tensor, not"):
+        GCD_NUMBER_CASES[case]()

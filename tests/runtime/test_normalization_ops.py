@@ -373,6 +373,50 @@ ERROR_CASES = [
         RuntimeError,
         "Expected running_mean and running_var to be defined when use_input_stats is false",
     ),
+    # PyTorch batch-normalizes (1, N * C, ...) with the statistics repeated N times: its counts are
+    # N times the channels' and the tensors', running statistics first, then weight and bias.
+    (
+        "instance_norm_running_mean_size",
+        lambda: ops.instance_norm(onnxnn.zeros(2, 3, 4), onnxnn.zeros(4), onnxnn.ones(4)),
+        RuntimeError,
+        "running_mean should contain 6 elements not 8",
+    ),
+    (
+        "instance_norm_running_mean_size_with_running_statistics",
+        lambda: ops.instance_norm(onnxnn.zeros(2, 3, 4), onnxnn.zeros(4), onnxnn.ones(4), use_input_stats=False),
+        RuntimeError,
+        "running_mean should contain 6 elements not 8",
+    ),
+    (
+        "instance_norm_running_var_size",
+        lambda: ops.instance_norm(onnxnn.zeros(2, 3, 4), onnxnn.zeros(3), onnxnn.ones(2)),
+        RuntimeError,
+        "running_var should contain 6 elements not 4",
+    ),
+    (
+        "instance_norm_running_var_alone_of_another_size",
+        lambda: ops.instance_norm(onnxnn.zeros(1, 3, 4), None, onnxnn.ones(6)),
+        RuntimeError,
+        "running_var should contain 3 elements not 6",
+    ),
+    (
+        "instance_norm_running_statistics_before_weight",
+        lambda: ops.instance_norm(onnxnn.zeros(2, 3, 4), onnxnn.zeros(1), onnxnn.ones(1), onnxnn.ones(5)),
+        RuntimeError,
+        "running_mean should contain 6 elements not 2",
+    ),
+    (
+        "instance_norm_weight_size",
+        lambda: ops.instance_norm(onnxnn.zeros(2, 3, 4), weight=onnxnn.ones(4)),
+        RuntimeError,
+        "weight should contain 6 elements not 8",
+    ),
+    (
+        "instance_norm_bias_size",
+        lambda: ops.instance_norm(onnxnn.zeros(2, 3, 4), bias=onnxnn.ones(4)),
+        RuntimeError,
+        "bias should contain 6 elements not 8",
+    ),
     (
         "layer_normalization_node_scale",
         lambda: apply_op("LayerNormalization", (onnxnn.zeros(2, 4), onnxnn.ones(3))),

@@ -199,6 +199,17 @@ def test_fill_parameters_are_checked_like_pytorch():
         onnxnn.binomial(onnxnn.tensor([1]), onnxnn.tensor([0.5]))
 
 
+# (args, from, to): with one argument it is ``to`` and ``from`` is 0.
+EMPTY_RANDOM_RANGES = [((5, 2), 5, 2), ((2, 2), 2, 2), ((0,), 0, 0), ((-3,), 0, -3)]
+
+
+@pytest.mark.parametrize("args, low, high", EMPTY_RANDOM_RANGES)
+def test_random_refuses_an_empty_range_like_pytorch(args, low, high):
+    message = f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}"
+    with pytest.raises(RuntimeError, match=message):
+        onnxnn.zeros(3).random_(*args)
+
+
 @pytest.mark.parametrize("dtype, digits", [(onnxnn.float16, 11), (onnxnn.bfloat16, 8)], ids=str)
 def test_reduced_float_uniforms_take_the_dtypes_multiples_below_one(dtype, digits):
     # As PyTorch's: 2**digits equally likely values k / 2**digits, so rand never gives 1.0 (a

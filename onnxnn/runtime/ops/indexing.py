@@ -321,12 +321,12 @@ def setitem(input: Tensor, key, value) -> None:
 
 
 def _check_index_tensor(index, function: str) -> Tensor:
-    """``index`` checked to be an integer tensor, returned as it is: the callers check its bounds
+    """``index`` checked to be an int32 or int64 tensor, returned as it is: the callers check its bounds
     first and cast it to int64 (``as_int64``) after, as a pending cast hides the values."""
     if not isinstance(index, Tensor):
         raise TypeError(f"{function}(): argument 'index' must be Tensor, not {type(index).__name__}")
-    if index.dtype.category != 1:
-        raise RuntimeError(f"{function}(): Expected dtype int64 for index")
+    if index.dtype not in (dtypes.int64, dtypes.int32):  # PyTorch's CPU kernels take these two only
+        raise RuntimeError(f"{function}(): Expected dtype int32/int64 for index")
     return index
 
 
@@ -425,6 +425,11 @@ def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False)
     """
     index = _check_index_tensor(index, "gather")
     axis = normalize_axes([dim], input.dim())[0]
+    if min(input.dim(), index.dim()) == 0 and max(input.dim(), index.dim()) <= 1:
+        # PyTorch takes a 0-d input or index as 1-D of one element (the result has index's shape); ONNX
+        # wants rank 1. The bounds first: the reshaped index's values are pending.
+        check_bounds(index, input.numel(), 0)
+        return gather(input.reshape(-1), 0, index.reshape(-1)).reshape(tuple(index.shape))
     _check_same_rank(input, index, axis)
     return _gather_elements(input, axis, as_int64(index))
 

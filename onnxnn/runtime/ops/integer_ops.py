@@ -68,6 +68,15 @@ def _euclid_steps(value_dtype: dtypes.dtype) -> int:
     return steps + 1
 
 
+def _check_tensor_operands(name: str, input, other) -> None:
+    """PyTorch's gcd and lcm take no Python numbers (the shifts and bitwise ops do)."""
+    for position, (argument, value) in enumerate((("input", input), ("other", other)), start=1):
+        if not isinstance(value, Tensor):
+            raise TypeError(
+                f"{name}(): argument '{argument}' (position {position}) must be Tensor, not {type(value).__name__}"
+            )
+
+
 def gcd(input: Tensor, other: Tensor) -> Tensor:
     """The greatest common divisor of each pair of integers (non-negative; ``gcd(0, 0) = 0``).
 
@@ -76,6 +85,7 @@ def gcd(input: Tensor, other: Tensor) -> Tensor:
         >>> onnxnn.gcd(onnxnn.tensor([12, -9, 0]), onnxnn.tensor([18, 6, 0]))
         tensor([6, 3, 0])
     """
+    _check_tensor_operands("gcd", input, other)
     a, b, result = _integer_operands(input, other, "gcd")
     shape = broadcast_values([a._value, b._value])
     a, b = _e.abs(a).expand(*shape), _e.abs(b).expand(*shape)
@@ -89,6 +99,7 @@ def gcd(input: Tensor, other: Tensor) -> Tensor:
 
 def lcm(input: Tensor, other: Tensor) -> Tensor:
     """The least common multiple of each pair of integers (``|a / gcd * b|``; 0 when either is 0)."""
+    _check_tensor_operands("lcm", input, other)
     a, b, result = _integer_operands(input, other, "lcm")
     divisor = gcd(a, b)
     zero = _c.eq(divisor, 0)

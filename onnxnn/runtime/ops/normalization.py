@@ -460,18 +460,30 @@ def instance_norm(
     given running statistics are updated in place (the batch mean of the per-instance statistics,
     unbiased variance). Otherwise the running statistics normalize the input.
     """
-    if (running_mean is None) != (running_var is None):
-        raise ValueError("running_mean and running_var must either both be None or neither be None")
     if input.dim() < 3:
         raise ValueError(f"Expected 3D or higher dimensionality input (got {input.dim()} dimensions)")
     channels = input.shape[1]
     rank = input.dim()
     if use_input_stats and int(np.prod(input.shape[2:])) == 1:
         raise ValueError(f"Expected more than 1 spatial element when training, got input size {list(input.shape)}")
+    if not use_input_stats and (running_mean is None or running_var is None):
+        raise RuntimeError("Expected running_mean and running_var to be defined when use_input_stats is false")
+    # PyTorch's order and words: it batch-normalizes (1, N * C, ...) with these repeated N times
+    # (an empty batch is refused too, by PyTorch with words of its own).
+    repeats = max(input.shape[0], 1)
+    for name, tensor in (
+        ("running_mean", running_mean),
+        ("running_var", running_var),
+        ("weight", weight),
+        ("bias", bias),
+    ):
+        if tensor is not None and tensor.numel() != channels:
+            raise RuntimeError(f"{name} should contain {repeats * channels} elements not {repeats * tensor.numel()}")
+    if (running_mean is None) != (running_var is None):
+        raise ValueError("running_mean and running_var must either both be None or neither be None")
     check_running_statistics_without_grad(running_mean, running_var)
     if not use_input_stats:
-        if running_mean is None or running_var is None:
-            raise RuntimeError("Expected running_mean and running_var to be defined when use_input_stats is false")
+        assert running_mean is not None and running_var is not None  # refused above
         result = (input - _per_channel(running_mean, rank)) * (_per_channel(running_var, rank) + eps).rsqrt()
         if weight is not None:
             result = result * _per_channel(weight, rank)

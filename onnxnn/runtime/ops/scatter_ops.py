@@ -16,7 +16,14 @@ from . import comparison as _c
 from . import elementwise as _e
 from . import division as _division
 from .index_plan import as_int64
-from .indexing import check_bounds, check_flat_bounds, check_index_put_dtypes, scatter_source, setitem
+from .indexing import (
+    _check_index_tensor,
+    check_bounds,
+    check_flat_bounds,
+    check_index_put_dtypes,
+    scatter_source,
+    setitem,
+)
 from .matrix import _diagonal_positions
 from .shape import cat
 
@@ -94,6 +101,7 @@ def scatter_reduce(
     """Reduces ``src`` into ``input`` at ``index`` along ``dim`` with sum, prod, mean, amax or amin."""
     if reduce not in _IDENTITIES:
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+    index = _check_index_tensor(index, "scatter")  # PyTorch's name for the whole family
     axis = normalize_axes([dim], input.dim())[0]
     src = scatter_source(input, index, axis, src)  # checks the bounds of a known index before the cast
     index = as_int64(index)
