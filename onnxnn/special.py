@@ -61,6 +61,7 @@ from .runtime.ops import mvlgamma as multigammaln  # noqa: F401
 from .runtime.ops import igamma as gammainc  # noqa: F401
 from .runtime.ops import igammac as gammaincc  # noqa: F401
 from .runtime.ops.opmath import float_operands as _float_operands
+from .runtime.ops.pointwise import positive_zero_at as _positive_zero_at
 from .runtime.tensor import Tensor
 
 __all__ = [
@@ -221,6 +222,6 @@ def xlog1py(input, other) -> Tensor:
     at_zero = _ops.eq(x, 0)
     # The product is 0 at x == 0 by itself once log1p(y) is finite: log1p(0) where y <= -1
     # (log1p(-1) = -inf, log1p(-2) = NaN); a where on the result would cut d/dx there.
-    product = _ops.mul(x, _ops.log1p(_ops.where(at_zero & _ops.le(y, -1), 0.0, y)))
+    product = _positive_zero_at(at_zero, _ops.mul(x, _ops.log1p(_ops.where(at_zero & _ops.le(y, -1), 0.0, y))))
     # 0 * log1p(inf) alone stays NaN.
     return _ops.where(at_zero & _ops.eq(y, float("inf")), 0.0, product)

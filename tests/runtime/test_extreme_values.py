@@ -72,6 +72,20 @@ def test_log1p_and_expm1_keep_the_digits_of_tiny_inputs(executor, dtype, name):
     np.testing.assert_allclose(result, expected, rtol=4 * np.finfo(dtype).eps, atol=0)
 
 
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("dtype", [onnxnn.float32, onnxnn.float64, onnxnn.float16], ids=str)
+@pytest.mark.parametrize("name", ["log1p", "expm1"])
+def test_log1p_and_expm1_keep_the_sign_of_zero(executor, dtype, name):
+    # As C's (numpy's, PyTorch's): f(-0) = -0, and a tiny negative input gives -0 where it rounds to 0.
+    x = np.array([-0.0, 0.0, -1e-30, 1e-30, -0.25, 0.25])
+    with onnxnn.set_executor(executor):
+        result = getattr(onnxnn, name)(onnxnn.tensor(x, dtype=dtype)).numpy()
+    expected = getattr(np, name)(x.astype(dtype.numpy_dtype))
+    zero = expected == 0
+    np.testing.assert_array_equal(result[zero], expected[zero])
+    np.testing.assert_array_equal(np.signbit(result), np.signbit(expected))
+
+
 @pytest.mark.parametrize("name, derivative", [("log1p", lambda x: 1 / (1 + x)), ("expm1", np.exp)])
 def test_log1p_and_expm1_gradients(name, derivative):
     x = np.array([1e-10, -0.5, 3.0, 0.0, 2e-3], np.float64)

@@ -305,6 +305,32 @@ def test_xlogy_and_xlog1py_promote_integer_and_bool_operands_alike(
     assert result.dtype is dtype
 
 
+# PyTorch's kernels return a literal +0 where x == 0 (either zero; NaN where y is NaN), else the
+# product x * log(y), whose zeros keep the IEEE sign: -2 * log(1) = -0, 2 * log1p(-0) = -0.
+SIGNED_ZERO_X = [0.0, -0.0, 2.0, -2.0]
+SIGNED_ZERO_Y = {
+    "xlogy": [0.0, -0.0, 0.5, 1.0, 2.0, -1.0, math.inf, -math.inf],
+    "xlog1py": [0.0, -0.0, -0.5, 0.5, -1.0, -2.0, math.inf],
+}
+LOG_OF = {"xlogy": np.log, "xlog1py": np.log1p}
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("dtype", [onnxnn.float32, onnxnn.float64, onnxnn.float16], ids=str)
+@pytest.mark.parametrize("name", ["xlogy", "xlog1py"])
+def test_xlogy_and_xlog1py_zeros_have_pytorchs_signs(executor, dtype, name):
+    x, y = (
+        np.array(v, dtype=dtype.numpy_dtype) for v in zip(*[(a, b) for a in SIGNED_ZERO_X for b in SIGNED_ZERO_Y[name]])
+    )
+    with np.errstate(all="ignore"):
+        expected = np.where(x == 0, 0.0, x * LOG_OF[name](y)).astype(dtype.numpy_dtype)
+    with onnxnn.set_executor(executor):
+        result = getattr(onnxnn.special, name)(onnxnn.tensor(x), onnxnn.tensor(y)).numpy()
+    zero = expected == 0
+    np.testing.assert_array_equal(result[zero], expected[zero])
+    np.testing.assert_array_equal(np.signbit(result[zero]), np.signbit(expected[zero]), err_msg=f"{x[zero]}, {y[zero]}")
+
+
 @pytest.mark.parametrize("name", ["xlogy", "xlog1py"])
 def test_xlogy_and_xlog1py_refuse_two_python_numbers(name):
     with pytest.raises(TypeError, match="expected at least one Tensor operand"):
@@ -357,6 +383,66 @@ def test_polygamma_refuses_a_non_integer_order(n):
 def test_polygamma_takes_numpy_integers_and_0d_integer_tensors(n):
     x = onnxnn.tensor([1.0], dtype=onnxnn.float64)
     np.testing.assert_allclose(onnxnn.special.polygamma(n, x).numpy(), [math.pi**2 / 6], rtol=1e-13)
+
+
+def _polygamma_by_its_series(n: int, x: float) -> float:
+    """``(-1)^(n+1) n! sum_k (x + k)^-(n+1)`` in log space, the sum by brute force (10^5 terms, and
+    the integral of the rest), valid for every x off the poles; a float64 inf or 0 where it overflows
+    or underflows."""
+    s = n + 1
+    if x > 0:
+        k = np.arange(10**5, dtype=np.float64)
+        log_terms = -s * np.log1p(k / x)  # (1 + k / x)^-s, at most 1
+        rest = math.log(x / (s - 1)) + (1 - s) * math.log1p((10**5 - 0.5) / x)
+        log_sum = -s * math.log(x) + np.logaddexp.reduce(np.append(log_terms, rest))
+        sign = 1.0
+    else:  # few terms matter: the nearest to 0 are at least 2^s the ones 10^4 away
+        bases = x + np.arange(10**4, dtype=np.float64)
+        nearest = np.abs(bases).min()
+        total = math.fsum((bases / nearest) ** -float(s))  # each at most 1 in magnitude
+        log_sum, sign = -s * math.log(nearest) + math.log(abs(total)), math.copysign(1.0, total)
+    with np.errstate(over="ignore"):
+        return float((-1) ** (n + 1) * sign * np.exp(math.lgamma(n + 1) + log_sum))
+
+
+# Orders whose n! overflows float64, where PyTorch's kernel returns inf or NaN for most x: the values
+# of the function (finite ones near x = n / e, inf below, 0 above), the poles' (-1)^(n+1) inf, NaN at NaN.
+LARGE_ORDER_POINTS = {
+    171: [0.5, 1.0, 50.0, 62.0, 64.0, 100.0, 1000.0, 1e6, -0.25, -1.5, -2.75],
+    200: [0.5, 62.0, 73.5, 100.0, 400.0, 1e4, -0.5, -1.5, -2.5, -10.25],
+    1000: [1.0, 368.0, 380.0, 500.0, 5000.0, -0.25, -3.75],
+}
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("n", LARGE_ORDER_POINTS)
+def test_polygamma_of_a_large_order_is_the_functions_value(executor, n):
+    points = LARGE_ORDER_POINTS[n]
+    with onnxnn.set_executor(executor):
+        actual = onnxnn.special.polygamma(n, onnxnn.tensor(points, dtype=onnxnn.float64)).numpy()
+    expected = np.array([_polygamma_by_its_series(n, x) for x in points])
+    assert np.isfinite(expected).sum() >= 3 and (expected == 0).any() and np.isinf(expected).any()
+    exact = ~np.isfinite(expected) | (expected == 0)
+    np.testing.assert_array_equal(actual[exact], expected[exact])
+    np.testing.assert_array_equal(np.signbit(actual), np.signbit(expected))
+    # lgamma(n + 1) and n log x, about n log n, keep their absolute rounding error in the logarithm
+    np.testing.assert_allclose(actual[~exact], expected[~exact], rtol=n * math.log(n) * 4 * EPS64, atol=0)
+
+
+@pytest.mark.parametrize("n", [171, 2**40, 2**63 - 1])
+def test_polygamma_of_a_huge_order_takes_no_longer_and_keeps_its_edges(n):
+    x = onnxnn.tensor([1.0, 1e30, 0.0, -3.0, math.inf, math.nan], dtype=onnxnn.float64)
+    sign = -1.0 if n % 2 == 0 else 1.0  # (-1)^(n+1)
+    # n! / x^(n+1) overflows at 1 and underflows at 1e30 (n log n - n < (n + 1) log 1e30 up to n = 1e30)
+    expected = [sign * math.inf, sign * 0.0, sign * math.inf, sign * math.inf, sign * 0.0, math.nan]
+    actual = onnxnn.special.polygamma(n, x).numpy()
+    np.testing.assert_array_equal(actual, expected)
+    np.testing.assert_array_equal(np.signbit(actual[:5]), np.signbit(expected[:5]))
+
+
+def test_polygamma_refuses_an_order_past_int64_as_pytorch():
+    with pytest.raises(ValueError, match="Overflow when unpacking long long"):
+        onnxnn.special.polygamma(2**63, onnxnn.tensor([1.0]))
 
 
 @pytest.mark.parametrize("function", [onnxnn.special.gammainc, onnxnn.special.gammaincc], ids=["gammainc", "gammaincc"])

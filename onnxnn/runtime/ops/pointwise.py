@@ -113,11 +113,22 @@ def square(input: Tensor) -> Tensor:
 def _accurate_with_gradient_of(plain: Tensor, accurate: Tensor) -> Tensor:
     """``accurate``'s values (computed from detached inputs) with ``plain``'s gradient.
 
-    Where ``plain`` is finite, ``plain + (accurate - plain)``: the two are close, so the difference
-    is exact and the sum is ``accurate`` exactly. Elsewhere (+-inf, NaN) the two agree: ``plain``.
+    Where ``plain`` is finite, ``accurate - (plain - plain)``: the difference is +0, so the result
+    is ``accurate`` exactly, its -0 included (``plain + (accurate - plain)`` made it +0). Elsewhere
+    (+-inf, NaN) the two agree: ``plain``. (Each -0 is taken by Where's second input: onnxruntime's
+    Where makes one it takes from its first +0. The conditions are not Not's, which onnxruntime
+    folds into Where by swapping its inputs back.)
     """
     settled = plain.detach()
-    return _e.where(_c.isfinite(settled), _e.add(plain, _e.sub(accurate, settled)), plain)
+    overflowed = _c.logical_or(_c.isinf(settled), _c.isnan(settled))
+    return _e.where(overflowed, plain, _e.sub(accurate, _e.sub(settled, plain)))
+
+
+def _moved_off_one(u: Tensor) -> Tensor:
+    """``u != 1`` (NaN excepted) without Not, for a Where that takes ``x`` itself where u rounds to 1
+    as its second input: log1p(-0) and expm1(-0) are -0, which onnxruntime's Where keeps from its
+    second input only, and it folds a Not of the condition into Where by swapping the inputs back."""
+    return _c.logical_or(_c.lt(u, 1), _c.gt(u, 1))
 
 
 def log1p(input: Tensor) -> Tensor:
@@ -132,7 +143,7 @@ def log1p(input: Tensor) -> Tensor:
     u = _e.add(settled, 1)
     rounds_to_one = _c.eq(u, 1)
     ratio = _division.div(settled, _e.where(rounds_to_one, 1.0, _e.sub(u, 1)))
-    accurate = _e.where(rounds_to_one, settled, _e.mul(_e.log(u), ratio))
+    accurate = _e.where(_moved_off_one(u), _e.mul(_e.log(u), ratio), settled)
     return rounded(_accurate_with_gradient_of(_e.log(_e.add(x, 1)), accurate), result_dtype)
 
 
@@ -151,7 +162,7 @@ def expm1(input: Tensor) -> Tensor:
     ordinary = _c.logical_and(_c.logical_not(rounds_to_one), _c.ne(u_minus_one, -1))
     log_u = _e.log(_e.where(ordinary, u, 2.0))
     accurate = _e.mul(u_minus_one, _division.div(settled, log_u))
-    accurate = _e.where(rounds_to_one, settled, _e.where(ordinary, accurate, -1.0))
+    accurate = _e.where(_moved_off_one(u), _e.where(ordinary, accurate, -1.0), settled)
     return rounded(_accurate_with_gradient_of(_e.sub(_e.exp(x), 1), accurate), result_dtype)
 
 
@@ -204,8 +215,20 @@ def xlogy(input, other) -> Tensor:
     # The product is 0 at x == 0 by itself, with PyTorch's gradient (d/dx = log y, 0 where y <= 0,
     # d/dy = x / y), once log(y) is finite: log(1) where y <= 0 (log(0) = -inf, log(-1) = NaN).
     product = _e.mul(x, _e.log(_e.where(_c.logical_and(at_zero, _c.le(y, 0)), 1.0, y)))
+    product = positive_zero_at(at_zero, product)
     # 0 * log(inf) alone stays NaN.
     return _e.where(_c.logical_and(at_zero, _c.eq(y, math.inf)), 0.0, product)
+
+
+def positive_zero_at(at_zero: Tensor, product: Tensor) -> Tensor:
+    """``product`` made +0 where ``at_zero`` (a NaN stays NaN), keeping its gradient there.
+
+    PyTorch's xlogy and xlog1py return a literal +0 where x == 0, where the product is -0 if x is -0
+    or the log negative. ``p - p`` is +0 for a finite p, with p's gradient (d/dx = log y at x == 0,
+    as PyTorch's). A -0 product elsewhere is Where's second input, which onnxruntime's Where keeps
+    (one taken from its first input comes out +0).
+    """
+    return _e.where(at_zero, _e.sub(product, product.detach()), product)
 
 
 def hypot(input: Tensor, other: Tensor) -> Tensor:
