@@ -29,6 +29,7 @@ from .determinism import (
     use_deterministic_algorithms,
 )
 from .runtime.type_queries import can_cast, result_type, typename
+from .ir.type_info import finfo, iinfo
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled
 from .runtime.creation import (
     arange,
