@@ -18,11 +18,13 @@ from __future__ import annotations
 
 from . import lr_scheduler, swa_utils
 from .adadelta import Adadelta
+from .adafactor import Adafactor
 from .asgd import ASGD
 from .adagrad import Adagrad
 from .adam import Adam, AdamW
 from .adamax import Adamax
 from .lbfgs import LBFGS
+from .muon import Muon
 from .nadam import NAdam
 from .optimizer import Optimizer
 from .radam import RAdam
@@ -44,6 +46,8 @@ __all__ = [
     "Rprop",
     "ASGD",
     "LBFGS",
+    "Adafactor",
+    "Muon",
     "lr_scheduler",
     "swa_utils",
 ]
