@@ -6,12 +6,18 @@ round alike. Momentum: ``V_new = alpha * V + beta' * (G + norm_coefficient * X)`
 first update (``T == 0``). Adam, Adagrad and RMSprop: torch.optim's steps, written out in
 runtime/ops/training.py.
 
+float16/bfloat16 Momentum and RMSprop updates have their own formulas (``_low_precision_*``): float32
+ops rounded to the tensors' dtype where PyTorch's ops round, as their decompositions do.
+
 Each kernel reads its node's inputs and hands the per-tensor update (its numpy formula, and the
 op type naming its compiled loop) to update_driver.py, which applies it to every tensor of the node.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
+from ..ir import dtypes
 from ..ir.domains import (
     ADAGRAD_TENSORS_START,
     ADAM_TENSORS_START,
@@ -25,18 +31,22 @@ from .update_driver import Factors, Update, run_update
 __all__: list[str] = []
 
 
-@kernels.register("Momentum", domain=TRAINING_DOMAIN, types=FLOATING, finished_results=True)
+# native_low_precision: float16/bfloat16 tensors get their own update (_low_precision_momentum_update),
+# PyTorch's rounding of each op, rather than the float32 update widened and rounded once.
+@kernels.register("Momentum", domain=TRAINING_DOMAIN, types=FLOATING, finished_results=True, native_low_precision=True)
 def momentum(xp, inputs, attrs):
     learning_rate, update_count, alpha, beta, norm_coefficient = inputs[:MOMENTUM_TENSORS_START]
     if beta is not None and int(update_count) == 0:
         beta = None  # the first update takes the whole gradient
-    hyperparameters = (
-        Factors((learning_rate, alpha, beta, norm_coefficient)),
-        attrs.get("mode", "standard") == "nesterov",
-    )
+    nesterov = attrs.get("mode", "standard") == "nesterov"
     tensors = inputs[MOMENTUM_TENSORS_START:]
     count = len(tensors) // 3
     xs, gs, vs = tensors[:count], tensors[count : 2 * count], tensors[2 * count :]
+    if xs[0].dtype in _LOW_PRECISION:
+        # The factors are float32 whatever the tensors' dtype, so they travel as options, uncast.
+        factors = _low_precision_factors(xs[0].dtype, learning_rate, alpha, beta, norm_coefficient)
+        return run_update(xp, _LOW_PRECISION_MOMENTUM, xs, gs, (vs,), (Factors(()), (factors, nesterov)))
+    hyperparameters = (Factors((learning_rate, alpha, beta, norm_coefficient)), nesterov)
     return run_update(xp, _MOMENTUM, xs, gs, (vs,), hyperparameters)
 
 
@@ -60,6 +70,65 @@ def _momentum_update(arrays, results, scratch, xp, factors, nesterov: bool) -> t
 
 
 _MOMENTUM = Update("Momentum", _momentum_update)
+
+_LOW_PRECISION = (dtypes.float16.numpy_dtype, dtypes.bfloat16.numpy_dtype)
+
+
+def _float32(value):
+    """A hyperparameter (None where omitted) as a float32 scalar, PyTorch's "opmath" for float16/bfloat16."""
+    return None if value is None else np.float32(float(value))
+
+
+def _rounded_through(dtype):
+    """``rounded(value)``: a hyperparameter as float32, rounded to ``dtype`` on the way, as PyTorch
+    rounds the scalar of ``add`` (the decomposition's, runtime/ops/training.py, are so too)."""
+
+    def rounded(value):
+        return None if value is None else np.float32(np.float32(float(value)).astype(dtype))
+
+    return rounded
+
+
+def _low_precision_factors(dtype, learning_rate, alpha, beta, norm_coefficient) -> tuple:
+    """(R, alpha, alpha, beta, norm_coefficient) as float32 scalars, all but the first alpha rounded
+    to ``dtype`` on the way."""
+    rounded = _rounded_through(dtype)
+    return rounded(learning_rate), _float32(alpha), rounded(alpha), rounded(beta), rounded(norm_coefficient)
+
+
+def _low_precision_momentum_update(arrays, results, scratch, xp, factors, options) -> tuple:
+    """One float16/bfloat16 tensor's (or flat vector's, or block's) update into new X and V: the
+    decomposition's float32 ops, rounded to the tensor's dtype where it rounds."""
+    x, g, v = arrays
+    (learning_rate, alpha, rounded_alpha, beta, norm_coefficient), nesterov = options
+    dtype = x.dtype
+
+    def rounded(value):
+        return value.astype(dtype).astype(np.float32)
+
+    wide_x = x.astype(np.float32)
+    gradient = g.astype(np.float32)
+    if norm_coefficient is not None:
+        gradient = rounded(gradient + wide_x * norm_coefficient)
+    velocity = rounded(v.astype(np.float32) * alpha)
+    velocity += gradient if beta is None else gradient * beta
+    new_v = _narrowed(velocity, dtype, results[1])
+    direction = new_v.astype(np.float32)
+    if nesterov:
+        direction = rounded(gradient + direction * rounded_alpha)
+    new_x = _narrowed(wide_x - learning_rate * direction, dtype, results[0])
+    return new_x, new_v
+
+
+def _narrowed(value, dtype, out):
+    """``value`` rounded to ``dtype``: into ``out`` where the driver gives one, else a new array."""
+    if out is None:
+        return value.astype(dtype)
+    out[...] = value
+    return out
+
+
+_LOW_PRECISION_MOMENTUM = Update("Momentum", _low_precision_momentum_update)
 
 
 # ---------------------------------------------------------------------- Adam
@@ -194,7 +263,21 @@ def rmsprop(xp, inputs, attrs):
     columns = [tensors[kind * count : (kind + 1) * count] for kind in range(lists)]
     grad_avgs = columns[3] if centered else None
     buffers = columns[-1] if momentum is not None else None
-    return run_update(xp, _RMSPROP, columns[0], columns[1], (columns[2], grad_avgs, buffers), hyperparameters)
+    update = _RMSPROP
+    if columns[0][0].dtype in _LOW_PRECISION:
+        dtype = columns[0][0].dtype
+        wide, rounded = _float32, _rounded_through(dtype)
+        low_precision_factors = (
+            wide(learning_rate),
+            rounded(learning_rate),
+            wide(alpha),
+            wide(factors[2]),
+            rounded(epsilon),
+            rounded(weight_decay),
+            wide(momentum),
+        )
+        update, hyperparameters = _LOW_PRECISION_RMSPROP, (Factors(()), (low_precision_factors, maximize))
+    return run_update(xp, update, columns[0], columns[1], (columns[2], grad_avgs, buffers), hyperparameters)
 
 
 def _rmsprop_update(arrays, results, scratch, xp, factors, maximize: bool) -> tuple:
@@ -240,3 +323,43 @@ def _rmsprop_update(arrays, results, scratch, xp, factors, maximize: bool) -> tu
 
 
 _RMSPROP = Update("RMSprop", _rmsprop_update)
+
+
+def _low_precision_rmsprop_update(arrays, results, scratch, xp, factors, options) -> tuple:
+    """One float16/bfloat16 tensor's (or flat vector's, or block's) update into new X, SQ (, GA) (, B):
+    the decomposition's float32 ops, rounded to the tensor's dtype where it rounds."""
+    x, g, square_avg, grad_avg, buffer = arrays
+    (learning_rate, rounded_lr, alpha, one_minus_alpha, epsilon, weight_decay, momentum), maximize = options
+    dtype = x.dtype
+
+    def rounded(value):
+        return value.astype(dtype).astype(np.float32)
+
+    wide_x = x.astype(np.float32)
+    gradient = -g.astype(np.float32) if maximize else g.astype(np.float32)
+    if weight_decay is not None:
+        gradient = rounded(gradient + wide_x * weight_decay)
+    new_square_avg = rounded(square_avg.astype(np.float32) * alpha)
+    new_square_avg += one_minus_alpha * (gradient * gradient)
+    new_states = [_narrowed(new_square_avg, dtype, results[1])]
+    new_square_avg = new_states[0].astype(np.float32)
+    if grad_avg is not None:
+        wide_grad_avg = grad_avg.astype(np.float32)
+        new_grad_avg = wide_grad_avg + one_minus_alpha * (gradient - wide_grad_avg)
+        new_states.append(_narrowed(new_grad_avg, dtype, results[2]))
+        new_grad_avg = new_states[-1].astype(np.float32)
+        average = rounded(xp.sqrt(rounded(new_square_avg - new_grad_avg * new_grad_avg)))
+    else:
+        average = rounded(xp.sqrt(new_square_avg))
+    quotient = gradient / rounded(average + epsilon)
+    if buffer is not None:
+        new_buffer = rounded(buffer.astype(np.float32) * momentum)
+        new_buffer += quotient
+        new_states.append(_narrowed(new_buffer, dtype, results[-1]))
+        new_x = _narrowed(wide_x - rounded_lr * new_states[-1].astype(np.float32), dtype, results[0])
+    else:
+        new_x = _narrowed(wide_x - learning_rate * quotient, dtype, results[0])
+    return (new_x, *new_states)
+
+
+_LOW_PRECISION_RMSPROP = Update("RMSprop", _low_precision_rmsprop_update)

@@ -20,7 +20,8 @@ class Adagrad(Optimizer):
         \theta_t = \theta_{t-1} - \tilde\gamma \frac{g_t}{\sqrt{s_t} + \epsilon}
 
     Unlike the other optimizers, the state (``step`` and ``sum``) is created for every parameter
-    when the optimizer is constructed, as PyTorch does.
+    when the optimizer is constructed, as PyTorch does; parameters of a group added later get it at
+    their first step, ``sum`` filled with the constructor's ``initial_accumulator_value``.
 
     Args:
         params: tensors to optimize, or dicts defining param groups.
@@ -77,8 +78,10 @@ class Adagrad(Optimizer):
             fused=fused,
         )
         super().__init__(params, defaults)
-        # The constructor's value for every group, as PyTorch's constructor fills the sums: a group's
-        # own ``initial_accumulator_value`` is kept in it, but read only for groups added later.
+        if fused and foreach:  # meaningless here (every step is fused), but refused as PyTorch refuses it
+            raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+        # The constructor's value for every group, as PyTorch fills the sums: a group's own
+        # ``initial_accumulator_value`` is kept in it but never read.
         for group in self.param_groups:
             for param in group["params"]:
                 self._init_state(param, initial_accumulator_value)
@@ -104,8 +107,9 @@ class Adagrad(Optimizer):
                 continue
             state = self.state[param]
             if "sum" not in state:
-                # A group added after construction: PyTorch would fail here; initialize it instead.
-                self._init_state(param, group["initial_accumulator_value"])
+                # A group added after construction: PyTorch 2.13 initializes its state here, lazily,
+                # from the constructor's value (``defaults``), not the group's.
+                self._init_state(param, self.defaults["initial_accumulator_value"])
             params.append(param)
             grads.append(param.grad)
             state_sums.append(state["sum"])

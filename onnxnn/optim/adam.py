@@ -65,7 +65,7 @@ class Adam(Optimizer):
         fused: bool | None = None,
         decoupled_weight_decay: bool = False,
     ) -> None:
-        _validate_adam_arguments(lr, betas, eps, weight_decay)
+        betas = _validate_adam_arguments(lr, betas, eps, weight_decay, foreach, capturable)
         _check_differentiable(differentiable)
         defaults = dict(
             lr=lr,
@@ -90,7 +90,7 @@ class Adam(Optimizer):
         for group in self.param_groups:
             group.setdefault("amsgrad", False)
             group.setdefault("maximize", False)
-            group.setdefault("decoupled_weight_decay", isinstance(self, AdamW))
+            group.setdefault("decoupled_weight_decay", False)
 
     def _init_group(self, group: dict):
         params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps = [], [], [], [], [], []
@@ -187,10 +187,22 @@ class AdamW(Adam):
             decoupled_weight_decay=True,
         )
 
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        # An AdamW always decouples its weight decay, even after loading an Adam's state dict, whose
+        # groups say ``decoupled_weight_decay: False``.
+        for group in self.param_groups:
+            group["decoupled_weight_decay"] = True
 
-def _validate_adam_arguments(lr, betas, eps, weight_decay) -> None:
-    if isinstance(lr, Tensor) and lr.numel() != 1:
-        raise ValueError("Tensor lr must be 1-element")
+
+def _validate_adam_arguments(lr, betas, eps, weight_decay, foreach, capturable) -> tuple:
+    """Raises PyTorch's errors for bad arguments; returns ``betas`` as a tuple, one-element tensors 0-d."""
+    if isinstance(lr, Tensor):
+        # Refused as PyTorch refuses it (its foreach step cannot take a tensor lr), though onnxnn could.
+        if foreach and not capturable:
+            raise ValueError("lr as a Tensor is not supported for capturable=False and foreach=True")
+        if lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
     if not 0.0 <= lr:
         raise ValueError(f"Invalid learning rate: {lr}")
     if not 0.0 <= eps:
@@ -201,6 +213,17 @@ def _validate_adam_arguments(lr, betas, eps, weight_decay) -> None:
         raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
     if not 0.0 <= weight_decay:
         raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+    if not all(isinstance(beta, float) for beta in betas[:2]) and not all(
+        isinstance(beta, Tensor) for beta in betas[:2]
+    ):
+        raise ValueError("betas must be either both floats or both Tensors")
+    for index, beta in enumerate(betas[:2]):
+        if isinstance(beta, Tensor):
+            if foreach and not capturable:
+                raise ValueError(f"betas[{index}] as a Tensor is not supported for capturable=False and foreach=True")
+            if beta.numel() != 1:
+                raise ValueError(f"Tensor betas[{index}] must be 1-element")
+    return tuple(beta.squeeze() if isinstance(beta, Tensor) and beta.dim() != 0 else beta for beta in betas)
 
 
 def adam(

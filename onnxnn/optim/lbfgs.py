@@ -30,6 +30,14 @@ def _as_array(value):
     return value
 
 
+def _as_scalar(value):
+    """A hyperparameter as the step's arithmetic takes it: a Tensor (one element) as a numpy scalar of
+    its dtype, as PyTorch computes with a 0-d tensor; numbers stay as they are."""
+    if isinstance(value, Tensor):
+        return np.asarray(value.numpy(force=True)).reshape(())[()]
+    return value
+
+
 def _as_tensor(value):
     """A numpy result as a state tensor, sharing its array (never written again); numbers stay as they are."""
     if not isinstance(value, (np.ndarray, np.generic)):
@@ -39,8 +47,12 @@ def _as_tensor(value):
     return from_numpy(array)
 
 
-def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None) -> float:
-    """The minimizer of the cubic through (x1, f1, g1) and (x2, f2, g2), clipped to ``bounds``."""
+def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None):
+    """The minimizer of the cubic through (x1, f1, g1) and (x2, f2, g2), clipped to ``bounds``.
+
+    Numpy scalars (PyTorch's 0-d tensors) stay numpy scalars and bounds are returned as given, so
+    that the step length the state keeps has the type PyTorch's has.
+    """
     low, high = bounds if bounds is not None else (min(x1, x2), max(x1, x2))
     d1 = g1 + g2 - 3 * (f1 - f2) / (x1 - x2)
     d2_square = d1**2 - g1 * g2
@@ -51,7 +63,7 @@ def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None) -> float:
         minimum = x2 - (x2 - x1) * ((g2 + d2 - d1) / (g2 - g1 + 2 * d2))
     else:
         minimum = x1 - (x1 - x2) * ((g1 + d2 - d1) / (g1 - g2 + 2 * d2))
-    return min(max(float(minimum), low), high)  # a bound as given (an int stays one), as PyTorch's
+    return min(max(minimum, low), high)  # a bound as given (an int stays one), as PyTorch's
 
 
 def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9, max_ls=25):
@@ -62,7 +74,7 @@ def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1
     d_norm = float(np.abs(d).max())
     f_new, g_new = evaluate(t)
     evaluations = 1
-    gtd_new = float(g_new @ d)
+    gtd_new = g_new @ d
     t_prev, f_prev, g_prev, gtd_prev = 0, f, g, gtd  # an int 0, as PyTorch's: a step length the state keeps
     done = False
     iteration = 0
@@ -97,7 +109,7 @@ def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1
         f_prev, g_prev, gtd_prev = f_new, g_new, gtd_new
         f_new, g_new = evaluate(t)
         evaluations += 1
-        gtd_new = float(g_new @ d)
+        gtd_new = g_new @ d
         iteration += 1
     if iteration == max_ls:
         bracket, bracket_f, bracket_g = [0, t], [f, f_new], [g, g_new]
@@ -121,7 +133,7 @@ def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1
             insufficient_progress = False
         f_new, g_new = evaluate(t)
         evaluations += 1
-        gtd_new = float(g_new @ d)
+        gtd_new = g_new @ d
         iteration += 1
         if f_new > (f + c1 * t * gtd) or f_new >= bracket_f[low]:
             bracket[high], bracket_f[high], bracket_g[high], bracket_gtd[high] = t, f_new, g_new, gtd_new
@@ -222,10 +234,8 @@ class LBFGS(Optimizer):
         Returns:
             The loss of the first closure call.
         """
-        if closure is None:
-            raise RuntimeError("LBFGS requires a closure: step(closure) re-evaluates the model")
         group = self.param_groups[0]
-        lr, max_iter, max_eval = group["lr"], group["max_iter"], group["max_eval"]
+        lr, max_iter, max_eval = _as_scalar(group["lr"]), group["max_iter"], group["max_eval"]
         tolerance_grad, tolerance_change = group["tolerance_grad"], group["tolerance_change"]
         line_search_fn, history_size = group["line_search_fn"], group["history_size"]
         if line_search_fn not in (None, "strong_wolfe"):
@@ -250,7 +260,7 @@ class LBFGS(Optimizer):
 
         d, t, h_diag, prev_flat_grad = (_as_array(state.get(key)) for key in ("d", "t", "H_diag", "prev_flat_grad"))
         if isinstance(t, np.ndarray):  # a tensor step length, as PyTorch's first one may be
-            t = t.item()
+            t = t[()]
         old_dirs, old_steps, ro = (
             [_as_array(v) for v in state.get(key) or ()] for key in ("old_dirs", "old_stps", "ro")
         )
@@ -288,8 +298,8 @@ class LBFGS(Optimizer):
                     d = r
                 prev_flat_grad = flat_grad.copy()
                 prev_loss = loss
-                t = min(1.0, 1.0 / float(np.abs(flat_grad).sum())) * lr if state["n_iter"] == 1 else lr
-                gtd = float(flat_grad @ d)
+                t = min(1.0, 1.0 / np.abs(flat_grad).sum()) * lr if state["n_iter"] == 1 else lr
+                gtd = flat_grad @ d
                 if gtd > -tolerance_change:  # not a descent direction
                     break
                 extra_evaluations = 0
@@ -330,7 +340,7 @@ class LBFGS(Optimizer):
             al[: len(alphas)] = [_as_tensor(alpha) for alpha in alphas]
             state["al"] = al
         state.update(
-            d=_as_tensor(d), t=t, old_dirs=[_as_tensor(v) for v in old_dirs],
+            d=_as_tensor(d), t=_as_tensor(t), old_dirs=[_as_tensor(v) for v in old_dirs],
             old_stps=[_as_tensor(v) for v in old_steps], ro=[_as_tensor(v) for v in ro], H_diag=_as_tensor(h_diag),
             prev_flat_grad=_as_tensor(prev_flat_grad), prev_loss=prev_loss,
         )  # fmt: skip

@@ -54,11 +54,22 @@ required = _RequiredParameter()
 _global_step_pre_hooks: OrderedDict = _HookDict()
 _global_step_post_hooks: OrderedDict = _HookDict()
 
+# Each optimizer's hooks, by attribute name: never pickled, so created again when unpickled.
+_HOOK_DICTS = (
+    "_optimizer_step_pre_hooks",
+    "_optimizer_step_post_hooks",
+    "_optimizer_state_dict_pre_hooks",
+    "_optimizer_state_dict_post_hooks",
+    "_optimizer_load_state_dict_pre_hooks",
+    "_optimizer_load_state_dict_post_hooks",
+)
+
 
 def register_optimizer_step_pre_hook(hook: Callable) -> RemovableHandle:
     """Registers ``hook(optimizer, args, kwargs)`` run before the step of every optimizer.
 
-    The hook may return ``(new_args, new_kwargs)`` to replace the arguments of ``step``.
+    ``args`` are ``step``'s positional arguments, the optimizer first. The hook may return
+    ``(new_args, new_kwargs)`` to replace them (the optimizer still first).
     """
     return add_hook(_global_step_pre_hooks, hook)
 
@@ -84,6 +95,10 @@ class Optimizer:
         self.defaults = defaults
         self._optimizer_step_pre_hooks: OrderedDict = _HookDict()
         self._optimizer_step_post_hooks: OrderedDict = _HookDict()
+        self._optimizer_state_dict_pre_hooks: OrderedDict = _HookDict()
+        self._optimizer_state_dict_post_hooks: OrderedDict = _HookDict()
+        self._optimizer_load_state_dict_pre_hooks: OrderedDict = _HookDict()
+        self._optimizer_load_state_dict_post_hooks: OrderedDict = _HookDict()
         self._patch_step_function()
         if isinstance(params, Tensor):
             raise TypeError(
@@ -114,10 +129,10 @@ class Optimizer:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        if "_optimizer_step_pre_hooks" not in self.__dict__:
-            self._optimizer_step_pre_hooks = _HookDict()
-        if "_optimizer_step_post_hooks" not in self.__dict__:
-            self._optimizer_step_post_hooks = _HookDict()
+        # An unpickled optimizer has no hooks (they are not pickled), nor has one of an older onnxnn.
+        for name in _HOOK_DICTS:
+            if name not in self.__dict__:
+                setattr(self, name, _HookDict())
         self._patch_step_function()
         # Checkpoints written before a hyperparameter existed get its default.
         for group in self.param_groups:
@@ -142,7 +157,10 @@ class Optimizer:
         """Wraps a subclass's ``step`` so it runs the global and per-optimizer step hooks."""
 
         @functools.wraps(func)
-        def wrapper(self, *args, **kwargs):
+        def wrapper(*args, **kwargs):
+            # The hooks see step's positional arguments with the optimizer first, as in PyTorch, and
+            # new ones they return must keep it there.
+            self = args[0]
             for pre_hook in chain(_global_step_pre_hooks.values(), self._optimizer_step_pre_hooks.values()):
                 result = pre_hook(self, args, kwargs)
                 if result is not None:
@@ -152,7 +170,7 @@ class Optimizer:
                         raise RuntimeError(
                             f"{func} must return None or a tuple of (new_args, new_kwargs), but got {result}."
                         )
-            output = func(self, *args, **kwargs)
+            output = func(*args, **kwargs)
             # Learning-rate schedulers read this to warn about stepping them before the optimizer.
             self._opt_called = True
             for post_hook in chain(self._optimizer_step_post_hooks.values(), _global_step_post_hooks.values()):
@@ -169,12 +187,84 @@ class Optimizer:
             self.__class__.step = self.profile_hook_step(self.__class__.step)  # type: ignore[method-assign]
 
     def register_step_pre_hook(self, hook: Callable) -> RemovableHandle:
-        """Registers ``hook(optimizer, args, kwargs) -> None | (new_args, new_kwargs)`` run before ``step``."""
+        """Registers ``hook(optimizer, args, kwargs) -> None | (new_args, new_kwargs)`` run before ``step``.
+
+        ``args`` are ``step``'s positional arguments, the optimizer first (``(optimizer, closure)``
+        for ``step(closure)``); returned ``new_args`` replace them, so they start with the optimizer too.
+        """
         return add_hook(self._optimizer_step_pre_hooks, hook)
 
     def register_step_post_hook(self, hook: Callable) -> RemovableHandle:
-        """Registers ``hook(optimizer, args, kwargs) -> None`` run after ``step``."""
+        """Registers ``hook(optimizer, args, kwargs) -> None`` run after ``step`` (``args`` as the pre-hooks')."""
         return add_hook(self._optimizer_step_post_hooks, hook)
+
+    # ------------------------------------------------------------------ state dict hooks
+    @staticmethod
+    def _add_hook(hooks: OrderedDict, hook: Callable, prepend: bool) -> RemovableHandle:
+        handle = add_hook(hooks, hook)
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_state_dict_pre_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """Registers a hook run at the start of :meth:`state_dict`, before the dict is built.
+
+        The hook is called as ``hook(optimizer) -> None``; it may prepare the optimizer for saving.
+
+        Args:
+            hook: the hook.
+            prepend: run it before the pre-hooks already registered, instead of after them.
+
+        Returns:
+            a handle whose ``remove()`` unregisters the hook.
+        """
+        return self._add_hook(self._optimizer_state_dict_pre_hooks, hook, prepend)
+
+    def register_state_dict_post_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """Registers a hook run at the end of :meth:`state_dict`, on the dict it built.
+
+        The hook is called as ``hook(optimizer, state_dict) -> state_dict or None``: it may modify
+        the dict in place, or return a new one, which is then returned (and given to later hooks).
+
+        Args:
+            hook: the hook.
+            prepend: run it before the post-hooks already registered, instead of after them.
+
+        Returns:
+            a handle whose ``remove()`` unregisters the hook.
+        """
+        return self._add_hook(self._optimizer_state_dict_post_hooks, hook, prepend)
+
+    def register_load_state_dict_pre_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """Registers a hook run at the start of :meth:`load_state_dict`, before anything is loaded.
+
+        The hook is called as ``hook(optimizer, state_dict) -> state_dict or None``, where
+        ``state_dict`` is a shallow copy of the dict passed to ``load_state_dict``: it may modify
+        that copy in place, or return a new dict, which is then loaded instead (for instance to
+        match a saved dict's parameters to this optimizer's by their names).
+
+        Args:
+            hook: the hook.
+            prepend: run it before the pre-hooks already registered, instead of after them.
+
+        Returns:
+            a handle whose ``remove()`` unregisters the hook.
+        """
+        return self._add_hook(self._optimizer_load_state_dict_pre_hooks, hook, prepend)
+
+    def register_load_state_dict_post_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """Registers a hook run at the end of :meth:`load_state_dict`, once the state is loaded.
+
+        The hook is called as ``hook(optimizer) -> None``.
+
+        Args:
+            hook: the hook.
+            prepend: run it before the post-hooks already registered, instead of after them.
+
+        Returns:
+            a handle whose ``remove()`` unregisters the hook.
+        """
+        return self._add_hook(self._optimizer_load_state_dict_post_hooks, hook, prepend)
 
     # ------------------------------------------------------------------ param groups
     def add_param_group(self, param_group: dict[str, Any]) -> None:
@@ -298,8 +388,12 @@ class Optimizer:
 
         Returns:
             ``{"state": {index: {name: value}}, "param_groups": [{hyperparameters..., "params": [indices]}]}``
-            where parameters are numbered in the order they appear across the groups.
+            where parameters are numbered in the order they appear across the groups. The hooks of
+            :meth:`register_state_dict_pre_hook` run first, those of
+            :meth:`register_state_dict_post_hook` last, on this dict.
         """
+        for pre_hook in self._optimizer_state_dict_pre_hooks.values():
+            pre_hook(self)
         mapping: dict[int, int] = {}
         start_index = 0
 
@@ -321,17 +415,29 @@ class Optimizer:
         packed_state = {
             (mapping[id(key)] if isinstance(key, Tensor) else key): value for key, value in self.state.items()
         }
-        return {"state": packed_state, "param_groups": param_groups}
+        state_dict = {"state": packed_state, "param_groups": param_groups}
+        for post_hook in self._optimizer_state_dict_post_hooks.values():
+            result = post_hook(self, state_dict)
+            if result is not None:
+                state_dict = result
+        return state_dict
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Loads an optimizer state produced by :meth:`state_dict`.
 
         State tensors are copied and cast to their parameter's dtype and device (``step`` is kept
-        as saved). The loaded dict is never aliased: stepping afterwards leaves it unchanged.
+        as saved). The loaded dict is never aliased: stepping afterwards leaves it unchanged. The
+        hooks of :meth:`register_load_state_dict_pre_hook` run first, on a shallow copy of
+        ``state_dict``, those of :meth:`register_load_state_dict_post_hook` once it is loaded.
 
         Raises:
             ValueError: the number of groups, or the size of a group, differs from this optimizer's.
         """
+        state_dict = state_dict.copy()  # the pre-hooks may edit it in place, never the caller's dict
+        for pre_hook in self._optimizer_load_state_dict_pre_hooks.values():
+            result = pre_hook(self, state_dict)
+            if result is not None:
+                state_dict = result
         groups = self.param_groups
         saved_groups = copy.deepcopy(state_dict["param_groups"])
         if len(groups) != len(saved_groups):
@@ -362,6 +468,8 @@ class Optimizer:
 
         param_groups = [update_group(group, saved) for group, saved in zip(groups, saved_groups)]
         self.__setstate__({"state": state, "param_groups": param_groups})
+        for post_hook in self._optimizer_load_state_dict_post_hooks.values():
+            post_hook(self)
 
 
 def _cast_state(param: Tensor, value, key: str | None = None):
@@ -449,13 +557,17 @@ def _record_fused_updates(
     factors computed from it in the node equal the host's), then the parameters, their gradients
     and each list of ``state_lists``; its outputs rebind the parameters and the states, in that order.
     An update that ``reads_step`` not (RMSprop only counts) groups parameters of any step count.
+    A parameter listed twice (deprecated, but PyTorch steps it once per occurrence) is updated
+    again by a later node, which reads the first one's results.
     """
     groups: dict = {}
+    occurrences = _occurrences(params)
     for index, param in enumerate(params):
         step = _increment_step(state_steps[index])
         weight = value_of(param)
-        groups.setdefault((weight.dtype, weight.device, step if reads_step else None), []).append(index)
-    for (_, device, step), indices in groups.items():
+        key = (weight.dtype, weight.device, step if reads_step else None, occurrences[index])
+        groups.setdefault(key, []).append(index)
+    for (_, device, step, _), indices in groups.items():
 
         def scalar(name: str, value, device=device) -> Value:
             return _hyperparameter_scalar(name, value, dtypes.float64, device)
@@ -471,6 +583,20 @@ def _record_fused_updates(
         for kind, tensors in enumerate([params, *state_lists]):
             for position, index in enumerate(indices):
                 record_update(tensors[index], outputs[kind * len(indices) + position])
+
+
+def _occurrences(params: list[Tensor]) -> list[int]:
+    """For each entry of ``params``, how many times its tensor came before it in the list.
+
+    Fused updates group entries by this too: a node reads every tensor before it writes any, so the
+    second occurrence of a duplicated parameter needs a node of its own, recorded after the first's.
+    """
+    seen: dict[int, int] = {}
+    counts = []
+    for param in params:
+        counts.append(seen.get(id(param), 0))
+        seen[id(param)] = counts[-1] + 1
+    return counts
 
 
 def _new_step_tensor(device=CPU) -> Tensor:

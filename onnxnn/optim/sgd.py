@@ -11,7 +11,15 @@ from ..ir.graph import Value, constant, static_constant
 from ..runtime.internal import record_op, record_update, tensor_of, value_of
 from ..runtime.ops.training import TRAINING_DOMAIN
 from ..runtime.tensor import Tensor
-from .optimizer import Optimizer, _check_differentiable, _hyperparameter_value, _same_dtype, update_node
+from .optimizer import (
+    Optimizer,
+    _check_differentiable,
+    _hyperparameter_scalar,
+    _hyperparameter_value,
+    _occurrences,
+    _same_dtype,
+    update_node,
+)
 
 __all__ = ["SGD", "sgd"]
 
@@ -80,6 +88,8 @@ class SGD(Optimizer):
             fused=fused,
         )
         super().__init__(params, defaults)
+        if fused and foreach:  # meaningless here (every step is fused), but refused as PyTorch refuses it
+            raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
 
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
@@ -176,22 +186,31 @@ def _momentum_updates(
 
     Its update count is 0 for parameters without a buffer yet (their buffer starts as the whole
     gradient, as PyTorch's does) and 1 for the others; only that distinction changes the result.
+    A parameter listed twice is updated once per occurrence, by successive nodes, as PyTorch does.
     """
     attributes = {"mode": "nesterov" if nesterov else "standard"}
     groups: dict = {}
+    occurrences = _occurrences(params)
     for index, param in enumerate(params):
         weight = value_of(param)
-        groups.setdefault((weight.dtype, weight.device, buffers[index] is None), []).append(index)
-    for (_, _, first_update), indices in groups.items():
+        key = (weight.dtype, weight.device, buffers[index] is None, occurrences[index])
+        groups.setdefault(key, []).append(index)
+    for (dtype, device, first_update, _), indices in groups.items():
         weights = [value_of(params[i]) for i in indices]
-        like = weights[0]
         velocities = [_zeros_value(weights[k]) if first_update else value_of(buffers[i]) for k, i in enumerate(indices)]
+        # float16/bfloat16 updates get float32 hyperparameters, PyTorch's "opmath": the node rounds
+        # them to the tensors' dtype only where PyTorch's ops do (runtime/ops/training.py).
+        scalar_dtype = dtypes.float32 if dtype in (dtypes.float16, dtypes.bfloat16) else dtype
+
+        def scalar(name: str, value) -> Value:
+            return _hyperparameter_scalar(name, value, scalar_dtype, device)
+
         inputs = (
-            _hyperparameter_value("lr", lr, like),
+            scalar("lr", lr),
             _UPDATE_COUNTS[not first_update],
-            _hyperparameter_value("momentum", momentum, like),
-            _hyperparameter_value("1-dampening", 1 - dampening, like) if dampening != 0 else None,
-            _hyperparameter_value("weight_decay", weight_decay, like) if weight_decay != 0 else None,
+            scalar("momentum", momentum),
+            scalar("1-dampening", 1 - dampening) if dampening != 0 else None,
+            scalar("weight_decay", weight_decay) if weight_decay != 0 else None,
             *weights,
             *[gradients[i] for i in indices],
             *velocities,

@@ -75,30 +75,43 @@ def test_errors():
         onnxnn.optim.LBFGS([parameter], lr=-1)
     with pytest.raises(RuntimeError, match="only 'strong_wolfe' is supported"):
         onnxnn.optim.LBFGS([parameter], line_search_fn="armijo").step(lambda: parameter.sum())
-    with pytest.raises(RuntimeError, match="LBFGS requires a closure"):
+    with pytest.raises(TypeError, match="'NoneType' object is not callable"):  # as PyTorch's: closure() fails
         onnxnn.optim.LBFGS([parameter]).step(None)
 
 
 @pytest.mark.parametrize("line_search_fn", ["strong_wolfe", None])
-def test_iterates_equal_torch(line_search_fn):
-    torch = pytest.importorskip("torch")
-    ours, _ = _minimize(_rosenbrock, [-1.5, 2.0], 6, lr=0.5, history_size=3, line_search_fn=line_search_fn)
-    parameter = torch.nn.Parameter(torch.tensor([-1.5, 2.0], dtype=torch.float64))
-    optimizer = torch.optim.LBFGS([parameter], lr=0.5, history_size=3, line_search_fn=line_search_fn)
+@pytest.mark.parametrize("lr", [1.0, 0.5])
+def test_a_tensor_lr_is_read_as_its_value(lr, line_search_fn):
+    rng = np.random.default_rng(1)
+    basis, _ = np.linalg.qr(rng.standard_normal((4, 4)))
+    matrix = basis @ np.diag([1, 2, 3, 4.0]) @ basis.T
+    vector = rng.standard_normal(4)
+    a, b = onnxnn.tensor(matrix), onnxnn.tensor(vector)
+    trajectory, optimizer = _minimize(
+        lambda x: 0.5 * (x @ (a @ x)) - b @ x, np.zeros(4), 5, lr=onnxnn.tensor(lr), line_search_fn=line_search_fn
+    )
+    np.testing.assert_allclose(trajectory[-1], np.linalg.solve(matrix, vector), atol=1e-4)
+    assert isinstance(optimizer.param_groups[0]["lr"], onnxnn.Tensor)
 
-    def closure():
-        optimizer.zero_grad()
-        loss = _rosenbrock(parameter)
-        loss.backward()
-        return loss
 
-    theirs = []
-    for _ in range(6):
-        optimizer.step(closure)
-        theirs.append(parameter.detach().numpy().copy())
-    # The same float64 algorithm; the losses round differently (onnxruntime's kernels against
-    # PyTorch's), and a stop decided by tolerance_change = 1e-9 on the loss can then come one
-    # iteration apart, a step of at most about sqrt(1e-9) near the minimum.
-    np.testing.assert_allclose(ours, np.array(theirs), rtol=0, atol=1e-4)
-    # Far from the minimum no stop is near its threshold: the first steps agree to rounding.
-    np.testing.assert_allclose(ours[:2], np.array(theirs[:2]), rtol=1e-7)
+# (start, lr, options, what state["t"] holds after one step) for the loss sum(x**4), gradient 4 x**3:
+# PyTorch's first step length is min(1, 1 / |g|_1) * lr, a 0-d tensor where the min picks the
+# tensor 1 / |g|_1 or lr is a tensor; later ones are lr itself; an accepted line search trial keeps
+# its type.
+STEP_LENGTH_CASES = [
+    ([3.0, -4.0, 5.0], 0.5, dict(max_iter=1), ("tensor", 0.5 / 864)),
+    ([0.1, -0.2, 0.3], 0.5, dict(max_iter=1), ("number", 0.5)),  # |g|_1 = 0.144
+    ([0.1, -0.2, 0.3], "tensor 0.5", dict(max_iter=1), ("tensor", 0.5)),
+    ([3.0, -4.0, 5.0], 0.5, dict(max_iter=3), ("number", 0.5)),
+    ([3.0, -4.0, 5.0], 1, dict(max_iter=1, line_search_fn="strong_wolfe"), ("tensor", 1 / 864)),
+]
+
+
+@pytest.mark.parametrize("start, lr, options, expected", STEP_LENGTH_CASES)
+def test_the_saved_step_length_has_pytorchs_type(start, lr, options, expected):
+    lr = onnxnn.tensor(0.5) if lr == "tensor 0.5" else lr
+    _, optimizer = _minimize(lambda x: (x**4).sum(), start, 1, lr=lr, **options)
+    t = optimizer.state_dict()["state"][0]["t"]
+    kind, value = expected
+    assert isinstance(t, onnxnn.Tensor) if kind == "tensor" else isinstance(t, (int, float))
+    np.testing.assert_allclose(float(t), value, rtol=1e-6)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -355,6 +356,30 @@ def test_adagrad_fills_every_groups_sums_with_the_constructors_initial_value():
         np.testing.assert_array_equal(optimizer.state[param]["sum"].numpy(), np.zeros(param.shape, np.float32))
 
 
+@pytest.mark.parametrize("group_value", [0.7, 0.0, None], ids=["0.7", "0.0", "group-default"])
+@pytest.mark.parametrize("constructor_value", [0.2, 0.0])
+def test_adagrad_group_added_later_starts_from_the_constructors_initial_value(constructor_value, group_value):
+    # PyTorch 2.13 creates the state of a later group's params at their first step, from defaults.
+    first = onnxnn.tensor([1.0, 2.0], requires_grad=True)
+    later = onnxnn.tensor([3.0, -1.0], requires_grad=True)
+    optimizer = Adagrad([first], lr=0.1, initial_accumulator_value=constructor_value)
+    group = (
+        {"params": [later]} if group_value is None else {"params": [later], "initial_accumulator_value": group_value}
+    )
+    optimizer.add_param_group(group)
+    gradients = [np.array([0.5, -2.0]), np.array([1.0, 0.25])]
+    expected, _ = reference_adagrad(
+        [np.array([3.0, -1.0])], [[g] for g in gradients], lr=0.1, initial_accumulator_value=constructor_value
+    )
+    for gradient in gradients:
+        first.grad, later.grad = onnxnn.tensor([1.0, 1.0]), onnxnn.tensor(gradient, dtype=onnxnn.float32)
+        optimizer.step()
+    expected_sum = constructor_value + sum(g**2 for g in gradients)
+    np.testing.assert_allclose(value(optimizer.state[later]["sum"]), expected_sum, rtol=1e-6)
+    np.testing.assert_allclose(value(later), expected[0], rtol=1e-6)
+    assert optimizer.state[later]["step"].item() == 2.0
+
+
 def test_add_param_group_fills_defaults_and_is_optimized():
     first = onnxnn.tensor([1.0], requires_grad=True)
     second = onnxnn.tensor([1.0, 2.0], requires_grad=True)
@@ -443,6 +468,61 @@ def test_constructor_rejects_bad_params(params, error, message):
 def test_invalid_hyperparameters_raise_value_error(optimizer_class, options, message):
     with pytest.raises(ValueError, match=message):
         optimizer_class([onnxnn.tensor([1.0], requires_grad=True)], **options)
+
+
+FUSED_AND_FOREACH = "`fused` and `foreach` cannot be `True` together."
+TENSOR_LR_FOREACH = "lr as a Tensor is not supported for capturable=False and foreach=True"
+BETAS_TYPES = "betas must be either both floats or both Tensors"
+
+
+@pytest.mark.parametrize(
+    "optimizer_class, options, error, message",
+    [
+        (SGD, lambda: {"lr": 0.1, "fused": True, "foreach": True}, RuntimeError, FUSED_AND_FOREACH),
+        (Adagrad, lambda: {"fused": True, "foreach": True}, RuntimeError, FUSED_AND_FOREACH),
+        (Adam, lambda: {"fused": True, "foreach": True}, RuntimeError, FUSED_AND_FOREACH),
+        (Adam, lambda: {"lr": onnxnn.tensor(0.1), "foreach": True}, ValueError, TENSOR_LR_FOREACH),
+        (AdamW, lambda: {"lr": onnxnn.tensor(0.1), "foreach": True}, ValueError, TENSOR_LR_FOREACH),
+        (Adam, lambda: {"betas": (0, 0.99)}, ValueError, BETAS_TYPES),
+        (AdamW, lambda: {"betas": (onnxnn.tensor(0.9), 0.999)}, ValueError, BETAS_TYPES),
+        (
+            Adam,
+            lambda: {"betas": (onnxnn.tensor(0.9), onnxnn.tensor(0.99)), "foreach": True},
+            ValueError,
+            "betas[0] as a Tensor is not supported for capturable=False and foreach=True",
+        ),
+        (
+            Adam,
+            lambda: {"betas": (onnxnn.tensor(0.9), onnxnn.tensor([0.99, 0.9]))},
+            RuntimeError,  # from the range check, as in PyTorch
+            "Boolean value of Tensor with more than one value is ambiguous",
+        ),
+    ],
+)
+def test_constructors_refuse_what_pytorch_refuses(optimizer_class, options, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        optimizer_class([onnxnn.tensor([1.0], requires_grad=True)], **options())
+
+
+@pytest.mark.parametrize(
+    "options, expected",
+    [
+        ({"betas": [0.8, 0.9]}, (0.8, 0.9)),
+        ({"lr": 0.1, "foreach": True, "capturable": True}, (0.9, 0.999)),  # a tensor lr then is fine
+        ({"betas": ("tensor", "tensor")}, (0.8, 0.9)),
+    ],
+)
+def test_adam_keeps_betas_as_a_tuple_of_scalars(options, expected):
+    options = dict(options)
+    if options.get("betas") == ("tensor", "tensor"):
+        options["betas"] = [onnxnn.tensor([0.8]), onnxnn.tensor([[0.9]])]
+    if options.get("capturable"):
+        options["lr"] = onnxnn.tensor(0.1)
+    optimizer = Adam([onnxnn.tensor([1.0], requires_grad=True)], **options)
+    betas = optimizer.param_groups[0]["betas"]
+    assert isinstance(betas, tuple) and optimizer.state_dict()["param_groups"][0]["betas"] == betas
+    assert [getattr(beta, "shape", ()) for beta in betas] == [(), ()]
+    np.testing.assert_allclose([float(beta) for beta in betas], expected, rtol=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -542,6 +622,38 @@ def test_load_state_dict_casts_state_to_the_parameter_dtype_but_keeps_step():
     np.testing.assert_allclose(value(state["exp_avg"]), [0.1, -0.1], rtol=1e-6)
 
 
+@pytest.mark.parametrize("decoupled_key", [False, None, True], ids=["adam-state", "no-flag", "adamw-state"])
+@pytest.mark.parametrize("load", ["load_state_dict", "pickle"])
+def test_adamw_keeps_decoupled_weight_decay_after_loading_any_state(decoupled_key, load):
+    # PyTorch's AdamW.__setstate__ sets the flag on every group, whatever the loaded groups say.
+    initial, gradients = make_problem()
+    params = [onnxnn.tensor(theta, dtype=onnxnn.float64, requires_grad=True) for theta in initial]
+    optimizer = AdamW(params, lr=0.1)
+    if load == "load_state_dict":
+        state_dict = Adam(params, lr=0.1, weight_decay=0.3).state_dict()
+    else:  # an unpickled AdamW whose group (from an older onnxnn, or edited) says otherwise
+        optimizer.param_groups[0]["weight_decay"] = 0.3
+        state_dict = {"param_groups": optimizer.param_groups}
+    group = state_dict["param_groups"][0]
+    if decoupled_key is None:
+        del group["decoupled_weight_decay"]
+    else:
+        group["decoupled_weight_decay"] = decoupled_key
+    if load == "load_state_dict":
+        optimizer.load_state_dict(state_dict)
+    else:
+        optimizer = pickle.loads(pickle.dumps(optimizer))
+        params = optimizer.param_groups[0]["params"]
+    assert optimizer.param_groups[0]["decoupled_weight_decay"] is True
+    for step_gradients in gradients:
+        for param, gradient in zip(params, step_gradients):
+            param.grad = onnxnn.tensor(gradient, dtype=onnxnn.float64)
+        optimizer.step()
+    expected, _ = reference_adamw(initial, gradients, lr=0.1, weight_decay=0.3)
+    for param, reference in zip(params, expected):
+        assert_matches_reference(value(param), reference, initial, gradients, onnxnn.float64)
+
+
 def test_load_state_dict_restores_hyperparameters_but_keeps_params():
     param = onnxnn.tensor([1.0], requires_grad=True)
     source = SGD([param], lr=0.5, momentum=0.9)
@@ -612,6 +724,86 @@ def test_step_runs_the_closure_with_gradients_enabled_and_returns_its_loss():
     np.testing.assert_allclose(value(param), [0.8, -1.6], rtol=1e-6)
 
 
+def reference_duplicated_sgd(initial, gradients, occurrences, lr, momentum, weight_decay=0, nesterov=False):
+    """SGD over the parameters ``[initial[i] for i in occurrences]`` as PyTorch steps a list with a
+    parameter listed twice: each occurrence in turn, in place. A parameter's first step starts a
+    buffer from the gradient at every occurrence (PyTorch reads the buffers before stepping) and
+    keeps the last; later steps update its one buffer at each occurrence."""
+    params = [theta.copy() for theta in initial]
+    buffers: list = [None] * len(params)
+    for step_gradients in gradients:
+        first_step = [buffer is None for buffer in buffers]
+        for index in occurrences:
+            g = step_gradients[index] + weight_decay * params[index]
+            if first_step[index]:
+                buffers[index] = g
+            else:
+                buffers[index] = momentum * buffers[index] + g
+            params[index] = params[index] - lr * (g + momentum * buffers[index] if nesterov else buffers[index])
+    return params, buffers
+
+
+def reference_duplicated_rmsprop(
+    initial, gradients, occurrences, lr, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False
+):
+    """RMSprop over ``[initial[i] for i in occurrences]`` as PyTorch steps it: each occurrence in
+    turn, on the parameter's one state."""
+    params = [theta.copy() for theta in initial]
+    square_avgs = [np.zeros_like(theta) for theta in params]
+    grad_avgs = [np.zeros_like(theta) for theta in params]
+    buffers = [np.zeros_like(theta) for theta in params]
+    for step_gradients in gradients:
+        for index in occurrences:
+            g = step_gradients[index] + weight_decay * params[index]
+            square_avgs[index] = alpha * square_avgs[index] + (1 - alpha) * g**2
+            average = square_avgs[index]
+            if centered:
+                grad_avgs[index] = alpha * grad_avgs[index] + (1 - alpha) * g
+                average = average - grad_avgs[index] ** 2
+            quotient = g / (np.sqrt(average) + eps)
+            if momentum > 0:
+                buffers[index] = momentum * buffers[index] + quotient
+                quotient = buffers[index]
+            params[index] = params[index] - lr * quotient
+    return params, square_avgs
+
+
+DUPLICATE_CASES = [
+    (SGD, {"lr": 0.1, "momentum": 0.9}, reference_duplicated_sgd),
+    (SGD, {"lr": 0.1, "momentum": 0.9, "nesterov": True, "weight_decay": 0.1}, reference_duplicated_sgd),
+    (RMSprop, {"lr": 0.01}, reference_duplicated_rmsprop),
+    (
+        RMSprop,
+        {"lr": 0.01, "momentum": 0.5, "centered": True, "weight_decay": 0.1},
+        reference_duplicated_rmsprop,
+    ),
+]
+
+
+@pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize(
+    "optimizer_class, options, reference",
+    DUPLICATE_CASES,
+    ids=[case_id(case[:2]) for case in DUPLICATE_CASES],
+)
+def test_a_parameter_listed_twice_is_stepped_once_per_occurrence(optimizer_class, options, reference, executor_name):
+    initial, gradients = make_problem()
+    params = [onnxnn.tensor(theta, dtype=onnxnn.float64, requires_grad=True) for theta in initial]
+    occurrences = [0, 1, 0, 2, 1]
+    with pytest.warns(UserWarning, match="optimizer contains a parameter group with duplicate parameters"):
+        optimizer = optimizer_class([params[i] for i in occurrences], **options)
+    with onnxnn.set_executor(executor_name):
+        for step_gradients in gradients:
+            for param, gradient in zip(params, step_gradients):
+                param.grad = onnxnn.tensor(gradient, dtype=onnxnn.float64)
+            optimizer.step()
+    expected_params, expected_states = reference(initial, gradients, occurrences, **options)
+    key = "momentum_buffer" if optimizer_class is SGD else "square_avg"
+    for param, expected, expected_state in zip(params, expected_params, expected_states):
+        assert_matches_reference(value(param), expected, initial, gradients, onnxnn.float64)
+        assert_matches_reference(value(optimizer.state[param][key]), expected_state, initial, gradients, onnxnn.float64)
+
+
 def test_step_hooks_run_around_step_and_can_be_removed():
     param = onnxnn.tensor([1.0], requires_grad=True)
     optimizer = SGD([param], lr=0.1)
@@ -625,6 +817,110 @@ def test_step_hooks_run_around_step_and_can_be_removed():
     post.remove()
     optimizer.step()
     assert len(events) == 2
+
+
+@pytest.mark.parametrize("with_closure", [False, True])
+def test_step_hooks_see_the_optimizer_as_the_first_argument(with_closure):
+    param = onnxnn.tensor([1.0], requires_grad=True)
+    optimizer = SGD([param], lr=0.1)
+    seen = []
+    optimizer.register_step_pre_hook(lambda opt, args, kwargs: seen.append(("pre", args)))
+    optimizer.register_step_post_hook(lambda opt, args, kwargs: seen.append(("post", args)))
+    param.grad = onnxnn.tensor([1.0])
+
+    def closure():
+        return 3.0
+
+    loss = optimizer.step(closure) if with_closure else optimizer.step()
+    expected_args = (optimizer, closure) if with_closure else (optimizer,)
+    assert seen == [("pre", expected_args), ("post", expected_args)]
+    assert loss == (3.0 if with_closure else None)
+
+
+def test_a_step_pre_hook_replaces_the_arguments_keeping_the_optimizer_first():
+    param = onnxnn.tensor([1.0], requires_grad=True)
+    optimizer = SGD([param], lr=0.1)
+    handle = optimizer.register_step_pre_hook(lambda opt, args, kwargs: ((args[0], lambda: 7.0), kwargs))
+    param.grad = onnxnn.tensor([1.0])
+    assert optimizer.step(None) == 7.0
+    handle.remove()
+    optimizer.register_step_pre_hook(lambda opt, args, kwargs: "bad")
+    with pytest.raises(RuntimeError, match="must return None or a tuple of \\(new_args, new_kwargs\\)"):
+        optimizer.step()
+
+
+# (register method, what triggers its hooks, the arguments after the optimizer they are called with)
+STATE_DICT_HOOKS = [
+    ("register_state_dict_pre_hook", "save", 0),
+    ("register_state_dict_post_hook", "save", 1),
+    ("register_load_state_dict_pre_hook", "load", 1),
+    ("register_load_state_dict_post_hook", "load", 0),
+]
+
+
+def _save_or_load(optimizer, trigger):
+    state_dict = optimizer.state_dict()
+    if trigger == "load":
+        optimizer.load_state_dict(state_dict)
+    return state_dict
+
+
+@pytest.mark.parametrize("register, trigger, extra_arguments", STATE_DICT_HOOKS, ids=[c[0] for c in STATE_DICT_HOOKS])
+def test_state_dict_hooks_run_in_order_with_prepend_and_can_be_removed(register, trigger, extra_arguments):
+    param = onnxnn.tensor([1.0, 2.0], requires_grad=True)
+    optimizer = Adam([param], lr=0.1)
+    calls = []
+
+    def hook(name):
+        def record(opt, *arguments):
+            assert opt is optimizer and len(arguments) == extra_arguments
+            calls.append(name)
+
+        return record
+
+    first = getattr(optimizer, register)(hook("first"))
+    getattr(optimizer, register)(hook("second"))
+    getattr(optimizer, register)(hook("prepended"), prepend=True)
+    _save_or_load(optimizer, trigger)
+    assert calls == ["prepended", "first", "second"]
+    calls.clear()
+    first.remove()
+    _save_or_load(optimizer, trigger)
+    assert calls == ["prepended", "second"]
+    calls.clear()
+    unpickled = pickle.loads(pickle.dumps(optimizer))  # hooks are not pickled
+    _save_or_load(unpickled, trigger)
+    assert calls == []
+
+
+def test_state_dict_post_hooks_edit_or_replace_the_dict():
+    param = onnxnn.tensor([1.0, 2.0], requires_grad=True)
+    optimizer = SGD([param], lr=0.1)
+    optimizer.register_state_dict_post_hook(lambda opt, state_dict: state_dict.update(extra=1))
+    optimizer.register_state_dict_post_hook(lambda opt, state_dict: {**state_dict, "replaced": state_dict["extra"]})
+    state_dict = optimizer.state_dict()
+    assert state_dict["extra"] == 1 and state_dict["replaced"] == 1 and state_dict["param_groups"][0]["lr"] == 0.1
+
+
+def test_load_state_dict_pre_hooks_get_a_copy_and_may_return_the_dict_to_load():
+    param = onnxnn.tensor([1.0, 2.0], requires_grad=True)
+    optimizer = SGD([param], lr=0.1)
+    saved = SGD([onnxnn.tensor([0.0, 0.0], requires_grad=True)], lr=0.5).state_dict()
+    seen = []
+
+    def edit(opt, state_dict):
+        seen.append(state_dict is saved)
+        state_dict["edited"] = True  # on the copy
+
+    def replace(opt, state_dict):
+        groups = [{**group, "lr": 0.25} for group in state_dict["param_groups"]]
+        return {"state": state_dict["state"], "param_groups": groups}
+
+    optimizer.register_load_state_dict_pre_hook(edit)
+    optimizer.register_load_state_dict_pre_hook(replace)
+    optimizer.register_load_state_dict_post_hook(lambda opt: seen.append(opt.param_groups[0]["lr"]))
+    optimizer.load_state_dict(saved)
+    assert seen == [False, 0.25] and "edited" not in saved and saved["param_groups"][0]["lr"] == 0.5
 
 
 def test_functional_sgd_records_lazily_on_lists_of_tensors():

@@ -22,7 +22,18 @@ momentum or the weight decay feeds new data to the same compiled step:
         -> X_new.., SQ_new.., [GA_new..], [B_new..]
 
 Momentum: an omitted ``beta`` means 1 and an omitted ``norm_coefficient`` means no weight decay
-(whether they are given is structure, as PyTorch's ``if weight_decay != 0`` is).
+(whether they are given is structure, as PyTorch's ``if weight_decay != 0`` is). float16 and
+bfloat16 tensors are updated as ``torch.optim.SGD``'s default (for-loop) step updates them on the
+CPU: each of its ops computes in float32 and rounds its result to the tensor's dtype. Its
+``buf.mul_(momentum)`` takes ``alpha`` in float32, while its ``add(..., alpha=s)`` ops round ``s`` (R,
+beta, norm_coefficient, and alpha in Nesterov's direction) to the tensor's dtype first. With ``r``
+that rounding and ``G' = r(G + r(norm_coefficient) * X)``:
+
+    V_new = r(r(V * alpha) + r(beta') * G');   X_new = r(X - r(R) * V_new)
+    Nesterov: X_new = r(X - r(R) * r(G' + r(alpha) * V_new))
+
+Rounding ``alpha`` itself instead would bias the velocity: in bfloat16, 0.99 is 0.98828125, and
+a constant gradient's velocity would tend to 85 times the gradient instead of 100.
 
 Adam is ``torch.optim.Adam``'s step (not the preview spec's, whose bias corrections and epsilon
 differ): its hyperparameters are 0-d tensors of one floating dtype (the optimizer feeds float64,
@@ -46,6 +57,12 @@ RMSprop is ``torch.optim.RMSprop``'s step: the gradient averages (GA) are there 
 ``G'`` as Adam's (L2 decay): ``SQ_new = SQ * alpha + G' * G' * (1 - alpha)``, ``GA_new = GA +
 (G' - GA) * (1 - alpha)``, the average ``A = sqrt(SQ_new [- GA_new * GA_new]) + epsilon``,
 ``B_new = B * momentum + G' / A`` and ``X_new = X - B_new * R`` (without momentum ``X - G' / A * R``).
+float16 and bfloat16 tensors round as Momentum's: each of PyTorch's ops (``grad.add(param,
+alpha=weight_decay)``, ``square_avg.mul_(alpha)``, ``.addcmul_(grad, grad, value=1 - alpha)``,
+``grad_avg.lerp_``, ``sqrt``, ``add_(eps)``, ``buf.mul_(momentum)``, ``.addcdiv_``, ``param.add_(buf,
+alpha=-lr)`` or ``param.addcdiv_(grad, avg, value=-lr)``) computes in float32 and rounds to the
+tensor's dtype; ``weight_decay``, ``epsilon`` and R where it multiplies B are rounded to the dtype
+first, the others (``alpha``, ``1 - alpha``, ``momentum``, R where it multiplies G' / A) are float32.
 
 An omitted ``weight_decay`` means none. onnxruntime lacks these ops, so ``build_model`` writes them
 as standard ONNX through their decompositions; onnxnn's kernels (``kernels/training.py``) run them
@@ -58,6 +75,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from ...ir import dtypes
 from ...ir.registry import decompositions, non_differentiable, shape_rules
 from ...ir.domains import (
     ADAGRAD_TENSORS_START,
@@ -115,6 +133,7 @@ def _momentum_decomposition(node, input_names: list, output_names: list, fresh_n
     emit = node_emitter(nodes, fresh_name)
     typed = _caster(emit, hyperparameter_dtype)
 
+    low_precision_scalars: dict = {}
     beta_adjusted = None
     if beta:
         # beta applies from the second update on (T > 0): the first one takes the whole gradient.
@@ -125,6 +144,20 @@ def _momentum_decomposition(node, input_names: list, output_names: list, fresh_n
     for index in range(count):
         dtype = tensors[index].dtype
         x_name, g_name, v_name = names[index], names[count + index], names[2 * count + index]
+        if dtype in _LOW_PRECISION:
+            if dtype not in low_precision_scalars:
+                hyperparameters = {
+                    "R": (learning_rate, True),
+                    "alpha": (alpha, False),
+                    "rounded alpha": (alpha, True),
+                    "beta": (beta_adjusted, True),
+                    "norm_coefficient": (norm_coefficient, True),
+                }
+                low_precision_scalars[dtype] = _low_precision_scalars(emit, typed, dtype, hyperparameters)
+            outputs = (output_names[index], output_names[count + index])
+            inputs = (x_name, g_name, v_name)
+            _low_precision_momentum(emit, dtype, low_precision_scalars[dtype], inputs, outputs, nesterov)
+            continue
         gradient = g_name
         if norm_coefficient:
             gradient = emit("Add", emit("Mul", x_name, typed(norm_coefficient, dtype)), g_name)
@@ -136,6 +169,47 @@ def _momentum_decomposition(node, input_names: list, output_names: list, fresh_n
             direction = emit("Add", gradient, emit("Mul", velocity, momentum))
         emit("Sub", x_name, emit("Mul", typed(learning_rate, dtype), direction), output=output_names[index])
     return nodes, initializers
+
+
+_LOW_PRECISION = (dtypes.float16, dtypes.bfloat16)
+
+
+def _low_precision_scalars(emit, typed, dtype, hyperparameters: dict) -> dict:
+    """The hyperparameters ``{key: (name, rounded)}`` as float32 names (None where omitted) for the
+    float16/bfloat16 updates of ``dtype``; the ``rounded`` ones rounded to ``dtype`` on the way, as
+    PyTorch rounds the scalar of ``add``: to float32, then to the tensor's dtype."""
+    float32 = dtypes.float32
+    scalars: dict = {}
+    for key, (name, rounded) in hyperparameters.items():
+        scalars[key] = typed(name, float32) if name else None
+        if name and rounded:
+            scalars[key] = emit("Cast", emit("Cast", scalars[key], to=dtype.onnx_type), to=float32.onnx_type)
+    return scalars
+
+
+def _low_precision_momentum(emit, dtype, scalars: dict, inputs, outputs, nesterov: bool) -> None:
+    """One float16/bfloat16 tensor's Momentum update: float32 ops, each of PyTorch's rounded to ``dtype``."""
+    learning_rate, alpha, rounded_alpha = scalars["R"], scalars["alpha"], scalars["rounded alpha"]
+    beta, norm_coefficient = scalars["beta"], scalars["norm_coefficient"]
+
+    def wide(name: str) -> str:
+        return emit("Cast", name, to=dtypes.float32.onnx_type)
+
+    def rounded(name: str) -> str:
+        return wide(emit("Cast", name, to=dtype.onnx_type))
+
+    x, g, v = (wide(name) for name in inputs)
+    gradient = g
+    if norm_coefficient:
+        gradient = rounded(emit("Add", g, emit("Mul", x, norm_coefficient)))
+    velocity = rounded(emit("Mul", v, alpha))
+    scaled = emit("Mul", gradient, beta) if beta else gradient
+    new_velocity = emit("Cast", emit("Add", velocity, scaled), to=dtype.onnx_type, output=outputs[1])
+    direction = wide(new_velocity)
+    if nesterov:
+        direction = rounded(emit("Add", gradient, emit("Mul", direction, rounded_alpha)))
+    step = emit("Mul", learning_rate, direction)
+    emit("Cast", emit("Sub", x, step), to=dtype.onnx_type, output=outputs[0])
 
 
 # ---------------------------------------------------------------------- Adam
@@ -338,10 +412,26 @@ def _rmsprop_decomposition(node, input_names: list, output_names: list, fresh_na
     if momentum:
         factors["momentum"] = momentum
     typed = _caster(emit, hyperparameter_dtype)
+    low_precision_scalars: dict = {}
     for index in range(count):
         named = {name: names[kind * count + index] for kind, name in enumerate(lists)}
         new_name = {name: output_names[kind * count + index] for kind, name in enumerate(n for n in lists if n != "G")}
-        factor = {name: typed(value, tensors[index].dtype) for name, value in factors.items()}
+        dtype = tensors[index].dtype
+        if dtype in _LOW_PRECISION:
+            if dtype not in low_precision_scalars:
+                hyperparameters = {
+                    "lr": (learning_rate, False),
+                    "rounded lr": (learning_rate, True),
+                    "alpha": (alpha, False),
+                    "1-alpha": (factors["1-alpha"], False),
+                    "epsilon": (epsilon, True),
+                    "weight_decay": (weight_decay, True),
+                    "momentum": (momentum, False),
+                }
+                low_precision_scalars[dtype] = _low_precision_scalars(emit, typed, dtype, hyperparameters)
+            _low_precision_rmsprop(emit, dtype, low_precision_scalars[dtype], named, new_name, centered, maximize)
+            continue
+        factor = {name: typed(value, dtype) for name, value in factors.items()}
         x = named["X"]
         gradient = emit("Neg", named["G"]) if maximize else named["G"]
         if weight_decay:
@@ -371,6 +461,42 @@ def _rmsprop_decomposition(node, input_names: list, output_names: list, fresh_na
         else:
             emit("Sub", x, emit("Mul", emit("Div", gradient, average), factor["lr"]), output=new_name["X"])
     return nodes, initializers
+
+
+def _low_precision_rmsprop(emit, dtype, scalars: dict, named: dict, new_name: dict, centered, maximize) -> None:
+    """One float16/bfloat16 tensor's RMSprop update: float32 ops, each of PyTorch's rounded to ``dtype``."""
+
+    def wide(name: str) -> str:
+        return emit("Cast", name, to=dtypes.float32.onnx_type)
+
+    def narrow(name: str, output: str) -> str:
+        return emit("Cast", name, to=dtype.onnx_type, output=output)
+
+    def rounded(name: str) -> str:
+        return wide(emit("Cast", name, to=dtype.onnx_type))
+
+    x = wide(named["X"])
+    gradient = emit("Neg", wide(named["G"])) if maximize else wide(named["G"])
+    if scalars["weight_decay"]:
+        gradient = rounded(emit("Add", gradient, emit("Mul", x, scalars["weight_decay"])))
+    square_avg = rounded(emit("Mul", wide(named["SQ"]), scalars["alpha"]))
+    square = emit("Mul", scalars["1-alpha"], emit("Mul", gradient, gradient))
+    square_avg = wide(narrow(emit("Add", square_avg, square), new_name["SQ"]))
+    if centered:
+        grad_avg = wide(named["GA"])
+        step = emit("Mul", scalars["1-alpha"], emit("Sub", gradient, grad_avg))
+        grad_avg = wide(narrow(emit("Add", grad_avg, step), new_name["GA"]))
+        variance = rounded(emit("Sub", square_avg, emit("Mul", grad_avg, grad_avg)))
+        average = rounded(emit("Sqrt", variance))
+    else:
+        average = rounded(emit("Sqrt", square_avg))
+    quotient = emit("Div", gradient, rounded(emit("Add", average, scalars["epsilon"])))
+    if scalars["momentum"]:
+        buffer = rounded(emit("Mul", wide(named["B"]), scalars["momentum"]))
+        buffer = wide(narrow(emit("Add", buffer, quotient), new_name["B"]))
+        narrow(emit("Sub", x, emit("Mul", scalars["rounded lr"], buffer)), new_name["X"])
+    else:
+        narrow(emit("Sub", x, emit("Mul", scalars["lr"], quotient)), new_name["X"])
 
 
 def node_emitter(nodes: list, fresh_name):
