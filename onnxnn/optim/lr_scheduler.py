@@ -1,7 +1,8 @@
 """Learning-rate schedulers with PyTorch's semantics: chainable ``get_lr``, closed forms, state dicts.
 
-A scheduler writes ``group["lr"]`` (a Python number) into the optimizer's param groups; the
-optimizer feeds it to the step graph as data, so changing it never recompiles the step.
+A scheduler writes ``group["lr"]`` into the optimizer's param groups: a Python number is replaced, a
+Tensor lr is filled in place (it stays the tensor the caller passed, as in PyTorch). The optimizer
+feeds it to the step graph as data, so changing it never recompiles the step.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from bisect import bisect_right
 from collections import Counter
 from typing import Any, Callable
 
+from ..runtime.tensor import Tensor
 from .optimizer import Optimizer
 
 __all__ = [
@@ -39,16 +41,35 @@ def _check_optimizer(optimizer) -> None:
         raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
 
 
+def _copy(value):
+    """``value``, a Tensor cloned: the scheduler's copies never alias the caller's or the groups' tensors."""
+    return value.clone() if isinstance(value, Tensor) else value
+
+
 def _format_param(name: str, optimizer: Optimizer, param) -> list:
-    """One value per param group: a list/tuple of the right length, or one value repeated."""
+    """One value per param group: a list/tuple of the right length, or one value repeated (tensors cloned)."""
     if isinstance(param, (list, tuple)):
         if len(param) != len(optimizer.param_groups):
             raise ValueError(
                 f"{name} must have the same length as optimizer.param_groups. {name} has "
                 f"{len(param)} values, param_groups has {len(optimizer.param_groups)}."
             )
-        return list(param)
-    return [param] * len(optimizer.param_groups)
+        return [_copy(value) for value in param]
+    return [_copy(param) for _ in optimizer.param_groups]
+
+
+def _param_groups_val_list(optimizer: Optimizer, key: str) -> list:
+    """``group[key]`` of every param group, tensors cloned."""
+    return [_copy(group[key]) for group in optimizer.param_groups]
+
+
+def _update_param_group_val(group: dict, key: str, value) -> None:
+    """Sets ``group[key]`` to ``value``; a Tensor there is filled in place, so whoever holds it sees the change."""
+    current = group[key]
+    if isinstance(current, Tensor):
+        current.fill_(value.squeeze() if isinstance(value, Tensor) and value.dim() != 0 else value)
+    else:
+        group[key] = value
 
 
 class LRScheduler:
@@ -74,7 +95,7 @@ class LRScheduler:
         self.optimizer = optimizer
         if last_epoch == -1:
             for group in optimizer.param_groups:
-                group.setdefault("initial_lr", group["lr"])
+                group.setdefault("initial_lr", _copy(group["lr"]))
         else:
             for index, group in enumerate(optimizer.param_groups):
                 if "initial_lr" not in group:
@@ -84,7 +105,7 @@ class LRScheduler:
                         "from a checkpoint but haven't properly loaded the optimizer state\n2. You're using "
                         "last_epoch >= 0 for a fresh training run (not recommended)"
                     )
-        self.base_lrs: list[float] = [group["initial_lr"] for group in optimizer.param_groups]
+        self.base_lrs: list = _param_groups_val_list(optimizer, "initial_lr")
         self.last_epoch = last_epoch
         self._initial_step()
 
@@ -105,8 +126,8 @@ class LRScheduler:
         """Restores the attributes saved by :meth:`state_dict`."""
         self.__dict__.update(state_dict)
 
-    def get_last_lr(self) -> list[float]:
-        """The learning rates of the last ``step()``, one per param group."""
+    def get_last_lr(self) -> list:
+        """The learning rates of the last ``step()``, one per param group (tensor lrs as copies)."""
         return self._last_lr
 
     def get_lr(self) -> list[float]:
@@ -153,8 +174,15 @@ class LRScheduler:
         finally:
             self._get_lr_called_within_step = False
         for group, lr in zip(self.optimizer.param_groups, values):
-            group["lr"] = lr
-        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+            _update_param_group_val(group, "lr", lr)
+        self._last_lr = _param_groups_val_list(self.optimizer, "lr")
+
+
+class _LRScheduler(LRScheduler):
+    """Deprecated name of :class:`LRScheduler`, kept for older code that subclasses it, as PyTorch keeps it.
+
+    A subclass rather than an alias, as PyTorch's, so that its ``__name__`` is ``_LRScheduler``.
+    """
 
 
 class StepLR(LRScheduler):
@@ -173,7 +201,7 @@ class StepLR(LRScheduler):
     def get_lr(self) -> list[float]:
         self._warn_get_lr_called_outside_step()
         if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
-            return [group["lr"] for group in self.optimizer.param_groups]
+            return _param_groups_val_list(self.optimizer, "lr")
         return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
 
     def _get_closed_form_lr(self) -> list[float]:
@@ -196,7 +224,7 @@ class MultiStepLR(LRScheduler):
     def get_lr(self) -> list[float]:
         self._warn_get_lr_called_outside_step()
         if self.last_epoch not in self.milestones:
-            return [group["lr"] for group in self.optimizer.param_groups]
+            return _param_groups_val_list(self.optimizer, "lr")
         return [group["lr"] * self.gamma ** self.milestones[self.last_epoch] for group in self.optimizer.param_groups]
 
     def _get_closed_form_lr(self) -> list[float]:
@@ -214,7 +242,7 @@ class ExponentialLR(LRScheduler):
     def get_lr(self) -> list[float]:
         self._warn_get_lr_called_outside_step()
         if self._is_initial:
-            return [group["lr"] for group in self.optimizer.param_groups]
+            return _param_groups_val_list(self.optimizer, "lr")
         return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
 
     def _get_closed_form_lr(self) -> list[float]:
@@ -238,7 +266,7 @@ class CosineAnnealingLR(LRScheduler):
         self._warn_get_lr_called_outside_step()
         groups = self.optimizer.param_groups
         if self._is_initial:
-            return [group["lr"] for group in groups]
+            return _param_groups_val_list(self.optimizer, "lr")
         if self._step_count == 1 and self.last_epoch > 0:
             return [
                 self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(self.last_epoch * math.pi / self.T_max)) / 2
@@ -273,7 +301,8 @@ class LambdaLR(LRScheduler):
     """
 
     def __init__(self, optimizer: Optimizer, lr_lambda: Callable[[int], float] | list, last_epoch: int = -1) -> None:
-        _check_optimizer(optimizer)
+        # Checked by the base class only after reading param_groups: something without them raises
+        # AttributeError here, as in PyTorch.
         self.optimizer = optimizer
         if not isinstance(lr_lambda, (list, tuple)):
             self.lr_lambdas = [lr_lambda] * len(optimizer.param_groups)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Any, Sequence
 
-from .lr_scheduler import LRScheduler
+from .lr_scheduler import LRScheduler, _param_groups_val_list, _update_param_group_val
 from .lr_scheduler_plateau import ReduceLROnPlateau
 from .optimizer import Optimizer
 
@@ -99,13 +99,14 @@ class SequentialLR(_SchedulerOfSchedulers):
         # Each scheduler stepped once when it was built; start over from the initial lrs and let only
         # the one in charge at epoch 0 take its initial step, as PyTorch does.
         for group in optimizer.param_groups:
-            group["lr"] = group["initial_lr"]
+            _update_param_group_val(group, "lr", group["initial_lr"])
         _undo_initial_steps(self)
         first = self._schedulers[bisect_right(self._milestones, 0)]
         first._initial_step()
         self._last_lr = first.get_last_lr()
 
-    def step(self, epoch: int | None = None) -> None:  # noqa: ARG002  (PyTorch's signature; the epoch is not used)
+    def step(self) -> None:  # type: ignore[override]  # no epoch, as PyTorch's: step(epoch) is a TypeError
+        """Advances one epoch: the scheduler in charge steps, or the one taking over starts at its epoch 0."""
         self.last_epoch += 1
         index = bisect_right(self._milestones, self.last_epoch)
         scheduler = self._schedulers[index]
@@ -138,9 +139,10 @@ class ChainedScheduler(_SchedulerOfSchedulers):
         _check_schedulers(type(self).__name__, schedulers, optimizer)
         self._schedulers = list(schedulers)
         self.optimizer = optimizer
-        self._last_lr = [group["lr"] for group in optimizer.param_groups]
+        self._last_lr = _param_groups_val_list(optimizer, "lr")
 
-    def step(self, epoch: int | None = None) -> None:  # noqa: ARG002  (PyTorch's signature; the epoch is not used)
+    def step(self) -> None:  # type: ignore[override]  # no epoch, as PyTorch's: step(epoch) is a TypeError
+        """Steps every scheduler once, in order."""
         for scheduler in self._schedulers:
             scheduler.step()
-        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+        self._last_lr = _param_groups_val_list(self.optimizer, "lr")

@@ -11,7 +11,7 @@ import math
 import types
 from typing import Any, Callable
 
-from .lr_scheduler import LRScheduler, _format_param
+from .lr_scheduler import LRScheduler, _check_optimizer, _format_param, _update_param_group_val
 from .optimizer import Optimizer
 
 __all__ = ["CyclicLR"]
@@ -57,6 +57,7 @@ class CyclicLR(LRScheduler):
         max_momentum: float | list[float] = 0.9,
         last_epoch: int = -1,
     ) -> None:
+        _check_optimizer(optimizer)
         base_lrs = _format_param("base_lr", optimizer, base_lr)
         self.max_lrs = _format_param("max_lr", optimizer, max_lr)
         if mode not in _SCALE_MODES and scale_fn is None:
@@ -75,7 +76,7 @@ class CyclicLR(LRScheduler):
         # Validated: only now are the param groups written.
         if last_epoch == -1:
             for lr, group in zip(base_lrs, optimizer.param_groups):
-                group["lr"] = lr
+                _update_param_group_val(group, "lr", lr)
         if cycle_momentum:
             self.use_beta1 = "betas" in optimizer.defaults
             self.base_momentums = _format_param("base_momentum", optimizer, base_momentum)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .lr_scheduler import LambdaLR, LRScheduler
+from .lr_scheduler import LambdaLR, LRScheduler, _param_groups_val_list
 from .optimizer import Optimizer
 
 __all__ = ["ConstantLR", "LinearLR", "MultiplicativeLR", "PolynomialLR"]
@@ -37,7 +37,7 @@ class ConstantLR(LRScheduler):
 
     def get_lr(self) -> list[float]:
         self._warn_get_lr_called_outside_step()
-        lrs = [group["lr"] for group in self.optimizer.param_groups]
+        lrs = _param_groups_val_list(self.optimizer, "lr")
         if self.last_epoch == 0:
             return [lr * self.factor for lr in lrs]
         if self.last_epoch != self.total_iters:
@@ -76,7 +76,7 @@ class LinearLR(LRScheduler):
 
     def get_lr(self) -> list[float]:
         self._warn_get_lr_called_outside_step()
-        lrs = [group["lr"] for group in self.optimizer.param_groups]
+        lrs = _param_groups_val_list(self.optimizer, "lr")
         if self.last_epoch == 0:
             return [lr * self.start_factor for lr in lrs]
         if self._is_initial or self.last_epoch > self.total_iters:
@@ -115,7 +115,7 @@ class PolynomialLR(LRScheduler):
 
     def get_lr(self) -> list[float]:
         self._warn_get_lr_called_outside_step()
-        lrs = [group["lr"] for group in self.optimizer.param_groups]
+        lrs = _param_groups_val_list(self.optimizer, "lr")
         if self._is_initial or self.last_epoch > self.total_iters:
             return lrs
         decay = (
@@ -149,7 +149,7 @@ class MultiplicativeLR(LambdaLR):
 
     def get_lr(self) -> list[float]:
         self._warn_get_lr_called_outside_step()
-        lrs = [group["lr"] for group in self.optimizer.param_groups]
+        lrs = _param_groups_val_list(self.optimizer, "lr")
         if self._is_initial:
             return lrs
         return [lr * function(self.last_epoch) for function, lr in zip(self.lr_lambdas, lrs)]

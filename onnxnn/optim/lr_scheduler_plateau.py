@@ -10,7 +10,13 @@ import math
 import warnings
 from typing import Any
 
-from .lr_scheduler import EPOCH_DEPRECATION_WARNING, LRScheduler, _check_optimizer
+from .lr_scheduler import (
+    EPOCH_DEPRECATION_WARNING,
+    LRScheduler,
+    _check_optimizer,
+    _param_groups_val_list,
+    _update_param_group_val,
+)
 from .optimizer import Optimizer
 
 __all__ = ["ReduceLROnPlateau"]
@@ -68,7 +74,7 @@ class ReduceLROnPlateau(LRScheduler):
         self.cooldown_counter = 0
         self.eps = eps
         self.last_epoch = 0
-        self._last_lr = [group["lr"] for group in optimizer.param_groups]
+        self._last_lr = _param_groups_val_list(optimizer, "lr")
         self._init_is_better(mode=mode, threshold=threshold, threshold_mode=threshold_mode)
         self._reset()
 
@@ -112,7 +118,7 @@ class ReduceLROnPlateau(LRScheduler):
             self._reduce_lr(epoch)
             self.cooldown_counter = self.cooldown
             self.num_bad_epochs = 0
-        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+        self._last_lr = _param_groups_val_list(self.optimizer, "lr")
 
     def _reduce_lr(self, epoch: int) -> None:
         groups = self.optimizer.param_groups
@@ -129,7 +135,7 @@ class ReduceLROnPlateau(LRScheduler):
             old_lr = float(group["lr"])
             new_lr = max(old_lr * self.factor, self.min_lrs[index])
             if old_lr - new_lr > self.eps:
-                group["lr"] = new_lr
+                _update_param_group_val(group, "lr", new_lr)
 
     @property
     def in_cooldown(self) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from .lr_scheduler import LRScheduler
+from .lr_scheduler import LRScheduler, _param_groups_val_list, _update_param_group_val
 from .optimizer import Optimizer
 
 __all__ = ["CosineAnnealingWarmRestarts"]
@@ -86,5 +86,5 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         finally:
             self._get_lr_called_within_step = False
         for group, lr in zip(self.optimizer.param_groups, values):
-            group["lr"] = lr
-        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+            _update_param_group_val(group, "lr", lr)
+        self._last_lr = _param_groups_val_list(self.optimizer, "lr")

@@ -261,7 +261,7 @@ class SWALR(LRScheduler):
     ) -> None:
         if anneal_strategy not in _ANNEAL_FUNCTIONS:
             raise ValueError(f"anneal_strategy must be one of 'cos' or 'linear', instead got {anneal_strategy}")
-        if not isinstance(anneal_epochs, int) or isinstance(anneal_epochs, bool) or anneal_epochs < 0:
+        if not isinstance(anneal_epochs, int) or anneal_epochs < 0:  # a bool is an int, as PyTorch accepts
             raise ValueError(f"anneal_epochs must be equal or greater than 0, got {anneal_epochs}")
         for value, group in zip(_format_param("swa_lr", optimizer, swa_lr), optimizer.param_groups):
             group["swa_lr"] = value

@@ -461,3 +461,126 @@ def test_changing_hyperparameters_do_not_recompile_the_step(optimizer_class, opt
         lrs.append(optimizer.param_groups[0]["lr"])
     assert len(set(lrs)) > 5  # the lr really changed on most steps
     assert sessions[2:] == [sessions[2]] * (len(sessions) - 2)
+
+
+def _cyclic_lr(epoch, base=0.01, high=0.1, half=2):
+    cycle = math.floor(1 + epoch / (2 * half))
+    return base + (high - base) * max(0.0, 1 - abs(epoch / half - 2 * cycle + 1))
+
+
+# (name, scheduler of an optimizer whose lr is 0.1, the lr at each epoch). The schedulers are
+# stepped with a constant metric where they take one (ReduceLROnPlateau, patience 0: halves from
+# the second step on).
+TENSOR_LR_CASES = [
+    ("StepLR", lambda opt: StepLR(opt, step_size=2, gamma=0.5), lambda e: 0.1 * 0.5 ** (e // 2)),
+    ("ExponentialLR", lambda opt: ExponentialLR(opt, gamma=0.5), lambda e: 0.1 * 0.5**e),
+    ("LambdaLR", lambda opt: LambdaLR(opt, lambda e: 1 / (e + 1)), lambda e: 0.1 / (e + 1)),
+    ("MultiplicativeLR", lambda opt: lr_scheduler.MultiplicativeLR(opt, lambda e: 0.9), lambda e: 0.1 * 0.9**e),
+    ("CosineAnnealingLR", lambda opt: CosineAnnealingLR(opt, T_max=4), lambda e: closed_form_cosine(0.1, 0, 4, e)),
+    ("ConstantLR", lambda opt: lr_scheduler.ConstantLR(opt, 0.5, 2), lambda e: 0.05 if e < 2 else 0.1),
+    ("LinearLR", lambda opt: lr_scheduler.LinearLR(opt, 0.5, total_iters=4), lambda e: 0.1 * (0.5 + min(e, 4) / 8)),
+    ("PolynomialLR", lambda opt: lr_scheduler.PolynomialLR(opt, 4, 2.0), lambda e: 0.1 * (1 - min(e, 4) / 4) ** 2),
+    (
+        "ReduceLROnPlateau",
+        lambda opt: ReduceLROnPlateau(opt, factor=0.5, patience=0),
+        lambda e: 0.1 * 0.5 ** max(e - 1, 0),
+    ),
+    (
+        "OneCycleLR",
+        lambda opt: OneCycleLR(opt, max_lr=0.5, total_steps=10),
+        lambda e: closed_form_one_cycle(e, 10, 0.5)[0],
+    ),
+    ("CyclicLR", lambda opt: lr_scheduler.CyclicLR(opt, 0.01, 0.1, step_size_up=2), _cyclic_lr),
+    (
+        "CosineAnnealingWarmRestarts",
+        lambda opt: lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=3),
+        lambda e: closed_form_cosine(0.1, 0, 3, e % 3),
+    ),
+    (
+        "SequentialLR",
+        lambda opt: lr_scheduler.SequentialLR(
+            opt, [lr_scheduler.ConstantLR(opt, 0.5, 2), ExponentialLR(opt, 0.9)], milestones=[3]
+        ),
+        lambda e: (0.05 if e < 2 else 0.1) if e < 3 else 0.1 * 0.9 ** (e - 3),
+    ),
+    (
+        "ChainedScheduler",
+        lambda opt: lr_scheduler.ChainedScheduler([lr_scheduler.ConstantLR(opt, 0.5, 2), ExponentialLR(opt, 0.9)]),
+        lambda e: 0.1 * 0.9**e * (0.5 if e < 2 else 1),
+    ),
+    (
+        "SWALR",
+        lambda opt: onnxnn.optim.swa_utils.SWALR(opt, swa_lr=0.05, anneal_epochs=2, anneal_strategy="linear"),
+        lambda e: 0.05 * min(1, e / 2) + 0.1 * (1 - min(1, e / 2)),
+    ),
+]
+
+
+@pytest.mark.parametrize("name, make_scheduler, lr_at", TENSOR_LR_CASES, ids=[case[0] for case in TENSOR_LR_CASES])
+def test_a_tensor_lr_is_filled_in_place_and_never_aliased(name, make_scheduler, lr_at):
+    # PyTorch: group["lr"] stays the caller's tensor, filled each step; get_last_lr(), base_lrs and
+    # initial_lr are copies of it.
+    lr = onnxnn.tensor(0.1)
+    optimizer = SGD([onnxnn.zeros(2, requires_grad=True)], lr=lr, momentum=0.9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scheduler = make_scheduler(optimizer)
+        for epoch in range(8):
+            group = optimizer.param_groups[0]
+            assert group["lr"] is lr
+            np.testing.assert_allclose(lr.item(), lr_at(epoch), rtol=1e-6)
+            last = scheduler.get_last_lr()[0]
+            assert isinstance(last, onnxnn.Tensor) and last is not lr and last.item() == lr.item()
+            copies = [group.get("initial_lr"), *getattr(scheduler, "base_lrs", [])]
+            assert all(copy is not lr for copy in copies)
+            optimizer.step()
+            scheduler.step(1.0) if isinstance(scheduler, ReduceLROnPlateau) else scheduler.step()
+    assert isinstance(optimizer.state_dict()["param_groups"][0]["lr"], onnxnn.Tensor)
+
+
+def test_changing_the_callers_lr_tensor_leaves_base_lrs_as_they_were():
+    lr = onnxnn.tensor(0.1)
+    optimizer = SGD([onnxnn.zeros(2, requires_grad=True)], lr=lr)
+    scheduler = LambdaLR(optimizer, lambda epoch: 0.5**epoch)
+    optimizer.step()
+    scheduler.step()
+    lr.fill_(1.0)  # the live lr: the next step sets it from base_lrs again
+    optimizer.step()
+    scheduler.step()
+    np.testing.assert_allclose([base.item() for base in scheduler.base_lrs], [0.1], rtol=1e-6)
+    np.testing.assert_allclose(lr.item(), 0.025, rtol=1e-6)
+    assert optimizer.param_groups[0]["lr"] is lr
+
+
+def test_the_deprecated_lr_scheduler_base_is_a_subclass_to_derive_from():
+    class Halving(lr_scheduler._LRScheduler):
+        def get_lr(self):
+            return [base_lr * 0.5**self.last_epoch for base_lr in self.base_lrs]
+
+    optimizer = make_optimizer((0.1,))
+    scheduler = Halving(optimizer)
+    assert issubclass(lr_scheduler._LRScheduler, LRScheduler) and lr_scheduler._LRScheduler.__name__ == "_LRScheduler"
+    assert "_LRScheduler" not in lr_scheduler.__all__
+    np.testing.assert_allclose(lr_sequence(scheduler, optimizer, 3)[:, 0], [0.1, 0.05, 0.025])
+
+
+# (scheduler, the error PyTorch raises when given something that is not an optimizer): those
+# that read its param_groups before the base class checks its type raise AttributeError.
+NOT_AN_OPTIMIZER = [
+    ("StepLR", lambda opt: StepLR(opt, 2), TypeError),
+    ("ExponentialLR", lambda opt: ExponentialLR(opt, 0.9), TypeError),
+    ("LambdaLR", lambda opt: LambdaLR(opt, lambda epoch: 1.0), AttributeError),
+    ("MultiplicativeLR", lambda opt: lr_scheduler.MultiplicativeLR(opt, lambda epoch: 1.0), AttributeError),
+    ("OneCycleLR", lambda opt: OneCycleLR(opt, 1.0, total_steps=10), TypeError),
+    ("CyclicLR", lambda opt: lr_scheduler.CyclicLR(opt, 0.01, 0.1), TypeError),
+    ("CosineAnnealingWarmRestarts", lambda opt: lr_scheduler.CosineAnnealingWarmRestarts(opt, 3), TypeError),
+    ("ReduceLROnPlateau", lambda opt: ReduceLROnPlateau(opt), TypeError),
+    ("SWALR", lambda opt: onnxnn.optim.swa_utils.SWALR(opt, 0.1), AttributeError),
+]
+
+
+@pytest.mark.parametrize("name, make_scheduler, error", NOT_AN_OPTIMIZER, ids=[case[0] for case in NOT_AN_OPTIMIZER])
+def test_something_else_than_an_optimizer_raises_pytorchs_error(name, make_scheduler, error):
+    message = "object is not an Optimizer" if error is TypeError else "'object' object has no attribute 'param_groups'"
+    with pytest.raises(error, match=message):
+        make_scheduler(object())

@@ -172,3 +172,23 @@ def test_matches_torch_when_installed():
     ]
     for make in makers:
         np.testing.assert_allclose(ours(make, 15), torch_lrs(make, 15), rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda opt: S.SequentialLR(opt, [S.ConstantLR(opt, 0.5, 2), S.ExponentialLR(opt, 0.9)], milestones=[2]),
+        lambda opt: S.ChainedScheduler([S.ExponentialLR(opt, 0.9)]),
+    ],
+    ids=["SequentialLR", "ChainedScheduler"],
+)
+@pytest.mark.parametrize("epoch", [(10,), {"epoch": 10}], ids=["positional", "keyword"])
+def test_schedulers_of_schedulers_take_no_epoch(build, epoch):
+    # PyTorch's step() has no epoch: the deprecated step(epoch) is a TypeError, not a silent step.
+    optimizer = _sgd()
+    scheduler = build(optimizer)
+    name = type(scheduler).__name__
+    message = f"{name}.step() takes 1 positional argument but 2 were given" if isinstance(epoch, tuple) else "epoch"
+    with pytest.raises(TypeError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        scheduler.step(*epoch) if isinstance(epoch, tuple) else scheduler.step(**epoch)
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(BASE * (0.5 if name == "SequentialLR" else 1.0))

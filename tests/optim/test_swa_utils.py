@@ -178,7 +178,7 @@ def _swalr_lrs(strategy: str, anneal_epochs: int, steps: int = 8) -> list[float]
 
 
 @pytest.mark.parametrize("strategy", ["cos", "linear"])
-@pytest.mark.parametrize("anneal_epochs", [0, 1, 4])
+@pytest.mark.parametrize("anneal_epochs", [0, 1, 4, True, False])  # a bool is an int to PyTorch too
 def test_swalr_anneals_to_the_swa_lr(strategy, anneal_epochs):
     anneal = (lambda t: (1 - math.cos(math.pi * t)) / 2) if strategy == "cos" else (lambda t: t)
     expected = [0.1 + 0.9 * (1 - anneal(min(1.0, step / max(1, anneal_epochs)))) for step in range(9)]
