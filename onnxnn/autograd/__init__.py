@@ -1,14 +1,15 @@
 """``onnxnn.autograd``: ``grad``, ``backward``, custom ``Function`` classes and the grad-mode switches, as in
-``torch.autograd``."""
+``torch.autograd`` (with its deprecated ``Variable``, which every tensor is)."""
 
 from __future__ import annotations
 
 from ..runtime.backward import grad, run_backward
-from ..runtime.grad_mode import enable_grad, no_grad, set_grad_enabled
-from . import functional
+from ..runtime.grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled
+from . import functional, grad_mode, variable
 from .anomaly_mode import detect_anomaly, set_detect_anomaly
 from .function import Function, FunctionCtx, once_differentiable
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
+from .variable import Variable
 
 __all__ = [
     "grad",
@@ -19,6 +20,10 @@ __all__ = [
     "no_grad",
     "enable_grad",
     "set_grad_enabled",
+    "inference_mode",
+    "grad_mode",
+    "Variable",
+    "variable",
     "functional",
     "detect_anomaly",
     "set_detect_anomaly",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
+from typing import Callable, ParamSpec, TypeVar
 
 import ml_dtypes
 import numpy as np
@@ -42,6 +43,18 @@ __all__ = [
     "kaiming_normal_",
     "orthogonal_",
     "sparse_",
+    # deprecated aliases, as PyTorch keeps them
+    "uniform",
+    "normal",
+    "constant",
+    "eye",
+    "dirac",
+    "xavier_uniform",
+    "xavier_normal",
+    "kaiming_uniform",
+    "kaiming_normal",
+    "orthogonal",
+    "sparse",
 ]
 
 # How many skip_init constructions are under way: while positive, filling is a no-op.
@@ -434,3 +447,43 @@ def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) 
         zero_rows = _random.permutation(rows, generator)[:num_zeros]
         values[zero_rows, column] = 0
     return _fill(tensor, values)
+
+
+# ---------------------------------------------------------------- deprecated aliases
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _make_deprecate(meth: Callable[_P, _R]) -> Callable[_P, _R]:
+    """The name without the trailing underscore, kept by PyTorch for old code: warns, then fills."""
+    new_name = meth.__name__
+    old_name = new_name[:-1]
+
+    def deprecated_init(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        warnings.warn(
+            f"`nn.init.{old_name}` is now deprecated in favor of `nn.init.{new_name}`.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return meth(*args, **kwargs)
+
+    deprecated_init.__doc__ = f"""Deprecated alias of :func:`{new_name}`: emits a ``FutureWarning``, then calls it.
+
+    See :func:`{new_name}` for the arguments."""
+    deprecated_init.__name__ = old_name
+    deprecated_init.__qualname__ = old_name
+    return deprecated_init
+
+
+uniform = _make_deprecate(uniform_)
+normal = _make_deprecate(normal_)
+constant = _make_deprecate(constant_)
+eye = _make_deprecate(eye_)
+dirac = _make_deprecate(dirac_)
+xavier_uniform = _make_deprecate(xavier_uniform_)
+xavier_normal = _make_deprecate(xavier_normal_)
+kaiming_uniform = _make_deprecate(kaiming_uniform_)
+kaiming_normal = _make_deprecate(kaiming_normal_)
+orthogonal = _make_deprecate(orthogonal_)
+sparse = _make_deprecate(sparse_)

@@ -410,3 +410,83 @@ def test_is_inference_mode_enabled_follows_the_innermost_inference_mode_block():
         yield onnxnn.is_inference_mode_enabled()
 
     assert bare() and next(steps()) and not onnxnn.is_inference_mode_enabled()
+
+
+# ----------------------------------------------------------------------------- Variable and the grad-mode aliases
+@pytest.mark.parametrize(
+    "make, requires_grad",
+    [
+        (lambda: onnxnn.tensor([1.0, 2.0]), False),
+        (lambda: onnxnn.tensor([1.0, 2.0]), True),
+        (lambda: _leaf([1.0, 2.0]) * 3, False),  # a non-leaf: the result is a leaf without its history
+        (lambda: _leaf([1.0, 2.0]) * 3, True),
+        (lambda: nn.Parameter(onnxnn.tensor([1.0, 2.0])), False),  # a Parameter: a plain tensor comes back
+    ],
+    ids=["tensor", "tensor_requires_grad", "non_leaf", "non_leaf_requires_grad", "parameter"],
+)
+def test_variable_returns_a_detached_tensor_sharing_the_data(make, requires_grad):
+    data = make()
+    variable = onnxnn.autograd.Variable(data, requires_grad=requires_grad)
+    assert type(variable) is onnxnn.Tensor and variable is not data
+    assert variable.requires_grad is requires_grad and variable.grad_fn is None and variable.is_leaf
+    with onnxnn.no_grad():
+        variable[0] = 5.0  # shares the data, as PyTorch's does
+    np.testing.assert_array_equal(data.detach().numpy(), [5.0, 6.0] if data.grad_fn is not None else [5.0, 2.0])
+
+
+def test_variable_that_requires_grad_is_a_leaf_of_a_new_graph():
+    variable = onnxnn.autograd.Variable(onnxnn.tensor([1.0, 2.0]), True)  # requires_grad by position too
+    (variable * variable).sum().backward()
+    np.testing.assert_array_equal(variable.grad.numpy(), [2.0, 4.0])
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (onnxnn.tensor([1.0]), True),
+        (nn.Parameter(onnxnn.tensor([1.0])), True),
+        (onnxnn.tensor([1], dtype=onnxnn.int64), True),
+        (np.ones(1), False),
+        (3, False),
+    ],
+    ids=["tensor", "parameter", "integer_tensor", "ndarray", "int"],
+)
+def test_every_tensor_is_an_instance_of_variable(value, expected):
+    assert isinstance(value, onnxnn.autograd.Variable) is expected
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda: onnxnn.autograd.Variable(3), TypeError, "Variable data has to be a tensor, but got int"),  # type: ignore[arg-type]
+        (
+            lambda: onnxnn.autograd.Variable(onnxnn.tensor([1]), requires_grad=True),
+            RuntimeError,
+            "Only Tensors of floating point and complex dtype can require gradients",
+        ),
+        (lambda: onnxnn.autograd.Variable(onnxnn.tensor([1.0]), foo=1), TypeError, "foo"),  # type: ignore[call-arg]
+    ],
+    ids=["not_a_tensor", "integer_requires_grad", "unknown_keyword"],
+)
+def test_variable_errors(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_variable_without_data_is_empty_and_volatile_only_warns():
+    assert onnxnn.autograd.Variable().shape == (0,)
+    with pytest.warns(UserWarning, match="volatile was removed and now has no effect"):
+        variable = onnxnn.autograd.Variable(onnxnn.tensor([1.0]), volatile=True)
+    assert not variable.requires_grad
+
+
+def test_autograd_exposes_inference_mode_and_grad_mode_as_torch_autograd():
+    grad_mode = onnxnn.autograd.grad_mode  # also a module: ``from onnxnn.autograd.grad_mode import no_grad``
+    assert onnxnn.autograd.inference_mode is onnxnn.inference_mode
+    for name in ("no_grad", "enable_grad", "set_grad_enabled", "inference_mode"):
+        assert getattr(grad_mode, name) is getattr(onnxnn, name)
+    x = _leaf([1.0])
+    with onnxnn.autograd.inference_mode():
+        assert onnxnn.is_inference_mode_enabled() and not (x * 2).requires_grad
+    with grad_mode.no_grad():
+        assert not (x * 2).requires_grad

@@ -454,3 +454,56 @@ def test_arguments_pytorch_refuses_raise_its_errors(call, error, message):
 )
 def test_edge_arguments_pytorch_accepts_still_fill(fill, dtype, expected):
     np.testing.assert_array_equal(fill(onnxnn.zeros(3, dtype=dtype)).numpy(), np.full(3, expected))
+
+
+# ---------------------------------------------------------------- deprecated aliases without the underscore
+
+# (alias, its arguments after the tensor): each warns, then fills exactly as the underscore version
+DEPRECATED_ALIASES = [
+    ("uniform", (-2.0, 3.0)),
+    ("normal", (1.0, 0.5)),
+    ("constant", (0.25,)),
+    ("eye", ()),
+    ("dirac", ()),
+    ("xavier_uniform", (2.0,)),
+    ("xavier_normal", ()),
+    ("kaiming_uniform", (0.1,)),
+    ("kaiming_normal", ()),
+    ("orthogonal", (1.5,)),
+    ("sparse", (0.5,)),
+]
+
+
+@pytest.mark.parametrize("alias, args", DEPRECATED_ALIASES, ids=[case[0] for case in DEPRECATED_ALIASES])
+def test_deprecated_alias_warns_and_fills_as_the_underscore_version(alias, args):
+    shape = (3, 3, 1) if alias == "dirac" else (4, 6)
+    onnxnn.manual_seed(5)
+    expected = _values(getattr(init, alias + "_")(onnxnn.empty(*shape), *args))
+    onnxnn.manual_seed(5)
+    tensor = onnxnn.empty(*shape)
+    with pytest.warns(
+        FutureWarning, match=rf"^`nn.init.{alias}` is now deprecated in favor of `nn.init.{alias}_`.$"
+    ) as seen:
+        assert getattr(init, alias)(tensor, *args) is tensor
+    assert seen[0].filename == __file__  # the warning points at the caller
+    np.testing.assert_array_equal(_values(tensor), expected)
+    assert getattr(init, alias).__name__ == alias and alias in init.__all__
+
+
+@pytest.mark.parametrize(
+    "alias, expected",
+    [
+        ("constant", np.full((2, 3), 0.25)),
+        ("eye", np.eye(2, 3)),
+    ],
+)
+def test_deprecated_structured_aliases_fill_the_documented_values(alias, expected):
+    tensor = onnxnn.empty(2, 3)
+    with pytest.warns(FutureWarning):
+        getattr(init, alias)(tensor, *((0.25,) if alias == "constant" else ()))
+    np.testing.assert_array_equal(_values(tensor), expected)
+
+
+def test_init_has_every_name_of_torch_nn_init():
+    torch = pytest.importorskip("torch")
+    assert set(torch.nn.init.__all__) <= set(init.__all__)

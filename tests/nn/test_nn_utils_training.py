@@ -2,7 +2,8 @@
 
 clip_grad_norm_: total = ||concat(grads)||_p, scale = min(max_norm / (total + 1e-6), 1);
 clip_grad_value_: clamp to [-v, v]; parameters_to_vector: concatenated flattened parameters;
-fuse_conv_bn_eval: conv(x, W * g / sqrt(v + eps)) + (b - m) * g / sqrt(v + eps) + beta;
+fuse_conv_bn_eval: conv(x, W * g / sqrt(v + eps)) + (b - m) * g / sqrt(v + eps) + beta (fuse_linear_bn_eval
+the same with x @ W^T);
 functional_call: module's forward with the given tensors in place of its own.
 """
 
@@ -198,6 +199,112 @@ def test_fuse_conv_bn_weights_for_a_transposed_convolution_scales_dimension_one(
 def test_fuse_conv_bn_eval_refuses_training_modules():
     with pytest.raises(AssertionError, match="Fusion only for eval!"):
         nn.utils.fuse_conv_bn_eval(nn.Conv2d(1, 1, 1), nn.BatchNorm2d(1))
+
+
+def _eval_batch_norm1d(features, affine=True):
+    bn = nn.BatchNorm1d(features, eps=2.0**-10, affine=affine).double()
+    with onnxnn.no_grad():
+        bn.running_mean.copy_(onnxnn.tensor(RNG.standard_normal(features)))
+        bn.running_var.copy_(onnxnn.tensor(RNG.uniform(0.5, 2.0, features)))
+        if affine:
+            bn.weight.copy_(onnxnn.tensor(RNG.standard_normal(features)))
+            bn.bias.copy_(onnxnn.tensor(RNG.standard_normal(features)))
+    return bn.eval()
+
+
+# (linear bias, bn features, bn affine): bn.num_features is out_features or 1 (one statistic for all)
+LINEAR_BN_CASES = {
+    "bias": (True, 3, True),
+    "no_bias": (False, 3, True),
+    "one_feature": (True, 1, True),
+    "bn_not_affine": (True, 3, False),
+}
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("case", LINEAR_BN_CASES)
+def test_fuse_linear_bn_eval_matches_bn_of_linear(case, executor):
+    bias, features, affine = LINEAR_BN_CASES[case]
+    linear = nn.Linear(4, 3, bias=bias).double().eval()
+    bn = _eval_batch_norm1d(features, affine)
+    x = RNG.standard_normal((5, 4))
+    fused = nn.utils.fuse_linear_bn_eval(linear, bn)
+    assert isinstance(fused, nn.Linear) and fused is not linear and fused.weight.shape == (3, 4)
+    assert isinstance(fused.weight, nn.Parameter) and fused.weight.requires_grad
+    assert fused.bias.requires_grad == bias  # a missing bias comes back as a constant, as in PyTorch
+    with onnxnn.set_executor(executor):
+        got = fused(onnxnn.tensor(x)).detach().numpy()
+    gamma_ = bn.weight.detach().numpy() if affine else np.ones(features)
+    beta = bn.bias.detach().numpy() if affine else np.zeros(features)
+    scale = gamma_ / np.sqrt(bn.running_var.numpy() + 2.0**-10)
+    linear_b = linear.bias.detach().numpy() if bias else np.zeros(3)
+    expected = (x @ linear.weight.detach().numpy().T + linear_b - bn.running_mean.numpy()) * scale + beta
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-13)
+
+
+def test_fuse_linear_bn_weights_scales_rows():
+    w, b = RNG.standard_normal((3, 4)), RNG.standard_normal(3)
+    rm, rv, g, beta = RNG.standard_normal(3), RNG.uniform(0.5, 2, 3), RNG.standard_normal(3), RNG.standard_normal(3)
+    fw, fb = nn.utils.fuse_linear_bn_weights(
+        onnxnn.tensor(w),
+        onnxnn.tensor(b),
+        onnxnn.tensor(rm),
+        onnxnn.tensor(rv),
+        1e-5,
+        onnxnn.tensor(g),
+        onnxnn.tensor(beta),
+    )
+    scale = g / np.sqrt(rv + 1e-5)
+    np.testing.assert_allclose(fw.detach().numpy(), w * scale[:, None], rtol=1e-15)
+    np.testing.assert_allclose(fb.detach().numpy(), (b - rm) * scale + beta, rtol=1e-14)
+    assert isinstance(fw, nn.Parameter) and not fw.requires_grad and not fb.requires_grad
+
+
+LINEAR_BN_ERRORS = {
+    "training": (nn.Linear(2, 3), nn.BatchNorm1d(3), "Fusion only for eval!"),
+    "features": (
+        nn.Linear(2, 3).eval(),
+        nn.BatchNorm1d(2).eval(),
+        "To fuse, linear.out_features == bn.num_features or bn.num_features == 1, "
+        "got linear.out_features=3 and bn.num_features=2",
+    ),
+    "no_running_stats": (
+        nn.Linear(2, 3).eval(),
+        nn.BatchNorm1d(3, track_running_stats=False).eval(),
+        "bn.running_mean and bn.running_var must not be None",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", LINEAR_BN_ERRORS)
+def test_fuse_linear_bn_eval_errors(case):
+    linear, bn, message = LINEAR_BN_ERRORS[case]
+    with pytest.raises(AssertionError, match=message):
+        nn.utils.fuse_linear_bn_eval(linear, bn)
+
+
+def test_fuse_linear_bn_eval_matches_torch():
+    torch = pytest.importorskip("torch")
+    linear, bn = nn.Linear(4, 3).double().eval(), _eval_batch_norm1d(3)
+    torch_linear = torch.nn.Linear(4, 3).double().eval()
+    torch_bn = torch.nn.BatchNorm1d(3, eps=2.0**-10).double().eval()
+    torch_linear.load_state_dict({k: torch.tensor(v.numpy()) for k, v in linear.state_dict().items()})
+    torch_bn.load_state_dict({k: torch.tensor(v.numpy()) for k, v in bn.state_dict().items()})
+    fused = nn.utils.fuse_linear_bn_eval(linear, bn)
+    torch_fused = torch.nn.utils.fuse_linear_bn_eval(torch_linear, torch_bn)
+    assert list(fused.state_dict()) == list(torch_fused.state_dict())
+    for key, value in fused.state_dict().items():
+        np.testing.assert_allclose(value.numpy(), torch_fused.state_dict()[key].numpy(), rtol=1e-14)
+
+
+def test_clip_grad_norm_is_the_deprecated_alias_of_clip_grad_norm_():
+    params = _parameters_with_grads()
+    with pytest.warns(FutureWarning, match=r"`onnxnn.nn.utils.clip_grad_norm` is now deprecated in favor of"):
+        total = nn.utils.clip_grad_norm(params, 0.5, norm_type=1.0)
+    expected_total = _numpy_norm(GRADS, 1.0)
+    np.testing.assert_allclose(total.item(), expected_total, rtol=1e-13)
+    for param, grad in zip(params, GRADS):
+        np.testing.assert_allclose(param.grad.numpy(), grad * (0.5 / (expected_total + 1e-6)), rtol=1e-13)
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)

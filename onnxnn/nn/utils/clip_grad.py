@@ -1,4 +1,5 @@
-"""Gradient clipping: ``clip_grad_norm_``, ``clip_grad_value_``, ``get_total_norm``, ``clip_grads_with_norm_``.
+"""Gradient clipping: ``clip_grad_norm_``, ``clip_grad_value_``, ``get_total_norm``, ``clip_grads_with_norm_``
+(and ``clip_grad_norm``, PyTorch's deprecated alias of ``clip_grad_norm_``).
 
 PyTorch's ``torch.nn.utils.clip_grad`` semantics: the total norm is the norm of the per-tensor norms
 (so it equals the norm of all gradients concatenated), clipping scales by
@@ -10,6 +11,7 @@ way, so the flag is accepted and changes nothing.
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Iterable
 from typing import Optional, Union
 
@@ -19,7 +21,7 @@ from ...runtime.grad_mode import no_grad
 from ...runtime.ops import clamp, isfinite, norm, stack
 from ...runtime.tensor import Tensor
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm"]
+__all__ = ["clip_grad_norm", "clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm"]
 
 TensorOrTensors = Union[Tensor, Iterable[Tensor]]
 
@@ -138,6 +140,37 @@ def clip_grad_norm_(
     total_norm = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
     clip_grads_with_norm_(parameters, max_norm, total_norm, foreach)
     return total_norm
+
+
+def clip_grad_norm(
+    parameters: TensorOrTensors,
+    max_norm: float,
+    norm_type: float = 2.0,
+    error_if_nonfinite: bool = False,
+    foreach: Optional[bool] = None,
+) -> Tensor:
+    r"""Deprecated alias of :func:`clip_grad_norm_` (as in PyTorch): warns, then clips in place.
+
+    Args:
+        parameters: a tensor or an iterable of tensors that will have gradients normalized.
+        max_norm: max norm of the gradients.
+        norm_type: type of the used p-norm; ``inf`` for the infinity norm.
+        error_if_nonfinite: if ``True``, raise when the total norm is non-finite.
+        foreach: accepted for PyTorch compatibility.
+
+    Returns:
+        Total norm of the gradients before clipping (viewed as a single vector).
+
+    Example::
+
+        >>> nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)  # instead of clip_grad_norm
+    """
+    warnings.warn(
+        "`onnxnn.nn.utils.clip_grad_norm` is now deprecated in favor of `onnxnn.nn.utils.clip_grad_norm_`.",
+        FutureWarning,
+        stacklevel=2,
+    )
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
 
 
 def clip_grad_value_(parameters: TensorOrTensors, clip_value: float, foreach: Optional[bool] = None) -> None:

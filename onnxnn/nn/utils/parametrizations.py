@@ -215,6 +215,12 @@ def _norm_except_dim(v: Tensor, dim: int) -> Tensor:
     return (v * v).sum(axes, keepdim=True).sqrt()
 
 
+def _weight_norm(v: Tensor, g: Tensor, dim: int) -> Tensor:
+    """``g * v / ||v||``, the norm over every dimension but ``dim`` (-1: the whole tensor); also the
+    old hook-based ``nn.utils.weight_norm``'s weight."""
+    return v * (g / _norm_except_dim(v, dim))
+
+
 class _WeightNorm(Module):
     """``w = g * v / ||v||``, with the norm over every dimension but ``dim``."""
 
@@ -223,7 +229,7 @@ class _WeightNorm(Module):
         self.dim = -1 if dim is None else dim
 
     def forward(self, weight_g: Tensor, weight_v: Tensor) -> Tensor:
-        return weight_v * (weight_g / _norm_except_dim(weight_v, self.dim))
+        return _weight_norm(weight_v, weight_g, self.dim)
 
     def right_inverse(self, weight: Tensor) -> tuple[Tensor, Tensor]:
         return _norm_except_dim(weight, self.dim), weight
@@ -269,6 +275,14 @@ def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Mo
 # ---------------------------------------------------------------------- spectral_norm
 
 
+def _reshape_weight_to_matrix(weight: Tensor, dim: int) -> Tensor:
+    """``weight`` as a (size(dim), -1) matrix: dimension ``dim`` (non-negative) moved to the front
+    (a vector is one column)."""
+    if dim != 0:
+        weight = weight.permute(dim, *(axis for axis in range(weight.dim()) if axis != dim))
+    return weight.flatten(1) if weight.dim() > 1 else weight.unsqueeze(1)
+
+
 class _SpectralNorm(Module):
     """``w / sigma(w)``, sigma the largest singular value of w seen as a (size(dim), -1) matrix,
     estimated by power iteration on the ``_u`` and ``_v`` buffers (updated in training mode only)."""
@@ -300,9 +314,7 @@ class _SpectralNorm(Module):
             self._power_method(weight_matrix, 15)
 
     def _reshape_weight_to_matrix(self, weight: Tensor) -> Tensor:
-        if self.dim != 0:
-            weight = weight.permute(self.dim, *(axis for axis in range(weight.dim()) if axis != self.dim))
-        return weight.flatten(1)
+        return _reshape_weight_to_matrix(weight, self.dim)
 
     def _power_method(self, weight_matrix: Tensor, n_power_iterations: int) -> None:
         # The buffers are written in place (rebound), so the module keeps the same tensor objects.
