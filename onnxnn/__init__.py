@@ -30,6 +30,18 @@ from .determinism import (
 )
 from .runtime.type_queries import can_cast, result_type, typename
 from .ir.type_info import finfo, iinfo
+from .runtime.legacy_tensor_types import (
+    BFloat16Tensor,
+    BoolTensor,
+    ByteTensor,
+    CharTensor,
+    DoubleTensor,
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
+    ShortTensor,
+)
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled
 from .runtime.creation import (
     arange,
@@ -465,6 +477,7 @@ from . import amp  # noqa: E402
 from . import quantization  # noqa: E402
 from .quantization import qint8, qint32, quint8  # noqa: E402
 from .amp import (  # noqa: E402
+    GradScaler,
     autocast,
     clear_autocast_cache,
     get_autocast_dtype,

@@ -1,5 +1,6 @@
-"""Writes docs/api_status.md: torch.Tensor's public methods and torch's public functions, each with
-onnxnn's status (done / n/a and why / missing), and the names onnxnn has beyond them.
+"""Writes docs/api_status.md: torch.Tensor's public methods, torch's public functions and the public
+names of torch's classes, torch.nn, nn.functional, nn.init, nn.utils, optim, lr_scheduler and
+autograd, each with onnxnn's status (done / n/a and why / missing), and the names onnxnn has beyond them.
 
 Run after adding or removing an API name (needs torch installed; onnxnn never imports it)::
 
@@ -12,6 +13,7 @@ nothing else does, every onnxnn name is listed) and, with torch, checks it lists
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
 import sys
@@ -86,6 +88,70 @@ NOT_APPLICABLE = [
 ]
 
 
+# The namespaces beyond torch's functions and Tensor methods: (section title, torch's module,
+# onnxnn's module, which public names count: "classes", "functions" or "callables"). Names a
+# namespace only re-exports from outside torch (typing's, say) are not counted.
+NAMESPACES = [
+    ("torch classes", "torch", "onnxnn", "classes"),
+    ("torch.nn", "torch.nn", "onnxnn.nn", "classes"),
+    ("torch.nn.functional", "torch.nn.functional", "onnxnn.nn.functional", "functions"),
+    ("torch.nn.init", "torch.nn.init", "onnxnn.nn.init", "functions"),
+    ("torch.nn.utils", "torch.nn.utils", "onnxnn.nn.utils", "functions"),
+    ("torch.optim", "torch.optim", "onnxnn.optim", "classes"),
+    ("torch.optim.lr_scheduler", "torch.optim.lr_scheduler", "onnxnn.optim.lr_scheduler", "classes"),
+    ("torch.autograd", "torch.autograd", "onnxnn.autograd", "callables"),
+]
+
+# Class names of those namespaces (first match wins, after NOT_APPLICABLE's lowercase patterns).
+NOT_APPLICABLE_CLASSES = [
+    (
+        r"Type$|^Script|^(AliasDb|Argument|ArgumentSpec|Block|CallStack|Capsule|Code|CompilationUnit|"
+        r"CompleteArgumentSpec|ConcreteModuleType|ConcreteModuleTypeBuilder|DeepCopyMemoTable|ErrorReport|"
+        r"ExecutionPlan|FileCheck|FunctionSchema|Gradient|Graph|GraphExecutorState|IODescriptor|InferredType|"
+        r"JITException|LiteScriptModule|Node|OperatorInfo|StaticModule|TracingState|Use|Value|BufferDict|"
+        r"ModuleDict|ParameterDict|AggregationType|LoggerBase|LockingLogger|NoopLogger|Tag|"
+        r"PyTorchFileReader|PyTorchFileWriter|SerializationStorageContext|DeserializationStorageContext|"
+        r"Sym(Bool|Float|Int)|DispatchKey|DispatchKeySet|ExcludeDispatchKeyGuard|DisableTorchFunction|"
+        r"DisableTorchFunctionSubclass|BenchmarkConfig|BenchmarkExecutionStats|ThroughputBenchmark|Future)$",
+        "TorchScript, dispatcher and compiler machinery (graph IR types, symbolic sizes, loggers, benchmarks)",
+    ),
+    (r"Storage(Base)?$", "memory layout and aliasing: values are immutable ONNX values (in place means rebinding)"),
+    (r"^(Event|Stream|AcceleratorError|OutOfMemoryError|FatalError)$", "CUDA streams, events and runtime errors"),
+    (r"^(layout|qscheme)$", "memory layouts and quantization schemes: onnxnn values have neither"),
+    (r"^(SyncBatchNorm)$", "onnxnn.distributed.SyncBatchNorm (onnxnn.nn sits below onnxnn.distributed)"),
+    (r"^(Container|LinearCrossEntropyOptions)$", "PyTorch internals (a removed base class, a fused loss's options)"),
+    (r"^SparseAdam$", "sparse layouts: onnxnn tensors are dense"),
+    (
+        r"^(NestedIOFunction|SavedTensor|DeviceType|Profiler(Activity|Config|Event|State))$",
+        "autograd engine and profiler internals",
+    ),
+    (
+        r"^(assert_int_or_pair|boolean_dispatch|handle_torch_function|has_torch_function.*|is_tensor_like|"
+        r"enforce_grad_layout_policy|kineto_available|(is|set)_multithreading_enabled|is_view_replay_enabled)$",
+        "PyTorch internals (__torch_function__ dispatch, argument helpers, engine switches)",
+    ),
+    (r"^(scaled_mm|scaled_grouped_mm|grouped_mm)$", "float8 and grouped GEMM kernels of CUDA's"),
+    (r"^convert_conv[23]d_weight_memory_format$", "memory layout: onnxnn values have no memory format"),
+]
+
+
+def namespace_names(module, kind: str) -> list[str]:
+    """The public names of ``module`` that count for ``kind`` (see ``NAMESPACES``); for onnxnn's
+    modules, those defined in onnxnn."""
+    home = module.__name__.split(".")[0]
+    names = []
+    for name in dir(module):
+        if name.startswith("_"):
+            continue
+        obj = getattr(module, name)
+        if isinstance(obj, types.ModuleType) or not (getattr(obj, "__module__", None) or "").startswith(home):
+            continue
+        is_class = isinstance(obj, type)
+        if {"classes": is_class, "functions": callable(obj) and not is_class, "callables": callable(obj)}[kind]:
+            names.append(name)
+    return sorted(names)
+
+
 def _torch_tensor_names(torch) -> list[str]:
     return sorted(name for name in dir(torch.Tensor) if not name.startswith("_"))
 
@@ -118,20 +184,20 @@ def onnxnn_function_names(onnxnn) -> list[str]:
     return sorted(names)
 
 
-def _status(name: str, present: bool) -> tuple[str, str]:
+def _status(name: str, present: bool, patterns: list = NOT_APPLICABLE) -> tuple[str, str]:
     if present:
         return "done", ""
-    for pattern, reason in NOT_APPLICABLE:
+    for pattern, reason in patterns:
         if re.search(pattern, name):
             return "n/a", reason
     return "missing", ""
 
 
-def _section(title: str, names: list[str], have: set[str]) -> tuple[list[str], dict]:
+def _section(title: str, names: list[str], have: set[str], patterns: list = NOT_APPLICABLE) -> tuple[list[str], dict]:
     rows = [f"## {title}", "", "| name | status | note |", "|---|---|---|"]
     counts = {"done": 0, "n/a": 0, "missing": 0}
     for name in names:
-        status, note = _status(name, name in have)
+        status, note = _status(name, name in have, patterns)
         counts[status] += 1
         rows.append(f"| `{name}` | {status} | {note} |")
     return rows, counts
@@ -144,6 +210,17 @@ def render(torch, onnxnn) -> str:
     function_rows, function_counts = _section("torch functions", function_names, have_functions)
     extra_tensor = sorted(have_tensor - set(tensor_names))
     extra_functions = sorted(have_functions - set(function_names))
+    namespace_rows, summaries, extras = [], [], []
+    for title, torch_path, onnxnn_path, kind in NAMESPACES:
+        torch_module, onnxnn_module = importlib.import_module(torch_path), importlib.import_module(onnxnn_path)
+        names = namespace_names(torch_module, kind)
+        have = set(namespace_names(onnxnn_module, kind))
+        rows, counts = _section(title, names, have, NOT_APPLICABLE_CLASSES + NOT_APPLICABLE)
+        namespace_rows += [*rows, ""]
+        summaries.append(
+            f"- {title}: {counts['done']}/{len(names)} done, {counts['n/a']} n/a, {counts['missing']} missing"
+        )
+        extras += [f"| `{name}` | {title} |" for name in sorted(have - set(names))]
     lines = [
         "# API status: onnxnn against PyTorch",
         "",
@@ -155,11 +232,13 @@ def render(torch, onnxnn) -> str:
         f"{tensor_counts['missing']} missing",
         f"- torch functions: {function_counts['done']}/{len(function_names)} done, {function_counts['n/a']} n/a, "
         f"{function_counts['missing']} missing",
+        *summaries,
         "",
         *tensor_rows,
         "",
         *function_rows,
         "",
+        *namespace_rows,
         "## onnxnn only",
         "",
         "Names onnxnn has that the torch version above does not (aliases, onnxnn's own switches).",
@@ -168,6 +247,7 @@ def render(torch, onnxnn) -> str:
         "|---|---|",
         *[f"| `{name}` | Tensor |" for name in extra_tensor],
         *[f"| `{name}` | function |" for name in extra_functions],
+        *extras,
         "",
     ]
     return "\n".join(lines)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..runtime.backward import grad, run_backward
 from ..runtime.grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled
-from . import functional, grad_mode, variable
+from . import functional, grad_mode
 from .anomaly_mode import detect_anomaly, set_detect_anomaly
 from .function import Function, FunctionCtx, once_differentiable
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
@@ -36,3 +36,13 @@ __all__ = [
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
     """Accumulates the gradients of ``tensors`` into the ``.grad`` of graph leaves."""
     run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs)
+
+
+def variable(*args, **kwargs):
+    """Removed, as in PyTorch, where the name (like this one) stands over the module of ``Variable``
+    and raises: make tensors with ``onnxnn.tensor``.
+
+    Raises:
+        RuntimeError: always.
+    """
+    raise RuntimeError("onnxnn.autograd.variable(...) is deprecated, use onnxnn.tensor(...) instead")

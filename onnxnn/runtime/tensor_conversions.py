@@ -158,9 +158,12 @@ class TensorConversions:
 
     def type(self, dtype=None):
         """Without arguments, the type name (``"onnxnn.FloatTensor"``); otherwise a cast to
-        ``dtype``, a dtype or a type name (``"onnxnn.FloatTensor"``, or PyTorch's ``"torch.FloatTensor"``)."""
+        ``dtype``, a dtype, a legacy typed class (``onnxnn.FloatTensor``) or a type name
+        (``"onnxnn.FloatTensor"``, or PyTorch's ``"torch.FloatTensor"``)."""
         if dtype is None:
             return f"onnxnn.{_dtypes.scalar_type_name(self._value.dtype)}Tensor"
+        if isinstance(dtype, type) and isinstance(getattr(dtype, "dtype", None), _dtypes.dtype):
+            dtype = dtype.dtype  # a legacy typed class, onnxnn.DoubleTensor (runtime/legacy_tensor_types.py)
         if isinstance(dtype, str) and dtype.endswith("Tensor") and "." in dtype:
             package, _, name = dtype.rpartition(".")
             found = _TYPE_NAMES.get(name[: -len("Tensor")]) if package in ("onnxnn", "torch") else None

@@ -1,10 +1,12 @@
 """docs/api_status.md stays true: its "done" names exist, its other names do not, and every public
-onnxnn.Tensor attribute and onnxnn function is listed. With torch installed, it also lists every
-public torch.Tensor method and torch function (regenerate with ``tools/api_status.py``).
+onnxnn.Tensor attribute, onnxnn function and name of the namespaces it covers (torch's classes,
+nn, nn.functional, nn.init, nn.utils, optim, lr_scheduler, autograd) is listed. With torch
+installed, it also lists every public torch name of each (regenerate with ``tools/api_status.py``).
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 import sys
 from pathlib import Path
@@ -72,3 +74,32 @@ def test_api_status_table_lists_every_torch_name():
     missing_functions = sorted(set(api_status._torch_function_names(torch)) - set(function_rows))
     assert not missing_methods, f"torch.Tensor methods absent from the table: {missing_methods}"
     assert not missing_functions, f"torch functions absent from the table: {missing_functions}"
+
+
+NAMESPACE_IDS = [title for title, *_ in api_status.NAMESPACES]
+
+
+@pytest.mark.parametrize("title, torch_path, onnxnn_path, kind", api_status.NAMESPACES, ids=NAMESPACE_IDS)
+def test_namespace_tables_match_the_code(title, torch_path, onnxnn_path, kind):
+    module = importlib.import_module(onnxnn_path)
+    rows, extra = SECTIONS[title], SECTIONS["onnxnn only"]
+    assert rows
+    for name, status in rows.items():
+        assert status in ("done", "n/a", "missing"), (title, name, status)
+        if status == "done":
+            assert name in api_status.namespace_names(module, kind), (
+                f"{title}: '{name}' is marked done but {onnxnn_path} lacks it"
+            )
+    for name in api_status.namespace_names(module, kind):
+        status = rows.get(name) or (extra.get(name) == title and "done")
+        assert status == "done", f"{onnxnn_path}.{name} is not listed as done under {title} in docs/api_status.md"
+    done = sum(status == "done" for status in rows.values())
+    assert f"- {title}: {done}/{len(rows)} done" in TABLE.read_text()
+
+
+@pytest.mark.parametrize("title, torch_path, onnxnn_path, kind", api_status.NAMESPACES, ids=NAMESPACE_IDS)
+def test_namespace_tables_list_every_torch_name(title, torch_path, onnxnn_path, kind):
+    pytest.importorskip("torch")
+    names = api_status.namespace_names(importlib.import_module(torch_path), kind)
+    absent = sorted(set(names) - set(SECTIONS[title]))
+    assert not absent, f"{torch_path} names absent from the table: {absent}"
