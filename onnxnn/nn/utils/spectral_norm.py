@@ -79,8 +79,7 @@ class SpectralNorm:
             # In place: the buffers stay the module's objects (and the state_dict's tensors).
             with no_grad():
                 for _ in range(self.n_power_iterations):
-                    # W^T u as u W: onnxruntime 1.31's MatmulTransposeFusion computes Transpose +
-                    # MatMul with a vector as the second operand wrongly (it drops the transpose).
+                    # W^T u as u W: the same product without a Transpose node.
                     v.copy_(normalize(u @ weight_mat, dim=0, eps=self.eps))
                     u.copy_(normalize(weight_mat.mv(v), dim=0, eps=self.eps))
             # Copies, so that a later call's update does not change what this call's backward saved
