@@ -199,8 +199,11 @@ def conv_weight_gradient(xp, inputs, attrs):
 def _compiled_weight_gradient(node, threads: int):
     """onnxnn's sessions run an eligible weight gradient as the compiled loop, outside onnxruntime.
 
-    The geometry is read from the arrays at each run: a graph shared across sizes feeds other batch
-    and image sizes than the node recorded (its channels and dtype, which eligibility reads, stay).
+    The geometry, and whether the loop takes the arrays at all, are read from the arrays at each
+    run: a graph shared across sizes (fastpath/dynamic_shapes.py) feeds other batch, image and
+    channel counts than the node recorded, and a loop given channels it does not take (a grouped
+    convolution that is no longer depthwise, more channels than its buffers hold) computes garbage
+    or faults. Those runs take the kernel's general path.
     """
     x, g = node.inputs
     group = int(node.attrs.get("group", 1))
@@ -209,7 +212,10 @@ def _compiled_weight_gradient(node, threads: int):
     attrs = node.attrs
 
     def run(arrays, threads: int) -> list:
-        geometry = weight_gradient_geometry(arrays[0].shape, arrays[1].shape, attrs)
-        return [compiled_convolutions.weight_gradient(arrays[0], arrays[1], geometry, threads)]
+        x, g = arrays
+        if not compiled_convolutions.eligible(x.shape, g.shape, x.dtype, group):
+            return conv_weight_gradient(np, arrays, attrs)
+        geometry = weight_gradient_geometry(x.shape, g.shape, attrs)
+        return [compiled_convolutions.weight_gradient(x, g, geometry, threads)]
 
     return run

@@ -50,11 +50,11 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
     the windows interleaved so that it writes ``(M, C, *kernel)`` itself: the Transpose of the
     result, ``(512, 512, 9)`` for resnet18's last stage at 64x64 images, took 1.1 ms.
 
-    The sizes the graph computes with come from the attributes and, for the windows' ends, from
-    ``G``'s shape at run time: a graph with symbolic sizes (``fastpath.dynamic_shapes`` shares one
-    across batch and image sizes) stays exact. Only the choices between exact forms (these two, and
-    whether to cut the windows before moving the channels last) read the sizes of the graph it is
-    built for.
+    The sizes the graph computes with come from the attributes and, for the channels and the
+    windows' ends, from the inputs' shapes at run time: a graph with symbolic sizes
+    (``fastpath.dynamic_shapes`` shares one across batch, image and channel counts) stays exact.
+    Only the choices between exact forms (these two, and whether to cut the windows before moving
+    the channels last) read the sizes of the graph it is built for.
     """
     x, g = node.inputs
     geometry = weight_gradient_geometry(x.shape, g.shape, node.attrs)
@@ -67,9 +67,7 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
         x.shape[1] < conv_gradients.TAP_GEMM_MIN_CHANNELS
         and int(np.prod(geometry.kernel)) > conv_gradients.ALL_WINDOWS_GEMM_MAX_TAPS
     ):
-        _emit_one_conv_with_batch_and_channels_swapped(
-            emit, constant, geometry, x.shape[1], input_names, output_names[0]
-        )
+        _emit_one_conv_with_batch_and_channels_swapped(emit, constant, geometry, input_names, output_names[0])
         return nodes, initializers
     if x.shape[1] < conv_gradients.TAP_GEMM_MIN_CHANNELS:
         _emit_one_gemm_over_all_windows(emit, constant, geometry, input_names, output_names[0])
@@ -101,7 +99,11 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
         # its channel's, ``(N*L, C * taps)``, are smaller than the result, so they take the reorder
         # and one MatMul writes the result as it is laid out.
         stacked = emit("Reshape", emit("Concat", *windows, axis=0), constant([len(windows), -1]))  # (taps, N*L*C)
-        columns = emit("Reshape", emit("Transpose", stacked, perm=[1, 0]), constant([-1, x.shape[1] * len(windows)]))
+        # (N*L, C * taps), C read at run time: a graph shared across sizes may see other channel counts.
+        columns_per_row = emit("Mul", emit("Shape", input_names[0], start=1, end=2), constant([len(windows)]))
+        columns = emit(
+            "Reshape", emit("Transpose", stacked, perm=[1, 0]), emit("Concat", constant([-1]), columns_per_row, axis=0)
+        )
         products = emit("MatMul", gradient_rows, columns)
         emit("Reshape", products, constant([0, -1, *geometry.kernel]), output=output_names[0])
         return nodes, initializers
@@ -145,7 +147,7 @@ def _emit_one_gemm_over_all_windows(emit, constant, geometry, input_names: list,
 
 
 def _emit_one_conv_with_batch_and_channels_swapped(
-    emit, constant, geometry, channels: int, input_names: list, output_name: str
+    emit, constant, geometry, input_names: list, output_name: str
 ) -> None:
     """One Conv of X, as ``(C/group, group*N, *in)``, with G, as ``(M, N, *out)``, for its kernel.
 
@@ -154,14 +156,17 @@ def _emit_one_conv_with_batch_and_channels_swapped(
     cut to the kernel where the strides do not divide evenly, is dW with its first two axes swapped.
     Grouped convolutions' weight gradients are this (onnxruntime's Conv keeps the groups apart), and
     so are those of large kernels over few channels, whose windows are too many for one GEMM (a 7x7
-    RGB stem's 49). The reshapes read the spatial sizes from X at run time, as the GEMM forms do.
+    RGB stem's 49). The reshapes read the channels and spatial sizes from X at run time, as the GEMM
+    forms do.
     """
     rank = len(geometry.kernel)
     group = geometry.group
     x, g = input_names
     spatial = list(range(2, 2 + rank))
-    per_group = channels // group
-    flat = emit("Reshape", x, constant([0, group, per_group, -1]))  # (N, group, C/group, S)
+    per_group = emit("Div", emit("Shape", x, start=1, end=2), constant([group]))
+    flat = emit(
+        "Reshape", x, emit("Concat", constant([0, group]), per_group, constant([-1]), axis=0)
+    )  # (N, group, C/group, S)
     by_group = emit("Transpose", flat, perm=[2, 1, 0, 3])  # (C/group, group, N, S)
     input_spatial = emit("Shape", x, start=2)
     x_swapped = emit("Reshape", by_group, emit("Concat", constant([0, -1]), input_spatial, axis=0))

@@ -211,3 +211,48 @@ def test_under_auto_a_new_size_runs_on_the_compiled_shared_graph_from_its_first_
     assert shared_runs >= 1
     run(7)  # new, and its family has a compiled shared graph
     assert executor.dynamic_info()["shared_runs"] == shared_runs + 1
+
+
+# Layers of one structure whose channel counts differ, trained one after another: their weight
+# gradients share one graph with symbolic channels, which the compiled weight-gradient loop and the
+# op's written-out forms must serve at every count. (builder of the layer at a step, its input shape)
+CHANNEL_SWEEPS = [
+    pytest.param(
+        [
+            (lambda cin=cin, cout=cout: nn.ConvTranspose2d(cin, cout, 2, groups=2), (8, cin, 16, 16))
+            for cin, cout in [(2, 8), (4, 2), (8, 8)]
+        ],
+        id="grouped-conv-transpose",
+    ),
+    pytest.param(
+        [
+            (lambda cout=cout: nn.ConvTranspose2d(24, cout, 3, groups=24, padding=1, bias=False), shape)
+            for cout, shape in [(48, (3, 24, 13, 13)), (24, (1, 24, 5, 5)), (48, (1, 24, 9, 9))]
+        ],
+        id="depthwise-conv-transpose",
+    ),
+    pytest.param(
+        [
+            (lambda width=width: nn.Conv2d(width, width, 3, padding=1, groups=2), (2, width, 8, 8))
+            for width in (16, 32, 64, 128)
+        ],
+        id="grouped-conv-widths",
+    ),
+]
+
+
+@pytest.mark.parametrize("steps", CHANNEL_SWEEPS)
+def test_weight_gradients_of_layers_differing_in_channels_are_right(steps):
+    for step, (build, shape) in enumerate(steps):
+        onnxnn.manual_seed(step)
+        layer = build()
+        x = onnxnn.from_numpy(np.random.default_rng(step).standard_normal(shape).astype(np.float32))
+        gradients = {}
+        for name in ("kernels", "onnxruntime"):
+            layer.zero_grad()
+            with onnxnn.set_executor(name):
+                layer(x).square().sum().backward()
+                gradients[name] = layer.weight.grad.numpy()
+        expected = gradients["kernels"]
+        # float32 sums of a few thousand products, computed in another order.
+        np.testing.assert_allclose(gradients["onnxruntime"], expected, rtol=0, atol=1e-4 * np.abs(expected).max())
