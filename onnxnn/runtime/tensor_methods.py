@@ -7,10 +7,20 @@ module references here, read at call time; ``onnxnn/runtime/__init__.py`` import
 
 from __future__ import annotations
 
+import numpy as np
+
+from ..ir import dtypes as _dtypes
 from ..ir import random as _random
 from ..ir.memory_formats import check_memory_format
 from . import ops
 from . import tensor as _tensor
+
+
+# random_'s default for ``to``: random_(5) is random_(0, 5), while random_(5, None) draws from 5 up.
+_TO_ONLY = object()
+# The significand's bits with the implicit one (C++'s numeric_limits<T>::digits): random_() of a float
+# dtype draws from [0, 2**digits].
+_SIGNIFICAND_DIGITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
 
 
 class TensorMethods:
@@ -538,9 +548,22 @@ class TensorMethods:
     def bernoulli_(self, p=0.5, *, generator=None):
         return self._fill_random(_random.bernoulli(self.shape, p, generator).astype(self.dtype.numpy_dtype))
 
-    def random_(self, low=0, high=None, *, generator=None):
+    def random_(self, low=None, high=_TO_ONLY, *, generator=None):
+        """Fills with integers drawn uniformly from ``[low, high)``: ``random_(to)`` from ``[0, to)``;
+        without ``to`` (``random_()``, ``random_(low, None)``) up to the largest integer of the dtype,
+        included (for floats ``2**digits``, up to which every integer is exact), as PyTorch's."""
+        if high is _TO_ONLY:
+            low, high = 0, low  # random_(to), or random_(): high None
         if high is None:
-            low, high = 0, low
+            name = self.dtype.name
+            if name in ("uint16", "uint32", "uint64"):
+                raise NotImplementedError(
+                    f"\"random_kernel_cpu\" not implemented for '{_dtypes.scalar_type_name(self.dtype)}'"
+                )
+            if self.dtype.is_floating_point:
+                high = 2 ** _SIGNIFICAND_DIGITS[name] + 1
+            else:
+                high = 2 if name == "bool" else int(np.iinfo(self.dtype.numpy_dtype).max) + 1
         if low >= high:
             raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
         return self._fill_random(_random.integers(low, high, self.shape, self.dtype.numpy_dtype, generator))

@@ -528,7 +528,7 @@ INDEX_DTYPE_PROGRAMS = {
     "scatter_add": lambda x, i: x.scatter_add(1, i, onnxnn.ones(1, 2)),
     "gather": lambda x, i: x.gather(1, i),
     "index_select": lambda x, i: x.index_select(1, i.reshape(-1)),
-    "take_along_dim": lambda x, i: onnxnn.take_along_dim(x, i, 1),
+    "take_along_dim_flat": lambda x, i: onnxnn.take_along_dim(x, i),  # a gather of the flattened input
 }
 REFUSED_INDEX_DTYPES = [onnxnn.float32, onnxnn.float64, onnxnn.int16, onnxnn.uint8]
 
@@ -540,6 +540,49 @@ def test_an_index_of_another_dtype_is_refused(name, dtype):
     with pytest.raises(RuntimeError, match=r"\(\): Expected dtype int32/int64 for index"):
         INDEX_DTYPE_PROGRAMS[name](x, onnxnn.tensor([[0, 1]], dtype=dtype))
     np.testing.assert_array_equal(x.numpy(), np.zeros((2, 2)))
+
+
+@pytest.mark.parametrize(
+    "name, program",
+    [
+        ("scatter_add", lambda x, i: x.scatter_add(1, i, onnxnn.ones(1, 2))),
+        ("scatter_add_", lambda x, i: x.scatter_add_(1, i, onnxnn.ones(1, 2))),
+        ("function", lambda x, i: onnxnn.scatter_add(x, 1, i, onnxnn.ones(1, 2))),
+    ],
+)
+def test_scatter_add_names_the_scatter_family_in_its_index_errors_as_pytorch(name, program):
+    x = onnxnn.zeros(2, 2)
+    for dtype in (onnxnn.int16, onnxnn.float32):
+        with pytest.raises(RuntimeError, match=r"^scatter\(\): Expected dtype int32/int64 for index$"):
+            program(x, onnxnn.tensor([[0, 1]], dtype=dtype))
+    with pytest.raises(TypeError, match=r"^scatter_add\(\): argument 'index' \(position 2\) must be Tensor, not list$"):
+        program(x, [[0, 1]])
+
+
+def test_take_and_take_along_dim_along_a_dim_take_int64_indices_only_as_pytorch():
+    x = onnxnn.tensor(MATRIX)
+    for dtype, name in ((onnxnn.int32, "Int"), (onnxnn.uint8, "Byte"), (onnxnn.float32, "Float")):
+        index = onnxnn.tensor([[0], [1], [2]], dtype=dtype)
+        with pytest.raises(RuntimeError, match=rf"^take\(\): Expected a long tensor for index, but got {name}$"):
+            x.take(index)
+        with pytest.raises(RuntimeError, match=rf"^take\(\): Expected a long tensor for index, but got {name}$"):
+            onnxnn.take(x, index)
+        message = rf"^torch\.take_along_dim\(\): dtype of indices should be Long but got {name}$"
+        with pytest.raises(RuntimeError, match=message):
+            onnxnn.take_along_dim(x, index, 1)
+        with pytest.raises(RuntimeError, match=message):
+            x.take_along_dim(index, dim=-1)
+    with pytest.raises(TypeError, match=r"^take_along_dim\(\): argument 'indices' \(position 2\) must be Tensor"):
+        onnxnn.take_along_dim(x, [0])
+
+
+def test_take_along_dim_without_a_dim_is_a_gather_of_the_flattened_input():
+    # PyTorch's input.view(-1).gather(0, indices.view(-1)): int32 indices too, negative ones refused.
+    x = onnxnn.tensor(MATRIX)
+    flat = onnxnn.take_along_dim(x, onnxnn.tensor([[5], [11]], dtype=onnxnn.int32))
+    np.testing.assert_array_equal(flat.numpy(), [5.0, 11.0])
+    with pytest.raises(RuntimeError, match=r"^index -1 is out of bounds for dimension 0 with size 12$"):
+        onnxnn.take_along_dim(x, onnxnn.tensor([0, -1]))
 
 
 def test_take_and_take_along_dim_count_negative_indices_from_the_end():

@@ -682,6 +682,49 @@ def test_uniform_stays_in_its_interval() -> None:
     assert values.min() >= -1.0 and values.max() < 3.0
 
 
+# random_() draws from [0, largest]: for a float dtype 2**digits (the significand's bits with the implicit
+# one), up to which every integer is exact; for an integer dtype its maximum, as PyTorch's.
+RANDOM_BOUNDS = [
+    ("float32", 2**24),
+    ("float64", 2**53),
+    ("float16", 2**11),
+    ("bfloat16", 2**8),
+    ("uint8", 255),
+    ("int8", 127),
+    ("int16", 2**15 - 1),
+    ("int32", 2**31 - 1),
+    ("int64", 2**63 - 1),
+    ("bool", 1),
+]
+
+
+@pytest.mark.parametrize("name, largest", RANDOM_BOUNDS, ids=[case[0] for case in RANDOM_BOUNDS])
+def test_random_without_bounds_fills_up_to_the_dtypes_largest_integer(name, largest) -> None:
+    onnxnn.manual_seed(5)
+    filled = onnxnn.empty(100_000, dtype=getattr(onnxnn, name)).random_()
+    assert filled.dtype is getattr(onnxnn, name)
+    values = [int(value) for value in filled.tolist()]  # Python ints: int64's bound is past float64's integers
+    assert min(values) >= 0 and max(values) <= largest
+    # 10^5 draws miss the top 0.1% of [0, largest] with probability e^-100, each of up to 2049 values e^-48
+    if largest <= 2**11:
+        assert set(values) == set(range(largest + 1))
+    else:
+        assert max(values) >= largest * 0.999
+
+
+def test_random_from_without_to_fills_up_to_the_dtypes_largest_integer() -> None:
+    values = onnxnn.empty(10_000, dtype=onnxnn.int8).random_(100, None).tolist()
+    assert set(values) == set(range(100, 128))
+    values = onnxnn.empty(10_000, dtype=onnxnn.float16).random_(2040, None).tolist()
+    assert set(values) == set(range(2040, 2049))
+    assert set(onnxnn.empty(1000).random_(5).tolist()) == set(range(5))  # random_(to): [0, to)
+
+
+def test_random_without_bounds_refuses_wide_unsigned_dtypes_as_pytorch() -> None:
+    with pytest.raises(NotImplementedError, match="\"random_kernel_cpu\" not implemented for 'UInt16'"):
+        onnxnn.empty(3, dtype=onnxnn.uint16).random_()
+
+
 # ---------------------------------------------------------------- materialization
 
 

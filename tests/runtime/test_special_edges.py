@@ -10,6 +10,7 @@ from the arithmetic: the dtype's epsilon times the number of operations the form
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -443,6 +444,80 @@ def test_polygamma_of_a_huge_order_takes_no_longer_and_keeps_its_edges(n):
 def test_polygamma_refuses_an_order_past_int64_as_pytorch():
     with pytest.raises(ValueError, match="Overflow when unpacking long long"):
         onnxnn.special.polygamma(2**63, onnxnn.tensor([1.0]))
+
+
+def _polygamma_by_exact_terms(n: int, x: float) -> float:
+    """``(-1)^(n+1) n! sum_k (x + k)^-(n+1)`` for ``n >= 1``: the terms with ``x + k < 40 - x``, where
+    those of both signs cancel, summed exactly as fractions of the float x; the rest, all positive, with
+    ``math.fsum`` up to ``k = 10^5`` and the integral of the remainder from ``x + 10^5 - 1/2`` (midpoint
+    rule: off by ``(n + 1) / 24 * 10^(-5 (n + 2))``, below 1e-17 of every value tested)."""
+    s = n + 1
+    exact_terms = max(0, math.ceil(40 - 2 * x))
+    exact = sum((1 / (Fraction(x) + k) ** s for k in range(exact_terms)), Fraction(0))
+    bases = x + np.arange(exact_terms, 10**5, dtype=np.float64)
+    tail = math.fsum(bases ** -float(s)) + (x + 10**5 - 0.5) ** (1 - s) / (s - 1)
+    return float((-1) ** (n + 1) * math.factorial(n) * (exact + Fraction(tail)))
+
+
+# (n, x) at negative x: the half-integers, where psi^(n)(x) is psi^(n)(1 - x) for even n (cot vanishes
+# there, and the terms of the reflection with it: float cot(pi / 2) = 6e-17 made psi^(30)(-0.5) +4.5e26
+# instead of -9.2e26), other points, and orders on both sides of n = 18, where the reflection's
+# polynomial in cot gives way to its sum over the integers.
+NEGATIVE_POLYGAMMA_POINTS = [
+    (1, -0.5),
+    (1, -3.25),
+    (2, -0.5),
+    (2, -20.5),
+    (10, -0.5),
+    (10, -5.5),
+    (10, -20.5),
+    (17, -0.375),
+    (17, -2.5),
+    (18, -0.5),
+    (18, -7.25),
+    (30, -0.5),
+    (30, -5.5),
+    (30, -20.5),
+    (30, -0.25),
+    (30, -3.999),
+    (60, -0.4375),
+    (60, -10.5),
+    (100, -0.5),
+    (100, -20.5),
+    (100, -0.25),
+    (160, -0.5),
+    (160, -20.5),
+]
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_polygamma_at_negative_x_matches_its_series(executor):
+    with onnxnn.set_executor(executor):
+        actual = [
+            float(onnxnn.polygamma(n, onnxnn.tensor([x], dtype=onnxnn.float64)).numpy()[0])
+            for n, x in NEGATIVE_POLYGAMMA_POINTS
+        ]
+    wrong = []
+    for (n, x), value in zip(NEGATIVE_POLYGAMMA_POINTS, actual):
+        expected = _polygamma_by_exact_terms(n, x)
+        # Up to n = 17 the polynomial in cot multiplies cot's few ulps by up to n + 1 (P_n ~ n! cot^(n+1));
+        # from n = 18 nine powers (an ulp each) are summed; psi^(n)(1 - x) adds an ulp or two.
+        rtol = (2 * (n + 1) if n < 18 else 4) * EPS64
+        if not abs(value - expected) <= rtol * abs(expected):
+            wrong.append(f"polygamma({n}, {x}) = {value!r}, expected {expected!r}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_float32_polygamma_is_the_float64_value_rounded():
+    # float32 computes in float64: in float32 digamma(-0.5) was 1e-5 off, n! overflowed from n = 35 (NaN
+    # of psi^(34)(-0.5), inf of psi^(40)(-5.5)) and the reflection's cancellation lost psi^(2)(-5.5).
+    points = [(0, -0.5), (2, -5.5), (34, -0.5), (40, -5.5)]
+    digamma_of_minus_half = -0.5772156649015329 - 2 * math.log(2) + 2  # psi(1/2) + 2, psi(1/2) = -gamma - 2 log 2
+    for n, x in points:
+        expected = digamma_of_minus_half if n == 0 else _polygamma_by_exact_terms(n, x)
+        actual = float(onnxnn.polygamma(n, onnxnn.tensor([x], dtype=onnxnn.float32)).numpy()[0])
+        # the float64 value's few ulps, then one rounding: within an ulp of float32
+        assert abs(actual - expected) <= np.spacing(np.float32(abs(expected))), (n, x, actual, expected)
 
 
 @pytest.mark.parametrize("function", [onnxnn.special.gammainc, onnxnn.special.gammaincc], ids=["gammainc", "gammaincc"])

@@ -438,24 +438,40 @@ def _gather_elements(input: Tensor, axis: int, index: Tensor) -> Tensor:
     return apply_op("GatherElements", (input, index), {"axis": axis}, "GatherBackward0")
 
 
+def _tensor_argument(index, function: str, argument: str) -> Tensor:
+    """``index`` checked to be a Tensor (its dtype is the caller's to check), PyTorch's TypeError otherwise."""
+    if not isinstance(index, Tensor):
+        raise TypeError(f"{function}(): argument '{argument}' (position 2) must be Tensor, not {type(index).__name__}")
+    return index
+
+
 def take(input: Tensor, index: Tensor) -> Tensor:
     """The elements of the flattened ``input`` at ``index``; the result has ``index``'s shape."""
-    index = _check_index_tensor(index, "take")
+    index = _tensor_argument(index, "take", "index")
+    if index.dtype is not dtypes.int64:  # PyTorch's take has no int32 kernel, unlike gather
+        raise RuntimeError(f"take(): Expected a long tensor for index, but got {dtypes.scalar_type_name(index.dtype)}")
     check_flat_bounds(index, input.numel())
     return apply_op("Gather", (input.reshape(-1), as_int64(index)), {"axis": 0}, "TakeBackward0")
 
 
 def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
     """``gather`` with ``input`` and ``indices`` broadcast against each other except along ``dim``."""
-    indices = _check_index_tensor(indices, "take_along_dim")
+    indices = _tensor_argument(indices, "take_along_dim", "indices")
     if dim is None:
-        return take(input, indices.reshape(-1))
-    axis = normalize_axes([dim], input.dim())[0]
+        # PyTorch's is input.view(-1).gather(0, indices.view(-1)): int32 indices, and no negative ones.
+        # The bounds first: the reshaped index's values are pending.
+        check_bounds(_check_index_tensor(indices, "gather"), input.numel(), 0)
+        return gather(input.reshape(-1), 0, indices.reshape(-1))
     if indices.dim() != input.dim():
         raise RuntimeError(
             f"torch.take_along_dim(): input and indices should have the same number of dimensions, "
             f"but got {input.dim()} dimensions for input, and {indices.dim()} dimensions for indices"
         )
+    if indices.dtype is not dtypes.int64:
+        raise RuntimeError(
+            f"torch.take_along_dim(): dtype of indices should be Long but got {dtypes.scalar_type_name(indices.dtype)}"
+        )
+    axis = normalize_axes([dim], input.dim())[0]
     check_bounds(indices, input.shape[axis], axis, negative=True)  # before the expand hides the values
     input_shape, index_shape = list(input.shape), list(indices.shape)
     input_shape[axis] = index_shape[axis] = 1
@@ -480,7 +496,8 @@ def scatter_source(input: Tensor, index: Tensor, axis: int, src: Tensor) -> Tens
 
 
 def _scatter(input: Tensor, dim: int, index: Tensor, src, reduction: str, name: str) -> Tensor:
-    index = _check_index_tensor(index, name)
+    # PyTorch names the op in its TypeError, but the whole family scatter() in its index dtype error.
+    index = _check_index_tensor(_tensor_argument(index, name, "index"), "scatter")
     axis = normalize_axes([dim], input.dim())[0]
     if input.dim() == 0:  # PyTorch scatters into a 0-d tensor as into its one element; ONNX wants rank 1
         if index.dim() > 1:
