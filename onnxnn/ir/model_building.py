@@ -17,7 +17,7 @@ from .attributes import attribute_subgraphs
 from .dtypes import dtype
 from .graph import OPSET_VERSION
 from .plan import IR_VERSION, GraphPlan, computed_values
-from .registry import decompositions, onnxruntime_rewrites, session_lowerings
+from .registry import decompositions, session_lowerings
 
 __all__ = ["build_model", "plan_opset", "onnx_attribute_value", "names_read", "work_estimate"]
 
@@ -182,19 +182,6 @@ def build_model(
             names_used[0] += 1
             return f"node_{node_index}_{stem}_{names_used[0]}"
 
-        rewrite = onnxruntime_rewrites.get(node.op_type, node.domain) if id(node) not in kept else None
-        if rewrite is not None:
-
-            def producer(position: int, node=node) -> str | None:
-                value = node.inputs[position]
-                key = None if value is None else computed.get(id(value))
-                return None if key is None else plan.nodes[key[0]].op_type
-
-            rewritten = rewrite(node, inputs, outputs, fresh_name, producer)
-            if rewritten is not None:
-                onnx_nodes.extend(rewritten[0])
-                initializers.extend(rewritten[1])
-                continue
         expand = decompositions.get(node.op_type, node.domain) if id(node) not in kept else None
         expansion = None if expand is None else expand(node, inputs, outputs, fresh_name)
         if expansion is not None:

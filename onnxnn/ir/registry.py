@@ -131,14 +131,6 @@ unmaterialized_gradients = MarkRegistry("unmaterialized-gradients mark")
 # size but the rank (sizes come from attributes, or from Shape at run time): fastpath.dynamic_shapes
 # may build it once for a structure seen at several sizes.
 decompositions = Registry("decomposition")
-# Standard nodes that onnxruntime computes wrongly where a certain node produces one of their inputs
-# (onnxruntime 1.31's MatmulTransposeFusion drops a Transpose before a matrix-vector MatMul):
-# ``rewrite(node, input_names, output_names, fresh_name, producer) -> (onnx nodes, initializers)``,
-# or None to keep the node, with ``producer(position)`` the op_type of the plan's node computing that
-# input (None for a fed or embedded input). Consulted before ``decompositions`` wherever a model is
-# built, sessions and exports alike: a served export must not meet the bug either. Rewrites read
-# ranks, never sizes.
-onnxruntime_rewrites = Registry("onnxruntime rewrite")
 # Ops whose decomposition reads only dtypes and ranks, never the value of a constant input, so
 # structures differing in such constants may still share one built graph (fastpath.dynamic_shapes).
 value_blind_decompositions = MarkRegistry("value-blind decomposition mark")

@@ -278,13 +278,21 @@ def _repays_nchwc(graph, constants: set | None) -> bool:
     return False
 
 
+# onnxruntime 1.31's LayerNormFusionL1 fuses a mean-centred normalization into LayerNormalization
+# without reading the Pow's exponent: ``d / (d.pow(4).mean(-1, keepdim=True) + eps).sqrt()`` was
+# computed as LayerNorm's ``pow(2)``. onnxnn feeds scalars, so a session cannot tell a Pow's exponent
+# is 2: a graph with any Pow goes without the fusion (onnxnn records LayerNorm as one op anyway).
+_POW_BREAKS_LAYER_NORM_FUSION = "LayerNormFusionL1"
+
+
 def disabled_optimizers(model: onnx.ModelProto | bytes) -> list[str]:
     """The onnxruntime graph transformers that onnxnn's session of ``model`` leaves out.
 
     ``DISABLED_OPTIMIZERS`` always; ``NchwcTransformer`` too unless the model (its graph, subgraphs
     or functions) holds an op whose NCHWc kernel repays the layout's reorders (``NCHWC_REPAYING_OPS``;
     a convolution of the main graph only with a constant weight); ``CommonSubexpressionElimination``
-    in a graph of more than ``COMMON_SUBEXPRESSIONS_MOST_NODES`` nodes. A serialized model keeps both.
+    in a graph of more than ``COMMON_SUBEXPRESSIONS_MOST_NODES`` nodes; ``LayerNormFusionL1`` in a
+    graph with a Pow (see ``_POW_BREAKS_LAYER_NORM_FUSION``). A serialized model keeps all but these.
     """
     if isinstance(model, bytes):
         return DISABLED_OPTIMIZERS
@@ -292,6 +300,8 @@ def disabled_optimizers(model: onnx.ModelProto | bytes) -> list[str]:
     disabled = list(DISABLED_OPTIMIZERS)
     if len(graph.node) > COMMON_SUBEXPRESSIONS_MOST_NODES:
         disabled.append("CommonSubexpressionElimination")
+    if any(node.op_type == "Pow" for node in graph.node):
+        disabled.append(_POW_BREAKS_LAYER_NORM_FUSION)
     constants = {initializer.name for initializer in graph.initializer}
     constants.update(output for node in graph.node if node.op_type == "Constant" for output in node.output)
     if not (_repays_nchwc(graph, constants) or any(_repays_nchwc(function, None) for function in model.functions)):

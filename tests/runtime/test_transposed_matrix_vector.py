@@ -1,6 +1,7 @@
 """A transposed matrix times a vector: onnxruntime 1.31's MatmulTransposeFusion dropped the
 transpose (``W.t() @ v`` gave ``W @ v``), in onnxnn's sessions, in gradients that take that form and
-in exported models; onnxnn writes that product on a one-column matrix (``linalg.py``)."""
+in exported models, also where its other passes bring a Transpose next to the MatMul; onnxnn writes
+every matrix-vector product on a one-column matrix (``linalg.py``)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,16 @@ FORWARDS = [
     ("batched-transpose", lambda m, v: m.transpose(1, 2) @ v, lambda m, v: m.transpose(0, 2, 1) @ v, (BATCH, VECTOR_3)),
     ("addmv-of-mT", lambda m, v: onnxnn.addmv(v[:1], m.mT, v), lambda m, v: v[:1] + m.T @ v, (MATRIX, VECTOR_3)),
     ("untransposed", lambda m, v: m @ v, lambda m, v: m @ v, (MATRIX, VECTOR_4)),
+    # onnxruntime's other passes bring the Transpose next to the MatMul.
+    ("cloned", lambda m, v: m.t().clone() @ v, lambda m, v: m.T @ v, (MATRIX, VECTOR_3)),
+    ("sliced", lambda m, v: m.t()[:, :3] @ v, lambda m, v: m.T[:, :3] @ v, (MATRIX, VECTOR_3)),
+    ("sum-of-transposes", lambda m, v: (m.t() + m.t() * 2) @ v, lambda m, v: (3 * m.T) @ v, (MATRIX, VECTOR_3)),
+    (
+        "linear-of-clone",
+        lambda m, v: onnxnn.nn.functional.linear(v, m.t().clone()),
+        lambda m, v: m.T @ v,
+        (MATRIX, VECTOR_3),
+    ),
 ]
 
 

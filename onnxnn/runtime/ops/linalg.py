@@ -8,7 +8,7 @@ from onnx import helper, numpy_helper
 
 from ...ir import dtypes
 from ...ir.graph import FrozenAttributes, constant, shared_attributes
-from ...ir.registry import gradient_rules, onnxruntime_rewrites, shape_rules
+from ...ir.registry import decompositions, gradient_rules, shape_rules, value_blind_decompositions
 from ._common import Tensor, apply_op, broadcast_shapes, int64_constant, normalize_axes, promote_operands
 from ..tensor import outside_autocast
 
@@ -238,16 +238,18 @@ def log_softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
     return apply_op("LogSoftmax", (input,), {"axis": axis}, "LogSoftmaxBackward0")
 
 
-@onnxruntime_rewrites.register("MatMul")
-def _transposed_matrix_times_vector(node, input_names: list, output_names: list, fresh_name, producer):
-    """``Transpose(A) @ v`` for a 1-D ``v``, as ``Squeeze(Transpose(A) @ Unsqueeze(v))``.
+@decompositions.register("MatMul")
+def _matrix_times_vector(node, input_names: list, output_names: list, fresh_name):
+    """``A @ v`` for a 1-D ``v`` and a matrix (or batch of them) ``A``, as ``Squeeze(A @ Unsqueeze(v))``.
 
     onnxruntime 1.31's MatmulTransposeFusion folds a Transpose of the last two axes into a MatMul's
     first input, and with a 1-D second input it drops the transpose: ``W.t() @ v`` gave ``W @ v``'s
-    values (and a vector's gradient through ``v @ W.t()`` was wrong). On a one-column matrix it is
-    right.
+    values (and a vector's gradient through ``v @ W.t()`` was wrong). Its other passes move
+    Transposes next to a MatMul of their own accord (``W.t().clone() @ v``, ``(A.t() + B.t()) @ v``),
+    so every such product, in sessions and exports alike, is written on a one-column matrix, which
+    it computes right.
     """
-    if len(node.inputs[1].shape) != 1 or len(node.inputs[0].shape) < 2 or producer(0) != "Transpose":
+    if len(node.inputs[1].shape) != 1 or len(node.inputs[0].shape) < 2:
         return None
     last_axis, column, product = fresh_name("last_axis"), fresh_name("column"), fresh_name("product")
     nodes = [
@@ -256,3 +258,6 @@ def _transposed_matrix_times_vector(node, input_names: list, output_names: list,
         helper.make_node("Squeeze", [product, last_axis], output_names, name=fresh_name("Squeeze")),
     ]
     return nodes, [numpy_helper.from_array(np.array([-1], np.int64), last_axis)]
+
+
+value_blind_decompositions.mark("MatMul")
