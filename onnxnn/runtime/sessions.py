@@ -232,7 +232,10 @@ def _cut_part(model) -> tuple[int, int] | None:
 # the exported graph, with a symbolic batch, keeps MatMul + Add and gets the bias-activation and
 # FusedMatMul fusions instead, which run faster (BERT-base at batch 16: 1.058x the exported graph's
 # session with the fusion, 1.032x without; benchmarks/bench_zoo.py --only bert).
-DISABLED_OPTIMIZERS = ["MatMulAddFusion"]
+# FuseReluClip: onnxruntime 1.31 refuses a float64 Clip whose bound is a constant once a Relu before
+# it is fused in ("Unexpected data type for Clip 'min' input of 11"), and onnxnn writes a missing
+# bound as a constant infinity (runtime/ops/clip_bounds.py): relu(x).clamp(max=6.0) in float64 failed.
+DISABLED_OPTIMIZERS = ["MatMulAddFusion", "FuseReluClip"]
 
 # onnxruntime's CommonSubexpressionElimination takes time superlinear in a graph's nodes, and a large
 # model's training step is a large graph: one session of a training step (batch 2, 32x32, one thread,
@@ -285,6 +288,18 @@ def _repays_nchwc(graph, constants: set | None) -> bool:
 _POW_BREAKS_LAYER_NORM_FUSION = "LayerNormFusionL1"
 
 
+def _gemm_reads_a_transposed_output(graph: onnx.GraphProto) -> bool:
+    """Whether a Gemm reads a Transpose's output that is also a graph output: onnxruntime 1.31's
+    GemmTransposeFusion folds that Transpose into the Gemm and deletes it, output and all, and the
+    session cannot be built (the backward of ``addmm(C, x, W.t()).t()`` or ``F.linear(x, W, C).t()``
+    with a full-size bias, whose gradient for C is that output)."""
+    outputs = {output.name for output in graph.output}
+    transposed = {node.output[0] for node in graph.node if node.op_type == "Transpose" and node.output[0] in outputs}
+    return bool(transposed) and any(
+        node.op_type == "Gemm" and transposed.intersection(node.input) for node in graph.node
+    )
+
+
 def disabled_optimizers(model: onnx.ModelProto | bytes) -> list[str]:
     """The onnxruntime graph transformers that onnxnn's session of ``model`` leaves out.
 
@@ -302,6 +317,8 @@ def disabled_optimizers(model: onnx.ModelProto | bytes) -> list[str]:
         disabled.append("CommonSubexpressionElimination")
     if any(node.op_type == "Pow" for node in graph.node):
         disabled.append(_POW_BREAKS_LAYER_NORM_FUSION)
+    if _gemm_reads_a_transposed_output(graph):
+        disabled.append("GemmTransposeFusion")
     constants = {initializer.name for initializer in graph.initializer}
     constants.update(output for node in graph.node if node.op_type == "Constant" for output in node.output)
     if not (_repays_nchwc(graph, constants) or any(_repays_nchwc(function, None) for function in model.functions)):

@@ -1,0 +1,42 @@
+"""Graphs onnxruntime 1.31's optimizers could not build: onnxnn's sessions leave those optimizers
+out where the graph has the pattern (``runtime/sessions.py``: ``disabled_optimizers``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onnxnn
+import onnxnn.nn.functional as F
+
+RNG = np.random.default_rng(0)
+X, W, C = RNG.standard_normal((2, 5)), RNG.standard_normal((7, 5)), RNG.standard_normal((2, 7))
+WEIGHTS = RNG.standard_normal((7, 2))
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize(
+    "product",
+    [
+        pytest.param(lambda x, w, c: onnxnn.addmm(c, x, w.t()).t(), id="addmm-transposed"),
+        pytest.param(lambda x, w, c: F.linear(x, w, c).t(), id="linear-with-a-full-bias-transposed"),
+    ],
+)
+def test_a_gemm_reading_a_transposed_output_builds(executor, product):
+    # C's gradient is the output's gradient transposed: a graph output that a Gemm also reads, which
+    # GemmTransposeFusion deleted.
+    with onnxnn.set_executor(executor):
+        x, w = onnxnn.tensor(X), onnxnn.tensor(W, requires_grad=True)
+        c = onnxnn.tensor(C, requires_grad=True)
+        (product(x, w, c) * onnxnn.tensor(WEIGHTS)).sum().backward()
+        c_grad, w_grad = c.grad.numpy(), w.grad.numpy()
+    np.testing.assert_allclose(c_grad, WEIGHTS.T, rtol=1e-12)
+    np.testing.assert_allclose(w_grad, WEIGHTS @ X, rtol=1e-12)
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+def test_a_float64_relu_clamped_above_builds(executor):
+    # FuseReluClip refused the float64 Clip with the constant infinite bound onnxnn writes.
+    with onnxnn.set_executor(executor), onnxnn.no_grad():
+        result = F.relu(onnxnn.tensor([0.5, -1.0, 9.0], dtype=onnxnn.float64)).clamp(max=6.0).numpy()
+    np.testing.assert_array_equal(result, [0.5, 0.0, 6.0])
