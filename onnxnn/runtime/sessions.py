@@ -307,7 +307,9 @@ def disabled_optimizers(model: onnx.ModelProto | bytes) -> list[str]:
     or functions) holds an op whose NCHWc kernel repays the layout's reorders (``NCHWC_REPAYING_OPS``;
     a convolution of the main graph only with a constant weight); ``CommonSubexpressionElimination``
     in a graph of more than ``COMMON_SUBEXPRESSIONS_MOST_NODES`` nodes; ``LayerNormFusionL1`` in a
-    graph with a Pow (see ``_POW_BREAKS_LAYER_NORM_FUSION``). A serialized model keeps all but these.
+    graph with a Pow (see ``_POW_BREAKS_LAYER_NORM_FUSION``); ``GemmTransposeFusion`` and the
+    transpose optimizer where the graph has the patterns they break. A serialized model keeps all
+    but these.
     """
     if isinstance(model, bytes):
         return DISABLED_OPTIMIZERS
@@ -319,6 +321,11 @@ def disabled_optimizers(model: onnx.ModelProto | bytes) -> list[str]:
         disabled.append(_POW_BREAKS_LAYER_NORM_FUSION)
     if _gemm_reads_a_transposed_output(graph):
         disabled.append("GemmTransposeFusion")
+    if any(node.op_type == "Pad" and len(node.input) > 3 and node.input[3] for node in graph.node):
+        # onnxruntime 1.31's transpose optimizer moves a Transpose through a Pad as if its pads covered
+        # every axis, ignoring an ``axes`` input (an imported model's Pad may have one): a wrong shape,
+        # or a session that cannot run. Both of its passes do it.
+        disabled += ["TransposeOptimizer", "TransposeOptimizer_CPUExecutionProvider"]
     constants = {initializer.name for initializer in graph.initializer}
     constants.update(output for node in graph.node if node.op_type == "Constant" for output in node.output)
     if not (_repays_nchwc(graph, constants) or any(_repays_nchwc(function, None) for function in model.functions)):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 import onnxnn
 import onnxnn.nn.functional as F
@@ -40,3 +41,36 @@ def test_a_float64_relu_clamped_above_builds(executor):
     with onnxnn.set_executor(executor), onnxnn.no_grad():
         result = F.relu(onnxnn.tensor([0.5, -1.0, 9.0], dtype=onnxnn.float64)).clamp(max=6.0).numpy()
     np.testing.assert_array_equal(result, [0.5, 0.0, 6.0])
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("axes, pads", [([2, 1, 0], [1, 0, 0, 0, 2, 0]), ([-1], [1, 2])], ids=["reordered", "partial"])
+def test_an_imported_pad_with_axes_between_transposes(executor, axes, pads):
+    # The transpose optimizer pushed the Transposes through the Pad as if its pads covered every axis.
+    x = RNG.standard_normal((3, 4, 5)).astype(np.float32)
+    width = [(0, 0)] * 3
+    for k, axis in enumerate(axes):
+        width[axis % 3] = (pads[k], pads[k + len(axes)])
+    expected = np.pad(x.transpose(1, 0, 2), width).transpose(1, 0, 2)
+    constants = [
+        numpy_helper.from_array(np.array(pads, np.int64), "pads"),
+        numpy_helper.from_array(np.array(axes, np.int64), "axes"),
+    ]
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]),
+        helper.make_node("Pad", ["t", "pads", "", "axes"], ["p"], mode="constant"),
+        helper.make_node("Transpose", ["p"], ["y"], perm=[1, 0, 2]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "padded",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(expected.shape))],
+        constants,
+    )
+    module = onnxnn.import_.from_onnx(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    )
+    with onnxnn.set_executor(executor):
+        result = module(onnxnn.tensor(x)).numpy()
+    np.testing.assert_array_equal(result, expected)
