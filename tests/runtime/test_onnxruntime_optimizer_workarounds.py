@@ -1,5 +1,6 @@
-"""Graphs onnxruntime 1.31's optimizers could not build: onnxnn's sessions leave those optimizers
-out where the graph has the pattern (``runtime/sessions.py``: ``disabled_optimizers``)."""
+"""Graphs onnxruntime 1.31's optimizers broke (could not build, or computed wrongly): onnxnn's sessions
+leave those optimizers out where the graph has the pattern (``runtime/sessions.py``:
+``disabled_optimizers``)."""
 
 from __future__ import annotations
 
@@ -74,3 +75,22 @@ def test_an_imported_pad_with_axes_between_transposes(executor, axes, pads):
     with onnxnn.set_executor(executor):
         result = module(onnxnn.tensor(x)).numpy()
     np.testing.assert_array_equal(result, expected)
+
+
+def _moment_normalized(x, scale, shift, power: float):
+    centred = x - x.mean(-1, keepdim=True)
+    return centred / (centred.pow(power).mean(-1, keepdim=True) + 1e-5).sqrt() * scale + shift
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+def test_a_normalization_by_a_fourth_power_is_not_taken_for_a_layer_norm(executor):
+    # onnxruntime's LayerNormFusionL1 fused this into LayerNormalization, whose power is 2.
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((2, 8)) * 3 + 1).astype(np.float32)
+    scale, shift = rng.standard_normal(8).astype(np.float32), rng.standard_normal(8).astype(np.float32)
+    with onnxnn.set_executor(executor):
+        result = _moment_normalized(*[onnxnn.tensor(a) for a in (x, scale, shift)], 4.0).numpy()
+    centred = x.astype(np.float64) - x.mean(-1, keepdims=True, dtype=np.float64)
+    want = centred / np.sqrt((centred**4).mean(-1, keepdims=True) + 1e-5) * scale + shift
+    # float32 means of 8 fourth powers: a few units in the last place.
+    np.testing.assert_allclose(result, want, rtol=1e-5, atol=1e-5)
