@@ -76,12 +76,7 @@ def fuse_conv_bn_weights(
     bias_dtype = conv_b.dtype if conv_b is not None else weight_dtype
     bias_requires_grad = conv_b.requires_grad if conv_b is not None else False
     with no_grad():
-        if conv_b is None:
-            conv_b = zeros_like(bn_rm)
-        if bn_w is None:
-            bn_w = ones_like(bn_rm)
-        if bn_b is None:
-            bn_b = zeros_like(bn_rm)
+        conv_b, bn_w, bn_b = _identity_where_absent(conv_b, bn_rm, bn_w, bn_b)
         var_rsqrt = rsqrt(bn_rv + bn_eps)
         # The per-channel scale broadcasts over the weight's output-channel dimension.
         if transpose:
@@ -91,6 +86,16 @@ def fuse_conv_bn_weights(
         fused_w = (conv_w * (bn_w * var_rsqrt).reshape(shape)).to(dtype=weight_dtype)
         fused_b = ((conv_b - bn_rm) * var_rsqrt * bn_w + bn_b).to(dtype=bias_dtype)
     return Parameter(fused_w, conv_w.requires_grad), Parameter(fused_b, bias_requires_grad)
+
+
+def _identity_where_absent(bias, bn_rm, bn_w, bn_b) -> tuple:
+    """A fusion's layer bias and BatchNorm affine parameters, each absent one (None) as the value
+    that changes nothing: zeros for the biases, ones for the BatchNorm weight."""
+    return (
+        zeros_like(bn_rm) if bias is None else bias,
+        ones_like(bn_rm) if bn_w is None else bn_w,
+        zeros_like(bn_rm) if bn_b is None else bn_b,
+    )
 
 
 def fuse_linear_bn_eval(linear, bn):
@@ -166,12 +171,7 @@ def fuse_linear_bn_weights(
     bias_dtype = linear_b.dtype if linear_b is not None else weight_dtype
     bias_requires_grad = linear_b.requires_grad if linear_b is not None else False
     with no_grad():
-        if linear_b is None:
-            linear_b = zeros_like(bn_rm)
-        if bn_w is None:
-            bn_w = ones_like(bn_rm)
-        if bn_b is None:
-            bn_b = zeros_like(bn_rm)
+        linear_b, bn_w, bn_b = _identity_where_absent(linear_b, bn_rm, bn_w, bn_b)
         bn_scale = bn_w * rsqrt(bn_rv + bn_eps)
         fused_w = linear_w * bn_scale.unsqueeze(-1).to(dtype=weight_dtype)
         fused_b = ((linear_b - bn_rm) * bn_scale + bn_b).to(dtype=bias_dtype)
