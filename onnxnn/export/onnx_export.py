@@ -29,6 +29,7 @@ from ..runtime.sessions import newest_onnxruntime_opset
 from ..runtime.tensor import Tensor
 from .atomic_write import _naming, staging_folder, write_atomically
 from .dynamic_shapes import make_shapes_dynamic, widen_unit_axes
+from .onnxruntime_optimizer_guards import guard_against_onnxruntime_optimizers
 from .opset_conversion import convert_opset
 
 __all__ = ["to_onnx", "max_opset_version", "MIN_OPSET_VERSION"]
@@ -179,6 +180,10 @@ def to_onnx(
 ) -> onnx.ModelProto:
     """Exports a Module (or any callable over tensors) to an ONNX model.
 
+    The graph is written for plain onnxruntime to serve at its default optimization level: the few
+    patterns its graph optimizers are known to change the meaning of (or crash on) are written as
+    equal computations they leave alone (``onnxnn/export/onnxruntime_optimizer_guards.py``).
+
     Args:
         model: the module to trace; it is called once (three times or more with ``dynamic_axes``)
             under no_grad. Its parameters and buffers are left as they were, whether the export
@@ -267,6 +272,7 @@ def to_onnx(
     if opset != recorded:
         proto = convert_opset(proto, opset)
         proto.ir_version = IR_VERSION
+    guard_against_onnxruntime_optimizers(proto)
     # Serialized once, for the checker and the file: a large model's bytes take a second each.
     serialized = proto.SerializeToString()
     onnx.checker.check_model(serialized if len(serialized) < _TWO_GIGABYTES else proto, full_check=True)

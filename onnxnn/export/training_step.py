@@ -23,6 +23,7 @@ from ..runtime.internal import full_tensor, realize_values, rebind, restore_stat
 from ..runtime.realization import recording_only
 from ..runtime.tensor import Tensor
 from .onnx_export import MIN_OPSET_VERSION, declared_opset, max_opset_version, write_model
+from .onnxruntime_optimizer_guards import guard_against_onnxruntime_optimizers
 from .opset_conversion import convert_opset
 
 __all__ = ["training_step_to_onnx", "TrainingStepSignature"]
@@ -214,6 +215,7 @@ def training_step_to_onnx(
     if opset != recorded:
         proto = convert_opset(proto, opset)
         proto.ir_version = IR_VERSION
+    guard_against_onnxruntime_optimizers(proto)
     onnx.checker.check_model(proto, full_check=True)
     if f is not None:
         write_model(proto, f)

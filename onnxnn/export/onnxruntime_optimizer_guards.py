@@ -1,0 +1,271 @@
+"""Rewrites of an exported graph around onnxruntime graph optimizers that change what it computes.
+
+An exported model is served by plain onnxruntime, whose sessions run its graph optimizers. onnxnn's
+own sessions leave the faulty ones out (``runtime/sessions.py``); a file cannot. So an export writes
+each pattern a faulty optimizer matches as an equal computation it does not match. The patterns
+below were found by differential runs of onnxruntime 1.31's optimized sessions against onnxnn's
+kernels; each rewrite is exact (the same values, bit for bit) and leaves every other node alone.
+
+``GUARDS`` is the table: one function per optimizer, each taking a graph and its opset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from ..ir.attributes import attribute_subgraphs
+
+__all__ = ["GUARDS", "guard_against_onnxruntime_optimizers"]
+
+
+class _Graph:
+    """A graph's constants, consumers and names, and the nodes and initializers a rewrite adds."""
+
+    def __init__(self, graph: onnx.GraphProto, opset: int):
+        self.graph = graph
+        self.opset = opset
+        self._constants: dict[str, onnx.TensorProto] = {tensor.name: tensor for tensor in graph.initializer}
+        for node in graph.node:
+            if _default_domain(node, "Constant"):
+                value = next((attribute.t for attribute in node.attribute if attribute.name == "value"), None)
+                if value is not None:
+                    self._constants[node.output[0]] = value
+        self.consumers: dict[str, list[onnx.NodeProto]] = {}
+        self.producer: dict[str, onnx.NodeProto] = {}
+        for node in graph.node:
+            for name in node.input:
+                self.consumers.setdefault(name, []).append(node)
+            for name in node.output:
+                self.producer[name] = node
+        self.graph_outputs = {output.name for output in graph.output}
+        self.names = set(self.producer) | set(self.consumers) | set(self._constants) | self.graph_outputs
+        self.names |= {graph_input.name for graph_input in graph.input}
+        self._around: dict[int, tuple[list, list]] = {}  # nodes to insert before and after a node, by id
+        self._removed: set[int] = set()
+
+    def constant_tensor(self, name: str) -> onnx.TensorProto | None:
+        """The TensorProto of ``name`` if the graph holds it (an initializer or a Constant's output)."""
+        return self._constants.get(name)
+
+    def constant(self, name: str) -> np.ndarray | None:
+        """The value of ``name`` if the graph holds it (an initializer or a Constant's output); read
+        only when asked, since a model's weights are initializers too."""
+        tensor = self._constants.get(name)
+        if tensor is None or tensor.external_data:
+            return None
+        return numpy_helper.to_array(tensor)
+
+    def sole_consumer(self, name: str) -> onnx.NodeProto | None:
+        consumers = self.consumers.get(name, [])
+        return consumers[0] if len(consumers) == 1 and name not in self.graph_outputs else None
+
+    def new_name(self, base: str) -> str:
+        name, count = base, 0
+        while name in self.names:
+            count += 1
+            name = f"{base}_{count}"
+        self.names.add(name)
+        return name
+
+    def add_constant(self, base: str, value: np.ndarray) -> str:
+        name = self.new_name(base)
+        self.graph.initializer.append(numpy_helper.from_array(value, name))
+        return name
+
+    def insert_before(self, node: onnx.NodeProto, new: onnx.NodeProto) -> None:
+        self._around.setdefault(id(node), ([], []))[0].append(new)
+
+    def insert_after(self, node: onnx.NodeProto, new: onnx.NodeProto) -> None:
+        self._around.setdefault(id(node), ([], []))[1].append(new)
+
+    def remove(self, node: onnx.NodeProto) -> None:
+        self._removed.add(id(node))
+
+    def commit(self) -> None:
+        """Places the inserted nodes beside the nodes they were inserted at (keeping topological order)
+        and drops the removed ones."""
+        if not (self._around or self._removed):
+            return
+        nodes: list[onnx.NodeProto] = []
+        for node in self.graph.node:
+            before, after = self._around.get(id(node), ((), ()))
+            nodes.extend(before)
+            if id(node) not in self._removed:
+                nodes.append(node)
+            nodes.extend(after)
+        del self.graph.node[:]
+        self.graph.node.extend(nodes)
+
+
+def _default_domain(node: onnx.NodeProto, op_type: str) -> bool:
+    return node.op_type == op_type and node.domain in ("", "ai.onnx")
+
+
+def _pad_before_pool(graph: _Graph) -> None:
+    """Pad_Fusion: a zero ``Pad`` whose only reader is a MaxPool or AveragePool (directly or through
+    one Cast) is folded into the pool's ``pads``. MaxPool pads with -inf, not zeros:
+    ``max_pool2d(F.pad(x, (1, 1, 1, 1)), 2)`` of negative x lost its zeros. AveragePool is folded only
+    when it counts its padding (the same values), but the two paddings together may reach the
+    kernel's size, which onnxruntime's pool refuses: the session cannot be built. The fusion leaves
+    a Pad with an ``axes`` input alone, so from opset 18 the Pad gets one naming every axis (the same
+    padding); below 18 (no ``axes``) its padding goes one element further on the last axis and a
+    Slice takes that element off."""
+    for node in list(graph.graph.node):
+        pads = graph.constant(node.input[1]) if _default_domain(node, "Pad") and len(node.input) > 1 else None
+        if pads is None:
+            continue  # onnxruntime folds only a Pad whose pads it can read
+        if (len(node.input) > 3 and node.input[3]) or any(
+            a.name == "mode" and a.s != b"constant" for a in node.attribute
+        ):
+            continue
+        reader = graph.sole_consumer(node.output[0])
+        if reader is not None and _default_domain(reader, "Cast"):
+            reader = graph.sole_consumer(reader.output[0])
+        if reader is None or reader.op_type not in ("MaxPool", "AveragePool") or reader.domain not in ("", "ai.onnx"):
+            continue
+        rank = pads.size // 2
+        if graph.opset >= 18:
+            axes = graph.add_constant(f"{node.output[0]}_axes", np.arange(rank, dtype=np.int64))
+            inputs = list(node.input) + [""] * (3 - len(node.input))
+            del node.input[:]
+            node.input.extend(inputs + [axes])
+            continue
+        widened = pads.astype(np.int64).copy()
+        widened[-1] += 1
+        padded = graph.new_name(f"{node.output[0]}_widened")
+        slice_node = helper.make_node(
+            "Slice",
+            [
+                padded,
+                graph.add_constant(f"{padded}_starts", np.array([0], np.int64)),
+                graph.add_constant(f"{padded}_ends", np.array([-1], np.int64)),
+                graph.add_constant(f"{padded}_axes", np.array([rank - 1], np.int64)),
+            ],
+            [node.output[0]],
+            name=graph.new_name(f"{node.name or 'Pad'}_unwiden"),
+        )
+        node.input[1] = graph.add_constant(f"{node.input[1]}_widened", widened)
+        node.output[0] = padded
+        graph.insert_after(node, slice_node)
+
+
+def _integer_reciprocal(graph: _Graph) -> None:
+    """DivMulFusion: ``Div(1, a)`` read only by a Mul with b becomes ``Div(b, a)``, which for integers
+    is not ``(1 / a) * b`` (``div(1, a, rounding_mode="trunc") * b`` is 0 for |a| > 1). An integer
+    ``1 / a`` is written as the values it takes: a where |a| is 1, else 0."""
+    for node in list(graph.graph.node):
+        if not _default_domain(node, "Div") or len(node.input) < 2:
+            continue
+        one = graph.constant(node.input[0])
+        if one is None or one.dtype not in (np.int32, np.int64) or one.size != 1 or one.reshape(-1)[0] != 1:
+            continue
+        divisor = node.input[1]
+        magnitude = graph.new_name(f"{node.output[0]}_magnitude")
+        is_unit = graph.new_name(f"{node.output[0]}_divisor_is_unit")
+        zero = graph.add_constant(f"{node.output[0]}_zero", np.zeros((), one.dtype))
+        graph.insert_before(node, helper.make_node("Abs", [divisor], [magnitude], name=graph.new_name("Abs")))
+        graph.insert_before(
+            node, helper.make_node("Equal", [magnitude, node.input[0]], [is_unit], name=graph.new_name("Equal"))
+        )
+        node.op_type = "Where"
+        inputs = [is_unit, divisor, zero]
+        del node.input[:]
+        node.input.extend(inputs)
+
+
+def _is_constant_two(graph: _Graph, name: str) -> bool:
+    value = graph.constant(name)
+    return value is not None and value.size == 1 and float(value.reshape(-1)[0]) == 2.0
+
+
+def _centred_power_mean(graph: _Graph) -> None:
+    """LayerNormFusionL1 fuses ``d = x - mean(x)``, ``d / sqrt(mean(Pow(d, p)) + eps) * w + b`` into
+    LayerNormalization without reading the exponent: a ``pow(4)`` normalization was served as
+    LayerNorm. Where a Pow of a difference with any exponent but a constant 2 feeds a ReduceMean,
+    the difference is written ``x + (-mean)`` (the same value in IEEE arithmetic), which the fusion
+    does not match."""
+    for node in list(graph.graph.node):
+        if not _default_domain(node, "Pow") or _is_constant_two(graph, node.input[1]):
+            continue
+        if not any(_default_domain(reader, "ReduceMean") for reader in graph.consumers.get(node.output[0], [])):
+            continue
+        difference = graph.producer.get(node.input[0])
+        if difference is None or not _default_domain(difference, "Sub"):
+            continue
+        negated = graph.new_name(f"{difference.input[1]}_negated")
+        graph.insert_before(
+            difference, helper.make_node("Neg", [difference.input[1]], [negated], name=graph.new_name("Neg"))
+        )
+        difference.op_type = "Add"
+        difference.input[1] = negated
+
+
+def _half_precision_product_of_transpose(graph: _Graph) -> None:
+    """MatmulTransposeFusion, with FuseFp16InitializerToFp32NodeTransformer and NchwcTransformer: a
+    MatMul of a batch-axes Transpose (``x.transpose(0, 1)`` of a 3-d x) and a constant 2-d float16
+    weight crashes the process building the session (a segmentation fault), as ``Linear.half()``
+    applied to a sequence-first transpose exports. A Transpose that keeps the last axis last
+    commutes with a product by a matrix, so the product is taken first and transposed after."""
+    for node in list(graph.graph.node):
+        weight = _folded_constant(graph, node.input[1]) if _default_domain(node, "MatMul") else None
+        if weight is None or len(weight.dims) != 2 or weight.data_type not in _HALF_PRECISION:
+            continue
+        transpose = graph.producer.get(node.input[0])
+        if transpose is None or not _default_domain(transpose, "Transpose"):
+            continue
+        perm = next((list(attribute.ints) for attribute in transpose.attribute if attribute.name == "perm"), None)
+        if not perm or len(perm) < 3 or perm[-1] != len(perm) - 1:
+            continue  # the default perm reverses every axis; a 2-d transpose is a Gemm's to fold
+        product = graph.new_name(f"{node.output[0]}_before_transpose")
+        graph.insert_after(
+            node,
+            helper.make_node("Transpose", [product], [node.output[0]], name=graph.new_name("Transpose"), perm=perm),
+        )
+        if len(graph.consumers[transpose.output[0]]) == 1 and transpose.output[0] not in graph.graph_outputs:
+            graph.remove(transpose)
+        node.input[0] = transpose.input[0]
+        node.output[0] = product
+
+
+_HALF_PRECISION = (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
+
+
+def _folded_constant(graph: _Graph, name: str) -> onnx.TensorProto | None:
+    """The constant behind ``name``, through Transposes onnxruntime folds (``Linear`` exports its
+    weight as ``Transpose(weight)``)."""
+    producer = graph.producer.get(name)
+    while producer is not None and _default_domain(producer, "Transpose"):
+        name = producer.input[0]
+        producer = graph.producer.get(name)
+    return graph.constant_tensor(name)
+
+
+# One guard per onnxruntime optimizer that changes an exported graph's meaning.
+GUARDS: dict[str, Callable[[_Graph], None]] = {
+    "Pad_Fusion": _pad_before_pool,
+    "DivMulFusion": _integer_reciprocal,
+    "LayerNormFusionL1": _centred_power_mean,
+    "MatmulTransposeFusion": _half_precision_product_of_transpose,
+}
+
+
+def _graphs(graph: onnx.GraphProto):
+    yield graph
+    for node in graph.node:
+        for attribute in node.attribute:
+            for subgraph in attribute_subgraphs(attribute):
+                yield from _graphs(subgraph)
+
+
+def guard_against_onnxruntime_optimizers(proto: onnx.ModelProto) -> None:
+    """Rewrites ``proto`` in place so that onnxruntime's optimizers keep its meaning (``GUARDS``)."""
+    opset = next((entry.version for entry in proto.opset_import if entry.domain in ("", "ai.onnx")), 0)
+    for graph in list(_graphs(proto.graph)):
+        for guard in GUARDS.values():
+            view = _Graph(graph, opset)
+            guard(view)
+            view.commit()
