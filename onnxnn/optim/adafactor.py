@@ -9,7 +9,8 @@ from ..ir.type_info import finfo
 from ..runtime.grad_mode import no_grad
 from ..runtime.internal import record_update
 from ..runtime.tensor import Tensor
-from .optimizer import Optimizer, _as_step_tensor, _hyperparameter, _increment_step, _new_step_tensor
+from .optimizer import Optimizer
+from .step_recording import _as_step_tensor, _hyperparameter, _increment_step, _new_step_tensor
 
 __all__ = ["Adafactor", "adafactor"]
 

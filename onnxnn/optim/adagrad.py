@@ -7,7 +7,8 @@ from typing import Iterable
 from ..runtime.grad_mode import no_grad
 from ..runtime.internal import full_tensor
 from ..runtime.tensor import Tensor
-from .optimizer import Optimizer, _check_differentiable, _new_step_tensor, _record_fused_updates
+from .optimizer import Optimizer
+from .step_recording import _check_differentiable, _new_step_tensor, _record_fused_updates
 
 __all__ = ["Adagrad", "adagrad"]
 

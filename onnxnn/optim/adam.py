@@ -8,14 +8,8 @@ from ..ir.device import CPU
 from ..runtime.grad_mode import no_grad
 from ..runtime.internal import record_update
 from ..runtime.tensor import Tensor
-from .optimizer import (
-    Optimizer,
-    _check_differentiable,
-    _hyperparameter,
-    _new_step_tensor,
-    _record_fused_updates,
-    _zeros_like,
-)
+from .optimizer import Optimizer
+from .step_recording import _check_differentiable, _hyperparameter, _new_step_tensor, _record_fused_updates, _zeros_like
 
 __all__ = ["Adam", "AdamW", "adam", "adamw"]
 

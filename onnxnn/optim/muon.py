@@ -9,7 +9,8 @@ from ..ir import dtypes
 from ..runtime.grad_mode import no_grad
 from ..runtime.internal import record_update
 from ..runtime.tensor import Tensor
-from .optimizer import Optimizer, _hyperparameter, _zeros_like
+from .optimizer import Optimizer
+from .step_recording import _hyperparameter, _zeros_like
 
 __all__ = ["Muon", "muon"]
 

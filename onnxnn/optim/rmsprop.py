@@ -6,7 +6,8 @@ from typing import Iterable
 
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Tensor
-from .optimizer import Optimizer, _check_differentiable, _new_step_tensor, _record_fused_updates, _zeros_like
+from .optimizer import Optimizer
+from .step_recording import _check_differentiable, _new_step_tensor, _record_fused_updates, _zeros_like
 
 __all__ = ["RMSprop", "rmsprop"]
 

@@ -7,7 +7,8 @@ from typing import Iterable
 from ..runtime.grad_mode import no_grad
 from ..runtime.internal import full_tensor, record_update
 from ..runtime.tensor import Tensor
-from .optimizer import Optimizer, _check_differentiable, _hyperparameter, _increment_step, _new_step_tensor, _zeros_like
+from .optimizer import Optimizer
+from .step_recording import _check_differentiable, _hyperparameter, _increment_step, _new_step_tensor, _zeros_like
 
 __all__ = ["Rprop", "rprop"]
 

@@ -11,8 +11,8 @@ from ..ir.graph import Value, constant, static_constant
 from ..runtime.internal import record_op, record_update, tensor_of, value_of
 from ..runtime.ops.training import TRAINING_DOMAIN
 from ..runtime.tensor import Tensor
-from .optimizer import (
-    Optimizer,
+from .optimizer import Optimizer
+from .step_recording import (
     _check_differentiable,
     _hyperparameter_scalar,
     _hyperparameter_value,

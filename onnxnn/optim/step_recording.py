@@ -1,0 +1,168 @@
+"""Recording an optimizer's step: the helpers every functional step (``sgd``, ``adam``, ...) shares.
+
+Hyperparameters become fed 0-d values (one per distinct value, so a scheduler changing ``lr``
+reuses the compiled session), updates are recorded as nodes on values (or one fused node per
+dtype, device and step count), and the ``step`` counter is counted on the host.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ..ir import dtypes
+from ..ir.caches import register_cache
+from ..ir.device import CPU
+from ..ir.domains import TRAINING_DOMAIN
+from ..ir.graph import Value, constant
+from ..runtime.internal import full_tensor, rebind, record_op, record_update, tensor_of, value_of
+from ..runtime.tensor import Tensor
+
+
+def _hyperparameter(name: str, value, like: Tensor) -> Tensor:
+    """A Python hyperparameter of a functional step as a 0-d tensor fed to the step's graph.
+
+    Each distinct (name, value, dtype, device) is one graph input, shared by every parameter that
+    uses it. Values are data, not structure: a scheduler changing ``lr`` reuses the session.
+    """
+    return tensor_of(_hyperparameter_value(name, value, value_of(like)))
+
+
+def _hyperparameter_value(name: str, value, like: Value) -> Value:
+    """:func:`_hyperparameter` as a realized 0-d Value of ``like``'s dtype and device."""
+    return _hyperparameter_scalar(name, value, like.dtype, like.device)
+
+
+def _hyperparameter_scalar(name: str, value, dtype: dtypes.dtype, device) -> Value:
+    """A hyperparameter as a realized 0-d Value of ``dtype`` on ``device``.
+
+    Values never change, so the same ones serve every step until a scheduler changes them.
+    """
+    value = float(value)
+    key = (name, value, dtype, device)
+    scalar = _HYPERPARAMETER_VALUES.get(key)
+    if scalar is None:
+        if len(_HYPERPARAMETER_VALUES) >= 1024:  # schedulers and step counts make new values every step
+            _HYPERPARAMETER_VALUES.clear()
+        scalar = _HYPERPARAMETER_VALUES[key] = constant(np.array(value, dtype=dtype.numpy_dtype), dtype, device)
+    return scalar
+
+
+_HYPERPARAMETER_VALUES: dict = {}
+register_cache("optimizer hyperparameter constants", _HYPERPARAMETER_VALUES.clear)
+
+
+def update_node(op_type: str, *inputs: Value) -> Value:
+    """Records one node of an optimizer update directly on values (``internal.record_op``).
+
+    Updates run under ``no_grad`` on values of one dtype, so the Tensor layer (promotion, autograd
+    bookkeeping, wrappers) would only cost time: a step records dozens of these per parameter group.
+    """
+    return record_op(op_type, inputs)[0]
+
+
+def _same_dtype(gradient: Value, weight: Value) -> Value:
+    """``gradient`` in ``weight``'s dtype (a Cast node where they differ)."""
+    if gradient.dtype is weight.dtype:
+        return gradient
+    return record_op("Cast", (gradient,), {"to": weight.dtype})[0]
+
+
+def _record_fused_updates(
+    op_type: str,
+    attributes: dict,
+    params: list[Tensor],
+    grads: list[Tensor],
+    state_lists: list[list[Tensor]],
+    state_steps: list[Tensor],
+    hyperparameters: Callable,
+    reads_step: bool = True,
+) -> None:
+    """Records one fused update node (runtime/ops/training.py) per dtype, device and step count of ``params``.
+
+    Increments every ``step`` on the host first. The node's inputs are ``hyperparameters(step,
+    scalar)`` (``scalar(name, value)`` makes a fed float64 0-d value: the Python number itself, so
+    factors computed from it in the node equal the host's), then the parameters, their gradients
+    and each list of ``state_lists``; its outputs rebind the parameters and the states, in that order.
+    An update that ``reads_step`` not (RMSprop only counts) groups parameters of any step count.
+    A parameter listed twice (deprecated, but PyTorch steps it once per occurrence) is updated
+    again by a later node, which reads the first one's results.
+    """
+    groups: dict = {}
+    occurrences = _occurrences(params)
+    for index, param in enumerate(params):
+        step = _increment_step(state_steps[index])
+        weight = value_of(param)
+        key = (weight.dtype, weight.device, step if reads_step else None, occurrences[index])
+        groups.setdefault(key, []).append(index)
+    for (_, device, step, _), indices in groups.items():
+
+        def scalar(name: str, value, device=device) -> Value:
+            return _hyperparameter_scalar(name, value, dtypes.float64, device)
+
+        weights = [value_of(params[i]) for i in indices]
+        inputs = (
+            *hyperparameters(step, scalar),
+            *weights,
+            *[_same_dtype(value_of(grads[i]), weight) for i, weight in zip(indices, weights)],
+            *[value_of(states[i]) for states in state_lists for i in indices],
+        )
+        outputs = record_op(op_type, inputs, attributes, TRAINING_DOMAIN)
+        for kind, tensors in enumerate([params, *state_lists]):
+            for position, index in enumerate(indices):
+                record_update(tensors[index], outputs[kind * len(indices) + position])
+
+
+def _occurrences(params: list[Tensor]) -> list[int]:
+    """For each entry of ``params``, how many times its tensor came before it in the list.
+
+    Fused updates group entries by this too: a node reads every tensor before it writes any, so the
+    second occurrence of a duplicated parameter needs a node of its own, recorded after the first's.
+    """
+    seen: dict[int, int] = {}
+    counts = []
+    for param in params:
+        counts.append(seen.get(id(param), 0))
+        seen[id(param)] = counts[-1] + 1
+    return counts
+
+
+def _new_step_tensor(device=CPU) -> Tensor:
+    """The ``step`` state entry: a float32 0-d tensor, as PyTorch keeps it: on the CPU, or on the
+    parameter's ``device`` where the step is counted in the graph (``capturable``)."""
+    return full_tensor((), 0.0, dtypes.float32, device)
+
+
+def _as_step_tensor(step) -> Tensor:
+    """``step`` from an old checkpoint (a Python number) as a tensor; tensors pass through."""
+    if isinstance(step, Tensor):
+        return step
+    return full_tensor((), float(step), dtypes.float32)
+
+
+def _increment_step(step: Tensor) -> float:
+    """``step += 1`` on the host (it is a counter, not data of the graph); returns the new count.
+
+    The new count is a shared realized value (values never change), so the steps of a model's
+    parameters, which count together, take one instead of one each per step.
+    """
+    count = float(step.item()) + 1.0
+    rebind(step, _hyperparameter_scalar("step", count, step.dtype, step.device))
+    return count
+
+
+def _zeros_like(param: Tensor) -> Tensor:
+    return full_tensor(param.shape, 0, param.dtype, param.device)
+
+
+def _check_differentiable(differentiable: bool) -> None:
+    """Rejects ``differentiable=True``: the step is computed outside autograd.
+
+    ``foreach``, ``fused`` and ``capturable`` are accepted as no-ops, since every step already is
+    one fused graph.
+    """
+    if differentiable:
+        raise NotImplementedError(
+            "onnxnn optimizers do not support differentiable=True: the step is computed outside autograd"
+        )
