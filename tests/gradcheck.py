@@ -74,7 +74,7 @@ def check_gradients(
     rtol: float = 1e-5,
     atol: float = 1e-7,
     seed: int = 0,
-    exhaustive_limit: int = 64,
+    exhaustive_limit: int = 16,
 ) -> None:
     """Asserts that backward through ``function`` matches finite differences of ``function``.
 
