@@ -78,7 +78,9 @@ def bound_depth(node, outputs) -> None:
     Recording an op calls it (``tensor.apply_op``, when ``node.depth`` passes the bound), and so
     does a replayed backward.
     """
-    if refresh_depth(node) <= MAX_PENDING_DEPTH or MODE.grad.unbounded_depth:
+    # Inside ``unbounded_depth`` first: refreshing walks the whole pending history, and an export
+    # records thousands of nodes past the bound (each walk its whole model: quadratic in its depth).
+    if MODE.grad.unbounded_depth or refresh_depth(node) <= MAX_PENDING_DEPTH:
         return
     trace = MODE.trace
     read_data = trace is not None and trace.read_data
