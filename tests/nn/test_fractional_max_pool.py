@@ -111,6 +111,14 @@ def test_fractional_max_pool_keeps_given_samples_as_a_buffer():
     assert repr(nn.FractionalMaxPool3d(2, output_ratio=0.5)) == "FractionalMaxPool3d()"
 
 
+def test_samples_for_a_larger_batch_serve_the_first_images():
+    # As PyTorch: a module's fixed samples, drawn for its largest batch, serve smaller ones.
+    x = onnxnn.tensor(distinct(2, 2, 6, 6))
+    samples = onnxnn.rand(5, 2, 2)
+    pooled = F.fractional_max_pool2d(x, 2, 3, _random_samples=samples)
+    np.testing.assert_array_equal(pooled.numpy(), F.fractional_max_pool2d(x, 2, 3, _random_samples=samples[:2]).numpy())
+
+
 ERROR_CASES = [
     (
         "fractional_no_size",
@@ -135,6 +143,18 @@ ERROR_CASES = [
         lambda: F.fractional_max_pool2d(onnxnn.randn(1, 1, 5, 5), 3, (4, 3)),
         RuntimeError,
         "fractional_max_pool2d_out(): pool height 3 too large relative to input height 5",
+    ),
+    (
+        "fractional_samples_batch",
+        lambda: F.fractional_max_pool2d(onnxnn.randn(3, 2, 6, 6), 2, 3, _random_samples=onnxnn.rand(2, 2, 2)),
+        RuntimeError,
+        "Expect _random_samples.size(0) no less then input batch size.",
+    ),
+    (
+        "fractional_samples_channels",
+        lambda: F.fractional_max_pool2d(onnxnn.randn(1, 2, 6, 6), 2, 3, _random_samples=onnxnn.rand(1, 3, 2)),
+        RuntimeError,
+        "Expect _random_samples.size(1) equals to input channel size.",
     ),
     (
         "fractional_3d_strict",

@@ -221,13 +221,18 @@ def _fractional_max_pool(
     if _random_samples is None:
         samples = np.asarray(rand(batch, channels, rank, dtype=x.dtype).numpy(force=True), dtype=np.float64)
     else:
-        if tuple(_random_samples.shape) != (batch, channels, rank):
+        shape = tuple(_random_samples.shape)
+        if len(shape) != 3 or shape[2] != rank:
             raise RuntimeError(
-                f"{function}(): expected _random_samples of shape {[batch, channels, rank]}, got "
-                f"{list(_random_samples.shape)}"
+                f"{function}(): expected _random_samples of shape [N, {channels}, {rank}], got {list(shape)}"
             )
+        # As PyTorch: a larger batch of samples serves the first images (a module's fixed buffer).
+        if shape[0] < batch:
+            raise RuntimeError("Expect _random_samples.size(0) no less then input batch size.")
+        if shape[1] != channels:
+            raise RuntimeError("Expect _random_samples.size(1) equals to input channel size.")
         # The samples decide the windows, so they are read here (like nonzero's data-dependent shape).
-        samples = np.asarray(_random_samples.numpy(force=True), dtype=np.float64)
+        samples = np.asarray(_random_samples.numpy(force=True), dtype=np.float64)[:batch]
     compute = np.dtype(np.float64) if x.dtype is dtypes.float64 else np.dtype(np.float32)
     # PyTorch's samples per plane: 2-d (width, height), 3-d (time, height, width).
     sample_of_axis = {1: [0], 2: [1, 0], 3: [0, 1, 2]}[rank]
