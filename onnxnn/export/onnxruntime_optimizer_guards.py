@@ -42,8 +42,10 @@ class _Graph:
             for name in node.output:
                 self.producer[name] = node
         self.graph_outputs = {output.name for output in graph.output}
+        # Tensor and node names: ``new_name`` names both, and onnxruntime refuses a graph whose nodes
+        # share a name (the exporter names them ``<op>_<index>``, as guards name theirs).
         self.names = set(self.producer) | set(self.consumers) | set(self._constants) | self.graph_outputs
-        self.names |= {graph_input.name for graph_input in graph.input}
+        self.names |= {graph_input.name for graph_input in graph.input} | {node.name for node in graph.node}
         self._around: dict[int, tuple[list, list]] = {}  # nodes to insert before and after a node, by id
         self._removed: set[int] = set()
 
@@ -206,42 +208,106 @@ def _centred_power_mean(graph: _Graph) -> None:
 
 def _half_precision_product_of_transpose(graph: _Graph) -> None:
     """MatmulTransposeFusion, with FuseFp16InitializerToFp32NodeTransformer and NchwcTransformer: a
-    MatMul of a batch-axes Transpose (``x.transpose(0, 1)`` of a 3-d x) and a constant 2-d float16
-    weight crashes the process building the session (a segmentation fault), as ``Linear.half()``
-    applied to a sequence-first transpose exports. A Transpose that keeps the last axis last
-    commutes with a product by a matrix, so the product is taken first and transposed after."""
+    MatMul of a batch-axes Transpose and a constant 2-d float16 weight crashes the process building
+    the session (a segmentation fault), as ``Linear.half()`` applied to ``x.transpose(0, 1)`` or to
+    a sequence-first LSTM's output exports. The fusion folds a Transpose that reaches the MatMul,
+    also one onnxruntime's transpose optimizer moves there (merged chains, a recurrent layer's output
+    transposes), so where a Transpose or a recurrent layer lies behind the MatMul's input, the
+    product by the matrix, which acts on the last axis alone, takes the input with its other axes
+    flattened into one and gives them back after it: a Reshape is nothing the fusion folds."""
     for node in list(graph.graph.node):
-        weight = _folded_constant(graph, node.input[1]) if _default_domain(node, "MatMul") else None
-        if weight is None or len(weight.dims) != 2 or weight.data_type not in _HALF_PRECISION:
+        weight = _folded_constant_shape(graph, node.input[1]) if _default_domain(node, "MatMul") else None
+        if weight is None or len(weight[1]) != 2 or weight[0] not in _HALF_PRECISION:
             continue
-        transpose = graph.producer.get(node.input[0])
-        if transpose is None or not _default_domain(transpose, "Transpose"):
+        if not _transposed_behind(graph, node.input[0]):
             continue
-        perm = next((list(attribute.ints) for attribute in transpose.attribute if attribute.name == "perm"), None)
-        if not perm or len(perm) < 3 or perm[-1] != len(perm) - 1:
-            continue  # the default perm reverses every axis; a 2-d transpose is a Gemm's to fold
-        product = graph.new_name(f"{node.output[0]}_before_transpose")
-        graph.insert_after(
+        rows, columns = weight[1]
+        matrix_input, product = node.input[0], graph.new_name(f"{node.output[0]}_flat")
+        flat = graph.new_name(f"{matrix_input}_flat")
+        leading = graph.new_name(f"{node.output[0]}_leading_shape")
+        shape = graph.new_name(f"{node.output[0]}_shape")
+        graph.insert_before(
             node,
-            helper.make_node("Transpose", [product], [node.output[0]], name=graph.new_name("Transpose"), perm=perm),
+            helper.make_node(
+                "Reshape",
+                [matrix_input, graph.add_constant(f"{flat}_shape", np.array([-1, rows], np.int64))],
+                [flat],
+                name=graph.new_name("Reshape"),
+            ),
         )
-        if len(graph.consumers[transpose.output[0]]) == 1 and transpose.output[0] not in graph.graph_outputs:
-            graph.remove(transpose)
-        node.input[0] = transpose.input[0]
+        for new in (
+            helper.make_node("Shape", [matrix_input], [leading], name=graph.new_name("Shape"), end=-1),
+            helper.make_node(
+                "Concat",
+                [leading, graph.add_constant(f"{shape}_columns", np.array([columns], np.int64))],
+                [shape],
+                name=graph.new_name("Concat"),
+                axis=0,
+            ),
+            # allowzero: an empty axis of the input is a 0 in the shape, not "copy that axis".
+            helper.make_node(
+                "Reshape", [product, shape], [node.output[0]], name=graph.new_name("Reshape"), allowzero=1
+            ),
+        ):
+            graph.insert_after(node, new)
+        node.input[0] = flat
         node.output[0] = product
 
 
 _HALF_PRECISION = (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
+# Ops through which a Transpose behind a MatMul's input may be moved up to it (by onnxruntime's
+# transpose optimizer), besides the recurrent layers whose outputs it transposes.
+_LAYOUT_FOLLOWING = frozenset(
+    {"Cast", "Identity", "Squeeze", "Unsqueeze", "Relu", "Sigmoid", "Tanh", "Neg", "Abs", "Add", "Sub", "Mul", "Div"}
+)
+_RECURRENT = frozenset({"RNN", "LSTM", "GRU"})
 
 
-def _folded_constant(graph: _Graph, name: str) -> onnx.TensorProto | None:
-    """The constant behind ``name``, through Transposes onnxruntime folds (``Linear`` exports its
-    weight as ``Transpose(weight)``)."""
+def _transposed_behind(graph: _Graph, name: str, steps: int = 8) -> bool:
+    """Whether a Transpose or a recurrent layer lies behind ``name`` within ``steps`` producers,
+    following first inputs through ops a Transpose moves across."""
+    for _ in range(steps):
+        producer = graph.producer.get(name)
+        if producer is None or producer.domain not in ("", "ai.onnx"):
+            return False
+        if producer.op_type == "Transpose" or producer.op_type in _RECURRENT:
+            return True
+        if producer.op_type not in _LAYOUT_FOLLOWING:
+            return False
+        name = producer.input[0]
+    return False
+
+
+def _folded_constant_shape(graph: _Graph, name: str) -> tuple[int, list[int]] | None:
+    """The element type and shape of the constant behind ``name``, through the Transposes and
+    Unsqueezes of constants onnxruntime folds (``Linear`` exports its weight as ``Transpose(weight)``,
+    a matrix-vector product its vector as ``Unsqueeze(vector)``)."""
+    steps = []
     producer = graph.producer.get(name)
-    while producer is not None and _default_domain(producer, "Transpose"):
+    while (
+        producer is not None and producer.op_type in ("Transpose", "Unsqueeze") and producer.domain in ("", "ai.onnx")
+    ):
+        steps.append(producer)
         name = producer.input[0]
         producer = graph.producer.get(name)
-    return graph.constant_tensor(name)
+    tensor = graph.constant_tensor(name)
+    if tensor is None:
+        return None
+    shape = list(tensor.dims)
+    for step in reversed(steps):
+        if step.op_type == "Transpose":
+            perm = (
+                next((list(a.ints) for a in step.attribute if a.name == "perm"), None) or list(range(len(shape)))[::-1]
+            )
+            shape = [shape[axis] for axis in perm]
+        else:
+            axes = graph.constant(step.input[1]) if len(step.input) > 1 else None
+            if axes is None:
+                return None
+            rank = len(shape) + axes.size
+            for axis in sorted(int(a) % rank for a in axes.reshape(-1)):
+                shape.insert(axis, 1)
+    return tensor.data_type, shape
 
 
 # One guard per onnxruntime optimizer that changes an exported graph's meaning.
