@@ -255,6 +255,27 @@ def _half_precision_product_of_transpose(graph: _Graph) -> None:
 
 
 _HALF_PRECISION = (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
+
+
+def _relu_before_clip(graph: _Graph) -> None:
+    """FuseReluClip folds a Relu into the Clip that alone reads it by raising the Clip's constant
+    ``min`` to 0, and throws for a ``min`` that is neither float32 nor float16: the session of a
+    float64 ``F.relu(x).clamp(max=6.0)`` (or hardtanh, ReLU6 after a ReLU) could not be built. The
+    fold is done here instead, in the bound's own dtype: ``Clip(x, max(min, 0), max)``."""
+    for node in list(graph.graph.node):
+        if not _default_domain(node, "Relu"):
+            continue
+        clip = graph.sole_consumer(node.output[0])
+        if clip is None or not _default_domain(clip, "Clip") or clip.input[0] != node.output[0] or len(clip.input) < 2:
+            continue
+        bound = graph.constant(clip.input[1])
+        if bound is None or bound.dtype in (np.float32, np.float16) or bound.dtype.kind != "f":
+            continue
+        clip.input[1] = graph.add_constant(f"{clip.input[1]}_at_least_zero", np.maximum(bound, bound.dtype.type(0)))
+        clip.input[0] = node.input[0]
+        graph.remove(node)
+
+
 # Ops through which a Transpose behind a MatMul's input may be moved up to it (by onnxruntime's
 # transpose optimizer), besides the recurrent layers whose outputs it transposes.
 _LAYOUT_FOLLOWING = frozenset(
@@ -316,6 +337,7 @@ GUARDS: dict[str, Callable[[_Graph], None]] = {
     "DivMulFusion": _integer_reciprocal,
     "LayerNormFusionL1": _centred_power_mean,
     "MatmulTransposeFusion": _half_precision_product_of_transpose,
+    "FuseReluClip": _relu_before_clip,
 }
 
 

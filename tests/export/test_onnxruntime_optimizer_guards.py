@@ -96,6 +96,12 @@ CASES = {
         (_RANDOM.standard_normal((2, 6, 4)).astype(np.float16),),
         (_RANDOM.standard_normal(4).astype(np.float16),),
     ),
+    # FuseReluClip would throw for a float64 bound: no session.
+    "float64_relu_then_clamp": (
+        lambda x: F.relu(x).clamp(max=6.0) + F.hardtanh(F.relu(x), -1.0, 1.0) + F.relu6(F.relu(x)),
+        (np.array([[-8.0, -0.0, 0.0, 0.5, 7.0, np.nan, -np.inf, np.inf]]),),
+        (),
+    ),
     # The guards' own nodes are named apart from the exporter's (two nodes of one name: no session).
     "two_integer_reciprocals": (
         lambda x: 1 // (x + 1).abs().clamp(min=1) + 1 // ((x + 1) * 2).abs().clamp(min=1),
