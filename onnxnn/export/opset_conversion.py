@@ -2,14 +2,25 @@
 
 onnx's converter needs an adapter for every op whose schema changed between the two opsets, and
 has none to take ``Pad`` below opset 18 (18 added the optional ``axes`` input, 19 the ``wrap``
-mode). A ``Pad`` without ``axes`` and in another mode means the same at opset 11 through 21, so it
-is carried across unchanged: moved into a private domain for the conversion (the converter leaves
-other domains alone) and moved back after it.
+mode) or ``Split`` below 18 (18 added ``num_outputs``). A ``Pad`` without ``axes`` and in another
+mode means the same at opset 11 through 21, as a ``Split`` given its sizes means the same from 13,
+so they are carried across unchanged: moved into a private domain for the conversion (the
+converter leaves other domains alone) and moved back after it.
+
+Ops newer than the target opset are written as the ops they are defined by (``LOWERINGS``):
+``Gelu`` (opset 20) as ``0.5 x (1 + erf(x / sqrt(2)))`` or its tanh form, ``Mish`` (18) as
+``x tanh(softplus(x))``; the constants take ``x``'s type with CastLike. Any other op the target
+opset lacks is refused with the opset it needs.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
+import numpy as np
 import onnx
+from onnx import helper, numpy_helper
 
 from ..ir.attributes import attribute_subgraphs
 
@@ -20,7 +31,12 @@ _CARRIED_DOMAIN = "ai.onnxnn.unchanged_across_opsets"
 
 def _unchanged_since(node: onnx.NodeProto) -> int | None:
     """The oldest opset at which ``node`` (a node of opset 21) means what it means now, if known."""
-    if node.op_type != "Pad" or node.domain not in ("", "ai.onnx"):
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    if node.op_type == "Split":
+        given_sizes = len(node.input) > 1 and node.input[1]
+        return 13 if given_sizes and not any(a.name == "num_outputs" for a in node.attribute) else None
+    if node.op_type != "Pad":
         return None
     if len(node.input) > 3 and node.input[3]:
         return None  # axes: opset 18
@@ -41,10 +57,112 @@ def _graphs(graph: onnx.GraphProto):
                 yield from _graphs(subgraph)
 
 
+class _Writer:
+    """Writes the nodes of one lowering, with names no other tensor of the model has."""
+
+    def __init__(self, node: onnx.NodeProto, taken: set):
+        self.node, self.taken = node, taken
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+
+    def name(self, base: str) -> str:
+        name, count = base, 0
+        while name in self.taken:
+            count += 1
+            name = f"{base}_{count}"
+        self.taken.add(name)
+        return name
+
+    def op(self, op_type: str, *inputs: str, output: str | None = None) -> str:
+        result = output or self.name(f"{self.node.output[0]}_{op_type.lower()}")
+        self.nodes.append(
+            helper.make_node(op_type, list(inputs), [result], name=self.name(f"{self.node.name}_{op_type}"))
+        )
+        return result
+
+    def constant(self, value: float, like: str) -> str:
+        """``value`` in ``like``'s type (written in float64, so a float64 model keeps every digit)."""
+        name = self.name(f"{self.node.output[0]}_constant")
+        self.initializers.append(numpy_helper.from_array(np.array(value, np.float64), name))
+        return self.op("CastLike", name, like)
+
+
+def _gelu(writer: _Writer) -> None:
+    x, node = writer.node.input[0], writer.node
+    approximate = next((a.s for a in node.attribute if a.name == "approximate"), b"none")
+    if approximate == b"tanh":
+        cube = writer.op("Mul", writer.op("Mul", x, x), x)
+        inner = writer.op("Add", x, writer.op("Mul", writer.constant(0.044715, x), cube))
+        squashed = writer.op("Tanh", writer.op("Mul", writer.constant(math.sqrt(2.0 / math.pi), x), inner))
+    else:
+        squashed = writer.op("Erf", writer.op("Mul", x, writer.constant(1.0 / math.sqrt(2.0), x)))
+    half = writer.op("Mul", writer.constant(0.5, x), x)
+    writer.op("Mul", half, writer.op("Add", writer.constant(1.0, x), squashed), output=node.output[0])
+
+
+def _mish(writer: _Writer) -> None:
+    x = writer.node.input[0]
+    writer.op("Mul", x, writer.op("Tanh", writer.op("Softplus", x)), output=writer.node.output[0])
+
+
+# op_type -> (the opset that introduced it, how to write it with older ops)
+LOWERINGS: dict[str, tuple[int, Callable[[_Writer], None]]] = {"Gelu": (20, _gelu), "Mish": (18, _mish)}
+
+
+def _lower(proto: onnx.ModelProto, opset: int) -> onnx.ModelProto:
+    """``proto`` with every op newer than ``opset`` written as ``LOWERINGS`` says; an op it does not
+    know is a ValueError naming the opset it needs."""
+    graphs = list(_graphs(proto.graph))
+    newer = [
+        node
+        for graph in graphs
+        for node in graph.node
+        if node.domain in ("", "ai.onnx") and _introduced(node.op_type) > opset
+    ]
+    if not newer:
+        return proto
+    for node in newer:
+        if node.op_type not in LOWERINGS:
+            raise ValueError(
+                f"to_onnx: the model uses {node.op_type}, which needs opset_version "
+                f"{_introduced(node.op_type)} or newer (got {opset})"
+            )
+    lowered = onnx.ModelProto()
+    lowered.CopyFrom(proto)
+    taken = {name for graph in _graphs(lowered.graph) for node in graph.node for name in (*node.output, node.name)}
+    for graph in _graphs(lowered.graph):
+        nodes = []
+        for node in graph.node:
+            if node.domain in ("", "ai.onnx") and node.op_type in LOWERINGS and _introduced(node.op_type) > opset:
+                writer = _Writer(node, taken)
+                LOWERINGS[node.op_type][1](writer)
+                nodes.extend(writer.nodes)
+                graph.initializer.extend(writer.initializers)
+            else:
+                nodes.append(node)
+        del graph.node[:]
+        graph.node.extend(nodes)
+    return lowered
+
+
+def _introduced(op_type: str) -> int:
+    """The opset that introduced a default-domain op (0 for one onnx does not know)."""
+    if not _INTRODUCED:
+        for schema in onnx.defs.get_all_schemas_with_history():
+            if schema.domain == "":
+                _INTRODUCED[schema.name] = min(schema.since_version, _INTRODUCED.get(schema.name, schema.since_version))
+    return _INTRODUCED.get(op_type, 0)
+
+
+_INTRODUCED: dict[str, int] = {}
+
+
 def convert_opset(proto: onnx.ModelProto, opset: int) -> onnx.ModelProto:
-    """``proto`` converted to ``opset`` by onnx's converter, carrying across what it cannot adapt."""
+    """``proto`` converted to ``opset`` by onnx's converter, carrying across what it cannot adapt
+    and writing ops newer than ``opset`` with older ones (``LOWERINGS``)."""
     from onnx import version_converter  # deferred: only a non-default opset needs the converter
 
+    proto = _lower(proto, opset)
     if not any(_carried(node, opset) for graph in _graphs(proto.graph) for node in graph.node):
         return version_converter.convert_version(proto, opset)
     shielded = onnx.ModelProto()

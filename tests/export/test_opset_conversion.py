@@ -1,7 +1,9 @@
 """Exporting at every supported opset: ops onnx's version converter cannot adapt are carried across.
 
-onnx's converter has no adapter taking ``Pad`` below opset 18; a ``Pad`` without ``axes`` means
-the same from opset 11 on, so models with padding export at every opset onnxnn supports.
+onnx's converter has no adapter taking ``Pad`` or ``Split`` below opset 18; a ``Pad`` without
+``axes`` means the same from opset 11 on, a ``Split`` given its sizes from 13, so models with them
+export at every opset onnxnn supports. Ops newer than the opset (Gelu, Mish) are written as their
+definitions; others are refused naming the opset they need.
 """
 
 from __future__ import annotations
@@ -65,3 +67,45 @@ def test_a_training_step_with_padding_exports_at_the_lowest_opset():
     loss = F.mse_loss(model(x), target)
     # A mean of 150 squared float32 differences: within a few hundred roundings of the value.
     np.testing.assert_allclose(outputs[signature.loss], loss.item(), rtol=1e-5)
+
+
+class _Activation(nn.Module):
+    def __init__(self, function):
+        super().__init__()
+        self.function = function
+
+    def forward(self, x):
+        return self.function(x)
+
+
+# Ops newer than the target opset are written with the ops that define them.
+NEWER_OPS = {
+    "gelu": lambda: _Activation(F.gelu),
+    "gelu_tanh": lambda: _Activation(lambda x: F.gelu(x, approximate="tanh")),
+    "mish": lambda: _Activation(F.mish),
+    "split": lambda: _Activation(lambda x: onnxnn.cat(onnxnn.split(x, 2, dim=-1)[::-1], -1) * 2.0),
+    "transformer_layer_gelu": lambda: nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, activation="gelu"),
+}
+
+
+@pytest.mark.parametrize("opset", [MIN_OPSET_VERSION, 18, 19])
+@pytest.mark.parametrize("name", NEWER_OPS)
+def test_ops_newer_than_the_opset_export_as_their_definitions(name, opset):
+    onnxnn.manual_seed(0)
+    model = NEWER_OPS[name]().eval()
+    for dtype, tolerance in ((onnxnn.float32, 1e-5), (onnxnn.float64, 1e-12)):
+        model = model.to(dtype)
+        x = onnxnn.randn(3, 4, 8, dtype=dtype) * 3
+        proto = to_onnx(model, x, input_names=["x"], opset_version=opset)
+        assert {(entry.domain, entry.version) for entry in proto.opset_import} == {("", opset)}
+        session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+        with onnxnn.no_grad():
+            expected = model(x).numpy()
+        # erf, tanh and softplus within a few ulps of onnxnn's fused forms, through a few products.
+        np.testing.assert_allclose(session.run(None, {"x": x.numpy()})[0], expected, rtol=tolerance, atol=tolerance)
+
+
+def test_an_op_the_opset_lacks_and_nothing_defines_is_refused_naming_the_opset_it_needs():
+    model = _Activation(lambda x: x & 7)
+    with pytest.raises(ValueError, match="BitwiseAnd, which needs opset_version 18 or newer"):
+        to_onnx(model, onnxnn.arange(6), opset_version=17)
