@@ -233,6 +233,42 @@ def _check_same_structure(first, second) -> None:
         )
 
 
+def _shape_expression(prologue: list, initializers: list, cache: dict, terms: list, sizes, op_type: str) -> str:
+    """Appends nodes computing a shape whose elements took ``sizes`` (triples, one per trace): a
+    constant where all three agree, else a fitted expression of the dynamic sizes; returns its name."""
+    pieces = []
+    for element_a, element_b, element_c in sizes:
+        if element_a == element_b == element_c:
+            constant_name = f"onnxnn::dim_constant_{element_a}"
+            if constant_name not in cache:
+                initializers.append(numpy_helper.from_array(np.array([element_a], np.int64), constant_name))
+                cache[constant_name] = constant_name
+            pieces.append(constant_name)
+            continue
+        fitted = _fit((element_a, element_b, element_c), terms)
+        if fitted is None:
+            raise RuntimeError(
+                f"to_onnx: a size used by {op_type} ({element_a} at the traced size) is not a multiple "
+                "of a dynamic axis, or of a product of two, plus a constant"
+            )
+        pieces.append(_size_expression(prologue, initializers, cache, *fitted))
+    computed = f"onnxnn::dynamic_shape_{len(prologue)}"
+    prologue.append(helper.make_node("Concat", pieces, [computed], axis=0))
+    return computed
+
+
+def _filled(*values) -> bool:
+    """Whether the three traces' values are one value (the same in each) over shapes of one rank
+    that differ."""
+    first = values[0].data
+    if first.size == 0 or len({value.data.ndim for value in values}) != 1:
+        return False
+    if len({value.shape for value in values}) == 1:
+        return False
+    fill = first.reshape(-1)[0]
+    return all(value.data.size and np.all(value.data == fill) for value in values)
+
+
 def make_shapes_dynamic(
     proto: onnx.ModelProto,
     model,
@@ -271,31 +307,24 @@ def make_shapes_dynamic(
                         f"to_onnx: a shape argument of {node_a.op_type} depends on a dynamic axis "
                         "in a way onnxnn cannot express"
                     )
-                pieces = []
-                for element_a, element_b, element_c in zip(first.tolist(), later.tolist(), last.tolist()):
-                    if element_a == element_b == element_c:
-                        constant_name = f"onnxnn::dim_constant_{element_a}"
-                        if constant_name not in cache:
-                            new_initializers.append(
-                                numpy_helper.from_array(np.array([element_a], np.int64), constant_name)
-                            )
-                            cache[constant_name] = constant_name
-                        pieces.append(constant_name)
-                        continue
-                    fitted = _fit((element_a, element_b, element_c), terms)
-                    if fitted is None:
-                        raise RuntimeError(
-                            f"to_onnx: a size used by {node_a.op_type} ({element_a} at the traced "
-                            "size) is not a multiple of a dynamic axis, or of a product of two, plus a constant"
-                        )
-                    pieces.append(_size_expression(prologue, new_initializers, cache, *fitted))
-                computed = f"onnxnn::dynamic_shape_{position}_{slot}"
-                prologue.append(helper.make_node("Concat", pieces, [computed], axis=0))
+                elements = zip(first.tolist(), later.tolist(), last.tolist())
+                computed = _shape_expression(prologue, new_initializers, cache, terms, elements, node_a.op_type)
                 if by_name is None:
                     by_name = {onnx_node.name: onnx_node for onnx_node in graph_nodes if onnx_node.name}
                 _reader_of(by_name, position, node_a, slot).input[slot] = computed
             elif any(value_a is arg for arg in trace.arg_values):
                 continue
+            elif _filled(value_a, value_b, value_c):
+                # zeros_like(x), full_like(x, v), ones(x.shape[0], 3): one value over a shape that
+                # follows the dynamic axes, written as that value expanded to the computed shape.
+                axes_sizes = zip(value_a.shape, value_b.shape, value_c.shape)
+                shape = _shape_expression(prologue, new_initializers, cache, terms, axes_sizes, node_a.op_type)
+                fill = f"onnxnn::fill_{position}_{slot}"
+                new_initializers.append(numpy_helper.from_array(value_a.data.reshape(-1)[:1].reshape(()), fill))
+                prologue.append(helper.make_node("Expand", [fill, shape], [f"{fill}::expanded"]))
+                if by_name is None:
+                    by_name = {onnx_node.name: onnx_node for onnx_node in graph_nodes if onnx_node.name}
+                _reader_of(by_name, position, node_a, slot).input[slot] = f"{fill}::expanded"
             elif value_a.shape != value_b.shape or not np.array_equal(value_a.data, value_b.data):
                 warnings.warn(
                     f"to_onnx: a constant used by {node_a.op_type} was computed from a traced size and "

@@ -124,6 +124,14 @@ TWO_AXES_MODELS = [
     ("drop-last-step", lambda: _Function(lambda x: x[:, :-1]), (2, 6, 3), 0),
     ("batch-times-length", lambda: _Function(lambda x: x.reshape(x.shape[0] * x.shape[1], -1) * 2), (2, 5, 3), 0),
     ("roll-along-length", lambda: _Function(lambda x: onnxnn.roll(x, 2, 1)), (2, 6, 3), 0),
+    # Constants filled with one value over the input's shape, or over a shape read from its sizes.
+    (
+        "filled-like-the-input",
+        lambda: _Function(lambda x: onnxnn.minimum(x, onnxnn.zeros_like(x)) + onnxnn.full_like(x, 2.0)),
+        (2, 6, 3),
+        1,
+    ),
+    ("ones-of-its-sizes", lambda: _Function(lambda x: x * onnxnn.ones(x.shape[0], x.shape[1], 1)), (2, 5, 3), 1),
     # Nine steps of 4 gates over 3 + 4 inputs, through sigmoid and tanh.
     ("lstm-without-state", lambda: _Recurrent(nn.LSTM), (2, 5, 3), 9 * 16),
     ("gru-without-state", lambda: _Recurrent(nn.GRU), (2, 5, 3), 9 * 16),
