@@ -208,50 +208,96 @@ def _centred_power_mean(graph: _Graph) -> None:
 
 def _half_precision_product_of_transpose(graph: _Graph) -> None:
     """MatmulTransposeFusion, with FuseFp16InitializerToFp32NodeTransformer and NchwcTransformer: a
-    MatMul of a batch-axes Transpose and a constant 2-d float16 weight crashes the process building
+    MatMul of a batch-axes Transpose and a constant 2-d float16 matrix crashes the process building
     the session (a segmentation fault), as ``Linear.half()`` applied to ``x.transpose(0, 1)`` or to
     a sequence-first LSTM's output exports. The fusion folds a Transpose that reaches the MatMul,
     also one onnxruntime's transpose optimizer moves there (merged chains, a recurrent layer's output
-    transposes), so where a Transpose or a recurrent layer lies behind the MatMul's input, the
-    product by the matrix, which acts on the last axis alone, takes the input with its other axes
-    flattened into one and gives them back after it: a Reshape is nothing the fusion folds."""
+    transposes), so where a Transpose or a recurrent layer lies behind the other input, the product
+    is taken with that input's leading axes flattened into one and given back after it: a Reshape is
+    nothing the fusion folds. A matrix on the left (``W @ x.permute(1, 0, 2)``) acts on the
+    second-to-last axis: the product is taken transposed, ``(x^T W^T)^T``, the same way."""
     for node in list(graph.graph.node):
-        weight = _folded_constant_shape(graph, node.input[1]) if _default_domain(node, "MatMul") else None
-        if weight is None or len(weight[1]) != 2 or weight[0] not in _HALF_PRECISION:
+        if not _default_domain(node, "MatMul"):
             continue
-        if not _transposed_behind(graph, node.input[0]):
+        right = _folded_constant_shape(graph, node.input[1])
+        if right is not None and len(right[1]) == 2 and right[0] in _HALF_PRECISION:
+            if _transposed_behind(graph, node.input[0]):
+                output, node.output[0] = node.output[0], graph.new_name(f"{node.output[0]}_flat")
+                _flatten_leading_axes(graph, node, right[1], output)
             continue
-        rows, columns = weight[1]
-        matrix_input, product = node.input[0], graph.new_name(f"{node.output[0]}_flat")
-        flat = graph.new_name(f"{matrix_input}_flat")
-        leading = graph.new_name(f"{node.output[0]}_leading_shape")
-        shape = graph.new_name(f"{node.output[0]}_shape")
+        left = _folded_constant_shape(graph, node.input[0])
+        rank = _rank_behind(graph, node.input[1])
+        if left is None or len(left[1]) != 2 or left[0] not in _HALF_PRECISION or rank is None:
+            continue
+        swap = list(range(rank))
+        swap[-2:] = swap[-1], swap[-2]
+        matrix, transposed = node.input[0], graph.new_name(f"{node.input[1]}_transposed")
         graph.insert_before(
             node,
-            helper.make_node(
-                "Reshape",
-                [matrix_input, graph.add_constant(f"{flat}_shape", np.array([-1, rows], np.int64))],
-                [flat],
-                name=graph.new_name("Reshape"),
-            ),
+            helper.make_node("Transpose", [node.input[1]], [transposed], name=graph.new_name("Transpose"), perm=swap),
         )
-        for new in (
-            helper.make_node("Shape", [matrix_input], [leading], name=graph.new_name("Shape"), end=-1),
-            helper.make_node(
-                "Concat",
-                [leading, graph.add_constant(f"{shape}_columns", np.array([columns], np.int64))],
-                [shape],
-                name=graph.new_name("Concat"),
-                axis=0,
-            ),
-            # allowzero: an empty axis of the input is a 0 in the shape, not "copy that axis".
-            helper.make_node(
-                "Reshape", [product, shape], [node.output[0]], name=graph.new_name("Reshape"), allowzero=1
-            ),
-        ):
-            graph.insert_after(node, new)
-        node.input[0] = flat
-        node.output[0] = product
+        node.input[0] = transposed
+        node.input[1] = graph.new_name(f"{matrix}_transposed")
+        graph.insert_before(
+            node,
+            helper.make_node("Transpose", [matrix], [node.input[1]], name=graph.new_name("Transpose"), perm=[1, 0]),
+        )
+        output, node.output[0] = node.output[0], graph.new_name(f"{node.output[0]}_flat")
+        product = graph.new_name(f"{output}_transposed")
+        _flatten_leading_axes(graph, node, left[1][::-1], product)
+        graph.insert_after(
+            node, helper.make_node("Transpose", [product], [output], name=graph.new_name("Transpose"), perm=swap)
+        )
+
+
+def _flatten_leading_axes(graph: _Graph, node: onnx.NodeProto, matrix_shape: list[int], output: str) -> None:
+    """Rewrites ``node`` (a MatMul of an input by a ``matrix_shape`` matrix, its output renamed
+    already) to take its input with the leading axes flattened, and writes the product with them
+    restored as ``output``."""
+    rows, columns = matrix_shape
+    matrix_input = node.input[0]
+    flat = graph.new_name(f"{matrix_input}_flat")
+    leading = graph.new_name(f"{output}_leading_shape")
+    shape = graph.new_name(f"{output}_shape")
+    graph.insert_before(
+        node,
+        helper.make_node(
+            "Reshape",
+            [matrix_input, graph.add_constant(f"{flat}_shape", np.array([-1, rows], np.int64))],
+            [flat],
+            name=graph.new_name("Reshape"),
+        ),
+    )
+    for new in (
+        helper.make_node("Shape", [matrix_input], [leading], name=graph.new_name("Shape"), end=-1),
+        helper.make_node(
+            "Concat",
+            [leading, graph.add_constant(f"{shape}_columns", np.array([columns], np.int64))],
+            [shape],
+            name=graph.new_name("Concat"),
+            axis=0,
+        ),
+        # allowzero: an empty axis of the input is a 0 in the shape, not "copy that axis".
+        helper.make_node("Reshape", [node.output[0], shape], [output], name=graph.new_name("Reshape"), allowzero=1),
+    ):
+        graph.insert_after(node, new)
+    node.input[0] = flat
+
+
+def _rank_behind(graph: _Graph, name: str, steps: int = 8) -> int | None:
+    """The rank of ``name`` where a batch-axes Transpose lies behind it through ops that keep the
+    rank (its perm's length), else None."""
+    for _ in range(steps):
+        producer = graph.producer.get(name)
+        if producer is None or producer.domain not in ("", "ai.onnx"):
+            return None
+        if producer.op_type == "Transpose":
+            perm = next((list(a.ints) for a in producer.attribute if a.name == "perm"), None)
+            return len(perm) if perm and len(perm) >= 3 and perm[0] != 0 else None
+        if producer.op_type not in _RANK_KEEPING:
+            return None
+        name = producer.input[0]
+    return None
 
 
 _HALF_PRECISION = (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
@@ -282,6 +328,7 @@ _LAYOUT_FOLLOWING = frozenset(
     {"Cast", "Identity", "Squeeze", "Unsqueeze", "Relu", "Sigmoid", "Tanh", "Neg", "Abs", "Add", "Sub", "Mul", "Div"}
 )
 _RECURRENT = frozenset({"RNN", "LSTM", "GRU"})
+_RANK_KEEPING = frozenset({"Cast", "Identity", "Relu", "Sigmoid", "Tanh", "Neg", "Abs"})
 
 
 def _transposed_behind(graph: _Graph, name: str, steps: int = 8) -> bool:

@@ -96,6 +96,16 @@ CASES = {
         (_RANDOM.standard_normal((2, 6, 4)).astype(np.float16),),
         (_RANDOM.standard_normal(4).astype(np.float16),),
     ),
+    "float16_matrix_times_permute_1_0_2": (
+        lambda x, weight: weight @ x.permute(1, 0, 2),
+        (_RANDOM.standard_normal((4, 2, 5)).astype(np.float16),),
+        (_RANDOM.standard_normal((3, 4)).astype(np.float16),),
+    ),
+    "float16_matrix_times_permute_1_2_0": (
+        lambda x, weight: weight @ x.permute(1, 2, 0),
+        (_RANDOM.standard_normal((5, 2, 4)).astype(np.float16),),
+        (_RANDOM.standard_normal((3, 4)).astype(np.float16),),
+    ),
     # FuseReluClip would throw for a float64 bound: no session.
     "float64_relu_then_clamp": (
         lambda x: F.relu(x).clamp(max=6.0) + F.hardtanh(F.relu(x), -1.0, 1.0) + F.relu6(F.relu(x)),
