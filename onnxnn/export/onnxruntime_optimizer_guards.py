@@ -378,6 +378,31 @@ def _folded_constant_shape(graph: _Graph, name: str) -> tuple[int, list[int]] | 
     return tensor.data_type, shape
 
 
+def _adding_zero(graph: _Graph) -> None:
+    """NoopElimination removes ``Add(y, 0.0)`` and ``Sub(y, -0.0)`` as identities, which they are not
+    for ``y = -0.0`` (the sum is +0.0): ``1 / (-x.abs() + 0.0)`` at 0 was served as -inf. Such a
+    sum is written ``0.0 - (-y)``, the same value for every y (NaN and both zeros included), which
+    the rule does not match."""
+    for node in list(graph.graph.node):
+        if not (_default_domain(node, "Add") or _default_domain(node, "Sub")) or len(node.input) != 2:
+            continue
+        slots = (0, 1) if node.op_type == "Add" else (1,)
+        for slot in slots:
+            zero = graph.constant(node.input[slot])
+            if zero is None or zero.size != 1 or zero.dtype.kind != "f" or zero.reshape(-1)[0] != 0:
+                continue
+            if np.signbit(zero.reshape(-1)[0]) != (node.op_type == "Sub"):
+                continue  # y + (-0.0) and y - (+0.0) are identities: the rule may remove them
+            other = node.input[1 - slot]
+            negated = graph.new_name(f"{other}_negated")
+            graph.insert_before(node, helper.make_node("Neg", [other], [negated], name=graph.new_name("Neg")))
+            node.op_type = "Sub"
+            inputs = [graph.add_constant(f"{node.output[0]}_zero", np.zeros((), zero.dtype)), negated]
+            del node.input[:]
+            node.input.extend(inputs)
+            break
+
+
 # One guard per onnxruntime optimizer that changes an exported graph's meaning.
 GUARDS: dict[str, Callable[[_Graph], None]] = {
     "Pad_Fusion": _pad_before_pool,
@@ -385,6 +410,7 @@ GUARDS: dict[str, Callable[[_Graph], None]] = {
     "LayerNormFusionL1": _centred_power_mean,
     "MatmulTransposeFusion": _half_precision_product_of_transpose,
     "FuseReluClip": _relu_before_clip,
+    "NoopElimination": _adding_zero,
 }
 
 

@@ -112,6 +112,12 @@ CASES = {
         (np.array([[-8.0, -0.0, 0.0, 0.5, 7.0, np.nan, -np.inf, np.inf]]),),
         (),
     ),
+    # NoopElimination would drop y + 0.0, which turns y = -0.0 into +0.0 (here 1 / y: +inf, not -inf).
+    "reciprocal_of_a_sum_with_zero": (
+        lambda x: 1.0 / (-x.abs() + 0.0) + 1.0 / (-x.abs() - (-0.0)),
+        (np.array([[0.0, -0.0, 2.0, np.nan]], np.float32),),
+        (),
+    ),
     # The guards' own nodes are named apart from the exporter's (two nodes of one name: no session).
     "two_integer_reciprocals": (
         lambda x: 1 // (x + 1).abs().clamp(min=1) + 1 // ((x + 1) * 2).abs().clamp(min=1),
