@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..ir.attributes import attribute_subgraphs
+from .graph_editing import fresh_name, graphs_within
 
 __all__ = ["GUARDS", "guard_against_onnxruntime_optimizers"]
 
@@ -66,12 +66,7 @@ class _Graph:
         return consumers[0] if len(consumers) == 1 and name not in self.graph_outputs else None
 
     def new_name(self, base: str) -> str:
-        name, count = base, 0
-        while name in self.names:
-            count += 1
-            name = f"{base}_{count}"
-        self.names.add(name)
-        return name
+        return fresh_name(base, self.names)
 
     def add_constant(self, base: str, value: np.ndarray) -> str:
         name = self.new_name(base)
@@ -414,18 +409,10 @@ GUARDS: dict[str, Callable[[_Graph], None]] = {
 }
 
 
-def _graphs(graph: onnx.GraphProto):
-    yield graph
-    for node in graph.node:
-        for attribute in node.attribute:
-            for subgraph in attribute_subgraphs(attribute):
-                yield from _graphs(subgraph)
-
-
 def guard_against_onnxruntime_optimizers(proto: onnx.ModelProto) -> None:
     """Rewrites ``proto`` in place so that onnxruntime's optimizers keep its meaning (``GUARDS``)."""
     opset = next((entry.version for entry in proto.opset_import if entry.domain in ("", "ai.onnx")), 0)
-    for graph in list(_graphs(proto.graph)):
+    for graph in list(graphs_within(proto.graph)):
         for guard in GUARDS.values():
             view = _Graph(graph, opset)
             guard(view)

@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..ir.attributes import attribute_subgraphs
+from .graph_editing import fresh_name, graphs_within
 
 __all__ = ["convert_opset"]
 
@@ -49,14 +49,6 @@ def _carried(node: onnx.NodeProto, opset: int) -> bool:
     return since is not None and since <= opset
 
 
-def _graphs(graph: onnx.GraphProto):
-    yield graph
-    for node in graph.node:
-        for attribute in node.attribute:
-            for subgraph in attribute_subgraphs(attribute):
-                yield from _graphs(subgraph)
-
-
 class _Writer:
     """Writes the nodes of one lowering, with names no other tensor of the model has."""
 
@@ -66,12 +58,7 @@ class _Writer:
         self.initializers: list[onnx.TensorProto] = []
 
     def name(self, base: str) -> str:
-        name, count = base, 0
-        while name in self.taken:
-            count += 1
-            name = f"{base}_{count}"
-        self.taken.add(name)
-        return name
+        return fresh_name(base, self.taken)
 
     def op(self, op_type: str, *inputs: str, output: str | None = None) -> str:
         result = output or self.name(f"{self.node.output[0]}_{op_type.lower()}")
@@ -112,7 +99,7 @@ LOWERINGS: dict[str, tuple[int, Callable[[_Writer], None]]] = {"Gelu": (20, _gel
 def _lower(proto: onnx.ModelProto, opset: int) -> onnx.ModelProto:
     """``proto`` with every op newer than ``opset`` written as ``LOWERINGS`` says; an op it does not
     know is a ValueError naming the opset it needs."""
-    graphs = list(_graphs(proto.graph))
+    graphs = list(graphs_within(proto.graph))
     newer = [
         node
         for graph in graphs
@@ -129,8 +116,10 @@ def _lower(proto: onnx.ModelProto, opset: int) -> onnx.ModelProto:
             )
     lowered = onnx.ModelProto()
     lowered.CopyFrom(proto)
-    taken = {name for graph in _graphs(lowered.graph) for node in graph.node for name in (*node.output, node.name)}
-    for graph in _graphs(lowered.graph):
+    taken = {
+        name for graph in graphs_within(lowered.graph) for node in graph.node for name in (*node.output, node.name)
+    }
+    for graph in graphs_within(lowered.graph):
         nodes = []
         for node in graph.node:
             if node.domain in ("", "ai.onnx") and node.op_type in LOWERINGS and _introduced(node.op_type) > opset:
@@ -163,16 +152,16 @@ def convert_opset(proto: onnx.ModelProto, opset: int) -> onnx.ModelProto:
     from onnx import version_converter  # deferred: only a non-default opset needs the converter
 
     proto = _lower(proto, opset)
-    if not any(_carried(node, opset) for graph in _graphs(proto.graph) for node in graph.node):
+    if not any(_carried(node, opset) for graph in graphs_within(proto.graph) for node in graph.node):
         return version_converter.convert_version(proto, opset)
     shielded = onnx.ModelProto()
     shielded.CopyFrom(proto)
-    for node in (node for graph in _graphs(shielded.graph) for node in graph.node):
+    for node in (node for graph in graphs_within(shielded.graph) for node in graph.node):
         if _carried(node, opset):
             node.domain = _CARRIED_DOMAIN
     shielded.opset_import.add(domain=_CARRIED_DOMAIN, version=1)
     converted = version_converter.convert_version(shielded, opset)
-    for node in (node for graph in _graphs(converted.graph) for node in graph.node):
+    for node in (node for graph in graphs_within(converted.graph) for node in graph.node):
         if node.domain == _CARRIED_DOMAIN:
             node.domain = ""
     kept = [entry for entry in converted.opset_import if entry.domain != _CARRIED_DOMAIN]
