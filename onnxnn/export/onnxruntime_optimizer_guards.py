@@ -11,6 +11,7 @@ kernels; each rewrite is exact (the same values, bit for bit) and leaves every o
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -46,6 +47,7 @@ class _Graph:
         # share a name (the exporter names them ``<op>_<index>``, as guards name theirs).
         self.names = set(self.producer) | set(self.consumers) | set(self._constants) | self.graph_outputs
         self.names |= {graph_input.name for graph_input in graph.input} | {node.name for node in graph.node}
+        self._ranks: dict[str, int] | None = None  # inferred when first asked (``rank``)
         self._around: dict[int, tuple[list, list]] = {}  # nodes to insert before and after a node, by id
         self._removed: set[int] = set()
 
@@ -60,6 +62,31 @@ class _Graph:
         if tensor is None or tensor.external_data:
             return None
         return numpy_helper.to_array(tensor)
+
+    def rank(self, name: str) -> int | None:
+        """The rank of ``name`` by onnx's shape inference (None where it cannot tell). Exported
+        graphs carry no value_info, so the first question infers every rank, on a copy of the graph
+        whose weights are inputs of their types (no weight is copied)."""
+        if self._ranks is None:
+            skeleton = onnx.GraphProto()
+            skeleton.node.extend(self.graph.node)
+            skeleton.input.extend(self.graph.input)
+            skeleton.input.extend(
+                helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims))
+                for tensor in self.graph.initializer
+            )
+            skeleton.output.extend(self.graph.output)
+            model = helper.make_model(skeleton, opset_imports=[helper.make_opsetid("", self.opset)])
+            try:
+                inferred = onnx.shape_inference.infer_shapes(model).graph
+            except Exception:  # noqa: BLE001 - a graph onnx cannot infer keeps its patterns
+                inferred = skeleton
+            self._ranks = {
+                info.name: len(info.type.tensor_type.shape.dim)
+                for info in (*inferred.value_info, *inferred.input, *inferred.output)
+                if info.type.tensor_type.HasField("shape")
+            }
+        return self._ranks.get(name)
 
     def sole_consumer(self, name: str) -> onnx.NodeProto | None:
         consumers = self.consumers.get(name, [])
@@ -398,6 +425,49 @@ def _adding_zero(graph: _Graph) -> None:
             break
 
 
+def _float64_scaled_product(graph: _Graph) -> None:
+    """MatMulScaleFusion folds a Mul or Div by a one-element constant next to a MatMul into
+    FusedMatMul's ``alpha``, a float32 attribute, for float64 too (onnxruntime 1.31.1): a float64
+    ``(x / 3.0) @ y * 0.1`` or ``F.scaled_dot_product_attention`` was served with float32 scales
+    (1e-8 relative errors). The fusion takes a constant as a scale only when its rank is at most
+    the other operand's, so the constant is given one more leading axis and a Squeeze takes the
+    product's off: the same values."""
+    done: set[int] = set()
+    for node in list(graph.graph.node):
+        if not _default_domain(node, "MatMul"):
+            continue
+        neighbours = [graph.producer.get(name) for name in node.input[:2]]
+        neighbours.append(graph.sole_consumer(node.output[0]))
+        for scale in neighbours:
+            if (
+                scale is None
+                or id(scale) in done
+                or not (_default_domain(scale, "Mul") or _default_domain(scale, "Div"))
+            ):
+                continue
+            slots = (1,) if scale.op_type == "Div" else (0, 1)
+            for slot in slots:
+                tensor = graph.constant_tensor(scale.input[slot])
+                if tensor is None or tensor.data_type != onnx.TensorProto.DOUBLE or math.prod(tensor.dims) != 1:
+                    continue
+                value = graph.constant(scale.input[slot])
+                if value is None:
+                    continue
+                rank = graph.rank(scale.input[1 - slot])  # only now: shape inference takes time
+                if rank is None:
+                    continue
+                done.add(id(scale))
+                widened = value.reshape((1,) * (rank + 1))
+                scale.input[slot] = graph.add_constant(f"{scale.input[slot]}_widened", widened)
+                output, scale.output[0] = scale.output[0], graph.new_name(f"{scale.output[0]}_widened")
+                axes = graph.add_constant(f"{output}_leading_axis", np.array([0], np.int64))
+                graph.insert_after(
+                    scale,
+                    helper.make_node("Squeeze", [scale.output[0], axes], [output], name=graph.new_name("Squeeze")),
+                )
+                break
+
+
 # One guard per onnxruntime optimizer that changes an exported graph's meaning.
 GUARDS: dict[str, Callable[[_Graph], None]] = {
     "Pad_Fusion": _pad_before_pool,
@@ -406,6 +476,7 @@ GUARDS: dict[str, Callable[[_Graph], None]] = {
     "MatmulTransposeFusion": _half_precision_product_of_transpose,
     "FuseReluClip": _relu_before_clip,
     "NoopElimination": _adding_zero,
+    "MatMulScaleFusion": _float64_scaled_product,
 }
 
 

@@ -118,6 +118,12 @@ CASES = {
         (np.array([[0.0, -0.0, 2.0, np.nan]], np.float32),),
         (),
     ),
+    # MatMulScaleFusion would fold float64 scales into a float32 attribute.
+    "float64_scaled_products": (
+        lambda x: (x / 3.0) @ x.mT * 0.1 + F.scaled_dot_product_attention(x, x, x).sum(-1, keepdim=True),
+        (_RANDOM.standard_normal((2, 5, 4)),),
+        (),
+    ),
     # The guards' own nodes are named apart from the exporter's (two nodes of one name: no session).
     "two_integer_reciprocals": (
         lambda x: 1 // (x + 1).abs().clamp(min=1) + 1 // ((x + 1) * 2).abs().clamp(min=1),
