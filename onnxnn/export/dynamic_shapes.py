@@ -293,7 +293,7 @@ def make_shapes_dynamic(
     cache: dict
     prologue, new_initializers, cache = [], [], {}
     graph_nodes = proto.graph.node
-    by_name: dict | None = None  # built at the first shape to rewrite
+    rewired: dict[tuple, str] = {}  # (position, slot) of a recorded op -> the tensor it reads instead
     for position, (node_a, node_b, node_c) in enumerate(zip(trace.plan.nodes, second.plan.nodes, third.plan.nodes)):
         for slot, (value_a, value_b, value_c) in enumerate(zip(node_a.inputs, node_b.inputs, node_c.inputs)):
             if value_a is None or value_a.data is None:
@@ -309,9 +309,7 @@ def make_shapes_dynamic(
                     )
                 elements = zip(first.tolist(), later.tolist(), last.tolist())
                 computed = _shape_expression(prologue, new_initializers, cache, terms, elements, node_a.op_type)
-                if by_name is None:
-                    by_name = {onnx_node.name: onnx_node for onnx_node in graph_nodes if onnx_node.name}
-                _reader_of(by_name, position, node_a, slot).input[slot] = computed
+                rewired[position, slot] = computed
             elif any(value_a is arg for arg in trace.arg_values):
                 continue
             elif _filled(value_a, value_b, value_c):
@@ -322,9 +320,7 @@ def make_shapes_dynamic(
                 fill = f"onnxnn::fill_{position}_{slot}"
                 new_initializers.append(numpy_helper.from_array(value_a.data.reshape(-1)[:1].reshape(()), fill))
                 prologue.append(helper.make_node("Expand", [fill, shape], [f"{fill}::expanded"]))
-                if by_name is None:
-                    by_name = {onnx_node.name: onnx_node for onnx_node in graph_nodes if onnx_node.name}
-                _reader_of(by_name, position, node_a, slot).input[slot] = f"{fill}::expanded"
+                rewired[position, slot] = f"{fill}::expanded"
             elif value_a.shape != value_b.shape or not np.array_equal(value_a.data, value_b.data):
                 warnings.warn(
                     f"to_onnx: a constant used by {node_a.op_type} was computed from a traced size and "
@@ -333,6 +329,10 @@ def make_shapes_dynamic(
                     stacklevel=3,
                 )
 
+    if rewired:
+        by_name = {onnx_node.name: onnx_node for onnx_node in graph_nodes if onnx_node.name}
+        for (position, slot), source in rewired.items():
+            _reader_of(by_name, position, trace.plan.nodes[position], slot).input[slot] = source
     if prologue:
         nodes = prologue + list(graph_nodes)
         del graph_nodes[:]
