@@ -243,12 +243,12 @@ def _half_precision_product_of_transpose(graph: _Graph) -> None:
             continue
         right = _folded_constant_shape(graph, node.input[1])
         if right is not None and len(right[1]) == 2 and right[0] in _HALF_PRECISION:
-            if _transposed_behind(graph, node.input[0]):
+            if _behind(graph, node.input[0], _LAYOUT_FOLLOWING, _TRANSPOSING) is not None:
                 output, node.output[0] = node.output[0], graph.new_name(f"{node.output[0]}_flat")
                 _flatten_leading_axes(graph, node, right[1], output)
             continue
         left = _folded_constant_shape(graph, node.input[0])
-        rank = _rank_behind(graph, node.input[1])
+        rank = _rank_of_batch_transpose_behind(graph, node.input[1])
         if left is None or len(left[1]) != 2 or left[0] not in _HALF_PRECISION or rank is None:
             continue
         swap = list(range(rank))
@@ -306,22 +306,6 @@ def _flatten_leading_axes(graph: _Graph, node: onnx.NodeProto, matrix_shape: lis
     node.input[0] = flat
 
 
-def _rank_behind(graph: _Graph, name: str, steps: int = 8) -> int | None:
-    """The rank of ``name`` where a batch-axes Transpose lies behind it through ops that keep the
-    rank (its perm's length), else None."""
-    for _ in range(steps):
-        producer = graph.producer.get(name)
-        if producer is None or producer.domain not in ("", "ai.onnx"):
-            return None
-        if producer.op_type == "Transpose":
-            perm = next((list(a.ints) for a in producer.attribute if a.name == "perm"), None)
-            return len(perm) if perm and len(perm) >= 3 and perm[0] != 0 else None
-        if producer.op_type not in _RANK_KEEPING:
-            return None
-        name = producer.input[0]
-    return None
-
-
 _HALF_PRECISION = (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
 
 
@@ -345,27 +329,37 @@ def _relu_before_clip(graph: _Graph) -> None:
 
 
 # Ops through which a Transpose behind a MatMul's input may be moved up to it (by onnxruntime's
-# transpose optimizer), besides the recurrent layers whose outputs it transposes.
+# transpose optimizer); what it moves: a Transpose, or the transposes of a recurrent layer's output.
 _LAYOUT_FOLLOWING = frozenset(
     {"Cast", "Identity", "Squeeze", "Unsqueeze", "Relu", "Sigmoid", "Tanh", "Neg", "Abs", "Add", "Sub", "Mul", "Div"}
 )
-_RECURRENT = frozenset({"RNN", "LSTM", "GRU"})
+_TRANSPOSING = frozenset({"Transpose", "RNN", "LSTM", "GRU"})
+# Those of them that keep the rank whatever the other operand (the left-hand case reads the rank
+# from the Transpose's perm).
 _RANK_KEEPING = frozenset({"Cast", "Identity", "Relu", "Sigmoid", "Tanh", "Neg", "Abs"})
 
 
-def _transposed_behind(graph: _Graph, name: str, steps: int = 8) -> bool:
-    """Whether a Transpose or a recurrent layer lies behind ``name`` within ``steps`` producers,
-    following first inputs through ops a Transpose moves across."""
-    for _ in range(steps):
+def _behind(graph: _Graph, name: str, through: frozenset, wanted: frozenset) -> onnx.NodeProto | None:
+    """The first node of ``wanted`` op types behind ``name`` within 8 producers, following first
+    inputs through ops of ``through``, else None."""
+    for _ in range(8):
         producer = graph.producer.get(name)
         if producer is None or producer.domain not in ("", "ai.onnx"):
-            return False
-        if producer.op_type == "Transpose" or producer.op_type in _RECURRENT:
-            return True
-        if producer.op_type not in _LAYOUT_FOLLOWING:
-            return False
+            return None
+        if producer.op_type in wanted:
+            return producer
+        if producer.op_type not in through:
+            return None
         name = producer.input[0]
-    return False
+    return None
+
+
+def _rank_of_batch_transpose_behind(graph: _Graph, name: str) -> int | None:
+    """The rank of ``name`` where a batch-axes Transpose lies behind it through ops that keep the
+    rank (the perm's length), else None."""
+    transpose = _behind(graph, name, _RANK_KEEPING, frozenset({"Transpose"}))
+    perm = None if transpose is None else next((list(a.ints) for a in transpose.attribute if a.name == "perm"), None)
+    return len(perm) if perm and len(perm) >= 3 and perm[0] != 0 else None
 
 
 def _folded_constant_shape(graph: _Graph, name: str) -> tuple[int, list[int]] | None:

@@ -92,20 +92,19 @@ def _mish(writer: _Writer) -> None:
     writer.op("Mul", x, writer.op("Tanh", writer.op("Softplus", x)), output=writer.node.output[0])
 
 
-# op_type -> (the opset that introduced it, how to write it with older ops)
-LOWERINGS: dict[str, tuple[int, Callable[[_Writer], None]]] = {"Gelu": (20, _gelu), "Mish": (18, _mish)}
+# op_type -> how to write it with older ops (where the target opset is older than the op).
+LOWERINGS: dict[str, Callable[[_Writer], None]] = {"Gelu": _gelu, "Mish": _mish}
+
+
+def _newer(node: onnx.NodeProto, opset: int) -> bool:
+    """Whether ``node`` is a default-domain op that ``opset`` does not have."""
+    return node.domain in ("", "ai.onnx") and _introduced(node.op_type) > opset
 
 
 def _lower(proto: onnx.ModelProto, opset: int) -> onnx.ModelProto:
     """``proto`` with every op newer than ``opset`` written as ``LOWERINGS`` says; an op it does not
     know is a ValueError naming the opset it needs."""
-    graphs = list(graphs_within(proto.graph))
-    newer = [
-        node
-        for graph in graphs
-        for node in graph.node
-        if node.domain in ("", "ai.onnx") and _introduced(node.op_type) > opset
-    ]
+    newer = [node for graph in graphs_within(proto.graph) for node in graph.node if _newer(node, opset)]
     if not newer:
         return proto
     for node in newer:
@@ -117,14 +116,17 @@ def _lower(proto: onnx.ModelProto, opset: int) -> onnx.ModelProto:
     lowered = onnx.ModelProto()
     lowered.CopyFrom(proto)
     taken = {
-        name for graph in graphs_within(lowered.graph) for node in graph.node for name in (*node.output, node.name)
+        name
+        for graph in graphs_within(lowered.graph)
+        for node in graph.node
+        for name in (*node.input, *node.output, node.name)
     }
     for graph in graphs_within(lowered.graph):
         nodes = []
         for node in graph.node:
-            if node.domain in ("", "ai.onnx") and node.op_type in LOWERINGS and _introduced(node.op_type) > opset:
+            if _newer(node, opset):  # each one has a lowering (checked above)
                 writer = _Writer(node, taken)
-                LOWERINGS[node.op_type][1](writer)
+                LOWERINGS[node.op_type](writer)
                 nodes.extend(writer.nodes)
                 graph.initializer.extend(writer.initializers)
             else:
