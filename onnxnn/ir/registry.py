@@ -13,7 +13,8 @@ adding entries through their decorators, never editing a dispatcher::
 - ``unmaterialized_gradients``: ops whose gradient rule takes None for outputs no gradient reached.
 - ``decompositions``: how to write an op onnxruntime lacks as standard ONNX (``runtime/ops/``);
   ``value_blind_decompositions`` marks those that read no constant's value.
-- ``session_lowerings``: a faster form of a standard op for onnxnn's own sessions (``runtime/ops/``).
+- ``session_lowerings``: the form of a standard op in onnxnn's own CPU sessions, where onnxruntime's
+  kernel is slower (a convolution's GEMMs) or means something else than PyTorch's op (``runtime/ops/``).
 - ``compiled_forms``: onnxnn's compiled code for a node its sessions run outside onnxruntime (``kernels/``).
 - ``compiled_readers``: compiled code for a node and the chain of only readers of its first output (``kernels/``).
 - ``kernels``: onnxnn's own array kernels (``kernels/``; see ``kernel_registry``).

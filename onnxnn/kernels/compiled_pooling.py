@@ -4,9 +4,10 @@ onnxnn records max pooling's gradient as MaxPool again, with its Indices output,
 adding the output gradient at those flat indices (runtime/ops/pooling.py). onnxruntime runs MaxPool
 with Indices on another path than without it, and its ScatterElements one element at a time through a
 general indexer: resnet18's 3x3 stride-2 pooling of 8 x 64 x 112 x 112, one thread, 48 ms for the first
-(3.4 without Indices) and 12 ms for the second. The loops compute the same values in the same order,
-in a few milliseconds. onnxnn's sessions run the nodes they take between two sessions, through their
-entries in ``ir.registry.compiled_forms`` (kernels/pooling.py, kernels/indexing.py), as
+(3.4 without Indices) and 12 ms for the second. The loops compute PyTorch's values in its order, in a
+few milliseconds (a window's NaN wins, as in the sessions' form of MaxPool:
+runtime/ops/max_pool_nan.py). onnxnn's sessions run the nodes they take between two sessions, through
+their entries in ``ir.registry.compiled_forms`` (kernels/pooling.py, kernels/indexing.py), as
 runtime/split_sessions.py does for the other compiled nodes.
 
 The library is the layer loops' (setup.py); where it is missing, and while ``ENABLED`` is False
@@ -32,7 +33,7 @@ ENABLED = switched_on_in_environment("ONNXNN_COMPILED_POOLING")
 # boundary (tens of microseconds) costs more than onnxruntime's kernel.
 MIN_ELEMENTS = 1 << 16
 
-_VERSION = 1
+_VERSION = 2
 _FLOAT32 = np.dtype(np.float32)
 _INT64 = np.dtype(np.int64)
 

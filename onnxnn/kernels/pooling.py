@@ -70,6 +70,10 @@ def max_pool(xp, inputs, attrs):
     flat = windows.reshape(x.shape[:2] + tuple(output_shape) + (int(np.prod(kernel, dtype=np.int64)),))
     winner = xp.argmax(flat, axis=-1)
     values = xp.take_along_axis(flat, winner[..., None], axis=-1)[..., 0]
+    if x.dtype.kind == "f" and xp.isnan(values).any():
+        # argmax took a window's first NaN; PyTorch's kernels take its last (each NaN replaces the maximum).
+        last_nan = flat.shape[-1] - 1 - xp.argmax(xp.isnan(flat)[..., ::-1], axis=-1)
+        winner = xp.where(xp.isnan(values), last_nan, winner)
     if any(begins):
         # The padding holds the dtype's lowest value, so a window whose elements inside X all hold it
         # too (-inf, say, in a masked feature map) ties with its padding, and argmax picks the first

@@ -4,11 +4,12 @@
  * adding the output gradient at those flat indices (runtime/ops/pooling.py). onnxruntime's MaxPool with
  * Indices takes another path than without (resnet18's 3x3 stride-2 layer on 8 x 64 x 112 x 112: 48 ms
  * against 3.4), and its ScatterElements adds one element at a time through a general indexer (12 ms).
- * Both loops here compute exactly what onnxruntime's kernels compute, in the same order:
+ * Both loops here compute what PyTorch's CPU kernels compute, in the same order:
  *
  * - the maximum of each window over the positions inside X, in row-major order: the first position's
- *   value, replaced only by a strictly greater one (so a NaN wins only where it comes first, and a window
- *   of -infinity gives its first position); the index is plane * H * W + h * W + w of that position
+ *   value, replaced by a strictly greater one or by a NaN (so a window holding NaN gives NaN and its last
+ *   NaN's position, where onnxruntime's kernel skips NaN, and a window of -infinity gives its first
+ *   position); the index is plane * H * W + h * W + w of that position
  *   (storage order 0), float's lowest and h = w = -1 where no position of the window lies inside X;
  * - data copied, then each update added at its index in turn (an index from -size up to -1 counts from
  *   the end), after every index was checked: a bad one changes nothing.
@@ -18,7 +19,7 @@
 #include <string.h>
 
 #define EXPORTED __attribute__((visibility("default")))
-#define POOLING_LOOPS_VERSION 1
+#define POOLING_LOOPS_VERSION 2
 
 EXPORTED int onnxnn_pooling_loops_version(void) { return POOLING_LOOPS_VERSION; }
 
@@ -50,7 +51,7 @@ static inline void pool_window(const float *x_plane, int64_t top, int64_t left, 
             for (int64_t j = first_j; j < end_j; j++) {
                 const int64_t position = row + j * dilation_width;
                 const float value = x_plane[position];
-                const int greater = value > best;
+                const int greater = value > best || value != value;
                 best = greater ? value : best;
                 best_position = greater ? position : best_position;
             }
@@ -107,7 +108,7 @@ EXPORTED void onnxnn_max_pool_2d_with_indices_float32(const float *x, float *y, 
                             for (int k = 0; k < 4; k++) {
                                 const int64_t at = offset + k * stride_width;
                                 const float value = x_plane[at];
-                                const int greater = value > best[k];
+                                const int greater = value > best[k] || value != value;
                                 best[k] = greater ? value : best[k];
                                 position[k] = greater ? at : position[k];
                             }

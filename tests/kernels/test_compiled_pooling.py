@@ -1,13 +1,17 @@
 """Max pooling's gradient nodes as compiled loops (kernels/compiled_pooling.py, pooling_loops.c).
 
-The loops stand in for onnxruntime's kernels of MaxPool with Indices and of an adding ScatterElements,
-so they must give onnxruntime's very bits: each case runs the same node through an onnxruntime session
+The loops stand in for the onnxruntime graphs onnxnn's sessions run for MaxPool with Indices (the
+node with its NaN flags beside it: runtime/ops/max_pool_nan.py) and for an adding ScatterElements, so
+they must give those graphs' very bits: each case runs the same node through an onnxruntime session
 and through the loop, on data with ties (a ReLU's zeros), NaNs and infinities, over windows that
 reach past X's edges, and onnxnn's sessions must give a max pooling's gradient the same values with
 the loops as without them.
 """
 
 from __future__ import annotations
+
+import itertools
+from types import SimpleNamespace
 
 import numpy as np
 import onnxruntime
@@ -16,6 +20,8 @@ from onnx import TensorProto, helper
 
 import onnxnn
 import onnxnn.nn.functional as F
+from onnxnn.ir import dtypes
+from onnxnn.ir.registry import session_lowerings
 from onnxnn.kernels import compiled_pooling
 from onnxnn.kernels.pooling import _pool_geometry
 from onnxnn.runtime.realization import clear_cache
@@ -23,12 +29,14 @@ from onnxnn.runtime.realization import clear_cache
 pytestmark = pytest.mark.skipif(not compiled_pooling.available(), reason=f"{compiled_pooling.unavailable_reason()}")
 
 
-def _session(node, inputs: list, outputs: list):
+def _session(node, inputs: list, outputs: list, initializers: list = ()):
+    nodes = node if isinstance(node, list) else [node]
     graph = helper.make_graph(
-        [node],
+        nodes,
         "case",
         [helper.make_tensor_value_info(name, element, None) for name, element in inputs],
         [helper.make_tensor_value_info(name, element, None) for name, element in outputs],
+        list(initializers),
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
     return onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -38,7 +46,7 @@ def _data(kind: str, shape: tuple, seed: int) -> np.ndarray:
     x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
     if kind == "relu":  # half the values tie at 0
         x = np.maximum(x, 0)
-    elif kind == "nan":  # a NaN wins only where it comes first in its window
+    elif kind == "nan":  # a window's last NaN wins
         x[x > 1.0] = np.nan
     elif kind == "infinite":  # windows of -infinity give their first position
         x[x < -0.5] = -np.inf
@@ -69,10 +77,15 @@ MAX_POOL_CASES = [
 
 @pytest.mark.parametrize("kind", ["random", "relu", "nan", "infinite"])
 @pytest.mark.parametrize("case_id, shape, attrs", MAX_POOL_CASES, ids=[case[0] for case in MAX_POOL_CASES])
-def test_max_pool_with_indices_is_onnxruntimes(case_id, shape, attrs, kind):
+def test_max_pool_with_indices_is_onnxnns_session_form(case_id, shape, attrs, kind):
     x = _data(kind, shape, len(case_id))
-    node = helper.make_node("MaxPool", ["x"], ["y", "indices"], **attrs)
-    session = _session(node, [("x", TensorProto.FLOAT)], [("y", TensorProto.FLOAT), ("indices", TensorProto.INT64)])
+    recorded = SimpleNamespace(inputs=[SimpleNamespace(dtype=dtypes.float32, shape=shape)], attrs=attrs)
+    names = itertools.count()
+    nodes, initializers = session_lowerings.lookup("MaxPool")(
+        recorded, ["x"], ["y", "indices"], lambda stem: f"{stem}_{next(names)}", None
+    )
+    outputs = [("y", TensorProto.FLOAT), ("indices", TensorProto.INT64)]
+    session = _session(nodes, [("x", TensorProto.FLOAT)], outputs, initializers)
     expected_y, expected_indices = session.run(None, {"x": x})
     kernel, strides, dilations, begins, _, output_shape, _ = _pool_geometry(x, attrs)
     y, indices = compiled_pooling.max_pool_with_indices(x, kernel, strides, dilations, begins, output_shape)

@@ -50,6 +50,7 @@ from . import batch_norm_training  # noqa: F401,E402  (F.batch_norm's training n
 from . import relu_gradient  # noqa: F401,E402  (ReLU's gradient as one node)
 from . import abs_gradient  # noqa: F401,E402  (Abs's gradient as one node)
 from . import clip_bounds  # noqa: F401,E402  (a missing Clip bound is infinite, as in PyTorch)
+from . import max_pool_nan  # noqa: F401,E402  (NaN wins a max pool's window on onnxruntime, as in PyTorch)
 from . import group_normalization  # noqa: F401,E402  (GroupNormalization's variance in two passes)
 from . import float64_decompositions  # noqa: F401,E402  (float64 Atan, Erf, Sinh, ... for onnxruntime)
 from . import hardtanh  # noqa: F401,E402  (hardtanh: a Clip with PyTorch's hardtanh gradient)

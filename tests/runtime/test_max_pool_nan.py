@@ -1,0 +1,135 @@
+"""A max pool's window holding NaN gives NaN, with the index of its last NaN, on every executor.
+
+PyTorch's max pooling propagates NaN (a diverging network's NaN must not come out of a pool as a
+finite number); onnxruntime's kernels skip it, so onnxnn's sessions run the node with NaN flags
+beside it (runtime/ops/max_pool_nan.py). Expected values come from a direct numpy pooling
+below: a window's value is NaN when it holds one, else its maximum; its index is its last NaN in
+row-major order, else its first maximum (PyTorch's CPU kernels).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onnxnn
+from onnxnn.kernels import compiled_pooling
+from onnxnn.nn import functional as F
+
+from .test_pooling_ops import output_size
+
+_rng = np.random.default_rng(5)
+
+
+def nan_pool_reference(x, kernel, stride, padding=0, dilation=1, ceil_mode=False):
+    """(pooled, per-plane indices) of a max pool with the same window on every spatial axis."""
+    rank = x.ndim - 2
+    spatial = x.shape[2:]
+    out = [output_size(size, kernel, stride, dilation, padding, padding, ceil_mode) for size in spatial]
+    pooled = np.zeros(x.shape[:2] + tuple(out), x.dtype)
+    indices = np.zeros(x.shape[:2] + tuple(out), np.int64)
+    for n, c in np.ndindex(*x.shape[:2]):
+        for position in np.ndindex(*out):
+            taps = []
+            for offset in np.ndindex(*([kernel] * rank)):
+                coord = [position[i] * stride + offset[i] * dilation - padding for i in range(rank)]
+                if all(0 <= coord[i] < spatial[i] for i in range(rank)):
+                    taps.append((x[(n, c) + tuple(coord)], int(np.ravel_multi_index(coord, spatial))))
+            nans = [flat for value, flat in taps if np.isnan(value)]
+            if nans:
+                pooled[(n, c) + position], indices[(n, c) + position] = np.nan, max(nans)
+            else:
+                best = max(value for value, _ in taps)
+                pooled[(n, c) + position] = best
+                indices[(n, c) + position] = next(flat for value, flat in taps if value == best)
+    return pooled, indices
+
+
+def with_nans(shape, dtype) -> np.ndarray:
+    """Random values with a scattered NaN, a window's worth of NaN, and a NaN beside a larger value."""
+    x = _rng.standard_normal(shape).astype(dtype)
+    flat = x.reshape(-1)
+    flat[_rng.choice(flat.size, size=max(2, flat.size // 20), replace=False)] = np.nan
+    x[(0, 0) + (slice(0, 3),) * (len(shape) - 2)] = np.nan
+    x[(-1, -1) + (0,) * (len(shape) - 2)] = np.nan
+    x[(-1, -1) + (1,) * (len(shape) - 2)] = 100.0
+    return x
+
+
+POOLS = [
+    # id, input shape, max_pool arguments (kernel, stride, padding, dilation, ceil_mode)
+    ("1d", (2, 3, 11), (3, 2, 1, 1, False)),
+    ("2d", (2, 3, 7, 6), (2, 2, 0, 1, False)),
+    ("2d_overlapping_padded", (2, 2, 7, 7), (3, 1, 1, 1, False)),
+    ("2d_dilated_ceil_mode", (1, 3, 9, 8), (3, 2, 1, 2, True)),
+    ("3d", (1, 2, 4, 5, 4), (2, 2, 0, 1, False)),
+]
+FUNCTIONS = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
+DTYPES = [np.float32, np.float64, np.float16]
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels", "auto"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: dtype.__name__)
+@pytest.mark.parametrize("case_id, shape, arguments", POOLS, ids=[case[0] for case in POOLS])
+def test_a_window_holding_nan_gives_nan_and_its_last_nan(case_id, shape, arguments, dtype, executor):
+    kernel, stride, padding, dilation, ceil_mode = arguments
+    x = with_nans(shape, dtype)
+    expected, expected_indices = nan_pool_reference(x, kernel, stride, padding, dilation, ceil_mode)
+    pool = FUNCTIONS[len(shape) - 2]
+    with onnxnn.set_executor(executor):
+        values = pool(onnxnn.tensor(x), kernel, stride, padding, dilation, ceil_mode).numpy()
+        both = pool(onnxnn.tensor(x), kernel, stride, padding, dilation, ceil_mode, return_indices=True)
+        values_beside_indices, indices = both[0].numpy(), both[1].numpy()
+    assert np.isnan(expected).any() and not np.isnan(expected).all()
+    np.testing.assert_array_equal(values, expected)  # NaN where expected, equal elsewhere
+    np.testing.assert_array_equal(values_beside_indices, expected)
+    np.testing.assert_array_equal(indices, expected_indices)
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+def test_the_gradient_reaches_the_last_nan_of_a_window(executor):
+    x = with_nans((2, 3, 7, 7), np.float64)
+    expected, indices = nan_pool_reference(x, 3, 2, 1)
+    weights = _rng.standard_normal(expected.shape)
+    expected_gradient = np.zeros_like(x)
+    for n, c, *position in np.ndindex(*indices.shape):
+        plane = expected_gradient[n, c].reshape(-1)
+        plane[indices[(n, c, *position)]] += weights[(n, c, *position)]
+    with onnxnn.set_executor(executor):
+        input = onnxnn.tensor(x, requires_grad=True)
+        (F.max_pool2d(input, 3, 2, 1) * onnxnn.tensor(weights)).sum().backward()  # a NaN loss, finite gradients
+        gradient = input.grad.numpy()
+    np.testing.assert_array_equal(gradient, expected_gradient)  # one term per position: exact
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: dtype.__name__)
+def test_a_global_max_pool_holding_nan_gives_nan(dtype, executor):
+    x = with_nans((3, 4, 5, 6), dtype)
+    x[1, 2] = np.nan  # a plane of NaN alone: onnxruntime's kernel gave the dtype's lowest value
+    x[2, 3] = 1.0  # a plane without NaN
+    expected = np.where(np.isnan(x).any(axis=(2, 3)), np.nan, np.nanmax(x, axis=(2, 3)))[..., None, None]
+    with onnxnn.set_executor(executor):
+        pooled = F.adaptive_max_pool2d(onnxnn.tensor(x), 1).numpy()
+    np.testing.assert_array_equal(pooled, expected.astype(dtype))
+
+
+def test_an_export_keeps_the_standard_node():
+    # As torch.onnx.export writes it, and from_onnx reads it back as one op: the NaN flags are
+    # onnxnn's sessions' form only (served by plain onnxruntime, a window's NaN is skipped).
+    model = onnxnn.nn.Sequential(onnxnn.nn.MaxPool2d(3, 2, 1), onnxnn.nn.AdaptiveMaxPool2d(1))
+    proto = onnxnn.export.to_onnx(model, onnxnn.randn(1, 2, 8, 8))
+    assert [node.op_type for node in proto.graph.node] == ["MaxPool", "MaxPool"]
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "auto"])
+def test_the_compiled_loop_of_a_large_pool_with_indices_takes_the_last_nan(executor):
+    # Large enough for onnxnn's sessions to run the node as kernels/pooling_loops.c (where it built).
+    x = with_nans((1, 1, 256, 256), np.float32)
+    assert x.size >= compiled_pooling.MIN_ELEMENTS
+    expected, expected_indices = nan_pool_reference(x, 2, 2)
+    with onnxnn.set_executor(executor):
+        values, indices = F.max_pool2d(onnxnn.tensor(x), 2, return_indices=True)
+        values, indices = values.numpy(), indices.numpy()
+    np.testing.assert_array_equal(values, expected)
+    np.testing.assert_array_equal(indices, expected_indices)
