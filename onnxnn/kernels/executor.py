@@ -54,7 +54,7 @@ from ..ir.dtypes import as_dtype
 from ..ir.executors import register_executor
 from ..ir.mode import MODE
 from ..ir.plan import computed_values
-from ..ir.registry import decompositions
+from ..ir.registry import decompositions, session_lowerings
 from ..ir.kernel_registry import kernels
 
 __all__ = [
@@ -416,11 +416,12 @@ def _as_serialized(node) -> dict:
 
     onnxruntime reads ``epsilon=0.1`` as float32(0.1) even for float64 data; the kernels do too,
     so both executors compute the same function and "auto" may move a plan between them without
-    results shifting (a finite-difference check would see the shift). Ops that are never written
-    as nodes (those with a decomposition, like Momentum) keep their Python floats.
+    results shifting (a finite-difference check would see the shift). Ops that sessions never run
+    as written (those with a decomposition, like Momentum, or a session form, like a float64
+    BatchNormalization with PyTorch's epsilon) keep their Python floats.
     """
     attrs = dict(node.attrs)
-    if decompositions.get(node.op_type, node.domain) is not None:
+    if decompositions.get(node.op_type, node.domain) is not None or session_lowerings.get(node.op_type, node.domain):
         return attrs
     for name, value in attrs.items():
         if type(value) is float:

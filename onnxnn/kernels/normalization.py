@@ -42,8 +42,11 @@ def batch_normalization(xp, inputs, attrs):
     if attrs.get("training_mode", 0):
         axes = (0,) + tuple(range(2, x.ndim))
         batch_mean, centered, batch_variance = _moments(xp, x, axes)
+        # onnxruntime reads the FLOAT attributes as they are (runtime/ops/batch_norm_epsilon.py gives only
+        # the inference node PyTorch's epsilon), and so do these, so that both executors agree.
+        epsilon = float(np.float32(epsilon))
         y = centered / xp.sqrt(batch_variance + epsilon) * scale.reshape(shape) + bias.reshape(shape)
-        momentum = attrs.get("momentum", 0.9)
+        momentum = float(np.float32(attrs.get("momentum", 0.9)))
         running_mean = mean * momentum + batch_mean.reshape(-1) * (1 - momentum)
         running_variance = variance * momentum + batch_variance.reshape(-1) * (1 - momentum)
         return [y, running_mean, running_variance]

@@ -195,16 +195,17 @@ def test_forcing_kernels_on_an_op_without_a_kernel_names_the_op_and_executor():
 def test_executors_read_float_attributes_as_32_bit_like_onnx():
     # ONNX FLOAT attributes are float32: onnxruntime computes with float32(0.1) even on float64
     # data, and so must the kernels, or "auto" moving a plan between them would shift results.
-    import onnxnn.nn.functional as F
-
+    # (Ops whose sessions write another form, as a float64 BatchNormalization adding PyTorch's
+    # epsilon, keep the Python float on both: tests/runtime/test_batch_norm_epsilon.py.)
     generator = np.random.default_rng(0)
-    arrays = [generator.standard_normal((6, 3)), generator.standard_normal(3), generator.random(3) + 0.5]
+    x, scale, bias = generator.standard_normal((6, 3)), generator.standard_normal(3), generator.standard_normal(3)
     results = {}
     for name in ["onnxruntime", "kernels"]:
         with onnxnn.set_executor(name):
-            x, mean, variance = (onnxnn.tensor(a) for a in arrays)
-            results[name] = F.batch_norm(x, mean, variance, training=False, eps=0.1).numpy()
-    np.testing.assert_allclose(results["kernels"], results["onnxruntime"], rtol=1e-15, atol=1e-15)
-    epsilon = float(np.float32(0.1))
-    expected = (arrays[0] - arrays[1]) / np.sqrt(arrays[2] + epsilon)
-    np.testing.assert_allclose(results["kernels"], expected, rtol=1e-14)
+            inputs = tuple(onnxnn.tensor(array) for array in (x, scale, bias))
+            results[name] = apply_op("LayerNormalization", inputs, {"axis": -1, "epsilon": 0.1})[0].numpy()
+    np.testing.assert_allclose(results["kernels"], results["onnxruntime"], rtol=1e-14, atol=1e-14)
+    centered = x - x.mean(axis=-1, keepdims=True)
+    variance = (centered**2).mean(axis=-1, keepdims=True)
+    expected = centered / np.sqrt(variance + float(np.float32(0.1))) * scale + bias
+    np.testing.assert_allclose(results["kernels"], expected, rtol=1e-14, atol=1e-14)
