@@ -29,6 +29,7 @@ from ..runtime.sessions import newest_onnxruntime_opset
 from ..runtime.tensor import Tensor
 from .atomic_write import _naming, staging_folder, write_atomically
 from .dynamic_shapes import make_shapes_dynamic, widen_unit_axes
+from .graph_editing import name_constants_anonymously
 from .onnxruntime_optimizer_guards import guard_against_onnxruntime_optimizers
 from .opset_conversion import convert_opset
 
@@ -273,6 +274,7 @@ def to_onnx(
         proto = convert_opset(proto, opset)
         proto.ir_version = IR_VERSION
     guard_against_onnxruntime_optimizers(proto)
+    name_constants_anonymously(proto, [*state, *input_names])
     # Serialized once, for the checker and the file: a large model's bytes take a second each.
     serialized = proto.SerializeToString()
     onnx.checker.check_model(serialized if len(serialized) < _TWO_GIGABYTES else proto, full_check=True)
