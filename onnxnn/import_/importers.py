@@ -29,9 +29,11 @@ import onnx
 from ..ir import dtypes
 from ..ir.graph import constant, shared_attributes, static_constant
 from ..ir.mode import MODE
+from ..ir.plan import realize_alongside
 from ..ir.random import Generator, bernoulli
 from ..ir.registry import importers
-from ..runtime.internal import tensor_of
+from ..runtime.grad_mode import no_grad
+from ..runtime.internal import tensor_of, value_of
 from ..runtime.tensor import Tensor, apply_op
 from .opsets import recorded_opset
 from .single_node import single_node_session
@@ -225,7 +227,11 @@ def BatchNormalization(
 
     In training mode the batch statistics normalize ``X`` and the running statistics become
     ``input * momentum + batch * (1 - momentum)`` with the biased batch variance (ONNX's rule;
-    PyTorch's layer uses the unbiased one). Decomposed ops give the node gradients too.
+    PyTorch's layer uses the unbiased one). Decomposed ops give the node gradients too. The node
+    means this in ``eval()`` as well (a model in eval computes what onnxruntime computes from the
+    file: export a PyTorch model in eval mode for an inference graph); in ``train()``, running
+    statistics that are the module's own (buffers: initializers only BatchNormalization reads) are
+    also updated in place, as PyTorch's layer updates its buffers.
     """
     if not training_mode:
         return (
@@ -245,13 +251,26 @@ def BatchNormalization(
     normalized = centered * (variance + epsilon).rsqrt()
     output = normalized * scale.to(X.dtype).reshape(stat_shape) + B.to(X.dtype).reshape(stat_shape)
     outputs = [output]
-    if call.num_outputs > 1:
-        batch_mean = mean.reshape(-1).to(input_mean.dtype)
-        outputs.append(input_mean * momentum + batch_mean * (1.0 - momentum))
-    if call.num_outputs > 2:
-        batch_variance = variance.reshape(-1).to(input_var.dtype)
-        outputs.append(input_var * momentum + batch_variance * (1.0 - momentum))
+    for position, (statistic, batch) in enumerate(((input_mean, mean), (input_var, variance)), start=1):
+        update = call.training and _is_state(statistic)
+        if position >= call.num_outputs and not update:
+            continue
+        with no_grad():
+            running = statistic * momentum + batch.detach().reshape(-1).to(statistic.dtype) * (1.0 - momentum)
+            if update:
+                statistic.copy_(running)
+                # Computed by the step's next run (plan.realize_alongside): pending, the new statistics
+                # would hold the whole forward graph until something reads them.
+                realize_alongside(value_of(statistic))
+        if position < call.num_outputs:
+            outputs.append(running)
     return outputs
+
+
+def _is_state(tensor: Tensor) -> bool:
+    """Whether ``tensor`` is a module's buffer (as far as the node can tell): a leaf without a gradient,
+    whose value is not a constant of the graph."""
+    return tensor.grad_fn is None and not tensor.requires_grad and value_of(tensor).static is None
 
 
 @importers.register("Range")

@@ -180,6 +180,55 @@ def _with_old_hardmax_coerced(model: onnx.ModelProto, source: int) -> onnx.Model
     return coerced
 
 
+def _names_read(graph: onnx.GraphProto, read: set) -> set:
+    """Adds to ``read`` every name that ``graph``'s nodes (their subgraphs' too) or outputs read."""
+    read.update(output.name for output in graph.output)
+    for node in graph.node:
+        read.update(node.input)
+        for attribute in node.attribute:
+            for subgraph in attribute_subgraphs(attribute):
+                _names_read(subgraph, read)
+    return read
+
+
+def _old_training_batch_normalizations(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    """The BatchNormalization nodes of ``graph`` (and its subgraphs) with more than one output: before
+    opset 14, the training form (outputs Y, running mean and variance, saved mean and variance)."""
+    for node in graph.node:
+        for attribute in node.attribute:
+            for subgraph in attribute_subgraphs(attribute):
+                yield from _old_training_batch_normalizations(subgraph)
+        if node.op_type == "BatchNormalization" and node.domain in DEFAULT_DOMAINS and len(node.output) > 1:
+            yield node
+
+
+def _without_unread_saved_batch_statistics(model: onnx.ModelProto, source: int) -> tuple[onnx.ModelProto, set]:
+    """``model``, or where a BatchNormalization older than opset 14 has its saved mean and variance
+    outputs (the training form torch.onnx.export writes at opset 13) and nothing reads them, a copy
+    without them (onnx's 13 -> 14 adapter refuses them: BatchNormalization-14 has none); and the first
+    output names of the old training-form nodes, which ``_in_training_mode`` marks once converted."""
+    if source >= 14:
+        return model, set()
+    training = {node.output[0] for node in _old_training_batch_normalizations(model.graph)}
+    if not any(len(node.output) > 3 for node in _old_training_batch_normalizations(model.graph)):
+        return model, training
+    trimmed = onnx.ModelProto()
+    trimmed.CopyFrom(model)
+    read = _names_read(trimmed.graph, set())
+    for node in _old_training_batch_normalizations(trimmed.graph):
+        if len(node.output) > 3 and not read.intersection(node.output[3:]):
+            del node.output[3:]
+    return trimmed, training
+
+
+def _in_training_mode(graph: onnx.GraphProto, training: set) -> None:
+    """Gives the converted training-form BatchNormalization nodes (named by their first output)
+    ``training_mode=1``, which onnx's adapter leaves at its default 0, the inference form."""
+    for node in _old_training_batch_normalizations(graph):
+        if node.output[0] in training and not any(attribute.name == "training_mode" for attribute in node.attribute):
+            node.attribute.append(onnx.helper.make_attribute("training_mode", 1))
+
+
 def convert_opset(model: onnx.ModelProto, target: int = OPSET_VERSION) -> onnx.ModelProto:
     """Converts the model's default-domain opset to ``target`` (onnxnn records opset 21).
 
@@ -195,7 +244,9 @@ def convert_opset(model: onnx.ModelProto, target: int = OPSET_VERSION) -> onnx.M
     if source is None or source == target:
         return model
     try:
-        converted = version_converter.convert_version(_with_old_hardmax_coerced(model, source), target)
+        adapted, training = _without_unread_saved_batch_statistics(_with_old_hardmax_coerced(model, source), source)
+        converted = version_converter.convert_version(adapted, target)
+        _in_training_mode(converted.graph, training)
     except Exception as error:  # the converter raises plain RuntimeError/IndexError from C++
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         changed = _changed_ops(model, source, target)
