@@ -4,12 +4,13 @@ Python code such as ``x.view(x.size(0), -1)`` turns a size into a structural con
 recorded. Tracing twice more with every dynamic axis resized (each by its own amounts) shows which
 constants follow which axis: each such constant ``k * size + c`` (or ``k * size * other_size + c``)
 is replaced by a small ``Shape -> Gather -> Mul -> Add -> Concat`` subgraph over the graph input,
-so the exported model runs at any size. Graph inputs and outputs get symbolic dimensions.
+so the exported model runs at any size; a size used as a value (``y.sum(0) / y.shape[0]``) is that
+expression as a scalar of the constant's dtype. Graph inputs and outputs get symbolic dimensions. A
+tensor that follows an axis some other way (float arithmetic on a size) raises: written as traced,
+it would be wrong at every other size.
 """
 
 from __future__ import annotations
-
-import warnings
 
 import numpy as np
 import onnx
@@ -257,6 +258,42 @@ def _shape_expression(prologue: list, initializers: list, cache: dict, terms: li
     return computed
 
 
+def _whole_numbers(values: np.ndarray) -> bool:
+    return values.dtype.kind in "iu" or (values.dtype.kind == "f" and bool(np.all(np.mod(values, 1) == 0)))
+
+
+def _sizes_as_values(prologue: list, initializers: list, cache: dict, terms: list, traced: tuple, node) -> str:
+    """Appends nodes computing a constant of at most one axis whose elements follow the dynamic sizes
+    (``traced``: its three traces' arrays), in its own shape and dtype; returns its name.
+
+    A size used as a value (``y.sum(0) / y.shape[0]``, an imported model's ``Range`` limit) is a scalar
+    of the forward's dtype, not a shape."""
+    flat = [array.reshape(-1) for array in traced]
+    if not all(map(_whole_numbers, flat)):
+        raise RuntimeError(
+            f"to_onnx: a constant read by {node.op_type} depends on a dynamic axis and is not a whole "
+            f"number ({flat[0].tolist()} at the traced size), which onnxnn cannot write as a computation "
+            "of the axes' sizes"
+        )
+    elements = zip(*(values.astype(np.int64).tolist() for values in flat))
+    return _like(prologue, _shape_expression(prologue, initializers, cache, terms, elements, node.op_type), traced[0])
+
+
+def _like(prologue: list, computed: str, constant: np.ndarray) -> str:
+    """``computed`` (a 1-D int64 shape) as ``constant`` is: a scalar where it is one, in its dtype."""
+    if constant.ndim == 0:
+        scalar = f"{computed}::scalar"
+        prologue.append(helper.make_node("Squeeze", [computed], [scalar]))  # one element, no axes: a scalar
+        computed = scalar
+    if constant.dtype != np.int64:
+        cast = f"{computed}::as_{constant.dtype.name}"
+        prologue.append(
+            helper.make_node("Cast", [computed], [cast], to=helper.np_dtype_to_tensor_dtype(constant.dtype))
+        )
+        computed = cast
+    return computed
+
+
 def _filled(*values) -> bool:
     """Whether the three traces' values are one value (the same in each) over shapes of one rank
     that differ."""
@@ -301,15 +338,13 @@ def make_shapes_dynamic(
             if value_a.static is not None:
                 if value_b.static == value_a.static and value_c.static == value_a.static:
                     continue
-                first, later, last = value_a.data.reshape(-1), value_b.data.reshape(-1), value_c.data.reshape(-1)
-                if value_a.data.ndim != 1 or not first.shape == later.shape == last.shape:
+                if value_a.data.ndim > 1 or not value_a.shape == value_b.shape == value_c.shape:
                     raise RuntimeError(
                         f"to_onnx: a shape argument of {node_a.op_type} depends on a dynamic axis "
                         "in a way onnxnn cannot express"
                     )
-                elements = zip(first.tolist(), later.tolist(), last.tolist())
-                computed = _shape_expression(prologue, new_initializers, cache, terms, elements, node_a.op_type)
-                rewired[position, slot] = computed
+                sizes = (value_a.data, value_b.data, value_c.data)
+                rewired[position, slot] = _sizes_as_values(prologue, new_initializers, cache, terms, sizes, node_a)
             elif any(value_a is arg for arg in trace.arg_values):
                 continue
             elif _filled(value_a, value_b, value_c):
@@ -322,11 +357,17 @@ def make_shapes_dynamic(
                 prologue.append(helper.make_node("Expand", [fill, shape], [f"{fill}::expanded"]))
                 rewired[position, slot] = f"{fill}::expanded"
             elif value_a.shape != value_b.shape or not np.array_equal(value_a.data, value_b.data):
-                warnings.warn(
-                    f"to_onnx: a constant used by {node_a.op_type} was computed from a traced size and "
-                    "is baked into the graph; it will be wrong at other sizes",
-                    UserWarning,
-                    stacklevel=3,
+                if value_a.data.ndim <= 1 and value_a.shape == value_b.shape == value_c.shape:
+                    sizes = (value_a.data, value_b.data, value_c.data)
+                    rewired[position, slot] = _sizes_as_values(prologue, new_initializers, cache, terms, sizes, node_a)
+                    continue
+                # Written as it was traced, it would be silently wrong at every other size (an imported
+                # model's Resize sizes from float arithmetic on its input's shape, say).
+                raise RuntimeError(
+                    f"to_onnx: a tensor read by {node_a.op_type} was computed from the size of a dynamic "
+                    "axis in a way onnxnn cannot write as a computation of that size, so the exported "
+                    "graph would be wrong at every other size; export without that dynamic axis, or "
+                    "compute the tensor from the input's shape with integer arithmetic"
                 )
 
     if rewired:

@@ -132,6 +132,14 @@ TWO_AXES_MODELS = [
         1,
     ),
     ("ones-of-its-sizes", lambda: _Function(lambda x: x * onnxnn.ones(x.shape[0], x.shape[1], 1)), (2, 5, 3), 1),
+    # Sizes used as values: a mean over the batch (up to 4 rows) and integers offset by the sizes.
+    ("mean-over-the-batch", lambda: _Function(lambda x: x - x.sum(0, keepdim=True) / x.shape[0]), (2, 5, 3), 6),
+    (
+        "sizes-as-integers",
+        lambda: _Function(lambda x: x * x.shape[1] + (x.argmax(2) + x.shape[0]).unsqueeze(2)),
+        (2, 5, 3),
+        2,
+    ),
     # Nine steps of 4 gates over 3 + 4 inputs, through sigmoid and tanh.
     ("lstm-without-state", lambda: _Recurrent(nn.LSTM), (2, 5, 3), 9 * 16),
     ("gru-without-state", lambda: _Recurrent(nn.GRU), (2, 5, 3), 9 * 16),
@@ -157,6 +165,20 @@ def test_dynamic_batch_and_length_axes_run_at_other_sizes(name, build, shape, op
         assert result.shape == expected.shape
         bound = 2 * operations * 2.0**-24 * max(1.0, float(np.abs(expected).max()))
         np.testing.assert_allclose(result, expected, rtol=0, atol=bound)
+
+
+@pytest.mark.parametrize(
+    "forward, message",
+    [
+        (lambda x: x / (x.shape[0] / 2), r"Div depends on a dynamic axis and is not a whole number \(\[1.5\]"),
+        (lambda x: x * onnxnn.arange(x.shape[0]).float().unsqueeze(1), "read by Cast was computed from the size"),
+    ],
+    ids=["half-the-batch", "arange-of-the-batch"],
+)
+def test_a_tensor_following_an_axis_in_a_way_onnx_cannot_express_is_refused(forward, message):
+    # Written as traced, it would be silently wrong at every other size.
+    with pytest.raises(RuntimeError, match=message):
+        to_onnx(_Function(forward), onnxnn.randn(3, 4), input_names=["x"], dynamic_axes={"x": {0: "b"}})
 
 
 class _ClassToken(nn.Module):
