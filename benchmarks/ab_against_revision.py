@@ -44,8 +44,15 @@ def _run(tree: Path, script: str, arguments: list[str]) -> dict:
         text=True,
         check=True,
     )
-    text = completed.stdout
-    return dict(_timings(json.loads(text[text.index("{") :])))
+    # One JSON object, or one per line (bench_vs_torch.py's workloads), each named by its workload.
+    reports = [json.loads(line) for line in completed.stdout.splitlines() if line.startswith("{")]
+    if len(reports) <= 1:
+        text = completed.stdout
+        return dict(_timings(json.loads(text[text.index("{") :])))
+    timings = {}
+    for report in reports:
+        timings.update(_timings(report, f"{report.get('workload', len(timings))}.threads={report.get('threads')}."))
+    return timings
 
 
 def _build_extensions(tree: Path) -> bool:
