@@ -9,7 +9,7 @@ so, while onnxnn's kernels run it as one, which saves small training steps (the 
 whose loss is ``abs``) three nodes' overhead each.
 
 It is linear in ``G``, so ``G``'s gradient is ``AbsGradient(H, X)``; ``X``'s is zero wherever it is
-defined (``sgn`` is piecewise constant), so it has none.
+defined (``sgn`` is piecewise constant).
 """
 
 from __future__ import annotations
@@ -52,4 +52,8 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
 
 @gradient_rules.register(OP_TYPE, domain=ONNXNN_DOMAIN)
 def _gradient(ctx, h):
-    return abs_gradient(h, ctx.input(1)), None
+    # X's gradient is zeros, not None: a leaf reached only through it (abs's second derivative,
+    # hessian(lambda t: t.abs().sum())) gets zeros, as PyTorch's SgnBackward gives. One zero
+    # expanded, never h * 0 (an infinite h would make NaN).
+    zeros = Tensor._zeros((), h.dtype, h.device).expand(tuple(ctx.input_shape(1)))
+    return abs_gradient(h, ctx.input(1)), zeros

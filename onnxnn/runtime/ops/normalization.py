@@ -105,19 +105,23 @@ def _layer_normalization_grad(ctx, g, *statistics_grads):
         x_hat = (x - ctx.output(1).to(x.dtype)) * inv_std
     else:
         x_hat, inv_std = _standardized(x, axes, float(ctx.attrs.get("epsilon", 1e-5)))
+    # g is None where only the Mean and InvStdDev outputs got a gradient: a second-order pass whose
+    # first-order loss was linear in Y (a gradient penalty through a LayerNorm).
     grad_x = grad_scale = grad_bias = None
     if needs_input_grad(ctx, 0):
-        grad_x = _normalized_grad(g * ctx.input(1), x_hat, inv_std, axes)
+        terms = [] if g is None else [_normalized_grad(g * ctx.input(1), x_hat, inv_std, axes)]
         # The optional Mean and InvStdDev outputs are functions of x too.
         count = float(np.prod([x.shape[axis] for axis in axes]))
         grad_mean, grad_inv_std = (tuple(statistics_grads) + (None, None))[:2]
         if grad_mean is not None:
-            grad_x = grad_x + grad_mean.to(x.dtype) / count
+            terms.append((grad_mean.to(x.dtype) / count).expand(x.shape))
         if grad_inv_std is not None:
-            grad_x = grad_x - grad_inv_std.to(x.dtype) * inv_std * inv_std * x_hat / count
-    if needs_input_grad(ctx, 1):
+            terms.append(-(grad_inv_std.to(x.dtype) * inv_std * inv_std * x_hat / count))
+        for term in terms:
+            grad_x = term if grad_x is None else grad_x + term
+    if g is not None and needs_input_grad(ctx, 1):
         grad_scale = g * x_hat  # the driver sums it down to Scale's (broadcast) shape
-    if ctx.num_inputs > 2 and ctx.input_value(2) is not None:
+    if g is not None and ctx.num_inputs > 2 and ctx.input_value(2) is not None:
         grad_bias = g
     return grad_x, grad_scale, grad_bias
 
