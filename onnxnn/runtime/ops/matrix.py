@@ -364,9 +364,11 @@ def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> T
     if input.dim() != 1:
         raise RuntimeError(f"Expect a 1D vector, but got shape {list(input.shape)}")
     choose = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    if r == 0:
+        return Tensor._zeros((0,), input.dtype, input.device)  # PyTorch's, where itertools has one empty row
     table = np.array(list(choose(range(input.shape[0]), r)), dtype=np.int64).reshape(-1, r)
     if table.shape[0] == 0:
-        return Tensor._zeros((0,) if r else (0,), input.dtype, input.device)
+        return Tensor._zeros((0, r), input.dtype, input.device)
     picked = input.index_select(0, Tensor._from_array(table.reshape(-1), dtypes.int64, input.device))
     return picked.reshape(table.shape)
 
