@@ -58,9 +58,12 @@ class Dirichlet(ExponentialFamily):
         shape = tuple(self._extended_shape(sample_shape))
         log_gammas = standard_gamma_log(self.concentration.expand(shape))
         value = _ops.softmax(log_gammas, -1).to(self.concentration.dtype)
-        # Coordinates that underflow become the smallest normal number, as PyTorch's.
+        # Coordinates stay in [tiny, 1 - eps], as PyTorch's: one that underflows becomes the smallest normal
+        # number, and one that rounds to 1 (small concentrations put nearly all mass on one coordinate) stays
+        # below it, where a Beta's log_prob of its own sample would be +inf.
         plain = value.detach()
-        return value + (plain.clamp(min=float(_finfo(value.dtype).tiny)) - plain)
+        info = _finfo(value.dtype)
+        return value + (plain.clamp(min=float(info.tiny), max=1.0 - float(info.eps)) - plain)
 
     def log_prob(self, value: Tensor) -> Tensor:
         if self._validate_args:

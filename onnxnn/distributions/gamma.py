@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from ..ir import dtypes
 from ..runtime.creation import as_tensor
+from ..runtime.grad_mode import is_grad_enabled, no_grad
+from ..runtime.ops.elementwise import where
 from ..runtime.ops.special_functions import igamma
 from ..runtime.tensor import Size, Tensor
 from . import constraints
-from ._standard_gamma import standard_gamma_log
+from ._standard_gamma import _log_sample_derivative, standard_gamma_log
 from .exp_family import ExponentialFamily
 from .utils import _finfo, _is_number, broadcast_all
 
@@ -88,9 +91,28 @@ class Gamma(ExponentialFamily):
         )
 
     def cdf(self, value: Tensor) -> Tensor:
+        """``P(concentration, rate * value)``, differentiable in every argument.
+
+        ``igamma`` is differentiable in ``x`` only, as PyTorch's (whose ``Gamma.cdf`` then raises for a
+        concentration that requires grad); the concentration's derivative here is the implicit one
+        that reparameterized samples use: ``dP/da = -(d log x / da) * x * p(x)``.
+        """
         if self._validate_args:
             self._validate_sample(value)
-        return igamma(self.concentration, self.rate * value)
+        x = self.rate * value
+        probability = igamma(self.concentration, x)
+        concentration = self.concentration
+        if not (concentration.requires_grad and is_grad_enabled()):
+            return probability
+        with no_grad():
+            alpha = concentration.to(dtypes.float64).expand(probability.shape)
+            log_x = x.to(dtypes.float64).expand(probability.shape).log()
+            x_times_density = (alpha * log_x - log_x.exp() - alpha.lgamma()).exp()
+            derivative = -_log_sample_derivative(alpha, log_x) * x_times_density
+            # At the support's edges (x = 0, inf) P is flat in a: no NaN may reach the value below.
+            derivative = where(derivative.isfinite(), derivative, 0.0).to(probability.dtype)
+        # Zero in value (a - a is exactly 0 for finite a), the derivative above in gradient.
+        return probability + (concentration - concentration.detach()) * derivative
 
     def entropy(self) -> Tensor:
         return (

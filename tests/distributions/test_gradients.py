@@ -147,6 +147,19 @@ def test_log_prob_gradients_match_central_differences(name):
     _directional_check(function, arrays)
 
 
+# The cdfs' gradients in the shape parameter too, where PyTorch raises (igamma is differentiable in x only).
+CDF_CASES = {
+    "Gamma": (lambda a, rate, x: D.Gamma(a, rate).cdf(x), [[0.5, 3.0, 30.0], [2.0, 0.7, 1.0], [0.2, 1.1, 33.0]]),
+    "Chi2": (lambda df, x: D.Chi2(df).cdf(x), [[1.5, 4.0], [0.3, 5.0]]),
+}
+
+
+@pytest.mark.parametrize("name", list(CDF_CASES))
+def test_cdf_gradients_match_central_differences(name):
+    function, arrays = CDF_CASES[name]
+    _directional_check(function, arrays)
+
+
 # ---------------------------------------------------------------- gamma-based samples (the implicit
 # gradient itself: test_standard_gamma.py)
 

@@ -151,3 +151,16 @@ def test_every_case_has_a_reference_for_its_draws():
     for case in CASES:
         has_mean = not isinstance(case.variance, str) and np.all(np.isfinite(case.variance))
         assert has_mean or case.cdf is not UNSUPPORTED or case.discrete, case.name
+
+
+@pytest.mark.parametrize("dtype", [onnxnn.float32, onnxnn.float64], ids=["float32", "float64"])
+def test_beta_and_dirichlet_draws_stay_inside_the_simplex(dtype):
+    # Small concentrations put nearly all mass on one coordinate, which rounded to 1: a Beta's
+    # log_prob of its own draw was then +inf. Draws stay in [tiny, 1 - eps], as PyTorch's.
+    onnxnn.manual_seed(0)
+    beta = D.Beta(onnxnn.tensor(0.1, dtype=dtype), onnxnn.tensor(0.1, dtype=dtype))
+    draws = beta.sample((20000,))
+    assert 0.0 < float(draws.min()) and float(draws.max()) < 1.0
+    assert np.isfinite(beta.log_prob(draws).numpy()).all()
+    coordinates = D.Dirichlet(onnxnn.tensor([0.01, 0.02, 0.03], dtype=dtype)).sample((20000,)).numpy()
+    assert 0.0 < coordinates.min() and coordinates.max() < 1.0
