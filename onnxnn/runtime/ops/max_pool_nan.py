@@ -5,18 +5,24 @@ window's last NaN in row-major order); onnxruntime's kernels (1.31) skip NaN, an
 alone gives the dtype's lowest value. A diverging network's NaN activations then came out of a pool
 as finite numbers and its loss stayed finite. onnxnn records the standard op (its kernels, and the
 compiled loop of kernels/pooling_loops.c, propagate NaN themselves) and its CPU sessions run it as
-the pool of ``x`` with a pool of the NaN flags beside it, the flags selecting NaN where a window had one:
+the pool of ``x`` beside a second pool that finds the windows holding NaN:
 
-- values only: ``Where(MaxPool(Cast(IsNaN(x), uint8)) != 0, NaN, MaxPool(x))``; the flags' pool has
-  the node's own attributes (kernel, strides, pads, dilations, ceil_mode), so it sees every window;
-- with indices: the flags are numbered, ``IsNaN(x) * (1 + position in the plane)``, and their pool's
-  Indices output names the window's last NaN, which replaces onnxruntime's index where the window had one;
-- ``GlobalMaxPool``: the flags' maximum over the spatial axes (``ReduceMax``).
+- values only, float32: the average of ``x * x`` over the same windows (the node's own kernel,
+  strides, pads, dilations, ceil_mode) is NaN exactly where a window holds NaN: the squares are never
+  negative, so infinities add up to infinity, never to NaN; ``Where(IsNaN(that), that, MaxPool(x))``.
+  Squares and an average pool stay in onnxruntime's blocked channel layout around a convolution,
+  where IsNaN flags would be reordered out of it and back: resnet18's first convolution, ReLU and
+  3x3 pool, one thread, 2.1 ms with the plain pool, 3.0 ms so, 3.7 with float flags and 7.5 with
+  uint8 flags (onnxruntime's uint8 MaxPool is a generic loop). Other dtypes (onnxruntime's average
+  pools are float32 only) pool float32 flags, ``Cast(IsNaN(x), float)``;
+- with indices (a pool too small or too rare for the compiled loop): numbered flags,
+  ``IsNaN(x) * (1 + position in the plane)``, whose pool's Indices output names the window's last
+  NaN, which replaces onnxruntime's index where the window had one;
+- ``GlobalMaxPool``: the same over the whole plane (GlobalAveragePool, GlobalMaxPool).
 
-The flags cost about three passes over a pool's input (a ResNet's one 3x3 pool, next to its
-convolutions, is noise); integer pools hold no NaN and run as recorded. Exports keep the plain node,
-as ``torch.onnx.export`` writes it: a standard ONNX MaxPool, read back by ``from_onnx`` as one op
-(onnxruntime serving either file skips NaN alike).
+Integer pools hold no NaN and run as recorded. Exports keep the plain node, as ``torch.onnx.export``
+writes it: a standard ONNX MaxPool, read back by ``from_onnx`` as one op (onnxruntime serving either
+file skips NaN alike).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
+from ...ir import dtypes
 from ...ir.model_building import onnx_attribute_value
 from ...ir.registry import session_lowerings
 
@@ -33,65 +40,19 @@ __all__: list[str] = []
 _FLOAT32_EXACT_POSITIONS = 1 << 24
 
 
-def _propagated(values: str, had_nan: str, output: str, fresh_name) -> tuple[list, list]:
-    """``output = Where(had_nan, NaN, values)``, NaN in ``values``' dtype."""
-    nan = fresh_name("nan")
-    nan_like = fresh_name("nan_like")
-    return [
-        helper.make_node("CastLike", [nan, values], [nan_like], name=fresh_name("CastLike")),
-        helper.make_node("Where", [had_nan, nan_like, values], [output], name=fresh_name("Where")),
-    ], [numpy_helper.from_array(np.array(np.nan, np.float32), nan)]
-
-
 @session_lowerings.register("MaxPool")
 def _max_pool(node, input_names: list, output_names: list, fresh_name, embedded=None):
     x = node.inputs[0]
     if not x.dtype.is_floating_point:
         return None
     attributes = {key: onnx_attribute_value(value) for key, value in node.attrs.items()}
-    with_indices = len(output_names) > 1 and bool(output_names[1])
+    if len(output_names) > 1 and output_names[1]:
+        return _max_pool_with_indices(x, input_names[0], output_names, fresh_name, attributes)
+    window = {key: value for key, value in attributes.items() if key != "storage_order"}
     pooled = fresh_name("pooled")
-    nodes = [
-        helper.make_node(
-            "MaxPool",
-            input_names[:1],
-            [pooled, fresh_name("indices")] if with_indices else [pooled],
-            name=fresh_name("MaxPool"),
-            **attributes,
-        ),
-        helper.make_node("IsNaN", input_names[:1], [is_nan := fresh_name("is_nan")], name=fresh_name("IsNaN")),
-    ]
-    initializers = []
-    had_nan = fresh_name("had_nan")
-    if with_indices:
-        plane = x.shape[2:]
-        size = int(np.prod(plane))
-        dtype = np.float32 if size < _FLOAT32_EXACT_POSITIONS else np.float64
-        positions = fresh_name("positions")
-        initializers.append(numpy_helper.from_array(np.arange(1, size + 1, dtype=dtype).reshape(plane), positions))
-        flags, numbered, last, last_index = (fresh_name(stem) for stem in ("flags", "numbered", "last", "last_index"))
-        zero = fresh_name("zero")
-        initializers.append(numpy_helper.from_array(np.array(0, dtype), zero))
-        nodes += [
-            helper.make_node(
-                "Cast", [is_nan], [flags], name=fresh_name("Cast"), to=helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-            ),
-            helper.make_node("Mul", [flags, positions], [numbered], name=fresh_name("Mul")),
-            helper.make_node("MaxPool", [numbered], [last, last_index], name=fresh_name("MaxPool"), **attributes),
-            helper.make_node("Greater", [last, zero], [had_nan], name=fresh_name("Greater")),
-            helper.make_node(
-                "Where", [had_nan, last_index, nodes[0].output[1]], [output_names[1]], name=fresh_name("Where")
-            ),
-        ]
-    else:
-        flags, any_flag = fresh_name("flags"), fresh_name("any_flag")
-        nodes += [
-            helper.make_node("Cast", [is_nan], [flags], name=fresh_name("Cast"), to=TensorProto.UINT8),
-            helper.make_node("MaxPool", [flags], [any_flag], name=fresh_name("MaxPool"), **attributes),
-            helper.make_node("Cast", [any_flag], [had_nan], name=fresh_name("Cast"), to=TensorProto.BOOL),
-        ]
-    tail, tail_initializers = _propagated(pooled, had_nan, output_names[0], fresh_name)
-    return nodes + tail, initializers + tail_initializers
+    nodes = [helper.make_node("MaxPool", input_names[:1], [pooled], name=fresh_name("MaxPool"), **attributes)]
+    nodes_after, initializers = _with_nan_where_held(x, input_names[0], pooled, output_names[0], fresh_name, "", window)
+    return nodes + nodes_after, initializers
 
 
 @session_lowerings.register("GlobalMaxPool")
@@ -99,18 +60,75 @@ def _global_max_pool(node, input_names: list, output_names: list, fresh_name, em
     x = node.inputs[0]
     if not x.dtype.is_floating_point:
         return None
-    pooled, is_nan, had_nan, axes = (fresh_name(stem) for stem in ("pooled", "is_nan", "had_nan", "axes"))
-    nodes = [
-        helper.make_node("GlobalMaxPool", input_names[:1], [pooled], name=fresh_name("GlobalMaxPool")),
-        helper.make_node("IsNaN", input_names[:1], [is_nan], name=fresh_name("IsNaN")),
-        helper.make_node(
-            "Cast", [is_nan], [flags := fresh_name("flags")], name=fresh_name("Cast"), to=TensorProto.UINT8
-        ),
-        helper.make_node(
-            "ReduceMax", [flags, axes], [any_flag := fresh_name("any_flag")], name=fresh_name("ReduceMax"), keepdims=1
-        ),
-        helper.make_node("Cast", [any_flag], [had_nan], name=fresh_name("Cast"), to=TensorProto.BOOL),
+    pooled = fresh_name("pooled")
+    nodes = [helper.make_node("GlobalMaxPool", input_names[:1], [pooled], name=fresh_name("GlobalMaxPool"))]
+    nodes_after, initializers = _with_nan_where_held(
+        x, input_names[0], pooled, output_names[0], fresh_name, "Global", {}
+    )
+    return nodes + nodes_after, initializers
+
+
+def _with_nan_where_held(x, input_name: str, pooled: str, output: str, fresh_name, scope: str, window: dict):
+    """The nodes giving ``output``: ``pooled`` (the max pool of ``x``), NaN where a window holds NaN.
+
+    ``scope``: "" for the node's windows (``window``: its attributes), "Global" for the whole plane.
+    """
+    if x.dtype is dtypes.float32:  # onnxruntime's average pools are float32 only
+        squares, average, held = fresh_name("squares"), fresh_name("nan_where_held"), fresh_name("held")
+        return [
+            helper.make_node("Mul", [input_name, input_name], [squares], name=fresh_name("Mul")),
+            helper.make_node(f"{scope}AveragePool", [squares], [average], name=fresh_name("AveragePool"), **window),
+            helper.make_node("IsNaN", [average], [held], name=fresh_name("IsNaN")),
+            helper.make_node("Where", [held, average, pooled], [output], name=fresh_name("Where")),
+        ], []
+    is_nan, flags, any_flag, held = (fresh_name(stem) for stem in ("is_nan", "flags", "any_flag", "held"))
+    nan, nan_like = fresh_name("nan"), fresh_name("nan_like")
+    return [
+        helper.make_node("IsNaN", [input_name], [is_nan], name=fresh_name("IsNaN")),
+        helper.make_node("Cast", [is_nan], [flags], name=fresh_name("Cast"), to=TensorProto.FLOAT),
+        helper.make_node(f"{scope}MaxPool", [flags], [any_flag], name=fresh_name("MaxPool"), **window),
+        helper.make_node("Cast", [any_flag], [held], name=fresh_name("Cast"), to=TensorProto.BOOL),
+        helper.make_node("CastLike", [nan, pooled], [nan_like], name=fresh_name("CastLike")),
+        helper.make_node("Where", [held, nan_like, pooled], [output], name=fresh_name("Where")),
+    ], [numpy_helper.from_array(np.array(np.nan, np.float32), nan)]
+
+
+def _max_pool_with_indices(x, input_name: str, output_names: list, fresh_name, attributes: dict):
+    plane = x.shape[2:]
+    size = int(np.prod(plane))
+    dtype = np.float32 if size < _FLOAT32_EXACT_POSITIONS else np.float64
+    names = {stem: fresh_name(stem) for stem in ("pooled", "indices", "is_nan", "flags", "numbered", "last")}
+    names.update({stem: fresh_name(stem) for stem in ("last_index", "had_nan", "positions", "zero", "nan", "nan_like")})
+    initializers = [
+        numpy_helper.from_array(np.arange(1, size + 1, dtype=dtype).reshape(plane), names["positions"]),
+        numpy_helper.from_array(np.array(0, dtype), names["zero"]),
+        numpy_helper.from_array(np.array(np.nan, np.float32), names["nan"]),
     ]
-    spatial = numpy_helper.from_array(np.arange(2, len(x.shape), dtype=np.int64), axes)
-    tail, tail_initializers = _propagated(pooled, had_nan, output_names[0], fresh_name)
-    return nodes + tail, [spatial] + tail_initializers
+    flag_type = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    nodes = [
+        helper.make_node(
+            "MaxPool", [input_name], [names["pooled"], names["indices"]], name=fresh_name("MaxPool"), **attributes
+        ),
+        helper.make_node("IsNaN", [input_name], [names["is_nan"]], name=fresh_name("IsNaN")),
+        helper.make_node("Cast", [names["is_nan"]], [names["flags"]], name=fresh_name("Cast"), to=flag_type),
+        helper.make_node("Mul", [names["flags"], names["positions"]], [names["numbered"]], name=fresh_name("Mul")),
+        helper.make_node(
+            "MaxPool",
+            [names["numbered"]],
+            [names["last"], names["last_index"]],
+            name=fresh_name("MaxPool"),
+            **attributes,
+        ),
+        helper.make_node("Greater", [names["last"], names["zero"]], [names["had_nan"]], name=fresh_name("Greater")),
+        helper.make_node(
+            "Where",
+            [names["had_nan"], names["last_index"], names["indices"]],
+            [output_names[1]],
+            name=fresh_name("Where"),
+        ),
+        helper.make_node("CastLike", [names["nan"], names["pooled"]], [names["nan_like"]], name=fresh_name("CastLike")),
+        helper.make_node(
+            "Where", [names["had_nan"], names["nan_like"], names["pooled"]], [output_names[0]], name=fresh_name("Where")
+        ),
+    ]
+    return nodes, initializers
