@@ -248,8 +248,8 @@ def grid_sample(xp, inputs, attrs):
     spatial = len(sizes)
     output_spatial = tuple(grid.shape[1:-1])
     # The coordinate tables are per point, so they are computed with numpy on the host.
-    normalized = np.asarray(grid.get() if hasattr(grid, "get") else grid).reshape(batch, -1, spatial)
-    points = normalized.shape[1]
+    points = int(np.prod(output_spatial))  # not -1: an empty batch has no size to infer it from
+    normalized = np.asarray(grid.get() if hasattr(grid, "get") else grid).reshape(batch, points, spatial)
     taps = []
     for axis, size in enumerate(sizes):
         # The grid's last axis lists coordinates innermost first: (x, y[, z]).
@@ -259,7 +259,7 @@ def grid_sample(xp, inputs, attrs):
         else:
             source = ((n + 1) * size - 1) / 2
         taps.append(_grid_taps(source.astype(normalized.dtype), size, mode, padding_mode, align_corners))
-    flat = x.reshape(batch, channels, -1)
+    flat = x.reshape(batch, channels, int(np.prod(sizes)))
     strides = [int(np.prod(sizes[axis + 1 :])) for axis in range(spatial)]
     batch_index = xp.arange(batch)[:, None, None]
     channel_index = xp.arange(channels)[None, :, None]

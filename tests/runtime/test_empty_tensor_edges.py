@@ -3,7 +3,9 @@
 - ``cat`` skips 1-D empty tensors beside tensors of other shapes (``acc = tensor([])`` grown in a loop
   by ``cat([acc, row])``), which still take part in the dtype promotion;
 - ``combinations`` of more elements than there are is an empty table of ``r`` columns, and of none
-  (``r = 0``) an empty vector, where itertools has one empty row.
+  (``r = 0``) an empty vector, where itertools has one empty row;
+- a scalar's dims wrap as one axis's (0 and -1): ``flip`` and ``movedim`` of a scalar give the scalar;
+- an empty batch goes through ``grid_sample`` and its backward.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 import pytest
 
 import onnxnn
+import onnxnn.nn.functional as F
 
 
 @pytest.mark.parametrize(
@@ -43,3 +46,28 @@ def test_combinations_shape_follows_pytorch(n, r, with_replacement):
     result = onnxnn.combinations(onnxnn.arange(n), r, with_replacement=with_replacement)
     assert tuple(result.shape) == expected.shape
     np.testing.assert_array_equal(result.numpy(), expected)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [lambda s: s.flip(0), lambda s: onnxnn.flip(s, (-1,)), lambda s: s.movedim(0, 0), lambda s: s.movedim(-1, 0)],
+)
+def test_a_scalars_dims_wrap_as_one_axis(call):
+    scalar = onnxnn.tensor(1.5)
+    result = call(scalar)
+    assert result.shape == () and float(result) == 1.5
+
+
+def test_a_scalar_has_no_axis_1():
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        onnxnn.tensor(1.5).flip(1)
+
+
+@pytest.mark.parametrize("dtype", [onnxnn.float32, onnxnn.float64], ids=["float32", "float64"])
+def test_grid_sample_of_an_empty_batch(dtype):
+    x = onnxnn.zeros(0, 3, 4, 4, dtype=dtype, requires_grad=True)
+    grid = onnxnn.zeros(0, 2, 5, 2, dtype=dtype, requires_grad=True)
+    y = F.grid_sample(x, grid, align_corners=False)
+    assert tuple(y.shape) == (0, 3, 2, 5)
+    gradient_x, gradient_grid = onnxnn.autograd.grad(y.sum(), [x, grid])
+    assert tuple(gradient_x.shape) == (0, 3, 4, 4) and tuple(gradient_grid.shape) == (0, 2, 5, 2)

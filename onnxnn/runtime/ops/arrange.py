@@ -262,9 +262,13 @@ def movedim(input: Tensor, source, destination) -> Tensor:
             f"movedim: Invalid source or destination dims: source ({source} dims) should contain the "
             f"same number of dims as destination ({destination} dims)"
         )
-    source, destination = normalize_axes(source, input.dim()), normalize_axes(destination, input.dim())
+    # PyTorch wraps a scalar's dims as one axis's (0 and -1): movedim(0, 0) of a scalar is the scalar.
+    rank = max(input.dim(), 1)
+    source, destination = normalize_axes(source, rank), normalize_axes(destination, rank)
     if len(set(source)) != len(source) or len(set(destination)) != len(destination):
         raise RuntimeError("movedim: repeated dim in `source` or `destination`")
+    if input.dim() == 0:
+        return input.permute(())
     order = [axis for axis in range(input.dim()) if axis not in source]
     for target, axis in sorted(zip(destination, source)):
         order.insert(target, axis)

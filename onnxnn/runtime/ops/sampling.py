@@ -169,7 +169,7 @@ def _grid_sample_grad(ctx, g):
             ]
         )
     g_flat = g.reshape(batch, channels, points)
-    x_flat = x.reshape(batch, channels, -1)
+    x_flat = x.reshape(batch, channels, int(np.prod(sizes)))  # not -1: an empty batch has no size to infer
     grad_x = Tensor._zeros(tuple(x_flat.shape), g.dtype, g.device)
     grad_src = [None] * spatial
     for combination in itertools.product(*taps):

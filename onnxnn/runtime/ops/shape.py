@@ -570,6 +570,9 @@ def repeat(input: Tensor, *sizes) -> Tensor:
 
 def flip(input: Tensor, dims) -> Tensor:
     dims = [dims] if isinstance(dims, int) else list(dims)
+    if input.dim() == 0:
+        normalize_axes(dims, 1)  # PyTorch wraps a scalar's dims as one axis's (0 and -1)
+        return apply_op("Identity", (input,), None, "FlipBackward0")  # a new tensor, as PyTorch's
     axes = normalize_axes(dims, input.dim())
     big = np.iinfo(np.int64).max
     return apply_op(
