@@ -473,9 +473,14 @@ def grad(
     retain_graph=None,
     create_graph: bool = False,
     allow_unused=None,
+    is_grads_batched: bool = False,
     materialize_grads: bool = False,
 ) -> tuple:
     """Computes and returns the gradients of ``outputs`` with respect to ``inputs`` (without touching ``.grad``).
+
+    With ``is_grads_batched``, the first dimension of every ``grad_outputs`` tensor is a batch of
+    vectors, and each input's gradient gets that dimension first: the vector-Jacobian product of
+    each row (a backward per row, where PyTorch vectorizes with vmap; the values are the same).
 
     Example::
 
@@ -497,6 +502,10 @@ def grad(
         grad_outputs = [grad_outputs]
     if retain_graph is None:
         retain_graph = create_graph
+    if is_grads_batched:
+        return _batched_grad(
+            outputs, inputs, list(grad_outputs), retain_graph, create_graph, allow_unused, materialize_grads
+        )
     for tensor in inputs:
         if not isinstance(tensor, _tensor.Tensor):
             raise RuntimeError(f"all inputs have to be Tensors or GradientEdges, but got {type(tensor).__name__}")
@@ -518,6 +527,41 @@ def grad(
                 )
         final.append(gradient)
     return tuple(final)
+
+
+def _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, materialize_grads) -> tuple:
+    """``grad`` of each row of the batched ``grad_outputs``, the rows' gradients stacked per input."""
+    if any(not isinstance(vector, _tensor.Tensor) or vector.dim() == 0 for vector in grad_outputs):
+        raise RuntimeError("If `is_grads_batched=True`, every grad_output must be a Tensor with a batch dimension")
+    sizes = {vector.shape[0] for vector in grad_outputs}
+    if len(sizes) != 1:
+        raise RuntimeError(
+            f"If `is_grads_batched=True`, the grad_outputs' first dimensions must agree, got {sorted(sizes)}"
+        )
+    (rows,) = sizes
+    per_row = [
+        grad(
+            outputs,
+            inputs,
+            [vector[row] for vector in grad_outputs],
+            retain_graph=retain_graph or row < rows - 1,
+            create_graph=create_graph,
+            allow_unused=allow_unused,
+            materialize_grads=materialize_grads,
+        )
+        for row in range(rows)
+    ]
+    stacked = []
+    for position, tensor in enumerate(inputs):
+        gradients = [row[position] for row in per_row]
+        if rows == 0:
+            stacked.append(_tensor.Tensor._zeros((0,) + tuple(tensor.shape), tensor.dtype, tensor.device))
+        elif any(gradient is None for gradient in gradients):
+            stacked.append(None)  # allow_unused: unused in every row alike
+        else:
+            rows_first = tuple(gradient.unsqueeze(0) for gradient in gradients)
+            stacked.append(_tensor.apply_op("Concat", rows_first, {"axis": 0}, "StackBackward0"))
+    return tuple(stacked)
 
 
 class _Engine:

@@ -429,3 +429,18 @@ def test_copies_leave_the_hooks_behind():
     weight.register_post_accumulate_grad_hook(lambda leaf: None)
     copied = copy.deepcopy(weight)
     assert copied._backward_hooks is None and copied._post_accumulate_grad_hooks is None
+
+
+def test_grad_with_batched_grad_outputs_gives_one_vector_jacobian_product_per_row():
+    # Rows of the identity as grad_outputs: the Jacobian of x -> (x^2 * w, sum(x)) row by row.
+    x_array, w_array = np.array([0.3, -1.2, 2.0]), np.array([1.0, 2.0, -0.5])
+    x = onnxnn.tensor(x_array, requires_grad=True)
+    squares, total = x * x * onnxnn.tensor(w_array), x.sum()
+    rows = onnxnn.tensor(np.eye(3))
+    (jacobian,) = onnxnn.autograd.grad(
+        [squares, total], x, [rows, onnxnn.tensor(np.array([1.0, 0.0, 2.0]))], is_grads_batched=True, retain_graph=True
+    )
+    expected = np.diag(2 * x_array * w_array) + np.array([1.0, 0.0, 2.0])[:, None]
+    np.testing.assert_array_equal(jacobian.numpy(), expected)
+    with pytest.raises(RuntimeError, match="first dimensions must agree"):
+        onnxnn.autograd.grad([squares, total], x, [rows, onnxnn.ones(2)], is_grads_batched=True)
