@@ -27,7 +27,6 @@ import numpy as np
 import onnx
 
 from ..ir import dtypes
-from ..ir.attributes import auto_pad_mode
 from ..ir.graph import constant, shared_attributes, static_constant
 from ..ir.mode import MODE
 from ..ir.plan import realize_alongside
@@ -35,7 +34,6 @@ from ..ir.random import Generator, bernoulli
 from ..ir.registry import importers
 from ..runtime.grad_mode import no_grad
 from ..runtime.internal import tensor_of, value_of
-from ..runtime.ops.windows import per_axis, window_geometry
 from ..runtime.tensor import Tensor, apply_op
 from .opsets import recorded_opset
 from .single_node import single_node_session
@@ -273,33 +271,6 @@ def _is_state(tensor: Tensor) -> bool:
     """Whether ``tensor`` is a module's buffer (as far as the node can tell): a leaf without a gradient,
     whose value is not a constant of the graph."""
     return tensor.grad_fn is None and not tensor.requires_grad and value_of(tensor).static is None
-
-
-@importers.register("Conv")
-def Conv(call: NodeCall, X, W, B=None, **attributes):
-    """As written, except ``auto_pad`` SAME with dilations at stride 1, which becomes explicit pads.
-
-    onnxruntime's Conv refuses that combination ("Dilation not supported for AutoPadType::SAME_UPPER"),
-    which ``torch.onnx.export`` writes for ``padding="same"`` with a dilation: the model ran nowhere
-    but onnxnn's kernels, and its re-export could not be served. At stride 1 the pads are the same
-    for every input size (``dilation * (kernel - 1)`` in all), so the recorded node keeps its meaning.
-    """
-    rank = len(X.shape) - 2
-    if (
-        auto_pad_mode(attributes) in ("SAME_UPPER", "SAME_LOWER")
-        and any(d != 1 for d in per_axis(attributes, "dilations", rank, 1))
-        and all(s == 1 for s in per_axis(attributes, "strides", rank, 1))
-    ):
-        geometry = window_geometry(X.shape[2:], W.shape[2:], attributes)
-        attributes = {key: value for key, value in attributes.items() if key != "auto_pad"}
-        attributes["pads"] = list(geometry.pads_begin) + list(geometry.pads_end)
-    inputs = [X, W] if B is None else [X, W, B]
-    opset = (
-        None
-        if call.model_opset is None
-        else recorded_opset("Conv", call.model_opset, frozenset(attributes), attributes, inputs)
-    )
-    return (apply_op("Conv", tuple(inputs), attributes, opset=opset),)
 
 
 @importers.register("Range")

@@ -17,6 +17,7 @@ from onnx import version_converter
 
 from ..errors import ModelLoadError
 from ..ir.plan import OPSET_VERSION
+from ..ir.attributes import auto_pad_mode
 from .attributes import attribute_subgraphs
 from .external_data import load_external_data
 from .validation import adopt_onnxruntime_ops, check_domains, check_shapes, check_strings
@@ -271,6 +272,38 @@ def convert_opset(model: onnx.ModelProto, target: int = OPSET_VERSION) -> onnx.M
     return converted
 
 
+def _write_dilated_same_pads(graph: onnx.GraphProto, weights: dict) -> None:
+    """Gives each Conv with ``auto_pad`` SAME and dilations at stride 1 its explicit pads, in place.
+
+    onnxruntime's Conv refuses that combination ("Dilation not supported for AutoPadType::SAME_UPPER"),
+    which ``torch.onnx.export`` writes for ``padding="same"`` with a dilation: the model ran only on
+    onnxnn's kernels, and its re-export could not be served. At stride 1 the pads are the same for every
+    input size: ``dilation * (kernel - 1)`` in all, the odd one at the end for SAME_UPPER (the
+    beginning for SAME_LOWER), the kernel's size read from ``kernel_shape`` or the weight initializer.
+    """
+    for node in graph.node:
+        for attribute in node.attribute:
+            for subgraph in attribute_subgraphs(attribute):
+                _write_dilated_same_pads(subgraph, weights)
+        if node.op_type != "Conv" or node.domain not in DEFAULT_DOMAINS:
+            continue
+        attrs = {attribute.name: onnx.helper.get_attribute_value(attribute) for attribute in node.attribute}
+        mode = auto_pad_mode(attrs)
+        kernel = attrs.get("kernel_shape") or weights.get(node.input[1] if len(node.input) > 1 else "", ())[2:]
+        dilations = list(attrs.get("dilations") or [1] * len(kernel))
+        if mode not in ("SAME_UPPER", "SAME_LOWER") or not kernel or all(d == 1 for d in dilations):
+            continue
+        if any(s != 1 for s in attrs.get("strides") or []) or len(dilations) != len(kernel):
+            continue
+        totals = [d * (k - 1) for d, k in zip(dilations, kernel)]
+        small = [total // 2 for total in totals]
+        large = [total - total // 2 for total in totals]
+        pads = small + large if mode == "SAME_UPPER" else large + small
+        kept = [attribute for attribute in node.attribute if attribute.name not in ("auto_pad", "pads")]
+        del node.attribute[:]
+        node.attribute.extend(kept + [onnx.helper.make_attribute("pads", pads)])
+
+
 def load_model(path_or_model, base_dir: str | os.PathLike | None = None) -> tuple[onnx.ModelProto, int | None]:
     """Reads and validates a model; returns it and its original default opset.
 
@@ -315,6 +348,7 @@ def load_model(path_or_model, base_dir: str | os.PathLike | None = None) -> tupl
     load_external_data(model, None if base_dir is None else os.fspath(base_dir), source)
     _check(model, path, source)
     check_shapes(model, source)
+    _write_dilated_same_pads(model.graph, {tensor.name: tuple(tensor.dims) for tensor in model.graph.initializer})
     original_opset = default_opset(model)
     if original_opset is not None and original_opset > OPSET_VERSION:
         # Imported as written: each node is recorded at the oldest opset that means the same

@@ -551,7 +551,7 @@ def _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph, all
         )
         for row in range(rows)
     ]
-    stacked = []
+    stacked: list = []
     for position, tensor in enumerate(inputs):
         gradients = [row[position] for row in per_row]
         if rows == 0:
