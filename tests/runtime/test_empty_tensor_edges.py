@@ -5,7 +5,8 @@
 - ``combinations`` of more elements than there are is an empty table of ``r`` columns, and of none
   (``r = 0``) an empty vector, where itertools has one empty row;
 - a scalar's dims wrap as one axis's (0 and -1): ``flip`` and ``movedim`` of a scalar give the scalar;
-- an empty batch goes through ``grid_sample`` and its backward.
+- an empty batch goes through ``grid_sample`` and its backward;
+- ``aminmax`` over a dim beside an empty one is empty, and over an empty dim an IndexError.
 """
 
 from __future__ import annotations
@@ -71,3 +72,16 @@ def test_grid_sample_of_an_empty_batch(dtype):
     assert tuple(y.shape) == (0, 3, 2, 5)
     gradient_x, gradient_grid = onnxnn.autograd.grad(y.sum(), [x, grid])
     assert tuple(gradient_x.shape) == (0, 3, 4, 4) and tuple(gradient_grid.shape) == (0, 2, 5, 2)
+
+
+def test_aminmax_over_a_dim_beside_an_empty_one_is_empty():
+    for shape, dim, expected in (((0, 3), 1, (0,)), ((2, 0, 4), -1, (2, 0))):
+        low, high = onnxnn.aminmax(onnxnn.zeros(*shape), dim=dim)
+        assert tuple(low.shape) == tuple(high.shape) == expected
+
+
+def test_aminmax_over_an_empty_dim_raises_pytorchs_errors():
+    with pytest.raises(IndexError, match="Expected reduction dim 0 to have non-zero size"):
+        onnxnn.aminmax(onnxnn.zeros(0, 3), dim=0)
+    with pytest.raises(RuntimeError, match="no identity"):
+        onnxnn.aminmax(onnxnn.zeros(0, 3))

@@ -418,10 +418,12 @@ def count_nonzero(input: Tensor, dim=None) -> Tensor:
 
 def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False) -> AminmaxResult:
     """``(amin, amax)`` over ``dim`` (all elements when None)."""
-    if input.numel() == 0:
+    if dim is None and input.numel() == 0:
         raise RuntimeError(
             "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity."
         )
+    if dim is not None and input.dim() and input.shape[normalize_axes([dim], input.dim())[0]] == 0:
+        raise IndexError(f"aminmax: Expected reduction dim {dim} to have non-zero size.")
     dims = () if dim is None else dim
     return AminmaxResult(_r.amin(input, dims, keepdim), _r.amax(input, dims, keepdim))
 
