@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import onnxnn
+from onnxnn.runtime.ops import random_samplers
 
 EXECUTORS = ("onnxruntime", "kernels")
 N = 20000
@@ -179,6 +180,25 @@ def test_poisson_and_binomial_reproduce_under_a_seed():
     b = (onnxnn.poisson(rate).numpy(), onnxnn.binomial(onnxnn.tensor([5.0]), onnxnn.tensor([0.5])).numpy())
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_poisson_and_binomial_in_chunks_draw_what_one_pass_draws(executor, monkeypatch):
+    # Large draws go through the window in chunks of elements (bounded memory): the same counts.
+    def draws():
+        onnxnn.manual_seed(5)
+        rates = onnxnn.tensor(np.array([[0.0, 4.0, 100.0], [2.5, 1e3, 7.0]])).expand(7, 2, 3)
+        counts = onnxnn.binomial(
+            onnxnn.tensor(np.array([[10.0, 1000.0, 0.0]])), onnxnn.tensor(np.array([[0.3], [0.9]]))
+        )
+        return onnxnn.poisson(rates).numpy(), counts.numpy()
+
+    with onnxnn.set_executor(executor):
+        whole = draws()
+        monkeypatch.setattr(random_samplers, "WINDOW_ENTRIES_PER_CHUNK", 1000)  # a few elements per chunk
+        chunked = draws()
+    for one_pass, in_chunks in zip(whole, chunked):
+        np.testing.assert_array_equal(in_chunks, one_pass)
 
 
 def test_fill_parameters_are_checked_like_pytorch():
