@@ -1,10 +1,11 @@
-"""Empty tensors where PyTorch has a rule of its own.
+"""Empty and zero-dimensional tensors where PyTorch has a rule of its own.
 
 - ``cat`` skips 1-D empty tensors beside tensors of other shapes (``acc = tensor([])`` grown in a loop
   by ``cat([acc, row])``), which still take part in the dtype promotion;
 - ``combinations`` of more elements than there are is an empty table of ``r`` columns, and of none
   (``r = 0``) an empty vector, where itertools has one empty row;
-- a scalar's dims wrap as one axis's (0 and -1): ``flip`` and ``movedim`` of a scalar give the scalar;
+- a scalar's dims wrap as one axis's (0 and -1): ``flip``, ``movedim`` and the scans of a scalar give the
+  scalar, any other dim is out of range, and what needs an axis (``chunk``, ``split``, ``trapezoid``) raises;
 - an empty batch goes through ``grid_sample`` and its backward;
 - ``aminmax`` over a dim beside an empty one is empty, and over an empty dim an IndexError.
 """
@@ -85,3 +86,27 @@ def test_aminmax_over_an_empty_dim_raises_pytorchs_errors():
         onnxnn.aminmax(onnxnn.zeros(0, 3), dim=0)
     with pytest.raises(RuntimeError, match="no identity"):
         onnxnn.aminmax(onnxnn.zeros(0, 3))
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda s: onnxnn.cumsum(s, 1), IndexError, r"expected to be in range of \[-1, 0\], but got 1"),
+        (lambda s: onnxnn.cumprod(s, 1), IndexError, r"expected to be in range of \[-1, 0\], but got 1"),
+        (lambda s: onnxnn.logcumsumexp(s, 5), IndexError, r"expected to be in range of \[-1, 0\], but got 5"),
+        (lambda s: onnxnn.cummax(s, 2), IndexError, r"expected to be in range of \[-1, 0\], but got 2"),
+        (lambda s: onnxnn.chunk(s, 2), RuntimeError, "chunk expects at least a 1-dimensional tensor"),
+        (lambda s: onnxnn.split(s, 1), RuntimeError, "split expects at least a 1-dimensional tensor"),
+        (lambda s: onnxnn.trapezoid(s), IndexError, "Dimension specified as -1 but tensor has no dimensions"),
+    ],
+    ids=["cumsum", "cumprod", "logcumsumexp", "cummax", "chunk", "split", "trapezoid"],
+)
+def test_a_scalar_refuses_what_needs_an_axis_with_pytorchs_errors(call, error, message):
+    with pytest.raises(error, match=message):
+        call(onnxnn.tensor(1.5))
+
+
+def test_a_scalars_scan_along_its_wrapped_axis_is_itself():
+    scalar = onnxnn.tensor(1.5)
+    for scan in (onnxnn.cumsum, onnxnn.cumprod, onnxnn.logcumsumexp):
+        assert float(scan(scalar, 0)) == float(scan(scalar, -1)) == 1.5

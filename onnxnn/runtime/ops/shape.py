@@ -483,6 +483,8 @@ def stack(tensors, dim: int = 0) -> Tensor:
 
 def split(input: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
     """Splits into chunks of a given size, or into the given list of sizes, along ``dim``."""
+    if input.dim() == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
     axis = normalize_axes([dim], input.dim())[0]
     length = input.shape[axis]
     if isinstance(split_size_or_sections, int):
@@ -513,6 +515,8 @@ def split(input: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    if input.dim() == 0:
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
     length = input.shape[normalize_axes([dim], input.dim())[0]]
     if not length:
         return split(input, [0] * chunks, dim)  # as many empty pieces as asked, as PyTorch's

@@ -253,7 +253,7 @@ def cumsum(input: Tensor, dim: int, *, dtype=None) -> Tensor:
     """
     input = _scan_input(input, dtype)
     if input.dim() == 0:
-        return input.clone()
+        return _scalar_scan(input, dim)
     axis = _axis(input, dim)
     return apply_op("CumSum", (input, int64_constant(axis)), {}, "CumsumBackward0")
 
@@ -272,7 +272,7 @@ def cumprod(input: Tensor, dim: int, *, dtype=None) -> Tensor:
     """Running products along ``dim`` (each prefix a ReduceProd of the masked lines)."""
     input = _scan_input(input, dtype)
     if input.dim() == 0:
-        return input.clone()
+        return _scalar_scan(input, dim)
     axis = _axis(input, dim)
     return _prefix_lines(input, axis, 1).prod(dim=axis + 1, dtype=input.dtype)  # int32 stays int32
 
@@ -280,14 +280,20 @@ def cumprod(input: Tensor, dim: int, *, dtype=None) -> Tensor:
 def logcumsumexp(input: Tensor, dim: int) -> Tensor:
     """``log(cumsum(exp(input)))`` along ``dim``, computed without overflow or underflow."""
     if input.dim() == 0:
-        return input.clone()
+        return _scalar_scan(input, dim)
     axis = _axis(input, dim)
     return _prefix_lines(input, axis, float("-inf")).logsumexp(axis + 1)
 
 
+def _scalar_scan(input: Tensor, dim: int) -> Tensor:
+    """A scan of a 0-d tensor: itself (a new tensor), ``dim`` checked as PyTorch wraps a scalar's (0 or -1)."""
+    normalize_axes([dim], 1)
+    return input.clone()
+
+
 def _cumulative_extremum(input: Tensor, dim: int, largest: bool, result):
     if input.dim() == 0:
-        return result(input.clone(), Tensor._zeros((), dtypes.int64, input.device))
+        return result(_scalar_scan(input, dim), Tensor._zeros((), dtypes.int64, input.device))
     axis = _axis(input, dim)
     if input.numel() == 0:  # no prefixes to reduce: empty values and indices of the input's shape
         return result(input.clone(), Tensor._zeros(tuple(input.shape), dtypes.int64, input.device))

@@ -234,6 +234,8 @@ def _largest_magnitude(differences: Tensor) -> Tensor:
 
 def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None, dim: int = -1) -> Tensor:
     """The trapezoidal rule along ``dim``: spacing ``dx`` (default 1) or sample points ``x``."""
+    if y.dim() == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
     axis = normalize_axes([dim], y.dim())[0]
     size = y.shape[axis]
     if size == 0:
