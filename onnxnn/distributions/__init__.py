@@ -24,8 +24,9 @@ Example (pathwise)::
     >>> loss.backward()
 
 Distributions: Bernoulli, Beta, Binomial, Categorical, Cauchy, Chi2, Dirichlet, Exponential,
-Gamma, Independent, Laplace, LogNormal, MultivariateNormal, Normal, OneHotCategorical,
-OneHotCategoricalStraightThrough, Poisson, StudentT, TransformedDistribution, Uniform; with
+Gamma, Geometric, Gumbel, HalfCauchy, HalfNormal, Independent, Laplace, LogNormal,
+MultivariateNormal, Normal, OneHotCategorical, OneHotCategoricalStraightThrough, Pareto, Poisson,
+StudentT, TransformedDistribution, Uniform, Weibull; with
 :func:`kl_divergence`/:func:`register_kl`, the :mod:`~onnxnn.distributions.constraints` and the
 :mod:`~onnxnn.distributions.transforms`.
 """
@@ -44,6 +45,10 @@ from .distribution import Distribution
 from .exp_family import ExponentialFamily
 from .exponential import Exponential
 from .gamma import Gamma
+from .geometric import Geometric
+from .gumbel import Gumbel
+from .half_cauchy import HalfCauchy
+from .half_normal import HalfNormal
 from .independent import Independent
 from .kl import kl_divergence, register_kl
 from .laplace import Laplace
@@ -51,6 +56,7 @@ from .log_normal import LogNormal
 from .multivariate_normal import MultivariateNormal
 from .normal import Normal
 from .one_hot_categorical import OneHotCategorical, OneHotCategoricalStraightThrough
+from .pareto import Pareto
 from .poisson import Poisson
 from .studentT import StudentT
 from .transformed_distribution import TransformedDistribution
@@ -70,6 +76,7 @@ from .transforms import (
     identity_transform,
 )
 from .uniform import Uniform
+from .weibull import Weibull
 
 __all__ = [
     "Bernoulli",
@@ -83,6 +90,10 @@ __all__ = [
     "Exponential",
     "ExponentialFamily",
     "Gamma",
+    "Geometric",
+    "Gumbel",
+    "HalfCauchy",
+    "HalfNormal",
     "Independent",
     "Laplace",
     "LogNormal",
@@ -90,9 +101,11 @@ __all__ = [
     "Normal",
     "OneHotCategorical",
     "OneHotCategoricalStraightThrough",
+    "Pareto",
     "StudentT",
     "Poisson",
     "Uniform",
+    "Weibull",
     "TransformedDistribution",
     "kl_divergence",
     "register_kl",

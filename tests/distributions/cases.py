@@ -69,6 +69,9 @@ BINOMIAL_N, BINOMIAL_P = 10.0, _array(0.2, 0.7)
 DF, T_LOC, T_SCALE = _array(2.5, 5.0), _array(0.0, 1.0), _array(1.0, 2.0)
 MVN_LOC = np.array([[0.5, -1.0], [0.0, 2.0]])
 MVN_COV = np.array([[2.0, 0.3], [0.3, 1.0]])
+GEOMETRIC_P = _array(0.3, 0.8)
+PARETO_SCALE, PARETO_ALPHA = _array(1.5, 0.3), _array(0.8, 3.0)  # alpha <= 1, 2: infinite mean, variance
+WEIBULL_SCALE, WEIBULL_K = _array(1.5, 0.3), _array(0.7, 3.0)
 
 
 def _categorical_entropy(p):
@@ -110,6 +113,11 @@ def _tanh_affine_log_prob(y):
     return ref.normal_log_prob(x, LOC, SCALE) - math.log(2) - np.log1p(-(u**2))
 
 
+def _weibull_gamma(order):
+    # Gamma(1 + order / k), the Weibull's raw moment of that order over scale^order.
+    return np.exp(ref.lgamma(1 + order / WEIBULL_K))
+
+
 def _mvn_entropy(cov):
     return 0.5 * np.linalg.slogdet(2 * math.pi * math.e * cov)[1]
 
@@ -120,6 +128,7 @@ UNIT_X = _array(0.2, 0.9)
 MVN_X = np.array([0.2, -1.1])
 DIRICHLET_X = np.array([[0.2, 0.3, 0.5], [0.1, 0.1, 0.8]])
 TANH_Y = _array(0.2, 2.5)
+PARETO_X = _array(2.0, 0.5)  # at least the scale
 
 CASES = [
     Case(
@@ -359,6 +368,90 @@ CASES = [
         T_SCALE**2 * DF / (DF - 2),
         _student_t_entropy(DF, T_SCALE),
         mode=T_LOC,
+    ),
+    Case(
+        "Geometric",
+        lambda: D.Geometric(t(GEOMETRIC_P)),
+        _array(2.0, 0.0),
+        ref.geometric_log_prob(_array(2.0, 0.0), GEOMETRIC_P),
+        1 / GEOMETRIC_P - 1,
+        (1 - GEOMETRIC_P) / GEOMETRIC_P**2,
+        -(GEOMETRIC_P * np.log(GEOMETRIC_P) + (1 - GEOMETRIC_P) * np.log1p(-GEOMETRIC_P)) / GEOMETRIC_P,
+        mode=np.zeros(2),
+        discrete=True,
+    ),
+    Case(
+        "Geometric(logits)",
+        lambda: D.Geometric(logits=t(np.log(GEOMETRIC_P / (1 - GEOMETRIC_P)))),
+        _array(0.0, 3.0),
+        ref.geometric_log_prob(_array(0.0, 3.0), GEOMETRIC_P),
+        1 / GEOMETRIC_P - 1,
+        (1 - GEOMETRIC_P) / GEOMETRIC_P**2,
+        -(GEOMETRIC_P * np.log(GEOMETRIC_P) + (1 - GEOMETRIC_P) * np.log1p(-GEOMETRIC_P)) / GEOMETRIC_P,
+        mode=np.zeros(2),
+        discrete=True,
+    ),
+    Case(
+        "HalfNormal",
+        lambda: D.HalfNormal(t(SCALE)),
+        POSITIVE_X,
+        ref.half_normal_log_prob(POSITIVE_X, SCALE),
+        SCALE * np.sqrt(2 / np.pi),
+        SCALE**2 * (1 - 2 / np.pi),
+        0.5 * np.log(np.pi / 2) + 0.5 + np.log(SCALE),
+        cdf=lambda x: ref.erf(x / (SCALE * math.sqrt(2))),
+        has_icdf=True,
+        mode=np.zeros(2),
+    ),
+    Case(
+        "HalfCauchy",
+        lambda: D.HalfCauchy(t(SCALE)),
+        POSITIVE_X,
+        ref.half_cauchy_log_prob(POSITIVE_X, SCALE),
+        np.full(2, np.inf),
+        np.full(2, np.inf),
+        np.log(2 * np.pi * SCALE),
+        cdf=lambda x: 2 / np.pi * np.arctan(x / SCALE),
+        has_icdf=True,
+        mode=np.zeros(2),
+    ),
+    Case(
+        "Gumbel",
+        lambda: D.Gumbel(t(LOC), t(SCALE)),
+        NORMAL_X,
+        ref.gumbel_log_prob(NORMAL_X, LOC, SCALE),
+        LOC + SCALE * np.euler_gamma,
+        np.pi**2 / 6 * SCALE**2,
+        np.log(SCALE) + 1 + np.euler_gamma,
+        cdf=lambda x: np.exp(-np.exp(-(x - LOC) / SCALE)),
+        has_icdf=True,
+        mode=LOC,
+    ),
+    Case(
+        "Pareto",
+        lambda: D.Pareto(t(PARETO_SCALE), t(PARETO_ALPHA)),
+        PARETO_X,
+        ref.pareto_log_prob(PARETO_X, PARETO_SCALE, PARETO_ALPHA),
+        _array(np.inf, 3.0 * 0.3 / 2.0),  # alpha scale / (alpha - 1) for alpha > 1
+        _array(np.inf, 0.3**2 * 3.0 / (2.0**2 * 1.0)),  # scale^2 alpha / ((alpha - 1)^2 (alpha - 2)) for alpha > 2
+        np.log(PARETO_SCALE / PARETO_ALPHA) + 1 + 1 / PARETO_ALPHA,
+        cdf=lambda x: 1 - (PARETO_SCALE / x) ** PARETO_ALPHA,
+        has_icdf=True,
+        mode=PARETO_SCALE,
+    ),
+    Case(
+        "Weibull",
+        lambda: D.Weibull(t(WEIBULL_SCALE), t(WEIBULL_K)),
+        POSITIVE_X,
+        ref.weibull_log_prob(POSITIVE_X, WEIBULL_SCALE, WEIBULL_K),
+        WEIBULL_SCALE * _weibull_gamma(1),
+        WEIBULL_SCALE**2 * (_weibull_gamma(2) - _weibull_gamma(1) ** 2),
+        np.euler_gamma * (1 - 1 / WEIBULL_K) + np.log(WEIBULL_SCALE / WEIBULL_K) + 1,
+        cdf=lambda x: -np.expm1(-((x / WEIBULL_SCALE) ** WEIBULL_K)),
+        has_icdf=True,
+        # scale ((k - 1) / k)^(1 / k): PyTorch's formula gives NaN for k < 1 (a negative base to a
+        # fractional power), though the density then peaks at 0.
+        mode=_array(np.nan, 0.3 * (2.0 / 3.0) ** (1 / 3.0)),
     ),
     Case(
         "TransformedDistribution(tanh, affine)",

@@ -167,3 +167,29 @@ def mvn_log_prob(x, loc, covariance):
     solved = np.linalg.solve(covariance, diff[..., None])[..., 0]
     _, logdet = np.linalg.slogdet(covariance)
     return -0.5 * (n * LOG_2PI + logdet + (diff * solved).sum(-1))
+
+
+def geometric_log_prob(k, p):
+    return k * np.log1p(-p) + np.log(p)
+
+
+def half_normal_log_prob(x, scale):
+    return normal_log_prob(x, 0.0, scale) + math.log(2)
+
+
+def half_cauchy_log_prob(x, scale):
+    return cauchy_log_prob(x, 0.0, scale) + math.log(2)
+
+
+def gumbel_log_prob(x, loc, scale):
+    z = (x - loc) / scale
+    return -np.log(scale) - z - np.exp(-z)
+
+
+def pareto_log_prob(x, scale, alpha):
+    return np.log(alpha) + alpha * np.log(scale) - (alpha + 1) * np.log(x)
+
+
+def weibull_log_prob(x, scale, concentration):
+    z = x / scale
+    return np.log(concentration / scale) + (concentration - 1) * np.log(z) - z**concentration

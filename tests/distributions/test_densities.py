@@ -122,3 +122,38 @@ def test_cauchy_cdf_and_icdf_in_float64_on_onnxruntime(method):
     with onnxnn.set_executor("onnxruntime"):
         actual = _values(getattr(D.Cauchy(t(loc), t(scale)), method)(t(values)))
     np.testing.assert_allclose(actual, CAUCHY_FORMULAS[method](values, loc, scale), rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("make", [lambda: D.HalfNormal(t([1.5, 0.3])), lambda: D.HalfCauchy(t([1.5, 0.3]))])
+def test_half_distributions_score_negative_values_minus_infinity_without_validation(make):
+    distribution = make()
+    distribution._validate_args = False
+    scores = _values(distribution.log_prob(t([-0.5, 0.0])))
+    assert scores[0] == -np.inf and np.isfinite(scores[1])
+
+
+def test_half_cauchy_scores_a_number_without_validation():
+    # PyTorch turns the value into a tensor of the scale's dtype there.
+    score = D.HalfCauchy(t(2.0), validate_args=False).log_prob(0.5)
+    assert score.dtype == onnxnn.float64
+    np.testing.assert_allclose(_values(score), np.log(2 / (np.pi * 2.0 * (1 + 0.25**2))), rtol=RTOL)
+
+
+def test_a_certain_geometric_success_scores_zero_failures_as_log_one():
+    # With p = 1 the formula reads 0 * log(0) at k = 0: PyTorch counts that term as 0, keeping the
+    # gradient 1 / p of log p (at k = 1 it is 1 / p - 1 / (1 - p)).
+    probs = onnxnn.tensor([1.0, 1.0], dtype=onnxnn.float64, requires_grad=True)
+    scores = D.Geometric(probs).log_prob(t([0.0, 1.0]))
+    assert _values(scores).tolist() == [0.0, -np.inf]
+    scores.sum().backward()
+    assert probs.grad.numpy().tolist() == [1.0, -np.inf]
+
+
+@pytest.mark.parametrize(
+    "alpha, finite_mean, finite_variance", [(1.0, False, False), (2.0, True, False), (2.5, True, True)]
+)
+def test_pareto_moments_are_infinite_up_to_their_alpha(alpha, finite_mean, finite_variance):
+    pareto = D.Pareto(t(1.5), t(alpha))
+    mean, variance = float(_values(pareto.mean)), float(_values(pareto.variance))
+    assert np.isfinite(mean) == finite_mean and np.isfinite(variance) == finite_variance
+    assert mean == np.inf or mean == pytest.approx(alpha * 1.5 / (alpha - 1), rel=RTOL)

@@ -45,6 +45,15 @@ BAD_PARAMETERS = [
     ),
     (lambda: D.StudentT(_t([0.0])), "df", "GreaterThan(lower_bound=0.0)"),
     (lambda: D.Chi2(_t([-2.0])), "df", "GreaterThan(lower_bound=0.0)"),
+    (lambda: D.Geometric(_t([1.5])), "probs", "Interval(lower_bound=0.0, upper_bound=1.0)"),
+    (lambda: D.HalfNormal(_t([-1.0])), "scale", "GreaterThan(lower_bound=0.0)"),
+    (lambda: D.HalfCauchy(0.0), "scale", "GreaterThan(lower_bound=0.0)"),
+    (lambda: D.Gumbel(_t([0.0]), _t([-1.0])), "scale", "GreaterThan(lower_bound=0.0)"),
+    (lambda: D.Pareto(_t([-1.0]), _t([1.0])), "scale", "GreaterThan(lower_bound=0.0)"),
+    # Pareto's alpha is its base Exponential's rate, which validates it first, as in PyTorch.
+    (lambda: D.Pareto(_t([1.0]), _t([-1.0])), "rate", "GreaterThan(lower_bound=0.0)"),
+    (lambda: D.Weibull(_t([-1.0]), _t([1.0])), "scale", "GreaterThan(lower_bound=0.0)"),
+    (lambda: D.Weibull(_t([1.0]), _t([0.0])), "concentration", "GreaterThan(lower_bound=0.0)"),
 ]
 
 
@@ -64,6 +73,25 @@ def test_the_parameter_message_is_pytorchs():
         "Expected parameter scale (Tensor of shape ()) of distribution Normal(loc: 0.0, scale: -1.0) "
         "to satisfy the constraint GreaterThan(lower_bound=0.0), but found invalid values:\n-1.0"
     )
+    # The half distributions' scale is their base's: the message names the half distribution.
+    with pytest.raises(ValueError) as error:
+        D.HalfNormal(-1.0)
+    assert str(error.value) == (
+        "Expected parameter scale (Tensor of shape ()) of distribution HalfNormal() "
+        "to satisfy the constraint GreaterThan(lower_bound=0.0), but found invalid values:\n-1.0"
+    )
+
+
+def test_a_geometric_probability_of_zero_is_refused_as_pytorch_does():
+    # The unit interval admits 0, but then no trial succeeds: PyTorch checks p > 0 besides.
+    with pytest.raises(ValueError) as error:
+        D.Geometric(onnxnn.tensor([0.0, 0.5]))
+    assert str(error.value) == (
+        "Expected parameter probs (Tensor of shape (2,)) of distribution Geometric(probs: onnxnn.Size([2])) "
+        "to be positive but found invalid values:\ntensor([0.])"
+    )
+    assert D.Geometric(onnxnn.tensor([0.0]), validate_args=False).probs.item() == 0.0
+    assert D.Geometric(logits=onnxnn.tensor([-1000.0])).logits.item() == -1000.0  # logits are not checked so
 
 
 OUT_OF_SUPPORT = [
@@ -77,6 +105,13 @@ OUT_OF_SUPPORT = [
     (lambda: D.Gamma(2.0, 1.0), [-1.0], "GreaterThanEq(lower_bound=0.0)"),
     (lambda: D.LogNormal(0.0, 1.0), [-1.0], "GreaterThan(lower_bound=0.0)"),
     (lambda: D.OneHotCategorical(_t([0.5, 0.5])), [[1.0, 1.0]], "OneHot()"),
+    (lambda: D.Geometric(0.5), [1.5], "IntegerGreaterThan(lower_bound=0)"),
+    (lambda: D.Geometric(0.5), [-1.0], "IntegerGreaterThan(lower_bound=0)"),
+    (lambda: D.HalfNormal(1.0), [-1.0], "GreaterThanEq(lower_bound=0.0)"),
+    (lambda: D.HalfCauchy(1.0), [-1.0], "GreaterThanEq(lower_bound=0.0)"),
+    (lambda: D.Gumbel(0.0, 1.0), [float("nan")], "Real()"),
+    (lambda: D.Pareto(2.0, 1.0), [1.0], "GreaterThanEq(lower_bound=2.0)"),
+    (lambda: D.Weibull(2.0, 1.0), [0.0], "GreaterThan(lower_bound=0.0)"),
 ]
 
 
@@ -141,6 +176,8 @@ CONSTRUCTION_ERRORS = [
     (lambda: D.Categorical(_t(0.5)), "`probs` parameter must be at least one-dimensional."),
     (lambda: D.Categorical(logits=_t(0.5)), "`logits` parameter must be at least one-dimensional."),
     (lambda: D.Binomial(10), "Either `probs` or `logits` must be specified, but not both."),
+    (lambda: D.Geometric(), "Either `probs` or `logits` must be specified, but not both."),
+    (lambda: D.Geometric(0.5, 0.0), "Either `probs` or `logits` must be specified, but not both."),
     (lambda: D.Dirichlet(_t(1.0)), "`concentration` parameter must be at least one-dimensional."),
     (lambda: D.MultivariateNormal(_t(0.0), _t([[1.0]])), "loc must be at least one-dimensional."),
     (
@@ -180,6 +217,9 @@ def test_repr_is_pytorchs():
         "Independent(Normal(loc: onnxnn.Size([2]), scale: onnxnn.Size([2])), 1)"
     )
     assert repr(D.LogNormal(0.0, 1.0)) == "LogNormal()"
+    assert repr(D.HalfNormal(1.0)) == "HalfNormal()"  # scale is the base distribution's
+    assert repr(D.Pareto(1.0, 2.0)) == "Pareto(alpha: 2.0, scale: 1.0)"  # in arg_constraints' order
+    assert repr(D.Geometric(logits=_t([0.0, 1.0]))) == "Geometric(logits: onnxnn.Size([2]))"
 
 
 @pytest.mark.parametrize(
@@ -231,6 +271,13 @@ EXPANDABLE = [
     lambda: D.Binomial(10, _t([0.2, 0.6])),
     lambda: D.Cauchy(_t([0.0, 1.0]), 1.0),
     lambda: D.StudentT(_t([3.0, 4.0])),
+    lambda: D.Geometric(_t([0.2, 0.6])),
+    lambda: D.Geometric(logits=_t([0.2, -0.6])),
+    lambda: D.HalfNormal(_t([1.0, 2.0])),
+    lambda: D.HalfCauchy(_t([1.0, 2.0])),
+    lambda: D.Gumbel(_t([0.0, 1.0]), 2.0),
+    lambda: D.Pareto(_t([1.0, 2.0]), 3.0),
+    lambda: D.Weibull(_t([1.0, 2.0]), _t([0.5, 3.0])),
     lambda: D.Independent(D.Normal(_t([[0.0, 1.0], [2.0, 3.0]]), 1.0), 1),
     lambda: D.TransformedDistribution(D.Normal(_t([0.0, 1.0]), 1.0), D.TanhTransform()),
 ]
@@ -308,6 +355,17 @@ def test_rsample_flags():
     assert D.Independent(D.Normal(_t([0.0]), 1.0), 1).has_rsample
     assert not D.Independent(D.Bernoulli(_t([0.5])), 1).has_rsample
     assert D.TransformedDistribution(D.Gamma(1.0, 1.0), D.ExpTransform()).has_rsample
+    assert not D.Geometric.has_rsample
+    for reparameterized in (
+        D.HalfNormal(1.0),
+        D.HalfCauchy(1.0),
+        D.Gumbel(0.0, 1.0),
+        D.Pareto(1.0, 2.0),
+        D.Weibull(1.0, 2.0),
+    ):
+        assert reparameterized.has_rsample
+    with pytest.raises(NotImplementedError):
+        D.Geometric(0.5).rsample()
     with pytest.raises(NotImplementedError):
         D.Categorical(_t([0.5, 0.5])).rsample()
 
@@ -331,3 +389,13 @@ def test_support_and_arg_constraints():
     assert repr(D.TransformedDistribution(D.Normal(0.0, 1.0), D.TanhTransform()).support) == (
         "Interval(lower_bound=-1.0, upper_bound=1.0)"
     )
+    assert D.Geometric.support is constraints.nonnegative_integer
+    assert D.HalfNormal.support is constraints.nonnegative and D.HalfCauchy.support is constraints.nonnegative
+    assert D.Gumbel.support is constraints.real and D.Weibull.support is constraints.positive
+    assert constraints.is_dependent(D.Pareto.support)
+    assert repr(D.Pareto(_t([1.0, 2.0]), 3.0).support) == (
+        "GreaterThanEq(lower_bound=tensor([1., 2.], dtype=onnxnn.float64))"
+    )
+    assert list(D.Pareto.arg_constraints) == ["alpha", "scale"]
+    assert list(D.Weibull.arg_constraints) == ["scale", "concentration"]
+    assert D.Geometric.arg_constraints == {"probs": constraints.unit_interval, "logits": constraints.real}

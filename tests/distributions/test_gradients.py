@@ -91,6 +91,11 @@ RSAMPLE_CASES = {
     "Gamma (rate)": (lambda rate: D.Gamma(_t([0.4, 3.0]), rate).rsample((3,)), [[2.0, 0.7]]),
     # The Chi2 part depends on df only.
     "StudentT (loc, scale)": (lambda loc, scale: D.StudentT(_t([2.5, 6.0]), loc, scale).rsample((3,)), [LOC, SCALE]),
+    "HalfNormal": (lambda scale: D.HalfNormal(scale).rsample((3,)), [SCALE]),
+    "HalfCauchy": (lambda scale: D.HalfCauchy(scale).rsample((3,)), [SCALE]),
+    "Gumbel": (lambda loc, scale: D.Gumbel(loc, scale).rsample((3,)), [LOC, SCALE]),
+    "Pareto": (lambda scale, alpha: D.Pareto(scale, alpha).rsample((3,)), [SCALE, [0.8, 3.0]]),
+    "Weibull": (lambda scale, concentration: D.Weibull(scale, concentration).rsample((3,)), [SCALE, [0.7, 3.0]]),
 }
 
 
@@ -133,6 +138,17 @@ LOG_PROB_CASES = {
             D.Normal(loc, scale), [D.TanhTransform(), D.AffineTransform(1.0, 2.0)]
         ).log_prob(y),
         [LOC, SCALE, [0.2, 2.5]],
+    ),
+    "Geometric": (lambda probs: D.Geometric(probs).log_prob(_t([2.0, 0.0])), [[0.3, 0.8]]),
+    "Geometric(logits)": (lambda logits: D.Geometric(logits=logits).log_prob(_t([2.0, 5.0])), [[-0.5, 2.0]]),
+    "HalfNormal": (lambda scale, x: D.HalfNormal(scale).log_prob(x), [SCALE, [0.2, 1.1]]),
+    "HalfCauchy": (lambda scale, x: D.HalfCauchy(scale).log_prob(x), [SCALE, [0.2, 1.1]]),
+    "Gumbel": (lambda loc, scale, x: D.Gumbel(loc, scale).log_prob(x), [LOC, SCALE, [0.2, -1.1]]),
+    # The values stay above the scale (the support) along the perturbation.
+    "Pareto": (lambda scale, alpha, x: D.Pareto(scale, alpha).log_prob(x), [SCALE, [0.8, 3.0], [2.0, 0.5]]),
+    "Weibull": (
+        lambda scale, concentration, x: D.Weibull(scale, concentration).log_prob(x),
+        [SCALE, [0.7, 3.0], [0.2, 1.1]],
     ),
     "KL(Normal, Normal)": (
         lambda loc, scale: D.kl_divergence(D.Normal(loc, scale), D.Normal(_t([0.0, 1.0]), _t([1.0, 2.0]))),

@@ -266,3 +266,17 @@ def test_independent_sums_the_base_divergences():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         np.testing.assert_allclose(D.kl_divergence(p, q).numpy(), expected, rtol=1e-15)
+
+
+def test_the_newer_transformed_distributions_go_to_the_transformed_rule():
+    # No closed forms are registered for them (docs/reference/distributions.md): equal transforms
+    # give the base distributions' divergence, which is the exact one for these pairs.
+    half_normal = D.kl_divergence(D.HalfNormal(_t(S1)), D.HalfNormal(_t(S2))).numpy()
+    np.testing.assert_allclose(half_normal, np.log(S2 / S1) + S1**2 / (2 * S2**2) - 0.5, rtol=1e-13)
+    # Paretos of one scale: log(scale e^E) with E ~ Exponential(alpha), the exponentials' divergence.
+    pareto = D.kl_divergence(D.Pareto(_t([1.5, 0.3]), _t(A1)), D.Pareto(_t([1.5, 0.3]), _t(B1))).numpy()
+    np.testing.assert_allclose(pareto, np.log(A1 / B1) + B1 / A1 - 1, rtol=1e-13)
+    with pytest.raises(NotImplementedError):  # the transforms carry the different locations and scales
+        D.kl_divergence(D.Gumbel(_t(L1), _t(S1)), D.Gumbel(_t(L2), _t(S2)))
+    with pytest.raises(NotImplementedError, match="No KL\\(p \\|\\| q\\) is implemented for p type Geometric"):
+        D.kl_divergence(D.Geometric(_t([0.3])), D.Geometric(_t([0.5])))

@@ -115,7 +115,13 @@ def test_categorical_frequencies_over_every_category():
 
 
 @pytest.mark.parametrize(
-    "case", [case for case in CASES if case.name in ("Normal", "Gamma", "Beta", "Categorical", "Poisson")], ids=repr
+    "case",
+    [
+        case
+        for case in CASES
+        if case.name in ("Normal", "Gamma", "Beta", "Categorical", "Poisson", "Geometric", "Gumbel")
+    ],
+    ids=repr,
 )
 def test_a_seed_repeats_the_draws(case):
     onnxnn.manual_seed(11)
@@ -164,3 +170,15 @@ def test_beta_and_dirichlet_draws_stay_inside_the_simplex(dtype):
     assert np.isfinite(beta.log_prob(draws).numpy()).all()
     coordinates = D.Dirichlet(onnxnn.tensor([0.01, 0.02, 0.03], dtype=dtype)).sample((20000,)).numpy()
     assert 0.0 < coordinates.min() and coordinates.max() < 1.0
+
+
+def test_geometric_draws_invert_a_uniform_as_pytorchs():
+    # floor(log u / log(1 - p)) for u uniform on [tiny, 1): the same draws from the same seed.
+    probs = np.array([0.3, 0.8, 1.0])
+    onnxnn.manual_seed(13)
+    draws = _values(D.Geometric(t(probs)).sample((50,)))
+    onnxnn.manual_seed(13)
+    u = np.maximum(_values(onnxnn.rand((50, 3), dtype=onnxnn.float64)), np.finfo(np.float64).tiny)
+    with np.errstate(divide="ignore"):
+        np.testing.assert_array_equal(draws, np.floor(np.log(u) / np.log1p(-probs)))
+    assert np.all(draws[:, 2] == 0)  # a certain success: no failures
