@@ -33,11 +33,15 @@ from .distribution import Distribution
 from .exp_family import ExponentialFamily
 from .exponential import Exponential
 from .gamma import Gamma
+from .geometric import Geometric
+from .gumbel import Gumbel
+from .half_normal import HalfNormal
 from .independent import Independent
 from .laplace import Laplace
 from .multivariate_normal import MultivariateNormal, _batch_mahalanobis
 from .normal import Normal
 from .one_hot_categorical import OneHotCategorical
+from .pareto import Pareto
 from .poisson import Poisson
 from .transformed_distribution import TransformedDistribution
 from .uniform import Uniform
@@ -309,6 +313,35 @@ def _kl_independent_independent(p, q):
 def _kl_cauchy_cauchy(p, q):
     t1 = ((p.scale + q.scale).pow(2) + (p.loc - q.loc).pow(2)).log()
     return t1 - (4 * p.scale * q.scale).log()
+
+
+@register_kl(Geometric, Geometric)
+def _kl_geometric_geometric(p, q):
+    # E_p[log p(k) - log q(k)] with E_p[k] = 1 / p - 1: -H(p) - E_p[k] log(1 - q) - log q.
+    return -p.entropy() - (-q.probs).log1p() / p.probs - q.logits
+
+
+@register_kl(Gumbel, Gumbel)
+def _kl_gumbel_gumbel(p, q):
+    # With r = s_p / s_q: -log r + (m_p - m_q) / s_q + r gamma + exp((m_q - m_p) / s_q) Gamma(1 + r) - 1 - gamma.
+    ratio = p.scale / q.scale
+    shift = (q.loc - p.loc) / q.scale
+    tail = (shift + (1 + ratio).lgamma()).exp()
+    return -ratio.log() - shift + ratio * euler_constant + tail - (1 + euler_constant)
+
+
+@register_kl(HalfNormal, HalfNormal)
+def _kl_halfnormal_halfnormal(p, q):
+    return _kl_normal_normal(p.base_dist, q.base_dist)
+
+
+@register_kl(Pareto, Pareto)
+def _kl_pareto_pareto(p, q):
+    # alpha_q log(s_p / s_q) - log(alpha_q / alpha_p) + alpha_q / alpha_p - 1, infinite where p's
+    # support starts below q's.
+    alpha_ratio = q.alpha / p.alpha
+    result = q.alpha * (p.scale / q.scale).log() - alpha_ratio.log() + alpha_ratio - 1
+    return _ops.where(p.scale < q.scale, math.inf, result)
 
 
 # ---------------------------------------------------------------- across families

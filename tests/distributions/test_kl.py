@@ -121,6 +121,16 @@ CONTINUOUS = [
     ("Uniform / Beta", D.Uniform(_t([0.1, 0.5]), _t([0.6, 0.9])), D.Beta(_t(A2), _t(B2)),
      lambda rng: rng.uniform([0.1, 0.5], [0.6, 0.9], (N, 2)),
      lambda x: ref.uniform_log_prob(x, _a(0.1, 0.5), _a(0.6, 0.9)), lambda x: ref.beta_log_prob(x, A2, B2)),
+    # Transformed distributions with closed forms of their own.
+    ("Gumbel", D.Gumbel(_t(L1), _t(S1)), D.Gumbel(_t(L2), _t(S2)),
+     lambda rng: rng.gumbel(L1, S1, (N, 2)),
+     lambda x: ref.gumbel_log_prob(x, L1, S1), lambda x: ref.gumbel_log_prob(x, L2, S2)),
+    ("HalfNormal", D.HalfNormal(_t(S1)), D.HalfNormal(_t(S2)),
+     lambda rng: np.abs(rng.normal(0.0, S1, (N, 2))),
+     lambda x: ref.half_normal_log_prob(x, S1), lambda x: ref.half_normal_log_prob(x, S2)),
+    ("Pareto", D.Pareto(_t([1.5, 0.6]), _t(A2)), D.Pareto(_t([1.0, 0.5]), _t(B2)),
+     lambda rng: _a(1.5, 0.6) * (1 + rng.pareto(A2, (N, 2))),  # numpy's pareto is Lomax: x / scale - 1
+     lambda x: ref.pareto_log_prob(x, _a(1.5, 0.6), A2), lambda x: ref.pareto_log_prob(x, _a(1.0, 0.5), B2)),
 ]  # fmt: skip
 
 
@@ -161,6 +171,9 @@ DISCRETE = [
     ("Binomial", D.Binomial(10, _t([0.2, 0.7])), D.Binomial(10, _t([0.5, 0.6])),
      _discrete_kl(ref.binomial_log_prob(COUNTS[:11], 10, _a(0.2, 0.7)),
                   ref.binomial_log_prob(COUNTS[:11], 10, _a(0.5, 0.6)))),
+    ("Geometric", D.Geometric(_t([0.3, 0.8])), D.Geometric(_t([0.5, 0.6])),
+     _discrete_kl(ref.geometric_log_prob(np.arange(400.0)[:, None], _a(0.3, 0.8)),
+                  ref.geometric_log_prob(np.arange(400.0)[:, None], _a(0.5, 0.6)))),  # 0.7**400: 1e-62
     ("Bernoulli / Poisson", D.Bernoulli(_t([0.3, 0.9])), D.Poisson(_t([0.5, 2.0])),
      _discrete_kl(np.log([[0.7, 0.1], [0.3, 0.9]]), ref.poisson_log_prob(COUNTS[:2], _a(0.5, 2.0)))),
 ]  # fmt: skip
@@ -190,6 +203,7 @@ INFINITE = [
     ("Beta / narrower Uniform", D.Beta(2.0, 2.0), D.Uniform(0.1, 1.0)),
     ("Categorical onto a zero", D.Categorical(_t([0.5, 0.5])), D.Categorical(_t([1.0, 0.0]))),
     ("Bernoulli onto a certainty", D.Bernoulli(0.5), D.Bernoulli(1.0)),
+    ("Pareto starting below the other", D.Pareto(1.0, 2.0), D.Pareto(1.5, 2.0)),
 ]
 
 
@@ -268,15 +282,10 @@ def test_independent_sums_the_base_divergences():
         np.testing.assert_allclose(D.kl_divergence(p, q).numpy(), expected, rtol=1e-15)
 
 
-def test_the_newer_transformed_distributions_go_to_the_transformed_rule():
-    # No closed forms are registered for them (docs/reference/distributions.md): equal transforms
-    # give the base distributions' divergence, which is the exact one for these pairs.
-    half_normal = D.kl_divergence(D.HalfNormal(_t(S1)), D.HalfNormal(_t(S2))).numpy()
-    np.testing.assert_allclose(half_normal, np.log(S2 / S1) + S1**2 / (2 * S2**2) - 0.5, rtol=1e-13)
-    # Paretos of one scale: log(scale e^E) with E ~ Exponential(alpha), the exponentials' divergence.
-    pareto = D.kl_divergence(D.Pareto(_t([1.5, 0.3]), _t(A1)), D.Pareto(_t([1.5, 0.3]), _t(B1))).numpy()
-    np.testing.assert_allclose(pareto, np.log(A1 / B1) + B1 / A1 - 1, rtol=1e-13)
-    with pytest.raises(NotImplementedError):  # the transforms carry the different locations and scales
-        D.kl_divergence(D.Gumbel(_t(L1), _t(S1)), D.Gumbel(_t(L2), _t(S2)))
-    with pytest.raises(NotImplementedError, match="No KL\\(p \\|\\| q\\) is implemented for p type Geometric"):
-        D.kl_divergence(D.Geometric(_t([0.3])), D.Geometric(_t([0.5])))
+def test_transformed_distributions_without_a_closed_form_go_to_the_transformed_rule():
+    # HalfCauchy and Weibull pairs, as in PyTorch: equal transforms give the base distributions'
+    # divergence (exact for these), other transforms raise.
+    half_cauchy = D.kl_divergence(D.HalfCauchy(_t(S1)), D.HalfCauchy(_t(S2))).numpy()
+    np.testing.assert_allclose(half_cauchy, np.log((S1 + S2) ** 2 / (4 * S1 * S2)), rtol=1e-13)
+    with pytest.raises(NotImplementedError):  # the scales live in the transforms
+        D.kl_divergence(D.Weibull(_t(S1), _t(A1)), D.Weibull(_t(S2), _t(A1)))
