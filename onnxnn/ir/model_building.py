@@ -17,7 +17,7 @@ from .attributes import attribute_subgraphs
 from .dtypes import dtype
 from .graph import OPSET_VERSION
 from .plan import IR_VERSION, GraphPlan, computed_values
-from .registry import decompositions, session_lowerings
+from .registry import decompositions, session_lowerings, size_blind_session_lowerings
 
 __all__ = ["build_model", "plan_opset", "onnx_attribute_value", "names_read", "work_estimate"]
 
@@ -90,7 +90,7 @@ def build_model(
     output_names: list | None = None,
     opset_version: int | None = None,
     graph_name: str = "onnxnn",
-    lower: bool = False,
+    lower: bool | str = False,
     kept: frozenset = frozenset(),
 ) -> onnx.ModelProto:
     """Builds the ONNX model of a plan.
@@ -104,7 +104,8 @@ def build_model(
         opset_version: the default-domain opset to declare; by default the plan's (``plan_opset``).
             One older than a node's opset raises ValueError: the node means nothing there.
         lower: write standard ops in the forms ``session_lowerings`` gives them (for onnxnn's own
-            sessions; exported graphs keep the ops as recorded).
+            sessions; exported graphs keep the ops as recorded); ``"size_blind"``: only the forms
+            that read no size (``size_blind_session_lowerings``), for a graph shared across sizes.
         kept: ``id()`` of the plan's nodes to write as recorded, neither decomposed nor lowered (those
             that ``runtime/split_sessions.py`` runs outside the session).
     """
@@ -191,6 +192,12 @@ def build_model(
             domains.update(onnx_node.domain for onnx_node in expanded)
             continue
         lowering = session_lowerings.get(node.op_type, node.domain) if lower and id(node) not in kept else None
+        if (
+            lowering is not None
+            and lower == "size_blind"
+            and not size_blind_session_lowerings.get(node.op_type, node.domain)
+        ):
+            lowering = None
         if lowering is not None:
             lowered = lowering(node, inputs, outputs, fresh_name, lambda position, node=node: embedded(node, position))
             if lowered is not None:

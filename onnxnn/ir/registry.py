@@ -39,6 +39,7 @@ __all__ = [
     "decompositions",
     "value_blind_decompositions",
     "session_lowerings",
+    "size_blind_session_lowerings",
     "compiled_forms",
     "compiled_readers",
     "importers",
@@ -141,8 +142,12 @@ value_blind_decompositions = MarkRegistry("value-blind decomposition mark")
 # ``embedded(position)`` tells whether the node's input there is a constant of the model rather
 # than fed at run time. Only ``build_model(lower=True)`` consults it: exported graphs keep the op.
 # The nodes must be exact for every size of a symbolic dim, though sessions shared across sizes
-# (fastpath.dynamic_shapes) are built without lowering, since the choice reads the plan's sizes.
+# (fastpath.dynamic_shapes) are built without the lowerings that choose by the plan's sizes.
 session_lowerings = Registry("session lowering")
+# Session lowerings whose form reads no size (dtypes and attributes only): those that give a node
+# PyTorch's meaning where onnxruntime's kernel differs (a max pool's NaN), which the sessions shared
+# across sizes take too (``build_model(lower="size_blind")``).
+size_blind_session_lowerings = MarkRegistry("size-blind session lowering mark")
 # Ops that onnxnn's own compiled code computes faster than onnxruntime for some nodes (a convolution's
 # weight gradient over few channels, ``kernels/compiled_convolutions.py``): ``form(node, threads) ->
 # run`` or None to leave the node to the session (``threads``: the intra-op threads the plan runs

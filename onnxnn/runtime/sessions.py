@@ -553,14 +553,16 @@ class OnnxruntimeExecutor:
 
     def compile_shared(self, plan: GraphPlan, dims, device) -> CompiledSession | SplitSession:
         """A session for every size of the inputs' ``dims`` (``(input position, axis)`` pairs)."""
-        # Not lowered: the lowerings choose by the sizes of the plan, and this graph serves other sizes
-        # (a Conv lowered for 2x2 images would run slower on 64x64 ones, though exactly).
-        model = build_model(plan)
+        # Only the lowerings that read no size: the others choose by the sizes of the plan, and this
+        # graph serves other sizes (a Conv lowered for 2x2 images would run slower on 64x64 ones,
+        # though exactly); those that give a node PyTorch's meaning (a max pool's NaN) hold at all.
+        lower = "size_blind" if lowers_for(device) else False
+        model = build_model(plan, lower=lower)
         # Threads as the static graph of this key would get (sizes are unknown once symbolic).
         threads = 1 if _work_estimate(model) < SINGLE_THREAD_ELEMENTS else MODE.intra_op_threads
 
         def symbolic(kept: frozenset) -> onnx.ModelProto:
-            built = build_model(plan, kept=kept) if kept else model
+            built = build_model(plan, lower=lower, kept=kept) if kept else model
             symbolic_inputs(built, dims)
             return built
 

@@ -55,3 +55,14 @@ def test_an_export_keeps_one_node_reading_the_running_variance():
     (node,) = proto.graph.node
     assert node.op_type == "BatchNormalization" and node.input[4] == "running_var"
     assert [attribute.f for attribute in node.attribute if attribute.name == "epsilon"] == [np.float32(1e-5)]
+
+
+def test_a_session_shared_across_input_sizes_adds_the_epsilon_given_too():
+    # A structure seen at several batch sizes gets one session for all of them (fastpath/dynamic_shapes.py).
+    _, mean, variance, weight, bias = arguments()
+    with onnxnn.set_executor("onnxruntime"):
+        for batch in range(1, 9):
+            x = _rng.standard_normal((batch, 5, 3, 3))
+            tensors = [onnxnn.tensor(array) for array in (x, mean, variance, weight, bias)]
+            actual = F.batch_norm(*tensors, eps=1e-5).numpy()
+            assert_close(actual, reference(x, mean, variance, weight, bias, 1e-5))

@@ -15,6 +15,7 @@ import pytest
 import onnxnn
 from onnxnn.kernels import compiled_pooling
 from onnxnn.nn import functional as F
+from onnxnn.runtime import sessions
 
 from .test_pooling_ops import output_size
 
@@ -112,6 +113,29 @@ def test_a_global_max_pool_holding_nan_gives_nan(dtype, executor):
     with onnxnn.set_executor(executor):
         pooled = F.adaptive_max_pool2d(onnxnn.tensor(x), 1).numpy()
     np.testing.assert_array_equal(pooled, expected.astype(dtype))
+
+
+@pytest.mark.parametrize("with_indices", [False, True], ids=["values", "values_and_indices"])
+def test_a_session_shared_across_input_sizes_propagates_nan_too(with_indices, monkeypatch):
+    # A structure seen at several sizes gets one session for all of them (fastpath/dynamic_shapes.py),
+    # built without the lowerings that choose by size: the NaN forms read no size, so it takes them.
+    shared = []
+    original = sessions.OnnxruntimeExecutor.compile_shared
+    monkeypatch.setattr(
+        sessions.OnnxruntimeExecutor,
+        "compile_shared",
+        lambda self, *arguments: shared.append(1) or original(self, *arguments),
+    )
+    with onnxnn.set_executor("onnxruntime"):
+        for length in range(6, 14):
+            x = with_nans((2, 3, length, length), np.float32)
+            expected, expected_indices = nan_pool_reference(x, 3, 2, 1)
+            result = F.max_pool2d(onnxnn.tensor(x), 3, 2, 1, return_indices=with_indices)
+            values, indices = result if with_indices else (result, None)
+            np.testing.assert_array_equal(values.numpy(), expected)
+            if with_indices:
+                np.testing.assert_array_equal(indices.numpy(), expected_indices)
+    assert shared  # the shared session was built, and gave the same values
 
 
 def test_an_export_keeps_the_standard_node():

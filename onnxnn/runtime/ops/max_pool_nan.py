@@ -16,11 +16,13 @@ the pool of ``x`` beside a second pool that finds the windows holding NaN:
   uint8 flags (onnxruntime's uint8 MaxPool is a generic loop). Other dtypes (onnxruntime's average
   pools are float32 only) pool float32 flags, ``Cast(IsNaN(x), float)``;
 - with indices (a pool too small or too rare for the compiled loop): numbered flags,
-  ``IsNaN(x) * (1 + position in the plane)``, whose pool's Indices output names the window's last
-  NaN, which replaces onnxruntime's index where the window had one;
+  ``IsNaN(x) * (1 + position in the plane)`` in float64, whose pool's Indices output names the
+  window's last NaN, which replaces onnxruntime's index where the window had one;
 - ``GlobalMaxPool``: the same over the whole plane (GlobalAveragePool, GlobalMaxPool).
 
-Integer pools hold no NaN and run as recorded. Exports keep the plain node, as ``torch.onnx.export``
+Every form reads dtypes and attributes only, never a size, so sessions shared across input sizes
+(``fastpath/dynamic_shapes.py``) take it too (``size_blind_session_lowerings``). Integer pools hold
+no NaN and run as recorded. Exports keep the plain node, as ``torch.onnx.export``
 writes it: a standard ONNX MaxPool, read back by ``from_onnx`` as one op (onnxruntime serving either
 file skips NaN alike).
 """
@@ -32,12 +34,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ...ir import dtypes
 from ...ir.model_building import onnx_attribute_value
-from ...ir.registry import session_lowerings
+from ...ir.registry import session_lowerings, size_blind_session_lowerings
 
 __all__: list[str] = []
-
-# Flag positions stay exact in float32 up to 2**24; larger planes number them in float64.
-_FLOAT32_EXACT_POSITIONS = 1 << 24
 
 
 @session_lowerings.register("MaxPool")
@@ -94,41 +93,45 @@ def _with_nan_where_held(x, input_name: str, pooled: str, output: str, fresh_nam
 
 
 def _max_pool_with_indices(x, input_name: str, output_names: list, fresh_name, attributes: dict):
-    plane = x.shape[2:]
-    size = int(np.prod(plane))
-    dtype = np.float32 if size < _FLOAT32_EXACT_POSITIONS else np.float64
-    names = {stem: fresh_name(stem) for stem in ("pooled", "indices", "is_nan", "flags", "numbered", "last")}
-    names.update({stem: fresh_name(stem) for stem in ("last_index", "had_nan", "positions", "zero", "nan", "nan_like")})
+    """Numbered flags: ``IsNaN(x) * (1 + position in the plane)`` pooled with indices, in float64 (exact
+    positions for any plane), the positions computed from ``x``'s shape so that the form reads no size."""
+    names = {
+        stem: fresh_name(stem)
+        for stem in (
+            "pooled", "indices", "is_nan", "flags", "numbered", "last", "last_index", "had_nan",
+            "plane", "count", "limit", "counting", "positions_int", "positions_float", "positions",
+            "one", "zero", "nan", "nan_like",
+        )
+    }  # fmt: skip
     initializers = [
-        numpy_helper.from_array(np.arange(1, size + 1, dtype=dtype).reshape(plane), names["positions"]),
-        numpy_helper.from_array(np.array(0, dtype), names["zero"]),
+        numpy_helper.from_array(np.array(1, np.int64), names["one"]),
+        numpy_helper.from_array(np.array(0.0, np.float64), names["zero"]),
         numpy_helper.from_array(np.array(np.nan, np.float32), names["nan"]),
     ]
-    flag_type = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
+    def node(op_type: str, inputs: list, outputs: list, **attributes):
+        return helper.make_node(op_type, inputs, outputs, name=fresh_name(op_type), **attributes)
+
     nodes = [
-        helper.make_node(
-            "MaxPool", [input_name], [names["pooled"], names["indices"]], name=fresh_name("MaxPool"), **attributes
-        ),
-        helper.make_node("IsNaN", [input_name], [names["is_nan"]], name=fresh_name("IsNaN")),
-        helper.make_node("Cast", [names["is_nan"]], [names["flags"]], name=fresh_name("Cast"), to=flag_type),
-        helper.make_node("Mul", [names["flags"], names["positions"]], [names["numbered"]], name=fresh_name("Mul")),
-        helper.make_node(
-            "MaxPool",
-            [names["numbered"]],
-            [names["last"], names["last_index"]],
-            name=fresh_name("MaxPool"),
-            **attributes,
-        ),
-        helper.make_node("Greater", [names["last"], names["zero"]], [names["had_nan"]], name=fresh_name("Greater")),
-        helper.make_node(
-            "Where",
-            [names["had_nan"], names["last_index"], names["indices"]],
-            [output_names[1]],
-            name=fresh_name("Where"),
-        ),
-        helper.make_node("CastLike", [names["nan"], names["pooled"]], [names["nan_like"]], name=fresh_name("CastLike")),
-        helper.make_node(
-            "Where", [names["had_nan"], names["nan_like"], names["pooled"]], [output_names[0]], name=fresh_name("Where")
-        ),
+        node("MaxPool", [input_name], [names["pooled"], names["indices"]], **attributes),
+        # 1 .. (number of positions in a plane), shaped like the plane.
+        node("Shape", [input_name], [names["plane"]], start=2),
+        node("ReduceProd", [names["plane"]], [names["count"]], keepdims=0),
+        node("Add", [names["count"], names["one"]], [names["limit"]]),
+        node("Range", [names["one"], names["limit"], names["one"]], [names["counting"]]),
+        node("Reshape", [names["counting"], names["plane"]], [names["positions_int"]]),
+        node("Cast", [names["positions_int"]], [names["positions"]], to=TensorProto.DOUBLE),
+        node("IsNaN", [input_name], [names["is_nan"]]),
+        node("Cast", [names["is_nan"]], [names["flags"]], to=TensorProto.DOUBLE),
+        node("Mul", [names["flags"], names["positions"]], [names["numbered"]]),
+        node("MaxPool", [names["numbered"]], [names["last"], names["last_index"]], **attributes),
+        node("Greater", [names["last"], names["zero"]], [names["had_nan"]]),
+        node("Where", [names["had_nan"], names["last_index"], names["indices"]], [output_names[1]]),
+        node("CastLike", [names["nan"], names["pooled"]], [names["nan_like"]]),
+        node("Where", [names["had_nan"], names["nan_like"], names["pooled"]], [output_names[0]]),
     ]
     return nodes, initializers
+
+
+size_blind_session_lowerings.mark("MaxPool")
+size_blind_session_lowerings.mark("GlobalMaxPool")
