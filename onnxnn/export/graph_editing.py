@@ -3,22 +3,11 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-
 import onnx
 
-from ..ir.attributes import attribute_subgraphs
+from ..ir.attributes import graphs_within  # re-exported: the export's rewrites walk graphs with it
 
 __all__ = ["graphs_within", "fresh_name", "name_constants_anonymously", "ANONYMOUS_CONSTANT"]
-
-
-def graphs_within(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    """``graph`` and every graph nested in its nodes' attributes (an If's branches, a Loop's body), depth first."""
-    yield graph
-    for node in graph.node:
-        for attribute in node.attribute:
-            for subgraph in attribute_subgraphs(attribute):
-                yield from graphs_within(subgraph)
 
 
 def fresh_name(base: str, taken: set) -> str:

@@ -17,7 +17,8 @@ from onnx import version_converter
 
 from ..errors import ModelLoadError
 from ..ir.plan import OPSET_VERSION
-from ..ir.attributes import auto_pad_mode
+from ..ir.attributes import auto_pad_mode, graphs_within
+from ..ir.model_building import names_read
 from .attributes import attribute_subgraphs
 from .external_data import load_external_data
 from .validation import adopt_onnxruntime_ops, check_domains, check_shapes, check_strings
@@ -181,26 +182,13 @@ def _with_old_hardmax_coerced(model: onnx.ModelProto, source: int) -> onnx.Model
     return coerced
 
 
-def _names_read(graph: onnx.GraphProto, read: set) -> set:
-    """Adds to ``read`` every name that ``graph``'s nodes (their subgraphs' too) or outputs read."""
-    read.update(output.name for output in graph.output)
-    for node in graph.node:
-        read.update(node.input)
-        for attribute in node.attribute:
-            for subgraph in attribute_subgraphs(attribute):
-                _names_read(subgraph, read)
-    return read
-
-
 def _old_training_batch_normalizations(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
     """The BatchNormalization nodes of ``graph`` (and its subgraphs) with more than one output: before
     opset 14, the training form (outputs Y, running mean and variance, saved mean and variance)."""
-    for node in graph.node:
-        for attribute in node.attribute:
-            for subgraph in attribute_subgraphs(attribute):
-                yield from _old_training_batch_normalizations(subgraph)
-        if node.op_type == "BatchNormalization" and node.domain in DEFAULT_DOMAINS and len(node.output) > 1:
-            yield node
+    for each in graphs_within(graph):
+        for node in each.node:
+            if node.op_type == "BatchNormalization" and node.domain in DEFAULT_DOMAINS and len(node.output) > 1:
+                yield node
 
 
 def _without_unread_saved_batch_statistics(model: onnx.ModelProto, source: int) -> tuple[onnx.ModelProto, set]:
@@ -215,7 +203,7 @@ def _without_unread_saved_batch_statistics(model: onnx.ModelProto, source: int) 
         return model, training
     trimmed = onnx.ModelProto()
     trimmed.CopyFrom(model)
-    read = _names_read(trimmed.graph, set())
+    read = names_read(trimmed.graph.node) | {output.name for output in trimmed.graph.output}
     for node in _old_training_batch_normalizations(trimmed.graph):
         if len(node.output) > 3 and not read.intersection(node.output[3:]):
             del node.output[3:]
@@ -281,10 +269,7 @@ def _write_dilated_same_pads(graph: onnx.GraphProto, weights: dict) -> None:
     input size: ``dilation * (kernel - 1)`` in all, the odd one at the end for SAME_UPPER (the
     beginning for SAME_LOWER), the kernel's size read from ``kernel_shape`` or the weight initializer.
     """
-    for node in graph.node:
-        for attribute in node.attribute:
-            for subgraph in attribute_subgraphs(attribute):
-                _write_dilated_same_pads(subgraph, weights)
+    for node in (node for each in graphs_within(graph) for node in each.node):
         if node.op_type != "Conv" or node.domain not in DEFAULT_DOMAINS:
             continue
         attrs = {attribute.name: onnx.helper.get_attribute_value(attribute) for attribute in node.attribute}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["auto_pad_mode", "attribute_subgraphs"]
+from collections.abc import Iterator
+
+__all__ = ["auto_pad_mode", "attribute_subgraphs", "graphs_within"]
 
 
 def auto_pad_mode(attrs: dict) -> str:
@@ -14,3 +16,13 @@ def auto_pad_mode(attrs: dict) -> str:
 def attribute_subgraphs(attribute) -> list:
     """The graphs an ``onnx.AttributeProto`` holds: its ``g`` (a GRAPH attribute, an If's branch) and its ``graphs``."""
     return ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs)
+
+
+def graphs_within(graph) -> Iterator:
+    """``graph`` (an ``onnx.GraphProto``) and every graph nested in its nodes' attributes (an If's
+    branches, a Loop's body), depth first."""
+    yield graph
+    for node in graph.node:
+        for attribute in node.attribute:
+            for subgraph in attribute_subgraphs(attribute):
+                yield from graphs_within(subgraph)
