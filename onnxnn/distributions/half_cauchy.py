@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import math
 
-from ..runtime import ops as _ops
-from ..runtime.creation import full, tensor, zeros_like
+from ..runtime.creation import full, tensor
 from ..runtime.tensor import Tensor
-from . import constraints
+from ._folded import FoldedAtZero
 from .cauchy import Cauchy
-from .transformed_distribution import TransformedDistribution
-from .transforms import AbsTransform
 
 __all__ = ["HalfCauchy"]
 
 
-class HalfCauchy(TransformedDistribution):
+class HalfCauchy(FoldedAtZero):
     """``Y = |X|`` for ``X ~ Cauchy(0, scale)``.
 
     Args:
@@ -28,31 +25,16 @@ class HalfCauchy(TransformedDistribution):
         tensor(0.5000)
     """
 
-    arg_constraints = {"scale": constraints.positive}
-    support = constraints.nonnegative
-    has_rsample = True
+    base_family = Cauchy
     base_dist: Cauchy
-
-    def __init__(self, scale: Tensor | float, validate_args: bool | None = None) -> None:
-        # The half-Cauchy validates scale itself (its message names it), so the base does not.
-        base_dist = Cauchy(0, scale, validate_args=False)
-        super().__init__(base_dist, AbsTransform(), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None) -> HalfCauchy:
         new = self._get_checked_instance(HalfCauchy, _instance)
         return super().expand(batch_shape, _instance=new)  # type: ignore[return-value]
 
     @property
-    def scale(self) -> Tensor:
-        return self.base_dist.scale
-
-    @property
     def mean(self) -> Tensor:
         return full(tuple(self._extended_shape()), math.inf, dtype=self.scale.dtype, device=self.scale.device)
-
-    @property
-    def mode(self) -> Tensor:
-        return zeros_like(self.scale)
 
     @property
     def variance(self) -> Tensor:
@@ -71,16 +53,4 @@ class HalfCauchy(TransformedDistribution):
             value = value.to(scale.dtype)
         else:
             value = tensor(value, dtype=scale.dtype, device=scale.device)
-        log_prob = self.base_dist.log_prob(value) + math.log(2)
-        return _ops.where(value >= 0, log_prob, -math.inf)
-
-    def cdf(self, value: Tensor) -> Tensor:
-        if self._validate_args:
-            self._validate_sample(value)
-        return 2 * self.base_dist.cdf(value) - 1
-
-    def icdf(self, prob: Tensor) -> Tensor:
-        return self.base_dist.icdf((prob + 1) / 2)
-
-    def entropy(self) -> Tensor:
-        return self.base_dist.entropy() - math.log(2)
+        return self._folded_log_prob(value)
