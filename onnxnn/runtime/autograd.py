@@ -23,6 +23,7 @@ from . import tensor as _tensor  # circular (tensor imports autograd): attribute
 __all__ = [
     "Function",
     "AccumulateGrad",
+    "ClosureFunction",
     "GradContext",
     "VersionCounter",
     "RemovableHandle",
@@ -187,6 +188,38 @@ class Function:
             self.node.saved = False
         self.node = None
         self.outputs = None
+
+
+class ClosureFunction(Function):
+    """A backward node whose input gradients a Python function of the output's gradient computes.
+
+    For an op whose derivative PyTorch defines in closed form over tensors the forward already has
+    (a singular value's ``u v^T``): those tensors keep their own history, so under ``create_graph``
+    the gradient is differentiable through them, as PyTorch's backward formulas are. The fast
+    path's backward replay never replays it (its key holds recorded ops only).
+    """
+
+    __slots__ = ("_gradients", "_input_values")
+
+    def __init__(self, output, inputs: tuple, gradients, name: str):
+        edges = tuple(
+            None
+            if not tensor._requires_grad
+            else (tensor._grad_fn, tensor._output_nr)
+            if tensor._grad_fn is not None
+            else (tensor._grad_accumulator(), 0)
+            for tensor in inputs
+        )
+        super().__init__(None, (output,), edges, (), name)
+        self._gradients = gradients
+        self._input_values = tuple(tensor._value for tensor in inputs)
+
+    def input_gradients(self, grad_outputs: list, create_graph: bool) -> list:
+        return fit_gradients(self._gradients(*grad_outputs), self._input_values, self.next_functions)
+
+    def release(self) -> None:
+        Function.release(self)
+        self._gradients = None
 
 
 class AccumulateGrad:

@@ -480,18 +480,37 @@ def test_solve_and_inverse_have_closed_form_backward_nodes():
     assert L.solve(x, onnxnn.tensor(B3V)).grad_fn is not None
 
 
-def test_second_order_gradient_of_inverse():
-    # d/dA <grad of sum(inv(A)), V> by finite differences: the unrolled elimination is differentiable twice.
-    direction = rng.standard_normal((3, 3))
+SECOND_ORDER_CASES = [
+    ("inverse", L.inv, A3),  # the unrolled elimination
+    # Singular values' gradient is the closed form U diag(G) V^T: its derivative goes through U and V.
+    ("svdvals-cubed", lambda a: L.svdvals(a) ** 3, T4),
+    ("svdvals-wide", L.svdvals, W3[:2, :4]),
+    ("nuclear-norm", lambda a: L.matrix_norm(a, "nuc"), T4),
+    ("spectral-norm", lambda a: L.matrix_norm(a, 2), T4[:3]),
+    ("pinverse", onnxnn.pinverse, T4[:, :2]),
+    ("pinv-hermitian", _symmetric(lambda a: L.pinv(a, hermitian=True)), S3),  # PyTorch's pinv_backward
+]
+
+
+@pytest.mark.parametrize(
+    "function,matrix", [case[1:] for case in SECOND_ORDER_CASES], ids=[c[0] for c in SECOND_ORDER_CASES]
+)
+def test_second_order_gradients_match_finite_differences(function, matrix):
+    # d/dA <gradient of sum(f(A)), W> by finite differences of the first-order gradient.
+    direction = rng.standard_normal(matrix.shape)
 
     def first_order(a):
         with onnxnn.enable_grad():  # the finite differences evaluate under no_grad
             x = a if a.requires_grad else a.detach().requires_grad_(True)
-            (gradient,) = onnxnn.autograd.grad(L.inv(x).sum(), x, create_graph=True)
+            (gradient,) = onnxnn.autograd.grad(function(x).sum(), x, create_graph=True)
             value = (gradient * onnxnn.tensor(direction)).sum()
         return value if a.requires_grad else value.detach()
 
-    check_gradients(first_order, [A3])
+    check_gradients(first_order, [np.asarray(matrix, np.float64)], exhaustive_limit=0)
+
+
+def test_singular_values_have_a_closed_form_backward_node():
+    assert L.svdvals(onnxnn.tensor(T4, requires_grad=True)).grad_fn.name() == "LinalgSvdBackward0"
 
 
 # ---------------------------------------------------------------- export, batch sizes, methods, errors

@@ -38,7 +38,7 @@ from .linalg_lu import (
     grad_wanted,
     symmetric_gradient,
     torch_dtype_name,
-    with_gradient_of,
+    with_closed_form_gradient,
 )
 from .linalg_qr import linalg_qr
 from .reduce import MATRIX_NORMS, root
@@ -145,8 +145,7 @@ def _thin_svd(A: Tensor) -> tuple:
     S's gradient is the closed form ``U diag(G) V^T`` (PyTorch's, when only S is differentiated):
     it needs no division, so a zero singular value gives no NaN, where the derivative of the
     rotations meets ``sqrt``'s infinite slope at 0, and repeated singular values need no converged
-    rotations. U and V enter it as constants: second derivatives through S lack the terms through
-    U and V that PyTorch's have. U's and V's gradients are the rotations'.
+    rotations. Its second derivative goes through U and V, whose gradients are the rotations'.
     """
     m, n = A.shape[-2], A.shape[-1]
     if m < n:
@@ -159,9 +158,14 @@ def _thin_svd(A: Tensor) -> tuple:
     S, (U, V) = _sorted_columns(S, [U, V], descending=True)
     U = _orthonormalized(U)
     if grad_wanted(A):
-        # s_i = u_i^T A v_i with u_i and v_i held fixed: d s_i = u_i^T dA v_i, whose gradient is U diag(G) V^T.
-        S = with_gradient_of(S, (U.detach() * matmul(A, V.detach())).sum(-2))
+        # d s_i = u_i^T dA v_i: the gradient is U diag(G) V^T, with U and V as computed (their history
+        # kept, so a second derivative has the terms through them, as PyTorch's svd_backward does).
+        S = with_closed_form_gradient(S, (A,), (U, V), _singular_value_gradient, "LinalgSvdBackward0")
     return U, S, V
+
+
+def _singular_value_gradient(G: Tensor, U: Tensor, V: Tensor) -> tuple:
+    return (matmul(U * G.unsqueeze(-2), V.mT),)
 
 
 def _orthonormalized(U: Tensor) -> Tensor:
@@ -303,17 +307,16 @@ def _hermitian_eigen(A: Tensor) -> tuple:
     return _symmetric_jacobi(symmetric_gradient(A, _symmetric_from(A, "L")))
 
 
-def _pseudoinverse_differential(A: Tensor, P: Tensor) -> Tensor:
-    """A function of A, linear, whose derivative is PyTorch's ``pinv_backward`` at A with ``P = A^+`` held:
-    ``dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P`` (Golub and Pereyra, for A of fixed rank)."""
-    A_held, P_held = A.detach(), P.detach()
+def _pseudoinverse_gradient(G: Tensor, A: Tensor, P: Tensor) -> tuple:
+    """PyTorch's ``pinv_backward``: the adjoint of ``dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P``
+    (Golub and Pereyra, for A of fixed rank) at ``P = A^+``, in ops on A and P, so it is differentiable again."""
     m, n = A.shape[-2], A.shape[-1]
-    left = eye_like(m, A) - matmul(A_held, P_held)  # (..., m, m)
-    right = eye_like(n, A) - matmul(P_held, A_held)  # (..., n, n)
+    left = eye_like(m, A) - matmul(A, P)  # (..., m, m)
+    right = eye_like(n, A) - matmul(P, A)  # (..., n, n)
     return (
-        -matmul(matmul(P_held, A), P_held)
-        + matmul(matmul(matmul(P_held, P_held.mT), A.mT), left)
-        + matmul(matmul(right, A.mT), matmul(P_held.mT, P_held))
+        -matmul(matmul(P.mT, G), P.mT)
+        + matmul(matmul(left, G.mT), matmul(P, P.mT))
+        + matmul(matmul(P.mT, P), matmul(G.mT, right)),
     )
 
 
@@ -324,7 +327,7 @@ def pinv(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> Tensor:
 
     ``hermitian=True`` reads only A's lower triangle, as PyTorch's: ``V diag(1/w) V^T`` from the
     eigenvalues w of that symmetric matrix, those of magnitude at or below the tolerance dropped. Its
-    gradient is PyTorch's ``pinv_backward`` at A (all of it, not symmetrized), first order only.
+    gradient is PyTorch's ``pinv_backward`` at A (all of it, not symmetrized).
     """
     if A.dim() < 2 or A.dtype not in (dtypes.float32, dtypes.float64):
         raise RuntimeError(
@@ -332,12 +335,13 @@ def pinv(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> Tensor:
             "more dimensions of float, double, cfloat or cdouble types"
         )
     if hermitian:
-        differentiated = grad_wanted(A)
-        values, vectors = _hermitian_eigen(A.detach() if differentiated else A)
+        values, vectors = _hermitian_eigen(A)
         magnitudes = values.abs()
         reciprocal = _reciprocal_above(values, magnitudes.gt(_tolerance(magnitudes, atol, rtol, A)), A)
         P = matmul(vectors * reciprocal.unsqueeze(-2), vectors.mT)
-        return with_gradient_of(P, _pseudoinverse_differential(A, P)) if differentiated else P
+        if not grad_wanted(A):
+            return P
+        return with_closed_form_gradient(P, (A,), (A, P), _pseudoinverse_gradient, "LinalgPinvBackward0")
     U, S, V = _thin_svd(A)
     reciprocal = _reciprocal_above(S, S.gt(_tolerance(S, atol, rtol, A)), A)
     return matmul(V * reciprocal.unsqueeze(-2), U.mT)
