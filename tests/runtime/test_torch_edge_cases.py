@@ -20,6 +20,10 @@ import onnxnn
         (lambda: onnxnn.zeros(2, 0).amin(dim=-1), IndexError, r"amin\(\): Expected reduction dim 1 to have non-zero"),
         (lambda: onnxnn.zeros(0, 3).amax(dim=(0, 1)), IndexError, r"amax\(\): Expected reduction dim 0"),
         (lambda: onnxnn.zeros(2, 0).argmin(1), IndexError, r"argmin\(\): Expected reduction dim 1"),
+        (lambda: onnxnn.zeros(0, 3).median(0), IndexError, r"median\(\): Expected reduction dim 0"),
+        (lambda: onnxnn.zeros(0, 3).nanmedian(-2), IndexError, r"median\(\): Expected reduction dim 0"),
+        (lambda: onnxnn.zeros(0, 3).kthvalue(1, 0), IndexError, r"kthvalue\(\): Expected reduction dim 0"),
+        (lambda: onnxnn.zeros(3, 0).mode(1), IndexError, r"mode\(\): Expected reduction dim 1"),
     ],
 )
 def test_max_and_min_over_no_elements_are_refused(call, error, message):
@@ -31,6 +35,24 @@ def test_max_and_min_over_no_elements_are_refused(call, error, message):
 def test_max_and_min_along_a_nonempty_dim_of_an_empty_tensor_are_empty():
     empty = onnxnn.zeros(0, 3)
     assert tuple(empty.max(dim=1).values.shape) == (0,) and tuple(empty.amin(dim=1).shape) == (0,)
+    assert tuple(empty.median(1).values.shape) == (0,) and tuple(empty.mode(1).indices.shape) == (0,)
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda: onnxnn.cat([]), ValueError, r"torch.cat\(\): expected a non-empty list of Tensors"),
+        (lambda: onnxnn.stack([]), RuntimeError, "stack expects a non-empty TensorList"),
+        (lambda: onnxnn.hstack([]), RuntimeError, "hstack expects a non-empty TensorList"),
+        (lambda: onnxnn.vstack([]), RuntimeError, "vstack expects a non-empty TensorList"),
+        (lambda: onnxnn.row_stack([]), RuntimeError, "vstack expects a non-empty TensorList"),
+        (lambda: onnxnn.dstack([]), RuntimeError, "dstack expects a non-empty TensorList"),
+        (lambda: onnxnn.column_stack([]), RuntimeError, "column_stack expects a non-empty TensorList"),
+    ],
+)
+def test_joining_no_tensors_is_refused_as_pytorch_refuses_it(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
 
 
 def test_masked_fill_keeps_the_tensors_dtype():

@@ -140,15 +140,22 @@ def _tensor_list(tensors) -> list:
     return list(tensors)
 
 
+def _nonempty(tensors, function: str) -> list:
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError(f"{function} expects a non-empty TensorList")
+    return tensors
+
+
 def hstack(tensors) -> Tensor:
     """Concatenation along dim 1 (dim 0 for 1-D tensors)."""
-    tensors = [atleast_1d(t) for t in tensors]
+    tensors = [atleast_1d(t) for t in _nonempty(tensors, "hstack")]
     return cat(tensors, 0 if tensors[0].dim() == 1 else 1)
 
 
 def vstack(tensors) -> Tensor:
     """Concatenation along dim 0 of the tensors made at least 2-D."""
-    return cat([atleast_2d(t) for t in tensors], 0)
+    return cat([atleast_2d(t) for t in _nonempty(tensors, "vstack")], 0)
 
 
 row_stack = vstack
@@ -156,12 +163,12 @@ row_stack = vstack
 
 def dstack(tensors) -> Tensor:
     """Concatenation along dim 2 of the tensors made at least 3-D."""
-    return cat([atleast_3d(t) for t in tensors], 2)
+    return cat([atleast_3d(t) for t in _nonempty(tensors, "dstack")], 2)
 
 
 def column_stack(tensors) -> Tensor:
     """1-D (and 0-d) tensors become columns, then everything is concatenated along dim 1."""
-    columns = [t.reshape(t.numel(), 1) if t.dim() <= 1 else t for t in tensors]
+    columns = [t.reshape(t.numel(), 1) if t.dim() <= 1 else t for t in _nonempty(tensors, "column_stack")]
     return cat(columns, 1)
 
 

@@ -286,9 +286,10 @@ def _extremum(op_type: str, input: Tensor, dim, keepdim: bool, name: str, nan_gr
     return where(has_nan, result + float("nan"), result)
 
 
-def _check_extent(input: Tensor, dim, function: str, error: type[Exception] = RuntimeError) -> None:
-    """PyTorch's refusal of a max/min/argmax/argmin over no elements (ONNX's reductions give -inf/inf):
-    ``error`` without ``dim`` (argmax/argmin raise IndexError there), IndexError along an empty dim."""
+def check_extent(input: Tensor, dim, function: str, error: type[Exception] = RuntimeError) -> None:
+    """PyTorch's refusal of a reduction that picks an element (max/min/argmax/median/mode/...) over no
+    elements (ONNX's reductions give -inf/inf): ``error`` without ``dim`` (argmax/argmin raise IndexError
+    there), IndexError along an empty dim."""
     if dim is None:
         if input.numel() == 0:
             raise error(f"{function}(): Expected reduction dim to be specified for input.numel() == 0.")
@@ -302,13 +303,13 @@ def _check_extent(input: Tensor, dim, function: str, error: type[Exception] = Ru
 
 def amax(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
     dim = dim if dim != () else None
-    _check_extent(input, dim, "amax")
+    check_extent(input, dim, "amax")
     return _extremum("ReduceMax", input, dim, keepdim, "AmaxBackward0", nan_gradient=True)
 
 
 def amin(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
     dim = dim if dim != () else None
-    _check_extent(input, dim, "amin")
+    check_extent(input, dim, "amin")
     return _extremum("ReduceMin", input, dim, keepdim, "AminBackward0", nan_gradient=True)
 
 
@@ -340,12 +341,12 @@ def _first_arg(op_type: str, input: Tensor, dim, keepdim: bool, last: bool = Fal
 
 
 def argmax(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    _check_extent(input, dim, "argmax", IndexError)
+    check_extent(input, dim, "argmax", IndexError)
     return _arg("ArgMax", input, dim, keepdim)
 
 
 def argmin(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    _check_extent(input, dim, "argmin", IndexError)
+    check_extent(input, dim, "argmin", IndexError)
     return _arg("ArgMin", input, dim, keepdim)
 
 
@@ -356,7 +357,7 @@ def max(input: Tensor, dim=None, keepdim: bool = False):
     """
     if isinstance(dim, Tensor):
         return maximum(input, dim)
-    _check_extent(input, dim, "max")
+    check_extent(input, dim, "max")
     if dim is None:
         return _extremum("ReduceMax", input, None, False, "MaxBackward1")
     return MaxResult(*_extremum_along(input, dim, keepdim, "ArgMax", "ReduceMax", "MaxBackward0"))
@@ -366,7 +367,7 @@ def min(input: Tensor, dim=None, keepdim: bool = False):
     """Without ``dim``, the smallest element; with ``dim``, a ``(values, indices)`` named tuple."""
     if isinstance(dim, Tensor):
         return minimum(input, dim)
-    _check_extent(input, dim, "min")
+    check_extent(input, dim, "min")
     if dim is None:
         return _extremum("ReduceMin", input, None, False, "MinBackward1")
     return MinResult(*_extremum_along(input, dim, keepdim, "ArgMin", "ReduceMin", "MinBackward0"))
@@ -486,7 +487,7 @@ def norm(input: Tensor, p=2, dim=None, keepdim: bool = False) -> Tensor:
     if p in (float("inf"), -float("inf")):
         # Not amax/amin: a line holding NaN gives its NaNs the gradient (times Abs's 0 there), as PyTorch's norms.
         dim = dim if dim != () else None
-        _check_extent(input, dim, "amax" if p > 0 else "amin")
+        check_extent(input, dim, "amax" if p > 0 else "amin")
         return _extremum("ReduceMax" if p > 0 else "ReduceMin", input.abs(), dim, keepdim, "LinalgVectorNormBackward0")
     if p == 0:
         return (input != 0).to(input.dtype).sum(dim, keepdim)  # the count of nonzero elements

@@ -443,7 +443,7 @@ def cat(tensors, dim: int = 0) -> Tensor:
     """Concatenates tensors along ``dim`` (promoting dtypes as PyTorch does)."""
     tensors = list(tensors)
     if not tensors:
-        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+        raise ValueError("torch.cat(): expected a non-empty list of Tensors")  # PyTorch's type
     target = tensors[0].dtype
     for tensor in tensors[1:]:
         target = dtypes.promote_types(target, tensor.dtype)

@@ -17,7 +17,7 @@ from ...ir import dtypes
 from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op, int64_constant, normalize_axes
 from .elementwise import minimum, where as _where  # ``where`` is a local name below (gather positions)
-from .reduce import holds_nan, nan_position
+from .reduce import check_extent, holds_nan, nan_position
 from .shape import _constant_list
 
 __all__ = [
@@ -155,6 +155,7 @@ def _select(t: Tensor, axis: int, position: int, keepdim: bool) -> Tensor:
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> KthvalueResult:
     """The ``k``-th smallest element along ``dim`` (1-based) and its index."""
     axis = _axis(input, dim)
+    check_extent(input, axis, "kthvalue")
     size = input.shape[axis] if input.dim() else 1
     if not 1 <= k <= size:
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {dim}")
@@ -179,6 +180,7 @@ def median(input: Tensor, dim: int | None = None, keepdim: bool = False):
             return middle
         return _spread_over_ties(flat, _where(holds_nan(flat, None, False), float("nan"), middle))
     axis = _axis(input, dim)
+    check_extent(input, axis, "median")
     size = input.shape[axis] if input.dim() else 1
     values, indices = kthvalue(input, (size + 1) // 2, axis, keepdim)
     if not input.dtype.is_floating_point or input.dim() == 0:
@@ -212,6 +214,8 @@ def _spread_over_ties(flat: Tensor, value: Tensor) -> Tensor:
 
 def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False):
     """``median`` ignoring NaNs. The count of NaNs is data, so the input is realized."""
+    if dim is not None:
+        check_extent(input, dim, "median")  # PyTorch's name for both
     data = input._realized_data()
     if not np.isnan(data).any():
         return median(input, dim, keepdim)

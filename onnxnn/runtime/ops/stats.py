@@ -19,6 +19,7 @@ from ._common import Tensor, normalize_axes
 from . import comparison as _c
 from . import elementwise as _e
 from . import reduce as _r
+from .reduce import check_extent
 from .indexing import gather
 from .shape import stack
 from .sorting import cumsum, sort
@@ -370,6 +371,7 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> ModeResult:
     Which value is the mode is data; the value is then gathered from the input, so gradients flow to it.
     """
     axis = normalize_axes([dim], input.dim())[0] if input.dim() else 0
+    check_extent(input, axis, "mode")
     source = input.reshape(1) if input.dim() == 0 else input
     data = np.moveaxis(np.asarray(source._realized_data()), axis, -1)
     indices = np.zeros(data.shape[:-1], dtype=np.int64)
