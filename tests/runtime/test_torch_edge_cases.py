@@ -225,6 +225,13 @@ ROWS = np.array([[0.0, 1.0], [2.0, 3.0], [2.0, 3.0]])
             [[5.0, 2.0, 2.0], [0.0, 2.0, 3.0], [4.0, 2.0, 1.0]],
             [[0.0, 1.0, 0.0], [0.0, 0.0, 0.0], [1.0, 0.0, 1.0]],
         ),
+        # Inputs read only for signs or positions get zeros, not None (an optimizer still steps them).
+        (onnxnn.copysign, [[1.0, -2.0, 0.0], [-1.0, 3.0, -0.0]], [[-1.0, -1.0, 0.0], [0.0, 0.0, 0.0]]),
+        (
+            lambda x, source: x.masked_scatter(onnxnn.tensor([False, False]), source),
+            [[1.0, 2.0], [5.0, 6.0, 7.0]],
+            [[1.0, 1.0], [0.0, 0.0, 0.0]],
+        ),
     ],
 )
 def test_gradients_at_the_edges_are_pytorchs(function, inputs, expected):

@@ -11,7 +11,9 @@ from ...ir.caches import register_cache
 from ...ir.device import CPU
 from ...ir.graph import Value, constant, static_constant
 from ...ir.mode import MODE
-from ..tensor import Tensor, apply_op
+from ..tensor import Tensor, apply_op  # first: tensor and autograd import each other
+from ..autograd import ClosureFunction
+from ..grad_mode import is_grad_enabled
 
 __all__ = [
     "broadcast_shapes",
@@ -222,3 +224,35 @@ def as_tensor_operand(value, like: "Tensor"):
     if isinstance(value, Tensor):
         return value
     return scalar_constant(value, like._value.dtype, like._value.device)
+
+
+def with_closed_form_gradient(value: Tensor, inputs: tuple, saved: tuple, gradients, name: str) -> Tensor:
+    """``value``'s values, whose inputs' gradients are ``gradients(G, *saved)`` (one per input, from the
+    gradient G of ``value``): tensor ops over what the forward computed, whose history is kept, so the
+    gradient is itself differentiable (``create_graph``) where a gradient through held constants would not be.
+
+    ``saved`` are read as they are now: a later in-place change of a caller's handle does not reach them.
+    """
+    kept = tuple(
+        tensor if tensor._grad_fn is None else Tensor._from_value(tensor._value, tensor._grad_fn, tensor._output_nr)
+        for tensor in saved
+    )
+    output = value.detach()._value
+    node = ClosureFunction(output, inputs, lambda G: gradients(G, *kept), name)
+    return Tensor._from_value(output, node, 0)
+
+
+def with_zero_gradients(result: Tensor, others: tuple, name: str) -> Tensor:
+    """``result``, its gradient passed on as it is, and zeros for ``others``: inputs the value depends on
+    only through signs or positions (copysign's ``other``, a masked_scatter source nothing is taken
+    from), whose gradient PyTorch gives as zeros, not None, so an optimizer still steps them."""
+    wanted = tuple(other for other in others if isinstance(other, Tensor) and other._requires_grad)
+    if not wanted or not is_grad_enabled():
+        return result
+    return with_closed_form_gradient(
+        result,
+        (result, *wanted),
+        (),
+        lambda G: (G, *(Tensor._zeros(tuple(other.shape), other.dtype, other.device) for other in wanted)),
+        name,
+    )

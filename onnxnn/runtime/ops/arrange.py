@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import dtypes
-from ._common import Tensor, apply_op, broadcast_shapes, normalize_axes
+from ._common import Tensor, apply_op, broadcast_shapes, normalize_axes, with_zero_gradients
 from .elementwise import where
 from .indexing import check_bounds
 from .shape import cat, flip, slice_axis
@@ -471,7 +471,7 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
         )
     flat = input.reshape(-1)
     if positions.size == 0:
-        return flat.reshape(shape)
+        return with_zero_gradients(flat.reshape(shape), (source,), "MaskedScatterBackward0")
     values = slice_axis(source.reshape(-1), 0, 0, int(positions.size)).to(input.dtype)
     written = apply_op(
         "ScatterElements",

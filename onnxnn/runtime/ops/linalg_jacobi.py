@@ -27,7 +27,7 @@ from collections import namedtuple
 import numpy as np
 
 from ...ir import dtypes
-from ._common import Tensor
+from ._common import Tensor, with_closed_form_gradient
 from .elementwise import where
 from .indexing import take_along_dim
 from .linalg import matmul
@@ -38,7 +38,6 @@ from .linalg_lu import (
     grad_wanted,
     symmetric_gradient,
     torch_dtype_name,
-    with_closed_form_gradient,
 )
 from .linalg_qr import linalg_qr
 from .reduce import MATRIX_NORMS, root

@@ -29,7 +29,6 @@ import numpy as np
 from ...errors import LinAlgError
 from ...ir import dtypes
 from ...ir.graph import static_constant
-from ..autograd import ClosureFunction
 from ..grad_mode import is_grad_enabled
 from ._common import Tensor
 from .elementwise import where
@@ -167,22 +166,6 @@ def with_gradient_of(value: Tensor, plain: Tensor) -> Tensor:
     """
     value, settled = value.detach(), plain.detach()
     return where(settled.isfinite(), value + (plain - settled), value)
-
-
-def with_closed_form_gradient(value: Tensor, inputs: tuple, saved: tuple, gradients, name: str) -> Tensor:
-    """``value``'s values, whose inputs' gradients are ``gradients(G, *saved)`` (one per input, from the
-    gradient G of ``value``): tensor ops over what the forward computed, whose history is kept, so the
-    gradient is itself differentiable (``create_graph``) where a gradient through held constants would not be.
-
-    ``saved`` are read as they are now: a later in-place change of a caller's handle does not reach them.
-    """
-    kept = tuple(
-        tensor if tensor._grad_fn is None else Tensor._from_value(tensor._value, tensor._grad_fn, tensor._output_nr)
-        for tensor in saved
-    )
-    output = value.detach()._value
-    node = ClosureFunction(output, inputs, lambda G: gradients(G, *kept), name)
-    return Tensor._from_value(output, node, 0)
 
 
 def symmetric_gradient(A: Tensor, read: Tensor) -> Tensor:

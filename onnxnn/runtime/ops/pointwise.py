@@ -16,7 +16,7 @@ import numpy as np
 
 from ...ir import dtypes
 from ...ir.registry import non_differentiable, shape_rules
-from ._common import Tensor, apply_op, broadcast_values, normalize_axes, promote_operands
+from ._common import Tensor, apply_op, broadcast_values, normalize_axes, promote_operands, with_zero_gradients
 from . import comparison as _c
 from . import elementwise as _e
 from . import division as _division
@@ -549,8 +549,9 @@ def copysign(input, other) -> Tensor:
     if isinstance(other, Tensor):  # the promoted float dtype of both (float32 beside float64 is float64)
         (input, other), _ = float_operands([input, other])
     magnitude = _e.abs(_e._floating(input))
-    other = other if isinstance(other, Tensor) else Tensor._full((), other, magnitude.dtype, magnitude.device)
-    return _e.where(signbit(other), _e.neg(magnitude), magnitude)
+    sign_source = other if isinstance(other, Tensor) else Tensor._full((), other, magnitude.dtype, magnitude.device)
+    result = _e.where(signbit(sign_source), _e.neg(magnitude), magnitude)
+    return with_zero_gradients(result, (other,), "CopysignBackward0")
 
 
 # Selected as PyTorch's gradient selects (``input`` on ties), which is also the value: ``other``
