@@ -13,6 +13,9 @@ says which of the base's elements each of the view's elements is:
 - a write that rebinds a base (a view's write-through included) makes its other live views again
   from the new value with the ops that made them.
 
+The top-level functions of these ops (``onnxnn.transpose(x, 0, 1)``, ``onnxnn.split(x, 2)``:
+``VIEW_FUNCTIONS``) call the methods, so they make the same linked views, as PyTorch's do.
+
 A view of a view is linked to the root base, as PyTorch's ``_base`` is, with both ops composed:
 ``x.t()[0].fill_(1)`` reaches ``x`` though the transposed tensor in between is gone.
 
@@ -44,6 +47,8 @@ __all__ = [
     "VIEW_LINKS",
     "VIEWS_OF",
     "VIEW_OPS",
+    "VIEW_FUNCTIONS",
+    "view_function",
     "viewing",
     "install_view_ops",
     "check_view_write",
@@ -68,7 +73,10 @@ def _last_two_swapped(indices, shape):
     return np.swapaxes(indices, -2, -1)
 
 
-def _swapped(indices, shape, dim0, dim1):
+def _swapped(indices, shape, *dims, **named_dims):
+    # transpose(dim0, dim1), swapaxes(axis0, axis1), swapdims(dim0, dim1), by position or by name:
+    # a swap is the same whichever dim comes first.
+    dim0, dim1 = list(dims) + list(named_dims.values())
     return np.swapaxes(indices, dim0, dim1)
 
 
@@ -82,11 +90,21 @@ def _narrowed(indices, shape, dim, start, length):
 
 
 def _pieces(indices, shapes, *args, dim=0, **kwargs):
-    """Consecutive pieces along ``dim`` (``split``, ``chunk``, ``tensor_split``): read from the results' sizes."""
+    """Consecutive pieces along ``dim`` (``split``, ``chunk``, ``tensor_split``, ``split_with_sizes``):
+    read from the results' sizes."""
     if len(args) >= 2 and isinstance(args[1], int):
         dim = args[1]
+    return _consecutive(indices, shapes, dim)
+
+
+def _consecutive(indices, shapes, dim: int) -> list:
     bounds = np.cumsum([0] + [shape[dim] for shape in shapes])
     return [np.take(indices, np.arange(start, end), axis=dim) for start, end in zip(bounds[:-1], bounds[1:])]
+
+
+def _pieces_along(dim_of_rank: Callable) -> Callable:
+    """The twin of ``hsplit``/``vsplit``/``dsplit``, whose dim follows from the tensor's rank."""
+    return lambda indices, shapes, *args, **kwargs: _consecutive(indices, shapes, dim_of_rank(indices.ndim))
 
 
 def _unbound(indices, shapes, dim=0):
@@ -140,6 +158,9 @@ VIEW_OPS: dict[str, tuple[Callable, Callable | None]] = {
     "t": (_reversed, None),
     "T": (_reversed, None),
     "mT": (_last_two_swapped, None),
+    "mH": (_last_two_swapped, None),  # real tensors: the conjugate is the tensor itself
+    "H": (_reversed, None),
+    "adjoint": (_last_two_swapped, None),
     "transpose": (_swapped, None),
     "swapaxes": (_swapped, None),
     "swapdims": (_swapped, None),
@@ -156,7 +177,37 @@ VIEW_OPS: dict[str, tuple[Callable, Callable | None]] = {
     "split": (_pieces, None),
     "chunk": (_pieces, None),
     "tensor_split": (_pieces, None),
+    "split_with_sizes": (_pieces, None),
+    "hsplit": (_pieces_along(lambda rank: 0 if rank == 1 else 1), None),
+    "vsplit": (_pieces_along(lambda rank: 0), None),
+    "dsplit": (_pieces_along(lambda rank: 2), None),
 }
+
+# The top-level functions of VIEW_OPS' methods (``onnxnn.transpose(x, 0, 1)`` is ``x.transpose(0, 1)``).
+VIEW_FUNCTIONS = (
+    "squeeze",
+    "unsqueeze",
+    "unflatten",
+    "t",
+    "adjoint",
+    "transpose",
+    "swapaxes",
+    "swapdims",
+    "permute",
+    "movedim",
+    "moveaxis",
+    "narrow",
+    "select",
+    "diagonal",
+    "unbind",
+    "split",
+    "chunk",
+    "tensor_split",
+    "split_with_sizes",
+    "hsplit",
+    "vsplit",
+    "dsplit",
+)
 
 # id(view) -> its link; id(base) -> its entry (a weak reference to it, with the links of its views).
 # A link is a weak reference to its view whose callback removes it, so that the links of a forward's
@@ -370,6 +421,27 @@ def refresh_views(tensor) -> None:
         view._grad_fn, view._output_nr = remade._grad_fn, remade._output_nr
         view._requires_grad = remade._requires_grad
         view._bump_version()  # PyTorch's views share their base's version
+
+
+def view_function(name: str, function: Callable, tensor_class: type) -> Callable:
+    """The top-level ``function`` of the view method ``name``, returning the method's linked views, as
+    PyTorch's function and method forms make the same view (``torch.select(x, 0, 1).fill_(0)`` writes x)."""
+
+    def function_view(*args, **kwargs):
+        if args:
+            input, rest = args[0], args[1:]
+        elif "input" in kwargs:
+            input, rest = kwargs.pop("input"), ()
+        else:
+            return function(*args, **kwargs)  # its own error for the missing argument
+        if not isinstance(input, tensor_class):
+            return function(input, *rest, **kwargs)
+        return getattr(input, name)(*rest, **kwargs)
+
+    function_view.__name__ = function_view.__qualname__ = getattr(function, "__name__", name)
+    function_view.__doc__ = function.__doc__
+    function_view.__wrapped__ = function  # type: ignore[attr-defined]  # inspect.signature reads it
+    return function_view
 
 
 def install_view_ops(tensor_class) -> None:
