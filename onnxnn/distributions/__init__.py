@@ -23,10 +23,12 @@ Example (pathwise)::
     >>> loss = -reward(action)
     >>> loss.backward()
 
-Distributions: Bernoulli, Beta, Binomial, Categorical, Cauchy, Chi2, Dirichlet, Exponential,
-Gamma, Geometric, Gumbel, HalfCauchy, HalfNormal, Independent, Laplace, LogNormal,
-MultivariateNormal, Normal, OneHotCategorical, OneHotCategoricalStraightThrough, Pareto, Poisson,
-StudentT, TransformedDistribution, Uniform, Weibull; with
+Distributions: Bernoulli, Beta, Binomial, Categorical, Cauchy, Chi2, ContinuousBernoulli, Dirichlet,
+Exponential, ExpRelaxedCategorical, FisherSnedecor, Gamma, Geometric, Gumbel, HalfCauchy,
+HalfNormal, Independent, Kumaraswamy, Laplace, LogitRelaxedBernoulli, LogNormal,
+LowRankMultivariateNormal, MixtureSameFamily, Multinomial, MultivariateNormal, NegativeBinomial,
+Normal, OneHotCategorical, OneHotCategoricalStraightThrough, Pareto, Poisson, RelaxedBernoulli,
+RelaxedOneHotCategorical, StudentT, TransformedDistribution, Uniform, Weibull; with
 :func:`kl_divergence`/:func:`register_kl`, the :mod:`~onnxnn.distributions.constraints` and the
 :mod:`~onnxnn.distributions.transforms`.
 """
@@ -34,16 +36,19 @@ StudentT, TransformedDistribution, Uniform, Weibull; with
 from __future__ import annotations
 
 from . import constraints, transforms  # noqa: F401  (submodules, as torch.distributions has them)
+from . import _kl_continuous_bernoulli_low_rank  # noqa: F401  (registers its KL pairs)
 from .bernoulli import Bernoulli
 from .beta import Beta
 from .binomial import Binomial
 from .categorical import Categorical
 from .cauchy import Cauchy
 from .chi2 import Chi2
+from .continuous_bernoulli import ContinuousBernoulli
 from .dirichlet import Dirichlet
 from .distribution import Distribution
 from .exp_family import ExponentialFamily
 from .exponential import Exponential
+from .fishersnedecor import FisherSnedecor
 from .gamma import Gamma
 from .geometric import Geometric
 from .gumbel import Gumbel
@@ -51,13 +56,20 @@ from .half_cauchy import HalfCauchy
 from .half_normal import HalfNormal
 from .independent import Independent
 from .kl import kl_divergence, register_kl
+from .kumaraswamy import Kumaraswamy
 from .laplace import Laplace
 from .log_normal import LogNormal
+from .lowrank_multivariate_normal import LowRankMultivariateNormal
+from .mixture_same_family import MixtureSameFamily
+from .multinomial import Multinomial
 from .multivariate_normal import MultivariateNormal
+from .negative_binomial import NegativeBinomial
 from .normal import Normal
 from .one_hot_categorical import OneHotCategorical, OneHotCategoricalStraightThrough
 from .pareto import Pareto
 from .poisson import Poisson
+from .relaxed_bernoulli import LogitRelaxedBernoulli, RelaxedBernoulli
+from .relaxed_categorical import ExpRelaxedCategorical, RelaxedOneHotCategorical
 from .studentT import StudentT
 from .transformed_distribution import TransformedDistribution
 from .transforms import (
@@ -85,25 +97,36 @@ __all__ = [
     "Categorical",
     "Cauchy",
     "Chi2",
+    "ContinuousBernoulli",
     "Dirichlet",
     "Distribution",
     "Exponential",
     "ExponentialFamily",
+    "ExpRelaxedCategorical",
+    "FisherSnedecor",
     "Gamma",
     "Geometric",
     "Gumbel",
     "HalfCauchy",
     "HalfNormal",
     "Independent",
+    "Kumaraswamy",
     "Laplace",
+    "LogitRelaxedBernoulli",
     "LogNormal",
+    "LowRankMultivariateNormal",
+    "MixtureSameFamily",
+    "Multinomial",
     "MultivariateNormal",
+    "NegativeBinomial",
     "Normal",
     "OneHotCategorical",
     "OneHotCategoricalStraightThrough",
     "Pareto",
     "StudentT",
     "Poisson",
+    "RelaxedBernoulli",
+    "RelaxedOneHotCategorical",
     "Uniform",
     "Weibull",
     "TransformedDistribution",

@@ -7,10 +7,10 @@ to validate their arguments and the values they score.
 
 Available: ``boolean``, ``cat``, ``dependent``, ``dependent_property``, ``greater_than``,
 ``greater_than_eq``, ``half_open_interval``, ``independent``, ``integer_interval``, ``interval``,
-``less_than``, ``lower_cholesky``, ``lower_triangular``, ``multinomial``, ``nonnegative``,
-``nonnegative_integer``, ``one_hot``, ``positive``, ``positive_definite``, ``positive_integer``,
-``positive_semidefinite``, ``real``, ``real_vector``, ``simplex``, ``square``, ``stack``,
-``symmetric``, ``unit_interval``.
+``less_than``, ``lower_cholesky``, ``lower_triangular``, ``MixtureSameFamilyConstraint``,
+``multinomial``, ``nonnegative``, ``nonnegative_integer``, ``one_hot``, ``positive``,
+``positive_definite``, ``positive_integer``, ``positive_semidefinite``, ``real``, ``real_vector``,
+``simplex``, ``square``, ``stack``, ``symmetric``, ``unit_interval``.
 
 Example::
 
@@ -46,6 +46,7 @@ __all__ = [
     "less_than",
     "lower_cholesky",
     "lower_triangular",
+    "MixtureSameFamilyConstraint",
     "multinomial",
     "nonnegative",
     "nonnegative_integer",
@@ -188,6 +189,39 @@ class _IndependentConstraint(Constraint):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__[1:]}({self.base_constraint!r}, {self.reinterpreted_batch_ndims})"
+
+
+class MixtureSameFamilyConstraint(Constraint):
+    """The support of a :class:`~onnxnn.distributions.MixtureSameFamily`: ``base_constraint`` (the
+    components' support) checked with the component dimension put back, and required of every component.
+
+    Args:
+        base_constraint: the component distribution's support.
+    """
+
+    def __init__(self, base_constraint: Constraint) -> None:
+        if not isinstance(base_constraint, Constraint):
+            raise AssertionError(f"base_constraint must be a Constraint, got {type(base_constraint).__name__}")
+        self.base_constraint = base_constraint
+        super().__init__()
+
+    @property
+    def is_discrete(self) -> bool:  # type: ignore[override]
+        return self.base_constraint.is_discrete
+
+    @property
+    def event_dim(self) -> int:  # type: ignore[override]
+        return self.base_constraint.event_dim
+
+    def check(self, value: Tensor) -> Tensor:
+        if value.dim() < self.event_dim:
+            raise ValueError(f"Expected value.dim() >= {self.event_dim} but got {value.dim()}")
+        result = self.base_constraint.check(value.unsqueeze(-1 - self.event_dim))
+        kept = tuple(value.shape[: value.dim() - self.event_dim])
+        return result.reshape(kept + (-1,)).all(-1)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.base_constraint!r})"
 
 
 class _Boolean(Constraint):

@@ -40,6 +40,9 @@ class Case:
     has_icdf: bool = False
     mode: np.ndarray | None = None
     discrete: bool = False
+    # For draws without a finite mean or a cdf method to check them by: an event of each draw (a
+    # function of the draws returning booleans, one per batch element) and its probability.
+    draw_event: tuple[Callable[[np.ndarray], np.ndarray], np.ndarray] | None = None
 
     def __repr__(self) -> str:
         return self.name
@@ -72,6 +75,13 @@ MVN_COV = np.array([[2.0, 0.3], [0.3, 1.0]])
 GEOMETRIC_P = _array(0.3, 0.8)
 PARETO_SCALE, PARETO_ALPHA = _array(1.5, 0.3), _array(0.8, 3.0)  # alpha <= 1, 2: infinite mean, variance
 WEIBULL_SCALE, WEIBULL_K = _array(1.5, 0.3), _array(0.7, 3.0)
+NB_COUNT, NB_P = _array(2.5, 5.0), _array(0.3, 0.6)  # a real total_count too
+MULTINOMIAL_N = 10
+TEMPERATURE = 0.7
+MIX_WEIGHTS, MIX_LOC, MIX_SCALE = _array(0.3, 0.7), np.array([[-1.0, 1.0], [0.0, 2.0]]), _array(1.0, 0.5)
+LOW_RANK_FACTOR, LOW_RANK_DIAG = np.array([[1.0], [0.3]]), _array(0.5, 1.0)
+LOW_RANK_COV = LOW_RANK_FACTOR @ LOW_RANK_FACTOR.T + np.diag(LOW_RANK_DIAG)
+DF1, DF2 = _array(5.0, 3.0), _array(10.0, 8.0)
 
 
 def _categorical_entropy(p):
@@ -118,6 +128,28 @@ def _weibull_gamma(order):
     return np.exp(ref.lgamma(1 + order / WEIBULL_K))
 
 
+def _multinomial_entropy(n, p):
+    # -sum over every count vector (the compositions of n into 3 parts) of pmf log pmf.
+    counts = np.array([(i, j, n - i - j) for i in range(n + 1) for j in range(n + 1 - i)], dtype=np.float64)
+    log_pmf = ref.multinomial_log_prob(counts[:, None, :], p)
+    return -(np.exp(log_pmf) * log_pmf).sum(0)
+
+
+def _logit(p):
+    return np.log(p / (1 - p))
+
+
+def _kumaraswamy_moment(order):
+    # b B(1 + order / a, b).
+    a, b = BETA_A, BETA_B
+    return b * np.exp(ref.log_beta(1 + order / a, b))
+
+
+def _mixture_log_prob(x):
+    terms = np.log(MIX_WEIGHTS) + ref.normal_log_prob(x[..., None], MIX_LOC, MIX_SCALE)
+    return np.log(np.exp(terms).sum(-1))
+
+
 def _mvn_entropy(cov):
     return 0.5 * np.linalg.slogdet(2 * math.pi * math.e * cov)[1]
 
@@ -128,6 +160,8 @@ UNIT_X = _array(0.2, 0.9)
 MVN_X = np.array([0.2, -1.1])
 DIRICHLET_X = np.array([[0.2, 0.3, 0.5], [0.1, 0.1, 0.8]])
 TANH_Y = _array(0.2, 2.5)
+SIMPLEX_X = np.array([[0.2, 0.3, 0.5], [0.6, 0.1, 0.3]])
+MIX_MEAN = (MIX_WEIGHTS * MIX_LOC).sum(-1)
 PARETO_X = _array(2.0, 0.5)  # at least the scale
 
 CASES = [
@@ -463,6 +497,158 @@ CASES = [
         UNSUPPORTED,
         cdf=lambda y: _normal_cdf(np.arctanh((y - 1) / 2), LOC, SCALE),
         has_icdf=True,
+    ),
+    Case(
+        "NegativeBinomial",
+        lambda: D.NegativeBinomial(t(NB_COUNT), t(NB_P)),
+        _array(2.0, 5.0),
+        ref.negative_binomial_log_prob(_array(2.0, 5.0), NB_COUNT, NB_P),
+        NB_COUNT * NB_P / (1 - NB_P),
+        NB_COUNT * NB_P / (1 - NB_P) ** 2,
+        UNSUPPORTED,
+        mode=np.floor((NB_COUNT - 1) * NB_P / (1 - NB_P)),
+        discrete=True,
+    ),
+    Case(
+        "NegativeBinomial(logits)",
+        lambda: D.NegativeBinomial(t(NB_COUNT), logits=t(_logit(NB_P))),
+        _array(0.0, 9.0),
+        ref.negative_binomial_log_prob(_array(0.0, 9.0), NB_COUNT, NB_P),
+        NB_COUNT * NB_P / (1 - NB_P),
+        NB_COUNT * NB_P / (1 - NB_P) ** 2,
+        UNSUPPORTED,
+        discrete=True,
+    ),
+    Case(
+        "Multinomial",
+        lambda: D.Multinomial(MULTINOMIAL_N, t(CAT_PROBS * 3.0)),  # unnormalized: divided by the sum
+        np.array([[3.0, 3.0, 4.0], [1.0, 0.0, 9.0]]),
+        ref.multinomial_log_prob(np.array([[3.0, 3.0, 4.0], [1.0, 0.0, 9.0]]), CAT_PROBS),
+        MULTINOMIAL_N * CAT_PROBS,
+        MULTINOMIAL_N * CAT_PROBS * (1 - CAT_PROBS),
+        _multinomial_entropy(MULTINOMIAL_N, CAT_PROBS),
+        discrete=True,
+    ),
+    Case(
+        "Multinomial(logits)",
+        lambda: D.Multinomial(MULTINOMIAL_N, logits=t(np.log(CAT_PROBS) - 1.0)),
+        np.array([[0.0, 10.0, 0.0], [2.0, 2.0, 6.0]]),
+        ref.multinomial_log_prob(np.array([[0.0, 10.0, 0.0], [2.0, 2.0, 6.0]]), CAT_PROBS),
+        MULTINOMIAL_N * CAT_PROBS,
+        MULTINOMIAL_N * CAT_PROBS * (1 - CAT_PROBS),
+        _multinomial_entropy(MULTINOMIAL_N, CAT_PROBS),
+        discrete=True,
+    ),
+    Case(
+        "ContinuousBernoulli",
+        lambda: D.ContinuousBernoulli(t(PROBS)),
+        UNIT_X,
+        ref.continuous_bernoulli_log_prob(UNIT_X, PROBS),
+        ref.continuous_bernoulli_mean(PROBS),
+        ref.continuous_bernoulli_variance(PROBS),
+        # -E[log p(x)], log p linear in x.
+        -(ref.continuous_bernoulli_log_prob(ref.continuous_bernoulli_mean(PROBS), PROBS)),
+        cdf=lambda x: ref.continuous_bernoulli_cdf(x, PROBS),
+        has_icdf=True,
+    ),
+    Case(
+        "ContinuousBernoulli(logits)",
+        lambda: D.ContinuousBernoulli(logits=t(_logit(PROBS))),
+        _array(0.0, 1.0),
+        ref.continuous_bernoulli_log_prob(_array(0.0, 1.0), PROBS),
+        ref.continuous_bernoulli_mean(PROBS),
+        ref.continuous_bernoulli_variance(PROBS),
+        -(ref.continuous_bernoulli_log_prob(ref.continuous_bernoulli_mean(PROBS), PROBS)),
+        cdf=lambda x: ref.continuous_bernoulli_cdf(x, PROBS),
+        has_icdf=True,
+    ),
+    Case(
+        "LogitRelaxedBernoulli",
+        lambda: D.LogitRelaxedBernoulli(t(TEMPERATURE), t(PROBS)),
+        NORMAL_X,
+        # A logistic distribution of location logit(p) / t and scale 1 / t.
+        ref.logistic_log_prob(NORMAL_X, _logit(PROBS) / TEMPERATURE, 1 / TEMPERATURE),
+        UNSUPPORTED,
+        UNSUPPORTED,
+        UNSUPPORTED,
+        draw_event=(lambda y: y <= NORMAL_X, 1 / (1 + np.exp(_logit(PROBS) - TEMPERATURE * NORMAL_X))),
+    ),
+    Case(
+        "RelaxedBernoulli",
+        lambda: D.RelaxedBernoulli(t(TEMPERATURE), logits=t(_logit(PROBS))),
+        UNIT_X,
+        ref.logistic_log_prob(_logit(UNIT_X), _logit(PROBS) / TEMPERATURE, 1 / TEMPERATURE)
+        - np.log(UNIT_X * (1 - UNIT_X)),
+        UNSUPPORTED,
+        UNSUPPORTED,
+        UNSUPPORTED,
+        draw_event=(lambda x: x <= UNIT_X, 1 / (1 + np.exp(_logit(PROBS) - TEMPERATURE * _logit(UNIT_X)))),
+    ),
+    Case(
+        "ExpRelaxedCategorical",
+        lambda: D.ExpRelaxedCategorical(t(TEMPERATURE), t(CAT_PROBS)),
+        np.log(SIMPLEX_X),
+        # The Concrete density of exp(y), times the Jacobian prod(x) of x = exp(y).
+        ref.concrete_log_prob(SIMPLEX_X, TEMPERATURE, CAT_PROBS) + np.log(SIMPLEX_X).sum(-1),
+        UNSUPPORTED,
+        UNSUPPORTED,
+        UNSUPPORTED,
+        # The Gumbel-max property: the largest coordinate is category k with probability p_k.
+        draw_event=(lambda y: y.argmax(-1) == np.array([2, 0]), _array(0.5, 0.1)),
+    ),
+    Case(
+        "RelaxedOneHotCategorical",
+        lambda: D.RelaxedOneHotCategorical(t(TEMPERATURE), logits=t(np.log(CAT_PROBS))),
+        SIMPLEX_X,
+        ref.concrete_log_prob(SIMPLEX_X, TEMPERATURE, CAT_PROBS),
+        UNSUPPORTED,
+        UNSUPPORTED,
+        UNSUPPORTED,
+        draw_event=(lambda x: x.argmax(-1) == np.array([1, 2]), _array(0.3, 0.8)),
+    ),
+    Case(
+        "MixtureSameFamily(Normal)",
+        lambda: D.MixtureSameFamily(D.Categorical(t(MIX_WEIGHTS)), D.Normal(t(MIX_LOC), t(MIX_SCALE))),
+        NORMAL_X,
+        _mixture_log_prob(NORMAL_X),
+        MIX_MEAN,
+        (MIX_WEIGHTS * (MIX_SCALE**2 + MIX_LOC**2)).sum(-1) - MIX_MEAN**2,
+        UNSUPPORTED,
+        cdf=lambda x: (MIX_WEIGHTS * _normal_cdf(x[..., None], MIX_LOC, MIX_SCALE)).sum(-1),
+    ),
+    Case(
+        "Kumaraswamy",
+        lambda: D.Kumaraswamy(t(BETA_A), t(BETA_B)),
+        UNIT_X,
+        ref.kumaraswamy_log_prob(UNIT_X, BETA_A, BETA_B),
+        _kumaraswamy_moment(1),
+        _kumaraswamy_moment(2) - _kumaraswamy_moment(1) ** 2,
+        # (1 - 1/b) + (1 - 1/a) H_b - log(a b), H_b = psi(b + 1) + gamma the harmonic number.
+        (1 - 1 / BETA_B) + (1 - 1 / BETA_A) * (ref.digamma(BETA_B + 1) + np.euler_gamma) - np.log(BETA_A * BETA_B),
+        cdf=lambda x: 1 - (1 - x**BETA_A) ** BETA_B,
+        has_icdf=True,
+        # ((a - 1) / (a b - 1))^(1 / a) where a, b >= 1; NaN for a < 1 (an unbounded density at 0).
+        mode=_array(np.nan, (2.0 / 3.5) ** (1 / 3.0)),
+    ),
+    Case(
+        "LowRankMultivariateNormal",
+        lambda: D.LowRankMultivariateNormal(t(MVN_LOC), t(LOW_RANK_FACTOR), t(LOW_RANK_DIAG)),
+        MVN_X,
+        ref.mvn_log_prob(MVN_X, MVN_LOC, LOW_RANK_COV),
+        MVN_LOC,
+        np.broadcast_to(np.diag(LOW_RANK_COV), (2, 2)),
+        np.full(2, _mvn_entropy(LOW_RANK_COV)),
+        mode=MVN_LOC,
+    ),
+    Case(
+        "FisherSnedecor",
+        lambda: D.FisherSnedecor(t(DF1), t(DF2)),
+        POSITIVE_X,
+        ref.fisher_snedecor_log_prob(POSITIVE_X, DF1, DF2),
+        DF2 / (DF2 - 2),
+        2 * DF2**2 * (DF1 + DF2 - 2) / (DF1 * (DF2 - 2) ** 2 * (DF2 - 4)),
+        UNSUPPORTED,
+        mode=(DF1 - 2) / DF1 * DF2 / (DF2 + 2),
     ),
 ]
 

@@ -193,3 +193,65 @@ def pareto_log_prob(x, scale, alpha):
 def weibull_log_prob(x, scale, concentration):
     z = x / scale
     return np.log(concentration / scale) + (concentration - 1) * np.log(z) - z**concentration
+
+
+def negative_binomial_log_prob(k, total_count, p):
+    return lgamma(k + total_count) - lgamma(k + 1) - lgamma(total_count) + total_count * np.log1p(-p) + xlogy(k, p)
+
+
+def multinomial_log_prob(x, p):
+    n = x.sum(-1)
+    return lgamma(n + 1) - lgamma(x + 1).sum(-1) + xlogy(x, p).sum(-1)
+
+
+def continuous_bernoulli_log_normalizer(lam):
+    # C = 2 atanh(1 - 2 lam) / (1 - 2 lam), for lam away from 1/2.
+    return np.log(2 * np.arctanh(1 - 2 * lam) / (1 - 2 * lam))
+
+
+def continuous_bernoulli_log_prob(x, lam):
+    return x * np.log(lam) + (1 - x) * np.log1p(-lam) + continuous_bernoulli_log_normalizer(lam)
+
+
+def continuous_bernoulli_mean(lam):
+    return lam / (2 * lam - 1) + 1 / (2 * np.arctanh(1 - 2 * lam))
+
+
+def continuous_bernoulli_variance(lam):
+    return lam * (lam - 1) / (1 - 2 * lam) ** 2 + 1 / (2 * np.arctanh(1 - 2 * lam)) ** 2
+
+
+def continuous_bernoulli_cdf(x, lam):
+    return (lam**x * (1 - lam) ** (1 - x) + lam - 1) / (2 * lam - 1)
+
+
+def logistic_log_prob(y, loc, scale):
+    z = (y - loc) / scale
+    return -z - np.log(scale) - 2 * np.log1p(np.exp(-z))
+
+
+def concrete_log_prob(x, temperature, probs):
+    """The Concrete (Gumbel-softmax) density on the simplex (Maddison et al., 2017, definition 1)."""
+    k = x.shape[-1]
+    log_terms = np.log(probs) - temperature * np.log(x)
+    log_norm = np.log(np.exp(log_terms).sum(-1))
+    return (
+        math.lgamma(k)
+        + (k - 1) * np.log(temperature)
+        + (np.log(probs) - (temperature + 1) * np.log(x)).sum(-1)
+        - k * log_norm
+    )
+
+
+def kumaraswamy_log_prob(x, a, b):
+    return np.log(a * b) + (a - 1) * np.log(x) + (b - 1) * np.log1p(-(x**a))
+
+
+def fisher_snedecor_log_prob(x, d1, d2):
+    return (
+        0.5 * d1 * np.log(d1 * x)
+        + 0.5 * d2 * np.log(d2)
+        - 0.5 * (d1 + d2) * np.log(d1 * x + d2)
+        - np.log(x)
+        - log_beta(d1 / 2, d2 / 2)
+    )

@@ -10,6 +10,7 @@ import onnxnn
 import onnxnn.distributions as D
 from onnxnn.runtime.internal import realize_values
 
+from . import reference as ref
 from .cases import CASES, t
 
 EXECUTORS = ("onnxruntime", "kernels")
@@ -81,7 +82,11 @@ def test_methods_pytorch_lacks_raise_not_implemented(case):
 
 
 # The families that give their expected carrier measure (Beta, Dirichlet and Poisson do not, as in PyTorch).
-EXPONENTIAL_FAMILIES = [case for case in CASES if case.name in ("Normal", "Bernoulli", "Exponential", "Gamma", "Chi2")]
+EXPONENTIAL_FAMILIES = [
+    case
+    for case in CASES
+    if case.name in ("Normal", "Bernoulli", "Exponential", "Gamma", "Chi2", "ContinuousBernoulli")
+]
 
 
 @pytest.mark.parametrize("case", EXPONENTIAL_FAMILIES, ids=repr)
@@ -157,3 +162,37 @@ def test_pareto_moments_are_infinite_up_to_their_alpha(alpha, finite_mean, finit
     mean, variance = float(_values(pareto.mean)), float(_values(pareto.variance))
     assert np.isfinite(mean) == finite_mean and np.isfinite(variance) == finite_variance
     assert mean == np.inf or mean == pytest.approx(alpha * 1.5 / (alpha - 1), rel=RTOL)
+
+
+@pytest.mark.parametrize("probs", [0.4990001, 0.4995, 0.5, 0.5005, 0.501], ids=str)
+def test_continuous_bernoulli_near_one_half_follows_its_taylor_series(probs):
+    # Inside lims = (0.499, 0.501] the closed forms divide cancelled differences of size |p - 1/2|:
+    # in float64 they keep about 1e-16 / |p - 1/2|^2 <= 1e-10 of the value, hence the tolerance
+    # against them. At p = 1/2 they are 0 / 0, and the limits are exact: log C = log 2, mean 1/2,
+    # variance 1/12. The cdf and icdf there are the uniform's, as PyTorch's.
+    distribution = D.ContinuousBernoulli(t([probs]))
+    x = np.array([0.3])
+    np.testing.assert_array_equal(_values(distribution.cdf(t(x))), x)
+    np.testing.assert_array_equal(_values(distribution.icdf(t(x))), x)
+    lam = np.array([probs])
+    if probs == 0.5:
+        mean = np.array([0.5])
+        expected = {"log_prob": [0.0], "mean": mean, "variance": [1 / 12], "entropy": [0.0]}
+        rtol = atol = 1e-15
+    else:
+        mean = ref.continuous_bernoulli_mean(lam)
+        expected = {
+            "log_prob": ref.continuous_bernoulli_log_prob(x, lam),
+            "mean": mean,
+            "variance": ref.continuous_bernoulli_variance(lam),
+            "entropy": -ref.continuous_bernoulli_log_prob(mean, lam),
+        }
+        rtol = atol = 1e-9
+    got = {
+        "log_prob": distribution.log_prob(t(x)),
+        "mean": distribution.mean,
+        "variance": distribution.variance,
+        "entropy": distribution.entropy(),
+    }
+    for name, value in got.items():
+        np.testing.assert_allclose(_values(value), expected[name], rtol=rtol, atol=atol, err_msg=name)

@@ -54,6 +54,29 @@ BAD_PARAMETERS = [
     (lambda: D.Pareto(_t([1.0]), _t([-1.0])), "rate", "GreaterThan(lower_bound=0.0)"),
     (lambda: D.Weibull(_t([-1.0]), _t([1.0])), "scale", "GreaterThan(lower_bound=0.0)"),
     (lambda: D.Weibull(_t([1.0]), _t([0.0])), "concentration", "GreaterThan(lower_bound=0.0)"),
+    (lambda: D.NegativeBinomial(_t([-1.0]), _t([0.5])), "total_count", "GreaterThanEq(lower_bound=0)"),
+    (lambda: D.NegativeBinomial(2.0, _t([1.0])), "probs", "HalfOpenInterval(lower_bound=0.0, upper_bound=1.0)"),
+    # The categorical within validates the probabilities first, as in PyTorch.
+    (lambda: D.Multinomial(10, _t([0.5, -0.5, 1.0])), "probs", "Simplex()"),
+    (lambda: D.ContinuousBernoulli(_t([1.5])), "probs", "Interval(lower_bound=0.0, upper_bound=1.0)"),
+    (lambda: D.LogitRelaxedBernoulli(_t(0.5), _t([-0.5])), "probs", "Interval(lower_bound=0.0, upper_bound=1.0)"),
+    (lambda: D.RelaxedBernoulli(_t(0.5), _t([1.5])), "probs", "Interval(lower_bound=0.0, upper_bound=1.0)"),
+    (lambda: D.ExpRelaxedCategorical(_t(0.5), _t([0.5, -0.5, 1.0])), "probs", "Simplex()"),
+    (lambda: D.RelaxedOneHotCategorical(_t(0.5), _t([0.5, -0.5, 1.0])), "probs", "Simplex()"),
+    (lambda: D.Kumaraswamy(_t([-1.0]), 1.0), "concentration1", "GreaterThan(lower_bound=0.0)"),
+    (lambda: D.Kumaraswamy(_t([1.0]), 0.0), "concentration0", "GreaterThan(lower_bound=0.0)"),
+    (
+        lambda: D.LowRankMultivariateNormal(_t([0.0, 0.0]), _t([[1.0], [0.0]]), _t([1.0, -1.0])),
+        "cov_diag",
+        "IndependentConstraint(GreaterThan(lower_bound=0.0), 1)",
+    ),
+    (
+        lambda: D.LowRankMultivariateNormal(_t([0.0, np.nan]), _t([[1.0], [0.0]]), _t([1.0, 1.0])),
+        "loc",
+        "IndependentConstraint(Real(), 1)",
+    ),
+    (lambda: D.FisherSnedecor(_t([0.0]), 1.0), "df1", "GreaterThan(lower_bound=0.0)"),
+    (lambda: D.FisherSnedecor(1.0, _t([-2.0])), "df2", "GreaterThan(lower_bound=0.0)"),
 ]
 
 
@@ -112,6 +135,30 @@ OUT_OF_SUPPORT = [
     (lambda: D.Gumbel(0.0, 1.0), [float("nan")], "Real()"),
     (lambda: D.Pareto(2.0, 1.0), [1.0], "GreaterThanEq(lower_bound=2.0)"),
     (lambda: D.Weibull(2.0, 1.0), [0.0], "GreaterThan(lower_bound=0.0)"),
+    (lambda: D.NegativeBinomial(2.0, 0.5), [1.5], "IntegerGreaterThan(lower_bound=0)"),
+    (lambda: D.Multinomial(3, _t([0.5, 0.5])), [[2.0, 2.0]], "Multinomial()"),
+    (lambda: D.Multinomial(3, _t([0.5, 0.5])), [[-1.0, 2.0]], "Multinomial()"),
+    (lambda: D.ContinuousBernoulli(0.3), [1.5], "Interval(lower_bound=0.0, upper_bound=1.0)"),
+    (lambda: D.LogitRelaxedBernoulli(_t(0.5), 0.3), [float("nan")], "Real()"),
+    (lambda: D.RelaxedBernoulli(_t(0.5), 0.3), [1.5], "Interval(lower_bound=0.0, upper_bound=1.0)"),
+    (
+        lambda: D.ExpRelaxedCategorical(_t(0.5), _t([0.5, 0.5])),
+        [[0.0, float("nan")]],
+        "IndependentConstraint(Real(), 1)",
+    ),
+    (lambda: D.RelaxedOneHotCategorical(_t(0.5), _t([0.5, 0.5])), [[0.5, 0.6]], "Simplex()"),
+    (
+        lambda: D.MixtureSameFamily(D.Categorical(_t([0.5, 0.5])), D.Exponential(_t([1.0, 2.0]))),
+        [-1.0],
+        "MixtureSameFamilyConstraint(GreaterThanEq(lower_bound=0.0))",
+    ),
+    (lambda: D.Kumaraswamy(2.0, 2.0), [1.5], "Interval(lower_bound=0.0, upper_bound=1.0)"),
+    (
+        lambda: D.LowRankMultivariateNormal(_t([0.0, 0.0]), _t([[1.0], [0.0]]), _t([1.0, 1.0])),
+        [[0.0, float("nan")]],
+        "IndependentConstraint(Real(), 1)",
+    ),
+    (lambda: D.FisherSnedecor(2.0, 3.0), [0.0], "GreaterThan(lower_bound=0.0)"),
 ]
 
 
@@ -197,7 +244,73 @@ CONSTRUCTION_ERRORS = [
         lambda: D.TransformedDistribution(D.Normal(0.0, 1.0), ["exp"]),
         "transforms must be a Transform or a list of Transforms",
     ),
+    (lambda: D.NegativeBinomial(10), "Either `probs` or `logits` must be specified, but not both."),
+    (lambda: D.Multinomial(10), "Either `probs` or `logits` must be specified, but not both."),
+    (lambda: D.Multinomial(10, _t(0.5)), "`probs` parameter must be at least one-dimensional."),
+    (lambda: D.ContinuousBernoulli(), "Either `probs` or `logits` must be specified, but not both."),
+    (lambda: D.ContinuousBernoulli(0.5, 0.0), "Either `probs` or `logits` must be specified, but not both."),
+    (lambda: D.RelaxedBernoulli(_t(1.0)), "Either `probs` or `logits` must be specified, but not both."),
+    (lambda: D.LogitRelaxedBernoulli(_t(1.0), 0.5, 0.0), "Either `probs` or `logits` must be specified, but not both."),
+    (lambda: D.RelaxedOneHotCategorical(_t(1.0)), "Either `probs` or `logits` must be specified, but not both."),
+    (lambda: D.ExpRelaxedCategorical(_t(1.0), _t(0.5)), "`probs` parameter must be at least one-dimensional."),
+    (
+        lambda: D.MixtureSameFamily(D.Bernoulli(0.5), D.Normal(_t([0.0, 1.0]), 1.0)),
+        "The Mixture distribution needs to be an  instance of torch.distributions.Categorical",
+    ),
+    (
+        lambda: D.MixtureSameFamily(D.Categorical(_t([0.5, 0.5])), "normal"),
+        "The Component distribution needs to be an instance of torch.distributions.Distribution",
+    ),
+    (
+        lambda: D.MixtureSameFamily(D.Categorical(_t(np.full((3, 2), 0.5))), D.Normal(_t(np.zeros((4, 2))), 1.0)),
+        "`mixture_distribution.batch_shape` (onnxnn.Size([3])) is not compatible with "
+        "`component_distribution.batch_shape`(onnxnn.Size([4]))",
+    ),
+    (
+        lambda: D.MixtureSameFamily(D.Categorical(_t([0.5, 0.5])), D.Normal(_t([0.0, 1.0, 2.0]), 1.0)),
+        "`mixture_distribution component` (2) does not equal `component_distribution.batch_shape[-1]` (3)",
+    ),
+    (
+        lambda: D.LowRankMultivariateNormal(_t(0.0), _t([[1.0]]), _t([1.0])),
+        "loc must be at least one-dimensional.",
+    ),
+    (
+        lambda: D.LowRankMultivariateNormal(_t([0.0, 0.0]), _t([1.0, 0.0]), _t([1.0, 1.0])),
+        "cov_factor must be at least two-dimensional, with optional leading batch dimensions",
+    ),
+    (
+        lambda: D.LowRankMultivariateNormal(_t([0.0, 0.0]), _t([[1.0, 0.0, 0.0]]), _t([1.0, 1.0])),
+        "cov_factor must be a batch of matrices with shape 2 x m",
+    ),
+    (
+        lambda: D.LowRankMultivariateNormal(_t([0.0, 0.0]), _t([[1.0], [0.0]]), _t([1.0, 1.0, 1.0])),
+        "cov_diag must be a batch of vectors with shape onnxnn.Size([2])",
+    ),
+    (
+        lambda: D.LowRankMultivariateNormal(_t(np.zeros((3, 2))), _t(np.zeros((4, 2, 1))), _t([1.0, 1.0])),
+        "Incompatible batch shapes: loc onnxnn.Size([3, 2]), cov_factor onnxnn.Size([4, 2, 1]), "
+        "cov_diag onnxnn.Size([2])",
+    ),
 ]
+
+
+def test_a_multinomial_total_count_must_be_an_int():
+    with pytest.raises(NotImplementedError, match="inhomogeneous total_count is not supported"):
+        D.Multinomial(_t([10.0, 5.0]), _t([0.5, 0.5]))
+    with pytest.raises(NotImplementedError, match="inhomogeneous total_count is not supported"):
+        D.Multinomial(2.5, _t([0.5, 0.5]))
+
+
+def test_continuous_bernoulli_validates_probs_before_clamping_them():
+    # The clamp to [eps, 1 - eps] would move 1.5 into the interval: the given value is checked.
+    with pytest.raises(ValueError) as error:
+        D.ContinuousBernoulli(_t([0.5, 1.5]))
+    assert str(error.value).startswith("Expected parameter probs (Tensor of shape (2,)) of distribution ")
+    assert str(error.value).endswith("but found invalid values:\ntensor([0.5000, 1.5000], dtype=onnxnn.float64)")
+    clamped = D.ContinuousBernoulli(_t([0.0, 1.0])).probs.numpy()
+    eps = np.finfo(np.float64).eps
+    assert clamped.tolist() == [eps, 1 - eps]
+    assert D.ContinuousBernoulli(_t([1.5]), validate_args=False).probs.item() == 1 - eps
 
 
 @pytest.mark.parametrize("make, message", CONSTRUCTION_ERRORS)
@@ -245,6 +358,28 @@ def test_repr_is_pytorchs():
             (),
             (2, 3),
         ),
+        (lambda: D.NegativeBinomial(3.0, 0.5), (), ()),
+        (lambda: D.Multinomial(4, _t(np.full((5, 3), 1 / 3))), (5,), (3,)),
+        (lambda: D.ContinuousBernoulli(0.3), (), ()),
+        (lambda: D.RelaxedBernoulli(_t(0.5), _t(np.full((2, 3), 0.5))), (2, 3), ()),
+        (lambda: D.RelaxedOneHotCategorical(_t(0.5), _t(np.full((4, 3), 1 / 3))), (4,), (3,)),
+        (lambda: D.ExpRelaxedCategorical(_t(0.5), _t(np.full((4, 3), 1 / 3))), (4,), (3,)),
+        (lambda: D.MixtureSameFamily(D.Categorical(_t(np.ones(3))), D.Normal(_t(np.zeros((2, 3))), 1.0)), (2,), ()),
+        (
+            lambda: D.MixtureSameFamily(
+                D.Categorical(_t(np.ones((2, 3)))), D.Independent(D.Normal(_t(np.zeros((2, 3, 4))), 1.0), 1)
+            ),
+            (2,),
+            (4,),
+        ),
+        (lambda: D.Kumaraswamy(_t([1.0, 2.0]), 3.0), (2,), ()),
+        (
+            lambda: D.LowRankMultivariateNormal(_t(np.zeros((5, 3))), _t(np.ones((3, 2))), _t(np.ones(3))),
+            (5,),
+            (3,),
+        ),
+        (lambda: D.LowRankMultivariateNormal(_t(np.zeros(3)), _t(np.ones((4, 3, 2))), _t(np.ones(3))), (4,), (3,)),
+        (lambda: D.FisherSnedecor(_t([1.0, 2.0]), 3.0), (2,), ()),
     ],
 )
 def test_batch_and_event_shapes(make, batch_shape, event_shape):
@@ -280,6 +415,22 @@ EXPANDABLE = [
     lambda: D.Weibull(_t([1.0, 2.0]), _t([0.5, 3.0])),
     lambda: D.Independent(D.Normal(_t([[0.0, 1.0], [2.0, 3.0]]), 1.0), 1),
     lambda: D.TransformedDistribution(D.Normal(_t([0.0, 1.0]), 1.0), D.TanhTransform()),
+    lambda: D.NegativeBinomial(_t([2.0, 3.5]), _t([0.2, 0.6])),
+    lambda: D.NegativeBinomial(2.0, logits=_t([0.2, -0.6])),
+    lambda: D.Multinomial(5, _t([[0.2, 0.8], [0.5, 0.5]])),
+    lambda: D.ContinuousBernoulli(_t([0.2, 0.6])),
+    lambda: D.ContinuousBernoulli(logits=_t([0.2, -0.6])),
+    lambda: D.LogitRelaxedBernoulli(_t(0.5), _t([0.2, 0.6])),
+    lambda: D.RelaxedBernoulli(_t(0.5), logits=_t([0.2, -0.6])),
+    lambda: D.ExpRelaxedCategorical(_t(0.5), _t([[0.2, 0.8], [0.5, 0.5]])),
+    lambda: D.RelaxedOneHotCategorical(_t(0.5), _t([[0.2, 0.8], [0.5, 0.5]])),
+    lambda: D.MixtureSameFamily(D.Categorical(_t([0.3, 0.7])), D.Normal(_t([[0.0, 1.0], [2.0, 3.0]]), 1.0)),
+    lambda: D.MixtureSameFamily(
+        D.Categorical(_t([[0.3, 0.7], [0.5, 0.5]])), D.Independent(D.Normal(_t(np.zeros((2, 2, 3))), 1.0), 1)
+    ),
+    lambda: D.Kumaraswamy(_t([1.0, 2.0]), _t([0.5, 3.0])),
+    lambda: D.LowRankMultivariateNormal(_t([[0.0, 0.0], [1.0, 1.0]]), _t([[1.0], [0.5]]), _t([1.0, 2.0])),
+    lambda: D.FisherSnedecor(_t([3.0, 5.0]), 4.0),
 ]
 
 
@@ -293,7 +444,12 @@ def test_expand_adds_batch_dimensions_and_keeps_the_values(make):
     assert expanded._validate_args == distribution._validate_args
     value = distribution.sample()
     expected = distribution.log_prob(value).numpy()
-    np.testing.assert_array_equal(expanded.log_prob(value).numpy(), np.broadcast_to(expected, (3,) + expected.shape))
+    # The same arithmetic on other shapes: executors may fuse and vectorize it differently, which moves
+    # the last bits of the summed terms (of order 1 to 10; NegativeBinomial(logits)'s lgamma sums came
+    # out 1e-15 apart), hence a few ulps of those terms.
+    np.testing.assert_allclose(
+        expanded.log_prob(value).numpy(), np.broadcast_to(expected, (3,) + expected.shape), rtol=0, atol=1e-14
+    )
 
 
 def test_expand_of_a_subclass_with_its_own_init_must_be_overridden():
@@ -364,6 +520,25 @@ def test_rsample_flags():
         D.Weibull(1.0, 2.0),
     ):
         assert reparameterized.has_rsample
+    for reparameterized in (
+        D.ContinuousBernoulli(0.3),
+        D.LogitRelaxedBernoulli(_t(0.5), 0.3),
+        D.RelaxedBernoulli(_t(0.5), 0.3),
+        D.ExpRelaxedCategorical(_t(0.5), _t([0.5, 0.5])),
+        D.RelaxedOneHotCategorical(_t(0.5), _t([0.5, 0.5])),
+        D.Kumaraswamy(1.0, 2.0),
+        D.LowRankMultivariateNormal(_t([0.0]), _t([[1.0]]), _t([1.0])),
+        D.FisherSnedecor(1.0, 2.0),
+    ):
+        assert reparameterized.has_rsample
+    for not_reparameterized in (
+        D.NegativeBinomial(2.0, 0.5),
+        D.Multinomial(2, _t([0.5, 0.5])),
+        D.MixtureSameFamily(D.Categorical(_t([0.5, 0.5])), D.Normal(_t([0.0, 1.0]), 1.0)),
+    ):
+        assert not not_reparameterized.has_rsample
+        with pytest.raises(NotImplementedError):
+            not_reparameterized.rsample()
     with pytest.raises(NotImplementedError):
         D.Geometric(0.5).rsample()
     with pytest.raises(NotImplementedError):
@@ -399,3 +574,40 @@ def test_support_and_arg_constraints():
     assert list(D.Pareto.arg_constraints) == ["alpha", "scale"]
     assert list(D.Weibull.arg_constraints) == ["scale", "concentration"]
     assert D.Geometric.arg_constraints == {"probs": constraints.unit_interval, "logits": constraints.real}
+    assert D.NegativeBinomial.support is constraints.nonnegative_integer
+    assert list(D.NegativeBinomial.arg_constraints) == ["total_count", "probs", "logits"]
+    assert repr(D.Multinomial(4, _t([0.5, 0.5])).support) == "Multinomial()"
+    assert D.Multinomial(4, _t([0.5, 0.5])).support.upper_bound == 4
+    assert D.ContinuousBernoulli.support is constraints.unit_interval
+    assert (
+        D.RelaxedBernoulli.support is constraints.unit_interval and D.LogitRelaxedBernoulli.support is constraints.real
+    )
+    assert D.RelaxedOneHotCategorical.support is constraints.simplex
+    assert D.ExpRelaxedCategorical.support is constraints.real_vector
+    assert D.Kumaraswamy.support is constraints.unit_interval and D.FisherSnedecor.support is constraints.positive
+    assert D.LowRankMultivariateNormal.support is constraints.real_vector
+    assert list(D.LowRankMultivariateNormal.arg_constraints) == ["loc", "cov_factor", "cov_diag"]
+    assert D.MixtureSameFamily.arg_constraints == {}
+    mixture = D.MixtureSameFamily(D.Categorical(_t([0.5, 0.5])), D.Independent(D.Normal(_t(np.zeros((2, 3))), 1.0), 1))
+    assert repr(mixture.support) == "MixtureSameFamilyConstraint(IndependentConstraint(Real(), 1))"
+    assert mixture.support.event_dim == 1 and not mixture.support.is_discrete
+
+
+def test_new_distributions_repr():
+    assert repr(D.NegativeBinomial(2.0, 0.5)) == "NegativeBinomial(total_count: 2.0, probs: 0.5)"
+    assert repr(D.ContinuousBernoulli(logits=_t([0.0, 1.0]))) == "ContinuousBernoulli(logits: onnxnn.Size([2]))"
+    assert repr(D.Kumaraswamy(1.0, 2.0)) == "Kumaraswamy(concentration1: 1.0, concentration0: 2.0)"
+    assert repr(D.MixtureSameFamily(D.Categorical(_t([0.5, 0.5])), D.Normal(_t([0.0, 1.0]), 1.0))) == (
+        "MixtureSameFamily(\n  Categorical(probs: onnxnn.Size([2]), logits: onnxnn.Size([2])),\n"
+        "  Normal(loc: onnxnn.Size([2]), scale: onnxnn.Size([2])))"
+    )
+
+
+def test_relaxed_distributions_expose_their_parameters():
+    relaxed = D.RelaxedBernoulli(_t(0.5), _t([0.25]))
+    assert relaxed.temperature.item() == 0.5
+    np.testing.assert_allclose(relaxed.logits.numpy(), np.log([1 / 3]), rtol=1e-15)
+    categorical = D.RelaxedOneHotCategorical(_t(0.5), logits=_t([0.0, np.log(3.0)]))
+    np.testing.assert_allclose(categorical.probs.numpy(), [0.25, 0.75], rtol=1e-15)
+    # A number is taken as a tensor of the parameters' dtype.
+    assert D.LogitRelaxedBernoulli(2.0, _t([0.5])).temperature.dtype == onnxnn.float64

@@ -96,6 +96,29 @@ RSAMPLE_CASES = {
     "Gumbel": (lambda loc, scale: D.Gumbel(loc, scale).rsample((3,)), [LOC, SCALE]),
     "Pareto": (lambda scale, alpha: D.Pareto(scale, alpha).rsample((3,)), [SCALE, [0.8, 3.0]]),
     "Weibull": (lambda scale, concentration: D.Weibull(scale, concentration).rsample((3,)), [SCALE, [0.7, 3.0]]),
+    "ContinuousBernoulli": (lambda probs: D.ContinuousBernoulli(probs).rsample((3,)), [[0.3, 0.8]]),
+    "ContinuousBernoulli(logits)": (lambda logits: D.ContinuousBernoulli(logits=logits).rsample((3,)), [[-0.5, 2.0]]),
+    "LogitRelaxedBernoulli": (
+        lambda temperature, logits: D.LogitRelaxedBernoulli(temperature, logits=logits).rsample((3,)),
+        [0.7, [-0.5, 2.0]],
+    ),
+    "RelaxedBernoulli": (
+        lambda temperature, probs: D.RelaxedBernoulli(temperature, probs).rsample((3,)),
+        [0.7, [0.3, 0.8]],
+    ),
+    "ExpRelaxedCategorical": (
+        lambda temperature, logits: D.ExpRelaxedCategorical(temperature, logits=logits).rsample((3,)),
+        [0.7, [[0.2, -0.3, 0.5], [1.0, 0.1, -0.8]]],
+    ),
+    "RelaxedOneHotCategorical": (
+        lambda temperature, probs: D.RelaxedOneHotCategorical(temperature, probs).rsample((3,)),
+        [0.7, [[0.2, 0.3, 0.5], [0.1, 0.1, 0.8]]],
+    ),
+    "Kumaraswamy": (lambda a, b: D.Kumaraswamy(a, b).rsample((3,)), [[0.5, 3.0], [2.0, 1.5]]),
+    "LowRankMultivariateNormal": (
+        lambda loc, factor, diagonal: D.LowRankMultivariateNormal(loc, factor, diagonal).rsample((3,)),
+        [LOC, [[1.0, 0.2], [0.3, -0.5]], [0.5, 1.0]],
+    ),
 }
 
 
@@ -149,6 +172,73 @@ LOG_PROB_CASES = {
     "Weibull": (
         lambda scale, concentration, x: D.Weibull(scale, concentration).log_prob(x),
         [SCALE, [0.7, 3.0], [0.2, 1.1]],
+    ),
+    "NegativeBinomial": (
+        lambda count, probs: D.NegativeBinomial(count, probs).log_prob(_t([2.0, 5.0])),
+        [[2.5, 5.0], [0.3, 0.6]],
+    ),
+    "NegativeBinomial(logits)": (
+        lambda logits: D.NegativeBinomial(_t([2.5, 5.0]), logits=logits).log_prob(_t([0.0, 9.0])),
+        [[-0.5, 2.0]],
+    ),
+    "Multinomial": (
+        lambda probs: D.Multinomial(10, probs).log_prob(_t([[3.0, 3.0, 4.0], [1.0, 0.0, 9.0]])),
+        [[[0.2, 0.3, 0.5], [0.1, 0.1, 0.8]]],
+    ),
+    "ContinuousBernoulli": (lambda probs, x: D.ContinuousBernoulli(probs).log_prob(x), [[0.3, 0.8], UNIT]),
+    # The Taylor series region: probs within 1e-6 of 1/2 stay inside (0.499, 0.501] along the perturbation.
+    "ContinuousBernoulli near 1/2": (
+        lambda probs, x: D.ContinuousBernoulli(probs).log_prob(x),
+        [[0.4995, 0.5002], UNIT],
+    ),
+    "LogitRelaxedBernoulli": (
+        lambda temperature, logits, y: D.LogitRelaxedBernoulli(temperature, logits=logits).log_prob(y),
+        [0.7, [-0.5, 2.0], [0.2, -1.1]],
+    ),
+    "RelaxedBernoulli": (
+        lambda temperature, probs, x: D.RelaxedBernoulli(temperature, probs).log_prob(x),
+        [0.7, [0.3, 0.8], UNIT],
+    ),
+    "ExpRelaxedCategorical": (
+        lambda temperature, logits: D.ExpRelaxedCategorical(temperature, logits=logits).log_prob(
+            _t(np.log([[0.2, 0.3, 0.5], [0.6, 0.1, 0.3]]))
+        ),
+        [0.7, [[0.2, -0.3, 0.5], [1.0, 0.1, -0.8]]],
+    ),
+    "RelaxedOneHotCategorical": (
+        lambda temperature, probs: D.RelaxedOneHotCategorical(temperature, probs).log_prob(
+            _t([[0.2, 0.3, 0.5], [0.6, 0.1, 0.3]])
+        ),
+        [0.7, [[0.2, 0.3, 0.5], [0.1, 0.1, 0.8]]],
+    ),
+    "MixtureSameFamily": (
+        lambda logits, loc, scale, x: D.MixtureSameFamily(D.Categorical(logits=logits), D.Normal(loc, scale)).log_prob(
+            x
+        ),
+        [[0.3, -0.2], [[-1.0, 1.0], [0.0, 2.0]], [1.0, 0.5], [0.2, -1.1]],
+    ),
+    "MixtureSameFamily cdf": (
+        lambda logits, loc, scale, x: D.MixtureSameFamily(D.Categorical(logits=logits), D.Normal(loc, scale)).cdf(x),
+        [[0.3, -0.2], [[-1.0, 1.0], [0.0, 2.0]], [1.0, 0.5], [0.2, -1.1]],
+    ),
+    "Kumaraswamy": (lambda a, b, x: D.Kumaraswamy(a, b).log_prob(x), [[0.5, 3.0], [2.0, 1.5], UNIT]),
+    "LowRankMultivariateNormal": (
+        lambda loc, factor, diagonal, x: D.LowRankMultivariateNormal(loc, factor, diagonal).log_prob(x),
+        [LOC, [[1.0, 0.2], [0.3, -0.5]], [0.5, 1.0], [0.2, -1.1]],
+    ),
+    "FisherSnedecor": (
+        lambda df1, df2, x: D.FisherSnedecor(df1, df2).log_prob(x),
+        [[5.0, 3.0], [10.0, 8.0], [0.2, 1.1]],
+    ),
+    "KL(ContinuousBernoulli, ContinuousBernoulli)": (
+        lambda p, q: D.kl_divergence(D.ContinuousBernoulli(p), D.ContinuousBernoulli(q)),
+        [[0.3, 0.8], [0.6, 0.2]],
+    ),
+    "KL(LowRankMultivariateNormal, MultivariateNormal)": (
+        lambda loc, factor, diagonal: D.kl_divergence(
+            D.LowRankMultivariateNormal(loc, factor, diagonal), D.MultivariateNormal(_t([0.0, 1.0]), _t(np.eye(2)))
+        ),
+        [LOC, [[1.0, 0.2], [0.3, -0.5]], [0.5, 1.0]],
     ),
     "KL(Normal, Normal)": (
         lambda loc, scale: D.kl_divergence(D.Normal(loc, scale), D.Normal(_t([0.0, 1.0]), _t([1.0, 2.0]))),
@@ -232,3 +322,13 @@ def test_student_t_gradient_in_df_is_unbiased():
     D.StudentT(degrees).rsample().pow(2).sum().backward()
     # E[X^2] = df / (df - 2): d/d df = -2 / (df - 2)^2.
     _mean_gradient_within_bounds(degrees.grad.numpy(), -2 / (df - 2) ** 2, "d E[X^2] / d df")
+
+
+def test_fisher_snedecor_gradient_in_df2_is_unbiased():
+    # E[X] = df2 / (df2 - 2) whatever df1: d/d df2 = -2 / (df2 - 2)^2, and 0 in df1.
+    df1, df2 = 6.0, 12.0
+    onnxnn.manual_seed(22)
+    first, second = _t(np.full(N, df1), requires_grad=True), _t(np.full(N, df2), requires_grad=True)
+    D.FisherSnedecor(first, second).rsample().sum().backward()
+    _mean_gradient_within_bounds(second.grad.numpy(), -2 / (df2 - 2) ** 2, "d E[X] / d df2")
+    _mean_gradient_within_bounds(first.grad.numpy(), 0.0, "d E[X] / d df1")

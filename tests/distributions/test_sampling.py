@@ -52,7 +52,7 @@ def test_sample_shapes_and_dtypes(case):
 
 # onnxnn's Poisson and binomial samplers evaluate a window of about a hundred log-pmf terms per draw:
 # fewer draws keep their checks as fast as the others' (the bounds follow the count).
-FEWER_DRAWS = {"Poisson": 1000, "Binomial": 1000}
+FEWER_DRAWS = {"Poisson": 1000, "Binomial": 1000, "NegativeBinomial": 1000, "NegativeBinomial(logits)": 1000}
 
 
 @pytest.mark.parametrize("case", CASES, ids=repr)
@@ -72,6 +72,9 @@ def test_draws_follow_the_distribution(case):
         # The empirical cdf at the case's points, likewise.
         p = case.cdf(case.values)
         _within((draws <= case.values).mean(0), p, np.sqrt(p * (1 - p) / n), "empirical cdf")
+    if case.draw_event is not None:
+        event, p = case.draw_event
+        _within(event(draws).mean(0), p, np.sqrt(p * (1 - p) / n), "event frequency")
 
 
 @pytest.mark.parametrize(
@@ -153,10 +156,11 @@ def test_expanded_distributions_sample_the_expanded_shape():
 
 
 def test_every_case_has_a_reference_for_its_draws():
-    # A finite mean, a cdf or a pmf: test_draws_follow_the_distribution checks something for each case.
+    # A finite mean, a cdf, a pmf or an event's probability: test_draws_follow_the_distribution checks
+    # something for each case.
     for case in CASES:
         has_mean = not isinstance(case.variance, str) and np.all(np.isfinite(case.variance))
-        assert has_mean or case.cdf is not UNSUPPORTED or case.discrete, case.name
+        assert has_mean or case.cdf is not UNSUPPORTED or case.discrete or case.draw_event is not None, case.name
 
 
 @pytest.mark.parametrize("dtype", [onnxnn.float32, onnxnn.float64], ids=["float32", "float64"])
@@ -182,3 +186,60 @@ def test_geometric_draws_invert_a_uniform_as_pytorchs():
     with np.errstate(divide="ignore"):
         np.testing.assert_array_equal(draws, np.floor(np.log(u) / np.log1p(-probs)))
     assert np.all(draws[:, 2] == 0)  # a certain success: no failures
+
+
+def test_multinomial_draws_count_the_trials_and_have_the_covariance():
+    onnxnn.manual_seed(14)
+    probs = np.array([0.2, 0.3, 0.5])
+    draws = _values(D.Multinomial(10, t(probs)).sample((N,)))
+    assert np.all(draws.sum(-1) == 10) and np.all(draws == np.round(draws))
+    # Cov(x_i, x_j) = n (p_i delta_ij - p_i p_j): the sample covariance is a mean of the products of
+    # centered counts, whose standard error is their deviation over sqrt N.
+    covariance = 10 * (np.diag(probs) - np.outer(probs, probs))
+    centered = draws - draws.mean(0)
+    products = centered[:, :, None] * centered[:, None, :]
+    standard_error = products.std(0) / math.sqrt(N)
+    _within(np.cov(draws.T), covariance, standard_error, "covariance")
+
+
+def test_negative_binomial_draws_have_the_frequencies_of_the_pmf():
+    onnxnn.manual_seed(15)
+    n = 2000
+    draws = _values(D.NegativeBinomial(t(1.5), t(0.4)).sample((n,)))
+    for k in range(6):
+        p = np.exp(ref.negative_binomial_log_prob(float(k), 1.5, 0.4))
+        _within((draws == k).mean(), p, np.sqrt(p * (1 - p) / n), f"frequency of {k}")
+
+
+def test_mixture_draws_pick_each_component_with_its_weight():
+    # Components far apart (100 standard deviations): the sign of a draw tells its component.
+    onnxnn.manual_seed(16)
+    weights = np.array([0.2, 0.8])
+    mixture = D.MixtureSameFamily(
+        D.Categorical(t(weights)), D.Independent(D.Normal(t([[-100.0, 0.0], [100.0, 0.0]]), t([1.0, 1.0])), 1)
+    )
+    draws = _values(mixture.sample((N,)))
+    assert draws.shape == (N, 2)
+    _within((draws[:, 0] > 0).mean(), weights[1], math.sqrt(weights[1] * weights[0] / N), "weight")
+    _within(draws[:, 1].mean(), 0.0, 1 / math.sqrt(N), "second coordinate")
+
+
+def test_low_rank_multivariate_normal_draws_have_the_covariance():
+    onnxnn.manual_seed(17)
+    factor, diagonal = np.array([[1.0, 0.2], [0.3, -0.5], [0.0, 0.7]]), np.array([0.5, 1.0, 2.0])
+    covariance = factor @ factor.T + np.diag(diagonal)
+    draws = _values(D.LowRankMultivariateNormal(t([0.5, -1.0, 0.0]), t(factor), t(diagonal)).sample((N,)))
+    _within(draws.mean(0), [0.5, -1.0, 0.0], np.sqrt(np.diag(covariance) / N), "mean")
+    standard_error = np.sqrt((np.outer(np.diag(covariance), np.diag(covariance)) + covariance**2) / N)
+    _within(np.cov(draws.T), covariance, standard_error, "covariance")
+
+
+def test_continuous_bernoulli_draws_invert_the_cdf():
+    # rsample is icdf(u) for u uniform: the same uniforms from the same seed give the same draws.
+    probs = np.array([0.3, 0.8])
+    onnxnn.manual_seed(18)
+    draws = _values(D.ContinuousBernoulli(t(probs)).rsample((50,)))
+    onnxnn.manual_seed(18)
+    u = _values(onnxnn.rand((50, 2), dtype=onnxnn.float64))
+    expected = np.log1p(-probs + u * (2 * probs - 1)) - np.log1p(-probs)
+    np.testing.assert_allclose(draws, expected / (np.log(probs) - np.log1p(-probs)), rtol=1e-13, atol=1e-15)

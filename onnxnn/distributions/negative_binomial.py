@@ -1,0 +1,119 @@
+"""``NegativeBinomial``: successes before ``total_count`` failures, as ``torch.distributions.NegativeBinomial``."""
+
+from __future__ import annotations
+
+from ..nn import functional as F
+from ..runtime import ops as _ops
+from ..runtime.grad_mode import no_grad
+from ..runtime.tensor import Size, Tensor
+from . import constraints
+from .distribution import Distribution
+from .gamma import Gamma
+from .utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+
+__all__ = ["NegativeBinomial"]
+
+
+class NegativeBinomial(Distribution):
+    """The number of successes of independent trials of success probability ``probs`` before
+    ``total_count`` failures: ``k`` with probability ``C(k + r - 1, k) (1 - p)^r p^k``.
+
+    ``total_count`` may be any nonnegative real (the pmf's gamma functions take it); draws are
+    Poisson counts at a gamma-distributed rate (the gamma-Poisson mixture), so sampling reads the
+    largest drawn rate (see :func:`onnxnn.poisson`).
+
+    Args:
+        total_count: number of failures to stop at; nonnegative (as a number or tensor).
+        probs: success probability of each trial, in ``[0, 1)`` (give this or ``logits``, not both).
+        logits: success log-odds.
+        validate_args: whether to validate the arguments.
+
+    Example::
+
+        >>> NegativeBinomial(2, onnxnn.tensor([0.5])).log_prob(onnxnn.tensor([1.0]))  # log(2 / 8)
+        tensor([-1.3863])
+    """
+
+    arg_constraints = {
+        "total_count": constraints.greater_than_eq(0),
+        "probs": constraints.half_open_interval(0.0, 1.0),
+        "logits": constraints.real,
+    }
+    support = constraints.nonnegative_integer
+
+    def __init__(
+        self,
+        total_count: Tensor | float,
+        probs: Tensor | float | None = None,
+        logits: Tensor | float | None = None,
+        validate_args: bool | None = None,
+    ) -> None:
+        if (probs is None) == (logits is None):
+            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+        if probs is not None:
+            self.total_count, self.probs = broadcast_all(total_count, probs)
+            self.total_count = self.total_count.type_as(self.probs)
+            self._param = self.probs
+        else:
+            self.total_count, self.logits = broadcast_all(total_count, logits)  # type: ignore[arg-type]
+            self.total_count = self.total_count.type_as(self.logits)
+            self._param = self.logits
+        super().__init__(self._param.size(), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None) -> NegativeBinomial:
+        new = self._get_checked_instance(NegativeBinomial, _instance)
+        batch_shape = Size(tuple(batch_shape))
+        new.total_count = self.total_count.expand(batch_shape)
+        if "probs" in self.__dict__:
+            new.probs = self.probs.expand(batch_shape)
+            new._param = new.probs
+        if "logits" in self.__dict__:
+            new.logits = self.logits.expand(batch_shape)
+            new._param = new.logits
+        super(NegativeBinomial, new).__init__(batch_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @property
+    def mean(self) -> Tensor:
+        return self.total_count * self.logits.exp()
+
+    @property
+    def mode(self) -> Tensor:
+        return ((self.total_count - 1) * self.logits.exp()).floor().clamp(min=0.0)
+
+    @property
+    def variance(self) -> Tensor:
+        return self.mean / _ops.sigmoid(-self.logits)
+
+    @lazy_property
+    def logits(self) -> Tensor:
+        """The success log-odds."""
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self) -> Tensor:
+        """The success probability of each trial."""
+        return logits_to_probs(self.logits, is_binary=True)
+
+    @property
+    def param_shape(self) -> Size:
+        return self._param.size()
+
+    @lazy_property
+    def _gamma(self) -> Gamma:
+        # The mixing distribution of the Poisson rate: shape r, scale p / (1 - p) = exp(logits).
+        return Gamma(concentration=self.total_count, rate=(-self.logits).exp(), validate_args=False)
+
+    def sample(self, sample_shape=Size()) -> Tensor:
+        with no_grad():
+            rate = self._gamma.sample(sample_shape)
+            return _ops.poisson(rate)
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        log_unnormalized = self.total_count * F.logsigmoid(-self.logits) + value * F.logsigmoid(self.logits)
+        log_normalization = -(self.total_count + value).lgamma() + (1.0 + value).lgamma() + self.total_count.lgamma()
+        # r = k = 0 is the certain count 0 (r = 0 stops at once): lgamma(0) terms there cancel to 0.
+        return _ops.where(self.total_count + value == 0.0, log_unnormalized, log_unnormalized - log_normalization)
