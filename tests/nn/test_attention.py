@@ -105,6 +105,31 @@ def test_scaled_dot_product_attention_matches_the_softmax_formula(name, executor
     assert_within(actual, expected, attention_bound(q, k, v, weights, scale, np.float32))
 
 
+@pytest.mark.parametrize("autocast", [False, True], ids=["float16", "float16 autocast"])
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_float16_attention_computes_its_scores_in_float32(executor, autocast):
+    # Rows of magnitude ~40 over 64 features: Q K^T passes float16's largest value (65504) before the
+    # scaling. PyTorch's CPU kernel computes the scores and softmax in float32 (finite); float16 scores
+    # were inf and their softmax NaN.
+    q = np.random.default_rng(5).standard_normal((1, 4, 64)).astype(np.float32) * 40
+    v = np.random.default_rng(6).standard_normal((1, 4, 64)).astype(np.float32)
+    q, v = q.astype(np.float16).astype(np.float32), v.astype(np.float16).astype(np.float32)  # what float16 holds
+    with onnxnn.set_executor(executor):
+        if autocast:
+            with onnxnn.autocast("cpu", dtype=onnxnn.float16):
+                output = F.scaled_dot_product_attention(onnxnn.tensor(q), onnxnn.tensor(q), onnxnn.tensor(v))
+        else:
+            half = [onnxnn.tensor(array).half() for array in (q, q, v)]
+            output = F.scaled_dot_product_attention(*half)
+        assert output.dtype is onnxnn.float16
+        actual = output.float().numpy()
+    expected, weights, _ = sdpa_reference(q.astype(np.float64), q.astype(np.float64), v.astype(np.float64))
+    # float32 scores and softmax, the weights rounded to float16 (2^-11 relative each) before the product
+    # with V, and the output rounded once.
+    float32_bound = attention_bound(q, q, v, weights, 1 / 8, np.float32)
+    assert_within(actual, expected, float32_bound + 2.0**-11 * (weights @ np.abs(v) + np.abs(expected)))
+
+
 @pytest.mark.parametrize(
     "name", ["bool mask broadcast", "float mask", "causal rectangular", "grouped-query", "fully masked row"]
 )

@@ -178,6 +178,31 @@ def test_reductions_and_transcendentals_round_once_per_op(executor, dtype_name, 
     assert np.all(error <= spacing(dtype_name, expected) + float32_bound), (name, actual, expected)
 
 
+# Statistics PyTorch computes in float32 and rounds once (var, std, p-norms): over values of magnitude
+# ~300 the squares (cubes) pass float16's largest value, which computing in float16 made inf.
+LARGE = rng.standard_normal((3, 16)).astype(np.float32) * 300
+STATISTICS_CASES = [
+    ("std", lambda x: x.std(1), lambda a: a.std(axis=1, ddof=1)),
+    ("std_mean", lambda x: onnxnn.std_mean(x, 1, correction=0)[0], lambda a: a.std(axis=1)),
+    ("var of small values", lambda x: (x / 64).var(1), lambda a: (a / 64).var(axis=1, ddof=1)),
+    ("norm p=3", lambda x: x.norm(p=3, dim=1), lambda a: (np.abs(a) ** 3).sum(axis=1) ** (1 / 3)),
+]
+
+
+@pytest.mark.parametrize("dtype_name", ["float16", "bfloat16"])
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("name, program, reference", STATISTICS_CASES, ids=[case[0] for case in STATISTICS_CASES])
+def test_statistics_of_large_values_are_computed_in_float32_and_rounded_once(
+    executor, dtype_name, name, program, reference
+):
+    values = round_to(dtype_name, LARGE)
+    actual = run(executor, program, low(dtype_name, values))
+    expected = reference(values.astype(np.float64))
+    # The float32 computation's error (16 squares summed, a root) is far below half an ulp of the dtype.
+    float32_bound = 4 * gamma(16 + 4) * np.abs(expected)
+    assert np.all(np.abs(actual - expected) <= spacing(dtype_name, expected) + float32_bound), (actual, expected)
+
+
 # Overflow past float16's largest finite value (65504): results at or beyond 65520 round to inf.
 OVERFLOW_CASES = [
     ("mul", lambda x: x * 2, [1.0001, 40000.0, -40000.0], [2.0, np.inf, -np.inf]),

@@ -16,7 +16,7 @@ import numpy as np
 from ...ir import dtypes
 from ...runtime.internal import constant_tensor
 from ...runtime.ops.shape import cat as _cat
-from ...runtime.tensor import Tensor
+from ...runtime.tensor import Tensor, outside_autocast
 from ._dropout import dropout
 from ._linear import linear
 from ._padding import pad
@@ -56,6 +56,9 @@ def _as_bias(mask: Tensor, like: Tensor) -> Tensor:
     return _constant(like, np.zeros(())).masked_fill(mask.logical_not(), float("-inf"))
 
 
+# Autocast lists scaled_dot_product_attention itself (with the matrix products): its floating arguments
+# are cast to the autocast dtype, and its kernel computes as it does for that dtype.
+@outside_autocast(listed_as="MatMul")
 def scaled_dot_product_attention(
     query: Tensor,
     key: Tensor,
@@ -108,7 +111,10 @@ def scaled_dot_product_attention(
             raise RuntimeError("Number of heads in key and value must divide the number of heads in query")
         key = key.repeat_interleave(heads // kv_heads, dim=-3)
         value = value.repeat_interleave(heads // kv_heads, dim=-3)
-    scores = (query @ key.transpose(-2, -1)) * factor
+    # Half-precision scores are computed and normalized in float32, as PyTorch's CPU kernel does: Q K^T
+    # of float16 rows overflows (inf - inf: NaN weights) before the scaling would bring it back.
+    compute = dtypes.float32 if query.dtype in (dtypes.float16, dtypes.bfloat16) else query.dtype
+    scores = (query.to(compute) @ key.to(compute).transpose(-2, -1)) * factor
     bias = None
     if is_causal:
         bias = _constant(query, np.where(np.tril(np.ones((length, source), dtype=bool)), 0.0, -np.inf))
@@ -126,7 +132,7 @@ def scaled_dot_product_attention(
         weights = scores.softmax(dim=-1)
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p, training=True)
-    return weights @ value
+    return weights.to(value.dtype) @ value
 
 
 def _canonical_mask(

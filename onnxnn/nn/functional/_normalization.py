@@ -107,57 +107,48 @@ def batch_norm(
     )
 
 
-# The dtypes of the one-node form (those of onnxruntime's BatchNormalization kernels). float16 and
-# bfloat16 inputs take ordinary ops, whose per-op rounding is what those dtypes have always had.
-_NODE_DTYPES = frozenset({dtypes.float32, dtypes.float64})
+# Half-precision inputs are normalized in float32 and rounded once, as PyTorch's CPU kernel computes
+# their statistics: a channel whose values pass 256 has squares past float16's largest (65504).
+_LOW_PRECISION = frozenset({dtypes.float16, dtypes.bfloat16})
 
 
 def _batch_norm_training(input, running_mean, running_var, weight, bias, momentum, eps, stat_shape):
-    if input.dtype in _NODE_DTYPES:
-        like, channels = input.dtype, stat_shape[1]
-        scale = _as_dtype(weight, like) if weight is not None else full_tensor((channels,), 1, like, input.device)
-        shift = _as_dtype(bias, like) if bias is not None else full_tensor((channels,), 0, like, input.device)
-        output, mean, variance = apply_op(
-            "BatchNormalizationTraining",
-            (input, scale, shift),
-            shared_attributes((("epsilon", float(eps)),)),
-            "NativeBatchNormBackward0",
-            domain=ONNXNN_DOMAIN,
-        )
-        if input.numel():  # an empty batch leaves the running statistics as they are, as in PyTorch
-            _update_running_statistics(running_mean, running_var, mean, variance, momentum, input.numel() // channels)
-        return output
-    axes = [0] + list(range(2, input.dim()))
-    mean = _ops.mean(input, axes, keepdim=True)
-    centered = input - mean
-    variance = _ops.mean(centered * centered, axes, keepdim=True)
-    inverse_std = _ops.rsqrt(variance + eps)
-    _update_running_statistics(running_mean, running_var, mean, variance, momentum, input.numel() // stat_shape[1])
-    # Parameters of another dtype (float32 ones on a float16 input) take the input's, as in evaluation
-    # mode: the result has the input's dtype, as PyTorch's mixed-type batch_norm.
-    like = input.dtype
-    scale = inverse_std if weight is None else inverse_std * _as_dtype(weight, like).reshape(stat_shape)
-    if bias is None:
-        return apply_op("Mul", (centered, scale), None, "NativeBatchNormBackward0")
-    shift = _as_dtype(bias, like).reshape(stat_shape)
-    return apply_op("Add", (centered * scale, shift), None, "NativeBatchNormBackward0")
+    if input.dtype in _LOW_PRECISION:
+        output = _batch_norm_training(input.float(), running_mean, running_var, weight, bias, momentum, eps, stat_shape)
+        return output.to(input.dtype)
+    like, channels = input.dtype, stat_shape[1]
+    scale = _as_dtype(weight, like) if weight is not None else full_tensor((channels,), 1, like, input.device)
+    shift = _as_dtype(bias, like) if bias is not None else full_tensor((channels,), 0, like, input.device)
+    output, mean, variance = apply_op(
+        "BatchNormalizationTraining",
+        (input, scale, shift),
+        shared_attributes((("epsilon", float(eps)),)),
+        "NativeBatchNormBackward0",
+        domain=ONNXNN_DOMAIN,
+    )
+    if input.numel():  # an empty batch leaves the running statistics as they are, as in PyTorch
+        _update_running_statistics(running_mean, running_var, mean, variance, momentum, input.numel() // channels)
+    return output
 
 
 def _update_running_statistics(running_mean, running_var, mean, variance, momentum, count: int) -> None:
     """``running = (1 - momentum) * running + momentum * batch`` (the unbiased variance), as PyTorch updates them.
 
-    The new statistics are computed by the next run that computes the batch's (``realize_alongside``):
-    pending, they would hold this step's whole forward graph until something reads them.
+    Half-precision buffers are updated in float32 and rounded once, as PyTorch's: a batch variance past
+    65504 still moves them by a finite step. The new statistics are computed by the next run that
+    computes the batch's (``realize_alongside``): pending, they would hold this step's whole forward
+    graph until something reads them.
     """
     with no_grad():
-        if running_mean is not None:
-            batch_mean = mean.detach().reshape(-1).to(running_mean.dtype)
-            running_mean.copy_(running_mean * (1 - momentum) + batch_mean * momentum)
-            realize_alongside(running_mean._value)
-        if running_var is not None:
-            unbiased = variance.detach().reshape(-1).to(running_var.dtype) * (count / max(count - 1, 1))
-            running_var.copy_(running_var * (1 - momentum) + unbiased * momentum)
-            realize_alongside(running_var._value)
+        for running, batch, factor in ((running_mean, mean, 1.0), (running_var, variance, count / max(count - 1, 1))):
+            if running is None:
+                continue
+            compute = dtypes.float32 if running.dtype in _LOW_PRECISION else running.dtype
+            batch = batch.detach().reshape(-1).to(compute)
+            if factor != 1.0:
+                batch = batch * factor
+            running.copy_(running.to(compute) * (1 - momentum) + batch * momentum)
+            realize_alongside(running._value)
 
 
 # rms_norm's default eps: torch.finfo of the dtype it computes in, float32 for float16 and bfloat16

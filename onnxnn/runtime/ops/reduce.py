@@ -396,9 +396,17 @@ def _extremum_along(input: Tensor, dim: int, keepdim: bool, arg_op: str, reduce_
     return values, indices
 
 
+# PyTorch computes the statistics of half-precision tensors (var, std, p-norms) in float32 and rounds the
+# result once: the squares (p-th powers) of float16 values past 256 (40) overflow, and bfloat16 would
+# round every term.
+LOW_PRECISION = (dtypes.float16, dtypes.bfloat16)
+
+
 def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
     """Variance over ``dim`` (all dims when None or empty) with Bessel's correction by default
     (``correction=1``); ``var(x, False)`` is PyTorch's ``var(input, unbiased)`` overload."""
+    if input.dtype in LOW_PRECISION:
+        return var(input.float(), dim, unbiased, keepdim, correction=correction).to(input.dtype)
     dim, unbiased = unbiased_overload(dim, unbiased)
     if correction is None:
         correction = 0 if unbiased is False else 1
@@ -413,6 +421,8 @@ def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correc
 
 
 def std(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
+    if input.dtype in LOW_PRECISION:  # the root taken before rounding: a variance past 65504 has a float16 root
+        return std(input.float(), dim, unbiased, keepdim, correction=correction).to(input.dtype)
     return root(var(input, dim, unbiased, keepdim, correction=correction), 2)
 
 
@@ -491,6 +501,8 @@ def norm(input: Tensor, p=2, dim=None, keepdim: bool = False) -> Tensor:
         return _extremum("ReduceMax" if p > 0 else "ReduceMin", input.abs(), dim, keepdim, "LinalgVectorNormBackward0")
     if p == 0:
         return (input != 0).to(input.dtype).sum(dim, keepdim)  # the count of nonzero elements
+    if input.dtype in LOW_PRECISION:
+        return norm(input.float(), p, dim, keepdim).to(input.dtype)
     return root(powers(input.abs(), p).sum(dim, keepdim), p)
 
 
