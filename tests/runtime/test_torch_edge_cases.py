@@ -276,3 +276,40 @@ def test_from_numpy_shares_a_read_only_array():
     array = np.arange(4.0)
     array.setflags(write=False)
     assert np.shares_memory(onnxnn.from_numpy(array).numpy(), array)
+
+
+MASK = onnxnn.tensor([True, False])
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        # The attention-mask idiom -1e9 in float16: PyTorch refuses it (softmax of a row of -inf is NaN).
+        lambda: onnxnn.zeros(2, dtype=onnxnn.float16).masked_fill(MASK, -1e9),
+        lambda: onnxnn.zeros(2, dtype=onnxnn.float16).masked_fill(MASK, onnxnn.tensor(70000.0)),
+        lambda: onnxnn.zeros(2, dtype=onnxnn.bfloat16).masked_fill(MASK, 1e39),
+        lambda: onnxnn.zeros(2, dtype=onnxnn.int8).masked_fill(MASK, 300),
+        lambda: onnxnn.zeros(2, dtype=onnxnn.float16).index_fill(0, onnxnn.tensor([0]), 1e9),
+    ],
+)
+def test_fill_values_the_dtype_cannot_hold_are_refused(call):
+    with pytest.raises(RuntimeError, match="value cannot be converted to type .* without overflow"):
+        call()
+
+
+def test_fill_values_the_dtype_holds_are_written():
+    half = onnxnn.zeros(2, dtype=onnxnn.float16)
+    assert half.masked_fill(MASK, float("-inf")).tolist() == [float("-inf"), 0.0]
+    assert half.masked_fill(MASK, -65504.0).tolist() == [-65504.0, 0.0]
+    # Unsigned dtypes take negatives down to minus their largest value, wrapped (c10's checked_convert).
+    assert onnxnn.zeros(2, dtype=onnxnn.uint8).masked_fill(MASK, -1).tolist() == [255, 0]
+
+
+def test_max_and_min_of_bool_tensors_along_a_dim_are_values_and_indices():
+    x = onnxnn.tensor([[True, False], [False, False], [False, True]])
+    values, indices = x.max(1)
+    assert values.dtype is onnxnn.bool and values.tolist() == [True, False, True] and indices.tolist() == [0, 0, 1]
+    values, indices = x.min(1)
+    assert values.tolist() == [False, False, False] and indices.tolist() == [1, 0, 0]
+    with pytest.raises(RuntimeError, match=r"argmax\(\): does not support bool input"):
+        x.argmax(1)

@@ -13,7 +13,8 @@ import numpy as np
 
 from ...ir import dtypes
 from ._common import Tensor, apply_op, broadcast_shapes, normalize_axes, with_zero_gradients
-from .elementwise import where
+from ..realization import host_data
+from .elementwise import check_number_fits, where
 from .indexing import check_bounds
 from .shape import cat, flip, slice_axis
 
@@ -410,6 +411,7 @@ def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
     check_bounds(index, input.shape[axis] if input.dim() else 1, axis, negative=True, error=IndexError)
     shape = list(input.shape) or [1]
     shape[axis] = index.numel()
+    _check_fill_value(value, input.dtype)
     if isinstance(value, Tensor):
         if value.dim() != 0:
             raise RuntimeError(
@@ -428,6 +430,18 @@ def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
     return _index_scatter(input, dim, index, source.reshape(shape if input.dim() else ()), "none", "index_fill")
 
 
+def _check_fill_value(value, target: dtypes.dtype) -> None:
+    """PyTorch's overflow error for a fill value ``target`` cannot hold (a float16 ``masked_fill(mask, -1e9)``
+    is refused, not written as -inf): a number, or a 0-d tensor whose value is known."""
+    if isinstance(value, Tensor):
+        data = host_data(value._value) if value.dim() == 0 else None
+        if data is None or data.dtype.kind not in "fiu":
+            return
+        value = data.item()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        check_number_fits(value, target, floating=True)
+
+
 def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     """``value`` where the (broadcast) boolean ``mask`` is true, ``input`` elsewhere."""
     if not isinstance(mask, Tensor) or mask.dtype is not dtypes.bool:
@@ -441,9 +455,12 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
                 f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                 f"{value.dim()} dimension(s)."
             )
+        _check_fill_value(value, input.dtype)
         value = value.to(input.dtype)
-    elif not input.dtype.is_floating_point and isinstance(value, float):
-        value = int(value)
+    else:
+        _check_fill_value(value, input.dtype)
+        if not input.dtype.is_floating_point and isinstance(value, float):
+            value = int(value)
     result = where(mask, value, input)
     return result if result.dtype is input.dtype else result.to(input.dtype)
 

@@ -525,7 +525,7 @@ def clamp(input: Tensor, min=None, max=None) -> Tensor:
     bounds = [bound for bound in (min, max) if bound is not None]
     target = dtypes.result_type([(input.dtype, input.dim())], bounds)
     for bound in bounds:
-        _check_number_fits(bound, target, floating=True)
+        check_number_fits(bound, target, floating=True)
     if target is not input.dtype:
         input = input.to(target)
     low = None if min is None else as_tensor_operand(min, input)
@@ -597,14 +597,14 @@ def where(condition: Tensor, input=None, other=None):
     if not result_dtype.is_floating_point:  # PyTorch refuses an integer that does not fit (a float becomes inf)
         for operand in (input, other):
             if not isinstance(operand, Tensor):
-                _check_number_fits(operand, result_dtype)
+                check_number_fits(operand, result_dtype)
     return apply_op("Where", (condition, a, b), None, "WhereBackward0")
 
 
 _FLOAT32_LARGEST = float(np.finfo(np.float32).max)
 
 
-def _check_number_fits(number, target: dtypes.dtype, floating: bool = False) -> None:
+def check_number_fits(number, target: dtypes.dtype, floating: bool = False) -> None:
     """PyTorch's overflow error for a Python number that ``target`` cannot hold (``creation.check_fits``);
     ``floating`` checks float dtypes too. The common float32 and float64 cases return at once."""
     if target is dtypes.float64 or (target is dtypes.float32 and builtins.abs(number) <= _FLOAT32_LARGEST):

@@ -341,11 +341,15 @@ def _first_arg(op_type: str, input: Tensor, dim, keepdim: bool, last: bool = Fal
 
 
 def argmax(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    if input.dtype is dtypes.bool:
+        raise RuntimeError("argmax(): does not support bool input")
     check_extent(input, dim, "argmax", IndexError)
     return _arg("ArgMax", input, dim, keepdim)
 
 
 def argmin(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    if input.dtype is dtypes.bool:
+        raise RuntimeError("argmin(): does not support bool input")
     check_extent(input, dim, "argmin", IndexError)
     return _arg("ArgMin", input, dim, keepdim)
 
@@ -380,6 +384,9 @@ def _extremum_along(input: Tensor, dim: int, keepdim: bool, arg_op: str, reduce_
     element on ties, as PyTorch's does (ReduceMax's rule splits it evenly); where the line holds a
     NaN, the index is its first NaN's.
     """
+    if input.dtype is dtypes.bool:  # neither executor has a bool ArgMax/ArgMin: as 0 and 1
+        values, indices = _extremum_along(input.to(dtypes.uint8), dim, keepdim, arg_op, reduce_op, name)
+        return values.to(dtypes.bool), indices
     if input.dtype.is_floating_point and input.dim() > 0:
         axis = normalize_axes([dim], input.dim())[0]
         # A line's first NaN, as PyTorch's index: the gathered value is that NaN, and takes the gradient.
