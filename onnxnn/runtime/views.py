@@ -254,16 +254,18 @@ class _Link(weakref.ref):
     ``(method, args, kwargs, piece, twin, shape)``, the view op with its arguments (which makes the
     view again from a new parent value), the position among a multi-view op's results (else None),
     the numpy twin and the result's shape (or its results'); ``positions``: the root's flat
-    positions, shaped as the view, once a write needs them.
+    positions, shaped as the view, once a write needs them; ``no_grad``: made while gradients were
+    not recorded.
     """
 
-    __slots__ = ("key", "base", "detached", "parent", "recipe", "positions")
+    __slots__ = ("key", "base", "detached", "parent", "recipe", "positions", "no_grad")
     key: int
     base: _Base
     detached: bool
     parent: "_Link | None"
     recipe: tuple
     positions: np.ndarray | None
+    no_grad: bool
 
     def live_base(self, view):
         """The root while both it and ``view`` (this link's) live, else None."""
@@ -343,6 +345,7 @@ def _link(view, entry: _Base, detached: bool, parent, recipe: tuple) -> None:
     link = _Link(view, _view_collected)
     link.key = key = id(view)
     link.base, link.detached, link.parent, link.recipe, link.positions = entry, detached, parent, recipe, None
+    link.no_grad = not MODE.grad.enabled
     VIEW_LINKS[key] = link
     entry.links[key] = link
 
@@ -366,9 +369,24 @@ def _base_link(tensor):
     return (link, base) if base is not None else (None, None)
 
 
+# PyTorch's refusal of a write, with gradients recorded, through a view of a tensor that requires grad
+# made while they were not: whether the write should be tracked is ambiguous (onnxnn took it as not
+# tracked, zeroing the written elements' gradient).
+NO_GRAD_VIEW_WRITE = (
+    "A view was created in no_grad mode and is being modified inplace with grad mode enabled. Given that "
+    "this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving both "
+    "the view and the inplace either both inside the no_grad block (if you don't want the inplace to be "
+    "tracked) or both outside (if you want the inplace to be tracked)."
+)
+
+
 def check_view_write(tensor) -> None:
     """Raises, before anything changes, where PyTorch refuses a write through the view ``tensor``."""
     link, base = _base_link(tensor)
+    if link is not None and link.no_grad and not link.detached and MODE.grad.enabled:
+        root = link.base()
+        if root is not None and root._requires_grad:
+            raise RuntimeError(NO_GRAD_VIEW_WRITE)
     while base is not None:
         if not link.detached and base._grad_fn is None and base._requires_grad and MODE.grad.enabled:
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")

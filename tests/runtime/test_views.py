@@ -141,6 +141,25 @@ def test_a_view_of_a_leaf_that_requires_grad_is_not_written_while_recording():
     np.testing.assert_array_equal(view.detach().numpy(), BASE[0])
 
 
+def test_a_view_made_under_no_grad_is_not_written_while_recording():
+    # Whether such a write is tracked is ambiguous: PyTorch refuses it, before anything changes.
+    a = onnxnn.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = a * 2
+    with onnxnn.no_grad():
+        view = y[:2]
+    with pytest.raises(RuntimeError, match="A view was created in no_grad mode and is being modified inplace"):
+        view.mul_(3.0)
+    np.testing.assert_array_equal(y.detach().numpy(), [2.0, 4.0, 6.0])
+    with onnxnn.no_grad():  # the write untracked, as the view: allowed
+        view.mul_(3.0)
+    np.testing.assert_array_equal(y.detach().numpy(), [6.0, 12.0, 6.0])
+    plain = onnxnn.tensor([1.0, 2.0])
+    with onnxnn.no_grad():
+        plain_view = plain[:1]
+    plain_view.add_(1.0)  # nothing requires grad: nothing is ambiguous
+    assert plain.tolist() == [2.0, 2.0]
+
+
 def test_gradients_flow_through_a_write_to_a_view():
     w = onnxnn.tensor([1.0, 2.0, 3.0], requires_grad=True)
     y = w * 2.0
