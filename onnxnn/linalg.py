@@ -133,7 +133,7 @@ def cond(A: Tensor, p=None) -> Tensor:
 _LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 
-@outside_autocast()
+@outside_autocast("linalg_lstsq")
 def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: str | None = None) -> LstsqResult:
     """``torch.linalg.lstsq``: the least-squares solution X of ``A X = B`` (A (..., m, n), B (..., m, k) or
     (..., m)), with PyTorch's CPU drivers:
@@ -216,6 +216,7 @@ def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> T
     return _ops.diagonal(A, offset, dim1, dim2)
 
 
+@outside_autocast("MatMul")
 def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
     """``torch.linalg.vecdot``: the dot product of vectors along ``dim`` (real dtypes: no conjugation)."""
     return (x * y).sum(dim)

@@ -108,7 +108,58 @@ _FP32_LOSSES = {
         "TripletMarginLoss",
     )
 }
-AUTOCAST_NAMED_OPS: dict[str, dict[str, str]] = {"cpu": _FP32_LOSSES, "cuda": _FP32_LOSSES}
+# Functions on PyTorch's CPU float32 list that record generic ops (or none of their own), by their
+# PyTorch names: each is decorated ``outside_autocast(listed_as=name)``, which casts its arguments to
+# float32 and leaves the ops it records as they come (linear algebra in bfloat16 is not implemented).
+_FP32_FUNCTIONS_CPU = {
+    name: FP32
+    for name in (
+        "cdist",
+        "trace",
+        "quantile",
+        "nanquantile",
+        "avg_pool3d",
+        "max_pool3d",
+        "adaptive_avg_pool3d",
+        "adaptive_max_pool3d",
+        "fractional_max_pool2d",
+        "fractional_max_pool3d",
+        "max_unpool2d",
+        "max_unpool3d",
+        "reflection_pad1d",
+        "reflection_pad2d",
+        "replication_pad1d",
+        "replication_pad2d",
+        "replication_pad3d",
+        "cholesky",
+        "cholesky_inverse",
+        "cholesky_solve",
+        "inverse",
+        "lu_solve",
+        "orgqr",
+        "ormqr",
+        "pinverse",
+        "geqrf",
+        "qr",
+        "svd",
+        "triangular_solve",
+        "linalg_cond",
+        "linalg_matrix_rank",
+        "linalg_solve",
+        "linalg_cholesky",
+        "linalg_cholesky_ex",
+        "linalg_svdvals",
+        "linalg_eigvalsh",
+        "linalg_inv",
+        "linalg_inv_ex",
+        "linalg_householder_product",
+        "linalg_qr",
+        "linalg_svd",
+        "linalg_eigh",
+        "linalg_lstsq",
+    )
+}
+AUTOCAST_NAMED_OPS: dict[str, dict[str, str]] = {"cpu": {**_FP32_LOSSES, **_FP32_FUNCTIONS_CPU}, "cuda": _FP32_LOSSES}
 
 
 def policy_for(device_type: str, op_type: str, name: str | None = None) -> str | None:

@@ -73,9 +73,9 @@ def outside_autocast(listed_as: str | None = None) -> Callable:
     PyTorch's autocast casts at the ATen ops it lists; ``linalg.cholesky``, ``det`` or ``dot`` are
     not among them and run in their inputs' dtype, while onnxnn's versions record the ``MatMul``
     nodes that autocast lowers (a determinant off in its third digit). Inside the decorated function
-    this thread's autocast leaves every recorded op as it is. ``listed_as``: the op type under which
-    autocast lists the function itself (``"Det"``, a float32 op on the CPU): its tensor arguments are
-    cast as that op's inputs first.
+    this thread's autocast leaves every recorded op as it is. ``listed_as``: the op type or PyTorch
+    function name under which autocast lists the function itself (``"Det"``, ``"inverse"``: float32
+    ops on the CPU; see ``amp/op_lists.py``): its tensor arguments are cast as that op's inputs first.
     """
 
     def decorate(function: Callable) -> Callable:
@@ -84,7 +84,7 @@ def outside_autocast(listed_as: str | None = None) -> Callable:
             if MODE.autocast is None:
                 return function(*args, **kwargs)
             if listed_as is not None:
-                args = MODE.autocast(listed_as, args, "", None)
+                args = MODE.autocast(listed_as, args, "", listed_as)
             grad_mode = MODE.grad
             grad_mode.autocast_paused += 1
             try:

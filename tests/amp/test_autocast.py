@@ -167,6 +167,24 @@ OP_CASES = [
     ("mv", lambda lib, F, t: lib.mv(t["x"], t["w"][0]), "float32"),
     ("dot", lambda lib, F, t: lib.dot(t["b"], t["b"]), "float32"),
     ("addmv", lambda lib, F, t: lib.addmv(t["b"][:4], t["x"], t["w"][0]), "float32"),
+    # On PyTorch's CPU float32 list: low-precision inputs are cast to float32 (linear algebra has no
+    # bfloat16 or float16 kernels).
+    ("inv of low", lambda lib, F, t: lib.linalg.inv(_spd(lib, t).to(t["x_low"].dtype)), "float32"),
+    ("inverse of low", lambda lib, F, t: lib.inverse(_spd(lib, t).to(t["x_low"].dtype)), "float32"),
+    ("cholesky of low", lambda lib, F, t: lib.linalg.cholesky(_spd(lib, t).to(t["x_low"].dtype)), "float32"),
+    ("qr of low", lambda lib, F, t: lib.linalg.qr(t["x_low"])[1], "float32"),
+    ("svdvals of low", lambda lib, F, t: lib.linalg.svdvals(t["x_low"]), "float32"),
+    ("pinverse of low", lambda lib, F, t: lib.pinverse(t["x_low"]), "float32"),
+    ("cdist of low", lambda lib, F, t: lib.cdist(t["x_low"], t["x_low"]), "float32"),
+    ("trace of low", lambda lib, F, t: lib.trace(t["x_low"]), "float32"),
+    ("quantile of low", lambda lib, F, t: lib.quantile(t["x_low"], 0.5), "float32"),
+    ("max_pool3d of low", lambda lib, F, t: F.max_pool3d(t["image_low"], 1), "float32"),
+    ("avg_pool3d of low", lambda lib, F, t: F.avg_pool3d(t["image_low"], 1), "float32"),
+    ("reflect pad of low", lambda lib, F, t: F.pad(t["image_low"], (1, 1, 1, 1), mode="reflect"), "float32"),
+    ("replicate pad of low", lambda lib, F, t: F.pad(t["signal_low"], (1, 1), mode="replicate"), "float32"),
+    ("circular pad of low", lambda lib, F, t: F.pad(t["signal_low"], (1, 1), mode="circular"), "low"),
+    ("max_pool2d of low", lambda lib, F, t: F.max_pool2d(t["image_low"], 2), "low"),
+    ("vecdot", lambda lib, F, t: lib.linalg.vecdot(t["x"], t["x"]), "low"),
 ]
 
 

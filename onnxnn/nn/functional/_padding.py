@@ -12,7 +12,7 @@ from typing import Sequence
 
 from ...runtime import ops as _ops
 from ...runtime.ops.padding import pad_constant
-from ...runtime.tensor import Tensor
+from ...runtime.tensor import Tensor, outside_autocast
 from ._conv import pad_for_conv
 
 __all__ = ["pad"]
@@ -84,7 +84,18 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
     if not any(positive):
         # A new tensor even when nothing changes, as PyTorch returns: writing into it leaves the input alone.
         return _ops.clone(cropped) if cropped is input else cropped
+    if (mode, spatial) in _FLOAT32_UNDER_AUTOCAST:
+        return _FLOAT32_UNDER_AUTOCAST[mode, spatial](cropped, positive, mode)
     return pad_for_conv(cropped, positive, mode)
+
+
+# PyTorch's CPU autocast lists reflection_pad1d/2d and replication_pad1d/2d/3d as float32 ops.
+_FLOAT32_UNDER_AUTOCAST = {
+    (mode, spatial): outside_autocast(f"{'reflection' if mode == 'reflect' else 'replication'}_pad{spatial}d")(
+        pad_for_conv
+    )
+    for mode, spatial in (("reflect", 1), ("reflect", 2), ("replicate", 1), ("replicate", 2), ("replicate", 3))
+}
 
 
 def _pad_constant(input: Tensor, pad: list[int], value: float) -> Tensor:

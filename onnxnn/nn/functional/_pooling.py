@@ -46,7 +46,7 @@ from ...runtime.ops.pooling import (
     refuse_pool_dtype,
     require_nonempty_dims,
 )
-from ...runtime.tensor import Tensor, apply_op
+from ...runtime.tensor import Tensor, apply_op, outside_autocast
 from ...ir.caches import register_cache
 
 __all__ = [
@@ -170,6 +170,7 @@ def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False
     return _adaptive_max_pool(input, output_size, return_indices, 2)
 
 
+@outside_autocast("adaptive_max_pool3d")
 def adaptive_max_pool3d(input: Tensor, output_size, return_indices: bool = False):
     """Max pooling of ``(N, C, D, H, W)`` to a fixed size; see :func:`adaptive_max_pool2d`."""
     return _adaptive_max_pool(input, output_size, return_indices, 3)
@@ -248,6 +249,7 @@ def _fractional_max_pool(
     return (result[0].squeeze(0), result[1].squeeze(0)) if return_indices else result.squeeze(0)
 
 
+@outside_autocast("fractional_max_pool2d")
 def fractional_max_pool2d(
     input: Tensor,
     kernel_size,
@@ -277,6 +279,7 @@ def fractional_max_pool2d(
     return _fractional_max_pool(input, kernel_size, output_size, output_ratio, return_indices, _random_samples, 2)
 
 
+@outside_autocast("fractional_max_pool3d")
 def fractional_max_pool3d(
     input: Tensor,
     kernel_size,
@@ -389,6 +392,7 @@ def max_unpool1d(input: Tensor, indices: Tensor, kernel_size, stride=None, paddi
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 1)
 
 
+@outside_autocast("max_unpool2d")
 def max_unpool2d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
     """Partial inverse of :func:`max_pool2d`: every non-maximal position becomes zero.
 
@@ -408,6 +412,7 @@ def max_unpool2d(input: Tensor, indices: Tensor, kernel_size, stride=None, paddi
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 2)
 
 
+@outside_autocast("max_unpool3d")
 def max_unpool3d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
     """Partial inverse of :func:`max_pool3d`; see :func:`max_unpool2d`."""
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 3)

@@ -65,7 +65,7 @@ def _cholesky_factor(A: Tensor, upper: bool) -> tuple:
     return _cholesky_lower(A.mT if upper else A)
 
 
-@outside_autocast()
+@outside_autocast("linalg_cholesky_ex")
 def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False) -> CholeskyExResult:
     """``torch.linalg.cholesky_ex``: the factor and LAPACK's ``info`` (0, or the order of the first leading
     minor that is not positive-definite; the factor then holds NaN)."""
@@ -83,7 +83,7 @@ def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False) -
     return CholeskyExResult(lower.mT if upper else lower, info)
 
 
-@outside_autocast()
+@outside_autocast("linalg_cholesky")
 def linalg_cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
     """``torch.linalg.cholesky``: L with ``A = L L^T`` (``U^T U`` when ``upper``), reading A's lower
     triangle (its upper one when ``upper``, as LAPACK's ``potrf``).
@@ -104,7 +104,7 @@ def linalg_cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
     return lower.mT if upper else lower
 
 
-@outside_autocast()
+@outside_autocast("cholesky")
 def cholesky(A: Tensor, upper: bool = False) -> Tensor:
     """``torch.cholesky`` (deprecated in PyTorch for :func:`linalg.cholesky`, same factor)."""
     check_matrix("cholesky", A, kernel="cholesky_cpu", floating=False)
@@ -112,7 +112,7 @@ def cholesky(A: Tensor, upper: bool = False) -> Tensor:
     return lower.mT if upper else lower
 
 
-@outside_autocast()
+@outside_autocast("cholesky_solve")
 def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
     """``torch.cholesky_solve``: X with ``(L L^T) X = B`` (``(U^T U) X = B`` when ``upper``), reading the
     factor's triangle.
@@ -154,7 +154,7 @@ def _cholesky_substitutions(lower: Tensor, B: Tensor) -> Tensor:
     return substitute(lower.mT, y, upper=True, unit=False)
 
 
-@outside_autocast()
+@outside_autocast("cholesky_inverse")
 def cholesky_inverse(L: Tensor, upper: bool = False) -> Tensor:
     """``torch.cholesky_inverse``: ``(L L^T)^-1`` (``(U^T U)^-1`` when ``upper``) from a Cholesky factor,
     with :func:`cholesky_solve`'s gradient (PyTorch's ``-(A^-1 (G + G^T) A^-1) L``)."""

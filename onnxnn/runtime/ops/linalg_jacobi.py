@@ -189,7 +189,7 @@ def _complete_basis(U: Tensor) -> Tensor:
     return cat([U, Q.narrow(-1, k, m - k)], -1)
 
 
-@outside_autocast()
+@outside_autocast("linalg_svd")
 def linalg_svd(A: Tensor, full_matrices: bool = True, *, driver: str | None = None) -> LinalgSvdResult:
     """``torch.linalg.svd``: ``A = U diag(S) Vh``, S descending, by one-sided Jacobi rotations.
 
@@ -206,14 +206,14 @@ def linalg_svd(A: Tensor, full_matrices: bool = True, *, driver: str | None = No
     return LinalgSvdResult(U, S, V.mT)
 
 
-@outside_autocast()
+@outside_autocast("linalg_svdvals")
 def svdvals(A: Tensor, *, driver: str | None = None) -> Tensor:
     """``torch.linalg.svdvals``: the singular values, descending."""
     check_matrix("linalg.svd", A, square=False, kernel="linalg_svd_cpu")
     return _thin_svd(A)[1]
 
 
-@outside_autocast()
+@outside_autocast("svd")
 def svd(input: Tensor, some: bool = True, compute_uv: bool = True) -> SvdResult:
     """``torch.svd``: ``(U, S, V)`` with ``input = U diag(S) V^T`` (V, not ``Vh``); ``some=False`` completes
     U and V to square matrices; ``compute_uv=False`` returns zero-filled square U and V, as PyTorch."""
@@ -255,7 +255,7 @@ def _symmetric_from(A: Tensor, UPLO: str) -> Tensor:
     return A.triu() + A.triu(1).mT
 
 
-@outside_autocast()
+@outside_autocast("linalg_eigh")
 def eigh(A: Tensor, UPLO: str = "L") -> EighResult:
     """``torch.linalg.eigh``: eigenvalues (ascending) and orthonormal eigenvectors of the symmetric
     matrix read from A's lower (``UPLO='L'``) or upper triangle, by cyclic Jacobi rotations.
@@ -268,7 +268,7 @@ def eigh(A: Tensor, UPLO: str = "L") -> EighResult:
     return EighResult(values, vectors)
 
 
-@outside_autocast()
+@outside_autocast("linalg_eigvalsh")
 def eigvalsh(A: Tensor, UPLO: str = "L") -> Tensor:
     """``torch.linalg.eigvalsh``: the eigenvalues of the symmetric A, ascending."""
     return eigh(A, UPLO).eigenvalues
@@ -364,13 +364,13 @@ def svd_least_squares(A: Tensor, B: Tensor, rcond: float, residuals: bool) -> tu
     return X, kept.to(dtypes.int64).sum(-1), S, squares
 
 
-@outside_autocast()
+@outside_autocast("pinverse")
 def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
     """``torch.pinverse``: :func:`pinv` with ``rtol=rcond``."""
     return pinv(input, rtol=rcond)
 
 
-@outside_autocast()
+@outside_autocast("linalg_matrix_rank")
 def matrix_rank(A: Tensor, tol=None, hermitian: bool = False, *, atol=None, rtol=None) -> Tensor:
     """``torch.linalg.matrix_rank``: the number of singular values above ``max(atol, rtol * S_max)`` (int64).
 
@@ -423,7 +423,7 @@ def svd_matrix_norm(A: Tensor, ord, dim, keepdim: bool) -> Tensor:
 MATRIX_NORMS["nuc"] = svd_matrix_norm  # torch.norm(x, p="nuc")
 
 
-@outside_autocast()
+@outside_autocast("linalg_cond")
 def svd_cond(A: Tensor, p=None) -> Tensor:
     """``torch.linalg.cond`` for p in (None, 2): ``S_max / S_min``; for -2: ``S_min / S_max``."""
     if A.dim() < 2:

@@ -429,7 +429,7 @@ def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True, un
     return substitute(A, B, upper, unitriangular)
 
 
-@outside_autocast()
+@outside_autocast("triangular_solve")
 def triangular_solve(
     b: Tensor, A: Tensor, upper: bool = True, transpose: bool = False, unitriangular: bool = False
 ) -> TriangularSolveResult:
@@ -462,7 +462,7 @@ def _as_matrix_rhs(A: Tensor, B: Tensor) -> tuple:
     return (B.unsqueeze(-1), True) if vector else (B, False)
 
 
-@outside_autocast()
+@outside_autocast("linalg_solve")
 def linalg_solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
     """``torch.linalg.solve``: X with ``A X = B`` (``X A = B`` when not ``left``): onnxnn's Solve op (LAPACK on
     the kernels executor, Gauss-Jordan elimination with partial pivoting as standard ONNX elsewhere),
@@ -519,13 +519,13 @@ def linalg_lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True,
     return _lu_solve_packed(LU_b, permutation, B_b, adjoint)
 
 
-@outside_autocast()
+@outside_autocast("lu_solve")
 def lu_solve(b: Tensor, LU_data: Tensor, LU_pivots: Tensor) -> Tensor:
     """``torch.lu_solve``: solves ``A x = b`` from ``torch.lu(A)``'s ``(LU_data, LU_pivots)``."""
     return linalg_lu_solve(LU_data, LU_pivots, b)
 
 
-@outside_autocast()
+@outside_autocast("inverse")
 def inverse(A: Tensor) -> Tensor:
     """``torch.linalg.inv``: the inverse of each square matrix (inf/NaN for a singular one), as ``solve(A, I)``:
     its gradient is the closed form ``-A^-T G A^-T``."""
@@ -533,7 +533,7 @@ def inverse(A: Tensor) -> Tensor:
     return solve(A, eye_like(A.shape[-1], A).expand(tuple(A.shape)), "LinalgInvExBackward0")
 
 
-@outside_autocast()
+@outside_autocast("linalg_inv_ex")
 def inv_ex(A: Tensor, *, check_errors: bool = False) -> InvExResult:
     """``torch.linalg.inv_ex``: the inverse and LAPACK's ``info`` (the first zero pivot, 1-based; 0 if none)."""
     check_matrix("linalg.inv_ex", A)

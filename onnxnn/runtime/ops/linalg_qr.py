@@ -92,7 +92,7 @@ def _q_from_reflectors(vectors: Tensor, tau: Tensor, m: int, like: Tensor) -> Te
     return Q
 
 
-@outside_autocast()
+@outside_autocast("linalg_qr")
 def linalg_qr(A: Tensor, mode: str = "reduced") -> QRResult:
     """``torch.linalg.qr``: ``A = Q R`` by Householder reflections, with LAPACK's signs (R's diagonal
     may be negative, as PyTorch's and numpy's).
@@ -123,13 +123,13 @@ def linalg_qr(A: Tensor, mode: str = "reduced") -> QRResult:
     return QRResult(Q.narrow(-1, 0, k), R.narrow(-2, 0, k))
 
 
-@outside_autocast()
+@outside_autocast("qr")
 def qr(A: Tensor, some: bool = True) -> QRResult:
     """``torch.qr`` (deprecated in PyTorch for :func:`linalg.qr`): ``some`` is ``mode='reduced'``."""
     return linalg_qr(A, "reduced" if some else "complete")
 
 
-@outside_autocast()
+@outside_autocast("geqrf")
 def geqrf(A: Tensor) -> GeqrfResult:
     """``torch.geqrf``: LAPACK's packed QR: R on and above the diagonal, the Householder vectors
     (without their unit first entry) below it, and their scale factors ``tau`` (..., min(m, n))."""
@@ -151,7 +151,7 @@ def _reflectors_of(A: Tensor, k: int) -> Tensor:
     return A.narrow(-1, 0, k).tril(-1) + constant_like(np.eye(m, k), A)
 
 
-@outside_autocast()
+@outside_autocast("linalg_householder_product")
 def householder_product(A: Tensor, tau: Tensor) -> Tensor:
     """``torch.linalg.householder_product``: the first n columns of ``H_0 ... H_{k-1}``, with
     ``H_i = I - tau_i v_i v_i^T`` and v_i stored below A's diagonal (``geqrf``'s output)."""
@@ -172,13 +172,13 @@ def householder_product(A: Tensor, tau: Tensor) -> Tensor:
     return Q.narrow(-1, 0, n)
 
 
-@outside_autocast()
+@outside_autocast("orgqr")
 def orgqr(input: Tensor, tau: Tensor) -> Tensor:
     """``torch.orgqr``: :func:`householder_product`."""
     return householder_product(input, tau)
 
 
-@outside_autocast()
+@outside_autocast("ormqr")
 def ormqr(input: Tensor, tau: Tensor, other: Tensor, left: bool = True, transpose: bool = False) -> Tensor:
     """``torch.ormqr``: ``Q @ other`` (``other @ Q`` when not ``left``; ``Q^T`` when ``transpose``), with Q
     the full product of the Householder reflectors in ``(input, tau)`` (``geqrf``'s output)."""

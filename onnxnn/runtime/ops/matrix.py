@@ -256,6 +256,7 @@ def diagflat(input: Tensor, offset: int = 0) -> Tensor:
     return diag_embed(input.reshape(-1), offset, 0, 1)
 
 
+@outside_autocast("trace")
 def trace(input: Tensor) -> Tensor:
     """Sum of the main diagonal of a matrix."""
     if input.dim() != 2:

@@ -21,6 +21,7 @@ from .conv_gradients import scatter_windows
 from .windows import pooled_size, window_geometry
 from .padding import pad_constant
 from .shape import _constant_list
+from ..tensor import outside_autocast
 
 __all__ = [
     "max_pool1d",
@@ -512,6 +513,7 @@ def max_pool2d(
     return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2)
 
 
+@outside_autocast("max_pool3d")
 def max_pool3d(
     input: Tensor,
     kernel_size,
@@ -594,6 +596,7 @@ def avg_pool2d(
     return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2)
 
 
+@outside_autocast("avg_pool3d")
 def avg_pool3d(
     input: Tensor,
     kernel_size,
@@ -673,6 +676,7 @@ def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
     return _adaptive_avg_pool(input, output_size, 2)
 
 
+@outside_autocast("adaptive_avg_pool3d")
 def adaptive_avg_pool3d(input: Tensor, output_size) -> Tensor:
     """Average pooling to a fixed ``(D_out, H_out, W_out)``; see :func:`adaptive_avg_pool2d`."""
     return _adaptive_avg_pool(input, output_size, 3)

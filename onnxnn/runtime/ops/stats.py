@@ -23,6 +23,7 @@ from .reduce import check_extent
 from .indexing import gather
 from .shape import stack
 from .sorting import cumsum, sort
+from ..tensor import outside_autocast
 
 __all__ = [
     "quantile",
@@ -46,6 +47,7 @@ __all__ = [
 ModeResult = namedtuple("mode", ["values", "indices"])
 
 
+@outside_autocast("quantile")
 def quantile(input: Tensor, q, dim: int | None = None, keepdim: bool = False, *, interpolation: str = "linear"):
     """The ``q``-quantiles along ``dim`` (of the flattened input when None), from the sorted values.
 
@@ -55,6 +57,7 @@ def quantile(input: Tensor, q, dim: int | None = None, keepdim: bool = False, *,
     return _quantiles(input, q, dim, keepdim, interpolation, ignore_nan=False)
 
 
+@outside_autocast("nanquantile")
 def nanquantile(input: Tensor, q, dim: int | None = None, keepdim: bool = False, *, interpolation: str = "linear"):
     """``quantile`` of the values that are not NaN on each line (NaN for a line of NaNs only)."""
     return _quantiles(input, q, dim, keepdim, interpolation, ignore_nan=True)
@@ -193,6 +196,7 @@ def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
     return _r.norm(input - other, p)
 
 
+@outside_autocast("cdist")
 def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str | None = None) -> Tensor:
     """The ``p``-norm distances between each row of ``x1`` and each row of ``x2`` (batched over leading dims).
 
