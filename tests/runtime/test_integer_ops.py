@@ -303,3 +303,34 @@ GCD_NUMBER_CASES = {
 def test_gcd_and_lcm_refuse_numbers(case):
     with pytest.raises(TypeError, match="must be Tensor, not"):
         GCD_NUMBER_CASES[case]()
+
+
+def _truncated(a: int, b: int) -> int:
+    return abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+
+
+# (name, the op, its result on Python integers before wrapping to the dtype)
+DIVISIONS = [
+    ("floor_divide", lambda x, y: x // y, lambda a, b: a // b),
+    ("trunc", lambda x, y: onnxnn.div(x, y, rounding_mode="trunc"), _truncated),
+    ("remainder", lambda x, y: x % y, lambda a, b: a % b),
+    ("fmod", onnxnn.fmod, lambda a, b: a - b * _truncated(a, b)),
+]
+
+
+@pytest.mark.parametrize("pending", [False, True], ids=["known divisor", "pending divisor"])
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("dtype,numpy_dtype", INT_DTYPES[:2])
+@pytest.mark.parametrize("name,operation,reference", DIVISIONS, ids=[case[0] for case in DIVISIONS])
+def test_the_smallest_integer_divided_by_minus_one_wraps_as_pytorchs(
+    name, operation, reference, dtype, numpy_dtype, executor, pending
+):
+    # x86's idiv traps there (SIGFPE): onnxruntime's Div and Mod ended the Python process.
+    smallest = int(np.iinfo(numpy_dtype).min)
+    a, b = [smallest, 7, -7, smallest, smallest], [-1, -1, 2, 3, smallest]
+    with onnxnn.set_executor(executor):
+        divisor = onnxnn.tensor(b, dtype=dtype)
+        if pending:
+            divisor = divisor * 1
+        result = operation(onnxnn.tensor(a, dtype=dtype), divisor).numpy()
+    np.testing.assert_array_equal(result, [_wrap(reference(p, q), numpy_dtype) for p, q in zip(a, b)])

@@ -5,11 +5,14 @@ quotients without a float detour, and a rounded quotient's zero gradient.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...ir import dtypes
 from ...ir.mode import MODE
 from ._common import Tensor, apply_op, promote_operands, static_scalar
 from .elementwise import ceil, clone, floor, refuse_bool, where
 from .opmath import with_float32_number
+from ..realization import host_data
 
 
 def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
@@ -78,13 +81,30 @@ def _as_tensor(operand) -> Tensor:
     return operand if isinstance(operand, Tensor) else Tensor._from_value(operand)
 
 
+# x86 integer division traps at INT_MIN / -1 (SIGFPE: onnxruntime's Div and Mod end the process there);
+# PyTorch's quotient wraps to INT_MIN and its remainder is 0.
+_TRAPPING_DTYPES = (dtypes.int32, dtypes.int64)
+
+
+def integer_division_op(op_type: str, a: Tensor, b: Tensor, attributes: dict | None = None, name: str = "") -> Tensor:
+    """ONNX's integer ``Div`` or ``Mod`` of ``a`` by ``b``, with PyTorch's results at INT_MIN / -1: where
+    ``b`` may hold -1 (its values unknown, or known to), it divides by 1 there and takes ``-a`` (wrapping)
+    or 0 instead."""
+    data = host_data(b._value)
+    if a.dtype not in _TRAPPING_DTYPES or (data is not None and not np.any(data == -1)):
+        return apply_op(op_type, (a, b), attributes, name or None)
+    minus_one = b == -1
+    result = apply_op(op_type, (a, where(minus_one, 1, b)), attributes, name or None)
+    return where(minus_one, -a if op_type == "Div" else 0, result)
+
+
 def _integer_division(a: Tensor, b: Tensor, rounding_mode: str) -> Tensor:
     """Exact integer quotients (a float64 detour would round int64 values above 2**53).
 
     ONNX's integer Div truncates toward zero; floor division steps one down where the remainder
     is nonzero and has the opposite sign of the divisor.
     """
-    quotient = apply_op("Div", (a, b))
+    quotient = integer_division_op("Div", a, b)
     if rounding_mode == "trunc":
         return quotient
     remainder = a - quotient * b
@@ -125,7 +145,7 @@ def remainder(input, other) -> Tensor:
     """
     (a, b), result_dtype = promote_operands([input, other])
     if not result_dtype.is_floating_point:
-        return apply_op("Mod", (a, b), {"fmod": 0})
+        return integer_division_op("Mod", _as_tensor(a), _as_tensor(b), {"fmod": 0})
     a, b = _as_tensor(a), _as_tensor(b)
     fmod = apply_op("Mod", (a, b), {"fmod": 1}, "RemainderBackward0")
     divisor, result = b.detach(), fmod.detach()

@@ -266,6 +266,8 @@ def fmod(input, other) -> Tensor:
     (a, b), result_dtype = promote_operands([input, other])
     a = a if isinstance(a, Tensor) else Tensor._from_value(a)
     b = b if isinstance(b, Tensor) else Tensor._from_value(b)
+    if not result_dtype.is_floating_point:
+        return _division.integer_division_op("Mod", a, b, {"fmod": 1})
     return apply_op("Mod", (a, b), {"fmod": 1}, "FmodBackward0")
 
 
