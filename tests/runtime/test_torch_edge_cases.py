@@ -290,6 +290,9 @@ MASK = onnxnn.tensor([True, False])
         lambda: onnxnn.zeros(2, dtype=onnxnn.bfloat16).masked_fill(MASK, 1e39),
         lambda: onnxnn.zeros(2, dtype=onnxnn.int8).masked_fill(MASK, 300),
         lambda: onnxnn.zeros(2, dtype=onnxnn.float16).index_fill(0, onnxnn.tensor([0]), 1e9),
+        lambda: onnxnn.zeros(2, dtype=onnxnn.int8).__setitem__(0, 200),
+        lambda: onnxnn.zeros(2, dtype=onnxnn.uint8).__setitem__(0, 256),
+        lambda: onnxnn.zeros(2).__setitem__(0, 1e300),
     ],
 )
 def test_fill_values_the_dtype_cannot_hold_are_refused(call):
@@ -303,6 +306,9 @@ def test_fill_values_the_dtype_holds_are_written():
     assert half.masked_fill(MASK, -65504.0).tolist() == [-65504.0, 0.0]
     # Unsigned dtypes take negatives down to minus their largest value, wrapped (c10's checked_convert).
     assert onnxnn.zeros(2, dtype=onnxnn.uint8).masked_fill(MASK, -1).tolist() == [255, 0]
+    unsigned = onnxnn.zeros(2, dtype=onnxnn.uint8)
+    unsigned[0] = -1
+    assert unsigned.tolist() == [255, 0]
 
 
 def test_max_and_min_of_bool_tensors_along_a_dim_are_values_and_indices():

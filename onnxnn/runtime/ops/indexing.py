@@ -22,6 +22,7 @@ import numpy as np
 from ...ir import dtypes
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ._common import Tensor, apply_op, broadcast_shapes, int64_constant, normalize_axes
+from ..creation import check_fits
 from ..realization import data_of, host_data
 from .index_plan import IndexPlan, as_int64, sequence_as_tuple
 
@@ -210,11 +211,21 @@ def getitem(input: Tensor, key) -> Tensor:
     return IndexPlan(tuple(input.shape), key).apply(input)
 
 
+_UNSIGNED = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
+
+
 def _value_tensor(value, input: Tensor) -> Tensor:
     """An assigned value as a tensor of ``input``'s dtype and device."""
     if isinstance(value, Tensor):
         return value.to(input.device).to(input.dtype)
-    if isinstance(value, (bool, int, float, np.number, np.bool_)):
+    if isinstance(value, (bool, np.bool_)):
+        return Tensor._full((), value, input.dtype, input.device)
+    if isinstance(value, (int, float, np.number)):
+        # PyTorch's checked conversion: out of the dtype's range is refused, except the negatives an
+        # unsigned dtype wraps (uint8 -1 is 255).
+        check_fits(np.array(value), input.dtype, floating=True)
+        if input.dtype in _UNSIGNED and value < 0:
+            value = int(value) % (int(np.iinfo(input.dtype.numpy_dtype).max) + 1)
         return Tensor._full((), value, input.dtype, input.device)
     raise TypeError(f"can't assign a {type(value).__name__} to a {input.type()}")
 
