@@ -319,3 +319,39 @@ def test_max_and_min_of_bool_tensors_along_a_dim_are_values_and_indices():
     assert values.tolist() == [False, False, False] and indices.tolist() == [1, 0, 0]
     with pytest.raises(RuntimeError, match=r"argmax\(\): does not support bool input"):
         x.argmax(1)
+
+
+LOGITS = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+
+def _pending(values) -> onnxnn.Tensor:
+    """Indices computed in the graph: their values are not known when the op is recorded."""
+    return onnxnn.tensor(values) * 1
+
+
+# A computed negative index (a 1-based label minus one): PyTorch refuses it; ONNX's ops would count it
+# from the end and read or write the last entry.
+NEGATIVE_PENDING = [
+    ("gather", lambda: onnxnn.tensor(LOGITS).gather(1, _pending([[0], [-1], [2]]))),
+    ("index_select", lambda: onnxnn.tensor(LOGITS).index_select(0, _pending([0, -1]))),
+    ("scatter", lambda: onnxnn.zeros(3, 4).scatter(1, _pending([[0], [-1], [2]]), 1.0)),
+    ("scatter_add", lambda: onnxnn.zeros(3, 4).scatter_add(1, _pending([[0], [-1], [2]]), onnxnn.ones(3, 1))),
+    ("cross_entropy", lambda: onnxnn.nn.functional.cross_entropy(onnxnn.tensor(LOGITS), _pending([1, -1, 3]))),
+]
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("name, call", NEGATIVE_PENDING, ids=[case[0] for case in NEGATIVE_PENDING])
+def test_a_computed_negative_index_fails_when_the_graph_runs(name, call, executor):
+    with onnxnn.set_executor(executor), pytest.raises((RuntimeError, IndexError), match="(?i)out of"):
+        call().numpy()
+
+
+def test_computed_indices_in_range_and_ignored_targets_are_read():
+    gathered = onnxnn.tensor(LOGITS).gather(1, _pending([[0], [3], [2]]))
+    assert gathered.reshape(-1).tolist() == [0.0, 7.0, 10.0]
+    target = _pending([1, -100, 3])  # ignore_index is negative and stays
+    loss = onnxnn.nn.functional.cross_entropy(onnxnn.tensor(LOGITS), target, reduction="none").numpy()
+    shifted = LOGITS - LOGITS.max(axis=1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    np.testing.assert_allclose(loss, [-log_probs[0, 1], 0.0, -log_probs[2, 3]], rtol=1e-6)

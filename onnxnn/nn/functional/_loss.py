@@ -17,6 +17,7 @@ from ...runtime import ops as _ops
 from ...ir.graph import shared_attributes, static_constant
 from ...ir.mode import MODE
 from ...runtime.internal import known_data, tensor_of
+from ...runtime.ops.indexing import negatives_out_of_range
 from ...runtime.ops.reduce import recorded_mean
 from ...runtime.ops.binary_cross_entropy import binary_cross_entropy_terms
 from ...runtime.tensor import Tensor, apply_op
@@ -245,6 +246,7 @@ def _nll_from_log_probs(
     log_probs: Tensor, target: Tensor, weight, ignore_index: int, reduction: str, name: str
 ) -> Tensor:
     log_probs, target, unbatched = _batched(log_probs, target)
+    target = negatives_out_of_range(target, log_probs.shape[1], keep=ignore_index)
     # The op has no gradient for the class weights (nor has PyTorch's nll_loss, which raises):
     # weights that require one take the one-hot form, whose ops all differentiate.
     weight_needs_grad = weight is not None and weight.requires_grad and MODE.grad.enabled

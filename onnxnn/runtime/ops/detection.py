@@ -29,6 +29,7 @@ from ...ir.registry import gradient_rules
 from ...ir.roi_align import roi_align_attributes, roi_align_taps
 from ._common import Tensor, apply_op
 from .elementwise import where
+from .indexing import gather_within
 from .recomputation import gradient_by_recomputation
 
 __all__: list[str] = []
@@ -98,7 +99,7 @@ def _deform_conv_recorded(x: Tensor, w: Tensor, offset: Tensor, bias, mask, attr
             inside = (row >= 0) & (row <= height - 1) & (column >= 0) & (column <= width - 1)
             index = (row.clamp(0, height - 1) * width + column.clamp(0, width - 1)).to(dtypes.int64)
             index = index.expand(batch, offset_groups, channels // offset_groups, taps)
-            term = images.gather(3, index) * where(inside, row_weight * column_weight, 0.0)
+            term = gather_within(images, 3, index) * where(inside, row_weight * column_weight, 0.0)
             sampled = term if sampled is None else sampled + term
     if mask is not None:
         sampled = sampled * mask.reshape(batch, offset_groups, 1, taps)

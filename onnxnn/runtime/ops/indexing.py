@@ -376,6 +376,22 @@ def check_bounds(
         raise error(f"{prefix}index {outside} is out of bounds for dimension {dim} with size {size}")
 
 
+def negatives_out_of_range(index: Tensor, size: int, keep=None) -> Tensor:
+    """``index`` as it is where its values are known (``check_bounds`` checked them), else with its negative
+    entries (but ``keep``) moved to ``size``, out of range.
+
+    PyTorch refuses negative indices to gather, index_select, scatter and nll_loss's targets, where ONNX's
+    ops count them from the end: a computed index of -1 (a label minus one) would silently read or write
+    the last entry. Moved out of range, it fails the op's own bounds check when the graph runs.
+    """
+    if host_data(index._value) is not None:
+        return index
+    negative = index.lt(0)
+    if keep is not None:
+        negative = negative & index.ne(keep)
+    return index.masked_fill(negative, size)
+
+
 def check_flat_bounds(index: Tensor, numel: int) -> None:
     """``take``'s and ``put_``'s bounds: a known index in ``[-numel, numel)`` of the flattened
     tensor, PyTorch's IndexError otherwise."""
@@ -400,7 +416,7 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     size = input.shape[axis] if input.dim() else 1
     if _first_outside(index, 0, size) is not None:
         raise IndexError("index out of range in self")
-    index = as_int64(index)
+    index = as_int64(negatives_out_of_range(index, size))
     if input.dim() == 0:
         return apply_op("Gather", (input.reshape(1), index.reshape(-1)), {"axis": 0}, "IndexSelectBackward0").reshape(
             ()
@@ -442,11 +458,23 @@ def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False)
         check_bounds(index, input.numel(), 0)
         return gather(input.reshape(-1), 0, index.reshape(-1)).reshape(tuple(index.shape))
     _check_same_rank(input, index, axis)
-    return _gather_elements(input, axis, as_int64(index))
+    return _gather_elements(input, axis, as_int64(negatives_out_of_range(index, input.shape[axis])))
 
 
 def _gather_elements(input: Tensor, axis: int, index: Tensor) -> Tensor:
     return apply_op("GatherElements", (input, index), {"axis": axis}, "GatherBackward0")
+
+
+def gather_within(input: Tensor, dim: int, index: Tensor) -> Tensor:
+    """``gather`` of positions onnxnn computed within range (a sampler's taps, a sort's order), without
+    the guard ``negatives_out_of_range`` puts on indices a user computed."""
+    return _gather_elements(input, normalize_axes([dim], input.dim())[0], as_int64(index))
+
+
+def scatter_add_within(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """``scatter_add`` at positions onnxnn computed within range, as ``gather_within``."""
+    attributes = {"axis": normalize_axes([dim], input.dim())[0], "reduction": "add"}
+    return apply_op("ScatterElements", (input, as_int64(index), src), attributes, "ScatterAddBackward0")
 
 
 def _tensor_argument(index, function: str, argument: str) -> Tensor:
@@ -524,7 +552,8 @@ def _scatter(input: Tensor, dim: int, index: Tensor, src, reduction: str, name: 
         src = Tensor._full(tuple(index.shape), src, input.dtype, input.device)
     attrs = {"axis": axis, "reduction": reduction}
     backward = "ScatterAddBackward0" if reduction == "add" else "ScatterBackward0"
-    return apply_op("ScatterElements", (input, as_int64(index), src), attrs, backward)
+    index = as_int64(negatives_out_of_range(index, input.shape[axis]))
+    return apply_op("ScatterElements", (input, index, src), attrs, backward)
 
 
 def scatter(input: Tensor, dim: int, index: Tensor, src=None, *, value=None, reduce: str | None = None) -> Tensor:

@@ -23,6 +23,7 @@ from . import division as _division
 from . import reduce as _r
 from .opmath import float_operands, rounded, widened
 from .special_functions import _erf_series, _erfc_scaled_tail
+from .indexing import gather_within
 from .shape import cat, slice_axis
 
 __all__ = [
@@ -466,7 +467,7 @@ def searchsorted(
             raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but got {side}")
         right = side == "right"
     if sorter is not None:
-        sorted_sequence = sorted_sequence.gather(-1, sorter)
+        sorted_sequence = gather_within(sorted_sequence, -1, sorter)
     if sorted_sequence.dim() == 1:
         return bucketize(values, sorted_sequence, out_int32=out_int32, right=right)
     if (

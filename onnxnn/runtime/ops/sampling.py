@@ -32,6 +32,7 @@ from ...ir import dtypes
 from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor
 from .elementwise import where
+from .indexing import gather_within, scatter_add_within
 from .shape import _constant_list, stack
 
 
@@ -183,10 +184,10 @@ def _grid_sample_grad(ctx, g):
         mask = valid.to(g.dtype)
         position = position.to(dtypes.int64).unsqueeze(1).expand(batch, channels, points)
         if ctx.needs_input_grad(0):
-            grad_x = grad_x.scatter_add(2, position, g_flat * (weight * mask).unsqueeze(1))
+            grad_x = scatter_add_within(grad_x, 2, position, g_flat * (weight * mask).unsqueeze(1))
         if ctx.needs_input_grad(1) and mode != "nearest":
             # sum over channels of g * value, shared by every axis' derivative
-            read = (g_flat * x_flat.gather(2, position)).sum(1) * mask
+            read = (g_flat * gather_within(x_flat, 2, position)).sum(1) * mask
             for axis in range(spatial):
                 partial = combination[axis][2]
                 for other, (_, other_weight, _, _) in enumerate(combination):

@@ -17,6 +17,7 @@ from ...ir import dtypes
 from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op, int64_constant, normalize_axes
 from .elementwise import minimum, where as _where  # ``where`` is a local name below (gather positions)
+from .indexing import gather_within
 from .reduce import check_extent, holds_nan, nan_position
 from .shape import _constant_list
 
@@ -188,7 +189,7 @@ def median(input: Tensor, dim: int | None = None, keepdim: bool = False):
     has_nan, first_nan = nan_position(input, axis, True)
     # Gathered at the first NaN where a line holds one: its value, and its gradient, are that NaN's.
     kept_indices = _where(has_nan, first_nan, indices if keepdim else indices.unsqueeze(axis))
-    values = input.gather(axis, kept_indices)
+    values = gather_within(input, axis, kept_indices)
     if not keepdim:
         values, kept_indices = values.squeeze(axis), kept_indices.squeeze(axis)
     return MedianResult(values, kept_indices)
@@ -232,7 +233,7 @@ def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False):
     position = np.maximum((counts - 1) // 2, 0).astype(np.int64)
     values, indices = sort(input, axis)
     where = Tensor._from_array(position, dtypes.int64, input.device)
-    picked_values, picked_indices = values.gather(axis, where), indices.gather(axis, where)
+    picked_values, picked_indices = gather_within(values, axis, where), gather_within(indices, axis, where)
     if not keepdim:
         picked_values, picked_indices = picked_values.squeeze(axis), picked_indices.squeeze(axis)
     return MedianResult(picked_values, picked_indices)
@@ -320,7 +321,7 @@ def _cumulative_extremum(input: Tensor, dim: int, largest: bool, result):
     if input.dtype.is_floating_point:
         has_nan, last_nan = nan_position(lines, axis + 1, True, last=True)
         indices = _where(has_nan, last_nan, indices)
-    values = lines.gather(axis + 1, indices).squeeze(axis + 1)
+    values = gather_within(lines, axis + 1, indices).squeeze(axis + 1)
     return result(values, indices.squeeze(axis + 1))
 
 

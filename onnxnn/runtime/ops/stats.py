@@ -20,7 +20,7 @@ from . import comparison as _c
 from . import elementwise as _e
 from . import reduce as _r
 from .reduce import check_extent
-from .indexing import gather
+from .indexing import gather_within
 from .shape import stack
 from .sorting import cumsum, sort
 from ..tensor import outside_autocast
@@ -132,10 +132,10 @@ def _at_positions(ordered: Tensor, axis: int, count: Tensor, fraction: float, in
     elif interpolation == "nearest":
         position = _e.round(position)  # half to even, as PyTorch
     below = _e.floor(position)
-    lower = gather(ordered, axis, below.to(dtypes.int64))
+    lower = gather_within(ordered, axis, below.to(dtypes.int64))
     if interpolation in ("lower", "higher", "nearest"):
         return lower
-    upper = gather(ordered, axis, _e.ceil(position).to(dtypes.int64))
+    upper = gather_within(ordered, axis, _e.ceil(position).to(dtypes.int64))
     weight = 0.5 if interpolation == "midpoint" else position - below
     return lower + (upper - lower) * weight
 
@@ -385,7 +385,7 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> ModeResult:
         matches = np.isnan(data[line]) if best != best else data[line] == best  # NaNs as one value
         indices[line] = np.flatnonzero(matches)[-1]
     index = _constant(np.expand_dims(indices, axis), input, dtypes.int64)
-    picked = source.gather(axis, index)
+    picked = gather_within(source, axis, index)
     if not keepdim or input.dim() == 0:
         picked, index = picked.squeeze(axis), index.squeeze(axis)
     if input.dim() == 0:
