@@ -159,7 +159,10 @@ _FP32_FUNCTIONS_CPU = {
         "linalg_lstsq",
     )
 }
-AUTOCAST_NAMED_OPS: dict[str, dict[str, str]] = {"cpu": {**_FP32_LOSSES, **_FP32_FUNCTIONS_CPU}, "cuda": _FP32_LOSSES}
+AUTOCAST_NAMED_OPS: dict[str, dict[str, str]] = {
+    "cpu": {**_FP32_LOSSES, **_FP32_FUNCTIONS_CPU, "index_copy": PROMOTE},
+    "cuda": _FP32_LOSSES,
+}
 
 
 def policy_for(device_type: str, op_type: str, name: str | None = None) -> str | None:

@@ -185,6 +185,11 @@ OP_CASES = [
     ("circular pad of low", lambda lib, F, t: F.pad(t["signal_low"], (1, 1), mode="circular"), "low"),
     ("max_pool2d of low", lambda lib, F, t: F.max_pool2d(t["image_low"], 2), "low"),
     ("vecdot", lambda lib, F, t: lib.linalg.vecdot(t["x"], t["x"]), "low"),
+    (
+        "index_copy of float32 and low",
+        lambda lib, F, t: t["x"].index_copy(0, t["target"][:1], t["x_low"][:1]),
+        "float32",
+    ),
 ]
 
 

@@ -15,6 +15,7 @@ from ...ir import dtypes
 from ._common import Tensor, apply_op, broadcast_shapes, normalize_axes, with_zero_gradients
 from ..realization import host_data
 from .elementwise import check_number_fits, where
+from ..tensor import outside_autocast
 from .indexing import check_bounds
 from .shape import cat, flip, slice_axis
 
@@ -394,6 +395,7 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1
     return _index_scatter(input, dim, index, source if alpha == 1 else source * alpha, "add", "index_add")
 
 
+@outside_autocast("index_copy")  # on PyTorch's CPU promote list: self and source take the wider dtype
 def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     """A copy of ``input`` with the slices of ``source`` written at positions ``index`` along ``dim``."""
     return _index_scatter(input, dim, index, source, "none", "index_copy")
