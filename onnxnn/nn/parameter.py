@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..runtime.aliases import join_value_of
 from ..runtime.creation import empty
 from ..runtime.internal import requires_grad_flag, tensor_of, value_of
 from ..runtime.tensor import Tensor
@@ -42,7 +43,9 @@ class Parameter(Tensor):
         data = _check_data(data, "Parameter")
         if requires_grad and not data.is_floating_point():
             raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
-        return tensor_of(value_of(data), requires_grad=bool(requires_grad), tensor_type=cls)
+        parameter = tensor_of(value_of(data), requires_grad=bool(requires_grad), tensor_type=cls)
+        join_value_of(data, parameter)  # over data's storage, as PyTorch's: a write to either changes both
+        return parameter
 
     def __init__(self, data: Tensor | None = None, requires_grad: bool = True) -> None:
         # Tensor.__init__ refuses direct construction; __new__ has done all the work.
@@ -59,7 +62,8 @@ class Parameter(Tensor):
         # backward through the copy (a target network's) fills the copy's .grad, never this one's.
         if id(self) in memo:
             return memo[id(self)]
-        result = type(self)(self, requires_grad_flag(self))  # a new tensor on the value: writes change one
+        # A new tensor on the value, sharing nothing: a write changes one.
+        result = tensor_of(value_of(self), requires_grad=requires_grad_flag(self), tensor_type=type(self))
         memo[id(self)] = result
         return result
 
@@ -93,6 +97,7 @@ class Buffer(Tensor):
     def __new__(cls, data: Tensor | None = None, *, persistent: bool = True) -> "Buffer":
         data = _check_data(data, "Buffer")
         buffer = tensor_of(value_of(data), requires_grad=data.requires_grad and data.is_leaf, tensor_type=cls)
+        join_value_of(data, buffer)
         buffer.persistent = persistent
         return buffer
 

@@ -30,7 +30,7 @@ import weakref
 
 from ..ir.graph import hold
 
-__all__ = ["ALIAS_GROUPS", "data_alias", "share_value", "leave_group", "anchor"]
+__all__ = ["ALIAS_GROUPS", "data_alias", "join_value_of", "share_value", "leave_group", "anchor"]
 
 # id(tensor) -> its group (a dict of id -> weak reference, for every live member); only tensors
 # that share their value with another live tensor are here. A write looks itself up only when the
@@ -42,12 +42,18 @@ def data_alias(tensor):
     """``tensor.data`` (and ``detach()``): a new tensor of the same value, without history, in
     ``tensor``'s group."""
     twin = tensor._detached()
-    group = ALIAS_GROUPS.get(id(tensor))
+    join_value_of(tensor, twin)
+    return twin
+
+
+def join_value_of(source, tensor) -> None:
+    """``tensor`` joins ``source``'s group: it has ``source``'s value, and they share it from now on
+    (``nn.Parameter(w)`` and ``nn.Buffer(w)``, which PyTorch makes over ``w``'s storage)."""
+    group = ALIAS_GROUPS.get(id(source))
     if group is None:
         group = {}
-        _join(group, tensor)
-    _join(group, twin)
-    return twin
+        _join(group, source)
+    _join(group, tensor)
 
 
 def share_value(tensor) -> list:

@@ -211,3 +211,32 @@ def test_data_takes_another_dtype_and_shape_where_pytorch_does(requires_grad, va
     base.data = value
     assert base.dtype == value.dtype and base.shape == value.shape and base.requires_grad == requires_grad
     np.testing.assert_array_equal(base.detach().numpy(), value.numpy())
+
+
+# PyTorch makes these over their source's storage: a later write to the source reaches the module.
+WRAPPERS = [
+    ("Parameter", lambda source: nn.Parameter(source)),
+    ("Buffer", lambda source: nn.Buffer(source)),
+    ("ParameterList", lambda source: nn.ParameterList([source])[0]),
+    ("Embedding.from_pretrained", lambda source: nn.Embedding.from_pretrained(source).weight),
+]
+
+
+@pytest.mark.parametrize("make", [case[1] for case in WRAPPERS], ids=[case[0] for case in WRAPPERS])
+def test_a_wrapped_tensor_shares_its_value_with_its_source(make):
+    source = onnxnn.zeros(2, 3)
+    wrapped = make(source)
+    nn.init.ones_(source)  # the idiom: initialize the tensor after wrapping it
+    np.testing.assert_array_equal(wrapped.detach().numpy(), np.ones((2, 3)))
+    with onnxnn.no_grad():
+        wrapped.mul_(3.0)
+    np.testing.assert_array_equal(source.numpy(), np.full((2, 3), 3.0))
+
+
+def test_a_deep_copy_of_a_wrapped_tensor_shares_nothing():
+    source = onnxnn.zeros(2)
+    parameter = nn.Parameter(source)
+    copied = copy.deepcopy(parameter)
+    with onnxnn.no_grad():
+        copied.fill_(5.0)
+    assert source.tolist() == [0.0, 0.0] and parameter.tolist() == [0.0, 0.0]
