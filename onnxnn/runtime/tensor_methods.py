@@ -358,10 +358,13 @@ class TensorMethods:
         return ops.norm(self, p, dim, keepdim)
 
     # ---------------------------------------------------------------- shape
-    def reshape(self, *shape):
-        return ops.reshape(self, *shape)
+    def reshape(self, *shape, **named):
+        return ops.reshape(self, *_varargs_or_keyword(shape, named, "shape", "reshape"))
 
-    def view(self, *shape):
+    def view(self, *shape, **named):
+        if named.keys() == {"dtype"} and not shape:
+            return ops.view_dtype(self, named["dtype"])
+        shape = _varargs_or_keyword(shape, named, "size", "view")
         if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)):
             return ops.view_dtype(self, shape[0])
         return ops.reshape(self, *shape)
@@ -379,8 +382,8 @@ class TensorMethods:
         dim = self._normalize_dim(dim)
         return ops.reshape(self, self.shape[:dim] + tuple(sizes) + self.shape[dim + 1 :])
 
-    def permute(self, *dims):
-        return ops.permute(self, *dims)
+    def permute(self, *dims, **named):
+        return ops.permute(self, *_varargs_or_keyword(dims, named, "dims", "permute"))
 
     def transpose(self, dim0, dim1):
         return ops.transpose(self, dim0, dim1)
@@ -402,8 +405,8 @@ class TensorMethods:
     def unsqueeze(self, dim):
         return ops.unsqueeze(self, dim)
 
-    def expand(self, *sizes):
-        return ops.expand(self, *sizes)
+    def expand(self, *sizes, **named):
+        return ops.expand(self, *_varargs_or_keyword(sizes, named, "size", "expand"))
 
     def expand_as(self, other):
         return ops.expand_as(self, other)
@@ -411,8 +414,8 @@ class TensorMethods:
     def broadcast_to(self, shape):
         return ops.broadcast_to(self, shape)
 
-    def repeat(self, *sizes):
-        return ops.repeat(self, *sizes)
+    def repeat(self, *sizes, **named):
+        return ops.repeat(self, *_varargs_or_keyword(sizes, named, "repeats", "repeat"))
 
     def tile(self, dims):
         return ops.tile(self, dims)
@@ -570,3 +573,14 @@ class TensorMethods:
 
     def _fill_random(self, array):
         return self._assign(_tensor.Tensor._from_array(array, self.dtype, self.device))
+
+
+def _varargs_or_keyword(positional: tuple, named: dict, keyword: str, method: str) -> tuple:
+    """The arguments of a method PyTorch takes as varargs or as one keyword (``x.view(size=(2, 3))``,
+    ``x.permute(dims=(1, 0))``)."""
+    if not named:
+        return positional
+    if positional or named.keys() != {keyword}:
+        unexpected = sorted(set(named) - {keyword}) or [keyword]
+        raise TypeError(f"{method}() got an unexpected keyword argument '{unexpected[0]}'")
+    return (named[keyword],)

@@ -61,7 +61,9 @@ def _reshaped(indices, shape, *args, **kwargs):
     return indices.reshape(shape)
 
 
-def _permuted(indices, shape, *dims):
+def _permuted(indices, shape, *dims, **named):
+    if named:  # permute(dims=...)
+        dims = (named["dims"],)
     return np.transpose(indices, tuple(dims[0]) if len(dims) == 1 and not isinstance(dims[0], int) else dims)
 
 
@@ -150,7 +152,13 @@ def _is_int(item) -> bool:
 # from its arguments, where not every call does). One entry per view op.
 VIEW_OPS: dict[str, tuple[Callable, Callable | None]] = {
     "__getitem__": (lambda indices, shape, key: indices[key], _basic_key),
-    "view": (_reshaped, lambda *shape: not (len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)))),
+    # x.view(dtype) (also by keyword) is a copy: onnxnn has no storage to reinterpret.
+    "view": (
+        _reshaped,
+        lambda *shape, **named: (
+            "dtype" not in named and not (len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)))
+        ),
+    ),
     "view_as": (_reshaped, None),
     "squeeze": (_reshaped, None),
     "unsqueeze": (_reshaped, None),

@@ -355,3 +355,17 @@ def test_computed_indices_in_range_and_ignored_targets_are_read():
     shifted = LOGITS - LOGITS.max(axis=1, keepdims=True)
     log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
     np.testing.assert_allclose(loss, [-log_probs[0, 1], 0.0, -log_probs[2, 3]], rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "call, shape",
+    [
+        (lambda x: x.reshape(shape=(3, 2)), (3, 2)),
+        (lambda x: x.view(size=(3, 2)), (3, 2)),
+        (lambda x: x.permute(dims=(1, 0)), (3, 2)),
+        (lambda x: x[:1].expand(size=(4, 3)), (4, 3)),
+        (lambda x: x.repeat(repeats=(1, 2)), (2, 6)),
+    ],
+)
+def test_shape_methods_take_their_varargs_by_keyword_as_pytorchs(call, shape):
+    assert tuple(call(onnxnn.zeros(2, 3)).shape) == shape

@@ -45,6 +45,8 @@ VIEWS = [
     ("split", lambda x: x.split(2, dim=1)[1], lambda a: a[:, 2:4]),
     ("chunk", lambda x: x.chunk(3, 0)[1], lambda a: a[1:2]),
     ("swapaxes by name", lambda x: x.swapaxes(axis0=0, axis1=1), lambda a: np.swapaxes(a, 0, 1)),
+    ("permute by name", lambda x: x.permute(dims=(1, 0)), lambda a: a.T),
+    ("view by name", lambda x: x.view(size=(2, 6)), lambda a: a.reshape(2, 6)),
     ("mH", lambda x: x.mH, lambda a: np.swapaxes(a, -2, -1)),
     ("H", lambda x: x.H, lambda a: a.T),
     ("adjoint", lambda x: x.adjoint(), lambda a: np.swapaxes(a, -2, -1)),
