@@ -53,6 +53,16 @@ def test_structures_are_collated_field_by_field():
     assert isinstance(pairs, list)  # a tuple sample gives a list, as in PyTorch
     assert pairs[0].numpy().tolist() == [1, 4]
     assert [column.numpy().tolist() for column in pairs[1]] == [[2.0, 5.0], [3.0, 6.0]]
+    # A field of tuple samples is collated from zip's tuple: strings stay a tuple (in a dict, a list).
+    assert default_collate([(1, "x"), (2, "y")])[1] == ("x", "y")
+
+
+def test_a_defaultdict_sample_keeps_its_default_factory():
+    from collections import defaultdict
+
+    samples = [defaultdict(int, {"a": 1}), defaultdict(int, {"a": 2})]
+    for batch in (default_collate(samples), default_convert(samples[0])):
+        assert isinstance(batch, defaultdict) and batch["missing"] == 0
 
 
 @pytest.mark.parametrize(

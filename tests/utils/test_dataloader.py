@@ -300,3 +300,28 @@ def test_what_the_batches_are_built_from_cannot_change_after_construction(name):
         setattr(loader, name, getattr(loader, name))
     loader.num_workers = 0  # the others may change
     assert [batch.tolist() for batch in loader] == [[0, 1], [2, 3], [4]]
+
+
+class _BatchedOnly(Dataset):
+    """A dataset read a batch at a time (a database query, a memory-mapped file): no __getitem__."""
+
+    def __init__(self, size: int):
+        self.size = size
+
+    def __getitems__(self, indices):
+        return [10 * index for index in indices]
+
+    def __len__(self) -> int:
+        return self.size
+
+
+def test_a_datasets_batched_read_is_used_through_subsets_and_stacks():
+    from onnxnn.utils.data import StackDataset, Subset
+
+    loader = DataLoader(_BatchedOnly(5), batch_size=2)
+    assert [batch.tolist() for batch in loader] == [[0, 10], [20, 30], [40]]
+    subset = Subset(_BatchedOnly(5), [4, 2, 0])
+    assert [batch.tolist() for batch in DataLoader(subset, batch_size=3)] == [[40, 20, 0]]
+    stacked = StackDataset(_BatchedOnly(3), TensorDataset(onnxnn.arange(3)))
+    (first, (second,)), *_ = DataLoader(stacked, batch_size=3)
+    assert first.tolist() == [0, 10, 20] and second.tolist() == [0, 1, 2]

@@ -86,6 +86,9 @@ class _MapFetcher:
 
     def fetch(self, indices):
         if self.auto_collation:
+            read_batch = getattr(self.dataset, "__getitems__", None)
+            if read_batch:  # the dataset's own batched read, which PyTorch's fetcher prefers
+                return self.collate_fn(read_batch(list(indices)))
             return self.collate_fn([self.dataset[index] for index in indices])
         return self.collate_fn(self.dataset[indices])
 

@@ -10,6 +10,7 @@ Mixed dtypes stack in PyTorch's promoted dtype, not numpy's (int32 with float32 
 from __future__ import annotations
 
 import collections.abc
+import copy
 import functools
 from typing import Any
 
@@ -47,20 +48,27 @@ def _stack(arrays: list[np.ndarray]) -> Tensor:
 
 
 def _rebuild(template, items):
-    """``items`` in ``template``'s container type when it can be built from them, else as given."""
+    """``items`` in ``template``'s container type when it can be built from them, else as given.
+
+    A mutable mapping is a copy of ``template`` updated with them, as PyTorch's: a ``defaultdict``
+    keeps its default factory, which a rebuild from the items alone would drop."""
+    if isinstance(template, collections.abc.MutableMapping):
+        clone = copy.copy(template)
+        clone.update(items)
+        return clone
     try:
         return type(template)(items)
     except TypeError:
         return items
 
 
-def default_collate(batch: list) -> Any:
+def default_collate(batch: list | tuple) -> Any:
     """Merges a list of samples into a batch, adding a leading batch dimension.
 
     Tensors, numpy arrays and numpy scalars are stacked into one tensor; Python floats become a
-    float64 tensor, ints an int64 tensor, bools a bool tensor; strings and bytes stay a list;
-    mappings, namedtuples and sequences are collated field by field (a tuple gives a list, as in
-    PyTorch).
+    float64 tensor, ints an int64 tensor, bools a bool tensor; strings and bytes stay as the batch
+    holds them (a list; a tuple for a field of tuple samples); mappings, namedtuples and sequences
+    are collated field by field (a tuple gives a list, as in PyTorch).
 
     Args:
         batch: the samples, as a dataset returns them.
@@ -100,13 +108,14 @@ def default_collate(batch: list) -> Any:
     if isinstance(element, collections.abc.Mapping):
         collated = {key: default_collate([sample[key] for sample in batch]) for key in element}
         return _rebuild(element, collated)
+    # Fields are collated from zip's tuples, as PyTorch's: a field of strings stays a tuple.
     if _is_namedtuple(element):
-        return type(element)(*(default_collate(list(samples)) for samples in zip(*batch)))
+        return type(element)(*(default_collate(samples) for samples in zip(*batch)))
     if isinstance(element, collections.abc.Sequence):
         size = len(element)
         if any(len(sample) != size for sample in batch):
             raise RuntimeError("each element in list of batch should be of equal size")
-        fields = [default_collate(list(samples)) for samples in zip(*batch)]
+        fields = [default_collate(samples) for samples in zip(*batch)]
         if isinstance(element, tuple):
             return fields
         return _rebuild(element, fields)

@@ -84,6 +84,16 @@ class TensorDataset(Dataset):
         return self.tensors[0].shape[0]
 
 
+def _read_many(dataset, indices: list) -> list:
+    read_batch = getattr(dataset, "__getitems__", None)
+    if not read_batch:
+        return [dataset[index] for index in indices]
+    samples = read_batch(indices)
+    if len(samples) != len(indices):
+        raise ValueError(f"Nested dataset's output size mismatch. Expected {len(indices)}, got {len(samples)}")
+    return list(samples)
+
+
 class StackDataset(Dataset):
     """Sample ``i`` is ``(d[i] for d in args)``, or ``{key: d[i]}`` for keyword datasets.
 
@@ -115,6 +125,14 @@ class StackDataset(Dataset):
         if isinstance(self.datasets, dict):
             return {key: dataset[index] for key, dataset in self.datasets.items()}
         return tuple(dataset[index] for dataset in self.datasets)
+
+    def __getitems__(self, indices: list) -> list:
+        """The samples at ``indices``, each dataset read by its own batched read where it has one."""
+        datasets = self.datasets.values() if isinstance(self.datasets, dict) else self.datasets
+        columns = [_read_many(dataset, indices) for dataset in datasets]
+        if isinstance(self.datasets, dict):
+            return [dict(zip(self.datasets, row)) for row in zip(*columns)]
+        return [tuple(row) for row in zip(*columns)]
 
     def __len__(self) -> int:
         return self._length
@@ -157,6 +175,13 @@ class Subset(Dataset[T_co]):
 
     def __getitem__(self, index):
         return self.dataset[self.indices[index]]
+
+    def __getitems__(self, indices: list) -> list:
+        # The wrapped dataset's batched read where it has one, as PyTorch's Subset passes it on.
+        read_batch = getattr(self.dataset, "__getitems__", None)
+        if read_batch:
+            return read_batch([self.indices[index] for index in indices])
+        return [self.dataset[self.indices[index]] for index in indices]
 
     def __len__(self) -> int:
         return len(self.indices)
