@@ -52,6 +52,7 @@ import json
 import math
 import os
 import sys
+import warnings
 from collections import OrderedDict
 from typing import IO, Any, Union
 
@@ -59,11 +60,12 @@ import numpy as np
 
 from ..errors import CheckpointError
 from ..ir import dtypes
-from ..ir.device import CPU, as_device, cuda_is_available, device
+from ..ir.device import CPU, device
 from ..nn.parameter import Parameter
 from ..runtime.internal import constant_tensor, realize_values
 from ..runtime.tensor import Size, Tensor
 from .atomic_write import write_atomically
+from .checkpoint_devices import DeviceMap
 from .restricted_unpickler import MAX_DEPTH, describe
 from .safetensors_format import parse_json, read_safetensors, write_safetensors
 from .torch_checkpoint import LEGACY_MAGIC, PendingTensor, read_torch_zip, resolve_marker
@@ -121,7 +123,15 @@ def save(obj: Any, f: FileLike) -> None:
         raise TypeError(f"save() expected a path or a binary file object for f, got {type(f).__name__}")
 
 
-def load(f: FileLike, map_location=None, *, weights_only: bool = True) -> Any:
+def load(
+    f: FileLike,
+    map_location=None,
+    pickle_module=None,
+    *,
+    weights_only: bool = True,
+    mmap: bool | None = None,
+    **pickle_load_args: Any,
+) -> Any:
     """Loads an object saved by :func:`save`, a safetensors file, or a PyTorch ``torch.save`` checkpoint.
 
     The format is recognized from the file's content, not its name. PyTorch checkpoints are read
@@ -133,10 +143,15 @@ def load(f: FileLike, map_location=None, *, weights_only: bool = True) -> Any:
     Args:
         f: a path, or a binary file object positioned at the start of the checkpoint.
         map_location: where tensors go: ``None`` (the device each was saved from), a device or a
-            device string (all tensors), or a dict mapping saved locations to devices
-            (``{"cuda:0": "cpu"}``).
-        weights_only: accepted for PyTorch compatibility; onnxnn only ever loads data, whatever
-            its value.
+            device string (all tensors; PyTorch's ``torch.device`` too), a dict mapping saved
+            locations to devices (``{"cuda:0": "cpu"}``), or a callable ``(storage, location)``
+            as PyTorch's, called with a stand-in storage whose ``cpu()``, ``cuda(index)`` and
+            ``to(device)`` choose the device (``lambda storage, location: storage`` keeps tensors
+            on the CPU).
+        pickle_module, weights_only, **pickle_load_args: accepted for PyTorch compatibility:
+            onnxnn only ever loads data with its own restricted unpickler, whatever their values
+            (PyTorch ignores ``pickle_load_args`` with ``weights_only=True`` too, with a warning).
+        mmap: accepted for PyTorch compatibility: the file is read, not mapped.
 
     Raises:
         CheckpointError: the file is empty, truncated, damaged, malformed or not a checkpoint, or a
@@ -150,7 +165,9 @@ def load(f: FileLike, map_location=None, *, weights_only: bool = True) -> Any:
         >>> model.load_state_dict(onnxnn.load("model.safetensors"))
         >>> state = onnxnn.load("resnet18.pth", map_location="cpu")
     """
-    device_map = _DeviceMap(map_location)
+    if pickle_load_args:
+        warnings.warn("pickle_load_args only works if `weights_only=False`.", stacklevel=2)
+    device_map = DeviceMap(map_location)
     data, source = _read_input(f)
     loaded = _parse(data, source)
     try:
@@ -491,49 +508,7 @@ class _Decoder:
 
 
 # --------------------------------------------------------------------------------------- materializing
-class _DeviceMap:
-    """Resolves the location a tensor was saved from to the device ``map_location`` asks for."""
-
-    def __init__(self, map_location):
-        self._target = None
-        self._table: dict[str, device] = {}
-        if isinstance(map_location, dict):
-            self._table = {str(key): as_device(value) for key, value in map_location.items()}
-        elif isinstance(map_location, (str, device)):
-            self._target = as_device(map_location)
-        elif map_location is not None:
-            raise TypeError(
-                "map_location should be None, a device, a device string or a dict of locations, got "
-                f"{type(map_location).__name__} (onnxnn has no storages to pass to a callable)"
-            )
-        self._resolved: dict[str, device] = {}
-
-    def __call__(self, location: str) -> device:
-        resolved = self._resolved.get(location)
-        if resolved is not None:
-            return resolved
-        if self._target is not None:
-            resolved = self._target
-        elif location in self._table:
-            resolved = self._table[location]
-        else:
-            try:
-                resolved = device(location)
-            except RuntimeError:
-                raise RuntimeError(
-                    f"don't know how to restore data location {location!r}: pass map_location, e.g. map_location='cpu'"
-                ) from None
-        if resolved.type == "cuda" and not cuda_is_available():
-            raise RuntimeError(
-                "Attempting to deserialize object on a CUDA device but onnxnn.cuda.is_available() "
-                "is False. If you are running on a CPU-only machine, please use onnxnn.load with "
-                "map_location='cpu' to map your tensors to the CPU."
-            )
-        self._resolved[location] = resolved
-        return resolved
-
-
-def _make_tensor(pending: PendingTensor, device_map: _DeviceMap) -> Tensor:
+def _make_tensor(pending: PendingTensor, device_map: DeviceMap) -> Tensor:
     tensor = constant_tensor(pending.array, pending.dtype, device_map(pending.location))
     requires_grad = pending.requires_grad and pending.dtype.is_floating_point
     if pending.parameter:
@@ -541,7 +516,7 @@ def _make_tensor(pending: PendingTensor, device_map: _DeviceMap) -> Tensor:
     return tensor.requires_grad_(requires_grad)
 
 
-def _materialize(value, device_map: _DeviceMap, memo: dict, depth: int):
+def _materialize(value, device_map: DeviceMap, memo: dict, depth: int):
     """Replaces PendingTensors by Tensors and checks that only plain data remains.
 
     ``memo`` maps ``id`` of every container and tensor already done to its result, so an object the

@@ -551,7 +551,28 @@ def test_pytorch_parameters_and_state_dict_metadata(tmp_path):
     assert loaded._metadata == OrderedDict([("", {"version": 1})])
 
 
-@pytest.mark.parametrize("map_location", ["cpu", onnxnn.device("cpu"), {"cuda:0": "cpu"}])
+class device:  # noqa: N801  # stands for torch.device, which map_location may be
+    def __init__(self, name: str):
+        self.type, self._name = name.split(":")[0], name
+
+    def __str__(self) -> str:
+        return self._name
+
+
+@pytest.mark.parametrize(
+    "map_location",
+    [
+        "cpu",
+        onnxnn.device("cpu"),
+        {"cuda:0": "cpu"},
+        device("cpu"),
+        # PyTorch's callable forms: the storage as it is (deserialized on the CPU), or moved.
+        lambda storage, location: storage,
+        lambda storage, location: storage.cpu(),
+        lambda storage, location: storage.to("cpu"),
+    ],
+    ids=["string", "device", "dict", "torch.device", "callable", "callable cpu()", "callable to()"],
+)
 def test_map_location_moves_tensors_saved_on_cuda(tmp_path, map_location):
     torch_save({"w": FakeTensor(storage_of([1.0], np.float32, location="cuda:0"), (1,))}, tmp_path / "gpu.pt")
     loaded = load(tmp_path / "gpu.pt", map_location=map_location)
@@ -572,7 +593,8 @@ def test_tensor_saved_on_cuda_without_map_location(tmp_path):
     "location,map_location,error,message",
     [
         ("mps", None, RuntimeError, "don't know how to restore data location 'mps'"),
-        ("cpu", lambda storage, location: storage, TypeError, "map_location should be"),
+        ("cpu", lambda storage, location: 3, TypeError, "map_location returned a int"),
+        ("cpu", 3.5, TypeError, "map_location should be"),
     ],
 )
 def test_unusable_locations_are_reported(tmp_path, location, map_location, error, message):
@@ -758,3 +780,13 @@ def test_file_from_a_newer_onnxnn_is_reported(tmp_path):
     safetensors.numpy.save_file({"w": np.ones(1, np.float32)}, tmp_path / "new.safetensors", metadata)
     with pytest.raises(RuntimeError, match="written by a newer onnxnn"):
         load(tmp_path / "new.safetensors")
+
+
+def test_torch_loads_other_arguments_are_accepted(tmp_path):
+    import pickle
+
+    torch_save({"w": FakeTensor(storage_of([1.0, 2.0], np.float32), (2,))}, tmp_path / "x.pt")
+    for loaded in (load(tmp_path / "x.pt", "cpu", pickle), load(tmp_path / "x.pt", mmap=True)):
+        assert_same(loaded["w"], make(np.array([1.0, 2.0], np.float32)))
+    with pytest.warns(UserWarning, match="pickle_load_args only works if `weights_only=False`"):
+        load(tmp_path / "x.pt", encoding="latin1")
