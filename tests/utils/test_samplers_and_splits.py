@@ -156,3 +156,12 @@ def test_stack_dataset_errors(args, kwargs, message):
 def test_a_random_sampler_of_an_empty_dataset_is_refused_at_construction():
     with pytest.raises(ValueError, match="num_samples should be a positive integer value, but got num_samples=0"):
         RandomSampler([])
+
+
+def test_weighted_sampler_keeps_its_weights_as_a_float64_tensor():
+    from onnxnn.utils.data import WeightedRandomSampler
+
+    sampler = WeightedRandomSampler([1, 3], 4)
+    assert isinstance(sampler.weights, onnxnn.Tensor) and sampler.weights.dtype is onnxnn.float64
+    sampler.weights = onnxnn.tensor([0.0, 1.0], dtype=onnxnn.float64)  # read when drawn, as PyTorch's
+    assert list(sampler) == [1, 1, 1, 1]

@@ -6,7 +6,9 @@ from typing import Generic, Iterator, Sequence, TypeVar
 
 import numpy as np
 
+from ...ir import dtypes
 from ...ir.random import Generator, default_generator
+from ...runtime.creation import tensor
 
 __all__ = [
     "Sampler",
@@ -134,13 +136,13 @@ class WeightedRandomSampler(Sampler):
         values = np.asarray(weights.numpy(force=True) if hasattr(weights, "numpy") else weights, dtype=np.float64)
         if values.ndim != 1:
             raise ValueError(f"weights should be a 1d sequence but given weights have shape {tuple(values.shape)}")
-        self.weights = values
+        self.weights = tensor(values, dtype=dtypes.float64)  # a float64 tensor, as PyTorch's attribute
         self.num_samples = num_samples
         self.replacement = replacement
         self.generator = generator
 
     def __iter__(self) -> Iterator[int]:
-        weights = self.weights
+        weights = np.asarray(self.weights.numpy(force=True), dtype=np.float64)  # as it is now: it may be set
         if not np.isfinite(weights).all() or (weights < 0).any():
             raise RuntimeError("invalid multinomial distribution (encountering probability entry < 0)")
         if weights.sum() <= 0:
