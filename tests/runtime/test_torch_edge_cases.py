@@ -369,3 +369,20 @@ def test_computed_indices_in_range_and_ignored_targets_are_read():
 )
 def test_shape_methods_take_their_varargs_by_keyword_as_pytorchs(call, shape):
     assert tuple(call(onnxnn.zeros(2, 3)).shape) == shape
+
+
+def test_a_weight_changed_after_the_forward_is_read_only_if_the_input_needs_its_gradient():
+    # PyTorch's addmm saves the weight only for the input's gradient: updating the weight in place
+    # between forward and backward is no error when the input needs none (the first layer).
+    layer = onnxnn.nn.Linear(2, 1)
+    loss = layer(onnxnn.ones(3, 2)).sum()
+    with onnxnn.no_grad():
+        layer.weight.mul_(2.0)
+    loss.backward()
+    assert layer.weight.grad.tolist() == [[3.0, 3.0]]
+    inputs = onnxnn.ones(3, 2, requires_grad=True)
+    loss = layer(inputs).sum()
+    with onnxnn.no_grad():
+        layer.weight.mul_(2.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()

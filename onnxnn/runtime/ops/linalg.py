@@ -47,16 +47,17 @@ _TRANSPOSE_A, _TRANSPOSE_B = FrozenAttributes(transA=1), FrozenAttributes(transB
 
 @gradient_rules.register("MatMul")
 def _matmul_grad(ctx, g):
-    a, b = ctx.input(0), ctx.input(1)
     # The common layer shapes in as few nodes as possible (one Gemm per gradient); other ranks
-    # take the general path below.
+    # take the general path below. Each operand is read only for the other's gradient, as PyTorch
+    # saves it: a weight changed in place after the forward is no error when the input needs no gradient.
     need_a, need_b = ctx.needs_input_grad(0), ctx.needs_input_grad(1)
-    a_rank, b_rank = len(a._value.shape), len(b._value.shape)
+    a_rank, b_rank = len(ctx.input_shape(0)), len(ctx.input_shape(1))
     if a_rank == 2 and b_rank == 2:
         return (
-            apply_op("Gemm", (g, b), _TRANSPOSE_B, "MmBackward0") if need_a else None,
-            apply_op("Gemm", (a, g), _TRANSPOSE_A, "MmBackward0") if need_b else None,
+            apply_op("Gemm", (g, ctx.input(1)), _TRANSPOSE_B, "MmBackward0") if need_a else None,
+            apply_op("Gemm", (ctx.input(0), g), _TRANSPOSE_A, "MmBackward0") if need_b else None,
         )
+    a, b = ctx.input(0), ctx.input(1)
     if a_rank == 1 and b_rank == 2:
         # The outer product a g^T as a broadcast Mul: one node fewer than a Gemm of two unsqueezed vectors.
         column = apply_op("Unsqueeze", (a, int64_constant([1])), None, "UnsqueezeBackward0") if need_b else None
@@ -114,17 +115,18 @@ def _checked_gemm_shape(inputs, attrs):
 def _gemm_grad(ctx, g):
     alpha, beta = ctx.attrs.get("alpha", 1.0), ctx.attrs.get("beta", 1.0)
     trans_a, trans_b = ctx.attrs.get("transA", 0), ctx.attrs.get("transB", 0)
-    a, b = ctx.input(0), ctx.input(1)
     grad_c = None
     if ctx.num_inputs > 2 and ctx.input_value(2) is not None:
         grad_c = g * beta if beta != 1.0 else g
     if alpha == 1.0 and not trans_a and trans_b:
-        # F.linear's x W^T (+ b): dx = g W and dW = g^T x, one Gemm each and no Transpose node.
+        # F.linear's x W^T (+ b): dx = g W and dW = g^T x, one Gemm each and no Transpose node. Each
+        # operand is read only for the other's gradient (PyTorch's addmm saves it only then).
         return (
-            apply_op("Gemm", (g, b), None, "MmBackward0") if ctx.needs_input_grad(0) else None,
-            apply_op("Gemm", (g, a), _TRANSPOSE_A, "MmBackward0") if ctx.needs_input_grad(1) else None,
+            apply_op("Gemm", (g, ctx.input(1)), None, "MmBackward0") if ctx.needs_input_grad(0) else None,
+            apply_op("Gemm", (g, ctx.input(0)), _TRANSPOSE_A, "MmBackward0") if ctx.needs_input_grad(1) else None,
             grad_c,
         )
+    a, b = ctx.input(0), ctx.input(1)
     a_matrix = a.t() if trans_a else a
     b_matrix = b.t() if trans_b else b
     grad_a_matrix = matmul(g, b_matrix.t())
