@@ -248,3 +248,13 @@ def test_an_overflow_in_a_float16_backward_reaches_the_same_parameters_on_both_e
         np.testing.assert_array_equal(np.isinf(on_sessions), np.isinf(on_kernels))
         np.testing.assert_array_equal(round_to("float16", on_sessions), on_sessions)
     assert np.isinf(updated["kernels"][0]).any(), "the case no longer overflows: it tests nothing"
+
+
+@pytest.mark.parametrize("dtype_name", ["float16", "bfloat16"])
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_floor_division_by_a_python_number_divides_in_float32(executor, dtype_name):
+    # PyTorch's opmath keeps the number unrounded: 0.7 in bfloat16 is 0.69921875, by which 5.59375 is 8.
+    values = round_to(dtype_name, [5.59375, -5.59375, 2.0, 0.3])
+    expected = round_to(dtype_name, np.floor(values / np.float32(0.7)))
+    actual = run(executor, lambda x: x // 0.7, low(dtype_name, values))
+    np.testing.assert_array_equal(actual, expected)

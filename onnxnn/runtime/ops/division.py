@@ -50,6 +50,13 @@ def _rounded_division(input, other, rounding_mode: str) -> Tensor:
     (a, b), result_dtype = promote_operands([input, other])
     if not result_dtype.is_floating_point:
         return _integer_division(_as_tensor(a), _as_tensor(b), rounding_mode)
+    if result_dtype in (dtypes.float16, dtypes.bfloat16) and not (
+        isinstance(input, Tensor) and isinstance(other, Tensor)
+    ):
+        # PyTorch's opmath: a Python number divides a half-precision tensor in float32, unrounded (0.7
+        # in bfloat16 is 0.69921875, and 5.59375 // it would be 8, not 7), and the quotient rounds once.
+        widened = [operand.float() if isinstance(operand, Tensor) else operand for operand in (input, other)]
+        return _rounded_division(widened[0], widened[1], rounding_mode).to(result_dtype)
     a, b = _as_tensor(a).detach(), _as_tensor(b).detach()
     quotient = apply_op("Div", (a, b), None, "DivBackward0")
     if rounding_mode == "trunc":
