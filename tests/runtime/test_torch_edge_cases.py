@@ -293,6 +293,9 @@ MASK = onnxnn.tensor([True, False])
         lambda: onnxnn.zeros(2, dtype=onnxnn.int8).__setitem__(0, 200),
         lambda: onnxnn.zeros(2, dtype=onnxnn.uint8).__setitem__(0, 256),
         lambda: onnxnn.zeros(2).__setitem__(0, 1e300),
+        # An integer power's exponent must fit the tensor's dtype too (uint8 ** 300 was 0).
+        lambda: onnxnn.tensor([2], dtype=onnxnn.uint8) ** 300,
+        lambda: onnxnn.tensor([2], dtype=onnxnn.int32) ** 2**40,
     ],
 )
 def test_fill_values_the_dtype_cannot_hold_are_refused(call):

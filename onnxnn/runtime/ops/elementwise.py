@@ -396,6 +396,8 @@ def pow(input, exponent) -> Tensor:
             return input.clone()  # a new tensor: an in-place change of the result must not reach input
         if exponent < 0 and not isinstance(exponent, float) and not input._value.dtype.is_floating_point:
             raise RuntimeError("Integers to negative integer powers are not allowed.")
+        if isinstance(exponent, int) and not isinstance(exponent, bool) and input._value.dtype.category == 1:
+            check_number_fits(exponent, input._value.dtype)  # PyTorch's: uint8 ** 300 is refused, not 0
         if exponent == 2 and input._value.dtype.is_floating_point:
             return apply_op("Mul", (input, input), None, "PowBackward0")
         if exponent == 0.5 and input._value.dtype.is_floating_point:
