@@ -15,6 +15,7 @@ import numpy as np
 
 from ...ir import dtypes
 from ...runtime.internal import constant_tensor
+from ...runtime.ops.opmath import rounded, widened
 from ...runtime.ops.shape import cat as _cat
 from ...runtime.tensor import Tensor, outside_autocast
 from ._dropout import dropout
@@ -111,10 +112,9 @@ def scaled_dot_product_attention(
             raise RuntimeError("Number of heads in key and value must divide the number of heads in query")
         key = key.repeat_interleave(heads // kv_heads, dim=-3)
         value = value.repeat_interleave(heads // kv_heads, dim=-3)
-    # Half-precision scores are computed and normalized in float32, as PyTorch's CPU kernel does: Q K^T
-    # of float16 rows overflows (inf - inf: NaN weights) before the scaling would bring it back.
-    compute = dtypes.float32 if query.dtype in (dtypes.float16, dtypes.bfloat16) else query.dtype
-    scores = (query.to(compute) @ key.to(compute).transpose(-2, -1)) * factor
+    # Half-precision scores are computed and normalized in float32 (opmath), as PyTorch's CPU kernel does:
+    # Q K^T of float16 rows overflows (inf - inf: NaN weights) before the scaling would bring it back.
+    scores = (widened(query) @ widened(key).transpose(-2, -1)) * factor
     bias = None
     if is_causal:
         bias = _constant(query, np.where(np.tril(np.ones((length, source), dtype=bool)), 0.0, -np.inf))
@@ -132,7 +132,7 @@ def scaled_dot_product_attention(
         weights = scores.softmax(dim=-1)
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p, training=True)
-    return weights.to(value.dtype) @ value
+    return rounded(weights, value.dtype) @ value
 
 
 def _canonical_mask(

@@ -11,6 +11,7 @@ from ...runtime import ops as _ops
 from ...runtime.grad_mode import no_grad
 from ...runtime.internal import full_tensor
 from ...runtime.ops.normalization import check_running_statistics_without_grad
+from ...runtime.ops.opmath import REDUCED_FLOATS, rounded, widened
 from ...runtime.tensor import Tensor, apply_op
 
 __all__ = ["batch_norm", "group_norm", "rms_norm", "normalize"]
@@ -107,15 +108,14 @@ def batch_norm(
     )
 
 
-# Half-precision inputs are normalized in float32 and rounded once, as PyTorch's CPU kernel computes
-# their statistics: a channel whose values pass 256 has squares past float16's largest (65504).
-_LOW_PRECISION = frozenset({dtypes.float16, dtypes.bfloat16})
-
-
 def _batch_norm_training(input, running_mean, running_var, weight, bias, momentum, eps, stat_shape):
-    if input.dtype in _LOW_PRECISION:
-        output = _batch_norm_training(input.float(), running_mean, running_var, weight, bias, momentum, eps, stat_shape)
-        return output.to(input.dtype)
+    if input.dtype in REDUCED_FLOATS:
+        # Normalized in float32 and rounded once (opmath), as PyTorch's CPU kernel computes half-precision
+        # statistics: a channel whose values pass 256 has squares past float16's largest (65504).
+        output = _batch_norm_training(
+            widened(input), running_mean, running_var, weight, bias, momentum, eps, stat_shape
+        )
+        return rounded(output, input.dtype)
     like, channels = input.dtype, stat_shape[1]
     scale = _as_dtype(weight, like) if weight is not None else full_tensor((channels,), 1, like, input.device)
     shift = _as_dtype(bias, like) if bias is not None else full_tensor((channels,), 0, like, input.device)
@@ -143,11 +143,11 @@ def _update_running_statistics(running_mean, running_var, mean, variance, moment
         for running, batch, factor in ((running_mean, mean, 1.0), (running_var, variance, count / max(count - 1, 1))):
             if running is None:
                 continue
-            compute = dtypes.float32 if running.dtype in _LOW_PRECISION else running.dtype
-            batch = batch.detach().reshape(-1).to(compute)
+            wide = widened(running)
+            batch = batch.detach().reshape(-1).to(wide.dtype)
             if factor != 1.0:
                 batch = batch * factor
-            running.copy_(running.to(compute) * (1 - momentum) + batch * momentum)
+            running.copy_(wide * (1 - momentum) + batch * momentum)
             realize_alongside(running._value)
 
 

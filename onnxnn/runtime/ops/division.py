@@ -11,7 +11,7 @@ from ...ir import dtypes
 from ...ir.mode import MODE
 from ._common import Tensor, apply_op, promote_operands, static_scalar
 from .elementwise import ceil, clone, floor, refuse_bool, where
-from .opmath import with_float32_number
+from .opmath import REDUCED_FLOATS, rounded, widened, with_float32_number
 from ..realization import host_data
 
 
@@ -50,13 +50,11 @@ def _rounded_division(input, other, rounding_mode: str) -> Tensor:
     (a, b), result_dtype = promote_operands([input, other])
     if not result_dtype.is_floating_point:
         return _integer_division(_as_tensor(a), _as_tensor(b), rounding_mode)
-    if result_dtype in (dtypes.float16, dtypes.bfloat16) and not (
-        isinstance(input, Tensor) and isinstance(other, Tensor)
-    ):
+    if result_dtype in REDUCED_FLOATS and not (isinstance(input, Tensor) and isinstance(other, Tensor)):
         # PyTorch's opmath: a Python number divides a half-precision tensor in float32, unrounded (0.7
         # in bfloat16 is 0.69921875, and 5.59375 // it would be 8, not 7), and the quotient rounds once.
-        widened = [operand.float() if isinstance(operand, Tensor) else operand for operand in (input, other)]
-        return _rounded_division(widened[0], widened[1], rounding_mode).to(result_dtype)
+        wide = [widened(operand) if isinstance(operand, Tensor) else operand for operand in (input, other)]
+        return rounded(_rounded_division(wide[0], wide[1], rounding_mode), result_dtype)
     a, b = _as_tensor(a).detach(), _as_tensor(b).detach()
     quotient = apply_op("Div", (a, b), None, "DivBackward0")
     if rounding_mode == "trunc":

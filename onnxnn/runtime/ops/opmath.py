@@ -21,9 +21,9 @@ import numpy as np
 from ...ir import dtypes
 from ._common import Tensor, apply_op, scalar_constant
 
-__all__: list[str] = []
+__all__ = ["REDUCED_FLOATS", "widened", "rounded"]
 
-_REDUCED_FLOATS = (dtypes.float16, dtypes.bfloat16)
+REDUCED_FLOATS = (dtypes.float16, dtypes.bfloat16)
 
 
 def float_operands(operands: list, name: str | None = None) -> tuple[list[Tensor], dtypes.dtype]:
@@ -56,7 +56,7 @@ def float_operands(operands: list, name: str | None = None) -> tuple[list[Tensor
 
 def widened(tensor: Tensor) -> Tensor:
     """``tensor`` in the dtype PyTorch's kernels compute it in: float32 for float16/bfloat16."""
-    return tensor.to(dtypes.float32) if tensor._value.dtype in _REDUCED_FLOATS else tensor
+    return tensor.to(dtypes.float32) if tensor._value.dtype in REDUCED_FLOATS else tensor
 
 
 def rounded(result: Tensor, dtype: dtypes.dtype) -> Tensor:
@@ -80,7 +80,7 @@ def with_float32_number(op_type: str, input, other, name: str) -> Tensor | None:
     if isinstance(other, Tensor) and isinstance(input, Tensor):
         return _with_float32_scalar_tensor(op_type, input, other, name)
     tensor, number = (input, other) if isinstance(input, Tensor) else (other, input)
-    if not isinstance(tensor, Tensor) or tensor._value.dtype not in _REDUCED_FLOATS:
+    if not isinstance(tensor, Tensor) or tensor._value.dtype not in REDUCED_FLOATS:
         return None
     if isinstance(number, bool) or not isinstance(number, (int, float)):
         return None
@@ -104,12 +104,12 @@ def _with_float32_scalar_tensor(op_type: str, input, other: Tensor, name: str) -
     scalar_dtype, input_dtype = other._value.dtype, input._value.dtype
     # Cheapest tests first: only a float16/bfloat16 first operand can give a half result with a
     # scalar of another dtype (an integer one would take the scalar's dtype).
-    if input_dtype not in _REDUCED_FLOATS or scalar_dtype is input_dtype or scalar_dtype is dtypes.bool:
+    if input_dtype not in REDUCED_FLOATS or scalar_dtype is input_dtype or scalar_dtype is dtypes.bool:
         return None
     if any(size != 1 for size in other._value.shape):
         return None
     result_dtype = dtypes.result_type([(input_dtype, len(input._value.shape)), (scalar_dtype, len(other._value.shape))])
-    if result_dtype not in _REDUCED_FLOATS or scalar_dtype is result_dtype:
+    if result_dtype not in REDUCED_FLOATS or scalar_dtype is result_dtype:
         return None
     wide = input.to(result_dtype).to(dtypes.float32)
     result = apply_op(op_type, (wide, other.to(dtypes.float32)), None, name)

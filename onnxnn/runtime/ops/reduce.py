@@ -13,6 +13,7 @@ from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ._common import Tensor, apply_op, int64_constant, normalize_axes
 from . import comparison as _c
 from .elementwise import maximum, minimum, nan_everywhere, onnx_sign, where
+from .opmath import REDUCED_FLOATS, rounded, widened
 from ..realization import data_of
 
 _REDUCE_OPS = (
@@ -403,17 +404,12 @@ def _extremum_along(input: Tensor, dim: int, keepdim: bool, arg_op: str, reduce_
     return values, indices
 
 
-# PyTorch computes the statistics of half-precision tensors (var, std, p-norms) in float32 and rounds the
-# result once: the squares (p-th powers) of float16 values past 256 (40) overflow, and bfloat16 would
-# round every term.
-LOW_PRECISION = (dtypes.float16, dtypes.bfloat16)
-
-
 def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
     """Variance over ``dim`` (all dims when None or empty) with Bessel's correction by default
     (``correction=1``); ``var(x, False)`` is PyTorch's ``var(input, unbiased)`` overload."""
-    if input.dtype in LOW_PRECISION:
-        return var(input.float(), dim, unbiased, keepdim, correction=correction).to(input.dtype)
+    if input.dtype in REDUCED_FLOATS:
+        # In float32, rounded once (opmath): the squares of float16 values past 256 overflow.
+        return rounded(var(widened(input), dim, unbiased, keepdim, correction=correction), input.dtype)
     dim, unbiased = unbiased_overload(dim, unbiased)
     if correction is None:
         correction = 0 if unbiased is False else 1
@@ -428,8 +424,8 @@ def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correc
 
 
 def std(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
-    if input.dtype in LOW_PRECISION:  # the root taken before rounding: a variance past 65504 has a float16 root
-        return std(input.float(), dim, unbiased, keepdim, correction=correction).to(input.dtype)
+    if input.dtype in REDUCED_FLOATS:  # the root taken before rounding: a variance past 65504 has a float16 root
+        return rounded(std(widened(input), dim, unbiased, keepdim, correction=correction), input.dtype)
     return root(var(input, dim, unbiased, keepdim, correction=correction), 2)
 
 
@@ -508,8 +504,8 @@ def norm(input: Tensor, p=2, dim=None, keepdim: bool = False) -> Tensor:
         return _extremum("ReduceMax" if p > 0 else "ReduceMin", input.abs(), dim, keepdim, "LinalgVectorNormBackward0")
     if p == 0:
         return (input != 0).to(input.dtype).sum(dim, keepdim)  # the count of nonzero elements
-    if input.dtype in LOW_PRECISION:
-        return norm(input.float(), p, dim, keepdim).to(input.dtype)
+    if input.dtype in REDUCED_FLOATS:  # in float32 (opmath): the p-th powers of float16 values overflow
+        return rounded(norm(widened(input), p, dim, keepdim), input.dtype)
     return root(powers(input.abs(), p).sum(dim, keepdim), p)
 
 
