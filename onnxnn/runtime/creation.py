@@ -209,6 +209,19 @@ def check_fits(values: np.ndarray, target: dtypes.dtype, floating: bool = False)
         raise RuntimeError(f"value cannot be converted to type {target.name} without overflow")
 
 
+_FLOAT32_LARGEST = float(np.finfo(np.float32).max)
+
+
+def check_number_fits(number, target: dtypes.dtype, floating: bool = False) -> None:
+    """``check_fits`` for one Python number; ``floating`` checks float dtypes too. The common float32
+    and float64 cases return at once (fills, bounds and setitem values are on hot paths)."""
+    if target is dtypes.float64 or (target is dtypes.float32 and builtins.abs(number) <= _FLOAT32_LARGEST):
+        return
+    if not floating and target.is_floating_point:
+        return
+    check_fits(np.array(number), target, floating=floating)
+
+
 def as_tensor(data, dtype=None, device=None) -> Tensor:
     """Converts ``data`` to a tensor, sharing it when it already is one of the right dtype and device."""
     if dtype is not None:

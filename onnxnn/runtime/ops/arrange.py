@@ -14,7 +14,8 @@ import numpy as np
 from ...ir import dtypes
 from ._common import Tensor, apply_op, broadcast_shapes, normalize_axes, with_zero_gradients
 from ..realization import host_data
-from .elementwise import check_number_fits, where
+from ..creation import check_number_fits
+from .elementwise import where
 from ..tensor import outside_autocast
 from .indexing import check_bounds
 from .shape import cat, flip, slice_axis
@@ -451,18 +452,16 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
             "masked_fill_ only supports boolean masks, but got mask with dtype "
             f"{getattr(mask, 'dtype', type(mask).__name__)}"
         )
+    _check_fill_value(value, input.dtype)
     if isinstance(value, Tensor):
         if value.dim() != 0:
             raise RuntimeError(
                 f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                 f"{value.dim()} dimension(s)."
             )
-        _check_fill_value(value, input.dtype)
         value = value.to(input.dtype)
-    else:
-        _check_fill_value(value, input.dtype)
-        if not input.dtype.is_floating_point and isinstance(value, float):
-            value = int(value)
+    elif not input.dtype.is_floating_point and isinstance(value, float):
+        value = int(value)
     result = where(mask, value, input)
     return result if result.dtype is input.dtype else result.to(input.dtype)
 

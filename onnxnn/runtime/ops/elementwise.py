@@ -10,7 +10,6 @@ from __future__ import annotations
 import builtins
 import math
 
-import numpy as np
 
 from ...ir import dtypes
 from ...ir.graph import Value
@@ -26,7 +25,7 @@ from ._common import (
     same_shape,
     static_scalar,
 )
-from ..creation import check_fits
+from ..creation import check_number_fits
 from .abs_gradient import abs_gradient as _abs_gradient
 from .indexing import nonzero
 from .opmath import rounded, widened, with_float32_number
@@ -601,19 +600,6 @@ def where(condition: Tensor, input=None, other=None):
             if not isinstance(operand, Tensor):
                 check_number_fits(operand, result_dtype)
     return apply_op("Where", (condition, a, b), None, "WhereBackward0")
-
-
-_FLOAT32_LARGEST = float(np.finfo(np.float32).max)
-
-
-def check_number_fits(number, target: dtypes.dtype, floating: bool = False) -> None:
-    """PyTorch's overflow error for a Python number that ``target`` cannot hold (``creation.check_fits``);
-    ``floating`` checks float dtypes too. The common float32 and float64 cases return at once."""
-    if target is dtypes.float64 or (target is dtypes.float32 and builtins.abs(number) <= _FLOAT32_LARGEST):
-        return
-    if not floating and target.is_floating_point:
-        return
-    check_fits(np.array(number), target, floating=floating)
 
 
 def clone(input: Tensor) -> Tensor:

@@ -22,7 +22,7 @@ import numpy as np
 from ...ir import dtypes
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ._common import Tensor, apply_op, broadcast_shapes, int64_constant, normalize_axes
-from ..creation import check_fits
+from ..creation import check_number_fits
 from ..realization import data_of, host_data
 from .index_plan import IndexPlan, as_int64, sequence_as_tuple
 
@@ -223,7 +223,7 @@ def _value_tensor(value, input: Tensor) -> Tensor:
     if isinstance(value, (int, float, np.number)):
         # PyTorch's checked conversion: out of the dtype's range is refused, except the negatives an
         # unsigned dtype wraps (uint8 -1 is 255).
-        check_fits(np.array(value), input.dtype, floating=True)
+        check_number_fits(value, input.dtype, floating=True)
         if input.dtype in _UNSIGNED and value < 0:
             value = int(value) % (int(np.iinfo(input.dtype.numpy_dtype).max) + 1)
         return Tensor._full((), value, input.dtype, input.device)
