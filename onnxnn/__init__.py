@@ -460,11 +460,12 @@ from .runtime.ops import (  # noqa: E402,F401
     pinverse,
     nuclear_norm,
 )
-from .runtime.views import VIEW_FUNCTIONS as _VIEW_FUNCTIONS, view_function as _view_function  # noqa: E402
+from .runtime.views import VIEW_OPS as _VIEW_OPS, view_function as _view_function  # noqa: E402
 
 # onnxnn.transpose(x, 0, 1), onnxnn.split(x, 2), ...: the same linked views as the methods make.
-for _name in _VIEW_FUNCTIONS:
-    globals()[_name] = _view_function(_name, globals()[_name], Tensor)
+for _name in _VIEW_OPS:
+    if _name in globals():
+        globals()[_name] = _view_function(_name, globals()[_name], Tensor)
 del _name
 
 from .runtime.windows import (  # noqa: E402,F401

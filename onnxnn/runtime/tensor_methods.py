@@ -359,12 +359,15 @@ class TensorMethods:
 
     # ---------------------------------------------------------------- shape
     def reshape(self, *shape, **named):
-        return ops.reshape(self, *_varargs_or_keyword(shape, named, "shape", "reshape"))
+        if named:
+            shape = _varargs_or_keyword(shape, named, "shape", "reshape")
+        return ops.reshape(self, *shape)
 
     def view(self, *shape, **named):
-        if named.keys() == {"dtype"} and not shape:
-            return ops.view_dtype(self, named["dtype"])
-        shape = _varargs_or_keyword(shape, named, "size", "view")
+        if named:
+            if named.keys() == {"dtype"} and not shape:
+                return ops.view_dtype(self, named["dtype"])
+            shape = _varargs_or_keyword(shape, named, "size", "view")
         if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)):
             return ops.view_dtype(self, shape[0])
         return ops.reshape(self, *shape)
@@ -383,7 +386,9 @@ class TensorMethods:
         return ops.reshape(self, self.shape[:dim] + tuple(sizes) + self.shape[dim + 1 :])
 
     def permute(self, *dims, **named):
-        return ops.permute(self, *_varargs_or_keyword(dims, named, "dims", "permute"))
+        if named:
+            dims = _varargs_or_keyword(dims, named, "dims", "permute")
+        return ops.permute(self, *dims)
 
     def transpose(self, dim0, dim1):
         return ops.transpose(self, dim0, dim1)
@@ -406,7 +411,9 @@ class TensorMethods:
         return ops.unsqueeze(self, dim)
 
     def expand(self, *sizes, **named):
-        return ops.expand(self, *_varargs_or_keyword(sizes, named, "size", "expand"))
+        if named:
+            sizes = _varargs_or_keyword(sizes, named, "size", "expand")
+        return ops.expand(self, *sizes)
 
     def expand_as(self, other):
         return ops.expand_as(self, other)
@@ -415,7 +422,9 @@ class TensorMethods:
         return ops.broadcast_to(self, shape)
 
     def repeat(self, *sizes, **named):
-        return ops.repeat(self, *_varargs_or_keyword(sizes, named, "repeats", "repeat"))
+        if named:
+            sizes = _varargs_or_keyword(sizes, named, "repeats", "repeat")
+        return ops.repeat(self, *sizes)
 
     def tile(self, dims):
         return ops.tile(self, dims)
@@ -577,9 +586,7 @@ class TensorMethods:
 
 def _varargs_or_keyword(positional: tuple, named: dict, keyword: str, method: str) -> tuple:
     """The arguments of a method PyTorch takes as varargs or as one keyword (``x.view(size=(2, 3))``,
-    ``x.permute(dims=(1, 0))``)."""
-    if not named:
-        return positional
+    ``x.permute(dims=(1, 0))``); called only when keywords were given (these methods are on the hot path)."""
     if positional or named.keys() != {keyword}:
         unexpected = sorted(set(named) - {keyword}) or [keyword]
         raise TypeError(f"{method}() got an unexpected keyword argument '{unexpected[0]}'")

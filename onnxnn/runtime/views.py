@@ -14,7 +14,7 @@ says which of the base's elements each of the view's elements is:
   from the new value with the ops that made them.
 
 The top-level functions of these ops (``onnxnn.transpose(x, 0, 1)``, ``onnxnn.split(x, 2)``:
-``VIEW_FUNCTIONS``) call the methods, so they make the same linked views, as PyTorch's do.
+``view_function``) call the methods, so they make the same linked views, as PyTorch's do.
 
 A view of a view is linked to the root base, as PyTorch's ``_base`` is, with both ops composed:
 ``x.t()[0].fill_(1)`` reaches ``x`` though the transposed tensor in between is gone.
@@ -47,7 +47,6 @@ __all__ = [
     "VIEW_LINKS",
     "VIEWS_OF",
     "VIEW_OPS",
-    "VIEW_FUNCTIONS",
     "view_function",
     "viewing",
     "install_view_ops",
@@ -190,32 +189,6 @@ VIEW_OPS: dict[str, tuple[Callable, Callable | None]] = {
     "vsplit": (_pieces_along(lambda rank: 0), None),
     "dsplit": (_pieces_along(lambda rank: 2), None),
 }
-
-# The top-level functions of VIEW_OPS' methods (``onnxnn.transpose(x, 0, 1)`` is ``x.transpose(0, 1)``).
-VIEW_FUNCTIONS = (
-    "squeeze",
-    "unsqueeze",
-    "unflatten",
-    "t",
-    "adjoint",
-    "transpose",
-    "swapaxes",
-    "swapdims",
-    "permute",
-    "movedim",
-    "moveaxis",
-    "narrow",
-    "select",
-    "diagonal",
-    "unbind",
-    "split",
-    "chunk",
-    "tensor_split",
-    "split_with_sizes",
-    "hsplit",
-    "vsplit",
-    "dsplit",
-)
 
 # id(view) -> its link; id(base) -> its entry (a weak reference to it, with the links of its views).
 # A link is a weak reference to its view whose callback removes it, so that the links of a forward's
