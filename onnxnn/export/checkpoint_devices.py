@@ -36,6 +36,15 @@ def _chosen_device(choose, location: str) -> device:
     return as_device(result.device)
 
 
+def _is_torch_device(value) -> bool:
+    return type(value).__name__ == "device" and hasattr(value, "type")
+
+
+def _target_device(value) -> device:
+    """A device ``map_location`` names: onnxnn's, a string or a CUDA index (``as_device``), or a ``torch.device``."""
+    return as_device(str(value)) if _is_torch_device(value) else as_device(value)
+
+
 class DeviceMap:
     """Resolves the location a tensor was saved from to the device ``map_location`` asks for."""
 
@@ -44,11 +53,9 @@ class DeviceMap:
         self._table: dict[str, device] = {}
         self._choose = None
         if isinstance(map_location, dict):
-            self._table = {str(key): as_device(str(value)) for key, value in map_location.items()}
-        elif isinstance(map_location, (str, device)):
-            self._target = as_device(map_location)
-        elif type(map_location).__name__ == "device" and hasattr(map_location, "type"):
-            self._target = as_device(str(map_location))  # a torch.device
+            self._table = {str(key): _target_device(value) for key, value in map_location.items()}
+        elif isinstance(map_location, (str, device)) or _is_torch_device(map_location):
+            self._target = _target_device(map_location)
         elif callable(map_location):
             self._choose = map_location
         elif map_location is not None:

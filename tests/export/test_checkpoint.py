@@ -580,6 +580,15 @@ def test_map_location_moves_tensors_saved_on_cuda(tmp_path, map_location):
     assert_same(loaded["w"], make(np.array([1.0], np.float32)))
 
 
+def test_a_cuda_index_in_a_map_location_dict_names_that_gpu(tmp_path):
+    torch_save({"w": FakeTensor(storage_of([1.0], np.float32), (1,))}, tmp_path / "x.pt")
+    if onnxnn.cuda.is_available():
+        assert load(tmp_path / "x.pt", map_location={"cpu": 0})["w"].device == onnxnn.device("cuda", 0)
+    else:
+        with pytest.raises(RuntimeError, match="onnxnn.cuda.is_available"):
+            load(tmp_path / "x.pt", map_location={"cpu": 0})
+
+
 def test_tensor_saved_on_cuda_without_map_location(tmp_path):
     torch_save({"w": FakeTensor(storage_of([1.0], np.float32, location="cuda:0"), (1,))}, tmp_path / "gpu.pt")
     if onnxnn.cuda.is_available():
