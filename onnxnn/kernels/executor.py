@@ -307,6 +307,10 @@ class CompiledKernelPlan:
         """
         if self.straight_line is not None and MODE.fast_path and not debug and trace is None:
             return self.straight_line.run(self, inputs)
+        return self.run_loop(inputs, debug=debug, trace=trace)
+
+    def run_loop(self, inputs: list, *, debug: bool = False, trace=None) -> list:
+        """``__call__`` by the interpreted loop over the steps, whatever straight-line code the plan has."""
         xp = self.xp
         env = self.template[:]
         if xp is np and not self.emulate_bfloat16:

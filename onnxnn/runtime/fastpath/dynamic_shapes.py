@@ -39,7 +39,7 @@ from ...ir.registry import decompositions, value_blind_decompositions
 from ...ir.caches import register_cache
 from ...ir.executors import executor
 from ...ir.mode import MODE
-from .straight_line import accelerate
+from .straight_line import accelerate_when_run_again
 
 __all__ = ["ENABLED", "has_shared_graph", "shared_runner", "dynamic_info", "clear"]
 
@@ -243,7 +243,7 @@ def _compile(family: _Family, variant: _Variant, fed: list, graph: GraphPlan, ki
     key = ("symbolic sizes", family_key, variant.dims, tuple(fed), tuple(variant.shapes))
     runner = executor(kind).compile_shared(_fed_plan(family, fed, graph, key), variant.dims, graph.key[3])
     if kind == "kernels" and MODE.fast_path:
-        accelerate(runner)
+        accelerate_when_run_again(runner)
     return runner
 
 

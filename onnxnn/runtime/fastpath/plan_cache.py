@@ -26,7 +26,7 @@ from ..sessions import lowers_for
 from ..split_sessions import session_runner
 from ..threads import get_num_threads
 from . import dynamic_shapes
-from .straight_line import accelerate
+from .straight_line import accelerate_when_run_again
 
 __all__ = [
     "Entry",
@@ -169,7 +169,7 @@ def _other(name: str) -> str:
 def _compiled(plan: GraphPlan, name: str):
     runner = executor(name).compile(plan)
     if name == "kernels" and MODE.fast_path:
-        accelerate(runner)
+        accelerate_when_run_again(runner)
     return runner, name
 
 

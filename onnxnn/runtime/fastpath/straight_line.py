@@ -32,8 +32,10 @@ inputs may have any memory layout, so nothing relies on theirs.
 An exception is traced back to its line, which names the node, so it carries the same "while
 running node ..." note as in the loop, at no cost per node.
 
-``accelerate(compiled)`` attaches the code to a plan of the kernels executor; with the fast path
-off (``onnxnn.set_fast_path(False)``) the plan runs its loop again, with bitwise the same results.
+``accelerate(compiled)`` attaches the code to a plan of the kernels executor; the fast path calls
+``accelerate_when_run_again(compiled)``, which does so at the plan's second run (a plan run once
+is cheaper in the loop than written out). With the fast path off (``onnxnn.set_fast_path(False)``)
+the plan runs its loop again, with bitwise the same results. After its second run,
 ``print(compiled.straight_line.source)`` shows the generated code; tracebacks show its lines.
 """
 
@@ -49,7 +51,14 @@ import numpy as np
 
 from ...ir.caches import register_cache
 
-__all__ = ["StraightLinePlan", "accelerate", "generate", "ignore_float_errors", "restore_float_errors"]
+__all__ = [
+    "StraightLinePlan",
+    "accelerate",
+    "accelerate_when_run_again",
+    "generate",
+    "ignore_float_errors",
+    "restore_float_errors",
+]
 
 _file_numbers = itertools.count()
 
@@ -100,8 +109,44 @@ class StraightLinePlan:
 
 def accelerate(compiled) -> None:
     """Attaches straight-line code to a compiled kernel plan (numpy, no bfloat16 rounding), once."""
-    if compiled.straight_line is None and compiled.accelerable:
+    if not isinstance(compiled.straight_line, StraightLinePlan) and compiled.accelerable:
         compiled.straight_line = generate(compiled, compiled.directs, compiled.finished_steps, compiled.finish)
+
+
+def accelerate_when_run_again(compiled) -> None:
+    """``accelerate`` at the plan's second run; its first runs the loop.
+
+    Writing and compiling a plan's code costs about as much as a thousand nodes of the loop, and most
+    structures a program meets run once (a shape seen once, a test's graph, a loop's first steps
+    before its backward is traced): those never pay for code; a plan that runs again gets it.
+    """
+    if compiled.straight_line is None and compiled.accelerable:
+        compiled.straight_line = _FIRST_RUN
+
+
+class _FirstRun:
+    """A plan's straight-line code before its first run: runs the loop, then asks for the code."""
+
+    __slots__ = ()
+
+    def run(self, compiled, inputs: list) -> list:
+        # Set before the run, so a first run that raises counts too. Threads meeting a new plan at
+        # once may both write its code: the same code, harmlessly.
+        compiled.straight_line = _SECOND_RUN
+        return compiled.run_loop(inputs)
+
+
+class _SecondRun:
+    """A plan's straight-line code before its second run: writes the code, then runs it."""
+
+    __slots__ = ()
+
+    def run(self, compiled, inputs: list) -> list:
+        accelerate(compiled)
+        return compiled.straight_line.run(compiled, inputs)
+
+
+_FIRST_RUN, _SECOND_RUN = _FirstRun(), _SecondRun()
 
 
 def generate(compiled, directs: list, finished_steps: set, finish) -> StraightLinePlan:

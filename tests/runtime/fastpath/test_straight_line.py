@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 import onnxnn
-from onnxnn.runtime.fastpath.straight_line import accelerate
+from onnxnn.runtime.fastpath import straight_line
+from onnxnn.runtime.fastpath.straight_line import StraightLinePlan, accelerate, accelerate_when_run_again
 from onnxnn.kernels import compile_plan, kernels
 from onnxnn.kernels.executor import CompiledKernelPlan
 from onnxnn.ir.kernel_registry import ALL_TYPES, LOW_PRECISION, DirectForm
@@ -225,6 +226,38 @@ def test_ordinary_calls_run_the_generated_function(monkeypatch):
     compiled(inputs, debug=True)
     compiled(inputs, trace=lambda *arguments: None)
     assert calls == [1]  # debug runs and traces take the interpreted loop
+
+
+def test_a_plan_the_fast_path_compiles_gets_its_code_at_its_second_run():
+    plan = _plan([tensor._value for tensor in _elementwise_chain("float64")])
+    compiled, inputs = compile_plan(plan), [value.data for value in plan.inputs]
+    accelerate_when_run_again(compiled)
+    first = compiled(inputs)
+    assert not isinstance(compiled.straight_line, StraightLinePlan)  # a plan run once pays for no code
+    second = compiled(inputs)
+    assert isinstance(compiled.straight_line, StraightLinePlan)
+    _assert_identical(first, second)
+    _assert_identical(compiled(inputs), second)
+
+
+def test_the_fast_path_writes_code_for_the_structures_that_run_again(monkeypatch):
+    written = []
+    write = straight_line.generate
+    monkeypatch.setattr(straight_line, "generate", lambda *arguments: written.append(1) or write(*arguments))
+    onnxnn.clear_caches()
+    x = onnxnn.tensor(np.linspace(-1.0, 1.0, 7 * 13).reshape(7, 13))
+
+    def realize():
+        return ((x * 3 + 1).tanh() - x).numpy()
+
+    with onnxnn.set_executor("kernels"):
+        expected = realize()
+        assert written == []
+        np.testing.assert_array_equal(realize(), expected)
+        assert written == [1]
+        np.testing.assert_array_equal(realize(), expected)
+        assert written == [1]
+    np.testing.assert_allclose(expected, np.tanh(x.numpy() * 3 + 1) - x.numpy(), rtol=1e-15)
 
 
 @pytest.mark.parametrize("state", [{"all": "warn"}, {"divide": "raise", "invalid": "raise"}])
