@@ -1,4 +1,4 @@
-"""``onnxnn convert IN OUT``: weights between PyTorch .pt/.pth/.bin, safetensors and ONNX initializers."""
+"""``onnxnn convert IN OUT``: weights between PyTorch .pt/.pth/.bin/.ckpt, safetensors and ONNX initializers."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import onnx
 from onnx import numpy_helper
 
-from ..export.checkpoint import load, save
+from ..export.checkpoint import TORCH_CHECKPOINT_SUFFIXES, load, save
 from ..export.onnx_export import write_model
 from ..runtime.creation import from_numpy
 from ..runtime.tensor import Tensor
@@ -17,8 +17,8 @@ from .common import CommandError, existing_file, progress, read_onnx
 
 __all__ = ["DESCRIPTION", "EPILOG", "add_arguments", "run"]
 
-DESCRIPTION = "convert weights between .pt/.pth/.bin, .safetensors (onnxnn checkpoints) and ONNX initializers"
-EPILOG = """Formats come from the extensions: .pt .pth .bin (PyTorch's zip format; read without running code,
+DESCRIPTION = "convert weights between .pt/.pth/.bin/.ckpt, .safetensors (onnxnn checkpoints) and ONNX initializers"
+EPILOG = """Formats come from the extensions: .pt .pth .bin .ckpt (PyTorch's zip format; read without running code,
 written so that torch.load(weights_only=True) reads it), .safetensors (what onnxnn.save writes; any
 safetensors reader opens it), .onnx (a model's initializers, named by their state_dict keys).
 Nested checkpoints ({"model": ..., "optimizer": ...}) keep their structure between .pt and .safetensors;
@@ -28,20 +28,19 @@ examples:
   onnxnn convert resnet18.pth resnet18.safetensors
   onnxnn convert model.onnx weights.pt                        # the initializers as a state_dict
   onnxnn convert finetuned.safetensors finetuned.onnx --template model.onnx
-  onnxnn convert lightning.ckpt.pt weights.safetensors --key state_dict
+  onnxnn convert lightning.ckpt weights.safetensors --key state_dict
 """
 
-_TORCH = (".pt", ".pth", ".bin")
 _SAFETENSORS = (".safetensors",)
 _ONNX = (".onnx",)
-_ALL = _TORCH + _SAFETENSORS + _ONNX
+_ALL = TORCH_CHECKPOINT_SUFFIXES + _SAFETENSORS + _ONNX
 # Past this many bytes of initializers an ONNX file must keep them outside the protobuf (2 GB limit).
 _EXTERNAL_DATA_BYTES = 1_800_000_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds this command\'s arguments to its parser (the protocol of :mod:`onnxnn.commands`)."""
-    parser.add_argument("source", metavar="IN", help="a .pt/.pth/.bin, .safetensors or .onnx file")
+    parser.add_argument("source", metavar="IN", help="a .pt/.pth/.bin/.ckpt, .safetensors or .onnx file")
     parser.add_argument("target", metavar="OUT", help="the file to write; its extension picks the format")
     parser.add_argument("--key", help="convert only this entry of a checkpoint dict (e.g. 'state_dict', 'model')")
     parser.add_argument(

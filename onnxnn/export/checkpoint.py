@@ -1,6 +1,6 @@
 """Checkpoint files: ``onnxnn.save(obj, f)`` and ``onnxnn.load(f)``.
 
-``save`` to a path ending in ``.pt``, ``.pth`` or ``.bin`` writes PyTorch's own zip format (see
+``save`` to a path ending in ``.pt``, ``.pth``, ``.bin`` or ``.ckpt`` writes PyTorch's own zip format (see
 :mod:`onnxnn.export.torch_checkpoint_writer`), which ``torch.load(f, weights_only=True)`` reads.
 Anywhere else (``.safetensors``, other names, file objects) it writes a
 `safetensors <https://github.com/huggingface/safetensors>`_ file, so any safetensors
@@ -71,20 +71,21 @@ from .safetensors_format import parse_json, read_safetensors, write_safetensors
 from .torch_checkpoint import LEGACY_MAGIC, PendingTensor, read_torch_zip, resolve_marker
 from .torch_checkpoint_writer import write_torch_zip
 
-__all__ = ["save", "load"]
+__all__ = ["save", "load", "TORCH_CHECKPOINT_SUFFIXES"]
 
 FileLike = Union[str, os.PathLike, IO[bytes]]
 
 FORMAT_VERSION = 1
 _METADATA_KEY = "onnxnn"
-_TORCH_SUFFIXES = (".pt", ".pth", ".bin")
+# The names PyTorch checkpoints go by (``.ckpt``: PyTorch Lightning's, a torch.save zip too).
+TORCH_CHECKPOINT_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
 _NOT_A_CHECKPOINT = "it is not an onnxnn, safetensors or PyTorch checkpoint"
 
 
 def save(obj: Any, f: FileLike) -> None:
     """Saves a state_dict, an optimizer state, a tensor or a nested container of them to a file.
 
-    A path ending in ``.pt``, ``.pth`` or ``.bin`` gets PyTorch's zip format, which
+    A path ending in ``.pt``, ``.pth``, ``.bin`` or ``.ckpt`` gets PyTorch's zip format, which
     ``torch.load(f, weights_only=True)`` reads (dicts, OrderedDicts, lists, tuples, sets, numbers,
     strings, bools, None, bytes, dtypes, devices, sizes and tensors; not frozensets, which PyTorch's
     loader refuses). Other paths and file objects get a safetensors file (see the module docstring
@@ -111,7 +112,7 @@ def save(obj: Any, f: FileLike) -> None:
         >>> torch.load("ckpt.pt", weights_only=True)["epoch"]   # where PyTorch is installed
         3
     """
-    if isinstance(f, (str, os.PathLike)) and os.fspath(f).lower().endswith(_TORCH_SUFFIXES):
+    if isinstance(f, (str, os.PathLike)) and os.fspath(f).lower().endswith(TORCH_CHECKPOINT_SUFFIXES):
         write_atomically(f, lambda handle: write_torch_zip(obj, handle.write, _is_parameter))
         return
     arrays, metadata = _safetensors_contents(obj)

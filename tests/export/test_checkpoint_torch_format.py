@@ -54,7 +54,7 @@ TENSORS = {
 }
 
 
-@pytest.mark.parametrize("suffix", [".pt", ".pth", ".bin"])
+@pytest.mark.parametrize("suffix", [".pt", ".pth", ".bin", ".ckpt"])
 @pytest.mark.parametrize("name", list(TENSORS))
 def test_torch_load_reads_every_dtype(tmp_path, torch, name, suffix):
     values = TENSORS[name]
@@ -64,6 +64,21 @@ def test_torch_load_reads_every_dtype(tmp_path, torch, name, suffix):
     array = to_numpy(loaded["weight"])
     assert array.dtype == values.dtype and array.shape == values.shape
     assert array.tobytes() == values.tobytes()
+
+
+@pytest.mark.parametrize(
+    "name,zip_format",
+    [("model.pt", True), ("model.PTH", True), ("weights.bin", True), ("epoch=3.ckpt", True)]
+    + [("model.safetensors", False), ("model.onnxnn", False), ("ckpt.pt.json", False)],
+)
+def test_the_file_name_picks_the_format(tmp_path, name, zip_format):
+    state = OrderedDict(weight=make(np.arange(6, dtype=np.float32).reshape(2, 3)))
+    save(state, tmp_path / name)
+    assert zipfile.is_zipfile(tmp_path / name) == zip_format
+    if not zip_format:  # safetensors: an 8-byte little-endian header length, then the JSON header
+        data = (tmp_path / name).read_bytes()
+        assert data[8:9] == b"{" and 8 + struct.unpack("<Q", data[:8])[0] <= len(data)
+    assert_same(load(tmp_path / name), state)
 
 
 def training_checkpoint():
