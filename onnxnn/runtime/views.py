@@ -90,12 +90,12 @@ def _narrowed(indices, shape, dim, start, length):
     return np.take(indices, np.arange(start, start + int(length)), axis=dim)
 
 
-def _pieces(indices, shapes, *args, dim=0, **kwargs):
+def _pieces(positions, shapes, *args, dim=0, **kwargs):
     """Consecutive pieces along ``dim`` (``split``, ``chunk``, ``tensor_split``, ``split_with_sizes``):
-    read from the results' sizes."""
+    read from the results' sizes. (Not named ``indices``: tensor_split takes an ``indices=`` keyword.)"""
     if len(args) >= 2 and isinstance(args[1], int):
         dim = args[1]
-    return _consecutive(indices, shapes, dim)
+    return _consecutive(positions, shapes, dim)
 
 
 def _consecutive(indices, shapes, dim: int) -> list:

@@ -374,6 +374,14 @@ def test_shape_methods_take_their_varargs_by_keyword_as_pytorchs(call, shape):
     assert tuple(call(onnxnn.zeros(2, 3)).shape) == shape
 
 
+@pytest.mark.parametrize(
+    "arguments", [{}, {"indices_or_sections": 2, "sections": 2}, {"sections": 2, "indices": [1]}], ids=str
+)
+def test_tensor_split_takes_exactly_one_of_its_overloads_names(arguments):
+    with pytest.raises(TypeError, match="takes one of indices_or_sections, sections, indices"):
+        onnxnn.tensor_split(onnxnn.zeros(4), **arguments)
+
+
 def test_a_weight_changed_after_the_forward_is_read_only_if_the_input_needs_its_gradient():
     # PyTorch's addmm saves the weight only for the input's gradient: updating the weight in place
     # between forward and backward is no error when the input needs none (the first layer).

@@ -175,8 +175,27 @@ def column_stack(tensors) -> Tensor:
     return cat(columns, 1)
 
 
-def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple:
-    """Splits into ``n`` nearly equal parts (the first ``size % n`` one longer), or at the given indices."""
+def tensor_split(
+    input: Tensor,
+    indices_or_sections=None,
+    dim: int = 0,
+    *,
+    sections: int | None = None,
+    indices=None,
+    tensor_indices_or_sections=None,
+) -> tuple:
+    """Splits into ``n`` nearly equal parts (the first ``size % n`` one longer), or at the given indices.
+
+    The second argument goes by any of the names of PyTorch's overloads: ``indices_or_sections``,
+    ``sections`` (an int), ``indices`` (a sequence) or ``tensor_indices_or_sections`` (a tensor).
+    """
+    named = [value for value in (sections, indices, tensor_indices_or_sections) if value is not None]
+    if len(named) + (indices_or_sections is not None) != 1:
+        raise TypeError(
+            "tensor_split() takes one of indices_or_sections, sections, indices or tensor_indices_or_sections"
+        )
+    if named:
+        indices_or_sections = named[0]
     axis = _axis(input, dim)
     size = input.shape[axis]
     if isinstance(indices_or_sections, Tensor):
@@ -289,10 +308,13 @@ moveaxis = movedim
 
 
 def swapaxes(input: Tensor, axis0: int, axis1: int) -> Tensor:
+    """``transpose`` under numpy's names."""
     return input.transpose(axis0, axis1)
 
 
-swapdims = swapaxes
+def swapdims(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    """``transpose`` under another name."""
+    return input.transpose(dim0, dim1)
 
 
 def meshgrid(*tensors, indexing: str = "ij") -> tuple:
