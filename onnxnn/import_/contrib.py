@@ -26,6 +26,7 @@ from ..ir import dtypes
 from ..ir.registry import importers
 from ..nn import functional as F
 from ..runtime import creation, ops
+from ..runtime.ops.opmath import REDUCED_FLOATS
 from ..runtime.tensor import Tensor, apply_op
 from .importers import NodeCall
 
@@ -119,7 +120,7 @@ def _normalized(total: Tensor, epsilon: float, centered: bool, axis: int = -1) -
 
     float16 and bfloat16 are normalized in float32 and rounded once, as onnxruntime's kernels do.
     """
-    if total.dtype in (dtypes.float16, dtypes.bfloat16):
+    if total.dtype in REDUCED_FLOATS:
         results = _normalized(total.to(dtypes.float32), epsilon, centered, axis)
         return tuple(result.to(total.dtype) for result in results)  # type: ignore[return-value]  # three results
     rank = len(total.shape)

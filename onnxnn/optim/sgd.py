@@ -9,6 +9,7 @@ import numpy as np
 from ..ir import dtypes
 from ..ir.graph import Value, constant, static_constant
 from ..runtime.internal import record_op, record_update, tensor_of, value_of
+from ..runtime.ops.opmath import REDUCED_FLOATS
 from ..runtime.ops.training import TRAINING_DOMAIN
 from ..runtime.tensor import Tensor
 from .optimizer import Optimizer
@@ -200,7 +201,7 @@ def _momentum_updates(
         velocities = [_zeros_value(weights[k]) if first_update else value_of(buffers[i]) for k, i in enumerate(indices)]
         # float16/bfloat16 updates get float32 hyperparameters, PyTorch's "opmath": the node rounds
         # them to the tensors' dtype only where PyTorch's ops do (runtime/ops/training.py).
-        scalar_dtype = dtypes.float32 if dtype in (dtypes.float16, dtypes.bfloat16) else dtype
+        scalar_dtype = dtypes.float32 if dtype in REDUCED_FLOATS else dtype
 
         def scalar(name: str, value) -> Value:
             return _hyperparameter_scalar(name, value, scalar_dtype, device)

@@ -3,7 +3,6 @@ the running-statistics updates; evaluation: ONNX's BatchNormalization node), rms
 
 from __future__ import annotations
 
-from ...ir import dtypes
 from ...ir.domains import ONNXNN_DOMAIN
 from ...ir.graph import shared_attributes
 from ...ir.plan import realize_alongside
@@ -186,13 +185,12 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps:
         )
     if eps is None:
         eps = _MACHINE_EPSILON.get(input.dtype.name, 0.0)
-    narrow = input.dtype in (dtypes.float16, dtypes.bfloat16)
-    x = input.to(dtypes.float32) if narrow else input
+    x = widened(input)
     axes = list(range(input.dim() - len(shape), input.dim()))
     result = x * _ops.rsqrt(_ops.mean(x * x, axes, keepdim=True) + eps)
     if weight is not None:
         result = result * weight.to(result.dtype)
-    return result.to(input.dtype) if narrow else result
+    return rounded(result, input.dtype)
 
 
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: Tensor | None = None) -> Tensor:

@@ -19,6 +19,7 @@ from .reduce import argmax
 from .conv import batched, expand_param
 from .conv_gradients import scatter_windows
 from .windows import pooled_size, window_geometry
+from .opmath import widened
 from .padding import pad_constant
 from .shape import _constant_list
 from ..tensor import outside_autocast
@@ -120,7 +121,7 @@ def _route_to_indices(g: Tensor, indices: Tensor, input_shape: tuple, name: str)
     size = int(np.prod(input_shape))
     # onnxruntime's CPU ScatterElements cannot add float16 or bfloat16: add in float32 and round
     # once (PyTorch's CPU kernels accumulate low precision in float32 as well).
-    wide = g.to(dtypes.float32) if g.dtype in (dtypes.float16, dtypes.bfloat16) else g
+    wide = widened(g)
     zeros = Tensor._zeros((), wide.dtype, g.device).expand((size,))
     routed = apply_op(
         "ScatterElements",
@@ -373,7 +374,7 @@ def max_over_windows(x: Tensor, table: np.ndarray, sizes: list[int], return_indi
     flat = apply_op("GatherElements", (positions, first), {"axis": 3}).reshape((batch, channels, windows_count))
     # Gathered in float32 for float16/bfloat16 input: the gradient scatters with reduction="add",
     # which onnxruntime's CPU provider lacks for those (the round trip through float32 is exact).
-    source = planes.to(dtypes.float32) if planes.dtype in (dtypes.float16, dtypes.bfloat16) else planes
+    source = widened(planes)
     values = apply_op("GatherElements", (source, flat), {"axis": 2}, name).to(x.dtype)
     shape = (batch, channels) + tuple(sizes)
     return (values.reshape(shape), flat.reshape(shape)) if return_indices else values.reshape(shape)

@@ -56,6 +56,7 @@ from ...ir import dtypes
 from ._common import Tensor, promote_operands
 from . import comparison as _c
 from . import elementwise as _e
+from .opmath import widened
 from .sorting import cumsum
 
 __all__ = [
@@ -108,10 +109,7 @@ _BERNOULLI = _bernoulli_numbers(_ASYMPTOTIC_TERMS)
 def _compute_dtype(input: Tensor) -> tuple[Tensor, dtypes.dtype]:
     """``input`` as the dtype the formula runs in, and the dtype of the result."""
     x = _e._floating(input)
-    out = x.dtype
-    if out in (dtypes.float16, dtypes.bfloat16):
-        return x.to(dtypes.float32), out
-    return x, out
+    return widened(x), x.dtype
 
 
 def _horner(z: Tensor, coefficients) -> Tensor:

@@ -84,6 +84,7 @@ from ...ir.domains import (
     RMSPROP_TENSORS_START,
     TRAINING_DOMAIN,
 )
+from .opmath import REDUCED_FLOATS
 
 __all__ = [
     "TRAINING_DOMAIN",
@@ -144,7 +145,7 @@ def _momentum_decomposition(node, input_names: list, output_names: list, fresh_n
     for index in range(count):
         dtype = tensors[index].dtype
         x_name, g_name, v_name = names[index], names[count + index], names[2 * count + index]
-        if dtype in _LOW_PRECISION:
+        if dtype in REDUCED_FLOATS:
             if dtype not in low_precision_scalars:
                 hyperparameters = {
                     "R": (learning_rate, True),
@@ -169,9 +170,6 @@ def _momentum_decomposition(node, input_names: list, output_names: list, fresh_n
             direction = emit("Add", gradient, emit("Mul", velocity, momentum))
         emit("Sub", x_name, emit("Mul", typed(learning_rate, dtype), direction), output=output_names[index])
     return nodes, initializers
-
-
-_LOW_PRECISION = (dtypes.float16, dtypes.bfloat16)
 
 
 def _low_precision_scalars(emit, typed, dtype, hyperparameters: dict) -> dict:
@@ -417,7 +415,7 @@ def _rmsprop_decomposition(node, input_names: list, output_names: list, fresh_na
         named = {name: names[kind * count + index] for kind, name in enumerate(lists)}
         new_name = {name: output_names[kind * count + index] for kind, name in enumerate(n for n in lists if n != "G")}
         dtype = tensors[index].dtype
-        if dtype in _LOW_PRECISION:
+        if dtype in REDUCED_FLOATS:
             if dtype not in low_precision_scalars:
                 hyperparameters = {
                     "lr": (learning_rate, False),
