@@ -266,10 +266,10 @@ class _Encoder:
         self._open: set[int] = set()  # containers being encoded, to catch self-references
 
     def encode(self, value, path: list):
+        if isinstance(value, np.generic) and isinstance(value.item(), (bool, int, float)):
+            value = value.item()  # before the bool test: np.bool_ is no bool, and its item() is
         if value is None or isinstance(value, (bool, str)):
             return value
-        if isinstance(value, np.generic) and isinstance(value.item(), (bool, int, float)):
-            value = value.item()
         if isinstance(value, int):
             return int(value)
         if isinstance(value, float):

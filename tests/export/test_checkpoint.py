@@ -234,6 +234,14 @@ def test_nested_objects_round_trip(tmp_path, name, target):
     assert_same(round_trip(obj, tmp_path, target), obj)
 
 
+@pytest.mark.parametrize("name", ["values.safetensors", "values.pt"])
+def test_numpy_scalars_load_as_the_python_values_they_hold(tmp_path, name):
+    save({"flag": np.bool_(True), "off": np.False_, "count": np.int32(3), "half": np.float16(0.5)}, tmp_path / name)
+    loaded = load(tmp_path / name)
+    assert loaded == {"flag": True, "off": False, "count": 3, "half": 0.5}
+    assert [type(value) for value in loaded.values()] == [bool, bool, int, float]
+
+
 def test_object_file_is_a_safetensors_file_with_tensors_named_by_path(tmp_path):
     save({"optimizer": optimizer_state(), "epoch": 1}, tmp_path / "ckpt.safetensors")
     arrays = safetensors.numpy.load_file(tmp_path / "ckpt.safetensors")
