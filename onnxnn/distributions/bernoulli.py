@@ -11,13 +11,14 @@ from ..runtime.creation import arange, rand
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Size, Tensor
 from . import constraints
+from ._probabilities import ProbsOrLogits
 from .exp_family import ExponentialFamily
-from .utils import _is_number, broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+from .utils import broadcast_all
 
 __all__ = ["Bernoulli"]
 
 
-class Bernoulli(ExponentialFamily):
+class Bernoulli(ProbsOrLogits, ExponentialFamily):
     """Binary values: 1 with probability ``probs`` (or ``sigmoid(logits)``), else 0.
 
     Args:
@@ -43,28 +44,13 @@ class Bernoulli(ExponentialFamily):
         logits: Tensor | float | None = None,
         validate_args: bool | None = None,
     ) -> None:
-        if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
-        if probs is not None:
-            is_scalar = _is_number(probs)
-            (self.probs,) = broadcast_all(probs)
-            self._param = self.probs
-        else:
-            is_scalar = _is_number(logits)
-            (self.logits,) = broadcast_all(logits)  # type: ignore[arg-type]
-            self._param = self.logits
-        batch_shape = Size() if is_scalar else self._param.size()
-        super().__init__(batch_shape, validate_args=validate_args)
+        self._store_probs_or_logits(probs, logits)
+        super().__init__(self._param.size(), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None) -> Bernoulli:
         new = self._get_checked_instance(Bernoulli, _instance)
         batch_shape = Size(tuple(batch_shape))
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-            new._param = new.logits
+        self._expand_probs_or_logits(new, batch_shape)
         super(Bernoulli, new).__init__(batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
@@ -81,16 +67,6 @@ class Bernoulli(ExponentialFamily):
     @property
     def variance(self) -> Tensor:
         return self.probs * (1 - self.probs)
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        """The log-odds ``log(p / (1 - p))``."""
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        """The probability of 1."""
-        return logits_to_probs(self.logits, is_binary=True)
 
     @property
     def param_shape(self) -> Size:

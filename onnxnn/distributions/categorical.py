@@ -9,13 +9,14 @@ from ..runtime import ops as _ops
 from ..runtime.creation import arange, full
 from ..runtime.tensor import Size, Tensor
 from . import constraints
+from ._probabilities import ProbsOrLogits
 from .distribution import Distribution
-from .utils import _as_size, _finfo, lazy_property, logits_to_probs, probs_to_logits
+from .utils import _as_size, _finfo
 
 __all__ = ["Categorical"]
 
 
-class Categorical(Distribution):
+class Categorical(ProbsOrLogits, Distribution):
     """Integers in ``{0, ..., K - 1}`` (``K = probs.size(-1)``), as :func:`onnxnn.multinomial` draws them.
 
     ``probs`` (non-negative, finite, with a non-zero sum) is normalized over its last dimension, and
@@ -36,6 +37,7 @@ class Categorical(Distribution):
 
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
     has_enumerate_support = True
+    _binary = False
 
     def __init__(
         self,
@@ -49,12 +51,14 @@ class Categorical(Distribution):
             if probs.dim() < 1:
                 raise ValueError("`probs` parameter must be at least one-dimensional.")
             self.probs = probs / probs.sum(-1, keepdim=True)
+            """The probabilities, normalized over the last dimension (from ``logits`` when those were given)."""
             self._param = self.probs
         else:
             assert logits is not None
             if logits.dim() < 1:
                 raise ValueError("`logits` parameter must be at least one-dimensional.")
             self.logits = logits - logits.logsumexp(dim=-1, keepdim=True)
+            """The log-probabilities, normalized over the last dimension (from ``probs`` when those were given)."""
             self._param = self.logits
         self._num_events = self._param.size()[-1]
         batch_shape = self._param.size()[:-1] if self._param.dim() > 1 else Size()
@@ -63,13 +67,7 @@ class Categorical(Distribution):
     def expand(self, batch_shape, _instance=None) -> Categorical:
         new = self._get_checked_instance(Categorical, _instance)
         batch_shape = Size(tuple(batch_shape))
-        param_shape = tuple(batch_shape) + (self._num_events,)
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(param_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(param_shape)
-            new._param = new.logits
+        self._expand_probs_or_logits(new, tuple(batch_shape) + (self._num_events,))
         new._num_events = self._num_events
         super(Categorical, new).__init__(batch_shape, validate_args=False)
         new._validate_args = self._validate_args
@@ -78,16 +76,6 @@ class Categorical(Distribution):
     @constraints.dependent_property(is_discrete=True, event_dim=0)
     def support(self):
         return constraints.integer_interval(0, self._num_events - 1)
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        """The normalized log-probabilities."""
-        return probs_to_logits(self.probs)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        """The normalized probabilities."""
-        return logits_to_probs(self.logits)
 
     @property
     def param_shape(self) -> Size:

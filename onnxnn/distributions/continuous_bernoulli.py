@@ -18,13 +18,14 @@ from ..runtime import ops as _ops
 from ..runtime.creation import rand
 from ..runtime.tensor import Size, Tensor
 from . import constraints
+from ._probabilities import ProbsOrLogits
 from .exp_family import ExponentialFamily
-from .utils import _is_number, broadcast_all, clamp_probs, lazy_property, logits_to_probs, probs_to_logits
+from .utils import broadcast_all, clamp_probs
 
 __all__ = ["ContinuousBernoulli"]
 
 
-class ContinuousBernoulli(ExponentialFamily):
+class ContinuousBernoulli(ProbsOrLogits, ExponentialFamily):
     """Values in ``[0, 1]`` with density proportional to ``p^x (1 - p)^(1 - x)``.
 
     Unlike a Bernoulli's, ``probs`` is no probability and ``logits`` no log-odds of an outcome; the
@@ -48,6 +49,8 @@ class ContinuousBernoulli(ExponentialFamily):
     support = constraints.unit_interval
     has_rsample = True
     _mean_carrier_measure = 0
+    # As PyTorch's, so that log p and log(1 - p) stay finite where the sigmoid of the logits rounds to 0 or 1.
+    _clamps_probs_from_logits = True
 
     def __init__(
         self,
@@ -56,47 +59,23 @@ class ContinuousBernoulli(ExponentialFamily):
         lims: tuple[float, float] = (0.499, 0.501),
         validate_args: bool | None = None,
     ) -> None:
-        if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
-        if probs is not None:
-            is_scalar = _is_number(probs)
-            (self.probs,) = broadcast_all(probs)
-            self._param = self.probs
-        else:
-            is_scalar = _is_number(logits)
-            (self.logits,) = broadcast_all(logits)  # type: ignore[arg-type]
-            self._param = self.logits
+        self._store_probs_or_logits(probs, logits)
         self._lims = lims
-        batch_shape = Size() if is_scalar else self._param.size()
         # Validated before the clamp below, which would move any value into the interval.
-        super().__init__(batch_shape, validate_args=validate_args)
+        super().__init__(self._param.size(), validate_args=validate_args)
         if probs is not None:
             self.probs = clamp_probs(self.probs)
+            """The shape parameter, clamped away from 0 and 1 (from ``logits`` when those were given)."""
             self._param = self.probs
 
     def expand(self, batch_shape, _instance=None) -> ContinuousBernoulli:
         new = self._get_checked_instance(ContinuousBernoulli, _instance)
         new._lims = self._lims
         batch_shape = Size(tuple(batch_shape))
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-            new._param = new.logits
+        self._expand_probs_or_logits(new, batch_shape)
         super(ContinuousBernoulli, new).__init__(batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        """The log-odds ``log(p / (1 - p))`` of the shape parameter."""
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        """The shape parameter, clamped away from 0 and 1."""
-        return clamp_probs(logits_to_probs(self.logits, is_binary=True))
 
     @property
     def param_shape(self) -> Size:

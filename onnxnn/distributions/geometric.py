@@ -8,13 +8,14 @@ from ..runtime.creation import rand, zeros_like
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Size, Tensor
 from . import constraints
+from ._probabilities import ProbsOrLogits
 from .distribution import Distribution
-from .utils import _finfo, _is_number, broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+from .utils import _finfo, broadcast_all
 
 __all__ = ["Geometric"]
 
 
-class Geometric(Distribution):
+class Geometric(ProbsOrLogits, Distribution):
     """Nonnegative integers ``k`` with probability ``(1 - p)^k p``: the failures of Bernoulli trials of
     success probability ``p`` before the first success.
 
@@ -47,18 +48,8 @@ class Geometric(Distribution):
         logits: Tensor | float | None = None,
         validate_args: bool | None = None,
     ) -> None:
-        if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
-        if probs is not None:
-            (self.probs,) = broadcast_all(probs)
-            is_scalar = _is_number(probs)
-            param = self.probs
-        else:
-            (self.logits,) = broadcast_all(logits)  # type: ignore[arg-type]
-            is_scalar = _is_number(logits)
-            param = self.logits
-        batch_shape = Size() if is_scalar else param.size()
-        super().__init__(batch_shape, validate_args=validate_args)
+        self._store_probs_or_logits(probs, logits)
+        super().__init__(self._param.size(), validate_args=validate_args)
         if self._validate_args and probs is not None:
             # unit_interval admits 0, but no trial then ever succeeds: PyTorch checks p > 0 besides.
             value = self.probs
@@ -75,10 +66,7 @@ class Geometric(Distribution):
     def expand(self, batch_shape, _instance=None) -> Geometric:
         new = self._get_checked_instance(Geometric, _instance)
         batch_shape = Size(tuple(batch_shape))
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
+        self._expand_probs_or_logits(new, batch_shape)
         super(Geometric, new).__init__(batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
@@ -94,16 +82,6 @@ class Geometric(Distribution):
     @property
     def variance(self) -> Tensor:
         return (1.0 / self.probs - 1.0) / self.probs
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        """The log-odds of success ``log(p / (1 - p))``."""
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        """The probability of success of each trial."""
-        return logits_to_probs(self.logits, is_binary=True)
 
     def sample(self, sample_shape=Size()) -> Tensor:
         shape = tuple(self._extended_shape(sample_shape))

@@ -13,15 +13,16 @@ from __future__ import annotations
 from ..runtime.creation import rand, tensor
 from ..runtime.tensor import Size, Tensor
 from . import constraints
+from ._probabilities import ProbsOrLogits
 from .distribution import Distribution
 from .transformed_distribution import TransformedDistribution
 from .transforms import SigmoidTransform
-from .utils import _is_number, broadcast_all, clamp_probs, lazy_property, logits_to_probs, probs_to_logits
+from .utils import _is_number, broadcast_all, clamp_probs
 
 __all__ = ["LogitRelaxedBernoulli", "RelaxedBernoulli"]
 
 
-class LogitRelaxedBernoulli(Distribution):
+class LogitRelaxedBernoulli(ProbsOrLogits, Distribution):
     """The logit of a :class:`RelaxedBernoulli` draw: real values, reparameterized.
 
     The density of ``y`` is ``t e^(l - t y) / (1 + e^(l - t y))^2`` (``t`` the temperature, ``l`` the
@@ -51,45 +52,20 @@ class LogitRelaxedBernoulli(Distribution):
         logits: Tensor | float | None = None,
         validate_args: bool | None = None,
     ) -> None:
-        if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
-        if probs is not None:
-            is_scalar = _is_number(probs)
-            (self.probs,) = broadcast_all(probs)
-            self._param = self.probs
-        else:
-            is_scalar = _is_number(logits)
-            (self.logits,) = broadcast_all(logits)  # type: ignore[arg-type]
-            self._param = self.logits
+        self._store_probs_or_logits(probs, logits)
         if _is_number(temperature):
             temperature = tensor(temperature, dtype=self._param.dtype, device=self._param.device)
         self.temperature: Tensor = temperature  # type: ignore[assignment]
-        batch_shape = Size() if is_scalar else self._param.size()
-        super().__init__(batch_shape, validate_args=validate_args)
+        super().__init__(self._param.size(), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None) -> LogitRelaxedBernoulli:
         new = self._get_checked_instance(LogitRelaxedBernoulli, _instance)
         batch_shape = Size(tuple(batch_shape))
         new.temperature = self.temperature
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-            new._param = new.logits
+        self._expand_probs_or_logits(new, batch_shape)
         super(LogitRelaxedBernoulli, new).__init__(batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        """The log-odds of 1."""
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        """The probability of 1."""
-        return logits_to_probs(self.logits, is_binary=True)
 
     @property
     def param_shape(self) -> Size:

@@ -1,5 +1,6 @@
-"""The table of distributions the tests walk: parameters, points of the support, and the expected
-values of each method from the formulas in ``reference.py``.
+"""The table of distributions the tests walk: how to make each, points of its support, and the
+expected values of each method, from the formulas in ``reference.py`` and the parameters and closed
+forms in ``case_parameters.py``.
 
 Every case is float64 with a batch of two parameter sets, so one comparison covers both
 broadcasting and values. ``UNSUPPORTED`` marks a method PyTorch does not provide for that
@@ -18,6 +19,14 @@ import onnxnn
 import onnxnn.distributions as D
 
 from . import reference as ref
+from .case_parameters import ALPHA, BETA_A, BETA_B, CONC, DF, DF1, DF2, GAMMA_RATE, HIGH, LOC, LOW, RATE, SCALE
+from .case_parameters import LOW_RANK_COV, LOW_RANK_DIAG, LOW_RANK_FACTOR, MIX_LOC, MIX_SCALE, MIX_WEIGHTS, MVN_COV
+from .case_parameters import MVN_LOC, PARETO_ALPHA, PARETO_SCALE, T_LOC, T_SCALE, TEMPERATURE, WEIBULL_K, WEIBULL_SCALE
+from .case_parameters import BINOMIAL_N, BINOMIAL_P, CAT_PROBS, GEOMETRIC_P, MULTINOMIAL_N, NB_COUNT, NB_P, POISSON_RATE
+from .case_parameters import DIRICHLET_X, MIX_MEAN, MVN_X, NORMAL_X, PARETO_X, POSITIVE_X, SIMPLEX_X, TANH_Y, UNIT_X
+from .case_parameters import beta_entropy, binomial_entropy, categorical_entropy, dirichlet_entropy, gamma_entropy
+from .case_parameters import kumaraswamy_moment, mixture_log_prob, multinomial_entropy, mvn_entropy, student_t_entropy
+from .case_parameters import PROBS, floats, logit, normal_cdf, tanh_affine_log_prob, weibull_gamma
 
 
 def t(values) -> onnxnn.Tensor:
@@ -48,122 +57,6 @@ class Case:
         return self.name
 
 
-def _normal_cdf(x, loc, scale):
-    return 0.5 * (1 + ref.erf((x - loc) / (scale * math.sqrt(2))))
-
-
-def _array(*values):
-    return np.array(values, dtype=np.float64)
-
-
-# ---------------------------------------------------------------- parameters
-
-
-LOC, SCALE = _array(0.5, -1.0), _array(1.5, 0.3)
-LOW, HIGH = _array(0.0, -1.0), _array(2.0, 1.5)
-PROBS = _array(0.3, 0.8)
-CAT_PROBS = np.array([[0.2, 0.3, 0.5], [0.1, 0.1, 0.8]])
-RATE = _array(0.5, 3.0)
-CONC, GAMMA_RATE = _array(0.5, 3.0), _array(2.0, 0.7)
-BETA_A, BETA_B = _array(0.5, 3.0), _array(2.0, 1.5)
-ALPHA = np.array([[0.5, 3.0, 1.0], [2.0, 0.7, 4.0]])
-POISSON_RATE = _array(0.5, 7.0)
-BINOMIAL_N, BINOMIAL_P = 10.0, _array(0.2, 0.7)
-DF, T_LOC, T_SCALE = _array(2.5, 5.0), _array(0.0, 1.0), _array(1.0, 2.0)
-MVN_LOC = np.array([[0.5, -1.0], [0.0, 2.0]])
-MVN_COV = np.array([[2.0, 0.3], [0.3, 1.0]])
-GEOMETRIC_P = _array(0.3, 0.8)
-PARETO_SCALE, PARETO_ALPHA = _array(1.5, 0.3), _array(0.8, 3.0)  # alpha <= 1, 2: infinite mean, variance
-WEIBULL_SCALE, WEIBULL_K = _array(1.5, 0.3), _array(0.7, 3.0)
-NB_COUNT, NB_P = _array(2.5, 5.0), _array(0.3, 0.6)  # a real total_count too
-MULTINOMIAL_N = 10
-TEMPERATURE = 0.7
-MIX_WEIGHTS, MIX_LOC, MIX_SCALE = _array(0.3, 0.7), np.array([[-1.0, 1.0], [0.0, 2.0]]), _array(1.0, 0.5)
-LOW_RANK_FACTOR, LOW_RANK_DIAG = np.array([[1.0], [0.3]]), _array(0.5, 1.0)
-LOW_RANK_COV = LOW_RANK_FACTOR @ LOW_RANK_FACTOR.T + np.diag(LOW_RANK_DIAG)
-DF1, DF2 = _array(5.0, 3.0), _array(10.0, 8.0)
-
-
-def _categorical_entropy(p):
-    return -(p * np.log(p)).sum(-1)
-
-
-def _binomial_entropy(n, p):
-    k = np.arange(n + 1)[:, None]
-    log_pmf = ref.binomial_log_prob(k, n, p)
-    return -(np.exp(log_pmf) * log_pmf).sum(0)
-
-
-def _beta_entropy(a, b):
-    return ref.log_beta(a, b) - (a - 1) * ref.digamma(a) - (b - 1) * ref.digamma(b) + (a + b - 2) * ref.digamma(a + b)
-
-
-def _dirichlet_entropy(alpha):
-    total = alpha.sum(-1)
-    k = alpha.shape[-1]
-    log_b = ref.lgamma(alpha).sum(-1) - ref.lgamma(total)
-    return log_b + (total - k) * ref.digamma(total) - ((alpha - 1) * ref.digamma(alpha)).sum(-1)
-
-
-def _gamma_entropy(a, rate):
-    return a - np.log(rate) + ref.lgamma(a) + (1 - a) * ref.digamma(a)
-
-
-def _student_t_entropy(df, scale):
-    half = (df + 1) / 2
-    return (
-        half * (ref.digamma(half) - ref.digamma(df / 2)) + 0.5 * np.log(df) + ref.log_beta(df / 2, 0.5) + np.log(scale)
-    )
-
-
-def _tanh_affine_log_prob(y):
-    # y = 1 + 2 tanh(x), x ~ Normal(LOC, SCALE): log p(y) = log p(x) - log 2 - log(1 - tanh(x)^2).
-    u = (y - 1) / 2
-    x = np.arctanh(u)
-    return ref.normal_log_prob(x, LOC, SCALE) - math.log(2) - np.log1p(-(u**2))
-
-
-def _weibull_gamma(order):
-    # Gamma(1 + order / k), the Weibull's raw moment of that order over scale^order.
-    return np.exp(ref.lgamma(1 + order / WEIBULL_K))
-
-
-def _multinomial_entropy(n, p):
-    # -sum over every count vector (the compositions of n into 3 parts) of pmf log pmf.
-    counts = np.array([(i, j, n - i - j) for i in range(n + 1) for j in range(n + 1 - i)], dtype=np.float64)
-    log_pmf = ref.multinomial_log_prob(counts[:, None, :], p)
-    return -(np.exp(log_pmf) * log_pmf).sum(0)
-
-
-def _logit(p):
-    return np.log(p / (1 - p))
-
-
-def _kumaraswamy_moment(order):
-    # b B(1 + order / a, b).
-    a, b = BETA_A, BETA_B
-    return b * np.exp(ref.log_beta(1 + order / a, b))
-
-
-def _mixture_log_prob(x):
-    terms = np.log(MIX_WEIGHTS) + ref.normal_log_prob(x[..., None], MIX_LOC, MIX_SCALE)
-    return np.log(np.exp(terms).sum(-1))
-
-
-def _mvn_entropy(cov):
-    return 0.5 * np.linalg.slogdet(2 * math.pi * math.e * cov)[1]
-
-
-NORMAL_X = _array(0.2, -1.1)
-POSITIVE_X = _array(0.2, 1.1)
-UNIT_X = _array(0.2, 0.9)
-MVN_X = np.array([0.2, -1.1])
-DIRICHLET_X = np.array([[0.2, 0.3, 0.5], [0.1, 0.1, 0.8]])
-TANH_Y = _array(0.2, 2.5)
-SIMPLEX_X = np.array([[0.2, 0.3, 0.5], [0.6, 0.1, 0.3]])
-MIX_MEAN = (MIX_WEIGHTS * MIX_LOC).sum(-1)
-PARETO_X = _array(2.0, 0.5)  # at least the scale
-
 CASES = [
     Case(
         "Normal",
@@ -173,15 +66,15 @@ CASES = [
         LOC,
         SCALE**2,
         0.5 + 0.5 * ref.LOG_2PI + np.log(SCALE),
-        cdf=lambda x: _normal_cdf(x, LOC, SCALE),
+        cdf=lambda x: normal_cdf(x, LOC, SCALE),
         has_icdf=True,
         mode=LOC,
     ),
     Case(
         "Uniform",
         lambda: D.Uniform(t(LOW), t(HIGH)),
-        _array(0.5, 1.2),
-        ref.uniform_log_prob(_array(0.5, 1.2), LOW, HIGH),
+        floats(0.5, 1.2),
+        ref.uniform_log_prob(floats(0.5, 1.2), LOW, HIGH),
         (LOW + HIGH) / 2,
         (HIGH - LOW) ** 2 / 12,
         np.log(HIGH - LOW),
@@ -192,19 +85,19 @@ CASES = [
     Case(
         "Bernoulli",
         lambda: D.Bernoulli(t(PROBS)),
-        _array(1.0, 0.0),
-        np.log(_array(0.3, 0.2)),
+        floats(1.0, 0.0),
+        np.log(floats(0.3, 0.2)),
         PROBS,
         PROBS * (1 - PROBS),
         -(PROBS * np.log(PROBS) + (1 - PROBS) * np.log1p(-PROBS)),
-        mode=_array(0.0, 1.0),
+        mode=floats(0.0, 1.0),
         discrete=True,
     ),
     Case(
         "Bernoulli(logits)",
         lambda: D.Bernoulli(logits=t(np.log(PROBS / (1 - PROBS)))),
-        _array(0.0, 1.0),
-        np.log(_array(0.7, 0.8)),
+        floats(0.0, 1.0),
+        np.log(floats(0.7, 0.8)),
         PROBS,
         PROBS * (1 - PROBS),
         -(PROBS * np.log(PROBS) + (1 - PROBS) * np.log1p(-PROBS)),
@@ -213,32 +106,32 @@ CASES = [
     Case(
         "Categorical",
         lambda: D.Categorical(t(CAT_PROBS * 2.0)),  # unnormalized: divided by the sum
-        _array(2.0, 0.0),
-        np.log(_array(0.5, 0.1)),
+        floats(2.0, 0.0),
+        np.log(floats(0.5, 0.1)),
         np.full(2, np.nan),
         np.full(2, np.nan),
-        _categorical_entropy(CAT_PROBS),
-        mode=_array(2.0, 2.0),
+        categorical_entropy(CAT_PROBS),
+        mode=floats(2.0, 2.0),
         discrete=True,
     ),
     Case(
         "Categorical(logits)",
         lambda: D.Categorical(logits=t(np.log(CAT_PROBS) + 3.0)),
-        _array(1.0, 2.0),
-        np.log(_array(0.3, 0.8)),
+        floats(1.0, 2.0),
+        np.log(floats(0.3, 0.8)),
         np.full(2, np.nan),
         np.full(2, np.nan),
-        _categorical_entropy(CAT_PROBS),
+        categorical_entropy(CAT_PROBS),
         discrete=True,
     ),
     Case(
         "OneHotCategorical",
         lambda: D.OneHotCategorical(t(CAT_PROBS)),
         np.array([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0]]),
-        np.log(_array(0.5, 0.1)),
+        np.log(floats(0.5, 0.1)),
         CAT_PROBS,
         CAT_PROBS * (1 - CAT_PROBS),
-        _categorical_entropy(CAT_PROBS),
+        categorical_entropy(CAT_PROBS),
         mode=np.array([[0.0, 0.0, 1.0], [0.0, 0.0, 1.0]]),
         discrete=True,
     ),
@@ -249,7 +142,7 @@ CASES = [
         ref.mvn_log_prob(MVN_X, MVN_LOC, MVN_COV),
         MVN_LOC,
         np.broadcast_to(np.diag(MVN_COV), (2, 2)),
-        np.full(2, _mvn_entropy(MVN_COV)),
+        np.full(2, mvn_entropy(MVN_COV)),
         mode=MVN_LOC,
     ),
     Case(
@@ -259,7 +152,7 @@ CASES = [
         ref.mvn_log_prob(MVN_X, MVN_LOC, MVN_COV),
         MVN_LOC,
         np.broadcast_to(np.diag(MVN_COV), (2, 2)),
-        np.full(2, _mvn_entropy(MVN_COV)),
+        np.full(2, mvn_entropy(MVN_COV)),
     ),
     Case(
         "MultivariateNormal(scale_tril)",
@@ -268,7 +161,7 @@ CASES = [
         ref.mvn_log_prob(MVN_X, MVN_LOC, MVN_COV),
         MVN_LOC,
         np.broadcast_to(np.diag(MVN_COV), (2, 2)),
-        np.full(2, _mvn_entropy(MVN_COV)),
+        np.full(2, mvn_entropy(MVN_COV)),
     ),
     Case(
         "Independent(Normal)",
@@ -288,7 +181,7 @@ CASES = [
         np.exp(LOC + SCALE**2 / 2),
         np.expm1(SCALE**2) * np.exp(2 * LOC + SCALE**2),
         LOC + 0.5 + 0.5 * ref.LOG_2PI + np.log(SCALE),
-        cdf=lambda x: _normal_cdf(np.log(x), LOC, SCALE),
+        cdf=lambda x: normal_cdf(np.log(x), LOC, SCALE),
         has_icdf=True,
         mode=np.exp(LOC - SCALE**2),
     ),
@@ -323,7 +216,7 @@ CASES = [
         ref.gamma_log_prob(POSITIVE_X, CONC, GAMMA_RATE),
         CONC / GAMMA_RATE,
         CONC / GAMMA_RATE**2,
-        _gamma_entropy(CONC, GAMMA_RATE),
+        gamma_entropy(CONC, GAMMA_RATE),
         cdf=lambda x: ref.gammainc(CONC, GAMMA_RATE * x),
         mode=np.maximum((CONC - 1) / GAMMA_RATE, 0),
     ),
@@ -334,7 +227,7 @@ CASES = [
         ref.gamma_log_prob(POSITIVE_X, CONC, 0.5),
         2 * CONC,
         4 * CONC,
-        _gamma_entropy(CONC, 0.5),
+        gamma_entropy(CONC, 0.5),
         cdf=lambda x: ref.gammainc(CONC, 0.5 * x),
     ),
     Case(
@@ -344,8 +237,8 @@ CASES = [
         ref.beta_log_prob(UNIT_X, BETA_A, BETA_B),
         BETA_A / (BETA_A + BETA_B),
         BETA_A * BETA_B / ((BETA_A + BETA_B) ** 2 * (BETA_A + BETA_B + 1)),
-        _beta_entropy(BETA_A, BETA_B),
-        mode=_array(0.0, 0.8),  # a < 1 <= b: the density peaks at 0; else (a - 1) / (a + b - 2)
+        beta_entropy(BETA_A, BETA_B),
+        mode=floats(0.0, 0.8),  # a < 1 <= b: the density peaks at 0; else (a - 1) / (a + b - 2)
     ),
     Case(
         "Dirichlet",
@@ -356,14 +249,14 @@ CASES = [
         ALPHA
         * (ALPHA.sum(-1, keepdims=True) - ALPHA)
         / (ALPHA.sum(-1, keepdims=True) ** 2 * (ALPHA.sum(-1, keepdims=True) + 1)),
-        _dirichlet_entropy(ALPHA),
+        dirichlet_entropy(ALPHA),
         mode=np.array([[0.0, 1.0, 0.0], [1 / 4.0, 0.0, 3 / 4.0]]),  # max(alpha - 1, 0), normalized
     ),
     Case(
         "Poisson",
         lambda: D.Poisson(t(POISSON_RATE)),
-        _array(0.0, 4.0),
-        ref.poisson_log_prob(_array(0.0, 4.0), POISSON_RATE),
+        floats(0.0, 4.0),
+        ref.poisson_log_prob(floats(0.0, 4.0), POISSON_RATE),
         POISSON_RATE,
         POISSON_RATE,
         UNSUPPORTED,  # an exponential family without a carrier measure, as PyTorch's
@@ -373,11 +266,11 @@ CASES = [
     Case(
         "Binomial",
         lambda: D.Binomial(10, t(BINOMIAL_P)),
-        _array(3.0, 10.0),
-        ref.binomial_log_prob(_array(3.0, 10.0), BINOMIAL_N, BINOMIAL_P),
+        floats(3.0, 10.0),
+        ref.binomial_log_prob(floats(3.0, 10.0), BINOMIAL_N, BINOMIAL_P),
         BINOMIAL_N * BINOMIAL_P,
         BINOMIAL_N * BINOMIAL_P * (1 - BINOMIAL_P),
-        _binomial_entropy(10, BINOMIAL_P),
+        binomial_entropy(10, BINOMIAL_P),
         mode=np.floor((BINOMIAL_N + 1) * BINOMIAL_P),
         discrete=True,
     ),
@@ -400,14 +293,14 @@ CASES = [
         ref.student_t_log_prob(NORMAL_X, DF, T_LOC, T_SCALE),
         T_LOC,
         T_SCALE**2 * DF / (DF - 2),
-        _student_t_entropy(DF, T_SCALE),
+        student_t_entropy(DF, T_SCALE),
         mode=T_LOC,
     ),
     Case(
         "Geometric",
         lambda: D.Geometric(t(GEOMETRIC_P)),
-        _array(2.0, 0.0),
-        ref.geometric_log_prob(_array(2.0, 0.0), GEOMETRIC_P),
+        floats(2.0, 0.0),
+        ref.geometric_log_prob(floats(2.0, 0.0), GEOMETRIC_P),
         1 / GEOMETRIC_P - 1,
         (1 - GEOMETRIC_P) / GEOMETRIC_P**2,
         -(GEOMETRIC_P * np.log(GEOMETRIC_P) + (1 - GEOMETRIC_P) * np.log1p(-GEOMETRIC_P)) / GEOMETRIC_P,
@@ -417,8 +310,8 @@ CASES = [
     Case(
         "Geometric(logits)",
         lambda: D.Geometric(logits=t(np.log(GEOMETRIC_P / (1 - GEOMETRIC_P)))),
-        _array(0.0, 3.0),
-        ref.geometric_log_prob(_array(0.0, 3.0), GEOMETRIC_P),
+        floats(0.0, 3.0),
+        ref.geometric_log_prob(floats(0.0, 3.0), GEOMETRIC_P),
         1 / GEOMETRIC_P - 1,
         (1 - GEOMETRIC_P) / GEOMETRIC_P**2,
         -(GEOMETRIC_P * np.log(GEOMETRIC_P) + (1 - GEOMETRIC_P) * np.log1p(-GEOMETRIC_P)) / GEOMETRIC_P,
@@ -466,8 +359,8 @@ CASES = [
         lambda: D.Pareto(t(PARETO_SCALE), t(PARETO_ALPHA)),
         PARETO_X,
         ref.pareto_log_prob(PARETO_X, PARETO_SCALE, PARETO_ALPHA),
-        _array(np.inf, 3.0 * 0.3 / 2.0),  # alpha scale / (alpha - 1) for alpha > 1
-        _array(np.inf, 0.3**2 * 3.0 / (2.0**2 * 1.0)),  # scale^2 alpha / ((alpha - 1)^2 (alpha - 2)) for alpha > 2
+        floats(np.inf, 3.0 * 0.3 / 2.0),  # alpha scale / (alpha - 1) for alpha > 1
+        floats(np.inf, 0.3**2 * 3.0 / (2.0**2 * 1.0)),  # scale^2 alpha / ((alpha - 1)^2 (alpha - 2)) for alpha > 2
         np.log(PARETO_SCALE / PARETO_ALPHA) + 1 + 1 / PARETO_ALPHA,
         cdf=lambda x: 1 - (PARETO_SCALE / x) ** PARETO_ALPHA,
         has_icdf=True,
@@ -478,31 +371,31 @@ CASES = [
         lambda: D.Weibull(t(WEIBULL_SCALE), t(WEIBULL_K)),
         POSITIVE_X,
         ref.weibull_log_prob(POSITIVE_X, WEIBULL_SCALE, WEIBULL_K),
-        WEIBULL_SCALE * _weibull_gamma(1),
-        WEIBULL_SCALE**2 * (_weibull_gamma(2) - _weibull_gamma(1) ** 2),
+        WEIBULL_SCALE * weibull_gamma(1),
+        WEIBULL_SCALE**2 * (weibull_gamma(2) - weibull_gamma(1) ** 2),
         np.euler_gamma * (1 - 1 / WEIBULL_K) + np.log(WEIBULL_SCALE / WEIBULL_K) + 1,
         cdf=lambda x: -np.expm1(-((x / WEIBULL_SCALE) ** WEIBULL_K)),
         has_icdf=True,
         # scale ((k - 1) / k)^(1 / k): PyTorch's formula gives NaN for k < 1 (a negative base to a
         # fractional power), though the density then peaks at 0.
-        mode=_array(np.nan, 0.3 * (2.0 / 3.0) ** (1 / 3.0)),
+        mode=floats(np.nan, 0.3 * (2.0 / 3.0) ** (1 / 3.0)),
     ),
     Case(
         "TransformedDistribution(tanh, affine)",
         lambda: D.TransformedDistribution(D.Normal(t(LOC), t(SCALE)), [D.TanhTransform(), D.AffineTransform(1.0, 2.0)]),
         TANH_Y,
-        _tanh_affine_log_prob(TANH_Y),
+        tanh_affine_log_prob(TANH_Y),
         UNSUPPORTED,  # no closed form
         UNSUPPORTED,
         UNSUPPORTED,
-        cdf=lambda y: _normal_cdf(np.arctanh((y - 1) / 2), LOC, SCALE),
+        cdf=lambda y: normal_cdf(np.arctanh((y - 1) / 2), LOC, SCALE),
         has_icdf=True,
     ),
     Case(
         "NegativeBinomial",
         lambda: D.NegativeBinomial(t(NB_COUNT), t(NB_P)),
-        _array(2.0, 5.0),
-        ref.negative_binomial_log_prob(_array(2.0, 5.0), NB_COUNT, NB_P),
+        floats(2.0, 5.0),
+        ref.negative_binomial_log_prob(floats(2.0, 5.0), NB_COUNT, NB_P),
         NB_COUNT * NB_P / (1 - NB_P),
         NB_COUNT * NB_P / (1 - NB_P) ** 2,
         UNSUPPORTED,
@@ -511,9 +404,9 @@ CASES = [
     ),
     Case(
         "NegativeBinomial(logits)",
-        lambda: D.NegativeBinomial(t(NB_COUNT), logits=t(_logit(NB_P))),
-        _array(0.0, 9.0),
-        ref.negative_binomial_log_prob(_array(0.0, 9.0), NB_COUNT, NB_P),
+        lambda: D.NegativeBinomial(t(NB_COUNT), logits=t(logit(NB_P))),
+        floats(0.0, 9.0),
+        ref.negative_binomial_log_prob(floats(0.0, 9.0), NB_COUNT, NB_P),
         NB_COUNT * NB_P / (1 - NB_P),
         NB_COUNT * NB_P / (1 - NB_P) ** 2,
         UNSUPPORTED,
@@ -526,7 +419,7 @@ CASES = [
         ref.multinomial_log_prob(np.array([[3.0, 3.0, 4.0], [1.0, 0.0, 9.0]]), CAT_PROBS),
         MULTINOMIAL_N * CAT_PROBS,
         MULTINOMIAL_N * CAT_PROBS * (1 - CAT_PROBS),
-        _multinomial_entropy(MULTINOMIAL_N, CAT_PROBS),
+        multinomial_entropy(MULTINOMIAL_N, CAT_PROBS),
         discrete=True,
     ),
     Case(
@@ -536,7 +429,7 @@ CASES = [
         ref.multinomial_log_prob(np.array([[0.0, 10.0, 0.0], [2.0, 2.0, 6.0]]), CAT_PROBS),
         MULTINOMIAL_N * CAT_PROBS,
         MULTINOMIAL_N * CAT_PROBS * (1 - CAT_PROBS),
-        _multinomial_entropy(MULTINOMIAL_N, CAT_PROBS),
+        multinomial_entropy(MULTINOMIAL_N, CAT_PROBS),
         discrete=True,
     ),
     Case(
@@ -553,9 +446,9 @@ CASES = [
     ),
     Case(
         "ContinuousBernoulli(logits)",
-        lambda: D.ContinuousBernoulli(logits=t(_logit(PROBS))),
-        _array(0.0, 1.0),
-        ref.continuous_bernoulli_log_prob(_array(0.0, 1.0), PROBS),
+        lambda: D.ContinuousBernoulli(logits=t(logit(PROBS))),
+        floats(0.0, 1.0),
+        ref.continuous_bernoulli_log_prob(floats(0.0, 1.0), PROBS),
         ref.continuous_bernoulli_mean(PROBS),
         ref.continuous_bernoulli_variance(PROBS),
         -(ref.continuous_bernoulli_log_prob(ref.continuous_bernoulli_mean(PROBS), PROBS)),
@@ -567,22 +460,22 @@ CASES = [
         lambda: D.LogitRelaxedBernoulli(t(TEMPERATURE), t(PROBS)),
         NORMAL_X,
         # A logistic distribution of location logit(p) / t and scale 1 / t.
-        ref.logistic_log_prob(NORMAL_X, _logit(PROBS) / TEMPERATURE, 1 / TEMPERATURE),
+        ref.logistic_log_prob(NORMAL_X, logit(PROBS) / TEMPERATURE, 1 / TEMPERATURE),
         UNSUPPORTED,
         UNSUPPORTED,
         UNSUPPORTED,
-        draw_event=(lambda y: y <= NORMAL_X, 1 / (1 + np.exp(_logit(PROBS) - TEMPERATURE * NORMAL_X))),
+        draw_event=(lambda y: y <= NORMAL_X, 1 / (1 + np.exp(logit(PROBS) - TEMPERATURE * NORMAL_X))),
     ),
     Case(
         "RelaxedBernoulli",
-        lambda: D.RelaxedBernoulli(t(TEMPERATURE), logits=t(_logit(PROBS))),
+        lambda: D.RelaxedBernoulli(t(TEMPERATURE), logits=t(logit(PROBS))),
         UNIT_X,
-        ref.logistic_log_prob(_logit(UNIT_X), _logit(PROBS) / TEMPERATURE, 1 / TEMPERATURE)
+        ref.logistic_log_prob(logit(UNIT_X), logit(PROBS) / TEMPERATURE, 1 / TEMPERATURE)
         - np.log(UNIT_X * (1 - UNIT_X)),
         UNSUPPORTED,
         UNSUPPORTED,
         UNSUPPORTED,
-        draw_event=(lambda x: x <= UNIT_X, 1 / (1 + np.exp(_logit(PROBS) - TEMPERATURE * _logit(UNIT_X)))),
+        draw_event=(lambda x: x <= UNIT_X, 1 / (1 + np.exp(logit(PROBS) - TEMPERATURE * logit(UNIT_X)))),
     ),
     Case(
         "ExpRelaxedCategorical",
@@ -594,7 +487,7 @@ CASES = [
         UNSUPPORTED,
         UNSUPPORTED,
         # The Gumbel-max property: the largest coordinate is category k with probability p_k.
-        draw_event=(lambda y: y.argmax(-1) == np.array([2, 0]), _array(0.5, 0.1)),
+        draw_event=(lambda y: y.argmax(-1) == np.array([2, 0]), floats(0.5, 0.1)),
     ),
     Case(
         "RelaxedOneHotCategorical",
@@ -604,31 +497,31 @@ CASES = [
         UNSUPPORTED,
         UNSUPPORTED,
         UNSUPPORTED,
-        draw_event=(lambda x: x.argmax(-1) == np.array([1, 2]), _array(0.3, 0.8)),
+        draw_event=(lambda x: x.argmax(-1) == np.array([1, 2]), floats(0.3, 0.8)),
     ),
     Case(
         "MixtureSameFamily(Normal)",
         lambda: D.MixtureSameFamily(D.Categorical(t(MIX_WEIGHTS)), D.Normal(t(MIX_LOC), t(MIX_SCALE))),
         NORMAL_X,
-        _mixture_log_prob(NORMAL_X),
+        mixture_log_prob(NORMAL_X),
         MIX_MEAN,
         (MIX_WEIGHTS * (MIX_SCALE**2 + MIX_LOC**2)).sum(-1) - MIX_MEAN**2,
         UNSUPPORTED,
-        cdf=lambda x: (MIX_WEIGHTS * _normal_cdf(x[..., None], MIX_LOC, MIX_SCALE)).sum(-1),
+        cdf=lambda x: (MIX_WEIGHTS * normal_cdf(x[..., None], MIX_LOC, MIX_SCALE)).sum(-1),
     ),
     Case(
         "Kumaraswamy",
         lambda: D.Kumaraswamy(t(BETA_A), t(BETA_B)),
         UNIT_X,
         ref.kumaraswamy_log_prob(UNIT_X, BETA_A, BETA_B),
-        _kumaraswamy_moment(1),
-        _kumaraswamy_moment(2) - _kumaraswamy_moment(1) ** 2,
+        kumaraswamy_moment(1),
+        kumaraswamy_moment(2) - kumaraswamy_moment(1) ** 2,
         # (1 - 1/b) + (1 - 1/a) H_b - log(a b), H_b = psi(b + 1) + gamma the harmonic number.
         (1 - 1 / BETA_B) + (1 - 1 / BETA_A) * (ref.digamma(BETA_B + 1) + np.euler_gamma) - np.log(BETA_A * BETA_B),
         cdf=lambda x: 1 - (1 - x**BETA_A) ** BETA_B,
         has_icdf=True,
         # ((a - 1) / (a b - 1))^(1 / a) where a, b >= 1; NaN for a < 1 (an unbounded density at 0).
-        mode=_array(np.nan, (2.0 / 3.5) ** (1 / 3.0)),
+        mode=floats(np.nan, (2.0 / 3.5) ** (1 / 3.0)),
     ),
     Case(
         "LowRankMultivariateNormal",
@@ -637,7 +530,7 @@ CASES = [
         ref.mvn_log_prob(MVN_X, MVN_LOC, LOW_RANK_COV),
         MVN_LOC,
         np.broadcast_to(np.diag(LOW_RANK_COV), (2, 2)),
-        np.full(2, _mvn_entropy(LOW_RANK_COV)),
+        np.full(2, mvn_entropy(LOW_RANK_COV)),
         mode=MVN_LOC,
     ),
     Case(
