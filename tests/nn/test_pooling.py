@@ -84,7 +84,9 @@ def window_pool(
                 if all(0 <= coord[i] < spatial[i] for i in range(rank)):
                     values.append(x[(n, c) + tuple(coord)])
                     flat.append(int(np.ravel_multi_index(coord, spatial)))
-            if mode == "max":
+            if mode == "max" and not values:  # a window wholly in the padding (possible with dilation)
+                pooled[(n, c) + position], argmax[(n, c) + position] = -np.inf, -1
+            elif mode == "max":
                 best = int(np.argmax(values))
                 pooled[(n, c) + position], argmax[(n, c) + position] = values[best], flat[best]
             else:
@@ -169,6 +171,39 @@ def test_max_pool_layer_picks_window_maxima_and_their_positions(case_id, cls, kw
 def test_max_pool_gradients_match_finite_differences(case_id, cls, kwargs, input_shape, executor):
     with onnxnn.set_executor(executor):
         check_gradients(cls(**kwargs), [distinct(*input_shape)])
+
+
+WINDOWS_IN_PADDING = [
+    # id, kwargs, input shape: a dilated window's taps straddle the input, both in the padding
+    ("1d", {"kernel_size": 2, "stride": 3, "padding": 1, "dilation": 2}, (2, 2, 1)),
+    ("1d_longer", {"kernel_size": 2, "stride": 1, "padding": 1, "dilation": 3}, (1, 3, 2)),
+    ("2d_one_axis", {"kernel_size": 2, "stride": 1, "padding": (1, 0), "dilation": (2, 1)}, (1, 2, 1, 3)),
+]
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("case_id, kwargs, input_shape", WINDOWS_IN_PADDING, ids=[c[0] for c in WINDOWS_IN_PADDING])
+def test_a_window_wholly_in_the_padding_is_minus_infinity_and_routes_no_gradient(
+    case_id, kwargs, input_shape, executor
+):
+    x = distinct(*input_shape)
+    expected, argmax = window_pool(x, **kwargs)
+    assert np.isneginf(expected).any()
+    weights = RNG.standard_normal(expected.shape)
+    expected_gradient = np.zeros(x.shape)
+    for n, c, *position in np.ndindex(*expected.shape):
+        if argmax[(n, c, *position)] >= 0:
+            plane = expected_gradient[n, c].reshape(-1)
+            plane[argmax[(n, c, *position)]] += weights[(n, c, *position)]
+    pool = F.max_pool1d if len(input_shape) == 3 else F.max_pool2d
+    with onnxnn.set_executor(executor):
+        tensor = onnxnn.tensor(x, requires_grad=True)
+        pooled = pool(tensor, **kwargs)
+        values, _ = pool(onnxnn.tensor(x), return_indices=True, **kwargs)
+        (pooled.clamp(min=-1e300) * onnxnn.tensor(weights)).sum().backward()
+        np.testing.assert_array_equal(pooled.detach().numpy(), expected)
+        np.testing.assert_array_equal(values.numpy(), expected)
+        np.testing.assert_array_equal(tensor.grad.numpy(), expected_gradient)
 
 
 # ---------------------------------------------------------------- average pooling
@@ -267,6 +302,30 @@ def test_adaptive_avg_pool_averages_pytorchs_windows(case_id, rank, output_size,
         expected, magnitude = expected[0], magnitude[0]
     terms = int(np.prod(input_shape[-rank:]))  # a window holds at most the whole input
     assert_within_sum_rounding(actual, expected, magnitude, terms + 1, dtype.numpy_dtype)
+
+
+@pytest.mark.parametrize("executor, dtype", EXECUTOR_DTYPES, ids=EXECUTOR_DTYPE_IDS)
+@pytest.mark.parametrize(
+    "case_id, rank, output_size, input_shape", [c for c in ADAPTIVE_CASES if "uneven" in c[0]], ids=str
+)
+def test_adaptive_avg_pool_spreads_nan_and_inf_only_to_the_windows_holding_them(
+    case_id, rank, output_size, input_shape, executor, dtype
+):
+    x = RNG.standard_normal(input_shape)
+    flat = x.reshape(-1)
+    flat[[1, 7]], flat[-3], flat[-5] = np.nan, np.inf, -np.inf  # one window may sum inf and -inf: nan
+    x = x.astype(dtype.numpy_dtype)
+    expected, _ = adaptive_pool(x.astype(np.float64), output_size, "avg")
+    with onnxnn.set_executor(executor):
+        actual = ADAPTIVE_AVG[rank](output_size)(onnxnn.tensor(x)).numpy()
+    np.testing.assert_array_equal(np.isnan(actual), np.isnan(expected))
+    np.testing.assert_array_equal(np.isinf(actual) * np.sign(actual), np.isinf(expected) * np.sign(expected))
+    finite = np.isfinite(expected)
+    magnitude, _ = adaptive_pool(np.where(np.isfinite(x), np.abs(x), 0).astype(np.float64), output_size, "avg")
+    assert finite.any() and not finite.all()
+    assert_within_sum_rounding(
+        actual[finite], expected[finite], magnitude[finite], int(np.prod(input_shape[-rank:])) + 1, dtype.numpy_dtype
+    )
 
 
 @pytest.mark.parametrize("executor, dtype", EXECUTOR_DTYPES, ids=EXECUTOR_DTYPE_IDS)

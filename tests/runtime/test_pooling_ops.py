@@ -541,6 +541,12 @@ ERROR_CASES = [
         "pad should be at most half of effective kernel size",
     ),
     (
+        "max_pad_within_the_dilated_kernel_but_not_the_kernel",
+        lambda: ops.max_pool1d(onnxnn.zeros(1, 1, 5), 2, stride=1, padding=2, dilation=3),
+        RuntimeError,
+        "pad should be smaller than or equal to half of kernel size, but got pad=[2] and kernel_size=[2]",
+    ),
+    (
         "avg_pad_too_large",
         lambda: ops.avg_pool2d(onnxnn.zeros(1, 1, 5, 5), 3, padding=2),
         RuntimeError,

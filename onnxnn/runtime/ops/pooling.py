@@ -19,7 +19,7 @@ from .reduce import argmax
 from .conv import batched, expand_param
 from .conv_gradients import scatter_windows
 from .windows import pooled_size, window_geometry
-from .opmath import widened
+from .opmath import rounded, widened
 from .padding import pad_constant
 from .shape import _constant_list
 from ..tensor import outside_autocast
@@ -116,9 +116,38 @@ def _pool_node(op_type: str, x: Tensor, attrs: dict, name: str | None = None, nu
 # ---------------------------------------------------------------- gradient rules
 
 
-def _route_to_indices(g: Tensor, indices: Tensor, input_shape: tuple, name: str) -> Tensor:
-    """Adds each gradient entry at the flat input position ``indices`` names (ONNX MaxPool's Indices)."""
+def _windows_in_padding(input_shape: tuple, attrs: dict, output_spatial: tuple) -> np.ndarray | None:
+    """Where a MaxPool window lies wholly in the padding (possible with dilation), as a boolean mask of
+    the output's spatial shape; None where none does (the usual case: no mask is recorded).
+
+    Such a window has no element to route its gradient to: its Indices name no position of its own
+    (onnxruntime writes -1, onnxnn's kernels one past the channel), so they get none, as PyTorch's.
+    """
+    if all(dilation == 1 for dilation in attrs.get("dilations", ())):
+        return None  # contiguous taps, at most half a kernel of padding: every window reaches the input
+    geometry = window_geometry(input_shape[2:], attrs["kernel_shape"], attrs, bool(attrs.get("ceil_mode", 0)), True)
+    inside = []
+    for size, out, kernel, stride, dilation, begin in zip(
+        input_shape[2:], output_spatial, geometry.kernel, geometry.strides, geometry.dilations, geometry.pads_begin
+    ):
+        positions = np.arange(out)[:, None] * stride - begin + np.arange(kernel)[None, :] * dilation
+        inside.append(((positions >= 0) & (positions < size)).any(axis=1))
+    if all(axis.all() for axis in inside):
+        return None
+    mask = np.ones((), bool)
+    for axis in inside:
+        mask = np.logical_and.outer(mask, axis)
+    return ~mask
+
+
+def _route_to_indices(g: Tensor, indices: Tensor, input_shape: tuple, name: str, padded=None) -> Tensor:
+    """Adds each gradient entry at the flat input position ``indices`` names (ONNX MaxPool's Indices);
+    ``padded`` (``_windows_in_padding``), where given, marks the windows that route nothing."""
     size = int(np.prod(input_shape))
+    if padded is not None:
+        nowhere = Tensor._from_array(padded, dtypes.bool, g.device)
+        g = where(nowhere, Tensor._zeros((), g.dtype, g.device), g)
+        indices = where(nowhere, Tensor._zeros((), indices.dtype, g.device), indices.detach())
     # onnxruntime's CPU ScatterElements cannot add float16 or bfloat16: add in float32 and round
     # once (PyTorch's CPU kernels accumulate low precision in float32 as well).
     wide = widened(g)
@@ -146,7 +175,9 @@ def _max_pool_grad(ctx, g, *unused):
     else:
         indices = _max_indices(ctx.input(0), ctx.attrs)
     # Ties route to the one element Indices names, as PyTorch's max_pool backward does.
-    return (_route_to_indices(g, indices, ctx.input_shape(0), "MaxPoolWithIndicesBackward0"),)
+    input_shape = ctx.input_shape(0)
+    padded = _windows_in_padding(input_shape, ctx.attrs, tuple(g.shape[2:]))
+    return (_route_to_indices(g, indices, input_shape, "MaxPoolWithIndicesBackward0", padded),)
 
 
 @gradient_rules.register("GlobalMaxPool")
@@ -418,6 +449,18 @@ def _int64_avg_pool(x: Tensor, kernel, strides, pads, output, count_include_pad:
     return averages.reshape((batch, channels) + tuple(output))
 
 
+def _negative_infinity_where_no_element(result: Tensor, input_shape: tuple, attrs: dict, narrow) -> Tensor:
+    """``result`` of a float MaxPool with -inf where a window lies wholly in the padding, as PyTorch's
+    (onnxruntime writes the lowest float there, or NaN through onnxnn's NaN-propagating form)."""
+    if narrow is not None:
+        return result
+    padded = _windows_in_padding(input_shape, attrs, tuple(result.shape[2:]))
+    if padded is None:
+        return result
+    nowhere = Tensor._from_array(padded, dtypes.bool, result.device)
+    return where(nowhere, Tensor._full((), float("-inf"), result.dtype, result.device), result)
+
+
 def _max_pool(input: Tensor, kernel_size, stride, padding, dilation, ceil_mode: bool, return_indices: bool, rank: int):
     function = f"max_pool{rank}d"
     # PyTorch's max_pool1d without indices is a kernel of its own, for floats only.
@@ -428,6 +471,10 @@ def _max_pool(input: Tensor, kernel_size, stride, padding, dilation, ceil_mode: 
         raise RuntimeError(
             f"pad should be at most half of effective kernel size, but got pad={pads}, "
             f"kernel_size={kernel} and dilation={dilations}"
+        )
+    if any(p > k // 2 for p, k in zip(pads, kernel)):  # PyTorch checks the undilated kernel too (after)
+        raise RuntimeError(
+            f"pad should be smaller than or equal to half of kernel size, but got pad={pads} and kernel_size={kernel}"
         )
     x, added_batch = _batched_pool_input(input, rank, function)
     output = [
@@ -452,10 +499,13 @@ def _max_pool(input: Tensor, kernel_size, stride, padding, dilation, ceil_mode: 
     if narrow is not None:
         x = x.to(dtypes.float64)
     if not return_indices:
-        result = _pool_node("MaxPool", x, attrs, name)
+        result = _negative_infinity_where_no_element(
+            _pool_node("MaxPool", x, attrs, name), tuple(x.shape), attrs, narrow
+        )
         result = result if narrow is None else result.to(narrow)
         return result.squeeze(0) if added_batch else result
     result, flat_indices = _pool_node("MaxPool", x, attrs, name, num_outputs=2)
+    result = _negative_infinity_where_no_element(result, tuple(x.shape), attrs, narrow)
     result = result if narrow is None else result.to(narrow)
     # ONNX counts positions over the whole (N, C, *spatial) tensor, PyTorch within each (n, c) plane.
     plane = int(np.prod(x.shape[2:]))
@@ -611,13 +661,31 @@ def avg_pool3d(
     return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3)
 
 
-def _adaptive_matrix(size: int, out: int) -> np.ndarray:
-    """``(out, size)`` averaging rows over PyTorch's adaptive windows [floor(i*size/out), ceil((i+1)*size/out))."""
-    matrix = np.zeros((out, size))
-    for i in range(out):
-        start, end = (i * size) // out, -(-((i + 1) * size) // out)
-        matrix[i, start:end] = 1.0 / (end - start)
-    return matrix
+def _adaptive_windows(size: int, out: int) -> tuple[np.ndarray, np.ndarray]:
+    """PyTorch's adaptive windows ``[floor(i * size / out), ceil((i + 1) * size / out))`` as ``(out,
+    longest)`` positions, each window padded to the longest by repeating its last position, and
+    whether each position is the window's own."""
+    starts = np.array([(i * size) // out for i in range(out)])
+    ends = np.array([-(-((i + 1) * size) // out) for i in range(out)])
+    offsets = np.arange(int((ends - starts).max()))
+    positions = np.minimum(starts[:, None] + offsets, ends[:, None] - 1)
+    return positions.astype(np.int64), offsets < (ends - starts)[:, None]
+
+
+def _adaptive_window_sums(x: Tensor, axis: int, out: int) -> Tensor:
+    """Sums of ``x`` over the adaptive windows along ``axis`` (that axis's size becomes ``out``).
+
+    Each window's elements are gathered, and a window's padding is selected away, never multiplied
+    by 0: a NaN or an infinity reaches only the windows that hold it, as in PyTorch (an averaging
+    matrix spread it over the whole row: 0 * nan is nan).
+    """
+    positions, own = _adaptive_windows(x.shape[axis], out)
+    gathered = apply_op("Gather", (x, int64_constant(positions)), {"axis": axis})
+    if not own.all():
+        trailing = (1,) * (x.dim() - axis - 1)
+        mask = Tensor._from_array(own.reshape(own.shape + trailing), dtypes.bool, x.device)
+        gathered = where(mask, gathered, Tensor._zeros((), x.dtype, x.device))
+    return gathered.sum(axis + 1)
 
 
 _ADAPTIVE_AVG_POOL_NAMES = {1: "adaptive_avg_pool1d", 2: "adaptive_avg_pool2d", 3: "adaptive_avg_pool3d"}
@@ -648,12 +716,16 @@ def _adaptive_avg_pool(input: Tensor, output_size, rank: int) -> Tensor:
         kernel = [size // out for size, out in zip(spatial, sizes)]
         result = apply_op("AveragePool", (x,), {"kernel_shape": kernel, "strides": kernel}, name)
     else:
-        # Overlapping, uneven windows: the pooling is separable, one averaging matrix per axis.
-        result = x
+        # Overlapping, uneven windows: the sums are separable (one axis after the other), then each
+        # is divided by its window's size, as PyTorch divides a window's sum.
+        result = widened(x)
+        counts = np.ones(())
         for axis, (size, out) in enumerate(zip(spatial, sizes)):
-            matrix = Tensor._from_array(_adaptive_matrix(size, out).T.astype(x.dtype.numpy_dtype), x.dtype, x.device)
-            moved = result.transpose(2 + axis, -1)
-            result = (moved @ matrix).transpose(2 + axis, -1)
+            result = _adaptive_window_sums(result, 2 + axis, out)
+            _, own = _adaptive_windows(size, out)
+            counts = np.multiply.outer(counts, own.sum(axis=1))
+        divisor = Tensor._from_array(counts.astype(result.dtype.numpy_dtype), result.dtype, x.device)
+        result = rounded(result / divisor, x.dtype)
     return result.squeeze(0) if added_batch else result
 
 
@@ -666,8 +738,8 @@ def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
     """Average pooling to a fixed ``(H_out, W_out)`` (an int for both; None keeps that input size).
 
     Recorded as ``GlobalAveragePool`` for 1x1 outputs, ``AveragePool`` when the sizes divide
-    evenly, and otherwise (or for float64) as products with constant averaging matrices
-    (PyTorch's windows ``[floor(i * H / H_out), ceil((i + 1) * H / H_out))``).
+    evenly, and otherwise (or for float64) as sums of each axis's gathered windows (PyTorch's
+    ``[floor(i * H / H_out), ceil((i + 1) * H / H_out))``), divided by the windows' sizes.
 
     Example::
 
