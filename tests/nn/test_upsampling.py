@@ -387,6 +387,8 @@ def test_repr_matches_pytorch(module, text):
         (lambda x: F.interpolate(x), ValueError, "either size or scale_factor should be defined"),
         (lambda x: F.interpolate(x, size=4, align_corners=True), ValueError, "align_corners option can only be set"),
         (lambda x: F.interpolate(x, size=(4, 5, 6)), ValueError, "same number of spatial dimensions"),
+        # The sizes are checked before the mode's rank, as in PyTorch.
+        (lambda x: F.interpolate(x[0], size=(4, 5), mode="bilinear"), ValueError, "same number of spatial dimensions"),
         (lambda x: F.interpolate(x, size=4, mode="linear", antialias=True), ValueError, "Anti-alias option"),
     ],
 )

@@ -107,17 +107,18 @@ def interpolate(
                 "Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires "
                 "a 4-D tensor as input"
             )
-    if mode in _RANK_OF_MODE and input.dim() != _RANK_OF_MODE[mode]:
-        raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs {_RANK_OF_MODE[mode]}D input")
-    if mode == "bicubic" and input.dim() != 4:
-        raise NotImplementedError(f"Got {input.dim()}D input, but bicubic mode needs 4D input")
     if align_corners is not None and mode not in _INTERPOLATING:
         raise ValueError(
             "align_corners option can only be set with the interpolating modes: linear | bilinear | bicubic | trilinear"
         )
     if align_corners is None:
         align_corners = False
+    # Sizes are checked before the mode's rank, as PyTorch's (ValueError before NotImplementedError).
     output_size, scales = _output_geometry(input, size, scale_factor, recompute_scale_factor, spatial)
+    if mode in _RANK_OF_MODE and input.dim() != _RANK_OF_MODE[mode]:
+        raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs {_RANK_OF_MODE[mode]}D input")
+    if mode == "bicubic" and input.dim() != 4:
+        raise NotImplementedError(f"Got {input.dim()}D input, but bicubic mode needs 4D input")
     input_size = list(input.shape[-spatial:])
     if mode != "area" and min(input_size + list(output_size)) <= 0:  # area pools, to any size
         names = "DHW"[3 - spatial :]
