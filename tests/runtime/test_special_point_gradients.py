@@ -69,7 +69,7 @@ def masked_map(shape, fraction: float, seed: int) -> np.ndarray:
 POOL_CASES = {
     # name: (input shape, kernel, stride, padding, dilation)
     "1d": ((2, 2, 9), 3, 2, 1, 1),
-    "1d dilated": ((2, 2, 11), 3, 2, 2, 2),
+    "1d dilated": ((2, 2, 11), 3, 2, 1, 2),
     "2d": ((1, 2, 6, 7), 3, 2, 1, 1),
     "2d stride 1": ((1, 2, 5, 5), 3, 1, 1, 1),
     "3d": ((1, 2, 4, 5, 6), 3, 2, 1, 1),
