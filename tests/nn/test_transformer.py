@@ -290,12 +290,13 @@ def _padded_path_reference(encoder, x, padding, batch_first=True):
     return out
 
 
-@pytest.mark.parametrize("mask_kind", ["bool", "float"])
+@pytest.mark.parametrize("mask_kind", ["bool", "float", "float, finite"])
 def test_encoder_zeroes_padding_positions_where_pytorch_takes_the_nested_tensor_path(mask_kind):
-    # A float mask (0 to keep, -inf to pad) pads where it is nonzero, as PyTorch builds its nested
-    # tensor from the mask's logical_not.
+    # A float mask pads where it is nonzero, as PyTorch builds its nested tensor from the mask's
+    # logical_not: a finite nonzero entry (0.5) pads there as -inf does, it is no additive bias.
     encoder, x, padding = _nested_case()
-    mask = padding if mask_kind == "bool" else np.where(padding, -np.inf, 0.0)
+    mask = {"bool": padding, "float": np.where(padding, -np.inf, 0.0), "float, finite": np.where(padding, 0.5, 0.0)}
+    mask = mask[mask_kind]
     with onnxnn.no_grad():
         actual = encoder(onnxnn.tensor(x), src_key_padding_mask=onnxnn.tensor(mask)).numpy()
     expected = _padded_path_reference(encoder, x, padding)

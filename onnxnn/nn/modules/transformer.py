@@ -299,13 +299,16 @@ class TransformerEncoder(Module):
         is_causal: bool | None = None,
     ) -> Tensor:
         """Encodes ``src`` through every layer; ``is_causal`` is a hint that ``mask`` is causal."""
+        padding, padded = src_key_padding_mask, None
+        if padding is not None and self._takes_nested_path(src, mask, padding):
+            # PyTorch's nested tensor is built from the mask's logical_not: a float mask pads where it is
+            # nonzero, whatever the value (it is no additive bias there), and padding positions come out 0.
+            padded = padding if padding.dtype.numpy_dtype == np.bool_ else padding.ne(0)
+            padding = padded
         output = src
         for layer in self.layers:
-            output = layer(output, src_mask=mask, is_causal=bool(is_causal), src_key_padding_mask=src_key_padding_mask)
-        if src_key_padding_mask is not None and self._takes_nested_path(src, mask, src_key_padding_mask):
-            # A float mask pads where it is nonzero (PyTorch's nested tensor is built from its logical_not).
-            padding = src_key_padding_mask
-            padded = padding if padding.dtype.numpy_dtype == np.bool_ else padding.ne(0)
+            output = layer(output, src_mask=mask, is_causal=bool(is_causal), src_key_padding_mask=padding)
+        if padded is not None:
             output = output.masked_fill(padded.unsqueeze(-1), 0.0)
         return self.norm(output) if self.norm is not None else output
 
