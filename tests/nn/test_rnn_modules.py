@@ -368,6 +368,31 @@ def test_bad_inputs_raise_pytorchs_errors(call, error, message):
         call()
 
 
+@pytest.mark.parametrize("grad_enabled", [True, False], ids=["unrolled steps", "fused nodes"])
+def test_a_narrower_lstm_cell_state_is_taken_in_the_inputs_dtype(grad_enabled):
+    lstm = nn.LSTM(3, 4).double()
+    x, h, c = RNG.standard_normal((5, 2, 3)), RNG.standard_normal((1, 2, 4)), RNG.standard_normal((1, 2, 4))
+    c32 = c.astype(np.float32)
+    with onnxnn.set_grad_enabled(grad_enabled):
+        output, (h_n, c_n) = lstm(onnxnn.tensor(x), (onnxnn.tensor(h), onnxnn.tensor(c32)))
+        expected, (expected_h, expected_c) = lstm(
+            onnxnn.tensor(x), (onnxnn.tensor(h), onnxnn.tensor(c32.astype(float)))
+        )
+    assert output.dtype is c_n.dtype is onnxnn.float64
+    for actual, reference in [(output, expected), (h_n, expected_h), (c_n, expected_c)]:
+        np.testing.assert_array_equal(actual.detach().numpy(), reference.detach().numpy())
+
+
+@pytest.mark.parametrize("grad_enabled", [True, False], ids=["unrolled steps", "fused nodes"])
+@pytest.mark.parametrize("cls", [nn.RNN, nn.GRU, nn.LSTM])
+def test_a_hidden_state_of_another_dtype_is_refused_as_pytorch(cls, grad_enabled):
+    module = cls(3, 4).double()
+    h = onnxnn.zeros(1, 2, 4)  # float32 beside float64 weights: PyTorch's matmul refuses the pair
+    state = (h, onnxnn.zeros(1, 2, 4, dtype=onnxnn.float64)) if cls is nn.LSTM else h
+    with onnxnn.set_grad_enabled(grad_enabled), pytest.raises(RuntimeError, match="must have the same dtype"):
+        module(onnxnn.zeros(5, 2, 3, dtype=onnxnn.float64), state)
+
+
 def test_dropout_on_a_single_layer_warns():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

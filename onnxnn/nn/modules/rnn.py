@@ -22,6 +22,7 @@ import math
 import numbers
 import warnings
 
+from ...ir import dtypes
 from ...ir.mode import MODE
 from ...runtime.creation import empty, zeros
 from ...runtime.grad_mode import is_grad_enabled
@@ -89,6 +90,30 @@ def _run_direction(mode, steps, batch_sizes, h, c, weights, reverse: bool):
         h = cat([new_h, h[running:]], 0)
         c = None if c is None else cat([new_c, c[running:]], 0)
     return outputs, h, c
+
+
+def _states_in_dtype_of(data: Tensor, states: tuple) -> tuple:
+    """The initial states in the input's dtype, or PyTorch's error.
+
+    PyTorch's recurrence multiplies ``h`` by the weights, which needs one dtype, and only adds the
+    LSTM's ``c`` into a cell state of the input's dtype: a narrower ``c`` is exact there, and the
+    fused recurrent nodes need one dtype for all.
+    """
+    hidden, *rest = states
+    if hidden.dtype != data.dtype:
+        raise RuntimeError(
+            f"mat1 and mat2 must have the same dtype, but got {dtypes.scalar_type_name(hidden.dtype)} and "
+            f"{dtypes.scalar_type_name(data.dtype)}"
+        )
+    for index, cell in enumerate(rest):
+        if cell.dtype != data.dtype:
+            if dtypes.promote_types(cell.dtype, data.dtype) != data.dtype:
+                raise RuntimeError(
+                    f"hx[{index + 1}] has dtype {cell.dtype}, wider than the input's {data.dtype}: it cannot be "
+                    "the cell state of this LSTM"
+                )
+            rest[index] = cell.to(data.dtype)
+    return (hidden, *rest)
 
 
 class RNNBase(Module):
@@ -325,6 +350,8 @@ class RNNBase(Module):
             # the fused recurrent nodes would meet float32 weights).
             data, *cast_states = autocast_arguments("Gemm", (data, *states))
             states = tuple(cast_states)
+        else:
+            states = _states_in_dtype_of(data, states)
         cx = states[1] if is_lstm else None
         needs_grad = is_grad_enabled() and (
             data.requires_grad
