@@ -34,7 +34,7 @@ def _softmax(x):
 def sdpa_reference(q, k, v, mask=None, is_causal=False, scale=None, enable_gqa=False):
     """softmax(Q K^T * scale + bias) V with PyTorch's mask conventions; rows with no key left give 0."""
     scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
-    if enable_gqa and k.shape[-3] != q.shape[-3]:
+    if enable_gqa:
         k = np.repeat(k, q.shape[-3] // k.shape[-3], axis=-3)
         v = np.repeat(v, q.shape[-3] // v.shape[-3], axis=-3)
     scores = q @ np.swapaxes(k, -1, -2) * scale
@@ -71,6 +71,9 @@ SDPA_CASES = {
     "causal rectangular": dict(q=(1, 2, 3, 4), k=(1, 2, 6, 4), v=(1, 2, 6, 4), is_causal=True),
     "scale": dict(q=(2, 4, 8), k=(2, 4, 8), v=(2, 4, 3), scale=0.7),
     "grouped-query": dict(q=(1, 4, 3, 8), k=(1, 2, 5, 8), v=(1, 2, 5, 8), enable_gqa=True),
+    "grouped-query, key and value head counts differ": dict(
+        q=(1, 4, 3, 8), k=(1, 2, 5, 8), v=(1, 1, 5, 6), enable_gqa=True
+    ),
     "fully masked row": dict(
         q=(1, 1, 3, 4),
         k=(1, 1, 4, 4),

@@ -106,12 +106,15 @@ def scaled_dot_product_attention(
         )
     length, source = query.shape[-2], key.shape[-2]
     factor = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    if enable_gqa and query.dim() >= 3 and key.shape[-3] != query.shape[-3]:
-        heads, kv_heads = query.shape[-3], key.shape[-3]
-        if kv_heads == 0 or heads % kv_heads:
+    if enable_gqa and query.dim() >= 3:
+        # Keys and values are repeated each by its own head count (PyTorch's allow them to differ).
+        heads = query.shape[-3]
+        if any(tensor.shape[-3] == 0 or heads % tensor.shape[-3] for tensor in (key, value)):
             raise RuntimeError("Number of heads in key and value must divide the number of heads in query")
-        key = key.repeat_interleave(heads // kv_heads, dim=-3)
-        value = value.repeat_interleave(heads // kv_heads, dim=-3)
+        if key.shape[-3] != heads:
+            key = key.repeat_interleave(heads // key.shape[-3], dim=-3)
+        if value.shape[-3] != heads:
+            value = value.repeat_interleave(heads // value.shape[-3], dim=-3)
     # Half-precision scores are computed and normalized in float32 (opmath), as PyTorch's CPU kernel does:
     # Q K^T of float16 rows overflows (inf - inf: NaN weights) before the scaling would bring it back.
     scores = (widened(query) @ widened(key).transpose(-2, -1)) * factor
