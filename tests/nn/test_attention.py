@@ -180,6 +180,7 @@ SDPA_ERRORS = [
     ),
     (dict(key_shape=(1, 2, 3, 5)), RuntimeError, "Expected size for first two dimensions of batch2 tensor"),
     (dict(key_shape=(1, 3, 3, 4), enable_gqa=True), RuntimeError, "Number of heads in key and value must divide"),
+    (dict(key_shape=(4,)), RuntimeError, "Expected query, key, and value to all be  at least 2 dimensional"),
 ]
 
 

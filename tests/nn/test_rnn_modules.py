@@ -361,6 +361,11 @@ def test_export_runs_in_onnxruntime(case_id, cls, kwargs, mode):
             "hidden0 has inconsistent hidden_size: got 5, expected 4",
         ),
         (lambda: nn.RNNCell(3, 4)(onnxnn.randn(1, 2, 3)), ValueError, "RNNCell: Expected input to be 1D or 2D, got 3D"),
+        (
+            lambda: nn.LSTMCell(3, 4)(onnxnn.randn(2, 3), (onnxnn.randn(2, 4),)),
+            RuntimeError,
+            "expects two hidden states",
+        ),
     ],
 )
 def test_bad_inputs_raise_pytorchs_errors(call, error, message):

@@ -86,6 +86,11 @@ def scaled_dot_product_attention(
     Returns:
         ``(N, ..., Hq, L, Ev)``.
     """
+    if min(query.dim(), key.dim(), value.dim()) < 2:
+        raise RuntimeError(
+            "Expected query, key, and value to all be  at least 2 dimensional, but got query.dim: "
+            f"{query.dim()} key.dim: {key.dim()} and value.dim: {value.dim()} instead."
+        )
     if not query.dtype.is_floating_point:
         raise RuntimeError(f"expected scalar type Float but found {dtypes.scalar_type_name(query.dtype)}")
     if attn_mask is not None and is_causal:
