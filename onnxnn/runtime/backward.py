@@ -61,7 +61,8 @@ def _collect(roots: list) -> tuple[dict, list]:
 
 
 def _needed(order: list, targets: set) -> set:
-    """The functions from which some target edge is reachable (the path to prune to)."""
+    """The functions whose backward must run: those from which some target lies further back (the path
+    to prune to). A target itself runs only when another lies behind it, as in PyTorch's engine."""
     needed = set()
     changed = True
     while changed:
@@ -69,8 +70,9 @@ def _needed(order: list, targets: set) -> set:
         for function in order:
             if function in needed:
                 continue
-            if function in targets or any(
-                edge is not None and edge[0] is not None and edge[0] in needed for edge in function.next_functions
+            if any(
+                edge is not None and edge[0] is not None and (edge[0] in needed or edge[0] in targets)
+                for edge in function.next_functions
             ):
                 needed.add(function)
                 changed = True
@@ -216,13 +218,20 @@ def _drive(
             function = ready.pop()
             slots = buffers.pop(function, _NOTHING)
             if capture_keys:
-                # A captured gradient is the one its tensor's hooks give, as .grad would be.
+                # A captured gradient is the one its tensor's hooks give, as .grad would be; except a
+                # non-leaf's whose backward runs on (another input lies behind it): its hooks run once,
+                # there, and the gradient is captured as it arrived, as PyTorch's engine does.
                 is_leaf = type(function) is AccumulateGrad
                 for output_nr, gradient in slots.items():
                     if (function, output_nr) in capture_keys:
                         if is_leaf and function.variable._backward_hooks:
                             gradient = _apply_hooks(function.variable._backward_hooks, gradient)
-                        elif not is_leaf and function._tensor_hooks and output_nr in function._tensor_hooks:
+                        elif (
+                            not is_leaf
+                            and function not in needed
+                            and function._tensor_hooks
+                            and output_nr in function._tensor_hooks
+                        ):
                             gradient = _apply_hooks(function._tensor_hooks[output_nr], gradient)
                         captured[(function, output_nr)] = gradient
             if type(function) is AccumulateGrad:
@@ -307,9 +316,15 @@ def _run_function(function: Function, slots: dict, create_graph: bool) -> list:
         complete = False
         if all(gradient is None for gradient in grad_outputs):  # the hooks dropped every gradient
             return [None] * len(function.next_functions)
-    # Hooks see None for an output no gradient reached, as PyTorch's; the node's backward sees zeros.
-    arguments = grad_outputs if complete else _materialized(function, outputs, grad_outputs)
-    fitted = function.input_gradients(arguments, create_graph)
+    if not complete and function.node is not None and all(gradient is None for gradient in grad_outputs):
+        # No gradient reached this recorded op (hooks before it dropped them): PyTorch's built-in nodes
+        # compute none, so the leaves behind keep .grad None (an optimizer then skips them). A custom
+        # Function's backward still runs, on zeros (its materialize_grads).
+        fitted: list = [None] * len(function.next_functions)
+    else:
+        # Hooks see None for an output no gradient reached, as PyTorch's; the node's backward sees zeros.
+        arguments = grad_outputs if complete else _materialized(function, outputs, grad_outputs)
+        fitted = function.input_gradients(arguments, create_graph)
     if function._hooks:
         for hook in list(function._hooks.values()):
             result = hook(tuple(fitted), tuple(grad_outputs))

@@ -388,6 +388,61 @@ def test_a_pre_hook_may_drop_the_gradient():
     assert x.grad is None
 
 
+class _ReturnsNoGradient(Function):
+    @staticmethod
+    def forward(ctx, a):
+        return a * 3
+
+    @staticmethod
+    def backward(ctx, gradient):
+        return None
+
+
+def _drop_at_the_last_node(y):
+    z = y.exp()
+    z.grad_fn.register_prehook(lambda g: (None,))
+    return z
+
+
+@pytest.mark.parametrize(
+    "dropped_after",
+    [
+        pytest.param(_drop_at_the_last_node, id="a pre-hook two nodes on"),
+        pytest.param(_ReturnsNoGradient.apply, id="a custom Function returning None"),
+    ],
+)
+def test_a_recorded_op_no_gradient_reaches_computes_none_and_leaves_grad_none(dropped_after):
+    # PyTorch's built-in nodes compute nothing from no gradient: the leaf keeps .grad None, so an
+    # optimizer with weight decay skips it rather than stepping with zeros.
+    x = onnxnn.ones(2, requires_grad=True)
+    dropped_after(x * 2).sum().backward()
+    assert x.grad is None
+    onnxnn.optim.SGD([x], lr=1.0, weight_decay=0.5).step()
+    assert x.tolist() == [1.0, 1.0]
+
+
+def test_a_module_whose_full_backward_pre_hook_drops_the_gradient_keeps_its_grads_none():
+    layer = nn.Linear(3, 2)
+    layer.register_full_backward_pre_hook(lambda module, grad_output: (None,))
+    layer(onnxnn.ones(1, 3)).sum().backward()
+    assert layer.weight.grad is None and layer.bias.grad is None
+
+
+@pytest.mark.parametrize("inputs", ["y", "y and x"])
+def test_grad_runs_a_non_leaf_inputs_hook_once(inputs):
+    # Where the backward runs on behind y (x is asked for too), PyTorch captures y's gradient as it
+    # arrived and its hook runs once, there; where nothing lies behind, the capture is the hook's.
+    calls = []
+    x = onnxnn.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    y.register_hook(lambda g: calls.append(g.tolist()) or g * 2)
+    gradients = onnxnn.autograd.grad((y * y).sum(), [y, x] if inputs == "y and x" else [y])
+    assert calls == [[4.0, 8.0]]
+    assert gradients[0].tolist() == ([4.0, 8.0] if inputs == "y and x" else [8.0, 16.0])
+    if inputs == "y and x":
+        assert gradients[1].tolist() == [16.0, 32.0]  # the hook's doubled gradient flows on to x
+
+
 def test_is_inference_mode_enabled_follows_the_innermost_inference_mode_block():
     seen = [onnxnn.is_inference_mode_enabled()]
     with onnxnn.inference_mode():
