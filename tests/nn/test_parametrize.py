@@ -199,6 +199,20 @@ def test_gradients_reach_original_as_finite_differences_say():
     check_gradients(loss, [original, x], requires_grad=[True, False])
 
 
+def test_functional_call_by_the_parametrized_name_takes_the_value_through_right_inverse():
+    # PyTorch's functional_call sets a name that is no parameter with setattr: the parametrization's
+    # setter stores right_inverse(value) in the original for the call, and puts the old one back.
+    layer = linear()
+    parametrize.register_parametrization(layer, "weight", DoubleWithInverse())
+    original = layer.parametrizations.weight.original.detach().numpy().copy()
+    weight = np.random.default_rng(1).standard_normal((3, 3)).astype(np.float32)
+    x = np.random.default_rng(2).standard_normal((4, 3)).astype(np.float32)
+    output = stateless.functional_call(layer, {"weight": onnxnn.tensor(weight)}, (onnxnn.tensor(x),))
+    expected = x @ weight.T + layer.bias.detach().numpy()
+    np.testing.assert_allclose(output.detach().numpy(), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(layer.parametrizations.weight.original.detach().numpy(), original)
+
+
 def test_sgd_step_updates_original():
     layer = linear()
     parametrize.register_parametrization(layer, "weight", Symmetric())

@@ -76,26 +76,28 @@ def _reparametrize(module, replacements: dict, strict: bool):
             messages.append(f"Missing key(s): {', '.join(map(repr, missing))}.")
         if messages:
             raise RuntimeError(f"Error(s) in reparametrizing for {module._get_name()}:\n\t" + "\n\t".join(messages))
-    saved = []  # (table, attribute, original value or _MISSING), restored in reverse order
+    saved = []  # (table or None, owner, attribute, original value or _MISSING), restored in reverse order
     try:
         for name, value in replacements.items():
             owner, attribute = _owner_and_attribute(module, name)
-            if attribute in owner._parameters:
-                table = owner._parameters
-            elif attribute in owner._buffers:
-                table = owner._buffers
+            if attribute in owner._parameters or attribute in owner._buffers:
+                table = owner._parameters if attribute in owner._parameters else owner._buffers
+                saved.append((table, owner, attribute, table[attribute]))
+                table[attribute] = value
             else:
-                # Not a registered tensor: set as a plain attribute for the call, as PyTorch does.
-                table = owner.__dict__
-            saved.append((table, attribute, table.get(attribute, _MISSING)))
-            table[attribute] = value
+                # Not a registered tensor: set for the call with setattr, as PyTorch does, so that a
+                # parametrized name takes the value through its right_inverse into its original.
+                saved.append((None, owner, attribute, getattr(owner, attribute, _MISSING)))
+                setattr(owner, attribute, value)
         yield
     finally:
-        for table, attribute, original in reversed(saved):
-            if original is _MISSING:
-                del table[attribute]
-            else:
+        for table, owner, attribute, original in reversed(saved):
+            if table is not None:
                 table[attribute] = original
+            elif original is _MISSING:
+                delattr(owner, attribute)
+            else:
+                setattr(owner, attribute, original)
 
 
 def functional_call(
