@@ -11,6 +11,7 @@ A backward whose structure repeats is replayed by the fast path (``fastpath/back
 from __future__ import annotations
 
 import threading
+import warnings
 from itertools import zip_longest
 
 import numpy as np
@@ -487,11 +488,14 @@ def grad(
     grad_outputs=None,
     retain_graph=None,
     create_graph: bool = False,
+    only_inputs: bool = True,
     allow_unused=None,
     is_grads_batched: bool = False,
     materialize_grads: bool = False,
 ) -> tuple:
     """Computes and returns the gradients of ``outputs`` with respect to ``inputs`` (without touching ``.grad``).
+
+    ``only_inputs`` is PyTorch's deprecated argument, ignored as there (with its warning when False).
 
     With ``is_grads_batched``, the first dimension of every ``grad_outputs`` tensor is a batch of
     vectors, and each input's gradient gets that dimension first: the vector-Jacobian product of
@@ -504,6 +508,13 @@ def grad(
         >>> g
         tensor([2., 4.])
     """
+    if not only_inputs:
+        warnings.warn(
+            "only_inputs argument is deprecated and is ignored now (defaults to True). To accumulate gradient "
+            "for other parts of the graph, please use torch.autograd.backward.",
+            FutureWarning,
+            stacklevel=2,
+        )
     if materialize_grads and allow_unused is False:
         raise ValueError(
             "Expected allow_unused to be True or not passed when materialize_grads=True, but got: allow_unused=False."

@@ -9,6 +9,8 @@ expected is computed by onnxnn.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -441,6 +443,16 @@ def test_grad_runs_a_non_leaf_inputs_hook_once(inputs):
     assert gradients[0].tolist() == ([4.0, 8.0] if inputs == "y and x" else [8.0, 16.0])
     if inputs == "y and x":
         assert gradients[1].tolist() == [16.0, 32.0]  # the hook's doubled gradient flows on to x
+
+
+@pytest.mark.parametrize("only_inputs", [True, False])
+def test_grad_accepts_pytorchs_deprecated_only_inputs_and_ignores_it(only_inputs):
+    x = onnxnn.tensor([1.0, 2.0], requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        (gradient,) = onnxnn.autograd.grad((x * x).sum(), x, only_inputs=only_inputs)
+    assert gradient.tolist() == [2.0, 4.0] and x.grad is None
+    assert [w.category for w in caught] == ([] if only_inputs else [FutureWarning])
 
 
 def test_is_inference_mode_enabled_follows_the_innermost_inference_mode_block():
