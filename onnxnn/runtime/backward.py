@@ -229,7 +229,7 @@ def _drive(
                             gradient = _apply_hooks(function.variable._backward_hooks, gradient)
                         elif (
                             not is_leaf
-                            and function not in needed
+                            and function not in (needed or ())  # set whenever gradients are captured
                             and function._tensor_hooks
                             and output_nr in function._tensor_hooks
                         ):
