@@ -107,6 +107,29 @@ def test_pack_sequence_and_unpack_sequence_round_trip(enforce_sorted):
         np.testing.assert_array_equal(restored.numpy(), original.numpy())
 
 
+@pytest.mark.parametrize(
+    "method, dtype",
+    [
+        ("float", onnxnn.float32),
+        ("double", onnxnn.float64),
+        ("half", onnxnn.float16),
+        ("long", onnxnn.int64),
+        ("int", onnxnn.int32),
+        ("short", onnxnn.int16),
+        ("char", onnxnn.int8),
+        ("byte", onnxnn.uint8),
+    ],
+)
+def test_a_packed_sequence_casts_its_data_and_keeps_its_indices(method, dtype):
+    packed = rnn.pack_sequence([onnxnn.tensor([1.0, 2.0, 3.0]), onnxnn.tensor([4.0, 5.0, 6.0, 7.0])], False)
+    cast = getattr(packed, method)()
+    assert isinstance(cast, rnn.PackedSequence) and cast.data.dtype is dtype
+    np.testing.assert_array_equal(cast.data.numpy(), packed.data.numpy().astype(dtype.numpy_dtype))
+    for field in ("batch_sizes", "sorted_indices", "unsorted_indices"):
+        assert getattr(cast, field) is getattr(packed, field)
+    assert packed.pin_memory().data.tolist() == packed.data.tolist()
+
+
 def test_unpad_sequence_cuts_each_sequence_to_its_length():
     padded = RNG.standard_normal((4, 2, 3))
     pieces = rnn.unpad_sequence(onnxnn.tensor(padded), onnxnn.tensor([4, 2]))

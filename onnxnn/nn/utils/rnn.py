@@ -86,8 +86,33 @@ class PackedSequence(NamedTuple):
     def double(self) -> "PackedSequence":
         return self._with_data(self.data.double())
 
+    def half(self) -> "PackedSequence":
+        return self._with_data(self.data.half())
+
+    def long(self) -> "PackedSequence":
+        return self._with_data(self.data.long())
+
+    def int(self) -> "PackedSequence":
+        return self._with_data(self.data.int())
+
+    def short(self) -> "PackedSequence":
+        return self._with_data(self.data.short())
+
+    def char(self) -> "PackedSequence":
+        return self._with_data(self.data.char())
+
+    def byte(self) -> "PackedSequence":
+        return self._with_data(self.data.byte())
+
     def cpu(self) -> "PackedSequence":
         return self
+
+    def cuda(self, *args, **kwargs) -> "PackedSequence":
+        """``data`` on a CUDA device (``Tensor.cuda``'s arguments; the indices stay on the CPU)."""
+        return self._with_data(self.data.cuda(*args, **kwargs))
+
+    def pin_memory(self) -> "PackedSequence":
+        return self._with_data(self.data.pin_memory())
 
     @property
     def is_cuda(self) -> bool:
