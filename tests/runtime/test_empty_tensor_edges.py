@@ -1,7 +1,8 @@
 """Empty and zero-dimensional tensors where PyTorch has a rule of its own.
 
-- ``cat`` skips 1-D empty tensors beside tensors of other shapes (``acc = tensor([])`` grown in a loop
-  by ``cat([acc, row])``), which still take part in the dtype promotion;
+- ``cat`` skips 1-D empty tensors beside tensors of other ranks (``acc = tensor([])`` grown in a loop
+  by ``cat([acc, row])``), which still take part in the dtype promotion; beside vectors they are
+  concatenated and get their empty gradient;
 - ``combinations`` of more elements than there are is an empty table of ``r`` columns, and of none
   (``r = 0``) an empty vector, where itertools has one empty row;
 - a scalar's dims wrap as one axis's (0 and -1): ``flip``, ``movedim`` and the scans of a scalar give the
@@ -33,6 +34,17 @@ import onnxnn.nn.functional as F
 def test_cat_skips_one_dimensional_empty_tensors(pieces, dim):
     result = onnxnn.cat([onnxnn.tensor(piece) for piece in pieces], dim)
     np.testing.assert_array_equal(result.numpy(), np.concatenate([p for p in pieces if p.shape != (0,)], dim))
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+def test_empty_vectors_beside_vectors_are_concatenated_and_take_an_empty_gradient(executor):
+    # parameters_to_vector of a model with a zero-size parameter: PyTorch gives it an empty .grad.
+    with onnxnn.set_executor(executor):
+        empty, full = onnxnn.zeros(0, requires_grad=True), onnxnn.tensor([1.0, 2.0], requires_grad=True)
+        result = onnxnn.cat([empty, full, empty])
+        (result * 2).sum().backward()
+        assert result.tolist() == [1.0, 2.0] and full.grad.tolist() == [2.0, 2.0]
+        assert empty.grad is not None and tuple(empty.grad.shape) == (0,)
 
 
 def test_a_skipped_empty_tensor_still_promotes_the_dtype():

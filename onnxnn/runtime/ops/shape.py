@@ -451,10 +451,11 @@ def cat(tensors, dim: int = 0) -> Tensor:
     for position, tensor in enumerate(tensors):
         if tensor.dim() == 0:
             raise RuntimeError(f"zero-dimensional tensor (at position {position}) cannot be concatenated")
-    # PyTorch skips 1-D empty tensors beside tensors of other shapes (``acc = tensor([])`` grown in a
-    # loop by ``cat([acc, row])``); they still take part in the dtype promotion above.
+    # PyTorch skips 1-D empty tensors beside tensors of other ranks (``acc = tensor([])`` grown in a
+    # loop by ``cat([acc, row])``); they still take part in the dtype promotion above. Beside other
+    # 1-D tensors they are concatenated, and take their (empty) gradient.
     kept = [tensor for tensor in tensors if tensor.shape != (0,)]
-    if kept and len(kept) < len(tensors):
+    if kept and len(kept) < len(tensors) and kept[0].dim() != 1:
         tensors = kept
     axis = normalize_axes([dim], tensors[0].dim())[0]
     if len(tensors) == 1:
