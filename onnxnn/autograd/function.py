@@ -155,7 +155,7 @@ class BackwardCFunction(FunctionCtx, _Node):
                         f"{list(shape)}"
                     )
             per_edge.append(gradient)
-        return fit_gradients(per_edge, self._input_values, self.next_functions)
+        return fit_gradients(per_edge, self._input_values, self._edges)
 
     def release(self) -> None:
         _Node.release(self)
@@ -184,7 +184,7 @@ class BackwardCFunction(FunctionCtx, _Node):
                 edges.append((arg._grad_accumulator(), 0))
         self._tensor_positions = tuple(positions)
         self._input_values = tuple(values)
-        self.next_functions = tuple(edges)
+        self._edges = tuple(edges)
         self._num_inputs = len(args)
 
     def _wrap_outputs(self, args: tuple, output):

@@ -77,7 +77,7 @@ def _reachable_parameters(outputs) -> set[int]:
         variable = getattr(function, "variable", None)
         if variable is not None:  # AccumulateGrad: a leaf
             found.add(id(variable))
-        for edge in getattr(function, "next_functions", ()) or ():
+        for edge in getattr(function, "_edges", ()) or ():
             if edge is not None and edge[0] is not None:
                 stack.append(edge[0])
     return found

@@ -115,7 +115,7 @@ class Function:
     __slots__ = (
         "node",
         "outputs",
-        "next_functions",
+        "_edges",
         "_saved_versions",
         "_name",
         "_hooks",
@@ -132,7 +132,7 @@ class Function:
     def __init__(self, node, outputs: tuple, next_functions: tuple, saved_versions: tuple, name: str):
         self.node = node
         self.outputs: tuple | None = outputs
-        self.next_functions = next_functions
+        self._edges = next_functions  # per input: (function, output_nr), or None (no gradient)
         self._saved_versions = saved_versions
         self._name = name
         self._hooks: _HookDict | None = None
@@ -144,6 +144,12 @@ class Function:
 
     def name(self) -> str:
         return self._name
+
+    @property
+    def next_functions(self) -> tuple:
+        """PyTorch's edges to the nodes behind, one ``(function, output_nr)`` per input: ``(None, 0)``
+        where the input takes no gradient (``for function, index in node.next_functions`` works)."""
+        return tuple(_NO_EDGE if edge is None else edge for edge in self._edges)
 
     def __repr__(self) -> str:
         return f"<{self._name} object at {hex(id(self))}>"
@@ -180,7 +186,7 @@ class Function:
             input_grads = tuple(input_grads) if isinstance(input_grads, list) else (input_grads,)
         if create_graph and context.read is not None:
             input_grads = tuple(_linked(g, context.read) for g in input_grads)
-        return fit_gradients(input_grads, node.inputs, self.next_functions)
+        return fit_gradients(input_grads, node.inputs, self._edges)
 
     def release(self) -> None:
         """Frees what backward needed (after a backward without ``retain_graph``)."""
@@ -215,18 +221,21 @@ class ClosureFunction(Function):
         self._input_values = tuple(tensor._value for tensor in inputs)
 
     def input_gradients(self, grad_outputs: list, create_graph: bool) -> list:
-        return fit_gradients(self._gradients(*grad_outputs), self._input_values, self.next_functions)
+        return fit_gradients(self._gradients(*grad_outputs), self._input_values, self._edges)
 
     def release(self) -> None:
         Function.release(self)
         self._gradients = None
 
 
+_NO_EDGE = (None, 0)  # PyTorch's edge for an input that takes no gradient
+
+
 class AccumulateGrad:
     """The backward node of a leaf tensor: adds the incoming gradient to ``variable.grad``."""
 
     __slots__ = ("variable", "__weakref__")
-    next_functions = ()
+    next_functions = _edges = ()
 
     def __init__(self, variable):
         self.variable = variable
@@ -267,7 +276,7 @@ class GradContext:
 
     def needs_input_grad(self, index: int) -> bool:
         """Whether input ``index`` takes a gradient (rules may skip work for the others)."""
-        edge = self.function.next_functions[index]
+        edge = self.function._edges[index]
         return edge is not None and edge[0] is not None
 
     def input_shape(self, index: int) -> tuple:
@@ -287,7 +296,7 @@ class GradContext:
         value = self.function.node.inputs[index]
         if not self.create_graph:
             return _tensor.Tensor._from_value(value)
-        edge = self.function.next_functions[index]
+        edge = self.function._edges[index]
         if edge is None or edge[0] is None:
             return _tensor.Tensor._from_value(value)
         if isinstance(edge[0], AccumulateGrad):

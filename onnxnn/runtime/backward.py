@@ -53,7 +53,7 @@ def _collect(roots: list) -> tuple[dict, list]:
             continue
         seen.add(function)
         order.append(function)
-        for edge in function.next_functions:
+        for edge in function._edges:
             if edge is None or edge[0] is None:
                 continue
             dependencies[edge[0]] = dependencies.get(edge[0], 0) + 1
@@ -73,7 +73,7 @@ def _needed(order: list, targets: set) -> set:
                 continue
             if any(
                 edge is not None and edge[0] is not None and (edge[0] in needed or edge[0] in targets)
-                for edge in function.next_functions
+                for edge in function._edges
             ):
                 needed.add(function)
                 changed = True
@@ -253,7 +253,7 @@ def _drive(
                 input_grads = run_checked(_run_function, function, slots, create_graph)
             else:
                 input_grads = _run_function(function, slots, create_graph)
-            for edge, gradient in zip_longest(function.next_functions, input_grads):
+            for edge, gradient in zip_longest(function._edges, input_grads):
                 if edge is None:
                     continue
                 next_function, output_nr = edge
@@ -316,12 +316,12 @@ def _run_function(function: Function, slots: dict, create_graph: bool) -> list:
                 grad_outputs = _node_hook_result(hook, result, grad_outputs)
         complete = False
         if all(gradient is None for gradient in grad_outputs):  # the hooks dropped every gradient
-            return [None] * len(function.next_functions)
+            return [None] * len(function._edges)
     if not complete and function.node is not None and all(gradient is None for gradient in grad_outputs):
         # No gradient reached this recorded op (hooks before it dropped them): PyTorch's built-in nodes
         # compute none, so the leaves behind keep .grad None (an optimizer then skips them). A custom
         # Function's backward still runs, on zeros (its materialize_grads).
-        fitted: list = [None] * len(function.next_functions)
+        fitted: list = [None] * len(function._edges)
     else:
         # Hooks see None for an output no gradient reached, as PyTorch's; the node's backward sees zeros.
         arguments = grad_outputs if complete else _materialized(function, outputs, grad_outputs)

@@ -273,7 +273,7 @@ def _segment(outputs: list, recorded: set, inputs: list) -> tuple[list, list]:
             continue
         seen.add(function)
         inside.append(function)
-        for edge in function.next_functions:
+        for edge in function._edges:
             if edge is None or edge[0] is None:
                 continue
             target, output_nr = edge

@@ -455,6 +455,20 @@ def test_grad_accepts_pytorchs_deprecated_only_inputs_and_ignores_it(only_inputs
     assert [w.category for w in caught] == ([] if only_inputs else [FutureWarning])
 
 
+def test_next_functions_pair_every_input_as_pytorchs():
+    x = onnxnn.ones(2, requires_grad=True)
+    y = x * onnxnn.ones(2)  # the second input takes no gradient: PyTorch's (None, 0)
+    (leaf, index), no_gradient = y.grad_fn.next_functions
+    assert leaf.variable is x and index == 0 and no_gradient == (None, 0)
+    # The usual walk over a graph (torchviz's) unpacks every edge.
+    names, stack = [], [(y * 2).sum().grad_fn]
+    while stack:
+        function = stack.pop()
+        names.append(function.name())
+        stack.extend(behind for behind, _ in function.next_functions if behind is not None)
+    assert names == ["SumBackward0", "MulBackward0", "MulBackward0", "torch::autograd::AccumulateGrad"]
+
+
 def test_is_inference_mode_enabled_follows_the_innermost_inference_mode_block():
     seen = [onnxnn.is_inference_mode_enabled()]
     with onnxnn.inference_mode():

@@ -223,7 +223,7 @@ def _warn_non_full_backward_hook(inputs, result, grad_fn) -> None:
         )
     else:
         input_functions = {id(i.grad_fn) for i in inputs if i.grad_fn is not None}
-        next_functions = {id(edge[0]) for edge in grad_fn.next_functions if edge is not None}
+        next_functions = {id(edge[0]) for edge in grad_fn._edges if edge is not None}
         if input_functions != next_functions:
             warnings.warn(
                 "Using a non-full backward hook when the forward contains multiple autograd Nodes "

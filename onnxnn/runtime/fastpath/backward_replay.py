@@ -176,7 +176,7 @@ def _structure_key(root: tuple, root_gradient: Value, engine):
             node = function.node
             if node is None or function._hooks or function._pre_hooks or function._tensor_hooks or function._retained:
                 return None
-            inputs, outputs, edges = node.inputs, function.outputs, function.next_functions
+            inputs, outputs, edges = node.inputs, function.outputs, function._edges
             if len(edges) != len(inputs):
                 return None
             append(node.signature)

@@ -28,7 +28,7 @@ __all__: list[str] = []
 
 def needs_input_grad(ctx, index: int) -> bool:
     """Whether the gradient for input ``index`` flows anywhere (skips building unused convolutions)."""
-    edges = ctx.function.next_functions
+    edges = ctx.function._edges
     return index < len(edges) and edges[index] is not None
 
 
