@@ -672,14 +672,14 @@ def _adaptive_windows(size: int, out: int) -> tuple[np.ndarray, np.ndarray]:
     return positions.astype(np.int64), offsets < (ends - starts)[:, None]
 
 
-def _adaptive_window_sums(x: Tensor, axis: int, out: int) -> Tensor:
-    """Sums of ``x`` over the adaptive windows along ``axis`` (that axis's size becomes ``out``).
+def _adaptive_window_sums(x: Tensor, axis: int, positions: np.ndarray, own: np.ndarray) -> Tensor:
+    """Sums of ``x`` over the windows ``_adaptive_windows`` gives for ``axis`` (``(out, longest)``
+    positions and whether each is the window's own); that axis's size becomes ``out``.
 
     Each window's elements are gathered, and a window's padding is selected away, never multiplied
     by 0: a NaN or an infinity reaches only the windows that hold it, as in PyTorch (an averaging
     matrix spread it over the whole row: 0 * nan is nan).
     """
-    positions, own = _adaptive_windows(x.shape[axis], out)
     gathered = apply_op("Gather", (x, int64_constant(positions)), {"axis": axis})
     if not own.all():
         trailing = (1,) * (x.dim() - axis - 1)
@@ -721,8 +721,8 @@ def _adaptive_avg_pool(input: Tensor, output_size, rank: int) -> Tensor:
         result = widened(x)
         counts = np.ones(())
         for axis, (size, out) in enumerate(zip(spatial, sizes)):
-            result = _adaptive_window_sums(result, 2 + axis, out)
-            _, own = _adaptive_windows(size, out)
+            positions, own = _adaptive_windows(size, out)
+            result = _adaptive_window_sums(result, 2 + axis, positions, own)
             counts = np.multiply.outer(counts, own.sum(axis=1))
         divisor = Tensor._from_array(counts.astype(result.dtype.numpy_dtype), result.dtype, x.device)
         result = rounded(result / divisor, x.dtype)
