@@ -41,15 +41,6 @@ class NegativeBinomial(TrialsWithSuccessProbability):
     }
     support = constraints.nonnegative_integer
 
-    def __init__(
-        self,
-        total_count: Tensor | float,
-        probs: Tensor | float | None = None,
-        logits: Tensor | float | None = None,
-        validate_args: bool | None = None,
-    ) -> None:
-        super().__init__(total_count, probs, logits, validate_args)
-
     def expand(self, batch_shape, _instance=None) -> NegativeBinomial:
         return self._expanded(NegativeBinomial, batch_shape, _instance)
 
