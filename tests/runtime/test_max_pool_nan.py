@@ -9,6 +9,8 @@ row-major order, else its first maximum (PyTorch's CPU kernels).
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -155,5 +157,54 @@ def test_the_compiled_loop_of_a_large_pool_with_indices_takes_the_last_nan(execu
     with onnxnn.set_executor(executor):
         values, indices = F.max_pool2d(onnxnn.tensor(x), 2, return_indices=True)
         values, indices = values.numpy(), indices.numpy()
+    np.testing.assert_array_equal(values, expected)
+    np.testing.assert_array_equal(indices, expected_indices)
+
+
+def adaptive_pool_reference(x, sizes):
+    """(pooled, per-plane indices) of PyTorch's adaptive max pool: window ``i`` of an axis of length
+    ``n`` pooled to ``m`` spans ``[floor(i n / m), ceil((i + 1) n / m))``."""
+    spatial = x.shape[2:]
+    axes = [[(i * n // m, -(-(i + 1) * n // m)) for i in range(m)] for n, m in zip(spatial, sizes)]
+    pooled = np.zeros(x.shape[:2] + tuple(sizes), x.dtype)
+    indices = np.zeros(x.shape[:2] + tuple(sizes), np.int64)
+    for n, c in np.ndindex(*x.shape[:2]):
+        for position in np.ndindex(*sizes):
+            ranges = [range(*axes[axis][index]) for axis, index in enumerate(position)]
+            taps = [
+                (x[(n, c) + coord], int(np.ravel_multi_index(coord, spatial))) for coord in itertools.product(*ranges)
+            ]
+            nans = [flat for value, flat in taps if np.isnan(value)]
+            if nans:
+                pooled[(n, c) + position], indices[(n, c) + position] = np.nan, max(nans)
+            else:
+                best = max(value for value, _ in taps)
+                pooled[(n, c) + position] = best
+                indices[(n, c) + position] = next(flat for value, flat in taps if value == best)
+    return pooled, indices
+
+
+ADAPTIVE_POOLS = [
+    # id, input shape, output size: windows of uneven lengths that overlap, as gathered windows
+    ("1d", (2, 3, 9), (4,)),
+    ("2d", (2, 2, 7, 5), (3, 3)),
+    ("3d", (1, 2, 5, 4, 3), (2, 3, 2)),
+]
+ADAPTIVE_FUNCTIONS = {1: F.adaptive_max_pool1d, 2: F.adaptive_max_pool2d, 3: F.adaptive_max_pool3d}
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: dtype.__name__)
+@pytest.mark.parametrize("case_id, shape, sizes", ADAPTIVE_POOLS, ids=[case[0] for case in ADAPTIVE_POOLS])
+def test_an_uneven_adaptive_window_holding_several_nans_names_its_last(case_id, shape, sizes, dtype, executor):
+    rng = np.random.default_rng(len(shape))
+    x = rng.standard_normal(shape).astype(dtype)
+    taps = np.prod([-(-n // m) + 1 for n, m in zip(shape[2:], sizes)])  # at most, per window
+    x[rng.random(shape) < 2 / taps] = np.nan  # windows with several NaNs, one, and none
+    expected, expected_indices = adaptive_pool_reference(x, sizes)
+    with onnxnn.set_executor(executor):
+        values, indices = ADAPTIVE_FUNCTIONS[len(sizes)](onnxnn.tensor(x), sizes, return_indices=True)
+        values, indices = values.numpy(), indices.numpy()
+    assert np.isnan(expected).any() and not np.isnan(expected).all()
     np.testing.assert_array_equal(values, expected)
     np.testing.assert_array_equal(indices, expected_indices)

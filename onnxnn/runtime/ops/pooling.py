@@ -385,10 +385,12 @@ def _window_taps(spatial, output, kernel, strides, dilations, pads) -> tuple[np.
 
 
 def max_over_windows(x: Tensor, table: np.ndarray, sizes: list[int], return_indices: bool, name: str):
-    """The first maximum of each window listed in ``table`` and its flat position in the ``(n, c)`` plane.
+    """The maximum of each window listed in ``table`` and its flat position in the ``(n, c)`` plane.
 
     ``table`` holds flat plane positions: ``(O, K)`` when every plane has the same windows, or
     ``(N, C, O, K)`` when they differ per plane; ``O = prod(sizes)`` windows of ``K`` taps each.
+    A window's position is its last NaN's where it holds one, else its first maximum's: PyTorch's
+    kernels take a tap when ``value > max || isnan(value)``, so later NaNs replace earlier ones.
     """
     batch, channels = x.shape[0], x.shape[1]
     planes = x.reshape((batch, channels, int(np.prod(x.shape[2:]))))
@@ -402,6 +404,8 @@ def max_over_windows(x: Tensor, table: np.ndarray, sizes: list[int], return_indi
             "GatherElements", (planes.detach(), positions.reshape((batch, channels, -1))), {"axis": 2}
         ).reshape((batch, channels, windows_count, taps))
     first = argmax(windows, 3, keepdim=True)  # (N, C, O, 1): ArgMax keeps the first maximum
+    if x.dtype.is_floating_point:
+        first = _last_nan_where_any(windows, first)
     flat = apply_op("GatherElements", (positions, first), {"axis": 3}).reshape((batch, channels, windows_count))
     # Gathered in float32 for float16/bfloat16 input: the gradient scatters with reduction="add",
     # which onnxruntime's CPU provider lacks for those (the round trip through float32 is exact).
@@ -409,6 +413,14 @@ def max_over_windows(x: Tensor, table: np.ndarray, sizes: list[int], return_indi
     values = apply_op("GatherElements", (source, flat), {"axis": 2}, name).to(x.dtype)
     shape = (batch, channels) + tuple(sizes)
     return (values.reshape(shape), flat.reshape(shape)) if return_indices else values.reshape(shape)
+
+
+def _last_nan_where_any(windows: Tensor, first: Tensor) -> Tensor:
+    """``first`` (each window's tap of its first maximum), or the window's last NaN tap where it has one."""
+    nans = apply_op("IsNaN", (windows.detach(),)).to(dtypes.int32)
+    last_nan = apply_op("ArgMax", (nans,), {"axis": 3, "keepdims": 1, "select_last_index": 1})
+    any_nan = apply_op("ReduceMax", (nans, int64_constant([3])), {"keepdims": 1}).to(dtypes.bool)
+    return where(any_nan, last_nan, first)
 
 
 def _int64_max_pool(x: Tensor, kernel, strides, pads, dilations, output, return_indices: bool):
