@@ -469,6 +469,33 @@ def test_multihead_attention_rejects_bad_masks_as_pytorch_does(kwargs, error, me
         module(*inputs, **kwargs)
 
 
+def test_separate_projections_reject_keys_of_another_width_naming_the_weight():
+    module = nn.MultiheadAttention(E, H, kdim=6, vdim=6)
+    key, value = onnxnn.randn(S, N, 5), onnxnn.randn(S, N, 6)
+    with pytest.raises(AssertionError, match=r"expecting key weights shape of \(8, 5\)"):
+        module(onnxnn.randn(L, N, E), key, value)
+
+
+STATIC_ERRORS = [
+    # static_k / static_v shapes: (N * H, S, E // H) expected
+    (dict(static_k=(N * H + 1, S, E // H)), r"expecting static_k.size\(0\) of 6, but got 7"),
+    (dict(static_k=(N * H, S, E // H + 1)), r"expecting static_k.size\(2\) of 4, but got 5"),
+    (dict(static_v=(N, S, E // H)), r"expecting static_v.size\(0\) of 6, but got 3"),
+]
+
+
+@pytest.mark.parametrize("statics, message", STATIC_ERRORS)
+def test_static_keys_and_values_of_the_wrong_shape_are_named(statics, message):
+    module = nn.MultiheadAttention(E, H)
+    query = onnxnn.randn(L, N, E)
+    statics = {name: onnxnn.randn(*shape) for name, shape in statics.items()}
+    with pytest.raises(AssertionError, match=message):
+        F.multi_head_attention_forward(
+            query, query, query, E, H, module.in_proj_weight, module.in_proj_bias, None, None, False, 0.0,
+            module.out_proj.weight, module.out_proj.bias, **statics,
+        )  # fmt: skip
+
+
 def test_multihead_attention_rejects_bad_head_counts():
     with pytest.raises(AssertionError, match="embed_dim must be divisible by num_heads"):
         nn.MultiheadAttention(8, 3)

@@ -203,6 +203,19 @@ def _shape_check(query, key, value, key_padding_mask, attn_mask, num_heads) -> b
     raise AssertionError(f"query should be unbatched 2D or batched 3D tensor but received {query.dim()}-D query tensor")
 
 
+def _check_projections(weights: tuple, biases: tuple, inputs: tuple, embed_dim: int) -> None:
+    """PyTorch's checks of separate query, key and value projections (its AssertionErrors, with its
+    messages), which otherwise surface as a matrix product's shape error naming none of them."""
+    for name, weight, bias, input in zip(("query", "key", "value"), weights, biases, inputs):
+        if weight is None:
+            raise AssertionError(f"use_separate_proj_weight is True but {name[0]}_proj_weight is None")
+        expected = (embed_dim, input.shape[-1])
+        if tuple(weight.shape) != expected:
+            raise AssertionError(f"expecting {name} weights shape of {expected}, but got {weight.shape}")
+        if bias is not None and tuple(bias.shape) != (embed_dim,):
+            raise AssertionError(f"expecting {name} bias shape of {(embed_dim,)}, but got {bias.shape}")
+
+
 def multi_head_attention_forward(
     query: Tensor,
     key: Tensor,
@@ -274,7 +287,9 @@ def multi_head_attention_forward(
         b_q = b_k = b_v = None
         if in_proj_bias is not None:
             b_q, b_k, b_v = in_proj_bias.chunk(3)
-        # Not None: use_separate_proj_weight comes with the three projection weights.
+        _check_projections(
+            (q_proj_weight, k_proj_weight, v_proj_weight), (b_q, b_k, b_v), (query, key, value), embed_dim
+        )
         q = linear(query, q_proj_weight, b_q)  # type: ignore[arg-type]
         k = linear(key, k_proj_weight, b_k)  # type: ignore[arg-type]
         v = linear(value, v_proj_weight, b_v)  # type: ignore[arg-type]
@@ -312,6 +327,11 @@ def multi_head_attention_forward(
         raise AssertionError(
             "bias_k is set but bias_v is None" if bias_k is not None else "bias_v is set but bias_k is None"
         )
+    for name, static in (("static_k", static_k), ("static_v", static_v)):
+        if static is not None:
+            for dim, expected in ((0, bsz * num_heads), (2, head_dim)):
+                if static.shape[dim] != expected:
+                    raise AssertionError(f"expecting {name}.size({dim}) of {expected}, but got {static.shape[dim]}")
     q = q.reshape(tgt_len, bsz * num_heads, head_dim).transpose(0, 1)
     k = k.reshape(k.shape[0], bsz * num_heads, head_dim).transpose(0, 1) if static_k is None else static_k
     v = v.reshape(v.shape[0], bsz * num_heads, head_dim).transpose(0, 1) if static_v is None else static_v
