@@ -1,7 +1,8 @@
 """Pooling: max, average, adaptive, power-average (Lp) pooling and max unpooling.
 
-``max_pool*d``, ``avg_pool*d`` and ``adaptive_avg_pool*d`` live in ``runtime/ops/pooling.py`` (one
-ONNX pooling node each, with their shape and gradient rules) and are re-exported here. The others
+``max_pool*d`` and ``avg_pool*d`` live in ``runtime/ops/pooling.py`` (one ONNX pooling node each, with
+their shape and gradient rules), ``adaptive_avg_pool*d`` in ``runtime/ops/adaptive_pooling.py``; they
+are re-exported here. The others
 are decompositions into standard ops, so that they compute exactly what PyTorch computes and their
 gradients come from existing rules:
 
@@ -9,7 +10,8 @@ gradients come from existing rules:
   window's elements are gathered (``Gather`` with a constant index table, PyTorch's windows
   ``[floor(i * L / out), ceil((i + 1) * L / out))``, short windows padded by repeating their last
   element, which changes neither the maximum nor the first position holding it), ``ArgMax`` picks
-  the first maximum in row-major order as PyTorch's kernel does, and ``GatherElements`` reads the
+  the first maximum in row-major order, or the window's last NaN, as PyTorch's kernel does
+  (``runtime/ops/gathered_pooling.py``), and ``GatherElements`` reads the
   values at those positions, so the gradient goes to exactly that element.
 - ``fractional_max_pool*d``: the same gather/ArgMax/GatherElements over windows that differ per
   ``(n, c)`` plane, placed by PyTorch's interval formula from the random samples.
@@ -32,18 +34,15 @@ from ...runtime import ops as _ops
 from ...runtime.creation import rand
 from ...runtime.internal import full_tensor, known_data
 from ...runtime.ops.conv import batched, expand_param
+from ...runtime.ops.adaptive_pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
+from ...runtime.ops.gathered_pooling import adaptive_windows, max_over_windows, refuse_pool_dtype
 from ...runtime.ops.pooling import (
-    adaptive_avg_pool1d,
-    adaptive_avg_pool2d,
-    adaptive_avg_pool3d,
     avg_pool1d,
     avg_pool2d,
     avg_pool3d,
     max_pool1d,
     max_pool2d,
     max_pool3d,
-    max_over_windows as _max_over_windows,
-    refuse_pool_dtype,
     require_nonempty_dims,
 )
 from ...runtime.tensor import Tensor, apply_op, outside_autocast
@@ -87,21 +86,14 @@ _AVG_POOLS = {1: avg_pool1d, 2: avg_pool2d, 3: avg_pool3d}
 # ---------------------------------------------------------------- adaptive max pooling
 
 
-def _adaptive_windows(size: int, out: int) -> np.ndarray:
-    """``(out, K)`` positions of PyTorch's adaptive windows along one axis, short ones padded with their last."""
-    starts = [(i * size) // out for i in range(out)]
-    ends = [-(-((i + 1) * size) // out) for i in range(out)]
-    width = max(end - start for start, end in zip(starts, ends))
-    offsets = np.arange(width)[None, :]
-    return np.minimum(np.array(starts)[:, None] + offsets, np.array(ends)[:, None] - 1)
-
-
 @functools.lru_cache(maxsize=256)
 def _window_table(spatial: tuple, sizes: tuple) -> np.ndarray:
     """``(prod(sizes), K)`` flat plane positions of every window, taps in row-major order (cached: read-only)."""
     table = np.zeros((1, 1), dtype=np.int64)
     for size, out in zip(spatial, sizes):
-        axis = _adaptive_windows(size, out)  # (out, k)
+        # (out, k); a short window repeats its last position, which changes neither its maximum nor
+        # where its first maximum or last NaN lies
+        axis, _ = adaptive_windows(size, out)
         # table (O, K) x axis (out, k) -> (O, out, K, k): position * size + next coordinate
         table = table[:, None, :, None] * size + axis[None, :, None, :]
         table = table.reshape(table.shape[0] * table.shape[1], table.shape[2] * table.shape[3])
@@ -141,7 +133,7 @@ def _adaptive_max_pool(input: Tensor, output_size, return_indices: bool, rank: i
         kernel = [size // out for size, out in zip(spatial, sizes)]
         result = _MAX_POOLS[rank](x, kernel, kernel, return_indices=return_indices)
     else:
-        result = _max_over_windows(
+        result = max_over_windows(
             x, _window_table(tuple(spatial), tuple(sizes)), sizes, return_indices, f"AdaptiveMaxPool{rank}DBackward0"
         )
     if not added_batch:
@@ -243,7 +235,7 @@ def _fractional_max_pool(
         positions = starts[..., None] + np.arange(k)  # (N, C, out, k)
         table = table[:, :, :, None, :, None] * size + positions[:, :, None, :, None, :]
         table = table.reshape(batch, channels, table.shape[2] * table.shape[3], table.shape[4] * table.shape[5])
-    result = _max_over_windows(x, table, sizes, return_indices, f"FractionalMaxPool{rank}DBackward0")
+    result = max_over_windows(x, table, sizes, return_indices, f"FractionalMaxPool{rank}DBackward0")
     if not added_batch:
         return result
     return (result[0].squeeze(0), result[1].squeeze(0)) if return_indices else result.squeeze(0)

@@ -17,6 +17,7 @@ from .linalg import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .pooling import *  # noqa: F401,F403
+from .adaptive_pooling import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
 
 # Tensor and top-level API parity (issue #12, l5-tensor-api)

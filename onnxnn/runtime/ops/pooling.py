@@ -13,13 +13,19 @@ import numpy as np
 from ...ir import dtypes
 from ...ir.registry import gradient_rules, shape_rules
 from ._common import Tensor, apply_op, int64_constant
-from .division import div
+from .gathered_pooling import (
+    INTEGER_AVG_POOLS,
+    INTEGER_MAX_POOLS,
+    MAX_POOLED_AS_FLOAT64,
+    int64_avg_pool,
+    int64_max_pool,
+    refuse_pool_dtype,
+)
 from .elementwise import onnx_sign, where
-from .reduce import argmax
 from .conv import batched, expand_param
 from .conv_gradients import scatter_windows
 from .windows import pooled_size, window_geometry
-from .opmath import rounded, widened
+from .opmath import widened
 from .padding import pad_constant
 from .shape import _constant_list
 from ..tensor import outside_autocast
@@ -31,9 +37,6 @@ __all__ = [
     "avg_pool1d",
     "avg_pool2d",
     "avg_pool3d",
-    "adaptive_avg_pool1d",
-    "adaptive_avg_pool2d",
-    "adaptive_avg_pool3d",
 ]
 
 
@@ -350,117 +353,6 @@ def require_nonempty_dims(input: Tensor, first: int, function: str) -> None:
     )
 
 
-# ---------------------------------------------------------------- integer pooling
-
-# The integer dtypes PyTorch's CPU max pools compute: max_pool2d and max_pool3d, and max_pool1d with
-# indices (without them, max_pool1d refuses integers, as the adaptive pools do); its average pools
-# compute int64 only (window sums divided with truncation, C++'s integer division).
-_INTEGER_MAX_POOLS = frozenset({dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.int32, dtypes.int64})
-_INTEGER_AVG_POOLS = frozenset({dtypes.int64})
-# onnxruntime's MaxPool has kernels for int8 and uint8 of the integers (1.31). float64 holds every
-# int16 and int32 exactly, in the same order with the same ties, so those pool as float64; int64
-# values past 2^53 it does not hold, so int64 takes the windows gathered and compared as int64.
-_MAX_POOLED_AS_FLOAT64 = frozenset({dtypes.int16, dtypes.int32})
-
-
-def refuse_pool_dtype(dtype, function: str, computed: frozenset = frozenset()) -> None:
-    """PyTorch's NotImplementedError for a dtype its pooling kernel has no case for (floats always pool)."""
-    if dtype.is_floating_point or dtype in computed:
-        return
-    raise NotImplementedError(f"\"{function}\" not implemented for '{dtypes.scalar_type_name(dtype)}'")
-
-
-def _window_taps(spatial, output, kernel, strides, dilations, pads) -> tuple[np.ndarray, np.ndarray]:
-    """``(O, K)`` flat plane positions of every window's taps (windows and taps in row-major order), and
-    which of them lie inside the input rather than in the padding."""
-    table = np.zeros((1, 1), dtype=np.int64)
-    inside = np.ones((1, 1), dtype=bool)
-    for size, out, k, s, d, p in zip(spatial, output, kernel, strides, dilations, pads):
-        positions = np.arange(out)[:, None] * s + np.arange(k)[None, :] * d - p  # (out, k) along this axis
-        windows, taps = table.shape[0] * out, table.shape[1] * k
-        table = (table[:, None, :, None] * size + positions[None, :, None, :]).reshape(windows, taps)
-        valid = (positions >= 0) & (positions < size)
-        inside = (inside[:, None, :, None] & valid[None, :, None, :]).reshape(windows, taps)
-    return table, inside
-
-
-def max_over_windows(x: Tensor, table: np.ndarray, sizes: list[int], return_indices: bool, name: str):
-    """The maximum of each window listed in ``table`` and its flat position in the ``(n, c)`` plane.
-
-    ``table`` holds flat plane positions: ``(O, K)`` when every plane has the same windows, or
-    ``(N, C, O, K)`` when they differ per plane; ``O = prod(sizes)`` windows of ``K`` taps each.
-    A window's position is its last NaN's where it holds one, else its first maximum's: PyTorch's
-    kernels take a tap when ``value > max || isnan(value)``, so later NaNs replace earlier ones.
-    """
-    batch, channels = x.shape[0], x.shape[1]
-    planes = x.reshape((batch, channels, int(np.prod(x.shape[2:]))))
-    positions = Tensor._from_array(np.ascontiguousarray(table, dtype=np.int64), dtypes.int64, x.device)
-    windows_count, taps = table.shape[-2], table.shape[-1]
-    if table.ndim == 2:
-        windows = apply_op("Gather", (planes.detach(), positions), {"axis": 2})
-        positions = positions.expand((batch, channels) + table.shape)
-    else:
-        windows = apply_op(
-            "GatherElements", (planes.detach(), positions.reshape((batch, channels, -1))), {"axis": 2}
-        ).reshape((batch, channels, windows_count, taps))
-    first = argmax(windows, 3, keepdim=True)  # (N, C, O, 1): ArgMax keeps the first maximum
-    if x.dtype.is_floating_point:
-        first = _last_nan_where_any(windows, first)
-    flat = apply_op("GatherElements", (positions, first), {"axis": 3}).reshape((batch, channels, windows_count))
-    # Gathered in float32 for float16/bfloat16 input: the gradient scatters with reduction="add",
-    # which onnxruntime's CPU provider lacks for those (the round trip through float32 is exact).
-    source = widened(planes)
-    values = apply_op("GatherElements", (source, flat), {"axis": 2}, name).to(x.dtype)
-    shape = (batch, channels) + tuple(sizes)
-    return (values.reshape(shape), flat.reshape(shape)) if return_indices else values.reshape(shape)
-
-
-def _last_nan_where_any(windows: Tensor, first: Tensor) -> Tensor:
-    """``first`` (each window's tap of its first maximum), or the window's last NaN tap where it has one."""
-    nans = apply_op("IsNaN", (windows.detach(),)).to(dtypes.int32)
-    last_nan = apply_op("ArgMax", (nans,), {"axis": 3, "keepdims": 1, "select_last_index": 1})
-    any_nan = apply_op("ReduceMax", (nans, int64_constant([3])), {"keepdims": 1}).to(dtypes.bool)
-    return where(any_nan, last_nan, first)
-
-
-def _int64_max_pool(x: Tensor, kernel, strides, pads, dilations, output, return_indices: bool):
-    """Max pooling of int64 over gathered windows. A padding tap reads the window's first tap inside
-    the input instead (every window has one): a repeat changes neither the maximum nor, coming
-    before every later tap, the first position holding it (PyTorch's pick among ties)."""
-    table, inside = _window_taps(x.shape[2:], output, kernel, strides, dilations, pads)
-    first_inside = table[np.arange(table.shape[0]), inside.argmax(axis=1)]
-    table = np.where(inside, table, first_inside[:, None])
-    return max_over_windows(x, table, output, return_indices, "MaxPoolWithIndicesBackward0")
-
-
-def _int64_avg_pool(x: Tensor, kernel, strides, pads, output, count_include_pad: bool, divisor_override):
-    """Average pooling of int64 as PyTorch computes it: int64 window sums (a padding tap reads a zero
-    appended to each plane) divided with truncation by the window's divisor: ``divisor_override``, or
-    the window's extent within the padded input (ceil_mode's last window is cut at the padding's end),
-    or with ``count_include_pad=False`` the number of its taps inside the input."""
-    spatial = x.shape[2:]
-    table, inside = _window_taps(spatial, output, kernel, strides, [1] * len(kernel), pads)
-    plane = int(np.prod(spatial))
-    table = np.where(inside, table, plane)
-    if divisor_override is not None:
-        divisors = np.full(table.shape[0], int(divisor_override), dtype=np.int64)
-    elif count_include_pad:
-        divisors = np.ones((1,), dtype=np.int64)
-        for size, out, k, s, p in zip(spatial, output, kernel, strides, pads):
-            starts = np.arange(out) * s - p
-            extents = np.minimum(starts + k, size + p) - starts
-            divisors = (divisors[:, None] * extents[None, :]).reshape(-1)
-    else:
-        divisors = inside.sum(axis=1).astype(np.int64)
-    batch, channels = x.shape[0], x.shape[1]
-    planes = x.reshape((batch, channels, plane))
-    padded = apply_op("Concat", (planes, Tensor._zeros((batch, channels, 1), x.dtype, x.device)), {"axis": 2})
-    windows = apply_op("Gather", (padded, Tensor._from_array(table, dtypes.int64, x.device)), {"axis": 2})
-    sums = windows.sum(3)
-    averages = div(sums, Tensor._from_array(divisors, dtypes.int64, x.device), rounding_mode="trunc")
-    return averages.reshape((batch, channels) + tuple(output))
-
-
 def _negative_infinity_where_no_element(result: Tensor, input_shape: tuple, attrs: dict, narrow) -> Tensor:
     """``result`` of a float MaxPool with -inf where a window lies wholly in the padding, as PyTorch's
     (onnxruntime writes the lowest float there, or NaN through onnxnn's NaN-propagating form)."""
@@ -476,7 +368,7 @@ def _negative_infinity_where_no_element(result: Tensor, input_shape: tuple, attr
 def _max_pool(input: Tensor, kernel_size, stride, padding, dilation, ceil_mode: bool, return_indices: bool, rank: int):
     function = f"max_pool{rank}d"
     # PyTorch's max_pool1d without indices is a kernel of its own, for floats only.
-    refuse_pool_dtype(input.dtype, function, _INTEGER_MAX_POOLS if rank > 1 or return_indices else frozenset())
+    refuse_pool_dtype(input.dtype, function, INTEGER_MAX_POOLS if rank > 1 or return_indices else frozenset())
     kernel, strides, pads, dilations = _window_arguments(function, rank, kernel_size, stride, padding, dilation)
     effective = [d * (k - 1) + 1 for k, d in zip(kernel, dilations)]
     if any(p > e // 2 for p, e in zip(pads, effective)):
@@ -495,7 +387,7 @@ def _max_pool(input: Tensor, kernel_size, stride, padding, dilation, ceil_mode: 
     ]
     _check_output(x, output)
     if x.dtype is dtypes.int64:
-        pooled = _int64_max_pool(x, kernel, strides, pads, dilations, output, return_indices)
+        pooled = int64_max_pool(x, kernel, strides, pads, dilations, output, return_indices)
         if not added_batch:
             return pooled
         return tuple(part.squeeze(0) for part in pooled) if return_indices else pooled.squeeze(0)
@@ -507,7 +399,7 @@ def _max_pool(input: Tensor, kernel_size, stride, padding, dilation, ceil_mode: 
         "ceil_mode": int(ceil_mode),
     }
     name = f"MaxPool{rank}DWithIndicesBackward0"
-    narrow = x.dtype if x.dtype in _MAX_POOLED_AS_FLOAT64 else None
+    narrow = x.dtype if x.dtype in MAX_POOLED_AS_FLOAT64 else None
     if narrow is not None:
         x = x.to(dtypes.float64)
     if not return_indices:
@@ -594,7 +486,7 @@ def _avg_pool(
     input: Tensor, kernel_size, stride, padding, ceil_mode: bool, count_include_pad: bool, divisor_override, rank: int
 ) -> Tensor:
     function = f"avg_pool{rank}d"
-    refuse_pool_dtype(input.dtype, function, _INTEGER_AVG_POOLS)
+    refuse_pool_dtype(input.dtype, function, INTEGER_AVG_POOLS)
     kernel, strides, pads, _ = _window_arguments(function, rank, kernel_size, stride, padding)
     if any(p > k // 2 for p, k in zip(pads, kernel)):
         raise RuntimeError(f"pad should be at most half of kernel size, but got pad={pads} and kernel_size={kernel}")
@@ -605,7 +497,7 @@ def _avg_pool(
     _check_output(x, output)
     name = f"AvgPool{rank}DBackward0"
     if x.dtype is dtypes.int64:
-        result = _int64_avg_pool(x, kernel, strides, pads, output, count_include_pad, divisor_override)
+        result = int64_avg_pool(x, kernel, strides, pads, output, count_include_pad, divisor_override)
     elif divisor_override is None:
         attrs = {
             "kernel_shape": kernel,
@@ -671,97 +563,3 @@ def avg_pool3d(
 ) -> Tensor:
     """3-D average pooling over ``(N, C, D, H, W)``; see :func:`avg_pool2d`."""
     return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3)
-
-
-def _adaptive_windows(size: int, out: int) -> tuple[np.ndarray, np.ndarray]:
-    """PyTorch's adaptive windows ``[floor(i * size / out), ceil((i + 1) * size / out))`` as ``(out,
-    longest)`` positions, each window padded to the longest by repeating its last position, and
-    whether each position is the window's own."""
-    starts = np.array([(i * size) // out for i in range(out)])
-    ends = np.array([-(-((i + 1) * size) // out) for i in range(out)])
-    offsets = np.arange(int((ends - starts).max()))
-    positions = np.minimum(starts[:, None] + offsets, ends[:, None] - 1)
-    return positions.astype(np.int64), offsets < (ends - starts)[:, None]
-
-
-def _adaptive_window_sums(x: Tensor, axis: int, positions: np.ndarray, own: np.ndarray) -> Tensor:
-    """Sums of ``x`` over the windows ``_adaptive_windows`` gives for ``axis`` (``(out, longest)``
-    positions and whether each is the window's own); that axis's size becomes ``out``.
-
-    Each window's elements are gathered, and a window's padding is selected away, never multiplied
-    by 0: a NaN or an infinity reaches only the windows that hold it, as in PyTorch (an averaging
-    matrix spread it over the whole row: 0 * nan is nan).
-    """
-    gathered = apply_op("Gather", (x, int64_constant(positions)), {"axis": axis})
-    if not own.all():
-        trailing = (1,) * (x.dim() - axis - 1)
-        mask = Tensor._from_array(own.reshape(own.shape + trailing), dtypes.bool, x.device)
-        gathered = where(mask, gathered, Tensor._zeros((), x.dtype, x.device))
-    return gathered.sum(axis + 1)
-
-
-_ADAPTIVE_AVG_POOL_NAMES = {1: "adaptive_avg_pool1d", 2: "adaptive_avg_pool2d", 3: "adaptive_avg_pool3d"}
-
-
-def _adaptive_avg_pool(input: Tensor, output_size, rank: int) -> Tensor:
-    function = _ADAPTIVE_AVG_POOL_NAMES[rank]
-    if input.dim() not in (rank + 1, rank + 2):
-        raise RuntimeError(f"{function}(): Expected {rank + 1}D or {rank + 2}D tensor, but got {list(input.shape)}")
-    refuse_pool_dtype(input.dtype, function)
-    require_nonempty_dims(input, 1 if rank == 3 else input.dim() - rank, function)
-    name = f"AdaptiveAvgPool{rank}DBackward0"
-    # onnxruntime pools only float32/float16: float64 takes the matrix form, which it runs.
-    poolable = input.dtype is not dtypes.float64
-    if poolable and output_size == 1 and input.dim() == rank + 2:  # a classifier's global pooling
-        return apply_op("GlobalAveragePool", (input,), None, name)
-    sizes: list = [output_size] * rank if isinstance(output_size, int) or output_size is None else list(output_size)
-    if len(sizes) != rank:
-        raise ValueError(f"{function}: output_size must be {rank}")
-    x, added_batch = batched(input, rank, function)
-    spatial = list(x.shape[2:])
-    sizes = [size if out is None else int(out) for size, out in zip(spatial, sizes)]
-    if any(out <= 0 for out in sizes):
-        raise RuntimeError(f"{function}(): Expected output_size to be positive, but got {sizes}")
-    if poolable and all(out == 1 for out in sizes):
-        result = apply_op("GlobalAveragePool", (x,), None, name)
-    elif poolable and all(size % out == 0 for size, out in zip(spatial, sizes)):
-        kernel = [size // out for size, out in zip(spatial, sizes)]
-        result = apply_op("AveragePool", (x,), {"kernel_shape": kernel, "strides": kernel}, name)
-    else:
-        # Overlapping, uneven windows: the sums are separable (one axis after the other), then each
-        # is divided by its window's size, as PyTorch divides a window's sum.
-        result = widened(x)
-        counts = np.ones(())
-        for axis, (size, out) in enumerate(zip(spatial, sizes)):
-            positions, own = _adaptive_windows(size, out)
-            result = _adaptive_window_sums(result, 2 + axis, positions, own)
-            counts = np.multiply.outer(counts, own.sum(axis=1))
-        divisor = Tensor._from_array(counts.astype(result.dtype.numpy_dtype), result.dtype, x.device)
-        result = rounded(result / divisor, x.dtype)
-    return result.squeeze(0) if added_batch else result
-
-
-def adaptive_avg_pool1d(input: Tensor, output_size) -> Tensor:
-    """Average pooling to a fixed length ``output_size`` with PyTorch's adaptive windows."""
-    return _adaptive_avg_pool(input, output_size, 1)
-
-
-def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
-    """Average pooling to a fixed ``(H_out, W_out)`` (an int for both; None keeps that input size).
-
-    Recorded as ``GlobalAveragePool`` for 1x1 outputs, ``AveragePool`` when the sizes divide
-    evenly, and otherwise (or for float64) as sums of each axis's gathered windows (PyTorch's
-    ``[floor(i * H / H_out), ceil((i + 1) * H / H_out))``), divided by the windows' sizes.
-
-    Example::
-
-        >>> adaptive_avg_pool2d(onnxnn.ones(2, 3, 7, 7), 1).shape
-        onnxnn.Size([2, 3, 1, 1])
-    """
-    return _adaptive_avg_pool(input, output_size, 2)
-
-
-@outside_autocast("adaptive_avg_pool3d")
-def adaptive_avg_pool3d(input: Tensor, output_size) -> Tensor:
-    """Average pooling to a fixed ``(D_out, H_out, W_out)``; see :func:`adaptive_avg_pool2d`."""
-    return _adaptive_avg_pool(input, output_size, 3)
