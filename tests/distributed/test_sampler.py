@@ -48,6 +48,7 @@ def test_bad_rank_is_a_value_error():
         DistributedSampler(range(4), num_replicas=2, rank=3)
 
 
-def test_defaults_need_a_process_group():
-    with pytest.raises(RuntimeError, match="Requires distributed package to be available"):
-        DistributedSampler(range(4))
+@pytest.mark.parametrize("arguments", [{}, {"num_replicas": 2}, {"rank": 0}])
+def test_defaults_need_the_default_process_group(arguments):
+    with pytest.raises(ValueError, match="Default process group has not been initialized, please make sure to call"):
+        DistributedSampler(range(4), **arguments)

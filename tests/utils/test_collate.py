@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import onnxnn
-from onnxnn.utils.data import default_collate, default_convert
+from onnxnn.utils.data import DataLoader, default_collate, default_convert
 
 Point = namedtuple("Point", "x y")
 
@@ -80,6 +80,17 @@ def test_a_defaultdict_sample_keeps_its_default_factory():
             "default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists",
         ),
         ([np.array(["a"]), np.array(["b"])], TypeError, "default_collate: batch must contain tensors"),
+        # PyTorch's torch.stack error names the first item that is not a tensor.
+        (
+            [onnxnn.zeros(2), np.zeros(2)],
+            TypeError,
+            "expected Tensor as element 1 in argument 0, but got numpy.ndarray",
+        ),
+        (
+            [onnxnn.zeros(1), onnxnn.zeros(1), 2.5],
+            TypeError,
+            "expected Tensor as element 2 in argument 0, but got float",
+        ),
     ],
 )
 def test_bad_batches(samples, error, message):
@@ -112,3 +123,27 @@ def test_tensors_that_require_grad_keep_their_gradient_path():
 )
 def test_mixed_numpy_dtypes_stack_in_pytorchs_promoted_dtype(samples, dtype):
     assert default_collate(samples).dtype == getattr(onnxnn, dtype)
+
+
+@pytest.mark.parametrize(
+    "samples, dtype",
+    [
+        # PyTorch gives a Python number among numpy items its own dtype: a float is float32 (the default dtype).
+        ([np.float32(1.5), 2.5], onnxnn.float32),
+        ([np.array(1.5, np.float32), 2.5], onnxnn.float32),
+        ([np.float16(1.5), 2.5], onnxnn.float32),
+        ([np.int32(1), 2.5], onnxnn.float32),
+        ([np.float64(1.5), 2.5], onnxnn.float64),
+        ([np.int8(1), 300], onnxnn.int64),
+        ([np.array(1.5, np.float32), True], onnxnn.float32),
+    ],
+)
+def test_python_numbers_among_numpy_items_take_pytorchs_dtype(samples, dtype):
+    batch = default_collate(samples)
+    assert batch.dtype == dtype
+    np.testing.assert_array_equal(batch.numpy(), np.array([float(sample) for sample in samples]))
+
+
+def test_a_loader_batches_numpy_and_python_floats_as_float32():
+    (batch,) = DataLoader([np.float32(1.5), 2.5], batch_size=2)
+    assert batch.dtype == onnxnn.float32

@@ -30,6 +30,14 @@ def test_concat_and_subset(index, expected):
     assert dataset[index] == expected
 
 
+def test_subset_takes_a_list_of_positions():
+    # PyTorch's Subset passes a list index on as one list of the wrapped dataset's indices.
+    subset = Subset(np.arange(0, 100, 10), [3, 5, 7])
+    np.testing.assert_array_equal(subset[[0, 2]], [30, 70])
+    batches = DataLoader(subset, batch_size=None, sampler=BatchSampler(SequentialSampler(subset), 2, False))
+    assert [batch.tolist() for batch in batches] == [[30, 50], [70]]
+
+
 @pytest.mark.parametrize(
     "n, batch_size, drop_last, expected",
     [(5, 2, False, [[0, 1], [2, 3], [4]]), (5, 2, True, [[0, 1], [2, 3]]), (4, 4, False, [[0, 1, 2, 3]])],

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import onnxnn
-from onnxnn.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset, get_worker_info
+from onnxnn.utils.data import DataLoader, Dataset, IterableDataset, RandomSampler, TensorDataset, get_worker_info
 
 
 class Rows(Dataset):
@@ -37,6 +37,20 @@ class DiesAt(Rows):
         if index == 5:
             os.kill(os.getpid(), signal.SIGKILL)
         return super().__getitem__(index)
+
+
+class StopsAt(Rows):
+    """A map-style dataset that signals its end by raising StopIteration at index 5."""
+
+    def __getitem__(self, index):
+        if index == 5:
+            raise StopIteration
+        return index
+
+
+class WorkerSeeds(Rows):
+    def __getitem__(self, index):
+        return np.array([get_worker_info().id, onnxnn.initial_seed()])
 
 
 class Ragged(Rows):
@@ -97,6 +111,64 @@ def test_shuffle_with_a_seeded_generator_is_a_reproducible_permutation(num_worke
     assert sorted(first) == list(range(10)) and first != list(range(10))
     assert epoch(7) == first
     assert epoch(8) != first
+
+
+@pytest.mark.parametrize("seeding", ["generator", "manual_seed"])
+def test_one_seed_gives_the_same_shuffled_batches_for_every_num_workers(seeding):
+    # PyTorch draws the workers' base seed in every iterator, workers or not, so the generator is in
+    # the same state when the shuffle draws: more workers load faster without changing the batches.
+    def two_epochs(num_workers):
+        generator = onnxnn.Generator().manual_seed(42) if seeding == "generator" else None
+        if generator is None:
+            onnxnn.manual_seed(42)
+        loader = DataLoader(list(range(8)), batch_size=4, shuffle=True, num_workers=num_workers, generator=generator)
+        return [[batch.tolist() for batch in loader] for _ in range(2)]
+
+    assert two_epochs(0) == two_epochs(2)
+
+
+def test_persistent_workers_draw_the_base_seed_once():
+    # A persistent iterator serves every epoch and PyTorch draws the base seed when it is made: after
+    # the first epoch the generator advances only by the sampler's permutations.
+    generator = onnxnn.Generator().manual_seed(42)
+    loader = DataLoader(
+        list(range(8)), batch_size=4, shuffle=True, num_workers=2, persistent_workers=True, generator=generator
+    )
+    first, second = [sum((batch.tolist() for batch in loader), []) for _ in range(2)]
+    reference = onnxnn.Generator().manual_seed(42)
+    assert first == sum(
+        (batch.tolist() for batch in DataLoader(list(range(8)), batch_size=4, shuffle=True, generator=reference)), []
+    )
+    assert second == list(RandomSampler(range(8), generator=reference))
+
+
+def test_persistent_workers_are_seeded_once():
+    # PyTorch seeds a worker when it starts, not again on each epoch: initial_seed() stays base_seed + id.
+    loader = DataLoader(WorkerSeeds(4), batch_size=None, num_workers=2, persistent_workers=True)
+    first, second = [
+        {int(worker): int(seed) for worker, seed in (batch.tolist() for batch in loader)} for _ in range(2)
+    ]
+    assert first == second and first[1] == first[0] + 1
+
+
+@pytest.mark.parametrize("num_workers", [0, 1, 2])
+def test_a_map_style_datasets_stop_iteration_ends_the_epoch_for_every_worker_count(num_workers):
+    # PyTorch's workers send it back as an error like any other: raised in the main process, it ends the
+    # epoch at the batch that raised, as without workers, and no later batch comes.
+    loader = DataLoader(StopsAt(8), batch_size=2, num_workers=num_workers)
+    assert [batch.tolist() for batch in loader] == [[0, 1], [2, 3]]
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_the_batch_after_a_caught_dataset_error_comes_next(num_workers):
+    # PyTorch's iterator goes on after a dataset's error, with or without workers.
+    iterator = iter(DataLoader(FailsAt(8), batch_size=2, num_workers=num_workers))
+    assert [next(iterator)[1].tolist() for _ in range(2)] == [[0, 1], [2, 3]]
+    with pytest.raises(ValueError, match="sample 5 is corrupt"):
+        next(iterator)
+    assert next(iterator)[1].tolist() == [6, 7]
+    with pytest.raises(StopIteration):
+        next(iterator)
 
 
 def test_workers_give_the_same_batches_as_the_main_process():

@@ -109,7 +109,7 @@ def test_weighted_sampler_without_replacement_draws_first_by_the_weights():
         ([[1.0, 2.0]], 2, True, ValueError, "weights should be a 1d sequence but given weights have shape"),
         ([1.0, 2.0], 0, True, ValueError, "num_samples should be a positive integer value"),
         ([1.0, 2.0], 3, False, RuntimeError, "cannot sample n_sample > prob_dist.size"),
-        ([1.0, -2.0], 1, True, RuntimeError, "invalid multinomial distribution"),
+        ([1.0, -2.0], 2, True, RuntimeError, "invalid multinomial distribution"),
     ],
 )
 def test_weighted_sampler_errors(weights, num_samples, replacement, error, message):
@@ -165,3 +165,54 @@ def test_weighted_sampler_keeps_its_weights_as_a_float64_tensor():
     assert isinstance(sampler.weights, onnxnn.Tensor) and sampler.weights.dtype is onnxnn.float64
     sampler.weights = onnxnn.tensor([0.0, 1.0], dtype=onnxnn.float64)  # read when drawn, as PyTorch's
     assert list(sampler) == [1, 1, 1, 1]
+
+
+@pytest.mark.parametrize(
+    "num_samples, replacement, message",
+    [
+        # PyTorch checks num_samples first, then replacement, both as ValueError.
+        (3, 1, "replacement should be a boolean value, but got replacement=1"),
+        (3, None, "replacement should be a boolean value, but got replacement=None"),
+        (0, None, "num_samples should be a positive integer value, but got num_samples=0"),
+        (True, "yes", "num_samples should be a positive integer value, but got num_samples=True"),
+    ],
+)
+def test_weighted_sampler_checks_its_arguments_in_pytorchs_order(num_samples, replacement, message):
+    with pytest.raises(ValueError, match=message):
+        WeightedRandomSampler([1.0, 2.0, 3.0], num_samples, replacement=replacement)
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize(
+    "weights, num_samples, replacement, message",
+    [
+        # With replacement the first bad weight decides, as PyTorch's multinomial reads them.
+        ([1.0, NAN], 2, True, r"invalid multinomial distribution \(encountering probability entry < 0\)"),
+        ([1.0, INF, NAN], 2, True, r"encountering probability entry = infinity or NaN"),
+        ([-1.0, INF], 2, True, r"encountering probability entry < 0"),
+        ([1.0, NAN], 2, False, "probability tensor contains either `inf`, `nan` or element < 0"),
+        # A single draw with replacement gets the message of the draws without.
+        ([1.0, INF], 1, True, "probability tensor contains either `inf`, `nan` or element < 0"),
+        ([1.0, INF], 2, False, "probability tensor contains either `inf`, `nan` or element < 0"),
+        ([1.0, -1.0], 2, False, "probability tensor contains either `inf`, `nan` or element < 0"),
+        # Too many samples without replacement is checked before the weights.
+        ([1.0, NAN], 3, False, r"cannot sample n_sample > prob_dist.size\(-1\) samples without replacement"),
+        ([0.0, 0.0], 2, True, r"invalid multinomial distribution \(sum of probabilities <= 0\)"),
+    ],
+)
+def test_weighted_sampler_bad_weights_get_pytorchs_errors(weights, num_samples, replacement, message):
+    with pytest.raises(RuntimeError, match=message):
+        list(WeightedRandomSampler(weights, num_samples, replacement=replacement))
+
+
+@pytest.mark.parametrize("replacement", [True, False])
+def test_weighted_sampler_draws_from_weights_whose_sum_overflows(replacement):
+    assert sorted(WeightedRandomSampler([1e308, 1e308], 2, replacement=replacement)) in ([0, 0], [0, 1], [1, 1])
+
+
+def test_a_random_sampler_with_replacement_of_an_empty_dataset_raises_when_drawn():
+    sampler = RandomSampler([], replacement=True, num_samples=3)
+    with pytest.raises(RuntimeError, match="cannot draw num_samples=3 indices with replacement from an empty"):
+        list(sampler)

@@ -68,9 +68,10 @@ class ExceptionWrapper:
 
 @dataclass(frozen=True)
 class ResumeIteration:
-    """Asks a persistent worker to start its dataset's iterator again (a new epoch)."""
+    """Asks a persistent worker to start its dataset's iterator again (a new epoch).
 
-    seed: int
+    The worker is not seeded again: PyTorch seeds a worker once, when it starts.
+    """
 
 
 @dataclass(frozen=True)
@@ -123,10 +124,10 @@ def make_fetcher(iterable: bool, dataset, auto_collation: bool, collate_fn: Call
 
 
 def _seed_worker(seed: int) -> None:
-    """Seeds Python's, onnxnn's and numpy's global generators from the worker's seed (the loader's
-    base seed, drawn per epoch, plus the worker's id), as PyTorch's workers do: otherwise numpy-based
-    augmentation would draw the same numbers in every worker and every epoch (a forked copy of the
-    parent's state)."""
+    """Seeds Python's, onnxnn's and numpy's global generators from the worker's seed (the base seed
+    drawn by the loader's iterator, plus the worker's id), as PyTorch's workers do: otherwise
+    numpy-based augmentation would draw the same numbers in every worker and every epoch (a forked
+    copy of the parent's state)."""
     random.seed(seed)
     manual_seed(seed)
     np.random.seed(np.random.SeedSequence(seed).generate_state(4))
@@ -172,7 +173,6 @@ def worker_loop(
         if request is None:
             break
         if isinstance(request, ResumeIteration):
-            _seed_worker(request.seed + worker_id)
             try:
                 fetcher = make_fetcher(iterable, dataset, auto_collation, collate_fn, drop_last)
                 exhausted = False
@@ -188,10 +188,14 @@ def worker_loop(
         else:
             try:
                 answer = fetcher.fetch(indices)
-            except StopIteration:
-                answer, exhausted = IterableExhausted(worker_id), True
-            except Exception:
-                answer = ExceptionWrapper(sys.exc_info(), where)
+            except Exception as error:
+                if isinstance(error, StopIteration) and iterable:
+                    answer, exhausted = IterableExhausted(worker_id), True
+                else:
+                    # A map-style dataset's StopIteration is an error like any other, as PyTorch's
+                    # worker treats it: raised again in the main process, it ends the epoch there,
+                    # as it does without workers, instead of only retiring this worker.
+                    answer = ExceptionWrapper(sys.exc_info(), where)
             else:
                 try:
                     answer = to_shared_memory(answer, f"{segment_prefix}{worker_id}")

@@ -31,6 +31,12 @@ def _is_namedtuple(value) -> bool:
     return isinstance(value, tuple) and hasattr(value, "_fields")
 
 
+def _type_name(value) -> str:
+    """``float`` for a builtin, ``numpy.ndarray`` for others: how PyTorch's errors name a type."""
+    kind = type(value)
+    return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
 def _is_text_or_object(array: np.ndarray) -> bool:
     return array.dtype.kind in "OSUV"
 
@@ -45,6 +51,22 @@ def _stack(arrays: list[np.ndarray]) -> Tensor:
             )
     stacked = np.stack(arrays)  # a new array, which nothing else writes: held without a copy
     return constant_tensor(stacked, dtypes.as_dtype(stacked.dtype))
+
+
+def _array_dtype(item, array: np.ndarray) -> dtypes.dtype:
+    """The dtype ``item`` stacks as in a batch of numpy items.
+
+    A Python number among them gets the dtype PyTorch's ``as_tensor`` gives it, not numpy's: a
+    float is float32 (the default dtype), so ``[np.float32(1.5), 2.5]`` stacks as float32.
+    """
+    if not isinstance(item, (np.ndarray, np.generic)):  # np.float64 is a float: numpy's own go below
+        if isinstance(item, bool):
+            return dtypes.bool
+        if isinstance(item, int):
+            return dtypes.int64
+        if isinstance(item, float):
+            return dtypes.float32
+    return dtypes.as_dtype(array.dtype)
 
 
 def _rebuild(template, items):
@@ -88,6 +110,9 @@ def default_collate(batch: list | tuple) -> Any:
     """
     element = batch[0]
     if isinstance(element, Tensor):
+        for index, item in enumerate(batch):
+            if not isinstance(item, Tensor):  # PyTorch's torch.stack error, before any dtype is read
+                raise TypeError(f"expected Tensor as element {index} in argument 0, but got {_type_name(item)}")
         # One dtype by PyTorch's promotion (int32 and float32 stack as float32, numpy's would be float64).
         target = functools.reduce(dtypes.promote_types, (item.dtype for item in batch))
         if any(item.requires_grad for item in batch):  # a recorded stack, which keeps the gradient's path
@@ -97,7 +122,7 @@ def default_collate(batch: list | tuple) -> Any:
         arrays = [np.asarray(item) for item in batch]
         if _is_text_or_object(arrays[0]):
             raise TypeError(_UNSUPPORTED.format(arrays[0].dtype))
-        target = functools.reduce(dtypes.promote_types, (dtypes.as_dtype(array.dtype) for array in arrays))
+        target = functools.reduce(dtypes.promote_types, map(_array_dtype, batch, arrays))
         return _stack([array.astype(target.numpy_dtype, copy=False) for array in arrays])
     if isinstance(element, int):  # bools too: PyTorch's tensor(batch) infers the dtype from all of them
         return tensor(batch)

@@ -214,6 +214,9 @@ class DataLoader:
 class _SingleProcessIterator:
     def __init__(self, loader: DataLoader) -> None:
         self._indices = iter(loader._index_sampler)
+        # Unused without workers, but drawn as PyTorch's every iterator draws it: the generator then
+        # advances the same way for every num_workers, so one seed gives the same shuffle for all.
+        self._base_seed = loader._base_seed()
         self._fetcher = make_fetcher(
             loader._iterable, loader.dataset, loader._auto_collation, loader.collate_fn, loader.drop_last
         )
@@ -236,6 +239,9 @@ class _WorkersIterator:
         self._workers = []
         self._shut_down = False
         self._segment_prefix = segment_prefix()
+        # PyTorch's order: the sampler's iterator, then the base seed (a sampler that draws as soon as
+        # it is iterated draws first), the same draws as the single-process iterator makes.
+        self._indices = iter(loader._index_sampler)
         base_seed = loader._base_seed()
         for worker_id in range(loader.num_workers):
             index_queue = context.Queue()
@@ -264,7 +270,6 @@ class _WorkersIterator:
         self._start_epoch()
 
     def _start_epoch(self) -> None:
-        self._indices = iter(self._loader._index_sampler)
         self._active = [True] * self._loader.num_workers
         self._next_worker = itertools.cycle(range(self._loader.num_workers))
         self._sent = 0  # requests made
@@ -275,10 +280,15 @@ class _WorkersIterator:
             self._request()
 
     def reset(self) -> None:
-        """A new epoch on the same (persistent) workers."""
-        seed = self._loader._base_seed()
-        for worker_id, index_queue in enumerate(self._index_queues):
-            index_queue.put(ResumeIteration(seed))
+        """A new epoch on the same (persistent) workers.
+
+        No new base seed is drawn and the workers are not seeded again, as in PyTorch: the workers'
+        generators go on from where the last epoch left them, and the loader's generator advances
+        only by the sampler's draws, as it does between the epochs of a single-process loader.
+        """
+        self._indices = iter(self._loader._index_sampler)
+        for index_queue in self._index_queues:
+            index_queue.put(ResumeIteration())
         for task in self._tasks.values():  # the last epoch's batches that arrived but were not taken
             if len(task) == 2:
                 release(task[1])
@@ -310,11 +320,18 @@ class _WorkersIterator:
 
     def __next__(self):
         try:
-            return self._next()
-        except BaseException:
-            if not self._loader.persistent_workers or sys.exc_info()[0] is not StopIteration:
+            batch = self._next()
+        except StopIteration:  # the epoch's end
+            if not self._loader.persistent_workers:
                 self._shutdown()
             raise
+        except BaseException:
+            self._shutdown()
+            raise
+        # A dataset's error is raised here with the workers kept, as PyTorch keeps them: a caller who
+        # catches it gets the next batch from the next call, as without workers. A map-style
+        # dataset's StopIteration ends a for loop here, as it does without workers.
+        return self._unwrap(batch)
 
     def _next(self):
         while True:
@@ -333,7 +350,7 @@ class _WorkersIterator:
                 del self._tasks[self._received]
                 self._received += 1
                 self._request()
-                return self._unwrap(task[1])
+                return task[1]
             number, batch = self._receive()
             if isinstance(batch, IterableExhausted):
                 self._active[batch.worker_id] = False
@@ -343,7 +360,7 @@ class _WorkersIterator:
                 del self._tasks[number]
                 self._received += 1
                 self._request()
-                return self._unwrap(batch)
+                return batch
             self._tasks[number] = (self._tasks[number][0], batch)
 
     @staticmethod

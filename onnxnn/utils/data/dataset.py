@@ -174,6 +174,8 @@ class Subset(Dataset[T_co]):
         self.indices = indices
 
     def __getitem__(self, index):
+        if isinstance(index, list):  # one batched read of the wrapped dataset, as PyTorch's Subset
+            return self.dataset[[self.indices[position] for position in index]]
         return self.dataset[self.indices[index]]
 
     def __getitems__(self, indices: list) -> list:

@@ -40,8 +40,8 @@ class DistributedSampler(Sampler):
             the indices are padded with the first ones so the shares are equal.
 
     Raises:
-        ValueError: ``rank`` is outside ``[0, num_replicas - 1]``.
-        RuntimeError: ``num_replicas`` or ``rank`` is left out and no process group is initialized.
+        ValueError: ``rank`` is outside ``[0, num_replicas - 1]``, or ``num_replicas`` or ``rank``
+            is left out and no default process group is initialized (``init_process_group``).
     """
 
     def __init__(
@@ -55,8 +55,10 @@ class DistributedSampler(Sampler):
     ) -> None:
         if num_replicas is None or rank is None:
             world = _DefaultWorld.rank_and_size
-            if world is None:
-                raise RuntimeError("Requires distributed package to be available")
+            if world is None:  # PyTorch's error: onnxnn.distributed is there, but no group is initialized
+                raise ValueError(
+                    "Default process group has not been initialized, please make sure to call init_process_group."
+                )
             num_replicas = world[1] if num_replicas is None else num_replicas
             rank = world[0] if rank is None else rank
         if rank >= num_replicas or rank < 0:

@@ -87,6 +87,11 @@ class RandomSampler(Sampler):
         size = len(self.data_source)
         rng = _fresh_rng(self.generator)
         if self.replacement:
+            if size == 0:  # PyTorch's error type; numpy's would be ValueError("high <= 0")
+                raise RuntimeError(
+                    f"RandomSampler cannot draw num_samples={self.num_samples} indices with replacement "
+                    "from an empty data_source (random_ expects 'from' to be less than 'to', but got from=0 >= to=0)"
+                )
             yield from rng.integers(0, size, self.num_samples).tolist()
             return
         # Whole permutations, then the head of one more, as PyTorch's sampler without replacement.
@@ -113,6 +118,25 @@ class SubsetRandomSampler(Sampler):
         return len(self.indices)
 
 
+def _check_multinomial_weights(weights: np.ndarray, num_samples: int, replacement: bool) -> None:
+    """PyTorch's ``multinomial`` checks, in its order and with its messages."""
+    if not replacement and num_samples > len(weights):
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    bad = np.flatnonzero(~(np.isfinite(weights) & (weights >= 0)))
+    if bad.size and replacement and num_samples > 1:
+        # The first bad entry decides, as PyTorch's kernel reads them: nan fails its ">= 0" test.
+        # (A single draw takes PyTorch's path without replacement, and its message, below.)
+        if not weights[bad[0]] >= 0:
+            raise RuntimeError("invalid multinomial distribution (encountering probability entry < 0)")
+        raise RuntimeError("invalid multinomial distribution (encountering probability entry = infinity or NaN)")
+    if bad.size:
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    # The entries are now finite and non-negative: the sum is positive unless all are 0. The largest
+    # tells, where the sum could overflow to inf.
+    if weights.size == 0 or weights.max() <= 0:
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+
+
 class WeightedRandomSampler(Sampler):
     """``num_samples`` indices drawn with probabilities proportional to ``weights``.
 
@@ -130,9 +154,11 @@ class WeightedRandomSampler(Sampler):
     """
 
     def __init__(self, weights, num_samples: int, replacement: bool = True, generator=None) -> None:
-        _check_replacement_and_num_samples(replacement, num_samples)
-        if num_samples is None:
+        # PyTorch's checks in its order, both ValueError (RandomSampler's replacement check is a TypeError).
+        if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples <= 0:
             raise ValueError(f"num_samples should be a positive integer value, but got num_samples={num_samples}")
+        if not isinstance(replacement, bool):
+            raise ValueError(f"replacement should be a boolean value, but got replacement={replacement}")
         values = np.asarray(weights.numpy(force=True) if hasattr(weights, "numpy") else weights, dtype=np.float64)
         if values.ndim != 1:
             raise ValueError(f"weights should be a 1d sequence but given weights have shape {tuple(values.shape)}")
@@ -143,15 +169,11 @@ class WeightedRandomSampler(Sampler):
 
     def __iter__(self) -> Iterator[int]:
         weights = np.asarray(self.weights.numpy(force=True), dtype=np.float64)  # as it is now: it may be set
-        if not np.isfinite(weights).all() or (weights < 0).any():
-            raise RuntimeError("invalid multinomial distribution (encountering probability entry < 0)")
-        if weights.sum() <= 0:
-            raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
-        if not self.replacement and self.num_samples > len(weights):
-            raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+        _check_multinomial_weights(weights, self.num_samples, self.replacement)
         rng = _fresh_rng(self.generator)
         if self.replacement:
-            drawn = rng.choice(len(weights), size=self.num_samples, replace=True, p=weights / weights.sum())
+            scaled = weights / weights.max()  # first by the largest, so that a sum past float64's range is finite
+            drawn = rng.choice(len(weights), size=self.num_samples, replace=True, p=scaled / scaled.sum())
         else:
             # PyTorch's way without replacement: the smallest exponential(1) / weight first, so that
             # weights of 0 come last (numpy's choice refuses to reach them), in their order.
