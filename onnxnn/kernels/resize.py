@@ -201,22 +201,31 @@ def _reflect(x, low: float, high: float):
     return np.where(x < low, from_below, np.where(x > high, from_above, x))
 
 
+_GRID_LIMIT = 2.0**52  # a source coordinate beyond it has no fraction left in float64
+
+
 def _grid_taps(x, size: int, mode: str, padding_mode: str, align_corners: bool):
     """(indices, weights, valid) of one spatial axis of GridSample, each shaped (points, taps).
 
     ``x`` holds the unnormalized source coordinates (float). ``valid`` is False for taps that
-    read the zero padding; their indices are clamped so the gather stays in bounds.
+    read the zero padding; their indices are clamped so the gather stays in bounds, and the value
+    read there is then dropped by a select (never multiplied by 0: the pixel read may be NaN or inf).
     """
     low, high = (0.0, size - 1.0) if align_corners else (-0.5, size - 0.5)
+    if not np.all(np.abs(x) <= _GRID_LIMIT):
+        # NaN, inf and coordinates too far for an int64 tap: a point far below the input (beyond it
+        # every tap reads the padding or the low edge), the infinities far out on their side.
+        x = np.clip(np.where(np.isnan(x), -_GRID_LIMIT, x), -_GRID_LIMIT, _GRID_LIMIT)
     if mode == "nearest":
-        x = np.rint(x)  # ties to even, as PyTorch rounds
+        x = np.rint(x)  # ties to even, as PyTorch rounds (but before folding, as onnxruntime does)
     outside = (x < low) | (x > high)
-    if padding_mode == "border" and mode != "cubic":
-        # Cubic clamps each tap instead (below), as PyTorch and onnxruntime do; onnx's reference
-        # clamps the coordinate first, which differs within two pixels outside the edge.
-        x = np.where(outside, np.clip(x, 0, size - 1), x)
-    elif padding_mode == "reflection":
+    if padding_mode == "reflection":
         x = np.where(outside, _reflect(x, low, high), x)
+    if padding_mode != "zeros" and mode != "cubic":
+        # Clipped into [0, size - 1] as PyTorch does, so a linear tap past the edge has weight 0 and is
+        # dropped below. Cubic clamps each tap instead (below), as PyTorch and onnxruntime do; onnx's
+        # reference clamps the coordinate first, which differs within two pixels outside the edge.
+        x = np.clip(x, 0, size - 1)
     if mode == "nearest":
         indices, weights = np.trunc(x)[:, None], np.ones((x.shape[0], 1), dtype=x.dtype)
     else:
@@ -229,11 +238,15 @@ def _grid_taps(x, size: int, mode: str, padding_mode: str, align_corners: bool):
             offsets = np.arange(-1, 3)
             weights = _cubic_weight(offsets[None, :] - fraction, -0.75).astype(x.dtype)
         indices = floor[:, None] + offsets[None, :]
-    if padding_mode == "reflection":
+    if padding_mode == "reflection" and mode == "cubic":
         indices = np.trunc(_reflect(indices, low, high))
     indices = indices.astype(np.int64)
-    # Only zero padding reads outside the input; border and reflection clamp into it.
-    valid = (indices >= 0) & (indices < size) if padding_mode == "zeros" else np.ones(indices.shape, bool)
+    # Zero padding reads 0 outside the input, and so does PyTorch's linear tap just past a clipped edge;
+    # cubic's border and reflection fold every tap into it.
+    if padding_mode == "zeros" or mode == "linear":
+        valid = (indices >= 0) & (indices < size)
+    else:
+        valid = np.ones(indices.shape, bool)
     return np.clip(indices, 0, size - 1), weights, valid
 
 
@@ -268,12 +281,17 @@ def grid_sample(xp, inputs, attrs):
     for combination in itertools.product(*(range(t[0].shape[1]) for t in taps)):
         index = np.zeros(batch * points, dtype=np.int64)
         weight = np.ones(batch * points, dtype=np.float64)
+        inside = np.ones(batch * points, dtype=bool)
         for axis, tap in enumerate(combination):
             indices, weights, valid = taps[axis]
             index += indices[:, tap] * strides[axis]
-            weight *= np.where(valid[:, tap], weights[:, tap], 0.0)
+            weight *= weights[:, tap]
+            inside &= valid[:, tap]
         values = flat[batch_index, channel_index, xp.asarray(index.reshape(batch, 1, points))]
-        result += values * xp.asarray(weight.reshape(batch, 1, points).astype(x.dtype))
+        term = values * xp.asarray(weight.reshape(batch, 1, points).astype(x.dtype))
+        if not inside.all():  # a tap in the zero padding reads 0, even where the clamped pixel is NaN
+            term = xp.where(xp.asarray(inside.reshape(batch, 1, points)), term, xp.zeros((), dtype=x.dtype))
+        result += term
     return [result.reshape((batch, channels) + output_spatial)]
 
 

@@ -22,7 +22,9 @@ Resize coordinate mode expresses (its ``align_corners`` maps ``i`` to ``s * i``;
 reference then differ from PyTorch by O(1)), so the filter is applied as one ``MatMul`` per axis.
 
 ``grid_sample`` and ``affine_grid`` record one ``GridSample``/``AffineGrid`` node (opset 20); their rules
-are in ``runtime/ops/sampling.py``.
+are in ``runtime/ops/sampling.py``. ``grid_sample`` first selects NaN, infinite and far coordinates to
+points with PyTorch's result (``GridSample`` casts them to integers), and with nearest + reflection
+samples the pixel centres PyTorch reads (it reflects, then rounds; ``GridSample`` rounds first).
 
 The shuffles are a ``Reshape``, a ``Transpose`` and a ``Reshape``, so any number of leading batch
 dimensions works and no rule beyond the existing ones is needed.
@@ -39,7 +41,8 @@ from ...ir import dtypes
 from ...ir.graph import static_constant
 from ...runtime.internal import constant_tensor
 from ...runtime.ops._common import int64_constant
-from ...runtime.ops.sampling import affine_base
+from ...runtime.ops.elementwise import where
+from ...runtime.ops.sampling import affine_base, pytorch_grid
 from ...runtime.tensor import Tensor, apply_op
 from ._pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
 
@@ -497,9 +500,32 @@ def grid_sample(
         )
     if mode == "bicubic" and input.dim() != 4:
         raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
-    attrs = {"mode": _GRID_MODES[mode], "padding_mode": padding_mode, "align_corners": int(bool(align_corners))}
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(
+            f"\"grid_sampler_{input.dim() - 2}d_cpu\" not implemented for '{dtypes.scalar_type_name(input.dtype)}'"
+        )
+    for axis, size in enumerate(input.shape[2:]):
+        if size == 0:
+            raise RuntimeError(
+                f"grid_sampler(): expected input to have non-empty spatial dimensions, but input has sizes "
+                f"{list(input.shape)} with dimension {axis + 2} being empty"
+            )
+    sizes = [int(size) for size in input.shape[2:]]
+    onnx_mode, onnx_padding = _GRID_MODES[mode], padding_mode
+    grid, flag = pytorch_grid(grid, onnx_mode, padding_mode, bool(align_corners), sizes)
+    if onnx_mode == "nearest" and padding_mode == "reflection":
+        onnx_padding = "border"  # the grid holds reflected pixel centres already
+    attrs = {"mode": onnx_mode, "padding_mode": onnx_padding, "align_corners": int(bool(align_corners))}
     backward = "GridSampler2DBackward0" if input.dim() == 4 else "GridSampler3DBackward0"
-    return apply_op("GridSample", (input, grid), attrs, backward)
+    out = apply_op("GridSample", (input, grid), attrs, backward)
+    if flag is not None:
+        # (N, 1, *out): NaN where a point's coordinates are not all finite, else 0.
+        flag = flag.sum(-1).unsqueeze(1)
+        if len(sizes) == 2 and (onnx_mode == "cubic" or (onnx_mode == "linear" and padding_mode == "zeros")):
+            out = out + flag  # PyTorch's 2-D kernel: NaN weights
+        else:
+            out = where(flag.isnan(), 0.0, out)  # PyTorch reads the padding
+    return out
 
 
 def affine_grid(theta: Tensor, size: Sequence[int], align_corners: bool | None = None) -> Tensor:
@@ -527,7 +553,7 @@ def affine_grid(theta: Tensor, size: Sequence[int], align_corners: bool | None =
     if min(size) <= 0:
         raise ValueError(f"Expected non-zero, positive output size. Got {size}")
     if theta.shape[0] != size[0]:
-        raise ValueError(f"Expected theta and size to have the same batch size, got {theta.shape[0]} and {size[0]}")
+        raise RuntimeError(f"Expected theta and size to have the same batch size, got {theta.shape[0]} and {size[0]}")
     if align_corners and 1 in size[2:]:
         # PyTorch puts a unit-size axis at 0 where ONNX AffineGrid's linspace puts it at -1: the
         # same product, spelled as a MatMul against PyTorch's base coordinates.

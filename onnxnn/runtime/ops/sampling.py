@@ -71,6 +71,74 @@ def _affine_grid_grad(ctx, g):
 # ---------------------------------------------------------------- GridSample
 
 
+# Normalized coordinates beyond +-16 read only padding (or the edge) in every mode and size: the
+# furthest bicubic tap reaches 2 pixels past the edge, and 16 maps at least 3 pixels beyond it.
+_GRID_FAR = 16.0
+# Reflection keeps coordinates up to 2 ** 30 (where float32 has no fraction left): onnxruntime's
+# reflection counts folds in a C int, undefined beyond 2 ** 31.
+_GRID_REFLECT_LIMIT = 2.0**30
+
+
+def pytorch_grid(grid: Tensor, mode: str, padding_mode: str, align_corners: bool, sizes: list[int]):
+    """``grid`` made safe for ``GridSample`` with PyTorch's results: (the grid, or None for a flag).
+
+    ``GridSample`` casts coordinates to integers (undefined in onnxruntime for NaN, inf and
+    ``|g| >= 2 ** 63``), so they are selected to values with PyTorch's result: with zero padding
+    NaN, inf and far coordinates go to a far point (zeros); with border padding to the edge PyTorch's
+    clip gives (NaN to the low edge in 2-D, whose kernel clamps NaN to 0, and to the high edge in 3-D,
+    whose ``std::min(limit, std::max(nan, 0))`` gives the limit); with reflection likewise (PyTorch's
+    reflection of NaN or inf is NaN, then clipped). The flag (``grid * 0``, NaN exactly at a non-finite
+    coordinate) is returned where PyTorch's output there is not what the selected point reads: NaN
+    for 2-D bilinear with zero padding and 2-D bicubic (NaN weights), 0 with zero padding at an axis
+    of size 1 with ``align_corners``, where every finite coordinate maps to pixel 0. ``nearest`` with
+    reflection rounds the reflected coordinate (PyTorch's order; ``GridSample`` rounds first), so its
+    grid is replaced by the pixel centres PyTorch reads, sampled with border padding.
+    """
+    spatial = len(sizes)
+    two_d = spatial == 2
+    flag = None
+    if (two_d and (mode == "cubic" or (mode == "linear" and padding_mode == "zeros"))) or (
+        align_corners and 1 in sizes and padding_mode == "zeros"
+    ):
+        flag = grid * 0.0
+    if padding_mode == "zeros":
+        return where(grid.abs() <= _GRID_FAR, grid, _GRID_FAR), flag
+    if padding_mode == "border":
+        if two_d:
+            return where(grid >= -_GRID_FAR, grid, -_GRID_FAR).clamp(max=_GRID_FAR), flag
+        return where(grid <= _GRID_FAR, grid, _GRID_FAR).clamp(min=-_GRID_FAR), flag
+    grid = where(grid.abs() <= _GRID_REFLECT_LIMIT, grid, -1.0 if two_d else 1.0)
+    if mode != "nearest":
+        return grid, flag
+    columns = []
+    for k, size in enumerate(sizes[::-1]):  # the grid lists x (the last axis) first
+        n = grid[..., k]
+        # PyTorch's grid_sampler_compute_source_index: unnormalize, reflect, clip; then round.
+        if align_corners:
+            src = _reflect_coordinates((n + 1) / 2 * (size - 1), 0, 2 * (size - 1))
+        else:
+            src = _reflect_coordinates(((n + 1) * size - 1) / 2, -1, 2 * size - 1)
+        pixel = src.clamp(0, size - 1).round()
+        # back to normalized coordinates: a pixel centre, far from a rounding tie
+        if align_corners:
+            columns.append(pixel * (2 / (size - 1)) - 1 if size > 1 else pixel - 1)
+        else:
+            columns.append((pixel * 2 + 1) / size - 1)
+    return stack(columns, -1), flag
+
+
+def _reflect_coordinates(src: Tensor, twice_low: int, twice_high: int) -> Tensor:
+    """PyTorch's ``reflect_coordinates``: ``src`` folded into ``[twice_low / 2, twice_high / 2]``."""
+    if twice_low == twice_high:
+        return src * 0.0
+    low, span = twice_low / 2, (twice_high - twice_low) / 2
+    distance = (src - low).abs()
+    flips = (distance / span).floor()
+    extra = distance - flips * span  # fmod: both exact where the fold is
+    odd = flips - (flips / 2).floor() * 2 == 1
+    return where(odd, span - extra + low, extra + low)
+
+
 @shape_rules.register("GridSample")
 def _grid_sample_shape(inputs, attrs):
     x, grid = inputs[0], inputs[1]
@@ -144,6 +212,10 @@ def _grid_sample_grad(ctx, g):
     batch, channels, *sizes = x.shape
     spatial = len(sizes)
     points = int(np.prod(grid.shape[1:-1]))
+    if 0 in x.shape or points == 0:  # nothing sampled: zero gradients (a scatter of no channels fails)
+        grad_input = Tensor._zeros(tuple(x.shape), g.dtype, g.device) if ctx.needs_input_grad(0) else None
+        grad_grid = Tensor._zeros(tuple(grid.shape), grid.dtype, grid.device) if ctx.needs_input_grad(1) else None
+        return grad_input, grad_grid
     flat_grid = grid.reshape(batch, points, spatial)
     strides = [int(np.prod(sizes[axis + 1 :])) for axis in range(spatial)]
     taps = []  # per axis: [(index, weight, d weight / d src, valid)], each (N, points)
@@ -181,13 +253,14 @@ def _grid_sample_grad(ctx, g):
             term = index.clamp(0, sizes[axis] - 1) * strides[axis]
             position = term if position is None else position + term
             weight = tap_weight if weight is None else weight * tap_weight
-        mask = valid.to(g.dtype)
+        # Taps in the zero padding are dropped by selects, never multiplied by 0: the clamped pixel
+        # they read may be NaN or inf.
         position = position.to(dtypes.int64).unsqueeze(1).expand(batch, channels, points)
         if ctx.needs_input_grad(0):
-            grad_x = scatter_add_within(grad_x, 2, position, g_flat * (weight * mask).unsqueeze(1))
+            grad_x = scatter_add_within(grad_x, 2, position, g_flat * where(valid, weight, 0.0).unsqueeze(1))
         if ctx.needs_input_grad(1) and mode != "nearest":
             # sum over channels of g * value, shared by every axis' derivative
-            read = (g_flat * gather_within(x_flat, 2, position)).sum(1) * mask
+            read = where(valid, (g_flat * gather_within(x_flat, 2, position)).sum(1), 0.0)
             for axis in range(spatial):
                 partial = combination[axis][2]
                 for other, (_, other_weight, _, _) in enumerate(combination):
@@ -199,7 +272,7 @@ def _grid_sample_grad(ctx, g):
     grad_grid = None
     if ctx.needs_input_grad(1):
         if mode == "nearest":
-            grad_grid = grid * 0.0
+            grad_grid = Tensor._zeros(tuple(grid.shape), grid.dtype, grid.device)
         else:
             components = [grad_src[spatial - 1 - k] * slopes[spatial - 1 - k] for k in range(spatial)]
             grad_grid = stack(components, -1).reshape(*grid.shape)
