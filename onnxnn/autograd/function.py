@@ -14,13 +14,21 @@ from __future__ import annotations
 
 import functools
 import inspect
+import warnings
 from typing import Any, Callable
 
 from ..ir.mode import MODE
-from ..runtime.autograd import FREED_MESSAGE, VersionCounter, fit_gradients, modified_in_place_error
+from ..runtime.autograd import (
+    FREED_MESSAGE,
+    VersionCounter,
+    fit_gradients,
+    modified_in_place_error,
+    released_values,
+)
 from ..runtime.autograd import Function as _Node
-from ..runtime.grad_mode import no_grad
+from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.tensor import Tensor
+from ..runtime.views import VIEW_LINKS, after_write, check_view_write
 
 __all__ = ["Function", "FunctionCtx", "BackwardCFunction", "once_differentiable"]
 
@@ -35,6 +43,7 @@ class FunctionCtx:
     # Instances are BackwardCFunction nodes, which keep these in their __dict__ (this mixin has no slots).
     _to_save: tuple
     _non_differentiable: set
+    _dirty: tuple
     materialize_grads: bool
 
     def save_for_backward(self, *tensors: Tensor | None) -> None:
@@ -63,12 +72,38 @@ class FunctionCtx:
         self.materialize_grads = bool(value)  # type: ignore[misc]  # as _to_save
 
     def mark_dirty(self, *tensors: Tensor) -> None:
-        """Not supported: onnxnn's in-place ops rebind a tensor to a new value, so forward need not
-        mark anything; return a new tensor instead of the changed input."""
-        raise NotImplementedError(
-            "ctx.mark_dirty is not supported by onnxnn: in-place ops record a new value, "
-            "so return the result as a new tensor"
-        )
+        """Marks inputs that ``forward`` modified in place; call it at most once, in ``forward``.
+
+        ``forward`` must return each of them: ``apply`` returns that same tensor object, its
+        autograd history now this Function's (``grad_fn``), as PyTorch's in-place ops do. A leaf
+        that requires grad may not be modified so (RuntimeError, raised by ``apply`` once forward
+        has run, as in PyTorch). The base of a modified view takes the view's new history too
+        (PyTorch's ``CopySlices``), so gradients through the base reach this Function. Unlike
+        PyTorch, the view's own ``grad_fn`` is this Function's node (PyTorch's is an
+        ``AsStridedBackward0`` of the base's; the gradients are the same), and with nothing to
+        record (no input requires grad, or under ``no_grad``) ``apply`` returns what forward did.
+
+        Example::
+
+            >>> class AddOne_(onnxnn.autograd.Function):
+            ...     @staticmethod
+            ...     def forward(ctx, x):
+            ...         ctx.mark_dirty(x)
+            ...         return x.add_(1)
+            ...
+            ...     @staticmethod
+            ...     def backward(ctx, grad_output):
+            ...         return grad_output
+            >>> hidden = onnxnn.zeros(2, requires_grad=True) * 2
+            >>> AddOne_.apply(hidden) is hidden
+            True
+        """
+        for position, tensor in enumerate(tensors):
+            if not isinstance(tensor, Tensor):
+                raise RuntimeError(
+                    f"mark_dirty can only accept variables, but argument {position} is of type {type(tensor).__name__}"
+                )
+        self._dirty = tensors  # type: ignore[misc]  # as _to_save
 
 
 class BackwardCFunction(FunctionCtx, _Node):
@@ -81,6 +116,10 @@ class BackwardCFunction(FunctionCtx, _Node):
 
     # The Function subclass; set on each generated <Name>Backward class, None only on this base.
     _forward_cls: type[Function] = None  # type: ignore[assignment]
+    records_op = False  # its backward is the user's, never replayed
+    # Set by ``release``: the saved tensors are freed, while what backward needs besides them
+    # (the inputs' and outputs' shapes) is kept, so a backward that reads none still runs.
+    _released = False
 
     def __init__(self):
         _Node.__init__(self, None, (), (), (), type(self).__name__)
@@ -88,6 +127,7 @@ class BackwardCFunction(FunctionCtx, _Node):
         self._to_save: tuple = ()
         self._saved: tuple | None = None
         self._non_differentiable: set = set()
+        self._dirty: tuple = ()  # the inputs forward modified in place (``mark_dirty``)
         self._input_values: tuple = ()  # the Values of the tensor inputs, one per edge
         self._tensor_positions: tuple = ()  # where the tensor inputs are among forward's arguments
         self._num_inputs = 0
@@ -96,7 +136,7 @@ class BackwardCFunction(FunctionCtx, _Node):
     @property
     def saved_tensors(self) -> tuple:
         """The tensors given to ``save_for_backward``, checked for in-place changes since."""
-        if self.outputs is None:
+        if self._released:
             raise RuntimeError(FREED_MESSAGE)
         if self._saved is None:
             return tuple(self._to_save)  # read in forward, before apply resolved them
@@ -158,7 +198,11 @@ class BackwardCFunction(FunctionCtx, _Node):
         return fit_gradients(per_edge, self._input_values, self._edges)
 
     def release(self) -> None:
-        _Node.release(self)
+        if self._released:
+            return
+        self._released = True
+        self.outputs = released_values(self.outputs)  # their shapes: zeros for outputs no gradient reached
+        self._input_values = released_values(self._input_values)  # their shapes: checks and un-broadcasting
         self._saved = None
         self._to_save = ()
         for node in self._kept_nodes:
@@ -192,6 +236,7 @@ class BackwardCFunction(FunctionCtx, _Node):
         is_tuple = isinstance(output, tuple)
         raw = output if is_tuple else (output,)
         input_ids = {id(arg) for arg in args if isinstance(arg, Tensor)}
+        dirty = _checked_dirty(self._dirty, raw, input_ids)
         values: list = []  # a Value per output; None for a non-tensor output
         results: list = []
         for output_nr, item in enumerate(raw):
@@ -203,6 +248,9 @@ class BackwardCFunction(FunctionCtx, _Node):
             foreign = id(item) in input_ids or item._grad_fn is not None or item._requires_grad
             if id(item) in self._non_differentiable or not item._value.dtype.differentiable:
                 results.append(Tensor._from_value(item._value) if foreign else item)
+            elif id(item) in dirty:
+                _rebase_history(item, self, output_nr, len(raw))
+                results.append(item)
             elif foreign:
                 # An input returned as it is (or a tensor with a history of its own): a new handle
                 # on the same value, as PyTorch returns a view; the argument keeps its history.
@@ -221,15 +269,17 @@ class BackwardCFunction(FunctionCtx, _Node):
         inputs = {id(arg): arg for arg in args if isinstance(arg, Tensor)}
         outputs = {id(item): output_nr for output_nr, item in enumerate(raw) if isinstance(item, Tensor)}
         saved: list[tuple | None] = []
+        dirty = {id(tensor) for tensor in self._dirty}
         for tensor in self._to_save:
             if tensor is None:
                 saved.append(None)
                 continue
-            if id(tensor) in inputs:
+            if id(tensor) in inputs and not (id(tensor) in dirty and id(tensor) in outputs):
                 kind, item, holder = _SAVED_INPUT, tensor, tensor
             elif id(tensor) in outputs:
                 # Kept as its Value and output number: the output's handle has this node as its
-                # grad_fn, and the node keeping that handle would make a reference cycle.
+                # grad_fn, and the node keeping that handle would make a reference cycle. (A dirty
+                # input is its output now, as PyTorch saves it.)
                 output_nr = outputs[id(tensor)]
                 holder = results[output_nr]
                 differentiable = holder._grad_fn is self
@@ -243,6 +293,69 @@ class BackwardCFunction(FunctionCtx, _Node):
             saved.append((kind, item, tensor._value, (counter, counter.value)))
         self._saved = tuple(saved)
         self._to_save = ()
+
+
+_DIRTY_NOT_RETURNED = (
+    "Some elements marked as dirty during the forward method were not returned as output. "
+    "The inputs that are modified inplace must all be outputs of the Function."
+)
+_DIRTY_VIEW_WITH_OTHER_OUTPUTS = (
+    "If your Function modifies inplace an input that is a view of another Tensor, your Function cannot "
+    "return more than one Tensor. This is not supported by the current autograd engine. You should "
+    "either make sure the input is not a view (using .clone() for example) or make your Function only "
+    "return one Tensor (potentially splitting it into two Functions: one doing the inplace that returns "
+    "a single Tensor and a second one that does the other operations). You can ask on the forum "
+    "https://discuss.pytorch.org/ if you need help to do this change."
+)
+
+
+def _checked_dirty(dirty: tuple, raw: tuple, input_ids: set) -> set:
+    """The ids of the tensors ``mark_dirty`` was given, each checked to be returned, as PyTorch checks."""
+    if not dirty:
+        return set()
+    returned = {id(item) for item in raw if isinstance(item, Tensor)}
+    ids = set()
+    for tensor in dirty:
+        if id(tensor) not in returned:
+            raise RuntimeError(_DIRTY_NOT_RETURNED)
+        if id(tensor) not in input_ids:
+            warnings.warn(
+                "ctx.mark_dirty() received a tensor that was not an input. Only input Tensors that have "
+                "been mutated should be passed to ctx.mark_dirty().",
+                UserWarning,
+                stacklevel=4,
+            )
+        ids.add(id(tensor))
+    return ids
+
+
+def _rebase_history(tensor: Tensor, function: BackwardCFunction, output_nr: int, num_outputs: int) -> None:
+    """Makes ``function`` the history of ``tensor``, which its forward modified in place (``mark_dirty``),
+    as an in-place op's write makes itself that of the tensor it writes (``TensorInPlace._assign``)."""
+    if tensor._grad_fn is None and tensor._requires_grad:  # PyTorch's words for a custom Function's write
+        raise RuntimeError("a leaf Variable that requires grad has been used in an in-place operation.")
+    link = VIEW_LINKS.get(id(tensor)) if VIEW_LINKS else None
+    is_view = link is not None and link.live_base(tensor) is not None
+    if is_view:
+        if num_outputs > 1:
+            raise RuntimeError(_DIRTY_VIEW_WITH_OTHER_OUTPUTS)
+        check_view_write(tensor)  # a view of a leaf that requires grad, as an in-place op's
+    old, retained = tensor._grad_fn, tensor.retains_grad
+    if old is not None and old._retained and retained:
+        del old._retained[tensor._output_nr]  # the retention moves to the new history, as PyTorch's
+    tensor._grad = None
+    tensor._grad_fn = function
+    tensor._output_nr = output_nr
+    tensor._requires_grad = True
+    tensor._bump_version()  # PyTorch counts the marking too, after forward's own writes
+    if retained:
+        tensor.retain_grad()
+    if VIEW_LINKS:
+        # forward's write reached the base and the other views without gradients (it ran under
+        # no_grad): written again, recorded, the base's history is the view's written into it
+        # (PyTorch's CopySlices) and the other views are made again from that.
+        with enable_grad():
+            after_write(tensor)
 
 
 def _keep_for_backward(value, function: BackwardCFunction) -> None:
@@ -359,6 +472,9 @@ class Function:
             else:
                 output = cls.forward(ctx, *args, **kwargs)
         if not recording:
+            if ctx._dirty:  # checked even with nothing to record, as PyTorch checks
+                input_ids = {id(arg) for arg in args if isinstance(arg, Tensor)}
+                _checked_dirty(ctx._dirty, output if isinstance(output, tuple) else (output,), input_ids)
             return output
         return ctx._wrap_outputs(args, output)
 

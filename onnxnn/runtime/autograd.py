@@ -32,6 +32,9 @@ __all__ = [
     "sum_to_shape",
     "modified_in_place_error",
     "FREED_MESSAGE",
+    "ReleasedNode",
+    "ReleasedValue",
+    "shown",
 ]
 
 
@@ -122,6 +125,7 @@ class Function:
         "_pre_hooks",
         "_tensor_hooks",
         "_retained",
+        "_metadata",
         "__weakref__",
     )
 
@@ -142,14 +146,27 @@ class Function:
         if MODE.anomaly:
             FORWARD_STACKS[self] = traceback.format_stack()[:-1]
 
+    # Whether the node is a recorded op's, whose backward is its gradient rule (the fast path
+    # replays only those); False on the subclasses for other kinds of node.
+    records_op = True
+
     def name(self) -> str:
         return self._name
+
+    @property
+    def metadata(self) -> dict:
+        """A dict for the user's own data about this node, as PyTorch's ``Node.metadata``."""
+        try:
+            return self._metadata
+        except AttributeError:  # made on first use: nodes are made for every recorded op
+            self._metadata: dict = {}
+            return self._metadata
 
     @property
     def next_functions(self) -> tuple:
         """PyTorch's edges to the nodes behind, one ``(function, output_nr)`` per input: ``(None, 0)``
         where the input takes no gradient (``for function, index in node.next_functions`` works)."""
-        return tuple(_NO_EDGE if edge is None else edge for edge in self._edges)
+        return tuple(_NO_EDGE if edge is None else (shown(edge[0]), edge[1]) for edge in self._edges)
 
     def __repr__(self) -> str:
         return f"<{self._name} object at {hex(id(self))}>"
@@ -189,11 +206,104 @@ class Function:
         return fit_gradients(input_grads, node.inputs, self._edges)
 
     def release(self) -> None:
-        """Frees what backward needed (after a backward without ``retain_graph``)."""
-        if self.node is not None:
-            self.node.saved = False
-        self.node = None
-        self.outputs = None
+        """Frees the values backward saved (after a backward without ``retain_graph``).
+
+        The node keeps what its op is and the shapes, dtypes and devices of its inputs and outputs
+        (a ``ReleasedNode``), so a later backward through it still works where its gradient rule
+        reads none of the freed values, as PyTorch's nodes that saved no tensors do; a rule that
+        reads one (``ctx.input(i)``, ``ctx.output(i)``) raises PyTorch's error.
+        """
+        node = self.node
+        if node is None:
+            self.outputs = None  # a node whose backward needs all it kept (ClosureFunction)
+        elif type(node) is not ReleasedNode:
+            node.saved = False
+            released = ReleasedNode(node, self.outputs or ())
+            self.node = released
+            self.outputs = released.outputs
+
+
+def shown(function):
+    """``function`` (a node or None) as the user sees it (``grad_fn``, ``next_functions``): a
+    recorded op's node of the class named after it, as PyTorch's (``MulBackward0``), since tools
+    print ``type(grad_fn).__name__``.
+
+    Nodes are made as plain ``Function``s and take their named class when first shown: the
+    engine's and the fast path's loops read the attributes of every node, which Python's inline
+    caches serve fastest while the nodes they see are of one class.
+    """
+    kind = type(function)
+    if kind is Function:
+        function.__class__ = _RECORDED_OP_CLASSES[function._name]
+    elif kind is ClosureFunction:
+        function.__class__ = _CLOSURE_CLASSES[function._name]
+    return function
+
+
+class _NamedClasses(dict):
+    """A subclass of ``base`` per node name (``MulBackward0``), made on first use."""
+
+    def __init__(self, base: type):
+        super().__init__()
+        self.base = base
+
+    def __missing__(self, name: str) -> type:
+        kind = type(name, (self.base,), {"__slots__": (), "__module__": self.base.__module__})
+        self[name] = kind
+        return kind
+
+
+_RECORDED_OP_CLASSES = _NamedClasses(Function)
+
+
+class ReleasedValue:
+    """What a released node keeps of a non-constant input or output: its shape, dtype and device.
+
+    Its contents are gone: reading them (a gradient rule using the value as data) raises
+    PyTorch's error for a backward through a freed graph.
+    """
+
+    __slots__ = ("shape", "dtype", "device")
+    static = None
+
+    def __init__(self, value):
+        self.shape = value.shape
+        self.dtype = value.dtype
+        self.device = value.device
+
+    @property
+    def data(self):
+        raise RuntimeError(FREED_MESSAGE)
+
+    node = _value = data
+
+    def __repr__(self) -> str:
+        return f"ReleasedValue(shape={self.shape}, dtype={self.dtype.name})"
+
+
+class ReleasedNode:
+    """What a released ``Function`` keeps of its forward node: the op, its attributes, its static
+    constants (axes, shapes: structure, not data) and ``ReleasedValue``s for the other values."""
+
+    __slots__ = ("op_type", "domain", "attrs", "num_outputs", "opset", "inputs", "outputs", "saved")
+
+    def __init__(self, node, outputs: tuple):
+        self.op_type = node.op_type
+        self.domain = node.domain
+        self.attrs = node.attrs
+        self.num_outputs = node.num_outputs
+        self.opset = node.opset
+        self.inputs = released_values(node.inputs)
+        self.outputs = released_values(outputs)
+        self.saved = False
+
+    def __repr__(self) -> str:
+        return f"ReleasedNode({self.domain + '.' if self.domain else ''}{self.op_type})"
+
+
+def released_values(values) -> tuple:
+    """``values`` as a released node keeps them: static constants and None as they are."""
+    return tuple(value if value is None or value.static is not None else ReleasedValue(value) for value in values)
 
 
 class ClosureFunction(Function):
@@ -206,6 +316,7 @@ class ClosureFunction(Function):
     """
 
     __slots__ = ("_gradients", "_input_values")
+    records_op = False
 
     def __init__(self, output, inputs: tuple, gradients, name: str):
         edges = tuple(
@@ -228,20 +339,40 @@ class ClosureFunction(Function):
         self._gradients = None
 
 
+_CLOSURE_CLASSES = _NamedClasses(ClosureFunction)
 _NO_EDGE = (None, 0)  # PyTorch's edge for an input that takes no gradient
 
 
 class AccumulateGrad:
-    """The backward node of a leaf tensor: adds the incoming gradient to ``variable.grad``."""
+    """The backward node of a leaf tensor: adds the incoming gradient to ``variable.grad``.
 
-    __slots__ = ("variable", "__weakref__")
+    As PyTorch's, it takes node hooks: ``register_prehook(hook(grad_outputs))`` runs before the
+    gradient is accumulated (after the tensor's own hooks) and may replace it;
+    ``register_hook(hook(grad_inputs, grad_outputs))`` runs once it has been, with ``grad_inputs``
+    empty: what code that acts when a parameter's gradient is ready hooks (DDP-style bucketing)::
+
+        >>> accumulator = weight.view_as(weight).grad_fn.next_functions[0][0]
+        >>> handle = accumulator.register_hook(lambda grad_inputs, grad_outputs: print(weight.grad))
+
+    The tensor holds its node weakly, as PyTorch's: keep a reference to it while its hooks matter.
+    Only a backward that accumulates into ``.grad`` runs them (not ``autograd.grad``).
+    """
+
+    __slots__ = ("variable", "_hooks", "_pre_hooks", "_metadata", "__weakref__")
     next_functions = _edges = ()
+    records_op = False
 
     def __init__(self, variable):
         self.variable = variable
+        self._hooks: _HookDict | None = None
+        self._pre_hooks: _HookDict | None = None
 
     def name(self) -> str:
         return "torch::autograd::AccumulateGrad"
+
+    metadata = Function.metadata
+    register_hook = Function.register_hook
+    register_prehook = Function.register_prehook
 
     def __repr__(self) -> str:
         return f"<AccumulateGrad object at {hex(id(self))}>"
@@ -287,6 +418,9 @@ class GradContext:
         return self.function.node.inputs[index]
 
     def input(self, index: int):
+        if type(self.function.node) is ReleasedNode:
+            # Every input a rule reads is a saved value, a constant too (PyTorch saves ``x * 2``'s 2).
+            raise RuntimeError(FREED_MESSAGE)
         saved = self.function._saved_versions[index]
         if saved is not None and saved[0].value != saved[1]:
             raise modified_in_place_error(self.function.node.inputs[index], saved, self.function.name())
@@ -306,8 +440,9 @@ class GradContext:
         return self.read
 
     def output(self, index: int = 0):
-        # Not None: gradient rules run before the engine releases their node.
-        value = self.function.outputs[index]  # type: ignore[index]
+        if type(self.function.node) is ReleasedNode:
+            raise RuntimeError(FREED_MESSAGE)
+        value = self.function.outputs[index]  # type: ignore[index]  # not None: not released
         if not self.create_graph:
             return _tensor.Tensor._from_value(value)
         self.read = _tensor.Tensor._from_value(value, self.function, index)

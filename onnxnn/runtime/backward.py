@@ -5,6 +5,7 @@ topological order and ask each for the gradients of its inputs. The gradients st
 backward graph runs when a gradient is read or, in a training loop, together with the optimizer's
 update, so a whole step is typically one or two runs. The driver, not the rules, sums broadcast
 gradients back to input shapes, accumulates gradients of shared inputs and fills symbolic zeros.
+Hooks and what ends in ``.grad`` are ``backward_ends.py``'s.
 A backward whose structure repeats is replayed by the fast path (``fastpath/backward_replay.py``).
 """
 
@@ -16,15 +17,16 @@ from itertools import zip_longest
 
 import numpy as np
 
-from ..ir.graph import hold, static_constant
+from ..ir.graph import static_constant
 from ..ir.mode import MODE
 from ..ir.plan import realize_together, together_with
 from ..ir.registry import unmaterialized_gradients
 from . import tensor as _tensor  # circular (tensor imports backward): attributes are read at call time
-from .autograd import FREED_MESSAGE, AccumulateGrad, Function, sum_to_shape
 from .anomaly import run_checked
+from .autograd import FREED_MESSAGE, AccumulateGrad, Function, ReleasedNode
+from .backward_ends import accumulate, apply_hooks, node_hook_result, output_gradient_hooks
 from .fastpath import backward_replay
-from .grad_mode import no_grad, set_grad_enabled
+from .grad_mode import set_grad_enabled
 
 __all__ = ["run_backward", "grad", "ENGINE"]
 
@@ -80,50 +82,6 @@ def _needed(order: list, targets: set) -> set:
     return needed
 
 
-def _apply_hooks(hooks, value):
-    for hook in list(hooks.values()):
-        result = hook(value)
-        if result is not None:
-            _check_hook_result(hook, value, result)
-            value = result
-    return value
-
-
-def _check_hook_result(hook, value, result) -> None:
-    """Refuses what a tensor hook returned in place of ``value`` unless it is a tensor like it, as PyTorch."""
-    if not isinstance(result, _tensor.Tensor):
-        raise TypeError(f"expected Variable, but hook returned '{type(result).__name__}'")
-    if result._value.dtype is not value._value.dtype or result._value.device is not value._value.device:
-        raise RuntimeError(
-            f"hook '{_hook_name(hook)}' has changed the type of value (was {value.type()} got {result.type()})"
-        )
-    if result._value.shape != value._value.shape:
-        raise RuntimeError(f"hook '{_hook_name(hook)}' has changed the size of value")
-
-
-def _node_hook_result(hook, result, previous: list) -> list:
-    """The gradients a node hook (pre or post) returned in place of ``previous``, checked as PyTorch
-    checks them: a tuple of as many entries, each None or a tensor like the one it replaces."""
-    if not isinstance(result, tuple):
-        raise TypeError(f"expected tuple, but hook returned '{type(result).__name__}'")
-    if len(result) != len(previous):
-        raise RuntimeError(
-            f"hook '{_hook_name(hook)}' has returned an incorrect number of values "
-            f"(got {len(result)}, but expected {len(previous)})"
-        )
-    for value, replacement in zip(previous, result):
-        if replacement is None:
-            continue
-        if value is None:
-            raise RuntimeError("can't replace a None gradient with a non-None value")
-        _check_hook_result(hook, value, replacement)
-    return list(result)
-
-
-def _hook_name(hook) -> str:
-    return getattr(hook, "__name__", "<unknown>")
-
-
 def _execute(
     roots: list,
     root_grads: list,
@@ -139,7 +97,8 @@ def _execute(
         roots: (function, output_nr) edges the gradients start from.
         root_grads: the gradient tensor for each root.
         capture: edges whose incoming gradient is returned instead of accumulated (autograd.grad).
-        accumulate_only: the leaf accumulators to update (backward(inputs=...)); None means all.
+        accumulate_only: the leaf accumulators to update and the grad_fn of non-leaf tensors whose
+            retained gradient to update (backward(inputs=...)); None means every leaf.
 
     Returns:
         The captured gradients (None where nothing flowed), in the order of ``capture``.
@@ -209,6 +168,10 @@ def _drive(
     elif accumulate_only is not None:
         targets = set(accumulate_only)
     needed = _needed(order, targets) if targets is not None else None
+    if accumulate_only is not None and needed is not None:
+        # A non-leaf input's node runs, as in PyTorch's engine: its retained gradient (``.grad``)
+        # is then the one its tensor hooks give, and its node hooks run.
+        needed.update(function for function in accumulate_only if type(function) is not AccumulateGrad)
     captured: dict = {}
     capture_keys = {(e[0], e[1]) for e in capture if e is not None} if capture is not None else None
 
@@ -226,14 +189,14 @@ def _drive(
                 for output_nr, gradient in slots.items():
                     if (function, output_nr) in capture_keys:
                         if is_leaf and function.variable._backward_hooks:
-                            gradient = _apply_hooks(function.variable._backward_hooks, gradient)
+                            gradient = apply_hooks(function.variable._backward_hooks, gradient)
                         elif (
                             not is_leaf
                             and function not in (needed or ())  # set whenever gradients are captured
                             and function._tensor_hooks
                             and output_nr in function._tensor_hooks
                         ):
-                            gradient = _apply_hooks(function._tensor_hooks[output_nr], gradient)
+                            gradient = apply_hooks(function._tensor_hooks[output_nr], gradient)
                         captured[(function, output_nr)] = gradient
             if type(function) is AccumulateGrad:
                 gradient = slots.get(0)
@@ -242,7 +205,7 @@ def _drive(
                     and capture is None
                     and (accumulate_only is None or function in accumulate_only)
                 ):
-                    _accumulate(function.variable, gradient, create_graph)
+                    accumulate(function, gradient, create_graph)
                     stored = function.variable._grad
                     if stored is not None:  # (a post-accumulate hook may have taken it)
                         accumulated.append(stored._value)
@@ -306,14 +269,14 @@ def _run_function(function: Function, slots: dict, create_graph: bool) -> list:
         for output_nr in range(len(outputs)):
             gradient = slots.get(output_nr)
             if gradient is not None and (function._tensor_hooks or function._retained):
-                gradient = _output_gradient_hooks(function, output_nr, gradient, create_graph)
+                gradient = output_gradient_hooks(function, output_nr, gradient, create_graph)
             grad_outputs.append(gradient)
         complete = False
     if function._pre_hooks:
         for hook in list(function._pre_hooks.values()):
             result = hook(tuple(grad_outputs))
             if result is not None:
-                grad_outputs = _node_hook_result(hook, result, grad_outputs)
+                grad_outputs = node_hook_result(hook, result, grad_outputs)
         complete = False
         if all(gradient is None for gradient in grad_outputs):  # the hooks dropped every gradient
             return [None] * len(function._edges)
@@ -330,7 +293,7 @@ def _run_function(function: Function, slots: dict, create_graph: bool) -> list:
         for hook in list(function._hooks.values()):
             result = hook(tuple(fitted), tuple(grad_outputs))
             if result is not None:
-                fitted = _node_hook_result(hook, result, fitted)
+                fitted = node_hook_result(hook, result, fitted)
     return fitted
 
 
@@ -350,62 +313,7 @@ def _materialized(function: Function, outputs: tuple, grad_outputs: list) -> lis
     return materialized
 
 
-def _output_gradient_hooks(function: Function, output_nr: int, gradient, create_graph: bool):
-    """Tensor hooks registered on a non-leaf output, then ``retain_grad``'s copy into ``.grad``."""
-    if function._tensor_hooks and output_nr in function._tensor_hooks:
-        gradient = _apply_hooks(function._tensor_hooks[output_nr], gradient)
-    if function._retained and output_nr in function._retained:
-        tensor = function._retained[output_nr]()
-        if tensor is not None:
-            _add_to_grad(tensor, gradient, create_graph)  # accumulated across backwards, as a leaf's
-    return gradient
-
-
 _UNMATERIALIZED = unmaterialized_gradients.table
-
-
-def _stored_gradient(gradient, create_graph: bool):
-    """The tensor a ``.grad`` keeps: a new tensor of the gradient's value, without history or (with
-    ``create_graph``) as a differentiable copy. It holds the pending value from now on
-    (``graph.hold``): the backward's own tensors die when it returns, and a value no live handle
-    holds is left out of the run that computes it, so reading ``.grad`` after the optimizer's step
-    would run the whole backward again.
-
-    Never an alias (``detach``): one gradient reaches several leaves (an Add's inputs) and may be
-    the caller's own tensor (``x.backward(g)``), and an in-place write to one ``.grad`` (a later
-    backward's accumulation, ``clip_grad_norm_``, ``zero_()``) must change it alone.
-    """
-    stored = gradient.clone() if create_graph else gradient._detached()
-    hold(stored._value, stored)
-    return stored
-
-
-def _accumulate(variable, gradient, create_graph: bool) -> None:
-    if variable._backward_hooks:
-        gradient = _apply_hooks(variable._backward_hooks, gradient)
-    if gradient._value.shape != variable._value.shape:
-        gradient = sum_to_shape(gradient, variable._value.shape)
-    _add_to_grad(variable, gradient, create_graph)
-    if variable._post_accumulate_grad_hooks:
-        for hook in list(variable._post_accumulate_grad_hooks.values()):
-            result = hook(variable)
-            if result is not None:  # PyTorch's words
-                raise TypeError(f"expected Variable, but hook returned '{type(result).__name__}'")
-
-
-def _add_to_grad(tensor, gradient, create_graph: bool) -> None:
-    """``tensor.grad`` plus ``gradient`` (``gradient`` itself, stored, when there is none yet).
-
-    Writes ``_grad``, past the ``grad`` setter's checks: the gradient fits the tensor already.
-    """
-    stored = tensor._grad
-    if stored is None:
-        tensor._grad = _stored_gradient(gradient, create_graph)
-    elif create_graph:
-        tensor._grad = stored + gradient
-    else:
-        with no_grad():
-            stored._rebind((stored + gradient)._value)
 
 
 def _root_gradients(tensors: list, grad_tensors: list) -> list:
@@ -450,20 +358,24 @@ def run_backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bo
         retain_graph = create_graph
     root_grads = _root_gradients(tensors, list(grad_tensors))
     roots = [_edge_of(t) for t in tensors]
-    accumulate_only = None
+    accumulate_only: set | None = None  # the nodes that keep what reaches them: accumulators, inputs' grad_fn
     if inputs is not None:
         inputs = [inputs] if isinstance(inputs, _tensor.Tensor) else list(inputs)
         if not inputs:
             raise RuntimeError("'inputs' argument to backward() cannot be empty.")
         accumulate_only = set()
         for tensor in inputs:
+            if not isinstance(tensor, _tensor.Tensor):
+                raise RuntimeError(f"all inputs have to be Tensors or GradientEdges, but got {type(tensor).__name__}")
             if not tensor._requires_grad:  # PyTorch's words: it retains the grad of each input
                 raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
-            if not tensor.is_leaf:
-                raise NotImplementedError(
-                    "backward(inputs=...) with non-leaf tensors is not supported; use autograd.grad for them"
-                )
-            accumulate_only.add(tensor._grad_accumulator())
+            if tensor._grad_fn is None:
+                accumulate_only.add(tensor._grad_accumulator())
+            else:
+                # As PyTorch: a non-leaf input retains its gradient (for later backwards too), and
+                # gradients flow to its node, whose output's .grad then accumulates it.
+                tensor.retain_grad()
+                accumulate_only.add(tensor._grad_fn)
     # The loss joins its gradients' group: read after the optimizer's step, it is computed with the
     # gradients' graph, which runs the forward pass anyway; read before it, it computes them too.
     with together_with([tensor._value for tensor in tensors]):
@@ -595,6 +507,7 @@ class _Engine:
 
     Function = Function
     AccumulateGrad = AccumulateGrad
+    ReleasedNode = ReleasedNode
     execute = staticmethod(_execute)
 
     @property

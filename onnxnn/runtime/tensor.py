@@ -23,7 +23,7 @@ from ..ir.mode import MODE
 from ..ir.registry import non_differentiable
 from .aliases import data_alias, leave_group
 from .views import forget_links, install_view_ops
-from .autograd import AccumulateGrad, Function, RemovableHandle, VersionCounter, _HookDict, add_hook
+from .autograd import AccumulateGrad, Function, RemovableHandle, VersionCounter, _HookDict, add_hook, shown
 from .backward import run_backward
 from .depth import MAX_PENDING_DEPTH, after_recording
 from .printing import format_tensor
@@ -385,7 +385,7 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions, TensorInPlace):
 
     @property
     def grad_fn(self) -> Function | None:
-        return self._grad_fn
+        return shown(self._grad_fn)  # of the class named after it (MulBackward0), as PyTorch's
 
     @property
     def output_nr(self) -> int:
@@ -412,7 +412,8 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions, TensorInPlace):
                 has one element.
             retain_graph: keep the graph's saved values for another backward (default: create_graph).
             create_graph: record the backward pass itself, for higher-order derivatives.
-            inputs: only accumulate into these leaves.
+            inputs: only accumulate into these tensors' ``.grad``; a non-leaf among them retains its
+                gradient from then on (:meth:`retain_grad`).
         """
         run_backward([self], [gradient], retain_graph, create_graph, inputs)
 

@@ -157,10 +157,10 @@ def _structure_key(root: tuple, root_gradient: Value, engine):
     ``(shape, dtype, device)`` or a seen value's number, then its outputs' numbers and its edges'
     function numbers (``(number, output_nr)`` where output_nr is not 0). Per leaf it lists the
     leaf's shape and its ``.grad`` like an input. None when the graph must not be replayed (hooks,
-    a freed graph, a node of another kind than a recorded op's: a custom ``autograd.Function``'s
+    a released node, a node of another kind than a recorded op's: a custom ``autograd.Function``'s
     backward is user Python, which may do anything).
     """
-    Function, AccumulateGrad = engine.Function, engine.AccumulateGrad
+    Function, AccumulateGrad, ReleasedNode = engine.Function, engine.AccumulateGrad, engine.ReleasedNode
     root_function, root_output = root
     numbers: dict = {}
     if root_gradient.static is not None:
@@ -172,9 +172,15 @@ def _structure_key(root: tuple, root_gradient: Value, engine):
     order = [root_function]
     position_of = {root_function: 0}
     for function in order:  # grows while it is walked
-        if type(function) is Function:
+        if type(function) is Function or function.records_op:  # one class mostly (autograd.shown)
             node = function.node
-            if node is None or function._hooks or function._pre_hooks or function._tensor_hooks or function._retained:
+            if (
+                type(node) is ReleasedNode
+                or function._hooks
+                or function._pre_hooks
+                or function._tensor_hooks
+                or function._retained
+            ):
                 return None
             inputs, outputs, edges = node.inputs, function.outputs, function._edges
             if len(edges) != len(inputs):
@@ -183,13 +189,18 @@ def _structure_key(root: tuple, root_gradient: Value, engine):
             append(len(inputs))
         elif type(function) is AccumulateGrad:
             variable = function.variable
-            if variable._backward_hooks or variable._post_accumulate_grad_hooks:
+            if (
+                variable._backward_hooks
+                or variable._post_accumulate_grad_hooks
+                or function._hooks
+                or function._pre_hooks
+            ):
                 return None
             append((_LEAF, variable._value.shape))
             gradient = variable.grad
             inputs, outputs, edges = (None if gradient is None else gradient._value,), (), ()
         else:
-            return None  # a subclass of Function (a custom autograd.Function): never replayed
+            return None  # another kind of node (a custom autograd.Function's): never replayed
         for value in inputs:
             if value is None:
                 append(None)
@@ -269,7 +280,18 @@ class _Template:
     the same tables costs about twice as much per node.
     """
 
-    __slots__ = ("checks", "constants", "gathers", "steps", "effects", "together", "functions", "source", "replay")
+    __slots__ = (
+        "checks",
+        "constants",
+        "gathers",
+        "steps",
+        "effects",
+        "together",
+        "functions",
+        "released",
+        "source",
+        "replay",
+    )
     checks: list[tuple[int, int]]  # (function position, saved input index) whose version is checked
     constants: list
     gathers: list
@@ -277,6 +299,7 @@ class _Template:
     effects: list[tuple[int, bool, int]]  # (leaf function position, whether .grad existed, slot)
     together: list[tuple[int, ...]]  # the slots of each group realize_together was asked for, in its order
     functions: list[int]
+    released: list  # per function of ``functions``, the ReleasedNode a replay leaves it (structural: shared)
     source: str
     replay: Callable[..., bool]
 
@@ -317,6 +340,15 @@ class _Template:
         template.functions = [
             position for position, function in enumerate(order) if type(function) is not AccumulateGrad
         ]
+        # What a released node keeps follows from the structure (op, attributes, constants, shapes):
+        # made once here, from the traced graph (released by the trace unless it retained it).
+        ReleasedNode = engine.ReleasedNode
+        template.released = [
+            order[position].node
+            if type(order[position].node) is ReleasedNode
+            else ReleasedNode(order[position].node, order[position].outputs)
+            for position in template.functions
+        ]
         template.source, template.replay = template._write_replay(engine.Tensor)
         return template
 
@@ -355,10 +387,11 @@ class _Template:
                 lines.append("    realize_together((" + "".join(f"value_{ref}, " for ref in group) + "))")
         if self.functions:
             lines.append("    if not retain_graph:  # what the general driver frees, as it runs each function")
-            for position in self.functions:
+            for position, released in zip(self.functions, self.released):
+                namespace[f"released_{position}"] = released
                 lines.append(
                     f"        function = order[{position}]; function.node.saved = False; "
-                    "function.node = None; function.outputs = None"
+                    f"function.node = released_{position}; function.outputs = released_{position}.outputs"
                 )
         lines.append("    return True")
         source = "\n".join(lines) + "\n"
