@@ -135,8 +135,14 @@ def test_cosine_similarity_matches_formula(case_id, shape1, shape2, dim, eps, sc
     np.testing.assert_allclose(actual, expected, rtol=0, atol=4 * gamma(terms + 4, numpy_dtype))
 
 
+# Below eps PyTorch's gradient is not the derivative of its value (it clamps the norm outside
+# autograd), so finite differences apply above eps only; tests/nn/test_distance_parity.py checks
+# PyTorch's formula below it.
+GRADIENT_CASES = [case for case in COSINE_CASES if case[0] != "norm-below-eps"]
+
+
 @pytest.mark.parametrize("executor", EXECUTORS)
-@pytest.mark.parametrize("case_id, shape1, shape2, dim, eps, scale", COSINE_CASES, ids=[c[0] for c in COSINE_CASES])
+@pytest.mark.parametrize("case_id, shape1, shape2, dim, eps, scale", GRADIENT_CASES, ids=[c[0] for c in GRADIENT_CASES])
 def test_cosine_similarity_gradients_match_finite_differences(case_id, shape1, shape2, dim, eps, scale, executor):
     with onnxnn.set_executor(executor):
         check_gradients(

@@ -109,6 +109,26 @@ def test_max_norm_renormalizes_the_looked_up_rows_in_place(norm_type):
     np.testing.assert_array_equal(module.weight.detach().numpy()[untouched], values[untouched])
 
 
+@pytest.mark.parametrize("dtype", [onnxnn.float16, onnxnn.float32, onnxnn.float64])
+@pytest.mark.parametrize("max_norm", [0.5, 1.0, 1.5, 2.0])
+def test_max_norm_with_norm_type_0_counts_nonzeros(max_norm, dtype):
+    # PyTorch's embedding_renorm_: norm = number of nonzero entries; a row over max_norm is scaled by
+    # max_norm / (norm + 1e-7), computed in double, rounded to the weight's dtype, multiplied in its
+    # opmath (float32 for float16).
+    rows = np.array([[3.0, 4.0], [0.1, 0.2], [0.0, 0.0], [5.0, 0.0], [0.3, -0.7]])
+    weight = onnxnn.tensor(rows, dtype=dtype)
+    values = weight.numpy().copy()
+    F.embedding(onnxnn.tensor([0, 1, 2, 3, 0]), weight, max_norm=max_norm, norm_type=0.0)
+    opmath = np.float64 if dtype == onnxnn.float64 else np.float32
+    expected = values.copy()
+    for row in range(4):  # row 4 is not looked up
+        count = np.count_nonzero(values[row])
+        if count > max_norm:
+            scale = np.asarray(max_norm / (count + 1e-7)).astype(values.dtype).astype(opmath)
+            expected[row] = (values[row].astype(opmath) * scale).astype(values.dtype)
+    np.testing.assert_array_equal(weight.numpy(), expected)
+
+
 def test_from_pretrained_freezes_unless_asked_not_to():
     values = onnxnn.tensor(_weight(3, 2))
     frozen = nn.Embedding.from_pretrained(values)

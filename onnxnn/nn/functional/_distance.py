@@ -2,8 +2,11 @@
 
 ``cosine_similarity`` divides each input by its 2-norm clamped below at ``eps`` and sums the
 product, as PyTorch's kernel does (not ``x1 . x2 / max(|x1| |x2|, eps)``, which differs when one
-norm is tiny). ``bilinear`` is one ``MatMul`` of ``x1`` against the weight laid out
-``(in1, out * in2)`` followed by a product with ``x2`` summed over ``in2``.
+norm is tiny). PyTorch clamps the norms in place under ``NoGradGuard``, so its gradient treats a
+clamped norm as the norm itself: ``_clamped_keeping_gradient`` does the same.
+
+``bilinear`` is one ``MatMul`` of ``x1`` against the weight laid out ``(in1, out * in2)`` followed by
+a product with ``x2`` summed over ``in2``.
 """
 
 from __future__ import annotations
@@ -28,9 +31,21 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     """
     shape = broadcast_shapes(x1.shape, x2.shape)
     x1, x2 = x1.expand(shape), x2.expand(shape)
-    x1_norm = _ops.clamp(_ops.norm(x1, 2, dim, True), min=eps)
-    x2_norm = _ops.clamp(_ops.norm(x2, 2, dim, True), min=eps)
+    x1_norm = _clamped_keeping_gradient(_ops.norm(x1, 2, dim, True), eps)
+    x2_norm = _clamped_keeping_gradient(_ops.norm(x2, 2, dim, True), eps)
     return ((x1 / x1_norm) * (x2 / x2_norm)).sum(dim)
+
+
+def _clamped_keeping_gradient(norm: Tensor, eps: float) -> Tensor:
+    """``max(norm, eps)`` in value, with the gradient of ``norm`` itself even where ``eps`` is taken.
+
+    ATen's cosine_similarity runs ``clamp_min_(eps)`` on the norms under ``NoGradGuard``: the backward
+    still differentiates the unclamped norm. Where the clamp applies, ``eps + (norm - norm)`` (the
+    second term an exact 0 there, as the norm is finite and small) carries that gradient; elsewhere
+    the norm passes through, so an infinite norm never meets ``inf - inf``.
+    """
+    fixed = norm.detach()
+    return _ops.where(fixed < eps, (norm - fixed) + eps, norm)
 
 
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

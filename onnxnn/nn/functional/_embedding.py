@@ -76,19 +76,22 @@ def _padding_index(padding_idx: int | None, rows: int) -> int | None:
 
 def _renorm_rows(weight: Tensor, values: np.ndarray, max_norm: float, norm_type: float) -> None:
     """PyTorch's embedding_renorm_: rows looked up whose ``norm_type``-norm exceeds ``max_norm`` are scaled
-    in place to ``max_norm / (norm + 1e-7)`` times themselves."""
+    in place by ``max_norm / (norm + 1e-7)``.
+
+    As ATen's loop: the norm (``torch.norm``'s, so ``norm_type=0`` counts the nonzero entries) in the
+    weight's dtype, the factor in double, then ``row *= scale``: the factor rounded to the weight's
+    dtype, the product in its opmath (float32 for the half types) and rounded back.
+    """
     unique = np.unique(values)
     if unique.size == 0:
         return
     with no_grad():
         index = constant_tensor(unique)
         rows = weight.index_select(0, index)
-        if norm_type == float("inf"):
-            norms = rows.abs().amax(1, keepdim=True)
-        else:
-            norms = rows.abs().pow(norm_type).sum(1, keepdim=True).pow(1.0 / norm_type)
-        scale = _ops.where(norms > max_norm, (norms + 1e-7).reciprocal() * max_norm, 1.0)
-        weight[index] = rows * scale
+        norms = _ops.norm(rows, norm_type, 1, keepdim=True).to(dtypes.float64)
+        scale = _ops.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+        opmath = dtypes.float64 if weight.dtype == dtypes.float64 else dtypes.float32
+        weight[index] = (rows.to(opmath) * scale.to(weight.dtype).to(opmath)).to(weight.dtype)
 
 
 def _gradient_scaled(rows: Tensor, factor: Tensor) -> Tensor:

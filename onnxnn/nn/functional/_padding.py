@@ -1,9 +1,11 @@
 """``pad``: constant, reflect, replicate and circular padding of the trailing dimensions.
 
 Constant padding is one ONNX ``Pad`` node (negative pads crop; its gradient rule pads by the negated
-pads). The other modes crop their negative pads with ``Slice`` first (PyTorch's result, checked for
-all three modes) and then pad as ``pad_for_conv`` does: reflect and replicate as one ``Pad`` node,
-circular as ``Slice``/``Concat``.
+pads). Reflect and replicate pad their positive pads first (one ``Pad`` node, as ``pad_for_conv``)
+and then crop the negative ones with ``Slice``: PyTorch's kernels index the original input
+(``reflect(j - pad_left)``, ``clamp(j - pad_left, 0, W - 1)``), so with mixed signs, ``(2, -2)`` say,
+the values reflected are those the crop removes. Circular crops first and then pads with
+``Slice``/``Concat``, as PyTorch's ``_pad_circular`` copies from the cropped input.
 """
 
 from __future__ import annotations
@@ -68,8 +70,69 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
             f"Expected {spatial + 1}D or {spatial + 2}D (batch mode) tensor with possibly 0 batch size and other "
             f"non-zero dimensions for input, but got: {list(input.shape)}"
         )
+    if mode == "circular":
+        return _pad_circular(input, pad)
+    _check_reflect_replicate(input, pad, mode)
+    positive = [max(p, 0) for p in pad]
+    result = input
+    if any(positive):
+        if (mode, spatial) in _FLOAT32_UNDER_AUTOCAST:
+            result = _FLOAT32_UNDER_AUTOCAST[mode, spatial](input, positive, mode)
+        else:
+            result = pad_for_conv(input, positive, mode)
+    result = _crop(result, pad)
+    # A new tensor even when nothing changes, as PyTorch returns: writing into it leaves the input alone.
+    return _ops.clone(result) if result is input else result
+
+
+def _crop(input: Tensor, pad: list[int]) -> Tensor:
+    """``input`` without the elements its negative pads remove (``(begin, end)`` pairs, last dim first)."""
+    result = input
+    for i in range(len(pad) // 2):
+        axis = input.dim() - 1 - i
+        begin, end = max(-pad[2 * i], 0), max(-pad[2 * i + 1], 0)
+        if begin or end:
+            result = _ops.narrow(result, axis, begin, result.shape[axis] - begin - end)
+    return result
+
+
+def _check_reflect_replicate(input: Tensor, pad: list[int], mode: str) -> None:
+    """PyTorch's checks of reflection_pad{1,2,3}d and replication_pad{1,2,3}d, on the original sizes."""
+    spatial = len(pad) // 2
+    axes = [input.dim() - 1 - i for i in range(spatial)]  # W, H, D
+    sizes = [input.shape[axis] for axis in axes]
+    if mode == "reflect":
+        for i, (axis, size) in enumerate(zip(axes, sizes)):
+            begin, end = pad[2 * i], pad[2 * i + 1]
+            if begin >= size or end >= size:
+                raise RuntimeError(
+                    f"Argument #{4 + 2 * i}: Padding size should be less than the corresponding input dimension, "
+                    f"but got: padding ({begin}, {end}) at dimension {axis} of input {list(input.shape)}"
+                )
+    outputs = [size + pad[2 * i] + pad[2 * i + 1] for i, size in enumerate(sizes)]
+    # PyTorch refuses only when every padded dimension ends up empty; its wording (spacing included).
+    if all(output < 1 for output in outputs):
+        if spatial == 1:
+            sizes_text, outputs_text = f"W: {sizes[0]}", f"W: {outputs[0]}"
+        elif spatial == 2:
+            sizes_text = f"H: {sizes[1]}, W: {sizes[0]}" + (" " if mode == "replicate" else "")
+            outputs_text = f"H: {outputs[1]} W: {outputs[0]}"
+        else:
+            sizes_text = f"D: {sizes[2]} H: {sizes[1]}, W: {sizes[0]}"
+            outputs_text = f"D: {outputs[2]} H: {outputs[1]} W: {outputs[0]}"
+        raise RuntimeError(f"input ({sizes_text}) is too small. Calculated output {outputs_text}")
+    if any(output < 0 for output in outputs):
+        shape = list(input.shape)
+        for axis, output in zip(axes, outputs):
+            shape[axis] = output
+        negative = next(output for output in reversed(outputs) if output < 0)
+        raise RuntimeError(f"Trying to create tensor with negative dimension {negative}: {shape}")
+
+
+def _pad_circular(input: Tensor, pad: list[int]) -> Tensor:
+    """Circular padding of the input cropped by the negative pads (PyTorch wraps the cropped values)."""
     cropped = input
-    for i in range(spatial):
+    for i in range(len(pad) // 2):
         axis = input.dim() - 1 - i
         begin, end = max(-pad[2 * i], 0), max(-pad[2 * i + 1], 0)
         if begin or end:
@@ -82,11 +145,8 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
             cropped = _ops.narrow(cropped, axis, begin, size - begin - end)
     positive = [max(p, 0) for p in pad]
     if not any(positive):
-        # A new tensor even when nothing changes, as PyTorch returns: writing into it leaves the input alone.
         return _ops.clone(cropped) if cropped is input else cropped
-    if (mode, spatial) in _FLOAT32_UNDER_AUTOCAST:
-        return _FLOAT32_UNDER_AUTOCAST[mode, spatial](cropped, positive, mode)
-    return pad_for_conv(cropped, positive, mode)
+    return pad_for_conv(cropped, positive, "circular")
 
 
 # PyTorch's CPU autocast lists reflection_pad1d/2d and replication_pad1d/2d/3d as float32 ops.
@@ -101,14 +161,16 @@ _FLOAT32_UNDER_AUTOCAST = {
 def _pad_constant(input: Tensor, pad: list[int], value: float) -> Tensor:
     rank = input.dim()
     begins, ends = [0] * rank, [0] * rank
-    for i in range(len(pad) // 2):
+    for i in reversed(range(len(pad) // 2)):  # outermost padded dimension first, as PyTorch checks them
         axis = rank - 1 - i
         begins[axis], ends[axis] = pad[2 * i], pad[2 * i + 1]
-        size = input.shape[axis] + begins[axis] + ends[axis]
-        if size < 0:
+        # PyTorch narrows the negative pads away one after the other (left, then right), so a crop
+        # longer than what is left fails there even when positive padding would refill the dimension.
+        size = input.shape[axis]
+        left = max(-begins[axis], 0)
+        if left > size or max(-ends[axis], 0) > size - left:
             raise RuntimeError(
-                f"The input size {input.shape[axis]}, plus negative padding {begins[axis]} and "
-                f"{ends[axis]} resulted in a negative output size, which is invalid. Check "
-                f"dimension {axis} of your input."
+                f"narrow(): length must be non-negative. (Padding ({begins[axis]}, {ends[axis]}) of dimension "
+                f"{axis} crops more than its size {size}.)"
             )
     return pad_constant(input, begins + ends, value)

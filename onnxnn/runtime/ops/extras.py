@@ -23,7 +23,15 @@ from . import elementwise as _e
 from . import division as _division
 from . import reduce as _r
 from .shape import chunk, split, stack
-from .stats import norm_of_differences
+from .stats import (
+    check_bin_count,
+    cpp_number,
+    empty_distances,
+    linear_bin_positions,
+    linspace_edges,
+    norm_of_differences,
+    upper_bound,
+)
 
 __all__ = [
     "vander",
@@ -66,18 +74,28 @@ def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
 
 
 def pdist(input: Tensor, p: float = 2) -> Tensor:
-    """The ``p``-norm distances between all pairs of rows ``i < j``, in row-major order of the pairs."""
+    """The ``p``-norm distances between all pairs of rows ``i < j``, in row-major order of the pairs.
+
+    Example::
+
+        >>> onnxnn.pdist(onnxnn.tensor([[0.0, 0.0], [3.0, 4.0], [0.0, 1.0]])).tolist()
+        [5.0, 1.0, 4.242640495300293]
+    """
     if input.dim() != 2:
         raise RuntimeError(f"pdist only supports 2D tensors, got: {input.dim()}D")
-    rows = input.shape[0]
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("pdist only supports floating-point dtypes")
+    if not p >= 0:  # NaN too
+        raise RuntimeError("pdist only supports non-negative p values")
+    rows, columns = input.shape
     first, second = np.triu_indices(rows, 1)
+    if first.size == 0 or columns == 0:
+        return empty_distances((first.size,), (input,), "PdistBackward0")
 
     def pick(positions):
         return input.index_select(0, Tensor._from_array(positions.astype(np.int64), dtypes.int64, input.device))
 
-    if p < 0:
-        raise RuntimeError("pdist only supports non-negative p values")
-    return norm_of_differences(pick(first) - pick(second), p)
+    return norm_of_differences(pick(first) - pick(second), p, "PdistBackward0")
 
 
 def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
@@ -128,14 +146,120 @@ HistogramResult = namedtuple("histogram", ["hist", "bin_edges"])
 HistogramddResult = namedtuple("histogramdd", ["hist", "bin_edges"])
 
 
+# caffe2's names of dtypes, which histogramdd's dtype messages print.
+_TYPE_META_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
+
+
 def histogram(input: Tensor, bins=100, *, range=None, weight: Tensor | None = None, density: bool = False):
-    """``(hist, bin_edges)`` as numpy's histogram computes them (a named tuple, as PyTorch's). Reads the data."""
-    data = np.asarray(input._realized_data(), dtype=np.float64).reshape(-1)
-    edges = np.asarray(bins._realized_data(), np.float64) if isinstance(bins, Tensor) else bins
-    weights = None if weight is None else np.asarray(weight._realized_data(), np.float64).reshape(-1)
-    hist, bin_edges = np.histogram(data, edges, range=range, weights=weights, density=density)
-    make = lambda array: Tensor._from_array(array.astype(input.dtype.numpy_dtype), input.dtype, input.device)  # noqa: E731
-    return HistogramResult(make(hist), make(bin_edges))
+    """``(hist, bin_edges)`` of the flattened ``input`` (a named tuple, as PyTorch's). Reads the data.
+
+    Args:
+        input: float32 or float64 values.
+        bins: the number of equal bins, or a 1-D tensor of edges (increasing) of ``input``'s dtype.
+        range: ``(min, max)`` of the equal bins. Default: the data's range (``(0, 1)`` when empty).
+        weight: one weight per element of ``input``, of its dtype. Default: 1 each.
+        density: divide by the total and the bins' widths.
+
+    Binned as PyTorch's CPU kernel: equal bins from PyTorch's ``linspace`` of the edges in the input's
+    dtype, each value placed by ``(x - min) * bins / (max - min)`` and checked against the edges next
+    to it; given edges by binary search. The last bin holds its right edge.
+
+    Example::
+
+        >>> onnxnn.histogram(onnxnn.tensor([0.1, 0.7, 0.9]), 2, range=(0.0, 1.0)).hist.tolist()
+        [1.0, 2.0]
+    """
+    given_edges = isinstance(bins, Tensor)
+    if given_edges:
+        if bins.dim() != 1:
+            raise RuntimeError(
+                f"torch.histogramdd: bins tensor should have one dimension, but got {bins.dim()} dimensions "
+                "in the bins tensor for dimension 0"
+            )
+        if bins.numel() == 0:
+            raise RuntimeError(
+                "torch.histogramdd: bins tensor should have at least 1 element, but got 0 elements in the "
+                "bins tensor for dimension 0"
+            )
+        check_bin_count(bins.numel() - 1)
+        if bins.dtype != input.dtype:
+            raise RuntimeError(
+                f"torch.histogramdd: input tensor and bins tensors should have the same dtype, but got input "
+                f"with dtype {_type_meta_name(input)} and bins for dimension 0 with dtype {_type_meta_name(bins)}"
+            )
+    else:
+        check_bin_count(bins)
+    if input.dtype not in (dtypes.float32, dtypes.float64):
+        raise NotImplementedError(f"\"histogramdd\" not implemented for '{dtypes.scalar_type_name(input.dtype)}'")
+    data = np.asarray(input._realized_data()).reshape(-1)
+    weights = _histogram_weights(input, weight)
+    if given_edges:
+        edges = np.asarray(bins._realized_data()).reshape(-1)
+        inside = (data >= edges[0]) & (data <= edges[-1])  # False for NaN
+        everywhere = np.zeros(data.shape, np.int64)
+        positions = upper_bound(edges, np.where(inside, data, edges[0]), everywhere, everywhere + edges.size) - 1
+        positions = np.where(inside, np.where(positions == edges.size - 1, edges.size - 2, positions), -1)
+    else:
+        low, high = _histogram_range(data, range)
+        edges = linspace_edges(low, high, bins + 1, data.dtype)
+        positions = linear_bin_positions(data, edges, bins, search=True)
+    hist = np.zeros(edges.size - 1, data.dtype)
+    kept = positions >= 0
+    # One addition at a time in the input's dtype, as PyTorch's kernel accumulates.
+    np.add.at(hist, positions[kept], data.dtype.type(1) if weights is None else weights[kept])
+    if density:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            hist = hist / hist.sum(dtype=data.dtype) / np.diff(edges)
+    make = lambda array: Tensor._from_array(np.asarray(array, dtype=data.dtype), input.dtype, input.device)  # noqa: E731
+    return HistogramResult(make(hist), make(edges))
+
+
+def _type_meta_name(tensor: Tensor) -> str:
+    return _TYPE_META_NAMES.get(tensor.dtype.name, tensor.dtype.name)
+
+
+def _histogram_weights(input: Tensor, weight: Tensor | None):
+    if weight is None:
+        return None
+    if weight.dtype != input.dtype:
+        raise RuntimeError(
+            "torch.histogramdd: if weight tensor is provided, input tensor and weight tensor should have the "
+            f"same dtype, but got input({_type_meta_name(input)}), and weight({_type_meta_name(weight)})"
+        )
+    if weight.numel() != input.numel():
+        raise RuntimeError(
+            "torch.histogramdd: if weight tensor is provided it should have the same shape as the input tensor "
+            f"excluding its innermost dimension, but got input with shape [{input.numel()}, 1] and weight with "
+            f"shape [{weight.numel()}]"
+        )
+    return np.asarray(weight._realized_data()).reshape(-1)
+
+
+def _histogram_range(data: np.ndarray, range) -> tuple[float, float]:
+    """PyTorch's outer edges: ``range``, else the data's (NaN propagating), else ``(0, 1)``; an empty
+    range widened by 0.5 on each side, as numpy's."""
+    if range is not None:
+        if len(range) != 2:
+            raise RuntimeError(
+                f"histogramdd: for a 1-dimensional histogram range should have 2 elements, but got {len(range)}"
+            )
+        low, high = float(range[0]), float(range[1])
+    elif data.size:
+        low, high = float(data.min()), float(data.max())
+    else:
+        low, high = 0.0, 1.0
+    if not (np.isfinite(low) and np.isfinite(high)):
+        raise RuntimeError(
+            f"torch.histogramdd: dimension 0's range [{cpp_number(low)}, {cpp_number(high)}] is not finite"
+        )
+    if low > high:
+        raise RuntimeError(
+            f"torch.histogramdd: min should not exceed max, but got min {cpp_number(low)} max "
+            f"{cpp_number(high)} for dimension 0"
+        )
+    if low == high:
+        low, high = low - 0.5, high + 0.5
+    return low, high
 
 
 def histogramdd(input: Tensor, bins=10, *, range=None, weight: Tensor | None = None, density: bool = False):

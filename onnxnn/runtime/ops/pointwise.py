@@ -25,6 +25,7 @@ from .opmath import float_operands, rounded, widened
 from .special_functions import _erf_series, _erfc_scaled_tail
 from .indexing import gather_within
 from .shape import cat, slice_axis
+from ..realization import host_data
 
 __all__ = [
     "nan_to_num",
@@ -461,12 +462,23 @@ def searchsorted(
     side=None,
     sorter: Tensor | None = None,
 ) -> Tensor:
-    """Indices at which ``values`` would be inserted to keep each innermost row of ``sorted_sequence`` sorted."""
+    """Indices at which ``values`` would be inserted to keep each innermost row of ``sorted_sequence`` sorted.
+
+    Example::
+
+        >>> onnxnn.searchsorted(onnxnn.tensor([1.0, 3.0, 5.0]), onnxnn.tensor([3.0, 4.0]), right=True).tolist()
+        [2, 2]
+    """
     if side is not None:
         if side not in ("left", "right"):
             raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but got {side}")
+        if side == "left" and right:
+            raise RuntimeError(
+                "torch.searchsorted(): side and right can't be set to opposites, got side of left while right was True"
+            )
         right = side == "right"
     if sorter is not None:
+        _check_sorter(sorter, sorted_sequence)
         sorted_sequence = gather_within(sorted_sequence, -1, sorter)
     if sorted_sequence.dim() == 1:
         return bucketize(values, sorted_sequence, out_int32=out_int32, right=right)
@@ -481,6 +493,24 @@ def searchsorted(
         )
     result = _r.sum(_below(sorted_sequence.unsqueeze(-2), values.unsqueeze(-1), right).to(dtypes.int64), -1)
     return result.to(dtypes.int32) if out_int32 else result
+
+
+def _check_sorter(sorter: Tensor, sorted_sequence: Tensor) -> None:
+    """PyTorch's checks of searchsorted's ``sorter``: int64, the sequence's shape, positions in its rows (those
+    when the sorter's data is at hand, as PyTorch's CPU kernel reads it)."""
+    if sorter.dtype != dtypes.int64:
+        raise RuntimeError(
+            "torch.searchsorted(): sorter must be a tensor of long dtype but got dtype "
+            + dtypes.scalar_type_name(sorter.dtype)
+        )
+    if tuple(sorter.shape) != tuple(sorted_sequence.shape):
+        raise RuntimeError(
+            f"torch.searchsorted(): boundary and sorter must have the same size, but got boundary tensor "
+            f"{list(sorted_sequence.shape)}and got sorter tensor {list(sorter.shape)}"
+        )
+    data = host_data(sorter._value)
+    if data is not None and data.size and (data.min() < 0 or data.max() >= sorted_sequence.shape[-1]):
+        raise RuntimeError("torch.searchsorted(): sorter index out of range")
 
 
 def _float_unary(op_type: str, name: str):

@@ -10,7 +10,7 @@ from collections import namedtuple
 
 from ...ir import dtypes
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
-from ._common import Tensor, apply_op, int64_constant, normalize_axes
+from ._common import Tensor, apply_op, int64_constant, normalize_axes, with_zero_gradients
 from . import comparison as _c
 from .elementwise import maximum, minimum, nan_everywhere, onnx_sign, where
 from .opmath import REDUCED_FLOATS, rounded, widened
@@ -503,7 +503,9 @@ def norm(input: Tensor, p=2, dim=None, keepdim: bool = False) -> Tensor:
         check_extent(input, dim, "amax" if p > 0 else "amin")
         return _extremum("ReduceMax" if p > 0 else "ReduceMin", input.abs(), dim, keepdim, "LinalgVectorNormBackward0")
     if p == 0:
-        return (input != 0).to(input.dtype).sum(dim, keepdim)  # the count of nonzero elements
+        # The count of nonzero elements: it requires grad, with a zero gradient, as PyTorch's.
+        count = (input != 0).to(input.dtype).sum(dim, keepdim)
+        return with_zero_gradients(count, (input,), "LinalgVectorNormBackward0")
     if input.dtype in REDUCED_FLOATS:  # in float32 (opmath): the p-th powers of float16 values overflow
         return rounded(norm(widened(input), p, dim, keepdim), input.dtype)
     return root(powers(input.abs(), p).sum(dim, keepdim), p)

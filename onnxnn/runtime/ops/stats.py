@@ -15,7 +15,7 @@ from collections import namedtuple
 import numpy as np
 
 from ...ir import dtypes
-from ._common import Tensor, normalize_axes
+from ._common import Tensor, broadcast_shapes, normalize_axes, with_zero_gradients
 from . import comparison as _c
 from . import elementwise as _e
 from . import reduce as _r
@@ -196,25 +196,68 @@ def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
     return _r.norm(input - other, p)
 
 
+_COMPUTE_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
+
+
 @outside_autocast("cdist")
-def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str | None = None) -> Tensor:
+def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
     """The ``p``-norm distances between each row of ``x1`` and each row of ``x2`` (batched over leading dims).
 
-    Computed from the pairwise differences (not the ``|a|^2 + |b|^2 - 2ab`` matmul form, which cancels).
+    Args:
+        x1: ``(B, P, M)``.
+        x2: ``(B, R, M)``, of ``x1``'s dtype.
+        p: the norm's order, ``0`` to ``inf``. Default: 2.
+        compute_mode: one of PyTorch's three names, checked; every mode computes from the pairwise
+            differences (not the ``|a|^2 + |b|^2 - 2ab`` matmul form, which cancels).
+
+    Example::
+
+        >>> onnxnn.cdist(onnxnn.tensor([[0.0, 0.0]]), onnxnn.tensor([[3.0, 4.0], [0.0, 1.0]])).tolist()
+        [[5.0, 1.0]]
     """
-    if x1.dim() < 2 or x2.dim() < 2:
-        raise RuntimeError(f"cdist only supports at least 2D tensors, X1 got: {x1.dim()}D")
+    if compute_mode not in _COMPUTE_MODES:
+        raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
+    for name, x in (("X1", x1), ("X2", x2)):
+        if x.dim() < 2:
+            raise RuntimeError(f"cdist only supports at least 2D tensors, {name} got: {x.dim()}D")
     if x1.shape[-1] != x2.shape[-1]:
         raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}")
-    return norm_of_differences(x1.unsqueeze(-2) - x2.unsqueeze(-3), p)
+    for name, x in (("X1", x1), ("X2", x2)):
+        if not x.dtype.is_floating_point:
+            raise RuntimeError(
+                f"cdist only supports floating-point dtypes, {name} got: {dtypes.scalar_type_name(x.dtype)}"
+            )
+    if not p >= 0:  # NaN too
+        raise RuntimeError("cdist only supports non-negative p values")
+    if x1.dtype != x2.dtype:
+        raise RuntimeError(
+            f"expected scalar type {dtypes.scalar_type_name(x1.dtype)} but found {dtypes.scalar_type_name(x2.dtype)}"
+        )
+    batch = broadcast_shapes(tuple(x1.shape[:-2]), tuple(x2.shape[:-2]))
+    shape = (*batch, x1.shape[-2], x2.shape[-2])
+    if 0 in shape or x1.shape[-1] == 0:
+        return empty_distances(shape, (x1, x2), "CdistBackward0")
+    return norm_of_differences(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, "CdistBackward0")
 
 
-def norm_of_differences(differences: Tensor, p: float) -> Tensor:
+def empty_distances(shape: tuple, inputs: tuple, name: str) -> Tensor:
+    """The distances when there are no pairs or no coordinates: zeros, with zero gradients.
+
+    Recorded as a constant: differences with a zero-size axis send zero-size tensors through the
+    gradient graph, which onnxruntime's Reduce and ScatterElements kernels reject.
+    """
+    zeros = Tensor._zeros(shape, inputs[0].dtype, inputs[0].device)
+    return with_zero_gradients(zeros, inputs, name)
+
+
+def norm_of_differences(differences: Tensor, p: float, name: str) -> Tensor:
     """The ``p``-norm over the last dim of ``differences``, with PyTorch's distance gradients: 0 for
     a distance of 0 (``reduce.root``), and for ``p < 1`` 0 at each zero difference too, where
-    ``|d| ** p`` has an infinite slope."""
+    ``|d| ** p`` has an infinite slope. ``p = 0`` counts the nonzero differences, with a zero
+    gradient (``name`` the gradient's, as PyTorch's cdist and pdist require grad then too)."""
     if p == 0:
-        return _r.sum(_c.ne(differences, 0).to(differences.dtype), -1)
+        count = _r.sum(_c.ne(differences, 0).to(differences.dtype), -1)
+        return with_zero_gradients(count, (differences,), name)
     if p == float("inf"):
         return _largest_magnitude(differences)
     if p == 2:
@@ -353,20 +396,144 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
 
 
 def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:
-    """Histogram with ``bins`` equal bins on [min, max] (the data's range when both are 0); outside values are
-    ignored. Reads the data."""
-    if not input.dtype.is_floating_point:
-        raise RuntimeError(f"\"histogram_cpu\" not implemented for '{input.dtype}'")
-    data = np.asarray(input._realized_data(), dtype=np.float64).reshape(-1)
+    """Histogram with ``bins`` equal bins on [min, max] (the data's range when both are equal); values outside
+    it and NaNs are ignored. Reads the data.
+
+    Binned as PyTorch's CPU kernel: in the input's dtype, bin ``int((x - min) * bins / (max - min))``,
+    the value ``max`` in the last bin, so values on decimal edges land where PyTorch puts them.
+
+    Example::
+
+        >>> onnxnn.histc(onnxnn.tensor([0.1, 0.2, 0.3, 0.7, 0.9]), bins=10, min=0, max=1).tolist()
+        [0.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0]
+    """
+    if input.dtype not in (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64):
+        raise NotImplementedError(f"\"histogram_cpu\" not implemented for '{dtypes.scalar_type_name(input.dtype)}'")
+    data = np.asarray(input._realized_data()).reshape(-1)
     low, high = float(min), float(max)
     if low == high and data.size:
         low, high = float(data.min()), float(data.max())
     if low == high:
         low, high = low - 1, high + 1
-    if low > high:
+    if not (np.isfinite(low) and np.isfinite(high)):
+        raise RuntimeError(f"torch.histc: range of [{cpp_number(low)}, {cpp_number(high)}] is not finite")
+    if not low < high:
         raise RuntimeError("torch.histc: max must be larger than min")
-    counts, _ = np.histogram(data, bins=bins, range=(low, high))
+    check_bin_count(bins)
+    # Only the outer edges take part (no search among the others): PyTorch's linspace gives them exactly.
+    edges = np.asarray([low, high]).astype(data.dtype)
+    positions = linear_bin_positions(data, edges, bins)
+    counts = np.bincount(positions[positions >= 0], minlength=bins)
     return _constant(counts, input)
+
+
+def cpp_number(value: float) -> str:
+    """``value`` as PyTorch's messages print a double (C++ ``ostream``): ``1``, ``0.5``, ``inf``, ``nan``."""
+    if np.isnan(value):
+        return "-nan" if np.signbit(value) else "nan"
+    return format(value, "g")
+
+
+def check_bin_count(count: int) -> None:
+    if count <= 0:
+        raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {count} for dimension 0")
+
+
+def linear_bin_positions(data: np.ndarray, edges: np.ndarray, bins: int, search: bool = False) -> np.ndarray:
+    """The bin of each value of ``data`` (-1 outside ``[edges[0], edges[-1]]`` or NaN), as PyTorch's
+    LINEAR_INTERPOLATION: ``int((x - left) * bins / (right - left))`` in ``data``'s dtype, then, with
+    ``search``, ``upper_bound`` among the edges next to it, as histogram's does; the right edge in the last bin.
+    """
+    left, right = edges[0], edges[-1]
+    inside = (data >= left) & (data <= right)  # False for NaN
+    values = np.where(inside, data, left)
+    with np.errstate(over="ignore", invalid="ignore"):
+        # In the data's dtype step by step (numpy rounds each half-type operation as c10::Half does),
+        # the bin count cast to that dtype as C++ converts the int64 operand.
+        scaled = (values - left) * data.dtype.type(bins) / (right - left)
+    positions = np.trunc(scaled.astype(np.float64)).astype(np.int64)
+    if search:
+        low = np.maximum(positions - 1, 0)
+        high = np.minimum(positions + 2, edges.size)
+        positions = upper_bound(edges, values, low, high) - 1
+    positions = np.where(positions == bins, bins - 1, positions)
+    return np.where(inside, positions, -1)
+
+
+def upper_bound(edges: np.ndarray, values: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """``std::upper_bound(edges + low, edges + high, value) - edges`` for each value: its probes, so edges
+    that do not increase give PyTorch's answer too."""
+    first, count = low.copy(), high - low
+    while (count > 0).any():
+        half = count >> 1
+        middle = first + half
+        probe = edges[np.minimum(middle, edges.size - 1)]
+        right = (count > 0) & ~(values < probe)
+        first = np.where(right, middle + 1, first)
+        count = np.where(count > 0, np.where(right, count - half - 1, half), 0)
+    return first
+
+
+def linspace_edges(start: float, end: float, count: int, numpy_dtype) -> np.ndarray:
+    """PyTorch 2.13's CPU ``linspace`` in float32 or float64: ``fma(step, i, start)`` for the first half and
+    ``fma(-step, count - 1 - i, end)`` for the rest, ``step = (end - start) / (count - 1)`` in the dtype.
+
+    The fused multiply-adds are evaluated without intermediate rounding (``_fused_multiply_add``), as
+    the hardware's, in numpy passes: a million edges cost milliseconds.
+    """
+    kind = np.dtype(numpy_dtype).type
+    first, last = kind(start), kind(end)
+    if count == 1:
+        return np.asarray([first])
+    step = (last - first) / kind(count - 1)
+    index = np.arange(count, dtype=np.float64)
+    halfway = count // 2
+    low = _fused_multiply_add(float(step), index[:halfway], float(first), kind)
+    high = _fused_multiply_add(-float(step), (count - 1) - index[halfway:], float(last), kind)
+    return np.concatenate([low, high])
+
+
+def _fused_multiply_add(a: float, b: np.ndarray, c: float, kind) -> np.ndarray:
+    """``a * b + c`` rounded once to ``kind`` (float32 or float64), ``b`` integers below 2 ** 31.
+
+    Error-free transformations: the product and the sum are carried as float64 pairs whose sum is
+    exact (Dekker's product, Knuth's sum), then rounded once. float32: the product of a 24-bit step
+    and a 31-bit integer is exact in float64, and the pair's tail breaks the ties a second rounding
+    to float32 would get wrong. float64: the final addition of the tail rounds once, as an FMA does,
+    but for sums within 2 ** -100 of a tie.
+    """
+    product = a * b
+    if kind is np.float64:
+        product_error = _product_error(a, b, product)
+    else:
+        product_error = np.zeros_like(product)  # exact
+    total = product + c
+    virtual = total - product
+    sum_error = (product - (total - virtual)) + (c - virtual)  # Knuth's TwoSum: total + error is exact
+    tail = sum_error + product_error
+    if kind is np.float64:
+        return total + tail
+    rounded = total.astype(np.float32)
+    # A float64 total exactly halfway between two float32 values was rounded to the even one; the tail
+    # says on which side of that tie the exact value lies.
+    offset = total - rounded.astype(np.float64)
+    toward = np.where(offset > 0, np.float32(np.inf), np.float32(-np.inf))
+    neighbour = np.nextafter(rounded, toward)
+    tie = (offset != 0) & (offset * 2 == neighbour.astype(np.float64) - rounded.astype(np.float64))
+    beyond = tie & (tail != 0) & ((tail > 0) == (offset > 0))
+    return np.where(beyond, neighbour, rounded)
+
+
+def _product_error(a: float, b: np.ndarray, product: np.ndarray) -> np.ndarray:
+    """``a * b - product`` exactly (Dekker's TwoProduct with Veltkamp's split in halves of 26 bits)."""
+    split = 134217729.0  # 2 ** 27 + 1
+    a_scaled = split * a
+    a_high = a_scaled - (a_scaled - a)
+    a_low = a - a_high
+    b_scaled = split * b
+    b_high = b_scaled - (b_scaled - b)
+    b_low = b - b_high
+    return ((a_high * b_high - product) + a_high * b_low + a_low * b_high) + a_low * b_low
 
 
 def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> ModeResult:
