@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from . import constraints, transforms  # noqa: F401  (submodules, as torch.distributions has them)
 from . import _kl_continuous_bernoulli_low_rank  # noqa: F401  (registers its KL pairs)
+from . import _kl_gumbel_pareto  # noqa: F401  (registers its KL pairs)
 from .bernoulli import Bernoulli
 from .beta import Beta
 from .binomial import Binomial

@@ -20,8 +20,8 @@ def _clamp_by_zero(x: Tensor) -> Tensor:
 class Binomial(TrialsWithSuccessProbability):
     """The number of successes in ``total_count`` independent trials of probability ``probs``.
 
-    ``total_count`` broadcasts with ``probs``/``logits``. Sampling reads the largest standard
-    deviation (see :func:`onnxnn.binomial`); ``entropy`` and ``enumerate_support`` read
+    ``total_count`` broadcasts with ``probs``/``logits``. Sampling reads the parameters (see
+    :func:`onnxnn.binomial`); ``entropy`` and ``enumerate_support`` read
     ``total_count``, which must then be the same everywhere.
 
     Args:

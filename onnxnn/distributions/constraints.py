@@ -420,8 +420,9 @@ class _LowerCholesky(Constraint):
     event_dim = 2
 
     def check(self, value: Tensor) -> Tensor:
-        positive_diagonal = (value.diagonal(dim1=-2, dim2=-1) > 0).all(-1)
-        return _matrix_all(value.tril() == value) & positive_diagonal
+        # tril first, as PyTorch's: a value of fewer than 2 dimensions raises its RuntimeError.
+        lower_triangular = _matrix_all(value.tril() == value)
+        return lower_triangular & (value.diagonal(dim1=-2, dim2=-1) > 0).all(-1)
 
 
 class _Square(Constraint):

@@ -6,13 +6,16 @@ The density is ``C(p) p^x (1 - p)^(1 - x)`` with the normalizer ``C(p) = 2 atanh
 which (as the moments) is ``0 / 0`` at ``p = 1/2``. Inside ``lims`` around 1/2 the closed forms lose
 their digits to cancellation, so there their Taylor series in ``p - 1/2`` take over (truncation
 below 1e-17 within the default ``lims``); the closed forms are evaluated at a safe ``p`` there, so
-no NaN reaches a gradient.
+no NaN reaches a gradient. Just outside ``lims`` the closed forms still cancel to about
+``eps / |1 - 2p|^2`` relative: for float32 and half inputs they are computed in float64 and rounded
+back (PyTorch's float32 values there are off by up to 1e-4, and the variance came out negative).
 """
 
 from __future__ import annotations
 
 import math
 
+from ..ir import dtypes
 from ..nn import functional as F
 from ..runtime import ops as _ops
 from ..runtime.creation import rand
@@ -23,6 +26,13 @@ from .exp_family import ExponentialFamily
 from .utils import broadcast_all, clamp_probs
 
 __all__ = ["ContinuousBernoulli"]
+
+
+def _wide(tensor: Tensor) -> Tensor:
+    """``tensor`` in float64 when it is a lower-precision float (the closed forms' working precision)."""
+    if not isinstance(tensor, Tensor) or tensor.dtype == dtypes.float64:
+        return tensor
+    return tensor.to(dtypes.float64)
 
 
 class ContinuousBernoulli(ProbsOrLogits, ExponentialFamily):
@@ -85,8 +95,13 @@ class ContinuousBernoulli(ProbsOrLogits, ExponentialFamily):
         return (self.probs <= self._lims[0]) | (self.probs > self._lims[1])
 
     def _cut_probs(self) -> Tensor:
-        """``probs`` outside the unstable region, ``lims[0]`` inside (a harmless value for the closed forms)."""
-        return _ops.where(self._outside_unstable_region(), self.probs, self._lims[0])
+        """``probs`` outside the unstable region, ``lims[0]`` inside (a harmless value for the closed
+        forms), in float64 for lower-precision ``probs`` (the closed forms cancel: see the module)."""
+        return _wide(_ops.where(self._outside_unstable_region(), self.probs, self._lims[0]))
+
+    def _narrow(self, closed_form: Tensor) -> Tensor:
+        """A closed form computed from :meth:`_cut_probs`, back in the dtype of ``probs``."""
+        return closed_form.to(self.probs.dtype)
 
     def _log_odds_gap(self, cut_probs: Tensor) -> Tensor:
         """``log(1 - p) - log p`` (that is, ``-logit(p)``) at the cut probabilities."""
@@ -99,7 +114,7 @@ class ContinuousBernoulli(ProbsOrLogits, ExponentialFamily):
         below_half = _ops.where(cut_probs <= 0.5, cut_probs, 0.0)
         above_half = _ops.where(cut_probs >= 0.5, cut_probs, 1.0)
         log_distance = _ops.where(cut_probs <= 0.5, (-2.0 * below_half).log1p(), (2.0 * above_half - 1.0).log())
-        closed_form = self._log_odds_gap(cut_probs).abs().log() - log_distance
+        closed_form = self._narrow(self._log_odds_gap(cut_probs).abs().log() - log_distance)
         squared = (self.probs - 0.5).pow(2)
         taylor = math.log(2.0) + (4.0 / 3.0 + 104.0 / 45.0 * squared) * squared
         return _ops.where(self._outside_unstable_region(), closed_form, taylor)
@@ -107,7 +122,7 @@ class ContinuousBernoulli(ProbsOrLogits, ExponentialFamily):
     @property
     def mean(self) -> Tensor:
         cut_probs = self._cut_probs()
-        closed_form = cut_probs / (2.0 * cut_probs - 1.0) + 1.0 / self._log_odds_gap(cut_probs)
+        closed_form = self._narrow(cut_probs / (2.0 * cut_probs - 1.0) + 1.0 / self._log_odds_gap(cut_probs))
         shift = self.probs - 0.5
         taylor = 0.5 + (1.0 / 3.0 + 16.0 / 45.0 * shift.pow(2)) * shift
         return _ops.where(self._outside_unstable_region(), closed_form, taylor)
@@ -115,9 +130,8 @@ class ContinuousBernoulli(ProbsOrLogits, ExponentialFamily):
     @property
     def variance(self) -> Tensor:
         cut_probs = self._cut_probs()
-        closed_form = cut_probs * (cut_probs - 1.0) / (1.0 - 2.0 * cut_probs).pow(2) + 1.0 / self._log_odds_gap(
-            cut_probs
-        ).pow(2)
+        gap = self._log_odds_gap(cut_probs)
+        closed_form = self._narrow(cut_probs * (cut_probs - 1.0) / (1.0 - 2.0 * cut_probs).pow(2) + 1.0 / gap.pow(2))
         squared = (self.probs - 0.5).pow(2)
         taylor = 1.0 / 12.0 - (1.0 / 15.0 - 128.0 / 945.0 * squared) * squared
         return _ops.where(self._outside_unstable_region(), closed_form, taylor)
@@ -140,18 +154,20 @@ class ContinuousBernoulli(ProbsOrLogits, ExponentialFamily):
     def cdf(self, value: Tensor) -> Tensor:
         if self._validate_args:
             self._validate_sample(value)
-        cut_probs = self._cut_probs()
-        closed_form = (cut_probs.pow(value) * (1.0 - cut_probs).pow(1.0 - value) + cut_probs - 1.0) / (
+        cut_probs, wide_value = self._cut_probs(), _wide(value)
+        closed_form = (cut_probs.pow(wide_value) * (1.0 - cut_probs).pow(1.0 - wide_value) + cut_probs - 1.0) / (
             2.0 * cut_probs - 1.0
         )
+        closed_form = self._narrow(closed_form)
         inside = _ops.where(self._outside_unstable_region(), closed_form, value)
         return _ops.where(value <= 0.0, 0.0, _ops.where(value >= 1.0, 1.0, inside))
 
     def icdf(self, value: Tensor) -> Tensor:
-        cut_probs = self._cut_probs()
-        closed_form = ((-cut_probs + value * (2.0 * cut_probs - 1.0)).log1p() - (-cut_probs).log1p()) / (
+        cut_probs, wide_value = self._cut_probs(), _wide(value)
+        closed_form = ((-cut_probs + wide_value * (2.0 * cut_probs - 1.0)).log1p() - (-cut_probs).log1p()) / (
             cut_probs.log() - (-cut_probs).log1p()
         )
+        closed_form = self._narrow(closed_form)
         return _ops.where(self._outside_unstable_region(), closed_form, value)
 
     def entropy(self) -> Tensor:
@@ -167,7 +183,7 @@ class ContinuousBernoulli(ProbsOrLogits, ExponentialFamily):
         """``log((e^x - 1) / x)`` of the natural parameter ``x``, by its Taylor series near ``x = 0``."""
         low, high = (math.log(limit / (1 - limit)) for limit in self._lims)
         outside = (x <= low) | (x > high)
-        cut = _ops.where(outside, x, low)
-        closed_form = cut.expm1().abs().log() - cut.abs().log()
+        cut = _wide(_ops.where(outside, x, low))
+        closed_form = (cut.expm1().abs().log() - cut.abs().log()).to(x.dtype)
         taylor = 0.5 * x + x.pow(2) / 24.0 - x.pow(4) / 2880.0
         return _ops.where(outside, closed_form, taylor)

@@ -20,7 +20,7 @@ class NegativeBinomial(TrialsWithSuccessProbability):
 
     ``total_count`` may be any nonnegative real (the pmf's gamma functions take it); draws are
     Poisson counts at a gamma-distributed rate (the gamma-Poisson mixture), so sampling reads the
-    largest drawn rate (see :func:`onnxnn.poisson`).
+    drawn rates (see :func:`onnxnn.poisson`).
 
     Args:
         total_count: number of failures to stop at; nonnegative (as a number or tensor).

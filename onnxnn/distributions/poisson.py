@@ -15,7 +15,8 @@ __all__ = ["Poisson"]
 class Poisson(ExponentialFamily):
     """Nonnegative integers ``k`` with probability ``rate^k exp(-rate) / k!``.
 
-    Sampling reads the largest rate (the sampler's window depends on it: see :func:`onnxnn.poisson`).
+    Sampling reads the rates (small ones are drawn by an inverse CDF, large ones by transformed
+    rejection: see :func:`onnxnn.poisson`).
 
     Args:
         rate: the mean number of events; nonnegative.

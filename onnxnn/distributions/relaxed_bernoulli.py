@@ -28,6 +28,9 @@ class LogitRelaxedBernoulli(ProbsOrLogits, Distribution):
     The density of ``y`` is ``t e^(l - t y) / (1 + e^(l - t y))^2`` (``t`` the temperature, ``l`` the
     logits): a logistic distribution of location ``l / t`` and scale ``1 / t``.
 
+    As PyTorch's, ``has_rsample`` is False although :meth:`rsample` draws reparameterized samples
+    (:class:`RelaxedBernoulli`, built on it, says True): code that checks the flag behaves alike.
+
     Args:
         temperature: the relaxation temperature; positive (not validated, as in PyTorch).
         probs: the probability of 1 (give this or ``logits``, not both).
@@ -43,7 +46,7 @@ class LogitRelaxedBernoulli(ProbsOrLogits, Distribution):
 
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.real
-    has_rsample = True
+    has_rsample = False
 
     def __init__(
         self,

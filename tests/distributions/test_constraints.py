@@ -137,3 +137,27 @@ def test_bounds_may_be_tensors():
     inside = constraints.interval(_t([0.0, 1.0]), _t([1.0, 2.0])).check(_t([0.5, 0.5]))
     assert inside.numpy().tolist() == [True, False]
     np.testing.assert_array_equal(constraints.greater_than(_t([0.0, 1.0])).check(_t([0.5, 0.5])).numpy(), [True, False])
+
+
+# (constraint, value of fewer than 2 dimensions, PyTorch's error): the triangular ones call tril first,
+# the square ones read shape[-2].
+MATRIX_CONSTRAINTS_ON_LOW_RANKS = [
+    ("lower_triangular 1-D", constraints.lower_triangular, [1.0], RuntimeError, "at least 2 dimensions"),
+    ("lower_triangular 0-D", constraints.lower_triangular, 1.0, RuntimeError, "at least 2 dimensions"),
+    ("lower_cholesky 1-D", constraints.lower_cholesky, [1.0], RuntimeError, "at least 2 dimensions"),
+    ("lower_cholesky 0-D", constraints.lower_cholesky, 1.0, RuntimeError, "at least 2 dimensions"),
+    ("square 1-D", constraints.square, [1.0], IndexError, "tuple index out of range"),
+    ("symmetric 1-D", constraints.symmetric, [1.0], IndexError, "tuple index out of range"),
+    ("positive_semidefinite 0-D", constraints.positive_semidefinite, 1.0, IndexError, "tuple index out of range"),
+    ("positive_definite 1-D", constraints.positive_definite, [1.0], IndexError, "tuple index out of range"),
+]
+
+
+@pytest.mark.parametrize(
+    "name, constraint, value, error, message",
+    MATRIX_CONSTRAINTS_ON_LOW_RANKS,
+    ids=[case[0] for case in MATRIX_CONSTRAINTS_ON_LOW_RANKS],
+)
+def test_matrix_constraints_refuse_fewer_than_two_dimensions_like_pytorch(name, constraint, value, error, message):
+    with pytest.raises(error, match=message):
+        constraint.check(_t(value))

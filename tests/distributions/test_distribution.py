@@ -219,7 +219,6 @@ def test_rsample_flags():
         assert reparameterized.has_rsample
     for reparameterized in (
         D.ContinuousBernoulli(0.3),
-        D.LogitRelaxedBernoulli(_t(0.5), 0.3),
         D.RelaxedBernoulli(_t(0.5), 0.3),
         D.ExpRelaxedCategorical(_t(0.5), _t([0.5, 0.5])),
         D.RelaxedOneHotCategorical(_t(0.5), _t([0.5, 0.5])),
@@ -238,6 +237,10 @@ def test_rsample_flags():
             not_reparameterized.rsample()
     with pytest.raises(NotImplementedError):
         D.Geometric(0.5).rsample()
+    # PyTorch's flag is False though its rsample works (and RelaxedBernoulli's, built on it, is True).
+    logit_relaxed = D.LogitRelaxedBernoulli(_t(0.5), _t([0.3]))
+    assert not D.LogitRelaxedBernoulli.has_rsample and not logit_relaxed.has_rsample
+    assert tuple(logit_relaxed.rsample((2,)).shape) == (2, 1)
     with pytest.raises(NotImplementedError):
         D.Categorical(_t([0.5, 0.5])).rsample()
 

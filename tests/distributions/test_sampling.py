@@ -43,7 +43,8 @@ def test_sample_shapes_and_dtypes(case):
     assert tuple(draws.shape) == (3, 1) + shape
     expected_dtype = onnxnn.int64 if isinstance(distribution, D.Categorical) else onnxnn.float64
     assert draws.dtype == expected_dtype
-    if distribution.has_rsample:
+    # PyTorch's LogitRelaxedBernoulli draws by rsample though its has_rsample is False.
+    if distribution.has_rsample or isinstance(distribution, D.LogitRelaxedBernoulli):
         assert tuple(distribution.rsample((2,)).shape) == (2,) + shape
     else:
         with pytest.raises(NotImplementedError):

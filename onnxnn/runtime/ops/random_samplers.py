@@ -11,13 +11,16 @@ transform as standard ONNX ops:
   CumSum (its last entry divided by itself is exactly 1, so ``u < 1`` never runs past the end and a
   zero-weight category is never drawn); without replacement: Gumbel-top-k, the ``num_samples``
   largest ``log w_k - log(-log u_k)``, which draws in the order of sequential sampling.
-- ``poisson`` and ``binomial``: the inverse CDF over a window of ``2 W + 1`` consecutive counts around
-  the mean, ``W = ceil(12 sd + 20)`` with ``sd`` the largest standard deviation in the input (read from
-  the data: the window's length is the graph's shape). The mass outside the window is below
-  ``exp(-72)``, far under float64's resolution of ``u``; the pmf is ``exp`` of a log-pmf written with
-  ``lgamma``, so large counts neither overflow nor lose accuracy. The cost is a window per element:
-  ``elements x (24 sd + 41)`` float64s (a rate of 1e4 takes 2.4e3 per element), in chunks of elements
-  that bound what one step holds (``WINDOW_ENTRIES_PER_CHUNK``).
+- ``poisson`` and ``binomial`` of small means (a rate, or ``n min(p, 1 - p)``, below 10): the inverse
+  CDF over a window of ``2 W + 1`` consecutive counts around the mean, ``W = ceil(12 sd + 20)`` with
+  ``sd`` the largest standard deviation among those elements (read from the data: the window's length
+  is the graph's shape; at most 117 counts). The mass outside the window is below ``exp(-72)``, far
+  under float64's resolution of ``u``; the pmf is ``exp`` of a log-pmf written with ``lgamma``. Large
+  draws go in chunks of elements that bound what one step holds (``WINDOW_ENTRIES_PER_CHUNK``).
+- ``poisson`` and ``binomial`` of larger means: Hormann's transformed rejection (PTRS, BTRS), on the
+  host in numpy with uniform pairs from the same generator, a few rounds over the elements still
+  pending, each element's cost independent of its mean. A tensor mixing both kinds sends each
+  element its way; one with small means only draws exactly as the window alone.
 """
 
 from __future__ import annotations
@@ -137,7 +140,7 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, g
     return samples if input.dim() == 2 else samples.squeeze(0)
 
 
-# ---------------------------------------------------------------- Poisson and binomial
+# ---------------------------------------------------------------- the inverse CDF in a window (small means)
 
 
 def _window_half_width(largest_sd: float) -> int:
@@ -190,19 +193,124 @@ def _largest(values: Tensor) -> float:
     return float(data.max()) if data.size else 0.0
 
 
-def poisson(input: Tensor, generator=None) -> Tensor:
-    """Poisson samples with the rates in ``input`` (same shape and dtype; a rate of 0 gives 0).
+# ---------------------------------------------------------------- transformed rejection (large rates)
 
-    Reads the largest rate (the sampling window's length depends on it). Not differentiable.
-    Example::
+# Hormann's transformed rejection needs rate >= 10 (PTRS) and n min(p, 1 - p) >= 10 (BTRS); below,
+# the window's inverse CDF is exact and cheap (a window of at most 117 counts).
+TRANSFORMED_REJECTION_MIN_MEAN = 10.0
 
-        >>> onnxnn.poisson(onnxnn.tensor([0.0, 4.0])).shape
-        onnxnn.Size([2])
-    """
-    rate = input.detach().to(dtypes.float64)
-    data = np.asarray(rate._realized_data())
-    if data.size and (np.any(data < 0) or not np.all(np.isfinite(data))):
-        raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
+_HALF_LOG_TWO_PI = 0.5 * math.log(2 * math.pi)
+# The Stirling correction fc(k) = log k! - (log(2 pi) / 2 + (k + 1/2) log(k + 1) - (k + 1)), exactly
+# (from lgamma) below 16; above, its series to k^-7 (the next term, 1 / (1188 k^9), is below 2e-14).
+_STIRLING_TABLE = np.array(
+    [math.lgamma(k + 1.0) - (_HALF_LOG_TWO_PI + (k + 0.5) * math.log(k + 1.0) - (k + 1.0)) for k in range(16)]
+)
+
+
+def _stirling_correction(k: np.ndarray) -> np.ndarray:
+    """``fc(k)`` for integral ``k >= 0`` (float64)."""
+    # The series is in k + 1, the argument of the Stirling formula above.
+    x = np.maximum(k, 15.0) + 1.0
+    x2 = x * x
+    series = (1 / 12 - (1 / 360 - (1 / 1260 - 1 / (1680 * x2)) / x2) / x2) / x
+    small = np.clip(k, 0, 15).astype(np.int64)
+    return np.where(k < 16, _STIRLING_TABLE[small], series)
+
+
+def _transformed_rejection(draw, pending: int, generator) -> np.ndarray:
+    """Calls ``draw(indices, u, v)`` (the pending elements and a uniform pair for each) until every
+    element is accepted; ``draw`` returns its candidates and whether each was accepted. Each round
+    accepts about 90% of what is left, so a few dozen rounds finish any size."""
+    result = np.zeros(pending)
+    indices = np.arange(pending)
+    while indices.size:
+        u, v = _uniform_array((2, indices.size), generator)
+        # u = 0 gives u_s = 0 (k = -inf, rejected) and v = 0 gives log 0: no warnings for either.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            candidates, accepted = draw(indices, u, v)
+        result[indices[accepted]] = candidates[accepted]
+        indices = indices[~accepted]
+    return result
+
+
+def _poisson_ptrs(rate: np.ndarray, generator) -> np.ndarray:
+    """Poisson counts for rates >= 10 by PTRS (W. Hormann, "The transformed rejection method for
+    generating Poisson random variables", 1993): ``k = floor((2a / u_s + b) u + rate + 0.43)`` from a
+    uniform ``u`` on (-1/2, 1/2), ``u_s = 1/2 - |u|``, accepted when ``v`` lies under the pmf scaled by
+    the hat's derivative (a box of the hat, ``v <= v_r``, accepts at once for ``u_s >= 0.07``)."""
+    sqrt_rate = np.sqrt(rate)
+    b = 0.931 + 2.53 * sqrt_rate
+    a = -0.059 + 0.02483 * b
+    inv_alpha = 1.1239 + 1.1328 / (b - 3.4)
+    v_r = 0.9277 - 3.6224 / (b - 2)
+    log_rate = np.log(rate)
+
+    def draw(i, u, v):
+        u = u - 0.5
+        u_s = 0.5 - np.abs(u)
+        k = np.floor((2 * a[i] / u_s + b[i]) * u + rate[i] + 0.43)
+        in_box = (u_s >= 0.07) & (v <= v_r[i])
+        possible = (k >= 0) & ((u_s >= 0.013) | (v <= u_s))
+        safe_k = np.maximum(k, 0.0)
+        log_v = np.log(v * inv_alpha[i] / (a[i] / (u_s * u_s) + b[i]))
+        # log pmf(k) = k log rate - rate - log k!, with log k! in Stirling's form and
+        # d = k + 1 - rate: d - (k + 1/2) log1p(d / rate) keeps the size of the difference (O(1)),
+        # not of its terms (O(rate log rate)).
+        d = safe_k + 1.0 - rate[i]
+        log_pmf = d - (safe_k + 0.5) * np.log1p(d / rate[i]) - 0.5 * log_rate[i]
+        log_pmf = log_pmf - _HALF_LOG_TWO_PI - _stirling_correction(safe_k)
+        return k, in_box | (possible & (log_v <= log_pmf))
+
+    return _transformed_rejection(draw, rate.size, generator)
+
+
+def _binomial_btrs(n: np.ndarray, p: np.ndarray, generator) -> np.ndarray:
+    """Binomial counts for ``p <= 1/2`` and ``n p >= 10`` by BTRS (W. Hormann, "The generation of
+    binomial random variates", 1993): the same transformed rejection, the pmf compared with its value
+    at the mode ``m`` through the ratio ``pmf(k) / pmf(m)`` written with Stirling's formula."""
+    q = 1.0 - p
+    sqrt_npq = np.sqrt(n * p * q)
+    b = 1.15 + 2.53 * sqrt_npq
+    a = -0.0873 + 0.0248 * b + 0.01 * p
+    c = n * p + 0.5
+    alpha = (2.83 + 5.1 / b) * sqrt_npq
+    v_r = 0.92 - 4.2 / b
+    mode = np.floor((n + 1) * p)
+    log_odds = np.log(p / q)
+    mode_correction = _stirling_correction(mode) + _stirling_correction(n - mode)
+
+    def draw(i, u, v):
+        u = u - 0.5
+        u_s = 0.5 - np.abs(u)
+        k = np.floor((2 * a[i] / u_s + b[i]) * u + c[i])
+        inside = (k >= 0) & (k <= n[i])
+        in_box = (u_s >= 0.07) & (v <= v_r[i])
+        safe_k = np.clip(k, 0.0, n[i])
+        log_v = np.log(v * alpha[i] / (a[i] / (u_s * u_s) + b[i]))
+        # log(pmf(k) / pmf(m)) = log(m! (n - m)! / (k! (n - k)!)) + (k - m) log(p / q), with each
+        # log j! = log(2 pi) / 2 + (j + 1/2) log(j + 1) - (j + 1) + fc(j) (the linear terms cancel):
+        # (m + 1/2) log(m + 1) - (k + 1/2) log(k + 1) + (n - m + 1/2) log(n - m + 1)
+        #   - (n - k + 1/2) log(n - k + 1), regrouped into logs of ratios near 1.
+        m, nn = mode[i], n[i]
+        rest_k, rest_m = nn - safe_k + 1.0, nn - m + 1.0
+        log_ratio = (
+            (m + 0.5) * np.log((m + 1.0) / rest_m)
+            - (safe_k + 0.5) * np.log((safe_k + 1.0) / rest_k)
+            + (nn + 1.0) * np.log1p((safe_k - m) / rest_k)
+            + (safe_k - m) * log_odds[i]
+            + mode_correction[i]
+            - _stirling_correction(safe_k)
+            - _stirling_correction(nn - safe_k)
+        )
+        return k, inside & (in_box | (log_v <= log_ratio))
+
+    return _transformed_rejection(draw, n.size, generator)
+
+
+# ---------------------------------------------------------------- Poisson and binomial
+
+
+def _poisson_by_window(rate: Tensor, uniform: Tensor) -> Tensor:
     half_width = _window_half_width(math.sqrt(_largest(rate)))
     positive = _c.gt(rate, 0)
     safe_rate = _e.where(positive, rate, 1.0)
@@ -211,28 +319,43 @@ def poisson(input: Tensor, generator=None) -> Tensor:
     def log_pmf(k, rate, log_rate):
         return k * log_rate - rate - lgamma(k + 1.0)
 
-    uniform = _uniform(rate.shape, generator, input.device)
     samples = _inverse_cdf_in_window(start, log_pmf, [safe_rate, safe_rate.log()], half_width, uniform)
-    return _e.where(positive, samples, 0.0).to(input.dtype)
+    return _e.where(positive, samples, 0.0)
 
 
-def binomial(count: Tensor, prob: Tensor, generator=None) -> Tensor:
-    """Binomial samples: successes in ``count`` trials of probability ``prob`` (float tensors, broadcast).
+def poisson(input: Tensor, generator=None) -> Tensor:
+    """Poisson samples with the rates in ``input`` (same shape and dtype; a rate of 0 gives 0).
 
-    Reads the largest standard deviation (the sampling window's length depends on it). Not
-    differentiable.
+    Rates below 10 by the window's inverse CDF, larger ones by Hormann's PTRS, at a cost independent
+    of the rate. Reads the rates (both depend on them). Not differentiable. Example::
+
+        >>> onnxnn.poisson(onnxnn.tensor([0.0, 4.0])).shape
+        onnxnn.Size([2])
     """
-    for name, value in (("count", count), ("prob", prob)):
-        if not value.dtype.is_floating_point:
-            raise ValueError(
-                f"binomial only supports floating-point dtypes for {name}, got: "
-                f"{value.dtype.name.capitalize().replace('Int64', 'Long')}"
-            )
-    n, p = count.detach().to(dtypes.float64), prob.detach().to(dtypes.float64)
-    shape = tuple(np.broadcast_shapes(tuple(n.shape), tuple(p.shape)))
-    n, p = n.expand(*shape), p.expand(*shape)
-    inner = _c.logical_and(_c.gt(p, 0), _c.lt(p, 1))
-    safe_p = _e.where(inner, p, 0.5)
+    rate = input.detach().to(dtypes.float64)
+    data = np.asarray(rate._realized_data(), dtype=np.float64)
+    if data.size and (np.any(data < 0) or not np.all(np.isfinite(data))):
+        raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
+    uniform = _uniform(rate.shape, generator, input.device)
+    large = data.reshape(-1) >= TRANSFORMED_REJECTION_MIN_MEAN
+    if not large.any():
+        return _poisson_by_window(rate, uniform).to(input.dtype)
+    # The small rates through the window (sized by the largest of them), the large ones by PTRS.
+    flat_rate, flat_uniform = data.reshape(-1), np.asarray(uniform._realized_data()).reshape(-1)
+    samples = np.zeros(flat_rate.shape)
+    small = np.flatnonzero(~large)
+    if small.size:
+        window = _poisson_by_window(*(_float64_tensor(a[small], input.device) for a in (flat_rate, flat_uniform)))
+        samples[small] = np.asarray(window._realized_data())
+    samples[large] = _poisson_ptrs(flat_rate[large], generator)
+    return _float64_tensor(samples.reshape(data.shape), input.device).to(input.dtype)
+
+
+def _float64_tensor(array: np.ndarray, device) -> Tensor:
+    return Tensor._from_array(np.ascontiguousarray(array, dtype=np.float64), dtypes.float64, device)
+
+
+def _binomial_by_window(n: Tensor, safe_p: Tensor, uniform: Tensor) -> Tensor:
     mean = n * safe_p
     half_width = _window_half_width(math.sqrt(max(_largest(mean * (1.0 - safe_p)), 0.0)))
     start = _e.maximum((mean - half_width).floor(), Tensor._full((), 0.0, dtypes.float64, n.device))
@@ -245,6 +368,48 @@ def binomial(count: Tensor, prob: Tensor, generator=None) -> Tensor:
         return _e.where(inside, value, -math.inf)
 
     parameters = [n, safe_p.log(), (1.0 - safe_p).log(), lgamma(n + 1.0)]
-    samples = _inverse_cdf_in_window(start, log_pmf, parameters, half_width, _uniform(shape, generator, count.device))
-    samples = _e.where(inner, samples, _e.where(_c.ge(p, 1), n, 0.0))
-    return samples.to(count.dtype)
+    return _inverse_cdf_in_window(start, log_pmf, parameters, half_width, uniform)
+
+
+def binomial(count: Tensor, prob: Tensor, generator=None) -> Tensor:
+    """Binomial samples: successes in ``count`` trials of probability ``prob`` (float tensors, broadcast).
+
+    Elements with ``count min(prob, 1 - prob) < 10`` by the window's inverse CDF, the others by
+    Hormann's BTRS, at a cost independent of the count. Reads the parameters. Not differentiable.
+    """
+    for name, value in (("count", count), ("prob", prob)):
+        if not value.dtype.is_floating_point:
+            raise ValueError(
+                f"binomial only supports floating-point dtypes for {name}, got: "
+                f"{value.dtype.name.capitalize().replace('Int64', 'Long')}"
+            )
+    n, p = count.detach().to(dtypes.float64), prob.detach().to(dtypes.float64)
+    shape = tuple(np.broadcast_shapes(tuple(n.shape), tuple(p.shape)))
+    n, p = n.expand(*shape), p.expand(*shape)
+    inner = _c.logical_and(_c.gt(p, 0), _c.lt(p, 1))
+    safe_p = _e.where(inner, p, 0.5)
+    # p of 0 or 1 is decided below; its count must not size the window (n = 1e9 would make it huge).
+    trials, n = n, _e.where(inner, n, 0.0)
+    uniform = _uniform(shape, generator, count.device)
+    n_data = np.asarray(n._realized_data(), dtype=np.float64).reshape(-1)
+    p_data = np.asarray(safe_p._realized_data(), dtype=np.float64).reshape(-1)
+    inner_data = np.asarray(inner._realized_data(), dtype=bool).reshape(-1)
+    smaller_p = np.minimum(p_data, 1.0 - p_data)
+    large = inner_data & (n_data * smaller_p >= TRANSFORMED_REJECTION_MIN_MEAN)
+    if large.any():
+        # Window draws for the rest (sized by their largest deviation), BTRS for the large ones:
+        # drawn with the smaller of p and 1 - p, counted from the other end when p > 1/2.
+        samples = np.zeros(n_data.shape)
+        small = np.flatnonzero(~large)
+        if small.size:
+            parts = (
+                _float64_tensor(a[small], count.device) for a in (n_data, p_data, uniform.reshape(-1)._realized_data())
+            )
+            samples[small] = np.asarray(_binomial_by_window(*parts)._realized_data())
+        counts = _binomial_btrs(n_data[large], smaller_p[large], generator)
+        samples[large] = np.where(p_data[large] > 0.5, n_data[large] - counts, counts)
+        samples_tensor = _float64_tensor(samples.reshape(shape), count.device)
+    else:
+        samples_tensor = _binomial_by_window(n, safe_p, uniform)
+    samples_tensor = _e.where(inner, samples_tensor, _e.where(_c.ge(p, 1), trials, 0.0))
+    return samples_tensor.to(count.dtype)
