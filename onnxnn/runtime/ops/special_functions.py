@@ -10,8 +10,11 @@ an unused branch cannot put NaN or inf into the gradient.
 
 Accuracy (float64, checked against float64 series in tests/runtime/test_special_functions.py):
 
-- ``lgamma``: Lanczos' approximation (g = 7, 9 terms; relative error about 1e-15) for ``x >= 0.5``,
-  the reflection ``lgamma(x) = log(pi / |sin(pi x)|) - lgamma(1 - x)`` below.
+- ``lgamma``: on [0.5, 13) the recurrence down to [1.5, 2.5) and the Taylor series of ``lgamma(2 + p)``
+  (28 terms, ``c_k = (-1)^k (zeta(k) - 1) / k``), relatively accurate next to the zeros at 1 and 2
+  (within 2 ulps there, 6 at lgamma's minimum near 1.46); Lanczos' approximation (g = 7, 9 terms;
+  within 3 ulps) from 13; the reflection ``lgamma(x) = log(pi / |sin(pi x)|) - lgamma(1 - x)`` below
+  0.5 (whose two terms cancel next to lgamma's negative zeros: 2e3 ulps at -2.7476).
 - ``digamma``/``polygamma(n, .)``: the recurrence shifts ``x`` up to ``10 + n`` and the asymptotic
   (Euler-Maclaurin) series with 10 Bernoulli terms finishes; its next term is below ``2 (s / 2 pi y)^20``
   ``< 1e-16`` relative there. Negative ``x`` uses the reflection formula, whose ``n``-th derivative of
@@ -28,8 +31,8 @@ Accuracy (float64, checked against float64 series in tests/runtime/test_special_
   ``|x| <= 20``, the asymptotic expansion (34 terms, next term < 1e-18 relative) beyond.
 - ``erfinv``: Giles' single-precision approximation (an asymptotic inversion of erfc beyond its
   range), then two Newton steps in float64 (each squares the relative error: 5e-5 -> 1e-10 ->
-  rounding). onnxruntime has no float64 Erf, so erf/erfc are written out (series below 2, continued
-  fraction above); ``erfcx`` reuses them.
+  rounding); from ``|y| = 1/2`` the steps read onnxnn's ``erfc``, so erfinv near +-1 is as accurate
+  as that is. erf is written out (series below 2, continued fraction above); ``erfcx`` reuses it.
 - ``igamma``/``igammac``: the series ``P = x^a e^-x / Gamma(a+1) sum x^n / ((a+1)...(a+n))`` below
   ``x = a + 1`` (its terms summed at once along a new axis from a CumSum of log-ratios), Legendre's
   continued fraction for ``Q`` above; ``80 + 10 sqrt(max a)`` terms each, read from the data
@@ -48,6 +51,7 @@ data (igamma, zeta) read it when they are called, as ``histc`` does.
 from __future__ import annotations
 
 import math
+from decimal import Decimal, localcontext
 from fractions import Fraction
 
 import numpy as np
@@ -130,13 +134,81 @@ def _pi_fraction(x: Tensor) -> Tensor:
 
 
 def _lanczos_lgamma(x: Tensor) -> Tensor:
-    """lgamma for ``x >= 0.5``."""
+    """lgamma for ``x >= 0.5`` (used from 13 on, where its relative error is a few ulps)."""
     z = x - 1.0
     series = z * 0.0 + _LANCZOS[0]
     for i, c in enumerate(_LANCZOS[1:], start=1):
         series = series + c / (z + float(i))
     t = z + (_LANCZOS_G + 0.5)
     return (z + 0.5) * t.log() - t + series.log() + _HALF_LOG_2PI
+
+
+# Euler's constant to 30 digits.
+_EULER_GAMMA = Decimal("0.577215664901532860606512090082")
+_LGAMMA_SERIES_TERMS = 28  # the next term is below 4^-29 / 29 = 1e-19 on |p| <= 1/2
+_LGAMMA_SERIES_END = 13.0  # from here on, Lanczos' sum (within 3 ulps there)
+_LGAMMA_MAX_SHIFT = 11  # 1.5 <= x - k < 2.5 for x < 13
+
+
+def _zeta_minus_one(s: int) -> Decimal:
+    """``zeta(s) - 1`` for an integer ``s >= 2``, to about 30 digits: the terms up to 19 and the
+    Euler-Maclaurin tail ``zeta(s, 20)`` (its next term is below 1e-25 for every s here)."""
+    with localcontext() as context:
+        context.prec = 40
+        start = 20
+        total = sum((Decimal(n) ** -s for n in range(2, start)), Decimal(0))
+        big = Decimal(start)
+        tail = big ** (1 - s) / (s - 1) + big**-s / 2
+        rising = Decimal(s)  # s (s + 1) ... (s + 2j - 2)
+        for j, b in enumerate(_BERNOULLI, start=1):
+            tail += (
+                Decimal(b.numerator) / Decimal(b.denominator) / math.factorial(2 * j) * rising * big ** (-s - 2 * j + 1)
+            )
+            rising *= (s + 2 * j - 1) * (s + 2 * j)
+        return total + tail
+
+
+def _lgamma_series_coefficients() -> list[float]:
+    """``c_k`` with ``lgamma(2 + p) = sum_k c_k p^k``: ``c_1 = 1 - gamma``, ``c_k = (-1)^k (zeta(k) - 1) / k``
+    (the Taylor series of ``lgamma(1 + p) + log(1 + p)``, whose radius is 2)."""
+    coefficients = [float(1 - _EULER_GAMMA)]
+    for k in range(2, _LGAMMA_SERIES_TERMS + 1):
+        coefficients.append(float((-1) ** k * _zeta_minus_one(k) / k))
+    return coefficients
+
+
+_LGAMMA_SERIES = _lgamma_series_coefficients()
+
+
+def _moderate_lgamma(x: Tensor) -> Tensor:
+    """lgamma for ``0.5 <= x < 13``, relatively accurate also next to its zeros at 1 and 2.
+
+    The recurrence moves ``x`` to ``u = x - k`` in [1.5, 2.5), ``k = floor(x - 1.5)`` from -1 to 11:
+    ``lgamma(x) = lgamma(2 + p) + log((x - 1) (x - 2) ... (x - k))`` with ``p = u - 2``, and
+    ``- log(x)`` for ``k = -1``; every ``x - j`` and ``p`` is exact. ``lgamma(2 + p) = p sum c_k p^(k-1)``,
+    the Taylor series about 2 (terms below ``4^-k / k``), is 0 at 2 exactly and relatively accurate
+    near it; near 1 the log of x is ``x - 1`` and the sum about ``-gamma (x - 1)``, cancelling a factor
+    2.4 at most. The product's roundings (k / 2 ulps) move its log by an ulp of lgamma at most.
+    """
+    shift = (x.detach() - 1.5).floor()  # the recurrence's integer steps; no gradient
+    p = x - (shift + 2.0)
+    series = _horner(p, _LGAMMA_SERIES) * p
+    product = x * 0.0 + 1.0
+    for j in range(1, _LGAMMA_MAX_SHIFT + 1):
+        factor = x - float(j)
+        product = product * _e.where(factor >= 1.5, factor, 1.0)
+    below = x < 1.5
+    logarithm = _e.where(below, x, product).log()
+    return series + _e.where(below, logarithm.neg(), logarithm)
+
+
+def _positive_lgamma(x: Tensor) -> Tensor:
+    """lgamma for ``x >= 0.5`` (or inf, NaN): the series up to 13, Lanczos' sum beyond, each read at a
+    safe operand where the other is used."""
+    moderate = x < _LGAMMA_SERIES_END
+    near = _moderate_lgamma(_e.where(moderate, x, 2.0))
+    far = _lanczos_lgamma(_e.where(moderate, _LGAMMA_SERIES_END, x))
+    return _e.where(moderate, near, far)
 
 
 def lgamma(input: Tensor) -> Tensor:
@@ -149,13 +221,11 @@ def lgamma(input: Tensor) -> Tensor:
     """
     x, out = _compute_dtype(input)
     if x.dtype is dtypes.float32:
-        # In float32 the Lanczos sum cancels to an absolute error of a few 1e-7 (20 to 300 ulps
-        # relative on [0.5, 4], 4e-4 relative at lgamma(0.999) near its zero at 1): float64 leaves
-        # about 1e-15 absolute, below one float32 ulp even at the float32 neighbours of 1 and 2,
-        # and the result is rounded to float32 once.
+        # float32 is computed in float64 and rounded once: in float32 the sums would cancel to an
+        # absolute error of a few 1e-7, a large relative one next to the zeros at 1 and 2.
         x = x.to(dtypes.float64)
     reflect = x < 0.5
-    positive = _lanczos_lgamma(_e.where(reflect, 1.0 - x, x))
+    positive = _positive_lgamma(_e.where(reflect, 1.0 - x, x))
     # log(pi / |sin(pi x)|): |sin(pi x)| = sin(pi frac(x)); 0 at the poles gives +inf.
     sine = (_pi_fraction(x) * math.pi).sin().abs()
     safe_sine = _e.where(reflect, sine, 1.0)
@@ -167,10 +237,6 @@ def lgamma(input: Tensor) -> Tensor:
     magnitude = x.abs()
     near_zero = _c.lt(magnitude, float(np.finfo(x.dtype.numpy_dtype).tiny) * 1e8)
     result = _e.where(near_zero, -magnitude.log(), result)
-    # lgamma(1) = lgamma(2) = 0 exactly, as PyTorch's (the Lanczos sum leaves a few ulps of its
-    # magnitude there); subtracting the detached value keeps the gradient (digamma) at those points.
-    exact_zero = _c.logical_or(_c.eq(x, 1.0), _c.eq(x, 2.0))
-    result = result - _e.where(exact_zero, result.detach(), 0.0)
     infinite = _c.logical_or(_c.isinf(x), _c.logical_and(reflect, _c.eq(sine, 0)))
     return _e.where(infinite, float("inf"), result).to(out)
 
@@ -383,7 +449,14 @@ def _polygamma(n: int, x: Tensor) -> Tensor:
     trig = _reflection_sum(n, _e.where(pole | ~reflect, 0.5, fraction))  # a safe operand off the reflection
     reflected = (trig - positive) * float((-1) ** (n + 1))
     pole_value = math.nan if n == 0 else (-1) ** (n + 1) * math.inf
-    return _e.where(pole, pole_value, _e.where(reflect, reflected, positive))
+    result = _e.where(pole, pole_value, _e.where(reflect, reflected, positive))
+    if n == 0:
+        # Below the smallest normal, psi(x) is -1/x (-gamma is far below its rounding): the
+        # reflection's pi cot(pi x) overflows there against psi(1 - x), inf - inf, where PyTorch
+        # gives the limit, +inf for negative subnormals; -inf at 0 and +inf at -0.0 too.
+        tiny = x.abs() < float(np.finfo(x.dtype.numpy_dtype).tiny)
+        result = _e.where(tiny, -1.0 / x, result)  # finite where unused: |1 / x| <= 4.5e307
+    return result
 
 
 def digamma(input: Tensor) -> Tensor:
@@ -547,11 +620,17 @@ def erfinv(input: Tensor) -> Tensor:
     low = safe.abs() < 0.5
     safe_t = _e.where(low, 1.0, 1.0 - safe.abs())
     x = _erfinv_start(safe)
+    from .pointwise import erfc as _erfc  # pointwise reads this module's erf series: imported here
+
     for _ in range(2):
-        erf, erfc = _erf_and_erfc_of_magnitude(x)
+        erf, _ = _erf_and_erfc_of_magnitude(x)
         slope = (x * x).neg().exp() * (2 / math.sqrt(math.pi))
         near_step = (erf - safe) / slope
-        tail_step = (safe_t.log() - _e.where(low, 1.0, erfc).log()) * erfc / slope * x.sign()
+        # The tail step reads erfc at the iterate (|x| > 0.47 there) from onnxnn's erfc: its
+        # relative error e moves x by about e / (2 x^2) of x, where erf(x) - y would lose
+        # erf's absolute error over the small 1 - |y|.
+        erfc = _erfc(_e.where(low, 1.0, x.abs()))
+        tail_step = (safe_t.log() - erfc.log()) * erfc / slope * x.sign()
         x = x - _e.where(low, near_step, tail_step)
     # +-inf at +-1; NaN beyond and for NaN (from the detached y: no inf * 0 in the gradient).
     edge = _e.where(y.abs() == 1.0, y.detach() * math.inf, math.nan)
