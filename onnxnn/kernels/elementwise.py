@@ -17,7 +17,7 @@ from ._common import numpy_dtype
 from ..ir.domains import ONNXNN_DOMAIN
 from ..ir.kernel_registry import ALL_TYPES, BOOL, FLOATING, INTEGER, NUMERIC, SIGNED, kernels
 from ..ir.registry import compiled_forms
-from .special import erf
+from .special import erf, erfc
 
 __all__: list[str] = []
 
@@ -342,8 +342,9 @@ def selu(xp, inputs, attrs):
 @kernels.register("Celu", types=FLOATING)
 def celu(xp, inputs, attrs):
     x = inputs[0]
-    alpha = x.dtype.type(attrs.get("alpha", 1.0))
-    return [xp.maximum(x, 0) + xp.minimum(alpha * xp.expm1(x / alpha), 0)]
+    alpha = attrs.get("alpha", 1.0)
+    # As PyTorch's: elu's expm1 of x times 1 / alpha (-0 stays -0, which max(x, 0) + min(..., 0) lost).
+    return [xp.where(x > 0, x, x.dtype.type(alpha) * xp.expm1(x * x.dtype.type(1 / alpha)))]
 
 
 @kernels.register("ThresholdedRelu", types=FLOATING)
@@ -352,17 +353,27 @@ def thresholded_relu(xp, inputs, attrs):
     return [xp.where(x > x.dtype.type(attrs.get("alpha", 1.0)), x, x.dtype.type(0))]
 
 
+def _clamped_shift(xp, x):
+    """``clamp(x + 3, 0, 6)``, PyTorch's hardsigmoid and hardswish before the division by 6: x + 3 is exact
+    near -3 (Sterbenz), where ONNX's ``x / 6 + 0.5`` rounds to a multiple of ulp(0.5) (25% of
+    hardswish(-2.9999998))."""
+    kind = x.dtype.type
+    return xp.clip(x + kind(3), kind(0), kind(6))
+
+
 @kernels.register("HardSigmoid", types=FLOATING)
 def hard_sigmoid(xp, inputs, attrs):
     x = inputs[0]
     alpha, beta = x.dtype.type(attrs.get("alpha", 0.2)), x.dtype.type(attrs.get("beta", 0.5))
+    if np.float32(alpha) == np.float32(1 / 6) and beta == 0.5:  # PyTorch's hardsigmoid
+        return [_clamped_shift(xp, x) / x.dtype.type(6)]
     return [xp.clip(x * alpha + beta, 0, 1)]
 
 
 @kernels.register("HardSwish", types=FLOATING)
 def hard_swish(xp, inputs, attrs):
     x = inputs[0]
-    return [x * xp.clip(x * x.dtype.type(1 / 6) + x.dtype.type(0.5), 0, 1)]
+    return [x * (_clamped_shift(xp, x) / x.dtype.type(6))]  # hardsigmoid first: x * 6 overflows from 5.7e37
 
 
 @kernels.register("Shrink", types=NUMERIC)
@@ -380,6 +391,7 @@ def swish(xp, inputs, attrs):
 
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_SQRT_HALF = math.sqrt(0.5)
 
 
 @kernels.register("Gelu", types=FLOATING)
@@ -389,7 +401,11 @@ def gelu(xp, inputs, attrs):
     if attrs.get("approximate", "none") == "tanh":
         inner = kind(_SQRT_2_OVER_PI) * (x + kind(0.044715) * x * x * x)
         return [kind(0.5) * x * (1 + xp.tanh(inner))]
-    return [kind(0.5) * x * (1 + erf(xp, x * kind(1 / math.sqrt(2.0))))]
+    # Phi(x) as erfc(-x / sqrt(2)) / 2 in float64, rounded once: 1 + erf(x / sqrt(2)) cancels for x < 0
+    # (249 float32 ulps at -2.57 with the float32 erf, whose absolute error then shows; float64 results
+    # were 0 below -8.3). Halved first: x * 2 overflows from 8.99e307.
+    wide = x.astype(np.float64, copy=False)
+    return [(wide * 0.5 * erfc(xp, wide * -_SQRT_HALF)).astype(x.dtype, copy=False)]
 
 
 # ---------------------------------------------------------------- Cast, Clip

@@ -62,29 +62,6 @@ __all__ = [
 ]
 
 
-def _erf_float64(x: Tensor) -> Tensor:
-    """erf to about 1e-15 from float64-capable ops: a positive series on [-3, 3], a continued fraction outside."""
-    inner = _ops.clamp(x, -3.0, 3.0)
-    squared = inner * inner
-    doubled = squared * 2.0
-    # erf(x) = 2/sqrt(pi) * x * exp(-x^2) * sum_n (2x^2)^n / (3 * 5 * ... * (2n + 1)): no cancellation.
-    series = doubled * (1.0 / 91) + 1.0
-    for k in range(44, 0, -1):
-        series = series * doubled * (1.0 / (2 * k + 1)) + 1.0
-    central = inner * _ops.exp(-squared) * series * (2 / np.sqrt(np.pi))
-
-    def tail(z: Tensor) -> Tensor:
-        # erfc(z) = exp(-z^2) / sqrt(pi) / (z + (1/2) / (z + 1 / (z + (3/2) / (z + ...)))) for z >= 3.
-        fraction = z
-        for k in range(25, 0, -1):
-            fraction = z + (k / 2) / fraction
-        return _ops.exp(-(z * z)) / (fraction * np.sqrt(np.pi))
-
-    upper = tail(_ops.clamp(x, min=3.0))
-    lower = tail(_ops.clamp(-x, min=3.0))
-    return _ops.where(x > 3.0, 1.0 - upper, _ops.where(x < -3.0, lower - 1.0, central))
-
-
 def _in_place(input: Tensor, function, *args) -> Tensor:
     """Runs ``function`` on the tensor's current value and rebinds the tensor to the result."""
     return apply_in_place(input, function, *args)
@@ -134,8 +111,10 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
         return _ops.gelu(input, approximate)
     if approximate == "tanh":
         inner = (input + input * input * input * 0.044715) * np.sqrt(2 / np.pi)
-        return input * (_ops.tanh(inner) + 1.0) * 0.5
-    return input * (_erf_float64(input * (1 / np.sqrt(2))) + 1.0) * 0.5
+        return input * 0.5 * (_ops.tanh(inner) + 1.0)  # halved first: x * 2 overflows from 8.99e307
+    # Phi(x) = erfc(-x / sqrt(2)) / 2: 1 + erf(x / sqrt(2)) cancels for x < 0 (1840 ulps at -3.6, 0 below
+    # -8.3). What remains is the rounding of x / sqrt(2), which erfc magnifies about x^2 times.
+    return input * 0.5 * _ops.erfc(input * -(1 / np.sqrt(2)))
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -150,9 +129,10 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     if inplace:
         return _in_place(input, elu, alpha)
     if lacks_kernels(input):
-        # exp of the clamped input: the unused branch must not overflow into the gradient. x <= 0 picks
-        # the negative side, so a NaN passes the gradient, as PyTorch's elu_backward.
-        return _ops.where(input <= 0, (_ops.exp(_ops.clamp(input, max=0.0)) - 1.0) * alpha, input)
+        # expm1 of the clamped input: the unused branch must not overflow into the gradient. x <= 0 picks
+        # the negative side, so a NaN passes the gradient, as PyTorch's elu_backward. expm1, not exp - 1,
+        # which is 0 for |x| < 1e-16 (PyTorch's elu(-1e-20) is -1e-20).
+        return _ops.where(input <= 0, _ops.expm1(_ops.clamp(input, max=0.0)) * alpha, input)
     return _ops.elu(input, alpha)
 
 
@@ -244,9 +224,9 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def _negative_expm1(input: Tensor, scale: float = 1.0) -> Tensor:
-    """``exp(x / scale) - 1`` on ``min(x, 0)``: the unused positive branch must not overflow into the gradient."""
+    """``expm1(x / scale)`` on ``min(x, 0)``: the unused positive branch must not overflow into the gradient."""
     clamped = _ops.clamp(input, max=0.0)
-    return _ops.exp(clamped if scale == 1.0 else clamped * (1.0 / scale)) - 1.0
+    return _ops.expm1(clamped if scale == 1.0 else clamped * (1.0 / scale))
 
 
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -285,8 +265,9 @@ def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
         return _in_place(input, hardsigmoid)
     if lacks_kernels(input):
         # The ends selected, so that the slope is 0 at -3 and 3, as HardSigmoid's rule; a NaN stays NaN and
-        # takes no gradient (PyTorch's hardsigmoid_backward: 0 outside (-3, 3)).
-        inside = _ops.where(input < 3.0, input * (1.0 / 6) + 0.5, 1.0)
+        # takes no gradient (PyTorch's hardsigmoid_backward: 0 outside (-3, 3)). (x + 3) / 6 as PyTorch's:
+        # x + 3 is exact near -3 (Sterbenz), where x / 6 + 0.5 rounds to a multiple of ulp(0.5).
+        inside = _ops.where(input < 3.0, (input + 3.0) / 6.0, 1.0)
         return _ops.where(input > -3.0, inside, _ops.where(input <= -3.0, 0.0, input.detach()))
     return apply_op("HardSigmoid", (input,), {"alpha": 1.0 / 6, "beta": 0.5}, "HardsigmoidBackward0")
 
@@ -298,7 +279,8 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     if lacks_kernels(input):
         # x times hardsigmoid(x), except that NaN takes the factor 1 (the ends selected as in hardsigmoid):
         # its gradient then passes, as PyTorch's hardswish_backward.
-        return input * _ops.where(input <= -3.0, 0.0, _ops.where(input < 3.0, input * (1.0 / 6) + 0.5, 1.0))
+        # (x + 3) / 6 as hardsigmoid's.
+        return input * _ops.where(input <= -3.0, 0.0, _ops.where(input < 3.0, (input + 3.0) / 6.0, 1.0))
     return apply_op("HardSwish", (input,), None, "HardswishBackward0")
 
 

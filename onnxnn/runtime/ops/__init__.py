@@ -55,6 +55,7 @@ from . import max_pool_nan  # noqa: F401,E402  (NaN wins a max pool's window on 
 from . import batch_norm_epsilon  # noqa: F401,E402  (float64 BatchNormalization adds PyTorch's epsilon)
 from . import sigmoid_accuracy  # noqa: F401,E402  (Sigmoid as PyTorch computes it, accurate for small outputs)
 from . import reduction_accuracy  # noqa: F401,E402  (long float sums in blocks on onnxruntime, as accurate as PyTorch's)
+from . import activation_accuracy  # noqa: F401,E402  (Elu, Selu, Celu, HardSigmoid, HardSwish as accurate as PyTorch's)
 from . import group_normalization  # noqa: F401,E402  (GroupNormalization's variance in two passes)
 from . import float64_decompositions  # noqa: F401,E402  (float64 Atan, Erf, Sinh, ... for onnxruntime)
 from . import hardtanh  # noqa: F401,E402  (hardtanh: a Clip with PyTorch's hardtanh gradient)

@@ -23,6 +23,7 @@ from . import division as _division
 from . import reduce as _r
 from .opmath import float_operands, rounded, widened
 from .special_functions import _erf_series, _erfc_scaled_tail
+from ...ir.error_function_coefficients import MIDDLE_DENOMINATOR, MIDDLE_NUMERATOR
 from .indexing import gather_within
 from .shape import cat, slice_axis
 from ..realization import host_data
@@ -177,7 +178,26 @@ def log10(input: Tensor) -> Tensor:
 
 
 def exp2(input: Tensor) -> Tensor:
-    return _e.exp(_e.mul(_e._floating(input), math.log(2.0)))
+    """``2 ** x``, to a few ulps: ``exp(x ln 2)`` is off by |x ln 2| roundings of x ln 2 (67 float32
+    ulps at x = 99, 700 float64 ulps at -939).
+
+    ``x = n + f`` with n = floor(x), so f (0 <= f < 1) is exact and ``exp(f ln 2)`` accurate; ``2^n``
+    is exact, taken as two factors ``2^h * 2^(n - h)`` (h = floor(n / 2)), each representable where
+    the result is, so that a subnormal result rounds once (2^-150 is 0 in float32, 1.5 * 2^-150 is
+    not). n is bounded (+-1100: beyond, the result is 0 or inf in float64) so that f stays finite
+    except for x = +-inf, where exp(f ln 2) gives the 0 or inf itself. The gradient is exp(f ln 2)'s
+    times 2^n: ``2^x ln 2`` (floor, not round: 2^n stays finite wherever 2^x is).
+    float16/bfloat16 compute in float32 and round once.
+    """
+    x = _e._floating(input)
+    return rounded(_exp2(widened(x)), x.dtype)
+
+
+def _exp2(x: Tensor) -> Tensor:
+    n = _e.floor(_e.clamp(x.detach(), -1100.0, 1100.0))
+    half = _e.floor(_e.mul(n, 0.5))
+    fraction = _e.exp(_e.mul(_e.sub(x, n), math.log(2.0)))
+    return _e.mul(_e.mul(fraction, _e.pow(2.0, half)), _e.pow(2.0, _e.sub(n, half)))
 
 
 def logaddexp(input: Tensor, other: Tensor) -> Tensor:
@@ -202,11 +222,18 @@ def _logaddexp(a: Tensor, b: Tensor) -> Tensor:
 
 
 def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
-    """``log2(2^a + 2^b)``, in the operands' promoted float dtype (float16/bfloat16 in float32, rounded once)."""
+    """``log2(2^a + 2^b)``, in the operands' promoted float dtype (float16/bfloat16 in float32, rounded once).
+
+    ``high + log1p(2^(low - high)) / ln 2``, with exp2's accurate power: scaling a and b by ln 2
+    first cost |a ln 2| roundings (200 float32 ulps at (0, -100)). Chosen by where as logaddexp's.
+    """
     (a, b), result_dtype = float_operands([input, other], "logaddexp2")
     a, b = widened(a), widened(b)
-    scaled = _logaddexp(_e.mul(a, math.log(2.0)), _e.mul(b, math.log(2.0)))
-    return rounded(_division.div(scaled, math.log(2.0)), result_dtype)
+    first_higher = _c.ge(a, b)
+    high, low = _e.where(first_higher, a, b), _e.where(first_higher, b, a)
+    equal_infinities = _c.logical_and(_c.isinf(high.detach()), _c.eq(high.detach(), low.detach()))
+    tail = _division.div(log1p(_exp2(_e.sub(low, high))), math.log(2.0))
+    return rounded(_e.where(equal_infinities, high, _e.add(high, tail)), result_dtype)
 
 
 def xlogy(input, other) -> Tensor:
@@ -571,7 +598,13 @@ def atan2(input: Tensor, other: Tensor) -> Tensor:
     # ``- x / y`` is 0 there and carries the gradient, d/dx = -y / (x^2 + y^2) = -1 / y, d/dy = 0.
     safe_y = _e.where(_c.eq(y, 0), 1.0, y)
     on_axis = _e.sub(_e.mul(_e.sign(y), math.pi / 2), _division.div(x, safe_y))
-    return rounded(_e.where(_c.logical_and(on_y_axis, _c.ne(y, 0)), on_axis, quadrant), result_dtype)
+    angle = _e.where(_c.logical_and(on_y_axis, _c.ne(y, 0)), on_axis, quadrant)
+    # Both infinite: inf / inf is NaN; C99 (PyTorch) gives the diagonals, +-pi/4 and +-3pi/4.
+    diagonal = Tensor._full((), math.pi / 4, y.dtype, y.device)
+    diagonal = _e.where(signbit(x), Tensor._full((), 3 * math.pi / 4, y.dtype, y.device), diagonal)
+    diagonal = _e.where(signbit(y), _e.neg(diagonal), diagonal)
+    both_infinite = _c.logical_and(_c.isinf(x.detach()), _c.isinf(y.detach()))
+    return rounded(_e.where(both_infinite, diagonal, angle), result_dtype)
 
 
 arctan2 = atan2
@@ -605,10 +638,12 @@ def erfc(input: Tensor) -> Tensor:
     """The complementary error function ``1 - erf(x)``, relatively accurate in the tail (not ``1 - erf``,
     which is 0 from x = 3.8 in float32).
 
-    Computed in float64 without the Erf op (onnxruntime has none for float64), then rounded once:
-    ``1 - erf(a)`` by the series below a = 2, above it ``e^(-a^2)`` times the continued fraction
-    of ``e^(a^2) erfc(a)``; ``2 - erfc(-x)`` for negative x. Relative error about 1e-15, up to
-    5e-14 just below 2 (the series' 1 - erf there); float32 and half dtypes round it once.
+    Computed in float64 without the Erf op (onnxruntime has none for float64), then rounded once, as
+    the kernels' erfc (W. J. Cody's CALERF): ``1 - erf(a)`` by the series below a = 0.46875 (erfc is
+    above 1/2 there: no cancellation), ``e^(-a^2)`` times Cody's rational approximation of
+    ``e^(a^2) erfc(a)`` below 2 (``1 - erf`` cancelled there: 327 ulps at 1.93), the continued
+    fraction above; ``2 - erfc(-x)`` for negative x. A few float64 ulps; float32 and the half dtypes
+    round it once.
     """
     x = _e._floating(input)
     result_dtype = x.dtype
@@ -616,13 +651,35 @@ def erfc(input: Tensor) -> Tensor:
     below = _c.lt(x, 0)
     # |x| through where, not abs: abs' is 0 at 0, which would make erfc'(0) 0.
     a = _e.where(below, _e.neg(x), x)
-    small = _c.lt(a, 2.0)
+    small = _c.lt(a, _CODY_THRESHOLD)
+    middle = _c.lt(a, 2.0)
     from_series = _e.sub(1.0, _erf_series(_e.where(small, a, 0.0)))
+    near = _e.where(small, _CODY_THRESHOLD, _e.where(middle, a, _CODY_THRESHOLD))
+    from_rational = _e.mul(_exp_of_minus_square(near), _cody_scaled_erfc(near))
     # erfc underflows long before 30; the bound keeps inf out (its exp(-a^2) split would be NaN).
-    far = _e.where(small, 2.0, _e.where(_c.gt(a, 30.0), 30.0, a))
+    far = _e.where(middle, 2.0, _e.where(_c.gt(a, 30.0), 30.0, a))
     tail = _e.mul(_exp_of_minus_square(far), _erfc_scaled_tail(far))
-    positive = _e.where(small, from_series, tail)
+    positive = _e.where(small, from_series, _e.where(middle, from_rational, tail))
     return _e.where(below, _e.sub(2.0, positive), positive).to(result_dtype)
+
+
+_CODY_THRESHOLD = 0.46875
+
+
+def _cody_scaled_erfc(a: Tensor) -> Tensor:
+    """``e^(a^2) erfc(a)`` for float64 ``0.46875 <= a <= 4``: Cody's rational approximation P(a) / Q(a) of
+    degree 8, relative error below 1e-18 (Math. Comp. 23, 1969), in the kernels' order of operations."""
+    numerator_coefficients, denominator_coefficients = MIDDLE_NUMERATOR, MIDDLE_DENOMINATOR
+    numerator = _e.mul(a, numerator_coefficients[8])
+    denominator = _e.add(a, denominator_coefficients[0])
+    for i in range(7):
+        numerator = _e.mul(_e.add(numerator, numerator_coefficients[i]), a)
+        if i:
+            denominator = _e.add(denominator, denominator_coefficients[i])
+        denominator = _e.mul(denominator, a)
+    numerator = _e.add(numerator, numerator_coefficients[7])
+    denominator = _e.add(denominator, denominator_coefficients[7])
+    return _division.div(numerator, denominator)
 
 
 def _exp_of_minus_square(a: Tensor) -> Tensor:
