@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ..runtime.grad_mode import no_grad
-from ..runtime.ops.pointwise import erfc
+from ..runtime.ops.error_functions import erfc
 from ..runtime.tensor import Size, Tensor
 from . import constraints
 from .exp_family import ExponentialFamily

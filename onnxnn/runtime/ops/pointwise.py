@@ -22,8 +22,6 @@ from . import elementwise as _e
 from . import division as _division
 from . import reduce as _r
 from .opmath import float_operands, rounded, widened
-from .special_functions import _erf_series, _erfc_scaled_tail
-from ...ir.error_function_coefficients import MIDDLE_DENOMINATOR, MIDDLE_NUMERATOR
 from .indexing import gather_within
 from .shape import cat, slice_axis
 from ..realization import host_data
@@ -634,62 +632,6 @@ def fmin(input: Tensor, other: Tensor) -> Tensor:
     return _e.where(_c.logical_or(_c.le(input, other), _c.isnan(other)), input, other)
 
 
-def erfc(input: Tensor) -> Tensor:
-    """The complementary error function ``1 - erf(x)``, relatively accurate in the tail (not ``1 - erf``,
-    which is 0 from x = 3.8 in float32).
-
-    Computed in float64 without the Erf op (onnxruntime has none for float64), then rounded once, as
-    the kernels' erfc (W. J. Cody's CALERF): ``1 - erf(a)`` by the series below a = 0.46875 (erfc is
-    above 1/2 there: no cancellation), ``e^(-a^2)`` times Cody's rational approximation of
-    ``e^(a^2) erfc(a)`` below 2 (``1 - erf`` cancelled there: 327 ulps at 1.93), the continued
-    fraction above; ``2 - erfc(-x)`` for negative x. A few float64 ulps; float32 and the half dtypes
-    round it once.
-    """
-    x = _e._floating(input)
-    result_dtype = x.dtype
-    x = x.to(dtypes.float64)
-    below = _c.lt(x, 0)
-    # |x| through where, not abs: abs' is 0 at 0, which would make erfc'(0) 0.
-    a = _e.where(below, _e.neg(x), x)
-    small = _c.lt(a, _CODY_THRESHOLD)
-    middle = _c.lt(a, 2.0)
-    from_series = _e.sub(1.0, _erf_series(_e.where(small, a, 0.0)))
-    near = _e.where(small, _CODY_THRESHOLD, _e.where(middle, a, _CODY_THRESHOLD))
-    from_rational = _e.mul(_exp_of_minus_square(near), _cody_scaled_erfc(near))
-    # erfc underflows long before 30; the bound keeps inf out (its exp(-a^2) split would be NaN).
-    far = _e.where(middle, 2.0, _e.where(_c.gt(a, 30.0), 30.0, a))
-    tail = _e.mul(_exp_of_minus_square(far), _erfc_scaled_tail(far))
-    positive = _e.where(small, from_series, _e.where(middle, from_rational, tail))
-    return _e.where(below, _e.sub(2.0, positive), positive).to(result_dtype)
-
-
-_CODY_THRESHOLD = 0.46875
-
-
-def _cody_scaled_erfc(a: Tensor) -> Tensor:
-    """``e^(a^2) erfc(a)`` for float64 ``0.46875 <= a <= 4``: Cody's rational approximation P(a) / Q(a) of
-    degree 8, relative error below 1e-18 (Math. Comp. 23, 1969), in the kernels' order of operations."""
-    numerator_coefficients, denominator_coefficients = MIDDLE_NUMERATOR, MIDDLE_DENOMINATOR
-    numerator = _e.mul(a, numerator_coefficients[8])
-    denominator = _e.add(a, denominator_coefficients[0])
-    for i in range(7):
-        numerator = _e.mul(_e.add(numerator, numerator_coefficients[i]), a)
-        if i:
-            denominator = _e.add(denominator, denominator_coefficients[i])
-        denominator = _e.mul(denominator, a)
-    numerator = _e.add(numerator, numerator_coefficients[7])
-    denominator = _e.add(denominator, denominator_coefficients[7])
-    return _division.div(numerator, denominator)
-
-
-def _exp_of_minus_square(a: Tensor) -> Tensor:
-    """``exp(-a^2)`` for float64 ``0 <= a < 32`` to a few ulps (cephes' expx2): a^2 rounded would cost
-    a^2 ulps (7e-14 at a = 26). ``a = head + rest`` with head on 26 bits, so head^2 is exact, and
-    ``a^2 = head^2 + rest (a + head)``."""
-    head = _division.div(_e.round(_e.mul(a.detach(), 2.0**21)), 2.0**21)
-    return _e.mul(_e.exp(_e.neg(_e.mul(head, head))), _e.exp(_e.neg(_e.mul(_e.sub(a, head), _e.add(a, head)))))
-
-
 def sinc(input: Tensor) -> Tensor:
     """``sin(pi x) / (pi x)``, 1 at 0."""
     result_dtype = _e._floating(input).dtype
@@ -725,4 +667,4 @@ def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool =
     return _c.logical_not(found) if invert else found
 
 
-__all__ += ["atan2", "arctan2", "copysign", "fmax", "fmin", "erfc", "sinc", "fix", "ldexp", "rsub", "isin"]
+__all__ += ["atan2", "arctan2", "copysign", "fmax", "fmin", "sinc", "fix", "ldexp", "rsub", "isin"]

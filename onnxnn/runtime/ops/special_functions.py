@@ -1,5 +1,6 @@
-"""Special functions (``torch.special`` and the Tensor API's gamma functions and error-function
-inverses), written as standard ONNX arithmetic; the Bessel functions are bessel.py's.
+"""Special functions (``torch.special`` and the Tensor API's gamma functions, incomplete gamma and
+zeta), written as standard ONNX arithmetic; the Bessel functions are bessel.py's, the error functions
+error_functions.py's.
 
 ONNX has no Lgamma, Digamma or Bessel op, so each function is a fixed formula of elementwise ops
 (Add, Mul, Div, Log, Exp, Sin, Cos, Where, ...): it records, exports and runs on every executor like
@@ -27,10 +28,6 @@ Accuracy (float64, checked against float64 series in tests/runtime/test_special_
   (whose n! overflows float64 from 171) sum the series ``n! sum_k (x + k)^-(n+1)`` in log space instead:
   64 terms and an Euler-Maclaurin tail, whatever n; the logarithm keeps its absolute error (about n log
   n ulps). float32 inputs are computed in float64 (n! overflows float32 from n = 35).
-- ``erfinv``: Giles' single-precision approximation (an asymptotic inversion of erfc beyond its
-  range), then two Newton steps in float64 (each squares the relative error: 5e-5 -> 1e-10 ->
-  rounding); from ``|y| = 1/2`` the steps read onnxnn's ``erfc``, so erfinv near +-1 is as accurate
-  as that is. erf is written out (series below 2, continued fraction above); ``erfcx`` reuses it.
 - ``igamma``/``igammac``: the series ``P = x^a e^-x / Gamma(a+1) sum x^n / ((a+1)...(a+n))`` below
   ``x = a + 1`` (its terms summed at once along a new axis from a CumSum of log-ratios), Legendre's
   continued fraction for ``Q`` above; ``80 + 10 sqrt(max a)`` terms each, read from the data
@@ -41,7 +38,7 @@ Accuracy (float64, checked against float64 series in tests/runtime/test_special_
   same Euler-Maclaurin series.
 
 Float16 and bfloat16 inputs are computed in float32 and rounded once at the end, as PyTorch's CPU
-kernels do (lgamma, digamma, polygamma, erfinv, erfcx, igamma and zeta compute in float64 for every
+kernels do (lgamma, digamma, polygamma, igamma and zeta compute in float64 for every
 dtype); integer inputs become the default float dtype. Functions whose number of terms depends on the
 data (igamma, zeta) read it when they are called, as ``histc`` does.
 """
@@ -66,8 +63,6 @@ __all__ = [
     "digamma",
     "polygamma",
     "mvlgamma",
-    "erfinv",
-    "erfcx",
     "igamma",
     "igammac",
     "spherical_bessel_j0",
@@ -483,152 +478,6 @@ def polygamma(n: int, input: Tensor) -> Tensor:
         raise ValueError("Overflow when unpacking long long")  # PyTorch's argument parser: n is an int64
     x, out = _compute_dtype(input)
     return _polygamma(int(n), _float64_if_float32(x)).to(out)
-
-
-# ---------------------------------------------------------------- error function inverse
-
-# Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011), single precision.
-_GILES_CENTRAL = (
-    1.50140941,
-    0.246640727,
-    -0.00417768164,
-    -0.00125372503,
-    0.00021858087,
-    -4.39150654e-06,
-    -3.5233877e-06,
-    3.43273939e-07,
-    2.81022636e-08,
-)
-_GILES_TAIL = (
-    2.83297682,
-    1.00167406,
-    0.00943887047,
-    -0.0076224613,
-    0.00573950773,
-    -0.00367342844,
-    0.00134934322,
-    0.000100950558,
-    -0.000200214257,
-)
-_ERF_SERIES_TERMS = 51  # sum (2a^2)^n / (2n+1)!! below a = 2: far past the terms that matter
-_ERFC_FRACTION_TERMS = 60  # the continued fraction of erfc above a = 2 (relative error 2e-16 there)
-_ERFINV_FAR = 16.0  # w = -log(1 - y^2) past which Giles' approximation is replaced by an asymptotic one
-
-
-def _erf_series_coefficients() -> list[float]:
-    coefficients, double_factorial = [], 1.0
-    for n in range(_ERF_SERIES_TERMS):
-        coefficients.append(1.0 / double_factorial)
-        double_factorial *= 2 * n + 3
-    return coefficients
-
-
-_ERF_SERIES = _erf_series_coefficients()
-
-
-def _erf_series(near: Tensor) -> Tensor:
-    """``erf(a) = 2a / sqrt(pi) e^(-a^2) sum (2a^2)^n / (2n+1)!!`` for ``|a| < 2`` (positive terms, no
-    cancellation; odd in a, so its derivative at 0 is right)."""
-    return _horner(near * near * 2.0, _ERF_SERIES) * near * (near * near).neg().exp() * (2 / math.sqrt(math.pi))
-
-
-def _erfc_scaled_tail(far: Tensor) -> Tensor:
-    """``e^(a^2) erfc(a)`` for ``a >= 2`` by the continued fraction
-    ``1 / sqrt(pi) / (a + (1/2) / (a + 1 / (a + (3/2) / ...)))`` (relative error 2e-16 there)."""
-    fraction = far
-    for k in range(_ERFC_FRACTION_TERMS, 0, -1):
-        fraction = far + (k / 2) / fraction
-    return 1.0 / (fraction * math.sqrt(math.pi))
-
-
-def _erf_and_erfc_of_magnitude(a: Tensor) -> tuple[Tensor, Tensor]:
-    """``(erf(a), erfc(|a|))`` in float64 without the Erf op (onnxruntime has no float64 kernel for it):
-    the series below ``|a| = 2``, the continued fraction above, relatively accurate in the tail."""
-    magnitude = a.abs()
-    small = magnitude < 2.0
-    series = _erf_series(_e.where(small, a, 0.0))
-    far = _e.where(small, 2.0, magnitude)
-    tail = (far * far).neg().exp() * _erfc_scaled_tail(far)
-    sign = a.sign()
-    return _e.where(small, series, (1.0 - tail) * sign), _e.where(small, 1.0 - series * sign, tail)
-
-
-def erfcx(input: Tensor) -> Tensor:
-    """The scaled complementary error function ``exp(x^2) erfc(x)``, without overflow for large x.
-
-    Computed in float64 (then rounded once); ``erfcx(-a) = 2 exp(a^2) - erfcx(a)`` for negative x.
-    """
-    x = _e._floating(input)
-    out = x.dtype
-    x = x.to(dtypes.float64)
-    below = x < 0
-    # |x| through where, not abs: abs' is 0 at 0, which would make erfcx'(0) 0, not -2 / sqrt(pi).
-    a = _e.where(below, x.neg(), x)
-    small = a < 2.0
-    near = _e.where(small, a, 0.0)
-    scaled_near = (near * near).exp() * (1.0 - _erf_series(near))
-    positive = _e.where(small, scaled_near, _erfc_scaled_tail(_e.where(small, 2.0, a)))
-    # exp(a^2) overflows past a = 26.6; where the negative branch is unused it sees 0, so that its
-    # inf cannot reach the gradient as inf * 0 = NaN.
-    negative_a = _e.where(below, a, 0.0)
-    negative = (negative_a * negative_a).exp() * 2.0 - positive
-    return _e.where(below, negative, positive).to(out)
-
-
-def _erfinv_start(y: Tensor) -> Tensor:
-    """A first guess of ``erfinv(y)`` for ``-1 < y < 1``, relative error below 5e-5."""
-    b = y.abs()
-    t = 1.0 - b
-    w = (t * (1.0 + b)).log().neg()
-    central, tail = w < 5.0, w < _ERFINV_FAR
-    central_p = _horner(_e.where(central, w, 5.0) - 2.5, _GILES_CENTRAL) * y  # odd in y, also at 0
-    tail_p = _horner(_e.where(central, 5.0, _e.where(tail, w, 5.0)).sqrt() - 3.0, _GILES_TAIL) * b
-    # Past Giles' single-precision range, invert erfc(a) ~ e^(-a^2) / (a sqrt(pi)) (1 - 1/(2a^2) + 3/(4a^4))
-    # by fixed-point steps from a = sqrt(-log t).
-    minus_log_t = _e.where(tail, 1.0, t).log().neg()
-    far = minus_log_t.sqrt()
-    for _ in range(3):
-        inverse_square = 1.0 / (far * far)
-        correction = (1.0 - 0.5 * inverse_square + 0.75 * inverse_square * inverse_square).log()
-        far = (minus_log_t - (far * math.sqrt(math.pi)).log() + correction).sqrt()
-    return _e.where(central, central_p, _e.where(tail, tail_p, far) * y.sign())
-
-
-def erfinv(input: Tensor) -> Tensor:
-    """The inverse error function: ``erf(erfinv(y)) = y`` on (-1, 1); +-inf at +-1, NaN outside.
-
-    Computed in float64 whatever the dtype (then rounded once). Two Newton steps refine
-    ``_erfinv_start``: on ``erf(x) = y`` below ``|y| = 1/2``; above, on ``log erfc(|x|) = log(1 - |y|)``
-    (``1 - |y|`` is exact there and erfc keeps its relative accuracy in the tail, so the steps keep
-    the digits near +-1 that ``erf(x) - y`` would lose; the logarithm makes the step converge from
-    far out in the tail). Example::
-
-        >>> onnxnn.erfinv(onnxnn.tensor([0.0, 0.5]))
-        tensor([0.0000, 0.4769])
-    """
-    y = _e._floating(input)
-    out = y.dtype
-    y = y.to(dtypes.float64)
-    inside = y.abs() < 1.0
-    safe = _e.where(inside, y, 0.0)
-    low = safe.abs() < 0.5
-    safe_t = _e.where(low, 1.0, 1.0 - safe.abs())
-    x = _erfinv_start(safe)
-    from .pointwise import erfc as _erfc  # pointwise reads this module's erf series: imported here
-
-    for _ in range(2):
-        erf, _ = _erf_and_erfc_of_magnitude(x)
-        slope = (x * x).neg().exp() * (2 / math.sqrt(math.pi))
-        near_step = (erf - safe) / slope
-        # The tail step reads erfc at the iterate (|x| > 0.47 there) from onnxnn's erfc: its
-        # relative error e moves x by about e / (2 x^2) of x, where erf(x) - y would lose
-        # erf's absolute error over the small 1 - |y|.
-        erfc = _erfc(_e.where(low, 1.0, x.abs()))
-        tail_step = (safe_t.log() - erfc.log()) * erfc / slope * x.sign()
-        x = x - _e.where(low, near_step, tail_step)
-    # +-inf at +-1; NaN beyond and for NaN (from the detached y: no inf * 0 in the gradient).
-    edge = _e.where(y.abs() == 1.0, y.detach() * math.inf, math.nan)
-    return _e.where(inside, x, edge).to(out)
 
 
 # ---------------------------------------------------------------- regularized incomplete gamma
