@@ -95,6 +95,21 @@ INFINITE_CORNERS = [(y, x) for y in (math.inf, -math.inf) for x in (math.inf, -m
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_hardsigmoid_slope_holds_up_to_its_corners(dtype, executor):
+    # PyTorch's derivative: 1/6 strictly between -3 and 3, 0 elsewhere. x / 6 + 1/2 rounds to 1 at the
+    # float just below 3, so a rule testing that sum took the slope for 0 there.
+    below_three = np.nextafter(dtype(3), dtype(0))
+    above_minus_three = np.nextafter(dtype(-3), dtype(0))
+    x = np.array([-3.5, -3.0, above_minus_three, 0.0, below_three, 3.0, 3.5], dtype)
+    expected = np.where((x > -3) & (x < 3), 1.0 / 6, 0.0).astype(dtype)
+    with onnxnn.set_executor(executor):
+        input = onnxnn.tensor(x, requires_grad=True)
+        F.hardsigmoid(input).sum().backward()
+        np.testing.assert_array_equal(input.grad.numpy(), expected)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
 @pytest.mark.parametrize("dtype", FLOATS, ids=lambda dtype: dtype.__name__)
 def test_atan2_of_two_infinities_is_a_diagonal(dtype, executor):
     # inf / inf made them NaN; C99 (and PyTorch) give +-pi/4 and +-3pi/4.

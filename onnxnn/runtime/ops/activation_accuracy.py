@@ -27,6 +27,7 @@ from onnx import helper, numpy_helper
 
 from ...ir import dtypes
 from ...ir.registry import session_lowerings, size_blind_session_lowerings
+from .nn_ops import is_pytorchs_hard_sigmoid
 from .opmath import REDUCED_FLOATS
 
 __all__: list[str] = []
@@ -128,11 +129,6 @@ def _celu(build, x, attrs):
     return _exponential_linear(build, x, 1.0 / alpha, alpha, 1.0)
 
 
-def _is_pytorchs_hard_sigmoid(attrs) -> bool:
-    alpha, beta = attrs.get("alpha", 0.2), attrs.get("beta", 0.5)
-    return np.float32(alpha) == np.float32(1.0 / 6) and np.float32(beta) == np.float32(0.5)
-
-
 def _clamped_shift(build: _Builder, x: str) -> str:
     """``clamp(x + 3, 0, 6)``: x + 3 is exact where the result is near 0 (Sterbenz)."""
     return build.op("Clip", build.op("Add", x, build.constant(3.0)), build.constant(0.0), build.constant(6.0))
@@ -141,7 +137,7 @@ def _clamped_shift(build: _Builder, x: str) -> str:
 @session_lowerings.register("HardSigmoid")
 @_lowering
 def _hard_sigmoid(build, x, attrs):
-    if not _is_pytorchs_hard_sigmoid(attrs):
+    if not is_pytorchs_hard_sigmoid(attrs):
         return None
     return build.op("Div", _clamped_shift(build, x), build.constant(6.0))
 

@@ -16,6 +16,8 @@ to their inputs). Imported ``training_mode=1`` nodes get their gradient from
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...ir import dtypes
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ._common import Tensor, apply_op, normalize_axes, same_shape
@@ -104,12 +106,25 @@ def _celu_grad(ctx, g):
     return (where(x <= 0, g * exp(x * (1.0 / alpha)), g),)  # NaN passes g, as Selu's
 
 
+def is_pytorchs_hard_sigmoid(attrs) -> bool:
+    """Whether a HardSigmoid node's attributes are PyTorch's hardsigmoid (alpha 1/6, beta 1/2, as
+    recorded or as a float32 attribute of an imported model), whose pieces meet at exactly -3 and 3."""
+    alpha, beta = attrs.get("alpha", 0.2), attrs.get("beta", 0.5)
+    return float(np.float32(alpha)) == float(np.float32(1.0 / 6)) and float(beta) == 0.5
+
+
 @gradient_rules.register("HardSigmoid")
 def _hard_sigmoid_grad(ctx, g):
     x = ctx.input(0)
     alpha, beta = ctx.attrs.get("alpha", 0.2), ctx.attrs.get("beta", 0.5)
-    linear = x * alpha + beta
-    return (where((linear > 0) & (linear < 1), g * alpha, g * 0.0),)
+    if is_pytorchs_hard_sigmoid(ctx.attrs):
+        # PyTorch's bounds, on x itself: x / 6 + 1/2 rounds to 1 just below 3 (2.9999998 in float32),
+        # which would make the slope 0 there.
+        inside = (x > -3.0) & (x < 3.0)
+    else:
+        linear = x * alpha + beta
+        inside = (linear > 0) & (linear < 1)
+    return (where(inside, g * alpha, g * 0.0),)
 
 
 @gradient_rules.register("HardSwish")
