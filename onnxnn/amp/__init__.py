@@ -15,6 +15,8 @@ from __future__ import annotations
 from .autocast_mode import (
     autocast,
     clear_autocast_cache,
+    custom_bwd,
+    custom_fwd,
     get_autocast_dtype,
     is_autocast_available,
     is_autocast_cache_enabled,
@@ -37,4 +39,6 @@ __all__ = [
     "is_autocast_cache_enabled",
     "set_autocast_cache_enabled",
     "clear_autocast_cache",
+    "custom_fwd",
+    "custom_bwd",
 ]

@@ -10,11 +10,14 @@ gradients flow through them to float32 parameters and exported graphs keep them.
 
 from __future__ import annotations
 
+import collections.abc
 import contextlib
 import functools
 import threading
 import warnings
 from typing import Any, Callable, Literal, TypeVar
+
+import numpy as np
 
 from ..ir import dtypes
 from ..ir.device import cuda_is_available
@@ -33,6 +36,8 @@ __all__ = [
     "is_autocast_cache_enabled",
     "set_autocast_cache_enabled",
     "clear_autocast_cache",
+    "custom_fwd",
+    "custom_bwd",
 ]
 
 _DEVICE_TYPES = ("cpu", "cuda")
@@ -78,16 +83,26 @@ def _refresh_slot() -> None:
         MODE.autocast = _autocast_inputs if _ACTIVE_THREADS > 0 else None
 
 
-def _check_device_type(device_type: str) -> None:
+def _check_device_type(device_type: str) -> str:
+    """The device type ``device_type`` names: "cpu" or "cuda", with an index allowed ("cpu:0"), as
+    PyTorch parses it."""
     if not isinstance(device_type, str):
         raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
-    if device_type not in _DEVICE_TYPES:
+    kind, colon, index = device_type.partition(":")
+    if colon and not (index.isascii() and index.isdigit()):
+        raise RuntimeError(f"Invalid device string: '{device_type}'")
+    if kind not in _DEVICE_TYPES:
         raise RuntimeError(f"User specified an unsupported autocast device_type '{device_type}'")
+    return kind
 
 
 def is_autocast_available(device_type: str) -> bool:
-    """Whether autocast knows ``device_type`` ("cpu" and "cuda")."""
-    return device_type in _DEVICE_TYPES
+    """Whether autocast knows ``device_type`` ("cpu" and "cuda", with or without an index)."""
+    try:
+        _check_device_type(device_type)
+    except (ValueError, RuntimeError):
+        return False
+    return True
 
 
 def is_autocast_enabled(device_type: str | None = None) -> bool:
@@ -101,14 +116,12 @@ def is_autocast_enabled(device_type: str | None = None) -> bool:
     """
     if device_type is None:
         device_type = "cuda"
-    _check_device_type(device_type)
-    return _STATE.enabled[device_type]
+    return _STATE.enabled[_check_device_type(device_type)]
 
 
 def set_autocast_enabled(device_type: str, enabled: bool) -> None:
     """Enables or disables autocast for ``device_type`` in this thread (prefer :class:`autocast`)."""
-    _check_device_type(device_type)
-    _STATE.enabled[device_type] = bool(enabled)
+    _STATE.enabled[_check_device_type(device_type)] = bool(enabled)
     _refresh_slot()
 
 
@@ -120,14 +133,12 @@ def get_autocast_dtype(device_type: str) -> dtypes.dtype:
         >>> onnxnn.get_autocast_dtype("cpu")
         onnxnn.bfloat16
     """
-    _check_device_type(device_type)
-    return _STATE.dtype[device_type]
+    return _STATE.dtype[_check_device_type(device_type)]
 
 
 def set_autocast_dtype(device_type: str, dtype: dtypes.dtype) -> None:
     """Sets the autocast dtype of ``device_type`` in this thread (prefer :class:`autocast`)."""
-    _check_device_type(device_type)
-    _STATE.dtype[device_type] = dtypes.as_dtype(dtype)
+    _STATE.dtype[_check_device_type(device_type)] = dtypes.as_dtype(dtype)
 
 
 def is_autocast_cache_enabled() -> bool:
@@ -156,7 +167,8 @@ class autocast:
     is per thread. Run ``backward()`` outside the region; gradient ops are never autocast.
 
     Args:
-        device_type: "cpu" or "cuda": autocast applies to ops on tensors of that device type.
+        device_type: "cpu" or "cuda" (an index, as in "cpu:0", is allowed and ignored): autocast
+            applies to ops on tensors of that device type.
         dtype: float16 or bfloat16; None is ``get_autocast_dtype(device_type)`` (bfloat16 on
             CPU, float16 on CUDA unless changed). Another dtype warns and disables the region.
         enabled: False makes the region disable autocast (for ``device_type``) instead.
@@ -165,7 +177,7 @@ class autocast:
 
     Raises:
         ValueError: ``device_type`` is not a string.
-        RuntimeError: ``device_type`` is neither "cpu" nor "cuda".
+        RuntimeError: ``device_type`` names neither "cpu" nor "cuda".
 
     Example::
 
@@ -183,16 +195,17 @@ class autocast:
         enabled: bool = True,
         cache_enabled: bool | None = None,
     ):
-        _check_device_type(device_type)
-        self.device = device_type
-        self.fast_dtype = get_autocast_dtype(device_type) if dtype is None else dtypes.as_dtype(dtype)
+        kind = _check_device_type(device_type)
+        self.device = device_type  # as given ("cpu:0"), as PyTorch keeps it
+        self._device_type = kind
+        self.fast_dtype = get_autocast_dtype(kind) if dtype is None else dtypes.as_dtype(dtype)
         self._cache_enabled = is_autocast_cache_enabled() if cache_enabled is None else bool(cache_enabled)
         if enabled:
-            if device_type == "cuda" and not cuda_is_available():
+            if kind == "cuda" and not cuda_is_available():
                 warnings.warn("CUDA is not available. Disabling autocast.", stacklevel=2)
                 enabled = False
             elif self.fast_dtype not in _SUPPORTED_DTYPES:
-                name = device_type.upper()
+                name = kind.upper()
                 warnings.warn(
                     f"In {name} autocast, but the target dtype is not supported. Disabling autocast.\n"
                     f"{name} Autocast only supports dtypes of onnxnn.bfloat16, onnxnn.float16 currently.",
@@ -203,11 +216,12 @@ class autocast:
 
     def __enter__(self) -> autocast:
         state = _STATE
+        kind = self._device_type
         self.prev_cache_enabled = state.cache_enabled
-        self.prev = state.enabled[self.device]
-        self.prev_fastdtype = state.dtype[self.device]
-        state.enabled[self.device] = self._enabled
-        state.dtype[self.device] = self.fast_dtype
+        self.prev = state.enabled[kind]
+        self.prev_fastdtype = state.dtype[kind]
+        state.enabled[kind] = self._enabled
+        state.dtype[kind] = self.fast_dtype
         state.nesting += 1
         state.cache_enabled = self._cache_enabled
         _refresh_slot()
@@ -218,8 +232,8 @@ class autocast:
         state.nesting -= 1
         if state.nesting == 0:
             state.cache.clear()  # casts cached for the region die with the outermost one
-        state.enabled[self.device] = self.prev
-        state.dtype[self.device] = self.prev_fastdtype
+        state.enabled[self._device_type] = self.prev
+        state.dtype[self._device_type] = self.prev_fastdtype
         state.cache_enabled = self.prev_cache_enabled
         _refresh_slot()
         return False
@@ -242,6 +256,112 @@ class autocast:
 
     def __repr__(self) -> str:
         return f"autocast(device_type={self.device!r}, dtype={self.fast_dtype}, enabled={self._enabled})"
+
+
+def custom_fwd(fwd: Callable | None = None, *, device_type: str, cast_inputs: dtypes.dtype | None = None) -> Callable:
+    """Decorates the ``forward`` of a custom :class:`onnxnn.autograd.Function` for autocast, as
+    ``torch.amp.custom_fwd``.
+
+    Inside an autocast region for ``device_type``, ``cast_inputs=None`` runs ``forward`` with the
+    region's state (its ops are cast as anywhere else), while a dtype casts the floating tensor
+    arguments of that device type (float64 ones excepted, also inside lists, tuples and dicts) to
+    it and runs ``forward`` with autocast disabled. Outside a region it changes nothing. Either way
+    it records the state on ``ctx`` for :func:`custom_bwd`.
+
+    Args:
+        fwd: the ``forward``; omitted when used as ``@custom_fwd(device_type=...)``.
+        device_type: "cpu" or "cuda".
+        cast_inputs: the dtype to run ``forward`` in, or None.
+
+    Raises:
+        ValueError: ``device_type`` is not a string.
+
+    Example::
+
+        >>> class Scale(onnxnn.autograd.Function):
+        ...     @staticmethod
+        ...     @onnxnn.amp.custom_fwd(device_type="cpu", cast_inputs=onnxnn.float32)
+        ...     def forward(ctx, x):
+        ...         return x * 2
+        ...
+        ...     @staticmethod
+        ...     @onnxnn.amp.custom_bwd(device_type="cpu")
+        ...     def backward(ctx, grad):
+        ...         return grad * 2
+        >>> with onnxnn.autocast("cpu"):
+        ...     Scale.apply(onnxnn.ones(2, dtype=onnxnn.bfloat16)).dtype
+        onnxnn.float32
+    """
+    if not isinstance(device_type, str):
+        raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+    if fwd is None:
+        return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
+    target = None if cast_inputs is None else dtypes.as_dtype(cast_inputs)
+
+    @functools.wraps(fwd)
+    def decorate_fwd(*args, **kwargs):
+        ctx = args[0]
+        ctx._dtype = get_autocast_dtype(device_type)
+        if target is None:
+            ctx._fwd_used_autocast = is_autocast_enabled(device_type)
+            return fwd(*args, **kwargs)
+        ctx._fwd_used_autocast = False
+        if not is_autocast_enabled(device_type):
+            return fwd(*args, **kwargs)
+        with autocast(device_type, enabled=False):
+            kind = _check_device_type(device_type)
+            return fwd(*_cast_inputs(args, kind, target), **_cast_inputs(kwargs, kind, target))
+
+    return decorate_fwd
+
+
+def custom_bwd(bwd: Callable | None = None, *, device_type: str) -> Callable:
+    """Decorates the ``backward`` of a custom :class:`onnxnn.autograd.Function` whose ``forward``
+    :func:`custom_fwd` decorates: ``backward`` runs in the autocast state ``forward`` ran in (its
+    ops cast as they would be in that region), as ``torch.amp.custom_bwd``.
+
+    Args:
+        bwd: the ``backward``; omitted when used as ``@custom_bwd(device_type=...)``.
+        device_type: "cpu" or "cuda".
+
+    Raises:
+        ValueError: ``device_type`` is not a string.
+    """
+    if not isinstance(device_type, str):
+        raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+    if bwd is None:
+        return functools.partial(custom_bwd, device_type=device_type)
+
+    @functools.wraps(bwd)
+    def decorate_bwd(*args, **kwargs):
+        ctx = args[0]
+        grad_mode = MODE.grad
+        with autocast(device_type, enabled=ctx._fwd_used_autocast, dtype=ctx._dtype):
+            # Autocast leaves the ops of a backward as they are, except forward code run again in
+            # it (``recomputing``), which the user's backward is here.
+            grad_mode.recomputing += 1
+            try:
+                return bwd(*args, **kwargs)
+            finally:
+                grad_mode.recomputing -= 1
+
+    return decorate_bwd
+
+
+def _cast_inputs(value: Any, device_type: str, dtype: dtypes.dtype) -> Any:
+    """``value`` with its floating tensors of ``device_type`` (float64 excepted) cast to ``dtype``,
+    through lists, tuples, dicts and other iterables (strings and arrays left whole), as PyTorch's."""
+    if isinstance(value, Tensor):
+        eligible = value.is_floating_point() and value.device.type == device_type and value.dtype is not dtypes.float64
+        return value.to(dtype) if eligible else value
+    if isinstance(value, (str, bytes, np.ndarray)):
+        return value
+    if isinstance(value, collections.abc.Mapping):
+        return {_cast_inputs(k, device_type, dtype): _cast_inputs(v, device_type, dtype) for k, v in value.items()}
+    if isinstance(value, collections.abc.Iterable):
+        items = (_cast_inputs(item, device_type, dtype) for item in value)
+        return type(value)(items) if isinstance(value, (list, tuple)) else items
+    return value
 
 
 def _captured_regions() -> Callable[[], contextlib.ExitStack]:

@@ -3,8 +3,11 @@
 PyTorch's autocast keeps one list per device type of ATen ops (``autocast_mode.cpp``); onnxnn
 intercepts ops where they are recorded, so the lists here are keyed by ONNX op_type: an ATen op
 appears through the ONNX ops it records (``F.linear`` records ``Gemm``, ``torch.bmm`` and
-``F.scaled_dot_product_attention`` record ``MatMul``, ``torch.einsum`` records ``Einsum``, the
-convolutions ``Conv`` and ``ConvTranspose``). Losses record generic ops (``Sub``, ``ReduceMean``),
+``F.scaled_dot_product_attention`` record ``MatMul``, the convolutions ``Conv`` and
+``ConvTranspose``). Functions whose recorded ops autocast would treat otherwise than PyTorch treats
+the function decide for themselves: ``outside_autocast`` (``unfold`` records a ``Conv`` that
+PyTorch's im2col is not), or a cast of their own (``einsum`` lowers only what PyTorch's ``bmm``
+inside it lowers). Losses record generic ops (``Sub``, ``ReduceMean``),
 so they are found by the name of the ``grad_fn`` their final op carries (``MseLossBackward0``):
 that op runs in float32 and the loss comes out float32, as PyTorch's does.
 
@@ -34,12 +37,17 @@ _LOWER_PRECISION_EVERYWHERE = {
     "Gemm": LOWER_PRECISION_FP,  # linear
     "Conv": LOWER_PRECISION_FP,  # conv1d, conv2d, conv3d
     "ConvTranspose": LOWER_PRECISION_FP,  # conv_transpose1d, conv_transpose2d, conv_transpose3d
-    "Einsum": LOWER_PRECISION_FP,  # einsum (on CPU through its bmm)
     "PRelu": LOWER_PRECISION_FP,  # prelu
+    "AffineGrid": LOWER_PRECISION_FP,  # affine_grid (unlisted in PyTorch, but a bmm of theta inside)
 }
-_PROMOTE_EVERYWHERE = {
-    "Concat": PROMOTE,  # cat, stack
-    "ScatterElements": PROMOTE,  # index_copy, scatter_add
+# ``cat`` and ``stack`` are on PyTorch's promote lists, and ``index_copy`` is (by name, below): the
+# recorded ``Concat`` and ``ScatterElements`` are not, since many functions record them inside
+# (``pad(mode="circular")``, ``diag``, ``embedding_bag``, ``scatter``) and keep their input's dtype
+# in PyTorch. Promotion at ``cat`` itself needs no list: it already promotes its inputs to their
+# widest type, which is what autocast's promotion gives for every mix PyTorch accepts (it refuses
+# float16 beside bfloat16).
+_PROMOTE_CUDA = {
+    "ScatterElements": PROMOTE,  # scatter_add
     "ScatterND": PROMOTE,  # index_put
 }
 
@@ -47,7 +55,6 @@ AUTOCAST_OPS: dict[str, dict[str, str]] = {
     # PyTorch's CPU lists: few float32 ops (softmax, exp, sum, layer_norm keep the input's dtype on CPU).
     "cpu": {
         **_LOWER_PRECISION_EVERYWHERE,
-        **_PROMOTE_EVERYWHERE,
         "ReduceProd": FP32,  # prod
         "GridSample": FP32,  # grid_sampler
         "MaxUnpool": FP32,  # max_unpool2d, max_unpool3d
@@ -58,7 +65,8 @@ AUTOCAST_OPS: dict[str, dict[str, str]] = {
     # PyTorch's CUDA lists: transcendental functions, softmax, sums and norms run in float32.
     "cuda": {
         **_LOWER_PRECISION_EVERYWHERE,
-        **_PROMOTE_EVERYWHERE,
+        **_PROMOTE_CUDA,
+        "Einsum": LOWER_PRECISION_FP,  # einsum (listed on CUDA; on the CPU runtime.ops.einsum decides)
         "GridSample": PROMOTE,  # grid_sampler
         "Acos": FP32,
         "Asin": FP32,

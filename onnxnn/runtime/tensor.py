@@ -8,10 +8,8 @@ value and bump a version counter (DESIGN principle 5).
 from __future__ import annotations
 
 import copy
-import functools
 import weakref
 from operator import attrgetter
-from typing import Callable
 
 import numpy as np
 
@@ -22,6 +20,7 @@ from ..ir.graph import Value, constant, hold
 from ..ir.mode import MODE
 from ..ir.registry import non_differentiable
 from .aliases import data_alias, leave_group
+from .autocast_scope import autocast_arguments, outside_autocast  # noqa: F401  (imported from here across the package)
 from .views import forget_links, install_view_ops
 from .autograd import AccumulateGrad, Function, RemovableHandle, VersionCounter, _HookDict, add_hook, shown
 from .backward import run_backward
@@ -51,50 +50,6 @@ class Size(tuple):
 
 def _torch_name(op_type: str) -> str:
     return f"{op_type}Backward0"
-
-
-def autocast_arguments(op_type: str, arguments: tuple, name: str | None = None) -> tuple:
-    """``arguments`` cast as autocast casts the inputs of ``op_type`` (unchanged while it is off).
-
-    For functions that check their arguments' dtypes before recording (``F.linear``, the
-    convolutions), and for losses (``name``, their grad_fn name, which autocast's policy knows):
-    autocast casts first, as PyTorch's dispatcher does before a kernel runs. Items that are not
-    tensors (None, numbers) pass through.
-    """
-    autocast = MODE.autocast
-    if autocast is None:
-        return arguments
-    return autocast(op_type, arguments, "", name)
-
-
-def outside_autocast(listed_as: str | None = None) -> Callable:
-    """Decorates a function that autocast does not list in PyTorch, but which records ops it lists.
-
-    PyTorch's autocast casts at the ATen ops it lists; ``linalg.cholesky``, ``det`` or ``dot`` are
-    not among them and run in their inputs' dtype, while onnxnn's versions record the ``MatMul``
-    nodes that autocast lowers (a determinant off in its third digit). Inside the decorated function
-    this thread's autocast leaves every recorded op as it is. ``listed_as``: the op type or PyTorch
-    function name under which autocast lists the function itself (``"Det"``, ``"inverse"``: float32
-    ops on the CPU; see ``amp/op_lists.py``): its tensor arguments are cast as that op's inputs first.
-    """
-
-    def decorate(function: Callable) -> Callable:
-        @functools.wraps(function)
-        def wrapper(*args, **kwargs):
-            if MODE.autocast is None:
-                return function(*args, **kwargs)
-            if listed_as is not None:
-                args = MODE.autocast(listed_as, args, "", listed_as)
-            grad_mode = MODE.grad
-            grad_mode.autocast_paused += 1
-            try:
-                return function(*args, **kwargs)
-            finally:
-                grad_mode.autocast_paused -= 1
-
-        return wrapper
-
-    return decorate
 
 
 def apply_op(

@@ -16,6 +16,7 @@ from . import creation, ops
 from . import tensor as _tensor  # circular (Tensor subclasses TensorAPI): attributes are read at call time
 from ..ir.graph import hold
 from .aliases import leave_group
+from .autocast_scope import outside_autocast
 from .views import forget_links
 
 if TYPE_CHECKING:
@@ -397,6 +398,11 @@ def _in_place(name: str, arithmetic: bool):
     return method
 
 
+# In-place versions of functions autocast lowers: PyTorch's autocast casts no in-place op, so
+# ``c.addmm_(a, b)`` computes in its operands' dtypes inside a region too.
+_IN_PLACE_OUTSIDE_AUTOCAST = ("addmm", "addbmm", "baddbmm")
+
+
 class TensorAPI(_AttachedMethods):
     __slots__ = ()
 
@@ -598,6 +604,8 @@ for _name in DELEGATED:
     setattr(TensorAPI, _name, _delegate(_name))
 for _name in IN_PLACE_ARITHMETIC:
     setattr(TensorAPI, _name + "_", _in_place(_name, True))
+for _name in _IN_PLACE_OUTSIDE_AUTOCAST:
+    setattr(TensorAPI, _name + "_", outside_autocast()(_in_place(_name, True)))
 for _name in IN_PLACE:
     setattr(TensorAPI, _name + "_", _in_place(_name, False))
 for _name in IN_PLACE_RESHAPING:

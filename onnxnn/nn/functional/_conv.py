@@ -30,7 +30,7 @@ from ...runtime.ops.conv import (
     expand_param,
     im2col,
 )
-from ...runtime.tensor import Tensor, apply_op
+from ...runtime.tensor import Tensor, apply_op, outside_autocast
 
 __all__ = [
     "conv1d",
@@ -150,6 +150,7 @@ def _one_hot_kernel(channels: int, kernel: list[int], dtype) -> np.ndarray:
     return np.tile(eye, (channels, 1, 1, 1))
 
 
+@outside_autocast()  # an exact copy in PyTorch (im2col, unlisted), though recorded as a Conv here
 def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """Extracts sliding local blocks (im2col): ``(N, C, H, W)`` -> ``(N, C * kH * kW, L)``.
 
@@ -191,6 +192,7 @@ def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tenso
     return result.squeeze(0) if added_batch else result
 
 
+@outside_autocast()  # col2im, unlisted in PyTorch, though recorded as a ConvTranspose here
 def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """Combines sliding local blocks into a tensor (col2im), summing overlapping values; the adjoint of :func:`unfold`.
 

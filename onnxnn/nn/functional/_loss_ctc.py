@@ -20,6 +20,7 @@ from ...runtime.internal import known_data, tensor_of
 from ...runtime.ops.reduce import recorded_mean
 from ...runtime.tensor import Tensor, apply_op
 from ...ir.dtypes import scalar_type_name
+from ._common import loss_inputs_in_float32
 
 __all__ = ["ctc_loss"]
 
@@ -121,6 +122,8 @@ def ctc_loss(
     """
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
+    # On PyTorch's autocast float32 lists: low-precision log-probabilities are cast before the check.
+    (log_probs,) = loss_inputs_in_float32("CtcLossBackward0", log_probs)
     if log_probs.dtype not in (dtypes.float32, dtypes.float64):
         raise NotImplementedError(f"\"ctc_loss\" not implemented for '{scalar_type_name(log_probs.dtype)}'")
     unbatched = log_probs.dim() == 2

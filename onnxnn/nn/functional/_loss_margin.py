@@ -143,6 +143,7 @@ def multilabel_margin_loss(
     ``target`` has ``input``'s shape ``(C)`` or ``(N, C)`` and lists each sample's class indices,
     ended by the first -1.
     """
+    (input,) = loss_inputs_in_float32("MultilabelMarginLossBackward0", input)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _check_vector_or_matrix(input)
@@ -187,6 +188,7 @@ def multi_margin_loss(
         margin: Default: ``1.0``.
         weight: ``(C)`` class weights, applied by the target's class.
     """
+    input, weight = loss_inputs_in_float32("MultiMarginLossBackward0", input, weight)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if p != 1 and p != 2:
@@ -231,6 +233,7 @@ def cosine_embedding_loss(
     reduction: str = "mean",
 ) -> Tensor:
     """``1 - cos(x1, x2)`` where ``target`` is 1, ``max(0, cos(x1, x2) - margin)`` where it is -1."""
+    input1, input2, target = loss_inputs_in_float32("CosineEmbeddingLossBackward0", input1, input2, target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if target.dim() not in (0, 1):

@@ -379,6 +379,7 @@ def _max_unpool(input: Tensor, indices: Tensor, kernel_size, stride, padding, ou
     return result.squeeze(0) if added_batch else result
 
 
+@outside_autocast("max_unpool2d")  # PyTorch's runs through max_unpool2d, on its CPU float32 list
 def max_unpool1d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
     """Partial inverse of :func:`max_pool1d`: values go to their indices in zeros; see :func:`max_unpool2d`."""
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 1)

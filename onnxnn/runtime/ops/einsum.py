@@ -4,13 +4,23 @@ The gradient of one operand is itself an einsum: the output gradient contracted 
 operands onto the operand's subscripts. Subscripts of the operand that appear nowhere else were
 summed away by the forward node, so the gradient is broadcast back along them. A subscript
 repeated within one operand (a diagonal, ``"ii->i"``) has no such form and is refused.
+
+Autocast: PyTorch's einsum is not on the CPU autocast list. It folds the operands left to right,
+and a step that sums a subscript shared by both sides is a ``bmm``, which autocast lowers; the other
+steps are ``mul`` and ``sum``, which keep or promote their inputs' dtype. ``einsum`` casts its
+operands to the dtype that fold ends in: lowered after a contraction (``"ij,jk->ik"``, ``"i,i->"``),
+as they come otherwise (``"ij,ij->ij"``, ``"i,j->ij"``, ``"ij->ji"``). So the recorded Einsum is on
+the CPU list of no policy (PyTorch's CUDA list has einsum itself).
 """
 
 from __future__ import annotations
 
 import string
 
+from ...ir import dtypes
+from ...ir.mode import MODE
 from ...ir.registry import gradient_rules, shape_rules
+from ..tensor import autocast_arguments
 from ._common import Tensor, apply_op, promote_operands
 
 __all__ = ["einsum"]
@@ -121,8 +131,57 @@ def einsum(equation: str, *operands) -> Tensor:
     except ValueError as error:
         raise RuntimeError(str(error)) from None
     tensors, _ = promote_operands(list(operands))
+    if MODE.autocast is not None and len(operands) > 1:
+        tensors = _autocast_operands(terms, output, operands, tensors)
     explicit = ",".join(terms) + "->" + output
     return apply_op("Einsum", tuple(tensors), {"equation": explicit}, "EinsumBackward0")
+
+
+_AUTOCAST_FLOATS = frozenset({dtypes.float32, dtypes.float16, dtypes.bfloat16})
+
+
+def _autocast_operands(terms: list[str], output: str, operands: tuple, tensors: list) -> list:
+    """The (promoted) operands cast as PyTorch's autocast casts them inside its CPU einsum: to the
+    dtype its pairwise fold ends in, where each ``bmm`` step is lowered and each ``mul`` promotes."""
+    if any(operand.dtype not in _AUTOCAST_FLOATS for operand in operands):
+        return tensors  # float64 and integer operands are never cast
+    steps = _bmm_steps(terms, output, operands)
+    if not any(steps):
+        return tensors
+    lowered = autocast_arguments("MatMul", tuple(tensors))
+    low = lowered[0].dtype  # the operands' own dtype where autocast leaves them alone
+    dtype = operands[0].dtype
+    for operand, bmm in zip(operands[1:], steps):
+        dtype = low if bmm else dtypes.promote_types(dtype, operand.dtype)
+    if dtype is low:
+        return list(lowered)
+    # A float32 operand multiplied in after the last bmm brings the result back to float32.
+    return [tensor if tensor.dtype is dtype else tensor.to(dtype) for tensor in tensors]
+
+
+def _bmm_steps(terms: list[str], output: str, operands: tuple) -> list[bool]:
+    """Per operand after the first, whether PyTorch's CPU einsum combines it by a ``bmm``.
+
+    It folds the operands left to right. A subscript seen for the last time in the next operand
+    and not in the output is summed by a ``bmm`` when its size exceeds 1 on both sides; a side
+    where it is absent or of size 1 is summed first (keeping the dtype), and without such a
+    subscript the two sides are multiplied.
+    """
+    last = {letter: index for index, term in enumerate(terms) for letter in term}
+    sizes = dict(zip(terms[0], operands[0].shape))
+    steps = []
+    for index in range(1, len(terms)):
+        other = dict(zip(terms[index], operands[index].shape))
+        steps.append(
+            any(
+                last[letter] == index and letter not in output and size != 1 and sizes.get(letter, 1) != 1
+                for letter, size in other.items()
+            )
+        )
+        for letter, size in other.items():
+            if sizes.get(letter, 1) == 1:
+                sizes[letter] = size
+    return steps
 
 
 def _sublist_equation(arguments: tuple) -> tuple[str, tuple]:
