@@ -19,6 +19,7 @@ from ...runtime.internal import apply_in_place, constant_tensor, full_tensor
 from ...runtime.ops._common import normalize_axes
 from ...runtime.ops.hardtanh import hardtanh as _hardtanh
 from ...runtime.ops.nn_ops import keep_nans
+from ...runtime.ops.opmath import REDUCED_FLOATS, rounded, widened
 from ...runtime.tensor import Tensor, apply_op
 from ._common import lacks_kernels, stable_softplus
 
@@ -121,6 +122,11 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
     """Applies ``x * sigmoid(x)`` elementwise."""
     if inplace:
         return _in_place(input, silu)
+    if input.dtype in REDUCED_FLOATS:
+        # In float32, rounded once (PyTorch's opmath): a half sigmoid rounded into the subnormals
+        # before the product was 6 ulps off. One widened x gathers both gradient paths in float32.
+        wide = widened(input)
+        return rounded(_ops.mul(wide, _ops.sigmoid(wide)), input.dtype)
     return _ops.mul(input, _ops.sigmoid(input))
 
 

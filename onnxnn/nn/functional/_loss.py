@@ -20,6 +20,7 @@ from ...runtime.internal import known_data, tensor_of
 from ...runtime.ops.indexing import negatives_out_of_range
 from ...runtime.ops.reduce import recorded_mean
 from ...runtime.ops.binary_cross_entropy import binary_cross_entropy_terms
+from ...runtime.ops.opmath import REDUCED_FLOATS, widened
 from ...runtime.tensor import Tensor, apply_op
 from ...ir.dtypes import scalar_type_name
 from ._common import loss_inputs_in_float32, stable_softplus
@@ -58,6 +59,30 @@ def _reduce_loss(loss: Tensor, reduction: str, name: str) -> Tensor:
     if reduction == "sum":
         return apply_op("ReduceSum", (loss,), {"keepdims": 0}, name)
     raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def half_loss_dtype(*tensors: Tensor | None) -> dtypes.dtype | None:
+    """The float16/bfloat16 dtype a loss of ``tensors`` (None for an absent one) has, or None for any other.
+
+    PyTorch's CPU loss kernels compute such a loss, and its gradient, in float32 and round once;
+    with it, a loss widens its tensors (``widened_or_none``) and ends with ``rounded_loss``.
+    """
+    dtype = None
+    for tensor in tensors:
+        if tensor is not None:
+            dtype = tensor.dtype if dtype is None else dtypes.promote_types(dtype, tensor.dtype)
+    return dtype if dtype in REDUCED_FLOATS else None
+
+
+def widened_or_none(tensor: Tensor | None) -> Tensor | None:
+    """``opmath.widened(tensor)``; None stays None."""
+    return None if tensor is None else widened(tensor)
+
+
+def rounded_loss(loss: Tensor, dtype: dtypes.dtype | None, name: str) -> Tensor:
+    """A loss computed in float32 rounded once to its half ``dtype`` (from ``half_loss_dtype``), under
+    the loss's grad_fn name; the loss itself where ``dtype`` is None."""
+    return loss if dtype is None else apply_op("Cast", (loss,), {"to": dtype}, name)
 
 
 def _check_reduction(reduction: str) -> None:
@@ -123,8 +148,13 @@ def mse_loss(
     _warn_size_mismatch(input, target)
     _check_floating("mse_cpu", input, target)
     _check_weight_shape(input, weight)
+    half = half_loss_dtype(input, target, weight)
+    if half is not None:
+        input, target, weight = widened(input), widened(target), widened_or_none(weight)
     difference = input - target
-    return _weighted(difference * difference, weight, reduction, "MseLossBackward0")
+    return rounded_loss(
+        _weighted(difference * difference, weight, reduction, "MseLossBackward0"), half, "MseLossBackward0"
+    )
 
 
 def l1_loss(
@@ -423,6 +453,10 @@ def binary_cross_entropy_with_logits(
     if target.shape != input.shape:
         raise ValueError(f"Target size ({target.size()}) must be the same as input size ({input.size()})")
     _check_not_differentiable("binary_cross_entropy_with_logits", weight=weight, pos_weight=pos_weight)
+    half = half_loss_dtype(input, target, weight, pos_weight)
+    if half is not None:
+        input, target = widened(input), widened(target)
+        weight, pos_weight = widened_or_none(weight), widened_or_none(pos_weight)
     negative_log_sigmoid = stable_softplus(_ops.neg(input))
     if pos_weight is not None:
         log_weight = (pos_weight - 1) * target + 1
@@ -430,4 +464,5 @@ def binary_cross_entropy_with_logits(
     loss = (1 - target) * input + negative_log_sigmoid
     if weight is not None:
         loss = loss * weight
-    return _reduce_loss(loss, reduction, "BinaryCrossEntropyWithLogitsBackward0")
+    name = "BinaryCrossEntropyWithLogitsBackward0"
+    return rounded_loss(_reduce_loss(loss, reduction, name), half, name)

@@ -13,6 +13,7 @@ import warnings
 
 from ...runtime import ops as _ops
 from ...runtime.internal import known_data
+from ...runtime.ops.opmath import widened
 from ...runtime.tensor import Tensor
 from ._common import loss_inputs_in_float32
 from ._loss import (
@@ -22,6 +23,8 @@ from ._loss import (
     _legacy_reduction,
     _reduce_loss,
     _warn_size_mismatch,
+    half_loss_dtype,
+    rounded_loss,
 )
 
 __all__ = ["huber_loss", "smooth_l1_loss", "poisson_nll_loss", "gaussian_nll_loss", "kl_div"]
@@ -69,14 +72,17 @@ def smooth_l1_loss(
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     _warn_size_mismatch(input, target)
     _check_floating("smooth_l1_cpu", input, target)
+    half = half_loss_dtype(input, target)
+    if half is not None:  # in float32, rounded once, as PyTorch's CPU kernel
+        input, target = widened(input), widened(target)
     difference = input - target
     magnitude = _ops.abs(difference)
     if beta == 0.0:
-        return _reduce_loss(magnitude, reduction, "L1LossBackward0")
+        return rounded_loss(_reduce_loss(magnitude, reduction, "L1LossBackward0"), half, "L1LossBackward0")
     quadratic = _ops.lt(magnitude, beta)
     bounded = _ops.where(quadratic, difference, 0.0)  # PyTorch's gradient at an infinite difference: +-1
     loss = _ops.where(quadratic, bounded * bounded * (0.5 / beta), magnitude - 0.5 * beta)
-    return _reduce_loss(loss, reduction, "SmoothL1LossBackward0")
+    return rounded_loss(_reduce_loss(loss, reduction, "SmoothL1LossBackward0"), half, "SmoothL1LossBackward0")
 
 
 def poisson_nll_loss(

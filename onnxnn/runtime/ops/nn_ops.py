@@ -25,6 +25,7 @@ from .conv_gradients import needs_input_grad
 from .activations import relu, sigmoid, tanh
 from .elementwise import abs, exp, log, where
 from .normalization import batch_normalization_training_grad  # the normalization family owns it
+from .opmath import rounded, widened
 
 __all__ = ["hardshrink", "prelu"]
 
@@ -136,9 +137,11 @@ def _hard_swish_grad(ctx, g):
 
 @gradient_rules.register("Mish")
 def _mish_grad(ctx, g):
-    x = ctx.input(0)
+    # float16/bfloat16 in float32, rounded once (PyTorch's opmath): 1 - t^2 cancels in half.
+    dtype = ctx.input(0).dtype
+    x, g = widened(ctx.input(0)), widened(g)
     t = tanh(_softplus_from_float64_ops(x))
-    return (g * (t + x * sigmoid(x) * (1.0 - t * t)),)
+    return (rounded(g * (t + x * sigmoid(x) * (1.0 - t * t)), dtype),)
 
 
 @gradient_rules.register("Softsign")
