@@ -6,13 +6,15 @@ from ...ir.dtypes import float32, float64
 from ...ir.graph import FrozenAttributes
 from ...runtime import ops as _ops
 from ...ir.mode import MODE
+from ...runtime.ops.opmath import REDUCED_FLOATS
 from ...runtime.tensor import Tensor, apply_op, autocast_arguments
 from ...ir.dtypes import scalar_type_name
 
 __all__ = ["linear"]
 
-# Gemm's ONNX types that onnxruntime's CPU provider and onnxnn's kernels both run at full precision
-# (float16/bfloat16 keep MatMul + Add, which the per-op rounding of low precision handles).
+# Gemm's ONNX types that onnxruntime's CPU provider and onnxnn's kernels both run at full precision.
+# float16/bfloat16 with a bias are computed in float32 and rounded once (``_linear_in_float32``);
+# without one they keep the half MatMul, which accumulates in float32 and rounds once already.
 _GEMM_DTYPES = (float32, float64)
 _TRANSPOSE_B = FrozenAttributes(transB=1)
 
@@ -24,7 +26,9 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     ``Gemm(x, W, b, transB=1)``: onnxruntime runs it as fast as the ``MatMul(x, Transpose(W))`` plus
     ``Add`` it fuses, and one node instead of three is a third of the recording, planning and
     backward bookkeeping per layer. A vector input is recorded as ``MatMul(W, x)`` plus ``Add`` (no
-    Transpose). Other ranks and dtypes take ``MatMul(x, Transpose(W))`` plus ``Add``.
+    Transpose). Other ranks and dtypes take ``MatMul(x, Transpose(W))`` plus ``Add``. float16 and
+    bfloat16 with a bias are computed in float32 and rounded once, as PyTorch's addmm (opmath): a
+    half product rounded before the bias is added loses the digits the sum cancels (tens of ulps).
 
     Args:
         input: ``(*, in_features)``.
@@ -58,6 +62,9 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             if bias.dtype is not dtype:
                 bias = bias.to(dtype)
             return apply_op("Gemm", (input, weight, bias), _TRANSPOSE_B, "AddmmBackward0")
+    if bias is not None and dtype in REDUCED_FLOATS and MODE.autocast is None:
+        # (Under autocast the half casts stay next to the product, as exported graphs expect.)
+        return _linear_in_float32(input, weight, bias if bias.dtype is dtype else bias.to(dtype))
     if input.dim() == 1 and weight.dim() == 2:
         # W x: the same dot products as x W^T without a Transpose node (nor its backward).
         product = apply_op("MatMul", (weight, input), None, "MmBackward0")
@@ -79,3 +86,15 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if bias.dtype is not product.dtype:
         bias = bias.to(product.dtype)
     return apply_op("Add", (product, bias), None, add_name)
+
+
+def _linear_in_float32(input: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+    """``x W^T + b`` for float16/bfloat16: the float32 paths of ``linear``, rounded once (one Cast
+    that carries the grad_fn name the half ops would have had)."""
+    dtype = input.dtype
+    result = linear(input.to(float32), weight.to(float32), bias.to(float32))
+    if input.dim() == 2 and weight.dim() == 2:
+        name = "AddmmBackward0"
+    else:
+        name = "ViewBackward0" if input.dim() == 3 else "AddBackward0"
+    return apply_op("Cast", (result,), {"to": dtype}, name)

@@ -41,11 +41,17 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
     variance = emit("ReduceMean", emit("Mul", centered, centered), axes, keepdims=1)
     normalized = emit("Div", centered, emit("Sqrt", emit("Add", variance, epsilon)))
     normalized = emit("Reshape", normalized, emit("Shape", x))
-    if stash is not dtype:
-        normalized = emit("Cast", normalized, to=dtype.onnx_type)
     per_channel = constant([-1] + [1] * (rank - 2))
-    scaled = emit("Mul", normalized, emit("Reshape", scale, per_channel))
-    emit("Add", scaled, emit("Reshape", bias, per_channel), output=output_names[0])
+    if stash is dtype:
+        scaled = emit("Mul", normalized, emit("Reshape", scale, per_channel))
+        emit("Add", scaled, emit("Reshape", bias, per_channel), output=output_names[0])
+    else:
+        # The affine step in the stash type too, rounded once, as PyTorch's kernel (opmath) does: a
+        # half normalized value times a half scale plus a half bias rounds three times (hundreds of
+        # ulps where the bias cancels the product).
+        scaled = emit("Mul", normalized, emit("Reshape", in_stash(scale), per_channel))
+        shifted = emit("Add", scaled, emit("Reshape", in_stash(bias), per_channel))
+        emit("Cast", shifted, to=dtype.onnx_type, output=output_names[0])
     return nodes, initializers
 
 

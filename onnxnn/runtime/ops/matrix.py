@@ -14,12 +14,14 @@ import numpy as np
 
 from ...ir import dtypes
 from ...ir.device import as_device, default_device
+from ...ir.mode import MODE
 from ...ir.registry import gradient_rules, shape_rules
 from ..tensor import Size, autocast_arguments
 from ._common import Tensor, apply_op, int64_constant, normalize_axes, promote_operands
 from ._common import broadcast_shapes as _broadcast_shapes
 from .arrange import meshgrid
 from .linalg import bmm, dot, matmul, mm
+from .opmath import REDUCED_FLOATS, widened
 from .shape import cat, stack
 from ..tensor import outside_autocast
 
@@ -59,13 +61,41 @@ def _trilu_grad(ctx, g):
     return apply_op("Trilu", (g, k), dict(ctx.attrs), "TriluBackward0"), None
 
 
-def _scaled_sum(input, product: Tensor, beta, alpha) -> Tensor:
-    """``beta * input + alpha * product``; with beta == 0 the input is ignored (NaN included), as PyTorch."""
+def _scaled_sum(input, multiply, operands: tuple, beta, alpha, name: str | None) -> Tensor:
+    """``beta * input + alpha * multiply(*operands)``; with beta == 0 the input is ignored (NaN
+    included), as PyTorch.
+
+    float16/bfloat16 are computed in float32 and rounded once, as PyTorch's kernels (opmath) do,
+    when anything is added to or scales the product: rounding the product, its scaling and the sum
+    each to half loses the digits a sum cancels (tens of ulps). ``name``: the grad_fn of that
+    rounding, or None for an op PyTorch computes in the half dtype itself (addr). A plain product
+    stays in its dtype (half MatMul accumulates in float32 already).
+    """
+    first = operands[0]
+    if (
+        name is not None
+        and MODE.autocast is None  # autocast's half casts stay next to the product, as exports expect
+        and isinstance(first, Tensor)
+        and (dtype := first._value.dtype) in REDUCED_FLOATS
+        and (alpha != 1 or beta != 0)
+        and all(isinstance(operand, Tensor) and operand._value.dtype is dtype for operand in operands)
+        and (beta == 0 or (isinstance(input, Tensor) and input._value.dtype is dtype))
+    ):
+        return _scaled_sum_in_float32(input, multiply, operands, beta, alpha, name)
+    product = multiply(*operands)
     if alpha != 1:
         product = product * alpha
     if beta == 0:
         return product
     return product + (input if beta == 1 else input * beta)
+
+
+def _scaled_sum_in_float32(input, multiply, operands: tuple, beta, alpha, name: str) -> Tensor:
+    dtype = operands[0]._value.dtype
+    result = _scaled_sum(
+        input if beta == 0 else widened(input), multiply, tuple(map(widened, operands)), beta, alpha, name
+    )
+    return apply_op("Cast", (result,), {"to": dtype}, name)
 
 
 def _need_rank(tensor: Tensor, rank: int, what: str) -> None:
@@ -80,7 +110,7 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tens
     input, mat1, mat2 = autocast_arguments("MatMul", (input, mat1, mat2))
     _need_rank(mat1, 2, "mat1")
     _need_rank(mat2, 2, "mat2")
-    return _scaled_sum(input, mm(mat1, mat2), beta, alpha)
+    return _scaled_sum(input, mm, (mat1, mat2), beta, alpha, "AddmmBackward0")
 
 
 def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
@@ -89,7 +119,7 @@ def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -
     input, batch1, batch2 = autocast_arguments("MatMul", (input, batch1, batch2))
     _need_rank(batch1, 3, "batch1")
     _need_rank(batch2, 3, "batch2")
-    return _scaled_sum(input, bmm(batch1, batch2), beta, alpha)
+    return _scaled_sum(input, bmm, (batch1, batch2), beta, alpha, "BaddbmmBackward0")
 
 
 def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
@@ -98,7 +128,11 @@ def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) ->
     input, batch1, batch2 = autocast_arguments("MatMul", (input, batch1, batch2))
     _need_rank(batch1, 3, "batch1")
     _need_rank(batch2, 3, "batch2")
-    return _scaled_sum(input, bmm(batch1, batch2).sum(0), beta, alpha)
+    return _scaled_sum(input, _bmm_sum, (batch1, batch2), beta, alpha, "AddbmmBackward0")
+
+
+def _bmm_sum(batch1: Tensor, batch2: Tensor) -> Tensor:
+    return bmm(batch1, batch2).sum(0)
 
 
 @outside_autocast()
@@ -116,7 +150,7 @@ def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1) -> Tensor
     """``beta * input + alpha * (mat @ vec)``."""
     # Autocast casts the added input too (the whole op runs in its dtype), as PyTorch does.
     input, mat, vec = autocast_arguments("MatMul", (input, mat, vec))
-    return _scaled_sum(input, mv(mat, vec), beta, alpha)
+    return _scaled_sum(input, mv, (mat, vec), beta, alpha, "AddmvBackward0")
 
 
 def outer(input: Tensor, vec2: Tensor) -> Tensor:
@@ -131,7 +165,8 @@ ger = outer
 
 def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """``beta * input + alpha * outer(vec1, vec2)``."""
-    return _scaled_sum(input, outer(vec1, vec2), beta, alpha)
+    # PyTorch's addr kernel computes in the tensors' dtype (each half op rounds): no float32 path.
+    return _scaled_sum(input, outer, (vec1, vec2), beta, alpha, None)
 
 
 def inner(input: Tensor, other: Tensor) -> Tensor:
