@@ -24,6 +24,16 @@ from .test_pooling_ops import output_size
 _rng = np.random.default_rng(5)
 
 
+def window_maximum(taps: list) -> tuple:
+    """A window's ``(value, flat index)`` from its ``(value, flat index)`` taps in row-major order: NaN
+    at its last NaN where it holds one, else its maximum at the first tap holding it."""
+    nans = [flat for value, flat in taps if np.isnan(value)]
+    if nans:
+        return np.nan, max(nans)
+    best = max(value for value, _ in taps)
+    return best, next(flat for value, flat in taps if value == best)
+
+
 def nan_pool_reference(x, kernel, stride, padding=0, dilation=1, ceil_mode=False):
     """(pooled, per-plane indices) of a max pool with the same window on every spatial axis."""
     rank = x.ndim - 2
@@ -38,13 +48,7 @@ def nan_pool_reference(x, kernel, stride, padding=0, dilation=1, ceil_mode=False
                 coord = [position[i] * stride + offset[i] * dilation - padding for i in range(rank)]
                 if all(0 <= coord[i] < spatial[i] for i in range(rank)):
                     taps.append((x[(n, c) + tuple(coord)], int(np.ravel_multi_index(coord, spatial))))
-            nans = [flat for value, flat in taps if np.isnan(value)]
-            if nans:
-                pooled[(n, c) + position], indices[(n, c) + position] = np.nan, max(nans)
-            else:
-                best = max(value for value, _ in taps)
-                pooled[(n, c) + position] = best
-                indices[(n, c) + position] = next(flat for value, flat in taps if value == best)
+            pooled[(n, c) + position], indices[(n, c) + position] = window_maximum(taps)
     return pooled, indices
 
 
@@ -174,13 +178,7 @@ def adaptive_pool_reference(x, sizes):
             taps = [
                 (x[(n, c) + coord], int(np.ravel_multi_index(coord, spatial))) for coord in itertools.product(*ranges)
             ]
-            nans = [flat for value, flat in taps if np.isnan(value)]
-            if nans:
-                pooled[(n, c) + position], indices[(n, c) + position] = np.nan, max(nans)
-            else:
-                best = max(value for value, _ in taps)
-                pooled[(n, c) + position] = best
-                indices[(n, c) + position] = next(flat for value, flat in taps if value == best)
+            pooled[(n, c) + position], indices[(n, c) + position] = window_maximum(taps)
     return pooled, indices
 
 
