@@ -3,9 +3,22 @@
 ``fake_quantize_per_tensor_affine`` records exactly a QuantizeLinear -> DequantizeLinear pair, so a
 model trained with it exports as the QDQ graph onnxruntime runs in int8. Rounding has no useful
 derivative, so the backward is the straight-through estimator PyTorch uses: the gradient passes
-unchanged where ``quant_min <= round(x / scale) + zero_point <= quant_max`` and is zero where the
-value was clamped. ``FakeQuantize`` is the module that learns the scale and zero point from an
-observer while training.
+unchanged where the rounded level ``+ zero_point`` is inside ``[quant_min, quant_max]`` and is zero
+where the value was clamped. ``FakeQuantize`` is the module that learns the scale and zero point from
+an observer while training.
+
+Arithmetic, against PyTorch's kernels:
+
+- float32, float16 and bfloat16 inputs are quantized in float32 and the result cast back, as
+  PyTorch does (its kernels compute in float for half inputs).
+- float32 and half levels are ``round(x / scale)`` (QuantizeLinear's definition, kept so that the
+  exported QDQ graph means what onnxruntime's int8 kernels compute). PyTorch rounds
+  ``x * (1 / scale)``: the two differ by one level, value and gradient mask, where ``x / scale``
+  lies within a float32 rounding of a half-integer tie.
+- float64 inputs are computed in float64 with PyTorch's formula, ``round(x * float64(float32(1 /
+  scale)))``, ties included; the per-channel output is ``(level - zero_point) * scale`` in float64,
+  the per-tensor one in float32 (both as PyTorch). They record arithmetic, not a QDQ pair (ONNX's
+  QuantizeLinear takes no float64).
 """
 
 from __future__ import annotations
@@ -39,15 +52,11 @@ __all__ = [
 
 # What QuantizeLinear stores a [quant_min, quant_max] grid in: the narrowest type holding it.
 _STORAGE = ((dtypes.uint8, 0, 255), (dtypes.int8, -128, 127), (dtypes.uint16, 0, 65535), (dtypes.int16, -32768, 32767))
-# QuantizeLinear's float inputs in opset 21; float64 is quantized through float32 (exact: the grid is coarser).
-_QUANTIZABLE = (dtypes.float32, dtypes.float16, dtypes.bfloat16)
 
 
 def _check_range(quant_min: int, quant_max: int) -> None:
-    if quant_min >= quant_max:
-        raise ValueError(
-            f"quant_min must be strictly less than quant_max, got quant_min={quant_min}, quant_max={quant_max}"
-        )
+    if quant_min > quant_max:  # PyTorch's check and message; quant_min == quant_max is a one-level grid
+        raise RuntimeError("`quant_min` should be less than or equal to `quant_max`.")
 
 
 def _storage_for(quant_min: int, quant_max: int) -> dtypes.dtype:
@@ -83,21 +92,23 @@ class _FakeQuantizeFunction(Function):
     @staticmethod
     def forward(ctx, input, scale, zero_point, quant_min, quant_max, axis):
         rank = input.dim()
-        compute_dtype = input.dtype if input.dtype in _QUANTIZABLE else dtypes.float32
+        if input.dtype == dtypes.float64:
+            return _FakeQuantizeFunction._float64(ctx, input, scale, zero_point, quant_min, quant_max, axis)
+        # Half inputs are quantized in float32 and cast back, as PyTorch's kernels do.
         storage = _storage_for(quant_min, quant_max)
-        scale = _as_parameter(scale, compute_dtype, "scale")
+        scale = _as_parameter(scale, dtypes.float32, "scale")
         point = _as_parameter(zero_point, storage, "zero_point")
         if axis is not None:
             scale, point = scale.reshape(-1), point.reshape(-1)
         else:
             scale, point = scale.reshape(()), point.reshape(())
-        x = input.to(compute_dtype)
+        x = input.to(dtypes.float32)
         low, high = next((lo, hi) for dtype, lo, hi in _STORAGE if dtype is storage)
         if quant_min > low or quant_max < high:
             # A grid narrower than its storage type (reduce_range, symmetric -127..127): clip the input
             # to the grid's float image first, as QuantizeLinear saturates only to the type's range.
             scale_along = _along(scale, rank, axis)
-            point_along = _along(point, rank, axis).to(compute_dtype)
+            point_along = _along(point, rank, axis).to(dtypes.float32)
             x = x.maximum((quant_min - point_along) * scale_along)
             x = x.minimum((quant_max - point_along) * scale_along)
         attrs = {} if axis is None else {"axis": axis}
@@ -108,12 +119,32 @@ class _FakeQuantizeFunction(Function):
         return output
 
     @staticmethod
+    def _float64(ctx, input, scale, zero_point, quant_min, quant_max, axis):
+        """PyTorch's double arithmetic: ``level = round(x * float64(float32(1 / scale))) + zero_point``."""
+        rank = input.dim()
+        scale = _along(_as_parameter(scale, dtypes.float32, "scale").reshape(-1), rank, axis)
+        point = _along(_as_parameter(zero_point, dtypes.int32, "zero_point").reshape(-1), rank, axis)
+        point = point.to(dtypes.float64)
+        level = (input * (1.0 / scale).to(dtypes.float64)).round() + point
+        steps = level.clamp(quant_min, quant_max) - point
+        if axis is None:  # PyTorch's per-tensor kernel multiplies in float32, its per-channel one in float64
+            output = (steps.to(dtypes.float32) * scale).to(dtypes.float64)
+        else:
+            output = steps * scale.to(dtypes.float64)
+        ctx.save_for_backward((level >= quant_min) & (level <= quant_max))
+        ctx.grid = None
+        return output
+
+    @staticmethod
     def backward(ctx, grad_output):
-        (input,) = ctx.saved_tensors
-        scale, point, quant_min, quant_max = ctx.grid
-        # The integer the forward rounded to, before saturation: in range means "not clamped".
-        level = (input.to(scale.dtype) / scale).round() + point.to(scale.dtype)
-        inside = (level >= quant_min) & (level <= quant_max)
+        if ctx.grid is None:  # float64: the forward kept its mask
+            (inside,) = ctx.saved_tensors
+        else:
+            (input,) = ctx.saved_tensors
+            scale, point, quant_min, quant_max = ctx.grid
+            # The integer the forward rounded to, before saturation: in range means "not clamped".
+            level = (input.to(dtypes.float32) / scale).round() + point.to(dtypes.float32)
+            inside = (level >= quant_min) & (level <= quant_max)
         return grad_output * inside.to(grad_output.dtype), None, None, None, None, None
 
 
@@ -126,9 +157,7 @@ def _check_input(input: Tensor, name: str) -> None:
 
 def _check_zero_point(zero_point, quant_min: int, quant_max: int) -> None:
     if isinstance(zero_point, (int, np.integer)) and not quant_min <= int(zero_point) <= quant_max:
-        raise ValueError(
-            f"zero_point {int(zero_point)} must be between quant_min {quant_min} and quant_max {quant_max}"
-        )
+        raise RuntimeError("`zero_point` must be between `quant_min` and `quant_max`.")
 
 
 def fake_quantize_per_tensor_affine(
@@ -257,7 +286,8 @@ class FakeQuantize(Module):
         if is_dynamic:
             raise ValueError("FakeQuantize: is_dynamic=True is not supported; use onnxnn.quantization.quantize_dynamic")
         if quant_min is not None and quant_max is not None:
-            _check_range(quant_min, quant_max)
+            if quant_min > quant_max:  # PyTorch's FakeQuantize asserts so
+                raise AssertionError("quant_min must be less than or equal to quant_max")
             observer_kwargs.update(quant_min=quant_min, quant_max=quant_max)
         elif (quant_min is None) != (quant_max is None):
             raise ValueError("quant_min and quant_max must be given together")

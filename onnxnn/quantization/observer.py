@@ -60,6 +60,7 @@ class ObserverBase(Module):
     # The running extremes, buffers registered by each subclass (0-d, or 1-D per channel).
     min_val: Tensor
     max_val: Tensor
+    eps: Tensor
 
     def __init__(
         self,
@@ -73,14 +74,19 @@ class ObserverBase(Module):
         super().__init__()
         kind = quantized_dtype(dtype)
         if qscheme not in self._schemes:
+            if self._schemes == _PER_TENSOR and qscheme in _PER_CHANNEL:  # PyTorch's MinMaxObserver raises so
+                raise NotImplementedError(
+                    f"{type(self).__name__}'s qscheme only supports per_tensor_symmetric and per_tensor_affine"
+                )
             raise ValueError(f"{type(self).__name__}: unsupported qscheme {qscheme!r}, expected one of {self._schemes}")
         if (quant_min is None) != (quant_max is None):
             raise ValueError("quant_min and quant_max must be given together")
         if quant_min is not None and quant_max is not None:
+            # PyTorch's _validate_qmin_qmax: assertions, raised whatever python -O says.
+            if not quant_min <= 0 <= quant_max:
+                raise AssertionError("Used-specified quantization range must include 0.")
             if quant_min >= quant_max:
-                raise ValueError(
-                    f"quant_min must be strictly less than quant_max, got quant_min={quant_min}, quant_max={quant_max}"
-                )
+                raise AssertionError("qmin must be strictly less than qmax for user-specified quantization range.")
             if quant_min < kind.quant_min or quant_max > kind.quant_max:
                 raise ValueError(
                     f"the range [{quant_min}, {quant_max}] does not fit {kind!r} ([{kind.quant_min}, {kind.quant_max}])"
@@ -98,24 +104,31 @@ class ObserverBase(Module):
         self.quant_min = int(low)
         self.quant_max = int(high)
         self.has_customized_qrange = quant_min is not None
-        self.eps = float(eps)
+        # A buffer of shape (1,), as PyTorch's, so that its state_dicts load strictly both ways.
+        self.register_buffer("eps", constant_tensor(np.array([eps], dtype=np.float32)))
 
     def _parameters_from(self, min_val: Tensor, max_val: Tensor) -> tuple[Tensor, Tensor]:
         """Scale (float32) and zero point (int32) for the observed range ``[min_val, max_val]``."""
         low, high = float(self.quant_min), float(self.quant_max)
+        eps = self.eps.float().reshape(())
         min_neg = min_val.clamp(max=0.0)
         max_pos = max_val.clamp(min=0.0)
         if self.qscheme in (per_tensor_symmetric, per_channel_symmetric):
             largest = (-min_neg).maximum(max_pos)
-            scale = (largest / ((high - low) / 2)).clamp(min=self.eps)
+            scale = (largest / ((high - low) / 2)).maximum(eps)
             if self.dtype.quant_min < 0:
                 middle = 0
             else:
                 middle = (self.quant_min + self.quant_max) // 2 if self.has_customized_qrange else 128
             zero_point = scale * 0 + float(middle)
         else:
-            scale = ((max_pos - min_neg) / (high - low)).clamp(min=self.eps)
-            zero_point = (low - (min_neg / scale).round()).clamp(low, high)
+            scale = ((max_pos - min_neg) / (high - low)).maximum(eps)
+            level = (min_neg / scale).round()
+            # An infinite scale (an infinite input) or eps=0 with zeros makes the level NaN. PyTorch
+            # casts it to int32 first (INT32_MIN), then computes quant_min - level in int32, which
+            # wraps to quant_min when quant_min is 0 and clamps to quant_max when it is negative.
+            undefined = float(self.quant_min) if self.quant_min >= 0 else float(self.quant_max)
+            zero_point = where(level != level, undefined, (low - level).clamp(low, high))
         # Never observed (min_val = +inf): PyTorch's answer, scale 1 and zero point 0.
         observed = min_val <= max_val
         scale = where(observed, scale, 1.0)

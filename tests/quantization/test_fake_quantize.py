@@ -9,6 +9,7 @@ for bit, no tolerance.
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -19,6 +20,7 @@ from onnxnn.quantization import (
     MinMaxObserver,
     MovingAverageMinMaxObserver,
     MovingAveragePerChannelMinMaxObserver,
+    PerChannelMinMaxObserver,
     disable_observer,
     fake_quantize_per_channel_affine,
     fake_quantize_per_tensor_affine,
@@ -125,9 +127,13 @@ def test_matches_torch(scale, zero_point, quant_min, quant_max):
 @pytest.mark.parametrize(
     "call, error, match",
     [
-        (lambda x: fake_quantize_per_tensor_affine(x, 0.1, 0, 5, 5), ValueError, "quant_min must be strictly less"),
-        (lambda x: fake_quantize_per_tensor_affine(x, 0.1, 0, 10, -10), ValueError, "quant_min must be strictly less"),
-        (lambda x: fake_quantize_per_tensor_affine(x, 0.1, 300, 0, 255), ValueError, "zero_point 300"),
+        # PyTorch's exception types and messages.
+        (lambda x: fake_quantize_per_tensor_affine(x, 0.1, 0, 10, -10), RuntimeError, "`quant_min` should be less"),
+        (lambda x: fake_quantize_per_tensor_affine(x, 0.1, 300, 0, 255), RuntimeError, "`zero_point` must be between"),
+        (lambda x: FakeQuantize(quant_min=3, quant_max=2), AssertionError, "quant_min must be less than or equal"),
+        (lambda x: MinMaxObserver(quant_min=5, quant_max=-5), AssertionError, "range must include 0"),
+        (lambda x: MinMaxObserver(quant_min=0, quant_max=0), AssertionError, "qmin must be strictly less"),
+        (lambda x: MinMaxObserver(qscheme="per_channel_affine"), NotImplementedError, "qscheme only supports"),
         (lambda x: fake_quantize_per_tensor_affine(x, 0.1, 0, 0, 70000), ValueError, "fits no type"),
         (lambda x: fake_quantize_per_tensor_affine(x.long(), 0.1, 0, 0, 255), TypeError, "floating point"),
         (
@@ -140,7 +146,6 @@ def test_matches_torch(scale, zero_point, quant_min, quant_max):
             IndexError,
             "axis 2",
         ),
-        (lambda x: FakeQuantize(quant_min=3, quant_max=3), ValueError, "quant_min must be strictly less"),
         (lambda x: MinMaxObserver(dtype="qint4"), ValueError, "unsupported quantized dtype 'qint4'"),
         (lambda x: MinMaxObserver(dtype=onnxnn.float32), ValueError, "unsupported quantized dtype"),
         (lambda x: MinMaxObserver(dtype="quint8", quant_min=0, quant_max=300), ValueError, "does not fit"),
@@ -222,6 +227,7 @@ def test_fake_quantize_observes_then_freezes():
         "observer_enabled",
         "scale",
         "zero_point",
+        "activation_post_process.eps",
         "activation_post_process.min_val",
         "activation_post_process.max_val",
     ]
@@ -249,3 +255,133 @@ def test_per_channel_float_zero_points_round_with_the_zero_point():
     expected = (np.clip(level, 0, 255) - zero_point) * scale
     np.testing.assert_allclose(result.detach().numpy(), expected, rtol=2**-23)
     np.testing.assert_array_equal(x.grad.numpy(), ((level >= 0) & (level <= 255)).astype(np.float32))
+
+
+# ---------------------------------------------------------------- PyTorch's arithmetic by input dtype
+# PyTorch's kernels: level = clamp(nearbyint(x * float32(1 / scale)) + zero_point, quant_min, quant_max),
+# output = (level - zero_point) * scale; half inputs computed in float32 and cast back, float64 inputs
+# leveled in float64 (the per-channel output multiplied in float64, the per-tensor one in float32).
+
+
+def torch_levels(x, scale, zero_point, compute):
+    inverse = (np.float32(1) / np.float32(scale)).astype(compute)
+    return np.rint(x.astype(compute) * inverse) + zero_point
+
+
+HALF_CASES = [
+    pytest.param(np.float16, 0.1, 0, 0, 255, id="float16-quint8"),
+    pytest.param(np.float16, 0.01, 128, 0, 255, id="float16-zp128"),
+    pytest.param(np.float16, 0.003, 0, -128, 127, id="float16-qint8"),
+    pytest.param(ml_dtypes.bfloat16, 0.01, 128, 0, 255, id="bfloat16-zp128"),
+    pytest.param(ml_dtypes.bfloat16, 0.05, -3, -128, 127, id="bfloat16-qint8"),
+]
+
+
+@pytest.mark.parametrize("dtype, scale, zero_point, quant_min, quant_max", HALF_CASES)
+def test_half_inputs_are_quantized_in_float32(dtype, scale, zero_point, quant_min, quant_max):
+    data = np.random.default_rng(1).standard_normal(1000).astype(dtype)
+    wide = data.astype(np.float32)
+    # Leaves out the ties, where QuantizeLinear's x / scale and PyTorch's x * (1 / scale) may part.
+    away_from_ties = np.abs(np.abs(wide / np.float32(scale)) % 1 - 0.5) > 1e-3
+    levels = torch_levels(wide, scale, zero_point, np.float32)
+    expected = ((np.clip(levels, quant_min, quant_max) - zero_point) * np.float32(scale)).astype(np.float32)
+    x = onnxnn.tensor(data, requires_grad=True)
+    y = fake_quantize_per_tensor_affine(x, scale, zero_point, quant_min, quant_max)
+    y.sum().backward()
+    assert y.dtype == x.dtype
+    got = y.detach().numpy().astype(np.float32)
+    np.testing.assert_array_equal(got[away_from_ties], expected.astype(dtype).astype(np.float32)[away_from_ties])
+    mask = ((levels >= quant_min) & (levels <= quant_max)).astype(np.float32)
+    np.testing.assert_array_equal(x.grad.numpy().astype(np.float32)[away_from_ties], mask[away_from_ties])
+
+
+_STEP = float(np.float32(0.001))
+# Float64 values near and at ties of x * (1 / scale): 1.5, 17.5 and -127.5 grid steps, and off-grid.
+FLOAT64_TIES = np.array([0.119, 1.5 * _STEP, 17.5 * _STEP, -127.5 * _STEP, -128.5 * _STEP, 0.0015, 0.2555])
+
+
+@pytest.mark.parametrize("per_channel", [False, True], ids=["per-tensor", "per-channel"])
+@pytest.mark.parametrize("zero_point, quant_min, quant_max", [(0, 0, 255), (127, 0, 255), (0, -128, 127)])
+def test_float64_inputs_are_computed_in_float64(per_channel, zero_point, quant_min, quant_max):
+    scale = np.float32(0.001)
+    levels = torch_levels(FLOAT64_TIES, scale, zero_point, np.float64)
+    steps = np.clip(levels, quant_min, quant_max) - zero_point
+    if per_channel:
+        expected = steps * np.float64(scale)
+        x = onnxnn.tensor(FLOAT64_TIES.reshape(-1, 1), requires_grad=True)
+        channels = len(FLOAT64_TIES)
+        y = fake_quantize_per_channel_affine(
+            x,
+            onnxnn.tensor(np.full(channels, scale)),
+            onnxnn.tensor(np.full(channels, zero_point, np.int32)),
+            0,
+            quant_min,
+            quant_max,
+        )
+    else:
+        expected = (steps.astype(np.float32) * scale).astype(np.float64)
+        x = onnxnn.tensor(FLOAT64_TIES, requires_grad=True)
+        y = fake_quantize_per_tensor_affine(x, 0.001, zero_point, quant_min, quant_max)
+    y.sum().backward()
+    assert y.dtype == onnxnn.float64
+    np.testing.assert_array_equal(y.detach().numpy().reshape(-1), expected)
+    mask = (levels >= quant_min) & (levels <= quant_max)
+    np.testing.assert_array_equal(x.grad.numpy().reshape(-1), mask.astype(np.float64))
+
+
+def _wrapped_zero_point(quant_min, quant_max):
+    # PyTorch: round(min / scale) is NaN, cast to int32 gives INT32_MIN, quant_min - INT32_MIN
+    # wraps in int32, then the clamp.
+    with np.errstate(over="ignore"):
+        difference = np.array([quant_min], np.int32) - np.array([-(2**31)], np.int32)
+    return int(np.clip(difference, quant_min, quant_max)[0])
+
+
+@pytest.mark.parametrize(
+    "observer, data, scale",
+    [
+        (lambda: MinMaxObserver(eps=0.0), np.zeros(3), 0.0),
+        (lambda: MinMaxObserver(), np.full(2, -np.inf), np.inf),
+        (lambda: MinMaxObserver(dtype="qint8"), np.full(2, -np.inf), np.inf),
+        (lambda: MinMaxObserver(dtype="qint8", eps=0.0), np.zeros(3), 0.0),
+        (lambda: MinMaxObserver(dtype="qint8", reduce_range=True), np.full(2, -np.inf), np.inf),
+        (lambda: PerChannelMinMaxObserver(eps=0.0), np.zeros((2, 3)), 0.0),
+        (lambda: PerChannelMinMaxObserver(dtype="qint8", eps=0.0), np.zeros((2, 3)), 0.0),
+    ],
+)
+def test_undefined_zero_point_stays_in_range(observer, data, scale):
+    module = observer()
+    module(onnxnn.tensor(data.astype(np.float32)))
+    got_scale, got_zero_point = module.calculate_qparams()
+    np.testing.assert_array_equal(got_scale.numpy().reshape(-1)[:1], [scale])
+    expected = _wrapped_zero_point(module.quant_min, module.quant_max)
+    assert set(got_zero_point.numpy().reshape(-1).tolist()) == {expected}
+
+
+@pytest.mark.parametrize(
+    "make, prefix",
+    [
+        (lambda: MinMaxObserver(), ""),
+        (lambda: PerChannelMinMaxObserver(), ""),
+        (lambda: FakeQuantize(observer=MinMaxObserver, quant_min=0, quant_max=255), "activation_post_process."),
+    ],
+)
+def test_eps_is_a_buffer_as_pytorch(make, prefix):
+    module = make()
+    state = module.state_dict()
+    eps = state[prefix + "eps"].numpy()
+    assert eps.dtype == np.float32 and eps.tolist() == [np.finfo(np.float32).eps]
+    # A PyTorch checkpoint carries eps: it loads strictly, and the loaded value is the one used.
+    state[prefix + "eps"] = onnxnn.tensor(np.array([0.5], np.float32))
+    module.load_state_dict(state, strict=True)
+    observer = module.activation_post_process if prefix else module
+    observer(onnxnn.tensor(np.array([[0.0, 1.0]], np.float32)))
+    scale, _ = observer.calculate_qparams()
+    np.testing.assert_array_equal(scale.numpy().reshape(-1), [0.5])
+
+
+@pytest.mark.parametrize("x, expected", [([0.3, -1.0, 2.0], [0.0, 0.0, 0.0]), ([5.0], [0.0])])
+def test_a_one_level_grid_is_accepted(x, expected):
+    # quant_min == quant_max: PyTorch accepts it; every value lands on (quant_min - zero_point) * scale.
+    y = fake_quantize_per_tensor_affine(onnxnn.tensor(x), 0.1, 3, 3, 3)
+    np.testing.assert_array_equal(y.numpy(), np.array(expected, np.float32))
