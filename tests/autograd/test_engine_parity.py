@@ -241,20 +241,26 @@ class _AddOne_(onnxnn.autograd.Function):
         return grad_output * 3  # not the true derivative: shows this backward ran
 
 
-class _Scale_(onnxnn.autograd.Function):
-    """x *= w, saving the modified x (an output now) and w."""
+def _scale_function(library):
+    """``x *= w`` as ``library``'s custom Function, saving the modified x (an output now) and w."""
 
-    @staticmethod
-    def forward(ctx, x, w):
-        x.mul_(w)
-        ctx.mark_dirty(x)
-        ctx.save_for_backward(x, w)
-        return x
+    class _Scale_(library.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            x.mul_(w)
+            ctx.mark_dirty(x)
+            ctx.save_for_backward(x, w)
+            return x
 
-    @staticmethod
-    def backward(ctx, grad_output):
-        result, w = ctx.saved_tensors
-        return grad_output * w, (grad_output * result / w).sum()
+        @staticmethod
+        def backward(ctx, grad_output):
+            result, w = ctx.saved_tensors
+            return grad_output * w, (grad_output * result / w).sum()
+
+    return _Scale_
+
+
+_Scale_ = _scale_function(onnxnn)
 
 
 def test_mark_dirty_returns_the_input_itself_with_the_function_as_its_history() -> None:
@@ -534,22 +540,6 @@ def test_second_backward_raises_where_pytorch_raises() -> None:
 def test_mark_dirty_gradients_equal_pytorchs() -> None:
     torch = pytest.importorskip("torch")
 
-    def make(library):
-        class Scale_(library.autograd.Function):
-            @staticmethod
-            def forward(ctx, x, w):
-                x.mul_(w)
-                ctx.mark_dirty(x)
-                ctx.save_for_backward(x, w)
-                return x
-
-            @staticmethod
-            def backward(ctx, grad_output):
-                result, w = ctx.saved_tensors
-                return grad_output * w, (grad_output * result / w).sum()
-
-        return Scale_
-
     gradients = []
     for library in (torch, onnxnn):
         x = library.tensor([1.0, -2.0, 3.0, 0.5], requires_grad=True)
@@ -557,7 +547,7 @@ def test_mark_dirty_gradients_equal_pytorchs() -> None:
         base = x * 1
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            make(library).apply(base[1:3], w)
+            _scale_function(library).apply(base[1:3], w)
         (base * base).sum().backward()
         gradients.append((np.asarray(x.grad.tolist()), float(w.grad)))
     np.testing.assert_allclose(gradients[1][0], gradients[0][0], rtol=1e-6)
