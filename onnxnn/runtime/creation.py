@@ -13,6 +13,7 @@ from ..ir import dtypes
 from ..ir import random as _random
 from ..ir.device import CPU, as_device, default_device, require_usable
 from ..ir.graph import constant
+from ..ir.evenly_spaced import fused_multiply_add, linspace_edges
 from . import tensor as _tensor  # circular (Tensor methods build tensors here): read at call time
 
 if TYPE_CHECKING:
@@ -390,23 +391,36 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
 
 
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """``steps`` values from ``start`` to ``end``, both included, rounded as PyTorch's CPU kernel rounds them."""
     target = _float_dtype(dtype, "linspace")
-    return _make(_evenly_spaced(start, end, steps, target).astype(target.numpy_dtype), target, device, requires_grad)
+    _check_steps(steps)
+    if target.is_floating_point:
+        values = linspace_edges(float(start), float(end), steps, target.numpy_dtype)
+    else:
+        values = _evenly_spaced(start, end, steps, target).astype(target.numpy_dtype)
+    return _make(values, target, device, requires_grad)
 
 
 def _evenly_spaced(start, end, steps: int, target: dtypes.dtype) -> np.ndarray:
-    """``steps`` float64 values from ``start`` to ``end``. For an integer ``target``, PyTorch computes
+    """``steps`` float64 values from ``start`` to ``end`` for an integer or bool ``target``. PyTorch computes
     in that dtype: the ends are converted to it first, the values (in double, from the nearer end)
     truncated after."""
-    if target.is_floating_point or target is dtypes.bool:
+    if target is dtypes.bool:
         return np.linspace(start, end, steps, dtype=np.float64)
     start, end = int(start), int(end)
     if steps <= 1:
         return np.full(steps, start, np.float64)
-    step = (end - start) / (steps - 1)
+    step = (float(end) - float(start)) / (steps - 1)
     positions = np.arange(steps, dtype=np.float64)
     halfway = steps // 2
-    return np.where(positions < halfway, start + step * positions, end - step * (steps - 1 - positions))
+    # PyTorch's vectorized build contracts each value to one fused multiply-add: an exact integer
+    # position's value may sit an ulp below it, which truncation then keeps one lower.
+    return np.concatenate(
+        [
+            fused_multiply_add(step, positions[:halfway], float(start), np.float64),
+            fused_multiply_add(-step, (steps - 1) - positions[halfway:], float(end), np.float64),
+        ]
+    )
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -499,7 +513,42 @@ def randint_like(input: Tensor, low, high=None, *, dtype=None, device=None, requ
 def logspace(
     start, end, steps: int, base: float = 10.0, *, dtype=None, device=None, requires_grad: bool = False
 ) -> Tensor:
-    """``steps`` values ``base ** e`` for ``e`` evenly spaced from ``start`` to ``end``."""
+    """``steps`` values ``base ** e`` for ``e`` evenly spaced from ``start`` to ``end``, rounded as PyTorch's
+    CPU kernel rounds them: the ends in the dtype, the exponents and powers in double."""
     target = _float_dtype(dtype, "logspace")
-    exponents = _evenly_spaced(start, end, steps, target)
-    return _make(np.power(float(base), exponents).astype(target.numpy_dtype), target, device, requires_grad)
+    _check_steps(steps)
+    if steps == 1:
+        exponents = np.array([float(start)])
+    else:
+        kind = target.numpy_dtype.type
+        first, last = (int(x) if not target.is_floating_point else kind(x) for x in (start, end))
+        step = float(last - first) / (steps - 1)
+        positions = np.arange(steps, dtype=np.float64)
+        halfway = steps // 2
+        exponents = np.concatenate(
+            [float(first) + step * positions[:halfway], float(last) - step * (steps - 1 - positions[halfway:])]
+        )
+    powers = _library_powers(float(base), exponents)
+    if target in (dtypes.float16, dtypes.bfloat16):
+        powers = powers.astype(np.float32)  # PyTorch's half types are built from a float
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _make(powers.astype(target.numpy_dtype), target, device, requires_grad)
+
+
+def _check_steps(steps: int) -> None:
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+
+
+def _library_powers(base: float, exponents: np.ndarray) -> np.ndarray:
+    """``base ** exponents`` from the C library's ``pow``, as PyTorch's ``std::pow``: numpy's vectorized
+    power can be an ulp away from it."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        powers = np.power(base, exponents)
+    finite = np.flatnonzero(np.isfinite(powers) & (powers != 0))
+    for index in finite:
+        try:
+            powers[index] = math.pow(base, exponents[index])
+        except OverflowError:
+            powers[index] = math.inf
+    return powers

@@ -17,6 +17,7 @@ from ...ir import dtypes
 from ...ir import random as _random
 from ..realization import host_data
 from ..creation import _float_dtype, _make
+from ...ir.evenly_spaced import linspace_edges
 from ._common import Tensor, normalize_axes
 from . import comparison as _c
 from . import elementwise as _e
@@ -28,7 +29,6 @@ from .stats import (
     cpp_number,
     empty_distances,
     linear_bin_positions,
-    linspace_edges,
     norm_of_differences,
     upper_bound,
 )

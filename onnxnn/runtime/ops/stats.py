@@ -474,68 +474,6 @@ def upper_bound(edges: np.ndarray, values: np.ndarray, low: np.ndarray, high: np
     return first
 
 
-def linspace_edges(start: float, end: float, count: int, numpy_dtype) -> np.ndarray:
-    """PyTorch 2.13's CPU ``linspace`` in float32 or float64: ``fma(step, i, start)`` for the first half and
-    ``fma(-step, count - 1 - i, end)`` for the rest, ``step = (end - start) / (count - 1)`` in the dtype.
-
-    The fused multiply-adds are evaluated without intermediate rounding (``_fused_multiply_add``), as
-    the hardware's, in numpy passes: a million edges cost milliseconds.
-    """
-    kind = np.dtype(numpy_dtype).type
-    first, last = kind(start), kind(end)
-    if count == 1:
-        return np.asarray([first])
-    step = (last - first) / kind(count - 1)
-    index = np.arange(count, dtype=np.float64)
-    halfway = count // 2
-    low = _fused_multiply_add(float(step), index[:halfway], float(first), kind)
-    high = _fused_multiply_add(-float(step), (count - 1) - index[halfway:], float(last), kind)
-    return np.concatenate([low, high])
-
-
-def _fused_multiply_add(a: float, b: np.ndarray, c: float, kind) -> np.ndarray:
-    """``a * b + c`` rounded once to ``kind`` (float32 or float64), ``b`` integers below 2 ** 31.
-
-    Error-free transformations: the product and the sum are carried as float64 pairs whose sum is
-    exact (Dekker's product, Knuth's sum), then rounded once. float32: the product of a 24-bit step
-    and a 31-bit integer is exact in float64, and the pair's tail breaks the ties a second rounding
-    to float32 would get wrong. float64: the final addition of the tail rounds once, as an FMA does,
-    but for sums within 2 ** -100 of a tie.
-    """
-    product = a * b
-    if kind is np.float64:
-        product_error = _product_error(a, b, product)
-    else:
-        product_error = np.zeros_like(product)  # exact
-    total = product + c
-    virtual = total - product
-    sum_error = (product - (total - virtual)) + (c - virtual)  # Knuth's TwoSum: total + error is exact
-    tail = sum_error + product_error
-    if kind is np.float64:
-        return total + tail
-    rounded = total.astype(np.float32)
-    # A float64 total exactly halfway between two float32 values was rounded to the even one; the tail
-    # says on which side of that tie the exact value lies.
-    offset = total - rounded.astype(np.float64)
-    toward = np.where(offset > 0, np.float32(np.inf), np.float32(-np.inf))
-    neighbour = np.nextafter(rounded, toward)
-    tie = (offset != 0) & (offset * 2 == neighbour.astype(np.float64) - rounded.astype(np.float64))
-    beyond = tie & (tail != 0) & ((tail > 0) == (offset > 0))
-    return np.where(beyond, neighbour, rounded)
-
-
-def _product_error(a: float, b: np.ndarray, product: np.ndarray) -> np.ndarray:
-    """``a * b - product`` exactly (Dekker's TwoProduct with Veltkamp's split in halves of 26 bits)."""
-    split = 134217729.0  # 2 ** 27 + 1
-    a_scaled = split * a
-    a_high = a_scaled - (a_scaled - a)
-    a_low = a - a_high
-    b_scaled = split * b
-    b_high = b_scaled - (b_scaled - b)
-    b_low = b - b_high
-    return ((a_high * b_high - product) + a_high * b_low + a_low * b_high) + a_low * b_low
-
-
 def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> ModeResult:
     """The most frequent value along ``dim`` (the smallest among equally frequent ones) and an index of it.
 
