@@ -23,13 +23,13 @@ def linspace_edges(start: float, end: float, count: int, numpy_dtype) -> np.ndar
     if kind not in (np.float32, np.float64):
         # float16/bfloat16: PyTorch's scalar kernel rounds every operation to the dtype, the indices too
         # (bfloat16 holds integers exactly only up to 256); numpy's half types and ml_dtypes' do the same.
-        index = np.arange(count)
+        counts = np.arange(count)
         return np.concatenate(
-            [first + step * index[:halfway].astype(kind), last - step * ((count - 1) - index[halfway:]).astype(kind)]
+            [first + step * counts[:halfway].astype(kind), last - step * ((count - 1) - counts[halfway:]).astype(kind)]
         )
-    index = np.arange(count, dtype=np.float64)
-    low = fused_multiply_add(float(step), index[:halfway], float(first), kind)
-    high = fused_multiply_add(-float(step), (count - 1) - index[halfway:], float(last), kind)
+    positions = np.arange(count, dtype=np.float64)
+    low = fused_multiply_add(float(step), positions[:halfway], float(first), kind)
+    high = fused_multiply_add(-float(step), (count - 1) - positions[halfway:], float(last), kind)
     return np.concatenate([low, high])
 
 
