@@ -286,14 +286,16 @@ def _cut(
     stages = _in_pieces(stages)
     # The sessions, pieces included, for their pools' spinning (``create_session``).
     session_stages = sum(1 for key in stages if not key[1])
-    if "" in compiled_reads or not compiled_reads and len(stages) == 1:
-        return None  # one leaving an optional input out (no slot to feed), or neither compiled nor large
+    if not compiled_reads and len(stages) == 1:
+        return None  # neither compiled nor large
     _repeat_views(graph, stages)
 
     inputs = {graph_input.name: graph_input for graph_input in graph.input}
-    # The constants compiled nodes read (a specialized session's embedded inputs) come after the inputs.
+    # The constants compiled nodes read (a specialized session's embedded inputs) come after the inputs,
+    # then, where a compiled node leaves an optional input out (a DFT's length), a slot holding None.
     constants = sorted(compiled_reads & initializers.keys())
-    slots = {name: slot for slot, name in enumerate([*inputs, *constants])}
+    left_out = [""] if "" in compiled_reads else []
+    slots = {name: slot for slot, name in enumerate([*inputs, *constants, *left_out])}
     types = {name: value.type.tensor_type.elem_type for name, value in inputs.items()}
     types.update((name, initializers[name].data_type) for name in constants)
     wanted = {output.name for output in graph.output}
@@ -335,8 +337,8 @@ def _cut(
         for name in outputs:
             slots[name] = len(slots)
     output_slots = [slots[output.name] for output in graph.output]
-    arrays = [numpy_helper.to_array(initializers[name]) for name in constants]
-    beside = _beside_stages(result, counts, len(inputs) + len(constants)) if threads > 1 else {}
+    arrays = [numpy_helper.to_array(initializers[name]) for name in constants] + [None] * len(left_out)
+    beside = _beside_stages(result, counts, len(inputs) + len(arrays)) if threads > 1 else {}
     return SplitSession(result, threads, output_slots, arrays, sum(absorbed.values()), beside)
 
 

@@ -496,6 +496,26 @@ CASES = [
         [randn(2, 6, 1)],
         IN_FLOAT32,
     ),
+    Case(
+        "dft_inverse_onesided_default_length",
+        lambda a: op("DFT", a, None, int64_constant(1), inverse=1, onesided=1),
+        [randn(2, 4, 2)],
+    ),
+    Case(
+        "dft_inverse_onesided_odd_length",
+        lambda a: op("DFT", a, int64_constant(7), int64_constant(1), inverse=1, onesided=1),
+        [randn(2, 4, 2)],
+    ),
+    Case(
+        "dft_inverse_onesided_length_pads_bins",
+        lambda a: op("DFT", a, int64_constant(10), int64_constant(0), inverse=1, onesided=1),
+        [randn(4, 3, 2)],
+    ),
+    Case(
+        "dft_inverse_onesided_length_cuts_bins",
+        lambda a: op("DFT", a, int64_constant(4), int64_constant(1), inverse=1, onesided=1),
+        [randn(1, 5, 2)],
+    ),
     Case("det_3x3", lambda a: op("Det", a), [randn(3, 3)]),
     Case("det_batched_2x2", lambda a: op("Det", a), [randn(2, 2, 2)]),
     Case("det_1x1", lambda a: op("Det", a), [randn(1, 1)]),

@@ -141,7 +141,7 @@ def _dft_grad(ctx, g):
     length = int(data_of(length_value)) if length_value is not None else shape[axis]
     inverse = int(ctx.attrs.get("inverse", 0))
     if inverse and ctx.attrs.get("onesided", 0):
-        raise NotImplementedError("gradient of an inverse one-sided DFT (irfft)")
+        return _irfft_grad(g, shape, axis, length if length_value is not None else 2 * (shape[axis] - 1)), None, None
     if ctx.attrs.get("onesided", 0) and g.shape[axis] < length:
         g = apply_op("Pad", (g, _along(rank, axis, 0, length - g.shape[axis])))
     adjoint = apply_op("DFT", (g, None, int64_constant(axis)), {"inverse": 1 - inverse}, "FftBackward0")
@@ -155,3 +155,28 @@ def _dft_grad(ctx, g):
     if shape[-1] == 1:
         adjoint = apply_op("Slice", (adjoint, int64_constant([0]), int64_constant([1]), int64_constant([-1])))
     return adjoint, None, None
+
+
+def _irfft_grad(g, shape: tuple, axis: int, length: int):
+    # y = irfft(X, n) reads bins 0..n//2 (zero past the given ones) and weighs each by c_k / n, with
+    # c_k = 2 for a bin standing for its mirror too and 1 for the DC and (even n) Nyquist bins, whose
+    # imaginary parts it ignores. The gradient with respect to bin k's real and imaginary parts is
+    # then c_k / n times rfft(g)'s, zero for the ignored parts and the bins past n//2.
+    rank = len(shape)
+    bins = length // 2 + 1
+    weights = np.full((bins, 2), 2.0 / length)
+    weights[0] = [1.0 / length, 0.0]
+    if length % 2 == 0:
+        weights[-1] = [1.0 / length, 0.0]
+    weights = weights.reshape((bins,) + (1,) * (rank - 2 - axis) + (2,)).astype(g.dtype.numpy_dtype)
+    spectrum = apply_op("DFT", (g, None, int64_constant(axis)), {"onesided": 1}, "FftC2RBackward0")
+    adjoint = spectrum * Tensor._from_value(constant(weights, g.dtype, g.device))
+    if bins > shape[axis]:
+        adjoint = apply_op(
+            "Slice", (adjoint, int64_constant([0]), int64_constant([shape[axis]]), int64_constant([axis]))
+        )
+    elif bins < shape[axis]:
+        adjoint = apply_op("Pad", (adjoint, _along(rank, axis, 0, shape[axis] - bins)))
+    if shape[-1] == 1:
+        adjoint = apply_op("Slice", (adjoint, int64_constant([0]), int64_constant([1]), int64_constant([-1])))
+    return adjoint
