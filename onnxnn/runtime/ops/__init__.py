@@ -55,6 +55,7 @@ from . import clip_bounds  # noqa: F401,E402  (a missing Clip bound is infinite,
 from . import max_pool_nan  # noqa: F401,E402  (NaN wins a max pool's window on onnxruntime, as in PyTorch)
 from . import batch_norm_epsilon  # noqa: F401,E402  (float64 BatchNormalization adds PyTorch's epsilon)
 from . import reduction_accuracy  # noqa: F401,E402  (long float sums in blocks on onnxruntime, as accurate as PyTorch's)
+from . import integer_sums  # noqa: F401,E402  (integer sums exact on onnxruntime, wrapping as PyTorch's)
 from . import activation_accuracy  # noqa: F401,E402  (Sigmoid, Elu, Selu, Celu, HardSigmoid, HardSwish as accurate as PyTorch's)
 from . import group_normalization  # noqa: F401,E402  (GroupNormalization's variance in two passes)
 from . import float64_decompositions  # noqa: F401,E402  (float64 Atan, Erf, Sinh, ... for onnxruntime)

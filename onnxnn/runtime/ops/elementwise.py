@@ -397,6 +397,8 @@ def pow(input, exponent) -> Tensor:
             raise RuntimeError("Integers to negative integer powers are not allowed.")
         if isinstance(exponent, int) and not isinstance(exponent, bool) and input._value.dtype.category == 1:
             check_number_fits(exponent, input._value.dtype)  # PyTorch's: uint8 ** 300 is refused, not 0
+        if type(exponent) is int and exponent >= 0 and input._value.dtype.category == 1:
+            return _integer_power(input, exponent)
         if exponent == 2 and input._value.dtype.is_floating_point:
             return apply_op("Mul", (input, input), None, "PowBackward0")
         if exponent == 0.5 and input._value.dtype.is_floating_point:
@@ -404,6 +406,25 @@ def pow(input, exponent) -> Tensor:
             # Pow: inf and 0).
             return apply_op("Sqrt", (input,), None, "PowBackward0")
     return _binary("Pow", input, exponent, "PowBackward0")
+
+
+def _integer_power(base: Tensor, exponent: int) -> Tensor:
+    """``base ** exponent`` for an integer base, by repeated squaring: onnxruntime's integer Pow goes
+    through double (int64 results past 2**53 lose their last digits, an overflow saturates), its Mul
+    is exact and wraps, as PyTorch's power does (and onnxruntime has no Pow for int8, uint8, int16)."""
+    if exponent == 0:
+        return add(mul(base, 0), 1)
+    while not exponent & 1:  # the lowest set bit's square starts the product
+        base = apply_op("Mul", (base, base))
+        exponent >>= 1
+    result, square = base, base
+    exponent >>= 1
+    while exponent:
+        square = apply_op("Mul", (square, square))
+        if exponent & 1:
+            result = apply_op("Mul", (result, square))
+        exponent >>= 1
+    return result
 
 
 def neg(input: Tensor) -> Tensor:

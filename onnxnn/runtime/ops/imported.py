@@ -164,11 +164,11 @@ def _irfft_grad(g, shape: tuple, axis: int, length: int):
     # then c_k / n times rfft(g)'s, zero for the ignored parts and the bins past n//2.
     rank = len(shape)
     bins = length // 2 + 1
-    weights = np.full((bins, 2), 2.0 / length)
-    weights[0] = [1.0 / length, 0.0]
+    per_bin = np.full((bins, 2), 2.0 / length)
+    per_bin[0] = [1.0 / length, 0.0]
     if length % 2 == 0:
-        weights[-1] = [1.0 / length, 0.0]
-    weights = weights.reshape((bins,) + (1,) * (rank - 2 - axis) + (2,)).astype(g.dtype.numpy_dtype)
+        per_bin[-1] = [1.0 / length, 0.0]
+    weights = per_bin.reshape((bins,) + (1,) * (rank - 2 - axis) + (2,)).astype(g.dtype.numpy_dtype)
     spectrum = apply_op("DFT", (g, None, int64_constant(axis)), {"onesided": 1}, "FftC2RBackward0")
     adjoint = spectrum * Tensor._from_value(constant(weights, g.dtype, g.device))
     if bins > shape[axis]:

@@ -294,7 +294,9 @@ def fmod(input, other) -> Tensor:
     a = a if isinstance(a, Tensor) else Tensor._from_value(a)
     b = b if isinstance(b, Tensor) else Tensor._from_value(b)
     if not result_dtype.is_floating_point:
-        return _division.integer_division_op("Mod", a, b, {"fmod": 1})
+        # a - trunc(a / b) * b: onnxruntime's integer Mod(fmod=1) goes through double (int64 past 2**53
+        # loses its last digits), its Div is exact.
+        return _e.sub(a, _e.mul(_division.integer_division_op("Div", a, b), b))
     return apply_op("Mod", (a, b), {"fmod": 1}, "FmodBackward0")
 
 
