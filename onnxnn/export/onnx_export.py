@@ -32,6 +32,7 @@ from .dynamic_shapes import make_shapes_dynamic, widen_unit_axes
 from .graph_editing import name_constants_anonymously
 from .onnxruntime_optimizer_guards import guard_against_onnxruntime_optimizers
 from .opset_conversion import convert_opset
+from .opset_types import opset_for_types
 
 __all__ = ["to_onnx", "max_opset_version", "MIN_OPSET_VERSION"]
 
@@ -268,11 +269,17 @@ def to_onnx(
         if is_module and training:
             model.train(previous_mode)
     recorded = declared_opset(proto)
+    inferable = proto.ByteSize() < _TWO_GIGABYTES  # shape inference reads a serialized model
+    chosen = opset is not None
     if opset is None:
-        opset = recorded  # what the recorded ops need: onnxnn's opset, or an imported model's newer one
+        # What the recorded ops need (onnxnn's opset, or an imported model's newer one), or the
+        # first opset defining them for their element types (bfloat16 Conv: 22).
+        opset = opset_for_types(proto, recorded, max_opset_version(), chosen=False) if inferable else recorded
     if opset != recorded:
         proto = convert_opset(proto, opset)
         proto.ir_version = IR_VERSION
+    if chosen and inferable:
+        opset_for_types(proto, opset, max_opset_version(), chosen=True)  # refuses an opset too old for the types
     guard_against_onnxruntime_optimizers(proto)
     name_constants_anonymously(proto, [*state, *input_names])
     # Serialized once, for the checker and the file: a large model's bytes take a second each.
