@@ -548,3 +548,21 @@ def test_a_loss_computes_in_float32_from_low_precision_inputs(reduction):
     assert loss.dtype is onnxnn.float32
     expected = np.float32(value) ** 2 * (4 if reduction == "sum" else 1)
     np.testing.assert_allclose(loss.numpy(), np.broadcast_to(expected, loss.shape), rtol=2 * np.finfo(np.float32).eps)
+
+
+@pytest.mark.parametrize("dtype", [onnxnn.bfloat16, onnxnn.float16])
+def test_gru_autocasts_its_gate_products_with_or_without_gradients(dtype):
+    # PyTorch's GRU kernel is off CPU autocast's lists but its gate products (at::linear) are on
+    # them: the result is the same whether a gradient is wanted or not.
+    onnxnn.manual_seed(0)
+    gru = nn.GRU(8, 16)
+    x = onnxnn.randn(7, 3, 8)
+    with autocast("cpu", dtype=dtype):
+        with onnxnn.no_grad():
+            inference = gru(x)[0].numpy()
+        training = gru(x)[0].detach().numpy()
+    with onnxnn.no_grad():
+        plain = gru(x)[0].numpy()
+    np.testing.assert_array_equal(inference, training)
+    # Gate products rounded to 8 or 11 bits move the outputs by far more than float32's rounding.
+    assert np.abs(inference - plain).max() > 1e-4

@@ -630,3 +630,17 @@ def test_float32_dropout_between_onnx_nodes_applies_in_training_only(executor):
             actual = output.detach().numpy()  # realized on ``executor`` (onnxnn is lazy)
         expected, _, _ = network_reference("LSTM", state, x, [3, 3], zeros, zeros, 2, 2, drop_between=training)
         np.testing.assert_allclose(actual, expected, rtol=0, atol=atol)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("mode", ["LSTM", "GRU", "RNN"])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_an_empty_batch_gives_empty_results(mode, batch_first, executor):
+    # onnxruntime's CPU LSTM and GRU kernels abort the process on an empty batch: it runs unrolled.
+    module = getattr(nn, mode)(8, 16, num_layers=2, bidirectional=True, batch_first=batch_first)
+    x = onnxnn.zeros((0, 4, 8) if batch_first else (4, 0, 8))
+    with onnxnn.set_executor(executor), onnxnn.no_grad():
+        output, state = module(x)
+        states = state if mode == "LSTM" else (state,)
+        assert output.numpy().shape == ((0, 4, 32) if batch_first else (4, 0, 32))
+        assert [tuple(s.numpy().shape) for s in states] == [(4, 0, 16)] * len(states)

@@ -343,8 +343,11 @@ class RNNBase(Module):
         if sorted_indices is not None:
             # The caller's states are in the original batch order; the packed batch is sorted.
             states = tuple(state.index_select(1, sorted_indices) for state in states)
-        # PyTorch's CPU autocast lists the LSTM and RNN kernels (mkldnn_rnn_layer) but not GRU's.
-        autocast = MODE.autocast is not None and not (self.mode == "GRU" and data.device.type == "cpu")
+        # PyTorch's CPU autocast lists the LSTM and RNN kernels (mkldnn_rnn_layer), which then run in the
+        # autocast dtype; GRU's is not listed, but its composite kernel's gate products (at::linear) are:
+        # it runs unrolled, its products autocast one by one.
+        in_autocast = MODE.autocast is not None
+        autocast = in_autocast and not (self.mode == "GRU" and data.device.type == "cpu")
         if autocast:
             # The recurrence runs in the autocast dtype, unrolled (its cells' products are autocast;
             # the fused recurrent nodes would meet float32 weights).
@@ -358,7 +361,8 @@ class RNNBase(Module):
             or any(state.requires_grad for state in states)
             or any(weight.requires_grad for weight in self.parameters(recurse=False))
         )
-        if autocast or not records_fused_nodes(self.proj_size, data.dtype, needs_grad):
+        # onnxruntime's CPU LSTM and GRU kernels abort the process on an empty batch.
+        if in_autocast or batch == 0 or not records_fused_nodes(self.proj_size, data.dtype, needs_grad):
             output, h_n, c_n = self._recur(data, batch_sizes, states[0], cx)
         elif packed:
             padded, lengths = pad_packed_steps(data, batch_sizes)
