@@ -10,6 +10,8 @@ import onnxruntime
 import pytest
 
 import onnxnn
+from onnxnn.ir.model_building import build_model
+from onnxnn.ir.plan import plan as plan_of
 
 EXECUTORS = ["onnxruntime", "kernels", "auto"]
 TIMESTAMPS = [1733130000123456789, 1733130001987654321, -1733130002555555555]
@@ -120,3 +122,15 @@ def test_exported_integer_sums_are_exact_on_plain_onnxruntime():
     total, rows = session.run(None, {session.get_inputs()[0].name: example})
     assert int(total) == wrapped(sum(TIMESTAMPS) + 3 * 2**62, np.int64)
     assert rows.tolist() == [wrapped(sum(TIMESTAMPS), np.int64), wrapped(3 * 2**62, np.int64)]
+
+
+@pytest.mark.parametrize(
+    "program",
+    [lambda x: (x > 0).sum(), lambda x: onnxnn.count_nonzero(x, 0), lambda x: x.to(onnxnn.int16).sum()],
+    ids=["count of booleans", "count_nonzero", "int16 values"],
+)
+def test_sums_of_narrow_values_keep_the_plain_node(program):
+    # 2**16 times any count that fits in memory stays below 2**53: onnxruntime's double sum is exact.
+    x = onnxnn.randn(64, 8)
+    model = build_model(plan_of([program(x)._value]))
+    assert [node.op_type for node in model.graph.node].count("CumSum") == 0

@@ -10,8 +10,9 @@ exported graphs alike, as running sums along the reduced axes and the last of th
 appended along each (one Pad: an empty axis then sums to 0). A full reduction (``x.sum()``) runs
 over the flattened input. Other integer types are summed in int64 and cast back, which wraps as a
 sum in that dtype does. The form reads the reduced axes but no size: graphs shared across sizes
-take it too. A node whose axes are computed keeps the plain node. onnxnn's kernels sum integers
-exactly with numpy.
+take it too. A node whose axes are computed keeps the plain node, as does a sum of narrow values cast
+to int64 (a count of booleans), which double holds exactly. onnxnn's kernels sum integers exactly
+with numpy.
 """
 
 from __future__ import annotations
@@ -28,6 +29,23 @@ __all__: list[str] = []
 # The dtypes onnxruntime's CumSum adds; the others are summed in int64.
 _SUMMED_AS_IS = frozenset({dtypes.int32, dtypes.int64})
 _LAST = np.iinfo(np.int64).max  # a Slice end past any extent
+
+
+# Values of these dtypes, cast to int64, sum exactly in double: 2**16 times any count of elements that
+# fits in memory stays below 2**53. A count of booleans (``count_nonzero``, ``bucketize``) is one.
+_NARROW = frozenset({dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16})
+
+
+def _counts_narrow_values(x) -> bool:
+    """Whether ``x`` is an int64 Cast of a narrow dtype, which onnxruntime's plain node sums exactly."""
+    producer = x.node
+    return (
+        x.dtype is dtypes.int64
+        and producer is not None
+        and producer.op_type == "Cast"
+        and not producer.domain
+        and producer.inputs[0].dtype in _NARROW
+    )
 
 
 def _reduced_axes(node) -> list | None:
@@ -47,7 +65,7 @@ def _reduced_axes(node) -> list | None:
 @decompositions.register("ReduceSum")
 def _exact_integer_sum(node, input_names: list, output_names: list, fresh_name):
     x = node.inputs[0]
-    if x.dtype.is_floating_point or x.dtype is dtypes.bool:
+    if x.dtype.is_floating_point or x.dtype is dtypes.bool or _counts_narrow_values(x):
         return None
     axes = _reduced_axes(node)
     if not axes:
