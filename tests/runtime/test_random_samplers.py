@@ -138,6 +138,27 @@ def test_multinomial_reproduces_under_a_seed_and_raises_pytorchs_errors():
         onnxnn.multinomial(onnxnn.tensor([0.0, 0.0]), 1, True)
 
 
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize(
+    "weights, num_samples, replacement, message",
+    [
+        # With replacement and more than one draw, the first bad weight decides (PyTorch's kernel).
+        ([1.0, NAN], 2, True, r"invalid multinomial distribution \(encountering probability entry < 0\)"),
+        ([1.0, INF, NAN], 2, True, r"encountering probability entry = infinity or NaN"),
+        ([[1.0, 1.0], [1.0, -1.0]], 2, True, r"encountering probability entry < 0"),
+        ([1.0, INF], 1, True, "probability tensor contains either `inf`, `nan` or element < 0"),
+        ([[1.0, 1.0], [1.0, -1.0]], 1, False, "probability tensor contains either `inf`, `nan` or element < 0"),
+        ([1.0, NAN], 3, False, r"cannot sample n_sample > prob_dist.size\(-1\) samples without replacement"),
+        ([[1.0, 1.0], [0.0, 0.0]], 2, True, r"invalid multinomial distribution \(sum of probabilities <= 0\)"),
+    ],
+)
+def test_multinomial_bad_weights_get_pytorchs_errors_in_its_order(weights, num_samples, replacement, message):
+    with pytest.raises(RuntimeError, match=message):
+        onnxnn.multinomial(onnxnn.tensor(weights), num_samples, replacement)
+
+
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_poisson_samples_have_the_rates_mean_and_variance(executor):
     rates = np.array([0.0, 0.3, 4.0, 60.0])

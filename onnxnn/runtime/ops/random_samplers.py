@@ -86,15 +86,24 @@ def log_normal_fill(shape: tuple, mean: float, std: float, generator=None) -> np
 # ---------------------------------------------------------------- multinomial
 
 
-def _check_distribution(input: Tensor) -> None:
-    """PyTorch's value checks, made when the weights are already known (they are never computed for it)."""
-    data = host_data(input._value)
-    if data is None:
-        return
-    data = np.asarray(data, dtype=np.float64)
-    if not np.all(np.isfinite(data)) or np.any(data < 0):
+def check_multinomial_weights(weights: np.ndarray, num_samples: int, replacement: bool) -> None:
+    """PyTorch's ``multinomial`` checks of known weights (1-D, or rows of a 2-D array), in its order and
+    with its messages (``multinomial``, ``WeightedRandomSampler``)."""
+    if not replacement and num_samples > weights.shape[-1]:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    flat = weights.reshape(-1)
+    bad = np.flatnonzero(~(np.isfinite(flat) & (flat >= 0)))
+    if bad.size and replacement and num_samples > 1:
+        # The first bad entry decides, as PyTorch's kernel reads them: nan fails its ">= 0" test.
+        # (A single draw takes PyTorch's path without replacement, and its message, below.)
+        if not flat[bad[0]] >= 0:
+            raise RuntimeError("invalid multinomial distribution (encountering probability entry < 0)")
+        raise RuntimeError("invalid multinomial distribution (encountering probability entry = infinity or NaN)")
+    if bad.size:
         raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
-    if data.size and np.any(data.reshape(-1, data.shape[-1]).sum(-1) <= 0):
+    # The entries are now finite and non-negative: a row's sum is positive unless all are 0. The
+    # largest tells, where the sum could overflow to inf.
+    if weights.shape[-1] == 0 or np.any(weights.reshape(-1, weights.shape[-1]).max(-1) <= 0):
         raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
 
 
@@ -121,10 +130,11 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, g
         )
     if num_samples <= 0:
         raise RuntimeError("cannot sample n_sample <= 0 samples")
-    categories = input.shape[-1]
-    if not replacement and num_samples > categories:
+    data = host_data(input._value)  # checked where already known: never computed for it
+    if data is not None:
+        check_multinomial_weights(np.asarray(data, dtype=np.float64), num_samples, replacement)
+    elif not replacement and num_samples > input.shape[-1]:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
-    _check_distribution(input)
     weights = input.detach().to(dtypes.float64)
     rows = weights if input.dim() == 2 else weights.unsqueeze(0)
     if replacement:

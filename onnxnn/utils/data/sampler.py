@@ -9,6 +9,7 @@ import numpy as np
 from ...ir import dtypes
 from ...ir.random import Generator, default_generator
 from ...runtime.creation import tensor
+from ...runtime.ops.random_samplers import check_multinomial_weights
 
 __all__ = [
     "Sampler",
@@ -118,25 +119,6 @@ class SubsetRandomSampler(Sampler):
         return len(self.indices)
 
 
-def _check_multinomial_weights(weights: np.ndarray, num_samples: int, replacement: bool) -> None:
-    """PyTorch's ``multinomial`` checks, in its order and with its messages."""
-    if not replacement and num_samples > len(weights):
-        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
-    bad = np.flatnonzero(~(np.isfinite(weights) & (weights >= 0)))
-    if bad.size and replacement and num_samples > 1:
-        # The first bad entry decides, as PyTorch's kernel reads them: nan fails its ">= 0" test.
-        # (A single draw takes PyTorch's path without replacement, and its message, below.)
-        if not weights[bad[0]] >= 0:
-            raise RuntimeError("invalid multinomial distribution (encountering probability entry < 0)")
-        raise RuntimeError("invalid multinomial distribution (encountering probability entry = infinity or NaN)")
-    if bad.size:
-        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
-    # The entries are now finite and non-negative: the sum is positive unless all are 0. The largest
-    # tells, where the sum could overflow to inf.
-    if weights.size == 0 or weights.max() <= 0:
-        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
-
-
 class WeightedRandomSampler(Sampler):
     """``num_samples`` indices drawn with probabilities proportional to ``weights``.
 
@@ -169,7 +151,7 @@ class WeightedRandomSampler(Sampler):
 
     def __iter__(self) -> Iterator[int]:
         weights = np.asarray(self.weights.numpy(force=True), dtype=np.float64)  # as it is now: it may be set
-        _check_multinomial_weights(weights, self.num_samples, self.replacement)
+        check_multinomial_weights(weights, self.num_samples, self.replacement)
         rng = _fresh_rng(self.generator)
         if self.replacement:
             scaled = weights / weights.max()  # first by the largest, so that a sum past float64's range is finite
