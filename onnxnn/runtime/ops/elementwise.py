@@ -143,7 +143,8 @@ def _div_grad(ctx, g):
     b = ctx.input(1)
     return (
         g / b if ctx.needs_input_grad(0) else None,
-        -g * ctx.input(0) / (b * b) if ctx.needs_input_grad(1) else None,
+        # PyTorch's (a / b) / b: b * b overflows or underflows first (float16: any b past 256).
+        -g * ((ctx.input(0) / b) / b) if ctx.needs_input_grad(1) else None,
     )
 
 

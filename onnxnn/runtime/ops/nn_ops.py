@@ -147,7 +147,7 @@ def _mish_grad(ctx, g):
 @gradient_rules.register("Softsign")
 def _softsign_grad(ctx, g):
     denominator = abs(ctx.input(0)) + 1.0
-    return (g / (denominator * denominator),)
+    return (g / denominator / denominator,)  # the square overflows first (float16: |x| past 255)
 
 
 @gradient_rules.register("Shrink")

