@@ -16,12 +16,21 @@ import numpy as np
 
 from ...ir import dtypes
 from ...ir.registry import non_differentiable, shape_rules
-from ._common import Tensor, apply_op, broadcast_values, normalize_axes, promote_operands, with_zero_gradients
+from ._common import (
+    Tensor,
+    apply_op,
+    broadcast_values,
+    int64_constant,
+    normalize_axes,
+    promote_operands,
+    with_zero_gradients,
+)
 from . import comparison as _c
 from . import elementwise as _e
 from . import division as _division
 from . import reduce as _r
 from .opmath import float_operands, rounded, widened
+from .binary_search import binary_search, search_outcomes
 from .indexing import gather_within
 from .shape import cat, slice_axis
 from ..realization import host_data
@@ -463,15 +472,44 @@ def bucketize(input, boundaries: Tensor, *, out_int32: bool = False, right: bool
     """For each value, the index of the bucket of the sorted 1-D ``boundaries`` it falls into.
 
     ``right=False``: the first ``i`` with ``value <= boundaries[i]``; ``right=True``: ``value < boundaries[i]``.
-    Recorded as a count of the boundaries below the value (``_below``, then ReduceSum), so it exports
-    and works on pending values. A NaN value goes after every boundary, as in PyTorch.
+    Recorded as ONNX ops (``_search``: a binary search unrolled into ``ceil(log2(m + 1))`` steps, or for
+    few boundaries a count of those below the value), so it exports and works on pending values. A NaN
+    value goes after every boundary, and NaN boundaries sorted last give PyTorch's results, as its search.
     """
     if boundaries.dim() != 1:
         raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({boundaries.dim()})")
     if not isinstance(input, Tensor):
         input = Tensor._full((), input, boundaries.dtype, boundaries.device)
-    result = _r.sum(_below(boundaries, input.unsqueeze(-1), right).to(dtypes.int64), -1)
+    result = _search(boundaries, input, right)
     return result.to(dtypes.int32) if out_int32 else result
+
+
+_COUNT_BELOW_UP_TO = 16
+
+
+def _search(sequence: Tensor, values: Tensor, right: bool) -> Tensor:
+    """PyTorch's insertion indices (int64) of ``values`` in the sorted innermost rows of ``sequence``
+    (1-D, or with ``values``' leading dimensions).
+
+    A binary search (``binary_search``: values x log2(m) work, ~8 nodes a step) beyond
+    ``_COUNT_BELOW_UP_TO`` boundaries; up to it, a count of the boundaries below each value (values x m
+    work in ~5 nodes, ~10 for a float sequence's NaN correction). Measured (float32, both executors): the
+    count (float boundaries) costs 0.09-0.14 ms for up to 1e3 values where the search's nodes cost
+    0.11-0.28 ms (m 2..16); at 1e5 values it stays ahead up to m = 16 (kernels: 3.4 ms against 5.4 ms,
+    onnxruntime 2.3 against 2.6) and at m = 32 the two trade places; from m = 64 the search wins at
+    1e4 values and more.
+    """
+    m = sequence.shape[-1]
+    if m > _COUNT_BELOW_UP_TO:
+        return binary_search(sequence, values, right)
+    boundaries = sequence if sequence.dim() == 1 else sequence.unsqueeze(-2)
+    below = _r.sum(_below(boundaries, values.unsqueeze(-1), right).to(dtypes.int64), -1)
+    if m == 0 or not sequence.dtype.is_floating_point:
+        return below  # no NaN boundaries: the comparisons are monotone, the count is the search's result
+    # NaN boundaries (sorted last) make the comparisons non-monotone: PyTorch's result from the two counts.
+    nans = _r.sum(_c.ne(sequence, sequence).to(dtypes.int64), -1, keepdim=sequence.dim() > 1)
+    index = apply_op("Add", (apply_op("Mul", (below, int64_constant(m + 1))), nans))
+    return apply_op("Gather", (int64_constant(search_outcomes(m)), index), {"axis": 0})
 
 
 def _below(boundaries: Tensor, values: Tensor, right: bool) -> Tensor:
@@ -518,7 +556,7 @@ def searchsorted(
             "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions "
             "of boundaries tensor and input value tensor must match"
         )
-    result = _r.sum(_below(sorted_sequence.unsqueeze(-2), values.unsqueeze(-1), right).to(dtypes.int64), -1)
+    result = _search(sorted_sequence, values, right)
     return result.to(dtypes.int32) if out_int32 else result
 
 
