@@ -1,10 +1,10 @@
 """Sorting and scans: TopK and CumSum (shape and gradient rules), with PyTorch's topk, sort, argsort,
 msort, kthvalue, median, cumsum, cumprod, logcumsumexp, cummax and cummin on top.
 
-cumprod, logcumsumexp, cummax and cummin are decompositions over a lower-triangular mask along the
-scanned dim (``O(n^2)`` elements for a dim of size n): each prefix is a masked reduction, so the
-results are exact where a running formula is not (``log(cumsum(exp(x)))`` underflows for prefixes
-far below the maximum) and the reductions' gradient rules apply unchanged (ReduceProd's handles zeros).
+cumprod, logcumsumexp, cummax and cummin are log-depth scans (``scans.inclusive_scan``: ``ceil(log2(n))``
+steps of shifted copies combined elementwise, ``O(n log n)`` work for a dim of size n) of Mul, a stable
+log-add-exp (no underflow of prefixes far below the maximum, as ``log(cumsum(exp(x)))`` would) and a
+(value, index) selection; autograd differentiates the recorded ops (exactly at cumprod's zeros).
 """
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ import numpy as np
 
 from ...ir import dtypes
 from ...ir.registry import gradient_rules, shape_rules
-from ._common import Tensor, apply_op, int64_constant, normalize_axes
-from .elementwise import minimum, where as _where  # ``where`` is a local name below (gather positions)
+from ._common import Tensor, apply_op, int64_constant, normalize_axes, with_closed_form_gradient
+from ..grad_mode import is_grad_enabled
+from .elementwise import where as _where  # ``where`` is a local name below (gather positions)
 from .indexing import gather_within
 from .reduce import check_extent, holds_nan, nan_position
+from .scans import inclusive_scan
 from .shape import _constant_list
 
 __all__ = [
@@ -271,31 +273,98 @@ def cumsum(input: Tensor, dim: int, *, dtype=None) -> Tensor:
     return apply_op("CumSum", (input, int64_constant(axis)), {}, "CumsumBackward0")
 
 
-def _prefix_lines(input: Tensor, axis: int, fill) -> Tensor:
-    """``lines[..., i, j, ...] = input[..., j, ...] if j <= i else fill``: a new dim i before ``axis``."""
-    size = input.shape[axis]
-    mask_shape = [1] * (input.dim() + 1)
-    mask_shape[axis] = mask_shape[axis + 1] = size
-    lower = np.tril(np.ones((size, size), dtype=bool)).reshape(mask_shape)
-    mask = Tensor._from_array(lower, dtypes.bool, input.device)
-    return _where(mask, input.unsqueeze(axis), fill)
+# Floating scans accumulate as PyTorch's CPU kernels do (``acc_type``): float32 in float64, float16
+# and bfloat16 in float32; the result is rounded back once.
+_ACCUMULATED_IN = {dtypes.float32: dtypes.float64, dtypes.float16: dtypes.float32, dtypes.bfloat16: dtypes.float32}
+
+
+def _accumulated(input: Tensor) -> Tensor:
+    wide = _ACCUMULATED_IN.get(input.dtype)
+    return input if wide is None else input.to(wide)
+
+
+def _rounded_back(result: Tensor, dtype) -> Tensor:
+    return result if result.dtype is dtype else result.to(dtype)
 
 
 def cumprod(input: Tensor, dim: int, *, dtype=None) -> Tensor:
-    """Running products along ``dim`` (each prefix a ReduceProd of the masked lines)."""
+    """Running products along ``dim``: a log-depth scan of Mul (``scans.inclusive_scan``).
+
+    Integer products are exact and wrap on overflow, as PyTorch's do. Floating products associate
+    as a balanced tree where PyTorch multiplies left to right: with float32 (accumulated in float64,
+    as PyTorch's CPU kernel does) the results are PyTorch's but for a rare double rounding; in
+    float64 they differ from PyTorch's by a few ulps. (Unlike a sum's, a product's error does not
+    shrink with the tree's depth: each of prefix i's i roundings scales the whole product, so the
+    bound stays a sequential product's ``i * eps / 2`` relative, typically ``sqrt(i)`` ulps.)
+    The gradient is autograd's through the Muls: exact at zeros, to any order.
+    """
     input = _scan_input(input, dtype)
     if input.dim() == 0:
         return _scalar_scan(input, dim)
     axis = _axis(input, dim)
-    return _prefix_lines(input, axis, 1).prod(dim=axis + 1, dtype=input.dtype)  # int32 stays int32
+    if input.dtype is dtypes.bool:
+        raise NotImplementedError("\"cumprod_out_cpu\" not implemented for 'Bool'")  # PyTorch's words
+    (product,) = inclusive_scan((_accumulated(input),), axis, (1,), _multiplied)
+    return _rounded_back(product, input.dtype)
+
+
+def _multiplied(earlier: tuple[Tensor, ...], later: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+    return (earlier[0] * later[0],)
 
 
 def logcumsumexp(input: Tensor, dim: int) -> Tensor:
-    """``log(cumsum(exp(input)))`` along ``dim``, computed without overflow or underflow."""
+    """``log(cumsum(exp(input)))`` along ``dim``, without overflow or underflow: a log-depth scan of
+    a stable log-add-exp (``_log_add_exp``). Each log-add-exp passes its operands' errors on with
+    weights summing to 1, so an element's error is the roundings along one path of the scan's tree,
+    about ``log2(n)`` ulps of ``|result| + 1`` (PyTorch's left to right: up to n); float32 and the
+    half types are accumulated wider, as ``cumprod``, so their results are PyTorch's but for a rare
+    double rounding."""
     if input.dim() == 0:
         return _scalar_scan(input, dim)
     axis = _axis(input, dim)
-    return _prefix_lines(input, axis, float("-inf")).logsumexp(axis + 1)
+    if not input.dtype.is_floating_point:
+        input = input.to(dtypes.get_default_dtype())
+    (total,) = inclusive_scan((_accumulated(input),), axis, (float("-inf"),), _log_added)
+    total = _rounded_back(total, input.dtype)
+    if input._requires_grad and is_grad_enabled():
+        total = _undefined_after_empty_prefixes(total, input)
+    return total
+
+
+def _undefined_after_empty_prefixes(total: Tensor, input: Tensor) -> Tensor:
+    """``total`` with a NaN added to its input's gradient where a prefix is all -inf (``total`` is
+    -inf): PyTorch's gradient there (``exp(input - total)``, -inf minus -inf). The scan's own is 0
+    (its log-add-exp masks the NaN of two equal infinities, which must not reach a -inf entry after
+    a finite one, whose gradient is 0)."""
+    empty = total.detach() == float("-inf")
+    zeros = Tensor._zeros(tuple(input.shape), input.dtype, input.device)
+    return with_closed_form_gradient(
+        total,
+        (total, input),
+        (empty,),
+        lambda G, empty: (G, _where(empty, float("nan"), zeros)),
+        "LogcumsumexpBackward0",
+    )
+
+
+def _log_added(earlier: tuple[Tensor, ...], later: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+    return (_log_add_exp(earlier[0], later[0]),)
+
+
+def _log_add_exp(a: Tensor, b: Tensor) -> Tensor:
+    """``log(exp(a) + exp(b))`` as ``max + log1p(exp(min - max))``, with PyTorch's special cases
+    (``_log_add_exp_helper``): NaN propagates, and two equal infinities give that infinity (their
+    difference would be NaN), -inf being the identity.
+
+    The formula is symmetric, so which of two equal values is taken as the larger one changes
+    neither the value nor the gradient (half to each). An identity (-inf) operand gets a zero
+    gradient: ``exp(-inf)`` is 0 and the NaN of ``-inf - -inf`` is masked before any op sees it.
+    """
+    a_larger = a >= b  # False where either is NaN: b is then the larger, and the NaN goes through
+    larger, smaller = _where(a_larger, a, b), _where(a_larger, b, a)
+    equal_infinities = (a == b) & a.isinf()
+    difference = _where(equal_infinities, 0.0, smaller - larger)
+    return larger + difference.exp().log1p()
 
 
 def _scalar_scan(input: Tensor, dim: int) -> Tensor:
@@ -305,32 +374,37 @@ def _scalar_scan(input: Tensor, dim: int) -> Tensor:
 
 
 def _cumulative_extremum(input: Tensor, dim: int, largest: bool, result):
+    """Running maxima (``largest``) or minima and their positions: a log-depth scan of (value,
+    index) pairs where the later segment's extremum wins unless the earlier one's is strictly
+    better. So PyTorch's rules hold: the LAST position of a repeated extremum is reported, and a
+    NaN, once seen, is the extremum both ways, at the last NaN's position. The values are gathered
+    from the input at the indices, so their gradient goes to the chosen positions, as PyTorch's."""
     if input.dim() == 0:
         return result(_scalar_scan(input, dim), Tensor._zeros((), dtypes.int64, input.device))
     axis = _axis(input, dim)
     if input.numel() == 0:  # no prefixes to reduce: empty values and indices of the input's shape
         return result(input.clone(), Tensor._zeros(tuple(input.shape), dtypes.int64, input.device))
-    fill = float("-inf") if largest else float("inf")
-    if not input.dtype.is_floating_point:
-        info = np.iinfo(input.dtype.numpy_dtype) if input.dtype is not dtypes.bool else None
-        fill = (info.min if largest else info.max) if info is not None else (not largest)
-    lines = _prefix_lines(input, axis, fill)
-    # PyTorch reports the last position of a repeated extremum, and a NaN, once seen, as the
-    # extremum both ways (at the last NaN's position).
-    indices = apply_op(
-        "ArgMax" if largest else "ArgMin", (lines,), {"axis": axis + 1, "keepdims": 1, "select_last_index": 1}
-    )
-    # A fill equal to the extremum (a running max of -inf) would be found after the prefix's end:
-    # the prefix's own last element is the last occurrence then.
-    prefix_ends = np.arange(input.shape[axis], dtype=np.int64).reshape(
-        [-1 if a == axis else 1 for a in range(input.dim() + 1)]
-    )
-    indices = minimum(indices, Tensor._from_array(prefix_ends, dtypes.int64, input.device))
-    if input.dtype.is_floating_point:
-        has_nan, last_nan = nan_position(lines, axis + 1, True, last=True)
-        indices = _where(has_nan, last_nan, indices)
-    values = gather_within(lines, axis + 1, indices).squeeze(axis + 1)
-    return result(values, indices.squeeze(axis + 1))
+    floating = input.dtype.is_floating_point
+    if floating:
+        identity = float("-inf") if largest else float("inf")
+    else:  # the identity never wins: the later element is taken on ties
+        info = np.iinfo(input.dtype.numpy_dtype)
+        identity = info.min if largest else info.max
+    size = input.shape[axis]
+    positions = np.arange(size, dtype=np.int64).reshape([-1 if a == axis else 1 for a in range(input.dim())])
+    index_line = Tensor._from_array(positions, dtypes.int64, input.device)
+
+    def combine(earlier: tuple[Tensor, ...], later: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        (earlier_value, earlier_index), (later_value, later_index) = earlier, later
+        later_wins = later_value >= earlier_value if largest else later_value <= earlier_value
+        if floating:  # a NaN wins both ways, the later one among NaNs
+            later_wins = later_value.isnan() | (later_wins & ~earlier_value.isnan())
+        return _where(later_wins, later_value, earlier_value), _where(later_wins, later_index, earlier_index)
+
+    _, indices = inclusive_scan((input.detach(), index_line), axis, (identity, 0), combine)
+    if size == 1:  # no step ran to broadcast the positions
+        indices = Tensor._zeros(tuple(input.shape), dtypes.int64, input.device)
+    return result(gather_within(input, axis, indices), indices)
 
 
 def cummax(input: Tensor, dim: int) -> CummaxResult:
@@ -344,7 +418,7 @@ def cummin(input: Tensor, dim: int) -> CumminResult:
 
 
 def _cumulative_extremum_of(input: Tensor, dim: int, largest: bool, result):
-    if input.dtype is dtypes.bool:  # ONNX's ArgMax/ArgMin take no bool: as 0 and 1
+    if input.dtype is dtypes.bool:  # scanned as 0 and 1 (uint8): ordered, with identities 0 and 255
         values, indices = _cumulative_extremum(input.to(dtypes.uint8), dim, largest, result)
         return result(values.to(dtypes.bool), indices)
     return _cumulative_extremum(input, dim, largest, result)
