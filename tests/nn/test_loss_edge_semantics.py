@@ -66,6 +66,17 @@ def test_bce_of_a_saturated_float32_sigmoid_gives_its_logits_a_finite_gradient(e
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("dtype, kind", [(onnxnn.float32, np.float32), (onnxnn.float64, np.float64)])
+def test_bce_of_a_tiny_probability_with_target_0_is_that_probability(dtype, kind, executor):
+    # -log1p(-p) = p + p**2 / 2 + ...: PyTorch's kernel takes log1p; log(1 - p) is 0 below eps / 2.
+    p = np.asarray([1e-30, 1e-12, 1e-9, 3e-5], kind)
+    with onnxnn.set_executor(executor):
+        loss = F.binary_cross_entropy(onnxnn.tensor(p), onnxnn.zeros(4, dtype=dtype), reduction="none").numpy()
+    exact = -np.log1p(-p.astype(np.float64))
+    np.testing.assert_allclose(loss, exact, rtol=4 * np.finfo(kind).eps, atol=0)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
 def test_bce_target_gradient_is_minus_the_logit_times_weight(executor):
     p = np.array([0.0, 1.0, 0.3, 0.9], np.float64)
     t = np.array([0.2, 0.4, 0.5, 1.0], np.float64)

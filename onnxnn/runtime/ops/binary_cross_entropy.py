@@ -2,9 +2,9 @@
 
     BinaryCrossEntropy(X, T) -> L
 
-``L = -(T * max(log(X), -100) + (1 - T) * max(log(1 - X), -100))`` elementwise, for ``X`` and ``T`` of
-one shape and dtype; ``build_model`` writes it as those standard ops (Log, Clip, Sub, Mul, Add,
-Neg), so onnxruntime's sessions and exported graphs run the formula recorded before the op existed.
+``L = -(T * max(log(X), -100) + (1 - T) * max(log1p(-X), -100))`` elementwise, for ``X`` and ``T`` of
+one shape and dtype; ``build_model`` writes it as standard ops (Log, Clip, Sub, Mul, Add, Neg; log1p
+compensated with Div, Equal and Where), which onnxruntime's sessions and exported graphs run.
 It is a node of its own for its gradient, PyTorch's ``binary_cross_entropy_backward``:
 ``G * (X - T) / max((1 - X) * X, 1e-12)`` (1e-12 rounded to float32), finite where ``X`` is 0 or 1 (a saturated float32
 sigmoid), where the chain rule through the clamped logs multiplies a zero by an infinite
@@ -60,7 +60,11 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
         numpy_helper.from_array(np.array(_LOG_FLOOR, numpy_dtype), floor),
     ]
     log_x = emit("Clip", emit("Log", x), floor)
-    log_one_minus_x = emit("Clip", emit("Log", emit("Sub", one, x)), floor)
+    # log1p(-X), as PyTorch's kernel takes it: log(1 - X) is 0 for X below float32's eps / 2, where the
+    # loss is X (Kahan's compensation: log(u) * (-X / (u - 1)), -X where u = 1 - X rounds to 1).
+    u, negated = emit("Sub", one, x), emit("Neg", x)
+    compensated = emit("Mul", emit("Log", u), emit("Div", negated, emit("Sub", u, one)))
+    log_one_minus_x = emit("Clip", emit("Where", emit("Equal", u, one), negated, compensated), floor)
     total = emit("Add", emit("Mul", t, log_x), emit("Mul", emit("Sub", one, t), log_one_minus_x))
     emit("Neg", total, output=output_names[0])
     return nodes, initializers
