@@ -427,6 +427,10 @@ def _cast_to(xp, x, target: np.dtype):
         return x
     if target.kind == "b":
         return x != 0
+    if x.dtype == np.float64 and target == np.float16:
+        # Through float32, as PyTorch's and onnxruntime's conversions go: numpy rounds once, which
+        # differs from that double rounding next to a float16 tie (1 + 2**-11 + 2**-40: 1.0 there).
+        return x.astype(np.float32).astype(target)
     return x.astype(target)
 
 

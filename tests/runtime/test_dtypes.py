@@ -57,6 +57,18 @@ def test_low_and_high_precision_arithmetic_rounds_per_op(dtype, numpy_dtype):
     assert_within(result.astype(np.float64), expected.astype(np.float64), ulps(expected, count, numpy_dtype))
 
 
+@pytest.mark.parametrize("executor", ["kernels", "onnxruntime"])
+def test_float64_to_float16_rounds_through_float32_as_pytorch(executor):
+    # 1 + 2**-11 + 2**-40 rounds to float32's 1 + 2**-11, a float16 tie that goes to even (1.0); a
+    # single rounding would give 1 + 2**-10.
+    values = np.asarray([1 + 2**-11 + 2**-40, -(1 + 3 * 2**-11 - 2**-40), 1e-8], np.float64)
+    expected = values.astype(np.float32).astype(np.float16)
+    with onnxnn.set_executor(executor):
+        actual = onnxnn.tensor(values).half().numpy()
+    np.testing.assert_array_equal(actual, expected)
+    assert actual[0] != values.astype(np.float16)[0]
+
+
 def test_dtype_conversions_and_names():
     x = onnxnn.tensor([1.5, -2.5])
     assert x.half().dtype is onnxnn.float16 and x.double().dtype is onnxnn.float64
