@@ -153,13 +153,22 @@ def adam(xp, inputs, attrs):
         xp.sqrt(one - beta2**step),
         None if weight_decay is None else (one - learning_rate * weight_decay) if decoupled else weight_decay,
     )
-    hyperparameters = (Factors(factors), (decoupled, bool(attrs.get("maximize", 0))))
+    options = (decoupled, bool(attrs.get("maximize", 0)))
     tensors = inputs[ADAM_TENSORS_START:]
     lists = 5 if amsgrad else 4
     count = len(tensors) // lists
     xs, gs, ms, vs = (tensors[kind * count : (kind + 1) * count] for kind in range(4))
     v_maxes = tensors[4 * count :] if amsgrad else None
-    return run_update(xp, _ADAM, xs, gs, (ms, vs, v_maxes), hyperparameters)
+    if xs[0].dtype in _LOW_PRECISION:
+        # The factors are float32 whatever the tensors' dtype, so they travel as options, uncast.
+        wide = [_float32(value) for value in factors]
+        # ``add_(eps)`` and ``add(param, alpha=weight_decay)`` round their scalar to the dtype first.
+        rounded = _rounded_through(xs[0].dtype)
+        wide[3] = rounded(wide[3])
+        if not decoupled:
+            wide[6] = rounded(wide[6])
+        return run_update(xp, _LOW_PRECISION_ADAM, xs, gs, (ms, vs, v_maxes), (Factors(()), (tuple(wide), options)))
+    return run_update(xp, _ADAM, xs, gs, (ms, vs, v_maxes), (Factors(factors), options))
 
 
 def _decayed_gradient(xp, x, g, weight_decay, maximize: bool, out) -> tuple:
@@ -212,6 +221,41 @@ def _adam_update(arrays, results, scratch, xp, factors, options) -> tuple:
 
 
 _ADAM = Update("Adam", _adam_update)
+
+
+def _low_precision_adam_update(arrays, results, scratch, xp, factors, options) -> tuple:
+    """One float16/bfloat16 tensor's (or flat vector's, or block's) Adam update: the decomposition's
+    float32 ops (runtime/ops/training.py ``_low_precision_adam``), rounded to the tensor's dtype where
+    PyTorch's single-tensor step rounds."""
+    x, g, m, v, v_max = arrays
+    wide_factors, (decoupled, maximize) = options  # ``factors`` is empty: they are float32, in the options
+    one_minus_beta1, beta2, one_minus_beta2, epsilon, step_size, bias_correction2_sqrt, decay = wide_factors
+    dtype = x.dtype
+
+    def rounded(value):
+        return value.astype(dtype).astype(np.float32)
+
+    wide_x = x.astype(np.float32)
+    gradient = g.astype(np.float32)
+    if maximize:
+        gradient = -gradient
+    if decay is not None and decoupled:
+        wide_x = rounded(wide_x * decay)
+    elif decay is not None:
+        gradient = rounded(gradient + decay * wide_x)
+    wide_m = m.astype(np.float32)
+    new_m = _narrowed(wide_m + one_minus_beta1 * (gradient - wide_m), dtype, results[1])
+    new_v = _narrowed(rounded(v.astype(np.float32) * beta2) + one_minus_beta2 * gradient * gradient, dtype, results[2])
+    second_moment = new_v
+    if v_max is not None:
+        second_moment = xp.maximum(v_max, new_v, out=results[3])
+    root = rounded(xp.sqrt(second_moment.astype(np.float32)))
+    denominator = rounded(rounded(root / bias_correction2_sqrt) + epsilon)
+    new_x = _narrowed(wide_x - step_size * (new_m.astype(np.float32) / denominator), dtype, results[0])
+    return (new_x, new_m, new_v) if v_max is None else (new_x, new_m, new_v, second_moment)
+
+
+_LOW_PRECISION_ADAM = Update("Adam", _low_precision_adam_update)
 
 
 # ---------------------------------------------------------------------- Adagrad

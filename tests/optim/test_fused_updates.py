@@ -204,12 +204,12 @@ def test_fused_updates_match_torch_over_100_steps(case):
 
 @pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels"])
 @pytest.mark.parametrize("dtype", [onnxnn.float16, onnxnn.bfloat16], ids=["float16", "bfloat16"])
-@pytest.mark.parametrize("optimizer_class", [Adam, Adagrad])
+@pytest.mark.parametrize("optimizer_class", [Adagrad])
 def test_low_precision_parameters_round_per_op_as_the_unfused_update(optimizer_class, dtype, executor_name):
     """float16/bfloat16 ops compute in float32 and round each result, the fused updates' too.
 
-    (RMSprop's, like SGD's Momentum, round as PyTorch's ops: see
-    test_low_precision_momentum_and_rmsprop_round_as_torch.)
+    (Adam's, RMSprop's and SGD's Momentum round as PyTorch's ops: see
+    test_low_precision_updates_round_as_torch.)
     """
     if optimizer_class is Adam:
         options, update, state_count = {"lr": 0.05, "weight_decay": 0.1, "amsgrad": True}, unfused_adam_step, 3
@@ -338,7 +338,60 @@ def reference_low_precision_rmsprop(
     return params, states
 
 
+def reference_low_precision_adam(
+    initial,
+    gradients,
+    dtype,
+    *,
+    lr,
+    betas=(0.9, 0.999),
+    eps=1e-8,
+    weight_decay=0,
+    amsgrad=False,
+    maximize=False,
+    decoupled=False,
+):
+    """``torch.optim.Adam``'s (``AdamW``'s with ``decoupled``) for-loop step on float16/bfloat16
+    tensors on the CPU, in numpy, as :func:`reference_low_precision_sgd`: ``lerp_``, ``mul_``,
+    ``addcmul_``, ``/`` and ``addcdiv_`` take their scalars in float32, ``add`` rounds its own (eps,
+    weight_decay); the bias corrections and step size are Python floats."""
+    rounded, scalar = _rounding(dtype)
+    wide = np.float32
+    beta1, beta2 = betas
+    params = [rounded(array) for array in initial]
+    exp_avgs = [np.zeros_like(x) for x in params]
+    exp_avg_sqs = [np.zeros_like(x) for x in params]
+    maxima = [np.zeros_like(x) for x in params]
+    for step, step_gradients in enumerate(gradients, start=1):
+        for index, gradient in enumerate(step_gradients):
+            x, g = params[index], rounded(gradient)
+            g = -g if maximize else g
+            if weight_decay and decoupled:
+                x = rounded(x * wide(1 - lr * weight_decay))
+            elif weight_decay:
+                g = rounded(g + scalar(weight_decay) * x)
+            m = exp_avgs[index] = rounded(exp_avgs[index] + wide(1 - beta1) * (g - exp_avgs[index]))
+            v = rounded(rounded(exp_avg_sqs[index] * wide(beta2)) + wide(1 - beta2) * g * g)
+            exp_avg_sqs[index] = v
+            if amsgrad:
+                v = maxima[index] = np.maximum(maxima[index], v)
+            step_size = lr / (1 - beta1**step)
+            denominator = rounded(rounded(rounded(np.sqrt(v)) / wide((1 - beta2**step) ** 0.5)) + scalar(eps))
+            params[index] = rounded(x - wide(step_size) * (m / denominator))
+    states = {"exp_avg": exp_avgs, "exp_avg_sq": exp_avg_sqs}
+    if amsgrad:
+        states["max_exp_avg_sq"] = maxima
+    return params, states
+
+
+def reference_low_precision_adamw(initial, gradients, dtype, *, weight_decay=1e-2, **options):
+    return reference_low_precision_adam(initial, gradients, dtype, weight_decay=weight_decay, decoupled=True, **options)
+
+
 LOW_PRECISION_CASES = [
+    (Adam, {"lr": 0.01, "betas": (0.9, 0.99)}, reference_low_precision_adam),
+    (Adam, {"lr": 0.05, "weight_decay": 0.1, "amsgrad": True, "maximize": True}, reference_low_precision_adam),
+    (AdamW, {"lr": 0.01, "betas": (0.8, 0.95), "eps": 1e-3}, reference_low_precision_adamw),
     (SGD, {"lr": 0.01, "momentum": 0.99}, reference_low_precision_sgd),
     (SGD, {"lr": 0.1, "momentum": 0.9, "dampening": 0.1, "weight_decay": 0.01}, reference_low_precision_sgd),
     (SGD, {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.1, "nesterov": True}, reference_low_precision_sgd),
@@ -379,9 +432,7 @@ def _low_precision_run(optimizer_class, dtype, options, shapes, steps, executor_
 @pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels", "kernels-one-by-one"])
 @pytest.mark.parametrize("dtype", [onnxnn.float16, onnxnn.bfloat16], ids=["float16", "bfloat16"])
 @pytest.mark.parametrize("optimizer_class, options, reference", LOW_PRECISION_CASES, ids=LOW_PRECISION_IDS)
-def test_low_precision_momentum_and_rmsprop_round_as_torch(
-    optimizer_class, options, reference, dtype, executor_name, monkeypatch
-):
+def test_low_precision_updates_round_as_torch(optimizer_class, options, reference, dtype, executor_name, monkeypatch):
     """Their decays multiply in float32 (0.99 is 0.98828125 in bfloat16: SGD's buffer would settle
     15% low), the other scalars are rounded where torch's ``add(alpha=)`` rounds them."""
     if executor_name == "kernels-one-by-one":  # a large model's path: one tensor at a time, in blocks
@@ -402,7 +453,7 @@ def test_low_precision_momentum_and_rmsprop_round_as_torch(
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("optimizer_class, options, reference", LOW_PRECISION_CASES, ids=LOW_PRECISION_IDS)
-def test_low_precision_momentum_and_rmsprop_match_torch_over_100_steps(optimizer_class, options, reference, dtype):
+def test_low_precision_updates_match_torch_over_100_steps(optimizer_class, options, reference, dtype):
     torch = pytest.importorskip("torch")
     # 1024 elements: torch's CPU kernels take their vectorized path for all of them (their scalar
     # tail rounds ``alpha * b`` to the dtype before adding, one more rounding).

@@ -296,6 +296,16 @@ def _adam_decomposition(node, input_names: list, output_names: list, fresh_name)
     for index in range(count):
         dtype = tensors[index].dtype
         x, g, m, v = names[index], names[count + index], names[2 * count + index], names[3 * count + index]
+        if dtype in REDUCED_FLOATS:
+            factor = {name: typed(value, dtypes.float32) for name, value in factors.items()}
+            # ``add_(eps)`` and ``add(param, alpha=weight_decay)`` round their scalar to the dtype first.
+            for name in ("epsilon",) if decoupled else ("epsilon", "decay"):
+                if name in factor:
+                    factor[name] = typed(typed(factor[name], dtype), dtypes.float32)
+            new_names = [output_names[index + count * position] for position in range(4 if amsgrad else 3)]
+            v_max = names[4 * count + index] if amsgrad else None
+            _low_precision_adam(emit, dtype, factor, (x, g, m, v, v_max), new_names, decoupled, maximize)
+            continue
         factor = {name: typed(value, dtype) for name, value in factors.items()}
         gradient = emit("Neg", g) if maximize else g
         if weight_decay and not decoupled:
@@ -319,6 +329,42 @@ def _adam_decomposition(node, input_names: list, output_names: list, fresh_name)
         )
         emit("Sub", x, emit("Mul", emit("Div", new_m, denominator), factor["step_size"]), output=output_names[index])
     return nodes, initializers
+
+
+def _low_precision_adam(emit, dtype, factor: dict, inputs: tuple, outputs: list, decoupled: bool, maximize: bool):
+    """One float16/bfloat16 tensor's Adam update as PyTorch's single-tensor step computes it: float32
+    ops and factors (its "opmath"), each of its ops rounded to ``dtype`` (``lerp_``, ``mul_``, ``addcmul_``,
+    ``sqrt``, ``/``, ``add_``, ``addcdiv_``). Factors rounded to the dtype first bias the moments: bfloat16's
+    0.99 is 0.98828125, and the second moment settled 15% low."""
+
+    def wide(name: str) -> str:
+        return emit("Cast", name, to=dtypes.float32.onnx_type)
+
+    def rounded(name: str) -> str:
+        return wide(emit("Cast", name, to=dtype.onnx_type))
+
+    def narrow(name: str, output: str) -> str:
+        return emit("Cast", name, to=dtype.onnx_type, output=output)
+
+    x_name, g_name, m_name, v_name, v_max_name = inputs
+    x, gradient = wide(x_name), wide(g_name)
+    if maximize:
+        gradient = emit("Neg", gradient)
+    if "decay" in factor and decoupled:
+        x = rounded(emit("Mul", x, factor["decay"]))  # param.mul_(1 - lr * weight_decay)
+    elif "decay" in factor:
+        gradient = rounded(emit("Add", gradient, emit("Mul", factor["decay"], x)))  # grad.add(param, alpha=wd)
+    m = wide(m_name)
+    new_m = wide(narrow(emit("Add", m, emit("Mul", factor["1-beta1"], emit("Sub", gradient, m))), outputs[1]))
+    scaled = emit("Mul", emit("Mul", factor["1-beta2"], gradient), gradient)
+    new_v = narrow(emit("Add", rounded(emit("Mul", wide(v_name), factor["beta2"])), scaled), outputs[2])
+    second_moment = wide(new_v)
+    if v_max_name is not None:
+        second_moment = wide(emit("Max", v_max_name, new_v, output=outputs[3]))
+    root = rounded(emit("Sqrt", second_moment))
+    denominator = rounded(emit("Add", rounded(emit("Div", root, factor["bias_correction2_sqrt"])), factor["epsilon"]))
+    step = emit("Mul", factor["step_size"], emit("Div", new_m, denominator))
+    narrow(emit("Sub", x, step), outputs[0])
 
 
 # ---------------------------------------------------------------------- Adagrad
