@@ -87,8 +87,13 @@ _SAMPLED_AS: dict[np.dtype, Any] = {np.dtype(np.float64): np.float64, np.dtype(n
 _UNIFORM_STEPS: dict[np.dtype, float] = {np.dtype(np.float16): 2.0**11, np.dtype(ml_dtypes.bfloat16): 2.0**8}
 
 
+def _sampled_as(numpy_dtype):
+    """The dtype numpy draws ``numpy_dtype``'s samples in (a dtype or a scalar type such as np.float64)."""
+    return _SAMPLED_AS.get(np.dtype(numpy_dtype), np.float32)
+
+
 def normal(shape: tuple, numpy_dtype, mean=0.0, std=1.0, generator: Generator | None = None) -> np.ndarray:
-    values = _generator(generator).standard_normal(shape, dtype=_SAMPLED_AS.get(numpy_dtype, np.float32))
+    values = _generator(generator).standard_normal(shape, dtype=_sampled_as(numpy_dtype))
     # In place: a large weight's temporaries (400 MB for VGG's first Linear) cost more than the sampling.
     if std != 1.0:
         values *= std
@@ -100,7 +105,7 @@ def normal(shape: tuple, numpy_dtype, mean=0.0, std=1.0, generator: Generator | 
 
 
 def uniform(shape: tuple, numpy_dtype, low=0.0, high=1.0, generator: Generator | None = None) -> np.ndarray:
-    values = _generator(generator).random(shape, dtype=_SAMPLED_AS.get(numpy_dtype, np.float32))
+    values = _generator(generator).random(shape, dtype=_sampled_as(numpy_dtype))
     steps = _UNIFORM_STEPS.get(np.dtype(numpy_dtype))
     if steps is not None:
         # As PyTorch's: a reduced float's draw is one of the 2**digits multiples of 2**-digits below
@@ -112,7 +117,13 @@ def uniform(shape: tuple, numpy_dtype, low=0.0, high=1.0, generator: Generator |
     if low != 0.0 or high != 1.0:
         values *= high - low
         values += low
-    return np.asarray(values, dtype=numpy_dtype, order="C")
+    result = np.asarray(values, dtype=numpy_dtype, order="C")
+    if steps is not None and high > low:
+        # A draw just below 1, scaled and rounded to the narrow dtype, can land on ``high``: the
+        # range is [low, high), as PyTorch's.
+        below = np.nextafter(np.asarray(high, dtype=numpy_dtype), np.asarray(low, dtype=numpy_dtype))
+        result[result >= np.asarray(high, dtype=numpy_dtype)] = below
+    return result
 
 
 def integers(low: int, high: int, shape: tuple, numpy_dtype, generator: Generator | None = None) -> np.ndarray:

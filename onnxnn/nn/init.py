@@ -80,11 +80,6 @@ def _fill(tensor: Tensor, array: np.ndarray) -> Tensor:
     return tensor
 
 
-# The initializers' samples are float32 (and then take the tensor's dtype), as they have always
-# been drawn: asking for float32 outright spares a large weight two copies (float64 and back).
-_SAMPLE_DTYPE = np.dtype(np.float32)
-
-
 # PyTorch's C++ names of the dtypes, which its range errors quote.
 _CPP_TYPE_NAMES = {
     "float32": "float",
@@ -133,14 +128,16 @@ def _sample_uniform(tensor: Tensor, low: float, high: float, generator) -> Tenso
     if _skip_depth:
         return tensor
     _check_uniform_bounds(tensor, low, high)
-    return _fill(tensor, _random.uniform(tuple(tensor.shape), _SAMPLE_DTYPE, low, high, generator))
+    # Drawn in the tensor's dtype: float32 outright (a large weight spared two copies), float64 with
+    # all its digits, half types on their own grid (never ``high``).
+    return _fill(tensor, _random.uniform(tuple(tensor.shape), tensor.dtype.numpy_dtype, low, high, generator))
 
 
 def _sample_normal(tensor: Tensor, mean: float, std: float, generator) -> Tensor:
     if _skip_depth:
         return tensor
     _check_normal(tensor, std)
-    return _fill(tensor, _random.normal(tuple(tensor.shape), _SAMPLE_DTYPE, mean, std, generator))
+    return _fill(tensor, _random.normal(tuple(tensor.shape), tensor.dtype.numpy_dtype, mean, std, generator))
 
 
 # ---------------------------------------------------------------- gains and fans

@@ -507,3 +507,28 @@ def test_deprecated_structured_aliases_fill_the_documented_values(alias, expecte
 def test_init_has_every_name_of_torch_nn_init():
     torch = pytest.importorskip("torch")
     assert set(torch.nn.init.__all__) <= set(init.__all__)
+
+
+FLOAT64_FILLS = [
+    ("uniform_", lambda t: init.uniform_(t, 1e6, 1e6 + 1)),
+    ("normal_", lambda t: init.normal_(t, mean=1e6)),
+    ("trunc_normal_", lambda t: init.trunc_normal_(t, mean=3000.0005, std=1.0, a=3000.0, b=3000.001)),
+    ("kaiming_uniform_", lambda t: init.kaiming_uniform_(t.reshape(100, 1000))),
+    ("xavier_normal_", lambda t: init.xavier_normal_(t.reshape(100, 1000))),
+]
+
+
+@pytest.mark.parametrize("name, fill", FLOAT64_FILLS, ids=[case[0] for case in FLOAT64_FILLS])
+def test_float64_tensors_get_float64_draws(name, fill):
+    # Draws made in float32 and widened would all be float32 numbers (17 distinct values of 1e5 in
+    # [1e6, 1e6 + 1)); float64 draws almost never are.
+    values = fill(onnxnn.empty(100_000, dtype=onnxnn.float64)).numpy()
+    assert np.mean(values == values.astype(np.float32)) < 0.01
+    assert len(np.unique(values)) > 99_000
+
+
+@pytest.mark.parametrize("dtype", [onnxnn.float16, onnxnn.bfloat16])
+@pytest.mark.parametrize("low, high", [(0.0, 1.0), (-3.0, 7.0), (-1.0, 1.0)])
+def test_half_uniform_draws_stay_below_the_upper_bound(dtype, low, high):
+    values = init.uniform_(onnxnn.empty(100_000, dtype=dtype), low, high).float().numpy()
+    assert values.min() >= low and values.max() < high
