@@ -419,6 +419,26 @@ def test_fold_is_the_adjoint_of_unfold(kernel, dilation, padding, stride, size, 
     assert_within_conv_rounding(folded.reshape(-1), expected, magnitude, int(np.prod(kernel)), np.float32)
 
 
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("special", [np.inf, np.nan])
+@pytest.mark.parametrize("kernel, dilation, padding, stride, size", FOLD_CASES)
+def test_fold_and_unfold_copy_an_inf_or_nan_only_where_it_goes(
+    kernel, dilation, padding, stride, size, special, dtype, executor
+):
+    # Copies and sums of copies: a product with the zeros of other kernel taps would spread NaN.
+    x = RNG.standard_normal((2, 3) + size).astype(dtype)
+    x[0, 1, 1, 2] = special
+    columns = unfold_reference(x, kernel, dilation, padding, stride).astype(dtype)
+    with onnxnn.set_executor(executor):
+        unfolded = F.unfold(onnxnn.tensor(x), kernel, dilation, padding, stride).numpy()
+        folded = F.fold(onnxnn.tensor(columns), size, kernel, dilation, padding, stride).numpy()
+    np.testing.assert_array_equal(unfolded, columns)
+    # Each input element is summed from its copies: the special one alone is inf or NaN.
+    assert np.array_equal(np.isfinite(folded), np.isfinite(x))
+    assert np.isnan(folded[0, 1, 1, 2]) == np.isnan(special)
+
+
 def test_fold_and_unfold_gradients_match_finite_differences():
     with onnxnn.set_executor("kernels"):
         check_gradients(

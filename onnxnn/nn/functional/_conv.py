@@ -19,7 +19,6 @@ from __future__ import annotations
 import numpy as np
 
 from ...runtime import ops as _ops
-from ...runtime.internal import constant_tensor
 from ...runtime.ops.conv import (
     conv1d,
     conv2d,
@@ -28,9 +27,10 @@ from ...runtime.ops.conv import (
     conv_transpose2d,
     conv_transpose3d,
     expand_param,
+    col2im,
     im2col,
 )
-from ...runtime.tensor import Tensor, apply_op, outside_autocast
+from ...runtime.tensor import Tensor, outside_autocast
 
 __all__ = [
     "conv1d",
@@ -143,19 +143,12 @@ def _fold_arguments(function: str, kernel_size, dilation, padding, stride):
     return kernel, dilations, pads, strides
 
 
-def _one_hot_kernel(channels: int, kernel: list[int], dtype) -> np.ndarray:
-    """``(channels * prod(kernel), 1, *kernel)``: output channel ``c * prod(kernel) + tap`` picks that tap."""
-    taps = int(np.prod(kernel))
-    eye = np.eye(taps, dtype=dtype.numpy_dtype).reshape((taps, 1) + tuple(kernel))
-    return np.tile(eye, (channels, 1, 1, 1))
-
-
-@outside_autocast()  # an exact copy in PyTorch (im2col, unlisted), though recorded as a Conv here
+@outside_autocast()  # an exact copy in PyTorch (im2col, unlisted)
 def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """Extracts sliding local blocks (im2col): ``(N, C, H, W)`` -> ``(N, C * kH * kW, L)``.
 
-    Recorded as one depthwise ``Conv`` against a constant one-hot kernel, so PyTorch's channel-major
-    ordering ``(c, kh, kw)`` of the block dimension comes out directly.
+    Recorded as one ``Gather`` of the padded image's positions (``ops.conv.im2col``), in PyTorch's
+    channel-major ordering ``(c, kh, kw)`` of the block dimension.
 
     Args:
         input: ``(N, C, H, W)`` or unbatched ``(C, H, W)``.
@@ -192,11 +185,11 @@ def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tenso
     return result.squeeze(0) if added_batch else result
 
 
-@outside_autocast()  # col2im, unlisted in PyTorch, though recorded as a ConvTranspose here
+@outside_autocast()  # col2im, unlisted in PyTorch
 def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """Combines sliding local blocks into a tensor (col2im), summing overlapping values; the adjoint of :func:`unfold`.
 
-    Recorded as one depthwise ``ConvTranspose`` against the one-hot kernel :func:`unfold` uses.
+    Recorded as a scatter-add of the columns into the padded image (``ops.conv.col2im``), then cropped.
 
     Args:
         input: ``(N, C * prod(kernel_size), L)`` or unbatched ``(C * prod(kernel_size), L)``.
@@ -237,17 +230,5 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
             f"calculated number of sliding blocks {blocks[0]} * {blocks[1]} = "
             f"{blocks[0] * blocks[1]}, but got input.size(2)={x.shape[2]}."
         )
-    channels = x.shape[1] // taps
-    planes = x.reshape((x.shape[0], channels * taps, blocks[0], blocks[1]))
-    weight = constant_tensor(_one_hot_kernel(channels, kernel, x.dtype), x.dtype, x.device)
-    # ConvTranspose writes stride * (blocks - 1) + dilated kernel positions before cropping the
-    # padding; output_padding makes up the rows past the last block that no block reaches.
-    extra = [
-        size + 2 * p - (s * (b - 1) + d * (k - 1) + 1)
-        for size, p, s, b, d, k in zip(output, pads, strides, blocks, dilations, kernel)
-    ]
-    attrs = {"kernel_shape": kernel, "strides": strides, "pads": pads + pads, "dilations": dilations, "group": channels}
-    if any(extra):
-        attrs["output_padding"] = extra
-    result = apply_op("ConvTranspose", (planes, weight), attrs, "Col2ImBackward0")
+    result = col2im(x, output, kernel, strides, pads, pads, dilations)
     return result.squeeze(0) if added_batch else result

@@ -11,8 +11,11 @@ the pooling ops.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
+from ...ir import dtypes
 from ...ir.caches import register_cache
 from ...ir.dtypes import scalar_type_name
 from ...ir.graph import FrozenAttributes
@@ -153,23 +156,68 @@ def _conv_transpose_grad(ctx, g):
 def im2col(x: Tensor, kernel, strides, pads_begin, pads_end, dilations, name: str = "Im2ColBackward0") -> Tensor:
     """``(N, C, *spatial)`` -> ``(N, C * prod(kernel), L)``: every window's elements, channel-major.
 
-    One depthwise ``Conv`` whose ``prod(kernel)`` output channels per input channel each pick one
-    kernel tap (a constant one-hot weight), so the ordering ``(c, tap)`` is PyTorch's unfold's and
-    ONNX Col2Im's, and the gradient is the Conv rule.
+    One strided ``Slice`` of the zero-padded image per kernel tap (row-major over the kernel), stacked
+    after the channels: the ordering ``(c, tap)`` of PyTorch's unfold and ONNX's Col2Im. Copies, so an
+    inf or NaN stays in its own entries, where a convolution with one-hot kernels multiplied it by the
+    zeros of every other tap (NaN across its windows).
     """
     kernel = [int(k) for k in kernel]
-    channels, taps = x.shape[1], int(np.prod(kernel))
-    eye = np.eye(taps, dtype=x.dtype.numpy_dtype).reshape((taps, 1) + tuple(kernel))
-    weight = Tensor._from_array(np.tile(eye, (channels,) + (1,) * (len(kernel) + 1)), x.dtype, x.device)
-    attrs = {
-        "kernel_shape": kernel,
-        "strides": list(strides),
-        "pads": list(pads_begin) + list(pads_end),
-        "dilations": list(dilations),
-        "group": channels,
-    }
-    columns = apply_op("Conv", (x, weight), attrs, name)
-    return columns.reshape((x.shape[0], channels * taps, int(np.prod(columns.shape[2:]))))
+    batch, channels, rank = x.shape[0], x.shape[1], len(kernel)
+    padded_shape = [size + begin + end for size, begin, end in zip(x.shape[2:], pads_begin, pads_end)]
+    counts = [(size - ((k - 1) * d + 1)) // s + 1 for size, k, d, s in zip(padded_shape, kernel, dilations, strides)]
+    if any(pads_begin) or any(pads_end):
+        fill = Tensor._full((), 0, x.dtype, x.device)
+        pads = [0, 0, *pads_begin, 0, 0, *pads_end]
+        x = apply_op("Pad", (x, int64_constant(pads), fill), {"mode": "constant"}, "ConstantPadNdBackward0")
+    axes, steps = int64_constant(list(range(2, 2 + rank))), int64_constant([int(s) for s in strides])
+    taps = []
+    for offset in itertools.product(*(range(k) for k in kernel)):
+        starts = [o * d for o, d in zip(offset, dilations)]
+        ends = [start + (count - 1) * s + 1 for start, count, s in zip(starts, counts, strides)]
+        window = apply_op("Slice", (x, int64_constant(starts), int64_constant(ends), axes, steps), None, name)
+        taps.append(window.unsqueeze(2))
+    stacked = taps[0] if len(taps) == 1 else apply_op("Concat", tuple(taps), {"axis": 2}, name)
+    return stacked.reshape((batch, channels * len(taps), int(np.prod(counts))))
+
+
+def col2im(columns: Tensor, image, kernel, strides, pads_begin, pads_end, dilations) -> Tensor:
+    """``(N, C * prod(kernel), L)`` -> ``(N, C, *image)``: :func:`im2col`'s adjoint, each column entry
+    added into its image position (overlapping windows summed), then the padding cropped.
+
+    float32 is ONNX's ``Col2Im``; the other dtypes, for which onnxruntime has no Col2Im, a scatter-add
+    by the windows' positions (slower: 4-8x on onnxruntime). Both only add, so an inf or NaN stays
+    where it lands (a transposed convolution with one-hot kernels spread NaN over its windows).
+    """
+    kernel, image = [int(k) for k in kernel], [int(size) for size in image]
+    if columns.dtype is dtypes.float32:
+        attrs = {"strides": list(strides), "dilations": list(dilations), "pads": list(pads_begin) + list(pads_end)}
+        sizes = (int64_constant(image), int64_constant(kernel))
+        return apply_op("Col2Im", (columns, *sizes), attrs, "Col2ImBackward0")
+    batch = columns.shape[0]
+    padded_shape = [size + begin + end for size, begin, end in zip(image, pads_begin, pads_end)]
+    positions = _window_positions(padded_shape, kernel, strides, dilations)
+    channels = columns.shape[1] // positions.shape[0]
+    updates = columns.reshape((batch, channels, positions.size))
+    table = Tensor._from_array(positions.reshape(-1), dtypes.int64, columns.device).expand(updates.shape)
+    zeros = Tensor._zeros((batch, channels, int(np.prod(padded_shape))), columns.dtype, columns.device)
+    summed = zeros.scatter_add(2, table, updates).reshape((batch, channels, *padded_shape))
+    for axis, (begin, size) in enumerate(zip(pads_begin, image)):
+        if begin or size != padded_shape[axis]:
+            summed = summed.narrow(axis + 2, begin, size)
+    return summed
+
+
+def _window_positions(padded_shape, kernel, strides, dilations) -> np.ndarray:
+    """``(prod(kernel), L)``: the flat position in the padded image of each kernel tap (row-major over
+    the kernel) of each window (row-major over the window positions)."""
+    positions = np.zeros((1, 1), dtype=np.int64)
+    for size, k, d, s in zip(padded_shape, kernel, dilations, strides):
+        count = (size - ((k - 1) * d + 1)) // s + 1
+        along = np.arange(k, dtype=np.int64)[:, None] * d + np.arange(count, dtype=np.int64)[None, :] * s
+        positions = (positions[:, None, :, None] * size + along[None, :, None, :]).reshape(
+            positions.shape[0] * k, positions.shape[1] * count
+        )
+    return positions
 
 
 @gradient_rules.register("Col2Im")
