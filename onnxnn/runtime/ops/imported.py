@@ -146,15 +146,21 @@ def _dft_grad(ctx, g):
         g = apply_op("Pad", (g, _along(rank, axis, 0, length - g.shape[axis])))
     adjoint = apply_op("DFT", (g, None, int64_constant(axis)), {"inverse": 1 - inverse}, "FftBackward0")
     adjoint = adjoint * (1.0 / length if inverse else float(length))
-    if length > shape[axis]:
+    return _shaped_like_input(adjoint, shape, axis, length), None, None
+
+
+def _shaped_like_input(adjoint, shape: tuple, axis: int, extent: int):
+    """An adjoint of ``extent`` along ``axis`` cut or zero-padded to the input's extent, and its real
+    part where the input is a real signal (last dim 1)."""
+    if extent > shape[axis]:
         adjoint = apply_op(
             "Slice", (adjoint, int64_constant([0]), int64_constant([shape[axis]]), int64_constant([axis]))
         )
-    elif length < shape[axis]:
-        adjoint = apply_op("Pad", (adjoint, _along(rank, axis, 0, shape[axis] - length)))
+    elif extent < shape[axis]:
+        adjoint = apply_op("Pad", (adjoint, _along(len(shape), axis, 0, shape[axis] - extent)))
     if shape[-1] == 1:
         adjoint = apply_op("Slice", (adjoint, int64_constant([0]), int64_constant([1]), int64_constant([-1])))
-    return adjoint, None, None
+    return adjoint
 
 
 def _irfft_grad(g, shape: tuple, axis: int, length: int):
@@ -171,12 +177,4 @@ def _irfft_grad(g, shape: tuple, axis: int, length: int):
     weights = per_bin.reshape((bins,) + (1,) * (rank - 2 - axis) + (2,)).astype(g.dtype.numpy_dtype)
     spectrum = apply_op("DFT", (g, None, int64_constant(axis)), {"onesided": 1}, "FftC2RBackward0")
     adjoint = spectrum * Tensor._from_value(constant(weights, g.dtype, g.device))
-    if bins > shape[axis]:
-        adjoint = apply_op(
-            "Slice", (adjoint, int64_constant([0]), int64_constant([shape[axis]]), int64_constant([axis]))
-        )
-    elif bins < shape[axis]:
-        adjoint = apply_op("Pad", (adjoint, _along(rank, axis, 0, shape[axis] - bins)))
-    if shape[-1] == 1:
-        adjoint = apply_op("Slice", (adjoint, int64_constant([0]), int64_constant([1]), int64_constant([-1])))
-    return adjoint
+    return _shaped_like_input(adjoint, shape, axis, bins)
