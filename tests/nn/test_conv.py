@@ -790,3 +790,52 @@ def test_lazy_conv_warns_as_pytorch_does_and_reprs_before_initialization():
         layer = nn.LazyConv2d(8, 3, groups=2)
     assert repr(layer) == "LazyConv2d(0, 8, kernel_size=(3, 3), stride=(1, 1), groups=2)"
     assert repr(layer.weight) == "<UninitializedParameter>"
+
+
+# ---------------------------------------------------------------- empty batches and empty kernels
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize(
+    "convolution, input_shape, weight_shape",
+    [
+        (F.conv3d, (0, 2, 5, 5, 5), (3, 2, 2, 2, 2)),
+        (F.conv_transpose3d, (0, 2, 4, 4, 4), (2, 3, 2, 2, 2)),
+        (F.conv2d, (0, 2, 5, 5), (3, 2, 3, 3)),
+    ],
+    ids=["conv3d", "conv_transpose3d", "conv2d"],
+)
+def test_an_empty_batch_gives_zero_weight_gradients(convolution, input_shape, weight_shape, executor):
+    with onnxnn.set_executor(executor):
+        x = onnxnn.zeros(*input_shape, requires_grad=True)
+        weight = onnxnn.randn(*weight_shape, requires_grad=True)
+        convolution(x, weight).sum().backward()
+        assert weight.grad.shape == weight_shape
+        assert not weight.grad.numpy().any()
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_max_unpool_of_an_empty_batch(rank, executor):
+    with onnxnn.set_executor(executor):
+        pooled, indices = getattr(F, f"max_pool{rank}d")(onnxnn.zeros((0, 3) + (4,) * rank), 2, return_indices=True)
+        assert getattr(F, f"max_unpool{rank}d")(pooled, indices, 2).shape == (0, 3) + (4,) * rank
+
+
+@pytest.mark.parametrize(
+    "convolution, input_shape, weight_shape, detail",
+    [
+        (F.conv1d, (1, 2, 5), (3, 2, 0), "kernel_height: 1 kernel_width: 0"),
+        (F.conv2d, (1, 2, 5, 5), (3, 2, 0, 3), "kernel_height: 0 kernel_width: 3"),
+        (F.conv3d, (1, 2, 5, 5, 5), (3, 2, 2, 0, 3), r"2 x 0 x 3 \(TxHxW\)"),
+        (F.conv_transpose2d, (1, 2, 5, 5), (2, 3, 3, 0), "kernel_height: 3 kernel_width: 0"),
+    ],
+)
+def test_an_empty_kernel_is_refused_as_pytorch_refuses_it(convolution, input_shape, weight_shape, detail):
+    with pytest.raises(RuntimeError, match="kernel size should be greater than zero, but got.*" + detail):
+        convolution(onnxnn.zeros(*input_shape), onnxnn.zeros(*weight_shape))
+
+
+def test_bilinear_needs_a_first_input_feature():
+    with pytest.raises(ValueError, match=r"in1_features must be > 0, but got \(in1_features=0\)"):
+        nn.Bilinear(0, 2, 3)

@@ -372,8 +372,9 @@ def _max_unpool(input: Tensor, indices: Tensor, kernel_size, stride, padding, ou
             f"Found an invalid max index: {bad} (output volumes are of size {'x'.join(str(s) for s in sizes)}"
         )
     zeros = full_tensor((batch, channels, plane), 0, x.dtype, x.device)
-    flat_x = x.reshape((batch, channels, -1))
-    flat_i = i.detach().reshape((batch, channels, -1))
+    window_count = int(np.prod(x.shape[2:]))  # not -1: an empty batch leaves nothing to infer it from
+    flat_x = x.reshape((batch, channels, window_count))
+    flat_i = i.detach().reshape((batch, channels, window_count))
     result = apply_op("ScatterElements", (zeros, flat_i, flat_x), {"axis": 2}, f"MaxUnpool{rank}DBackward0")
     result = result.reshape((batch, channels) + tuple(sizes))
     return result.squeeze(0) if added_batch else result

@@ -40,6 +40,8 @@ class Bilinear(Module):
     ) -> None:
         factory_kwargs = {"device": device, "dtype": dtype}
         super().__init__()
+        if in1_features <= 0:  # PyTorch's check: the initial bound divides by sqrt(in1_features)
+            raise ValueError(f"in1_features must be > 0, but got (in1_features={in1_features})")
         self.in1_features = in1_features
         self.in2_features = in2_features
         self.out_features = out_features

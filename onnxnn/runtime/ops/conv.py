@@ -286,6 +286,14 @@ def _check_conv_arguments(input: Tensor, weight: Tensor, bias, groups: int, tran
     if groups <= 0:
         raise RuntimeError("non-positive groups is not supported")
     weight_size = list(weight.shape)
+    kernel = weight_size[2:]
+    if 0 in kernel:  # PyTorch's messages: 1-d kernels are reported as 2-d ones of height 1
+        if len(kernel) == 3:
+            detail = f": {kernel[0]} x {kernel[1]} x {kernel[2]} (TxHxW)"
+        else:
+            height, width = (1, kernel[0]) if len(kernel) == 1 else kernel
+            detail = f" kernel_height: {height} kernel_width: {width}"
+        raise RuntimeError("kernel size should be greater than zero, but got" + detail)
     if not transposed:
         if weight.shape[0] < groups:
             raise RuntimeError(

@@ -188,6 +188,9 @@ def weight_gradient(x: Tensor, g: Tensor, kernel, strides, dilations, pads_begin
     as the batch and the batch as channels (per group). onnxnn's sessions run the node as a compiled
     loop where one takes it (kernels/compiled_convolutions.py).
     """
+    if x.shape[0] == 0:  # an empty batch contributes nothing (its graphs' reshapes cannot infer a size from 0)
+        shape = (g.shape[1], x.shape[1] // group, *[int(k) for k in kernel])
+        return Tensor._zeros(shape, x.dtype, x.device)
     pads = list(pads_begin) + end_pads(x.shape[2:], g.shape[2:], kernel, strides, dilations, pads_begin)
     attrs: dict = {"kernel_shape": list(kernel), "strides": list(strides), "dilations": list(dilations), "pads": pads}
     if group != 1:
