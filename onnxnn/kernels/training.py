@@ -15,6 +15,8 @@ op type naming its compiled loop) to update_driver.py, which applies it to every
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..ir import dtypes
@@ -102,9 +104,7 @@ def _low_precision_momentum_update(arrays, results, scratch, xp, factors, option
     x, g, v = arrays
     (learning_rate, alpha, rounded_alpha, beta, norm_coefficient), nesterov = options
     dtype = x.dtype
-
-    def rounded(value):
-        return value.astype(dtype).astype(np.float32)
+    rounded = functools.partial(_rounded_to, dtype)
 
     wide_x = x.astype(np.float32)
     gradient = g.astype(np.float32)
@@ -118,6 +118,11 @@ def _low_precision_momentum_update(arrays, results, scratch, xp, factors, option
         direction = rounded(gradient + direction * rounded_alpha)
     new_x = _narrowed(wide_x - learning_rate * direction, dtype, results[0])
     return new_x, new_v
+
+
+def _rounded_to(dtype, value):
+    """A float32 result rounded to ``dtype`` and back: one of PyTorch's float16/bfloat16 ops."""
+    return value.astype(dtype).astype(np.float32)
 
 
 def _narrowed(value, dtype, out):
@@ -161,13 +166,17 @@ def adam(xp, inputs, attrs):
     v_maxes = tensors[4 * count :] if amsgrad else None
     if xs[0].dtype in _LOW_PRECISION:
         # The factors are float32 whatever the tensors' dtype, so they travel as options, uncast.
-        wide = [_float32(value) for value in factors]
         # ``add_(eps)`` and ``add(param, alpha=weight_decay)`` round their scalar to the dtype first.
         rounded = _rounded_through(xs[0].dtype)
-        wide[3] = rounded(wide[3])
-        if not decoupled:
-            wide[6] = rounded(wide[6])
-        return run_update(xp, _LOW_PRECISION_ADAM, xs, gs, (ms, vs, v_maxes), (Factors(()), (tuple(wide), options)))
+        *moments, epsilon_factor, step_size, bias_correction2_sqrt, decay = [_float32(value) for value in factors]
+        wide = (
+            *moments,
+            rounded(epsilon_factor),
+            step_size,
+            bias_correction2_sqrt,
+            decay if decoupled else rounded(decay),
+        )
+        return run_update(xp, _LOW_PRECISION_ADAM, xs, gs, (ms, vs, v_maxes), (Factors(()), (wide, options)))
     return run_update(xp, _ADAM, xs, gs, (ms, vs, v_maxes), (Factors(factors), options))
 
 
@@ -231,9 +240,7 @@ def _low_precision_adam_update(arrays, results, scratch, xp, factors, options) -
     wide_factors, (decoupled, maximize) = options  # ``factors`` is empty: they are float32, in the options
     one_minus_beta1, beta2, one_minus_beta2, epsilon, step_size, bias_correction2_sqrt, decay = wide_factors
     dtype = x.dtype
-
-    def rounded(value):
-        return value.astype(dtype).astype(np.float32)
+    rounded = functools.partial(_rounded_to, dtype)
 
     wide_x = x.astype(np.float32)
     gradient = g.astype(np.float32)
@@ -375,9 +382,7 @@ def _low_precision_rmsprop_update(arrays, results, scratch, xp, factors, options
     x, g, square_avg, grad_avg, buffer = arrays
     (learning_rate, rounded_lr, alpha, one_minus_alpha, epsilon, weight_decay, momentum), maximize = options
     dtype = x.dtype
-
-    def rounded(value):
-        return value.astype(dtype).astype(np.float32)
+    rounded = functools.partial(_rounded_to, dtype)
 
     wide_x = x.astype(np.float32)
     gradient = -g.astype(np.float32) if maximize else g.astype(np.float32)

@@ -24,7 +24,7 @@ from ..tensor import autocast_arguments
 from ._common import Tensor, apply_op, int64_constant
 from .conv_gradients import channel_sum, gather_windows, needs_input_grad, scatter_windows, weight_gradient
 from .shape import _constant_list
-from .windows import per_axis, transpose_geometry, window_geometry
+from .windows import per_axis, pooled_size, transpose_geometry, window_geometry
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"]
 
@@ -164,7 +164,7 @@ def im2col(x: Tensor, kernel, strides, pads_begin, pads_end, dilations, name: st
     kernel = [int(k) for k in kernel]
     batch, channels, rank = x.shape[0], x.shape[1], len(kernel)
     padded_shape = [size + begin + end for size, begin, end in zip(x.shape[2:], pads_begin, pads_end)]
-    counts = [(size - ((k - 1) * d + 1)) // s + 1 for size, k, d, s in zip(padded_shape, kernel, dilations, strides)]
+    counts = [pooled_size(size, k, s, d, 0, 0) for size, k, d, s in zip(padded_shape, kernel, dilations, strides)]
     if any(pads_begin) or any(pads_end):
         fill = Tensor._full((), 0, x.dtype, x.device)
         pads = [0, 0, *pads_begin, 0, 0, *pads_end]
@@ -212,7 +212,7 @@ def _window_positions(padded_shape, kernel, strides, dilations) -> np.ndarray:
     the kernel) of each window (row-major over the window positions)."""
     positions = np.zeros((1, 1), dtype=np.int64)
     for size, k, d, s in zip(padded_shape, kernel, dilations, strides):
-        count = (size - ((k - 1) * d + 1)) // s + 1
+        count = pooled_size(size, k, s, d, 0, 0)
         along = np.arange(k, dtype=np.int64)[:, None] * d + np.arange(count, dtype=np.int64)[None, :] * s
         positions = (positions[:, None, :, None] * size + along[None, :, None, :]).reshape(
             positions.shape[0] * k, positions.shape[1] * count

@@ -22,6 +22,7 @@ from onnx import numpy_helper
 
 from ...ir import dtypes
 from ...ir.registry import decompositions
+from .reduction_accuracy import reduced_axes
 from .training import node_emitter
 
 __all__: list[str] = []
@@ -48,28 +49,15 @@ def _counts_narrow_values(x) -> bool:
     )
 
 
-def _reduced_axes(node) -> list | None:
-    """The sorted axes the node reduces, or None where they are computed."""
-    rank = len(node.inputs[0].shape)
-    if len(node.inputs) > 1 and node.inputs[1] is not None:
-        if node.inputs[1].static is None:
-            return None
-        axes = np.asarray(node.inputs[1].data).reshape(-1).tolist()
-    else:
-        axes = list(node.attrs.get("axes", []))
-    if not axes:
-        return [] if node.attrs.get("noop_with_empty_axes", 0) else list(range(rank))
-    return sorted({axis + rank if axis < 0 else axis for axis in axes})
-
-
 @decompositions.register("ReduceSum")
 def _exact_integer_sum(node, input_names: list, output_names: list, fresh_name):
     x = node.inputs[0]
     if x.dtype.is_floating_point or x.dtype is dtypes.bool or _counts_narrow_values(x):
         return None
-    axes = _reduced_axes(node)
-    if not axes:
+    reduced = reduced_axes(node, lambda position: node.inputs[position].static is not None)
+    if not reduced:
         return None  # computed axes, or a no-op
+    axes = sorted(reduced)
     nodes: list = []
     initializers: list = []
     emit = node_emitter(nodes, fresh_name)

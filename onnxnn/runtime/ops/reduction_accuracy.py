@@ -59,12 +59,13 @@ _SLACK = 4
 _SUMMED_IN = {dtypes.float32: dtypes.float32, dtypes.float16: dtypes.float32, dtypes.bfloat16: dtypes.float32}
 
 
-def _reduced_axes(node, embedded) -> set | None:
-    """The axes the node reduces (a set), or None where they are fed at run time."""
+def reduced_axes(node, is_constant) -> set | None:
+    """The axes a Reduce node reduces (a set, empty for a no-op), or None where they are not a constant
+    of the graph (``is_constant(position)`` says; None: never)."""
     rank = len(node.inputs[0].shape)
     axes: list | None = None
     if len(node.inputs) > 1 and node.inputs[1] is not None:
-        if embedded is None or not embedded(1):
+        if is_constant is None or not is_constant(1):
             return None
         axes = np.asarray(node.inputs[1].data).reshape(-1).tolist()
     elif "axes" in node.attrs:
@@ -114,7 +115,7 @@ def _blocked(node, input_names: list, output_names: list, fresh_name, embedded=N
     shape = x.shape
     if summed_in is None or not all(type(extent) is int for extent in shape):
         return None
-    axes = _reduced_axes(node, embedded)
+    axes = reduced_axes(node, embedded)
     if axes is None or 0 in shape:
         return None
     runs = _runs(shape, axes)

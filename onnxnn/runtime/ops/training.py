@@ -185,29 +185,41 @@ def _low_precision_scalars(emit, typed, dtype, hyperparameters: dict) -> dict:
     return scalars
 
 
-def _low_precision_momentum(emit, dtype, scalars: dict, inputs, outputs, nesterov: bool) -> None:
-    """One float16/bfloat16 tensor's Momentum update: float32 ops, each of PyTorch's rounded to ``dtype``."""
-    learning_rate, alpha, rounded_alpha = scalars["R"], scalars["alpha"], scalars["rounded alpha"]
-    beta, norm_coefficient = scalars["beta"], scalars["norm_coefficient"]
+def _half_casts(emit, dtype):
+    """``(wide, rounded, narrow)`` for a float16/bfloat16 update written in float32: a name cast to
+    float32; a float32 result rounded to ``dtype`` and back (one of PyTorch's ops); a float32 result
+    cast to ``dtype`` as the node's ``output``."""
+    float32 = dtypes.float32.onnx_type
 
     def wide(name: str) -> str:
-        return emit("Cast", name, to=dtypes.float32.onnx_type)
+        return emit("Cast", name, to=float32)
 
     def rounded(name: str) -> str:
         return wide(emit("Cast", name, to=dtype.onnx_type))
 
+    def narrow(name: str, output: str) -> str:
+        return emit("Cast", name, to=dtype.onnx_type, output=output)
+
+    return wide, rounded, narrow
+
+
+def _low_precision_momentum(emit, dtype, scalars: dict, inputs, outputs, nesterov: bool) -> None:
+    """One float16/bfloat16 tensor's Momentum update: float32 ops, each of PyTorch's rounded to ``dtype``."""
+    learning_rate, alpha, rounded_alpha = scalars["R"], scalars["alpha"], scalars["rounded alpha"]
+    beta, norm_coefficient = scalars["beta"], scalars["norm_coefficient"]
+    wide, rounded, narrow = _half_casts(emit, dtype)
     x, g, v = (wide(name) for name in inputs)
     gradient = g
     if norm_coefficient:
         gradient = rounded(emit("Add", g, emit("Mul", x, norm_coefficient)))
     velocity = rounded(emit("Mul", v, alpha))
     scaled = emit("Mul", gradient, beta) if beta else gradient
-    new_velocity = emit("Cast", emit("Add", velocity, scaled), to=dtype.onnx_type, output=outputs[1])
+    new_velocity = narrow(emit("Add", velocity, scaled), outputs[1])
     direction = wide(new_velocity)
     if nesterov:
         direction = rounded(emit("Add", gradient, emit("Mul", direction, rounded_alpha)))
     step = emit("Mul", learning_rate, direction)
-    emit("Cast", emit("Sub", x, step), to=dtype.onnx_type, output=outputs[0])
+    narrow(emit("Sub", x, step), outputs[0])
 
 
 # ---------------------------------------------------------------------- Adam
@@ -336,16 +348,7 @@ def _low_precision_adam(emit, dtype, factor: dict, inputs: tuple, outputs: list,
     ops and factors (its "opmath"), each of its ops rounded to ``dtype`` (``lerp_``, ``mul_``, ``addcmul_``,
     ``sqrt``, ``/``, ``add_``, ``addcdiv_``). Factors rounded to the dtype first bias the moments: bfloat16's
     0.99 is 0.98828125, and the second moment settled 15% low."""
-
-    def wide(name: str) -> str:
-        return emit("Cast", name, to=dtypes.float32.onnx_type)
-
-    def rounded(name: str) -> str:
-        return wide(emit("Cast", name, to=dtype.onnx_type))
-
-    def narrow(name: str, output: str) -> str:
-        return emit("Cast", name, to=dtype.onnx_type, output=output)
-
+    wide, rounded, narrow = _half_casts(emit, dtype)
     x_name, g_name, m_name, v_name, v_max_name = inputs
     x, gradient = wide(x_name), wide(g_name)
     if maximize:
@@ -509,16 +512,7 @@ def _rmsprop_decomposition(node, input_names: list, output_names: list, fresh_na
 
 def _low_precision_rmsprop(emit, dtype, scalars: dict, named: dict, new_name: dict, centered, maximize) -> None:
     """One float16/bfloat16 tensor's RMSprop update: float32 ops, each of PyTorch's rounded to ``dtype``."""
-
-    def wide(name: str) -> str:
-        return emit("Cast", name, to=dtypes.float32.onnx_type)
-
-    def narrow(name: str, output: str) -> str:
-        return emit("Cast", name, to=dtype.onnx_type, output=output)
-
-    def rounded(name: str) -> str:
-        return wide(emit("Cast", name, to=dtype.onnx_type))
-
+    wide, rounded, narrow = _half_casts(emit, dtype)
     x = wide(named["X"])
     gradient = emit("Neg", wide(named["G"])) if maximize else wide(named["G"])
     if scalars["weight_decay"]:
