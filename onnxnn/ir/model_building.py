@@ -192,12 +192,9 @@ def build_model(
             domains.update(onnx_node.domain for onnx_node in expanded)
             continue
         lowering = session_lowerings.get(node.op_type, node.domain) if lower and id(node) not in kept else None
-        if (
-            lowering is not None
-            and lower == "size_blind"
-            and not size_blind_session_lowerings.get(node.op_type, node.domain)
-        ):
-            lowering = None
+        if lowering is not None and lower == "size_blind":
+            size_blind = size_blind_session_lowerings.get(node.op_type, node.domain)
+            lowering = lowering if size_blind is True else size_blind
         if lowering is not None:
             lowered = lowering(node, inputs, outputs, fresh_name, lambda position, node=node: embedded(node, position))
             if lowered is not None:

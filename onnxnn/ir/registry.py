@@ -144,10 +144,11 @@ value_blind_decompositions = MarkRegistry("value-blind decomposition mark")
 # The nodes must be exact for every size of a symbolic dim, though sessions shared across sizes
 # (fastpath.dynamic_shapes) are built without the lowerings that choose by the plan's sizes.
 session_lowerings = Registry("session lowering")
-# Session lowerings whose form reads no size (dtypes and attributes only): those that give a node
-# PyTorch's meaning where onnxruntime's kernel differs (a max pool's NaN), which the sessions shared
-# across sizes take too (``build_model(lower="size_blind")``).
-size_blind_session_lowerings = MarkRegistry("size-blind session lowering mark")
+# What the sessions shared across sizes (``build_model(lower="size_blind")``) write for an op: a mark
+# where its session lowering reads no size (dtypes and attributes only: those that give a node
+# PyTorch's meaning where onnxruntime's kernel differs, a max pool's NaN), or a lowering of its own,
+# called as a session lowering, whose nodes read the sizes at run time (long sums in blocks).
+size_blind_session_lowerings = MarkRegistry("size-blind session lowering")
 # Ops that onnxnn's own compiled code computes faster than onnxruntime for some nodes (a convolution's
 # weight gradient over few channels, ``kernels/compiled_convolutions.py``): ``form(node, threads) ->
 # run`` or None to leave the node to the session (``threads``: the intra-op threads the plan runs

@@ -9,8 +9,9 @@ magnitudes; the lowering keeps both levels within ``4 sqrt(n)`` elements, so ``b
 sqrt(n)`` and a sum errs by at most ``4.25 sqrt(n) eps sum|x|`` (a mean by one rounding more). The
 expected values are float64 numpy sums (pairwise: exact to about 1e-16 of the sum of magnitudes).
 
-Sessions shared across sizes (``fastpath.dynamic_shapes``) keep the plain node: the tests turn them off,
-so each graph is built for its own sizes whatever ran before in the process.
+Sessions shared across sizes (``fastpath.dynamic_shapes``) block the innermost run of reduced axes with
+sizes read at run time: the tests turn them off, so each graph is built for its own sizes whatever ran
+before in the process, but for the test of the shared form, which turns them on.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 import pytest
 
 import onnxnn
+from onnxnn.ir.caches import clear_caches
 from onnxnn.runtime.fastpath import dynamic_shapes
 
 EXECUTORS = ["kernels", "onnxruntime"]
@@ -109,25 +111,62 @@ def _cases():
             yield pytest.param(shape, dims, keepdim, executor, id=f"{name}-{executor}")
 
 
-@pytest.mark.parametrize("shape, dims, keepdim, executor", _cases())
-def test_sums_and_means_of_every_layout_lose_only_a_block(shape, dims, keepdim, executor):
-    x = _ones_after_two_to_the_24(shape, dims)
+def _sum_and_mean(x: np.ndarray, dims, keepdim: bool) -> tuple:
+    t = onnxnn.from_numpy(x)
+    if dims is None:
+        return t.sum().numpy(), t.mean().numpy()
+    return t.sum(dims, keepdim=keepdim).numpy(), t.mean(dims, keepdim=keepdim).numpy()
+
+
+def _assert_within(gamma: float, x: np.ndarray, dims, keepdim: bool, total, mean) -> None:
+    """The sum errs by at most ``gamma`` of its magnitudes' sum, the mean by one rounding more."""
     wide = x.astype(np.float64)
     axes = None if dims is None else tuple(dims)
-    count = x.size if dims is None else math.prod(shape[dim] for dim in dims)
-    with onnxnn.set_executor(executor):
-        t = onnxnn.from_numpy(x)
-        if dims is None:
-            total, mean = t.sum().numpy(), t.mean().numpy()
-        else:
-            total, mean = t.sum(dims, keepdim=keepdim).numpy(), t.mean(dims, keepdim=keepdim).numpy()
+    count = x.size if dims is None else math.prod(x.shape[dim] for dim in dims)
     keep = keepdim and dims is not None
     expected_total, magnitude = wide.sum(axis=axes, keepdims=keep), np.abs(wide).sum(axis=axes, keepdims=keep)
     assert total.shape == mean.shape == expected_total.shape
-    gamma = blocked_bound(count)
     assert np.all(np.abs(total - expected_total) <= gamma * magnitude), np.abs(total - expected_total).max()
     error = np.abs(mean - expected_total / count)
     assert np.all(error <= (gamma + EPS) * magnitude / count), error.max()
+
+
+@pytest.mark.parametrize("shape, dims, keepdim, executor", _cases())
+def test_sums_and_means_of_every_layout_lose_only_a_block(shape, dims, keepdim, executor):
+    x = _ones_after_two_to_the_24(shape, dims)
+    count = x.size if dims is None else math.prod(shape[dim] for dim in dims)
+    with onnxnn.set_executor(executor):
+        total, mean = _sum_and_mean(x, dims, keepdim)
+    _assert_within(blocked_bound(count), x, dims, keepdim, total, mean)
+
+
+def size_blind_bound(shape, dims) -> float:
+    """The relative bound of the shared graphs' form: blocks of ``b = ceil(sqrt(R))`` along the innermost
+    run of ``R`` reduced elements, then the ``ceil(R / b)`` block sums and the other reduced axes."""
+    axes = set(range(len(shape))) if dims is None else {dim % len(shape) for dim in dims}
+    first = last = max(axes)
+    while first - 1 in axes:
+        first -= 1
+    run = math.prod(shape[first : last + 1])
+    block = max(1, math.isqrt(run - 1) + 1) if run else 1
+    outer = math.prod(shape[axis] for axis in axes if axis < first)
+    return (block + -(-run // block) * outer) * EPS
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_sums_shared_across_sizes_lose_only_a_block(name, monkeypatch):
+    # A loop whose batch varies runs one graph built with symbolic sizes; its sums are blocked too,
+    # with the blocks' sizes computed at run time (they were added one after another: 80 ulps).
+    monkeypatch.setattr(dynamic_shapes, "ENABLED", True)
+    clear_caches()  # the sizes' own graphs, which other tests compiled, would take the runs
+    shape, dims, keepdim, _ = CASES[name]
+    with onnxnn.set_executor("onnxruntime"):
+        for extra in (2, 1, 0):  # the first size builds a static graph, the others the shared one
+            varied = (shape[0] + extra, *shape[1:])
+            x = _ones_after_two_to_the_24(varied, dims)
+            total, mean = _sum_and_mean(x, dims, keepdim)
+            _assert_within(size_blind_bound(varied, dims), x, dims, keepdim, total, mean)
+    assert dynamic_shapes.dynamic_info()["shared_runs"] >= 2  # two sizes, sum and mean each
 
 
 # dtype, its significand bits after the point, count, magnitude (float16 sums stay below 65504)

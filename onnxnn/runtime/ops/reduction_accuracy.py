@@ -29,9 +29,15 @@ form costs what the plain node does within noise along the innermost axes (10^7 
 a middle axis between narrow ones costs more (16 x 2000 x 30 over the 2000: 0.059 -> 0.10 ms), a
 padded length about 2.5x (10^7 + 19 elements: 1.08 -> 2.8 ms).
 
-The form reads the plan's sizes, so sessions shared across sizes (``fastpath.dynamic_shapes``) keep
-the plain node, as do nodes whose axes are fed at run time. onnxnn's kernels sum with numpy, pairwise
-along the innermost axis. Exports keep the plain node, as ``torch.onnx.export`` writes it.
+The form reads the plan's sizes. Sessions shared across sizes (``fastpath.dynamic_shapes``: a loop
+whose batch or sequence length varies) write another (``_blocked_at_any_size``) that reads them at
+run time: the innermost run of reduced axes is merged into one axis of ``R`` elements, padded with
+zeros to a multiple of ``b = ceil(sqrt(R))`` and summed in blocks of ``b``; the second ReduceSum adds
+the ``R / b`` block sums and the other reduced axes. About twenty small shape nodes compute the
+sizes, and the Pad copies the input, so it is written only where the sizes the graph is first built
+for reach the thresholds below. Nodes whose axes are fed at run time keep the plain node. onnxnn's
+kernels sum with numpy, pairwise along the innermost axis. Exports keep the plain node, as
+``torch.onnx.export`` writes it.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ import numpy as np
 from onnx import helper, numpy_helper
 
 from ...ir import dtypes
-from ...ir.registry import session_lowerings
+from ...ir.registry import session_lowerings, size_blind_session_lowerings
 
 __all__: list[str] = []
 
@@ -108,6 +114,37 @@ def _block(extent: int, inner: int, count: int) -> tuple[int, int]:
     return block, -(-extent // block) * block
 
 
+def _is_long(shape, axes: set) -> bool:
+    """Whether a reduction over ``axes`` of ``shape`` adds more elements per output than onnxruntime
+    keeps accurate (the thresholds above)."""
+    runs = _runs(shape, axes)
+    count = math.prod(extent for extent, reduced in runs if reduced)
+    return count >= (CONTIGUOUS_THRESHOLD if runs and runs[-1][1] else STRIDED_THRESHOLD)
+
+
+class _Emitter:
+    """The nodes and int64 constants of one lowering, each output a fresh name."""
+
+    def __init__(self, fresh_name):
+        self.fresh_name = fresh_name
+        self.nodes: list = []
+        self.initializers: list = []
+
+    def constant(self, stem: str, values, dtype=np.int64) -> str:
+        name = self.fresh_name(stem)
+        self.initializers.append(numpy_helper.from_array(np.array(values, dtype), name))
+        return name
+
+    def add(self, op_type: str, inputs: list, **attributes) -> str:
+        output = self.fresh_name(op_type.lower())
+        self.nodes.append(helper.make_node(op_type, inputs, [output], name=self.fresh_name(op_type), **attributes))
+        return output
+
+    def finish(self, output_name: str) -> tuple:
+        self.nodes[-1].output[0] = output_name
+        return self.nodes, self.initializers
+
+
 @session_lowerings.register("ReduceSum", "ReduceMean")
 def _blocked(node, input_names: list, output_names: list, fresh_name, embedded=None):
     x = node.inputs[0]
@@ -116,13 +153,10 @@ def _blocked(node, input_names: list, output_names: list, fresh_name, embedded=N
     if summed_in is None or not all(type(extent) is int for extent in shape):
         return None
     axes = reduced_axes(node, embedded)
-    if axes is None or 0 in shape:
+    if axes is None or 0 in shape or not _is_long(shape, axes):
         return None
     runs = _runs(shape, axes)
     count = math.prod(extent for extent, reduced in runs if reduced)
-    threshold = CONTIGUOUS_THRESHOLD if runs and runs[-1][1] else STRIDED_THRESHOLD
-    if count < threshold:
-        return None
 
     # The run to cut: the innermost one past which the runs inside reach sqrt(n) elements.
     target, inner = math.isqrt(count), 1
@@ -134,19 +168,8 @@ def _blocked(node, input_names: list, output_names: list, fresh_name, embedded=N
     extent = runs[cut][0]
     block, padded = _block(extent, inner, count)
 
-    nodes: list = []
-    initializers: list = []
-
-    def constant(stem: str, values) -> str:
-        name = fresh_name(stem)
-        initializers.append(numpy_helper.from_array(np.array(values, np.int64), name))
-        return name
-
-    def add(op_type: str, inputs: list, **attributes) -> str:
-        output = fresh_name(op_type.lower())
-        nodes.append(helper.make_node(op_type, inputs, [output], name=fresh_name(op_type), **attributes))
-        return output
-
+    emitter = _Emitter(fresh_name)
+    add, constant = emitter.add, emitter.constant
     current = input_names[0]
     if summed_in is not x.dtype:
         current = add("Cast", [current], to=summed_in.onnx_type)
@@ -162,14 +185,62 @@ def _blocked(node, input_names: list, output_names: list, fresh_name, embedded=N
     current = add("ReduceSum", [current, constant("block_axes", first)], keepdims=0)
     current = add("ReduceSum", [current, constant("axes", second)], keepdims=0)
     if node.op_type == "ReduceMean":
-        divisor = fresh_name("count")
-        initializers.append(numpy_helper.from_array(np.array(count, summed_in.numpy_dtype), divisor))
-        current = add("Div", [current, divisor])
+        current = add("Div", [current, constant("count", count, summed_in.numpy_dtype)])
     if summed_in is not x.dtype:
         current = add("Cast", [current], to=x.dtype.onnx_type)
     keepdims = node.attrs.get("keepdims", 1)
     result = [1 if axis in axes else extent for axis, extent in enumerate(shape) if keepdims or axis not in axes]
     if result != [run[0] for run in runs if not run[1]]:
         current = add("Reshape", [current, constant("shape", result)])
-    nodes[-1].output[0] = output_names[0]
-    return nodes, initializers
+    return emitter.finish(output_names[0])
+
+
+@size_blind_session_lowerings.register("ReduceSum", "ReduceMean")
+def _blocked_at_any_size(node, input_names: list, output_names: list, fresh_name, embedded=None):
+    """``_blocked`` for a graph shared across sizes: the blocks' sizes computed at run time (the module doc)."""
+    x = node.inputs[0]
+    summed_in = _SUMMED_IN.get(x.dtype)
+    axes = reduced_axes(node, embedded)
+    if summed_in is None or not axes:
+        return None
+    shape, rank = x.shape, len(x.shape)
+    if all(type(extent) is int for extent in shape) and not _is_long(shape, axes):
+        return None
+    last = max(axes)
+    first = last
+    while first - 1 in axes:
+        first -= 1
+    emitter = _Emitter(fresh_name)
+    add, constant = emitter.add, emitter.constant
+    current = input_names[0]
+    if summed_in is not x.dtype:
+        current = add("Cast", [current], to=summed_in.onnx_type)
+    one = constant("one", [1])
+    head = [add("Shape", [current], end=first)] if first > 0 else []
+    tail = [add("Shape", [current], start=last + 1)] if last + 1 < rank else []
+    extent = add("ReduceProd", [add("Shape", [current], start=first, end=last + 1)], keepdims=1)
+    root = add("Ceil", [add("Sqrt", [add("Cast", [extent], to=dtypes.float64.onnx_type)])])
+    block = add("Max", [add("Cast", [root], to=dtypes.int64.onnx_type), one])
+    blocks = add("Div", [add("Sub", [add("Add", [extent, block]), one]), block])
+    padding = add("Sub", [add("Mul", [blocks, block]), extent])
+    merged_rank = rank - (last - first)
+    # allowzero: an empty axis is an extent of 0, not "copy the input's".
+    current = add("Reshape", [current, add("Concat", [*head, extent, *tail], axis=0)], allowzero=1)
+    before, after = (
+        constant("pads_before", [0] * (merged_rank + first)),
+        constant("pads_after", [0] * (merged_rank - first - 1)),
+    )
+    current = add("Pad", [current, add("Concat", [before, padding, after], axis=0)])
+    current = add("Reshape", [current, add("Concat", [*head, blocks, block, *tail], axis=0)], allowzero=1)
+    current = add("ReduceSum", [current, constant("block_axes", [first + 1])], keepdims=0)
+    outer = sorted(axis for axis in axes if axis < first) + [first]
+    current = add("ReduceSum", [current, constant("axes", outer)], keepdims=0)
+    if node.op_type == "ReduceMean":
+        reduced_extents = add("Gather", [add("Shape", [input_names[0]]), constant("reduced", sorted(axes))])
+        count = add("Cast", [add("ReduceProd", [reduced_extents], keepdims=0)], to=summed_in.onnx_type)
+        current = add("Div", [current, count])
+    if summed_in is not x.dtype:
+        current = add("Cast", [current], to=x.dtype.onnx_type)
+    if node.attrs.get("keepdims", 1):
+        current = add("Unsqueeze", [current, constant("kept_axes", sorted(axes))])
+    return emitter.finish(output_names[0])
