@@ -157,6 +157,20 @@ OP_CASES = [
     ("lstm state", lambda lib, F, t: lib.nn.LSTM(3, 2)(t["x"])[1][1], "low"),
     ("rnn", lambda lib, F, t: lib.nn.RNN(3, 2, bidirectional=True)(t["x"])[0], "low"),
     ("gru", lambda lib, F, t: lib.nn.GRU(3, 2)(t["x"])[0], "float32"),
+    # The LSTM leaves that kernel for projections, packed input and an empty batch: its generic cell
+    # autocasts the products only, so c (and h, unless projected back to the autocast dtype) stays float32.
+    ("lstm with projections", lambda lib, F, t: lib.nn.LSTM(3, 2, proj_size=1)(t["x"][:, None])[0], "low"),
+    ("lstm with projections' cell", lambda lib, F, t: lib.nn.LSTM(3, 2, proj_size=1)(t["x"][:, None])[1][1], "float32"),
+    ("lstm of an empty batch", lambda lib, F, t: lib.nn.LSTM(3, 2)(t["x"][:, None][:, :0])[0], "float32"),
+    (
+        "lstm of a packed sequence",
+        lambda lib, F, t: (
+            lib.nn.LSTM(3, 2)(lib.nn.utils.rnn.pack_padded_sequence(t["x"].reshape(2, 2, 3), lib.tensor([2, 1])))[
+                0
+            ].data
+        ),
+        "float32",
+    ),
     # Not on the lists: they run in their inputs' dtype, their own matrix products too.
     ("det", lambda lib, F, t: lib.linalg.det(_spd(lib, t)), "float32"),
     ("cholesky", lambda lib, F, t: lib.linalg.cholesky(_spd(lib, t)), "float32"),

@@ -346,8 +346,12 @@ class RNNBase(Module):
         # PyTorch's CPU autocast lists the LSTM and RNN kernels (mkldnn_rnn_layer), which then run in the
         # autocast dtype; GRU's is not listed, but its composite kernel's gate products (at::linear) are:
         # it runs unrolled, its products autocast one by one.
+        # Its LSTM leaves that kernel for packed input, projections or an empty batch: the generic cell
+        # then autocasts its products only, and the float32 cell state keeps c, and h unless projected,
+        # in float32.
         in_autocast = MODE.autocast is not None
-        autocast = in_autocast and not (self.mode == "GRU" and data.device.type == "cpu")
+        generic_cell = self.mode == "GRU" or (is_lstm and (packed or self.proj_size > 0 or batch == 0))
+        autocast = in_autocast and not (generic_cell and data.device.type == "cpu")
         if autocast:
             # The recurrence runs in the autocast dtype, unrolled (its cells' products are autocast;
             # the fused recurrent nodes would meet float32 weights).
