@@ -8,7 +8,15 @@ from ..runtime.grad_mode import no_grad
 from ..runtime.internal import record_update
 from ..runtime.tensor import Tensor
 from .optimizer import Optimizer
-from .step_recording import _check_differentiable, _hyperparameter, _increment_step, _new_step_tensor, _zeros_like
+from ..runtime.ops.opmath import REDUCED_FLOATS
+from .step_recording import (
+    OpmathStep,
+    _check_differentiable,
+    _hyperparameter,
+    _increment_step,
+    _new_step_tensor,
+    _zeros_like,
+)
 
 __all__ = ["Adadelta", "adadelta"]
 
@@ -135,6 +143,9 @@ def adadelta(
         for param, grad, square_avg, acc_delta, step in zip(params, grads, square_avgs, acc_deltas, state_steps):
             _increment_step(step)
             grad = -grad if maximize else grad
+            if param.dtype in REDUCED_FLOATS:
+                _opmath_step(param, grad, square_avg, acc_delta, lr, rho, eps, weight_decay)
+                continue
             if weight_decay != 0:
                 grad = grad + param * _hyperparameter("weight_decay", weight_decay, param)
             rho_value = _hyperparameter("rho", rho, param)
@@ -146,3 +157,30 @@ def adadelta(
             record_update(square_avg, new_square_avg)
             record_update(acc_delta, new_acc_delta)
             record_update(param, param - delta * _hyperparameter("lr", lr, param))
+
+
+def _opmath_step(
+    param: Tensor,
+    grad: Tensor,
+    square_avg: Tensor,
+    acc_delta: Tensor,
+    lr: float,
+    rho: float,
+    eps: float,
+    weight_decay: float,
+) -> None:
+    """One float16/bfloat16 parameter's step, op for op as ``torch.optim.Adadelta``'s single-tensor step."""
+    step = OpmathStep(param)
+    weights, gradient = step.load(param), step.load(grad)
+    if weight_decay != 0:
+        gradient = step.add(gradient, weights, "weight_decay", weight_decay)
+    new_square_avg = step.multiply(step.load(square_avg), "rho", rho)
+    new_square_avg = step.addcmul(new_square_avg, gradient, gradient, "1-rho", 1 - rho)
+    std = step.sqrt(step.add_number(new_square_avg, "eps", eps))
+    delta = step.sqrt(step.add_number(step.load(acc_delta), "eps", eps))
+    delta = step.rounded(step.rounded(delta / std) * gradient)
+    new_acc_delta = step.multiply(step.load(acc_delta), "rho", rho)
+    new_acc_delta = step.addcmul(new_acc_delta, delta, delta, "1-rho", 1 - rho)
+    step.store(square_avg, new_square_avg)
+    step.store(acc_delta, new_acc_delta)
+    step.store(param, step.add(weights, delta, "-lr", -lr))

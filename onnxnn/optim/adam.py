@@ -9,7 +9,15 @@ from ..runtime.grad_mode import no_grad
 from ..runtime.internal import record_update
 from ..runtime.tensor import Tensor
 from .optimizer import Optimizer
-from .step_recording import _check_differentiable, _hyperparameter, _new_step_tensor, _record_fused_updates, _zeros_like
+from ..runtime.ops.opmath import REDUCED_FLOATS
+from .step_recording import (
+    OpmathStep,
+    _check_differentiable,
+    _hyperparameter,
+    _new_step_tensor,
+    _record_fused_updates,
+    _zeros_like,
+)
 
 __all__ = ["Adam", "AdamW", "adam", "adamw"]
 
@@ -345,6 +353,12 @@ def _capturable_updates(
         exp_avg, exp_avg_sq = exp_avgs[index], exp_avg_sqs[index]
         step = state_steps[index] + 1.0
         record_update(state_steps[index], step)
+        if param.dtype in REDUCED_FLOATS:
+            max_exp_avg_sq = max_exp_avg_sqs[index] if amsgrad else None
+            states = (exp_avg, exp_avg_sq, max_exp_avg_sq)
+            hyperparameters = (beta1, beta2, lr, weight_decay, eps, decoupled_weight_decay)
+            _opmath_capturable_step(param, grad, states, step, hyperparameters)
+            continue
         new_param = param
         if weight_decay != 0:
             if decoupled_weight_decay:
@@ -367,6 +381,39 @@ def _capturable_updates(
         record_update(exp_avg, new_exp_avg)
         record_update(exp_avg_sq, new_exp_avg_sq)
         record_update(param, new_param)
+
+
+def _opmath_capturable_step(param: Tensor, grad: Tensor, states: tuple, step: Tensor, hyperparameters: tuple) -> None:
+    """One float16/bfloat16 parameter's capturable step, op for op as ``torch.optim.Adam``'s single-tensor
+    step computes it with ``capturable=True`` (which PyTorch allows on CUDA only; its CPU kernels are
+    followed here). The bias corrections are float32 0-d tensors computed from the ``step`` tensor;
+    the half-precision tensors divide by one and add one at float32, as CPU kernels read a 0-d operand."""
+    exp_avg, exp_avg_sq, max_exp_avg_sq = states
+    beta1, beta2, lr, weight_decay, eps, decoupled_weight_decay = hyperparameters
+    arithmetic = OpmathStep(param)
+    weights, gradient = arithmetic.load(param), arithmetic.load(grad)
+    if weight_decay != 0:
+        if decoupled_weight_decay:
+            weights = arithmetic.multiply(weights, "1-lr*weight_decay", 1 - lr * weight_decay)
+        else:
+            gradient = arithmetic.add(gradient, weights, "weight_decay", weight_decay)
+    new_exp_avg = arithmetic.lerp(arithmetic.load(exp_avg), gradient, "1-beta1", 1 - beta1)
+    new_exp_avg_sq = arithmetic.multiply(arithmetic.load(exp_avg_sq), "beta2", beta2)
+    new_exp_avg_sq = arithmetic.addcmul(new_exp_avg_sq, gradient, gradient, "1-beta2", 1 - beta2)
+    one = _hyperparameter("one", 1.0, step)
+    bias_correction1 = one - _hyperparameter("beta1", beta1, step) ** step
+    bias_correction2 = one - _hyperparameter("beta2", beta2, step) ** step
+    # A Python number divided by a tensor is the tensor's reciprocal times the number (Tensor.__rtruediv__).
+    step_size_neg = -((one / bias_correction1) * _hyperparameter("lr", lr, step))
+    second_moment = new_exp_avg_sq
+    if max_exp_avg_sq is not None:
+        second_moment = arithmetic.load(max_exp_avg_sq).maximum(new_exp_avg_sq)
+        arithmetic.store(max_exp_avg_sq, second_moment)
+    denom = arithmetic.rounded(arithmetic.sqrt(second_moment) / (bias_correction2.sqrt() * step_size_neg))
+    denom = arithmetic.rounded(denom + (one / step_size_neg) * _hyperparameter("eps", eps, step))
+    arithmetic.store(exp_avg, new_exp_avg)
+    arithmetic.store(exp_avg_sq, new_exp_avg_sq)
+    arithmetic.store(param, arithmetic.rounded(weights + new_exp_avg / denom))
 
 
 def adamw(

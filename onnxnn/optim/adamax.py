@@ -8,7 +8,15 @@ from ..runtime.grad_mode import no_grad
 from ..runtime.internal import record_update
 from ..runtime.tensor import Tensor
 from .optimizer import Optimizer
-from .step_recording import _check_differentiable, _hyperparameter, _increment_step, _new_step_tensor, _zeros_like
+from ..runtime.ops.opmath import REDUCED_FLOATS
+from .step_recording import (
+    OpmathStep,
+    _check_differentiable,
+    _hyperparameter,
+    _increment_step,
+    _new_step_tensor,
+    _zeros_like,
+)
 
 __all__ = ["Adamax", "adamax"]
 
@@ -139,6 +147,9 @@ def adamax(
         for param, grad, exp_avg, exp_inf, step in zip(params, grads, exp_avgs, exp_infs, state_steps):
             count = _increment_step(step)
             grad = -grad if maximize else grad
+            if param.dtype in REDUCED_FLOATS:
+                _opmath_step(param, grad, exp_avg, exp_inf, count, eps, beta1, beta2, lr, weight_decay)
+                continue
             if weight_decay != 0:
                 grad = grad + param * _hyperparameter("weight_decay", weight_decay, param)
             new_exp_avg = exp_avg + (grad - exp_avg) * _hyperparameter("1-beta1", 1 - beta1, exp_avg)
@@ -149,3 +160,28 @@ def adamax(
             record_update(exp_avg, new_exp_avg)
             record_update(exp_inf, new_exp_inf)
             record_update(param, param - new_exp_avg / new_exp_inf * step_size)
+
+
+def _opmath_step(
+    param: Tensor,
+    grad: Tensor,
+    exp_avg: Tensor,
+    exp_inf: Tensor,
+    count: float,
+    eps: float,
+    beta1: float,
+    beta2: float,
+    lr: float,
+    weight_decay: float,
+) -> None:
+    """One float16/bfloat16 parameter's step, op for op as ``torch.optim.Adamax``'s single-tensor step."""
+    step = OpmathStep(param)
+    weights, gradient = step.load(param), step.load(grad)
+    if weight_decay != 0:
+        gradient = step.add(gradient, weights, "weight_decay", weight_decay)
+    new_exp_avg = step.lerp(step.load(exp_avg), gradient, "1-beta1", 1 - beta1)
+    new_exp_inf = step.multiply(step.load(exp_inf), "beta2", beta2).maximum(step.add_number(gradient.abs(), "eps", eps))
+    clr = lr / (1 - beta1**count)
+    step.store(exp_avg, new_exp_avg)
+    step.store(exp_inf, new_exp_inf)
+    step.store(param, step.addcdiv(weights, new_exp_avg, new_exp_inf, "-lr/bias_correction1", -clr))

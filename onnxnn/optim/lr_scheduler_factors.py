@@ -87,9 +87,10 @@ class LinearLR(LRScheduler):
         return [lr * ratio for lr in lrs]
 
     def _get_closed_form_lr(self) -> list[float]:
-        progress = min(self.total_iters, self.last_epoch) / self.total_iters
+        # Multiplied before divided, left to right as PyTorch writes it: dividing first is an ulp off.
+        span = self.end_factor - self.start_factor
         return [
-            base_lr * (self.start_factor + (self.end_factor - self.start_factor) * progress)
+            base_lr * (self.start_factor + span * min(self.total_iters, self.last_epoch) / self.total_iters)
             for base_lr in self.base_lrs
         ]
 

@@ -155,8 +155,9 @@ def zeropower_via_newtonschulz(
     x = x / x.norm().clamp(min=eps)
     for _ in range(ns_steps):
         gram = x @ x.T
-        polynomial = gram * b + (gram @ gram) * c
-        x = x * a + polynomial @ x
+        # PyTorch's two ``addmm``s: each sums its product and scaled input at float32 and rounds once.
+        polynomial = gram.addmm(gram, gram, beta=b, alpha=c)
+        x = x.addmm(polynomial, x, beta=a)
     return x.T if tall else x
 
 

@@ -9,7 +9,15 @@ from ..runtime.grad_mode import no_grad
 from ..runtime.internal import full_tensor, rebind, record_update, value_of
 from ..runtime.tensor import Tensor
 from .optimizer import Optimizer
-from .step_recording import _check_differentiable, _hyperparameter, _increment_step, _new_step_tensor, _zeros_like
+from ..runtime.ops.opmath import REDUCED_FLOATS
+from .step_recording import (
+    OpmathStep,
+    _check_differentiable,
+    _hyperparameter,
+    _increment_step,
+    _new_step_tensor,
+    _zeros_like,
+)
 
 __all__ = ["NAdam", "nadam"]
 
@@ -168,16 +176,32 @@ def nadam(
             exp_avg, exp_avg_sq = exp_avgs[index], exp_avg_sqs[index]
             count = _increment_step(state_steps[index])
             bias_correction2 = 1 - beta2**count
+            mu = beta1 * (1.0 - 0.5 * 0.96 ** (count * momentum_decay))
+            mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((count + 1) * momentum_decay))
+            mu_product = _multiply_host_scalar(mu_products[index], mu)
+            mu_product_next = mu_product * mu_next
+            if param.dtype in REDUCED_FLOATS:
+                coefficients = (mu, mu_next, mu_product, mu_product_next, bias_correction2)
+                _opmath_step(
+                    param,
+                    grad,
+                    exp_avg,
+                    exp_avg_sq,
+                    coefficients,
+                    beta1,
+                    beta2,
+                    lr,
+                    eps,
+                    weight_decay,
+                    decoupled_weight_decay,
+                )
+                continue
             new_param = param
             if weight_decay != 0:
                 if decoupled_weight_decay:
                     new_param = param * _hyperparameter("1-lr*weight_decay", 1 - lr * weight_decay, param)
                 else:
                     grad = grad + param * _hyperparameter("weight_decay", weight_decay, param)
-            mu = beta1 * (1.0 - 0.5 * 0.96 ** (count * momentum_decay))
-            mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((count + 1) * momentum_decay))
-            mu_product = _multiply_host_scalar(mu_products[index], mu)
-            mu_product_next = mu_product * mu_next
             new_exp_avg = exp_avg + (grad - exp_avg) * _hyperparameter("1-beta1", 1 - beta1, exp_avg)
             new_exp_avg_sq = exp_avg_sq * _hyperparameter("beta2", beta2, exp_avg_sq) + grad * grad * _hyperparameter(
                 "1-beta2", 1 - beta2, exp_avg_sq
@@ -190,6 +214,42 @@ def nadam(
             record_update(exp_avg, new_exp_avg)
             record_update(exp_avg_sq, new_exp_avg_sq)
             record_update(param, new_param)
+
+
+def _opmath_step(
+    param: Tensor,
+    grad: Tensor,
+    exp_avg: Tensor,
+    exp_avg_sq: Tensor,
+    coefficients: tuple,
+    beta1: float,
+    beta2: float,
+    lr: float,
+    eps: float,
+    weight_decay: float,
+    decoupled_weight_decay: bool,
+) -> None:
+    """One float16/bfloat16 parameter's step, op for op as ``torch.optim.NAdam``'s single-tensor step."""
+    mu, mu_next, mu_product, mu_product_next, bias_correction2 = coefficients
+    step = OpmathStep(param)
+    weights, gradient = step.load(param), step.load(grad)
+    if weight_decay != 0:
+        if decoupled_weight_decay:
+            weights = step.multiply(weights, "1-lr*weight_decay", 1 - lr * weight_decay)
+        else:
+            gradient = step.add(gradient, weights, "weight_decay", weight_decay)
+    new_exp_avg = step.lerp(step.load(exp_avg), gradient, "1-beta1", 1 - beta1)
+    new_exp_avg_sq = step.multiply(step.load(exp_avg_sq), "beta2", beta2)
+    new_exp_avg_sq = step.addcmul(new_exp_avg_sq, gradient, gradient, "1-beta2", 1 - beta2)
+    denom = step.sqrt(step.divide(new_exp_avg_sq, "bias_correction2", bias_correction2))
+    denom = step.add_number(denom, "eps", eps)
+    gradient_value = -lr * (1.0 - mu) / (1.0 - mu_product)
+    weights = step.addcdiv(weights, gradient, denom, "-lr*(1-mu)/(1-mu_product)", gradient_value)
+    average_value = (-lr * mu_next) / (1.0 - mu_product_next)
+    weights = step.addcdiv(weights, new_exp_avg, denom, "-lr*mu_next/(1-mu_product_next)", average_value)
+    step.store(exp_avg, new_exp_avg)
+    step.store(exp_avg_sq, new_exp_avg_sq)
+    step.store(param, weights)
 
 
 def _multiply_host_scalar(scalar: Tensor, factor: float) -> float:

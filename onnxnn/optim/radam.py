@@ -9,7 +9,15 @@ from ..runtime.grad_mode import no_grad
 from ..runtime.internal import record_update
 from ..runtime.tensor import Tensor
 from .optimizer import Optimizer
-from .step_recording import _check_differentiable, _hyperparameter, _increment_step, _new_step_tensor, _zeros_like
+from ..runtime.ops.opmath import REDUCED_FLOATS
+from .step_recording import (
+    OpmathStep,
+    _check_differentiable,
+    _hyperparameter,
+    _increment_step,
+    _new_step_tensor,
+    _zeros_like,
+)
 
 __all__ = ["RAdam", "radam"]
 
@@ -154,6 +162,11 @@ def radam(
             grad = -grads[index] if maximize else grads[index]
             exp_avg, exp_avg_sq = exp_avgs[index], exp_avg_sqs[index]
             count = _increment_step(state_steps[index])
+            if param.dtype in REDUCED_FLOATS:
+                _opmath_step(
+                    param, grad, exp_avg, exp_avg_sq, count, beta1, beta2, lr, eps, weight_decay, decoupled_weight_decay
+                )
+                continue
             new_param = param
             if weight_decay != 0:
                 if decoupled_weight_decay:
@@ -177,3 +190,43 @@ def radam(
             record_update(exp_avg, new_exp_avg)
             record_update(exp_avg_sq, new_exp_avg_sq)
             record_update(param, new_param - update)
+
+
+def _opmath_step(
+    param: Tensor,
+    grad: Tensor,
+    exp_avg: Tensor,
+    exp_avg_sq: Tensor,
+    count: float,
+    beta1: float,
+    beta2: float,
+    lr: float,
+    eps: float,
+    weight_decay: float,
+    decoupled_weight_decay: bool,
+) -> None:
+    """One float16/bfloat16 parameter's step, op for op as ``torch.optim.RAdam``'s single-tensor step."""
+    step = OpmathStep(param)
+    weights, gradient = step.load(param), step.load(grad)
+    if weight_decay != 0:
+        if decoupled_weight_decay:
+            weights = step.multiply(weights, "1-lr*weight_decay", 1 - lr * weight_decay)
+        else:
+            gradient = step.add(gradient, weights, "weight_decay", weight_decay)
+    new_exp_avg = step.lerp(step.load(exp_avg), gradient, "1-beta1", 1 - beta1)
+    new_exp_avg_sq = step.multiply(step.load(exp_avg_sq), "beta2", beta2)
+    new_exp_avg_sq = step.addcmul(new_exp_avg_sq, gradient, gradient, "1-beta2", 1 - beta2)
+    bias_correction1 = 1 - beta1**count
+    bias_correction2 = 1 - beta2**count
+    update = step.multiply(step.divide(new_exp_avg, "bias_correction1", bias_correction1), "lr", lr)
+    rho_inf = 2 / (1 - beta2) - 1
+    rho_t = rho_inf - 2 * count * (beta2**count) / bias_correction2
+    if rho_t > 5.0:
+        rect = ((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
+        root = step.add_number(step.sqrt(new_exp_avg_sq), "eps", eps)
+        # ``bias_correction2**0.5 / root`` is ``root.reciprocal() * bias_correction2**0.5`` (Tensor.__rtruediv__).
+        adaptive_lr = step.multiply(step.rounded(1.0 / root), "bias_correction2**0.5", bias_correction2**0.5)
+        update = step.multiply(step.rounded(update * adaptive_lr), "rect", rect)
+    step.store(exp_avg, new_exp_avg)
+    step.store(exp_avg_sq, new_exp_avg_sq)
+    step.store(param, step.rounded(weights - update))

@@ -89,7 +89,7 @@ def _bfloat16(array):
 
 
 def _newton_schulz_reference(matrix, coefficients, steps, eps):
-    """Muon's iteration with every op's result rounded to bfloat16 (products summed in float32)."""
+    """Muon's iteration in bfloat16 as torch computes it: each matmul and addmm summed in float32, rounded once."""
     a, b, c = coefficients
     x = _bfloat16(matrix)
     tall = x.shape[0] > x.shape[1]
@@ -97,8 +97,9 @@ def _newton_schulz_reference(matrix, coefficients, steps, eps):
     x = _bfloat16(x / _bfloat16(max(_bfloat16(np.sqrt((x**2).sum())), eps)))
     for _ in range(steps):
         gram = _bfloat16(x.astype(np.float32) @ x.T.astype(np.float32))
-        polynomial = _bfloat16(_bfloat16(gram * b) + _bfloat16(_bfloat16(gram @ gram) * c))
-        x = _bfloat16(_bfloat16(x * a) + _bfloat16(polynomial @ x))
+        # torch.addmm: the product and the scaled input summed at float32, rounded once.
+        polynomial = _bfloat16(gram * b + (gram.astype(np.float32) @ gram.astype(np.float32)) * c)
+        x = _bfloat16(x * a + polynomial.astype(np.float32) @ x.astype(np.float32))
     return x.T if tall else x
 
 

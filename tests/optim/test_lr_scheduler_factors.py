@@ -10,6 +10,7 @@ MultiplicativeLR: base * prod_{k=1..epoch} lambda(k).
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -120,3 +121,26 @@ def test_matches_torch(name):
     expected = _lrs(torch_classes[name](torch_optimizer), torch_optimizer)
     optimizer = _optimizer()
     np.testing.assert_array_equal(_lrs(CASES[name][0](optimizer), optimizer), expected)
+
+
+@pytest.mark.parametrize(
+    "lr, start_factor, end_factor, total_iters",
+    [(0.3, 0.2, 1.0, 6), (0.05, 0.2, 0.7, 13), (0.1, 0.25, 0.75, 5)],
+)
+def test_linear_closed_form_matches_torch_bit_for_bit(lr, start_factor, end_factor, total_iters):
+    """``step(epoch)`` uses the closed form, ``(end - start) * min(total_iters, epoch) / total_iters``
+    evaluated left to right as PyTorch writes it (dividing first is an ulp off at some epochs)."""
+    torch = pytest.importorskip("torch")
+    results = []
+    for library in (onnxnn, torch):
+        optimizer = library.optim.SGD([library.zeros(2, requires_grad=True)], lr=lr)
+        scheduler = library.optim.lr_scheduler.LinearLR(optimizer, start_factor, end_factor, total_iters)
+        lrs = []
+        for epoch in range(total_iters + 3):
+            optimizer.step()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the epoch argument is deprecated, in both libraries
+                scheduler.step(epoch)
+            lrs.append(scheduler.get_last_lr()[0])
+        results.append(lrs)
+    assert results[0] == results[1]
