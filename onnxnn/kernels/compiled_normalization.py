@@ -48,7 +48,7 @@ MIN_ELEMENTS = 1 << 16
 # channel's planes, so an input without spatial axes, (N, C), would read one element per plane.
 MIN_PLANE = 16
 
-_VERSION = 5
+_VERSION = 6
 _FLOAT32 = np.dtype(np.float32)
 _POINTER, _SIZE, _FLOAT, _INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_int
 

@@ -34,6 +34,23 @@ def _moments(xp, x, axes):
     return mean, centered, variance
 
 
+def _shifted_moments(xp, x, axes):
+    """``(shift, centered, residual, variance)``: ``centered = x - shift`` with ``shift`` the float mean
+    of ``x``, and the mean ``residual`` and the variance of ``centered``, all kept over ``axes``.
+
+    The corrected two-pass algorithm (Chan, Golub and LeVeque, 1983): the mean is ``shift + residual``,
+    and the normalized values are ``(centered - residual) / std``, in which the mean's rounding (up to
+    ``ulp(mean) / 2``, ``ulp(mean) / (2 std)`` in the output) never enters; one read more than
+    ``_moments``. ``mean(centered^2) - residual^2`` is clamped at 0, which rounding crosses only where
+    the values are all equal.
+    """
+    shift = reduce_mean(xp, x, axes, True)
+    centered = x - shift
+    residual = reduce_mean(xp, centered, axes, True)
+    variance = xp.maximum(reduce_mean(xp, centered * centered, axes, True) - residual * residual, 0)
+    return shift, centered, residual, variance
+
+
 @kernels.register("BatchNormalization", types=FLOATING)
 def batch_normalization(xp, inputs, attrs):
     x, scale, bias, mean, variance = inputs[:5]
@@ -69,10 +86,11 @@ def batch_normalization_training(xp, inputs, attrs):
     if xp is np and compiled_normalization.eligible(x.shape, x.dtype):
         return compiled_normalization.batch_norm_training(x, scale, bias, _epsilon(attrs))
     axes = (0,) + tuple(range(2, x.ndim))
-    mean, _, variance = _moments(xp, x, axes)
-    mean, variance = mean.reshape(-1), variance.reshape(-1)
+    shift, centered, residual, variance = _shifted_moments(xp, x, axes)
+    residual, variance = residual.reshape(-1), variance.reshape(-1)
     shifted_variance = variance + x.dtype.type(attrs.get("epsilon", 1e-5))
-    return [_normalized(xp, x, scale, bias, mean, shifted_variance, 0.0), mean, variance]
+    normalized = _normalized(xp, centered, scale, bias, residual, shifted_variance, 0.0)
+    return [normalized, shift.reshape(-1) + residual, variance]
 
 
 @kernels.register("BatchNormalizationTrainingGradient", domain=ONNXNN_DOMAIN, types=FLOATING)
@@ -193,23 +211,32 @@ def group_normalization(xp, inputs, attrs):
     batch, channels = x.shape[:2]
     # The group's size counted, not -1: an empty batch has no size to infer it from.
     grouped = x.reshape(batch, groups, channels // groups * math.prod(x.shape[2:]))
-    _, centered, variance = _moments(xp, grouped, (2,))
-    normalized = (centered / xp.sqrt(variance + x.dtype.type(attrs.get("epsilon", 1e-5)))).reshape(x.shape)
+    _, centered, residual, variance = _shifted_moments(xp, grouped, (2,))
     if scale.shape[0] != channels:
         # Opset 18 took one scale and bias per group; opset 21 takes one per channel.
         scale = xp.repeat(scale, channels // groups)
         bias = xp.repeat(bias, channels // groups)
-    shape = _channel_shape(x)
-    return [normalized * scale.reshape(shape) + bias.reshape(shape)]
+    inverse_std = 1 / xp.sqrt(variance + x.dtype.type(attrs.get("epsilon", 1e-5)))
+    # Per (sample, channel): each channel's group statistics with its scale and bias, applied in two passes.
+    per_group = (batch, groups, channels // groups)
+    factor = (inverse_std * scale.reshape(1, groups, -1)).reshape(per_group)
+    shift = bias.reshape(1, groups, -1) - residual * factor
+    return [_affine(centered.reshape(x.shape), factor, shift)]
+
+
+def _affine(centered, factor, shift):
+    """``centered * factor + shift`` with ``factor`` and ``shift`` per (sample, channel) of (N, C, ...)."""
+    shape = centered.shape[:2] + (1,) * (centered.ndim - 2)
+    return centered * factor.reshape(shape) + shift.reshape(shape)
 
 
 @kernels.register("InstanceNormalization", types=FLOATING)
 def instance_normalization(xp, inputs, attrs):
     x, scale, bias = inputs
-    _, centered, variance = _moments(xp, x, tuple(range(2, x.ndim)))
+    _, centered, residual, variance = _shifted_moments(xp, x, tuple(range(2, x.ndim)))
     shape = _channel_shape(x)
-    normalized = centered / xp.sqrt(variance + x.dtype.type(attrs.get("epsilon", 1e-5)))
-    return [normalized * scale.reshape(shape) + bias.reshape(shape)]
+    factor = scale.reshape(shape) / xp.sqrt(variance + x.dtype.type(attrs.get("epsilon", 1e-5)))
+    return [_affine(centered, factor, bias.reshape(shape) - residual * factor)]
 
 
 @kernels.register("RMSNormalization", types=FLOATING)

@@ -19,10 +19,17 @@ from ...ir import dtypes
 from ...ir.graph import shared_attributes
 from ...ir.plan import realize_alongside
 from ..grad_mode import is_grad_enabled, no_grad
-from ...ir.registry import gradient_rules, shape_rules, unmaterialized_gradients
+from ...ir.registry import (
+    gradient_rules,
+    session_lowerings,
+    shape_rules,
+    size_blind_session_lowerings,
+    unmaterialized_gradients,
+)
 from ._common import Tensor, apply_op, normalize_axes
 from .conv_gradients import channel_sum, needs_input_grad
 from .padding import pad_constant
+from .training import int64_initializers, node_emitter
 from ..realization import data_of
 
 __all__ = ["layer_norm", "group_norm", "instance_norm", "local_response_norm"]
@@ -147,11 +154,41 @@ def _instance_normalization_shape(inputs, attrs):
     return [(x.shape, x.dtype)]
 
 
+# onnxruntime's InstanceNormalization (1.31, CPU) takes the mean in float32 and writes
+# ``X * k + (B - mean * k)``: where the mean is large against the spread, both terms round by half
+# an ulp of the mean (2e-3 for a mean of 1e4 over a spread of 1, six times PyTorch's error). onnxnn's
+# sessions give it ``X - X[..., 0]`` instead, each instance shifted by its first element, which is
+# exact where X is within a factor 2 of it and leaves a mean of the order of the spread: the output
+# is the same (the op does not see a shift), and the mean no longer rounds. One pass more, where the
+# corrected two-pass algorithm (shifting by the mean, as kernels/normalization.py does) would cost a
+# second, to take that mean. Exports keep the node, as ``torch.onnx.export`` writes it.
+@session_lowerings.register("InstanceNormalization")
+def _instance_normalization_shifted(node, input_names: list, output_names: list, fresh_name, embedded=None):
+    rank = len(node.inputs[0].shape)
+    nodes: list = []
+    initializers: list = []
+    emit = node_emitter(nodes, fresh_name)
+    constant = int64_initializers(initializers, fresh_name)
+    x, scale, bias = input_names
+    spatial = list(range(2, rank))
+    first = emit("Slice", x, constant([0] * len(spatial)), constant([1] * len(spatial)), constant(spatial))
+    attributes = {"epsilon": float(node.attrs.get("epsilon", 1e-5))}
+    emit("InstanceNormalization", emit("Sub", x, first), scale, bias, output=output_names[0], **attributes)
+    return nodes, initializers
+
+
+size_blind_session_lowerings.mark("InstanceNormalization")  # it reads the rank only
+
+
 @gradient_rules.register("InstanceNormalization")
 def _instance_normalization_grad(ctx, g):
     x = ctx.input(0)
     axes = list(range(2, x.dim()))
-    x_hat, inv_std = _standardized(x, axes, float(ctx.attrs.get("epsilon", 1e-5)))
+    # Shifted by each instance's first element, as the forward in onnxnn's sessions (above): the mean
+    # rounded to float then errs by an ulp of the spread, not of the mean. The normalization does not
+    # see a shift, so the shift takes no gradient.
+    first = x.detach()[(slice(None), slice(None)) + (slice(0, 1),) * len(axes)]
+    x_hat, inv_std = _standardized(x - first, axes, float(ctx.attrs.get("epsilon", 1e-5)))
     grad_x = grad_scale = grad_bias = None
     if needs_input_grad(ctx, 0):
         grad_x = _normalized_grad(g * _per_channel(ctx.input(1), x.dim()), x_hat, inv_std, axes)
