@@ -97,6 +97,12 @@ class Registry:
             raise NotImplementedError(f"onnxnn has no {self.concern} for op_type '{op_type}' ({where})")
         return function
 
+    def wrap(self, op_type: str, wrapper: Callable[[Callable | None], Callable], domain: str = "") -> None:
+        """Replaces ``op_type``'s entry (None where it has none) by ``wrapper(entry)``: one concern layered
+        over another's entry for the same op (narrow integers widened around an op's own decomposition).
+        The module wrapping imports the one registering first, so the order is explicit."""
+        self.table[(domain, op_type)] = wrapper(self.table.get((domain, op_type)))
+
     def __contains__(self, key: tuple[str, str]) -> bool:
         return key in self.table
 

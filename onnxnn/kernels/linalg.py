@@ -15,7 +15,8 @@ from ._common import normalize_axis, reduce_max, reduce_sum
 
 __all__: list[str] = []
 
-_MATMUL_TYPES = FLOATING | {"int32", "int64", "uint8", "int8"}
+# numpy multiplies integers in their own dtype, wrapping as PyTorch's integer products do (int16 too).
+_MATMUL_TYPES = FLOATING | {"int32", "int64", "uint8", "int8", "int16"}
 
 
 @kernels.register("MatMul", types=_MATMUL_TYPES, direct=np.matmul)
