@@ -172,8 +172,7 @@ def _opmath_step(
     """One float16/bfloat16 parameter's step, op for op as ``torch.optim.Adadelta``'s single-tensor step."""
     step = OpmathStep(param)
     weights, gradient = step.load(param), step.load(grad)
-    if weight_decay != 0:
-        gradient = step.add(gradient, weights, "weight_decay", weight_decay)
+    weights, gradient = step.decay(weights, gradient, 0.0, weight_decay, decoupled=False)
     new_square_avg = step.multiply(step.load(square_avg), "rho", rho)
     new_square_avg = step.addcmul(new_square_avg, gradient, gradient, "1-rho", 1 - rho)
     std = step.sqrt(step.add_number(new_square_avg, "eps", eps))

@@ -392,14 +392,8 @@ def _opmath_capturable_step(param: Tensor, grad: Tensor, states: tuple, step: Te
     beta1, beta2, lr, weight_decay, eps, decoupled_weight_decay = hyperparameters
     arithmetic = OpmathStep(param)
     weights, gradient = arithmetic.load(param), arithmetic.load(grad)
-    if weight_decay != 0:
-        if decoupled_weight_decay:
-            weights = arithmetic.multiply(weights, "1-lr*weight_decay", 1 - lr * weight_decay)
-        else:
-            gradient = arithmetic.add(gradient, weights, "weight_decay", weight_decay)
-    new_exp_avg = arithmetic.lerp(arithmetic.load(exp_avg), gradient, "1-beta1", 1 - beta1)
-    new_exp_avg_sq = arithmetic.multiply(arithmetic.load(exp_avg_sq), "beta2", beta2)
-    new_exp_avg_sq = arithmetic.addcmul(new_exp_avg_sq, gradient, gradient, "1-beta2", 1 - beta2)
+    weights, gradient = arithmetic.decay(weights, gradient, lr, weight_decay, decoupled_weight_decay)
+    new_exp_avg, new_exp_avg_sq = arithmetic.moments(exp_avg, exp_avg_sq, gradient, beta1, beta2)
     one = _hyperparameter("one", 1.0, step)
     bias_correction1 = one - _hyperparameter("beta1", beta1, step) ** step
     bias_correction2 = one - _hyperparameter("beta2", beta2, step) ** step

@@ -177,8 +177,7 @@ def _opmath_step(
     """One float16/bfloat16 parameter's step, op for op as ``torch.optim.Adamax``'s single-tensor step."""
     step = OpmathStep(param)
     weights, gradient = step.load(param), step.load(grad)
-    if weight_decay != 0:
-        gradient = step.add(gradient, weights, "weight_decay", weight_decay)
+    weights, gradient = step.decay(weights, gradient, 0.0, weight_decay, decoupled=False)
     new_exp_avg = step.lerp(step.load(exp_avg), gradient, "1-beta1", 1 - beta1)
     new_exp_inf = step.multiply(step.load(exp_inf), "beta2", beta2).maximum(step.add_number(gradient.abs(), "eps", eps))
     clr = lr / (1 - beta1**count)

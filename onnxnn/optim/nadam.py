@@ -233,14 +233,8 @@ def _opmath_step(
     mu, mu_next, mu_product, mu_product_next, bias_correction2 = coefficients
     step = OpmathStep(param)
     weights, gradient = step.load(param), step.load(grad)
-    if weight_decay != 0:
-        if decoupled_weight_decay:
-            weights = step.multiply(weights, "1-lr*weight_decay", 1 - lr * weight_decay)
-        else:
-            gradient = step.add(gradient, weights, "weight_decay", weight_decay)
-    new_exp_avg = step.lerp(step.load(exp_avg), gradient, "1-beta1", 1 - beta1)
-    new_exp_avg_sq = step.multiply(step.load(exp_avg_sq), "beta2", beta2)
-    new_exp_avg_sq = step.addcmul(new_exp_avg_sq, gradient, gradient, "1-beta2", 1 - beta2)
+    weights, gradient = step.decay(weights, gradient, lr, weight_decay, decoupled_weight_decay)
+    new_exp_avg, new_exp_avg_sq = step.moments(exp_avg, exp_avg_sq, gradient, beta1, beta2)
     denom = step.sqrt(step.divide(new_exp_avg_sq, "bias_correction2", bias_correction2))
     denom = step.add_number(denom, "eps", eps)
     gradient_value = -lr * (1.0 - mu) / (1.0 - mu_product)

@@ -208,14 +208,8 @@ def _opmath_step(
     """One float16/bfloat16 parameter's step, op for op as ``torch.optim.RAdam``'s single-tensor step."""
     step = OpmathStep(param)
     weights, gradient = step.load(param), step.load(grad)
-    if weight_decay != 0:
-        if decoupled_weight_decay:
-            weights = step.multiply(weights, "1-lr*weight_decay", 1 - lr * weight_decay)
-        else:
-            gradient = step.add(gradient, weights, "weight_decay", weight_decay)
-    new_exp_avg = step.lerp(step.load(exp_avg), gradient, "1-beta1", 1 - beta1)
-    new_exp_avg_sq = step.multiply(step.load(exp_avg_sq), "beta2", beta2)
-    new_exp_avg_sq = step.addcmul(new_exp_avg_sq, gradient, gradient, "1-beta2", 1 - beta2)
+    weights, gradient = step.decay(weights, gradient, lr, weight_decay, decoupled_weight_decay)
+    new_exp_avg, new_exp_avg_sq = step.moments(exp_avg, exp_avg_sq, gradient, beta1, beta2)
     bias_correction1 = 1 - beta1**count
     bias_correction2 = 1 - beta2**count
     update = step.multiply(step.divide(new_exp_avg, "bias_correction1", bias_correction1), "lr", lr)

@@ -119,6 +119,22 @@ class OpmathStep:
         """``start.addcmul(first, second, value=value)``: PyTorch's kernel is ``fma(value * first, second, start)``."""
         return self.rounded(_fused_multiply_add(self.number(name, value) * first, second, start))
 
+    def decay(self, weights: Tensor, gradient: Tensor, lr: float, weight_decay: float, decoupled: bool) -> tuple:
+        """``(weights, gradient)`` after PyTorch's weight decay: decoupled, ``param.mul_(1 - lr * weight_decay)``,
+        or L2, ``grad.add(param, alpha=weight_decay)``."""
+        if weight_decay == 0:
+            return weights, gradient
+        if decoupled:
+            return self.multiply(weights, "1-lr*weight_decay", 1 - lr * weight_decay), gradient
+        return weights, self.add(gradient, weights, "weight_decay", weight_decay)
+
+    def moments(self, exp_avg: Tensor, exp_avg_sq: Tensor, gradient: Tensor, beta1: float, beta2: float) -> tuple:
+        """Adam's moments: ``exp_avg.lerp_(grad, 1 - beta1)`` and
+        ``exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)``."""
+        first = self.lerp(self.load(exp_avg), gradient, "1-beta1", 1 - beta1)
+        second = self.multiply(self.load(exp_avg_sq), "beta2", beta2)
+        return first, self.addcmul(second, gradient, gradient, "1-beta2", 1 - beta2)
+
     def addcdiv(self, start: Tensor, first: Tensor, second: Tensor, name: str, value) -> Tensor:
         """``start.addcdiv(first, second, value=value)``: ``start + value * first / second``, left to right."""
         return self.rounded(start + self.number(name, value) * first / second)
