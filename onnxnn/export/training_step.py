@@ -18,6 +18,7 @@ from onnx import helper
 from ..ir.plan import IR_VERSION, plan as plan_of
 from ..ir.model_building import build_model
 from ..runtime.creation import as_tensor
+from ..runtime.depth import unbounded_depth
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.internal import full_tensor, realize_values, rebind, restore_state, save_state, value_of
 from ..runtime.realization import recording_only
@@ -178,7 +179,9 @@ def training_step_to_onnx(
         snapshot = _Snapshot([tensor for _, tensor in carried])
         model.train(True)
         try:
-            with enable_grad():
+            # unbounded_depth: a forward deeper than MAX_PENDING_DEPTH would otherwise realize part of
+            # itself on the way, and the file would hold it as a constant of the example batch.
+            with enable_grad(), unbounded_depth():
                 output = model(batch[0])
                 loss = loss_fn(output, *batch[1:])
                 if not isinstance(loss, Tensor) or loss.numel() != 1:

@@ -81,6 +81,35 @@ def test_batchnorm_buffers_are_carried_state():
     assert int(state["1.num_batches_tracked"]) == 3
 
 
+class _DeepChain(nn.Module):
+    """A forward deeper than the pending-history bound (``runtime/depth.py``): eager runs realize part
+    of such a history on the way, which an export must not (it would hold that part as a constant)."""
+
+    def __init__(self, depth: int):
+        super().__init__()
+        self.depth = depth
+        self.shift = nn.Parameter(onnxnn.full((3,), 1e-3))
+
+    def forward(self, x):
+        for _ in range(self.depth):
+            x = x * 0.999 + self.shift
+        return x
+
+
+def test_a_forward_deeper_than_the_pending_bound_is_exported_as_a_function_of_the_batch():
+    from onnxnn.runtime.depth import MAX_PENDING_DEPTH
+
+    net = _DeepChain(MAX_PENDING_DEPTH + 100)
+    optimizer = onnxnn.optim.SGD(net.parameters(), lr=0.1)
+    proto, signature = training_step_to_onnx(net, F.mse_loss, optimizer, (onnxnn.randn(4, 3), onnxnn.randn(4, 3)))
+    # Another batch than the example: a forward frozen at the example's values would not see it.
+    x, y = onnxnn.randn(4, 3), onnxnn.randn(4, 3)
+    losses, _ = _run_in_onnxruntime(proto, signature, {"input": x.numpy(), "target": y.numpy()}, steps=1)
+    expected = F.mse_loss(net(x), y).item()
+    # 700 multiply-adds of unit-scale values, each rounded once in both runtimes: about 700 eps apart.
+    np.testing.assert_allclose(losses[0], expected, rtol=1e-3)
+
+
 def test_a_loss_that_is_not_a_scalar_is_rejected_and_nothing_changes():
     net = nn.Linear(2, 2)
     optimizer = onnxnn.optim.SGD(net.parameters(), lr=0.1)
