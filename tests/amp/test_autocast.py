@@ -60,6 +60,28 @@ def test_linear_runs_in_the_autocast_dtype_and_equals_numpy_on_rounded_inputs(na
     np.testing.assert_array_less(np.abs(y.detach().float().numpy() - expected), tolerance + 1e-30)
 
 
+# 1 + 3 ulps, squared, less 1: rounding the square to the low dtype first keeps 6 ulps of 1 and drops
+# the 9 * ulp^2 that PyTorch's addmm (float32, one rounding) keeps.
+CANCELLING = {"bfloat16": 1 + 3 * 2.0**-7, "float16": 1 + 3 * 2.0**-10}
+
+
+@pytest.mark.parametrize("executor", ["kernels", "onnxruntime"])
+@pytest.mark.parametrize("product", ["linear", "addmm"])
+@pytest.mark.parametrize("name, numpy_dtype", LOW_DTYPES)
+def test_a_product_with_a_bias_rounds_once_as_pytorchs_addmm(name, numpy_dtype, product, executor):
+    value = CANCELLING[name]
+    x, weight, bias = onnxnn.tensor([[value]]), onnxnn.tensor([[value]]), onnxnn.tensor([-1.0])
+    with onnxnn.set_executor(executor), autocast("cpu", dtype=getattr(onnxnn, name)):
+        if product == "linear":
+            result = F.linear(x, weight, bias)
+        else:
+            result = onnxnn.addmm(bias, x, weight.t())
+    expected = _rounded(np.array(value * value - 1.0), numpy_dtype)
+    rounded_twice = _rounded(_rounded(np.array(value * value), numpy_dtype) - 1.0, numpy_dtype)
+    assert expected != rounded_twice  # the case tells the two apart
+    assert float(result.float().item()) == expected
+
+
 # ---------------------------------------------------------------- output dtype per op, as torch.autocast("cpu")
 def _inputs(lib, numpy_dtype_name: str) -> dict:
     """The same data as ``lib`` tensors (onnxnn or torch); ``low`` ones in the autocast dtype."""
@@ -486,8 +508,9 @@ def test_a_weight_used_twice_is_cast_once_unless_the_cache_is_off():
         cached = _recorded_op_types(twice).count("Cast")
     with autocast("cpu", cache_enabled=False):
         uncached = _recorded_op_types(twice).count("Cast")
-    # x, weight and bias once; the second call casts nothing (its input is already low).
-    assert (cached, uncached) == (3, 5)
+    # x, weight and bias once; the second call casts nothing (its input is already low). Each call
+    # also widens its three half operands and rounds its result once, as PyTorch's addmm: 4 more.
+    assert (cached, uncached) == (3 + 8, 5 + 8)
 
 
 def test_backward_ops_are_not_autocast():

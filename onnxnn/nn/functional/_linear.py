@@ -6,8 +6,8 @@ from ...ir.dtypes import float32, float64
 from ...ir.graph import FrozenAttributes
 from ...runtime import ops as _ops
 from ...ir.mode import MODE
-from ...runtime.ops.opmath import REDUCED_FLOATS
-from ...runtime.tensor import Tensor, apply_op, autocast_arguments
+from ...runtime.ops.opmath import REDUCED_FLOATS, rounds_half_products_once
+from ...runtime.tensor import Tensor, apply_op, autocast_arguments, outside_autocast
 from ...ir.dtypes import scalar_type_name
 
 __all__ = ["linear"]
@@ -62,8 +62,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             if bias.dtype is not dtype:
                 bias = bias.to(dtype)
             return apply_op("Gemm", (input, weight, bias), _TRANSPOSE_B, "AddmmBackward0")
-    if bias is not None and dtype in REDUCED_FLOATS and MODE.autocast is None:
-        # (Under autocast the half casts stay next to the product, as exported graphs expect.)
+    if bias is not None and dtype in REDUCED_FLOATS and rounds_half_products_once():
         return _linear_in_float32(input, weight, bias if bias.dtype is dtype else bias.to(dtype))
     if input.dim() == 1 and weight.dim() == 2:
         # W x: the same dot products as x W^T without a Transpose node (nor its backward).
@@ -88,6 +87,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return apply_op("Add", (product, bias), None, add_name)
 
 
+@outside_autocast()  # under autocast too: the half inputs it cast are widened exactly, as PyTorch's addmm does
 def _linear_in_float32(input: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
     """``x W^T + b`` for float16/bfloat16: the float32 paths of ``linear``, rounded once (one Cast
     that carries the grad_fn name the half ops would have had)."""

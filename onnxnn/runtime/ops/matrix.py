@@ -14,14 +14,13 @@ import numpy as np
 
 from ...ir import dtypes
 from ...ir.device import as_device, default_device
-from ...ir.mode import MODE
 from ...ir.registry import gradient_rules, shape_rules
 from ..tensor import Size, autocast_arguments
 from ._common import Tensor, apply_op, int64_constant, normalize_axes, promote_operands
 from ._common import broadcast_shapes as _broadcast_shapes
 from .arrange import meshgrid
 from .linalg import bmm, dot, matmul, mm
-from .opmath import REDUCED_FLOATS, widened
+from .opmath import REDUCED_FLOATS, rounds_half_products_once, widened
 from .shape import cat, stack
 from ..tensor import outside_autocast
 
@@ -74,7 +73,7 @@ def _scaled_sum(input, multiply, operands: tuple, beta, alpha, name: str | None)
     first = operands[0]
     if (
         name is not None
-        and MODE.autocast is None  # autocast's half casts stay next to the product, as exports expect
+        and rounds_half_products_once()
         and isinstance(first, Tensor)
         and (dtype := first._value.dtype) in REDUCED_FLOATS
         and (alpha != 1 or beta != 0)
@@ -90,6 +89,7 @@ def _scaled_sum(input, multiply, operands: tuple, beta, alpha, name: str | None)
     return product + (input if beta == 1 else input * beta)
 
 
+@outside_autocast()  # under autocast too: its operands are the half values autocast cast, widened exactly
 def _scaled_sum_in_float32(input, multiply, operands: tuple, beta, alpha, name: str) -> Tensor:
     dtype = operands[0]._value.dtype
     result = _scaled_sum(

@@ -19,11 +19,20 @@ import math
 import numpy as np
 
 from ...ir import dtypes
+from ...ir.mode import MODE
 from ._common import Tensor, apply_op, scalar_constant
 
 __all__ = ["REDUCED_FLOATS", "widened", "rounded"]
 
 REDUCED_FLOATS = (dtypes.float16, dtypes.bfloat16)
+
+
+def rounds_half_products_once() -> bool:
+    """Whether a float16/bfloat16 product with a bias or scaling (``linear``, ``addmm``) is computed in
+    float32 and rounded once, as PyTorch's kernels do: always, but in a graph being exported under
+    autocast, which keeps autocast's half casts next to a half product (the GPU that serves it runs
+    half GEMMs, the point of exporting under autocast)."""
+    return MODE.autocast is None or not (MODE.grad.unbounded_depth or MODE.grad.recording_only)
 
 
 def float_operands(operands: list, name: str | None = None) -> tuple[list[Tensor], dtypes.dtype]:
