@@ -6,8 +6,9 @@ round alike. Momentum: ``V_new = alpha * V + beta' * (G + norm_coefficient * X)`
 first update (``T == 0``). Adam, Adagrad and RMSprop: torch.optim's steps, written out in
 runtime/ops/training.py.
 
-float16/bfloat16 Momentum and RMSprop updates have their own formulas (``_low_precision_*``): float32
-ops rounded to the tensors' dtype where PyTorch's ops round, as their decompositions do.
+float16/bfloat16 Momentum, Adam and RMSprop updates have their own formulas (``_low_precision_*``):
+float32 ops rounded to the tensors' dtype where PyTorch's ops round, as their decompositions do,
+``lerp_`` and ``addcmul_`` with the fused multiply-add of PyTorch's vectorized CPU kernels.
 
 Each kernel reads its node's inputs and hands the per-tensor update (its numpy formula, and the
 op type naming its compiled loop) to update_driver.py, which applies it to every tensor of the node.
@@ -136,6 +137,26 @@ def _narrowed(value, dtype, out):
 _LOW_PRECISION_MOMENTUM = Update("Momentum", _low_precision_momentum_update)
 
 
+def _fused_multiply_add(first, second, addend):
+    """``first * second + addend`` of float32 values rounded once to float32, as the fused multiply-add
+    of PyTorch's vectorized ``lerp_`` and ``addcmul_`` kernels for float16/bfloat16 computes it.
+
+    Computed in float64, where the product of two float32 values is exact; the sum's rounding to
+    float64 and then to float32 differs from one rounding only at a float32 tie, which float64's 29
+    extra bits make vanishingly rare.
+    """
+    return (first.astype(np.float64) * second + addend).astype(np.float32)
+
+
+def _lerp(start, end, weight):
+    """``start.lerp_(end, weight)`` of float32 values, ``weight`` a float32 scalar, as PyTorch's kernel:
+    ``fma(weight, end - start, start)``, or ``fma(weight - 1, end - start, end)`` where ``|weight| >=
+    0.5`` (so a weight of 1 gives ``end`` exactly)."""
+    if abs(weight) < 0.5:
+        return _fused_multiply_add(weight, end - start, start)
+    return _fused_multiply_add(weight - np.float32(1), end - start, end)
+
+
 # ---------------------------------------------------------------------- Adam
 
 
@@ -234,7 +255,7 @@ _ADAM = Update("Adam", _adam_update)
 
 def _low_precision_adam_update(arrays, results, scratch, xp, factors, options) -> tuple:
     """One float16/bfloat16 tensor's (or flat vector's, or block's) Adam update: the decomposition's
-    float32 ops (runtime/ops/training.py ``_low_precision_adam``), rounded to the tensor's dtype where
+    float32 ops (runtime/ops/training_half_precision.py ``low_precision_adam``), rounded to the tensor's dtype where
     PyTorch's single-tensor step rounds."""
     x, g, m, v, v_max = arrays
     wide_factors, (decoupled, maximize) = options  # ``factors`` is empty: they are float32, in the options
@@ -250,15 +271,19 @@ def _low_precision_adam_update(arrays, results, scratch, xp, factors, options) -
         wide_x = rounded(wide_x * decay)
     elif decay is not None:
         gradient = rounded(gradient + decay * wide_x)
-    wide_m = m.astype(np.float32)
-    new_m = _narrowed(wide_m + one_minus_beta1 * (gradient - wide_m), dtype, results[1])
-    new_v = _narrowed(rounded(v.astype(np.float32) * beta2) + one_minus_beta2 * gradient * gradient, dtype, results[2])
+    new_m = _narrowed(_lerp(m.astype(np.float32), gradient, one_minus_beta1), dtype, results[1])
+    # exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    scaled_gradient = one_minus_beta2 * gradient
+    square_avg = rounded(v.astype(np.float32) * beta2)
+    new_v = _narrowed(_fused_multiply_add(scaled_gradient, gradient, square_avg), dtype, results[2])
     second_moment = new_v
     if v_max is not None:
         second_moment = xp.maximum(v_max, new_v, out=results[3])
     root = rounded(xp.sqrt(second_moment.astype(np.float32)))
     denominator = rounded(rounded(root / bias_correction2_sqrt) + epsilon)
-    new_x = _narrowed(wide_x - step_size * (new_m.astype(np.float32) / denominator), dtype, results[0])
+    # param.addcdiv_(exp_avg, denom, value=-step_size): ``param + (value * exp_avg) / denom``
+    step = (-step_size * new_m.astype(np.float32)) / denominator
+    new_x = _narrowed(wide_x + step, dtype, results[0])
     return (new_x, new_m, new_v) if v_max is None else (new_x, new_m, new_v, second_moment)
 
 
@@ -388,26 +413,30 @@ def _low_precision_rmsprop_update(arrays, results, scratch, xp, factors, options
     gradient = -g.astype(np.float32) if maximize else g.astype(np.float32)
     if weight_decay is not None:
         gradient = rounded(gradient + wide_x * weight_decay)
+    # square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
     new_square_avg = rounded(square_avg.astype(np.float32) * alpha)
-    new_square_avg += one_minus_alpha * (gradient * gradient)
+    new_square_avg = _fused_multiply_add(one_minus_alpha * gradient, gradient, new_square_avg)
     new_states = [_narrowed(new_square_avg, dtype, results[1])]
     new_square_avg = new_states[0].astype(np.float32)
     if grad_avg is not None:
-        wide_grad_avg = grad_avg.astype(np.float32)
-        new_grad_avg = wide_grad_avg + one_minus_alpha * (gradient - wide_grad_avg)
+        new_grad_avg = _lerp(grad_avg.astype(np.float32), gradient, one_minus_alpha)
         new_states.append(_narrowed(new_grad_avg, dtype, results[2]))
         new_grad_avg = new_states[-1].astype(np.float32)
+        # square_avg.addcmul(grad_avg, grad_avg, value=-1): the product of two float16/bfloat16 values
+        # is exact in float32, so the fused multiply-add's one rounding is the difference's.
         average = rounded(xp.sqrt(rounded(new_square_avg - new_grad_avg * new_grad_avg)))
     else:
         average = rounded(xp.sqrt(new_square_avg))
-    quotient = gradient / rounded(average + epsilon)
+    average = rounded(average + epsilon)
     if buffer is not None:
+        # buf.mul_(momentum).addcdiv_(grad, avg), then param.add_(buf, alpha=-lr)
         new_buffer = rounded(buffer.astype(np.float32) * momentum)
-        new_buffer += quotient
+        new_buffer += gradient / average
         new_states.append(_narrowed(new_buffer, dtype, results[-1]))
         new_x = _narrowed(wide_x - rounded_lr * new_states[-1].astype(np.float32), dtype, results[0])
     else:
-        new_x = _narrowed(wide_x - learning_rate * quotient, dtype, results[0])
+        # param.addcdiv_(grad, avg, value=-lr): ``param + (value * grad) / avg``
+        new_x = _narrowed(wide_x + (-learning_rate * gradient) / average, dtype, results[0])
     return (new_x, *new_states)
 
 

@@ -48,6 +48,12 @@ PyTorch's host-side step computes them in Python floats. Per tensor, in the tens
     Vmax_new = max(Vmax, V_new)  (amsgrad; it replaces V_new in the denominator)
     X_new = X' - M_new / (sqrt(V_new) / sqrt(1 - beta2**T) + epsilon) * (R / (1 - beta1**T))
 
+float16 and bfloat16 tensors are updated op for op as the single-tensor step's CPU kernels compute:
+``exp_avg.lerp_(grad, 1 - beta1)`` is ``fma(w, G' - M, M)`` (``fma(w - 1, G' - M, G')`` for ``w >=
+0.5``), ``.addcmul_(grad, grad, value=1 - beta2)`` is ``fma((1 - beta2) * G', G', r(V * beta2))`` and
+``param.addcdiv_(exp_avg, denom, value=-step_size)`` is ``X' + (-step_size * M_new) / denom``, each
+in float32 and rounded to the dtype (``r``), as are ``sqrt``, ``/`` and ``add_(eps)``.
+
 Adagrad is ``torch.optim.Adagrad``'s step, its factor ``R / (1 + (T - 1) * lr_decay)`` computed
 in the hyperparameters' dtype as Adam's are; per tensor: ``G'`` as Adam's (L2 decay),
 ``S_new = S + G' * G'`` and ``X_new = X - G' / (sqrt(S_new) + epsilon) * factor``.
@@ -63,8 +69,10 @@ alpha=weight_decay)``, ``square_avg.mul_(alpha)``, ``.addcmul_(grad, grad, value
 alpha=-lr)`` or ``param.addcdiv_(grad, avg, value=-lr)``) computes in float32 and rounds to the
 tensor's dtype; ``weight_decay``, ``epsilon`` and R where it multiplies B are rounded to the dtype
 first, the others (``alpha``, ``1 - alpha``, ``momentum``, R where it multiplies G' / A) are float32.
+``addcmul_`` and ``lerp_`` are fused multiply-adds and ``addcdiv_`` is ``X + (-R * G') / A``, as Adam's.
 
-An omitted ``weight_decay`` means none. onnxruntime lacks these ops, so ``build_model`` writes them
+The float16/bfloat16 forms live in ``training_half_precision.py``. An omitted ``weight_decay`` means
+none. onnxruntime lacks these ops, so ``build_model`` writes them
 as standard ONNX through their decompositions; onnxnn's kernels (``kernels/training.py``) run them
 directly, op for op the same arithmetic.
 """
@@ -85,6 +93,13 @@ from ...ir.domains import (
     TRAINING_DOMAIN,
 )
 from .opmath import REDUCED_FLOATS
+from .training_half_precision import (
+    Opmath,
+    half_precision_scalars,
+    low_precision_adam,
+    low_precision_momentum,
+    low_precision_rmsprop,
+)
 
 __all__ = [
     "TRAINING_DOMAIN",
@@ -154,10 +169,10 @@ def _momentum_decomposition(node, input_names: list, output_names: list, fresh_n
                     "beta": (beta_adjusted, True),
                     "norm_coefficient": (norm_coefficient, True),
                 }
-                low_precision_scalars[dtype] = _low_precision_scalars(emit, typed, dtype, hyperparameters)
+                low_precision_scalars[dtype] = half_precision_scalars(emit, typed, dtype, hyperparameters)
             outputs = (output_names[index], output_names[count + index])
             inputs = (x_name, g_name, v_name)
-            _low_precision_momentum(emit, dtype, low_precision_scalars[dtype], inputs, outputs, nesterov)
+            low_precision_momentum(emit, dtype, low_precision_scalars[dtype], inputs, outputs, nesterov)
             continue
         gradient = g_name
         if norm_coefficient:
@@ -170,56 +185,6 @@ def _momentum_decomposition(node, input_names: list, output_names: list, fresh_n
             direction = emit("Add", gradient, emit("Mul", velocity, momentum))
         emit("Sub", x_name, emit("Mul", typed(learning_rate, dtype), direction), output=output_names[index])
     return nodes, initializers
-
-
-def _low_precision_scalars(emit, typed, dtype, hyperparameters: dict) -> dict:
-    """The hyperparameters ``{key: (name, rounded)}`` as float32 names (None where omitted) for the
-    float16/bfloat16 updates of ``dtype``; the ``rounded`` ones rounded to ``dtype`` on the way, as
-    PyTorch rounds the scalar of ``add``: to float32, then to the tensor's dtype."""
-    float32 = dtypes.float32
-    scalars: dict = {}
-    for key, (name, rounded) in hyperparameters.items():
-        scalars[key] = typed(name, float32) if name else None
-        if name and rounded:
-            scalars[key] = emit("Cast", emit("Cast", scalars[key], to=dtype.onnx_type), to=float32.onnx_type)
-    return scalars
-
-
-def _half_casts(emit, dtype):
-    """``(wide, rounded, narrow)`` for a float16/bfloat16 update written in float32: a name cast to
-    float32; a float32 result rounded to ``dtype`` and back (one of PyTorch's ops); a float32 result
-    cast to ``dtype`` as the node's ``output``."""
-    float32 = dtypes.float32.onnx_type
-
-    def wide(name: str) -> str:
-        return emit("Cast", name, to=float32)
-
-    def rounded(name: str) -> str:
-        return wide(emit("Cast", name, to=dtype.onnx_type))
-
-    def narrow(name: str, output: str) -> str:
-        return emit("Cast", name, to=dtype.onnx_type, output=output)
-
-    return wide, rounded, narrow
-
-
-def _low_precision_momentum(emit, dtype, scalars: dict, inputs, outputs, nesterov: bool) -> None:
-    """One float16/bfloat16 tensor's Momentum update: float32 ops, each of PyTorch's rounded to ``dtype``."""
-    learning_rate, alpha, rounded_alpha = scalars["R"], scalars["alpha"], scalars["rounded alpha"]
-    beta, norm_coefficient = scalars["beta"], scalars["norm_coefficient"]
-    wide, rounded, narrow = _half_casts(emit, dtype)
-    x, g, v = (wide(name) for name in inputs)
-    gradient = g
-    if norm_coefficient:
-        gradient = rounded(emit("Add", g, emit("Mul", x, norm_coefficient)))
-    velocity = rounded(emit("Mul", v, alpha))
-    scaled = emit("Mul", gradient, beta) if beta else gradient
-    new_velocity = narrow(emit("Add", velocity, scaled), outputs[1])
-    direction = wide(new_velocity)
-    if nesterov:
-        direction = rounded(emit("Add", gradient, emit("Mul", direction, rounded_alpha)))
-    step = emit("Mul", learning_rate, direction)
-    narrow(emit("Sub", x, step), outputs[0])
 
 
 # ---------------------------------------------------------------------- Adam
@@ -305,6 +270,7 @@ def _adam_decomposition(node, input_names: list, output_names: list, fresh_name)
     if weight_decay:
         factors["decay"] = emit("Sub", one, emit("Mul", learning_rate, weight_decay)) if decoupled else weight_decay
     typed = _caster(emit, hyperparameter_dtype)
+    opmath = Opmath(emit, initializers, fresh_name)
     for index in range(count):
         dtype = tensors[index].dtype
         x, g, m, v = names[index], names[count + index], names[2 * count + index], names[3 * count + index]
@@ -316,7 +282,7 @@ def _adam_decomposition(node, input_names: list, output_names: list, fresh_name)
                     factor[name] = typed(typed(factor[name], dtype), dtypes.float32)
             new_names = [output_names[index + count * position] for position in range(4 if amsgrad else 3)]
             v_max = names[4 * count + index] if amsgrad else None
-            _low_precision_adam(emit, dtype, factor, (x, g, m, v, v_max), new_names, decoupled, maximize)
+            low_precision_adam(emit, opmath, dtype, factor, (x, g, m, v, v_max), new_names, decoupled, maximize)
             continue
         factor = {name: typed(value, dtype) for name, value in factors.items()}
         gradient = emit("Neg", g) if maximize else g
@@ -341,33 +307,6 @@ def _adam_decomposition(node, input_names: list, output_names: list, fresh_name)
         )
         emit("Sub", x, emit("Mul", emit("Div", new_m, denominator), factor["step_size"]), output=output_names[index])
     return nodes, initializers
-
-
-def _low_precision_adam(emit, dtype, factor: dict, inputs: tuple, outputs: list, decoupled: bool, maximize: bool):
-    """One float16/bfloat16 tensor's Adam update as PyTorch's single-tensor step computes it: float32
-    ops and factors (its "opmath"), each of its ops rounded to ``dtype`` (``lerp_``, ``mul_``, ``addcmul_``,
-    ``sqrt``, ``/``, ``add_``, ``addcdiv_``). Factors rounded to the dtype first bias the moments: bfloat16's
-    0.99 is 0.98828125, and the second moment settled 15% low."""
-    wide, rounded, narrow = _half_casts(emit, dtype)
-    x_name, g_name, m_name, v_name, v_max_name = inputs
-    x, gradient = wide(x_name), wide(g_name)
-    if maximize:
-        gradient = emit("Neg", gradient)
-    if "decay" in factor and decoupled:
-        x = rounded(emit("Mul", x, factor["decay"]))  # param.mul_(1 - lr * weight_decay)
-    elif "decay" in factor:
-        gradient = rounded(emit("Add", gradient, emit("Mul", factor["decay"], x)))  # grad.add(param, alpha=wd)
-    m = wide(m_name)
-    new_m = wide(narrow(emit("Add", m, emit("Mul", factor["1-beta1"], emit("Sub", gradient, m))), outputs[1]))
-    scaled = emit("Mul", emit("Mul", factor["1-beta2"], gradient), gradient)
-    new_v = narrow(emit("Add", rounded(emit("Mul", wide(v_name), factor["beta2"])), scaled), outputs[2])
-    second_moment = wide(new_v)
-    if v_max_name is not None:
-        second_moment = wide(emit("Max", v_max_name, new_v, output=outputs[3]))
-    root = rounded(emit("Sqrt", second_moment))
-    denominator = rounded(emit("Add", rounded(emit("Div", root, factor["bias_correction2_sqrt"])), factor["epsilon"]))
-    step = emit("Mul", factor["step_size"], emit("Div", new_m, denominator))
-    narrow(emit("Sub", x, step), outputs[0])
 
 
 # ---------------------------------------------------------------------- Adagrad
@@ -460,6 +399,7 @@ def _rmsprop_decomposition(node, input_names: list, output_names: list, fresh_na
         factors["momentum"] = momentum
     typed = _caster(emit, hyperparameter_dtype)
     low_precision_scalars: dict = {}
+    opmath = Opmath(emit, initializers, fresh_name)
     for index in range(count):
         named = {name: names[kind * count + index] for kind, name in enumerate(lists)}
         new_name = {name: output_names[kind * count + index] for kind, name in enumerate(n for n in lists if n != "G")}
@@ -475,8 +415,9 @@ def _rmsprop_decomposition(node, input_names: list, output_names: list, fresh_na
                     "weight_decay": (weight_decay, True),
                     "momentum": (momentum, False),
                 }
-                low_precision_scalars[dtype] = _low_precision_scalars(emit, typed, dtype, hyperparameters)
-            _low_precision_rmsprop(emit, dtype, low_precision_scalars[dtype], named, new_name, centered, maximize)
+                low_precision_scalars[dtype] = half_precision_scalars(emit, typed, dtype, hyperparameters)
+            scalars = low_precision_scalars[dtype]
+            low_precision_rmsprop(emit, opmath, dtype, scalars, (named, new_name), centered, maximize)
             continue
         factor = {name: typed(value, dtype) for name, value in factors.items()}
         x = named["X"]
@@ -508,33 +449,6 @@ def _rmsprop_decomposition(node, input_names: list, output_names: list, fresh_na
         else:
             emit("Sub", x, emit("Mul", emit("Div", gradient, average), factor["lr"]), output=new_name["X"])
     return nodes, initializers
-
-
-def _low_precision_rmsprop(emit, dtype, scalars: dict, named: dict, new_name: dict, centered, maximize) -> None:
-    """One float16/bfloat16 tensor's RMSprop update: float32 ops, each of PyTorch's rounded to ``dtype``."""
-    wide, rounded, narrow = _half_casts(emit, dtype)
-    x = wide(named["X"])
-    gradient = emit("Neg", wide(named["G"])) if maximize else wide(named["G"])
-    if scalars["weight_decay"]:
-        gradient = rounded(emit("Add", gradient, emit("Mul", x, scalars["weight_decay"])))
-    square_avg = rounded(emit("Mul", wide(named["SQ"]), scalars["alpha"]))
-    square = emit("Mul", scalars["1-alpha"], emit("Mul", gradient, gradient))
-    square_avg = wide(narrow(emit("Add", square_avg, square), new_name["SQ"]))
-    if centered:
-        grad_avg = wide(named["GA"])
-        step = emit("Mul", scalars["1-alpha"], emit("Sub", gradient, grad_avg))
-        grad_avg = wide(narrow(emit("Add", grad_avg, step), new_name["GA"]))
-        variance = rounded(emit("Sub", square_avg, emit("Mul", grad_avg, grad_avg)))
-        average = rounded(emit("Sqrt", variance))
-    else:
-        average = rounded(emit("Sqrt", square_avg))
-    quotient = emit("Div", gradient, rounded(emit("Add", average, scalars["epsilon"])))
-    if scalars["momentum"]:
-        buffer = rounded(emit("Mul", wide(named["B"]), scalars["momentum"]))
-        buffer = wide(narrow(emit("Add", buffer, quotient), new_name["B"]))
-        narrow(emit("Sub", x, emit("Mul", scalars["rounded lr"], buffer)), new_name["X"])
-    else:
-        narrow(emit("Sub", x, emit("Mul", scalars["lr"], quotient)), new_name["X"])
 
 
 def node_emitter(nodes: list, fresh_name):
