@@ -841,6 +841,12 @@ ERROR_CASES = [
         "bias of size [3] instead",
     ),
     (
+        "transposed_weight_without_input_channels",
+        lambda: ops.conv_transpose2d(onnxnn.zeros(1, 0, 5, 5), onnxnn.zeros(0, 3, 3, 3)),
+        RuntimeError,
+        "Given groups=1, expected weight to be at least 1 at dimension 0, but got weight of size [0, 3, 3, 3] instead",
+    ),
+    (
         "node_channels",
         lambda: apply_op("Conv", (onnxnn.zeros(1, 3, 5, 5), onnxnn.zeros(2, 2, 3, 3))),
         RuntimeError,
@@ -854,3 +860,81 @@ def test_errors_in_pytorch_words(case_id, call, error, message):
     with pytest.raises(error) as raised:
         call()
     assert message in str(raised.value)
+
+
+# Inputs without channels (PyTorch 2.13: ``(N, 0, *out)``, whatever the weight's output channels).
+NO_CHANNEL_CASES = [
+    ("conv1d", (2, 0, 5), (3, 0, 3), True, {}),
+    ("conv1d", (0, 5), (3, 0, 3), False, {}),
+    ("conv2d", (1, 0, 5, 5), (3, 0, 3, 3), True, dict(stride=2, padding=1)),
+    ("conv2d", (1, 0, 7, 7), (3, 0, 3, 3), True, dict(groups=3, dilation=2)),
+    ("conv2d", (0, 0, 5, 5), (4, 0, 3, 3), False, dict(padding="same")),
+    ("conv3d", (1, 0, 4, 4, 4), (3, 0, 3, 3, 3), True, dict(padding=(1, 0, 1))),
+]
+
+
+@pytest.mark.parametrize("executor", ["kernels", "onnxruntime"])
+@pytest.mark.parametrize("name, x_shape, w_shape, with_bias, kwargs", NO_CHANNEL_CASES, ids=str)
+def test_input_without_channels_gives_pytorchs_empty_output(executor, name, x_shape, w_shape, with_bias, kwargs):
+    torch = pytest.importorskip("torch")
+    bias_shape = [(w_shape[0],)] if with_bias else []
+    expected_inputs = [torch.ones(shape, requires_grad=True) for shape in [x_shape, w_shape, *bias_shape]]
+    expected = getattr(torch.nn.functional, name)(*expected_inputs, **kwargs)
+    expected.sum().backward()
+    with onnxnn.set_executor(executor):
+        inputs = [onnxnn.ones(shape, requires_grad=True) for shape in [x_shape, w_shape, *bias_shape]]
+        result = getattr(ops, name)(*inputs, **kwargs)
+        assert tuple(result.shape) == tuple(expected.shape)
+        assert result.requires_grad
+        result.sum().backward()
+        for ours, theirs in zip(inputs, expected_inputs):
+            assert ours.grad is not None and tuple(ours.grad.shape) == tuple(theirs.grad.shape)
+            np.testing.assert_array_equal(ours.grad.numpy(), theirs.grad.numpy())
+
+
+# Integer convolutions, exact and wrapping as PyTorch's CPU kernels (which take no bool, and dilated
+# or transposed ones of int64 only).
+INTEGER_CASES = [
+    ("conv1d", "int64", (2, 4, 9), (6, 2, 3), dict(stride=2, padding=1, dilation=2, groups=2)),
+    ("conv2d", "int32", (2, 3, 7, 8), (4, 3, 3, 2), dict(stride=(2, 1), padding=1)),
+    ("conv2d", "int8", (2, 4, 5, 5), (4, 2, 3, 3), dict(groups=2, padding="same")),
+    ("conv2d", "uint8", (0, 3, 5, 5), (4, 3, 3, 3), {}),
+    ("conv3d", "int16", (1, 2, 5, 6, 4), (3, 2, 2, 3, 2), dict(padding=(1, 1, 0))),
+]
+
+
+@pytest.mark.parametrize("executor", ["kernels", "onnxruntime"])
+@pytest.mark.parametrize("name, dtype, x_shape, w_shape, kwargs", INTEGER_CASES, ids=str)
+def test_integer_convolution_matches_pytorch(executor, name, dtype, x_shape, w_shape, kwargs):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    info = np.iinfo(dtype)
+    # Values over the whole range: the sums wrap (int64's products too, as PyTorch's).
+    arrays = [rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True) for shape in (x_shape, w_shape)]
+    arrays.append(rng.integers(info.min, info.max, w_shape[:1], dtype=dtype, endpoint=True))
+    expected = getattr(torch.nn.functional, name)(*[torch.from_numpy(a) for a in arrays], **kwargs).numpy()
+    with onnxnn.set_executor(executor):
+        result = getattr(ops, name)(*[onnxnn.tensor(a) for a in arrays], **kwargs).numpy()
+    assert result.dtype == expected.dtype
+    np.testing.assert_array_equal(result, expected)
+
+
+@pytest.mark.parametrize(
+    "name, dtype, x_shape, w_shape, kwargs",
+    [
+        ("conv2d", "int32", (1, 2, 7, 7), (3, 2, 3, 3), dict(dilation=2)),
+        ("conv1d", "bool", (1, 2, 5), (3, 2, 3), {}),
+        ("conv3d", "bool", (1, 2, 4, 4, 4), (3, 2, 3, 3, 3), {}),
+        ("conv_transpose2d", "uint8", (1, 2, 4, 4), (2, 3, 3, 3), {}),
+        ("conv_transpose3d", "int32", (1, 2, 4, 4, 4), (2, 3, 3, 3, 3), {}),
+    ],
+    ids=str,
+)
+def test_integer_convolutions_pytorch_refuses_are_refused_alike(name, dtype, x_shape, w_shape, kwargs):
+    torch = pytest.importorskip("torch")
+    arrays = [np.ones(x_shape, dtype), np.ones(w_shape, dtype)]
+    with pytest.raises(NotImplementedError) as expected:
+        getattr(torch.nn.functional, name)(*[torch.from_numpy(a) for a in arrays], **kwargs)
+    with pytest.raises(NotImplementedError) as raised:
+        getattr(ops, name)(*[onnxnn.tensor(a) for a in arrays], **kwargs)
+    assert str(raised.value) == str(expected.value)

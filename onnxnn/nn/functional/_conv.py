@@ -8,10 +8,8 @@ need around them.
 reflect and replicate as one ONNX ``Pad`` node (modes ``reflect``/``edge``), circular as ``Slice``
 and ``Concat`` (``Pad``'s ``wrap`` mode needs opset 19, above the lowest opset onnxnn exports).
 
-``unfold`` is ``runtime/ops/conv.py``'s ``im2col``, one ``Conv`` against a constant one-hot kernel
-(one output channel per input channel and kernel tap): its gradient is the existing Conv rule.
-``fold`` is the matching ``ConvTranspose``, the adjoint, rather than ONNX ``Col2Im``, which needs
-opset 18 while onnxnn exports down to 17.
+``unfold`` and ``fold`` are ``runtime/ops/columns.py``'s ``im2col`` (a strided Slice per kernel tap) and
+its adjoint ``col2im`` (ONNX ``Col2Im`` in float32, a scatter-add in the other dtypes).
 """
 
 from __future__ import annotations
@@ -27,9 +25,8 @@ from ...runtime.ops.conv import (
     conv_transpose2d,
     conv_transpose3d,
     expand_param,
-    col2im,
-    im2col,
 )
+from ...runtime.ops.columns import col2im, im2col
 from ...runtime.tensor import Tensor, outside_autocast
 
 __all__ = [
@@ -147,7 +144,7 @@ def _fold_arguments(function: str, kernel_size, dilation, padding, stride):
 def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """Extracts sliding local blocks (im2col): ``(N, C, H, W)`` -> ``(N, C * kH * kW, L)``.
 
-    Recorded as one ``Gather`` of the padded image's positions (``ops.conv.im2col``), in PyTorch's
+    Recorded as a strided Slice of the padded image per kernel tap (``ops.columns.im2col``), in PyTorch's
     channel-major ordering ``(c, kh, kw)`` of the block dimension.
 
     Args:
@@ -189,7 +186,7 @@ def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tenso
 def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """Combines sliding local blocks into a tensor (col2im), summing overlapping values; the adjoint of :func:`unfold`.
 
-    Recorded as a scatter-add of the columns into the padded image (``ops.conv.col2im``), then cropped.
+    Recorded as a scatter-add of the columns into the padded image (``ops.columns.col2im``), then cropped.
 
     Args:
         input: ``(N, C * prod(kernel_size), L)`` or unbatched ``(C * prod(kernel_size), L)``.

@@ -65,6 +65,7 @@ from . import binary_cross_entropy  # noqa: F401,E402  (binary_cross_entropy's l
 from . import where_widened  # noqa: F401,E402  (Where of bools and other dtypes onnxruntime lacks)
 from . import conv_weight_gradient  # noqa: F401,E402  (a convolution's weight gradient as one node)
 from . import conv_lowering  # noqa: F401,E402  (a Conv over small images as one GEMM, in onnxnn's sessions)
+from . import float64_convolutions  # noqa: F401,E402  (float64 Conv, ConvTranspose, AveragePool for onnxruntime)
 from . import loss  # noqa: F401,E402  (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss rules)
 from . import resample  # noqa: F401,E402  (Resize rules)
 from . import sampling  # noqa: F401,E402  (GridSample, AffineGrid rules)

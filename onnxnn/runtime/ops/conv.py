@@ -3,17 +3,14 @@
 A convolution's gradients are built from ``conv_gradients``' formulations (standard ONNX ops only):
 the input gradient of ``Conv`` scatters the output gradient back through the weight, and its
 weight gradient correlates the input with the output gradient. ``ConvTranspose`` is the adjoint of
-``Conv``, so its rules are the same two formulas read the other way round. ``Col2Im`` (fold) is the
-adjoint of im2col, which is one depthwise ``Conv`` against a constant one-hot kernel (``im2col``),
-so its gradient is that Conv. The window arithmetic (``windows.window_geometry``) is shared with
+``Conv``, so its rules are the same two formulas read the other way round. Integer convolutions
+and inputs without channels take no Conv node (``conv_without_conv_node``); unfold and fold are
+``columns``' im2col and col2im. The window arithmetic (``windows.window_geometry``) is shared with
 the pooling ops.
 """
 
 from __future__ import annotations
 
-import itertools
-
-import numpy as np
 
 from ...ir import dtypes
 from ...ir.caches import register_cache
@@ -23,8 +20,8 @@ from ...ir.registry import gradient_rules, shape_rules
 from ..tensor import autocast_arguments
 from ._common import Tensor, apply_op, int64_constant
 from .conv_gradients import channel_sum, gather_windows, needs_input_grad, scatter_windows, weight_gradient
-from .shape import _constant_list
-from .windows import per_axis, pooled_size, transpose_geometry, window_geometry
+from .conv_without_conv_node import INTEGER_CONVOLUTION_DTYPES, convolution_without_channels, integer_convolution
+from .windows import transpose_geometry, window_geometry
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"]
 
@@ -150,87 +147,6 @@ def _conv_transpose_grad(ctx, g):
     return grad_x, grad_w, grad_b
 
 
-# ---------------------------------------------------------------- im2col and Col2Im
-
-
-def im2col(x: Tensor, kernel, strides, pads_begin, pads_end, dilations, name: str = "Im2ColBackward0") -> Tensor:
-    """``(N, C, *spatial)`` -> ``(N, C * prod(kernel), L)``: every window's elements, channel-major.
-
-    One strided ``Slice`` of the zero-padded image per kernel tap (row-major over the kernel), stacked
-    after the channels: the ordering ``(c, tap)`` of PyTorch's unfold and ONNX's Col2Im. Copies, so an
-    inf or NaN stays in its own entries, where a convolution with one-hot kernels multiplied it by the
-    zeros of every other tap (NaN across its windows).
-    """
-    kernel = [int(k) for k in kernel]
-    batch, channels, rank = x.shape[0], x.shape[1], len(kernel)
-    padded_shape = [size + begin + end for size, begin, end in zip(x.shape[2:], pads_begin, pads_end)]
-    counts = [pooled_size(size, k, s, d, 0, 0) for size, k, d, s in zip(padded_shape, kernel, dilations, strides)]
-    if any(pads_begin) or any(pads_end):
-        fill = Tensor._full((), 0, x.dtype, x.device)
-        pads = [0, 0, *pads_begin, 0, 0, *pads_end]
-        x = apply_op("Pad", (x, int64_constant(pads), fill), {"mode": "constant"}, "ConstantPadNdBackward0")
-    axes, steps = int64_constant(list(range(2, 2 + rank))), int64_constant([int(s) for s in strides])
-    taps = []
-    for offset in itertools.product(*(range(k) for k in kernel)):
-        starts = [o * d for o, d in zip(offset, dilations)]
-        ends = [start + (count - 1) * s + 1 for start, count, s in zip(starts, counts, strides)]
-        window = apply_op("Slice", (x, int64_constant(starts), int64_constant(ends), axes, steps), None, name)
-        taps.append(window.unsqueeze(2))
-    stacked = taps[0] if len(taps) == 1 else apply_op("Concat", tuple(taps), {"axis": 2}, name)
-    return stacked.reshape((batch, channels * len(taps), int(np.prod(counts))))
-
-
-def col2im(columns: Tensor, image, kernel, strides, pads_begin, pads_end, dilations) -> Tensor:
-    """``(N, C * prod(kernel), L)`` -> ``(N, C, *image)``: :func:`im2col`'s adjoint, each column entry
-    added into its image position (overlapping windows summed), then the padding cropped.
-
-    float32 is ONNX's ``Col2Im``; the other dtypes, for which onnxruntime has no Col2Im, a scatter-add
-    by the windows' positions (slower: 4-8x on onnxruntime). Both only add, so an inf or NaN stays
-    where it lands (a transposed convolution with one-hot kernels spread NaN over its windows).
-    """
-    kernel, image = [int(k) for k in kernel], [int(size) for size in image]
-    if columns.dtype is dtypes.float32:
-        attrs = {"strides": list(strides), "dilations": list(dilations), "pads": list(pads_begin) + list(pads_end)}
-        sizes = (int64_constant(image), int64_constant(kernel))
-        return apply_op("Col2Im", (columns, *sizes), attrs, "Col2ImBackward0")
-    batch = columns.shape[0]
-    padded_shape = [size + begin + end for size, begin, end in zip(image, pads_begin, pads_end)]
-    positions = _window_positions(padded_shape, kernel, strides, dilations)
-    channels = columns.shape[1] // positions.shape[0]
-    updates = columns.reshape((batch, channels, positions.size))
-    table = Tensor._from_array(positions.reshape(-1), dtypes.int64, columns.device).expand(updates.shape)
-    zeros = Tensor._zeros((batch, channels, int(np.prod(padded_shape))), columns.dtype, columns.device)
-    summed = zeros.scatter_add(2, table, updates).reshape((batch, channels, *padded_shape))
-    for axis, (begin, size) in enumerate(zip(pads_begin, image)):
-        if begin or size != padded_shape[axis]:
-            summed = summed.narrow(axis + 2, begin, size)
-    return summed
-
-
-def _window_positions(padded_shape, kernel, strides, dilations) -> np.ndarray:
-    """``(prod(kernel), L)``: the flat position in the padded image of each kernel tap (row-major over
-    the kernel) of each window (row-major over the window positions)."""
-    positions = np.zeros((1, 1), dtype=np.int64)
-    for size, k, d, s in zip(padded_shape, kernel, dilations, strides):
-        count = pooled_size(size, k, s, d, 0, 0)
-        along = np.arange(k, dtype=np.int64)[:, None] * d + np.arange(count, dtype=np.int64)[None, :] * s
-        positions = (positions[:, None, :, None] * size + along[None, :, None, :]).reshape(
-            positions.shape[0] * k, positions.shape[1] * count
-        )
-    return positions
-
-
-@gradient_rules.register("Col2Im")
-def _col2im_grad(ctx, g):
-    block = [int(v) for v in _constant_list(ctx.input_value(2))]
-    rank = len(block)
-    strides = per_axis(ctx.attrs, "strides", rank, 1)
-    dilations = per_axis(ctx.attrs, "dilations", rank, 1)
-    pads = per_axis(ctx.attrs, "pads", 2 * rank, 0)
-    # Col2Im adds each column entry into its image position: its adjoint reads them back (im2col).
-    return im2col(g, block, strides, pads[:rank], pads[rank:], dilations, "Col2ImBackward0"), None, None
-
-
 # ---------------------------------------------------------------- tensor functions
 
 
@@ -294,17 +210,19 @@ def _check_conv_arguments(input: Tensor, weight: Tensor, bias, groups: int, tran
             height, width = (1, kernel[0]) if len(kernel) == 1 else kernel
             detail = f" kernel_height: {height} kernel_width: {width}"
         raise RuntimeError("kernel size should be greater than zero, but got" + detail)
+    # PyTorch checks the weight's first dimension against the groups before the channels, transposed
+    # or not (a transposed weight of no input channels is refused there).
+    if weight.shape[0] < groups:
+        raise RuntimeError(
+            f"Given groups={groups}, expected weight to be at least {groups} at dimension 0, "
+            f"but got weight of size {weight_size} instead"
+        )
+    if weight.shape[0] % groups:
+        raise RuntimeError(
+            f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
+            f"but got weight of size {weight_size} instead"
+        )
     if not transposed:
-        if weight.shape[0] < groups:
-            raise RuntimeError(
-                f"Given groups={groups}, expected weight to be at least {groups} at dimension 0, "
-                f"but got weight of size {weight_size} instead"
-            )
-        if weight.shape[0] % groups:
-            raise RuntimeError(
-                f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
-                f"but got weight of size {weight_size} instead"
-            )
         if input.shape[1] != weight.shape[1] * groups:
             raise RuntimeError(
                 f"Given groups={groups}, weight of size {weight_size}, expected input"
@@ -318,11 +236,6 @@ def _check_conv_arguments(input: Tensor, weight: Tensor, bias, groups: int, tran
                 f"Given transposed=1, weight of size {weight_size}, expected input"
                 f"{list(input.shape)} to have {weight.shape[0]} channels, but got "
                 f"{input.shape[1]} channels instead"
-            )
-        if weight.shape[0] % groups:
-            raise RuntimeError(
-                f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
-                f"but got weight of size {weight_size} instead"
             )
         out_channels, prefix = weight.shape[1] * groups, "transposed=1, "
     if bias is not None and tuple(bias.shape) != (out_channels,):
@@ -415,8 +328,16 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
             if len(_CONV_ATTRIBUTES) >= _MOST_CONV_ATTRIBUTES:
                 _CONV_ATTRIBUTES.clear()
             _CONV_ATTRIBUTES[key] = attrs
-    operands = (input, weight) if bias is None else (input, weight, bias)
-    output = apply_op("Conv", operands, attrs, "ConvolutionBackward0")
+    if input.dtype is dtypes.bool:  # PyTorch's CPU kernels' words
+        kernel_name = "compute_columns3d" if spatial_rank == 3 else "slow_conv2d_cpu"
+        raise NotImplementedError(f"\"{kernel_name}\" not implemented for 'Bool'")
+    if input.shape[1] == 0:
+        output = convolution_without_channels(input, weight, bias, attrs)
+    elif input.dtype in INTEGER_CONVOLUTION_DTYPES:
+        output = integer_convolution(input, weight, bias, attrs)
+    else:
+        operands = (input, weight) if bias is None else (input, weight, bias)
+        output = apply_op("Conv", operands, attrs, "ConvolutionBackward0")
     return output.squeeze(0) if added_batch else output
 
 
@@ -491,6 +412,10 @@ def _conv_transpose(
                 f"{function}(): argument 'padding' (position 5) must be tuple of ints, but found element of "
                 f"type str at pos {position}"
             )
+    if input.dtype is dtypes.bool or input.dtype in INTEGER_CONVOLUTION_DTYPES - {dtypes.int64}:
+        # PyTorch's CPU transposed convolutions take int64 of the integers only (not written here yet).
+        kernel_name = f"slow_conv_transpose{3 if spatial_rank == 3 else 2}d_out_cpu"
+        raise NotImplementedError(f"\"{kernel_name}\" not implemented for '{scalar_type_name(input.dtype)}'")
     strides = expand_param(stride, spatial_rank, "stride")
     pads = expand_param(padding, spatial_rank, "padding")
     extra = expand_param(output_padding, spatial_rank, "output_padding")

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ir import dtypes
 from ...ir.conv_weight_gradient import OP_TYPE as WEIGHT_GRADIENT
 from ...ir.conv_weight_gradient import end_pads
 from ...ir.domains import ONNXNN_DOMAIN
+from .columns import im2col
 from ._common import Tensor, apply_op, int64_constant
 from .conv_lowering import blocked_input_gradient, pointwise_input_gradient
 from .windows import WindowGeometry
@@ -68,6 +70,7 @@ def scatter_windows(g: Tensor, weight: Tensor, input_spatial, geometry: WindowGe
         return _scatter_windows_symmetric(g, weight, input_spatial, geometry, group)
     if (
         group == 1
+        and g.dtype is dtypes.float32  # onnxruntime's Col2Im is float32 only
         and len(input_spatial) == 2
         and weight.shape[0] * weight.shape[1] >= COLUMN_GEMM_MIN_CHANNEL_PRODUCT
         and not blocked_input_gradient(g, weight, input_spatial, geometry.strides)
@@ -188,14 +191,42 @@ def weight_gradient(x: Tensor, g: Tensor, kernel, strides, dilations, pads_begin
     as the batch and the batch as channels (per group). onnxnn's sessions run the node as a compiled
     loop where one takes it (kernels/compiled_convolutions.py).
     """
-    if x.shape[0] == 0:  # an empty batch contributes nothing (its graphs' reshapes cannot infer a size from 0)
+    if x.shape[0] == 0 or x.shape[1] == 0:
+        # An empty batch contributes nothing, and a weight without input channels has no elements
+        # (the graphs' and kernels' reshapes cannot infer a size from 0).
         shape = (g.shape[1], x.shape[1] // group, *[int(k) for k in kernel])
         return Tensor._zeros(shape, x.dtype, x.device)
     pads = list(pads_begin) + end_pads(x.shape[2:], g.shape[2:], kernel, strides, dilations, pads_begin)
+    if x.dtype is dtypes.float64 and written_as_one_conv(x.shape[1], kernel, group):
+        return _weight_gradient_by_columns(x, g, kernel, strides, dilations, pads, group)
     attrs: dict = {"kernel_shape": list(kernel), "strides": list(strides), "dilations": list(dilations), "pads": pads}
     if group != 1:
         attrs["group"] = group
     return apply_op(WEIGHT_GRADIENT, (x, g), attrs, "ConvolutionBackward0", domain=ONNXNN_DOMAIN)
+
+
+def written_as_one_conv(channels: int, kernel, group: int) -> bool:
+    """Whether ``ConvWeightGradient``'s decomposition writes the node as one Conv (its other forms are GEMMs)."""
+    return group != 1 or (channels < TAP_GEMM_MIN_CHANNELS and int(np.prod(kernel)) > ALL_WINDOWS_GEMM_MAX_TAPS)
+
+
+def _weight_gradient_by_columns(x: Tensor, g: Tensor, kernel, strides, dilations, pads, group: int) -> Tensor:
+    """A float64 weight gradient as ``G (group, M/group, N*L) @ im2col(X) (group, N*L, C/group * taps)``.
+
+    ``ConvWeightGradient`` writes these cases as one Conv whose kernel is the output gradient,
+    which onnxruntime cannot run in float64 and which ``float64_convolutions`` would write as one
+    window per output position (thousands of Slices for an image). The columns are unfold's.
+    """
+    rank = len(kernel)
+    batch, channels, out_channels = x.shape[0], x.shape[1], g.shape[1]
+    positions = int(np.prod(g.shape[2:]))
+    columns = im2col(x, kernel, strides, pads[:rank], pads[rank:], dilations, "ConvolutionBackward0")
+    columns = columns.reshape((batch, group, -1, positions)).permute([1, 0, 3, 2])  # (group, N, L, C/group * taps)
+    columns = columns.reshape((group, batch * positions, -1))
+    rows = g.reshape((batch, group, out_channels // group, positions)).permute([1, 2, 0, 3])
+    rows = rows.reshape((group, out_channels // group, batch * positions))
+    product = apply_op("MatMul", (rows, columns), None, "ConvolutionBackward0")  # (group, M/group, C/group * taps)
+    return product.reshape((out_channels, channels // group, *[int(k) for k in kernel]))
 
 
 def channel_sum(g: Tensor) -> Tensor:

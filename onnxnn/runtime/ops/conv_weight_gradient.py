@@ -63,10 +63,7 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
     initializers: list = []
     emit = node_emitter(nodes, fresh_name)
     constant = int64_initializers(initializers, fresh_name)
-    if geometry.group > 1 or (
-        x.shape[1] < conv_gradients.TAP_GEMM_MIN_CHANNELS
-        and int(np.prod(geometry.kernel)) > conv_gradients.ALL_WINDOWS_GEMM_MAX_TAPS
-    ):
+    if conv_gradients.written_as_one_conv(x.shape[1], geometry.kernel, geometry.group):
         _emit_one_conv_with_batch_and_channels_swapped(emit, constant, geometry, input_names, output_names[0])
         return nodes, initializers
     if x.shape[1] < conv_gradients.TAP_GEMM_MIN_CHANNELS:
