@@ -483,6 +483,7 @@ from . import backend, import_  # noqa: E402
 from . import fx, profiler  # noqa: E402
 from . import amp  # noqa: E402
 from . import quantization  # noqa: E402
+from . import onnx  # noqa: E402  (torch.onnx's names: export, is_in_onnx_export, TrainingMode)
 from .quantization import qint8, qint32, quint8  # noqa: E402
 from .amp import (  # noqa: E402
     GradScaler,
