@@ -16,8 +16,6 @@ from .ir.mode import MODE
 
 __all__ = ["export", "is_in_onnx_export", "TrainingMode"]
 
-_EXTERNAL_DATA_THRESHOLD = 1024
-
 
 class TrainingMode(enum.IntEnum):
     """The mode a model is exported in, as ``torch.onnx.TrainingMode``."""
@@ -94,9 +92,7 @@ def export(
         output_names=output_names,
         dynamic_axes=dynamic_axes,
         opset_version=opset_version,
-        # Tensors of 1 KiB and more beside the file, as onnx's own external-data writer does: structural
-        # constants (a Reduce's axes) stay inside, where onnxruntime's shape inference reads them.
-        external_data=_EXTERNAL_DATA_THRESHOLD if external_data and f is not None else None,
+        external_data=True if external_data and f is not None else None,
     )
     modules = _modes(model)
     if mode is TrainingMode.PRESERVE:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .checkpoint import load, save
-from .onnx_export import max_opset_version, to_onnx
+from .onnx_export import TracerWarning, max_opset_version, to_onnx
 from .sparse_export import to_onnx_pruned
 from .training_step import TrainingStepSignature, training_step_to_onnx
 
@@ -15,4 +15,5 @@ __all__ = [
     "max_opset_version",
     "training_step_to_onnx",
     "TrainingStepSignature",
+    "TracerWarning",
 ]

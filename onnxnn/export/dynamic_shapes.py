@@ -1,13 +1,15 @@
-"""Dynamic axes for exported graphs, found by tracing at three sizes.
+"""Dynamic axes for exported graphs, found by tracing at several sizes.
 
 Python code such as ``x.view(x.size(0), -1)`` turns a size into a structural constant when it is
-recorded. Tracing twice more with every dynamic axis resized (each by its own amounts) shows which
-constants follow which axis: each such constant ``k * size + c`` (or ``k * size * other_size + c``)
-is replaced by a small ``Shape -> Gather -> Mul -> Add -> Concat`` subgraph over the graph input,
-so the exported model runs at any size; a size used as a value (``y.sum(0) / y.shape[0]``) is that
-expression as a scalar of the constant's dtype. Graph inputs and outputs get symbolic dimensions. A
-tensor that follows an axis some other way (float arithmetic on a size) raises: written as traced,
-it would be wrong at every other size.
+recorded. Tracing again with each dynamic axis resized alone, and once with all of them resized far
+(see ``_PROBE_GROWTH``), shows which constants follow which axes: each such constant, a sum of whole
+multiples of the sizes (``P + T``) or a multiple of a product of two (``B * T``) plus a constant, is
+replaced by a small ``Shape -> Gather -> Mul -> Add -> Concat`` subgraph over the graph input, so the
+exported model runs at any size; a size used as a value (``y.sum(0) / y.shape[0]``) is that
+expression as a scalar of the constant's dtype, and a constant filled with one value over such a
+shape (``zeros_like(x)``, a graph output too) is that value expanded to it. Graph inputs and outputs
+get symbolic dimensions. A tensor that follows an axis some other way (float arithmetic on a size, a
+pad to a multiple of 8) raises: written as traced, it would be wrong at other sizes.
 """
 
 from __future__ import annotations
@@ -61,19 +63,28 @@ def widen_unit_axes(args: tuple, input_names: list[str], dynamic_axes: dict) -> 
     return tuple(widened)
 
 
-# Two more traces, each dynamic size (each symbol: inputs sharing one grow together) grown by its
-# own amount: consecutive primes, so that a shape constant's growth names the size it follows (with
-# every size grown alike, ``T - 1`` fits ``B + c`` as well and the first input's axis won), and the
-# third trace checks the fit (``B * T`` fits a line through two traces, never through three).
-# A model may need its sizes to keep a divisor (``x.view(B, T // 2, 2)``): the growths are tried
-# as they are, then doubled, then times 8, and last the same for every size (sizes the model needs
-# equal under different symbols), where the first fit found stands.
-_PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71)
+# The traces that find how each constant follows the dynamic sizes (each symbol: inputs sharing one
+# grow together): one more trace per symbol, that symbol alone grown by ``_PROBE_GROWTH``, so each
+# constant's dependence on each size is measured apart (``P + T`` is ``1*p + 1*t``; with every size
+# grown at once, the growths of ``t`` and ``p`` could add up to a multiple of ``b``'s and ``P + T`` fit
+# ``4*b - 1``); and a last, check trace with every symbol grown far, each by its own odd prime, so its
+# sizes have other residues than the example's. Every fit must hold in the check trace too: a size
+# that is not linear in its axis (``2 * ceil(T / 2)``, a pad to a multiple of 8) passes through the
+# probes' few points near the example, never through the check (pads to periods up to the check's
+# growth are caught). A model may need its sizes to keep a divisor (``x.view(B, -1, 2, C)``): the
+# growths are tried as they are, then doubled, then times 8, and last with every size grown alike in
+# one probe (sizes the model needs equal under different symbols); a model that refuses the far check
+# sizes (a table of learned positions) is checked at nearer ones.
+_PROBE_GROWTH = 3
+_CHECK_PRIMES = (
+    (37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97, 101, 103, 107, 109, 113, 127),
+    (7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83),
+)
 _MULTIPLES = (1, 2, 8)
 
 
 class _Source:
-    """One dynamic axis of one input, and its sizes in the three traces."""
+    """One dynamic axis of one input, and its sizes in every trace (the example's first, the check's last)."""
 
     __slots__ = ("name", "axis", "symbol", "sizes")
 
@@ -81,54 +92,62 @@ class _Source:
         self.name, self.axis, self.symbol, self.sizes = name, axis, symbol, sizes
 
 
-def _growths(symbols: list, multiple: int | None) -> dict:
-    """``{symbol: (first growth, second growth)}``; ``multiple`` None: the same for every symbol."""
-    if multiple is None:
-        return {symbol: (2, 4) for symbol in symbols}
-    if len(symbols) >= len(_PRIMES):
-        raise ValueError(f"to_onnx: at most {len(_PRIMES) - 1} dynamic axis names, got {len(symbols)}")
-    return {symbol: (multiple * _PRIMES[i], multiple * _PRIMES[i + 1]) for i, symbol in enumerate(symbols)}
+def _growth_plans(symbols: list, multiple: int | None, check_primes: tuple) -> list[dict]:
+    """``{symbol: growth}`` for each trace after the example's: the probes, then the check."""
+    if len(symbols) > len(check_primes):
+        raise ValueError(f"to_onnx: at most {len(check_primes)} dynamic axis names, got {len(symbols)}")
+    if multiple is None:  # every size alike: the model needs sizes under different symbols equal
+        return [dict.fromkeys(symbols, 2), dict.fromkeys(symbols, check_primes[0])]
+    probes = [{symbol: multiple * _PROBE_GROWTH} for symbol in symbols]
+    return [*probes, {symbol: multiple * check_primes[i] for i, symbol in enumerate(symbols)}]
 
 
-def _resized_arguments(args: tuple, input_names: list[str], axes: dict, growths: dict, which: int) -> tuple:
-    """Copies of the example arguments with every dynamic axis grown by its symbol's ``which``-th growth."""
+def _resized_arguments(args: tuple, input_names: list[str], axes: dict, growths: dict) -> tuple:
+    """Copies of the example arguments with every dynamic axis grown by its symbol's growth (if any)."""
     resized = []
     for arg, name in zip(args, input_names):
-        dims = axes.get(name, {})
+        dims = {axis: symbol for axis, symbol in axes.get(name, {}).items() if symbol in growths}
         if not dims:
             resized.append(arg)
             continue
         new_shape = list(arg.shape)
         for axis, symbol in dims.items():
-            new_shape[axis % len(new_shape)] += growths[symbol][which]
+            new_shape[axis % len(new_shape)] += growths[symbol]
         data = np.resize(arg.numpy(force=True), new_shape).astype(arg.dtype.numpy_dtype)
         resized.append(as_tensor(data))
     return tuple(resized)
 
 
-def _sources(args: tuple, input_names: list[str], axes: dict, growths: dict) -> list:
+def _sources(args: tuple, input_names: list[str], axes: dict, plans: list) -> list:
     sources = []
     for arg, name in zip(args, input_names):
         for axis, symbol in axes.get(name, {}).items():
             axis %= len(arg.shape)
             size = arg.shape[axis]
-            sources.append(_Source(name, axis, symbol, (size, size + growths[symbol][0], size + growths[symbol][1])))
+            sizes = (size, *(size + growths.get(symbol, 0) for growths in plans))
+            sources.append(_Source(name, axis, symbol, sizes))
     return sources
 
 
 def _retraces(args: tuple, input_names: list[str], axes: dict, retrace) -> tuple:
-    """The second and third traces and the dynamic axes' sources (see ``_PRIMES``)."""
+    """The probe and check traces (see ``_PROBE_GROWTH``) and the dynamic axes' sources."""
     symbols = list(dict.fromkeys(symbol for name in input_names for symbol in axes.get(name, {}).values()))
     first_error = None
     for multiple in (*_MULTIPLES, None):
-        growths = _growths(symbols, multiple)
+        plans = _growth_plans(symbols, multiple, _CHECK_PRIMES[0])
         try:
-            second = retrace(_resized_arguments(args, input_names, axes, growths, 0))
-            third = retrace(_resized_arguments(args, input_names, axes, growths, 1))
+            probes = [retrace(_resized_arguments(args, input_names, axes, growths)) for growths in plans[:-1]]
         except Exception as error:  # the model refused those sizes: try sizes it may take
             first_error = first_error or error
             continue
-        return second, third, _sources(args, input_names, axes, growths)
+        for check_primes in _CHECK_PRIMES:
+            plans = _growth_plans(symbols, multiple, check_primes)
+            try:
+                check = retrace(_resized_arguments(args, input_names, axes, plans[-1]))
+            except Exception as error:
+                first_error = first_error or error
+                continue
+            return [*probes, check], _sources(args, input_names, axes, plans)
     raise RuntimeError(
         f"to_onnx: the model does not run with its dynamic axes resized ({first_error}); export with fixed sizes"
     ) from first_error
@@ -136,7 +155,7 @@ def _retraces(args: tuple, input_names: list[str], axes: dict, retrace) -> tuple
 
 def _terms(sources: list) -> list:
     """The sizes a shape constant may follow: each dynamic size, and each product of two of them
-    (``x.reshape(B * T, -1)``), one source per symbol; as ``(factors, sizes in the three traces)``."""
+    (``x.reshape(B * T, -1)``), one source per symbol; as ``(factors, sizes in every trace)``."""
     by_symbol = list({source.symbol: source for source in sources}.values())
     terms: list[tuple[tuple, tuple]] = [((source,), source.sizes) for source in by_symbol]
     for i, first in enumerate(by_symbol):
@@ -145,28 +164,83 @@ def _terms(sources: list) -> list:
     return terms
 
 
-def _fit(values: tuple, terms: list) -> tuple | None:
-    """The simplest ``(factors, k, c)`` with ``value = k * product(factors) + c`` in all three traces."""
+def _candidates(terms: list) -> list:
+    """The forms a constant may take, as ``(terms, solver)``: the sum of the dynamic sizes (each times a
+    whole number), or one size or product of two; ``solver`` maps the values in every trace but the
+    check to the factors and constant (its pseudo-inverse: computed once, used for every constant).
+    A form the traces do not determine (every size grown alike) is left out."""
+    singles = [term for term in terms if len(term[0]) == 1]
+    candidates = []
+    for chosen in (singles, *([term] for term in terms)):
+        columns = [sizes[:-1] for _, sizes in chosen] + [(1,) * (len(chosen[0][1]) - 1)]
+        matrix = np.array(columns, np.float64).T
+        if np.linalg.matrix_rank(matrix) == len(columns):
+            candidates.append((chosen, np.linalg.pinv(matrix)))
+    return candidates
+
+
+def _fit(values: tuple, candidates: list) -> tuple | None:
+    """The simplest ``(((factors, k), ...), c)`` with ``value = sum(k * product(factors)) + c`` in
+    every trace, the check included: a sum of the dynamic sizes, or one product of two, times whole
+    numbers (``_candidates``)."""
     best = None
-    for factors, sizes in terms:
-        if (values[1] - values[0]) % (sizes[1] - sizes[0]):
+    fitted_values = np.array(values[:-1], np.float64)
+    for chosen, solver in candidates:
+        *factors, c = (int(round(float(number))) for number in solver @ fitted_values)
+        # Exactly, in whole numbers, in every trace: a form that does not hold in one is not the size's.
+        if any(
+            sum(k * sizes[index] for k, (_, sizes) in zip(factors, chosen)) + c != value
+            for index, value in enumerate(values)
+        ):
             continue
-        k = (values[1] - values[0]) // (sizes[1] - sizes[0])
-        c = values[0] - k * sizes[0]
-        if k == 0 or values[2] != k * sizes[2] + c:
+        used = tuple((term_factors, k) for (term_factors, _), k in zip(chosen, factors) if k)
+        if not used:
             continue
-        score = (len(factors), c != 0, abs(k) != 1)
+        score = (sum(len(term_factors) > 1 for term_factors, _ in used), len(used), c != 0, [abs(k) for _, k in used])
         if best is None or score < best[0]:
-            best = (score, factors, k, c)
+            best = (score, used, c)
     return None if best is None else best[1:]
 
 
-def _size_expression(graph_nodes: list, initializers: list, cache: dict, factors: tuple, k: int, c: int) -> str:
-    """Appends nodes computing ``k * product of the factors' sizes + c`` as a 1-element int64 tensor;
-    returns its name."""
-    key = (tuple((source.name, source.axis) for source in factors), k, c)
+def _followed_axes(values: tuple, terms: list) -> str:
+    """The dynamic axes a constant changes with (for an error): those grown in a probe that changed it."""
+    changed = [index for index in range(1, len(values) - 1) if values[index] != values[0]]
+    followed = [
+        factors[0]
+        for factors, sizes in terms
+        if len(factors) == 1 and (not changed or any(sizes[index] != sizes[0] for index in changed))
+    ]
+    return ", ".join(f"'{source.symbol}' ({source.name} axis {source.axis})" for source in followed)
+
+
+def _size_expression(graph_nodes: list, initializers: list, cache: dict, used: tuple, c: int) -> str:
+    """Appends nodes computing ``sum(k * product of the factors' sizes) + c`` (``used``: the
+    ``(factors, k)`` of ``_fit``) as a 1-element int64 tensor; returns its name."""
+    key = (tuple((tuple((source.name, source.axis) for source in factors), k) for factors, k in used), c)
     if key in cache:
         return cache[key]
+    result = None
+    for factors, k in used:
+        term = _term_expression(graph_nodes, initializers, cache, factors, k)
+        if result is not None:
+            total = f"{result}::plus::{term}"
+            if total not in cache:
+                graph_nodes.append(helper.make_node("Add", [result, term], [total]))
+                cache[total] = total
+            term = total
+        result = term
+    assert result is not None  # a fit follows at least one size
+    if c != 0:
+        shifted = f"{result}::plus_{c}"
+        initializers.append(numpy_helper.from_array(np.array([c], np.int64), shifted + "::offset"))
+        graph_nodes.append(helper.make_node("Add", [result, shifted + "::offset"], [shifted]))
+        result = shifted
+    cache[key] = result
+    return result
+
+
+def _term_expression(graph_nodes: list, initializers: list, cache: dict, factors: tuple, k: int) -> str:
+    """Appends nodes computing ``k * product of the factors' sizes``; returns its name."""
     result = None
     for source in factors:
         size = _input_size(graph_nodes, initializers, cache, source.name, source.axis)
@@ -179,15 +253,11 @@ def _size_expression(graph_nodes: list, initializers: list, cache: dict, factors
     assert result is not None  # a term has at least one factor
     if k != 1:
         factor = f"{result}::times_{k}"
-        initializers.append(numpy_helper.from_array(np.array([k], np.int64), factor + "::factor"))
-        graph_nodes.append(helper.make_node("Mul", [result, factor + "::factor"], [factor]))
+        if factor not in cache:
+            initializers.append(numpy_helper.from_array(np.array([k], np.int64), factor + "::factor"))
+            graph_nodes.append(helper.make_node("Mul", [result, factor + "::factor"], [factor]))
+            cache[factor] = factor
         result = factor
-    if c != 0:
-        shifted = f"{result}::plus_{c}"
-        initializers.append(numpy_helper.from_array(np.array([c], np.int64), shifted + "::offset"))
-        graph_nodes.append(helper.make_node("Add", [result, shifted + "::offset"], [shifted]))
-        result = shifted
-    cache[key] = result
     return result
 
 
@@ -234,27 +304,48 @@ def _check_same_structure(first, second) -> None:
         )
 
 
-def _shape_expression(prologue: list, initializers: list, cache: dict, terms: list, sizes, op_type: str) -> str:
-    """Appends nodes computing a shape whose elements took ``sizes`` (triples, one per trace): a
-    constant where all three agree, else a fitted expression of the dynamic sizes; returns its name."""
+class _Rewrite:
+    """What replacing constants adds to the graph: nodes to put first, their initializers, the names
+    computed so far (by expression), and the terms fits may use."""
+
+    __slots__ = ("prologue", "initializers", "cache", "terms", "candidates")
+
+    def __init__(self, terms: list):
+        self.prologue: list = []
+        self.initializers: list = []
+        self.cache: dict = {}
+        self.terms = terms
+        self.candidates = _candidates(terms)
+
+
+def _shape_expression(rewrite: _Rewrite, sizes, op_type: str) -> str:
+    """Appends nodes computing a shape whose elements took ``sizes`` (tuples, one size per trace): a
+    constant where every trace agrees, else a fitted expression of the dynamic sizes; returns its name."""
     pieces = []
-    for element_a, element_b, element_c in sizes:
-        if element_a == element_b == element_c:
-            constant_name = f"onnxnn::dim_constant_{element_a}"
-            if constant_name not in cache:
-                initializers.append(numpy_helper.from_array(np.array([element_a], np.int64), constant_name))
-                cache[constant_name] = constant_name
+    for element in sizes:
+        if len(set(element)) == 1:
+            constant_name = f"onnxnn::dim_constant_{element[0]}"
+            if constant_name not in rewrite.cache:
+                rewrite.initializers.append(numpy_helper.from_array(np.array([element[0]], np.int64), constant_name))
+                rewrite.cache[constant_name] = constant_name
             pieces.append(constant_name)
             continue
-        fitted = _fit((element_a, element_b, element_c), terms)
+        element = tuple(element)
+        if ("fit", element) not in rewrite.cache:  # the same sizes recur: each layer's reshapes
+            rewrite.cache["fit", element] = _fit(element, rewrite.candidates)
+        fitted = rewrite.cache["fit", element]
         if fitted is None:
+            # Written as traced, or as a line through a few traces near the example, it would be
+            # silently wrong at other sizes (a pad to a multiple of 8, ``2 * ceil(T / 2)``).
             raise RuntimeError(
-                f"to_onnx: a size used by {op_type} ({element_a} at the traced size) is not a multiple "
-                "of a dynamic axis, or of a product of two, plus a constant"
+                f"to_onnx: a size used by {op_type} ({element[0]} at the traced size) depends on the dynamic "
+                f"axis {_followed_axes(element, rewrite.terms)} in a way that is not a whole multiple of "
+                "the dynamic axes' sizes (a sum of them, or a product of two) plus a constant, so the exported "
+                "graph would be wrong at other sizes; export with fixed sizes for that axis"
             )
-        pieces.append(_size_expression(prologue, initializers, cache, *fitted))
-    computed = f"onnxnn::dynamic_shape_{len(prologue)}"
-    prologue.append(helper.make_node("Concat", pieces, [computed], axis=0))
+        pieces.append(_size_expression(rewrite.prologue, rewrite.initializers, rewrite.cache, *fitted))
+    computed = f"onnxnn::dynamic_shape_{len(rewrite.prologue)}"
+    rewrite.prologue.append(helper.make_node("Concat", pieces, [computed], axis=0))
     return computed
 
 
@@ -262,21 +353,21 @@ def _whole_numbers(values: np.ndarray) -> bool:
     return values.dtype.kind in "iu" or (values.dtype.kind == "f" and bool(np.all(np.mod(values, 1) == 0)))
 
 
-def _sizes_as_values(prologue: list, initializers: list, cache: dict, terms: list, traced: tuple, node) -> str:
+def _sizes_as_values(rewrite: _Rewrite, traced: tuple, op_type: str) -> str:
     """Appends nodes computing a constant of at most one axis whose elements follow the dynamic sizes
-    (``traced``: its three traces' arrays), in its own shape and dtype; returns its name.
+    (``traced``: its arrays in every trace), in its own shape and dtype; returns its name.
 
     A size used as a value (``y.sum(0) / y.shape[0]``, an imported model's ``Range`` limit) is a scalar
     of the forward's dtype, not a shape."""
     flat = [array.reshape(-1) for array in traced]
     if not all(map(_whole_numbers, flat)):
         raise RuntimeError(
-            f"to_onnx: a constant read by {node.op_type} depends on a dynamic axis and is not a whole "
+            f"to_onnx: a constant read by {op_type} depends on a dynamic axis and is not a whole "
             f"number ({flat[0].tolist()} at the traced size), which onnxnn cannot write as a computation "
             "of the axes' sizes"
         )
     elements = zip(*(values.astype(np.int64).tolist() for values in flat))
-    return _like(prologue, _shape_expression(prologue, initializers, cache, terms, elements, node.op_type), traced[0])
+    return _like(rewrite.prologue, _shape_expression(rewrite, elements, op_type), traced[0])
 
 
 def _like(prologue: list, computed: str, constant: np.ndarray) -> str:
@@ -294,16 +385,58 @@ def _like(prologue: list, computed: str, constant: np.ndarray) -> str:
     return computed
 
 
-def _filled(*values) -> bool:
-    """Whether the three traces' values are one value (the same in each) over shapes of one rank
-    that differ."""
-    first = values[0].data
-    if first.size == 0 or len({value.data.ndim for value in values}) != 1:
-        return False
+def _same(first: np.ndarray, other: np.ndarray) -> bool:
+    # NaN is the same constant in every trace (logsumexp's masked maximum), though never equal to itself.
+    return first.shape == other.shape and np.array_equal(first, other, equal_nan=first.dtype.kind in "fc")
+
+
+def _fills(values: tuple) -> tuple | None:
+    """Each trace's one value (as a 0-d array), where each trace's constant is one value repeated over
+    shapes of one rank that differ; else None."""
+    if any(value.data.size == 0 for value in values) or len({value.data.ndim for value in values}) != 1:
+        return None
     if len({value.shape for value in values}) == 1:
-        return False
-    fill = first.reshape(-1)[0]
-    return all(value.data.size and np.all(value.data == fill) for value in values)
+        return None
+    fills = tuple(value.data.reshape(-1)[:1].reshape(()) for value in values)
+    if not all(np.all(_same_elements(value.data, fill)) for value, fill in zip(values, fills)):
+        return None
+    return fills
+
+
+def _same_elements(data: np.ndarray, fill: np.ndarray) -> np.ndarray:
+    if data.dtype.kind in "fc" and np.isnan(fill):
+        return np.isnan(data)
+    return data == fill
+
+
+def _dynamic_constant(rewrite: _Rewrite, values: tuple, op_type: str, position: int | str) -> str | None:
+    """The name of nodes computing a constant (``values``: its value in every trace) from the dynamic
+    sizes; None where every trace has the same constant. Raises where onnxnn cannot compute it."""
+    first = values[0].data
+    if all(_same(first, value.data) for value in values[1:]):
+        return None
+    fills = _fills(values)
+    if fills is not None:
+        # zeros_like(x), full_like(x, v), ones(x.shape[0], 3), full((B,), T): one value over a shape
+        # that follows the dynamic axes, written as that value expanded to the computed shape.
+        shape = _shape_expression(rewrite, zip(*(value.shape for value in values)), op_type)
+        fill = f"onnxnn::fill_{position}"
+        if all(_same(fills[0], other) for other in fills[1:]):
+            rewrite.initializers.append(numpy_helper.from_array(fills[0], fill))
+        else:  # the value follows the sizes too
+            fill = _sizes_as_values(rewrite, fills, op_type)
+        rewrite.prologue.append(helper.make_node("Expand", [fill, shape], [f"onnxnn::fill_{position}::expanded"]))
+        return f"onnxnn::fill_{position}::expanded"
+    if first.ndim <= 1 and len({value.shape for value in values}) == 1:
+        return _sizes_as_values(rewrite, tuple(value.data for value in values), op_type)
+    # Written as it was traced, it would be silently wrong at every other size (an imported model's
+    # Resize sizes from float arithmetic on its input's shape, say).
+    raise RuntimeError(
+        f"to_onnx: a tensor read by {op_type} was computed from the size of a dynamic axis in a way "
+        "onnxnn cannot write as a computation of that size, so the exported graph would be wrong at "
+        "every other size; export without that dynamic axis, or compute the tensor from the input's "
+        "shape with integer arithmetic"
+    )
 
 
 def make_shapes_dynamic(
@@ -320,65 +453,51 @@ def make_shapes_dynamic(
     axes = normalize_dynamic_axes(dynamic_axes, list(input_names) + list(output_names))
     if not any(axes.get(name) for name in input_names):
         return
-    second, third, sources = _retraces(args, input_names, axes, retrace)
-    _check_same_structure(trace, second)
-    _check_same_structure(trace, third)
-    terms = _terms(sources)
-
-    prologue: list
-    new_initializers: list
-    cache: dict
-    prologue, new_initializers, cache = [], [], {}
+    others, sources = _retraces(args, input_names, axes, retrace)
+    for other in others:
+        _check_same_structure(trace, other)
+    traces = [trace, *others]
+    rewrite = _Rewrite(_terms(sources))
     graph_nodes = proto.graph.node
     rewired: dict[tuple, str] = {}  # (position, slot) of a recorded op -> the tensor it reads instead
-    for position, (node_a, node_b, node_c) in enumerate(zip(trace.plan.nodes, second.plan.nodes, third.plan.nodes)):
-        for slot, (value_a, value_b, value_c) in enumerate(zip(node_a.inputs, node_b.inputs, node_c.inputs)):
-            if value_a is None or value_a.data is None:
+    for position, nodes in enumerate(zip(*(each.plan.nodes for each in traces))):
+        op_type = nodes[0].op_type
+        for slot, values in enumerate(zip(*(node.inputs for node in nodes))):
+            if values[0] is None or values[0].data is None or any(values[0] is arg for arg in trace.arg_values):
                 continue
-            if value_a.static is not None:
-                if value_b.static == value_a.static and value_c.static == value_a.static:
+            if values[0].static is not None:
+                if all(value.static == values[0].static for value in values[1:]):
                     continue
-                if value_a.data.ndim > 1 or not value_a.shape == value_b.shape == value_c.shape:
+                if values[0].data.ndim > 1 or len({value.shape for value in values}) != 1:
                     raise RuntimeError(
-                        f"to_onnx: a shape argument of {node_a.op_type} depends on a dynamic axis "
-                        "in a way onnxnn cannot express"
+                        f"to_onnx: a shape argument of {op_type} depends on a dynamic axis in a way onnxnn "
+                        "cannot express"
                     )
-                sizes = (value_a.data, value_b.data, value_c.data)
-                rewired[position, slot] = _sizes_as_values(prologue, new_initializers, cache, terms, sizes, node_a)
-            elif any(value_a is arg for arg in trace.arg_values):
+                rewired[position, slot] = _sizes_as_values(rewrite, tuple(value.data for value in values), op_type)
                 continue
-            elif _filled(value_a, value_b, value_c):
-                # zeros_like(x), full_like(x, v), ones(x.shape[0], 3): one value over a shape that
-                # follows the dynamic axes, written as that value expanded to the computed shape.
-                axes_sizes = zip(value_a.shape, value_b.shape, value_c.shape)
-                shape = _shape_expression(prologue, new_initializers, cache, terms, axes_sizes, node_a.op_type)
-                fill = f"onnxnn::fill_{position}_{slot}"
-                new_initializers.append(numpy_helper.from_array(value_a.data.reshape(-1)[:1].reshape(()), fill))
-                prologue.append(helper.make_node("Expand", [fill, shape], [f"{fill}::expanded"]))
-                rewired[position, slot] = f"{fill}::expanded"
-            elif value_a.shape != value_b.shape or not np.array_equal(value_a.data, value_b.data):
-                if value_a.data.ndim <= 1 and value_a.shape == value_b.shape == value_c.shape:
-                    sizes = (value_a.data, value_b.data, value_c.data)
-                    rewired[position, slot] = _sizes_as_values(prologue, new_initializers, cache, terms, sizes, node_a)
-                    continue
-                # Written as it was traced, it would be silently wrong at every other size (an imported
-                # model's Resize sizes from float arithmetic on its input's shape, say).
-                raise RuntimeError(
-                    f"to_onnx: a tensor read by {node_a.op_type} was computed from the size of a dynamic "
-                    "axis in a way onnxnn cannot write as a computation of that size, so the exported "
-                    "graph would be wrong at every other size; export without that dynamic axis, or "
-                    "compute the tensor from the input's shape with integer arithmetic"
-                )
+            computed = _dynamic_constant(rewrite, values, op_type, f"{position}_{slot}")
+            if computed is not None:
+                rewired[position, slot] = computed
+    # A graph output that is a constant (``zeros(B, 3)`` returned as is) is read by no recorded op:
+    # build_model writes it through an Identity node, which reads the computed tensor instead.
+    identities = {node.output[0]: node for node in graph_nodes if node.op_type == "Identity"}
+    for index, outputs in enumerate(zip(*(each.plan.outputs for each in traces))):
+        name = proto.graph.output[index].name
+        if outputs[0].data is None or any(outputs[0] is arg for arg in trace.arg_values) or name not in identities:
+            continue
+        computed = _dynamic_constant(rewrite, outputs, f"the graph output '{name}'", f"output_{index}")
+        if computed is not None:
+            identities[name].input[0] = computed
 
     if rewired:
         by_name = {onnx_node.name: onnx_node for onnx_node in graph_nodes if onnx_node.name}
         for (position, slot), source in rewired.items():
             _reader_of(by_name, position, trace.plan.nodes[position], slot).input[slot] = source
-    if prologue:
-        nodes = prologue + list(graph_nodes)
+    if rewrite.prologue:
+        ordered = rewrite.prologue + list(graph_nodes)
         del graph_nodes[:]
-        graph_nodes.extend(nodes)
-        proto.graph.initializer.extend(new_initializers)
+        graph_nodes.extend(ordered)
+        proto.graph.initializer.extend(rewrite.initializers)
 
     _drop_unused_initializers(proto)
     for graph_input in proto.graph.input:
@@ -389,8 +508,7 @@ def make_shapes_dynamic(
     for index, graph_output in enumerate(proto.graph.output):
         named = axes.get(graph_output.name, {})
         dims = graph_output.type.tensor_type.shape.dim
-        shapes = zip(trace.output_shapes[index], second.output_shapes[index], third.output_shapes[index])
-        for axis, sizes in enumerate(shapes):
+        for axis, sizes in enumerate(zip(*(each.output_shapes[index] for each in traces))):
             if axis in named or axis - len(dims) in named:
                 dims[axis].dim_param = named.get(axis, named.get(axis - len(dims)))
             elif len(set(sizes)) > 1:

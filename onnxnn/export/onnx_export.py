@@ -2,16 +2,20 @@
 
 Parameters and persistent buffers become initializers named exactly by their ``state_dict``
 keys, so ``import_.from_onnx`` rebuilds the same module tree and ``load_state_dict`` works on
-either side. Dynamic axes are found by tracing twice at two sizes: a structural constant (a
-reshape target, an expand shape) that follows the size of a dynamic input axis is replaced by a
-small subgraph reading that size from the input's ``Shape``, so ``x.view(x.size(0), -1)`` exports
-as a graph that runs at any batch size.
+either side. Dynamic axes are found by tracing again at other sizes (``dynamic_shapes``): a
+structural constant (a reshape target, an expand shape) that follows the size of a dynamic input axis
+is replaced by a small subgraph reading that size from the input's ``Shape``, so
+``x.view(x.size(0), -1)`` exports as a graph that runs at any batch size. A trace that reads data
+computed from the inputs (``x[x > 0]``, ``bool(x.sum() > 0)``), or a graph input that ends up read by
+no node (packed sequence lengths), warns with a ``TracerWarning``: the graph holds what the example's
+data decided.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import traceback
 import warnings
 
 import numpy as np
@@ -19,6 +23,7 @@ import onnx
 from onnx import helper
 from onnx.external_data_helper import load_external_data_for_tensor, uses_external_data
 
+from ..ir.mode import RecordingTrace, traced
 from ..ir.plan import IR_VERSION, plan as plan_of
 from ..ir.model_building import build_model
 from ..runtime.depth import unbounded_depth
@@ -34,10 +39,13 @@ from .onnxruntime_optimizer_guards import guard_against_onnxruntime_optimizers
 from .opset_conversion import convert_opset
 from .opset_types import opset_for_types
 
-__all__ = ["to_onnx", "max_opset_version", "MIN_OPSET_VERSION"]
+__all__ = ["to_onnx", "max_opset_version", "MIN_OPSET_VERSION", "TracerWarning"]
 
 MIN_OPSET_VERSION = 17
 _TWO_GIGABYTES = 2**31
+# The fewest bytes of a tensor stored as external data (onnx's own default): onnxruntime cannot load a
+# model whose structural constants (a Reduce's axes, a Reshape's shape) are external.
+_SMALLEST_EXTERNAL_TENSOR = 1024
 
 
 def max_opset_version() -> int:
@@ -49,16 +57,71 @@ def declared_opset(proto: onnx.ModelProto) -> int:
     return next(entry.version for entry in proto.opset_import if entry.domain in ("", "ai.onnx"))
 
 
-class _Trace:
-    """One traced call: the plan of its outputs and what each plan input is."""
+class TracerWarning(UserWarning):
+    """The export's trace read tensor data (``torch.jit.TracerWarning``'s counterpart): what that data
+    decided (a branch, a size, the positions a mask selects, packed sequence lengths) is written into
+    the graph as constants, so the exported model may be wrong for other input data."""
 
-    def __init__(self, plan, roles, output_structure, arg_values, arg_shapes, output_shapes):
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class _DataReads(RecordingTrace):
+    """A recording trace that keeps where the forward read tensor data: ``reads`` holds, for each
+    read, how many nodes were recorded before it and the call outside onnxnn that made it."""
+
+    __slots__ = ("_read", "reads")
+
+    @property  # type: ignore[override]  # a slot of RecordingTrace, watched here
+    def read_data(self) -> bool:
+        return self._read
+
+    @read_data.setter
+    def read_data(self, read: bool) -> None:
+        if read:
+            if not hasattr(self, "reads"):
+                self.reads: list[tuple[int, str]] = []
+            self.reads.append((len(self.records), _caller_outside_onnxnn()))
+        self._read = read
+
+    def baking_read(self, arg_values: list) -> str | None:
+        """Where the forward read data computed from its arguments, if it did: such a value is
+        computed while tracing, so the graph holds it as a constant (``x[x > 0]``'s positions,
+        ``bool(x.sum() > 0)``). Reading an argument itself bakes nothing (``embedding`` checks its
+        indices); what Python makes of it shows as a graph input read by no node."""
+        derived = {id(value) for value in arg_values}
+        for position, (node, outputs) in enumerate(self.records):
+            if not any(value is not None and id(value) in derived for value in node.inputs):
+                continue
+            derived.update(id(value) for value in outputs if value is not None)
+            if any(value is not None and value.data is not None for value in outputs):
+                return next((where for count, where in getattr(self, "reads", []) if count > position), "inside onnxnn")
+        return None
+
+
+def _caller_outside_onnxnn() -> str:
+    """``file:line (code), in onnxnn's function``: the innermost call from outside the package."""
+    stack = traceback.extract_stack()
+    for index in range(len(stack) - 1, 0, -1):
+        if not os.path.abspath(stack[index].filename).startswith(_PACKAGE + os.sep):
+            frame, called = stack[index], stack[index + 1] if index + 1 < len(stack) else None
+            inside = f", in onnxnn's {called.name}" if called is not None else ""
+            return f"{frame.filename}:{frame.lineno} ({(frame.line or '').strip()}){inside}"
+    return "inside onnxnn"
+
+
+class _Trace:
+    """One traced call: the plan of its outputs, what each plan input is, and where the forward
+    first read tensor data (None where it never did)."""
+
+    def __init__(self, plan, roles, output_structure, arg_values, arg_shapes, output_shapes, data_read=None):
         self.plan = plan
         self.roles = roles
         self.output_structure = output_structure
         self.arg_values = arg_values
         self.arg_shapes = arg_shapes
         self.output_shapes = output_shapes
+        self.data_read = data_read
 
 
 def _flatten_outputs(outputs) -> tuple[list[Tensor], object]:
@@ -101,7 +164,8 @@ def _as_arguments(args) -> tuple:
 def _trace(model, args: tuple, input_names: list[str], state: dict) -> _Trace:
     arg_values = [value_of(arg) for arg in args]
     realize_values(args)
-    with no_grad(), unbounded_depth():
+    reads = _DataReads()
+    with no_grad(), unbounded_depth(), traced(reads):
         outputs = model(*args)
     flat, structure = _flatten_outputs(outputs)
     plan = plan_of([value_of(tensor) for tensor in flat], include_shared=False)
@@ -122,7 +186,32 @@ def _trace(model, args: tuple, input_names: list[str], state: dict) -> _Trace:
                 constants += 1
             roles.append(("initializer", f"onnxnn::constant_{constants}"))
             constants += 1
-    return _Trace(plan, roles, structure, arg_values, [v.shape for v in arg_values], [tensor.shape for tensor in flat])
+    shapes = [value.shape for value in arg_values]
+    data_read = reads.baking_read(arg_values)
+    return _Trace(plan, roles, structure, arg_values, shapes, [tensor.shape for tensor in flat], data_read)
+
+
+def _warn_of_data_reads(proto: onnx.ModelProto, trace: _Trace, input_names: list[str]) -> None:
+    """Warns where the graph holds what the example's data decided (it would be silently wrong for
+    other data): the forward read data while traced, or a graph input is read by no node."""
+    if trace.data_read is not None:
+        warnings.warn(
+            f"to_onnx: the forward read tensor data while it was traced, at {trace.data_read}; what that "
+            "data decided (a Python branch, a size, the positions a mask selects, packed sequence lengths) "
+            "is written into the graph as constants, so the exported model may be wrong for other data",
+            TracerWarning,
+            stacklevel=3,
+        )
+    read = {name for node in proto.graph.node for name in node.input}
+    unread = [name for name in input_names if name not in read]
+    if unread:
+        warnings.warn(
+            f"to_onnx: the graph input(s) {unread} are read by no node of the exported graph: the forward "
+            "ignores them, or read their data while traced (packed sequence lengths, a Python branch), so "
+            "the exported model gives the results of the example's values whatever is passed",
+            TracerWarning,
+            stacklevel=3,
+        )
 
 
 def _saved_tensors(model) -> list:
@@ -187,23 +276,27 @@ def to_onnx(
     equal computations they leave alone (``onnxnn/export/onnxruntime_optimizer_guards.py``).
 
     Args:
-        model: the module to trace; it is called once (three times or more with ``dynamic_axes``)
-            under no_grad. Its parameters and buffers are left as they were, whether the export
-            succeeds or raises: a forward in training mode updates BatchNorm's running statistics,
-            and each trace's updates are undone.
+        model: the module to trace; it is called once under no_grad (with ``dynamic_axes``, once
+            more per dynamic axis name and once more at far sizes). Its parameters and buffers are
+            left as they were, whether the export succeeds or raises: a forward in training mode
+            updates BatchNorm's running statistics, and each trace's updates are undone.
         args: a tensor or tuple of tensors (or numpy arrays): the example inputs.
         f: optional path or binary file to write the model to. A path is replaced in one step:
             a write that fails part-way leaves the file there before, and raises an OSError naming it.
         input_names, output_names: graph input and output names (default ``input_0``, ``output_0``...).
         dynamic_axes: ``{name: {axis: "symbol"}}`` or ``{name: [axis, ...]}``: axes that may change
-            size; the exported graph computes every size-dependent shape from its inputs.
+            size; the exported graph computes every size-dependent shape from its inputs. A size it
+            cannot write as such a computation (a pad to a multiple of 8) raises a RuntimeError
+            naming the op and the axis.
         opset_version: default-domain opset, from 17 to ``max_opset_version()``; by default the
             opset the recorded ops need: 21 (onnxnn's), or newer for a model imported at a newer
             opset whose nodes need it.
         training: export in training mode (dropout active, batch statistics); by default a
             module in training mode is exported as is, with a warning, as PyTorch does.
-        external_data: True to always store weights as external data next to ``f``, an int to do
-            it above that many bytes; models over 2 GB always use external data.
+        external_data: True to always store weights (tensors of 1 KiB or more; smaller constants such
+            as a Reduce's axes stay in the file, where onnxruntime's shape inference reads them) as
+            external data next to ``f``, an int to do it above that many bytes; models over 2 GB
+            always use external data.
 
     Returns:
         The ``onnx.ModelProto`` (checked with ``onnx.checker.check_model(full_check=True)``).
@@ -265,6 +358,7 @@ def to_onnx(
                 trace,
                 trace_once,
             )
+        _warn_of_data_reads(proto, trace, input_names)  # after the dynamic sizes' Shape nodes: they read inputs
     finally:
         if is_module and training:
             model.train(previous_mode)
@@ -308,11 +402,11 @@ def write_model(
     size = len(serialized) if serialized is not None else proto.ByteSize()
     threshold = None
     if external_data is True:
-        threshold = 0
+        threshold = _SMALLEST_EXTERNAL_TENSOR
     elif isinstance(external_data, int) and not isinstance(external_data, bool):
         threshold = external_data if size > external_data else None
     if size >= _TWO_GIGABYTES and threshold is None:
-        threshold = 1024
+        threshold = _SMALLEST_EXTERNAL_TENSOR
     if threshold is None:
         data = serialized if serialized is not None else proto.SerializeToString()
         if hasattr(f, "write"):

@@ -472,6 +472,20 @@ def test_without_flock_only_staging_folders_of_dead_processes_are_removed(tmp_pa
     assert (tmp_path / other / "model.onnx.data").read_bytes() == b"half"
 
 
+def test_external_data_keeps_structural_constants_in_the_file_onnxruntime_loads(tmp_path):
+    # A training-mode batch norm reads its statistics' axes from a small int64 constant, which
+    # onnxruntime's shape inference must read from the file itself ("Cannot parse data from external
+    # tensors" when it was stored beside it); the weight (64 x 64 floats) goes beside it.
+    model = onnxnn.nn.Sequential(onnxnn.nn.Linear(64, 64), onnxnn.nn.BatchNorm1d(64))
+    path = tmp_path / "model.onnx"
+    x = onnxnn.randn(4, 64)
+    to_onnx(model, x, path, training=True, external_data=True)
+    assert (tmp_path / "model.onnx.data").stat().st_size >= 64 * 64 * 4
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (output,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+    assert output.shape == (4, 64)
+
+
 def test_write_model_leaves_the_callers_proto_whole_when_it_fails(tmp_path, monkeypatch):
     proto = to_onnx(_linear(0), onnxnn.randn(1, 64))
 
