@@ -447,6 +447,14 @@ CASES = [
         lambda a, b: op("Einsum", a, b, a, equation="ab,bc,ad->cd"),
         [randn(2, 3), randn(3, 2)],
     ),
+    # A subscript repeated within one operand reads a diagonal: the gradient is zero off it.
+    Case("einsum_diagonal", lambda a: op("Einsum", a, equation="ii->i"), [randn(3, 3)]),
+    Case("einsum_trace_of_each", lambda a: op("Einsum", a, equation="bjjj->b"), [randn(2, 3, 3, 3)]),
+    Case(
+        "einsum_diagonals_of_two_operands",
+        lambda a, b: op("Einsum", a, b, equation="iij,jkj->ik"),
+        [randn(3, 3, 2), randn(2, 4, 2)],
+    ),
     Case(
         "einsum_float32",
         in_float32(lambda a, b: op("Einsum", a, b, equation="bij,bkj->bik")),

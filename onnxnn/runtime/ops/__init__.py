@@ -62,6 +62,7 @@ from . import group_normalization  # noqa: F401,E402  (GroupNormalization's vari
 from . import float64_decompositions  # noqa: F401,E402  (float64 Atan, Erf, Sinh, ... for onnxruntime)
 from . import hardtanh  # noqa: F401,E402  (hardtanh: a Clip with PyTorch's hardtanh gradient)
 from . import binary_cross_entropy  # noqa: F401,E402  (binary_cross_entropy's loss with PyTorch's gradient)
+from . import derivative_formulas  # noqa: F401,E402  (hypot and atan2 with PyTorch's derivative formulas)
 from . import where_widened  # noqa: F401,E402  (Where of bools and other dtypes onnxruntime lacks)
 from . import conv_weight_gradient  # noqa: F401,E402  (a convolution's weight gradient as one node)
 from . import conv_lowering  # noqa: F401,E402  (a Conv over small images as one GEMM, in onnxnn's sessions)

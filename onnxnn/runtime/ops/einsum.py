@@ -3,7 +3,8 @@
 The gradient of one operand is itself an einsum: the output gradient contracted with the other
 operands onto the operand's subscripts. Subscripts of the operand that appear nowhere else were
 summed away by the forward node, so the gradient is broadcast back along them. A subscript
-repeated within one operand (a diagonal, ``"ii->i"``) has no such form and is refused.
+repeated within one operand (a diagonal, ``"ii->i"``) reads only the elements whose indices agree:
+the gradient is taken for its distinct subscripts, then placed on those diagonals, zeros elsewhere.
 
 Autocast: PyTorch's einsum is not on the CPU autocast list. It folds the operands left to right,
 and a step that sums a subscript shared by both sides is a ``bmm``, which autocast lowers; the other
@@ -15,13 +16,17 @@ the CPU list of no policy (PyTorch's CUDA list has einsum itself).
 
 from __future__ import annotations
 
+import math
 import string
+
+import numpy as np
 
 from ...ir import dtypes
 from ...ir.mode import MODE
 from ...ir.registry import gradient_rules, shape_rules
 from ..tensor import autocast_arguments
 from ._common import Tensor, apply_op, promote_operands
+from .shape import cat
 
 __all__ = ["einsum"]
 
@@ -86,29 +91,67 @@ def _einsum_grad(ctx, g):
         if not ctx.needs_input_grad(index):
             grads.append(None)
             continue
-        if len(set(term)) != len(term):
-            raise NotImplementedError(
-                f"gradient of Einsum '{ctx.attrs['equation']}': operand {index} repeats a subscript (a diagonal)"
-            )
         others = [operands[j] for j in range(len(operands)) if j != index]
         reachable = set(output).union(*others) if others else set(output)
-        kept = "".join(letter for letter in term if letter in reachable)
+        # The gradient for the distinct subscripts (term itself unless it repeats one), in order.
+        distinct = "".join(dict.fromkeys(term))
+        shape = tuple(ctx.input_shape(index)[term.index(letter)] for letter in distinct)
+        kept = "".join(letter for letter in distinct if letter in reachable)
         equation = ",".join([output] + others) + "->" + kept
         tensors = [g] + [ctx.input(j) for j in range(len(operands)) if j != index]
         grad = apply_op("Einsum", tuple(tensors), {"equation": equation}, "EinsumBackward0")
-        shape = ctx.input_shape(index)
         # A size-1 dim broadcast against the other operands' sizes gets the sum over them.
         broadcast = [
-            axis for axis, letter in enumerate(kept) if shape[term.index(letter)] == 1 and grad.shape[axis] != 1
+            axis for axis, letter in enumerate(kept) if shape[distinct.index(letter)] == 1 and grad.shape[axis] != 1
         ]
         if broadcast:
             grad = grad.sum(broadcast, keepdim=True)
-        if kept != term:
-            grad = grad.reshape(tuple(grad.shape[kept.index(letter)] if letter in kept else 1 for letter in term))
-        if tuple(grad.shape) != tuple(shape):  # summed-away letters, and sizes the others broadcast from 1
+        if kept != distinct:
+            grad = grad.reshape(tuple(grad.shape[kept.index(letter)] if letter in kept else 1 for letter in distinct))
+        if tuple(grad.shape) != shape:  # summed-away letters, and sizes the others broadcast from 1
             grad = grad.expand(shape)
+        if distinct != term:
+            grad = _onto_diagonals(grad, distinct, term)
         grads.append(grad)
     return tuple(grads)
+
+
+def _onto_diagonals(grad: Tensor, distinct: str, term: str) -> Tensor:
+    """``grad``, one dim per letter of ``distinct`` (``term``'s letters, each once), on the diagonals
+    of the letters ``term`` repeats, zeros elsewhere: the gradient of an operand read as ``term``.
+
+    The dims of repeated letters are flattened and gathered, with one zero appended, by an index
+    table fixed at record time (as ``diag_embed`` does): an exact scatter, where a product with a
+    0/1 mask would turn an infinite entry into NaN off the diagonal, and whose own gradient (Gather's)
+    sums each diagonal back.
+    """
+    sizes = dict(zip(distinct, grad.shape))
+    repeated = [letter for letter in distinct if term.count(letter) > 1]
+    single = [letter for letter in distinct if term.count(letter) == 1]
+    moved = grad.permute([distinct.index(letter) for letter in single + repeated])
+    batch = tuple(moved.shape[: len(single)])
+    count = math.prod(sizes[letter] for letter in repeated)
+    flat = moved.reshape(batch + (count,))
+    padded = cat([flat, Tensor._zeros(batch + (1,), flat.dtype, flat.device)], len(batch))
+    # The axes of term holding a repeated letter, and each element of theirs: on every diagonal, the
+    # flat position of its letters' common indices in ``flat``; off one, ``count`` (the zero).
+    axes = [axis for axis, letter in enumerate(term) if letter in repeated]
+    indices = np.indices(tuple(sizes[term[axis]] for axis in axes)).reshape(len(axes), -1)
+    on_diagonals = np.ones(indices.shape[1], dtype=bool)
+    for letter in repeated:
+        rows = indices[[position for position, axis in enumerate(axes) if term[axis] == letter]]
+        on_diagonals &= (rows == rows[0]).all(axis=0)
+    first = [indices[[term[axis] for axis in axes].index(letter)] for letter in repeated]
+    flat_positions = np.ravel_multi_index(first, tuple(sizes[letter] for letter in repeated))
+    table = np.where(on_diagonals, flat_positions, count).astype(np.int64)
+    positions = Tensor._from_array(table, dtypes.int64, grad.device)
+    gathered = apply_op("Gather", (padded, positions), {"axis": len(batch)}, "EinsumBackward0")
+    placed = gathered.reshape(batch + tuple(sizes[term[axis]] for axis in axes))
+    # Dims now: the single letters (in term's order), then term's repeated axes; back to term's order.
+    order = [
+        single.index(letter) if letter in single else len(single) + axes.index(axis) for axis, letter in enumerate(term)
+    ]
+    return placed.permute(order)
 
 
 def einsum(equation: str, *operands) -> Tensor:

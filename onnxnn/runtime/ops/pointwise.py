@@ -31,6 +31,7 @@ from . import division as _division
 from . import reduce as _r
 from .opmath import float_operands, rounded, widened
 from .binary_search import binary_search, search_outcomes
+from .derivative_formulas import hypot_of, with_derivative_formula
 from .indexing import gather_within
 from .shape import cat, slice_axis
 from ..realization import host_data
@@ -273,12 +274,8 @@ def hypot(input: Tensor, other: Tensor) -> Tensor:
     inf that squaring gives), and +inf where either is infinite, even beside a NaN."""
     # In the float dtype first: abs of int8 -128 is -128 (PyTorch casts, then takes the magnitude).
     (x, y), result_dtype = float_operands([input, other], "hypot")
-    x, y = widened(x), widened(y)  # float16/bfloat16 in float32, rounded once
-    a, b = _e.abs(x), _e.abs(y)
-    larger = _e.maximum(a, b)
-    ratio = _division.div(_e.minimum(a, b), _e.where(_c.eq(larger, 0), 1.0, larger))
-    scaled = _e.mul(larger, _e.sqrt(_e.add(_e.mul(ratio, ratio), 1.0)))
-    return rounded(_e.where(_c.logical_or(_c.isinf(x), _c.isinf(y)), float("inf"), scaled), result_dtype)
+    # float16/bfloat16 in float32, rounded once; the gradient is PyTorch's formula (derivative_formulas.py).
+    return rounded(hypot_of(widened(x), widened(y)), result_dtype)
 
 
 def deg2rad(input: Tensor) -> Tensor:
@@ -621,11 +618,14 @@ def atan2(input: Tensor, other: Tensor) -> Tensor:
     # One float dtype first (pi in float32 beside a float64 operand would cost 1e-7 of the result),
     # each operand converted from its own dtype; float16/bfloat16 in float32, rounded once.
     (y, x), result_dtype = float_operands([input, other])
-    y, x = widened(y), widened(x)
+    operands = widened(y), widened(x)
+    # The value from the operands detached: its gradient is PyTorch's formula (derivative_formulas.py);
+    # the chain rule through atan(y / x) loses the second derivative's digits near the y axis.
+    y, x = operands[0].detach(), operands[1].detach()
     on_y_axis = _c.eq(x, 0)
-    # x == 0 is answered below, with the gradient: there ``base`` reads y times 0, without one (it
-    # serves only the origin, where the gradient is 0, as PyTorch's; a product keeps the sign of a
-    # zero, which onnxruntime's Where loses from its second input), and a safe divisor keeps NaN out.
+    # x == 0 is answered below: there ``base`` reads y times 0 (it serves only the origin; a product
+    # keeps the sign of a zero, which onnxruntime's Where loses from its second input), and a safe
+    # divisor keeps NaN out.
     off_axis = _c.ne(x, 0).to(y.dtype)
     base = atan(_division.div(_e.mul(y, off_axis), _e.where(on_y_axis, 1.0, x)))
     pi = Tensor._full((), math.pi, y.dtype, y.device)
@@ -633,7 +633,7 @@ def atan2(input: Tensor, other: Tensor) -> Tensor:
     shift = _e.where(signbit(y), _e.neg(pi), pi)
     quadrant = _e.where(signbit(x), _e.add(base, shift), base)
     # x == 0 and y != 0: the angle is +-pi/2 (at the origin the quadrants answer: +-0 or +-pi).
-    # ``- x / y`` is 0 there and carries the gradient, d/dx = -y / (x^2 + y^2) = -1 / y, d/dy = 0.
+    # ``- x / y`` is a zero there (it once carried the gradient; it still makes a NaN y's angle NaN).
     safe_y = _e.where(_c.eq(y, 0), 1.0, y)
     on_axis = _e.sub(_e.mul(_e.sign(y), math.pi / 2), _division.div(x, safe_y))
     angle = _e.where(_c.logical_and(on_y_axis, _c.ne(y, 0)), on_axis, quadrant)
@@ -641,8 +641,8 @@ def atan2(input: Tensor, other: Tensor) -> Tensor:
     diagonal = Tensor._full((), math.pi / 4, y.dtype, y.device)
     diagonal = _e.where(signbit(x), Tensor._full((), 3 * math.pi / 4, y.dtype, y.device), diagonal)
     diagonal = _e.where(signbit(y), _e.neg(diagonal), diagonal)
-    both_infinite = _c.logical_and(_c.isinf(x.detach()), _c.isinf(y.detach()))
-    return rounded(_e.where(both_infinite, diagonal, angle), result_dtype)
+    both_infinite = _c.logical_and(_c.isinf(x), _c.isinf(y))
+    return rounded(with_derivative_formula("Atan2", _e.where(both_infinite, diagonal, angle), operands), result_dtype)
 
 
 arctan2 = atan2
