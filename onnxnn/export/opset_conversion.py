@@ -5,7 +5,10 @@ has none to take ``Pad`` below opset 18 (18 added the optional ``axes`` input, 1
 mode) or ``Split`` below 18 (18 added ``num_outputs``). A ``Pad`` without ``axes`` and in another
 mode means the same at opset 11 through 21, as a ``Split`` given its sizes means the same from 13,
 so they are carried across unchanged: moved into a private domain for the conversion (the
-converter leaves other domains alone) and moved back after it.
+converter leaves other domains alone) and moved back after it. So is ``ConstantOfShape`` (every
+recurrent layer torch exports holds one), which has no adapter below opset 20: versions 20 and 21
+only added element types, so a value of a type opset 9 has means the same from 9 on. Any other op
+the converter has no adapter for is refused with a ValueError naming it and the opset.
 
 Ops newer than the target opset are written as the ops they are defined by (``LOWERINGS``):
 ``Gelu`` (opset 20) as ``0.5 x (1 + erf(x / sqrt(2)))`` or its tanh form, ``Mish`` (18) as
@@ -16,6 +19,7 @@ opset lacks is refused with the opset it needs.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -29,19 +33,56 @@ __all__ = ["convert_opset"]
 _CARRIED_DOMAIN = "ai.onnxnn.unchanged_across_opsets"
 
 
-def _unchanged_since(node: onnx.NodeProto) -> int | None:
-    """The oldest opset at which ``node`` (a node of opset 21) means what it means now, if known."""
-    if node.domain not in ("", "ai.onnx"):
-        return None
-    if node.op_type == "Split":
-        given_sizes = len(node.input) > 1 and node.input[1]
-        return 13 if given_sizes and not any(a.name == "num_outputs" for a in node.attribute) else None
-    if node.op_type != "Pad":
-        return None
+def _split_since(node: onnx.NodeProto) -> int | None:
+    given_sizes = len(node.input) > 1 and node.input[1]
+    return 13 if given_sizes and not any(a.name == "num_outputs" for a in node.attribute) else None
+
+
+def _pad_since(node: onnx.NodeProto) -> int | None:
     if len(node.input) > 3 and node.input[3]:
         return None  # axes: opset 18
     mode = next((attribute.s for attribute in node.attribute if attribute.name == "mode"), b"constant")
     return None if mode == b"wrap" else 11
+
+
+# The element types ConstantOfShape's value could have at opset 9 (20 added bfloat16, 21 more).
+_CONSTANT_OF_SHAPE_9_TYPES = frozenset(
+    {
+        onnx.TensorProto.FLOAT16,
+        onnx.TensorProto.FLOAT,
+        onnx.TensorProto.DOUBLE,
+        onnx.TensorProto.INT8,
+        onnx.TensorProto.INT16,
+        onnx.TensorProto.INT32,
+        onnx.TensorProto.INT64,
+        onnx.TensorProto.UINT8,
+        onnx.TensorProto.UINT16,
+        onnx.TensorProto.UINT32,
+        onnx.TensorProto.UINT64,
+        onnx.TensorProto.BOOL,
+    }
+)
+
+
+def _constant_of_shape_since(node: onnx.NodeProto) -> int | None:
+    value = next((attribute.t for attribute in node.attribute if attribute.name == "value"), None)
+    return 9 if value is None or value.data_type in _CONSTANT_OF_SHAPE_9_TYPES else None
+
+
+# op_type -> the oldest opset at which a node (of opset 21) means what it means now, or None.
+_UNCHANGED_SINCE: dict[str, Callable[[onnx.NodeProto], int | None]] = {
+    "Split": _split_since,
+    "Pad": _pad_since,
+    "ConstantOfShape": _constant_of_shape_since,
+}
+
+
+def _unchanged_since(node: onnx.NodeProto) -> int | None:
+    """The oldest opset at which ``node`` (a node of opset 21) means what it means now, if known."""
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    since = _UNCHANGED_SINCE.get(node.op_type)
+    return None if since is None else since(node)
 
 
 def _carried(node: onnx.NodeProto, opset: int) -> bool:
@@ -148,6 +189,26 @@ def _introduced(op_type: str) -> int:
 _INTRODUCED: dict[str, int] = {}
 
 
+# The converter's assertion for an op it has no adapter for (onnx 1.23): "No Adapter To Version $19
+# for ConstantOfShape", or "No Adapter From Version ..." in the other direction.
+_NO_ADAPTER = re.compile(r"No Adapter (?:To|From) Version \$?(\d+) for (\w+)")
+
+
+def _converted(convert: Callable, proto: onnx.ModelProto, opset: int) -> onnx.ModelProto:
+    """``convert(proto, opset)``, an op without an adapter refused with a ValueError naming it."""
+    try:
+        return convert(proto, opset)
+    except RuntimeError as error:
+        missing = _NO_ADAPTER.search(str(error))
+        if missing is None:
+            raise
+        raise ValueError(
+            f"to_onnx: the model uses {missing.group(2)}, which onnx's version converter cannot write at "
+            f"opset_version {opset} (it has no adapter to version {missing.group(1)}); export at the default "
+            "opset_version instead"
+        ) from None
+
+
 def convert_opset(proto: onnx.ModelProto, opset: int) -> onnx.ModelProto:
     """``proto`` converted to ``opset`` by onnx's converter, carrying across what it cannot adapt
     and writing ops newer than ``opset`` with older ones (``LOWERINGS``)."""
@@ -155,14 +216,14 @@ def convert_opset(proto: onnx.ModelProto, opset: int) -> onnx.ModelProto:
 
     proto = _lower(proto, opset)
     if not any(_carried(node, opset) for graph in graphs_within(proto.graph) for node in graph.node):
-        return version_converter.convert_version(proto, opset)
+        return _converted(version_converter.convert_version, proto, opset)
     shielded = onnx.ModelProto()
     shielded.CopyFrom(proto)
     for node in (node for graph in graphs_within(shielded.graph) for node in graph.node):
         if _carried(node, opset):
             node.domain = _CARRIED_DOMAIN
     shielded.opset_import.add(domain=_CARRIED_DOMAIN, version=1)
-    converted = version_converter.convert_version(shielded, opset)
+    converted = _converted(version_converter.convert_version, shielded, opset)
     for node in (node for graph in graphs_within(converted.graph) for node in graph.node):
         if node.domain == _CARRIED_DOMAIN:
             node.domain = ""

@@ -9,7 +9,6 @@ the model in onnxruntime alone (no training build needed), step for step as onnx
 
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 import onnx
@@ -149,14 +148,8 @@ def training_step_to_onnx(
     else:
         names = ["input", "target"] + [f"target_{i}" for i in range(1, len(batch) - 1)]
     names = names[: len(batch)]
-    if any(type(module).__name__.startswith("Dropout") and module.p > 0 for module in model.modules()):
-        warnings.warn(
-            "training_step_to_onnx: the model has Dropout; its mask is drawn once while recording and "
-            "is the same in every exported step",
-            UserWarning,
-            stacklevel=2,
-        )
-
+    # Dropout is recorded as ONNX Dropout nodes here (the trace runs under unbounded_depth): each run of
+    # the exported step draws its own masks, as each eager step does.
     named_parameters = dict(model.named_parameters())
     name_of_parameter = {id(p): name for name, p in named_parameters.items()}
     trained = [p for group in optimizer.param_groups for p in group["params"]]

@@ -19,6 +19,7 @@ from . import contrib  # noqa: F401  (registers onnxruntime's com.microsoft ops:
 from . import contrib_attention  # noqa: F401  (registers Attention, MultiHeadAttention, GroupQueryAttention, ...)
 from . import contrib_quantized  # noqa: F401  (registers QLinear*, DynamicQuantizeMatMul, MatMulNBits)
 from . import spectral  # noqa: F401  (registers the STFT importer)
+from . import float64_forms  # noqa: F401  (registers float64 forms of LSTM, GRU, Resize, InstanceNormalization, ...)
 from .loading import load_model
 
 __all__ = ["from_onnx", "GraphModule", "ModelMetadata"]

@@ -8,6 +8,7 @@ the initializers' names.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections import OrderedDict
 
@@ -23,7 +24,15 @@ from ..runtime.tensor import Tensor
 from .attributes import attribute_subgraphs
 from .importers import EMPTY_OPTIONAL, constant_tensor
 from .loading import DEFAULT_DOMAINS
-from .program import Scope, compile_graph, initializer_arrays, initializer_constant, run_program, value_type
+from .program import (
+    Scope,
+    compile_graph,
+    initializer_arrays,
+    initializer_constant,
+    run_program,
+    value_type,
+    with_converted_constants,
+)
 
 __all__ = ["GraphModule", "ModelMetadata"]
 
@@ -205,7 +214,7 @@ class GraphModule(Module):
             if key.startswith(prefix) and key[len(prefix) :] in self._attribute_of:
                 key = prefix + self._attribute_of[key[len(prefix) :]]
             translated[key] = value
-        first_missing, first_unexpected = len(missing_keys), len(unexpected_keys)
+        first_missing, first_unexpected, first_error = len(missing_keys), len(unexpected_keys), len(error_msgs)
         super()._load_from_state_dict(
             translated, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
         )
@@ -213,6 +222,18 @@ class GraphModule(Module):
             for position in range(start, len(keys)):
                 name = keys[position][len(prefix) :]
                 keys[position] = prefix + self._renamed.get(name, name)
+        for position in range(first_error, len(error_msgs)):
+            error_msgs[position] = self._with_onnx_names(error_msgs[position], prefix)
+
+    # How Module's load errors name a key (size mismatch, a value that is not a tensor).
+    _KEY_FORMS = ("size mismatch for {}:", 'parameter named "{}"')
+
+    def _with_onnx_names(self, message: str, prefix: str) -> str:
+        """``message`` naming the state_dict keys (ONNX names) where it names sanitized attributes."""
+        for attribute, name in self._renamed.items():
+            for form in self._KEY_FORMS:
+                message = message.replace(form.format(prefix + attribute), form.format(prefix + name))
+        return message
 
     def _apply(self, fn, recurse: bool = True):
         # Conversions (to, double, cuda, ...) reach the graph's own constants too, and a float
@@ -222,6 +243,11 @@ class GraphModule(Module):
             self._constants = {name: fn(value) for name, value in self._constants.items()}
             as32 = fn(constant_tensor(np.zeros((), np.float32)))
             as64 = fn(constant_tensor(np.zeros((), np.float64)))
+            targets = {
+                source: fn(constant_tensor(np.zeros((), source.numpy_dtype))).dtype
+                for source in (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
+            }
+            self._program = with_converted_constants(self._program, fn, functools.partial(_converted, targets))
         if not (as32.dtype is dtypes.float32 and as64.dtype is dtypes.float64):
             self._float_dtype = None if as32.dtype is dtypes.float32 else as32.dtype
         return self
@@ -333,6 +359,13 @@ class GraphModule(Module):
             None if value is EMPTY_OPTIONAL else value for value in run_program(self._program, scope, self.training)
         ]
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def _converted(targets: dict, array: np.ndarray) -> np.ndarray:
+    """``array`` in the float dtype a conversion maps its own to (``targets``); others as they are."""
+    source = dtypes.as_dtype(array.dtype)
+    target = targets.get(source, source)
+    return array if target is source else np.asarray(array, dtype=target.numpy_dtype)
 
 
 _PLAIN_MODULE = Module()

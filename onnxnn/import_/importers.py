@@ -210,6 +210,10 @@ def Dropout(call: NodeCall, data, ratio=None, training_mode=None, *, seed=None):
         if call.num_outputs > 1:
             mask = constant_tensor(np.ones(tuple(data.shape), dtype=np.bool_))
         return (data, mask)
+    if MODE.grad.unbounded_depth and probability < 1.0:
+        # An export trace: a mask drawn now would be written into the file as a constant, the same on
+        # every run; the node itself draws a new one on each (onnxruntime's ratio is below 1).
+        return _exported_dropout(call, data, probability, seed)
     generator = None if seed is None else Generator().manual_seed(int(seed))
     keep = bernoulli(tuple(data.shape), 1.0 - probability, generator)
     scale = 1.0 / (1.0 - probability) if probability < 1.0 else 0.0
@@ -217,6 +221,15 @@ def Dropout(call: NodeCall, data, ratio=None, training_mode=None, *, seed=None):
     noise = constant_tensor(np.asarray(keep.astype(numpy_dtype) * numpy_dtype.type(scale), order="C"), data.dtype)
     mask = constant_tensor(np.asarray(keep, order="C")) if call.num_outputs > 1 else None
     return (apply_op("Mul", (data, noise)), mask)
+
+
+def _exported_dropout(call: NodeCall, data, probability: float, seed) -> tuple:
+    """The training-mode ``Dropout`` node as recorded while ``to_onnx`` traces, its seed kept."""
+    ratio_dtype = np.float64 if data.dtype is dtypes.float64 else np.float32
+    inputs = (data, constant_tensor(np.asarray(probability, ratio_dtype)), constant_tensor(np.asarray(True)))
+    attrs = None if seed is None else {"seed": int(seed)}
+    outputs = apply_op("Dropout", inputs, attrs, num_outputs=max(call.num_outputs, 1))
+    return outputs if isinstance(outputs, tuple) else (outputs, None)
 
 
 @importers.register("BatchNormalization")

@@ -20,7 +20,7 @@ modules beside it) <- ``program`` <- ``graph_module``.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import onnx
@@ -48,6 +48,7 @@ __all__ = [
     "initializer_constant",
     "value_type",
     "is_implemented",
+    "with_converted_constants",
     "FunctionBody",
 ]
 
@@ -295,6 +296,68 @@ def compiled_attributes(attrs: dict) -> dict:
     except TypeError:
         return attrs
     return frozen
+
+
+# The attributes of a node that hold a constant the node computes with, by (domain, op_type): a
+# module's dtype conversion (``.double()``) converts them as it converts the parameters, or a float64
+# graph would combine them with float32 constants (which onnxruntime refuses).
+_CONSTANT_ATTRIBUTES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("", "Constant"): ("value", "sparse_value"),
+    ("", "ConstantOfShape"): ("value",),
+}
+# Constant's list and scalar forms, read as the float32 tensor they mean so that they convert too.
+_FLOAT32_FORMS = ("value_float", "value_floats")
+
+
+def _converted_attributes(step: Step, convert_array: Callable[[np.ndarray], np.ndarray]) -> dict:
+    attrs = dict(step.attrs)
+    if step.domain == "" and step.op_type == "Constant":
+        for form in _FLOAT32_FORMS:
+            if attrs.get(form) is not None:
+                attrs["value"] = np.array(attrs.pop(form), dtype=np.float32)
+    for name in _CONSTANT_ATTRIBUTES.get((step.domain, step.op_type), ()):
+        if isinstance(attrs.get(name), np.ndarray):
+            attrs[name] = convert_array(attrs[name])
+    return attrs
+
+
+def with_converted_constants(
+    program: Program, convert_tensor: Callable[[Tensor], Tensor], convert_array: Callable[[np.ndarray], np.ndarray]
+) -> Program:
+    """A copy of ``program`` whose constants are converted: the constant attributes of its nodes
+    by ``convert_array``, its subgraphs' initializers by ``convert_tensor``, subgraphs included.
+
+    The module's conversions (``.double()``, ``.to(dtype)``) apply it: the constants a graph holds
+    in its nodes are part of what it computes with, as its parameters are.
+    """
+
+    def converted_subgraphs(value):
+        if isinstance(value, Program):
+            return with_converted_constants(value, convert_tensor, convert_array)
+        if isinstance(value, list) and value and isinstance(value[0], Program):
+            return [with_converted_constants(item, convert_tensor, convert_array) for item in value]
+        return value
+
+    steps = []
+    for step in program.steps:
+        attrs = {name: converted_subgraphs(value) for name, value in _converted_attributes(step, convert_array).items()}
+        if step.importer is None and attrs:
+            attrs = compiled_attributes(attrs)  # as compile_graph freezes a recorded node's attributes
+        steps.append(
+            Step(
+                step.op_type,
+                step.domain,
+                step.inputs,
+                step.outputs,
+                attrs,
+                step.importer,
+                step.name,
+                step.num_outputs,
+                step.model_opset,
+            )
+        )
+    constants = {name: convert_tensor(value) for name, value in program.constants.items()}
+    return Program(steps, program.input_names, program.output_names, program.output_types, constants)
 
 
 def initializer_arrays(graph: onnx.GraphProto) -> list[tuple[str, np.ndarray]]:

@@ -3,20 +3,25 @@
 onnx's converter has no adapter taking ``Pad`` or ``Split`` below opset 18; a ``Pad`` without
 ``axes`` means the same from opset 11 on, a ``Split`` given its sizes from 13, so models with them
 export at every opset onnxnn supports. Ops newer than the opset (Gelu, Mish) are written as their
-definitions; others are refused naming the opset they need.
+definitions; others are refused naming the opset they need. ``ConstantOfShape`` (no adapter below
+opset 20, which only added element types) is carried across too; an op the converter cannot adapt
+is refused naming it and the opset.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import onnxruntime
 import pytest
+from onnx import TensorProto, helper
 
 import onnxnn
 import onnxnn.nn.functional as F
 from onnxnn import nn
 from onnxnn.export import to_onnx, training_step_to_onnx
 from onnxnn.export.onnx_export import MIN_OPSET_VERSION
+from onnxnn.import_ import from_onnx
 from onnxnn.ir.plan import OPSET_VERSION
 
 
@@ -109,3 +114,56 @@ def test_an_op_the_opset_lacks_and_nothing_defines_is_refused_naming_the_opset_i
     model = _Activation(lambda x: x & 7)
     with pytest.raises(ValueError, match="BitwiseAnd, which needs opset_version 18 or newer"):
         to_onnx(model, onnxnn.arange(6), opset_version=17)
+
+
+def _zeros_of_the_batch_model() -> onnx.ModelProto:
+    """``x + torch.zeros(x.shape[0], 3)`` as torch.onnx.export writes it (every LSTM's, GRU's and
+    TransformerEncoderLayer's initial state is such a ConstantOfShape)."""
+
+    def constant(name: str, dims: list, values: list) -> onnx.NodeProto:
+        return helper.make_node("Constant", [], [name], value=helper.make_tensor(name, TensorProto.INT64, dims, values))
+
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        constant("first", [], [0]),
+        helper.make_node("Gather", ["shape", "first"], ["batch"], axis=0),
+        constant("zero", [1], [0]),
+        helper.make_node("Unsqueeze", ["batch", "zero"], ["batch_1d"]),
+        constant("three", [1], [3]),
+        helper.make_node("Concat", ["batch_1d", "three"], ["zeros_shape"], axis=0),
+        helper.make_node(
+            "ConstantOfShape",
+            ["zeros_shape"],
+            ["zeros"],
+            value=helper.make_tensor("value", TensorProto.FLOAT, [1], [0.0]),
+        ),
+        helper.make_node("Add", ["x", "zeros"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "zeros_of_the_batch",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 3])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("opset", range(MIN_OPSET_VERSION, OPSET_VERSION + 1))
+def test_constant_of_shape_is_carried_to_every_opset(opset):
+    # ConstantOfShape has no adapter below opset 20; a float value means the same from opset 9 on.
+    model = from_onnx(_zeros_of_the_batch_model()).eval()
+    proto = to_onnx(model, onnxnn.randn(2, 3), input_names=["x"], opset_version=opset)
+    assert {(entry.domain, entry.version) for entry in proto.opset_import} == {("", opset)}
+    assert "ConstantOfShape" in [node.op_type for node in proto.graph.node]
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    np.testing.assert_array_equal(session.run(None, {"x": x})[0], x)  # x + 0 is x exactly
+
+
+def test_an_op_without_an_adapter_is_refused_naming_it_and_the_opset():
+    # GridSample-20 renamed its modes and took N-D grids; onnx's converter cannot take it lower.
+    model = _Activation(lambda x: F.grid_sample(x, x.permute(0, 2, 3, 1)[..., :2].tanh(), align_corners=False))
+    with pytest.raises(
+        ValueError, match="uses GridSample, which onnx's version converter cannot write at opset_version 19"
+    ):
+        to_onnx(model.eval(), onnxnn.randn(1, 2, 3, 3), opset_version=19)

@@ -4,15 +4,20 @@ A BatchNormalization with ``training_mode=1`` normalizes by the batch, as the fi
 module modes (onnxruntime computes the same); in ``train()`` the module's running statistics (the
 initializers only the node reads, buffers after import) move by ONNX's rule, as PyTorch's layer
 moves its buffers. Expected values are numpy formulas of ONNX's definition.
+
+A Dropout with ``training_mode=True`` exported back by ``to_onnx`` stays a Dropout node, so each run
+of the written file draws a new mask as the original file does.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import onnxruntime
 import pytest
 from onnx import TensorProto, helper
 
 import onnxnn
+from onnxnn.export import to_onnx
 from onnxnn.import_ import from_onnx
 
 FLOAT = TensorProto.FLOAT
@@ -87,3 +92,46 @@ def test_eval_mode_normalizes_by_the_batch_and_leaves_the_running_statistics():
     np.testing.assert_allclose(y, expected(x.astype(np.float64))[0], rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(module.running_mean.numpy(), np.float32(RUNNING_MEAN))
     np.testing.assert_array_equal(module.running_var.numpy(), np.float32(RUNNING_VAR))
+
+
+DROPOUT_RATIO = 0.25
+
+
+def training_dropout(graph_outputs: int):
+    """``Dropout(x, ratio, training_mode=True)`` as torch.onnx.export writes it in training mode."""
+    node = helper.make_node("Dropout", ["x", "ratio", "training_mode"], ["y", "mask"][:graph_outputs])
+    graph = helper.make_graph(
+        [node],
+        "dropout",
+        [helper.make_tensor_value_info("x", FLOAT, ["n", 40])],
+        [
+            helper.make_tensor_value_info("y", FLOAT, ["n", 40]),
+            helper.make_tensor_value_info("mask", TensorProto.BOOL, ["n", 40]),
+        ][:graph_outputs],
+        [
+            helper.make_tensor("ratio", FLOAT, [], [DROPOUT_RATIO]),
+            helper.make_tensor("training_mode", TensorProto.BOOL, [], [True]),
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("graph_outputs", [1, 2])
+def test_training_dropout_exported_back_draws_a_new_mask_on_every_run(graph_outputs):
+    module = from_onnx(training_dropout(graph_outputs)).eval()
+    x = np.random.default_rng(2).uniform(0.5, 2.0, (30, 40)).astype(np.float32)
+    proto = to_onnx(module, (onnxnn.tensor(x),), input_names=["x"], dynamic_axes={"x": {0: "n"}})
+    assert [node.op_type for node in proto.graph.node] == ["Dropout"]
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    masks = []
+    for _ in range(2):
+        results = session.run(None, {"x": x})
+        y = results[0]
+        kept = y != 0
+        # Kept elements are x / (1 - ratio): one float32 division, so within one rounding.
+        np.testing.assert_allclose(y[kept], x[kept] / np.float32(1 - DROPOUT_RATIO), rtol=2.0**-24, atol=0)
+        if graph_outputs == 2:
+            np.testing.assert_array_equal(results[1], kept)
+        masks.append(kept)
+    # 1200 independent draws: equal masks on two runs have probability 0.625 ** 1200.
+    assert not np.array_equal(masks[0], masks[1])

@@ -13,12 +13,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import onnx
+import onnxruntime
 import pytest
 from gradcheck import check_gradients
 
 import onnxnn
 import onnxnn.nn.functional as F
 from onnxnn import nn
+from onnxnn.export import to_onnx
 
 from .layer_checks import EXECUTORS, exported_output, float32_atol
 
@@ -105,6 +108,66 @@ def test_eval_mode_is_the_identity_and_exports_as_such(name, function, module_cl
     np.testing.assert_allclose(
         exported_output(nn.Sequential(module, nn.Tanh()), x), np.tanh(x.numpy()), rtol=0, atol=float32_atol(np.ones(1))
     )
+
+
+def _check_masked_output(name, x, out, p, channel_wise, alpha):
+    """``out`` is ``x`` masked by the variant's formula; returns the mask's draws (one per channel
+    for the channel-wise variants), after checking that the drop rate is ``p`` within 5 binomial
+    standard deviations."""
+    kept = _read_mask(x, out, p, alpha)
+    if channel_wise:
+        per_channel = (
+            kept.reshape((x.shape[0], -1)) if name.endswith("unbatched") else kept.reshape(x.shape[:2] + (-1,))
+        )
+        assert np.all(per_channel.all(-1) | ~per_channel.any(-1)), "whole channels are kept or dropped"
+        draws = per_channel[..., 0]
+    else:
+        draws = kept
+    n = draws.size
+    assert abs((~draws).sum() - p * n) <= 5 * math.sqrt(n * p * (1 - p))
+    return draws
+
+
+EXPORTED_VARIANTS = [("dropout", F.dropout, nn.Dropout, (60, 20), False, False)] + VARIANTS
+
+
+@pytest.mark.parametrize(
+    "name, function, module_class, shape, channel_wise, alpha", EXPORTED_VARIANTS, ids=[v[0] for v in EXPORTED_VARIANTS]
+)
+def test_training_export_draws_a_new_mask_on_every_run(name, function, module_class, shape, channel_wise, alpha):
+    # PyTorch writes dropout in a training export as ONNX Dropout(training_mode=True), which draws a
+    # new mask on each run; a mask drawn while tracing would drop the same elements every time.
+    p = 0.3
+    proto = to_onnx(
+        module_class(p),
+        (onnxnn.tensor(_positive(shape)),),
+        input_names=["x"],
+        dynamic_axes={"x": {0: "n"}},
+        training=True,
+    )
+    onnx.checker.check_model(proto, full_check=True)
+    assert "Dropout" in [node.op_type for node in proto.graph.node]
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = _positive((shape[0] + 3,) + shape[1:])  # another size of the dynamic axis
+    first, second = (
+        _check_masked_output(name, x, session.run(None, {"x": x})[0], p, channel_wise, alpha) for _ in range(2)
+    )
+    # Hundreds of independent draws: equal masks on two runs have probability below 0.58 ** 600.
+    assert not np.array_equal(first, second)
+
+
+def test_a_training_export_keeps_dropout_between_layers():
+    # onnxruntime's optimizers remove a Dropout whose mask output nothing reads (training mode or
+    # not): a dropout between two layers must still drop, so two runs of the file differ.
+    onnxnn.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 256), nn.Dropout(0.5), nn.Linear(256, 4))
+    proto = to_onnx(model, (onnxnn.randn(2, 8),), input_names=["x"], training=True)
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = np.ones((2, 8), np.float32)
+    first, second = (session.run(None, {"x": x})[0] for _ in range(2))
+    with onnxnn.no_grad():
+        undropped = model.eval()(onnxnn.from_numpy(x)).numpy()
+    assert not np.array_equal(first, second) and not np.array_equal(first, undropped)
 
 
 @pytest.mark.parametrize("name, function, module_class, shape, channel_wise, alpha", VARIANTS, ids=IDS)

@@ -28,7 +28,12 @@ from onnxnn import nn
 
 RNG = np.random.default_rng(31)
 # onnxruntime's CPU provider runs Resize in float32 (and integer types), not float64.
-EXECUTOR_DTYPES = [("onnxruntime", onnxnn.float32), ("kernels", onnxnn.float32), ("kernels", onnxnn.float64)]
+EXECUTOR_DTYPES = [
+    ("onnxruntime", onnxnn.float32),
+    ("kernels", onnxnn.float32),
+    ("kernels", onnxnn.float64),
+    ("onnxruntime", onnxnn.float64),  # no float64 Resize there: written as gathered taps
+]
 
 
 # ---------------------------------------------------------------- numpy reference

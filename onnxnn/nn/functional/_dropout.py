@@ -1,7 +1,12 @@
 """Dropout: elementwise, channel-wise (dropout1d/2d/3d) and SELU's alpha dropout, masks from onnxnn's generator.
 
-The masks enter the graph as data, so a changing mask never changes the compiled graph. The
-alpha variants follow ATen's formula: with ``a = 1 / sqrt((alpha^2 p + 1)(1 - p))`` and SELU's
+The masks enter the graph as data, so a changing mask never changes the compiled graph. While
+``to_onnx`` traces a model (``MODE.grad.unbounded_depth``), a mask drawn now would be written into
+the file as a constant and every run of the file would drop the same elements; there dropout is
+recorded as ONNX's ``Dropout`` node with ``training_mode`` true, which draws a new mask on each run,
+as PyTorch's exporter writes it.
+
+The alpha variants follow ATen's formula: with ``a = 1 / sqrt((alpha^2 p + 1)(1 - p))`` and SELU's
 ``alpha``, kept elements become ``a * x + alpha * a * p`` and dropped ones ``alpha * a * (p - 1)``,
 which keeps a SELU network's zero mean and unit variance.
 """
@@ -14,10 +19,11 @@ import warnings
 import numpy as np
 
 from ...ir import dtypes
+from ...ir.mode import MODE
 from ...runtime import ops as _ops
 from ...ir import random as _random
 from ...runtime.internal import apply_in_place, constant_tensor
-from ...runtime.tensor import Tensor
+from ...runtime.tensor import Tensor, apply_op
 
 __all__ = ["dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"]
 
@@ -39,6 +45,36 @@ def _apply(input: Tensor, inplace: bool, function) -> Tensor:
     return function(input)
 
 
+def _dropout_node(input: Tensor, p: float, num_outputs: int):
+    """ONNX ``Dropout(input, ratio=p, training_mode=True)``: ``(output,)`` or ``(output, mask)``.
+
+    The ratio is float64 for a float64 input (scale ``1 / (1 - p)`` as eager dropout computes it) and
+    float32 otherwise (onnxruntime's kernels take ``ratio`` in float32, float64 or float16 only).
+    """
+    ratio_dtype = np.float64 if input.dtype is dtypes.float64 else np.float32
+    ratio = constant_tensor(np.asarray(p, dtype=ratio_dtype))
+    training_mode = constant_tensor(np.asarray(True))
+    outputs = apply_op("Dropout", (input, ratio, training_mode), num_outputs=num_outputs)
+    return outputs if isinstance(outputs, tuple) else (outputs,)
+
+
+def _exported(input: Tensor, p: float, feature: bool, alpha: bool) -> Tensor:
+    """Dropout as a file draws it: the ``Dropout`` node's mask (kept out of autograd), drawn over one
+    element per channel for the channel variants (a slice of the input, so a dynamic batch axis stays
+    dynamic), scales the input. Even plain dropout reads the mask rather than the node's output:
+    onnxruntime's optimizers remove a Dropout whose mask nothing reads, training mode or not, and
+    the file would then drop nothing."""
+    source = input.detach()
+    if feature:
+        source = source[(slice(None), slice(None)) + (slice(0, 1),) * (input.dim() - 2)]
+    keep = _dropout_node(source, p, 2)[1].to(input.dtype)
+    if not alpha:
+        return input * keep * (1.0 / (1.0 - p))
+    a = 1.0 / math.sqrt((_SELU_NEGATIVE_SATURATION**2 * p + 1) * (1 - p))
+    shift = (keep - 1.0) * (_SELU_NEGATIVE_SATURATION * a) + _SELU_NEGATIVE_SATURATION * a * p
+    return input * (keep * a) + shift
+
+
 def _masked(input: Tensor, p: float, training: bool, inplace: bool, feature: bool, alpha: bool) -> Tensor:
     """ATen's _dropout_impl: the identity when not training, zeros at ``p == 1``, else the masked input."""
     if not training or p == 0.0 or input.numel() == 0:
@@ -51,6 +87,8 @@ def _masked(input: Tensor, p: float, training: bool, inplace: bool, feature: boo
         raise RuntimeError(
             f"result type Float can't be cast to the desired output type {dtypes.scalar_type_name(input.dtype)}"
         )
+    if MODE.grad.unbounded_depth:
+        return _apply(input, inplace, lambda x: _exported(x, p, feature, alpha))
     noise_shape = tuple(input.shape[:2]) + (1,) * (input.dim() - 2) if feature else tuple(input.shape)
     keep = _random.bernoulli(noise_shape, 1.0 - p).astype(np.float64)
     if not alpha:

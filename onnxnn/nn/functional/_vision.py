@@ -32,6 +32,8 @@ dimensions works and no rule beyond the existing ones is needed.
 
 from __future__ import annotations
 
+from ...runtime.ops import resample as _resample
+
 import math
 from typing import Any, Sequence
 
@@ -181,7 +183,7 @@ def interpolate(
         "bicubic": "UpsampleBicubic2D",
         "trilinear": "UpsampleTrilinear3D",
     }[mode]
-    return apply_op("Resize", inputs, attrs, backward + "Backward0")
+    return _resample.resize(inputs[0], inputs[1:], attrs, backward + "Backward0")
 
 
 def _float32_scale(in_size: int, out_size: int, factor: float, mode: str) -> float:
@@ -222,7 +224,7 @@ def _nearest(input: Tensor, output_size: list, scales: list | None, mode: str) -
             attrs = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
         empty = static_constant([], dtypes.float32)
         sizes = int64_constant(list(input.shape[:2]) + list(output_size))
-        return apply_op("Resize", (input, empty, empty, sizes), attrs, name)
+        return _resample.resize(input, (empty, empty, sizes), attrs, name)
     # PyTorch's general kernel computes a float64 input's source indices in double; its 2-D kernel for
     # outputs of at most 128 rows and columns together (the channels-last one) computes them in float.
     double = input.dtype is dtypes.float64 and (len(output_size) != 2 or sum(output_size) > 128)

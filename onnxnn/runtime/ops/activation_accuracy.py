@@ -27,7 +27,8 @@ bfloat16 are computed in float32 and rounded once.
 onnxnn's kernels compute them the same way (kernels/elementwise.py); float64 Elu, Selu, Celu and the
 hard ones take decompositions (nn/functional/_activation.py). Exports keep the standard nodes, as
 ``torch.onnx.export`` writes them: a model served by plain onnxruntime gets its formulas
-(docs/differences.md).
+(docs/differences.md). A float64 HardSigmoid or HardSwish node (an imported model's) is written in
+these forms in sessions and exports alike, since onnxruntime has no float64 kernel for them.
 """
 
 from __future__ import annotations
@@ -36,7 +37,12 @@ import numpy as np
 from onnx import helper, numpy_helper
 
 from ...ir import dtypes
-from ...ir.registry import session_lowerings, size_blind_session_lowerings
+from ...ir.registry import (
+    decompositions,
+    session_lowerings,
+    size_blind_session_lowerings,
+    value_blind_decompositions,
+)
 from .nn_ops import is_pytorchs_hard_sigmoid
 from .opmath import REDUCED_FLOATS
 
@@ -154,19 +160,37 @@ def _clamped_shift(build: _Builder, x: str) -> str:
     return build.op("Clip", build.op("Add", x, build.constant(3.0)), build.constant(0.0), build.constant(6.0))
 
 
-@session_lowerings.register("HardSigmoid")
-@_lowering
 def _hard_sigmoid(build, x, attrs):
     if not is_pytorchs_hard_sigmoid(attrs):
         return None
     return build.op("Div", _clamped_shift(build, x), build.constant(6.0))
 
 
-@session_lowerings.register("HardSwish")
-@_lowering
 def _hard_swish(build, x, attrs):
     # x times hardsigmoid's value (PyTorch: x * clamp / 6, which overflows from 5.7e37): one rounding more.
     return build.op("Mul", x, build.op("Div", _clamped_shift(build, x), build.constant(6.0)))
+
+
+def _any_hard_sigmoid(build, x, attrs):
+    """PyTorch's form for its attributes, else ONNX's ``clamp(alpha x + beta, 0, 1)``."""
+    pytorchs = _hard_sigmoid(build, x, attrs)
+    if pytorchs is not None:
+        return pytorchs
+    alpha, beta = float(attrs.get("alpha", 0.2)), float(attrs.get("beta", 0.5))
+    shifted = build.op("Add", build.op("Mul", x, build.constant(alpha)), build.constant(beta))
+    return build.op("Clip", shifted, build.constant(0.0), build.constant(1.0))
+
+
+session_lowerings.register("HardSigmoid")(_lowering(_hard_sigmoid))
+session_lowerings.register("HardSwish")(_lowering(_hard_swish))
+# onnxruntime has no float64 HardSigmoid or HardSwish kernel (1.31): a float64 node (an imported
+# model's; onnxnn's own float64 hardsigmoid records these forms itself) is written in them, in
+# sessions and exports. The gradient stays the node's rule (the attribute's alpha, as PyTorch's
+# float32 one sixth), and onnxnn's kernels run the node.
+_FLOAT64_ONLY = {dtypes.float64: dtypes.float64}
+decompositions.register("HardSigmoid")(_lowering(_any_hard_sigmoid, _FLOAT64_ONLY))
+decompositions.register("HardSwish")(_lowering(_hard_swish, _FLOAT64_ONLY))
+value_blind_decompositions.mark("HardSigmoid", "HardSwish")
 
 
 for _op_type in ("Sigmoid", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish"):

@@ -32,7 +32,7 @@ from .padding import pad_constant
 from .training import int64_initializers, node_emitter
 from ..realization import data_of
 
-__all__ = ["layer_norm", "group_norm", "instance_norm", "local_response_norm"]
+__all__ = ["layer_norm", "group_norm", "instance_norm", "instance_normalization", "local_response_norm"]
 
 
 def check_running_statistics_without_grad(running_mean: Tensor | None, running_var: Tensor | None) -> None:
@@ -484,6 +484,22 @@ def group_norm(
     return result.squeeze(-1) if input.dim() == 2 else result
 
 
+def instance_normalization(input: Tensor, scale: Tensor | None, bias: Tensor | None, epsilon: float) -> Tensor:
+    """ONNX ``InstanceNormalization`` of ``(N, C, *spatial)`` (``scale``, ``bias``: ``(C,)``, None for
+    1 and 0): the node, or for float64, which onnxruntime's kernel lacks, the same formula in
+    reductions (``instance_norm``'s, and an imported node's)."""
+    rank = input.dim()
+    if input.dtype is dtypes.float64:
+        result = _standardized(input, list(range(2, rank)), epsilon)[0]
+        if scale is not None:
+            result = result * _per_channel(scale, rank)
+        return result + _per_channel(bias, rank) if bias is not None else result
+    channels = input.shape[1]
+    scale = scale if scale is not None else _constant_like(input, (channels,), 1.0)
+    bias = bias if bias is not None else _constant_like(input, (channels,), 0.0)
+    return apply_op("InstanceNormalization", (input, scale, bias), {"epsilon": epsilon})
+
+
 def instance_norm(
     input: Tensor,
     running_mean: Tensor | None = None,
@@ -529,17 +545,7 @@ def instance_norm(
         if weight is not None:
             result = result * _per_channel(weight, rank)
         return result + _per_channel(bias, rank) if bias is not None else result
-    if input.dtype is dtypes.float64:
-        # onnxruntime has no float64 InstanceNormalization kernel: the same formula in reductions.
-        result = _standardized(input, list(range(2, rank)), float(eps))[0]
-        if weight is not None:
-            result = result * _per_channel(weight, rank)
-        if bias is not None:
-            result = result + _per_channel(bias, rank)
-    else:
-        scale = weight if weight is not None else _constant_like(input, (channels,), 1.0)
-        shift = bias if bias is not None else _constant_like(input, (channels,), 0.0)
-        result = apply_op("InstanceNormalization", (input, scale, shift), {"epsilon": float(eps)})
+    result = instance_normalization(input, weight, bias, float(eps))
     if running_mean is not None or running_var is not None:
         axes = list(range(2, rank))
         count = int(np.prod(input.shape[2:]))

@@ -6,6 +6,9 @@ run), on the node's inputs, and returns that graph's vector-Jacobian product (``
 Sequence lengths are static (the recorded input shape); ``sequence_lens`` is data and enters only
 through masks. The outputs' shapes come from ONNX shape inference, so no shape rule is needed.
 
+``unrolled_recurrence`` records a node's forward the same way, for nodes onnxruntime cannot run
+(float64: its recurrent kernels are float32 only).
+
 With ``create_graph`` the recomputation hangs off the inputs' own history, so second derivatives
 flow through it like through any other recorded op.
 """
@@ -19,7 +22,7 @@ from .elementwise import where
 from .recomputation import gradient_by_recomputation
 from .shape import stack
 
-__all__: list[str] = []
+__all__ = ["unrolled_recurrence"]
 
 _SEQUENCE_LENS = 4
 
@@ -60,6 +63,12 @@ class _TensorBackend:
 
     def zeros(self, shape, like):
         return Tensor._zeros((), like.dtype, like.device).expand(tuple(shape))
+
+
+def unrolled_recurrence(op_type: str, inputs: list, attrs: dict, num_outputs: int) -> list:
+    """An ONNX ``RNN``/``GRU``/``LSTM`` node's first ``num_outputs`` outputs (Y, Y_h, Y_c), recorded
+    as its unrolled steps of standard ops (``inputs``: the node's, None for omitted ones)."""
+    return unroll(_TensorBackend(), op_type, list(inputs), attrs, num_outputs)
 
 
 def _recurrent_grad(ctx, *grads):

@@ -13,6 +13,11 @@ kernels executor); ``linear``/``cubic`` take taps around ``ceil(x) - 1`` (Keys' 
 outside dropped with ``exclude_outside``, indices clamped to the edges. ``runtime`` does not import
 ``kernels`` (DESIGN.md's layering), so the taps are written a second time here; the
 finite-difference tests check them against both executors' forwards.
+
+onnxruntime has no float64 Resize kernel (1.31), so ``resize`` records a float64 Resize in the same
+terms: along each resized axis, each output is its taps (the matrix row's nonzero entries) gathered
+and weighted, so only the taps of an output enter it, as in the kernel (a NaN or infinity elsewhere
+in the row stays out).
 """
 
 from __future__ import annotations
@@ -21,10 +26,15 @@ import math
 
 import numpy as np
 
+from ...ir import dtypes
 from ...ir.registry import gradient_rules, shape_rules
 from ...ir.resize_geometry import nearest_indices, source_coordinates
-from ._common import Tensor
+from ._common import Tensor, apply_op
+from .elementwise import where
+from .indexing import index_select
 from .shape import _constant_list
+
+__all__ = ["resize"]
 
 
 def _text(value, default: str) -> str:
@@ -130,3 +140,45 @@ def _resize_grad(ctx, g):
         inverse = np.argsort(order).tolist()
         g = (g.permute(*order) @ constant).permute(*inverse)
     return (g,) + (None,) * (ctx.num_inputs - 1)
+
+
+def _gathered_taps(x: Tensor, axis: int, matrix: np.ndarray) -> Tensor:
+    """``x`` resampled along ``axis`` by ``matrix`` (``(output, input)``), tap slot by tap slot."""
+    taps = [np.flatnonzero(row) for row in matrix]
+    along = [1] * x.dim()
+    along[axis] = matrix.shape[0]
+    result = None
+    for slot in range(max(1, max(len(row) for row in taps))):
+        present = np.array([slot < len(row) for row in taps])
+        indices = np.array([row[slot] if slot < len(row) else 0 for row in taps], dtype=np.int64)
+        weights = np.array([matrix[i, index] if present[i] else 0.0 for i, index in enumerate(indices)])
+        term = index_select(x, axis, Tensor._from_array(indices, dtypes.int64, x.device))
+        if not np.all(weights == 1.0):
+            term = term * Tensor._from_array(weights.reshape(along).astype(x.dtype.numpy_dtype), x.dtype, x.device)
+        if not present.all():
+            term = where(Tensor._from_array(present.reshape(along), dtypes.bool, x.device), term, 0.0)
+        result = term if result is None else result + term
+    assert result is not None  # at least one slot
+    return result
+
+
+def resize(input: Tensor, inputs: tuple, attrs: dict, name: str | None = None) -> Tensor:
+    """ONNX ``Resize(input, *inputs)``: the node (``name``: its ``grad_fn``'s), or for float64 (no
+    onnxruntime kernel) the same interpolation written as gathered and weighted taps along each
+    resized axis.
+
+    ``tf_crop_and_resize`` keeps the node (its ``roi`` picks the source window at run time).
+    """
+    transform = _text(attrs.get("coordinate_transformation_mode"), "half_pixel")
+    if input.dtype is not dtypes.float64 or transform == "tf_crop_and_resize":
+        return apply_op("Resize", (input,) + tuple(inputs), attrs, name)
+    # The inputs may be Tensors (an imported node's) or constant Values (F.interpolate's).
+    values = [item._value if isinstance(item, Tensor) else item for item in (input,) + tuple(inputs)]
+    scales, sizes, resized = _geometry(tuple(input.shape), values, attrs)
+    result = input
+    for axis in resized:
+        if sizes[axis] == input.shape[axis] and scales[axis] == 1.0:
+            continue
+        matrix = interpolation_matrix(input.shape[axis], scales[axis], sizes[axis], attrs)
+        result = _gathered_taps(result, axis, matrix)
+    return result
