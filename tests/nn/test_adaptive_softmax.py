@@ -118,6 +118,18 @@ def test_forward_and_parameter_gradients_match_torch():
         )
 
 
+def test_a_cluster_without_targets_leaves_its_gradients_none():
+    # PyTorch runs each cluster on its own rows: a cluster no target falls in gets no gradient at
+    # all (None), so weight decay and momentum leave its weights alone, as they would in PyTorch.
+    module = _module()
+    result = module(onnxnn.tensor(X[:4]), onnxnn.tensor(np.array([0, 4, 2, 5])))  # the shortlist, the first cluster
+    result.loss.backward()
+    assert module.tail[0][0].weight.grad is not None and module.head.weight.grad is not None
+    assert module.tail[1][0].weight.grad is None and module.tail[1][1].weight.grad is None
+    expected = reference_log_prob(module, X[:4])[np.arange(4), [0, 4, 2, 5]]
+    np.testing.assert_allclose(result.output.detach().numpy(), expected, rtol=1e-12)
+
+
 def test_exported_module_takes_the_targets_as_an_input():
     module = _module(onnxnn.float32).eval()
     x, target = onnxnn.tensor(X, dtype=onnxnn.float32), onnxnn.tensor(TARGET)

@@ -181,6 +181,11 @@ SDPA_ERRORS = [
     (dict(key_shape=(1, 2, 3, 5)), RuntimeError, "Expected size for first two dimensions of batch2 tensor"),
     (dict(key_shape=(1, 3, 3, 4), enable_gqa=True), RuntimeError, "Number of heads in key and value must divide"),
     (dict(key_shape=(4,)), RuntimeError, "Expected query, key, and value to all be  at least 2 dimensional"),
+    (
+        dict(key_dtype=onnxnn.float64),
+        RuntimeError,
+        "Expected query, key, and value to have the same dtype, but got query.dtype: float key.dtype: double",
+    ),
 ]
 
 
@@ -188,7 +193,7 @@ SDPA_ERRORS = [
 def test_scaled_dot_product_attention_rejects_bad_masks_and_shapes_as_pytorch_does(options, error, message):
     options = dict(options)
     q = onnxnn.randn(1, 2, 3, 4)
-    k = onnxnn.randn(*options.pop("key_shape", (1, 2, 3, 4)))
+    k = onnxnn.randn(*options.pop("key_shape", (1, 2, 3, 4)), dtype=options.pop("key_dtype", onnxnn.float32))
     if "attn_mask" in options:
         options["attn_mask"] = onnxnn.tensor(options["attn_mask"])
     with pytest.raises(error, match=message):

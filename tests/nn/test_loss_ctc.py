@@ -228,6 +228,17 @@ def test_ctc_loss_module_repr_and_state():
             "Expected tensor to have size at least 4 at dimension 1, but got size 3 for argument #2 'targets'",
         ),
         (lambda lp, t: F.ctc_loss(lp, t, [5, 5], [3, 2, 0]), RuntimeError, "input_lengths must be of size batch_size"),
+        # Concatenated targets: as many labels as the lengths sum to (fewer were made up, more dropped).
+        (
+            lambda lp, t: F.ctc_loss(lp, onnxnn.tensor([1, 2, 1]), [5, 5, 3], [3, 2, 0]),
+            RuntimeError,
+            "Expected tensor to have size 5 at dimension 0, but got size 3 for argument #2 'targets'",
+        ),
+        (
+            lambda lp, t: F.ctc_loss(lp, onnxnn.tensor([1, 2, 1, 2, 1, 2]), [5, 5, 3], [3, 2, 0]),
+            RuntimeError,
+            "Expected tensor to have size 5 at dimension 0, but got size 6 for argument #2 'targets'",
+        ),
         (
             lambda lp, t: F.ctc_loss(lp, t, [5, 5, 3], [3, -1, 0]),
             RuntimeError,

@@ -299,3 +299,26 @@ def test_a_batch_of_only_ignored_targets_has_a_zero_gradient(loss, ignore_index)
     value.backward()
     assert np.isnan(value.item())
     np.testing.assert_array_equal(scores.grad.numpy(), np.zeros((2, 3)))
+
+
+@pytest.mark.parametrize("ignore_index", [1, -100])
+@pytest.mark.parametrize("loss", [F.nll_loss, F.cross_entropy])
+def test_counted_targets_all_weighing_zero_have_a_nan_gradient(loss, ignore_index):
+    # Unlike a batch of padding, counted targets whose class weights are all 0 give PyTorch's
+    # -w / total = 0 / 0 on their rows (NaN), and ignored rows nothing (0).
+    scores = onnxnn.tensor(np.random.default_rng(1).standard_normal((3, 4)), requires_grad=True)
+    weight = onnxnn.tensor([0.0, 1.0, 0.0, 1.0], dtype=onnxnn.float64)
+    targets = [0, 1, 2] if ignore_index == 1 else [0, 2, 2]
+    value = loss(scores, onnxnn.tensor(targets), weight=weight, ignore_index=ignore_index)
+    value.backward()
+    assert np.isnan(value.item())
+    expected_nan = np.zeros((3, 4), bool)
+    for row, target in enumerate(targets):
+        counted = target != ignore_index
+        if loss is F.cross_entropy:
+            expected_nan[row] = counted  # through the softmax, the counted rows' every entry
+        else:
+            expected_nan[row, target] = counted  # the counted targets' own entries
+    gradient = scores.grad.numpy()
+    np.testing.assert_array_equal(np.isnan(gradient), expected_nan)
+    np.testing.assert_array_equal(gradient[~expected_nan], 0.0)

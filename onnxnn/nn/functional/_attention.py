@@ -93,6 +93,12 @@ def scaled_dot_product_attention(
         )
     if not query.dtype.is_floating_point:
         raise RuntimeError(f"expected scalar type Float but found {dtypes.scalar_type_name(query.dtype)}")
+    if key.dtype is not query.dtype or value.dtype is not query.dtype:
+        raise RuntimeError(
+            "Expected query, key, and value to have the same dtype, but got query.dtype: "
+            f"{_cpp_type_name(query.dtype)} key.dtype: {_cpp_type_name(key.dtype)} and value.dtype: "
+            f"{_cpp_type_name(value.dtype)} instead."
+        )
     if attn_mask is not None and is_causal:
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
     if attn_mask is not None and attn_mask.dtype is dtypes.float32 and query.dtype is not dtypes.float32:

@@ -63,6 +63,12 @@ def _padded_targets(targets: Tensor, lengths, batch: int) -> Tensor:
     ``lengths`` are the target lengths on the host.
     """
     lengths = np.asarray(lengths, np.int64).reshape(-1)
+    total = int(lengths.sum())
+    if targets.shape[0] != total:  # fewer labels would be made up, more silently dropped
+        raise RuntimeError(
+            f"Expected tensor to have size {total} at dimension 0, but got size {targets.shape[0]} for "
+            "argument #2 'targets' (while checking arguments for ctc_loss_allocate_outputs)"
+        )
     width = max(int(lengths.max()), 1) if lengths.size else 1
     if targets.shape[0] == 0:  # every length 0: no label to repeat, and none is read
         return _constant(np.zeros((batch, width), np.int64), dtypes.int64, targets.device)

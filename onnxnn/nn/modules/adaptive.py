@@ -13,6 +13,7 @@ from typing import Sequence
 
 from ...ir import dtypes
 from ...runtime import ops as _ops
+from ...ir.mode import MODE
 from ...runtime.internal import known_data
 from ...runtime.tensor import Tensor
 from .. import functional as F
@@ -135,8 +136,14 @@ class AdaptiveLogSoftmaxWithLoss(Module):
         head_logprob = F.log_softmax(self.head(input), dim=1)
         # The head's entry for each row: the class itself in the shortlist, else its cluster's entry.
         head_index = _ops.where(_ops.lt(target, self.shortlist_size), target, 0)
+        # (Not in an export's trace, whose graph must serve every target.)
+        known_target = None if MODE.grad.unbounded_depth else known_data(target)
         output = None
         for i, (low, high) in enumerate(zip(self.cutoffs[:-1], self.cutoffs[1:])):
+            if known_target is not None and not ((known_target >= low) & (known_target < high)).any():
+                # PyTorch runs a cluster on its rows only: one without any leaves its weights' .grad
+                # None, which optimizers skip (zeros would still decay them, or move their momentum).
+                continue
             in_cluster = _ops.logical_and(_ops.ge(target, low), _ops.lt(target, high))
             head_index = _ops.where(in_cluster, self.shortlist_size + i, head_index)
             cluster_logprob = F.log_softmax(self.tail[i](input), dim=1)
@@ -144,7 +151,8 @@ class AdaptiveLogSoftmaxWithLoss(Module):
             local = cluster_logprob.gather(1, relative.unsqueeze(1)).squeeze(1)
             term = _ops.where(in_cluster, local, 0.0)
             output = term if output is None else output + term
-        output = output + head_logprob.gather(1, head_index.unsqueeze(1)).squeeze(1)
+        head = head_logprob.gather(1, head_index.unsqueeze(1)).squeeze(1)
+        output = head if output is None else output + head
         loss = (-output).mean()
         if not batched:
             output = output.squeeze(0)

@@ -86,10 +86,12 @@ def _log_probability_gradient(ctx, g: Tensor, log_probabilities: Tensor) -> Tens
     reduction = ctx.attrs.get("reduction", "mean")
     scaled = g * sample_weight
     if reduction == "mean":
-        # Every target ignored (a batch of padding): the loss is 0 / 0, but the gradient 0, as
-        # PyTorch's, which writes nothing for ignored targets; a NaN here would reach every weight.
+        # Divided by the total weight, 0 / 0 = NaN where every counted target weighs 0, as PyTorch's;
+        # ignored targets' rows stay 0 (PyTorch writes nothing there), so a batch of padding alone,
+        # 0 / 0 as a loss, has the gradient 0 and sends no NaN to the weights.
         total = sample_weight.sum()
-        scaled = scaled / where(eq(total, 0), 1.0, total)
+        divided = scaled / total
+        scaled = divided if ignore_index is None else where(ne(target, int(ignore_index)), divided, 0.0)
     return where(chosen, -scaled.unsqueeze(1), 0.0)
 
 
