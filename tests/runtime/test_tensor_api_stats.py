@@ -539,7 +539,19 @@ ERROR_CASES = [
     ("quantile_q_range", lambda: onnxnn.quantile(onnxnn.zeros(3), 1.5), RuntimeError, "q values must be in the range"),
     ("quantile_integer", lambda: onnxnn.quantile(onnxnn.tensor([1, 2]), 0.5), RuntimeError, "float or double"),
     ("bincount_negative", lambda: onnxnn.bincount(onnxnn.tensor([1, -1])), RuntimeError, "non-negative integral"),
-    ("bincount_float", lambda: onnxnn.bincount(onnxnn.zeros(2)), RuntimeError, "non-negative integral"),
+    ("bincount_float", lambda: onnxnn.bincount(onnxnn.zeros(2)), NotImplementedError, "not implemented for 'Float'"),
+    (
+        "bincount_bool",
+        lambda: onnxnn.bincount(onnxnn.tensor([True])),
+        NotImplementedError,
+        "\"bincount_cpu\" not implemented for 'Bool'",
+    ),
+    (
+        "bincount_negative_minlength",
+        lambda: onnxnn.bincount(onnxnn.tensor([1]), minlength=-1),
+        RuntimeError,
+        "minlength should be >= 0",
+    ),
     ("histc_reversed", lambda: onnxnn.histc(onnxnn.zeros(2), 3, 2.0, 1.0), RuntimeError, "max must be larger than min"),
     ("cov_rank", lambda: onnxnn.cov(onnxnn.zeros(2, 2, 2)), RuntimeError, "two or fewer dimensions"),
     (

@@ -383,7 +383,11 @@ def unique_consecutive(
 
 def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
     """Counts of each value of a 1-D non-negative integer tensor (sums of ``weights`` when given). Reads the data."""
-    if input.dim() != 1 or input.dtype.is_floating_point or input.dtype is dtypes.bool:
+    if input.dtype.is_floating_point or input.dtype is dtypes.bool:
+        raise NotImplementedError(f"\"bincount_cpu\" not implemented for '{dtypes.scalar_type_name(input.dtype)}'")
+    if minlength < 0:
+        raise RuntimeError("minlength should be >= 0")
+    if input.dim() != 1:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     data = np.asarray(input._realized_data()).astype(np.int64)
     if data.size and data.min() < 0:
