@@ -625,6 +625,12 @@ ERROR_CASES = [
     ("einsum_operand_count", lambda: onnxnn.einsum("ij,jk", onnxnn.zeros(2, 2)), RuntimeError, "names 2 operands"),
     ("einsum_rank", lambda: onnxnn.einsum("ijk", onnxnn.zeros(2, 2)), RuntimeError, "do not fit operand 0 of rank 2"),
     (
+        "einsum_diagonal_sizes",  # a repeated subscript's axes are a diagonal: equal sizes, not broadcast
+        lambda: onnxnn.einsum("ii->i", onnxnn.zeros(1, 3)),
+        RuntimeError,
+        "subscript i is repeated for operand 0 but the sizes don't match, 3 != 1",
+    ),
+    (
         "addmm_rank",
         lambda: onnxnn.addmm(onnxnn.zeros(2), onnxnn.zeros(2), onnxnn.zeros(2, 2)),
         RuntimeError,

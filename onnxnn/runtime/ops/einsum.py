@@ -173,6 +173,14 @@ def einsum(equation: str, *operands) -> Tensor:
         terms, output = explicit_equation(equation, [operand.dim() for operand in operands])
     except ValueError as error:
         raise RuntimeError(str(error)) from None
+    for index, (term, operand) in enumerate(zip(terms, operands)):
+        seen: dict[str, int] = {}
+        for letter, size in zip(term, operand.shape):  # a diagonal's axes: equal sizes, never broadcast
+            if seen.setdefault(letter, size) != size:
+                raise RuntimeError(
+                    f"einsum(): subscript {letter} is repeated for operand {index} but the sizes don't match, "
+                    f"{size} != {seen[letter]}"
+                )
     tensors, _ = promote_operands(list(operands))
     if MODE.autocast is not None and len(operands) > 1:
         tensors = _autocast_operands(terms, output, operands, tensors)
