@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..runtime.aliases import join_value_of
 from ..runtime.creation import empty
 from ..runtime.internal import requires_grad_flag, tensor_of, value_of
 from ..runtime.tensor import Tensor
+from ..runtime.views import share_storage
 
 __all__ = ["Parameter", "Buffer"]
 
@@ -44,7 +44,7 @@ class Parameter(Tensor):
         if requires_grad and not data.is_floating_point():
             raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
         parameter = tensor_of(value_of(data), requires_grad=bool(requires_grad), tensor_type=cls)
-        join_value_of(data, parameter)  # over data's storage, as PyTorch's: a write to either changes both
+        share_storage(data, parameter)  # over data's storage, as PyTorch's: a write to either changes both
         return parameter
 
     def __init__(self, data: Tensor | None = None, requires_grad: bool = True) -> None:
@@ -97,7 +97,7 @@ class Buffer(Tensor):
     def __new__(cls, data: Tensor | None = None, *, persistent: bool = True) -> "Buffer":
         data = _check_data(data, "Buffer")
         buffer = tensor_of(value_of(data), requires_grad=data.requires_grad and data.is_leaf, tensor_type=cls)
-        join_value_of(data, buffer)
+        share_storage(data, buffer)
         buffer.persistent = persistent
         return buffer
 

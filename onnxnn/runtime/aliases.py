@@ -16,8 +16,9 @@ shares its version counter too, so a backward that saved the old value refuses t
 here it reads the value it saved.
 
 A write that changes a member's shape in place (``t_``, ``unsqueeze_``) or replaces its storage
-(``p.data = other``) takes it out of its group. Views of a member (``p.data[0]``) alias the group
-(``views.py``).
+(``p.data = other``, which then joins ``other``'s) takes it out of its group. Views of a member
+(``p.data[0]``) alias the group, and the ``.data``, ``detach()`` or Parameter of a view is a
+detached view of its root rather than a group member (``views.py``).
 
 Groups are found by the members' ids, never through a tensor's attributes, so copies and pickles of
 a tensor never carry its group.
@@ -30,7 +31,7 @@ import weakref
 
 from ..ir.graph import hold
 
-__all__ = ["ALIAS_GROUPS", "data_alias", "join_value_of", "share_value", "leave_group", "anchor"]
+__all__ = ["ALIAS_GROUPS", "join_value_of", "share_value", "leave_group", "anchor"]
 
 # id(tensor) -> its group (a dict of id -> weak reference, for every live member); only tensors
 # that share their value with another live tensor are here. A write looks itself up only when the
@@ -38,17 +39,10 @@ __all__ = ["ALIAS_GROUPS", "data_alias", "join_value_of", "share_value", "leave_
 ALIAS_GROUPS: dict[int, dict[int, weakref.ref]] = {}
 
 
-def data_alias(tensor):
-    """``tensor.data`` (and ``detach()``): a new tensor of the same value, without history, in
-    ``tensor``'s group."""
-    twin = tensor._detached()
-    join_value_of(tensor, twin)
-    return twin
-
-
 def join_value_of(source, tensor) -> None:
     """``tensor`` joins ``source``'s group: it has ``source``'s value, and they share it from now on
-    (``nn.Parameter(w)`` and ``nn.Buffer(w)``, which PyTorch makes over ``w``'s storage)."""
+    (``.data``, ``detach()``, ``nn.Parameter(w)`` and ``nn.Buffer(w)`` of a tensor that is no view,
+    which PyTorch makes over ``w``'s storage; ``views.share_storage``)."""
     group = ALIAS_GROUPS.get(id(source))
     if group is None:
         group = {}

@@ -17,11 +17,12 @@ from ..ir import dtypes as _dtypes
 from ..ir.device import CPU
 from ..ir.device import device as _Device  # aliased: parameters here are named device
 from ..ir.graph import Value, constant, hold
+from ..ir.memory_formats import contiguous_format
 from ..ir.mode import MODE
 from ..ir.registry import non_differentiable
-from .aliases import data_alias, leave_group
+from .aliases import leave_group
 from .autocast_scope import autocast_arguments, outside_autocast  # noqa: F401  (imported from here across the package)
-from .views import forget_links, install_view_ops
+from .views import detached_alias, forget_links, install_view_ops, is_contiguous, same_storage, share_storage
 from .autograd import AccumulateGrad, Function, RemovableHandle, VersionCounter, _HookDict, add_hook, shown
 from .backward import run_backward
 from .depth import MAX_PENDING_DEPTH, after_recording
@@ -261,6 +262,10 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions, TensorInPlace):
         return self._value.dtype.differentiable
 
     def is_contiguous(self, memory_format=None) -> bool:
+        """Whether the elements are row-major consecutive in the storage: a view's may not be
+        (``x.t()``, ``x[:, 0]``), as PyTorch's. (Every other format names the same layout here.)"""
+        if memory_format is None or memory_format is contiguous_format:
+            return is_contiguous(self)
         return True
 
     def _normalize_dim(self, dim: int, rank: int | None = None) -> int:
@@ -427,8 +432,9 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions, TensorInPlace):
 
     def detach(self) -> "Tensor":
         """A new tensor with the same value and no autograd history, sharing the value as PyTorch's
-        shares the storage: an in-place write through either changes both (``aliases.py``)."""
-        return data_alias(self)
+        shares the storage: an in-place write through either changes both (``aliases.py``; of a
+        view, the view's base too: ``views.py``)."""
+        return detached_alias(self)
 
     def _detached(self) -> "Tensor":
         """A new tensor of the same value without history, sharing nothing: a write changes it alone."""
@@ -448,7 +454,7 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions, TensorInPlace):
             >>> with onnxnn.no_grad():
             ...     layer.weight.data.normal_(0.0, 0.02)   # initializes layer.weight
         """
-        return data_alias(self)
+        return detached_alias(self)
 
     @data.setter
     def data(self, other: "Tensor") -> None:
@@ -457,10 +463,13 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions, TensorInPlace):
             raise TypeError(f"Variable data has to be a tensor, but got {type(other).__name__}")
         if self._requires_grad and not other._value.dtype.is_floating_point:
             raise RuntimeError("data set to a tensor that requires gradients must be floating point or complex dtype")
-        leave_group(self)  # a new storage: the tensors that shared the old one keep it
+        if same_storage(self, other):  # ``p.data -= x`` is ``p.data = p.data.__isub__(x)``: nothing moves
+            return
+        leave_group(self)  # other's storage: the tensors that shared the old one keep it
         forget_links(self)
         self._value = other._value
         hold(self._value, self)
+        share_storage(other, self)  # as PyTorch's: ``dec.weight.data = enc.weight.data`` ties them
 
     def _new_handle(self, backward_name: str) -> "Tensor":
         """A tensor of its own on this one's value, with an Identity (gradient function

@@ -14,6 +14,7 @@ from ..ir import random as _random
 from ..ir.memory_formats import check_memory_format
 from . import ops
 from . import tensor as _tensor
+from .views import is_contiguous
 
 
 # random_'s default for ``to``: random_(5) is random_(0, 5), while random_(5, None) draws from 5 up.
@@ -79,6 +80,8 @@ class TensorMethods:
         return ops.neg(self)
 
     def __pos__(self):
+        if self._value.dtype is _dtypes.bool:
+            raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
         return self
 
     def __abs__(self):
@@ -445,8 +448,11 @@ class TensorMethods:
         return ops.narrow(self, dim, start, length)
 
     def contiguous(self, memory_format=None):
-        check_memory_format(len(self._value.shape), memory_format)  # (every format is one layout here)
-        return self
+        """This tensor if its elements are row-major consecutive in its storage, else a copy, as
+        PyTorch's: ``x.t().contiguous()`` is a new tensor, which an in-place write changes alone.
+        (Every format is one layout here.)"""
+        check_memory_format(len(self._value.shape), memory_format)
+        return self if is_contiguous(self) else ops.clone(self)
 
     def clone(self, *, memory_format=None):
         """A copy with the same value; gradients flow back to this tensor."""

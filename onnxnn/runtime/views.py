@@ -24,8 +24,17 @@ before anything changes, as PyTorch refuses it. Every op here gives each element
 own element of the base; ``expand`` and ``unfold``, whose elements may share one (PyTorch refuses
 most writes to them), are copies, as are ``reshape`` and ``flatten`` (PyTorch's copy when they
 must, and onnxnn has no strides to tell when) and advanced indexing; ``.data`` and ``detach()``
-share the value whole (``aliases.py``). Links are weak both ways and kept by tensor ids, so a
-view never keeps its base alive, and copies and pickles never carry a link.
+share the value whole (``aliases.py``), but of a view they are detached views of its root
+(``share_storage``: ``x[0].detach().fill_(1)`` writes ``x``). A view is contiguous, and
+``contiguous()`` returns it, exactly when its root positions are row-major consecutive, as
+PyTorch's strides say (``is_contiguous``).
+
+Links are weak both ways and kept by tensor ids, so a view never keeps its base alive, and copies
+and pickles never carry a link. The views of one root are a family, which outlives the root (as
+PyTorch's storage outlives its base tensor): once the root is collected, or given new storage
+(``p.data = other``) or a new shape in place (``x.t_()``), a write through one view reaches the
+others where they overlap (``_write_family``). An index or size given as a 0-d tensor is read once,
+when the view is made.
 """
 
 from __future__ import annotations
@@ -40,7 +49,7 @@ import numpy as np
 from ..ir import dtypes
 from ..ir.graph import hold
 from ..ir.mode import MODE
-from .aliases import ALIAS_GROUPS, anchor
+from .aliases import ALIAS_GROUPS, anchor, join_value_of
 from .grad_mode import set_grad_enabled
 
 __all__ = [
@@ -53,6 +62,10 @@ __all__ = [
     "check_view_write",
     "after_write",
     "forget_links",
+    "share_storage",
+    "same_storage",
+    "detached_alias",
+    "is_contiguous",
 ]
 
 
@@ -87,7 +100,7 @@ def _moved(indices, shape, source, destination):
 
 def _narrowed(indices, shape, dim, start, length):
     start = int(start) % indices.shape[dim] if indices.shape[dim] else 0
-    return np.take(indices, np.arange(start, start + int(length)), axis=dim)
+    return _along(indices, dim, slice(start, start + int(length)))
 
 
 def _pieces(positions, shapes, *args, dim=0, **kwargs):
@@ -100,7 +113,7 @@ def _pieces(positions, shapes, *args, dim=0, **kwargs):
 
 def _consecutive(indices, shapes, dim: int) -> list:
     bounds = np.cumsum([0] + [shape[dim] for shape in shapes])
-    return [np.take(indices, np.arange(start, end), axis=dim) for start, end in zip(bounds[:-1], bounds[1:])]
+    return [_along(indices, dim, slice(start, end)) for start, end in zip(bounds[:-1], bounds[1:])]
 
 
 def _pieces_along(dim_of_rank: Callable) -> Callable:
@@ -109,7 +122,15 @@ def _pieces_along(dim_of_rank: Callable) -> Callable:
 
 
 def _unbound(indices, shapes, dim=0):
-    return [np.take(indices, position, axis=dim) for position in range(len(shapes))]
+    return [_along(indices, dim, position) for position in range(len(shapes))]
+
+
+def _along(indices: np.ndarray, dim: int, item) -> np.ndarray:
+    """``indices`` indexed by ``item`` along ``dim``: a numpy view, as every twin's result is where
+    it can be, so that its strides tell the layout (``is_contiguous``)."""
+    key: list = [slice(None)] * indices.ndim
+    key[dim] = item
+    return indices[tuple(key)]
 
 
 def _basic_key(key) -> bool:
@@ -175,7 +196,7 @@ VIEW_OPS: dict[str, tuple[Callable, Callable | None]] = {
     "movedim": (_moved, None),
     "moveaxis": (_moved, None),
     "narrow": (_narrowed, None),
-    "select": (lambda indices, shape, dim, index: np.take(indices, index, axis=dim), None),
+    "select": (lambda indices, shape, dim, index: _along(indices, dim, index), None),
     "diagonal": (
         lambda indices, shape, offset=0, dim1=0, dim2=1: np.diagonal(indices, offset, dim1, dim2),
         None,
@@ -212,11 +233,28 @@ _STATE = _ThreadState()
 
 
 class _Base(weakref.ref):
-    """A weak reference to a base, holding its views' links by view id; removed with the base."""
+    """A weak reference to a base, holding its views' links by view id and its shape (its storage's,
+    which the views' positions index); removed from ``VIEWS_OF`` with the base, kept by the links."""
 
-    __slots__ = ("key", "links")
+    __slots__ = ("key", "links", "shape")
     key: int
     links: dict[int, "_Link"]
+    shape: tuple
+
+
+class _Storage:
+    """The referent of a family's entry once its root has new storage: gone as soon as made."""
+
+    __slots__ = ("__weakref__",)
+
+
+def _orphaned(entry: _Base) -> _Base:
+    """``entry``'s family without its root: its views keep sharing their storage among themselves."""
+    orphan = _Base(_Storage())  # the referent is freed at once: the entry's root reads as gone
+    orphan.key, orphan.links, orphan.shape = -1, entry.links, entry.shape
+    for link in entry.links.values():
+        link.base = orphan
+    return orphan
 
 
 def _base_collected(entry: _Base) -> None:
@@ -260,20 +298,27 @@ class _Link(weakref.ref):
         result = result if piece is None else result[piece]
         return parent._new_handle("ViewBackward0") if result is parent else result
 
-    def root_positions(self, base) -> np.ndarray:
-        """The flat positions in the root ``base`` of each of this view's elements."""
+    def root_positions(self) -> np.ndarray:
+        """The flat positions in the root (its storage) of each of this view's elements."""
         if self.positions is None:
-            if self.parent is None:
-                shape = base._value.shape
-                parent = np.arange(int(np.prod(shape))).reshape(shape)
-            else:
-                parent = self.parent.root_positions(base)
-            _, args, kwargs, piece, twin, shape = self.recipe
-            positions = twin(parent, shape, *args, **kwargs)
-            if piece is not None:
-                positions = positions[piece]
-            self.positions = np.asarray(positions, np.int64)
+            shape = self.base.shape
+            self.positions = np.asarray(self.made_from(np.arange(int(np.prod(shape))).reshape(shape)), np.int64)
         return self.positions
+
+    def made_from(self, root: np.ndarray) -> np.ndarray:
+        """The numpy twins of this view's ops applied to ``root``, an array of the root's shape. (A
+        loop, not a recursion: ``x = x[1:]`` repeated makes a chain as long as the loop.)"""
+        chain: list[_Link] = []
+        link: _Link | None = self
+        while link is not None:
+            chain.append(link)
+            link = link.parent
+        result = root
+        for made in reversed(chain):
+            _, args, kwargs, piece, twin, shape = made.recipe
+            result = twin(result, shape, *args, **kwargs)
+            result = result if piece is None else result[piece]
+        return result
 
 
 def _view_collected(link: _Link) -> None:
@@ -295,16 +340,21 @@ def viewing(name: str, method: Callable) -> Callable:
             result = method(self, *args, **kwargs)
         finally:
             state.making -= 1
-        parent, root = _base_link(self)
-        detached = parent is not None and parent.detached
-        if root is None:
+        if args:
+            args = _read_now(args)
+        if kwargs and _holds_tensor(kwargs.values()):
+            kwargs = {name: _frozen(item) for name, item in kwargs.items()}
+        parent = VIEW_LINKS.get(id(self))
+        if parent is not None and parent() is self:  # a view of a view: of its root, if gone too
+            entry, detached = parent.base, parent.detached
+        else:
             # A view of a ``.data`` links to the tensor it came from (which outlives it), outside autograd.
-            root = anchor(self) if ALIAS_GROUPS and id(self) in ALIAS_GROUPS else self
+            parent, root = None, anchor(self) if ALIAS_GROUPS and id(self) in ALIAS_GROUPS else self
             detached = root is not self
-        entry = VIEWS_OF.get(id(root))
-        if entry is None or entry() is not root:
-            entry = VIEWS_OF[id(root)] = _Base(root, _base_collected)
-            entry.key, entry.links = id(root), {}
+            entry = VIEWS_OF.get(id(root))
+            if entry is None or entry() is not root:
+                entry = VIEWS_OF[id(root)] = _Base(root, _base_collected)
+                entry.key, entry.links, entry.shape = id(root), {}, root._value.shape
         if isinstance(result, (tuple, list)):
             if any(piece is self for piece in result):  # one piece, the whole tensor
                 result = type(result)(self._new_handle("ViewBackward0") if piece is self else piece for piece in result)
@@ -322,6 +372,35 @@ def viewing(name: str, method: Callable) -> Callable:
     return view_method
 
 
+def _read_now(args: tuple) -> tuple:
+    """``args`` with each 0-d integer tensor read as its int: PyTorch reads an index (``x[i]``,
+    ``narrow(0, start, 2)``) when it makes the view, so a later write to ``i`` moves nothing."""
+    return tuple([_frozen(item) for item in args]) if _holds_tensor(args) else args
+
+
+_PLAIN = frozenset((int, slice, type(None), type(Ellipsis), bool, str))
+
+
+def _holds_tensor(items) -> bool:
+    for item in items:
+        kind = type(item)
+        if kind in _PLAIN:
+            continue
+        if kind is tuple or kind is list:
+            if _holds_tensor(item):
+                return True
+        elif hasattr(item, "_value"):
+            return True
+    return False
+
+
+def _frozen(item):
+    kind = type(item)
+    if kind is tuple or kind is list:
+        return kind([_frozen(part) for part in item])
+    return int(item) if _is_integer_scalar_tensor(item) else item
+
+
 def _link(view, entry: _Base, detached: bool, parent, recipe: tuple) -> None:
     link = _Link(view, _view_collected)
     link.key = key = id(view)
@@ -332,15 +411,82 @@ def _link(view, entry: _Base, detached: bool, parent, recipe: tuple) -> None:
 
 
 def forget_links(tensor) -> None:
-    """Unlinks ``tensor`` from its base and from its views (its storage replaced, or its shape changed)."""
+    """Unlinks ``tensor`` from its base and from its views (its storage replaced, or its shape
+    changed): its views keep sharing their storage among themselves, as its siblings do."""
     link = VIEW_LINKS.pop(id(tensor), None)
     if link is not None:
         link.base.links.pop(link.key, None)
     entry = VIEWS_OF.pop(id(tensor), None)
     if entry is not None and entry() is tensor:
-        for key, view_link in entry.links.items():
-            if VIEW_LINKS.get(key) is view_link:
-                del VIEW_LINKS[key]
+        _orphaned(entry)
+
+
+def share_storage(source, tensor) -> None:
+    """``tensor``, made on ``source``'s value, shares ``source``'s storage from now on (``detach()``,
+    ``.data``, ``nn.Parameter(w)``, ``p.data = w``). Of a view, it is a detached view of the view's
+    root with the same positions, so that writes reach the root and the root's writes reach it; of
+    any other tensor, it joins ``source``'s alias group (``aliases.py``)."""
+    link = VIEW_LINKS.get(id(source)) if VIEW_LINKS else None
+    if link is not None and link() is source:
+        _link(tensor, link.base, True, link.parent, link.recipe)
+        VIEW_LINKS[id(tensor)].positions = link.positions
+    else:
+        join_value_of(source, tensor)
+
+
+def detached_alias(tensor):
+    """``tensor.data`` and ``tensor.detach()``: a new tensor of the same value, without history,
+    sharing ``tensor``'s storage."""
+    twin = tensor._detached()
+    share_storage(tensor, twin)
+    return twin
+
+
+def same_storage(tensor, other) -> bool:
+    """Whether ``other`` already shares ``tensor``'s storage whole (``p.data = p.data``, and
+    ``p.data -= x``, which Python runs as ``p.data = p.data.__isub__(x)``)."""
+    if other is tensor:
+        return True
+    group = ALIAS_GROUPS.get(id(tensor)) if ALIAS_GROUPS else None
+    if group is not None and ALIAS_GROUPS.get(id(other)) is group:
+        return True
+    link, other_link = VIEW_LINKS.get(id(tensor)), VIEW_LINKS.get(id(other))
+    if link is None or other_link is None or link() is not tensor or other_link() is not other:
+        return False
+    return link.base is other_link.base and link.parent is other_link.parent and link.recipe is other_link.recipe
+
+
+def is_contiguous(tensor) -> bool:
+    """PyTorch's ``is_contiguous()``: whether the elements are row-major consecutive in the storage.
+    A tensor that is no view owns its value whole; a view's root positions tell (``x.t()`` of a
+    matrix, ``x[:, 0]`` are not; ``x[1]``, ``x[1:]`` are)."""
+    link = VIEW_LINKS.get(id(tensor)) if VIEW_LINKS else None
+    if link is None or link() is not tensor:
+        return True
+    storage, layout = _layout(link)
+    if np.may_share_memory(layout, storage) or layout.size < 2:
+        return bool(layout.flags.c_contiguous)  # numpy's C order ignores dims of size 1, as PyTorch's
+    positions = link.root_positions().reshape(-1)  # a twin copied (``view`` of a non-contiguous view)
+    return bool((np.diff(positions) == 1).all())
+
+
+def _layout(link: _Link, storage: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(storage, layout)``: a bare byte array of the root's size (untouched), and the view's twins
+    made from it, numpy views of it whose strides are PyTorch's, where no twin had to copy."""
+    if storage is None:
+        storage = np.empty(int(np.prod(link.base.shape)), np.uint8)
+    return storage, link.made_from(storage.reshape(link.base.shape))
+
+
+def _overlapping(layout: np.ndarray, other: np.ndarray, storage: np.ndarray) -> bool:
+    """Whether two views' layouts may share elements (yes where a twin copied, or it is too hard to tell)."""
+    if not (np.may_share_memory(layout, storage) and np.may_share_memory(other, storage)):
+        return True
+    try:
+        # (numpy's stubs admit only 0 and -1; a positive bound is its documented int.)
+        return bool(np.shares_memory(layout, other, max_work=100_000))  # type: ignore[arg-type]
+    except np.exceptions.TooHardError:
+        return True
 
 
 def _base_link(tensor):
@@ -376,9 +522,19 @@ def check_view_write(tensor) -> None:
 
 def after_write(tensor) -> None:
     """``tensor`` was just rebound by a write: its base takes its values, its other views are remade."""
-    link, base = _base_link(tensor)
-    if base is not None:
-        index = type(tensor)._from_array(link.root_positions(base).reshape(-1), None, base._value.device)
+    link = VIEW_LINKS.get(id(tensor))
+    if link is not None and link() is tensor:
+        _written_through(link, tensor)
+    refresh_views(tensor)
+
+
+def _written_through(link: _Link, tensor) -> None:
+    """The write of the view ``tensor`` (of ``link``) reaches its root, or its family if the root is gone."""
+    base = link.base()
+    if base is None:
+        _write_family(link, tensor)
+    else:
+        index = type(tensor)._from_array(link.root_positions().reshape(-1), None, base._value.device)
         _STATE.writers.append(id(tensor))
         try:
             if link.detached:  # through ``.data``: the value changes, the base's history stays
@@ -391,12 +547,59 @@ def after_write(tensor) -> None:
                 base._assign(_scattered(base._alias(), index, tensor))  # its other views, its version
         finally:
             _STATE.writers.pop()
-    refresh_views(tensor)
 
 
 def _scattered(base, index, view):
     """``base`` with ``view``'s values at the flat positions ``index``."""
     return base.reshape(-1).scatter(0, index, view.reshape(-1)).reshape(base._value.shape)
+
+
+def _write_family(link: _Link, tensor) -> None:
+    """A write through the view ``tensor`` whose root is gone (collected, given new storage or a new
+    shape): the root's other live views take its values where they overlap, as views of one storage."""
+    family = []
+    layouts: tuple[np.ndarray, np.ndarray] | None = None
+    for key, other in list(link.base.links.items()):
+        view = other()
+        if view is not None and key != link.key and key not in _STATE.writers and VIEW_LINKS.get(key) is other:
+            # Told from the layouts' strides, not from positions: ``q, k, v = qkv.chunk(3)`` of a
+            # temporary, then ``q.mul_(scale)``, costs no pass over qkv's elements.
+            storage, written = layouts = layouts or _layout(link)
+            if _overlapping(written, _layout(other, storage)[1], storage):
+                family.append((other, view))
+    if not family:  # (the usual case: a forward's view of a temporary, written in place)
+        return
+    written = link.root_positions().reshape(-1)
+    place = np.full(int(np.prod(link.base.shape)), -1, np.int64)
+    place[written] = np.arange(written.size)
+    device = tensor._value.device
+    _STATE.writers.append(id(tensor))
+    try:
+        for other, view in family:
+            taken = place[other.root_positions()]
+            overlap = taken >= 0
+            if not overlap.any():
+                continue
+            with set_grad_enabled(not other.detached and (view._requires_grad or MODE.grad.enabled)):
+                flat = tensor.reshape(-1)
+                index = type(tensor)._from_array(np.where(overlap, taken, 0).reshape(-1), None, device)
+                mask = type(tensor)._from_array(overlap, dtypes.bool, device)
+                own = type(tensor)._from_value(view._value, view._grad_fn, view._output_nr)
+                _rebound(view, other, flat.gather(0, index).reshape(view._value.shape).where(mask, own))
+            refresh_views(view)
+    finally:
+        _STATE.writers.pop()
+
+
+def _rebound(view, link: _Link, remade) -> None:
+    """``view`` takes the value ``remade`` its root's write gave it; a detached one (``.data``,
+    ``detach()``, a Parameter made over a view) keeps its own autograd state, as PyTorch's."""
+    view._value = remade._value
+    hold(view._value, view)
+    if not link.detached:
+        view._grad_fn, view._output_nr = remade._grad_fn, remade._output_nr
+        view._requires_grad = remade._requires_grad
+    view._bump_version()  # PyTorch's views share their base's version
 
 
 def refresh_views(tensor) -> None:
@@ -415,11 +618,7 @@ def refresh_views(tensor) -> None:
                 remade = view_link.remake(tensor)
         finally:
             _STATE.making -= 1
-        view._value = remade._value
-        hold(view._value, view)
-        view._grad_fn, view._output_nr = remade._grad_fn, remade._output_nr
-        view._requires_grad = remade._requires_grad
-        view._bump_version()  # PyTorch's views share their base's version
+        _rebound(view, view_link, remade)
 
 
 def view_function(name: str, function: Callable, tensor_class: type) -> Callable:

@@ -624,6 +624,7 @@ ERROR_CASES = [
     ("kthvalue_k_zero", lambda: onnxnn.kthvalue(onnxnn.zeros(3), 0), RuntimeError, "selected number k out of range"),
     ("einsum_operand_count", lambda: onnxnn.einsum("ij,jk", onnxnn.zeros(2, 2)), RuntimeError, "names 2 operands"),
     ("einsum_rank", lambda: onnxnn.einsum("ijk", onnxnn.zeros(2, 2)), RuntimeError, "do not fit operand 0 of rank 2"),
+    ("unary_plus_of_bools", lambda: +onnxnn.tensor([True]), RuntimeError, "The `\\+` operator, on a bool tensor"),
     (
         "einsum_diagonal_sizes",  # a repeated subscript's axes are a diagonal: equal sizes, not broadcast
         lambda: onnxnn.einsum("ii->i", onnxnn.zeros(1, 3)),
