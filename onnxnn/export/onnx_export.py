@@ -8,7 +8,9 @@ is replaced by a small subgraph reading that size from the input's ``Shape``, so
 ``x.view(x.size(0), -1)`` exports as a graph that runs at any batch size. A trace that reads data
 computed from the inputs (``x[x > 0]``, ``bool(x.sum() > 0)``), or a graph input that ends up read by
 no node (packed sequence lengths), warns with a ``TracerWarning``: the graph holds what the example's
-data decided.
+data decided. So does a random draw in the forward (``randn_like``, ``normal_``, ``multinomial``): its
+values are written as constants, and every run of the file repeats them (dropout alone is written as
+an ONNX ``Dropout`` node).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from onnx.external_data_helper import load_external_data_for_tensor, uses_extern
 
 from ..ir.mode import RecordingTrace, traced
 from ..ir.plan import IR_VERSION, plan as plan_of
+from ..ir.random import DrawWatcher
 from ..ir.model_building import build_model
 from ..runtime.depth import unbounded_depth
 from ..runtime.creation import as_tensor
@@ -66,11 +69,17 @@ class TracerWarning(UserWarning):
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-class _DataReads(RecordingTrace):
+class _DataReads(RecordingTrace, DrawWatcher):
     """A recording trace that keeps where the forward read tensor data: ``reads`` holds, for each
-    read, how many nodes were recorded before it and the call outside onnxnn that made it."""
+    read, how many nodes were recorded before it and the call outside onnxnn that made it; ``draws``
+    the call outside onnxnn of each random draw (its values become constants of the graph)."""
 
-    __slots__ = ("_read", "reads")
+    __slots__ = ("_read", "reads", "draws")
+
+    def random_drawn(self) -> None:
+        if not hasattr(self, "draws"):
+            self.draws: list[str] = []
+        self.draws.append(_caller_outside_onnxnn())
 
     @property  # type: ignore[override]  # a slot of RecordingTrace, watched here
     def read_data(self) -> bool:
@@ -114,7 +123,7 @@ class _Trace:
     """One traced call: the plan of its outputs, what each plan input is, and where the forward
     first read tensor data (None where it never did)."""
 
-    def __init__(self, plan, roles, output_structure, arg_values, arg_shapes, output_shapes, data_read=None):
+    def __init__(self, plan, roles, output_structure, arg_values, arg_shapes, output_shapes, data_read=None, draws=()):
         self.plan = plan
         self.roles = roles
         self.output_structure = output_structure
@@ -122,6 +131,7 @@ class _Trace:
         self.arg_shapes = arg_shapes
         self.output_shapes = output_shapes
         self.data_read = data_read
+        self.draws = draws
 
 
 def _flatten_outputs(outputs) -> tuple[list[Tensor], object]:
@@ -188,17 +198,27 @@ def _trace(model, args: tuple, input_names: list[str], state: dict) -> _Trace:
             constants += 1
     shapes = [value.shape for value in arg_values]
     data_read = reads.baking_read(arg_values)
-    return _Trace(plan, roles, structure, arg_values, shapes, [tensor.shape for tensor in flat], data_read)
+    draws = tuple(dict.fromkeys(getattr(reads, "draws", ())))  # each call site once, in order
+    return _Trace(plan, roles, structure, arg_values, shapes, [tensor.shape for tensor in flat], data_read, draws)
 
 
 def _warn_of_data_reads(proto: onnx.ModelProto, trace: _Trace, input_names: list[str]) -> None:
     """Warns where the graph holds what the example's data decided (it would be silently wrong for
-    other data): the forward read data while traced, or a graph input is read by no node."""
+    other data): the forward read data while traced, or a graph input is read by no node; and where
+    it holds random draws as constants."""
     if trace.data_read is not None:
         warnings.warn(
             f"to_onnx: the forward read tensor data while it was traced, at {trace.data_read}; what that "
             "data decided (a Python branch, a size, the positions a mask selects, packed sequence lengths) "
             "is written into the graph as constants, so the exported model may be wrong for other data",
+            TracerWarning,
+            stacklevel=3,
+        )
+    if trace.draws:
+        warnings.warn(
+            f"to_onnx: the forward drew random numbers while it was traced, at {'; '.join(trace.draws)}; the "
+            "drawn values are written into the graph as constants, so every run of the exported model "
+            "repeats them (only dropout is exported as a node that draws on each run)",
             TracerWarning,
             stacklevel=3,
         )

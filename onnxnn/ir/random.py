@@ -6,14 +6,25 @@ gives the same numbers on every executor and every device.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, cast
 
 import ml_dtypes
 import numpy as np
 
-from .mode import trace_data_read
+from .mode import MODE, trace_data_read
 
-__all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state"]
+__all__ = [
+    "Generator",
+    "DrawWatcher",
+    "check_standard_deviation",
+    "default_generator",
+    "manual_seed",
+    "seed",
+    "initial_seed",
+    "get_rng_state",
+    "set_rng_state",
+]
 
 
 class Generator:
@@ -53,9 +64,24 @@ class Generator:
 default_generator = Generator()
 
 
+class DrawWatcher:
+    """A ``RecordingTrace`` told of each random draw made while it records (``random_drawn``): an export's
+    trace, which holds the drawn values as constants, so the file would repeat them on every run."""
+
+    __slots__ = ()
+
+    def random_drawn(self) -> None:
+        raise NotImplementedError
+
+
 def _generator(generator: Generator | None) -> np.random.Generator:
+    if generator is not None and not isinstance(generator, Generator):
+        raise TypeError(f"argument 'generator' must be torch.Generator, not {type(generator).__name__}")
     # A draw is data computed now: a traced stretch of recording that drew values would replay them.
     trace_data_read()
+    trace = MODE.trace
+    if isinstance(trace, DrawWatcher):
+        trace.random_drawn()
     return (generator or default_generator).numpy
 
 
@@ -92,6 +118,12 @@ def _sampled_as(numpy_dtype):
     return _SAMPLED_AS.get(np.dtype(numpy_dtype), np.float32)
 
 
+def check_standard_deviation(std: float) -> None:
+    """PyTorch's check of a number ``std`` given to ``normal``/``normal_`` (NaN fails it too)."""
+    if not std >= 0.0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
+
+
 def normal(shape: tuple, numpy_dtype, mean=0.0, std=1.0, generator: Generator | None = None) -> np.ndarray:
     values = _generator(generator).standard_normal(shape, dtype=_sampled_as(numpy_dtype))
     # In place: a large weight's temporaries (400 MB for VGG's first Linear) cost more than the sampling.
@@ -126,7 +158,92 @@ def uniform(shape: tuple, numpy_dtype, low=0.0, high=1.0, generator: Generator |
     return result
 
 
+# C++'s names of the element types, as PyTorch's range errors and warnings print them.
+_CPP_TYPE_NAMES: dict[np.dtype, str] = {
+    np.dtype(np.bool_): "bool",
+    np.dtype(np.uint8): "unsigned char",
+    np.dtype(np.int8): "signed char",
+    np.dtype(np.int16): "short int",
+    np.dtype(np.int32): "int",
+    np.dtype(np.int64): "long int",
+    np.dtype(np.uint16): "unsigned short",
+    np.dtype(np.uint32): "unsigned int",
+    np.dtype(np.uint64): "unsigned long",
+    np.dtype(np.float16): "c10::Half",
+    np.dtype(ml_dtypes.bfloat16): "c10::BFloat16",
+    np.dtype(np.float32): "float",
+    np.dtype(np.float64): "double",
+}
+
+
+def _is_float(numpy_dtype: np.dtype) -> bool:
+    return numpy_dtype.kind == "f" or numpy_dtype == ml_dtypes.bfloat16
+
+
+def _through_dtype(value: int, numpy_dtype: np.dtype) -> int | None:
+    """``static_cast<int64_t>(static_cast<scalar_t>(value))``: ``value`` rounded to the float dtype (through
+    float for the narrow ones, as c10::Half and c10::BFloat16 are built), None where that overflows."""
+    wide = np.float64 if numpy_dtype == np.float64 else np.float32
+    with np.errstate(over="ignore"):
+        cast = np.asarray(wide(value)).astype(numpy_dtype)
+    return int(cast) if np.isfinite(cast) else None
+
+
+def _updated_bounds(low: int, high: int, numpy_dtype: np.dtype, digits: int) -> tuple[int, int]:
+    """PyTorch's ``update_from``/``update_to``: a float dtype rounds the drawn integer to nearest, so where
+    ``high - 1`` would round up to ``high`` (above ``2**digits``) the range ends lower, and where
+    ``low + 1`` would round below ``low`` it starts higher; the range stays ``[low, high)`` after rounding."""
+    low_plus_one = _through_dtype(low + 1, numpy_dtype)
+    if low_plus_one is not None and low_plus_one < low:
+        low = low_plus_one + (1 << (abs(low + 1).bit_length() - 1 - digits + 1))
+    high_minus_one = _through_dtype(high - 1, numpy_dtype)
+    if high_minus_one is not None and high_minus_one >= high:
+        high = high_minus_one - (1 << (abs(high - 1).bit_length() - 1 - digits + 1))
+    return low, high
+
+
+def _check_in_range(low: int, highest: int, numpy_dtype: np.dtype) -> None:
+    """PyTorch's ``check_from_to_in_range``: both ends within the dtype, and a warning where a float dtype
+    cannot hold every integer between them."""
+    name = _CPP_TYPE_NAMES[numpy_dtype]
+    if _is_float(numpy_dtype):
+        information = ml_dtypes.finfo(numpy_dtype)
+        smallest, largest = float(information.min), float(information.max)
+    elif numpy_dtype == np.bool_:
+        smallest, largest = 0, 1
+    else:
+        smallest, largest = int(np.iinfo(numpy_dtype).min), int(np.iinfo(numpy_dtype).max)
+    for value, label in ((low, "from"), (highest, "to - 1")):
+        if not smallest <= value <= largest:
+            raise RuntimeError(f"{label} is out of bounds for {name}")
+    if not _is_float(numpy_dtype):
+        return
+    digits = ml_dtypes.finfo(numpy_dtype).nmant + 1
+    for value, label in ((low, "from"), (highest, "to - 1")):
+        if not -(1 << digits) <= value <= 1 << digits:
+            warnings.warn(
+                f"{label} is out of bounds [-(2^{digits}), 2^{digits}]. Due to precision limitations {name} can "
+                "support discrete uniform distribution only within this range. This warning will become an "
+                "error in version 1.7 release, please fix the code in advance",
+                UserWarning,
+                stacklevel=4,
+            )
+
+
 def integers(low: int, high: int, shape: tuple, numpy_dtype, generator: Generator | None = None) -> np.ndarray:
+    """Integers drawn uniformly from ``[low, high)`` in ``numpy_dtype``, as PyTorch's ``random_(from, to)``:
+    the same errors, and for a float dtype the same bounds moved so that rounding never reaches ``high``."""
+    numpy_dtype = np.dtype(numpy_dtype)
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    if _is_float(numpy_dtype):
+        low, high = _updated_bounds(low, high, numpy_dtype, ml_dtypes.finfo(numpy_dtype).nmant + 1)
+        if low >= high:
+            raise RuntimeError(
+                "random_ expects 'from' casted to dtype to be less than 'to' casted to dtype, but got "
+                f"from={low} >= to={high}"
+            )
+    _check_in_range(low, high - 1, numpy_dtype)
     return _generator(generator).integers(low, high, shape, dtype=np.int64).astype(numpy_dtype)
 
 

@@ -557,6 +557,7 @@ class TensorMethods:
 
     def normal_(self, mean=0.0, std=1.0, *, generator=None):
         """Fills with samples of N(mean, std^2) from onnxnn's generator."""
+        _random.check_standard_deviation(std)
         return self._fill_random(_random.normal(self.shape, self.dtype.numpy_dtype, mean, std, generator))
 
     def uniform_(self, a=0.0, b=1.0, *, generator=None):
@@ -564,7 +565,7 @@ class TensorMethods:
         return self._fill_random(_random.uniform(self.shape, self.dtype.numpy_dtype, a, b, generator))
 
     def bernoulli_(self, p=0.5, *, generator=None):
-        return self._fill_random(_random.bernoulli(self.shape, p, generator).astype(self.dtype.numpy_dtype))
+        return self._fill_random(ops.bernoulli_fill(self.shape, p, generator).astype(self.dtype.numpy_dtype))
 
     def random_(self, low=None, high=_TO_ONLY, *, generator=None):
         """Fills with integers drawn uniformly from ``[low, high)``: ``random_(to)`` from ``[0, to)``;
@@ -582,8 +583,6 @@ class TensorMethods:
                 high = 2 ** _SIGNIFICAND_DIGITS[name] + 1
             else:
                 high = 2 if name == "bool" else int(np.iinfo(self.dtype.numpy_dtype).max) + 1
-        if low >= high:
-            raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
         return self._fill_random(_random.integers(low, high, self.shape, self.dtype.numpy_dtype, generator))
 
     def _fill_random(self, array):

@@ -32,14 +32,23 @@ import numpy as np
 from ...ir import dtypes
 from ...ir import random as _random
 from ..realization import host_data
-from ._common import Tensor
+from ._common import Tensor, broadcast_shapes, with_zero_gradients
 from . import comparison as _c
 from . import elementwise as _e
 from . import reduce as _r
 from .sorting import cumsum, topk
 from .special_functions import lgamma
 
-__all__ = ["multinomial", "poisson", "binomial", "exponential_fill", "geometric_fill", "cauchy_fill", "log_normal_fill"]
+__all__ = [
+    "multinomial",
+    "poisson",
+    "binomial",
+    "bernoulli_fill",
+    "exponential_fill",
+    "geometric_fill",
+    "cauchy_fill",
+    "log_normal_fill",
+]
 
 
 def _uniform(shape: tuple, generator, device=None) -> Tensor:
@@ -74,6 +83,61 @@ def cauchy_fill(shape: tuple, median: float, sigma: float, generator=None) -> np
     if not sigma > 0:
         raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
     return median + sigma * np.tan(math.pi * (_uniform_array(shape, generator) - 0.5))
+
+
+# ATen's message where a probability tensor holds a value outside [0, 1] (a bare TORCH_CHECK's text).
+_PROBABILITY_OUT_OF_RANGE = (
+    "Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could this error message be improved?  "
+    "If so, please report an enhancement request to PyTorch.)"
+)
+
+
+def bernoulli_fill(shape: tuple, p, generator=None) -> np.ndarray:
+    """``bernoulli_``'s draws, True with probability ``p``: a number, or a tensor expanded to ``shape`` (its
+    data read, as PyTorch's CPU kernel reads it, and compared with float64 uniforms)."""
+    if not isinstance(p, Tensor):
+        if not 0 <= p <= 1:
+            raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p:g}")
+        return _random.bernoulli(tuple(shape), p, generator)
+    if not p.dtype.is_floating_point:
+        raise NotImplementedError(
+            f"\"bernoulli_tensor_cpu_p_\" not implemented for '{dtypes.scalar_type_name(p.dtype)}'"
+        )
+    probabilities = np.asarray(p.expand(tuple(shape))._realized_data(), dtype=np.float64)
+    if not np.all((probabilities >= 0) & (probabilities <= 1)):  # NaN fails both, as in ATen's check
+        raise RuntimeError(_PROBABILITY_OUT_OF_RANGE)
+    return _uniform_array(shape, generator) < probabilities
+
+
+# The autograd names of normal's tensor overloads: (mean is a tensor, std is a tensor) -> name.
+_NORMAL_BACKWARD_NAMES = {
+    (True, False): "NormalBackward1",
+    (False, True): "NormalBackward2",
+    (True, True): "NormalBackward3",
+}
+
+
+def normal_of_tensors(mean, std, generator=None) -> Tensor:
+    """ATen's ``normal`` with a tensor mean and/or std: standard normal noise at their broadcast shape (each
+    element its own draw), in the dtype of ``mean`` (else of ``std``), times ``std`` plus ``mean``. Not
+    reparameterized: the gradient is zero for both (derivatives.yaml), yet the result requires grad."""
+    if isinstance(std, Tensor):
+        values = np.asarray(std._realized_data())
+        if values.size and not values.min() >= 0:  # NaN fails too
+            raise RuntimeError("normal expects all elements of std >= 0.0")
+    else:
+        _random.check_standard_deviation(std)
+    first = mean if isinstance(mean, Tensor) else std
+    if not first.dtype.is_floating_point:
+        raise NotImplementedError(f"\"normal_kernel_cpu\" not implemented for '{dtypes.scalar_type_name(first.dtype)}'")
+    shape = broadcast_shapes(*(tuple(operand.shape) for operand in (mean, std) if isinstance(operand, Tensor)))
+    noise = _random.normal(shape, first.dtype.numpy_dtype, generator=generator)
+    detached = [operand.detach() if isinstance(operand, Tensor) else operand for operand in (mean, std)]
+    # Rounded to the result's dtype after each step, as ATen's in-place ``mul_(std).add_(mean)``.
+    scaled = _e.mul(Tensor._from_array(noise, first.dtype, first.device), detached[1]).to(first.dtype)
+    result = _e.add(scaled, detached[0]).to(first.dtype)
+    name = _NORMAL_BACKWARD_NAMES[isinstance(mean, Tensor), isinstance(std, Tensor)]
+    return with_zero_gradients(result, (mean, std), name)
 
 
 def log_normal_fill(shape: tuple, mean: float, std: float, generator=None) -> np.ndarray:
