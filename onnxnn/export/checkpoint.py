@@ -27,13 +27,15 @@ its path (``"optimizer.state.0.exp_avg"``), and ``<value>`` is JSON::
     {"float": "inf"}, {"float": "-inf"}, {"float": "nan"}
     {"tuple": [<value>, ...]}   {"set": [...]}   {"frozenset": [...]}   {"Size": [ints]}
     {"dict": [[<key>, <value>], ...]}       {"OrderedDict": [[<key>, <value>], ...], "metadata": <value>}
+    {"Counter": [[<key>, <value>], ...]}    (collections.Counter, as MultiStepLR's milestones)
         (keys are <value>s too, so int, float, bool, None and tuple keys survive, in order)
-    {"bytes": "<base64>"}                   {"dtype": "float32"}      {"device": "cuda:0"}
+    {"complex": [<real>, <imag>]}           (each a float <value>)
+    {"bytes": "<base64>"}   {"bytearray": "<base64>"}   {"dtype": "float32"}   {"device": "cuda:0"}
     {"tensor": "<name>", "device": "cuda:0", "requires_grad": true, "parameter": true}
         (the last three only when they apply)
 
 One tensor object saved at two places is stored once and loaded as one object; other shared objects
-are loaded as copies. numpy scalars are stored as Python numbers, bytearrays as bytes.
+are loaded as copies. numpy scalars are stored as Python numbers.
 
 ``load`` tells the formats apart by content: the above, plain safetensors files (a dict sorted by
 name), and PyTorch's zip checkpoints (see :mod:`onnxnn.export.torch_checkpoint`). Every way a file
@@ -53,7 +55,7 @@ import math
 import os
 import sys
 import warnings
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import IO, Any, Union
 
 import numpy as np
@@ -86,8 +88,9 @@ def save(obj: Any, f: FileLike) -> None:
     """Saves a state_dict, an optimizer state, a tensor or a nested container of them to a file.
 
     A path ending in ``.pt``, ``.pth``, ``.bin`` or ``.ckpt`` gets PyTorch's zip format, which
-    ``torch.load(f, weights_only=True)`` reads (dicts, OrderedDicts, lists, tuples, sets, numbers,
-    strings, bools, None, bytes, dtypes, devices, sizes and tensors; not frozensets, which PyTorch's
+    ``torch.load(f, weights_only=True)`` reads (dicts, OrderedDicts, Counters, lists, tuples, sets,
+    numbers (complex too), strings, bools, None, bytes, bytearrays, dtypes, devices, sizes and
+    tensors; tensors over one storage share one there too; not frozensets, which PyTorch's
     loader refuses). Other paths and file objects get a safetensors file (see the module docstring
     for the layout): a state_dict is stored tensor by tensor under its keys; other objects also record
     their structure as JSON. Writing to a path is atomic: the data goes to one temporary file in the
@@ -96,7 +99,7 @@ def save(obj: Any, f: FileLike) -> None:
 
     Args:
         obj: a Tensor, or dicts, lists, tuples and sets of Tensors, numbers, strings, bools, None,
-            bytes, dtypes and devices.
+            bytes, dtypes and devices (and Counters, complex numbers and bytearrays).
         f: a path, or a binary file object to write to.
 
     Raises:
@@ -274,6 +277,8 @@ class _Encoder:
             return int(value)
         if isinstance(value, float):
             return float(value) if math.isfinite(value) else {"float": str(value)}
+        if isinstance(value, complex):
+            return {"complex": [self.encode(float(value.real), path), self.encode(float(value.imag), path)]}
         if isinstance(value, Tensor):
             return self._tensor(value, path)
         if isinstance(value, dtypes.dtype):
@@ -281,7 +286,8 @@ class _Encoder:
         if isinstance(value, device):
             return {"device": str(value)}
         if isinstance(value, (bytes, bytearray)):
-            return {"bytes": base64.b64encode(value).decode("ascii")}
+            tag = "bytearray" if isinstance(value, bytearray) else "bytes"
+            return {tag: base64.b64encode(value).decode("ascii")}
         if isinstance(value, (list, tuple, dict, set, frozenset)):
             if id(value) in self._open:
                 raise ValueError(f"cannot save an object that contains itself at {_format_path(path)}")
@@ -305,6 +311,8 @@ class _Encoder:
             if isinstance(key, (Tensor, list, dict)) or not isinstance(key, (str, int, float, tuple, type(None))):
                 raise TypeError(f"cannot save a dict key of type {type(key).__name__} at {_format_path(path)}")
             items.append([self.encode(key, path), self.encode(item, path + [key])])
+        if isinstance(value, Counter):
+            return {"Counter": items}
         if not isinstance(value, OrderedDict):
             return {"dict": items}
         encoded = {"OrderedDict": items}
@@ -425,7 +433,20 @@ class _Decoder:
     cannot leak TypeErrors, unhashable keys or values of the wrong type into the loaded object.
     """
 
-    _TAGS = {"dict", "tuple", "set", "frozenset", "Size", "float", "bytes", "dtype", "device"}
+    _TAGS = {
+        "dict",
+        "Counter",
+        "tuple",
+        "set",
+        "frozenset",
+        "Size",
+        "float",
+        "complex",
+        "bytes",
+        "bytearray",
+        "dtype",
+        "device",
+    }
     _TENSOR_FIELDS = {"tensor", "device", "requires_grad", "parameter"}
 
     def __init__(self, tensors: dict):
@@ -451,8 +472,19 @@ class _Decoder:
             return result
         _expect(len(value) == 1 and next(iter(value)) in self._TAGS, f"unknown entry with fields {sorted(value)[:8]}")
         ((tag, content),) = value.items()
-        if tag == "dict":
-            return dict(self._pairs(content, depth))
+        if tag in ("dict", "Counter"):
+            # Counter(pairs) would count the pairs; items are set one by one, as for a dict.
+            result = {"dict": dict, "Counter": Counter}[tag]()
+            for key, item in self._pairs(content, depth):
+                result[key] = item
+            return result
+        if tag == "complex":
+            parts = [self.decode(item, depth) for item in content] if type(content) is list else []
+            _expect(
+                len(parts) == 2 and all(type(part) is float for part in parts),
+                "complex of something other than two floats",
+            )
+            return complex(*parts)
         if tag in ("tuple", "set", "frozenset"):
             _expect(type(content) is list, f"{tag} of {describe(content)}, expected a list")
             items = [self.decode(item, depth) for item in content]
@@ -467,9 +499,10 @@ class _Decoder:
             _expect(content in ("inf", "-inf", "nan"), f"float {describe(content)}, expected inf, -inf or nan")
             return float(content)
         _expect(type(content) is str, f"{tag} of {describe(content)}, expected a string")
-        if tag == "bytes":
+        if tag in ("bytes", "bytearray"):
             try:
-                return base64.b64decode(content, validate=True)
+                decoded = base64.b64decode(content, validate=True)
+                return bytearray(decoded) if tag == "bytearray" else decoded
             except binascii.Error:
                 raise ValueError("bytes that are not base64") from None
         try:
@@ -523,7 +556,7 @@ def _materialize(value, device_map: DeviceMap, memo: dict, depth: int):
     ``memo`` maps ``id`` of every container and tensor already done to its result, so an object the
     file shares (a pickle may share one list a billion times over) is built once and stays shared.
     """
-    if value is None or type(value) in (bool, int, float, str, bytes, device, dtypes.dtype):
+    if value is None or type(value) in (bool, int, float, complex, str, bytes, device, dtypes.dtype):
         return value
     done = memo.get(id(value))
     if done is not None:
@@ -541,7 +574,7 @@ def _materialize(value, device_map: DeviceMap, memo: dict, depth: int):
         result.extend(_materialize(item, device_map, memo, depth) for item in value)
     elif kind in (tuple, Size, set, frozenset):
         result = kind(_materialize(item, device_map, memo, depth) for item in value)
-    elif kind in (dict, OrderedDict):
+    elif kind in (dict, OrderedDict, Counter):
         result = kind()
         memo[id(value)] = (value, result)
         for key, item in value.items():
@@ -551,7 +584,7 @@ def _materialize(value, device_map: DeviceMap, memo: dict, depth: int):
         if module_metadata is not None and kind is OrderedDict:
             result._metadata = _materialize(module_metadata, device_map, memo, depth)
     elif kind is bytearray:
-        result = bytes(value)
+        result = bytearray(value)  # a copy: what PyTorch's loader returns
     else:
         result = resolve_marker(value)
     memo[id(value)] = (value, result)  # the value is kept so its id is not reused during the walk

@@ -10,7 +10,7 @@ persistent ids) and builds nothing but
 
 - ``None``, bools, ints, floats, str, bytes, lists, tuples, dicts, sets and frozensets;
 - ``collections.OrderedDict`` (``BUILD`` may only give it attributes, as PyTorch's state_dicts carry
-  ``_metadata``);
+  ``_metadata``) and ``collections.Counter`` (MultiStepLR's milestones);
 - whatever the ``find_global`` callback returns for a ``GLOBAL``, and the results of ``REDUCE`` calls
   on those, which the callback's objects decide (they are called as ``global(*args)``).
 
@@ -25,12 +25,12 @@ must respect sharing too (memoize by ``id``), as :func:`onnxnn.export.checkpoint
 from __future__ import annotations
 
 import struct
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Any, Callable
 
 from ..errors import CheckpointError
 
-__all__ = ["RestrictedUnpickler", "Constructor", "SET", "FROZENSET", "ORDERED_DICT", "describe"]
+__all__ = ["RestrictedUnpickler", "Constructor", "SET", "FROZENSET", "ORDERED_DICT", "COUNTER", "describe"]
 
 # A key's expansion: tuple keys in real checkpoints are shapes, betas and module paths.
 MAX_KEY_ELEMENTS = 100_000
@@ -63,6 +63,7 @@ class Constructor:
 SET = Constructor("builtins.set")
 FROZENSET = Constructor("builtins.frozenset")
 ORDERED_DICT = Constructor("collections.OrderedDict")
+COUNTER = Constructor("collections.Counter")
 
 
 class _Mark:
@@ -121,7 +122,7 @@ class RestrictedUnpickler:
             if known is not None:
                 return known[1]
             return self._register_tuple(value)
-        if kind in (list, dict, OrderedDict, set, bytearray):
+        if kind in (list, dict, OrderedDict, Counter, set, bytearray):
             return _UNHASHABLE
         return 1  # scalars hash in time linear in their size; other objects hash by identity
 
@@ -267,7 +268,7 @@ class RestrictedUnpickler:
                         raise self._error(start, "SETITEM with too few values on the stack")
                     items = stack[-2:]
                     del stack[-2:]
-                if not stack or type(stack[-1]) not in (dict, OrderedDict):
+                if not stack or type(stack[-1]) not in (dict, OrderedDict, Counter):
                     raise self._error(start, "SETITEMS on something other than a dict")
                 if len(items) % 2:
                     raise self._error(start, "SETITEMS with an odd number of values")
@@ -474,6 +475,8 @@ class RestrictedUnpickler:
         if len(arguments) > 1:
             raise self._error(start, f"{constructor.qualified_name} with {len(arguments)} arguments")
         items = arguments[0] if arguments else ()
+        if constructor is COUNTER:
+            return self._counter(items, start)
         if type(items) not in (list, tuple):
             raise self._error(start, f"{constructor.qualified_name} of {describe(items)}, expected a list")
         if constructor is ORDERED_DICT:
@@ -485,6 +488,20 @@ class RestrictedUnpickler:
             return result
         members = [self._check_key(item, start) for item in items]
         return set(members) if constructor is SET else frozenset(members)
+
+    def _counter(self, items, start: int) -> Counter:
+        # Python pickles a Counter as collections.Counter(dict); like Counter itself (and PyTorch's
+        # loader, which calls it), a list or a str is counted instead.
+        result: Counter = Counter()
+        if type(items) in (dict, OrderedDict, Counter):
+            for key, value in items.items():
+                result[self._check_key(key, start)] = value
+        elif type(items) in (list, tuple, str):
+            for item in items:
+                result[self._check_key(item, start)] += 1
+        else:
+            raise self._error(start, f"collections.Counter of {describe(items)}, expected a dict or a list")
+        return result
 
     def _build(self, target, state, start: int) -> None:
         # PyTorch's state_dicts are OrderedDicts carrying ``_metadata``; nothing else gets attributes.

@@ -44,7 +44,7 @@ from ..errors import CheckpointError
 from ..ir import dtypes
 from ..ir.device import device
 from ..runtime.tensor import Size
-from .restricted_unpickler import FROZENSET, ORDERED_DICT, SET, RestrictedUnpickler, describe
+from .restricted_unpickler import COUNTER, FROZENSET, ORDERED_DICT, SET, RestrictedUnpickler, describe
 
 __all__ = ["PendingTensor", "read_torch_zip", "resolve_marker", "LEGACY_MAGIC", "STORAGE_TYPES"]
 
@@ -297,15 +297,41 @@ def _encode(text, encoding="utf-8") -> bytes:
         raise CheckpointError("malformed bytes record (_codecs.encode of text outside latin-1)") from None
 
 
+def _bytearray(*args) -> bytearray:
+    # Python writes bytearray(b) as builtins.bytearray(_codecs.encode(text, "latin1")) at protocol 2,
+    # and as builtins.bytearray(bytes) at 3 and 4. bytearray(n) would allocate n bytes the file does
+    # not hold, so only the forms that copy data from the pickle are answered.
+    if len(args) == 1 and type(args[0]) in (bytes, bytearray):
+        return bytearray(args[0])
+    if not args:
+        return bytearray()
+    if 2 <= len(args) <= 3 and type(args[0]) is str and all(type(item) is str for item in args[1:]):
+        return bytearray(_encode(*args[:2]))
+    raise CheckpointError("malformed builtins.bytearray record (only bytes or text are accepted)")
+
+
+def _complex(*args) -> complex:
+    # Python pickles a complex number as builtins.complex(real, imag).
+    text = len(args) == 1 and type(args[0]) is str  # complex("1+2j"), which PyTorch's loader also answers
+    if len(args) > 2 or not (text or all(type(item) in (int, float, bool) for item in args)):
+        raise CheckpointError("malformed builtins.complex record")
+    return complex(*args)
+
+
 def _allowed_globals() -> dict:
+    # The globals of PyTorch 2.13's weights_only unpickler (``_get_allowed_globals``) that plain
+    # checkpoints use; collections.Counter holds MultiStepLR's milestones.
     table: dict[str, Any] = {
         "collections.OrderedDict": ORDERED_DICT,
+        "collections.Counter": COUNTER,
         "builtins.set": SET,
         "builtins.frozenset": FROZENSET,
     }
     for name, function in [
         ("_codecs.encode", _encode),
         ("builtins.bytes", _bytes),
+        ("builtins.bytearray", _bytearray),
+        ("builtins.complex", _complex),
         ("torch.Size", _size),
         ("torch.device", _torch_device),
         ("torch._utils._rebuild_tensor", _rebuild_tensor),
@@ -348,9 +374,25 @@ class _Archive:
     def __init__(self, data: bytes, source: str):
         self._data = data
         self._source = source
+        infos = self._infos(data)
+        if infos and min(info.header_offset for info in infos) > 0:
+            # Python's zipfile reads the archive the *last* end record describes and takes the bytes
+            # before it as a prefix: for two torch.save archives written one after the other into
+            # one stream it would read the second. PyTorch's reader (miniz) takes the offsets as
+            # counted from the first byte, so it reads the first; read the archive that starts there.
+            first_end = _first_archive_end(data)
+            if first_end is not None:
+                infos = self._infos(data[:first_end])
+        self.members: dict[str, zipfile.ZipInfo] = {}
+        for info in infos:
+            if info.filename in self.members:
+                raise self._damaged(f"it holds two members named {info.filename!r}")
+            self.members[info.filename] = info
+
+    def _infos(self, data: bytes) -> list[zipfile.ZipInfo]:
         try:
             with zipfile.ZipFile(io.BytesIO(data)) as archive:
-                infos = archive.infolist()
+                return archive.infolist()
         except (
             zipfile.BadZipFile,
             zipfile.LargeZipFile,
@@ -363,11 +405,6 @@ class _Archive:
             IndexError,
         ) as error:
             raise self._damaged(f"{type(error).__name__}: {error}") from None
-        self.members: dict[str, zipfile.ZipInfo] = {}
-        for info in infos:
-            if info.filename in self.members:
-                raise self._damaged(f"it holds two members named {info.filename!r}")
-            self.members[info.filename] = info
 
     def _damaged(self, reason: str) -> CheckpointError:
         return CheckpointError(f"cannot load {self._source}: the zip archive is damaged or truncated ({reason})")
@@ -405,7 +442,9 @@ class _Archive:
                 raise self._damaged(f"member {name!r}: {error}") from None
             if len(content) != info.file_size or not inflater.eof:
                 raise self._damaged(f"member {name!r} does not inflate to its declared {info.file_size} bytes")
-        if zlib.crc32(content) != info.CRC:
+        # torch.save after torch.serialization.set_crc32_options(False) writes CRC 0 for every
+        # member, and torch.load reads such files; the size checks above still bound the work.
+        if info.CRC != 0 and zlib.crc32(content) != info.CRC:
             raise self._damaged(f"member {name!r} fails its CRC check")
         return content
 
@@ -417,18 +456,44 @@ class _Archive:
         return header + 30 + name_length + extra_length
 
 
+def _first_archive_end(data: bytes) -> int | None:
+    """Where the zip archive that starts at byte 0 of ``data`` ends, or None if no end record says so.
+
+    An end-of-central-directory record at ``position`` closes that archive when its central
+    directory, at the offset it gives counted from byte 0, ends right where the record (or the
+    zip64 end record before it) begins.
+    """
+    position = data.find(b"PK\x05\x06")
+    while 0 <= position <= len(data) - 22:
+        directory_size, directory_offset, comment_length = struct.unpack_from("<IIH", data, position + 12)
+        directory_end = position
+        locator = position - 20
+        if locator >= 0 and data[locator : locator + 4] == b"PK\x06\x07":
+            # zip64 end records (torch.save always writes them) sit between the directory and this one.
+            (record,) = struct.unpack_from("<Q", data, locator + 8)
+            if 0 <= record <= len(data) - 56 and data[record : record + 4] == b"PK\x06\x06":
+                directory_size, directory_offset = struct.unpack_from("<QQ", data, record + 40)
+                directory_end = record
+        if directory_offset + directory_size == directory_end:
+            return position + 22 + comment_length
+        position = data.find(b"PK\x05\x06", position + 1)
+    return None
+
+
 def _find_record_prefix(archive: _Archive, source: str) -> str:
     names = archive.members
-    if "data.pkl" in names:
-        return ""
-    prefixes = [name[: -len("data.pkl")] for name in names if name.endswith("/data.pkl") and name.count("/") == 1]
-    if len(prefixes) == 1:
-        return prefixes[0]
+    # torch.jit.save's archives hold a data.pkl too (archive/data.pkl beside archive/constants.pkl and
+    # archive/code/), so they are recognized before the record is looked for.
     if any(name.endswith("constants.pkl") or "/code/" in name for name in names):
         raise CheckpointError(
             f"cannot load {source}: it is a TorchScript archive (torch.jit.save); onnxnn.load "
             "reads checkpoints written by torch.save"
         )
+    if "data.pkl" in names:
+        return ""
+    prefixes = [name[: -len("data.pkl")] for name in names if name.endswith("/data.pkl") and name.count("/") == 1]
+    if len(prefixes) == 1:
+        return prefixes[0]
     if len(prefixes) > 1:
         raise CheckpointError(f"cannot load {source}: the zip archive holds several data.pkl records")
     raise CheckpointError(

@@ -18,9 +18,15 @@ The pickle only names globals that PyTorch's ``weights_only`` unpickler allows: 
 ``torch._utils._rebuild_tensor_v2(('storage', torch.FloatStorage, key, location, numel), 0, size,
 stride, requires_grad, OrderedDict())`` (``_rebuild_tensor_v3`` with ``torch.storage.UntypedStorage``
 for dtypes without a typed storage), a Parameter wraps it in ``torch._utils._rebuild_parameter``,
-bytes are ``_codecs.encode(text, "latin1")``, sets ``builtins.set(list)``, sizes ``torch.Size(tuple)``,
-devices ``torch.device(...)``, dtypes ``torch.float32`` and kin. One tensor object saved at two places
-is one memo entry, so it loads as one tensor, as with ``torch.save``.
+bytes are ``_codecs.encode(text, "latin1")``, bytearrays ``builtins.bytearray(bytes)``, sets
+``builtins.set(list)``, Counters ``collections.Counter(dict)``, complex numbers ``builtins.complex(real,
+imag)``, sizes ``torch.Size(tuple)``, devices ``torch.device(...)``, dtypes ``torch.float32`` and kin. One
+tensor object saved at two places is one memo entry, so it loads as one tensor, as with ``torch.save``.
+
+Tensors over one storage in onnxnn name one ``data/<key>``, as ``torch.save`` writes them: the members
+of an alias group (tied weights, whose ``state_dict()`` entries are distinct detached tensors) and
+views of a live base, each at its offset and strides in the base's elements (a view saved alone
+writes its whole base, as PyTorch's does). ``torch.load`` then gives them one storage again.
 """
 
 from __future__ import annotations
@@ -29,15 +35,17 @@ import math
 import struct
 import sys
 import zlib
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Any, Callable
 
 import numpy as np
 
 from ..ir import dtypes
 from ..ir.device import CPU, device
+from ..runtime.aliases import ALIAS_GROUPS
 from ..runtime.internal import realize_values
 from ..runtime.tensor import Size, Tensor
+from ..runtime.views import VIEW_LINKS
 from .torch_checkpoint import STORAGE_TYPES
 
 __all__ = ["write_torch_zip"]
@@ -53,7 +61,9 @@ class _Pickler:
 
     def __init__(self, is_parameter: Callable[[Tensor], bool]):
         self.out = bytearray(b"\x80\x02")
-        self.tensors: list[Tensor] = []  # storage key = index; also keeps ids unique during the walk
+        self.tensors: list[Tensor] = []  # keeps ids unique during the walk
+        self.storages: list[Tensor] = []  # storage key = index: the tensor whose elements fill it
+        self._storage_keys: dict[int, int] = {}  # id of a storage's owner or alias group -> key
         self._memo: dict = {}  # ("global", name) or ("tensor", id) -> memo index
         self._open: set[int] = set()
         self._is_parameter = is_parameter
@@ -124,6 +134,8 @@ class _Pickler:
             self._int(int(value))
         elif isinstance(value, float):
             self.out += b"G" + struct.pack(">d", value)
+        elif isinstance(value, complex):
+            self._call("builtins", "complex", (float(value.real), float(value.imag)), path)
         elif isinstance(value, str):
             self._str(value)
         elif isinstance(value, Tensor):
@@ -132,8 +144,11 @@ class _Pickler:
             self._global("torch", value.name)
         elif isinstance(value, device):
             self._call("torch", "device", (value.type,) if value.index is None else (value.type, value.index), path)
-        elif isinstance(value, (bytes, bytearray)):
-            self._call("_codecs", "encode", (bytes(value).decode("latin1"), "latin1"), path)
+        elif isinstance(value, bytearray):
+            # Python's protocol 2 form: builtins.bytearray(bytes), the bytes as below.
+            self._call("builtins", "bytearray", (bytes(value),), path)
+        elif isinstance(value, bytes):
+            self._call("_codecs", "encode", (value.decode("latin1"), "latin1"), path)
         elif isinstance(value, (list, tuple, dict, set)) and not isinstance(value, frozenset):
             if id(value) in self._open:
                 raise ValueError(f"cannot save an object that contains itself at {_format_path(path)}")
@@ -169,9 +184,14 @@ class _Pickler:
 
     def _dict(self, value: dict, path: list) -> None:
         ordered = isinstance(value, OrderedDict)
+        counter = isinstance(value, Counter)
         if ordered:
             self._call("collections", "OrderedDict", (), path)
         else:
+            # A Counter is collections.Counter(dict), as Python pickles it: MultiStepLR.step(epoch)
+            # calls its elements(), which a plain dict lacks.
+            if counter:
+                self._global("collections", "Counter")
             self.out += b"}"
         items = list(value.items())
         for start in range(0, len(items), 1000):
@@ -182,6 +202,8 @@ class _Pickler:
                 self._save(key, path)
                 self._save(item, path + [key])
             self.out += b"u"
+        if counter:
+            self.out += b"\x85R"
         module_metadata = getattr(value, "_metadata", None) if ordered else None
         if module_metadata is not None:
             # PyTorch's state_dict keeps module versions in the OrderedDict's attribute ``_metadata``.
@@ -196,10 +218,16 @@ class _Pickler:
         parameter = self._is_parameter(tensor)
         if parameter:
             self._global("torch._utils", "_rebuild_parameter")
-        key = str(len(self.tensors))
         self.tensors.append(tensor)
         shape = tuple(int(size) for size in tensor.shape)
-        strides = tuple(math.prod(shape[index + 1 :]) for index in range(len(shape)))
+        owner, offset, strides = _placement(tensor, shape)
+        group = ALIAS_GROUPS.get(id(owner)) if ALIAS_GROUPS else None
+        identity = id(owner if group is None else group)
+        index = self._storage_keys.get(identity)
+        if index is None:
+            index = self._storage_keys[identity] = len(self.storages)
+            self.storages.append(owner)
+        key = str(index)
         location = "cpu" if tensor.device == CPU else str(tensor.device)
         typed = STORAGE_TYPES.get(tensor.dtype)
         self._global("torch._utils", "_rebuild_tensor_v2" if typed else "_rebuild_tensor_v3")
@@ -211,10 +239,10 @@ class _Pickler:
             self._global("torch.storage", "UntypedStorage")
         self._str(key)
         self._str(location)
-        numel = math.prod(shape)
+        numel = math.prod(int(size) for size in owner.shape)
         self._int(numel if typed else numel * tensor.dtype.itemsize)
         self.out += b"tQ"
-        self._int(0)
+        self._int(offset)
         self._tuple(shape, path)
         self._tuple(strides, path)
         self.out += b"\x88" if tensor.requires_grad and not parameter else b"\x89"
@@ -231,6 +259,31 @@ class _Pickler:
 
 def _format_path(path: list) -> str:
     return "".join(f"[{segment!r}]" for segment in path) or "the top level"
+
+
+def _placement(tensor: Tensor, shape: tuple) -> tuple[Tensor, int, tuple]:
+    """``(owner, offset, strides)``: the tensor whose elements make ``tensor``'s storage, and where
+    ``tensor`` lies in them. A view of a live base lies in the base's elements where its numpy twins,
+    applied to a byte array of the base's size, put it; a view whose twins had to copy, or that has
+    another dtype than its base, gets a storage of its own, as does every other tensor."""
+    contiguous = tuple(math.prod(shape[index + 1 :]) for index in range(len(shape)))
+    link = VIEW_LINKS.get(id(tensor)) if VIEW_LINKS else None
+    if link is None:
+        return tensor, 0, contiguous
+    base = link.live_base(tensor)
+    if base is None or base.dtype is not tensor.dtype or tuple(base.shape) != tuple(link.base.shape):
+        return tensor, 0, contiguous
+    elements = np.empty(math.prod(link.base.shape), np.uint8)
+    layout = link.made_from(elements.reshape(link.base.shape))
+    if (
+        not isinstance(layout, np.ndarray)
+        or layout.shape != shape
+        or not np.may_share_memory(layout, elements)
+        or any(stride < 0 for stride in layout.strides)
+    ):
+        return tensor, 0, contiguous
+    offset = layout.__array_interface__["data"][0] - elements.__array_interface__["data"][0]
+    return base, offset, tuple(int(stride) for stride in layout.strides)
 
 
 # ---------------------------------------------------------------------------------------------- the zip
@@ -357,13 +410,13 @@ def write_torch_zip(obj: Any, write: Callable[[bytes], object], is_parameter: Ca
     pickler = _Pickler(is_parameter)
     pickled = pickler.dump(obj, [])
     # One realize call computes all pending tensors in one graph run, rather than one run per tensor.
-    realize_values(pickler.tensors)
+    realize_values(pickler.storages)
     archive = _ZipWriter(write)
     archive.add(f"{_ARCHIVE}/data.pkl", pickled)
     archive.add(f"{_ARCHIVE}/.format_version", b"1")
     archive.add(f"{_ARCHIVE}/.storage_alignment", str(_ALIGNMENT).encode())
     archive.add(f"{_ARCHIVE}/byteorder", sys.byteorder.encode())
-    for key, tensor in enumerate(pickler.tensors):
+    for key, tensor in enumerate(pickler.storages):
         archive.add(f"{_ARCHIVE}/data/{key}", _element_bytes(tensor))
     archive.add(f"{_ARCHIVE}/version", b"3\n")
     archive.finish()

@@ -9,10 +9,12 @@ onnxnn.load must read what ``torch.save`` writes. The archive layout follows PyT
 
 from __future__ import annotations
 
+import io
 import pickletools
 import struct
+import warnings
 import zipfile
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 
 import numpy as np
 import pytest
@@ -23,6 +25,7 @@ from onnxnn.export import load, save
 from onnxnn.export import torch_checkpoint_writer
 from onnxnn.runtime.tensor import Size
 
+from .hostile_files import patch_zip_member
 from .test_checkpoint import BF16, assert_same, make
 
 
@@ -241,3 +244,157 @@ def test_values_pytorch_would_refuse_are_refused_naming_their_path(tmp_path):
     assert (tmp_path / "ckpt.pt").read_bytes() == before
     save({"groups": [frozenset({1})]}, tmp_path / "ckpt.safetensors")  # the safetensors format keeps them
     assert load(tmp_path / "ckpt.safetensors") == {"groups": [frozenset({1})]}
+
+
+# ------------------------------------------------------------------------------ torch.save's other files
+def saved_bytes(tmp_path, obj, name: str) -> bytes:
+    save(obj, tmp_path / name)
+    return (tmp_path / name).read_bytes()
+
+
+@pytest.mark.parametrize("zip64_first", [False, True])
+def test_two_archives_in_one_stream_load_the_first(tmp_path, monkeypatch, zip64_first):
+    # torch.load counts the zip offsets from the stream's first byte, so it reads the archive that
+    # starts there; Python's zipfile takes everything before the last archive as a prefix.
+    threshold = torch_checkpoint_writer._ZIP64_THRESHOLD
+    if zip64_first:
+        monkeypatch.setattr(torch_checkpoint_writer, "_ZIP64_THRESHOLD", 100)
+    first = {"first": make(np.arange(64, dtype=np.float32))}
+    data = saved_bytes(tmp_path, first, "first.pt")
+    monkeypatch.setattr(torch_checkpoint_writer, "_ZIP64_THRESHOLD", threshold)
+    data += saved_bytes(tmp_path, {"second": make(np.ones(2, np.float32))}, "second.pt")
+    (tmp_path / "both.pt").write_bytes(data)
+    assert_same(load(io.BytesIO(data)), first)
+    assert_same(load(tmp_path / "both.pt"), first)
+
+
+def test_two_torch_save_archives_in_one_stream_load_as_torch_loads_them(torch):
+    stream = io.BytesIO()
+    torch.save({"first": torch.arange(3.0)}, stream)
+    torch.save({"second": torch.ones(2)}, stream)
+    stream.seek(0)
+    expected = torch.load(stream, weights_only=True)
+    stream.seek(0)
+    loaded = load(stream)
+    assert list(loaded) == list(expected) == ["first"]
+    np.testing.assert_array_equal(loaded["first"].numpy(), expected["first"].numpy())
+
+
+def test_archive_without_crcs_loads(tmp_path):
+    # torch.save after torch.serialization.set_crc32_options(False) writes CRC 0 for every member.
+    state = {"w": make(np.arange(4, dtype=np.float32))}
+    data = saved_bytes(tmp_path, state, "crc.pt")
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        names = archive.namelist()
+    for name in names:
+        data = patch_zip_member(data, name, crc=0)
+    assert_same(load(io.BytesIO(data)), state)
+
+
+def test_torch_save_without_crcs_loads_as_torch_loads_it(tmp_path, torch):
+    torch.serialization.set_crc32_options(False)
+    try:
+        torch.save({"w": torch.arange(4.0)}, tmp_path / "nocrc.pt")
+    finally:
+        torch.serialization.set_crc32_options(True)
+    expected = torch.load(tmp_path / "nocrc.pt", weights_only=True)
+    np.testing.assert_array_equal(load(tmp_path / "nocrc.pt")["w"].numpy(), expected["w"].numpy())
+
+
+def test_torchscript_file_is_refused_as_torchscript(tmp_path, torch):
+    torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), tmp_path / "jit.pt")
+    with pytest.raises(onnxnn.CheckpointError, match=r"TorchScript archive \(torch.jit.save\)"):
+        load(tmp_path / "jit.pt")
+
+
+def test_torch_checkpoint_with_a_multisteplr_loads_as_torch_loads_it(tmp_path, torch):
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(2))], lr=0.1)
+    scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, [2, 4])
+    plain = {"blob": bytearray(b"\x00\xff"), "z": 1.5 - 2j, "counts": Counter("abca")}
+    torch.save({"scheduler": scheduler.state_dict(), **plain}, tmp_path / "ckpt.pt")
+    expected = torch.load(tmp_path / "ckpt.pt", weights_only=True)
+    assert type(expected["scheduler"]["milestones"]) is Counter
+    assert_same(load(tmp_path / "ckpt.pt"), expected)
+
+
+def onnxnn_multisteplr():
+    optimizer = onnxnn.optim.SGD([nn.Parameter(make(np.ones(2, np.float32)))], lr=0.1)
+    return onnxnn.optim.lr_scheduler.MultiStepLR(optimizer, [2, 4], gamma=0.5)
+
+
+@pytest.mark.parametrize("name", ["scheduler.pt", "scheduler.safetensors"])
+def test_multisteplr_restored_from_a_file_steps_to_an_epoch(tmp_path, name):
+    # step(epoch) takes the closed form, which calls milestones.elements(): a Counter's, not a dict's.
+    save(onnxnn_multisteplr().state_dict(), tmp_path / name)
+    restored = onnxnn_multisteplr()
+    restored.load_state_dict(load(tmp_path / name))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # step(epoch) is deprecated, in PyTorch too
+        restored.step(5)
+    assert restored.get_last_lr() == [0.1 * 0.5**2]
+
+
+def test_torch_restores_a_multisteplr_onnxnn_saved(tmp_path, torch):
+    save(onnxnn_multisteplr().state_dict(), tmp_path / "scheduler.pt")
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(2))], lr=0.1)
+    scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, [2, 4], gamma=0.5)
+    scheduler.load_state_dict(torch.load(tmp_path / "scheduler.pt", weights_only=True))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scheduler.step(5)
+    assert scheduler.get_last_lr() == [0.1 * 0.5**2]
+
+
+def test_complex_bytearray_and_counter_reach_torch(tmp_path, torch):
+    values = {"z": complex(float("inf"), -0.0), "blob": bytearray(b"ab"), "counts": Counter({2: 1, 4: 1})}
+    save(values, tmp_path / "plain.pt")
+    assert_same(torch.load(tmp_path / "plain.pt", weights_only=True), values)
+    assert_same(load(tmp_path / "plain.pt"), values)
+
+
+def storage_members(path) -> dict[str, int]:
+    with zipfile.ZipFile(path) as archive:
+        return {info.filename: info.file_size for info in archive.infolist() if "/data/" in info.filename}
+
+
+def tied_model():
+    model = nn.Sequential(nn.Embedding(10, 4), nn.Linear(4, 10, bias=False))
+    model[1].weight = model[0].weight
+    return model
+
+
+def test_tied_weights_and_views_are_written_over_one_storage(tmp_path):
+    # torch.save writes one storage for tensors sharing one: tied weights' state_dict entries
+    # (distinct tensors over the parameter's storage), and views at their offsets and strides.
+    save(tied_model().state_dict(), tmp_path / "tied.pt")
+    assert storage_members(tmp_path / "tied.pt") == {"archive/data/0": 10 * 4 * 4}
+    base = make(np.arange(12, dtype=np.float32)).reshape(3, 4)
+    views = {"base": base, "t": base.t(), "row": base[1], "columns": base[:, 1:3], "diagonal": base.diagonal()}
+    save(views, tmp_path / "views.pt")
+    assert storage_members(tmp_path / "views.pt") == {"archive/data/0": 12 * 4}
+    values = np.arange(12, dtype=np.float32).reshape(3, 4)
+    expected = {
+        "base": values,
+        "t": values.T,
+        "row": values[1],
+        "columns": values[:, 1:3],
+        "diagonal": values.diagonal(),
+    }
+    assert_same(load(tmp_path / "views.pt"), {name: make(array.copy()) for name, array in expected.items()})
+
+
+def test_torch_loads_tied_weights_and_views_over_one_storage(tmp_path, torch):
+    model = tied_model()
+    save(model.state_dict(), tmp_path / "tied.pt")
+    loaded = torch.load(tmp_path / "tied.pt", weights_only=True)
+    assert loaded["0.weight"].untyped_storage().data_ptr() == loaded["1.weight"].untyped_storage().data_ptr()
+    np.testing.assert_array_equal(loaded["1.weight"].numpy(), model[0].weight.detach().numpy())
+    base = make(np.arange(12, dtype=np.float32)).reshape(3, 4)
+    save({"base": base, "t": base.t(), "columns": base[:, 1:3]}, tmp_path / "views.pt")
+    views = torch.load(tmp_path / "views.pt", weights_only=True)
+    reference = torch.arange(12.0).reshape(3, 4)
+    for name, expected in {"base": reference, "t": reference.t(), "columns": reference[:, 1:3]}.items():
+        assert views[name].stride() == expected.stride() and views[name].storage_offset() == expected.storage_offset()
+        assert torch.equal(views[name], expected), name
+    views["base"][0, 1] = -1.0  # one storage again, as torch.save's own file gives
+    assert views["t"][1, 0] == -1.0 and views["columns"][0, 0] == -1.0
